@@ -1,0 +1,114 @@
+"""Every exception structgen raises on purpose, in one place.
+
+Three levels of error (see ``shared/STYLE.md``):
+
+* typed, actionable exceptions for bad specs and requests (below; the ones caused
+  by bad user input also subclass :class:`ValueError`);
+* no exceptions on the per-token path: the matcher returns ``False`` or enters a
+  sticky terminated state, and the engine turns a failing request into a
+  ``RequestOutput`` with ``finish_reason="error"``;
+* ``assert`` only for internal invariants.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "StructgenError",
+    "ConfigError",
+    "SchemaError",
+    "InvalidSchemaError",
+    "UnsupportedSchemaError",
+    "RegexError",
+    "UnsupportedRegexError",
+    "GrammarTooComplexError",
+    "ModelNotFoundError",
+    "ModelLoadError",
+    "RequestError",
+    "PromptTooLongError",
+    "ExtractionError",
+]
+
+
+class StructgenError(Exception):
+    """Base class of every error structgen raises on purpose."""
+
+
+class ConfigError(StructgenError, ValueError):
+    """An engine or sampling setting is invalid (names the field and the bad value)."""
+
+
+class SchemaError(StructgenError, ValueError):
+    """Base class for problems with a JSON Schema given by the user.
+
+    Attributes:
+        pointer: JSON pointer (RFC 6901) of the offending subschema, ``""`` for the root.
+    """
+
+    def __init__(self, message: str, pointer: str = "") -> None:
+        self.pointer = pointer
+        where = pointer if pointer else "#"
+        super().__init__(f"{message} (at {where})" if not message.endswith(")") else message)
+
+
+class InvalidSchemaError(SchemaError):
+    """The schema is not valid JSON Schema (fails its metaschema, or is not an object)."""
+
+
+class UnsupportedSchemaError(SchemaError):
+    """The schema uses a keyword (or keyword value) that structgen cannot enforce exactly.
+
+    Attributes:
+        keyword: the unsupported keyword, e.g. ``"uniqueItems"``.
+        pointer: JSON pointer of the subschema that holds it.
+    """
+
+    def __init__(self, keyword: str, pointer: str = "", detail: str = "") -> None:
+        self.keyword = keyword
+        where = pointer if pointer else "#"
+        msg = f"unsupported JSON Schema keyword {keyword!r} at {where}"
+        if detail:
+            msg += f": {detail}"
+        StructgenError.__init__(self, msg)
+        self.pointer = pointer
+
+
+class RegexError(StructgenError, ValueError):
+    """A regular expression cannot be parsed."""
+
+
+class UnsupportedRegexError(RegexError):
+    """A regex uses a feature no finite automaton can express (lookaround, backreference)."""
+
+
+class GrammarTooComplexError(StructgenError, ValueError):
+    """Compiling a constraint exceeded the state-count or time budget."""
+
+
+class ModelNotFoundError(StructgenError, FileNotFoundError):
+    """The model path does not exist, or the default model package is not installed."""
+
+
+class ModelLoadError(StructgenError):
+    """A model file exists but cannot be loaded (unknown architecture, bad tensor shapes)."""
+
+
+class RequestError(StructgenError, ValueError):
+    """A generation request is invalid (bad prompt type, mismatched list lengths, ...)."""
+
+
+class PromptTooLongError(RequestError):
+    """A prompt does not fit the model's context or the KV cache."""
+
+
+class ExtractionError(StructgenError):
+    """Extraction did not produce a complete, schema-valid object.
+
+    Attributes:
+        raw_text: the text the model generated, for inspection.
+        finish_reason: why generation stopped (``"length"``, ``"error"``, ...).
+    """
+
+    def __init__(self, message: str, raw_text: str = "", finish_reason: str | None = None) -> None:
+        super().__init__(message)
+        self.raw_text = raw_text
+        self.finish_reason = finish_reason

@@ -1,0 +1,103 @@
+"""ForwardBatch: per-step metadata for one ragged forward pass, planned once, shared by all layers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["ForwardBatch"]
+
+
+@dataclass
+class ForwardBatch:
+    """Everything a model forward needs about the batch, independent of the layer.
+
+    The batch is *ragged*: ``B`` sequences, sequence ``b`` brings ``extend_lens[b]``
+    new tokens (a prefill chunk, one decode token, jump-forward text) on top of
+    ``prefix_lens[b]`` tokens whose K/V are already in its pages. New tokens of all
+    sequences are concatenated into one flat token axis of length ``T``.
+
+    Attributes:
+        input_ids: ``[T]`` int64, the new tokens.
+        positions: ``[T]`` int64, each new token's position in its sequence.
+        out_slots: ``[T]`` int64, KV slot (``page * page_size + offset``) each new token writes.
+        seq_ids: ``[T]`` int64, batch row ``b`` of each new token.
+        prefix_lens: ``[B]`` int64, tokens already cached per sequence.
+        extend_lens: ``[B]`` int64, new tokens per sequence (>= 1).
+        page_table: ``[B, max_pages]`` int64, page ids of each sequence (padded with 0,
+            the scratch page), covering ``prefix_lens + extend_lens`` tokens.
+        logits_indices: ``[R]`` int64, rows of the flat token axis whose logits are wanted
+            (usually the last new token of each sequence that samples).
+    """
+
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    out_slots: torch.Tensor
+    seq_ids: torch.Tensor
+    prefix_lens: torch.Tensor
+    extend_lens: torch.Tensor
+    page_table: torch.Tensor
+    logits_indices: torch.Tensor
+
+    @property
+    def batch_size(self) -> int:
+        """B, the number of sequences."""
+        return int(self.extend_lens.shape[0])
+
+    @property
+    def num_tokens(self) -> int:
+        """T, the number of new tokens."""
+        return int(self.input_ids.shape[0])
+
+    @staticmethod
+    def build(
+        token_chunks: list[list[int]],
+        prefix_lens: list[int],
+        page_tables: list[list[int]],
+        page_size: int,
+        logits_rows: list[int] | None = None,
+        device: str | torch.device = "cpu",
+    ) -> "ForwardBatch":
+        """Plan a step from per-sequence lists (done once per step, on the host).
+
+        Args:
+            token_chunks: new token ids of each sequence (each non-empty).
+            prefix_lens: cached tokens of each sequence.
+            page_tables: page ids of each sequence, enough for prefix + new tokens.
+            page_size: tokens per page.
+            logits_rows: batch rows whose last new token needs logits; None = all rows.
+            device: device for the tensors.
+
+        Returns:
+            The planned ForwardBatch.
+        """
+        ext = [len(c) for c in token_chunks]
+        batch = len(ext)
+        flat = [t for c in token_chunks for t in c]
+        ext_t = torch.tensor(ext, dtype=torch.int64)
+        pre_t = torch.tensor(prefix_lens, dtype=torch.int64)
+        seq_ids = torch.repeat_interleave(torch.arange(batch), ext_t)
+        starts = torch.cumsum(ext_t, 0) - ext_t  # [B] first flat row of each sequence
+        offs = torch.arange(len(flat)) - starts[seq_ids]  # [T] index within the chunk
+        positions = pre_t[seq_ids] + offs
+        max_pages = max(1, max(len(p) for p in page_tables))
+        pt = torch.zeros((batch, max_pages), dtype=torch.int64)
+        for b, pages in enumerate(page_tables):
+            if pages:
+                pt[b, : len(pages)] = torch.tensor(pages, dtype=torch.int64)
+        out_slots = pt[seq_ids, positions // page_size] * page_size + positions % page_size
+        rows = list(range(batch)) if logits_rows is None else logits_rows
+        last = starts + ext_t - 1
+        logits_idx = last[torch.tensor(rows, dtype=torch.int64)] if rows else torch.zeros(0, dtype=torch.int64)
+        dev = torch.device(device)
+        return ForwardBatch(
+            input_ids=torch.tensor(flat, dtype=torch.int64, device=dev),
+            positions=positions.to(dev),
+            out_slots=out_slots.to(dev),
+            seq_ids=seq_ids.to(dev),
+            prefix_lens=pre_t.to(dev),
+            extend_lens=ext_t.to(dev),
+            page_table=pt.to(dev),
+            logits_indices=logits_idx.to(dev),
+        )

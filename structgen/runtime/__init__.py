@@ -1,0 +1,18 @@
+"""The inference runtime: engine, scheduler, KV page pool, model runner, sampler, models, loader."""
+
+from __future__ import annotations
+
+from structgen.runtime.config import EngineConfig
+from structgen.runtime.outputs import RequestMetrics, RequestOutput
+from structgen.runtime.sampling_params import SamplingParams
+
+__all__ = ["EngineConfig", "RequestMetrics", "RequestOutput", "SamplingParams", "Engine"]
+
+
+def __getattr__(name: str):
+    """Import the Engine lazily (it pulls in the fsm and the loader)."""
+    if name == "Engine":
+        from structgen.runtime.engine import Engine
+
+        return Engine
+    raise AttributeError(name)

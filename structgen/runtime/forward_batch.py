@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -29,6 +29,10 @@ class ForwardBatch:
             the scratch page), covering ``prefix_lens + extend_lens`` tokens.
         logits_indices: ``[R]`` int64, rows of the flat token axis whose logits are wanted
             (usually the last new token of each sequence that samples).
+        page_size: tokens per page of the KV pool the page table indexes (set by ``build``).
+        plans: per-backend attention metadata derived from the fields above, filled lazily
+            by the attention backend on first use and shared by every layer (never set it
+            by hand; a batch must not be mutated after its first forward).
     """
 
     input_ids: torch.Tensor
@@ -39,6 +43,8 @@ class ForwardBatch:
     extend_lens: torch.Tensor
     page_table: torch.Tensor
     logits_indices: torch.Tensor
+    page_size: int = 0
+    plans: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def batch_size(self) -> int:
@@ -100,4 +106,5 @@ class ForwardBatch:
             extend_lens=ext_t.to(dev),
             page_table=pt.to(dev),
             logits_indices=logits_idx.to(dev),
+            page_size=page_size,
         )

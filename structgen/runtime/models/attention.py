@@ -1,0 +1,137 @@
+"""Paged attention over the KV pool: the torch reference path (CPU and any device).
+
+A Triton kernel can later plug in behind :func:`paged_attention` with the same
+signature; :func:`paged_attention_ref` stays as its reference.
+
+Layout: ``k_slots``/``v_slots`` are a layer's cache viewed as
+``[num_slots, num_kv_heads, head_dim]`` (``KVPool.k_slots(layer)``); slot
+``page * page_size + offset`` holds the token at position
+``page_index * page_size + offset`` of the sequence that owns ``page``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from structgen.runtime.forward_batch import ForwardBatch
+
+__all__ = ["RefAttentionPlan", "plan_ref_attention", "paged_attention_ref", "paged_attention", "store_kv"]
+
+
+@dataclass
+class RefAttentionPlan:
+    """Metadata of one step for :func:`paged_attention_ref`, computed once, shared by all layers.
+
+    Attributes:
+        gather_slots: ``[B, L]`` int64, KV slot of position ``0..L-1`` of each sequence
+            (``L`` = longest prefix + extension; padding points into the scratch page).
+        q_rows: ``[T]`` int64, batch row of each new token (``batch.seq_ids``).
+        q_cols: ``[T]`` int64, index of each new token within its sequence's extension.
+        mask: ``[B, 1, E, L]`` bool, True where query ``e`` may attend key position ``l``
+            (causal within its sequence; ``E`` = longest extension).
+        max_ext: ``E``.
+        trivial_queries: True when every sequence extends by exactly one token in
+            batch order (pure decode), so queries need no scatter.
+    """
+
+    gather_slots: torch.Tensor
+    q_rows: torch.Tensor
+    q_cols: torch.Tensor
+    mask: torch.Tensor
+    max_ext: int
+    trivial_queries: bool
+
+
+def plan_ref_attention(batch: ForwardBatch) -> RefAttentionPlan:
+    """Plan (once per step; cached in ``batch.plans``) the gathers and mask of the torch path.
+
+    One host sync per step (the longest sequence and extension), none per layer.
+    """
+    page_size = batch.page_size
+    assert page_size > 0, "ForwardBatch.page_size must be set (ForwardBatch.build sets it)"
+    key = "ref"
+    plan = batch.plans.get(key)
+    if plan is not None:
+        return plan
+    dev = batch.input_ids.device
+    kv_lens = batch.prefix_lens + batch.extend_lens  # [B]
+    max_len, max_ext = (int(v) for v in torch.stack([kv_lens.max(), batch.extend_lens.max()]).tolist())
+    pos = torch.arange(max_len, device=dev)  # [L]
+    gather_slots = batch.page_table[:, pos // page_size] * page_size + pos % page_size  # [B, L]
+    q_rows = batch.seq_ids
+    q_cols = batch.positions - batch.prefix_lens[q_rows]  # [T]
+    ext_idx = torch.arange(max_ext, device=dev)  # [E]
+    # query e of sequence b sits at position prefix_lens[b] + e and sees keys 0 .. that position
+    q_pos = batch.prefix_lens[:, None] + ext_idx[None, :]  # [B, E]
+    mask = pos[None, None, :] <= q_pos[:, :, None]  # [B, E, L]
+    mask = mask & (pos[None, None, :] < kv_lens[:, None, None])
+    trivial = max_ext == 1 and batch.num_tokens == batch.batch_size
+    plan = RefAttentionPlan(gather_slots, q_rows, q_cols, mask.unsqueeze(1), max_ext, trivial)
+    batch.plans[key] = plan
+    return plan
+
+
+def store_kv(k: torch.Tensor, v: torch.Tensor, k_slots: torch.Tensor, v_slots: torch.Tensor, out_slots: torch.Tensor) -> None:
+    """Write new tokens' K/V ``[T, kv_heads, d]`` into the cache rows ``out_slots`` ``[T]`` (in place)."""
+    k_slots.index_copy_(0, out_slots, k.to(k_slots.dtype))
+    v_slots.index_copy_(0, out_slots, v.to(v_slots.dtype))
+
+
+def paged_attention_ref(
+    q: torch.Tensor,
+    k_slots: torch.Tensor,
+    v_slots: torch.Tensor,
+    batch: ForwardBatch,
+    scale: float,
+) -> torch.Tensor:
+    """Causal attention of each new token to its sequence's cached and new tokens (vectorised).
+
+    The new tokens' K/V must already be stored at ``batch.out_slots``.
+
+    Args:
+        q: ``[T, heads, d]`` queries of the new tokens (RoPE applied).
+        k_slots: ``[num_slots, kv_heads, d]`` a layer's K cache (``heads % kv_heads == 0``).
+        v_slots: ``[num_slots, kv_heads, d]`` a layer's V cache.
+        batch: the step's metadata.
+        scale: softmax scale, usually ``d ** -0.5``.
+
+    Returns:
+        ``[T, heads, d]`` attention output, dtype of ``q``.
+
+    Raises:
+        never (shapes are internal invariants).
+    """
+    plan = plan_ref_attention(batch)
+    num_tokens, heads, d = q.shape
+    bsz = batch.page_table.shape[0]
+    kv_heads = k_slots.shape[1]
+    k = k_slots[plan.gather_slots].transpose(1, 2)  # [B, kv_heads, L, d]
+    v = v_slots[plan.gather_slots].transpose(1, 2)  # [B, kv_heads, L, d]
+    if plan.trivial_queries:
+        qp = q.unsqueeze(2)  # [B, heads, 1, d]
+    else:
+        qp = q.new_zeros(bsz, plan.max_ext, heads, d)
+        qp[plan.q_rows, plan.q_cols] = q
+        qp = qp.transpose(1, 2)  # [B, heads, E, d]
+    if kv_heads != heads:
+        rep = heads // kv_heads
+        k = k.repeat_interleave(rep, dim=1)  # [B, heads, L, d]
+        v = v.repeat_interleave(rep, dim=1)
+    out = F.scaled_dot_product_attention(qp, k.to(q.dtype), v.to(q.dtype), attn_mask=plan.mask, scale=scale)
+    if plan.trivial_queries:
+        return out.squeeze(2)  # [T, heads, d]
+    return out.transpose(1, 2)[plan.q_rows, plan.q_cols]  # [T, heads, d]
+
+
+def paged_attention(
+    q: torch.Tensor,
+    k_slots: torch.Tensor,
+    v_slots: torch.Tensor,
+    batch: ForwardBatch,
+    scale: float,
+) -> torch.Tensor:
+    """Backend dispatch point (only the torch reference for now); same contract as the ref."""
+    return paged_attention_ref(q, k_slots, v_slots, batch, scale)

@@ -1,0 +1,129 @@
+"""Layers shared by our decoder models (Llama, Mistral, Qwen2, ...).
+
+Parameter names follow Hugging Face transformers so that ``load_state_dict`` takes
+a transformers checkpoint as is. Parameters are allocated with ``torch.empty``
+(no random init): every model is filled by a loader or by ``load_state_dict``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["Linear", "RMSNorm", "RotaryEmbedding", "GatedMLP", "rope_theta", "apply_rotary"]
+
+
+class Linear(nn.Module):
+    """``y = x @ W.T + b`` with HF's parameter names, allocated uninitialised."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool, dtype: torch.dtype, device) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(out_features, in_features, dtype=dtype, device=device), requires_grad=False)
+        self.bias = (
+            nn.Parameter(torch.empty(out_features, dtype=dtype, device=device), requires_grad=False) if bias else None
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm, computed in float32 and cast back (as transformers' LlamaRMSNorm)."""
+
+    def __init__(self, dim: int, eps: float, dtype: torch.dtype, device) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim, dtype=dtype, device=device), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(dtype)
+
+
+def rope_theta(config) -> float:
+    """RoPE base of a transformers config (v4 ``rope_theta`` or v5 ``rope_parameters``)."""
+    params = getattr(config, "rope_parameters", None) or {}
+    theta = params.get("rope_theta", getattr(config, "rope_theta", None))
+    return float(theta if theta is not None else 10000.0)
+
+
+def _rope_type(config) -> str:
+    params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    return params.get("rope_type", params.get("type", "default")) or "default"
+
+
+class RotaryEmbedding(nn.Module):
+    """Precomputed cos/sin tables for rotary embeddings (HF ``rotate_half`` convention).
+
+    The table covers ``max_position_embeddings`` positions and grows on demand
+    (one host check per forward, not per layer). Non-default RoPE types (llama3,
+    yarn, linear, ...) take their inverse frequencies from transformers'
+    ``ROPE_INIT_FUNCTIONS`` so that they match the reference exactly.
+    """
+
+    def __init__(self, config, head_dim: int, device) -> None:
+        super().__init__()
+        kind = _rope_type(config)
+        self.attention_scaling = 1.0
+        if kind == "default":
+            inv_freq = 1.0 / (
+                rope_theta(config) ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float().to(device) / head_dim)
+            )
+        else:
+            from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+            if kind not in ROPE_INIT_FUNCTIONS or kind == "dynamic":
+                from structgen.errors import ModelLoadError
+
+                raise ModelLoadError(f"unsupported rope type {kind!r}")
+            inv_freq, self.attention_scaling = ROPE_INIT_FUNCTIONS[kind](config, device)
+        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+        self._len = 0
+        self._cos = torch.empty(0, head_dim, device=device)
+        self._sin = torch.empty(0, head_dim, device=device)
+        self.ensure(int(getattr(config, "max_position_embeddings", 2048) or 2048))
+
+    def ensure(self, n: int) -> None:
+        """Grow the tables to cover positions ``0 .. n-1``."""
+        if n <= self._len:
+            return
+        t = torch.arange(n, dtype=torch.float32, device=self.inv_freq.device)
+        freqs = torch.outer(t, self.inv_freq)  # [n, head_dim/2]
+        emb = torch.cat((freqs, freqs), dim=-1)  # [n, head_dim]
+        self._cos = emb.cos() * self.attention_scaling
+        self._sin = emb.sin() * self.attention_scaling
+        self._len = n
+
+    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin of shape ``[T, 1, head_dim]`` in ``dtype`` for the given positions ``[T]``."""
+        return self._cos[positions].to(dtype).unsqueeze(1), self._sin[positions].to(dtype).unsqueeze(1)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x`` ``[T, heads, head_dim]`` by cos/sin ``[T, 1, head_dim]`` (rotate-half layout)."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+class GatedMLP(nn.Module):
+    """SwiGLU MLP: ``down(act(gate(x)) * up(x))``."""
+
+    def __init__(self, hidden: int, intermediate: int, bias: bool, act: str, dtype, device) -> None:
+        super().__init__()
+        self.gate_proj = Linear(hidden, intermediate, bias, dtype, device)
+        self.up_proj = Linear(hidden, intermediate, bias, dtype, device)
+        self.down_proj = Linear(intermediate, hidden, bias, dtype, device)
+        if act not in ("silu", "swish", "gelu", "gelu_pytorch_tanh"):
+            from structgen.errors import ModelLoadError
+
+            raise ModelLoadError(f"unsupported MLP activation {act!r}")
+        self.act = F.silu if act in ("silu", "swish") else (
+            F.gelu if act == "gelu" else (lambda x: F.gelu(x, approximate="tanh"))
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))

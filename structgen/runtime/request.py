@@ -1,0 +1,135 @@
+"""Request: the one object that carries a request through scheduler, runner and sampler."""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from structgen.runtime.detokenizer import IncrementalDetokenizer
+from structgen.runtime.outputs import RequestMetrics, RequestOutput
+from structgen.runtime.sampling_params import SamplingParams
+
+__all__ = ["Request", "RequestStatus"]
+
+
+class RequestStatus(enum.Enum):
+    """Where a request is in its life."""
+
+    WAITING = "waiting"
+    WAITING_FOR_GRAMMAR = "waiting_for_grammar"
+    RUNNING = "running"
+    FINISHED = "finished"
+    ABORTED = "aborted"
+    FAILED = "failed"
+
+    @property
+    def is_finished(self) -> bool:
+        """True for the three terminal states."""
+        return self in (RequestStatus.FINISHED, RequestStatus.ABORTED, RequestStatus.FAILED)
+
+
+@dataclass
+class Request:
+    """A request's whole state, counters not phases (see shared/STYLE.md).
+
+    ``all_token_ids = prompt_token_ids + output_token_ids``; the first
+    ``num_computed_tokens`` of them have K/V in the pages of ``page_table``. Whatever
+    remains (a prompt, a prefill chunk's rest, a sampled token, jump-forward text) is
+    simply "tokens to compute".
+
+    Attributes:
+        request_id: unique id.
+        prompt_token_ids: prompt tokens.
+        params: sampling settings.
+        matcher: grammar cursor (``structgen.fsm.Matcher``) or None when unconstrained.
+        detokenizer: incremental text of the output.
+        generator: seeded torch.Generator when ``params.seed`` is set.
+        output_token_ids: generated tokens (sampled + jump-forward), EOS/stop ids excluded.
+        page_table: KV page ids, in order.
+        num_computed_tokens: leading tokens whose K/V are in the pages.
+        status: life-cycle state.
+        finish_reason: ``"stop"``, ``"length"``, ``"abort"`` or ``"error"`` when finished.
+        error: message of a failed request.
+        arrival_time / first_token_time / finish_time: ``time.perf_counter()`` seconds.
+        num_forward_passes: forwards this request took part in.
+        num_cached_tokens: prompt tokens served from the prefix cache.
+    """
+
+    request_id: str
+    prompt_token_ids: list[int]
+    params: SamplingParams
+    detokenizer: IncrementalDetokenizer
+    matcher: Any = None
+    generator: torch.Generator | None = None
+    output_token_ids: list[int] = field(default_factory=list)
+    page_table: list[int] = field(default_factory=list)
+    num_computed_tokens: int = 0
+    status: RequestStatus = RequestStatus.WAITING
+    finish_reason: str | None = None
+    error: str | None = None
+    arrival_time: float = field(default_factory=time.perf_counter)
+    first_token_time: float | None = None
+    finish_time: float | None = None
+    num_forward_passes: int = 0
+    num_cached_tokens: int = 0
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt plus output tokens known so far."""
+        return len(self.prompt_token_ids) + len(self.output_token_ids)
+
+    @property
+    def num_tokens_to_compute(self) -> int:
+        """Known tokens whose K/V are not computed yet."""
+        return self.num_tokens - self.num_computed_tokens
+
+    def token_slice(self, start: int, end: int) -> list[int]:
+        """Tokens ``[start, end)`` of ``prompt + output`` without building the whole list."""
+        n_prompt = len(self.prompt_token_ids)
+        if end <= n_prompt:
+            return self.prompt_token_ids[start:end]
+        if start >= n_prompt:
+            return self.output_token_ids[start - n_prompt : end - n_prompt]
+        return self.prompt_token_ids[start:] + self.output_token_ids[: end - n_prompt]
+
+    def finish(self, reason: str, error: str | None = None) -> None:
+        """Mark finished with ``reason`` (``"error"`` also sets status FAILED)."""
+        self.finish_reason = reason
+        self.error = error
+        self.finish_time = time.perf_counter()
+        if reason == "error":
+            self.status = RequestStatus.FAILED
+        elif reason == "abort":
+            self.status = RequestStatus.ABORTED
+        else:
+            self.status = RequestStatus.FINISHED
+
+    def to_output(self) -> RequestOutput:
+        """Snapshot as a RequestOutput (final once the request is finished)."""
+        n_out = len(self.output_token_ids)
+        ttft = tpot = 0.0
+        if self.first_token_time is not None:
+            ttft = self.first_token_time - self.arrival_time
+            end = self.finish_time or self.first_token_time
+            if n_out > 1:
+                tpot = (end - self.first_token_time) / (n_out - 1)
+        text = self.detokenizer.finish() if self.status.is_finished else self.detokenizer.text
+        return RequestOutput(
+            text=text,
+            token_ids=list(self.output_token_ids),
+            finish_reason=self.finish_reason,
+            error=self.error,
+            metrics=RequestMetrics(
+                ttft_s=ttft,
+                tpot_s=tpot,
+                num_prompt_tokens=len(self.prompt_token_ids),
+                num_generated_tokens=n_out,
+                num_forward_passes=self.num_forward_passes,
+                cached_tokens=self.num_cached_tokens,
+            ),
+            request_id=self.request_id,
+        )

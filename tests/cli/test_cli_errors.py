@@ -1,0 +1,77 @@
+"""The CLI's error cases: one line on stderr, non-zero exit, no traceback, no model load."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from structgen.cli import main
+
+
+def _run(args: list[str], tmp_path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "structgen", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+
+
+def _one_error_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    assert lines[0].startswith("structgen: error: ")
+    return lines[0]
+
+
+def test_missing_schema_file(tmp_path):
+    proc = _run(["extract", "--schema", "nope.json", "--text", "x"], tmp_path)
+    assert proc.returncode == 2
+    assert "schema file not found: nope.json" in _one_error_line(proc.stderr)
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "content, expected, code",
+    [
+        ("{not json", "is not valid JSON", 2),
+        ('{"type": "object", "properties": {"a": {"type": "strnig"}}}', "not a valid JSON Schema at /properties/a/type", 2),
+        ('{"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": true}}}', "'uniqueItems' at /properties/tags", 2),
+        ("[1, 2]", "must hold a JSON object", 2),
+    ],
+)
+def test_bad_schema_files(tmp_path, capsys, content, expected, code):
+    path = tmp_path / "s.json"
+    path.write_text(content)
+    assert main(["extract", "--schema", str(path), "--text", "x"]) == code
+    err = capsys.readouterr().err
+    assert expected in _one_error_line(err), err
+
+
+def test_model_not_found_says_how(tmp_path):
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}}))
+    proc = _run(
+        ["extract", "--schema", str(schema), "--text", "x", "--model", str(tmp_path / "m.gguf")],
+        tmp_path,
+    )
+    assert proc.returncode == 1
+    line = _one_error_line(proc.stderr)
+    assert "m.gguf" in line
+
+
+def test_missing_input(tmp_path, capsys):
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "string"}')
+    assert main(["extract", "--schema", str(schema), "--input", str(tmp_path / "in.txt")]) == 2
+    assert "input file not found" in _one_error_line(capsys.readouterr().err)
+
+
+def test_bad_regex(tmp_path, capsys):
+    assert main(["generate", "--prompt", "x", "--regex", "(a"]) == 2
+    assert "--regex" in _one_error_line(capsys.readouterr().err)

@@ -1,0 +1,113 @@
+"""Extraction on the real SmolLM2: every output parses and validates (with formats)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from pydantic import BaseModel, Field
+
+from structgen import SamplingParams
+from structgen.errors import ExtractionError
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = ROOT.parent / "shared" / "cases" / "field_cases.jsonl"
+
+
+def _example(name: str) -> dict:
+    return json.loads((ROOT / "examples" / "schemas" / f"{name}.json").read_text())
+
+
+def _field_case(case_id: str) -> dict:
+    if not CASES.is_file():
+        pytest.skip("shared/cases not present beside the checkout")
+    for line in CASES.read_text().splitlines():
+        case = json.loads(line)
+        if case["id"] == case_id:
+            return case["schema"]
+    raise KeyError(case_id)
+
+
+PAIRS = [
+    ("person", "Maria Lopez, 34, works as a nurse in Lyon."),
+    (
+        "invoice",
+        "Invoice INV-2041 for Acme GmbH: 3 x USB cable at 4.50 EUR each and 1 x keyboard at "
+        "29.90 EUR. Total due: 43.40 EUR.",
+    ),
+    (
+        "event",
+        "PyCon Lyon runs from 2026-05-14 to 2026-05-16 at the Centre des Congres. "
+        "It is an in-person event.",
+    ),
+    ("field-string-escaped-quote", 'The quote is: She said "hi" and left. C:\\temp is the folder.'),
+    ("field-eos-masked-until-complete", "Alan Turing was 41 when he died."),
+    ("field-pattern-with-anchors", "Send it to 77 Mass Ave, Cambridge MA 02139."),
+]
+
+
+def _schema(name: str) -> dict:
+    return _field_case(name) if name.startswith("field-") else _example(name)
+
+
+@pytest.fixture(scope="module")
+def extracted(smollm2_engine):
+    schemas = [_schema(name) for name, _ in PAIRS]
+    results = []
+    for schema, (_, text) in zip(schemas, PAIRS):
+        results.append(smollm2_engine.extract(schema, text))
+    return schemas, results
+
+
+@pytest.mark.parametrize("i", range(len(PAIRS)), ids=[name for name, _ in PAIRS])
+def test_extraction_validates(extracted, i):
+    schemas, results = extracted
+    obj = results[i]
+    jsonschema.validate(obj, schemas[i], format_checker=jsonschema.FormatChecker())
+
+
+def test_extraction_reads_the_facts(extracted):
+    _, results = extracted
+    person = results[0]
+    assert "Maria" in person["name"] and person["age"] == 34
+    assert results[2]["start_date"] == "2026-05-14"
+
+
+def test_batch_extraction_equals_one_by_one(smollm2_engine, extracted):
+    schema = _example("person")
+    texts = [PAIRS[0][1], "Our new colleague is Kenji Watanabe; he is 51 and teaches physics in Osaka."]
+    batched = smollm2_engine.extract(schema, texts)
+    assert batched[0] == extracted[1][0]
+    for obj in batched:
+        jsonschema.validate(obj, schema)
+
+
+def test_pydantic_model_comes_back_as_instance(smollm2_engine):
+    class Person(BaseModel):
+        name: str = Field(max_length=40)
+        age: int = Field(ge=0, le=150)
+
+    person = smollm2_engine.extract(Person, "Maria Lopez, 34, works as a nurse in Lyon.")
+    assert isinstance(person, Person) and person.age == 34
+
+
+def test_truncated_output_raises_with_raw_text(smollm2_engine):
+    with pytest.raises(ExtractionError) as info:
+        smollm2_engine.extract(
+            _example("invoice"), PAIRS[1][1], params=SamplingParams(max_tokens=5, temperature=0)
+        )
+    assert info.value.finish_reason == "length"
+    assert info.value.raw_text.startswith("{")
+
+
+def test_unconstrained_generation_and_chat(smollm2_engine):
+    out = smollm2_engine.generate(
+        [[{"role": "user", "content": "What is the capital of France?"}]],
+        SamplingParams(max_tokens=24, temperature=0.0),
+    )[0]
+    assert "Paris" in out.text
+    assert out.metrics.ttft_s > 0 and out.metrics.num_generated_tokens == len(out.token_ids)

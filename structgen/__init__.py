@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Engine",
+    "AsyncEngine",
     "EngineConfig",
     "SamplingParams",
     "RequestOutput",
@@ -35,6 +36,7 @@ __all__ = [
 
 _LAZY = {
     "Engine": "structgen.runtime.engine",
+    "AsyncEngine": "structgen.runtime.async_engine",
     "EngineConfig": "structgen.runtime.config",
 }
 

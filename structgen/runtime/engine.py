@@ -197,12 +197,26 @@ class Engine:
             done = now_done
         bar.close()
 
+    def add_request(self, req: Request) -> None:
+        """Queue a prepared request (fails it alone if its prompt can never fit)."""
+        self.scheduler.add(req)
+
+    def abort_request(self, req: Request) -> None:
+        """Abort a waiting or running request and free its pages. Raises: never."""
+        if not req.status.is_finished:
+            req.finish("abort")
+        self.scheduler.release(req)
+
     def step(self) -> list[Request]:
-        """Run one scheduler step and forward pass; returns requests finished by it."""
+        """Run one scheduler step and forward pass.
+
+        Returns:
+            The requests that changed visibly in this step (got tokens, or finished).
+        """
         plan = self.scheduler.schedule()
-        finished: list[Request] = []
+        updated = [r for r in self.scheduler.failed_in_schedule()]
         if not plan:
-            return finished
+            return updated
         chunks, prefix_lens, tables, sample_rows = [], [], [], []
         for i, (req, num) in enumerate(plan):
             start = req.num_computed_tokens
@@ -217,7 +231,7 @@ class Engine:
             for req, _ in plan:
                 req.finish("error", f"forward pass failed: {type(exc).__name__}: {exc}")
                 self.scheduler.release(req)
-            return [req for req, _ in plan]
+            return updated + [req for req, _ in plan]
         for req, num in plan:
             req.num_computed_tokens += num
             req.num_forward_passes += 1
@@ -227,8 +241,34 @@ class Engine:
             process_sampled(self, req, tok)
             if req.status.is_finished:
                 self.scheduler.release(req)
-                finished.append(req)
-        return finished
+        return updated + sampling
+
+    def stats(self) -> dict:
+        """Engine counters: KV pages, queue lengths, forward passes.
+
+        Returns:
+            dict with ``pages_total``, ``pages_free``, ``running``, ``waiting``,
+            ``num_forward_passes``.
+        """
+        return {
+            "pages_total": self.pool.num_usable_pages,
+            "pages_free": self.pool.num_free_pages,
+            "running": len(self.scheduler.running),
+            "waiting": len(self.scheduler.waiting),
+            "num_forward_passes": self.runner.num_forward_passes,
+        }
+
+    def make_request(self, prompt: Any, params: SamplingParams | None = None,
+                     constraint: Any = None, request_id: str | None = None) -> Request:
+        """Validate and prepare one request (prompt encoded, grammar compiled).
+
+        Raises:
+            RequestError, SchemaError, RegexError: bad prompt, params or constraint.
+        """
+        req = self._make_request(prompt, params or SamplingParams(), constraint)
+        if request_id is not None:
+            req.request_id = str(request_id)
+        return req
 
     # ------------------------------------------------------------ extraction
     def extract(self, schema: Any, text: str | list[str], instructions: str | None = None,

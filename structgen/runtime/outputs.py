@@ -42,6 +42,7 @@ class RequestOutput:
         error: the error message when ``finish_reason == "error"``.
         metrics: timings and counts.
         request_id: the engine's id of the request.
+        delta_text: text added since the previous streamed snapshot (``AsyncEngine``).
     """
 
     text: str = ""
@@ -50,3 +51,4 @@ class RequestOutput:
     error: str | None = None
     metrics: RequestMetrics = field(default_factory=RequestMetrics)
     request_id: str = ""
+    delta_text: str = ""

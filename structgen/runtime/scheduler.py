@@ -38,6 +38,7 @@ class Scheduler:
         self.max_model_len = max_model_len
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
+        self._failed: list[Request] = []
 
     @property
     def has_unfinished(self) -> bool:
@@ -64,6 +65,11 @@ class Scheduler:
             req.finish("error", str(err))
             return
         self.waiting.append(req)
+
+    def failed_in_schedule(self) -> list[Request]:
+        """Requests failed by the last :meth:`schedule` (taken: a second call returns [])."""
+        failed, self._failed = self._failed, []
+        return failed
 
     def _pages_needed(self, req: Request, num_tokens: int) -> int:
         size = self.pool.page_size
@@ -114,6 +120,7 @@ class Scheduler:
                 if victim is req and len(self.running) == 1:
                     req.finish("error", "KV cache too small for this request alone")
                     self.release(req)
+                    self._failed.append(req)
                     break
                 self._preempt(victim)
                 if victim is req:

@@ -1,0 +1,176 @@
+"""AsyncEngine: the engine loop in one background thread, streamed to asyncio callers.
+
+Every touch of the Engine (scheduler, pages, matchers, model) happens on the loop thread;
+callers talk to it through a command queue, and it answers through per-request asyncio
+queues (``loop.call_soon_threadsafe``). A crash of the loop thread is re-raised in every
+waiting caller, never turned into a warning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+from structgen.errors import RequestError, StructgenError
+from structgen.runtime.outputs import RequestOutput
+from structgen.runtime.request import Request
+from structgen.runtime.sampling_params import SamplingParams
+
+__all__ = ["AsyncEngine"]
+
+
+class EngineDeadError(StructgenError):
+    """The engine loop thread crashed; the original exception is its ``__cause__``."""
+
+
+@dataclass
+class _Stream:
+    req: Request
+    loop: asyncio.AbstractEventLoop
+    out: asyncio.Queue = field(default_factory=asyncio.Queue)
+    emitted: int = 0  # characters of text already streamed
+
+
+class AsyncEngine:
+    """Asynchronous, streaming front of :class:`structgen.runtime.engine.Engine`.
+
+    Args:
+        model: as for ``Engine``.
+        **kwargs: ``EngineConfig`` fields.
+
+    Example::
+
+        engine = AsyncEngine()
+        async for out in engine.generate("Hello", SamplingParams(max_tokens=8)):
+            print(out.delta_text, end="")
+    """
+
+    def __init__(self, model: str | None = None, **kwargs: Any) -> None:
+        from structgen.runtime.engine import Engine
+
+        self.engine = Engine(model, **kwargs)
+        self._commands: queue.SimpleQueue = queue.SimpleQueue()
+        self._streams: dict[str, _Stream] = {}
+        self._wakeup = threading.Event()
+        self._dead: BaseException | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="structgen-engine", daemon=True)
+        self._thread.start()
+
+    # ---------------------------------------------------------------- callers
+    async def generate(
+        self,
+        prompt: Any,
+        params: SamplingParams | None = None,
+        constraint: Any = None,
+        request_id: str | None = None,
+    ) -> AsyncIterator[RequestOutput]:
+        """Stream ``RequestOutput`` snapshots of one request.
+
+        Each snapshot has cumulative ``text``/``token_ids`` and the ``delta_text`` since
+        the previous one (never half a character or a partial stop string); the last one
+        has ``finish_reason`` set. Breaking out of the loop aborts the request.
+
+        Raises:
+            RequestError, SchemaError, RegexError: invalid request (raised before any
+                output); a request id already in use.
+            EngineDeadError: the engine loop crashed.
+        """
+        self._check_alive()
+        req = self.engine.make_request(prompt, params, constraint, request_id)
+        if req.request_id in self._streams:
+            raise RequestError(f"request id {req.request_id!r} is already running")
+        stream = _Stream(req, asyncio.get_running_loop())
+        self._streams[req.request_id] = stream
+        self._send(("add", req))
+        finished = False
+        try:
+            while True:
+                item = await stream.out.get()
+                if isinstance(item, BaseException):
+                    raise EngineDeadError("the engine loop crashed") from item
+                yield item
+                if item.finish_reason is not None:
+                    finished = True
+                    return
+        finally:
+            if not finished:
+                self._send(("abort", req.request_id))
+
+    async def abort(self, request_id: str) -> None:
+        """Abort a request: its pages are freed and its stream ends with ``"abort"``."""
+        self._send(("abort", str(request_id)))
+
+    def stats(self) -> dict:
+        """Counters of the engine (read without locking: a consistent-enough snapshot)."""
+        return self.engine.stats()
+
+    def shutdown(self) -> None:
+        """Stop the loop thread (pending requests are aborted)."""
+        self._closed = True
+        self._wakeup.set()
+        self._thread.join(timeout=30)
+
+    # ------------------------------------------------------------ loop thread
+    def _send(self, cmd: tuple) -> None:
+        self._commands.put(cmd)
+        self._wakeup.set()
+
+    def _check_alive(self) -> None:
+        if self._dead is not None:
+            raise EngineDeadError("the engine loop crashed") from self._dead
+        if self._closed:
+            raise RequestError("the engine is shut down")
+
+    def _publish(self, req: Request) -> None:
+        stream = self._streams.get(req.request_id)
+        if stream is None or stream.req is not req:
+            return
+        out = req.to_output()
+        if req.status.is_finished:
+            out.delta_text = out.text[stream.emitted :]
+            self._streams.pop(req.request_id, None)
+        else:
+            out.delta_text = req.detokenizer.pop_delta()
+            if not out.delta_text:
+                return
+        stream.emitted += len(out.delta_text)
+        stream.loop.call_soon_threadsafe(stream.out.put_nowait, out)
+
+    def _handle_commands(self) -> None:
+        while True:
+            try:
+                kind, arg = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "add":
+                self.engine.add_request(arg)
+                if arg.status.is_finished:
+                    self._publish(arg)
+            elif kind == "abort":
+                stream = self._streams.get(arg)
+                if stream is not None and not stream.req.status.is_finished:
+                    self.engine.abort_request(stream.req)
+                    self._publish(stream.req)
+
+    def _loop(self) -> None:
+        try:
+            while not self._closed:
+                self._handle_commands()
+                if not self.engine.scheduler.has_unfinished:
+                    self._wakeup.wait(timeout=0.5)
+                    self._wakeup.clear()
+                    continue
+                for req in self.engine.step():
+                    self._publish(req)
+            for stream in list(self._streams.values()):
+                self.engine.abort_request(stream.req)
+                self._publish(stream.req)
+        except BaseException as exc:  # re-raised in every waiting caller
+            self._dead = exc
+            for stream in list(self._streams.values()):
+                stream.loop.call_soon_threadsafe(stream.out.put_nowait, exc)
+            self._streams.clear()

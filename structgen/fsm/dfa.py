@@ -202,14 +202,15 @@ def _trim(table: np.ndarray, initial: int, accepting: np.ndarray):
 def _minimize(table: np.ndarray, initial: int, accepting: np.ndarray):
     """Moore partition refinement; rows hashed with random 64-bit weights."""
     n = table.shape[0]
+    cols = np.unique(table, axis=1)  # identical byte columns refine identically
     rng = np.random.default_rng(0x5EED)
-    weights = rng.integers(1, 2**62, size=257, dtype=np.int64) | 1
+    weights = rng.integers(1, 2**62, size=cols.shape[1] + 1, dtype=np.int64) | 1
     cls = accepting.astype(np.int64)
     num_classes = len(np.unique(cls))
     while True:
-        succ = np.where(table >= 0, cls[np.maximum(table, 0)] + 1, 0)  # [n, 256]
+        succ = np.where(cols >= 0, cls[np.maximum(cols, 0)] + 1, 0)  # [n, distinct columns]
         with np.errstate(over="ignore"):
-            sig = succ @ weights[:256] + (cls + 1) * weights[256]
+            sig = succ @ weights[:-1] + (cls + 1) * weights[-1]
             sig = sig ^ (cls * np.int64(0x9E3779B97F4A7C15 - 2**64))
         _, new_cls = np.unique(sig, return_inverse=True)
         new_cls = new_cls.reshape(-1).astype(np.int64)

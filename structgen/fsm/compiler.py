@@ -1,0 +1,174 @@
+"""Spec -> ``CompiledGrammar`` (regex, JSON Schema, choices), with an in-memory LRU cache.
+
+Cache key: (kind, canonical spec, options, vocabulary fingerprint). Compiled
+grammars are immutable; matchers made from them are independent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import jsonschema
+
+from ..errors import InvalidSchemaError, StructgenError
+from ._json_pattern import escape_literal
+from .dfa import ByteDFA, regex_to_dfa
+from .json_schema import json_schema_to_regex, schema_for
+from .matcher import Matcher
+from .token_index import TokenIndex
+from .vocabulary import Vocabulary
+
+__all__ = [
+    "CompiledGrammar",
+    "NoVocabularyError",
+    "compile_regex",
+    "compile_json_schema",
+    "compile_choice",
+    "clear_cache",
+    "CACHE_SIZE",
+]
+
+CACHE_SIZE = 128
+
+
+class NoVocabularyError(StructgenError, ValueError):
+    """``CompiledGrammar.matcher()`` was called on a grammar compiled without a vocabulary."""
+
+
+class CompiledGrammar:
+    """A constraint compiled to a ``ByteDFA``, optionally mapped onto a vocabulary.
+
+    Attributes:
+        pattern: the regex the grammar was compiled from.
+        dfa: the minimal trimmed byte automaton.
+        vocab: the vocabulary, or None (then only ``matches`` works).
+        token_index: the ``TokenIndex`` (None without a vocabulary).
+        warnings: messages about schema parts that were ignored or approximated.
+    """
+
+    def __init__(self, pattern: str, dfa: ByteDFA, vocab: Vocabulary | None,
+                 warnings: list[str] | None = None) -> None:
+        self.pattern = pattern
+        self.dfa = dfa
+        self.vocab = vocab
+        self.token_index = TokenIndex(dfa, vocab) if vocab is not None else None
+        self.warnings = list(warnings or [])
+
+    def __repr__(self) -> str:
+        return (f"CompiledGrammar(num_states={self.dfa.num_states}, "
+                f"vocab={'none' if self.vocab is None else self.vocab.fingerprint[:12]}, "
+                f"warnings={len(self.warnings)})")
+
+    def matches(self, text: str | bytes) -> bool:
+        """Whole-string membership (str is UTF-8 encoded). Works without a vocabulary."""
+        data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+        return self.dfa.accepts(data)
+
+    def matcher(self, max_tokens: int | None = None) -> Matcher:
+        """A fresh per-request ``Matcher``.
+
+        Raises:
+            NoVocabularyError: the grammar was compiled with ``vocab=None``.
+        """
+        if self.token_index is None:
+            raise NoVocabularyError("this grammar was compiled without a vocabulary; "
+                                    "pass vocab= to compile_* to get a matcher")
+        return Matcher(self.token_index, max_tokens=max_tokens)
+
+
+_cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
+_lock = threading.Lock()
+
+
+def clear_cache() -> None:
+    """Drop every cached compiled grammar."""
+    with _lock:
+        _cache.clear()
+
+
+def _cached(key: tuple, build) -> CompiledGrammar:
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    grammar = build()
+    with _lock:
+        _cache[key] = grammar
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return grammar
+
+
+def _fingerprint(vocab: Vocabulary | None) -> str | None:
+    return None if vocab is None else vocab.fingerprint
+
+
+def _build(pattern: str, vocab: Vocabulary | None, warnings: list[str] | None = None):
+    def build() -> CompiledGrammar:
+        return CompiledGrammar(pattern, regex_to_dfa(pattern), vocab, warnings)
+    return build
+
+
+def compile_regex(pattern: str, vocab: Vocabulary | None = None) -> CompiledGrammar:
+    """Compile a Python regex (fullmatch semantics) for ``vocab``.
+
+    Raises:
+        RegexError, UnsupportedRegexError, GrammarTooComplexError: see ``regex_to_dfa``.
+    """
+    return _cached(("regex", pattern, _fingerprint(vocab)), _build(pattern, vocab))
+
+
+def compile_choice(choices: list[str], vocab: Vocabulary | None = None) -> CompiledGrammar:
+    """Exactly one of ``choices`` (literal strings).
+
+    Raises:
+        ValueError: ``choices`` is empty.
+    """
+    if not choices:
+        raise ValueError("compile_choice needs at least one choice")
+    pattern = "(?:" + "|".join(escape_literal(c) for c in dict.fromkeys(choices)) + ")"
+    return _cached(("choice", tuple(choices), _fingerprint(vocab)), _build(pattern, vocab))
+
+
+def compile_json_schema(
+    schema: Any,
+    vocab: Vocabulary | None = None,
+    *,
+    whitespace: str | int = "compact",
+    strict: bool = True,
+    allow_extra_properties: bool = False,
+    max_recursion_depth: int = 3,
+) -> CompiledGrammar:
+    """Compile a JSON Schema (dict, JSON string, or pydantic model class).
+
+    See ``json_schema_to_regex`` for the supported subset and options.
+
+    Raises:
+        InvalidSchemaError: the schema fails its metaschema.
+        UnsupportedSchemaError: a keyword that cannot be enforced (with ``strict``).
+        GrammarTooComplexError: the automaton exceeds the state budget.
+    """
+    schema = schema_for(schema)
+    if isinstance(schema, dict):
+        try:
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            pointer = "".join("/" + str(p) for p in exc.path)
+            raise InvalidSchemaError(f"invalid JSON Schema: {exc.message}", pointer) from exc
+    options = (whitespace, strict, allow_extra_properties, max_recursion_depth)
+    key = ("json", json.dumps(schema, sort_keys=False), options, _fingerprint(vocab))
+
+    def build() -> CompiledGrammar:
+        warnings: list[str] = []
+        pattern = json_schema_to_regex(
+            schema, whitespace=whitespace, strict=strict,
+            allow_extra_properties=allow_extra_properties,
+            max_recursion_depth=max_recursion_depth, warnings=warnings,
+        )
+        return _build(pattern, vocab, warnings)()
+
+    return _cached(key, build)

@@ -1,0 +1,113 @@
+"""Which tokens each DFA state allows (``TokenIndex``), computed lazily and cached.
+
+For a state ``s`` every token of the vocabulary is run through the DFA at once:
+the token bytes form a matrix ``[vocab_size, max_len]`` sorted by length (longest
+first) and padded with a pseudo-byte 256 that leaves the state unchanged, so column
+``j`` only touches the tokens longer than ``j``: the loop runs over the ~max_len
+columns, never over tokens. Masks are packed as int32 words, token ``i`` at bit
+``i % 32`` of word ``i // 32`` (least-significant bit first).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from .dfa import ByteDFA
+from .vocabulary import Vocabulary
+
+__all__ = ["TokenIndex", "pack_bitmask"]
+
+
+def pack_bitmask(allowed: np.ndarray, num_words: int | None = None) -> np.ndarray:
+    """Pack bool ``[n]`` into int32 ``[num_words]`` (default ``ceil(n / 32)``), LSB first."""
+    n = allowed.shape[0]
+    words = (n + 31) // 32 if num_words is None else num_words
+    padded = np.zeros(words * 32, bool)
+    padded[:n] = allowed
+    return np.packbits(padded, bitorder="little").view("<i4").astype(np.int32, copy=False)
+
+
+class TokenIndex:
+    """Token-level view of a ``ByteDFA`` for one ``Vocabulary``.
+
+    Args:
+        dfa: the byte automaton.
+        vocab: the vocabulary.
+        max_cached_states: bound on the number of cached state rows (LRU).
+    """
+
+    def __init__(self, dfa: ByteDFA, vocab: Vocabulary, max_cached_states: int = 8192) -> None:
+        self.dfa = dfa
+        self.vocab = vocab
+        self.num_words = (vocab.vocab_size + 31) // 32
+        self.max_cached_states = max_cached_states
+        order, matrix, lengths = vocab.padded
+        self._order = order
+        self._matrix = matrix
+        # number of rows whose length exceeds j, for each column j (rows sorted by length)
+        self._rows_longer = np.searchsorted(-lengths, -np.arange(matrix.shape[1]), side="left")
+        n = dfa.num_states
+        ext = np.full((n + 1, 257), n, np.int32)  # row n is the dead sink
+        ext[:n, :256] = np.where(dfa.transitions >= 0, dfa.transitions, n)
+        ext[:, 256] = np.arange(n + 1)  # padding keeps the state
+        self._table = ext
+        never = np.zeros(vocab.vocab_size, bool)
+        never[list(vocab.special_token_ids)] = True
+        never |= np.fromiter((len(t) == 0 for t in vocab.token_bytes), bool, vocab.vocab_size)
+        self._eos = np.array(sorted(vocab.eos_token_ids), np.int64)
+        never[self._eos] = True  # handled separately: allowed only in accepting states
+        self._never = never
+        self._cache: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+
+    def next_states(self, state: int) -> np.ndarray:
+        """int32 ``[vocab_size]``: state after each token from ``state``, -1 = not allowed.
+
+        EOS ids map to ``state`` itself when ``state`` is accepting (EOS ends the
+        output without moving the DFA), else -1. Raises: never.
+        """
+        return self._row(state)[0]
+
+    def bitmask(self, state: int) -> np.ndarray:
+        """int32 ``[ceil(vocab_size / 32)]``: packed allowed tokens of ``state``."""
+        return self._row(state)[1]
+
+    def _row(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        hit = self._cache.get(state)
+        if hit is not None:
+            self._cache.move_to_end(state)
+            return hit
+        row = self._compute(state)
+        self._cache[state] = row
+        if len(self._cache) > self.max_cached_states:
+            self._cache.popitem(last=False)
+        return row
+
+    def _compute(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        table, matrix = self._table, self._matrix
+        dead = table.shape[0] - 1
+        cur = np.full(matrix.shape[0], state, np.int32)  # [vocab_size], in length order
+        for j, rows in enumerate(self._rows_longer):
+            if rows == 0:
+                break
+            cur[:rows] = table[cur[:rows], matrix[:rows, j]]
+        nxt = np.full(self.vocab.vocab_size, -1, np.int32)
+        nxt[self._order] = np.where(cur == dead, -1, cur)
+        nxt[self._never] = -1
+        if self.dfa.accepting[state]:
+            nxt[self._eos] = state
+        nxt.setflags(write=False)
+        mask = pack_bitmask(nxt >= 0, self.num_words)
+        mask.setflags(write=False)
+        return nxt, mask
+
+    def token_next_state(self, state: int, token_id: int) -> int:
+        """State after one non-EOS token, -1 if not allowed (no full-row computation)."""
+        if not 0 <= token_id < self.vocab.vocab_size or self._never[token_id]:
+            return -1
+        return self.dfa.walk(state, self.vocab.token_bytes[token_id])
+
+    @property
+    def num_cached_states(self) -> int:
+        return len(self._cache)

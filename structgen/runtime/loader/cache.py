@@ -1,0 +1,26 @@
+"""Where the loader caches built tokenizers and dequantized weights."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+__all__ = ["cache_root", "file_cache_key"]
+
+ENV_VAR = "STRUCTGEN_CACHE_DIR"
+
+
+def cache_root() -> Path:
+    """``$STRUCTGEN_CACHE_DIR`` if set, else ``~/.cache/structgen``."""
+    root = os.environ.get(ENV_VAR)
+    return Path(root).expanduser() if root else Path.home() / ".cache" / "structgen"
+
+
+def file_cache_key(path: str | os.PathLike) -> str:
+    """Key that changes when the file does: ``<stem>-<size>-<mtime_ns>-<hash of the absolute path>``."""
+    p = Path(path).resolve()
+    st = p.stat()
+    digest = hashlib.sha1(str(p).encode()).hexdigest()[:10]
+    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in p.stem)[:60]
+    return f"{stem}-{st.st_size}-{st.st_mtime_ns}-{digest}"

@@ -1,0 +1,150 @@
+"""Tokenizers: built from GGUF metadata (cached on disk) or loaded from a Hugging Face folder."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from structgen.errors import ModelLoadError
+
+__all__ = ["tokenizer_from_gguf_metadata", "load_cached_tokenizer", "save_tokenizer_cache", "load_hf_tokenizer"]
+
+log = logging.getLogger(__name__)
+
+# llama.cpp `tokenizer.ggml.pre` values whose pre-tokenizer is "digits one by one, then GPT-2 byte level"
+# (the StarCoder / SmolLM tokenizer.json: Sequence[Digits(individual_digits=True), ByteLevel]).
+_DIGITS_THEN_GPT2 = {"smollm", "starcoder", "refact"}
+_GPT2 = {"gpt-2", "gpt2", "default"}
+
+_CONTROL, _USER_DEFINED = 3, 4
+
+
+def _fast_byte_level(meta: dict):
+    """Build a byte-level BPE `tokenizers.Tokenizer` directly, or None if this pre-tokenizer is unknown."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+
+    pre = meta.get("tokenizer.ggml.pre") or "default"
+    if meta.get("tokenizer.ggml.model") != "gpt2" or pre not in _DIGITS_THEN_GPT2 | _GPT2:
+        return None
+    tokens: list[str] = meta["tokenizer.ggml.tokens"]
+    vocab = {t: i for i, t in enumerate(tokens)}
+    merges = [tuple(m.split(" ", 1)) for m in meta.get("tokenizer.ggml.merges") or []]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
+    if pre in _DIGITS_THEN_GPT2:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+    else:
+        tok.pre_tokenizer = byte_level
+    tok.decoder = decoders.ByteLevel()
+    types = meta.get("tokenizer.ggml.token_type") or []
+    tok.add_special_tokens(
+        [AddedToken(t, normalized=False, special=True) for t, k in zip(tokens, types) if k == _CONTROL]
+    )
+    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t, k in zip(tokens, types) if k == _USER_DEFINED])
+    bos_id = meta.get("tokenizer.ggml.bos_token_id")
+    if meta.get("tokenizer.ggml.add_bos_token") and bos_id is not None:
+        bos = tokens[bos_id]
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, bos_id)]
+        )
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tok
+
+
+def _transformers_backend(meta: dict):
+    """Fallback: transformers' GGUF tokenizer builders, fed the metadata we already parsed."""
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_TOKENIZER_MAPPING, convert_gguf_tokenizer
+
+    tdict = {
+        name: meta[f"tokenizer.{key}"]
+        for key, name in GGUF_TOKENIZER_MAPPING["tokenizer"].items()
+        if meta.get(f"tokenizer.{key}") is not None
+    }
+    try:
+        backend, _ = convert_gguf_tokenizer(meta.get("general.architecture", "llama"), tdict)
+    except Exception as e:  # noqa: BLE001 - any failure here means we cannot tokenize this file
+        raise ModelLoadError(f"cannot build the tokenizer from GGUF metadata: {e}") from e
+    return backend
+
+
+def tokenizer_from_gguf_metadata(meta: dict):
+    """A ``PreTrainedTokenizerFast`` from GGUF ``tokenizer.*`` metadata (vocabulary arrays included).
+
+    Byte-level BPE vocabularies with a known pre-tokenizer are built directly with
+    ``tokenizers`` (well under a second); everything else goes through transformers'
+    GGUF converters.
+
+    Raises:
+        ModelLoadError: the metadata has no vocabulary or an unsupported tokenizer model.
+    """
+    from transformers import PreTrainedTokenizerFast
+
+    tokens = meta.get("tokenizer.ggml.tokens")
+    if not tokens:
+        raise ModelLoadError("GGUF file has no tokenizer vocabulary (tokenizer.ggml.tokens)")
+    backend = _fast_byte_level(meta) or _transformers_backend(meta)
+
+    def tok_of(key: str):
+        i = meta.get(f"tokenizer.ggml.{key}")
+        return tokens[i] if i is not None and 0 <= i < len(tokens) else None
+
+    kwargs = {
+        k: v
+        for k, v in {
+            "bos_token": tok_of("bos_token_id"),
+            "eos_token": tok_of("eos_token_id"),
+            "unk_token": tok_of("unknown_token_id"),
+            "pad_token": tok_of("padding_token_id"),
+        }.items()
+        if v is not None
+    }
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, clean_up_tokenization_spaces=False, **kwargs)
+    if meta.get("tokenizer.chat_template"):
+        tok.chat_template = meta["tokenizer.chat_template"]
+    return tok
+
+
+def load_cached_tokenizer(directory: Path):
+    """The tokenizer saved in ``directory`` by :func:`save_tokenizer_cache`, or None if absent/unreadable."""
+    if not (directory / "tokenizer.json").is_file():
+        return None
+    from transformers import PreTrainedTokenizerFast
+
+    try:
+        return PreTrainedTokenizerFast.from_pretrained(str(directory))
+    except Exception as e:  # noqa: BLE001 - a corrupt cache entry is rebuilt, never fatal
+        log.warning("ignoring unreadable tokenizer cache %s: %s", directory, e)
+        return None
+
+
+def save_tokenizer_cache(tok, directory: Path) -> None:
+    """Save atomically (temp dir + rename); failures (read-only disk) are logged, not raised."""
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=directory.parent))
+        tok.save_pretrained(str(tmp))
+        if directory.exists():
+            shutil.rmtree(directory, ignore_errors=True)
+        os.replace(tmp, directory)
+    except OSError as e:
+        log.warning("could not cache the tokenizer in %s: %s", directory, e)
+
+
+def load_hf_tokenizer(folder: Path):
+    """The tokenizer of a Hugging Face model folder (``tokenizer.json`` required).
+
+    Raises:
+        ModelLoadError: the folder has no usable fast tokenizer.
+    """
+    from transformers import PreTrainedTokenizerFast
+
+    if not (folder / "tokenizer.json").is_file():
+        raise ModelLoadError(f"{folder} has no tokenizer.json (a fast tokenizer is required)")
+    try:
+        return PreTrainedTokenizerFast.from_pretrained(str(folder))
+    except Exception as e:  # noqa: BLE001
+        raise ModelLoadError(f"cannot load the tokenizer in {folder}: {e}") from e

@@ -65,7 +65,7 @@ class Matcher:
     def is_terminated(self) -> bool:
         """EOS taken, or accepting with no way on. Raises: never."""
         state, eos_taken = self._history[-1]
-        return eos_taken or (bool(self._dfa.accepting[state]) and self._dfa.num_out[state] == 0)
+        return eos_taken or (bool(self._dfa.accepting[state]) and int(self._dfa.num_out[state]) == 0)
 
     # ---- per-token path ----------------------------------------------------
 

@@ -1,0 +1,169 @@
+"""TokenIndex + Matcher: masks, EOS, validate/rollback/fork/forced_bytes, random walks."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from structgen.fsm import Vocabulary, compile_json_schema, compile_regex
+from structgen.fsm.compiler import NoVocabularyError
+
+
+def _allowed(bitmask_row: torch.Tensor, n: int) -> set[int]:
+    words = bitmask_row.numpy().view(np.uint32)
+    return {i for i in range(n) if (words[i // 32] >> (i % 32)) & 1}
+
+
+def test_mask_and_advance_tiny(tiny_vocab: Vocabulary) -> None:
+    # tokens: 0 <eos>, 1 <|im_start|>, 2 a, 3 b, 4 ab, 5 abc, 6 c, 7 ", 8 \xc3, 9 (empty)
+    m = compile_regex(r"(ab)+c?", tiny_vocab).matcher()
+    mask = torch.zeros(1, 1, dtype=torch.int32)
+    m.fill_bitmask(mask, 0)
+    assert _allowed(mask[0], 10) == {2, 4, 5}
+    assert not m.advance(3) and m.num_accepted_tokens == 0  # refused, unchanged
+    assert not m.advance(0)  # EOS before acceptance
+    assert not m.advance(1) and not m.advance(9) and not m.advance(99) and not m.advance(-1)
+    assert m.advance(4) and m.is_accepting() and not m.is_terminated()
+    m.fill_bitmask(mask, 0)
+    assert _allowed(mask[0], 10) == {0, 2, 4, 5, 6}  # EOS now allowed
+    assert m.advance(5)  # "abc": accepting, nothing can follow
+    assert m.is_accepting() and m.is_terminated()
+    m.fill_bitmask(mask, 0)
+    assert _allowed(mask[0], 10) == {0}  # EOS is the only way on
+    assert m.advance(0) and m.is_terminated()
+    m.fill_bitmask(mask, 0)
+    assert int(mask.abs().sum()) == 0
+    assert not m.advance(0) and not m.advance(2)  # sticky
+    assert m.num_accepted_tokens == 3
+
+
+def test_bitmask_layout_lsb_first_and_padding() -> None:
+    tokens = [b"<eos>"] + [bytes([ord("a") + i % 3]) * (1 + i // 3) for i in range(39)]
+    vocab = Vocabulary(tokens, eos_token_ids=[0], special_token_ids=[0])
+    m = compile_regex(r"a+", vocab).matcher()
+    logits_vocab = 100  # larger than the tokenizer's 40: 4 words, last ones zero
+    mask = torch.full((3, (logits_vocab + 31) // 32), -1, dtype=torch.int32)
+    m.fill_bitmask(mask, 1)
+    expected = {i for i, t in enumerate(tokens) if t and set(t) == {ord("a")}}
+    assert _allowed(mask[1], logits_vocab) == expected
+    word0 = sum(1 << i for i in expected if i < 32)
+    assert int(mask[1, 0]) == word0 - (1 << 32 if word0 >= 1 << 31 else 0)  # int32 view
+    assert int(mask[1, 2]) == 0 and int(mask[1, 3]) == 0
+    assert (mask[0] == -1).all() and (mask[2] == -1).all()  # other rows untouched
+    assert 34 in expected and (int(mask[1, 1]) & (1 << 2))  # token 34 -> word 1, bit 2
+
+
+def test_validate_rollback_fork_reset(tiny_vocab: Vocabulary) -> None:
+    m = compile_regex(r"(ab)+c?", tiny_vocab).matcher()
+    assert m.validate([4, 2, 3, 6, 0]) == 5
+    assert m.validate([4, 3]) == 1 and m.validate([0]) == 0
+    assert m.num_accepted_tokens == 0
+    for t in (2, 3, 4):
+        assert m.advance(t)
+    f = m.fork()
+    m.rollback(2)
+    assert m.num_accepted_tokens == 1 and not m.is_accepting()
+    assert f.num_accepted_tokens == 3 and f.is_accepting()  # fork unaffected
+    assert m.advance(3) and m.advance(6) and m.advance(0) and m.is_terminated()
+    m.rollback(1)  # undo EOS: "ababc" cannot continue, so still terminated (EOS allowed)
+    assert m.is_terminated() and m.is_accepting() and m.validate([0]) == 1
+    m.rollback(1)
+    assert not m.is_terminated() and m.is_accepting()
+    m.rollback(100)
+    assert m.num_accepted_tokens == 0
+    m.advance(4)
+    m.reset()
+    assert m.num_accepted_tokens == 0 and not m.is_accepting()
+
+
+def test_forced_bytes() -> None:
+    vocab = Vocabulary([b"<eos>", b"x"], eos_token_ids=[0], special_token_ids=[0])
+    m = compile_regex(r'\{"name":"[a-z]+"\}', vocab).matcher()
+    assert m.forced_bytes() == b'{"name":"'
+    g = compile_regex(r"(abc|abd)e", vocab)
+    assert g.matcher().forced_bytes() == b"ab"  # stops where it branches
+    assert compile_regex(r"a|ab", vocab).matcher().forced_bytes() == b"a"
+    m = compile_regex(r"xy?", vocab).matcher()
+    assert m.advance(1) and m.forced_bytes() == b""  # accepting: stop
+
+
+def test_no_vocab_matcher_raises() -> None:
+    with pytest.raises(NoVocabularyError):
+        compile_regex("a").matcher()
+
+
+def test_matcher_stores_max_tokens(tiny_vocab: Vocabulary) -> None:
+    assert compile_regex("a", tiny_vocab).matcher(max_tokens=7).max_tokens == 7
+
+
+def _random_walk(grammar, vocab: Vocabulary, rng: random.Random, max_steps: int = 60) -> bytes:
+    """Sample allowed tokens; check the mask invariants at every step."""
+    m = grammar.matcher()
+    words = (vocab.vocab_size + 31) // 32
+    mask = torch.zeros(1, words, dtype=torch.int32)
+    out = b""
+    for _ in range(max_steps):
+        m.fill_bitmask(mask, 0)
+        allowed = np.nonzero(np.unpackbits(mask[0].numpy().view(np.uint8), bitorder="little"))[0]
+        allowed = allowed[allowed < vocab.vocab_size]
+        assert allowed.size > 0, out  # never empty before EOS
+        eos_ok = bool(set(allowed.tolist()) & vocab.eos_token_ids)
+        assert eos_ok == m.is_accepting()
+        assert not set(allowed.tolist()) & (vocab.special_token_ids - vocab.eos_token_ids)
+        tok = int(rng.choice(allowed.tolist()))
+        assert m.advance(tok)
+        if tok in vocab.eos_token_ids:
+            assert grammar.matches(out) and m.is_terminated()
+            return out
+        out += vocab.token_bytes[tok]
+        state = grammar.dfa.walk(grammar.dfa.initial, out)
+        assert state >= 0 and state == m.state  # always a live prefix
+    return out
+
+
+def test_random_walks_hand_built() -> None:
+    tokens = [b"<eos>", b"<s>", b"{", b"}", b'"', b"a", b"1", b",", b":", b'{"', b'a"', b"\xc3",
+              b"\xa9", b"\xc3\xa9", b"\\", b"n", b"-", b"0", b"12", b".5", b"e", b"true", b"t",
+              b"[", b"]", b'":', b'"k"']
+    # every printable ASCII byte is a token too, so no live DFA state is unreachable by tokens
+    tokens += [bytes([c]) for c in range(32, 127) if bytes([c]) not in tokens]
+    vocab = Vocabulary(tokens, eos_token_ids=[0], special_token_ids=[0, 1])
+    schema = {"type": "object", "properties": {"k": {"type": "string"}, "a": {"type": "number"},
+                                               "b": {"type": "array", "items": {"type": "boolean"}}}}
+    grammar = compile_json_schema(schema, vocab)
+    rng = random.Random(0)
+    for _ in range(100):
+        _random_walk(grammar, vocab, rng)
+
+
+@pytest.mark.slow
+def test_random_walks_smollm2(smollm2_vocab: Vocabulary) -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
+                                               "age": {"type": "integer"},
+                                               "tags": {"type": "array", "items": {"enum": ["a", "é", "😀"]}}},
+              "required": ["name", "age"]}
+    grammar = compile_json_schema(schema, smollm2_vocab)
+    rng = random.Random(3)
+    for _ in range(10):
+        out = _random_walk(grammar, smollm2_vocab, rng, max_steps=200)
+        assert grammar.dfa.walk(grammar.dfa.initial, out) >= 0
+
+
+@pytest.mark.slow
+def test_mask_speed_smollm2(smollm2_vocab: Vocabulary) -> None:
+    grammar = compile_regex(r'\{"text":"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"\}', smollm2_vocab)
+    index = grammar.token_index
+    timings = []
+    for state in range(grammar.dfa.num_states):
+        t0 = time.perf_counter()
+        index.bitmask(state)
+        timings.append(time.perf_counter() - t0)
+    assert min(timings) < 0.020  # first mask of a state well under 20 ms
+    t0 = time.perf_counter()
+    for _ in range(1000):
+        index.bitmask(0)
+    assert (time.perf_counter() - t0) / 1000 < 1e-4  # cached

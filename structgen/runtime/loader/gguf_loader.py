@@ -9,7 +9,6 @@ undoes it so the weights equal the original HF checkpoint's.
 from __future__ import annotations
 
 import re
-import warnings
 from pathlib import Path
 
 import torch
@@ -131,20 +130,18 @@ def gguf_state_dict(g: GGUFFile, config, dtype: torch.dtype = torch.float32) -> 
     """Every weight dequantized (float32 math) into HF names and layout, cast to ``dtype``."""
     n_heads, n_kv = config.num_attention_heads, config.num_key_value_heads
     out: dict[str, torch.Tensor] = {}
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*non-writable.*")  # read-only mmap, never written
-        for name, info in g.tensors.items():
-            target = hf_name(name)
-            if target is None:
-                if name in _IGNORED:
-                    continue
-                raise ModelLoadError(f"{g.path}: unexpected tensor {name!r}")
-            w = dequantize(g.raw(name), info.type_name, info.type_id, info.shape)
-            if ".self_attn.q_proj." in target:
-                w = unpermute_qk(w, n_heads)
-            elif ".self_attn.k_proj." in target:
-                w = unpermute_qk(w, n_kv)
-            out[target] = w if w.dtype == dtype else w.to(dtype)
+    for name, info in g.tensors.items():
+        target = hf_name(name)
+        if target is None:
+            if name in _IGNORED:
+                continue
+            raise ModelLoadError(f"{g.path}: unexpected tensor {name!r}")
+        w = dequantize(g.raw(name), info.type_name, info.type_id, info.shape)
+        if ".self_attn.q_proj." in target:
+            w = unpermute_qk(w, n_heads)
+        elif ".self_attn.k_proj." in target:
+            w = unpermute_qk(w, n_kv)
+        out[target] = w if w.dtype == dtype else w.to(dtype)
     return out
 
 

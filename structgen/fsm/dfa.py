@@ -18,12 +18,14 @@ import numpy as np
 from interegular.fsm import anything_else
 
 from ..errors import GrammarTooComplexError, RegexError, UnsupportedRegexError
+from ._interegular_patch import install as _install_interegular_patch
 from ._sre import vet_pattern
 from ._utf8 import Utf8Expander
 
 __all__ = ["ByteDFA", "regex_to_dfa", "DEFAULT_MAX_STATES", "DEFAULT_MAX_POSITIONS"]
 
 DEFAULT_MAX_STATES = 200_000
+_install_interegular_patch()
 DEFAULT_MAX_POSITIONS = 12_000
 
 

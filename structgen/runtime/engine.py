@@ -236,7 +236,8 @@ class Engine:
             req.num_computed_tokens += num
             req.num_forward_passes += 1
         sampling = [plan[i][0] for i in sample_rows]
-        tokens = sample_step(logits, sampling, self.eos_token_ids)
+        with torch.inference_mode():  # logits are inference tensors: mask them in place there
+            tokens = sample_step(logits, sampling, self.eos_token_ids)
         for req, tok in zip(sampling, tokens):
             process_sampled(self, req, tok)
             if req.status.is_finished:

@@ -153,7 +153,7 @@ def test_seeded_sampling_is_reproducible_across_batches(tiny_engine):
 
 
 def test_failed_request_does_not_hurt_the_batch(tiny_engine):
-    too_long = list(range(5, 5 + 600))  # past the tiny model's 512-token context
+    too_long = [5] * 600  # past the tiny model's 512-token context
     outs = tiny_engine.generate([too_long, PROMPTS[0]], GREEDY)
     assert outs[0].finish_reason == "error" and "limit" in outs[0].error
     assert outs[1].finish_reason == "length" and len(outs[1].token_ids) == 12

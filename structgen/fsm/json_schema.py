@@ -7,7 +7,8 @@ and the object declares no properties), ``items``/``minItems``/``maxItems``,
 ``string`` with ``minLength``/``maxLength`` (characters; an escape counts as one),
 ``pattern`` (search semantics, see ``_json_pattern``) and ``format`` (date,
 date-time, time, email, uuid), ``integer``/``number`` (exact JSON grammar),
-``boolean``, ``null``, ``enum``/``const`` of any JSON value, ``anyOf``, ``oneOf``
+``minimum``/``maximum``/``exclusiveMinimum``/``exclusiveMaximum`` on integers (exact,
+any magnitude; see ``_numeric``), ``boolean``, ``null``, ``enum``/``const`` of any JSON value, ``anyOf``, ``oneOf``
 (as ``anyOf``: exclusivity not enforced, a warning is recorded), one-element
 ``allOf``, and local ``$ref`` (``#``, ``#/$defs/...``, ``#/definitions/...``).
 
@@ -31,6 +32,7 @@ from typing import Any
 
 from ..errors import InvalidSchemaError, UnsupportedSchemaError
 from ._json_pattern import JSON_CHAR, escape_literal, pattern_to_string_body
+from ._numeric import integer_bounds, integer_range_regex
 
 __all__ = ["json_schema_to_regex", "schema_for", "JsonSchemaConverter", "FLEXIBLE_WS_MAX"]
 
@@ -43,8 +45,9 @@ ANNOTATIONS = frozenset(
 _KNOWN = frozenset(
     {"type", "properties", "required", "additionalProperties", "items", "minItems",
      "maxItems", "minLength", "maxLength", "pattern", "format", "enum", "const", "anyOf",
-     "oneOf", "allOf", "$ref"}
+     "oneOf", "allOf", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
 )
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 INTEGER = r"-?(?:0|[1-9][0-9]*)"
 NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _DATE = r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
@@ -270,10 +273,16 @@ class JsonSchemaConverter:
             rep = "{%d,%d}" % (lo, int(hi))
         return '"' + JSON_CHAR + rep + '"'
 
-    def _integer(self, schema, pointer, refs) -> str:
-        return INTEGER
+    def _integer(self, schema, pointer, refs) -> str | None:
+        if not any(k in schema for k in _BOUNDS):
+            return INTEGER
+        lo, hi = integer_bounds(schema)
+        return integer_range_regex(lo, hi)
 
     def _number(self, schema, pointer, refs) -> str:
+        for key in _BOUNDS:
+            if key in schema:
+                self._unsupported(key, pointer, "bounds on non-integer numbers")
         return NUMBER
 
     def _boolean(self, schema, pointer, refs) -> str:

@@ -85,7 +85,7 @@ def test_max_length_counts_characters() -> None:
     [
         ({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}},
          "uniqueItems", "/properties/tags"),
-        ({"type": "integer", "minimum": 3}, "minimum", ""),
+        ({"type": "number", "minimum": 3.5}, "minimum", ""),
         ({"type": "number", "multipleOf": 5}, "multipleOf", ""),
         ({"type": "object", "patternProperties": {"^x": {}}}, "patternProperties", ""),
         ({"type": "string", "format": "hostname"}, "format", ""),

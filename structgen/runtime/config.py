@@ -25,8 +25,13 @@ class EngineConfig:
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
         max_kv_tokens: KV cache capacity in tokens (rounded up to whole pages).
         page_size: tokens per KV page.
-        max_batch_tokens: most tokens one forward pass computes (prefill is chunked to fit).
+        max_batch_tokens: most tokens one forward pass computes, all requests together.
+        chunked_prefill_tokens: most tokens of one request per forward (longer prompts are
+            prefilled in chunks, interleaved with other requests' decode steps).
         max_running_requests: most requests decoding at once.
+        max_model_len: context limit in tokens; None = the model's own.
+        prefix_cache: reuse KV of shared prefixes through the radix cache.
+        schedule_policy: ``"lpm"`` (longest cached prefix first) or ``"fcfs"``.
         num_threads: torch intra-op threads on CPU; None keeps torch's default.
         jump_forward: append forced grammar text without sampling.
 
@@ -40,7 +45,11 @@ class EngineConfig:
     max_kv_tokens: int = 32768
     page_size: int = 16
     max_batch_tokens: int = 2048
+    chunked_prefill_tokens: int = 512
     max_running_requests: int = 64
+    max_model_len: int | None = None
+    prefix_cache: bool = True
+    schedule_policy: str = "lpm"
     num_threads: int | None = None
     jump_forward: bool = True
 
@@ -52,7 +61,16 @@ class EngineConfig:
         dev = self.device
         if dev not in ("auto", "cpu") and not dev.startswith("cuda"):
             raise ConfigError(f"EngineConfig.device must be 'auto', 'cpu' or 'cuda[:N]', got {dev!r}")
-        for name in ("max_kv_tokens", "page_size", "max_batch_tokens", "max_running_requests"):
+        if self.schedule_policy not in ("lpm", "fcfs"):
+            raise ConfigError(
+                f"EngineConfig.schedule_policy must be 'lpm' or 'fcfs', got {self.schedule_policy!r}"
+            )
+        if self.max_model_len is not None and (
+            not isinstance(self.max_model_len, int) or self.max_model_len < 2
+        ):
+            raise ConfigError(f"EngineConfig.max_model_len must be an int >= 2, got {self.max_model_len!r}")
+        for name in ("max_kv_tokens", "page_size", "max_batch_tokens", "chunked_prefill_tokens",
+                     "max_running_requests"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"EngineConfig.{name} must be an int >= 1, got {value!r}")

@@ -16,6 +16,7 @@ from structgen.runtime.model_runner import ModelRunner
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.request import Request
 from structgen.runtime.sampling_params import SamplingParams
+from structgen.runtime.radix_cache import RadixCache
 from structgen.runtime.scheduler import Scheduler
 from structgen.runtime.step import process_sampled, sample_step
 
@@ -63,11 +64,18 @@ class Engine:
             device=self.device,
         )
         self.runner = ModelRunner(loaded.model, self.pool, self.device)
+        self.cache = RadixCache(self.pool) if self.config.prefix_cache else None
+        max_model_len = loaded.max_model_len
+        if self.config.max_model_len is not None:
+            max_model_len = min(max_model_len, self.config.max_model_len)
         self.scheduler = Scheduler(
             self.pool,
-            self.config.max_batch_tokens,
-            self.config.max_running_requests,
-            loaded.max_model_len,
+            self.cache,
+            max_batch_tokens=self.config.max_batch_tokens,
+            chunked_prefill_tokens=self.config.chunked_prefill_tokens,
+            max_running_requests=self.config.max_running_requests,
+            max_model_len=max_model_len,
+            policy=self.config.schedule_policy,
         )
         self._ids = itertools.count()
 
@@ -235,6 +243,7 @@ class Engine:
         for req, num in plan:
             req.num_computed_tokens += num
             req.num_forward_passes += 1
+            self.scheduler.on_computed(req)
         sampling = [plan[i][0] for i in sample_rows]
         with torch.inference_mode():  # logits are inference tensors: mask them in place there
             tokens = sample_step(logits, sampling, self.eos_token_ids)
@@ -248,16 +257,30 @@ class Engine:
         """Engine counters: KV pages, queue lengths, forward passes.
 
         Returns:
-            dict with ``pages_total``, ``pages_free``, ``running``, ``waiting``,
-            ``num_forward_passes``.
+            dict with ``pages_total``, ``pages_free``, ``pages_cached`` (held by the radix
+            cache), ``prefix_hit_tokens`` / ``prompt_tokens`` / ``prefix_hit_rate`` (prompt
+            tokens served from the cache since start), ``running``, ``waiting``,
+            ``preemptions``, ``num_forward_passes``.
         """
+        sch = self.scheduler
         return {
             "pages_total": self.pool.num_usable_pages,
             "pages_free": self.pool.num_free_pages,
-            "running": len(self.scheduler.running),
-            "waiting": len(self.scheduler.waiting),
+            "pages_cached": self.cache.num_cached_pages if self.cache is not None else 0,
+            "prefix_hit_tokens": sch.num_prefix_hit_tokens,
+            "prompt_tokens": sch.num_prompt_tokens,
+            "prefix_hit_rate": sch.num_prefix_hit_tokens / max(1, sch.num_prompt_tokens),
+            "running": len(sch.running),
+            "waiting": len(sch.waiting),
+            "preemptions": sch.num_preemptions,
             "num_forward_passes": self.runner.num_forward_passes,
         }
+
+    def flush_cache(self) -> int:
+        """Evict every unlocked page of the prefix cache; returns pages freed."""
+        if self.cache is None:
+            return 0
+        return self.cache.evict(self.cache.num_cached_pages)
 
     def make_request(self, prompt: Any, params: SamplingParams | None = None,
                      constraint: Any = None, request_id: str | None = None) -> Request:

@@ -57,6 +57,11 @@ class Request:
         arrival_time / first_token_time / finish_time: ``time.perf_counter()`` seconds.
         num_forward_passes: forwards this request took part in.
         num_cached_tokens: prompt tokens served from the prefix cache.
+        cache_node: the radix-tree node this request holds locked (None without cache).
+        num_tree_pages: leading entries of ``page_table`` owned by the radix tree.
+        was_admitted: admitted at least once (prefix-hit counters count the first time).
+        uses_prefix_cache: False for requests whose prompt must be computed in full
+            (e.g. ``prompt_logprobs``).
     """
 
     request_id: str
@@ -76,6 +81,10 @@ class Request:
     finish_time: float | None = None
     num_forward_passes: int = 0
     num_cached_tokens: int = 0
+    cache_node: Any = None
+    num_tree_pages: int = 0
+    was_admitted: bool = False
+    uses_prefix_cache: bool = True
 
     @property
     def num_tokens(self) -> int:

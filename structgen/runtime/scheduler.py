@@ -1,11 +1,25 @@
 """Scheduler: decides, each step, which requests compute how many tokens.
 
 It knows no prefill or decode phases, only "tokens to compute" per request (a prompt,
-a prefill chunk, one sampled token, jump-forward text): running requests go first, then
-waiting requests are admitted FCFS while the per-step token budget, the running cap and
-the KV pages allow. Prefill is chunked to the budget. When pages run out, the most
-recently admitted request is preempted (its pages freed; it recomputes later). The
-runtime issue extends this with the radix cache and cache-aware ordering.
+a prefill chunk, one sampled token, jump-forward text). Each step:
+
+1. running requests go first (decode steps and the next prefill chunk), each chunk
+   capped by ``chunked_prefill_tokens`` and all together by ``max_batch_tokens``;
+2. waiting requests are admitted while the token budget, ``max_running_requests`` and
+   KV pages allow, in ``"lpm"`` order (longest cached prefix first, as SGLang does) or
+   ``"fcfs"``. An admitted request starts from its longest prefix in the
+   :class:`RadixCache` (those pages are shared and locked, not recomputed). A request
+   whose next uncached page is being computed right now by another request waits one
+   step, so requests sharing a prefix (``n`` branches, a common system prompt) compute
+   it once;
+3. when pages run out, unlocked cached pages are evicted (LRU), then the most recently
+   admitted running request is preempted (its computed prefix goes into the cache, so
+   its recompute is mostly cache hits).
+
+Page ownership: ``req.page_table[:req.num_tree_pages]`` belong to the radix tree
+(locked through ``req.cache_node``), the rest to the request. After each prefill chunk
+and at finish the computed tokens are inserted into the tree. Invariant:
+free pages + pages in the tree + pages owned by requests == all usable pages.
 """
 
 from __future__ import annotations
@@ -14,32 +28,52 @@ from collections import deque
 
 from structgen.errors import PromptTooLongError
 from structgen.runtime.kv_pool import KVPool
+from structgen.runtime.radix_cache import RadixCache
 from structgen.runtime.request import Request, RequestStatus
 
-__all__ = ["Scheduler"]
+__all__ = ["Scheduler", "SCHEDULE_POLICIES"]
+
+SCHEDULE_POLICIES = ("lpm", "fcfs")
 
 
 class Scheduler:
-    """Waiting and running queues over one KVPool.
+    """Waiting and running queues over one KVPool and an optional RadixCache.
 
     Args:
         pool: the KV page pool (pages are allocated per step, as tokens are computed).
+        cache: the prefix cache, or None to disable prefix caching.
         max_batch_tokens: most tokens per forward.
+        chunked_prefill_tokens: most tokens of one request per forward.
         max_running_requests: most running requests.
         max_model_len: context limit of the model, tokens.
+        policy: ``"lpm"`` (longest prefix match first) or ``"fcfs"``.
     """
 
     def __init__(
-        self, pool: KVPool, max_batch_tokens: int, max_running_requests: int, max_model_len: int
+        self,
+        pool: KVPool,
+        cache: RadixCache | None,
+        max_batch_tokens: int,
+        chunked_prefill_tokens: int,
+        max_running_requests: int,
+        max_model_len: int,
+        policy: str = "lpm",
     ) -> None:
         self.pool = pool
+        self.cache = cache
         self.max_batch_tokens = max_batch_tokens
+        self.chunked_prefill_tokens = chunked_prefill_tokens
         self.max_running_requests = max_running_requests
         self.max_model_len = max_model_len
+        self.policy = policy
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self._failed: list[Request] = []
+        self.num_prompt_tokens = 0  # all prompt tokens admitted since start
+        self.num_prefix_hit_tokens = 0  # of which served from the cache
+        self.num_preemptions = 0
 
+    # ------------------------------------------------------------------ queues
     @property
     def has_unfinished(self) -> bool:
         """True while any request waits or runs."""
@@ -52,8 +86,8 @@ class Scheduler:
     def add(self, req: Request) -> None:
         """Queue a request, or fail it alone when its prompt can never fit.
 
-        A prompt that fits but leaves no room for ``max_tokens`` is still accepted: it
-        finishes with ``"length"`` at the limit.
+        A prompt that fits but leaves no room for ``max_tokens`` is accepted: it finishes
+        with ``"length"`` at the limit.
         """
         limit = self.max_request_tokens()
         if len(req.prompt_token_ids) >= limit:
@@ -64,6 +98,7 @@ class Scheduler:
             )
             req.finish("error", str(err))
             return
+        req.status = RequestStatus.WAITING
         self.waiting.append(req)
 
     def failed_in_schedule(self) -> list[Request]:
@@ -71,48 +106,82 @@ class Scheduler:
         failed, self._failed = self._failed, []
         return failed
 
-    def _pages_needed(self, req: Request, num_tokens: int) -> int:
-        size = self.pool.page_size
-        return max(0, -(-num_tokens // size) - len(req.page_table))
-
+    # ------------------------------------------------------------------- pages
     def _grow(self, req: Request, num_tokens: int) -> bool:
-        need = self._pages_needed(req, num_tokens)
+        """Give ``req`` pages for ``num_tokens`` tokens, evicting cached pages if needed."""
+        need = max(0, -(-num_tokens // self.pool.page_size) - len(req.page_table))
+        short = need - self.pool.num_free_pages
+        if short > 0 and self.cache is not None:
+            self.cache.evict(short)
         pages = self.pool.alloc(need)
         if pages is None:
             return False
         req.page_table.extend(pages)
         return True
 
-    def release(self, req: Request) -> None:
-        """Free a request's pages and drop it from the queues (finish, abort, fail)."""
-        self.pool.free(req.page_table)
+    def _cache_computed(self, req: Request) -> None:
+        """Insert the request's computed whole pages into the tree and take the tree's
+        pages (and lock) in their place."""
+        tokens = req.token_slice(0, req.num_computed_tokens)
+        dups = self.cache.insert(tokens, req.page_table)
+        self.pool.free(dups)
+        pages, length, node = self.cache.match_prefix(tokens)
+        self.cache.inc_ref(node)
+        if req.cache_node is not None:
+            self.cache.dec_ref(req.cache_node)
+        req.cache_node = node
+        req.page_table[: len(pages)] = pages
+        req.num_tree_pages = len(pages)
+
+    def _drop_pages(self, req: Request, cache_it: bool) -> None:
+        """Give back every page of ``req``: cached ones unlocked, own ones freed."""
+        if self.cache is not None and cache_it and req.num_computed_tokens > 0:
+            self._cache_computed(req)
+        self.pool.free(req.page_table[req.num_tree_pages :])
+        if self.cache is not None and req.cache_node is not None:
+            self.cache.dec_ref(req.cache_node)
+        req.cache_node = None
         req.page_table = []
+        req.num_tree_pages = 0
+
+    def release(self, req: Request) -> None:
+        """Drop a finished, aborted or failed request from the queues and free its pages.
+
+        Computed KV of requests that did not fail is kept in the prefix cache.
+        """
+        self._drop_pages(req, cache_it=req.status != RequestStatus.FAILED)
         if req in self.running:
             self.running.remove(req)
         elif req in self.waiting:
             self.waiting.remove(req)
 
+    def on_computed(self, req: Request) -> None:
+        """Called after a forward computed a chunk of ``req``: cache finished prefill pages."""
+        if (
+            self.cache is not None
+            and req.uses_prefix_cache
+            and req.num_computed_tokens <= len(req.prompt_token_ids)
+            and req.num_computed_tokens // self.pool.page_size > req.num_tree_pages
+        ):
+            self._cache_computed(req)
+
     def _preempt(self, victim: Request) -> None:
-        self.pool.free(victim.page_table)
-        victim.page_table = []
+        self._drop_pages(victim, cache_it=victim.uses_prefix_cache)
         victim.num_computed_tokens = 0
         victim.status = RequestStatus.WAITING
         self.running.remove(victim)
         self.waiting.appendleft(victim)
+        self.num_preemptions += 1
 
-    def schedule(self) -> list[tuple[Request, int]]:
-        """Plan one step: ``(request, num_tokens)`` pairs, tokens counted from
-        ``request.num_computed_tokens``. Pages for them are allocated here.
+    # ---------------------------------------------------------------- schedule
+    def _chunk(self, req: Request, budget: int) -> int:
+        return min(req.num_tokens_to_compute, budget, self.chunked_prefill_tokens)
 
-        Requests that cannot fit even alone are failed here (``finish_reason="error"``);
-        the caller collects them via their status.
-        """
-        budget = self.max_batch_tokens
-        plan: list[tuple[Request, int]] = []
+    def _schedule_running(self, plan: list[tuple[Request, int]], budget: int) -> int:
         for req in list(self.running):
             if req not in self.running:  # preempted earlier in this loop
                 continue
-            n = min(req.num_tokens_to_compute, budget)
+            n = self._chunk(req, budget)
             if n <= 0:
                 continue
             while not self._grow(req, req.num_computed_tokens + n):
@@ -128,14 +197,72 @@ class Scheduler:
             else:
                 plan.append((req, n))
                 budget -= n
-        while self.waiting and budget > 0 and len(self.running) < self.max_running_requests:
-            req = self.waiting[0]
-            n = min(req.num_tokens_to_compute, budget)
-            if not self._grow(req, req.num_computed_tokens + n):
+        return budget
+
+    def _match(self, req: Request) -> tuple[list[int], int, object]:
+        """Longest cached prefix of the request's known tokens, keeping >= 1 to compute."""
+        if self.cache is None or not req.uses_prefix_cache:
+            return [], 0, None
+        return self.cache.match_prefix(req.token_slice(0, req.num_tokens - 1))
+
+    def _busy_pages(self) -> set[tuple[int, ...]]:
+        """First uncached page of every running request still computing its prompt."""
+        size = self.pool.page_size
+        keys = set()
+        for r in self.running:
+            start = r.num_tree_pages * size
+            if r.num_computed_tokens < len(r.prompt_token_ids) and start + size <= r.num_tokens:
+                keys.add(tuple(r.token_slice(start, start + size)))
+        return keys
+
+    def _admit(self, plan: list[tuple[Request, int]], budget: int) -> None:
+        order = list(self.waiting)
+        matches = {id(r): self._match(r) for r in order} if self.cache is not None else {}
+        if self.policy == "lpm" and self.cache is not None:
+            order.sort(key=lambda r: -matches[id(r)][1])  # stable: FCFS among equals
+        busy = self._busy_pages() if self.cache is not None else set()
+        size = self.pool.page_size
+        for req in order:
+            if budget <= 0 or len(self.running) >= self.max_running_requests:
                 break
-            self.waiting.popleft()
+            # match again: pages matched for ordering may have been evicted since
+            pages, length, node = self._match(req)
+            key = tuple(req.token_slice(length, length + size)) if self.cache is not None else ()
+            if len(key) == size and key in busy:
+                continue  # another request computes this page right now: reuse it next step
+            if node is not None:
+                self.cache.inc_ref(node)
+                req.cache_node = node
+            req.page_table = list(pages)
+            req.num_tree_pages = len(pages)
+            req.num_computed_tokens = length
+            n = self._chunk(req, budget)
+            if not self._grow(req, length + n):
+                self._drop_pages(req, cache_it=False)
+                req.num_computed_tokens = 0
+                break
+            if not req.was_admitted:
+                req.was_admitted = True
+                req.num_cached_tokens = min(length, len(req.prompt_token_ids))
+                self.num_prompt_tokens += len(req.prompt_token_ids)
+                self.num_prefix_hit_tokens += req.num_cached_tokens
+            self.waiting.remove(req)
             req.status = RequestStatus.RUNNING
             self.running.append(req)
             plan.append((req, n))
             budget -= n
+            if len(key) == size:
+                busy.add(key)
+
+    def schedule(self) -> list[tuple[Request, int]]:
+        """Plan one step: ``(request, num_tokens)`` pairs, tokens counted from
+        ``request.num_computed_tokens``. Pages for them are allocated here.
+
+        Requests that cannot fit even alone are failed here (``finish_reason="error"``);
+        :meth:`failed_in_schedule` returns them.
+        """
+        plan: list[tuple[Request, int]] = []
+        budget = self._schedule_running(plan, self.max_batch_tokens)
+        if self.waiting and budget > 0:
+            self._admit(plan, budget)
         return plan

@@ -59,11 +59,11 @@ def _append(req: Request, token: int) -> None:
     req.detokenizer.add_token(token)
 
 
-def _check_limits(req: Request) -> bool:
-    """Finish on a stop string or max_tokens; True if the request finished."""
+def _check_limits(req: Request, context_limit: int) -> bool:
+    """Finish on a stop string, ``max_tokens`` or the context limit; True if finished."""
     if req.detokenizer.stopped:
         req.finish("stop")
-    elif len(req.output_token_ids) >= req.params.max_tokens:
+    elif len(req.output_token_ids) >= req.params.max_tokens or req.num_tokens >= context_limit:
         req.finish("length")
     return req.status.is_finished
 
@@ -85,7 +85,7 @@ def process_sampled(engine: "Engine", req: Request, token: int) -> None:
             req.finish("stop")
             return
         _append(req, token)
-        if _check_limits(req):
+        if _check_limits(req, engine.scheduler.max_request_tokens()):
             return
         if req.matcher is not None:
             if req.matcher.is_terminated():
@@ -112,12 +112,13 @@ def jump_forward(engine: "Engine", req: Request) -> int:
     if not forced:
         return 0
     ids = engine.tokenizer.encode(forced.decode("utf-8"), add_special_tokens=False)
-    room = req.params.max_tokens - len(req.output_token_ids)
+    limit = engine.scheduler.max_request_tokens()
+    room = min(req.params.max_tokens - len(req.output_token_ids), limit - req.num_tokens)
     ids = ids[: max(0, room)]
     n_ok = req.matcher.validate(ids)
     for tok in ids[:n_ok]:
         req.matcher.advance(tok)
         _append(req, tok)
-    if n_ok and not _check_limits(req) and req.matcher.is_terminated():
+    if n_ok and not _check_limits(req, limit) and req.matcher.is_terminated():
         req.finish("stop")
     return n_ok

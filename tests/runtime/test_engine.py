@@ -40,6 +40,15 @@ def _reference_greedy(model, ids: list[int], n: int) -> list[int]:
     return out
 
 
+def assert_no_leak(engine) -> None:
+    """free + cached == total; with the cache flushed, free == total."""
+    stats = engine.stats()
+    assert stats["running"] == 0 and stats["waiting"] == 0
+    assert stats["pages_free"] + stats["pages_cached"] == stats["pages_total"]
+    engine.flush_cache()
+    assert engine.pool.num_free_pages == engine.pool.num_usable_pages
+
+
 def _assert_same_or_tie(model, prompt_ids, got, ref):
     """Identical, or the first divergence sits where the reference's top-2 margin < 1e-4."""
     if got == ref:
@@ -77,7 +86,7 @@ def test_chunking_preemption_and_caps_keep_greedy_output(tiny_llama_dir, tiny_en
     engine = Engine(str(tiny_llama_dir), dtype="float32", **settings)
     got = [o.token_ids for o in engine.generate(PROMPTS, GREEDY)]
     assert got == base
-    assert engine.pool.num_free_pages == engine.pool.num_usable_pages  # no leak
+    assert_no_leak(engine)
 
 
 def test_constraints_hold_per_request_in_one_batch(tiny_engine):
@@ -157,7 +166,7 @@ def test_failed_request_does_not_hurt_the_batch(tiny_engine):
     outs = tiny_engine.generate([too_long, PROMPTS[0]], GREEDY)
     assert outs[0].finish_reason == "error" and "limit" in outs[0].error
     assert outs[1].finish_reason == "length" and len(outs[1].token_ids) == 12
-    assert tiny_engine.pool.num_free_pages == tiny_engine.pool.num_usable_pages
+    assert_no_leak(tiny_engine)
 
 
 def test_chat_messages_and_token_id_prompts(tiny_engine):

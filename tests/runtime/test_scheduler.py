@@ -36,7 +36,7 @@ def _apply(plan):
 
 def test_chunked_prefill_under_token_budget():
     pool = _pool(20)
-    s = Scheduler(pool, max_batch_tokens=6, max_running_requests=8, max_model_len=64)
+    s = Scheduler(pool, None, 6, 64, 8, 64)
     a, b = _req("a", 10), _req("b", 3)
     s.add(a)
     s.add(b)
@@ -54,7 +54,7 @@ def test_chunked_prefill_under_token_budget():
 
 def test_decode_and_prefill_share_a_step():
     pool = _pool(20)
-    s = Scheduler(pool, max_batch_tokens=16, max_running_requests=8, max_model_len=64)
+    s = Scheduler(pool, None, 16, 64, 8, 64)
     a = _req("a", 5)
     s.add(a)
     _apply(s.schedule())
@@ -67,7 +67,7 @@ def test_decode_and_prefill_share_a_step():
 
 def test_preemption_frees_pages_and_requeues_first():
     pool = _pool(5)  # 4 usable pages = 16 tokens
-    s = Scheduler(pool, max_batch_tokens=64, max_running_requests=8, max_model_len=64)
+    s = Scheduler(pool, None, 64, 64, 8, 64)
     a, b = _req("a", 8), _req("b", 8)
     s.add(a)
     s.add(b)
@@ -83,7 +83,7 @@ def test_preemption_frees_pages_and_requeues_first():
 
 def test_prompt_too_long_fails_alone():
     pool = _pool(5)
-    s = Scheduler(pool, max_batch_tokens=64, max_running_requests=8, max_model_len=64)
+    s = Scheduler(pool, None, 64, 64, 8, 64)
     big, ok = _req("big", 40), _req("ok", 4)
     s.add(big)
     s.add(ok)
@@ -93,7 +93,7 @@ def test_prompt_too_long_fails_alone():
 
 def test_release_returns_every_page():
     pool = _pool(9)
-    s = Scheduler(pool, max_batch_tokens=64, max_running_requests=8, max_model_len=64)
+    s = Scheduler(pool, None, 64, 64, 8, 64)
     reqs = [_req(str(i), 5) for i in range(3)]
     for r in reqs:
         s.add(r)

@@ -9,6 +9,10 @@ The reference decoding loop::
         token = sample(apply_token_bitmask(logits, bitmask[row]))
         matcher.advance(token)          # True: the mask allowed it
 
+With ``max_tokens`` the mask also steers towards completion: only tokens after which a
+complete match is still reachable within the remaining budget are allowed (see
+``budget.py``; EOS is not counted against the budget).
+
 No method on the per-token path raises: a token that is not allowed is refused
 with ``False`` and leaves the state unchanged.
 """
@@ -20,6 +24,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from ._dfa_view import byte_row, is_accepting, token_step
+from .budget import budget_for
 from .token_index import TokenIndex
 
 __all__ = ["Matcher"]
@@ -29,14 +35,17 @@ class Matcher:
     """Cursor over a ``TokenIndex``: current DFA state, accepted-token history, EOS flag.
 
     Termination: the matcher is terminated once EOS has been accepted, or when its
-    state is accepting and has no outgoing byte (nothing can follow). In the second
-    case EOS is still the one allowed token (and accepted), every other token is
-    refused; after EOS every token is refused and the mask is all zero.
+    state is accepting and has no way on (no outgoing byte, or no token budget left).
+    In the second case EOS is still the one allowed token (and accepted), every other
+    token is refused; after EOS every token is refused and the mask is all zero.
 
     Args:
         index: the token index of the compiled grammar.
-        max_tokens: the request's token budget. Stored for later budget-aware masking
-            (forcing a shortest completion near the end); not used yet.
+        max_tokens: the request's token budget (non-EOS tokens), or None. With a budget,
+            ``fill_bitmask``, ``advance`` and ``validate`` allow a token only if a complete
+            match is still reachable within the tokens left after it (exact fewest-token
+            counts, see ``budget.py``). If no complete match fits in ``max_tokens`` at all,
+            the budget is ignored (the output will be cut by the engine, as without it).
     """
 
     def __init__(self, index: TokenIndex, max_tokens: int | None = None) -> None:
@@ -44,6 +53,11 @@ class Matcher:
         self._dfa = index.dfa
         self._eos = index.vocab.eos_token_ids
         self.max_tokens = max_tokens
+        self._budget = None
+        if max_tokens is not None:
+            budget = budget_for(index)
+            if budget.within(self._dfa.initial, int(max_tokens)):
+                self._budget = budget
         # history[i]: (state, eos_taken) after i accepted tokens
         self._history: list[tuple[int, bool]] = [(self._dfa.initial, False)]
 
@@ -56,16 +70,35 @@ class Matcher:
 
     @property
     def num_accepted_tokens(self) -> int:
+        """Tokens accepted so far (EOS included)."""
         return len(self._history) - 1
+
+    @property
+    def is_budgeted(self) -> bool:
+        """True when the token budget steers the mask (``max_tokens`` given and feasible)."""
+        return self._budget is not None
+
+    def remaining_tokens(self) -> int | None:
+        """Non-EOS tokens left in the budget (None without one). Raises: never."""
+        if self.max_tokens is None:
+            return None
+        state, eos_taken = self._history[-1]
+        return int(self.max_tokens) - (len(self._history) - 1 - int(eos_taken))
 
     def is_accepting(self) -> bool:
         """True when the output so far is a complete match. Raises: never."""
-        return bool(self._dfa.accepting[self.state])
+        return is_accepting(self._dfa, self.state)
 
     def is_terminated(self) -> bool:
-        """EOS taken, or accepting with no way on. Raises: never."""
+        """EOS taken, or accepting with no way on (no byte, or no budget). Raises: never."""
         state, eos_taken = self._history[-1]
-        return eos_taken or (bool(self._dfa.accepting[state]) and int(self._dfa.num_out[state]) == 0)
+        if eos_taken:
+            return True
+        if not is_accepting(self._dfa, state):
+            return False
+        if self._budget is not None and self.remaining_tokens() <= 0:
+            return True
+        return not bool((byte_row(self._dfa, state) >= 0).any())
 
     # ---- per-token path ----------------------------------------------------
 
@@ -80,26 +113,36 @@ class Matcher:
         Raises: never (for a correctly shaped tensor).
         """
         target = bitmask[row]
-        if self._history[-1][1]:
+        state, eos_taken = self._history[-1]
+        if eos_taken:
             target.zero_()
             return
-        words = self._index.bitmask(self.state)
+        words = None
+        if self._budget is not None:
+            words = self._budget.mask(state, self.remaining_tokens())
+        if words is None:
+            words = self._index.bitmask(state)
         n = min(words.shape[0], target.shape[0])
         target[:n].copy_(torch.from_numpy(np.array(words[:n])))
         if target.shape[0] > n:
             target[n:].zero_()
 
-    def _next(self, state: int, eos_taken: bool, token_id: int) -> tuple[int, bool] | None:
+    def _next(self, state: int, eos_taken: bool, token_id: int, used: int) -> tuple[int, bool] | None:
+        """Step after ``token_id`` when ``used`` non-EOS tokens were accepted before it."""
         if eos_taken:
             return None
         if token_id in self._eos:
-            return (state, True) if self._dfa.accepting[state] else None
-        nxt = self._index.token_next_state(state, int(token_id))
-        return None if nxt < 0 else (nxt, False)
+            return (state, True) if is_accepting(self._dfa, state) else None
+        nxt = token_step(self._index, state, int(token_id))
+        if nxt < 0:
+            return None
+        if self._budget is not None and not self._budget.within(nxt, self.max_tokens - used - 1):
+            return None
+        return (nxt, False)
 
     def advance(self, token_id: int) -> bool:
         """Accept one token; False (state unchanged) if it is not allowed. Raises: never."""
-        step = self._next(*self._history[-1], token_id)
+        step = self._next(*self._history[-1], token_id, self.num_accepted_tokens)
         if step is None:
             return False
         self._history.append(step)
@@ -108,8 +151,9 @@ class Matcher:
     def validate(self, token_ids: Sequence[int]) -> int:
         """How many leading ``token_ids`` would be accepted, without advancing. Raises: never."""
         cur = self._history[-1]
+        used = self.num_accepted_tokens
         for i, tid in enumerate(token_ids):
-            step = self._next(*cur, tid)
+            step = self._next(*cur, tid, used + i)
             if step is None:
                 return i
             cur = step
@@ -134,18 +178,22 @@ class Matcher:
         dfa = self._dfa
         out = bytearray()
         seen = set()
-        while dfa.num_out[state] == 1 and not dfa.accepting[state] and state not in seen:
+        while not is_accepting(dfa, state) and state not in seen:
+            live = np.nonzero(byte_row(dfa, state) >= 0)[0]
+            if live.shape[0] != 1:
+                break
             seen.add(state)
-            byte = int(np.argmax(dfa.transitions[state] >= 0))
+            byte = int(live[0])
             out.append(byte)
-            state = int(dfa.transitions[state, byte])
+            state = int(byte_row(dfa, state)[byte])
         return bytes(out)
 
     # ---- copies --------------------------------------------------------------
 
     def fork(self) -> Matcher:
         """An independent copy sharing the (immutable) compiled grammar."""
-        other = Matcher(self._index, self.max_tokens)
+        other = Matcher.__new__(Matcher)
+        other.__dict__.update(self.__dict__)
         other._history = list(self._history)
         return other
 

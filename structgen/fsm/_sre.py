@@ -1,13 +1,17 @@
 """Adapter over CPython's regex parser (``re._parser``; ``sre_parse`` before 3.11).
 
-The only module that touches the private parser: used to vet a pattern before it
-reaches interegular (lookaround, backreferences, anchors, size) and to translate
-JSON Schema ``pattern`` values.
+The only module that touches the private parser. It parses Python ``re`` syntax,
+rejects what no finite automaton can do (lookaround, backreferences, anchors,
+atomic groups, possessive repeats), and lowers the parse tree to byte-level terms
+of a ``TermArena`` (character classes become UTF-8 byte-sequence alternatives).
+``\\d``, ``\\w``, ``\\s`` and their negations are ASCII (as with ``re.ASCII``); ``.``
+is any code point but ``\\n`` (any at all under ``(?s)``).
 """
 
 from __future__ import annotations
 
 import re
+import time
 
 try:  # Python >= 3.11
     import re._constants as sre_constants
@@ -17,14 +21,59 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse  # type: ignore[no-redef]
 
 from ..errors import GrammarTooComplexError, RegexError, UnsupportedRegexError
+from ._utf8 import MAX_CODE_POINT, utf8_sequences, valid_ranges
+from .regex_ast import INF, TermArena, byte_range_mask
 
-__all__ = ["parse", "vet_pattern", "sre_constants", "MAXREPEAT"]
+__all__ = ["parse", "lower", "sre_constants", "MAXREPEAT", "MAX_NESTING"]
 
 MAXREPEAT = sre_constants.MAXREPEAT
+MAX_NESTING = 200  # parenthesis depth; CPython's parser recurses per level
 _C = sre_constants
-_REPEATS = {_C.MAX_REPEAT, _C.MIN_REPEAT} | (
-    {_C.POSSESSIVE_REPEAT} if hasattr(_C, "POSSESSIVE_REPEAT") else set()
-)
+_SPACE = [(9, 13), (32, 32)]
+_DIGIT = [(48, 57)]
+_WORD = [(48, 57), (65, 90), (95, 95), (97, 122)]
+_CATEGORIES = {
+    _C.CATEGORY_DIGIT: (_DIGIT, False),
+    _C.CATEGORY_NOT_DIGIT: (_DIGIT, True),
+    _C.CATEGORY_SPACE: (_SPACE, False),
+    _C.CATEGORY_NOT_SPACE: (_SPACE, True),
+    _C.CATEGORY_WORD: (_WORD, False),
+    _C.CATEGORY_NOT_WORD: (_WORD, True),
+}
+_REJECT = {
+    _C.ASSERT: "lookaround is not regular",
+    _C.ASSERT_NOT: "lookaround is not regular",
+    _C.GROUPREF: "backreferences are not regular",
+    _C.GROUPREF_EXISTS: "backreferences are not regular",
+}
+for _name, _why in (("ATOMIC_GROUP", "atomic groups are not supported"),
+                    ("POSSESSIVE_REPEAT", "possessive repeats are not supported")):
+    if hasattr(_C, _name):
+        _REJECT[getattr(_C, _name)] = _why
+
+
+def _nesting(pattern: str) -> int:
+    """Deepest parenthesis nesting of ``pattern`` (escapes and classes skipped)."""
+    depth = best = 0
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern.startswith("]", i + 1) or pattern.startswith("^]", i + 1):
+                i += 1 + (pattern[i + 1] == "^")
+        elif c == "(":
+            depth += 1
+            best = max(best, depth)
+        elif c == ")":
+            depth -= 1
+        i += 1
+    return best
 
 
 def parse(pattern: str):
@@ -32,58 +81,139 @@ def parse(pattern: str):
 
     Raises:
         RegexError: the pattern is not a valid Python regular expression.
+        GrammarTooComplexError: parentheses nested deeper than ``MAX_NESTING``.
     """
+    if _nesting(pattern) > MAX_NESTING:
+        raise GrammarTooComplexError(
+            f"regex nests parentheses deeper than {MAX_NESTING} levels; flatten the pattern"
+        )
     try:
         re.compile(pattern)
         return sre_parse.parse(pattern)
     except re.error as exc:
         raise RegexError(f"cannot parse regex {pattern!r}: {exc}") from exc
-    except (RecursionError, OverflowError) as exc:
+    except OverflowError as exc:
         raise RegexError(f"cannot parse regex {pattern!r}: {exc}") from exc
+    except RecursionError as exc:
+        raise GrammarTooComplexError(f"regex is nested too deeply to parse: {exc}") from exc
 
 
-def _estimate(items, pattern: str, allow_anchors: bool) -> int:
-    """Upper estimate of the number of NFA positions; rejects non-regular features."""
-    total = 0
-    for op, av in items:
-        if op in (_C.ASSERT, _C.ASSERT_NOT):
-            raise UnsupportedRegexError(f"lookaround is not regular, in {pattern!r}")
-        if op in (_C.GROUPREF, _C.GROUPREF_EXISTS):
-            raise UnsupportedRegexError(f"backreferences are not regular, in {pattern!r}")
+class _Lowering:
+    """sre parse tree -> arena term; one instance per pattern."""
+
+    def __init__(self, arena: TermArena, pattern: str, deadline: float) -> None:
+        self.arena = arena
+        self.pattern = pattern
+        self.deadline = deadline
+        self._classes: dict[tuple, int] = {}
+        self._steps = 0
+
+    def _tick(self) -> None:
+        self._steps += 1
+        if self._steps & 1023 == 0 and time.perf_counter() > self.deadline:
+            raise GrammarTooComplexError(f"regex compile exceeded its time budget: {self.pattern[:80]!r}")
+
+    def chars(self, ranges: list[tuple[int, int]], negate: bool = False) -> int:
+        """Term for one code point out of ``ranges`` (or outside them)."""
+        ranges = valid_ranges(ranges)
+        if negate:
+            comp, prev = [], 0
+            for lo, hi in ranges:
+                if lo > prev:
+                    comp.append((prev, lo - 1))
+                prev = hi + 1
+            if prev <= MAX_CODE_POINT:
+                comp.append((prev, MAX_CODE_POINT))
+            ranges = valid_ranges(comp)
+        key = tuple(ranges)
+        hit = self._classes.get(key)
+        if hit is not None:
+            return hit
+        a = self.arena
+        alts = []
+        for lo, hi in ranges:
+            self._tick()
+            for seq in utf8_sequences(lo, hi):
+                alts.append(a.seq([a.byteset(byte_range_mask(x, y)) for x, y in seq]))
+        term = a.alt(alts)
+        self._classes[key] = term
+        return term
+
+    def literal(self, cp: int) -> int:
+        if 0xD800 <= cp <= 0xDFFF:
+            return self.chars([])  # a lone surrogate has no UTF-8 encoding
+        return self.arena.seq([self.arena.byteset(1 << b) for b in chr(cp).encode("utf-8")])
+
+    def charset(self, items) -> int:
+        ranges, negate = [], False
+        for op, av in items:
+            if op == _C.NEGATE:
+                negate = True
+            elif op == _C.LITERAL:
+                ranges.append((av, av))
+            elif op == _C.RANGE:
+                ranges.append(av)
+            elif op == _C.CATEGORY and av in _CATEGORIES:
+                cat, neg = _CATEGORIES[av]
+                if neg:
+                    prev = 0
+                    for lo, hi in cat:
+                        ranges.append((prev, lo - 1))
+                        prev = hi + 1
+                    ranges.append((prev, MAX_CODE_POINT))
+                else:
+                    ranges.extend(cat)
+            else:
+                raise UnsupportedRegexError(f"unsupported class item {op} in {self.pattern!r}")
+        return self.chars(ranges, negate)
+
+    def seq(self, items, flags: int) -> int:
+        return self.arena.seq([self.node(op, av, flags) for op, av in items])
+
+    def node(self, op, av, flags: int) -> int:
+        self._tick()
+        a = self.arena
+        if op in _REJECT:
+            raise UnsupportedRegexError(f"{_REJECT[op]}, in {self.pattern!r}")
         if op == _C.AT:
-            if allow_anchors:
-                continue
             raise UnsupportedRegexError(
-                f"anchors (^, $, \\b, \\A, \\Z) are not supported, in {pattern!r}: "
+                f"anchors (^, $, \\b, \\A, \\Z) are not supported, in {self.pattern!r}: "
                 "the whole output must match (fullmatch semantics)"
             )
-        if op in _REPEATS:
+        if flags & re.IGNORECASE:
+            raise UnsupportedRegexError(f"case-insensitive matching is not supported: {self.pattern!r}")
+        if op == _C.LITERAL:
+            return self.literal(av)
+        if op == _C.NOT_LITERAL:
+            return self.chars([(av, av)], negate=True)
+        if op == _C.ANY:
+            return self.chars([] if flags & re.DOTALL else [(10, 10)], negate=True)
+        if op == _C.IN:
+            return self.charset(av)
+        if op == _C.BRANCH:
+            return a.alt([self.seq(branch, flags) for branch in av[1]])
+        if op == _C.SUBPATTERN:
+            _group, add, remove, sub = av
+            return self.seq(sub, (flags | add) & ~remove)
+        if op in (_C.MAX_REPEAT, _C.MIN_REPEAT):
             lo, hi, sub = av
-            count = max(lo, 1) + 1 if hi == MAXREPEAT else max(hi, 1)
-            total += count * _estimate(sub, pattern, allow_anchors)
-        elif op == _C.SUBPATTERN:
-            total += _estimate(av[-1], pattern, allow_anchors)
-        elif op == _C.BRANCH:
-            total += sum(_estimate(b, pattern, allow_anchors) for b in av[1])
-        elif getattr(_C, "ATOMIC_GROUP", None) is not None and op == _C.ATOMIC_GROUP:
-            raise UnsupportedRegexError(f"atomic groups are not supported, in {pattern!r}")
-        else:
-            total += 1
-    return total
+            return a.repeat(self.seq(sub, flags), lo, INF if hi == MAXREPEAT else hi)
+        raise UnsupportedRegexError(f"unsupported regex construct {op} in {self.pattern!r}")
 
 
-def vet_pattern(pattern: str, max_positions: int, allow_anchors: bool = False) -> None:
-    """Check that ``pattern`` is a valid, regular, reasonably sized Python regex.
+def lower(pattern: str, arena: TermArena, deadline: float = float("inf")) -> int:
+    """Parse ``pattern`` and lower it to a term of ``arena`` (fullmatch semantics).
 
     Raises:
         RegexError: unparsable.
-        UnsupportedRegexError: lookaround, backreference, anchors.
-        GrammarTooComplexError: bounded repetitions expand beyond ``max_positions``.
+        UnsupportedRegexError: lookaround, backreferences, anchors, atomic groups,
+            possessive repeats, case-insensitive matching.
+        GrammarTooComplexError: nesting or time budget exceeded.
     """
     tree = parse(pattern)
-    size = _estimate(list(tree), pattern, allow_anchors)
-    if size > max_positions:
-        raise GrammarTooComplexError(
-            f"regex expands to about {size} positions (budget {max_positions}); "
-            "reduce bounded repetitions such as {m,n} or maxLength"
-        )
+    lowering = _Lowering(arena, pattern, deadline)
+    try:
+        return lowering.seq(list(tree), tree.state.flags)
+    except RecursionError as exc:
+        raise GrammarTooComplexError(f"regex is nested too deeply: {pattern[:80]!r}") from exc
+

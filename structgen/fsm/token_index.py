@@ -2,9 +2,11 @@
 
 For a state ``s`` every token of the vocabulary is run through the DFA at once:
 the token bytes form a matrix ``[vocab_size, max_len]`` sorted by length (longest
-first) and padded with a pseudo-byte 256 that leaves the state unchanged, so column
-``j`` only touches the tokens longer than ``j``: the loop runs over the ~max_len
-columns, never over tokens. Masks are packed as int32 words, token ``i`` at bit
+first); the loop runs over the ~max_len columns, never over tokens. Column ``j``
+touches only the tokens that are still alive and longer than ``j`` (dead tokens are
+dropped as soon as they die, so a selective state costs little after column 0),
+and the DFA rows of the states on that frontier are built lazily, in one batch per
+column (``ByteDFA.ensure_rows``). Masks are packed as int32 words, token ``i`` at bit
 ``i % 32`` of word ``i // 32`` (least-significant bit first).
 """
 
@@ -48,11 +50,6 @@ class TokenIndex:
         self._matrix = matrix
         # number of rows whose length exceeds j, for each column j (rows sorted by length)
         self._rows_longer = np.searchsorted(-lengths, -np.arange(matrix.shape[1]), side="left")
-        n = dfa.num_states
-        ext = np.full((n + 1, 257), n, np.int32)  # row n is the dead sink
-        ext[:n, :256] = np.where(dfa.transitions >= 0, dfa.transitions, n)
-        ext[:, 256] = np.arange(n + 1)  # padding keeps the state
-        self._table = ext
         never = np.zeros(vocab.vocab_size, bool)
         never[list(vocab.special_token_ids)] = True
         never |= np.fromiter((len(t) == 0 for t in vocab.token_bytes), bool, vocab.vocab_size)
@@ -85,17 +82,28 @@ class TokenIndex:
         return row
 
     def _compute(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        table, matrix = self._table, self._matrix
-        dead = table.shape[0] - 1
-        cur = np.full(matrix.shape[0], state, np.int32)  # [vocab_size], in length order
-        for j, rows in enumerate(self._rows_longer):
-            if rows == 0:
+        dfa, matrix = self.dfa, self._matrix
+        final = np.full(matrix.shape[0], -1, np.int32)  # [vocab_size], in length order
+        pos = np.arange(matrix.shape[0])  # alive tokens (rows of matrix), ascending
+        cur = np.full(matrix.shape[0], state, np.int32)  # their current states
+        for j, longer in enumerate(self._rows_longer.tolist()):
+            n = int(np.searchsorted(pos, longer))  # alive tokens longer than j
+            if n < pos.size:  # the rest end here
+                final[pos[n:]] = cur[n:]
+                pos, cur = pos[:n], cur[:n]
+            if n == 0:
                 break
-            cur[:rows] = table[cur[:rows], matrix[:rows, j]]
+            dfa.ensure_rows(cur)
+            cur = dfa.table[cur, matrix[pos, j]]
+            alive = cur >= 0
+            if not alive.all():
+                pos, cur = pos[alive], cur[alive]
+        else:
+            final[pos] = cur
         nxt = np.full(self.vocab.vocab_size, -1, np.int32)
-        nxt[self._order] = np.where(cur == dead, -1, cur)
+        nxt[self._order] = final
         nxt[self._never] = -1
-        if self.dfa.accepting[state]:
+        if self.dfa.is_accepting(state):
             nxt[self._eos] = state
         nxt.setflags(write=False)
         mask = pack_bitmask(nxt >= 0, self.num_words)

@@ -1,0 +1,297 @@
+"""A byte DFA whose states are built on demand from regex derivatives (``ByteDFA``).
+
+Design: a state is a term of a ``TermArena`` (see ``regex_ast``): the Brzozowski
+derivative of the pattern by the bytes read so far, normalised by the arena's smart
+constructors. State ids are given out in discovery order (the initial state is 0).
+A state's row of the transition table (all 256 bytes) is computed the first time it
+is needed: the bytes are split into classes on which the derivative is constant
+(refinement of the masks at the front of the term), one derivative is taken per
+class and the row is written with one numpy gather. Single steps (``walk``) take
+only the derivative they need, so checking a long string never builds whole rows.
+
+Liveness: the arena never builds a non-``EMPTY`` term with an empty language, so
+a transition is dead (-1) exactly when the derivative is ``EMPTY``; every state
+reachable here can still reach acceptance, which is what token masks rely on.
+
+Counted repetitions stay counts: ``[^"]{0,100000}`` has one state per position
+reached (plus a few mid-character states), built only as far as the output goes.
+
+Budgets: ``max_states`` (states discovered) and ``max_seconds`` (per exploration
+call: compile-time warm-up, ``explore``) raise ``GrammarTooComplexError``. The
+arena's term budget and nesting limit raise the same error.
+
+Thread safety: every mutation happens under one lock; reads of built rows are
+lock-free (rows are written once, before ``has_row`` is set).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from ..errors import GrammarTooComplexError
+from .regex_ast import EMPTY, TermArena
+
+__all__ = ["ByteDFA", "DEFAULT_MAX_STATES", "DEFAULT_MAX_SECONDS"]
+
+DEFAULT_MAX_STATES = 200_000
+DEFAULT_MAX_SECONDS = 10.0
+_BYTE_INDEX = np.arange(256)
+
+
+def _mask_bits(mask: int) -> np.ndarray:
+    """bool ``[256]``: the bytes in a 256-bit ``int`` mask."""
+    raw = np.frombuffer(mask.to_bytes(32, "little"), np.uint8)
+    return np.unpackbits(raw, bitorder="little").astype(bool)
+
+
+class ByteDFA:
+    """Deterministic automaton over bytes, built lazily from a regex term.
+
+    Args:
+        arena: the term store (owned by this automaton from now on).
+        root: the term of the initial state; must not be ``EMPTY``.
+        max_states: state budget.
+        max_seconds: time budget of each exploration call.
+
+    Attributes:
+        initial: the start state (always 0).
+    """
+
+    def __init__(self, arena: TermArena, root: int, *, max_states: int = DEFAULT_MAX_STATES,
+                 max_seconds: float = DEFAULT_MAX_SECONDS) -> None:
+        assert root != EMPTY
+        self.arena = arena
+        self.max_states = max_states
+        self.max_seconds = max_seconds
+        self.initial = 0
+        self._lock = threading.RLock()
+        self._terms: list[int] = []
+        self._ids: dict[int, int] = {}
+        self._partitions: dict[frozenset[int], tuple[np.ndarray, list[int]]] = {}
+        self._masks: dict[int, np.ndarray] = {}
+        cap = 64
+        self._table = np.full((cap, 256), -1, np.int32)
+        self._has_row = np.zeros(cap, bool)
+        self._accepting = np.zeros(cap, bool)
+        self._num_out = np.zeros(cap, np.int32)
+        self._num_rows = 0
+        self._complete = False
+        self._state_of(root)
+
+    # ---- read-only views -------------------------------------------------------
+
+    @property
+    def num_states(self) -> int:
+        """States discovered so far (grows as the automaton is explored)."""
+        return len(self._terms)
+
+    @property
+    def num_rows_built(self) -> int:
+        """States whose whole transition row has been computed."""
+        return self._num_rows
+
+    @property
+    def accepting(self) -> np.ndarray:
+        """bool ``[num_states]``: accepting flag of every discovered state."""
+        view = self._accepting[: self.num_states]
+        view.flags.writeable = False
+        return view
+
+    @property
+    def num_out(self) -> np.ndarray:
+        """int32 ``[num_states]``: number of bytes with a live transition, per state."""
+        view = self._num_out[: self.num_states]
+        view.flags.writeable = False
+        return view
+
+    @property
+    def table(self) -> np.ndarray:
+        """int32 ``[capacity, 256]``: the transition table; a row is valid only where
+        ``has_row`` is set (call ``ensure_rows`` first). -1 = dead."""
+        return self._table
+
+    @property
+    def has_row(self) -> np.ndarray:
+        """bool ``[capacity]``: which rows of ``table`` are built."""
+        return self._has_row
+
+    def is_accepting(self, state: int) -> bool:
+        """True when ``state`` accepts (the bytes read so far are a match). Raises: never."""
+        return bool(self._accepting[state])
+
+    def term(self, state: int) -> int:
+        """The arena term of ``state`` (for debugging and tests)."""
+        return self._terms[state]
+
+    # ---- construction --------------------------------------------------------------
+
+    def _state_of(self, term: int) -> int:
+        sid = self._ids.get(term)
+        if sid is not None:
+            return sid
+        sid = len(self._terms)
+        if sid >= self.max_states:
+            raise GrammarTooComplexError(
+                f"automaton exceeds {self.max_states} states; simplify the pattern or "
+                "reduce bounded repetitions"
+            )
+        if sid >= self._table.shape[0]:
+            self._grow()
+        self._ids[term] = sid
+        self._terms.append(term)
+        self._accepting[sid] = self.arena.nullable[term]
+        self._num_out[sid] = self.arena.first[term].bit_count()
+        return sid
+
+    def _grow(self) -> None:
+        cap = self._table.shape[0] * 2
+        table = np.full((cap, 256), -1, np.int32)
+        table[: self._table.shape[0]] = self._table
+        self._table = table
+        for name in ("_has_row", "_accepting", "_num_out"):
+            old = getattr(self, name)
+            new = np.zeros(cap, old.dtype)
+            new[: old.shape[0]] = old
+            setattr(self, name, new)
+
+    def _partition(self, term: int) -> tuple[np.ndarray, list[int]]:
+        """(class id per byte int64 ``[256]``, one representative byte per class)."""
+        front = self.arena.front(term)
+        hit = self._partitions.get(front)
+        if hit is not None:
+            return hit
+        rows = []
+        for mask in front:
+            bits = self._masks.get(mask)
+            if bits is None:
+                bits = self._masks[mask] = _mask_bits(mask)
+            rows.append(bits)
+        if rows:
+            signature = np.packbits(np.stack(rows, axis=1), axis=1)  # [256, ceil(k / 8)]
+        else:
+            signature = np.zeros((256, 1), np.uint8)
+        _, first_pos, inverse = np.unique(signature, axis=0, return_index=True,
+                                          return_inverse=True)
+        result = (inverse.reshape(-1), [int(b) for b in first_pos])
+        self._partitions[front] = result
+        return result
+
+    def _build_row(self, state: int) -> None:
+        term = self._terms[state]
+        cls, reps = self._partition(term)
+        arena = self.arena
+        targets = np.empty(len(reps), np.int32)
+        for i, b in enumerate(reps):
+            d = arena.derivative(term, b)
+            targets[i] = -1 if d == EMPTY else self._state_of(d)
+        self._table[state] = targets[cls]
+        self._has_row[state] = True
+        self._num_rows += 1
+
+    def row(self, state: int) -> np.ndarray:
+        """int32 ``[256]``: next state per byte (-1 = dead), built on first use.
+
+        Raises:
+            GrammarTooComplexError: building it exceeded a budget.
+        """
+        if not self._has_row[state]:
+            with self._lock:
+                if not self._has_row[state]:
+                    self._guarded(self._build_row, state)
+        row = self._table[state]
+        row.flags.writeable = False
+        return row
+
+    def ensure_rows(self, states: np.ndarray) -> None:
+        """Build the rows of every state in ``states`` (int ``[n]``) that lacks one."""
+        missing = states[~self._has_row[states]]
+        if missing.size == 0:
+            return
+        with self._lock:
+            for s in np.unique(missing).tolist():
+                if not self._has_row[s]:
+                    self._guarded(self._build_row, s)
+
+    def step(self, state: int, byte: int) -> int:
+        """Next state after one byte (-1 = dead), without building the whole row."""
+        if self._has_row[state]:
+            return int(self._table[state, byte])
+        with self._lock:
+            d = self._guarded(self.arena.derivative, self._terms[state], byte)
+            return -1 if d == EMPTY else self._state_of(d)
+
+    @staticmethod
+    def _guarded(fn, *args):
+        try:
+            return fn(*args)
+        except RecursionError as exc:
+            raise GrammarTooComplexError("regex automaton is nested too deeply") from exc
+
+    def explore(self, max_rows: int | None = None) -> bool:
+        """Build rows breadth-first from the initial state.
+
+        Args:
+            max_rows: stop after this many rows are built in total (None: no limit).
+
+        Returns:
+            True when every reachable state has its row (the automaton is complete).
+
+        Raises:
+            GrammarTooComplexError: the state or time budget is exceeded.
+        """
+        if self._complete:
+            return True
+        deadline = time.perf_counter() + self.max_seconds
+        with self._lock:
+            i = 0
+            while i < self.num_states:
+                if not self._has_row[i]:
+                    if max_rows is not None and self._num_rows >= max_rows:
+                        return False
+                    self._guarded(self._build_row, i)
+                    if time.perf_counter() > deadline:
+                        raise GrammarTooComplexError(
+                            f"automaton construction exceeded {self.max_seconds} s "
+                            f"({self.num_states} states); simplify the pattern"
+                        )
+                i += 1
+            self._complete = True
+            return True
+
+    @property
+    def is_complete(self) -> bool:
+        """True once every reachable state has its row (see ``explore``)."""
+        return self._complete
+
+    @property
+    def transitions(self) -> np.ndarray | None:
+        """int32 ``[num_states, 256]`` read-only: the whole table once the automaton is
+        complete, else None (it never explores by itself; call ``explore()`` first, or
+        use ``row`` which builds one row on demand)."""
+        if not self._complete:
+            return None
+        view = self._table[: self.num_states]
+        view.flags.writeable = False
+        return view
+
+    # ---- matching ------------------------------------------------------------
+
+    def walk(self, state: int, data: bytes) -> int:
+        """State after reading ``data`` from ``state``; -1 if it dies.
+
+        Raises:
+            GrammarTooComplexError: only if discovering a new state exceeds a budget.
+        """
+        for b in data:
+            if state < 0:
+                return -1
+            state = self.step(state, b)
+        return state
+
+    def accepts(self, data: bytes) -> bool:
+        """Whole-string membership."""
+        state = self.walk(self.initial, data)
+        return state >= 0 and bool(self._accepting[state])

@@ -1,16 +1,17 @@
 """JSON Schema (or a pydantic model) -> regex over the serialized JSON document.
 
-Supported: ``type`` (one or a list), ``properties``/``required`` (object keys in
-schema order; any subset of the optional ones, in order), ``additionalProperties``
-(``false`` or absent: no extra keys are generated unless ``allow_extra_properties``
-and the object declares no properties), ``items``/``minItems``/``maxItems``,
-``string`` with ``minLength``/``maxLength`` (characters; an escape counts as one),
-``pattern`` (search semantics, see ``_json_pattern``) and ``format`` (date,
-date-time, time, email, uuid), ``integer``/``number`` (exact JSON grammar),
-``minimum``/``maximum``/``exclusiveMinimum``/``exclusiveMaximum`` on integers (exact,
-any magnitude; see ``_numeric``), ``boolean``, ``null``, ``enum``/``const`` of any JSON value, ``anyOf``, ``oneOf``
-(as ``anyOf``: exclusivity not enforced, a warning is recorded), one-element
-``allOf``, and local ``$ref`` (``#``, ``#/$defs/...``, ``#/definitions/...``).
+The rule: a keyword is enforced exactly, or (``strict=True``) the conversion raises
+``UnsupportedSchemaError(keyword, pointer)``; with ``strict=False`` it is ignored and
+a warning recorded. Generated documents never violate the schema; some valid
+spellings are not generated (see each module). This module dispatches; the types
+are lowered in ``_schema_scalars`` (string/integer/number), ``_schema_arrays``,
+``_schema_objects``; ``allOf``/``oneOf`` are combined in ``_schema_combine``.
+
+Enforced: ``type`` (one or a list; absent = every type, each lowered with its own
+keywords), ``enum``/``const`` of any JSON value (filtered by the sibling keywords),
+``anyOf``, ``oneOf`` (only when its branches are provably disjoint), ``allOf``
+(merged), local ``$ref`` (``#``, ``#/$defs/...``, ``#/definitions/...``; siblings are
+merged as ``allOf``), ``not`` of a ``const``/``enum`` next to an enum.
 
 Recursive ``$ref`` is unrolled to ``max_recursion_depth`` expansions of the same
 reference along a path; deeper, the recursive branch is dropped where the schema
@@ -30,9 +31,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import jsonschema
+
 from ..errors import InvalidSchemaError, UnsupportedSchemaError
-from ._json_pattern import JSON_CHAR, escape_literal, pattern_to_string_body
-from ._numeric import integer_bounds, integer_range_regex
+from ._json_pattern import JSON_CHAR, escape_literal
+from ._schema_formats import FORMATS  # noqa: F401 - re-exported for callers
+from ._schema_arrays import array_regex
+from ._schema_combine import TYPES, merge_all_of, provably_disjoint
+from ._schema_objects import object_regex
+from ._schema_scalars import INTEGER, NUMBER, integer_regex, number_regex, string_regex
 
 __all__ = ["json_schema_to_regex", "schema_for", "JsonSchemaConverter", "FLEXIBLE_WS_MAX"]
 
@@ -43,24 +50,14 @@ ANNOTATIONS = frozenset(
      "deprecated", "readOnly", "writeOnly", "$defs", "definitions"}
 )
 _KNOWN = frozenset(
-    {"type", "properties", "required", "additionalProperties", "items", "minItems",
+    {"type", "properties", "required", "additionalProperties", "patternProperties",
+     "propertyNames", "minProperties", "maxProperties", "items", "prefixItems",
+     "additionalItems", "contains", "minContains", "maxContains", "uniqueItems", "minItems",
      "maxItems", "minLength", "maxLength", "pattern", "format", "enum", "const", "anyOf",
-     "oneOf", "allOf", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
+     "oneOf", "allOf", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+     "multipleOf", "not"}
 )
-_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
-INTEGER = r"-?(?:0|[1-9][0-9]*)"
-NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
-_DATE = r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
-_TIME = (r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?"
-         r"(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])")
-FORMATS = {
-    "date": _DATE,
-    "time": _TIME,
-    "date-time": _DATE + "[Tt]" + _TIME,
-    "uuid": r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
-    "email": r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+",
-}
-_TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
+_TYPES = TYPES
 
 
 def schema_for(model_or_schema: Any) -> dict | bool:
@@ -144,6 +141,7 @@ class JsonSchemaConverter:
         self.max_depth = max_recursion_depth
         self.warnings: list[str] = []
         self._cut_at: str | None = None
+        self._validator = jsonschema.validators.validator_for(root if isinstance(root, dict) else {})
         if whitespace == "compact":
             self.ws = ""
         elif whitespace == "flexible" or (isinstance(whitespace, int) and whitespace > 0):
@@ -155,17 +153,54 @@ class JsonSchemaConverter:
     def convert_root(self) -> str:
         regex = self.convert(self.root, "", ())
         if regex is None:
+            if self._cut_at is None:
+                raise UnsupportedSchemaError("false", "", "the schema accepts no value")
             raise UnsupportedSchemaError(
                 "$ref", self._cut_at or "",
                 f"recursion deeper than max_recursion_depth={self.max_depth} cannot be cut here",
             )
         return regex
 
-    def _unsupported(self, keyword: str, pointer: str, detail: str = "") -> None:
+    def unsupported(self, keyword: str, pointer: str, detail: str = "") -> None:
+        """Raise (strict) or record a warning for a keyword that is not enforced."""
         if self.strict:
             raise UnsupportedSchemaError(keyword, pointer, detail)
-        self.warnings.append(f"ignored unsupported keyword {keyword!r} at {pointer or '#'}"
-                             + (f": {detail}" if detail else ""))
+        msg = f"ignored unsupported keyword {keyword!r} at {pointer or '#'}" + (
+            f": {detail}" if detail else "")
+        if msg not in self.warnings:
+            self.warnings.append(msg)
+
+    _unsupported = unsupported
+
+    def note_no_extra(self) -> None:
+        note = "objects whose additionalProperties is not false are generated without extra keys"
+        if note not in self.warnings:
+            self.warnings.append(note)
+
+    def is_valid(self, value: Any, schema: Any) -> bool:
+        """``jsonschema`` validity of ``value`` under ``schema`` (local refs resolve in the root)."""
+        if isinstance(schema, dict) and isinstance(self.root, dict):
+            schema = {**{k: self.root[k] for k in ("$defs", "definitions") if k in self.root},
+                      **schema}
+        try:
+            return self._validator(schema).is_valid(value)
+        except Exception:  # noqa: BLE001 - an unresolvable schema proves nothing
+            return False
+
+    def resolve(self, ref: Any, pointer: str) -> Any:
+        """The subschema a local ``$ref`` points at."""
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            raise UnsupportedSchemaError("$ref", pointer, f"only local references, got {ref!r}")
+        target: Any = self.root
+        for part in [p for p in ref[1:].split("/") if p]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(target, dict) and part in target:
+                target = target[part]
+            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+                target = target[int(part)]
+            else:
+                raise InvalidSchemaError(f"cannot resolve $ref {ref!r}", pointer)
+        return target
 
     # ---- dispatch --------------------------------------------------------------
 
@@ -179,177 +214,116 @@ class JsonSchemaConverter:
             raise InvalidSchemaError("a schema must be an object or a boolean", pointer)
         for key in schema:
             if key not in _KNOWN and key not in ANNOTATIONS:
-                self._unsupported(key, pointer)
-        if "$ref" in schema:
-            return self._ref(schema, pointer, refs)
-        if "const" in schema:
-            return _literal(schema["const"])
-        if "enum" in schema:
-            return _alt([_literal(v) for v in schema["enum"]]) if schema["enum"] else None
+                self.unsupported(key, pointer)
+        rest = {k: v for k, v in schema.items() if k not in ANNOTATIONS}
+        if not rest:
+            return self.any_value(ANY_VALUE_DEPTH)
+        if "$ref" in rest:
+            if len(rest) == 1:
+                return self._ref(rest["$ref"], pointer, refs)
+            return self._merged([{"$ref": rest.pop("$ref")}, rest], pointer, refs)
+        if "allOf" in rest:
+            subs = rest.pop("allOf")
+            return self._merged(list(subs) + [rest], pointer, refs)
         for key in ("anyOf", "oneOf"):
-            if key in schema:
-                return self._any_of(schema, key, pointer, refs)
-        if "allOf" in schema:
-            if len(schema["allOf"]) != 1 or set(schema) - ANNOTATIONS - {"allOf"}:
-                self._unsupported("allOf", pointer, "only a single subschema without siblings")
-            return self.convert(schema["allOf"][0], _ptr(pointer, "allOf", 0), refs)
+            if key in rest:
+                return self._any_of(rest, key, pointer, refs)
+        if "not" in rest:
+            return self._not(rest, pointer, refs)
+        if "const" in rest or "enum" in rest:
+            return self._values(rest, pointer)
+        return self._typed(rest, pointer, refs)
+
+    def _typed(self, schema: dict, pointer: str, refs: tuple[str, ...]) -> str | None:
         types = schema.get("type")
-        if types is None:
-            types = self._infer_types(schema)
-        if isinstance(types, str):
+        if types is None:  # every type, each constrained by its own keywords
+            types = [t for t in _TYPES if t != "integer"]
+        elif isinstance(types, str):
             types = [types]
+        if "number" in types and "integer" in types:
+            types = [t for t in types if t != "integer"]  # number's regex covers integer's
         options = []
         for t in types:
             if t not in _TYPES:
                 raise InvalidSchemaError(f"unknown type {t!r}", pointer)
-            r = getattr(self, "_" + t)(schema, pointer, refs)
+            r = self._LOWER[t](self, schema, pointer, refs)
             if r is not None:
                 options.append(r)
         return _alt(options) if options else None
 
-    def _infer_types(self, schema: dict) -> list[str]:
-        if {"properties", "required", "additionalProperties"} & set(schema):
-            return ["object"]
-        if {"items", "minItems", "maxItems"} & set(schema):
-            return ["array"]
-        if {"minLength", "maxLength", "pattern", "format"} & set(schema):
-            return ["string"]
-        return list(_TYPES)
+    _LOWER = {
+        "object": lambda self, s, p, r: object_regex(self, s, p, r),
+        "array": lambda self, s, p, r: array_regex(self, s, p, r),
+        "string": lambda self, s, p, r: string_regex(self, s, p),
+        "integer": lambda self, s, p, r: integer_regex(self, s, p),
+        "number": lambda self, s, p, r: number_regex(self, s, p),
+        "boolean": lambda self, s, p, r: "(?:true|false)",
+        "null": lambda self, s, p, r: "null",
+    }
 
-    def _ref(self, schema: dict, pointer: str, refs: tuple[str, ...]) -> str | None:
-        ref = schema["$ref"]
-        if set(schema) - ANNOTATIONS - {"$ref"}:
-            self._unsupported("$ref", pointer, "sibling keywords next to $ref are ignored")
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            raise UnsupportedSchemaError("$ref", pointer, f"only local references, got {ref!r}")
+    def _values(self, schema: dict, pointer: str) -> str | None:
+        """``const``/``enum``, keeping the values the sibling keywords accept."""
+        values = [schema["const"]] if "const" in schema else list(schema["enum"])
+        if "const" in schema and "enum" in schema:
+            values = [v for v in values if self.is_valid(v, {"enum": schema["enum"]})]
+        siblings = {k: v for k, v in schema.items() if k not in ("const", "enum")}
+        if siblings:
+            values = [v for v in values if self.is_valid(v, siblings)]
+        return _alt([_literal(v) for v in values]) if values else None
+
+    def _not(self, schema: dict, pointer: str, refs: tuple[str, ...]) -> str | None:
+        negated = schema["not"]
+        rest = {k: v for k, v in schema.items() if k != "not"}
+        if "const" in rest or "enum" in rest:  # a finite set minus whatever `not` accepts
+            values = [rest["const"]] if "const" in rest else list(rest["enum"])
+            rest = {k: v for k, v in rest.items() if k not in ("const", "enum")}
+            rest["enum"] = [v for v in values if not self.is_valid(v, negated)]
+            return self._values(rest, pointer)
+        self.unsupported("not", pointer, "not is enforced only next to const/enum")
+        return self.convert(rest or True, pointer, refs)
+
+    def _ref(self, ref: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
+        target = self.resolve(ref, pointer)
         if refs.count(ref) >= self.max_depth:
             self._cut_at = pointer
             msg = f"recursive $ref {ref} at {pointer or '#'} unrolled to depth {self.max_depth}"
             if msg not in self.warnings:
                 self.warnings.append(msg)
             return None
-        target: Any = self.root
-        for part in [p for p in ref[1:].split("/") if p]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(target, dict) and part in target:
-                target = target[part]
-            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
-                target = target[int(part)]
-            else:
-                raise InvalidSchemaError(f"cannot resolve $ref {ref!r}", pointer)
         return self.convert(target, ref[1:], refs + (ref,))
 
+    def _merged(self, subs: list[Any], pointer: str, refs: tuple[str, ...]) -> str | None:
+        """``allOf`` (and ``$ref`` with siblings): convert the merged schema."""
+        seen = tuple(r for r in refs if refs.count(r) >= self.max_depth)
+        merged = merge_all_of(subs, pointer, self.resolve, seen)
+        return self.convert(merged, pointer, refs)
+
     def _any_of(self, schema: dict, key: str, pointer: str, refs) -> str | None:
-        if set(schema) - ANNOTATIONS - {key}:
-            self._unsupported(key, pointer, "sibling keywords next to " + key)
+        siblings = {k: v for k, v in schema.items() if k != key}
+        branches = []
+        for i, sub in enumerate(schema[key]):
+            ptr = f"{pointer}/{key}/{i}"
+            if siblings:
+                sub = merge_all_of([siblings, sub], ptr, self.resolve)
+            branches.append((ptr, sub))
         if key == "oneOf":
-            self.warnings.append(f"oneOf at {pointer or '#'} treated as anyOf (exclusivity not enforced)")
-        options = [self.convert(s, _ptr(pointer, key, i), refs) for i, s in enumerate(schema[key])]
+            self._check_disjoint(branches, pointer)
+        options = [self.convert(s, ptr, refs) for ptr, s in branches]
         options = [o for o in options if o is not None]
         return _alt(options) if options else None
 
-    # ---- scalar types ------------------------------------------------------------
-
-    def _string(self, schema: dict, pointer: str, refs) -> str | None:
-        lo = int(schema.get("minLength", 0))
-        hi = schema.get("maxLength")
-        has_len = "minLength" in schema or hi is not None
-        if "format" in schema:
-            fmt = schema["format"]
-            if fmt in FORMATS and not has_len and "pattern" not in schema:
-                return '"' + FORMATS[fmt] + '"'
-            self._unsupported("format", pointer, f"format {fmt!r}" + (
-                " combined with length or pattern" if fmt in FORMATS else ""))
-        if "pattern" in schema:
-            if has_len:
-                self._unsupported("pattern", pointer, "pattern combined with minLength/maxLength")
-            else:
-                return '"' + pattern_to_string_body(schema["pattern"], _ptr(pointer, "pattern")) + '"'
-        if hi is not None and int(hi) < lo:
-            return None
-        if hi is None:
-            rep = "*" if lo == 0 else "{%d,}" % lo
-        else:
-            rep = "{%d,%d}" % (lo, int(hi))
-        return '"' + JSON_CHAR + rep + '"'
-
-    def _integer(self, schema, pointer, refs) -> str | None:
-        if not any(k in schema for k in _BOUNDS):
-            return INTEGER
-        lo, hi = integer_bounds(schema)
-        return integer_range_regex(lo, hi)
-
-    def _number(self, schema, pointer, refs) -> str:
-        for key in _BOUNDS:
-            if key in schema:
-                self._unsupported(key, pointer, "bounds on non-integer numbers")
-        return NUMBER
-
-    def _boolean(self, schema, pointer, refs) -> str:
-        return "(?:true|false)"
-
-    def _null(self, schema, pointer, refs) -> str:
-        return "null"
-
-    # ---- containers ----------------------------------------------------------------
-
-    def _array(self, schema: dict, pointer: str, refs) -> str | None:
-        lo = int(schema.get("minItems", 0))
-        hi = schema.get("maxItems")
-        ws = self.ws
-        empty = "\\[" + ws + "\\]"
-        if hi is not None and int(hi) < lo:
-            return None
-        items = schema.get("items", True)
-        if isinstance(items, list):
-            self._unsupported("items", pointer, "tuple form of items")
-            items = True
-        item = self.convert(items, _ptr(pointer, "items"), refs)
-        if item is None or hi == 0:
-            return empty if lo == 0 else None
-        sep = ws + "," + ws
-        more_hi = "" if hi is None else str(int(hi) - 1)
-        tail = "(?:%s%s){%d,%s}" % (sep, item, max(lo - 1, 0), more_hi)
-        body = item + tail
-        if lo == 0:
-            return "\\[" + ws + "(?:" + body + ws + ")?\\]"
-        return "\\[" + ws + body + ws + "\\]"
-
-    def _object(self, schema: dict, pointer: str, refs) -> str | None:
-        ws = self.ws
-        props = schema.get("properties", {}) or {}
-        required = set(schema.get("required", []))
-        extra = schema.get("additionalProperties", True)
-        unknown_required = required - set(props)
-        if unknown_required:
-            if extra is False or not self.allow_extra:
-                return None if extra is False else self._unsupported(
-                    "required", pointer, f"required keys without properties: {sorted(unknown_required)}")
-        if not props and extra is not False and self.allow_extra:
-            value = self.convert(extra, _ptr(pointer, "additionalProperties"), refs)
-            return self._free_object(value) if value is not None else "\\{" + ws + "\\}"
-        if props and extra is not False and self.allow_extra:
-            self._unsupported("additionalProperties", pointer,
-                              "extra keys next to declared properties cannot be generated")
-        if extra is not False and not self.allow_extra:
-            note = "objects whose additionalProperties is not false are generated without extra keys"
-            if note not in self.warnings:
-                self.warnings.append(note)
-        members: list[tuple[str, bool]] = []  # (regex of key:value, is_required)
-        for name, sub in props.items():
-            value = self.convert(sub, _ptr(pointer, "properties", name), refs)
-            if value is None:
-                if name in required:
-                    return None
-                continue
-            members.append((_literal(name) + ws + ":" + ws + value, name in required))
-        sep = ws + "," + ws
-        return "\\{" + ws + _members(members, sep) + ws + "\\}"
-
-    def _free_object(self, value: str) -> str:
-        ws = self.ws
-        pair = '"' + JSON_CHAR + '*"' + ws + ":" + ws + value
-        return "\\{" + ws + "(?:" + pair + "(?:" + ws + "," + ws + pair + ")*" + ws + ")?\\}"
+    def _check_disjoint(self, branches: list[tuple[str, Any]], pointer: str) -> None:
+        resolved = []
+        for ptr, sub in branches:
+            if isinstance(sub, dict) and "$ref" in sub or isinstance(sub, dict) and "allOf" in sub:
+                sub = merge_all_of([sub], ptr, self.resolve)
+            resolved.append(sub)
+        for i in range(len(resolved)):
+            for j in range(i + 1, len(resolved)):
+                if not provably_disjoint(resolved[i], resolved[j], self.is_valid):
+                    self.unsupported("oneOf", pointer,
+                                     f"branches {i} and {j} may both match (not provably disjoint)")
+                    return
 
     def any_value(self, depth: int) -> str:
         """Any JSON value nested at most ``depth`` containers deep."""
@@ -359,21 +333,6 @@ class JsonSchemaConverter:
         inner = self.any_value(depth - 1)
         ws = self.ws
         array = "\\[" + ws + "(?:" + inner + "(?:" + ws + "," + ws + inner + ")*" + ws + ")?\\]"
-        return _alt(scalars + [array, self._free_object(inner)])
-
-
-def _members(members: list[tuple[str, bool]], sep: str) -> str:
-    """Properties in order; optional ones may be absent; commas only between present ones."""
-    n = len(members)
-    started = [""] * (n + 1)  # started[i]: members i.. after at least one was written
-    for i in range(n - 1, -1, -1):
-        m, req = members[i]
-        started[i] = (sep + m if req else "(?:" + sep + m + ")?") + started[i + 1]
-    fresh = ""  # members i.. with nothing written yet (built back to front)
-    for i in range(n - 1, -1, -1):
-        m, req = members[i]
-        if req:
-            fresh = m + started[i + 1]
-        else:
-            fresh = "(?:" + m + started[i + 1] + ("|" + fresh if fresh else "") + ")" + ("" if fresh else "?")
-    return fresh
+        pair = '"' + JSON_CHAR + '*"' + ws + ":" + ws + inner
+        obj = "\\{" + ws + "(?:" + pair + "(?:" + ws + "," + ws + pair + ")*" + ws + ")?\\}"
+        return _alt(scalars + [array, obj])

@@ -85,10 +85,18 @@ def test_max_length_counts_characters() -> None:
     [
         ({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}},
          "uniqueItems", "/properties/tags"),
-        ({"type": "number", "minimum": 3.5}, "minimum", ""),
-        ({"type": "number", "multipleOf": 5}, "multipleOf", ""),
-        ({"type": "object", "patternProperties": {"^x": {}}}, "patternProperties", ""),
-        ({"type": "string", "format": "hostname"}, "format", ""),
+        # (number bounds, multipleOf 5, patternProperties and hostname are enforced now)
+        ({"type": "number", "multipleOf": 0.3}, "multipleOf", ""),
+        ({"type": "integer", "multipleOf": 7}, "multipleOf", ""),
+        ({"type": "object", "patternProperties": {"^x": {}}, "additionalProperties": {}},
+         "patternProperties", ""),
+        ({"type": "string", "format": "iri"}, "format", ""),
+        ({"type": "string", "pattern": "^a", "maxLength": 3}, "pattern", ""),
+        ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "oneOf", ""),
+        ({"type": "array", "items": {"allOf": [{"pattern": "a"}, {"pattern": "b"}]}},
+         "allOf", "/items"),
+        ({"type": "array", "contains": {"type": "integer"}, "maxContains": 2}, "maxContains", ""),
+        ({"not": {"type": "string"}}, "not", ""),
         ({"$ref": "https://example.com/x.json"}, "$ref", ""),
     ],
 )

@@ -1,0 +1,117 @@
+"""Lowering of the scalar JSON Schema types (string, integer, number) to regexes.
+
+Strings: ``minLength``/``maxLength`` in characters (an escape is one character),
+``pattern`` (see ``_json_pattern``), ``format`` (see ``_schema_formats``). A
+``pattern`` or ``format`` next to a length bound needs an automaton intersection,
+which a regex string cannot express: strict ``UnsupportedSchemaError``.
+
+Integers: exact bounds of any magnitude, ``multipleOf`` through a residue automaton
+(small moduli) or by listing the multiples of a small bounded range.
+
+Numbers: without bounds, the full JSON number grammar (exponents included). With
+bounds, or ``multipleOf`` = 1, 0.1, 0.01, ... (exact decimal steps), only spellings
+without an exponent are produced and accepted (``1e2`` is rejected even when in
+range), so no out-of-range value is ever accepted. Other ``multipleOf`` values on
+numbers: spellings of integer multiples only (``6``, ``6.0``), or strict error.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from ._json_pattern import JSON_CHAR, escape_literal, pattern_to_string_body
+from ._numeric import (decimal_range_regex, enumerate_multiples, integer_bounds,
+                       integer_multiple_regex, integer_range_regex, number_bounds)
+from ._schema_formats import FORMATS
+
+__all__ = ["string_regex", "integer_regex", "number_regex", "INTEGER", "NUMBER", "BOUNDS"]
+
+INTEGER = r"-?(?:0|[1-9][0-9]*)"
+NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _alt(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+def string_regex(conv: Any, schema: dict, pointer: str) -> str | None:
+    """Regex for the JSON strings valid under the string keywords of ``schema``."""
+    lo = int(schema.get("minLength", 0))
+    hi = schema.get("maxLength")
+    has_len = lo > 0 or hi is not None
+    if "format" in schema:
+        fmt = schema["format"]
+        if fmt in FORMATS and not has_len and "pattern" not in schema:
+            return '"' + FORMATS[fmt] + '"'
+        conv.unsupported("format", pointer, f"format {fmt!r}" + (
+            " combined with length or pattern" if fmt in FORMATS else ""))
+    if "pattern" in schema:
+        if has_len:
+            conv.unsupported("pattern", pointer, "pattern combined with minLength/maxLength "
+                             "needs an automaton intersection")
+        else:
+            return '"' + pattern_to_string_body(schema["pattern"], pointer + "/pattern") + '"'
+    if hi is not None and int(hi) < lo:
+        return None
+    if hi is None:
+        rep = "*" if lo == 0 else "{%d,}" % lo
+    else:
+        rep = "{%d,%d}" % (lo, int(hi))
+    return '"' + JSON_CHAR + rep + '"'
+
+
+def integer_regex(conv: Any, schema: dict, pointer: str) -> str | None:
+    """Regex for the JSON integers (integer spellings) valid under ``schema``."""
+    bounded = any(k in schema for k in BOUNDS)
+    lo, hi = integer_bounds(schema) if bounded else (None, None)
+    if "multipleOf" not in schema:
+        return integer_range_regex(lo, hi) if bounded else INTEGER
+    step = Fraction(str(schema["multipleOf"]))
+    if step.denominator != 1:  # multiples of p/q that are integers: multiples of p
+        step = Fraction(step.numerator)
+    k = int(step)
+    listed = enumerate_multiples(k, lo, hi) if bounded else None
+    if listed is not None:
+        return _alt([escape_literal(str(v)) for v in listed]) if listed else None
+    if bounded and k != 1:
+        conv.unsupported("multipleOf", pointer, f"multipleOf {k} with a wide or open range")
+        return integer_range_regex(lo, hi)
+    if k == 1:
+        return integer_range_regex(lo, hi) if bounded else INTEGER
+    regex = integer_multiple_regex(k)
+    if regex is None:
+        conv.unsupported("multipleOf", pointer, f"multipleOf {k}: residue automaton too large")
+        return INTEGER
+    return regex
+
+
+def number_regex(conv: Any, schema: dict, pointer: str) -> str | None:
+    """Regex for the JSON numbers valid under ``schema`` (see the module docstring)."""
+    bounded = any(k in schema for k in BOUNDS)
+    if "multipleOf" in schema:
+        step = Fraction(str(schema["multipleOf"]))
+        digits = _decimal_step(step)
+        if digits is not None:
+            lo, lo_incl, hi, hi_incl = number_bounds(schema)
+            return decimal_range_regex(lo, lo_incl, hi, hi_incl, max_digits=digits)
+        if step.denominator == 1:
+            whole = integer_regex(conv, schema, pointer)
+            return None if whole is None else whole + r"(?:\.0+)?"
+        conv.unsupported("multipleOf", pointer, f"multipleOf {schema['multipleOf']} on numbers")
+    if not bounded:
+        return NUMBER
+    lo, lo_incl, hi, hi_incl = number_bounds(schema)
+    return decimal_range_regex(lo, lo_incl, hi, hi_incl)
+
+
+def _decimal_step(step: Fraction) -> int | None:
+    """k when ``step`` is 10**-k (k >= 0), else None."""
+    if step.numerator != 1:
+        return None
+    k, d = 0, step.denominator
+    while d % 10 == 0:
+        d //= 10
+        k += 1
+    return k if d == 1 else None

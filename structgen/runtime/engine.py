@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any, Sequence
 
@@ -18,7 +19,7 @@ from structgen.runtime.request import Request
 from structgen.runtime.sampling_params import SamplingParams
 from structgen.runtime.radix_cache import RadixCache
 from structgen.runtime.scheduler import Scheduler
-from structgen.runtime.step import process_sampled, sample_step
+from structgen.runtime.step import process_sampled, record_prompt_logprobs, sample_step
 
 __all__ = ["Engine"]
 
@@ -119,26 +120,45 @@ class Engine:
         return ids
 
     # -------------------------------------------------------------- requests
-    def _make_request(self, prompt: Any, params: SamplingParams, constraint: Any) -> Request:
+    def _make_requests(self, prompt: Any, params: SamplingParams, constraint: Any) -> list[Request]:
+        """The ``params.n`` branch requests of one prompt (grammar compiled once)."""
         if not isinstance(params, SamplingParams):
             raise RequestError(f"params must be SamplingParams, got {type(params).__name__}")
         ids = self.encode_prompt(prompt)
-        gen = None
-        if params.seed is not None:
-            gen = torch.Generator(device=self.device)
-            gen.manual_seed(params.seed)
-        req = Request(
-            request_id=str(next(self._ids)),
-            prompt_token_ids=ids,
-            params=params,
-            detokenizer=IncrementalDetokenizer(self.vocab.token_bytes, params.stop),
-            generator=gen,
-        )
         term = to_constraint(constraint)
+        grammar = None
         if term is not None:
             grammar = term if hasattr(term, "matcher") else term.compile(self.vocab)
-            req.matcher = grammar.matcher(max_tokens=params.max_tokens)
-        return req
+        reqs = []
+        for i in range(params.n):
+            p = params
+            if i > 0 and (params.seed is not None or params.prompt_logprobs is not None):
+                p = dataclasses.replace(
+                    params,
+                    seed=None if params.seed is None else params.seed + i,
+                    prompt_logprobs=None,  # computed once, by branch 0
+                )
+            gen = None
+            if p.seed is not None:
+                gen = torch.Generator(device=self.device)
+                gen.manual_seed(p.seed)
+            req = Request(
+                request_id=str(next(self._ids)),
+                prompt_token_ids=ids,
+                params=p,
+                detokenizer=IncrementalDetokenizer(self.vocab.token_bytes, p.stop),
+                generator=gen,
+                uses_prefix_cache=p.prompt_logprobs is None,
+            )
+            if grammar is not None:
+                req.matcher = grammar.matcher(max_tokens=p.max_tokens)
+            reqs.append(req)
+        return reqs
+
+    def _make_request(self, prompt: Any, params: SamplingParams, constraint: Any) -> Request:
+        if isinstance(params, SamplingParams) and params.n != 1:
+            raise RequestError("n > 1 is served by Engine.generate (one stream per request here)")
+        return self._make_requests(prompt, params, constraint)[0]
 
     @staticmethod
     def _per_prompt(value: Any, n: int, name: str, is_single) -> list:
@@ -186,12 +206,24 @@ class Engine:
         n = len(prompts)
         params_list = self._per_prompt(params or SamplingParams(), n, "params", lambda v: False)
         cons_list = self._per_prompt(constraint, n, "constraint", lambda v: False)
-        reqs = [self._make_request(p, sp or SamplingParams(), c)
-                for p, sp, c in zip(prompts, params_list, cons_list)]
+        groups = [self._make_requests(p, sp or SamplingParams(), c)
+                  for p, sp, c in zip(prompts, params_list, cons_list)]
+        reqs = [r for g in groups for r in g]
         for req in reqs:
             self.scheduler.add(req)
         self._run_until_done(reqs, use_tqdm)
-        return [r.to_output() for r in reqs]
+        return [self._group_output(g) for g in groups]
+
+    @staticmethod
+    def _group_output(group: list[Request]) -> RequestOutput:
+        """One prompt's output: the request's, or with n > 1 the branches in ``choices``."""
+        outs = [r.to_output() for r in group]
+        if len(outs) == 1:
+            return outs[0]
+        for o in outs[1:]:
+            o.prompt_logprobs = outs[0].prompt_logprobs
+        top = dataclasses.replace(outs[0], choices=outs)
+        return top
 
     def _run_until_done(self, reqs: list[Request], use_tqdm: bool) -> None:
         from tqdm.auto import tqdm
@@ -225,16 +257,27 @@ class Engine:
         updated = [r for r in self.scheduler.failed_in_schedule()]
         if not plan:
             return updated
-        chunks, prefix_lens, tables, sample_rows = [], [], [], []
-        for i, (req, num) in enumerate(plan):
+        chunks, prefix_lens, tables = [], [], []
+        rows: list[int] = []  # flat token rows that need logits
+        sampling: list[tuple[Request, int]] = []  # (request, index into rows)
+        prompt_lp: list[tuple[Request, int, int, int]] = []  # (req, first pos, rows from, to)
+        offset = 0
+        for req, num in plan:
             start = req.num_computed_tokens
             chunks.append(req.token_slice(start, start + num))
             prefix_lens.append(start)
             tables.append(req.page_table)
+            n_prompt = len(req.prompt_token_ids)
+            if req.params.prompt_logprobs is not None and start < n_prompt - 1:
+                end = min(start + num, n_prompt - 1)  # positions predicting prompt tokens
+                prompt_lp.append((req, start, len(rows), len(rows) + end - start))
+                rows.extend(range(offset, offset + end - start))
             if start + num == req.num_tokens:
-                sample_rows.append(i)
+                sampling.append((req, len(rows)))
+                rows.append(offset + num - 1)
+            offset += num
         try:
-            logits = self.runner.forward(chunks, prefix_lens, tables, sample_rows)
+            logits = self.runner.forward(chunks, prefix_lens, tables, logits_token_indices=rows)
         except Exception as exc:  # a failed forward fails this batch, not the engine
             for req, _ in plan:
                 req.finish("error", f"forward pass failed: {type(exc).__name__}: {exc}")
@@ -244,17 +287,20 @@ class Engine:
             req.num_computed_tokens += num
             req.num_forward_passes += 1
             self.scheduler.on_computed(req)
-        sampling = [plan[i][0] for i in sample_rows]
         with torch.inference_mode():  # logits are inference tensors: mask them in place there
-            tokens = sample_step(logits, sampling, self.eos_token_ids)
-        for req, tok in zip(sampling, tokens):
-            process_sampled(self, req, tok)
+            for req, first, lo, hi in prompt_lp:
+                record_prompt_logprobs(req, logits[lo:hi], first)
+            reqs = [req for req, _ in sampling]
+            sample_logits = logits[[i for _, i in sampling]] if sampling else logits[:0]
+            tokens, logprobs = sample_step(sample_logits, reqs, self.eos_token_ids)
+        for req, tok, lp in zip(reqs, tokens, logprobs):
+            process_sampled(self, req, tok, lp)
             if req.status.is_finished:
                 self.scheduler.release(req)
-        return updated + sampling
+        return updated + reqs
 
     def stats(self) -> dict:
-        """Engine counters: KV pages, queue lengths, forward passes.
+        """Engine counters: KV pages, prefix cache, queue lengths, forward passes.
 
         Returns:
             dict with ``pages_total``, ``pages_free``, ``pages_cached`` (held by the radix

@@ -64,6 +64,7 @@ class ForwardBatch:
         page_size: int,
         logits_rows: list[int] | None = None,
         device: str | torch.device = "cpu",
+        logits_token_indices: list[int] | None = None,
     ) -> "ForwardBatch":
         """Plan a step from per-sequence lists (done once per step, on the host).
 
@@ -74,6 +75,8 @@ class ForwardBatch:
             page_size: tokens per page.
             logits_rows: batch rows whose last new token needs logits; None = all rows.
             device: device for the tensors.
+            logits_token_indices: explicit rows of the flat token axis that need logits
+                (overrides ``logits_rows``; e.g. every prompt position for prompt logprobs).
 
         Returns:
             The planned ForwardBatch.
@@ -95,7 +98,12 @@ class ForwardBatch:
         out_slots = pt[seq_ids, positions // page_size] * page_size + positions % page_size
         rows = list(range(batch)) if logits_rows is None else logits_rows
         last = starts + ext_t - 1
-        logits_idx = last[torch.tensor(rows, dtype=torch.int64)] if rows else torch.zeros(0, dtype=torch.int64)
+        if logits_token_indices is not None:
+            logits_idx = torch.tensor(logits_token_indices, dtype=torch.int64)
+        elif rows:
+            logits_idx = last[torch.tensor(rows, dtype=torch.int64)]
+        else:
+            logits_idx = torch.zeros(0, dtype=torch.int64)
         dev = torch.device(device)
         return ForwardBatch(
             input_ids=torch.tensor(flat, dtype=torch.int64, device=dev),

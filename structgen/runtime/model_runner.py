@@ -30,7 +30,8 @@ class ModelRunner:
         token_chunks: list[list[int]],
         prefix_lens: list[int],
         page_tables: list[list[int]],
-        logits_rows: list[int],
+        logits_rows: list[int] | None = None,
+        logits_token_indices: list[int] | None = None,
     ) -> torch.Tensor:
         """Compute the new tokens of every sequence, returning logits of ``logits_rows``.
 
@@ -39,9 +40,11 @@ class ModelRunner:
             prefix_lens: tokens already cached per sequence.
             page_tables: each sequence's pages (covering prefix + new tokens).
             logits_rows: sequences whose last new token needs logits.
+            logits_token_indices: explicit flat token rows needing logits (overrides
+                ``logits_rows``).
 
         Returns:
-            ``[len(logits_rows), vocab_size]`` float32 logits.
+            ``[R, vocab_size]`` float32 logits, one row per requested position.
         """
         batch = ForwardBatch.build(
             token_chunks,
@@ -50,6 +53,7 @@ class ModelRunner:
             self.pool.page_size,
             logits_rows=logits_rows,
             device=self.device,
+            logits_token_indices=logits_token_indices,
         )
         with torch.inference_mode():
             logits = self.model(batch, self.pool)

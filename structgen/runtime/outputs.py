@@ -43,6 +43,12 @@ class RequestOutput:
         metrics: timings and counts.
         request_id: the engine's id of the request.
         delta_text: text added since the previous streamed snapshot (``AsyncEngine``).
+        logprobs: per generated token, ``{token_id: logprob}`` (chosen token first, then
+            the top ``SamplingParams.logprobs``); None unless requested.
+        prompt_logprobs: per prompt token, the same (None for the first token); None
+            unless requested.
+        choices: with ``SamplingParams.n > 1``, every branch's output (the top-level
+            fields repeat ``choices[0]``); empty otherwise.
     """
 
     text: str = ""
@@ -52,3 +58,6 @@ class RequestOutput:
     metrics: RequestMetrics = field(default_factory=RequestMetrics)
     request_id: str = ""
     delta_text: str = ""
+    logprobs: list[dict[int, float]] | None = None
+    prompt_logprobs: list[dict[int, float] | None] | None = None
+    choices: list["RequestOutput"] = field(default_factory=list)

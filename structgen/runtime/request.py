@@ -62,6 +62,8 @@ class Request:
         was_admitted: admitted at least once (prefix-hit counters count the first time).
         uses_prefix_cache: False for requests whose prompt must be computed in full
             (e.g. ``prompt_logprobs``).
+        logprobs: per output token ``{token_id: logprob}`` when ``params.logprobs`` is set.
+        prompt_logprobs: per prompt token (None for the first) when requested.
     """
 
     request_id: str
@@ -85,6 +87,8 @@ class Request:
     num_tree_pages: int = 0
     was_admitted: bool = False
     uses_prefix_cache: bool = True
+    logprobs: list[dict[int, float]] | None = None
+    prompt_logprobs: list[dict[int, float] | None] | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -141,4 +145,6 @@ class Request:
                 cached_tokens=self.num_cached_tokens,
             ),
             request_id=self.request_id,
+            logprobs=list(self.logprobs) if self.logprobs is not None else None,
+            prompt_logprobs=self.prompt_logprobs,
         )

@@ -24,6 +24,23 @@ class SamplingParams:
         stop_token_ids: token ids that end generation (kept out of the text).
         ignore_eos: keep generating after EOS (EOS is then an ordinary token).
         min_tokens: EOS and stop tokens are masked until this many tokens exist.
+        n: independent completions of the prompt; the branches share the prompt's KV
+            pages through the prefix cache (seeded requests use ``seed + i`` per branch).
+        logprobs: return, per generated token, the log-probability of the chosen token
+            and of the ``logprobs`` most likely ones (0 = the chosen one only).
+        prompt_logprobs: the same for every prompt token after the first (such a
+            request computes its whole prompt: no prefix-cache reuse).
+        presence_penalty: subtracted once from the logit of every token already
+            generated (OpenAI semantics), in [-2, 2].
+        frequency_penalty: subtracted per occurrence of a generated token, in [-2, 2].
+        repetition_penalty: CTRL-style (Keskar et al. 2019): logits of tokens in the
+            prompt or output are divided by it when positive, multiplied when negative;
+            1 disables it.
+        logit_bias: token id -> value added to its logit before sampling.
+
+    Log-probabilities are those of the distribution after penalties, logit bias and the
+    grammar mask, before temperature and top-k/top-p/min-p (a masked token has
+    ``-inf``). Jump-forward tokens, forced by the grammar, report 0.0.
 
     Raises:
         ConfigError: a field is out of range (the message names the field).
@@ -39,6 +56,13 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] | list[int] | None = None
     ignore_eos: bool = False
     min_tokens: int = 0
+    n: int = 1
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: dict[int, float] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -63,6 +87,38 @@ class SamplingParams:
             )
         if self.stop is not None and any(not isinstance(s, str) or not s for s in self.stop):
             raise ConfigError("SamplingParams.stop must hold non-empty strings")
+        if not isinstance(self.n, int) or self.n < 1:
+            raise ConfigError(f"SamplingParams.n must be an int >= 1, got {self.n!r}")
+        for name in ("logprobs", "prompt_logprobs"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or v < 0 or v > 20):
+                raise ConfigError(f"SamplingParams.{name} must be None or an int in [0, 20], got {v!r}")
+        for name in ("presence_penalty", "frequency_penalty"):
+            if not -2.0 <= getattr(self, name) <= 2.0:
+                raise ConfigError(f"SamplingParams.{name} must be in [-2, 2], got {getattr(self, name)!r}")
+        if self.repetition_penalty <= 0:
+            raise ConfigError(
+                f"SamplingParams.repetition_penalty must be > 0, got {self.repetition_penalty!r}"
+            )
+        if self.logit_bias is not None:
+            try:
+                bias = {int(k): float(v) for k, v in dict(self.logit_bias).items()}
+            except (TypeError, ValueError):
+                raise ConfigError("SamplingParams.logit_bias must map token ids to numbers") from None
+            object.__setattr__(self, "logit_bias", bias)
+
+    def __hash__(self) -> int:  # logit_bias is a dict: hash its items
+        bias = tuple(sorted(self.logit_bias.items())) if self.logit_bias else None
+        fields = tuple(v for k, v in self.__dict__.items() if k != "logit_bias")
+        return hash((fields, bias))
+
+    @property
+    def needs_logits_processing(self) -> bool:
+        """True when penalties or a logit bias change the logits."""
+        return bool(
+            self.presence_penalty or self.frequency_penalty or self.repetition_penalty != 1.0
+            or self.logit_bias
+        )
 
     @property
     def is_greedy(self) -> bool:

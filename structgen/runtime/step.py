@@ -13,17 +13,23 @@ import torch
 
 from structgen.kernels.apply_token_bitmask import apply_token_bitmask
 from structgen.runtime.detokenizer import _complete_utf8_prefix_len
+from structgen.runtime.logits_processing import apply_penalties_and_bias, top_logprobs
 from structgen.runtime.request import Request
 from structgen.runtime.sampler import sample
 
 if TYPE_CHECKING:
     from structgen.runtime.engine import Engine
 
-__all__ = ["sample_step", "process_sampled", "jump_forward"]
+__all__ = ["sample_step", "process_sampled", "jump_forward", "record_prompt_logprobs"]
 
 
-def sample_step(logits: torch.Tensor, reqs: list[Request], eos_ids: frozenset[int]) -> list[int]:
-    """Mask and sample one token for each request.
+def sample_step(
+    logits: torch.Tensor, reqs: list[Request], eos_ids: frozenset[int]
+) -> tuple[list[int], list[dict[int, float] | None]]:
+    """Process, mask and sample one token for each request.
+
+    Order: logit bias and penalties, grammar bitmask, ``min_tokens`` EOS ban, then
+    log-probabilities (rows that asked) and sampling.
 
     Args:
         logits: ``[R, V]`` float32, row ``r`` belongs to ``reqs[r]``; modified in place.
@@ -31,11 +37,12 @@ def sample_step(logits: torch.Tensor, reqs: list[Request], eos_ids: frozenset[in
         eos_ids: the model's EOS token ids.
 
     Returns:
-        One token id per request.
+        One token id per request, and per request its logprob dict (or None).
     """
     if not reqs:
-        return []
+        return [], []
     vocab_size = logits.shape[1]
+    apply_penalties_and_bias(logits, reqs)
     constrained = [r for r, req in enumerate(reqs) if req.matcher is not None]
     if constrained:
         words = -(-vocab_size // 32)
@@ -51,12 +58,40 @@ def sample_step(logits: torch.Tensor, reqs: list[Request], eos_ids: frozenset[in
             if banned:
                 logits[r, list(banned)] = float("-inf")
     tokens = sample(logits, [r.params for r in reqs], [r.generator for r in reqs])
-    return tokens.tolist()
+    lp_rows = [r for r, req in enumerate(reqs) if req.params.logprobs is not None]
+    logprobs: list[dict[int, float] | None] = [None] * len(reqs)
+    if lp_rows:
+        idx = torch.tensor(lp_rows, device=logits.device)
+        dicts = top_logprobs(logits[idx], tokens[idx], [reqs[r].params.logprobs for r in lp_rows])
+        for r, d in zip(lp_rows, dicts):
+            logprobs[r] = d
+    return tokens.tolist(), logprobs
 
 
-def _append(req: Request, token: int) -> None:
+def record_prompt_logprobs(req: Request, logits: torch.Tensor, first_pos: int) -> None:
+    """Store log-probabilities of prompt tokens ``first_pos + 1 ...`` predicted by ``logits``.
+
+    Args:
+        req: the request (``params.prompt_logprobs`` set).
+        logits: ``[P, V]``, row ``i`` computed at prompt position ``first_pos + i``.
+        first_pos: prompt position of the first row.
+    """
+    if req.prompt_logprobs is None:
+        req.prompt_logprobs = [None]
+    targets = torch.tensor(
+        req.prompt_token_ids[first_pos + 1 : first_pos + 1 + logits.shape[0]], device=logits.device
+    )
+    dicts = top_logprobs(logits, targets, [req.params.prompt_logprobs] * logits.shape[0])
+    req.prompt_logprobs.extend(dicts)
+
+
+def _append(req: Request, token: int, logprob: dict[int, float] | None = None) -> None:
     req.output_token_ids.append(token)
     req.detokenizer.add_token(token)
+    if req.params.logprobs is not None:
+        if req.logprobs is None:
+            req.logprobs = []
+        req.logprobs.append(logprob if logprob is not None else {token: 0.0})
 
 
 def _check_limits(req: Request, context_limit: int) -> bool:
@@ -68,7 +103,9 @@ def _check_limits(req: Request, context_limit: int) -> bool:
     return req.status.is_finished
 
 
-def process_sampled(engine: "Engine", req: Request, token: int) -> None:
+def process_sampled(
+    engine: "Engine", req: Request, token: int, logprob: dict[int, float] | None = None
+) -> None:
     """Apply one sampled token: grammar, EOS / stop checks, then jump-forward.
 
     Raises: never (failures finish the request with ``"error"``).
@@ -84,7 +121,7 @@ def process_sampled(engine: "Engine", req: Request, token: int) -> None:
         if is_eos or token in (p.stop_token_ids or ()):
             req.finish("stop")
             return
-        _append(req, token)
+        _append(req, token, logprob)
         if _check_limits(req, engine.scheduler.max_request_tokens()):
             return
         if req.matcher is not None:

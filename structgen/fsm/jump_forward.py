@@ -1,0 +1,232 @@
+"""Jump-forward plans: append the grammar's forced text as canonical tokens.
+
+Where the matcher has a single way on (``Matcher.forced_bytes()``), the engine appends
+that text without sampling. Tokenizing the forced text on its own gives token splits the
+model would never produce (``"`` + ``name`` where the tokenizer writes ``"name``), so the
+text is retokenized together with the last few generated tokens (SGLang's compressed-FSM
+approach): the plan says how many trailing tokens to drop and which tokens to append.
+
+Rules (``plan_jump_forward``):
+
+1. The forced bytes are cut to whole UTF-8 characters; the tail (the last ``lookback``
+   generated tokens, fewer where the tail would start inside a character) plus the forced
+   text is encoded canonically; the longest common prefix with the tail is kept, the rest
+   of the tail dropped, the new tokens appended.
+2. Boundary rule: the appended tokens must not end inside what would be one canonical
+   token of the text that follows. For each byte the grammar allows after the forced
+   text (completed to a whole character along the grammar's shortest path), the
+   text + that character is encoded; only the tokens on which every such encoding agrees
+   with the plain encoding are appended. When nothing can follow (the grammar accepts and
+   has no way on) every token is appended. Results are cached per (state after the
+   forced text, last bytes of the text).
+3. The plan is checked on a fork of the matcher (``rollback(num_drop)`` then ``advance``
+   of each appended token, the token budget included). If it fails, the naive plan
+   (forced text encoded alone, nothing dropped, the boundary rule applied) is tried, and
+   if that fails too the plan is empty.
+
+Applying a plan (the engine)::
+
+    plan = plan_jump_forward(matcher, output_ids, encode, vocab)
+    if plan:
+        matcher.rollback(plan.num_drop)
+        for t in plan.append:
+            matcher.advance(t)          # always True for a returned plan
+        # drop plan.num_drop output tokens (and their KV), append plan.append as one extend
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._dfa_view import byte_row
+
+__all__ = ["JumpForwardPlan", "plan_jump_forward", "complete_utf8_prefix_len"]
+
+Encode = Callable[[str], list[int]]
+
+
+@dataclass(frozen=True)
+class JumpForwardPlan:
+    """Drop the last ``num_drop`` generated tokens, then append ``append``.
+
+    Attributes:
+        num_drop: trailing generated tokens to remove (and roll the matcher back by).
+        append: token ids to append (computed by the model as one extend, not sampled).
+        num_forced_bytes: bytes of grammar-forced text the plan adds.
+    """
+
+    num_drop: int = 0
+    append: tuple[int, ...] = ()
+    num_forced_bytes: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.append)
+
+
+NO_JUMP = JumpForwardPlan()
+
+
+def complete_utf8_prefix_len(data: bytes) -> int:
+    """Length of the longest prefix of ``data`` that does not end inside a UTF-8 character."""
+    n = len(data)
+    for back in range(1, min(4, n) + 1):
+        b = data[n - back]
+        if b & 0xC0 == 0x80:
+            continue
+        need = 2 if b & 0xE0 == 0xC0 else 3 if b & 0xF0 == 0xE0 else 4 if b & 0xF8 == 0xF0 else 1
+        return n - back if need > back else n
+    return n
+
+
+_boundary_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per token index
+_BOUNDARY_CACHE_SIZE = 4096
+
+
+def plan_jump_forward(
+    matcher,
+    generated: Sequence[int],
+    encode: Encode,
+    vocab,
+    *,
+    lookback: int = 4,
+    max_append: int | None = None,
+) -> JumpForwardPlan:
+    """Plan a jump-forward from the matcher's current state.
+
+    Args:
+        matcher: the request's ``Matcher``; its accepted tokens are the end of ``generated``.
+            Not mutated (the plan is checked on a fork).
+        generated: the token ids generated so far (the last ``lookback`` + a few suffice).
+        encode: canonical tokenizer, ``str -> list[int]`` without special tokens.
+        vocab: the ``Vocabulary`` (token id -> bytes).
+        lookback: how many trailing generated tokens may be retokenized.
+        max_append: bound on ``len(append) - num_drop`` (the room left in the budget).
+
+    Returns:
+        The plan; ``NO_JUMP`` (falsy) when nothing is forced or no valid plan exists.
+
+    Raises: never for a well-formed tokenizer (an ``encode`` failure gives ``NO_JUMP``).
+    """
+    forced = matcher.forced_bytes()
+    if not forced or complete_utf8_prefix_len(forced) == 0:
+        return NO_JUMP
+    try:
+        plan = _retokenized(matcher, generated, forced, encode, vocab, lookback, max_append)
+        if plan is None:
+            plan = _retokenized(matcher, generated, forced, encode, vocab, 0, max_append)
+    except Exception:  # a tokenizer failure must not fail the request: sample instead
+        return NO_JUMP
+    return plan or NO_JUMP
+
+
+def _tail_len(matcher, generated: Sequence[int], vocab, lookback: int) -> int:
+    """Trailing tokens to retokenize: <= lookback, accepted by the matcher, and starting
+    on a character boundary (so their bytes decode on their own)."""
+    k = min(lookback, len(generated), matcher.num_accepted_tokens)
+    while k > 0:
+        data = vocab.decode(generated[len(generated) - k :])
+        if data and data[0] & 0xC0 != 0x80:
+            return k
+        k -= 1
+    return 0
+
+
+def _retokenized(matcher, generated, forced, encode, vocab, lookback, max_append):
+    k = _tail_len(matcher, generated, vocab, lookback)
+    tail_ids = list(generated[len(generated) - k :]) if k else []
+    tail = vocab.decode(tail_ids)
+    full = tail + forced
+    cut = complete_utf8_prefix_len(full)
+    if cut <= len(tail):
+        return None
+    text_bytes = full[:cut]
+    try:
+        text = text_bytes.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    ids = list(encode(text))
+    if vocab.decode(ids) != text_bytes:
+        return None
+    # state after the forced part that the plan covers
+    state_after = _walk(matcher, text_bytes[len(tail) :])
+    if state_after < 0:
+        return None
+    keep = _safe_prefix_len(matcher, state_after, text, ids, encode, vocab)
+    ids = ids[:keep]
+    common = 0
+    while common < min(k, len(ids)) and ids[common] == tail_ids[common]:
+        common += 1
+    num_drop, append = k - common, ids[common:]
+    if max_append is not None and len(append) - num_drop > max_append:
+        return None
+    new_bytes = len(vocab.decode(ids)) - len(tail)
+    if not append or new_bytes <= 0:
+        return None
+    fork = matcher.fork()
+    fork.rollback(num_drop)
+    if fork.num_accepted_tokens != matcher.num_accepted_tokens - num_drop:
+        return None
+    if fork.validate(append) != len(append):
+        return None
+    return JumpForwardPlan(num_drop, tuple(int(t) for t in append), new_bytes)
+
+
+def _walk(matcher, data: bytes) -> int:
+    dfa, state = matcher._dfa, matcher.state
+    for b in data:
+        state = int(byte_row(dfa, state)[b])
+        if state < 0:
+            return -1
+    return state
+
+
+def _next_chars(dfa, state: int, limit: int = 160) -> list[bytes]:
+    """One whole character per byte allowed from ``state`` (continued along the first
+    live byte until the character is complete)."""
+    out = []
+    for b in np.nonzero(byte_row(dfa, state) >= 0)[0].tolist()[:limit]:
+        data, s = bytes([b]), int(byte_row(dfa, state)[b])
+        while complete_utf8_prefix_len(data) < len(data) and len(data) < 4:
+            live = np.nonzero(byte_row(dfa, s) >= 0)[0]
+            if live.size == 0:
+                break
+            data += bytes([int(live[0])])
+            s = int(byte_row(dfa, s)[int(live[0])])
+        out.append(data)
+    return out
+
+
+def _safe_prefix_len(matcher, state_after, text, ids, encode, vocab) -> int:
+    """How many of ``ids`` are stable whatever single character the grammar lets follow."""
+    dfa = matcher._dfa
+    row = byte_row(dfa, state_after)
+    if not (row >= 0).any():
+        return len(ids)  # nothing can follow
+    cache = _boundary_caches.get(matcher._index)
+    if cache is None:
+        cache = _boundary_caches[matcher._index] = OrderedDict()
+    key = (state_after, text.encode("utf-8")[-32:], len(ids), encode)
+    hit = cache.get(key)
+    if hit is not None:
+        return max(0, len(ids) - hit)
+    keep = len(ids)
+    for ch in _next_chars(dfa, state_after):
+        try:
+            probe = encode(text + ch.decode("utf-8"))
+        except UnicodeDecodeError:
+            continue
+        n = 0
+        while n < keep and n < len(probe) and probe[n] == ids[n]:
+            n += 1
+        keep = n
+        if keep == 0:
+            break
+    cache[key] = len(ids) - keep
+    if len(cache) > _BOUNDARY_CACHE_SIZE:
+        cache.popitem(last=False)
+    return keep

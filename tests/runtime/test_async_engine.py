@@ -70,3 +70,26 @@ def test_bad_request_raises_and_others_continue(async_engine):
     good, too_long = asyncio.run(main())
     assert good[-1].finish_reason == "length"
     assert too_long[-1].finish_reason == "error"
+
+
+def test_abort_mid_prefill_frees_everything(tiny_llama_dir):
+    engine = AsyncEngine(str(tiny_llama_dir), dtype="float32", page_size=4,
+                         chunked_prefill_tokens=4, max_kv_tokens=1024)
+    try:
+        async def main():
+            params = SamplingParams(max_tokens=50, temperature=0.0, ignore_eos=True)
+            gen = engine.generate([7] * 300, params, request_id="p")
+            task = asyncio.ensure_future(gen.__anext__())
+            await asyncio.sleep(0.05)  # a few 4-token prefill chunks in
+            await engine.abort("p")
+            return await task
+
+        out = asyncio.run(main())
+        assert out.finish_reason == "abort" and out.token_ids == []
+        stats = engine.stats()
+        assert stats["running"] == 0 and stats["waiting"] == 0
+        assert stats["pages_free"] + stats["pages_cached"] == stats["pages_total"]
+        engine.engine.flush_cache()
+        assert engine.engine.pool.num_free_pages == engine.engine.pool.num_usable_pages
+    finally:
+        engine.shutdown()

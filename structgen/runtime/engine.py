@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from typing import Any, Sequence
 
@@ -52,6 +53,8 @@ class Engine:
         self.tokenizer = loaded.tokenizer
         self.eos_token_ids = frozenset(loaded.eos_token_ids)
         self.vocab = Vocabulary.from_tokenizer(self.tokenizer, eos_token_ids=loaded.eos_token_ids)
+        # one bound callable: the jump-forward planner caches its boundary probes by it
+        self.encode_text = functools.partial(self.tokenizer.encode, add_special_tokens=False)
         hf = loaded.config
         head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
         num_pages = -(-self.config.max_kv_tokens // self.config.page_size) + 1

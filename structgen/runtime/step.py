@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from structgen.fsm.jump_forward import plan_jump_forward
 from structgen.kernels.apply_token_bitmask import apply_token_bitmask
-from structgen.runtime.detokenizer import _complete_utf8_prefix_len
 from structgen.runtime.logits_processing import apply_penalties_and_bias, top_logprobs
 from structgen.runtime.request import Request
 from structgen.runtime.sampler import sample
@@ -122,40 +122,59 @@ def process_sampled(
             req.finish("stop")
             return
         _append(req, token, logprob)
+        if (req.matcher is not None and req.matcher.is_terminated()
+                and len(req.output_token_ids) < p.max_tokens):
+            req.finish("stop")  # the grammar is complete: nothing can follow
+            return
         if _check_limits(req, engine.scheduler.max_request_tokens()):
             return
-        if req.matcher is not None:
-            if req.matcher.is_terminated():
-                req.finish("stop")
-                return
-            if engine.config.jump_forward:
-                jump_forward(engine, req)
+        if req.matcher is not None and engine.config.jump_forward:
+            jump_forward(engine, req)
     except Exception as exc:  # one request's failure must not take the engine down
         req.finish("error", f"{type(exc).__name__}: {exc}")
 
 
 def jump_forward(engine: "Engine", req: Request) -> int:
-    """Append the grammar's forced text as tokens, without sampling.
+    """Append the grammar's forced text as tokens, without sampling (one extend step).
 
-    The forced bytes (cut to whole UTF-8 characters) are tokenized on their own; the
-    leading tokens the matcher accepts are appended (the rest is left to sampling), up
-    to ``max_tokens``. They are computed by the next forward as an extend.
+    The fsm plans it (``structgen.fsm.jump_forward.plan_jump_forward``): the forced
+    bytes are retokenized canonically together with the last generated tokens, so the
+    model never conditions on a split that its tokenizer would not produce. Applying the
+    plan drops ``num_drop`` trailing output tokens (matcher rolled back, their KV marked
+    not computed) and appends the new tokens; their bytes extend the text exactly by the
+    forced bytes. Forced tokens report logprob 0.0.
 
     Returns:
-        The number of tokens appended.
+        Net number of tokens added.
     """
-    forced = req.matcher.forced_bytes()
-    forced = forced[: _complete_utf8_prefix_len(forced)]
-    if not forced:
-        return 0
-    ids = engine.tokenizer.encode(forced.decode("utf-8"), add_special_tokens=False)
     limit = engine.scheduler.max_request_tokens()
     room = min(req.params.max_tokens - len(req.output_token_ids), limit - req.num_tokens)
-    ids = ids[: max(0, room)]
-    n_ok = req.matcher.validate(ids)
-    for tok in ids[:n_ok]:
-        req.matcher.advance(tok)
-        _append(req, tok)
-    if n_ok and not _check_limits(req, limit) and req.matcher.is_terminated():
+    if room <= 0:
+        return 0
+    plan = plan_jump_forward(req.matcher, req.output_token_ids, engine.encode_text, engine.vocab,
+                             max_append=room)
+    if not plan:
+        return 0
+    token_bytes = engine.vocab.token_bytes
+    if plan.num_drop:
+        dropped = req.output_token_ids[-plan.num_drop :]
+        del req.output_token_ids[-plan.num_drop :]
+        if req.logprobs is not None:
+            del req.logprobs[-plan.num_drop :]
+        req.matcher.rollback(plan.num_drop)
+        req.num_computed_tokens = min(req.num_computed_tokens, req.num_tokens)
+        skip = sum(len(token_bytes[t]) for t in dropped)  # bytes already in the text
+    else:
+        skip = 0
+    new_bytes = b"".join(token_bytes[t] for t in plan.append)
+    for tok in plan.append:
+        req.matcher.advance(tok)  # validated by the planner on a fork
+        req.output_token_ids.append(tok)
+        if req.logprobs is not None:
+            req.logprobs.append({tok: 0.0})
+    req.detokenizer.add_bytes(new_bytes[skip:])
+    if req.matcher.is_terminated() and len(req.output_token_ids) < req.params.max_tokens:
         req.finish("stop")
-    return n_ok
+    else:
+        _check_limits(req, limit)
+    return len(plan.append) - plan.num_drop

@@ -23,7 +23,10 @@ class EngineConfig:
         dtype: compute dtype name: ``"float32"``, ``"bfloat16"``, ``"float16"`` or ``"auto"``
             (float32 on CPU, bfloat16 on CUDA).
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
-        max_kv_tokens: KV cache capacity in tokens (rounded up to whole pages).
+        max_kv_tokens: KV cache capacity in tokens (rounded up to whole pages); None =
+            32,768 on CPU, and on CUDA ``kv_memory_fraction`` of the GPU memory left free
+            after the weights are loaded.
+        kv_memory_fraction: share of free GPU memory given to the KV cache (CUDA only).
         page_size: tokens per KV page.
         max_batch_tokens: most tokens one forward pass computes, all requests together.
         chunked_prefill_tokens: most tokens of one request per forward (longer prompts are
@@ -42,7 +45,8 @@ class EngineConfig:
     model: str | None = None
     dtype: str = "auto"
     device: str = "auto"
-    max_kv_tokens: int = 32768
+    max_kv_tokens: int | None = None
+    kv_memory_fraction: float = 0.85
     page_size: int = 16
     max_batch_tokens: int = 2048
     chunked_prefill_tokens: int = 512
@@ -69,12 +73,16 @@ class EngineConfig:
             not isinstance(self.max_model_len, int) or self.max_model_len < 2
         ):
             raise ConfigError(f"EngineConfig.max_model_len must be an int >= 2, got {self.max_model_len!r}")
-        for name in ("max_kv_tokens", "page_size", "max_batch_tokens", "chunked_prefill_tokens",
-                     "max_running_requests"):
+        if not 0.0 < self.kv_memory_fraction <= 0.98:
+            raise ConfigError(
+                f"EngineConfig.kv_memory_fraction must be in (0, 0.98], got {self.kv_memory_fraction!r}"
+            )
+        for name in ("page_size", "max_batch_tokens", "chunked_prefill_tokens",
+                     "max_running_requests") + (("max_kv_tokens",) if self.max_kv_tokens else ()):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"EngineConfig.{name} must be an int >= 1, got {value!r}")
-        if self.max_kv_tokens < self.page_size:
+        if self.max_kv_tokens is not None and self.max_kv_tokens < self.page_size:
             raise ConfigError("EngineConfig.max_kv_tokens must hold at least one page")
 
     @classmethod

@@ -57,7 +57,8 @@ class Engine:
         self.encode_text = functools.partial(self.tokenizer.encode, add_special_tokens=False)
         hf = loaded.config
         head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
-        num_pages = -(-self.config.max_kv_tokens // self.config.page_size) + 1
+        kv_tokens = self._kv_capacity_tokens(hf.num_hidden_layers, hf.num_key_value_heads, head_dim)
+        num_pages = -(-kv_tokens // self.config.page_size) + 1
         self.pool = KVPool(
             num_layers=hf.num_hidden_layers,
             num_pages=num_pages,
@@ -82,6 +83,17 @@ class Engine:
             policy=self.config.schedule_policy,
         )
         self._ids = itertools.count()
+
+    def _kv_capacity_tokens(self, num_layers: int, num_kv_heads: int, head_dim: int) -> int:
+        """KV cache size in tokens: the configured one, or derived from free GPU memory."""
+        if self.config.max_kv_tokens is not None:
+            return self.config.max_kv_tokens
+        if self.device.type != "cuda":
+            return 32768
+        free_bytes, _ = torch.cuda.mem_get_info(self.device)
+        itemsize = torch.empty((), dtype=self.config.torch_dtype).element_size()
+        per_token = 2 * num_layers * num_kv_heads * head_dim * itemsize  # K and V, bytes
+        return max(self.config.page_size, int(free_bytes * self.config.kv_memory_fraction) // per_token)
 
     # ----------------------------------------------------------------- prompts
     def apply_chat_template(self, messages: list[dict]) -> list[int]:

@@ -111,7 +111,9 @@ class _Lowering:
     def _tick(self) -> None:
         self._steps += 1
         if self._steps & 1023 == 0 and time.perf_counter() > self.deadline:
-            raise GrammarTooComplexError(f"regex compile exceeded its time budget: {self.pattern[:80]!r}")
+            raise GrammarTooComplexError(
+                f"regex compile exceeded its time budget: {self.pattern[:80]!r}"
+            )
 
     def chars(self, ranges: list[tuple[int, int]], negate: bool = False) -> int:
         """Term for one code point out of ``ranges`` (or outside them)."""
@@ -181,7 +183,9 @@ class _Lowering:
                 "the whole output must match (fullmatch semantics)"
             )
         if flags & re.IGNORECASE:
-            raise UnsupportedRegexError(f"case-insensitive matching is not supported: {self.pattern!r}")
+            raise UnsupportedRegexError(
+                f"case-insensitive matching is not supported: {self.pattern!r}"
+            )
         if op == _C.LITERAL:
             return self.literal(av)
         if op == _C.NOT_LITERAL:

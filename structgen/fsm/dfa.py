@@ -37,7 +37,7 @@ def regex_to_dfa(
 
     Args:
         pattern: the regex.
-        max_states: state budget of the automaton (checked whenever a state is found).
+        max_states: budget of built states (rows), at compile and later.
         max_seconds: time budget of the compile (and of each full exploration).
         eager_rows: rows built breadth-first at compile time.
 

@@ -16,12 +16,19 @@ reachable here can still reach acceptance, which is what token masks rely on.
 Counted repetitions stay counts: ``[^"]{0,100000}`` has one state per position
 reached (plus a few mid-character states), built only as far as the output goes.
 
-Budgets: ``max_states`` (states discovered) and ``max_seconds`` (per exploration
-call: compile-time warm-up, ``explore``) raise ``GrammarTooComplexError``. The
-arena's term budget and nesting limit raise the same error.
+Budgets: ``max_states`` (states whose row is built: exploring, masks) and
+``max_seconds`` (per exploration call: compile-time warm-up, ``explore``) raise
+``GrammarTooComplexError``. The arena's term budget and nesting limit raise the
+same error. Lazily built rows can therefore raise after compile (from ``row``,
+``gather``, ``walk``); callers on the per-token path must turn that into their
+sticky error state.
+
+Storage: per discovered state a term, an accepting flag, a live-byte count and a
+row slot; the int32 ``[256]`` rows live in a separate table with one slot per built
+row, so states found by walks cost no table memory.
 
 Thread safety: every mutation happens under one lock; reads of built rows are
-lock-free (rows are written once, before ``has_row`` is set).
+lock-free (a row is written before its slot is published).
 """
 
 from __future__ import annotations
@@ -38,7 +45,6 @@ __all__ = ["ByteDFA", "DEFAULT_MAX_STATES", "DEFAULT_MAX_SECONDS"]
 
 DEFAULT_MAX_STATES = 200_000
 DEFAULT_MAX_SECONDS = 10.0
-_BYTE_INDEX = np.arange(256)
 
 
 def _mask_bits(mask: int) -> np.ndarray:
@@ -53,7 +59,9 @@ class ByteDFA:
     Args:
         arena: the term store (owned by this automaton from now on).
         root: the term of the initial state; must not be ``EMPTY``.
-        max_states: state budget.
+        max_states: budget of built states (rows). Walking a concrete input of n bytes
+            may discover up to n further states without building their rows; the
+            arena's term budget bounds that.
         max_seconds: time budget of each exploration call.
 
     Attributes:
@@ -72,13 +80,15 @@ class ByteDFA:
         self._ids: dict[int, int] = {}
         self._partitions: dict[frozenset[int], tuple[np.ndarray, list[int]]] = {}
         self._masks: dict[int, np.ndarray] = {}
+        self._steps: dict[int, int] = {}  # (state << 8 | byte) -> state, for walks
         cap = 64
-        self._table = np.full((cap, 256), -1, np.int32)
-        self._has_row = np.zeros(cap, bool)
+        self._rows = np.full((cap, 256), -1, np.int32)  # [row slot, byte] -> state
+        self._slot = np.full(cap, -1, np.int64)  # [state] -> row slot, -1 = not built
         self._accepting = np.zeros(cap, bool)
         self._num_out = np.zeros(cap, np.int32)
         self._num_rows = 0
         self._complete = False
+        self._dense: np.ndarray | None = None
         self._state_of(root)
 
     # ---- read-only views -------------------------------------------------------
@@ -107,17 +117,6 @@ class ByteDFA:
         view.flags.writeable = False
         return view
 
-    @property
-    def table(self) -> np.ndarray:
-        """int32 ``[capacity, 256]``: the transition table; a row is valid only where
-        ``has_row`` is set (call ``ensure_rows`` first). -1 = dead."""
-        return self._table
-
-    @property
-    def has_row(self) -> np.ndarray:
-        """bool ``[capacity]``: which rows of ``table`` are built."""
-        return self._has_row
-
     def is_accepting(self, state: int) -> bool:
         """True when ``state`` accepts (the bytes read so far are a match). Raises: never."""
         return bool(self._accepting[state])
@@ -133,29 +132,29 @@ class ByteDFA:
         if sid is not None:
             return sid
         sid = len(self._terms)
-        if sid >= self.max_states:
-            raise GrammarTooComplexError(
-                f"automaton exceeds {self.max_states} states; simplify the pattern or "
-                "reduce bounded repetitions"
-            )
-        if sid >= self._table.shape[0]:
-            self._grow()
+        if sid >= self._slot.shape[0]:
+            self._grow_states()
         self._ids[term] = sid
         self._terms.append(term)
         self._accepting[sid] = self.arena.nullable[term]
         self._num_out[sid] = self.arena.first[term].bit_count()
         return sid
 
-    def _grow(self) -> None:
-        cap = self._table.shape[0] * 2
-        table = np.full((cap, 256), -1, np.int32)
-        table[: self._table.shape[0]] = self._table
-        self._table = table
-        for name in ("_has_row", "_accepting", "_num_out"):
+    def _grow_states(self) -> None:
+        cap = self._slot.shape[0] * 2
+        for name, fill in (("_slot", -1), ("_accepting", False), ("_num_out", 0)):
             old = getattr(self, name)
-            new = np.zeros(cap, old.dtype)
+            new = np.full(cap, fill, old.dtype)
             new[: old.shape[0]] = old
             setattr(self, name, new)
+
+    def _new_row_slot(self) -> int:
+        slot = self._num_rows
+        if slot >= self._rows.shape[0]:
+            rows = np.full((self._rows.shape[0] * 2, 256), -1, np.int32)
+            rows[:slot] = self._rows[:slot]
+            self._rows = rows
+        return slot
 
     def _partition(self, term: int) -> tuple[np.ndarray, list[int]]:
         """(class id per byte int64 ``[256]``, one representative byte per class)."""
@@ -180,6 +179,11 @@ class ByteDFA:
         return result
 
     def _build_row(self, state: int) -> None:
+        if self._num_rows >= self.max_states:
+            raise GrammarTooComplexError(
+                f"automaton exceeds {self.max_states} states (rows built); simplify the "
+                "pattern or reduce bounded repetitions"
+            )
         term = self._terms[state]
         cls, reps = self._partition(term)
         arena = self.arena
@@ -187,9 +191,10 @@ class ByteDFA:
         for i, b in enumerate(reps):
             d = arena.derivative(term, b)
             targets[i] = -1 if d == EMPTY else self._state_of(d)
-        self._table[state] = targets[cls]
-        self._has_row[state] = True
+        slot = self._new_row_slot()
+        self._rows[slot] = targets[cls]
         self._num_rows += 1
+        self._slot[state] = slot
 
     def row(self, state: int) -> np.ndarray:
         """int32 ``[256]``: next state per byte (-1 = dead), built on first use.
@@ -197,31 +202,44 @@ class ByteDFA:
         Raises:
             GrammarTooComplexError: building it exceeded a budget.
         """
-        if not self._has_row[state]:
+        if self._slot[state] < 0:
             with self._lock:
-                if not self._has_row[state]:
+                if self._slot[state] < 0:
                     self._guarded(self._build_row, state)
-        row = self._table[state]
+        row = self._rows[self._slot[state]]
         row.flags.writeable = False
         return row
 
     def ensure_rows(self, states: np.ndarray) -> None:
         """Build the rows of every state in ``states`` (int ``[n]``) that lacks one."""
-        missing = states[~self._has_row[states]]
+        missing = states[self._slot[states] < 0]
         if missing.size == 0:
             return
         with self._lock:
             for s in np.unique(missing).tolist():
-                if not self._has_row[s]:
+                if self._slot[s] < 0:
                     self._guarded(self._build_row, s)
+
+    def gather(self, states: np.ndarray, data: np.ndarray) -> np.ndarray:
+        """int32 ``[n]``: the next state of ``states[i]`` on byte ``data[i]`` (-1 = dead),
+        building the missing rows in one batch (the token index's column step)."""
+        self.ensure_rows(states)
+        return self._rows[self._slot[states], data]
 
     def step(self, state: int, byte: int) -> int:
         """Next state after one byte (-1 = dead), without building the whole row."""
-        if self._has_row[state]:
-            return int(self._table[state, byte])
+        slot = self._slot[state]
+        if slot >= 0:
+            return int(self._rows[slot, byte])
+        key = (state << 8) | byte
+        nxt = self._steps.get(key)
+        if nxt is not None:
+            return nxt
         with self._lock:
             d = self._guarded(self.arena.derivative, self._terms[state], byte)
-            return -1 if d == EMPTY else self._state_of(d)
+            nxt = -1 if d == EMPTY else self._state_of(d)
+            self._steps[key] = nxt
+            return nxt
 
     @staticmethod
     def _guarded(fn, *args):
@@ -248,7 +266,7 @@ class ByteDFA:
         with self._lock:
             i = 0
             while i < self.num_states:
-                if not self._has_row[i]:
+                if self._slot[i] < 0:
                     if max_rows is not None and self._num_rows >= max_rows:
                         return False
                     self._guarded(self._build_row, i)
@@ -273,9 +291,11 @@ class ByteDFA:
         use ``row`` which builds one row on demand)."""
         if not self._complete:
             return None
-        view = self._table[: self.num_states]
-        view.flags.writeable = False
-        return view
+        if self._dense is None:
+            dense = self._rows[self._slot[: self.num_states]]
+            dense.setflags(write=False)
+            self._dense = dense  # complete: never changes again
+        return self._dense
 
     # ---- matching ------------------------------------------------------------
 

@@ -47,7 +47,6 @@ BYTES, CONCAT, ALT, REPEAT = 2, 3, 4, 5
 _EMPTY_KIND, _EPS_KIND = 0, 1
 INF = -1
 MAX_DEPTH = 300  # nesting of alternations/repetitions; derivative recursion follows it
-_ALL_BYTES = (1 << 256) - 1
 _ALT_INDEX_MIN = 8  # alternations with more items get a first-byte index
 
 

@@ -6,7 +6,7 @@ first); the loop runs over the ~max_len columns, never over tokens. Column ``j``
 touches only the tokens that are still alive and longer than ``j`` (dead tokens are
 dropped as soon as they die, so a selective state costs little after column 0),
 and the DFA rows of the states on that frontier are built lazily, in one batch per
-column (``ByteDFA.ensure_rows``). Masks are packed as int32 words, token ``i`` at bit
+column (``ByteDFA.gather``). Masks are packed as int32 words, token ``i`` at bit
 ``i % 32`` of word ``i // 32`` (least-significant bit first).
 """
 
@@ -93,8 +93,7 @@ class TokenIndex:
                 pos, cur = pos[:n], cur[:n]
             if n == 0:
                 break
-            dfa.ensure_rows(cur)
-            cur = dfa.table[cur, matrix[pos, j]]
+            cur = dfa.gather(cur, matrix[pos, j])
             alive = cur >= 0
             if not alive.all():
                 pos, cur = pos[alive], cur[alive]

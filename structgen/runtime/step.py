@@ -48,7 +48,11 @@ def sample_step(
         words = -(-vocab_size // 32)
         bitmask = torch.zeros((len(constrained), words), dtype=torch.int32)
         for row, r in enumerate(constrained):
-            reqs[r].matcher.fill_bitmask(bitmask, row)
+            try:
+                reqs[r].matcher.fill_bitmask(bitmask, row)
+            except Exception as exc:  # e.g. GrammarTooComplexError building a lazy state
+                reqs[r].finish("error", f"grammar failed: {type(exc).__name__}: {exc}")
+                bitmask[row] = -1  # any token: the row's sample is discarded
         idx = torch.tensor(constrained, dtype=torch.int64, device=logits.device)
         apply_token_bitmask(logits, bitmask.to(logits.device), idx)
     for r, req in enumerate(reqs):
@@ -110,6 +114,8 @@ def process_sampled(
 
     Raises: never (failures finish the request with ``"error"``).
     """
+    if req.status.is_finished:  # failed while its mask was built
+        return
     try:
         if req.first_token_time is None:
             req.first_token_time = time.perf_counter()

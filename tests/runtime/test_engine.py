@@ -197,3 +197,24 @@ def test_unknown_engine_setting_is_named(tiny_llama_dir):
 
     with pytest.raises(ConfigError, match="max_kv_tokenz"):
         Engine(str(tiny_llama_dir), max_kv_tokenz=10)
+
+
+def test_grammar_failure_mid_generation_fails_only_that_request(tiny_engine, monkeypatch):
+    from structgen.errors import GrammarTooComplexError
+    from structgen.fsm import compile_regex
+
+    grammar = compile_regex(r"[a-z]{1,40}", tiny_engine.vocab)
+    real = type(grammar.matcher())
+
+    class Exploding(real):
+        def fill_bitmask(self, bitmask, row):
+            if self.num_accepted_tokens >= 2:
+                raise GrammarTooComplexError("state budget exceeded")
+            return super().fill_bitmask(bitmask, row)
+
+    monkeypatch.setattr(type(grammar), "matcher", lambda self, max_tokens=None: Exploding(self.token_index, max_tokens))
+    outs = tiny_engine.generate(["a", "b"], SamplingParams(max_tokens=10, temperature=0.0),
+                                [grammar, None])
+    assert outs[0].finish_reason == "error" and "state budget" in outs[0].error
+    assert outs[1].finish_reason in {"stop", "length"} and outs[1].error is None
+    assert_no_leak(tiny_engine)

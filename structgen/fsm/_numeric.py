@@ -289,6 +289,7 @@ def number_bounds(schema: dict) -> tuple[Fraction | None, bool, Fraction | None,
 
 MAX_MULTIPLE_REGEX = 20_000
 MAX_ENUMERATED_MULTIPLES = 1000
+MAX_RESIDUE_MODULUS = 64
 
 
 def _star(r: str) -> str:
@@ -357,6 +358,8 @@ def integer_multiple_regex(k: int) -> str | None:
         tails = [str(v).zfill(width) for v in range(0, 10**width, k)]
         short = [str(v) for v in range(k, 10**width, k)]  # fewer than `width`+1 digits
         positive = _alt(["[1-9][0-9]*(?:%s)" % "|".join(tails)] + short)
+    elif k > MAX_RESIDUE_MODULUS:
+        return None
     else:
         positive = _residue_regex(k)
         if positive is None:

@@ -67,8 +67,7 @@ def _merge_key(out: dict, key: str, val: Any, pointer: str) -> bool:
         out[key] = merged
     elif key == "required":
         out[key] = list(dict.fromkeys(list(old) + list(val)))
-    elif key in ("items", "additionalProperties", "propertyNames", "contains",
-                 "additionalItems") and not isinstance(val, list) and not isinstance(old, list):
+    elif key in ("items", "additionalProperties", "propertyNames", "additionalItems") and not isinstance(val, list) and not isinstance(old, list):
         out[key] = {"allOf": [old, val]}
     elif key in _LOWER or (key == "exclusiveMinimum" and not isinstance(val, bool)):
         out[key] = max(old, val)
@@ -119,6 +118,12 @@ def merge_all_of(schemas: list[Any], pointer: str, resolve: Resolver,
     for i, sub in enumerate(schemas):
         if not collect(sub, f"{pointer}/allOf/{i}", seen):
             return False
+    tuples = [s for s in flat if "prefixItems" in s or isinstance(s.get("items"), list)]
+    arrays = [s for s in flat if {"prefixItems", "items", "additionalItems"} & set(s)]
+    if tuples and len(arrays) > 1:
+        raise UnsupportedSchemaError("allOf", pointer, "tuple items in more than one subschema")
+    if sum("contains" in s for s in flat) > 1:
+        raise UnsupportedSchemaError("allOf", pointer, "contains in more than one subschema")
     out: dict = {}
     for s in flat:
         if len(flat) > 1 and ("additionalProperties" in s or "patternProperties" in s):

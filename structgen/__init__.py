@@ -7,6 +7,12 @@ Public API (heavy modules are imported on first use)::
     engine.extract({"type": "object", ...}, "Maria Lopez, 34, ...")
     engine.generate(["Hi"], structgen.SamplingParams(max_tokens=16),
                     structgen.Regex(r"[A-Z][a-z]+"))
+
+    @structgen.function                              # the language
+    def qa(s, question):
+        s += structgen.user(question)
+        s += structgen.assistant(structgen.gen("answer", max_tokens=64))
+    qa.run(question="Why is the sky blue?", backend=engine)["answer"]
 """
 
 from __future__ import annotations
@@ -31,6 +37,16 @@ __all__ = [
     "JsonSchema",
     "Choice",
     "StructgenError",
+    "function",
+    "gen",
+    "select",
+    "template",
+    "system",
+    "user",
+    "assistant",
+    "set_default_backend",
+    "ProgramState",
+    "ProgramError",
     "__version__",
 ]
 
@@ -38,11 +54,21 @@ _LAZY = {
     "Engine": "structgen.runtime.engine",
     "AsyncEngine": "structgen.runtime.async_engine",
     "EngineConfig": "structgen.runtime.config",
+    "function": "structgen.lang.program",
+    "gen": "structgen.lang.expr",
+    "select": "structgen.lang.expr",
+    "system": "structgen.lang.expr",
+    "user": "structgen.lang.expr",
+    "assistant": "structgen.lang.expr",
+    "template": "structgen.lang.template",
+    "set_default_backend": "structgen.lang.backend",
+    "ProgramState": "structgen.lang.state",
+    "ProgramError": "structgen.lang.errors",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """Import Engine / EngineConfig lazily so ``import structgen`` stays light."""
+    """Import the engine and the language lazily so ``import structgen`` stays light."""
     if name in _LAZY:
         import importlib
 

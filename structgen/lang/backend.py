@@ -1,0 +1,169 @@
+"""Where programs run: a thread-safe wrapper of one local ``Engine``, and the default backend.
+
+Every call a program makes becomes ``Request``s added to the engine's scheduler; the
+caller then drives ``engine.step()`` until its own requests finish. Steps advance every
+running request, so programs running in several threads (``run_batch``) and the branches
+of a fork are continuously batched together and share prefixes through the radix cache.
+One lock serialises access to the engine (it is not thread-safe itself).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Callable, Sequence
+
+from structgen.errors import RequestError
+from structgen.runtime.outputs import RequestOutput
+from structgen.runtime.sampling_params import SamplingParams
+
+__all__ = ["EngineBackend", "set_default_backend", "get_default_backend", "as_backend"]
+
+
+class EngineBackend:
+    """Runs a program's generation calls on a local :class:`structgen.Engine`.
+
+    Args:
+        engine: the engine; get one backend per engine with :func:`as_backend`.
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.tokenizer = engine.tokenizer
+        self.vocab = engine.vocab
+        self._lock = threading.RLock()
+        self._healing: dict[int, bool] = {}
+
+    # -------------------------------------------------------------- prompts
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` (no special tokens added)."""
+        return self.tokenizer.encode(text, add_special_tokens=False) if text else []
+
+    def chat_ids(self, messages: list[dict]) -> list[int]:
+        """``messages`` rendered by the model's chat template, generation prompt added."""
+        return self.engine.apply_chat_template(messages)
+
+    def chat_text(self, messages: list[dict], add_generation_prompt: bool) -> str:
+        """The chat template's text of ``messages``."""
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=add_generation_prompt
+        )
+
+    def can_extend(self, token_id: int) -> bool:
+        """True when some longer vocabulary token starts with this token's bytes (cached)."""
+        hit = self._healing.get(token_id)
+        if hit is None:
+            b = self.vocab.token_bytes[token_id]
+            hit = bool(b) and any(
+                len(t) > len(b) and t.startswith(b) for t in self.vocab.token_bytes
+            )
+            self._healing[token_id] = hit
+        return hit
+
+    @property
+    def special_ids(self) -> frozenset[int]:
+        """Ids of the tokenizer's special tokens (never healed)."""
+        return frozenset(self.tokenizer.all_special_ids)
+
+    # ----------------------------------------------------------- generation
+    def generate(
+        self,
+        prompts: Sequence[list[int]],
+        params: Sequence[SamplingParams],
+        constraints: Sequence[Any],
+        on_delta: Callable[[int, str], None] | None = None,
+    ) -> list[RequestOutput]:
+        """Run the prompts as one batch (the same requests ``Engine.generate`` would make).
+
+        Args:
+            prompts: token ids per prompt.
+            params: one SamplingParams per prompt (``n`` must be 1).
+            constraints: one constraint (or None) per prompt.
+            on_delta: called with ``(prompt index, text)`` as text becomes final
+                (token streaming); None to not stream.
+
+        Returns:
+            One RequestOutput per prompt, in order.
+
+        Raises:
+            RequestError, RegexError, SchemaError: a request cannot be made.
+        """
+        if not (len(prompts) == len(params) == len(constraints)):
+            raise RequestError("prompts, params and constraints must have equal lengths")
+        with self._lock:
+            reqs = [self.engine.make_request(p, sp, c)
+                    for p, sp, c in zip(prompts, params, constraints)]
+            for r in reqs:
+                self.engine.add_request(r)
+        streamed = [""] * len(reqs)
+        try:
+            while True:
+                with self._lock:
+                    if on_delta is not None:
+                        for i, r in enumerate(reqs):
+                            d = r.detokenizer.pop_delta()
+                            if d:
+                                streamed[i] += d
+                                on_delta(i, d)
+                    if all(r.status.is_finished for r in reqs):
+                        break
+                    self.engine.step()
+        except BaseException:
+            with self._lock:  # never leave our requests running in a shared engine
+                for r in reqs:
+                    self.engine.abort_request(r)
+            raise
+        outs = [r.to_output() for r in reqs]
+        if on_delta is not None:
+            for i, o in enumerate(outs):
+                if o.text.startswith(streamed[i]) and len(o.text) > len(streamed[i]):
+                    on_delta(i, o.text[len(streamed[i]):])
+        return outs
+
+
+_backends: "weakref.WeakKeyDictionary[Any, EngineBackend]" = weakref.WeakKeyDictionary()
+_default: list[EngineBackend] = []
+_default_lock = threading.Lock()
+_create_lock = threading.Lock()
+
+
+def as_backend(backend: Any) -> EngineBackend:
+    """The backend for ``backend``: an EngineBackend, an Engine, or None (the default).
+
+    Raises:
+        RequestError: anything else.
+    """
+    if backend is None:
+        return get_default_backend()
+    if isinstance(backend, EngineBackend):
+        return backend
+    if hasattr(backend, "make_request") and hasattr(backend, "step"):
+        with _default_lock:
+            b = _backends.get(backend)
+            if b is None:
+                b = _backends[backend] = EngineBackend(backend)
+            return b
+    raise RequestError(f"backend must be a structgen Engine, got {type(backend).__name__}")
+
+
+def set_default_backend(backend: Any) -> None:
+    """Use ``backend`` (an Engine) for programs and templates run without ``backend=``."""
+    b = as_backend(backend) if backend is not None else None
+    with _default_lock:
+        _default[:] = [b] if b is not None else []
+
+
+def get_default_backend() -> EngineBackend:
+    """The default backend; a default ``Engine()`` (packaged model) is created once."""
+    with _create_lock:  # held while loading, so the engine is created once
+        with _default_lock:
+            if _default:
+                return _default[0]
+        from structgen.runtime.engine import Engine
+
+        engine = Engine()
+        backend = EngineBackend(engine)
+        with _default_lock:
+            _default.append(backend)
+            _backends[engine] = backend
+        return backend

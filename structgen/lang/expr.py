@@ -1,0 +1,274 @@
+"""The language's expression nodes: immutable values that a program appends to its state.
+
+``s += expr`` runs ``expr`` against the program state ``s`` (see ``state.py``). The nodes
+hold only their spec (no model state), validate it when built (a bad regex or schema
+raises here, at the line that wrote it), and compose with ``+``::
+
+    s += "Q: " + question + "\\nA:" + gen("answer", stop="\\n")
+    s += assistant("Category: " + select("c", ["spam", "ham"]))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from structgen.errors import RequestError
+from structgen.runtime.sampling_params import SamplingParams
+
+__all__ = [
+    "Expr",
+    "Text",
+    "Gen",
+    "Select",
+    "Role",
+    "Concat",
+    "TemplateFill",
+    "gen",
+    "select",
+    "system",
+    "user",
+    "assistant",
+    "as_expr",
+    "capture_names",
+]
+
+ROLES = ("system", "user", "assistant")
+
+
+class Expr:
+    """Base of the expression nodes; ``a + b`` builds a :class:`Concat`."""
+
+    def __add__(self, other: Any) -> "Concat":
+        return Concat((self, as_expr(other)))
+
+    def __radd__(self, other: Any) -> "Concat":
+        return Concat((as_expr(other), self))
+
+
+def as_expr(value: Any) -> Expr:
+    """A node from a node, a string, or a Template (a template appends its holes).
+
+    Raises:
+        RequestError: anything else (names the type).
+    """
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, str):
+        return Text(value)
+    from structgen.lang.template import Template
+
+    if isinstance(value, Template):
+        return value.as_expr()
+    raise RequestError(
+        f"a program can append a str, gen(...), select(...), a role or a template; "
+        f"got {type(value).__name__}"
+    )
+
+
+@dataclass(frozen=True)
+class Text(Expr):
+    """Fixed text."""
+
+    text: str
+
+
+@dataclass(frozen=True, eq=False)
+class Gen(Expr):
+    """Generate text, optionally under a constraint; stored as ``s[name]`` when named.
+
+    Build it with :func:`gen`. ``constraint`` is None, ``Regex``, ``JsonSchema`` or
+    ``Choice``; ``schema`` is the user's schema (for parsing the capture back).
+    """
+
+    name: str | None
+    params: SamplingParams
+    constraint: Any = None
+    regex: str | None = None
+    schema: Any = None
+    token_healing: bool = True
+
+
+@dataclass(frozen=True)
+class Select(Expr):
+    """Pick one of ``options`` by the model's length-normalised log-probability."""
+
+    name: str | None
+    options: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Role(Expr):
+    """One chat turn: ``role`` with ``body`` (text and/or generation) as its content."""
+
+    role: str
+    body: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class TemplateFill(Expr):
+    """Fill a :class:`~structgen.lang.template.Template`: its fixed prefix as text, the
+    rest as one constrained gen; each hole becomes a capture (or, with ``result_name``,
+    one capture holding the TemplateResult)."""
+
+    template: Any
+    max_tokens: int = 1024
+    temperature: float = 0.0
+    token_healing: bool = True
+    result_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Concat(Expr):
+    """Several expressions appended in order."""
+
+    parts: tuple[Expr, ...]
+
+    def __post_init__(self) -> None:
+        flat: list[Expr] = []
+        for p in self.parts:
+            flat.extend(p.parts if isinstance(p, Concat) else (p,))
+        object.__setattr__(self, "parts", tuple(flat))
+        capture_names(self)  # duplicate names raise here, where the expression is written
+
+    def __add__(self, other: Any) -> "Concat":
+        return Concat(self.parts + (as_expr(other),))
+
+    def __radd__(self, other: Any) -> "Concat":
+        return Concat((as_expr(other),) + self.parts)
+
+
+def capture_names(expr: Expr) -> list[str]:
+    """Capture names an expression writes, in order.
+
+    Raises:
+        RequestError: a name occurs twice.
+    """
+    names: list[str] = []
+    stack = [expr]
+    while stack:
+        e = stack.pop(0)
+        if isinstance(e, (Gen, Select)) and e.name is not None:
+            names.append(e.name)
+        elif isinstance(e, TemplateFill):
+            names.extend([e.result_name] if e.result_name else [h.name for h in e.template.holes])
+        elif isinstance(e, Concat):
+            stack = list(e.parts) + stack
+        elif isinstance(e, Role):
+            stack.insert(0, e.body)
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise RequestError(f"capture name {dup[0]!r} is used twice in one expression")
+    return names
+
+
+def _check_name(name: Any) -> None:
+    if name is not None and (not isinstance(name, str) or not name):
+        raise RequestError(f"a capture name must be a non-empty string, got {name!r}")
+
+
+def gen(
+    name: str | None = None,
+    *,
+    max_tokens: int = 128,
+    stop: str | Sequence[str] | None = None,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    top_k: int = -1,
+    seed: int | None = None,
+    regex: str | None = None,
+    json_schema: Any = None,
+    choices: Sequence[str] | None = None,
+    token_healing: bool = True,
+) -> Gen:
+    """Generate text at this point of the program.
+
+    Args:
+        name: capture name (``s[name]`` afterwards); None captures nothing.
+        max_tokens: most tokens to generate.
+        stop: stop string(s), not included in the text.
+        temperature: 0 (the default) is greedy.
+        top_p, top_k, seed: as in :class:`SamplingParams`.
+        regex: the text must fully match this regex.
+        json_schema: a JSON Schema dict or pydantic model class; the capture is the
+            parsed value (a dict, or a model instance).
+        choices: the text must be exactly one of these strings (a ``Choice``
+            constraint, sampled; see :func:`select` for choosing by log-probability).
+        token_healing: back up the prompt's last token when it could merge with the
+            generated text (see ``structgen.lang.healing``).
+
+    Raises:
+        RequestError: more than one of regex / json_schema / choices, a bad name.
+        RegexError: the regex does not compile.
+        SchemaError: the schema is invalid or uses keywords that cannot be enforced.
+        ConfigError: a sampling setting is out of range.
+    """
+    from structgen.lang.constraints import Choice, JsonSchema, Regex
+
+    _check_name(name)
+    if sum(x is not None for x in (regex, json_schema, choices)) > 1:
+        raise RequestError("gen takes at most one of regex=, json_schema=, choices=")
+    params = SamplingParams(
+        max_tokens=max_tokens, stop=stop, temperature=temperature, top_p=top_p,
+        top_k=top_k, seed=seed,
+    )
+    constraint = None
+    pattern = None
+    if regex is not None:
+        from structgen.fsm import compile_regex
+
+        compile_regex(regex)  # raises RegexError now, not at run time
+        constraint, pattern = Regex(regex), regex
+    elif json_schema is not None:
+        from structgen.fsm import json_schema_to_regex
+        from structgen.fsm.compiler import compile_json_schema
+
+        compile_json_schema(json_schema)  # metaschema + supported keywords, checked now
+        constraint, pattern = JsonSchema(json_schema), json_schema_to_regex(json_schema)
+    elif choices is not None:
+        from structgen.fsm._json_pattern import escape_literal
+
+        constraint = Choice(choices)
+        pattern = "(?:" + "|".join(escape_literal(c) for c in constraint.options) + ")"
+    return Gen(name, params, constraint, pattern, json_schema, token_healing)
+
+
+def select(name: str | None, choices: Sequence[str]) -> Select:
+    """Choose one of ``choices`` by the model's log-probabilities (one batched forward).
+
+    The score of an option is the mean log-probability of its tokens given the text
+    so far (SGLang's default normalisation); the highest score wins, ties to the first.
+
+    Raises:
+        RequestError: empty or non-string choices, a bad name.
+    """
+    _check_name(name)
+    opts = tuple(choices)
+    if not opts or not all(isinstance(c, str) and c for c in opts):
+        raise RequestError("select needs a non-empty list of non-empty strings")
+    return Select(name, opts)
+
+
+def _role(role: str, body: Any) -> Role:
+    body = as_expr(body)
+    if isinstance(body, Role) or (
+        isinstance(body, Concat) and any(isinstance(p, Role) for p in body.parts)
+    ):
+        raise RequestError(f"{role}(...) cannot contain another role")
+    capture_names(body)
+    return Role(role, body)
+
+
+def system(content: Any = "") -> Role:
+    """A system turn (rendered with the model's chat template)."""
+    return _role("system", content)
+
+
+def user(content: Any = "") -> Role:
+    """A user turn (rendered with the model's chat template)."""
+    return _role("user", content)
+
+
+def assistant(content: Any = "") -> Role:
+    """An assistant turn; ``content`` may generate (``assistant(gen("a"))``)."""
+    return _role("assistant", content)

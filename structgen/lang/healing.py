@@ -1,0 +1,77 @@
+"""Token healing at the boundary between the prompt and the generated text.
+
+A prompt that ends in the middle of what the tokenizer would merge (``"Answer: "``
+ends in a lone space token, ``"the capital is Par"`` in a partial word, ``{"a": "``
+in a quote) makes the model continue from an unnatural token boundary. Healing (as
+Guidance does) removes the prompt's last token and requires the generated text to
+start with that token's text, so the model may pick a token that covers both.
+
+Here the requirement is a regex prefix: the gen's pattern ``P`` becomes
+``escape(removed) P`` (``escape(removed)[\\s\\S]*`` for an unconstrained gen), and the
+removed text is cut from the front of the output again. The first token may be any
+token whose bytes are consistent with the removed text (covering it, or a prefix of it
+followed by the rest by jump-forward).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Healing", "heal"]
+
+#: Unconstrained text, as a pattern the fsm reads.
+ANY_TEXT = r"[\s\S]*"
+
+
+@dataclass(frozen=True)
+class Healing:
+    """The outcome of :func:`heal`.
+
+    Attributes:
+        prompt_ids: the prompt with its last token removed (or unchanged).
+        removed: the removed token's text ("" when not healed).
+    """
+
+    prompt_ids: list[int]
+    removed: str = ""
+
+    def pattern(self, pattern: str | None) -> str | None:
+        """The gen's pattern with the removed text required in front (None: no change)."""
+        if not self.removed:
+            return pattern
+        from structgen.fsm._json_pattern import escape_literal
+
+        return escape_literal(self.removed) + (ANY_TEXT if pattern is None else f"(?:{pattern})")
+
+
+def _ends_mergeable(text: str) -> bool:
+    """A trailing space/tab, quote or word character: text the tokenizer may merge on."""
+    if not text:
+        return False
+    ch = text[-1]
+    return ch in " \t\"'" or ch.isalnum() or ch == "_"
+
+
+def heal(backend, prompt_ids: list[int]) -> Healing:
+    """Back up the last prompt token when it could merge with the generated text.
+
+    The token is removed when its text ends in a space, tab, quote or word character,
+    it is not a special token, it decodes to whole UTF-8 characters, and a longer
+    vocabulary token starts with its bytes. Never removes the only prompt token.
+
+    Args:
+        backend: an ``EngineBackend`` (vocabulary, special ids).
+        prompt_ids: the full prompt.
+    """
+    if len(prompt_ids) < 2:
+        return Healing(prompt_ids)
+    last = prompt_ids[-1]
+    if last in backend.special_ids:
+        return Healing(prompt_ids)
+    try:
+        text = backend.vocab.token_bytes[last].decode("utf-8")
+    except UnicodeDecodeError:
+        return Healing(prompt_ids)
+    if not _ends_mergeable(text) or not backend.can_extend(last):
+        return Healing(prompt_ids)
+    return Healing(list(prompt_ids[:-1]), text)

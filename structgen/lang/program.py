@@ -1,0 +1,202 @@
+"""``@structgen.function``: a Python function over a program state, run on a backend.
+
+::
+
+    @structgen.function
+    def qa(s, question):
+        s += "Q: " + question + "\\nA:" + structgen.gen("answer", stop="\\n")
+
+    state = qa.run(question="2+2?")            # default backend
+    print(state["answer"])
+    for chunk in qa.run(question="...", stream=True):
+        print(chunk, end="")
+    states = qa.run_batch([{"question": q} for q in qs], progress_bar=True)
+"""
+
+from __future__ import annotations
+
+import functools
+import queue
+import threading
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterator
+
+from structgen.errors import RequestError
+from structgen.lang.backend import as_backend
+from structgen.lang.errors import ProgramError
+from structgen.lang.state import ProgramState
+
+__all__ = ["Program", "function", "StreamingRun"]
+
+RESERVED = ("backend", "stream", "progress_bar")
+
+
+class Program:
+    """A structgen program: ``fn(s, *args, **kwargs)`` appends to the state ``s``.
+
+    Build it with :func:`function`. Calling it directly runs it (like :meth:`run`).
+    """
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        if not callable(fn):
+            raise RequestError("structgen.function needs a function")
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.run(*args, **kwargs)
+
+    def _execute(self, state: ProgramState, args: tuple, kwargs: dict) -> ProgramState:
+        try:
+            self.fn(state, *args, **kwargs)
+        except ProgramError:
+            raise
+        except Exception as exc:
+            raise _program_error(self.fn, exc) from exc
+        return state
+
+    def run(self, *args: Any, backend: Any = None, stream: bool = False,
+            **kwargs: Any) -> ProgramState | "StreamingRun":
+        """Run the program once.
+
+        Args:
+            *args, **kwargs: the program's own arguments.
+            backend: an Engine; None = the default backend (``set_default_backend``,
+                else a default ``Engine()`` created once).
+            stream: return a :class:`StreamingRun` that yields text as it is produced.
+
+        Returns:
+            The final ProgramState (or the StreamingRun).
+
+        Raises:
+            ProgramError: the program raised (message names the program's line; the
+                original exception is ``__cause__``). The engine stays usable.
+        """
+        b = as_backend(backend)
+        if stream:
+            return StreamingRun(self, b, args, kwargs)
+        return self._execute(ProgramState(b), args, kwargs)
+
+    def run_batch(self, batch_kwargs: list[dict], backend: Any = None,
+                  progress_bar: bool = True, num_threads: int = 16,
+                  errors: str = "raise") -> list[Any]:
+        """Run the program once per kwargs dict, concurrently (continuously batched).
+
+        Each run is a thread; their generation calls join the same engine steps.
+
+        Args:
+            batch_kwargs: one dict of program arguments per run.
+            backend: as in :meth:`run`.
+            progress_bar: show a tqdm bar over finished runs.
+            num_threads: runs in flight at once.
+            errors: ``"raise"``: raise the first ProgramError after every run ended;
+                ``"return"``: put the ProgramError in that run's place.
+
+        Returns:
+            One ProgramState (or ProgramError) per dict, in order.
+        """
+        from tqdm.auto import tqdm
+
+        if errors not in ("raise", "return"):
+            raise RequestError("errors must be 'raise' or 'return'")
+        b = as_backend(backend)
+        results: list[Any] = [None] * len(batch_kwargs)
+        bar = tqdm(total=len(batch_kwargs), desc=self.fn.__name__, disable=not progress_bar)
+
+        def one(i: int) -> None:
+            try:
+                results[i] = self._execute(ProgramState(b), (), dict(batch_kwargs[i]))
+            except ProgramError as exc:
+                results[i] = exc
+            bar.update(1)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(num_threads, len(batch_kwargs)))) as pool:
+            list(pool.map(one, range(len(batch_kwargs))))
+        bar.close()
+        if errors == "raise":
+            for r in results:
+                if isinstance(r, ProgramError):
+                    raise r
+        return results
+
+
+class StreamingRun:
+    """An iterator over a program's text as it is produced (fixed text and tokens).
+
+    The program runs in a background thread; an exception it raises is re-raised by
+    the iteration. After the iteration, :attr:`state` is the final ProgramState.
+    """
+
+    _END = object()
+
+    def __init__(self, program: Program, backend: Any, args: tuple, kwargs: dict) -> None:
+        self._queue: queue.Queue = queue.Queue()
+        self._state = ProgramState(backend, sink=self._queue.put)
+        self._error: BaseException | None = None
+        self._done = False
+
+        def target() -> None:
+            try:
+                program._execute(self._state, args, kwargs)
+            except BaseException as exc:  # re-raised at the sync point (iteration)
+                self._error = exc
+            finally:
+                self._queue.put(self._END)
+
+        self._thread = threading.Thread(target=target, daemon=True)
+        self._thread.start()
+
+    def __iter__(self) -> Iterator[str]:
+        while not self._done:
+            item = self._queue.get()
+            if item is self._END:
+                self._done = True
+                break
+            yield item
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    @property
+    def state(self) -> ProgramState:
+        """The final state (waits for the program to end; raises its error)."""
+        for _ in self:
+            pass
+        return self._state
+
+
+def function(fn: Callable[..., Any]) -> Program:
+    """Decorator: ``@structgen.function def prog(s, ...)`` makes a :class:`Program`.
+
+    Raises:
+        RequestError: the function takes no state argument, or uses a reserved
+            argument name (``backend``, ``stream``, ``progress_bar``).
+    """
+    import inspect
+
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return Program(fn)
+    params = list(sig.parameters)
+    if not params:
+        raise RequestError(f"{fn.__name__} must take the program state as its first argument")
+    bad = [p for p in params[1:] if p in RESERVED]
+    if bad:
+        raise RequestError(f"{fn.__name__} uses the reserved argument name {bad[0]!r}")
+    return Program(fn)
+
+
+def _program_error(fn: Callable[..., Any], exc: BaseException) -> ProgramError:
+    """A ProgramError naming the deepest line of ``fn``'s file in the traceback."""
+    filename = fn.__code__.co_filename
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
+    frame = frames[-1] if frames else None
+    where = f"{frame.filename}:{frame.lineno} in {frame.name}" if frame else fn.__name__
+    line = f"\n    {frame.line}" if frame and frame.line else ""
+    return ProgramError(
+        f"program {fn.__name__!r} failed at {where}: {type(exc).__name__}: {exc}{line}",
+        filename=frame.filename if frame else "", lineno=frame.lineno if frame else 0,
+        original=exc,
+    )

@@ -1,0 +1,288 @@
+"""Templates: fixed text with typed holes, compiled into ONE regex and run as one request.
+
+::
+
+    t = structgen.template("Name: {name}\\nAge: {age:int}\\nCity: {city:regex=[A-Z][a-z]+}")
+    values = t.run(prompt="Maria Lopez, 34, lives in Lyon.\\n")   # {"name": ..., "age": 34, ...}
+
+The fixed text between holes is forced by the automaton, so the engine appends it by
+jump-forward (no decode step); only the holes are sampled. Fixed text before the first
+hole is moved into the prompt (it would otherwise be decoded token by token, since
+jump-forward starts after the first sampled token).
+
+Holes: ``{name}`` / ``{name:str}`` (up to ``max_chars`` characters, never containing the
+template's next literal character; a hole at the very end stops at a newline),
+``{name:int}``, ``{name:float}``, ``{name:bool}`` (``true`` / ``false``),
+``{name:choice=a|b|c}``, ``{name:regex=PATTERN}`` (braces in PATTERN must balance),
+``{name:json}`` / ``{name:json=Key}`` (the schema or pydantic model passed to
+:func:`template` as keyword ``name`` / ``Key``). ``{{`` and ``}}`` are literal braces.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from structgen.errors import RequestError
+from structgen.fsm._json_pattern import escape_class_char, escape_literal
+from structgen.runtime.outputs import RequestOutput
+from structgen.runtime.sampling_params import SamplingParams
+
+__all__ = ["Template", "TemplateResult", "template"]
+
+_INT = r"-?(?:0|[1-9][0-9]{0,17})"
+_FLOAT = r"-?(?:0|[1-9][0-9]{0,15})(?:\.[0-9]{1,8})?"
+_BOOL = r"(?:true|false)"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@dataclass(frozen=True)
+class Hole:
+    """One typed hole: ``kind`` is str, int, float, bool, choice, regex or json."""
+
+    name: str
+    kind: str
+    arg: Any = None
+
+    def pattern(self, next_char: str | None, max_chars: int) -> str:
+        """This hole's regex (``next_char``: the first literal character after it)."""
+        if self.kind == "str":
+            stop = "\n" if next_char is None else next_char
+            return f"[^{escape_class_char(ord(stop))}]{{0,{max_chars}}}"
+        if self.kind == "int":
+            return _INT
+        if self.kind == "float":
+            return _FLOAT
+        if self.kind == "bool":
+            return _BOOL
+        if self.kind == "choice":
+            return "(?:" + "|".join(escape_literal(c) for c in self.arg) + ")"
+        if self.kind == "regex":
+            return f"(?:{self.arg})"
+        from structgen.fsm import json_schema_to_regex
+
+        return f"(?:{json_schema_to_regex(self.arg)})"
+
+    def convert(self, text: str) -> Any:
+        """The typed value of this hole's text."""
+        if self.kind == "int":
+            return int(text)
+        if self.kind == "float":
+            return float(text)
+        if self.kind == "bool":
+            return text == "true"
+        if self.kind == "json":
+            value = json.loads(text)
+            if isinstance(self.arg, type) and hasattr(self.arg, "model_validate"):
+                return self.arg.model_validate(value)
+            return value
+        return text
+
+
+class TemplateResult(dict):
+    """The typed values by hole name; ``.text`` is the filled template, ``.output`` the run."""
+
+    text: str = ""
+    output: RequestOutput | None = None
+
+
+def _parse(source: str, schemas: dict[str, Any]) -> list[str | Hole]:
+    """Split a template into literal strings and holes.
+
+    Raises:
+        RequestError: unbalanced braces, a bad hole spec, a duplicate name.
+    """
+    items: list[str | Hole] = []
+    lit: list[str] = []
+    i, n = 0, len(source)
+    while i < n:
+        ch = source[i]
+        if ch in "{}" and source[i : i + 2] in ("{{", "}}"):
+            lit.append(ch)
+            i += 2
+        elif ch == "}":
+            raise RequestError(f"template: unmatched '}}' at offset {i} (write '}}}}')")
+        elif ch == "{":
+            depth, j = 1, i + 1
+            while j < n and depth:
+                depth += {"{": 1, "}": -1}.get(source[j], 0)
+                j += 1
+            if depth:
+                raise RequestError(f"template: unclosed '{{' at offset {i}")
+            if lit:
+                items.append("".join(lit))
+                lit = []
+            items.append(_hole(source[i + 1 : j - 1], schemas))
+            i = j
+        else:
+            lit.append(ch)
+            i += 1
+    if lit:
+        items.append("".join(lit))
+    names = [h.name for h in items if isinstance(h, Hole)]
+    dup = sorted({x for x in names if names.count(x) > 1})
+    if dup:
+        raise RequestError(f"template: hole name {dup[0]!r} is used twice")
+    if not names:
+        raise RequestError("template has no holes")
+    return items
+
+
+def _hole(spec: str, schemas: dict[str, Any]) -> Hole:
+    name, _, kind = spec.partition(":")
+    name, kind = name.strip(), kind.strip() or "str"
+    if not _NAME.match(name):
+        raise RequestError(f"template: bad hole name {name!r} in {{{spec}}}")
+    key, _, arg = kind.partition("=")
+    if key in ("str", "int", "float", "bool") and not arg:
+        return Hole(name, key)
+    if key == "choice" and arg:
+        opts = tuple(arg.split("|"))
+        if not all(opts):
+            raise RequestError(f"template: empty option in {{{spec}}}")
+        return Hole(name, "choice", opts)
+    if key == "regex" and arg:
+        from structgen.fsm import compile_regex
+
+        compile_regex(arg)  # RegexError now, naming the pattern
+        return Hole(name, "regex", arg)
+    if key == "json":
+        ref = arg or name
+        if ref not in schemas:
+            raise RequestError(
+                f"template: {{{spec}}} needs the schema or pydantic model as keyword {ref!r}"
+            )
+        from structgen.fsm.compiler import compile_json_schema
+
+        compile_json_schema(schemas[ref])  # SchemaError now
+        return Hole(name, "json", schemas[ref])
+    raise RequestError(
+        f"template: unknown hole type {kind!r} in {{{spec}}} (str, int, float, bool, "
+        "choice=a|b, regex=PATTERN, json=Key)"
+    )
+
+
+class Template:
+    """A compiled template; build it with :func:`template`.
+
+    Attributes:
+        holes: the holes, in order.
+        prefix: fixed text before the first hole (sent as part of the prompt).
+        pattern: the regex of the rest (what the engine is constrained to).
+    """
+
+    def __init__(self, source: str, max_chars: int = 200, **schemas: Any) -> None:
+        if not isinstance(source, str):
+            raise RequestError("template needs a string")
+        self.source = source
+        items = _parse(source, schemas)
+        self.holes = [h for h in items if isinstance(h, Hole)]
+        self.prefix = items[0] if isinstance(items[0], str) else ""
+        rest = items[1:] if self.prefix else items
+        constraint, parser = [], []
+        for k, item in enumerate(rest):
+            if isinstance(item, str):
+                constraint.append(escape_literal(item))
+                parser.append(re.escape(item))
+                continue
+            nxt = rest[k + 1] if k + 1 < len(rest) else None
+            if isinstance(nxt, Hole) and item.kind == "str":
+                raise RequestError(
+                    f"template: str hole {item.name!r} must be followed by fixed text"
+                )
+            pat = item.pattern(nxt[0] if isinstance(nxt, str) else None, max_chars)
+            constraint.append(pat)
+            parser.append(f"(?P<{item.name}>{pat})")
+        self.pattern = "".join(constraint)
+        self._parser = re.compile("".join(parser), re.DOTALL)
+
+    def __repr__(self) -> str:
+        return f"Template({self.source!r})"
+
+    def __add__(self, other: Any):
+        from structgen.lang.expr import as_expr
+
+        return as_expr(self) + other
+
+    def __radd__(self, other: Any):
+        from structgen.lang.expr import as_expr
+
+        return other + as_expr(self)
+
+    def as_expr(self):
+        """The template as a program expression (``s += t``): captures every hole."""
+        from structgen.lang.expr import TemplateFill
+
+        return TemplateFill(self)
+
+    def parse(self, generated: str) -> TemplateResult:
+        """The typed values of ``generated`` (the text after :attr:`prefix`).
+
+        Raises:
+            RequestError: the text does not match the template (e.g. cut by max_tokens).
+        """
+        m = self._parser.fullmatch(generated)
+        if m is None:
+            raise RequestError(f"output does not match the template: {generated!r}")
+        res = TemplateResult({h.name: h.convert(m.group(h.name)) for h in self.holes})
+        res.text = self.prefix + generated
+        return res
+
+    def run(self, prompt: Any = "", backend: Any = None, max_tokens: int = 1024,
+            temperature: float = 0.0, token_healing: bool = True) -> TemplateResult:
+        """Fill the template after ``prompt`` in one constrained request.
+
+        Args:
+            prompt: text, or a list of chat messages (the template then starts the
+                assistant turn).
+            backend: an Engine, or None for the default backend.
+            max_tokens: budget of the whole fill.
+            temperature: 0 (default) is greedy.
+            token_healing: heal the boundary between the prompt and the template.
+
+        Returns:
+            The typed values by hole name (``.text``: the filled template; ``.output``:
+            the RequestOutput, with ``metrics``).
+
+        Raises:
+            RequestError: the request failed or its output is incomplete.
+        """
+        from structgen.lang import expr as E
+        from structgen.lang.backend import as_backend
+        from structgen.lang.state import ProgramState
+
+        state = ProgramState(as_backend(backend))
+        body = self._fill(max_tokens, temperature, token_healing)
+        if isinstance(prompt, (list, tuple)):
+            for m in prompt:
+                state += getattr(E, m["role"])(m["content"])
+            state += E.assistant(body)
+        else:
+            state += E.Text(prompt) + body
+        res = state[_RESULT]
+        return res
+
+    def _fill(self, max_tokens: int, temperature: float, token_healing: bool):
+        from structgen.lang.expr import TemplateFill
+
+        return TemplateFill(self, max_tokens, temperature, token_healing, result_name=_RESULT)
+
+
+_RESULT = "\x00template"
+
+
+def template(source: str, max_chars: int = 200, **schemas: Any) -> Template:
+    """Compile a template with typed holes (see the module docstring for the syntax).
+
+    Args:
+        source: the template text.
+        max_chars: most characters of a ``str`` hole.
+        **schemas: JSON schemas / pydantic models for ``json`` holes, by name.
+
+    Raises:
+        RequestError: malformed template (unbalanced braces, bad or duplicate hole).
+        RegexError, SchemaError: a hole's regex or schema does not compile.
+    """
+    return Template(source, max_chars=max_chars, **schemas)

@@ -1,4 +1,6 @@
-"""Ratchet over the official JSON-Schema-Test-Suite (draft2020-12; draft7 is ``slow``).
+"""Ratchet over the official JSON-Schema-Test-Suite (draft2020-12 and draft7).
+
+The keyword files in ``FAST`` (draft2020-12) run in the quick suite; the rest is ``slow``.
 
 Every test group whose schema compiles (strict, ``allow_extra_properties=True`` so
 that silent schemas follow the spec) must accept each valid instance and reject each
@@ -21,6 +23,9 @@ from ._corpus import CORPORA, outcome
 
 SUITE = CORPORA / "json-schema-test-suite" / "tests"
 SKIPS_FILE = Path(__file__).parent / "data" / "json_schema_test_suite_skips.json"
+FAST = {"const.json", "enum.json", "type.json", "minimum.json", "maximum.json",
+        "exclusiveMinimum.json", "exclusiveMaximum.json", "multipleOf.json", "oneOf.json",
+        "allOf.json", "anyOf.json", "prefixItems.json", "items.json", "required.json"}
 DRAFTS = {"draft2020-12": None, "draft7": "http://json-schema.org/draft-07/schema#"}
 
 
@@ -36,7 +41,8 @@ def _groups() -> list:
                 if uri and isinstance(schema, dict) and "$schema" not in schema:
                     schema = {"$schema": uri, **schema}
                 gid = f"{draft}/{path.name}::{group['description']}"
-                marks = [pytest.mark.slow] if draft == "draft7" else []
+                fast = draft == "draft2020-12" and path.name in FAST
+                marks = [] if fast else [pytest.mark.slow]
                 params.append(pytest.param(gid, schema, group["tests"], id=gid, marks=marks))
     return params
 

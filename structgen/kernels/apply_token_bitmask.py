@@ -3,13 +3,17 @@
 Bitmask layout (shared with ``structgen.fsm.Matcher.fill_bitmask``): an int32 tensor
 ``[num_rows, ceil(vocab / 32)]``; bit ``i % 32`` of word ``i // 32`` (least-significant
 bit first) is set when token ``i`` is allowed. Disallowed logits become ``-inf``.
-This file holds the torch reference; the Triton kernel (kernels issue) plugs in here
-with the same signature.
+
+The Triton kernel writes only the disallowed entries (one masked store per vocabulary
+block), so allowed logits and unselected rows are never touched. The torch reference
+:func:`apply_token_bitmask_ref` is the oracle.
 """
 
 from __future__ import annotations
 
 import torch
+
+from structgen.kernels._triton import cdiv, check, jit, launch, resolve_backend, tl
 
 __all__ = ["apply_token_bitmask", "apply_token_bitmask_ref", "unpack_bitmask"]
 
@@ -35,6 +39,16 @@ def unpack_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
     return torch.cat([allowed, pad], dim=1)
 
 
+def _check_args(logits: torch.Tensor, bitmask: torch.Tensor, indices: torch.Tensor | None) -> int:
+    """Validate shapes/dtypes; return the number of masked rows ``R``."""
+    if bitmask.dtype != torch.int32:
+        raise ValueError(f"bitmask must be int32, got {bitmask.dtype}")
+    rows = bitmask.shape[0] if indices is None else indices.shape[0]
+    if bitmask.shape[0] != rows or (indices is None and rows != logits.shape[0]):
+        raise ValueError(f"bitmask rows {bitmask.shape[0]} do not match logits rows {rows}")
+    return rows
+
+
 def apply_token_bitmask_ref(
     logits: torch.Tensor, bitmask: torch.Tensor, indices: torch.Tensor | None = None
 ) -> None:
@@ -50,11 +64,7 @@ def apply_token_bitmask_ref(
     Raises:
         ValueError: dtype or shape mismatch.
     """
-    if bitmask.dtype != torch.int32:
-        raise ValueError(f"bitmask must be int32, got {bitmask.dtype}")
-    rows = bitmask.shape[0] if indices is None else indices.shape[0]
-    if bitmask.shape[0] != rows or (indices is None and rows != logits.shape[0]):
-        raise ValueError(f"bitmask rows {bitmask.shape[0]} do not match logits rows {rows}")
+    rows = _check_args(logits, bitmask, indices)
     if rows == 0:
         return
     allowed = unpack_bitmask(bitmask, logits.shape[1])  # [R, V]
@@ -66,11 +76,84 @@ def apply_token_bitmask_ref(
         logits[indices] = sub
 
 
-def apply_token_bitmask(
-    logits: torch.Tensor, bitmask: torch.Tensor, indices: torch.Tensor | None = None
-) -> None:
-    """Mask logits in place with the best backend for their device (torch reference for now).
+@jit
+def _bitmask_kernel(
+    logits_ptr,  # [B, V] float, row stride stride_l, unit column stride
+    bitmask_ptr,  # [R, W] int32, row stride stride_m, unit column stride
+    indices_ptr,  # [R] int32/int64 (unused unless HAS_INDICES)
+    vocab,  # V
+    num_words,  # W
+    stride_l,
+    stride_m,
+    HAS_INDICES: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+):
+    r = tl.program_id(0)  # bitmask row
+    vb = tl.program_id(1)  # vocabulary block
+    if HAS_INDICES:
+        row = tl.load(indices_ptr + r).to(tl.int64)
+    else:
+        row = r.to(tl.int64)
+    cols = vb * BLOCK_V + tl.arange(0, BLOCK_V)  # [BLOCK_V] token ids
+    in_vocab = cols < vocab
+    word_idx = cols // 32
+    words = tl.load(
+        bitmask_ptr + r.to(tl.int64) * stride_m + word_idx,
+        mask=in_vocab & (word_idx < num_words),
+        other=0,
+    )
+    allowed = ((words >> (cols % 32)) & 1) != 0
+    neg_inf = tl.full((BLOCK_V,), float("-inf"), tl.float32).to(logits_ptr.dtype.element_ty)
+    tl.store(logits_ptr + row * stride_l + cols, neg_inf, mask=in_vocab & ~allowed)
 
-    Same contract as :func:`apply_token_bitmask_ref`.
+
+def _apply_token_bitmask_triton(
+    logits: torch.Tensor, bitmask: torch.Tensor, indices: torch.Tensor | None
+) -> None:
+    rows = _check_args(logits, bitmask, indices)
+    check(logits.dim() == 2 and bitmask.dim() == 2, "logits and bitmask must be 2-D")
+    check(logits.is_floating_point(), f"logits must be floating point, got {logits.dtype}")
+    check(logits.stride(1) == 1, "logits must be contiguous along the vocabulary")
+    check(bitmask.stride(1) == 1, "bitmask must be contiguous along its words")
+    check(bitmask.device == logits.device, "bitmask and logits must be on the same device")
+    if indices is not None:
+        check(indices.dim() == 1 and indices.dtype in (torch.int32, torch.int64), "bad indices")
+        check(indices.device == logits.device, "indices must be on the logits' device")
+        indices = indices.contiguous()
+    if rows == 0 or logits.shape[1] == 0:
+        return
+    vocab = logits.shape[1]
+    block_v = 4096 if logits.is_cuda else 1024
+    grid = (rows, cdiv(vocab, block_v))
+    launch(
+        _bitmask_kernel,
+        grid,
+        logits.device,
+        logits,
+        bitmask,
+        indices if indices is not None else bitmask,
+        vocab,
+        bitmask.shape[1],
+        logits.stride(0),
+        bitmask.stride(0),
+        HAS_INDICES=indices is not None,
+        BLOCK_V=block_v,
+    )
+
+
+def apply_token_bitmask(
+    logits: torch.Tensor,
+    bitmask: torch.Tensor,
+    indices: torch.Tensor | None = None,
+    *,
+    backend: str = "auto",
+) -> None:
+    """Mask logits in place with the best backend for their device.
+
+    Same contract as :func:`apply_token_bitmask_ref`. ``backend``: ``"auto"`` (Triton on
+    CUDA, torch elsewhere), ``"triton"`` (interpreted on CPU) or ``"torch"``.
     """
-    apply_token_bitmask_ref(logits, bitmask, indices)
+    if resolve_backend(backend, logits.device) == "triton":
+        _apply_token_bitmask_triton(logits, bitmask, indices)
+    else:
+        apply_token_bitmask_ref(logits, bitmask, indices)

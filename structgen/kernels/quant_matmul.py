@@ -1,0 +1,203 @@
+"""quant_matmul: ``y = x @ dequant(W).T`` with weights dequantized in registers.
+
+Two weight formats, ``W`` of logical shape ``[N, K]`` (``nn.Linear`` layout):
+
+- **w8a16** (``bits=8``): ``qweight`` int8 ``[N, K]``, ``scales`` ``[N]`` (per output
+  channel), ``zeros`` None: ``W = qweight * scales[:, None]``.
+- **w4a16** (``bits=4``): ``qweight`` uint8 ``[N, K // 2]`` holding two 4-bit codes per
+  byte (even ``k`` in the low nibble), ``scales`` and ``zeros`` ``[N, K // group_size]``
+  (float zero points; GPTQ/AWQ integer zeros and GGUF Q4_1's ``d * q + m`` as
+  ``zeros = -m / d`` both fit): ``W[n, k] = (q[n, k] - zeros[n, g]) * scales[n, g]``,
+  ``g = k // group_size``.
+
+Kernel: tiled GEMM, grid ``(cdiv(M, BLOCK_M), cdiv(N, BLOCK_N))``, fp32 accumulation;
+each K tile of codes is loaded, unpacked and dequantized to the activation dtype in
+registers, so HBM traffic is the packed weights (the point at decode batch sizes).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from structgen.kernels._triton import cdiv, check, dot_in_f32, jit, launch, resolve_backend, tl
+
+__all__ = ["quant_matmul", "quant_matmul_ref", "dequantize_ref", "quantize_ref"]
+
+
+def dequantize_ref(
+    qweight: torch.Tensor,
+    scales: torch.Tensor,
+    zeros: torch.Tensor | None,
+    bits: int,
+    group_size: int | None = None,
+) -> torch.Tensor:
+    """Dequantize to a float32 ``[N, K]`` weight (formats in the module docstring)."""
+    if bits == 8:
+        return qweight.float() * scales.float()[:, None]
+    lo = (qweight & 0xF).to(torch.int16)
+    hi = (qweight >> 4).to(torch.int16)
+    q = torch.stack([lo, hi], dim=-1).reshape(qweight.shape[0], -1).float()  # [N, K]
+    g = torch.arange(q.shape[1], device=q.device) // group_size  # [K]
+    return (q - zeros.float()[:, g]) * scales.float()[:, g]
+
+
+def quantize_ref(w: torch.Tensor, bits: int, group_size: int | None = None):
+    """Quantize a float ``[N, K]`` weight (tests and benchmarks): ``(qweight, scales, zeros)``."""
+    w = w.float()
+    if bits == 8:
+        scales = w.abs().amax(1).clamp_min(1e-8) / 127.0
+        q = torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8)
+        return q, scales, None
+    n, k = w.shape
+    wg = w.view(n, k // group_size, group_size)
+    lo, hi = wg.amin(-1), wg.amax(-1)
+    scales = ((hi - lo) / 15.0).clamp_min(1e-8)  # [N, G]
+    zeros = -lo / scales
+    q = torch.round(wg / scales[..., None] + zeros[..., None]).clamp(0, 15).to(torch.uint8)
+    q = q.view(n, k // 2, 2)
+    packed = q[..., 0] | (q[..., 1] << 4)
+    return packed.contiguous(), scales, zeros
+
+
+def quant_matmul_ref(
+    x: torch.Tensor,
+    qweight: torch.Tensor,
+    scales: torch.Tensor,
+    zeros: torch.Tensor | None = None,
+    bits: int = 8,
+    group_size: int | None = None,
+) -> torch.Tensor:
+    """``x @ dequant(W).T`` (torch reference, float32 math).
+
+    Args:
+        x: ``[M, K]`` activations (fp16, bf16 or fp32).
+        qweight, scales, zeros: the quantized weight (formats in the module docstring).
+        bits: 8 or 4.
+        group_size: K-group of the 4-bit scales/zeros (divides K; even).
+
+    Returns:
+        ``[M, N]`` in ``x.dtype``.
+    """
+    w = dequantize_ref(qweight, scales, zeros, bits, group_size)
+    return (x.float() @ w.T).to(x.dtype)
+
+
+@jit
+def _quant_matmul_kernel(
+    x_ptr,  # [M, K]
+    q_ptr,  # [N, K] int8 or [N, K // 2] uint8
+    s_ptr,  # [N] or [N, G]
+    z_ptr,  # [N, G] (4-bit)
+    y_ptr,  # [M, N]
+    M,
+    N,
+    K,
+    stride_xm,
+    stride_qn,
+    stride_sn,
+    stride_zn,
+    stride_ym,
+    BITS: tl.constexpr,
+    GROUP_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    DOT_F32: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    m_mask = offs_m < M
+    n_mask = offs_n < N
+    offs_m64 = offs_m.to(tl.int64)
+    offs_n64 = offs_n.to(tl.int64)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        k_mask = offs_k < K
+        x = tl.load(
+            x_ptr + offs_m64[:, None] * stride_xm + offs_k[None, :],
+            mask=m_mask[:, None] & k_mask[None, :],
+            other=0.0,
+        )  # [BLOCK_M, BLOCK_K]
+        wk_mask = k_mask[:, None] & n_mask[None, :]
+        if BITS == 8:
+            q = tl.load(q_ptr + offs_n64[None, :] * stride_qn + offs_k[:, None], mask=wk_mask, other=0)
+            w = q.to(tl.float32)  # [BLOCK_K, BLOCK_N]; per-channel scale applied after the loop
+        else:
+            byte = tl.load(q_ptr + offs_n64[None, :] * stride_qn + offs_k[:, None] // 2, mask=wk_mask, other=0)
+            code = (byte.to(tl.int32) >> ((offs_k[:, None] % 2) * 4)) & 0xF
+            g = offs_k[:, None] // GROUP_SIZE
+            s = tl.load(s_ptr + offs_n64[None, :] * stride_sn + g, mask=wk_mask, other=0.0)
+            z = tl.load(z_ptr + offs_n64[None, :] * stride_zn + g, mask=wk_mask, other=0.0)
+            w = (code.to(tl.float32) - z.to(tl.float32)) * s.to(tl.float32)
+        if DOT_F32:
+            acc += tl.dot(x.to(tl.float32), w)
+        else:
+            acc += tl.dot(x, w.to(x_ptr.dtype.element_ty))
+    if BITS == 8:
+        s = tl.load(s_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+        acc = acc * s[None, :]
+    y_ptrs = y_ptr + offs_m64[:, None] * stride_ym + offs_n[None, :]
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])
+
+
+def _check_quant_args(x, qweight, scales, zeros, bits, group_size) -> None:
+    check(bits in (4, 8), f"bits must be 4 or 8, got {bits}")
+    check(x.dim() == 2 and qweight.dim() == 2, "x must be [M, K] and qweight 2-D")
+    check(x.dtype in (torch.float16, torch.bfloat16, torch.float32), f"unsupported x dtype {x.dtype}")
+    n, k = qweight.shape[0], x.shape[1]
+    if bits == 8:
+        check(qweight.dtype == torch.int8 and qweight.shape[1] == k, "w8: qweight must be int8 [N, K]")
+        check(scales.shape == (n,), "w8: scales must be [N]")
+    else:
+        check(group_size is not None and group_size % 2 == 0 and k % group_size == 0, "w4: even group_size dividing K")
+        check(qweight.dtype == torch.uint8 and qweight.shape[1] * 2 == k, "w4: qweight must be uint8 [N, K // 2]")
+        check(zeros is not None and scales.shape == (n, k // group_size) == zeros.shape, "w4: scales/zeros [N, K // group]")
+    check(qweight.stride(1) == 1 and x.stride(1) == 1 and scales.stride(-1) == 1, "inner dims must be contiguous")
+    devs = {t.device for t in (x, qweight, scales) + ((zeros,) if zeros is not None else ())}
+    check(len(devs) == 1, f"all tensors must be on one device, got {devs}")
+
+
+def _quant_matmul_triton(x, qweight, scales, zeros, bits, group_size) -> torch.Tensor:
+    _check_quant_args(x, qweight, scales, zeros, bits, group_size)
+    m, k = x.shape
+    n = qweight.shape[0]
+    y = torch.empty(m, n, dtype=x.dtype, device=x.device)
+    if m == 0 or n == 0:
+        return y
+    block_m = 16 if m <= 16 else (32 if m <= 32 else 64)
+    block_n, block_k = (64, 64) if x.is_cuda else (32, 32)
+    z = zeros if zeros is not None else scales
+    launch(
+        _quant_matmul_kernel,
+        (cdiv(m, block_m), cdiv(n, block_n)),
+        x.device,
+        x, qweight, scales, z, y, m, n, k,
+        x.stride(0), qweight.stride(0), scales.stride(0), z.stride(0), y.stride(0),
+        BITS=bits, GROUP_SIZE=group_size or 1,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+        DOT_F32=dot_in_f32(x.dtype, x.device) or x.dtype == torch.float32,
+    )  # fmt: skip
+    return y
+
+
+def quant_matmul(
+    x: torch.Tensor,
+    qweight: torch.Tensor,
+    scales: torch.Tensor,
+    zeros: torch.Tensor | None = None,
+    bits: int = 8,
+    group_size: int | None = None,
+    *,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """Quantized matmul; same contract as :func:`quant_matmul_ref`.
+
+    Raises:
+        ValueError: (Triton backend) format, shape, dtype or device mismatch.
+    """
+    if resolve_backend(backend, x.device) == "triton":
+        return _quant_matmul_triton(x, qweight, scales, zeros, bits, group_size)
+    return quant_matmul_ref(x, qweight, scales, zeros, bits, group_size)

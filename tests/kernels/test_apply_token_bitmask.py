@@ -1,0 +1,67 @@
+"""apply_token_bitmask: Triton (interpreted) vs the torch reference, exact."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from structgen.kernels.apply_token_bitmask import apply_token_bitmask, apply_token_bitmask_ref
+from tests.kernels.helpers import DTYPES
+
+
+def _random_mask(rows: int, words: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(-(2**31), 2**31 - 1, (rows, words), generator=g, dtype=torch.int64).to(torch.int32)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("vocab", "mask_vocab"),
+    [(1, 1), (33, 33), (1100, 1100), (70, 64), (70, 100)],  # padded logits; extra bits
+)
+def test_rows_all(dtype, vocab, mask_vocab):
+    logits = torch.randn(3, vocab).to(dtype)
+    mask = _random_mask(3, -(-mask_vocab // 32), seed=vocab)
+    got, want = logits.clone(), logits.clone()
+    apply_token_bitmask(got, mask, backend="triton")
+    apply_token_bitmask_ref(want, mask)
+    assert torch.equal(got, want)
+    assert torch.isinf(got).any()
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+def test_rows_selected_by_index_others_untouched(index_dtype):
+    logits = torch.randn(5, 45)
+    mask = _random_mask(2, 2, seed=1)
+    idx = torch.tensor([3, 1], dtype=index_dtype)
+    got, want = logits.clone(), logits.clone()
+    apply_token_bitmask(got, mask, idx, backend="triton")
+    apply_token_bitmask_ref(want, mask, idx.long())
+    assert torch.equal(got, want)
+    assert torch.equal(got[[0, 2, 4]], logits[[0, 2, 4]])
+
+
+def test_single_allowed_token_and_strided_rows():
+    base = torch.randn(4, 80)
+    logits = base[::2]  # row stride 160: a non-contiguous batch view, masked in place
+    mask = torch.zeros(2, 3, dtype=torch.int32)
+    mask[0, 1] = 1 << 5  # token 37 only
+    mask[1, 2] = -(2**31)  # token 95: past the vocabulary, so nothing allowed
+    apply_token_bitmask(logits, mask, backend="triton")
+    assert torch.isfinite(base[0]).sum() == 1 and torch.isfinite(base[0, 37])
+    assert torch.isinf(base[2]).all()
+    assert torch.equal(base[1::2], base[1::2])  # untouched rows still finite
+    assert torch.isfinite(base[1]).all() and torch.isfinite(base[3]).all()
+
+
+def test_auto_on_cpu_is_the_reference_and_bad_input_raises():
+    logits = torch.randn(2, 40)
+    mask = _random_mask(2, 2, seed=2)
+    got, want = logits.clone(), logits.clone()
+    apply_token_bitmask(got, mask)
+    apply_token_bitmask_ref(want, mask)
+    assert torch.equal(got, want)
+    with pytest.raises(ValueError):
+        apply_token_bitmask(logits, mask.long(), backend="triton")
+    with pytest.raises(ValueError):
+        apply_token_bitmask(logits, mask, backend="cuda")

@@ -1,0 +1,45 @@
+"""extend_attention: Triton (interpreted) vs the torch reference (tolerances: helpers.TOL)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from structgen.kernels.extend_attention import extend_attention, extend_attention_ref
+from tests.kernels.helpers import assert_close, page_tables, paged_cache
+
+PAGE_SIZE = 4  # BLOCK_M = BLOCK_N = 16 on CPU
+
+
+def _run(heads, kv_heads, d, prefix, ext, dtype):
+    lens = [p + e for p, e in zip(prefix, ext)]
+    k_cache, v_cache = paged_cache(32, PAGE_SIZE, kv_heads, d, dtype)
+    table = page_tables(lens, PAGE_SIZE, 32)
+    q = torch.randn(sum(ext), heads, d).to(dtype)
+    args = (q, k_cache, v_cache, table, torch.tensor(prefix), torch.tensor(ext), d**-0.5)
+    got = extend_attention(*args, backend="triton")
+    assert_close(got, extend_attention_ref(*args), dtype)
+
+
+@pytest.mark.parametrize(
+    ("heads", "kv_heads"), [(2, 2), (3, 1), (8, 1)], ids=["mha", "gqa3", "mqa8"]
+)
+def test_ragged_prefill_and_extend_fp32(heads, kv_heads):
+    # a fresh 19-token prefill (two query blocks), a 1-token extend after 5 cached tokens
+    # (decode), a 3-token draft after 17 cached tokens
+    _run(heads, kv_heads, 16, [0, 5, 17], [19, 1, 3], torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision(dtype):
+    _run(2, 1, 24, [6, 0], [2, 1], dtype)
+
+
+def test_single_token_without_prefix_is_its_own_value():
+    k_cache, v_cache = paged_cache(4, PAGE_SIZE, 1, 16, torch.float32)
+    table = torch.tensor([[2]], dtype=torch.int32)
+    q = torch.randn(1, 2, 16)
+    out = extend_attention(
+        q, k_cache, v_cache, table, torch.tensor([0]), torch.tensor([1]), 0.25, 1, backend="triton"
+    )
+    torch.testing.assert_close(out[0], v_cache[2, 0].expand(2, 16))

@@ -1,4 +1,4 @@
-"""The ``structgen`` command: ``extract`` (schema-driven extraction) and ``generate``.
+"""The ``structgen`` command: ``extract`` (schema-driven extraction), ``generate``, ``serve``.
 
 Errors print one line on stderr (``structgen: error: ...``) and exit non-zero, never a
 traceback: 2 for bad input (schema, arguments), 1 for failures while running.
@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from structgen.errors import ExtractionError, StructgenError
 
@@ -148,6 +149,30 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """``structgen serve``: the OpenAI-compatible HTTP server (needs the ``server`` extra)."""
+    try:
+        import uvicorn
+
+        from structgen.server import create_app
+    except ImportError as exc:
+        raise CliError(f"the server needs its extra: pip install 'structgen[server]' ({exc})")
+    from structgen.runtime.async_engine import AsyncEngine
+
+    settings = {k: v for k, v in {
+        "dtype": args.dtype, "max_running_requests": args.max_running_requests,
+        "max_kv_tokens": args.max_kv_tokens, "max_model_len": args.max_model_len,
+        "page_size": args.page_size}.items() if v is not None}
+    engine = AsyncEngine(args.model, **settings)
+    app = create_app(engine, served_model_name=args.served_model_name, api_key=args.api_key,
+                     max_n=args.max_n)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    finally:
+        engine.shutdown()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``structgen`` command."""
     parser = argparse.ArgumentParser(prog="structgen", description=__doc__.splitlines()[0])
@@ -174,6 +199,21 @@ def build_parser() -> argparse.ArgumentParser:
     ge.add_argument("--temperature", type=float, default=0.0)
     ge.add_argument("--seed", type=int, default=None)
     ge.set_defaults(func=cmd_generate)
+
+    se = sub.add_parser("serve", help="run the OpenAI-compatible HTTP server")
+    se.add_argument("--model", default=None, help="a .gguf file or HF folder (default: SmolLM2)")
+    se.add_argument("--host", default="127.0.0.1")
+    se.add_argument("--port", type=int, default=30000)
+    se.add_argument("--served-model-name", default=None, help="the model name clients use")
+    se.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
+    se.add_argument("--max-running-requests", type=int, default=None)
+    se.add_argument("--max-kv-tokens", type=int, default=None)
+    se.add_argument("--max-model-len", type=int, default=None)
+    se.add_argument("--page-size", type=int, default=None)
+    se.add_argument("--dtype", default=None, help="float32, bfloat16, float16 or auto")
+    se.add_argument("--max-n", type=int, default=16, help="largest n accepted")
+    se.add_argument("--log-level", default="info")
+    se.set_defaults(func=cmd_serve)
     return parser
 
 

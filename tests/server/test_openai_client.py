@@ -1,0 +1,167 @@
+"""The real openai client against ``structgen serve`` (tiny Llama) in a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+
+import pytest
+
+from tests.server.conftest import API_KEY, wait_idle
+
+openai = pytest.importorskip("openai")
+httpx = pytest.importorskip("httpx")
+
+MSGS = [{"role": "user", "content": "Tell me about Lyon."}]
+
+
+@pytest.fixture(scope="module")
+def oa(tiny_server):
+    return openai.OpenAI(base_url=tiny_server + "/v1", api_key=API_KEY, max_retries=0,
+                         timeout=60)
+
+
+def stats(base):
+    return httpx.get(base + "/stats", timeout=10).json()
+
+
+def test_models_and_401(tiny_server, oa):
+    assert [m.id for m in oa.models.list()] == ["tiny"]
+    bad = openai.OpenAI(base_url=tiny_server + "/v1", api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bad.chat.completions.create(model="tiny", messages=MSGS, max_tokens=2)
+
+
+def test_chat_stream_equals_greedy(oa):
+    kw = {"model": "tiny", "messages": MSGS, "max_tokens": 12, "temperature": 0,
+          "extra_body": {"ignore_eos": True}}
+    full = oa.chat.completions.create(**kw)
+    assert full.choices[0].finish_reason == "length"
+    assert full.usage.completion_tokens == 12
+    stream = oa.chat.completions.create(**kw, stream=True, stream_options={"include_usage": True})
+    parts, usage = [], None
+    for chunk in stream:
+        if chunk.choices:
+            parts.append(chunk.choices[0].delta.content or "")
+        if chunk.usage:
+            usage = chunk.usage
+    assert "".join(parts) == full.choices[0].message.content
+    assert usage.completion_tokens == 12
+
+
+def test_completions_n_logprobs_cached(oa):
+    prompt = "def f(x): return x * 2  # a function. " * 4
+    r1 = oa.completions.create(model="tiny", prompt=prompt, max_tokens=4, n=2, logprobs=1,
+                               temperature=0, extra_body={"ignore_eos": True})
+    assert len(r1.choices) == 2 and r1.choices[0].text == r1.choices[1].text
+    assert len(r1.choices[0].logprobs.token_logprobs) == 4
+    r2 = oa.completions.create(model="tiny", prompt=prompt, max_tokens=4, temperature=0,
+                               extra_body={"ignore_eos": True})
+    assert r2.choices[0].text == r1.choices[0].text
+    assert r2.usage.prompt_tokens_details.cached_tokens > 0
+
+
+def test_regex_choice_json_schema(oa):
+    r = oa.chat.completions.create(model="tiny", messages=MSGS, max_tokens=10,
+                                   extra_body={"regex": r"[0-9]{3}"})
+    assert re.fullmatch(r"[0-9]{3}", r.choices[0].message.content)
+    r = oa.chat.completions.create(model="tiny", messages=MSGS, max_tokens=10,
+                                   extra_body={"choice": ["red", "green"]})
+    assert r.choices[0].message.content in ("red", "green")
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    r = oa.chat.completions.create(
+        model="tiny", messages=MSGS, max_tokens=20,
+        response_format={"type": "json_schema",
+                         "json_schema": {"name": "r", "schema": schema, "strict": True}})
+    assert isinstance(json.loads(r.choices[0].message.content)["ok"], bool)
+
+
+TOOLS = [{"type": "function", "function": {  # small: the tiny model's context is 512 tokens
+    "name": "weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "maxLength": 8}, "unit": {"enum": ["C", "F"]}},
+        "required": ["city", "unit"]}}}]
+
+
+def test_tools_named_and_streamed(oa):
+    r = oa.chat.completions.create(
+        model="tiny", messages=MSGS, max_tokens=40, temperature=0, tools=TOOLS,
+        tool_choice={"type": "function", "function": {"name": "weather"}})
+    call = r.choices[0].message.tool_calls[0]
+    assert r.choices[0].finish_reason == "tool_calls" and call.function.name == "weather"
+    args = json.loads(call.function.arguments)
+    assert set(args) == {"city", "unit"} and args["unit"] in ("C", "F")
+    stream = oa.chat.completions.create(
+        model="tiny", messages=MSGS, max_tokens=40, temperature=0, tools=TOOLS,
+        tool_choice={"type": "function", "function": {"name": "weather"}}, stream=True)
+    name, pieces = None, []
+    for chunk in stream:
+        for tc in chunk.choices[0].delta.tool_calls or []:
+            name = name or tc.function.name
+            pieces.append(tc.function.arguments or "")
+    assert name == "weather" and "".join(pieces) == call.function.arguments
+    # the conversation continues with the call and its result
+    r = oa.chat.completions.create(model="tiny", max_tokens=5, tools=TOOLS, tool_choice="none",
+                                   messages=MSGS + [
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": "12 C"}])
+    assert r.choices[0].finish_reason in ("stop", "length") and not r.choices[0].message.tool_calls
+
+
+def test_bad_requests(oa):
+    with pytest.raises(openai.BadRequestError) as ei:
+        oa.chat.completions.create(model="tiny", messages=MSGS, n=99)
+    assert ei.value.body["param"] == "n"
+    with pytest.raises(openai.BadRequestError, match="context"):
+        oa.completions.create(model="tiny", prompt="x " * 700)
+    with pytest.raises(openai.BadRequestError, match="minimum"):
+        oa.chat.completions.create(model="tiny", messages=MSGS, response_format={
+            "type": "json_schema", "json_schema": {"name": "x", "schema": {
+                "type": "integer", "minimum": "zero"}}})
+
+
+def test_32_concurrent_then_pages_free(tiny_server):
+    client = openai.AsyncOpenAI(base_url=tiny_server + "/v1", api_key=API_KEY, max_retries=0,
+                                timeout=120)
+
+    async def one(i):
+        return await client.chat.completions.create(
+            model="tiny", max_tokens=8, temperature=0, extra_body={"ignore_eos": True},
+            messages=[{"role": "system", "content": "Shared system prompt. " * 4},
+                      {"role": "user", "content": f"question {i}"}])
+
+    async def run():
+        try:
+            return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(32))), 120)
+        finally:
+            await client.close()
+
+    outs = asyncio.run(run())
+    assert all(o.usage.completion_tokens == 8 for o in outs)
+    s = wait_idle(lambda: stats(tiny_server))
+    assert s["running"] == 0 and s["pages_free"] + s["pages_cached"] == s["pages_total"]
+
+
+def test_disconnect_mid_stream_aborts(tiny_server):
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    body = {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 400, "stream": True,
+            "ignore_eos": True, "temperature": 0}
+
+    def aborted():
+        text = httpx.get(tiny_server + "/metrics", timeout=10).text
+        m = re.search(r'structgen_requests_finished_total\{finish_reason="abort"\} (\S+)', text)
+        return float(m.group(1)) if m else 0.0
+
+    before = aborted()
+    with httpx.stream("POST", tiny_server + "/v1/completions", json=body, headers=headers,
+                      timeout=30) as r:
+        for i, _ in enumerate(r.iter_lines()):
+            if i >= 4:
+                break
+    deadline = time.monotonic() + 30
+    while aborted() <= before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert aborted() == before + 1
+    s = wait_idle(lambda: stats(tiny_server))
+    assert s["running"] == 0 and s["pages_free"] + s["pages_cached"] == s["pages_total"]

@@ -1,0 +1,28 @@
+"""Fork: sample several answers in one batch (sharing the prompt's KV), then pick one.
+
+Run: python examples/parallel_fork.py
+"""
+
+from __future__ import annotations
+
+import structgen
+from structgen import assistant, gen, select, user
+
+
+@structgen.function
+def brainstorm(s, topic, n=3):
+    s += user(f"Give one short name for a {topic}.")
+    forks = s.fork(n)
+    forks += assistant(gen("idea", max_tokens=8, temperature=0.8, seed=1, stop="\n"))
+    s.join(forks)
+    ideas = [i.strip() or "?" for i in s["idea"]]
+    listing = "\n".join(f"{k + 1}. {idea}" for k, idea in enumerate(ideas))
+    s += user(f"Which name is best?\n{listing}\nAnswer with the number.")
+    s += assistant(select("best", [str(k + 1) for k in range(n)]))
+
+
+if __name__ == "__main__":
+    st = brainstorm.run(topic="coffee shop")
+    for k, idea in enumerate(st["idea"]):
+        print(f"{k + 1}. {idea.strip()}")
+    print("best:", st["best"])

@@ -63,7 +63,7 @@ _LAZY = {
     "template": "structgen.lang.template",
     "set_default_backend": "structgen.lang.backend",
     "ProgramState": "structgen.lang.state",
-    "ProgramError": "structgen.lang.errors",
+    "ProgramError": "structgen.errors",
 }
 
 

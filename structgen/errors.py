@@ -26,6 +26,7 @@ __all__ = [
     "RequestError",
     "PromptTooLongError",
     "ExtractionError",
+    "ProgramError",
 ]
 
 
@@ -112,3 +113,20 @@ class ExtractionError(StructgenError):
         super().__init__(message)
         self.raw_text = raw_text
         self.finish_reason = finish_reason
+
+
+class ProgramError(StructgenError):
+    """A structgen program raised; the message names the program's own line.
+
+    Attributes:
+        filename: file of the program's line that raised (or called what raised).
+        lineno: that line's number.
+        original: the exception the program raised (also ``__cause__``).
+    """
+
+    def __init__(self, message: str, filename: str = "", lineno: int = 0,
+                 original: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.filename = filename
+        self.lineno = lineno
+        self.original = original

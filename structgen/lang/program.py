@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 from structgen.errors import RequestError
 from structgen.lang.backend import as_backend
-from structgen.lang.errors import ProgramError
+from structgen.errors import ProgramError
 from structgen.lang.state import ProgramState
 
 __all__ = ["Program", "function", "StreamingRun"]

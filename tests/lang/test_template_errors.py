@@ -8,7 +8,7 @@ import structgen
 from structgen import Regex, SamplingParams, gen, select, template
 from structgen.errors import RegexError, RequestError, SchemaError
 from structgen.lang.backend import as_backend
-from structgen.lang.errors import ProgramError
+from structgen.errors import ProgramError
 from structgen.lang.healing import heal
 from structgen.lang.state import ProgramState
 

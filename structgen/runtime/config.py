@@ -4,14 +4,78 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from structgen.errors import ConfigError
 
-__all__ = ["EngineConfig"]
+__all__ = ["EngineConfig", "SpeculativeConfig"]
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class SpeculativeConfig:
+    """Speculative decoding settings (``Engine(model, speculative=...)``).
+
+    Attributes:
+        method: a registered proposer: ``"ngram"`` (prompt lookup) or ``"draft"`` (a
+            smaller model sharing the target's vocabulary); see
+            ``structgen.runtime.speculative.register_proposer``.
+        num_tokens: k, the most tokens proposed per request per step.
+        adaptive: choose k per request from its running acceptance rate (at most
+            ``num_tokens``); False = always ``num_tokens``.
+        draft_model: for ``"draft"``: a model path (``.gguf`` file or Hugging Face folder)
+            or an ``Engine`` whose model is reused (its KV is not: the proposer owns a pool).
+        draft_max_kv_tokens: KV capacity of the draft's own pool, tokens; None = the
+            target's capacity.
+        ngram_min / ngram_max: for ``"ngram"``: the n-gram lengths tried, longest first.
+
+    Raises:
+        ConfigError: an invalid field.
+    """
+
+    method: str = "ngram"
+    num_tokens: int = 4
+    adaptive: bool = False
+    draft_model: Any = None
+    draft_max_kv_tokens: int | None = None
+    ngram_min: int = 1
+    ngram_max: int = 4
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.method, str):
+            raise ConfigError(f"speculative method must be a string, got {self.method!r}")
+        if not isinstance(self.num_tokens, int) or not 1 <= self.num_tokens <= 32:
+            raise ConfigError(f"speculative num_tokens must be an int in [1, 32], got {self.num_tokens!r}")
+        if not isinstance(self.ngram_min, int) or not 1 <= self.ngram_min <= self.ngram_max:
+            raise ConfigError("speculative ngram_min must be an int in [1, ngram_max]")
+        if self.method == "draft" and self.draft_model is None:
+            raise ConfigError('speculative method "draft" needs "draft_model" (a path or an Engine)')
+
+    @classmethod
+    def parse(cls, value: Any) -> "SpeculativeConfig | None":
+        """From ``None``, a method name, a dict of fields or a SpeculativeConfig.
+
+        Raises:
+            ConfigError: unknown keys or invalid values.
+        """
+        if value is None or value is False:
+            return None
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            return cls(method=value)
+        if isinstance(value, dict):
+            names = {f.name for f in dataclasses.fields(cls)}
+            unknown = sorted(set(value) - names)
+            if unknown:
+                raise ConfigError(f"unknown speculative setting(s) {unknown}; known: {sorted(names)}")
+            return cls(**value)
+        raise ConfigError(
+            f"speculative must be None, a method name or a dict, got {type(value).__name__}"
+        )
 
 
 @dataclass(frozen=True)
@@ -37,6 +101,9 @@ class EngineConfig:
         schedule_policy: ``"lpm"`` (longest cached prefix first) or ``"fcfs"``.
         num_threads: torch intra-op threads on CPU; None keeps torch's default.
         jump_forward: append forced grammar text without sampling.
+        speculative: speculative decoding: None (off), a method name (``"ngram"``,
+            ``"draft"``), a dict of :class:`SpeculativeConfig` fields, or one; normalised
+            to a SpeculativeConfig.
 
     Raises:
         ConfigError: a field is invalid (the message names it).
@@ -56,8 +123,10 @@ class EngineConfig:
     schedule_policy: str = "lpm"
     num_threads: int | None = None
     jump_forward: bool = True
+    speculative: Any = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "speculative", SpeculativeConfig.parse(self.speculative))
         if self.dtype != "auto" and self.dtype not in _DTYPES:
             raise ConfigError(
                 f"EngineConfig.dtype must be 'auto' or one of {sorted(_DTYPES)}, got {self.dtype!r}"

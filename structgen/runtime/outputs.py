@@ -20,6 +20,9 @@ class RequestMetrics:
         num_generated_tokens: generated tokens (sampled plus jump-forward).
         num_forward_passes: model forward passes this request took part in.
         cached_tokens: prompt tokens served from the prefix cache instead of computed.
+        spec_proposed_tokens: draft tokens proposed by speculative decoding (after the
+            grammar check) and verified by the target.
+        spec_accepted_tokens: of those, the ones the target accepted.
     """
 
     ttft_s: float = 0.0
@@ -28,6 +31,8 @@ class RequestMetrics:
     num_generated_tokens: int = 0
     num_forward_passes: int = 0
     cached_tokens: int = 0
+    spec_proposed_tokens: int = 0
+    spec_accepted_tokens: int = 0
 
 
 @dataclass

@@ -64,6 +64,13 @@ class Request:
             (e.g. ``prompt_logprobs``).
         logprobs: per output token ``{token_id: logprob}`` when ``params.logprobs`` is set.
         prompt_logprobs: per prompt token (None for the first) when requested.
+        draft_token_ids: speculative tokens proposed for this step (grammar-checked, not
+            verified). They follow ``all_token_ids`` as extra "tokens to compute"; the
+            engine verifies and clears them in the same step.
+        draft_probs: ``[len(draft_token_ids), V]`` float32 proposal distribution ``q`` of a
+            sampling draft model, or None (greedy, or a point-mass proposer).
+        spec_num_tokens: tokens to propose next (adaptive k), None = the engine's k.
+        spec_proposed_tokens / spec_accepted_tokens: speculative counters.
     """
 
     request_id: str
@@ -89,6 +96,11 @@ class Request:
     uses_prefix_cache: bool = True
     logprobs: list[dict[int, float]] | None = None
     prompt_logprobs: list[dict[int, float] | None] | None = None
+    draft_token_ids: list[int] = field(default_factory=list)
+    draft_probs: torch.Tensor | None = None
+    spec_num_tokens: int | None = None
+    spec_proposed_tokens: int = 0
+    spec_accepted_tokens: int = 0
 
     @property
     def num_tokens(self) -> int:
@@ -97,11 +109,21 @@ class Request:
 
     @property
     def num_tokens_to_compute(self) -> int:
-        """Known tokens whose K/V are not computed yet."""
-        return self.num_tokens - self.num_computed_tokens
+        """Known tokens (and draft tokens) whose K/V are not computed yet."""
+        return self.num_tokens + len(self.draft_token_ids) - self.num_computed_tokens
+
+    def clear_drafts(self) -> None:
+        """Forget this step's proposal. Raises: never."""
+        self.draft_token_ids = []
+        self.draft_probs = None
 
     def token_slice(self, start: int, end: int) -> list[int]:
-        """Tokens ``[start, end)`` of ``prompt + output`` without building the whole list."""
+        """Tokens ``[start, end)`` of ``prompt + output + drafts`` without building the
+        whole list."""
+        n_known = self.num_tokens
+        if end > n_known and self.draft_token_ids:
+            tail = self.draft_token_ids[max(0, start - n_known) : end - n_known]
+            return (self.token_slice(start, n_known) if start < n_known else []) + tail
         n_prompt = len(self.prompt_token_ids)
         if end <= n_prompt:
             return self.prompt_token_ids[start:end]
@@ -143,6 +165,8 @@ class Request:
                 num_generated_tokens=n_out,
                 num_forward_passes=self.num_forward_passes,
                 cached_tokens=self.num_cached_tokens,
+                spec_proposed_tokens=self.spec_proposed_tokens,
+                spec_accepted_tokens=self.spec_accepted_tokens,
             ),
             request_id=self.request_id,
             logprobs=list(self.logprobs) if self.logprobs is not None else None,

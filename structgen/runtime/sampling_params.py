@@ -37,6 +37,9 @@ class SamplingParams:
             prompt or output are divided by it when positive, multiplied when negative;
             1 disables it.
         logit_bias: token id -> value added to its logit before sampling.
+        speculative: let the engine's speculative decoder propose tokens for this request
+            (when the engine has one). Requests that need per-position logits processing
+            (penalties, ``logit_bias``, ``logprobs``) never speculate.
 
     Log-probabilities are those of the distribution after penalties, logit bias and the
     grammar mask, before temperature and top-k/top-p/min-p (a masked token has
@@ -63,6 +66,7 @@ class SamplingParams:
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
     logit_bias: dict[int, float] | None = None
+    speculative: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -119,6 +123,12 @@ class SamplingParams:
             self.presence_penalty or self.frequency_penalty or self.repetition_penalty != 1.0
             or self.logit_bias
         )
+
+    @property
+    def can_speculate(self) -> bool:
+        """True when speculative decoding may serve this request: asked for, and no
+        penalty, logit bias or logprobs (those need per-position processing)."""
+        return self.speculative and not self.needs_logits_processing and self.logprobs is None
 
     @property
     def is_greedy(self) -> bool:

@@ -16,6 +16,10 @@ a prefill chunk, one sampled token, jump-forward text). Each step:
    admitted running request is preempted (its computed prefix goes into the cache, so
    its recompute is mostly cache hits).
 
+Speculative draft tokens (``req.draft_token_ids``) are tokens to compute like any
+other; when pages run short they are dropped before anything is evicted or preempted.
+They never reach the tree: only verified tokens are ever counted as computed.
+
 Page ownership: ``req.page_table[:req.num_tree_pages]`` belong to the radix tree
 (locked through ``req.cache_node``), the rest to the request. After each prefill chunk
 and at finish the computed tokens are inserted into the tree. Invariant:
@@ -185,6 +189,10 @@ class Scheduler:
             if n <= 0:
                 continue
             while not self._grow(req, req.num_computed_tokens + n):
+                if req.draft_token_ids:  # drafts never cost another request its place
+                    req.clear_drafts()
+                    n = self._chunk(req, budget)
+                    continue
                 victim = self.running[-1]
                 if victim is req and len(self.running) == 1:
                     req.finish("error", "KV cache too small for this request alone")

@@ -20,7 +20,9 @@ from structgen.runtime.sampler import sample
 if TYPE_CHECKING:
     from structgen.runtime.engine import Engine
 
-__all__ = ["sample_step", "process_sampled", "jump_forward", "record_prompt_logprobs"]
+__all__ = [
+    "sample_step", "process_sampled", "process_tokens", "jump_forward", "record_prompt_logprobs",
+]
 
 
 def sample_step(
@@ -107,6 +109,24 @@ def _check_limits(req: Request, context_limit: int) -> bool:
     return req.status.is_finished
 
 
+def _apply_token(engine: "Engine", req: Request, token: int, logprob: dict[int, float] | None) -> bool:
+    """Grammar, EOS / stop and limit checks for one token; True if the request goes on."""
+    p = req.params
+    if req.matcher is not None and not req.matcher.advance(token):
+        req.finish("error", f"grammar rejected sampled token {token}")
+        return False
+    is_eos = token in engine.eos_token_ids and not p.ignore_eos
+    if is_eos or token in (p.stop_token_ids or ()):
+        req.finish("stop")
+        return False
+    _append(req, token, logprob)
+    if (req.matcher is not None and req.matcher.is_terminated()
+            and len(req.output_token_ids) < p.max_tokens):
+        req.finish("stop")  # the grammar is complete: nothing can follow
+        return False
+    return not _check_limits(req, engine.scheduler.max_request_tokens())
+
+
 def process_sampled(
     engine: "Engine", req: Request, token: int, logprob: dict[int, float] | None = None
 ) -> None:
@@ -114,30 +134,39 @@ def process_sampled(
 
     Raises: never (failures finish the request with ``"error"``).
     """
+    process_tokens(engine, req, [token], [logprob])
+
+
+def process_tokens(
+    engine: "Engine",
+    req: Request,
+    tokens: list[int],
+    logprobs: list[dict[int, float] | None] | None = None,
+) -> int:
+    """Apply verified tokens in order (one sampled token, or a speculative step's accepted
+    drafts plus the target's own token), stopping at the first that finishes the
+    request; then jump-forward.
+
+    Returns:
+        How many of ``tokens`` were applied (a finishing EOS / stop token counts).
+
+    Raises: never (failures finish the request with ``"error"``).
+    """
     if req.status.is_finished:  # failed while its mask was built
-        return
+        return 0
+    applied = 0
     try:
         if req.first_token_time is None:
             req.first_token_time = time.perf_counter()
-        p = req.params
-        if req.matcher is not None and not req.matcher.advance(token):
-            req.finish("error", f"grammar rejected sampled token {token}")
-            return
-        is_eos = token in engine.eos_token_ids and not p.ignore_eos
-        if is_eos or token in (p.stop_token_ids or ()):
-            req.finish("stop")
-            return
-        _append(req, token, logprob)
-        if (req.matcher is not None and req.matcher.is_terminated()
-                and len(req.output_token_ids) < p.max_tokens):
-            req.finish("stop")  # the grammar is complete: nothing can follow
-            return
-        if _check_limits(req, engine.scheduler.max_request_tokens()):
-            return
+        for i, token in enumerate(tokens):
+            applied += 1
+            if not _apply_token(engine, req, token, logprobs[i] if logprobs else None):
+                return applied
         if req.matcher is not None and engine.config.jump_forward:
             jump_forward(engine, req)
     except Exception as exc:  # one request's failure must not take the engine down
         req.finish("error", f"{type(exc).__name__}: {exc}")
+    return applied
 
 
 def jump_forward(engine: "Engine", req: Request) -> int:

@@ -1,0 +1,191 @@
+"""Draft-model proposer: a smaller model with the target's vocabulary drafts k tokens.
+
+The draft has its own :class:`KVPool` and a page table per request. Each step it first
+catches up, in one extend over all proposing requests, on the tokens it has not
+computed (the prompt the first time, then the target's own token, jump-forward text,
+anything after a rejected draft: its computed tokens are compared with the request's),
+then decodes k - 1 more tokens autoregressively, batched over requests. Every draft row
+is masked with the request's grammar (the matcher advanced through the drafts so far,
+rolled back at the end), so drafts are always grammar-valid; sampled requests draw from
+``q`` = the masked draft distribution under the request's own temperature / top-k /
+top-p / min-p, and ``q`` goes with the proposal for rejection sampling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from structgen.errors import ConfigError
+from structgen.kernels.apply_token_bitmask import apply_token_bitmask
+from structgen.runtime.kv_pool import KVPool
+from structgen.runtime.model_runner import ModelRunner
+from structgen.runtime.speculative.base import BaseProposer, Proposal
+
+__all__ = ["DraftModelProposer"]
+
+
+@dataclass
+class _DraftSeq:
+    """The draft's KV of one request: ``tokens`` computed, in ``pages``."""
+
+    pages: list[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class DraftModelProposer(BaseProposer):
+    """Drafts with a second model (``config.draft_model``: a path or an ``Engine``).
+
+    Raises:
+        ConfigError: the draft's tokenizer differs from the target's.
+        ModelNotFoundError, ModelLoadError: the draft model cannot be loaded.
+    """
+
+    def __init__(self, engine, config) -> None:
+        super().__init__(engine, config)
+        src = config.draft_model
+        if hasattr(src, "loaded") and hasattr(src, "runner"):  # an Engine: reuse its weights
+            loaded = src.loaded
+        else:
+            from structgen.runtime.loader import load_model
+
+            loaded = load_model(str(src), engine.config.torch_dtype, engine.device)
+        if loaded.tokenizer.get_vocab() != engine.tokenizer.get_vocab():
+            raise ConfigError("the draft model's tokenizer differs from the target's vocabulary")
+        hf = loaded.config
+        head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
+        page_size = engine.pool.page_size
+        kv_tokens = config.draft_max_kv_tokens or engine.pool.num_usable_pages * page_size
+        self.pool = KVPool(
+            num_layers=hf.num_hidden_layers,
+            num_pages=-(-kv_tokens // page_size) + 1,
+            page_size=page_size,
+            num_kv_heads=hf.num_key_value_heads,
+            head_dim=head_dim,
+            dtype=engine.config.torch_dtype,
+            device=engine.device,
+        )
+        self.runner = ModelRunner(loaded.model, self.pool, engine.device)
+        self.vocab_size = engine.loaded.config.vocab_size  # width of the target's logits
+        self._seqs: dict[str, _DraftSeq] = {}
+
+    # ------------------------------------------------------------------ pages
+    def release(self, req) -> None:
+        seq = self._seqs.pop(req.request_id, None)
+        if seq is not None:
+            self.pool.free(seq.pages)
+
+    def _reserve(self, seq: _DraftSeq, num_tokens: int) -> bool:
+        need = -(-num_tokens // self.pool.page_size) - len(seq.pages)
+        if need <= 0:
+            return True
+        pages = self.pool.alloc(need)
+        if pages is None:
+            return False
+        seq.pages.extend(pages)
+        return True
+
+    def stats(self) -> dict:
+        return {
+            "spec_draft_forward_passes": self.runner.num_forward_passes,
+            "spec_draft_pages_total": self.pool.num_usable_pages,
+            "spec_draft_pages_free": self.pool.num_free_pages,
+        }
+
+    # ---------------------------------------------------------------- propose
+    def _logits_to_target(self, logits: torch.Tensor) -> torch.Tensor:
+        """``[B, V_draft]`` -> ``[B, V_target]`` (truncated, or padded with -inf)."""
+        v = self.vocab_size
+        if logits.shape[1] >= v:
+            return logits[:, :v].contiguous()
+        pad = logits.new_full((logits.shape[0], v - logits.shape[1]), float("-inf"))
+        return torch.cat([logits, pad], dim=1)
+
+    def _mask(self, logits: torch.Tensor, reqs: list) -> None:
+        constrained = [i for i, r in enumerate(reqs) if r.matcher is not None]
+        if not constrained:
+            return
+        bitmask = torch.zeros((len(constrained), -(-logits.shape[1] // 32)), dtype=torch.int32)
+        for row, i in enumerate(constrained):
+            reqs[i].matcher.fill_bitmask(bitmask, row)
+        idx = torch.tensor(constrained, dtype=torch.int64, device=logits.device)
+        apply_token_bitmask(logits, bitmask.to(logits.device), idx)
+
+    def propose(self, reqs, num_tokens):
+        from structgen.runtime.speculative.verify import target_probs
+
+        props = [Proposal([]) for _ in reqs]
+        active, chunks, prefix_lens = [], [], []
+        for i, req in enumerate(reqs):
+            seq = self._seqs.setdefault(req.request_id, _DraftSeq())
+            known = req.prompt_token_ids + req.output_token_ids
+            keep = min(_common_prefix(seq.tokens, known), len(known) - 1)
+            del seq.tokens[keep:]
+            if not self._reserve(seq, len(known) + num_tokens[i] - 1):
+                continue  # draft pool full: this request does not speculate this step
+            active.append(i)
+            chunks.append(known[keep:])
+            prefix_lens.append(keep)
+            seq.tokens = known
+        advanced = [0] * len(reqs)
+        probs: list[list[torch.Tensor]] = [[] for _ in reqs]
+        eos = self.engine.eos_token_ids
+        try:
+            with torch.inference_mode():
+                while active:
+                    seqs = [self._seqs[reqs[i].request_id] for i in active]
+                    logits = self.runner.forward(chunks, prefix_lens, [s.pages for s in seqs],
+                                                 logits_rows=list(range(len(active))))
+                    self.num_forward_passes += 1
+                    logits = self._logits_to_target(logits)
+                    self._mask(logits, [reqs[i] for i in active])
+                    nxt, chunks, prefix_lens = [], [], []
+                    for row, i in enumerate(active):
+                        req, seq = reqs[i], seqs[row]
+                        if req.params.is_greedy:
+                            tok = int(logits[row].argmax())
+                        else:
+                            q = target_probs(logits[row : row + 1], req)[0]
+                            noise = torch.empty_like(q).exponential_(generator=req.generator)
+                            tok = int((q / noise).argmax())
+                            probs[i].append(q)
+                        if req.matcher is not None:
+                            if not req.matcher.advance(tok):  # masked row empty: stop here
+                                if probs[i]:
+                                    probs[i].pop()
+                                continue
+                            advanced[i] += 1
+                        props[i].token_ids.append(tok)
+                        done = (len(props[i].token_ids) >= num_tokens[i]
+                                or (tok in eos and not req.params.ignore_eos)
+                                or tok in (req.params.stop_token_ids or ())
+                                or (req.matcher is not None and req.matcher.is_terminated()))
+                        if not done:
+                            nxt.append(i)
+                            chunks.append([tok])
+                            prefix_lens.append(len(seq.tokens))
+                            seq.tokens = seq.tokens + [tok]
+                    active = nxt
+        finally:
+            for i, req in enumerate(reqs):
+                if req.matcher is not None:
+                    req.matcher.rollback(advanced[i])
+        for i, prop in enumerate(props):
+            if probs[i] and len(probs[i]) == len(prop.token_ids):
+                prop.probs = torch.stack(probs[i])
+        return props

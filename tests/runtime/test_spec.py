@@ -1,0 +1,202 @@
+"""Speculative decoding (n-gram and draft-model proposers) on tiny random Llamas: greedy
+output identical to plain decoding, with and without grammars, mixed batches, prefix
+cache, chunked prefill and KV pressure; grammar-invalid proposals harmless; no page leak
+in the target's or the draft's pool; no unverified token in the radix tree."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+import torch
+
+from structgen import Engine, JsonSchema, Regex, SamplingParams
+from structgen.errors import ConfigError
+from structgen.runtime.speculative import BaseProposer, Proposal, PROPOSERS, register_proposer
+from tests.runtime.test_engine import assert_no_leak
+
+PROMPTS = [
+    "Maria Lopez, 34, works as a nurse in Lyon. Maria Lopez, 34,",
+    "The quick brown fox jumps over the lazy dog. The quick",
+    "Héllo",
+    '{"name":"Ada","age":36,"tags":["x","y"]} {"name":"Ada",',
+]
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"},
+                   "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3}},
+    "required": ["name", "age", "tags"],
+    "additionalProperties": False,
+}
+REGEX = r"(fox|dog|Ada|[a-z ]{1,9})(, (fox|dog|Ada|[a-z ]{1,9})){0,4}\."
+SETTINGS = dict(dtype="float32", page_size=4, max_batch_tokens=24, chunked_prefill_tokens=9)
+
+
+@pytest.fixture(scope="session")
+def tiny_draft_dir(tmp_path_factory, tiny_tokenizer):
+    """A second, smaller tiny random Llama (other seed) with the same tokenizer."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    path = tmp_path_factory.mktemp("tiny_draft")
+    config = LlamaConfig(
+        vocab_size=len(tiny_tokenizer), hidden_size=32, intermediate_size=64,
+        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+        max_position_embeddings=512, tie_word_embeddings=False,
+        bos_token_id=tiny_tokenizer.bos_token_id, eos_token_id=tiny_tokenizer.eos_token_id,
+    )
+    torch.manual_seed(1)
+    LlamaForCausalLM(config).eval().save_pretrained(path, safe_serialization=True)
+    tiny_tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def plain(tiny_llama_dir):
+    return Engine(str(tiny_llama_dir), **SETTINGS)
+
+
+def _spec_engine(tiny_llama_dir, tiny_draft_dir, plain, kind, **kw):
+    spec = {
+        "ngram": "ngram",
+        "draft": {"method": "draft", "draft_model": str(tiny_draft_dir), "num_tokens": 3},
+        "self_draft": {"method": "draft", "draft_model": plain, "num_tokens": 4},
+        "adaptive": {"method": "ngram", "num_tokens": 6, "adaptive": True},
+    }[kind]
+    return Engine(str(tiny_llama_dir), speculative=spec, **{**SETTINGS, **kw})
+
+
+def tree_paths(cache) -> list[list[int]]:
+    """Token sequences of every root-to-leaf path of the radix tree."""
+    out, stack = [], [(cache.root, [])]
+    while stack:
+        node, toks = stack.pop()
+        toks = toks + list(node.key)
+        if not node.children:
+            out.append(toks)
+        stack.extend((c, toks) for c in node.children.values())
+    return out
+
+
+def assert_tree_verified(engine, prompts_ids, outs) -> None:
+    """Every cached path is a prefix of some request's prompt + output (verified tokens)."""
+    full = [p + o.token_ids for p, o in zip(prompts_ids, outs)]
+    for path in tree_paths(engine.cache):
+        assert any(f[: len(path)] == path for f in full), path
+
+
+def assert_no_draft_leak(engine) -> None:
+    proposer = engine.spec.proposer
+    if hasattr(proposer, "pool"):
+        assert proposer.pool.num_free_pages == proposer.pool.num_usable_pages
+        assert not proposer._seqs
+
+
+def _mixed_params(max_tokens: int, **kw) -> list[SamplingParams]:
+    return [SamplingParams(max_tokens=max_tokens, temperature=0.0, speculative=(i != 2), **kw)
+            for i in range(len(PROMPTS))]
+
+
+@pytest.mark.parametrize("kind", ["ngram", "draft", "self_draft", "adaptive"])
+@pytest.mark.parametrize("constraint", [None, "json", "regex"])
+def test_greedy_identical_to_plain(tiny_llama_dir, tiny_draft_dir, plain, kind, constraint):
+    cons = {None: None, "json": JsonSchema(SCHEMA), "regex": Regex(REGEX)}[constraint]
+    extra = {"ignore_eos": True} if constraint is None else {}
+    params = _mixed_params(40 if constraint is None else 60, **extra)
+    ref = plain.generate(PROMPTS, params, cons)
+    engine = _spec_engine(tiny_llama_dir, tiny_draft_dir, plain, kind)
+    for _ in range(2):  # the second round runs on a warm prefix cache
+        outs = engine.generate(PROMPTS, params, cons)
+        assert [o.token_ids for o in outs] == [r.token_ids for r in ref]
+        assert [o.finish_reason for o in outs] == [r.finish_reason for r in ref]
+    if constraint == "json":
+        for o in outs:
+            if o.finish_reason == "stop":
+                jsonschema.validate(json.loads(o.text), SCHEMA)
+    stats = engine.stats()
+    assert stats["spec_proposed_tokens"] > 0
+    assert outs[2].metrics.spec_proposed_tokens == 0  # speculative=False
+    if kind == "self_draft":  # the draft is the target itself: every draft is accepted
+        assert stats["spec_acceptance_rate"] == 1.0
+    ids = [engine.encode_prompt(p) for p in PROMPTS]
+    assert_tree_verified(engine, ids, outs)
+    assert_no_leak(engine)
+    assert_no_draft_leak(engine)
+
+
+@pytest.mark.parametrize("kind", ["ngram", "draft"])
+def test_kv_pressure_preemption_keeps_output(tiny_llama_dir, tiny_draft_dir, plain, kind):
+    params = _mixed_params(30, ignore_eos=True)
+    ref = [o.token_ids for o in plain.generate(PROMPTS, params)]
+    engine = _spec_engine(tiny_llama_dir, tiny_draft_dir, plain, kind, max_kv_tokens=72)
+    outs = engine.generate(PROMPTS, params)
+    assert [o.token_ids for o in outs] == ref
+    assert engine.stats()["preemptions"] > 0
+    assert_no_leak(engine)
+    assert_no_draft_leak(engine)
+
+
+def test_metrics_consistent(tiny_llama_dir, tiny_draft_dir, plain):
+    engine = _spec_engine(tiny_llama_dir, tiny_draft_dir, plain, "ngram")
+    outs = engine.generate(PROMPTS, _mixed_params(40, ignore_eos=True))
+    stats = engine.stats()
+    proposed = sum(o.metrics.spec_proposed_tokens for o in outs)
+    accepted = sum(o.metrics.spec_accepted_tokens for o in outs)
+    assert stats["spec_proposed_tokens"] == proposed > 0
+    assert stats["spec_accepted_tokens"] == accepted
+    assert 0 <= accepted <= proposed
+    assert stats["spec_acceptance_rate"] == pytest.approx(accepted / proposed)
+    steps = stats["spec_verify_steps"]
+    assert stats["spec_mean_accepted_length"] == pytest.approx((accepted + steps) / steps)
+    # fewer target forwards than tokens for the speculating requests
+    for o in outs:
+        if o.metrics.spec_accepted_tokens:
+            assert o.metrics.num_forward_passes < o.metrics.num_generated_tokens + 1
+
+
+def test_logits_processing_requests_do_not_speculate(tiny_llama_dir, tiny_draft_dir, plain):
+    engine = _spec_engine(tiny_llama_dir, tiny_draft_dir, plain, "ngram")
+    params = [SamplingParams(max_tokens=20, temperature=0.0, ignore_eos=True, **kw)
+              for kw in ({"logprobs": 2}, {"presence_penalty": 0.5}, {"logit_bias": {5: 1.0}}, {})]
+    outs = engine.generate(PROMPTS, params)
+    ref = plain.generate(PROMPTS, params)
+    assert [o.token_ids for o in outs] == [r.token_ids for r in ref]
+    assert [o.metrics.spec_proposed_tokens for o in outs[:3]] == [0, 0, 0]
+    assert outs[3].metrics.spec_proposed_tokens > 0
+
+
+class _GarbageProposer(BaseProposer):
+    """Proposes random token ids (mostly grammar-invalid), deterministically."""
+
+    def propose(self, reqs, num_tokens):
+        gen = torch.Generator().manual_seed(sum(r.num_tokens for r in reqs))
+        vocab = self.engine.loaded.config.vocab_size
+        return [Proposal(torch.randint(0, vocab, (k,), generator=gen).tolist()) for k in num_tokens]
+
+
+def test_grammar_invalid_proposals_never_reach_output(tiny_llama_dir, plain):
+    register_proposer("test_garbage", _GarbageProposer)
+    try:
+        engine = Engine(str(tiny_llama_dir), speculative={"method": "test_garbage"}, **SETTINGS)
+        params = SamplingParams(max_tokens=50, temperature=0.0)
+        ref = plain.generate(PROMPTS, params, JsonSchema(SCHEMA))
+        outs = engine.generate(PROMPTS, params, JsonSchema(SCHEMA))
+        assert [o.token_ids for o in outs] == [r.token_ids for r in ref]
+        for seed in range(2):
+            sp = SamplingParams(max_tokens=50, temperature=1.0, seed=seed)
+            for o in engine.generate(PROMPTS, sp, JsonSchema(SCHEMA)):
+                assert o.finish_reason in ("stop", "length"), o.error
+                if o.finish_reason == "stop":
+                    jsonschema.validate(json.loads(o.text), SCHEMA)
+        assert_no_leak(engine)
+    finally:
+        PROPOSERS.pop("test_garbage")
+
+
+def test_config_errors(tiny_llama_dir):
+    with pytest.raises(ConfigError, match="unknown speculative method"):
+        Engine(str(tiny_llama_dir), speculative="nope", **SETTINGS)
+    with pytest.raises(ConfigError, match="draft_model"):
+        Engine(str(tiny_llama_dir), speculative={"method": "draft"}, **SETTINGS)
+    with pytest.raises(ConfigError, match="unknown speculative setting"):
+        Engine(str(tiny_llama_dir), speculative={"method": "ngram", "k": 3}, **SETTINGS)

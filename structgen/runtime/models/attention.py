@@ -45,14 +45,20 @@ class RefAttentionPlan:
     trivial_queries: bool
 
 
-def plan_ref_attention(batch: ForwardBatch) -> RefAttentionPlan:
+def plan_ref_attention(batch: ForwardBatch, sliding_window: int | None = None) -> RefAttentionPlan:
     """Plan (once per step; cached in ``batch.plans``) the gathers and mask of the torch path.
 
     One host sync per step (the longest sequence and extension), none per layer.
+
+    Args:
+        batch: the step's metadata.
+        sliding_window: None for full causal attention; else ``W``: the query at position
+            ``p`` sees keys ``p - W + 1 .. p`` (transformers' ``kv_idx > q_idx - W``).
+            Each window size is planned once per step and cached separately.
     """
     page_size = batch.page_size
     assert page_size > 0, "ForwardBatch.page_size must be set (ForwardBatch.build sets it)"
-    key = "ref"
+    key = ("ref", sliding_window)
     plan = batch.plans.get(key)
     if plan is not None:
         return plan
@@ -68,6 +74,8 @@ def plan_ref_attention(batch: ForwardBatch) -> RefAttentionPlan:
     q_pos = batch.prefix_lens[:, None] + ext_idx[None, :]  # [B, E]
     mask = pos[None, None, :] <= q_pos[:, :, None]  # [B, E, L]
     mask = mask & (pos[None, None, :] < kv_lens[:, None, None])
+    if sliding_window is not None:
+        mask = mask & (pos[None, None, :] > q_pos[:, :, None] - sliding_window)
     trivial = max_ext == 1 and batch.num_tokens == batch.batch_size
     plan = RefAttentionPlan(gather_slots, q_rows, q_cols, mask.unsqueeze(1), max_ext, trivial)
     batch.plans[key] = plan
@@ -86,6 +94,7 @@ def paged_attention_ref(
     v_slots: torch.Tensor,
     batch: ForwardBatch,
     scale: float,
+    sliding_window: int | None = None,
 ) -> torch.Tensor:
     """Causal attention of each new token to its sequence's cached and new tokens (vectorised).
 
@@ -97,6 +106,7 @@ def paged_attention_ref(
         v_slots: ``[num_slots, kv_heads, d]`` a layer's V cache.
         batch: the step's metadata.
         scale: softmax scale, usually ``d ** -0.5``.
+        sliding_window: None, or the window ``W`` (keys ``p - W + 1 .. p``; Mistral).
 
     Returns:
         ``[T, heads, d]`` attention output, dtype of ``q``.
@@ -104,7 +114,7 @@ def paged_attention_ref(
     Raises:
         never (shapes are internal invariants).
     """
-    plan = plan_ref_attention(batch)
+    plan = plan_ref_attention(batch, sliding_window)
     num_tokens, heads, d = q.shape
     bsz = batch.page_table.shape[0]
     kv_heads = k_slots.shape[1]
@@ -132,6 +142,7 @@ def paged_attention(
     v_slots: torch.Tensor,
     batch: ForwardBatch,
     scale: float,
+    sliding_window: int | None = None,
 ) -> torch.Tensor:
     """Backend dispatch point (only the torch reference for now); same contract as the ref."""
-    return paged_attention_ref(q, k_slots, v_slots, batch, scale)
+    return paged_attention_ref(q, k_slots, v_slots, batch, scale, sliding_window)

@@ -60,7 +60,12 @@ def default_model_path() -> str:
     )
 
 
-def load_model(path: str | None = None, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> LoadedModel:
+def load_model(
+    path: str | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+    quantization: str | None = None,
+) -> LoadedModel:
     """Load a model and its tokenizer.
 
     Args:
@@ -69,6 +74,10 @@ def load_model(path: str | None = None, dtype: torch.dtype = torch.float32, devi
             ``tokenizer.json``).
         dtype: parameter and compute dtype (GGUF weights are dequantized in float32 first).
         device: torch device.
+        quantization: None (float weights; GGUF blocks dequantized); ``"int8"`` (per
+            output channel) or ``"int4"`` / ``"int4-g32"`` / ``"int4-g64"`` / ``"int4-g128"``
+            (group-wise, asymmetric) to quantize the linears on load (any checkpoint);
+            ``"gguf"`` to keep a GGUF file's Q8_0/Q4_0/Q4_1 blocks quantized in memory.
 
     Returns:
         The LoadedModel.
@@ -76,7 +85,11 @@ def load_model(path: str | None = None, dtype: torch.dtype = torch.float32, devi
     Raises:
         ModelNotFoundError: the path does not exist, or the default model is not installed.
         ModelLoadError: the files exist but cannot be loaded (unknown architecture, bad shapes).
+        ConfigError: unknown ``quantization`` (or ``"gguf"`` for a Hugging Face folder).
     """
+    from structgen.runtime.quantization import check_quantization
+
+    check_quantization(quantization)
     if path is None:
         path = default_model_path()
     p = Path(path).expanduser()
@@ -85,11 +98,15 @@ def load_model(path: str | None = None, dtype: torch.dtype = torch.float32, devi
     if p.is_dir():
         from structgen.runtime.loader.hf_loader import load_hf_folder
 
-        return load_hf_folder(p, dtype, device)
+        if quantization == "gguf":
+            from structgen.errors import ConfigError
+
+            raise ConfigError('quantization="gguf" needs a .gguf file; use "int8" or "int4" for a folder')
+        return load_hf_folder(p, dtype, device, quantization)
     from structgen.runtime.loader.gguf_loader import load_gguf
 
     if p.suffix.lower() != ".gguf":
         from structgen.errors import ModelLoadError
 
         raise ModelLoadError(f"{p}: expected a .gguf file or a Hugging Face model folder")
-    return load_gguf(str(p), dtype, device)
+    return load_gguf(str(p), dtype, device, quantization)

@@ -22,7 +22,9 @@ from structgen.runtime.loader.tokenizer import load_cached_tokenizer, save_token
 __all__ = ["GGUF_ARCHITECTURES", "gguf_config", "gguf_state_dict", "unpermute_qk", "load_gguf"]
 
 # GGUF general.architecture -> registry name of our model class
-GGUF_ARCHITECTURES = {"llama": "llama"}
+GGUF_ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
+# architectures whose q/k rows llama.cpp's converter permutes (Qwen's are stored as in HF)
+_PERMUTED_QK = {"llama"}
 
 _LAYER_NAMES = {
     "attn_norm": "input_layernorm",
@@ -34,6 +36,8 @@ _LAYER_NAMES = {
     "ffn_gate": "mlp.gate_proj",
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
 }
 _GLOBAL_NAMES = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -74,12 +78,12 @@ def _arch(meta: dict, path: str) -> str:
 
 
 def gguf_config(g: GGUFFile):
-    """A transformers ``LlamaConfig`` from the file's metadata.
+    """A transformers config (``LlamaConfig``, ``Qwen2Config``, ``Qwen3Config``) from the file's metadata.
 
     Raises:
         ModelLoadError: unknown architecture or missing hyperparameters.
     """
-    from transformers import LlamaConfig
+    import transformers
 
     meta = g.metadata
     arch = _arch(meta, g.path)
@@ -105,7 +109,16 @@ def gguf_config(g: GGUFFile):
     if "rope_freqs.weight" in layer_names:
         raise ModelLoadError(f"{g.path}: GGUF rope_freqs (llama3-style RoPE scaling) is not supported yet")
     eos = meta.get("tokenizer.ggml.eos_token_id")
-    return LlamaConfig(
+    extra = {}
+    if arch == "llama":
+        cls, name = transformers.LlamaConfig, "LlamaForCausalLM"
+        extra["attention_bias"] = "blk.0.attn_q.bias" in layer_names
+    elif arch == "qwen2":
+        cls, name = transformers.Qwen2Config, "Qwen2ForCausalLM"
+    else:
+        cls, name = transformers.Qwen3Config, "Qwen3ForCausalLM"
+        extra["attention_bias"] = "blk.0.attn_q.bias" in layer_names
+    return cls(
         vocab_size=vocab,
         hidden_size=hidden,
         intermediate_size=int(ff[0] if isinstance(ff, list) else ff),
@@ -117,36 +130,90 @@ def gguf_config(g: GGUFFile):
         rms_norm_eps=float(get("attention.layer_norm_rms_epsilon", 1e-5)),
         rope_theta=float(meta.get(f"{arch}.rope.freq_base", 10000.0)),
         tie_word_embeddings="output.weight" not in layer_names,
-        attention_bias="blk.0.attn_q.bias" in layer_names,
         hidden_act="silu",
         bos_token_id=meta.get("tokenizer.ggml.bos_token_id"),
         eos_token_id=eos,
         pad_token_id=meta.get("tokenizer.ggml.padding_token_id"),
-        architectures=["LlamaForCausalLM"],
+        architectures=[name],
+        **extra,
     )
 
 
-def gguf_state_dict(g: GGUFFile, config, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
-    """Every weight dequantized (float32 math) into HF names and layout, cast to ``dtype``."""
-    n_heads, n_kv = config.num_attention_heads, config.num_key_value_heads
+def _qk_rows(target: str, config, permuted: bool) -> torch.Tensor | None:
+    """Row order that undoes llama.cpp's q/k permutation for ``target`` (None: not permuted)."""
+    if not permuted:
+        return None
+    if ".self_attn.q_proj." in target:
+        heads = config.num_attention_heads
+    elif ".self_attn.k_proj." in target:
+        heads = config.num_key_value_heads
+    else:
+        return None
+    rows = heads * (getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+    return unpermute_qk(torch.arange(rows), heads)
+
+
+def gguf_state_dict(
+    g: GGUFFile, config, dtype: torch.dtype = torch.float32, native: bool = False
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.nn.Module]]:
+    """The file's weights in HF names and layout.
+
+    Args:
+        g: the open file; config: its config (:func:`gguf_config`); dtype: float dtype.
+        native: keep Q8_0 / Q4_0 / Q4_1 matrices quantized (repacked losslessly into
+            :mod:`structgen.runtime.quantization` modules) instead of dequantizing them.
+
+    Returns:
+        ``(float tensors by HF name (dequantized in float32, cast to dtype),
+        quantized modules by HF module path)``.
+    """
+    from structgen.runtime.quantization.gguf_native import native_module
+
+    permuted = _arch(g.metadata, g.path) in _PERMUTED_QK
     out: dict[str, torch.Tensor] = {}
+    modules: dict[str, torch.nn.Module] = {}
     for name, info in g.tensors.items():
         target = hf_name(name)
         if target is None:
             if name in _IGNORED:
                 continue
             raise ModelLoadError(f"{g.path}: unexpected tensor {name!r}")
+        rows = _qk_rows(target, config, permuted)
+        if native and target.endswith(".weight") and "norm" not in target:
+            is_emb = target == "model.embed_tokens.weight"
+            mod = native_module(g.raw(name), info.type_name, info.shape, rows, is_emb, dtype)
+            if mod is not None:
+                modules[target.rsplit(".", 1)[0]] = mod
+                continue
         w = dequantize(g.raw(name), info.type_name, info.type_id, info.shape)
-        if ".self_attn.q_proj." in target:
-            w = unpermute_qk(w, n_heads)
-        elif ".self_attn.k_proj." in target:
-            w = unpermute_qk(w, n_kv)
+        if rows is not None:
+            w = w[rows]
         out[target] = w if w.dtype == dtype else w.to(dtype)
-    return out
+    return out, modules
 
 
-def load_gguf(path: str, dtype: torch.dtype, device):
-    """Load a ``.gguf`` file into a LoadedModel (see :func:`structgen.runtime.loader.load_model`)."""
+def install_modules(model, modules: dict[str, torch.nn.Module], state: dict[str, torch.Tensor], device) -> set[str]:
+    """Put quantized modules in place (moving a linear's bias from ``state`` into it).
+
+    Returns:
+        The state-dict keys those modules now own (so a strict check can skip them).
+    """
+    owned: set[str] = set()
+    for path, mod in modules.items():
+        bias = state.pop(path + ".bias", None)
+        if bias is not None:
+            mod.bias = torch.nn.Parameter(bias, requires_grad=False)
+        model.set_submodule(path, mod.to(device))
+        owned.update(f"{path}.{k}" for k in mod.state_dict())
+    return owned
+
+
+def load_gguf(path: str, dtype: torch.dtype, device, quantization: str | None = None):
+    """Load a ``.gguf`` file into a LoadedModel (see :func:`structgen.runtime.loader.load_model`).
+
+    ``quantization="gguf"`` keeps Q8_0/Q4_0/Q4_1 matrices quantized; ``"int8"``/``"int4"``
+    dequantize, then requantize every linear (:func:`structgen.runtime.quantization.quantize_model`).
+    """
     from structgen.runtime.loader import LoadedModel
     from structgen.runtime.models import get_model_class
 
@@ -161,11 +228,16 @@ def load_gguf(path: str, dtype: torch.dtype, device):
         if tokenizer is None:
             tokenizer = tokenizer_from_gguf_metadata(meta)
             save_tokenizer_cache(tokenizer, tok_dir)
-        state = gguf_state_dict(g, config, dtype)
+        state, modules = gguf_state_dict(g, config, dtype, native=quantization == "gguf")
     finally:
         g.close()
     model = get_model_class(GGUF_ARCHITECTURES[arch])(config, dtype=dtype, device=device)
-    assign_weights(model, state, device, path)
+    owned = install_modules(model, modules, state, device)
+    assign_weights(model, state, device, path, owned)
+    if quantization not in (None, "gguf"):
+        from structgen.runtime.quantization import quantize_model
+
+        quantize_model(model, quantization)
     eos = eos_token_ids(config, tokenizer)
     chat_template = meta.get("tokenizer.chat_template") or getattr(tokenizer, "chat_template", None)
     return LoadedModel(
@@ -189,11 +261,13 @@ def eos_token_ids(config, tokenizer) -> list[int]:
     return eos
 
 
-def assign_weights(model, state: dict[str, torch.Tensor], device, where: str) -> None:
+def assign_weights(model, state: dict[str, torch.Tensor], device, where: str, owned: set[str] = frozenset()) -> None:
     """Move ``state`` onto ``device`` and into ``model`` without copying, checking names and shapes.
 
     Raises:
         ModelLoadError: a weight is missing, unexpected or of the wrong shape.
+
+    ``owned`` names keys already held by installed (quantized) modules: not missing.
     """
     dev = torch.device(device)
     state = {k: v.to(dev) for k, v in state.items()}
@@ -201,5 +275,6 @@ def assign_weights(model, state: dict[str, torch.Tensor], device, where: str) ->
         missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     except RuntimeError as e:
         raise ModelLoadError(f"{where}: weights do not fit the model: {e}") from e
+    missing = [k for k in missing if k not in owned]
     if missing or unexpected:
         raise ModelLoadError(f"{where}: missing weights {missing[:5]}, unexpected weights {unexpected[:5]}")

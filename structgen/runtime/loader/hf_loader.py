@@ -34,8 +34,11 @@ def safetensors_files(folder: Path) -> list[Path]:
     return files
 
 
-def load_hf_folder(folder: Path, dtype: torch.dtype, device):
-    """Load a Hugging Face folder into a LoadedModel (see :func:`structgen.runtime.loader.load_model`)."""
+def load_hf_folder(folder: Path, dtype: torch.dtype, device, quantization: str | None = None):
+    """Load a Hugging Face folder into a LoadedModel (see :func:`structgen.runtime.loader.load_model`).
+
+    ``quantization`` (``"int8"``, ``"int4"``, ``"int4-g32"``, ...) quantizes the linears on load.
+    """
     from safetensors.torch import load_file
     from transformers import AutoConfig
 
@@ -55,10 +58,18 @@ def load_hf_folder(folder: Path, dtype: torch.dtype, device):
     for f in safetensors_files(folder):
         for k, v in load_file(str(f)).items():
             state[k] = v if v.dtype == dtype else v.to(dtype)
+    normalize = getattr(cls, "normalize_state_dict", None)
+    if normalize is not None:  # e.g. per-expert MoE tensors -> fused expert tensors
+        state = normalize(state, config)
     model = cls(config, dtype=dtype, device=device)
     if getattr(model, "tie_word_embeddings", False):
         state.pop("lm_head.weight", None)
     assign_weights(model, state, device, str(folder))
+    del state
+    if quantization is not None:
+        from structgen.runtime.quantization import quantize_model
+
+        quantize_model(model, quantization)
     max_len = int(getattr(config, "max_position_embeddings", 0) or getattr(tokenizer, "model_max_length", 2048))
     return LoadedModel(
         model=model,

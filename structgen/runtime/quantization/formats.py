@@ -1,0 +1,103 @@
+"""Weight-only quantized formats: how weights are quantized, packed, and dequantized (references).
+
+Two layouts, both along the input dimension ``K`` of a ``[N, K]`` linear weight:
+
+* **int8**: ``q`` int8 ``[N, K]``, ``scales`` ``[N, G]`` (``G = K / group``; ``G = 1`` is
+  per output channel); ``w = scales * q`` (symmetric). GGUF Q8_0 is this layout with
+  group 32 and fp16 scales.
+* **int4**: ``q`` in ``0..15``, ``scales`` and ``mins`` fp16 ``[G, N]``; ``w = scales * q + mins``
+  (asymmetric). Our quantizer picks an integer zero point ``z`` per group and stores
+  ``mins = -z * scales``; GGUF Q4_1 is this layout with group 32 (``d``, ``m``), Q4_0 has
+  ``mins = -8 * d``. On CPU ``q`` is kept packed for ``torch.ops.aten._weight_int4pack_mm_for_cpu``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = [
+    "quantize_int8",
+    "dequantize_int8",
+    "quantize_int4",
+    "dequantize_int4",
+    "pack_int4",
+    "int4_scale_and_zeros",
+    "can_pack_int4",
+]
+
+
+def quantize_int8(w: torch.Tensor, group_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 per output channel (``group_size=None``) or per group of ``group_size`` inputs.
+
+    Args:
+        w: ``[N, K]`` float weight.
+        group_size: None (one scale per row) or a divisor of ``K``.
+
+    Returns:
+        ``(q int8 [N, K], scales float32 [N, G])``; ``scales = max|w| / 127`` per group
+        (1 for all-zero groups).
+    """
+    n, k = w.shape
+    g = k if group_size is None else group_size
+    wg = w.float().reshape(n, k // g, g)  # [N, G, g]
+    scales = wg.abs().amax(dim=-1) / 127.0  # [N, G]
+    scales = torch.where(scales == 0, torch.ones_like(scales), scales)
+    q = torch.clamp(torch.round(wg / scales[..., None]), -127, 127).to(torch.int8).reshape(n, k)
+    return q, scales
+
+
+def dequantize_int8(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """``[N, K]`` float32 weight of an int8 layout (scales ``[N, G]``)."""
+    n, k = q.shape
+    g = scales.shape[1]
+    return (q.float().reshape(n, g, k // g) * scales.float()[..., None]).reshape(n, k)
+
+
+def quantize_int4(w: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Asymmetric int4 per group of ``group_size`` inputs, with integer zero points.
+
+    Per group: ``scale = (max - min) / 15``, ``z = round(-min / scale)`` clamped to ``0..15``,
+    ``q = clamp(round(w / scale) + z, 0, 15)``; stored as fp16 ``scales`` and ``mins = -z * scale``.
+
+    Args:
+        w: ``[N, K]`` float weight; ``group_size`` divides ``K`` (32, 64, 128).
+
+    Returns:
+        ``(q uint8 [N, K] in 0..15, scales fp16 [G, N], mins fp16 [G, N])``.
+    """
+    n, k = w.shape
+    wg = w.float().reshape(n, k // group_size, group_size)  # [N, G, g]
+    lo = wg.amin(dim=-1).clamp(max=0.0)
+    hi = wg.amax(dim=-1).clamp(min=0.0)
+    scale = ((hi - lo) / 15.0).half().float()  # the stored (fp16) scale is the one we round with
+    scale = torch.where(scale == 0, torch.ones_like(scale), scale)
+    zero = torch.clamp(torch.round(-lo / scale), 0, 15)  # [N, G]
+    q = torch.clamp(torch.round(wg / scale[..., None]) + zero[..., None], 0, 15).to(torch.uint8).reshape(n, k)
+    return q, scale.t().half().contiguous(), (-zero * scale).t().half().contiguous()
+
+
+def dequantize_int4(q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor) -> torch.Tensor:
+    """``[N, K]`` float32 weight of an (unpacked) int4 layout: ``scales * q + mins`` per group."""
+    n, k = q.shape
+    g = scales.shape[0]
+    qg = q.float().reshape(n, g, k // g)
+    return (qg * scales.float().t()[..., None] + mins.float().t()[..., None]).reshape(n, k)
+
+
+def can_pack_int4(n: int, k: int, group_size: int) -> bool:
+    """Whether torch's CPU int4 packing takes a ``[N, K]`` weight (N % 16, K % group, even K)."""
+    return n % 16 == 0 and k % group_size == 0 and k % 2 == 0 and group_size % 2 == 0
+
+
+def pack_int4(q: torch.Tensor) -> torch.Tensor:
+    """Pack ``q`` uint8 ``[N, K]`` (0..15) for ``_weight_int4pack_mm_for_cpu`` -> uint8 ``[N, K / 2]``."""
+    return torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.to(torch.int32).contiguous(), 1)
+
+
+def int4_scale_and_zeros(scales: torch.Tensor, mins: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``[G, N, 2]`` (scale, zero) in torch's int4 convention ``w = (q - 8) * scale + zero``.
+
+    ``zero = mins + 8 * scale``, computed in float32 from the fp16 values.
+    """
+    s = scales.float()
+    return torch.stack((s, mins.float() + 8.0 * s), dim=-1).to(dtype).contiguous()

@@ -1,0 +1,79 @@
+"""Lossless repacking of GGUF quantized blocks into our int8 / int4 layouts (no dequantization).
+
+* Q8_0 (``d`` fp16, 32 x int8): int8 layout, group 32, fp16 scales ``[N, K/32]``.
+* Q4_1 (``d``, ``m`` fp16, 32 x 4 bit): int4 layout ``w = d*q + m``, group 32.
+* Q4_0 (``d`` fp16, 32 x 4 bit): int4 layout with ``m = -8d`` (exact in fp16).
+
+Within a block, byte ``j`` holds weight ``j`` in its low nibble and weight ``j + 16`` in
+its high nibble (ggml ``ggml-common.h``).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+
+from structgen.runtime.quantization.formats import can_pack_int4
+from structgen.runtime.quantization.linear import QuantEmbedding, QuantLinear
+
+__all__ = ["NATIVE_TYPES", "repack_q8_0", "repack_q4", "native_module"]
+
+NATIVE_TYPES = ("Q8_0", "Q4_0", "Q4_1")
+
+
+def _blocks(raw: np.ndarray, shape: tuple[int, int], block_bytes: int) -> torch.Tensor:
+    n, k = shape
+    with warnings.catch_warnings():  # a read-only memory map: we only read it (and copy below)
+        warnings.filterwarnings("ignore", message=".*not writable.*")
+        return torch.from_numpy(raw).view(n, k // 32, block_bytes)  # [N, G, bytes]
+
+
+def _f16(blocks: torch.Tensor, start: int) -> torch.Tensor:
+    return blocks[..., start : start + 2].contiguous().view(torch.float16).squeeze(-1)  # [N, G]
+
+
+def repack_q8_0(raw: np.ndarray, shape: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(q int8 [N, K], scales fp16 [N, K/32])`` of a Q8_0 tensor of numpy shape ``[N, K]``."""
+    b = _blocks(raw, shape, 34)
+    q = b[..., 2:34].contiguous().view(torch.int8).reshape(shape)
+    return q, _f16(b, 0).contiguous()
+
+
+def repack_q4(raw: np.ndarray, shape: tuple[int, int], type_name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(q uint8 [N, K] in 0..15, scales fp16 [G, N], mins fp16 [G, N])`` of a Q4_0 / Q4_1 tensor."""
+    if type_name == "Q4_1":
+        b = _blocks(raw, shape, 20)
+        d, m, qs = _f16(b, 0), _f16(b, 2), b[..., 4:20]
+    else:
+        b = _blocks(raw, shape, 18)
+        d, qs = _f16(b, 0), b[..., 2:18]
+        m = d * -8.0  # exact: a power-of-two scaling of an fp16 value
+    q = torch.cat((qs & 0x0F, qs >> 4), dim=-1).reshape(shape)  # [N, K]
+    return q, d.t().contiguous(), m.t().contiguous()
+
+
+def native_module(raw: np.ndarray, type_name: str, shape: tuple[int, ...], rows: torch.Tensor | None,
+                  embedding: bool, dtype: torch.dtype, bias: torch.Tensor | None = None):
+    """A quantized module holding a GGUF tensor's blocks, or None if this tensor must be dequantized.
+
+    Args:
+        raw: the tensor's bytes; ``type_name``: its ggml type; ``shape``: numpy ``[N, K]``.
+        rows: optional output-row permutation (llama.cpp's q/k rotary permutation, undone).
+        embedding: build a :class:`QuantEmbedding` (Q8_0 only) instead of a linear.
+        dtype: compute dtype; ``bias``: the linear's bias, if any.
+    """
+    if type_name not in NATIVE_TYPES or len(shape) != 2:
+        return None
+    if type_name == "Q8_0":
+        q, s = repack_q8_0(raw, shape)
+        if rows is not None:
+            q, s = q[rows], s[rows]
+        return QuantEmbedding(q, s, dtype) if embedding else QuantLinear.from_int8(q, s, bias)
+    if embedding or not can_pack_int4(shape[0], shape[1], 32):
+        return None
+    q, s, m = repack_q4(raw, shape, type_name)
+    if rows is not None:
+        q, s, m = q[rows], s[:, rows], m[:, rows]
+    return QuantLinear.from_int4(q, s, m, bias)

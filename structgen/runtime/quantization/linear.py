@@ -1,0 +1,196 @@
+"""Quantized modules that replace ``Linear`` and ``nn.Embedding``: weight-only int8 / int4.
+
+The quantized tensors are registered buffers (counted by ``memory_report``); the
+activations stay in the model's float dtype. CPU matmuls (chosen by measurement,
+see ``benchmarks/`` and the quantization issue's report):
+
+* int8 per output channel: ``torch.ops.aten._weight_int8pack_mm``;
+* int8 grouped (GGUF Q8_0): dequantize a tile of rows, then matmul;
+* int4 grouped: ``torch.ops.aten._weight_int4pack_mm_for_cpu``.
+
+Both packed CPU kernels are ~30x faster with bfloat16 activations than with float32
+ones on our machines (576x576, batch 1: 32 us vs 1017 us for int8), so on CPU the
+activations of a float32 model are cast to ``activation_dtype`` (bfloat16 by default)
+for those two kernels and the result cast back; :func:`set_activation_dtype` with
+``torch.float32`` makes them exact (tests compare against dequantized weights so).
+
+On other devices every layout dequantizes and calls ``F.linear`` (the GPU path is the
+Triton ``quant_matmul`` kernel's job).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from structgen.runtime.quantization.formats import (
+    can_pack_int4,
+    dequantize_int4,
+    dequantize_int8,
+    int4_scale_and_zeros,
+    pack_int4,
+)
+
+__all__ = ["QuantLinear", "QuantEmbedding", "int8_matmul", "int4_matmul", "set_activation_dtype"]
+
+_TILE_ROWS = 4096  # rows dequantized at a time by the grouped-int8 path
+
+
+def int8_matmul(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, act_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``x @ (scales * q).T`` for ``x`` ``[M, K]``, ``q`` int8 ``[N, K]``, ``scales`` ``[N, G]``.
+
+    ``act_dtype``: dtype the packed CPU kernel computes in (None: ``x``'s).
+    Returns ``[M, N]`` in ``x``'s dtype. Raises: never.
+    """
+    n, k = q.shape
+    g = scales.shape[1]
+    if g == 1 and x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16, torch.float16):
+        xa = x.to(act_dtype or x.dtype).contiguous()
+        return torch.ops.aten._weight_int8pack_mm(xa, q, scales.view(n).to(xa.dtype)).to(x.dtype)
+    if g == 1:
+        return F.linear(x, q.to(x.dtype)) * scales.view(n).to(x.dtype)
+    out = x.new_empty(x.shape[0], n)
+    for r in range(0, n, _TILE_ROWS):  # dequantize a tile of rows at a time (bounded scratch)
+        w = dequantize_int8(q[r : r + _TILE_ROWS], scales[r : r + _TILE_ROWS]).to(x.dtype)
+        out[:, r : r + _TILE_ROWS] = F.linear(x, w)
+    return out
+
+
+def int4_matmul(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group_size: int,
+                act_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``x @ W.T`` for an int4 weight packed by :func:`pack_int4` (``scales``/``mins`` fp16 ``[G, N]``).
+
+    ``act_dtype``: dtype the kernel computes in (None: ``x``'s).
+    Returns ``[M, N]`` in ``x``'s dtype. Raises: never.
+    """
+    xa = x.to(act_dtype or x.dtype).contiguous()
+    sz = int4_scale_and_zeros(scales, mins, xa.dtype)  # [G, N, 2]
+    return torch.ops.aten._weight_int4pack_mm_for_cpu(xa, packed, group_size, sz).to(x.dtype)
+
+
+def set_activation_dtype(model: nn.Module, dtype: torch.dtype | None) -> nn.Module:
+    """Set the packed kernels' activation dtype of every quantized module (None: the input's)."""
+    for m in model.modules():
+        if isinstance(m, (QuantLinear, QuantEmbedding)):
+            m.activation_dtype = dtype
+    return model
+
+
+class QuantLinear(nn.Module):
+    """A weight-only quantized linear: ``y = x @ dequant(W).T + b``.
+
+    Build with :meth:`from_int8` or :meth:`from_int4` (from already-quantized tensors) or
+    :meth:`quantize` (from a float weight).
+
+    Attributes:
+        kind: ``"int8"`` or ``"int4"``.
+        in_features, out_features: K, N.
+        group_size: inputs per scale (K for int8 per channel).
+    """
+
+    activation_dtype: torch.dtype | None = torch.bfloat16
+
+    def __init__(self, kind: str, in_features: int, out_features: int, group_size: int, bias: torch.Tensor | None) -> None:
+        super().__init__()
+        self.kind = kind
+        self.in_features, self.out_features, self.group_size = in_features, out_features, group_size
+        self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
+
+    @classmethod
+    def from_int8(cls, q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> "QuantLinear":
+        """From ``q`` int8 ``[N, K]`` and ``scales`` ``[N, G]`` (kept in their dtype: fp16 for Q8_0)."""
+        n, k = q.shape
+        m = cls("int8", k, n, k // scales.shape[1], bias)
+        m.register_buffer("qweight", q.contiguous())
+        m.register_buffer("scales", scales.contiguous())
+        return m
+
+    @classmethod
+    def from_int4(cls, q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, bias: torch.Tensor | None = None) -> "QuantLinear":
+        """From unpacked ``q`` uint8 ``[N, K]`` (0..15) and fp16 ``scales``/``mins`` ``[G, N]``.
+
+        Raises:
+            ValueError: the shape cannot be packed (see :func:`can_pack_int4`).
+        """
+        n, k = q.shape
+        group = k // scales.shape[0]
+        if not can_pack_int4(n, k, group):
+            raise ValueError(f"int4 packing needs N % 16 == 0 and K % group == 0 (got N={n}, K={k}, group={group})")
+        m = cls("int4", k, n, group, bias)
+        m.register_buffer("qweight", pack_int4(q))
+        m.register_buffer("scales", scales.half().contiguous())
+        m.register_buffer("mins", mins.half().contiguous())
+        return m
+
+    @classmethod
+    def quantize(cls, weight: torch.Tensor, bias: torch.Tensor | None, kind: str, group_size: int | None = None) -> "QuantLinear":
+        """Quantize a float ``[N, K]`` weight (int8: per channel unless ``group_size``; int4: grouped)."""
+        from structgen.runtime.quantization.formats import quantize_int4, quantize_int8
+
+        if kind == "int8":
+            q, s = quantize_int8(weight, group_size)
+            return cls.from_int8(q, s, bias)
+        q, s, mn = quantize_int4(weight, group_size or 64)
+        return cls.from_int4(q, s, mn, bias)
+
+    def dequantized_weight(self) -> torch.Tensor:
+        """``[N, K]`` float32 weight (the reference the matmul must match)."""
+        if self.kind == "int8":
+            return dequantize_int8(self.qweight, self.scales)
+        eye = torch.eye(self.in_features, dtype=torch.float32, device=self.qweight.device)
+        sz = int4_scale_and_zeros(self.scales, self.mins, torch.float32)
+        return torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.qweight, self.group_size, sz).t().contiguous()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1])  # [M, K]
+        if self.kind == "int8":
+            y = int8_matmul(x2, self.qweight, self.scales, self.activation_dtype)
+        elif x2.device.type == "cpu":
+            y = int4_matmul(x2, self.qweight, self.scales, self.mins, self.group_size, self.activation_dtype)
+        else:  # pragma: no cover - GPU path belongs to the Triton quant_matmul kernel
+            y = F.linear(x2, self.dequantized_weight().to(x2.dtype))
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"{self.kind}, in={self.in_features}, out={self.out_features}, group={self.group_size}"
+
+
+class QuantEmbedding(nn.Module):
+    """An int8 embedding (per row, or per group of 32 for GGUF Q8_0) that doubles as a tied output layer.
+
+    ``forward(ids)`` dequantizes only the looked-up rows; :meth:`as_linear` is the
+    tied ``lm_head`` (rows are output channels).
+    """
+
+    activation_dtype: torch.dtype | None = torch.bfloat16
+
+    def __init__(self, q: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.dtype = dtype
+        self.num_embeddings, self.embedding_dim = q.shape
+        self.register_buffer("qweight", q.contiguous())
+        self.register_buffer("scales", scales.contiguous())
+
+    @classmethod
+    def quantize(cls, weight: torch.Tensor, group_size: int | None = None) -> "QuantEmbedding":
+        """Int8 per row (``group_size=None``) of a float ``[vocab, hidden]`` table."""
+        from structgen.runtime.quantization.formats import quantize_int8
+
+        q, s = quantize_int8(weight, group_size)
+        return cls(q, s, weight.dtype)
+
+    def to_dtype(self, dtype: torch.dtype) -> "QuantEmbedding":
+        """Set the dtype looked-up rows come out in (the model's compute dtype); returns self."""
+        self.dtype = dtype
+        return self
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return dequantize_int8(self.qweight[ids], self.scales[ids]).to(self.dtype)  # [T, hidden]
+
+    def as_linear(self, x: torch.Tensor) -> torch.Tensor:
+        """``x @ table.T`` ``[R, vocab]`` (tied output projection)."""
+        return int8_matmul(x, self.qweight, self.scales, self.activation_dtype)

@@ -83,7 +83,15 @@ def plan_ref_attention(batch: ForwardBatch, sliding_window: int | None = None) -
 
 
 def store_kv(k: torch.Tensor, v: torch.Tensor, k_slots: torch.Tensor, v_slots: torch.Tensor, out_slots: torch.Tensor) -> None:
-    """Write new tokens' K/V ``[T, kv_heads, d]`` into the cache rows ``out_slots`` ``[T]`` (in place)."""
+    """Write new tokens' K/V ``[T, kv_heads, d]`` into the cache rows ``out_slots`` ``[T]`` (in place).
+
+    On CUDA this is the Triton ``store_kv`` kernel (same signature); elsewhere ``index_copy_``.
+    """
+    if k.is_cuda:
+        from structgen.kernels.store_kv import store_kv as store_kv_kernel
+
+        store_kv_kernel(k, v, k_slots, v_slots, out_slots)
+        return
     k_slots.index_copy_(0, out_slots, k.to(k_slots.dtype))
     v_slots.index_copy_(0, out_slots, v.to(v_slots.dtype))
 
@@ -144,5 +152,29 @@ def paged_attention(
     scale: float,
     sliding_window: int | None = None,
 ) -> torch.Tensor:
-    """Backend dispatch point (only the torch reference for now); same contract as the ref."""
-    return paged_attention_ref(q, k_slots, v_slots, batch, scale, sliding_window)
+    """Backend dispatch; same contract as :func:`paged_attention_ref`.
+
+    On CUDA (and without a sliding window, which the kernels lack yet) it runs the Triton
+    kernels of ``structgen.kernels``: ``paged_decode_attention`` for a pure decode step,
+    ``extend_attention`` otherwise; elsewhere the torch reference. The kernels read the
+    cache as pages, ``[num_pages, page_size, kv_heads, d]``; one host sync per step (the
+    longest extension) is planned once and shared by all layers.
+    """
+    if not q.is_cuda or sliding_window is not None:
+        return paged_attention_ref(q, k_slots, v_slots, batch, scale, sliding_window)
+    from structgen.kernels.extend_attention import extend_attention
+    from structgen.kernels.paged_decode_attention import paged_decode_attention
+
+    plan = batch.plans.get("triton")
+    if plan is None:
+        max_ext = int(batch.extend_lens.max())
+        plan = batch.plans["triton"] = (max_ext, max_ext == 1 and batch.num_tokens == batch.batch_size)
+    max_ext, is_decode = plan
+    kv_heads, d = k_slots.shape[1:]
+    k_cache = k_slots.view(-1, batch.page_size, kv_heads, d)  # [pages, page_size, kvh, d]
+    v_cache = v_slots.view(-1, batch.page_size, kv_heads, d)
+    if is_decode:
+        seq_lens = batch.prefix_lens + batch.extend_lens  # [B]
+        return paged_decode_attention(q, k_cache, v_cache, batch.page_table, seq_lens, scale)
+    return extend_attention(q, k_cache, v_cache, batch.page_table, batch.prefix_lens,
+                            batch.extend_lens, scale, max_ext)

@@ -90,6 +90,12 @@ class DraftModelProposer(BaseProposer):
         if seq is not None:
             self.pool.free(seq.pages)
 
+    def _free_idle(self, busy: list) -> None:
+        """Free the draft KV of requests not proposing now (waiting, preempted, prefilling)."""
+        keep = {r.request_id for r in busy}
+        for rid in [rid for rid in self._seqs if rid not in keep]:
+            self.pool.free(self._seqs.pop(rid).pages)
+
     def _reserve(self, seq: _DraftSeq, num_tokens: int) -> bool:
         need = -(-num_tokens // self.pool.page_size) - len(seq.pages)
         if need <= 0:
@@ -136,8 +142,11 @@ class DraftModelProposer(BaseProposer):
             known = req.prompt_token_ids + req.output_token_ids
             keep = min(_common_prefix(seq.tokens, known), len(known) - 1)
             del seq.tokens[keep:]
-            if not self._reserve(seq, len(known) + num_tokens[i] - 1):
-                continue  # draft pool full: this request does not speculate this step
+            need = len(known) + num_tokens[i] - 1
+            if not self._reserve(seq, need):
+                self._free_idle(reqs)
+                if not self._reserve(seq, need):
+                    continue  # draft pool full: this request does not speculate this step
             active.append(i)
             chunks.append(known[keep:])
             prefix_lens.append(keep)

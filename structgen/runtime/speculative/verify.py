@@ -170,8 +170,9 @@ class SpeculativeDecoder:
 
     def trim(self, plan: list[tuple[Request, int]]) -> None:
         """Keep only the drafts that the scheduled chunk covers."""
-        planned = {id(req): num for req, num in plan}
-        for req in self.engine.scheduler.running:
+        planned = {id(req) for req, _ in plan}
+        sch = self.engine.scheduler
+        for req in list(sch.running) + list(sch.waiting):  # e.g. preempted this step
             if req.draft_token_ids and id(req) not in planned:
                 req.clear_drafts()
         for req, num in plan:
@@ -194,6 +195,7 @@ class SpeculativeDecoder:
         """
         words = -(-logits.shape[1] // 32)
         bitmask = torch.full((logits.shape[0], words), -1, dtype=torch.int32)
+        constrained: list[int] = []  # rows with a grammar
         eos = self.engine.eos_token_ids
         for req, lo in items:
             drafts = req.draft_token_ids
@@ -212,13 +214,15 @@ class SpeculativeDecoder:
                 except Exception as exc:  # e.g. GrammarTooComplexError building a state
                     req.finish("error", f"grammar failed: {type(exc).__name__}: {exc}")
                 m.rollback(advanced)
+                constrained.extend(range(lo, lo + len(drafts) + 1))
             p = req.params
             banned = set(p.stop_token_ids or ()) | (set() if p.ignore_eos else set(eos))
             for j in range(len(drafts) + 1):
                 if banned and len(req.output_token_ids) + j < p.min_tokens:
                     logits[lo + j, list(banned)] = float("-inf")
-        rows = torch.arange(logits.shape[0], device=logits.device)
-        apply_token_bitmask(logits, bitmask.to(logits.device), rows)
+        if constrained:
+            idx = torch.tensor(constrained, dtype=torch.int64)
+            apply_token_bitmask(logits, bitmask[idx].to(logits.device), idx.to(logits.device))
 
     def verify(self, logits: torch.Tensor, items: list[tuple[Request, int]]) -> list[list[int]]:
         """Accept drafts and pick the target's next token for each speculating request.

@@ -200,3 +200,24 @@ def test_config_errors(tiny_llama_dir):
         Engine(str(tiny_llama_dir), speculative={"method": "draft"}, **SETTINGS)
     with pytest.raises(ConfigError, match="unknown speculative setting"):
         Engine(str(tiny_llama_dir), speculative={"method": "ngram", "k": 3}, **SETTINGS)
+
+
+@pytest.mark.slow
+def test_smollm2_extraction_greedy_identical(smollm2_engine):
+    """On the real model: JSON-schema extraction, greedy, n-gram speculation on vs off."""
+    from structgen.extraction import extraction_messages
+
+    schema = {"type": "object", "properties": {"name": {"type": "string"},
+                                               "age": {"type": "integer"},
+                                               "city": {"type": "string"}},
+              "required": ["name", "age", "city"], "additionalProperties": False}
+    texts = ["Maria Lopez, 34, works as a nurse in Lyon.",
+             "Our new colleague is Kenji Watanabe; he is 51 and teaches physics in Osaka."]
+    prompts = [extraction_messages(schema, t) for t in texts]
+    params = SamplingParams(max_tokens=64, temperature=0.0)
+    spec = Engine(speculative="ngram")
+    ref = smollm2_engine.generate(prompts, params, JsonSchema(schema))
+    outs = spec.generate(prompts, params, JsonSchema(schema))
+    assert [o.token_ids for o in outs] == [r.token_ids for r in ref]
+    assert spec.stats()["spec_accepted_tokens"] > 0
+    assert_no_leak(spec)

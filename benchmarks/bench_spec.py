@@ -27,8 +27,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from structgen import Engine, JsonSchema, SamplingParams  # noqa: E402
-from structgen.extraction import extraction_messages  # noqa: E402
+from structgen import Engine, JsonSchema, SamplingParams
+from structgen.extraction import extraction_messages
 
 SCHEMAS = {name: json.loads((ROOT / "examples" / "schemas" / f"{name}.json").read_text())
            for name in ("person", "event", "invoice")}

@@ -13,7 +13,7 @@ import torch
 
 from structgen import Engine, JsonSchema, Regex, SamplingParams
 from structgen.errors import ConfigError
-from structgen.runtime.speculative import BaseProposer, Proposal, PROPOSERS, register_proposer
+from structgen.runtime.speculative import PROPOSERS, BaseProposer, Proposal, register_proposer
 from tests.runtime.test_engine import assert_no_leak
 
 PROMPTS = [
@@ -30,7 +30,7 @@ SCHEMA = {
     "additionalProperties": False,
 }
 REGEX = r"(fox|dog|Ada|[a-z ]{1,9})(, (fox|dog|Ada|[a-z ]{1,9})){0,4}\."
-SETTINGS = dict(dtype="float32", page_size=4, max_batch_tokens=24, chunked_prefill_tokens=9)
+SETTINGS = {"dtype": "float32", "page_size": 4, "max_batch_tokens": 24, "chunked_prefill_tokens": 9}
 
 
 @pytest.fixture(scope="session")

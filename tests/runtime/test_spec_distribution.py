@@ -55,7 +55,7 @@ def _p_value(ref: list[str], got: list[str], pos: int) -> float | None:
 def test_speculative_sampling_keeps_distribution(tiny_llama_dir, tiny_draft_dir, kind, sampling):
     spec = "ngram" if kind == "ngram" else {
         "method": "draft", "draft_model": str(tiny_draft_dir), "num_tokens": 3}
-    common = dict(dtype="float32", page_size=4)
+    common = {"dtype": "float32", "page_size": 4}
     plain = Engine(str(tiny_llama_dir), **common)
     engine = Engine(str(tiny_llama_dir), speculative=spec, **common)
     ref = _sample(plain, 0, **sampling)
@@ -77,7 +77,7 @@ def test_always_accepting_would_be_detected(tiny_llama_dir, monkeypatch):
     monkeypatch.setattr(verify, "accept_sampled",
                         lambda probs, drafts, q, gen: (list(drafts) + [verify._draw(probs[-1], gen)],
                                                        len(drafts)))
-    common = dict(dtype="float32", page_size=4)
+    common = {"dtype": "float32", "page_size": 4}
     ref = _sample(Engine(str(tiny_llama_dir), **common), 0, temperature=0.5)
     got = _sample(Engine(str(tiny_llama_dir), speculative="ngram", **common), 100_000,
                   temperature=0.5)

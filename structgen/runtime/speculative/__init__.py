@@ -14,8 +14,8 @@ from structgen.runtime.speculative.base import (
 from structgen.runtime.speculative.verify import SpeculativeDecoder, accept_greedy, accept_sampled
 
 __all__ = [
-    "BaseProposer",
     "PROPOSERS",
+    "BaseProposer",
     "Proposal",
     "SpeculativeDecoder",
     "accept_greedy",

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import abc
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from structgen.runtime.engine import Engine
     from structgen.runtime.request import Request
 
-__all__ = ["BaseProposer", "Proposal", "register_proposer", "make_proposer", "PROPOSERS"]
+__all__ = ["PROPOSERS", "BaseProposer", "Proposal", "make_proposer", "register_proposer"]
 
 
 @dataclass
@@ -56,17 +57,17 @@ class BaseProposer(abc.ABC):
         config: the speculative settings.
     """
 
-    def __init__(self, engine: "Engine", config: "SpeculativeConfig") -> None:
+    def __init__(self, engine: Engine, config: SpeculativeConfig) -> None:
         self.engine = engine
         self.config = config
         self.num_forward_passes = 0
 
     @abc.abstractmethod
-    def propose(self, reqs: list["Request"], num_tokens: list[int]) -> list[Proposal]:
+    def propose(self, reqs: list[Request], num_tokens: list[int]) -> list[Proposal]:
         """One proposal per request. Raises: never for a single request's trouble (an
         empty proposal instead)."""
 
-    def release(self, req: "Request") -> None:
+    def release(self, req: Request) -> None:
         """Drop any per-request state (the request finished, failed or was aborted)."""
 
     def stats(self) -> dict:
@@ -85,7 +86,7 @@ def register_proposer(name: str, factory: str | Callable) -> None:
     PROPOSERS[name] = factory
 
 
-def make_proposer(engine: "Engine", config: "SpeculativeConfig") -> BaseProposer:
+def make_proposer(engine: Engine, config: SpeculativeConfig) -> BaseProposer:
     """Build the proposer named by ``config.method``.
 
     Raises:

@@ -29,7 +29,6 @@ logprobs) do not speculate (``SamplingParams.can_speculate``).
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import torch
@@ -121,7 +120,7 @@ class SpeculativeDecoder:
         config: the speculative settings.
     """
 
-    def __init__(self, engine: "Engine", config: "SpeculativeConfig") -> None:
+    def __init__(self, engine: Engine, config: SpeculativeConfig) -> None:
         self.engine = engine
         self.config = config
         self.proposer = make_proposer(engine, config)

@@ -104,6 +104,10 @@ class EngineConfig:
         speculative: speculative decoding: None (off), a method name (``"ngram"``,
             ``"draft"``), a dict of :class:`SpeculativeConfig` fields, or one; normalised
             to a SpeculativeConfig.
+        quantization: weight quantization: None (weights in ``dtype``), ``"int8"`` (per
+            output channel), ``"int4"`` / ``"int4-g32"`` / ``"int4-g64"`` / ``"int4-g128"``
+            (group-wise with zero points), or ``"gguf"`` (keep a GGUF file's Q8_0/Q4_0/Q4_1
+            blocks quantized in memory). See ``structgen.runtime.quantization``.
 
     Raises:
         ConfigError: a field is invalid (the message names it).
@@ -124,8 +128,12 @@ class EngineConfig:
     num_threads: int | None = None
     jump_forward: bool = True
     speculative: Any = None
+    quantization: str | None = None
 
     def __post_init__(self) -> None:
+        from structgen.runtime.quantization import check_quantization
+
+        check_quantization(self.quantization)  # raises ConfigError naming the method
         object.__setattr__(self, "speculative", SpeculativeConfig.parse(self.speculative))
         if self.dtype != "auto" and self.dtype not in _DTYPES:
             raise ConfigError(

@@ -57,7 +57,8 @@ class Engine:
         if self.config.num_threads is not None:
             torch.set_num_threads(self.config.num_threads)
         self.device = torch.device(self.config.device)
-        loaded = load_model(self.config.model, self.config.torch_dtype, self.device)
+        loaded = load_model(self.config.model, self.config.torch_dtype, self.device,
+                            quantization=self.config.quantization)
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer
         self.eos_token_ids = frozenset(loaded.eos_token_ids)
@@ -391,6 +392,13 @@ class Engine:
             "num_forward_passes": self.runner.num_forward_passes,
             **spec,
         }
+
+    def memory_report(self) -> dict[str, int]:
+        """Bytes held by the model weights (``weight_bytes``, quantized where they are) and
+        by the KV cache (``kv_bytes``)."""
+        from structgen.runtime.models import memory_report
+
+        return {**memory_report(self.loaded.model), "kv_bytes": self.pool.nbytes()}
 
     def flush_cache(self) -> int:
         """Evict every unlocked page of the prefix cache; returns pages freed."""

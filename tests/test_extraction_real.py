@@ -44,7 +44,10 @@ PAIRS = [
         "PyCon Lyon runs from 2026-05-14 to 2026-05-16 at the Centre des Congres. "
         "It is an in-person event.",
     ),
-    ("field-string-escaped-quote", 'The quote is: She said "hi" and left. C:\\temp is the folder.'),
+    # a text the 135M model copies instead of looping on (it repeats "I'm here." to
+    # max_tokens on 'She said "hi" and left.'); the output still carries a JSON escape
+    ("field-string-escaped-quote",
+     'Quote of the day: "Stay hungry, stay foolish." Saved in C:\\temp.'),
     ("field-eos-masked-until-complete", "Alan Turing was 41 when he died."),
     ("field-pattern-with-anchors", "Send it to 77 Mass Ave, Cambridge MA 02139."),
 ]

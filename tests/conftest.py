@@ -6,6 +6,11 @@ One session-scoped fixture per real model; tiny models everywhere else.
 from __future__ import annotations
 
 import importlib.util
+import os
+
+# Triton kernels are tested in its interpreter on CPU. The variable must be set before
+# anything imports triton (torch or transformers may), so it is set here, first.
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
 

@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
+from structgen.fsm.jump_forward import complete_utf8_prefix_len
+
 __all__ = ["IncrementalDetokenizer"]
-
-
-def _complete_utf8_prefix_len(data: bytes) -> int:
-    """Length of the longest prefix of ``data`` that does not end inside a UTF-8 character.
-
-    Only a trailing *incomplete* sequence (a lead byte whose continuation bytes have not
-    arrived yet) is held back; invalid bytes elsewhere are decoded with replacement.
-    """
-    n = len(data)
-    for back in range(1, min(4, n) + 1):
-        b = data[n - back]
-        if b & 0xC0 == 0x80:  # continuation byte: keep looking for the lead byte
-            continue
-        need = 2 if b & 0xE0 == 0xC0 else 3 if b & 0xF0 == 0xE0 else 4 if b & 0xF8 == 0xF0 else 1
-        return n - back if need > back else n
-    return n
 
 
 class IncrementalDetokenizer:
@@ -55,7 +41,7 @@ class IncrementalDetokenizer:
         if self.stopped or not data:
             return
         self._buf += data
-        cut = _complete_utf8_prefix_len(bytes(self._buf))
+        cut = complete_utf8_prefix_len(bytes(self._buf))
         if cut == 0:
             return
         old_len = len(self._text)

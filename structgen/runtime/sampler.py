@@ -12,10 +12,10 @@ import torch
 
 from structgen.runtime.sampling_params import SamplingParams
 
-__all__ = ["sample"]
+__all__ = ["sample", "filter_probs"]
 
 
-def _filter(probs: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
+def filter_probs(probs: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
     """Apply top-k, top-p and min-p filtering to ``probs`` ``[R, V]`` (renormalised)."""
     rows = probs.shape[0]
     dev = probs.device
@@ -66,7 +66,7 @@ def sample(
         device=logits.device,
     )
     probs = torch.softmax(logits.float() / temps.unsqueeze(1), dim=-1)
-    probs = _filter(probs, params)
+    probs = filter_probs(probs, params)
     noise = torch.empty_like(probs)
     noise.exponential_()
     for r, gen in enumerate(generators):

@@ -35,7 +35,7 @@ import torch
 
 from structgen.kernels.apply_token_bitmask import apply_token_bitmask
 from structgen.runtime.request import Request, RequestStatus
-from structgen.runtime.sampler import _filter
+from structgen.runtime.sampler import filter_probs
 from structgen.runtime.speculative.base import make_proposer
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def target_probs(logits: torch.Tensor, req: Request) -> torch.Tensor:
     """``[M, V]`` the distribution the plain sampler draws from, for already masked rows."""
     p = req.params
     probs = torch.softmax(logits.float() / p.temperature, dim=-1)
-    return _filter(probs, [p] * logits.shape[0])
+    return filter_probs(probs, [p] * logits.shape[0])
 
 
 def _draw(probs: torch.Tensor, gen: torch.Generator | None) -> int:

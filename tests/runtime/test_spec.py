@@ -136,6 +136,33 @@ def test_kv_pressure_preemption_keeps_output(tiny_llama_dir, tiny_draft_dir, pla
     assert_no_draft_leak(engine)
 
 
+def test_draft_catch_up_respects_prefill_budget(tiny_llama_dir, tiny_draft_dir, plain):
+    """A long prompt reaches the draft in chunks: no draft forward computes more than
+    ``chunked_prefill_tokens`` of one request or ``max_batch_tokens`` in all."""
+    engine = _spec_engine(tiny_llama_dir, tiny_draft_dir, plain, "draft")
+    runner = engine.spec.proposer.runner
+    sizes: list[list[int]] = []
+    forward = runner.forward
+
+    def spy(chunks, prefix_lens, page_tables, **kw):
+        sizes.append([len(c) for c in chunks])
+        return forward(chunks, prefix_lens, page_tables, **kw)
+
+    runner.forward = spy
+    prompts = [" ".join(PROMPTS) * 2] + PROMPTS  # the first is ~10x chunked_prefill_tokens
+    assert len(engine.encode_prompt(prompts[0])) > 8 * SETTINGS["chunked_prefill_tokens"]
+    params = _mixed_params(30, ignore_eos=True)
+    params = [SamplingParams(max_tokens=30, temperature=0.0, ignore_eos=True)] + params
+    ref = plain.generate(prompts, params)
+    outs = engine.generate(prompts, params)
+    assert [o.token_ids for o in outs] == [r.token_ids for r in ref]
+    assert max(max(s) for s in sizes) <= SETTINGS["chunked_prefill_tokens"]
+    assert max(sum(s) for s in sizes) <= SETTINGS["max_batch_tokens"]
+    assert outs[0].metrics.spec_proposed_tokens > 0  # caught up, then speculated
+    assert_no_leak(engine)
+    assert_no_draft_leak(engine)
+
+
 def test_metrics_consistent(tiny_llama_dir, tiny_draft_dir, plain):
     engine = _spec_engine(tiny_llama_dir, tiny_draft_dir, plain, "ngram")
     outs = engine.generate(PROMPTS, _mixed_params(40, ignore_eos=True))

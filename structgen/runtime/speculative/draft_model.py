@@ -3,8 +3,11 @@
 The draft has its own :class:`KVPool` and a page table per request. Each step it first
 catches up, in one extend over all proposing requests, on the tokens it has not
 computed (the prompt the first time, then the target's own token, jump-forward text,
-anything after a rejected draft: its computed tokens are compared with the request's),
-then decodes k - 1 more tokens autoregressively, batched over requests. Every draft row
+anything after a rejected draft: its computed tokens are compared with the request's);
+the catch-up obeys the engine's ``chunked_prefill_tokens`` / ``max_batch_tokens``, so
+a long prompt reaches the draft in chunks over several steps (the request does not
+speculate until it has caught up). Then it decodes k - 1 more tokens
+autoregressively, batched over requests. Every draft row
 is masked with the request's grammar (the matcher advanced through the drafts so far,
 rolled back at the end), so drafts are always grammar-valid; sampled requests draw from
 ``q`` = the masked draft distribution under the request's own temperature / top-k /
@@ -132,11 +135,19 @@ class DraftModelProposer(BaseProposer):
         idx = torch.tensor(constrained, dtype=torch.int64, device=logits.device)
         apply_token_bitmask(logits, bitmask.to(logits.device), idx)
 
-    def propose(self, reqs, num_tokens):
-        from structgen.runtime.speculative.verify import target_probs
+    def _catch_up(self, reqs: list, num_tokens: list[int]) -> list[tuple[int, list[int], int, bool]]:
+        """Plan the first draft forward of this step: each request's uncomputed tokens.
 
-        props = [Proposal([]) for _ in reqs]
-        active, chunks, prefix_lens = [], [], []
+        The catch-up is budgeted like the target's prefill: at most
+        ``chunked_prefill_tokens`` tokens of one request and ``max_batch_tokens`` in all
+        (shortest catch-ups first, so the usual one-or-few-token ones always fit). A
+        request whose catch-up does not fit computes a chunk without logits and drafts
+        on a later step (a long prompt is prefilled into the draft over several steps).
+
+        Returns:
+            ``(request index, tokens, prefix length, wants logits)`` per row. Raises: never.
+        """
+        todo = []
         for i, req in enumerate(reqs):
             seq = self._seqs.setdefault(req.request_id, _DraftSeq())
             known = req.prompt_token_ids + req.output_token_ids
@@ -147,49 +158,73 @@ class DraftModelProposer(BaseProposer):
                 self._free_idle(reqs)
                 if not self._reserve(seq, need):
                     continue  # draft pool full: this request does not speculate this step
-            active.append(i)
-            chunks.append(known[keep:])
-            prefix_lens.append(keep)
-            seq.tokens = known
+            todo.append((len(known) - keep, i, known, keep))
+        cfg = self.engine.config
+        budget = cfg.max_batch_tokens
+        rows = []
+        for pending, i, known, keep in sorted(todo, key=lambda t: t[0]):
+            n = min(pending, cfg.chunked_prefill_tokens, budget)
+            if n <= 0:
+                break
+            budget -= n
+            rows.append((i, known[keep : keep + n], keep, n == pending))
+            self._seqs[reqs[i].request_id].tokens = known[: keep + n]
+        rows.sort(key=lambda r: r[0])
+        return rows
+
+    def _draft_tokens(self, logits, rows, reqs, num_tokens, props, probs, advanced):
+        """Pick one draft token per logits row; return the next decode rows. Raises: never."""
+        from structgen.runtime.speculative.verify import target_probs
+
+        eos = self.engine.eos_token_ids
+        nxt = []
+        for row, i in enumerate(rows):
+            req, seq = reqs[i], self._seqs[reqs[i].request_id]
+            if req.params.is_greedy:
+                tok = int(logits[row].argmax())
+            else:
+                q = target_probs(logits[row : row + 1], req)[0]
+                noise = torch.empty_like(q).exponential_(generator=req.generator)
+                tok = int((q / noise).argmax())
+                probs[i].append(q)
+            if req.matcher is not None:
+                if not req.matcher.advance(tok):  # masked row empty: stop here
+                    if probs[i]:
+                        probs[i].pop()
+                    continue
+                advanced[i] += 1
+            props[i].token_ids.append(tok)
+            done = (len(props[i].token_ids) >= num_tokens[i]
+                    or (tok in eos and not req.params.ignore_eos)
+                    or tok in (req.params.stop_token_ids or ())
+                    or (req.matcher is not None and req.matcher.is_terminated()))
+            if not done:
+                nxt.append((i, [tok], len(seq.tokens), True))
+                seq.tokens = seq.tokens + [tok]
+        return nxt
+
+    def propose(self, reqs, num_tokens):
+        """Catch up (budgeted, see :meth:`_catch_up`), then draft autoregressively,
+        batched over requests, every row masked by the request's grammar."""
+        props = [Proposal([]) for _ in reqs]
         advanced = [0] * len(reqs)
         probs: list[list[torch.Tensor]] = [[] for _ in reqs]
-        eos = self.engine.eos_token_ids
         try:
             with torch.inference_mode():
-                while active:
-                    seqs = [self._seqs[reqs[i].request_id] for i in active]
-                    logits = self.runner.forward(chunks, prefix_lens, [s.pages for s in seqs],
-                                                 logits_rows=list(range(len(active))))
+                batch = self._catch_up(reqs, num_tokens)
+                while batch:
+                    pages = [self._seqs[reqs[i].request_id].pages for i, _, _, _ in batch]
+                    want = [r for r, b in enumerate(batch) if b[3]]
+                    logits = self.runner.forward([b[1] for b in batch], [b[2] for b in batch],
+                                                 pages, logits_rows=want)
                     self.num_forward_passes += 1
+                    if not want:
+                        break
+                    active = [batch[r][0] for r in want]
                     logits = self._logits_to_target(logits)
                     self._mask(logits, [reqs[i] for i in active])
-                    nxt, chunks, prefix_lens = [], [], []
-                    for row, i in enumerate(active):
-                        req, seq = reqs[i], seqs[row]
-                        if req.params.is_greedy:
-                            tok = int(logits[row].argmax())
-                        else:
-                            q = target_probs(logits[row : row + 1], req)[0]
-                            noise = torch.empty_like(q).exponential_(generator=req.generator)
-                            tok = int((q / noise).argmax())
-                            probs[i].append(q)
-                        if req.matcher is not None:
-                            if not req.matcher.advance(tok):  # masked row empty: stop here
-                                if probs[i]:
-                                    probs[i].pop()
-                                continue
-                            advanced[i] += 1
-                        props[i].token_ids.append(tok)
-                        done = (len(props[i].token_ids) >= num_tokens[i]
-                                or (tok in eos and not req.params.ignore_eos)
-                                or tok in (req.params.stop_token_ids or ())
-                                or (req.matcher is not None and req.matcher.is_terminated()))
-                        if not done:
-                            nxt.append(i)
-                            chunks.append([tok])
-                            prefix_lens.append(len(seq.tokens))
-                            seq.tokens = seq.tokens + [tok]
-                    active = nxt
+                    batch = self._draft_tokens(logits, active, reqs, num_tokens, props, probs,
+                                               advanced)
         finally:
             for i, req in enumerate(reqs):
                 if req.matcher is not None:

@@ -47,18 +47,22 @@ class CompiledGrammar:
         vocab: the vocabulary, or None (then only ``matches`` works).
         token_index: the ``TokenIndex`` (None without a vocabulary).
         warnings: messages about schema parts that were ignored or approximated.
+        trigger: the text after which ``pattern`` starts to apply (free text before it,
+            see ``regex_to_dfa``), or None: ``pattern`` applies from the first byte.
     """
 
     def __init__(self, pattern: str, dfa: ByteDFA, vocab: Vocabulary | None,
-                 warnings: list[str] | None = None) -> None:
+                 warnings: list[str] | None = None, trigger: str | None = None) -> None:
         self.pattern = pattern
+        self.trigger = trigger
         self.dfa = dfa
         self.vocab = vocab
         self.token_index = TokenIndex(dfa, vocab) if vocab is not None else None
         self.warnings = list(warnings or [])
 
     def __repr__(self) -> str:
-        return (f"CompiledGrammar(num_states={self.dfa.num_states}, "
+        trig = "" if self.trigger is None else f"trigger={self.trigger!r}, "
+        return (f"CompiledGrammar({trig}num_states={self.dfa.num_states}, "
                 f"vocab={'none' if self.vocab is None else self.vocab.fingerprint[:12]}, "
                 f"warnings={len(self.warnings)})")
 
@@ -107,23 +111,34 @@ def _fingerprint(vocab: Vocabulary | None) -> str | None:
     return None if vocab is None else vocab.fingerprint
 
 
-def _build(pattern: str, vocab: Vocabulary | None, warnings: list[str] | None = None):
+def _build(pattern: str, vocab: Vocabulary | None, warnings: list[str] | None = None,
+           trigger: str | None = None):
     def build() -> CompiledGrammar:
-        return CompiledGrammar(pattern, regex_to_dfa(pattern), vocab, warnings)
+        return CompiledGrammar(pattern, regex_to_dfa(pattern, trigger=trigger), vocab,
+                               warnings, trigger)
     return build
 
 
-def compile_regex(pattern: str, vocab: Vocabulary | None = None) -> CompiledGrammar:
+def compile_regex(pattern: str, vocab: Vocabulary | None = None, *,
+                  trigger: str | None = None) -> CompiledGrammar:
     """Compile a Python regex (fullmatch semantics) for ``vocab``.
+
+    Args:
+        pattern: the regex.
+        vocab: the vocabulary (None: only ``CompiledGrammar.matches`` works).
+        trigger: free text up to and including the first ``trigger``, then ``pattern``
+            (e.g. ``"</think>"`` lets a reasoning model think before it answers).
 
     Raises:
         RegexError, UnsupportedRegexError, GrammarTooComplexError: see ``regex_to_dfa``.
     """
-    return _cached(("regex", pattern, _fingerprint(vocab)), _build(pattern, vocab))
+    return _cached(("regex", pattern, trigger, _fingerprint(vocab)),
+                   _build(pattern, vocab, None, trigger))
 
 
-def compile_choice(choices: list[str], vocab: Vocabulary | None = None) -> CompiledGrammar:
-    """Exactly one of ``choices`` (literal strings).
+def compile_choice(choices: list[str], vocab: Vocabulary | None = None, *,
+                   trigger: str | None = None) -> CompiledGrammar:
+    """Exactly one of ``choices`` (literal strings); ``trigger`` as in ``compile_regex``.
 
     Raises:
         ValueError: ``choices`` is empty.
@@ -131,7 +146,8 @@ def compile_choice(choices: list[str], vocab: Vocabulary | None = None) -> Compi
     if not choices:
         raise ValueError("compile_choice needs at least one choice")
     pattern = "(?:" + "|".join(escape_literal(c) for c in dict.fromkeys(choices)) + ")"
-    return _cached(("choice", tuple(choices), _fingerprint(vocab)), _build(pattern, vocab))
+    return _cached(("choice", tuple(choices), trigger, _fingerprint(vocab)),
+                   _build(pattern, vocab, None, trigger))
 
 
 def compile_json_schema(
@@ -142,10 +158,12 @@ def compile_json_schema(
     strict: bool = True,
     allow_extra_properties: bool = False,
     max_recursion_depth: int = 3,
+    trigger: str | None = None,
 ) -> CompiledGrammar:
     """Compile a JSON Schema (dict, JSON string, or pydantic model class).
 
-    See ``json_schema_to_regex`` for the supported subset and options.
+    See ``json_schema_to_regex`` for the supported subset and options; ``trigger`` as in
+    ``compile_regex`` (free text, then the JSON document).
 
     Raises:
         InvalidSchemaError: the schema fails its metaschema.
@@ -159,7 +177,7 @@ def compile_json_schema(
         except jsonschema.SchemaError as exc:
             pointer = "".join("/" + str(p) for p in exc.path)
             raise InvalidSchemaError(f"invalid JSON Schema: {exc.message}", pointer) from exc
-    options = (whitespace, strict, allow_extra_properties, max_recursion_depth)
+    options = (whitespace, strict, allow_extra_properties, max_recursion_depth, trigger)
     key = ("json", json.dumps(schema, sort_keys=False), options, _fingerprint(vocab))
 
     def build() -> CompiledGrammar:
@@ -169,6 +187,6 @@ def compile_json_schema(
             allow_extra_properties=allow_extra_properties,
             max_recursion_depth=max_recursion_depth, warnings=warnings,
         )
-        return _build(pattern, vocab, warnings)()
+        return _build(pattern, vocab, warnings, trigger)()
 
     return _cached(key, build)

@@ -29,6 +29,7 @@ DEFAULT_EAGER_ROWS = 64
 def regex_to_dfa(
     pattern: str,
     *,
+    trigger: str | bytes | None = None,
     max_states: int = DEFAULT_MAX_STATES,
     max_seconds: float = DEFAULT_MAX_SECONDS,
     eager_rows: int = DEFAULT_EAGER_ROWS,
@@ -37,12 +38,17 @@ def regex_to_dfa(
 
     Args:
         pattern: the regex.
+        trigger: when given, the automaton first reads free text up to and including
+            the first occurrence of ``trigger`` (a str is UTF-8 encoded), and ``pattern``
+            applies to what follows (``regex_ast`` ``UNTIL``). The free text may be any
+            bytes; it cannot end the match, so the trigger must appear.
         max_states: budget of built states (rows), at compile and later.
         max_seconds: time budget of the compile (and of each full exploration).
         eager_rows: rows built breadth-first at compile time.
 
     Raises:
-        RegexError: the pattern does not parse, or matches no string at all.
+        RegexError: the pattern does not parse, or matches no string at all; an empty
+            ``trigger``.
         UnsupportedRegexError: lookaround, backreferences, anchors, atomic groups.
         GrammarTooComplexError: a budget (states, time, nesting depth) is exceeded.
     """
@@ -51,6 +57,11 @@ def regex_to_dfa(
     root = lower(pattern, arena, deadline=t0 + max_seconds)
     if root == EMPTY:
         raise RegexError(f"regex {pattern!r} matches no string")
+    if trigger is not None:
+        data = trigger.encode("utf-8") if isinstance(trigger, str) else bytes(trigger)
+        if not data:
+            raise RegexError("the constraint trigger must be a non-empty string")
+        root = arena.until(data, root)
     dfa = ByteDFA(arena, root, max_states=max_states,
                   max_seconds=max(0.0, max_seconds - (time.perf_counter() - t0)))
     dfa.explore(max_rows=eager_rows)

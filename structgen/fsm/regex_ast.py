@@ -10,7 +10,13 @@ term is an integer operation. Node kinds:
 * ``CONCAT(head, tail)``: right-nested, ``head`` never itself a ``CONCAT``;
 * ``ALT(items)``: flattened, sorted, deduplicated, at most one ``BYTES`` item;
 * ``REPEAT(x, lo, hi)``: counted repetition ``x{lo,hi}`` (``hi == INF`` for no bound),
-  kept as a count and never unrolled.
+  kept as a count and never unrolled;
+* ``UNTIL(trigger, k, cont)``: free bytes up to and including the first occurrence of
+  the byte string ``trigger``, then ``cont``; ``k`` is how many bytes of ``trigger`` the
+  text read so far already ends with (a Knuth-Morris-Pratt state, ``0 <= k < len``).
+  The language ``(?:(?!T)[\x00-\xff])*T cont`` needs lookaround in the regex dialect;
+  as a term its derivative is one KMP step: ``UNTIL(T, k', cont)``, or ``cont`` once
+  ``k'`` reaches ``len(T)``, so it costs ``len(T)`` states however long the free text.
 
 Smart constructors keep every term other than ``EMPTY`` non-empty as a language
 (``EMPTY`` is absorbed by concatenation, dropped from alternations), so a
@@ -37,13 +43,15 @@ __all__ = [
     "CONCAT",
     "ALT",
     "REPEAT",
+    "UNTIL",
     "INF",
     "MAX_DEPTH",
     "byte_range_mask",
 ]
 
 EMPTY, EPS = 0, 1
-BYTES, CONCAT, ALT, REPEAT = 2, 3, 4, 5
+BYTES, CONCAT, ALT, REPEAT, UNTIL = 2, 3, 4, 5, 6
+_ALL_BYTES = (1 << 256) - 1
 _EMPTY_KIND, _EPS_KIND = 0, 1
 INF = -1
 MAX_DEPTH = 300  # nesting of alternations/repetitions; derivative recursion follows it
@@ -75,6 +83,7 @@ class TermArena:
         self._deriv: dict[int, int] = {}
         self._front: dict[int, frozenset[int]] = {}
         self._alt_index: dict[int, list[tuple[int, ...]]] = {}
+        self._kmp: dict[bytes, list[dict[int, int]]] = {}
 
     @property
     def num_terms(self) -> int:
@@ -191,6 +200,47 @@ class TermArena:
         return self._intern((REPEAT, x, lo, hi), REPEAT, (x, lo, hi), lo == 0, self.first[x],
                             1 + self.depth[x])
 
+    def until(self, trigger: bytes, cont: int, k: int = 0) -> int:
+        """Any bytes up to and including the first occurrence of ``trigger``, then ``cont``.
+
+        Args:
+            trigger: the non-empty byte string that ends the free text.
+            cont: the term that must match everything after the trigger.
+            k: bytes of ``trigger`` already matched (``0 <= k < len(trigger)``).
+
+        Raises:
+            ValueError: empty ``trigger`` or ``k`` out of range.
+        """
+        trigger = bytes(trigger)
+        if not trigger or not 0 <= k < len(trigger):
+            raise ValueError(f"until needs a non-empty trigger and 0 <= k < {len(trigger)}")
+        if cont == EMPTY:
+            return EMPTY
+        return self._intern((UNTIL, trigger, k, cont), UNTIL, (trigger, k, cont), False,
+                            _ALL_BYTES, 1 + self.depth[cont])
+
+    def _kmp_step(self, trigger: bytes, k: int, b: int) -> int:
+        """Bytes of ``trigger`` matched after reading ``b`` with ``k`` matched (KMP)."""
+        table = self._kmp.get(trigger)
+        if table is None:
+            fail = [0] * (len(trigger) + 1)  # fail[i]: longest proper border of trigger[:i]
+            j = 0
+            for i in range(1, len(trigger)):
+                while j and trigger[i] != trigger[j]:
+                    j = fail[j]
+                if trigger[i] == trigger[j]:
+                    j += 1
+                fail[i + 1] = j
+            table = [{} for _ in trigger]
+            for state in range(len(trigger)):
+                for byte in set(trigger):
+                    j = state
+                    while j and trigger[j] != byte:
+                        j = fail[j]
+                    table[state][byte] = j + 1 if trigger[j] == byte else 0
+            self._kmp[trigger] = table
+        return table[k].get(b, 0)
+
     # ---- derivatives -----------------------------------------------------------
 
     def derivative(self, t: int, b: int) -> int:
@@ -212,6 +262,10 @@ class TermArena:
         elif k == ALT:
             members = self._alt_members(t, b)
             result = self.alt([self.derivative(u, b) for u in members])
+        elif k == UNTIL:
+            trigger, matched, cont = args[t]
+            nxt = self._kmp_step(trigger, matched, b)
+            result = cont if nxt == len(trigger) else self.until(trigger, cont, nxt)
         else:  # CONCAT: walk the spine while heads are nullable (no recursion on the tail)
             first, nullable = self.first, self.nullable
             parts = []
@@ -278,6 +332,8 @@ class TermArena:
                 if not self.nullable[h]:
                     break
             result = frozenset(acc)
+        elif k == UNTIL:  # the KMP step depends only on whether the byte is in the trigger
+            result = frozenset(1 << b for b in set(args[t][0]))
         else:
             result = frozenset()
         self._front[t] = result

@@ -3,6 +3,14 @@
 Each term holds only its spec (no model state); ``compile(vocab)`` lowers it through
 ``structgen.fsm`` into a ``CompiledGrammar`` (compiles are cached there by spec and
 vocabulary fingerprint).
+
+Every term takes ``trigger=``: the model then writes free text until that text first
+appears (e.g. ``"</think>"`` closing a reasoning block), and the constraint applies to
+everything after it. Trigger and constraint are one automaton, so a token that spans the
+trigger and the start of the answer is checked as a whole; the free text cannot end the
+output (the trigger must come), and with ``max_tokens`` the mask steers the model to
+write the trigger and a complete answer in time. The trigger must be ordinary text:
+special tokens are never allowed under a constraint.
 """
 
 from __future__ import annotations
@@ -28,16 +36,21 @@ class Constraint:
 class Regex(Constraint):
     """Output must fully match ``pattern`` (Python ``re`` dialect, no lookaround/backrefs).
 
+    Args:
+        pattern: the regex.
+        trigger: free text up to and including this string first (module docstring).
+
     Raises (at compile): RegexError, UnsupportedRegexError, GrammarTooComplexError.
     """
 
     pattern: str
+    trigger: str | None = None
 
     def compile(self, vocab: Any) -> Any:
         """Compile for ``vocab``."""
         from structgen.fsm import compile_regex
 
-        return compile_regex(self.pattern, vocab)
+        return compile_regex(self.pattern, vocab, trigger=self.trigger)
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,6 +63,7 @@ class JsonSchema(Constraint):
         strict: raise UnsupportedSchemaError on keywords that cannot be enforced.
         allow_extra_properties: let objects without ``additionalProperties`` carry
             unlisted keys (the spec's default); False generates only listed keys.
+        trigger: free text up to and including this string first (module docstring).
 
     Raises (at compile): InvalidSchemaError, UnsupportedSchemaError.
     """
@@ -58,6 +72,7 @@ class JsonSchema(Constraint):
     whitespace: str = "compact"
     strict: bool = True
     allow_extra_properties: bool = False
+    trigger: str | None = None
 
     def compile(self, vocab: Any) -> Any:
         """Compile for ``vocab``."""
@@ -69,26 +84,37 @@ class JsonSchema(Constraint):
             whitespace=self.whitespace,
             strict=self.strict,
             allow_extra_properties=self.allow_extra_properties,
+            trigger=self.trigger,
         )
 
 
 @dataclass(frozen=True)
 class Choice(Constraint):
-    """Output must be exactly one of ``options`` (any strings)."""
+    """Output must be exactly one of ``options`` (any strings).
+
+    Args:
+        options: the strings.
+        trigger: free text up to and including this string first (module docstring).
+
+    Raises:
+        RequestError: ``options`` empty or not all strings.
+    """
 
     options: tuple[str, ...]
+    trigger: str | None = None
 
-    def __init__(self, options: Any) -> None:
+    def __init__(self, options: Any, trigger: str | None = None) -> None:
         opts = tuple(options)
         if not opts or not all(isinstance(o, str) for o in opts):
             raise RequestError("Choice needs a non-empty list of strings")
         object.__setattr__(self, "options", opts)
+        object.__setattr__(self, "trigger", trigger)
 
     def compile(self, vocab: Any) -> Any:
         """Compile for ``vocab``."""
         from structgen.fsm import compile_choice
 
-        return compile_choice(list(self.options), vocab)
+        return compile_choice(list(self.options), vocab, trigger=self.trigger)
 
 
 def to_constraint(value: Any) -> Constraint | Any | None:

@@ -34,16 +34,21 @@ except ImportError:  # pragma: no cover - exercised only without triton
 
 __all__ = [
     "HAS_TRITON",
-    "triton",
-    "tl",
-    "jit",
-    "launch",
-    "is_interpreting",
-    "resolve_backend",
-    "next_pow2",
     "cdiv",
     "check",
+    "check_float",
+    "check_index",
+    "check_paged_attention",
+    "check_same_device",
     "dot_in_f32",
+    "is_interpreting",
+    "jit",
+    "launch",
+    "next_pow2",
+    "resolve_backend",
+    "tl",
+    "triton",
+    "window_or_max",
 ]
 
 _BACKENDS = ("auto", "triton", "torch")
@@ -110,3 +115,65 @@ def check(cond: bool, msg: str) -> None:
     """Raise ``ValueError(msg)`` unless ``cond`` (launcher input validation)."""
     if not cond:
         raise ValueError(msg)
+
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def check_float(name: str, t: torch.Tensor) -> None:
+    """Raise ``ValueError`` unless ``t`` is float16, bfloat16 or float32 (the kernels' dtypes)."""
+    check(t.dtype in _FLOATS, f"{name} must be float16/bfloat16/float32, got {t.dtype}")
+
+
+def check_index(**tensors: torch.Tensor) -> None:
+    """Raise ``ValueError`` unless every named tensor holds int32 or int64 indices."""
+    for name, t in tensors.items():
+        check(t.dtype in (torch.int32, torch.int64), f"{name} must be int32/int64, got {t.dtype}")
+
+
+def check_same_device(**tensors: torch.Tensor | None) -> None:
+    """Raise ``ValueError`` naming each tensor's device unless all (non-None) share one."""
+    devs = {name: t.device for name, t in tensors.items() if t is not None}
+    check(len(set(devs.values())) <= 1, f"all tensors must be on one device, got {devs}")
+
+
+def check_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                          page_table: torch.Tensor, q_name: str) -> None:
+    """Shared checks of the paged attention launchers (decode and extend).
+
+    Args:
+        q: ``[rows, heads, d]`` queries; ``q_name`` names its first axis in messages.
+        k_cache / v_cache: ``[num_pages, page_size, kv_heads, d]``, ``heads % kv_heads == 0``.
+        page_table: ``[B, max_pages]`` int32/int64, rows contiguous.
+
+    Raises:
+        ValueError: the first mismatch found (shape, GQA ratio, dtype, layout).
+    """
+    check(q.dim() == 3, f"q must be [{q_name}, heads, d], got {tuple(q.shape)}")
+    check(k_cache.dim() == 4 and k_cache.shape == v_cache.shape,
+          f"caches must be [pages, page_size, kv_heads, d] and equal, got {tuple(k_cache.shape)}, {tuple(v_cache.shape)}")
+    heads, d = q.shape[1], q.shape[2]
+    check(k_cache.shape[3] == d, f"head_dim mismatch: q {d}, cache {k_cache.shape[3]}")
+    check(heads % k_cache.shape[2] == 0, f"heads {heads} not a multiple of kv_heads {k_cache.shape[2]}")
+    check(q.dtype == k_cache.dtype == v_cache.dtype,
+          f"dtype mismatch: q {q.dtype}, cache {k_cache.dtype}/{v_cache.dtype}")
+    check_float("q", q)
+    check(page_table.dim() == 2, f"page_table must be [B, max_pages], got {tuple(page_table.shape)}")
+    check_index(page_table=page_table)
+    check(q.stride(2) == 1 and k_cache.stride(3) == 1 and v_cache.stride(3) == 1, "head_dim must be contiguous")
+    check(page_table.stride(1) == 1, "page_table rows must be contiguous")
+
+
+_NO_WINDOW = 1 << 30  # "no sliding window": wider than any context
+
+
+def window_or_max(sliding_window: int | None) -> int:
+    """The kernels' window argument: ``sliding_window``, or 2**30 (no window) for None.
+
+    Raises:
+        ValueError: a window < 1.
+    """
+    if sliding_window is None:
+        return _NO_WINDOW
+    check(int(sliding_window) >= 1, f"sliding_window must be >= 1 or None, got {sliding_window!r}")
+    return int(sliding_window)

@@ -13,7 +13,16 @@ from __future__ import annotations
 
 import torch
 
-from structgen.kernels._triton import cdiv, check, jit, launch, resolve_backend, tl
+from structgen.kernels._triton import (
+    cdiv,
+    check,
+    check_index,
+    check_same_device,
+    jit,
+    launch,
+    resolve_backend,
+    tl,
+)
 
 __all__ = ["apply_token_bitmask", "apply_token_bitmask_ref", "unpack_bitmask"]
 
@@ -115,10 +124,10 @@ def _apply_token_bitmask_triton(
     check(logits.is_floating_point(), f"logits must be floating point, got {logits.dtype}")
     check(logits.stride(1) == 1, "logits must be contiguous along the vocabulary")
     check(bitmask.stride(1) == 1, "bitmask must be contiguous along its words")
-    check(bitmask.device == logits.device, "bitmask and logits must be on the same device")
+    check_same_device(logits=logits, bitmask=bitmask, indices=indices)
     if indices is not None:
-        check(indices.dim() == 1 and indices.dtype in (torch.int32, torch.int64), "bad indices")
-        check(indices.device == logits.device, "indices must be on the logits' device")
+        check(indices.dim() == 1, f"indices must be [R], got {tuple(indices.shape)}")
+        check_index(indices=indices)
         indices = indices.contiguous()
     if rows == 0 or logits.shape[1] == 0:
         return

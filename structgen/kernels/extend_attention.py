@@ -9,22 +9,29 @@ sees keys ``0 .. p``.
 
 Kernel: flash attention (online softmax, exp2), grid ``(batch, heads, query blocks)``;
 a program covers ``BLOCK_M`` queries of one head and stops at the last key its
-last query can see (causal block skipping).
+last query can see (causal block skipping). With a sliding window ``W`` (Mistral;
+transformers' ``kv_idx > q_idx - W``) the query at ``p`` sees keys ``p - W + 1 .. p``, and a
+program starts at the first key its first query can see.
 """
 
 from __future__ import annotations
 
 import torch
 
+from structgen.kernels._paged import load_paged_kv
 from structgen.kernels._triton import (
     cdiv,
     check,
+    check_index,
+    check_paged_attention,
+    check_same_device,
     dot_in_f32,
     jit,
     launch,
     next_pow2,
     resolve_backend,
     tl,
+    window_or_max,
 )
 
 __all__ = ["extend_attention", "extend_attention_ref"]
@@ -45,6 +52,7 @@ def extend_attention_ref(
     extend_lens: torch.Tensor,
     scale: float,
     max_extend_len: int | None = None,
+    sliding_window: int | None = None,
 ) -> torch.Tensor:
     """Causal attention of ragged new tokens over paged K/V (torch reference, float32 math).
 
@@ -58,11 +66,13 @@ def extend_attention_ref(
         extend_lens: ``[B]`` new tokens per sequence (>= 1).
         scale: softmax scale.
         max_extend_len: ``max(extend_lens)`` if known (saves a host sync in Triton).
+        sliding_window: None (full causal) or ``W >= 1``: the query at position ``p`` sees
+            keys ``p - W + 1 .. p`` (Mistral).
 
     Returns:
         ``[T, heads, d]`` in ``q.dtype``.
     """
-    num_tokens, heads, d = q.shape
+    num_tokens, heads = q.shape[0], q.shape[1]
     page_size, kv_heads = k_cache.shape[1], k_cache.shape[2]
     prefix_lens, extend_lens = prefix_lens.long(), extend_lens.long()
     seq_ids = torch.repeat_interleave(torch.arange(len(extend_lens), device=q.device), extend_lens)
@@ -77,6 +87,8 @@ def extend_attention_ref(
     v = v.repeat_interleave(rep, dim=2)
     scores = torch.einsum("thd,tlhd->thl", q.float(), k) * scale  # [T, heads, L]
     visible = pos[None, :] <= q_pos[:, None]  # [T, L] causal
+    if sliding_window is not None:
+        visible = visible & (pos[None, :] > q_pos[:, None] - sliding_window)
     scores = scores.masked_fill(~visible[:, None, :], float("-inf"))
     return torch.einsum("thl,tlhd->thd", scores.softmax(-1), v).to(q.dtype)
 
@@ -92,6 +104,7 @@ def _extend_kernel(
     extend_lens_ptr,  # [B]
     q_starts_ptr,  # [B]
     qk_scale,  # scale * log2(e)
+    window,  # sliding window W (2**30: none)
     stride_qt,
     stride_qh,
     stride_kp,
@@ -135,26 +148,22 @@ def _extend_kernel(
     q_pos = prefix + offs_m  # [BLOCK_M] absolute positions
     # the block's last query sees keys < end; an empty block (past ext) loops zero times
     end = tl.where(mb * BLOCK_M < ext, prefix + tl.minimum(ext, (mb + 1) * BLOCK_M), 0)
+    # the block's first query sees keys > its position - W: skip whole blocks before that
+    lo = tl.maximum(prefix + mb * BLOCK_M - window + 1, 0) // BLOCK_N * BLOCK_N
 
     m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l_i = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
-    for n0 in range(0, end, BLOCK_N):
+    for n0 in range(lo, end, BLOCK_N):
         pos = n0 + tl.arange(0, BLOCK_N)  # [BLOCK_N] key positions
         n_mask = pos < end
-        page = tl.load(page_table_ptr + bb * stride_pt + pos // PAGE_SIZE, mask=n_mask, other=0)
-        page = page.to(tl.int64)
-        off = pos % PAGE_SIZE
-        kd_mask = n_mask[:, None] & d_mask[None, :]
-        k_row = page * stride_kp + off * stride_kt + kvh * stride_kh
-        k = tl.load(k_ptr + k_row[:, None] + offs_d[None, :], mask=kd_mask, other=0.0)
-        v_row = page * stride_vp + off * stride_vt + kvh * stride_vh
-        v = tl.load(v_ptr + v_row[:, None] + offs_d[None, :], mask=kd_mask, other=0.0)
-        if DOT_F32:
-            k = k.to(tl.float32)
-            v = v.to(tl.float32)
+        k, v = load_paged_kv(
+            k_ptr, v_ptr, page_table_ptr + bb * stride_pt, pos, n_mask, offs_d, d_mask, kvh,
+            stride_kp, stride_kt, stride_kh, stride_vp, stride_vt, stride_vh, PAGE_SIZE, DOT_F32,
+        )  # fmt: skip
         s = tl.dot(q, tl.trans(k)) * qk_scale  # [BLOCK_M, BLOCK_N]
-        visible = (pos[None, :] <= q_pos[:, None]) & n_mask[None, :]
+        visible = (pos[None, :] <= q_pos[:, None]) & (pos[None, :] > q_pos[:, None] - window)
+        visible = visible & n_mask[None, :]
         s = tl.where(visible, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with nothing seen yet
@@ -170,26 +179,18 @@ def _extend_kernel(
 
 
 def _check_extend_args(q, k_cache, v_cache, page_table, prefix_lens, extend_lens) -> None:
-    check(q.dim() == 3, f"q must be [T, heads, d], got {tuple(q.shape)}")
-    check(k_cache.dim() == 4 and k_cache.shape == v_cache.shape, "caches must be [pages, page_size, kv_heads, d]")
-    _, heads, d = q.shape
-    check(k_cache.shape[3] == d, f"head_dim mismatch: q {d}, cache {k_cache.shape[3]}")
-    check(heads % k_cache.shape[2] == 0, f"heads {heads} not a multiple of kv_heads {k_cache.shape[2]}")
-    check(q.dtype == k_cache.dtype == v_cache.dtype, f"dtype mismatch: q {q.dtype}, cache {k_cache.dtype}")
-    check(q.dtype in (torch.float16, torch.bfloat16, torch.float32), f"unsupported dtype {q.dtype}")
+    check_paged_attention(q, k_cache, v_cache, page_table, "T")
     bsz = page_table.shape[0]
-    check(page_table.dim() == 2, "page_table must be [B, max_pages]")
-    check(prefix_lens.shape == (bsz,) and extend_lens.shape == (bsz,), "prefix/extend lens must be [B]")
-    for name, t in (("page_table", page_table), ("prefix_lens", prefix_lens), ("extend_lens", extend_lens)):
-        check(t.dtype in (torch.int32, torch.int64), f"{name} must be int32/int64, got {t.dtype}")
-    check(q.stride(2) == 1 and k_cache.stride(3) == 1 and v_cache.stride(3) == 1, "head_dim must be contiguous")
-    check(page_table.stride(1) == 1, "page_table rows must be contiguous")
-    devs = {t.device for t in (q, k_cache, v_cache, page_table, prefix_lens, extend_lens)}
-    check(len(devs) == 1, f"all tensors must be on one device, got {devs}")
+    check(prefix_lens.shape == (bsz,) and extend_lens.shape == (bsz,),
+          f"prefix_lens/extend_lens must be [B={bsz}], got {tuple(prefix_lens.shape)}, {tuple(extend_lens.shape)}")
+    check_index(prefix_lens=prefix_lens, extend_lens=extend_lens)
+    check_same_device(q=q, k_cache=k_cache, v_cache=v_cache, page_table=page_table,
+                      prefix_lens=prefix_lens, extend_lens=extend_lens)
 
 
-def _extend_triton(q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, max_extend_len):
+def _extend_triton(q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, max_extend_len, sliding_window):
     _check_extend_args(q, k_cache, v_cache, page_table, prefix_lens, extend_lens)
+    window = window_or_max(sliding_window)
     num_tokens, heads, d = q.shape
     page_size, kv_heads = k_cache.shape[1], k_cache.shape[2]
     out = torch.empty_like(q)
@@ -205,7 +206,7 @@ def _extend_triton(q, k_cache, v_cache, page_table, prefix_lens, extend_lens, sc
         q.device,
         q, k_cache, v_cache, out, page_table,
         prefix_lens.contiguous(), extend_lens.contiguous(), _q_starts(extend_lens).contiguous(),
-        float(scale) * _LOG2E,
+        float(scale) * _LOG2E, window,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
@@ -228,14 +229,19 @@ def extend_attention(
     extend_lens: torch.Tensor,
     scale: float,
     max_extend_len: int | None = None,
+    sliding_window: int | None = None,
     *,
     backend: str = "auto",
 ) -> torch.Tensor:
     """Extend attention; same contract as :func:`extend_attention_ref`.
 
+    ``sliding_window``: None or ``W`` (Mistral). ``backend``: ``"auto"``, ``"triton"``, ``"torch"``.
+
     Raises:
         ValueError: (Triton backend) shape, dtype, device or layout mismatch.
     """
     if resolve_backend(backend, q.device) == "triton":
-        return _extend_triton(q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, max_extend_len)
-    return extend_attention_ref(q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, max_extend_len)
+        return _extend_triton(q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, max_extend_len,
+                              sliding_window)
+    return extend_attention_ref(q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, max_extend_len,
+                                sliding_window)

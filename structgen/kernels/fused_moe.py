@@ -22,7 +22,18 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from structgen.kernels._triton import cdiv, check, dot_in_f32, jit, launch, resolve_backend, tl
+from structgen.kernels._triton import (
+    cdiv,
+    check,
+    check_float,
+    check_index,
+    check_same_device,
+    dot_in_f32,
+    jit,
+    launch,
+    resolve_backend,
+    tl,
+)
 
 __all__ = ["fused_moe", "fused_moe_ref", "moe_align"]
 
@@ -160,13 +171,12 @@ def _check_moe_args(x, w_gate_up, w_down, topk_weights, topk_ids) -> None:
     check(two_inter % 2 == 0 and hidden == x.shape[1], f"w_gate_up must be [E, 2I, {x.shape[1]}]")
     check(w_down.shape == (num_experts, hidden, two_inter // 2), "w_down must be [E, H, I]")
     check(x.dtype == w_gate_up.dtype == w_down.dtype, "x and weights must share a dtype")
-    check(x.dtype in (torch.float16, torch.bfloat16, torch.float32), f"unsupported dtype {x.dtype}")
+    check_float("x", x)
     check(topk_ids.shape == topk_weights.shape and topk_ids.dim() == 2, "topk_ids/weights must be [T, top_k]")
     check(topk_ids.shape[0] == x.shape[0], "topk rows must match tokens")
-    check(topk_ids.dtype in (torch.int32, torch.int64), "topk_ids must be int32/int64")
+    check_index(topk_ids=topk_ids)
     check(x.stride(1) == 1 and w_gate_up.stride(2) == 1 and w_down.stride(2) == 1, "inner dims must be contiguous")
-    devs = {t.device for t in (x, w_gate_up, w_down, topk_weights, topk_ids)}
-    check(len(devs) == 1, f"all tensors must be on one device, got {devs}")
+    check_same_device(x=x, w_gate_up=w_gate_up, w_down=w_down, topk_weights=topk_weights, topk_ids=topk_ids)
 
 
 def _fused_moe_triton(x, w_gate_up, w_down, topk_weights, topk_ids) -> torch.Tensor:

@@ -11,24 +11,33 @@ Kernel (flash-decoding, as in FlashInfer / SGLang's decode kernels): grid
 a partial output and log-sum-exp; a second pass merges the splits. With one split the
 first pass writes the final output directly. No host synchronisation: the split count
 comes from the page-table capacity, so a launch can be captured in a CUDA graph.
+
+Sliding window (Mistral, transformers' ``kv_idx > q_idx - W``): the new token at position
+``seq_len - 1`` sees keys ``seq_len - W .. seq_len - 1``; the splits share that range only,
+so a windowed decode reads at most ``W`` keys however long the sequence.
 """
 
 from __future__ import annotations
 
 import torch
 
+from structgen.kernels._paged import load_paged_kv
 from structgen.kernels._triton import (
     cdiv,
     check,
+    check_index,
+    check_paged_attention,
+    check_same_device,
     dot_in_f32,
     jit,
     launch,
     next_pow2,
     resolve_backend,
     tl,
+    window_or_max,
 )
 
-__all__ = ["paged_decode_attention", "paged_decode_attention_ref", "default_num_splits"]
+__all__ = ["default_num_splits", "paged_decode_attention", "paged_decode_attention_ref"]
 
 _LOG2E = 1.4426950408889634
 
@@ -41,6 +50,7 @@ def paged_decode_attention_ref(
     seq_lens: torch.Tensor,
     scale: float,
     num_splits: int | None = None,
+    sliding_window: int | None = None,
 ) -> torch.Tensor:
     """Decode attention over paged K/V (torch reference, float32 math).
 
@@ -52,11 +62,13 @@ def paged_decode_attention_ref(
         seq_lens: ``[B]`` tokens to attend per sequence (>= 1, including the new one).
         scale: softmax scale, usually ``d ** -0.5``.
         num_splits: ignored (the Triton split-K factor); accepted for a shared signature.
+        sliding_window: None (full attention) or ``W >= 1``: only the last ``W`` positions
+            ``seq_len - W .. seq_len - 1`` are attended (Mistral).
 
     Returns:
         ``[B, heads, d]`` in ``q.dtype``.
     """
-    bsz, heads, d = q.shape
+    heads = q.shape[1]
     page_size, kv_heads = k_cache.shape[1], k_cache.shape[2]
     max_len = page_table.shape[1] * page_size
     pos = torch.arange(max_len, device=q.device)  # [L]
@@ -68,6 +80,8 @@ def paged_decode_attention_ref(
     v = v.repeat_interleave(rep, dim=2).permute(0, 2, 1, 3)
     scores = torch.einsum("bhd,bhld->bhl", q.float(), k) * scale  # [B, heads, L]
     valid = pos[None, :] < seq_lens.long()[:, None]  # [B, L]
+    if sliding_window is not None:
+        valid = valid & (pos[None, :] >= seq_lens.long()[:, None] - sliding_window)
     scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
     out = torch.einsum("bhl,bhld->bhd", scores.softmax(-1), v)
     return out.to(q.dtype)
@@ -83,6 +97,7 @@ def _decode_split_kernel(
     out_ptr,  # [B, H, D] (DIRECT) or partial outputs [B, H, NUM_SPLITS, D] f32
     lse_ptr,  # [B, H, NUM_SPLITS] f32 log2-sum-exp2 of each split
     qk_scale,  # scale * log2(e)
+    window,  # sliding window W (2**30: none)
     stride_qb,
     stride_qh,
     stride_kp,
@@ -108,8 +123,9 @@ def _decode_split_kernel(
     kvh = tl.program_id(1)
     split = tl.program_id(2)
     seq_len = tl.load(seq_lens_ptr + b).to(tl.int32)
-    per_split = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
-    start = split * per_split
+    lo = tl.maximum(seq_len - window, 0)  # first visible key
+    per_split = tl.cdiv(tl.cdiv(seq_len - lo, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    start = lo + split * per_split
     end = tl.minimum(start + per_split, seq_len)
 
     offs_h = tl.arange(0, BLOCK_H)
@@ -132,17 +148,10 @@ def _decode_split_kernel(
     for n0 in range(start, end, BLOCK_N):
         pos = n0 + tl.arange(0, BLOCK_N)  # [BLOCK_N] token positions
         n_mask = pos < end
-        page = tl.load(page_table_ptr + bb * stride_pt + pos // PAGE_SIZE, mask=n_mask, other=0)
-        page = page.to(tl.int64)
-        off = pos % PAGE_SIZE
-        kd_mask = n_mask[:, None] & d_mask[None, :]
-        k_row = page * stride_kp + off * stride_kt + kvh * stride_kh  # [BLOCK_N]
-        k = tl.load(k_ptr + k_row[:, None] + offs_d[None, :], mask=kd_mask, other=0.0)
-        v_row = page * stride_vp + off * stride_vt + kvh * stride_vh
-        v = tl.load(v_ptr + v_row[:, None] + offs_d[None, :], mask=kd_mask, other=0.0)
-        if DOT_F32:
-            k = k.to(tl.float32)
-            v = v.to(tl.float32)
+        k, v = load_paged_kv(
+            k_ptr, v_ptr, page_table_ptr + bb * stride_pt, pos, n_mask, offs_d, d_mask, kvh,
+            stride_kp, stride_kt, stride_kh, stride_vp, stride_vt, stride_vh, PAGE_SIZE, DOT_F32,
+        )  # fmt: skip
         s = tl.dot(q, tl.trans(k)) * qk_scale  # [BLOCK_H, BLOCK_N], log2 domain
         s = tl.where(n_mask[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -208,30 +217,22 @@ def default_num_splits(batch: int, kv_heads: int, max_kv_len: int, device: torch
 
 
 def _check_decode_args(q, k_cache, v_cache, page_table, seq_lens) -> None:
-    check(q.dim() == 3, f"q must be [B, heads, d], got {tuple(q.shape)}")
-    check(k_cache.dim() == 4 and k_cache.shape == v_cache.shape, "caches must be [pages, page_size, kv_heads, d]")
-    bsz, heads, d = q.shape
-    check(k_cache.shape[3] == d, f"head_dim mismatch: q {d}, cache {k_cache.shape[3]}")
-    check(heads % k_cache.shape[2] == 0, f"heads {heads} not a multiple of kv_heads {k_cache.shape[2]}")
-    check(q.dtype == k_cache.dtype == v_cache.dtype, f"dtype mismatch: q {q.dtype}, cache {k_cache.dtype}/{v_cache.dtype}")
-    check(q.dtype in (torch.float16, torch.bfloat16, torch.float32), f"unsupported dtype {q.dtype}")
-    check(page_table.dim() == 2 and page_table.shape[0] == bsz, "page_table must be [B, max_pages]")
-    check(seq_lens.shape == (bsz,), "seq_lens must be [B]")
-    for name, t in (("page_table", page_table), ("seq_lens", seq_lens)):
-        check(t.dtype in (torch.int32, torch.int64), f"{name} must be int32/int64, got {t.dtype}")
-    check(q.stride(2) == 1 and k_cache.stride(3) == 1 and v_cache.stride(3) == 1, "head_dim must be contiguous")
-    check(page_table.stride(1) == 1, "page_table rows must be contiguous")
-    devs = {t.device for t in (q, k_cache, v_cache, page_table, seq_lens)}
-    check(len(devs) == 1, f"all tensors must be on one device, got {devs}")
+    check_paged_attention(q, k_cache, v_cache, page_table, "B")
+    check(page_table.shape[0] == q.shape[0], f"page_table rows {page_table.shape[0]} != batch {q.shape[0]}")
+    check(seq_lens.shape == (q.shape[0],), f"seq_lens must be [B={q.shape[0]}], got {tuple(seq_lens.shape)}")
+    check_index(seq_lens=seq_lens)
+    check_same_device(q=q, k_cache=k_cache, v_cache=v_cache, page_table=page_table, seq_lens=seq_lens)
 
 
-def _paged_decode_triton(q, k_cache, v_cache, page_table, seq_lens, scale, num_splits) -> torch.Tensor:
+def _paged_decode_triton(q, k_cache, v_cache, page_table, seq_lens, scale, num_splits, sliding_window):
     _check_decode_args(q, k_cache, v_cache, page_table, seq_lens)
+    window = window_or_max(sliding_window)
     bsz, heads, d = q.shape
     page_size, kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = heads // kv_heads
     if num_splits is None:
-        num_splits = default_num_splits(bsz, kv_heads, page_table.shape[1] * page_size, q.device)
+        span = page_table.shape[1] * page_size if sliding_window is None else min(window, page_table.shape[1] * page_size)
+        num_splits = default_num_splits(bsz, kv_heads, span, q.device)
     check(num_splits >= 1, "num_splits must be >= 1")
     out = torch.empty(bsz, heads, d, dtype=q.dtype, device=q.device)
     if bsz == 0:
@@ -251,7 +252,7 @@ def _paged_decode_triton(q, k_cache, v_cache, page_table, seq_lens, scale, num_s
         (bsz, kv_heads, num_splits),
         q.device,
         q, k_cache, v_cache, page_table, seq_lens, part, lse,
-        float(scale) * _LOG2E,
+        float(scale) * _LOG2E, window,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
@@ -282,18 +283,20 @@ def paged_decode_attention(
     seq_lens: torch.Tensor,
     scale: float,
     num_splits: int | None = None,
+    sliding_window: int | None = None,
     *,
     backend: str = "auto",
 ) -> torch.Tensor:
     """Decode attention; same contract as :func:`paged_decode_attention_ref`.
 
     ``num_splits`` (Triton): split-K factor; None picks :func:`default_num_splits` from the
-    page table's capacity (no host sync). ``backend``: ``"auto"``, ``"triton"``, ``"torch"``.
+    page table's capacity (no host sync; with a window, from ``min(W, capacity)``).
+    ``sliding_window``: None or ``W`` (Mistral). ``backend``: ``"auto"``, ``"triton"``, ``"torch"``.
 
     Raises:
         ValueError: (Triton backend) shape, dtype, device or layout mismatch.
     """
     if resolve_backend(backend, q.device) == "triton":
-        return _paged_decode_triton(q, k_cache, v_cache, page_table, seq_lens, scale, num_splits)
-    return paged_decode_attention_ref(q, k_cache, v_cache, page_table, seq_lens, scale, num_splits)
+        return _paged_decode_triton(q, k_cache, v_cache, page_table, seq_lens, scale, num_splits, sliding_window)
+    return paged_decode_attention_ref(q, k_cache, v_cache, page_table, seq_lens, scale, num_splits, sliding_window)
 

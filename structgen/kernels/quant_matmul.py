@@ -19,9 +19,19 @@ from __future__ import annotations
 
 import torch
 
-from structgen.kernels._triton import cdiv, check, dot_in_f32, jit, launch, resolve_backend, tl
+from structgen.kernels._triton import (
+    cdiv,
+    check,
+    check_float,
+    check_same_device,
+    dot_in_f32,
+    jit,
+    launch,
+    resolve_backend,
+    tl,
+)
 
-__all__ = ["quant_matmul", "quant_matmul_ref", "dequantize_ref", "quantize_ref"]
+__all__ = ["dequantize_ref", "quant_matmul", "quant_matmul_ref", "quantize_ref"]
 
 
 def dequantize_ref(
@@ -146,7 +156,7 @@ def _quant_matmul_kernel(
 def _check_quant_args(x, qweight, scales, zeros, bits, group_size) -> None:
     check(bits in (4, 8), f"bits must be 4 or 8, got {bits}")
     check(x.dim() == 2 and qweight.dim() == 2, "x must be [M, K] and qweight 2-D")
-    check(x.dtype in (torch.float16, torch.bfloat16, torch.float32), f"unsupported x dtype {x.dtype}")
+    check_float("x", x)
     n, k = qweight.shape[0], x.shape[1]
     if bits == 8:
         check(qweight.dtype == torch.int8 and qweight.shape[1] == k, "w8: qweight must be int8 [N, K]")
@@ -156,8 +166,7 @@ def _check_quant_args(x, qweight, scales, zeros, bits, group_size) -> None:
         check(qweight.dtype == torch.uint8 and qweight.shape[1] * 2 == k, "w4: qweight must be uint8 [N, K // 2]")
         check(zeros is not None and scales.shape == (n, k // group_size) == zeros.shape, "w4: scales/zeros [N, K // group]")
     check(qweight.stride(1) == 1 and x.stride(1) == 1 and scales.stride(-1) == 1, "inner dims must be contiguous")
-    devs = {t.device for t in (x, qweight, scales) + ((zeros,) if zeros is not None else ())}
-    check(len(devs) == 1, f"all tensors must be on one device, got {devs}")
+    check_same_device(x=x, qweight=qweight, scales=scales, zeros=zeros)
 
 
 def _quant_matmul_triton(x, qweight, scales, zeros, bits, group_size) -> torch.Tensor:

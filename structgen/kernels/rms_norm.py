@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import torch
 
-from structgen.kernels._triton import check, jit, launch, next_pow2, resolve_backend, tl
+from structgen.kernels._triton import (
+    check,
+    check_same_device,
+    jit,
+    launch,
+    next_pow2,
+    resolve_backend,
+    tl,
+)
 
 __all__ = ["rms_norm", "rms_norm_ref"]
 
@@ -75,10 +83,10 @@ def _rms_norm_kernel(
 def _rms_norm_triton(x, weight, eps, residual):
     check(weight.dim() == 1 and x.shape[-1] == weight.shape[0], "weight must be [hidden]")
     check(x.is_floating_point(), f"x must be floating point, got {x.dtype}")
-    check(weight.device == x.device, "weight must be on x's device")
+    check_same_device(x=x, weight=weight, residual=residual)
     if residual is not None:
-        check(residual.shape == x.shape and residual.dtype == x.dtype, "residual must match x")
-        check(residual.device == x.device, "residual must be on x's device")
+        check(residual.shape == x.shape and residual.dtype == x.dtype,
+              f"residual must match x {tuple(x.shape)} {x.dtype}, got {tuple(residual.shape)} {residual.dtype}")
     hidden = x.shape[-1]
     x2 = x.reshape(-1, hidden)
     if x2.stride(-1) != 1:

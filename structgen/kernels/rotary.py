@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import torch
 
-from structgen.kernels._triton import check, jit, launch, next_pow2, resolve_backend, tl
+from structgen.kernels._triton import (
+    check,
+    check_same_device,
+    jit,
+    launch,
+    next_pow2,
+    resolve_backend,
+    tl,
+)
 
 __all__ = ["rotary", "rotary_ref"]
 
@@ -75,8 +83,7 @@ def _rotary_triton(q, k, cos, sin) -> None:
     check(rd % 2 == 0 and rd <= q.shape[2], f"rotary_dim {rd} must be even and <= head_dim {q.shape[2]}")
     check(q.stride(2) == 1 and k.stride(2) == 1, "q/k head_dim must be contiguous (in place)")
     check(cos.stride(1) == 1 and sin.stride(1) == 1, "cos/sin must be contiguous along rotary_dim")
-    devs = {t.device for t in (q, k, cos, sin)}
-    check(len(devs) == 1, f"all tensors must be on one device, got {devs}")
+    check_same_device(q=q, k=k, cos=cos, sin=sin)
     if q.shape[0] == 0 or rd == 0:
         return
     for x in (q, k):

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 import torch
 
-from structgen.kernels._triton import check, jit, launch, next_pow2, resolve_backend, tl
+from structgen.kernels._triton import (
+    check,
+    check_index,
+    check_same_device,
+    jit,
+    launch,
+    next_pow2,
+    resolve_backend,
+    tl,
+)
 
 __all__ = ["store_kv", "store_kv_ref"]
 
@@ -69,10 +78,9 @@ def _store_kv_triton(k, v, k_slots, v_slots, out_slots) -> None:
     check(k_slots.dim() == 3 and k_slots.shape == v_slots.shape, "caches must be [slots, kv_heads, d]")
     check(k.shape[1:] == k_slots.shape[1:], f"k {tuple(k.shape)} does not fit cache {tuple(k_slots.shape)}")
     check(out_slots.dim() == 1 and out_slots.shape[0] == k.shape[0], "out_slots must be [T]")
-    check(out_slots.dtype in (torch.int32, torch.int64), "out_slots must be int32/int64")
+    check_index(out_slots=out_slots)
     check(k_slots.dtype == v_slots.dtype, "K and V caches must share a dtype")
-    devs = {t.device for t in (k, v, k_slots, v_slots, out_slots)}
-    check(len(devs) == 1, f"all tensors must be on one device, got {devs}")
+    check_same_device(k=k, v=v, k_slots=k_slots, v_slots=v_slots, out_slots=out_slots)
     k = k if _rows_contiguous(k) else k.contiguous()
     v = v if _rows_contiguous(v) else v.contiguous()
     check(_rows_contiguous(k_slots) and _rows_contiguous(v_slots), "cache slots must be contiguous rows")

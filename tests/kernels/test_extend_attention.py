@@ -11,14 +11,16 @@ from tests.kernels.helpers import assert_close, page_tables, paged_cache
 PAGE_SIZE = 4  # BLOCK_M = BLOCK_N = 16 on CPU
 
 
-def _run(heads, kv_heads, d, prefix, ext, dtype):
+def _run(heads, kv_heads, d, prefix, ext, dtype, window=None):
     lens = [p + e for p, e in zip(prefix, ext)]
     k_cache, v_cache = paged_cache(32, PAGE_SIZE, kv_heads, d, dtype)
     table = page_tables(lens, PAGE_SIZE, 32)
     q = torch.randn(sum(ext), heads, d).to(dtype)
-    args = (q, k_cache, v_cache, table, torch.tensor(prefix), torch.tensor(ext), d**-0.5)
+    args = (q, k_cache, v_cache, table, torch.tensor(prefix), torch.tensor(ext), d**-0.5, None, window)
     got = extend_attention(*args, backend="triton")
-    assert_close(got, extend_attention_ref(*args), dtype)
+    want = extend_attention_ref(*args)
+    assert_close(got, want, dtype)
+    return want, extend_attention_ref(*args[:-1])
 
 
 @pytest.mark.parametrize(
@@ -33,6 +35,20 @@ def test_ragged_prefill_and_extend_fp32(heads, kv_heads):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision(dtype):
     _run(2, 1, 24, [6, 0], [2, 1], dtype)
+
+
+@pytest.mark.parametrize("window", [1, 5, 20])
+def test_sliding_window_crossing_pages_and_blocks(window):
+    # W = 5 over pages of 4 and query/key blocks of 16: prefill of 19 (two query blocks,
+    # second block skips whole key blocks), a decode after 21 cached, a draft of 3 after 17;
+    # W = 1 attends only to itself; W = 20 clips only the longest rows
+    want, full = _run(3, 1, 16, [0, 21, 17], [19, 1, 3], torch.float32, window)
+    assert not torch.allclose(want, full), "the window must change long rows"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sliding_window_half_precision(dtype):
+    _run(2, 1, 16, [9, 0], [2, 6], dtype, 4)
 
 
 def test_single_token_without_prefix_is_its_own_value():

@@ -30,6 +30,10 @@ class SpeculativeConfig:
             or an ``Engine`` whose model is reused (its KV is not: the proposer owns a pool).
         draft_max_kv_tokens: KV capacity of the draft's own pool, tokens; None = the
             target's capacity.
+        draft_quantization: for a ``draft_model`` path: load the draft quantized (any
+            ``EngineConfig.quantization`` value, e.g. ``"int4"``: the same checkpoint as
+            the target, smaller and cheaper); None = the target's ``dtype``. An
+            ``Engine`` draft keeps its own quantization.
         ngram_min / ngram_max: for ``"ngram"``: the n-gram lengths tried, longest first.
 
     Raises:
@@ -41,6 +45,7 @@ class SpeculativeConfig:
     adaptive: bool = False
     draft_model: Any = None
     draft_max_kv_tokens: int | None = None
+    draft_quantization: str | None = None
     ngram_min: int = 1
     ngram_max: int = 4
 
@@ -53,6 +58,13 @@ class SpeculativeConfig:
             raise ConfigError("speculative ngram_min must be an int in [1, ngram_max]")
         if self.method == "draft" and self.draft_model is None:
             raise ConfigError('speculative method "draft" needs "draft_model" (a path or an Engine)')
+        if self.draft_quantization is not None:
+            from structgen.runtime.quantization import check_quantization
+
+            check_quantization(self.draft_quantization)
+            if hasattr(self.draft_model, "loaded"):
+                raise ConfigError("speculative draft_quantization applies to a draft_model path; "
+                                  "an Engine draft keeps its own (Engine(..., quantization=...))")
 
     @classmethod
     def parse(cls, value: Any) -> "SpeculativeConfig | None":
@@ -108,6 +120,13 @@ class EngineConfig:
             output channel), ``"int4"`` / ``"int4-g32"`` / ``"int4-g64"`` / ``"int4-g128"``
             (group-wise with zero points), or ``"gguf"`` (keep a GGUF file's Q8_0/Q4_0/Q4_1
             blocks quantized in memory). See ``structgen.runtime.quantization``.
+        tensor_parallel_size: ranks that split every layer (Megatron-style; needs float
+            weights, ``quantization=None``); ranks 1.. are worker processes. See
+            ``structgen.runtime.distributed``.
+        data_parallel_size: engine replicas (processes) behind a prefix-cache-aware router;
+            ``Engine(...)`` then returns a ``DataParallelEngine``.
+        dist_timeout_s: seconds a collective may wait for another rank before the engine
+            fails with ``DistributedError`` (a dead rank is usually reported at once).
 
     Raises:
         ConfigError: a field is invalid (the message names it).
@@ -129,6 +148,9 @@ class EngineConfig:
     jump_forward: bool = True
     speculative: Any = None
     quantization: str | None = None
+    tensor_parallel_size: int = 1
+    data_parallel_size: int = 1
+    dist_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
         from structgen.runtime.quantization import check_quantization
@@ -159,6 +181,15 @@ class EngineConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"EngineConfig.{name} must be an int >= 1, got {value!r}")
+        for name in ("tensor_parallel_size", "data_parallel_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"EngineConfig.{name} must be an int >= 1, got {value!r}")
+        if not isinstance(self.dist_timeout_s, (int, float)) or not self.dist_timeout_s > 0:
+            raise ConfigError(f"EngineConfig.dist_timeout_s must be > 0 seconds, got {self.dist_timeout_s!r}")
+        if self.tensor_parallel_size > 1 and self.quantization is not None:
+            raise ConfigError("tensor_parallel_size > 1 needs float weights (quantization=None), "
+                              f"got quantization={self.quantization!r}")
         if self.max_kv_tokens is not None and self.max_kv_tokens < self.page_size:
             raise ConfigError("EngineConfig.max_kv_tokens must hold at least one page")
 

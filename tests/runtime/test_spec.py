@@ -61,6 +61,9 @@ def _spec_engine(tiny_llama_dir, tiny_draft_dir, plain, kind, **kw):
         "ngram": "ngram",
         "draft": {"method": "draft", "draft_model": str(tiny_draft_dir), "num_tokens": 3},
         "self_draft": {"method": "draft", "draft_model": plain, "num_tokens": 4},
+        # the realistic pairing: the target's own checkpoint, quantized, as the draft
+        "int8_draft": {"method": "draft", "draft_model": str(tiny_llama_dir),
+                       "draft_quantization": "int8", "num_tokens": 4},
         "adaptive": {"method": "ngram", "num_tokens": 6, "adaptive": True},
     }[kind]
     return Engine(str(tiny_llama_dir), speculative=spec, **{**SETTINGS, **kw})
@@ -97,7 +100,7 @@ def _mixed_params(max_tokens: int, **kw) -> list[SamplingParams]:
             for i in range(len(PROMPTS))]
 
 
-@pytest.mark.parametrize("kind", ["ngram", "draft", "self_draft", "adaptive"])
+@pytest.mark.parametrize("kind", ["ngram", "draft", "self_draft", "int8_draft", "adaptive"])
 @pytest.mark.parametrize("constraint", [None, "json", "regex"])
 def test_greedy_identical_to_plain(tiny_llama_dir, tiny_draft_dir, plain, kind, constraint):
     cons = {None: None, "json": JsonSchema(SCHEMA), "regex": Regex(REGEX)}[constraint]
@@ -118,6 +121,8 @@ def test_greedy_identical_to_plain(tiny_llama_dir, tiny_draft_dir, plain, kind, 
     assert outs[2].metrics.spec_proposed_tokens == 0  # speculative=False
     if kind == "self_draft":  # the draft is the target itself: every draft is accepted
         assert stats["spec_acceptance_rate"] == 1.0
+    if kind == "int8_draft":  # a close copy of the target: most drafts are accepted
+        assert stats["spec_acceptance_rate"] > 0.5
     ids = [engine.encode_prompt(p) for p in PROMPTS]
     assert_tree_verified(engine, ids, outs)
     assert_no_leak(engine)
@@ -227,6 +232,13 @@ def test_config_errors(tiny_llama_dir):
         Engine(str(tiny_llama_dir), speculative={"method": "draft"}, **SETTINGS)
     with pytest.raises(ConfigError, match="unknown speculative setting"):
         Engine(str(tiny_llama_dir), speculative={"method": "ngram", "k": 3}, **SETTINGS)
+    with pytest.raises(ConfigError, match="int3"):
+        Engine(str(tiny_llama_dir), speculative={"method": "draft", "draft_model": str(tiny_llama_dir),
+                                                 "draft_quantization": "int3"}, **SETTINGS)
+    plain = Engine(str(tiny_llama_dir), **SETTINGS)
+    with pytest.raises(ConfigError, match="draft_quantization applies to a draft_model path"):
+        Engine(str(tiny_llama_dir), speculative={"method": "draft", "draft_model": plain,
+                                                 "draft_quantization": "int8"}, **SETTINGS)
 
 
 @pytest.mark.slow

@@ -52,7 +52,8 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 
 class DraftModelProposer(BaseProposer):
-    """Drafts with a second model (``config.draft_model``: a path or an ``Engine``).
+    """Drafts with a second model (``config.draft_model``: a path, loaded with
+    ``config.draft_quantization``, or an ``Engine`` whose weights are reused).
 
     Raises:
         ConfigError: the draft's tokenizer differs from the target's.
@@ -67,7 +68,8 @@ class DraftModelProposer(BaseProposer):
         else:
             from structgen.runtime.loader import load_model
 
-            loaded = load_model(str(src), engine.config.torch_dtype, engine.device)
+            loaded = load_model(str(src), engine.config.torch_dtype, engine.device,
+                                quantization=config.draft_quantization)
         if loaded.tokenizer.get_vocab() != engine.tokenizer.get_vocab():
             raise ConfigError("the draft model's tokenizer differs from the target's vocabulary")
         hf = loaded.config

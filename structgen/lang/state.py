@@ -61,6 +61,7 @@ class ProgramState:
         self._captures: dict[str, Any] = {}
         self.outputs: dict[str, RequestOutput] = {}  # capture name -> its RequestOutput
         self._scores: dict[str, dict[str, float]] = {}  # select name -> option scores
+        self._seed_offset = 0  # added to gen seeds (branch i of a broadcast fork: i)
 
     # ------------------------------------------------------------ reading
     def __getitem__(self, name: str) -> Any:
@@ -145,6 +146,7 @@ class ProgramState:
         c._captures = dict(self._captures)
         c.outputs = dict(self.outputs)
         c._scores = dict(self._scores)
+        c._seed_offset = self._seed_offset
         return c
 
     # ------------------------------------------------------------ text and prompts
@@ -262,8 +264,11 @@ class ProgramState:
         return text, out
 
     def _exec_gen(self, g: Gen) -> Steps:
+        params = g.params
+        if params.seed is not None and self._seed_offset:
+            params = dataclasses.replace(params, seed=params.seed + self._seed_offset)
         text, out = yield from self._generate(
-            g.constraint, g.regex, g.params, g.token_healing, f"gen {g.name!r}"
+            g.constraint, g.regex, params, g.token_healing, f"gen {g.name!r}"
         )
         value: Any = text
         if g.schema is not None:
@@ -284,7 +289,12 @@ class ProgramState:
     def _exec_select(self, sel: Select) -> Steps:
         base = self._prompt_ids()
         fulls = [self._prompt_ids(opt) for opt in sel.options]
-        outs = yield [Call(f, _SELECT_PARAMS) for f in fulls]
+        # log-probs only from each option's first token on: the shared prompt's KV is
+        # served by the prefix cache (the first request computes it, the rest reuse it)
+        params = [dataclasses.replace(_SELECT_PARAMS,
+                                      prompt_logprobs_start=max(1, common_prefix(base, f)))
+                  for f in fulls]
+        outs = yield [Call(f, p) for f, p in zip(fulls, params)]
         scores = [option_score(base, f, o) for f, o in zip(fulls, outs)]
         best = max(range(len(scores)), key=lambda i: (scores[i], -i))
         choice = sel.options[best]
@@ -298,6 +308,14 @@ class ProgramState:
         return dict(self._scores[name])
 
 
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common leading run of two token id lists."""
+    k = 0
+    while k < min(len(a), len(b)) and a[k] == b[k]:
+        k += 1
+    return k
+
+
 def option_score(base: list[int], full: list[int], out: RequestOutput) -> float:
     """Mean log-probability of ``full``'s tokens after its common prefix with ``base``.
 
@@ -309,10 +327,7 @@ def option_score(base: list[int], full: list[int], out: RequestOutput) -> float:
     """
     if out.finish_reason == "error" or out.prompt_logprobs is None:
         raise RequestError(f"select could not score an option: {out.error}")
-    k = 0
-    while k < min(len(base), len(full)) and base[k] == full[k]:
-        k += 1
-    positions = range(max(k, 1), len(full))
+    positions = range(max(common_prefix(base, full), 1), len(full))
     lps = [out.prompt_logprobs[j][full[j]] for j in positions]
     return sum(lps) / max(1, len(lps))
 
@@ -370,20 +385,32 @@ def run_one(state: ProgramState, expr: Expr) -> None:
 class ForkedStates(list):
     """The branches of :meth:`ProgramState.fork`; ``forks += expr`` runs them together.
 
-    ``forks += expr`` appends the same expression to every branch;
-    ``forks += [e0, e1, ...]`` one expression per branch. Either way the branches'
-    generation calls run as one batch per round (prefix pages shared by the radix cache).
+    ``forks += expr`` appends the same expression to every branch; a seeded gen in it
+    runs with seed ``seed + i`` in branch ``i`` (as ``SamplingParams.n`` does), so the
+    branches differ yet are reproducible. ``forks += [e0, e1, ...]`` appends one
+    expression per branch, seeds as written. Either way the branches' generation calls
+    run as one batch per round (prefix pages shared by the radix cache).
     """
 
     def __iadd__(self, value: Any) -> "ForkedStates":  # type: ignore[override]
-        if isinstance(value, (list, tuple)):
+        broadcast = not isinstance(value, (list, tuple))
+        if not broadcast:
             if len(value) != len(self):
                 raise RequestError(f"{len(value)} expressions for {len(self)} branches")
             exprs = [as_expr(v) for v in value]
         else:
             exprs = [as_expr(value)] * len(self)
-        if self:
+        if not self:
+            return self
+        saved = [s._seed_offset for s in self]
+        if broadcast:
+            for i, s in enumerate(self):
+                s._seed_offset = saved[i] + i
+        try:
             drive(self[0].backend, [s._exec(e) for s, e in zip(self, exprs)])
+        finally:
+            for s, off in zip(self, saved):
+                s._seed_offset = off
         return self
 
     def __getitem__(self, i):  # noqa: D105 - list semantics

@@ -178,7 +178,8 @@ class Engine:
                 params=p,
                 detokenizer=IncrementalDetokenizer(self.vocab.token_bytes, p.stop),
                 generator=gen,
-                uses_prefix_cache=p.prompt_logprobs is None,
+                max_cached_prefix=None if p.prompt_logprobs is None
+                else max(0, p.prompt_logprobs_start - 1),
             )
             if grammar is not None:
                 req.matcher = grammar.matcher(max_tokens=p.max_tokens)

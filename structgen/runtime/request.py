@@ -60,8 +60,10 @@ class Request:
         cache_node: the radix-tree node this request holds locked (None without cache).
         num_tree_pages: leading entries of ``page_table`` owned by the radix tree.
         was_admitted: admitted at least once (prefix-hit counters count the first time).
-        uses_prefix_cache: False for requests whose prompt must be computed in full
-            (e.g. ``prompt_logprobs``).
+        uses_prefix_cache: False for requests whose prompt must be computed in full.
+        max_cached_prefix: most leading tokens the prefix cache may serve (None: no
+            limit); ``prompt_logprobs`` requests need the rows before their first
+            wanted token computed (``params.prompt_logprobs_start - 1``).
         logprobs: per output token ``{token_id: logprob}`` when ``params.logprobs`` is set.
         prompt_logprobs: per prompt token (None for the first) when requested.
         draft_token_ids: speculative tokens proposed for this step (grammar-checked, not
@@ -94,6 +96,7 @@ class Request:
     num_tree_pages: int = 0
     was_admitted: bool = False
     uses_prefix_cache: bool = True
+    max_cached_prefix: int | None = None
     logprobs: list[dict[int, float]] | None = None
     prompt_logprobs: list[dict[int, float] | None] | None = None
     draft_token_ids: list[int] = field(default_factory=list)

@@ -28,8 +28,14 @@ class SamplingParams:
             pages through the prefix cache (seeded requests use ``seed + i`` per branch).
         logprobs: return, per generated token, the log-probability of the chosen token
             and of the ``logprobs`` most likely ones (0 = the chosen one only).
-        prompt_logprobs: the same for every prompt token after the first (such a
-            request computes its whole prompt: no prefix-cache reuse).
+        prompt_logprobs: the same for every prompt token after the first (from
+            ``prompt_logprobs_start`` on).
+        prompt_logprobs_start: first prompt position whose log-probability is wanted
+            (SGLang's ``logprob_start_len``); entries before it may be None. The prefix
+            cache may serve up to ``prompt_logprobs_start - 1`` leading prompt tokens
+            (the row before a token predicts it), so 0 (the default) computes the whole
+            prompt and e.g. a ``select`` over options after a shared prompt reuses the
+            prompt's cached KV and computes only the options' rows.
         presence_penalty: subtracted once from the logit of every token already
             generated (OpenAI semantics), in [-2, 2].
         frequency_penalty: subtracted per occurrence of a generated token, in [-2, 2].
@@ -62,6 +68,7 @@ class SamplingParams:
     n: int = 1
     logprobs: int | None = None
     prompt_logprobs: int | None = None
+    prompt_logprobs_start: int = 0
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
@@ -97,6 +104,11 @@ class SamplingParams:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 0 or v > 20):
                 raise ConfigError(f"SamplingParams.{name} must be None or an int in [0, 20], got {v!r}")
+        if not isinstance(self.prompt_logprobs_start, int) or self.prompt_logprobs_start < 0:
+            raise ConfigError(
+                "SamplingParams.prompt_logprobs_start must be an int >= 0, got "
+                f"{self.prompt_logprobs_start!r}"
+            )
         for name in ("presence_penalty", "frequency_penalty"):
             if not -2.0 <= getattr(self, name) <= 2.0:
                 raise ConfigError(f"SamplingParams.{name} must be in [-2, 2], got {getattr(self, name)!r}")

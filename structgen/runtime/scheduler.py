@@ -211,7 +211,10 @@ class Scheduler:
         """Longest cached prefix of the request's known tokens, keeping >= 1 to compute."""
         if self.cache is None or not req.uses_prefix_cache:
             return [], 0, None
-        return self.cache.match_prefix(req.token_slice(0, req.num_tokens - 1))
+        end = req.num_tokens - 1
+        if req.max_cached_prefix is not None:
+            end = min(end, req.max_cached_prefix)
+        return self.cache.match_prefix(req.token_slice(0, end))
 
     def _busy_pages(self) -> set[tuple[int, ...]]:
         """First uncached page of every running request still computing its prompt."""

@@ -82,8 +82,10 @@ def record_prompt_logprobs(req: Request, logits: torch.Tensor, first_pos: int) -
         logits: ``[P, V]``, row ``i`` computed at prompt position ``first_pos + i``.
         first_pos: prompt position of the first row.
     """
-    if req.prompt_logprobs is None:
-        req.prompt_logprobs = [None]
+    # entries up to first_pos (the first token, cache-served rows, or rows recorded
+    # before a preemption that are recomputed now) are None or kept; then this chunk's
+    kept = (req.prompt_logprobs or [])[: first_pos + 1]
+    req.prompt_logprobs = kept + [None] * (first_pos + 1 - len(kept))
     targets = torch.tensor(
         req.prompt_token_ids[first_pos + 1 : first_pos + 1 + logits.shape[0]], device=logits.device
     )

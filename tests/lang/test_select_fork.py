@@ -96,3 +96,61 @@ def test_fork_branches_can_be_extended_one_by_one(tiny_engine):
     forks += ["A" + gen("w", max_tokens=2), "B" + gen("w", max_tokens=2)]
     assert "w" in forks[0] and "w" in forks[1]
     assert "v" not in st
+
+
+def test_select_reuses_the_cached_prompt(tiny_engine, hf_model):
+    """select's prompt-logprob requests take the shared prompt from the radix cache."""
+    tiny_engine.flush_cache()
+    prefix = "The quick brown fox jumps over the lazy dog. " * 3 + "Answer:"
+    before = tiny_engine.stats()["prefix_hit_tokens"]
+    s = ProgramState(as_backend(tiny_engine))
+    s += prefix + select("x", OPTIONS)
+    hits = tiny_engine.stats()["prefix_hit_tokens"] - before
+    n_prompt = len(tiny_engine.tokenizer.encode(prefix, add_special_tokens=False))
+    page = tiny_engine.config.page_size
+    # every option after the first reuses the prompt's whole pages (less the last row)
+    per_option = ((n_prompt - 1) // page) * page
+    assert per_option > 0 and hits >= (len(OPTIONS) - 1) * per_option, (hits, per_option)
+    # and the scores are still transformers' (cache-served rows change nothing)
+    for o in OPTIONS:
+        assert s.select_scores("x")[o] == pytest.approx(
+            hf_score(hf_model, tiny_engine.tokenizer, prefix, o), abs=2e-3)
+
+
+def test_prompt_logprobs_start_serves_the_prefix_from_cache(tiny_engine):
+    """Engine level: the same log-probs from the start position on, with cache hits."""
+    from structgen import SamplingParams
+
+    tiny_engine.flush_cache()
+    ids = tiny_engine.tokenizer.encode("one two three four five six seven eight nine ten",
+                                       add_special_tokens=False)
+    full = tiny_engine.generate([ids], SamplingParams(max_tokens=1, temperature=0,
+                                                      prompt_logprobs=0))[0]
+    assert full.metrics.cached_tokens == 0  # start 0: the whole prompt is computed
+    start = len(ids) - 3
+    part = tiny_engine.generate([ids], SamplingParams(
+        max_tokens=1, temperature=0, prompt_logprobs=0, prompt_logprobs_start=start))[0]
+    assert part.metrics.cached_tokens > 0 and part.metrics.cached_tokens <= start - 1
+    for j in range(start, len(ids)):
+        assert part.prompt_logprobs[j][ids[j]] == pytest.approx(
+            full.prompt_logprobs[j][ids[j]], abs=1e-4)
+
+
+def test_broadcast_fork_seeds_branch_i_with_seed_plus_i(tiny_engine):
+    prefix = "Once upon a time"
+    st = ProgramState(as_backend(tiny_engine))
+    st += prefix
+    forks = st.fork(3)
+    forks += gen("a", max_tokens=6, temperature=1.0, seed=7, token_healing=False)
+    got = [f["a"] for f in forks]
+    refs = [tiny_engine.generate([prefix], structgen.SamplingParams(
+        max_tokens=6, temperature=1.0, seed=7 + i))[0].text for i in range(3)]
+    assert got == refs
+    assert len(set(got)) > 1  # distinct seeds give distinct samples
+    again = st.fork(3)
+    again += gen("a", max_tokens=6, temperature=1.0, seed=7, token_healing=False)
+    assert [f["a"] for f in again] == got  # deterministic
+    # per-branch expressions keep their seeds as written
+    mine = st.fork(2)
+    mine += [gen("a", max_tokens=6, temperature=1.0, seed=7, token_healing=False)] * 2
+    assert [f["a"] for f in mine] == [refs[0], refs[0]]

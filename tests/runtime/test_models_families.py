@@ -42,6 +42,21 @@ def make_config(family: str, heads: int = 4, kv_heads: int = 2, **extra):
             num_experts=6, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48,
             decoder_sparse_step=1, mlp_only_layers=[1], **kw,
         )
+    if family == "qwen3_moe":
+        kw.setdefault("norm_topk_prob", True)
+        return transformers.Qwen3MoeConfig(
+            head_dim=16, num_experts=6, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1,
+            mlp_only_layers=[0], **kw,
+        )
+    if family == "deepseek_v3":  # MLA (q LoRA or plain q_proj), layer 0 dense, 8 experts in 4 groups
+        kw.update(num_hidden_layers=3, num_key_value_heads=heads)
+        kw.setdefault("q_lora_rank", 48)
+        kw.setdefault("rope_interleave", True)
+        return transformers.DeepseekV3Config(
+            kv_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=12, n_routed_experts=8,
+            n_shared_experts=2, moe_intermediate_size=32, num_experts_per_tok=3, n_group=4, topk_group=2,
+            routed_scaling_factor=2.5, first_k_dense_replace=1, **kw,
+        )
     raise AssertionError(family)
 
 
@@ -54,6 +69,9 @@ def hf_model(config):
         for name, p in hf.named_parameters():
             if "norm" in name or name.endswith("bias"):
                 p.add_(torch.randn_like(p) * 0.1)
+        for name, b in hf.named_buffers():  # DeepSeek's routing bias (a buffer, zero at init)
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(torch.randn_like(b) * 0.05)
     return hf
 
 
@@ -98,7 +116,8 @@ def run_ragged_scenario(ours, hf) -> None:
 
 
 ARCH = {"mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-        "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM"}
+        "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
+        "deepseek_v3": "DeepseekV3ForCausalLM"}
 
 
 @pytest.mark.parametrize("family", ["mistral", "qwen2", "qwen3"])
@@ -138,8 +157,11 @@ def hf_routing(hf, ids: list[int]) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize(
     "family,extra",
-    [("mixtral", {}), ("qwen2_moe", {"norm_topk_prob": False}), ("qwen2_moe", {"norm_topk_prob": True})],
-    ids=["mixtral", "qwen2moe", "qwen2moe-renorm"],
+    [("mixtral", {}), ("qwen2_moe", {"norm_topk_prob": False}), ("qwen2_moe", {"norm_topk_prob": True}),
+     ("qwen3_moe", {}), ("qwen3_moe", {"norm_topk_prob": False, "kv_heads": 1}),
+     ("deepseek_v3", {}), ("deepseek_v3", {"q_lora_rank": None, "rope_interleave": False})],
+    ids=["mixtral", "qwen2moe", "qwen2moe-renorm", "qwen3moe", "qwen3moe-norenorm-mqa", "deepseekv3-mla",
+         "deepseekv3-mla-plainq"],
 )
 def test_moe_family_matches_transformers(tmp_path, family, extra):
     ours, hf = saved_and_loaded(tmp_path, make_config(family, **extra))
@@ -170,3 +192,25 @@ def test_fused_moe_ref_matches_per_token_loop():
             gate, up = (w13[ids[tok, j]] @ x[tok]).chunk(2)
             ref[tok] += weights[tok, j] * (w2[ids[tok, j]] @ (torch.nn.functional.silu(gate) * up))
     torch.testing.assert_close(fused_moe_ref(x, w13, w2, weights, ids), ref, atol=1e-5, rtol=1e-5)
+
+
+def test_mla_cache_is_compressed(tmp_path):
+    """DeepSeek MLA caches ``kv_lora_rank + qk_rope_head_dim`` values per token and layer, once.
+
+    Against the per-head K/V that transformers' expanded form (and a GQA cache of the same
+    heads) would hold: ``H * (qk_nope + qk_rope + v)`` per token and layer.
+    """
+    from structgen.runtime.models.mla import LatentKVPool
+
+    cfg = make_config("deepseek_v3")
+    ours, _ = saved_and_loaded(tmp_path, cfg)
+    pool = ours.make_kv_pool(num_pages=9, page_size=4)
+    assert isinstance(pool, LatentKVPool)
+    tokens = 9 * 4
+    per_token = pool.nbytes() / tokens
+    assert per_token == cfg.num_hidden_layers * (cfg.kv_lora_rank + cfg.qk_rope_head_dim) * 4  # float32
+    expanded = cfg.num_hidden_layers * cfg.num_attention_heads * (cfg.qk_nope_head_dim + cfg.qk_rope_head_dim + cfg.v_head_dim) * 4
+    assert per_token / expanded == 40 / 144
+    # the values really are views of the latent rows: writing K changes V
+    pool.k_slots(0)[5, 0, :3] = torch.tensor([1.0, 2.0, 3.0])
+    assert pool.v_slots(0)[5, 0, :3].tolist() == [1.0, 2.0, 3.0]

@@ -28,6 +28,11 @@ MODEL_REGISTRY: dict[str, str] = {
     "Qwen2MoeForCausalLM": _M + "qwen2_moe:Qwen2MoeForCausalLM",
     "qwen2_moe": _M + "qwen2_moe:Qwen2MoeForCausalLM",
     "qwen2moe": _M + "qwen2_moe:Qwen2MoeForCausalLM",
+    "Qwen3MoeForCausalLM": _M + "qwen3_moe:Qwen3MoeForCausalLM",
+    "qwen3_moe": _M + "qwen3_moe:Qwen3MoeForCausalLM",
+    "qwen3moe": _M + "qwen3_moe:Qwen3MoeForCausalLM",
+    "DeepseekV3ForCausalLM": _M + "deepseek_v3:DeepseekV3ForCausalLM",
+    "deepseek_v3": _M + "deepseek_v3:DeepseekV3ForCausalLM",
 }
 
 

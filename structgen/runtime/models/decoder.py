@@ -141,7 +141,7 @@ class DecoderForCausalLM(nn.Module):
         self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
         layers = [
             DecoderLayer(
-                DecoderAttention(config, i, self.attention_spec(config, i), dtype, self.device),
+                self.make_attention(config, i, dtype, self.device),
                 self.make_mlp(config, i, dtype, self.device),
                 config.hidden_size,
                 config.rms_norm_eps,
@@ -163,6 +163,12 @@ class DecoderForCausalLM(nn.Module):
         """Llama: one ``attention_bias`` flag for all four projections; window from the config."""
         bias = bool(getattr(config, "attention_bias", False))
         return AttentionSpec(qkv_bias=bias, o_bias=bias, sliding_window=layer_window(config, layer_idx))
+
+    @classmethod
+    def make_attention(cls, config, layer_idx: int, dtype, device) -> nn.Module:
+        """The layer's attention block: :class:`DecoderAttention` built from :meth:`attention_spec`
+        (DeepSeek overrides it with multi-head latent attention)."""
+        return DecoderAttention(config, layer_idx, cls.attention_spec(config, layer_idx), dtype, device)
 
     @classmethod
     def make_mlp(cls, config, layer_idx: int, dtype, device) -> nn.Module:

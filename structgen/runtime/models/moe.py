@@ -14,7 +14,10 @@ from torch import nn
 
 from structgen.runtime.models.layers import GatedMLP, Linear
 
-__all__ = ["route_topk", "fused_moe_ref", "fused_moe", "FusedExperts", "SparseMoeBlock", "stack_expert_weights"]
+__all__ = [
+    "route_topk", "route_grouped_sigmoid", "fused_moe_ref", "fused_moe", "FusedExperts", "SparseMoeBlock",
+    "GroupedTopkRouter", "SharedExpertMoeBlock", "stack_expert_weights",
+]
 
 
 def route_topk(router_logits: torch.Tensor, top_k: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -34,6 +37,48 @@ def route_topk(router_logits: torch.Tensor, top_k: int, renormalize: bool) -> tu
     if renormalize:
         weights = weights / weights.sum(dim=-1, keepdim=True)
     return weights, ids
+
+
+def route_grouped_sigmoid(
+    router_logits: torch.Tensor,
+    top_k: int,
+    num_groups: int,
+    topk_groups: int,
+    correction_bias: torch.Tensor | None,
+    renormalize: bool,
+    scaling: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """DeepSeek-V3 routing ("noaux_tc"): sigmoid scores, group-limited top-k, scaled weights.
+
+    Experts are split into ``num_groups`` equal groups; a group's score is the sum of its
+    two best bias-corrected scores; only the ``topk_groups`` best groups stay eligible, and
+    the top-k experts among them are chosen by bias-corrected score. The weights are the
+    uncorrected sigmoid scores of those experts, renormalised to sum 1 (``+1e-20``) if
+    ``renormalize``, then multiplied by ``scaling`` (``routed_scaling_factor``).
+    Source: DeepSeek-V3 technical report (arXiv:2412.19437) section 2.1.2; transformers'
+    ``DeepseekV3TopkRouter``.
+
+    Args:
+        router_logits: ``[T, E]`` float32.
+        correction_bias: ``[E]`` (``e_score_correction_bias``) or None.
+
+    Returns:
+        ``(topk_weights [T, k] float32, topk_ids [T, k] int64)``.
+    """
+    t, e = router_logits.shape
+    scores = router_logits.float().sigmoid()  # [T, E]
+    choice = scores if correction_bias is None else scores + correction_bias.float()
+    if num_groups > 1 and topk_groups < num_groups:
+        grouped = choice.view(t, num_groups, e // num_groups)  # [T, G, E/G]
+        group_scores = grouped.topk(min(2, e // num_groups), dim=-1).values.sum(-1)  # [T, G]
+        keep = torch.zeros_like(group_scores, dtype=torch.bool)
+        keep.scatter_(1, group_scores.topk(topk_groups, dim=-1).indices, True)
+        choice = choice.masked_fill(~keep.repeat_interleave(e // num_groups, dim=1), float("-inf"))
+    ids = choice.topk(top_k, dim=-1).indices  # [T, k]
+    weights = scores.gather(1, ids)
+    if renormalize:
+        weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
+    return weights * scaling, ids
 
 
 def fused_moe_ref(
@@ -139,6 +184,49 @@ class SparseMoeBlock(nn.Module):
         if self.shared_expert is not None:
             out = out + torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
         return out
+
+
+class GroupedTopkRouter(nn.Module):
+    """DeepSeek-V3 router: float32 ``weight`` ``[E, hidden]`` and ``e_score_correction_bias`` ``[E]``.
+
+    ``forward(x [T, hidden]) -> (weights [T, k] float32, ids [T, k])`` via
+    :func:`route_grouped_sigmoid`. Not a ``Linear``, so quantization leaves it in float32.
+    """
+
+    def __init__(self, hidden: int, num_experts: int, top_k: int, num_groups: int, topk_groups: int,
+                 renormalize: bool, scaling: float, device) -> None:
+        super().__init__()
+        self.top_k, self.num_groups, self.topk_groups = top_k, num_groups, topk_groups
+        self.renormalize, self.scaling = renormalize, scaling
+        self.weight = nn.Parameter(torch.empty(num_experts, hidden, device=device), requires_grad=False)
+        self.register_buffer("e_score_correction_bias", torch.zeros(num_experts, device=device))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = F.linear(x.float(), self.weight.float())  # [T, E]
+        return route_grouped_sigmoid(logits, self.top_k, self.num_groups, self.topk_groups,
+                                     self.e_score_correction_bias, self.renormalize, self.scaling)
+
+
+class SharedExpertMoeBlock(nn.Module):
+    """DeepSeek-style fine-grained MoE: routed experts plus always-on shared experts (no gate).
+
+    ``out = sum_k w_k * expert_k(x) + shared_experts(x)``; the ``n_shared`` shared experts
+    are one SwiGLU MLP of width ``n_shared * intermediate`` (as checkpoints store them).
+    Source: DeepSeekMoE (arXiv:2401.06066); transformers' ``DeepseekV3MoE``.
+    """
+
+    def __init__(self, router: nn.Module, hidden: int, num_experts: int, intermediate: int, shared_intermediate: int,
+                 act: str, dtype, device) -> None:
+        super().__init__()
+        self.gate = router
+        self.experts = FusedExperts(num_experts, hidden, intermediate, dtype, device)
+        self.shared_experts = GatedMLP(hidden, shared_intermediate, False, act, dtype, device)
+        self.last_topk_ids: torch.Tensor | None = None  # routing of the last call (tests compare it)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weights, ids = self.gate(x)  # [T, k] each
+        self.last_topk_ids = ids
+        return self.experts(x, weights.to(x.dtype), ids) + self.shared_experts(x)
 
 
 def stack_expert_weights(

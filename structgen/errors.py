@@ -27,6 +27,7 @@ __all__ = [
     "PromptTooLongError",
     "ExtractionError",
     "ProgramError",
+    "DistributedError",
 ]
 
 
@@ -130,3 +131,11 @@ class ProgramError(StructgenError):
         self.filename = filename
         self.lineno = lineno
         self.original = original
+
+
+class DistributedError(StructgenError):
+    """A tensor- or data-parallel rank died, or a collective failed or timed out.
+
+    The engine is unusable afterwards (its process group is broken); create a new one.
+    The message names the rank(s) and, when known, their exit code or error.
+    """

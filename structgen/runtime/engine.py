@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import torch
 
-from structgen.errors import RequestError
+from structgen.errors import DistributedError, RequestError
 from structgen.lang.constraints import to_constraint
 from structgen.runtime.config import EngineConfig
 from structgen.runtime.detokenizer import IncrementalDetokenizer
@@ -49,6 +49,14 @@ class Engine:
         ModelLoadError: the model file cannot be loaded.
     """
 
+    def __new__(cls, model: str | None = None, **kwargs: Any):
+        """``data_parallel_size > 1`` returns a ``DataParallelEngine`` (replicas + router)."""
+        if cls is Engine and kwargs.get("data_parallel_size", 1) != 1:
+            from structgen.runtime.distributed import DataParallelEngine
+
+            return DataParallelEngine(model, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, model: str | None = None, **kwargs: Any) -> None:
         from structgen.fsm import Vocabulary
         from structgen.runtime.loader import load_model
@@ -69,16 +77,21 @@ class Engine:
         head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
         kv_tokens = self._kv_capacity_tokens(hf.num_hidden_layers, hf.num_key_value_heads, head_dim)
         num_pages = -(-kv_tokens // self.config.page_size) + 1
-        self.pool = KVPool(
-            num_layers=hf.num_hidden_layers,
-            num_pages=num_pages,
-            page_size=self.config.page_size,
-            num_kv_heads=hf.num_key_value_heads,
-            head_dim=head_dim,
-            dtype=self.config.torch_dtype,
-            device=self.device,
-        )
-        self.runner = ModelRunner(loaded.model, self.pool, self.device)
+        if self.config.tensor_parallel_size > 1:  # rank 0 of a tensor-parallel group
+            from structgen.runtime.distributed import start_tensor_parallel
+
+            self.pool, self.runner = start_tensor_parallel(self.config, loaded, self.device, num_pages)
+        else:
+            self.pool = KVPool(
+                num_layers=hf.num_hidden_layers,
+                num_pages=num_pages,
+                page_size=self.config.page_size,
+                num_kv_heads=hf.num_key_value_heads,
+                head_dim=head_dim,
+                dtype=self.config.torch_dtype,
+                device=self.device,
+            )
+            self.runner = ModelRunner(loaded.model, self.pool, self.device)
         self.cache = RadixCache(self.pool) if self.config.prefix_cache else None
         max_model_len = loaded.max_model_len
         if self.config.max_model_len is not None:
@@ -323,6 +336,8 @@ class Engine:
             offset += num
         try:
             logits = self.runner.forward(chunks, prefix_lens, tables, logits_token_indices=rows)
+        except DistributedError:  # a dead tensor-parallel rank: the engine itself is down
+            raise
         except Exception as exc:  # a failed forward fails this batch, not the engine
             for req, _ in plan:
                 req.finish("error", f"forward pass failed: {type(exc).__name__}: {exc}")
@@ -400,6 +415,18 @@ class Engine:
         from structgen.runtime.models import memory_report
 
         return {**memory_report(self.loaded.model), "kv_bytes": self.pool.nbytes()}
+
+    def close(self) -> None:
+        """Stop the tensor-parallel worker processes, if any (idempotent; also at exit)."""
+        close = getattr(self.runner, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
     def flush_cache(self) -> int:
         """Evict every unlocked page of the prefix cache; returns pages freed."""

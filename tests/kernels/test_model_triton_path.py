@@ -1,97 +1,115 @@
-"""A tiny Llama run with the Triton attention path (interpreted) gives the torch path's logits.
+"""The model runner's GPU path on CPU: the Triton backend (interpreted) gives the torch path's logits.
 
-The models package does not dispatch to the kernels yet; this test patches in the
-dispatch proposed for ``structgen.runtime.models.attention`` (``_triton_paged_attention``
-below) and compares prefill, ragged extend and decode logits with the torch path.
+``attention_backend("triton")`` makes ``models.attention`` dispatch exactly as on CUDA
+(``store_kv`` kernel, ``paged_decode_attention`` for pure decode steps, ``extend_attention``
+otherwise, each with the layer's sliding window). Tiny random Llama (GQA 3) and Mistral
+(sliding window 5 over pages of 4, sequences far longer than the window) models run
+ragged prefill, mixed decode + extend, and pure decode steps; logits must equal the
+torch reference path's within 1e-4 (fp32).
 """
 
 from __future__ import annotations
 
-import importlib
-
+import pytest
 import torch
 
-from structgen.kernels.extend_attention import extend_attention
-from structgen.kernels.paged_decode_attention import paged_decode_attention
-from structgen.kernels.store_kv import store_kv
+from structgen.runtime.forward_batch import ForwardBatch
+from structgen.runtime.model_runner import ModelRunner
+from structgen.runtime.models.attention import attention_backend
 from structgen.runtime.models.llama import LlamaForCausalLM
+from structgen.runtime.models.mistral import MistralForCausalLM
 from structgen.runtime.models.testing import PagedSequences
 
-
-def _seam_module():
-    """The module whose attention layer calls ``paged_attention`` / ``store_kv`` by name."""
-    for name in ("structgen.runtime.models.decoder", "structgen.runtime.models.llama"):
-        try:
-            mod = importlib.import_module(name)
-        except ImportError:
-            continue
-        if hasattr(mod, "paged_attention") and hasattr(mod, "store_kv"):
-            return mod
-    raise AssertionError("no models module imports paged_attention and store_kv")
+STEPS = [
+    {0: [1, 2, 3, 4, 5, 6, 7], 1: [9, 8, 7]},  # ragged prefill
+    {0: [11], 1: [12, 13, 14, 15, 16, 17]},  # decode + extend together
+    {0: [20], 1: [21]},  # pure decode
+    {0: [22], 1: [23]},
+]
 
 
-def _triton_paged_attention(q, k_slots, v_slots, batch, scale, sliding_window=None):
-    """The proposed GPU dispatch of ``paged_attention`` (forced to Triton here)."""
-    assert sliding_window is None, "the Triton kernels have no sliding window yet"
-    plan = batch.plans.get("triton")
-    if plan is None:  # once per step, shared by all layers (one host sync)
-        max_ext = int(batch.extend_lens.max())
-        plan = batch.plans["triton"] = (max_ext, max_ext == 1 and batch.num_tokens == batch.batch_size)
-    max_ext, is_decode = plan
-    kv_heads, d = k_slots.shape[1], k_slots.shape[2]
-    k_cache = k_slots.view(-1, batch.page_size, kv_heads, d)  # [pages, page_size, kv_heads, d]
-    v_cache = v_slots.view(-1, batch.page_size, kv_heads, d)
-    if is_decode:
-        seq_lens = batch.prefix_lens + batch.extend_lens
-        return paged_decode_attention(
-            q, k_cache, v_cache, batch.page_table, seq_lens, scale, backend="triton"
-        )
-    return extend_attention(
-        q, k_cache, v_cache, batch.page_table, batch.prefix_lens, batch.extend_lens, scale,
-        max_ext, backend="triton",
-    )  # fmt: skip
+def tiny_model(family: str):
+    """A 2-layer random model (seeded, norms near 1) of ``family`` in fp32 on CPU."""
+    import transformers
 
-
-def _tiny_llama():
-    from transformers import LlamaConfig
-
-    cfg = LlamaConfig(
+    kw = dict(
         vocab_size=64, hidden_size=96, intermediate_size=64, num_hidden_layers=2,
         num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=64,
     )  # fmt: skip
-    model = LlamaForCausalLM(cfg, torch.float32, "cpu")
+    if family == "mistral":
+        model = MistralForCausalLM(transformers.MistralConfig(sliding_window=5, head_dim=16, **kw), torch.float32, "cpu")
+    else:
+        model = LlamaForCausalLM(transformers.LlamaConfig(**kw), torch.float32, "cpu")
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            base = 1.0 if "norm" in name else 0.0
-            p.copy_(base + 0.1 * torch.randn(p.shape, generator=g))
+            p.copy_((1.0 if "norm" in name else 0.0) + 0.1 * torch.randn(p.shape, generator=g))
     return model
 
 
-def _run(model) -> list[torch.Tensor]:
+def _run(model, backend: str) -> list[torch.Tensor]:
     seqs = PagedSequences(model, num_pages=32, page_size=4)
     out = []
-    with torch.no_grad():
-        steps = [
-            {0: [1, 2, 3, 4, 5, 6, 7], 1: [9, 8, 7]},  # ragged prefill
-            {0: [11], 1: [12, 13, 14, 15, 16, 17]},  # decode + extend together
-            {0: [20], 1: [21]},  # pure decode
-        ]
-        for chunks in steps:
-            logits = seqs.step(chunks)
+    with torch.no_grad(), attention_backend(backend):
+        for chunks in STEPS:
+            logits = seqs.step(chunks, all_logits=True)
             out.extend(logits[s] for s in sorted(logits))
     return out
 
 
-def test_triton_attention_path_matches_torch_path(monkeypatch):
-    model = _tiny_llama()
-    want = _run(model)
-    seam = _seam_module()
-    monkeypatch.setattr(seam, "paged_attention", _triton_paged_attention)
-    monkeypatch.setattr(
-        seam, "store_kv", lambda k, v, ks, vs, slots: store_kv(k, v, ks, vs, slots, backend="triton")
-    )
-    got = _run(model)
+@pytest.mark.parametrize("family", ["llama", "mistral"])
+def test_triton_attention_path_matches_torch_path(family):
+    model = tiny_model(family)
+    want = _run(model, "torch")
+    got = _run(model, "triton")
+    assert len(got) == len(want) == 2 * len(STEPS)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
 
+
+def test_mistral_window_changes_the_logits():
+    # the comparison above could pass with the window ignored on both paths: it must matter
+    model = tiny_model("mistral")
+    windowed = _run(model, "torch")
+    for layer in model.model.layers:
+        layer.self_attn.sliding_window = None
+    full = _run(model, "torch")
+    assert not torch.allclose(windowed[-1], full[-1], atol=1e-3)
+
+
+def test_model_runner_forces_the_triton_backend():
+    model = tiny_model("llama")
+    logits = {}
+    for backend in ("torch", "triton"):
+        pool = model.make_kv_pool(16, 4)
+        runner = ModelRunner(model, pool, torch.device("cpu"), attention_backend=backend)
+        pages = [pool.alloc(3), pool.alloc(3)]
+        runner.forward([[1, 2, 3, 4, 5], [6, 7]], [0, 0], pages)
+        logits[backend] = runner.forward([[8], [9]], [5, 2], pages)  # pure decode: decode kernel
+    torch.testing.assert_close(logits["triton"], logits["torch"], atol=1e-4, rtol=1e-4)
+
+
+def test_cuda_graph_padded_decode_under_triton_matches_torch():
+    # the batch a CUDA graph would replay (3 rows padded to bucket 4, fixed-width page
+    # table), run eagerly through the Triton kernels, vs the unpadded torch path
+    from structgen.runtime.cuda_graph import CudaGraphRunner
+
+    model = tiny_model("mistral")
+    logits = {}
+    for backend in ("torch", "triton"):
+        seqs = PagedSequences(model, num_pages=32, page_size=4)
+        with torch.no_grad(), attention_backend("torch"):
+            seqs.step({0: list(range(1, 12)), 1: [3, 4], 2: [5, 6, 7, 8, 9]})
+        chunks = {0: [30], 1: [31], 2: [32]}
+        for s, c in chunks.items():
+            seqs._reserve(s, len(seqs.tokens[s]) + 1)
+        batch = ForwardBatch.build(
+            list(chunks.values()), [len(seqs.tokens[s]) for s in chunks], [seqs.pages[s] for s in chunks], 4
+        )
+        with torch.no_grad(), attention_backend(backend):
+            if backend == "torch":
+                logits[backend] = model(batch, seqs.kv)
+            else:
+                graphs = CudaGraphRunner(model, seqs.kv, max_batch=8, max_pages=8)
+                logits[backend] = graphs.run(batch)
+    torch.testing.assert_close(logits["triton"], logits["torch"], atol=1e-4, rtol=1e-4)

@@ -1,7 +1,9 @@
-"""Paged attention over the KV pool: the torch reference path (CPU and any device).
+"""Paged attention over the KV pool: backend dispatch and the torch reference path.
 
-A Triton kernel can later plug in behind :func:`paged_attention` with the same
-signature; :func:`paged_attention_ref` stays as its reference.
+:func:`paged_attention` and :func:`store_kv` run the Triton kernels of
+``structgen.kernels`` on CUDA and the torch reference (:func:`paged_attention_ref`,
+``index_copy_``) elsewhere; :func:`attention_backend` forces one for a scope (the
+model runner's ``attention_backend``; tests force ``"triton"`` on CPU, interpreted).
 
 Layout: ``k_slots``/``v_slots`` are a layer's cache viewed as
 ``[num_slots, num_kv_heads, head_dim]`` (``KVPool.k_slots(layer)``); slot
@@ -11,6 +13,8 @@ Layout: ``k_slots``/``v_slots`` are a layer's cache viewed as
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass
 
 import torch
@@ -18,7 +22,43 @@ import torch.nn.functional as F
 
 from structgen.runtime.forward_batch import ForwardBatch
 
-__all__ = ["RefAttentionPlan", "plan_ref_attention", "paged_attention_ref", "paged_attention", "store_kv"]
+__all__ = [
+    "RefAttentionPlan",
+    "attention_backend",
+    "paged_attention",
+    "paged_attention_ref",
+    "plan_ref_attention",
+    "plan_triton_attention",
+    "store_kv",
+]
+
+_BACKENDS = ("auto", "triton", "torch")
+_BACKEND: contextvars.ContextVar[str] = contextvars.ContextVar("structgen_attention_backend", default="auto")
+
+
+@contextlib.contextmanager
+def attention_backend(name: str):
+    """Within the ``with`` block, :func:`paged_attention` and :func:`store_kv` use ``name``.
+
+    Args:
+        name: ``"auto"`` (Triton on CUDA, torch elsewhere), ``"triton"`` (the kernels; on CPU
+            only under Triton's interpreter, for tests) or ``"torch"`` (the references).
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    if name not in _BACKENDS:
+        raise ValueError(f"attention backend must be one of {_BACKENDS}, got {name!r}")
+    token = _BACKEND.set(name)
+    try:
+        yield
+    finally:
+        _BACKEND.reset(token)
+
+
+def _use_triton(t: torch.Tensor) -> bool:
+    backend = _BACKEND.get()
+    return backend == "triton" or (backend == "auto" and t.is_cuda)
 
 
 @dataclass
@@ -85,12 +125,13 @@ def plan_ref_attention(batch: ForwardBatch, sliding_window: int | None = None) -
 def store_kv(k: torch.Tensor, v: torch.Tensor, k_slots: torch.Tensor, v_slots: torch.Tensor, out_slots: torch.Tensor) -> None:
     """Write new tokens' K/V ``[T, kv_heads, d]`` into the cache rows ``out_slots`` ``[T]`` (in place).
 
-    On CUDA this is the Triton ``store_kv`` kernel (same signature); elsewhere ``index_copy_``.
+    On CUDA (or under ``attention_backend("triton")``) this is the Triton ``store_kv``
+    kernel (same signature); elsewhere ``index_copy_``.
     """
-    if k.is_cuda:
+    if _use_triton(k):
         from structgen.kernels.store_kv import store_kv as store_kv_kernel
 
-        store_kv_kernel(k, v, k_slots, v_slots, out_slots)
+        store_kv_kernel(k, v, k_slots, v_slots, out_slots, backend="triton")
         return
     k_slots.index_copy_(0, out_slots, k.to(k_slots.dtype))
     v_slots.index_copy_(0, out_slots, v.to(v_slots.dtype))
@@ -144,6 +185,26 @@ def paged_attention_ref(
     return out.transpose(1, 2)[plan.q_rows, plan.q_cols]  # [T, heads, d]
 
 
+def plan_triton_attention(batch: ForwardBatch, max_extend_len: int | None = None) -> tuple[int, bool]:
+    """``(max_extend_len, is_decode)`` of the step for the kernels, planned once, cached in ``batch.plans``.
+
+    Args:
+        batch: the step's metadata.
+        max_extend_len: the longest extension if the caller knows it (no host sync; the
+            CUDA-graph runner passes 1 for its padded decode batches); None reads it from
+            ``batch.extend_lens`` (one host sync per step).
+
+    Returns:
+        The longest extension, and whether the step is pure decode (one new token per
+        sequence, in batch order), which runs ``paged_decode_attention``.
+    """
+    plan = batch.plans.get("triton")
+    if plan is None:
+        max_ext = int(batch.extend_lens.max()) if max_extend_len is None else int(max_extend_len)
+        plan = batch.plans["triton"] = (max_ext, max_ext == 1 and batch.num_tokens == batch.batch_size)
+    return plan
+
+
 def paged_attention(
     q: torch.Tensor,
     k_slots: torch.Tensor,
@@ -154,27 +215,25 @@ def paged_attention(
 ) -> torch.Tensor:
     """Backend dispatch; same contract as :func:`paged_attention_ref`.
 
-    On CUDA (and without a sliding window, which the kernels lack yet) it runs the Triton
-    kernels of ``structgen.kernels``: ``paged_decode_attention`` for a pure decode step,
-    ``extend_attention`` otherwise; elsewhere the torch reference. The kernels read the
-    cache as pages, ``[num_pages, page_size, kv_heads, d]``; one host sync per step (the
-    longest extension) is planned once and shared by all layers.
+    On CUDA (or under ``attention_backend("triton")``) it runs the Triton kernels of
+    ``structgen.kernels``: ``paged_decode_attention`` for a pure decode step,
+    ``extend_attention`` otherwise, both with the layer's sliding window; elsewhere the
+    torch reference. The kernels read the cache as pages,
+    ``[num_pages, page_size, kv_heads, d]``; the step's plan (one host sync, the longest
+    extension) is made once and shared by all layers (:func:`plan_triton_attention`).
     """
-    if not q.is_cuda or sliding_window is not None:
+    if not _use_triton(q):
         return paged_attention_ref(q, k_slots, v_slots, batch, scale, sliding_window)
     from structgen.kernels.extend_attention import extend_attention
     from structgen.kernels.paged_decode_attention import paged_decode_attention
 
-    plan = batch.plans.get("triton")
-    if plan is None:
-        max_ext = int(batch.extend_lens.max())
-        plan = batch.plans["triton"] = (max_ext, max_ext == 1 and batch.num_tokens == batch.batch_size)
-    max_ext, is_decode = plan
+    max_ext, is_decode = plan_triton_attention(batch)
     kv_heads, d = k_slots.shape[1:]
     k_cache = k_slots.view(-1, batch.page_size, kv_heads, d)  # [pages, page_size, kvh, d]
     v_cache = v_slots.view(-1, batch.page_size, kv_heads, d)
     if is_decode:
         seq_lens = batch.prefix_lens + batch.extend_lens  # [B]
-        return paged_decode_attention(q, k_cache, v_cache, batch.page_table, seq_lens, scale)
+        return paged_decode_attention(q, k_cache, v_cache, batch.page_table, seq_lens, scale, None,
+                                      sliding_window, backend="triton")
     return extend_attention(q, k_cache, v_cache, batch.page_table, batch.prefix_lens,
-                            batch.extend_lens, scale, max_ext)
+                            batch.extend_lens, scale, max_ext, sliding_window, backend="triton")

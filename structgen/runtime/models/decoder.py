@@ -235,7 +235,8 @@ class DecoderForCausalLM(nn.Module):
             ``[len(batch.logits_indices), vocab_size]`` float32 logits.
         """
         positions = batch.positions
-        self.rotary.ensure(int(positions.max()) + 1 if positions.numel() else 0)
+        if not (positions.is_cuda and torch.cuda.is_current_stream_capturing()):  # no sync in a CUDA graph
+            self.rotary.ensure(int(positions.max()) + 1 if positions.numel() else 0)
         x = self.embed(batch.input_ids)  # [T, hidden]
         cos, sin = self.rotary(positions, x.dtype)  # [T, 1, d]
         for layer in self.model.layers:

@@ -228,3 +228,34 @@ def test_smollm2_config(smollm2):
     assert smollm2.max_model_len == 8192
     assert smollm2.eos_token_ids[0] == smollm2.tokenizer.convert_tokens_to_ids("<|im_end|>") == 2
     assert "<|im_start|>" in smollm2.chat_template
+
+
+@pytest.mark.parametrize("heads,kv_heads", [pytest.param(4, 2, id="gqa2"), pytest.param(4, 1, id="mqa")])
+def test_fused_projections_match_and_never_go_stale(heads, kv_heads):
+    """q/k/v and gate/up fused into one matmul each: same logits, same state_dict, and a
+    replaced weight (``assign=True``) falls back to the separate layers instead of a stale copy."""
+    ours, hf = tiny_pair(heads, kv_heads)
+    names = set(ours.state_dict())
+    assert ours.fuse_projections() == 2 * ours.config.num_hidden_layers
+    assert set(ours.state_dict()) == names
+    attn = ours.model.layers[0].self_attn
+    assert attn.q_proj.weight.data_ptr() == attn.qkv.weight.data_ptr()  # views: memory not doubled
+    seqs = PagedSequences(ours, page_size=4)
+    got = seqs.step(PROMPTS, all_logits=True)
+    for sid, ids in PROMPTS.items():
+        torch.testing.assert_close(got[sid], hf_logits(hf, ids), atol=ATOL, rtol=0)
+    # in-place update (load_state_dict copies into the views): the fused weight sees it
+    torch.manual_seed(1)
+    new = {k: v + 0.05 * torch.randn_like(v) for k, v in hf.state_dict().items()}
+    hf.load_state_dict(new)
+    ours.load_state_dict(new)
+    assert attn.qkv.valid() and ours.model.layers[0].mlp.gate_up.valid()
+    got = PagedSequences(ours, page_size=4).step(PROMPTS, all_logits=True)
+    torch.testing.assert_close(got[0], hf_logits(hf, PROMPTS[0]), atol=ATOL, rtol=0)
+    # replaced parameters: the fused path switches itself off
+    new = {k: v + 0.05 * torch.randn_like(v) for k, v in hf.state_dict().items()}
+    hf.load_state_dict(new)
+    ours.load_state_dict(new, assign=True)
+    assert not attn.qkv.valid() and not ours.model.layers[0].mlp.gate_up.valid()
+    got = PagedSequences(ours, page_size=4).step(PROMPTS, all_logits=True)
+    torch.testing.assert_close(got[2], hf_logits(hf, PROMPTS[2]), atol=ATOL, rtol=0)

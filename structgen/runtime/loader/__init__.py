@@ -102,11 +102,19 @@ def load_model(
             from structgen.errors import ConfigError
 
             raise ConfigError('quantization="gguf" needs a .gguf file; use "int8" or "int4" for a folder')
-        return load_hf_folder(p, dtype, device, quantization)
+        return _fused(load_hf_folder(p, dtype, device, quantization))
     from structgen.runtime.loader.gguf_loader import load_gguf
 
     if p.suffix.lower() != ".gguf":
         from structgen.errors import ModelLoadError
 
         raise ModelLoadError(f"{p}: expected a .gguf file or a Hugging Face model folder")
-    return load_gguf(str(p), dtype, device, quantization)
+    return _fused(load_gguf(str(p), dtype, device, quantization))
+
+
+def _fused(loaded: LoadedModel) -> LoadedModel:
+    """Fuse the model's q/k/v and gate/up projections where it can (fewer, larger matmuls)."""
+    fuse = getattr(loaded.model, "fuse_projections", None)
+    if fuse is not None:
+        fuse()
+    return loaded

@@ -175,11 +175,10 @@ def paged_attention_ref(
         qp = q.new_zeros(bsz, plan.max_ext, heads, d)
         qp[plan.q_rows, plan.q_cols] = q
         qp = qp.transpose(1, 2)  # [B, heads, E, d]
-    if kv_heads != heads:
-        rep = heads // kv_heads
-        k = k.repeat_interleave(rep, dim=1)  # [B, heads, L, d]
-        v = v.repeat_interleave(rep, dim=1)
-    out = F.scaled_dot_product_attention(qp, k.to(q.dtype), v.to(q.dtype), attn_mask=plan.mask, scale=scale)
+    # GQA/MQA: SDPA maps query head h to KV head h // (heads // kv_heads) itself (no K/V copies)
+    out = F.scaled_dot_product_attention(
+        qp, k.to(q.dtype), v.to(q.dtype), attn_mask=plan.mask, scale=scale, enable_gqa=kv_heads != heads
+    )
     if plan.trivial_queries:
         return out.squeeze(2)  # [T, heads, d]
     return out.transpose(1, 2)[plan.q_rows, plan.q_cols]  # [T, heads, d]

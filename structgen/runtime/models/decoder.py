@@ -16,7 +16,7 @@ from torch import nn
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.models.attention import paged_attention, store_kv
-from structgen.runtime.models.layers import GatedMLP, Linear, RMSNorm, RotaryEmbedding, apply_rotary
+from structgen.runtime.models.layers import FusedProjection, GatedMLP, Linear, RMSNorm, RotaryEmbedding, apply_rotary
 
 __all__ = ["AttentionSpec", "DecoderAttention", "DecoderLayer", "DecoderModel", "DecoderForCausalLM", "head_dim_of", "layer_window"]
 
@@ -63,16 +63,31 @@ class DecoderAttention(nn.Module):
             self.k_norm = RMSNorm(d, config.rms_norm_eps, dtype, device)
         else:
             self.q_norm = self.k_norm = None
+        self.qkv = None
+
+    def fuse(self) -> None:
+        """Compute q, k and v in one matmul from now on (see :class:`FusedProjection`)."""
+        self.qkv = FusedProjection.build([self.q_proj, self.k_proj, self.v_proj])
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
-        t = x.shape[0]
-        q = self.q_proj(x).view(t, self.num_heads, self.head_dim)  # [T, H, d]
-        k = self.k_proj(x).view(t, self.num_kv_heads, self.head_dim)  # [T, KVH, d]
-        v = self.v_proj(x).view(t, self.num_kv_heads, self.head_dim)  # [T, KVH, d]
-        if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q = apply_rotary(q, cos, sin)
-        k = apply_rotary(k, cos, sin)
+        t, heads, kv_heads = x.shape[0], self.num_heads, self.num_kv_heads
+        fused = self.qkv
+        if fused is not None and fused.valid() and self.q_norm is None:
+            qkv = fused(x).view(t, heads + 2 * kv_heads, self.head_dim)  # [T, H + 2 KVH, d]
+            qk = apply_rotary(qkv[:, : heads + kv_heads], cos, sin)  # q and k rotated in one pass
+            q, k, v = qk[:, :heads], qk[:, heads:], qkv[:, heads + kv_heads :]
+        else:
+            if fused is not None and fused.valid():
+                q, k, v = fused(x).split(fused.sizes, dim=-1)
+            else:
+                q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+            q = q.view(t, heads, self.head_dim)  # [T, H, d]
+            k = k.view(t, kv_heads, self.head_dim)  # [T, KVH, d]
+            v = v.reshape(t, kv_heads, self.head_dim)  # [T, KVH, d]
+            if self.q_norm is not None:
+                q, k = self.q_norm(q), self.k_norm(k)
+            q = apply_rotary(q, cos, sin)
+            k = apply_rotary(k, cos, sin)
         k_slots, v_slots = kv.k_slots(self.layer_idx), kv.v_slots(self.layer_idx)
         store_kv(k, v, k_slots, v_slots, batch.out_slots)
         o = paged_attention(q, k_slots, v_slots, batch, self.scale, self.sliding_window)  # [T, H, d]
@@ -201,6 +216,23 @@ class DecoderForCausalLM(nn.Module):
         return KVPool(
             self.config.num_hidden_layers, num_pages, page_size, self.num_kv_heads, self.head_dim, self.dtype, self.device
         )
+
+    def fuse_projections(self) -> int:
+        """Fuse q/k/v and gate/up of every layer whose projections are plain float Linears.
+
+        Called by the loaders once the weights are in place (after any quantization,
+        which leaves its layers unfused). Parameter names and ``state_dict`` are
+        unchanged; see :class:`~structgen.runtime.models.layers.FusedProjection`.
+
+        Returns:
+            The number of fused groups.
+        """
+        count = 0
+        for module in self.modules():
+            if isinstance(module, (DecoderAttention, GatedMLP)):
+                module.fuse()
+                count += int((module.qkv if isinstance(module, DecoderAttention) else module.gate_up) is not None)
+        return count
 
     def output_weight(self) -> torch.Tensor:
         """``[vocab, hidden]`` output projection (the embedding when tied; float weights only)."""

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["Linear", "RMSNorm", "RotaryEmbedding", "GatedMLP", "rope_theta", "apply_rotary"]
+__all__ = ["Linear", "FusedProjection", "RMSNorm", "RotaryEmbedding", "GatedMLP", "rope_theta", "apply_rotary"]
 
 
 class Linear(nn.Module):
@@ -25,6 +25,64 @@ class Linear(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+
+class FusedProjection:
+    """One matmul for several :class:`Linear` layers that read the same input (q/k/v, gate/up).
+
+    At batch 1 a decode step is a chain of small GEMVs and every op costs a thread
+    fork/join; one ``[sum(out), in]`` matmul instead of three saves two of them per
+    layer. The member layers keep their parameters (HF names: ``state_dict`` and
+    ``load_state_dict`` are unchanged) as views into the fused weight, so memory is not
+    doubled and an in-place weight update reaches both. Should a member's parameter be
+    replaced (``load_state_dict(assign=True)``, ``.to()``, sharding), :meth:`valid` turns
+    False and callers fall back to the separate layers: never stale weights.
+
+    Not an ``nn.Module``: it owns no parameter of its own and stays out of ``state_dict``.
+
+    Attributes:
+        weight: ``[sum(out_features), in_features]`` the concatenated weights.
+        bias: ``[sum(out_features)]`` or None.
+        sizes: output features of each member, in order.
+    """
+
+    def __init__(self, linears: list[Linear]) -> None:
+        self.weight = torch.cat([lin.weight.detach() for lin in linears])
+        has_bias = linears[0].bias is not None
+        self.bias = torch.cat([lin.bias.detach() for lin in linears]) if has_bias else None
+        self.sizes = [lin.weight.shape[0] for lin in linears]
+        start = 0
+        for lin, n in zip(linears, self.sizes):
+            lin.weight = nn.Parameter(self.weight[start : start + n], requires_grad=False)
+            if has_bias:
+                lin.bias = nn.Parameter(self.bias[start : start + n], requires_grad=False)
+            start += n
+        self._members = list(linears)
+        self._ptrs = [lin.weight.data_ptr() for lin in linears]
+
+    @staticmethod
+    def build(linears: list[nn.Module]) -> "FusedProjection | None":
+        """Fuse ``linears`` if all are plain float :class:`Linear` on one device/dtype, else None.
+
+        Quantized or sharded layers (other classes) are left alone.
+        """
+        if not linears or any(type(lin) is not Linear for lin in linears):
+            return None
+        w0 = linears[0].weight
+        same = all(lin.weight.dtype == w0.dtype and lin.weight.device == w0.device for lin in linears)
+        same_in = all(lin.weight.shape[1] == w0.shape[1] for lin in linears)
+        bias = {lin.bias is None for lin in linears}
+        if not (same and same_in and len(bias) == 1 and w0.is_floating_point()):
+            return None
+        return FusedProjection(linears)
+
+    def valid(self) -> bool:
+        """True while every member's weight is still the view into :attr:`weight`."""
+        return all(lin.weight.data_ptr() == p for lin, p in zip(self._members, self._ptrs))
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """``[..., sum(out_features)]`` outputs of all members for ``x`` ``[..., in_features]``."""
         return F.linear(x, self.weight, self.bias)
 
 
@@ -124,6 +182,15 @@ class GatedMLP(nn.Module):
         self.act = F.silu if act in ("silu", "swish") else (
             F.gelu if act == "gelu" else (lambda x: F.gelu(x, approximate="tanh"))
         )
+        self.gate_up = None
+
+    def fuse(self) -> None:
+        """Compute gate and up in one matmul from now on (see :class:`FusedProjection`)."""
+        self.gate_up = FusedProjection.build([self.gate_proj, self.up_proj])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        fused = self.gate_up
+        if fused is not None and fused.valid():
+            gate, up = fused(x).split(fused.sizes, dim=-1)
+            return self.down_proj(self.act(gate) * up)
         return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))

@@ -45,6 +45,7 @@ __all__ = [
     "user",
     "assistant",
     "set_default_backend",
+    "OpenAIBackend",
     "ProgramState",
     "ProgramError",
     "__version__",
@@ -62,6 +63,7 @@ _LAZY = {
     "assistant": "structgen.lang.expr",
     "template": "structgen.lang.template",
     "set_default_backend": "structgen.lang.backend",
+    "OpenAIBackend": "structgen.lang.openai_backend",
     "ProgramState": "structgen.lang.state",
     "ProgramError": "structgen.errors",
 }

@@ -1,5 +1,8 @@
 """Where programs run: a thread-safe wrapper of one local ``Engine``, and the default backend.
 
+(``structgen.lang.openai_backend.OpenAIBackend`` runs the same programs on a remote
+OpenAI-compatible server.)
+
 Every call a program makes becomes ``Request``s added to the engine's scheduler; the
 caller then drives ``engine.step()`` until its own requests finish. Steps advance every
 running request, so programs running in several threads (``run_batch``) and the branches
@@ -17,20 +20,22 @@ from structgen.errors import RequestError
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.sampling_params import SamplingParams
 
-__all__ = ["EngineBackend", "set_default_backend", "get_default_backend", "as_backend"]
+__all__ = ["TokenizerBackend", "EngineBackend", "set_default_backend", "get_default_backend",
+           "as_backend"]
 
 
-class EngineBackend:
-    """Runs a program's generation calls on a local :class:`structgen.Engine`.
+class TokenizerBackend:
+    """What every backend shares: prompts are built and healed with the model's tokenizer.
 
-    Args:
-        engine: the engine; get one backend per engine with :func:`as_backend`.
+    Subclasses set ``tokenizer`` (a transformers tokenizer with the model's chat
+    template) and ``vocab`` (a ``structgen.fsm.Vocabulary``), and implement
+    ``generate(prompts, params, constraints, on_delta) -> list[RequestOutput]``.
     """
 
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-        self.tokenizer = engine.tokenizer
-        self.vocab = engine.vocab
+    tokenizer: Any
+    vocab: Any
+
+    def __init__(self) -> None:
         self._lock = threading.RLock()
         self._healing: dict[int, bool] = {}
 
@@ -41,7 +46,7 @@ class EngineBackend:
 
     def chat_ids(self, messages: list[dict]) -> list[int]:
         """``messages`` rendered by the model's chat template, generation prompt added."""
-        return self.engine.apply_chat_template(messages)
+        return self.encode(self.chat_text(messages, add_generation_prompt=True))
 
     def chat_text(self, messages: list[dict], add_generation_prompt: bool) -> str:
         """The chat template's text of ``messages``."""
@@ -64,6 +69,30 @@ class EngineBackend:
     def special_ids(self) -> frozenset[int]:
         """Ids of the tokenizer's special tokens (never healed)."""
         return frozenset(self.tokenizer.all_special_ids)
+
+    def generate(self, prompts: Sequence[list[int]], params: Sequence[SamplingParams],
+                 constraints: Sequence[Any],
+                 on_delta: Callable[[int, str], None] | None = None) -> list[RequestOutput]:
+        """Run the prompts as one batch; see :meth:`EngineBackend.generate`."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+
+class EngineBackend(TokenizerBackend):
+    """Runs a program's generation calls on a local :class:`structgen.Engine`.
+
+    Args:
+        engine: the engine; get one backend per engine with :func:`as_backend`.
+    """
+
+    def __init__(self, engine: Any) -> None:
+        super().__init__()
+        self.engine = engine
+        self.tokenizer = engine.tokenizer
+        self.vocab = engine.vocab
+
+    def chat_ids(self, messages: list[dict]) -> list[int]:
+        """``messages`` rendered by the model's chat template, generation prompt added."""
+        return self.engine.apply_chat_template(messages)
 
     # ----------------------------------------------------------- generation
     def generate(
@@ -127,15 +156,16 @@ _default_lock = threading.Lock()
 _create_lock = threading.Lock()
 
 
-def as_backend(backend: Any) -> EngineBackend:
-    """The backend for ``backend``: an EngineBackend, an Engine, or None (the default).
+def as_backend(backend: Any) -> TokenizerBackend:
+    """The backend for ``backend``: a backend (``EngineBackend``, ``OpenAIBackend``), an
+    Engine, or None (the default).
 
     Raises:
         RequestError: anything else.
     """
     if backend is None:
         return get_default_backend()
-    if isinstance(backend, EngineBackend):
+    if isinstance(backend, TokenizerBackend):
         return backend
     if hasattr(backend, "make_request") and hasattr(backend, "step"):
         with _default_lock:
@@ -143,17 +173,19 @@ def as_backend(backend: Any) -> EngineBackend:
             if b is None:
                 b = _backends[backend] = EngineBackend(backend)
             return b
-    raise RequestError(f"backend must be a structgen Engine, got {type(backend).__name__}")
+    raise RequestError(
+        f"backend must be a structgen Engine or OpenAIBackend, got {type(backend).__name__}")
 
 
 def set_default_backend(backend: Any) -> None:
-    """Use ``backend`` (an Engine) for programs and templates run without ``backend=``."""
+    """Use ``backend`` (an Engine or OpenAIBackend) for programs and templates run without
+    ``backend=``; None restores the default."""
     b = as_backend(backend) if backend is not None else None
     with _default_lock:
         _default[:] = [b] if b is not None else []
 
 
-def get_default_backend() -> EngineBackend:
+def get_default_backend() -> TokenizerBackend:
     """The default backend; a default ``Engine()`` (packaged model) is created once."""
     with _create_lock:  # held while loading, so the engine is created once
         with _default_lock:

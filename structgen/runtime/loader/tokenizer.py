@@ -10,7 +10,8 @@ from pathlib import Path
 
 from structgen.errors import ModelLoadError
 
-__all__ = ["tokenizer_from_gguf_metadata", "load_cached_tokenizer", "save_tokenizer_cache", "load_hf_tokenizer"]
+__all__ = ["tokenizer_from_gguf_metadata", "load_cached_tokenizer", "save_tokenizer_cache", "load_hf_tokenizer",
+           "load_tokenizer"]
 
 log = logging.getLogger(__name__)
 
@@ -148,3 +149,43 @@ def load_hf_tokenizer(folder: Path):
         return PreTrainedTokenizerFast.from_pretrained(str(folder))
     except Exception as e:  # noqa: BLE001
         raise ModelLoadError(f"cannot load the tokenizer in {folder}: {e}") from e
+
+
+def load_tokenizer(path: str | os.PathLike | None = None):
+    """The tokenizer of a model, without its weights (e.g. for a remote-server client).
+
+    Args:
+        path: None for the default SmolLM2 GGUF; a ``.gguf`` file (tokenizer built from
+            its metadata, cached on disk like :func:`load_gguf` does); or a Hugging Face
+            folder (``tokenizer.json``).
+
+    Returns:
+        A transformers ``PreTrainedTokenizerFast`` with the model's chat template.
+
+    Raises:
+        ModelNotFoundError: the path does not exist, or the default model is not installed.
+        ModelLoadError: the file or folder has no usable tokenizer.
+    """
+    from structgen.errors import ModelNotFoundError
+    from structgen.runtime.loader import default_model_path
+    from structgen.runtime.loader.cache import cache_root, file_cache_key
+    from structgen.runtime.loader.gguf_file import GGUFFile
+
+    p = Path(default_model_path() if path is None else path).expanduser()
+    if not p.exists():
+        raise ModelNotFoundError(f"model path {str(p)!r} does not exist")
+    if p.is_dir():
+        return load_hf_tokenizer(p)
+    tok_dir = cache_root() / "tokenizers" / file_cache_key(str(p))
+    tok = load_cached_tokenizer(tok_dir)
+    g = GGUFFile(str(p), skip_arrays_over=None if tok is None else 4096)
+    try:
+        meta = g.metadata
+        if tok is None:
+            tok = tokenizer_from_gguf_metadata(meta)
+            save_tokenizer_cache(tok, tok_dir)
+    finally:
+        g.close()
+    if meta.get("tokenizer.chat_template"):
+        tok.chat_template = meta["tokenizer.chat_template"]
+    return tok

@@ -1,0 +1,289 @@
+"""Run programs on a remote OpenAI-compatible server (structgen's own, or any such server).
+
+::
+
+    backend = structgen.OpenAIBackend("http://127.0.0.1:8000/v1", model="smol")
+    state = my_program.run(question="...", backend=backend)
+
+Prompts are built exactly as for a local engine (text, chat template, token healing)
+with the served model's tokenizer, and sent to ``POST /v1/completions`` as token ids,
+so a greedy program gives the same text on both backends. Constraints travel in the
+request body under the names structgen's server accepts (vLLM's as well):
+``response_format`` ``{"type": "json_schema", ...}`` for ``JsonSchema``, ``regex`` for
+``Regex``, ``choice`` for ``Choice`` (a term's ``trigger`` as ``constraint_trigger``). ``select`` needs prompt log-probabilities: each
+option is sent with ``echo=true, logprobs=0, max_tokens=1`` and scored from the echoed
+prompt's ``token_logprobs`` (the server must support ``echo`` with ``logprobs``, as
+structgen's and vLLM's do). The calls of one batch (a fork's branches, a select's
+options) are sent concurrently, so the server batches them.
+
+Returned ``RequestOutput``s carry ``text``, ``finish_reason``, ``prompt_logprobs`` (for
+echo requests) and ``metrics`` from the response's ``usage`` (``num_prompt_tokens``,
+``num_generated_tokens``, ``cached_tokens``); ``token_ids`` are not sent back by the
+API and stay empty. A failed request (HTTP error, connection error) comes back with
+``finish_reason="error"`` and the server's message, which the program reports as a
+``RequestError``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Sequence
+
+from structgen.errors import RequestError
+from structgen.lang.backend import TokenizerBackend
+from structgen.runtime.outputs import RequestMetrics, RequestOutput
+from structgen.runtime.sampling_params import SamplingParams
+
+__all__ = ["OpenAIBackend", "request_body"]
+
+
+def _constraint_fields(term: Any) -> dict:
+    """The request-body fields that carry ``term`` (a Regex, JsonSchema or Choice).
+
+    Raises:
+        RequestError: a compiled grammar or another object the API cannot carry, or a
+            JsonSchema with non-default options the server has no field for.
+    """
+    from structgen.lang.constraints import Choice, JsonSchema, Regex, schema_dict
+
+    if term is None:
+        return {}
+    trigger = getattr(term, "trigger", None)
+    extra = {"constraint_trigger": trigger} if trigger is not None else {}
+    if isinstance(term, Regex):
+        return {"regex": term.pattern, **extra}
+    if isinstance(term, Choice):
+        return {"choice": list(term.options), **extra}
+    if isinstance(term, JsonSchema):
+        if term.whitespace != "compact" or not term.strict:
+            raise RequestError("OpenAIBackend sends JsonSchema with the server's defaults "
+                               "only (whitespace='compact', strict=True)")
+        spec = {"name": "output", "schema": schema_dict(term.schema),
+                "strict": not term.allow_extra_properties}
+        return {"response_format": {"type": "json_schema", "json_schema": spec}, **extra}
+    raise RequestError(f"OpenAIBackend cannot send a {type(term).__name__} constraint; use "
+                       "Regex, JsonSchema or Choice")
+
+
+def request_body(prompt_ids: list[int], params: SamplingParams, constraint: Any) -> dict:
+    """The ``/v1/completions`` fields of one call: standard ones and ``extra_body``.
+
+    Returns:
+        ``{"standard": {...}, "extra_body": {...}}``; ``standard`` holds the OpenAI
+        arguments (prompt, max_tokens, temperature, top_p, seed, stop, penalties,
+        logit_bias, and ``echo``/``logprobs`` when ``params.prompt_logprobs`` is set),
+        ``extra_body`` the structgen/vLLM fields (top_k, min_p, min_tokens, ignore_eos,
+        stop_token_ids, repetition_penalty, and the constraint's field).
+
+    Raises:
+        RequestError: ``n != 1``, or a constraint the API cannot carry.
+    """
+    if params.n != 1:
+        raise RequestError("OpenAIBackend sends one completion per call (n must be 1)")
+    std: dict[str, Any] = {
+        "prompt": list(prompt_ids), "max_tokens": params.max_tokens,
+        "temperature": params.temperature, "top_p": params.top_p,
+        "presence_penalty": params.presence_penalty,
+        "frequency_penalty": params.frequency_penalty,
+    }
+    if params.seed is not None:
+        std["seed"] = params.seed
+    if params.stop:
+        std["stop"] = list(params.stop)
+    if params.logit_bias:
+        std["logit_bias"] = {str(k): v for k, v in params.logit_bias.items()}
+    if params.prompt_logprobs is not None:
+        std["echo"] = True
+        std["logprobs"] = params.prompt_logprobs
+    extra: dict[str, Any] = {"top_k": params.top_k, "min_p": params.min_p,
+                             "min_tokens": params.min_tokens, "ignore_eos": params.ignore_eos,
+                             "repetition_penalty": params.repetition_penalty}
+    if params.stop_token_ids:
+        extra["stop_token_ids"] = list(params.stop_token_ids)
+    extra.update(_constraint_fields(constraint))
+    return {"standard": std, "extra_body": extra}
+
+
+class OpenAIBackend(TokenizerBackend):
+    """A program backend over an OpenAI-compatible ``/v1/completions`` endpoint.
+
+    Args:
+        base_url: the API root, e.g. ``"http://127.0.0.1:8000/v1"`` (as the ``openai``
+            client takes it; a URL without a path gets ``/v1`` appended).
+        model: the served model name; None asks ``/v1/models`` once and takes the first.
+        api_key: sent as ``Authorization: Bearer``; None reads ``OPENAI_API_KEY`` (or
+            sends a placeholder, for servers without keys).
+        tokenizer: the served model's tokenizer: a transformers tokenizer, a model path
+            (``.gguf`` file or Hugging Face folder; only the tokenizer is loaded), or
+            None for the packaged SmolLM2 (structgen's default model).
+        timeout: seconds per HTTP request.
+        max_concurrency: requests in flight at once (the calls of one batch).
+        max_retries: the ``openai`` client's retries on connection errors / 5xx.
+
+    Raises:
+        ModelNotFoundError, ModelLoadError: the tokenizer cannot be loaded.
+    """
+
+    def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None,
+                 tokenizer: Any = None, timeout: float = 300.0, max_concurrency: int = 16,
+                 max_retries: int = 2) -> None:
+        import openai
+
+        from structgen.fsm import Vocabulary
+
+        super().__init__()
+        url = base_url.rstrip("/")
+        if url.count("/") <= 2:  # scheme://host[:port] without a path
+            url += "/v1"
+        self.base_url = url
+        self.client = openai.OpenAI(
+            base_url=url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "none",
+            timeout=timeout, max_retries=max_retries)
+        if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)):
+            from structgen.runtime.loader.tokenizer import load_tokenizer
+
+            tokenizer = load_tokenizer(tokenizer)
+        self.tokenizer = tokenizer
+        self.vocab = Vocabulary.from_tokenizer(tokenizer)
+        self._model = model
+        self._pool = ThreadPoolExecutor(max(1, max_concurrency), "structgen-openai")
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend({self.base_url!r}, model={self._model!r})"
+
+    @property
+    def model(self) -> str:
+        """The served model name (asked from ``/v1/models`` on first use when not given).
+
+        Raises:
+            RequestError: the server lists no model or cannot be reached.
+        """
+        if self._model is None:
+            import openai
+
+            try:
+                data = self.client.models.list().data
+            except openai.OpenAIError as exc:
+                raise RequestError(f"cannot list models at {self.base_url}: {exc}") from exc
+            if not data:
+                raise RequestError(f"{self.base_url}/models lists no model")
+            self._model = data[0].id
+        return self._model
+
+    def close(self) -> None:
+        """Close the HTTP client and the request threads."""
+        self._pool.shutdown(wait=False)
+        self.client.close()
+
+    # ----------------------------------------------------------- generation
+    def generate(
+        self,
+        prompts: Sequence[list[int]],
+        params: Sequence[SamplingParams],
+        constraints: Sequence[Any],
+        on_delta: Callable[[int, str], None] | None = None,
+    ) -> list[RequestOutput]:
+        """Send the calls concurrently; one RequestOutput per call, in order.
+
+        Args:
+            prompts: token ids per call.
+            params: one SamplingParams per call (``n`` must be 1).
+            constraints: one Regex / JsonSchema / Choice (or None) per call.
+            on_delta: called with ``(call index, text)`` as text streams in (the call is
+                then made with ``stream=true``); None to not stream.
+
+        Raises:
+            RequestError: unequal list lengths, or a call the API cannot carry (raised
+                before anything is sent).
+        """
+        if not (len(prompts) == len(params) == len(constraints)):
+            raise RequestError("prompts, params and constraints must have equal lengths")
+        bodies = [request_body(p, sp, c) for p, sp, c in zip(prompts, params, constraints)]
+        model = self.model
+        futures = [
+            self._pool.submit(self._one, model, body, len(ids), i, on_delta)
+            for i, (ids, body) in enumerate(zip(prompts, bodies))
+        ]
+        return [f.result() for f in futures]
+
+    def _one(self, model: str, body: dict, n_prompt: int, index: int,
+             on_delta: Callable[[int, str], None] | None) -> RequestOutput:
+        import openai
+
+        t0 = time.perf_counter()
+        try:
+            if on_delta is not None and "echo" not in body["standard"]:
+                return self._stream(model, body, index, on_delta, t0)
+            resp = self.client.completions.create(
+                model=model, extra_body=body["extra_body"], **body["standard"])
+        except openai.APIStatusError as exc:
+            return RequestOutput(finish_reason="error",
+                                 error=f"HTTP {exc.status_code}: {_message(exc)}")
+        except openai.OpenAIError as exc:
+            return RequestOutput(finish_reason="error", error=f"{type(exc).__name__}: {exc}")
+        choice = resp.choices[0]
+        text = choice.text
+        prompt_lps = None
+        if "echo" in body["standard"]:
+            prompt_lps = _prompt_logprobs(body["standard"]["prompt"], choice.logprobs)
+            echoed = self.tokenizer.decode(body["standard"]["prompt"])
+            text = text[len(echoed):] if text.startswith(echoed) else text
+        metrics = _metrics(resp.usage, n_prompt)
+        return RequestOutput(text=text, finish_reason=choice.finish_reason, metrics=metrics,
+                             prompt_logprobs=prompt_lps)
+
+    def _stream(self, model: str, body: dict, index: int,
+                on_delta: Callable[[int, str], None], t0: float) -> RequestOutput:
+        stream = self.client.completions.create(
+            model=model, extra_body=body["extra_body"], stream=True,
+            stream_options={"include_usage": True}, **body["standard"])
+        parts: list[str] = []
+        reason, usage, ttft = None, None, 0.0
+        for chunk in stream:
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for c in chunk.choices:
+                if c.text:
+                    if not parts:
+                        ttft = time.perf_counter() - t0
+                    parts.append(c.text)
+                    on_delta(index, c.text)
+                if c.finish_reason is not None:
+                    reason = c.finish_reason
+        metrics = _metrics(usage, len(body["standard"]["prompt"]))
+        metrics.ttft_s = ttft  # client-side: request sent to first text received
+        return RequestOutput(text="".join(parts), finish_reason=reason, metrics=metrics)
+
+
+def _message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+    return str(exc)
+
+
+def _prompt_logprobs(ids: list[int], lp: Any) -> list[dict[int, float] | None] | None:
+    """Per prompt token ``{token_id: logprob}`` (None for the first) from echoed logprobs."""
+    if lp is None or lp.token_logprobs is None or len(lp.token_logprobs) < len(ids):
+        return None
+    out: list[dict[int, float] | None] = [None]
+    for j in range(1, len(ids)):
+        v = lp.token_logprobs[j]
+        out.append(None if v is None else {ids[j]: float(v)})
+    return out
+
+
+def _metrics(usage: Any, n_prompt: int) -> RequestMetrics:
+    """Token counts from the response's ``usage`` (timings are not in the API)."""
+    m = RequestMetrics(num_prompt_tokens=n_prompt)
+    if usage is not None:
+        m.num_prompt_tokens = usage.prompt_tokens
+        m.num_generated_tokens = usage.completion_tokens
+        details = getattr(usage, "prompt_tokens_details", None)
+        if details is not None and getattr(details, "cached_tokens", None) is not None:
+            m.cached_tokens = details.cached_tokens
+    return m

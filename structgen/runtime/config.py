@@ -127,6 +127,10 @@ class EngineConfig:
             ``Engine(...)`` then returns a ``DataParallelEngine``.
         dist_timeout_s: seconds a collective may wait for another rank before the engine
             fails with ``DistributedError`` (a dead rank is usually reported at once).
+        cuda_graph: on CUDA, replay decode steps from CUDA graphs captured at start-up for
+            batch-size buckets (``structgen.runtime.cuda_graph``); ignored on CPU.
+        cuda_graph_max_batch: largest decode batch replayed from a graph (capped by
+            ``max_running_requests``); larger steps run eagerly.
 
     Raises:
         ConfigError: a field is invalid (the message names it).
@@ -151,6 +155,8 @@ class EngineConfig:
     tensor_parallel_size: int = 1
     data_parallel_size: int = 1
     dist_timeout_s: float = 60.0
+    cuda_graph: bool = True
+    cuda_graph_max_batch: int = 64
 
     def __post_init__(self) -> None:
         from structgen.runtime.quantization import check_quantization
@@ -181,7 +187,9 @@ class EngineConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"EngineConfig.{name} must be an int >= 1, got {value!r}")
-        for name in ("tensor_parallel_size", "data_parallel_size"):
+        if not isinstance(self.cuda_graph, bool):
+            raise ConfigError(f"EngineConfig.cuda_graph must be a bool, got {self.cuda_graph!r}")
+        for name in ("tensor_parallel_size", "data_parallel_size", "cuda_graph_max_batch"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"EngineConfig.{name} must be an int >= 1, got {value!r}")

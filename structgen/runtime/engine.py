@@ -91,7 +91,11 @@ class Engine:
                 dtype=self.config.torch_dtype,
                 device=self.device,
             )
-            self.runner = ModelRunner(loaded.model, self.pool, self.device)
+            self.runner = ModelRunner(
+                loaded.model, self.pool, self.device, cuda_graph=self.config.cuda_graph,
+                cuda_graph_max_batch=min(self.config.cuda_graph_max_batch, self.config.max_running_requests),
+                max_model_len=min(loaded.max_model_len, self.config.max_model_len or loaded.max_model_len),
+            )
         self.cache = RadixCache(self.pool) if self.config.prefix_cache else None
         max_model_len = loaded.max_model_len
         if self.config.max_model_len is not None:

@@ -129,3 +129,18 @@ def test_graphs_are_cuda_only():
         CudaGraphRunner(model, pool, 4, 8).capture()
     with pytest.raises(ValueError, match="attention backend"):
         ModelRunner(model, pool, torch.device("cpu"), attention_backend="flash")
+
+
+def test_engine_config_flags():
+    from structgen.errors import ConfigError
+    from structgen.runtime.config import EngineConfig
+
+    assert EngineConfig().cuda_graph is True and EngineConfig().cuda_graph_max_batch == 64
+    with pytest.raises(ConfigError, match="cuda_graph"):
+        EngineConfig(cuda_graph="yes")
+    with pytest.raises(ConfigError, match="cuda_graph_max_batch"):
+        EngineConfig(cuda_graph_max_batch=0)
+
+
+def test_cpu_engine_runs_without_graphs(tiny_engine):
+    assert tiny_engine.runner.graphs is None

@@ -20,8 +20,14 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["start_tensor_parallel", "TensorParallelRunner", "shard_model", "DataParallelEngine",
-           "CacheAwareRouter", "ApproxRadixTree"]
+__all__ = [
+    "ApproxRadixTree",
+    "CacheAwareRouter",
+    "DataParallelEngine",
+    "TensorParallelRunner",
+    "shard_model",
+    "start_tensor_parallel",
+]
 
 _LAZY = {
     "start_tensor_parallel": "worker", "TensorParallelRunner": "worker",

@@ -36,14 +36,14 @@ from structgen.runtime.models.layers import GatedMLP, Linear
 from structgen.runtime.models.moe import FusedExperts, SparseMoeBlock, fused_moe
 
 __all__ = [
+    "AllReduceOutput",
+    "ExpertParallelExperts",
+    "ParallelLMHead",
     "RowParallelLinear",
     "VocabParallelEmbedding",
-    "ParallelLMHead",
-    "ExpertParallelExperts",
-    "AllReduceOutput",
     "check_shardable",
-    "shard_model",
     "local_kv_heads",
+    "shard_model",
 ]
 
 

@@ -26,11 +26,15 @@ import torch
 
 from structgen.errors import DistributedError
 from structgen.runtime.distributed.group import TPGroup, WorkerProcesses, open_store, watch_parent
-from structgen.runtime.distributed.parallel_layers import check_shardable, local_kv_heads, shard_model
+from structgen.runtime.distributed.parallel_layers import (
+    check_shardable,
+    local_kv_heads,
+    shard_model,
+)
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
 
-__all__ = ["TensorParallelRunner", "start_tensor_parallel", "tp_worker_main", "pack_step", "unpack_step"]
+__all__ = ["TensorParallelRunner", "pack_step", "start_tensor_parallel", "tp_worker_main", "unpack_step"]
 
 OP_FORWARD, OP_SHUTDOWN = 1, 2
 _HEADER = 5

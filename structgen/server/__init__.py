@@ -14,7 +14,8 @@ use ``seed + i``), ``presence_penalty``, ``frequency_penalty``, ``logit_bias``,
 ``logprobs`` / ``top_logprobs`` (chat), ``logprobs`` (int) and ``echo`` (completions,
 prompt log-probs included), ``stream`` with ``stream_options.include_usage``,
 ``response_format`` (``json_schema`` with ``strict``, ``json_object``), ``tools`` /
-``tool_choice`` (see :mod:`structgen.server.tools` for the prompt format and grammar).
+``tool_choice`` / ``parallel_tool_calls`` (see :mod:`structgen.server.tools` for the
+prompt format, the grammar and how several calls are streamed).
 ``usage.prompt_tokens_details.cached_tokens`` counts prompt tokens served from the
 prefix cache.
 
@@ -23,12 +24,24 @@ Extra body fields (``extra_body=`` in the openai client), on both endpoints:
 * ``regex`` (str): the output must fully match this regex (Python syntax, no
   lookaround or backreferences);
 * ``choice`` (list of str): the output is exactly one of these strings;
+* vLLM's names are accepted as aliases: ``guided_regex`` (= ``regex``), ``guided_choice``
+  (= ``choice``) and ``guided_json`` (a JSON Schema, dict or JSON string; = a
+  non-strict ``response_format`` ``json_schema``);
+* ``constraint_trigger`` (str): the model writes free text until this string first
+  appears (e.g. ``"</think>"`` ending a reasoning block), and the constraint above
+  applies to what follows. Trigger and constraint are one automaton, so a token that
+  spans the trigger is checked whole; the output must contain the trigger (EOS is not
+  allowed before it; with ``max_tokens`` the mask steers towards the trigger and a
+  complete answer in time). ``content`` / ``text`` is the whole output, reasoning
+  included; split it at the first trigger. vLLM and SGLang get this behaviour from a
+  server-wide ``--reasoning-parser``; here it is per request, for any trigger text;
 * vLLM's sampling extras: ``top_k``, ``min_p``, ``min_tokens``, ``repetition_penalty``,
   ``ignore_eos``, ``stop_token_ids``.
 
-At most one of ``response_format`` (non-text), ``regex``, ``choice`` and active
-``tools`` per request. ``response_format.json_schema.strict: true`` generates only the
-listed properties; otherwise objects may carry extra keys wherever the schema allows.
+At most one of ``response_format`` (non-text), ``regex``, ``choice``, their ``guided_*``
+aliases and active ``tools`` per request. ``response_format.json_schema.strict: true``
+generates only the listed properties; otherwise objects may carry extra keys wherever
+the schema allows.
 
 Errors are ``{"error": {"message", "type", "param", "code"}}``: 400 for malformed JSON,
 wrong field types, unsupported or invalid schemas (the message names the keyword and

@@ -67,14 +67,16 @@ async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> Cha
         raise APIError(f"n must be at most {state.max_n}, got {req.n}", param="n")
     if req.tool_choice is not None and req.tool_choice != "none" and not req.tools:
         raise APIError("tool_choice needs tools", param="tool_choice")
-    plan = plan_tools(req.tools, req.tool_choice) if req.tools else None
-    term = sv.request_constraint(req)
-    param = "response_format" if req.response_format is not None else (
-        "regex" if req.regex is not None else "choice")
+    plan = (plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls)
+            if req.tools else None)
+    term, param = sv.request_constraint(req)
     if plan is not None:
         if term is not None:
             raise APIError(f"{param} cannot be combined with tools unless tool_choice is "
                            "'none'", param=param)
+        if req.constraint_trigger is not None:
+            raise APIError("constraint_trigger cannot be combined with tools unless "
+                           "tool_choice is 'none'", param="constraint_trigger")
         term, param = plan.constraint, "tools"
     try:
         ids = state.engine.engine.apply_chat_template(template_messages(req, plan))

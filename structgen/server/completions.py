@@ -56,9 +56,7 @@ async def prepare_completion(state: sv.ServerState, req: CompletionRequest) -> C
         raise APIError("suffix is not supported", param="suffix")
     prompts, texts = _prompts(state, req.prompt)
     room = min(sv.check_prompt(state, ids, "prompt") for ids in prompts)
-    term = sv.request_constraint(req)
-    param = "response_format" if req.response_format is not None else (
-        "regex" if req.regex is not None else "choice")
+    term, param = sv.request_constraint(req)
     params = sv.sampling_params(req, req.max_tokens, room, req.logprobs)
     prompt_lp = req.logprobs if (req.echo and req.logprobs is not None) else None
     grammar = await sv.compile_constraint(state, term, param)

@@ -133,6 +133,10 @@ class _Sampling(_Model):
     # structgen / vLLM extras
     regex: str | None = None
     choice: list[str] | None = Field(default=None, min_length=1)
+    guided_json: dict | bool | str | None = None
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = Field(default=None, min_length=1)
+    constraint_trigger: str | None = Field(default=None, min_length=1)
     top_k: int = -1
     min_p: float = 0.0
     min_tokens: int = 0

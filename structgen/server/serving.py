@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import itertools
+import json
 import re
 import time
 import uuid
@@ -86,14 +87,20 @@ class Branch:
 
 
 # ------------------------------------------------------------------ request side
-def request_constraint(req: Any) -> Any:
-    """The constraint asked for by ``response_format``, ``regex`` or ``choice`` (or None).
+def request_constraint(req: Any) -> tuple[Any, str]:
+    """The constraint asked for by ``response_format``, ``regex`` / ``guided_regex``,
+    ``choice`` / ``guided_choice`` or ``guided_json``, with ``constraint_trigger`` applied.
+
+    Returns:
+        ``(term or None, the request field it came from)``.
 
     Raises:
-        APIError: more than one of them, or a malformed ``response_format``.
+        APIError: more than one of them, a malformed ``response_format`` or
+            ``guided_json``, or ``constraint_trigger`` without a constraint.
     """
     from structgen.lang.constraints import Choice, JsonSchema, Regex
 
+    trigger = req.constraint_trigger
     found: list[tuple[str, Any]] = []
     rf = req.response_format
     if rf is not None and rf.type == "json_schema":
@@ -101,19 +108,36 @@ def request_constraint(req: Any) -> Any:
         if spec is None or spec.schema_ is None:
             raise APIError("response_format json_schema needs json_schema.schema",
                            param="response_format.json_schema")
-        found.append(("response_format",
-                      JsonSchema(spec.schema_, allow_extra_properties=not spec.strict)))
+        found.append(("response_format", JsonSchema(
+            spec.schema_, allow_extra_properties=not spec.strict, trigger=trigger)))
     elif rf is not None and rf.type == "json_object":
-        found.append(("response_format",
-                      JsonSchema({"type": "object"}, allow_extra_properties=True)))
-    if req.regex is not None:
-        found.append(("regex", Regex(req.regex)))
-    if req.choice is not None:
-        found.append(("choice", Choice(req.choice)))
+        found.append(("response_format", JsonSchema(
+            {"type": "object"}, allow_extra_properties=True, trigger=trigger)))
+    if req.guided_json is not None:
+        schema = req.guided_json
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except json.JSONDecodeError as exc:
+                raise APIError(f"guided_json is not valid JSON: {exc}",
+                               param="guided_json") from None
+        found.append(("guided_json",
+                      JsonSchema(schema, allow_extra_properties=True, trigger=trigger)))
+    for name in ("regex", "guided_regex"):
+        if getattr(req, name) is not None:
+            found.append((name, Regex(getattr(req, name), trigger=trigger)))
+    for name in ("choice", "guided_choice"):
+        if getattr(req, name) is not None:
+            found.append((name, Choice(getattr(req, name), trigger=trigger)))
     if len(found) > 1:
         names = ", ".join(n for n, _ in found)
         raise APIError(f"give at most one constraint; got {names}", param=found[1][0])
-    return found[0][1] if found else None
+    if not found:
+        if trigger is not None:
+            raise APIError("constraint_trigger needs a constraint (response_format, regex, "
+                           "choice or guided_json)", param="constraint_trigger")
+        return None, "response_format"
+    return found[0][1], found[0][0]
 
 
 async def compile_constraint(state: ServerState, term: Any, param: str) -> Any:

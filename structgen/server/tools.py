@@ -14,16 +14,20 @@ Grammar. One call is the compact JSON ``{"name":NAME,"arguments":ARGS}`` with ``
 a ``const`` and ``ARGS`` valid against that tool's ``parameters`` (extra properties not
 generated). ``tool_choice``:
 
-* a named function: the call schema of that tool;
-* ``"required"``: ``anyOf`` over the call schemas of every tool;
-* ``"auto"`` (the default when tools are given): the regex ``CALL|[^{][\\s\\S]*``, i.e.
-  the model chooses with its first character: ``{`` starts a tool call (then generated
-  under the call grammar), anything else starts a free-text answer;
+* a named function: one call of that tool;
+* ``"required"``: one call of any tool (``anyOf`` over the call schemas) or, with
+  parallel calls, ``CALL(\\nCALL)*``: several calls, one per line;
+* ``"auto"`` (the default when tools are given): ``CALLS|[^{][\\s\\S]*``, i.e. the model
+  chooses with its first character: ``{`` starts the tool call(s) (generated under the
+  call grammar), anything else starts a free-text answer;
 * ``"none"``: no tool prompt, no grammar.
 
-At most one call per choice (``parallel_tool_calls`` is accepted and ignored).
-Assistant messages with ``tool_calls`` in the history are rendered in the same JSON
-form, and ``tool`` messages keep their role (the ChatML template renders any role).
+Parallel calls: ``parallel_tool_calls`` true or absent (OpenAI's default) lets
+``required`` and ``auto`` write several calls, one JSON object per line (the prompt says
+so); false allows one. The response lists them as ``tool_calls[0..k-1]``, streamed as
+deltas with those ``index`` values. Assistant messages with ``tool_calls`` in the history
+are rendered one call per line in the same form, and ``tool`` messages keep their role
+(the ChatML template renders any role).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from typing import Any
 
 from structgen.server.protocol import APIError, NamedToolChoice, Tool
 
-__all__ = ["ToolCallStream", "ToolPlan", "plan_tools", "render_tool_call"]
+__all__ = ["ToolCallStream", "ToolPlan", "collect", "plan_tools", "render_tool_call"]
 
 _HEAD = re.compile(r'\{"name":("(?:[^"\\]|\\.)*"),"arguments":')
 
@@ -43,6 +47,7 @@ _CHOICE_LINE = {
     "auto": "If no tool is needed, answer in plain text instead.",
     "required": "You must call one of these tools.",
 }
+_PARALLEL_LINE = "To call several tools at once, write one such JSON object per line."
 
 
 class ToolPlan:
@@ -52,12 +57,15 @@ class ToolPlan:
         mode: ``"call"`` (the output is a call) or ``"auto"`` (text or a call).
         system_text: the tools section to add to the system prompt.
         constraint: the structgen constraint the output is generated under.
+        parallel: whether several calls (one per line) may be written.
     """
 
-    def __init__(self, mode: str, system_text: str, constraint: Any) -> None:
+    def __init__(self, mode: str, system_text: str, constraint: Any,
+                 parallel: bool = False) -> None:
         self.mode = mode
         self.system_text = system_text
         self.constraint = constraint
+        self.parallel = parallel
 
 
 def _params_schema(tool: Tool) -> dict:
@@ -75,21 +83,30 @@ def call_schema(tool: Tool) -> dict:
     }
 
 
-def plan_tools(tools: list[Tool], tool_choice: Any) -> ToolPlan | None:
-    """The prompt section and constraint for ``tools`` under ``tool_choice``.
-
-    Returns:
-        None when ``tool_choice == "none"`` (tools are then ignored).
+def _call_regex(schema: dict) -> str:
+    """The regex of one call (compact JSON, listed keys only).
 
     Raises:
-        APIError: a named tool that is not in ``tools``.
+        APIError: 400 naming the keyword and JSON pointer of an invalid or unsupported
+            ``parameters`` schema.
     """
-    from structgen.fsm import json_schema_to_regex
-    from structgen.lang.constraints import JsonSchema, Regex
+    import jsonschema
 
-    choice = tool_choice if tool_choice is not None else "auto"
-    if choice == "none":
-        return None
+    from structgen.errors import SchemaError
+    from structgen.fsm import json_schema_to_regex
+
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+        return json_schema_to_regex(schema, allow_extra_properties=False)
+    except jsonschema.SchemaError as exc:
+        pointer = "".join("/" + str(p) for p in exc.path)
+        raise APIError(f"tools: invalid JSON Schema at {pointer or '/'}: {exc.message}",
+                       param="tools", code="invalid_schema") from None
+    except (SchemaError, ValueError) as exc:
+        raise APIError(f"tools: {exc}", param="tools", code="invalid_schema") from None
+
+
+def _prompt_lines(tools: list[Tool]) -> list[str]:
     lines = [(
         "You can call the following tools. Each line describes one tool as JSON: its name, "
         "its description and the JSON Schema of its arguments."
@@ -100,6 +117,31 @@ def plan_tools(tools: list[Tool], tool_choice: Any) -> ToolPlan | None:
         lines.append(json.dumps(desc, ensure_ascii=False))
     lines.append('To call a tool, reply with only a JSON object of the form '
                  '{"name": "<tool name>", "arguments": {<the arguments>}} and nothing else.')
+    return lines
+
+
+def plan_tools(tools: list[Tool], tool_choice: Any, parallel: bool | None = None) -> ToolPlan | None:
+    """The prompt section and constraint for ``tools`` under ``tool_choice``.
+
+    Args:
+        tools: the request's tools.
+        tool_choice: ``None`` (= ``"auto"``), ``"none"``, ``"auto"``, ``"required"`` or a
+            ``NamedToolChoice``.
+        parallel: ``parallel_tool_calls`` (None = true, OpenAI's default); a named
+            tool_choice always gets one call.
+
+    Returns:
+        None when ``tool_choice == "none"`` (tools are then ignored).
+
+    Raises:
+        APIError: a named tool that is not in ``tools``; an invalid parameters schema.
+    """
+    from structgen.lang.constraints import JsonSchema, Regex
+
+    choice = tool_choice if tool_choice is not None else "auto"
+    if choice == "none":
+        return None
+    lines = _prompt_lines(tools)
     if isinstance(choice, NamedToolChoice):
         name = choice.function.name
         chosen = [t for t in tools if t.function.name == name]
@@ -108,16 +150,19 @@ def plan_tools(tools: list[Tool], tool_choice: Any) -> ToolPlan | None:
                            param="tool_choice")
         lines.append(f'You must call the tool "{name}".')
         return ToolPlan("call", "\n".join(lines), JsonSchema(call_schema(chosen[0])))
+    parallel = parallel is not False
+    if parallel:
+        lines.append(_PARALLEL_LINE)
     lines.append(_CHOICE_LINE[choice])
     schemas = [call_schema(t) for t in tools]
     schema = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
-    if choice == "required":
+    if choice == "required" and not parallel:
         return ToolPlan("call", "\n".join(lines), JsonSchema(schema))
-    try:
-        call_regex = json_schema_to_regex(schema, allow_extra_properties=False)
-    except ValueError as exc:
-        raise APIError(f"tools: {exc}", param="tools", code="invalid_schema") from None
-    return ToolPlan("auto", "\n".join(lines), Regex(f"(?:{call_regex})|[^{{][\\s\\S]*"))
+    call = _call_regex(schema)
+    calls = f"(?:{call})(?:\\n(?:{call}))*" if parallel else call
+    if choice == "required":
+        return ToolPlan("call", "\n".join(lines), Regex(calls), parallel)
+    return ToolPlan("auto", "\n".join(lines), Regex(f"(?:{calls})|[^{{][\\s\\S]*"), parallel)
 
 
 def render_tool_call(name: str, arguments: str) -> str:
@@ -134,9 +179,12 @@ class ToolCallStream:
     """Turns the generated text of one choice into OpenAI chat deltas, incrementally.
 
     ``feed(delta_text)`` and ``finish()`` return lists of delta dicts: ``{"content": s}``
-    or ``{"tool_calls": [{"index": 0, ...}]}`` (the first carries id, type and name with
-    empty arguments; later ones carry argument text). The wrapper's closing ``}`` is
-    held back until ``finish``. Raises: never.
+    or ``{"tool_calls": [{"index": i, ...}]}``: for call ``i`` the first delta carries
+    id, type and name with empty arguments, later ones carry argument text. The end of
+    a call's arguments is found by scanning the JSON (strings, escapes, nesting): the
+    first ``}`` outside a string at nesting 0 closes the call's wrapper object. Text that
+    does not form calls (a truncated call, or free text in ``auto`` mode) comes out as
+    ``content``. Raises: never.
 
     Args:
         mode: ``"call"`` or ``"auto"`` (see :class:`ToolPlan`).
@@ -146,79 +194,122 @@ class ToolCallStream:
         self.mode = mode
         self.buf = ""
         self.state = "name" if mode == "call" else "undecided"
-        self.call_id = "call_" + uuid.uuid4().hex[:24]
-        self.name: str | None = None
-        self._args_start = 0
-        self._sent = 0  # characters of the buffer already emitted (text or arguments)
+        self.calls: list[dict] = []  # {"id", "name"} per parsed call
+        self._pos = 0  # next character of buf to look at
+        self._call_start = 0
+        self._depth = 0
+        self._in_string = False
+        self._escape = False
 
     @property
     def is_tool_call(self) -> bool:
-        """True once the output is known to be a call (its name has been parsed)."""
-        return self.name is not None
+        """True once the output is known to be a call (a call's name has been parsed)."""
+        return bool(self.calls)
+
+    @property
+    def call_id(self) -> str | None:
+        """The id of the first call (None before it is parsed)."""
+        return self.calls[0]["id"] if self.calls else None
 
     @property
     def is_complete_call(self) -> bool:
-        """True when the whole output is one well-formed call."""
-        if self.name is None:
-            return False
-        try:
-            json.loads(self.buf)
-        except json.JSONDecodeError:
-            return False
-        return True
+        """True when the whole output is one or more well-formed calls."""
+        return bool(self.calls) and self.state == "between" and not self.buf[self._pos:].strip()
 
     def feed(self, delta: str) -> list[dict]:
         """Deltas for ``delta``, the newly generated text."""
         self.buf += delta
         out: list[dict] = []
-        if self.state == "undecided" and self.buf:
-            self.state = "name" if self.buf[0] == "{" else "text"
-        if self.state == "name":
-            m = _HEAD.match(self.buf)
-            if m:
-                self.name = json.loads(m.group(1))
-                self.state = "args"
-                self._args_start = self._sent = m.end()
+        while True:
+            if self.state == "undecided":
+                if not self.buf:
+                    return out
+                self.state = "name" if self.buf[0] == "{" else "text"
+            if self.state == "text":
+                if len(self.buf) > self._pos:
+                    out.append({"content": self.buf[self._pos:]})
+                    self._pos = len(self.buf)
+                return out
+            if self.state == "between":
+                rest = self.buf[self._pos:]
+                stripped = rest.lstrip()
+                if not stripped.startswith("{"):
+                    return out
+                self._pos += len(rest) - len(stripped)
+                self._call_start = self._pos
+                self.state = "name"
+            if self.state == "name":
+                m = _HEAD.match(self.buf, self._call_start)
+                if not m:
+                    return out
+                name = json.loads(m.group(1))
+                call = {"id": "call_" + uuid.uuid4().hex[:24], "name": name}
+                self.calls.append(call)
                 out.append({"tool_calls": [{
-                    "index": 0, "id": self.call_id, "type": "function",
-                    "function": {"name": self.name, "arguments": ""}}]})
-        if self.state == "text" and len(self.buf) > self._sent:
-            out.append({"content": self.buf[self._sent:]})
-            self._sent = len(self.buf)
-        elif self.state == "args":
-            end = len(self.buf) - 1  # hold back what may be the wrapper's "}"
-            if end > self._sent:
-                out.append(self._args_delta(self.buf[self._sent:end]))
-                self._sent = end
-        return out
+                    "index": len(self.calls) - 1, "id": call["id"], "type": "function",
+                    "function": {"name": name, "arguments": ""}}]})
+                self._pos = m.end()
+                self._depth, self._in_string, self._escape = 0, False, False
+                self.state = "args"
+            if self.state == "args":
+                start = self._pos
+                closed = self._scan_args()
+                if self._pos > start:
+                    out.append(self._args_delta(self.buf[start:self._pos]))
+                if not closed:
+                    return out
+                self._pos += 1  # the wrapper's "}"
+                self.state = "between"
+
+    def _scan_args(self) -> bool:
+        """Advance ``_pos`` over argument text; True when it stops at the wrapper's ``}``."""
+        buf = self.buf
+        while self._pos < len(buf):
+            c = buf[self._pos]
+            if self._in_string:
+                if self._escape:
+                    self._escape = False
+                elif c == "\\":
+                    self._escape = True
+                elif c == '"':
+                    self._in_string = False
+            elif c == '"':
+                self._in_string = True
+            elif c in "{[":
+                self._depth += 1
+            elif c in "}]":
+                if self._depth == 0:
+                    return True
+                self._depth -= 1
+            self._pos += 1
+        return False
 
     def finish(self) -> list[dict]:
         """Deltas for the rest of the text, once generation has ended."""
-        if self.state == "args":
-            end = len(self.buf) - 1 if self.buf.endswith("}") else len(self.buf)
-            rest = self.buf[self._sent:end]
-            self._sent = len(self.buf)
-            return [self._args_delta(rest)] if rest else []
-        rest = self.buf[self._sent:]  # text, or a call that never got its name
-        self._sent = len(self.buf)
-        return [{"content": rest}] if rest else []
+        rest = self.buf[self._pos:] if self.state != "name" else self.buf[self._call_start:]
+        self._pos = len(self.buf)
+        if self.state in ("args", "between") or not rest:
+            return []  # a truncated call keeps the arguments it streamed
+        return [{"content": rest}]
 
-    @staticmethod
-    def _args_delta(text: str) -> dict:
-        return {"tool_calls": [{"index": 0, "function": {"arguments": text}}]}
+    def _args_delta(self, text: str) -> dict:
+        return {"tool_calls": [{"index": len(self.calls) - 1, "function": {"arguments": text}}]}
 
 
 def collect(deltas: list[dict]) -> tuple[str | None, list[dict] | None]:
     """Merge streamed deltas into a message's ``content`` and ``tool_calls``."""
     content: list[str] = []
-    call: dict | None = None
+    calls: dict[int, dict] = {}
     for d in deltas:
         if "content" in d:
             content.append(d["content"])
         for tc in d.get("tool_calls", ()):
+            call = calls.get(tc["index"])
             if call is None:
-                call = {"id": tc["id"], "type": "function",
-                        "function": {"name": tc["function"]["name"], "arguments": ""}}
+                calls[tc["index"]] = {"id": tc["id"], "type": "function",
+                                      "function": {"name": tc["function"]["name"],
+                                                   "arguments": ""}}
             else:
                 call["function"]["arguments"] += tc["function"]["arguments"]
-    return ("".join(content) if content else None), ([call] if call else None)
+    return (("".join(content) if content else None),
+            ([calls[i] for i in sorted(calls)] if calls else None))

@@ -97,7 +97,8 @@ def test_tool_choice_required_stream(client):
         "required": ["a"]}}}]
     r = client.post(CHAT, json={"model": "tiny", "messages": [{"role": "user", "content": "2+2"}],
                                 "max_tokens": 30, "temperature": 0, "tools": tools,
-                                "tool_choice": "required", "stream": True})
+                                "tool_choice": "required", "stream": True,
+                                "parallel_tool_calls": False})
     chunks = [json.loads(line[6:]) for line in r.text.splitlines()
               if line.startswith("data: {")]
     calls = [tc for c in chunks for tc in c["choices"][0]["delta"].get("tool_calls") or []]

@@ -23,8 +23,11 @@ def test_plan_modes_and_prompt():
     assert auto.mode == "auto" and "plain text" in auto.system_text
     assert '"name": "get_weather"' in auto.system_text
     assert auto.constraint.pattern.endswith("|[^{][\\s\\S]*")
-    req = plan_tools(TOOLS, "required")
+    req = plan_tools(TOOLS, "required", parallel=False)
     assert req.mode == "call" and len(req.constraint.schema["anyOf"]) == 2
+    assert "several tools" not in req.system_text
+    par = plan_tools(TOOLS, "required")  # parallel_tool_calls absent: OpenAI's default, on
+    assert par.parallel and "one such JSON object per line" in par.system_text
     named = plan_tools(TOOLS, NamedToolChoice.model_validate({"function": {"name": "now"}}))
     assert named.constraint.schema["properties"]["name"] == {"const": "now"}
     assert plan_tools(TOOLS, "none") is None
@@ -54,3 +57,45 @@ def test_auto_text_and_truncated_call():
     ts = ToolCallStream("auto")
     content, calls = collect(ts.feed('{"name":"now","argu') + ts.finish())
     assert content == '{"name":"now","argu' and calls is None
+
+
+def test_parallel_grammar_accepts_lines_of_calls():
+    from structgen.fsm import compile_regex
+
+    par = compile_regex(plan_tools(TOOLS, "required").constraint.pattern)
+    one = '{"name":"get_weather","arguments":{"city":"Paris"}}'
+    two = one + '\n{"name":"now","arguments":{}}'
+    assert par.matches(one) and par.matches(two) and not par.matches(two + "\n")
+    single = compile_regex(plan_tools(TOOLS, "auto", parallel=False).constraint.pattern)
+    assert single.matches(one) and not single.matches(two) and single.matches("Hi {")
+    auto = compile_regex(plan_tools(TOOLS, "auto").constraint.pattern)
+    assert auto.matches(two) and not auto.matches('{"name":"nope","arguments":{}}')
+
+
+@pytest.mark.parametrize("step", [1, 2, 7, 1000])
+def test_parallel_call_stream_indexes(step):
+    calls = [("get_weather", '{"city":"a}b\\"]{","n":[1,{"x":2}]}'), ("now", "{}"),
+             ("get_weather", '{"city":"Rome"}')]
+    text = "\n".join(json.dumps({"name": n, "arguments": json.loads(a)},
+                                separators=(",", ":")) for n, a in calls)
+    ts = ToolCallStream("auto")
+    deltas = []
+    for i in range(0, len(text), step):
+        deltas += ts.feed(text[i:i + step])
+    deltas += ts.finish()
+    content, merged = collect(deltas)
+    assert content is None and ts.is_complete_call
+    assert [c["function"]["name"] for c in merged] == [n for n, _ in calls]
+    assert [json.loads(c["function"]["arguments"]) for c in merged] == [
+        json.loads(a) for _, a in calls]
+    assert len({c["id"] for c in merged}) == 3
+    indexes = [tc["index"] for d in deltas for tc in d.get("tool_calls", ())]
+    assert indexes == sorted(indexes) and set(indexes) == {0, 1, 2}
+
+
+def test_truncated_second_call():
+    ts = ToolCallStream("call")
+    text = '{"name":"now","arguments":{}}\n{"name":"get_weather","arguments":{"ci'
+    content, calls = collect(ts.feed(text) + ts.finish())
+    assert [c["function"]["name"] for c in calls] == ["now", "get_weather"]
+    assert calls[1]["function"]["arguments"] == '{"ci' and not ts.is_complete_call

@@ -217,11 +217,12 @@ class WorkerProcesses:
             p.join(max(0.0, deadline - time.monotonic()))
         self.kill()
 
-    def kill(self) -> None:
-        """Terminate (then kill) workers still running. Raises: never."""
+    def kill(self, force: bool = False) -> None:
+        """Terminate (SIGTERM, then SIGKILL after 2 s; ``force``: SIGKILL at once) the workers
+        still running. Raises: never."""
         for p in self.processes:
             if p.is_alive():
-                p.terminate()
+                p.kill() if force else p.terminate()
         for p in self.processes:
             p.join(2.0)
             if p.is_alive():

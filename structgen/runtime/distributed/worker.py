@@ -133,7 +133,7 @@ class TensorParallelRunner:
                 logits = self.model(batch, self.pool)
         except DistributedError as exc:
             self.failed = exc
-            self._finalizer()  # stop the surviving workers now
+            self.workers.kill(force=True)  # the group is broken: no polite shutdown
             raise
         self.num_forward_passes += 1
         return logits.float()

@@ -165,3 +165,47 @@ def test_disconnect_mid_stream_aborts(tiny_server):
     assert aborted() == before + 1
     s = wait_idle(lambda: stats(tiny_server))
     assert s["running"] == 0 and s["pages_free"] + s["pages_cached"] == s["pages_total"]
+
+
+ADD = [{"type": "function", "function": {"name": "add", "parameters": {
+    "type": "object", "properties": {"a": {"enum": [1, 2]}}, "required": ["a"]}}}]
+
+
+def test_parallel_tool_calls(oa):
+    """Several calls in one response (``min_tokens`` makes the grammar's only way on after
+    the first call a second one), streamed as deltas with indexes 0, 1, ..."""
+    kw = {"model": "tiny", "messages": [{"role": "user", "content": "go"}], "max_tokens": 70,
+          "temperature": 0, "tools": ADD, "tool_choice": "required",
+          "parallel_tool_calls": True, "extra_body": {"min_tokens": 25}}
+    r = oa.chat.completions.create(**kw)
+    calls = r.choices[0].message.tool_calls
+    assert r.choices[0].finish_reason == "tool_calls" and len(calls) >= 2
+    assert all(json.loads(c.function.arguments)["a"] in (1, 2) for c in calls)
+    merged: dict[int, list[str]] = {}
+    for chunk in oa.chat.completions.create(**kw, stream=True):
+        for tc in chunk.choices[0].delta.tool_calls or []:
+            entry = merged.setdefault(tc.index, [None, ""])
+            entry[0] = entry[0] or tc.function.name
+            entry[1] += tc.function.arguments or ""
+    assert [tuple(merged[i]) for i in sorted(merged)] == [
+        (c.function.name, c.function.arguments) for c in calls]
+    one = oa.chat.completions.create(**{**kw, "parallel_tool_calls": False})
+    assert len(one.choices[0].message.tool_calls) == 1
+
+
+def test_trigger_and_guided_aliases(oa):
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    r = oa.chat.completions.create(model="tiny", messages=MSGS, max_tokens=40, temperature=0,
+                                   extra_body={"guided_json": schema,
+                                               "constraint_trigger": "</think>"})
+    head, sep, answer = r.choices[0].message.content.partition("</think>")
+    assert sep and head
+    jsonschema.validate(json.loads(answer), schema)
+    r = oa.completions.create(model="tiny", prompt="x", max_tokens=10,
+                              extra_body={"guided_regex": "[0-9]{2}"})
+    assert re.fullmatch("[0-9]{2}", r.choices[0].text)
+    r = oa.completions.create(model="tiny", prompt="x", max_tokens=10,
+                              extra_body={"guided_choice": ["up", "down"]})
+    assert r.choices[0].text in ("up", "down")

@@ -99,3 +99,4 @@ def test_truncated_second_call():
     content, calls = collect(ts.feed(text) + ts.finish())
     assert [c["function"]["name"] for c in calls] == ["now", "get_weather"]
     assert calls[1]["function"]["arguments"] == '{"ci' and not ts.is_complete_call
+    assert content is None

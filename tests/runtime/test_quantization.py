@@ -13,8 +13,13 @@ from structgen.runtime.loader import load_model
 from structgen.runtime.models import get_model_class, memory_report
 from structgen.runtime.models.layers import Linear
 from structgen.runtime.models.testing import PagedSequences
-from structgen.runtime.quantization import QuantEmbedding, QuantLinear, quantize_model, set_activation_dtype
-from structgen.runtime.quantization.formats import dequantize_int4, quantize_int4, quantize_int8
+from structgen.runtime.quantization import (
+    QuantEmbedding,
+    QuantLinear,
+    quantize_model,
+    set_activation_dtype,
+)
+from structgen.runtime.quantization.formats import dequantize_int4, quantize_int4
 from tests.runtime.test_loader import tiny_tokenizer
 from tests.runtime.test_models_families import ARCH, hf_model, make_config
 

@@ -9,7 +9,6 @@ undoes it so the weights equal the original HF checkpoint's.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import torch
 
@@ -17,12 +16,17 @@ from structgen.errors import ModelLoadError
 from structgen.runtime.loader.cache import cache_root, file_cache_key
 from structgen.runtime.loader.dequant import dequantize
 from structgen.runtime.loader.gguf_file import GGUFFile
-from structgen.runtime.loader.tokenizer import load_cached_tokenizer, save_tokenizer_cache, tokenizer_from_gguf_metadata
+from structgen.runtime.loader.tokenizer import (
+    load_cached_tokenizer,
+    save_tokenizer_cache,
+    tokenizer_from_gguf_metadata,
+)
 
 __all__ = ["GGUF_ARCHITECTURES", "gguf_config", "gguf_state_dict", "unpermute_qk", "load_gguf"]
 
 # GGUF general.architecture -> registry name of our model class
-GGUF_ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
+# (llama.cpp converts Mixtral as "llama" with {arch}.expert_count > 0: see gguf_config)
+GGUF_ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2moe", "qwen3moe": "qwen3moe"}
 # architectures whose q/k rows llama.cpp's converter permutes (Qwen's are stored as in HF)
 _PERMUTED_QK = {"llama"}
 
@@ -38,6 +42,16 @@ _LAYER_NAMES = {
     "ffn_down": "mlp.down_proj",
     "attn_q_norm": "self_attn.q_norm",
     "attn_k_norm": "self_attn.k_norm",
+    # MoE (llama.cpp names): router, shared expert and its gate; the stacked 3-D expert
+    # tensors ffn_{gate,up,down}_exps are fused by _fuse_experts
+    "ffn_gate_inp": "mlp.gate",
+    "ffn_gate_shexp": "mlp.shared_expert.gate_proj",
+    "ffn_up_shexp": "mlp.shared_expert.up_proj",
+    "ffn_down_shexp": "mlp.shared_expert.down_proj",
+    "ffn_gate_inp_shexp": "mlp.shared_expert_gate",
+    "ffn_gate_exps": "mlp.experts.gate_proj",
+    "ffn_up_exps": "mlp.experts.up_proj",
+    "ffn_down_exps": "mlp.experts.down_proj",
 }
 _GLOBAL_NAMES = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -78,13 +92,11 @@ def _arch(meta: dict, path: str) -> str:
 
 
 def gguf_config(g: GGUFFile):
-    """A transformers config (``LlamaConfig``, ``Qwen2Config``, ``Qwen3Config``) from the file's metadata.
+    """A transformers config (Llama, Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE) from the file's metadata.
 
     Raises:
         ModelLoadError: unknown architecture or missing hyperparameters.
     """
-    import transformers
-
     meta = g.metadata
     arch = _arch(meta, g.path)
 
@@ -101,7 +113,9 @@ def gguf_config(g: GGUFFile):
     head_dim = int(meta.get(f"{arch}.attention.key_length") or meta.get(f"{arch}.rope.dimension_count") or hidden // n_heads)
     tokens = meta.get("tokenizer.ggml.tokens")
     vocab = int(meta.get(f"{arch}.vocab_size") or (len(tokens) if tokens else 0) or g.tensors["token_embd.weight"].shape[0])
-    ff = get("feed_forward_length")
+    ff = meta.get(f"{arch}.feed_forward_length") or meta.get(f"{arch}.expert_feed_forward_length")
+    if ff is None:
+        raise ModelLoadError(f"{g.path}: GGUF metadata lacks {arch}.feed_forward_length")
     layer_names = {t for t in g.tensors}
     rope_type = meta.get(f"{arch}.rope.scaling.type")
     if rope_type not in (None, "none"):
@@ -109,15 +123,7 @@ def gguf_config(g: GGUFFile):
     if "rope_freqs.weight" in layer_names:
         raise ModelLoadError(f"{g.path}: GGUF rope_freqs (llama3-style RoPE scaling) is not supported yet")
     eos = meta.get("tokenizer.ggml.eos_token_id")
-    extra = {}
-    if arch == "llama":
-        cls, name = transformers.LlamaConfig, "LlamaForCausalLM"
-        extra["attention_bias"] = "blk.0.attn_q.bias" in layer_names
-    elif arch == "qwen2":
-        cls, name = transformers.Qwen2Config, "Qwen2ForCausalLM"
-    else:
-        cls, name = transformers.Qwen3Config, "Qwen3ForCausalLM"
-        extra["attention_bias"] = "blk.0.attn_q.bias" in layer_names
+    cls, name, extra = _family(arch, meta, layer_names, int(get("block_count")))
     return cls(
         vocab_size=vocab,
         hidden_size=hidden,
@@ -137,6 +143,40 @@ def gguf_config(g: GGUFFile):
         architectures=[name],
         **extra,
     )
+
+
+def _family(arch: str, meta: dict, names: set[str], num_layers: int):
+    """``(config class, architectures name, extra config kwargs)`` of a GGUF architecture.
+
+    MoE metadata (llama.cpp keys): ``{arch}.expert_count``, ``expert_used_count``,
+    ``expert_feed_forward_length``, ``expert_shared_feed_forward_length``, and optionally
+    ``expert_weights_norm`` (renormalise the top-k weights; llama.cpp's per-arch default
+    otherwise: Mixtral and Qwen3-MoE yes, Qwen2-MoE no). Layers without stacked expert
+    tensors are dense (``mlp_only_layers``).
+    """
+    import transformers
+
+    experts = int(meta.get(f"{arch}.expert_count") or 0)
+    has_bias = "blk.0.attn_q.bias" in names
+    if arch in ("llama", "qwen3") and not experts:
+        cls = transformers.LlamaConfig if arch == "llama" else transformers.Qwen3Config
+        return cls, ("LlamaForCausalLM" if arch == "llama" else "Qwen3ForCausalLM"), {"attention_bias": has_bias}
+    if arch == "qwen2":
+        return transformers.Qwen2Config, "Qwen2ForCausalLM", {}
+    extra = {"num_experts_per_tok": int(meta.get(f"{arch}.expert_used_count") or 0)}
+    norm = meta.get(f"{arch}.expert_weights_norm")
+    if arch == "llama":  # Mixtral
+        extra.update(num_local_experts=experts, sliding_window=None)
+        return transformers.MixtralConfig, "MixtralForCausalLM", extra
+    dense = [i for i in range(num_layers) if f"blk.{i}.ffn_gate_exps.weight" not in names]
+    extra.update(num_experts=experts, moe_intermediate_size=int(meta[f"{arch}.expert_feed_forward_length"]),
+                 decoder_sparse_step=1, mlp_only_layers=dense)
+    if arch == "qwen2moe":
+        extra.update(norm_topk_prob=bool(norm) if norm is not None else False,
+                     shared_expert_intermediate_size=int(meta.get(f"{arch}.expert_shared_feed_forward_length") or 0))
+        return transformers.Qwen2MoeConfig, "Qwen2MoeForCausalLM", extra
+    extra.update(norm_topk_prob=bool(norm) if norm is not None else True, attention_bias=has_bias)
+    return transformers.Qwen3MoeConfig, "Qwen3MoeForCausalLM", extra
 
 
 def _qk_rows(target: str, config, permuted: bool) -> torch.Tensor | None:
@@ -172,12 +212,16 @@ def gguf_state_dict(
     permuted = _arch(g.metadata, g.path) in _PERMUTED_QK
     out: dict[str, torch.Tensor] = {}
     modules: dict[str, torch.nn.Module] = {}
+    experts: dict[str, dict[str, str]] = {}  # "model.layers.N.mlp.experts" -> {"gate_proj": gguf name, ...}
     for name, info in g.tensors.items():
         target = hf_name(name)
         if target is None:
             if name in _IGNORED:
                 continue
             raise ModelLoadError(f"{g.path}: unexpected tensor {name!r}")
+        if native and ".mlp.experts." in target:  # stacked experts: kept quantized below if possible
+            experts.setdefault(target.rsplit(".", 2)[0], {})[target.split(".")[-2]] = name
+            continue
         rows = _qk_rows(target, config, permuted)
         if native and target.endswith(".weight") and "norm" not in target:
             is_emb = target == "model.embed_tokens.weight"
@@ -189,7 +233,48 @@ def gguf_state_dict(
         if rows is not None:
             w = w[rows]
         out[target] = w if w.dtype == dtype else w.to(dtype)
-    return out, modules
+    for path, names in experts.items():
+        _native_experts(g, path, names, dtype, out, modules)
+    return _fuse_experts(out), modules
+
+
+def _native_experts(g: GGUFFile, path: str, names: dict[str, str], dtype, out: dict, modules: dict) -> None:
+    """One layer's stacked experts as a quantized module in ``modules[path]``, or dequantized into ``out``."""
+    from structgen.runtime.quantization.gguf_native import native_experts
+
+    infos = {k: g.tensors[v] for k, v in names.items()}
+    if set(infos) == {"gate_proj", "up_proj", "down_proj"}:
+        mod = native_experts(*((g.raw(names[k]), infos[k].type_name, infos[k].shape)
+                               for k in ("gate_proj", "up_proj", "down_proj")))
+        if mod is not None:
+            modules[path] = mod
+            return
+    for k, name in names.items():
+        w = dequantize(g.raw(name), infos[k].type_name, infos[k].type_id, infos[k].shape)
+        out[f"{path}.{k}.weight"] = w if w.dtype == dtype else w.to(dtype)
+
+
+def _fuse_experts(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """llama.cpp's stacked expert tensors -> our fused layout (other entries pass through).
+
+    ``mlp.experts.{gate,up}_proj.weight`` ``[E, I, H]`` become ``mlp.experts.gate_up_proj``
+    ``[E, 2I, H]`` (gate rows first); ``down_proj.weight`` ``[E, H, I]`` becomes
+    ``mlp.experts.down_proj``; the shared-expert gate ``[H]`` becomes ``[1, H]``.
+    """
+    out: dict[str, torch.Tensor] = {}
+    for key, value in state.items():
+        if key.endswith(".mlp.experts.gate_proj.weight"):
+            base = key[: -len("gate_proj.weight")]
+            out[base + "gate_up_proj"] = torch.cat((value, state[base + "up_proj.weight"]), dim=1)
+        elif key.endswith(".mlp.experts.down_proj.weight"):
+            out[key[: -len(".weight")]] = value
+        elif key.endswith(".mlp.experts.up_proj.weight"):
+            continue
+        elif key.endswith(".mlp.shared_expert_gate.weight") and value.dim() == 1:
+            out[key] = value.unsqueeze(0)
+        else:
+            out[key] = value
+    return out
 
 
 def install_modules(model, modules: dict[str, torch.nn.Module], state: dict[str, torch.Tensor], device) -> set[str]:
@@ -223,7 +308,7 @@ def load_gguf(path: str, dtype: torch.dtype, device, quantization: str | None = 
     g = GGUFFile(path, skip_arrays_over=None if tokenizer is None else 4096)
     try:
         meta = g.metadata
-        arch = _arch(meta, path)
+        _arch(meta, path)  # raises on an unsupported architecture
         config = gguf_config(g)
         if tokenizer is None:
             tokenizer = tokenizer_from_gguf_metadata(meta)
@@ -231,7 +316,7 @@ def load_gguf(path: str, dtype: torch.dtype, device, quantization: str | None = 
         state, modules = gguf_state_dict(g, config, dtype, native=quantization == "gguf")
     finally:
         g.close()
-    model = get_model_class(GGUF_ARCHITECTURES[arch])(config, dtype=dtype, device=device)
+    model = get_model_class(config.architectures[0])(config, dtype=dtype, device=device)  # Mixtral: "llama" + experts
     owned = install_modules(model, modules, state, device)
     assign_weights(model, state, device, path, owned)
     if quantization not in (None, "gguf"):

@@ -8,7 +8,11 @@ file's blocks (``load_model(path, quantization="gguf")``).
 
 from __future__ import annotations
 
-from structgen.runtime.quantization.apply import QUANTIZATION_METHODS, check_quantization, quantize_model
+from structgen.runtime.quantization.apply import (
+    QUANTIZATION_METHODS,
+    check_quantization,
+    quantize_model,
+)
 from structgen.runtime.quantization.experts import QuantFusedExperts
 from structgen.runtime.quantization.linear import (
     QuantEmbedding,

@@ -44,7 +44,7 @@ class QuantFusedExperts(nn.Module):
 
     @classmethod
     @torch.no_grad()
-    def quantize(cls, experts: FusedExperts, kind: str, group_size: int | None = None) -> "QuantFusedExperts":
+    def quantize(cls, experts: FusedExperts, kind: str, group_size: int | None = None) -> QuantFusedExperts:
         """Quantize float experts: ``kind`` ``"int8"`` (per channel) or ``"int4"`` (group ``group_size``,
         64 by default; a matrix torch's int4 packing cannot take falls back to int8)."""
         gu = [_quantize(w, kind, group_size) for w in experts.gate_up_proj]

@@ -18,7 +18,7 @@ import torch
 from structgen.runtime.quantization.formats import can_pack_int4
 from structgen.runtime.quantization.linear import QuantEmbedding, QuantLinear
 
-__all__ = ["NATIVE_TYPES", "repack_q8_0", "repack_q4", "native_module"]
+__all__ = ["NATIVE_TYPES", "repack_q8_0", "repack_q4", "native_module", "native_experts"]
 
 NATIVE_TYPES = ("Q8_0", "Q4_0", "Q4_1")
 
@@ -77,3 +77,43 @@ def native_module(raw: np.ndarray, type_name: str, shape: tuple[int, ...], rows:
     if rows is not None:
         q, s, m = q[rows], s[:, rows], m[:, rows]
     return QuantLinear.from_int4(q, s, m, bias)
+
+
+def _expert_matrix(raw: np.ndarray, type_name: str, shape: tuple[int, int]):
+    """``("int8", q, scales)`` or ``("int4", q, scales, mins)`` of one expert's 2-D block data."""
+    if type_name == "Q8_0":
+        return ("int8", *repack_q8_0(raw, shape))
+    return ("int4", *repack_q4(raw, shape, type_name))
+
+
+def native_experts(gate: tuple, up: tuple, down: tuple):
+    """A :class:`~structgen.runtime.quantization.experts.QuantFusedExperts` holding llama.cpp's stacked
+    expert blocks (repacked losslessly), or None when they must be dequantized.
+
+    Args:
+        gate, up, down: ``(raw bytes, ggml type name, numpy shape)`` of ``ffn_gate_exps``
+            ``[E, I, H]``, ``ffn_up_exps`` ``[E, I, H]`` and ``ffn_down_exps`` ``[E, H, I]``.
+
+    Returns None when a type is not native, gate and up differ in type (they are fused
+    into one ``[2I, H]`` matrix per expert), or int4 packing cannot take a shape.
+    """
+    from structgen.runtime.quantization.experts import QuantFusedExperts
+
+    (rg, tg, sg), (ru, tu, su), (rd, td, sd) = gate, up, down
+    if tg != tu or any(t not in NATIVE_TYPES for t in (tg, td)) or len(sg) != 3 or sg != su or len(sd) != 3:
+        return None
+    e, i, h = sg
+    if tg != "Q8_0" and not can_pack_int4(2 * i, h, 32) or td != "Q8_0" and not can_pack_int4(h, i, 32):
+        return None
+    gate_up, downs = [], []
+    for x in range(e):
+        gm = _expert_matrix(rg.reshape(e, -1)[x], tg, (i, h))
+        um = _expert_matrix(ru.reshape(e, -1)[x], tu, (i, h))
+        if gm[0] == "int8":
+            gate_up.append(QuantLinear.from_int8(torch.cat((gm[1], um[1])), torch.cat((gm[2], um[2]))))
+        else:
+            gate_up.append(QuantLinear.from_int4(torch.cat((gm[1], um[1])), torch.cat((gm[2], um[2]), 1),
+                                                 torch.cat((gm[3], um[3]), 1)))
+        dm = _expert_matrix(rd.reshape(e, -1)[x], td, (sd[1], sd[2]))
+        downs.append(QuantLinear.from_int8(dm[1], dm[2]) if dm[0] == "int8" else QuantLinear.from_int4(*dm[1:]))
+    return QuantFusedExperts(gate_up, downs)

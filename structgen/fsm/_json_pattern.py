@@ -32,10 +32,17 @@ _NEGATED = {
 }
 
 
+# Code points from here up are written as escapes, never raw: raw ones in a pattern
+# text are the placeholders of shared subpatterns (``_schema_refs``).
+RESERVED_FROM = 0xF0000
+
+
 def escape_class_char(cp: int) -> str:
     """One code point written safely inside a regex character class."""
     if cp < 0x20 or cp == 0x7F:
         return f"\\x{cp:02x}"
+    if cp >= RESERVED_FROM:
+        return f"\\U{cp:08x}"
     ch = chr(cp)
     return "\\" + ch if ch in "\\]^-[" else ch
 
@@ -48,6 +55,9 @@ def escape_literal(text: str) -> str:
             out.append("\\" + ch)
         elif ord(ch) < 0x20 or ord(ch) == 0x7F:
             out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) >= RESERVED_FROM:  # a range, so it never parses as a placeholder literal
+            esc = escape_class_char(ord(ch))
+            out.append(f"[{esc}-{esc}]")
         else:
             out.append(ch)
     return "".join(out)
@@ -91,7 +101,8 @@ def _encoded_alternatives(ranges: list[tuple[int, int]], pointer: str) -> str:
 
 def _class_text(ranges: list[tuple[int, int]]) -> str:
     return "".join(
-        escape_class_char(a) if a == b else f"{escape_class_char(a)}-{escape_class_char(b)}"
+        escape_class_char(a) if a == b and a < RESERVED_FROM
+        else f"{escape_class_char(a)}-{escape_class_char(b)}"
         for a, b in ranges
     )
 

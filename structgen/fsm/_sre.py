@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 from ..errors import GrammarTooComplexError, RegexError, UnsupportedRegexError
 from ._utf8 import MAX_CODE_POINT, utf8_sequences, valid_ranges
+from ._schema_refs import PLACEHOLDER_BASE
 from .regex_ast import INF, TermArena, byte_range_mask
 
 __all__ = ["parse", "lower", "sre_constants", "MAXREPEAT", "MAX_NESTING"]
@@ -101,10 +102,12 @@ def parse(pattern: str):
 class _Lowering:
     """sre parse tree -> arena term; one instance per pattern."""
 
-    def __init__(self, arena: TermArena, pattern: str, deadline: float) -> None:
+    def __init__(self, arena: TermArena, pattern: str, deadline: float,
+                 shared: list[int] | None = None) -> None:
         self.arena = arena
         self.pattern = pattern
         self.deadline = deadline
+        self.shared = shared or []
         self._classes: dict[tuple, int] = {}
         self._steps = 0
 
@@ -141,16 +144,25 @@ class _Lowering:
         self._classes[key] = term
         return term
 
+    def _shared_term(self, cp: int) -> int | None:
+        i = cp - PLACEHOLDER_BASE
+        return self.shared[i] if 0 <= i < len(self.shared) else None
+
     def literal(self, cp: int) -> int:
+        term = self._shared_term(cp)
+        if term is not None:
+            return term
         if 0xD800 <= cp <= 0xDFFF:
             return self.chars([])  # a lone surrogate has no UTF-8 encoding
         return self.arena.seq([self.arena.byteset(1 << b) for b in chr(cp).encode("utf-8")])
 
     def charset(self, items) -> int:
-        ranges, negate = [], False
+        ranges, negate, shared = [], False, []
         for op, av in items:
             if op == _C.NEGATE:
                 negate = True
+            elif op == _C.LITERAL and self._shared_term(av) is not None:
+                shared.append(self._shared_term(av))  # the parser made (?:A|B) a class
             elif op == _C.LITERAL:
                 ranges.append((av, av))
             elif op == _C.RANGE:
@@ -167,6 +179,10 @@ class _Lowering:
                     ranges.extend(cat)
             else:
                 raise UnsupportedRegexError(f"unsupported class item {op} in {self.pattern!r}")
+        if shared:
+            if negate:
+                raise UnsupportedRegexError(f"negated shared subpattern in {self.pattern[:80]!r}")
+            return self.arena.alt(shared + ([self.chars(ranges)] if ranges else []))
         return self.chars(ranges, negate)
 
     def seq(self, items, flags: int) -> int:
@@ -205,8 +221,14 @@ class _Lowering:
         raise UnsupportedRegexError(f"unsupported regex construct {op} in {self.pattern!r}")
 
 
-def lower(pattern: str, arena: TermArena, deadline: float = float("inf")) -> int:
+def lower(pattern: str, arena: TermArena, deadline: float = float("inf"),
+          definitions: list[str] | None = None) -> int:
     """Parse ``pattern`` and lower it to a term of ``arena`` (fullmatch semantics).
+
+    Args:
+        definitions: shared subpatterns (``_schema_refs``): in ``pattern`` and in later
+            definitions, the raw code point ``PLACEHOLDER_BASE + i`` stands for
+            ``definitions[i]``. Without it every code point is itself.
 
     Raises:
         RegexError: unparsable.
@@ -214,10 +236,13 @@ def lower(pattern: str, arena: TermArena, deadline: float = float("inf")) -> int
             possessive repeats, case-insensitive matching.
         GrammarTooComplexError: nesting or time budget exceeded.
     """
-    tree = parse(pattern)
-    lowering = _Lowering(arena, pattern, deadline)
-    try:
-        return lowering.seq(list(tree), tree.state.flags)
-    except RecursionError as exc:
-        raise GrammarTooComplexError(f"regex is nested too deeply: {pattern[:80]!r}") from exc
-
+    shared: list[int] = []
+    for text in list(definitions or ()) + [pattern]:
+        tree = parse(text)
+        lowering = _Lowering(arena, text, deadline, shared)
+        try:
+            term = lowering.seq(list(tree), tree.state.flags)
+        except RecursionError as exc:
+            raise GrammarTooComplexError(f"regex is nested too deeply: {text[:80]!r}") from exc
+        shared.append(term)
+    return shared[-1]

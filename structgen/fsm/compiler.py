@@ -16,7 +16,8 @@ import jsonschema
 from ..errors import InvalidSchemaError, StructgenError
 from ._json_pattern import escape_literal
 from .dfa import ByteDFA, regex_to_dfa
-from .json_schema import json_schema_to_regex, schema_for
+from ._schema_refs import expand_shared
+from .json_schema import DEFAULT_MAX_RECURSION_DEPTH, json_schema_to_shared, schema_for
 from .matcher import Matcher
 from .token_index import TokenIndex
 from .vocabulary import Vocabulary
@@ -42,7 +43,11 @@ class CompiledGrammar:
     """A constraint compiled to a ``ByteDFA``, optionally mapped onto a vocabulary.
 
     Attributes:
-        pattern: the regex the grammar was compiled from.
+        pattern: the regex the grammar was compiled from (for a JSON Schema with shared
+            ``$ref`` expansions, written out on first access; may raise
+            ``GrammarTooComplexError`` when deep recursion makes that text huge).
+        definitions: the shared subpatterns the compiled pattern refers to
+            (``json_schema_to_shared``), empty for other grammars.
         dfa: the minimal trimmed byte automaton.
         vocab: the vocabulary, or None (then only ``matches`` works).
         token_index: the ``TokenIndex`` (None without a vocabulary).
@@ -52,13 +57,20 @@ class CompiledGrammar:
     """
 
     def __init__(self, pattern: str, dfa: ByteDFA, vocab: Vocabulary | None,
-                 warnings: list[str] | None = None, trigger: str | None = None) -> None:
-        self.pattern = pattern
+                 warnings: list[str] | None = None, trigger: str | None = None,
+                 definitions: list[str] | None = None) -> None:
+        self._pattern = pattern
+        self.definitions = list(definitions or [])
         self.trigger = trigger
         self.dfa = dfa
         self.vocab = vocab
         self.token_index = TokenIndex(dfa, vocab) if vocab is not None else None
         self.warnings = list(warnings or [])
+
+    @property
+    def pattern(self) -> str:
+        """The regex text (shared definitions written out, see the class docstring)."""
+        return expand_shared(self._pattern, self.definitions)
 
     def __repr__(self) -> str:
         trig = "" if self.trigger is None else f"trigger={self.trigger!r}, "
@@ -112,10 +124,10 @@ def _fingerprint(vocab: Vocabulary | None) -> str | None:
 
 
 def _build(pattern: str, vocab: Vocabulary | None, warnings: list[str] | None = None,
-           trigger: str | None = None):
+           trigger: str | None = None, definitions: list[str] | None = None):
     def build() -> CompiledGrammar:
-        return CompiledGrammar(pattern, regex_to_dfa(pattern, trigger=trigger), vocab,
-                               warnings, trigger)
+        dfa = regex_to_dfa(pattern, trigger=trigger, definitions=definitions)
+        return CompiledGrammar(pattern, dfa, vocab, warnings, trigger, definitions)
     return build
 
 
@@ -157,7 +169,7 @@ def compile_json_schema(
     whitespace: str | int = "compact",
     strict: bool = True,
     allow_extra_properties: bool = False,
-    max_recursion_depth: int = 3,
+    max_recursion_depth: int = DEFAULT_MAX_RECURSION_DEPTH,
     trigger: str | None = None,
 ) -> CompiledGrammar:
     """Compile a JSON Schema (dict, JSON string, or pydantic model class).
@@ -182,11 +194,11 @@ def compile_json_schema(
 
     def build() -> CompiledGrammar:
         warnings: list[str] = []
-        pattern = json_schema_to_regex(
+        pattern, definitions = json_schema_to_shared(
             schema, whitespace=whitespace, strict=strict,
             allow_extra_properties=allow_extra_properties,
             max_recursion_depth=max_recursion_depth, warnings=warnings,
         )
-        return _build(pattern, vocab, warnings, trigger)()
+        return _build(pattern, vocab, warnings, trigger, definitions)()
 
     return _cached(key, build)

@@ -33,6 +33,7 @@ def regex_to_dfa(
     max_states: int = DEFAULT_MAX_STATES,
     max_seconds: float = DEFAULT_MAX_SECONDS,
     eager_rows: int = DEFAULT_EAGER_ROWS,
+    definitions: list[str] | None = None,
 ) -> ByteDFA:
     """Compile a Python regex (fullmatch semantics) to a lazily built ``ByteDFA``.
 
@@ -45,6 +46,8 @@ def regex_to_dfa(
         max_states: budget of built states (rows), at compile and later.
         max_seconds: time budget of the compile (and of each full exploration).
         eager_rows: rows built breadth-first at compile time.
+        definitions: shared subpatterns that placeholders in ``pattern`` stand for
+            (``json_schema_to_shared``; see ``_sre.lower``).
 
     Raises:
         RegexError: the pattern does not parse, or matches no string at all; an empty
@@ -54,7 +57,7 @@ def regex_to_dfa(
     """
     t0 = time.perf_counter()
     arena = TermArena()
-    root = lower(pattern, arena, deadline=t0 + max_seconds)
+    root = lower(pattern, arena, deadline=t0 + max_seconds, definitions=definitions)
     if root == EMPTY:
         raise RegexError(f"regex {pattern!r} matches no string")
     if trigger is not None:

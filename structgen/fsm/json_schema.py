@@ -13,8 +13,9 @@ keywords), ``enum``/``const`` of any JSON value (filtered by the sibling keyword
 (merged), local ``$ref`` (``#``, ``#/$defs/...``, ``#/definitions/...``; siblings are
 merged as ``allOf``), ``not`` of a ``const``/``enum`` next to an enum.
 
-Recursive ``$ref`` is unrolled to ``max_recursion_depth`` expansions of the same
-reference along a path; deeper, the recursive branch is dropped where the schema
+Recursive ``$ref`` is unrolled to ``max_recursion_depth`` (default 10) expansions of
+the same reference along a path, each distinct expansion converted once and shared
+(``_schema_refs``: linear size in the depth, whatever the branching); deeper, the recursive branch is dropped where the schema
 allows (optional property, empty array, other ``anyOf`` branch) and a warning is
 recorded; where it cannot be dropped, ``UnsupportedSchemaError("$ref", pointer)``.
 
@@ -39,11 +40,13 @@ from ._schema_formats import FORMATS  # noqa: F401 - re-exported for callers
 from ._schema_arrays import array_regex
 from ._schema_combine import TYPES, merge_all_of, provably_disjoint
 from ._schema_objects import object_regex
+from ._schema_refs import RefSharing, expand_shared
 from ._schema_scalars import INTEGER, NUMBER, integer_regex, number_regex, string_regex
 
-__all__ = ["json_schema_to_regex", "schema_for", "JsonSchemaConverter", "FLEXIBLE_WS_MAX"]
+__all__ = ["json_schema_to_regex", "json_schema_to_shared", "schema_for", "JsonSchemaConverter", "FLEXIBLE_WS_MAX"]
 
 FLEXIBLE_WS_MAX = 12
+DEFAULT_MAX_RECURSION_DEPTH = 10
 ANY_VALUE_DEPTH = 2
 ANNOTATIONS = frozenset(
     {"title", "description", "examples", "default", "$schema", "$id", "$comment",
@@ -86,7 +89,7 @@ def json_schema_to_regex(
     whitespace: str | int = "compact",
     strict: bool = True,
     allow_extra_properties: bool = False,
-    max_recursion_depth: int = 3,
+    max_recursion_depth: int = DEFAULT_MAX_RECURSION_DEPTH,
     warnings: list[str] | None = None,
 ) -> str:
     """Regex (Python syntax, fullmatch) for the JSON documents valid under ``schema``.
@@ -104,7 +107,39 @@ def json_schema_to_regex(
     Raises:
         UnsupportedSchemaError: a keyword that cannot be enforced (``keyword``, ``pointer``).
         InvalidSchemaError: malformed schema parts (e.g. an unresolvable ``$ref``).
+        GrammarTooComplexError: the recursion written out as one text is too large
+            (``compile_json_schema`` shares it instead, see ``json_schema_to_shared``).
     """
+    pattern, definitions = json_schema_to_shared(
+        schema, whitespace=whitespace, strict=strict,
+        allow_extra_properties=allow_extra_properties,
+        max_recursion_depth=max_recursion_depth, warnings=warnings,
+    )
+    return expand_shared(pattern, definitions)
+
+
+def json_schema_to_shared(
+    schema: Any,
+    *,
+    whitespace: str | int = "compact",
+    strict: bool = True,
+    allow_extra_properties: bool = False,
+    max_recursion_depth: int = DEFAULT_MAX_RECURSION_DEPTH,
+    warnings: list[str] | None = None,
+) -> tuple[str, list[str]]:
+    """Like ``json_schema_to_regex``, with ``$ref`` expansions kept as shared definitions.
+
+    Returns:
+        ``(pattern, definitions)``: regex texts in which the raw code point
+        ``_schema_refs.PLACEHOLDER_BASE + i`` stands for ``definitions[i]`` (which only
+        refers to earlier definitions). ``regex_to_dfa(pattern, definitions=...)``
+        compiles them; ``_schema_refs.expand_shared`` writes them out as one regex.
+
+    Raises:
+        UnsupportedSchemaError, InvalidSchemaError: as ``json_schema_to_regex``.
+    """
+    if max_recursion_depth < 1:
+        raise ValueError(f"max_recursion_depth must be >= 1, got {max_recursion_depth}")
     conv = JsonSchemaConverter(
         schema_for(schema), whitespace=whitespace, strict=strict,
         allow_extra_properties=allow_extra_properties, max_recursion_depth=max_recursion_depth,
@@ -112,7 +147,7 @@ def json_schema_to_regex(
     regex = conv.convert_root()
     if warnings is not None:
         warnings.extend(conv.warnings)
-    return regex
+    return regex, conv.sharing.definitions
 
 
 def _ptr(pointer: str, *parts: Any) -> str:
@@ -141,6 +176,7 @@ class JsonSchemaConverter:
         self.max_depth = max_recursion_depth
         self.warnings: list[str] = []
         self._cut_at: str | None = None
+        self.sharing = RefSharing(self.resolve)
         self._validator = jsonschema.validators.validator_for(root if isinstance(root, dict) else {})
         if whitespace == "compact":
             self.ws = ""
@@ -151,7 +187,7 @@ class JsonSchemaConverter:
             raise ValueError(f"whitespace must be 'compact', 'flexible' or a positive int, got {whitespace!r}")
 
     def convert_root(self) -> str:
-        regex = self.convert(self.root, "", ())
+        regex = self.convert(self.root, "", ("#",))  # the root is one expansion of "#"
         if regex is None:
             if self._cut_at is None:
                 raise UnsupportedSchemaError("false", "", "the schema accepts no value")
@@ -290,7 +326,12 @@ class JsonSchemaConverter:
             if msg not in self.warnings:
                 self.warnings.append(msg)
             return None
-        return self.convert(target, ref[1:], refs + (ref,))
+        key = self.sharing.key(ref, refs)
+        found, text = self.sharing.lookup(key)
+        if found:
+            return text
+        text = self.convert(target, ref[1:], refs + (ref,))
+        return self.sharing.store(key, text)
 
     def _merged(self, subs: list[Any], pointer: str, refs: tuple[str, ...]) -> str | None:
         """``allOf`` (and ``$ref`` with siblings): convert the merged schema."""

@@ -205,13 +205,24 @@ def test_large_maxlength_compiles_lazily(cases) -> None:
 
 def test_recursive_ref_definitions(cases) -> None:
     schema = cases["field-recursive-ref-definitions"]["schema"]
-    t0 = time.perf_counter()
     grammar = compile_json_schema(schema, whitespace="flexible")
-    assert time.perf_counter() - t0 < 10.0  # the case asks < 1 s: not met yet (interegular)
+    # the case asks < 1 s (timed in benchmarks/); what makes it fast: each depth of the
+    # recursion is one shared definition, so the pattern grows linearly with the depth
+    assert len(grammar.definitions) <= 2 * 10 and grammar.dfa.arena.num_terms < 2000
     doc = ('{"ParentId": "abc1", "ChildResources": [{"PathPart": "users", "ChildResources": '
            '[{"PathPart": "{id}"}]}]}')
     assert grammar.matches(doc)
-    assert any("unrolled to depth 3" in w for w in grammar.warnings)  # documented limit
+    assert any("unrolled to depth 10" in w for w in grammar.warnings)  # documented limit
+
+    def nested(depth: int) -> str:
+        node: dict = {"PathPart": "x"}
+        for _ in range(depth - 1):
+            node = {"PathPart": "x", "ChildResources": [node]}
+        instance = {"ParentId": "p", "ChildResources": [node]}
+        jsonschema.validate(instance, schema)
+        return json.dumps(instance, separators=(",", ":"))
+
+    assert grammar.matches(nested(10)) and not grammar.matches(nested(11))
 
     def child(part: str) -> str:
         return '{"ParentId":"p","ChildResources":[{"PathPart":"' + part + '"}]}'

@@ -1,0 +1,144 @@
+"""Shared subpatterns for ``$ref``: recursion unrolled in linear size, not exponential.
+
+A recursive ``$ref`` is unrolled to ``max_recursion_depth`` expansions along a path.
+Written out as one regex text, a node with k recursive references copies its whole
+subtree k times per level (k^depth: a binary tree at depth 10 was a 45 kB regex, a
+three-way one at depth 6 did not compile within the time budget). Here each distinct
+expansion of a reference is converted once and becomes a *definition*; the pattern
+text refers to it by a placeholder, one raw code point ``PLACEHOLDER_BASE + i``
+(supplementary private use area). ``_sre.lower`` turns the definitions into arena
+terms in order and every placeholder into its term, so the automaton shares them
+(the arena hash-conses anyway; what was exponential was only the text).
+
+An expansion is determined by the reference and by how often each reference that is
+reachable from its target already occurs on the path (what decides where recursion is
+cut), so that is the memo key: a self-recursive schema at depth d has d + 1 distinct
+expansions, whatever its branching.
+
+Raw code points at or above ``RESERVED_FROM`` never appear in converter output
+otherwise: ``_json_pattern`` writes user text in that range as escaped ranges.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from ..errors import GrammarTooComplexError, StructgenError
+
+__all__ = ["PLACEHOLDER_BASE", "MAX_DEFINITIONS", "RefSharing", "expand_shared",
+           "is_placeholder"]
+
+PLACEHOLDER_BASE = 0xF0000
+MAX_DEFINITIONS = 0xFFFFE - PLACEHOLDER_BASE
+INLINE_MAX = 48  # definitions this short are written inline (no placeholder)
+MAX_EXPANDED_CHARS = 20_000_000
+
+
+def is_placeholder(cp: int, num_definitions: int) -> bool:
+    """True when code point ``cp`` stands for one of ``num_definitions`` definitions."""
+    return PLACEHOLDER_BASE <= cp < PLACEHOLDER_BASE + num_definitions
+
+
+def _refs_in(node: Any, out: set[str]) -> None:
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, dict):
+            ref = cur.get("$ref")
+            if isinstance(ref, str):
+                out.add(ref)
+            stack.extend(cur.values())
+        elif isinstance(cur, list):
+            stack.extend(cur)
+
+
+class RefSharing:
+    """Memo of ``$ref`` expansions and the definitions list of one conversion.
+
+    Args:
+        resolve: ``resolve(ref, pointer)`` -> the target subschema (the converter's).
+    """
+
+    def __init__(self, resolve) -> None:
+        self._resolve = resolve
+        self._reach: dict[str, frozenset[str]] = {}
+        self._memo: dict[tuple, str | None] = {}
+        self.definitions: list[str] = []
+
+    def reachable(self, ref: str) -> frozenset[str]:
+        """Every reference reachable from the target of ``ref`` (itself if recursive)."""
+        hit = self._reach.get(ref)
+        if hit is not None:
+            return hit
+        seen: set[str] = set()
+        todo = [ref]
+        while todo:
+            try:
+                target = self._resolve(todo.pop(), "")
+            except StructgenError:
+                continue  # reported where the reference is converted
+            found: set[str] = set()
+            _refs_in(target, found)
+            todo.extend(found - seen)
+            seen |= found
+        result = self._reach[ref] = frozenset(seen)
+        return result
+
+    def key(self, ref: str, refs: tuple[str, ...]) -> tuple:
+        """Memo key of expanding ``ref`` below the path ``refs``."""
+        reach = self.reachable(ref)
+        counts = Counter(r for r in refs if r in reach)
+        return (ref, tuple(sorted(counts.items())))
+
+    def lookup(self, key: tuple) -> tuple[bool, str | None]:
+        """(found, pattern) of a memoised expansion."""
+        if key in self._memo:
+            return True, self._memo[key]
+        return False, None
+
+    def store(self, key: tuple, text: str | None) -> str | None:
+        """Record an expansion; returns what the caller writes (placeholder or text)."""
+        if text is not None and len(text) > INLINE_MAX:
+            if len(self.definitions) >= MAX_DEFINITIONS:
+                raise GrammarTooComplexError(
+                    f"schema needs more than {MAX_DEFINITIONS} distinct $ref expansions; "
+                    "lower max_recursion_depth"
+                )
+            self.definitions.append(text)
+            text = chr(PLACEHOLDER_BASE + len(self.definitions) - 1)
+        self._memo[key] = text
+        return text
+
+
+def expand_shared(pattern: str, definitions: list[str],
+                  max_chars: int = MAX_EXPANDED_CHARS) -> str:
+    """``pattern`` with every placeholder replaced by its definition (one regex text).
+
+    Raises:
+        GrammarTooComplexError: the text would exceed ``max_chars`` (deep recursion with
+            several references per level grows exponentially when written out;
+            ``compile_json_schema`` never needs this text).
+    """
+    if not definitions:
+        return pattern
+    end = PLACEHOLDER_BASE + len(definitions)
+    expanded: list[str] = []
+    for text in definitions:  # a definition only refers to earlier ones
+        expanded.append(_substitute(text, expanded, end, max_chars))
+    return _substitute(pattern, expanded, end, max_chars)
+
+
+def _substitute(pattern: str, expanded: list[str], end: int, max_chars: int) -> str:
+    out, size = [], 0
+    for ch in pattern:
+        cp = ord(ch)
+        piece = "(?:" + expanded[cp - PLACEHOLDER_BASE] + ")" if PLACEHOLDER_BASE <= cp < end else ch
+        size += len(piece)
+        if size > max_chars:
+            raise GrammarTooComplexError(
+                f"the schema's regex text exceeds {max_chars} characters "
+                "(recursion written out); lower max_recursion_depth"
+            )
+        out.append(piece)
+    return "".join(out)

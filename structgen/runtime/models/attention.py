@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from structgen.runtime.forward_batch import ForwardBatch
 
 __all__ = [
+    "RefAttentionGroup",
     "RefAttentionPlan",
     "attention_backend",
     "paged_attention",
@@ -62,33 +63,88 @@ def _use_triton(t: torch.Tensor) -> bool:
 
 
 @dataclass
-class RefAttentionPlan:
-    """Metadata of one step for :func:`paged_attention_ref`, computed once, shared by all layers.
+class RefAttentionGroup:
+    """Sequences of one step attended together by one SDPA call (a padded sub-batch).
 
     Attributes:
-        gather_slots: ``[B, L]`` int64, KV slot of position ``0..L-1`` of each sequence
-            (``L`` = longest prefix + extension; padding points into the scratch page).
-        q_rows: ``[T]`` int64, batch row of each new token (``batch.seq_ids``).
-        q_cols: ``[T]`` int64, index of each new token within its sequence's extension.
-        mask: ``[B, 1, E, L]`` bool, True where query ``e`` may attend key position ``l``
-            (causal within its sequence; ``E`` = longest extension).
+        token_idx: ``[Tg]`` int64 rows of the step's flat token axis in this group, or
+            None when the group is the whole step (no gather/scatter of queries).
+        gather_slots: ``[Bg, L]`` int64, KV slot of position ``0..L-1`` of each sequence
+            (``L`` = the group's longest prefix + extension; padding reads slot 0 and is masked).
+        q_rows: ``[Tg]`` int64, group row of each of the group's tokens.
+        q_cols: ``[Tg]`` int64, index of each token within its sequence's extension.
+        mask: ``[Bg, 1, E, L]`` bool, True where query ``e`` may attend key position ``l``
+            (causal within its sequence; ``E`` = the group's longest extension), or None
+            when every query sees all ``L`` keys (one decoding sequence, no window).
         max_ext: ``E``.
-        trivial_queries: True when every sequence extends by exactly one token in
-            batch order (pure decode), so queries need no scatter.
+        trivial_queries: True when every sequence of the group extends by exactly one
+            token in order (decode), so queries need no scatter.
     """
 
+    token_idx: torch.Tensor | None
     gather_slots: torch.Tensor
     q_rows: torch.Tensor
     q_cols: torch.Tensor
-    mask: torch.Tensor
+    mask: torch.Tensor | None
     max_ext: int
     trivial_queries: bool
 
 
-def plan_ref_attention(batch: ForwardBatch, sliding_window: int | None = None) -> RefAttentionPlan:
-    """Plan (once per step; cached in ``batch.plans``) the gathers and mask of the torch path.
+@dataclass
+class RefAttentionPlan:
+    """Metadata of one step for :func:`paged_attention_ref`, computed once, shared by all layers.
 
-    One host sync per step (the longest sequence and extension), none per layer.
+    A mixed step (prefill chunks beside decode tokens) is split into a decode group and
+    an extend group: padding every sequence to the longest extension would make each
+    decoding sequence compute (and each layer gather) as many query rows as the longest
+    prefill chunk, e.g. 512 instead of 1.
+
+    Attributes:
+        groups: one or two :class:`RefAttentionGroup` s.
+    """
+
+    groups: list[RefAttentionGroup]
+
+
+def _plan_group(
+    batch: ForwardBatch, rows: torch.Tensor | None, token_idx: torch.Tensor | None,
+    max_len: int, max_ext: int, decode: bool, sliding_window: int | None,
+) -> RefAttentionGroup:
+    """Plan one group: ``rows`` ``[Bg]`` of the batch (None = all) owning ``token_idx`` ``[Tg]``."""
+    dev = batch.input_ids.device
+    page_size = batch.page_size
+    prefix_lens = batch.prefix_lens if rows is None else batch.prefix_lens[rows]  # [Bg]
+    kv_lens = prefix_lens + (batch.extend_lens if rows is None else batch.extend_lens[rows])  # [Bg]
+    page_table = batch.page_table if rows is None else batch.page_table[rows]  # [Bg, P]
+    pos = torch.arange(max_len, device=dev)  # [L]
+    gather_slots = page_table[:, pos // page_size] * page_size + pos % page_size  # [Bg, L]
+    seq_ids = batch.seq_ids if token_idx is None else batch.seq_ids[token_idx]  # [Tg]
+    if rows is None:
+        q_rows = seq_ids
+    else:
+        remap = torch.full((batch.batch_size,), -1, dtype=torch.int64, device=dev)
+        remap[rows] = torch.arange(rows.numel(), device=dev)
+        q_rows = remap[seq_ids]
+    positions = batch.positions if token_idx is None else batch.positions[token_idx]
+    q_cols = positions - prefix_lens[q_rows]  # [Tg]
+    mask = None
+    num_seqs = batch.batch_size if rows is None else rows.numel()
+    if not (decode and sliding_window is None and num_seqs == 1):  # else every key is visible
+        ext_idx = torch.arange(max_ext, device=dev)  # [E]
+        # query e of sequence b sits at position prefix_lens[b] + e and sees keys 0 .. that position
+        q_pos = prefix_lens[:, None] + ext_idx[None, :]  # [Bg, E]
+        mask = pos[None, None, :] <= q_pos[:, :, None]  # [Bg, E, L]
+        mask = mask & (pos[None, None, :] < kv_lens[:, None, None])
+        if sliding_window is not None:
+            mask = mask & (pos[None, None, :] > q_pos[:, :, None] - sliding_window)
+        mask = mask.unsqueeze(1)
+    return RefAttentionGroup(token_idx, gather_slots, q_rows, q_cols, mask, max_ext, decode)
+
+
+def plan_ref_attention(batch: ForwardBatch, sliding_window: int | None = None) -> RefAttentionPlan:
+    """Plan (once per step; cached in ``batch.plans``) the gathers and masks of the torch path.
+
+    One host sync per step (the sequences' lengths), none per layer.
 
     Args:
         batch: the step's metadata.
@@ -96,28 +152,31 @@ def plan_ref_attention(batch: ForwardBatch, sliding_window: int | None = None) -
             ``p`` sees keys ``p - W + 1 .. p`` (transformers' ``kv_idx > q_idx - W``).
             Each window size is planned once per step and cached separately.
     """
-    page_size = batch.page_size
-    assert page_size > 0, "ForwardBatch.page_size must be set (ForwardBatch.build sets it)"
+    assert batch.page_size > 0, "ForwardBatch.page_size must be set (ForwardBatch.build sets it)"
     key = ("ref", sliding_window)
     plan = batch.plans.get(key)
     if plan is not None:
         return plan
-    dev = batch.input_ids.device
-    kv_lens = batch.prefix_lens + batch.extend_lens  # [B]
-    max_len, max_ext = (int(v) for v in torch.stack([kv_lens.max(), batch.extend_lens.max()]).tolist())
-    pos = torch.arange(max_len, device=dev)  # [L]
-    gather_slots = batch.page_table[:, pos // page_size] * page_size + pos % page_size  # [B, L]
-    q_rows = batch.seq_ids
-    q_cols = batch.positions - batch.prefix_lens[q_rows]  # [T]
-    ext_idx = torch.arange(max_ext, device=dev)  # [E]
-    # query e of sequence b sits at position prefix_lens[b] + e and sees keys 0 .. that position
-    q_pos = batch.prefix_lens[:, None] + ext_idx[None, :]  # [B, E]
-    mask = pos[None, None, :] <= q_pos[:, :, None]  # [B, E, L]
-    mask = mask & (pos[None, None, :] < kv_lens[:, None, None])
-    if sliding_window is not None:
-        mask = mask & (pos[None, None, :] > q_pos[:, :, None] - sliding_window)
-    trivial = max_ext == 1 and batch.num_tokens == batch.batch_size
-    plan = RefAttentionPlan(gather_slots, q_rows, q_cols, mask.unsqueeze(1), max_ext, trivial)
+    ext = batch.extend_lens.tolist()
+    kv = (batch.prefix_lens + batch.extend_lens).tolist()
+    in_order = batch.num_tokens == batch.batch_size  # decode tokens are one per sequence, in order
+    decode_rows = [b for b, e in enumerate(ext) if e == 1]
+    if len(decode_rows) in (0, len(ext)):  # one kind only: one group, no query gather
+        decode = len(decode_rows) == len(ext) and in_order
+        groups = [_plan_group(batch, None, None, max(kv), max(ext), decode, sliding_window)]
+    else:
+        dev = batch.input_ids.device
+        is_decode = batch.extend_lens[batch.seq_ids] == 1  # [T]
+        groups = []
+        for sel, decode in ((is_decode, True), (~is_decode, False)):
+            token_idx = torch.nonzero(sel).flatten()  # [Tg]
+            rows = torch.unique_consecutive(batch.seq_ids[token_idx])  # [Bg], ascending
+            members = rows.tolist()
+            groups.append(_plan_group(
+                batch, rows.to(dev), token_idx, max(kv[b] for b in members), max(ext[b] for b in members),
+                decode, sliding_window,
+            ))
+    plan = RefAttentionPlan(groups)
     batch.plans[key] = plan
     return plan
 
@@ -164,24 +223,37 @@ def paged_attention_ref(
         never (shapes are internal invariants).
     """
     plan = plan_ref_attention(batch, sliding_window)
+    if len(plan.groups) == 1:
+        return _attend_group(q, k_slots, v_slots, plan.groups[0], scale)
+    out = None
+    for group in plan.groups:
+        part = _attend_group(q[group.token_idx], k_slots, v_slots, group, scale)  # [Tg, heads, dv]
+        if out is None:
+            out = part.new_empty(q.shape[0], *part.shape[1:])  # [T, heads, dv] (dv may differ from d: MLA)
+        out[group.token_idx] = part
+    return out
+
+
+def _attend_group(q: torch.Tensor, k_slots: torch.Tensor, v_slots: torch.Tensor, group: RefAttentionGroup, scale: float):
+    """``[Tg, heads, d]`` attention of a group's queries ``q`` ``[Tg, heads, d]`` (one SDPA call)."""
     num_tokens, heads, d = q.shape
-    bsz = batch.page_table.shape[0]
+    bsz = group.gather_slots.shape[0]
     kv_heads = k_slots.shape[1]
-    k = k_slots[plan.gather_slots].transpose(1, 2)  # [B, kv_heads, L, d]
-    v = v_slots[plan.gather_slots].transpose(1, 2)  # [B, kv_heads, L, d]
-    if plan.trivial_queries:
-        qp = q.unsqueeze(2)  # [B, heads, 1, d]
+    k = k_slots[group.gather_slots].transpose(1, 2)  # [Bg, kv_heads, L, d]
+    v = v_slots[group.gather_slots].transpose(1, 2)  # [Bg, kv_heads, L, d]
+    if group.trivial_queries:
+        qp = q.unsqueeze(2)  # [Bg, heads, 1, d]
     else:
-        qp = q.new_zeros(bsz, plan.max_ext, heads, d)
-        qp[plan.q_rows, plan.q_cols] = q
-        qp = qp.transpose(1, 2)  # [B, heads, E, d]
+        qp = q.new_zeros(bsz, group.max_ext, heads, d)
+        qp[group.q_rows, group.q_cols] = q
+        qp = qp.transpose(1, 2)  # [Bg, heads, E, d]
     # GQA/MQA: SDPA maps query head h to KV head h // (heads // kv_heads) itself (no K/V copies)
     out = F.scaled_dot_product_attention(
-        qp, k.to(q.dtype), v.to(q.dtype), attn_mask=plan.mask, scale=scale, enable_gqa=kv_heads != heads
+        qp, k.to(q.dtype), v.to(q.dtype), attn_mask=group.mask, scale=scale, enable_gqa=kv_heads != heads
     )
-    if plan.trivial_queries:
-        return out.squeeze(2)  # [T, heads, d]
-    return out.transpose(1, 2)[plan.q_rows, plan.q_cols]  # [T, heads, d]
+    if group.trivial_queries:
+        return out.squeeze(2)  # [Tg, heads, d]
+    return out.transpose(1, 2)[group.q_rows, group.q_cols]  # [Tg, heads, d]
 
 
 def plan_triton_attention(batch: ForwardBatch, max_extend_len: int | None = None) -> tuple[int, bool]:

@@ -372,6 +372,8 @@ class Engine:
             req.num_computed_tokens = min(req.num_computed_tokens, req.num_tokens)
             if req.status.is_finished:
                 self._release(req)
+            else:  # rejected drafts' pages go back to the pool
+                self.scheduler.trim_pages(req)
         return updated + reqs + [req for req, _, _ in specs]
 
     def _verify(self, logits: torch.Tensor, specs: list[tuple[Request, int, int]]) -> list[list[int]]:

@@ -123,6 +123,15 @@ class Scheduler:
         req.page_table.extend(pages)
         return True
 
+    def trim_pages(self, req: Request) -> None:
+        """Free the request's own pages past its known tokens (KV rollback of rejected
+        speculative drafts: their positions are recomputed from the verified length).
+        Raises: never."""
+        keep = max(req.num_tree_pages, -(-req.num_tokens // self.pool.page_size))
+        if len(req.page_table) > keep:
+            self.pool.free(req.page_table[keep:])
+            del req.page_table[keep:]
+
     def _cache_computed(self, req: Request) -> None:
         """Insert the request's computed whole pages into the tree and take the tree's
         pages (and lock) in their place."""

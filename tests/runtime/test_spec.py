@@ -225,6 +225,62 @@ def test_grammar_invalid_proposals_never_reach_output(tiny_llama_dir, plain):
         PROPOSERS.pop("test_garbage")
 
 
+def test_rejected_drafts_pages_freed(tiny_llama_dir, plain):
+    """KV rollback: after every step a running request holds no page past its known
+    tokens, though (almost) every draft of 8 tokens is rejected; the draft pool likewise."""
+    register_proposer("test_garbage", _GarbageProposer)
+    try:
+        engine = Engine(str(tiny_llama_dir), speculative={"method": "test_garbage", "num_tokens": 8},
+                        **SETTINGS)
+        page = SETTINGS["page_size"]
+        step = engine.step
+        worst = []
+
+        def checked_step():
+            out = step()
+            for req in engine.scheduler.running:
+                worst.append(len(req.page_table) - -(-req.num_tokens // page))
+            return out
+
+        engine.step = checked_step
+        params = SamplingParams(max_tokens=30, temperature=0.0, ignore_eos=True)
+        outs = engine.generate(PROMPTS, params)
+        assert [o.token_ids for o in outs] == [r.token_ids for r in plain.generate(PROMPTS, params)]
+        stats = engine.stats()
+        assert stats["spec_proposed_tokens"] - stats["spec_accepted_tokens"] > 100
+        assert worst and max(worst) <= 0
+        assert_no_leak(engine)
+    finally:
+        PROPOSERS.pop("test_garbage")
+
+
+def test_draft_pool_holds_only_needed_pages(tiny_llama_dir, tiny_draft_dir, plain):
+    """Draft KV rollback: after each proposal a request's draft pages cover exactly
+    ``known + k - 1`` tokens, also when adaptive k shrinks (surplus pages freed)."""
+    spec = {"method": "draft", "draft_model": str(tiny_draft_dir), "num_tokens": 8,
+            "adaptive": True}
+    engine = Engine(str(tiny_llama_dir), speculative=spec, **SETTINGS)
+    proposer, page = engine.spec.proposer, SETTINGS["page_size"]
+    propose = proposer.propose
+    seen: list[tuple[int, int]] = []  # (pages held, pages needed)
+
+    def checked(reqs, num_tokens):
+        out = propose(reqs, num_tokens)
+        for req, k in zip(reqs, num_tokens):
+            seq = proposer._seqs.get(req.request_id)
+            if seq is not None:
+                seen.append((len(seq.pages), -(-(req.num_tokens + k - 1) // page)))
+        return out
+
+    proposer.propose = checked
+    params = SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True)
+    outs = engine.generate(PROMPTS, params)
+    assert [o.token_ids for o in outs] == [r.token_ids for r in plain.generate(PROMPTS, params)]
+    assert len({need for _, need in seen}) > 1 and all(held == need for held, need in seen)
+    assert any(o.metrics.spec_proposed_tokens for o in outs)
+    assert_no_draft_leak(engine)
+
+
 def test_config_errors(tiny_llama_dir):
     with pytest.raises(ConfigError, match="unknown speculative method"):
         Engine(str(tiny_llama_dir), speculative="nope", **SETTINGS)

@@ -102,8 +102,12 @@ class DraftModelProposer(BaseProposer):
             self.pool.free(self._seqs.pop(rid).pages)
 
     def _reserve(self, seq: _DraftSeq, num_tokens: int) -> bool:
+        """Hold exactly the pages of ``num_tokens`` tokens (surplus freed: rollback)."""
         need = -(-num_tokens // self.pool.page_size) - len(seq.pages)
         if need <= 0:
+            if need < 0:
+                self.pool.free(seq.pages[need:])
+                del seq.pages[need:]
             return True
         pages = self.pool.alloc(need)
         if pages is None:

@@ -201,3 +201,52 @@ def test_smollm2_gguf_native_memory_and_greedy(smollm2):
         a = PagedSequences(smollm2.model, num_pages=64, page_size=16).greedy({i: ids}, 16)
         b = PagedSequences(native, num_pages=64, page_size=16).greedy({i: ids}, 16)
         assert a == b, text
+
+
+SMOL_PROMPTS = [
+    "The capital of France is", "def fibonacci(n):", "Once upon a time", "1, 2, 3, 4,", "Water boils at",
+    "The best way to learn a language is", "import numpy as np\n", "Q: What is the largest planet?\nA:",
+    "My favourite recipe for pancakes:", '{"name": "Alice", "age":',
+]
+
+
+@pytest.mark.slow
+@needs_smollm2
+def test_smollm2_int8_teacher_forced_argmax_agreement(smollm2):
+    """int8 (default bf16 activations) vs fp32, teacher-forced on fp32's greedy text: 10 prompts x 32 positions."""
+    fp = smollm2.model
+    q8 = quantize_model(copy.deepcopy(fp), "int8")
+    tok = smollm2.tokenizer
+    prompts = {i: tok(p).input_ids for i, p in enumerate(SMOL_PROMPTS)}
+    cont = PagedSequences(fp, num_pages=256, page_size=16).greedy(prompts, 32)
+    full = {i: prompts[i] + cont[i] for i in prompts}
+    ref = PagedSequences(fp, num_pages=256, page_size=16).step(full, all_logits=True)
+    got = PagedSequences(q8, num_pages=256, page_size=16).step(full, all_logits=True)
+    agree = total = 0
+    for i, ids in prompts.items():
+        span = slice(len(ids) - 1, len(ids) + 31)  # the 32 positions that predict the continuation
+        a, b = ref[i][span].argmax(-1), got[i][span].argmax(-1)
+        assert a.numel() == 32 and torch.equal(a, torch.tensor(cont[i]))  # the reference predicts its own text
+        agree += int((a == b).sum())
+        total += a.numel()
+    assert total == 320
+    assert agree / total >= 0.90, f"int8 argmax agreement {agree}/{total}"
+
+
+@pytest.mark.slow
+@needs_smollm2
+def test_smollm2_weight_bytes_per_precision(smollm2):
+    """Measured weight bytes against fp16's: bf16 1.0x, int8 <= 0.53x, int4 g64 (+ int8 embedding) <= 0.36x."""
+    fp16 = memory_report(smollm2.model)["weight_bytes"] / 2  # the fixture is float32
+    bf16 = copy.deepcopy(smollm2.model).to(torch.bfloat16)
+    assert memory_report(bf16)["weight_bytes"] == fp16
+    del bf16
+    ratios = {}
+    for method in ("int8", "int4"):
+        qm = quantize_model(copy.deepcopy(smollm2.model), method)
+        ratios[method] = memory_report(qm)["weight_bytes"] / fp16
+        del qm
+    # int8 per channel: 1 byte per weight + one fp32 scale per row (norms stay float)
+    assert 0.5 < ratios["int8"] <= 0.53, ratios
+    # int4 group 64: 0.5 byte + 2 fp16 (scale, min) per 64 weights; the tied embedding (28% of the weights) int8
+    assert ratios["int4"] <= 0.36, ratios

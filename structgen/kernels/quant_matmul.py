@@ -1,9 +1,12 @@
 """quant_matmul: ``y = x @ dequant(W).T`` with weights dequantized in registers.
 
-Two weight formats, ``W`` of logical shape ``[N, K]`` (``nn.Linear`` layout):
+Three weight formats, ``W`` of logical shape ``[N, K]`` (``nn.Linear`` layout):
 
-- **w8a16** (``bits=8``): ``qweight`` int8 ``[N, K]``, ``scales`` ``[N]`` (per output
-  channel), ``zeros`` None: ``W = qweight * scales[:, None]``.
+- **w8a16 per channel** (``bits=8``, ``group_size=None``): ``qweight`` int8 ``[N, K]``,
+  ``scales`` ``[N]`` (per output channel), ``zeros`` None: ``W = qweight * scales[:, None]``.
+- **w8a16 group-wise** (``bits=8``, ``group_size`` set): ``qweight`` uint8 ``[N, K]``
+  codes 0..255, ``scales`` and ``zeros`` ``[N, K // group_size]``:
+  ``W[n, k] = (q[n, k] - zeros[n, g]) * scales[n, g]`` (GPTQ 8-bit).
 - **w4a16** (``bits=4``): ``qweight`` uint8 ``[N, K // 2]`` holding two 4-bit codes per
   byte (even ``k`` in the low nibble), ``scales`` and ``zeros`` ``[N, K // group_size]``
   (float zero points; GPTQ/AWQ integer zeros and GGUF Q4_1's ``d * q + m`` as
@@ -42,28 +45,38 @@ def dequantize_ref(
     group_size: int | None = None,
 ) -> torch.Tensor:
     """Dequantize to a float32 ``[N, K]`` weight (formats in the module docstring)."""
-    if bits == 8:
+    if bits == 8 and group_size is None:
         return qweight.float() * scales.float()[:, None]
-    lo = (qweight & 0xF).to(torch.int16)
-    hi = (qweight >> 4).to(torch.int16)
-    q = torch.stack([lo, hi], dim=-1).reshape(qweight.shape[0], -1).float()  # [N, K]
+    if bits == 8:
+        q = qweight.float()  # [N, K] codes 0..255
+    else:
+        lo = (qweight & 0xF).to(torch.int16)
+        hi = (qweight >> 4).to(torch.int16)
+        q = torch.stack([lo, hi], dim=-1).reshape(qweight.shape[0], -1).float()  # [N, K]
     g = torch.arange(q.shape[1], device=q.device) // group_size  # [K]
     return (q - zeros.float()[:, g]) * scales.float()[:, g]
 
 
 def quantize_ref(w: torch.Tensor, bits: int, group_size: int | None = None):
-    """Quantize a float ``[N, K]`` weight (tests and benchmarks): ``(qweight, scales, zeros)``."""
+    """Quantize a float ``[N, K]`` weight (tests and benchmarks): ``(qweight, scales, zeros)``.
+
+    Asymmetric min/max group quantization for the group-wise formats (zero points
+    ``-min / scale``), symmetric absmax for 8-bit per channel.
+    """
     w = w.float()
-    if bits == 8:
+    if bits == 8 and group_size is None:
         scales = w.abs().amax(1).clamp_min(1e-8) / 127.0
         q = torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8)
         return q, scales, None
+    levels = 2**bits - 1
     n, k = w.shape
     wg = w.view(n, k // group_size, group_size)
     lo, hi = wg.amin(-1), wg.amax(-1)
-    scales = ((hi - lo) / 15.0).clamp_min(1e-8)  # [N, G]
+    scales = ((hi - lo) / levels).clamp_min(1e-8)  # [N, G]
     zeros = -lo / scales
-    q = torch.round(wg / scales[..., None] + zeros[..., None]).clamp(0, 15).to(torch.uint8)
+    q = torch.round(wg / scales[..., None] + zeros[..., None]).clamp(0, levels).to(torch.uint8)
+    if bits == 8:
+        return q.view(n, k).contiguous(), scales, zeros
     q = q.view(n, k // 2, 2)
     packed = q[..., 0] | (q[..., 1] << 4)
     return packed.contiguous(), scales, zeros
@@ -83,7 +96,7 @@ def quant_matmul_ref(
         x: ``[M, K]`` activations (fp16, bf16 or fp32).
         qweight, scales, zeros: the quantized weight (formats in the module docstring).
         bits: 8 or 4.
-        group_size: K-group of the 4-bit scales/zeros (divides K; even).
+        group_size: K-group of the scales/zeros (divides K; even); None for 8-bit per channel.
 
     Returns:
         ``[M, N]`` in ``x.dtype``.
@@ -95,9 +108,9 @@ def quant_matmul_ref(
 @jit
 def _quant_matmul_kernel(
     x_ptr,  # [M, K]
-    q_ptr,  # [N, K] int8 or [N, K // 2] uint8
-    s_ptr,  # [N] or [N, G]
-    z_ptr,  # [N, G] (4-bit)
+    q_ptr,  # [N, K] int8/uint8 or [N, K // 2] uint8
+    s_ptr,  # [N] (PER_CHANNEL) or [N, G]
+    z_ptr,  # [N, G] (group-wise)
     y_ptr,  # [M, N]
     M,
     N,
@@ -108,6 +121,7 @@ def _quant_matmul_kernel(
     stride_zn,
     stride_ym,
     BITS: tl.constexpr,
+    PER_CHANNEL: tl.constexpr,  # 8-bit, one scale per output channel, no zero points
     GROUP_SIZE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -132,12 +146,14 @@ def _quant_matmul_kernel(
             other=0.0,
         )  # [BLOCK_M, BLOCK_K]
         wk_mask = k_mask[:, None] & n_mask[None, :]
-        if BITS == 8:
-            q = tl.load(q_ptr + offs_n64[None, :] * stride_qn + offs_k[:, None], mask=wk_mask, other=0)
-            w = q.to(tl.float32)  # [BLOCK_K, BLOCK_N]; per-channel scale applied after the loop
+        if BITS == 8:  # [BLOCK_K, BLOCK_N] codes
+            code = tl.load(q_ptr + offs_n64[None, :] * stride_qn + offs_k[:, None], mask=wk_mask, other=0)
         else:
             byte = tl.load(q_ptr + offs_n64[None, :] * stride_qn + offs_k[:, None] // 2, mask=wk_mask, other=0)
             code = (byte.to(tl.int32) >> ((offs_k[:, None] % 2) * 4)) & 0xF
+        if PER_CHANNEL:
+            w = code.to(tl.float32)  # the per-channel scale is applied after the loop
+        else:
             g = offs_k[:, None] // GROUP_SIZE
             s = tl.load(s_ptr + offs_n64[None, :] * stride_sn + g, mask=wk_mask, other=0.0)
             z = tl.load(z_ptr + offs_n64[None, :] * stride_zn + g, mask=wk_mask, other=0.0)
@@ -146,7 +162,7 @@ def _quant_matmul_kernel(
             acc += tl.dot(x.to(tl.float32), w)
         else:
             acc += tl.dot(x, w.to(x_ptr.dtype.element_ty))
-    if BITS == 8:
+    if PER_CHANNEL:
         s = tl.load(s_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
         acc = acc * s[None, :]
     y_ptrs = y_ptr + offs_m64[:, None] * stride_ym + offs_n[None, :]
@@ -158,15 +174,19 @@ def _check_quant_args(x, qweight, scales, zeros, bits, group_size) -> None:
     check(x.dim() == 2 and qweight.dim() == 2, "x must be [M, K] and qweight 2-D")
     check_float("x", x)
     n, k = qweight.shape[0], x.shape[1]
-    if bits == 8:
-        check(qweight.dtype == torch.int8 and qweight.shape[1] == k, "w8: qweight must be int8 [N, K]")
-        check(scales.shape == (n,), "w8: scales must be [N]")
-    else:
-        check(group_size is not None and group_size % 2 == 0 and k % group_size == 0, "w4: even group_size dividing K")
-        check(qweight.dtype == torch.uint8 and qweight.shape[1] * 2 == k, "w4: qweight must be uint8 [N, K // 2]")
-        check(zeros is not None and scales.shape == (n, k // group_size) == zeros.shape, "w4: scales/zeros [N, K // group]")
     check(qweight.stride(1) == 1 and x.stride(1) == 1 and scales.stride(-1) == 1, "inner dims must be contiguous")
     check_same_device(x=x, qweight=qweight, scales=scales, zeros=zeros)
+    if bits == 8 and group_size is None:
+        check(qweight.dtype == torch.int8 and qweight.shape[1] == k, "w8 per channel: qweight must be int8 [N, K]")
+        check(scales.shape == (n,), f"w8 per channel: scales must be [N={n}], got {tuple(scales.shape)}")
+        return
+    check(group_size is not None and group_size % 2 == 0 and k % group_size == 0,
+          f"w{bits}: group_size must be even and divide K={k}, got {group_size}")
+    packed = k if bits == 8 else k // 2
+    check(qweight.dtype == torch.uint8 and qweight.shape[1] == packed,
+          f"w{bits}: qweight must be uint8 [N, {packed}], got {qweight.dtype} {tuple(qweight.shape)}")
+    check(zeros is not None and scales.shape == (n, k // group_size) == zeros.shape,
+          f"w{bits}: scales and zeros must be [N, K // group_size] = [{n}, {k // group_size}]")
 
 
 def _quant_matmul_triton(x, qweight, scales, zeros, bits, group_size) -> torch.Tensor:
@@ -185,7 +205,7 @@ def _quant_matmul_triton(x, qweight, scales, zeros, bits, group_size) -> torch.T
         x.device,
         x, qweight, scales, z, y, m, n, k,
         x.stride(0), qweight.stride(0), scales.stride(0), z.stride(0), y.stride(0),
-        BITS=bits, GROUP_SIZE=group_size or 1,
+        BITS=bits, PER_CHANNEL=bits == 8 and group_size is None, GROUP_SIZE=group_size or 1,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         DOT_F32=dot_in_f32(x.dtype, x.device) or x.dtype == torch.float32,
     )  # fmt: skip

@@ -65,3 +65,21 @@ def test_auto_on_cpu_is_the_reference_and_bad_input_raises():
         apply_token_bitmask(logits, mask.long(), backend="triton")
     with pytest.raises(ValueError):
         apply_token_bitmask(logits, mask, backend="cuda")
+
+
+@pytest.mark.parametrize(("vocab", "padded"), [(37, 40), (50, 64), (65, 96), (37, 70)])
+def test_padded_logits_against_bit_oracle(vocab, padded):
+    # tokenizer vocabulary ``vocab`` (not a multiple of 32), logits padded to ``padded``
+    # columns (as model heads are). A grammar's bitmask has no bits set past ``vocab``
+    # (xgrammar's convention), and columns past the mask's 32-bit words count as
+    # disallowed: padding columns are never allowed; the others follow the bits.
+    mask = _random_mask(2, -(-vocab // 32), seed=vocab)
+    if vocab % 32:
+        mask[:, -1] &= (1 << (vocab % 32)) - 1  # clear the bits past the vocabulary
+    logits = torch.randn(2, padded)
+    got = logits.clone()
+    apply_token_bitmask(got, mask, backend="triton")
+    for r in range(2):
+        for t in range(padded):
+            allowed = t < vocab and (int(mask[r, t // 32]) >> (t % 32)) & 1
+            assert (got[r, t] == logits[r, t]) if allowed else got[r, t] == float("-inf"), (r, t)

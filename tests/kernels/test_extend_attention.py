@@ -24,7 +24,7 @@ def _run(heads, kv_heads, d, prefix, ext, dtype, window=None):
 
 
 @pytest.mark.parametrize(
-    ("heads", "kv_heads"), [(2, 2), (3, 1), (8, 1)], ids=["mha", "gqa3", "mqa8"]
+    ("heads", "kv_heads"), [(2, 2), (6, 2), (16, 2), (3, 1), (8, 1)], ids=["mha", "gqa3", "gqa8", "mqa3", "mqa8"]
 )
 def test_ragged_prefill_and_extend_fp32(heads, kv_heads):
     # a fresh 19-token prefill (two query blocks), a 1-token extend after 5 cached tokens

@@ -38,3 +38,23 @@ def test_moe_align_blocks_belong_to_one_expert():
         real = [p for p in rows[blk].tolist() if p < flat.numel()]
         assert (e == -1 and not real) or all(flat[p] == e for p in real)
     assert sorted(p for p in pairs.tolist() if p < 6) == list(range(6))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_moe_align_padding_matches_a_python_reference(seed):
+    g = torch.Generator().manual_seed(seed)
+    tokens, top_k, experts, block_m = 11, 3, 6, 4
+    ids = torch.stack([torch.randperm(experts, generator=g)[:top_k] for _ in range(tokens)])
+    pairs, block_expert = moe_align(ids, num_experts=experts, block_m=block_m)
+    flat = ids.reshape(-1).tolist()
+    # reference: per expert, its pairs in ascending order, padded with P to a multiple of block_m
+    want_rows, want_experts = [], []
+    for e in range(experts):
+        mine = [p for p, x in enumerate(flat) if x == e]
+        nblocks = -(-len(mine) // block_m)
+        want_rows += mine + [len(flat)] * (nblocks * block_m - len(mine))
+        want_experts += [e] * nblocks
+    used = len(want_experts)
+    assert pairs[: used * block_m].tolist() == want_rows
+    assert block_expert[:used].tolist() == want_experts
+    assert (block_expert[used:] == -1).all() and (pairs[used * block_m :] == len(flat)).all()

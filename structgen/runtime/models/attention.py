@@ -69,8 +69,13 @@ class RefAttentionGroup:
     Attributes:
         token_idx: ``[Tg]`` int64 rows of the step's flat token axis in this group, or
             None when the group is the whole step (no gather/scatter of queries).
-        gather_slots: ``[Bg, L]`` int64, KV slot of position ``0..L-1`` of each sequence
-            (``L`` = the group's longest prefix + extension; padding reads slot 0 and is masked).
+        gather_pages: ``[Bg * P]`` int64, the first ``P = ceil(L / page_size)`` pages of
+            each sequence, row-major (``L`` = the group's longest prefix + extension; a
+            sequence with fewer pages pads with page 0, whose keys are masked). Whole pages
+            are gathered (``index_select`` over page rows: about 3x faster than per-slot
+            indexing on CPU), then cut to ``L`` positions.
+        max_len: ``L``.
+        page_size: tokens per page.
         q_rows: ``[Tg]`` int64, group row of each of the group's tokens.
         q_cols: ``[Tg]`` int64, index of each token within its sequence's extension.
         mask: ``[Bg, 1, E, L]`` bool, True where query ``e`` may attend key position ``l``
@@ -82,7 +87,9 @@ class RefAttentionGroup:
     """
 
     token_idx: torch.Tensor | None
-    gather_slots: torch.Tensor
+    gather_pages: torch.Tensor
+    max_len: int
+    page_size: int
     q_rows: torch.Tensor
     q_cols: torch.Tensor
     mask: torch.Tensor | None
@@ -117,7 +124,7 @@ def _plan_group(
     kv_lens = prefix_lens + (batch.extend_lens if rows is None else batch.extend_lens[rows])  # [Bg]
     page_table = batch.page_table if rows is None else batch.page_table[rows]  # [Bg, P]
     pos = torch.arange(max_len, device=dev)  # [L]
-    gather_slots = page_table[:, pos // page_size] * page_size + pos % page_size  # [Bg, L]
+    gather_pages = page_table[:, : -(-max_len // page_size)].reshape(-1)  # [Bg * P]
     seq_ids = batch.seq_ids if token_idx is None else batch.seq_ids[token_idx]  # [Tg]
     if rows is None:
         q_rows = seq_ids
@@ -138,7 +145,7 @@ def _plan_group(
         if sliding_window is not None:
             mask = mask & (pos[None, None, :] > q_pos[:, :, None] - sliding_window)
         mask = mask.unsqueeze(1)
-    return RefAttentionGroup(token_idx, gather_slots, q_rows, q_cols, mask, max_ext, decode)
+    return RefAttentionGroup(token_idx, gather_pages, max_len, page_size, q_rows, q_cols, mask, max_ext, decode)
 
 
 def plan_ref_attention(batch: ForwardBatch, sliding_window: int | None = None) -> RefAttentionPlan:
@@ -237,10 +244,14 @@ def paged_attention_ref(
 def _attend_group(q: torch.Tensor, k_slots: torch.Tensor, v_slots: torch.Tensor, group: RefAttentionGroup, scale: float):
     """``[Tg, heads, d]`` attention of a group's queries ``q`` ``[Tg, heads, d]`` (one SDPA call)."""
     num_tokens, heads, d = q.shape
-    bsz = group.gather_slots.shape[0]
     kv_heads = k_slots.shape[1]
-    k = k_slots[group.gather_slots].transpose(1, 2)  # [Bg, kv_heads, L, d]
-    v = v_slots[group.gather_slots].transpose(1, 2)  # [Bg, kv_heads, L, d]
+    bsz = group.gather_pages.numel() // -(-group.max_len // group.page_size)
+
+    def gather(slots: torch.Tensor) -> torch.Tensor:  # [num_slots, kvh, dk] -> [Bg, kvh, L, dk]
+        pages = slots.unflatten(0, (-1, group.page_size)).index_select(0, group.gather_pages)  # [Bg*P, ps, kvh, dk]
+        return pages.view(bsz, -1, *slots.shape[1:])[:, : group.max_len].transpose(1, 2)
+
+    k, v = gather(k_slots), gather(v_slots)  # [Bg, kv_heads, L, dk], [Bg, kv_heads, L, dv]
     if group.trivial_queries:
         qp = q.unsqueeze(2)  # [Bg, heads, 1, d]
     else:

@@ -206,13 +206,14 @@ def gemm_benches(s: Shapes, dtype, dev, it, rep: Report, results: dict) -> None:
     w = torch.randn(n, k, device=dev)
     dense = w.to(dtype)
     base = bench(lambda: F.linear(x, dense), dev, it)
-    for bits, gs in ((8, None), (4, s.group_size)):
+    for bits, gs in ((8, None), (8, s.group_size), (4, s.group_size)):
         qw, sc, zp = quantize_ref(w, bits, gs)
         run = functools.partial(quant_matmul, x, qw, sc, zp, bits, gs)
         ms = bench(lambda: run(backend="triton"), dev, it)  # noqa: B023 - run is called at once
         agree(f"w{bits}a16", run(backend="triton"), run(backend="torch"), dev)
         wbytes = qw.numel() * qw.element_size() + sc.numel() * 4 * (1 if zp is None else 2)
-        rep.row(f"quant_matmul w{bits}a16 {m}x{n}x{k}", ms, "F.linear (dense)", base, nbytes=wbytes)
+        label = f"quant_matmul w{bits}a16{'' if gs is None else f' g{gs}'} {m}x{n}x{k}"
+        rep.row(label, ms, "F.linear (dense)", base, nbytes=wbytes)
 
     t, e = s.decode_batch, s.experts
     xg = torch.randn(t, s.hidden, dtype=dtype, device=dev)

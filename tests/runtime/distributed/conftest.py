@@ -41,14 +41,30 @@ def save_tiny(path, family: str, heads: int = 4, kv_heads: int = 2, tie: bool = 
     return str(path)
 
 
+_SPECS = {
+    "llama_gqa": ("llama", 4, 2, False, 0),
+    "llama_kv1_tied": ("llama", 4, 1, True, 1),
+    "mixtral": ("mixtral", 4, 2, False, 0),
+    "qwen2_moe": ("qwen2_moe", 4, 2, False, 0),
+}
+
+
+class _LazyModels(dict):
+    """Creates each model folder on first use."""
+
+    def __init__(self, root) -> None:
+        super().__init__()
+        self.root = root
+
+    def __missing__(self, name: str) -> str:
+        family, heads, kv, tie, extra = _SPECS[name]
+        self[name] = save_tiny(self.root / name, family, heads, kv, tie=tie, extra_vocab=extra)
+        return self[name]
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dirs(tmp_path_factory):
-    """name -> folder: GQA Llama (kv 2), MQA Llama (kv 1 < tp, tied, odd vocab), Mixtral,
-    Qwen2-MoE (shared expert, one dense layer)."""
-    root = tmp_path_factory.mktemp("tp_models")
-    return {
-        "llama_gqa": save_tiny(root / "llama_gqa", "llama", 4, 2),
-        "llama_kv1_tied": save_tiny(root / "llama_kv1", "llama", 4, 1, tie=True, extra_vocab=1),
-        "mixtral": save_tiny(root / "mixtral", "mixtral", 4, 2),
-        "qwen2_moe": save_tiny(root / "qwen2_moe", "qwen2_moe", 4, 2),
-    }
+    """name -> folder (made on first use): GQA Llama (kv 2), MQA Llama (kv 1 < tp, tied
+    embeddings, odd vocabulary), Mixtral (4 experts, top-2), Qwen2-MoE (shared expert,
+    one dense layer)."""
+    return _LazyModels(tmp_path_factory.mktemp("tp_models"))

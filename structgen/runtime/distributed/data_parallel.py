@@ -1,0 +1,318 @@
+"""Data parallelism: N engine replicas (processes, each possibly tensor-parallel) behind a
+cache-aware router in the caller's process.
+
+Each replica runs a whole ``Engine`` (its own scheduler, radix cache and KV pool) in a
+loop that takes requests from its inbox queue and puts finished ``RequestOutput``s on a
+shared outbox; the front routes every request with :class:`CacheAwareRouter`, so that
+requests sharing a prefix meet the KV pages cached for it. Replica ``i`` of a CUDA engine
+uses GPUs ``base + i*tp .. base + (i+1)*tp - 1``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from structgen.errors import ConfigError, DistributedError, RequestError, StructgenError
+from structgen.runtime.config import EngineConfig
+from structgen.runtime.distributed.group import mp_context, watch_parent
+from structgen.runtime.distributed.router import CacheAwareRouter, routing_key
+from structgen.runtime.outputs import RequestOutput
+from structgen.runtime.sampling_params import SamplingParams
+
+__all__ = ["DataParallelEngine", "replica_main"]
+
+_POLL_S = 0.2
+
+
+def _replica_device(device: str, index: int, tp: int) -> str:
+    if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
+        return device
+    base = torch.device("cuda" if device == "auto" else device).index or 0
+    return f"cuda:{base + index * tp}"
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` if it survives pickling, else a RequestError with its message."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001  (any pickling failure: fall back to the message)
+        return RequestError(f"{type(exc).__name__}: {exc}")
+
+
+def replica_main(index: int, model: str | None, kwargs: dict, inbox, outbox) -> None:
+    """Entry point of replica ``index``: build an Engine, then serve the inbox until
+    ``("close",)``. Messages out: ``(kind, index, request_id, payload)`` with kind
+    ``ready``, ``failed`` (could not start), ``done`` (a RequestOutput), ``error`` (the
+    request was refused: an exception), ``stats``, ``crashed`` (the engine died)."""
+    from structgen.runtime.engine import Engine
+
+    watch_parent()
+    try:
+        engine = Engine(model, **kwargs)
+    except BaseException as exc:  # noqa: BLE001  (reported to the front, which raises it)
+        outbox.put(("failed", index, None, _portable(exc)))
+        return
+    outbox.put(("ready", index, None, None))
+    try:
+        _serve(engine, index, inbox, outbox)
+    except BaseException as exc:
+        outbox.put(("crashed", index, None, f"{type(exc).__name__}: {exc}"))
+        raise
+    finally:
+        engine.close()
+
+
+def _serve(engine, index: int, inbox, outbox) -> None:
+    running: dict[str, Any] = {}
+    while True:
+        try:
+            msg = inbox.get(timeout=_POLL_S) if not running else inbox.get_nowait()
+        except queue.Empty:
+            msg = None
+        while msg is not None:
+            kind = msg[0]
+            if kind == "close":
+                return
+            if kind == "add":
+                _, rid, prompt, params, constraint = msg
+                try:
+                    req = engine.make_request(prompt, params, constraint, request_id=rid)
+                    engine.add_request(req)
+                    running[rid] = req
+                except StructgenError as exc:
+                    outbox.put(("error", index, rid, _portable(exc)))
+            elif kind == "stats":
+                outbox.put(("stats", index, msg[1], engine.stats()))
+            try:
+                msg = inbox.get_nowait()
+            except queue.Empty:
+                msg = None
+        if running:
+            engine.step()
+            for rid in [r for r, req in running.items() if req.status.is_finished]:
+                outbox.put(("done", index, rid, running.pop(rid).to_output()))
+
+
+class DataParallelEngine:
+    """``data_parallel_size`` replicas behind a cache-aware router; what
+    ``Engine(model, data_parallel_size=N, ...)`` returns.
+
+    Args:
+        model: as for ``Engine``.
+        **kwargs: ``EngineConfig`` fields, given to every replica (``tensor_parallel_size``
+            makes each replica tensor-parallel).
+
+    Raises:
+        ConfigError: an invalid setting (checked before any process starts).
+        DistributedError: a replica failed to start, or died later (raised by the call
+            that waits on it, within ``dist_timeout_s`` at most).
+    """
+
+    def __init__(self, model: str | None = None, **kwargs: Any) -> None:
+        self.config = EngineConfig.from_kwargs(model, **kwargs)
+        if self.config.speculative is not None and self.config.speculative.method == "draft" \
+                and not isinstance(self.config.speculative.draft_model, str):
+            raise ConfigError("data_parallel_size > 1 needs speculative draft_model as a path")
+        n, tp = self.config.data_parallel_size, self.config.tensor_parallel_size
+        ctx = mp_context()
+        self._outbox = ctx.Queue()
+        self._inboxes, self._procs = [], []
+        for i in range(n):
+            rk = dict(kwargs, data_parallel_size=1, device=_replica_device(self.config.device, i, tp))
+            inbox = ctx.Queue()
+            p = ctx.Process(target=replica_main, args=(i, model, rk, inbox, self._outbox),
+                            name=f"structgen-dp{i}", daemon=False)
+            p.start()
+            self._inboxes.append(inbox)
+            self._procs.append(p)
+        self.router = CacheAwareRouter(n)
+        self._lock = threading.Condition()
+        self._results: dict[str, tuple[str, Any]] = {}
+        self._replica_of: dict[str, int] = {}
+        self._failure: DistributedError | None = None
+        self._ids = itertools.count()
+        self._finalizer = weakref.finalize(self, _shutdown, self._inboxes, self._procs)
+        self._wait_ready(max(120.0, self.config.dist_timeout_s) * max(1, tp))
+        self._collector = threading.Thread(target=self._collect, name="structgen-dp-router",
+                                           daemon=True)
+        self._collector.start()
+
+    @property
+    def data_parallel_size(self) -> int:
+        """Replicas."""
+        return len(self._procs)
+
+    # ------------------------------------------------------------------ startup
+    def _wait_ready(self, timeout_s: float) -> None:
+        pending, deadline = set(range(len(self._procs))), time.monotonic() + timeout_s
+        while pending:
+            try:
+                kind, index, _, payload = self._outbox.get(timeout=_POLL_S)
+            except queue.Empty:
+                dead = [i for i in pending if not self._procs[i].is_alive()]
+                if dead or time.monotonic() > deadline:
+                    self.close()
+                    what = f"exited with code {self._procs[dead[0]].exitcode}" if dead else \
+                        f"did not start within {timeout_s:.0f} s"
+                    raise DistributedError(f"data-parallel replica {(dead or sorted(pending))[0]} "
+                                           f"{what}") from None
+                continue
+            if kind == "failed":
+                self.close()
+                if isinstance(payload, StructgenError):
+                    raise payload
+                raise DistributedError(f"data-parallel replica {index} failed to start: {payload}")
+            pending.discard(index)
+
+    # --------------------------------------------------------------- collector
+    def _collect(self) -> None:
+        while self._finalizer.alive:
+            try:
+                kind, index, rid, payload = self._outbox.get(timeout=_POLL_S)
+            except queue.Empty:
+                self._check_replicas()
+                continue
+            except (EOFError, OSError):
+                return
+            with self._lock:
+                if kind == "crashed":
+                    self._fail(DistributedError(f"data-parallel replica {index} crashed: {payload}"))
+                elif kind in ("done", "error", "stats"):
+                    if kind != "stats":
+                        self.router.finished(index)
+                    self._results[rid] = (kind, payload)
+                self._lock.notify_all()
+
+    def _check_replicas(self) -> None:
+        dead = [(i, p.exitcode) for i, p in enumerate(self._procs) if not p.is_alive()]
+        if dead and self._finalizer.alive:
+            with self._lock:
+                i, code = dead[0]
+                self._fail(DistributedError(f"data-parallel replica {i} exited with code {code}"))
+                self._lock.notify_all()
+
+    def _fail(self, err: DistributedError) -> None:
+        if self._failure is None:
+            self._failure = err
+
+    def _wait(self, rids: list[str]) -> dict[str, tuple[str, Any]]:
+        with self._lock:
+            while True:
+                if self._failure is not None:
+                    raise self._failure
+                if all(r in self._results for r in rids):
+                    return {r: self._results.pop(r) for r in rids}
+                self._lock.wait(_POLL_S)
+
+    # ------------------------------------------------------------------- public
+    def submit(self, prompt: Any, params: SamplingParams | None = None, constraint: Any = None) -> str:
+        """Route one request to a replica; returns its request id (see :meth:`result`).
+
+        Raises:
+            RequestError: ``params.n > 1`` (use one request per branch here).
+            DistributedError: the engine is down.
+        """
+        params = params or SamplingParams()
+        if not isinstance(params, SamplingParams):
+            raise RequestError(f"params must be SamplingParams, got {type(params).__name__}")
+        if params.n != 1:
+            raise RequestError("n > 1 is not served by a DataParallelEngine; send n requests")
+        if self._failure is not None:
+            raise self._failure
+        rid = f"dp-{next(self._ids)}"
+        with self._lock:
+            replica = self.router.route(routing_key(prompt))
+            self._replica_of[rid] = replica
+        self._inboxes[replica].put(("add", rid, prompt, params, constraint))
+        return rid
+
+    def result(self, rid: str) -> RequestOutput:
+        """Wait for the output of a submitted request.
+
+        Raises:
+            RequestError, SchemaError, RegexError: the replica refused the request.
+            DistributedError: a replica died.
+        """
+        kind, payload = self._wait([rid])[rid]
+        self._replica_of.pop(rid, None)
+        if kind == "error":
+            raise payload
+        return payload
+
+    def generate(self, prompts: Sequence[Any] | str, params: SamplingParams | list | None = None,
+                 constraint: Any = None) -> list[RequestOutput]:
+        """Like :meth:`Engine.generate`: every prompt routed, run on its replica; outputs in
+        order. Raises as :meth:`submit` and :meth:`result`."""
+        from structgen.runtime.engine import Engine
+
+        if isinstance(prompts, str) or (
+            isinstance(prompts, list) and prompts and all(isinstance(m, dict) for m in prompts)
+        ):
+            prompts = [prompts]
+        prompts = list(prompts)
+        params_list = Engine._per_prompt(params or SamplingParams(), len(prompts), "params", lambda v: False)
+        cons_list = Engine._per_prompt(constraint, len(prompts), "constraint", lambda v: False)
+        rids = [self.submit(p, sp, c) for p, sp, c in zip(prompts, params_list, cons_list)]
+        results = self._wait(rids)
+        outs = []
+        for rid in rids:
+            kind, payload = results[rid]
+            if kind == "error":
+                raise payload
+            outs.append(payload)
+        return outs
+
+    def replica_of(self, rid: str) -> int | None:
+        """The replica a still-pending request was routed to."""
+        return self._replica_of.get(rid)
+
+    def stats(self) -> dict:
+        """``replicas``: each replica's ``Engine.stats()``; the prefix-cache and forward
+        counters summed over replicas; router counters ``routed`` / ``cache_routed`` /
+        ``outstanding`` (per replica)."""
+        token = f"stats-{next(self._ids)}"
+        keys = [f"{token}-{i}" for i in range(len(self._procs))]
+        for i, inbox in enumerate(self._inboxes):
+            inbox.put(("stats", keys[i]))
+        got = self._wait(keys)
+        replicas = [got[k][1] for k in keys]
+        total = {k: sum(r[k] for r in replicas) for k in
+                 ("prefix_hit_tokens", "prompt_tokens", "num_forward_passes", "running", "waiting")}
+        total["prefix_hit_rate"] = total["prefix_hit_tokens"] / max(1, total["prompt_tokens"])
+        return {**total, "replicas": replicas, "routed": list(self.router.num_routed),
+                "cache_routed": list(self.router.num_cache_routed),
+                "outstanding": list(self.router.outstanding)}
+
+    def close(self) -> None:
+        """Stop every replica (idempotent; also at exit)."""
+        self._finalizer()
+
+    def __enter__(self) -> DataParallelEngine:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def _shutdown(inboxes, procs) -> None:
+    """Ask replicas to close, wait up to 15 s, then kill. Raises: never."""
+    for inbox, p in zip(inboxes, procs):
+        if p.is_alive():
+            inbox.put(("close",))
+    deadline = time.monotonic() + 15.0
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(2.0)
+

@@ -1,0 +1,112 @@
+"""Data parallelism: the cache-aware router (unit) and two replicas behind it (processes)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from structgen import Engine, SamplingParams
+from structgen.errors import DistributedError
+from structgen.runtime.distributed import ApproxRadixTree, CacheAwareRouter
+from structgen.runtime.distributed.router import routing_key
+
+SETTINGS = dict(dtype="float32", max_kv_tokens=2048, page_size=4, dist_timeout_s=20)
+GREEDY = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
+PREFIX_A = ("You are a careful assistant. Extract the name, the age and the city of the person "
+            "described below, and answer in JSON. Text: ")
+PREFIX_B = ("def f(x): return x * 2  # The quick brown fox jumps over the lazy dog. Translate the "
+            "next sentence into French, word by word: ")
+
+
+# ----------------------------------------------------------------------------- unit
+def test_tree_prefix_match_split_and_lru_eviction():
+    t = ApproxRadixTree()
+    t.insert("hello world", 0)
+    t.insert("hello there", 1)
+    t.insert("help", 0)
+    assert t.prefix_match("hello wor") == {0: 9, 1: 6}
+    assert t.prefix_match("hello thereabouts") == {0: 6, 1: 11}
+    assert t.prefix_match("xyz") == {}
+    assert t.size == {0: 12, 1: 11}
+    t.evict(0, 5)  # "world" (oldest leaf), then "p", then "lo " go; "hel" stays
+    assert t.size[0] <= 5
+    assert t.prefix_match("hello world") == {0: 3, 1: 6}
+    assert t.prefix_match("hello there") == {0: 3, 1: 11}  # replica 1 untouched
+
+
+def test_router_affinity_then_load():
+    r = CacheAwareRouter(2)
+    keys = [PREFIX_A + "1", PREFIX_A + "2", PREFIX_B + "1", PREFIX_B + "2", PREFIX_A + "3"]
+    got = [r.route(routing_key(k)) for k in keys]
+    assert got[:2] == [got[0]] * 2 and got[2:4] == [1 - got[0]] * 2 and got[4] == got[0]
+    assert r.num_cache_routed == [2, 1] if got[0] == 0 else [1, 2]
+    r2 = CacheAwareRouter(3)
+    spread = [r2.route(routing_key(f"{c} unrelated prompt")) for c in "abcdef"]
+    assert sorted(spread.count(i) for i in range(3)) == [2, 2, 2]
+    r3 = CacheAwareRouter(2, balance_abs_threshold=2, balance_rel_threshold=1.0)
+    for _ in range(4):
+        assert r3.route(routing_key(PREFIX_A)) == 0 or r3.outstanding[0] > 2
+    assert r3.outstanding[1] >= 1  # imbalance overrides the cache affinity
+    r3.finished(0)
+    assert r3.outstanding[0] == 2
+
+
+def test_chat_and_token_keys():
+    msgs = [{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}]
+    assert routing_key(msgs).startswith(routing_key(msgs[:1]))
+    assert routing_key([1, 2, 3]) == (1, 2, 3)
+
+
+# ----------------------------------------------------------------------- processes
+@pytest.fixture(scope="module")
+def dp_engine(tiny_model_dirs):
+    engine = Engine(tiny_model_dirs["llama_gqa"], data_parallel_size=2, **SETTINGS)
+    yield engine
+    engine.close()
+
+
+@pytest.mark.timeout(60)
+def test_shared_prefixes_stick_to_one_replica_with_cache_hits(dp_engine, tiny_model_dirs):
+    assert type(dp_engine).__name__ == "DataParallelEngine"
+    waves = [[PREFIX_A + "Maria Lopez, 34, nurse.", PREFIX_B + "Bonjour."],
+             [PREFIX_A + "Ada, 36.", PREFIX_B + "le chat", PREFIX_A + "Bob, 5.", PREFIX_B + "x"]]
+    where: dict[str, list[int]] = {"A": [], "B": []}
+    outs = []
+    for wave in waves:  # the first wave fills each replica's cache, the second hits it
+        rids = [dp_engine.submit(p, GREEDY) for p in wave]
+        for p, rid in zip(wave, rids):
+            where["A" if p.startswith(PREFIX_A) else "B"].append(dp_engine.replica_of(rid))
+        outs += [dp_engine.result(rid) for rid in rids]
+    assert len(set(where["A"])) == 1 and len(set(where["B"])) == 1
+    assert where["A"][0] != where["B"][0]  # the two prefixes went to different replicas
+    stats = dp_engine.stats()
+    single = Engine(tiny_model_dirs["llama_gqa"], **SETTINGS)
+    prefix_tokens = min(len(single.encode_prompt(p)) for p in (PREFIX_A, PREFIX_B))
+    for rep in stats["replicas"]:  # two second-wave requests per replica reuse the prefix
+        assert rep["prefix_hit_tokens"] >= 2 * (prefix_tokens - 2 * SETTINGS["page_size"])
+    assert stats["cache_routed"] == [2, 2]  # the second wave, routed by its cached prefix
+    ref = single.generate([p for w in waves for p in w], GREEDY)
+    assert [o.token_ids for o in outs] == [o.token_ids for o in ref]  # replicas are exact
+
+
+@pytest.mark.timeout(60)
+def test_load_spreads_without_shared_prefixes(dp_engine):
+    before = list(dp_engine.router.num_routed)
+    prompts = [f"{c} is a letter number {i}" for i, c in enumerate("qwzxvk")]
+    outs = dp_engine.generate(prompts, GREEDY)
+    assert all(len(o.token_ids) == 8 for o in outs)
+    routed = [a - b for a, b in zip(dp_engine.router.num_routed, before)]
+    assert routed == [3, 3]
+    assert dp_engine.stats()["outstanding"] == [0, 0]
+
+
+@pytest.mark.timeout(60)
+def test_dead_replica_is_reported(dp_engine):
+    os.kill(dp_engine._procs[1].pid, signal.SIGKILL)
+    t0 = time.monotonic()
+    with pytest.raises(DistributedError, match="replica 1"):
+        dp_engine.generate([f"{c} prompt" for c in "abcd"], GREEDY)
+    assert time.monotonic() - t0 < 10

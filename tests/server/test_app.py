@@ -52,6 +52,24 @@ def test_n_seeded_choices_and_cached_tokens(client):
     assert second["usage"]["completion_tokens"] == 18
 
 
+def _counter(client, name: str) -> float:
+    m = re.search(rf"^{name} (\S+)$", client.get("/metrics").text, re.MULTILINE)
+    return float(m.group(1)) if m else 0.0
+
+
+def test_n_branches_share_the_prompt_kv(client):
+    """A fresh prompt with n=4: one branch computes the prompt, the other three read its
+    pages from the prefix cache (all but the last, partly filled page, page size 4)."""
+    prompt = "Zanzibar kettle orbit number 77, a prompt no other test sends. " * 2
+    before = _counter(client, "structgen_cached_prompt_tokens_total")
+    r = client.post(COMP, json={"model": "tiny", "prompt": prompt, "max_tokens": 3, "n": 4,
+                                "temperature": 1.0, "seed": 1, "ignore_eos": True}).json()
+    n_prompt = r["usage"]["prompt_tokens"]
+    assert r["usage"]["prompt_tokens_details"]["cached_tokens"] == 0  # the fewest: branch 0
+    cached = _counter(client, "structgen_cached_prompt_tokens_total") - before
+    assert 3 * (n_prompt - 4) <= cached <= 3 * n_prompt
+
+
 def test_chat_logprobs_and_stream_matches(client):
     full = chat(client, logprobs=True, top_logprobs=3, ignore_eos=True).json()
     content = full["choices"][0]["logprobs"]["content"]

@@ -32,10 +32,10 @@ def tiny_model(family: str):
     """A 2-layer random model (seeded, norms near 1) of ``family`` in fp32 on CPU."""
     import transformers
 
-    kw = dict(
-        vocab_size=64, hidden_size=96, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=64,
-    )  # fmt: skip
+    kw = {
+        "vocab_size": 64, "hidden_size": 96, "intermediate_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 6, "num_key_value_heads": 2, "max_position_embeddings": 64,
+    }  # fmt: skip
     if family == "mistral":
         model = MistralForCausalLM(transformers.MistralConfig(sliding_window=5, head_dim=16, **kw), torch.float32, "cpu")
     else:
@@ -101,7 +101,7 @@ def test_cuda_graph_padded_decode_under_triton_matches_torch():
         with torch.no_grad(), attention_backend("torch"):
             seqs.step({0: list(range(1, 12)), 1: [3, 4], 2: [5, 6, 7, 8, 9]})
         chunks = {0: [30], 1: [31], 2: [32]}
-        for s, c in chunks.items():
+        for s in chunks:
             seqs._reserve(s, len(seqs.tokens[s]) + 1)
         batch = ForwardBatch.build(
             list(chunks.values()), [len(seqs.tokens[s]) for s in chunks], [seqs.pages[s] for s in chunks], 4

@@ -127,3 +127,13 @@ def test_parallel_tool_calls_stream_and_full(client):
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
     single = client.post(CHAT, json={**body, "parallel_tool_calls": False}).json()["choices"][0]
     assert len(single["message"]["tool_calls"]) == 1
+
+
+def test_bad_tool_schema_is_400(client):
+    bad = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"x": {"type": "strang"}}}}}]
+    for choice in ("auto", "required"):
+        r = client.post(CHAT, json={"model": "tiny", "messages": [{"role": "user", "content": "x"}],
+                                    "tools": bad, "tool_choice": choice})
+        err = _error(r, "tools")
+        assert "/properties/x/type" in err["message"] and err["code"] == "invalid_schema"

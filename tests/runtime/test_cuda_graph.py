@@ -109,13 +109,13 @@ def test_padded_forward_equals_unpadded(lens):
 
 def test_logits_rows_subset():
     model = _model()
-    pool, runner, pages = _prefilled(model, [4, 6, 2])
+    pool, _, pages = _prefilled(model, [4, 6, 2])
     graphs = CudaGraphRunner(model, pool, max_batch=4, max_pages=4)
     batch = ForwardBatch.build([[1], [2], [3]], [4, 6, 2], pages, PAGE, logits_rows=[2, 0])
     with torch.inference_mode():
         got = graphs.run(batch)
     assert got.shape == (2, 50)
-    pool2, runner2, _ = _prefilled(model, [4, 6, 2])
+    _, runner2, _ = _prefilled(model, [4, 6, 2])
     want = runner2.forward([[1], [2], [3]], [4, 6, 2], pages, logits_rows=[2, 0])
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 

@@ -81,9 +81,7 @@ def dequantized_twin(model):
                     lin.bias.data = child.bias.data.clone()
                 setattr(parent, name, lin)
             elif isinstance(child, QuantEmbedding):
-                from structgen.runtime.quantization.formats import dequantize_int8
-
-                w = dequantize_int8(child.qweight, child.scales)
+                w = child.dequantized_weight()
                 setattr(parent, name, torch.nn.Embedding(w.shape[0], w.shape[1], _weight=w))
     return twin
 
@@ -167,7 +165,6 @@ def test_gguf_native_repack_is_lossless(name):
     from structgen.runtime.loader import default_model_path
     from structgen.runtime.loader.dequant import dequantize
     from structgen.runtime.loader.gguf_file import GGUFFile
-    from structgen.runtime.quantization.formats import dequantize_int8
     from structgen.runtime.quantization.gguf_native import native_module
 
     g = GGUFFile(default_model_path(), skip_arrays_over=16)
@@ -177,7 +174,7 @@ def test_gguf_native_repack_is_lossless(name):
     set_activation_dtype(mod, torch.float32)
     if isinstance(mod, QuantEmbedding):
         assert info.type_name == "Q8_0"
-        got = dequantize_int8(mod.qweight, mod.scales)
+        got = mod.dequantized_weight()
         ids = torch.tensor([0, 5, 49151])
         assert torch.equal(mod(ids), ref[ids])
     else:

@@ -23,6 +23,8 @@ __all__ = [
     "pack_int4",
     "int4_scale_and_zeros",
     "can_pack_int4",
+    "int8_to_group_major",
+    "int8_from_group_major",
 ]
 
 
@@ -51,6 +53,25 @@ def dequantize_int8(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     n, k = q.shape
     g = scales.shape[1]
     return (q.float().reshape(n, g, k // g) * scales.float()[..., None]).reshape(n, k)
+
+
+def int8_to_group_major(q: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Grouped int8 ``q`` ``[N, K]``, ``scales`` ``[N, G]`` -> group-major ``q`` ``[G, N, K/G]``, ``scales`` ``[G, N]``.
+
+    Lossless re-layout: each group's ``[N, K/G]`` slice is contiguous, so the CPU path can run
+    ``torch.ops.aten._weight_int8pack_mm`` once per group (GGUF Q8_0: 18 calls for K = 576),
+    which measured ~3.6x faster than dequantizing the weight per call (a 49152 x 576 Q8_0
+    output layer at batch 1: 30 ms vs 109 ms, one thread).
+    """
+    n, k = q.shape
+    g = scales.shape[1]
+    return q.view(n, g, k // g).transpose(0, 1).contiguous(), scales.t().contiguous()
+
+
+def int8_from_group_major(q: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inverse of :func:`int8_to_group_major`: ``([N, K], [N, G])``."""
+    g, n, gs = q.shape
+    return q.transpose(0, 1).reshape(n, g * gs), scales.t()
 
 
 def quantize_int4(w: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

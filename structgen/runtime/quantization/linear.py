@@ -5,7 +5,8 @@ activations stay in the model's float dtype. CPU matmuls (chosen by measurement,
 see ``benchmarks/`` and the quantization issue's report):
 
 * int8 per output channel: ``torch.ops.aten._weight_int8pack_mm``;
-* int8 grouped (GGUF Q8_0): dequantize a tile of rows, then matmul;
+* int8 grouped (GGUF Q8_0): stored group-major (``[G, N, K/G]``), one
+  ``_weight_int8pack_mm`` per group, summed in float32;
 * int4 grouped: ``torch.ops.aten._weight_int4pack_mm_for_cpu``.
 
 Both packed CPU kernels are ~30x faster with bfloat16 activations than with float32
@@ -29,6 +30,8 @@ from structgen.runtime.quantization.formats import (
     dequantize_int4,
     dequantize_int8,
     int4_scale_and_zeros,
+    int8_from_group_major,
+    int8_to_group_major,
     pack_int4,
 )
 
@@ -38,11 +41,14 @@ _TILE_ROWS = 4096  # rows dequantized at a time by the grouped-int8 path
 
 
 def int8_matmul(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, act_dtype: torch.dtype | None = None) -> torch.Tensor:
-    """``x @ (scales * q).T`` for ``x`` ``[M, K]``, ``q`` int8 ``[N, K]``, ``scales`` ``[N, G]``.
+    """``x @ (scales * q).T`` for ``x`` ``[M, K]``, ``q`` int8 ``[N, K]``, ``scales`` ``[N, G]``
+    (or group-major ``q`` ``[G, N, K/G]``, ``scales`` ``[G, N]``: see :func:`int8_to_group_major`).
 
     ``act_dtype``: dtype the packed CPU kernel computes in (None: ``x``'s).
     Returns ``[M, N]`` in ``x``'s dtype. Raises: never.
     """
+    if q.dim() == 3:
+        return _int8_group_major_matmul(x, q, scales, act_dtype)
     n, k = q.shape
     g = scales.shape[1]
     if g == 1 and x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16, torch.float16):
@@ -55,6 +61,19 @@ def int8_matmul(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, act_dtyp
         w = dequantize_int8(q[r : r + _TILE_ROWS], scales[r : r + _TILE_ROWS]).to(x.dtype)
         out[:, r : r + _TILE_ROWS] = F.linear(x, w)
     return out
+
+
+def _int8_group_major_matmul(x, q, scales, act_dtype) -> torch.Tensor:
+    groups, n, gs = q.shape
+    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        q2, s2 = int8_from_group_major(q, scales)
+        return F.linear(x, dequantize_int8(q2, s2).to(x.dtype))
+    xa = x.to(act_dtype or x.dtype)
+    out = torch.zeros(x.shape[0], n, dtype=torch.float32, device=x.device)
+    for j in range(groups):  # one packed int8 matmul per group, accumulated in float32
+        xj = xa[:, j * gs : (j + 1) * gs].contiguous()
+        out += torch.ops.aten._weight_int8pack_mm(xj, q[j], scales[j].to(xa.dtype)).float()
+    return out.to(x.dtype)
 
 
 def int4_matmul(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group_size: int,
@@ -75,6 +94,13 @@ def set_activation_dtype(model: nn.Module, dtype: torch.dtype | None) -> nn.Modu
         if isinstance(m, (QuantLinear, QuantEmbedding)):
             m.activation_dtype = dtype
     return model
+
+
+def _dequantize_int8_any(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """``[N, K]`` float32 of an int8 weight in either layout (row-major or group-major)."""
+    if q.dim() == 3:
+        q, scales = int8_from_group_major(q, scales)
+    return dequantize_int8(q, scales)
 
 
 class QuantLinear(nn.Module):
@@ -99,9 +125,14 @@ class QuantLinear(nn.Module):
 
     @classmethod
     def from_int8(cls, q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> "QuantLinear":
-        """From ``q`` int8 ``[N, K]`` and ``scales`` ``[N, G]`` (kept in their dtype: fp16 for Q8_0)."""
+        """From ``q`` int8 ``[N, K]`` and ``scales`` ``[N, G]`` (kept in their dtype: fp16 for Q8_0).
+
+        Grouped weights (``G > 1``) are stored group-major (:func:`int8_to_group_major`).
+        """
         n, k = q.shape
         m = cls("int8", k, n, k // scales.shape[1], bias)
+        if scales.shape[1] > 1:
+            q, scales = int8_to_group_major(q, scales)
         m.register_buffer("qweight", q.contiguous())
         m.register_buffer("scales", scales.contiguous())
         return m
@@ -137,7 +168,7 @@ class QuantLinear(nn.Module):
     def dequantized_weight(self) -> torch.Tensor:
         """``[N, K]`` float32 weight (the reference the matmul must match)."""
         if self.kind == "int8":
-            return dequantize_int8(self.qweight, self.scales)
+            return _dequantize_int8_any(self.qweight, self.scales)
         eye = torch.eye(self.in_features, dtype=torch.float32, device=self.qweight.device)
         sz = int4_scale_and_zeros(self.scales, self.mins, torch.float32)
         return torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.qweight, self.group_size, sz).t().contiguous()
@@ -172,6 +203,8 @@ class QuantEmbedding(nn.Module):
         super().__init__()
         self.dtype = dtype
         self.num_embeddings, self.embedding_dim = q.shape
+        if scales.shape[1] > 1:  # grouped (GGUF Q8_0): group-major, for the tied output matmul
+            q, scales = int8_to_group_major(q, scales)
         self.register_buffer("qweight", q.contiguous())
         self.register_buffer("scales", scales.contiguous())
 
@@ -189,7 +222,15 @@ class QuantEmbedding(nn.Module):
         return self
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.qweight.dim() == 3:  # group-major [G, V, g]
+            q, sc = self.qweight[:, ids], self.scales[:, ids]  # [G, T, g], [G, T]
+            rows = (q.float() * sc.float()[..., None]).transpose(0, 1)  # [T, G, g]
+            return rows.reshape(ids.shape[0], self.embedding_dim).to(self.dtype)
         return dequantize_int8(self.qweight[ids], self.scales[ids]).to(self.dtype)  # [T, hidden]
+
+    def dequantized_weight(self) -> torch.Tensor:
+        """``[vocab, hidden]`` float32 table (the reference lookups and the tied matmul must match)."""
+        return _dequantize_int8_any(self.qweight, self.scales)
 
     def as_linear(self, x: torch.Tensor) -> torch.Tensor:
         """``x @ table.T`` ``[R, vocab]`` (tied output projection)."""

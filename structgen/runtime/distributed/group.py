@@ -120,6 +120,17 @@ class TPGroup:
         return t
 
 
+# what an engine process imports (transformers' lazy modules included): done once, in the server
+_PRELOAD = [
+    "torch", "transformers", "transformers.models.auto.configuration_auto",
+    "transformers.models.auto.modeling_auto", "transformers.tokenization_utils_tokenizers",
+    "transformers.modeling_rope_utils", "structgen.fsm", "structgen.runtime.engine",
+    "structgen.runtime.distributed.worker", "structgen.runtime.loader.hf_loader",
+    "structgen.runtime.loader.gguf_loader", "structgen.runtime.models.llama",
+    "structgen.runtime.quantization.apply",
+]
+
+
 def mp_context():
     """The ``torch.multiprocessing`` start method for our processes: ``forkserver`` on Linux,
     with torch and structgen preloaded in the server, so that every process after the first
@@ -131,8 +142,7 @@ def mp_context():
 
     if sys.platform.startswith("linux"):
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["torch", "structgen.runtime.distributed.worker",
-                                    "structgen.runtime.engine"])
+        ctx.set_forkserver_preload(_PRELOAD)
         return ctx
     return mp.get_context("spawn")
 

@@ -88,8 +88,7 @@ def parse(pattern: str):
         raise GrammarTooComplexError(
             f"regex nests parentheses deeper than {MAX_NESTING} levels; flatten the pattern"
         )
-    try:
-        re.compile(pattern)
+    try:  # the parser reports every syntax error; re.compile would only cost time
         return sre_parse.parse(pattern)
     except re.error as exc:
         raise RegexError(f"cannot parse regex {pattern!r}: {exc}") from exc

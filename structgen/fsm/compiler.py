@@ -183,16 +183,16 @@ def compile_json_schema(
         GrammarTooComplexError: the automaton exceeds the state budget.
     """
     schema = schema_for(schema)
-    if isinstance(schema, dict):
-        try:
-            jsonschema.validators.validator_for(schema).check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            pointer = "".join("/" + str(p) for p in exc.path)
-            raise InvalidSchemaError(f"invalid JSON Schema: {exc.message}", pointer) from exc
     options = (whitespace, strict, allow_extra_properties, max_recursion_depth, trigger)
     key = ("json", json.dumps(schema, sort_keys=False), options, _fingerprint(vocab))
 
-    def build() -> CompiledGrammar:
+    def build() -> CompiledGrammar:  # a cache hit skips the metaschema check too
+        if isinstance(schema, dict):
+            try:
+                jsonschema.validators.validator_for(schema).check_schema(schema)
+            except jsonschema.SchemaError as exc:
+                pointer = "".join("/" + str(p) for p in exc.path)
+                raise InvalidSchemaError(f"invalid JSON Schema: {exc.message}", pointer) from exc
         warnings: list[str] = []
         pattern, definitions = json_schema_to_shared(
             schema, whitespace=whitespace, strict=strict,

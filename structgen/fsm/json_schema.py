@@ -367,7 +367,14 @@ class JsonSchemaConverter:
                     return
 
     def any_value(self, depth: int) -> str:
-        """Any JSON value nested at most ``depth`` containers deep."""
+        """Any JSON value nested at most ``depth`` containers deep (one shared definition
+        per depth: schemas use it many times, and its text is long)."""
+        found, text = self.sharing.lookup(("any", depth))
+        if found:
+            return text
+        return self.sharing.store(("any", depth), self._any_value_text(depth))
+
+    def _any_value_text(self, depth: int) -> str:
         scalars = ['"' + JSON_CHAR + '*"', NUMBER, "true", "false", "null"]
         if depth <= 0:
             return _alt(scalars)

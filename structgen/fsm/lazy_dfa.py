@@ -157,24 +157,35 @@ class ByteDFA:
         return slot
 
     def _partition(self, term: int) -> tuple[np.ndarray, list[int]]:
-        """(class id per byte int64 ``[256]``, one representative byte per class)."""
+        """(class id per byte int64 ``[256]``, one representative byte per class).
+
+        The classes are the refinement of the front masks, computed on 256-bit ints
+        (each mask splits every class in two); bytes outside every mask form one class.
+        """
         front = self.arena.front(term)
         hit = self._partitions.get(front)
         if hit is not None:
             return hit
-        rows = []
+        classes = [(1 << 256) - 1]
         for mask in front:
-            bits = self._masks.get(mask)
+            refined = []
+            for c in classes:
+                inside = c & mask
+                if inside and inside != c:
+                    refined.append(inside)
+                    refined.append(c ^ inside)
+                else:
+                    refined.append(c)
+            classes = refined
+        cls = np.empty(256, np.int64)
+        reps = []
+        for i, c in enumerate(classes):
+            bits = self._masks.get(c)
             if bits is None:
-                bits = self._masks[mask] = _mask_bits(mask)
-            rows.append(bits)
-        if rows:
-            signature = np.packbits(np.stack(rows, axis=1), axis=1)  # [256, ceil(k / 8)]
-        else:
-            signature = np.zeros((256, 1), np.uint8)
-        _, first_pos, inverse = np.unique(signature, axis=0, return_index=True,
-                                          return_inverse=True)
-        result = (inverse.reshape(-1), [int(b) for b in first_pos])
+                bits = self._masks[c] = _mask_bits(c)
+            cls[bits] = i
+            reps.append((c & -c).bit_length() - 1)
+        result = (cls, reps)
         self._partitions[front] = result
         return result
 

@@ -45,17 +45,11 @@ class TokenIndex:
         self.vocab = vocab
         self.num_words = (vocab.vocab_size + 31) // 32
         self.max_cached_states = max_cached_states
-        order, matrix, lengths = vocab.padded
+        order, matrix, _ = vocab.padded
         self._order = order
         self._matrix = matrix
-        # number of rows whose length exceeds j, for each column j (rows sorted by length)
-        self._rows_longer = np.searchsorted(-lengths, -np.arange(matrix.shape[1]), side="left")
-        never = np.zeros(vocab.vocab_size, bool)
-        never[list(vocab.special_token_ids)] = True
-        never |= np.fromiter((len(t) == 0 for t in vocab.token_bytes), bool, vocab.vocab_size)
-        self._eos = np.array(sorted(vocab.eos_token_ids), np.int64)
-        never[self._eos] = True  # handled separately: allowed only in accepting states
-        self._never = never
+        # rows longer than column j, and ids never allowed: shared per vocabulary
+        self._rows_longer, self._never, self._eos = vocab.index_tables
         self._cache: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
 
     def next_states(self, state: int) -> np.ndarray:

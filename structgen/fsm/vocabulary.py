@@ -107,11 +107,36 @@ class Vocabulary:
         order = np.argsort(-lengths, kind="stable")
         max_len = int(lengths.max()) if self.vocab_size else 0
         matrix = np.full((self.vocab_size, max(max_len, 1)), 256, np.uint16)
-        for row, tid in enumerate(order):
-            t = self.token_bytes[tid]
-            if t:
-                matrix[row, : len(t)] = np.frombuffer(t, np.uint8)
+        flat = np.frombuffer(b"".join(self.token_bytes), np.uint8)  # in token id order
+        if flat.size:
+            rank = np.empty(self.vocab_size, np.int64)
+            rank[order] = np.arange(self.vocab_size)
+            starts = np.cumsum(lengths) - lengths
+            row_of = np.repeat(rank, lengths)
+            col_of = np.arange(flat.size) - np.repeat(starts, lengths)
+            matrix[row_of, col_of] = flat
         return order, matrix, lengths[order]
+
+    @cached_property
+    def index_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-vocabulary tables of every ``TokenIndex`` (computed once, shared).
+
+        Returns:
+            rows_longer: int64 ``[max_len]``, rows of ``padded`` longer than column j.
+            never: bool ``[vocab_size]``, ids a grammar never allows as ordinary tokens
+                (special, empty, and EOS, which is handled by acceptance).
+            eos: int64 ``[k]``, the sorted EOS ids.
+        """
+        _, matrix, lengths = self.padded
+        rows_longer = np.searchsorted(-lengths, -np.arange(matrix.shape[1]), side="left")
+        never = np.zeros(self.vocab_size, bool)
+        never[list(self.special_token_ids)] = True
+        never[lengths[np.argsort(self.padded[0])] == 0] = True
+        eos = np.array(sorted(self.eos_token_ids), np.int64)
+        never[eos] = True
+        for arr in (rows_longer, never, eos):
+            arr.setflags(write=False)
+        return rows_longer, never, eos
 
     @classmethod
     def from_tokenizer(cls, tokenizer, eos_token_ids: Iterable[int] | None = None) -> Vocabulary:

@@ -18,6 +18,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("prometheus_client")
 
 API_KEY = "sk-structgen-test"
+MAX_RUNNING = 8
 TINY = ["--dtype", "float32", "--max-kv-tokens", "2048", "--page-size", "4"]
 
 
@@ -63,10 +64,12 @@ def stop_server(proc) -> None:
 
 @pytest.fixture(scope="session")
 def tiny_server(tiny_llama_dir, tmp_path_factory):
-    """Base URL of ``structgen serve`` over the tiny Llama, with an API key."""
+    """Base URL of ``structgen serve`` over the tiny Llama, with an API key and at most
+    ``MAX_RUNNING`` requests running at once."""
     log = tmp_path_factory.mktemp("server") / "tiny.log"
     proc, base = start_server(["--model", str(tiny_llama_dir), "--served-model-name", "tiny",
-                               "--api-key", API_KEY, *TINY], log)
+                               "--api-key", API_KEY, "--max-running-requests",
+                               str(MAX_RUNNING), *TINY], log)
     yield base
     stop_server(proc)
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.server.conftest import API_KEY, wait_idle
+from tests.server.conftest import API_KEY, MAX_RUNNING, wait_idle
 
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
@@ -122,12 +122,25 @@ def test_bad_requests(oa):
 
 
 def test_32_concurrent_then_pages_free(tiny_server):
+    """32 concurrent chats all succeed; ``--max-running-requests`` caps the engine's running
+    set (polled from /stats meanwhile); afterwards every page is free or cached."""
+    import threading
+
     client = openai.AsyncOpenAI(base_url=tiny_server + "/v1", api_key=API_KEY, max_retries=0,
                                 timeout=120)
+    seen: list[tuple[int, int]] = []
+    done = threading.Event()
+
+    def poll():
+        with httpx.Client(timeout=10) as c:
+            while not done.is_set():
+                s = c.get(tiny_server + "/stats").json()
+                seen.append((s["running"], s["waiting"]))
+                time.sleep(0.005)
 
     async def one(i):
         return await client.chat.completions.create(
-            model="tiny", max_tokens=8, temperature=0, extra_body={"ignore_eos": True},
+            model="tiny", max_tokens=16, temperature=0, extra_body={"ignore_eos": True},
             messages=[{"role": "system", "content": "Shared system prompt. " * 4},
                       {"role": "user", "content": f"question {i}"}])
 
@@ -137,8 +150,16 @@ def test_32_concurrent_then_pages_free(tiny_server):
         finally:
             await client.close()
 
-    outs = asyncio.run(run())
-    assert all(o.usage.completion_tokens == 8 for o in outs)
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        outs = asyncio.run(run())
+    finally:
+        done.set()
+        poller.join()
+    assert all(o.usage.completion_tokens == 16 for o in outs)
+    assert max(r for r, _ in seen) == MAX_RUNNING  # the cap is reached, never passed
+    assert max(w for _, w in seen) > 0
     s = wait_idle(lambda: stats(tiny_server))
     assert s["running"] == 0 and s["pages_free"] + s["pages_cached"] == s["pages_total"]
 
@@ -209,3 +230,25 @@ def test_trigger_and_guided_aliases(oa):
     r = oa.completions.create(model="tiny", prompt="x", max_tokens=10,
                               extra_body={"guided_choice": ["up", "down"]})
     assert r.choices[0].text in ("up", "down")
+
+
+def test_disconnect_non_streamed_aborts(tiny_server):
+    """A non-streamed request whose client gives up is aborted and its pages freed."""
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    body = {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 450,
+            "ignore_eos": True, "temperature": 0}
+
+    def aborted():
+        text = httpx.get(tiny_server + "/metrics", timeout=10).text
+        m = re.search(r'structgen_requests_finished_total\{finish_reason="abort"\} (\S+)', text)
+        return float(m.group(1)) if m else 0.0
+
+    before = aborted()
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(tiny_server + "/v1/completions", json=body, headers=headers, timeout=0.5)
+    deadline = time.monotonic() + 30
+    while aborted() <= before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert aborted() == before + 1
+    s = wait_idle(lambda: stats(tiny_server))
+    assert s["running"] == 0 and s["pages_free"] + s["pages_cached"] == s["pages_total"]

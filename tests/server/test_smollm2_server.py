@@ -55,3 +55,33 @@ def test_tool_call_arguments_validate(oa):
     assert r.choices[0].finish_reason == "tool_calls"
     schema = {"get_weather": WEATHER, "add": ADD}[call.function.name]["function"]["parameters"]
     jsonschema.validate(json.loads(call.function.arguments), schema)
+
+
+def test_reasoning_then_schema_after_trigger(oa):
+    """The model thinks in free text, and after ``</think>`` answers under the schema."""
+    r = oa.chat.completions.create(
+        model="smol", temperature=0, max_tokens=120,
+        messages=[{"role": "system", "content":
+                   "First think step by step inside <think> ... </think>, then give the "
+                   "answer as JSON."},
+                  {"role": "user", "content":
+                   "Extract the person: Maria Lopez, 34, works as a nurse in Lyon."}],
+        response_format={"type": "json_schema",
+                         "json_schema": {"name": "person", "schema": PERSON, "strict": True}},
+        extra_body={"constraint_trigger": "</think>"})
+    head, sep, answer = r.choices[0].message.content.partition("</think>")
+    assert sep and head.strip()
+    jsonschema.validate(json.loads(answer), PERSON)
+
+
+def test_parallel_tool_calls_validate(oa):
+    r = oa.chat.completions.create(
+        model="smol", temperature=0, max_tokens=120, tools=[WEATHER, ADD],
+        tool_choice="required", parallel_tool_calls=True,
+        messages=[{"role": "user", "content":
+                   "What is the weather in Paris and in Rome, in celsius?"}])
+    calls = r.choices[0].message.tool_calls
+    assert r.choices[0].finish_reason == "tool_calls" and calls
+    for call in calls:
+        schema = {"get_weather": WEATHER, "add": ADD}[call.function.name]["function"]["parameters"]
+        jsonschema.validate(json.loads(call.function.arguments), schema)

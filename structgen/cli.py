@@ -162,8 +162,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = {k: v for k, v in {
         "dtype": args.dtype, "max_running_requests": args.max_running_requests,
         "max_kv_tokens": args.max_kv_tokens, "max_model_len": args.max_model_len,
-        "page_size": args.page_size}.items() if v is not None}
-    engine = AsyncEngine(args.model, **settings)
+        "page_size": args.page_size, "tensor_parallel_size": args.tp,
+        "data_parallel_size": args.dp, "dist_timeout_s": args.dist_timeout}.items() if v is not None}
+    if (args.dp or 1) > 1:  # replicas behind the cache-aware router
+        from structgen.runtime.distributed import AsyncDataParallelEngine
+
+        engine = AsyncDataParallelEngine(args.model, **settings)
+    else:
+        engine = AsyncEngine(args.model, **settings)
     app = create_app(engine, served_model_name=args.served_model_name, api_key=args.api_key,
                      max_n=args.max_n)
     try:
@@ -211,6 +217,11 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--max-model-len", type=int, default=None)
     se.add_argument("--page-size", type=int, default=None)
     se.add_argument("--dtype", default=None, help="float32, bfloat16, float16 or auto")
+    se.add_argument("--tp", type=int, default=None, help="tensor-parallel ranks per replica")
+    se.add_argument("--dp", type=int, default=None,
+                    help="data-parallel replicas behind a prefix-cache-aware router")
+    se.add_argument("--dist-timeout", type=float, default=None,
+                    help="seconds a collective waits for another rank (default 60)")
     se.add_argument("--max-n", type=int, default=16, help="largest n accepted")
     se.add_argument("--log-level", default="info")
     se.set_defaults(func=cmd_serve)

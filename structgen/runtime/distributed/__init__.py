@@ -10,7 +10,8 @@
 
 Modules, one concern each: ``group`` (process groups, launch, failure detection),
 ``parallel_layers`` (sharded layers and ``shard_model``), ``worker`` (the TP step loop),
-``router`` (the cache-aware routing policy), ``data_parallel`` (replicas behind it).
+``router`` (the cache-aware routing policy), ``data_parallel`` (replicas behind it),
+``async_front`` (the streaming front the HTTP server uses with ``--dp``).
 
 Scripts that start a parallel engine must guard their entry point with
 ``if __name__ == "__main__":`` (processes are spawned, which re-imports ``__main__``).
@@ -22,6 +23,7 @@ import importlib
 
 __all__ = [
     "ApproxRadixTree",
+    "AsyncDataParallelEngine",
     "CacheAwareRouter",
     "DataParallelEngine",
     "TensorParallelRunner",
@@ -33,6 +35,7 @@ _LAZY = {
     "start_tensor_parallel": "worker", "TensorParallelRunner": "worker",
     "shard_model": "parallel_layers", "DataParallelEngine": "data_parallel",
     "CacheAwareRouter": "router", "ApproxRadixTree": "router",
+    "AsyncDataParallelEngine": "async_front",
 }
 
 

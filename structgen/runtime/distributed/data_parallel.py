@@ -11,6 +11,8 @@ uses GPUs ``base + i*tp .. base + (i+1)*tp - 1``.
 from __future__ import annotations
 
 import itertools
+import os
+from collections import deque
 import pickle
 import queue
 import threading
@@ -49,20 +51,20 @@ def _portable(exc: BaseException) -> BaseException:
         return RequestError(f"{type(exc).__name__}: {exc}")
 
 
-def replica_main(index: int, model: str | None, kwargs: dict, inbox, outbox) -> None:
+def replica_main(index: int, owner_pid: int, model: str | None, kwargs: dict, inbox, outbox) -> None:
     """Entry point of replica ``index``: build an Engine, then serve the inbox until
     ``("close",)``. Messages out: ``(kind, index, request_id, payload)`` with kind
     ``ready``, ``failed`` (could not start), ``done`` (a RequestOutput), ``error`` (the
     request was refused: an exception), ``stats``, ``crashed`` (the engine died)."""
     from structgen.runtime.engine import Engine
 
-    watch_parent()
+    watch_parent(owner_pid)
     try:
         engine = Engine(model, **kwargs)
     except BaseException as exc:  # noqa: BLE001  (reported to the front, which raises it)
         outbox.put(("failed", index, None, _portable(exc)))
         return
-    outbox.put(("ready", index, None, None))
+    outbox.put(("ready", index, None, _portable_info(engine)))
     try:
         _serve(engine, index, inbox, outbox)
     except BaseException as exc:
@@ -72,8 +74,35 @@ def replica_main(index: int, model: str | None, kwargs: dict, inbox, outbox) -> 
         engine.close()
 
 
+def _portable_info(engine) -> dict:
+    """What a front needs to tokenize, template and validate without loading weights."""
+    return {"tokenizer": engine.tokenizer, "eos_token_ids": sorted(engine.eos_token_ids),
+            "hf_config": engine.loaded.config,
+            "max_request_tokens": engine.scheduler.max_request_tokens()}
+
+
+def _publish(outbox, index: int, rid: str, req, streamed: dict[str, int]) -> bool:
+    """Send a streamed request's new text (or a finished request's output); True when done.
+
+    Snapshots follow ``AsyncEngine``: cumulative text/ids plus ``delta_text`` since the
+    last one, never half a character."""
+    out = req.to_output()
+    if req.status.is_finished:
+        if rid in streamed:
+            out.delta_text = out.text[streamed.pop(rid):]
+        outbox.put(("done", index, rid, out))
+        return True
+    if rid in streamed:
+        out.delta_text = req.detokenizer.pop_delta()
+        if out.delta_text:
+            streamed[rid] += len(out.delta_text)
+            outbox.put(("delta", index, rid, out))
+    return False
+
+
 def _serve(engine, index: int, inbox, outbox) -> None:
     running: dict[str, Any] = {}
+    streamed: dict[str, int] = {}  # streamed request -> characters sent
     while True:
         try:
             msg = inbox.get(timeout=_POLL_S) if not running else inbox.get_nowait()
@@ -84,23 +113,28 @@ def _serve(engine, index: int, inbox, outbox) -> None:
             if kind == "close":
                 return
             if kind == "add":
-                _, rid, prompt, params, constraint = msg
+                _, rid, prompt, params, constraint, stream = msg
                 try:
                     req = engine.make_request(prompt, params, constraint, request_id=rid)
                     engine.add_request(req)
                     running[rid] = req
+                    if stream:
+                        streamed[rid] = 0
                 except StructgenError as exc:
                     outbox.put(("error", index, rid, _portable(exc)))
+            elif kind == "abort" and msg[1] in running:
+                engine.abort_request(running[msg[1]])
             elif kind == "stats":
                 outbox.put(("stats", index, msg[1], engine.stats()))
             try:
                 msg = inbox.get_nowait()
             except queue.Empty:
                 msg = None
-        if running:
+        if running and engine.scheduler.has_unfinished:
             engine.step()
-            for rid in [r for r, req in running.items() if req.status.is_finished]:
-                outbox.put(("done", index, rid, running.pop(rid).to_output()))
+        for rid, req in list(running.items()):
+            if _publish(outbox, index, rid, req, streamed):
+                del running[rid]
 
 
 class DataParallelEngine:
@@ -130,7 +164,7 @@ class DataParallelEngine:
         for i in range(n):
             rk = dict(kwargs, data_parallel_size=1, device=_replica_device(self.config.device, i, tp))
             inbox = ctx.Queue()
-            p = ctx.Process(target=replica_main, args=(i, model, rk, inbox, self._outbox),
+            p = ctx.Process(target=replica_main, args=(i, os.getpid(), model, rk, inbox, self._outbox),
                             name=f"structgen-dp{i}", daemon=False)
             p.start()
             self._inboxes.append(inbox)
@@ -138,8 +172,11 @@ class DataParallelEngine:
         self.router = CacheAwareRouter(n)
         self._lock = threading.Condition()
         self._results: dict[str, tuple[str, Any]] = {}
-        self._replica_of: dict[str, int] = {}
+        self._replica_of: dict[str, int] = {}  # pending request -> replica
+        self.route_log: deque[tuple[str, int]] = deque(maxlen=10_000)  # recent (id, replica)
         self._failure: DistributedError | None = None
+        self._listeners: dict[str, Any] = {}  # streamed request id -> callback(kind, payload)
+        self.info: dict | None = None  # replica 0's tokenizer, configs, limits
         self._ids = itertools.count()
         self._finalizer = weakref.finalize(self, _shutdown, self._inboxes, self._procs)
         self._wait_ready(max(120.0, self.config.dist_timeout_s) * max(1, tp))
@@ -172,6 +209,8 @@ class DataParallelEngine:
                 if isinstance(payload, StructgenError):
                     raise payload
                 raise DistributedError(f"data-parallel replica {index} failed to start: {payload}")
+            if self.info is None:
+                self.info = payload
             pending.discard(index)
 
     # --------------------------------------------------------------- collector
@@ -187,9 +226,16 @@ class DataParallelEngine:
             with self._lock:
                 if kind == "crashed":
                     self._fail(DistributedError(f"data-parallel replica {index} crashed: {payload}"))
-                elif kind in ("done", "error", "stats"):
-                    if kind != "stats":
-                        self.router.finished(index)
+                    continue
+                if kind in ("done", "error"):
+                    self.router.finished(index)
+                    self._replica_of.pop(rid, None)
+                listener = self._listeners.get(rid)
+                if listener is not None:
+                    if kind != "delta":
+                        del self._listeners[rid]
+                    listener(kind, payload)
+                elif kind != "delta":
                     self._results[rid] = (kind, payload)
                 self._lock.notify_all()
 
@@ -202,8 +248,13 @@ class DataParallelEngine:
                 self._lock.notify_all()
 
     def _fail(self, err: DistributedError) -> None:
+        """Record the first failure and end every streamed request with it (lock held)."""
         if self._failure is None:
             self._failure = err
+        listeners, self._listeners = self._listeners, {}
+        for listener in listeners.values():
+            listener("dead", self._failure)
+        self._lock.notify_all()
 
     def _wait(self, rids: list[str]) -> dict[str, tuple[str, Any]]:
         with self._lock:
@@ -215,8 +266,18 @@ class DataParallelEngine:
                 self._lock.wait(_POLL_S)
 
     # ------------------------------------------------------------------- public
-    def submit(self, prompt: Any, params: SamplingParams | None = None, constraint: Any = None) -> str:
+    def submit(self, prompt: Any, params: SamplingParams | None = None, constraint: Any = None,
+               request_id: str | None = None, listener=None) -> str:
         """Route one request to a replica; returns its request id (see :meth:`result`).
+
+        Args:
+            prompt, params, constraint: as for ``Engine.generate`` (the constraint is pickled
+                to the replica: a spec such as ``Regex``/``JsonSchema``/a schema dict).
+            request_id: an id unique among pending requests; None = a fresh one.
+            listener: None (collect with :meth:`result`), or ``listener(kind, payload)``
+                called on the router thread with ``("delta", RequestOutput)`` snapshots,
+                then one of ``("done", RequestOutput)``, ``("error", exception)`` or
+                ``("dead", DistributedError)``.
 
         Raises:
             RequestError: ``params.n > 1`` (use one request per branch here).
@@ -229,12 +290,23 @@ class DataParallelEngine:
             raise RequestError("n > 1 is not served by a DataParallelEngine; send n requests")
         if self._failure is not None:
             raise self._failure
-        rid = f"dp-{next(self._ids)}"
+        rid = f"dp-{next(self._ids)}" if request_id is None else str(request_id)
         with self._lock:
+            if rid in self._replica_of:
+                raise RequestError(f"request id {rid!r} is already running")
             replica = self.router.route(routing_key(prompt))
             self._replica_of[rid] = replica
-        self._inboxes[replica].put(("add", rid, prompt, params, constraint))
+            self.route_log.append((rid, replica))
+            if listener is not None:
+                self._listeners[rid] = listener
+        self._inboxes[replica].put(("add", rid, prompt, params, constraint, listener is not None))
         return rid
+
+    def abort(self, rid: str) -> None:
+        """Abort a pending request (its output comes back with ``finish_reason="abort"``)."""
+        replica = self._replica_of.get(rid)
+        if replica is not None:
+            self._inboxes[replica].put(("abort", rid))
 
     def result(self, rid: str) -> RequestOutput:
         """Wait for the output of a submitted request.
@@ -244,7 +316,6 @@ class DataParallelEngine:
             DistributedError: a replica died.
         """
         kind, payload = self._wait([rid])[rid]
-        self._replica_of.pop(rid, None)
         if kind == "error":
             raise payload
         return payload
@@ -273,12 +344,15 @@ class DataParallelEngine:
         return outs
 
     def replica_of(self, rid: str) -> int | None:
-        """The replica a still-pending request was routed to."""
-        return self._replica_of.get(rid)
+        """The replica a request was routed to (pending, or among the last 10,000 routed)."""
+        if rid in self._replica_of:
+            return self._replica_of[rid]
+        return next((r for i, r in reversed(self.route_log) if i == rid), None)
 
     def stats(self) -> dict:
-        """``replicas``: each replica's ``Engine.stats()``; the prefix-cache and forward
-        counters summed over replicas; router counters ``routed`` / ``cache_routed`` /
+        """``replicas``: each replica's ``Engine.stats()``; every ``Engine.stats()`` key over
+        all replicas (counters summed, rates averaged, ``prefix_hit_rate`` recomputed); router
+        counters ``routed`` / ``cache_routed`` /
         ``outstanding`` (per replica)."""
         token = f"stats-{next(self._ids)}"
         keys = [f"{token}-{i}" for i in range(len(self._procs))]
@@ -286,8 +360,11 @@ class DataParallelEngine:
             inbox.put(("stats", keys[i]))
         got = self._wait(keys)
         replicas = [got[k][1] for k in keys]
-        total = {k: sum(r[k] for r in replicas) for k in
-                 ("prefix_hit_tokens", "prompt_tokens", "num_forward_passes", "running", "waiting")}
+        total = {}
+        for k, v in replicas[0].items():  # counters add up; rates are averaged, the hit rate recomputed
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                vals = [r[k] for r in replicas]
+                total[k] = sum(vals) if isinstance(v, int) else sum(vals) / len(vals)
         total["prefix_hit_rate"] = total["prefix_hit_tokens"] / max(1, total["prompt_tokens"])
         return {**total, "replicas": replicas, "routed": list(self.router.num_routed),
                 "cache_routed": list(self.router.num_cache_routed),

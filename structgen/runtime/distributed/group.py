@@ -31,7 +31,7 @@ import torch.distributed as dist
 
 from structgen.errors import DistributedError
 
-__all__ = ["IDLE_WAIT", "TPGroup", "WorkerProcesses", "mp_context", "open_store", "watch_parent"]
+__all__ = ["IDLE_WAIT", "TPGroup", "WorkerProcesses", "mp_context", "open_store", "owner_alive", "watch_parent"]
 
 IDLE_WAIT = datetime.timedelta(days=365)  # a worker waiting for the next step has no deadline
 _READY_POLL_S = 0.05
@@ -151,7 +151,7 @@ class WorkerProcesses:
     """The worker ranks ``1 .. world_size-1`` of one engine, spawned and watched.
 
     Args:
-        target: the worker entry point, ``target(rank, world_size, port, *args)``
+        target: the worker entry point, ``target(rank, world_size, port, owner_pid, *args)``
             (module-level: it is pickled into the child).
         world_size: tensor-parallel size (rank 0 is this process).
         args: further arguments of ``target`` (picklable).
@@ -167,7 +167,7 @@ class WorkerProcesses:
         self.store = store
         self.processes = []
         for rank in range(1, world_size):
-            p = ctx.Process(target=target, args=(rank, world_size, store.port, *args),
+            p = ctx.Process(target=target, args=(rank, world_size, store.port, os.getpid(), *args),
                             name=f"structgen-tp{rank}", daemon=False)
             p.start()
             self.processes.append(p)
@@ -240,14 +240,30 @@ class WorkerProcesses:
                 p.join(1.0)
 
 
-def watch_parent(poll_s: float = 1.0) -> None:
-    """In a worker: exit (code 70) as soon as the parent process is gone (never orphaned)."""
-    parent = os.getppid()
+def owner_alive(pid: int) -> bool:
+    """True while process ``pid`` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # no procfs: existence is all we can tell
+        return True
+
+
+def watch_parent(owner_pid: int, poll_s: float = 1.0) -> None:
+    """In a worker or replica: exit (code 70) within ``poll_s`` once the process that owns
+    it is gone, so nothing is orphaned when an owner is killed. The owner's pid is passed
+    explicitly: with ``forkserver`` the OS parent is the fork server, not the owner."""
 
     def loop() -> None:
         while True:
             time.sleep(poll_s)
-            if os.getppid() != parent:
+            if not owner_alive(owner_pid):
                 os._exit(70)
 
-    threading.Thread(target=loop, name="structgen-watch-parent", daemon=True).start()
+    threading.Thread(target=loop, name="structgen-watch-owner", daemon=True).start()

@@ -199,13 +199,13 @@ def _rank_device(device: str, rank: int) -> torch.device:
     return torch.device("cuda", (dev.index or 0) + rank)
 
 
-def tp_worker_main(rank: int, world_size: int, port: int, config, num_pages: int) -> None:
+def tp_worker_main(rank: int, world_size: int, port: int, owner_pid: int, config, num_pages: int) -> None:
     """Entry point of worker rank ``rank``: load, shard, then replay rank 0's steps until told
     to stop. On any error it writes the traceback to the store (``error/{rank}``) and
     exits with code 1, which rank 0 reports."""
     import torch.distributed as dist
 
-    watch_parent()
+    watch_parent(owner_pid)
     store = dist.TCPStore("127.0.0.1", port, world_size, False,
                           timeout=datetime.timedelta(seconds=config.dist_timeout_s))
     try:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
-from typing import Any, AsyncIterator
+from typing import Any
 
 from structgen.errors import RequestError
 from structgen.runtime.distributed.data_parallel import DataParallelEngine

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections import deque
 import pickle
 import queue
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 

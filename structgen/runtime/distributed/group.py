@@ -195,7 +195,7 @@ class WorkerProcesses:
         try:
             if self.store.check([f"error/{rank}"]):
                 return self.store.get(f"error/{rank}").decode(errors="replace")
-        except Exception:  # the store itself may be gone at shutdown
+        except Exception:  # noqa: BLE001  (the store itself may be gone at shutdown)
             return None
         return None
 

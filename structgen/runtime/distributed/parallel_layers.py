@@ -80,6 +80,7 @@ class RowParallelLinear(nn.Module):
         self.group = group
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``[T, out]`` full output of ``x`` ``[T, in/tp]`` (one all-reduce)."""
         y = F.linear(x, self.weight, self.bias)  # [T, out] partial sum
         return self.group.all_reduce(y)
 
@@ -177,6 +178,7 @@ class AllReduceOutput(nn.Module):
         self.group = group
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``all_reduce(block(x))``: ``[T, hidden]``, summed over ranks."""
         return self.group.all_reduce(self.block(x))
 
 

@@ -148,7 +148,7 @@ def _shutdown(group: TPGroup, workers: WorkerProcesses) -> None:
     try:
         if not workers.dead():
             group.broadcast_ctl(torch.tensor([OP_SHUTDOWN, 0, 0, 0, 0], dtype=torch.int64))
-    except Exception:  # a dead peer: nothing to tell
+    except Exception:  # noqa: BLE001, S110  (a dead peer: nothing to tell, join() reaps it)
         pass
     workers.join(10.0)
 
@@ -222,7 +222,7 @@ def tp_worker_main(rank: int, world_size: int, port: int, owner_pid: int, config
         model = shard_model(loaded.model, group)
         pool = _make_pool(model, num_pages, config.page_size, world_size, rank, device)
         _worker_loop(model, pool, group, device)
-    except BaseException:
+    except BaseException:  # noqa: BLE001  (reported to rank 0 through the store, then exit)
         try:
             store.set(f"error/{rank}", traceback.format_exc())
         finally:

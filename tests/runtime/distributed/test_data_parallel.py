@@ -13,7 +13,7 @@ from structgen.errors import DistributedError
 from structgen.runtime.distributed import ApproxRadixTree, CacheAwareRouter
 from structgen.runtime.distributed.router import routing_key
 
-SETTINGS = dict(dtype="float32", max_kv_tokens=2048, page_size=4, dist_timeout_s=20)
+SETTINGS = {"dtype": "float32", "max_kv_tokens": 2048, "page_size": 4, "dist_timeout_s": 20}
 GREEDY = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
 PREFIX_A = ("You are a careful assistant. Extract the name, the age and the city of the person "
             "described below, and answer in JSON. Text: ")

@@ -15,7 +15,7 @@ from structgen.errors import DistributedError
 
 pytestmark = pytest.mark.timeout(60)
 
-SETTINGS = dict(dtype="float32", max_kv_tokens=1024, page_size=4)
+SETTINGS = {"dtype": "float32", "max_kv_tokens": 1024, "page_size": 4}
 LONG = SamplingParams(max_tokens=400, temperature=0.0, ignore_eos=True)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-SETTINGS = dict(dtype="float32", max_kv_tokens=2048, page_size=4, dist_timeout_s=20)
+SETTINGS = {"dtype": "float32", "max_kv_tokens": 2048, "page_size": 4, "dist_timeout_s": 20}
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
                                            "age": {"type": "integer", "minimum": 0, "maximum": 120}},
           "required": ["name", "age"]}
@@ -57,7 +57,7 @@ def test_dp_server_completions_schema_stream_and_stats(dp_client, tiny_model_dir
 
     from structgen import Engine, SamplingParams
 
-    client, engine = dp_client
+    client, _ = dp_client
     body = {"model": "tiny", "prompt": "The quick brown fox", "max_tokens": 6, "temperature": 0,
             "ignore_eos": True}
     r = client.post("/v1/completions", json=body)

@@ -13,7 +13,7 @@ from structgen.errors import ConfigError
 
 pytestmark = pytest.mark.timeout(60)
 
-SETTINGS = dict(dtype="float32", max_kv_tokens=1024, page_size=4, dist_timeout_s=20)
+SETTINGS = {"dtype": "float32", "max_kv_tokens": 1024, "page_size": 4, "dist_timeout_s": 20}
 PROMPTS = {0: [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1, 60, 61], 1: [5, 17, 99, 3, 42],
            2: list(range(30, 47))}
 ATOL = 1e-4
@@ -95,3 +95,28 @@ def test_heads_not_divisible_is_a_config_error_at_start(tiny_model_dirs):
         Engine(tiny_model_dirs["llama_gqa"], tensor_parallel_size=3, **SETTINGS)
     with pytest.raises(ConfigError, match="quantization"):
         Engine(tiny_model_dirs["llama_gqa"], tensor_parallel_size=2, quantization="int8", **SETTINGS)
+
+
+def test_step_message_round_trip():
+    from structgen.runtime.distributed.worker import pack_step, unpack_step
+
+    chunks, prefix, tables, rows = [[5, 6, 7], [9], [1, 2]], [0, 12, 3], [[4], [7, 8, 2, 11], []], [2, 3, 4, 5]
+    header, payload = pack_step(chunks, prefix, tables, rows)
+    got = unpack_step(header.clone(), payload.clone())
+    assert got[0] == chunks and got[1] == prefix and got[3] == rows
+    assert [t[: len(p)] for t, p in zip(got[2], tables)] == tables  # padded with scratch page 0
+    assert all(x == 0 for t, p in zip(got[2], tables) for x in t[len(p):])
+
+
+@pytest.mark.parametrize("heads,kv,tp", [(8, 8, 2), (8, 2, 2), (8, 2, 4), (8, 1, 4), (4, 1, 2)])
+def test_local_kv_heads_follow_gqa_mapping(heads, kv, tp):
+    """Every query head on every rank reads the same KV head as in the unsharded model."""
+    from structgen.runtime.distributed.parallel_layers import local_kv_heads
+
+    group = heads // kv
+    local_q = heads // tp
+    for rank in range(tp):
+        kv0, kv_n = local_kv_heads(kv, tp, rank)
+        local_group = local_q // kv_n
+        for j in range(local_q):
+            assert kv0 + j // local_group == (rank * local_q + j) // group

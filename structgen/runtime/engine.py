@@ -13,7 +13,6 @@ from structgen.errors import DistributedError, RequestError
 from structgen.lang.constraints import to_constraint
 from structgen.runtime.config import EngineConfig
 from structgen.runtime.detokenizer import IncrementalDetokenizer
-from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.model_runner import ModelRunner
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.request import Request
@@ -82,15 +81,8 @@ class Engine:
 
             self.pool, self.runner = start_tensor_parallel(self.config, loaded, self.device, num_pages)
         else:
-            self.pool = KVPool(
-                num_layers=hf.num_hidden_layers,
-                num_pages=num_pages,
-                page_size=self.config.page_size,
-                num_kv_heads=hf.num_key_value_heads,
-                head_dim=head_dim,
-                dtype=self.config.torch_dtype,
-                device=self.device,
-            )
+            # the model shapes its own pool (a compressed latent pool for DeepSeek's MLA)
+            self.pool = loaded.model.make_kv_pool(num_pages, self.config.page_size)
             self.runner = ModelRunner(
                 loaded.model, self.pool, self.device, cuda_graph=self.config.cuda_graph,
                 cuda_graph_max_batch=min(self.config.cuda_graph_max_batch, self.config.max_running_requests),
@@ -368,8 +360,11 @@ class Engine:
         for (req, _, _), toks in zip(specs, accepted):
             req.num_computed_tokens += len(toks) - 1  # the accepted drafts' KV is valid
             req.clear_drafts()
-            process_tokens(self, req, toks)
-            req.num_computed_tokens = min(req.num_computed_tokens, req.num_tokens)
+            applied = process_tokens(self, req, toks)
+            dropped = len(toks) - applied  # after a finish or a jump-forward point
+            req.num_computed_tokens = min(req.num_computed_tokens, req.num_tokens,
+                                          req.num_computed_tokens - dropped)
+            self.spec.discard(req, dropped)
             if req.status.is_finished:
                 self._release(req)
             else:  # rejected drafts' pages go back to the pool

@@ -214,3 +214,25 @@ def test_mla_cache_is_compressed(tmp_path):
     # the values really are views of the latent rows: writing K changes V
     pool.k_slots(0)[5, 0, :3] = torch.tensor([1.0, 2.0, 3.0])
     assert pool.v_slots(0)[5, 0, :3].tolist() == [1.0, 2.0, 3.0]
+
+
+def test_deepseek_engine_decodes_like_transformers(tmp_path):
+    """``Engine(model=folder)`` on DeepSeek-V3 builds the latent KV pool and decodes transformers' greedy tokens."""
+    from structgen import Engine, SamplingParams
+    from structgen.runtime.models.mla import LatentKVPool
+
+    cfg = make_config("deepseek_v3")
+    hf = hf_model(cfg)
+    folder = tmp_path / "model"
+    hf.save_pretrained(str(folder))
+    tiny_tokenizer().save_pretrained(str(folder))
+    eng = Engine(str(folder), dtype="float32", max_kv_tokens=256, page_size=4)
+    assert isinstance(eng.pool, LatentKVPool)
+    prompts = [PROMPTS[0], PROMPTS[2]]
+    outs = eng.generate(prompts, SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True))
+    for ids, out in zip(prompts, outs):
+        with torch.no_grad():
+            ref = hf.generate(torch.tensor([ids]), max_new_tokens=8, min_new_tokens=8, do_sample=False,
+                              pad_token_id=0, eos_token_id=None)[0, len(ids):].tolist()
+        assert out.token_ids == ref
+    assert eng.memory_report()["kv_bytes"] == eng.pool.nbytes()

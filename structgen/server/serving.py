@@ -184,11 +184,17 @@ def sampling_params(req: Any, max_tokens: int | None, room: int, logprobs: int |
     """SamplingParams of one request (``max_tokens`` clamped to the room left in context).
 
     Raises:
-        APIError: a value SamplingParams rejects (``param`` names the field).
+        APIError: a value SamplingParams rejects (``param`` names the field), or
+            ``min_tokens`` above the capped ``max_tokens``.
     """
+    limit = min(max_tokens or room, room)
+    if req.min_tokens > limit:
+        raise APIError(f"min_tokens={req.min_tokens} is more than the {limit} tokens this "
+                       f"request may generate (max_tokens, capped to the {room} tokens left "
+                       "in the context)", param="min_tokens")
     try:
         return SamplingParams(
-            max_tokens=min(max_tokens or room, room),
+            max_tokens=limit,
             temperature=1.0 if req.temperature is None else req.temperature,
             top_p=1.0 if req.top_p is None else req.top_p,
             top_k=req.top_k, min_p=req.min_p, seed=req.seed, stop=req.stop or None,

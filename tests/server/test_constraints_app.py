@@ -137,3 +137,10 @@ def test_bad_tool_schema_is_400(client):
                                     "tools": bad, "tool_choice": choice})
         err = _error(r, "tools")
         assert "/properties/x/type" in err["message"] and err["code"] == "invalid_schema"
+
+
+def test_min_tokens_above_the_room_left_is_400(client):
+    r = client.post(COMP, json={"model": "tiny", "prompt": "x " * 250, "max_tokens": 400,
+                                "min_tokens": 300})
+    err = _error(r, "min_tokens")
+    assert "left in the context" in err["message"]

@@ -32,9 +32,12 @@ Extra body fields (``extra_body=`` in the openai client), on both endpoints:
   applies to what follows. Trigger and constraint are one automaton, so a token that
   spans the trigger is checked whole; the output must contain the trigger (EOS is not
   allowed before it; with ``max_tokens`` the mask steers towards the trigger and a
-  complete answer in time). ``content`` / ``text`` is the whole output, reasoning
-  included; split it at the first trigger. vLLM and SGLang get this behaviour from a
-  server-wide ``--reasoning-parser``; here it is per request, for any trigger text;
+  complete answer in time). Chat returns, as vLLM's reasoning parsers do, the text
+  before the first trigger as ``message.reasoning_content`` and the answer after it as
+  ``message.content`` (streamed as ``reasoning_content`` then ``content`` deltas, see
+  :mod:`structgen.server.reasoning`); completions return the whole text. vLLM and
+  SGLang get this behaviour from a server-wide ``--reasoning-parser``; here it is per
+  request, for any trigger text, and not combinable with tools;
 * vLLM's sampling extras: ``top_k``, ``min_p``, ``min_tokens``, ``repetition_penalty``,
   ``ignore_eos``, ``stop_token_ids``.
 

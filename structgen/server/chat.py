@@ -8,6 +8,7 @@ from typing import Any
 
 from structgen.server import serving as sv
 from structgen.server.protocol import APIError, ChatCompletionRequest
+from structgen.server.reasoning import ReasoningSplit
 from structgen.server.tools import ToolCallStream, ToolPlan, collect, plan_tools, render_tool_call
 
 __all__ = ["chat_response", "chat_stream", "prepare_chat"]
@@ -93,7 +94,20 @@ async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> Cha
     return ChatJob(req, branches, grammar, plan, state.new_id("chatcmpl"))
 
 
+def _parser(job: ChatJob) -> Any:
+    """The per-choice delta parser: tool calls, a reasoning split, or None (plain text)."""
+    if job.plan is not None:
+        return ToolCallStream(job.plan.mode)
+    if job.req.constraint_trigger is not None:
+        return ReasoningSplit(job.req.constraint_trigger)
+    return None
+
+
 def _message(job: ChatJob, out: Any) -> tuple[dict, str]:
+    if job.plan is None and job.req.constraint_trigger is not None:
+        split = ReasoningSplit(job.req.constraint_trigger)
+        msg = {"role": "assistant", **split.merge(split.feed(out.text) + split.finish())}
+        return msg, sv.finish_reason(out)
     if job.plan is None:
         return {"role": "assistant", "content": out.text}, sv.finish_reason(out)
     stream = ToolCallStream(job.plan.mode)
@@ -136,8 +150,7 @@ async def chat_stream(state: sv.ServerState, job: ChatJob) -> AsyncIterator[str]
         return _sse({"id": job.request_id, "object": "chat.completion.chunk",
                      "created": created, "model": state.model_name, "choices": [choice]})
 
-    streams = {b.index: ToolCallStream(job.plan.mode) if job.plan else None
-               for b in job.branches}
+    streams = {b.index: _parser(job) for b in job.branches}
     lp_sent = {b.index: 0 for b in job.branches}
     finals: dict[int, Any] = {}
     for b in job.branches:
@@ -165,7 +178,7 @@ async def chat_stream(state: sv.ServerState, job: ChatJob) -> AsyncIterator[str]
                                     type="server_error").body())
                 return
             finals[b.index] = out
-            is_call = ts is not None and ts.is_complete_call
+            is_call = isinstance(ts, ToolCallStream) and ts.is_complete_call
             yield chunk(b.index, {}, sv.finish_reason(out, is_call))
     opts = job.req.stream_options
     if opts is not None and opts.include_usage:

@@ -38,16 +38,24 @@ def test_trigger_free_text_then_schema(client, tiny_async_engine):
 
 
 def test_trigger_with_regex_choice_and_stream(client):
+    """Chat splits at the trigger, as vLLM's reasoning parsers do: ``reasoning_content``
+    before it, ``content`` (the constrained answer) after it; streamed the same way."""
     body = {"model": "tiny", "messages": [{"role": "user", "content": "Pick one."}],
             "temperature": 0, "max_tokens": 30, "constraint_trigger": "ANSWER:",
             "guided_choice": ["red", "green"]}
-    full = client.post(CHAT, json=body).json()["choices"][0]["message"]["content"]
-    assert re.fullmatch(r"(?s).*?ANSWER:(red|green)", full) and full.count("ANSWER:") == 1
+    msg = client.post(CHAT, json=body).json()["choices"][0]["message"]
+    assert msg["content"] in ("red", "green")
+    assert msg["reasoning_content"] and "ANSWER:" not in msg["reasoning_content"]
     r = client.post(CHAT, json={**body, "stream": True})
     chunks = [json.loads(line[6:]) for line in r.text.splitlines()
               if line.startswith("data: {")]
-    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
-    assert text == full
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert "".join(d.get("content") or "" for d in deltas) == msg["content"]
+    assert "".join(d.get("reasoning_content") or "" for d in deltas) == msg["reasoning_content"]
+    comp = client.post(COMP, json={"model": "tiny", "prompt": "Pick one.", "temperature": 0,
+                                   "max_tokens": 30, "constraint_trigger": "ANSWER:",
+                                   "choice": ["red", "green"]}).json()["choices"][0]["text"]
+    assert re.fullmatch(r"(?s).*?ANSWER:(red|green)", comp)  # completions: the whole text
 
 
 def _error(r, param):

@@ -359,11 +359,12 @@ class Engine:
                 self._release(req)
         for (req, _, _), toks in zip(specs, accepted):
             req.num_computed_tokens += len(toks) - 1  # the accepted drafts' KV is valid
+            verified = req.num_computed_tokens
             req.clear_drafts()
             applied = process_tokens(self, req, toks)
             dropped = len(toks) - applied  # after a finish or a jump-forward point
             req.num_computed_tokens = min(req.num_computed_tokens, req.num_tokens,
-                                          req.num_computed_tokens - dropped)
+                                          verified - dropped)
             self.spec.discard(req, dropped)
             if req.status.is_finished:
                 self._release(req)

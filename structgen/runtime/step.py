@@ -147,7 +147,9 @@ def process_tokens(
 ) -> int:
     """Apply verified tokens in order (one sampled token, or a speculative step's accepted
     drafts plus the target's own token), stopping at the first that finishes the
-    request; then jump-forward.
+    request or after which the grammar forces text; then jump-forward. Stopping at
+    forced text keeps speculative output token-for-token that of plain decoding, which
+    jump-forwards (and retokenizes) at that point.
 
     Returns:
         How many of ``tokens`` were applied (a finishing EOS / stop token counts).
@@ -160,11 +162,16 @@ def process_tokens(
     try:
         if req.first_token_time is None:
             req.first_token_time = time.perf_counter()
+        jump = req.matcher is not None and engine.config.jump_forward
         for i, token in enumerate(tokens):
             applied += 1
             if not _apply_token(engine, req, token, logprobs[i] if logprobs else None):
                 return applied
-        if req.matcher is not None and engine.config.jump_forward:
+            if jump and i + 1 < len(tokens) and req.matcher.forced_bytes():
+                # plain decoding jumps forward here (canonical retokenization); the later
+                # tokens were verified on a tokenization it would not produce: drop them
+                break
+        if jump:
             jump_forward(engine, req)
     except Exception as exc:  # one request's failure must not take the engine down
         req.finish("error", f"{type(exc).__name__}: {exc}")

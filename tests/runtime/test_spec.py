@@ -30,6 +30,10 @@ SCHEMA = {
     "additionalProperties": False,
 }
 REGEX = r"(fox|dog|Ada|[a-z ]{1,9})(, (fox|dog|Ada|[a-z ]{1,9})){0,4}\."
+# long forced runs between free choices: plain decoding jump-forwards (and retokenizes)
+# there, so speculation must stop at each one (drafts may spell the text otherwise)
+FORCED = (r'(Maria|Lopez|nurse|a|b|c|x|y)+( works as a (nurse|dog) in (Lyon|Paris))+ jumps '
+          r'over the lazy dog(s|\.)+ "name": "(Ada|Maria)", "age": [0-9]{2}\}')
 SETTINGS = {"dtype": "float32", "page_size": 4, "max_batch_tokens": 24, "chunked_prefill_tokens": 9}
 
 
@@ -101,9 +105,10 @@ def _mixed_params(max_tokens: int, **kw) -> list[SamplingParams]:
 
 
 @pytest.mark.parametrize("kind", ["ngram", "draft", "self_draft", "int8_draft", "adaptive"])
-@pytest.mark.parametrize("constraint", [None, "json", "regex"])
+@pytest.mark.parametrize("constraint", [None, "json", "regex", "forced"])
 def test_greedy_identical_to_plain(tiny_llama_dir, tiny_draft_dir, plain, kind, constraint):
-    cons = {None: None, "json": JsonSchema(SCHEMA), "regex": Regex(REGEX)}[constraint]
+    cons = {None: None, "json": JsonSchema(SCHEMA), "regex": Regex(REGEX),
+            "forced": Regex(FORCED)}[constraint]
     extra = {"ignore_eos": True} if constraint is None else {}
     params = _mixed_params(40 if constraint is None else 60, **extra)
     ref = plain.generate(PROMPTS, params, cons)
@@ -119,10 +124,13 @@ def test_greedy_identical_to_plain(tiny_llama_dir, tiny_draft_dir, plain, kind, 
     stats = engine.stats()
     assert stats["spec_proposed_tokens"] > 0
     assert outs[2].metrics.spec_proposed_tokens == 0  # speculative=False
+    # drafts the target agreed with; those past forced grammar text are then discarded
+    agreed = stats["spec_accepted_tokens"] + stats["spec_discarded_tokens"]
     if kind == "self_draft":  # the draft is the target itself: every draft is accepted
-        assert stats["spec_acceptance_rate"] == 1.0
+        assert agreed == stats["spec_proposed_tokens"]
+        assert stats["spec_discarded_tokens"] > 0 if constraint == "forced" else True
     if kind == "int8_draft":  # a close copy of the target: most drafts are accepted
-        assert stats["spec_acceptance_rate"] > 0.5
+        assert agreed > 0.5 * stats["spec_proposed_tokens"]
     ids = [engine.encode_prompt(p) for p in PROMPTS]
     assert_tree_verified(engine, ids, outs)
     assert_no_leak(engine)
@@ -295,24 +303,3 @@ def test_config_errors(tiny_llama_dir):
     with pytest.raises(ConfigError, match="draft_quantization applies to a draft_model path"):
         Engine(str(tiny_llama_dir), speculative={"method": "draft", "draft_model": plain,
                                                  "draft_quantization": "int8"}, **SETTINGS)
-
-
-@pytest.mark.slow
-def test_smollm2_extraction_greedy_identical(smollm2_engine):
-    """On the real model: JSON-schema extraction, greedy, n-gram speculation on vs off."""
-    from structgen.extraction import extraction_messages
-
-    schema = {"type": "object", "properties": {"name": {"type": "string"},
-                                               "age": {"type": "integer"},
-                                               "city": {"type": "string"}},
-              "required": ["name", "age", "city"], "additionalProperties": False}
-    texts = ["Maria Lopez, 34, works as a nurse in Lyon.",
-             "Our new colleague is Kenji Watanabe; he is 51 and teaches physics in Osaka."]
-    prompts = [extraction_messages(schema, t) for t in texts]
-    params = SamplingParams(max_tokens=64, temperature=0.0)
-    spec = Engine(speculative="ngram")
-    ref = smollm2_engine.generate(prompts, params, JsonSchema(schema))
-    outs = spec.generate(prompts, params, JsonSchema(schema))
-    assert [o.token_ids for o in outs] == [r.token_ids for r in ref]
-    assert spec.stats()["spec_accepted_tokens"] > 0
-    assert_no_leak(spec)

@@ -19,9 +19,13 @@ Per step, :class:`SpeculativeDecoder`:
    point-mass proposal (n-gram) has ``q = onehot(d)``. The output distribution is the
    target's (``p`` is the distribution the plain sampler would draw from: grammar mask,
    ``min_tokens`` EOS ban, temperature, top-k / top-p / min-p).
-4. the engine sets ``num_computed_tokens`` to the verified length (the KV of rejected
-   positions is simply overwritten later; the radix cache only ever receives computed,
-   hence verified, tokens) and applies the accepted tokens as if sampled one by one.
+4. the engine sets ``num_computed_tokens`` to the verified length (the radix cache only
+   ever receives computed, hence verified, tokens; pages past the known tokens go back
+   to the pool, ``Scheduler.trim_pages``) and applies the accepted tokens as if sampled
+   one by one, stopping after the first one at which the grammar forces text: plain
+   decoding jump-forwards there with a canonical retokenization, so the later tokens
+   (verified on the draft's spelling) are dropped (:meth:`SpeculativeDecoder.discard`)
+   and the jump-forward text is appended as already-verified tokens instead.
 
 Requests whose params need per-position logits processing (penalties, logit bias,
 logprobs) do not speculate (``SamplingParams.can_speculate``).
@@ -128,6 +132,7 @@ class SpeculativeDecoder:
         self.num_accepted = 0
         self.num_verify_steps = 0  # request-steps that verified >= 1 draft
         self.num_emitted = 0  # tokens those steps emitted (accepted + the target's own)
+        self.num_discarded = 0  # drafts the target agreed with but the engine dropped
 
     # --------------------------------------------------------------- propose
     def _num_tokens(self, req: Request) -> int:
@@ -264,6 +269,19 @@ class SpeculativeDecoder:
             k = 1 + int(rate / max(1e-6, 1 - rate))
             req.spec_num_tokens = max(1, min(self.config.num_tokens, k))
 
+    def discard(self, req: Request, num_tokens: int) -> None:
+        """Uncount the last ``num_tokens`` tokens of the request's latest verification
+        (accepted drafts and the target's token) that the engine did not apply: the
+        request finished before them, or the grammar forced text there (see
+        ``step.process_tokens``). Raises: never."""
+        if num_tokens <= 0:
+            return
+        drafts = num_tokens - 1  # the target's own token is the last one
+        req.spec_accepted_tokens -= drafts
+        self.num_accepted -= drafts
+        self.num_discarded += drafts
+        self.num_emitted -= num_tokens
+
     # ----------------------------------------------------------------- misc
     def release(self, req: Request) -> None:
         """Forget a finished request (drafts and proposer state)."""
@@ -278,5 +296,6 @@ class SpeculativeDecoder:
             "spec_acceptance_rate": self.num_accepted / max(1, self.num_proposed),
             "spec_mean_accepted_length": self.num_emitted / max(1, self.num_verify_steps),
             "spec_verify_steps": self.num_verify_steps,
+            "spec_discarded_tokens": self.num_discarded,
             **self.proposer.stats(),
         }

@@ -37,7 +37,8 @@ Extra body fields (``extra_body=`` in the openai client), on both endpoints:
   ``message.content`` (streamed as ``reasoning_content`` then ``content`` deltas, see
   :mod:`structgen.server.reasoning`); completions return the whole text. vLLM and
   SGLang get this behaviour from a server-wide ``--reasoning-parser``; here it is per
-  request, for any trigger text, and not combinable with tools;
+  request, for any trigger text. With ``tools`` the trigger precedes the tool grammar:
+  the model reasons, then writes its call(s) (``reasoning_content`` + ``tool_calls``);
 * vLLM's sampling extras: ``top_k``, ``min_p``, ``min_tokens``, ``repetition_penalty``,
   ``ignore_eos``, ``stop_token_ids``.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -70,15 +71,14 @@ async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> Cha
         raise APIError("tool_choice needs tools", param="tool_choice")
     plan = (plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls)
             if req.tools else None)
-    term, param = sv.request_constraint(req)
+    term, param = sv.request_constraint(req, has_tools=plan is not None)
     if plan is not None:
         if term is not None:
             raise APIError(f"{param} cannot be combined with tools unless tool_choice is "
                            "'none'", param=param)
-        if req.constraint_trigger is not None:
-            raise APIError("constraint_trigger cannot be combined with tools unless "
-                           "tool_choice is 'none'", param="constraint_trigger")
         term, param = plan.constraint, "tools"
+        if req.constraint_trigger is not None:  # think first, then the call(s)
+            term = dataclasses.replace(term, trigger=req.constraint_trigger)
     try:
         ids = state.engine.engine.apply_chat_template(template_messages(req, plan))
     except APIError:
@@ -94,28 +94,53 @@ async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> Cha
     return ChatJob(req, branches, grammar, plan, state.new_id("chatcmpl"))
 
 
+class _ReasoningThenTools:
+    """``ReasoningSplit`` whose answer part goes through a ``ToolCallStream``."""
+
+    def __init__(self, trigger: str, mode: str) -> None:
+        self.split = ReasoningSplit(trigger)
+        self.tools = ToolCallStream(mode)
+
+    def _route(self, deltas: list[dict]) -> list[dict]:
+        out: list[dict] = []
+        for d in deltas:
+            out += self.tools.feed(d["content"]) if "content" in d else [d]
+        return out
+
+    def feed(self, delta: str) -> list[dict]:
+        return self._route(self.split.feed(delta))
+
+    def finish(self) -> list[dict]:
+        return self._route(self.split.finish()) + self.tools.finish()
+
+    @property
+    def is_complete_call(self) -> bool:
+        return self.tools.is_complete_call
+
+
 def _parser(job: ChatJob) -> Any:
-    """The per-choice delta parser: tool calls, a reasoning split, or None (plain text)."""
+    """The per-choice delta parser: tool calls and/or a reasoning split, or None."""
+    trigger = job.req.constraint_trigger
     if job.plan is not None:
+        if trigger is not None:
+            return _ReasoningThenTools(trigger, job.plan.mode)
         return ToolCallStream(job.plan.mode)
-    if job.req.constraint_trigger is not None:
-        return ReasoningSplit(job.req.constraint_trigger)
-    return None
+    return ReasoningSplit(trigger) if trigger is not None else None
 
 
 def _message(job: ChatJob, out: Any) -> tuple[dict, str]:
-    if job.plan is None and job.req.constraint_trigger is not None:
-        split = ReasoningSplit(job.req.constraint_trigger)
-        msg = {"role": "assistant", **split.merge(split.feed(out.text) + split.finish())}
-        return msg, sv.finish_reason(out)
-    if job.plan is None:
+    parser = _parser(job)
+    if parser is None:
         return {"role": "assistant", "content": out.text}, sv.finish_reason(out)
-    stream = ToolCallStream(job.plan.mode)
-    content, calls = collect(stream.feed(out.text) + stream.finish())
+    deltas = parser.feed(out.text) + parser.finish()
+    content, calls = collect(deltas)
     msg: dict = {"role": "assistant", "content": content}
+    reasoning = [d["reasoning_content"] for d in deltas if "reasoning_content" in d]
+    if job.req.constraint_trigger is not None:
+        msg["reasoning_content"] = "".join(reasoning) if reasoning else None
     if calls:
         msg["tool_calls"] = calls
-    return msg, sv.finish_reason(out, stream.is_complete_call)
+    return msg, sv.finish_reason(out, getattr(parser, "is_complete_call", False))
 
 
 async def chat_response(state: sv.ServerState, job: ChatJob) -> dict:
@@ -178,7 +203,7 @@ async def chat_stream(state: sv.ServerState, job: ChatJob) -> AsyncIterator[str]
                                     type="server_error").body())
                 return
             finals[b.index] = out
-            is_call = isinstance(ts, ToolCallStream) and ts.is_complete_call
+            is_call = getattr(ts, "is_complete_call", False)
             yield chunk(b.index, {}, sv.finish_reason(out, is_call))
     opts = job.req.stream_options
     if opts is not None and opts.include_usage:

@@ -87,16 +87,20 @@ class Branch:
 
 
 # ------------------------------------------------------------------ request side
-def request_constraint(req: Any) -> tuple[Any, str]:
+def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
     """The constraint asked for by ``response_format``, ``regex`` / ``guided_regex``,
     ``choice`` / ``guided_choice`` or ``guided_json``, with ``constraint_trigger`` applied.
+
+    Args:
+        req: the parsed request.
+        has_tools: the request has active tools (their grammar takes the trigger then).
 
     Returns:
         ``(term or None, the request field it came from)``.
 
     Raises:
         APIError: more than one of them, a malformed ``response_format`` or
-            ``guided_json``, or ``constraint_trigger`` without a constraint.
+            ``guided_json``, or ``constraint_trigger`` without a constraint or tools.
     """
     from structgen.lang.constraints import Choice, JsonSchema, Regex
 
@@ -133,9 +137,9 @@ def request_constraint(req: Any) -> tuple[Any, str]:
         names = ", ".join(n for n, _ in found)
         raise APIError(f"give at most one constraint; got {names}", param=found[1][0])
     if not found:
-        if trigger is not None:
+        if trigger is not None and not has_tools:
             raise APIError("constraint_trigger needs a constraint (response_format, regex, "
-                           "choice or guided_json)", param="constraint_trigger")
+                           "choice, guided_json or tools)", param="constraint_trigger")
         return None, "response_format"
     return found[0][1], found[0][0]
 

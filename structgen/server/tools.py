@@ -27,7 +27,8 @@ Parallel calls: ``parallel_tool_calls`` true or absent (OpenAI's default) lets
 so); false allows one. The response lists them as ``tool_calls[0..k-1]``, streamed as
 deltas with those ``index`` values. Assistant messages with ``tool_calls`` in the history
 are rendered one call per line in the same form, and ``tool`` messages keep their role
-(the ChatML template renders any role).
+(the ChatML template renders any role). With ``constraint_trigger`` the grammar above
+starts after the trigger (free reasoning first; see :mod:`structgen.server.reasoning`).
 """
 
 from __future__ import annotations

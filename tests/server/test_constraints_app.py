@@ -152,3 +152,26 @@ def test_min_tokens_above_the_room_left_is_400(client):
                                 "min_tokens": 300})
     err = _error(r, "min_tokens")
     assert "left in the context" in err["message"]
+
+
+def test_reasoning_then_tool_calls(client):
+    """constraint_trigger with tools: free reasoning, then the call(s) under the tool
+    grammar; streamed deltas reassemble into the non-streamed message."""
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "go"}],
+            "max_tokens": 70, "temperature": 0, "tools": TOOLS, "tool_choice": "required",
+            "parallel_tool_calls": False, "constraint_trigger": "</think>"}
+    full = client.post(CHAT, json=body).json()["choices"][0]
+    msg = full["message"]
+    assert full["finish_reason"] == "tool_calls" and msg["reasoning_content"], full
+    assert msg["content"] is None and len(msg["tool_calls"]) == 1
+    call = msg["tool_calls"][0]
+    assert call["function"]["name"] == "add"
+    jsonschema.validate(json.loads(call["function"]["arguments"]), PARAMS["add"])
+    r = client.post(CHAT, json={**body, "stream": True})
+    chunks = [json.loads(line[6:]) for line in r.text.splitlines()
+              if line.startswith("data: {")]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert "".join(d.get("reasoning_content") or "" for d in deltas) == msg["reasoning_content"]
+    args = "".join(tc["function"]["arguments"] for d in deltas for tc in d.get("tool_calls") or [])
+    assert args == call["function"]["arguments"]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"

@@ -13,9 +13,9 @@ from structgen import assistant, gen, select, user
 def brainstorm(s, topic, n=3):
     s += user(f"Give one short name for a {topic}.")
     forks = s.fork(n)
-    # one expression per branch: a different seed each, run together in one batch
-    forks += [assistant(gen("idea", max_tokens=8, temperature=0.8, seed=k, stop="\n"))
-              for k in range(n)]
+    # the same expression on every branch, run together in one batch; branch k samples
+    # with seed 0 + k, so the answers differ and the run is reproducible
+    forks += assistant(gen("idea", max_tokens=8, temperature=0.8, seed=0, stop="\n"))
     s.join(forks)
     ideas = [i.strip() or "?" for i in s["idea"]]
     listing = "\n".join(f"{k + 1}. {idea}" for k, idea in enumerate(ideas))

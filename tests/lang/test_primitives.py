@@ -127,3 +127,41 @@ def test_default_backend(tiny_engine):
         assert prog.run()["a"] == ref(tiny_engine, "Hi:", 2)
     finally:
         B._default[:] = old
+
+
+def test_run_batch_shows_a_progress_bar(tiny_engine, capsys):
+    @structgen.function
+    def prog(s, topic):
+        s += "Topic: " + topic + "\nText:" + gen("t", max_tokens=2)
+
+    prog.run_batch([{"topic": t} for t in ("a", "b", "c")], backend=tiny_engine)
+    err = capsys.readouterr().err
+    assert "prog" in err and "3/3" in err and "100%" in err  # tqdm, named after the program
+    prog.run_batch([{"topic": "a"}], backend=tiny_engine, progress_bar=False)
+    assert "1/1" not in capsys.readouterr().err
+
+
+def test_default_engine_is_created_once(monkeypatch, tiny_engine):
+    """With nothing set, the first use creates one Engine(); concurrent first uses share it."""
+    import threading
+
+    from structgen.lang import backend as B
+    from structgen.runtime import engine as engine_mod
+
+    made = []
+
+    def fake_engine(*args, **kwargs):
+        made.append((args, kwargs))
+        return tiny_engine
+
+    monkeypatch.setattr(engine_mod, "Engine", fake_engine)
+    monkeypatch.setattr(B, "_default", [])
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(B.get_default_backend()))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert made == [((), {})] and len({id(g) for g in got}) == 1
+    assert got[0].engine is tiny_engine

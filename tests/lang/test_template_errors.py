@@ -153,3 +153,23 @@ def test_chat_and_plain_text_do_not_mix(tiny_engine):
 
     with pytest.raises(ProgramError, match="outside a role"):
         prog.run(backend=tiny_engine)
+
+
+@pytest.mark.parametrize("prompt, removed", [
+    ("The quick brown fo", "o"),          # a partial word
+    ('He said "', '"'),                    # a quote the tokenizer merges with what follows
+    ("The quick brown fox jumps over the ", " "),  # a trailing space
+])
+def test_token_healing_matches_a_constrained_engine_call(tiny_engine, prompt, removed):
+    """The healed gen = one Engine.generate on the prompt less its last token, with the
+    removed text required first (then cut from the capture)."""
+    b = as_backend(tiny_engine)
+    ids = b.encode(prompt)
+    h = heal(b, ids)
+    assert h.removed == removed and h.prompt_ids == ids[:-1]
+    s = ProgramState(b)
+    s += prompt + gen("x", max_tokens=5, regex="[a-z ]+")
+    ref = tiny_engine.generate([ids[:-1]], SamplingParams(max_tokens=6, temperature=0.0),
+                               Regex(h.pattern("[a-z ]+")))[0].text
+    assert ref.startswith(removed) and s["x"] == ref[len(removed):]
+    assert s.text() == prompt + s["x"]

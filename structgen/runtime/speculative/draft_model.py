@@ -22,7 +22,6 @@ import torch
 
 from structgen.errors import ConfigError
 from structgen.kernels.apply_token_bitmask import apply_token_bitmask
-from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.model_runner import ModelRunner
 from structgen.runtime.speculative.base import BaseProposer, Proposal
 
@@ -72,19 +71,10 @@ class DraftModelProposer(BaseProposer):
                                 quantization=config.draft_quantization)
         if loaded.tokenizer.get_vocab() != engine.tokenizer.get_vocab():
             raise ConfigError("the draft model's tokenizer differs from the target's vocabulary")
-        hf = loaded.config
-        head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
         page_size = engine.pool.page_size
         kv_tokens = config.draft_max_kv_tokens or engine.pool.num_usable_pages * page_size
-        self.pool = KVPool(
-            num_layers=hf.num_hidden_layers,
-            num_pages=-(-kv_tokens // page_size) + 1,
-            page_size=page_size,
-            num_kv_heads=hf.num_key_value_heads,
-            head_dim=head_dim,
-            dtype=engine.config.torch_dtype,
-            device=engine.device,
-        )
+        # the model shapes its own pool (as the target's: Engine does the same)
+        self.pool = loaded.model.make_kv_pool(-(-kv_tokens // page_size) + 1, page_size)
         self.runner = ModelRunner(loaded.model, self.pool, engine.device)
         self.vocab_size = engine.loaded.config.vocab_size  # width of the target's logits
         self._seqs: dict[str, _DraftSeq] = {}

@@ -164,12 +164,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "max_kv_tokens": args.max_kv_tokens, "max_model_len": args.max_model_len,
         "page_size": args.page_size, "tensor_parallel_size": args.tp,
         "data_parallel_size": args.dp, "dist_timeout_s": args.dist_timeout}.items() if v is not None}
-    if (args.dp or 1) > 1:  # replicas behind the cache-aware router
-        from structgen.runtime.distributed import AsyncDataParallelEngine
-
-        engine = AsyncDataParallelEngine(args.model, **settings)
-    else:
-        engine = AsyncEngine(args.model, **settings)
+    engine = AsyncEngine(args.model, **settings)  # --dp > 1: an AsyncDataParallelEngine
     app = create_app(engine, served_model_name=args.served_model_name, api_key=args.api_key,
                      max_n=args.max_n)
     try:

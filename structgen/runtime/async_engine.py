@@ -48,6 +48,14 @@ class AsyncEngine:
             print(out.delta_text, end="")
     """
 
+    def __new__(cls, model: str | None = None, **kwargs: Any):
+        """``data_parallel_size > 1`` returns an ``AsyncDataParallelEngine`` (same interface)."""
+        if cls is AsyncEngine and kwargs.get("data_parallel_size", 1) != 1:
+            from structgen.runtime.distributed import AsyncDataParallelEngine
+
+            return AsyncDataParallelEngine(model, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, model: str | None = None, **kwargs: Any) -> None:
         from structgen.runtime.engine import Engine
 
@@ -109,10 +117,13 @@ class AsyncEngine:
         return self.engine.stats()
 
     def shutdown(self) -> None:
-        """Stop the loop thread (pending requests are aborted)."""
+        """Stop the loop thread (pending requests are aborted), then the engine's
+        tensor-parallel workers, if any."""
         self._closed = True
         self._wakeup.set()
         self._thread.join(timeout=30)
+        if not self._thread.is_alive():
+            self.engine.close()
 
     # ------------------------------------------------------------ loop thread
     def _send(self, cmd: tuple) -> None:

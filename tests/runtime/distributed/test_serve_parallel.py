@@ -40,10 +40,12 @@ def descendants(pid: int) -> list[int]:
 def dp_client(tiny_model_dirs):
     from fastapi.testclient import TestClient
 
+    from structgen.runtime.async_engine import AsyncEngine
     from structgen.runtime.distributed import AsyncDataParallelEngine
     from structgen.server import create_app
 
-    engine = AsyncDataParallelEngine(tiny_model_dirs["llama_gqa"], data_parallel_size=2, **SETTINGS)
+    engine = AsyncEngine(tiny_model_dirs["llama_gqa"], data_parallel_size=2, **SETTINGS)
+    assert isinstance(engine, AsyncDataParallelEngine)
     try:
         with TestClient(create_app(engine, served_model_name="tiny")) as client:
             yield client, engine

@@ -1,0 +1,258 @@
+"""Model precisions on CPU: weight memory and batch-1 decode tokens/s, with transformers in the same run.
+
+Measured in one run (greedy, ``ignore_eos``, one request at a time):
+  1. kernels at batch 1 for SmolLM2's MLP shapes (1536x576, 576x1536) and its tied Q8_0 output
+     layer (49152x576): plain fp32 / bf16 ``F.linear`` vs torch's packed int8 / int4 weight
+     matmuls (fp32 and bf16 activations) vs dequantizing the weight per call;
+  2. SmolLM2-135M-Instruct through ``Engine``: fp32, bf16, int8, int4 (group 64) and the
+     GGUF file's own Q4_1/Q8_0 blocks kept quantized ("gguf"), the last two also with a
+     bfloat16 model (no fp32 <-> bf16 activation casts around the packed kernels), against transformers fp32
+     ``generate`` on the same (dequantized) weights, and llama-cpp-python on the same file
+     where it is installed;
+  3. a small random Mixtral-style MoE (8 experts, top-2) through ``Engine`` (fp32, int8, int4)
+     vs transformers fp32;
+  4. a profile of one int4 and one GGUF-native decode (top operators by self CPU time).
+
+Run:  OMP_NUM_THREADS=1 python benchmarks/bench_models.py [--tokens 64] [--threads 1]
+Prints markdown tables (ratios against transformers fp32 of the same run) and writes
+benchmarks/bench_models.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_e2e import PROMPT, bench_structgen, bench_transformers  # noqa: E402
+
+PRECISIONS = [("fp32", "float32", None), ("bf16", "bfloat16", None), ("int8", "float32", "int8"),
+              ("int4-g64", "float32", "int4"), ("gguf-native (Q4_1/Q8_0)", "float32", "gguf"),
+              ("int4-g64, bf16 activations", "bfloat16", "int4"),
+              ("gguf-native, bf16 activations", "bfloat16", "gguf")]
+
+
+def _us(fn, min_time: float = 0.3) -> float:
+    from torch.utils.benchmark import Timer
+
+    return Timer("fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_time).median * 1e6
+
+
+def bench_kernels() -> list[tuple[str, str, float]]:
+    """(shape, method, microseconds) at batch 1."""
+    from structgen.runtime.quantization.formats import (
+        dequantize_int4, dequantize_int8, int4_scale_and_zeros, int8_to_group_major, pack_int4, quantize_int4,
+        quantize_int8,
+    )
+    from structgen.runtime.quantization.linear import int8_matmul
+
+    torch.manual_seed(0)
+    rows = []
+    for n, k in ((1536, 576), (576, 1536)):
+        shape = f"{n}x{k}"
+        w, x = torch.randn(n, k), torch.randn(1, k)
+        xb, wb = x.bfloat16(), w.bfloat16()
+        q8, s8 = quantize_int8(w)
+        q4, s4, m4 = quantize_int4(w, 64)
+        p4 = pack_int4(q4)
+        sz, szb = int4_scale_and_zeros(s4, m4, torch.float32), int4_scale_and_zeros(s4, m4, torch.bfloat16)
+        s8b = s8.view(n).bfloat16()
+        cases = {
+            "fp32 F.linear": lambda: F.linear(x, w),
+            "bf16 F.linear": lambda: F.linear(xb, wb),
+            "_weight_int8pack_mm, fp32 act": lambda: torch.ops.aten._weight_int8pack_mm(x, q8, s8.view(n)),
+            "_weight_int8pack_mm, bf16 act": lambda: torch.ops.aten._weight_int8pack_mm(xb, q8, s8b),
+            "int8 dequantize per call + fp32 F.linear": lambda: F.linear(x, dequantize_int8(q8, s8)),
+            "_weight_int4pack_mm_for_cpu g64, fp32 act": lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(x, p4, 64, sz),
+            "_weight_int4pack_mm_for_cpu g64, bf16 act": lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(xb, p4, 64, szb),
+            "int4 dequantize per call + fp32 F.linear": lambda: F.linear(x, dequantize_int4(q4, s4, m4)),
+        }
+        rows += [(shape, name, _us(fn)) for name, fn in cases.items()]
+    n, k = 49152, 576  # SmolLM2's tied output layer, Q8_0 (group 32)
+    w, x = torch.randn(n, k), torch.randn(1, k)
+    q, s = quantize_int8(w, 32)
+    qg, sg = int8_to_group_major(q, s.half())
+    shape = f"{n}x{k} Q8_0"
+    rows.append((shape, "fp32 F.linear", _us(lambda: F.linear(x, w))))
+    rows.append((shape, "Q8_0 dequantize per call + fp32 F.linear", _us(lambda: F.linear(x, dequantize_int8(q, s)))))
+    rows.append((shape, "Q8_0 group-major, 18 x _weight_int8pack_mm (ours)",
+                 _us(lambda: int8_matmul(x, qg, sg, torch.bfloat16))))
+    return rows
+
+
+def bench_smollm2(tokens: int) -> list[dict]:
+    from structgen import Engine
+    from structgen.runtime.loader import load_model
+
+    rows = []
+    for label, dtype, quant in PRECISIONS:
+        eng = Engine(dtype=dtype, quantization=quant, max_kv_tokens=4096)
+        mem = eng.memory_report()
+        r = bench_structgen(eng, tokens)
+        rows.append({"system": f"structgen {label}", "weight_mb": mem["weight_bytes"] / 2**20, **r})
+        print(rows[-1], flush=True)
+        del eng
+        gc.collect()
+    loaded = load_model(None, torch.float32, "cpu")
+    ids = _chat_ids(loaded.tokenizer)
+    wb = sum(p.numel() * p.element_size() for p in loaded.model.state_dict().values())
+    r = bench_transformers(loaded, torch.float32, tokens, list(ids))
+    rows.append({"system": "transformers fp32", "weight_mb": wb / 2**20, **r})
+    print(rows[-1], flush=True)
+    if importlib.util.find_spec("llama_cpp") is None:
+        rows.append({"system": "llama.cpp (llama-cpp-python not installed)", "weight_mb": float("nan"),
+                     "decode_tok_s": float("nan"), "ttft_s": float("nan"), "tokens": 0})
+    return rows
+
+
+def _tiny_moe_folder(folder: Path) -> None:
+    """A random Mixtral (8 experts, top-2) with SmolLM2's tokenizer, saved as a HF folder."""
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    from structgen.runtime.loader import load_model
+
+    tok = load_model(None).tokenizer
+    cfg = transformers.MixtralConfig(
+        vocab_size=len(tok), hidden_size=256, intermediate_size=512, num_hidden_layers=6, num_attention_heads=8,
+        num_key_value_heads=2, num_local_experts=8, num_experts_per_tok=2, max_position_embeddings=2048,
+        tie_word_embeddings=True, sliding_window=None, eos_token_id=tok.eos_token_id,
+    )
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(str(folder))
+    tok.save_pretrained(str(folder))
+
+
+def bench_moe(tokens: int) -> list[dict]:
+    from structgen import Engine
+    from structgen.runtime.loader import load_model
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "moe"
+        _tiny_moe_folder(folder)
+        for label, quant in (("fp32", None), ("int8", "int8"), ("int4-g64", "int4")):
+            eng = Engine(model=str(folder), dtype="float32", quantization=quant, max_kv_tokens=4096)
+            mem = eng.memory_report()
+            r = bench_structgen(eng, tokens)
+            rows.append({"system": f"structgen MoE {label}", "weight_mb": mem["weight_bytes"] / 2**20, **r})
+            print(rows[-1], flush=True)
+            del eng
+        rows.append({"system": "transformers MoE fp32", **_hf_generate_folder(folder, tokens, load_model)})
+        print(rows[-1], flush=True)
+    return rows
+
+
+def _chat_ids(tok) -> list[int]:
+    enc = tok.apply_chat_template(PROMPT, add_generation_prompt=True, tokenize=True, return_dict=True)
+    return list(enc["input_ids"])
+
+
+def _hf_generate_folder(folder: Path, tokens: int, load_model) -> dict:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    tok = load_model(str(folder)).tokenizer
+    ids = torch.tensor([_chat_ids(tok)])
+    kw = dict(do_sample=False, pad_token_id=0, eos_token_id=None)
+    with torch.no_grad():
+        model.generate(ids, max_new_tokens=4, min_new_tokens=4, **kw)
+        t0 = time.perf_counter()
+        model.generate(ids, max_new_tokens=1, min_new_tokens=1, **kw)
+        ttft = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        out = model.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, **kw)
+        total = time.perf_counter() - t0
+    n = out.shape[1] - ids.shape[1]
+    wb = sum(p.numel() * p.element_size() for p in model.state_dict().values())
+    return {"weight_mb": wb / 2**20, "ttft_s": ttft, "decode_tok_s": (n - 1) / max(total - ttft, 1e-9), "tokens": n}
+
+
+def profile_decode(quant: str, tokens: int = 16, top: int = 10) -> list[tuple[str, float, int]]:
+    """Top operators by self CPU time over ``tokens`` decode steps: (name, ms per token, calls per token)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from structgen import Engine, SamplingParams
+
+    eng = Engine(dtype="float32", quantization=quant, max_kv_tokens=4096)
+    eng.generate([PROMPT], SamplingParams(max_tokens=4, temperature=0.0))
+    prompt = [{"role": "user", "content": "Hi"}]
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        eng.generate([prompt], SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True))
+    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in events)
+    rows = [(e.key, e.self_cpu_time_total / 1e3 / tokens, e.count // tokens) for e in events[:top]]
+    rows.append(("(all operators)", total / 1e3 / tokens, 0))
+    return rows
+
+
+def _plot(smol: list[dict], moe: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    rows = [r for r in smol if r["tokens"]]
+    names = [r["system"].replace("structgen ", "") for r in rows]
+    axes[0].barh(names, [r["decode_tok_s"] for r in rows], color="tab:blue")
+    axes[0].set_xlabel("batch-1 decode tokens/s (SmolLM2-135M)")
+    axes[1].barh(names, [r["weight_mb"] for r in rows], color="tab:orange")
+    axes[1].set_xlabel("weight memory, MiB")
+    axes[2].barh([r["system"].replace("structgen ", "") for r in moe], [r["decode_tok_s"] for r in moe], color="tab:green")
+    axes[2].set_xlabel("batch-1 decode tokens/s (random Mixtral-style MoE)")
+    for ax in axes:
+        ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
+
+    print("\n### Kernels at batch 1 (microseconds, median)\n\n| weight | method | us |\n|---|---|---:|")
+    for shape, name, us in bench_kernels():
+        print(f"| {shape} | {name} | {us:.0f} |")
+
+    smol = bench_smollm2(args.tokens)
+    base = next(r for r in smol if r["system"] == "transformers fp32")["decode_tok_s"]
+    print(f"\n### SmolLM2-135M, batch-1 decode ({args.tokens} tokens)\n")
+    print("| system | weight MiB | decode tok/s | x transformers fp32 | TTFT s |\n|---|---:|---:|---:|---:|")
+    for r in smol:
+        print(f"| {r['system']} | {r['weight_mb']:.1f} | {r['decode_tok_s']:.1f} | "
+              f"{r['decode_tok_s'] / base:.2f} | {r['ttft_s']:.3f} |")
+
+    moe = bench_moe(args.tokens)
+    mbase = moe[-1]["decode_tok_s"]
+    print("\n### Random Mixtral-style MoE (6 layers, hidden 256, 8 experts top-2), batch-1 decode\n")
+    print("| system | weight MiB | decode tok/s | x transformers fp32 |\n|---|---:|---:|---:|")
+    for r in moe:
+        print(f"| {r['system']} | {r['weight_mb']:.1f} | {r['decode_tok_s']:.1f} | {r['decode_tok_s'] / mbase:.2f} |")
+
+    for quant in ("int4", "gguf"):
+        print(f"\n### Profile: structgen {quant} decode, top operators by self CPU time\n")
+        print("| operator | ms / token | calls / token |\n|---|---:|---:|")
+        for name, ms, calls in profile_decode(quant):
+            print(f"| {name} | {ms:.2f} | {calls} |")
+
+    _plot(smol, moe, ROOT / "benchmarks" / "bench_models.png")
+    print("\nplot: benchmarks/bench_models.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -11,6 +11,7 @@
 Modules, one concern each: ``group`` (process groups, launch, failure detection),
 ``parallel_layers`` (sharded layers and ``shard_model``), ``worker`` (the TP step loop),
 ``router`` (the cache-aware routing policy), ``data_parallel`` (replicas behind it),
+``replica`` (one replica's serving loop),
 ``async_front`` (the streaming front the HTTP server uses with ``--dp``).
 
 Scripts that start a parallel engine must guard their entry point with

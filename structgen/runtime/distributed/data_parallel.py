@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import pickle
 import queue
 import threading
 import time
@@ -25,12 +24,13 @@ import torch
 
 from structgen.errors import ConfigError, DistributedError, RequestError, StructgenError
 from structgen.runtime.config import EngineConfig
-from structgen.runtime.distributed.group import mp_context, watch_parent
+from structgen.runtime.distributed.group import mp_context
+from structgen.runtime.distributed.replica import replica_main
 from structgen.runtime.distributed.router import CacheAwareRouter, routing_key
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.sampling_params import SamplingParams
 
-__all__ = ["DataParallelEngine", "replica_main"]
+__all__ = ["DataParallelEngine"]
 
 _POLL_S = 0.2
 
@@ -40,101 +40,6 @@ def _replica_device(device: str, index: int, tp: int) -> str:
         return device
     base = torch.device("cuda" if device == "auto" else device).index or 0
     return f"cuda:{base + index * tp}"
-
-
-def _portable(exc: BaseException) -> BaseException:
-    """``exc`` if it survives pickling, else a RequestError with its message."""
-    try:
-        pickle.loads(pickle.dumps(exc))
-        return exc
-    except Exception:  # noqa: BLE001  (any pickling failure: fall back to the message)
-        return RequestError(f"{type(exc).__name__}: {exc}")
-
-
-def replica_main(index: int, owner_pid: int, model: str | None, kwargs: dict, inbox, outbox) -> None:
-    """Entry point of replica ``index``: build an Engine, then serve the inbox until
-    ``("close",)``. Messages out: ``(kind, index, request_id, payload)`` with kind
-    ``ready``, ``failed`` (could not start), ``done`` (a RequestOutput), ``error`` (the
-    request was refused: an exception), ``stats``, ``crashed`` (the engine died)."""
-    from structgen.runtime.engine import Engine
-
-    watch_parent(owner_pid)
-    try:
-        engine = Engine(model, **kwargs)
-    except BaseException as exc:  # noqa: BLE001  (reported to the front, which raises it)
-        outbox.put(("failed", index, None, _portable(exc)))
-        return
-    outbox.put(("ready", index, None, _portable_info(engine)))
-    try:
-        _serve(engine, index, inbox, outbox)
-    except BaseException as exc:
-        outbox.put(("crashed", index, None, f"{type(exc).__name__}: {exc}"))
-        raise
-    finally:
-        engine.close()
-
-
-def _portable_info(engine) -> dict:
-    """What a front needs to tokenize, template and validate without loading weights."""
-    return {"tokenizer": engine.tokenizer, "eos_token_ids": sorted(engine.eos_token_ids),
-            "hf_config": engine.loaded.config,
-            "max_request_tokens": engine.scheduler.max_request_tokens()}
-
-
-def _publish(outbox, index: int, rid: str, req, streamed: dict[str, int]) -> bool:
-    """Send a streamed request's new text (or a finished request's output); True when done.
-
-    Snapshots follow ``AsyncEngine``: cumulative text/ids plus ``delta_text`` since the
-    last one, never half a character."""
-    out = req.to_output()
-    if req.status.is_finished:
-        if rid in streamed:
-            out.delta_text = out.text[streamed.pop(rid):]
-        outbox.put(("done", index, rid, out))
-        return True
-    if rid in streamed:
-        out.delta_text = req.detokenizer.pop_delta()
-        if out.delta_text:
-            streamed[rid] += len(out.delta_text)
-            outbox.put(("delta", index, rid, out))
-    return False
-
-
-def _serve(engine, index: int, inbox, outbox) -> None:
-    running: dict[str, Any] = {}
-    streamed: dict[str, int] = {}  # streamed request -> characters sent
-    while True:
-        try:
-            msg = inbox.get(timeout=_POLL_S) if not running else inbox.get_nowait()
-        except queue.Empty:
-            msg = None
-        while msg is not None:
-            kind = msg[0]
-            if kind == "close":
-                return
-            if kind == "add":
-                _, rid, prompt, params, constraint, stream = msg
-                try:
-                    req = engine.make_request(prompt, params, constraint, request_id=rid)
-                    engine.add_request(req)
-                    running[rid] = req
-                    if stream:
-                        streamed[rid] = 0
-                except StructgenError as exc:
-                    outbox.put(("error", index, rid, _portable(exc)))
-            elif kind == "abort" and msg[1] in running:
-                engine.abort_request(running[msg[1]])
-            elif kind == "stats":
-                outbox.put(("stats", index, msg[1], engine.stats()))
-            try:
-                msg = inbox.get_nowait()
-            except queue.Empty:
-                msg = None
-        if running and engine.scheduler.has_unfinished:
-            engine.step()
-        for rid, req in list(running.items()):
-            if _publish(outbox, index, rid, req, streamed):
-                del running[rid]
 
 
 class DataParallelEngine:
@@ -321,9 +226,10 @@ class DataParallelEngine:
         return payload
 
     def generate(self, prompts: Sequence[Any] | str, params: SamplingParams | list | None = None,
-                 constraint: Any = None) -> list[RequestOutput]:
+                 constraint: Any = None, *, use_tqdm: bool = False) -> list[RequestOutput]:
         """Like :meth:`Engine.generate`: every prompt routed, run on its replica; outputs in
-        order. Raises as :meth:`submit` and :meth:`result`."""
+        order (``use_tqdm``: a progress bar over finished requests). Raises as
+        :meth:`submit` and :meth:`result`."""
         from structgen.runtime.engine import Engine
 
         if isinstance(prompts, str) or (
@@ -334,7 +240,14 @@ class DataParallelEngine:
         params_list = Engine._per_prompt(params or SamplingParams(), len(prompts), "params", lambda v: False)
         cons_list = Engine._per_prompt(constraint, len(prompts), "constraint", lambda v: False)
         rids = [self.submit(p, sp, c) for p, sp, c in zip(prompts, params_list, cons_list)]
-        results = self._wait(rids)
+        if use_tqdm:
+            from tqdm.auto import tqdm
+
+            results = {}
+            for rid in tqdm(rids, desc="generate"):
+                results.update(self._wait([rid]))
+        else:
+            results = self._wait(rids)
         outs = []
         for rid in rids:
             kind, payload = results[rid]

@@ -210,7 +210,7 @@ def _plot(smol: list[dict], moe: list[dict], path: Path) -> None:
     axes[1].barh(names, [r["weight_mb"] for r in rows], color="tab:orange")
     axes[1].set_xlabel("weight memory, MiB")
     axes[2].barh([r["system"].replace("structgen ", "") for r in moe], [r["decode_tok_s"] for r in moe], color="tab:green")
-    axes[2].set_xlabel("batch-1 decode tokens/s (random Mixtral-style MoE)")
+    axes[2].set_xlabel("batch-1 decode tokens/s (random MoE)")
     for ax in axes:
         ax.invert_yaxis()
     fig.tight_layout()

@@ -27,7 +27,8 @@ from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.models.attention import paged_attention_ref
 from structgen.runtime.models.layers import Linear, RMSNorm
 
-__all__ = ["LatentKVPool", "MultiHeadLatentAttention", "apply_rotary_interleaved", "mla_softmax_scale"]
+__all__ = ["LatentKVPool", "LatentUpProjection", "MultiHeadLatentAttention", "apply_rotary_interleaved",
+           "mla_softmax_scale"]
 
 
 class LatentKVPool(KVPool):
@@ -84,6 +85,19 @@ def mla_softmax_scale(config) -> float:
     return scale
 
 
+class LatentUpProjection(nn.Module):
+    """``kv_b_proj``: the ``[H * (nope + v), r]`` latent up-projection, absorbed into q and o.
+
+    Never applied as a linear layer (its weight is split per head and folded into the
+    query and the output), so it is not a ``Linear`` and weight quantization leaves it in
+    the compute dtype (re-dequantizing it on every step would cost more than it saves).
+    """
+
+    def __init__(self, rank: int, out_features: int, dtype, device) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(out_features, rank, dtype=dtype, device=device), requires_grad=False)
+
+
 class MultiHeadLatentAttention(nn.Module):
     """DeepSeek MLA with transformers' parameter names, over a :class:`LatentKVPool`.
 
@@ -112,14 +126,12 @@ class MultiHeadLatentAttention(nn.Module):
             self.q_b_proj = Linear(self.q_lora_rank, h * qk, False, dtype, device)
         self.kv_a_proj_with_mqa = Linear(hid, self.rank + self.rope, bias, dtype, device)
         self.kv_a_layernorm = RMSNorm(self.rank, 1e-6, dtype, device)
-        self.kv_b_proj = Linear(self.rank, h * (self.nope + self.v_dim), False, dtype, device)
+        self.kv_b_proj = LatentUpProjection(self.rank, h * (self.nope + self.v_dim), dtype, device)
         self.o_proj = Linear(h * self.v_dim, hid, bias, dtype, device)
 
     def _kv_b_weight(self, dtype) -> torch.Tensor:
-        """``[H, nope + v, r]`` up-projection (dequantized when ``kv_b_proj`` is quantized)."""
-        mod = self.kv_b_proj
-        w = mod.weight if isinstance(mod, Linear) else mod.dequantized_weight()
-        return w.to(dtype).view(self.num_heads, self.nope + self.v_dim, self.rank)
+        """``[H, nope + v, r]`` up-projection in ``dtype``."""
+        return self.kv_b_proj.weight.to(dtype).view(self.num_heads, self.nope + self.v_dim, self.rank)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
         """``x`` ``[T, hidden]`` -> ``[T, hidden]``; writes the tokens' latent rows at ``batch.out_slots``."""

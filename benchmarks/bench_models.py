@@ -34,7 +34,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_e2e import PROMPT, bench_structgen, bench_transformers  # noqa: E402
+from bench_e2e import PROMPT, bench_structgen, bench_transformers
 
 PRECISIONS = [("fp32", "float32", None), ("bf16", "bfloat16", None), ("int8", "float32", "int8"),
               ("int4-g64", "float32", "int4"), ("gguf-native (Q4_1/Q8_0)", "float32", "gguf"),
@@ -48,10 +48,42 @@ def _us(fn, min_time: float = 0.3) -> float:
     return Timer("fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_time).median * 1e6
 
 
+def _mlp_cases(n: int, k: int) -> dict:
+    """Batch-1 callables for one ``[n, k]`` weight: plain, packed int8/int4, dequantize per call."""
+    from structgen.runtime.quantization.formats import (
+        dequantize_int4,
+        dequantize_int8,
+        int4_scale_and_zeros,
+        pack_int4,
+        quantize_int4,
+        quantize_int8,
+    )
+
+    w, x = torch.randn(n, k), torch.randn(1, k)
+    xb, wb = x.bfloat16(), w.bfloat16()
+    q8, s8 = quantize_int8(w)
+    s8f, s8b = s8.view(n), s8.view(n).bfloat16()
+    q4, s4, m4 = quantize_int4(w, 64)
+    p4 = pack_int4(q4)
+    sz, szb = int4_scale_and_zeros(s4, m4, torch.float32), int4_scale_and_zeros(s4, m4, torch.bfloat16)
+    int8mm, int4mm = torch.ops.aten._weight_int8pack_mm, torch.ops.aten._weight_int4pack_mm_for_cpu
+    return {
+        "fp32 F.linear": lambda: F.linear(x, w),
+        "bf16 F.linear": lambda: F.linear(xb, wb),
+        "_weight_int8pack_mm, fp32 act": lambda: int8mm(x, q8, s8f),
+        "_weight_int8pack_mm, bf16 act": lambda: int8mm(xb, q8, s8b),
+        "int8 dequantize per call + fp32 F.linear": lambda: F.linear(x, dequantize_int8(q8, s8)),
+        "_weight_int4pack_mm_for_cpu g64, fp32 act": lambda: int4mm(x, p4, 64, sz),
+        "_weight_int4pack_mm_for_cpu g64, bf16 act": lambda: int4mm(xb, p4, 64, szb),
+        "int4 dequantize per call + fp32 F.linear": lambda: F.linear(x, dequantize_int4(q4, s4, m4)),
+    }
+
+
 def bench_kernels() -> list[tuple[str, str, float]]:
     """(shape, method, microseconds) at batch 1."""
     from structgen.runtime.quantization.formats import (
-        dequantize_int4, dequantize_int8, int4_scale_and_zeros, int8_to_group_major, pack_int4, quantize_int4,
+        dequantize_int8,
+        int8_to_group_major,
         quantize_int8,
     )
     from structgen.runtime.quantization.linear import int8_matmul
@@ -59,25 +91,7 @@ def bench_kernels() -> list[tuple[str, str, float]]:
     torch.manual_seed(0)
     rows = []
     for n, k in ((1536, 576), (576, 1536)):
-        shape = f"{n}x{k}"
-        w, x = torch.randn(n, k), torch.randn(1, k)
-        xb, wb = x.bfloat16(), w.bfloat16()
-        q8, s8 = quantize_int8(w)
-        q4, s4, m4 = quantize_int4(w, 64)
-        p4 = pack_int4(q4)
-        sz, szb = int4_scale_and_zeros(s4, m4, torch.float32), int4_scale_and_zeros(s4, m4, torch.bfloat16)
-        s8b = s8.view(n).bfloat16()
-        cases = {
-            "fp32 F.linear": lambda: F.linear(x, w),
-            "bf16 F.linear": lambda: F.linear(xb, wb),
-            "_weight_int8pack_mm, fp32 act": lambda: torch.ops.aten._weight_int8pack_mm(x, q8, s8.view(n)),
-            "_weight_int8pack_mm, bf16 act": lambda: torch.ops.aten._weight_int8pack_mm(xb, q8, s8b),
-            "int8 dequantize per call + fp32 F.linear": lambda: F.linear(x, dequantize_int8(q8, s8)),
-            "_weight_int4pack_mm_for_cpu g64, fp32 act": lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(x, p4, 64, sz),
-            "_weight_int4pack_mm_for_cpu g64, bf16 act": lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(xb, p4, 64, szb),
-            "int4 dequantize per call + fp32 F.linear": lambda: F.linear(x, dequantize_int4(q4, s4, m4)),
-        }
-        rows += [(shape, name, _us(fn)) for name, fn in cases.items()]
+        rows += [(f"{n}x{k}", name, _us(fn)) for name, fn in _mlp_cases(n, k).items()]
     n, k = 49152, 576  # SmolLM2's tied output layer, Q8_0 (group 32)
     w, x = torch.randn(n, k), torch.randn(1, k)
     q, s = quantize_int8(w, 32)
@@ -164,7 +178,7 @@ def _hf_generate_folder(folder: Path, tokens: int, load_model) -> dict:
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
     tok = load_model(str(folder)).tokenizer
     ids = torch.tensor([_chat_ids(tok)])
-    kw = dict(do_sample=False, pad_token_id=0, eos_token_id=None)
+    kw = {"do_sample": False, "pad_token_id": 0, "eos_token_id": None}
     with torch.no_grad():
         model.generate(ids, max_new_tokens=4, min_new_tokens=4, **kw)
         t0 = time.perf_counter()

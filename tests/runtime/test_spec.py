@@ -289,6 +289,32 @@ def test_draft_pool_holds_only_needed_pages(tiny_llama_dir, tiny_draft_dir, plai
     assert_no_draft_leak(engine)
 
 
+def test_adaptive_k_follows_acceptance(tiny_llama_dir, plain):
+    """Adaptive k: near 1 token per verification when drafts are always rejected, the
+    full k when they are always accepted; fixed k proposes k regardless."""
+    register_proposer("test_garbage", _GarbageProposer)
+    try:
+        params = SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True)
+        ref = [o.token_ids for o in plain.generate(PROMPTS, params)]
+        per_step = {}
+        for name, spec in {
+            "garbage_fixed": {"method": "test_garbage", "num_tokens": 6},
+            "garbage_adaptive": {"method": "test_garbage", "num_tokens": 6, "adaptive": True},
+            "self_adaptive": {"method": "draft", "draft_model": plain, "num_tokens": 6,
+                              "adaptive": True},
+        }.items():
+            engine = Engine(str(tiny_llama_dir), speculative=spec, **SETTINGS)
+            assert [o.token_ids for o in engine.generate(PROMPTS, params)] == ref
+            stats = engine.stats()
+            per_step[name] = stats["spec_proposed_tokens"] / stats["spec_verify_steps"]
+        # fixed k = 6, less only near max_tokens or where the step's token budget trims
+        assert per_step["garbage_fixed"] > 4.0, per_step
+        assert per_step["garbage_adaptive"] < 1.5, per_step
+        assert per_step["self_adaptive"] > 0.8 * per_step["garbage_fixed"], per_step
+    finally:
+        PROPOSERS.pop("test_garbage")
+
+
 def test_config_errors(tiny_llama_dir):
     with pytest.raises(ConfigError, match="unknown speculative method"):
         Engine(str(tiny_llama_dir), speculative="nope", **SETTINGS)

@@ -24,7 +24,7 @@ import torch
 
 from structgen.errors import ConfigError, DistributedError, RequestError, StructgenError
 from structgen.runtime.config import EngineConfig
-from structgen.runtime.distributed.group import mp_context
+from structgen.runtime.distributed.group import check_devices, mp_context
 from structgen.runtime.distributed.replica import replica_main
 from structgen.runtime.distributed.router import CacheAwareRouter, routing_key
 from structgen.runtime.outputs import RequestOutput
@@ -63,6 +63,9 @@ class DataParallelEngine:
                 and not isinstance(self.config.speculative.draft_model, str):
             raise ConfigError("data_parallel_size > 1 needs speculative draft_model as a path")
         n, tp = self.config.data_parallel_size, self.config.tensor_parallel_size
+        dev = self.config.resolved().device
+        if dev.startswith("cuda"):
+            check_devices(torch.device(dev), n * tp)  # replica i: GPUs base + i*tp ..
         ctx = mp_context()
         self._outbox = ctx.Queue()
         self._inboxes, self._procs = [], []

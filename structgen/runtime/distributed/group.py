@@ -29,9 +29,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from structgen.errors import DistributedError
+from structgen.errors import ConfigError, DistributedError
 
-__all__ = ["IDLE_WAIT", "TPGroup", "WorkerProcesses", "mp_context", "open_store", "owner_alive", "watch_parent"]
+__all__ = ["IDLE_WAIT", "TPGroup", "WorkerProcesses", "check_devices", "mp_context", "open_store", "owner_alive", "watch_parent"]
 
 IDLE_WAIT = datetime.timedelta(days=365)  # a worker waiting for the next step has no deadline
 _READY_POLL_S = 0.05
@@ -41,6 +41,16 @@ def open_store(world_size: int, timeout_s: float) -> dist.TCPStore:
     """A TCPStore served by this process on a free 127.0.0.1 port (``store.port``)."""
     return dist.TCPStore("127.0.0.1", 0, world_size, True,
                          timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
+
+
+def check_devices(device: torch.device, count: int) -> None:
+    """Raise ConfigError when ``count`` GPUs from ``device`` on do not exist (CPU: never)."""
+    if device.type != "cuda":
+        return
+    first, have = device.index or 0, torch.cuda.device_count()
+    if first + count > have:
+        raise ConfigError(f"{count} ranks from cuda:{first} need {first + count} GPUs; "
+                          f"this machine has {have}")
 
 
 class TPGroup:

@@ -25,7 +25,13 @@ import weakref
 import torch
 
 from structgen.errors import DistributedError
-from structgen.runtime.distributed.group import TPGroup, WorkerProcesses, open_store, watch_parent
+from structgen.runtime.distributed.group import (
+    TPGroup,
+    WorkerProcesses,
+    check_devices,
+    open_store,
+    watch_parent,
+)
 from structgen.runtime.distributed.parallel_layers import (
     check_shardable,
     local_kv_heads,
@@ -172,6 +178,7 @@ def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int):
     tp = config.tensor_parallel_size
     model = loaded.model
     check_shardable(model, tp)
+    check_devices(device, tp)
     store = open_store(tp, config.dist_timeout_s)
     workers = WorkerProcesses(tp_worker_main, tp, (dataclasses.replace(config, speculative=None), num_pages), store,
                               start_timeout_s=max(120.0, config.dist_timeout_s))

@@ -188,8 +188,12 @@ def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int):
         workers.kill()
         raise workers.describe_failure(exc) from exc
     group.on_failure = workers.describe_failure
-    shard_model(model, group)
-    pool = _make_pool(model, num_pages, config.page_size, tp, 0, device)
+    try:
+        shard_model(model, group)
+        pool = _make_pool(model, num_pages, config.page_size, tp, 0, device)
+    except BaseException:
+        workers.kill(force=True)
+        raise
     return pool, TensorParallelRunner(model, pool, device, group, workers)
 
 

@@ -120,3 +120,16 @@ def test_local_kv_heads_follow_gqa_mapping(heads, kv, tp):
         local_group = local_q // kv_n
         for j in range(local_q):
             assert kv0 + j // local_group == (rank * local_q + j) // group
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_smollm2_tp3_greedy_matches(smollm2_engine):
+    """The real model (9 heads, 3 KV heads: TP=3, one KV head per rank) in 3 processes."""
+    prompts = [[{"role": "user", "content": "Name three colors."}],
+               [{"role": "user", "content": "What is 2+2?"}]]
+    params = SamplingParams(max_tokens=24, temperature=0.0)
+    ref = smollm2_engine.generate(prompts, params)
+    with Engine(max_kv_tokens=4096, tensor_parallel_size=3) as tp:
+        got = tp.generate(prompts, params)
+    assert [o.token_ids for o in got] == [o.token_ids for o in ref]

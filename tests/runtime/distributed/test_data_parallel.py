@@ -104,6 +104,16 @@ def test_load_spreads_without_shared_prefixes(dp_engine):
 
 
 @pytest.mark.timeout(60)
+def test_replica_config_error_reaches_the_caller(tiny_model_dirs):
+    from structgen.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="data_parallel_size must be an int >= 1"):
+        Engine(tiny_model_dirs["llama_gqa"], data_parallel_size=0)
+    with pytest.raises(ConfigError, match="does not divide the model's 4 attention heads"):
+        Engine(tiny_model_dirs["llama_gqa"], data_parallel_size=2, tensor_parallel_size=3, **SETTINGS)
+
+
+@pytest.mark.timeout(60)
 def test_dead_replica_is_reported(dp_engine):
     os.kill(dp_engine._procs[1].pid, signal.SIGKILL)
     t0 = time.monotonic()

@@ -9,9 +9,13 @@ Integers: exact bounds of any magnitude, ``multipleOf`` through a residue automa
 (small moduli) or by listing the multiples of a small bounded range.
 
 Numbers: without bounds, the full JSON number grammar (exponents included). With
-bounds, or ``multipleOf`` = 1, 0.1, 0.01, ... (exact decimal steps), only spellings
-without an exponent are produced and accepted (``1e2`` is rejected even when in
-range), so no out-of-range value is ever accepted. Other ``multipleOf`` values on
+bounds, every spelling without an exponent whose value is in range, plus the exponent
+spellings that are in range whatever their digits (``exponent_forms``): any exponent
+on a half-line such as ``minimum: 0`` (``1e+16``), zero (``0e5``) when 0 is in range,
+and ``d.dddeE`` (``json.dumps``'s spelling of large and small floats) where the whole
+band ``[10**E, 10**(E+1))`` is in range. Other exponent spellings are rejected even when in
+range, so no out-of-range value is ever accepted. With ``multipleOf`` = 1, 0.1, 0.01,
+... (exact decimal steps) no exponent spelling is produced. Other ``multipleOf`` values on
 numbers: spellings of integer multiples only (``6``, ``6.0``), or strict error.
 """
 
@@ -103,7 +107,74 @@ def number_regex(conv: Any, schema: dict, pointer: str) -> str | None:
     if not bounded:
         return NUMBER
     lo, lo_incl, hi, hi_incl = number_bounds(schema)
-    return decimal_range_regex(lo, lo_incl, hi, hi_incl)
+    parts = [r for r in (decimal_range_regex(lo, lo_incl, hi, hi_incl),
+                         exponent_forms(lo, lo_incl, hi, hi_incl)) if r is not None]
+    return _alt(parts) if parts else None
+
+
+_NONZERO_MANTISSA = r"(?:[1-9][0-9]*(?:\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)"
+_EXPONENT = r"[eE][+-]?[0-9]+"
+
+
+def _pow10(e: int) -> Fraction:
+    return Fraction(10) ** e
+
+
+def _exponent_band(lo: Fraction | None, lo_incl: bool, hi: Fraction | None) -> str | None:
+    """``d(.ddd)eE`` spellings of positive values (each in ``[10**E, 10**(E+1))``) for every
+    E whose whole band lies within ``lo`` (None or <= 0: no bound) and ``hi``."""
+    if hi is not None and hi <= 0:
+        return None
+    e_min = None  # None: no lower limit on E
+    if lo is not None and lo > 0:
+        e_min = len(str(lo.numerator)) - len(str(lo.denominator)) - 2
+        while _pow10(e_min) < lo or (_pow10(e_min) == lo and not lo_incl):
+            e_min += 1
+    e_max = None
+    if hi is not None:
+        e_max = len(str(hi.numerator)) - len(str(hi.denominator)) + 2
+        while _pow10(e_max + 1) > hi:
+            e_max -= 1
+    if e_min is not None and e_max is not None and e_min > e_max:
+        return None
+    exps = []
+    if e_max is None or e_max >= 0:  # E >= 0, written e5, e+5, e+05
+        exps.append(r"[eE]\+?0*" + integer_range_regex(max(e_min or 0, 0), e_max))
+    if e_min is None or e_min <= -1:  # E = -K < 0
+        k_lo = 1 if e_max is None or e_max >= -1 else -e_max
+        exps.append(r"[eE]-0*" + integer_range_regex(k_lo, None if e_min is None else -e_min))
+    if (e_min is None or e_min <= 0) and (e_max is None or e_max >= 0):
+        exps.append(r"[eE]-0+")
+    return r"[1-9](?:\.[0-9]+)?" + _alt(exps)
+
+
+def exponent_forms(lo: Fraction | None, lo_incl: bool, hi: Fraction | None,
+                   hi_incl: bool) -> str | None:
+    """Exponent spellings of numbers that lie within the bounds whatever their digits.
+
+    Exact by construction: any positive mantissa and exponent only when there is no
+    upper bound and the lower bound is <= 0; zero spellings only when 0 is in range;
+    ``[1-9](.d+)?eE`` (a value in ``[10**E, 10**(E+1))``) for the E whose whole band is
+    in range; negative values symmetrically. None when no such spelling exists.
+    """
+    def zero_in() -> bool:
+        return ((lo is None or lo < 0 or (lo == 0 and lo_incl))
+                and (hi is None or hi > 0 or (hi == 0 and hi_incl)))
+
+    parts = []
+    if zero_in():
+        parts.append(r"-?0(?:\.0+)?" + _EXPONENT)
+    if hi is None and (lo is None or lo <= 0):  # every positive value is in range
+        parts.append(_NONZERO_MANTISSA + _EXPONENT)
+    if lo is None and (hi is None or hi >= 0):  # every negative value is in range
+        parts.append("-" + _NONZERO_MANTISSA + _EXPONENT)
+    pos = _exponent_band(lo, lo_incl, hi)
+    if pos is not None:
+        parts.append(pos)
+    neg = _exponent_band(None if hi is None else -hi, hi_incl, None if lo is None else -lo)
+    if neg is not None:
+        parts.append("-" + neg)
+    return _alt(parts) if parts else None
 
 
 def _decimal_step(step: Fraction) -> int | None:

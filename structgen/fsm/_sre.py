@@ -5,7 +5,8 @@ rejects what no finite automaton can do (lookaround, backreferences, anchors,
 atomic groups, possessive repeats), and lowers the parse tree to byte-level terms
 of a ``TermArena`` (character classes become UTF-8 byte-sequence alternatives).
 ``\\d``, ``\\w``, ``\\s`` and their negations are ASCII (as with ``re.ASCII``); ``.``
-is any code point but ``\\n`` (any at all under ``(?s)``).
+is any code point but ``\\n`` (any at all under ``(?s)``). ``(?i)`` follows Python's
+Unicode case-insensitive matching (``_case_fold``), for classes within the BMP.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import re
 import time
 
 try:  # Python >= 3.11
+    import re._compiler as sre_compile
     import re._constants as sre_constants
     import re._parser as sre_parse
 except ImportError:  # pragma: no cover - Python 3.10
+    import sre_compile  # type: ignore[no-redef]
     import sre_constants  # type: ignore[no-redef]
     import sre_parse  # type: ignore[no-redef]
 
@@ -98,6 +101,54 @@ def parse(pattern: str):
         raise GrammarTooComplexError(f"regex is nested too deeply to parse: {exc}") from exc
 
 
+_FOLD_MAX = 0xFFFF  # class members case-folded one by one (the BMP, as CPython does)
+_folded: dict[int, list[int]] | None = None
+
+
+def _fold_table() -> dict[int, list[int]]:
+    """lowercase code point -> every code point whose ``_sre`` lowercase it is (built once)."""
+    global _folded
+    if _folded is None:
+        import _sre
+
+        lower = _sre.unicode_tolower
+        table: dict[int, list[int]] = {}
+        for cp in range(MAX_CODE_POINT + 1):
+            table.setdefault(lower(cp), []).append(cp)
+        _folded = table
+    return _folded
+
+
+def _case_fold(ranges: list[tuple[int, int]], pattern: str) -> list[tuple[int, int]]:
+    """Code points that Python's ``re`` (Unicode, ``IGNORECASE``) matches for a class or
+    literal of ``ranges``: every ``x`` whose lowercase is the lowercase of a member or one
+    of its extra case variants (``re._compiler._EXTRA_CASES``, e.g. ``s``/``ſ``)."""
+    import _sre
+
+    extra = getattr(sre_compile, "_EXTRA_CASES", {})
+    if sum(hi - lo + 1 for lo, hi in ranges) > _FOLD_MAX or any(hi > _FOLD_MAX for _, hi in ranges):
+        raise UnsupportedRegexError(
+            f"case-insensitive classes beyond the BMP or over {_FOLD_MAX} code points are "
+            f"not supported, in {pattern!r}"
+        )
+    lowered: set[int] = set()
+    for lo, hi in ranges:
+        for cp in range(lo, hi + 1):
+            low = _sre.unicode_tolower(cp)
+            lowered.add(low)
+            lowered.update(extra.get(low, ()))
+    table = _fold_table()
+    members = sorted({x for low in lowered for x in table.get(low, ())} | {
+        cp for lo, hi in ranges for cp in range(lo, hi + 1)})
+    out: list[tuple[int, int]] = []
+    for cp in members:
+        if out and out[-1][1] == cp - 1:
+            out[-1] = (out[-1][0], cp)
+        else:
+            out.append((cp, cp))
+    return out
+
+
 class _Lowering:
     """sre parse tree -> arena term; one instance per pattern."""
 
@@ -155,7 +206,7 @@ class _Lowering:
             return self.chars([])  # a lone surrogate has no UTF-8 encoding
         return self.arena.seq([self.arena.byteset(1 << b) for b in chr(cp).encode("utf-8")])
 
-    def charset(self, items) -> int:
+    def charset(self, items, ignore_case: bool = False) -> int:
         ranges, negate, shared = [], False, []
         for op, av in items:
             if op == _C.NEGATE:
@@ -178,6 +229,8 @@ class _Lowering:
                     ranges.extend(cat)
             else:
                 raise UnsupportedRegexError(f"unsupported class item {op} in {self.pattern!r}")
+        if ignore_case:
+            ranges = _case_fold(ranges, self.pattern)
         if shared:
             if negate:
                 raise UnsupportedRegexError(f"negated shared subpattern in {self.pattern[:80]!r}")
@@ -197,18 +250,19 @@ class _Lowering:
                 f"anchors (^, $, \\b, \\A, \\Z) are not supported, in {self.pattern!r}: "
                 "the whole output must match (fullmatch semantics)"
             )
-        if flags & re.IGNORECASE:
-            raise UnsupportedRegexError(
-                f"case-insensitive matching is not supported: {self.pattern!r}"
-            )
         if op == _C.LITERAL:
+            if flags & re.IGNORECASE and self._shared_term(av) is None:
+                return self.chars(_case_fold([(av, av)], self.pattern))
             return self.literal(av)
         if op == _C.NOT_LITERAL:
-            return self.chars([(av, av)], negate=True)
+            ranges = [(av, av)]
+            if flags & re.IGNORECASE:
+                ranges = _case_fold(ranges, self.pattern)
+            return self.chars(ranges, negate=True)
         if op == _C.ANY:
             return self.chars([] if flags & re.DOTALL else [(10, 10)], negate=True)
         if op == _C.IN:
-            return self.charset(av)
+            return self.charset(av, bool(flags & re.IGNORECASE))
         if op == _C.BRANCH:
             return a.alt([self.seq(branch, flags) for branch in av[1]])
         if op == _C.SUBPATTERN:
@@ -232,7 +286,7 @@ def lower(pattern: str, arena: TermArena, deadline: float = float("inf"),
     Raises:
         RegexError: unparsable.
         UnsupportedRegexError: lookaround, backreferences, anchors, atomic groups,
-            possessive repeats, case-insensitive matching.
+            possessive repeats, case-insensitive classes past the BMP.
         GrammarTooComplexError: nesting or time budget exceeded.
     """
     shared: list[int] = []

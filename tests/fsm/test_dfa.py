@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 
 import numpy as np
@@ -141,3 +142,26 @@ def test_regex_errors(pattern: str, error: type) -> None:
 def test_state_budget_is_enforced() -> None:
     with pytest.raises(GrammarTooComplexError):
         regex_to_dfa(r"[a-z]{50}", max_states=20)
+
+
+@pytest.mark.parametrize("pattern", ["(?i)abc", "(?i)[a-c]+x", "(?i:straße)", "a(?i:b)c",
+                                     "(?i)[^k]", "(?i)é+", "(?i)[a-zé]{2}", "(?i)ſ|K",
+                                     "(?i)(?:hello|world)!", "(?i)[0-9a-f]{4}"])
+def test_ignorecase_matches_python_re(pattern) -> None:
+    rng = random.Random(pattern)
+    alpha = "abcxABCXkK\u212a\u017fsSß\u1e9eéÉhelloWORLD!0123456789fF\u0130i\u0131I"
+    words = {"".join(rng.choice(alpha) for _ in range(rng.randint(0, 5))) for _ in range(1500)}
+    words |= {"abc", "ABC", "STRAßE", "K", "\u212a", "\u017f", "s", "k", "hello!", "WORLD!", "É",
+              "aBx", "aBc", "éÉ", "0aF9", "zÉ"}
+    grammar = compile_regex(pattern)
+    accepted = 0
+    for w in words:
+        expected = re.fullmatch(pattern, w) is not None
+        assert grammar.matches(w) == expected, (pattern, w)
+        accepted += expected
+    assert accepted > 0
+
+
+def test_ignorecase_huge_class_is_a_clear_error() -> None:
+    with pytest.raises(UnsupportedRegexError, match="case-insensitive"):
+        compile_regex("(?i)[\\U00010400-\\U00010500]")

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from structgen.errors import RequestError
 from structgen.lang.backend import TokenizerBackend
@@ -229,7 +230,7 @@ class OpenAIBackend(TokenizerBackend):
         if "echo" in body["standard"]:
             prompt_lps = _prompt_logprobs(body["standard"]["prompt"], choice.logprobs)
             echoed = self.tokenizer.decode(body["standard"]["prompt"])
-            text = text[len(echoed):] if text.startswith(echoed) else text
+            text = text.removeprefix(echoed)
         metrics = _metrics(resp.usage, n_prompt)
         return RequestOutput(text=text, finish_reason=choice.finish_reason, metrics=metrics,
                              prompt_logprobs=prompt_lps)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, Generator
+from typing import TYPE_CHECKING, Any, Callable, Generator
 
 from structgen.errors import ExtractionError, RequestError
 from structgen.lang.expr import Concat, Expr, Gen, Role, Select, TemplateFill, Text, as_expr
@@ -24,7 +24,10 @@ from structgen.lang.healing import Healing, heal
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.sampling_params import SamplingParams
 
-__all__ = ["ProgramState", "ForkedStates", "Call"]
+if TYPE_CHECKING:
+    from structgen.lang.driver import ForkedStates
+
+__all__ = ["ProgramState", "Call"]
 
 _SENTINEL = "\x00structgen-open-turn\x00"
 _SELECT_PARAMS = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
@@ -102,6 +105,8 @@ class ProgramState:
 
     # ------------------------------------------------------------ writing
     def __iadd__(self, value: Any) -> "ProgramState":
+        from structgen.lang.driver import run_one
+
         run_one(self, as_expr(value))
         return self
 
@@ -122,6 +127,8 @@ class ProgramState:
         branch can also be extended alone (``forks[i] += ...``). Branches never write
         back to this state; use :meth:`join` to collect their captures.
         """
+        from structgen.lang.driver import ForkedStates
+
         if not isinstance(n, int) or n < 1:
             raise RequestError(f"fork needs n >= 1, got {n!r}")
         return ForkedStates([self._copy() for _ in range(n)])
@@ -345,73 +352,3 @@ def _parse_json(text: str, schema: Any, finish_reason: str | None) -> Any:
     if isinstance(schema, type) and hasattr(schema, "model_validate"):
         return schema.model_validate(value)
     return value
-
-
-def drive(backend: Any, steps: list[Steps]) -> None:
-    """Run interpreters in lock-step: each round merges their calls into one backend call."""
-    pending: list[tuple[Steps, list[Call]]] = []
-    for s in steps:
-        try:
-            pending.append((s, next(s)))
-        except StopIteration:
-            pass
-    while pending:
-        calls = [c for _, cs in pending for c in cs]
-        deltas = [c.on_delta for c in calls]
-        on_delta = None
-        if any(deltas):
-            def on_delta(i: int, text: str) -> None:
-                if deltas[i] is not None:
-                    deltas[i](text)
-        outs = backend.generate(
-            [c.prompt_ids for c in calls], [c.params for c in calls],
-            [c.constraint for c in calls], on_delta,
-        )
-        nxt, i = [], 0
-        for s, cs in pending:
-            mine, i = outs[i : i + len(cs)], i + len(cs)
-            try:
-                nxt.append((s, s.send(mine)))
-            except StopIteration:
-                pass
-        pending = nxt
-
-
-def run_one(state: ProgramState, expr: Expr) -> None:
-    """Interpret ``expr`` on one state."""
-    drive(state.backend, [state._exec(expr)])
-
-
-class ForkedStates(list):
-    """The branches of :meth:`ProgramState.fork`; ``forks += expr`` runs them together.
-
-    ``forks += expr`` appends the same expression to every branch; a seeded gen in it
-    runs with seed ``seed + i`` in branch ``i`` (as ``SamplingParams.n`` does), so the
-    branches differ yet are reproducible. ``forks += [e0, e1, ...]`` appends one
-    expression per branch, seeds as written. Either way the branches' generation calls
-    run as one batch per round (prefix pages shared by the radix cache).
-    """
-
-    def __iadd__(self, value: Any) -> "ForkedStates":  # type: ignore[override]
-        broadcast = not isinstance(value, (list, tuple))
-        if not broadcast:
-            if len(value) != len(self):
-                raise RequestError(f"{len(value)} expressions for {len(self)} branches")
-            exprs = [as_expr(v) for v in value]
-        else:
-            exprs = [as_expr(value)] * len(self)
-        if not self:
-            return self
-        saved = [s._seed_offset for s in self]
-        if broadcast:
-            for i, s in enumerate(self):
-                s._seed_offset = saved[i] + i
-        try:
-            drive(self[0].backend, [s._exec(e) for s, e in zip(self, exprs)])
-        finally:
-            for s, off in zip(self, saved):
-                s._seed_offset = off
-        return self
-
-    def __getitem__(self, i):  # noqa: D105 - list semantics
-        return list.__getitem__(self, i)

@@ -17,7 +17,7 @@ from structgen.lang.constraints import Choice, JsonSchema, Regex
 pytest.importorskip("openai")
 pytest.importorskip("fastapi")
 
-from tests.server.conftest import TINY, start_server, stop_server  # noqa: E402
+from tests.server.conftest import TINY, start_server, stop_server
 
 
 class Pet(BaseModel):
@@ -103,9 +103,9 @@ def test_run_batch_and_template_on_the_server(tiny_engine, remote):
 
 def test_request_fields_are_the_ones_the_server_reads():
     """request_body's extra fields round-trip through the server's own request parser."""
+    from structgen.lang.openai_backend import request_body
     from structgen.server.protocol import CompletionRequest, parse_request
     from structgen.server.serving import request_constraint
-    from structgen.lang.openai_backend import request_body
 
     params = structgen.SamplingParams(max_tokens=7, temperature=0.0, top_k=5, seed=3,
                                       stop=["\n"], prompt_logprobs=0)

@@ -32,6 +32,13 @@ def test_json_extraction():
     assert person["city"] == "Lyon"
 
 
+def test_extract_person():
+    people = [json.loads(ln) for ln in run_example("extract_person.py").strip().splitlines()[-2:]]
+    assert [set(p) for p in people] == [{"name", "age", "occupation", "city"}] * 2
+    assert "Maria" in people[0]["name"] and people[0]["city"] == "Lyon"
+    assert "Kenji" in people[1]["name"] and people[1]["city"] == "Osaka"
+
+
 def test_classify():
     lines = run_example("classify.py").strip().splitlines()[-2:]
     assert [ln.split("\t")[0] for ln in lines] == ["positive", "negative"]

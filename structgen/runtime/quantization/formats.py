@@ -8,7 +8,9 @@ Two layouts, both along the input dimension ``K`` of a ``[N, K]`` linear weight:
 * **int4**: ``q`` in ``0..15``, ``scales`` and ``mins`` fp16 ``[G, N]``; ``w = scales * q + mins``
   (asymmetric). Our quantizer picks an integer zero point ``z`` per group and stores
   ``mins = -z * scales``; GGUF Q4_1 is this layout with group 32 (``d``, ``m``), Q4_0 has
-  ``mins = -8 * d``. On CPU ``q`` is kept packed for ``torch.ops.aten._weight_int4pack_mm_for_cpu``.
+  ``mins = -8 * d``. On CPU ``q`` is kept packed either in the "rows" layout our C kernel streams
+  (:func:`pack_int4_rows`: ggml's block order, scales/mins ``[N, G]``) or, when that kernel is not
+  built, for ``torch.ops.aten._weight_int4pack_mm_for_cpu`` (:func:`pack_int4`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ __all__ = [
     "can_pack_int4",
     "int8_to_group_major",
     "int8_from_group_major",
+    "pack_int4_rows",
+    "unpack_int4_rows",
 ]
 
 
@@ -122,3 +126,22 @@ def int4_scale_and_zeros(scales: torch.Tensor, mins: torch.Tensor, dtype: torch.
     """
     s = scales.float()
     return torch.stack((s, mins.float() + 8.0 * s), dim=-1).to(dtype).contiguous()
+
+
+def pack_int4_rows(q: torch.Tensor) -> torch.Tensor:
+    """Pack ``q`` uint8 ``[N, K]`` (0..15, ``K % 32 == 0``) into the C kernel's ``[N, K / 2]`` layout.
+
+    Per row, each block of 32 weights is 16 bytes; byte ``j`` holds weight ``j`` in its low
+    nibble and weight ``j + 16`` in its high nibble (ggml's Q4_0/Q4_1 block order, so a GGUF
+    block's quants are copied as they are). Lossless; :func:`unpack_int4_rows` inverts it.
+    """
+    n, k = q.shape
+    qv = q.to(torch.uint8).reshape(n, k // 32, 2, 16)
+    return (qv[:, :, 0] | (qv[:, :, 1] << 4)).reshape(n, k // 2).contiguous()
+
+
+def unpack_int4_rows(packed: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`pack_int4_rows`: ``[N, K / 2]`` -> uint8 ``[N, K]`` in 0..15."""
+    n, half = packed.shape
+    pv = packed.reshape(n, half // 16, 16)
+    return torch.cat((pv & 0x0F, pv >> 4), dim=-1).reshape(n, half * 2)

@@ -2,18 +2,25 @@
 
 The quantized tensors are registered buffers (counted by ``memory_report``); the
 activations stay in the model's float dtype. CPU matmuls (chosen by measurement,
-see ``benchmarks/`` and the quantization issue's report):
+see ``benchmarks/bench_models.py`` and its section of ``benchmarks/RESULTS.md``):
 
-* int8 per output channel: ``torch.ops.aten._weight_int8pack_mm``;
-* int8 grouped (GGUF Q8_0): stored group-major (``[G, N, K/G]``), one
-  ``_weight_int8pack_mm`` per group, summed in float32;
-* int4 grouped: ``torch.ops.aten._weight_int4pack_mm_for_cpu``.
-
-Both packed CPU kernels are ~30x faster with bfloat16 activations than with float32
-ones on our machines (576x576, batch 1: 32 us vs 1017 us for int8), so on CPU the
-activations of a float32 model are cast to ``activation_dtype`` (bfloat16 by default)
-for those two kernels and the result cast back; :func:`set_activation_dtype` with
-``torch.float32`` makes them exact (tests compare against dequantized weights so).
+* with our C kernel built (:mod:`~structgen.runtime.quantization.cpu_kernel`, the default):
+  int4 weights are stored in its "rows" layout (:func:`~.formats.pack_int4_rows`, fp16
+  ``scales``/``mins`` ``[N, G]``) and grouped int8 (GGUF Q8_0) row-major ``[N, K]``; at
+  ``M <= 8`` activation rows (decode) the AVX2 kernel runs, above that tiles of the weight are
+  dequantized in C for a float32 ``F.linear``. With ``activation_dtype`` float32 (or None and
+  float32 inputs) the kernel is exact in float32; otherwise (the bfloat16 default) it
+  quantizes activations to int8 per block of 32, as llama.cpp does (Q8_0 activations), and
+  uses integer dot products: 1.4-1.7x faster at decode shapes, relative error ~1e-2 of a
+  random-input output (the bf16-activation error of torch's kernels is of the same order).
+* without it (no compiler at install; one warning): int8 per output channel through
+  ``torch.ops.aten._weight_int8pack_mm``; grouped int8 stored group-major (``[G, N, K/G]``),
+  one ``_weight_int8pack_mm`` per group, summed in float32; int4 grouped through
+  ``torch.ops.aten._weight_int4pack_mm_for_cpu`` with its (scale, zero) table cached per
+  activation dtype. Both packed torch kernels are ~30x faster with bfloat16 activations than
+  with float32 ones, so the activations of a float32 model are cast to ``activation_dtype``
+  (bfloat16 by default) for them and the result cast back; :func:`set_activation_dtype` with
+  ``torch.float32`` makes them exact (tests compare against dequantized weights so).
 
 On other devices every layout dequantizes and calls ``F.linear`` (the GPU path is the
 Triton ``quant_matmul`` kernel's job).
@@ -25,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from structgen.runtime.quantization import cpu_kernel
 from structgen.runtime.quantization.formats import (
     can_pack_int4,
     dequantize_int4,
@@ -33,11 +41,23 @@ from structgen.runtime.quantization.formats import (
     int8_from_group_major,
     int8_to_group_major,
     pack_int4,
+    pack_int4_rows,
+    unpack_int4_rows,
 )
 
 __all__ = ["QuantLinear", "QuantEmbedding", "int8_matmul", "int4_matmul", "set_activation_dtype"]
 
 _TILE_ROWS = 4096  # rows dequantized at a time by the grouped-int8 path
+_FLOATS = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _use_kernel(x: torch.Tensor) -> bool:
+    return x.device.type == "cpu" and x.dtype in _FLOATS and cpu_kernel.available()
+
+
+def _q8(x: torch.Tensor, act_dtype: torch.dtype | None) -> bool:
+    """Whether the C kernel may quantize activations to int8 (any activation dtype but float32)."""
+    return (act_dtype or x.dtype) != torch.float32
 
 
 def int8_matmul(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, act_dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -49,6 +69,8 @@ def int8_matmul(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, act_dtyp
     """
     if q.dim() == 3:
         return _int8_group_major_matmul(x, q, scales, act_dtype)
+    if _use_kernel(x):
+        return cpu_kernel.int8_linear(x, q, scales.contiguous(), _q8(x, act_dtype)).to(x.dtype)
     n, k = q.shape
     g = scales.shape[1]
     if g == 1 and x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16, torch.float16):
@@ -77,14 +99,15 @@ def _int8_group_major_matmul(x, q, scales, act_dtype) -> torch.Tensor:
 
 
 def int4_matmul(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group_size: int,
-                act_dtype: torch.dtype | None = None) -> torch.Tensor:
+                act_dtype: torch.dtype | None = None, scale_zeros: torch.Tensor | None = None) -> torch.Tensor:
     """``x @ W.T`` for an int4 weight packed by :func:`pack_int4` (``scales``/``mins`` fp16 ``[G, N]``).
 
-    ``act_dtype``: dtype the kernel computes in (None: ``x``'s).
+    ``act_dtype``: dtype the kernel computes in (None: ``x``'s). ``scale_zeros``: the
+    :func:`int4_scale_and_zeros` table in that dtype if the caller caches it (else rebuilt).
     Returns ``[M, N]`` in ``x``'s dtype. Raises: never.
     """
     xa = x.to(act_dtype or x.dtype).contiguous()
-    sz = int4_scale_and_zeros(scales, mins, xa.dtype)  # [G, N, 2]
+    sz = scale_zeros if scale_zeros is not None else int4_scale_and_zeros(scales, mins, xa.dtype)  # [G, N, 2]
     return torch.ops.aten._weight_int4pack_mm_for_cpu(xa, packed, group_size, sz).to(x.dtype)
 
 
@@ -113,9 +136,12 @@ class QuantLinear(nn.Module):
         kind: ``"int8"`` or ``"int4"``.
         in_features, out_features: K, N.
         group_size: inputs per scale (K for int8 per channel).
+        int4_layout: ``"rows"`` (our C kernel's, scales/mins ``[N, G]``) or ``"torch"``
+            (``_weight_int4pack_mm_for_cpu``'s, scales/mins ``[G, N]``); chosen at build time.
     """
 
     activation_dtype: torch.dtype | None = torch.bfloat16
+    int4_layout: str = "torch"
 
     def __init__(self, kind: str, in_features: int, out_features: int, group_size: int, bias: torch.Tensor | None) -> None:
         super().__init__()
@@ -127,11 +153,13 @@ class QuantLinear(nn.Module):
     def from_int8(cls, q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> "QuantLinear":
         """From ``q`` int8 ``[N, K]`` and ``scales`` ``[N, G]`` (kept in their dtype: fp16 for Q8_0).
 
-        Grouped weights (``G > 1``) are stored group-major (:func:`int8_to_group_major`).
+        Grouped weights (``G > 1``) are stored row-major for the C kernel (group size a multiple
+        of 8) or, without it, group-major (:func:`int8_to_group_major`).
         """
         n, k = q.shape
-        m = cls("int8", k, n, k // scales.shape[1], bias)
-        if scales.shape[1] > 1:
+        group = k // scales.shape[1]
+        m = cls("int8", k, n, group, bias)
+        if scales.shape[1] > 1 and not (cpu_kernel.available() and group % 8 == 0):
             q, scales = int8_to_group_major(q, scales)
         m.register_buffer("qweight", q.contiguous())
         m.register_buffer("scales", scales.contiguous())
@@ -149,6 +177,12 @@ class QuantLinear(nn.Module):
         if not can_pack_int4(n, k, group):
             raise ValueError(f"int4 packing needs N % 16 == 0 and K % group == 0 (got N={n}, K={k}, group={group})")
         m = cls("int4", k, n, group, bias)
+        if cpu_kernel.available() and group % 32 == 0:
+            m.int4_layout = "rows"
+            m.register_buffer("qweight", pack_int4_rows(q))
+            m.register_buffer("scales", scales.half().t().contiguous())  # [N, G]
+            m.register_buffer("mins", mins.half().t().contiguous())
+            return m
         m.register_buffer("qweight", pack_int4(q))
         m.register_buffer("scales", scales.half().contiguous())
         m.register_buffer("mins", mins.half().contiguous())
@@ -169,6 +203,8 @@ class QuantLinear(nn.Module):
         """``[N, K]`` float32 weight (the reference the matmul must match)."""
         if self.kind == "int8":
             return _dequantize_int8_any(self.qweight, self.scales)
+        if self.int4_layout == "rows":
+            return dequantize_int4(unpack_int4_rows(self.qweight), self.scales.t(), self.mins.t())
         eye = torch.eye(self.in_features, dtype=torch.float32, device=self.qweight.device)
         sz = int4_scale_and_zeros(self.scales, self.mins, torch.float32)
         return torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.qweight, self.group_size, sz).t().contiguous()
@@ -178,13 +214,28 @@ class QuantLinear(nn.Module):
         x2 = x.reshape(-1, shape[-1])  # [M, K]
         if self.kind == "int8":
             y = int8_matmul(x2, self.qweight, self.scales, self.activation_dtype)
-        elif x2.device.type == "cpu":
-            y = int4_matmul(x2, self.qweight, self.scales, self.mins, self.group_size, self.activation_dtype)
+        elif self.int4_layout == "rows" and _use_kernel(x2):
+            y = cpu_kernel.int4_linear(x2, self.qweight, self.scales, self.mins, self.group_size,
+                                       _q8(x2, self.activation_dtype)).to(x2.dtype)
+        elif self.int4_layout == "torch" and x2.device.type == "cpu":
+            y = int4_matmul(x2, self.qweight, self.scales, self.mins, self.group_size, self.activation_dtype,
+                            self._cached_scale_zeros((self.activation_dtype or x2.dtype)))
         else:  # pragma: no cover - GPU path belongs to the Triton quant_matmul kernel
             y = F.linear(x2, self.dequantized_weight().to(x2.dtype))
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*shape[:-1], self.out_features)
+
+    def _cached_scale_zeros(self, dtype: torch.dtype) -> torch.Tensor:
+        """The torch layout's ``[G, N, 2]`` (scale, zero) table in ``dtype``, built once per dtype and
+        buffer storage (it is a pure function of the fp16 ``scales``/``mins``, so results are unchanged)."""
+        cache = self.__dict__.setdefault("_scale_zeros", {})
+        key = (dtype, self.scales.data_ptr(), self.mins.data_ptr())
+        sz = cache.get(key)
+        if sz is None:
+            cache.clear()
+            sz = cache[key] = int4_scale_and_zeros(self.scales, self.mins, dtype)
+        return sz
 
     def extra_repr(self) -> str:
         return f"{self.kind}, in={self.in_features}, out={self.out_features}, group={self.group_size}"
@@ -203,7 +254,8 @@ class QuantEmbedding(nn.Module):
         super().__init__()
         self.dtype = dtype
         self.num_embeddings, self.embedding_dim = q.shape
-        if scales.shape[1] > 1:  # grouped (GGUF Q8_0): group-major, for the tied output matmul
+        group = self.embedding_dim // scales.shape[1]
+        if scales.shape[1] > 1 and not (cpu_kernel.available() and group % 8 == 0):  # grouped, no C kernel (GGUF Q8_0): group-major, for the tied output matmul
             q, scales = int8_to_group_major(q, scales)
         self.register_buffer("qweight", q.contiguous())
         self.register_buffer("scales", scales.contiguous())

@@ -1,0 +1,39 @@
+"""Build of structgen's optional C extension (csrc/qkernel.c -> structgen.runtime.quantization._qkernel).
+
+Project metadata lives in pyproject.toml; this file only adds the CPU quantized-matmul kernel.
+The extension is optional: without a C compiler (or where the build fails) the install still
+succeeds and structgen falls back to torch's kernels with a one-time warning. OpenMP is used
+when the compiler takes ``-fopenmp``, else the kernel runs on one thread.
+"""
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class BuildExt(build_ext):
+    """Compile with OpenMP if the compiler supports it; retry without it otherwise."""
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except Exception as exc:  # noqa: BLE001 - any compiler/linker failure: retry without OpenMP
+            if "-fopenmp" not in ext.extra_compile_args:
+                raise
+            print(f"structgen: building {ext.name} without OpenMP ({exc})")
+            ext.extra_compile_args = [a for a in ext.extra_compile_args if a != "-fopenmp"]
+            ext.extra_link_args = [a for a in ext.extra_link_args if a != "-fopenmp"]
+            super().build_extension(ext)
+
+
+setup(
+    ext_modules=[
+        Extension(
+            "structgen.runtime.quantization._qkernel",
+            sources=["csrc/qkernel.c"],
+            extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
+            extra_link_args=["-fopenmp"],
+            optional=True,
+        )
+    ],
+    cmdclass={"build_ext": BuildExt},
+)

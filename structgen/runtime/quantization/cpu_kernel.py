@@ -1,0 +1,131 @@
+"""Python side of structgen's C quantized-matmul kernel (``csrc/qkernel.c``, module ``_qkernel``).
+
+At small batch (``M <= MAX_M`` rows of activations, i.e. decode) ``y = x @ dequant(W).T`` runs
+in our AVX2/FMA kernel (scalar fallback on other CPUs) over the layouts of
+:mod:`structgen.runtime.quantization.formats`: int4 "rows" (:func:`~.formats.pack_int4_rows`,
+fp16 ``scales``/``mins`` ``[N, G]``) and row-major int8 (per channel or grouped, fp16 or fp32
+``scales`` ``[N, G]``). Larger ``M`` (prefill) dequantizes tiles of rows in C and calls
+``F.linear`` (BLAS). Activations are computed in float32 (bf16 / fp16 inputs are converted once),
+accumulation in float32, so results match the dequantized-weight reference up to summation order.
+
+The extension is built by ``pip install`` (``setup.py``); where it is missing (no compiler),
+:func:`available` is False, a one-time warning is issued, and the quantized modules keep torch's
+packed kernels. ``STRUCTGEN_QKERNEL=0`` disables it (benchmarks compare both paths).
+Threads: ``torch.get_num_threads()`` (OpenMP over output rows) when built with OpenMP.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+try:  # built by setup.py; optional
+    from structgen.runtime.quantization import _qkernel as _lib
+except ImportError:  # pragma: no cover - depends on the build
+    _lib = None
+
+__all__ = ["MAX_M", "available", "isa", "int4_mm", "int8_mm", "int4_linear", "int8_linear", "int4_dequant_rows"]
+
+MAX_M = 8  # activation rows up to which the GEMV kernel is used (measured: benchmarks/bench_models.py)
+_TILE_ELEMS = 1 << 20  # fp32 weight elements dequantized at a time on the prefill path (4 MiB)
+_warned = False
+
+
+def available() -> bool:
+    """Whether the compiled kernel is importable and enabled; warns once when it is missing."""
+    global _warned
+    if _lib is not None and os.environ.get("STRUCTGEN_QKERNEL", "1") != "0":
+        return True
+    if _lib is None and not _warned:
+        _warned = True
+        warnings.warn("structgen's C quantized-matmul extension (_qkernel) is not built; int4/int8 CPU "
+                      "matmuls use torch's slower packed kernels (reinstall with a C compiler to build it)",
+                      RuntimeWarning, stacklevel=2)
+    return False
+
+
+def isa() -> str:
+    """``"avx2"``, ``"scalar"``, or ``"none"`` (extension not built)."""
+    return "none" if _lib is None else _lib.isa()
+
+
+def _x32(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.float32).contiguous()
+
+
+def int4_mm(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int,
+            q8: bool = False) -> torch.Tensor:
+    """``[M, N]`` float32 ``x @ dequant(W).T`` in the C kernel, any ``M`` (re-streams W per 8 rows).
+
+    Args:
+        x: ``[M, K]`` float activations (converted to float32).
+        q: uint8 ``[N, K/2]`` in :func:`~.formats.pack_int4_rows` layout; ``scales``, ``mins``
+            fp16 ``[N, K/group]`` contiguous; ``group`` a multiple of 32 dividing ``K``.
+        q8: quantize ``x`` to int8 per block of 32 (llama.cpp's Q8_0 activations) and use
+            integer dot products (faster, relative error ~1e-3); False: exact float32.
+    """
+    x = _x32(x)
+    m, k = x.shape
+    n = q.shape[0]
+    y = torch.empty(m, n, dtype=torch.float32)
+    _lib.int4_mm(x.data_ptr(), q.data_ptr(), scales.data_ptr(), mins.data_ptr(), y.data_ptr(),
+                 m, n, k, group, int(q8), torch.get_num_threads())
+    return y
+
+
+def int8_mm(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, q8: bool = False) -> torch.Tensor:
+    """``[M, N]`` float32 ``x @ (scales * q).T`` in the C kernel: ``q`` int8 ``[N, K]``, ``scales``
+    fp16 or fp32 ``[N, G]`` contiguous (``K / G`` a multiple of 8). ``q8`` (int8 activations, see
+    :func:`int4_mm`) applies only where ``K / G`` is a multiple of 32; otherwise float32."""
+    x = _x32(x)
+    m, k = x.shape
+    n, g = scales.shape
+    y = torch.empty(m, n, dtype=torch.float32)
+    _lib.int8_mm(x.data_ptr(), q.data_ptr(), scales.data_ptr(), y.data_ptr(), m, n, k, k // g,
+                 int(scales.dtype == torch.float16), int(q8 and (k // g) % 32 == 0), torch.get_num_threads())
+    return y
+
+
+def int4_dequant_rows(q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int, n0: int, n1: int) -> torch.Tensor:
+    """Rows ``n0:n1`` of an int4 "rows" weight as float32 ``[n1 - n0, K]`` (C)."""
+    k = q.shape[1] * 2
+    out = torch.empty(n1 - n0, k, dtype=torch.float32)
+    _lib.int4_dequant(q.data_ptr(), scales.data_ptr(), mins.data_ptr(), out.data_ptr(), n0, n1, k, group)
+    return out
+
+
+def _int8_dequant_rows(q: torch.Tensor, scales: torch.Tensor, n0: int, n1: int) -> torch.Tensor:
+    k, g = q.shape[1], scales.shape[1]
+    out = torch.empty(n1 - n0, k, dtype=torch.float32)
+    _lib.int8_dequant(q.data_ptr(), scales.data_ptr(), out.data_ptr(), n0, n1, k, k // g,
+                      int(scales.dtype == torch.float16))
+    return out
+
+
+def _tiled(x: torch.Tensor, n: int, dequant) -> torch.Tensor:
+    """Prefill: ``x @ W.T`` dequantizing ``W`` a tile of rows at a time (float32 BLAS)."""
+    x = _x32(x)
+    rows = max(16, _TILE_ELEMS // x.shape[1])
+    out = torch.empty(x.shape[0], n, dtype=torch.float32)
+    for r in range(0, n, rows):
+        out[:, r : r + rows] = F.linear(x, dequant(r, min(n, r + rows)))
+    return out
+
+
+def int4_linear(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int,
+                q8: bool = False) -> torch.Tensor:
+    """``x`` ``[M, K]`` -> float32 ``[M, N]``: the kernel for ``M <= MAX_M`` (``q8``: see
+    :func:`int4_mm`), dequantized tiles + float32 BLAS above."""
+    if x.shape[0] <= MAX_M:
+        return int4_mm(x, q, scales, mins, group, q8)
+    return _tiled(x, q.shape[0], lambda a, b: int4_dequant_rows(q, scales, mins, group, a, b))
+
+
+def int8_linear(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, q8: bool = False) -> torch.Tensor:
+    """``x`` ``[M, K]`` -> float32 ``[M, N]`` for row-major int8: kernel for ``M <= MAX_M``, tiles above."""
+    if x.shape[0] <= MAX_M:
+        return int8_mm(x, q, scales, q8)
+    return _tiled(x, q.shape[0], lambda a, b: _int8_dequant_rows(q, scales, a, b))

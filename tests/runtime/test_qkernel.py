@@ -1,0 +1,175 @@
+"""The C quantized-matmul kernel (csrc/qkernel.c via structgen.runtime.quantization.cpu_kernel)
+against float64 references built from the dequantized weights, and the torch fallback."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from structgen.runtime.quantization import cpu_kernel
+from structgen.runtime.quantization.formats import (
+    dequantize_int4,
+    dequantize_int8,
+    pack_int4_rows,
+    quantize_int4,
+    quantize_int8,
+    unpack_int4_rows,
+)
+from structgen.runtime.quantization.linear import QuantEmbedding, QuantLinear, set_activation_dtype
+
+needs_kernel = pytest.mark.skipif(cpu_kernel._lib is None, reason="C extension not built")
+
+
+def _ref(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return (x.double() @ w.double().T).float()
+
+
+def _close(got: torch.Tensor, ref: torch.Tensor, tol: float, x: torch.Tensor, w: torch.Tensor) -> None:
+    """Max error relative to max ``|x| @ |w|.T`` (the scale of float32 summation-order error)."""
+    err = float((got - ref).abs().max() / _ref(x.abs(), w.abs()).max().clamp_min(1e-30))
+    assert err < tol, f"max error {err:.3g} (relative to max |x| @ |w|.T) exceeds {tol}"
+
+
+def _q8_emulated(x: torch.Tensor) -> torch.Tensor:
+    """llama.cpp's Q8_0 activation rounding, as the kernel does it: per 32, q = rint(x * 127/amax)."""
+    m, k = x.shape
+    xb = x.reshape(m, k // 32, 32)
+    amax = xb.abs().amax(-1, keepdim=True)
+    inv = torch.where(amax > 0, torch.full_like(amax, 127.0) / amax, torch.zeros_like(amax))  # a true division, as C
+    return (torch.round(xb * inv) * (amax / 127.0)).reshape(m, k)
+
+
+def _int4_q8_ref(x: torch.Tensor, q: torch.Tensor, s: torch.Tensor, mn: torch.Tensor) -> torch.Tensor:
+    """What the int4 Q8 path computes: centred codes ``scale * (q - 8)`` against the Q8-rounded x,
+    plus ``(min + 8 * scale)`` against the exact x (see csrc/qkernel.c, int4_mm)."""
+    centred = dequantize_int4(q, s, torch.zeros_like(mn)) - dequantize_int4(torch.full_like(q, 8), s, torch.zeros_like(mn))
+    offset = dequantize_int4(torch.full_like(q, 8), s, mn)  # 8 * scale + min, per group
+    return (_q8_emulated(x).double() @ centred.double().T + x.double() @ offset.double().T).float()
+
+
+@pytest.fixture(params=["avx2", "scalar"])
+def isa(request):
+    """Run a test on the SIMD path and on the portable scalar one."""
+    if cpu_kernel._lib is None:
+        pytest.skip("C extension not built")
+    got = cpu_kernel._lib.set_isa(request.param == "avx2")
+    if got != request.param:
+        cpu_kernel._lib.set_isa(True)
+        pytest.skip(f"{request.param} not supported here")
+    yield request.param
+    cpu_kernel._lib.set_isa(True)
+
+
+@needs_kernel
+@pytest.mark.parametrize("n,k,group", [(37, 96, 32), (1, 160, 32), (48, 192, 64), (33, 256, 128)])
+@pytest.mark.parametrize("m", [1, 2, 3, 5, 8, 11])
+def test_int4_kernel_matches_dequantized(isa, n, k, group, m):
+    g = torch.Generator().manual_seed(n * k + m)
+    w, x = torch.randn(n, k, generator=g), torch.randn(m, k, generator=g)
+    q, s, mn = quantize_int4(w, group)
+    packed = pack_int4_rows(q)
+    assert torch.equal(unpack_int4_rows(packed), q)  # lossless repack
+    wd = dequantize_int4(q, s, mn)
+    st, mt = s.t().contiguous(), mn.t().contiguous()
+    _close(cpu_kernel.int4_mm(x, packed, st, mt, group), _ref(x, wd), 1e-6, x, wd)
+    # Q8 activations: exact integer dots on the emulated rounding of x, so float32-close to that
+    _close(cpu_kernel.int4_mm(x, packed, st, mt, group, q8=True), _int4_q8_ref(x, q, s, mn), 1e-6, x, wd)
+    if n >= 32:  # the Q8 rounding's own error against exact x (over enough outputs to be stable)
+        exact = _ref(x, wd)
+        assert float((cpu_kernel.int4_mm(x, packed, st, mt, group, q8=True) - exact).norm() / exact.norm()) < 1.5e-2
+
+
+@needs_kernel
+@pytest.mark.parametrize("n,k,group,scale_dtype", [(37, 72, None, torch.float32), (5, 96, 32, torch.float16),
+                                                   (64, 160, 32, torch.float16), (3, 256, None, torch.float16)])
+@pytest.mark.parametrize("m", [1, 4, 8, 9])
+def test_int8_kernel_matches_dequantized(isa, n, k, group, scale_dtype, m):
+    g = torch.Generator().manual_seed(n + k + m)
+    w, x = torch.randn(n, k, generator=g), torch.randn(m, k, generator=g)
+    q, s = quantize_int8(w, group)
+    s = s.to(scale_dtype)
+    wd = dequantize_int8(q, s)
+    _close(cpu_kernel.int8_mm(x, q, s), _ref(x, wd), 1e-6, x, wd)
+    want_q8 = _ref(_q8_emulated(x), wd) if k % 32 == 0 and (group or k) % 32 == 0 else _ref(x, wd)
+    _close(cpu_kernel.int8_mm(x, q, s, q8=True), want_q8, 1e-6, x, wd)  # K % 32 != 0: exact path
+
+
+@needs_kernel
+@pytest.mark.parametrize("m", [9, 40])
+def test_prefill_tiles_match(m, monkeypatch):
+    """Above MAX_M rows the weight is dequantized in C a tile at a time for F.linear."""
+    monkeypatch.setattr(cpu_kernel, "_TILE_ELEMS", 96 * 7)  # several tiles, a ragged last one
+    g = torch.Generator().manual_seed(m)
+    w, x = torch.randn(50, 96, generator=g), torch.randn(m, 96, generator=g)
+    q, s, mn = quantize_int4(w, 32)
+    wd = dequantize_int4(q, s, mn)
+    _close(cpu_kernel.int4_linear(x, pack_int4_rows(q), s.t().contiguous(), mn.t().contiguous(), 32), _ref(x, wd), 1e-6, x, wd)
+    q8, s8 = quantize_int8(w, 32)
+    w8 = dequantize_int8(q8, s8.half())
+    _close(cpu_kernel.int8_linear(x, q8, s8.half()), _ref(x, w8), 1e-6, x, w8)
+
+
+@needs_kernel
+def test_threads_give_identical_rows():
+    """Rows are split over threads, each row computed whole: any thread count, same bits."""
+    g = torch.Generator().manual_seed(3)
+    w, x = torch.randn(1000, 576, generator=g), torch.randn(2, 576, generator=g)
+    q, s, mn = quantize_int4(w, 64)
+    args = (pack_int4_rows(q), s.t().contiguous(), mn.t().contiguous(), 64)
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = cpu_kernel.int4_mm(x, *args, q8=True)
+        torch.set_num_threads(2)
+        two = cpu_kernel.int4_mm(x, *args, q8=True)
+    finally:
+        torch.set_num_threads(old)
+    assert torch.equal(one, two)
+
+
+@needs_kernel
+def test_bad_group_is_rejected():
+    x, q = torch.zeros(1, 64), torch.zeros(4, 32, dtype=torch.uint8)
+    s = torch.zeros(4, 4, dtype=torch.float16)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        cpu_kernel.int4_mm(x, q, s, s, 16)
+
+
+@needs_kernel
+def test_quant_modules_use_kernel_layouts():
+    g = torch.Generator().manual_seed(5)
+    w, b, x = torch.randn(48, 192, generator=g), torch.randn(48, generator=g), torch.randn(3, 192, generator=g)
+    lin = set_activation_dtype(QuantLinear.quantize(w, b, "int4", 64), torch.float32)
+    assert lin.int4_layout == "rows" and lin.scales.shape == (48, 3)
+    wd = lin.dequantized_weight()
+    _close(lin(x), _ref(x, wd) + b, 1e-6, x, wd)
+    fast = set_activation_dtype(lin, torch.bfloat16)(x)  # default: Q8 activations
+    q, s, mn = quantize_int4(w, 64)
+    _close(fast, _int4_q8_ref(x, q, s, mn) + b, 1e-6, x, wd)
+    assert QuantLinear.quantize(w, None, "int4", 64)(x.bfloat16()).dtype == torch.bfloat16  # a bf16 model's
+    q8, s8 = quantize_int8(torch.randn(300, 192, generator=g), 32)
+    emb = set_activation_dtype(QuantEmbedding(q8, s8.half(), torch.float32), torch.float32)
+    assert emb.qweight.dim() == 2  # Q8_0 kept row-major for the kernel
+    we = emb.dequantized_weight()
+    _close(emb.as_linear(x), _ref(x, we), 1e-6, x, we)
+    torch.testing.assert_close(emb(torch.tensor([0, 299])), emb.dequantized_weight()[[0, 299]])
+
+
+def test_fallback_without_extension(monkeypatch):
+    """No compiled kernel: torch's packed layout and kernels, one RuntimeWarning, same results."""
+    monkeypatch.setattr(cpu_kernel, "_lib", None)
+    monkeypatch.setattr(cpu_kernel, "_warned", False)
+    g = torch.Generator().manual_seed(7)
+    w, x = torch.randn(48, 192, generator=g), torch.randn(2, 192, generator=g)
+    with pytest.warns(RuntimeWarning, match="not built"):
+        lin = set_activation_dtype(QuantLinear.quantize(w, None, "int4", 64), torch.float32)
+    assert lin.int4_layout == "torch" and lin.scales.shape == (3, 48)
+    q, s, mn = quantize_int4(w, 64)
+    wd = dequantize_int4(q, s, mn)
+    _close(lin(x), _ref(x, wd), 1e-6, x, wd)
+    assert lin._cached_scale_zeros(torch.float32) is lin._cached_scale_zeros(torch.float32)  # built once
+    q8, s8 = quantize_int8(w, 32)
+    lin8 = set_activation_dtype(QuantLinear.from_int8(q8, s8.half()), torch.float32)
+    assert lin8.qweight.dim() == 3  # group-major for torch's per-group int8 kernel
+    w8 = dequantize_int8(q8, s8.half())
+    _close(lin8(x), _ref(x, w8), 1e-6, x, w8)

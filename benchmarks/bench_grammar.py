@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpora" / "jsonschemabench" / "plain"
@@ -204,7 +206,7 @@ def run_engine(eng, tok, sample):
     compile_s, first_mask_s, cold, warm = [], [], [], []
     per_sub: dict[str, dict] = {}
     buf = torch.zeros((1, eng.words), dtype=torch.int32)
-    for sub, name, schema, tests in sample:
+    for sub, name, schema, tests in tqdm(sample, desc=eng.name, leave=False):
         s = per_sub.setdefault(sub, {"schemas": 0, "compiled": 0, "valid": 0, "valid_rej": 0,
                                      "invalid": 0, "invalid_acc": 0})
         s["schemas"] += 1
@@ -215,7 +217,9 @@ def run_engine(eng, tok, sample):
             m = eng.matcher(g)
             eng.mask(m, buf)
             t2 = time.perf_counter()
-        except Exception:
+        except BaseException as exc:  # peers' Rust panics are BaseExceptions
+            if isinstance(exc, KeyboardInterrupt):
+                raise
             continue
         s["compiled"] += 1
         compile_s.append(t1 - t0)
@@ -245,7 +249,7 @@ def run_engine(eng, tok, sample):
 
 
 def jump_forward_skip(tok, sample):
-    from structgen.fsm import Vocabulary, compile_json_schema
+    from structgen.fsm import Vocabulary, clear_cache, compile_json_schema
     from structgen.fsm.jump_forward import plan_jump_forward
     vocab = Vocabulary.from_tokenizer(tok)
 
@@ -254,6 +258,7 @@ def jump_forward_skip(tok, sample):
 
     steps = total = 0
     for _, _, schema, tests in sample:
+        clear_cache()  # one grammar's per-state tables alive at a time (150k vocab: memory)
         try:
             g = compile_json_schema(schema, vocab, strict=False)
         except Exception:
@@ -352,6 +357,8 @@ def plot(all_results, path):
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2 schemas per subset, SmolLM2 only")
+    ap.add_argument("--tokenizers", choices=["smollm2", "bpe150k", "both"], default=None,
+                    help="which tokenizers (default: smollm2 with --quick, else both)")
     ap.add_argument("--per-subset", type=int, default=None)
     ap.add_argument("--max-tests", type=int, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
@@ -359,8 +366,11 @@ def main(argv=None) -> None:
     per = args.per_subset or (2 if args.quick else 12)
     max_tests = args.max_tests or (2 if args.quick else 6)
     sample = load_sample(per, max_tests)
-    toks = {"SmolLM2 49k": smollm2_tokenizer}
-    if not args.quick:
+    which = args.tokenizers or ("smollm2" if args.quick else "both")
+    toks = {}
+    if which in ("smollm2", "both"):
+        toks["SmolLM2 49k"] = smollm2_tokenizer
+    if which in ("bpe150k", "both"):
         toks["byte-level BPE 150k (local)"] = bpe_150k_tokenizer
     report, all_results = [], {}
     for label, make in toks.items():
@@ -369,17 +379,22 @@ def main(argv=None) -> None:
         for cls in ENGINES:
             try:
                 eng = cls(tok)
-            except Exception as exc:  # not installed, or incompatible
+            except BaseException as exc:  # not installed, incompatible, or a Rust panic
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
                 results[cls.name] = {"error": f"{type(exc).__name__}: {exc}"}
                 continue
             results[cls.name] = run_engine(eng, tok, sample)
         jf = jump_forward_skip(tok, sample)
         all_results[label] = results
         report.append(summarize(label, results, jf))
+        print(report[-1], flush=True)
     note = plot(all_results, args.out.with_name("bench_grammar.png"))
     cmd = "python benchmarks/bench_grammar.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = (f"## Grammar engines ({time.strftime('%Y-%m-%d')}, {len(sample)} schemas)\n\n"
-            f"Command: `{cmd.strip()}`\n\n" + "\n".join(report) + f"\n{note}\n")
+            f"Command: `{cmd.strip()}`\n\n"
+            f"Load average at the end (1/5/15 min, 2 shared cores): "
+            f"{' / '.join(f'{x:.1f}' for x in os.getloadavg())}\n\n" + "\n".join(report) + f"\n{note}\n")
     print(text)
     with open(args.out, "a") as f:
         f.write("\n" + text)

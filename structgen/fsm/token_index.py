@@ -19,7 +19,9 @@ import numpy as np
 from .dfa import ByteDFA
 from .vocabulary import Vocabulary
 
-__all__ = ["TokenIndex", "pack_bitmask"]
+__all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES"]
+
+MAX_CACHE_BYTES = 256 << 20
 
 
 def pack_bitmask(allowed: np.ndarray, num_words: int | None = None) -> np.ndarray:
@@ -37,13 +39,17 @@ class TokenIndex:
     Args:
         dfa: the byte automaton.
         vocab: the vocabulary.
-        max_cached_states: bound on the number of cached state rows (LRU).
+        max_cached_states: bound on the number of cached state rows (LRU); default:
+            as many as fit ``MAX_CACHE_BYTES`` (256 MiB: ~1,300 states at 49k tokens,
+            ~430 at 150k), at least 64 and at most 8192.
     """
 
-    def __init__(self, dfa: ByteDFA, vocab: Vocabulary, max_cached_states: int = 8192) -> None:
+    def __init__(self, dfa: ByteDFA, vocab: Vocabulary, max_cached_states: int | None = None) -> None:
         self.dfa = dfa
         self.vocab = vocab
         self.num_words = (vocab.vocab_size + 31) // 32
+        if max_cached_states is None:  # a cached row costs ~4.1 bytes per token
+            max_cached_states = max(64, min(8192, MAX_CACHE_BYTES // (4 * vocab.vocab_size + 4)))
         self.max_cached_states = max_cached_states
         order, matrix, _ = vocab.padded
         self._order = order

@@ -324,8 +324,11 @@ class Engine:
             n_prompt = len(req.prompt_token_ids)
             if req.params.prompt_logprobs is not None and start < n_prompt - 1:
                 end = min(start + num, n_prompt - 1)  # positions predicting prompt tokens
-                prompt_lp.append((req, start, len(rows), len(rows) + end - start))
-                rows.extend(range(offset, offset + end - start))
+                # only rows from prompt_logprobs_start - 1 on (each needs a vocab-wide head)
+                lo = max(start, req.params.prompt_logprobs_start - 1)
+                if lo < end:
+                    prompt_lp.append((req, lo, len(rows), len(rows) + end - lo))
+                    rows.extend(range(offset + lo - start, offset + end - start))
             if start + num >= req.num_tokens:
                 sampling.append((req, len(rows), len(req.draft_token_ids)))
                 rows.extend(range(offset + req.num_tokens - 1 - start, offset + num))

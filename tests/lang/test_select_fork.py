@@ -134,6 +134,14 @@ def test_prompt_logprobs_start_serves_the_prefix_from_cache(tiny_engine):
     for j in range(start, len(ids)):
         assert part.prompt_logprobs[j][ids[j]] == pytest.approx(
             full.prompt_logprobs[j][ids[j]], abs=1e-4)
+    # cold cache: the whole prompt is computed, but log-probs only from the start on
+    tiny_engine.flush_cache()
+    cold = tiny_engine.generate([ids], SamplingParams(
+        max_tokens=1, temperature=0, prompt_logprobs=0, prompt_logprobs_start=start))[0]
+    assert cold.metrics.cached_tokens == 0 and len(cold.prompt_logprobs) == len(ids)
+    assert all(e is None for e in cold.prompt_logprobs[:start])
+    assert [cold.prompt_logprobs[j][ids[j]] for j in range(start, len(ids))] == pytest.approx(
+        [full.prompt_logprobs[j][ids[j]] for j in range(start, len(ids))], abs=1e-4)
 
 
 def test_broadcast_fork_seeds_branch_i_with_seed_plus_i(tiny_engine):

@@ -238,6 +238,10 @@ def select(name: str | None, choices: Sequence[str]) -> Select:
 
     The score of an option is the mean log-probability of its tokens given the text
     so far (SGLang's default normalisation); the highest score wins, ties to the first.
+    An option's tokens are those of ``text + option`` past the common prefix with the
+    text alone. All options go in one batch of prompt-log-prob requests; the shared text
+    is computed once and served to the others by the radix cache
+    (``SamplingParams.prompt_logprobs_start``). Scores: ``state.select_scores(name)``.
 
     Raises:
         RequestError: empty or non-string choices, a bad name.

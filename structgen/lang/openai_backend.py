@@ -98,7 +98,9 @@ def request_body(prompt_ids: list[int], params: SamplingParams, constraint: Any)
     if params.prompt_logprobs is not None:
         std["echo"] = True
         std["logprobs"] = params.prompt_logprobs
-    extra: dict[str, Any] = {"top_k": params.top_k, "min_p": params.min_p,
+    extra: dict[str, Any] = {"logprob_start_len": params.prompt_logprobs_start} if (
+        params.prompt_logprobs is not None and params.prompt_logprobs_start) else {}
+    extra |= {"top_k": params.top_k, "min_p": params.min_p,
                              "min_tokens": params.min_tokens, "ignore_eos": params.ignore_eos,
                              "repetition_penalty": params.repetition_penalty}
     if params.stop_token_ids:

@@ -40,7 +40,11 @@ Extra body fields (``extra_body=`` in the openai client), on both endpoints:
   request, for any trigger text. With ``tools`` the trigger precedes the tool grammar:
   the model reasons, then writes its call(s) (``reasoning_content`` + ``tool_calls``);
 * vLLM's sampling extras: ``top_k``, ``min_p``, ``min_tokens``, ``repetition_penalty``,
-  ``ignore_eos``, ``stop_token_ids``.
+  ``ignore_eos``, ``stop_token_ids``;
+* completions only, SGLang's ``logprob_start_len`` (int, default 0): with ``echo`` and
+  ``logprobs``, prompt log-probabilities are computed from this position on (earlier
+  entries are null) and the prefix cache may serve the prompt before it, so scoring
+  options after a shared prompt (the language's remote ``select``) reuses its KV.
 
 At most one of ``response_format`` (non-text), ``regex``, ``choice``, their ``guided_*``
 aliases and active ``tools`` per request. ``response_format.json_schema.strict: true``

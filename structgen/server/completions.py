@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -59,6 +60,9 @@ async def prepare_completion(state: sv.ServerState, req: CompletionRequest) -> C
     term, param = sv.request_constraint(req)
     params = sv.sampling_params(req, req.max_tokens, room, req.logprobs)
     prompt_lp = req.logprobs if (req.echo and req.logprobs is not None) else None
+    if prompt_lp is not None and req.logprob_start_len:
+        # SGLang's logprob_start_len: prompt log-probs from there on, the cache may serve the rest
+        params = dataclasses.replace(params, prompt_logprobs_start=req.logprob_start_len)
     grammar = await sv.compile_constraint(state, term, param)
     branches = sv.branches_for(prompts, params, req.n, prompt_lp)
     return CompletionJob(req, prompts, texts, branches, grammar, state.new_id("cmpl"))

@@ -162,6 +162,7 @@ class CompletionRequest(_Sampling):
     echo: bool = False
     logprobs: int | None = Field(default=None, ge=0, le=20)
     suffix: str | None = None
+    logprob_start_len: int = Field(default=0, ge=0)
 
 
 def _loc(loc: tuple) -> str:

@@ -183,3 +183,23 @@ def test_metrics(client):
                  "structgen_kv_pages_used", "structgen_num_requests_running",
                  "structgen_num_requests_waiting"):
         assert re.search(rf"^{name} ", text, re.MULTILINE), name
+
+
+def test_completion_logprob_start_len_reuses_cache(client):
+    """SGLang's logprob_start_len: prompt log-probs from there on equal the full computation,
+    earlier ones are null, and the cached prompt before it is reused."""
+    prompt = "Classify the sentiment of this review of a small cafe: the coffee was great. Answer:"
+    base = {"model": "tiny", "max_tokens": 1, "temperature": 0, "logprobs": 0, "echo": True}
+    full = client.post(COMP, json={**base, "prompt": prompt + " positive"}).json()
+    n_full = full["usage"]["prompt_tokens"]
+    client.post(COMP, json={**base, "prompt": prompt, "echo": False, "logprobs": None})  # warm the cache
+    start = n_full - 2
+    part = client.post(COMP, json={**base, "prompt": prompt + " positive", "logprob_start_len": start}).json()
+    assert part["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
+    got = part["choices"][0]["logprobs"]["token_logprobs"][:n_full]
+    want = full["choices"][0]["logprobs"]["token_logprobs"][:n_full]
+    assert all(v is None for v in got[1:start])
+    for g, w in zip(got[start:], want[start:]):
+        assert abs(g - w) < 1e-4
+    bad = client.post(COMP, json={**base, "prompt": prompt, "logprob_start_len": -1})
+    assert bad.status_code == 400 and "logprob_start_len" in bad.text

@@ -68,6 +68,11 @@ class CompiledGrammar:
         self.warnings = list(warnings or [])
 
     @property
+    def source_pattern(self) -> str:
+        """The pattern as compiled: may refer to :attr:`definitions` (never expanded)."""
+        return self._pattern
+
+    @property
     def pattern(self) -> str:
         """The regex text (shared definitions written out, see the class docstring)."""
         return expand_shared(self._pattern, self.definitions)
@@ -132,7 +137,7 @@ def _build(pattern: str, vocab: Vocabulary | None, warnings: list[str] | None = 
 
 
 def compile_regex(pattern: str, vocab: Vocabulary | None = None, *,
-                  trigger: str | None = None) -> CompiledGrammar:
+                  trigger: str | None = None, definitions: list[str] | tuple[str, ...] = ()) -> CompiledGrammar:
     """Compile a Python regex (fullmatch semantics) for ``vocab``.
 
     Args:
@@ -140,12 +145,16 @@ def compile_regex(pattern: str, vocab: Vocabulary | None = None, *,
         vocab: the vocabulary (None: only ``CompiledGrammar.matches`` works).
         trigger: free text up to and including the first ``trigger``, then ``pattern``
             (e.g. ``"</think>"`` lets a reasoning model think before it answers).
+        definitions: shared subpatterns ``pattern`` refers to (a compiled JSON Schema's
+            ``CompiledGrammar.definitions`` with its ``source_pattern``: how a grammar is
+            sent to another process and compiled there again, e.g. a data-parallel replica).
 
     Raises:
         RegexError, UnsupportedRegexError, GrammarTooComplexError: see ``regex_to_dfa``.
     """
-    return _cached(("regex", pattern, trigger, _fingerprint(vocab)),
-                   _build(pattern, vocab, None, trigger))
+    defs = list(definitions)
+    return _cached(("regex", pattern, trigger, tuple(defs), _fingerprint(vocab)),
+                   _build(pattern, vocab, None, trigger, defs or None))
 
 
 def compile_choice(choices: list[str], vocab: Vocabulary | None = None, *,

@@ -39,18 +39,21 @@ class Regex(Constraint):
     Args:
         pattern: the regex.
         trigger: free text up to and including this string first (module docstring).
+        definitions: shared subpatterns ``pattern`` refers to (only for a compiled
+            grammar's ``source_pattern``/``definitions``; see ``compile_regex``).
 
     Raises (at compile): RegexError, UnsupportedRegexError, GrammarTooComplexError.
     """
 
     pattern: str
     trigger: str | None = None
+    definitions: tuple[str, ...] = ()
 
     def compile(self, vocab: Any) -> Any:
         """Compile for ``vocab``."""
         from structgen.fsm import compile_regex
 
-        return compile_regex(self.pattern, vocab, trigger=self.trigger)
+        return compile_regex(self.pattern, vocab, trigger=self.trigger, definitions=self.definitions)
 
 
 @dataclass(frozen=True, eq=False)

@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
-from structgen.errors import RequestError
 from structgen.runtime.distributed.data_parallel import DataParallelEngine
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.sampling_params import SamplingParams
@@ -55,20 +54,15 @@ class FrontView:
 
 def portable_constraint(constraint: Any) -> Any:
     """A constraint that can be pickled to a replica: a compiled grammar becomes the
-    ``Regex`` of its (expanded) pattern, compiled again by the replica.
-
-    Raises:
-        RequestError: a grammar with a trigger (free text before the constrained part, as
-            tool calls use): not supported across processes yet.
+    ``Regex`` term of its source pattern, shared definitions and trigger, compiled again
+    (to the same automaton) by the replica; other constraints pass as they are.
     """
     if constraint is None or not hasattr(constraint, "matcher"):
         return constraint
-    if getattr(constraint, "trigger", None) is not None:
-        raise RequestError("grammars with a trigger (tool calls) are not supported with "
-                           "data_parallel_size > 1 yet")
     from structgen import Regex
 
-    return Regex(constraint.pattern)
+    return Regex(constraint.source_pattern, trigger=constraint.trigger,
+                 definitions=tuple(constraint.definitions))
 
 
 class AsyncDataParallelEngine:

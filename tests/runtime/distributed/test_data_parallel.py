@@ -120,3 +120,26 @@ def test_dead_replica_is_reported(dp_engine):
     with pytest.raises(DistributedError, match="replica 1"):
         dp_engine.generate([f"{c} prompt" for c in "abcd"], GREEDY)
     assert time.monotonic() - t0 < 10
+
+
+def test_portable_constraint_keeps_trigger_and_shared_recursion():
+    """A compiled grammar sent to a replica (pickled as a Regex term) compiles there to the
+    same automaton: trigger (tool calls, reasoning) and shared recursive definitions kept."""
+    import pickle
+
+    from structgen.fsm import compile_json_schema
+    from structgen.runtime.distributed.async_front import portable_constraint
+
+    tree = {"$defs": {"node": {"type": "object", "properties": {
+        "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+        "required": ["v", "kids"]}}, "$ref": "#/$defs/node"}
+    grammar = compile_json_schema(tree, None, trigger="</think>")
+    assert grammar.definitions  # recursion is shared, not written out
+    term = pickle.loads(pickle.dumps(portable_constraint(grammar)))
+    again = term.compile(None)
+    assert again.trigger == "</think>" and again.dfa.num_states == grammar.dfa.num_states
+    deep = '{"v":1,"kids":[' * 9 + '{"v":2,"kids":[]}' + "]}" * 9
+    for text in ("thinking...</think>" + deep, "</think>{\"v\":1,\"kids\":[]}", deep,
+                 "x</think>{\"v\":1}", "no trigger at all"):
+        assert again.matches(text) == grammar.matches(text), text
+    assert again.matches("thinking...</think>" + deep)

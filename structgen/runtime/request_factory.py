@@ -1,0 +1,115 @@
+"""RequestFactory: turns prompts, sampling params and constraints into ``Request`` objects.
+
+The part of ``Engine`` that touches the tokenizer and the constraint compiler but not the
+model: chat-template rendering, prompt validation, and one ``Request`` per branch
+(``SamplingParams.n``) with its seeded generator, detokenizer and grammar matcher.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from structgen.errors import RequestError
+from structgen.lang.constraints import to_constraint
+from structgen.runtime.detokenizer import IncrementalDetokenizer
+from structgen.runtime.request import Request
+from structgen.runtime.sampling_params import SamplingParams
+
+__all__ = ["RequestFactory"]
+
+
+class RequestFactory:
+    """Mixin of ``Engine``: needs ``tokenizer``, ``loaded.config.vocab_size``, ``vocab``
+    (the fsm ``Vocabulary``), ``device`` and ``_ids`` (a request-id counter)."""
+
+    # ----------------------------------------------------------------- prompts
+    def apply_chat_template(self, messages: list[dict]) -> list[int]:
+        """Render chat messages with the model's template (generation prompt added).
+
+        Raises:
+            RequestError: a message is not a ``{"role", "content"}`` dict.
+        """
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict) or "role" not in m or "content" not in m:
+                raise RequestError(f"chat message {i} must be a dict with 'role' and 'content'")
+        text = self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
+        )
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def encode_prompt(self, prompt: Any) -> list[int]:
+        """Token ids of one prompt: a string, a list of chat messages, or a list of ids.
+
+        Raises:
+            RequestError: unsupported prompt type, empty prompt, or out-of-range ids.
+        """
+        if isinstance(prompt, str):
+            ids = self.tokenizer.encode(prompt, add_special_tokens=False)
+        elif isinstance(prompt, (list, tuple)) and prompt and all(isinstance(m, dict) for m in prompt):
+            ids = self.apply_chat_template(list(prompt))
+        elif isinstance(prompt, (list, tuple)) and all(isinstance(t, int) for t in prompt):
+            ids = [int(t) for t in prompt]
+            vocab_size = self.loaded.config.vocab_size
+            if any(t < 0 or t >= vocab_size for t in ids):
+                raise RequestError(f"prompt token ids must be in [0, {vocab_size})")
+        else:
+            raise RequestError(
+                "each prompt must be a string, a list of {'role','content'} messages or a list "
+                f"of token ids; got {type(prompt).__name__}"
+            )
+        if not ids:
+            raise RequestError("prompt is empty")
+        return ids
+
+    # -------------------------------------------------------------- requests
+    def _make_requests(self, prompt: Any, params: SamplingParams, constraint: Any) -> list[Request]:
+        """The ``params.n`` branch requests of one prompt (grammar compiled once)."""
+        if not isinstance(params, SamplingParams):
+            raise RequestError(f"params must be SamplingParams, got {type(params).__name__}")
+        ids = self.encode_prompt(prompt)
+        term = to_constraint(constraint)
+        grammar = None
+        if term is not None:
+            grammar = term if hasattr(term, "matcher") else term.compile(self.vocab)
+        reqs = []
+        for i in range(params.n):
+            p = params
+            if i > 0 and (params.seed is not None or params.prompt_logprobs is not None):
+                p = dataclasses.replace(
+                    params,
+                    seed=None if params.seed is None else params.seed + i,
+                    prompt_logprobs=None,  # computed once, by branch 0
+                )
+            gen = None
+            if p.seed is not None:
+                gen = torch.Generator(device=self.device)
+                gen.manual_seed(p.seed)
+            req = Request(
+                request_id=str(next(self._ids)),
+                prompt_token_ids=ids,
+                params=p,
+                detokenizer=IncrementalDetokenizer(self.vocab.token_bytes, p.stop),
+                generator=gen,
+                max_cached_prefix=None if p.prompt_logprobs is None
+                else max(0, p.prompt_logprobs_start - 1),
+            )
+            if grammar is not None:
+                req.matcher = grammar.matcher(max_tokens=p.max_tokens)
+            reqs.append(req)
+        return reqs
+
+    def _make_request(self, prompt: Any, params: SamplingParams, constraint: Any) -> Request:
+        if isinstance(params, SamplingParams) and params.n != 1:
+            raise RequestError("n > 1 is served by Engine.generate (one stream per request here)")
+        return self._make_requests(prompt, params, constraint)[0]
+
+    @staticmethod
+    def _per_prompt(value: Any, n: int, name: str, is_single) -> list:
+        if isinstance(value, list) and not is_single(value):
+            if len(value) != n:
+                raise RequestError(f"{name} has {len(value)} entries for {n} prompts")
+            return value
+        return [value] * n

@@ -116,14 +116,14 @@ def test_threads_give_identical_rows():
     w, x = torch.randn(1000, 576, generator=g), torch.randn(2, 576, generator=g)
     q, s, mn = quantize_int4(w, 64)
     args = (pack_int4_rows(q), s.t().contiguous(), mn.t().contiguous(), 64)
-    old = torch.get_num_threads()
+    old = cpu_kernel._THREADS
     try:
-        torch.set_num_threads(1)
+        cpu_kernel.set_threads(1)
         one = cpu_kernel.int4_mm(x, *args, q8=True)
-        torch.set_num_threads(2)
+        cpu_kernel.set_threads(2)
         two = cpu_kernel.int4_mm(x, *args, q8=True)
     finally:
-        torch.set_num_threads(old)
+        cpu_kernel.set_threads(old)
     assert torch.equal(one, two)
 
 

@@ -11,7 +11,11 @@ accumulation in float32, so results match the dequantized-weight reference up to
 The extension is built by ``pip install`` (``setup.py``); where it is missing (no compiler),
 :func:`available` is False, a one-time warning is issued, and the quantized modules keep torch's
 packed kernels. ``STRUCTGEN_QKERNEL=0`` disables it (benchmarks compare both paths).
-Threads: ``torch.get_num_threads()`` (OpenMP over output rows) when built with OpenMP.
+Threads: OpenMP over output rows (when built with it), ``torch.get_num_threads()`` of them unless
+``STRUCTGEN_QKERNEL_THREADS`` or :func:`set_threads` says otherwise. The extension's libgomp.so.1
+is the one torch already loaded (same soname), so there is one OpenMP pool. On our shared,
+loaded 2-core machine any 2-thread decode (torch's too) collapses (SmolLM2 GGUF: 3 vs 13 tok/s),
+so benchmarks there run one thread.
 """
 
 from __future__ import annotations
@@ -27,11 +31,32 @@ try:  # built by setup.py; optional
 except ImportError:  # pragma: no cover - depends on the build
     _lib = None
 
-__all__ = ["MAX_M", "available", "isa", "int4_mm", "int8_mm", "int4_linear", "int8_linear", "int4_dequant_rows"]
+__all__ = ["MAX_M", "available", "set_threads", "isa", "int4_mm", "int8_mm", "int4_linear", "int8_linear", "int4_dequant_rows"]
 
 MAX_M = 8  # activation rows up to which the GEMV kernel is used (measured: benchmarks/bench_models.py)
 _TILE_ELEMS = 1 << 20  # fp32 weight elements dequantized at a time on the prefill path (4 MiB)
 _warned = False
+
+
+def _threads_env() -> int | None:
+    """``STRUCTGEN_QKERNEL_THREADS`` as an int >= 1, or None (follow ``torch.get_num_threads()``)."""
+    try:
+        return max(1, int(os.environ["STRUCTGEN_QKERNEL_THREADS"]))
+    except (KeyError, ValueError):
+        return None
+
+
+_THREADS = _threads_env()
+
+
+def _threads() -> int:
+    return _THREADS if _THREADS is not None else torch.get_num_threads()
+
+
+def set_threads(n: int | None) -> None:
+    """Set the kernel's OpenMP thread count (>= 1), or None to follow ``torch.get_num_threads()``."""
+    global _THREADS
+    _THREADS = None if n is None else max(1, int(n))
 
 
 def available() -> bool:
@@ -72,7 +97,7 @@ def int4_mm(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: torch.
     n = q.shape[0]
     y = torch.empty(m, n, dtype=torch.float32)
     _lib.int4_mm(x.data_ptr(), q.data_ptr(), scales.data_ptr(), mins.data_ptr(), y.data_ptr(),
-                 m, n, k, group, int(q8), torch.get_num_threads())
+                 m, n, k, group, int(q8), _threads())
     return y
 
 
@@ -85,7 +110,7 @@ def int8_mm(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, q8: bool = F
     n, g = scales.shape
     y = torch.empty(m, n, dtype=torch.float32)
     _lib.int8_mm(x.data_ptr(), q.data_ptr(), scales.data_ptr(), y.data_ptr(), m, n, k, k // g,
-                 int(scales.dtype == torch.float16), int(q8 and (k // g) % 32 == 0), torch.get_num_threads())
+                 int(scales.dtype == torch.float16), int(q8 and (k // g) % 32 == 0), _threads())
     return y
 
 

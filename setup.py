@@ -16,7 +16,7 @@ class BuildExt(build_ext):
     def build_extension(self, ext):
         try:
             super().build_extension(ext)
-        except Exception as exc:  # noqa: BLE001 - any compiler/linker failure: retry without OpenMP
+        except Exception as exc:
             if "-fopenmp" not in ext.extra_compile_args:
                 raise
             print(f"structgen: building {ext.name} without OpenMP ({exc})")

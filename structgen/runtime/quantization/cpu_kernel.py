@@ -31,7 +31,7 @@ try:  # built by setup.py; optional
 except ImportError:  # pragma: no cover - depends on the build
     _lib = None
 
-__all__ = ["MAX_M", "available", "set_threads", "isa", "int4_mm", "int8_mm", "int4_linear", "int8_linear", "int4_dequant_rows"]
+__all__ = ["MAX_M", "available", "int4_dequant_rows", "int4_linear", "int4_mm", "int8_linear", "int8_mm", "isa", "set_threads"]
 
 MAX_M = 8  # activation rows up to which the GEMV kernel is used (measured: benchmarks/bench_models.py)
 _TILE_ELEMS = 1 << 20  # fp32 weight elements dequantized at a time on the prefill path (4 MiB)

@@ -78,11 +78,15 @@ def _encoded_alternatives(ranges: list[tuple[int, int]], pointer: str) -> str:
     """Regex for one JSON-encoded character whose decoded value lies in ``ranges``."""
     plain: list[str] = []
     escapes: list[str] = []
+    unicode_escaped: list[int] = []  # control characters written \\u00XX
     for lo, hi in ranges:
         for cp in range(lo, min(hi, 0x7F) + 1) if lo < 0x80 else ():
             if cp < 0x20 or cp in (0x22, 0x5C):
                 esc = _SHORT_ESCAPES.get(cp)
-                escapes.append("\\\\" + escape_literal(esc) if esc else f"\\\\u00{cp:02x}")
+                if esc:
+                    escapes.append("\\\\" + escape_literal(esc))
+                else:
+                    unicode_escaped.append(cp)
         segments = []
         cur = max(lo, 0x20)
         for cut in (0x22, 0x5C):
@@ -93,6 +97,10 @@ def _encoded_alternatives(ranges: list[tuple[int, int]], pointer: str) -> str:
         if cur <= hi:
             segments.append((cur, hi))
         plain.extend(segments)
+    if unicode_escaped:  # one class per high hex digit, not one alternative per character
+        groups = [f"{hi_digit}[{''.join(f'{cp & 15:x}' for cp in unicode_escaped if cp >> 4 == hi_digit)}]"
+                  for hi_digit in (0, 1) if any(cp >> 4 == hi_digit for cp in unicode_escaped)]
+        escapes.append("\\\\u00" + (groups[0] if len(groups) == 1 else "(?:" + "|".join(groups) + ")"))
     parts = ([_class(plain)] if plain else []) + escapes
     if not parts:
         raise UnsupportedSchemaError("pattern", pointer, "a character class that matches nothing")

@@ -259,3 +259,13 @@ def test_fused_projections_match_and_never_go_stale(heads, kv_heads):
     assert not attn.qkv.valid() and not ours.model.layers[0].mlp.gate_up.valid()
     got = PagedSequences(ours, page_size=4).step(PROMPTS, all_logits=True)
     torch.testing.assert_close(got[2], hf_logits(hf, PROMPTS[2]), atol=ATOL, rtol=0)
+
+
+def test_fused_projections_off_after_module_to():
+    """``.to()`` swaps parameter data in place: the fused weight must not be used afterwards."""
+    ours, hf = tiny_pair(4, 2)
+    ours.fuse_projections()
+    ours.to(torch.float64).to(torch.float32)  # new storage, same Parameter objects
+    assert not ours.model.layers[0].self_attn.qkv.valid()
+    got = PagedSequences(ours, page_size=4).step({0: PROMPTS[0]}, all_logits=True)
+    torch.testing.assert_close(got[0], hf_logits(hf, PROMPTS[0]), atol=ATOL, rtol=0)

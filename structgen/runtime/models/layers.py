@@ -58,8 +58,8 @@ class FusedProjection:
             if has_bias:
                 lin.bias = nn.Parameter(self.bias[start : start + n], requires_grad=False)
             start += n
-        self._members = list(linears)
-        self._ptrs = [lin.weight.data_ptr() for lin in linears]
+        # (the member's parameter registry, its weight view, the view's data pointer)
+        self._params = [(lin._parameters, lin.weight, lin.weight.data_ptr()) for lin in linears]
 
     @staticmethod
     def build(linears: list[nn.Module]) -> "FusedProjection | None":
@@ -78,8 +78,16 @@ class FusedProjection:
         return FusedProjection(linears)
 
     def valid(self) -> bool:
-        """True while every member's weight is still the view into :attr:`weight`."""
-        return all(lin.weight.data_ptr() == p for lin, p in zip(self._members, self._ptrs))
+        """True while every member's weight is still the view into :attr:`weight`.
+
+        (A replaced parameter is a new object in the module's registry, ``.to()`` swaps its
+        data; an in-place update keeps both and writes through the view. Checked once per
+        layer and step, without ``nn.Module.__getattr__``.)
+        """
+        for registry, view, ptr in self._params:
+            if registry["weight"] is not view or view.data_ptr() != ptr:
+                return False
+        return True
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """``[..., sum(out_features)]`` outputs of all members for ``x`` ``[..., in_features]``."""

@@ -13,6 +13,11 @@ Measured in one run (greedy, ``ignore_eos``, one request at a time):
      vs transformers fp32;
   4. a profile of one int4 and one GGUF-native decode (top operators by self CPU time).
 
+Quantized rows use our C kernel (csrc/qkernel.c) unless marked "torch kernels" (the same model
+with ``STRUCTGEN_QKERNEL=0``). Besides wall-clock decode tokens/s, every row reports tokens per
+CPU second (``time.process_time`` of the timed generate: prefill of the short prompt + decode),
+which a loaded shared machine distorts less.
+
 Run:  OMP_NUM_THREADS=1 python benchmarks/bench_models.py [--tokens 64] [--threads 1]
 Prints markdown tables (ratios against transformers fp32 of the same run) and writes
 benchmarks/bench_models.png.
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.util
+import os
 import sys
 import tempfile
 import time
@@ -34,12 +40,12 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_e2e import PROMPT, bench_structgen, bench_transformers
+from bench_e2e import PROMPT
 
 PRECISIONS = [("fp32", "float32", None), ("bf16", "bfloat16", None), ("int8", "float32", "int8"),
               ("int4-g64", "float32", "int4"), ("gguf-native (Q4_1/Q8_0)", "float32", "gguf"),
-              ("int4-g64, bf16 activations", "bfloat16", "int4"),
-              ("gguf-native, bf16 activations", "bfloat16", "gguf")]
+              ("int4-g64, torch kernels", "float32", "int4"), ("gguf-native, torch kernels", "float32", "gguf"),
+              ("gguf-native, bf16 model", "bfloat16", "gguf")]
 
 
 def _us(fn, min_time: float = 0.3) -> float:
@@ -76,6 +82,23 @@ def _mlp_cases(n: int, k: int) -> dict:
         "_weight_int4pack_mm_for_cpu g64, fp32 act": lambda: int4mm(x, p4, 64, sz),
         "_weight_int4pack_mm_for_cpu g64, bf16 act": lambda: int4mm(xb, p4, 64, szb),
         "int4 dequantize per call + fp32 F.linear": lambda: F.linear(x, dequantize_int4(q4, s4, m4)),
+        **_ours_cases(x, q8, s8, q4, s4, m4, 64),
+    }
+
+
+def _ours_cases(x, q8, s8, q4, s4, m4, group: int) -> dict:
+    """Our C kernel (csrc/qkernel.c) on the same weights: float32-exact and Q8-activation paths."""
+    from structgen.runtime.quantization import cpu_kernel
+    from structgen.runtime.quantization.formats import pack_int4_rows
+
+    if not cpu_kernel.available():
+        return {}
+    p, st, mt = pack_int4_rows(q4), s4.t().contiguous(), m4.t().contiguous()
+    return {
+        "ours: int8 C kernel, fp32 act (exact)": lambda: cpu_kernel.int8_mm(x, q8, s8),
+        "ours: int8 C kernel, Q8 act": lambda: cpu_kernel.int8_mm(x, q8, s8, q8=True),
+        f"ours: int4 C kernel g{group}, fp32 act (exact)": lambda: cpu_kernel.int4_mm(x, p, st, mt, group),
+        f"ours: int4 C kernel g{group}, Q8 act": lambda: cpu_kernel.int4_mm(x, p, st, mt, group, q8=True),
     }
 
 
@@ -99,9 +122,28 @@ def bench_kernels() -> list[tuple[str, str, float]]:
     shape = f"{n}x{k} Q8_0"
     rows.append((shape, "fp32 F.linear", _us(lambda: F.linear(x, w))))
     rows.append((shape, "Q8_0 dequantize per call + fp32 F.linear", _us(lambda: F.linear(x, dequantize_int8(q, s)))))
-    rows.append((shape, "Q8_0 group-major, 18 x _weight_int8pack_mm (ours)",
+    rows.append((shape, "Q8_0 group-major, 18 x _weight_int8pack_mm (torch fallback)",
                  _us(lambda: int8_matmul(x, qg, sg, torch.bfloat16))))
+    from structgen.runtime.quantization import cpu_kernel
+
+    if cpu_kernel.available():
+        sh = s.half()
+        rows.append((shape, "ours: Q8_0 C kernel, fp32 act (exact)", _us(lambda: cpu_kernel.int8_mm(x, q, sh))))
+        rows.append((shape, "ours: Q8_0 C kernel, Q8 act", _us(lambda: cpu_kernel.int8_mm(x, q, sh, q8=True))))
     return rows
+
+
+def _timed_generate(engine, tokens: int) -> dict:
+    """``bench_structgen`` plus tokens per CPU second of the timed generate (process_time)."""
+    from structgen import SamplingParams
+
+    engine.generate([PROMPT], SamplingParams(max_tokens=4, temperature=0.0))  # warm-up
+    params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = engine.generate([PROMPT], params)[0]
+    total, cpu = time.perf_counter() - t0, time.process_time() - c0
+    n, ttft = len(out.token_ids), out.metrics.ttft_s
+    return {"ttft_s": ttft, "decode_tok_s": (n - 1) / (total - ttft), "cpu_tok_s": n / cpu, "tokens": n}
 
 
 def bench_smollm2(tokens: int) -> list[dict]:
@@ -110,9 +152,15 @@ def bench_smollm2(tokens: int) -> list[dict]:
 
     rows = []
     for label, dtype, quant in PRECISIONS:
-        eng = Engine(dtype=dtype, quantization=quant, max_kv_tokens=4096)
-        mem = eng.memory_report()
-        r = bench_structgen(eng, tokens)
+        torch_kernels = "torch kernels" in label
+        if torch_kernels:
+            os.environ["STRUCTGEN_QKERNEL"] = "0"
+        try:
+            eng = Engine(dtype=dtype, quantization=quant, max_kv_tokens=4096)
+            mem = eng.memory_report()
+            r = _timed_generate(eng, tokens)
+        finally:
+            os.environ.pop("STRUCTGEN_QKERNEL", None)
         rows.append({"system": f"structgen {label}", "weight_mb": mem["weight_bytes"] / 2**20, **r})
         print(rows[-1], flush=True)
         del eng
@@ -120,7 +168,7 @@ def bench_smollm2(tokens: int) -> list[dict]:
     loaded = load_model(None, torch.float32, "cpu")
     ids = _chat_ids(loaded.tokenizer)
     wb = sum(p.numel() * p.element_size() for p in loaded.model.state_dict().values())
-    r = bench_transformers(loaded, torch.float32, tokens, list(ids))
+    r = _hf_generate(_hf_llama(loaded), torch.tensor([ids]), tokens)
     rows.append({"system": "transformers fp32", "weight_mb": wb / 2**20, **r})
     print(rows[-1], flush=True)
     if importlib.util.find_spec("llama_cpp") is None:
@@ -158,7 +206,7 @@ def bench_moe(tokens: int) -> list[dict]:
         for label, quant in (("fp32", None), ("int8", "int8"), ("int4-g64", "int4")):
             eng = Engine(model=str(folder), dtype="float32", quantization=quant, max_kv_tokens=4096)
             mem = eng.memory_report()
-            r = bench_structgen(eng, tokens)
+            r = _timed_generate(eng, tokens)
             rows.append({"system": f"structgen MoE {label}", "weight_mb": mem["weight_bytes"] / 2**20, **r})
             print(rows[-1], flush=True)
             del eng
@@ -177,19 +225,45 @@ def _hf_generate_folder(folder: Path, tokens: int, load_model) -> dict:
 
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
     tok = load_model(str(folder)).tokenizer
-    ids = torch.tensor([_chat_ids(tok)])
+    r = _hf_generate(model, torch.tensor([_chat_ids(tok)]), tokens)
+    wb = sum(p.numel() * p.element_size() for p in model.state_dict().values())
+    return {"weight_mb": wb / 2**20, **r}
+
+
+def _hf_llama(loaded):
+    """transformers' LlamaForCausalLM (fp32) holding structgen's loaded (dequantized) SmolLM2 weights."""
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM(loaded.config).float().eval()
+    model.load_state_dict(loaded.model.state_dict(), strict=False)
+    if loaded.config.tie_word_embeddings:
+        model.tie_weights()
+    return model
+
+
+def _hf_generate(model, ids: torch.Tensor, tokens: int) -> dict:
+    """transformers ``generate`` timed as :func:`_timed_generate` (wall decode rate, tokens per CPU s)."""
     kw = {"do_sample": False, "pad_token_id": 0, "eos_token_id": None}
     with torch.no_grad():
         model.generate(ids, max_new_tokens=4, min_new_tokens=4, **kw)
         t0 = time.perf_counter()
         model.generate(ids, max_new_tokens=1, min_new_tokens=1, **kw)
         ttft = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = model.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, **kw)
-        total = time.perf_counter() - t0
+        total, cpu = time.perf_counter() - t0, time.process_time() - c0
     n = out.shape[1] - ids.shape[1]
-    wb = sum(p.numel() * p.element_size() for p in model.state_dict().values())
-    return {"weight_mb": wb / 2**20, "ttft_s": ttft, "decode_tok_s": (n - 1) / max(total - ttft, 1e-9), "tokens": n}
+    return {"ttft_s": ttft, "decode_tok_s": (n - 1) / max(total - ttft, 1e-9), "cpu_tok_s": n / cpu, "tokens": n}
+
+
+def _labelled(label: str, fn):
+    from torch.profiler import record_function
+
+    def call(*args, **kwargs):
+        with record_function(label):
+            return fn(*args, **kwargs)
+
+    return call
 
 
 def profile_decode(quant: str, tokens: int = 16, top: int = 10) -> list[tuple[str, float, int]]:
@@ -197,12 +271,20 @@ def profile_decode(quant: str, tokens: int = 16, top: int = 10) -> list[tuple[st
     from torch.profiler import ProfilerActivity, profile
 
     from structgen import Engine, SamplingParams
+    from structgen.runtime.quantization import cpu_kernel
 
     eng = Engine(dtype="float32", quantization=quant, max_kv_tokens=4096)
     eng.generate([PROMPT], SamplingParams(max_tokens=4, temperature=0.0))
     prompt = [{"role": "user", "content": "Hi"}]
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        eng.generate([prompt], SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True))
+    saved = {name: getattr(cpu_kernel, name) for name in ("int4_linear", "int8_linear")}
+    for name, fn in saved.items():  # our C kernel is no aten op: label its calls for the profiler
+        setattr(cpu_kernel, name, _labelled(f"qkernel.{name} (ours, C)", fn))
+    try:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            eng.generate([prompt], SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True))
+    finally:
+        for name, fn in saved.items():
+            setattr(cpu_kernel, name, fn)
     events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
     total = sum(e.self_cpu_time_total for e in events)
     rows = [(e.key, e.self_cpu_time_total / 1e3 / tokens, e.count // tokens) for e in events[:top]]
@@ -246,17 +328,22 @@ def main() -> None:
     smol = bench_smollm2(args.tokens)
     base = next(r for r in smol if r["system"] == "transformers fp32")["decode_tok_s"]
     print(f"\n### SmolLM2-135M, batch-1 decode ({args.tokens} tokens)\n")
-    print("| system | weight MiB | decode tok/s | x transformers fp32 | TTFT s |\n|---|---:|---:|---:|---:|")
+    cbase = next(r for r in smol if r["system"] == "transformers fp32")["cpu_tok_s"]
+    print("| system | weight MiB | decode tok/s (wall) | x transformers fp32 | tok per CPU s | x transformers fp32 "
+          "(CPU) | TTFT s |\n|---|---:|---:|---:|---:|---:|---:|")
     for r in smol:
-        print(f"| {r['system']} | {r['weight_mb']:.1f} | {r['decode_tok_s']:.1f} | "
-              f"{r['decode_tok_s'] / base:.2f} | {r['ttft_s']:.3f} |")
+        print(f"| {r['system']} | {r['weight_mb']:.1f} | {r['decode_tok_s']:.1f} | {r['decode_tok_s'] / base:.2f} | "
+              f"{r.get('cpu_tok_s', float('nan')):.1f} | {r.get('cpu_tok_s', float('nan')) / cbase:.2f} | "
+              f"{r['ttft_s']:.3f} |")
 
     moe = bench_moe(args.tokens)
-    mbase = moe[-1]["decode_tok_s"]
+    mbase, mcbase = moe[-1]["decode_tok_s"], moe[-1]["cpu_tok_s"]
     print("\n### Random Mixtral-style MoE (6 layers, hidden 256, 8 experts top-2), batch-1 decode\n")
-    print("| system | weight MiB | decode tok/s | x transformers fp32 |\n|---|---:|---:|---:|")
+    print("| system | weight MiB | decode tok/s | x transformers fp32 | tok per CPU s | x (CPU) |\n"
+          "|---|---:|---:|---:|---:|---:|")
     for r in moe:
-        print(f"| {r['system']} | {r['weight_mb']:.1f} | {r['decode_tok_s']:.1f} | {r['decode_tok_s'] / mbase:.2f} |")
+        print(f"| {r['system']} | {r['weight_mb']:.1f} | {r['decode_tok_s']:.1f} | {r['decode_tok_s'] / mbase:.2f} | "
+              f"{r['cpu_tok_s']:.1f} | {r['cpu_tok_s'] / mcbase:.2f} |")
 
     for quant in ("int4", "gguf"):
         print(f"\n### Profile: structgen {quant} decode, top operators by self CPU time\n")

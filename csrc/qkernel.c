@@ -8,9 +8,12 @@
  *   int8: q int8 [N, K]; scales [N, K/gs] (fp16 or fp32): w = scale * q (gs = K: per channel;
  *         gs a multiple of 8 otherwise, 32 for Q8_0).
  * Activations fp32 [M, K] row-major, output fp32 [M, N] row-major (overwritten).
- * Accumulation in fp32: per 32-weight block sum(q * x), scaled per group, plus
- * min * sum(x over the group) for int4, so the result matches x @ dequant(W).T up to
- * float32 summation order.
+ * Two paths per layout:
+ *   exact: accumulation in fp32, per 32-weight block sum(q * x) times the group scale, plus
+ *     min * sum(x over the group) for int4: x @ dequant(W).T up to float32 summation order;
+ *   q8 (llama.cpp's scheme, ggml Q8_0 activations): x rounded to int8 per block of 32
+ *     (d = max|x| / 127), integer block dots (maddubs / madd), scaled in fp32; int4 codes are
+ *     centred (q - 8) through an exact correction term (see int4_mm). K % 32 == 0.
  *
  * An AVX2 + FMA + F16C path (chosen at run time with __builtin_cpu_supports) and a portable
  * scalar one; rows split over OpenMP threads when built with it. Exposed to Python as the

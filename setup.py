@@ -1,7 +1,9 @@
-"""Build of structgen's optional C extension (csrc/qkernel.c -> structgen.runtime.quantization._qkernel).
+"""Build of structgen's optional C extensions: csrc/qkernel.c -> structgen.runtime.quantization._qkernel
+(quantized matmul) and csrc/densekernel.c -> structgen.runtime.models._densekernel (fp32/bf16 small-M
+matmul over both cores).
 
-Project metadata lives in pyproject.toml; this file only adds the CPU quantized-matmul kernel.
-The extension is optional: without a C compiler (or where the build fails) the install still
+Project metadata lives in pyproject.toml; this file only adds the CPU kernels.
+The extensions are optional: without a C compiler (or where the build fails) the install still
 succeeds and structgen falls back to torch's kernels with a one-time warning. OpenMP is used
 when the compiler takes ``-fopenmp``, else the kernel runs on one thread.
 """
@@ -33,7 +35,14 @@ setup(
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
             extra_link_args=["-fopenmp"],
             optional=True,
-        )
+        ),
+        Extension(
+            "structgen.runtime.models._densekernel",
+            sources=["csrc/densekernel.c"],
+            extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
+            extra_link_args=["-fopenmp"],
+            optional=True,
+        ),
     ],
     cmdclass={"build_ext": BuildExt},
 )

@@ -16,6 +16,7 @@ from torch import nn
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.models.attention import paged_attention, store_kv
+from structgen.runtime.models.dense_kernel import linear
 from structgen.runtime.models.layers import FusedProjection, GatedMLP, Linear, RMSNorm, RotaryEmbedding, apply_rotary
 
 __all__ = ["AttentionSpec", "DecoderAttention", "DecoderLayer", "DecoderModel", "DecoderForCausalLM", "head_dim_of", "layer_window"]
@@ -249,7 +250,7 @@ class DecoderForCausalLM(nn.Module):
             return self.lm_head(x)
         emb = self.model.embed_tokens
         if isinstance(emb, nn.Embedding):
-            return torch.nn.functional.linear(x, emb.weight)
+            return linear(x, emb.weight)
         return emb.as_linear(x)  # a quantized embedding doubles as the tied output projection
 
     @torch.inference_mode()

@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from structgen.runtime.models.dense_kernel import linear
+
 __all__ = ["Linear", "FusedProjection", "RMSNorm", "RotaryEmbedding", "GatedMLP", "rope_theta", "apply_rotary"]
 
 
@@ -25,7 +27,7 @@ class Linear(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight, self.bias)
+        return linear(x, self.weight, self.bias)
 
 
 class FusedProjection:
@@ -91,7 +93,7 @@ class FusedProjection:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """``[..., sum(out_features)]`` outputs of all members for ``x`` ``[..., in_features]``."""
-        return F.linear(x, self.weight, self.bias)
+        return linear(x, self.weight, self.bias)
 
 
 class RMSNorm(nn.Module):

@@ -78,7 +78,7 @@ def isa() -> str:
 
 
 def _x32(x: torch.Tensor) -> torch.Tensor:
-    return x.to(torch.float32).contiguous()
+    return x if x.dtype == torch.float32 and x.is_contiguous() else x.to(torch.float32).contiguous()
 
 
 def int4_mm(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int,

@@ -69,7 +69,7 @@ def int8_matmul(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, act_dtyp
     """
     if q.dim() == 3:
         return _int8_group_major_matmul(x, q, scales, act_dtype)
-    if _use_kernel(x):
+    if _use_kernel(x) and (q.shape[1] // scales.shape[1]) % 8 == 0:
         return cpu_kernel.int8_linear(x, q, scales.contiguous(), _q8(x, act_dtype)).to(x.dtype)
     n, k = q.shape
     g = scales.shape[1]
@@ -142,6 +142,7 @@ class QuantLinear(nn.Module):
 
     activation_dtype: torch.dtype | None = torch.bfloat16
     int4_layout: str = "torch"
+    use_kernel: bool = False  # our C kernel takes this module's layout on CPU (decided at build)
 
     def __init__(self, kind: str, in_features: int, out_features: int, group_size: int, bias: torch.Tensor | None) -> None:
         super().__init__()
@@ -159,7 +160,8 @@ class QuantLinear(nn.Module):
         n, k = q.shape
         group = k // scales.shape[1]
         m = cls("int8", k, n, group, bias)
-        if scales.shape[1] > 1 and not (cpu_kernel.available() and group % 8 == 0):
+        m.use_kernel = cpu_kernel.available() and group % 8 == 0
+        if scales.shape[1] > 1 and not m.use_kernel:
             q, scales = int8_to_group_major(q, scales)
         m.register_buffer("qweight", q.contiguous())
         m.register_buffer("scales", scales.contiguous())
@@ -178,7 +180,7 @@ class QuantLinear(nn.Module):
             raise ValueError(f"int4 packing needs N % 16 == 0 and K % group == 0 (got N={n}, K={k}, group={group})")
         m = cls("int4", k, n, group, bias)
         if cpu_kernel.available() and group % 32 == 0:
-            m.int4_layout = "rows"
+            m.int4_layout, m.use_kernel = "rows", True
             m.register_buffer("qweight", pack_int4_rows(q))
             m.register_buffer("scales", scales.half().t().contiguous())  # [N, G]
             m.register_buffer("mins", mins.half().t().contiguous())
@@ -211,8 +213,10 @@ class QuantLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
-        x2 = x.reshape(-1, shape[-1])  # [M, K]
-        if self.kind == "int8":
+        x2 = x if x.dim() == 2 else x.reshape(-1, shape[-1])  # [M, K]
+        if self.use_kernel and x2.device.type == "cpu" and x2.dtype in _FLOATS and cpu_kernel._lib is not None:
+            y = self._kernel_forward(x2)  # the decode hot path: as few Python steps as possible
+        elif self.kind == "int8":
             y = int8_matmul(x2, self.qweight, self.scales, self.activation_dtype)
         elif self.int4_layout == "rows" and _use_kernel(x2):
             y = cpu_kernel.int4_linear(x2, self.qweight, self.scales, self.mins, self.group_size,
@@ -224,7 +228,18 @@ class QuantLinear(nn.Module):
             y = F.linear(x2, self.dequantized_weight().to(x2.dtype))
         if self.bias is not None:
             y = y + self.bias
-        return y.reshape(*shape[:-1], self.out_features)
+        return y if x.dim() == 2 else y.reshape(*shape[:-1], self.out_features)
+
+    def _kernel_forward(self, x2: torch.Tensor) -> torch.Tensor:
+        """``[M, K]`` -> ``[M, N]`` in ``x2``'s dtype through :mod:`cpu_kernel` (buffers read from
+        ``_buffers`` directly: ``nn.Module.__getattr__`` costs ~0.5 us per buffer per call)."""
+        b = self._buffers
+        q8 = (self.activation_dtype or x2.dtype) != torch.float32
+        if self.kind == "int4":
+            y = cpu_kernel.int4_linear(x2, b["qweight"], b["scales"], b["mins"], self.group_size, q8)
+        else:
+            y = cpu_kernel.int8_linear(x2, b["qweight"], b["scales"], q8)
+        return y if y.dtype == x2.dtype else y.to(x2.dtype)
 
     def _cached_scale_zeros(self, dtype: torch.dtype) -> torch.Tensor:
         """The torch layout's ``[G, N, 2]`` (scale, zero) table in ``dtype``, built once per dtype and

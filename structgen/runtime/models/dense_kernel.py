@@ -8,6 +8,9 @@ the weight once for all rows and splits its rows over the cores. Where the exten
 missing (a build without a C compiler), or for other shapes, dtypes and devices, this is
 ``F.linear`` exactly.
 
+The extension's OpenMP calls resolve to the OpenMP runtime torch already loaded (one
+thread pool, sized by ``torch.get_num_threads()``), not a second one.
+
 Set ``STRUCTGEN_DENSE_KERNEL=0`` to turn the kernel off (``1``, the default, uses it).
 """
 

@@ -32,6 +32,7 @@ setup(
         Extension(
             "structgen.runtime.quantization._qkernel",
             sources=["csrc/qkernel.c"],
+            depends=["csrc/qkernel_rows.h"],
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
             extra_link_args=["-fopenmp"],
             optional=True,

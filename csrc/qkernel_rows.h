@@ -1,0 +1,329 @@
+/* Row kernels of csrc/qkernel.c (included once from it, not a public header): for output rows
+ * [n0, n1) of one weight, the scalar reference paths and the AVX2 + FMA + F16C ones, exact fp32
+ * and Q8-activation variants. Layouts and arithmetic: see the comment at the top of qkernel.c. */
+#ifndef STRUCTGEN_QKERNEL_ROWS_H
+#define STRUCTGEN_QKERNEL_ROWS_H
+
+/* ---------------------------------------------------------------- scalar reference path */
+
+static void int4_rows_scalar(const float *x, const float *xsum, const uint8_t *q, const uint16_t *sc,
+                             const uint16_t *mn, float *y, int M, int N, int K, int gs, int n0, int n1) {
+    int G = K / gs;
+    for (int n = n0; n < n1; n++) {
+        const uint8_t *qr = q + (size_t)n * (K / 2);
+        for (int m = 0; m < M; m++) {
+            const float *xr = x + (size_t)m * K;
+            float acc = 0.f;
+            for (int g = 0; g < G; g++) {
+                float dot = 0.f;
+                for (int b = g * gs; b < (g + 1) * gs; b += 32) {
+                    const uint8_t *qb = qr + b / 2;
+                    for (int j = 0; j < 16; j++) {
+                        dot += (float)(qb[j] & 0xF) * xr[b + j] + (float)(qb[j] >> 4) * xr[b + j + 16];
+                    }
+                }
+                acc += half_to_float(sc[(size_t)n * G + g]) * dot + half_to_float(mn[(size_t)n * G + g]) * xsum[m * G + g];
+            }
+            y[(size_t)m * N + n] = acc;
+        }
+    }
+}
+
+static void int8_rows_scalar(const float *x, const int8_t *q, const void *sc, int f16, float *y,
+                             int M, int N, int K, int gs, int n0, int n1) {
+    int G = K / gs;
+    for (int n = n0; n < n1; n++) {
+        const int8_t *qr = q + (size_t)n * K;
+        for (int m = 0; m < M; m++) {
+            const float *xr = x + (size_t)m * K;
+            float acc = 0.f;
+            for (int g = 0; g < G; g++) {
+                float dot = 0.f;
+                for (int k = g * gs; k < (g + 1) * gs; k++) dot += (float)qr[k] * xr[k];
+                acc += scale_at(sc, f16, (size_t)n * G + g) * dot;
+            }
+            y[(size_t)m * N + n] = acc;
+        }
+    }
+}
+
+/* Scalar Q8-activation rows (same arithmetic as the AVX2 ones up to float summation order). */
+static void int4q8_rows_scalar(const int8_t *xq, const float *xd, const float *xsum, const float *xdiff, const uint8_t *q,
+                               const uint16_t *sc, const uint16_t *mn, float *y, int M, int N, int K, int gs,
+                               int n0, int n1) {
+    int G = K / gs, KB = K / 32;
+    for (int n = n0; n < n1; n++) {
+        const uint8_t *qr = q + (size_t)n * (K / 2);
+        for (int m = 0; m < M; m++) {
+            float acc = 0.f;
+            for (int g = 0; g < G; g++) {
+                float part = 0.f;
+                for (int b = g * gs; b < (g + 1) * gs; b += 32) {
+                    int32_t dot = 0;
+                    for (int j = 0; j < 16; j++)
+                        dot += (qr[b / 2 + j] & 0xF) * xq[(size_t)m * K + b + j] +
+                               (qr[b / 2 + j] >> 4) * xq[(size_t)m * K + b + j + 16];
+                    part += (float)dot * xd[(size_t)m * KB + b / 32];
+                }
+                float d = half_to_float(sc[(size_t)n * G + g]);
+                acc += d * part + half_to_float(mn[(size_t)n * G + g]) * xsum[m * G + g] + 8.f * d * xdiff[m * G + g];
+            }
+            y[(size_t)m * N + n] = acc;
+        }
+    }
+}
+
+static void int8q8_rows_scalar(const int8_t *xq, const float *xd, const int8_t *q, const void *sc, int f16,
+                               float *y, int M, int N, int K, int gs, int n0, int n1) {
+    int G = K / gs, KB = K / 32;
+    for (int n = n0; n < n1; n++)
+        for (int m = 0; m < M; m++) {
+            float acc = 0.f;
+            for (int g = 0; g < G; g++) {
+                float part = 0.f;
+                for (int b = g * gs; b < (g + 1) * gs; b += 32) {
+                    int32_t dot = 0;
+                    for (int j = 0; j < 32; j++) dot += q[(size_t)n * K + b + j] * xq[(size_t)m * K + b + j];
+                    part += (float)dot * xd[(size_t)m * KB + b / 32];
+                }
+                acc += scale_at(sc, f16, (size_t)n * G + g) * part;
+            }
+            y[(size_t)m * N + n] = acc;
+        }
+}
+
+/* ---------------------------------------------------------------- AVX2 path */
+#if SG_X86
+#define SG_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+SG_AVX2 static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+SG_AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+/* One int8 row, groups of gs (multiple of 8; blocks of 32 while they fit, then 8). */
+#define INT8_ROW_BODY(MM)                                                                              \
+    {                                                                                                  \
+        __m256 acc[MM];                                                                                \
+        for (int m = 0; m < MM; m++) acc[m] = _mm256_setzero_ps();                                     \
+        for (int g = 0; g < G; g++) {                                                                  \
+            __m256 part[MM];                                                                           \
+            for (int m = 0; m < MM; m++) part[m] = _mm256_setzero_ps();                                \
+            int b = g * gs, end = (g + 1) * gs;                                                        \
+            for (; b + 32 <= end; b += 32) {                                                           \
+                __m256i raw = _mm256_loadu_si256((const __m256i *)(qr + b));                           \
+                __m128i r0 = _mm256_castsi256_si128(raw), r1 = _mm256_extracti128_si256(raw, 1);       \
+                __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(r0));                              \
+                __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(r0, 8)));           \
+                __m256 w2 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(r1));                              \
+                __m256 w3 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(r1, 8)));           \
+                for (int m = 0; m < MM; m++) {                                                         \
+                    const float *xb = x + (size_t)m * K + b;                                           \
+                    __m256 t0 = _mm256_mul_ps(w0, _mm256_loadu_ps(xb));                                \
+                    __m256 t1 = _mm256_mul_ps(w2, _mm256_loadu_ps(xb + 16));                           \
+                    t0 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xb + 8), t0);                             \
+                    t1 = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xb + 24), t1);                            \
+                    part[m] = _mm256_add_ps(part[m], _mm256_add_ps(t0, t1));                           \
+                }                                                                                      \
+            }                                                                                          \
+            for (; b < end; b += 8) {                                                                  \
+                __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(qr + b)))); \
+                for (int m = 0; m < MM; m++)                                                           \
+                    part[m] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + (size_t)m * K + b), part[m]);    \
+            }                                                                                          \
+            __m256 d = _mm256_set1_ps(f16 ? h2f(((const uint16_t *)sr)[g]) : ((const float *)sr)[g]);  \
+            for (int m = 0; m < MM; m++) acc[m] = _mm256_fmadd_ps(d, part[m], acc[m]);                 \
+        }                                                                                              \
+        for (int m = 0; m < MM; m++) y[(size_t)m * N + n] = hsum8(acc[m]);                             \
+    }
+
+SG_AVX2 static void int8_rows_avx2(const float *x, const int8_t *q, const void *sc, int f16, float *y,
+                                   int M, int N, int K, int gs, int n0, int n1) {
+    int G = K / gs;
+    size_t ssz = f16 ? 2 : 4;
+    for (int n = n0; n < n1; n++) {
+        const int8_t *qr = q + (size_t)n * K;
+        const char *sr = (const char *)sc + (size_t)n * G * ssz;
+        switch (M) {
+            case 1: INT8_ROW_BODY(1) break;
+            case 2: INT8_ROW_BODY(2) break;
+            case 3: INT8_ROW_BODY(3) break;
+            case 4: INT8_ROW_BODY(4) break;
+            case 5: INT8_ROW_BODY(5) break;
+            case 6: INT8_ROW_BODY(6) break;
+            case 7: INT8_ROW_BODY(7) break;
+            default: INT8_ROW_BODY(8) break;
+        }
+    }
+}
+
+/* Row kernels over blocks of 32 weights. Each block's weight scale (its group's) is expanded
+ * into dsb[K/32] once per row; U independent accumulators per activation row (U = 4 at M = 1)
+ * hide the FMA latency. Float path: sum over the block of q * x in fp32. Q8 path (llama.cpp's
+ * Q8_0 activations, x ~= xd * xq per block): integer dot products (maddubs / madd) scaled in fp32.
+ * int4 adds min * sum(x over the group) per group (xsum, exact fp32). */
+#define NACC(MM) ((MM) == 1 ? 4 : (MM) == 2 ? 2 : 1)
+
+#define UNPACK_INT4_F32()                                                                                \
+    __m128i raw = _mm_loadu_si128((const __m128i *)(qr + (size_t)(bi + u) * 16));                     \
+    __m128i lo = _mm_and_si128(raw, lomask);                                                           \
+    __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), lomask);                                        \
+    __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));                                          \
+    __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));                       \
+    __m256 w2 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));                                          \
+    __m256 w3 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
+
+#define UNPACK_INT8_F32()                                                                                \
+    __m256i raw = _mm256_loadu_si256((const __m256i *)(qr + (size_t)(bi + u) * 32));                  \
+    __m128i r0 = _mm256_castsi256_si128(raw), r1 = _mm256_extracti128_si256(raw, 1);                   \
+    __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(r0));                                          \
+    __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(r0, 8)));                       \
+    __m256 w2 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(r1));                                          \
+    __m256 w3 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(r1, 8)));
+
+#define DOT_F32_STEP()                                                                                   \
+    _Pragma("GCC unroll 8") for (int m = 0; m < MMK; m++) {                                                                     \
+        const float *xb = x + (size_t)m * K + (size_t)(bi + u) * 32;                                   \
+        __m256 t0 = _mm256_mul_ps(w0, _mm256_loadu_ps(xb));                                            \
+        __m256 t1 = _mm256_mul_ps(w2, _mm256_loadu_ps(xb + 16));                                       \
+        t0 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xb + 8), t0);                                         \
+        t1 = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xb + 24), t1);                                        \
+        acc[m][u] = _mm256_fmadd_ps(_mm256_add_ps(t0, t1), _mm256_set1_ps(dsb[bi + u]), acc[m][u]);    \
+    }
+
+#define UNPACK_INT4_Q8()                                                                                 \
+    __m128i raw = _mm_loadu_si128((const __m128i *)(qr + (size_t)(bi + u) * 16));                     \
+    __m256i wq = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(raw, lomask)),           \
+                                         _mm_and_si128(_mm_srli_epi16(raw, 4), lomask), 1);
+
+#define DOT_INT4_Q8_STEP()                                                                               \
+    _Pragma("GCC unroll 8") for (int m = 0; m < MMK; m++) {                                                                     \
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)m * K + (size_t)(bi + u) * 32)); \
+        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xv), ones);                             \
+        acc[m][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dsb[bi + u] * xd[(size_t)m * KB + bi + u]), acc[m][u]); \
+    }
+
+#define UNPACK_INT8_Q8()                                                                                 \
+    __m256i wv = _mm256_loadu_si256((const __m256i *)(qr + (size_t)(bi + u) * 32));                   \
+    __m256i aw = _mm256_sign_epi8(wv, wv);
+
+#define DOT_INT8_Q8_STEP()                                                                               \
+    _Pragma("GCC unroll 8") for (int m = 0; m < MMK; m++) {                                                                     \
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)m * K + (size_t)(bi + u) * 32)); \
+        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv)), ones);       \
+        acc[m][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dsb[bi + u] * xd[(size_t)m * KB + bi + u]), acc[m][u]); \
+    }
+
+/* The block loop of one row for a compile-time MM, given UNPACK and STEP for one block (bi + u). */
+#define BLOCK_ROW(MM, UNPACK, STEP)                                                                    \
+    {                                                                                                  \
+        enum { U = NACC(MM), MMK = MM };                                                                         \
+        __m256 acc[MM][U];                                                                             \
+        for (int m = 0; m < MM; m++)                                                                   \
+            for (int u = 0; u < U; u++) acc[m][u] = _mm256_setzero_ps();                               \
+        int bi = 0;                                                                                    \
+        for (; bi + U <= KB; bi += U)                                                                  \
+            _Pragma("GCC unroll 8") for (int u = 0; u < U; u++) { UNPACK() STEP() }                                             \
+        for (; bi < KB; bi++) {                                                                        \
+            const int u = 0;                                                                           \
+            UNPACK() STEP()                                                                             \
+        }                                                                                              \
+        for (int m = 0; m < MM; m++) {                                                                 \
+            __m256 s = acc[m][0];                                                                      \
+            for (int u = 1; u < U; u++) s = _mm256_add_ps(s, acc[m][u]);                               \
+            y[(size_t)m * N + n] = hsum8(s) + tail[m];                                                 \
+        }                                                                                              \
+    }
+
+#define SWITCH_M(UNPACK, STEP)                                                                         \
+    switch (M) {                                                                                       \
+        case 1: BLOCK_ROW(1, UNPACK, STEP) break;                                                      \
+        case 2: BLOCK_ROW(2, UNPACK, STEP) break;                                                      \
+        case 3: BLOCK_ROW(3, UNPACK, STEP) break;                                                      \
+        case 4: BLOCK_ROW(4, UNPACK, STEP) break;                                                      \
+        case 5: BLOCK_ROW(5, UNPACK, STEP) break;                                                      \
+        case 6: BLOCK_ROW(6, UNPACK, STEP) break;                                                      \
+        case 7: BLOCK_ROW(7, UNPACK, STEP) break;                                                      \
+        default: BLOCK_ROW(8, UNPACK, STEP) break;                                                     \
+    }
+
+/* int4 rows n0..n1; xq/xd non-NULL selects the Q8 path. */
+/* fp16 [G] -> fp32 per block [G * bpg] (each group's value repeated over its blocks). */
+SG_AVX2 static inline void expand_scales(const uint16_t *h, float *dsb, int G, int bpg) {
+    if (bpg == 1) {
+        int g = 0;
+        for (; g + 8 <= G; g += 8) _mm256_storeu_ps(dsb + g, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + g))));
+        for (; g < G; g++) dsb[g] = h2f(h[g]);
+        return;
+    }
+    for (int g = 0; g < G; g++) {
+        float d = h2f(h[g]);
+        for (int j = 0; j < bpg; j++) dsb[g * bpg + j] = d;
+    }
+}
+
+/* int4 rows n0..n1; xq/xd non-NULL selects the Q8 path. xsumt: [G, MAX_M] group sums of x. */
+SG_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const float *xd, const float *xsum,
+                                   const float *xdiff, const uint8_t *q, const uint16_t *sc, const uint16_t *mn,
+                                   float *y, int M, int N, int K, int gs, int n0, int n1) {
+    int G = K / gs, KB = K / 32, bpg = gs / 32;
+    float dsb[KB + 8], xd8[M * G + 1];
+    for (int i = 0; i < M * G; i++) xd8[i] = xdiff ? 8.f * xdiff[i] : 0.f;
+    const __m128i lomask = _mm_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1);
+    (void)ones;
+    for (int n = n0; n < n1; n++) {
+        const uint8_t *qr = q + (size_t)n * (K / 2);
+        const uint16_t *sr = sc + (size_t)n * G, *mr = mn + (size_t)n * G;
+        float tail[MAX_M]; /* sum over groups of min * xsum (+ 8 * scale * xdiff on the Q8 path) */
+        for (int m = 0; m < M; m++) {
+            const float *xs = xsum + (size_t)m * G, *xf = xd8 + (size_t)m * G;
+            __m256 t = _mm256_setzero_ps();
+            int g = 0;
+            for (; g + 8 <= G; g += 8) {
+                t = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(mr + g))), _mm256_loadu_ps(xs + g), t);
+                t = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sr + g))), _mm256_loadu_ps(xf + g), t);
+            }
+            float ts = hsum8(t);
+            for (; g < G; g++) ts += h2f(mr[g]) * xs[g] + h2f(sr[g]) * xf[g];
+            tail[m] = ts;
+        }
+        expand_scales(sr, dsb, G, bpg);
+        if (xq) {
+            SWITCH_M(UNPACK_INT4_Q8, DOT_INT4_Q8_STEP)
+        } else {
+            SWITCH_M(UNPACK_INT4_F32, DOT_F32_STEP)
+        }
+    }
+}
+
+/* int8 rows n0..n1 with gs a multiple of 32 (per channel: gs = K); xq/xd non-NULL: Q8 path. */
+SG_AVX2 static void int8_blocks_avx2(const float *x, const int8_t *xq, const float *xd, const int8_t *q,
+                                     const void *sc, int f16, float *y, int M, int N, int K, int gs, int n0, int n1) {
+    int G = K / gs, KB = K / 32, bpg = gs / 32;
+    float dsb[KB + 8];
+    const float tail[MAX_M] = {0};
+    const __m256i ones = _mm256_set1_epi16(1);
+    (void)ones;
+    for (int n = n0; n < n1; n++) {
+        const int8_t *qr = q + (size_t)n * K;
+        if (f16) {
+            expand_scales((const uint16_t *)sc + (size_t)n * G, dsb, G, bpg);
+        } else {
+            for (int g = 0; g < G; g++)
+                for (int j = 0; j < bpg; j++) dsb[g * bpg + j] = ((const float *)sc)[(size_t)n * G + g];
+        }
+        if (xq) {
+            SWITCH_M(UNPACK_INT8_Q8, DOT_INT8_Q8_STEP)
+        } else {
+            SWITCH_M(UNPACK_INT8_F32, DOT_F32_STEP)
+        }
+    }
+}
+#endif /* SG_X86 */
+
+#endif /* STRUCTGEN_QKERNEL_ROWS_H */

@@ -244,7 +244,7 @@ def main() -> None:
         f"## bench_dsl: 12-key template extraction ({time.strftime('%Y-%m-%d')}, "
         f"SmolLM2-135M fp32, CPU, torch {torch.__version__}, {torch.get_num_threads()} threads)",
         "",
-        f"Command: `OMP_NUM_THREADS=1 python benchmarks/bench_dsl.py --repeats {args.repeats}` "
+        f"Command: `{'OMP_NUM_THREADS=' + os.environ['OMP_NUM_THREADS'] + ' ' if os.environ.get('OMP_NUM_THREADS') else ''}python benchmarks/bench_dsl.py --repeats {args.repeats}` "
         "(greedy, median of repeats after a warm-up round, rows interleaved). Load average "
         f"at the end: {load[0]:.1f} / {load[1]:.1f} / "
         f"{load[2]:.1f} on 2 cores (shared machine: absolute times are noisy, the ratios "

@@ -15,6 +15,7 @@ from torch import nn
 from structgen.runtime.models.layers import GatedMLP, Linear
 
 __all__ = [
+    "is_sparse_layer",
     "route_topk", "route_grouped_sigmoid", "fused_moe_ref", "fused_moe", "FusedExperts", "SparseMoeBlock",
     "GroupedTopkRouter", "SharedExpertMoeBlock", "stack_expert_weights",
 ]
@@ -227,6 +228,20 @@ class SharedExpertMoeBlock(nn.Module):
         weights, ids = self.gate(x)  # [T, k] each
         self.last_topk_ids = ids
         return self.experts(x, weights.to(x.dtype), ids) + self.shared_experts(x)
+
+
+def is_sparse_layer(config, layer_idx: int) -> bool:
+    """Whether layer ``layer_idx`` of a Qwen2-MoE / Qwen3-MoE config has routed experts.
+
+    As transformers: not listed in ``mlp_only_layers``, ``num_experts > 0`` and
+    ``(layer_idx + 1) % decoder_sparse_step == 0``; otherwise the layer has a dense MLP.
+    """
+    step = int(getattr(config, "decoder_sparse_step", 1) or 1)
+    return (
+        layer_idx not in (getattr(config, "mlp_only_layers", None) or [])
+        and config.num_experts > 0
+        and (layer_idx + 1) % step == 0
+    )
 
 
 def stack_expert_weights(

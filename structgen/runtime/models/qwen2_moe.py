@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from structgen.runtime.models.decoder import AttentionSpec, DecoderForCausalLM
 from structgen.runtime.models.layers import GatedMLP
-from structgen.runtime.models.moe import SparseMoeBlock, stack_expert_weights
+from structgen.runtime.models.moe import SparseMoeBlock, is_sparse_layer, stack_expert_weights
 from structgen.runtime.models.qwen2 import qwen2_attention_spec
 
 __all__ = ["Qwen2MoeForCausalLM"]
@@ -26,13 +26,7 @@ class Qwen2MoeForCausalLM(DecoderForCausalLM):
 
     @classmethod
     def make_mlp(cls, config, layer_idx: int, dtype, device):
-        step = int(getattr(config, "decoder_sparse_step", 1) or 1)
-        sparse = (
-            layer_idx not in (getattr(config, "mlp_only_layers", None) or [])
-            and config.num_experts > 0
-            and (layer_idx + 1) % step == 0
-        )
-        if not sparse:
+        if not is_sparse_layer(config, layer_idx):
             return GatedMLP(config.hidden_size, config.intermediate_size, False, config.hidden_act, dtype, device)
         return SparseMoeBlock(
             config.hidden_size, config.num_experts, config.num_experts_per_tok, config.moe_intermediate_size,

@@ -3,7 +3,8 @@ transformers models, loaded by our GGUF loader and compared with transformers' l
 
 Dense: qwen2, qwen3. MoE: Mixtral (``llama`` with ``expert_count``), Qwen2-MoE (shared expert),
 Qwen3-MoE, with the stacked ``blk.N.ffn_{gate,up,down}_exps`` tensors. Quantized files (Q8_0,
-Q4_0, Q4_1 matrices, experts included) load natively and match the dequantized path.
+Q4_0, Q4_1 matrices, experts included) load natively and match the dequantized path. The writer also
+writes DeepSeek-V3 as llama.cpp's ``deepseek2`` (tests in test_gguf_deepseek.py).
 """
 
 from __future__ import annotations
@@ -24,13 +25,20 @@ from tests.runtime.test_models_families import (
     run_ragged_scenario,
 )
 
-GGUF_ARCH = {"qwen2": "qwen2", "qwen3": "qwen3", "mixtral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe"}
+GGUF_ARCH = {"qwen2": "qwen2", "qwen3": "qwen3", "mixtral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe",
+             "deepseek_v3": "deepseek2"}
 _LAYER = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
           "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
           "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm", "mlp.gate_proj": "ffn_gate",
           "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down", "mlp.gate": "ffn_gate_inp",
           "mlp.shared_expert.gate_proj": "ffn_gate_shexp", "mlp.shared_expert.up_proj": "ffn_up_shexp",
-          "mlp.shared_expert.down_proj": "ffn_down_shexp", "mlp.shared_expert_gate": "ffn_gate_inp_shexp"}
+          "mlp.shared_expert.down_proj": "ffn_down_shexp", "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
+          # deepseek2 (llama.cpp's DeepseekV2Model): MLA projections and the shared experts
+          "self_attn.q_a_proj": "attn_q_a", "self_attn.q_a_layernorm": "attn_q_a_norm",
+          "self_attn.q_b_proj": "attn_q_b",
+          "self_attn.kv_a_proj_with_mqa": "attn_kv_a_mqa", "self_attn.kv_a_layernorm": "attn_kv_a_norm",
+          "self_attn.kv_b_proj": "attn_kv_b", "mlp.shared_experts.gate_proj": "ffn_gate_shexp",
+          "mlp.shared_experts.up_proj": "ffn_up_shexp", "mlp.shared_experts.down_proj": "ffn_down_shexp"}
 
 
 def family_config(family: str):
@@ -47,8 +55,12 @@ def family_config(family: str):
     return make_config(family)
 
 
-def gguf_tensors(hf, arch: str):
-    """``(gguf name, float32 numpy array)`` of a transformers model, as llama.cpp's converter names them."""
+def gguf_tensors(hf, arch: str, split_kv_b: bool = False):
+    """``(gguf name, float32 numpy array)`` of a transformers model, as llama.cpp's converter names them.
+
+    ``split_kv_b`` (deepseek2): write ``kv_b_proj`` as newer llama.cpp files do, ``attn_k_b``
+    ``[H, r, nope]`` (each head's k rows, transposed) and ``attn_v_b`` ``[H, v, r]``.
+    """
     cfg = hf.config
     for name, t in hf.state_dict().items():
         a = t.float().numpy()
@@ -66,6 +78,13 @@ def gguf_tensors(hf, arch: str):
             yield f"blk.{layer}.ffn_up_exps.weight", up
         elif name.endswith("mlp.experts.down_proj"):
             yield f"blk.{name.split('.')[2]}.ffn_down_exps.weight", a
+        elif name.endswith("mlp.gate.e_score_correction_bias"):
+            yield f"blk.{name.split('.')[2]}.exp_probs_b.bias", a
+        elif split_kv_b and name.endswith("self_attn.kv_b_proj.weight"):
+            nope = cfg.qk_nope_head_dim
+            kv_b = a.reshape(cfg.num_attention_heads, nope + cfg.v_head_dim, -1)  # [H, nope + v, r]
+            yield f"blk.{name.split('.')[2]}.attn_k_b.weight", kv_b[:, :nope].transpose(0, 2, 1)
+            yield f"blk.{name.split('.')[2]}.attn_v_b.weight", kv_b[:, nope:]
         else:
             _, _, layer, rest = name.split(".", 3)
             mod, kind = rest.rsplit(".", 1)
@@ -78,9 +97,16 @@ def gguf_tensors(hf, arch: str):
             yield f"blk.{layer}.{_LAYER[mod]}.{kind}", a
 
 
-def write_gguf(path, hf, family: str, qtype: str | None = None) -> None:
+def write_gguf(path, hf, family: str, qtype: str | None = None, legacy_mla: bool = False, drop=(),
+               gating: int = 2) -> None:
     """Write ``hf`` as a GGUF; ``qtype`` (``Q8_0``/``Q4_0``/``Q4_1``) quantizes every 2-D/3-D matrix
-    whose rows are whole blocks except norms and the router."""
+    whose rows are whole blocks except norms and the router.
+
+    DeepSeek (``deepseek2``) only: ``legacy_mla`` writes the layout of files converted before
+    llama.cpp's MLA cache (whole ``attn_kv_b``, per-head widths in ``key_length``/``value_length``,
+    no expert-group keys); ``gating`` is ``expert_gating_func`` (2 sigmoid, 1 softmax).
+    ``drop``: tensor names left out (files missing a tensor).
+    """
     import gguf
 
     arch = GGUF_ARCH[family]
@@ -92,11 +118,14 @@ def write_gguf(path, hf, family: str, qtype: str | None = None) -> None:
     w.add_embedding_length(cfg.hidden_size)
     w.add_feed_forward_length(cfg.intermediate_size)
     w.add_head_count(cfg.num_attention_heads)
-    w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_key_length(getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
+    if family == "deepseek_v3":
+        _deepseek2_metadata(w, cfg, legacy_mla, gating)
+    else:
+        w.add_head_count_kv(cfg.num_key_value_heads)
+        w.add_key_length(getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(rope_theta(cfg))
-    if family != "qwen2" and family != "qwen3":
+    if family not in ("qwen2", "qwen3", "deepseek_v3"):
         experts = getattr(cfg, "num_local_experts", None) or cfg.num_experts
         w.add_expert_count(experts)
         w.add_expert_used_count(cfg.num_experts_per_tok)
@@ -111,7 +140,9 @@ def write_gguf(path, hf, family: str, qtype: str | None = None) -> None:
     w.add_token_types(types)
     w.add_token_merges(merges)
     w.add_eos_token_id(259)
-    for name, a in gguf_tensors(hf, arch):
+    for name, a in gguf_tensors(hf, arch, split_kv_b=family == "deepseek_v3" and not legacy_mla):
+        if name in drop:
+            continue
         a = np.ascontiguousarray(a)
         quantize = qtype is not None and a.ndim >= 2 and a.shape[-1] % 32 == 0 and "ffn_gate_inp" not in name
         if name == "token_embd.weight" and qtype != "Q8_0":
@@ -125,6 +156,44 @@ def write_gguf(path, hf, family: str, qtype: str | None = None) -> None:
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def _deepseek2_metadata(w, cfg, legacy_mla: bool, gating: int) -> None:
+    """The ``deepseek2.*`` keys llama.cpp's converter writes for a DeepseekV3Config."""
+    import gguf
+
+    qk = cfg.qk_nope_head_dim + cfg.qk_rope_head_dim
+    if legacy_mla:
+        w.add_head_count_kv(cfg.num_key_value_heads)
+        w.add_key_length(qk)
+        w.add_value_length(cfg.v_head_dim)
+    else:  # MLA as MQA over the latent: one KV head of width r + rope
+        w.add_head_count_kv(1)
+        w.add_key_length(cfg.kv_lora_rank + cfg.qk_rope_head_dim)
+        w.add_value_length(cfg.kv_lora_rank)
+        w.add_key_length_mla(qk)
+        w.add_value_length_mla(cfg.v_head_dim)
+        w.add_expert_group_count(cfg.n_group)
+        w.add_expert_group_used_count(cfg.topk_group)
+    w.add_vocab_size(cfg.vocab_size)
+    w.add_leading_dense_block_count(cfg.first_k_dense_replace)
+    if cfg.q_lora_rank is not None:
+        w.add_q_lora_rank(cfg.q_lora_rank)
+    w.add_kv_lora_rank(cfg.kv_lora_rank)
+    w.add_expert_feed_forward_length(cfg.moe_intermediate_size)
+    w.add_expert_count(cfg.n_routed_experts)
+    w.add_expert_used_count(cfg.num_experts_per_tok)
+    w.add_expert_shared_count(cfg.n_shared_experts)
+    w.add_expert_weights_scale(cfg.routed_scaling_factor)
+    w.add_expert_weights_norm(bool(cfg.norm_topk_prob))
+    w.add_expert_gating_func(gguf.ExpertGatingFuncType(gating))
+    w.add_rope_dimension_count(cfg.qk_rope_head_dim)
+    rope = cfg.rope_parameters
+    if rope.get("rope_type") == "yarn":
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rope["factor"])
+        w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+        w.add_rope_scaling_yarn_log_mul(0.1 * rope["mscale_all_dim"])
 
 
 FAMILIES = ["qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe"]

@@ -3,7 +3,9 @@
 Weight names map to transformers' (``blk.3.attn_q.weight`` ->
 ``model.layers.3.self_attn.q_proj.weight``). llama.cpp's converter permutes the
 rows of ``q_proj``/``k_proj`` (interleaved rotary pairs); :func:`unpermute_qk`
-undoes it so the weights equal the original HF checkpoint's.
+undoes it so the weights equal the original HF checkpoint's. DeepSeek-V2/V3 files
+(``deepseek2``: multi-head latent attention, shared experts) are described in
+:mod:`structgen.runtime.loader.gguf_deepseek`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,13 @@ import torch
 from structgen.errors import ModelLoadError
 from structgen.runtime.loader.cache import cache_root, file_cache_key
 from structgen.runtime.loader.dequant import dequantize
+from structgen.runtime.loader.gguf_deepseek import (
+    DEEPSEEK2_FLOAT_ONLY,
+    DEEPSEEK2_LAYER_NAMES,
+    check_deepseek2_tensors,
+    deepseek2_config,
+    deepseek2_state,
+)
 from structgen.runtime.loader.gguf_file import GGUFFile
 from structgen.runtime.loader.tokenizer import (
     load_cached_tokenizer,
@@ -26,7 +35,8 @@ __all__ = ["GGUF_ARCHITECTURES", "gguf_config", "gguf_state_dict", "unpermute_qk
 
 # GGUF general.architecture -> registry name of our model class
 # (llama.cpp converts Mixtral as "llama" with {arch}.expert_count > 0: see gguf_config)
-GGUF_ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2moe", "qwen3moe": "qwen3moe"}
+GGUF_ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2moe",
+                      "qwen3moe": "qwen3moe", "deepseek2": "deepseek_v3"}
 # architectures whose q/k rows llama.cpp's converter permutes (Qwen's are stored as in HF)
 _PERMUTED_QK = {"llama"}
 
@@ -58,17 +68,22 @@ _GLOBAL_NAMES = {
     "output_norm.weight": "model.norm.weight",
     "output.weight": "lm_head.weight",
 }
+# per-architecture tensor names where they differ from the common ones (DeepSeek: MLA, "shared_experts")
+_ARCH_LAYER_NAMES = {"deepseek2": {**_LAYER_NAMES, **DEEPSEEK2_LAYER_NAMES}}
+# weights kept in float under quantization="gguf" (modules that are not linear layers)
+_FLOAT_ONLY = {"deepseek2": DEEPSEEK2_FLOAT_ONLY}
 _BLK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)$")
 _IGNORED = {"rope_freqs.weight"}
 
 
-def hf_name(gguf_name: str) -> str | None:
-    """transformers parameter name of a GGUF tensor; None for tensors we do not load."""
+def hf_name(gguf_name: str, arch: str | None = None) -> str | None:
+    """transformers parameter name of a GGUF tensor of architecture ``arch``; None for tensors we do not load."""
     if gguf_name in _GLOBAL_NAMES:
         return _GLOBAL_NAMES[gguf_name]
+    names = _ARCH_LAYER_NAMES.get(arch, _LAYER_NAMES)
     m = _BLK.match(gguf_name)
-    if m and m.group(2) in _LAYER_NAMES:
-        return f"model.layers.{m.group(1)}.{_LAYER_NAMES[m.group(2)]}.{m.group(3)}"
+    if m and m.group(2) in names:
+        return f"model.layers.{m.group(1)}.{names[m.group(2)]}.{m.group(3)}"
     return None
 
 
@@ -92,7 +107,7 @@ def _arch(meta: dict, path: str) -> str:
 
 
 def gguf_config(g: GGUFFile):
-    """A transformers config (Llama, Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE) from the file's metadata.
+    """A transformers config (Llama, Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V3) from the file's metadata.
 
     Raises:
         ModelLoadError: unknown architecture or missing hyperparameters.
@@ -106,42 +121,50 @@ def gguf_config(g: GGUFFile):
             raise ModelLoadError(f"{g.path}: GGUF metadata lacks {arch}.{key}")
         return v
 
-    n_heads = int(get("attention.head_count"))
+    common = _common_config(g, get)
+    if arch == "deepseek2":
+        return deepseek2_config(g, get, common)
+    n_heads, hidden = common["num_attention_heads"], common["hidden_size"]
     n_kv = get("attention.head_count_kv", n_heads)
     n_kv = int(n_kv[0] if isinstance(n_kv, list) else n_kv)
-    hidden = int(get("embedding_length"))
     head_dim = int(meta.get(f"{arch}.attention.key_length") or meta.get(f"{arch}.rope.dimension_count") or hidden // n_heads)
-    tokens = meta.get("tokenizer.ggml.tokens")
-    vocab = int(meta.get(f"{arch}.vocab_size") or (len(tokens) if tokens else 0) or g.tensors["token_embd.weight"].shape[0])
     ff = meta.get(f"{arch}.feed_forward_length") or meta.get(f"{arch}.expert_feed_forward_length")
     if ff is None:
         raise ModelLoadError(f"{g.path}: GGUF metadata lacks {arch}.feed_forward_length")
-    layer_names = {t for t in g.tensors}
     rope_type = meta.get(f"{arch}.rope.scaling.type")
     if rope_type not in (None, "none"):
         raise ModelLoadError(f"{g.path}: unsupported RoPE scaling {rope_type!r} in GGUF metadata")
-    if "rope_freqs.weight" in layer_names:
+    if "rope_freqs.weight" in g.tensors:
         raise ModelLoadError(f"{g.path}: GGUF rope_freqs (llama3-style RoPE scaling) is not supported yet")
-    eos = meta.get("tokenizer.ggml.eos_token_id")
-    cls, name, extra = _family(arch, meta, layer_names, int(get("block_count")))
+    cls, name, extra = _family(arch, meta, set(g.tensors), common["num_hidden_layers"])
     return cls(
-        vocab_size=vocab,
-        hidden_size=hidden,
+        **common,
         intermediate_size=int(ff[0] if isinstance(ff, list) else ff),
-        num_hidden_layers=int(get("block_count")),
-        num_attention_heads=n_heads,
         num_key_value_heads=n_kv,
         head_dim=head_dim,
-        max_position_embeddings=int(get("context_length", 2048)),
-        rms_norm_eps=float(get("attention.layer_norm_rms_epsilon", 1e-5)),
         rope_theta=float(meta.get(f"{arch}.rope.freq_base", 10000.0)),
-        tie_word_embeddings="output.weight" not in layer_names,
-        hidden_act="silu",
-        bos_token_id=meta.get("tokenizer.ggml.bos_token_id"),
-        eos_token_id=eos,
-        pad_token_id=meta.get("tokenizer.ggml.padding_token_id"),
         architectures=[name],
         **extra,
+    )
+
+
+def _common_config(g: GGUFFile, get) -> dict:
+    """Config fields every architecture's metadata gives the same way (``get`` reads ``{arch}.{key}``)."""
+    meta = g.metadata
+    tokens = meta.get("tokenizer.ggml.tokens")
+    return dict(
+        vocab_size=int(get("vocab_size", 0) or (len(tokens) if tokens else 0)
+                       or g.tensors["token_embd.weight"].shape[0]),
+        hidden_size=int(get("embedding_length")),
+        num_hidden_layers=int(get("block_count")),
+        num_attention_heads=int(get("attention.head_count")),
+        max_position_embeddings=int(get("context_length", 2048)),
+        rms_norm_eps=float(get("attention.layer_norm_rms_epsilon", 1e-5)),
+        tie_word_embeddings="output.weight" not in g.tensors,
+        hidden_act="silu",
+        bos_token_id=meta.get("tokenizer.ggml.bos_token_id"),
+        eos_token_id=meta.get("tokenizer.ggml.eos_token_id"),
+        pad_token_id=meta.get("tokenizer.ggml.padding_token_id"),
     )
 
 
@@ -206,15 +229,22 @@ def gguf_state_dict(
     Returns:
         ``(float tensors by HF name (dequantized in float32, cast to dtype),
         quantized modules by HF module path)``.
+
+    Raises:
+        ModelLoadError: a tensor we do not know; a ``deepseek2`` file lacking a required
+            tensor (the message names it: :func:`~.gguf_deepseek.check_deepseek2_tensors`).
     """
     from structgen.runtime.quantization.gguf_native import native_module
 
-    permuted = _arch(g.metadata, g.path) in _PERMUTED_QK
+    arch = _arch(g.metadata, g.path)
+    if arch == "deepseek2":
+        check_deepseek2_tensors(g, config)
+    permuted, float_only = arch in _PERMUTED_QK, _FLOAT_ONLY.get(arch, ())
     out: dict[str, torch.Tensor] = {}
     modules: dict[str, torch.nn.Module] = {}
     experts: dict[str, dict[str, str]] = {}  # "model.layers.N.mlp.experts" -> {"gate_proj": gguf name, ...}
     for name, info in g.tensors.items():
-        target = hf_name(name)
+        target = hf_name(name, arch)
         if target is None:
             if name in _IGNORED:
                 continue
@@ -223,7 +253,7 @@ def gguf_state_dict(
             experts.setdefault(target.rsplit(".", 2)[0], {})[target.split(".")[-2]] = name
             continue
         rows = _qk_rows(target, config, permuted)
-        if native and target.endswith(".weight") and "norm" not in target:
+        if native and target.endswith(".weight") and "norm" not in target and not target.endswith(float_only):
             is_emb = target == "model.embed_tokens.weight"
             mod = native_module(g.raw(name), info.type_name, info.shape, rows, is_emb, dtype)
             if mod is not None:
@@ -235,7 +265,8 @@ def gguf_state_dict(
         out[target] = w if w.dtype == dtype else w.to(dtype)
     for path, names in experts.items():
         _native_experts(g, path, names, dtype, out, modules)
-    return _fuse_experts(out), modules
+    out = _fuse_experts(out)
+    return (deepseek2_state(out, config) if arch == "deepseek2" else out), modules
 
 
 def _native_experts(g: GGUFFile, path: str, names: dict[str, str], dtype, out: dict, modules: dict) -> None:

@@ -29,6 +29,14 @@ class BuildExt(build_ext):
 
 setup(
     ext_modules=[
+        # csrc/tokentrie.c -> structgen.fsm._tokentrie: the token-trie walk of the first mask
+        # of a grammar state (numpy fallback in structgen/fsm/_token_trie.py)
+        Extension(
+            "structgen.fsm._tokentrie",
+            sources=["csrc/tokentrie.c"],
+            extra_compile_args=["-O3", "-std=c11"],
+            optional=True,
+        ),
         Extension(
             "structgen.runtime.quantization._qkernel",
             sources=["csrc/qkernel.c"],

@@ -231,9 +231,29 @@ class ByteDFA:
                 if self._slot[s] < 0:
                     self._guarded(self._build_row, s)
 
+    def row_tables(self, state: int = -1) -> tuple[np.ndarray, np.ndarray]:
+        """The transition tables as they are now, after building the row of ``state``
+        first when ``state >= 0`` (the token-trie walk's callback, ``csrc/tokentrie.c``).
+
+        Returns:
+            rows: int32 ``[row slots, 256]``, next state per byte (-1 = dead).
+            slot: int64 ``[capacity >= num_states]``, row slot of each state, -1 = not built.
+            Both read-only; a later row build may replace them (the returned arrays stay
+            valid, but do not see rows built after this call).
+
+        Raises:
+            GrammarTooComplexError: building the row exceeded a budget.
+        """
+        if state >= 0:
+            self.row(state)
+        rows, slot = self._rows.view(), self._slot.view()
+        rows.flags.writeable = False
+        slot.flags.writeable = False
+        return rows, slot
+
     def gather(self, states: np.ndarray, data: np.ndarray) -> np.ndarray:
         """int32 ``[n]``: the next state of ``states[i]`` on byte ``data[i]`` (-1 = dead),
-        building the missing rows in one batch (the token index's column step)."""
+        building the missing rows in one batch (a level step of the numpy token-trie walk)."""
         self.ensure_rows(states)
         return self._rows[self._slot[states], data]
 

@@ -1,13 +1,13 @@
 """Which tokens each DFA state allows (``TokenIndex``), computed lazily and cached.
 
-For a state ``s`` every token of the vocabulary is run through the DFA at once:
-the token bytes form a matrix ``[vocab_size, max_len]`` sorted by length (longest
-first); the loop runs over the ~max_len columns, never over tokens. Column ``j``
-touches only the tokens that are still alive and longer than ``j`` (dead tokens are
-dropped as soon as they die, so a selective state costs little after column 0),
-and the DFA rows of the states on that frontier are built lazily, in one batch per
-column (``ByteDFA.gather``). Masks are packed as int32 words, token ``i`` at bit
-``i % 32`` of word ``i // 32`` (least-significant bit first).
+For a state ``s`` every token of the vocabulary is run through the DFA at once by a
+walk of the vocabulary's token trie (``Vocabulary.token_trie``, ``_token_trie.py``):
+each distinct token prefix the state can follow is stepped through the DFA once, and a
+dead transition prunes every token that starts with that prefix, so a first mask costs
+time in proportion to the live prefixes, not to vocabulary size x longest token. The
+DFA rows met on the way are built lazily (``ByteDFA.row_tables`` / ``gather``). Masks
+are packed as int32 words, token ``i`` at bit ``i % 32`` of word ``i // 32``
+(least-significant bit first).
 """
 
 from __future__ import annotations
@@ -51,11 +51,9 @@ class TokenIndex:
         if max_cached_states is None:  # a cached row costs ~4.1 bytes per token
             max_cached_states = max(64, min(8192, MAX_CACHE_BYTES // (4 * vocab.vocab_size + 4)))
         self.max_cached_states = max_cached_states
-        order, matrix, _ = vocab.padded
-        self._order = order
-        self._matrix = matrix
-        # rows longer than column j, and ids never allowed: shared per vocabulary
-        self._rows_longer, self._never, self._eos = vocab.index_tables
+        self._trie = vocab.token_trie
+        # ids never allowed, and EOS: shared per vocabulary
+        self._never, self._eos = vocab.index_tables
         self._cache: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
 
     def next_states(self, state: int) -> np.ndarray:
@@ -82,26 +80,8 @@ class TokenIndex:
         return row
 
     def _compute(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        dfa, matrix = self.dfa, self._matrix
-        final = np.full(matrix.shape[0], -1, np.int32)  # [vocab_size], in length order
-        pos = np.arange(matrix.shape[0])  # alive tokens (rows of matrix), ascending
-        cur = np.full(matrix.shape[0], state, np.int32)  # their current states
-        for j, longer in enumerate(self._rows_longer.tolist()):
-            n = int(np.searchsorted(pos, longer))  # alive tokens longer than j
-            if n < pos.size:  # the rest end here
-                final[pos[n:]] = cur[n:]
-                pos, cur = pos[:n], cur[:n]
-            if n == 0:
-                break
-            cur = dfa.gather(cur, matrix[pos, j])
-            alive = cur >= 0
-            if not alive.all():
-                pos, cur = pos[alive], cur[alive]
-        else:
-            final[pos] = cur
         nxt = np.full(self.vocab.vocab_size, -1, np.int32)
-        nxt[self._order] = final
-        nxt[self._never] = -1
+        self._trie.walk(self.dfa, state, nxt)  # never-allowed ids are not in the trie
         if self.dfa.is_accepting(state):
             nxt[self._eos] = state
         nxt.setflags(write=False)

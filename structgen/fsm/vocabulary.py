@@ -21,6 +21,8 @@ from functools import cached_property
 
 import numpy as np
 
+from ._token_trie import TokenTrie
+
 __all__ = ["Vocabulary", "bytes_to_unicode"]
 
 _BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
@@ -95,48 +97,28 @@ class Vocabulary:
         return b"".join(self.token_bytes[i] for i in token_ids)
 
     @cached_property
-    def padded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Token bytes as a matrix, sorted by length (longest first), for ``TokenIndex``.
-
-        Returns:
-            order: int64 ``[vocab_size]``, token id of each row.
-            matrix: uint16 ``[vocab_size, max_len]``, bytes; 256 marks padding.
-            lengths: int64 ``[vocab_size]``, byte length of each row (descending).
-        """
-        lengths = np.fromiter((len(t) for t in self.token_bytes), np.int64, self.vocab_size)
-        order = np.argsort(-lengths, kind="stable")
-        max_len = int(lengths.max()) if self.vocab_size else 0
-        matrix = np.full((self.vocab_size, max(max_len, 1)), 256, np.uint16)
-        flat = np.frombuffer(b"".join(self.token_bytes), np.uint8)  # in token id order
-        if flat.size:
-            rank = np.empty(self.vocab_size, np.int64)
-            rank[order] = np.arange(self.vocab_size)
-            starts = np.cumsum(lengths) - lengths
-            row_of = np.repeat(rank, lengths)
-            col_of = np.arange(flat.size) - np.repeat(starts, lengths)
-            matrix[row_of, col_of] = flat
-        return order, matrix, lengths[order]
-
-    @cached_property
-    def index_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def index_tables(self) -> tuple[np.ndarray, np.ndarray]:
         """Per-vocabulary tables of every ``TokenIndex`` (computed once, shared).
 
         Returns:
-            rows_longer: int64 ``[max_len]``, rows of ``padded`` longer than column j.
             never: bool ``[vocab_size]``, ids a grammar never allows as ordinary tokens
                 (special, empty, and EOS, which is handled by acceptance).
             eos: int64 ``[k]``, the sorted EOS ids.
         """
-        _, matrix, lengths = self.padded
-        rows_longer = np.searchsorted(-lengths, -np.arange(matrix.shape[1]), side="left")
         never = np.zeros(self.vocab_size, bool)
         never[list(self.special_token_ids)] = True
-        never[lengths[np.argsort(self.padded[0])] == 0] = True
+        never[[i for i, t in enumerate(self.token_bytes) if not t]] = True
         eos = np.array(sorted(self.eos_token_ids), np.int64)
         never[eos] = True
-        for arr in (rows_longer, never, eos):
+        for arr in (never, eos):
             arr.setflags(write=False)
-        return rows_longer, never, eos
+        return never, eos
+
+    @cached_property
+    def token_trie(self) -> TokenTrie:
+        """The allowable tokens (not ``never``) as a byte trie, for ``TokenIndex`` (built
+        once per vocabulary; see ``_token_trie.py``)."""
+        return TokenTrie.build(self.token_bytes, self.index_tables[0])
 
     @classmethod
     def from_tokenizer(cls, tokenizer, eos_token_ids: Iterable[int] | None = None) -> Vocabulary:

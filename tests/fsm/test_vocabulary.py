@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pytest
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
@@ -86,13 +87,16 @@ def test_hand_built_vocabulary() -> None:
         Vocabulary([b"a"], eos_token_ids=[3])
 
 
-def test_padded_matrix_sorted_by_length(tiny_vocab: Vocabulary) -> None:
-    order, matrix, lengths = tiny_vocab.padded
-    assert list(lengths) == sorted(lengths, reverse=True)
-    for row, tid in enumerate(order):
-        tok = tiny_vocab.token_bytes[tid]
-        assert bytes(matrix[row, : len(tok)].astype("uint8")) == tok
-        assert (matrix[row, len(tok):] == 256).all()
+def test_token_trie_of_tiny_vocab(tiny_vocab: Vocabulary) -> None:
+    # allowable: a b ab abc c " \xc3 (EOS, the special token and the empty one are left out)
+    trie = tiny_vocab.token_trie
+    assert bytes(trie.byte.tolist()) == b'"abcbc\xc3'  # preorder, children by byte
+    assert trie.depth.tolist() == [1, 1, 2, 3, 1, 1, 1]
+    assert trie.skip.tolist() == [1, 4, 4, 4, 5, 6, 7]
+    assert trie.token.tolist() == [7, 2, 4, 5, 3, 6, 8]
+    assert trie.dups.shape == (0, 2) and trie.max_depth == 3
+    never, eos = tiny_vocab.index_tables
+    assert np.flatnonzero(never).tolist() == [0, 1, 9] and eos.tolist() == [0]
 
 
 def _check_roundtrip(tokenizer, vocab: Vocabulary, text: str, strip_leading_space: bool) -> None:

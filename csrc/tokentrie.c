@@ -1,0 +1,180 @@
+/* structgen's token-trie walk: the next DFA state of every token of a vocabulary from one
+ * state, in one depth-first pass over the token trie (structgen/fsm/_token_trie.py).
+ *
+ * Why: the first mask of a DFA state steps every distinct token prefix the state can follow
+ * through the DFA. In numpy that is one vectorised step per trie level (a few microseconds of
+ * overhead per level, and a byte-level BPE can have tokens of tens of kilobytes); here it is
+ * one table lookup per live prefix. A dead transition skips the node's whole subtree.
+ *
+ *   walk(byte, depth, skip, token, stack, out, state, row_tables)
+ *     byte   uint8 [N]   the trie nodes in preorder, children by ascending byte
+ *     depth  int32 [N]   1 for a token's first byte
+ *     skip   int32 [N]   first node after the node's subtree
+ *     token  int32 [N]   token id ending at the node, -1 if none
+ *     stack  int32 [>= max depth + 1], scratch (state at each depth of the current path)
+ *     out    int32 [V]   written: out[token] = state after the token, for live tokens only
+ *     state  the start state
+ *     row_tables(s) -> (rows int32 [slots, 256], slot int64 [capacity]): the DFA's tables,
+ *            after building the row of state s when s >= 0 (ByteDFA.row_tables); called
+ *            once at the start (s = -1) and whenever a state without a built row is met.
+ *   returns the number of live nodes visited.
+ *
+ * Errors: ValueError on inconsistent arrays; exceptions of row_tables propagate
+ * (GrammarTooComplexError from a DFA budget). The GIL is held throughout (row_tables
+ * runs Python).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+typedef struct {
+    Py_buffer rows, slot;
+    int held;
+} Tables;
+
+static void tables_release(Tables *t) {
+    if (t->held) {
+        PyBuffer_Release(&t->rows);
+        PyBuffer_Release(&t->slot);
+        t->held = 0;
+    }
+}
+
+/* Call row_tables(s) and hold the two buffers it returns. 0 on success, -1 with an error set. */
+static int tables_fetch(Tables *t, PyObject *fn, long s) {
+    PyObject *arg = PyLong_FromLong(s);
+    if (!arg) return -1;
+    PyObject *res = PyObject_CallOneArg(fn, arg);
+    Py_DECREF(arg);
+    if (!res) return -1;
+    tables_release(t);
+    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2) {
+        Py_DECREF(res);
+        PyErr_SetString(PyExc_ValueError, "row_tables must return (rows, slot)");
+        return -1;
+    }
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(res, 0), &t->rows, PyBUF_C_CONTIGUOUS) < 0) {
+        Py_DECREF(res);
+        return -1;
+    }
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(res, 1), &t->slot, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&t->rows);
+        Py_DECREF(res);
+        return -1;
+    }
+    t->held = 1;
+    Py_DECREF(res); /* the buffers keep the arrays alive */
+    return 0;
+}
+
+static int get(PyObject *obj, Py_buffer *b, int writable, Py_ssize_t itemsize, const char *name) {
+    if (PyObject_GetBuffer(obj, b, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    if (b->len % itemsize) {
+        PyBuffer_Release(b);
+        PyErr_Format(PyExc_ValueError, "%s: size is not a multiple of %zd bytes", name, itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
+                const int32_t *token, Py_ssize_t n, int32_t *stack, Py_ssize_t stack_n,
+                int32_t *out, Py_ssize_t vocab, long state, Tables *t, PyObject *fn) {
+    long visited = 0;
+    const int32_t *rows = t->rows.buf;
+    const int64_t *slot = t->slot.buf;
+    Py_ssize_t n_rows = t->rows.len / (256 * 4), n_slot = t->slot.len / 8;
+    stack[0] = (int32_t)state;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        int32_t d = depth[i];
+        if (d < 1 || d >= stack_n) {
+            PyErr_SetString(PyExc_ValueError, "trie depth out of range of the stack");
+            return -1;
+        }
+        int32_t s = stack[d - 1];
+        int64_t r = (s >= 0 && s < n_slot) ? slot[s] : -1;
+        if (r < 0 || r >= n_rows) { /* row not built yet: build it, refetch the tables */
+            if (tables_fetch(t, fn, s) < 0) return -1;
+            rows = t->rows.buf;
+            slot = t->slot.buf;
+            n_rows = t->rows.len / (256 * 4);
+            n_slot = t->slot.len / 8;
+            r = (s >= 0 && s < n_slot) ? slot[s] : -1;
+            if (r < 0 || r >= n_rows) {
+                PyErr_Format(PyExc_ValueError, "row_tables(%d) did not build the row", (int)s);
+                return -1;
+            }
+        }
+        int32_t nxt = rows[r * 256 + byte[i]];
+        if (nxt < 0) {
+            Py_ssize_t j = skip[i];
+            if (j <= i) {
+                PyErr_SetString(PyExc_ValueError, "trie skip does not move forward");
+                return -1;
+            }
+            i = j;
+            continue;
+        }
+        stack[d] = nxt;
+        int32_t tok = token[i];
+        if (tok >= 0) {
+            if (tok >= vocab) {
+                PyErr_SetString(PyExc_ValueError, "trie token id outside out");
+                return -1;
+            }
+            out[tok] = nxt;
+        }
+        visited++;
+        i++;
+    }
+    return visited;
+}
+
+static PyObject *walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "walk(byte, depth, skip, token, stack, out, state, row_tables)");
+        return NULL;
+    }
+    long state = PyLong_AsLong(args[6]);
+    if (state == -1 && PyErr_Occurred()) return NULL;
+    if (state < 0) {
+        PyErr_SetString(PyExc_ValueError, "state must be >= 0");
+        return NULL;
+    }
+    Py_buffer b[6];
+    static const Py_ssize_t size[6] = {1, 4, 4, 4, 4, 4};
+    static const char *names[6] = {"byte", "depth", "skip", "token", "stack", "out"};
+    int got = 0;
+    for (; got < 6; got++)
+        if (get(args[got], &b[got], got >= 4, size[got], names[got]) < 0) break;
+    long visited = -1;
+    Tables t = {.held = 0};
+    if (got == 6) {
+        Py_ssize_t n = b[0].len;
+        if (b[1].len != 4 * n || b[2].len != 4 * n || b[3].len != 4 * n || b[4].len < 4) {
+            PyErr_SetString(PyExc_ValueError, "byte, depth, skip, token: one entry per node");
+        } else if (tables_fetch(&t, args[7], -1) == 0) {
+            visited = run(b[0].buf, b[1].buf, b[2].buf, b[3].buf, n, b[4].buf, b[4].len / 4,
+                          b[5].buf, b[5].len / 4, state, &t, args[7]);
+        }
+    }
+    tables_release(&t);
+    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+    if (visited < 0) return NULL;
+    return PyLong_FromLong(visited);
+}
+
+static PyMethodDef methods[] = {
+    {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
+     "walk(byte, depth, skip, token, stack, out, state, row_tables) -> live nodes visited"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tokentrie",
+                                    "Token-trie walk over a byte DFA (see csrc/tokentrie.c).",
+                                    -1, methods};
+
+PyMODINIT_FUNC PyInit__tokentrie(void) { return PyModule_Create(&module); }

@@ -112,16 +112,27 @@ class Matcher:
 
         Raises: never (for a correctly shaped tensor).
         """
-        target = bitmask[row]
         state, eos_taken = self._history[-1]
-        if eos_taken:
+        words = None
+        if not eos_taken:
+            if self._budget is not None:
+                words = self._budget.mask(state, self.remaining_tokens())
+            if words is None:
+                words = self._index.bitmask(state)
+        if bitmask.is_cpu:  # a numpy view writes the row in place, without torch op overhead
+            target = bitmask.numpy()[row]
+            if words is None:
+                target[:] = 0
+                return
+            n = min(words.shape[0], target.shape[0])
+            target[:n] = words[:n]
+            if target.shape[0] > n:
+                target[n:] = 0
+            return
+        target = bitmask[row]
+        if words is None:
             target.zero_()
             return
-        words = None
-        if self._budget is not None:
-            words = self._budget.mask(state, self.remaining_tokens())
-        if words is None:
-            words = self._index.bitmask(state)
         n = min(words.shape[0], target.shape[0])
         target[:n].copy_(torch.from_numpy(np.array(words[:n])))
         if target.shape[0] > n:

@@ -90,9 +90,13 @@ class TokenIndex:
         return nxt, mask
 
     def token_next_state(self, state: int, token_id: int) -> int:
-        """State after one non-EOS token, -1 if not allowed (no full-row computation)."""
+        """State after one non-EOS token, -1 if not allowed (from the cached row when
+        ``state`` has one, else one walk over the token's bytes: no full-row computation)."""
         if not 0 <= token_id < self.vocab.vocab_size or self._never[token_id]:
             return -1
+        hit = self._cache.get(state)
+        if hit is not None:
+            return int(hit[0][token_id])
         return self.dfa.walk(state, self.vocab.token_bytes[token_id])
 
     @property

@@ -57,6 +57,27 @@ def test_bitmask_layout_lsb_first_and_padding() -> None:
     assert 34 in expected and (int(mask[1, 1]) & (1 << 2))  # token 34 -> word 1, bit 2
 
 
+def test_fill_bitmask_into_strided_and_narrow_views() -> None:
+    tokens = [b"<eos>"] + [bytes([ord("a") + i % 3]) * (1 + i // 3) for i in range(39)]
+    vocab = Vocabulary(tokens, eos_token_ids=[0], special_token_ids=[0])
+    m = compile_regex(r"a+", vocab).matcher()
+    expected = {i for i, t in enumerate(tokens) if t and set(t) == {ord("a")}}
+    base = torch.full((6, 9), -1, dtype=torch.int32)
+    view = base[1::2, 2:7]  # rows 1, 3, 5; words 2..6: not contiguous
+    m.fill_bitmask(view, 1)
+    assert _allowed(view[1].contiguous(), 5 * 32) == expected
+    untouched = torch.ones_like(base, dtype=torch.bool)
+    untouched[3, 2:7] = False
+    assert (base[untouched] == -1).all()  # nothing outside the target row's words
+    narrow = torch.full((1, 1), -1, dtype=torch.int32)  # fewer words than the vocabulary
+    m.fill_bitmask(narrow, 0)
+    assert _allowed(narrow[0], 32) == {i for i in expected if i < 32}
+    assert m.advance(expected.pop()) and m.advance(0)  # EOS taken: all zero from now on
+    m.fill_bitmask(view, 2)
+    untouched[5, 2:7] = False
+    assert int(view[2].abs().sum()) == 0 and (base[untouched] == -1).all()
+
+
 def test_validate_rollback_fork_reset(tiny_vocab: Vocabulary) -> None:
     m = compile_regex(r"(ab)+c?", tiny_vocab).matcher()
     assert m.validate([4, 2, 3, 6, 0]) == 5

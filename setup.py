@@ -1,6 +1,7 @@
 """Build of structgen's optional C extensions: csrc/qkernel.c -> structgen.runtime.quantization._qkernel
-(quantized matmul) and csrc/densekernel.c -> structgen.runtime.models._densekernel (fp32/bf16 small-M
-matmul over both cores).
+(quantized matmul), csrc/densekernel.c -> structgen.runtime.models._densekernel (fp32/bf16 small-M
+matmul over both cores) and csrc/cpuops.c -> structgen.runtime.models._cpuops (fused norm, rotary,
+KV store, paged attention and SiLU for the decoder layers).
 
 Project metadata lives in pyproject.toml; this file only adds the CPU kernels.
 The extensions are optional: without a C compiler (or where the build fails) the install still
@@ -48,6 +49,14 @@ setup(
         Extension(
             "structgen.runtime.models._densekernel",
             sources=["csrc/densekernel.c"],
+            extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
+            extra_link_args=["-fopenmp"],
+            optional=True,
+        ),
+        Extension(
+            "structgen.runtime.models._cpuops",
+            sources=["csrc/cpuops.c"],
+            depends=["csrc/sg_simd.h"],
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
             extra_link_args=["-fopenmp"],
             optional=True,

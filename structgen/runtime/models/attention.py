@@ -21,13 +21,17 @@ import torch
 import torch.nn.functional as F
 
 from structgen.runtime.forward_batch import ForwardBatch
+from structgen.runtime.models import cpu_ops
 
 __all__ = [
+    "CpuAttentionPlan",
     "RefAttentionGroup",
     "RefAttentionPlan",
     "attention_backend",
+    "cpu_attention",
     "paged_attention",
     "paged_attention_ref",
+    "plan_cpu_attention",
     "plan_ref_attention",
     "plan_triton_attention",
     "store_kv",
@@ -55,6 +59,12 @@ def attention_backend(name: str):
         yield
     finally:
         _BACKEND.reset(token)
+
+
+def cpu_attention(x: torch.Tensor) -> bool:
+    """True when attention on ``x``'s device and dtype runs the fused CPU ops (``cpu_ops``):
+    backend ``"auto"``, CPU, fp32/bf16, extension built."""
+    return _BACKEND.get() == "auto" and cpu_ops.enabled(x)
 
 
 def _use_triton(t: torch.Tensor) -> bool:
@@ -285,6 +295,77 @@ def plan_triton_attention(batch: ForwardBatch, max_extend_len: int | None = None
         max_ext = int(batch.extend_lens.max()) if max_extend_len is None else int(max_extend_len)
         plan = batch.plans["triton"] = (max_ext, max_ext == 1 and batch.num_tokens == batch.batch_size)
     return plan
+
+
+SHORT_EXTEND = 16  # sequences extending by at most this many tokens attend through the C kernel
+
+
+@dataclass
+class CpuAttentionPlan:
+    """How a step splits between the fused C kernel and the SDPA reference on CPU.
+
+    Sequences extending by at most :data:`SHORT_EXTEND` tokens (decode rows, jump-forward
+    runs, speculative verification) attend through ``cpu_ops.paged_attention``, which reads
+    the cache in place; longer prefill chunks go through :func:`paged_attention_ref` on a
+    sub-batch of just those sequences.
+
+    Attributes:
+        short_idx: ``[Ts]`` int64 flat token rows for the kernel, or None when it is every token.
+        long_idx: ``[Tl]`` int64 flat token rows for the reference, or None when there are none.
+        long_batch: the sub-batch of the long sequences (its own ``plans`` cache), or None.
+    """
+
+    short_idx: torch.Tensor | None
+    long_idx: torch.Tensor | None
+    long_batch: ForwardBatch | None
+
+
+def _sub_batch(batch: ForwardBatch, rows: torch.Tensor, token_idx: torch.Tensor) -> ForwardBatch:
+    """The sequences ``rows`` ``[Bs]`` of ``batch`` (owning ``token_idx`` ``[Ts]``) as a ForwardBatch."""
+    remap = torch.full((batch.batch_size,), -1, dtype=torch.int64, device=rows.device)
+    remap[rows] = torch.arange(rows.numel(), device=rows.device)
+    return ForwardBatch(
+        input_ids=batch.input_ids[token_idx], positions=batch.positions[token_idx],
+        out_slots=batch.out_slots[token_idx], seq_ids=remap[batch.seq_ids[token_idx]],
+        prefix_lens=batch.prefix_lens[rows], extend_lens=batch.extend_lens[rows],
+        page_table=batch.page_table[rows], logits_indices=torch.zeros(0, dtype=torch.int64),
+        page_size=batch.page_size,
+    )
+
+
+def plan_cpu_attention(batch: ForwardBatch) -> CpuAttentionPlan:
+    """Split the step's tokens into short and long extensions (once per step; cached in ``batch.plans``)."""
+    plan = batch.plans.get("cpu")
+    if plan is not None:
+        return plan
+    long_seq = batch.extend_lens > SHORT_EXTEND  # [B]
+    if not bool(long_seq.any()):
+        plan = CpuAttentionPlan(None, None, None)
+    else:
+        is_long = long_seq[batch.seq_ids]  # [T]
+        long_idx = torch.nonzero(is_long).flatten()
+        short_idx = torch.nonzero(~is_long).flatten()
+        rows = torch.nonzero(long_seq).flatten()
+        plan = CpuAttentionPlan(short_idx, long_idx, _sub_batch(batch, rows, long_idx))
+    batch.plans["cpu"] = plan
+    return plan
+
+
+def _paged_attention_cpu(q, k_slots, v_slots, batch: ForwardBatch, scale: float, sliding_window) -> torch.Tensor:
+    """The CPU path of :func:`paged_attention`: the C kernel for short extensions, SDPA for the rest."""
+    plan = plan_cpu_attention(batch)
+    if plan.long_idx is None:
+        return cpu_ops.paged_attention(q, k_slots, v_slots, batch.page_table, batch.seq_ids, batch.positions,
+                                       batch.page_size, scale, sliding_window)
+    long_out = paged_attention_ref(q[plan.long_idx], k_slots, v_slots, plan.long_batch, scale, sliding_window)
+    if plan.short_idx.numel() == 0:
+        return long_out
+    out = long_out.new_empty(q.shape[0], *long_out.shape[1:])  # [T, heads, dv]
+    out[plan.long_idx] = long_out
+    idx = plan.short_idx
+    out[idx] = cpu_ops.paged_attention(q[idx], k_slots, v_slots, batch.page_table, batch.seq_ids[idx],
+                                       batch.positions[idx], batch.page_size, scale, sliding_window)
+    return out
 
 
 def paged_attention(

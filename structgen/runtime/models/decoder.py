@@ -15,7 +15,8 @@ from torch import nn
 
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
-from structgen.runtime.models.attention import paged_attention, store_kv
+from structgen.runtime.models import cpu_ops
+from structgen.runtime.models.attention import cpu_attention, paged_attention, store_kv
 from structgen.runtime.models.dense_kernel import linear
 from structgen.runtime.models.layers import FusedProjection, GatedMLP, Linear, RMSNorm, RotaryEmbedding, apply_rotary
 
@@ -70,8 +71,23 @@ class DecoderAttention(nn.Module):
         """Compute q, k and v in one matmul from now on (see :class:`FusedProjection`)."""
         self.qkv = FusedProjection.build([self.q_proj, self.k_proj, self.v_proj])
 
+    def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q ``[T, H * d]``, k and v ``[T, KVH * d]`` (column slices of one matmul when fused)."""
+        fused = self.qkv
+        if fused is not None and fused.valid():
+            return fused(x).split(fused.sizes, dim=-1)
+        return self.q_proj(x), self.k_proj(x), self.v_proj(x)
+
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
         t, heads, kv_heads = x.shape[0], self.num_heads, self.num_kv_heads
+        k_slots, v_slots = kv.k_slots(self.layer_idx), kv.v_slots(self.layer_idx)
+        if cpu_attention(x) and k_slots.dtype == x.dtype:  # fused C ops: norm/rotary/store in one call
+            q, k, v = self._project(x)
+            qn, kn = (None, None) if self.q_norm is None else (self.q_norm.weight, self.k_norm.weight)
+            eps = 1e-6 if self.q_norm is None else self.q_norm.eps
+            cpu_ops.rope_store_kv(q, k, v, cos, sin, k_slots, v_slots, batch.out_slots, qn, kn, eps)
+            o = paged_attention(q.view(t, heads, self.head_dim), k_slots, v_slots, batch, self.scale, self.sliding_window)
+            return self.o_proj(o.reshape(t, heads * self.head_dim))
         fused = self.qkv
         if fused is not None and fused.valid() and self.q_norm is None:
             qkv = fused(x).view(t, heads + 2 * kv_heads, self.head_dim)  # [T, H + 2 KVH, d]
@@ -89,7 +105,6 @@ class DecoderAttention(nn.Module):
                 q, k = self.q_norm(q), self.k_norm(k)
             q = apply_rotary(q, cos, sin)
             k = apply_rotary(k, cos, sin)
-        k_slots, v_slots = kv.k_slots(self.layer_idx), kv.v_slots(self.layer_idx)
         store_kv(k, v, k_slots, v_slots, batch.out_slots)
         o = paged_attention(q, k_slots, v_slots, batch, self.scale, self.sliding_window)  # [T, H, d]
         return self.o_proj(o.reshape(t, self.num_heads * self.head_dim))
@@ -108,6 +123,22 @@ class DecoderLayer(nn.Module):
     def forward(self, x, cos, sin, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, batch, kv)
         return x + self.mlp(self.post_attention_layernorm(x))
+
+    def forward_residual(self, residual: torch.Tensor, delta, cos, sin, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
+        """The same block over a residual stream updated in place (fused add + norm).
+
+        Args:
+            residual: ``[T, hidden]`` the residual stream before the previous layer's MLP output
+                was added; ``delta`` and this layer's attention output are added to it in place.
+            delta: ``[T, hidden]`` the previous layer's MLP output, or None for the first layer.
+
+        Returns:
+            ``[T, hidden]`` this layer's MLP output (the next layer's ``delta``).
+        """
+        norm1, norm2 = self.input_layernorm, self.post_attention_layernorm
+        h = cpu_ops.add_rms_norm(residual, delta, norm1.weight, norm1.eps)
+        h = cpu_ops.add_rms_norm(residual, self.self_attn(h, cos, sin, batch, kv), norm2.weight, norm2.eps)
+        return self.mlp(h)
 
 
 class DecoderModel(nn.Module):
@@ -272,7 +303,15 @@ class DecoderForCausalLM(nn.Module):
             self.rotary.ensure(int(positions.max()) + 1 if positions.numel() else 0)
         x = self.embed(batch.input_ids)  # [T, hidden]
         cos, sin = self.rotary(positions, x.dtype)  # [T, 1, d]
-        for layer in self.model.layers:
+        layers = self.model.layers
+        if cpu_ops.enabled(x) and all(type(layer) is DecoderLayer for layer in layers):
+            residual, delta = x.contiguous(), None  # a fresh tensor: updated in place below
+            for layer in layers:
+                delta = layer.forward_residual(residual, delta, cos, sin, batch, kv)
+            idx = batch.logits_indices
+            x = cpu_ops.add_rms_norm(residual[idx], delta[idx], self.model.norm.weight, self.model.norm.eps)
+            return self.project_out(x).float()  # [R, vocab]
+        for layer in layers:
             x = layer(x, cos, sin, batch, kv)
         x = self.model.norm(x[batch.logits_indices])  # [R, hidden]
         return self.project_out(x).float()  # [R, vocab]

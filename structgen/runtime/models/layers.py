@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from structgen.runtime.models import cpu_ops
 from structgen.runtime.models.dense_kernel import linear
 
 __all__ = ["Linear", "FusedProjection", "RMSNorm", "RotaryEmbedding", "GatedMLP", "rope_theta", "apply_rotary"]
@@ -202,5 +203,8 @@ class GatedMLP(nn.Module):
         fused = self.gate_up
         if fused is not None and fused.valid():
             gate, up = fused(x).split(fused.sizes, dim=-1)
-            return self.down_proj(self.act(gate) * up)
-        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+        else:
+            gate, up = self.gate_proj(x), self.up_proj(x)
+        if self.act is F.silu and gate.dim() == 2:
+            return self.down_proj(cpu_ops.silu_mul(gate, up))  # one C pass on CPU, else torch
+        return self.down_proj(self.act(gate) * up)

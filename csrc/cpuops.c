@@ -1,0 +1,320 @@
+/* structgen's fused CPU ops for the decoder's per-layer work around the matmuls.
+ *
+ * Why: after the weight matmuls (csrc/densekernel.c, csrc/qkernel.c), a batch-1 decode step
+ * of a 30-layer model spent about half its time in ~25 small torch ops per layer (norms,
+ * rotary, K/V stores, page gathers, SDPA, residual adds, SiLU) and the Python around them.
+ * Each op here does in one pass what several torch ops did, on the tensors in place:
+ *
+ *   add_rms_norm   residual += delta (optional), out = weight * rmsnorm(residual)
+ *                  (transformers' LlamaRMSNorm; vLLM's fused_add_rms_norm)
+ *   rope_store_kv  optional per-head q/k RMSNorm (Qwen3), rotary embedding of q and k in
+ *                  place (rotate-half layout, RoFormer, arXiv:2104.09864), K/V written to
+ *                  their cache slots
+ *   paged_attention  causal softmax attention of each query token to its sequence's keys,
+ *                  read through the page table in place (no gather copy), GQA/MQA by head
+ *                  mapping, optional sliding window; for short extensions (decode,
+ *                  jump-forward, speculative verification): O(tokens x keys) work
+ *   silu_mul       out = silu(gate) * up (gate and up may be two halves of one fused output)
+ *
+ * Dtypes: activations, norm weights and KV cache all fp32 (dt = 0) or all bf16 (dt = 1);
+ * math in fp32. In bf16 the intermediate roundings follow transformers' order where it
+ * rounds (normed value before the weight product; silu before the product), elsewhere one
+ * rounding at the end. Layouts are row-major with the row strides given (elements).
+ *
+ * AVX2+FMA paths chosen at run time (__builtin_cpu_supports) where the loops are hot
+ * (attention dot products, weighted sums, exp), portable scalar code otherwise. OpenMP
+ * parallel regions only when the work is large enough to pay for the fork/join.
+ * Exposed as structgen.runtime.models._cpuops (METH_FASTCALL, raw data pointers as ints;
+ * structgen/runtime/models/cpu_ops.py checks shapes, dtypes and strides).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "sg_simd.h"
+
+#define MAX_HEAD_DIM 512
+#define PAR_MIN_WORK 65536 /* elements below which a region runs on one thread */
+
+/* ------------------------------------------------------------------ add_rms_norm */
+static void add_rms_norm(void *res, long rs, const void *delta, long ds, const void *w, void *out,
+                         long os, int T, int H, float eps, int dt, int threads) {
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(threads) if ((long)T * H >= PAR_MIN_WORK)
+#endif
+    for (int t = 0; t < T; t++) {
+        double ss = 0.0;
+        float h;
+        for (int i = 0; i < H; i++) {
+            h = sg_ld(res, (size_t)t * rs + i, dt);
+            if (delta) {
+                h = sg_round(h + sg_ld(delta, (size_t)t * ds + i, dt), dt);
+                sg_st(res, (size_t)t * rs + i, h, dt);
+            }
+            ss += (double)h * h;
+        }
+        float r = 1.0f / sqrtf((float)(ss / H) + eps);
+        for (int i = 0; i < H; i++) {
+            float n = sg_round(sg_ld(res, (size_t)t * rs + i, dt) * r, dt);
+            sg_st(out, (size_t)t * os + i, sg_ld(w, i, dt) * n, dt);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ rope_store_kv */
+/* one head vector x[d] (in place): optional RMSNorm with weight nw, then rotate-half RoPE */
+static void rope_head(void *x, size_t off, const void *cs, const void *sn, size_t coff,
+                      const void *nw, float eps, int d, int dt) {
+    float v[MAX_HEAD_DIM];
+    for (int i = 0; i < d; i++) v[i] = sg_ld(x, off + i, dt);
+    if (nw) {
+        double ss = 0.0;
+        for (int i = 0; i < d; i++) ss += (double)v[i] * v[i];
+        float r = 1.0f / sqrtf((float)(ss / d) + eps);
+        for (int i = 0; i < d; i++) v[i] = sg_round(sg_ld(nw, i, dt) * sg_round(v[i] * r, dt), dt);
+    }
+    int half = d / 2;
+    for (int i = 0; i < half; i++) {
+        float a = v[i], b = v[i + half];
+        float c0 = sg_ld(cs, coff + i, dt), c1 = sg_ld(cs, coff + i + half, dt);
+        float s0 = sg_ld(sn, coff + i, dt), s1 = sg_ld(sn, coff + i + half, dt);
+        sg_st(x, off + i, a * c0 - b * s0, dt);
+        sg_st(x, off + i + half, b * c1 + a * s1, dt);
+    }
+}
+
+static void rope_store_kv(void *q, long qs, void *k, long ks, const void *v, long vs,
+                          const void *cos_t, const void *sin_t, const void *qnw, const void *knw, float eps, void *kc, void *vc,
+                          const int64_t *slots, int T, int H, int KVH, int d, int dt, int threads) {
+    (void)threads;
+    int items = H + KVH;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(threads) if ((long)T * items * d >= PAR_MIN_WORK)
+#endif
+    for (long it = 0; it < (long)T * items; it++) {
+        int t = (int)(it / items), h = (int)(it % items);
+        size_t coff = (size_t)t * d;
+        if (h < H) {
+            rope_head(q, (size_t)t * qs + (size_t)h * d, cos_t, sin_t, coff, qnw, eps, d, dt);
+            continue;
+        }
+        h -= H;
+        size_t koff = (size_t)t * ks + (size_t)h * d;
+        rope_head(k, koff, cos_t, sin_t, coff, knw, eps, d, dt);
+        size_t dst = ((size_t)slots[t] * KVH + h) * d, voff = (size_t)t * vs + (size_t)h * d;
+        size_t bytes = (size_t)d * (dt ? 2 : 4);
+        memcpy((char *)kc + dst * (dt ? 2 : 4), (const char *)k + koff * (dt ? 2 : 4), bytes);
+        memcpy((char *)vc + dst * (dt ? 2 : 4), (const char *)v + voff * (dt ? 2 : 4), bytes);
+    }
+}
+
+/* ------------------------------------------------------------------ paged_attention */
+/* out[d] = softmax(scale * q . k_j) . v_j over key positions lo..hi of one sequence */
+static void attend_one(const void *q, size_t qoff, const void *kc, const void *vc,
+                       const int64_t *pages, int ps, int KVH, int kvh, int d, int lo, int hi,
+                       float scale, float *sc, void *out, size_t ooff, int dt) {
+    float qv[MAX_HEAD_DIM], acc[MAX_HEAD_DIM];
+    for (int i = 0; i < d; i++) qv[i] = sg_ld(q, qoff + i, dt) * scale;
+    float m = -INFINITY;
+    for (int j = lo; j <= hi; j++) {
+        size_t off = (((size_t)pages[j / ps] * ps + j % ps) * KVH + kvh) * d;
+        float s = sg_dot(qv, kc, off, d, dt);
+        sc[j - lo] = s;
+        if (s > m) m = s;
+    }
+    int n = hi - lo + 1;
+    float sum = sg_exp_sub_sum(sc, n, m);
+    memset(acc, 0, sizeof(float) * d);
+    for (int j = lo; j <= hi; j++) {
+        size_t off = (((size_t)pages[j / ps] * ps + j % ps) * KVH + kvh) * d;
+        sg_axpy(acc, sc[j - lo], vc, off, d, dt);
+    }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < d; i++) sg_st(out, ooff + i, acc[i] * inv, dt);
+}
+
+static void paged_attention(const void *q, long qs, const void *kc, const void *vc, const int64_t *pt,
+                            long pt_stride, const int64_t *seq, const int64_t *pos, int ps,
+                            int T, int H, int KVH, int d, float scale, int window, void *out,
+                            int dt, int threads) {
+    long maxlen = 1, work = 0;
+    for (int t = 0; t < T; t++) {
+        if (pos[t] + 1 > maxlen) maxlen = pos[t] + 1;
+        work += (pos[t] + 1) * (long)H * d;
+    }
+    int group = H / KVH;
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) if (work >= PAR_MIN_WORK)
+#endif
+    {
+        float *sc = (float *)malloc(sizeof(float) * (size_t)maxlen);
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (long it = 0; it < (long)T * H; it++) {
+            int t = (int)(it / H), h = (int)(it % H);
+            int hi = (int)pos[t];
+            int lo = window > 0 && hi - window + 1 > 0 ? hi - window + 1 : 0;
+            size_t qoff = (size_t)t * qs + (size_t)h * d, ooff = ((size_t)t * H + h) * d;
+            if (sc) attend_one(q, qoff, kc, vc, pt + (size_t)seq[t] * pt_stride, ps, KVH, h / group,
+                               d, lo, hi, scale, sc, out, ooff, dt);
+        }
+        free(sc);
+    }
+}
+
+/* ------------------------------------------------------------------ silu_mul */
+static void silu_mul(const void *g_, long gs, const void *u, long us, void *out, long os, int T,
+                     int I, int dt, int threads) {
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(threads) if ((long)T * I >= PAR_MIN_WORK)
+#endif
+    for (int t = 0; t < T; t++) {
+        float g[256], e[256];
+        for (int i0 = 0; i0 < I; i0 += 256) {
+            int n = I - i0 < 256 ? I - i0 : 256;
+            for (int i = 0; i < n; i++) {
+                g[i] = sg_ld(g_, (size_t)t * gs + i0 + i, dt);
+                e[i] = -g[i];
+            }
+            sg_exp_inplace(e, n);
+            for (int i = 0; i < n; i++) {
+                float s = sg_round(g[i] / (1.0f + e[i]), dt);
+                sg_st(out, (size_t)t * os + i0 + i, s * sg_ld(u, (size_t)t * us + i0 + i, dt), dt);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ Python bindings */
+static int get_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, long long *v,
+                    const char *name) {
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s takes %d arguments", name, (int)want);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        if (PyFloat_Check(args[i])) {
+            double f = PyFloat_AsDouble(args[i]);
+            memcpy(&v[i], &f, sizeof f);
+            continue;
+        }
+        v[i] = PyLong_AsLongLong(args[i]);
+        if (v[i] == -1 && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+static float as_float(long long bits) {
+    double f;
+    memcpy(&f, &bits, sizeof f);
+    return (float)f;
+}
+
+#define PTR(i) ((void *)(intptr_t)v[i])
+
+/* add_rms_norm(res, rs, delta_or_0, ds, w, out, os, T, H, eps, dt, threads) */
+static PyObject *py_add_rms_norm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    long long v[12];
+    if (get_args(args, nargs, 12, v, "add_rms_norm")) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    add_rms_norm(PTR(0), (long)v[1], PTR(2), (long)v[3], PTR(4), PTR(5), (long)v[6], (int)v[7],
+                 (int)v[8], as_float(v[9]), (int)v[10], (int)v[11]);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+/* rope_store_kv(q, qs, k, ks, v, vs, cos, sin, qnw_or_0, knw_or_0, eps, kc, vc, slots,
+ *               T, H, KVH, d, dt, threads) */
+static PyObject *py_rope_store_kv(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    long long v[20];
+    if (get_args(args, nargs, 20, v, "rope_store_kv")) return NULL;
+    if (v[17] > MAX_HEAD_DIM || v[17] % 2) {
+        PyErr_SetString(PyExc_ValueError, "rope_store_kv: head_dim must be even and <= 512");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rope_store_kv(PTR(0), (long)v[1], PTR(2), (long)v[3], PTR(4), (long)v[5], PTR(6), PTR(7), PTR(8),
+                  PTR(9), as_float(v[10]), PTR(11), PTR(12), (const int64_t *)PTR(13), (int)v[14],
+                  (int)v[15], (int)v[16], (int)v[17], (int)v[18], (int)v[19]);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+/* paged_attention(q, qs, kc, vc, pt, pt_stride, seq, pos, ps, T, H, KVH, d, scale, window, out,
+ *                 dt, threads) */
+static PyObject *py_paged_attention(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    long long v[18];
+    if (get_args(args, nargs, 18, v, "paged_attention")) return NULL;
+    if (v[12] > MAX_HEAD_DIM || v[10] < 1 || v[11] < 1 || v[10] % v[11]) {
+        PyErr_SetString(PyExc_ValueError, "paged_attention: need head_dim <= 512, heads % kv_heads == 0");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    paged_attention(PTR(0), (long)v[1], PTR(2), PTR(3), (const int64_t *)PTR(4), (long)v[5],
+                    (const int64_t *)PTR(6), (const int64_t *)PTR(7), (int)v[8], (int)v[9],
+                    (int)v[10], (int)v[11], (int)v[12], as_float(v[13]), (int)v[14], PTR(15),
+                    (int)v[16], (int)v[17]);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+/* silu_mul(g, gs, u, us, out, os, T, I, dt, threads) */
+static PyObject *py_silu_mul(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    long long v[10];
+    if (get_args(args, nargs, 10, v, "silu_mul")) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    silu_mul(PTR(0), (long)v[1], PTR(2), (long)v[3], PTR(4), (long)v[5], (int)v[6], (int)v[7],
+             (int)v[8], (int)v[9]);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_isa(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyUnicode_FromString(sg_use_avx2() ? "avx2" : "scalar");
+}
+
+static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
+    (void)self;
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name) return NULL;
+    if (sg_set_isa(name)) {
+        PyErr_SetString(PyExc_ValueError, "isa must be 'scalar' or 'auto'");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"add_rms_norm", (PyCFunction)(void (*)(void))py_add_rms_norm, METH_FASTCALL,
+     "add_rms_norm(res, rs, delta_or_0, ds, w, out, os, T, H, eps, dt, threads)"},
+    {"rope_store_kv", (PyCFunction)(void (*)(void))py_rope_store_kv, METH_FASTCALL,
+     "rope_store_kv(q, qs, k, ks, v, vs, cos, sin, qnw, knw, eps, kc, vc, slots, T, H, KVH, d, dt, threads)"},
+    {"paged_attention", (PyCFunction)(void (*)(void))py_paged_attention, METH_FASTCALL,
+     "paged_attention(q, qs, kc, vc, pt, pt_stride, seq, pos, ps, T, H, KVH, d, scale, window, out, dt, threads)"},
+    {"silu_mul", (PyCFunction)(void (*)(void))py_silu_mul, METH_FASTCALL,
+     "silu_mul(g, gs, u, us, out, os, T, I, dt, threads)"},
+    {"isa", py_isa, METH_NOARGS, "the instruction set in use: 'avx2' or 'scalar'"},
+    {"set_isa", py_set_isa, METH_O, "force 'scalar' (tests) or back to 'auto'"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cpuops",
+                                    "structgen's fused CPU decoder ops (see csrc/cpuops.c)", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__cpuops(void) { return PyModule_Create(&module); }

@@ -1,0 +1,199 @@
+/* Shared helpers of structgen's CPU kernels: bf16 <-> fp32, run-time ISA choice, and the
+ * AVX2+FMA vector loops (dot product, axpy, exp) with portable scalar twins.
+ *
+ * dt: 0 = fp32, 1 = bf16 (stored as uint16, the top half of an fp32; rounding to nearest
+ * even, as torch's float -> bfloat16 conversion).
+ * exp: range reduction x = n ln2 + r, |r| <= ln2 / 2, then a degree-6 polynomial for e^r
+ * (Cephes' expf coefficients), relative error ~2e-7 over [-87, 88]; inputs below -87 give 0.
+ */
+#ifndef SG_SIMD_H
+#define SG_SIMD_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SG_X86 1
+#else
+#define SG_X86 0
+#endif
+
+static int sg_isa_avx2 = -1; /* -1: not decided yet */
+
+static inline int sg_use_avx2(void) {
+    if (sg_isa_avx2 < 0) {
+#if SG_X86
+        __builtin_cpu_init();
+        sg_isa_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+        sg_isa_avx2 = 0;
+#endif
+    }
+    return sg_isa_avx2;
+}
+
+/* "scalar" forces the portable code (tests), "auto" goes back to detection; -1 if unknown */
+static inline int sg_set_isa(const char *name) {
+    if (strcmp(name, "scalar") == 0) {
+        sg_isa_avx2 = 0;
+        return 0;
+    }
+    if (strcmp(name, "auto") == 0) {
+        sg_isa_avx2 = -1;
+        return 0;
+    }
+    return -1;
+}
+
+static inline float sg_bf16_to_float(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline uint16_t sg_float_to_bf16(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40); /* quiet NaN */
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return (uint16_t)(bits >> 16);
+}
+
+static inline float sg_ld(const void *p, size_t i, int dt) {
+    return dt ? sg_bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static inline void sg_st(void *p, size_t i, float v, int dt) {
+    if (dt)
+        ((uint16_t *)p)[i] = sg_float_to_bf16(v);
+    else
+        ((float *)p)[i] = v;
+}
+
+/* v rounded to the storage dtype (identity for fp32) */
+static inline float sg_round(float v, int dt) { return dt ? sg_bf16_to_float(sg_float_to_bf16(v)) : v; }
+
+#if SG_X86
+__attribute__((target("avx2,fma"))) static inline float sg_hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 8 values at p[i..i+7] as fp32 */
+__attribute__((target("avx2,fma"))) static inline __m256 sg_load8(const void *p, size_t i, int dt) {
+    if (dt) {
+        __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    return _mm256_loadu_ps((const float *)p + i);
+}
+
+__attribute__((target("avx2,fma"))) static inline __m256 sg_exp8(__m256 x) {
+    const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3365447504f);
+    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_max_ps(_mm256_min_ps(x, hi), lo);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+__attribute__((target("avx2,fma"))) static float sg_dot_avx2(const float *q, const void *k, size_t off,
+                                                            int d, int dt) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= d; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), sg_load8(k, off + i, dt), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), sg_load8(k, off + i + 8, dt), a1);
+    }
+    for (; i + 8 <= d; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), sg_load8(k, off + i, dt), a0);
+    float s = sg_hsum8(_mm256_add_ps(a0, a1));
+    for (; i < d; i++) s += q[i] * sg_ld(k, off + i, dt);
+    return s;
+}
+
+__attribute__((target("avx2,fma"))) static void sg_axpy_avx2(float *acc, float a, const void *v,
+                                                            size_t off, int d, int dt) {
+    __m256 av = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= d; i += 8)
+        _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(av, sg_load8(v, off + i, dt), _mm256_loadu_ps(acc + i)));
+    for (; i < d; i++) acc[i] += a * sg_ld(v, off + i, dt);
+}
+
+__attribute__((target("avx2,fma"))) static float sg_exp_sub_sum_avx2(float *x, int n, float m) {
+    __m256 mv = _mm256_set1_ps(m), sum = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = sg_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        _mm256_storeu_ps(x + i, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    float s = sg_hsum8(sum);
+    for (; i < n; i++) s += (x[i] = expf(x[i] - m));
+    return s;
+}
+
+__attribute__((target("avx2,fma"))) static void sg_exp_inplace_avx2(float *x, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, sg_exp8(_mm256_loadu_ps(x + i)));
+    for (; i < n; i++) x[i] = expf(x[i]);
+}
+#endif
+
+/* q[0..d) . k[off..off+d) (q fp32, k in dt) */
+static inline float sg_dot(const float *q, const void *k, size_t off, int d, int dt) {
+#if SG_X86
+    if (sg_use_avx2()) return sg_dot_avx2(q, k, off, d, dt);
+#endif
+    float s = 0.f;
+    for (int i = 0; i < d; i++) s += q[i] * sg_ld(k, off + i, dt);
+    return s;
+}
+
+/* acc[0..d) += a * v[off..off+d) */
+static inline void sg_axpy(float *acc, float a, const void *v, size_t off, int d, int dt) {
+#if SG_X86
+    if (sg_use_avx2()) {
+        sg_axpy_avx2(acc, a, v, off, d, dt);
+        return;
+    }
+#endif
+    for (int i = 0; i < d; i++) acc[i] += a * sg_ld(v, off + i, dt);
+}
+
+/* x[i] = exp(x[i] - m) for i < n; returns the sum */
+static inline float sg_exp_sub_sum(float *x, int n, float m) {
+#if SG_X86
+    if (sg_use_avx2()) return sg_exp_sub_sum_avx2(x, n, m);
+#endif
+    float s = 0.f;
+    for (int i = 0; i < n; i++) s += (x[i] = expf(x[i] - m));
+    return s;
+}
+
+/* x[i] = exp(x[i]) for i < n */
+static inline void sg_exp_inplace(float *x, int n) {
+#if SG_X86
+    if (sg_use_avx2()) {
+        sg_exp_inplace_avx2(x, n);
+        return;
+    }
+#endif
+    for (int i = 0; i < n; i++) x[i] = expf(x[i]);
+}
+
+#endif /* SG_SIMD_H */

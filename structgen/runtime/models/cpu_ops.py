@@ -1,0 +1,267 @@
+"""Fused CPU ops for the decoder layers (``csrc/cpuops.c``), each with its torch reference.
+
+After the weight matmuls, a CPU decode step spent most of its time in small torch ops
+around them (norms, rotary, K/V stores, page gathers, SDPA, residual adds, SiLU), each a
+pass over memory, an allocation and an OpenMP fork/join, plus the Python that calls them.
+Each function here does in one C call what several of those did:
+
+- :func:`add_rms_norm`: ``residual += delta``; ``weight * rmsnorm(residual)`` (vLLM's
+  ``fused_add_rms_norm``; transformers' ``LlamaRMSNorm`` numerics).
+- :func:`rope_store_kv`: optional per-head q/k RMSNorm (Qwen3), rotary embedding of q and k
+  in place (rotate-half layout, RoFormer, arXiv:2104.09864), K and V written to their slots.
+- :func:`paged_attention`: causal attention of each query token over its sequence's cached
+  keys, read through the page table in place (no gather copy); for short extensions.
+- :func:`silu_mul`: ``silu(gate) * up``.
+
+Every function checks what the kernel needs (CPU, fp32 or bf16 throughout, the strides it
+reads) and otherwise computes the torch reference (``*_ref``), so callers never branch.
+Set ``STRUCTGEN_CPU_OPS=0`` to use the references everywhere (``1``, the default, uses the
+kernel). The kernel computes in fp32 and, in bf16, rounds where transformers rounds between
+ops, so results equal the references up to summation order (fp32) or one bf16 rounding.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "MAX_HEAD_DIM",
+    "add_rms_norm",
+    "add_rms_norm_ref",
+    "enabled",
+    "kernel_available",
+    "paged_attention",
+    "paged_attention_ref",
+    "rope_store_kv",
+    "rope_store_kv_ref",
+    "silu_mul",
+    "silu_mul_ref",
+]
+
+MAX_HEAD_DIM = 512  # csrc/cpuops.c MAX_HEAD_DIM
+
+try:  # built by setup.py; optional
+    from structgen.runtime.models import _cpuops as _ext
+except ImportError:  # pragma: no cover - depends on the build
+    _ext = None
+    if os.environ.get("STRUCTGEN_CPU_OPS", "1") != "0":
+        warnings.warn("structgen's fused CPU ops are not built (no C compiler at install?): "
+                      "the decoder uses torch ops", RuntimeWarning, stacklevel=2)
+
+_ENABLED = os.environ.get("STRUCTGEN_CPU_OPS", "1") != "0"
+_DT = {torch.float32: 0, torch.bfloat16: 1}
+
+
+def kernel_available() -> bool:
+    """True when the extension is built and not turned off by ``STRUCTGEN_CPU_OPS=0``."""
+    return _ext is not None and _ENABLED
+
+
+def enabled(x: torch.Tensor) -> bool:
+    """True when the kernel can take ``x``'s device and dtype (CPU, fp32 or bf16)."""
+    return _ext is not None and _ENABLED and x.device.type == "cpu" and x.dtype in _DT
+
+
+def _rows_ok(t: torch.Tensor, dtype: torch.dtype) -> bool:
+    """2-D, ``dtype``, unit stride along the last dim (any row stride)."""
+    return t.dim() == 2 and t.dtype == dtype and t.stride(1) == 1 and t.device.type == "cpu"
+
+
+# ---------------------------------------------------------------- add_rms_norm
+def add_rms_norm_ref(residual: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """Reference of :func:`add_rms_norm` (transformers' ``LlamaRMSNorm`` after the residual add)."""
+    if delta is not None:
+        residual.add_(delta)
+    h = residual.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(residual.dtype)
+
+
+def add_rms_norm(residual: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """``residual += delta`` (in place, when ``delta`` is given), then ``weight * rmsnorm(residual)``.
+
+    Args:
+        residual: ``[T, H]`` the residual stream (unit stride along H); mutated when ``delta`` is given.
+        delta: ``[T, H]`` what the previous block added, or None.
+        weight: ``[H]`` the norm's weight, same dtype as ``residual``.
+        eps: added to the mean square.
+
+    Returns:
+        ``[T, H]`` normed hidden states, dtype of ``residual``.
+    """
+    dtype = residual.dtype
+    if not (
+        enabled(residual) and _rows_ok(residual, dtype) and weight.dtype == dtype and weight.is_contiguous()
+        and (delta is None or (_rows_ok(delta, dtype) and delta.shape == residual.shape))
+    ):
+        return add_rms_norm_ref(residual, delta, weight, eps)
+    t, h = residual.shape
+    out = torch.empty(t, h, dtype=dtype)
+    _ext.add_rms_norm(residual.data_ptr(), residual.stride(0), 0 if delta is None else delta.data_ptr(),
+                      0 if delta is None else delta.stride(0), weight.data_ptr(), out.data_ptr(), h, t, h,
+                      float(eps), _DT[dtype], torch.get_num_threads())
+    return out
+
+
+# ---------------------------------------------------------------- rope_store_kv
+def _rms_heads(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+def rope_store_kv_ref(q, k, v, cos, sin, k_slots, v_slots, out_slots, q_norm=None, k_norm=None, eps=1e-6) -> None:
+    """Reference of :func:`rope_store_kv` (same arguments, same in-place effects)."""
+    t, d = q.shape[0], cos.shape[-1]
+    qh, kh = q.view(t, -1, d), k.view(t, -1, d)
+    if q_norm is not None:
+        qh.copy_(_rms_heads(qh, q_norm, eps))
+        kh.copy_(_rms_heads(kh, k_norm, eps))
+    c, s = cos.view(t, 1, d), sin.view(t, 1, d)
+    qh.copy_(_rotate(qh, c, s))
+    kh.copy_(_rotate(kh, c, s))
+    k_slots.index_copy_(0, out_slots, kh.to(k_slots.dtype))
+    v_slots.index_copy_(0, out_slots, v.reshape(t, -1, d).to(v_slots.dtype))
+
+
+def rope_store_kv(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+    k_slots: torch.Tensor, v_slots: torch.Tensor, out_slots: torch.Tensor,
+    q_norm: torch.Tensor | None = None, k_norm: torch.Tensor | None = None, eps: float = 1e-6,
+) -> None:
+    """Rotate q and k in place (after an optional per-head RMSNorm) and store K/V in the cache.
+
+    Args:
+        q: ``[T, H * d]`` queries (unit stride along the features; e.g. a column slice of a fused
+            q/k/v output); rotated in place.
+        k: ``[T, KVH * d]`` keys, rotated in place.
+        v: ``[T, KVH * d]`` values.
+        cos, sin: ``[T, d]`` (or ``[T, 1, d]``) rotary tables of the tokens' positions, dtype of q
+            (rotate-half layout: ``x * cos + rotate_half(x) * sin``).
+        k_slots, v_slots: ``[num_slots, KVH, d]`` a layer's cache (contiguous), dtype of q.
+        out_slots: ``[T]`` int64 slot of each token.
+        q_norm, k_norm: ``[d]`` per-head RMSNorm weights applied before the rotation (Qwen3), or None.
+        eps: the per-head norm's epsilon.
+
+    Raises:
+        ValueError: from the kernel for an odd or > 512 head dim (checked before the call here, so
+            such shapes take the reference instead).
+    """
+    dtype, d = q.dtype, cos.shape[-1]
+    t = q.shape[0]
+    ok = (
+        enabled(q) and d % 2 == 0 and d <= MAX_HEAD_DIM and (q_norm is None) == (k_norm is None)
+        and all(_rows_ok(x, dtype) for x in (q, k, v))
+        and all(x.dtype == dtype and x.is_contiguous() for x in (cos, sin, k_slots, v_slots))
+        and cos.numel() == t * d and sin.numel() == t * d
+        and out_slots.dtype == torch.int64 and out_slots.is_contiguous()
+        and all(x.dtype == dtype and x.is_contiguous() for x in (q_norm, k_norm) if x is not None)
+    )
+    if not ok:
+        rope_store_kv_ref(q, k, v, cos, sin, k_slots, v_slots, out_slots, q_norm, k_norm, eps)
+        return
+    kv_heads = k_slots.shape[1]
+    _ext.rope_store_kv(
+        q.data_ptr(), q.stride(0), k.data_ptr(), k.stride(0), v.data_ptr(), v.stride(0),
+        cos.data_ptr(), sin.data_ptr(), 0 if q_norm is None else q_norm.data_ptr(),
+        0 if k_norm is None else k_norm.data_ptr(), float(eps), k_slots.data_ptr(), v_slots.data_ptr(),
+        out_slots.data_ptr(), t, q.shape[1] // d, kv_heads, d, _DT[dtype], torch.get_num_threads(),
+    )
+
+
+# ---------------------------------------------------------------- paged_attention
+def paged_attention_ref(q, k_slots, v_slots, page_table, seq_ids, positions, page_size, scale, sliding_window=None):
+    """Reference of :func:`paged_attention`: one masked softmax per token, in fp32 (slow; tests)."""
+    t = q.shape[0]
+    kv_heads, d = k_slots.shape[1], k_slots.shape[2]
+    qh = q.reshape(t, -1, d)
+    heads = qh.shape[1]
+    out = torch.empty(t, heads, d, dtype=q.dtype)
+    for i in range(t):
+        p = int(positions[i])
+        lo = max(0, p - sliding_window + 1) if sliding_window else 0
+        pos = torch.arange(lo, p + 1)
+        slots = page_table[int(seq_ids[i])][pos // page_size] * page_size + pos % page_size
+        kk = k_slots[slots].float().repeat_interleave(heads // kv_heads, dim=1)  # [L, heads, d]
+        vv = v_slots[slots].float().repeat_interleave(heads // kv_heads, dim=1)
+        w = torch.softmax(torch.einsum("hd,lhd->hl", qh[i].float() * scale, kk), dim=-1)
+        out[i] = torch.einsum("hl,lhd->hd", w, vv).to(q.dtype)
+    return out
+
+
+def paged_attention(
+    q: torch.Tensor, k_slots: torch.Tensor, v_slots: torch.Tensor, page_table: torch.Tensor,
+    seq_ids: torch.Tensor, positions: torch.Tensor, page_size: int, scale: float,
+    sliding_window: int | None = None,
+) -> torch.Tensor:
+    """Attention of each query token to keys ``0 .. position`` of its sequence, read in place.
+
+    The tokens' own K/V must already be in the cache. Work is O(tokens x keys x heads x d) with
+    no gather copy: meant for decode rows and short extensions (jump-forward runs, speculative
+    verification); long prefill chunks belong to SDPA.
+
+    Args:
+        q: ``[T, H, d]`` or ``[T, H * d]`` queries (RoPE applied; unit stride along the features).
+        k_slots, v_slots: ``[num_slots, KVH, d]`` a layer's cache, contiguous (``H % KVH == 0``).
+        page_table: ``[B, P]`` int64 page ids of each sequence.
+        seq_ids: ``[T]`` int64 row of ``page_table`` of each token.
+        positions: ``[T]`` int64 position of each token (it sees keys ``0 .. position``).
+        page_size: tokens per page.
+        scale: softmax scale.
+        sliding_window: None, or ``W``: keys ``position - W + 1 .. position`` (Mistral).
+
+    Returns:
+        ``[T, H, d]`` attention output, dtype of ``q`` (fp32 accumulation).
+    """
+    t = q.shape[0]
+    kv_heads, d = k_slots.shape[1], k_slots.shape[2]
+    q2 = q.reshape(t, -1) if q.dim() == 3 and q.stride(2) == 1 and q.stride(1) == d else q
+    heads = q2.shape[1] // d if q2.dim() == 2 else 0
+    ok = (
+        enabled(q) and q2.dim() == 2 and _rows_ok(q2, q.dtype) and d <= MAX_HEAD_DIM and heads % kv_heads == 0
+        and all(x.dtype == q.dtype and x.is_contiguous() for x in (k_slots, v_slots))
+        and all(x.dtype == torch.int64 and x.is_contiguous() for x in (page_table, seq_ids, positions))
+    )
+    if not ok:
+        return paged_attention_ref(q, k_slots, v_slots, page_table, seq_ids, positions, page_size, scale, sliding_window)
+    out = torch.empty(t, heads, d, dtype=q.dtype)
+    _ext.paged_attention(
+        q2.data_ptr(), q2.stride(0), k_slots.data_ptr(), v_slots.data_ptr(), page_table.data_ptr(),
+        page_table.stride(0), seq_ids.data_ptr(), positions.data_ptr(), int(page_size), t, heads, kv_heads, d,
+        float(scale), int(sliding_window or 0), out.data_ptr(), _DT[q.dtype], torch.get_num_threads(),
+    )
+    return out
+
+
+# ---------------------------------------------------------------- silu_mul
+def silu_mul_ref(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """Reference of :func:`silu_mul`."""
+    return F.silu(gate) * up
+
+
+def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """``silu(gate) * up`` (SwiGLU's gating; Shazeer, arXiv:2002.05202).
+
+    Args:
+        gate, up: ``[T, I]`` (unit stride along I; e.g. the two halves of a fused gate/up output).
+
+    Returns:
+        ``[T, I]`` contiguous, dtype of ``gate``.
+    """
+    dtype = gate.dtype
+    if not (enabled(gate) and _rows_ok(gate, dtype) and _rows_ok(up, dtype) and gate.shape == up.shape):
+        return silu_mul_ref(gate, up)
+    t, i = gate.shape
+    out = torch.empty(t, i, dtype=dtype)
+    _ext.silu_mul(gate.data_ptr(), gate.stride(0), up.data_ptr(), up.stride(0), out.data_ptr(), i, t, i,
+                  _DT[dtype], torch.get_num_threads())
+    return out

@@ -44,6 +44,61 @@ def test_bf16_matches_f_linear(m, n, k):
     torch.testing.assert_close(got.float(), ref.to(torch.bfloat16).float(), atol=1e-2, rtol=1e-2)
 
 
+# Every row count the kernel takes, against [N, K] shapes chosen for the register blocking in
+# csrc/densekernel.c: N not a multiple of the row block (R = 4, 3, 2 or 1 weight rows) or of
+# the 48-row OpenMP work item (7, 13, 50, 97), K not a multiple of the 8-wide vector (1, 9, 17,
+# 23, 1001: the scalar tail) and K large enough that M = 7, 8 take the two-pass split (1001,
+# 1536: M * K > 6144 floats).
+NK = [(1, 1), (7, 9), (13, 17), (50, 23), (97, 64), (49, 576), (11, 1001), (10, 1536)]
+
+
+def _ref_bf16(x, w, bias):
+    """bf16 reference: fp32 accumulation of the bf16 values, then one rounding to bf16."""
+    return F.linear(x.float(), w.float(), None if bias is None else bias.float()).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("isa", ["auto", "scalar"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("n,k", NK)
+@pytest.mark.parametrize("m", range(1, MAX_ROWS + 1))
+def test_every_row_count_matches_f_linear(m, n, k, dtype, isa):
+    """Each M in 1..8 (its own specialised loop), with and without bias, fp32 and bf16."""
+    ext = dense_kernel._ext
+    ext.set_isa(isa)
+    try:
+        torch.manual_seed(m * 7919 + n * 31 + k)
+        x, w, b = torch.randn(m, k).to(dtype), torch.randn(n, k).to(dtype), torch.randn(n).to(dtype)
+        for bias in (None, b):
+            got = linear(x, w, bias)
+            assert got.dtype == dtype and got.shape == (m, n)
+            if dtype == torch.float32:
+                torch.testing.assert_close(got, F.linear(x, w, bias), atol=1e-4 * max(1.0, k ** 0.5),
+                                           rtol=1e-5)
+            else:
+                torch.testing.assert_close(got.float(), _ref_bf16(x, w, bias).float(), atol=1e-2,
+                                           rtol=1e-2)
+    finally:
+        ext.set_isa("auto")
+
+
+@pytest.mark.parametrize("m", [1, 3, 4, 6, 8])
+def test_row_split_over_threads_changes_nothing(m):
+    """The weight rows split over OpenMP threads (48-row work items) by torch's thread count:
+    1, 2 and 3 threads give the same result, bit for bit (each output is one thread's sum)."""
+    torch.manual_seed(m)
+    x, w, b = torch.randn(m, 1001), torch.randn(145, 1001), torch.randn(145)
+    before = torch.get_num_threads()
+    try:
+        outs = []
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            outs.append(linear(x, w, b))
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+    torch.testing.assert_close(outs[0], F.linear(x, w, b), atol=1e-4 * 1001 ** 0.5, rtol=1e-5)
+
+
 def test_other_inputs_take_f_linear(monkeypatch):
     w = torch.randn(16, 8)
     big = torch.randn(MAX_ROWS + 1, 8)  # more rows than the kernel takes

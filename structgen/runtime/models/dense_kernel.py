@@ -4,7 +4,8 @@ A batch-1 decode step is a chain of matrix-vector products over weights far larg
 the cache, so it runs at memory bandwidth. torch's CPU ``F.linear`` computes one row
 (``M = 1``) with a single-threaded GEMV and 2-8 rows (speculative verification,
 jump-forward runs) with a GEMM that packs the weight first; ``csrc/densekernel.c`` streams
-the weight once for all rows and splits its rows over the cores. Where the extension is
+the weight once for all rows and splits its rows over the cores, with a register-blocked
+loop per row count so that 2-8 rows cost little more than one. Where the extension is
 missing (a build without a C compiler), or for other shapes, dtypes and devices, this is
 ``F.linear`` exactly.
 

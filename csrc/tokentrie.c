@@ -6,18 +6,24 @@
  * overhead per level, and a byte-level BPE can have tokens of tens of kilobytes); here it is
  * one table lookup per live prefix. A dead transition skips the node's whole subtree.
  *
- *   walk(byte, depth, skip, token, stack, out, state, row_tables)
+ *   walk(byte, depth, skip, token, stack, out, mask, state, row_tables)
  *     byte   uint8 [N]   the trie nodes in preorder, children by ascending byte
  *     depth  int32 [N]   1 for a token's first byte
  *     skip   int32 [N]   first node after the node's subtree
  *     token  int32 [N]   token id ending at the node, -1 if none
  *     stack  int32 [>= max depth + 1], scratch (state at each depth of the current path)
- *     out    int32 [V]   written: out[token] = state after the token, for live tokens only
+ *     out    int32 [V]   written: out[token] = state after the token, for live tokens only;
+ *            or None: only the mask is written (V = 32 x mask words)
+ *     mask   int32 [>= ceil(V / 32)], zeroed by the caller: bit token % 32 of word token / 32
+ *            set for every live token (the packed bitmask, least-significant bit first)
  *     state  the start state
  *     row_tables(s) -> (rows int32 [slots, 256], slot int64 [capacity]): the DFA's tables,
  *            after building the row of state s when s >= 0 (ByteDFA.row_tables); called
  *            once at the start (s = -1) and whenever a state without a built row is met.
  *   returns the number of live nodes visited.
+ *
+ *   walk_bytes(data, state, row_tables) -> state after the bytes, -1 if dead (one token's
+ *   step when its mask is known: the rows on its path were built by the mask's walk).
  *
  * Errors: ValueError on inconsistent arrays; exceptions of row_tables propagate
  * (GrammarTooComplexError from a DFA budget). The GIL is held throughout (row_tables
@@ -26,6 +32,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct {
     Py_buffer rows, slot;
@@ -80,7 +87,8 @@ static int get(PyObject *obj, Py_buffer *b, int writable, Py_ssize_t itemsize, c
 
 static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
                 const int32_t *token, Py_ssize_t n, int32_t *stack, Py_ssize_t stack_n,
-                int32_t *out, Py_ssize_t vocab, long state, Tables *t, PyObject *fn) {
+                int32_t *out, uint32_t *mask, Py_ssize_t vocab, long state, Tables *t,
+                PyObject *fn) {
     long visited = 0;
     const int32_t *rows = t->rows.buf;
     const int64_t *slot = t->slot.buf;
@@ -124,7 +132,8 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
                 PyErr_SetString(PyExc_ValueError, "trie token id outside out");
                 return -1;
             }
-            out[tok] = nxt;
+            if (out) out[tok] = nxt;
+            mask[tok >> 5] |= (uint32_t)1 << (tok & 31);
         }
         visited++;
         i++;
@@ -134,42 +143,94 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
 
 static PyObject *walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "walk(byte, depth, skip, token, stack, out, state, row_tables)");
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError,
+                        "walk(byte, depth, skip, token, stack, out, mask, state, row_tables)");
         return NULL;
     }
-    long state = PyLong_AsLong(args[6]);
+    long state = PyLong_AsLong(args[7]);
     if (state == -1 && PyErr_Occurred()) return NULL;
     if (state < 0) {
         PyErr_SetString(PyExc_ValueError, "state must be >= 0");
         return NULL;
     }
-    Py_buffer b[6];
-    static const Py_ssize_t size[6] = {1, 4, 4, 4, 4, 4};
-    static const char *names[6] = {"byte", "depth", "skip", "token", "stack", "out"};
+    Py_buffer b[7];
+    static const Py_ssize_t size[7] = {1, 4, 4, 4, 4, 4, 4};
+    static const char *names[7] = {"byte", "depth", "skip", "token", "stack", "out", "mask"};
     int got = 0;
-    for (; got < 6; got++)
+    int has_out = args[5] != Py_None;
+    for (; got < 7; got++) {
+        if (got == 5 && !has_out) { /* no out: an empty buffer stands in for it */
+            memset(&b[got], 0, sizeof(Py_buffer));
+            continue;
+        }
         if (get(args[got], &b[got], got >= 4, size[got], names[got]) < 0) break;
+    }
     long visited = -1;
     Tables t = {.held = 0};
-    if (got == 6) {
-        Py_ssize_t n = b[0].len;
+    if (got == 7) {
+        Py_ssize_t n = b[0].len, vocab = has_out ? b[5].len / 4 : b[6].len / 4 * 32;
         if (b[1].len != 4 * n || b[2].len != 4 * n || b[3].len != 4 * n || b[4].len < 4) {
             PyErr_SetString(PyExc_ValueError, "byte, depth, skip, token: one entry per node");
-        } else if (tables_fetch(&t, args[7], -1) == 0) {
+        } else if (b[6].len / 4 < (vocab + 31) / 32) {
+            PyErr_SetString(PyExc_ValueError, "mask: fewer than ceil(len(out) / 32) words");
+        } else if (tables_fetch(&t, args[8], -1) == 0) {
             visited = run(b[0].buf, b[1].buf, b[2].buf, b[3].buf, n, b[4].buf, b[4].len / 4,
-                          b[5].buf, b[5].len / 4, state, &t, args[7]);
+                          has_out ? b[5].buf : NULL, b[6].buf, vocab, state, &t, args[8]);
         }
     }
     tables_release(&t);
-    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+    for (int k = 0; k < got; k++)
+        if (k != 5 || has_out) PyBuffer_Release(&b[k]);
     if (visited < 0) return NULL;
     return PyLong_FromLong(visited);
 }
 
+/* walk_bytes(data, state, row_tables) -> the state after reading data from state, -1 if it
+ * dies (ByteDFA.walk over built rows; rows missing on the way are built via row_tables). */
+static PyObject *walk_bytes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "walk_bytes(data, state, row_tables)");
+        return NULL;
+    }
+    long s = PyLong_AsLong(args[1]);
+    if (s == -1 && PyErr_Occurred()) return NULL;
+    Py_buffer data;
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
+    Tables t = {.held = 0};
+    int failed = tables_fetch(&t, args[2], -1) < 0;
+    const uint8_t *p = data.buf;
+    for (Py_ssize_t i = 0; !failed && s >= 0 && i < data.len; i++) {
+        Py_ssize_t n_slot = t.slot.len / 8, n_rows = t.rows.len / (256 * 4);
+        int64_t r = s < n_slot ? ((const int64_t *)t.slot.buf)[s] : -1;
+        if (r < 0 || r >= n_rows) {
+            if (tables_fetch(&t, args[2], s) < 0) {
+                failed = 1;
+                break;
+            }
+            n_slot = t.slot.len / 8;
+            n_rows = t.rows.len / (256 * 4);
+            r = s < n_slot ? ((const int64_t *)t.slot.buf)[s] : -1;
+            if (r < 0 || r >= n_rows) {
+                PyErr_Format(PyExc_ValueError, "row_tables(%ld) did not build the row", s);
+                failed = 1;
+                break;
+            }
+        }
+        s = ((const int32_t *)t.rows.buf)[r * 256 + p[i]];
+    }
+    tables_release(&t);
+    PyBuffer_Release(&data);
+    if (failed) return NULL;
+    return PyLong_FromLong(s < 0 ? -1 : s);
+}
+
 static PyMethodDef methods[] = {
+    {"walk_bytes", (PyCFunction)(void (*)(void))walk_bytes, METH_FASTCALL,
+     "walk_bytes(data, state, row_tables) -> state after data, -1 if it dies"},
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
-     "walk(byte, depth, skip, token, stack, out, state, row_tables) -> live nodes visited"},
+     "walk(byte, depth, skip, token, stack, out, mask, state, row_tables) -> live nodes"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -37,10 +37,10 @@ except ImportError:  # pragma: no cover - exercised when the extension is missin
 if os.environ.get("STRUCTGEN_TOKENTRIE", "1") == "0":
     _c = None
 
-__all__ = ["TokenTrie", "HAVE_C_WALK"]
+__all__ = ["TokenTrie", "HAVE_C_WALK", "set_bits", "walk_bytes"]
 
 HAVE_C_WALK = _c is not None
-_SCALAR_NODES = 4096  # numpy fallback: finish a frontier with fewer subtree nodes scalar
+_SCALAR_NODES = 256  # numpy fallback: finish a frontier with fewer subtree nodes scalar
 _SCALAR_DEPTH = 128  # ... or any frontier this deep (long tokens: few nodes per level)
 
 
@@ -88,6 +88,23 @@ def _skips(depth: np.ndarray, bfs: np.ndarray, parent_bfs: np.ndarray) -> np.nda
         best[moving] = np.minimum(best[moving], best[up[moving]])
         up[moving] = up[up[moving]]
     return best[:n].astype(np.int32)
+
+
+def set_bits(mask: np.ndarray, ids: np.ndarray) -> None:
+    """Set bit ``i % 32`` of word ``i // 32`` of ``mask`` (int32 ``[words]``, in place) for
+    every id in ``ids`` (int ``[k]``). Raises: IndexError for an id past the mask."""
+    if ids.size:
+        ids = np.asarray(ids, np.int64)
+        np.bitwise_or.at(mask.view(np.uint32), ids >> 5, np.left_shift(1, ids & 31).astype(np.uint32))
+
+
+def walk_bytes(dfa, state: int, data: bytes) -> int:
+    """``dfa.walk(state, data)`` (-1 if it dies), through built rows in C where the
+    extension is built (rows missing on the way are built). Raises: GrammarTooComplexError
+    when building a row exceeds a budget."""
+    if _c is None:
+        return dfa.walk(state, data)
+    return _c.walk_bytes(data, int(state), dfa.row_tables)
 
 
 class TokenTrie:
@@ -155,15 +172,18 @@ class TokenTrie:
 
     # ---- walking -----------------------------------------------------------------
 
-    def walk(self, dfa, state: int, out: np.ndarray) -> None:
-        """Write into ``out`` (int32 ``[vocab_size]``, prefilled with -1) the state after
-        every allowable token read from ``state``; tokens that die stay -1.
+    def walk(self, dfa, state: int, out: np.ndarray | None, mask: np.ndarray) -> None:
+        """The packed mask of the allowable tokens live from ``state``, and optionally the
+        state after each of them.
 
         Args:
             dfa: a ``ByteDFA`` (rows are built on demand through ``row_tables`` /
                 ``gather``).
             state: the start state.
-            out: the result, written in place.
+            out: int32 ``[vocab_size]`` prefilled with -1, written in place: the state
+                after each live token (tokens that die stay -1); or None (mask only).
+            mask: int32 ``[>= ceil(vocab_size / 32)]`` of zeros, written in place: bit
+                ``i % 32`` of word ``i // 32`` set for each live token ``i``.
 
         Raises:
             GrammarTooComplexError: building a DFA row exceeded a budget.
@@ -171,12 +191,19 @@ class TokenTrie:
         if self.num_nodes:
             if _c is not None:
                 stack = np.empty(self.max_depth + 1, np.int32)
-                _c.walk(self.byte, self.depth, self.skip, self.token, stack, out, int(state),
-                        dfa.row_tables)
+                _c.walk(self.byte, self.depth, self.skip, self.token, stack, out, mask,
+                        int(state), dfa.row_tables)
             else:
+                if out is None:
+                    out = np.full(self.vocab_size, -1, np.int32)
                 self._walk_numpy(dfa, state, out)
+                set_bits(mask, np.flatnonzero(out >= 0))
         if self.dups.shape[0]:
-            out[self.dups[:, 0]] = out[self.dups[:, 1]]
+            dup, holder = self.dups[:, 0], self.dups[:, 1]
+            if out is not None:
+                out[dup] = out[holder]
+            words = mask.view(np.uint32)
+            set_bits(mask, dup[(words[holder >> 5] >> (holder & 31).astype(np.uint32)) & 1 == 1])
 
     @cached_property
     def _levels(self) -> tuple[np.ndarray, ...]:

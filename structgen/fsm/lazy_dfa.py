@@ -89,6 +89,7 @@ class ByteDFA:
         self._num_rows = 0
         self._complete = False
         self._dense: np.ndarray | None = None
+        self._tables: tuple[np.ndarray, np.ndarray] | None = None  # see row_tables
         self._state_of(root)
 
     # ---- read-only views -------------------------------------------------------
@@ -238,18 +239,21 @@ class ByteDFA:
         Returns:
             rows: int32 ``[row slots, 256]``, next state per byte (-1 = dead).
             slot: int64 ``[capacity >= num_states]``, row slot of each state, -1 = not built.
-            Both read-only; a later row build may replace them (the returned arrays stay
-            valid, but do not see rows built after this call).
+            Both read-only views of the live tables: they show rows built later until a
+            growth replaces a table (then they keep the contents they had; call again).
 
         Raises:
             GrammarTooComplexError: building the row exceeded a budget.
         """
         if state >= 0:
             self.row(state)
-        rows, slot = self._rows.view(), self._slot.view()
-        rows.flags.writeable = False
-        slot.flags.writeable = False
-        return rows, slot
+        tables = self._tables  # read-only views, remade when a table is replaced (growth)
+        if tables is None or tables[0].base is not self._rows or tables[1].base is not self._slot:
+            rows, slot = self._rows.view(), self._slot.view()
+            rows.flags.writeable = False
+            slot.flags.writeable = False
+            tables = self._tables = (rows, slot)
+        return tables
 
     def gather(self, states: np.ndarray, data: np.ndarray) -> np.ndarray:
         """int32 ``[n]``: the next state of ``states[i]`` on byte ``data[i]`` (-1 = dead),

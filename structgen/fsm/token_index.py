@@ -16,6 +16,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ._token_trie import set_bits, walk_bytes
 from .dfa import ByteDFA
 from .vocabulary import Vocabulary
 
@@ -36,69 +37,104 @@ def pack_bitmask(allowed: np.ndarray, num_words: int | None = None) -> np.ndarra
 class TokenIndex:
     """Token-level view of a ``ByteDFA`` for one ``Vocabulary``.
 
+    Two LRU caches: packed masks (what every decoding step reads: ``bitmask``; a mask
+    costs vocab_size / 8 bytes) and full next-state rows (``next_states``, read by the
+    token budget and tests; 4 bytes per token). A first mask walks the token trie for
+    the mask alone, so it writes no 4-byte-per-token row into fresh memory.
+
     Args:
         dfa: the byte automaton.
         vocab: the vocabulary.
-        max_cached_states: bound on the number of cached state rows (LRU); default:
-            as many as fit ``MAX_CACHE_BYTES`` (256 MiB: ~1,300 states at 49k tokens,
-            ~430 at 150k), at least 64 and at most 8192.
+        max_cached_states: bound on the number of cached next-state rows; default: as
+            many as fit ``MAX_CACHE_BYTES`` (256 MiB: ~1,300 states at 49k tokens, ~430
+            at 150k), at least 64 and at most 8192. Masks: as many as fit
+            ``MAX_CACHE_BYTES`` (~43,000 at 49k tokens), at least this bound, at most 65,536.
     """
 
     def __init__(self, dfa: ByteDFA, vocab: Vocabulary, max_cached_states: int | None = None) -> None:
         self.dfa = dfa
         self.vocab = vocab
         self.num_words = (vocab.vocab_size + 31) // 32
-        if max_cached_states is None:  # a cached row costs ~4.1 bytes per token
+        if max_cached_states is None:  # a cached row costs ~4 bytes per token
             max_cached_states = max(64, min(8192, MAX_CACHE_BYTES // (4 * vocab.vocab_size + 4)))
         self.max_cached_states = max_cached_states
+        self.max_cached_masks = max(max_cached_states,
+                                    min(1 << 16, MAX_CACHE_BYTES // (4 * self.num_words + 64)))
         self._trie = vocab.token_trie
         # ids never allowed, and EOS: shared per vocabulary
         self._never, self._eos = vocab.index_tables
-        self._cache: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._rows: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
 
     def next_states(self, state: int) -> np.ndarray:
         """int32 ``[vocab_size]``: state after each token from ``state``, -1 = not allowed.
 
         EOS ids map to ``state`` itself when ``state`` is accepting (EOS ends the
-        output without moving the DFA), else -1. Raises: never.
+        output without moving the DFA), else -1.
+
+        Raises:
+            GrammarTooComplexError: building a DFA row exceeded a budget.
         """
-        return self._row(state)[0]
+        hit = self._rows.get(state)
+        if hit is not None:
+            self._rows.move_to_end(state)
+            return hit
+        nxt = np.full(self.vocab.vocab_size, -1, np.int32)
+        mask = self._walk(state, nxt)
+        nxt.setflags(write=False)
+        _remember(self._rows, state, nxt, self.max_cached_states)
+        if state not in self._masks:
+            _remember(self._masks, state, mask, self.max_cached_masks)
+        return nxt
 
     def bitmask(self, state: int) -> np.ndarray:
-        """int32 ``[ceil(vocab_size / 32)]``: packed allowed tokens of ``state``."""
-        return self._row(state)[1]
+        """int32 ``[ceil(vocab_size / 32)]``: packed allowed tokens of ``state``.
 
-    def _row(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        hit = self._cache.get(state)
+        Raises:
+            GrammarTooComplexError: building a DFA row exceeded a budget.
+        """
+        hit = self._masks.get(state)
         if hit is not None:
-            self._cache.move_to_end(state)
+            self._masks.move_to_end(state)
             return hit
-        row = self._compute(state)
-        self._cache[state] = row
-        if len(self._cache) > self.max_cached_states:
-            self._cache.popitem(last=False)
-        return row
+        mask = self._walk(state, None)
+        _remember(self._masks, state, mask, self.max_cached_masks)
+        return mask
 
-    def _compute(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        nxt = np.full(self.vocab.vocab_size, -1, np.int32)
-        self._trie.walk(self.dfa, state, nxt)  # never-allowed ids are not in the trie
+    def _walk(self, state: int, nxt: np.ndarray | None) -> np.ndarray:
+        """The read-only mask of ``state``; fills ``nxt`` (if given) as ``next_states``."""
+        mask = np.zeros(self.num_words, np.int32)
+        self._trie.walk(self.dfa, state, nxt, mask)  # never-allowed ids are not in the trie
         if self.dfa.is_accepting(state):
-            nxt[self._eos] = state
-        nxt.setflags(write=False)
-        mask = pack_bitmask(nxt >= 0, self.num_words)
+            if nxt is not None:
+                nxt[self._eos] = state
+            set_bits(mask, self._eos)
         mask.setflags(write=False)
-        return nxt, mask
+        return mask
 
     def token_next_state(self, state: int, token_id: int) -> int:
-        """State after one non-EOS token, -1 if not allowed (from the cached row when
-        ``state`` has one, else one walk over the token's bytes: no full-row computation)."""
+        """State after one non-EOS token, -1 if not allowed (from the cached row or mask
+        when ``state`` has one, else one walk over the token's bytes). Raises: only
+        ``GrammarTooComplexError`` when a walk discovers states past a budget."""
         if not 0 <= token_id < self.vocab.vocab_size or self._never[token_id]:
             return -1
-        hit = self._cache.get(state)
-        if hit is not None:
-            return int(hit[0][token_id])
-        return self.dfa.walk(state, self.vocab.token_bytes[token_id])
+        row = self._rows.get(state)
+        if row is not None:
+            return int(row[token_id])
+        mask = self._masks.get(state)
+        if mask is None:
+            return self.dfa.walk(state, self.vocab.token_bytes[token_id])
+        if not (int(mask[token_id >> 5]) >> (token_id & 31)) & 1:
+            return -1
+        return walk_bytes(self.dfa, state, self.vocab.token_bytes[token_id])  # rows built
 
     @property
     def num_cached_states(self) -> int:
-        return len(self._cache)
+        """States with a cached mask or next-state row."""
+        return len(self._masks.keys() | self._rows.keys())
+
+
+def _remember(cache: OrderedDict, key: int, value: np.ndarray, bound: int) -> None:
+    cache[key] = value
+    if len(cache) > bound:
+        cache.popitem(last=False)

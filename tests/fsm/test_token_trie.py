@@ -103,7 +103,9 @@ CASES = [
 
 
 def _walk_variants(monkeypatch, dfa, vocab: Vocabulary, state: int) -> dict[str, np.ndarray]:
-    """next_states of ``state`` by every walk: C (if built), numpy levels, numpy scalar."""
+    """(next_states, bitmask) of ``state`` by every walk: C (if built), numpy levels, numpy
+    scalar, numpy levels with a scalar tail; the mask alone (no next-state row) and
+    ``token_next_state`` from it must agree."""
     out = {}
     variants = [("numpy-levels", None, 0, 2500), ("numpy-scalar", None, 10**9, 10**9),
                 ("numpy-mixed", None, 200, 16)]
@@ -114,7 +116,15 @@ def _walk_variants(monkeypatch, dfa, vocab: Vocabulary, state: int) -> dict[str,
             mp.setattr(token_trie, "_c", ext)
             mp.setattr(token_trie, "_SCALAR_NODES", nodes)
             mp.setattr(token_trie, "_SCALAR_DEPTH", depth)
-            out[name] = np.array(TokenIndex(dfa, vocab).next_states(state))
+            index = TokenIndex(dfa, vocab)
+            nxt = np.array(index.next_states(state))
+            alone = TokenIndex(dfa, vocab)  # the decoding path: the mask by itself
+            mask = np.array(alone.bitmask(state))
+            assert (mask == index.bitmask(state)).all(), name
+            steps = [alone.token_next_state(state, t) for t in range(0, vocab.vocab_size, 7)]
+            assert steps == [-1 if t in vocab.eos_token_ids else int(nxt[t])
+                             for t in range(0, vocab.vocab_size, 7)], name
+            out[name] = (nxt, mask)
     return out
 
 
@@ -128,12 +138,13 @@ def test_trie_walk_matches_brute_force(monkeypatch, vocab: Vocabulary, kind, spe
     dead_midway = live_long = multibyte = 0
     for state in states:
         ref = _reference(vocab, dfa, state)
-        for name, got in _walk_variants(monkeypatch, dfa, vocab, state).items():
+        for name, (got, mask) in _walk_variants(monkeypatch, dfa, vocab, state).items():
             diff = np.flatnonzero(got != ref)[:5].tolist()
-            assert not diff, (kind, state, name, [(t, vocab.token_bytes[t][:20], got[t], ref[t]) for t in diff])
-        mask = grammar.token_index.bitmask(state)
-        bits = np.unpackbits(mask.view(np.uint8), bitorder="little")[: vocab.vocab_size].astype(bool)
-        assert (bits == (ref >= 0)).all()
+            assert not diff, (kind, state, name,
+                              [(t, vocab.token_bytes[t][:20], got[t], ref[t]) for t in diff])
+            assert mask.dtype == np.int32 and mask.shape == ((vocab.vocab_size + 31) // 32,)
+            bits = np.unpackbits(mask.view(np.uint8), bitorder="little").astype(bool)
+            assert (bits[: vocab.vocab_size] == (ref >= 0)).all() and not bits[vocab.vocab_size:].any()
         live_long += int((ref[long_ids] >= 0).sum())
         # tokens whose first byte is live but that die later on: pruned inside the trie
         dead_midway += sum(1 for t in long_ids if ref[t] < 0 and dfa.step(state, vocab.token_bytes[t][0]) >= 0)

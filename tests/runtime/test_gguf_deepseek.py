@@ -6,7 +6,8 @@ as llama.cpp's converter names it, in both latent up-projection layouts (newer s
 ``attn_k_b``/``attn_v_b``, older whole ``attn_kv_b``), with and without YaRN; loaded by our GGUF
 loader, it must give transformers' fp32 logits within 1e-4 through the paged runtime and route
 every token to the same experts. A Q8_0 file loads natively (blocks kept, experts included) and
-matches the dequantized load, which matches transformers on the dequantized weights.
+matches the dequantized load, which matches transformers on the dequantized weights. Where
+llama-cpp-python is installed, llama.cpp itself reads the written files and must agree too.
 """
 
 from __future__ import annotations
@@ -185,3 +186,24 @@ def test_deepseek2_without_selection_bias_routes_unbiased(tmp_path, monkeypatch)
     loaded = load_model(path)
     run_ragged_scenario(loaded.model, hf)
     _assert_same_routing(loaded.model, hf)
+
+
+@pytest.mark.parametrize("case", ["split-kvb", "legacy-kvb-nogroups", "yarn-norenorm"])
+def test_llama_cpp_reads_the_written_deepseek2_file_like_transformers(tmp_path, monkeypatch, case):
+    """Where llama-cpp-python is installed (skipped otherwise): llama.cpp itself gives transformers'
+    logits on the test writer's file, so the writer (and the loader tested against it above)
+    follows llama.cpp's real conventions: names, split k_b/v_b, no q/k permutation, YaRN keys.
+    Measured 2e-7 with llama-cpp-python 0.3.36. ``rms_norm_eps`` 1e-6: llama.cpp uses the model's
+    epsilon for the q/kv latent norms, transformers 1e-6 (DeepSeek's own configs have 1e-6)."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    cfg_extra, opts = CASES[case]
+    path, hf = _written(tmp_path, monkeypatch, {**cfg_extra, "rms_norm_eps": 1e-6}, **opts)
+    ids = PROMPTS[0]
+    llm = llama_cpp.Llama(path, n_ctx=64, n_threads=1, logits_all=True, verbose=False, type_k=0, type_v=0,
+                          flash_attn=False)  # float32 KV cache
+    llm.eval(ids)
+    got = torch.tensor(llm.scores[: len(ids)], dtype=torch.float32)
+    del llm
+    with torch.no_grad():
+        ref = hf(torch.tensor([ids])).logits[0].float()
+    torch.testing.assert_close(got, ref, atol=1e-4, rtol=0)

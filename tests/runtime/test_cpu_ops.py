@@ -144,7 +144,13 @@ def test_model_step_same_with_and_without_fused_ops(tmp_path, monkeypatch, famil
         step = ForwardBatch.build([[5], [7, 8, 9], list(range(30, 50))], [9, 6, 20], tables, 4, logits_rows=None)
         return model(step, kv)
 
+    calls = []
+    kernel = cpu_ops.paged_attention
+    monkeypatch.setattr(cpu_ops, "paged_attention", lambda q, *a, **k: calls.append(q.shape[0]) or kernel(q, *a, **k))
     with_ops = run()
+    # every layer ran the kernel on the short sequences' tokens (prefill: 9 + 6, then 1 + 3); the
+    # 20-token chunks went through SDPA on a sub-batch
+    assert calls == [15] * 2 + [4] * 2
     monkeypatch.setattr(cpu_ops, "_ENABLED", False)
     without = run()
     tol = 1e-4 if dtype == torch.float32 else 0.1

@@ -384,8 +384,12 @@ def paged_attention(
     torch reference. The kernels read the cache as pages,
     ``[num_pages, page_size, kv_heads, d]``; the step's plan (one host sync, the longest
     extension) is made once and shared by all layers (:func:`plan_triton_attention`).
+    On CPU with the fused ops built (``cpu_ops``; fp32/bf16, value dim equal to key dim,
+    backend ``"auto"``), short extensions take the C kernel (:func:`plan_cpu_attention`).
     """
     if not _use_triton(q):
+        if cpu_attention(q) and k_slots.shape[-1] == v_slots.shape[-1]:
+            return _paged_attention_cpu(q, k_slots, v_slots, batch, scale, sliding_window)
         return paged_attention_ref(q, k_slots, v_slots, batch, scale, sliding_window)
     from structgen.kernels.extend_attention import extend_attention
     from structgen.kernels.paged_decode_attention import paged_decode_attention

@@ -65,11 +65,17 @@ class FusedProjection:
         self._params = [(lin._parameters, lin.weight, lin.weight.data_ptr()) for lin in linears]
 
     @staticmethod
-    def build(linears: list[nn.Module]) -> "FusedProjection | None":
+    def build(linears: list[nn.Module]):
         """Fuse ``linears`` if all are plain float :class:`Linear` on one device/dtype, else None.
 
-        Quantized or sharded layers (other classes) are left alone.
+        Quantized layers in the C kernel's layouts fuse into a
+        :class:`~structgen.runtime.quantization.linear.FusedQuantProjection` (same interface);
+        other classes (sharded layers, torch-layout quantized ones) are left alone.
         """
+        if linears and all(type(lin) is not Linear for lin in linears):
+            from structgen.runtime.quantization.linear import FusedQuantProjection
+
+            return FusedQuantProjection.build(linears)
         if not linears or any(type(lin) is not Linear for lin in linears):
             return None
         w0 = linears[0].weight

@@ -45,7 +45,7 @@ from structgen.runtime.quantization.formats import (
     unpack_int4_rows,
 )
 
-__all__ = ["QuantLinear", "QuantEmbedding", "int8_matmul", "int4_matmul", "set_activation_dtype"]
+__all__ = ["FusedQuantProjection", "QuantLinear", "QuantEmbedding", "int8_matmul", "int4_matmul", "set_activation_dtype"]
 
 _TILE_ROWS = 4096  # rows dequantized at a time by the grouped-int8 path
 _FLOATS = (torch.float32, torch.bfloat16, torch.float16)
@@ -302,3 +302,79 @@ class QuantEmbedding(nn.Module):
     def as_linear(self, x: torch.Tensor) -> torch.Tensor:
         """``x @ table.T`` ``[R, vocab]`` (tied output projection)."""
         return int8_matmul(x, self.qweight, self.scales, self.activation_dtype)
+
+
+class FusedQuantProjection:
+    """One quantized matmul for several :class:`QuantLinear` s that read the same input (q/k/v,
+    gate/up): the quantized counterpart of ``models.layers.FusedProjection``.
+
+    At batch 1 each kernel call costs its Python wrapper and an OpenMP fork/join on top of
+    streaming its weight; one call over the concatenated rows saves two of them for q/k/v and
+    one for gate/up, per layer. Only for members in the C kernel's row-major layouts (int8
+    with ``[N, G]`` scales, int4 ``"rows"``), where stacking output rows is a concatenation.
+    The members' buffers (and biases) become views into the fused ones, so memory is not
+    doubled and ``state_dict`` is unchanged; should a member's buffer be replaced (``.to()``,
+    ``load_state_dict``), :meth:`valid` turns False and callers use the members again.
+
+    Attributes:
+        sizes: output features of each member, in order.
+        module: the fused :class:`QuantLinear` (not registered in the model).
+    """
+
+    _NAMES = ("qweight", "scales", "mins")
+
+    def __init__(self, linears: list[QuantLinear]) -> None:
+        first = linears[0]
+        self.sizes = [lin.out_features for lin in linears]
+        has_bias = first.bias is not None
+        bias = torch.cat([lin.bias.detach() for lin in linears]) if has_bias else None
+        fused = QuantLinear(first.kind, first.in_features, sum(self.sizes), first.group_size, bias)
+        fused.int4_layout, fused.use_kernel = first.int4_layout, True
+        self._members = linears
+        self._views = []  # (a member's buffer registry, name, the view)
+        for name in self._NAMES:
+            if name not in first._buffers:
+                continue
+            whole = torch.cat([lin._buffers[name] for lin in linears])
+            fused.register_buffer(name, whole)
+            start = 0
+            for lin, n in zip(linears, self.sizes):
+                lin._buffers[name] = whole[start : start + n]
+                self._views.append((lin._buffers, name, lin._buffers[name]))
+                start += n
+        if has_bias:
+            start = 0
+            for lin, n in zip(linears, self.sizes):
+                lin.bias = nn.Parameter(fused.bias.data[start : start + n], requires_grad=False)
+                start += n
+        self.module = fused
+
+    @staticmethod
+    def build(linears: list[nn.Module]) -> "FusedQuantProjection | None":
+        """Fuse ``linears`` if all are kernel-layout :class:`QuantLinear` s of one kind, group size,
+        input size, bias presence and device, else None."""
+        if not linears or any(type(lin) is not QuantLinear or not lin.use_kernel for lin in linears):
+            return None
+        first = linears[0]
+        same = all(
+            lin.kind == first.kind and lin.group_size == first.group_size and lin.in_features == first.in_features
+            and lin.int4_layout == first.int4_layout and (lin.bias is None) == (first.bias is None)
+            and lin.qweight.device == first.qweight.device and lin.scales.dtype == first.scales.dtype
+            for lin in linears
+        )
+        if not same or (first.kind == "int4" and first.int4_layout != "rows"):
+            return None
+        return FusedQuantProjection(linears)
+
+    def valid(self) -> bool:
+        """True while every member's buffers are still the views into the fused ones."""
+        for registry, name, view in self._views:
+            if registry.get(name) is not view:
+                return False
+        return True
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """``[..., sum(out_features)]`` outputs of all members for ``x`` ``[..., in_features]``
+        (with the first member's ``activation_dtype``, as :func:`set_activation_dtype` left it)."""
+        self.module.activation_dtype = self._members[0].activation_dtype
+        return self.module(x)

@@ -15,6 +15,8 @@
  * (M * K > SPLIT_X_FLOATS, e.g. K = 1536) run two passes of <= 4 x rows over blocks of 3
  * weight rows (the second pass re-reads them from cache) instead of re-reading all of x from
  * L2 for every weight row.
+ * M <= 4 with weight rows under 2 KiB (bf16, K = 576) instead read one row at a time with
+ * K unrolled (stream_avx2): one sequential stream rather than several short ones.
  * The floor is the FMA count (M per weight element): on a 2-FMA/cycle core M = 8 needs
  * 4 cycles per 8 weights, close to what DRAM delivers per core, more so for bf16 weights.
  *
@@ -42,7 +44,10 @@
 
 #define MAX_M 8
 #define MAX_R 4      /* weight rows per register block */
+#define MAX_U 4      /* K unroll of stream_avx2 */
 #define ROW_BLOCK 48 /* weight rows per OpenMP work item: a multiple of every R */
+#define STREAM_MAX_M 4 /* M <= 4 with weight rows under 2 KiB: one row at a time (stream_avx2) */
+#define STREAM_MAX_ROW_BYTES 2048
 #define SPLIT_M 4    /* M = 7, 8 with x past L1: two passes of <= 4 rows over 3 weight rows */
 #define SPLIT_X_FLOATS 6144 /* x above 24 KiB (M * K floats) no longer stays in the 32 KiB L1 */
 
@@ -143,6 +148,69 @@ SG_AVX2 SG_INLINE void block_avx2(const float *x, const void *w, const float *bi
     }
 }
 
+/* One weight row n against M rows of x, K unrolled U times (U*M accumulators + U weight
+ * vectors in registers): W read as one sequential stream, which the hardware prefetcher
+ * follows, with each line of row n + 2 prefetched. Measured on Zen 3, M <= 4: about 10%
+ * faster than blocks of several rows when rows are short (bf16, K = 576: 1152 bytes, so a
+ * block reads several 18-line streams at once), no faster at 2304 bytes (fp32, K = 576),
+ * slower at 6 KiB (fp32, K = 1536). pick_avx2 chooses by M and the row's bytes. */
+SG_AVX2 SG_INLINE void stream_avx2(const float *x, const void *w, const float *bias, float *y,
+                                   int N, int K, int n, const int M, const int U, const int bf16) {
+    __m256 acc[MAX_U][MAX_M];
+#pragma GCC unroll 8
+    for (int u = 0; u < U; u++)
+#pragma GCC unroll 8
+        for (int m = 0; m < M; m++) acc[u][m] = _mm256_setzero_ps();
+    const size_t base = (size_t)n * K, esize = bf16 ? 2 : 4;
+    const int do_pf = n + 2 < N;
+    const char *next = (const char *)w + (base + 2 * (size_t)K) * esize;
+    int k = 0;
+    for (; k + 8 * U <= K; k += 8 * U) {
+        if (do_pf && ((k * esize) & 63) < 8 * U * esize) {
+#pragma GCC unroll 4
+            for (size_t b = 0; b < 8 * U * esize; b += 64) _mm_prefetch(next + k * esize + b, _MM_HINT_T0);
+        }
+        __m256 wv[MAX_U];
+#pragma GCC unroll 8
+        for (int u = 0; u < U; u++) wv[u] = load_w8(w, bf16, base + k + 8 * u);
+#pragma GCC unroll 8
+        for (int m = 0; m < M; m++)
+#pragma GCC unroll 8
+            for (int u = 0; u < U; u++)
+                acc[u][m] = _mm256_fmadd_ps(wv[u], _mm256_loadu_ps(x + (size_t)m * K + k + 8 * u), acc[u][m]);
+    }
+    for (; k + 8 <= K; k += 8) {
+        const __m256 wv = load_w8(w, bf16, base + k);
+#pragma GCC unroll 8
+        for (int m = 0; m < M; m++)
+            acc[0][m] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + (size_t)m * K + k), acc[0][m]);
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < M; m++) {
+#pragma GCC unroll 8
+        for (int u = 1; u < U; u++) acc[0][m] = _mm256_add_ps(acc[0][m], acc[u][m]);
+        float s = hsum8(acc[0][m]);
+        const float *xr = x + (size_t)m * K;
+        for (int kk = k; kk < K; kk++) s += xr[kk] * w_at(w, bf16, base + kk);
+        y[(size_t)m * N + n] = s + (bias ? bias[n] : 0.f);
+    }
+}
+
+/* K-unroll of stream_avx2 for M rows of x: U*M + U <= 16 registers */
+#define U_FOR_M(M) ((M) <= 2 ? 4 : (M) == 3 ? 3 : 2)
+#define SG_ROWS_STREAM(M, BF)                                                                    \
+    SG_AVX2 static void rows_stream_##M##_##BF(const float *x, const void *w, const float *bias, \
+                                               float *y, int N, int K, int n0, int n1) {        \
+        for (int n = n0; n < n1; n++) stream_avx2(x, w, bias, y, N, K, n, M, U_FOR_M(M), BF);   \
+    }
+SG_ROWS_STREAM(1, 0) SG_ROWS_STREAM(1, 1) SG_ROWS_STREAM(2, 0) SG_ROWS_STREAM(2, 1)
+SG_ROWS_STREAM(3, 0) SG_ROWS_STREAM(3, 1) SG_ROWS_STREAM(4, 0) SG_ROWS_STREAM(4, 1)
+/* [bf16][M - 1] */
+static const rows_fn rows_stream[2][4] = {
+    {rows_stream_1_0, rows_stream_2_0, rows_stream_3_0, rows_stream_4_0},
+    {rows_stream_1_1, rows_stream_2_1, rows_stream_3_1, rows_stream_4_1},
+};
+
 /* Weight rows per register block for M rows of x in one pass: R*M accumulators + R weight
  * vectors within the 16 ymm registers (the x vector is a memory operand of the FMA). */
 #define R_FOR_M(M) ((M) <= 2 ? 4 : (M) <= 4 ? 3 : (M) <= 6 ? 2 : 1)
@@ -194,6 +262,8 @@ static const rows_fn rows_split[2][2] = {{rows_split_7_0, rows_split_8_0},
 
 /* the AVX2 loop for this call */
 static rows_fn pick_avx2(int bf16, int M, int K) {
+    const long long row_bytes = (long long)K * (bf16 ? 2 : 4);
+    if (M <= STREAM_MAX_M && row_bytes < STREAM_MAX_ROW_BYTES) return rows_stream[bf16 != 0][M - 1];
     if (M >= 7 && (long long)M * K > SPLIT_X_FLOATS) return rows_split[bf16 != 0][M - 7];
     return rows_avx2[bf16 != 0][M - 1];
 }

@@ -81,11 +81,21 @@ class KVPool:
 
     def k_slots(self, layer: int) -> torch.Tensor:
         """Layer's K cache as ``[num_pages * page_size, num_kv_heads, head_dim]`` (a view)."""
-        return self.k[layer].view(-1, self.num_kv_heads, self.head_dim)
+        return self._slots(self.k, layer)
 
     def v_slots(self, layer: int) -> torch.Tensor:
         """Layer's V cache as ``[num_pages * page_size, num_kv_heads, head_dim]`` (a view)."""
-        return self.v[layer].view(-1, self.num_kv_heads, self.head_dim)
+        return self._slots(self.v, layer)
+
+    def _slots(self, tensors: list[torch.Tensor], layer: int) -> torch.Tensor:
+        """The slot view of ``tensors[layer]``, made once per tensor (every layer asks each step)."""
+        cache = self.__dict__.setdefault("_slot_views", {})
+        key = (id(tensors), layer)
+        hit = cache.get(key)
+        t = tensors[layer]
+        if hit is None or hit[0] is not t:
+            hit = cache[key] = (t, t.view(-1, self.num_kv_heads, self.head_dim))
+        return hit[1]
 
     def nbytes(self) -> int:
         """Bytes held by the K and V tensors of all layers."""

@@ -63,12 +63,12 @@ def kernel_available() -> bool:
 
 def enabled(x: torch.Tensor) -> bool:
     """True when the kernel can take ``x``'s device and dtype (CPU, fp32 or bf16)."""
-    return _ext is not None and _ENABLED and x.device.type == "cpu" and x.dtype in _DT
+    return _ENABLED and _ext is not None and x.is_cpu and x.dtype in _DT
 
 
 def _rows_ok(t: torch.Tensor, dtype: torch.dtype) -> bool:
     """2-D, ``dtype``, unit stride along the last dim (any row stride)."""
-    return t.dim() == 2 and t.dtype == dtype and t.stride(1) == 1 and t.device.type == "cpu"
+    return t.dim() == 2 and t.dtype is dtype and t.stride(1) == 1 and t.is_cpu
 
 
 # ---------------------------------------------------------------- add_rms_norm

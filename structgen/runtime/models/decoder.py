@@ -75,7 +75,9 @@ class DecoderAttention(nn.Module):
         """q ``[T, H * d]``, k and v ``[T, KVH * d]`` (column slices of one matmul when fused)."""
         fused = self.qkv
         if fused is not None and fused.valid():
-            return fused(x).split(fused.sizes, dim=-1)
+            qkv = fused(x)
+            nq, nk = fused.sizes[0], fused.sizes[1]
+            return qkv[:, :nq], qkv[:, nq : nq + nk], qkv[:, nq + nk :]
         return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:

@@ -208,7 +208,9 @@ class GatedMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         fused = self.gate_up
         if fused is not None and fused.valid():
-            gate, up = fused(x).split(fused.sizes, dim=-1)
+            gate_up = fused(x)
+            n = fused.sizes[0]
+            gate, up = gate_up[..., :n], gate_up[..., n:]
         else:
             gate, up = self.gate_proj(x), self.up_proj(x)
         if self.act is F.silu and gate.dim() == 2:

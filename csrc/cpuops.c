@@ -115,28 +115,89 @@ static void rope_store_kv(void *q, long qs, void *k, long ks, const void *v, lon
 }
 
 /* ------------------------------------------------------------------ paged_attention */
-/* out[d] = softmax(scale * q . k_j) . v_j over key positions lo..hi of one sequence */
-static void attend_one(const void *q, size_t qoff, const void *kc, const void *vc,
-                       const int64_t *pages, int ps, int KVH, int kvh, int d, int lo, int hi,
-                       float scale, float *sc, void *out, size_t ooff, int dt) {
-    float qv[MAX_HEAD_DIM], acc[MAX_HEAD_DIM];
-    for (int i = 0; i < d; i++) qv[i] = sg_ld(q, qoff + i, dt) * scale;
-    float m = -INFINITY;
-    for (int j = lo; j <= hi; j++) {
-        size_t off = (((size_t)pages[j / ps] * ps + j % ps) * KVH + kvh) * d;
-        float s = sg_dot(qv, kc, off, d, dt);
-        sc[j - lo] = s;
-        if (s > m) m = s;
+#define MAX_GROUP 16 /* query heads per KV head attended together */
+
+/* element offset of key/value position j of KV head kvh, through the sequence's pages */
+static inline size_t kv_off(const int64_t *pages, int ps, int KVH, int kvh, int d, int j) {
+    return (((size_t)pages[j / ps] * ps + j % ps) * KVH + kvh) * d;
+}
+
+#if SG_X86
+/* sc[r] = q . k[offs[r]] for r < 8: one pass over d, the 8 sums reduced together */
+__attribute__((target("avx2,fma"))) static void dot8_avx2(const float *q, const void *k,
+                                                         const size_t *offs, int d, int dt,
+                                                         float *sc) {
+    __m256 a[8];
+    for (int r = 0; r < 8; r++) a[r] = _mm256_setzero_ps();
+    for (int i = 0; i < d; i += 8) {
+        __m256 qv = _mm256_loadu_ps(q + i);
+        for (int r = 0; r < 8; r++) a[r] = _mm256_fmadd_ps(qv, sg_load8(k, offs[r] + i, dt), a[r]);
     }
-    int n = hi - lo + 1;
-    float sum = sg_exp_sub_sum(sc, n, m);
-    memset(acc, 0, sizeof(float) * d);
-    for (int j = lo; j <= hi; j++) {
-        size_t off = (((size_t)pages[j / ps] * ps + j % ps) * KVH + kvh) * d;
-        sg_axpy(acc, sc[j - lo], vc, off, d, dt);
+    __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+    __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+    __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    __m256 lo = _mm256_permute2f128_ps(u0, u1, 0x20), hi = _mm256_permute2f128_ps(u0, u1, 0x31);
+    _mm256_storeu_ps(sc, _mm256_add_ps(lo, hi));
+}
+
+/* acc[0..d) += sum_r p[r] * v[offs[r] .. + d) for r < nk, accumulating in registers */
+__attribute__((target("avx2,fma"))) static void pv_block_avx2(float *acc, const float *p,
+                                                             const void *v, const size_t *offs,
+                                                             int nk, int d, int dt) {
+    for (int i = 0; i < d; i += 8) {
+        __m256 a = _mm256_loadu_ps(acc + i);
+        for (int r = 0; r < nk; r++) a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r), sg_load8(v, offs[r] + i, dt), a);
+        _mm256_storeu_ps(acc + i, a);
     }
-    float inv = 1.0f / sum;
-    for (int i = 0; i < d; i++) sg_st(out, ooff + i, acc[i] * inv, dt);
+}
+#endif
+
+/* Attention of G query heads (h0 .. h0+G-1 of token t, all on KV head kvh) over key positions
+ * lo..hi of one sequence: each K/V row is read once for the G heads. sc: G * (hi-lo+1) floats. */
+static void attend_heads(const void *q, size_t qoff, int G, const void *kc, const void *vc,
+                         const int64_t *pages, int ps, int KVH, int kvh, int d, int lo, int hi,
+                         float scale, float *sc, void *out, size_t ooff, int dt) {
+    static __thread float qv[MAX_GROUP * MAX_HEAD_DIM], acc[MAX_GROUP * MAX_HEAD_DIM];
+    int n = hi - lo + 1, j = lo;
+    for (int g = 0; g < G; g++)
+        for (int i = 0; i < d; i++) qv[g * d + i] = sg_ld(q, qoff + (size_t)g * d + i, dt) * scale;
+#if SG_X86
+    if (sg_use_avx2() && d % 8 == 0) {
+        size_t offs[8];
+        for (; j + 8 <= hi + 1; j += 8) {
+            for (int r = 0; r < 8; r++) offs[r] = kv_off(pages, ps, KVH, kvh, d, j + r);
+            for (int g = 0; g < G; g++) dot8_avx2(qv + g * d, kc, offs, d, dt, sc + (size_t)g * n + (j - lo));
+        }
+    }
+#endif
+    for (; j <= hi; j++) {
+        size_t off = kv_off(pages, ps, KVH, kvh, d, j);
+        for (int g = 0; g < G; g++) sc[(size_t)g * n + (j - lo)] = sg_dot(qv + g * d, kc, off, d, dt);
+    }
+    float inv[MAX_GROUP];
+    for (int g = 0; g < G; g++) {
+        float *row = sc + (size_t)g * n, m = -INFINITY;
+        for (int i = 0; i < n; i++) m = row[i] > m ? row[i] : m;
+        inv[g] = 1.0f / sg_exp_sub_sum(row, n, m);
+    }
+    memset(acc, 0, sizeof(float) * (size_t)G * d);
+    j = lo;
+#if SG_X86
+    if (sg_use_avx2() && d % 8 == 0) {
+        size_t offs[8];
+        for (; j <= hi; j += 8) {
+            int nk = hi + 1 - j < 8 ? hi + 1 - j : 8;
+            for (int r = 0; r < nk; r++) offs[r] = kv_off(pages, ps, KVH, kvh, d, j + r);
+            for (int g = 0; g < G; g++) pv_block_avx2(acc + g * d, sc + (size_t)g * n + (j - lo), vc, offs, nk, d, dt);
+        }
+    }
+#endif
+    for (; j <= hi; j++) {
+        size_t off = kv_off(pages, ps, KVH, kvh, d, j);
+        for (int g = 0; g < G; g++) sg_axpy(acc + g * d, sc[(size_t)g * n + (j - lo)], vc, off, d, dt);
+    }
+    for (int g = 0; g < G; g++)
+        for (int i = 0; i < d; i++) sg_st(out, ooff + (size_t)g * d + i, acc[g * d + i] * inv[g], dt);
 }
 
 static void paged_attention(const void *q, long qs, const void *kc, const void *vc, const int64_t *pt,
@@ -149,22 +210,26 @@ static void paged_attention(const void *q, long qs, const void *kc, const void *
         work += (pos[t] + 1) * (long)H * d;
     }
     int group = H / KVH;
+    /* a work item is a token's whole head group (K/V rows read once) when there are enough of
+     * them to keep the threads busy, else a single head (batch-1 decode: H items, not KVH) */
+    int G = (long)T * KVH >= 2L * threads && group <= MAX_GROUP ? group : 1;
+    int per_token = H / G;
     (void)threads;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads) if (work >= PAR_MIN_WORK)
 #endif
     {
-        float *sc = (float *)malloc(sizeof(float) * (size_t)maxlen);
+        float *sc = (float *)malloc(sizeof(float) * (size_t)maxlen * G);
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-        for (long it = 0; it < (long)T * H; it++) {
-            int t = (int)(it / H), h = (int)(it % H);
+        for (long it = 0; it < (long)T * per_token; it++) {
+            int t = (int)(it / per_token), h0 = (int)(it % per_token) * G;
             int hi = (int)pos[t];
             int lo = window > 0 && hi - window + 1 > 0 ? hi - window + 1 : 0;
-            size_t qoff = (size_t)t * qs + (size_t)h * d, ooff = ((size_t)t * H + h) * d;
-            if (sc) attend_one(q, qoff, kc, vc, pt + (size_t)seq[t] * pt_stride, ps, KVH, h / group,
-                               d, lo, hi, scale, sc, out, ooff, dt);
+            size_t qoff = (size_t)t * qs + (size_t)h0 * d, ooff = ((size_t)t * H + h0) * d;
+            if (sc) attend_heads(q, qoff, G, kc, vc, pt + (size_t)seq[t] * pt_stride, ps, KVH, h0 / group,
+                                 d, lo, hi, scale, sc, out, ooff, dt);
         }
         free(sc);
     }

@@ -155,3 +155,25 @@ def test_model_step_same_with_and_without_fused_ops(tmp_path, monkeypatch, famil
     without = run()
     tol = 1e-4 if dtype == torch.float32 else 0.1
     torch.testing.assert_close(with_ops, without, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("tokens", [1, 2, 7])
+def test_paged_attention_head_split_and_grouped(isa, threads, tokens):
+    """Few tokens run one head per work item, many tokens a whole KV group per item: same result."""
+    g = torch.Generator().manual_seed(tokens)
+    heads, kv_heads, d, page_size = 9, 3, 64, 16
+    kc = torch.randn(64 * page_size, kv_heads, d, generator=g)
+    vc = torch.randn(64 * page_size, kv_heads, d, generator=g)
+    page_table = torch.randperm(64, generator=g)[:40].view(2, 20)
+    seq_ids = torch.arange(tokens) % 2
+    positions = torch.randint(0, 20 * page_size, (tokens,), generator=g)
+    q = torch.randn(tokens, heads, d, generator=g)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        out = cpu_ops.paged_attention(q, kc, vc, page_table, seq_ids, positions, page_size, 0.125)
+    finally:
+        torch.set_num_threads(before)
+    ref = cpu_ops.paged_attention_ref(q, kc, vc, page_table, seq_ids, positions, page_size, 0.125)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)

@@ -48,7 +48,9 @@ GOLDEN = [
     ({"type": "string", "pattern": "^[a-z]+$"}, ['"abc"'], ['"ab1"', '""']),
     ({"type": "string", "pattern": "b+"}, ['"b"', '"abba"', '"x\\"b"'], ['"a"', '""']),
     ({"type": "string", "pattern": '^a"\\\\$'}, ['"a\\"\\\\"'], ['"a"']),
-    ({}, ['1', '"x"', '{"k":[1,null]}', "[]"], ["", "{", '[[[1]]]']),  # ANY_VALUE_DEPTH = 2
+    # ANY_VALUE_DEPTH = 10 containers: 10 accepted, 11 rejected (the documented bound)
+    ({}, ['1', '"x"', '{"k":[1,null]}', "[]", '[[[1]]]', "[" * 10 + "]" * 10,
+          '{"a":[{"b":[{"c":{}}]}]}'], ["", "{", "[" * 11 + "]" * 11]),
     ({"title": "T", "description": "d", "examples": [1], "default": 1, "$comment": "c",
       "type": "integer"}, ["1"], ["x"]),
 ]

@@ -1,0 +1,78 @@
+"""Regression tests for the MaskBench instances ``benchmarks/bench_grammar.py --quick`` saw
+rejected (issue 3): each valid instance, serialized as the bench and the corpus tests do
+(schema property order, compact, spec reading of ``additionalProperties``), is accepted,
+and ``jsonschema`` agrees it is valid; the schema's invalid instances stay rejected.
+
+* Github_trivial o45018: extra keys under ``additionalProperties: true`` nest 3 containers
+  deep (object > array > object); any-value was cut at 2 levels (fixed: ANY_VALUE_DEPTH).
+* Github_easy o90919: ``params: {"type": "object"}`` holds keys; the bench compiled without
+  ``allow_extra_properties`` (bench fixed: spec reading, as the corpus tests).
+* MCPspec JSONRPCMessage: the instance lists ``id`` last; the bench fed it in instance key
+  order, the compiler writes schema order (bench fixed: canonical order)."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from structgen.fsm import compile_json_schema
+from tests.fsm._corpus import CORPORA, canonical, dump
+
+PLAIN = CORPORA / "jsonschemabench" / "plain"
+CASES = ["Github_trivial/Github_trivial---o45018.json", "Github_easy/Github_easy---o90919.json",
+         "MCPspec/MCPspec---JSONRPCMessage.json"]
+
+ORDER = {"effective_date": "2022-01-01T12:00:00Z", "grand_total": 100.0,
+         "items": [{"discount_amt": 10.0, "quantity": 1, "sku": "SKU123"}],
+         "shipping_address": {"city": "San Diego", "state": "CA"}}
+EMBEDDED = [  # reduced copies (schema, instance), run without the corpus
+    ({"type": "object", "properties": {}, "additionalProperties": True},
+     {"action": "catalog_get_config", "order": ORDER}),
+    ({"type": "object", "properties": {"commands": {"type": "array", "minItems": 1, "items": {
+        "type": "object", "properties": {"name": {"type": "string"}, "params": {"type": "object"}},
+        "required": ["name"]}}}},
+     {"commands": [{"name": "command1", "params": {"key1": "value1", "key2": "value2"}}]}),
+    ({"definitions": {"Id": {"type": ["string", "integer"]}},
+      "anyOf": [{"type": "object", "properties": {"id": {"$ref": "#/definitions/Id"},
+                                                  "jsonrpc": {"const": "2.0"}, "method": {"type": "string"}},
+                 "required": ["id", "jsonrpc", "method"]},
+                {"type": "object", "properties": {"jsonrpc": {"const": "2.0"}, "method": {"type": "string"}},
+                 "required": ["jsonrpc", "method"], "additionalProperties": False}]},
+     {"jsonrpc": "2.0", "method": "m", "id": 1}),
+]
+
+
+def _accepts(schema, instance, **options) -> bool:
+    grammar = compile_json_schema(schema, allow_extra_properties=True, **options)
+    return grammar.matches(dump(canonical(instance, schema, schema)))
+
+
+def _valid(schema, instance) -> bool:
+    return jsonschema.validators.validator_for(schema)(schema).is_valid(instance)
+
+
+@pytest.mark.parametrize(("schema", "instance"), EMBEDDED)
+def test_embedded_valid_instance_accepted(schema, instance) -> None:
+    assert _valid(schema, instance)
+    assert _accepts(schema, instance)
+
+
+def test_any_value_depth_bound_rejects_past_it() -> None:
+    schema = EMBEDDED[0][0]
+    deep = {"k": json.loads("[" * 11 + "]" * 11)}  # 11 containers under the root object
+    assert _valid(schema, deep)
+    assert not _accepts(schema, deep)  # the documented ANY_VALUE_DEPTH bound (10)
+    assert not _accepts(schema, []), "a non-object root"
+
+
+@pytest.mark.skipif(not PLAIN.is_dir(), reason="../shared/corpora not beside the checkout")
+@pytest.mark.parametrize("path", CASES)
+def test_corpus_instances(path) -> None:
+    doc = json.loads((PLAIN / path).read_text(encoding="utf-8"))
+    schema = doc["schema"]
+    grammar = compile_json_schema(schema, strict=False, allow_extra_properties=True)
+    for t in doc["tests"]:
+        assert _valid(schema, t["data"]) == t["valid"], "the corpus label agrees with jsonschema"
+        assert grammar.matches(dump(canonical(t["data"], schema, schema))) == t["valid"], t["data"]

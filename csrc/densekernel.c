@@ -168,7 +168,8 @@ SG_AVX2 SG_INLINE void stream_avx2(const float *x, const void *w, const float *b
     for (; k + 8 * U <= K; k += 8 * U) {
         if (do_pf && ((k * esize) & 63) < 8 * U * esize) {
 #pragma GCC unroll 4
-            for (size_t b = 0; b < 8 * U * esize; b += 64) _mm_prefetch(next + k * esize + b, _MM_HINT_T0);
+            for (size_t b = 0; b < 8 * U * esize; b += 64)
+                _mm_prefetch(next + k * esize + b, _MM_HINT_T0);
         }
         __m256 wv[MAX_U];
 #pragma GCC unroll 8
@@ -176,8 +177,10 @@ SG_AVX2 SG_INLINE void stream_avx2(const float *x, const void *w, const float *b
 #pragma GCC unroll 8
         for (int m = 0; m < M; m++)
 #pragma GCC unroll 8
-            for (int u = 0; u < U; u++)
-                acc[u][m] = _mm256_fmadd_ps(wv[u], _mm256_loadu_ps(x + (size_t)m * K + k + 8 * u), acc[u][m]);
+            for (int u = 0; u < U; u++) {
+                const __m256 xv = _mm256_loadu_ps(x + (size_t)m * K + k + 8 * u);
+                acc[u][m] = _mm256_fmadd_ps(wv[u], xv, acc[u][m]);
+            }
     }
     for (; k + 8 <= K; k += 8) {
         const __m256 wv = load_w8(w, bf16, base + k);

@@ -71,6 +71,11 @@ def _rows_ok(t: torch.Tensor, dtype: torch.dtype) -> bool:
     return t.dim() == 2 and t.dtype is dtype and t.stride(1) == 1 and t.is_cpu
 
 
+def _dense(t: torch.Tensor, dtype: torch.dtype) -> bool:
+    """``dtype`` and contiguous."""
+    return t.dtype is dtype and t.is_contiguous()
+
+
 # ---------------------------------------------------------------- add_rms_norm
 def add_rms_norm_ref(residual: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """Reference of :func:`add_rms_norm` (transformers' ``LlamaRMSNorm`` after the residual add)."""
@@ -158,13 +163,13 @@ def rope_store_kv(
     """
     dtype, d = q.dtype, cos.shape[-1]
     t = q.shape[0]
-    ok = (
-        enabled(q) and d % 2 == 0 and d <= MAX_HEAD_DIM and (q_norm is None) == (k_norm is None)
-        and all(_rows_ok(x, dtype) for x in (q, k, v))
-        and all(x.dtype == dtype and x.is_contiguous() for x in (cos, sin, k_slots, v_slots))
-        and cos.numel() == t * d and sin.numel() == t * d
-        and out_slots.dtype == torch.int64 and out_slots.is_contiguous()
-        and all(x.dtype == dtype and x.is_contiguous() for x in (q_norm, k_norm) if x is not None)
+    ok = (  # explicit checks: this runs once per layer and step
+        enabled(q) and d % 2 == 0 and d <= MAX_HEAD_DIM and _rows_ok(q, dtype) and _rows_ok(k, dtype)
+        and _rows_ok(v, dtype) and _dense(cos, dtype) and _dense(sin, dtype) and _dense(k_slots, dtype)
+        and _dense(v_slots, dtype) and cos.numel() == t * d and sin.numel() == t * d
+        and _dense(out_slots, torch.int64)
+        and (q_norm is None and k_norm is None or q_norm is not None and k_norm is not None
+             and _dense(q_norm, dtype) and _dense(k_norm, dtype))
     )
     if not ok:
         rope_store_kv_ref(q, k, v, cos, sin, k_slots, v_slots, out_slots, q_norm, k_norm, eps)
@@ -228,8 +233,8 @@ def paged_attention(
     heads = q2.shape[1] // d if q2.dim() == 2 else 0
     ok = (
         enabled(q) and q2.dim() == 2 and _rows_ok(q2, q.dtype) and d <= MAX_HEAD_DIM and heads % kv_heads == 0
-        and all(x.dtype == q.dtype and x.is_contiguous() for x in (k_slots, v_slots))
-        and all(x.dtype == torch.int64 and x.is_contiguous() for x in (page_table, seq_ids, positions))
+        and _dense(k_slots, q.dtype) and _dense(v_slots, q.dtype) and _dense(page_table, torch.int64)
+        and _dense(seq_ids, torch.int64) and _dense(positions, torch.int64)
     )
     if not ok:
         return paged_attention_ref(q, k_slots, v_slots, page_table, seq_ids, positions, page_size, scale, sliding_window)

@@ -36,7 +36,6 @@ except ImportError:  # pragma: no cover - depends on the build
                       "small-batch matmuls use torch's F.linear", RuntimeWarning, stacklevel=2)
 
 _ENABLED = os.environ.get("STRUCTGEN_DENSE_KERNEL", "1") != "0"
-_DTYPES = (torch.float32, torch.bfloat16)
 
 
 def kernel_available() -> bool:
@@ -60,14 +59,15 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     Raises:
         what ``F.linear`` raises for mismatched shapes.
     """
+    dt = x.dtype
     if (
         _ext is None
         or not _ENABLED
         or x.dim() != 2
         or not 1 <= x.shape[0] <= MAX_ROWS
-        or x.device.type != "cpu"
-        or x.dtype not in _DTYPES
-        or weight.dtype != x.dtype
+        or not x.is_cpu
+        or (dt is not torch.float32 and dt is not torch.bfloat16)
+        or weight.dtype is not dt
         or weight.dim() != 2
         or x.shape[1] != weight.shape[1]
         or not weight.is_contiguous()
@@ -76,9 +76,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         return F.linear(x, weight, bias)
     m, k = x.shape
     n = weight.shape[0]
-    xf = x.float().contiguous()  # [M, K] fp32 (a no-op for contiguous fp32)
+    xf = x if dt is torch.float32 and x.is_contiguous() else x.float().contiguous()  # [M, K] fp32
     bf = None if bias is None else bias.float().contiguous()
     y = torch.empty(m, n, dtype=torch.float32)
-    _ext.dense_mm(xf.data_ptr(), weight.data_ptr(), int(weight.dtype == torch.bfloat16),
+    _ext.dense_mm(xf.data_ptr(), weight.data_ptr(), 0 if dt is torch.float32 else 1,
                   0 if bf is None else bf.data_ptr(), y.data_ptr(), m, n, k, torch.get_num_threads())
-    return y if x.dtype == torch.float32 else y.to(x.dtype)
+    return y if dt is torch.float32 else y.to(dt)

@@ -32,8 +32,28 @@ _SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r":
           "\t": "\\t"}
 _ESCAPES = list(_SHORT.values()) + [
     f"\\u{cp:04x}" for cp in range(0x20) if chr(cp) not in _SHORT]
-CANON_CHAR = "(?:[^\"\\\\\\x00-\\x1f]|" + "|".join(escape_literal(e) for e in _ESCAPES) + ")"
+
+
+def _escape_classes(escapes: list[str]) -> list[str]:
+    """Regex alternatives for a set of ``json.dumps`` escapes: the short ones as one class
+    after a backslash, the ``\\u00XX`` ones as one class per high digit (a few byte-class
+    nodes, not one alternative per escape: the text stays short however often it is used)."""
+    short = [e[1] for e in escapes if len(e) == 2]
+    out = []
+    if short:
+        out.append("\\\\[" + "".join("\\" + c if c in "\\]^-[" else c for c in short) + "]")
+    by_high: dict[str, str] = {}
+    for e in escapes:
+        if len(e) == 6:
+            by_high[e[4]] = by_high.get(e[4], "") + e[5]
+    for high, lows in sorted(by_high.items()):
+        out.append("\\\\u00" + high + ("[" + lows + "]" if len(lows) > 1 else lows))
+    return out
+
+
+CANON_CHAR = "(?:" + "|".join(["[^\"\\\\\\x00-\\x1f]"] + _escape_classes(_ESCAPES)) + ")"
 MAX_SUBSETS = 256
+SHARE_MIN_CHARS = 512  # member tails at least this long become shared definitions
 
 
 def _units(name: str) -> list[str]:
@@ -44,8 +64,7 @@ def _unit_not_in(excluded: set[str]) -> str:
     plain = sorted(u for u in excluded if len(u) == 1)
     cls = "[^\"\\\\\\x00-\\x1f" + "".join(
         "\\" + c if c in "\\]^-[" else c for c in plain) + "]"
-    escapes = [escape_literal(e) for e in _ESCAPES if e not in excluded]
-    return "(?:" + "|".join([cls] + escapes) + ")"
+    return "(?:" + "|".join([cls] + _escape_classes([e for e in _ESCAPES if e not in excluded])) + ")"
 
 
 def key_not_in(names: list[str]) -> str:
@@ -170,9 +189,10 @@ def _counted(conv: Any, schema: dict, pointer: str, members: list[tuple[str, boo
     num_opt = len(members) - num_req
     vacuous = lo <= num_req and (hi is None or (pair is None and hi >= len(members)))
     if vacuous:
-        return _members(members, pair, 0, None, sep)
+        return _members(members, pair, 0, None, sep, _sharer(conv))
     if num_opt == 0:
-        return _members(members, pair, max(lo - num_req, 0), None if hi is None else hi - num_req, sep)
+        return _members(members, pair, max(lo - num_req, 0), None if hi is None else hi - num_req, sep,
+                        _sharer(conv))
     if pair is None and 2**num_opt <= MAX_SUBSETS:
         options = []
         optional = [i for i, (_, req) in enumerate(members) if not req]
@@ -187,16 +207,31 @@ def _counted(conv: Any, schema: dict, pointer: str, members: list[tuple[str, boo
         return "(?:" + "|".join(options) + ")"
     conv.unsupported("minProperties" if lo > num_req else "maxProperties", pointer,
                      "property counts next to optional and extra properties")
-    return _members(members, pair, 0, None, sep)
+    return _members(members, pair, 0, None, sep, _sharer(conv))
+
+
+def _sharer(conv: Any):
+    """``share(text) -> text or placeholder``: one shared definition per distinct text (the
+    text alone decides its language), so a long subpattern used many times is written once."""
+    def share(text: str) -> str:
+        if len(text) < SHARE_MIN_CHARS:  # short: copying costs less than a definition
+            return text
+        found, placeholder = conv.sharing.lookup(("objtext", text))
+        return placeholder if found else conv.sharing.store(("objtext", text), text)
+    return share
 
 
 def _members(members: list[tuple[str, bool]], pair: str | None, lo: int, hi: int | None,
-             sep: str) -> str:
+             sep: str, share=lambda text: text) -> str:
     """Properties in order (optional ones may be absent), then ``lo..hi`` extra pairs.
 
     ``started`` is the regex of what follows once something was written (each item
     preceded by ``sep``); ``fresh`` the regex when nothing was written yet (``""`` = empty).
+    ``fresh`` of member i holds ``started`` of every later member, so ``share`` makes each
+    ``started`` (and the extra pair) one shared definition: linear text in the number of
+    members, not quadratic (Snowplow sp_384: 7 optional properties and extras).
     """
+    pair = None if pair is None else share(pair)
     def count(lo: int, hi: int | None) -> str:
         return "*" if lo == 0 and hi is None else "{%d,%s}" % (lo, "" if hi is None else hi)
 
@@ -211,5 +246,5 @@ def _members(members: list[tuple[str, bool]], pair: str | None, lo: int, hi: int
             fresh = m + started
         else:
             fresh = "(?:%s%s%s)%s" % (m, started, "|" + fresh if fresh else "", "" if fresh else "?")
-        started = (sep + m if req else "(?:" + sep + m + ")?") + started
+        started = share((sep + m if req else "(?:" + sep + m + ")?") + started)
     return fresh

@@ -1,7 +1,8 @@
 """Grammar engines side by side: structgen vs xgrammar, llguidance, outlines-core.
 
 Same tokenizers (SmolLM2's 49k; a 150k byte-level BPE trained locally with `tokenizers`
-on text from shared/corpora, full mode only), same schemas (a seeded sample of every
+on the corpus JSON plus the Python standard library's and installed packages' sources,
+cached in ~/.cache/structgen; full mode or --tokenizers bpe150k), same schemas (a seeded sample of every
 MaskBench subset in shared/corpora/jsonschemabench/plain), each peer where it imports.
 
 Measured per engine:
@@ -195,17 +196,70 @@ def smollm2_tokenizer():
         spec.submodule_search_locations[0], gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
+BPE_VOCAB = 150_000
+BPE_MAX_TOKEN_CHARS = 32  # byte-level chars = bytes; uncapped, runs in the text became 93 kB tokens
+BPE_TRAIN_BYTES = 60_000_000  # ~60 s on 2 cores; the corpus JSON alone gave only ~49.7k merges
+BPE_SUFFIXES = (".py", ".pyi", ".txt", ".rst", ".md")
+
+
+def _bpe_sources() -> list[Path]:
+    """Training files, in a fixed order: the MaskBench JSON, then the Python standard
+    library's sources and text, then the installed packages' under sys.prefix (offline)."""
+    import sysconfig
+    std = Path(sysconfig.get_paths()["stdlib"])
+    out = sorted(CORPUS.rglob("*.json"))
+    out += sorted(p for p in std.rglob("*") if "site-packages" not in p.parts
+                  and p.suffix in BPE_SUFFIXES and p.is_file())
+    out += sorted(p for p in Path(sys.prefix).rglob("*") if p.suffix in BPE_SUFFIXES and p.is_file())
+    return out
+
+
+def _bpe_texts(paths: list[Path]):
+    total = 0
+    for p in paths:
+        if total >= BPE_TRAIN_BYTES:
+            return
+        try:
+            text = p.read_bytes()[:1_000_000].decode("utf-8", "ignore")
+        except OSError:
+            continue
+        total += len(text)
+        yield text
+
+
 def bpe_150k_tokenizer():
+    """A 150k-token byte-level BPE trained locally with `tokenizers` (deterministic for a
+    given set of files), cached under ~/.cache/structgen keyed by the files and settings;
+    ``tok.bench_label`` names its actual vocabulary size and how long training took."""
+    import hashlib
+
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
-    texts = [p.read_text(errors="ignore") for p in sorted(CORPUS.rglob("*.json"))]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=150_000, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(texts, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
+    paths = _bpe_sources()
+    key = hashlib.sha256(repr((BPE_VOCAB, BPE_MAX_TOKEN_CHARS, BPE_TRAIN_BYTES, [
+        (str(p), p.stat().st_size) for p in paths])).encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "structgen"
+    path = cache / f"bench_bpe{BPE_VOCAB // 1000}k-{key}.json"
+    if path.exists():
+        tok, how = Tokenizer.from_file(str(path)), f"cached {path.name}"
+    else:
+        t0 = time.perf_counter()
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=BPE_VOCAB, special_tokens=["<|endoftext|>"],
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                      max_token_length=BPE_MAX_TOKEN_CHARS, show_progress=False)
+        tok.train_from_iterator(_bpe_texts(paths), trainer)
+        how = f"trained in {time.perf_counter() - t0:.0f} s"
+        cache.mkdir(parents=True, exist_ok=True)
+        tok.save(str(path))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
+    longest = max(len(t) for t in tok.get_vocab())
+    fast.bench_label = (f"byte-level BPE, {len(fast):,} tokens (local; longest {longest} bytes; "
+                        f"{BPE_TRAIN_BYTES // 10**6} MB of corpus JSON + Python sources; {how})")
+    print(fast.bench_label, flush=True)
+    return fast
 
 
 # ---------------------------------------------------------------------------- measuring
@@ -382,6 +436,7 @@ def main(argv=None) -> None:
     report, all_results = [], {}
     for label, make in toks.items():
         tok = make()
+        label = getattr(tok, "bench_label", label)
         results = {}
         for cls in ENGINES:
             try:

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+
 from structgen.errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
 from structgen.fsm import compile_json_schema
 
@@ -31,23 +33,41 @@ def _resolve(schema: Any, root: Any) -> Any:
     return schema
 
 
-def _branches(schema: Any, root: Any, depth: int = 0) -> list[dict]:
-    """``schema`` and the subschemas merged into it (``$ref``, ``allOf``, ``anyOf``, ``oneOf``)."""
+def _valid_under(instance: Any, schema: Any, root: Any) -> bool:
+    """``jsonschema`` validity of ``instance`` under a subschema of ``root`` (its
+    ``$defs``/``definitions`` in scope); False when that cannot be decided."""
+    if isinstance(schema, dict) and isinstance(root, dict):
+        schema = {**{k: root[k] for k in ("$defs", "definitions") if k in root}, **schema}
+    try:
+        return jsonschema.validators.validator_for(root if isinstance(root, dict) else {})(
+            schema).is_valid(instance)
+    except Exception:  # noqa: BLE001 - an unresolvable reference decides nothing
+        return False
+
+
+def _branches(schema: Any, root: Any, depth: int = 0, instance: Any = None) -> list[dict]:
+    """``schema`` and the subschemas merged into it (``$ref``, ``allOf``, and of ``anyOf``/
+    ``oneOf`` the first branch ``instance`` is valid under: the order the compiler writes
+    for that branch; all branches when none can be shown valid)."""
     target = _resolve(schema, root)
     if not isinstance(target, dict) or depth > 8:
         return []
     out = [target]
     for key in ("allOf", "anyOf", "oneOf"):
         subs = target.get(key)
-        for sub in subs if isinstance(subs, list) else []:
-            out += _branches(sub, root, depth + 1)
+        subs = subs if isinstance(subs, list) else []
+        if key != "allOf":
+            hit = next((sub for sub in subs if _valid_under(instance, sub, root)), None)
+            subs = subs if hit is None else [hit]
+        for sub in subs:
+            out += _branches(sub, root, depth + 1, instance)
     return out
 
 
 def canonical(instance: Any, schema: Any, root: Any) -> Any:
-    """``instance`` with object keys in schema order: ``properties`` (all branches, in order),
+    """``instance`` with object keys in schema order: ``properties`` (all merged branches, in order),
     then ``required`` keys, then the others as they come; applied recursively."""
-    branches = _branches(schema, root)
+    branches = _branches(schema, root, 0, instance)
     if isinstance(instance, dict):
         order: list[str] = []
         props: dict[str, Any] = {}

@@ -33,11 +33,12 @@ around structural characters; an int sets that maximum run.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import jsonschema
 
-from ..errors import InvalidSchemaError, UnsupportedSchemaError
+from ..errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
 from ._json_pattern import JSON_CHAR, escape_literal
 from ._schema_formats import FORMATS  # noqa: F401 - re-exported for callers
 from ._schema_arrays import array_regex
@@ -51,6 +52,7 @@ __all__ = ["json_schema_to_regex", "json_schema_to_shared", "schema_for", "JsonS
 FLEXIBLE_WS_MAX = 12
 DEFAULT_MAX_RECURSION_DEPTH = 10
 ANY_VALUE_DEPTH = DEFAULT_MAX_RECURSION_DEPTH
+CONVERT_MAX_SECONDS = 10.0  # as the DFA's budget: WashingtonPost wp_8 ran 155 s, then failed
 ANNOTATIONS = frozenset(
     {"title", "description", "examples", "default", "$schema", "$id", "$comment",
      "deprecated", "readOnly", "writeOnly", "$defs", "definitions"}
@@ -140,6 +142,7 @@ def json_schema_to_shared(
 
     Raises:
         UnsupportedSchemaError, InvalidSchemaError: as ``json_schema_to_regex``.
+        GrammarTooComplexError: the conversion ran past ``CONVERT_MAX_SECONDS``.
     """
     if max_recursion_depth < 1:
         raise ValueError(f"max_recursion_depth must be >= 1, got {max_recursion_depth}")
@@ -181,6 +184,8 @@ class JsonSchemaConverter:
         self._cut_at: str | None = None
         self.sharing = RefSharing(self.resolve)
         self._validator = jsonschema.validators.validator_for(root if isinstance(root, dict) else {})
+        self._deadline = time.perf_counter() + CONVERT_MAX_SECONDS
+        self._calls = 0
         if whitespace == "compact":
             self.ws = ""
         elif whitespace == "flexible" or (isinstance(whitespace, int) and whitespace > 0):
@@ -245,6 +250,11 @@ class JsonSchemaConverter:
 
     def convert(self, schema: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
         """Regex for ``schema``, or None when no instance can be generated (cut recursion)."""
+        self._calls += 1
+        if self._calls & 255 == 0 and time.perf_counter() > self._deadline:
+            raise GrammarTooComplexError(
+                f"JSON Schema conversion exceeded its time budget ({CONVERT_MAX_SECONDS:g} s) "
+                f"at {pointer or '#'} after {self._calls} subschemas")
         if schema is True or schema == {}:
             return self.any_value(ANY_VALUE_DEPTH)
         if schema is False:

@@ -152,12 +152,15 @@ __attribute__((target("avx2,fma"))) static void pv_block_avx2(float *acc, const 
 }
 #endif
 
-/* Attention of G query heads (h0 .. h0+G-1 of token t, all on KV head kvh) over key positions
- * lo..hi of one sequence: each K/V row is read once for the G heads. sc: G * (hi-lo+1) floats. */
-static void attend_heads(const void *q, size_t qoff, int G, const void *kc, const void *vc,
+/* Partial attention of G query heads (h0 .. h0+G-1 of one token, all on KV head kvh) over key
+ * positions lo..hi of one sequence (one chunk): each K/V row is read once for the G heads.
+ * Writes, per head g, the chunk's max score m[g], its sum of exp(score - m[g]) l[g], and the
+ * unnormalised acc[g*d .. +d) = sum exp(score - m[g]) v (flash-decoding's split-K partials,
+ * Dao et al. 2023). sc: scratch of G * (hi-lo+1) floats. */
+static void attend_chunk(const void *q, size_t qoff, int G, const void *kc, const void *vc,
                          const int64_t *pages, int ps, int KVH, int kvh, int d, int lo, int hi,
-                         float scale, float *sc, void *out, size_t ooff, int dt) {
-    static __thread float qv[MAX_GROUP * MAX_HEAD_DIM], acc[MAX_GROUP * MAX_HEAD_DIM];
+                         float scale, float *sc, float *m, float *l, float *acc, int dt) {
+    static __thread float qv[MAX_GROUP * MAX_HEAD_DIM];
     int n = hi - lo + 1, j = lo;
     for (int g = 0; g < G; g++)
         for (int i = 0; i < d; i++) qv[g * d + i] = sg_ld(q, qoff + (size_t)g * d + i, dt) * scale;
@@ -174,11 +177,11 @@ static void attend_heads(const void *q, size_t qoff, int G, const void *kc, cons
         size_t off = kv_off(pages, ps, KVH, kvh, d, j);
         for (int g = 0; g < G; g++) sc[(size_t)g * n + (j - lo)] = sg_dot(qv + g * d, kc, off, d, dt);
     }
-    float inv[MAX_GROUP];
     for (int g = 0; g < G; g++) {
-        float *row = sc + (size_t)g * n, m = -INFINITY;
-        for (int i = 0; i < n; i++) m = row[i] > m ? row[i] : m;
-        inv[g] = 1.0f / sg_exp_sub_sum(row, n, m);
+        float *row = sc + (size_t)g * n, mx = -INFINITY;
+        for (int i = 0; i < n; i++) mx = row[i] > mx ? row[i] : mx;
+        m[g] = mx;
+        l[g] = sg_exp_sub_sum(row, n, mx);
     }
     memset(acc, 0, sizeof(float) * (size_t)G * d);
     j = lo;
@@ -196,43 +199,83 @@ static void attend_heads(const void *q, size_t qoff, int G, const void *kc, cons
         size_t off = kv_off(pages, ps, KVH, kvh, d, j);
         for (int g = 0; g < G; g++) sg_axpy(acc + g * d, sc[(size_t)g * n + (j - lo)], vc, off, d, dt);
     }
-    for (int g = 0; g < G; g++)
-        for (int i = 0; i < d; i++) sg_st(out, ooff + (size_t)g * d + i, acc[g * d + i] * inv[g], dt);
 }
+
+#define KEY_CHUNK 256 /* keys per work item: long sequences split over the threads */
 
 static void paged_attention(const void *q, long qs, const void *kc, const void *vc, const int64_t *pt,
                             long pt_stride, const int64_t *seq, const int64_t *pos, int ps,
                             int T, int H, int KVH, int d, float scale, int window, void *out,
                             int dt, int threads) {
-    long maxlen = 1, work = 0;
-    for (int t = 0; t < T; t++) {
-        if (pos[t] + 1 > maxlen) maxlen = pos[t] + 1;
-        work += (pos[t] + 1) * (long)H * d;
-    }
     int group = H / KVH;
-    /* a work item is a token's whole head group (K/V rows read once) when there are enough of
-     * them to keep the threads busy, else a single head (batch-1 decode: H items, not KVH) */
-    int G = (long)T * KVH >= 2L * threads && group <= MAX_GROUP ? group : 1;
+    int G = group <= MAX_GROUP ? group : 1; /* query heads per work item (one KV head's group) */
     int per_token = H / G;
+    /* work items: (token, head group, key chunk), in that order */
+    long *first = (long *)malloc(sizeof(long) * ((size_t)T + 1)); /* first item of each token */
+    if (!first) return;
+    long work = 0;
+    first[0] = 0;
+    for (int t = 0; t < T; t++) {
+        int hi = (int)pos[t], lo = window > 0 && hi - window + 1 > 0 ? hi - window + 1 : 0;
+        first[t + 1] = first[t] + (long)per_token * ((hi - lo) / KEY_CHUNK + 1);
+        work += (long)(hi - lo + 1) * H * d;
+    }
+    long items = first[T];
+    size_t stride = (size_t)G * (d + 2); /* per item: m[G], l[G], acc[G * d] */
+    float *part = (float *)malloc(sizeof(float) * stride * (size_t)items);
+    if (!part) {
+        free(first);
+        return;
+    }
     (void)threads;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads) if (work >= PAR_MIN_WORK)
 #endif
     {
-        float *sc = (float *)malloc(sizeof(float) * (size_t)maxlen * G);
+        float *sc = (float *)malloc(sizeof(float) * KEY_CHUNK * G);
+        int t = 0;
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-        for (long it = 0; it < (long)T * per_token; it++) {
-            int t = (int)(it / per_token), h0 = (int)(it % per_token) * G;
-            int hi = (int)pos[t];
-            int lo = window > 0 && hi - window + 1 > 0 ? hi - window + 1 : 0;
-            size_t qoff = (size_t)t * qs + (size_t)h0 * d, ooff = ((size_t)t * H + h0) * d;
-            if (sc) attend_heads(q, qoff, G, kc, vc, pt + (size_t)seq[t] * pt_stride, ps, KVH, h0 / group,
-                                 d, lo, hi, scale, sc, out, ooff, dt);
+        for (long it = 0; it < items; it++) {
+            while (it >= first[t + 1]) t++;
+            while (it < first[t]) t--;
+            int hi = (int)pos[t], lo = window > 0 && hi - window + 1 > 0 ? hi - window + 1 : 0;
+            long nc = (first[t + 1] - first[t]) / per_token, k = it - first[t];
+            int hg = (int)(k / nc), c = (int)(k % nc);
+            int c_lo = lo + c * KEY_CHUNK, c_hi = c_lo + KEY_CHUNK - 1 < hi ? c_lo + KEY_CHUNK - 1 : hi;
+            float *pm = part + stride * (size_t)it;
+            if (sc) attend_chunk(q, (size_t)t * qs + (size_t)hg * G * d, G, kc, vc,
+                                 pt + (size_t)seq[t] * pt_stride, ps, KVH, hg * G / group, d, c_lo, c_hi,
+                                 scale, sc, pm, pm + G, pm + 2 * G, dt);
         }
         free(sc);
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (long th = 0; th < (long)T * per_token; th++) { /* merge each (token, head group)'s chunks */
+            int tt = (int)(th / per_token), hg = (int)(th % per_token);
+            long nc = (first[tt + 1] - first[tt]) / per_token, base = first[tt] + (long)hg * nc;
+            for (int g = 0; g < G; g++) {
+                float mx = -INFINITY, den = 0.f, o[MAX_HEAD_DIM];
+                for (long c = 0; c < nc; c++) {
+                    float mc = part[stride * (size_t)(base + c) + g];
+                    mx = mc > mx ? mc : mx;
+                }
+                memset(o, 0, sizeof(float) * d);
+                for (long c = 0; c < nc; c++) {
+                    const float *pc = part + stride * (size_t)(base + c);
+                    float w = expf(pc[g] - mx);
+                    den += w * pc[G + g];
+                    for (int i = 0; i < d; i++) o[i] += w * pc[2 * G + g * d + i];
+                }
+                size_t ooff = ((size_t)tt * H + (size_t)hg * G + g) * d;
+                for (int i = 0; i < d; i++) sg_st(out, ooff + i, o[i] / den, dt);
+            }
+        }
     }
+    free(part);
+    free(first);
 }
 
 /* ------------------------------------------------------------------ silu_mul */

@@ -159,8 +159,10 @@ def test_model_step_same_with_and_without_fused_ops(tmp_path, monkeypatch, famil
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("tokens", [1, 2, 7])
-def test_paged_attention_head_split_and_grouped(isa, threads, tokens):
-    """Few tokens run one head per work item, many tokens a whole KV group per item: same result."""
+@pytest.mark.parametrize("window", [None, 300])
+def test_paged_attention_key_chunks(isa, threads, tokens, window):
+    """Sequences longer than one key chunk (256) are split over work items and merged
+    (split-K), with and without a window that starts mid-chunk: same result as one softmax."""
     g = torch.Generator().manual_seed(tokens)
     heads, kv_heads, d, page_size = 9, 3, 64, 16
     kc = torch.randn(64 * page_size, kv_heads, d, generator=g)
@@ -168,12 +170,13 @@ def test_paged_attention_head_split_and_grouped(isa, threads, tokens):
     page_table = torch.randperm(64, generator=g)[:40].view(2, 20)
     seq_ids = torch.arange(tokens) % 2
     positions = torch.randint(0, 20 * page_size, (tokens,), generator=g)
+    positions[0] = 20 * page_size - 1  # 320 keys: two chunks
     q = torch.randn(tokens, heads, d, generator=g)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        out = cpu_ops.paged_attention(q, kc, vc, page_table, seq_ids, positions, page_size, 0.125)
+        out = cpu_ops.paged_attention(q, kc, vc, page_table, seq_ids, positions, page_size, 0.125, window)
     finally:
         torch.set_num_threads(before)
-    ref = cpu_ops.paged_attention_ref(q, kc, vc, page_table, seq_ids, positions, page_size, 0.125)
+    ref = cpu_ops.paged_attention_ref(q, kc, vc, page_table, seq_ids, positions, page_size, 0.125, window)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)

@@ -123,6 +123,13 @@ class RefAttentionPlan:
     groups: list[RefAttentionGroup]
 
 
+def _row_remap(batch: ForwardBatch, rows: torch.Tensor) -> torch.Tensor:
+    """``[B]`` int64: the index of each batch row within ``rows`` ``[Bs]`` (-1 for rows not in it)."""
+    remap = torch.full((batch.batch_size,), -1, dtype=torch.int64, device=rows.device)
+    remap[rows] = torch.arange(rows.numel(), device=rows.device)
+    return remap
+
+
 def _plan_group(
     batch: ForwardBatch, rows: torch.Tensor | None, token_idx: torch.Tensor | None,
     max_len: int, max_ext: int, decode: bool, sliding_window: int | None,
@@ -139,9 +146,7 @@ def _plan_group(
     if rows is None:
         q_rows = seq_ids
     else:
-        remap = torch.full((batch.batch_size,), -1, dtype=torch.int64, device=dev)
-        remap[rows] = torch.arange(rows.numel(), device=dev)
-        q_rows = remap[seq_ids]
+        q_rows = _row_remap(batch, rows)[seq_ids]
     positions = batch.positions if token_idx is None else batch.positions[token_idx]
     q_cols = positions - prefix_lens[q_rows]  # [Tg]
     mask = None
@@ -322,8 +327,7 @@ class CpuAttentionPlan:
 
 def _sub_batch(batch: ForwardBatch, rows: torch.Tensor, token_idx: torch.Tensor) -> ForwardBatch:
     """The sequences ``rows`` ``[Bs]`` of ``batch`` (owning ``token_idx`` ``[Ts]``) as a ForwardBatch."""
-    remap = torch.full((batch.batch_size,), -1, dtype=torch.int64, device=rows.device)
-    remap[rows] = torch.arange(rows.numel(), device=rows.device)
+    remap = _row_remap(batch, rows)
     return ForwardBatch(
         input_ids=batch.input_ids[token_idx], positions=batch.positions[token_idx],
         out_slots=batch.out_slots[token_idx], seq_ids=remap[batch.seq_ids[token_idx]],

@@ -37,6 +37,7 @@ __all__ = [
     "paged_attention",
     "paged_attention_ref",
     "rope_store_kv",
+    "rms_norm_ref",
     "rope_store_kv_ref",
     "silu_mul",
     "silu_mul_ref",
@@ -77,13 +78,19 @@ def _dense(t: torch.Tensor, dtype: torch.dtype) -> bool:
 
 
 # ---------------------------------------------------------------- add_rms_norm
+def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """``weight * rmsnorm(x)`` over the last dim, computed in float32 and cast back before the
+    weight product (transformers' ``LlamaRMSNorm``); ``RMSNorm`` layers and the references here use it."""
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
 def add_rms_norm_ref(residual: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """Reference of :func:`add_rms_norm` (transformers' ``LlamaRMSNorm`` after the residual add)."""
     if delta is not None:
         residual.add_(delta)
-    h = residual.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * h.to(residual.dtype)
+    return rms_norm_ref(residual, weight, eps)
 
 
 def add_rms_norm(residual: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -113,27 +120,18 @@ def add_rms_norm(residual: torch.Tensor, delta: torch.Tensor | None, weight: tor
 
 
 # ---------------------------------------------------------------- rope_store_kv
-def _rms_heads(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    h = x.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * h.to(x.dtype)
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
-
-
 def rope_store_kv_ref(q, k, v, cos, sin, k_slots, v_slots, out_slots, q_norm=None, k_norm=None, eps=1e-6) -> None:
     """Reference of :func:`rope_store_kv` (same arguments, same in-place effects)."""
+    from structgen.runtime.models.layers import apply_rotary  # (layers imports this module)
+
     t, d = q.shape[0], cos.shape[-1]
     qh, kh = q.view(t, -1, d), k.view(t, -1, d)
     if q_norm is not None:
-        qh.copy_(_rms_heads(qh, q_norm, eps))
-        kh.copy_(_rms_heads(kh, k_norm, eps))
+        qh.copy_(rms_norm_ref(qh, q_norm, eps))
+        kh.copy_(rms_norm_ref(kh, k_norm, eps))
     c, s = cos.view(t, 1, d), sin.view(t, 1, d)
-    qh.copy_(_rotate(qh, c, s))
-    kh.copy_(_rotate(kh, c, s))
+    qh.copy_(apply_rotary(qh, c, s))
+    kh.copy_(apply_rotary(kh, c, s))
     k_slots.index_copy_(0, out_slots, kh.to(k_slots.dtype))
     v_slots.index_copy_(0, out_slots, v.reshape(t, -1, d).to(v_slots.dtype))
 

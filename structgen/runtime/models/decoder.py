@@ -96,10 +96,7 @@ class DecoderAttention(nn.Module):
             qk = apply_rotary(qkv[:, : heads + kv_heads], cos, sin)  # q and k rotated in one pass
             q, k, v = qk[:, :heads], qk[:, heads:], qkv[:, heads + kv_heads :]
         else:
-            if fused is not None and fused.valid():
-                q, k, v = fused(x).split(fused.sizes, dim=-1)
-            else:
-                q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+            q, k, v = self._project(x)
             q = q.view(t, heads, self.head_dim)  # [T, H, d]
             k = k.view(t, kv_heads, self.head_dim)  # [T, KVH, d]
             v = v.reshape(t, kv_heads, self.head_dim)  # [T, KVH, d]

@@ -24,7 +24,7 @@ from torch import nn
 
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
-from structgen.runtime.models.attention import paged_attention_ref
+from structgen.runtime.models.attention_ref import paged_attention_ref
 from structgen.runtime.models.layers import Linear, RMSNorm
 
 __all__ = ["LatentKVPool", "LatentUpProjection", "MultiHeadLatentAttention", "apply_rotary_interleaved",

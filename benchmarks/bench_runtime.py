@@ -13,7 +13,7 @@ Measured in one run, against the baselines named in each table:
   5. KV memory at the peak of workload 1: bytes holding live tokens / bytes allocated,
      vs a static batch x max_len allocation.
 
-Run:  python benchmarks/bench_runtime.py [--quick] [--out benchmarks/RESULTS.md]
+Run:  python benchmarks/bench_runtime.py [--quick] [--workloads 1,2,3,4] [--out benchmarks/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -166,17 +166,51 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="16 requests, shorter runs")
     ap.add_argument("--batch1-sample", type=int, default=4)
+    ap.add_argument("--workloads", default="1,2,3,4",
+                    help="comma-separated workloads to run (5, KV memory, comes with 1)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "RESULTS.md"))
     args = ap.parse_args()
     n = 16 if args.quick else 64
+    todo = {int(w) for w in args.workloads.split(",")}
 
     def factory(**kw):
         return Engine(dtype="float32", **kw)
 
-    engine = factory()
     rows = []
-    tp = workload_throughput(engine, n, args.batch1_sample)
-    rows += [
+    if 1 in todo:
+        rows += _throughput_rows(factory, n, args.batch1_sample)
+    if 2 in todo:
+        sp = workload_shared_prefix(factory, 8 if args.quick else 32)
+        rows.append(("2. shared-prefix TTFT s, req 2..N (cache on vs off)",
+                     f"{sp['ttft_cache_s']:.3f}", f"{sp['ttft_nocache_s']:.3f}",
+                     f"{sp['ttft_nocache_s'] / sp['ttft_cache_s']:.1f}x lower"))
+    if 3 in todo:
+        mt = workload_multi_turn(factory, 4 if args.quick else 8, 3 if args.quick else 5)
+        rows.append(("3. multi-turn prompt tokens computed (cache on vs off)",
+                     str(mt["computed_cache"]), str(mt["computed_nocache"]),
+                     f"{mt['computed_nocache'] / max(1, mt['computed_cache']):.1f}x fewer"))
+    prof = ""
+    if 4 in todo:
+        prof = _decode_rows(rows)
+    table = "| measure | structgen | baseline | ratio |\n|---|---|---|---|\n" + "\n".join(
+        f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)
+    print(table)
+    print(prof)
+    suffix = "" if todo >= {1, 2, 3, 4} else "_w" + "".join(str(w) for w in sorted(todo))
+    plot_name = f"bench_runtime{suffix}.png"  # a partial run does not overwrite the full plot
+    _plot(rows, Path(args.out).with_name(plot_name))
+    with open(args.out, "a", encoding="utf-8") as f:
+        f.write(f"\n## bench_runtime ({time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPU cores, "
+                f"torch {torch.__version__})\n\nCommand: `python benchmarks/bench_runtime.py "
+                f"{' '.join(sys.argv[1:])}`\n\n{table}\n\n![runtime]({plot_name})\n\n"
+                + (f"Profile of a batch-1 decode (fp32, 16 tokens):\n\n```\n{prof}\n```\n" if prof else ""))
+
+
+def _throughput_rows(factory, n: int, batch1_sample: int) -> list[tuple[str, str, str, str]]:
+    """Rows of workloads 1 (throughput) and 5 (KV memory at its peak)."""
+    engine = factory()
+    tp = workload_throughput(engine, n, batch1_sample)
+    return [
         (f"1. throughput tok/s, {n} req (vs transformers batched)", f"{tp['structgen_tps']:.1f}",
          f"{tp['hf_tps']:.1f}", f"{tp['structgen_tps'] / tp['hf_tps']:.2f}x"),
         ("1. throughput tok/s (vs structgen batch-1)", f"{tp['structgen_tps']:.1f}",
@@ -185,15 +219,10 @@ def main() -> None:
          f"{tp['kv_live_fraction']:.3f}", f"{tp['static_live_fraction']:.3f}",
          f"waste {1 - tp['kv_live_fraction']:.1%} vs {1 - tp['static_live_fraction']:.1%}"),
     ]
-    del engine
-    sp = workload_shared_prefix(factory, 8 if args.quick else 32)
-    rows.append(("2. shared-prefix TTFT s, req 2..N (cache on vs off)",
-                 f"{sp['ttft_cache_s']:.3f}", f"{sp['ttft_nocache_s']:.3f}",
-                 f"{sp['ttft_nocache_s'] / sp['ttft_cache_s']:.1f}x lower"))
-    mt = workload_multi_turn(factory, 4 if args.quick else 8, 3 if args.quick else 5)
-    rows.append(("3. multi-turn prompt tokens computed (cache on vs off)",
-                 str(mt["computed_cache"]), str(mt["computed_nocache"]),
-                 f"{mt['computed_nocache'] / max(1, mt['computed_cache']):.1f}x fewer"))
+
+
+def _decode_rows(rows: list) -> str:
+    """Append workload 4's rows (batch-1 decode, fp32 and bf16) to ``rows``; the fp32 profile table."""
     prof = ""
     for dt in ("float32", "bfloat16"):
         engine = Engine(dtype=dt)
@@ -206,16 +235,7 @@ def main() -> None:
         if dt == "float32":
             prof = profile_decode(engine)
         del engine
-    table = "| measure | structgen | baseline | ratio |\n|---|---|---|---|\n" + "\n".join(
-        f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)
-    print(table)
-    print(prof)
-    _plot(rows, Path(args.out).with_name("bench_runtime.png"))
-    with open(args.out, "a", encoding="utf-8") as f:
-        f.write(f"\n## bench_runtime ({time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPU cores, "
-                f"torch {torch.__version__})\n\nCommand: `python benchmarks/bench_runtime.py "
-                f"{' '.join(sys.argv[1:])}`\n\n{table}\n\n![runtime](bench_runtime.png)\n\n"
-                f"Profile of a batch-1 decode (fp32, 16 tokens):\n\n```\n{prof}\n```\n")
+    return prof
 
 
 def _plot(rows, path: Path) -> None:

@@ -2,8 +2,11 @@
 
 Strings: ``minLength``/``maxLength`` in characters (an escape is one character),
 ``pattern`` (see ``_json_pattern``), ``format`` (see ``_schema_formats``). A
-``pattern`` or ``format`` next to a length bound needs an automaton intersection,
-which a regex string cannot express: strict ``UnsupportedSchemaError``.
+``pattern`` or ``format`` next to a length bound is their exact intersection
+(``_schema_strlen``: product of the pattern's automaton with a character counter),
+or, where that has no finite form (no ``maxLength`` and a pattern shorter than
+``minLength``; over the size caps), strict ``UnsupportedSchemaError``. ``pattern``
+together with ``format``: strict error.
 
 Integers: exact bounds of any magnitude, ``multipleOf`` through a residue automaton
 (small moduli) or by listing the multiples of a small bounded range.
@@ -28,6 +31,7 @@ from ._json_pattern import JSON_CHAR, escape_literal, pattern_to_string_body
 from ._numeric import (decimal_range_regex, enumerate_multiples, integer_bounds,
                        integer_multiple_regex, integer_range_regex, number_bounds)
 from ._schema_formats import FORMATS
+from ._schema_strlen import Unrepresentable, bounded_string_body
 
 __all__ = ["string_regex", "integer_regex", "number_regex", "INTEGER", "NUMBER", "BOUNDS"]
 
@@ -45,25 +49,50 @@ def string_regex(conv: Any, schema: dict, pointer: str) -> str | None:
     lo = int(schema.get("minLength", 0))
     hi = schema.get("maxLength")
     has_len = lo > 0 or hi is not None
-    if "format" in schema:
-        fmt = schema["format"]
-        if fmt in FORMATS and not has_len and "pattern" not in schema:
-            return '"' + FORMATS[fmt] + '"'
-        conv.unsupported("format", pointer, f"format {fmt!r}" + (
-            " combined with length or pattern" if fmt in FORMATS else ""))
-    if "pattern" in schema:
-        if has_len:
-            conv.unsupported("pattern", pointer, "pattern combined with minLength/maxLength "
-                             "needs an automaton intersection")
-        else:
-            return '"' + pattern_to_string_body(schema["pattern"], pointer + "/pattern") + '"'
     if hi is not None and int(hi) < lo:
         return None
+    if "format" in schema:
+        fmt = schema["format"]
+        if fmt in FORMATS and "pattern" not in schema:
+            if not has_len:
+                return '"' + FORMATS[fmt] + '"'
+            body = _bounded(conv, "format", FORMATS[fmt], True, lo, hi, pointer)
+            if body is not _FAILED:
+                return None if body is None else '"' + body + '"'
+        else:
+            conv.unsupported("format", pointer, f"format {fmt!r}" + (
+                " combined with pattern" if fmt in FORMATS else ""))
+    if "pattern" in schema:
+        if not has_len:
+            return '"' + pattern_to_string_body(schema["pattern"], pointer + "/pattern") + '"'
+        body = _bounded(conv, "pattern", schema["pattern"], False, lo, hi, pointer)
+        if body is not _FAILED:
+            return None if body is None else '"' + body + '"'
     if hi is None:
         rep = "*" if lo == 0 else "{%d,}" % lo
     else:
         rep = "{%d,%d}" % (lo, int(hi))
-    return '"' + JSON_CHAR + rep + '"'
+    text = '"' + JSON_CHAR + rep + '"'
+    sharing = getattr(conv, "sharing", None)  # one definition per spelling: schemas repeat it
+    if sharing is None:
+        return text
+    found, shared = sharing.lookup(("string", rep))
+    return shared if found else sharing.store(("string", rep), text)
+
+
+_FAILED = object()
+
+
+def _bounded(conv: Any, keyword: str, regex: str, anchored: bool, lo: int, hi: Any,
+             pointer: str) -> Any:
+    """``bounded_string_body`` (pattern/format with a length), or ``_FAILED`` after
+    reporting ``keyword`` unsupported (the caller falls back to the length alone)."""
+    try:
+        return bounded_string_body(conv, regex, anchored, lo, None if hi is None else int(hi),
+                                   pointer + ("/pattern" if keyword == "pattern" else ""))
+    except Unrepresentable as exc:
+        conv.unsupported(keyword, pointer, f"{keyword} combined with minLength/maxLength: {exc}")
+        return _FAILED
 
 
 def integer_regex(conv: Any, schema: dict, pointer: str) -> str | None:

@@ -87,13 +87,15 @@ def test_max_length_counts_characters() -> None:
     [
         ({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}},
          "uniqueItems", "/properties/tags"),
-        # (number bounds, multipleOf 5, patternProperties and hostname are enforced now)
+        # (number bounds, multipleOf 5, patternProperties, hostname and pattern with
+        # min/maxLength are enforced now: tests/fsm/test_string_pattern_length.py)
         ({"type": "number", "multipleOf": 0.3}, "multipleOf", ""),
         ({"type": "integer", "multipleOf": 7}, "multipleOf", ""),
         ({"type": "object", "patternProperties": {"^x": {}}, "additionalProperties": {}},
          "patternProperties", ""),
         ({"type": "string", "format": "iri"}, "format", ""),
-        ({"type": "string", "pattern": "^a", "maxLength": 3}, "pattern", ""),
+        ({"type": "string", "pattern": "^a", "format": "date"}, "format", ""),
+        ({"type": "string", "pattern": "^a+", "minLength": 50000}, "pattern", ""),
         ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "oneOf", ""),
         ({"type": "array", "items": {"allOf": [{"pattern": "a"}, {"pattern": "b"}]}},
          "allOf", "/items"),

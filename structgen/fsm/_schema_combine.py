@@ -109,10 +109,11 @@ def merge_all_of(schemas: list[Any], pointer: str, resolve: Resolver,
                 raise UnsupportedSchemaError("allOf", ptr, f"recursive $ref {ref} inside allOf")
             if not collect(resolve(ref, ptr), ref[1:], seen + (ref,)):
                 return False
-        for i, sub in enumerate(s.pop("allOf", [])):
+        subs = s.pop("allOf", [])
+        flat.append({k: v for k, v in s.items() if k not in _IGNORED})  # before its allOf
+        for i, sub in enumerate(subs):
             if not collect(sub, f"{ptr}/allOf/{i}", seen):
                 return False
-        flat.append({k: v for k, v in s.items() if k not in _IGNORED})
         return True
 
     for i, sub in enumerate(schemas):

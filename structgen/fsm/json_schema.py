@@ -10,8 +10,9 @@ are lowered in ``_schema_scalars`` (string/integer/number), ``_schema_arrays``,
 Enforced: ``type`` (one or a list; absent = every type, each lowered with its own
 keywords), ``enum``/``const`` of any JSON value (filtered by the sibling keywords),
 ``anyOf``, ``oneOf`` (only when its branches are provably disjoint), ``allOf``
-(merged), local ``$ref`` (``#``, ``#/$defs/...``, ``#/definitions/...``; siblings are
-merged as ``allOf``), ``not`` of a ``const``/``enum`` next to an enum.
+(merged), ``$ref`` within the document (JSON pointers, ``$id`` bases, ``$anchor``: see
+``_schema_ids``; siblings are merged as ``allOf`` in 2019-09+, ignored in drafts 3-7),
+``not`` of a ``const``/``enum`` next to an enum.
 
 Recursive ``$ref`` is unrolled to ``max_recursion_depth`` (default 10) expansions of
 the same reference along a path, each distinct expansion converted once and shared
@@ -41,6 +42,7 @@ import jsonschema
 from ..errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
 from ._json_pattern import JSON_CHAR, escape_literal
 from ._schema_formats import FORMATS  # noqa: F401 - re-exported for callers
+from ._schema_ids import RefIndex
 from ._schema_arrays import array_regex
 from ._schema_combine import TYPES, merge_all_of, provably_disjoint
 from ._schema_objects import object_regex
@@ -176,7 +178,8 @@ class JsonSchemaConverter:
 
     def __init__(self, root: Any, *, whitespace: str | int, strict: bool,
                  allow_extra_properties: bool, max_recursion_depth: int) -> None:
-        self.root = root
+        self._refs = RefIndex(root)
+        self.root = self._refs.root  # every $ref rewritten to its target's pointer
         self.strict = strict
         self.allow_extra = allow_extra_properties
         self.max_depth = max_recursion_depth
@@ -232,19 +235,8 @@ class JsonSchemaConverter:
             return False
 
     def resolve(self, ref: Any, pointer: str) -> Any:
-        """The subschema a local ``$ref`` points at."""
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            raise UnsupportedSchemaError("$ref", pointer, f"only local references, got {ref!r}")
-        target: Any = self.root
-        for part in [p for p in ref[1:].split("/") if p]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(target, dict) and part in target:
-                target = target[part]
-            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
-                target = target[int(part)]
-            else:
-                raise InvalidSchemaError(f"cannot resolve $ref {ref!r}", pointer)
-        return target
+        """The subschema a ``$ref`` names (``_schema_ids.RefIndex.resolve``)."""
+        return self._refs.resolve(ref, pointer)
 
     # ---- dispatch --------------------------------------------------------------
 
@@ -272,8 +264,8 @@ class JsonSchemaConverter:
                 return self._ref(rest["$ref"], pointer, refs)
             return self._merged([{"$ref": rest.pop("$ref")}, rest], pointer, refs)
         if "allOf" in rest:
-            subs = rest.pop("allOf")
-            return self._merged(list(subs) + [rest], pointer, refs)
+            subs = rest.pop("allOf")  # the base schema's properties come first
+            return self._merged([rest] + list(subs), pointer, refs)
         for key in ("anyOf", "oneOf"):
             if key in rest:
                 return self._any_of(rest, key, pointer, refs)

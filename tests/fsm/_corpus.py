@@ -8,28 +8,40 @@ from typing import Any
 
 import jsonschema
 
-from structgen.errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
+from structgen.errors import (GrammarTooComplexError, InvalidSchemaError, StructgenError,
+                              UnsupportedSchemaError)
 from structgen.fsm import compile_json_schema
+from structgen.fsm._schema_ids import RefIndex
 
 CORPORA = Path(__file__).resolve().parents[2].parent / "shared" / "corpora"
 EXPECTED_ERRORS = (UnsupportedSchemaError, GrammarTooComplexError, InvalidSchemaError)
+_INDEXES: dict[int, tuple[Any, RefIndex]] = {}  # id(document or its rewrite) -> index
 
 
-def _resolve(schema: Any, root: Any) -> Any:
+def _index(root: Any) -> RefIndex:
+    """The ``RefIndex`` of a schema document (cached while the document lives in the cache)."""
+    hit = _INDEXES.get(id(root))
+    if hit is not None and (hit[0] is root or hit[1].root is root):
+        return hit[1]
+    if len(_INDEXES) > 64:
+        _INDEXES.clear()
+    index = RefIndex(root)
+    _INDEXES[id(root)] = (root, index)
+    _INDEXES[id(index.root)] = (root, index)
+    return index
+
+
+def _resolve(schema: Any, index: RefIndex) -> Any:
+    """``schema`` with its ``$ref`` chain followed as the compiler resolves it (every
+    in-document reference of ``index.root`` is one canonical JSON pointer); None when a
+    reference cannot be followed."""
     for _ in range(20):
-        if not (isinstance(schema, dict) and isinstance(schema.get("$ref"), str)
-                and schema["$ref"].startswith("#")):
+        if not (isinstance(schema, dict) and isinstance(schema.get("$ref"), str)):
             return schema
-        target = root
-        for part in [p for p in schema["$ref"][1:].split("/") if p]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(target, dict) and part in target:
-                target = target[part]
-            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
-                target = target[int(part)]
-            else:
-                return None
-        schema = target
+        try:
+            schema = index.resolve(schema["$ref"], "")
+        except StructgenError:
+            return None
     return schema
 
 
@@ -45,29 +57,40 @@ def _valid_under(instance: Any, schema: Any, root: Any) -> bool:
         return False
 
 
-def _branches(schema: Any, root: Any, depth: int = 0, instance: Any = None) -> list[dict]:
-    """``schema`` and the subschemas merged into it (``$ref``, ``allOf``, and of ``anyOf``/
-    ``oneOf`` the first branch ``instance`` is valid under: the order the compiler writes
+def _branches(schema: Any, index: RefIndex, depth: int = 0, instance: Any = None) -> list[dict]:
+    """``schema`` and the subschemas merged into it, in the order the compiler merges them:
+    a ``$ref``'s target, then the schema's own keywords, then its ``allOf``; of ``anyOf``/
+    ``oneOf`` the first branch ``instance`` is valid under (the order the compiler writes
     for that branch; all branches when none can be shown valid)."""
-    target = _resolve(schema, root)
-    if not isinstance(target, dict) or depth > 8:
+    if not isinstance(schema, dict) or depth > 8:
         return []
-    out = [target]
+    out = []
+    if "$ref" in schema:
+        target = _resolve({"$ref": schema["$ref"]}, index)
+        out += _branches(target, index, depth + 1, instance)
+    out.append(schema)
     for key in ("allOf", "anyOf", "oneOf"):
-        subs = target.get(key)
+        subs = schema.get(key)
         subs = subs if isinstance(subs, list) else []
         if key != "allOf":
-            hit = next((sub for sub in subs if _valid_under(instance, sub, root)), None)
+            hit = next((sub for sub in subs if _valid_under(instance, sub, index.root)), None)
             subs = subs if hit is None else [hit]
         for sub in subs:
-            out += _branches(sub, root, depth + 1, instance)
+            out += _branches(sub, index, depth + 1, instance)
     return out
 
 
 def canonical(instance: Any, schema: Any, root: Any) -> Any:
     """``instance`` with object keys in schema order: ``properties`` (all merged branches, in order),
-    then ``required`` keys, then the others as they come; applied recursively."""
-    branches = _branches(schema, root, 0, instance)
+    then ``required`` keys, then the others as they come; applied recursively. ``root`` is
+    the schema document (``schema`` is it or one of its subschemas, as given or as its
+    ``RefIndex`` rewrote it)."""
+    index = _index(root)
+    return _canonical(instance, index.root if schema is root else schema, index)
+
+
+def _canonical(instance: Any, schema: Any, index: RefIndex) -> Any:
+    branches = _branches(schema, index, 0, instance)
     if isinstance(instance, dict):
         order: list[str] = []
         props: dict[str, Any] = {}
@@ -82,7 +105,7 @@ def canonical(instance: Any, schema: Any, root: Any) -> Any:
                 if k not in order:
                     order.append(k)
         keys = [k for k in order if k in instance] + [k for k in instance if k not in order]
-        return {k: canonical(instance[k], props.get(k), root) for k in keys}
+        return {k: _canonical(instance[k], props.get(k), index) for k in keys}
     if isinstance(instance, list):
         out = []
         for i, item in enumerate(instance):
@@ -95,7 +118,7 @@ def canonical(instance: Any, schema: Any, root: Any) -> Any:
                     sub = b["items"]
                 if sub is not None:
                     break
-            out.append(canonical(item, sub, root))
+            out.append(_canonical(item, sub, index))
         return out
     return instance
 

@@ -40,13 +40,14 @@ from typing import Any
 import jsonschema
 
 from ..errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
-from ._json_pattern import JSON_CHAR, escape_literal
+from ._json_pattern import JSON_CHAR
 from ._schema_formats import FORMATS  # noqa: F401 - re-exported for callers
 from ._schema_ids import RefIndex
 from ._schema_arrays import array_regex
 from ._schema_combine import TYPES, merge_all_of, provably_disjoint
 from ._schema_objects import object_regex
 from ._schema_refs import RefSharing, expand_shared
+from ._schema_values import values_regex
 from ._schema_scalars import INTEGER, NUMBER, integer_regex, number_regex, string_regex
 
 __all__ = ["json_schema_to_regex", "json_schema_to_shared", "schema_for", "JsonSchemaConverter", "FLEXIBLE_WS_MAX"]
@@ -167,10 +168,6 @@ def _ptr(pointer: str, *parts: Any) -> str:
 def _alt(options: list[str]) -> str:
     options = list(dict.fromkeys(options))
     return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
-
-
-def _literal(value: Any) -> str:
-    return escape_literal(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
 
 
 class JsonSchemaConverter:
@@ -310,7 +307,16 @@ class JsonSchemaConverter:
         siblings = {k: v for k, v in schema.items() if k not in ("const", "enum")}
         if siblings:
             values = [v for v in values if self.is_valid(v, siblings)]
-        return _alt([_literal(v) for v in values]) if values else None
+        types = siblings.get("type")
+        types = {types} if isinstance(types, str) else set(types or ())
+        regexes = values_regex(values, self.ws, "integer" in types and "number" not in types,
+                               self._share_text)
+        return _alt(regexes) if regexes else None
+
+    def _share_text(self, text: str) -> str:
+        """``text`` or the placeholder of its shared definition (one per distinct text)."""
+        found, placeholder = self.sharing.lookup(("text", text))
+        return placeholder if found else self.sharing.store(("text", text), text)
 
     def _not(self, schema: dict, pointer: str, refs: tuple[str, ...]) -> str | None:
         negated = schema["not"]

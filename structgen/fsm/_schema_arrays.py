@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._schema_combine import merge_all_of
+from ._schema_objects import _sharer
 
 __all__ = ["array_regex"]
 
@@ -48,6 +49,8 @@ def array_regex(conv: Any, schema: dict, pointer: str, refs: tuple) -> str | Non
         conv.unsupported("maxContains", pointer, "maxContains needs the complement of contains")
     elems = [conv.convert(s, f"{pointer}/{prefix_key}/{i}", refs) for i, s in enumerate(prefix)]
     item = conv.convert(rest, f"{pointer}/{rest_key}", refs)
+    if item is not None:  # written twice below (first item, then each ", item")
+        item = _sharer(conv)(item)
     # tail(i): what follows once positions < i are written
     p = len(prefix)
     if item is None or (hi is not None and hi <= p):

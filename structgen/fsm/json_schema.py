@@ -331,7 +331,7 @@ class JsonSchemaConverter:
 
     def _ref(self, ref: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
         target = self.resolve(ref, pointer)
-        if refs.count(ref) >= self.max_depth:
+        if self.sharing.is_cut(ref, refs, self.max_depth):
             self._cut_at = pointer
             msg = f"recursive $ref {ref} at {pointer or '#'} unrolled to depth {self.max_depth}"
             if msg not in self.warnings:
@@ -346,7 +346,7 @@ class JsonSchemaConverter:
 
     def _merged(self, subs: list[Any], pointer: str, refs: tuple[str, ...]) -> str | None:
         """``allOf`` (and ``$ref`` with siblings): convert the merged schema."""
-        seen = tuple(r for r in refs if refs.count(r) >= self.max_depth)
+        seen = tuple(r for r in set(refs) if self.sharing.is_cut(r, refs, self.max_depth))
         merged = merge_all_of(subs, pointer, self.resolve, seen)
         return self.convert(merged, pointer, refs)
 

@@ -149,3 +149,60 @@ def test_reserved_code_points_are_text_not_placeholders() -> None:
 def test_depth_option_validated() -> None:
     with pytest.raises(ValueError, match="max_recursion_depth"):
         compile_json_schema(TREE, max_recursion_depth=0)
+
+
+# A -> B -> C -> A, and A -> C, C -> B: one recursive group of three references
+TRIO = {"$defs": {
+    "A": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"$ref": "#/$defs/B"},
+                                           "c": {"$ref": "#/$defs/C"}}, "required": ["a"]},
+    "B": {"type": "object", "properties": {"b": {"enum": ["x", "y"]}, "c": {"$ref": "#/$defs/C"}},
+          "required": ["b"]},
+    "C": {"type": "object", "properties": {"c": {"type": "boolean"},
+                                           "k": {"type": "array", "items": {"$ref": "#/$defs/A"}},
+                                           "b": {"$ref": "#/$defs/B"}}, "required": ["c"]}},
+    "$ref": "#/$defs/A"}
+
+
+def _trio(entries: int) -> dict:
+    """An A whose chain A -> B -> C -> A ... has ``entries`` group expansions in all."""
+    kinds = ["A", "B", "C"]
+    node: dict = {"A": {"a": 0}, "B": {"b": "x"}, "C": {"c": True}}[kinds[(entries - 1) % 3]]
+    for i in range(entries - 2, -1, -1):
+        kind = kinds[i % 3]
+        node = ({"a": i, "b": node} if kind == "A" else {"b": "y", "c": node} if kind == "B"
+                else {"c": False, "k": [{"a": 1}, node]})
+    return node
+
+
+def test_group_of_three_unrolled_max_depth_in_all() -> None:
+    """A group of 3+ mutually recursive references is expanded max_recursion_depth times
+    along a path in all (the memo key is the group depth: WashingtonPost's group of 7
+    had millions of per-reference count vectors and ran past the time budget)."""
+    grammar = compile_json_schema(TRIO)
+    for entries in range(1, 11):
+        assert grammar.matches(_canonical(_trio(entries), TRIO)), entries
+    assert not grammar.matches(_canonical(_trio(11), TRIO))
+    assert any("unrolled to depth 10" in w for w in grammar.warnings), grammar.warnings
+    bad = _canonical(_trio(9), TRIO).replace('"c":true', '"c":1')
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(json.loads(bad), TRIO)
+    assert not grammar.matches(bad)
+    # each reference expanded at most once per group depth
+    assert len(grammar.definitions) <= 3 * 11 + 10, len(grammar.definitions)
+
+
+def test_washington_post_recursive_group_compiles_small() -> None:
+    """WashingtonPost wp_8 (bench full sample): 7 mutually recursive definitions; the
+    conversion ran past its 10 s budget (the same expansions redone ~200k times)."""
+    from pathlib import Path
+    path = (Path(__file__).resolve().parents[2].parent / "shared" / "corpora" / "jsonschemabench"
+            / "plain" / "WashingtonPost" / "WashingtonPost---wp_8_Normalized.json")
+    if not path.exists():
+        pytest.skip("corpus not present")
+    from structgen.fsm.json_schema import json_schema_to_shared
+    doc = json.loads(path.read_text())
+    pattern, definitions = json_schema_to_shared(doc["schema"], strict=False,
+                                                 allow_extra_properties=True)
+    # what makes it fast: text and definitions (was 12 MB / 1,190 definitions)
+    assert sum(map(len, definitions)) + len(pattern) < 600_000
+    assert len(definitions) < 1000

@@ -49,6 +49,7 @@ setup(
         Extension(
             "structgen.runtime.models._densekernel",
             sources=["csrc/densekernel.c"],
+            depends=["csrc/sg_simd.h"],
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
             extra_link_args=["-fopenmp"],
             optional=True,

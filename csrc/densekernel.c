@@ -20,27 +20,28 @@
  * The floor is the FMA count (M per weight element): on a 2-FMA/cycle core M = 8 needs
  * 4 cycles per 8 weights, close to what DRAM delivers per core, more so for bf16 weights.
  *
- * Layouts: x fp32 [M, K] row-major, W fp32 or bf16 [N, K] row-major, bias fp32 [N] or NULL,
- * y fp32 [M, N] row-major (overwritten). Accumulation in fp32 (the same as torch's bf16
- * linear on CPU); the summation order differs from MKL's, so results agree to rounding.
+ * Layouts: one dtype dt for all four (0 fp32, 1 bf16): x [M, K] with row stride ldx (unit stride
+ * along K), W [N, K] row-major, bias [N] or NULL, y [M, N] row-major (overwritten). bf16 x is
+ * widened once per call into an fp32 scratch copy (M * K values, a few KiB) that every thread
+ * reads; each bf16 output is the fp32 sum plus the bias, rounded once to nearest even (what
+ * torch's `F.linear(x.float(), w.float(), b.float()).to(torch.bfloat16)` gives). So a bf16
+ * linear needs no torch conversion op around the call. Accumulation in fp32 (the same as
+ * torch's bf16 linear on CPU); the summation order differs from MKL's, so results agree to
+ * rounding.
  *
- * An AVX2 + FMA path chosen at run time (__builtin_cpu_supports) and a portable scalar one.
+ * An AVX2 + FMA path chosen at run time (sg_simd.h: sg_use_avx2) and a portable scalar one.
  * Exposed to Python as structgen.runtime.models._densekernel (METH_FASTCALL, raw data pointers
  * as ints; the caller, structgen/runtime/models/dense_kernel.py, checks shapes and dtypes).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define SG_X86 1
-#else
-#define SG_X86 0
-#endif
+#include "sg_simd.h" /* SG_X86, ISA choice, bf16 <-> fp32, sg_hsum8, sg_load8 */
 
 #define MAX_M 8
 #define MAX_R 4      /* weight rows per register block */
@@ -51,19 +52,15 @@
 #define SPLIT_M 4    /* M = 7, 8 with x past L1: two passes of <= 4 rows over 3 weight rows */
 #define SPLIT_X_FLOATS 6144 /* x above 24 KiB (M * K floats) no longer stays in the 32 KiB L1 */
 
-static inline float bf16_to_float(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
+#define X_STACK_FLOATS 8192 /* fp32 copy of x on the stack up to 32 KiB, else malloc */
 
-/* W's element i as fp32 */
-static inline float w_at(const void *w, int bf16, size_t i) {
-    return bf16 ? bf16_to_float(((const uint16_t *)w)[i]) : ((const float *)w)[i];
-}
+/* y[i] = v in the output dtype (bf16: rounded to nearest even) */
+static inline void y_store(void *y, size_t i, float v, int bf16) { sg_st(y, i, v, bf16); }
 
-static void rows_scalar(const float *x, const void *w, int bf16, const float *bias, float *y,
+/* the bias of output n in fp32 (0 without bias) */
+static inline float bias_at(const void *bias, int n, int bf16) { return bias ? sg_ld(bias, n, bf16) : 0.f; }
+
+static void rows_scalar(const float *x, const void *w, int bf16, const void *bias, void *y,
                         int M, int N, int K, int n0, int n1) {
     for (int n = n0; n < n1; n++) {
         for (int m = 0; m < M; m++) {
@@ -71,44 +68,29 @@ static void rows_scalar(const float *x, const void *w, int bf16, const float *bi
             float acc = 0.f;
             if (bf16) {
                 const uint16_t *wr = (const uint16_t *)w + (size_t)n * K;
-                for (int k = 0; k < K; k++) acc += xr[k] * bf16_to_float(wr[k]);
+                for (int k = 0; k < K; k++) acc += xr[k] * sg_bf16_to_float(wr[k]);
             } else {
                 const float *wr = (const float *)w + (size_t)n * K;
                 for (int k = 0; k < K; k++) acc += xr[k] * wr[k];
             }
-            y[(size_t)m * N + n] = acc + (bias ? bias[n] : 0.f);
+            y_store(y, (size_t)m * N + n, acc + bias_at(bias, n, bf16), bf16);
         }
     }
 }
 
-typedef void (*rows_fn)(const float *x, const void *w, const float *bias, float *y, int N, int K,
+/* x: fp32 [M, K] contiguous (the scratch copy for bf16); w, bias, y in the loop's dtype */
+typedef void (*rows_fn)(const float *x, const void *w, const void *bias, void *y, int N, int K,
                         int n0, int n1);
 
 #if SG_X86
 #define SG_AVX2 __attribute__((target("avx2,fma")))
 #define SG_INLINE static inline __attribute__((always_inline))
 
-SG_AVX2 SG_INLINE float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* 8 weights from element i of W as fp32 (bf16: widen to 32 bits, shift into the high half) */
-SG_AVX2 SG_INLINE __m256 load_w8(const void *w, const int bf16, size_t i) {
-    if (bf16) {
-        __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    }
-    return _mm256_loadu_ps((const float *)w + i);
-}
-
 /* Weight rows n .. n+R-1 against M rows of x, into y[:, n .. n+R-1]. M, R, bf16 and pf are
  * constants at every call site; acc[r][m] then lives in registers. With pf, each 64-byte
  * line of the next R weight rows is prefetched one block ahead (the hardware prefetcher
  * alone leaves the loads waiting once there is more arithmetic per byte). K % 8 in scalar. */
-SG_AVX2 SG_INLINE void block_avx2(const float *x, const void *w, const float *bias, float *y,
+SG_AVX2 SG_INLINE void block_avx2(const float *x, const void *w, const void *bias, void *y,
                                   int N, int K, int n, const int M, const int R, const int bf16,
                                   const int pf) {
     __m256 acc[MAX_R][MAX_M];
@@ -128,7 +110,7 @@ SG_AVX2 SG_INLINE void block_avx2(const float *x, const void *w, const float *bi
         }
         __m256 wv[MAX_R];
 #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) wv[r] = load_w8(w, bf16, base + (size_t)r * K + k);
+        for (int r = 0; r < R; r++) wv[r] = sg_load8(w, base + (size_t)r * K + k, bf16);
 #pragma GCC unroll 8
         for (int m = 0; m < M; m++) {
             const __m256 xv = _mm256_loadu_ps(x + (size_t)m * K + k);
@@ -140,10 +122,10 @@ SG_AVX2 SG_INLINE void block_avx2(const float *x, const void *w, const float *bi
     for (int r = 0; r < R; r++) {
 #pragma GCC unroll 8
         for (int m = 0; m < M; m++) {
-            float s = hsum8(acc[r][m]);
+            float s = sg_hsum8(acc[r][m]);
             const float *xr = x + (size_t)m * K;
-            for (int kk = k; kk < K; kk++) s += xr[kk] * w_at(w, bf16, base + (size_t)r * K + kk);
-            y[(size_t)m * N + n + r] = s + (bias ? bias[n + r] : 0.f);
+            for (int kk = k; kk < K; kk++) s += xr[kk] * sg_ld(w, base + (size_t)r * K + kk, bf16);
+            y_store(y, (size_t)m * N + n + r, s + bias_at(bias, n + r, bf16), bf16);
         }
     }
 }
@@ -154,7 +136,7 @@ SG_AVX2 SG_INLINE void block_avx2(const float *x, const void *w, const float *bi
  * faster than blocks of several rows when rows are short (bf16, K = 576: 1152 bytes, so a
  * block reads several 18-line streams at once), no faster at 2304 bytes (fp32, K = 576),
  * slower at 6 KiB (fp32, K = 1536). pick_avx2 chooses by M and the row's bytes. */
-SG_AVX2 SG_INLINE void stream_avx2(const float *x, const void *w, const float *bias, float *y,
+SG_AVX2 SG_INLINE void stream_avx2(const float *x, const void *w, const void *bias, void *y,
                                    int N, int K, int n, const int M, const int U, const int bf16) {
     __m256 acc[MAX_U][MAX_M];
 #pragma GCC unroll 8
@@ -173,7 +155,7 @@ SG_AVX2 SG_INLINE void stream_avx2(const float *x, const void *w, const float *b
         }
         __m256 wv[MAX_U];
 #pragma GCC unroll 8
-        for (int u = 0; u < U; u++) wv[u] = load_w8(w, bf16, base + k + 8 * u);
+        for (int u = 0; u < U; u++) wv[u] = sg_load8(w, base + k + 8 * u, bf16);
 #pragma GCC unroll 8
         for (int m = 0; m < M; m++)
 #pragma GCC unroll 8
@@ -183,7 +165,7 @@ SG_AVX2 SG_INLINE void stream_avx2(const float *x, const void *w, const float *b
             }
     }
     for (; k + 8 <= K; k += 8) {
-        const __m256 wv = load_w8(w, bf16, base + k);
+        const __m256 wv = sg_load8(w, base + k, bf16);
 #pragma GCC unroll 8
         for (int m = 0; m < M; m++)
             acc[0][m] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + (size_t)m * K + k), acc[0][m]);
@@ -192,18 +174,18 @@ SG_AVX2 SG_INLINE void stream_avx2(const float *x, const void *w, const float *b
     for (int m = 0; m < M; m++) {
 #pragma GCC unroll 8
         for (int u = 1; u < U; u++) acc[0][m] = _mm256_add_ps(acc[0][m], acc[u][m]);
-        float s = hsum8(acc[0][m]);
+        float s = sg_hsum8(acc[0][m]);
         const float *xr = x + (size_t)m * K;
-        for (int kk = k; kk < K; kk++) s += xr[kk] * w_at(w, bf16, base + kk);
-        y[(size_t)m * N + n] = s + (bias ? bias[n] : 0.f);
+        for (int kk = k; kk < K; kk++) s += xr[kk] * sg_ld(w, base + kk, bf16);
+        y_store(y, (size_t)m * N + n, s + bias_at(bias, n, bf16), bf16);
     }
 }
 
 /* K-unroll of stream_avx2 for M rows of x: U*M + U <= 16 registers */
 #define U_FOR_M(M) ((M) <= 2 ? 4 : (M) == 3 ? 3 : 2)
 #define SG_ROWS_STREAM(M, BF)                                                                    \
-    SG_AVX2 static void rows_stream_##M##_##BF(const float *x, const void *w, const float *bias, \
-                                               float *y, int N, int K, int n0, int n1) {        \
+    SG_AVX2 static void rows_stream_##M##_##BF(const float *x, const void *w, const void *bias,  \
+                                               void *y, int N, int K, int n0, int n1) {         \
         for (int n = n0; n < n1; n++) stream_avx2(x, w, bias, y, N, K, n, M, U_FOR_M(M), BF);   \
     }
 SG_ROWS_STREAM(1, 0) SG_ROWS_STREAM(1, 1) SG_ROWS_STREAM(2, 0) SG_ROWS_STREAM(2, 1)
@@ -220,8 +202,8 @@ static const rows_fn rows_stream[2][4] = {
 
 /* rows_avx2_<M>_<bf16>: weight rows [n0, n1) in blocks of R_FOR_M(M), the rest one by one */
 #define SG_ROWS_AVX2(M, BF)                                                                      \
-    SG_AVX2 static void rows_avx2_##M##_##BF(const float *x, const void *w, const float *bias,   \
-                                             float *y, int N, int K, int n0, int n1) {          \
+    SG_AVX2 static void rows_avx2_##M##_##BF(const float *x, const void *w, const void *bias,    \
+                                             void *y, int N, int K, int n0, int n1) {           \
         int n = n0;                                                                              \
         for (; n + R_FOR_M(M) <= n1; n += R_FOR_M(M))                                            \
             block_avx2(x, w, bias, y, N, K, n, M, R_FOR_M(M), BF, 1);                            \
@@ -232,10 +214,10 @@ static const rows_fn rows_stream[2][4] = {
  * the same weight rows (now in L1). With R = 1 and x past L1, each weight row would stream
  * all of x from L2 again; here x is read once per 3 weight rows. */
 #define SG_ROWS_SPLIT(M, BF)                                                                     \
-    SG_AVX2 static void rows_split_##M##_##BF(const float *x, const void *w, const float *bias,  \
-                                              float *y, int N, int K, int n0, int n1) {         \
+    SG_AVX2 static void rows_split_##M##_##BF(const float *x, const void *w, const void *bias,   \
+                                              void *y, int N, int K, int n0, int n1) {          \
         const float *x2 = x + (size_t)SPLIT_M * K;                                               \
-        float *y2 = y + (size_t)SPLIT_M * N;                                                     \
+        void *y2 = (char *)y + (size_t)SPLIT_M * N * ((BF) ? 2 : 4); /* output row SPLIT_M */   \
         int n = n0;                                                                              \
         for (; n + 3 <= n1; n += 3) {                                                            \
             block_avx2(x, w, bias, y, N, K, n, SPLIT_M, 3, BF, 1);                               \
@@ -272,22 +254,29 @@ static rows_fn pick_avx2(int bf16, int M, int K) {
 }
 #endif
 
-static int use_avx2 = -1; /* -1: not decided yet */
-
-static void dense_mm(const float *x, const void *w, int bf16, const float *bias, float *y, int M,
-                     int N, int K, int threads) {
-    if (use_avx2 < 0) {
-#if SG_X86
-        __builtin_cpu_init();
-        use_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-        use_avx2 = 0;
-#endif
+/* x [M, K] (row stride ldx, in dt) as fp32 rows of K floats: x itself when it already is that,
+ * else the copy written to buf */
+static const float *x_as_fp32(const void *x, long long ldx, int bf16, int M, int K, float *buf) {
+    if (!bf16 && ldx == K) return (const float *)x;
+    for (int m = 0; m < M; m++) {
+        float *dst = buf + (size_t)m * K;
+        if (bf16) {
+            const uint16_t *src = (const uint16_t *)x + (size_t)m * ldx;
+            for (int k = 0; k < K; k++) dst[k] = sg_bf16_to_float(src[k]);
+        } else {
+            memcpy(dst, (const float *)x + (size_t)m * ldx, (size_t)K * sizeof(float));
+        }
     }
+    return buf;
+}
+
+/* y = x @ w.T (+ bias), all in dt (bf16 != 0: bf16, else fp32); see the header comment */
+static void dense_mm(const float *xf, const void *w, int bf16, const void *bias, void *y, int M,
+                     int N, int K, int threads) {
     int blocks = (N + ROW_BLOCK - 1) / ROW_BLOCK;
     (void)threads;
 #if SG_X86
-    const rows_fn avx2 = use_avx2 ? pick_avx2(bf16, M, K) : NULL;
+    const rows_fn avx2 = sg_use_avx2() ? pick_avx2(bf16, M, K) : NULL;
 #endif
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : 1)
@@ -296,57 +285,58 @@ static void dense_mm(const float *x, const void *w, int bf16, const float *bias,
         int n0 = b * ROW_BLOCK, n1 = n0 + ROW_BLOCK < N ? n0 + ROW_BLOCK : N;
 #if SG_X86
         if (avx2) {
-            avx2(x, w, bias, y, N, K, n0, n1);
+            avx2(xf, w, bias, y, N, K, n0, n1);
             continue;
         }
 #endif
-        rows_scalar(x, w, bf16, bias, y, M, N, K, n0, n1);
+        rows_scalar(xf, w, bf16, bias, y, M, N, K, n0, n1);
     }
 }
 
-/* dense_mm(x_ptr, w_ptr, w_is_bf16, bias_ptr_or_0, y_ptr, M, N, K, threads) -> None */
+/* dense_mm(x_ptr, ldx, w_ptr, dt, bias_ptr_or_0, y_ptr, M, N, K, threads) -> None;
+ * dt: 0 fp32, 1 bf16 (x, w, bias and y all in dt) */
 static PyObject *py_dense_mm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "dense_mm takes 9 arguments");
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "dense_mm takes 10 arguments");
         return NULL;
     }
-    long long v[9];
-    for (int i = 0; i < 9; i++) {
+    long long v[10];
+    for (int i = 0; i < 10; i++) {
         v[i] = PyLong_AsLongLong(args[i]);
         if (v[i] == -1 && PyErr_Occurred()) return NULL;
     }
-    int M = (int)v[5], N = (int)v[6], K = (int)v[7];
-    if (M < 1 || M > MAX_M || N < 1 || K < 1) {
-        PyErr_SetString(PyExc_ValueError, "dense_mm: need 1 <= M <= 8, N >= 1, K >= 1");
+    int bf16 = (int)v[3], M = (int)v[6], N = (int)v[7], K = (int)v[8];
+    if (M < 1 || M > MAX_M || N < 1 || K < 1 || v[1] < K || (bf16 != 0 && bf16 != 1)) {
+        PyErr_SetString(PyExc_ValueError, "dense_mm: need 1 <= M <= 8, N >= 1, K >= 1, ldx >= K, dt 0 or 1");
         return NULL;
     }
+    const void *x = (const void *)(intptr_t)v[0];
+    float stack_buf[X_STACK_FLOATS], *heap_buf = NULL, *buf = stack_buf;
+    if ((bf16 || v[1] != K) && (size_t)M * K > X_STACK_FLOATS) {
+        heap_buf = buf = (float *)malloc((size_t)M * K * sizeof(float));
+        if (!heap_buf) return PyErr_NoMemory();
+    }
     Py_BEGIN_ALLOW_THREADS
-    dense_mm((const float *)(intptr_t)v[0], (const void *)(intptr_t)v[1], (int)v[2],
-             (const float *)(intptr_t)v[3], (float *)(intptr_t)v[4], M, N, K, (int)v[8]);
+    const float *xf = x_as_fp32(x, v[1], bf16, M, K, buf);
+    dense_mm(xf, (const void *)(intptr_t)v[2], bf16, (const void *)(intptr_t)v[4],
+             (void *)(intptr_t)v[5], M, N, K, (int)v[9]);
     Py_END_ALLOW_THREADS
+    free(heap_buf);
     Py_RETURN_NONE;
 }
 
 static PyObject *py_isa(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
-    if (use_avx2 < 0) {
-        float x = 0.f, w = 0.f, y;
-        dense_mm(&x, &w, 0, NULL, &y, 1, 1, 1, 1);
-    }
-    return PyUnicode_FromString(use_avx2 ? "avx2" : "scalar");
+    return PyUnicode_FromString(sg_use_avx2() ? "avx2" : "scalar");
 }
 
 static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
     (void)self;
     const char *name = PyUnicode_AsUTF8(arg);
     if (!name) return NULL;
-    if (strcmp(name, "scalar") == 0) {
-        use_avx2 = 0;
-    } else if (strcmp(name, "auto") == 0) {
-        use_avx2 = -1;
-    } else {
+    if (sg_set_isa(name) != 0) {
         PyErr_SetString(PyExc_ValueError, "isa must be 'scalar' or 'auto'");
         return NULL;
     }
@@ -355,7 +345,8 @@ static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"dense_mm", (PyCFunction)(void (*)(void))py_dense_mm, METH_FASTCALL,
-     "dense_mm(x, w, w_is_bf16, bias_or_0, y, M, N, K, threads): y = x @ w.T (+ bias), raw pointers"},
+     "dense_mm(x, ldx, w, dt, bias_or_0, y, M, N, K, threads): y = x @ w.T (+ bias), raw pointers, "
+     "dt 0 fp32 / 1 bf16 for all four"},
     {"isa", py_isa, METH_NOARGS, "the instruction set in use: 'avx2' or 'scalar'"},
     {"set_isa", py_set_isa, METH_O, "force 'scalar' (tests) or back to 'auto'"},
     {NULL, NULL, 0, NULL},

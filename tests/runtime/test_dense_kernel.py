@@ -117,3 +117,84 @@ def test_other_inputs_take_f_linear(monkeypatch):
 def test_shape_errors_are_torch_errors():
     with pytest.raises(RuntimeError):
         linear(torch.randn(2, 8), torch.randn(16, 9))
+
+
+def _bf16_ulp(t: torch.Tensor) -> torch.Tensor:
+    """The spacing of bf16 values at |t| (8 significant bits): 2 ** (floor(log2 |t|) - 7)."""
+    mag = t.float().abs().clamp_min(2.0 ** -100)
+    return torch.exp2(torch.floor(torch.log2(mag)) - 7)
+
+
+@pytest.mark.parametrize("isa", ["auto", "scalar"])
+@pytest.mark.parametrize("n,k", [(1, 1), (13, 17), (97, 63), (49, 577), (11, 1001), (10, 1537)])
+@pytest.mark.parametrize("m", range(1, MAX_ROWS + 1))
+def test_bf16_in_out_rounds_like_torch(m, n, k, isa):
+    """bf16 x, W, bias in, bf16 y out of the kernel itself: each output is the fp32 sum plus the
+    bias, rounded once to nearest even. Against torch's fp32 result of the same bf16 values
+    rounded by ``.to(torch.bfloat16)``: within one bf16 ulp everywhere (summation order can move
+    a sum across a rounding boundary) and mostly bit-equal (truncation instead of rounding to
+    nearest would miss about half)."""
+    ext = dense_kernel._ext
+    ext.set_isa(isa)
+    try:
+        torch.manual_seed(m * 131 + n * 7 + k)
+        x = torch.randn(m, k).to(torch.bfloat16)
+        w = torch.randn(n, k).to(torch.bfloat16)
+        b = (torch.randn(n) * 4).to(torch.bfloat16)
+        for bias in (None, b):
+            got = linear(x, w, bias)
+            assert got.dtype == torch.bfloat16 and got.shape == (m, n) and got.is_contiguous()
+            ref = _ref_bf16(x, w, bias)
+            diff = (got.float() - ref.float()).abs()
+            assert bool((diff <= _bf16_ulp(ref)).all()), float((diff / _bf16_ulp(ref)).max())
+            exact = (got == ref).float().mean().item()
+            assert exact >= (0.9 if m * n >= 40 else 0.5), exact
+    finally:
+        ext.set_isa("auto")
+
+
+def test_bf16_rounding_is_nearest_even():
+    """Sums that land exactly between two bf16 values (and just beside them) round as torch's
+    ``.to(torch.bfloat16)``: to nearest, ties to even. Each output is ``a + r`` with K = 2 and
+    both terms bf16 values whose fp32 sum is exact, so summation order plays no part."""
+    u = 2.0 ** -8  # half the bf16 spacing at 1.0
+    pairs = [(1.0, u), (1.0, 3 * u), (1.0, 1.5 * u), (1.0, 0.5 * u), (-1.0, -u), (-1.0, -3 * u),
+             (3.0, 2.0 ** -6), (3.0, 3 * 2.0 ** -6), (1.0, 0.0), (-2.0, 2.0 ** -9)]
+    x = torch.tensor([[1.0, 1.0]], dtype=torch.bfloat16)
+    w = torch.tensor(pairs, dtype=torch.float32).to(torch.bfloat16)
+    assert torch.equal(w.float(), torch.tensor(pairs)), "test setup: a term is not a bf16 value"
+    want = torch.tensor([[a + r for a, r in pairs]], dtype=torch.float32).to(torch.bfloat16)
+    assert not torch.equal(want.float(), torch.tensor([[a + r for a, r in pairs]])), "no rounding tested"
+    for isa in ("auto", "scalar"):
+        dense_kernel._ext.set_isa(isa)
+        try:
+            got = linear(x, w)
+        finally:
+            dense_kernel._ext.set_isa("auto")
+        assert torch.equal(got, want), (isa, got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("m", [1, 2, 5, 8])
+def test_strided_rows_of_x_are_read_in_place(m, dtype):
+    """x with unit stride along K but a longer row stride (a column slice of a wider tensor, as
+    the q/k/v columns of a fused projection) gives the same result as its contiguous copy."""
+    torch.manual_seed(m)
+    wide = torch.randn(m, 700).to(dtype)
+    x = wide[:, 50:627]  # [m, 577], row stride 700
+    assert not x.is_contiguous() or m == 1
+    w, b = torch.randn(33, 577).to(dtype), torch.randn(33).to(dtype)
+    assert torch.equal(linear(x, w, b), linear(x.contiguous(), w, b))
+
+
+def test_bias_of_another_dtype_takes_f_linear():
+    """A bias whose dtype differs from x's is not read as x's dtype: F.linear decides (and raises)."""
+    x, w = torch.randn(2, 8).to(torch.bfloat16), torch.randn(4, 8).to(torch.bfloat16)
+    bias = torch.randn(4)  # fp32
+    try:
+        want = F.linear(x, w, bias)
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            linear(x, w, bias)
+    else:
+        assert torch.equal(linear(x, w, bias), want)

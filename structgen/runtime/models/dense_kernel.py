@@ -52,33 +52,38 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         bias: ``[N]`` or None.
 
     Returns:
-        ``[M, N]`` in ``x``'s dtype. On CPU with ``1 <= M <= 8``, fp32 or bf16 ``x`` and
-        ``weight`` of the same dtype, contiguous ``weight``: the C kernel (fp32
-        accumulation, equal to ``F.linear`` up to summation order); otherwise ``F.linear``.
+        ``[M, N]`` in ``x``'s dtype. On CPU with ``1 <= M <= 8``, ``x``, ``weight`` and ``bias``
+        all fp32 or all bf16, ``x`` with unit stride along K (any row stride), contiguous
+        ``weight`` and ``bias``: the C kernel, one call and no torch op around it (fp32
+        accumulation; bf16 results are the fp32 sum plus bias rounded once to nearest even,
+        i.e. ``F.linear`` of the fp32 values cast to bf16, up to summation order); otherwise
+        ``F.linear``.
 
     Raises:
-        what ``F.linear`` raises for mismatched shapes.
+        what ``F.linear`` raises for mismatched shapes or dtypes.
     """
     dt = x.dtype
-    if (
+    if (  # explicit checks, cheapest first: this runs for every linear of every decode step
         _ext is None
         or not _ENABLED
-        or x.dim() != 2
-        or not 1 <= x.shape[0] <= MAX_ROWS
-        or not x.is_cpu
         or (dt is not torch.float32 and dt is not torch.bfloat16)
         or weight.dtype is not dt
+        or x.dim() != 2
+        or not 1 <= x.shape[0] <= MAX_ROWS
         or weight.dim() != 2
         or x.shape[1] != weight.shape[1]
+        or x.stride(1) != 1
+        or (x.shape[0] > 1 and x.stride(0) < x.shape[1])  # overlapping rows (expand)
+        or not x.is_cpu
+        or not weight.is_cpu
         or not weight.is_contiguous()
-        or (bias is not None and (bias.dim() != 1 or bias.shape[0] != weight.shape[0]))
+        or (bias is not None and (bias.dtype is not dt or bias.dim() != 1 or bias.shape[0] != weight.shape[0]
+                                  or not bias.is_contiguous() or not bias.is_cpu))
     ):
         return F.linear(x, weight, bias)
     m, k = x.shape
     n = weight.shape[0]
-    xf = x if dt is torch.float32 and x.is_contiguous() else x.float().contiguous()  # [M, K] fp32
-    bf = None if bias is None else bias.float().contiguous()
-    y = torch.empty(m, n, dtype=torch.float32)
-    _ext.dense_mm(xf.data_ptr(), weight.data_ptr(), 0 if dt is torch.float32 else 1,
-                  0 if bf is None else bf.data_ptr(), y.data_ptr(), m, n, k, torch.get_num_threads())
-    return y if dt is torch.float32 else y.to(dt)
+    y = torch.empty(m, n, dtype=dt)
+    _ext.dense_mm(x.data_ptr(), x.stride(0) if m > 1 else k, weight.data_ptr(), 0 if dt is torch.float32 else 1,
+                  0 if bias is None else bias.data_ptr(), y.data_ptr(), m, n, k, torch.get_num_threads())
+    return y

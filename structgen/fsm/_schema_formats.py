@@ -3,7 +3,7 @@
 Each regex accepts only strings valid for the format (RFC 3339 date/time/duration,
 RFC 4122 uuid, dotted-quad IPv4 without leading zeros, RFC 4291 IPv6 text forms,
 RFC 1123 hostnames of at most three labels, RFC 3986 URIs with an ASCII subset of
-characters, a conservative ``local@domain`` email). Some valid spellings are
+characters, a conservative ``local@domain`` email, RFC 6570 URI templates exactly). Some valid spellings are
 rejected (e.g. long hostnames, quoted email local parts); nothing invalid is accepted.
 None of them contains a character that needs escaping in JSON.
 """
@@ -48,6 +48,21 @@ def _ipv6() -> str:
 _LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _URI_CHAR = r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})"
 
+# RFC 6570 URI Template (levels 1-4): literals (any character but controls, space and
+# "'%<>\\^`{|}, or a %XX escape) and {expressions}: an optional operator, then
+# comma-separated variable names ([A-Za-z0-9_] or %XX, dot-separated) each with an
+# optional :prefix length (1-9999) or * explode. Code points from U+F0000 are written
+# as escapes (raw, they are shared-definition placeholders in pattern text).
+_UCS = "".join("%s-%s" % (chr(a), chr(b)) if a < 0xF0000 else "\\U%08x-\\U%08x" % (a, b)
+               for a, b in [(0xA0, 0xD7FF), (0xE000, 0xFDCF), (0xFDF0, 0xFFEF)]
+               + [(p << 16, (p << 16) + 0xFFFD) for p in range(1, 14)]
+               + [(0xE1000, 0xEFFFD), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD)])
+_PCT = "%[0-9A-Fa-f]{2}"
+_VARCHAR = "(?:[A-Za-z0-9_]|" + _PCT + ")"
+_VARSPEC = _VARCHAR + r"(?:\.?" + _VARCHAR + r")*(?::[1-9][0-9]{0,3}|\*)?"
+_URI_TEMPLATE = ("(?:[!#$&(-;=?-\\[\\]_a-z~" + _UCS + "]|" + _PCT + "|\\{[+#./;?&=,!@|]?"
+                 + _VARSPEC + "(?:," + _VARSPEC + ")*\\})*")
+
 FORMATS = {
     "date": _DATE,
     "time": _TIME,
@@ -59,4 +74,5 @@ FORMATS = {
     "ipv6": _ipv6(),
     "hostname": _LABEL + r"(?:\." + _LABEL + "){0,2}",
     "uri": "[A-Za-z][A-Za-z0-9+.-]*:" + _URI_CHAR + "*",
+    "uri-template": _URI_TEMPLATE,
 }

@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import UnsupportedSchemaError
-from ._json_pattern import _class_ranges, _complement, _encoded_alternatives, _translate
+from ._json_pattern import (_class_ranges, _class_text, _complement, _encoded_alternatives,
+                            _translate)
 from ._sre import MAXREPEAT, parse, sre_constants as C
 
 __all__ = ["bounded_string_body", "Unrepresentable", "MAX_NFA_STATES", "MAX_PRODUCT_STATES"]
@@ -38,6 +39,15 @@ class Unrepresentable(Exception):
     """The intersection cannot be written exactly within the limits (message says why)."""
 
 
+def _body(items, pointer: str) -> str:
+    """``_json_pattern``'s JSON-body translation of parse items (Unrepresentable when it
+    has none, e.g. a character class too large to write out)."""
+    try:
+        return _translate(items, pointer)
+    except UnsupportedSchemaError as exc:
+        raise Unrepresentable(str(exc)) from exc
+
+
 class _NFA:
     """Thompson NFA over code-point ranges: ``eps[s]`` targets, ``edges[s]`` (ranges, target).
 
@@ -45,7 +55,8 @@ class _NFA:
     the language accepted from ``t`` (the continuation after that character, built
     alongside: the pattern's remaining items and enclosing repetitions)."""
 
-    def __init__(self, pointer: str) -> None:
+    def __init__(self, pointer: str, with_rest: bool = True) -> None:
+        self.with_rest = with_rest  # False: no continuation texts (maxLength bounds all)
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[tuple, int]]] = []
         self.rest: dict[int, str] = {}
@@ -62,8 +73,10 @@ class _NFA:
     def text(self, item) -> str:
         """The JSON-body regex of one parse item (``_json_pattern``'s translation)."""
         key = id(item)
+        if not self.with_rest:
+            return ""
         if key not in self._text:
-            self._text[key] = _translate([item], self.pointer)
+            self._text[key] = _body([item], self.pointer)
         return self._text[key]
 
     def char(self, s: int, ranges, k: str) -> int:
@@ -105,7 +118,7 @@ class _NFA:
 
     def _repeat(self, av, s: int, k: str) -> int:
         lo, hi, sub = av
-        body = "(?:" + _translate(sub, self.pointer) + ")"
+        body = "(?:" + _body(sub, self.pointer) + ")" if self.with_rest else ""
 
         def more(a: int, b: int | None) -> str:  # body{a,b} then k
             if b == 0:
@@ -141,9 +154,11 @@ class _NFA:
 _ANY_ITEM = (C.MAX_REPEAT, (0, MAXREPEAT, [(C.IN, [(C.RANGE, (0, 0x10FFFF))])]))
 
 
-def _build_nfa(regex: str, anchored: bool, pointer: str) -> tuple[_NFA, int, int, str]:
+def _build_nfa(regex: str, anchored: bool, pointer: str,
+               with_rest: bool) -> tuple[_NFA, int, int, str]:
     """(nfa, start, final, whole) for ``regex``: fullmatch when ``anchored``, else search;
-    ``whole`` is the JSON-body regex of the language (the start state's continuation)."""
+    ``whole`` is the JSON-body regex of the language (the start state's continuation;
+    with ``with_rest`` False, no continuation texts and ``whole`` is empty)."""
     try:
         tree = list(parse(regex))
     except ValueError as exc:
@@ -151,7 +166,7 @@ def _build_nfa(regex: str, anchored: bool, pointer: str) -> tuple[_NFA, int, int
     branches = [tree]
     if len(tree) == 1 and tree[0][0] == C.BRANCH:
         branches = [list(b) for b in tree[0][1][1]]
-    nfa = _NFA(pointer)
+    nfa = _NFA(pointer, with_rest)
     start, final = nfa.new(), nfa.new()
     wholes = []
     for branch in branches:
@@ -165,8 +180,9 @@ def _build_nfa(regex: str, anchored: bool, pointer: str) -> tuple[_NFA, int, int
         s = nfa.new()
         nfa.eps[start].append(s)
         nfa.eps[nfa.seq(items, s, "")].append(final)
-        wholes.append(_translate(items, pointer))
-    whole = wholes[0] if len(wholes) == 1 else "(?:" + "|".join(wholes) + ")"
+        if with_rest:
+            wholes.append(regex if anchored else _body(items, pointer))
+    whole = "" if not wholes else wholes[0] if len(wholes) == 1 else "(?:" + "|".join(wholes) + ")"
     return nfa, start, final, whole
 
 
@@ -206,7 +222,7 @@ def bounded_string_body(conv: Any, regex: str, anchored: bool, lo: int, hi: int 
         Unrepresentable: no exact finite form within the limits (caller reports it).
         UnsupportedSchemaError: the pattern does not parse.
     """
-    nfa, start, final, whole = _build_nfa(regex, anchored, pointer)
+    nfa, start, final, whole = _build_nfa(regex, anchored, pointer, hi is None)
     shortest = _shortest(nfa, start, final)
     if shortest is None:
         return None
@@ -282,5 +298,9 @@ def _char(conv, ranges: tuple, pointer: str) -> str:
     found, text = conv.sharing.lookup(key)
     if found:
         return text
-    text = _encoded_alternatives(list(ranges), pointer)
-    return conv.sharing.store(key, "(?:" + text + ")")
+    special = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]  # written as JSON escapes
+    small = [(max(a, c), min(b, d)) for a, b in ranges for c, d in special if max(a, c) <= min(b, d)]
+    big = [(a, b) for a, b in _complement(special + _complement(list(ranges)))]
+    parts = (["[" + _class_text(big) + "]"] if big else []) + (
+        [_encoded_alternatives(small, pointer)] if small else [])
+    return conv.sharing.store(key, "(?:" + "|".join(parts) + ")")

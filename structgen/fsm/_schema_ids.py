@@ -7,12 +7,14 @@ hold subschemas in any draft) and
   root's base being its own ``$id`` or ``""`` (as ``jsonschema``'s ``referencing`` does);
   in draft 3-7 an ``$id`` next to ``$ref`` is ignored, and ``"$id": "#foo"`` is an anchor;
 * registers every embedded resource (its URI) and every anchor (``$anchor``,
-  ``$dynamicAnchor``: for ``$ref`` it is a plain anchor; ``$dynamicRef`` itself stays
-  unsupported, so dropping the keyword is exact);
+  ``$dynamicAnchor``: for ``$ref`` it is a plain anchor; dropping the keyword is exact
+  because every ``$dynamicRef`` it could matter to stays unsupported);
 * rewrites every ``$ref`` it can resolve inside the document to one canonical spelling,
   ``#`` + the JSON pointer of the target in the document (``~0``/``~1`` escapes, no
   percent-encoding): a fragment pointer is percent-decoded, may hold empty tokens
   (``#/$defs//$defs/``) and is relative to the resource its URI names;
+* rewrites a ``$dynamicRef`` whose resolution does not depend on the dynamic scope to
+  that ``$ref`` (see ``_rewrite``); the others stay (unsupported keyword);
 * in draft 3-7, drops the siblings of ``$ref`` ("all other properties in a $ref object
   MUST be ignored"; annotations such as ``definitions`` stay, so pointers into them work).
 
@@ -91,12 +93,14 @@ class RefIndex:
         self._resources: dict[str, tuple] = {}
         self._anchors: dict[tuple[str, str], tuple] = {}
         self._table: dict[str, Any] = {}
-        self._sites: list[tuple[dict, str, str]] = []
+        self._sites: list[tuple[dict, str, str, bool]] = []
         self._overridden: list[dict] = []
+        self._dynamic: dict[str, int] = {}  # $dynamicAnchor name -> how many schemas bear it
+        self._source = root
         self.root = self._walk(root)
         self._embedded = any(self._resources.values()) or bool(self._anchors)
-        for copy, ref, base in self._sites:
-            self._rewrite(copy, ref, base)
+        for copy, ref, base, dynamic in self._sites:
+            self._rewrite(copy, ref, base, dynamic)
         for copy in self._overridden:
             for key in [k for k in copy if k not in _KEPT_BESIDE_REF]:
                 del copy[key]
@@ -133,9 +137,14 @@ class RefIndex:
             copy = {k: v for k, v in node.items() if k not in drop}
             holder[slot] = copy
             if isinstance(node.get("$ref"), str):
-                self._sites.append((copy, node["$ref"], base))
+                self._sites.append((copy, node["$ref"], base, False))
                 if self.legacy and len(copy) > 1:
                     self._overridden.append(copy)
+            elif isinstance(node.get("$dynamicRef"), str) and not self.legacy:
+                self._sites.append((copy, node["$dynamicRef"], base, True))
+            if isinstance(node.get("$dynamicAnchor"), str) and not self.legacy:
+                name = node["$dynamicAnchor"]
+                self._dynamic[name] = self._dynamic.get(name, 0) + 1
             for key, val in node.items():
                 if key in _IN_VALUE and isinstance(val, (dict, bool)):
                     stack.append((val, copy, key, tokens + (key,), base))
@@ -150,7 +159,12 @@ class RefIndex:
                             stack.append((sub, members, name, tokens + (key, name), base))
         return out["root"]
 
-    def _rewrite(self, copy: dict, ref: str, base: str) -> None:
+    def _rewrite(self, copy: dict, ref: str, base: str, dynamic: bool) -> None:
+        """Point ``copy``'s reference at its target by canonical pointer (left as it is when
+        the target is not in this document). A ``$dynamicRef`` becomes that ``$ref`` where
+        its dynamic resolution is static: the fragment is a pointer, or names an anchor
+        that no ``$dynamicAnchor`` made, or the one ``$dynamicAnchor`` of that name in the
+        whole document (every dynamic scope finds that same schema)."""
         if ref.startswith("#"):
             uri, frag = base, ref[1:]
         else:
@@ -159,14 +173,20 @@ class RefIndex:
         if start is None:
             return
         tokens = _pointer_tokens(frag)
-        tokens = self._anchors.get((uri, unquote(frag))) if tokens is None else start + tokens
+        anchor = unquote(frag) if tokens is None else None
+        tokens = self._anchors.get((uri, anchor)) if tokens is None else start + tokens
         if tokens is None:
             return
-        target = self.root
+        target, source = self.root, self._source
         for t in tokens:
-            target = _step(target, t)
+            target, source = _step(target, t), _step(source, t)
             if target is _MISSING:
                 return
+        if dynamic:
+            made = isinstance(source, dict) and source.get("$dynamicAnchor") == anchor
+            if made and self._dynamic.get(anchor, 0) != 1:
+                return  # resolved by the dynamic scope: $dynamicRef stays unsupported
+            del copy["$dynamicRef"]
         canonical = pointer_of(tokens)
         self._table[canonical] = target
         copy["$ref"] = canonical

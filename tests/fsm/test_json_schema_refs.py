@@ -1,6 +1,7 @@
 """``$ref`` within one document (``_schema_ids``): JSON pointers with percent-encoding, empty
 tokens and ``~`` escapes, ``$id`` base URIs, ``$anchor`` / draft-7 ``"$id": "#foo"`` anchors,
-and draft 3-7 "``$ref`` overrides its siblings". Every instance's expected validity is
+``$dynamicRef`` where the dynamic scope cannot matter, and draft 3-7 "``$ref`` overrides its
+siblings". Every instance's expected validity is
 written out and checked against ``jsonschema`` too; the grammar must agree with both."""
 
 from __future__ import annotations
@@ -79,6 +80,18 @@ CASES = [
     ({"$schema": D4, "id": "http://example.com/r.json", "properties": {"p": {"$ref": "s.json"}},
       "definitions": {"s": {"id": "s.json", "type": "null"}}},
      [({"p": None}, True), ({"p": 1}, False)]),
+    # $dynamicRef where the dynamic scope cannot matter: a pointer fragment, an anchor no
+    # $dynamicAnchor made, the only $dynamicAnchor of its name
+    ({"$id": "http://example.com/root", "type": "array", "items": {"$dynamicRef": "#it"},
+      "$defs": {"foo": {"$dynamicAnchor": "it", "type": "string"}}},
+     [(["a"], True), ([1], False)]),
+    ({"$id": "http://example.com/root", "$ref": "list",
+      "$defs": {"foo": {"$dynamicAnchor": "it", "type": "string"},
+                "list": {"$id": "list", "type": "array", "items": {"$dynamicRef": "#it"},
+                         "$defs": {"it": {"$anchor": "it", "type": "integer"}}}}},
+     [([1], True), (["a"], False)]),
+    ({"properties": {"f": {"$dynamicRef": "#/$defs/f"}}, "$defs": {"f": False}},
+     [({}, True), ({"f": 1}, False)]),
     # an "$id" inside enum data is not an identifier
     ({"$defs": {"real": {"$id": "http://example.com/id.json", "type": "integer"}},
       "anyOf": [{"$ref": "http://example.com/id.json"},
@@ -105,12 +118,17 @@ def test_in_document_refs_agree_with_jsonschema(schema, instances) -> None:
     ({"$ref": "#/$defs/missing", "$defs": {}}, InvalidSchemaError),
     ({"$ref": "http://example.com/elsewhere.json"}, UnsupportedSchemaError),
     ({"$id": "http://example.com/r.json", "$ref": "other.json#/x"}, UnsupportedSchemaError),
+    # two $dynamicAnchor "it": which one depends on the dynamic scope
+    ({"$id": "http://example.com/root", "$ref": "list",
+      "$defs": {"foo": {"$dynamicAnchor": "it", "type": "string"},
+                "list": {"$id": "list", "type": "array", "items": {"$dynamicRef": "#it"},
+                         "$defs": {"it": {"$dynamicAnchor": "it"}}}}}, UnsupportedSchemaError),
 ])
 def test_unresolvable_refs_raise(schema, error) -> None:
     with pytest.raises(error) as info:
         compile_json_schema(schema)
     if error is UnsupportedSchemaError:
-        assert info.value.keyword == "$ref"
+        assert info.value.keyword in ("$ref", "$dynamicRef")
 
 
 def test_rewritten_document_names_targets_by_pointer() -> None:

@@ -218,3 +218,54 @@ def _objects_disjoint(a: dict, b: dict) -> bool:
         if rb - set(pa):
             return True
     return any(pa.get(name) is False for name in rb)
+
+
+_KINDS = frozenset({"object", "array", "string", "boolean", "null", "integer", "fraction"})
+NON_INTEGER = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"  # a nonzero fraction digit: never an integer
+
+
+def _kinds(schema: Any, resolve: Resolver, depth: int = 0) -> frozenset[str] | None:
+    """The kinds of value (JSON types, numbers split into integers and the rest) a schema
+    made only of ``type``/``not``/``$ref`` (or a boolean) accepts; None for any other."""
+    if depth > 16:
+        return None
+    if schema is True or schema is False:
+        return _KINDS if schema else frozenset()
+    if not isinstance(schema, dict):
+        return None
+    keys = set(schema) - _IGNORED
+    if keys == {"$ref"}:
+        return _kinds(resolve(schema["$ref"], ""), resolve, depth + 1)
+    if not keys <= {"type", "not"}:
+        return None
+    kinds = _KINDS
+    if "type" in schema:
+        t = schema["type"]
+        ts = {t} if isinstance(t, str) else set(t)
+        kinds = frozenset(ts & _KINDS | ({"integer", "fraction"} if "number" in ts else set()))
+    if "not" in schema:
+        inner = _kinds(schema["not"], resolve, depth + 1)
+        if inner is None:
+            return None
+        kinds = kinds - inner
+    return kinds
+
+
+def negated_types(negated: Any, resolve: Resolver, within: Any = None) -> tuple[list[str], bool] | None:
+    """What ``not: negated`` leaves of the values of ``type: within`` (None: any type),
+    when ``negated`` is a boolean or is made only of ``type``/``not``/``$ref``:
+    ``(types, fraction)``: the JSON types left (``"integer"`` alone: the integers only),
+    and whether the numbers that are not integers are left too while the integers are
+    not (the caller writes ``NON_INTEGER`` for them). None for other schemas."""
+    kinds = _kinds(negated, resolve)
+    if kinds is None:
+        return None
+    left = _KINDS - kinds
+    if within is not None:
+        left = left & (_kinds({"type": within}, resolve) or frozenset())
+    types = [t for t in TYPES if t in left and t not in ("integer", "number")]
+    if {"integer", "fraction"} <= left:
+        types.append("number")
+    elif "integer" in left:
+        types.append("integer")
+    return types, "fraction" in left and "integer" not in left

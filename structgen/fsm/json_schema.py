@@ -12,7 +12,8 @@ keywords), ``enum``/``const`` of any JSON value (filtered by the sibling keyword
 ``anyOf``, ``oneOf`` (only when its branches are provably disjoint), ``allOf``
 (merged), ``$ref`` within the document (JSON pointers, ``$id`` bases, ``$anchor``: see
 ``_schema_ids``; siblings are merged as ``allOf`` in 2019-09+, ignored in drafts 3-7),
-``not`` of a ``const``/``enum`` next to an enum.
+``not`` next to ``const``/``enum`` (values filtered), or of ``type``/``not``/booleans
+(the types left; ``not: {type: integer}`` leaves numbers with a nonzero fraction digit).
 
 Recursive ``$ref`` is unrolled to ``max_recursion_depth`` (default 10) expansions of
 the same reference along a path, each distinct expansion converted once and shared
@@ -44,11 +45,11 @@ from ._json_pattern import JSON_CHAR
 from ._schema_formats import FORMATS  # noqa: F401 - re-exported for callers
 from ._schema_ids import RefIndex
 from ._schema_arrays import array_regex
-from ._schema_combine import TYPES, merge_all_of, provably_disjoint
+from ._schema_combine import NON_INTEGER, TYPES, merge_all_of, negated_types, provably_disjoint
 from ._schema_objects import object_regex
 from ._schema_refs import RefSharing, expand_shared
 from ._schema_values import values_regex
-from ._schema_scalars import INTEGER, NUMBER, integer_regex, number_regex, string_regex
+from ._schema_scalars import BOUNDS, INTEGER, NUMBER, integer_regex, number_regex, string_regex
 
 __all__ = ["json_schema_to_regex", "json_schema_to_shared", "schema_for", "JsonSchemaConverter", "FLEXIBLE_WS_MAX"]
 
@@ -153,7 +154,11 @@ def json_schema_to_shared(
         schema_for(schema), whitespace=whitespace, strict=strict,
         allow_extra_properties=allow_extra_properties, max_recursion_depth=max_recursion_depth,
     )
-    regex = conv.convert_root()
+    try:
+        regex = conv.convert_root()
+    except RecursionError as exc:
+        raise GrammarTooComplexError("JSON Schema nests too deeply to convert (Python "
+                                     "recursion limit); flatten the schema") from exc
     if warnings is not None:
         warnings.extend(conv.warnings)
     return regex, conv.sharing.definitions
@@ -326,8 +331,15 @@ class JsonSchemaConverter:
             rest = {k: v for k, v in rest.items() if k not in ("const", "enum")}
             rest["enum"] = [v for v in values if not self.is_valid(v, negated)]
             return self._values(rest, pointer)
-        self.unsupported("not", pointer, "not is enforced only next to const/enum")
-        return self.convert(rest or True, pointer, refs)
+        left = negated_types(negated, self.resolve, rest.get("type"))  # of type/not/booleans
+        if left is None or left[1] and set(rest) & {*BOUNDS, "multipleOf"}:
+            self.unsupported("not", pointer, "not is enforced next to const/enum, or of type/not"
+                             " (not integer: without numeric keywords)")
+            return self.convert(rest or True, pointer, refs)
+        types, fraction = left
+        options = [self.convert({**rest, "type": types}, pointer, refs)] if types else []
+        options = [o for o in options + [NON_INTEGER] * fraction if o is not None]
+        return _alt(options) if options else None
 
     def _ref(self, ref: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
         target = self.resolve(ref, pointer)
@@ -348,7 +360,11 @@ class JsonSchemaConverter:
         """``allOf`` (and ``$ref`` with siblings): convert the merged schema."""
         seen = tuple(r for r in set(refs) if self.sharing.is_cut(r, refs, self.max_depth))
         merged = merge_all_of(subs, pointer, self.resolve, seen)
-        return self.convert(merged, pointer, refs)
+        # the references merged in are on the path too: recursion through allOf is cut
+        # like recursion through $ref (Handwritten mod309 recursed until a RecursionError)
+        inlined = tuple(s["$ref"] for s in subs if isinstance(s, dict)
+                        and isinstance(s.get("$ref"), str) and s["$ref"] not in seen)
+        return self.convert(merged, pointer, refs + inlined)
 
     def _any_of(self, schema: dict, key: str, pointer: str, refs) -> str | None:
         siblings = {k: v for k, v in schema.items() if k != key}

@@ -100,7 +100,7 @@ def test_max_length_counts_characters() -> None:
         ({"type": "array", "items": {"allOf": [{"pattern": "a"}, {"pattern": "b"}]}},
          "allOf", "/items"),
         ({"type": "array", "contains": {"type": "integer"}, "maxContains": 2}, "maxContains", ""),
-        ({"not": {"type": "string"}}, "not", ""),
+        ({"not": {"type": "object", "required": ["a"]}}, "not", ""),  # (not of type/not alone is enforced)
         ({"$ref": "https://example.com/x.json"}, "$ref", ""),
     ],
 )

@@ -154,11 +154,7 @@ def json_schema_to_shared(
         schema_for(schema), whitespace=whitespace, strict=strict,
         allow_extra_properties=allow_extra_properties, max_recursion_depth=max_recursion_depth,
     )
-    try:
-        regex = conv.convert_root()
-    except RecursionError as exc:
-        raise GrammarTooComplexError("JSON Schema nests too deeply to convert (Python "
-                                     "recursion limit); flatten the schema") from exc
+    regex = conv.convert_root()
     if warnings is not None:
         warnings.extend(conv.warnings)
     return regex, conv.sharing.definitions
@@ -360,11 +356,7 @@ class JsonSchemaConverter:
         """``allOf`` (and ``$ref`` with siblings): convert the merged schema."""
         seen = tuple(r for r in set(refs) if self.sharing.is_cut(r, refs, self.max_depth))
         merged = merge_all_of(subs, pointer, self.resolve, seen)
-        # the references merged in are on the path too: recursion through allOf is cut
-        # like recursion through $ref (Handwritten mod309 recursed until a RecursionError)
-        inlined = tuple(s["$ref"] for s in subs if isinstance(s, dict)
-                        and isinstance(s.get("$ref"), str) and s["$ref"] not in seen)
-        return self.convert(merged, pointer, refs + inlined)
+        return self.convert(merged, pointer, refs)
 
     def _any_of(self, schema: dict, key: str, pointer: str, refs) -> str | None:
         siblings = {k: v for k, v in schema.items() if k != key}

@@ -269,3 +269,21 @@ def negated_types(negated: Any, resolve: Resolver, within: Any = None) -> tuple[
     elif "integer" in left:
         types.append("integer")
     return types, "fraction" in left and "integer" not in left
+
+
+def static_conditional(schema: dict) -> dict | None:
+    """``schema`` without ``if``/``then``/``else`` where their effect is decided without
+    an instance: ``then``/``else`` without ``if`` and ``if`` without either have none;
+    ``if: true`` (or an empty schema) is ``then``, ``if: false`` is ``else``. None when
+    the condition depends on the instance (not enforced)."""
+    rest = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+    if "if" not in schema or ("then" not in schema and "else" not in schema):
+        return rest
+    cond = schema["if"]
+    if cond is True or isinstance(cond, dict) and not set(cond) - _IGNORED:
+        branch = schema.get("then", True)
+    elif cond is False:
+        branch = schema.get("else", True)
+    else:
+        return None
+    return {"allOf": [rest, branch]}

@@ -45,7 +45,8 @@ from ._json_pattern import JSON_CHAR
 from ._schema_formats import FORMATS  # noqa: F401 - re-exported for callers
 from ._schema_ids import RefIndex
 from ._schema_arrays import array_regex
-from ._schema_combine import NON_INTEGER, TYPES, merge_all_of, negated_types, provably_disjoint
+from ._schema_combine import (NON_INTEGER, TYPES, merge_all_of, negated_types, provably_disjoint,
+                              static_conditional)
 from ._schema_objects import object_regex
 from ._schema_refs import RefSharing, expand_shared
 from ._schema_values import values_regex
@@ -251,6 +252,8 @@ class JsonSchemaConverter:
             return None
         if not isinstance(schema, dict):
             raise InvalidSchemaError("a schema must be an object or a boolean", pointer)
+        if {"if", "then", "else"} & set(schema) and static_conditional(schema) is not None:
+            return self.convert(static_conditional(schema), pointer, refs)
         for key in schema:
             if key not in _KNOWN and key not in ANNOTATIONS:
                 self.unsupported(key, pointer)

@@ -1,7 +1,8 @@
 """``not`` of a boolean or of a schema made of ``type``/``not``/``$ref``: the types left
 (``not: {type: integer}`` leaves the numbers with a nonzero fraction digit), intersected
 with the sibling ``type``. ``jsonschema`` is the reference: every accepted text is valid,
-every listed valid text is accepted; other ``not`` stays a strict error."""
+every listed valid text is accepted; other ``not`` stays a strict error. Also ``if``/``then``/
+``else`` where no instance is needed to decide (no ``if``, no branch, ``if`` a boolean)."""
 
 from __future__ import annotations
 
@@ -55,3 +56,28 @@ def test_other_not_stays_a_strict_error(schema) -> None:
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_json_schema(schema)
     assert info.value.keyword == "not"
+
+
+@pytest.mark.parametrize(("schema", "good", "bad"), [
+    ({"if": {"const": 0}}, ["1", '"s"'], []),  # if without then/else: no effect
+    ({"then": {"const": 0}, "type": "integer"}, ["1", "0"], ['"s"']),  # then without if
+    ({"else": False}, ["null"], []),
+    ({"if": True, "then": {"const": "t"}, "else": {"const": "e"}}, ['"t"'], ['"e"', "1"]),
+    ({"if": {}, "then": {"type": "integer"}}, ["1"], ['"s"']),
+    ({"if": False, "then": {"const": "t"}, "else": {"const": "e"}}, ['"e"'], ['"t"']),
+    ({"if": False, "then": {"const": "t"}, "type": "string"}, ['"t"', '"x"'], ["1"]),
+])
+def test_if_then_else_decided_without_an_instance(schema, good, bad) -> None:
+    grammar = compile_json_schema(schema)
+    for text in good:
+        assert _valid(schema, json.loads(text)), text
+        assert grammar.matches(text), text
+    for text in bad:
+        assert not _valid(schema, json.loads(text)), text
+        assert not grammar.matches(text), text
+
+
+def test_if_that_depends_on_the_instance_stays_a_strict_error() -> None:
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_json_schema({"if": {"type": "string"}, "then": {"minLength": 2}})
+    assert info.value.keyword == "if"

@@ -155,7 +155,11 @@ def json_schema_to_shared(
         schema_for(schema), whitespace=whitespace, strict=strict,
         allow_extra_properties=allow_extra_properties, max_recursion_depth=max_recursion_depth,
     )
-    regex = conv.convert_root()
+    try:
+        regex = conv.convert_root()
+    except RecursionError as exc:
+        raise GrammarTooComplexError("JSON Schema nests too deeply to convert (Python "
+                                     "recursion limit); flatten the schema") from exc
     if warnings is not None:
         warnings.extend(conv.warnings)
     return regex, conv.sharing.definitions
@@ -357,9 +361,15 @@ class JsonSchemaConverter:
 
     def _merged(self, subs: list[Any], pointer: str, refs: tuple[str, ...]) -> str | None:
         """``allOf`` (and ``$ref`` with siblings): convert the merged schema."""
+        # the references merged in are on the path too: recursion through allOf is cut
+        # like recursion through $ref (Handwritten mod309 recursed until a RecursionError)
+        inlined = tuple(s["$ref"] for s in subs if isinstance(s, dict) and isinstance(s.get("$ref"), str))
+        for ref in inlined:
+            if self.sharing.is_cut(ref, refs, self.max_depth):
+                return self._ref(ref, pointer, refs)  # records the cut, returns None
         seen = tuple(r for r in set(refs) if self.sharing.is_cut(r, refs, self.max_depth))
         merged = merge_all_of(subs, pointer, self.resolve, seen)
-        return self.convert(merged, pointer, refs)
+        return self.convert(merged, pointer, refs + inlined)
 
     def _any_of(self, schema: dict, key: str, pointer: str, refs) -> str | None:
         siblings = {k: v for k, v in schema.items() if k != key}

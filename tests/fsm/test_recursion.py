@@ -206,3 +206,31 @@ def test_washington_post_recursive_group_compiles_small() -> None:
     # what makes it fast: text and definitions (was 12 MB / 1,190 definitions)
     assert sum(map(len, definitions)) + len(pattern) < 600_000
     assert len(definitions) < 1000
+
+
+THROUGH_ALLOF = {"$defs": {"n": {"type": "object", "properties": {
+    "k": {"allOf": [{"$ref": "#/$defs/n"}, {"required": ["v"]}]}, "v": {"type": "integer"}}}},
+    "$ref": "#/$defs/n"}
+
+
+def _through_allof(depth: int) -> dict:
+    node: dict = {"v": 0}
+    for i in range(depth - 1):
+        node = {"k": node, "v": i}
+    return node
+
+
+def test_recursion_through_allof_is_cut_like_ref() -> None:
+    """A reference merged by allOf is on the path like a $ref (Handwritten mod309 recursed
+    through allOf until Python's RecursionError)."""
+    grammar = compile_json_schema(THROUGH_ALLOF)
+    for depth in range(1, 12):  # the root is one expansion; the allOf adds one per level
+        assert grammar.matches(_canonical(_through_allof(depth), THROUGH_ALLOF)) == (depth <= 10), depth
+    bad = _canonical(_through_allof(6), THROUGH_ALLOF).replace('"v":0', '"v":"0"')
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(json.loads(bad), THROUGH_ALLOF)
+    assert not grammar.matches(bad)
+    missing = {"k": {"k": {"v": 1}}}  # the outer k lacks the required v
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(missing, THROUGH_ALLOF)
+    assert not grammar.matches(json.dumps(missing, separators=(",", ":")))

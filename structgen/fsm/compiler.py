@@ -11,10 +11,9 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-import jsonschema
-
-from ..errors import InvalidSchemaError, StructgenError
+from ..errors import StructgenError
 from ._json_pattern import escape_literal
+from ._schema_check import check_schema
 from .dfa import ByteDFA, regex_to_dfa
 from ._schema_refs import expand_shared
 from .json_schema import DEFAULT_MAX_RECURSION_DEPTH, json_schema_to_shared, schema_for
@@ -197,11 +196,7 @@ def compile_json_schema(
 
     def build() -> CompiledGrammar:  # a cache hit skips the metaschema check too
         if isinstance(schema, dict):
-            try:
-                jsonschema.validators.validator_for(schema).check_schema(schema)
-            except jsonschema.SchemaError as exc:
-                pointer = "".join("/" + str(p) for p in exc.path)
-                raise InvalidSchemaError(f"invalid JSON Schema: {exc.message}", pointer) from exc
+            check_schema(schema)  # jsonschema's verdict; common schemas by a fast table
         warnings: list[str] = []
         pattern, definitions = json_schema_to_shared(
             schema, whitespace=whitespace, strict=strict,

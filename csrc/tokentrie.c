@@ -25,9 +25,22 @@
  *   walk_bytes(data, state, row_tables) -> state after the bytes, -1 if dead (one token's
  *   step when its mask is known: the rows on its path were built by the mask's walk).
  *
- * Errors: ValueError on inconsistent arrays; exceptions of row_tables propagate
- * (GrammarTooComplexError from a DFA budget). The GIL is held throughout (row_tables
- * runs Python).
+ *   fill_row(dst, tensor, row, words) -> bool: the per-token write of a packed mask into
+ *   one row of a CPU int32 bitmask tensor (Matcher.fill_bitmask, structgen/fsm/_mask_write.py).
+ *     dst    tuple (tensor, version, base, rows, stride, cols), the tensor's layout as read
+ *            by _mask_write.describe: base the address of element [0, 0] (data_ptr), rows x
+ *            cols its shape, stride the words between rows (a row's words are contiguous)
+ *     tensor the tensor to write; returns False without writing unless it is dst's tensor
+ *            with the same tensor._version (bumped by every in-place op, metadata ones too)
+ *            and tensor.data_ptr() (a swapped or reallocated storage): the caller then reads
+ *            the layout again
+ *     row    the row to write; negative counts from the end (as numpy); IndexError outside
+ *     words  int32 [n] (any contiguous buffer of n * 4 bytes) or None (an all-zero row):
+ *            min(n, cols) words are copied, the words past them zeroed.
+ *
+ * Errors: ValueError on inconsistent arrays, IndexError for a row outside (fill_row);
+ * exceptions of row_tables propagate (GrammarTooComplexError from a DFA budget). The GIL
+ * is held throughout (row_tables runs Python).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -226,9 +239,72 @@ static PyObject *walk_bytes(PyObject *self, PyObject *const *args, Py_ssize_t na
     return PyLong_FromLong(s < 0 ? -1 : s);
 }
 
+static PyObject *str_version, *str_data_ptr; /* interned at module init */
+
+/* 1 when attribute or method result `value` of the tensor equals `expected`, 0 when not, -1
+ * with an error set. method: call it (data_ptr()), else read the attribute (_version). */
+static int same_as(PyObject *tensor, PyObject *name, int method, PyObject *expected) {
+    PyObject *value = method ? PyObject_CallMethodNoArgs(tensor, name)
+                             : PyObject_GetAttr(tensor, name);
+    if (!value) return -1;
+    int eq = PyObject_RichCompareBool(value, expected, Py_EQ);
+    Py_DECREF(value);
+    return eq;
+}
+
+/* fill_row(dst, tensor, row, words): see the header. The check is three comparisons; the
+ * write one memcpy of the mask's words and a memset of the words past the vocabulary. */
+static PyObject *fill_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "fill_row((tensor, version, base, rows, stride, cols), tensor, row, "
+                        "words)");
+        return NULL;
+    }
+    PyObject *dst = args[0], *tensor = args[1];
+    if (PyTuple_GET_ITEM(dst, 0) != tensor) Py_RETURN_FALSE;
+    int eq = same_as(tensor, str_version, 0, PyTuple_GET_ITEM(dst, 1));
+    if (eq > 0) eq = same_as(tensor, str_data_ptr, 1, PyTuple_GET_ITEM(dst, 2));
+    if (eq < 0) return NULL;
+    if (eq == 0) Py_RETURN_FALSE;
+    void *base = PyLong_AsVoidPtr(PyTuple_GET_ITEM(dst, 2));
+    if (!base) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "fill_row: null base");
+        return NULL;
+    }
+    Py_ssize_t v[3];
+    for (int k = 0; k < 3; k++) {
+        v[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(dst, 3 + k));
+        if (v[k] == -1 && PyErr_Occurred()) return NULL;
+    }
+    Py_ssize_t rows = v[0], stride = v[1], cols = v[2];
+    Py_ssize_t row = PyNumber_AsSsize_t(args[2], PyExc_IndexError);
+    if (row == -1 && PyErr_Occurred()) return NULL;
+    if (row < 0) row += rows;
+    if (row < 0 || row >= rows || cols < 0 || stride < 0) {
+        PyErr_SetString(PyExc_IndexError, "fill_row: row out of range");
+        return NULL;
+    }
+    int32_t *out = (int32_t *)base + row * stride;
+    Py_ssize_t n = 0;
+    if (args[3] != Py_None) {
+        Py_buffer b;
+        if (PyObject_GetBuffer(args[3], &b, PyBUF_SIMPLE) < 0) return NULL;
+        n = b.len / 4;
+        if (n > cols) n = cols;
+        memcpy(out, b.buf, (size_t)n * 4);
+        PyBuffer_Release(&b);
+    }
+    if (cols > n) memset(out + n, 0, (size_t)(cols - n) * 4);
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
     {"walk_bytes", (PyCFunction)(void (*)(void))walk_bytes, METH_FASTCALL,
      "walk_bytes(data, state, row_tables) -> state after data, -1 if it dies"},
+    {"fill_row", (PyCFunction)(void (*)(void))fill_row, METH_FASTCALL,
+     "fill_row(dst, tensor, row, words) -> bool: write one mask row (False: dst is stale)"},
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
      "walk(byte, depth, skip, token, stack, out, mask, state, row_tables) -> live nodes"},
     {NULL, NULL, 0, NULL},
@@ -238,4 +314,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tokentrie",
                                     "Token-trie walk over a byte DFA (see csrc/tokentrie.c).",
                                     -1, methods};
 
-PyMODINIT_FUNC PyInit__tokentrie(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__tokentrie(void) {
+    str_version = PyUnicode_InternFromString("_version");
+    str_data_ptr = PyUnicode_InternFromString("data_ptr");
+    if (!str_version || !str_data_ptr) return NULL;
+    return PyModule_Create(&module);
+}

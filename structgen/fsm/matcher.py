@@ -19,11 +19,13 @@ with ``False`` and leaves the state unchanged.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
+from . import _mask_write as _mw
 from ._dfa_view import byte_row, is_accepting, token_step
 from .budget import budget_for
 from .token_index import TokenIndex
@@ -50,6 +52,11 @@ class Matcher:
 
     def __init__(self, index: TokenIndex, max_tokens: int | None = None) -> None:
         self._index = index
+        # the index's mask cache and step memo, read directly on the warm path (an index
+        # without them: empty stand-ins, every lookup goes through the index's methods)
+        masks, steps = getattr(index, "_masks", None), getattr(index, "steps", None)
+        self._masks = masks if isinstance(masks, OrderedDict) else OrderedDict()
+        self._steps = steps if isinstance(steps, dict) else {}
         self._dfa = index.dfa
         self._eos = index.vocab.eos_token_ids
         self.max_tokens = max_tokens
@@ -110,6 +117,9 @@ class Matcher:
                 words past the tokenizer's vocabulary are zeroed. Mutated in place.
             row: the batch row to write.
 
+        Warm cost: a cached mask and one C copy into the tensor's memory (the tensor's
+        layout is read once per tensor, ``_mask_write.py``).
+
         Raises: never (for a correctly shaped tensor).
         """
         state, eos_taken = self._history[-1]
@@ -118,33 +128,27 @@ class Matcher:
             if self._budget is not None:
                 words = self._budget.mask(state, self.remaining_tokens())
             if words is None:
-                words = self._index.bitmask(state)
-        if bitmask.is_cpu:  # a numpy view writes the row in place, without torch op overhead
-            target = bitmask.numpy()[row]
-            if words is None:
-                target[:] = 0
-                return
-            n = min(words.shape[0], target.shape[0])
-            target[:n] = words[:n]
-            if target.shape[0] > n:
-                target[n:] = 0
-            return
-        target = bitmask[row]
-        if words is None:
-            target.zero_()
-            return
-        n = min(words.shape[0], target.shape[0])
-        target[:n].copy_(torch.from_numpy(np.array(words[:n])))
-        if target.shape[0] > n:
-            target[n:].zero_()
+                words = self._masks.get(state)
+                if words is None:
+                    words = self._index.bitmask(state)
+                else:
+                    try:  # the index's LRU order (what TokenIndex.bitmask does on a hit)
+                        self._masks.move_to_end(state)
+                    except KeyError:  # evicted by another thread in between: still valid
+                        pass
+        fill = _mw.fill_row  # one C call when the tensor is the last one written, unchanged
+        if fill is None or not fill(_mw.last, bitmask, row, words):
+            _mw.write(bitmask, row, words)
 
     def _next(self, state: int, eos_taken: bool, token_id: int, used: int) -> tuple[int, bool] | None:
         """Step after ``token_id`` when ``used`` non-EOS tokens were accepted before it."""
         if eos_taken:
             return None
-        if token_id in self._eos:
-            return (state, True) if is_accepting(self._dfa, state) else None
-        nxt = token_step(self._index, state, int(token_id))
+        nxt = self._steps.get((state, token_id))  # memo: holds no EOS or special id
+        if nxt is None:
+            if token_id in self._eos:
+                return (state, True) if is_accepting(self._dfa, state) else None
+            nxt = token_step(self._index, state, int(token_id))
         if nxt < 0:
             return None
         if self._budget is not None and not self._budget.within(nxt, self.max_tokens - used - 1):
@@ -153,10 +157,19 @@ class Matcher:
 
     def advance(self, token_id: int) -> bool:
         """Accept one token; False (state unchanged) if it is not allowed. Raises: never."""
-        step = self._next(*self._history[-1], token_id, self.num_accepted_tokens)
+        history = self._history
+        state, eos_taken = history[-1]
+        if self._budget is None and not eos_taken:  # a step taken before: one dict lookup
+            nxt = self._steps.get((state, token_id))  # holds no EOS or special id
+            if nxt is not None:
+                if nxt < 0:
+                    return False
+                history.append((nxt, False))
+                return True
+        step = self._next(state, eos_taken, token_id, len(history) - 1)
         if step is None:
             return False
-        self._history.append(step)
+        history.append(step)
         return True
 
     def validate(self, token_ids: Sequence[int]) -> int:

@@ -20,9 +20,10 @@ from ._token_trie import set_bits, walk_bytes
 from .dfa import ByteDFA
 from .vocabulary import Vocabulary
 
-__all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES"]
+__all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
 
 MAX_CACHE_BYTES = 256 << 20
+MAX_STEP_MEMO = 1 << 16  # memoised (state, token) steps per index (~10 MB at most)
 
 
 def pack_bitmask(allowed: np.ndarray, num_words: int | None = None) -> np.ndarray:
@@ -40,7 +41,11 @@ class TokenIndex:
     Two LRU caches: packed masks (what every decoding step reads: ``bitmask``; a mask
     costs vocab_size / 8 bytes) and full next-state rows (``next_states``, read by the
     token budget and tests; 4 bytes per token). A first mask walks the token trie for
-    the mask alone, so it writes no 4-byte-per-token row into fresh memory.
+    the mask alone, so it writes no 4-byte-per-token row into fresh memory. A third
+    table, ``steps``, memoises ``token_next_state`` per (state, token) for the tokens a
+    grammar may allow (never EOS or special ids): the matcher's ``advance`` reads it
+    first, so a step taken before costs one dictionary lookup; it is emptied when it
+    reaches ``MAX_STEP_MEMO`` entries.
 
     Args:
         dfa: the byte automaton.
@@ -65,6 +70,7 @@ class TokenIndex:
         self._never, self._eos = vocab.index_tables
         self._rows: OrderedDict[int, np.ndarray] = OrderedDict()
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
+        self.steps: dict[tuple[int, int], int] = {}  # (state, token) -> state / -1
 
     def next_states(self, state: int) -> np.ndarray:
         """int32 ``[vocab_size]``: state after each token from ``state``, -1 = not allowed.
@@ -118,15 +124,25 @@ class TokenIndex:
         ``GrammarTooComplexError`` when a walk discovers states past a budget."""
         if not 0 <= token_id < self.vocab.vocab_size or self._never[token_id]:
             return -1
+        key = (state, token_id)
+        nxt = self.steps.get(key)
+        if nxt is not None:
+            return nxt
         row = self._rows.get(state)
         if row is not None:
-            return int(row[token_id])
-        mask = self._masks.get(state)
-        if mask is None:
-            return self.dfa.walk(state, self.vocab.token_bytes[token_id])
-        if not (int(mask[token_id >> 5]) >> (token_id & 31)) & 1:
-            return -1
-        return walk_bytes(self.dfa, state, self.vocab.token_bytes[token_id])  # rows built
+            nxt = int(row[token_id])
+        else:
+            mask = self._masks.get(state)
+            if mask is None:
+                nxt = self.dfa.walk(state, self.vocab.token_bytes[token_id])
+            elif not (int(mask[token_id >> 5]) >> (token_id & 31)) & 1:
+                nxt = -1
+            else:
+                nxt = walk_bytes(self.dfa, state, self.vocab.token_bytes[token_id])  # rows built
+        if len(self.steps) >= MAX_STEP_MEMO:
+            self.steps.clear()
+        self.steps[key] = nxt
+        return nxt
 
     @property
     def num_cached_states(self) -> int:

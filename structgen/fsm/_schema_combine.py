@@ -2,7 +2,9 @@
 
 ``merge_all_of`` folds subschemas into one schema whose instances are exactly those
 valid under all of them (types intersected, bounds tightened, properties merged
-recursively via nested ``allOf``, ``required`` united, enums intersected); a pair of
+recursively via nested ``allOf``, ``required`` united, enums intersected, two ``not``
+joined as ``not: {anyOf: [A, B]}``, two ``anyOf``/``oneOf`` multiplied out into the
+branch pairs, up to ``MAX_BRANCH_PRODUCT``); a pair of
 keywords it cannot combine exactly raises ``UnsupportedSchemaError("allOf", pointer)``.
 ``provably_disjoint`` decides whether two ``oneOf`` branches can share an instance
 (by type, ``const``/``enum`` values, a required discriminator property, or a key
@@ -51,6 +53,9 @@ def _intersect_types(a: Any, b: Any) -> list[str]:
     return [t for t in TYPES if t in both]
 
 
+MAX_BRANCH_PRODUCT = 64  # anyOf/oneOf of two allOf subschemas: branches multiplied out
+
+
 def _merge_key(out: dict, key: str, val: Any, pointer: str) -> bool:
     """Fold ``key: val`` into ``out``; False when the result is unsatisfiable."""
     if key not in out or out[key] == val:
@@ -83,6 +88,12 @@ def _merge_key(out: dict, key: str, val: Any, pointer: str) -> bool:
         out[key] = old * val // math.gcd(old, val)
     elif key == "uniqueItems":
         out[key] = bool(old or val)
+    elif key == "not":  # not A and not B == not (A or B)
+        out[key] = {"anyOf": [old, val]}
+    elif key in ("anyOf", "oneOf") and len(old) * len(val) <= MAX_BRANCH_PRODUCT:
+        # (A1 | A2) & (B1 | B2) == (A1 & B1) | (A1 & B2) | ...; for oneOf too: exactly one
+        # pair matches iff exactly one A and exactly one B match
+        out[key] = [{"allOf": [a, b]} for a in old for b in val]
     else:
         raise UnsupportedSchemaError("allOf", pointer, f"cannot combine two different {key!r}")
     return True
@@ -163,13 +174,12 @@ def types_of(schema: Any) -> set[str]:
     if schema is True or not isinstance(schema, dict):
         return {t for t in TYPES if t != "integer"}
     values = schema.get("enum", [schema["const"]] if "const" in schema else None)
-    if values is not None:
-        return {_json_type(v) for v in values}
     t = schema.get("type")
-    if t is None:
-        return {x for x in TYPES if x != "integer"}
-    ts = {t} if isinstance(t, str) else set(t)
-    return {"number" if x == "integer" else x for x in ts}
+    ts = ({x for x in TYPES if x != "integer"} if t is None
+          else {"number" if x == "integer" else x for x in ({t} if isinstance(t, str) else set(t))})
+    if values is not None:  # both: a value must also have one of the types
+        return {_json_type(v) for v in values} & ts
+    return ts
 
 
 def _json_type(v: Any) -> str:

@@ -15,6 +15,9 @@ hold subschemas in any draft) and
   (``#/$defs//$defs/``) and is relative to the resource its URI names;
 * rewrites a ``$dynamicRef`` whose resolution does not depend on the dynamic scope to
   that ``$ref`` (see ``_rewrite``); the others stay (unsupported keyword);
+* settles ``unevaluatedProperties``/``unevaluatedItems`` of a schema that has no in-place
+  applicator (``_settle_unevaluated``), before any merge could mix in a cousin's
+  properties; the others stay (unsupported keyword);
 * in draft 3-7, drops the siblings of ``$ref`` ("all other properties in a $ref object
   MUST be ignored"; annotations such as ``definitions`` stay, so pointers into them work).
 
@@ -75,6 +78,25 @@ def _pointer_tokens(fragment: str) -> tuple | None:
     return tuple(t.replace("~1", "/").replace("~0", "~") for t in fragment[1:].split("/"))
 
 
+_APPLICATORS = frozenset({"allOf", "anyOf", "oneOf", "$ref", "$dynamicRef", "$recursiveRef",
+                          "if", "then", "else", "dependentSchemas", "dependencies", "contains"})
+
+
+def _settle_unevaluated(schema: dict) -> None:
+    """In a schema with no in-place applicator (nothing else can evaluate a property or
+    an item), ``unevaluatedProperties`` is ``additionalProperties`` (no effect when that is
+    present) and ``unevaluatedItems`` is ``items`` after ``prefixItems`` (no effect when
+    ``items`` is present; ``contains``, which evaluates items, keeps it unsupported)."""
+    if _APPLICATORS & set(schema):
+        return
+    if "unevaluatedProperties" in schema:
+        rest = schema.pop("unevaluatedProperties")
+        schema.setdefault("additionalProperties", rest)
+    if "unevaluatedItems" in schema and not isinstance(schema.get("items"), list):
+        rest = schema.pop("unevaluatedItems")
+        schema.setdefault("items", rest)
+
+
 class RefIndex:
     """The resolved references of one document (see the module docstring).
 
@@ -95,6 +117,7 @@ class RefIndex:
         self._table: dict[str, Any] = {}
         self._sites: list[tuple[dict, str, str, bool]] = []
         self._overridden: list[dict] = []
+        self._unevaluated: list[dict] = []
         self._dynamic: dict[str, int] = {}  # $dynamicAnchor name -> how many schemas bear it
         self._source = root
         self.root = self._walk(root)
@@ -104,6 +127,8 @@ class RefIndex:
         for copy in self._overridden:
             for key in [k for k in copy if k not in _KEPT_BESIDE_REF]:
                 del copy[key]
+        for copy in self._unevaluated:
+            _settle_unevaluated(copy)
 
     def _own_base(self, node: dict, base: str, tokens: tuple) -> str:
         """Register ``node``'s identifier and anchors; returns the base URI inside it."""
@@ -142,6 +167,8 @@ class RefIndex:
                     self._overridden.append(copy)
             elif isinstance(node.get("$dynamicRef"), str) and not self.legacy:
                 self._sites.append((copy, node["$dynamicRef"], base, True))
+            if not self.legacy and ("unevaluatedProperties" in node or "unevaluatedItems" in node):
+                self._unevaluated.append(copy)
             if isinstance(node.get("$dynamicAnchor"), str) and not self.legacy:
                 name = node["$dynamicAnchor"]
                 self._dynamic[name] = self._dynamic.get(name, 0) + 1

@@ -4,8 +4,8 @@ Strings: ``minLength``/``maxLength`` in characters (an escape is one character),
 ``pattern`` (see ``_json_pattern``), ``format`` (see ``_schema_formats``). A
 ``pattern`` or ``format`` next to a length bound is their exact intersection
 (``_schema_strlen``: product of the pattern's automaton with a character counter),
-or, where that has no finite form (no ``maxLength`` and a pattern shorter than
-``minLength``; over the size caps), strict ``UnsupportedSchemaError``. ``pattern``
+or, past its size caps, strict ``UnsupportedSchemaError`` naming the length keyword
+(non-strict: the pattern/format is kept, the length bound dropped). ``pattern``
 together with ``format``: strict error.
 
 Integers: exact bounds of any magnitude, ``multipleOf`` through a residue automaton
@@ -57,8 +57,7 @@ def string_regex(conv: Any, schema: dict, pointer: str) -> str | None:
             if not has_len:
                 return '"' + FORMATS[fmt] + '"'
             body = _bounded(conv, "format", FORMATS[fmt], True, lo, hi, pointer)
-            if body is not _FAILED:
-                return None if body is None else '"' + body + '"'
+            return None if body is None else '"' + body + '"'
         else:
             conv.unsupported("format", pointer, f"format {fmt!r}" + (
                 " combined with pattern" if fmt in FORMATS else ""))
@@ -66,8 +65,7 @@ def string_regex(conv: Any, schema: dict, pointer: str) -> str | None:
         if not has_len:
             return '"' + pattern_to_string_body(schema["pattern"], pointer + "/pattern") + '"'
         body = _bounded(conv, "pattern", schema["pattern"], False, lo, hi, pointer)
-        if body is not _FAILED:
-            return None if body is None else '"' + body + '"'
+        return None if body is None else '"' + body + '"'
     if hi is None:
         rep = "*" if lo == 0 else "{%d,}" % lo
     else:
@@ -80,19 +78,22 @@ def string_regex(conv: Any, schema: dict, pointer: str) -> str | None:
     return shared if found else sharing.store(("string", rep), text)
 
 
-_FAILED = object()
-
-
 def _bounded(conv: Any, keyword: str, regex: str, anchored: bool, lo: int, hi: Any,
-             pointer: str) -> Any:
-    """``bounded_string_body`` (pattern/format with a length), or ``_FAILED`` after
-    reporting ``keyword`` unsupported (the caller falls back to the length alone)."""
+             pointer: str) -> str | None:
+    """``bounded_string_body`` (pattern/format with a length). Where the intersection has
+    no exact form within the caps, the length bound is the part reported unsupported
+    (strict error naming ``maxLength``/``minLength``) and the pattern/format is kept:
+    lengths are usually generous caps (Github_easy o9778: an email format with
+    maxLength 1024), the pattern carries the structure."""
+    ptr = pointer + ("/pattern" if keyword == "pattern" else "")
     try:
-        return bounded_string_body(conv, regex, anchored, lo, None if hi is None else int(hi),
-                                   pointer + ("/pattern" if keyword == "pattern" else ""))
+        return bounded_string_body(conv, regex, anchored, lo, None if hi is None else int(hi), ptr)
     except Unrepresentable as exc:
-        conv.unsupported(keyword, pointer, f"{keyword} combined with minLength/maxLength: {exc}")
-        return _FAILED
+        if hi is not None:
+            conv.unsupported("maxLength", pointer, f"maxLength next to {keyword}: {exc}")
+            return _bounded(conv, keyword, regex, anchored, lo, None, pointer)
+        conv.unsupported("minLength", pointer, f"minLength next to {keyword}: {exc}")
+    return regex if anchored else pattern_to_string_body(regex, ptr)
 
 
 def integer_regex(conv: Any, schema: dict, pointer: str) -> str | None:

@@ -65,9 +65,24 @@ def test_unrepresentable_is_a_strict_error_and_a_warning() -> None:
     schema = {"type": "string", "pattern": "^a+", "minLength": 50000}
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_json_schema(schema)
-    assert info.value.keyword == "pattern"
+    assert info.value.keyword == "minLength"
     grammar = compile_json_schema(schema, strict=False)
-    assert any("'pattern'" in w for w in grammar.warnings), grammar.warnings
+    assert any("'minLength'" in w for w in grammar.warnings), grammar.warnings
+    assert grammar.matches('"aaa"') and not grammar.matches('"b"')  # the pattern is kept
+
+
+def test_long_max_length_keeps_the_format() -> None:
+    """MaskBench Github_easy o9778: email with maxLength 1024 is over the product cap; the
+    length bound is what is dropped (non-strict), so an invalid email stays rejected."""
+    schema = {"type": "string", "format": "email", "minLength": 3, "maxLength": 1024}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_json_schema(schema)
+    assert info.value.keyword == "maxLength"
+    grammar = compile_json_schema(schema, strict=False)
+    assert any("'maxLength'" in w for w in grammar.warnings), grammar.warnings
+    assert not any("'format'" in w for w in grammar.warnings), grammar.warnings
+    assert grammar.matches('"a@example.com"')
+    assert not grammar.matches('"not an email"') and not grammar.matches('"@b.c"')
 
 
 def test_snowplow_sp_335_instances() -> None:

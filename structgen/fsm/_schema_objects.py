@@ -4,8 +4,9 @@ Layout (the canonical one): the keys of ``properties`` in schema order (each opt
 one may be absent), then required keys that ``properties`` does not list, in
 ``required`` order, then any extra keys. Extra keys are:
 
-* with ``patternProperties``: keys matching a pattern (one pattern schema at a time),
-  never one of the listed names; ``additionalProperties`` other than ``false`` next
+* with ``patternProperties``: keys matching a pattern, valued by that pattern's schema
+  (exact when no key can match two patterns with different schemas: checked on the
+  patterns' automata; else strict error), never one of the listed names; ``additionalProperties`` other than ``false`` next
   to patterns would need the patterns' complement: strict error;
 * else with ``additionalProperties`` true or a schema, or absent when the caller
   passes ``allow_extra_properties=True``: keys spelled canonically (``json.dumps``
@@ -26,6 +27,7 @@ from itertools import combinations
 from typing import Any
 
 from ._json_pattern import escape_literal, pattern_to_string_body
+from ._schema_strlen import patterns_disjoint
 
 __all__ = ["object_regex", "key_not_in", "CANON_CHAR"]
 
@@ -159,19 +161,24 @@ def _extra_pair(conv: Any, schema: dict, pointer: str, refs: tuple, listed: list
                              "additionalProperties next to patternProperties needs their complement")
         if names_schema is not None:
             conv.unsupported("propertyNames", pointer, "propertyNames next to patternProperties")
-        if len({json.dumps(v, sort_keys=True) for v in patterns.values()}) > 1:
+        distinct = len({json.dumps(v, sort_keys=True) for v in patterns.values()}) > 1
+        if distinct and not patterns_disjoint(list(patterns), pointer):
             conv.unsupported("patternProperties", pointer,
                              "several patterns with different schemas (a key may match two)")
         if any(_matches(p, name) for p in patterns for name in listed):
             conv.unsupported("patternProperties", pointer, "a pattern matches a listed property")
-        pattern, sub = next(iter(patterns.items()))
-        value = conv.convert(sub, f"{pointer}/patternProperties/{_escape_ptr(pattern)}", refs)
-        if value is None:
+        pairs = []  # one "key":value alternative per pattern (exact when no key matches two)
+        for p, sub in patterns.items() if distinct else [next(iter(patterns.items()))]:
+            ptr = f"{pointer}/patternProperties/{_escape_ptr(p)}"
+            value = conv.convert(sub, ptr, refs)
+            keys = [pattern_to_string_body(q, f"{pointer}/patternProperties/{_escape_ptr(q)}")
+                    for q in (patterns if not distinct else [p])]
+            if value is not None:
+                key = '"' + (keys[0] if len(keys) == 1 else "(?:" + "|".join(keys) + ")") + '"'
+                pairs.append(key + ws + ":" + ws + value)
+        if not pairs:
             return None
-        keys = [pattern_to_string_body(p, f"{pointer}/patternProperties/{_escape_ptr(p)}")
-                for p in patterns]
-        key = '"' + (keys[0] if len(keys) == 1 else "(?:" + "|".join(keys) + ")") + '"'
-        return key + ws + ":" + ws + value
+        return pairs[0] if len(pairs) == 1 else "(?:" + "|".join(pairs) + ")"
     if extra is False or (extra is None and not conv.allow_extra):
         if extra is None:
             conv.note_no_extra()

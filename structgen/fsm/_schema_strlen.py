@@ -28,7 +28,7 @@ from ._json_pattern import (_class_ranges, _class_text, _complement, _encoded_al
                             _translate)
 from ._sre import MAXREPEAT, parse, sre_constants as C
 
-__all__ = ["bounded_string_body", "Unrepresentable", "MAX_NFA_STATES", "MAX_PRODUCT_STATES"]
+__all__ = ["bounded_string_body", "patterns_disjoint", "Unrepresentable", "MAX_NFA_STATES", "MAX_PRODUCT_STATES"]
 
 MAX_NFA_STATES = 4000
 MAX_PRODUCT_STATES = 40_000
@@ -304,3 +304,43 @@ def _char(conv, ranges: tuple, pointer: str) -> str:
     parts = (["[" + _class_text(big) + "]"] if big else []) + (
         [_encoded_alternatives(small, pointer)] if small else [])
     return conv.sharing.store(key, "(?:" + "|".join(parts) + ")")
+
+
+MAX_PAIR_STATES = 100_000
+
+
+def patterns_disjoint(patterns: list[str], pointer: str) -> bool:
+    """True only if no string matches two of ``patterns`` (search semantics): for each pair,
+    the product of their NFAs never reaches both final states. False when unsure (a
+    pattern has no NFA here, or a product passes ``MAX_PAIR_STATES``)."""
+    try:
+        nfas = [_build_nfa(p, False, pointer, False)[:3] for p in patterns]
+    except (Unrepresentable, UnsupportedSchemaError):
+        return False
+    return all(_empty_product(nfas[i], nfas[j])
+               for i in range(len(nfas)) for j in range(i + 1, len(nfas)))
+
+
+def _empty_product(a: tuple, b: tuple) -> bool:
+    (na, sa, fa), (nb, sb, fb) = a, b
+    seen = {(sa, sb)}
+    todo = [(sa, sb)]
+    while todo:
+        p, q = todo.pop()
+        cp, cq = na.closure(p), nb.closure(q)
+        if fa in cp and fb in cq:
+            return False
+        for u in cp:
+            for ra, t in na.edges[u]:
+                for v in cq:
+                    for rb, w in nb.edges[v]:
+                        if (t, w) not in seen and _overlap(ra, rb):
+                            if len(seen) >= MAX_PAIR_STATES:
+                                return False
+                            seen.add((t, w))
+                            todo.append((t, w))
+    return True
+
+
+def _overlap(ra, rb) -> bool:
+    return any(a <= d and c <= b for a, b in ra for c, d in rb)

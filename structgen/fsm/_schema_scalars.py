@@ -27,6 +27,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from ..errors import UnsupportedSchemaError
 from ._json_pattern import JSON_CHAR, escape_literal, pattern_to_string_body
 from ._numeric import (decimal_range_regex, enumerate_multiples, integer_bounds,
                        integer_multiple_regex, integer_range_regex, number_bounds)
@@ -57,7 +58,8 @@ def string_regex(conv: Any, schema: dict, pointer: str) -> str | None:
             if not has_len:
                 return '"' + FORMATS[fmt] + '"'
             body = _bounded(conv, "format", FORMATS[fmt], True, lo, hi, pointer)
-            return None if body is None else '"' + body + '"'
+            if body is not _LENGTH_ONLY:
+                return None if body is None else '"' + body + '"'
         else:
             conv.unsupported("format", pointer, f"format {fmt!r}" + (
                 " combined with pattern" if fmt in FORMATS else ""))
@@ -65,7 +67,8 @@ def string_regex(conv: Any, schema: dict, pointer: str) -> str | None:
         if not has_len:
             return '"' + pattern_to_string_body(schema["pattern"], pointer + "/pattern") + '"'
         body = _bounded(conv, "pattern", schema["pattern"], False, lo, hi, pointer)
-        return None if body is None else '"' + body + '"'
+        if body is not _LENGTH_ONLY:
+            return None if body is None else '"' + body + '"'
     if hi is None:
         rep = "*" if lo == 0 else "{%d,}" % lo
     else:
@@ -78,14 +81,23 @@ def string_regex(conv: Any, schema: dict, pointer: str) -> str | None:
     return shared if found else sharing.store(("string", rep), text)
 
 
+_LENGTH_ONLY = object()
+
+
 def _bounded(conv: Any, keyword: str, regex: str, anchored: bool, lo: int, hi: Any,
-             pointer: str) -> str | None:
+             pointer: str) -> Any:
     """``bounded_string_body`` (pattern/format with a length). Where the intersection has
     no exact form within the caps, the length bound is the part reported unsupported
     (strict error naming ``maxLength``/``minLength``) and the pattern/format is kept:
     lengths are usually generous caps (Github_easy o9778: an email format with
-    maxLength 1024), the pattern carries the structure."""
+    maxLength 1024), the pattern carries the structure. A pattern that has no automaton
+    at all is reported itself, and ``_LENGTH_ONLY`` tells the caller to keep the length."""
     ptr = pointer + ("/pattern" if keyword == "pattern" else "")
+    try:
+        alone = regex if anchored else pattern_to_string_body(regex, ptr)
+    except UnsupportedSchemaError as exc:  # the pattern itself: the length alone is kept
+        conv.unsupported("pattern", ptr, str(exc))
+        return _LENGTH_ONLY
     try:
         return bounded_string_body(conv, regex, anchored, lo, None if hi is None else int(hi), ptr)
     except Unrepresentable as exc:
@@ -93,7 +105,7 @@ def _bounded(conv: Any, keyword: str, regex: str, anchored: bool, lo: int, hi: A
             conv.unsupported("maxLength", pointer, f"maxLength next to {keyword}: {exc}")
             return _bounded(conv, keyword, regex, anchored, lo, None, pointer)
         conv.unsupported("minLength", pointer, f"minLength next to {keyword}: {exc}")
-    return regex if anchored else pattern_to_string_body(regex, ptr)
+    return alone
 
 
 def integer_regex(conv: Any, schema: dict, pointer: str) -> str | None:

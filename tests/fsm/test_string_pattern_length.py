@@ -100,3 +100,15 @@ def test_snowplow_sp_335_instances() -> None:
         text = json.dumps(test["data"], separators=(",", ":"), ensure_ascii=False)
         assert jsonschema.Draft202012Validator(schema).is_valid(test["data"]) == test["valid"]
         assert grammar.matches(text) == test["valid"], text
+
+
+def test_untranslatable_pattern_with_length_keeps_the_length() -> None:
+    """MaskBench Github_easy o21833: pattern '/^[0-9]{4}$/' (anchors inside) with a length:
+    the pattern is what is reported (strict error naming it), non-strict the length stays."""
+    schema = {"type": "string", "pattern": "/^[0-9]{4}$/", "maxLength": 6}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_json_schema(schema)
+    assert info.value.keyword == "pattern"
+    grammar = compile_json_schema(schema, strict=False)
+    assert any("'pattern'" in w for w in grammar.warnings), grammar.warnings
+    assert grammar.matches('"abc"') and not grammar.matches('"abcdefg"')

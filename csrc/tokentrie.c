@@ -35,8 +35,14 @@
  *            and tensor.data_ptr() (a swapped or reallocated storage): the caller then reads
  *            the layout again
  *     row    the row to write; negative counts from the end (as numpy); IndexError outside
- *     words  int32 [n] (any contiguous buffer of n * 4 bytes) or None (an all-zero row):
- *            min(n, cols) words are copied, the words past them zeroed.
+ *     words  the mask, in one of the forms of _mask_write.row_form: None (all zero);
+ *            a tuple (array, address, n) of n int32 words at address (kept alive by the
+ *            array); bytes of (word index, word) int32 pairs, every other word zero (a
+ *            sparse mask: only the pairs are read); or any contiguous buffer of n int32.
+ *            Dense forms: min(n, cols) words copied, the words past them zeroed.
+ *   fill_row(dst, tensor, row, forms, state) -> bool or None: the same with the mask
+ *   taken from the dict forms (TokenIndex.fill_forms: state -> [form, used], used set to
+ *   True here); None without writing when dst is current but state has no entry.
  *
  * Errors: ValueError on inconsistent arrays, IndexError for a row outside (fill_row);
  * exceptions of row_tables propagate (GrammarTooComplexError from a DFA budget). The GIL
@@ -252,14 +258,51 @@ static int same_as(PyObject *tensor, PyObject *name, int method, PyObject *expec
     return eq;
 }
 
+/* Write one mask (a form of _mask_write.row_form, see the header) into out[0 .. cols).
+ * 0, or -1 with an error set. */
+static int write_words(int32_t *out, Py_ssize_t cols, PyObject *words) {
+    Py_ssize_t n = 0;
+    if (PyBytes_CheckExact(words)) { /* sparse: (index, word) pairs over a zero row */
+        const char *p = PyBytes_AS_STRING(words);
+        Py_ssize_t pairs = PyBytes_GET_SIZE(words) / 8;
+        memset(out, 0, (size_t)cols * 4);
+        for (Py_ssize_t k = 0; k < pairs; k++) {
+            int32_t pair[2];
+            memcpy(pair, p + 8 * k, 8);
+            if (pair[0] >= 0 && pair[0] < cols) out[pair[0]] = pair[1];
+        }
+        return 0;
+    }
+    if (PyTuple_CheckExact(words) && PyTuple_GET_SIZE(words) == 3) { /* dense, by address */
+        const void *src = PyLong_AsVoidPtr(PyTuple_GET_ITEM(words, 1));
+        n = PyLong_AsSsize_t(PyTuple_GET_ITEM(words, 2));
+        if ((!src || n < 0) && !PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "fill_row: bad (array, address, n) words");
+        if (PyErr_Occurred()) return -1;
+        if (n > cols) n = cols;
+        memcpy(out, src, (size_t)n * 4);
+    } else if (words != Py_None) {
+        Py_buffer b;
+        if (PyObject_GetBuffer(words, &b, PyBUF_SIMPLE) < 0) return -1;
+        n = b.len / 4;
+        if (n > cols) n = cols;
+        memcpy(out, b.buf, (size_t)n * 4);
+        PyBuffer_Release(&b);
+    }
+    if (cols > n) memset(out + n, 0, (size_t)(cols - n) * 4);
+    return 0;
+}
+
 /* fill_row(dst, tensor, row, words): see the header. The check is three comparisons; the
- * write one memcpy of the mask's words and a memset of the words past the vocabulary. */
+ * write one memcpy of the mask's words and a memset of the words past the vocabulary, or
+ * for a sparse mask a memset of the row and one store per nonzero word. */
 static PyObject *fill_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 4 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 6) {
+    if ((nargs != 4 && nargs != 5) || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 6
+        || (nargs == 5 && !PyDict_Check(args[3]))) {
         PyErr_SetString(PyExc_TypeError,
                         "fill_row((tensor, version, base, rows, stride, cols), tensor, row, "
-                        "words)");
+                        "words) or (..., row, forms, state)");
         return NULL;
     }
     PyObject *dst = args[0], *tensor = args[1];
@@ -287,16 +330,29 @@ static PyObject *fill_row(PyObject *self, PyObject *const *args, Py_ssize_t narg
         return NULL;
     }
     int32_t *out = (int32_t *)base + row * stride;
-    Py_ssize_t n = 0;
-    if (args[3] != Py_None) {
-        Py_buffer b;
-        if (PyObject_GetBuffer(args[3], &b, PyBUF_SIMPLE) < 0) return NULL;
-        n = b.len / 4;
-        if (n > cols) n = cols;
-        memcpy(out, b.buf, (size_t)n * 4);
-        PyBuffer_Release(&b);
+    PyObject *words = args[3];
+    if (nargs == 5) { /* forms[state] = [form, used]: mark it used, write its form */
+        PyObject *entry = PyDict_GetItemWithError(args[3], args[4]);
+        if (!entry) {
+            if (PyErr_Occurred()) return NULL;
+            Py_RETURN_NONE;
+        }
+        if (!PyList_CheckExact(entry) || PyList_GET_SIZE(entry) != 2) {
+            PyErr_SetString(PyExc_TypeError, "fill_row: forms[state] must be [form, used]");
+            return NULL;
+        }
+        words = PyList_GET_ITEM(entry, 0);
+        Py_INCREF(words); /* held while writing (the list item may be replaced) */
+        if (PyList_GET_ITEM(entry, 1) != Py_True) {
+            Py_INCREF(Py_True);
+            PyList_SetItem(entry, 1, Py_True); /* steals the reference */
+        }
+    } else {
+        Py_INCREF(words);
     }
-    if (cols > n) memset(out + n, 0, (size_t)(cols - n) * 4);
+    int ok = write_words(out, cols, words);
+    Py_DECREF(words);
+    if (ok < 0) return NULL;
     Py_RETURN_TRUE;
 }
 
@@ -304,7 +360,7 @@ static PyMethodDef methods[] = {
     {"walk_bytes", (PyCFunction)(void (*)(void))walk_bytes, METH_FASTCALL,
      "walk_bytes(data, state, row_tables) -> state after data, -1 if it dies"},
     {"fill_row", (PyCFunction)(void (*)(void))fill_row, METH_FASTCALL,
-     "fill_row(dst, tensor, row, words) -> bool: write one mask row (False: dst is stale)"},
+     "fill_row(dst, tensor, row, words | forms, state) -> bool | None: write one mask row"},
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
      "walk(byte, depth, skip, token, stack, out, mask, state, row_tables) -> live nodes"},
     {NULL, NULL, 0, NULL},

@@ -11,7 +11,10 @@ with the same version counter (bumped by every in-place op, metadata ones such a
 ``resize_``, ``t_`` or ``as_strided_`` included) and the same data pointer (a swapped or
 reallocated storage), then write with one C call (``fill_row`` in ``csrc/tokentrie.c``:
 the check, a memcpy, and a memset of the words past the vocabulary) or, without the
-extension, through a cached numpy view of the tensor.
+extension, through a cached numpy view of the tensor. The matcher hands ``fill_row`` each
+state's mask in the form ``row_form`` chose once per state (``TokenIndex.fill_form``): a
+mask with few nonzero words as (index, word) pairs, so the write reads a few bytes instead
+of the whole row.
 
 One destination is cached per process (``last``): the tensor most recently written, so a
 batch step that fills every row of one tensor (``runtime/step.py``) reads the layout once
@@ -33,15 +36,35 @@ import torch
 
 from . import _token_trie
 
-__all__ = ["last", "fill_row", "write", "describe", "forget"]
+__all__ = ["last", "fill_row", "write", "describe", "forget", "row_form"]
 
 # C writer: fill_row(dst, tensor, row, words) -> False when dst is not (or no longer) the
-# tensor's layout; None: the numpy writer. Tests swap it with ``monkeypatch.setattr``.
+# tensor's layout; fill_row(dst, tensor, row, forms, state) takes the words from
+# forms[state] (None: no entry). None here: the numpy writer. Tests swap it with
+# ``monkeypatch.setattr``.
 fill_row = getattr(_token_trie._c, "fill_row", None)
 
 _NONE = (None, -1, -1, 0, 0, 0)
 last: tuple = _NONE  # the C writer's destination: (tensor, version, base, rows, stride, cols)
 _last_np: tuple = _NONE  # the numpy writer's: (tensor, version, base, rows, view, cols)
+
+
+def row_form(mask: np.ndarray) -> bytes | tuple:
+    """The form of a cached mask (int32 ``[n]``, read-only, never mutated) that
+    ``fill_row`` writes fastest: ``bytes`` of little-endian int32 (word index, word) pairs
+    when at most 1/8 of the words are nonzero (structural states: a few allowed tokens;
+    the write reads 8 bytes per nonzero word instead of the whole row), else
+    ``(mask, address, n)`` (no buffer request per write; the tuple keeps the mask alive).
+    Raises: never.
+    """
+    nonzero = np.flatnonzero(mask)
+    if 8 * nonzero.size <= mask.shape[0]:
+        pairs = np.empty((nonzero.size, 2), "<i4")
+        pairs[:, 0] = nonzero
+        pairs[:, 1] = mask[nonzero]
+        return pairs.tobytes()
+    mask = np.ascontiguousarray(mask, np.int32)
+    return (mask, mask.ctypes.data, mask.shape[0])
 
 
 def forget() -> None:

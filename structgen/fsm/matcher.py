@@ -19,7 +19,6 @@ with ``False`` and leaves the state unchanged.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -52,10 +51,10 @@ class Matcher:
 
     def __init__(self, index: TokenIndex, max_tokens: int | None = None) -> None:
         self._index = index
-        # the index's mask cache and step memo, read directly on the warm path (an index
+        # the index's fill forms and step memo, read directly on the warm path (an index
         # without them: empty stand-ins, every lookup goes through the index's methods)
-        masks, steps = getattr(index, "_masks", None), getattr(index, "steps", None)
-        self._masks = masks if isinstance(masks, OrderedDict) else OrderedDict()
+        forms, steps = getattr(index, "fill_forms", None), getattr(index, "steps", None)
+        self._forms = forms if isinstance(forms, dict) else {}
         self._steps = steps if isinstance(steps, dict) else {}
         self._dfa = index.dfa
         self._eos = index.vocab.eos_token_ids
@@ -117,28 +116,39 @@ class Matcher:
                 words past the tokenizer's vocabulary are zeroed. Mutated in place.
             row: the batch row to write.
 
-        Warm cost: a cached mask and one C copy into the tensor's memory (the tensor's
-        layout is read once per tensor, ``_mask_write.py``).
+        Warm cost: a dictionary lookup of the state's cached mask and one C call that
+        writes it into the tensor's memory (the tensor's layout is read once per tensor;
+        see ``_mask_write.py``). Budgeted masks and other tensors go the general way.
 
         Raises: never (for a correctly shaped tensor).
         """
         state, eos_taken = self._history[-1]
+        fill = _mw.fill_row
+        if fill is not None and self._budget is None:
+            # one C call when the tensor is the last one written and unchanged since: it
+            # takes the state's cached mask form from the index's dict and marks it used
+            if eos_taken:
+                if fill(_mw.last, bitmask, row, None):
+                    return
+            else:
+                done = fill(_mw.last, bitmask, row, self._forms, state)
+                if done:
+                    return
+                if done is None and fill(_mw.last, bitmask, row, self._fill_form(state)[0]):
+                    return  # the state's first form (a partial index stand-in: no cache)
         words = None
         if not eos_taken:
             if self._budget is not None:
                 words = self._budget.mask(state, self.remaining_tokens())
             if words is None:
-                words = self._masks.get(state)
-                if words is None:
-                    words = self._index.bitmask(state)
-                else:
-                    try:  # the index's LRU order (what TokenIndex.bitmask does on a hit)
-                        self._masks.move_to_end(state)
-                    except KeyError:  # evicted by another thread in between: still valid
-                        pass
-        fill = _mw.fill_row  # one C call when the tensor is the last one written, unchanged
-        if fill is None or not fill(_mw.last, bitmask, row, words):
-            _mw.write(bitmask, row, words)
+                words = self._index.bitmask(state)
+        _mw.write(bitmask, row, words)
+
+    def _fill_form(self, state: int) -> list:
+        """``[form, used]`` of ``state``'s mask for the C writer (``TokenIndex.fill_form``;
+        an index without it: the plain mask, uncached)."""
+        make = getattr(self._index, "fill_form", None)
+        return make(state) if make is not None else [self._index.bitmask(state), True]
 
     def _next(self, state: int, eos_taken: bool, token_id: int, used: int) -> tuple[int, bool] | None:
         """Step after ``token_id`` when ``used`` non-EOS tokens were accepted before it."""

@@ -16,6 +16,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ._mask_write import row_form
 from ._token_trie import set_bits, walk_bytes
 from .dfa import ByteDFA
 from .vocabulary import Vocabulary
@@ -45,7 +46,8 @@ class TokenIndex:
     table, ``steps``, memoises ``token_next_state`` per (state, token) for the tokens a
     grammar may allow (never EOS or special ids): the matcher's ``advance`` reads it
     first, so a step taken before costs one dictionary lookup; it is emptied when it
-    reaches ``MAX_STEP_MEMO`` entries.
+    reaches ``MAX_STEP_MEMO`` entries. ``fill_forms`` keeps, beside each cached mask, the
+    form the matcher's ``fill_bitmask`` writes with one C call (``fill_form``).
 
     Args:
         dfa: the byte automaton.
@@ -71,6 +73,9 @@ class TokenIndex:
         self._rows: OrderedDict[int, np.ndarray] = OrderedDict()
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self.steps: dict[tuple[int, int], int] = {}  # (state, token) -> state / -1
+        # state -> [mask in _mask_write.row_form, used since the last eviction pass]; a
+        # subset of _masks (dropped with it); see fill_form
+        self.fill_forms: dict[int, list] = {}
 
     def next_states(self, state: int) -> np.ndarray:
         """int32 ``[vocab_size]``: state after each token from ``state``, -1 = not allowed.
@@ -90,7 +95,7 @@ class TokenIndex:
         nxt.setflags(write=False)
         _remember(self._rows, state, nxt, self.max_cached_states)
         if state not in self._masks:
-            _remember(self._masks, state, mask, self.max_cached_masks)
+            self._remember_mask(state, mask)
         return nxt
 
     def bitmask(self, state: int) -> np.ndarray:
@@ -104,8 +109,39 @@ class TokenIndex:
             self._masks.move_to_end(state)
             return hit
         mask = self._walk(state, None)
-        _remember(self._masks, state, mask, self.max_cached_masks)
+        self._remember_mask(state, mask)
         return mask
+
+    def fill_form(self, state: int) -> list:
+        """``[form, used]``: the mask of ``state`` in ``_mask_write.row_form`` (what the
+        matcher hands the C writer) and a flag the matcher sets on every use.
+
+        The forms are cached beside the masks (a state's form is dropped with its mask).
+        Eviction of masks is LRU over ``bitmask`` calls, with a second chance for a state
+        whose flag is set (the matcher's warm path marks a use with one store instead of
+        reordering the LRU). Raises: ``GrammarTooComplexError`` as ``bitmask``.
+        """
+        form = self.fill_forms.get(state)
+        if form is None:
+            form = [row_form(self.bitmask(state)), True]
+            if state in self._masks:
+                self.fill_forms[state] = form
+        return form
+
+    def _remember_mask(self, state: int, mask: np.ndarray) -> None:
+        """Cache ``mask``; evict the least recently used masks past the bound, sparing once
+        (and moving to the back) those whose fill form was used since the last pass."""
+        masks, forms = self._masks, self.fill_forms
+        masks[state] = mask
+        while len(masks) > max(1, self.max_cached_masks):
+            old, value = masks.popitem(last=False)
+            form = forms.get(old)
+            if old == state or (form is not None and form[1]):
+                if form is not None:
+                    form[1] = False
+                masks[old] = value
+                continue
+            forms.pop(old, None)
 
     def _walk(self, state: int, nxt: np.ndarray | None) -> np.ndarray:
         """The read-only mask of ``state``; fills ``nxt`` (if given) as ``next_states``."""

@@ -253,3 +253,84 @@ def test_fill_row_arguments() -> None:
         fill(dst, bm, 0)
     with pytest.raises(IndexError):
         fill(_mask_write.describe(bm), bm, 2, None)
+
+
+def _c_fill():
+    fill = _mask_write.fill_row
+    if fill is None:
+        pytest.skip("the _tokentrie extension with fill_row is not built")
+    return fill
+
+
+@pytest.mark.parametrize("density", ["zero", "one word", "sparse", "dense", "all ones"])
+@pytest.mark.parametrize("cols", [1, 40, 47, 60])
+def test_row_forms_write_what_the_mask_says(density, cols) -> None:
+    fill = _c_fill()
+    rng = np.random.default_rng(cols)
+    mask = np.zeros(47, np.int32)
+    if density == "one word":
+        mask[46] = -(1 << 31)
+    elif density == "sparse":
+        mask[[0, 7, 31]] = [1, -1, 1 << 30]
+    elif density == "dense":
+        mask[:] = _words(rng, 47)
+        mask[5] = 0
+    elif density == "all ones":
+        mask[:] = -1
+    mask.setflags(write=False)
+    form = _mask_write.row_form(mask)
+    assert isinstance(form, bytes) == (8 * np.count_nonzero(mask) <= 47)
+    bm = torch.full((3, cols), 9, dtype=torch.int32)
+    want = _expected(bm, 1, mask)
+    dst = _mask_write.describe(bm)
+    assert fill(dst, bm, 1, form) is True
+    assert torch.equal(bm, want)
+    bm.fill_(9)  # bumps the version: describe again
+    dst = _mask_write.describe(bm)
+    assert fill(dst, bm, 1, mask) is True  # the plain array (buffer) gives the same row
+    assert torch.equal(bm, want)
+
+
+def test_fill_row_from_forms_dict() -> None:
+    fill = _c_fill()
+    mask = np.array([0, 3, 0, 0, 0, 0, 0, 0, 0, 0], np.int32)
+    forms = {7: [_mask_write.row_form(mask), False], 8: ("not", "a list")}
+    bm = torch.full((2, 10), -1, dtype=torch.int32)
+    dst = _mask_write.describe(bm)
+    assert fill(dst, bm, 0, forms, 6) is None and (bm == -1).all()  # no form: nothing written
+    assert fill(dst, bm, 0, forms, 7) is True and forms[7][1] is True
+    assert bm[0].tolist() == mask.tolist() and (bm[1] == -1).all()
+    with pytest.raises(TypeError):
+        fill(dst, bm, 0, forms, 8)
+    assert fill(dst, bm.clone(), 0, forms, 7) is False  # another tensor: stale, not written
+    with pytest.raises(TypeError):
+        fill(dst, bm, 0, [forms], 7)
+
+
+def test_mask_cache_eviction_spares_used_forms() -> None:
+    vocab = _vocab()
+    grammar = compile_regex(r"abcdefgh", vocab)
+    grammar.dfa.explore()
+    index = token_index.TokenIndex(grammar.dfa, vocab)
+    index.max_cached_masks = 3
+    for s in range(3):
+        index.fill_form(s)  # masks 0, 1, 2 with forms, all used
+    for entry in index.fill_forms.values():
+        entry[1] = False
+    index.fill_forms[0][1] = True  # state 0 used since: spared once
+    index.bitmask(3)  # evicts 1, the least recently used unused one; 0 goes to the back
+    assert list(index._masks) == [2, 3, 0] and set(index.fill_forms) == {0, 2}
+    assert index.fill_forms[0][1] is False  # its second chance is spent
+    index.bitmask(4)
+    assert list(index._masks) == [3, 0, 4] and set(index.fill_forms) == {0}
+    index.bitmask(5)
+    assert list(index._masks) == [0, 4, 5] and set(index.fill_forms) == {0}
+    index.bitmask(6)
+    assert list(index._masks) == [4, 5, 6] and not index.fill_forms
+    for s in range(8):  # forms stay a subset of the masks; forms equal the masks' content
+        form = index.fill_form(s)[0]
+        assert set(index.fill_forms) <= set(index._masks) and len(index._masks) <= 3
+        bm = torch.zeros((1, index.num_words), dtype=torch.int32)
+        if _mask_write.fill_row is not None:
+            assert _mask_write.fill_row(_mask_write.describe(bm), bm, 0, form)
+            assert torch.equal(bm[0], torch.from_numpy(np.array(index.bitmask(s))))

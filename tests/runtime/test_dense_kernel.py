@@ -198,3 +198,12 @@ def test_bias_of_another_dtype_takes_f_linear():
             linear(x, w, bias)
     else:
         assert torch.equal(linear(x, w, bias), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_empty_shapes_take_f_linear(dtype):
+    """K = 0 or N = 0 (which the kernel does not take) give what F.linear gives."""
+    for x, w in ((torch.randn(2, 0), torch.randn(5, 0)), (torch.randn(2, 8), torch.randn(0, 8))):
+        x, w = x.to(dtype), w.to(dtype)
+        b = torch.randn(w.shape[0]).to(dtype)
+        assert torch.equal(linear(x, w, b), F.linear(x, w, b))

@@ -5,7 +5,9 @@ the cache, so it runs at memory bandwidth. torch's CPU ``F.linear`` computes one
 (``M = 1``) with a single-threaded GEMV and 2-8 rows (speculative verification,
 jump-forward runs) with a GEMM that packs the weight first; ``csrc/densekernel.c`` streams
 the weight once for all rows and splits its rows over the cores, with a register-blocked
-loop per row count so that 2-8 rows cost little more than one. Where the extension is
+loop per row count so that 2-8 rows cost little more than one. bf16 activations go in and
+bf16 results come out of the kernel itself (fp32 accumulation, one rounding to nearest even
+per output), so a bf16 linear is one C call with no conversion op around it. Where the extension is
 missing (a build without a C compiler), or for other shapes, dtypes and devices, this is
 ``F.linear`` exactly.
 
@@ -72,6 +74,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         or not 1 <= x.shape[0] <= MAX_ROWS
         or weight.dim() != 2
         or x.shape[1] != weight.shape[1]
+        or weight.numel() == 0
         or x.stride(1) != 1
         or (x.shape[0] > 1 and x.stride(0) < x.shape[1])  # overlapping rows (expand)
         or not x.is_cpu

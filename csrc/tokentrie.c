@@ -31,9 +31,10 @@
  *            by _mask_write.describe: base the address of element [0, 0] (data_ptr), rows x
  *            cols its shape, stride the words between rows (a row's words are contiguous)
  *     tensor the tensor to write; returns False without writing unless it is dst's tensor
- *            with the same tensor._version (bumped by every in-place op, metadata ones too)
- *            and tensor.data_ptr() (a swapped or reallocated storage): the caller then reads
- *            the layout again
+ *            with the same tensor._version (bumped by every in-place op, metadata ones too;
+ *            not compared when dst's version is None: an inference tensor, whose layout the
+ *            caller has just read) and tensor.data_ptr() (a swapped or reallocated storage):
+ *            the caller then reads the layout again
  *     row    the row to write; negative counts from the end (as numpy); IndexError outside
  *     words  the mask, in one of the forms of _mask_write.row_form: None (all zero);
  *            a tuple (array, address, n) of n int32 words at address (kept alive by the
@@ -307,7 +308,9 @@ static PyObject *fill_row(PyObject *self, PyObject *const *args, Py_ssize_t narg
     }
     PyObject *dst = args[0], *tensor = args[1];
     if (PyTuple_GET_ITEM(dst, 0) != tensor) Py_RETURN_FALSE;
-    int eq = same_as(tensor, str_version, 0, PyTuple_GET_ITEM(dst, 1));
+    /* version None: an inference tensor (no version counter), dst read for this call */
+    int eq = PyTuple_GET_ITEM(dst, 1) == Py_None
+                 ? 1 : same_as(tensor, str_version, 0, PyTuple_GET_ITEM(dst, 1));
     if (eq > 0) eq = same_as(tensor, str_data_ptr, 1, PyTuple_GET_ITEM(dst, 2));
     if (eq < 0) return NULL;
     if (eq == 0) Py_RETURN_FALSE;

@@ -22,6 +22,8 @@ per step. The cache holds a reference to that one tensor until another replaces 
 
 Not caught by the check: ``tensor.data = other`` where ``other`` starts at the same
 address with another layout (no version bump); call ``forget()`` after such a swap.
+Inference-mode tensors (``torch.inference_mode``: the runtime's) have no version counter:
+their layout is read on every call, never cached.
 CUDA and other non-CPU tensors, other dtypes, and CPU tensors whose rows are not
 contiguous words take torch ops on ``bitmask[row]`` (no cache).
 
@@ -91,7 +93,10 @@ def describe(bitmask: torch.Tensor, numpy_view: bool = False) -> tuple | None:
     if rows == 0 or cols == 0 or base == 0 or (stride_cols != 1 and cols > 1):
         return None
     fifth = bitmask.numpy() if numpy_view else stride_rows
-    return (bitmask, bitmask._version, base, rows, fifth, cols)
+    # inference-mode tensors have no version counter: None, and such a tuple is used for
+    # the one write only, never cached (write)
+    version = None if bitmask.is_inference() else bitmask._version
+    return (bitmask, version, base, rows, fifth, cols)
 
 
 def write(bitmask: torch.Tensor, row: int, words: np.ndarray | None) -> None:
@@ -109,7 +114,8 @@ def write(bitmask: torch.Tensor, row: int, words: np.ndarray | None) -> None:
         if dst is None:
             _write_torch(bitmask, row, words)
             return
-        last = dst
+        if dst[1] is not None:
+            last = dst
         fill(dst, bitmask, row, words)
         return
     dst = _last_np
@@ -118,7 +124,8 @@ def write(bitmask: torch.Tensor, row: int, words: np.ndarray | None) -> None:
         if dst is None:
             _write_torch(bitmask, row, words)
             return
-        _last_np = dst
+        if dst[1] is not None:
+            _last_np = dst
     target = dst[4][row]
     if words is None:
         target[:] = 0

@@ -334,3 +334,25 @@ def test_mask_cache_eviction_spares_used_forms() -> None:
         if _mask_write.fill_row is not None:
             assert _mask_write.fill_row(_mask_write.describe(bm), bm, 0, form)
             assert torch.equal(bm[0], torch.from_numpy(np.array(index.bitmask(s))))
+
+
+def test_inference_mode_tensors(writer) -> None:
+    """The runtime's bitmask is made under ``torch.inference_mode`` (no version counter):
+    written correctly, its layout read per call and never cached."""
+    rng = np.random.default_rng(3)
+    vocab = _vocab()
+    m = compile_json_schema(SCHEMA, vocab).matcher()
+    words = (vocab.vocab_size + 31) // 32
+    with torch.inference_mode():
+        bm = torch.full((3, words + 1), -1, dtype=torch.int32)
+        for row in (0, 2, -2):
+            w = _words(rng, words - 1)
+            want = _expected(bm, row, w)
+            _mask_write.write(bm, row, w)
+            assert torch.equal(bm, want)
+            m.fill_bitmask(bm, row)
+            assert torch.equal(bm[row], _reference_mask(m, vocab, words + 1))
+        assert _mask_write.last[0] is not bm and _mask_write._last_np[0] is not bm
+    bm2 = torch.full((2, words), -1, dtype=torch.int32)  # a normal tensor after it: cached
+    m.fill_bitmask(bm2, 1)
+    assert torch.equal(bm2[1], _reference_mask(m, vocab, words)) and (bm2[0] == -1).all()

@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse  # type: ignore[no-redef]
 
 from ..errors import GrammarTooComplexError, RegexError, UnsupportedRegexError
+from ._fast_lower import fast_lower
 from ._utf8 import MAX_CODE_POINT, utf8_sequences, valid_ranges
 from ._schema_refs import PLACEHOLDER_BASE
 from .regex_ast import INF, TermArena, byte_range_mask
@@ -283,6 +284,9 @@ def lower(pattern: str, arena: TermArena, deadline: float = float("inf"),
             definitions, the raw code point ``PLACEHOLDER_BASE + i`` stands for
             ``definitions[i]``. Without it every code point is itself.
 
+    Plain texts (the converter's) are lowered in one pass by ``_fast_lower``, each
+    distinct group once; the rest go through ``re``'s parser (same language either way).
+
     Raises:
         RegexError: unparsable.
         UnsupportedRegexError: lookaround, backreferences, anchors, atomic groups,
@@ -290,12 +294,15 @@ def lower(pattern: str, arena: TermArena, deadline: float = float("inf"),
         GrammarTooComplexError: nesting or time budget exceeded.
     """
     shared: list[int] = []
+    memo: dict[str, int] = {}  # group text -> term (``_fast_lower``), same placeholders
     for text in list(definitions or ()) + [pattern]:
-        tree = parse(text)
         lowering = _Lowering(arena, text, deadline, shared)
-        try:
-            term = lowering.seq(list(tree), tree.state.flags)
-        except RecursionError as exc:
-            raise GrammarTooComplexError(f"regex is nested too deeply: {text[:80]!r}") from exc
+        term = fast_lower(text, lowering, memo, MAX_NESTING)
+        if term is None:  # syntax the fast path leaves to re (or an error re reports)
+            tree = parse(text)
+            try:
+                term = lowering.seq(list(tree), tree.state.flags)
+            except RecursionError as exc:
+                raise GrammarTooComplexError(f"regex is nested too deeply: {text[:80]!r}") from exc
         shared.append(term)
     return shared[-1]

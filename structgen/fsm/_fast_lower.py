@@ -1,0 +1,241 @@
+"""One-pass lowering of plain regex texts to arena terms (the fast path of ``_sre.lower``).
+
+The JSON Schema converter writes long patterns that repeat the same groups many times
+(the JSON string body after every key, an array's item before and after ``(?:,...)*``,
+a format's expression in every field that uses it). ``re._parser`` plus the tree walk
+cost ~4 us per pattern character and see every copy; here a C-speed tokenizer splits
+the text, each parenthesised group's text is looked up in a memo shared by the pattern
+and its definitions (one arena, one placeholder binding), so each distinct group is
+lowered once, and the terms come from ``_sre._Lowering``'s own class and literal code.
+
+Only plain syntax is taken: literals, the escapes ``\\xHH \\uHHHH \\UHHHHHHHH \\t \\n
+\\r \\f \\v \\a \\d \\D \\w \\W \\s \\S`` and escaped punctuation, classes (ranges,
+negation, those escapes), ``.``, ``(...)`` / ``(?:...)``, ``|`` and the quantifiers
+``* + ? {m} {m,} {m,n} {,n}`` (lazy or not). Anything else (flags, lookaround, anchors,
+backreferences, possessive or repeated quantifiers, a lone ``{``, nested-set warnings,
+unbalanced parentheses, nesting past ``MAX_NESTING``, placeholders inside a class)
+returns None and the caller parses with ``re``, which gives its usual term or error.
+Where both accept a text the languages are equal (the terms may differ where ``re``
+factors a common prefix out of alternatives).
+"""
+
+from __future__ import annotations
+
+import re
+
+try:  # Python >= 3.11
+    import re._constants as C
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as C  # type: ignore[no-redef]
+
+from ._schema_refs import PLACEHOLDER_BASE
+from .regex_ast import INF
+
+__all__ = ["fast_lower"]
+
+_MAXREPEAT = 4294967295  # sre's MAXREPEAT: counts at or past it are re's errors
+_TOKEN = re.compile(r"""
+ (\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[^0-9A-Za-z]|[tnrfvadDwWsS]))  # 1 escape
+|\[(\^?)(\]?(?:[^\]\\\[]|\\[\s\S])*)\]                       # 2 negate, 3 class body
+|(\((?:\?:)?)                                                 # 4 group open
+|(\))                                                         # 5 close
+|(\|)                                                         # 6 alternation
+|(?:([*+?])|\{(?:(\d+)(?:(,)(\d*))?|,(\d+))\})(\??)           # 7 op, 8 lo, 9 comma, 10 hi, 11 hi-only, 12 lazy
+|(\.)                                                         # 13 any
+|([^\\\[()|*+?{.^$]+)                                         # 14 literal run
+""", re.VERBOSE)
+_CLASS_ITEM = re.compile(
+    r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|([^0-9A-Za-z])|([tnrfva])|([dDwWsS]))"
+    r"|([^\\])")
+_CONTROL = {"t": 9, "n": 10, "r": 13, "f": 12, "v": 11, "a": 7}
+_CATEGORY_ESCAPES = "dDwWsS"
+_NESTED_SET = ("--", "&&", "~~", "||")  # re warns (FutureWarning) on these in a class
+_CATEGORIES = {"d": C.CATEGORY_DIGIT, "D": C.CATEGORY_NOT_DIGIT, "w": C.CATEGORY_WORD,
+               "W": C.CATEGORY_NOT_WORD, "s": C.CATEGORY_SPACE, "S": C.CATEGORY_NOT_SPACE}
+_REPEATS = {"*": (0, INF), "+": (1, INF), "?": (0, 1)}
+
+
+class _Bail(Exception):
+    """The text uses syntax this module leaves to ``re``."""
+
+
+def fast_lower(text: str, lowering, memo: dict[str, int], max_nesting: int) -> int | None:
+    """The term of ``text`` (fullmatch), or None when ``re`` must parse it.
+
+    Args:
+        text: the regex (placeholders as in ``_sre.lower``).
+        lowering: the ``_sre._Lowering`` of this text (arena, placeholders, classes, budget).
+        memo: group text -> term, shared by every text lowered with the same placeholders.
+        max_nesting: deepest group nesting taken here (deeper: re's path and its error).
+
+    Raises:
+        GrammarTooComplexError: the arena's or the lowering's budget is exceeded.
+    """
+    toks = list(_TOKEN.finditer(text))
+    if sum(m.end() - m.start() for m in toks) != len(text):
+        return None  # characters no token takes: syntax for re
+    try:
+        close = _match_groups(toks, max_nesting)
+        return _Parser(text, toks, close, lowering, memo).run()
+    except _Bail:
+        return None
+
+
+def _match_groups(toks, max_nesting: int) -> dict[int, int]:
+    """Token index of each group's ``(`` -> index of its ``)``."""
+    close: dict[int, int] = {}
+    stack: list[int] = []
+    for i, m in enumerate(toks):
+        if m.group(4) is not None:
+            stack.append(i)
+            if len(stack) > max_nesting:
+                raise _Bail
+        elif m.group(5) is not None:
+            if not stack:
+                raise _Bail
+            close[stack.pop()] = i
+    if stack:
+        raise _Bail
+    return close
+
+
+class _Parser:
+    """The token loop of one text: a stack of open groups, each with its finished
+    alternatives and the items of the current one."""
+
+    def __init__(self, text: str, toks, close: dict[int, int], lowering, memo: dict[str, int]) -> None:
+        self.text, self.toks, self.close = text, toks, close
+        self.low, self.arena, self.memo = lowering, lowering.arena, memo
+
+    def run(self) -> int:
+        arena, toks, low = self.arena, self.toks, self.low
+        frames: list[tuple[list[int], list[int], int]] = []  # (alternatives, items, open index)
+        alts: list[int] = []
+        items: list[int] = []
+        quantifiable = False
+        i, n = 0, len(toks)
+        while i < n:
+            m = toks[i]
+            low._tick()
+            kind = m.lastindex
+            if kind == 14:  # literal run; a quantifier after it takes its last character
+                run = m.group(14)
+                if len(run) > 1 and i + 1 < n and toks[i + 1].lastindex == 12:
+                    items.append(self._literal(run[:-1]))
+                    run = run[-1]
+                items.append(self._literal(run))
+                quantifiable = True
+            elif kind == 4:
+                j = self.close[i]
+                key = self.text[m.start(): toks[j].end()]
+                hit = self.memo.get(key)
+                if hit is not None:
+                    items.append(hit)
+                    quantifiable = True
+                    i = j + 1
+                    continue
+                frames.append((alts, items, i))
+                alts, items, quantifiable = [], [], False
+            elif kind == 5:
+                term = arena.alt(alts + [arena.seq(items)])
+                alts, items, start = frames.pop()
+                self.memo[self.text[toks[start].start(): m.end()]] = term
+                items.append(term)
+                quantifiable = True
+            elif kind == 6:
+                alts.append(arena.seq(items))
+                items, quantifiable = [], False
+            elif kind == 12:  # a quantifier (its lazy-suffix group always takes part)
+                if not quantifiable:
+                    raise _Bail  # nothing to repeat, or a repeated repeat
+                items.append(self._repeat(items.pop(), m))
+                quantifiable = False
+            else:
+                items.append(self._atom(m))
+                quantifiable = True
+            i += 1
+        return arena.alt(alts + [arena.seq(items)])
+
+    def _literal(self, run: str) -> int:
+        hit = self.memo.get(run)
+        if hit is None:
+            hit = self.memo[run] = self.arena.seq([self.low.literal(ord(c)) for c in run])
+        return hit
+
+    def _repeat(self, atom: int, m) -> int:
+        op = m.group(7)
+        if op is not None:
+            lo, hi = _REPEATS[op]
+        elif m.group(11) is not None:
+            lo, hi = 0, int(m.group(11))
+        else:
+            lo = int(m.group(8))
+            hi = lo if m.group(9) is None else (INF if m.group(10) == "" else int(m.group(10)))
+        if lo >= _MAXREPEAT or hi >= _MAXREPEAT or (hi != INF and hi < lo):
+            raise _Bail
+        return self.arena.repeat(atom, lo, hi)
+
+    def _atom(self, m) -> int:
+        low = self.low
+        if m.group(13) is not None:
+            return low.chars([(10, 10)], negate=True)
+        esc = m.group(1)
+        if esc is not None:
+            c = esc[1]
+            if c in _CATEGORY_ESCAPES:
+                return low.charset([(C.CATEGORY, _CATEGORIES[c])])
+            return low.literal(_escape_code(esc))
+        return self._class(m.group(2) == "^", m.group(3))
+
+    def _class(self, negate: bool, body: str) -> int:
+        if any(s in body for s in _NESTED_SET) or not body:
+            raise _Bail
+        parts = list(_CLASS_ITEM.finditer(body))
+        if sum(m.end() - m.start() for m in parts) != len(body):
+            raise _Bail  # an escape re reads otherwise (\b, \0, \N{...}, ...)
+        items: list[tuple] = [(C.NEGATE, None)] if negate else []
+        k = 0
+        while k < len(parts):
+            cp = _class_code(parts[k])
+            if k + 2 < len(parts) and parts[k + 1].group(7) == "-":
+                hi = _class_code(parts[k + 2])
+                if cp is None or hi is None or hi < cp:
+                    raise _Bail  # a category in a range, or a reversed range: re's error
+                items.append((C.RANGE, (cp, hi)))
+                k += 3
+                continue
+            items.append((C.CATEGORY, _CATEGORIES[parts[k].group(6)]) if cp is None
+                         else (C.LITERAL, cp))
+            k += 1
+        top = max((av if op == C.LITERAL else av[1] for op, av in items
+                   if op in (C.LITERAL, C.RANGE)), default=0)
+        if top >= PLACEHOLDER_BASE:
+            raise _Bail  # a placeholder in a class: re's path handles (or refuses) it
+        return self.low.charset(items)
+
+
+def _escape_code(esc: str) -> int:
+    c = esc[1]
+    if c in "xuU":
+        cp = int(esc[2:], 16)
+        if cp > 0x10FFFF:
+            raise _Bail
+        return cp
+    return _CONTROL.get(c, ord(c))
+
+
+def _class_code(m) -> int | None:
+    """Code point of one class item, None for a category escape."""
+    for g in (1, 2, 3):
+        if m.group(g) is not None:
+            cp = int(m.group(g), 16)
+            if cp > 0x10FFFF:
+                raise _Bail
+            return cp
+    if m.group(4) is not None:
+        return ord(m.group(4))
+    if m.group(5) is not None:
+        return _CONTROL[m.group(5)]
+    if m.group(6) is not None:
+        return None
+    return ord(m.group(7))

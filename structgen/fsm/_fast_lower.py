@@ -65,7 +65,9 @@ def fast_lower(text: str, lowering, memo: dict[str, int], max_nesting: int) -> i
     Args:
         text: the regex (placeholders as in ``_sre.lower``).
         lowering: the ``_sre._Lowering`` of this text (arena, placeholders, classes, budget).
-        memo: group text -> term, shared by every text lowered with the same placeholders.
+        memo: text of a group, literal run, escape or class -> term, shared by every text
+            lowered with the same placeholders (the keys cannot collide: each kind starts
+            differently).
         max_nesting: deepest group nesting taken here (deeper: re's path and its error).
 
     Raises:
@@ -150,8 +152,12 @@ class _Parser:
                     raise _Bail  # nothing to repeat, or a repeated repeat
                 items.append(self._repeat(items.pop(), m))
                 quantifiable = False
-            else:
-                items.append(self._atom(m))
+            else:  # escape, class or ``.``: the same text is the same term
+                key = m.group(0)
+                hit = self.memo.get(key)
+                if hit is None:
+                    hit = self.memo[key] = self._atom(m)
+                items.append(hit)
                 quantifiable = True
             i += 1
         return arena.alt(alts + [arena.seq(items)])

@@ -30,7 +30,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_e2e import bench_structgen, bench_transformers  # noqa: E402
+from bench_e2e import PROMPT, bench_structgen, bench_transformers  # noqa: E402
 
 from structgen import Engine, SamplingParams  # noqa: E402
 
@@ -228,7 +228,7 @@ def _decode_rows(rows: list) -> str:
         engine = Engine(dtype=dt)
         sg = bench_structgen(engine, 64)
         hf = bench_transformers(engine.loaded, engine.config.torch_dtype, 64,
-                                engine.encode_prompt([{"role": "user", "content": "Hi"}]))
+                                engine.encode_prompt(PROMPT))
         rows.append((f"4. batch-1 decode tok/s {dt} (vs transformers)",
                      f"{sg['decode_tok_s']:.1f}", f"{hf['decode_tok_s']:.1f}",
                      f"{sg['decode_tok_s'] / hf['decode_tok_s']:.2f}x"))

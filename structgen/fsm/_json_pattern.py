@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..errors import UnsupportedSchemaError
 from ._sre import MAXREPEAT, parse, sre_constants as C
 
-__all__ = ["pattern_to_string_body", "JSON_CHAR", "escape_class_char", "escape_literal"]
+__all__ = ["pattern_to_string_body", "top_level_branches", "JSON_CHAR", "escape_class_char", "escape_literal"]
 
 _MAX = 0x10FFFF
 _SHORT_ESCAPES = {0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t", 0x22: '"', 0x5C: "\\"}
@@ -179,6 +179,21 @@ def _translate(items, pointer: str) -> str:
     return "".join(out)
 
 
+def top_level_branches(pattern: str, pointer: str) -> list[list]:
+    """The parsed alternatives of ``pattern``'s top-level alternation (one item: no alternation).
+
+    Raises:
+        UnsupportedSchemaError: (keyword ``pattern``) the pattern does not parse.
+    """
+    try:
+        tree = list(parse(pattern))
+    except ValueError as exc:
+        raise UnsupportedSchemaError("pattern", pointer, f"{pattern!r}: {exc}") from exc
+    if len(tree) == 1 and tree[0][0] == C.BRANCH:
+        return [list(b) for b in tree[0][1][1]]
+    return [tree]
+
+
 def pattern_to_string_body(pattern: str, pointer: str) -> str:
     """Regex for the JSON-encoded body (between the quotes) of strings matching ``pattern``.
 
@@ -186,13 +201,7 @@ def pattern_to_string_body(pattern: str, pointer: str) -> str:
         UnsupportedSchemaError: (keyword ``pattern``) unparsable pattern or a feature
             with no finite-automaton translation; the message names the pattern.
     """
-    try:
-        tree = list(parse(pattern))
-    except ValueError as exc:
-        raise UnsupportedSchemaError("pattern", pointer, f"{pattern!r}: {exc}") from exc
-    branches = [tree]
-    if len(tree) == 1 and tree[0][0] == C.BRANCH:
-        branches = [list(b) for b in tree[0][1][1]]
+    branches = top_level_branches(pattern, pointer)
     any_text = JSON_CHAR + "*"
     out = []
     for branch in branches:

@@ -25,8 +25,8 @@ from typing import Any
 
 from ..errors import UnsupportedSchemaError
 from ._json_pattern import (_class_ranges, _class_text, _complement, _encoded_alternatives,
-                            _translate)
-from ._sre import MAXREPEAT, parse, sre_constants as C
+                            _translate, top_level_branches)
+from ._sre import MAXREPEAT, sre_constants as C
 
 __all__ = ["bounded_string_body", "patterns_disjoint", "Unrepresentable", "MAX_NFA_STATES", "MAX_PRODUCT_STATES"]
 
@@ -159,13 +159,7 @@ def _build_nfa(regex: str, anchored: bool, pointer: str,
     """(nfa, start, final, whole) for ``regex``: fullmatch when ``anchored``, else search;
     ``whole`` is the JSON-body regex of the language (the start state's continuation;
     with ``with_rest`` False, no continuation texts and ``whole`` is empty)."""
-    try:
-        tree = list(parse(regex))
-    except ValueError as exc:
-        raise UnsupportedSchemaError("pattern", pointer, f"{regex!r}: {exc}") from exc
-    branches = [tree]
-    if len(tree) == 1 and tree[0][0] == C.BRANCH:
-        branches = [list(b) for b in tree[0][1][1]]
+    branches = top_level_branches(regex, pointer)
     nfa = _NFA(pointer, with_rest)
     start, final = nfa.new(), nfa.new()
     wholes = []

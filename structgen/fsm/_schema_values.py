@@ -4,13 +4,15 @@ JSON Schema compares instances by JSON equality (``jsonschema``: Python ``==`` o
 parsed values, booleans never equal to numbers): numbers by value, objects whatever
 their key order, arrays item by item, strings by their characters. A value is written:
 
-* a number: every decimal spelling of its value without exponent (``-2``, ``-2.0``,
-  ``-2.50``; zero also ``-0``, ``-0.0``) that parses to an equal Python value
-  (``9007199254740993.0`` parses to the float ...992: not equal to the int ...993),
-  plus ``json.dumps`` of the equal float where that has an exponent (``1e+16``,
-  ``1e-07``). Under an integer-only ``type`` just the integer spelling (as
-  ``integer_regex``: structgen writes integers without a fraction). Other exponent
-  spellings are not written;
+* a number: the spellings ``json.dumps`` writes for an equal ``int`` or ``float``
+  (``-2`` and ``-2.0``; ``2.5``; zero also ``-0``, ``-0.0``; the float's exponent form
+  where it has one, ``1e+16``, ``1e-07``), each kept only where it parses to an equal
+  Python value (``9007199254740993.0`` parses to the float ...992: not equal to the int
+  ...993). Other spellings of the same value (``1.00``, ``2.50``, ``25e-1``) are valid
+  JSON Schema instances too but are not written: there are infinitely many, and a model
+  allowed trailing zeros can emit them until ``max_tokens``. Under an integer-only
+  ``type`` just the integer spelling (as ``integer_regex``: structgen writes integers
+  without a fraction);
 * an object of at most ``MAX_ANY_ORDER_KEYS`` keys: its members in every order (each
   set of remaining members one shared alternative), while ``ANY_ORDER_BUDGET`` such sets
   last for one keyword; a larger object only in its listed order (never another value);
@@ -62,7 +64,7 @@ def number_spellings(value: int | float, integer_only: bool = False) -> str | No
         float_ok = False
     float_ok = float_ok and not integer_only
     if decimal == 0:
-        return "-?0" + (r"(?:\.0+)?" if float_ok else "")
+        return "-?0" + (r"(?:\.0)?" if float_ok else "")
     sign = "-" if decimal < 0 else ""
     text = _decimal(abs(decimal))
     whole = abs(decimal).denominator == 1
@@ -70,9 +72,9 @@ def number_spellings(value: int | float, integer_only: bool = False) -> str | No
     if exact_int is not None and exact_int != decimal:  # a float whose repr rounds
         parts.append(escape_literal(str(exact_int)))
     if exact_int is not None and exact_int == decimal:
-        parts.append(escape_literal(str(exact_int)) + (r"(?:\.0+)?" if float_ok else ""))
+        parts.append(escape_literal(str(exact_int)) + (r"(?:\.0)?" if float_ok else ""))
     elif float_ok and text is not None:
-        parts.append(escape_literal(sign + text) + (r"\.0+" if whole else "0*"))
+        parts.append(escape_literal(sign + text) + (r"\.0" if whole else ""))
     if float_ok:
         spelled = json.dumps(float(value))
         if "e" in spelled:

@@ -137,6 +137,9 @@ def test_portable_constraint_keeps_trigger_and_shared_recursion():
     assert grammar.definitions  # recursion is shared, not written out
     term = pickle.loads(pickle.dumps(portable_constraint(grammar)))
     again = term.compile(None)
+    # the automata are built lazily (a schema compile builds fewer rows up front than a
+    # regex compile): compare them complete
+    assert grammar.dfa.explore() and again.dfa.explore()
     assert again.trigger == "</think>" and again.dfa.num_states == grammar.dfa.num_states
     deep = '{"v":1,"kids":[' * 9 + '{"v":2,"kids":[]}' + "]}" * 9
     for text in ("thinking...</think>" + deep, "</think>{\"v\":1,\"kids\":[]}", deep,

@@ -154,11 +154,9 @@ class Matcher:
         """Step after ``token_id`` when ``used`` non-EOS tokens were accepted before it."""
         if eos_taken:
             return None
-        nxt = self._steps.get((state, token_id))  # memo: holds no EOS or special id
-        if nxt is None:
-            if token_id in self._eos:
-                return (state, True) if is_accepting(self._dfa, state) else None
-            nxt = token_step(self._index, state, int(token_id))
+        if token_id in self._eos:
+            return (state, True) if is_accepting(self._dfa, state) else None
+        nxt = token_step(self._index, state, int(token_id))  # reads the index's step memo
         if nxt < 0:
             return None
         if self._budget is not None and not self._budget.within(nxt, self.max_tokens - used - 1):

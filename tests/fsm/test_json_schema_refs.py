@@ -6,12 +6,13 @@ written out and checked against ``jsonschema`` too; the grammar must agree with 
 
 from __future__ import annotations
 
-import jsonschema
 import pytest
 
 from structgen.errors import InvalidSchemaError, UnsupportedSchemaError
 from structgen.fsm import compile_json_schema
 from structgen.fsm._schema_ids import RefIndex
+
+from ._reference import jsonschema_valid as _valid
 from tests.fsm._corpus import canonical, dump
 
 D7 = "http://json-schema.org/draft-07/schema#"
@@ -98,10 +99,6 @@ CASES = [
                 {"enum": [{"$id": "http://example.com/id.json", "type": "string"}]}]},
      [(1, True), ({"$id": "http://example.com/id.json", "type": "string"}, True), ("s", False)]),
 ]
-
-
-def _valid(schema, instance) -> bool:
-    return jsonschema.validators.validator_for(schema)(schema).is_valid(instance)
 
 
 @pytest.mark.parametrize(("schema", "instances"), CASES)

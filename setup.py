@@ -49,7 +49,7 @@ setup(
         Extension(
             "structgen.runtime.models._densekernel",
             sources=["csrc/densekernel.c"],
-            depends=["csrc/sg_simd.h"],
+            depends=["csrc/dense_core.h", "csrc/sg_simd.h"],
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
             extra_link_args=["-fopenmp"],
             optional=True,
@@ -57,7 +57,17 @@ setup(
         Extension(
             "structgen.runtime.models._cpuops",
             sources=["csrc/cpuops.c"],
-            depends=["csrc/sg_simd.h"],
+            depends=["csrc/cpuops_core.h", "csrc/sg_simd.h"],
+            extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
+            extra_link_args=["-fopenmp"],
+            optional=True,
+        ),
+        # csrc/decodestep.c -> every decoder layer of a small CPU step in one call
+        # (structgen/runtime/models/decode_step.py; the per-op path without it)
+        Extension(
+            "structgen.runtime.models._decodestep",
+            sources=["csrc/decodestep.c"],
+            depends=["csrc/cpuops_core.h", "csrc/dense_core.h", "csrc/sg_simd.h"],
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
             extra_link_args=["-fopenmp"],
             optional=True,

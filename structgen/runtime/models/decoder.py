@@ -17,6 +17,7 @@ from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.models import cpu_ops
 from structgen.runtime.models.attention import cpu_attention, paged_attention, store_kv
+from structgen.runtime.models.decode_step import decode_step
 from structgen.runtime.models.dense_kernel import linear
 from structgen.runtime.models.layers import FusedProjection, GatedMLP, Linear, RMSNorm, RotaryEmbedding, apply_rotary
 
@@ -304,8 +305,9 @@ class DecoderForCausalLM(nn.Module):
         cos, sin = self.rotary(positions, x.dtype)  # [T, 1, d]
         layers = self.model.layers
         if cpu_ops.enabled(x) and all(type(layer) is DecoderLayer for layer in layers):
-            residual, delta = x.contiguous(), None  # a fresh tensor: updated in place below
-            for layer in layers:
+            residual = x.contiguous()  # a fresh tensor: updated in place below
+            delta = decode_step(self, residual, cos, sin, batch, kv)  # all layers in one C call, or None
+            for layer in layers if delta is None else ():
                 delta = layer.forward_residual(residual, delta, cos, sin, batch, kv)
             idx = batch.logits_indices
             x = cpu_ops.add_rms_norm(residual[idx], delta[idx], self.model.norm.weight, self.model.norm.eps)

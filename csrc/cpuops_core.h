@@ -1,0 +1,306 @@
+/* structgen's fused CPU ops for the decoder's per-layer work around the matmuls.
+ *
+ * Why: after the weight matmuls (csrc/densekernel.c, csrc/qkernel.c), a batch-1 decode step
+ * of a 30-layer model spent about half its time in ~25 small torch ops per layer (norms,
+ * rotary, K/V stores, page gathers, SDPA, residual adds, SiLU) and the Python around them.
+ * Each op here does in one pass what several torch ops did, on the tensors in place:
+ *
+ *   add_rms_norm   residual += delta (optional), out = weight * rmsnorm(residual)
+ *                  (transformers' LlamaRMSNorm; vLLM's fused_add_rms_norm)
+ *   rope_store_kv  optional per-head q/k RMSNorm (Qwen3), rotary embedding of q and k in
+ *                  place (rotate-half layout, RoFormer, arXiv:2104.09864), K/V written to
+ *                  their cache slots
+ *   paged_attention  causal softmax attention of each query token to its sequence's keys,
+ *                  read through the page table in place (no gather copy), GQA/MQA by head
+ *                  mapping, optional sliding window; for short extensions (decode,
+ *                  jump-forward, speculative verification): O(tokens x keys) work
+ *   silu_mul       out = silu(gate) * up (gate and up may be two halves of one fused output)
+ *
+ * Dtypes: activations, norm weights and KV cache all fp32 (dt = 0) or all bf16 (dt = 1);
+ * math in fp32. In bf16 the intermediate roundings follow transformers' order where it
+ * rounds (normed value before the weight product; silu before the product), elsewhere one
+ * rounding at the end. Layouts are row-major with the row strides given (elements).
+ *
+ * AVX2+FMA paths chosen at run time (__builtin_cpu_supports) where the loops are hot
+ * (attention dot products, weighted sums, exp), portable scalar code otherwise. OpenMP
+ * parallel regions only when the work is large enough to pay for the fork/join.
+ * Included by cpuops.c (the Python bindings, structgen.runtime.models._cpuops) and by
+ * decodestep.c (the fused decode step); everything here is static.
+ */
+#ifndef SG_CPUOPS_CORE_H
+#define SG_CPUOPS_CORE_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "sg_simd.h"
+
+#define MAX_HEAD_DIM 512
+#define PAR_MIN_WORK 65536 /* elements below which a region runs on one thread */
+
+/* ------------------------------------------------------------------ add_rms_norm */
+static void add_rms_norm(void *res, long rs, const void *delta, long ds, const void *w, void *out,
+                         long os, int T, int H, float eps, int dt, int threads) {
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(threads) if ((long)T * H >= PAR_MIN_WORK)
+#endif
+    for (int t = 0; t < T; t++) {
+        double ss = 0.0;
+        float h;
+        for (int i = 0; i < H; i++) {
+            h = sg_ld(res, (size_t)t * rs + i, dt);
+            if (delta) {
+                h = sg_round(h + sg_ld(delta, (size_t)t * ds + i, dt), dt);
+                sg_st(res, (size_t)t * rs + i, h, dt);
+            }
+            ss += (double)h * h;
+        }
+        float r = 1.0f / sqrtf((float)(ss / H) + eps);
+        for (int i = 0; i < H; i++) {
+            float n = sg_round(sg_ld(res, (size_t)t * rs + i, dt) * r, dt);
+            sg_st(out, (size_t)t * os + i, sg_ld(w, i, dt) * n, dt);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ rope_store_kv */
+/* one head vector x[d] (in place): optional RMSNorm with weight nw, then rotate-half RoPE */
+static void rope_head(void *x, size_t off, const void *cs, const void *sn, size_t coff,
+                      const void *nw, float eps, int d, int dt) {
+    float v[MAX_HEAD_DIM];
+    for (int i = 0; i < d; i++) v[i] = sg_ld(x, off + i, dt);
+    if (nw) {
+        double ss = 0.0;
+        for (int i = 0; i < d; i++) ss += (double)v[i] * v[i];
+        float r = 1.0f / sqrtf((float)(ss / d) + eps);
+        for (int i = 0; i < d; i++) v[i] = sg_round(sg_ld(nw, i, dt) * sg_round(v[i] * r, dt), dt);
+    }
+    int half = d / 2;
+    for (int i = 0; i < half; i++) {
+        float a = v[i], b = v[i + half];
+        float c0 = sg_ld(cs, coff + i, dt), c1 = sg_ld(cs, coff + i + half, dt);
+        float s0 = sg_ld(sn, coff + i, dt), s1 = sg_ld(sn, coff + i + half, dt);
+        sg_st(x, off + i, a * c0 - b * s0, dt);
+        sg_st(x, off + i + half, b * c1 + a * s1, dt);
+    }
+}
+
+static void rope_store_kv(void *q, long qs, void *k, long ks, const void *v, long vs,
+                          const void *cos_t, const void *sin_t, const void *qnw, const void *knw, float eps, void *kc, void *vc,
+                          const int64_t *slots, int T, int H, int KVH, int d, int dt, int threads) {
+    (void)threads;
+    int items = H + KVH;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(threads) if ((long)T * items * d >= PAR_MIN_WORK)
+#endif
+    for (long it = 0; it < (long)T * items; it++) {
+        int t = (int)(it / items), h = (int)(it % items);
+        size_t coff = (size_t)t * d;
+        if (h < H) {
+            rope_head(q, (size_t)t * qs + (size_t)h * d, cos_t, sin_t, coff, qnw, eps, d, dt);
+            continue;
+        }
+        h -= H;
+        size_t koff = (size_t)t * ks + (size_t)h * d;
+        rope_head(k, koff, cos_t, sin_t, coff, knw, eps, d, dt);
+        size_t dst = ((size_t)slots[t] * KVH + h) * d, voff = (size_t)t * vs + (size_t)h * d;
+        size_t bytes = (size_t)d * (dt ? 2 : 4);
+        memcpy((char *)kc + dst * (dt ? 2 : 4), (const char *)k + koff * (dt ? 2 : 4), bytes);
+        memcpy((char *)vc + dst * (dt ? 2 : 4), (const char *)v + voff * (dt ? 2 : 4), bytes);
+    }
+}
+
+/* ------------------------------------------------------------------ paged_attention */
+#define MAX_GROUP 16 /* query heads per KV head attended together */
+
+/* element offset of key/value position j of KV head kvh, through the sequence's pages */
+static inline size_t kv_off(const int64_t *pages, int ps, int KVH, int kvh, int d, int j) {
+    return (((size_t)pages[j / ps] * ps + j % ps) * KVH + kvh) * d;
+}
+
+#if SG_X86
+/* sc[r] = q . k[offs[r]] for r < 8: one pass over d, the 8 sums reduced together */
+__attribute__((target("avx2,fma"))) static void dot8_avx2(const float *q, const void *k,
+                                                         const size_t *offs, int d, int dt,
+                                                         float *sc) {
+    __m256 a[8];
+    for (int r = 0; r < 8; r++) a[r] = _mm256_setzero_ps();
+    for (int i = 0; i < d; i += 8) {
+        __m256 qv = _mm256_loadu_ps(q + i);
+        for (int r = 0; r < 8; r++) a[r] = _mm256_fmadd_ps(qv, sg_load8(k, offs[r] + i, dt), a[r]);
+    }
+    __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+    __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+    __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    __m256 lo = _mm256_permute2f128_ps(u0, u1, 0x20), hi = _mm256_permute2f128_ps(u0, u1, 0x31);
+    _mm256_storeu_ps(sc, _mm256_add_ps(lo, hi));
+}
+
+/* acc[0..d) += sum_r p[r] * v[offs[r] .. + d) for r < nk, accumulating in registers */
+__attribute__((target("avx2,fma"))) static void pv_block_avx2(float *acc, const float *p,
+                                                             const void *v, const size_t *offs,
+                                                             int nk, int d, int dt) {
+    for (int i = 0; i < d; i += 8) {
+        __m256 a = _mm256_loadu_ps(acc + i);
+        for (int r = 0; r < nk; r++) a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r), sg_load8(v, offs[r] + i, dt), a);
+        _mm256_storeu_ps(acc + i, a);
+    }
+}
+#endif
+
+/* Partial attention of G query heads (h0 .. h0+G-1 of one token, all on KV head kvh) over key
+ * positions lo..hi of one sequence (one chunk): each K/V row is read once for the G heads.
+ * Writes, per head g, the chunk's max score m[g], its sum of exp(score - m[g]) l[g], and the
+ * unnormalised acc[g*d .. +d) = sum exp(score - m[g]) v (flash-decoding's split-K partials,
+ * Dao et al. 2023). sc: scratch of G * (hi-lo+1) floats. */
+static void attend_chunk(const void *q, size_t qoff, int G, const void *kc, const void *vc,
+                         const int64_t *pages, int ps, int KVH, int kvh, int d, int lo, int hi,
+                         float scale, float *sc, float *m, float *l, float *acc, int dt) {
+    static __thread float qv[MAX_GROUP * MAX_HEAD_DIM];
+    int n = hi - lo + 1, j = lo;
+    for (int g = 0; g < G; g++)
+        for (int i = 0; i < d; i++) qv[g * d + i] = sg_ld(q, qoff + (size_t)g * d + i, dt) * scale;
+#if SG_X86
+    if (sg_use_avx2() && d % 8 == 0) {
+        size_t offs[8];
+        for (; j + 8 <= hi + 1; j += 8) {
+            for (int r = 0; r < 8; r++) offs[r] = kv_off(pages, ps, KVH, kvh, d, j + r);
+            for (int g = 0; g < G; g++) dot8_avx2(qv + g * d, kc, offs, d, dt, sc + (size_t)g * n + (j - lo));
+        }
+    }
+#endif
+    for (; j <= hi; j++) {
+        size_t off = kv_off(pages, ps, KVH, kvh, d, j);
+        for (int g = 0; g < G; g++) sc[(size_t)g * n + (j - lo)] = sg_dot(qv + g * d, kc, off, d, dt);
+    }
+    for (int g = 0; g < G; g++) {
+        float *row = sc + (size_t)g * n, mx = -INFINITY;
+        for (int i = 0; i < n; i++) mx = row[i] > mx ? row[i] : mx;
+        m[g] = mx;
+        l[g] = sg_exp_sub_sum(row, n, mx);
+    }
+    memset(acc, 0, sizeof(float) * (size_t)G * d);
+    j = lo;
+#if SG_X86
+    if (sg_use_avx2() && d % 8 == 0) {
+        size_t offs[8];
+        for (; j <= hi; j += 8) {
+            int nk = hi + 1 - j < 8 ? hi + 1 - j : 8;
+            for (int r = 0; r < nk; r++) offs[r] = kv_off(pages, ps, KVH, kvh, d, j + r);
+            for (int g = 0; g < G; g++) pv_block_avx2(acc + g * d, sc + (size_t)g * n + (j - lo), vc, offs, nk, d, dt);
+        }
+    }
+#endif
+    for (; j <= hi; j++) {
+        size_t off = kv_off(pages, ps, KVH, kvh, d, j);
+        for (int g = 0; g < G; g++) sg_axpy(acc + g * d, sc[(size_t)g * n + (j - lo)], vc, off, d, dt);
+    }
+}
+
+#define KEY_CHUNK 256 /* keys per work item: long sequences split over the threads */
+
+static void paged_attention(const void *q, long qs, const void *kc, const void *vc, const int64_t *pt,
+                            long pt_stride, const int64_t *seq, const int64_t *pos, int ps,
+                            int T, int H, int KVH, int d, float scale, int window, void *out,
+                            int dt, int threads) {
+    int group = H / KVH;
+    int G = group <= MAX_GROUP ? group : 1; /* query heads per work item (one KV head's group) */
+    int per_token = H / G;
+    /* work items: (token, head group, key chunk), in that order */
+    long *first = (long *)malloc(sizeof(long) * ((size_t)T + 1)); /* first item of each token */
+    if (!first) return;
+    long work = 0;
+    first[0] = 0;
+    for (int t = 0; t < T; t++) {
+        int hi = (int)pos[t], lo = window > 0 && hi - window + 1 > 0 ? hi - window + 1 : 0;
+        first[t + 1] = first[t] + (long)per_token * ((hi - lo) / KEY_CHUNK + 1);
+        work += (long)(hi - lo + 1) * H * d;
+    }
+    long items = first[T];
+    size_t stride = (size_t)G * (d + 2); /* per item: m[G], l[G], acc[G * d] */
+    float *part = (float *)malloc(sizeof(float) * stride * (size_t)items);
+    if (!part) {
+        free(first);
+        return;
+    }
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) if (work >= PAR_MIN_WORK)
+#endif
+    {
+        float *sc = (float *)malloc(sizeof(float) * KEY_CHUNK * G);
+        int t = 0;
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (long it = 0; it < items; it++) {
+            while (it >= first[t + 1]) t++;
+            while (it < first[t]) t--;
+            int hi = (int)pos[t], lo = window > 0 && hi - window + 1 > 0 ? hi - window + 1 : 0;
+            long nc = (first[t + 1] - first[t]) / per_token, k = it - first[t];
+            int hg = (int)(k / nc), c = (int)(k % nc);
+            int c_lo = lo + c * KEY_CHUNK, c_hi = c_lo + KEY_CHUNK - 1 < hi ? c_lo + KEY_CHUNK - 1 : hi;
+            float *pm = part + stride * (size_t)it;
+            if (sc) attend_chunk(q, (size_t)t * qs + (size_t)hg * G * d, G, kc, vc,
+                                 pt + (size_t)seq[t] * pt_stride, ps, KVH, hg * G / group, d, c_lo, c_hi,
+                                 scale, sc, pm, pm + G, pm + 2 * G, dt);
+        }
+        free(sc);
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (long th = 0; th < (long)T * per_token; th++) { /* merge each (token, head group)'s chunks */
+            int tt = (int)(th / per_token), hg = (int)(th % per_token);
+            long nc = (first[tt + 1] - first[tt]) / per_token, base = first[tt] + (long)hg * nc;
+            for (int g = 0; g < G; g++) {
+                float mx = -INFINITY, den = 0.f, o[MAX_HEAD_DIM];
+                for (long c = 0; c < nc; c++) {
+                    float mc = part[stride * (size_t)(base + c) + g];
+                    mx = mc > mx ? mc : mx;
+                }
+                memset(o, 0, sizeof(float) * d);
+                for (long c = 0; c < nc; c++) {
+                    const float *pc = part + stride * (size_t)(base + c);
+                    float w = expf(pc[g] - mx);
+                    den += w * pc[G + g];
+                    for (int i = 0; i < d; i++) o[i] += w * pc[2 * G + g * d + i];
+                }
+                size_t ooff = ((size_t)tt * H + (size_t)hg * G + g) * d;
+                for (int i = 0; i < d; i++) sg_st(out, ooff + i, o[i] / den, dt);
+            }
+        }
+    }
+    free(part);
+    free(first);
+}
+
+/* ------------------------------------------------------------------ silu_mul */
+static void silu_mul(const void *g_, long gs, const void *u, long us, void *out, long os, int T,
+                     int I, int dt, int threads) {
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(threads) if ((long)T * I >= PAR_MIN_WORK)
+#endif
+    for (int t = 0; t < T; t++) {
+        float g[256], e[256];
+        for (int i0 = 0; i0 < I; i0 += 256) {
+            int n = I - i0 < 256 ? I - i0 : 256;
+            for (int i = 0; i < n; i++) {
+                g[i] = sg_ld(g_, (size_t)t * gs + i0 + i, dt);
+                e[i] = -g[i];
+            }
+            sg_exp_inplace(e, n);
+            for (int i = 0; i < n; i++) {
+                float s = sg_round(g[i] / (1.0f + e[i]), dt);
+                sg_st(out, (size_t)t * os + i0 + i, s * sg_ld(u, (size_t)t * us + i0 + i, dt), dt);
+            }
+        }
+    }
+}
+
+#endif /* SG_CPUOPS_CORE_H */

@@ -1,0 +1,238 @@
+"""The fused CPU decode step: every decoder layer of a small step in one C call (``csrc/decodestep.c``).
+
+With the matmuls and the ops around them in C, a bf16 batch-1 decode step of SmolLM2
+(30 layers) still spent about a third of its time in the Python between the ~9 calls per
+layer (checks, a ``torch.empty`` per output, argument conversion). :class:`DecodeStepPlan`
+collects once what every layer's kernels need (weight, norm and KV-cache pointers, the
+sliding window) into an int64 table; a step is then one call that runs the same kernels
+in the same order as the per-op path (``DecoderLayer.forward_residual``), so the results
+are equal bit for bit.
+
+It applies to Llama-style decoders (:class:`~structgen.runtime.models.decoder.DecoderLayer`
+with :class:`~structgen.runtime.models.decoder.DecoderAttention` and a SiLU
+:class:`~structgen.runtime.models.layers.GatedMLP`, q/k/v and gate/up fused over plain float
+weights: Llama, Mistral, Qwen2, Qwen3, SmolLM2) in fp32 or bf16 on CPU, for steps of at most
+8 tokens (decode rows, short jump-forward runs, speculative verification). Anything else
+(quantized or sharded layers, MoE, MLA, longer steps) takes the per-op path.
+
+The plan is cached on the model for the last KV pool it ran over and checked every step (module and parameter
+identity and data pointers, about 0.1 ms for 30 layers): replacing a parameter
+(``load_state_dict(assign=True)``, ``.to()``), a layer (quantization) or the KV tensors
+rebuilds it, so a stale pointer is never followed. ``STRUCTGEN_DECODE_STEP=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+
+import torch
+import torch.nn.functional as F
+
+from structgen.runtime.forward_batch import ForwardBatch
+from structgen.runtime.kv_pool import KVPool
+from structgen.runtime.models import cpu_ops, dense_kernel
+from structgen.runtime.models.attention import cpu_attention
+
+__all__ = ["DecodeStepPlan", "decode_step", "kernel_available"]
+
+try:  # built by setup.py; optional
+    from structgen.runtime.models import _decodestep as _ext
+except ImportError:  # pragma: no cover - depends on the build
+    _ext = None
+
+_ENABLED = os.environ.get("STRUCTGEN_DECODE_STEP", "1") != "0"
+_DT = {torch.float32: 0, torch.bfloat16: 1}
+_FIELDS = 15  # csrc/decodestep.c LF_COUNT
+
+
+def kernel_available() -> bool:
+    """True when the extension is built and neither it nor the kernels it runs are turned off
+    (``STRUCTGEN_DECODE_STEP``, ``STRUCTGEN_DENSE_KERNEL``, ``STRUCTGEN_CPU_OPS``)."""
+    return _ext is not None and _ENABLED and dense_kernel.kernel_available() and cpu_ops.kernel_available()
+
+
+def _ptr(t: torch.Tensor | None) -> int:
+    return 0 if t is None else t.data_ptr()
+
+
+def _kv_ptrs(kv: KVPool) -> list[int]:
+    return [t.data_ptr() for t in kv.k] + [t.data_ptr() for t in kv.v]
+
+
+class _Watch:
+    """What a plan points at, and a cheap check that it still does (module/parameter identity, data pointers)."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple] = []  # (container, key, object, data_ptr or None)
+        self.fused: list = []  # FusedProjections (their own valid() checks their members)
+
+    def keep(self, container, key, tensor: bool = True):
+        obj = container[key]
+        self.entries.append((container, key, obj, obj.data_ptr() if tensor else None))
+        return obj
+
+    def valid(self) -> bool:
+        for container, key, obj, ptr in self.entries:
+            if container[key] is not obj or (ptr is not None and obj.data_ptr() != ptr):
+                return False
+        return all(f.valid() for f in self.fused)
+
+
+def _layer_row(layer, watch: _Watch) -> tuple[list[int], tuple, list[torch.Tensor]] | None:
+    """One layer's table row, the shape facts all layers must share, and the tensors it points at;
+    None when the layer is not a plain Llama-style block over fused float weights."""
+    from structgen.runtime.models.decoder import DecoderAttention, DecoderLayer
+    from structgen.runtime.models.layers import FusedProjection, GatedMLP, Linear
+
+    if type(layer) is not DecoderLayer:
+        return None
+    attn, mlp = layer._modules.get("self_attn"), layer._modules.get("mlp")
+    if type(attn) is not DecoderAttention or type(mlp) is not GatedMLP or mlp.act is not F.silu:
+        return None
+    qkv, gate_up, o, down = attn.qkv, mlp.gate_up, attn.o_proj, mlp.down_proj
+    if (type(qkv) is not FusedProjection or type(gate_up) is not FusedProjection or not qkv.valid()
+            or not gate_up.valid() or type(o) is not Linear or type(down) is not Linear):
+        return None
+    for parent, name in ((layer, "self_attn"), (layer, "mlp"), (layer, "input_layernorm"),
+                         (layer, "post_attention_layernorm"), (attn, "o_proj"), (mlp, "down_proj")):
+        watch.keep(parent._modules, name, tensor=False)
+    watch.keep(attn.__dict__, "qkv", tensor=False)
+    watch.keep(mlp.__dict__, "gate_up", tensor=False)
+    watch.fused += [qkv, gate_up]
+    n1, n2 = layer.input_layernorm, layer.post_attention_layernorm
+    qn, kn = (attn.q_norm, attn.k_norm) if attn.q_norm is not None else (None, None)
+    tensors = [qkv.weight, gate_up.weight] + [b for b in (qkv.bias, gate_up.bias) if b is not None]
+    if qn is not None:
+        watch.keep(attn._modules, "q_norm", tensor=False)
+        watch.keep(attn._modules, "k_norm", tensor=False)
+    for mod in (o, down, n1, n2) + ((qn, kn) if qn is not None else ()):
+        tensors += [watch.keep(mod._parameters, name) for name, p in mod._parameters.items() if p is not None]
+    row = [_ptr(n1.weight), _ptr(qkv.weight), _ptr(qkv.bias), _ptr(o.weight), _ptr(o.bias), _ptr(n2.weight),
+           _ptr(gate_up.weight), _ptr(gate_up.bias), _ptr(down.weight), _ptr(down.bias), 0, 0,
+           _ptr(None if qn is None else qn.weight), _ptr(None if kn is None else kn.weight),
+           int(attn.sliding_window or 0)]
+    shape = (attn.num_heads, attn.num_kv_heads, attn.head_dim, attn.scale, tuple(qkv.sizes), tuple(o.weight.shape),
+             tuple(gate_up.sizes), tuple(down.weight.shape), n1.eps, n2.eps, None if qn is None else qn.eps,
+             qkv.weight.shape[1], gate_up.weight.shape[1])
+    return row, shape, tensors
+
+
+class DecodeStepPlan:
+    """The per-layer pointers of one model over one KV pool, and how to check they still hold.
+
+    Attributes:
+        table: ``[L, 15]`` int64, per layer (``csrc/decodestep.c`` ``LF_*``): input norm, qkv
+            weight and bias, o weight and bias, post-attention norm, gate/up weight and bias,
+            down weight and bias, K and V cache, q/k norm weights (0 where absent), window.
+        dims: ``(hidden, heads, kv_heads, head_dim, intermediate)``.
+        eps, qk_eps, scale: the layer norms' epsilon, the q/k norms' epsilon, softmax scale.
+        dtype: the model's (and KV pool's) dtype.
+    """
+
+    def __init__(self, table, dims, eps, qk_eps, scale, dtype, watch: _Watch, kv_ptrs: list[int]) -> None:
+        self.table, self.dims = table, dims
+        self.eps, self.qk_eps, self.scale, self.dtype = eps, qk_eps, scale, dtype
+        self._watch, self._kv_ptrs = watch, kv_ptrs
+
+    @staticmethod
+    def build(model, kv: KVPool) -> "DecodeStepPlan | None":
+        """The plan for ``model`` (a ``DecoderForCausalLM``) over ``kv``, or None where it does not apply."""
+        dtype, layers = model.dtype, model.model.layers
+        if dtype not in _DT or kv.dtype != dtype or kv.device.type != "cpu" or kv.num_layers != len(layers):
+            return None
+        watch, rows, shapes = _Watch(), [], set()
+        for i in range(len(layers)):
+            watch.keep(layers._modules, str(i), tensor=False)
+            got = _layer_row(layers[i], watch)
+            if got is None:
+                return None
+            row, shape, tensors = got
+            row[10], row[11] = kv.k_slots(i).data_ptr(), kv.v_slots(i).data_ptr()
+            if any(t.dtype != dtype or not t.is_contiguous() or t.device.type != "cpu" for t in tensors):
+                return None
+            rows.append(row)
+            shapes.add(shape)
+        if len(shapes) != 1:
+            return None  # layers of different shapes: one table cannot describe them
+        heads, kv_heads, d, scale, qkv_sizes, o_shape, gu_sizes, down_shape, eps1, eps2, qk_eps, qkv_in, gu_in = shapes.pop()
+        hidden, inter = o_shape[0], gu_sizes[0]
+        if (eps1 != eps2 or d % 2 or d > cpu_ops.MAX_HEAD_DIM or heads % kv_heads
+                or qkv_sizes != (heads * d, kv_heads * d, kv_heads * d) or o_shape != (hidden, heads * d)
+                or gu_sizes != (inter, inter) or down_shape != (hidden, inter) or qkv_in != hidden or gu_in != hidden
+                or kv.num_kv_heads != kv_heads or kv.head_dim != d):
+            return None
+        table = torch.tensor(rows, dtype=torch.int64)
+        qk_eps = float(1e-6 if qk_eps is None else qk_eps)
+        return DecodeStepPlan(table, (hidden, heads, kv_heads, d, inter), float(eps1), qk_eps, float(scale), dtype,
+                              watch, _kv_ptrs(kv))
+
+    def valid(self, kv: KVPool) -> bool:
+        """True while every module, parameter and KV tensor planned for is still in place."""
+        return self._watch.valid() and _kv_ptrs(kv) == self._kv_ptrs
+
+    def __call__(self, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
+        """Run every layer over ``residual`` ``[T, hidden]`` (updated in place, as the per-op path does).
+
+        Args:
+            residual: ``[T, hidden]`` contiguous, the embeddings on entry.
+            cos, sin: ``[T, 1, head_dim]`` (or ``[T, head_dim]``) contiguous rotary tables, model dtype.
+            batch: the step (``T <= 8``; int64 contiguous metadata).
+
+        Returns:
+            ``[T, hidden]`` the last layer's MLP output (the per-op path's last ``delta``).
+        """
+        t = residual.shape[0]
+        hidden, heads, kv_heads, d, inter = self.dims
+        mlp = torch.empty(t, hidden, dtype=self.dtype)
+        _ext.decode_layers(
+            self.table.data_ptr(), self.table.shape[0], residual.data_ptr(), mlp.data_ptr(), t, hidden, heads,
+            kv_heads, d, inter, self.eps, self.qk_eps, self.scale, cos.data_ptr(), sin.data_ptr(),
+            batch.out_slots.data_ptr(), batch.page_table.data_ptr(), batch.page_table.stride(0),
+            batch.seq_ids.data_ptr(), batch.positions.data_ptr(), batch.page_size, _DT[self.dtype],
+            torch.get_num_threads(),
+        )
+        return mlp
+
+
+def _step_ok(plan: DecodeStepPlan, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch) -> bool:
+    t, d = residual.shape[0], plan.dims[3]
+    meta = (batch.out_slots, batch.seq_ids, batch.positions)
+    return (
+        1 <= t <= dense_kernel.MAX_ROWS and residual.dtype is plan.dtype and residual.is_contiguous()
+        and residual.shape[1] == plan.dims[0] and cos.dtype is plan.dtype and sin.dtype is plan.dtype
+        and cos.is_contiguous() and sin.is_contiguous() and cos.numel() == t * d and sin.numel() == t * d
+        and all(m.dtype is torch.int64 and m.is_contiguous() and m.numel() == t for m in meta)
+        and batch.page_table.dtype is torch.int64 and batch.page_table.dim() == 2
+        and batch.page_table.stride(1) == 1
+    )
+
+
+def decode_step(model, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch,
+                kv: KVPool) -> torch.Tensor | None:
+    """All of ``model``'s layers for this step in one C call, or None where the fused step does not apply.
+
+    Args:
+        model: a ``DecoderForCausalLM``; its plan is cached on it (for the last KV pool; rebuilt
+            when stale).
+        residual: ``[T, hidden]`` contiguous embeddings; updated in place into the residual stream
+            before the last MLP output is added (as in ``DecoderLayer.forward_residual``).
+        cos, sin: the step's rotary tables ``[T, 1, head_dim]``, model dtype.
+        batch: the step's metadata; must satisfy ``batch.page_size == kv.page_size``.
+        kv: the KV pool; the new tokens' K/V are written into it.
+
+    Returns:
+        ``[T, hidden]`` the last layer's MLP output, or None (nothing computed, nothing written)
+        when the kernel is unavailable or turned off, the attention backend is not ``"auto"``,
+        the model or the step is outside what the fused step covers.
+    """
+    if not (kernel_available() and residual.shape[0] <= dense_kernel.MAX_ROWS and cpu_attention(residual)):
+        return None
+    cached = model.__dict__.get("_decode_step_plan")  # (weakref to the KV pool, plan)
+    plan = cached[1] if cached is not None and cached[0]() is kv else None
+    if plan is None or not plan.valid(kv):
+        plan = DecodeStepPlan.build(model, kv)  # a None plan is not cached: its checks fail at layer 0
+        model.__dict__["_decode_step_plan"] = None if plan is None else (weakref.ref(kv), plan)
+    if plan is None or not _step_ok(plan, residual, cos, sin, batch):
+        return None
+    return plan(residual, cos, sin, batch)

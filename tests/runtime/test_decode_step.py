@@ -1,0 +1,161 @@
+"""The fused CPU decode step (csrc/decodestep.c) against the per-op path it replaces.
+
+It runs the same kernels in the same order, so logits and the KV cache must be equal bit for
+bit; the per-op path itself is checked against transformers in test_models_families.py and
+test_cpu_ops.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from structgen.runtime.models import cpu_ops, decode_step, dense_kernel
+from structgen.runtime.models.attention import attention_backend
+from structgen.runtime.models.testing import PagedSequences
+
+pytestmark = pytest.mark.skipif(not decode_step.kernel_available(), reason="fused decode step not built")
+
+
+@pytest.fixture(params=["auto", "scalar"])
+def isa(request):
+    """Both paths with the AVX2 loops (where the CPU has them) and with the portable scalar code."""
+    mods = (cpu_ops._ext, dense_kernel._ext, decode_step._ext)
+    for m in mods:
+        m.set_isa(request.param)
+    yield request.param
+    for m in mods:
+        m.set_isa("auto")
+
+
+def _config(family: str):
+    import transformers
+
+    from tests.runtime.test_models_families import BASE, make_config
+
+    if family == "llama":  # biases on all four attention projections and the MLP
+        return transformers.LlamaConfig(**BASE, num_attention_heads=4, num_key_value_heads=2, attention_bias=True,
+                                        mlp_bias=True)
+    return make_config(family, heads=6, kv_heads=2)
+
+
+_MODELS: dict = {}
+
+
+def _model(tmp_path_factory, family: str, dtype: torch.dtype):
+    """A tiny random model of ``family`` loaded by structgen's loader (q/k/v and gate/up fused)."""
+    key = (family, dtype)
+    if key not in _MODELS:
+        from structgen.runtime.loader import load_model
+        from tests.runtime.test_loader import tiny_tokenizer
+        from tests.runtime.test_models_families import hf_model
+
+        folder = tmp_path_factory.mktemp(f"{family}_{str(dtype)[6:]}")
+        hf_model(_config(family)).save_pretrained(str(folder))
+        tiny_tokenizer().save_pretrained(str(folder))
+        _MODELS[key] = load_model(str(folder), dtype, "cpu").model
+    return _MODELS[key]
+
+
+def _scenario(model) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Prefill three sequences (35 tokens: per-op path), then steps of 3, 4, 8 and 1 tokens (fused
+    where enabled): decode rows, ragged extensions, a full 8-row step. Logits of every step, and
+    the K/V cache at the end."""
+    seqs = PagedSequences(model, num_pages=64, page_size=4)
+    prompts = {0: [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1, 60, 61], 1: [5, 17, 99, 3, 42], 2: list(range(30, 47))}
+    logits = [torch.cat(list(seqs.step(prompts, all_logits=True).values()))]
+    last = {s: int(logits[0][-1].argmax()) for s in prompts}
+    for _ in range(3):  # decode rows (T = 3); the windows of Mistral (5) and Qwen2 (6) start to slide
+        out = seqs.step({s: [(last[s] + s) % 250] for s in prompts})
+        logits.append(torch.stack([out[s] for s in prompts]))
+        last = {s: int(out[s].argmax()) for s in prompts}
+    for chunks in ({0: [3, 4, 5], 2: [6]}, {1: list(range(100, 108))}, {2: [9]}):
+        out = seqs.step(chunks, all_logits=True)
+        logits.append(torch.cat([out[s] for s in chunks]))
+    return logits, [t.clone() for t in seqs.kv.k + seqs.kv.v]
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "mistral"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_step_equals_per_op_path(tmp_path_factory, monkeypatch, isa, family, dtype):
+    """Llama with q/k/v/o and MLP biases, Qwen2 (q/k/v biases, a sliding layer), Qwen3 (per-head
+    q/k norm), Mistral (a window of 5): the same logits and cache, bit for bit, in fp32 and bf16."""
+    model = _model(tmp_path_factory, family, dtype)
+    calls = []
+    kernel = decode_step._ext.decode_layers
+    monkeypatch.setattr(decode_step, "_ext", type("Ext", (), {
+        "decode_layers": staticmethod(lambda *a: calls.append(a[4]) or kernel(*a))}))
+    fused, fused_kv = _scenario(model)
+    assert calls == [3, 3, 3, 4, 8, 1]  # every step of at most 8 tokens ran fused; the prefill did not
+    fused_again, _ = _scenario(model)  # a new KV pool: the plan is rebuilt for it
+    assert len(calls) == 12
+    monkeypatch.setattr(decode_step, "_ENABLED", False)
+    per_op, per_op_kv = _scenario(model)
+    assert len(calls) == 12
+    for a, b, c in zip(fused, per_op, fused_again):
+        assert torch.equal(a, b) and torch.equal(a, c)
+    for a, b in zip(fused_kv, per_op_kv):
+        assert torch.equal(a, b)
+
+
+def test_replaced_weights_rebuild_or_drop_the_plan(tmp_path_factory, monkeypatch):
+    """Weights loaded in place are seen through the plan's pointers; replaced parameters
+    (``load_state_dict(assign=True)``) unfuse the projections, and the step falls back to the
+    per-op path: never a stale pointer."""
+    model = _model(tmp_path_factory, "qwen3", torch.float32)
+    before, _ = _scenario(model)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    g = torch.Generator().manual_seed(1)
+    new = {k: v + 0.05 * torch.randn(v.shape, generator=g) for k, v in state.items()}
+    try:
+        model.load_state_dict(new)  # copy_ into the same storage: the plan stays valid
+        in_place, _ = _scenario(model)
+        monkeypatch.setattr(decode_step, "_ENABLED", False)
+        in_place_ref, _ = _scenario(model)
+        assert not torch.equal(in_place[-1], before[-1])
+        assert all(torch.equal(a, b) for a, b in zip(in_place, in_place_ref))
+        monkeypatch.setattr(decode_step, "_ENABLED", True)
+        model.load_state_dict({k: v.clone() for k, v in state.items()}, assign=True)  # new Parameters
+        layer = model.model.layers[0]
+        assert not layer.self_attn.qkv.valid()
+        t = torch.zeros(1, model.config.hidden_size)
+        cos = sin = torch.zeros(1, 1, model.head_dim)
+        kv = model.make_kv_pool(8, 4)
+        from structgen.runtime.forward_batch import ForwardBatch
+
+        batch = ForwardBatch.build([[1]], [0], [[1]], 4)
+        assert decode_step.decode_step(model, t, cos, sin, batch, kv) is None
+        after, _ = _scenario(model)
+        assert all(torch.equal(a, b) for a, b in zip(after, before))
+    finally:
+        _MODELS.pop(("qwen3", torch.float32), None)  # unfused now: not for other tests
+
+
+def test_steps_outside_the_fused_step_return_none(tmp_path_factory):
+    """More than 8 tokens, another attention backend, or a model without fused projections: None,
+    and nothing is written."""
+    from structgen.runtime.forward_batch import ForwardBatch
+
+    model = _model(tmp_path_factory, "mistral", torch.float32)
+    kv = model.make_kv_pool(8, 4)
+    hidden, d = model.config.hidden_size, model.head_dim
+
+    def call(t, m=model):
+        batch = ForwardBatch.build([list(range(1, t + 1))], [0], [[1, 2, 3]], 4)
+        x = torch.randn(t, hidden)
+        return decode_step.decode_step(m, x, torch.zeros(t, 1, d), torch.zeros(t, 1, d), batch, kv)
+
+    assert call(1) is not None
+    kv_before = [x.clone() for x in kv.k + kv.v]
+    assert call(9) is None
+    with attention_backend("torch"):
+        assert call(1) is None
+    saved = [layer.mlp.gate_up for layer in model.model.layers]
+    model.model.layers[-1].mlp.gate_up = None  # the last layer computes gate and up separately
+    try:
+        assert call(1) is None
+    finally:
+        for layer, gate_up in zip(model.model.layers, saved):
+            layer.mlp.gate_up = gate_up
+    assert all(torch.equal(a, b) for a, b in zip(kv.k + kv.v, kv_before))
+    assert call(1) is not None

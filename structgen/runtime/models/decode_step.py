@@ -65,18 +65,24 @@ class _Watch:
 
     def __init__(self) -> None:
         self.entries: list[tuple] = []  # (container, key, object, data_ptr or None)
-        self.fused: list = []  # FusedProjections (their own valid() checks their members)
+        self._frozen = None
 
     def keep(self, container, key, tensor: bool = True):
         obj = container[key]
         self.entries.append((container, key, obj, obj.data_ptr() if tensor else None))
         return obj
 
+    def fused(self, proj) -> None:
+        """What ``FusedProjection.valid`` checks: each member's weight is still its view of the fused weight."""
+        self.entries += [(registry, "weight", view, ptr) for registry, view, ptr in proj._params]
+
     def valid(self) -> bool:
-        for container, key, obj, ptr in self.entries:
-            if container[key] is not obj or (ptr is not None and obj.data_ptr() != ptr):
-                return False
-        return all(f.valid() for f in self.fused)
+        if self._frozen is None:  # (identity checks, tensors, their pointers): two flat passes per step
+            self._frozen = ([(c, k, o) for c, k, o, _ in self.entries],
+                            [o for *_, o, p in self.entries if p is not None],
+                            [p for *_, p in self.entries if p is not None])
+        same, tensors, ptrs = self._frozen
+        return all(c[k] is o for c, k, o in same) and [t.data_ptr() for t in tensors] == ptrs
 
 
 def _layer_row(layer, watch: _Watch) -> tuple[list[int], tuple, list[torch.Tensor]] | None:
@@ -99,7 +105,8 @@ def _layer_row(layer, watch: _Watch) -> tuple[list[int], tuple, list[torch.Tenso
         watch.keep(parent._modules, name, tensor=False)
     watch.keep(attn.__dict__, "qkv", tensor=False)
     watch.keep(mlp.__dict__, "gate_up", tensor=False)
-    watch.fused += [qkv, gate_up]
+    watch.fused(qkv)
+    watch.fused(gate_up)
     n1, n2 = layer.input_layernorm, layer.post_attention_layernorm
     qn, kn = (attn.q_norm, attn.k_norm) if attn.q_norm is not None else (None, None)
     tensors = [qkv.weight, gate_up.weight] + [b for b in (qkv.bias, gate_up.bias) if b is not None]

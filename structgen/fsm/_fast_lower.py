@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as C  # type: ignore[no-redef]
 
 from ._schema_refs import PLACEHOLDER_BASE
-from .regex_ast import INF
+from .regex_ast import EPS, INF
 
 __all__ = ["fast_lower"]
 
@@ -52,6 +52,7 @@ _CATEGORY_ESCAPES = "dDwWsS"
 _NESTED_SET = ("--", "&&", "~~", "||")  # re warns (FutureWarning) on these in a class
 _CATEGORIES = {"d": C.CATEGORY_DIGIT, "D": C.CATEGORY_NOT_DIGIT, "w": C.CATEGORY_WORD,
                "W": C.CATEGORY_NOT_WORD, "s": C.CATEGORY_SPACE, "S": C.CATEGORY_NOT_SPACE}
+_PLACEHOLDER_CHR = chr(PLACEHOLDER_BASE)
 _REPEATS = {"*": (0, INF), "+": (1, INF), "?": (0, 1)}
 
 
@@ -74,29 +75,38 @@ def fast_lower(text: str, lowering, memo: dict[str, int], max_nesting: int) -> i
         GrammarTooComplexError: the arena's or the lowering's budget is exceeded.
     """
     toks = list(_TOKEN.finditer(text))
-    if sum(m.end() - m.start() for m in toks) != len(text):
-        return None  # characters no token takes: syntax for re
     try:
-        close = _match_groups(toks, max_nesting)
+        close = _match_groups(toks, len(text), max_nesting)
         return _Parser(text, toks, close, lowering, memo).run()
     except _Bail:
         return None
 
 
-def _match_groups(toks, max_nesting: int) -> dict[int, int]:
-    """Token index of each group's ``(`` -> index of its ``)``."""
+def _match_groups(toks, length: int, max_nesting: int) -> dict[int, int]:
+    """Token index of each group's ``(`` -> index of its ``)``.
+
+    Raises:
+        _Bail: characters no token takes (syntax for re: the tokens of a text it can take
+            cover it end to end), unbalanced parentheses, nesting past ``max_nesting``.
+    """
     close: dict[int, int] = {}
     stack: list[int] = []
+    pos = 0
     for i, m in enumerate(toks):
-        if m.group(4) is not None:
+        start, end = m.span()
+        if start != pos:
+            raise _Bail
+        pos = end
+        kind = m.lastindex
+        if kind == 4:
             stack.append(i)
             if len(stack) > max_nesting:
                 raise _Bail
-        elif m.group(5) is not None:
+        elif kind == 5:
             if not stack:
                 raise _Bail
             close[stack.pop()] = i
-    if stack:
+    if stack or pos != length:
         raise _Bail
     return close
 
@@ -122,10 +132,12 @@ class _Parser:
             kind = m.lastindex
             if kind == 14:  # literal run; a quantifier after it takes its last character
                 run = m.group(14)
-                if len(run) > 1 and i + 1 < n and toks[i + 1].lastindex == 12:
-                    items.append(self._literal(run[:-1]))
-                    run = run[-1]
-                items.append(self._literal(run))
+                if i + 1 < n and toks[i + 1].lastindex == 12:
+                    if len(run) > 1:
+                        items.append(self._literal_item(run[:-1]))
+                    items.append(self._literal(run[-1]))  # the quantifier's atom: a term
+                else:
+                    items.append(self._literal_item(run))
                 quantifiable = True
             elif kind == 4:
                 j = self.close[i]
@@ -139,13 +151,13 @@ class _Parser:
                 frames.append((alts, items, i))
                 alts, items, quantifiable = [], [], False
             elif kind == 5:
-                term = arena.alt(alts + [arena.seq(items)])
+                term = arena.alt(alts + [self._seq(items)])
                 alts, items, start = frames.pop()
                 self.memo[self.text[toks[start].start(): m.end()]] = term
                 items.append(term)
                 quantifiable = True
             elif kind == 6:
-                alts.append(arena.seq(items))
+                alts.append(self._seq(items))
                 items, quantifiable = [], False
             elif kind == 12:  # a quantifier (its lazy-suffix group always takes part)
                 if not quantifiable:
@@ -160,7 +172,27 @@ class _Parser:
                 items.append(hit)
                 quantifiable = True
             i += 1
-        return arena.alt(alts + [arena.seq(items)])
+        return arena.alt(alts + [self._seq(items)])
+
+    def _literal_item(self, run: str) -> int | bytes:
+        """A literal run as a sequence item: its UTF-8 bytes, which :meth:`_seq` builds straight
+        onto what follows; the term where a character is a placeholder or a lone surrogate."""
+        if run.isascii():
+            return run.encode("ascii")
+        if max(run) < _PLACEHOLDER_CHR:
+            try:
+                return run.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: literal() makes it match nothing
+                pass
+        return self._literal(run)
+
+    def _seq(self, items: list) -> int:
+        """Concatenation of ``items`` (terms, or literal bytes from :meth:`_literal_item`)."""
+        arena = self.arena
+        result = EPS
+        for item in reversed(items):
+            result = arena.bytes_then(item, result) if type(item) is bytes else arena.concat(item, result)
+        return result
 
     def _literal(self, run: str) -> int:
         hit = self.memo.get(run)

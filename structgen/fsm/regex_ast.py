@@ -84,6 +84,7 @@ class TermArena:
         self._front: dict[int, frozenset[int]] = {}
         self._alt_index: dict[int, list[tuple[int, ...]]] = {}
         self._kmp: dict[bytes, list[dict[int, int]]] = {}
+        self._single: list[int | None] = [None] * 256  # byteset of each single byte
 
     @property
     def num_terms(self) -> int:
@@ -143,6 +144,20 @@ class TermArena:
         first = f[h] | f[t] if n[h] else f[h]
         return self._intern((CONCAT, h, t), CONCAT, (h, t), n[h] and n[t], first,
                             max(d[h] + 1, d[t]))
+
+    def bytes_then(self, data: bytes, tail: int) -> int:
+        """The literal bytes ``data`` followed by ``tail``, built straight onto it (what
+        ``concat(seq(bytesets of data), tail)`` gives, without the standalone chain)."""
+        if tail == EMPTY:
+            return EMPTY
+        single = self._single
+        result = tail
+        for b in reversed(data):
+            h = single[b]
+            if h is None:
+                h = single[b] = self.byteset(1 << b)
+            result = h if result == EPS else self._concat2(h, result)
+        return result
 
     def seq(self, items: list[int]) -> int:
         """Concatenation of ``items`` in order (built from the right: linear time)."""

@@ -95,6 +95,10 @@ class TermArena:
         tid = self._ids.get(key)
         if tid is not None:
             return tid
+        return self._add(key, kind, args, nullable, first, depth)
+
+    def _add(self, key: tuple, kind: int, args: tuple, nullable: bool, first: int, depth: int) -> int:
+        """A new term (``key`` not interned yet)."""
         if depth > MAX_DEPTH:
             raise GrammarTooComplexError(
                 f"regex nesting is deeper than {MAX_DEPTH} levels; flatten the pattern"
@@ -140,10 +144,14 @@ class TermArena:
         return result
 
     def _concat2(self, h: int, t: int) -> int:
+        key = (CONCAT, h, t)
+        tid = self._ids.get(key)  # the hit path first: about half the calls
+        if tid is not None:
+            return tid
         n, f, d = self.nullable, self.first, self.depth
         first = f[h] | f[t] if n[h] else f[h]
-        return self._intern((CONCAT, h, t), CONCAT, (h, t), n[h] and n[t], first,
-                            max(d[h] + 1, d[t]))
+        dh, dt = d[h] + 1, d[t]
+        return self._add(key, CONCAT, (h, t), n[h] and n[t], first, dh if dh > dt else dt)
 
     def bytes_then(self, data: bytes, tail: int) -> int:
         """The literal bytes ``data`` followed by ``tail``, built straight onto it (what

@@ -23,6 +23,7 @@ rebuilds it, so a stale pointer is never followed. ``STRUCTGEN_DECODE_STEP=0`` t
 
 from __future__ import annotations
 
+import operator
 import os
 import weakref
 
@@ -77,12 +78,13 @@ class _Watch:
         self.entries += [(registry, "weight", view, ptr) for registry, view, ptr in proj._params]
 
     def valid(self) -> bool:
-        if self._frozen is None:  # (identity checks, tensors, their pointers): two flat passes per step
-            self._frozen = ([(c, k, o) for c, k, o, _ in self.entries],
-                            [o for *_, o, p in self.entries if p is not None],
-                            [p for *_, p in self.entries if p is not None])
-        same, tensors, ptrs = self._frozen
-        return all(c[k] is o for c, k, o in same) and [t.data_ptr() for t in tensors] == ptrs
+        if self._frozen is None:  # flat lists, checked by C-level map() loops (no Python frame per entry)
+            entries = self.entries
+            self._frozen = ([c for c, *_ in entries], [k for _, k, *_ in entries], [o for _, _, o, _ in entries],
+                            [o for *_, o, p in entries if p is not None], [p for *_, p in entries if p is not None])
+        containers, keys, objs, tensors, ptrs = self._frozen
+        return (all(map(operator.is_, map(operator.getitem, containers, keys), objs))
+                and list(map(torch.Tensor.data_ptr, tensors)) == ptrs)
 
 
 def _layer_row(layer, watch: _Watch) -> tuple[list[int], tuple, list[torch.Tensor]] | None:

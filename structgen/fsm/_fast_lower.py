@@ -66,9 +66,10 @@ def fast_lower(text: str, lowering, memo: dict[str, int], max_nesting: int) -> i
     Args:
         text: the regex (placeholders as in ``_sre.lower``).
         lowering: the ``_sre._Lowering`` of this text (arena, placeholders, classes, budget).
-        memo: text of a group, literal run, escape or class -> term, shared by every text
-            lowered with the same placeholders (the keys cannot collide: each kind starts
-            differently).
+        memo: text of a group, literal run, escape or class -> term (for a group without ``|``
+            not under a quantifier: the tuple of its sequence items, literal bytes or terms),
+            shared by every text lowered with the same placeholders (the keys cannot collide:
+            each kind starts differently).
         max_nesting: deepest group nesting taken here (deeper: re's path and its error).
 
     Raises:
@@ -144,18 +145,32 @@ class _Parser:
                 key = self.text[m.start(): toks[j].end()]
                 hit = self.memo.get(key)
                 if hit is not None:
-                    items.append(hit)
-                    quantifiable = True
+                    quantified = j + 1 < n and toks[j + 1].lastindex == 12
+                    if type(hit) is not tuple:
+                        items.append(hit)
+                    elif quantified:  # a sequence group under a quantifier: its term
+                        items.append(self._seq(list(hit)))
+                    else:
+                        items.extend(hit)
+                    quantifiable = quantified
                     i = j + 1
                     continue
                 frames.append((alts, items, i))
                 alts, items, quantifiable = [], [], False
             elif kind == 5:
-                term = arena.alt(alts + [self._seq(items)])
+                group_alts, group_items = alts, items
                 alts, items, start = frames.pop()
-                self.memo[self.text[toks[start].start(): m.end()]] = term
-                items.append(term)
-                quantifiable = True
+                key = self.text[toks[start].start(): m.end()]
+                quantified = i + 1 < n and toks[i + 1].lastindex == 12
+                if not group_alts and not quantified:
+                    # a sequence group: its items join the enclosing sequence, which builds them
+                    # once onto what follows (a term here would be re-associated onto each tail)
+                    self.memo[key] = tuple(group_items)
+                    items.extend(group_items)
+                else:
+                    term = self.memo[key] = arena.alt(group_alts + [self._seq(group_items)])
+                    items.append(term)
+                quantifiable = quantified
             elif kind == 6:
                 alts.append(self._seq(items))
                 items, quantifiable = [], False

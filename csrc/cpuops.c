@@ -6,6 +6,7 @@
 #include <Python.h>
 
 #include "cpuops_core.h"
+#include "sg_pyisa.h"
 
 /* ------------------------------------------------------------------ Python bindings */
 static int get_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, long long *v,
@@ -95,23 +96,6 @@ static PyObject *py_silu_mul(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
-static PyObject *py_isa(PyObject *self, PyObject *unused) {
-    (void)self;
-    (void)unused;
-    return PyUnicode_FromString(sg_use_avx2() ? "avx2" : "scalar");
-}
-
-static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
-    (void)self;
-    const char *name = PyUnicode_AsUTF8(arg);
-    if (!name) return NULL;
-    if (sg_set_isa(name)) {
-        PyErr_SetString(PyExc_ValueError, "isa must be 'scalar' or 'auto'");
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
     {"add_rms_norm", (PyCFunction)(void (*)(void))py_add_rms_norm, METH_FASTCALL,
      "add_rms_norm(res, rs, delta_or_0, ds, w, out, os, T, H, eps, dt, threads)"},
@@ -121,8 +105,7 @@ static PyMethodDef methods[] = {
      "paged_attention(q, qs, kc, vc, pt, pt_stride, seq, pos, ps, T, H, KVH, d, scale, window, out, dt, threads)"},
     {"silu_mul", (PyCFunction)(void (*)(void))py_silu_mul, METH_FASTCALL,
      "silu_mul(g, gs, u, us, out, os, T, I, dt, threads)"},
-    {"isa", py_isa, METH_NOARGS, "the instruction set in use: 'avx2' or 'scalar'"},
-    {"set_isa", py_set_isa, METH_O, "force 'scalar' (tests) or back to 'auto'"},
+    SG_ISA_METHODS,
     {NULL, NULL, 0, NULL},
 };
 

@@ -32,6 +32,7 @@
 
 #include "cpuops_core.h"
 #include "dense_core.h"
+#include "sg_pyisa.h"
 
 enum {
     LF_IN_NORM, LF_QKV_W, LF_QKV_B, LF_O_W, LF_O_B, LF_POST_NORM, LF_GU_W, LF_GU_B, LF_DOWN_W,
@@ -136,22 +137,11 @@ static PyObject *py_decode_layers(PyObject *self, PyObject *const *args, Py_ssiz
     Py_RETURN_NONE;
 }
 
-static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
-    (void)self;
-    const char *name = PyUnicode_AsUTF8(arg);
-    if (!name) return NULL;
-    if (sg_set_isa(name)) {
-        PyErr_SetString(PyExc_ValueError, "isa must be 'scalar' or 'auto'");
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
     {"decode_layers", (PyCFunction)(void (*)(void))py_decode_layers, METH_FASTCALL,
      "decode_layers(table, L, res, mlp, T, H, NH, KVH, d, I, eps, qk_eps, scale, cos, sin, slots, "
      "pt, pt_stride, seq, pos, page_size, dt, threads)"},
-    {"set_isa", py_set_isa, METH_O, "force 'scalar' (tests) or back to 'auto'"},
+    SG_ISA_METHODS,
     {NULL, NULL, 0, NULL},
 };
 

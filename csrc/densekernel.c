@@ -6,6 +6,7 @@
 #include <Python.h>
 
 #include "dense_core.h"
+#include "sg_pyisa.h"
 
 /* dense_mm(x_ptr, ldx, w_ptr, dt, bias_ptr_or_0, y_ptr, M, N, K, threads) -> None;
  * dt: 0 fp32, 1 bf16 (x, w, bias and y all in dt) */
@@ -40,29 +41,11 @@ static PyObject *py_dense_mm(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
-static PyObject *py_isa(PyObject *self, PyObject *unused) {
-    (void)self;
-    (void)unused;
-    return PyUnicode_FromString(sg_use_avx2() ? "avx2" : "scalar");
-}
-
-static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
-    (void)self;
-    const char *name = PyUnicode_AsUTF8(arg);
-    if (!name) return NULL;
-    if (sg_set_isa(name) != 0) {
-        PyErr_SetString(PyExc_ValueError, "isa must be 'scalar' or 'auto'");
-        return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
     {"dense_mm", (PyCFunction)(void (*)(void))py_dense_mm, METH_FASTCALL,
      "dense_mm(x, ldx, w, dt, bias_or_0, y, M, N, K, threads): y = x @ w.T (+ bias), raw pointers, "
      "dt 0 fp32 / 1 bf16 for all four"},
-    {"isa", py_isa, METH_NOARGS, "the instruction set in use: 'avx2' or 'scalar'"},
-    {"set_isa", py_set_isa, METH_O, "force 'scalar' (tests) or back to 'auto'"},
+    SG_ISA_METHODS,
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,13 +12,15 @@ It applies to Llama-style decoders (:class:`~structgen.runtime.models.decoder.De
 with :class:`~structgen.runtime.models.decoder.DecoderAttention` and a SiLU
 :class:`~structgen.runtime.models.layers.GatedMLP`, q/k/v and gate/up fused over plain float
 weights: Llama, Mistral, Qwen2, Qwen3, SmolLM2) in fp32 or bf16 on CPU, for steps of at most
-8 tokens (decode rows, short jump-forward runs, speculative verification). Anything else
-(quantized or sharded layers, MoE, MLA, longer steps) takes the per-op path.
+8 tokens (decode rows, short jump-forward runs, speculative verification), with the
+attention backend ``"auto"``. Anything else (quantized or sharded layers, MoE, MLA, fp16,
+longer steps, a forced backend) takes the per-op path.
 
 The plan is cached on the model for the last KV pool it ran over and checked every step (module and parameter
 identity and data pointers, about 0.1 ms for 30 layers): replacing a parameter
 (``load_state_dict(assign=True)``, ``.to()``), a layer (quantization) or the KV tensors
-rebuilds it, so a stale pointer is never followed. ``STRUCTGEN_DECODE_STEP=0`` turns it off.
+rebuilds it, so a stale pointer is never followed. ``STRUCTGEN_DECODE_STEP=0`` turns it off
+(as do ``STRUCTGEN_DENSE_KERNEL=0`` and ``STRUCTGEN_CPU_OPS=0``, which turn off its kernels).
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ setup(
         Extension(
             "structgen.runtime.models._densekernel",
             sources=["csrc/densekernel.c"],
-            depends=["csrc/dense_core.h", "csrc/sg_pyisa.h", "csrc/sg_simd.h"],
+            depends=["csrc/dense_core.h", "csrc/sg_pybind.h", "csrc/sg_simd.h"],
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
             extra_link_args=["-fopenmp"],
             optional=True,
@@ -57,7 +57,7 @@ setup(
         Extension(
             "structgen.runtime.models._cpuops",
             sources=["csrc/cpuops.c"],
-            depends=["csrc/cpuops_core.h", "csrc/sg_pyisa.h", "csrc/sg_simd.h"],
+            depends=["csrc/cpuops_core.h", "csrc/sg_pybind.h", "csrc/sg_simd.h"],
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
             extra_link_args=["-fopenmp"],
             optional=True,
@@ -67,7 +67,7 @@ setup(
         Extension(
             "structgen.runtime.models._decodestep",
             sources=["csrc/decodestep.c"],
-            depends=["csrc/cpuops_core.h", "csrc/dense_core.h", "csrc/sg_pyisa.h", "csrc/sg_simd.h"],
+            depends=["csrc/cpuops_core.h", "csrc/dense_core.h", "csrc/sg_pybind.h", "csrc/sg_simd.h"],
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
             extra_link_args=["-fopenmp"],
             optional=True,

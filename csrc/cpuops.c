@@ -6,43 +6,19 @@
 #include <Python.h>
 
 #include "cpuops_core.h"
-#include "sg_pyisa.h"
+#include "sg_pybind.h"
 
 /* ------------------------------------------------------------------ Python bindings */
-static int get_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, long long *v,
-                    const char *name) {
-    if (nargs != want) {
-        PyErr_Format(PyExc_TypeError, "%s takes %d arguments", name, (int)want);
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++) {
-        if (PyFloat_Check(args[i])) {
-            double f = PyFloat_AsDouble(args[i]);
-            memcpy(&v[i], &f, sizeof f);
-            continue;
-        }
-        v[i] = PyLong_AsLongLong(args[i]);
-        if (v[i] == -1 && PyErr_Occurred()) return -1;
-    }
-    return 0;
-}
-
-static float as_float(long long bits) {
-    double f;
-    memcpy(&f, &bits, sizeof f);
-    return (float)f;
-}
-
 #define PTR(i) ((void *)(intptr_t)v[i])
 
 /* add_rms_norm(res, rs, delta_or_0, ds, w, out, os, T, H, eps, dt, threads) */
 static PyObject *py_add_rms_norm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     long long v[12];
-    if (get_args(args, nargs, 12, v, "add_rms_norm")) return NULL;
+    if (sg_get_args(args, nargs, 12, v, "add_rms_norm")) return NULL;
     Py_BEGIN_ALLOW_THREADS
     add_rms_norm(PTR(0), (long)v[1], PTR(2), (long)v[3], PTR(4), PTR(5), (long)v[6], (int)v[7],
-                 (int)v[8], as_float(v[9]), (int)v[10], (int)v[11]);
+                 (int)v[8], sg_arg_float(v[9]), (int)v[10], (int)v[11]);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
@@ -52,14 +28,14 @@ static PyObject *py_add_rms_norm(PyObject *self, PyObject *const *args, Py_ssize
 static PyObject *py_rope_store_kv(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     long long v[20];
-    if (get_args(args, nargs, 20, v, "rope_store_kv")) return NULL;
+    if (sg_get_args(args, nargs, 20, v, "rope_store_kv")) return NULL;
     if (v[17] > MAX_HEAD_DIM || v[17] % 2) {
         PyErr_SetString(PyExc_ValueError, "rope_store_kv: head_dim must be even and <= 512");
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     rope_store_kv(PTR(0), (long)v[1], PTR(2), (long)v[3], PTR(4), (long)v[5], PTR(6), PTR(7), PTR(8),
-                  PTR(9), as_float(v[10]), PTR(11), PTR(12), (const int64_t *)PTR(13), (int)v[14],
+                  PTR(9), sg_arg_float(v[10]), PTR(11), PTR(12), (const int64_t *)PTR(13), (int)v[14],
                   (int)v[15], (int)v[16], (int)v[17], (int)v[18], (int)v[19]);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
@@ -70,7 +46,7 @@ static PyObject *py_rope_store_kv(PyObject *self, PyObject *const *args, Py_ssiz
 static PyObject *py_paged_attention(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     long long v[18];
-    if (get_args(args, nargs, 18, v, "paged_attention")) return NULL;
+    if (sg_get_args(args, nargs, 18, v, "paged_attention")) return NULL;
     if (v[12] > MAX_HEAD_DIM || v[10] < 1 || v[11] < 1 || v[10] % v[11]) {
         PyErr_SetString(PyExc_ValueError, "paged_attention: need head_dim <= 512, heads % kv_heads == 0");
         return NULL;
@@ -78,7 +54,7 @@ static PyObject *py_paged_attention(PyObject *self, PyObject *const *args, Py_ss
     Py_BEGIN_ALLOW_THREADS
     paged_attention(PTR(0), (long)v[1], PTR(2), PTR(3), (const int64_t *)PTR(4), (long)v[5],
                     (const int64_t *)PTR(6), (const int64_t *)PTR(7), (int)v[8], (int)v[9],
-                    (int)v[10], (int)v[11], (int)v[12], as_float(v[13]), (int)v[14], PTR(15),
+                    (int)v[10], (int)v[11], (int)v[12], sg_arg_float(v[13]), (int)v[14], PTR(15),
                     (int)v[16], (int)v[17]);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
@@ -88,7 +64,7 @@ static PyObject *py_paged_attention(PyObject *self, PyObject *const *args, Py_ss
 static PyObject *py_silu_mul(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     long long v[10];
-    if (get_args(args, nargs, 10, v, "silu_mul")) return NULL;
+    if (sg_get_args(args, nargs, 10, v, "silu_mul")) return NULL;
     Py_BEGIN_ALLOW_THREADS
     silu_mul(PTR(0), (long)v[1], PTR(2), (long)v[3], PTR(4), (long)v[5], (int)v[6], (int)v[7],
              (int)v[8], (int)v[9]);

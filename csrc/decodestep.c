@@ -32,7 +32,7 @@
 
 #include "cpuops_core.h"
 #include "dense_core.h"
-#include "sg_pyisa.h"
+#include "sg_pybind.h"
 
 enum {
     LF_IN_NORM, LF_QKV_W, LF_QKV_B, LF_O_W, LF_O_B, LF_POST_NORM, LF_GU_W, LF_GU_B, LF_DOWN_W,
@@ -89,14 +89,6 @@ static int decode_layers(const int64_t *table, int L, void *res, void *mlp, cons
     return 0;
 }
 
-static int get_ll(PyObject *const *args, Py_ssize_t nargs, long long *v) {
-    for (Py_ssize_t i = 0; i < nargs; i++) {
-        v[i] = PyLong_AsLongLong(args[i]);
-        if (v[i] == -1 && PyErr_Occurred()) return -1;
-    }
-    return 0;
-}
-
 #define NARGS 23
 #define PTR(i) ((void *)(intptr_t)v[i])
 
@@ -105,20 +97,12 @@ static int get_ll(PyObject *const *args, Py_ssize_t nargs, long long *v) {
  * Python floats, the rest ints (pointers as ints) */
 static PyObject *py_decode_layers(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != NARGS) {
-        PyErr_Format(PyExc_TypeError, "decode_layers takes %d arguments", NARGS);
-        return NULL;
-    }
     long long v[NARGS];
-    double f[3];
-    for (int i = 0; i < 3; i++) {
-        f[i] = PyFloat_AsDouble(args[10 + i]);
-        if (f[i] == -1.0 && PyErr_Occurred()) return NULL;
-    }
-    if (get_ll(args, 10, v) || get_ll(args + 13, NARGS - 13, v + 13)) return NULL;
+    if (sg_get_args(args, nargs, NARGS, v, "decode_layers")) return NULL;
     step_dims s = {
         .T = (int)v[4], .H = (int)v[5], .NH = (int)v[6], .KVH = (int)v[7], .d = (int)v[8],
-        .I = (int)v[9], .eps = (float)f[0], .qk_eps = (float)f[1], .scale = (float)f[2],
+        .I = (int)v[9], .eps = sg_arg_float(v[10]), .qk_eps = sg_arg_float(v[11]),
+        .scale = sg_arg_float(v[12]),
         .cos_t = PTR(13), .sin_t = PTR(14), .slots = (const int64_t *)PTR(15),
         .pt = (const int64_t *)PTR(16), .pt_stride = (long)v[17], .seq = (const int64_t *)PTR(18),
         .pos = (const int64_t *)PTR(19), .ps = (int)v[20], .dt = (int)v[21], .threads = (int)v[22],

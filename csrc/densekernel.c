@@ -6,7 +6,7 @@
 #include <Python.h>
 
 #include "dense_core.h"
-#include "sg_pyisa.h"
+#include "sg_pybind.h"
 
 /* dense_mm(x_ptr, ldx, w_ptr, dt, bias_ptr_or_0, y_ptr, M, N, K, threads) -> None;
  * dt: 0 fp32, 1 bf16 (x, w, bias and y all in dt) */

@@ -324,16 +324,15 @@ def best_of_interleaved(engines: dict, sample, results: dict, repeats: int = 3, 
     for _sub, name, schema, _tests in tqdm(sample, desc="compile, interleaved", leave=False):
         for _ in range(repeats - 1):
             for eng_name, eng in engines.items():
-                first = results[eng_name].get("compile_by_name", {}).get(name)
-                if first is None or first > cap_s:
+                times = results[eng_name]["compile_by_name"]
+                if name not in times or times[name] > cap_s:
                     continue
                 t0 = time.perf_counter()
                 try:
                     eng.compile(schema)
                 except Exception:  # compiled the first time: a failure now is not timed
                     continue
-                dt = time.perf_counter() - t0
-                results[eng_name]["compile_by_name"][name] = min(results[eng_name]["compile_by_name"][name], dt)
+                times[name] = min(times[name], time.perf_counter() - t0)
     for eng_name in engines:
         results[eng_name]["compile"] = list(results[eng_name]["compile_by_name"].values())
 

@@ -140,10 +140,10 @@ def test_steps_outside_the_fused_step_return_none(tmp_path_factory):
     kv = model.make_kv_pool(8, 4)
     hidden, d = model.config.hidden_size, model.head_dim
 
-    def call(t, m=model):
+    def call(t):
         batch = ForwardBatch.build([list(range(1, t + 1))], [0], [[1, 2, 3]], 4)
         x = torch.randn(t, hidden)
-        return decode_step.decode_step(m, x, torch.zeros(t, 1, d), torch.zeros(t, 1, d), batch, kv)
+        return decode_step.decode_step(model, x, torch.zeros(t, 1, d), torch.zeros(t, 1, d), batch, kv)
 
     assert call(1) is not None
     kv_before = [x.clone() for x in kv.k + kv.v]

@@ -46,7 +46,6 @@ except ImportError:  # pragma: no cover - depends on the build
 
 _ENABLED = os.environ.get("STRUCTGEN_DECODE_STEP", "1") != "0"
 _DT = {torch.float32: 0, torch.bfloat16: 1}
-_FIELDS = 15  # csrc/decodestep.c LF_COUNT
 
 
 def kernel_available() -> bool:
@@ -64,29 +63,36 @@ def _kv_ptrs(kv: KVPool) -> list[int]:
 
 
 class _Watch:
-    """What a plan points at, and a cheap check that it still does (module/parameter identity, data pointers)."""
+    """What a plan points at, and a cheap check that it still does (module/parameter identity, data pointers).
+
+    Kept as flat parallel lists, checked by C-level ``map`` loops (no Python frame per entry).
+    """
 
     def __init__(self) -> None:
-        self.entries: list[tuple] = []  # (container, key, object, data_ptr or None)
-        self._frozen = None
+        self.containers: list = []  # container[key] must still be objs[i]
+        self.keys: list = []
+        self.objs: list = []
+        self.tensors: list[torch.Tensor] = []  # ... and these must still have these data pointers
+        self.ptrs: list[int] = []
 
     def keep(self, container, key, tensor: bool = True):
         obj = container[key]
-        self.entries.append((container, key, obj, obj.data_ptr() if tensor else None))
+        self.containers.append(container)
+        self.keys.append(key)
+        self.objs.append(obj)
+        if tensor:
+            self.tensors.append(obj)
+            self.ptrs.append(obj.data_ptr())
         return obj
 
     def fused(self, proj) -> None:
         """What ``FusedProjection.valid`` checks: each member's weight is still its view of the fused weight."""
-        self.entries += [(registry, "weight", view, ptr) for registry, view, ptr in proj._params]
+        for registry, _view, _ptr in proj._params:
+            self.keep(registry, "weight")
 
     def valid(self) -> bool:
-        if self._frozen is None:  # flat lists, checked by C-level map() loops (no Python frame per entry)
-            entries = self.entries
-            self._frozen = ([c for c, *_ in entries], [k for _, k, *_ in entries], [o for _, _, o, _ in entries],
-                            [o for *_, o, p in entries if p is not None], [p for *_, p in entries if p is not None])
-        containers, keys, objs, tensors, ptrs = self._frozen
-        return (all(map(operator.is_, map(operator.getitem, containers, keys), objs))
-                and list(map(torch.Tensor.data_ptr, tensors)) == ptrs)
+        return (all(map(operator.is_, map(operator.getitem, self.containers, self.keys), self.objs))
+                and list(map(torch.Tensor.data_ptr, self.tensors)) == self.ptrs)
 
 
 def _layer_row(layer, watch: _Watch) -> tuple[list[int], tuple, list[torch.Tensor]] | None:
@@ -208,12 +214,11 @@ class DecodeStepPlan:
 
 def _step_ok(plan: DecodeStepPlan, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch) -> bool:
     t, d = residual.shape[0], plan.dims[3]
-    meta = (batch.out_slots, batch.seq_ids, batch.positions)
+    dense = cpu_ops._dense  # dtype and contiguous
     return (
-        1 <= t <= dense_kernel.MAX_ROWS and residual.dtype is plan.dtype and residual.is_contiguous()
-        and residual.shape[1] == plan.dims[0] and cos.dtype is plan.dtype and sin.dtype is plan.dtype
-        and cos.is_contiguous() and sin.is_contiguous() and cos.numel() == t * d and sin.numel() == t * d
-        and all(m.dtype is torch.int64 and m.is_contiguous() and m.numel() == t for m in meta)
+        1 <= t <= dense_kernel.MAX_ROWS and dense(residual, plan.dtype) and residual.shape[1] == plan.dims[0]
+        and dense(cos, plan.dtype) and dense(sin, plan.dtype) and cos.numel() == t * d and sin.numel() == t * d
+        and all(dense(m, torch.int64) and m.numel() == t for m in (batch.out_slots, batch.seq_ids, batch.positions))
         and batch.page_table.dtype is torch.int64 and batch.page_table.dim() == 2
         and batch.page_table.stride(1) == 1
     )

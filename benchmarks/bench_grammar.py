@@ -11,7 +11,9 @@ Measured per engine:
   * per-token mask time forcing each valid instance (compact, schema order) token by
     token: warm (second pass, states built) median / p99, cold (first pass) p99;
   * per subset: fraction compiled, valid instances rejected, invalid instances accepted;
-  * structgen jump-forward: fraction of model steps skipped on the valid instances.
+  * structgen jump-forward on the valid instances: model steps skipped in a simulated decode
+    (pooled over tokens and mean per instance), with allow_extra_properties True and False,
+    beside the canonical tokens lying wholly inside forced text for structgen and xgrammar.
 
 Run:  python benchmarks/bench_grammar.py [--quick] [--per-subset 4] [--out benchmarks/RESULTS.md]
 Peers: pip install xgrammar llguidance outlines-core (optional).
@@ -337,7 +339,36 @@ def best_of_interleaved(engines: dict, sample, results: dict, repeats: int = 3, 
         results[eng_name]["compile"] = list(results[eng_name]["compile_by_name"].values())
 
 
-def jump_forward_skip(tok, sample):
+def _forced_tokens(ids, decode, forced_at, advance) -> int | None:
+    """How many of the canonical tokens ``ids`` lie wholly inside the text the grammar
+    forces where they start (``forced_at()`` before each ``advance``); None if a token is
+    refused. Engine-neutral: no planner, no retokenization."""
+    n = 0
+    for t in ids:
+        piece = decode(t)
+        if piece and forced_at().startswith(piece):
+            n += 1
+        if not advance(t):
+            return None
+    return n
+
+
+def jump_forward_stats(tok, sample, allow_extra_properties: bool = True,
+                       xgrammar: bool = True) -> dict:
+    """structgen's jump-forward on the valid instances, in a simulated decode.
+
+    The "model" emits the canonical tokenization of the rest of the instance one token at
+    a time; before each model step ``plan_jump_forward`` may append the forced text (as
+    the engine does). Per instance: ``model`` steps taken and ``tokens`` (canonical token
+    count of the whole instance); skipped = 1 - model / tokens. Only instances the grammar
+    accepts and the simulation reproduces exactly are counted.
+
+    Also per instance, engine-neutral: ``forced`` = canonical tokens lying wholly inside
+    grammar-forced text (``Matcher.forced_bytes``), and ``xgr_forced`` the same count
+    with xgrammar's ``find_jump_forward_string`` (its JSON Schema compile with the bench's
+    compact separators and ``strict_mode = not allow_extra_properties``; None where
+    xgrammar is not installed, fails to compile or refuses the instance).
+    """
     from structgen.fsm import Vocabulary, clear_cache, compile_json_schema
     from structgen.fsm.jump_forward import plan_jump_forward
     vocab = Vocabulary.from_tokenizer(tok)
@@ -345,13 +376,37 @@ def jump_forward_skip(tok, sample):
     def encode(text):
         return tok.encode(text, add_special_tokens=False)
 
-    steps = total = 0
-    for _, _, schema, tests in sample:
+    def piece(t):
+        return vocab.decode([t])
+
+    xgr = xcomp = None
+    if xgrammar:
+        try:
+            import xgrammar as xgr
+            info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=len(tok))
+            xcomp = xgr.GrammarCompiler(info, cache_enabled=False)
+        except BaseException as exc:  # not installed, or a native failure
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            xgr = xcomp = None
+
+    rows = []
+    for _, name, schema, tests in sample:
         clear_cache()  # one grammar's per-state tables alive at a time (150k vocab: memory)
         try:
-            g = compile_json_schema(schema, vocab, strict=False, allow_extra_properties=True)
+            g = compile_json_schema(schema, vocab, strict=False,
+                                    allow_extra_properties=allow_extra_properties)
         except Exception:
             continue
+        xg = None
+        if xcomp is not None:
+            try:
+                xg = xcomp.compile_json_schema(json.dumps(schema), any_whitespace=False,
+                                               separators=(",", ":"),
+                                               strict_mode=not allow_extra_properties)
+            except BaseException as exc:  # unsupported keyword, or a native failure
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
         for valid, text in tests:
             if not valid or not g.matches(text):
                 continue
@@ -375,10 +430,79 @@ def jump_forward_skip(tok, sample):
                     break
                 gen.append(rest[0])
                 n_model += 1
-            if vocab.decode(gen) == target:
-                steps += n_model
-                total += len(encode(text))
-    return 1.0 - steps / total if total else float("nan")
+            if vocab.decode(gen) != target:
+                continue
+            ids = encode(text)
+            m = g.matcher()
+            forced = _forced_tokens(ids, piece, m.forced_bytes, m.advance)
+            xgr_forced = None
+            if xg is not None:
+                xm = xgr.GrammarMatcher(xg)
+                xgr_forced = _forced_tokens(
+                    ids, piece, lambda: xm.find_jump_forward_string().encode(), xm.accept_token)
+            rows.append({"name": name, "tokens": len(ids), "model": n_model, "forced": forced,
+                         "xgr_forced": xgr_forced})
+    return {"allow_extra_properties": allow_extra_properties, "xgrammar": xcomp is not None,
+            "rows": rows}
+
+
+def _rates(rows, key="model", skipped=True):
+    """(pooled over tokens, mean per instance) of ``key / tokens`` (1 - that if skipped)."""
+    if not rows:
+        return float("nan"), float("nan")
+    f = (lambda x: 1.0 - x) if skipped else (lambda x: x)
+    pooled = f(sum(r[key] for r in rows) / sum(r["tokens"] for r in rows))
+    return pooled, statistics.fmean(f(r[key] / r["tokens"]) for r in rows)
+
+
+def jump_forward_skip(tok, sample, allow_extra_properties: bool = True) -> float:
+    """Model steps skipped, pooled over the tokens of every valid instance (the figure this
+    bench printed alone until 2026-11-30; see ``jump_forward_stats``)."""
+    stats = jump_forward_stats(tok, sample, allow_extra_properties, xgrammar=False)
+    return _rates(stats["rows"])[0]
+
+
+def jump_forward_report(stats_list) -> list[str]:
+    """Markdown lines: one row per compile setting, then the largest instances."""
+    lines = [
+        "Jump-forward on the valid instances (structgen). Simulated decode: the \"model\" emits "
+        "the instance's canonical tokens one at a time and `plan_jump_forward` appends forced text "
+        "before each step; skipped = 1 - model steps / canonical tokens of the instance. "
+        "*pooled* divides the totals (long instances weigh more), *mean* averages per instance. "
+        "*forced tokens* (no planner; the same count for both engines): canonical tokens lying "
+        "wholly inside the text the grammar forces where they start (structgen "
+        "`Matcher.forced_bytes`, xgrammar `find_jump_forward_string` with `strict_mode` = "
+        "not allow_extra_properties), on the instances both accept.", "",
+        "| compile | instances | tokens | skipped pooled | skipped mean | forced tokens structgen "
+        "pooled / mean | forced tokens xgrammar pooled / mean |",
+        "|---|---|---|---|---|---|---|"]
+    for st in stats_list:
+        rows = st["rows"]
+        label = ("allow_extra_properties=True (spec reading, this bench's compile)"
+                 if st["allow_extra_properties"]
+                 else "allow_extra_properties=False (Engine.extract, server strict mode)")
+        pooled, mean = _rates(rows)
+        both = [r for r in rows if r["forced"] is not None and r["xgr_forced"] is not None]
+        if st["xgrammar"]:
+            sp, sm = _rates(both, "forced", skipped=False)
+            xp, xm = _rates(both, "xgr_forced", skipped=False)
+            sg = f"{sp:.1%} / {sm:.1%}"
+            xg = f"{xp:.1%} / {xm:.1%}"
+            if len(both) < len(rows):
+                xg += f" ({len(both)} of {len(rows)} instances)"
+        else:
+            sp, sm = _rates([r for r in rows if r["forced"] is not None], "forced", skipped=False)
+            sg, xg = f"{sp:.1%} / {sm:.1%}", "n/a (xgrammar not installed)"
+        lines.append(f"| {label} | {len(rows)} | {sum(r['tokens'] for r in rows)} | {pooled:.1%} "
+                     f"| {mean:.1%} | {sg} | {xg} |")
+    rows = stats_list[0]["rows"] if stats_list else []
+    if rows:
+        total = sum(r["tokens"] for r in rows)
+        big = sorted(rows, key=lambda r: -r["tokens"])[:3]
+        lines += ["", "Largest instances (their share of the pooled tokens): " + "; ".join(
+            f"{r['name']} {r['tokens']} tokens ({r['tokens'] / total:.0%}), "
+            f"{1 - r['model'] / r['tokens']:.0%} skipped" for r in big) + "."]
+    return lines
 
 
 def summarize(label, results, jf):
@@ -417,7 +541,7 @@ def summarize(label, results, jf):
             cells.append(f"{s.get('compiled', 0)}/{s.get('schemas', 0)} · {s.get('valid_rej', 0)}/"
                          f"{s.get('valid', 0)} · {s.get('invalid_acc', 0)}/{s.get('invalid', 0)}")
         lines.append(f"| {sub} | " + " | ".join(cells) + " |")
-    lines += ["", f"structgen jump-forward: {jf:.1%} of model steps skipped on the valid instances.", ""]
+    lines += [""] + jump_forward_report(jf) + [""]
     return "\n".join(lines)
 
 
@@ -477,7 +601,7 @@ def main(argv=None) -> None:
             results[cls.name] = run_engine(eng, tok, sample)
             engines[cls.name] = eng
         best_of_interleaved(engines, sample, results)
-        jf = jump_forward_skip(tok, sample)
+        jf = [jump_forward_stats(tok, sample, extra) for extra in (True, False)]
         all_results[label] = results
         report.append(summarize(label, results, jf))
         print(report[-1], flush=True)

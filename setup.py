@@ -38,6 +38,14 @@ setup(
             extra_compile_args=["-O3", "-std=c11"],
             optional=True,
         ),
+        # csrc/regexlower.c -> structgen.fsm._regexlower: the token loop of the regex lowering
+        # (structgen/fsm/_fast_lower.py, whose Python loop is the fallback)
+        Extension(
+            "structgen.fsm._regexlower",
+            sources=["csrc/regexlower.c"],
+            extra_compile_args=["-O3", "-std=c11"],
+            optional=True,
+        ),
         Extension(
             "structgen.runtime.quantization._qkernel",
             sources=["csrc/qkernel.c"],

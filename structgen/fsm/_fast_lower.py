@@ -21,6 +21,7 @@ factors a common prefix out of alternatives).
 
 from __future__ import annotations
 
+import os
 import re
 
 try:  # Python >= 3.11
@@ -29,9 +30,21 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as C  # type: ignore[no-redef]
 
 from ._schema_refs import PLACEHOLDER_BASE
-from .regex_ast import EPS, INF
+from ._term_recipe import export_term, import_term
+from .regex_ast import CONCAT, EMPTY, EPS, INF, MAX_DEPTH
 
-__all__ = ["fast_lower"]
+try:  # optional C extension built by setup.py (csrc/regexlower.c); STRUCTGEN_REGEXLOWER=0: off
+    from . import _regexlower as _c
+except ImportError:  # pragma: no cover - exercised when the extension is missing
+    _c = None
+if os.environ.get("STRUCTGEN_REGEXLOWER", "1") == "0":
+    _c = None
+# the C path hard-codes these (csrc/regexlower.c)
+assert (EMPTY, EPS, CONCAT, INF, MAX_DEPTH) == (0, 1, 3, -1, 300)
+
+__all__ = ["fast_lower", "HAVE_C_LOWER"]
+
+HAVE_C_LOWER = _c is not None
 
 _MAXREPEAT = 4294967295  # sre's MAXREPEAT: counts at or past it are re's errors
 _TOKEN = re.compile(r"""
@@ -40,7 +53,7 @@ _TOKEN = re.compile(r"""
 |(\((?:\?:)?)                                                 # 4 group open
 |(\))                                                         # 5 close
 |(\|)                                                         # 6 alternation
-|(?:([*+?])|\{(?:(\d+)(?:(,)(\d*))?|,(\d+))\})(\??)           # 7 op, 8 lo, 9 comma, 10 hi, 11 hi-only, 12 lazy
+|(?:([*+?])|\{(?:([0-9]+)(?:(,)([0-9]*))?|,([0-9]+))\})(\??)  # 7 op, 8 lo, 9 comma, 10 hi, 11 hi-only, 12 lazy
 |(\.)                                                         # 13 any
 |([^\\\[()|*+?{.^$]+)                                         # 14 literal run
 """, re.VERBOSE)
@@ -54,13 +67,18 @@ _CATEGORIES = {"d": C.CATEGORY_DIGIT, "D": C.CATEGORY_NOT_DIGIT, "w": C.CATEGORY
                "W": C.CATEGORY_NOT_WORD, "s": C.CATEGORY_SPACE, "S": C.CATEGORY_NOT_SPACE}
 _PLACEHOLDER_CHR = chr(PLACEHOLDER_BASE)
 _REPEATS = {"*": (0, INF), "+": (1, INF), "?": (0, 1)}
+# escape / class / ``.`` token text -> its term's recipe (``_term_recipe``; EMPTY or EPS as
+# such), shared by every compile of the process; emptied when full
+_ATOM_RECIPES: dict[str, tuple | int] = {}
+_ATOM_RECIPES_MAX = 4096
 
 
 class _Bail(Exception):
     """The text uses syntax this module leaves to ``re``."""
 
 
-def fast_lower(text: str, lowering, memo: dict[str, int], max_nesting: int) -> int | None:
+def fast_lower(text: str, lowering, memo: dict[str, int], max_nesting: int,
+               use_c: bool = True) -> int | None:
     """The term of ``text`` (fullmatch), or None when ``re`` must parse it.
 
     Args:
@@ -71,10 +89,18 @@ def fast_lower(text: str, lowering, memo: dict[str, int], max_nesting: int) -> i
             shared by every text lowered with the same placeholders (the keys cannot collide:
             each kind starts differently).
         max_nesting: deepest group nesting taken here (deeper: re's path and its error).
+        use_c: take the C token loop when it is built (``csrc/regexlower.c``: the same terms,
+            in the same order, as the Python loop here; 3-5x faster); False: the Python loop.
 
     Raises:
         GrammarTooComplexError: the arena's or the lowering's budget is exceeded.
     """
+    if use_c and _c is not None:
+        try:
+            return _c.lower(text, _Parser(text, (), {}, lowering, memo), memo, max_nesting,
+                            lowering.arena, lowering)
+        except _Bail:
+            return None
     toks = list(_TOKEN.finditer(text))
     try:
         close = _match_groups(toks, len(text), max_nesting)
@@ -135,10 +161,10 @@ class _Parser:
                 run = m.group(14)
                 if i + 1 < n and toks[i + 1].lastindex == 12:
                     if len(run) > 1:
-                        items.append(self._literal_item(run[:-1]))
+                        items.extend(self._literal_items(run[:-1]))
                     items.append(self._literal(run[-1]))  # the quantifier's atom: a term
                 else:
-                    items.append(self._literal_item(run))
+                    items.extend(self._literal_items(run))
                 quantifiable = True
             elif kind == 4:
                 j = self.close[i]
@@ -183,26 +209,57 @@ class _Parser:
                 key = m.group(0)
                 hit = self.memo.get(key)
                 if hit is None:
-                    hit = self.memo[key] = self._atom(m)
+                    hit = self.memo[key] = self.atom(key, m)
                 items.append(hit)
                 quantifiable = True
             i += 1
         return arena.alt(alts + [self._seq(items)])
 
-    def _literal_item(self, run: str) -> int | bytes:
-        """A literal run as a sequence item: its UTF-8 bytes, which :meth:`_seq` builds straight
-        onto what follows; the term where a character is a placeholder or a lone surrogate."""
+    def _literal_items(self, run: str) -> list[int | bytes]:
+        """A literal run as sequence items: the UTF-8 bytes of each stretch between shared
+        definitions (which :meth:`_seq` builds straight onto what follows; the term of a
+        stretch with a lone surrogate), and the definition's term for each placeholder."""
         if run.isascii():
-            return run.encode("ascii")
+            return [run.encode("ascii")]
         if max(run) < _PLACEHOLDER_CHR:
-            try:
-                return run.encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate: literal() makes it match nothing
-                pass
-        return self._literal(run)
+            return [self._stretch(run)]
+        shared = self.low.shared
+        out: list[int | bytes] = []
+        start = 0
+        for k, c in enumerate(run):
+            i = ord(c) - PLACEHOLDER_BASE
+            if 0 <= i < len(shared):
+                if k > start:
+                    out.append(self._stretch(run[start:k]))
+                out.append(shared[i])
+                start = k + 1
+        if start < len(run):
+            out.append(self._stretch(run[start:]))
+        return out
+
+    def _stretch(self, text: str) -> int | bytes:
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: literal() makes it match nothing
+            return self._literal(text)
+
+    def atom(self, text: str, m=None) -> int:
+        """The term of one escape, class or ``.`` token (``m``: its match, if at hand), its
+        shape kept across compiles in ``_ATOM_RECIPES`` unless it names a shared definition."""
+        recipe = _ATOM_RECIPES.get(text)
+        if recipe is not None:
+            return recipe if type(recipe) is int else import_term(self.arena, recipe)
+        m = m or _TOKEN.fullmatch(text)
+        term = self._atom(m)
+        if m.group(1) is None or m.group(1)[1] in _CATEGORY_ESCAPES or \
+                _escape_code(m.group(1)) < PLACEHOLDER_BASE:
+            if len(_ATOM_RECIPES) >= _ATOM_RECIPES_MAX:
+                _ATOM_RECIPES.clear()
+            _ATOM_RECIPES[text] = term if term <= EPS else export_term(self.arena, term)
+        return term
 
     def _seq(self, items: list) -> int:
-        """Concatenation of ``items`` (terms, or literal bytes from :meth:`_literal_item`)."""
+        """Concatenation of ``items`` (terms, or literal bytes from :meth:`_literal_items`)."""
         arena = self.arena
         result = EPS
         for item in reversed(items):

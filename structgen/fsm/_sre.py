@@ -164,7 +164,12 @@ class _Lowering:
 
     def _tick(self) -> None:
         self._steps += 1
-        if self._steps & 1023 == 0 and time.perf_counter() > self.deadline:
+        if self._steps & 1023 == 0:
+            self.check_deadline()
+
+    def check_deadline(self) -> None:
+        """Raises GrammarTooComplexError once the time budget is spent."""
+        if time.perf_counter() > self.deadline:
             raise GrammarTooComplexError(
                 f"regex compile exceeded its time budget: {self.pattern[:80]!r}"
             )

@@ -199,10 +199,16 @@ class TermArena:
             return EMPTY
         if len(flat) == 1:
             return next(iter(flat))
-        members = tuple(sorted(flat))
+        return self.alt_members(tuple(sorted(flat)))
+
+    def alt_members(self, members: tuple[int, ...]) -> int:
+        """The ``ALT`` term of ``members`` as they are: at least two, sorted, distinct, flat
+        (no ``ALT``), at most one ``BYTES`` and no ``EPS`` beside a nullable member (what
+        :meth:`alt` leaves; ``_term_recipe`` rebuilds alternations through here)."""
         first = 0
         for t in members:
             first |= self.first[t]
+        nullable = self.nullable
         return self._intern((ALT, members), ALT, members, any(nullable[t] for t in members),
                             first, 1 + max(self.depth[t] for t in members))
 

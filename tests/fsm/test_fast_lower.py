@@ -47,16 +47,16 @@ def _same_language(arena: TermArena, a: int, b: int, limit: int = 400) -> bool:
     return True
 
 
-def _check(texts: list[str]) -> int:
+def _check(texts: list[str], use_c: bool = True) -> int:
     """Lower ``texts`` (definitions then pattern) both ways; returns how many the fast
-    path took."""
+    path took (``use_c``: its C token loop where built, else its Python loop)."""
     arena = TermArena()
     shared: list[int] = []
     memo: dict[str, int] = {}
     taken = 0
     for text in texts:
         fast = fast_lower(text, _sre._Lowering(arena, text, float("inf"), shared), memo,
-                          _sre.MAX_NESTING)
+                          _sre.MAX_NESTING, use_c=use_c)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -80,12 +80,23 @@ CORNERS = [
     r"\q", "a++", "(?:a|b)+?", "é+", "[é-ï]x", "[^é]", r"[\x00-\x1f\\\"]", r"\\u[0-9a-fA-F]{4}",
     ".", "[.]", "a.b", r"\w\W\s\S\d\D", "[^\\w]", "\ud800", "[\ud800-\udfff]", "x{0}", "x{0,0}y",
     "(?:)*", "()", "a{4294967295}", "a{1,4294967296}", "\U000F0000",
+    "a{\u0663}", "a{1,\u0663}", "\\x4", "\\u12", "[a", "[^]", "[]", "x{,}", "x{3,x}", "(?x)",
 ]
+LOOPS = [pytest.param(True, id="c-loop"), pytest.param(False, id="python-loop")]
 
 
+@pytest.mark.parametrize("use_c", LOOPS)
 @pytest.mark.parametrize("text", CORNERS)
-def test_corner_cases(text: str) -> None:
-    _check([text])
+def test_corner_cases(text: str, use_c: bool) -> None:
+    _check([text], use_c)
+
+
+def test_unicode_digits_are_not_counts() -> None:
+    # re's parser reads only ASCII digits in {m,n}: "a{\u0663}" is the literal text
+    for use_c in (True, False):
+        arena = TermArena()
+        assert fast_lower("a{\u0663}", _sre._Lowering(arena, "", float("inf")), {}, 9, use_c) is None
+    assert re.fullmatch("a{\u0663}", "a{\u0663}")
 
 
 def _random_regex(rng: random.Random, depth: int = 0) -> str:
@@ -101,13 +112,15 @@ def _random_regex(rng: random.Random, depth: int = 0) -> str:
     return "".join(parts)
 
 
-def test_random_regexes() -> None:
+@pytest.mark.parametrize("use_c", LOOPS)
+def test_random_regexes(use_c: bool) -> None:
     rng = random.Random(3)
-    taken = sum(_check([_random_regex(rng)]) for _ in range(150))
+    taken = sum(_check([_random_regex(rng)], use_c) for _ in range(150))
     assert taken >= 145
 
 
-def test_converter_output() -> None:
+@pytest.mark.parametrize("use_c", LOOPS)
+def test_converter_output(use_c: bool) -> None:
     plain = CORPORA / "jsonschemabench" / "plain"
     if not plain.exists():
         pytest.skip(f"{plain} not found")
@@ -121,7 +134,7 @@ def test_converter_output() -> None:
                 continue
             if len(pattern) + sum(map(len, defs)) > 200_000:
                 continue
-            taken += _check(defs + [pattern])
+            taken += _check(defs + [pattern], use_c)
             total += len(defs) + 1
     assert taken >= 0.9 * total  # the converter's output takes the fast path
 

@@ -1,0 +1,674 @@
+/* structgen's one-pass regex lowering in C: the token loop of structgen/fsm/_fast_lower.py
+ * (tokenizer, group matching, the parser over the shared group memo) and the arena's
+ * concatenation constructors (regex_ast.TermArena.concat / _concat2 / bytes_then), writing
+ * the same terms, in the same order, into the same Python-level arena.
+ *
+ * Why: a JSON Schema compile spends most of its time lowering the converter's regex texts to
+ * arena terms; in Python that is a few microseconds per token and per new term (interpreter
+ * dispatch around tuple keys, dict lookups and list appends). Here the same operations run
+ * without the interpreter; the rarely met parts stay in Python and are called back (classes,
+ * escapes, non-ASCII literals: memoised per text; alternation and counted repetition: the
+ * arena's own smart constructors).
+ *
+ *   lower(text, helper, memo, max_nesting, arena, low) -> int term, or None
+ *     text        the regex (str), plain syntax as _fast_lower's docstring lists it
+ *     helper      the Python _Parser of text: helper._literal_items(run) (a non-ASCII literal
+ *                 run -> list of bytes and terms), helper._literal(char) -> term, helper.atom(text)
+ *                 (an escape, class or '.' token -> term; may raise _fast_lower._Bail)
+ *     memo        dict shared by the texts of one pattern (same keys and values as the
+ *                 Python parser writes: group text -> term or tuple of items, literal
+ *                 character / escape / class text -> term)
+ *     max_nesting deepest group nesting taken (deeper: None)
+ *     arena       the TermArena: its lists kind/args/nullable/first/depth, dict _ids, list
+ *                 _single, int max_terms and methods alt/repeat/byteset/_add are used
+ *     low         the _sre._Lowering: low.check_deadline() is called every 1024 tokens
+ *   None means: syntax left to re's parser (the caller's fallback), exactly where the Python
+ *   path returns None. Exceptions of the callbacks and the arena propagate
+ *   (GrammarTooComplexError for the term, nesting and time budgets).
+ *
+ * Term ids are Python ints throughout (items of lists and memo tuples, as in Python).
+ * The GIL is held (every step touches Python objects).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { T_EMPTY = 0, T_EPS = 1, K_CONCAT = 3, MAX_DEPTH = 300 };
+enum { TK_ESCAPE = 1, TK_CLASS = 3, TK_OPEN = 4, TK_CLOSE = 5, TK_ALT = 6, TK_QUANT = 12,
+       TK_ANY = 13, TK_LITERAL = 14 };
+#define MAXREPEAT 4294967295LL
+#define INF (-1)
+
+typedef struct {
+    int kind;
+    Py_ssize_t start, end;  /* span in the text */
+    long long lo, hi;       /* quantifier counts (TK_QUANT) */
+} Token;
+
+typedef struct {
+    PyObject *ids, *kind, *args, *nullable, *first, *depth, *single;  /* borrowed */
+    Py_ssize_t max_terms;
+    PyObject *arena, *helper, *memo, *low, *text;                     /* borrowed */
+    PyObject *concat_kind;                                            /* owned: int 3 */
+} Ctx;
+
+/* ---- tokenizer: the _TOKEN regex of _fast_lower.py ------------------------------- */
+
+static int is_hex(Py_UCS4 c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+static int is_alnum_ascii(Py_UCS4 c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+static int is_literal_char(Py_UCS4 c) {
+    return !(c == '\\' || c == '[' || c == '(' || c == ')' || c == '|' || c == '*' || c == '+'
+             || c == '?' || c == '{' || c == '.' || c == '^' || c == '$');
+}
+
+/* digits [0-9]+ from *pos; -1 if none, -2 if the count reaches MAXREPEAT (re's error) */
+static long long read_count(int kind, const void *data, Py_ssize_t n, Py_ssize_t *pos) {
+    Py_ssize_t p = *pos;
+    long long v = 0;
+    int any = 0, big = 0;
+    while (p < n) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, p);
+        if (c < '0' || c > '9')
+            break;
+        if (!big) {
+            v = v * 10 + (c - '0');
+            if (v >= MAXREPEAT)
+                big = 1;
+        }
+        any = 1;
+        p++;
+    }
+    *pos = p;
+    return !any ? -1 : (big ? -2 : v);
+}
+
+/* One token at pos; returns 0 when none matches there (the caller returns None). */
+static int next_token(int kind, const void *data, Py_ssize_t n, Py_ssize_t pos, Token *tok) {
+    Py_UCS4 c = PyUnicode_READ(kind, data, pos);
+    Py_ssize_t p = pos + 1;
+    tok->start = pos;
+    if (c == '\\') {
+        if (p >= n)
+            return 0;
+        Py_UCS4 e = PyUnicode_READ(kind, data, p);
+        int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
+        if (digits) {
+            for (int k = 1; k <= digits; k++)
+                if (p + k >= n || !is_hex(PyUnicode_READ(kind, data, p + k)))
+                    return 0;
+            p += 1 + digits;
+        } else if (!is_alnum_ascii(e) || strchr("tnrfvadDwWsS", (int)e) != NULL) {
+            p += 1;
+        } else {
+            return 0;
+        }
+        tok->kind = TK_ESCAPE;
+    } else if (c == '[') {
+        if (p < n && PyUnicode_READ(kind, data, p) == '^')
+            p++;
+        if (p < n && PyUnicode_READ(kind, data, p) == ']')
+            p++;
+        for (;;) {
+            if (p >= n)
+                return 0;
+            Py_UCS4 d = PyUnicode_READ(kind, data, p);
+            if (d == ']')
+                break;
+            if (d == '[')
+                return 0;
+            p += d == '\\' ? 2 : 1;
+        }
+        p++;  /* the closing ] */
+        tok->kind = TK_CLASS;
+    } else if (c == '(') {
+        if (p + 1 < n && PyUnicode_READ(kind, data, p) == '?' && PyUnicode_READ(kind, data, p + 1) == ':')
+            p += 2;
+        tok->kind = TK_OPEN;
+    } else if (c == ')') {
+        tok->kind = TK_CLOSE;
+    } else if (c == '|') {
+        tok->kind = TK_ALT;
+    } else if (c == '*' || c == '+' || c == '?' || c == '{') {
+        if (c == '{') {
+            long long lo = read_count(kind, data, n, &p), hi;
+            if (lo == -1) {  /* {,n} */
+                if (p >= n || PyUnicode_READ(kind, data, p) != ',')
+                    return 0;
+                p++;
+                hi = read_count(kind, data, n, &p);
+                if (hi == -1)
+                    return 0;
+                lo = 0;
+            } else if (p < n && PyUnicode_READ(kind, data, p) == ',') {
+                p++;
+                hi = read_count(kind, data, n, &p);
+                if (hi == -1)
+                    hi = INF;
+            } else {
+                hi = lo;
+            }
+            if (p >= n || PyUnicode_READ(kind, data, p) != '}')
+                return 0;
+            p++;
+            tok->lo = lo;
+            tok->hi = hi;
+        } else {
+            tok->lo = c == '+' ? 1 : 0;
+            tok->hi = c == '?' ? 1 : INF;
+        }
+        if (p < n && PyUnicode_READ(kind, data, p) == '?')
+            p++;  /* lazy: same language */
+        tok->kind = TK_QUANT;
+    } else if (c == '.') {
+        tok->kind = TK_ANY;
+    } else if (is_literal_char(c)) {
+        while (p < n && is_literal_char(PyUnicode_READ(kind, data, p)))
+            p++;
+        tok->kind = TK_LITERAL;
+    } else {
+        return 0;
+    }
+    tok->end = p;
+    return 1;
+}
+
+/* ---- arena constructors (regex_ast.TermArena) ------------------------------------ */
+
+static long term_kind(Ctx *cx, PyObject *t) {
+    return PyLong_AsLong(PyList_GET_ITEM(cx->kind, PyLong_AsSsize_t(t)));
+}
+
+/* _concat2(h, t): new reference */
+static PyObject *concat2(Ctx *cx, PyObject *h, PyObject *t) {
+    PyObject *key = PyTuple_Pack(3, cx->concat_kind, h, t);
+    if (key == NULL)
+        return NULL;
+    PyObject *hit = PyDict_GetItemWithError(cx->ids, key);
+    if (hit != NULL) {
+        Py_DECREF(key);
+        Py_INCREF(hit);
+        return hit;
+    }
+    if (PyErr_Occurred()) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    Py_ssize_t hi = PyLong_AsSsize_t(h), ti = PyLong_AsSsize_t(t);
+    int nh = PyObject_IsTrue(PyList_GET_ITEM(cx->nullable, hi));
+    int nt = PyObject_IsTrue(PyList_GET_ITEM(cx->nullable, ti));
+    PyObject *fh = PyList_GET_ITEM(cx->first, hi);
+    PyObject *first = nh ? PyNumber_Or(fh, PyList_GET_ITEM(cx->first, ti)) : (Py_INCREF(fh), fh);
+    long dh = PyLong_AsLong(PyList_GET_ITEM(cx->depth, hi)) + 1;
+    long dt = PyLong_AsLong(PyList_GET_ITEM(cx->depth, ti));
+    long depth = dh > dt ? dh : dt;
+    PyObject *args = PyTuple_Pack(2, h, t);
+    PyObject *dep = PyLong_FromLong(depth);
+    PyObject *result = NULL;
+    if (first == NULL || args == NULL || dep == NULL)
+        goto done;
+    PyObject *null = (nh && nt) ? Py_True : Py_False;
+    Py_ssize_t tid = PyList_GET_SIZE(cx->kind);
+    if (depth > MAX_DEPTH || tid >= cx->max_terms) {  /* the arena raises its budget error */
+        result = PyObject_CallMethod(cx->arena, "_add", "OOOOOO", key, cx->concat_kind, args,
+                                     null, first, dep);
+        goto done;
+    }
+    result = PyLong_FromSsize_t(tid);
+    if (result == NULL || PyDict_SetItem(cx->ids, key, result) < 0
+        || PyList_Append(cx->kind, cx->concat_kind) < 0 || PyList_Append(cx->args, args) < 0
+        || PyList_Append(cx->nullable, null) < 0 || PyList_Append(cx->first, first) < 0
+        || PyList_Append(cx->depth, dep) < 0)
+        Py_CLEAR(result);
+done:
+    Py_DECREF(key);
+    Py_XDECREF(first);
+    Py_XDECREF(args);
+    Py_XDECREF(dep);
+    return result;
+}
+
+/* concat(head, tail), re-associated to the right: new reference */
+static PyObject *concat(Ctx *cx, PyObject *head, PyObject *tail) {
+    long hv = PyLong_AsLong(head), tv = PyLong_AsLong(tail);
+    if (hv == T_EMPTY || tv == T_EMPTY)
+        return PyLong_FromLong(T_EMPTY);
+    if (hv == T_EPS) {
+        Py_INCREF(tail);
+        return tail;
+    }
+    if (tv == T_EPS) {
+        Py_INCREF(head);
+        return head;
+    }
+    PyObject *heads[MAX_DEPTH + 8];
+    PyObject **hs = heads, **big = NULL;
+    Py_ssize_t nh = 0, cap = MAX_DEPTH + 8;
+    while (term_kind(cx, head) == K_CONCAT) {  /* a concat spine is as long as its text */
+        PyObject *a = PyList_GET_ITEM(cx->args, PyLong_AsSsize_t(head));
+        if (nh + 1 >= cap) {
+            PyObject **grown = PyMem_Malloc(sizeof(PyObject *) * cap * 2);
+            if (grown == NULL) {
+                PyMem_Free(big);
+                return PyErr_NoMemory();
+            }
+            memcpy(grown, hs, sizeof(PyObject *) * nh);
+            PyMem_Free(big);
+            hs = big = grown;
+            cap *= 2;
+        }
+        hs[nh++] = PyTuple_GET_ITEM(a, 0);
+        head = PyTuple_GET_ITEM(a, 1);
+    }
+    hs[nh++] = head;
+    Py_INCREF(tail);
+    PyObject *result = tail;
+    for (Py_ssize_t k = nh - 1; k >= 0 && result != NULL; k--) {
+        PyObject *next = concat2(cx, hs[k], result);
+        Py_DECREF(result);
+        result = next;
+    }
+    PyMem_Free(big);
+    return result;
+}
+
+/* bytes_then(data, tail): new reference */
+static PyObject *bytes_then(Ctx *cx, PyObject *data, PyObject *tail) {
+    if (PyLong_AsLong(tail) == T_EMPTY) {
+        Py_INCREF(tail);
+        return tail;
+    }
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(data);
+    Py_INCREF(tail);
+    PyObject *result = tail;
+    for (Py_ssize_t k = PyBytes_GET_SIZE(data) - 1; k >= 0; k--) {
+        PyObject *h = PyList_GET_ITEM(cx->single, b[k]);
+        if (h == Py_None) {
+            PyObject *mask = PyLong_FromLong(1);
+            PyObject *shift = PyLong_FromLong(b[k]);
+            PyObject *bit = (mask && shift) ? PyNumber_Lshift(mask, shift) : NULL;
+            Py_XDECREF(mask);
+            Py_XDECREF(shift);
+            h = bit ? PyObject_CallMethod(cx->arena, "byteset", "O", bit) : NULL;
+            Py_XDECREF(bit);
+            if (h == NULL || PyList_SetItem(cx->single, b[k], h) < 0) {  /* steals h */
+                Py_DECREF(result);
+                return NULL;
+            }
+        }
+        PyObject *next;
+        if (PyLong_AsLong(result) == T_EPS) {
+            Py_INCREF(h);
+            next = h;
+        } else {
+            next = concat2(cx, h, result);
+        }
+        Py_DECREF(result);
+        result = next;
+        if (result == NULL)
+            return NULL;
+    }
+    return result;
+}
+
+/* _seq(items): items a list or tuple of terms and literal bytes; new reference */
+static PyObject *seq(Ctx *cx, PyObject *items) {
+    PyObject *result = PyLong_FromLong(T_EPS);
+    for (Py_ssize_t k = PySequence_Fast_GET_SIZE(items) - 1; k >= 0 && result != NULL; k--) {
+        PyObject *item = PySequence_Fast_GET_ITEM(items, k);
+        PyObject *next = PyBytes_CheckExact(item) ? bytes_then(cx, item, result)
+                                                  : concat(cx, item, result);
+        Py_DECREF(result);
+        result = next;
+    }
+    return result;
+}
+
+/* arena.alt(alts + [seq(items)]): new reference */
+static PyObject *close_alt(Ctx *cx, PyObject *alts, PyObject *items) {
+    PyObject *last = seq(cx, items);
+    if (last == NULL || PyList_Append(alts, last) < 0) {
+        Py_XDECREF(last);
+        return NULL;
+    }
+    Py_DECREF(last);
+    return PyObject_CallMethod(cx->arena, "alt", "O", alts);
+}
+
+/* ---- the parser (_Parser.run) ----------------------------------------------------- */
+
+static PyObject *slice(Ctx *cx, Py_ssize_t a, Py_ssize_t b) {
+    return PyUnicode_Substring(cx->text, a, b);
+}
+
+static int append_steal(PyObject *list, PyObject *item) {
+    if (item == NULL)
+        return -1;
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+static int extend(PyObject *list, PyObject *seqobj) {
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    return PyList_SetSlice(list, n, n, seqobj);
+}
+
+/* a literal run's sequence items appended to items (_Parser._literal_items); -1 on error */
+static int literal_items(Ctx *cx, PyObject *items, Py_ssize_t a, Py_ssize_t b) {
+    PyObject *run = slice(cx, a, b);
+    if (run == NULL)
+        return -1;
+    int rc;
+    if (PyUnicode_IS_ASCII(run)) {
+        rc = append_steal(items, PyBytes_FromStringAndSize((const char *)PyUnicode_DATA(run), b - a));
+    } else {
+        PyObject *more = PyObject_CallMethod(cx->helper, "_literal_items", "O", run);
+        rc = more == NULL ? -1 : extend(items, more);
+        Py_XDECREF(more);
+    }
+    Py_DECREF(run);
+    return rc;
+}
+
+/* memo[key] or compute(key) stored there: new reference */
+static PyObject *memo_or(Ctx *cx, PyObject *key, const char *method) {
+    PyObject *hit = PyDict_GetItemWithError(cx->memo, key);
+    if (hit != NULL) {
+        Py_INCREF(hit);
+        return hit;
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *term = PyObject_CallMethod(cx->helper, method, "O", key);
+    if (term != NULL && PyDict_SetItem(cx->memo, key, term) < 0)
+        Py_CLEAR(term);
+    return term;
+}
+
+static PyObject *repeat(Ctx *cx, PyObject *atom, const Token *q) {
+    return PyObject_CallMethod(cx->arena, "repeat", "OLL", atom, q->lo, q->hi);
+}
+
+typedef struct {
+    PyObject *alts, *items;
+    Py_ssize_t open;
+} Frame;
+
+/* The token loop; returns a new reference, Py_None for a bail, NULL on error. */
+static PyObject *run(Ctx *cx, Token *toks, Py_ssize_t n, const Py_ssize_t *close) {
+    Frame *frames = PyMem_Malloc(sizeof(Frame) * (n + 1));
+    if (frames == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t nf = 0;
+    PyObject *alts = PyList_New(0), *items = PyList_New(0), *result = NULL;
+    int quantifiable = 0;
+    if (alts == NULL || items == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if ((i & 1023) == 1023) {
+            PyObject *r = PyObject_CallMethod(cx->low, "check_deadline", NULL);
+            if (r == NULL)
+                goto fail;
+            Py_DECREF(r);
+        }
+        Token *m = &toks[i];
+        int quantified = i + 1 < n && toks[i + 1].kind == TK_QUANT;
+        switch (m->kind) {
+        case TK_LITERAL:
+            if (quantified) {
+                if (m->end - m->start > 1 && literal_items(cx, items, m->start, m->end - 1) < 0)
+                    goto fail;
+                PyObject *ch = slice(cx, m->end - 1, m->end);
+                if (ch == NULL)
+                    goto fail;
+                PyObject *term = memo_or(cx, ch, "_literal");
+                Py_DECREF(ch);
+                if (append_steal(items, term) < 0)
+                    goto fail;
+            } else if (literal_items(cx, items, m->start, m->end) < 0) {
+                goto fail;
+            }
+            quantifiable = 1;
+            break;
+        case TK_OPEN: {
+            Py_ssize_t j = close[i];
+            PyObject *key = slice(cx, m->start, toks[j].end);
+            if (key == NULL)
+                goto fail;
+            PyObject *hit = PyDict_GetItemWithError(cx->memo, key);
+            Py_DECREF(key);
+            if (hit != NULL) {
+                int q = j + 1 < n && toks[j + 1].kind == TK_QUANT, rc;
+                if (!PyTuple_CheckExact(hit))
+                    rc = PyList_Append(items, hit);
+                else if (q)
+                    rc = append_steal(items, seq(cx, hit));
+                else
+                    rc = extend(items, hit);
+                if (rc < 0)
+                    goto fail;
+                quantifiable = q;
+                i = j;
+                break;
+            }
+            if (PyErr_Occurred())
+                goto fail;
+            frames[nf].alts = alts;
+            frames[nf].items = items;
+            frames[nf++].open = i;
+            alts = PyList_New(0);
+            items = PyList_New(0);
+            if (alts == NULL || items == NULL)
+                goto fail;
+            quantifiable = 0;
+            break;
+        }
+        case TK_CLOSE: {
+            PyObject *galts = alts, *gitems = items;
+            Frame *f = &frames[--nf];
+            alts = f->alts;
+            items = f->items;
+            PyObject *key = slice(cx, toks[f->open].start, m->end);
+            int rc = -1;
+            if (key != NULL) {
+                if (PyList_GET_SIZE(galts) == 0 && !quantified) {
+                    /* a sequence group: its items join the enclosing sequence */
+                    PyObject *tup = PyList_AsTuple(gitems);
+                    if (tup != NULL && PyDict_SetItem(cx->memo, key, tup) == 0)
+                        rc = extend(items, gitems);
+                    Py_XDECREF(tup);
+                } else {
+                    PyObject *term = close_alt(cx, galts, gitems);
+                    if (term != NULL && PyDict_SetItem(cx->memo, key, term) == 0)
+                        rc = PyList_Append(items, term);
+                    Py_XDECREF(term);
+                }
+                Py_DECREF(key);
+            }
+            Py_DECREF(galts);
+            Py_DECREF(gitems);
+            if (rc < 0)
+                goto fail;
+            quantifiable = quantified;
+            break;
+        }
+        case TK_ALT: {
+            if (append_steal(alts, seq(cx, items)) < 0)
+                goto fail;
+            Py_SETREF(items, PyList_New(0));
+            if (items == NULL)
+                goto fail;
+            quantifiable = 0;
+            break;
+        }
+        case TK_QUANT: {
+            if (!quantifiable || m->lo < 0 || m->hi == -2 || (m->hi != INF && m->hi < m->lo)) {
+                result = Py_None;  /* nothing to repeat, a repeated repeat, or re's error */
+                Py_INCREF(result);
+                goto fail;
+            }
+            Py_ssize_t last = PyList_GET_SIZE(items) - 1;
+            PyObject *atom = PyList_GET_ITEM(items, last);
+            PyObject *term = repeat(cx, atom, m);
+            if (term == NULL || PyList_SetItem(items, last, term) < 0)  /* steals term */
+                goto fail;
+            quantifiable = 0;
+            break;
+        }
+        default: {  /* escape, class or '.': the same text is the same term */
+            PyObject *key = slice(cx, m->start, m->end);
+            if (key == NULL)
+                goto fail;
+            PyObject *term = memo_or(cx, key, "atom");
+            Py_DECREF(key);
+            if (append_steal(items, term) < 0)
+                goto fail;
+            quantifiable = 1;
+            break;
+        }
+        }
+    }
+    result = close_alt(cx, alts, items);
+fail:
+    while (nf > 0) {
+        nf--;
+        Py_XDECREF(frames[nf].alts);
+        Py_XDECREF(frames[nf].items);
+    }
+    Py_XDECREF(alts);
+    Py_XDECREF(items);
+    PyMem_Free(frames);
+    return result;
+}
+
+/* Tokenize and match groups; 0 for a bail (syntax left to re), -1 on error, 1 on success. */
+static int scan(PyObject *text, Py_ssize_t max_nesting, Token **toks_out, Py_ssize_t **close_out,
+                Py_ssize_t *n_out) {
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    Token *toks = PyMem_Malloc(sizeof(Token) * (len + 1));
+    Py_ssize_t *close = PyMem_Malloc(sizeof(Py_ssize_t) * (len + 1));
+    Py_ssize_t *stack = PyMem_Malloc(sizeof(Py_ssize_t) * (len + 1));
+    int ok = 1;
+    if (toks == NULL || close == NULL || stack == NULL) {
+        PyErr_NoMemory();
+        ok = -1;
+    }
+    Py_ssize_t n = 0, depth = 0, pos = 0;
+    while (ok == 1 && pos < len) {
+        if (!next_token(kind, data, len, pos, &toks[n])) {
+            ok = 0;
+            break;
+        }
+        if (toks[n].kind == TK_OPEN) {
+            stack[depth++] = n;
+            if (depth > max_nesting)
+                ok = 0;
+        } else if (toks[n].kind == TK_CLOSE) {
+            if (depth == 0)
+                ok = 0;
+            else
+                close[stack[--depth]] = n;
+        }
+        pos = toks[n++].end;
+    }
+    if (depth != 0)
+        ok = ok == -1 ? -1 : 0;
+    PyMem_Free(stack);
+    if (ok != 1) {
+        PyMem_Free(toks);
+        PyMem_Free(close);
+        return ok;
+    }
+    *toks_out = toks;
+    *close_out = close;
+    *n_out = n;
+    return 1;
+}
+
+static PyObject *get_attr(PyObject *obj, const char *name, PyTypeObject *type) {
+    PyObject *v = PyObject_GetAttrString(obj, name);
+    if (v != NULL && type != NULL && !PyObject_TypeCheck(v, type)) {
+        PyErr_Format(PyExc_TypeError, "arena.%s has the wrong type", name);
+        Py_CLEAR(v);
+    }
+    return v;
+}
+
+static PyObject *py_lower(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "lower(text, helper, memo, max_nesting, arena, low)");
+        return NULL;
+    }
+    if (!PyUnicode_Check(args[0]) || !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "lower: text must be str and memo a dict");
+        return NULL;
+    }
+    Ctx cx = {0};
+    cx.text = args[0];
+    cx.helper = args[1];
+    cx.memo = args[2];
+    Py_ssize_t max_nesting = PyLong_AsSsize_t(args[3]);
+    if (max_nesting == -1 && PyErr_Occurred())
+        return NULL;
+    cx.arena = args[4];
+    cx.low = args[5];
+    PyObject *owned[8] = {0};
+    PyObject *result = NULL, *mt = NULL;
+    Token *toks = NULL;
+    Py_ssize_t *close = NULL, n = 0;
+    owned[0] = cx.ids = get_attr(cx.arena, "_ids", &PyDict_Type);
+    owned[1] = cx.kind = get_attr(cx.arena, "kind", &PyList_Type);
+    owned[2] = cx.args = get_attr(cx.arena, "args", &PyList_Type);
+    owned[3] = cx.nullable = get_attr(cx.arena, "nullable", &PyList_Type);
+    owned[4] = cx.first = get_attr(cx.arena, "first", &PyList_Type);
+    owned[5] = cx.depth = get_attr(cx.arena, "depth", &PyList_Type);
+    owned[6] = cx.single = get_attr(cx.arena, "_single", &PyList_Type);
+    owned[7] = cx.concat_kind = PyLong_FromLong(K_CONCAT);
+    for (int k = 0; k < 8; k++)
+        if (owned[k] == NULL)
+            goto done;
+    if (PyList_GET_SIZE(cx.single) != 256) {
+        PyErr_SetString(PyExc_ValueError, "arena._single must have 256 entries");
+        goto done;
+    }
+    mt = PyObject_GetAttrString(cx.arena, "max_terms");
+    if (mt == NULL || ((cx.max_terms = PyLong_AsSsize_t(mt)) == -1 && PyErr_Occurred()))
+        goto done;
+    int ok = scan(cx.text, max_nesting, &toks, &close, &n);
+    if (ok < 0)
+        goto done;
+    if (ok == 0) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    result = run(&cx, toks, n, close);
+done:
+    for (int k = 0; k < 8; k++)
+        Py_XDECREF(owned[k]);
+    Py_XDECREF(mt);
+    PyMem_Free(toks);
+    PyMem_Free(close);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"lower", (PyCFunction)(void (*)(void))py_lower, METH_FASTCALL,
+     "lower(text, helper, memo, max_nesting, arena, low) -> term or None (see csrc/regexlower.c)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_regexlower",
+    "One-pass regex lowering to arena terms (structgen/fsm/_fast_lower.py's C path).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__regexlower(void) { return PyModule_Create(&module); }

@@ -12,6 +12,8 @@ are unsupported. The pattern is parsed with Python ``re`` syntax.
 
 from __future__ import annotations
 
+import re
+
 from ..errors import UnsupportedSchemaError
 from ._sre import MAXREPEAT, parse, sre_constants as C
 
@@ -35,6 +37,8 @@ _NEGATED = {
 # Code points from here up are written as escapes, never raw: raw ones in a pattern
 # text are the placeholders of shared subpatterns (``_schema_refs``).
 RESERVED_FROM = 0xF0000
+# text escape_literal leaves as it is: no metacharacter, control character or reserved code point
+_PLAIN_LITERAL = re.compile("[^.^$*+?{}\\[\\]\\\\|()\x00-\x1f\x7f\U000f0000-\U0010ffff]*")
 
 
 def escape_class_char(cp: int) -> str:
@@ -49,6 +53,8 @@ def escape_class_char(cp: int) -> str:
 
 def escape_literal(text: str) -> str:
     """Regex-escape ``text`` in the subset of syntax both ``re`` and interegular read."""
+    if _PLAIN_LITERAL.fullmatch(text):
+        return text  # most property names: nothing to escape
     out = []
     for ch in text:
         if ch in ".^$*+?{}[]\\|()":

@@ -213,6 +213,8 @@ def _counted(conv: Any, schema: dict, pointer: str, members: list[tuple[str, boo
     hi = None if hi is None else int(hi)
     num_req = sum(1 for _, req in members if req)
     num_opt = len(members) - num_req
+    if hi is not None and (lo > hi or hi < num_req):  # no count fits
+        return None
     vacuous = lo <= num_req and (hi is None or (pair is None and hi >= len(members)))
     if vacuous:
         return _members(members, pair, 0, None, sep, _sharer(conv))

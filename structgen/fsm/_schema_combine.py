@@ -2,7 +2,8 @@
 
 ``merge_all_of`` folds subschemas into one schema whose instances are exactly those
 valid under all of them (types intersected, bounds tightened, properties merged
-recursively via nested ``allOf``, ``required`` united, enums intersected, two ``not``
+recursively via nested ``allOf``, ``required`` united, enums intersected, dependency
+maps joined per trigger key, two ``not``
 joined as ``not: {anyOf: [A, B]}``, two ``anyOf``/``oneOf`` multiplied out into the
 branch pairs, up to ``MAX_BRANCH_PRODUCT``); a pair of
 keywords it cannot combine exactly raises ``UnsupportedSchemaError("allOf", pointer)``.
@@ -72,6 +73,8 @@ def _merge_key(out: dict, key: str, val: Any, pointer: str) -> bool:
         out[key] = merged
     elif key == "required":
         out[key] = list(dict.fromkeys(list(old) + list(val)))
+    elif key in ("dependentRequired", "dependentSchemas", "dependencies"):
+        out[key] = _merge_dependencies(old, val)
     elif key in ("items", "additionalProperties", "propertyNames", "additionalItems") and not isinstance(val, list) and not isinstance(old, list):
         out[key] = {"allOf": [old, val]}
     elif key in _LOWER or (key == "exclusiveMinimum" and not isinstance(val, bool)):
@@ -97,6 +100,25 @@ def _merge_key(out: dict, key: str, val: Any, pointer: str) -> bool:
     else:
         raise UnsupportedSchemaError("allOf", pointer, f"cannot combine two different {key!r}")
     return True
+
+
+def _merge_dependencies(old: dict, val: dict) -> dict:
+    """Two dependency maps as one: per trigger key, required keys united (both arrays),
+    else both dependent schemas (an array as ``{"required": array}``) under ``allOf``."""
+    def as_list(d: Any) -> Any:
+        return [d] if isinstance(d, str) else d  # draft 3: one required key
+
+    merged = {name: as_list(d) for name, d in old.items()}
+    for name, dep in val.items():
+        dep = as_list(dep)
+        if name not in merged:
+            merged[name] = dep
+        elif isinstance(dep, list) and isinstance(merged[name], list):
+            merged[name] = list(dict.fromkeys(merged[name] + dep))
+        else:
+            merged[name] = {"allOf": [{"required": d} if isinstance(d, list) else d
+                                      for d in (merged[name], dep)]}
+    return merged
 
 
 def merge_all_of(schemas: list[Any], pointer: str, resolve: Resolver,

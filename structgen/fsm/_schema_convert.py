@@ -20,6 +20,7 @@ from ._json_pattern import JSON_CHAR
 from ._schema_arrays import array_regex
 from ._schema_combine import (NON_INTEGER, TYPES, merge_all_of, negated_types, provably_disjoint,
                               static_conditional)
+from ._schema_depends import DEPENDENCY_KEYWORDS
 from ._schema_ids import RefIndex
 from ._schema_objects import object_regex
 from ._schema_refs import RefSharing
@@ -67,6 +68,9 @@ class JsonSchemaConverter:
         self._cut_at: str | None = None
         self.sharing = RefSharing(self.resolve)
         self._validator = jsonschema.validators.validator_for(root if isinstance(root, dict) else {})
+        # the dependency keywords of the document's draft (dependencies: 3-7; dependent*: 2019-09+)
+        self.dependency_keywords = frozenset(
+            k for k in DEPENDENCY_KEYWORDS if k in self._validator.VALIDATORS)
         self._max_seconds = max_seconds
         self._deadline = time.perf_counter() + max_seconds
         self._calls = 0
@@ -144,7 +148,10 @@ class JsonSchemaConverter:
         if {"if", "then", "else"} & set(schema) and static_conditional(schema) is not None:
             return self.convert(static_conditional(schema), pointer, refs)
         for key in schema:
-            if key not in _KNOWN and key not in ANNOTATIONS:
+            if key in DEPENDENCY_KEYWORDS and key not in self.dependency_keywords:
+                self.unsupported(key, pointer, "a keyword of another draft than this document's"
+                                 " ($schema; dependencies: draft 3-7, dependent*: 2019-09+)")
+            elif key not in _KNOWN and key not in ANNOTATIONS and key not in DEPENDENCY_KEYWORDS:
                 self.unsupported(key, pointer)
         rest = {k: v for k, v in schema.items() if k not in ANNOTATIONS}
         if not rest:

@@ -16,6 +16,8 @@ one may be absent), then required keys that ``properties`` does not list, in
 extra keys when no listed name satisfies it. ``minProperties``/``maxProperties`` are
 exact when the listed keys are all required (the count moves to the extras) or when
 there are no extras (the allowed subsets of optional keys are listed).
+``dependentRequired``/``dependentSchemas``/``dependencies`` split the object into
+branches (``_schema_depends``), each lowered here.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from itertools import combinations
 from typing import Any
 
 from ._json_pattern import escape_literal, pattern_to_string_body
+from ._schema_depends import dependent_object_regex, has_dependencies
 from ._schema_strlen import patterns_disjoint
 
 __all__ = ["object_regex", "key_not_in", "CANON_CHAR"]
@@ -111,6 +114,8 @@ def _matches(pattern: str, name: str) -> bool:
 
 def object_regex(conv: Any, schema: dict, pointer: str, refs: tuple) -> str | None:
     """Regex for the objects valid under the object keywords of ``schema``."""
+    if has_dependencies(conv, schema):  # one branch per combination of trigger keys
+        return dependent_object_regex(conv, schema, pointer, refs)
     ws = conv.ws
     sep = ws + "," + ws
     props: dict = dict(schema.get("properties", {}) or {})

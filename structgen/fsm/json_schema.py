@@ -14,7 +14,9 @@ keywords), ``enum``/``const`` of any JSON value (filtered by the sibling keyword
 (merged), ``$ref`` within the document (JSON pointers, ``$id`` bases, ``$anchor``: see
 ``_schema_ids``; siblings are merged as ``allOf`` in 2019-09+, ignored in drafts 3-7),
 ``not`` next to ``const``/``enum`` (values filtered), or of ``type``/``not``/booleans
-(the types left; ``not: {type: integer}`` leaves numbers with a nonzero fraction digit).
+(the types left; ``not: {type: integer}`` leaves numbers with a nonzero fraction digit),
+``dependentRequired``/``dependentSchemas`` (2019-09+) and ``dependencies`` (drafts 3-7)
+as branches per combination of trigger keys (``_schema_depends``).
 
 Recursive ``$ref`` is unrolled to ``max_recursion_depth`` (default 10) expansions of
 the same reference along a path, each distinct expansion converted once and shared

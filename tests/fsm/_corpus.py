@@ -89,17 +89,41 @@ def canonical(instance: Any, schema: Any, root: Any) -> Any:
     return _canonical(instance, index.root if schema is root else schema, index)
 
 
+DEPENDENCY_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
+
+
+def _present_dependencies(instance: dict, branches: list[dict],
+                          index: RefIndex) -> list[tuple[str, dict]]:
+    """``(trigger, dependent schema)`` of each dependency whose trigger key ``instance``
+    has, in the order the compiler merges them (``_schema_depends``: the object schema,
+    then per trigger its key, then the keys and properties its dependent schema adds);
+    an array of keys is ``{"required": keys}``."""
+    out = []
+    for kw in DEPENDENCY_KEYWORDS:
+        for b in branches:
+            deps = b.get(kw)
+            for trigger, dep in deps.items() if isinstance(deps, dict) else []:
+                if trigger not in instance:
+                    continue
+                dep = [dep] if isinstance(dep, str) else dep
+                dep = {"required": dep} if isinstance(dep, list) else _resolve(dep, index)
+                if isinstance(dep, dict):
+                    out.append((trigger, dep))
+    return out
+
+
 def _canonical(instance: Any, schema: Any, index: RefIndex) -> Any:
     branches = _branches(schema, index, 0, instance)
     if isinstance(instance, dict):
         order: list[str] = []
         props: dict[str, Any] = {}
-        for b in branches:
+        deps = _present_dependencies(instance, branches, index)
+        for b in branches + [d for _, d in deps]:
             for k, v in (b.get("properties") or {}).items():
                 if k not in props:
                     props[k] = v
                     order.append(k)
-        for b in branches:
+        for b in branches + [{"required": [t] + d.get("required", [])} for t, d in deps]:
             req = b.get("required")
             for k in req if isinstance(req, list) else []:
                 if k not in order:

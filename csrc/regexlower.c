@@ -109,18 +109,21 @@ static int next_token(int kind, const void *data, Py_ssize_t n, Py_ssize_t pos, 
         }
         tok->kind = TK_ESCAPE;
     } else if (c == '[') {
+        Py_ssize_t lead = -1;  /* a ']' first in the body: its position */
         if (p < n && PyUnicode_READ(kind, data, p) == '^')
             p++;
         if (p < n && PyUnicode_READ(kind, data, p) == ']')
-            p++;
+            lead = p++;
         for (;;) {
-            if (p >= n)
-                return 0;
-            Py_UCS4 d = PyUnicode_READ(kind, data, p);
+            Py_UCS4 d = p < n ? PyUnicode_READ(kind, data, p) : '[';
             if (d == ']')
                 break;
-            if (d == '[')
-                return 0;
+            if (d == '[' || (d == '\\' && p + 1 >= n)) {
+                if (lead < 0)
+                    return 0;
+                p = lead;  /* re backtracks: that ']' closes an empty class (parsed, refused) */
+                break;
+            }
             p += d == '\\' ? 2 : 1;
         }
         p++;  /* the closing ] */

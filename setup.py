@@ -43,6 +43,7 @@ setup(
         Extension(
             "structgen.fsm._regexlower",
             sources=["csrc/regexlower.c"],
+            depends=["csrc/regex_tokens.h"],
             extra_compile_args=["-O3", "-std=c11"],
             optional=True,
         ),

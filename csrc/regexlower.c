@@ -34,151 +34,15 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "regex_tokens.h"
+
 enum { T_EMPTY = 0, T_EPS = 1, K_CONCAT = 3, MAX_DEPTH = 300 };
-enum { TK_ESCAPE = 1, TK_CLASS = 3, TK_OPEN = 4, TK_CLOSE = 5, TK_ALT = 6, TK_QUANT = 12,
-       TK_ANY = 13, TK_LITERAL = 14 };
-#define MAXREPEAT 4294967295LL
-#define INF (-1)
-
-typedef struct {
-    int kind;
-    Py_ssize_t start, end;  /* span in the text */
-    long long lo, hi;       /* quantifier counts (TK_QUANT) */
-} Token;
-
 typedef struct {
     PyObject *ids, *kind, *args, *nullable, *first, *depth, *single;  /* borrowed */
     Py_ssize_t max_terms;
     PyObject *arena, *helper, *memo, *low, *text;                     /* borrowed */
     PyObject *concat_kind;                                            /* owned: int 3 */
 } Ctx;
-
-/* ---- tokenizer: the _TOKEN regex of _fast_lower.py ------------------------------- */
-
-static int is_hex(Py_UCS4 c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-static int is_alnum_ascii(Py_UCS4 c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-static int is_literal_char(Py_UCS4 c) {
-    return !(c == '\\' || c == '[' || c == '(' || c == ')' || c == '|' || c == '*' || c == '+'
-             || c == '?' || c == '{' || c == '.' || c == '^' || c == '$');
-}
-
-/* digits [0-9]+ from *pos; -1 if none, -2 if the count reaches MAXREPEAT (re's error) */
-static long long read_count(int kind, const void *data, Py_ssize_t n, Py_ssize_t *pos) {
-    Py_ssize_t p = *pos;
-    long long v = 0;
-    int any = 0, big = 0;
-    while (p < n) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, p);
-        if (c < '0' || c > '9')
-            break;
-        if (!big) {
-            v = v * 10 + (c - '0');
-            if (v >= MAXREPEAT)
-                big = 1;
-        }
-        any = 1;
-        p++;
-    }
-    *pos = p;
-    return !any ? -1 : (big ? -2 : v);
-}
-
-/* One token at pos; returns 0 when none matches there (the caller returns None). */
-static int next_token(int kind, const void *data, Py_ssize_t n, Py_ssize_t pos, Token *tok) {
-    Py_UCS4 c = PyUnicode_READ(kind, data, pos);
-    Py_ssize_t p = pos + 1;
-    tok->start = pos;
-    if (c == '\\') {
-        if (p >= n)
-            return 0;
-        Py_UCS4 e = PyUnicode_READ(kind, data, p);
-        int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
-        if (digits) {
-            for (int k = 1; k <= digits; k++)
-                if (p + k >= n || !is_hex(PyUnicode_READ(kind, data, p + k)))
-                    return 0;
-            p += 1 + digits;
-        } else if (!is_alnum_ascii(e) || strchr("tnrfvadDwWsS", (int)e) != NULL) {
-            p += 1;
-        } else {
-            return 0;
-        }
-        tok->kind = TK_ESCAPE;
-    } else if (c == '[') {
-        Py_ssize_t lead = -1;  /* a ']' first in the body: its position */
-        if (p < n && PyUnicode_READ(kind, data, p) == '^')
-            p++;
-        if (p < n && PyUnicode_READ(kind, data, p) == ']')
-            lead = p++;
-        for (;;) {
-            Py_UCS4 d = p < n ? PyUnicode_READ(kind, data, p) : '[';
-            if (d == ']')
-                break;
-            if (d == '[' || (d == '\\' && p + 1 >= n)) {
-                if (lead < 0)
-                    return 0;
-                p = lead;  /* re backtracks: that ']' closes an empty class (parsed, refused) */
-                break;
-            }
-            p += d == '\\' ? 2 : 1;
-        }
-        p++;  /* the closing ] */
-        tok->kind = TK_CLASS;
-    } else if (c == '(') {
-        if (p + 1 < n && PyUnicode_READ(kind, data, p) == '?' && PyUnicode_READ(kind, data, p + 1) == ':')
-            p += 2;
-        tok->kind = TK_OPEN;
-    } else if (c == ')') {
-        tok->kind = TK_CLOSE;
-    } else if (c == '|') {
-        tok->kind = TK_ALT;
-    } else if (c == '*' || c == '+' || c == '?' || c == '{') {
-        if (c == '{') {
-            long long lo = read_count(kind, data, n, &p), hi;
-            if (lo == -1) {  /* {,n} */
-                if (p >= n || PyUnicode_READ(kind, data, p) != ',')
-                    return 0;
-                p++;
-                hi = read_count(kind, data, n, &p);
-                if (hi == -1)
-                    return 0;
-                lo = 0;
-            } else if (p < n && PyUnicode_READ(kind, data, p) == ',') {
-                p++;
-                hi = read_count(kind, data, n, &p);
-                if (hi == -1)
-                    hi = INF;
-            } else {
-                hi = lo;
-            }
-            if (p >= n || PyUnicode_READ(kind, data, p) != '}')
-                return 0;
-            p++;
-            tok->lo = lo;
-            tok->hi = hi;
-        } else {
-            tok->lo = c == '+' ? 1 : 0;
-            tok->hi = c == '?' ? 1 : INF;
-        }
-        if (p < n && PyUnicode_READ(kind, data, p) == '?')
-            p++;  /* lazy: same language */
-        tok->kind = TK_QUANT;
-    } else if (c == '.') {
-        tok->kind = TK_ANY;
-    } else if (is_literal_char(c)) {
-        while (p < n && is_literal_char(PyUnicode_READ(kind, data, p)))
-            p++;
-        tok->kind = TK_LITERAL;
-    } else {
-        return 0;
-    }
-    tok->end = p;
-    return 1;
-}
 
 /* ---- arena constructors (regex_ast.TermArena) ------------------------------------ */
 
@@ -393,206 +257,184 @@ static PyObject *memo_or(Ctx *cx, PyObject *key, const char *method) {
     return term;
 }
 
-static PyObject *repeat(Ctx *cx, PyObject *atom, const Token *q) {
-    return PyObject_CallMethod(cx->arena, "repeat", "OLL", atom, q->lo, q->hi);
-}
 
 typedef struct {
     PyObject *alts, *items;
     Py_ssize_t open;
 } Frame;
 
-/* The token loop; returns a new reference, Py_None for a bail, NULL on error. */
-static PyObject *run(Ctx *cx, Token *toks, Py_ssize_t n, const Py_ssize_t *close) {
-    Frame *frames = PyMem_Malloc(sizeof(Frame) * (n + 1));
-    if (frames == NULL)
-        return PyErr_NoMemory();
-    Py_ssize_t nf = 0;
-    PyObject *alts = PyList_New(0), *items = PyList_New(0), *result = NULL;
-    int quantifiable = 0;
-    if (alts == NULL || items == NULL)
-        goto fail;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if ((i & 1023) == 1023) {
-            PyObject *r = PyObject_CallMethod(cx->low, "check_deadline", NULL);
-            if (r == NULL)
-                goto fail;
-            Py_DECREF(r);
-        }
-        Token *m = &toks[i];
-        int quantified = i + 1 < n && toks[i + 1].kind == TK_QUANT;
-        switch (m->kind) {
-        case TK_LITERAL:
-            if (quantified) {
-                if (m->end - m->start > 1 && literal_items(cx, items, m->start, m->end - 1) < 0)
-                    goto fail;
-                PyObject *ch = slice(cx, m->end - 1, m->end);
-                if (ch == NULL)
-                    goto fail;
-                PyObject *term = memo_or(cx, ch, "_literal");
-                Py_DECREF(ch);
-                if (append_steal(items, term) < 0)
-                    goto fail;
-            } else if (literal_items(cx, items, m->start, m->end) < 0) {
-                goto fail;
-            }
-            quantifiable = 1;
-            break;
-        case TK_OPEN: {
-            Py_ssize_t j = close[i];
-            PyObject *key = slice(cx, m->start, toks[j].end);
-            if (key == NULL)
-                goto fail;
-            PyObject *hit = PyDict_GetItemWithError(cx->memo, key);
-            Py_DECREF(key);
-            if (hit != NULL) {
-                int q = j + 1 < n && toks[j + 1].kind == TK_QUANT, rc;
-                if (!PyTuple_CheckExact(hit))
-                    rc = PyList_Append(items, hit);
-                else if (q)
-                    rc = append_steal(items, seq(cx, hit));
-                else
-                    rc = extend(items, hit);
-                if (rc < 0)
-                    goto fail;
-                quantifiable = q;
-                i = j;
-                break;
-            }
-            if (PyErr_Occurred())
-                goto fail;
-            frames[nf].alts = alts;
-            frames[nf].items = items;
-            frames[nf++].open = i;
-            alts = PyList_New(0);
-            items = PyList_New(0);
-            if (alts == NULL || items == NULL)
-                goto fail;
-            quantifiable = 0;
-            break;
-        }
-        case TK_CLOSE: {
-            PyObject *galts = alts, *gitems = items;
-            Frame *f = &frames[--nf];
-            alts = f->alts;
-            items = f->items;
-            PyObject *key = slice(cx, toks[f->open].start, m->end);
-            int rc = -1;
-            if (key != NULL) {
-                if (PyList_GET_SIZE(galts) == 0 && !quantified) {
-                    /* a sequence group: its items join the enclosing sequence */
-                    PyObject *tup = PyList_AsTuple(gitems);
-                    if (tup != NULL && PyDict_SetItem(cx->memo, key, tup) == 0)
-                        rc = extend(items, gitems);
-                    Py_XDECREF(tup);
-                } else {
-                    PyObject *term = close_alt(cx, galts, gitems);
-                    if (term != NULL && PyDict_SetItem(cx->memo, key, term) == 0)
-                        rc = PyList_Append(items, term);
-                    Py_XDECREF(term);
-                }
-                Py_DECREF(key);
-            }
-            Py_DECREF(galts);
-            Py_DECREF(gitems);
-            if (rc < 0)
-                goto fail;
-            quantifiable = quantified;
-            break;
-        }
-        case TK_ALT: {
-            if (append_steal(alts, seq(cx, items)) < 0)
-                goto fail;
-            Py_SETREF(items, PyList_New(0));
-            if (items == NULL)
-                goto fail;
-            quantifiable = 0;
-            break;
-        }
-        case TK_QUANT: {
-            if (!quantifiable || m->lo < 0 || m->hi == -2 || (m->hi != INF && m->hi < m->lo)) {
-                result = Py_None;  /* nothing to repeat, a repeated repeat, or re's error */
-                Py_INCREF(result);
-                goto fail;
-            }
-            Py_ssize_t last = PyList_GET_SIZE(items) - 1;
-            PyObject *atom = PyList_GET_ITEM(items, last);
-            PyObject *term = repeat(cx, atom, m);
-            if (term == NULL || PyList_SetItem(items, last, term) < 0)  /* steals term */
-                goto fail;
-            quantifiable = 0;
-            break;
-        }
-        default: {  /* escape, class or '.': the same text is the same term */
-            PyObject *key = slice(cx, m->start, m->end);
-            if (key == NULL)
-                goto fail;
-            PyObject *term = memo_or(cx, key, "atom");
-            Py_DECREF(key);
-            if (append_steal(items, term) < 0)
-                goto fail;
-            quantifiable = 1;
-            break;
-        }
-        }
-    }
-    result = close_alt(cx, alts, items);
-fail:
-    while (nf > 0) {
-        nf--;
-        Py_XDECREF(frames[nf].alts);
-        Py_XDECREF(frames[nf].items);
-    }
-    Py_XDECREF(alts);
-    Py_XDECREF(items);
-    PyMem_Free(frames);
-    return result;
+/* The parser's state (_Parser.run): the open groups, each with its finished alternatives and
+ * the items of the current one; the current group's lists; whether a quantifier may follow. */
+typedef struct {
+    Ctx *cx;
+    const Token *toks;
+    Py_ssize_t n;
+    const Py_ssize_t *close;
+    Frame *frames;
+    Py_ssize_t nf;
+    PyObject *alts, *items;
+    int quantifiable;
+} Parser;
+
+/* Each handler takes token i: 0 done, -1 error, 1 bail (syntax for re). */
+
+static int quantified_at(const Parser *ps, Py_ssize_t i) {
+    return i + 1 < ps->n && ps->toks[i + 1].kind == TK_QUANT;
 }
 
-/* Tokenize and match groups; 0 for a bail (syntax left to re), -1 on error, 1 on success. */
-static int scan(PyObject *text, Py_ssize_t max_nesting, Token **toks_out, Py_ssize_t **close_out,
-                Py_ssize_t *n_out) {
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
-    Token *toks = PyMem_Malloc(sizeof(Token) * (len + 1));
-    Py_ssize_t *close = PyMem_Malloc(sizeof(Py_ssize_t) * (len + 1));
-    Py_ssize_t *stack = PyMem_Malloc(sizeof(Py_ssize_t) * (len + 1));
-    int ok = 1;
-    if (toks == NULL || close == NULL || stack == NULL) {
+/* a literal run; a quantifier after it takes its last character (a term) */
+static int on_literal(Parser *ps, Py_ssize_t i) {
+    const Token *m = &ps->toks[i];
+    ps->quantifiable = 1;
+    if (!quantified_at(ps, i))
+        return literal_items(ps->cx, ps->items, m->start, m->end);
+    if (m->end - m->start > 1 && literal_items(ps->cx, ps->items, m->start, m->end - 1) < 0)
+        return -1;
+    PyObject *ch = slice(ps->cx, m->end - 1, m->end);
+    if (ch == NULL)
+        return -1;
+    PyObject *term = memo_or(ps->cx, ch, "_literal");
+    Py_DECREF(ch);
+    return append_steal(ps->items, term);
+}
+
+/* a group's "(": its memoised term or items, skipping to its ")"; else a new frame */
+static int on_open(Parser *ps, Py_ssize_t *i) {
+    Py_ssize_t j = ps->close[*i];
+    PyObject *key = slice(ps->cx, ps->toks[*i].start, ps->toks[j].end);
+    if (key == NULL)
+        return -1;
+    PyObject *hit = PyDict_GetItemWithError(ps->cx->memo, key);
+    Py_DECREF(key);
+    if (hit != NULL) {
+        int q = quantified_at(ps, j);
+        *i = j;
+        ps->quantifiable = q;
+        if (!PyTuple_CheckExact(hit))
+            return PyList_Append(ps->items, hit);
+        if (q)  /* a sequence group under a quantifier: its term */
+            return append_steal(ps->items, seq(ps->cx, hit));
+        return extend(ps->items, hit);
+    }
+    if (PyErr_Occurred())
+        return -1;
+    Frame *f = &ps->frames[ps->nf++];
+    f->alts = ps->alts;
+    f->items = ps->items;
+    f->open = *i;
+    ps->alts = PyList_New(0);
+    ps->items = PyList_New(0);
+    ps->quantifiable = 0;
+    return ps->alts == NULL || ps->items == NULL ? -1 : 0;
+}
+
+/* a group's ")": a sequence group's items join the enclosing sequence (built once onto what
+ * follows), any other group becomes its alternation term; memoised by the group's text */
+static int on_close(Parser *ps, Py_ssize_t i) {
+    PyObject *galts = ps->alts, *gitems = ps->items;
+    Frame *f = &ps->frames[--ps->nf];
+    int quantified = quantified_at(ps, i), rc = -1;
+    ps->alts = f->alts;
+    ps->items = f->items;
+    ps->quantifiable = quantified;
+    PyObject *key = slice(ps->cx, ps->toks[f->open].start, ps->toks[i].end);
+    if (key != NULL) {
+        if (PyList_GET_SIZE(galts) == 0 && !quantified) {
+            PyObject *tup = PyList_AsTuple(gitems);
+            if (tup != NULL && PyDict_SetItem(ps->cx->memo, key, tup) == 0)
+                rc = extend(ps->items, gitems);
+            Py_XDECREF(tup);
+        } else {
+            PyObject *term = close_alt(ps->cx, galts, gitems);
+            if (term != NULL && PyDict_SetItem(ps->cx->memo, key, term) == 0)
+                rc = PyList_Append(ps->items, term);
+            Py_XDECREF(term);
+        }
+        Py_DECREF(key);
+    }
+    Py_DECREF(galts);
+    Py_DECREF(gitems);
+    return rc;
+}
+
+static int on_alt(Parser *ps) {
+    if (append_steal(ps->alts, seq(ps->cx, ps->items)) < 0)
+        return -1;
+    Py_SETREF(ps->items, PyList_New(0));
+    ps->quantifiable = 0;
+    return ps->items == NULL ? -1 : 0;
+}
+
+/* a quantifier: the last item repeated (the arena's repeat) */
+static int on_quant(Parser *ps, Py_ssize_t i) {
+    const Token *m = &ps->toks[i];
+    if (!ps->quantifiable || m->lo < 0 || m->hi == -2 || (m->hi != INF && m->hi < m->lo))
+        return 1;  /* nothing to repeat, a repeated repeat, or re's error */
+    ps->quantifiable = 0;
+    Py_ssize_t last = PyList_GET_SIZE(ps->items) - 1;
+    PyObject *term = PyObject_CallMethod(ps->cx->arena, "repeat", "OLL",
+                                         PyList_GET_ITEM(ps->items, last), m->lo, m->hi);
+    return term == NULL ? -1 : PyList_SetItem(ps->items, last, term);  /* steals term */
+}
+
+/* an escape, class or '.': the same text is the same term */
+static int on_atom(Parser *ps, Py_ssize_t i) {
+    PyObject *key = slice(ps->cx, ps->toks[i].start, ps->toks[i].end);
+    if (key == NULL)
+        return -1;
+    PyObject *term = memo_or(ps->cx, key, "atom");
+    Py_DECREF(key);
+    ps->quantifiable = 1;
+    return append_steal(ps->items, term);
+}
+
+static int step(Parser *ps, Py_ssize_t *i) {
+    switch (ps->toks[*i].kind) {
+    case TK_LITERAL:
+        return on_literal(ps, *i);
+    case TK_OPEN:
+        return on_open(ps, i);
+    case TK_CLOSE:
+        return on_close(ps, *i);
+    case TK_ALT:
+        return on_alt(ps);
+    case TK_QUANT:
+        return on_quant(ps, *i);
+    default:
+        return on_atom(ps, *i);
+    }
+}
+
+/* The token loop; returns a new reference, Py_None for a bail, NULL on error. */
+static PyObject *run(Ctx *cx, const Token *toks, Py_ssize_t n, const Py_ssize_t *close) {
+    Parser ps = {cx, toks, n, close, PyMem_Malloc(sizeof(Frame) * (n + 1)), 0,
+                 PyList_New(0), PyList_New(0), 0};
+    PyObject *result = NULL;
+    int rc = ps.frames == NULL || ps.alts == NULL || ps.items == NULL ? -1 : 0;
+    if (ps.frames == NULL)
         PyErr_NoMemory();
-        ok = -1;
-    }
-    Py_ssize_t n = 0, depth = 0, pos = 0;
-    while (ok == 1 && pos < len) {
-        if (!next_token(kind, data, len, pos, &toks[n])) {
-            ok = 0;
-            break;
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        if ((i & 1023) == 1023) {  /* the lowering's time budget */
+            PyObject *r = PyObject_CallMethod(cx->low, "check_deadline", NULL);
+            if (r == NULL)
+                break;
+            Py_DECREF(r);
         }
-        if (toks[n].kind == TK_OPEN) {
-            stack[depth++] = n;
-            if (depth > max_nesting)
-                ok = 0;
-        } else if (toks[n].kind == TK_CLOSE) {
-            if (depth == 0)
-                ok = 0;
-            else
-                close[stack[--depth]] = n;
-        }
-        pos = toks[n++].end;
+        rc = step(&ps, &i);
     }
-    if (depth != 0)
-        ok = ok == -1 ? -1 : 0;
-    PyMem_Free(stack);
-    if (ok != 1) {
-        PyMem_Free(toks);
-        PyMem_Free(close);
-        return ok;
+    if (rc == 0 && !PyErr_Occurred())
+        result = close_alt(cx, ps.alts, ps.items);
+    else if (rc == 1)
+        result = Py_NewRef(Py_None);
+    while (ps.nf > 0) {
+        ps.nf--;
+        Py_XDECREF(ps.frames[ps.nf].alts);
+        Py_XDECREF(ps.frames[ps.nf].items);
     }
-    *toks_out = toks;
-    *close_out = close;
-    *n_out = n;
-    return 1;
+    Py_XDECREF(ps.alts);
+    Py_XDECREF(ps.items);
+    PyMem_Free(ps.frames);
+    return result;
 }
 
 static PyObject *get_attr(PyObject *obj, const char *name, PyTypeObject *type) {

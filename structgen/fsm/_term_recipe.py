@@ -26,7 +26,8 @@ _FIXED = {EMPTY: -2, EPS: -1}
 
 
 def export_term(arena: TermArena, term: int) -> tuple[tuple, ...]:
-    """The recipe of ``term`` (post-order, shared subterms listed once).
+    """The recipe of ``term`` (post-order, shared subterms listed once; empty for ``EMPTY``
+    and ``EPS``).
 
     Its length is the number of distinct subterms; the walk is iterative (no recursion
     limit), so any term the arena holds can be exported.
@@ -62,9 +63,7 @@ def export_term(arena: TermArena, term: int) -> tuple[tuple, ...]:
 
 
 def _children(k: int, a: tuple) -> tuple[int, ...]:
-    if k == CONCAT:
-        return a
-    if k == ALT:
+    if k in (CONCAT, ALT):
         return a
     if k == REPEAT:
         return (a[0],)
@@ -74,8 +73,8 @@ def _children(k: int, a: tuple) -> tuple[int, ...]:
 
 
 def import_term(arena: TermArena, recipe: tuple[tuple, ...]) -> int:
-    """Intern ``recipe``'s nodes into ``arena``; the term of its last node (``EPS`` or
-    ``EMPTY`` for an empty recipe is not a case: a recipe always names a real node).
+    """Intern ``recipe``'s nodes into ``arena``; returns the term of its last node (the
+    exported term). ``recipe`` must be non-empty: ``EMPTY`` and ``EPS`` have no recipe.
 
     Raises:
         GrammarTooComplexError: the arena's term budget or nesting limit is exceeded.

@@ -556,16 +556,22 @@ def plot(all_results, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib not installed: plot skipped"
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for label, results in all_results.items():
-        names = [n for n, r in results.items() if "error" not in r]
-        axes[0].bar([f"{n}\n{label}" for n in names], [pct(results[n]["compile"], 50) * 1e3 for n in names])
-        axes[1].bar([f"{n}\n{label}" for n in names], [pct(results[n]["warm"], 50) * 1e6 for n in names])
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    engines = list(dict.fromkeys(n for r in all_results.values() for n in r if "error" not in r[n]))
+    width = 0.8 / max(len(all_results), 1)
+    for k, (label, results) in enumerate(all_results.items()):
+        xs = [i + (k - (len(all_results) - 1) / 2) * width for i in range(len(engines))]
+        short = label.split(" (")[0]  # the tokenizer, without its provenance
+        for ax, key, scale in ((axes[0], "compile", 1e3), (axes[1], "warm", 1e6)):
+            vals = [pct(results[n][key], 50) * scale if n in results and "error" not in results[n]
+                    else 0 for n in engines]
+            ax.bar(xs, vals, width, label=short)
     axes[0].set_ylabel("compile p50 (ms)")
     axes[1].set_ylabel("warm mask p50 (us)")
     for ax in axes:
         ax.set_yscale("log")
-        ax.tick_params(axis="x", labelsize=7)
+        ax.set_xticks(range(len(engines)), engines)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     return f"plot: {path.name}"

@@ -62,10 +62,12 @@ class UnsupportedSchemaError(SchemaError):
     Attributes:
         keyword: the unsupported keyword, e.g. ``"uniqueItems"``.
         pointer: JSON pointer of the subschema that holds it.
+        detail: why, without the keyword and pointer ("" if none was given).
     """
 
     def __init__(self, keyword: str, pointer: str = "", detail: str = "") -> None:
         self.keyword = keyword
+        self.detail = detail
         where = pointer if pointer else "#"
         msg = f"unsupported JSON Schema keyword {keyword!r} at {where}"
         if detail:

@@ -181,8 +181,15 @@ def _translate(items, pointer: str) -> str:
             body = "(?:" + _translate(sub, pointer) + ")"
             out.append(body + ("{%d,}" % lo if hi == MAXREPEAT else "{%d,%d}" % (lo, hi)))
         else:
-            raise UnsupportedSchemaError("pattern", pointer, f"regex feature {op} is not supported")
+            what = _NOT_REGULAR.get(str(op), f"the regex construct {op}")
+            raise UnsupportedSchemaError("pattern", pointer, f"{what} has no finite-automaton form")
     return "".join(out)
+
+
+# sre opcodes _translate meets that no automaton can express, in words
+_NOT_REGULAR = {"ASSERT": "lookaround", "ASSERT_NOT": "lookaround", "GROUPREF": "a backreference",
+                "GROUPREF_EXISTS": "a conditional group", "AT": "an anchor (^, $, \\b) inside the pattern",
+                "ATOMIC_GROUP": "an atomic group"}
 
 
 def top_level_branches(pattern: str, pointer: str) -> list[list]:
@@ -217,6 +224,6 @@ def pattern_to_string_body(pattern: str, pointer: str) -> str:
         try:
             body = _translate(core, pointer)
         except UnsupportedSchemaError as exc:
-            raise UnsupportedSchemaError("pattern", pointer, f"{pattern!r}: {exc}") from exc
+            raise UnsupportedSchemaError("pattern", pointer, f"{pattern!r}: {exc.detail}") from exc
         out.append(("" if start else any_text) + body + ("" if end else any_text))
     return out[0] if len(out) == 1 else "(?:" + "|".join(out) + ")"

@@ -65,10 +65,14 @@ def string_regex(conv: Any, schema: dict, pointer: str) -> str | None:
                 " combined with pattern" if fmt in FORMATS else ""))
     if "pattern" in schema:
         if not has_len:
-            return '"' + pattern_to_string_body(schema["pattern"], pointer + "/pattern") + '"'
-        body = _bounded(conv, "pattern", schema["pattern"], False, lo, hi, pointer)
-        if body is not _LENGTH_ONLY:
-            return None if body is None else '"' + body + '"'
+            try:
+                return '"' + pattern_to_string_body(schema["pattern"], pointer + "/pattern") + '"'
+            except UnsupportedSchemaError as exc:  # non-strict: any string (a warning)
+                conv.unsupported("pattern", exc.pointer, exc.detail)
+        else:
+            body = _bounded(conv, "pattern", schema["pattern"], False, lo, hi, pointer)
+            if body is not _LENGTH_ONLY:
+                return None if body is None else '"' + body + '"'
     if hi is None:
         rep = "*" if lo == 0 else "{%d,}" % lo
     else:
@@ -96,7 +100,7 @@ def _bounded(conv: Any, keyword: str, regex: str, anchored: bool, lo: int, hi: A
     try:
         alone = regex if anchored else pattern_to_string_body(regex, ptr)
     except UnsupportedSchemaError as exc:  # the pattern itself: the length alone is kept
-        conv.unsupported("pattern", ptr, str(exc))
+        conv.unsupported("pattern", ptr, exc.detail)
         return _LENGTH_ONLY
     try:
         return bounded_string_body(conv, regex, anchored, lo, None if hi is None else int(hi), ptr)

@@ -227,3 +227,23 @@ def test_cache_returns_same_object() -> None:
     a = compile_json_schema(OBJ)
     assert compile_json_schema(OBJ) is a
     assert compile_json_schema(OBJ, whitespace="flexible") is not a
+
+
+@pytest.mark.parametrize("pattern,what", [
+    ("(a)\\1", "a backreference"), ("(?=a)b", "lookaround"), ("a(?!b)", "lookaround"),
+    ("a\\bc", "an anchor"),
+])
+@pytest.mark.parametrize("bounds", [{}, {"maxLength": 5}])
+def test_pattern_without_automaton_is_named_once(pattern: str, what: str, bounds: dict) -> None:
+    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": pattern, **bounds}}}
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_json_schema(schema)
+    msg = str(info.value)
+    assert info.value.keyword == "pattern" and info.value.pointer == "/properties/code/pattern"
+    assert msg.count("unsupported JSON Schema keyword") == 1, msg
+    assert what in msg and repr(pattern) in msg, msg
+    grammar = compile_json_schema(schema, strict=False)  # the pattern ignored, with a warning
+    ignored = [w for w in grammar.warnings if "'pattern'" in w]
+    assert len(ignored) == 1 and what in ignored[0], grammar.warnings
+    assert grammar.matches('{"code":"zz"}')
+    assert grammar.matches('{"code":"zzzzzzzz"}') == (not bounds)

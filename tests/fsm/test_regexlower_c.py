@@ -8,7 +8,6 @@ text after text with shared definitions; the Python loop is itself checked again
 
 from __future__ import annotations
 
-import json
 import random
 
 import pytest
@@ -16,11 +15,9 @@ import pytest
 from structgen.errors import GrammarTooComplexError, StructgenError
 from structgen.fsm import _fast_lower, _sre
 from structgen.fsm._fast_lower import HAVE_C_LOWER, fast_lower
-from structgen.fsm.json_schema import json_schema_to_shared
 from structgen.fsm.regex_ast import TermArena
 
-from ._corpus import CORPORA
-from .test_fast_lower import CORNERS, _random_regex
+from .test_fast_lower import CORNERS, _random_regex, converter_texts
 
 pytestmark = pytest.mark.skipif(not HAVE_C_LOWER, reason="csrc/regexlower.c is not built")
 
@@ -68,21 +65,10 @@ def test_placeholders_in_literal_runs() -> None:
 
 
 def test_converter_output() -> None:
-    plain = CORPORA / "jsonschemabench" / "plain"
-    if not plain.exists():
-        pytest.skip(f"{plain} not found")
     checked = 0
-    for sub in sorted(p for p in plain.iterdir() if p.is_dir()):
-        for f in sorted(sub.glob("*.json"))[:3]:
-            try:
-                pattern, defs = json_schema_to_shared(json.loads(f.read_text())["schema"],
-                                                      strict=False, allow_extra_properties=True)
-            except StructgenError:
-                continue
-            if len(pattern) + sum(map(len, defs)) > 200_000:
-                continue
-            _assert_same(defs + [pattern])
-            checked += 1
+    for texts in converter_texts(3):
+        _assert_same(texts)
+        checked += 1
     assert checked >= 20
 
 

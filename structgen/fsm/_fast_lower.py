@@ -7,6 +7,10 @@ cost ~4 us per pattern character and see every copy; here a C-speed tokenizer sp
 the text, each parenthesised group's text is looked up in a memo shared by the pattern
 and its definitions (one arena, one placeholder binding), so each distinct group is
 lowered once, and the terms come from ``_sre._Lowering``'s own class and literal code.
+The token loop runs in C where the extension is built (``csrc/regexlower.c``: the same
+terms in the same order; the Python loop here is its fallback and reference), and the
+terms of escapes, classes and ``.`` are kept across compiles as recipes
+(``_term_recipe``): the JSON string class is ~30 terms built from UTF-8 sequences.
 
 Only plain syntax is taken: literals, the escapes ``\\xHH \\uHHHH \\UHHHHHHHH \\t \\n
 \\r \\f \\v \\a \\d \\D \\w \\W \\s \\S`` and escaped punctuation, classes (ranges,
@@ -90,7 +94,7 @@ def fast_lower(text: str, lowering, memo: dict[str, int], max_nesting: int,
             each kind starts differently).
         max_nesting: deepest group nesting taken here (deeper: re's path and its error).
         use_c: take the C token loop when it is built (``csrc/regexlower.c``: the same terms,
-            in the same order, as the Python loop here; 3-5x faster); False: the Python loop.
+            in the same order, as the Python loop here); False: the Python loop.
 
     Raises:
         GrammarTooComplexError: the arena's or the lowering's budget is exceeded.

@@ -26,12 +26,25 @@ import jsonschema
 
 from ..errors import InvalidSchemaError
 
-__all__ = ["check_schema", "proves_valid", "constrained_keywords"]
+__all__ = ["check_schema", "proves_valid", "constrained_keywords", "validator_class"]
 
 _SIMPLE_TYPES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
 _ANCHOR = "^[A-Za-z_][-A-Za-z0-9._]*$"  # the 2020-12 core metaschema's anchorString
 _ID_2020 = "^[^#]*#?$"  # core metaschema: $id has no non-empty fragment
 _PLAIN = (str, int, type(None))  # no two of them compare equal across types
+
+
+def validator_class(schema: Any) -> tuple[type, bool]:
+    """``jsonschema``'s validator class for the document's draft, and whether a ``$schema``
+    it holds names a draft ``jsonschema`` knows (an unknown URI, or a ``$schema`` that is not
+    a string, reads as the latest draft, as ``jsonschema.validators.validator_for`` does, but
+    without its DeprecationWarning; no ``$schema``: the latest draft, known)."""
+    root = schema if isinstance(schema, dict) else {}
+    uri = root.get("$schema")
+    cls = jsonschema.validators.validator_for(root, default=None) if isinstance(uri, str) else None
+    if cls is None:
+        return jsonschema.validators.validator_for({}), uri is None
+    return cls, True
 
 
 def check_schema(schema: dict) -> None:
@@ -43,7 +56,7 @@ def check_schema(schema: dict) -> None:
     """
     if not isinstance(schema.get("$schema", ""), str):  # validator_for would crash on it
         raise InvalidSchemaError("invalid JSON Schema: $schema must be a string", "/$schema")
-    cls = jsonschema.validators.validator_for(schema)
+    cls = validator_class(schema)[0]
     if proves_valid(schema, cls):
         return
     try:

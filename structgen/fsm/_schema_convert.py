@@ -13,11 +13,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import jsonschema
-
 from ..errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
 from ._json_pattern import JSON_CHAR
 from ._schema_arrays import array_regex
+from ._schema_check import validator_class
 from ._schema_combine import (NON_INTEGER, TYPES, merge_all_of, negated_types, provably_disjoint,
                               static_conditional)
 from ._schema_depends import DEPENDENCY_KEYWORDS
@@ -67,7 +66,10 @@ class JsonSchemaConverter:
         self.warnings: list[str] = []
         self._cut_at: str | None = None
         self.sharing = RefSharing(self.resolve)
-        self._validator = jsonschema.validators.validator_for(root if isinstance(root, dict) else {})
+        self._validator, known = validator_class(root)
+        if not known:
+            self.warnings.append(f"unknown $schema {root['$schema']!r}: read as the latest draft "
+                                 f"({self._validator.__name__}), as jsonschema does")
         # the dependency keywords of the document's draft (dependencies: 3-7; dependent*: 2019-09+)
         self.dependency_keywords = frozenset(
             k for k in DEPENDENCY_KEYWORDS if k in self._validator.VALIDATORS)

@@ -35,9 +35,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
-import jsonschema
-
 from ..errors import InvalidSchemaError, UnsupportedSchemaError
+from ._schema_check import validator_class
 
 __all__ = ["RefIndex", "pointer_of"]
 
@@ -109,7 +108,7 @@ class RefIndex:
     """
 
     def __init__(self, root: Any) -> None:
-        cls = jsonschema.validators.validator_for(root if isinstance(root, dict) else {})
+        cls = validator_class(root)[0]
         self._id_key = _LEGACY.get(cls.__name__, "$id")
         self.legacy = cls.__name__ in _LEGACY
         self._resources: dict[str, tuple] = {}

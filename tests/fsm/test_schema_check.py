@@ -156,3 +156,19 @@ def test_common_schema_skips_jsonschema(monkeypatch) -> None:
                                                "n": {"type": "integer", "minimum": 0}},
               "required": ["name"], "additionalProperties": False}
     assert compile_json_schema(schema).matches('{"name":"ab","n":3}')
+
+
+def test_unknown_schema_uri_is_read_as_latest_draft_with_a_warning() -> None:
+    import warnings
+
+    from structgen.fsm import compile_json_schema
+
+    schema = {"$schema": "http://example.com/nope", "type": "object",
+              "properties": {"a": {"type": "integer", "exclusiveMinimum": 1}}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no DeprecationWarning from jsonschema's lookup
+        grammar = compile_json_schema(schema)
+    assert any("unknown $schema 'http://example.com/nope'" in w for w in grammar.warnings)
+    assert grammar.matches('{"a":2}') and not grammar.matches('{"a":1}')  # 2020-12 reading
+    known = compile_json_schema({**schema, "$schema": "http://json-schema.org/draft-07/schema#"})
+    assert not any("$schema" in w for w in known.warnings)

@@ -60,6 +60,7 @@ class JsonSchemaConverter:
                  max_seconds: float = CONVERT_MAX_SECONDS) -> None:
         self._refs = RefIndex(root)
         self.root = self._refs.root  # every $ref rewritten to its target's pointer
+        self._origin = self._refs.origin
         self.strict = strict
         self.allow_extra = allow_extra_properties
         self.max_depth = max_recursion_depth
@@ -147,6 +148,7 @@ class JsonSchemaConverter:
             return None
         if not isinstance(schema, dict):
             raise InvalidSchemaError("a schema must be an object or a boolean", pointer)
+        pointer = self._origin.get(id(schema), pointer)  # where the document writes it
         if {"if", "then", "else"} & set(schema) and static_conditional(schema) is not None:
             return self.convert(static_conditional(schema), pointer, refs)
         for key in schema:

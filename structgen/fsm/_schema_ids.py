@@ -105,6 +105,9 @@ class RefIndex:
     Attributes:
         root: the rewritten copy (shares every value that holds no subschema).
         legacy: True for drafts 3-7 (``$ref`` overrides its siblings).
+        origin: ``id`` of each subschema (dict) of ``root`` -> where the document writes it
+            (JSON pointer, "" for the root): the place an error about its keywords names,
+            however the converter reached it (through ``$ref``, ``allOf`` or a dependency).
     """
 
     def __init__(self, root: Any) -> None:
@@ -118,6 +121,8 @@ class RefIndex:
         self._overridden: list[dict] = []
         self._unevaluated: list[dict] = []
         self._dynamic: dict[str, int] = {}  # $dynamicAnchor name -> how many schemas bear it
+        # id of each subschema of root -> its JSON pointer in the document ("" for the root)
+        self.origin: dict[int, str] = {}
         self._source = root
         self.root = self._walk(root)
         self._embedded = any(self._resources.values()) or bool(self._anchors)
@@ -160,6 +165,7 @@ class RefIndex:
             drop = {self._id_key, "$anchor", "$dynamicAnchor"}
             copy = {k: v for k, v in node.items() if k not in drop}
             holder[slot] = copy
+            self.origin[id(copy)] = pointer_of(tokens)[1:]
             if isinstance(node.get("$ref"), str):
                 self._sites.append((copy, node["$ref"], base, False))
                 if self.legacy and len(copy) > 1:

@@ -459,13 +459,6 @@ def _rates(rows, key="model", skipped=True):
     return pooled, statistics.fmean(f(r[key] / r["tokens"]) for r in rows)
 
 
-def jump_forward_skip(tok, sample, allow_extra_properties: bool = True) -> float:
-    """Model steps skipped, pooled over the tokens of every valid instance (the figure this
-    bench printed alone until 2026-11-30; see ``jump_forward_stats``)."""
-    stats = jump_forward_stats(tok, sample, allow_extra_properties, xgrammar=False)
-    return _rates(stats["rows"])[0]
-
-
 def jump_forward_report(stats_list) -> list[str]:
     """Markdown lines: one row per compile setting, then the largest instances."""
     lines = [

@@ -16,7 +16,6 @@ from typing import Any
 from ..errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
 from ._json_pattern import JSON_CHAR
 from ._schema_arrays import array_regex
-from ._schema_check import validator_class
 from ._schema_combine import (NON_INTEGER, TYPES, merge_all_of, negated_types, provably_disjoint,
                               static_conditional)
 from ._schema_depends import DEPENDENCY_KEYWORDS
@@ -67,7 +66,7 @@ class JsonSchemaConverter:
         self.warnings: list[str] = []
         self._cut_at: str | None = None
         self.sharing = RefSharing(self.resolve)
-        self._validator, known = validator_class(root)
+        self._validator, known = self._refs.draft
         if not known:
             self.warnings.append(f"unknown $schema {root['$schema']!r}: read as the latest draft "
                                  f"({self._validator.__name__}), as jsonschema does")

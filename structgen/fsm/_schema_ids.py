@@ -105,13 +105,16 @@ class RefIndex:
     Attributes:
         root: the rewritten copy (shares every value that holds no subschema).
         legacy: True for drafts 3-7 (``$ref`` overrides its siblings).
+        draft: ``_schema_check.validator_class(root)``: the draft's validator class, and
+            whether a ``$schema`` the root holds names a known draft.
         origin: ``id`` of each subschema (dict) of ``root`` -> where the document writes it
             (JSON pointer, "" for the root): the place an error about its keywords names,
             however the converter reached it (through ``$ref``, ``allOf`` or a dependency).
     """
 
     def __init__(self, root: Any) -> None:
-        cls = validator_class(root)[0]
+        self.draft = validator_class(root)
+        cls = self.draft[0]
         self._id_key = _LEGACY.get(cls.__name__, "$id")
         self.legacy = cls.__name__ in _LEGACY
         self._resources: dict[str, tuple] = {}

@@ -13,6 +13,12 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Hypothesis's two wall-clock checks (a per-example deadline, the "too slow" health check)
+# fail on a loaded or slow machine without any bug: off for the whole suite.
+settings.register_profile("structgen", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("structgen")
 
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"

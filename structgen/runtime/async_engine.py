@@ -4,6 +4,12 @@ Every touch of the Engine (scheduler, pages, matchers, model) happens on the loo
 callers talk to it through a command queue, and it answers through per-request asyncio
 queues (``loop.call_soon_threadsafe``). A crash of the loop thread is re-raised in every
 waiting caller, never turned into a warning.
+
+Step boundaries are observable and controllable: ``pause()`` stops the loop from taking
+another step (commands are still handled: requests queue, aborts finish and free pages),
+``resume()`` lets it go on, and ``step_hook`` is called on the loop thread after every step.
+Together they let a caller (a test, a weight update) act at an exact step, whatever the
+speed of the machine.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import asyncio
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from structgen.errors import RequestError, StructgenError
 from structgen.runtime.outputs import RequestOutput
@@ -39,6 +45,10 @@ class AsyncEngine:
 
     Args:
         model: as for ``Engine``.
+        step_hook: called on the loop thread after each engine step (once its outputs
+            are published) with the number of steps run so far and the requests the step
+            updated; it may call ``pause()``, which then takes effect before the next
+            step. An exception it raises kills the loop like any loop crash.
         **kwargs: ``EngineConfig`` fields.
 
     Example::
@@ -56,7 +66,9 @@ class AsyncEngine:
             return AsyncDataParallelEngine(model, **kwargs)
         return super().__new__(cls)
 
-    def __init__(self, model: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, model: str | None = None, *,
+                 step_hook: Callable[[int, list[Request]], None] | None = None,
+                 **kwargs: Any) -> None:
         from structgen.runtime.engine import Engine
 
         self.engine = Engine(model, **kwargs)
@@ -65,6 +77,9 @@ class AsyncEngine:
         self._wakeup = threading.Event()
         self._dead: BaseException | None = None
         self._closed = False
+        self._paused = False
+        self._step_hook = step_hook
+        self.num_steps = 0  # engine steps the loop has run
         self._thread = threading.Thread(target=self._loop, name="structgen-engine", daemon=True)
         self._thread.start()
 
@@ -111,6 +126,25 @@ class AsyncEngine:
     async def abort(self, request_id: str) -> None:
         """Abort a request: its pages are freed and its stream ends with ``"abort"``."""
         self._send(("abort", str(request_id)))
+
+    def pause(self) -> None:
+        """Take no further engine step until ``resume()`` (thread-safe, returns at once).
+
+        A step already running completes; from the next step boundary on, the loop only
+        handles commands: new requests wait in the queue, aborts finish their request
+        and free its pages. Raises: never.
+        """
+        self._paused = True
+
+    def resume(self) -> None:
+        """Let the loop step again after ``pause()`` (thread-safe). Raises: never."""
+        self._paused = False
+        self._wakeup.set()
+
+    @property
+    def is_paused(self) -> bool:
+        """True between ``pause()`` and ``resume()``."""
+        return self._paused
 
     def stats(self) -> dict:
         """Counters of the engine (read without locking: a consistent-enough snapshot)."""
@@ -171,12 +205,16 @@ class AsyncEngine:
         try:
             while not self._closed:
                 self._handle_commands()
-                if not self.engine.scheduler.has_unfinished:
+                if self._paused or not self.engine.scheduler.has_unfinished:
                     self._wakeup.wait(timeout=0.5)
                     self._wakeup.clear()
                     continue
-                for req in self.engine.step():
+                updated = self.engine.step()
+                self.num_steps += 1
+                for req in updated:
                     self._publish(req)
+                if self._step_hook is not None:
+                    self._step_hook(self.num_steps, updated)
             for stream in list(self._streams.values()):
                 self.engine.abort_request(stream.req)
                 self._publish(stream.req)

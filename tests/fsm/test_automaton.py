@@ -108,7 +108,8 @@ def test_state_budget_raises_on_exploration() -> None:
 
 
 def test_time_budget_raises() -> None:
-    dfa = regex_to_dfa(r"(?:a|b)*a(?:a|b){20}", max_seconds=0.05)
+    # 2^21 states and a state budget they cannot reach: only the time budget can stop it
+    dfa = regex_to_dfa(r"(?:a|b)*a(?:a|b){20}", max_seconds=0.05, max_states=10**7)
     with pytest.raises(GrammarTooComplexError, match="exceeded"):
         dfa.explore()
 

@@ -1,4 +1,6 @@
-"""Server fixtures: an in-process app (TestClient) and servers in subprocesses on loopback.
+"""Server fixtures: an in-process app (TestClient), an in-process uvicorn server whose
+engine a test pauses at a chosen step (``gated_server``), and servers in subprocesses, all
+on loopback.
 
 Every wait is bounded; servers listen on 127.0.0.1 only and are terminated at teardown.
 """
@@ -9,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -93,6 +96,43 @@ def tiny_async_engine(tiny_llama_dir):
 
     engine = AsyncEngine(str(tiny_llama_dir), dtype="float32", max_kv_tokens=2048, page_size=4)
     yield engine
+    engine.shutdown()
+
+
+@pytest.fixture(scope="session")
+def gated_server(tiny_llama_dir):
+    """``(base url, StepGate)`` of a uvicorn server in this process over the tiny Llama,
+    with the API key and at most ``MAX_RUNNING`` running requests; the gate pauses the
+    engine at an exact step (so a disconnect test disconnects while its request is
+    surely unfinished, on any machine)."""
+    import httpx
+    import uvicorn
+
+    from structgen import AsyncEngine
+    from structgen.server import create_app
+    from tests.step_gate import StepGate
+
+    gate = StepGate()
+    engine = gate.attach(AsyncEngine(str(tiny_llama_dir), step_hook=gate, dtype="float32",
+                                     max_kv_tokens=2048, page_size=4,
+                                     max_running_requests=MAX_RUNNING))
+    app = create_app(engine, served_model_name="tiny", api_key=API_KEY)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(),
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, name="gated-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            engine.shutdown()
+            raise RuntimeError("the in-process server did not start")
+        time.sleep(0.05)
+    base = f"http://127.0.0.1:{server.config.port}"
+    assert httpx.get(base + "/health", timeout=10).status_code == 200
+    yield base, gate
+    gate.resume()
+    server.should_exit = True
+    thread.join(timeout=30)
     engine.shutdown()
 
 

@@ -121,22 +121,30 @@ def test_bad_requests(oa):
                 "type": "integer", "minimum": "zero"}}})
 
 
-def test_32_concurrent_then_pages_free(tiny_server):
-    """32 concurrent chats all succeed; ``--max-running-requests`` caps the engine's running
-    set (polled from /stats meanwhile); afterwards every page is free or cached."""
-    import threading
+def _aborted(base: str) -> float:
+    """The server's count of requests finished with ``"abort"`` (from /metrics)."""
+    text = httpx.get(base + "/metrics", timeout=10).text
+    m = re.search(r'structgen_requests_finished_total\{finish_reason="abort"\} (\S+)', text)
+    return float(m.group(1)) if m else 0.0
 
-    client = openai.AsyncOpenAI(base_url=tiny_server + "/v1", api_key=API_KEY, max_retries=0,
+
+def _wait_aborted(base: str, before: float, timeout_s: float = 30.0) -> float:
+    """Poll the abort count until it passes ``before`` (or the deadline); returns it."""
+    deadline = time.monotonic() + timeout_s
+    while _aborted(base) <= before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _aborted(base)
+
+
+def test_32_concurrent_then_pages_free(gated_server):
+    """32 concurrent chats all succeed; ``max_running_requests`` caps the engine's running
+    set (recorded at every step boundary) while the others wait; afterwards every page is
+    free or cached. The engine is paused until all 32 are queued, so the cap is reached
+    whatever the machine's speed."""
+    base, gate = gated_server
+    engine = gate.engine
+    client = openai.AsyncOpenAI(base_url=base + "/v1", api_key=API_KEY, max_retries=0,
                                 timeout=120)
-    seen: list[tuple[int, int]] = []
-    done = threading.Event()
-
-    def poll():
-        with httpx.Client(timeout=10) as c:
-            while not done.is_set():
-                s = c.get(tiny_server + "/stats").json()
-                seen.append((s["running"], s["waiting"]))
-                time.sleep(0.005)
 
     async def one(i):
         return await client.chat.completions.create(
@@ -145,47 +153,49 @@ def test_32_concurrent_then_pages_free(tiny_server):
                       {"role": "user", "content": f"question {i}"}])
 
     async def run():
+        engine.pause()
         try:
-            return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(32))), 120)
+            tasks = [asyncio.ensure_future(one(i)) for i in range(32)]
+            deadline = time.monotonic() + 60
+            while engine.stats()["waiting"] < 32:  # polled: every request is queued
+                assert time.monotonic() < deadline, engine.stats()
+                await asyncio.sleep(0.01)
+            first = len(gate.seen)
+            gate.resume()
+            return await asyncio.wait_for(asyncio.gather(*tasks), 120), first
         finally:
+            gate.resume()
             await client.close()
 
-    poller = threading.Thread(target=poll)
-    poller.start()
-    try:
-        outs = asyncio.run(run())
-    finally:
-        done.set()
-        poller.join()
+    outs, first = asyncio.run(run())
+    seen = gate.seen[first:]
     assert all(o.usage.completion_tokens == 16 for o in outs)
     assert max(r for r, _ in seen) == MAX_RUNNING  # the cap is reached, never passed
-    assert max(w for _, w in seen) > 0
-    s = wait_idle(lambda: stats(tiny_server))
+    assert seen[0][1] >= 32 - MAX_RUNNING  # the others wait
+    s = wait_idle(lambda: stats(base))
     assert s["running"] == 0 and s["pages_free"] + s["pages_cached"] == s["pages_total"]
 
 
-def test_disconnect_mid_stream_aborts(tiny_server):
+def test_disconnect_mid_stream_aborts(gated_server):
+    """A client that closes its stream after a few events aborts the request: the engine is
+    paused after 40 of the 400 tokens, so the request is surely unfinished."""
+    base, gate = gated_server
     headers = {"Authorization": f"Bearer {API_KEY}"}
     body = {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 400, "stream": True,
             "ignore_eos": True, "temperature": 0}
-
-    def aborted():
-        text = httpx.get(tiny_server + "/metrics", timeout=10).text
-        m = re.search(r'structgen_requests_finished_total\{finish_reason="abort"\} (\S+)', text)
-        return float(m.group(1)) if m else 0.0
-
-    before = aborted()
-    with httpx.stream("POST", tiny_server + "/v1/completions", json=body, headers=headers,
-                      timeout=30) as r:
-        for i, _ in enumerate(r.iter_lines()):
-            if i >= 4:
-                break
-    deadline = time.monotonic() + 30
-    while aborted() <= before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert aborted() == before + 1
-    s = wait_idle(lambda: stats(tiny_server))
-    assert s["running"] == 0 and s["pages_free"] + s["pages_cached"] == s["pages_total"]
+    before = _aborted(base)
+    gate.pause_after(40)
+    try:
+        with httpx.stream("POST", base + "/v1/completions", json=body, headers=headers,
+                          timeout=30) as r:
+            for i, _ in enumerate(r.iter_lines()):
+                if i >= 4:
+                    break
+        assert _wait_aborted(base, before) == before + 1
+        s = stats(base)  # the abort was handled while the engine stayed paused
+        assert s["running"] == 0 and s["pages_free"] + s["pages_cached"] == s["pages_total"]
+    finally:
+        gate.resume()
 
 
 ADD = [{"type": "function", "function": {"name": "add", "parameters": {
@@ -232,26 +242,22 @@ def test_trigger_and_guided_aliases(oa):
     assert r.choices[0].text in ("up", "down")
 
 
-def test_disconnect_non_streamed_aborts(tiny_server):
-    """A non-streamed request whose client gives up is aborted and its pages freed."""
+def test_disconnect_non_streamed_aborts(gated_server):
+    """A non-streamed request whose client gives up is aborted and its pages freed. The
+    engine is paused after 2 of the 450 tokens, so no response can come before the
+    client's read timeout."""
+    base, gate = gated_server
     headers = {"Authorization": f"Bearer {API_KEY}"}
     body = {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 450,
             "ignore_eos": True, "temperature": 0}
-
-    def aborted():
-        text = httpx.get(tiny_server + "/metrics", timeout=10).text
-        m = re.search(r'structgen_requests_finished_total\{finish_reason="abort"\} (\S+)', text)
-        return float(m.group(1)) if m else 0.0
-
-    before = aborted()
-    with pytest.raises(httpx.ReadTimeout):
-        # the read gives up long before 450 tokens are done (about 0.35 s on this CPU host with
-        # the fused decode step; 0.5 s was no longer enough); connecting keeps a normal bound
-        httpx.post(tiny_server + "/v1/completions", json=body, headers=headers,
-                   timeout=httpx.Timeout(10.0, read=0.05))
-    deadline = time.monotonic() + 30
-    while aborted() <= before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert aborted() == before + 1
-    s = wait_idle(lambda: stats(tiny_server))
-    assert s["running"] == 0 and s["pages_free"] + s["pages_cached"] == s["pages_total"]
+    before = _aborted(base)
+    gate.pause_after(2)
+    try:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(base + "/v1/completions", json=body, headers=headers,
+                       timeout=httpx.Timeout(10.0, read=0.5))
+        assert _wait_aborted(base, before) == before + 1
+        s = stats(base)  # the abort was handled while the engine stayed paused
+        assert s["running"] == 0 and s["pages_free"] + s["pages_cached"] == s["pages_total"]
+    finally:
+        gate.resume()

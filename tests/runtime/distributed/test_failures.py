@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 
 import pytest
@@ -19,23 +18,25 @@ SETTINGS = {"dtype": "float32", "max_kv_tokens": 1024, "page_size": 4}
 LONG = SamplingParams(max_tokens=400, temperature=0.0, ignore_eos=True)
 
 
-def _kill_later(pid: int, sig: int, delay_s: float) -> threading.Thread:
-    t = threading.Timer(delay_s, os.kill, (pid, sig))
-    t.start()
-    return t
-
-
 def test_killed_rank_is_reported_mid_run(tiny_model_dirs):
+    """Rank 1 is killed between two steps of a running batch (after 5 forward passes, not
+    after a wall-clock delay): the next step reports it, long before dist_timeout_s."""
     engine = Engine(tiny_model_dirs["llama_gqa"], tensor_parallel_size=2, dist_timeout_s=30, **SETTINGS)
     worker = engine.runner.workers.processes[0]
     assert engine.generate(["warm up"], SamplingParams(max_tokens=4, temperature=0.0))[0].token_ids
+    reqs = [engine.make_request("The quick brown fox", LONG) for _ in range(3)]
+    for req in reqs:
+        engine.add_request(req)
     before = engine.runner.num_forward_passes
-    _kill_later(worker.pid, signal.SIGKILL, 0.5)
+    for _ in range(5):
+        engine.step()
+    assert engine.runner.num_forward_passes == before + 5  # it did run before the kill
+    assert not any(r.status.is_finished for r in reqs)  # mid-run: 400 tokens each
+    os.kill(worker.pid, signal.SIGKILL)
     t0 = time.monotonic()
     with pytest.raises(DistributedError, match=r"rank 1 exited with code -9"):
-        engine.generate(["The quick brown fox"] * 3, LONG)  # ~400 steps: killed mid-run
+        engine.step()
     elapsed = time.monotonic() - t0
-    assert engine.runner.num_forward_passes > before  # it did run before the kill
     assert elapsed < 10, f"reported after {elapsed:.1f} s"  # well inside dist_timeout_s=30
     with pytest.raises(DistributedError):  # the engine stays down, at once
         engine.generate(["again"], SamplingParams(max_tokens=2))

@@ -3,8 +3,10 @@ exact token masks (brute force), nesting limits."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -107,8 +109,12 @@ def test_state_budget_raises_on_exploration() -> None:
         regex_to_dfa(r"(?:a|b)*a(?:a|b){20}", max_states=50)  # eager rows already exceed it
 
 
-def test_time_budget_raises() -> None:
-    # 2^21 states and a state budget they cannot reach: only the time budget can stop it
+def test_time_budget_raises(monkeypatch) -> None:
+    # a clock that advances 0.1 ms per reading: the 64 eager rows fit in the 0.05 s budget,
+    # exploring the 2^21 states does not, whatever the machine's speed or load; the state
+    # budget is set out of reach so only the time budget can stop it
+    ticks = itertools.count()
+    monkeypatch.setattr(time, "perf_counter", lambda: next(ticks) * 1e-4)
     dfa = regex_to_dfa(r"(?:a|b)*a(?:a|b){20}", max_seconds=0.05, max_states=10**7)
     with pytest.raises(GrammarTooComplexError, match="exceeded"):
         dfa.explore()

@@ -5,15 +5,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
+from structgen.runtime.base_engine import BaseEngine
 from structgen.runtime.config import EngineConfig
+from structgen.runtime.engine_loop import EngineLoop
 from structgen.runtime.model_runner import ModelRunner
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.request import Request
-from structgen.runtime.request_factory import RequestFactory
 from structgen.runtime.sampling_params import SamplingParams
 from structgen.runtime.radix_cache import RadixCache
 from structgen.runtime.scheduler import Scheduler
@@ -22,8 +23,11 @@ from structgen.runtime.step import StepContext, sample_tokens
 __all__ = ["Engine"]
 
 
-class Engine(RequestFactory):
+class Engine(BaseEngine):
     """Loads a model and generates, optionally under a grammar constraint.
+
+    One process (or rank 0 of a tensor-parallel group); see :class:`BaseEngine` for the
+    interface it shares with ``DataParallelEngine``.
 
     Args:
         model: path of a ``.gguf`` file or a Hugging Face folder; None loads the packaged
@@ -42,7 +46,8 @@ class Engine(RequestFactory):
     """
 
     def __new__(cls, model: str | None = None, **kwargs: Any):
-        """``data_parallel_size > 1`` returns a ``DataParallelEngine`` (replicas + router)."""
+        """``data_parallel_size > 1`` returns a ``DataParallelEngine`` (replicas + router,
+        the same :class:`BaseEngine` interface)."""
         if cls is Engine and kwargs.get("data_parallel_size", 1) != 1:
             from structgen.runtime.distributed import DataParallelEngine
 
@@ -62,6 +67,7 @@ class Engine(RequestFactory):
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer
         self.eos_token_ids = frozenset(loaded.eos_token_ids)
+        self.vocab_size = loaded.config.vocab_size
         self.vocab = Vocabulary.from_tokenizer(self.tokenizer, eos_token_ids=loaded.eos_token_ids)
         # one bound callable: the jump-forward planner caches its boundary probes by it
         self.encode_text = functools.partial(self.tokenizer.encode, add_special_tokens=False)
@@ -106,6 +112,7 @@ class Engine(RequestFactory):
 
             proposer = make_proposer(self, self.config.speculative)
             self.spec = SpeculativeDecoder(proposer, self.config.speculative, self.step_context)
+        self.loop = EngineLoop(self)
 
     def _kv_capacity_tokens(self, num_layers: int, num_kv_heads: int, head_dim: int) -> int:
         """KV cache size in tokens: the configured one, or derived from free GPU memory."""
@@ -148,11 +155,7 @@ class Engine(RequestFactory):
             RequestError: malformed prompts / params / constraint lists.
             SchemaError, RegexError: a constraint does not compile.
         """
-        if isinstance(prompts, str) or (
-            isinstance(prompts, list) and prompts and all(isinstance(m, dict) for m in prompts)
-        ):
-            prompts = [prompts]
-        prompts = list(prompts)
+        prompts = self._prompt_list(prompts)
         n = len(prompts)
         params_list = self._per_prompt(params or SamplingParams(), n, "params", lambda v: False)
         cons_list = self._per_prompt(constraint, n, "constraint", lambda v: False)
@@ -180,12 +183,27 @@ class Engine(RequestFactory):
 
         bar = tqdm(total=len(reqs), desc="generate", disable=not use_tqdm)
         done = 0
-        while self.scheduler.has_unfinished:
-            self.step()
+
+        def progress(_updated: list[Request]) -> None:
+            nonlocal done
             now_done = sum(r.status.is_finished for r in reqs)
             bar.update(now_done - done)
             done = now_done
+
+        self.loop.run_until_idle(progress)
         bar.close()
+
+    def run_requests(
+        self, reqs: Sequence[Request],
+        listener: Callable[[int, RequestOutput], None] | None = None,
+    ) -> list[RequestOutput]:
+        """See :meth:`BaseEngine.run_requests`: this engine's loop steps (under its lock)
+        until ``reqs`` finish; concurrent callers are continuously batched together."""
+        return self.loop.run_until_finished(reqs, listener)
+
+    def max_request_tokens(self) -> int:
+        """Most tokens (prompt + output) one request can hold: context and KV pool limit."""
+        return self.scheduler.max_request_tokens()
 
     def add_request(self, req: Request) -> None:
         """Queue a prepared request (fails it alone if its prompt can never fit)."""
@@ -274,34 +292,8 @@ class Engine(RequestFactory):
         if close is not None:
             close()
 
-    def __enter__(self) -> "Engine":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
     def flush_cache(self) -> int:
         """Evict every unlocked page of the prefix cache; returns pages freed."""
         if self.cache is None:
             return 0
         return self.cache.evict(self.cache.num_cached_pages)
-
-    def make_request(self, prompt: Any, params: SamplingParams | None = None,
-                     constraint: Any = None, request_id: str | None = None) -> Request:
-        """Validate and prepare one request (prompt encoded, grammar compiled).
-
-        Raises:
-            RequestError, SchemaError, RegexError: bad prompt, params or constraint.
-        """
-        req = self._make_request(prompt, params or SamplingParams(), constraint)
-        if request_id is not None:
-            req.request_id = str(request_id)
-        return req
-
-    # ------------------------------------------------------------ extraction
-    def extract(self, schema: Any, text: str | list[str], instructions: str | None = None,
-                params: SamplingParams | None = None, errors: str = "raise") -> Any:
-        """Extract a schema-valid object from each text (see :func:`structgen.extraction.extract`)."""
-        from structgen.extraction import extract
-
-        return extract(self, schema, text, instructions=instructions, params=params, errors=errors)

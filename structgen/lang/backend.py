@@ -3,11 +3,10 @@
 (``structgen.lang.openai_backend.OpenAIBackend`` runs the same programs on a remote
 OpenAI-compatible server.)
 
-Every call a program makes becomes ``Request``s added to the engine's scheduler; the
-caller then drives ``engine.step()`` until its own requests finish. Steps advance every
-running request, so programs running in several threads (``run_batch``) and the branches
-of a fork are continuously batched together and share prefixes through the radix cache.
-One lock serialises access to the engine (it is not thread-safe itself).
+Every call a program makes becomes ``Request``s run by ``engine.run_requests``: the
+engine's loop steps until the caller's requests finish. Steps advance every running
+request, so programs running in several threads (``run_batch``) and the branches of a
+fork are continuously batched together and share prefixes through the radix cache.
 """
 
 from __future__ import annotations
@@ -78,7 +77,8 @@ class TokenizerBackend:
 
 
 class EngineBackend(TokenizerBackend):
-    """Runs a program's generation calls on a local :class:`structgen.Engine`.
+    """Runs a program's generation calls on a :class:`structgen.Engine` (one process, or
+    data-parallel replicas: any ``BaseEngine``).
 
     Args:
         engine: the engine; get one backend per engine with :func:`as_backend`.
@@ -122,32 +122,12 @@ class EngineBackend(TokenizerBackend):
         with self._lock:
             reqs = [self.engine.make_request(p, sp, c)
                     for p, sp, c in zip(prompts, params, constraints)]
-            for r in reqs:
-                self.engine.add_request(r)
-        streamed = [""] * len(reqs)
-        try:
-            while True:
-                with self._lock:
-                    if on_delta is not None:
-                        for i, r in enumerate(reqs):
-                            d = r.detokenizer.pop_delta()
-                            if d:
-                                streamed[i] += d
-                                on_delta(i, d)
-                    if all(r.status.is_finished for r in reqs):
-                        break
-                    self.engine.step()
-        except BaseException:
-            with self._lock:  # never leave our requests running in a shared engine
-                for r in reqs:
-                    self.engine.abort_request(r)
-            raise
-        outs = [r.to_output() for r in reqs]
+        listener = None
         if on_delta is not None:
-            for i, o in enumerate(outs):
-                if o.text.startswith(streamed[i]) and len(o.text) > len(streamed[i]):
-                    on_delta(i, o.text[len(streamed[i]):])
-        return outs
+            def listener(i: int, out: RequestOutput) -> None:
+                if out.delta_text:
+                    on_delta(i, out.delta_text)
+        return self.engine.run_requests(reqs, listener)
 
 
 _backends: "weakref.WeakKeyDictionary[Any, EngineBackend]" = weakref.WeakKeyDictionary()
@@ -167,7 +147,9 @@ def as_backend(backend: Any) -> TokenizerBackend:
         return get_default_backend()
     if isinstance(backend, TokenizerBackend):
         return backend
-    if hasattr(backend, "make_request") and hasattr(backend, "step"):
+    from structgen.runtime.base_engine import BaseEngine
+
+    if isinstance(backend, BaseEngine):
         with _default_lock:
             b = _backends.get(backend)
             if b is None:

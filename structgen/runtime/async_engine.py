@@ -1,9 +1,10 @@
-"""AsyncEngine: the engine loop in one background thread, streamed to asyncio callers.
+"""AsyncEngine: an :class:`~structgen.runtime.engine_loop.EngineLoop` in one background
+thread, streamed to asyncio callers.
 
 Every touch of the Engine (scheduler, pages, matchers, model) happens on the loop thread;
-callers talk to it through a command queue, and it answers through per-request asyncio
-queues (``loop.call_soon_threadsafe``). A crash of the loop thread is re-raised in every
-waiting caller, never turned into a warning.
+callers talk to it through the loop's command inbox, and it answers through per-request
+asyncio queues (the loop's snapshot publisher, ``loop.call_soon_threadsafe``). A crash of
+the loop thread is re-raised in every waiting caller, never turned into a warning.
 
 Step boundaries are observable and controllable: ``pause()`` stops the loop from taking
 another step (commands are still handled: requests queue, aborts finish and free pages),
@@ -15,12 +16,12 @@ speed of the machine.
 from __future__ import annotations
 
 import asyncio
-import queue
 import threading
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
 
 from structgen.errors import RequestError, StructgenError
+from structgen.runtime.engine_loop import EngineLoop
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.request import Request
 from structgen.runtime.sampling_params import SamplingParams
@@ -32,12 +33,18 @@ class EngineDeadError(StructgenError):
     """The engine loop thread crashed; the original exception is its ``__cause__``."""
 
 
+_IDLE_POLL_S = 0.5
+
+
 @dataclass
 class _Stream:
-    req: Request
+    """One caller's asyncio queue of snapshots (or the loop's crash)."""
+
     loop: asyncio.AbstractEventLoop
     out: asyncio.Queue = field(default_factory=asyncio.Queue)
-    emitted: int = 0  # characters of text already streamed
+
+    def put(self, item: RequestOutput | BaseException) -> None:
+        self.loop.call_soon_threadsafe(self.out.put_nowait, item)
 
 
 class AsyncEngine:
@@ -72,14 +79,9 @@ class AsyncEngine:
         from structgen.runtime.engine import Engine
 
         self.engine = Engine(model, **kwargs)
-        self._commands: queue.SimpleQueue = queue.SimpleQueue()
-        self._streams: dict[str, _Stream] = {}
-        self._wakeup = threading.Event()
+        self.loop = EngineLoop(self.engine, step_hook=step_hook)
         self._dead: BaseException | None = None
         self._closed = False
-        self._paused = False
-        self._step_hook = step_hook
-        self.num_steps = 0  # engine steps the loop has run
         self._thread = threading.Thread(target=self._loop, name="structgen-engine", daemon=True)
         self._thread.start()
 
@@ -104,11 +106,11 @@ class AsyncEngine:
         """
         self._check_alive()
         req = self.engine.make_request(prompt, params, constraint, request_id)
-        if req.request_id in self._streams:
+        if self.loop.publisher.find(req.request_id) is not None:
             raise RequestError(f"request id {req.request_id!r} is already running")
-        stream = _Stream(req, asyncio.get_running_loop())
-        self._streams[req.request_id] = stream
-        self._send(("add", req))
+        stream = _Stream(asyncio.get_running_loop())
+        self.loop.publisher.watch(req, stream.put)
+        self.loop.send(("add", req))
         finished = False
         try:
             while True:
@@ -121,11 +123,16 @@ class AsyncEngine:
                     return
         finally:
             if not finished:
-                self._send(("abort", req.request_id))
+                self.loop.send(("abort", req.request_id))
+
+    @property
+    def num_steps(self) -> int:
+        """Engine steps the loop has run."""
+        return self.loop.num_steps
 
     async def abort(self, request_id: str) -> None:
         """Abort a request: its pages are freed and its stream ends with ``"abort"``."""
-        self._send(("abort", str(request_id)))
+        self.loop.send(("abort", str(request_id)))
 
     def pause(self) -> None:
         """Take no further engine step until ``resume()`` (thread-safe, returns at once).
@@ -134,17 +141,16 @@ class AsyncEngine:
         handles commands: new requests wait in the queue, aborts finish their request
         and free its pages. Raises: never.
         """
-        self._paused = True
+        self.loop.pause()
 
     def resume(self) -> None:
         """Let the loop step again after ``pause()`` (thread-safe). Raises: never."""
-        self._paused = False
-        self._wakeup.set()
+        self.loop.resume()
 
     @property
     def is_paused(self) -> bool:
         """True between ``pause()`` and ``resume()``."""
-        return self._paused
+        return self.loop.is_paused
 
     def stats(self) -> dict:
         """Counters of the engine (read without locking: a consistent-enough snapshot)."""
@@ -154,72 +160,37 @@ class AsyncEngine:
         """Stop the loop thread (pending requests are aborted), then the engine's
         tensor-parallel workers, if any."""
         self._closed = True
-        self._wakeup.set()
+        self.loop.send(("close", None))
         self._thread.join(timeout=30)
         if not self._thread.is_alive():
             self.engine.close()
 
     # ------------------------------------------------------------ loop thread
-    def _send(self, cmd: tuple) -> None:
-        self._commands.put(cmd)
-        self._wakeup.set()
-
     def _check_alive(self) -> None:
         if self._dead is not None:
             raise EngineDeadError("the engine loop crashed") from self._dead
         if self._closed:
             raise RequestError("the engine is shut down")
 
-    def _publish(self, req: Request) -> None:
-        stream = self._streams.get(req.request_id)
-        if stream is None or stream.req is not req:
-            return
-        out = req.to_output()
-        if req.status.is_finished:
-            out.delta_text = out.text[stream.emitted :]
-            self._streams.pop(req.request_id, None)
-        else:
-            out.delta_text = req.detokenizer.pop_delta()
-            if not out.delta_text:
-                return
-        stream.emitted += len(out.delta_text)
-        stream.loop.call_soon_threadsafe(stream.out.put_nowait, out)
-
-    def _handle_commands(self) -> None:
-        while True:
-            try:
-                kind, arg = self._commands.get_nowait()
-            except queue.Empty:
-                return
-            if kind == "add":
-                self.engine.add_request(arg)
-                if arg.status.is_finished:
-                    self._publish(arg)
-            elif kind == "abort":
-                stream = self._streams.get(arg)
-                if stream is not None and not stream.req.status.is_finished:
-                    self.engine.abort_request(stream.req)
-                    self._publish(stream.req)
+    def _handle(self, cmd: tuple) -> bool:
+        """One command on the loop thread; False once the engine is shut down."""
+        if self._closed:
+            return False
+        kind, arg = cmd
+        if kind == "add":
+            self.loop.add(arg)
+        elif kind == "abort":
+            req = self.loop.publisher.find(arg)
+            if req is not None and not req.status.is_finished:
+                self.loop.abort(req)
+        return True
 
     def _loop(self) -> None:
         try:
-            while not self._closed:
-                self._handle_commands()
-                if self._paused or not self.engine.scheduler.has_unfinished:
-                    self._wakeup.wait(timeout=0.5)
-                    self._wakeup.clear()
-                    continue
-                updated = self.engine.step()
-                self.num_steps += 1
-                for req in updated:
-                    self._publish(req)
-                if self._step_hook is not None:
-                    self._step_hook(self.num_steps, updated)
-            for stream in list(self._streams.values()):
-                self.engine.abort_request(stream.req)
-                self._publish(stream.req)
+            self.loop.serve(self._handle, _IDLE_POLL_S)
+            for req in self.loop.publisher.requests():
+                self.loop.abort(req)
         except BaseException as exc:  # re-raised in every waiting caller
             self._dead = exc
-            for stream in list(self._streams.values()):
-                stream.loop.call_soon_threadsafe(stream.out.put_nowait, exc)
-            self._streams.clear()
+            for put in self.loop.publisher.clear():
+                put(exc)

@@ -5,31 +5,29 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
-from structgen.errors import DistributedError
+from structgen.runtime.base_engine import BaseEngine
 from structgen.runtime.config import EngineConfig
+from structgen.runtime.engine_loop import EngineLoop
 from structgen.runtime.model_runner import ModelRunner
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.request import Request
-from structgen.runtime.request_factory import RequestFactory
 from structgen.runtime.sampling_params import SamplingParams
 from structgen.runtime.radix_cache import RadixCache
 from structgen.runtime.scheduler import Scheduler
-from structgen.runtime.step import (
-    process_sampled,
-    process_tokens,
-    record_prompt_logprobs,
-    sample_step,
-)
+from structgen.runtime.step import StepContext, sample_tokens
 
 __all__ = ["Engine"]
 
 
-class Engine(RequestFactory):
+class Engine(BaseEngine):
     """Loads a model and generates, optionally under a grammar constraint.
+
+    One process (or rank 0 of a tensor-parallel group); see :class:`BaseEngine` for the
+    interface it shares with ``DataParallelEngine``.
 
     Args:
         model: path of a ``.gguf`` file or a Hugging Face folder; None loads the packaged
@@ -48,7 +46,8 @@ class Engine(RequestFactory):
     """
 
     def __new__(cls, model: str | None = None, **kwargs: Any):
-        """``data_parallel_size > 1`` returns a ``DataParallelEngine`` (replicas + router)."""
+        """``data_parallel_size > 1`` returns a ``DataParallelEngine`` (replicas + router,
+        the same :class:`BaseEngine` interface)."""
         if cls is Engine and kwargs.get("data_parallel_size", 1) != 1:
             from structgen.runtime.distributed import DataParallelEngine
 
@@ -68,6 +67,7 @@ class Engine(RequestFactory):
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer
         self.eos_token_ids = frozenset(loaded.eos_token_ids)
+        self.vocab_size = loaded.config.vocab_size
         self.vocab = Vocabulary.from_tokenizer(self.tokenizer, eos_token_ids=loaded.eos_token_ids)
         # one bound callable: the jump-forward planner caches its boundary probes by it
         self.encode_text = functools.partial(self.tokenizer.encode, add_special_tokens=False)
@@ -101,11 +101,18 @@ class Engine(RequestFactory):
             policy=self.config.schedule_policy,
         )
         self._ids = itertools.count()
+        self.step_context = StepContext(
+            eos_token_ids=self.eos_token_ids, jump_forward=self.config.jump_forward,
+            vocab=self.vocab, encode_text=self.encode_text,
+            max_request_tokens=self.scheduler.max_request_tokens(),
+        )
         self.spec = None
         if self.config.speculative is not None:
-            from structgen.runtime.speculative import SpeculativeDecoder
+            from structgen.runtime.speculative import SpeculativeDecoder, make_proposer
 
-            self.spec = SpeculativeDecoder(self, self.config.speculative)
+            proposer = make_proposer(self, self.config.speculative)
+            self.spec = SpeculativeDecoder(proposer, self.config.speculative, self.step_context)
+        self.loop = EngineLoop(self)
 
     def _kv_capacity_tokens(self, num_layers: int, num_kv_heads: int, head_dim: int) -> int:
         """KV cache size in tokens: the configured one, or derived from free GPU memory."""
@@ -148,11 +155,7 @@ class Engine(RequestFactory):
             RequestError: malformed prompts / params / constraint lists.
             SchemaError, RegexError: a constraint does not compile.
         """
-        if isinstance(prompts, str) or (
-            isinstance(prompts, list) and prompts and all(isinstance(m, dict) for m in prompts)
-        ):
-            prompts = [prompts]
-        prompts = list(prompts)
+        prompts = self._prompt_list(prompts)
         n = len(prompts)
         params_list = self._per_prompt(params or SamplingParams(), n, "params", lambda v: False)
         cons_list = self._per_prompt(constraint, n, "constraint", lambda v: False)
@@ -180,12 +183,27 @@ class Engine(RequestFactory):
 
         bar = tqdm(total=len(reqs), desc="generate", disable=not use_tqdm)
         done = 0
-        while self.scheduler.has_unfinished:
-            self.step()
+
+        def progress(_updated: list[Request]) -> None:
+            nonlocal done
             now_done = sum(r.status.is_finished for r in reqs)
             bar.update(now_done - done)
             done = now_done
+
+        self.loop.run_until_idle(progress)
         bar.close()
+
+    def run_requests(
+        self, reqs: Sequence[Request],
+        listener: Callable[[int, RequestOutput], None] | None = None,
+    ) -> list[RequestOutput]:
+        """See :meth:`BaseEngine.run_requests`: this engine's loop steps (under its lock)
+        until ``reqs`` finish; concurrent callers are continuously batched together."""
+        return self.loop.run_until_finished(reqs, listener)
+
+    def max_request_tokens(self) -> int:
+        """Most tokens (prompt + output) one request can hold: context and KV pool limit."""
+        return self.scheduler.max_request_tokens()
 
     def add_request(self, req: Request) -> None:
         """Queue a prepared request (fails it alone if its prompt can never fit)."""
@@ -195,103 +213,40 @@ class Engine(RequestFactory):
         """Abort a waiting or running request and free its pages. Raises: never."""
         if not req.status.is_finished:
             req.finish("abort")
-        self._release(req)
-
-    def _release(self, req: Request) -> None:
-        """Free a finished request's pages (target and draft). Raises: never."""
         self.scheduler.release(req)
         if self.spec is not None:
             self.spec.release(req)
 
     def step(self) -> list[Request]:
-        """Run one scheduler step and forward pass.
+        """Run one step: schedule, forward, sample, then the scheduler's bookkeeping.
 
         Returns:
             The requests that changed visibly in this step (got tokens, or finished).
-        """
-        if self.spec is not None:
-            self.spec.propose(self.scheduler.running)
-        plan = self.scheduler.schedule()
-        updated = [r for r in self.scheduler.failed_in_schedule()]
-        if self.spec is not None:
-            self.spec.trim(plan)
-            for req in updated:
-                self.spec.release(req)
-        if not plan:
-            return updated
-        chunks, prefix_lens, tables = [], [], []
-        rows: list[int] = []  # flat token rows that need logits
-        # (request, first of its rows, drafts verified): 1 + drafts rows from the last
-        # known token on (a speculating chunk is [last sampled token, d1 .. dm])
-        sampling: list[tuple[Request, int, int]] = []
-        prompt_lp: list[tuple[Request, int, int, int]] = []  # (req, first pos, rows from, to)
-        offset = 0
-        for req, num in plan:
-            start = req.num_computed_tokens
-            chunks.append(req.token_slice(start, start + num))
-            prefix_lens.append(start)
-            tables.append(req.page_table)
-            n_prompt = len(req.prompt_token_ids)
-            if req.params.prompt_logprobs is not None and start < n_prompt - 1:
-                end = min(start + num, n_prompt - 1)  # positions predicting prompt tokens
-                # only rows from prompt_logprobs_start - 1 on (each needs a vocab-wide head)
-                lo = max(start, req.params.prompt_logprobs_start - 1)
-                if lo < end:
-                    prompt_lp.append((req, lo, len(rows), len(rows) + end - lo))
-                    rows.extend(range(offset + lo - start, offset + end - start))
-            if start + num >= req.num_tokens:
-                sampling.append((req, len(rows), len(req.draft_token_ids)))
-                rows.extend(range(offset + req.num_tokens - 1 - start, offset + num))
-            offset += num
-        try:
-            logits = self.runner.forward(chunks, prefix_lens, tables, logits_token_indices=rows)
-        except DistributedError:  # a dead tensor-parallel rank: the engine itself is down
-            raise
-        except Exception as exc:  # a failed forward fails this batch, not the engine
-            for req, _ in plan:
-                req.finish("error", f"forward pass failed: {type(exc).__name__}: {exc}")
-                self._release(req)
-            return updated + [req for req, _ in plan]
-        for req, num in plan:
-            # drafts count as computed only once verified (below)
-            req.num_computed_tokens = min(req.num_computed_tokens + num, req.num_tokens)
-            req.num_forward_passes += 1
-            self.scheduler.on_computed(req)
-        plain = [(req, lo) for req, lo, m in sampling if m == 0]
-        specs = [(req, lo, m) for req, lo, m in sampling if m > 0]
-        with torch.inference_mode():  # logits are inference tensors: mask them in place there
-            for req, first, lo, hi in prompt_lp:
-                record_prompt_logprobs(req, logits[lo:hi], first)
-            reqs = [req for req, _ in plain]
-            sample_logits = logits[[lo for _, lo in plain]] if plain else logits[:0]
-            tokens, logprobs = sample_step(sample_logits, reqs, self.eos_token_ids)
-            accepted = self._verify(logits, specs) if specs else []
-        for req, tok, lp in zip(reqs, tokens, logprobs):
-            process_sampled(self, req, tok, lp)
-            if req.status.is_finished:
-                self._release(req)
-        for (req, _, _), toks in zip(specs, accepted):
-            req.num_computed_tokens += len(toks) - 1  # the accepted drafts' KV is valid
-            verified = req.num_computed_tokens
-            req.clear_drafts()
-            applied = process_tokens(self, req, toks)
-            dropped = len(toks) - applied  # after a finish or a jump-forward point
-            req.num_computed_tokens = min(req.num_computed_tokens, req.num_tokens,
-                                          verified - dropped)
-            self.spec.discard(req, dropped)
-            if req.status.is_finished:
-                self._release(req)
-            else:  # rejected drafts' pages go back to the pool
-                self.scheduler.trim_pages(req)
-        return updated + reqs + [req for req, _, _ in specs]
 
-    def _verify(self, logits: torch.Tensor, specs: list[tuple[Request, int, int]]) -> list[list[int]]:
-        """Verify the drafts of speculating requests on their rows of ``logits``."""
-        idx, items = [], []
-        for req, lo, m in specs:
-            items.append((req, len(idx)))
-            idx.extend(range(lo, lo + m + 1))
-        return self.spec.verify(logits[idx], items)
+        Raises:
+            DistributedError: a tensor-parallel rank died (any other failure of the
+                forward fails the step's requests alone).
+        """
+        spec = self.spec
+        if spec is not None:
+            spec.propose(self.scheduler.running)
+        scheduled = self.scheduler.schedule()
+        if spec is not None:
+            spec.trim(scheduled)
+        model_output, sampled = None, []
+        if scheduled:
+            model_output = self.runner.execute(scheduled)
+            if model_output.error is None:
+                verify = spec.verify if spec is not None else None
+                sampled = sample_tokens(model_output, self.step_context, verify)
+        update = self.scheduler.update_from_output(scheduled, model_output, sampled,
+                                                   self.step_context)
+        if spec is not None:
+            for req, num_tokens in update.discarded:
+                spec.discard(req, num_tokens)
+            for req in update.finished:  # drafts and proposer state
+                spec.release(req)
+        return update.updated
 
     def stats(self) -> dict:
         """Engine counters: KV pages, prefix cache, queue lengths, forward passes.
@@ -337,34 +292,8 @@ class Engine(RequestFactory):
         if close is not None:
             close()
 
-    def __enter__(self) -> "Engine":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
     def flush_cache(self) -> int:
         """Evict every unlocked page of the prefix cache; returns pages freed."""
         if self.cache is None:
             return 0
         return self.cache.evict(self.cache.num_cached_pages)
-
-    def make_request(self, prompt: Any, params: SamplingParams | None = None,
-                     constraint: Any = None, request_id: str | None = None) -> Request:
-        """Validate and prepare one request (prompt encoded, grammar compiled).
-
-        Raises:
-            RequestError, SchemaError, RegexError: bad prompt, params or constraint.
-        """
-        req = self._make_request(prompt, params or SamplingParams(), constraint)
-        if request_id is not None:
-            req.request_id = str(request_id)
-        return req
-
-    # ------------------------------------------------------------ extraction
-    def extract(self, schema: Any, text: str | list[str], instructions: str | None = None,
-                params: SamplingParams | None = None, errors: str = "raise") -> Any:
-        """Extract a schema-valid object from each text (see :func:`structgen.extraction.extract`)."""
-        from structgen.extraction import extract
-
-        return extract(self, schema, text, instructions=instructions, params=params, errors=errors)

@@ -1,18 +1,111 @@
-"""ModelRunner: runs the model on one planned ragged batch over the paged KV cache."""
+"""ModelRunner: runs the model on one planned ragged batch over the paged KV cache.
+
+:meth:`BaseModelRunner.execute` is the engine's step: it lays out which token rows need
+logits for the scheduled chunks (the last known token of a request that samples, its
+draft positions, the prompt positions whose log-probabilities were asked for), runs one
+forward and returns a :class:`ModelOutput`. It changes no request.
+"""
 
 from __future__ import annotations
 
+import abc
 import functools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
+from structgen.errors import DistributedError
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
 
-__all__ = ["ModelRunner"]
+if TYPE_CHECKING:
+    from structgen.runtime.request import Request
+    from structgen.runtime.scheduler import SchedulerOutput
+
+__all__ = ["BaseModelRunner", "ModelOutput", "ModelRunner"]
 
 
-class ModelRunner:
+@dataclass
+class ModelOutput:
+    """The logits of one step, laid out per request, or the failure of its forward.
+
+    Attributes:
+        logits: ``[R, V]`` float32 logits of the rows below (None when the forward failed).
+        sampling: ``(request, first row, num drafts)`` per request that samples this step:
+            rows ``first .. first + num drafts`` predict the token after its last known
+            token and after each of its ``draft_token_ids`` (a speculating chunk is
+            ``[last sampled token, d1 .. dm]``).
+        prompt_logprobs: ``(request, first prompt position, row lo, row hi)``: rows
+            ``lo .. hi - 1`` are computed at prompt positions ``first, first + 1, ...``.
+        error: ``"forward pass failed: ..."`` when the forward raised, else None.
+    """
+
+    logits: torch.Tensor | None = None
+    sampling: list[tuple[Request, int, int]] = field(default_factory=list)
+    prompt_logprobs: list[tuple[Request, int, int, int]] = field(default_factory=list)
+    error: str | None = None
+
+
+class BaseModelRunner(abc.ABC):
+    """What the engine needs of a model runner (one process, or rank 0 of a TP group)."""
+
+    @abc.abstractmethod
+    def forward(
+        self,
+        token_chunks: list[list[int]],
+        prefix_lens: list[int],
+        page_tables: list[list[int]],
+        logits_rows: list[int] | None = None,
+        logits_token_indices: list[int] | None = None,
+    ) -> torch.Tensor:
+        """One forward pass over a ragged batch; ``[R, vocab_size]`` float32 logits."""
+
+    def execute(self, scheduler_output: SchedulerOutput) -> ModelOutput:
+        """Run the scheduled chunks in one forward and return their logits rows.
+
+        Args:
+            scheduler_output: ``(request, num_tokens)`` chunks, tokens counted from
+                ``request.num_computed_tokens`` (pages already allocated).
+
+        Returns:
+            The logits and their layout; a failed forward comes back as
+            ``ModelOutput(error=...)`` (it fails the step's requests, not the engine).
+
+        Raises:
+            DistributedError: a tensor-parallel rank died (the engine itself is down).
+        """
+        chunks, prefix_lens, tables = [], [], []
+        rows: list[int] = []  # flat token rows that need logits
+        out = ModelOutput()
+        offset = 0
+        for req, num in scheduler_output:
+            start = req.num_computed_tokens
+            chunks.append(req.token_slice(start, start + num))
+            prefix_lens.append(start)
+            tables.append(req.page_table)
+            n_prompt = len(req.prompt_token_ids)
+            if req.params.prompt_logprobs is not None and start < n_prompt - 1:
+                end = min(start + num, n_prompt - 1)  # positions predicting prompt tokens
+                # only rows from prompt_logprobs_start - 1 on (each needs a vocab-wide head)
+                lo = max(start, req.params.prompt_logprobs_start - 1)
+                if lo < end:
+                    out.prompt_logprobs.append((req, lo, len(rows), len(rows) + end - lo))
+                    rows.extend(range(offset + lo - start, offset + end - start))
+            if start + num >= req.num_tokens:
+                out.sampling.append((req, len(rows), len(req.draft_token_ids)))
+                rows.extend(range(offset + req.num_tokens - 1 - start, offset + num))
+            offset += num
+        try:
+            out.logits = self.forward(chunks, prefix_lens, tables, logits_token_indices=rows)
+        except DistributedError:  # a dead tensor-parallel rank: the engine itself is down
+            raise
+        except Exception as exc:  # a failed forward fails this batch, not the engine
+            out.error = f"forward pass failed: {type(exc).__name__}: {exc}"
+        return out
+
+
+class ModelRunner(BaseModelRunner):
     """Owns the model and its KVPool; one call = one forward pass.
 
     Args:

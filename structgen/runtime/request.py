@@ -46,6 +46,8 @@ class Request:
         prompt_token_ids: prompt tokens.
         params: sampling settings.
         matcher: grammar cursor (``structgen.fsm.Matcher``) or None when unconstrained.
+        constraint: what ``matcher`` was compiled from (a constraint term, or a compiled
+            grammar), None when unconstrained; a data-parallel front ships it to a replica.
         detokenizer: incremental text of the output.
         generator: seeded torch.Generator when ``params.seed`` is set.
         output_token_ids: generated tokens (sampled + jump-forward), EOS/stop ids excluded.
@@ -80,6 +82,7 @@ class Request:
     params: SamplingParams
     detokenizer: IncrementalDetokenizer
     matcher: Any = None
+    constraint: Any = None
     generator: torch.Generator | None = None
     output_token_ids: list[int] = field(default_factory=list)
     page_table: list[int] = field(default_factory=list)

@@ -22,8 +22,9 @@ __all__ = ["RequestFactory"]
 
 
 class RequestFactory:
-    """Mixin of ``Engine``: needs ``tokenizer``, ``loaded.config.vocab_size``, ``vocab``
-    (the fsm ``Vocabulary``), ``device`` and ``_ids`` (a request-id counter)."""
+    """Mixin of every engine: needs ``tokenizer``, ``vocab_size`` (width of the model's
+    logits), ``vocab`` (the fsm ``Vocabulary``), ``device`` and ``_ids`` (a request-id
+    counter)."""
 
     # ----------------------------------------------------------------- prompts
     def apply_chat_template(self, messages: list[dict]) -> list[int]:
@@ -52,7 +53,7 @@ class RequestFactory:
             ids = self.apply_chat_template(list(prompt))
         elif isinstance(prompt, (list, tuple)) and all(isinstance(t, int) for t in prompt):
             ids = [int(t) for t in prompt]
-            vocab_size = self.loaded.config.vocab_size
+            vocab_size = self.vocab_size
             if any(t < 0 or t >= vocab_size for t in ids):
                 raise RequestError(f"prompt token ids must be in [0, {vocab_size})")
         else:
@@ -97,6 +98,7 @@ class RequestFactory:
                 else max(0, p.prompt_logprobs_start - 1),
             )
             if grammar is not None:
+                req.constraint = term
                 req.matcher = grammar.matcher(max_tokens=p.max_tokens)
             reqs.append(req)
         return reqs

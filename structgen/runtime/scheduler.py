@@ -20,6 +20,13 @@ Speculative draft tokens (``req.draft_token_ids``) are tokens to compute like an
 other; when pages run short they are dropped before anything is evicted or preempted.
 They never reach the tree: only verified tokens are ever counted as computed.
 
+One step is ``schedule()`` -> ``ModelRunner.execute`` -> token sampling ->
+:meth:`Scheduler.update_from_output`, the one writer of ``num_computed_tokens``, output
+tokens and page tables after a forward (the shape of vLLM v1's scheduler): the forward's
+chunks count as computed, the sampled tokens are applied (``step.process_tokens``: grammar,
+stop checks, jump-forward), verified speculative drafts count as computed, rejected ones
+give their pages back, and finished requests are released.
+
 Page ownership: ``req.page_table[:req.num_tree_pages]`` belong to the radix tree
 (locked through ``req.cache_node``), the rest to the request. After each prefill chunk
 and at finish the computed tokens are inserted into the tree. Invariant:
@@ -29,15 +36,60 @@ free pages + pages in the tree + pages owned by requests == all usable pages.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from structgen.errors import PromptTooLongError
 from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.radix_cache import RadixCache
 from structgen.runtime.request import Request, RequestStatus
+from structgen.runtime.step import process_tokens
 
-__all__ = ["Scheduler", "SCHEDULE_POLICIES"]
+if TYPE_CHECKING:
+    from structgen.runtime.model_runner import ModelOutput
+    from structgen.runtime.step import SampledTokens, StepContext
+
+__all__ = ["Scheduler", "SchedulerOutput", "StepUpdate", "SCHEDULE_POLICIES"]
 
 SCHEDULE_POLICIES = ("lpm", "fcfs")
+
+
+@dataclass
+class SchedulerOutput:
+    """What runs in one step; iterating yields the ``(request, num_tokens)`` chunks.
+
+    Attributes:
+        scheduled: ``(request, num_tokens)`` in batch order, tokens counted from
+            ``request.num_computed_tokens`` (pages for them are allocated).
+        failed: requests failed while scheduling (cannot fit even alone), already
+            released from the queues.
+    """
+
+    scheduled: list[tuple[Request, int]] = field(default_factory=list)
+    failed: list[Request] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[tuple[Request, int]]:
+        return iter(self.scheduled)
+
+    def __len__(self) -> int:
+        return len(self.scheduled)
+
+
+@dataclass
+class StepUpdate:
+    """What :meth:`Scheduler.update_from_output` did.
+
+    Attributes:
+        updated: requests that changed visibly (got tokens, or finished), in step order.
+        finished: requests finished this step, their pages already released.
+        discarded: ``(request, num_tokens)``: verified speculative tokens not applied
+            (the request finished before them, or the grammar forced text there).
+    """
+
+    updated: list[Request] = field(default_factory=list)
+    finished: list[Request] = field(default_factory=list)
+    discarded: list[tuple[Request, int]] = field(default_factory=list)
 
 
 class Scheduler:
@@ -105,11 +157,6 @@ class Scheduler:
         req.status = RequestStatus.WAITING
         self.waiting.append(req)
 
-    def failed_in_schedule(self) -> list[Request]:
-        """Requests failed by the last :meth:`schedule` (taken: a second call returns [])."""
-        failed, self._failed = self._failed, []
-        return failed
-
     # ------------------------------------------------------------------- pages
     def _grow(self, req: Request, num_tokens: int) -> bool:
         """Give ``req`` pages for ``num_tokens`` tokens, evicting cached pages if needed."""
@@ -168,8 +215,8 @@ class Scheduler:
         elif req in self.waiting:
             self.waiting.remove(req)
 
-    def on_computed(self, req: Request) -> None:
-        """Called after a forward computed a chunk of ``req``: cache finished prefill pages."""
+    def _on_computed(self, req: Request) -> None:
+        """After a forward computed a chunk of ``req``: cache finished prefill pages."""
         if (
             self.cache is not None
             and req.uses_prefix_cache
@@ -274,15 +321,78 @@ class Scheduler:
             if len(key) == size:
                 busy.add(key)
 
-    def schedule(self) -> list[tuple[Request, int]]:
-        """Plan one step: ``(request, num_tokens)`` pairs, tokens counted from
+    def schedule(self) -> SchedulerOutput:
+        """Plan one step: ``(request, num_tokens)`` chunks, tokens counted from
         ``request.num_computed_tokens``. Pages for them are allocated here.
 
-        Requests that cannot fit even alone are failed here (``finish_reason="error"``);
-        :meth:`failed_in_schedule` returns them.
+        Requests that cannot fit even alone are failed here (``finish_reason="error"``)
+        and listed in ``SchedulerOutput.failed``.
         """
         plan: list[tuple[Request, int]] = []
         budget = self._schedule_running(plan, self.max_batch_tokens)
         if self.waiting and budget > 0:
             self._admit(plan, budget)
-        return plan
+        failed, self._failed = self._failed, []
+        return SchedulerOutput(plan, failed)
+
+    # ------------------------------------------------------------ after a forward
+    def update_from_output(
+        self,
+        scheduler_output: SchedulerOutput,
+        model_output: ModelOutput | None,
+        sampled: list[SampledTokens],
+        context: StepContext,
+    ) -> StepUpdate:
+        """Apply one step's results: the only writer of ``num_computed_tokens``, output
+        tokens and page tables after a forward.
+
+        Args:
+            scheduler_output: what :meth:`schedule` planned for the step.
+            model_output: the forward's output (``error`` set: every scheduled request
+                fails); None when nothing was scheduled.
+            sampled: the tokens each sampling request got (``step.sample_tokens``).
+            context: the engine's step settings (for ``step.process_tokens``).
+
+        Returns:
+            The updated, finished (released) requests and discarded speculative tokens.
+
+        Raises: never for a single request's trouble (it is failed alone).
+        """
+        update = StepUpdate(list(scheduler_output.failed), list(scheduler_output.failed))
+        if model_output is not None and model_output.error is not None:
+            for req, _ in scheduler_output:
+                req.finish("error", model_output.error)
+                self.release(req)
+                update.updated.append(req)
+                update.finished.append(req)
+            return update
+        for req, num in scheduler_output:
+            # drafts count as computed only once verified (below)
+            req.num_computed_tokens = min(req.num_computed_tokens + num, req.num_tokens)
+            req.num_forward_passes += 1
+            self._on_computed(req)
+        for item in sampled:
+            self._apply_sampled(item, context, update)
+        return update
+
+    def _apply_sampled(self, item: SampledTokens, context: StepContext,
+                       update: StepUpdate) -> None:
+        req, tokens = item.request, item.token_ids
+        if item.is_speculative:
+            req.num_computed_tokens += len(tokens) - 1  # the accepted drafts' KV is valid
+            verified = req.num_computed_tokens
+            req.clear_drafts()
+        result = process_tokens(context, req, tokens, item.logprobs)
+        if result.rolled_back_to is not None:  # jump-forward replaced trailing tokens
+            req.num_computed_tokens = min(req.num_computed_tokens, result.rolled_back_to)
+        if item.is_speculative:
+            dropped = len(tokens) - result.num_applied  # after a finish or a jump-forward point
+            req.num_computed_tokens = min(req.num_computed_tokens, req.num_tokens,
+                                          verified - dropped)
+            update.discarded.append((req, dropped))
+        update.updated.append(req)
+        if req.status.is_finished:
+            self.release(req)
+            update.finished.append(req)
+        elif item.is_speculative:  # rejected drafts' pages go back to the pool
+            self.trim_pages(req)

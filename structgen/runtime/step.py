@@ -1,4 +1,10 @@
-"""The per-step sampling path: mask logits, sample, and apply each sampled token.
+"""The per-step token path: mask logits, sample, and apply each sampled token.
+
+:func:`sample_tokens` turns a forward's :class:`~structgen.runtime.model_runner.ModelOutput`
+into tokens (plain sampling under the grammar mask, or speculative verification);
+``Scheduler.update_from_output`` then applies them with :func:`process_tokens` (grammar,
+EOS / stop and limit checks, jump-forward). Both read the engine's settings from one
+frozen :class:`StepContext`, never the engine.
 
 Nothing here raises for a single bad request: a request whose grammar rejects its
 token (which masking should make impossible) is failed alone.
@@ -7,7 +13,9 @@ token (which masking should make impossible) is failed alone.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -18,11 +26,103 @@ from structgen.runtime.request import Request
 from structgen.runtime.sampler import sample
 
 if TYPE_CHECKING:
-    from structgen.runtime.engine import Engine
+    from structgen.runtime.model_runner import ModelOutput
 
 __all__ = [
-    "sample_step", "process_sampled", "process_tokens", "jump_forward", "record_prompt_logprobs",
+    "StepContext", "SampledTokens", "TokenResult", "sample_tokens", "sample_step",
+    "process_tokens", "jump_forward", "record_prompt_logprobs",
 ]
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What the token path needs of the engine, fixed when the engine is built.
+
+    Attributes:
+        eos_token_ids: the model's EOS token ids.
+        jump_forward: append grammar-forced text without sampling (``EngineConfig``).
+        vocab: the fsm ``Vocabulary`` (token bytes).
+        encode_text: text -> token ids without special tokens; one bound callable (the
+            jump-forward planner caches its boundary probes by it).
+        max_request_tokens: most tokens (prompt + output) one request can hold.
+    """
+
+    eos_token_ids: frozenset[int]
+    jump_forward: bool
+    vocab: Any
+    encode_text: Callable[[str], list[int]]
+    max_request_tokens: int
+
+
+@dataclass
+class SampledTokens:
+    """The tokens one request got in a step, to be applied in order.
+
+    Attributes:
+        request: the request.
+        token_ids: one sampled token, or a speculative step's accepted drafts followed by
+            the target's own token.
+        logprobs: per token its logprob dict (or None); None for a speculative step.
+        is_speculative: True when ``token_ids`` come from verifying the request's drafts.
+    """
+
+    request: Request
+    token_ids: list[int]
+    logprobs: list[dict[int, float] | None] | None = None
+    is_speculative: bool = False
+
+
+@dataclass
+class TokenResult:
+    """What :func:`process_tokens` did to a request.
+
+    Attributes:
+        num_applied: how many of the tokens were applied (a finishing EOS / stop token
+            counts).
+        rolled_back_to: the request's token count after jump-forward dropped trailing
+            tokens (K/V past it is stale), or None when nothing was dropped.
+    """
+
+    num_applied: int = 0
+    rolled_back_to: int | None = None
+
+
+def sample_tokens(
+    output: ModelOutput, context: StepContext,
+    verify: Callable[[torch.Tensor, list[tuple[Request, int]]], list[list[int]]] | None = None,
+) -> list[SampledTokens]:
+    """Record prompt logprobs, sample plain requests and verify speculating ones.
+
+    Args:
+        output: a successful forward's logits and their layout (``output.logits`` is
+            masked in place).
+        context: the engine's step settings.
+        verify: ``SpeculativeDecoder.verify`` (needed when a request has drafts).
+
+    Returns:
+        One entry per sampling request: plain requests first, then speculating ones,
+        each group in the order of the step. Raises: never for a single request's
+        trouble (it is failed alone).
+    """
+    logits = output.logits
+    plain = [(req, lo) for req, lo, m in output.sampling if m == 0]
+    specs = [(req, lo, m) for req, lo, m in output.sampling if m > 0]
+    with torch.inference_mode():  # logits are inference tensors: mask them in place there
+        for req, first, lo, hi in output.prompt_logprobs:
+            record_prompt_logprobs(req, logits[lo:hi], first)
+        reqs = [req for req, _ in plain]
+        sample_logits = logits[[lo for _, lo in plain]] if plain else logits[:0]
+        tokens, logprobs = sample_step(sample_logits, reqs, context.eos_token_ids)
+        accepted = []
+        if specs:
+            idx, items = [], []
+            for req, lo, m in specs:
+                items.append((req, len(idx)))
+                idx.extend(range(lo, lo + m + 1))
+            accepted = verify(logits[idx], items)
+    out = [SampledTokens(req, [tok], [lp]) for req, tok, lp in zip(reqs, tokens, logprobs)]
+    out += [SampledTokens(req, toks, None, True) for (req, _, _), toks in zip(specs, accepted)]
+    return out
 
 
 def sample_step(
@@ -111,13 +211,14 @@ def _check_limits(req: Request, context_limit: int) -> bool:
     return req.status.is_finished
 
 
-def _apply_token(engine: "Engine", req: Request, token: int, logprob: dict[int, float] | None) -> bool:
+def _apply_token(context: StepContext, req: Request, token: int,
+                 logprob: dict[int, float] | None) -> bool:
     """Grammar, EOS / stop and limit checks for one token; True if the request goes on."""
     p = req.params
     if req.matcher is not None and not req.matcher.advance(token):
         req.finish("error", f"grammar rejected sampled token {token}")
         return False
-    is_eos = token in engine.eos_token_ids and not p.ignore_eos
+    is_eos = token in context.eos_token_ids and not p.ignore_eos
     if is_eos or token in (p.stop_token_ids or ()):
         req.finish("stop")
         return False
@@ -126,87 +227,84 @@ def _apply_token(engine: "Engine", req: Request, token: int, logprob: dict[int, 
             and len(req.output_token_ids) < p.max_tokens):
         req.finish("stop")  # the grammar is complete: nothing can follow
         return False
-    return not _check_limits(req, engine.scheduler.max_request_tokens())
-
-
-def process_sampled(
-    engine: "Engine", req: Request, token: int, logprob: dict[int, float] | None = None
-) -> None:
-    """Apply one sampled token: grammar, EOS / stop checks, then jump-forward.
-
-    Raises: never (failures finish the request with ``"error"``).
-    """
-    process_tokens(engine, req, [token], [logprob])
+    return not _check_limits(req, context.max_request_tokens)
 
 
 def process_tokens(
-    engine: "Engine",
+    context: StepContext,
     req: Request,
     tokens: list[int],
     logprobs: list[dict[int, float] | None] | None = None,
-) -> int:
+) -> TokenResult:
     """Apply verified tokens in order (one sampled token, or a speculative step's accepted
     drafts plus the target's own token), stopping at the first that finishes the
     request or after which the grammar forces text; then jump-forward. Stopping at
     forced text keeps speculative output token-for-token that of plain decoding, which
     jump-forwards (and retokenizes) at that point.
 
+    Appends output tokens (and text), advances the matcher, may finish the request; it
+    does not touch ``num_computed_tokens`` or pages (the scheduler's, see
+    ``Scheduler.update_from_output``).
+
     Returns:
-        How many of ``tokens`` were applied (a finishing EOS / stop token counts).
+        How many tokens were applied and, after a jump-forward rollback, the token count
+        rolled back to.
 
     Raises: never (failures finish the request with ``"error"``).
     """
+    result = TokenResult()
     if req.status.is_finished:  # failed while its mask was built
-        return 0
-    applied = 0
+        return result
     try:
         if req.first_token_time is None:
             req.first_token_time = time.perf_counter()
-        jump = req.matcher is not None and engine.config.jump_forward
+        jump = req.matcher is not None and context.jump_forward
         for i, token in enumerate(tokens):
-            applied += 1
-            if not _apply_token(engine, req, token, logprobs[i] if logprobs else None):
-                return applied
+            result.num_applied += 1
+            if not _apply_token(context, req, token, logprobs[i] if logprobs else None):
+                return result
             if jump and i + 1 < len(tokens) and req.matcher.forced_bytes():
                 # plain decoding jumps forward here (canonical retokenization); the later
                 # tokens were verified on a tokenization it would not produce: drop them
                 break
         if jump:
-            jump_forward(engine, req)
+            jump_forward(context, req, result)
     except Exception as exc:  # one request's failure must not take the engine down
         req.finish("error", f"{type(exc).__name__}: {exc}")
-    return applied
+    return result
 
 
-def jump_forward(engine: "Engine", req: Request) -> int:
+def jump_forward(context: StepContext, req: Request, result: TokenResult | None = None) -> int:
     """Append the grammar's forced text as tokens, without sampling (one extend step).
 
     The fsm plans it (``structgen.fsm.jump_forward.plan_jump_forward``): the forced
     bytes are retokenized canonically together with the last generated tokens, so the
     model never conditions on a split that its tokenizer would not produce. Applying the
-    plan drops ``num_drop`` trailing output tokens (matcher rolled back, their KV marked
-    not computed) and appends the new tokens; their bytes extend the text exactly by the
+    plan drops ``num_drop`` trailing output tokens (matcher rolled back; the token count
+    after the drop goes into ``result.rolled_back_to``: their K/V is stale) and appends
+    the new tokens; their bytes extend the text exactly by the
     forced bytes. Forced tokens report logprob 0.0.
 
     Returns:
         Net number of tokens added.
     """
-    limit = engine.scheduler.max_request_tokens()
+    limit = context.max_request_tokens
     room = min(req.params.max_tokens - len(req.output_token_ids), limit - req.num_tokens)
     if room <= 0:
         return 0
-    plan = plan_jump_forward(req.matcher, req.output_token_ids, engine.encode_text, engine.vocab,
-                             max_append=room)
+    plan = plan_jump_forward(req.matcher, req.output_token_ids, context.encode_text,
+                             context.vocab, max_append=room)
     if not plan:
         return 0
-    token_bytes = engine.vocab.token_bytes
+    token_bytes = context.vocab.token_bytes
     if plan.num_drop:
         dropped = req.output_token_ids[-plan.num_drop :]
         del req.output_token_ids[-plan.num_drop :]
         if req.logprobs is not None:
             del req.logprobs[-plan.num_drop :]
         req.matcher.rollback(plan.num_drop)
-        req.num_computed_tokens = min(req.num_computed_tokens, req.num_tokens)
+        if result is not None:
+            result.rolled_back_to = req.num_tokens
         skip = sum(len(token_bytes[t]) for t in dropped)  # bytes already in the text
     else:
         skip = 0

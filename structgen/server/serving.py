@@ -173,10 +173,10 @@ def check_prompt(state: ServerState, ids: list[int], param: str) -> int:
     """
     if not ids:
         raise APIError("the prompt is empty", param=param)
-    vocab_size = state.engine.engine.loaded.config.vocab_size
+    vocab_size = state.engine.engine.vocab_size
     if any(t < 0 or t >= vocab_size for t in ids):
         raise APIError(f"prompt token ids must be in [0, {vocab_size})", param=param)
-    limit = state.engine.engine.scheduler.max_request_tokens()
+    limit = state.engine.engine.max_request_tokens()
     if len(ids) >= limit:
         raise APIError(f"the prompt has {len(ids)} tokens; this model's context allows at most "
                        f"{limit - 1}", param=param, code="context_length_exceeded")

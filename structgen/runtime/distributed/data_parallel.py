@@ -5,11 +5,14 @@ Each replica runs a whole ``Engine`` (its own scheduler, radix cache and KV pool
 loop that takes requests from its inbox queue and puts finished ``RequestOutput``s on a
 shared outbox; the front routes every request with :class:`CacheAwareRouter`, so that
 requests sharing a prefix meet the KV pages cached for it. Replica ``i`` of a CUDA engine
-uses GPUs ``base + i*tp .. base + (i+1)*tp - 1``.
+uses GPUs ``base + i*tp .. base + (i+1)*tp - 1``. The front holds the tokenizer and the
+vocabulary replica 0 reports (no weights): it is a :class:`BaseEngine` like ``Engine``
+(requests prepared and validated here, their constraint shipped to the replica as a spec).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import queue
@@ -23,11 +26,13 @@ from typing import Any
 import torch
 
 from structgen.errors import ConfigError, DistributedError, RequestError, StructgenError
+from structgen.runtime.base_engine import BaseEngine
 from structgen.runtime.config import EngineConfig
 from structgen.runtime.distributed.group import check_devices, mp_context
 from structgen.runtime.distributed.replica import replica_main
 from structgen.runtime.distributed.router import CacheAwareRouter, routing_key
 from structgen.runtime.outputs import RequestOutput
+from structgen.runtime.request import Request
 from structgen.runtime.sampling_params import SamplingParams
 
 __all__ = ["DataParallelEngine"]
@@ -42,9 +47,9 @@ def _replica_device(device: str, index: int, tp: int) -> str:
     return f"cuda:{base + index * tp}"
 
 
-class DataParallelEngine:
+class DataParallelEngine(BaseEngine):
     """``data_parallel_size`` replicas behind a cache-aware router; what
-    ``Engine(model, data_parallel_size=N, ...)`` returns.
+    ``Engine(model, data_parallel_size=N, ...)`` returns (the :class:`BaseEngine` interface).
 
     Args:
         model: as for ``Engine``.
@@ -91,6 +96,18 @@ class DataParallelEngine:
         self._collector = threading.Thread(target=self._collect, name="structgen-dp-router",
                                            daemon=True)
         self._collector.start()
+        self._init_front(self.info)
+
+    def _init_front(self, info: dict) -> None:
+        """Tokenizer, vocabulary and limits of the front, from what replica 0 reports."""
+        from structgen.fsm import Vocabulary
+
+        self.tokenizer = info["tokenizer"]
+        self.eos_token_ids = frozenset(info["eos_token_ids"])
+        self.vocab = Vocabulary.from_tokenizer(self.tokenizer, eos_token_ids=info["eos_token_ids"])
+        self.vocab_size = info["hf_config"].vocab_size
+        self.device = torch.device("cpu")  # front-side requests never sample
+        self._max_request_tokens = info["max_request_tokens"]
 
     @property
     def data_parallel_size(self) -> int:
@@ -180,7 +197,7 @@ class DataParallelEngine:
 
         Args:
             prompt, params, constraint: as for ``Engine.generate`` (the constraint is pickled
-                to the replica: a spec such as ``Regex``/``JsonSchema``/a schema dict).
+                to the replica as a spec, ``async_front.portable_constraint``).
             request_id: an id unique among pending requests; None = a fresh one.
             listener: None (collect with :meth:`result`), or ``listener(kind, payload)``
                 called on the router thread with ``("delta", RequestOutput)`` snapshots,
@@ -198,6 +215,9 @@ class DataParallelEngine:
             raise RequestError("n > 1 is not served by a DataParallelEngine; send n requests")
         if self._failure is not None:
             raise self._failure
+        from structgen.runtime.distributed.async_front import portable_constraint
+
+        constraint = portable_constraint(constraint)
         rid = f"dp-{next(self._ids)}" if request_id is None else str(request_id)
         with self._lock:
             if rid in self._replica_of:
@@ -233,15 +253,9 @@ class DataParallelEngine:
         """Like :meth:`Engine.generate`: every prompt routed, run on its replica; outputs in
         order (``use_tqdm``: a progress bar over finished requests). Raises as
         :meth:`submit` and :meth:`result`."""
-        from structgen.runtime.engine import Engine
-
-        if isinstance(prompts, str) or (
-            isinstance(prompts, list) and prompts and all(isinstance(m, dict) for m in prompts)
-        ):
-            prompts = [prompts]
-        prompts = list(prompts)
-        params_list = Engine._per_prompt(params or SamplingParams(), len(prompts), "params", lambda v: False)
-        cons_list = Engine._per_prompt(constraint, len(prompts), "constraint", lambda v: False)
+        prompts = self._prompt_list(prompts)
+        params_list = self._per_prompt(params or SamplingParams(), len(prompts), "params", lambda v: False)
+        cons_list = self._per_prompt(constraint, len(prompts), "constraint", lambda v: False)
         rids = [self.submit(p, sp, c) for p, sp, c in zip(prompts, params_list, cons_list)]
         if use_tqdm:
             from tqdm.auto import tqdm
@@ -259,6 +273,37 @@ class DataParallelEngine:
             outs.append(payload)
         return outs
 
+    def run_requests(self, reqs: Sequence[Request], listener=None) -> list[RequestOutput]:
+        """See :meth:`BaseEngine.run_requests`: each request (made by :meth:`make_request`)
+        is routed to a replica as its prompt ids, params and constraint spec; snapshots
+        come back through the router thread and reach ``listener`` on this thread."""
+        events: queue.SimpleQueue = queue.SimpleQueue()
+        rids: list[str] = []
+        try:
+            for i, req in enumerate(reqs):
+                cb = functools.partial(_put_event, events, i) if listener is not None else None
+                rids.append(self.submit(req.prompt_token_ids, req.params, req.constraint,
+                                        req.request_id, cb))
+            if listener is None:
+                return [self.result(rid) for rid in rids]
+            outs: list[RequestOutput | None] = [None] * len(reqs)
+            while any(o is None for o in outs):
+                i, kind, payload = events.get()
+                if kind in ("error", "dead"):
+                    raise payload
+                if kind == "done":
+                    outs[i] = payload
+                listener(i, payload)
+            return outs
+        except BaseException:
+            for rid in rids:  # never leave our requests running on a replica
+                self.abort(rid)
+            raise
+
+    def max_request_tokens(self) -> int:
+        """Most tokens (prompt + output) one request can hold (replica 0's limit)."""
+        return self._max_request_tokens
+
     def replica_of(self, rid: str) -> int | None:
         """The replica a request was routed to (pending, or among the last 10,000 routed)."""
         if rid in self._replica_of:
@@ -270,12 +315,7 @@ class DataParallelEngine:
         all replicas (counters summed, rates averaged, ``prefix_hit_rate`` recomputed); router
         counters ``routed`` / ``cache_routed`` /
         ``outstanding`` (per replica)."""
-        token = f"stats-{next(self._ids)}"
-        keys = [f"{token}-{i}" for i in range(len(self._procs))]
-        for i, inbox in enumerate(self._inboxes):
-            inbox.put(("stats", keys[i]))
-        got = self._wait(keys)
-        replicas = [got[k][1] for k in keys]
+        replicas = self._ask_replicas("stats")
         total = {}
         for k, v in replicas[0].items():  # counters add up; rates are averaged, the hit rate recomputed
             if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -286,15 +326,33 @@ class DataParallelEngine:
                 "cache_routed": list(self.router.num_cache_routed),
                 "outstanding": list(self.router.outstanding)}
 
+    def memory_report(self) -> dict:
+        """``weight_bytes`` and ``kv_bytes`` summed over replicas, and ``replicas``: each
+        replica's ``Engine.memory_report()``.
+
+        Raises:
+            DistributedError: a replica died.
+        """
+        replicas = self._ask_replicas("memory")
+        total = {k: sum(r[k] for r in replicas) for k in replicas[0]}
+        return {**total, "replicas": replicas}
+
+    def _ask_replicas(self, kind: str) -> list[dict]:
+        """Every replica's answer to a ``(kind, token)`` message, in replica order."""
+        token = f"{kind}-{next(self._ids)}"
+        keys = [f"{token}-{i}" for i in range(len(self._procs))]
+        for i, inbox in enumerate(self._inboxes):
+            inbox.put((kind, keys[i]))
+        got = self._wait(keys)
+        return [got[k][1] for k in keys]
+
     def close(self) -> None:
         """Stop every replica (idempotent; also at exit)."""
         self._finalizer()
 
-    def __enter__(self) -> DataParallelEngine:
-        return self
 
-    def __exit__(self, *exc_info) -> None:
-        self.close()
+def _put_event(events: queue.SimpleQueue, index: int, kind: str, payload: Any) -> None:
+    events.put((index, kind, payload))
 
 
 def _shutdown(inboxes, procs) -> None:

@@ -1,21 +1,23 @@
-"""One data-parallel replica: a whole ``Engine`` in its own process, serving an inbox queue.
+"""One data-parallel replica: a whole ``Engine`` in its own process, its
+:class:`~structgen.runtime.engine_loop.EngineLoop` serving an inbox queue.
 
 Messages in: ``("add", request_id, prompt, params, constraint, stream)``, ``("abort",
-request_id)``, ``("stats", token)``, ``("close",)``. Messages out, on the shared outbox:
-``(kind, replica index, request_id, payload)`` with kind ``ready`` (payload: what a front
-needs to tokenize without weights), ``failed`` (could not start), ``delta`` (a streamed
-snapshot), ``done`` (a RequestOutput), ``error`` (the request was refused), ``stats``,
-``crashed`` (the engine died).
+request_id)``, ``("stats", token)``, ``("memory", token)``, ``("close",)``. Messages out, on
+the shared outbox: ``(kind, replica index, request_id, payload)`` with kind ``ready``
+(payload: what a front needs to tokenize without weights), ``failed`` (could not start),
+``delta`` (a streamed snapshot), ``done`` (a RequestOutput), ``error`` (the request was
+refused), ``stats``, ``memory`` (``Engine.memory_report()``), ``crashed`` (the engine died).
 """
 
 from __future__ import annotations
 
+import functools
 import pickle
-import queue
-from typing import Any
 
 from structgen.errors import RequestError, StructgenError
 from structgen.runtime.distributed.group import watch_parent
+from structgen.runtime.engine_loop import EngineLoop
+from structgen.runtime.outputs import RequestOutput
 
 __all__ = ["replica_main"]
 
@@ -58,60 +60,42 @@ def _portable_info(engine) -> dict:
     """What a front needs to tokenize, template and validate without loading weights."""
     return {"tokenizer": engine.tokenizer, "eos_token_ids": sorted(engine.eos_token_ids),
             "hf_config": engine.loaded.config,
-            "max_request_tokens": engine.scheduler.max_request_tokens()}
+            "max_request_tokens": engine.max_request_tokens()}
 
 
-def _publish(outbox, index: int, rid: str, req, streamed: dict[str, int]) -> bool:
-    """Send a streamed request's new text (or a finished request's output); True when done.
-
-    Snapshots follow ``AsyncEngine``: cumulative text/ids plus ``delta_text`` since the
-    last one, never half a character."""
-    out = req.to_output()
-    if req.status.is_finished:
-        if rid in streamed:
-            out.delta_text = out.text[streamed.pop(rid):]
-        outbox.put(("done", index, rid, out))
-        return True
-    if rid in streamed:
-        out.delta_text = req.detokenizer.pop_delta()
-        if out.delta_text:
-            streamed[rid] += len(out.delta_text)
-            outbox.put(("delta", index, rid, out))
-    return False
+def _send_output(outbox, index: int, out: RequestOutput) -> None:
+    """Put a snapshot (``delta``) or a final output (``done``) on the outbox."""
+    kind = "done" if out.finish_reason is not None else "delta"
+    outbox.put((kind, index, out.request_id, out))
 
 
 def _serve(engine, index: int, inbox, outbox) -> None:
-    running: dict[str, Any] = {}
-    streamed: dict[str, int] = {}  # streamed request -> characters sent
-    while True:
-        try:
-            msg = inbox.get(timeout=_POLL_S) if not running else inbox.get_nowait()
-        except queue.Empty:
-            msg = None
-        while msg is not None:
-            kind = msg[0]
-            if kind == "close":
-                return
-            if kind == "add":
-                _, rid, prompt, params, constraint, stream = msg
-                try:
-                    req = engine.make_request(prompt, params, constraint, request_id=rid)
-                    engine.add_request(req)
-                    running[rid] = req
-                    if stream:
-                        streamed[rid] = 0
-                except StructgenError as exc:
-                    outbox.put(("error", index, rid, _portable(exc)))
-            elif kind == "abort" and msg[1] in running:
-                engine.abort_request(running[msg[1]])
-            elif kind == "stats":
-                outbox.put(("stats", index, msg[1], engine.stats()))
+    """Serve the inbox until ``("close",)``; snapshots follow ``AsyncEngine``'s (the
+    loop's publisher): cumulative text/ids plus ``delta_text``, never half a character."""
+    loop = EngineLoop(engine, inbox=inbox)
+    send = functools.partial(_send_output, outbox, index)
+
+    def handle(msg: tuple) -> bool:
+        kind = msg[0]
+        if kind == "close":
+            return False
+        if kind == "add":
+            _, rid, prompt, params, constraint, stream = msg
             try:
-                msg = inbox.get_nowait()
-            except queue.Empty:
-                msg = None
-        if running and engine.scheduler.has_unfinished:
-            engine.step()
-        for rid, req in list(running.items()):
-            if _publish(outbox, index, rid, req, streamed):
-                del running[rid]
+                req = engine.make_request(prompt, params, constraint, request_id=rid)
+            except StructgenError as exc:
+                outbox.put(("error", index, rid, _portable(exc)))
+                return True
+            loop.publisher.watch(req, send, stream=stream)
+            loop.add(req)
+        elif kind == "abort":
+            req = loop.publisher.find(msg[1])
+            if req is not None:
+                loop.abort(req)
+        elif kind == "stats":
+            outbox.put(("stats", index, msg[1], engine.stats()))
+        elif kind == "memory":
+            outbox.put(("memory", index, msg[1], engine.memory_report()))
+        return True
+
+    loop.serve(handle, _POLL_S)

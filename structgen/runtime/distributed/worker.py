@@ -39,6 +39,7 @@ from structgen.runtime.distributed.parallel_layers import (
 )
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
+from structgen.runtime.model_runner import BaseModelRunner
 
 __all__ = ["TensorParallelRunner", "pack_step", "start_tensor_parallel", "tp_worker_main", "unpack_step"]
 
@@ -88,7 +89,7 @@ def _logits_indices(token_chunks, logits_rows, logits_token_indices) -> list[int
     return [ends[i] for i in rows]
 
 
-class TensorParallelRunner:
+class TensorParallelRunner(BaseModelRunner):
     """Rank 0's model runner: same ``forward`` contract as ``ModelRunner``.
 
     Args:

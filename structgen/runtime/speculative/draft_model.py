@@ -77,6 +77,9 @@ class DraftModelProposer(BaseProposer):
         self.pool = loaded.model.make_kv_pool(-(-kv_tokens // page_size) + 1, page_size)
         self.runner = ModelRunner(loaded.model, self.pool, engine.device)
         self.vocab_size = engine.loaded.config.vocab_size  # width of the target's logits
+        self.eos_token_ids = engine.eos_token_ids
+        self.max_batch_tokens = engine.config.max_batch_tokens  # the catch-up's budgets
+        self.chunked_prefill_tokens = engine.config.chunked_prefill_tokens
         self._seqs: dict[str, _DraftSeq] = {}
 
     # ------------------------------------------------------------------ pages
@@ -155,11 +158,10 @@ class DraftModelProposer(BaseProposer):
                 if not self._reserve(seq, need):
                     continue  # draft pool full: this request does not speculate this step
             todo.append((len(known) - keep, i, known, keep))
-        cfg = self.engine.config
-        budget = cfg.max_batch_tokens
+        budget = self.max_batch_tokens
         rows = []
         for pending, i, known, keep in sorted(todo, key=lambda t: t[0]):
-            n = min(pending, cfg.chunked_prefill_tokens, budget)
+            n = min(pending, self.chunked_prefill_tokens, budget)
             if n <= 0:
                 break
             budget -= n
@@ -172,7 +174,7 @@ class DraftModelProposer(BaseProposer):
         """Pick one draft token per logits row; return the next decode rows. Raises: never."""
         from structgen.runtime.speculative.verify import target_probs
 
-        eos = self.engine.eos_token_ids
+        eos = self.eos_token_ids
         nxt = []
         for row, i in enumerate(rows):
             req, seq = reqs[i], self._seqs[reqs[i].request_id]

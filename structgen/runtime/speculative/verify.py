@@ -19,7 +19,7 @@ Per step, :class:`SpeculativeDecoder`:
    point-mass proposal (n-gram) has ``q = onehot(d)``. The output distribution is the
    target's (``p`` is the distribution the plain sampler would draw from: grammar mask,
    ``min_tokens`` EOS ban, temperature, top-k / top-p / min-p).
-4. the engine sets ``num_computed_tokens`` to the verified length (the radix cache only
+4. ``Scheduler.update_from_output`` sets ``num_computed_tokens`` to the verified length (the radix cache only
    ever receives computed, hence verified, tokens; pages past the known tokens go back
    to the pool, ``Scheduler.trim_pages``) and applies the accepted tokens as if sampled
    one by one, stopping after the first one at which the grammar forces text: plain
@@ -40,11 +40,12 @@ import torch
 from structgen.kernels.apply_token_bitmask import apply_token_bitmask
 from structgen.runtime.request import Request, RequestStatus
 from structgen.runtime.sampler import filter_probs
-from structgen.runtime.speculative.base import make_proposer
 
 if TYPE_CHECKING:
     from structgen.runtime.config import SpeculativeConfig
-    from structgen.runtime.engine import Engine
+    from structgen.runtime.scheduler import SchedulerOutput
+    from structgen.runtime.speculative.base import BaseProposer
+    from structgen.runtime.step import StepContext
 
 __all__ = ["SpeculativeDecoder", "accept_greedy", "accept_sampled", "target_probs"]
 
@@ -120,14 +121,17 @@ class SpeculativeDecoder:
     """Proposal, trimming, verification and counters of speculative decoding.
 
     Args:
-        engine: the target engine.
+        proposer: drafts tokens (``make_proposer``).
         config: the speculative settings.
+        context: the engine's step settings (EOS ids, request token limit).
     """
 
-    def __init__(self, engine: Engine, config: SpeculativeConfig) -> None:
-        self.engine = engine
+    def __init__(self, proposer: BaseProposer, config: SpeculativeConfig,
+                 context: StepContext) -> None:
+        self.context = context
         self.config = config
-        self.proposer = make_proposer(engine, config)
+        self.proposer = proposer
+        self._drafted: list[Request] = []  # requests given drafts by the last propose()
         self.num_proposed = 0
         self.num_accepted = 0
         self.num_verify_steps = 0  # request-steps that verified >= 1 draft
@@ -139,7 +143,7 @@ class SpeculativeDecoder:
         """k for this request now: its adaptive k, capped by ``max_tokens`` and context."""
         k = req.spec_num_tokens or self.config.num_tokens
         room_out = req.params.max_tokens - len(req.output_token_ids) - 1
-        room_ctx = self.engine.scheduler.max_request_tokens() - req.num_tokens - 1
+        room_ctx = self.context.max_request_tokens - req.num_tokens - 1
         return max(0, min(k, room_out, room_ctx))
 
     def propose(self, running: list[Request]) -> None:
@@ -156,10 +160,11 @@ class SpeculativeDecoder:
             if k > 0:
                 reqs.append(req)
                 ks.append(k)
+        self._drafted = []
         if not reqs:
             return
         proposals = self.proposer.propose(reqs, ks)
-        eos = self.engine.eos_token_ids
+        eos = self.context.eos_token_ids
         for req, k, prop in zip(reqs, ks, proposals):
             tokens = list(prop.token_ids[:k])
             if req.matcher is not None:
@@ -169,16 +174,17 @@ class SpeculativeDecoder:
                     tokens = tokens[: i + 1]
                     break
             req.draft_token_ids = tokens
+            self._drafted.append(req)
             if prop.probs is not None and tokens and not req.params.is_greedy:
                 req.draft_probs = prop.probs[: len(tokens)]
 
-    def trim(self, plan: list[tuple[Request, int]]) -> None:
+    def trim(self, plan: SchedulerOutput) -> None:
         """Keep only the drafts that the scheduled chunk covers."""
         planned = {id(req) for req, _ in plan}
-        sch = self.engine.scheduler
-        for req in list(sch.running) + list(sch.waiting):  # e.g. preempted this step
+        for req in self._drafted:  # not scheduled: e.g. preempted this step
             if req.draft_token_ids and id(req) not in planned:
                 req.clear_drafts()
+        self._drafted = []
         for req, num in plan:
             if not req.draft_token_ids:
                 continue
@@ -200,7 +206,7 @@ class SpeculativeDecoder:
         words = -(-logits.shape[1] // 32)
         bitmask = torch.full((logits.shape[0], words), -1, dtype=torch.int32)
         constrained: list[int] = []  # rows with a grammar
-        eos = self.engine.eos_token_ids
+        eos = self.context.eos_token_ids
         for req, lo in items:
             drafts = req.draft_token_ids
             m = req.matcher

@@ -1,0 +1,117 @@
+"""BaseEngine: the interface of every engine, in one process or over data-parallel replicas.
+
+``Engine`` (one process, possibly rank 0 of a tensor-parallel group) and
+``DataParallelEngine`` (replicas behind a router; what ``Engine(...,
+data_parallel_size=N)`` returns) both implement it, so the DSL's ``EngineBackend``,
+extraction and the HTTP server run on either. Requests are prepared where the engine's
+caller is (prompt encoded, grammar compiled: errors raised before anything runs) and
+run with :meth:`BaseEngine.run_requests` or :meth:`BaseEngine.generate`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from structgen.runtime.outputs import RequestOutput
+from structgen.runtime.request import Request
+from structgen.runtime.request_factory import RequestFactory
+from structgen.runtime.sampling_params import SamplingParams
+
+__all__ = ["BaseEngine"]
+
+
+class BaseEngine(RequestFactory, abc.ABC):
+    """What every engine offers.
+
+    Attributes (set by each implementation):
+        config: the ``EngineConfig``.
+        tokenizer: the model's tokenizer (chat template included).
+        vocab: the fsm ``Vocabulary`` grammars are compiled for.
+        vocab_size: width of the model's logits (valid prompt token ids are below it).
+        eos_token_ids: the model's EOS token ids (frozenset).
+        device: where request generators live.
+    """
+
+    # --------------------------------------------------------------- requests
+    def make_request(self, prompt: Any, params: SamplingParams | None = None,
+                     constraint: Any = None, request_id: str | None = None) -> Request:
+        """Validate and prepare one request (prompt encoded, grammar compiled).
+
+        Raises:
+            RequestError, SchemaError, RegexError: bad prompt, params or constraint.
+        """
+        req = self._make_request(prompt, params or SamplingParams(), constraint)
+        if request_id is not None:
+            req.request_id = str(request_id)
+        return req
+
+    @abc.abstractmethod
+    def run_requests(
+        self, reqs: Sequence[Request],
+        listener: Callable[[int, RequestOutput], None] | None = None,
+    ) -> list[RequestOutput]:
+        """Run prepared requests (:meth:`make_request`) until each one finished.
+
+        Thread-safe: calls from several threads run together.
+
+        Args:
+            reqs: the requests (ids unique among running requests).
+            listener: called on this thread with ``(index in reqs, snapshot)``: streamed
+                ``RequestOutput`` snapshots (cumulative text, ``delta_text`` since the
+                previous one), then each final output; None = no streaming.
+
+        Returns:
+            One final RequestOutput per request, in order.
+
+        Raises:
+            RequestError, SchemaError, RegexError: a request was refused.
+            DistributedError: the engine is down.
+        """
+
+    @abc.abstractmethod
+    def generate(self, prompts: Sequence[Any] | str,
+                 params: SamplingParams | list[SamplingParams] | None = None,
+                 constraint: Any = None, *, use_tqdm: bool = False) -> list[RequestOutput]:
+        """Generate for every prompt (see :meth:`structgen.runtime.engine.Engine.generate`)."""
+
+    @abc.abstractmethod
+    def max_request_tokens(self) -> int:
+        """Most tokens (prompt + output) one request can hold."""
+
+    @staticmethod
+    def _prompt_list(prompts: Sequence[Any] | str) -> list[Any]:
+        """``prompts`` as a list of prompts (a string or one chat is a single prompt)."""
+        if isinstance(prompts, str) or (
+            isinstance(prompts, list) and prompts and all(isinstance(m, dict) for m in prompts)
+        ):
+            return [prompts]
+        return list(prompts)
+
+    # ------------------------------------------------------------- extraction
+    def extract(self, schema: Any, text: str | list[str], instructions: str | None = None,
+                params: SamplingParams | None = None, errors: str = "raise") -> Any:
+        """Extract a schema-valid object from each text (see :func:`structgen.extraction.extract`)."""
+        from structgen.extraction import extract
+
+        return extract(self, schema, text, instructions=instructions, params=params, errors=errors)
+
+    # --------------------------------------------------------------- counters
+    @abc.abstractmethod
+    def stats(self) -> dict:
+        """Counters (KV pages, prefix cache, queues, forward passes, speculative)."""
+
+    @abc.abstractmethod
+    def memory_report(self) -> dict[str, int]:
+        """Bytes held by the model weights (``weight_bytes``) and the KV cache (``kv_bytes``)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release processes and devices (idempotent)."""
+
+    def __enter__(self) -> BaseEngine:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

@@ -2,7 +2,7 @@
 
 :func:`paged_attention` and :func:`store_kv` run the Triton kernels of
 ``structgen.kernels`` on CUDA, the fused C kernel on CPU where it applies
-(``attention_cpu``) and the torch reference (``attention_ref``, ``index_copy_``)
+(``structgen.runtime.cpu.attention``) and the torch reference (``attention_ref``, ``index_copy_``)
 elsewhere; :func:`attention_backend` forces one for a scope (the model runner's
 ``attention_backend``; tests force ``"triton"`` on CPU, interpreted).
 
@@ -20,8 +20,8 @@ import contextvars
 import torch
 
 from structgen.runtime.forward_batch import ForwardBatch
-from structgen.runtime.models import cpu_ops
-from structgen.runtime.models.attention_cpu import CpuAttentionPlan, paged_attention_cpu, plan_cpu_attention
+from structgen.runtime.cpu import ops as cpu_ops
+from structgen.runtime.cpu.attention import CpuAttentionPlan, paged_attention_cpu, plan_cpu_attention
 from structgen.runtime.models.attention_ref import (
     RefAttentionGroup,
     RefAttentionPlan,
@@ -68,7 +68,7 @@ def attention_backend(name: str):
 
 
 def cpu_attention(x: torch.Tensor) -> bool:
-    """True when attention on ``x``'s device and dtype runs the fused CPU ops (``cpu_ops``):
+    """True when attention on ``x``'s device and dtype runs the fused CPU ops (``structgen.runtime.cpu.ops``):
     backend ``"auto"``, CPU, fp32/bf16, extension built."""
     return _BACKEND.get() == "auto" and cpu_ops.enabled(x)
 
@@ -129,7 +129,7 @@ def paged_attention(
     torch reference. The kernels read the cache as pages,
     ``[num_pages, page_size, kv_heads, d]``; the step's plan (one host sync, the longest
     extension) is made once and shared by all layers (:func:`plan_triton_attention`).
-    On CPU with the fused ops built (``cpu_ops``; fp32/bf16, value dim equal to key dim,
+    On CPU with the fused ops built (``structgen.runtime.cpu.ops``; fp32/bf16, value dim equal to key dim,
     backend ``"auto"``), short extensions take the C kernel (:func:`plan_cpu_attention`).
     """
     if not _use_triton(q):

@@ -15,10 +15,10 @@ from torch import nn
 
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
-from structgen.runtime.models import cpu_ops
+from structgen.runtime.cpu import ops as cpu_ops
 from structgen.runtime.models.attention import cpu_attention, paged_attention, store_kv
-from structgen.runtime.models.decode_step import decode_step
-from structgen.runtime.models.dense_kernel import linear
+from structgen.runtime.cpu.decode_step import decode_step
+from structgen.runtime.cpu.dense import linear
 from structgen.runtime.models.layers import FusedProjection, GatedMLP, Linear, RMSNorm, RotaryEmbedding, apply_rotary
 
 __all__ = ["AttentionSpec", "DecoderAttention", "DecoderLayer", "DecoderModel", "DecoderForCausalLM", "head_dim_of", "layer_window"]

@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from structgen.runtime.models import cpu_ops
-from structgen.runtime.models.dense_kernel import linear
+from structgen.runtime.cpu import ops as cpu_ops
+from structgen.runtime.cpu.dense import linear
 
 __all__ = ["Linear", "FusedProjection", "RMSNorm", "RotaryEmbedding", "GatedMLP", "rope_theta", "apply_rotary"]
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from structgen.runtime.models import cpu_ops
+from structgen.runtime.cpu import ops as cpu_ops
 
 pytestmark = pytest.mark.skipif(not cpu_ops.kernel_available(), reason="fused CPU ops not built")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from structgen.runtime.forward_batch import ForwardBatch
-from structgen.runtime.models import cpu_ops
+from structgen.runtime.cpu import ops as cpu_ops
 from structgen.runtime.models.attention_ref import paged_attention_ref, row_remap
 
 __all__ = ["CpuAttentionPlan", "SHORT_EXTEND", "paged_attention_cpu", "plan_cpu_attention"]

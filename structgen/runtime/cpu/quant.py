@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 try:  # built by setup.py; optional
-    from structgen.runtime.quantization import _qkernel as _lib
+    from structgen.runtime.cpu import _qkernel as _lib
 except ImportError:  # pragma: no cover - depends on the build
     _lib = None
 

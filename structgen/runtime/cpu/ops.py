@@ -46,7 +46,7 @@ __all__ = [
 MAX_HEAD_DIM = 512  # csrc/cpuops.c MAX_HEAD_DIM
 
 try:  # built by setup.py; optional
-    from structgen.runtime.models import _cpuops as _ext
+    from structgen.runtime.cpu import _cpuops as _ext
 except ImportError:  # pragma: no cover - depends on the build
     _ext = None
     if os.environ.get("STRUCTGEN_CPU_OPS", "1") != "0":

@@ -32,6 +32,7 @@ import weakref
 import torch
 import torch.nn.functional as F
 
+from structgen.errors import KernelArgumentError
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.cpu import dense
@@ -199,7 +200,19 @@ class DecodeStepPlan:
 
         Returns:
             ``[T, hidden]`` the last layer's MLP output (the per-op path's last ``delta``).
+
+        Raises:
+            KernelArgumentError: the step does not fit the plan (:func:`decode_step` checks it
+                and takes the per-op path instead).
         """
+        if not _step_ok(self, residual, cos, sin, batch):
+            raise KernelArgumentError(
+                f"DecodeStepPlan: expected residual [T <= {dense.MAX_ROWS}, {self.dims[0]}] {self.dtype} contiguous, "
+                f"cos/sin [T, 1, {self.dims[3]}] contiguous and int64 contiguous step metadata; got residual "
+                f"{residual.dtype} {tuple(residual.shape)}, cos {cos.dtype} {tuple(cos.shape)}")
+        return self._launch(residual, cos, sin, batch)
+
+    def _launch(self, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
         t = residual.shape[0]
         hidden, heads, kv_heads, d, inter = self.dims
         mlp = torch.empty(t, hidden, dtype=self.dtype)
@@ -252,4 +265,4 @@ def decode_step(model, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Ten
         model.__dict__["_decode_step_plan"] = None if plan is None else (weakref.ref(kv), plan)
     if plan is None or not _step_ok(plan, residual, cos, sin, batch):
         return None
-    return plan(residual, cos, sin, batch)
+    return plan._launch(residual, cos, sin, batch)  # checked just above

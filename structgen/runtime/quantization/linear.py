@@ -22,8 +22,10 @@ see ``benchmarks/bench_models.py`` and its section of ``benchmarks/RESULTS.md``)
   (bfloat16 by default) for them and the result cast back; :func:`set_activation_dtype` with
   ``torch.float32`` makes them exact (tests compare against dequantized weights so).
 
-On other devices every layout dequantizes and calls ``F.linear`` (the GPU path is the
-Triton ``quant_matmul`` kernel's job).
+On CUDA (or under ``attention_backend("triton")``) row-major int8 and int4 "rows" weights run
+the Triton ``quant_matmul`` kernel (``structgen.kernels.quant_matmul``) on the buffers as they
+are; on other devices, and for torch's packed int4 or group-major int8 (layouts chosen only
+without the C kernel), the weight is dequantized for ``F.linear``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from structgen.runtime.cpu import quant as cpu_quant
+from structgen.runtime.models.attention import use_triton
 from structgen.runtime.quantization.formats import (
     can_pack_int4,
     dequantize_int4,
@@ -214,7 +217,9 @@ class QuantLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         x2 = x if x.dim() == 2 else x.reshape(-1, shape[-1])  # [M, K]
-        if self.use_kernel and x2.device.type == "cpu" and x2.dtype in _FLOATS and cpu_quant._lib is not None:
+        if use_triton(x2) and self._triton_layout():
+            y = self._triton_forward(x2)
+        elif self.use_kernel and x2.device.type == "cpu" and x2.dtype in _FLOATS and cpu_quant._lib is not None:
             y = self._kernel_forward(x2)  # the decode hot path: as few Python steps as possible
         elif self.kind == "int8":
             y = int8_matmul(x2, self.qweight, self.scales, self.activation_dtype)
@@ -224,11 +229,30 @@ class QuantLinear(nn.Module):
         elif self.int4_layout == "torch" and x2.device.type == "cpu":
             y = int4_matmul(x2, self.qweight, self.scales, self.mins, self.group_size, self.activation_dtype,
                             self._cached_scale_zeros((self.activation_dtype or x2.dtype)))
-        else:  # pragma: no cover - GPU path belongs to the Triton quant_matmul kernel
+        else:  # other devices without the Triton kernel's layouts: dequantize
             y = F.linear(x2, self.dequantized_weight().to(x2.dtype))
         if self.bias is not None:
             y = y + self.bias
         return y if x.dim() == 2 else y.reshape(*shape[:-1], self.out_features)
+
+    def _triton_layout(self) -> bool:
+        """Whether the Triton ``quant_matmul`` kernel reads this module's buffers as they are
+        (row-major int8, int4 ``"rows"``; not torch's packed int4 nor group-major int8)."""
+        if self.kind == "int8":
+            return self.qweight.dim() == 2
+        return self.int4_layout == "rows"
+
+    def _triton_forward(self, x2: torch.Tensor) -> torch.Tensor:
+        """``[M, K]`` -> ``[M, N]`` in ``x2``'s dtype through the Triton ``quant_matmul`` kernel."""
+        from structgen.kernels.quant_matmul import quant_matmul
+
+        b = self._buffers
+        if self.kind == "int8" and b["scales"].shape[1] == 1:  # per output channel
+            return quant_matmul(x2, b["qweight"], b["scales"].view(-1), None, 8, None, backend="triton")
+        if self.kind == "int8":
+            return quant_matmul(x2, b["qweight"], b["scales"], None, 8, self.group_size, backend="triton")
+        return quant_matmul(x2, b["qweight"], b["scales"], None, 4, self.group_size, mins=b["mins"], block32=True,
+                            backend="triton")
 
     def _kernel_forward(self, x2: torch.Tensor) -> torch.Tensor:
         """``[M, K]`` -> ``[M, N]`` in ``x2``'s dtype through :mod:`cpu_quant` (buffers read from

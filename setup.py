@@ -1,6 +1,6 @@
-"""Build of structgen's optional C extensions: csrc/qkernel.c -> structgen.runtime.quantization._qkernel
-(quantized matmul), csrc/densekernel.c -> structgen.runtime.models._densekernel (fp32/bf16 small-M
-matmul over both cores) and csrc/cpuops.c -> structgen.runtime.models._cpuops (fused norm, rotary,
+"""Build of structgen's optional C extensions: csrc/qkernel.c -> structgen.runtime.cpu._qkernel
+(quantized matmul), csrc/densekernel.c -> structgen.runtime.cpu._densekernel (fp32/bf16 small-M
+matmul over both cores) and csrc/cpuops.c -> structgen.runtime.cpu._cpuops (fused norm, rotary,
 KV store, paged attention and SiLU for the decoder layers).
 
 Project metadata lives in pyproject.toml; this file only adds the CPU kernels.
@@ -48,7 +48,7 @@ setup(
             optional=True,
         ),
         Extension(
-            "structgen.runtime.quantization._qkernel",
+            "structgen.runtime.cpu._qkernel",
             sources=["csrc/qkernel.c"],
             depends=["csrc/qkernel_rows.h"],
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
@@ -56,7 +56,7 @@ setup(
             optional=True,
         ),
         Extension(
-            "structgen.runtime.models._densekernel",
+            "structgen.runtime.cpu._densekernel",
             sources=["csrc/densekernel.c"],
             depends=["csrc/dense_core.h", "csrc/sg_pybind.h", "csrc/sg_simd.h"],
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
@@ -64,7 +64,7 @@ setup(
             optional=True,
         ),
         Extension(
-            "structgen.runtime.models._cpuops",
+            "structgen.runtime.cpu._cpuops",
             sources=["csrc/cpuops.c"],
             depends=["csrc/cpuops_core.h", "csrc/sg_pybind.h", "csrc/sg_simd.h"],
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
@@ -72,9 +72,9 @@ setup(
             optional=True,
         ),
         # csrc/decodestep.c -> every decoder layer of a small CPU step in one call
-        # (structgen/runtime/models/decode_step.py; the per-op path without it)
+        # (structgen/runtime/cpu/decode_step.py; the per-op path without it)
         Extension(
-            "structgen.runtime.models._decodestep",
+            "structgen.runtime.cpu._decodestep",
             sources=["csrc/decodestep.c"],
             depends=["csrc/cpuops_core.h", "csrc/dense_core.h", "csrc/sg_pybind.h", "csrc/sg_simd.h"],
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],

@@ -88,17 +88,17 @@ def _mlp_cases(n: int, k: int) -> dict:
 
 def _ours_cases(x, q8, s8, q4, s4, m4, group: int) -> dict:
     """Our C kernel (csrc/qkernel.c) on the same weights: float32-exact and Q8-activation paths."""
-    from structgen.runtime.quantization import cpu_kernel
+    from structgen.runtime.cpu import quant as cpu_quant
     from structgen.runtime.quantization.formats import pack_int4_rows
 
-    if not cpu_kernel.available():
+    if not cpu_quant.available():
         return {}
     p, st, mt = pack_int4_rows(q4), s4.t().contiguous(), m4.t().contiguous()
     return {
-        "ours: int8 C kernel, fp32 act (exact)": lambda: cpu_kernel.int8_mm(x, q8, s8),
-        "ours: int8 C kernel, Q8 act": lambda: cpu_kernel.int8_mm(x, q8, s8, q8=True),
-        f"ours: int4 C kernel g{group}, fp32 act (exact)": lambda: cpu_kernel.int4_mm(x, p, st, mt, group),
-        f"ours: int4 C kernel g{group}, Q8 act": lambda: cpu_kernel.int4_mm(x, p, st, mt, group, q8=True),
+        "ours: int8 C kernel, fp32 act (exact)": lambda: cpu_quant.int8_mm(x, q8, s8),
+        "ours: int8 C kernel, Q8 act": lambda: cpu_quant.int8_mm(x, q8, s8, q8=True),
+        f"ours: int4 C kernel g{group}, fp32 act (exact)": lambda: cpu_quant.int4_mm(x, p, st, mt, group),
+        f"ours: int4 C kernel g{group}, Q8 act": lambda: cpu_quant.int4_mm(x, p, st, mt, group, q8=True),
     }
 
 
@@ -124,12 +124,12 @@ def bench_kernels() -> list[tuple[str, str, float]]:
     rows.append((shape, "Q8_0 dequantize per call + fp32 F.linear", _us(lambda: F.linear(x, dequantize_int8(q, s)))))
     rows.append((shape, "Q8_0 group-major, 18 x _weight_int8pack_mm (torch fallback)",
                  _us(lambda: int8_matmul(x, qg, sg, torch.bfloat16))))
-    from structgen.runtime.quantization import cpu_kernel
+    from structgen.runtime.cpu import quant as cpu_quant
 
-    if cpu_kernel.available():
+    if cpu_quant.available():
         sh = s.half()
-        rows.append((shape, "ours: Q8_0 C kernel, fp32 act (exact)", _us(lambda: cpu_kernel.int8_mm(x, q, sh))))
-        rows.append((shape, "ours: Q8_0 C kernel, Q8 act", _us(lambda: cpu_kernel.int8_mm(x, q, sh, q8=True))))
+        rows.append((shape, "ours: Q8_0 C kernel, fp32 act (exact)", _us(lambda: cpu_quant.int8_mm(x, q, sh))))
+        rows.append((shape, "ours: Q8_0 C kernel, Q8 act", _us(lambda: cpu_quant.int8_mm(x, q, sh, q8=True))))
     return rows
 
 
@@ -300,20 +300,20 @@ def profile_decode(quant: str, tokens: int = 16, top: int = 10) -> list[tuple[st
     from torch.profiler import ProfilerActivity, profile
 
     from structgen import Engine, SamplingParams
-    from structgen.runtime.quantization import cpu_kernel
+    from structgen.runtime.cpu import quant as cpu_quant
 
     eng = Engine(dtype="float32", quantization=quant, max_kv_tokens=4096)
     eng.generate([PROMPT], SamplingParams(max_tokens=4, temperature=0.0))
     prompt = [{"role": "user", "content": "Hi"}]
-    saved = {name: getattr(cpu_kernel, name) for name in ("int4_linear", "int8_linear")}
+    saved = {name: getattr(cpu_quant, name) for name in ("int4_linear", "int8_linear")}
     for name, fn in saved.items():  # our C kernel is no aten op: label its calls for the profiler
-        setattr(cpu_kernel, name, _labelled(f"qkernel.{name} (ours, C)", fn))
+        setattr(cpu_quant, name, _labelled(f"qkernel.{name} (ours, C)", fn))
     try:
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             eng.generate([prompt], SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True))
     finally:
         for name, fn in saved.items():
-            setattr(cpu_kernel, name, fn)
+            setattr(cpu_quant, name, fn)
     events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
     total = sum(e.self_cpu_time_total for e in events)
     rows = [(e.key, e.self_cpu_time_total / 1e3 / tokens, e.count // tokens) for e in events[:top]]

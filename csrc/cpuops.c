@@ -1,6 +1,6 @@
 /* Python bindings of structgen's fused CPU decoder ops (the ops and why: cpuops_core.h).
- * Exposed as structgen.runtime.models._cpuops (METH_FASTCALL, raw data pointers as ints;
- * structgen/runtime/models/cpu_ops.py checks shapes, dtypes and strides).
+ * Exposed as structgen.runtime.cpu._cpuops (METH_FASTCALL, raw data pointers as ints;
+ * structgen/runtime/cpu/ops.py checks shapes, dtypes and strides).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -24,7 +24,7 @@
  * AVX2+FMA paths chosen at run time (__builtin_cpu_supports) where the loops are hot
  * (attention dot products, weighted sums, exp), portable scalar code otherwise. OpenMP
  * parallel regions only when the work is large enough to pay for the fork/join.
- * Included by cpuops.c (the Python bindings, structgen.runtime.models._cpuops) and by
+ * Included by cpuops.c (the Python bindings, structgen.runtime.cpu._cpuops) and by
  * decodestep.c (the fused decode step); everything here is static.
  */
 #ifndef SG_CPUOPS_CORE_H

@@ -23,9 +23,9 @@
  * Layer table: int64 [L, LF_COUNT] (fields below): data pointers of the layer's weights and
  * KV cache (0 for an absent bias or q/k norm) and its sliding window (0: none). All tensors
  * in one dtype dt (0 fp32, 1 bf16), row-major and contiguous; the caller
- * (structgen/runtime/models/decode_step.py) checks that once per plan.
+ * (structgen/runtime/cpu/decode_step.py) checks that once per plan.
  *
- * Exposed as structgen.runtime.models._decodestep (METH_FASTCALL, raw pointers as ints).
+ * Exposed as structgen.runtime.cpu._decodestep (METH_FASTCALL, raw pointers as ints).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -30,7 +30,7 @@
  * rounding.
  *
  * An AVX2 + FMA path chosen at run time (sg_simd.h: sg_use_avx2) and a portable scalar one.
- * Included by densekernel.c (its Python binding, structgen.runtime.models._densekernel) and by
+ * Included by densekernel.c (its Python binding, structgen.runtime.cpu._densekernel) and by
  * decodestep.c (the fused decode step); everything here is static.
  */
 #ifndef SG_DENSE_CORE_H

@@ -1,6 +1,6 @@
 /* Python binding of structgen's CPU dense small-M matmul (the kernel and why: dense_core.h).
- * Exposed as structgen.runtime.models._densekernel (METH_FASTCALL, raw data pointers as ints;
- * the caller, structgen/runtime/models/dense_kernel.py, checks shapes and dtypes).
+ * Exposed as structgen.runtime.cpu._densekernel (METH_FASTCALL, raw data pointers as ints;
+ * the caller, structgen/runtime/cpu/dense.py, checks shapes and dtypes).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -17,8 +17,8 @@
  *
  * An AVX2 + FMA + F16C path (chosen at run time with __builtin_cpu_supports) and a portable
  * scalar one; rows split over OpenMP threads when built with it. Exposed to Python as the
- * module structgen.runtime.quantization._qkernel with METH_FASTCALL functions taking raw data
- * pointers (ints) and sizes; callers (structgen/runtime/quantization/cpu_kernel.py) check shapes,
+ * module structgen.runtime.cpu._qkernel with METH_FASTCALL functions taking raw data
+ * pointers (ints) and sizes; callers (structgen/runtime/cpu/quant.py) check shapes,
  * dtypes and contiguity.
  */
 #define PY_SSIZE_T_CLEAN

@@ -23,6 +23,7 @@ __all__ = [
     "GrammarTooComplexError",
     "ModelNotFoundError",
     "ModelLoadError",
+    "KernelArgumentError",
     "RequestError",
     "PromptTooLongError",
     "ExtractionError",
@@ -94,6 +95,14 @@ class ModelNotFoundError(StructgenError, FileNotFoundError):
 
 class ModelLoadError(StructgenError):
     """A model file exists but cannot be loaded (unknown architecture, bad tensor shapes)."""
+
+
+class KernelArgumentError(StructgenError, ValueError):
+    """A tensor passed to a C kernel's wrapper (``structgen.runtime.cpu``) has the wrong shape,
+    dtype, device or layout; raised before the C call, which would read out of bounds.
+
+    The message names the argument and what was expected.
+    """
 
 
 class RequestError(StructgenError, ValueError):

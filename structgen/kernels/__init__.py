@@ -1,6 +1,11 @@
-"""Kernels: each Triton kernel beside its plain-torch reference of the same signature.
+"""Kernels: each op's one plain-torch reference, beside its Triton kernel where it has one.
 
-``backend="auto"`` picks Triton on CUDA and the torch reference elsewhere. Modules are
+The references are what every implementation of the op is tested against, the model's C
+kernels (``structgen.runtime.cpu``) included; paged attention's is
+``paged_attention.paged_attention_ref`` (its Triton kernels: ``paged_decode_attention`` and
+``extend_attention``). ``backend="auto"`` picks Triton on CUDA and the torch reference
+elsewhere; the model reaches these kernels through its own dispatch
+(``structgen.runtime.models.attention.use_triton``). Modules are
 imported on use (importing Triton costs ~0.6 s): ``from structgen.kernels.rms_norm import
 rms_norm``.
 """
@@ -9,6 +14,7 @@ __all__ = [
     "apply_token_bitmask",
     "extend_attention",
     "fused_moe",
+    "paged_attention",
     "paged_decode_attention",
     "quant_matmul",
     "rms_norm",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from structgen.kernels._paged import load_paged_kv
+from structgen.kernels.paged_attention import paged_attention_ref
 from structgen.kernels._triton import (
     cdiv,
     check,
@@ -34,7 +35,7 @@ from structgen.kernels._triton import (
     window_or_max,
 )
 
-__all__ = ["extend_attention", "extend_attention_ref"]
+__all__ = ["extend_attention"]
 
 _LOG2E = 1.4426950408889634
 
@@ -43,54 +44,13 @@ def _q_starts(extend_lens: torch.Tensor) -> torch.Tensor:
     return torch.cumsum(extend_lens, 0) - extend_lens  # [B] first flat row of each sequence
 
 
-def extend_attention_ref(
-    q: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    page_table: torch.Tensor,
-    prefix_lens: torch.Tensor,
-    extend_lens: torch.Tensor,
-    scale: float,
-    max_extend_len: int | None = None,
-    sliding_window: int | None = None,
-) -> torch.Tensor:
-    """Causal attention of ragged new tokens over paged K/V (torch reference, float32 math).
-
-    Args:
-        q: ``[T, heads, d]`` queries of the new tokens, sequences concatenated in batch order
-            (``T == extend_lens.sum()``).
-        k_cache: ``[num_pages, page_size, kv_heads, d]`` holding prefix and new tokens.
-        v_cache: ``[num_pages, page_size, kv_heads, d]``.
-        page_table: ``[B, max_pages]`` int32/int64 page ids covering ``prefix + extend``.
-        prefix_lens: ``[B]`` cached tokens per sequence.
-        extend_lens: ``[B]`` new tokens per sequence (>= 1).
-        scale: softmax scale.
-        max_extend_len: ``max(extend_lens)`` if known (saves a host sync in Triton).
-        sliding_window: None (full causal) or ``W >= 1``: the query at position ``p`` sees
-            keys ``p - W + 1 .. p`` (Mistral).
-
-    Returns:
-        ``[T, heads, d]`` in ``q.dtype``.
-    """
-    num_tokens, heads = q.shape[0], q.shape[1]
-    page_size, kv_heads = k_cache.shape[1], k_cache.shape[2]
+def _extend_attention_torch(q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, sliding_window):
+    """The ragged batch as per-token rows and positions, through :func:`paged_attention_ref`."""
+    num_tokens = q.shape[0]
     prefix_lens, extend_lens = prefix_lens.long(), extend_lens.long()
-    seq_ids = torch.repeat_interleave(torch.arange(len(extend_lens), device=q.device), extend_lens)
+    seq_ids = torch.repeat_interleave(torch.arange(len(extend_lens), device=q.device), extend_lens)  # [T]
     q_pos = prefix_lens[seq_ids] + torch.arange(num_tokens, device=q.device) - _q_starts(extend_lens)[seq_ids]
-    max_len = page_table.shape[1] * page_size
-    pos = torch.arange(max_len, device=q.device)  # [L]
-    pages = page_table.long()[:, pos // page_size]  # [B, L]
-    k = k_cache[pages, pos % page_size].float()[seq_ids]  # [T, L, kv_heads, d]
-    v = v_cache[pages, pos % page_size].float()[seq_ids]
-    rep = heads // kv_heads
-    k = k.repeat_interleave(rep, dim=2)  # [T, L, heads, d]
-    v = v.repeat_interleave(rep, dim=2)
-    scores = torch.einsum("thd,tlhd->thl", q.float(), k) * scale  # [T, heads, L]
-    visible = pos[None, :] <= q_pos[:, None]  # [T, L] causal
-    if sliding_window is not None:
-        visible = visible & (pos[None, :] > q_pos[:, None] - sliding_window)
-    scores = scores.masked_fill(~visible[:, None, :], float("-inf"))
-    return torch.einsum("thl,tlhd->thd", scores.softmax(-1), v).to(q.dtype)
+    return paged_attention_ref(q, k_cache, v_cache, page_table, seq_ids, q_pos, scale, sliding_window)
 
 
 @jit
@@ -233,9 +193,27 @@ def extend_attention(
     *,
     backend: str = "auto",
 ) -> torch.Tensor:
-    """Extend attention; same contract as :func:`extend_attention_ref`.
+    """Causal attention of ragged new tokens over paged K/V.
 
-    ``sliding_window``: None or ``W`` (Mistral). ``backend``: ``"auto"``, ``"triton"``, ``"torch"``.
+    The torch backend is :func:`~structgen.kernels.paged_attention.paged_attention_ref`
+    (float32 math) over the tokens' rows and positions.
+
+    Args:
+        q: ``[T, heads, d]`` queries of the new tokens, sequences concatenated in batch order
+            (``T == extend_lens.sum()``).
+        k_cache: ``[num_pages, page_size, kv_heads, d]`` holding prefix and new tokens.
+        v_cache: ``[num_pages, page_size, kv_heads, d]``.
+        page_table: ``[B, max_pages]`` int32/int64 page ids covering ``prefix + extend``.
+        prefix_lens: ``[B]`` cached tokens per sequence.
+        extend_lens: ``[B]`` new tokens per sequence (>= 1).
+        scale: softmax scale.
+        max_extend_len: ``max(extend_lens)`` if known (saves a host sync in Triton).
+        sliding_window: None (full causal) or ``W >= 1``: the query at position ``p`` sees
+            keys ``p - W + 1 .. p`` (Mistral).
+        backend: ``"auto"``, ``"triton"``, ``"torch"``.
+
+    Returns:
+        ``[T, heads, d]`` in ``q.dtype``.
 
     Raises:
         ValueError: (Triton backend) shape, dtype, device or layout mismatch.
@@ -243,5 +221,4 @@ def extend_attention(
     if resolve_backend(backend, q.device) == "triton":
         return _extend_triton(q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, max_extend_len,
                               sliding_window)
-    return extend_attention_ref(q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, max_extend_len,
-                                sliding_window)
+    return _extend_attention_torch(q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, sliding_window)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from structgen.kernels._paged import load_paged_kv
+from structgen.kernels.paged_attention import paged_attention_ref
 from structgen.kernels._triton import (
     cdiv,
     check,
@@ -37,54 +38,9 @@ from structgen.kernels._triton import (
     window_or_max,
 )
 
-__all__ = ["default_num_splits", "paged_decode_attention", "paged_decode_attention_ref"]
+__all__ = ["default_num_splits", "paged_decode_attention"]
 
 _LOG2E = 1.4426950408889634
-
-
-def paged_decode_attention_ref(
-    q: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    page_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-    num_splits: int | None = None,
-    sliding_window: int | None = None,
-) -> torch.Tensor:
-    """Decode attention over paged K/V (torch reference, float32 math).
-
-    Args:
-        q: ``[B, heads, d]`` the query of each sequence's newest token.
-        k_cache: ``[num_pages, page_size, kv_heads, d]`` (``heads % kv_heads == 0``).
-        v_cache: ``[num_pages, page_size, kv_heads, d]``.
-        page_table: ``[B, max_pages]`` int32/int64 page ids (padding: any valid page).
-        seq_lens: ``[B]`` tokens to attend per sequence (>= 1, including the new one).
-        scale: softmax scale, usually ``d ** -0.5``.
-        num_splits: ignored (the Triton split-K factor); accepted for a shared signature.
-        sliding_window: None (full attention) or ``W >= 1``: only the last ``W`` positions
-            ``seq_len - W .. seq_len - 1`` are attended (Mistral).
-
-    Returns:
-        ``[B, heads, d]`` in ``q.dtype``.
-    """
-    heads = q.shape[1]
-    page_size, kv_heads = k_cache.shape[1], k_cache.shape[2]
-    max_len = page_table.shape[1] * page_size
-    pos = torch.arange(max_len, device=q.device)  # [L]
-    pages = page_table.long()[:, pos // page_size]  # [B, L]
-    k = k_cache[pages, pos % page_size].float()  # [B, L, kv_heads, d]
-    v = v_cache[pages, pos % page_size].float()
-    rep = heads // kv_heads
-    k = k.repeat_interleave(rep, dim=2).permute(0, 2, 1, 3)  # [B, heads, L, d]
-    v = v.repeat_interleave(rep, dim=2).permute(0, 2, 1, 3)
-    scores = torch.einsum("bhd,bhld->bhl", q.float(), k) * scale  # [B, heads, L]
-    valid = pos[None, :] < seq_lens.long()[:, None]  # [B, L]
-    if sliding_window is not None:
-        valid = valid & (pos[None, :] >= seq_lens.long()[:, None] - sliding_window)
-    scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
-    out = torch.einsum("bhl,bhld->bhd", scores.softmax(-1), v)
-    return out.to(q.dtype)
 
 
 @jit
@@ -287,16 +243,31 @@ def paged_decode_attention(
     *,
     backend: str = "auto",
 ) -> torch.Tensor:
-    """Decode attention; same contract as :func:`paged_decode_attention_ref`.
+    """Decode attention over paged K/V: the newest token of each sequence.
 
-    ``num_splits`` (Triton): split-K factor; None picks :func:`default_num_splits` from the
-    page table's capacity (no host sync; with a window, from ``min(W, capacity)``).
-    ``sliding_window``: None or ``W`` (Mistral). ``backend``: ``"auto"``, ``"triton"``, ``"torch"``.
+    The torch backend is :func:`~structgen.kernels.paged_attention.paged_attention_ref`
+    (float32 math) with one token per sequence at position ``seq_len - 1``.
+
+    Args:
+        q: ``[B, heads, d]`` the query of each sequence's newest token.
+        k_cache: ``[num_pages, page_size, kv_heads, d]`` (``heads % kv_heads == 0``).
+        v_cache: ``[num_pages, page_size, kv_heads, d]``.
+        page_table: ``[B, max_pages]`` int32/int64 page ids (padding: any valid page).
+        seq_lens: ``[B]`` tokens to attend per sequence (>= 1, including the new one).
+        scale: softmax scale, usually ``d ** -0.5``.
+        num_splits: (Triton) split-K factor; None picks :func:`default_num_splits` from the
+            page table's capacity (no host sync; with a window, from ``min(W, capacity)``).
+        sliding_window: None (full attention) or ``W >= 1``: only the last ``W`` positions
+            ``seq_len - W .. seq_len - 1`` are attended (Mistral).
+        backend: ``"auto"``, ``"triton"``, ``"torch"``.
+
+    Returns:
+        ``[B, heads, d]`` in ``q.dtype``.
 
     Raises:
         ValueError: (Triton backend) shape, dtype, device or layout mismatch.
     """
     if resolve_backend(backend, q.device) == "triton":
         return _paged_decode_triton(q, k_cache, v_cache, page_table, seq_lens, scale, num_splits, sliding_window)
-    return paged_decode_attention_ref(q, k_cache, v_cache, page_table, seq_lens, scale, num_splits, sliding_window)
-
+    rows = torch.arange(q.shape[0], device=q.device)  # [B] one token per sequence
+    return paged_attention_ref(q, k_cache, v_cache, page_table, rows, seq_lens.long() - 1, scale, sliding_window)

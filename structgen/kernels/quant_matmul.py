@@ -7,11 +7,17 @@ Three weight formats, ``W`` of logical shape ``[N, K]`` (``nn.Linear`` layout):
 - **w8a16 group-wise** (``bits=8``, ``group_size`` set): ``qweight`` uint8 ``[N, K]``
   codes 0..255, ``scales`` and ``zeros`` ``[N, K // group_size]``:
   ``W[n, k] = (q[n, k] - zeros[n, g]) * scales[n, g]`` (GPTQ 8-bit).
+- **w8a16 group-wise symmetric** (``bits=8``, ``group_size`` set, ``zeros`` None):
+  ``qweight`` int8 ``[N, K]``, ``scales`` ``[N, K // group_size]``: ``W = q * scales[n, g]``
+  (the row-major int8 layout of ``structgen.runtime.quantization``, GGUF Q8_0).
 - **w4a16** (``bits=4``): ``qweight`` uint8 ``[N, K // 2]`` holding two 4-bit codes per
   byte (even ``k`` in the low nibble), ``scales`` and ``zeros`` ``[N, K // group_size]``
   (float zero points; GPTQ/AWQ integer zeros and GGUF Q4_1's ``d * q + m`` as
   ``zeros = -m / d`` both fit): ``W[n, k] = (q[n, k] - zeros[n, g]) * scales[n, g]``,
-  ``g = k // group_size``.
+  ``g = k // group_size``. Or, with ``mins`` instead of ``zeros``:
+  ``W[n, k] = q[n, k] * scales[n, g] + mins[n, g]``; ``block32=True`` reads the codes in
+  ggml's block order instead (byte ``j`` of each 16-byte block holds ``k = j`` in its low and
+  ``k = j + 16`` in its high nibble: ``structgen.runtime.quantization.formats.pack_int4_rows``).
 
 Kernel: tiled GEMM, grid ``(cdiv(M, BLOCK_M), cdiv(N, BLOCK_N))``, fp32 accumulation;
 each K tile of codes is loaded, unpacked and dequantized to the activation dtype in
@@ -43,17 +49,28 @@ def dequantize_ref(
     zeros: torch.Tensor | None,
     bits: int,
     group_size: int | None = None,
+    *,
+    mins: torch.Tensor | None = None,
+    block32: bool = False,
 ) -> torch.Tensor:
     """Dequantize to a float32 ``[N, K]`` weight (formats in the module docstring)."""
     if bits == 8 and group_size is None:
         return qweight.float() * scales.float()[:, None]
     if bits == 8:
-        q = qweight.float()  # [N, K] codes 0..255
+        q = qweight.float()  # [N, K] codes 0..255 (or -127..127 without zeros)
     else:
         lo = (qweight & 0xF).to(torch.int16)
         hi = (qweight >> 4).to(torch.int16)
-        q = torch.stack([lo, hi], dim=-1).reshape(qweight.shape[0], -1).float()  # [N, K]
+        n = qweight.shape[0]
+        if block32:  # [N, K/32, 16] bytes -> codes j and j + 16 of each block
+            q = torch.cat([lo.view(n, -1, 16), hi.view(n, -1, 16)], dim=-1).reshape(n, -1).float()
+        else:
+            q = torch.stack([lo, hi], dim=-1).reshape(n, -1).float()  # [N, K]
     g = torch.arange(q.shape[1], device=q.device) // group_size  # [K]
+    if mins is not None:
+        return q * scales.float()[:, g] + mins.float()[:, g]
+    if zeros is None:
+        return q * scales.float()[:, g]
     return (q - zeros.float()[:, g]) * scales.float()[:, g]
 
 
@@ -89,6 +106,9 @@ def quant_matmul_ref(
     zeros: torch.Tensor | None = None,
     bits: int = 8,
     group_size: int | None = None,
+    *,
+    mins: torch.Tensor | None = None,
+    block32: bool = False,
 ) -> torch.Tensor:
     """``x @ dequant(W).T`` (torch reference, float32 math).
 
@@ -97,11 +117,13 @@ def quant_matmul_ref(
         qweight, scales, zeros: the quantized weight (formats in the module docstring).
         bits: 8 or 4.
         group_size: K-group of the scales/zeros (divides K; even); None for 8-bit per channel.
+        mins: (4-bit) additive ``[N, K // group_size]`` offsets instead of ``zeros``.
+        block32: (4-bit) the codes are in ggml's block order.
 
     Returns:
         ``[M, N]`` in ``x.dtype``.
     """
-    w = dequantize_ref(qweight, scales, zeros, bits, group_size)
+    w = dequantize_ref(qweight, scales, zeros, bits, group_size, mins=mins, block32=block32)
     return (x.float() @ w.T).to(x.dtype)
 
 
@@ -122,6 +144,8 @@ def _quant_matmul_kernel(
     stride_ym,
     BITS: tl.constexpr,
     PER_CHANNEL: tl.constexpr,  # 8-bit, one scale per output channel, no zero points
+    ZERO_MODE: tl.constexpr,  # group-wise: 0 none, 1 (q - z) * s, 2 q * s + z (z holds mins)
+    BLOCK32: tl.constexpr,  # 4-bit codes in ggml's block order
     GROUP_SIZE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -148,6 +172,10 @@ def _quant_matmul_kernel(
         wk_mask = k_mask[:, None] & n_mask[None, :]
         if BITS == 8:  # [BLOCK_K, BLOCK_N] codes
             code = tl.load(q_ptr + offs_n64[None, :] * stride_qn + offs_k[:, None], mask=wk_mask, other=0)
+        elif BLOCK32:  # byte (k // 32) * 16 + k % 16, high nibble for k % 32 >= 16
+            byte_k = (offs_k[:, None] // 32) * 16 + offs_k[:, None] % 16
+            byte = tl.load(q_ptr + offs_n64[None, :] * stride_qn + byte_k, mask=wk_mask, other=0)
+            code = (byte.to(tl.int32) >> (((offs_k[:, None] % 32) // 16) * 4)) & 0xF
         else:
             byte = tl.load(q_ptr + offs_n64[None, :] * stride_qn + offs_k[:, None] // 2, mask=wk_mask, other=0)
             code = (byte.to(tl.int32) >> ((offs_k[:, None] % 2) * 4)) & 0xF
@@ -156,8 +184,14 @@ def _quant_matmul_kernel(
         else:
             g = offs_k[:, None] // GROUP_SIZE
             s = tl.load(s_ptr + offs_n64[None, :] * stride_sn + g, mask=wk_mask, other=0.0)
-            z = tl.load(z_ptr + offs_n64[None, :] * stride_zn + g, mask=wk_mask, other=0.0)
-            w = (code.to(tl.float32) - z.to(tl.float32)) * s.to(tl.float32)
+            if ZERO_MODE == 0:
+                w = code.to(tl.float32) * s.to(tl.float32)
+            else:
+                z = tl.load(z_ptr + offs_n64[None, :] * stride_zn + g, mask=wk_mask, other=0.0)
+                if ZERO_MODE == 1:
+                    w = (code.to(tl.float32) - z.to(tl.float32)) * s.to(tl.float32)
+                else:
+                    w = code.to(tl.float32) * s.to(tl.float32) + z.to(tl.float32)
         if DOT_F32:
             acc += tl.dot(x.to(tl.float32), w)
         else:
@@ -169,28 +203,35 @@ def _quant_matmul_kernel(
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])
 
 
-def _check_quant_args(x, qweight, scales, zeros, bits, group_size) -> None:
+def _check_quant_args(x, qweight, scales, zeros, bits, group_size, mins=None, block32=False) -> None:
     check(bits in (4, 8), f"bits must be 4 or 8, got {bits}")
     check(x.dim() == 2 and qweight.dim() == 2, "x must be [M, K] and qweight 2-D")
     check_float("x", x)
     n, k = qweight.shape[0], x.shape[1]
     check(qweight.stride(1) == 1 and x.stride(1) == 1 and scales.stride(-1) == 1, "inner dims must be contiguous")
-    check_same_device(x=x, qweight=qweight, scales=scales, zeros=zeros)
+    check_same_device(x=x, qweight=qweight, scales=scales, zeros=zeros, mins=mins)
     if bits == 8 and group_size is None:
         check(qweight.dtype == torch.int8 and qweight.shape[1] == k, "w8 per channel: qweight must be int8 [N, K]")
         check(scales.shape == (n,), f"w8 per channel: scales must be [N={n}], got {tuple(scales.shape)}")
         return
     check(group_size is not None and group_size % 2 == 0 and k % group_size == 0,
           f"w{bits}: group_size must be even and divide K={k}, got {group_size}")
+    check(zeros is None or mins is None, "give zeros or mins, not both")
+    check(mins is None or bits == 4, "mins are for w4 only")
+    check(not block32 or (bits == 4 and k % 32 == 0), "block32 is for w4 with K a multiple of 32")
+    offsets = zeros if zeros is not None else mins
     packed = k if bits == 8 else k // 2
-    check(qweight.dtype == torch.uint8 and qweight.shape[1] == packed,
-          f"w{bits}: qweight must be uint8 [N, {packed}], got {qweight.dtype} {tuple(qweight.shape)}")
-    check(zeros is not None and scales.shape == (n, k // group_size) == zeros.shape,
-          f"w{bits}: scales and zeros must be [N, K // group_size] = [{n}, {k // group_size}]")
+    code = torch.int8 if bits == 8 and offsets is None else torch.uint8
+    check(qweight.dtype == code and qweight.shape[1] == packed,
+          f"w{bits}: qweight must be {code} [N, {packed}], got {qweight.dtype} {tuple(qweight.shape)}")
+    check((offsets is not None or bits == 8) and scales.shape == (n, k // group_size)
+          and (offsets is None or offsets.shape == scales.shape),
+          f"w{bits}: scales and zeros (or mins) must be [N, K // group_size] = [{n}, {k // group_size}]")
+    check(offsets is None or offsets.stride(-1) == 1, "zeros / mins must be contiguous along groups")
 
 
-def _quant_matmul_triton(x, qweight, scales, zeros, bits, group_size) -> torch.Tensor:
-    _check_quant_args(x, qweight, scales, zeros, bits, group_size)
+def _quant_matmul_triton(x, qweight, scales, zeros, bits, group_size, mins=None, block32=False) -> torch.Tensor:
+    _check_quant_args(x, qweight, scales, zeros, bits, group_size, mins, block32)
     m, k = x.shape
     n = qweight.shape[0]
     y = torch.empty(m, n, dtype=x.dtype, device=x.device)
@@ -198,15 +239,17 @@ def _quant_matmul_triton(x, qweight, scales, zeros, bits, group_size) -> torch.T
         return y
     block_m = 16 if m <= 16 else (32 if m <= 32 else 64)
     block_n, block_k = (64, 64) if x.is_cuda else (32, 32)
-    z = zeros if zeros is not None else scales
+    offsets = zeros if zeros is not None else mins
+    z = offsets if offsets is not None else scales
     launch(
         _quant_matmul_kernel,
         (cdiv(m, block_m), cdiv(n, block_n)),
         x.device,
         x, qweight, scales, z, y, m, n, k,
         x.stride(0), qweight.stride(0), scales.stride(0), z.stride(0), y.stride(0),
-        BITS=bits, PER_CHANNEL=bits == 8 and group_size is None, GROUP_SIZE=group_size or 1,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+        BITS=bits, PER_CHANNEL=bits == 8 and group_size is None,
+        ZERO_MODE=0 if offsets is None else (1 if zeros is not None else 2), BLOCK32=bool(block32),
+        GROUP_SIZE=group_size or 1, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         DOT_F32=dot_in_f32(x.dtype, x.device) or x.dtype == torch.float32,
     )  # fmt: skip
     return y
@@ -220,6 +263,8 @@ def quant_matmul(
     bits: int = 8,
     group_size: int | None = None,
     *,
+    mins: torch.Tensor | None = None,
+    block32: bool = False,
     backend: str = "auto",
 ) -> torch.Tensor:
     """Quantized matmul; same contract as :func:`quant_matmul_ref`.
@@ -228,5 +273,5 @@ def quant_matmul(
         ValueError: (Triton backend) format, shape, dtype or device mismatch.
     """
     if resolve_backend(backend, x.device) == "triton":
-        return _quant_matmul_triton(x, qweight, scales, zeros, bits, group_size)
-    return quant_matmul_ref(x, qweight, scales, zeros, bits, group_size)
+        return _quant_matmul_triton(x, qweight, scales, zeros, bits, group_size, mins, block32)
+    return quant_matmul_ref(x, qweight, scales, zeros, bits, group_size, mins=mins, block32=block32)

@@ -1,6 +1,6 @@
 """rms_norm: root-mean-square norm over the last axis, optionally fused with the residual add.
 
-Numerics follow transformers' ``LlamaRMSNorm`` (and ``structgen.runtime.models.layers.RMSNorm``):
+Numerics follow transformers' ``LlamaRMSNorm`` (``structgen.runtime.models.layers.RMSNorm`` calls this module):
 ``h = x (+ residual)`` rounded to the input dtype, statistics in float32, the normalised
 value cast back to the input dtype before the weight multiplies it. One program per row.
 """
@@ -19,7 +19,7 @@ from structgen.kernels._triton import (
     tl,
 )
 
-__all__ = ["rms_norm", "rms_norm_ref"]
+__all__ = ["add_rms_norm_ref", "rms_norm", "rms_norm_ref"]
 
 
 def rms_norm_ref(
@@ -46,6 +46,28 @@ def rms_norm_ref(
     normed = (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + eps)).to(dtype)
     out = weight * normed
     return out if residual is None else (out, h)
+
+
+def add_rms_norm_ref(
+    residual: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float
+) -> torch.Tensor:
+    """``residual += delta`` in place (when ``delta`` is given), then :func:`rms_norm_ref` of it.
+
+    The reference of the fused CPU op ``structgen.runtime.cpu.ops.add_rms_norm`` (the residual
+    stream updated in place; :func:`rms_norm` with ``residual`` returns the sum instead).
+
+    Args:
+        residual: ``[..., hidden]`` the residual stream; mutated when ``delta`` is given.
+        delta: ``[..., hidden]`` what the previous block added, or None.
+        weight: ``[hidden]`` gain.
+        eps: variance epsilon.
+
+    Returns:
+        ``[..., hidden]`` normed hidden states.
+    """
+    if delta is not None:
+        residual.add_(delta)
+    return rms_norm_ref(residual, weight, eps)
 
 
 @jit

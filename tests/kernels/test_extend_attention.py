@@ -5,8 +5,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from structgen.kernels.extend_attention import extend_attention, extend_attention_ref
+from structgen.kernels.extend_attention import extend_attention
+from structgen.kernels.paged_attention import paged_attention_ref
 from tests.kernels.helpers import assert_close, page_tables, paged_cache
+
+
+def extend_attention_ref(q, k_cache, v_cache, table, prefix_lens, extend_lens, scale, max_extend_len=None, window=None):
+    """The one reference over the ragged batch's token rows and positions."""
+    seq_ids = torch.repeat_interleave(torch.arange(len(extend_lens)), extend_lens)  # [T]
+    starts = torch.cumsum(extend_lens, 0) - extend_lens  # [B] first flat row of each sequence
+    positions = prefix_lens[seq_ids] + torch.arange(q.shape[0]) - starts[seq_ids]
+    return paged_attention_ref(q, k_cache, v_cache, table, seq_ids, positions, scale, window)
 
 PAGE_SIZE = 4  # BLOCK_M = BLOCK_N = 16 on CPU
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from structgen.kernels.paged_decode_attention import (
-    paged_decode_attention,
-    paged_decode_attention_ref,
-)
+from structgen.kernels.paged_attention import paged_attention_ref
+from structgen.kernels.paged_decode_attention import paged_decode_attention
 from tests.kernels.helpers import assert_close, page_tables, paged_cache
+
+
+def paged_decode_attention_ref(q, k_cache, v_cache, table, seq_lens, scale, num_splits=None, window=None):
+    """The one reference, one token per sequence at position ``seq_len - 1``."""
+    return paged_attention_ref(q, k_cache, v_cache, table, torch.arange(q.shape[0]), seq_lens - 1, scale, window)
 
 PAGE_SIZE = 4  # BLOCK_N is 16 on CPU: sequences cross pages and blocks
 

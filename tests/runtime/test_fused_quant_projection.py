@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from structgen.runtime.models.layers import FusedProjection
-from structgen.runtime.quantization import cpu_kernel
+from structgen.runtime.cpu import quant as cpu_quant
 from structgen.runtime.quantization.linear import FusedQuantProjection, QuantLinear, set_activation_dtype
 
-pytestmark = pytest.mark.skipif(not cpu_kernel.available(), reason="quantized C kernel not built")
+pytestmark = pytest.mark.skipif(not cpu_quant.available(), reason="quantized C kernel not built")
 
 
 def _members(kind: str, bias: bool):

@@ -9,7 +9,7 @@ import torch
 
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.models import get_model_class, supported_architectures
-from structgen.runtime.models.attention import paged_attention_ref
+from structgen.runtime.models.attention import paged_attention_sdpa
 from structgen.runtime.models.llama import LlamaForCausalLM
 from structgen.runtime.models.testing import PagedSequences
 
@@ -169,7 +169,7 @@ def test_paged_attention_ref_matches_naive(heads, kv_heads):
     tables = [[7, 3, 11], [2, 19, 5, 8], [4, 1, 6]]
     batch = ForwardBatch.build(chunks, prefix, tables, ps)
     q = torch.randn(batch.num_tokens, heads, d, generator=g)
-    got = paged_attention_ref(q, k_slots, v_slots, batch, d**-0.5)
+    got = paged_attention_sdpa(q, k_slots, v_slots, batch, d**-0.5)
     torch.testing.assert_close(got, naive_attention(q, k_slots, v_slots, batch, d**-0.5), atol=1e-5, rtol=0)
 
 

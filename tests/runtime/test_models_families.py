@@ -178,7 +178,7 @@ def test_moe_family_matches_transformers(tmp_path, family, extra):
 
 
 def test_fused_moe_ref_matches_per_token_loop():
-    from structgen.runtime.models.moe import fused_moe_ref, route_topk
+    from structgen.runtime.models.moe import fused_moe_torch, route_topk
 
     g = torch.Generator().manual_seed(0)
     t, h, i, e, k = 13, 8, 6, 5, 2
@@ -191,7 +191,7 @@ def test_fused_moe_ref_matches_per_token_loop():
         for j in range(k):
             gate, up = (w13[ids[tok, j]] @ x[tok]).chunk(2)
             ref[tok] += weights[tok, j] * (w2[ids[tok, j]] @ (torch.nn.functional.silu(gate) * up))
-    torch.testing.assert_close(fused_moe_ref(x, w13, w2, weights, ids), ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fused_moe_torch(x, w13, w2, weights, ids), ref, atol=1e-5, rtol=1e-5)
 
 
 def test_mla_cache_is_compressed(tmp_path):

@@ -1,10 +1,12 @@
-"""Paged attention over the KV pool: backend dispatch.
+"""Paged attention over the KV pool, and the backend scope of every kernel dispatch of the model.
 
 :func:`paged_attention` and :func:`store_kv` run the Triton kernels of
 ``structgen.kernels`` on CUDA, the fused C kernel on CPU where it applies
-(``attention_cpu``) and the torch reference (``attention_ref``, ``index_copy_``)
+(``structgen.runtime.cpu.attention``) and the SDPA path (``attention_sdpa``, ``index_copy_``)
 elsewhere; :func:`attention_backend` forces one for a scope (the model runner's
-``attention_backend``; tests force ``"triton"`` on CPU, interpreted).
+``attention_backend``; tests force ``"triton"`` on CPU, interpreted). The model's other ops
+with a Triton kernel (``RMSNorm``, the rotary embedding, the MoE experts, quantized linears)
+ask :func:`use_triton` the same question, so the scope forces them too.
 
 Layout: ``k_slots``/``v_slots`` are a layer's cache viewed as
 ``[num_slots, num_kv_heads, head_dim]`` (``KVPool.k_slots(layer)``); slot
@@ -20,27 +22,28 @@ import contextvars
 import torch
 
 from structgen.runtime.forward_batch import ForwardBatch
-from structgen.runtime.models import cpu_ops
-from structgen.runtime.models.attention_cpu import CpuAttentionPlan, paged_attention_cpu, plan_cpu_attention
-from structgen.runtime.models.attention_ref import (
-    RefAttentionGroup,
-    RefAttentionPlan,
-    paged_attention_ref,
-    plan_ref_attention,
+from structgen.runtime.cpu import ops as cpu_ops
+from structgen.runtime.cpu.attention import CpuAttentionPlan, paged_attention_cpu, plan_cpu_attention
+from structgen.runtime.models.attention_sdpa import (
+    SdpaAttentionGroup,
+    SdpaAttentionPlan,
+    paged_attention_sdpa,
+    plan_sdpa_attention,
 )
 
 __all__ = [
     "CpuAttentionPlan",
-    "RefAttentionGroup",
-    "RefAttentionPlan",
+    "SdpaAttentionGroup",
+    "SdpaAttentionPlan",
     "attention_backend",
     "cpu_attention",
     "paged_attention",
-    "paged_attention_ref",
+    "paged_attention_sdpa",
     "plan_cpu_attention",
-    "plan_ref_attention",
+    "plan_sdpa_attention",
     "plan_triton_attention",
     "store_kv",
+    "use_triton",
 ]
 
 _BACKENDS = ("auto", "triton", "torch")
@@ -52,8 +55,9 @@ def attention_backend(name: str):
     """Within the ``with`` block, :func:`paged_attention` and :func:`store_kv` use ``name``.
 
     Args:
-        name: ``"auto"`` (Triton on CUDA, torch elsewhere), ``"triton"`` (the kernels; on CPU
-            only under Triton's interpreter, for tests) or ``"torch"`` (the references).
+        name: ``"auto"`` (Triton on CUDA, the C kernels or torch on CPU), ``"triton"`` (the
+            Triton kernels of every op that has one; on CPU only under Triton's interpreter, for
+            tests) or ``"torch"`` (the torch paths).
 
     Raises:
         ValueError: an unknown name.
@@ -68,12 +72,14 @@ def attention_backend(name: str):
 
 
 def cpu_attention(x: torch.Tensor) -> bool:
-    """True when attention on ``x``'s device and dtype runs the fused CPU ops (``cpu_ops``):
+    """True when attention on ``x``'s device and dtype runs the fused CPU ops (``structgen.runtime.cpu.ops``):
     backend ``"auto"``, CPU, fp32/bf16, extension built."""
     return _BACKEND.get() == "auto" and cpu_ops.enabled(x)
 
 
-def _use_triton(t: torch.Tensor) -> bool:
+def use_triton(t: torch.Tensor) -> bool:
+    """True when the model's ops on ``t`` run their Triton kernels: backend ``"triton"``, or
+    ``"auto"`` and ``t`` on CUDA. Raises: never."""
     backend = _BACKEND.get()
     return backend == "triton" or (backend == "auto" and t.is_cuda)
 
@@ -84,7 +90,7 @@ def store_kv(k: torch.Tensor, v: torch.Tensor, k_slots: torch.Tensor, v_slots: t
     On CUDA (or under ``attention_backend("triton")``) this is the Triton ``store_kv``
     kernel (same signature); elsewhere ``index_copy_``.
     """
-    if _use_triton(k):
+    if use_triton(k):
         from structgen.kernels.store_kv import store_kv as store_kv_kernel
 
         store_kv_kernel(k, v, k_slots, v_slots, out_slots, backend="triton")
@@ -121,21 +127,21 @@ def paged_attention(
     scale: float,
     sliding_window: int | None = None,
 ) -> torch.Tensor:
-    """Backend dispatch; same contract as :func:`paged_attention_ref`.
+    """Backend dispatch; same contract as :func:`paged_attention_sdpa`.
 
     On CUDA (or under ``attention_backend("triton")``) it runs the Triton kernels of
     ``structgen.kernels``: ``paged_decode_attention`` for a pure decode step,
     ``extend_attention`` otherwise, both with the layer's sliding window; elsewhere the
-    torch reference. The kernels read the cache as pages,
+    SDPA path. The kernels read the cache as pages,
     ``[num_pages, page_size, kv_heads, d]``; the step's plan (one host sync, the longest
     extension) is made once and shared by all layers (:func:`plan_triton_attention`).
-    On CPU with the fused ops built (``cpu_ops``; fp32/bf16, value dim equal to key dim,
+    On CPU with the fused ops built (``structgen.runtime.cpu.ops``; fp32/bf16, value dim equal to key dim,
     backend ``"auto"``), short extensions take the C kernel (:func:`plan_cpu_attention`).
     """
-    if not _use_triton(q):
+    if not use_triton(q):
         if cpu_attention(q) and k_slots.shape[-1] == v_slots.shape[-1]:
             return paged_attention_cpu(q, k_slots, v_slots, batch, scale, sliding_window)
-        return paged_attention_ref(q, k_slots, v_slots, batch, scale, sliding_window)
+        return paged_attention_sdpa(q, k_slots, v_slots, batch, scale, sliding_window)
     from structgen.kernels.extend_attention import extend_attention
     from structgen.kernels.paged_decode_attention import paged_decode_attention
 

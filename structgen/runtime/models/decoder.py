@@ -15,11 +15,13 @@ from torch import nn
 
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
-from structgen.runtime.models import cpu_ops
-from structgen.runtime.models.attention import cpu_attention, paged_attention, store_kv
-from structgen.runtime.models.decode_step import decode_step
-from structgen.runtime.models.dense_kernel import linear
-from structgen.runtime.models.layers import FusedProjection, GatedMLP, Linear, RMSNorm, RotaryEmbedding, apply_rotary
+from structgen.runtime.cpu import ops as cpu_ops
+from structgen.runtime.models.attention import cpu_attention, paged_attention, store_kv, use_triton
+from structgen.runtime.cpu.decode_step import decode_step
+from structgen.runtime.cpu.dense import linear
+from structgen.runtime.models.layers import (
+    FusedProjection, GatedMLP, Linear, RMSNorm, RotaryEmbedding, apply_rotary, rotate_qk,
+)
 
 __all__ = ["AttentionSpec", "DecoderAttention", "DecoderLayer", "DecoderModel", "DecoderForCausalLM", "head_dim_of", "layer_window"]
 
@@ -92,7 +94,7 @@ class DecoderAttention(nn.Module):
             o = paged_attention(q.view(t, heads, self.head_dim), k_slots, v_slots, batch, self.scale, self.sliding_window)
             return self.o_proj(o.reshape(t, heads * self.head_dim))
         fused = self.qkv
-        if fused is not None and fused.valid() and self.q_norm is None:
+        if fused is not None and fused.valid() and self.q_norm is None and not use_triton(x):
             qkv = fused(x).view(t, heads + 2 * kv_heads, self.head_dim)  # [T, H + 2 KVH, d]
             qk = apply_rotary(qkv[:, : heads + kv_heads], cos, sin)  # q and k rotated in one pass
             q, k, v = qk[:, :heads], qk[:, heads:], qkv[:, heads + kv_heads :]
@@ -103,8 +105,7 @@ class DecoderAttention(nn.Module):
             v = v.reshape(t, kv_heads, self.head_dim)  # [T, KVH, d]
             if self.q_norm is not None:
                 q, k = self.q_norm(q), self.k_norm(k)
-            q = apply_rotary(q, cos, sin)
-            k = apply_rotary(k, cos, sin)
+            q, k = rotate_qk(q, k, cos, sin)  # [T, H, d], [T, KVH, d]
         store_kv(k, v, k_slots, v_slots, batch.out_slots)
         o = paged_attention(q, k_slots, v_slots, batch, self.scale, self.sliding_window)  # [T, H, d]
         return self.o_proj(o.reshape(t, self.num_heads * self.head_dim))

@@ -11,10 +11,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from structgen.runtime.models import cpu_ops
-from structgen.runtime.models.dense_kernel import linear
+from structgen.kernels.rms_norm import rms_norm, rms_norm_ref
+from structgen.kernels.rotary import rotary
+from structgen.runtime.cpu import ops as cpu_ops
+from structgen.runtime.cpu.dense import linear
+from structgen.runtime.models.attention import use_triton
 
-__all__ = ["Linear", "FusedProjection", "RMSNorm", "RotaryEmbedding", "GatedMLP", "rope_theta", "apply_rotary"]
+__all__ = [
+    "Linear", "FusedProjection", "RMSNorm", "RotaryEmbedding", "GatedMLP", "rope_theta", "apply_rotary", "rotate_qk",
+]
 
 
 class Linear(nn.Module):
@@ -104,7 +109,12 @@ class FusedProjection:
 
 
 class RMSNorm(nn.Module):
-    """Root-mean-square norm, computed in float32 and cast back (as transformers' LlamaRMSNorm)."""
+    """Root-mean-square norm, computed in float32 and cast back (as transformers' LlamaRMSNorm).
+
+    ``forward(x [..., dim]) -> [..., dim]``: the Triton ``rms_norm`` kernel where
+    :func:`~structgen.runtime.models.attention.use_triton` says so, else its torch reference
+    (``structgen.kernels.rms_norm``).
+    """
 
     def __init__(self, dim: int, eps: float, dtype: torch.dtype, device) -> None:
         super().__init__()
@@ -112,7 +122,9 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim, dtype=dtype, device=device), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return cpu_ops.rms_norm_ref(x, self.weight, self.eps)
+        if use_triton(x):
+            return rms_norm(x, self.weight, self.eps, backend="triton")
+        return rms_norm_ref(x, self.weight, self.eps)
 
 
 def rope_theta(config) -> float:
@@ -179,6 +191,27 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def rotate_qk(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotary embedding of q ``[T, heads, d]`` and k ``[T, kv_heads, d]`` (rotate-half layout).
+
+    Where :func:`~structgen.runtime.models.attention.use_triton` says so, the Triton ``rotary``
+    kernel rotates ``q`` and ``k`` in place (fp32 math, one rounding; they need unit stride
+    along ``d``) and they are returned; else :func:`apply_rotary` returns new tensors.
+
+    Args:
+        q, k: queries and keys.
+        cos, sin: ``[T, 1, d]`` tables of the tokens' positions (:class:`RotaryEmbedding`), contiguous.
+
+    Returns:
+        The rotated ``(q, k)``.
+    """
+    if use_triton(q):
+        t = q.shape[0]
+        rotary(q, k, cos.view(t, -1), sin.view(t, -1), backend="triton")
+        return q, k
+    return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
 
 
 class GatedMLP(nn.Module):

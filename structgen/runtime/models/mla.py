@@ -11,7 +11,7 @@ keys and values. Attention runs in the latent space with the up-projection absor
 
 so the cache is one "KV head" of width ``r + rope`` whose first ``r`` columns double as
 the value: :class:`LatentKVPool` stores it once. The attention itself is the paged torch
-reference (:func:`~structgen.runtime.models.attention.paged_attention_ref`), which takes
+path (:func:`~structgen.runtime.models.attention_sdpa.paged_attention_sdpa`), which takes
 a value narrower than the key.
 """
 
@@ -24,7 +24,7 @@ from torch import nn
 
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
-from structgen.runtime.models.attention_ref import paged_attention_ref
+from structgen.runtime.models.attention_sdpa import paged_attention_sdpa
 from structgen.runtime.models.layers import Linear, RMSNorm
 
 __all__ = ["LatentKVPool", "LatentUpProjection", "MultiHeadLatentAttention", "apply_rotary_interleaved",
@@ -148,7 +148,7 @@ class MultiHeadLatentAttention(nn.Module):
         w_uk, w_uv = w[:, : self.nope], w[:, self.nope :]  # [H, nope, r], [H, v, r]
         q_lat = torch.einsum("thn,hnr->thr", q_nope, w_uk)  # [T, H, r]
         query = torch.cat((q_lat, q_rot), dim=-1)  # [T, H, r + rope]
-        o_lat = paged_attention_ref(query, k_slots, kv.v_slots(self.layer_idx), batch, self.scale)  # [T, H, r]
+        o_lat = paged_attention_sdpa(query, k_slots, kv.v_slots(self.layer_idx), batch, self.scale)  # [T, H, r]
         o = torch.einsum("thr,hvr->thv", o_lat, w_uv)  # [T, H, v]
         return self.o_proj(o.reshape(t, self.num_heads * self.v_dim))
 

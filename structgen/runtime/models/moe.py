@@ -2,8 +2,9 @@
 
 Layout (transformers v5 names): ``experts.gate_up_proj`` ``[E, 2*I, hidden]`` (gate
 rows first, then up), ``experts.down_proj`` ``[E, hidden, I]``, router ``gate.weight``
-``[E, hidden]``. :func:`fused_moe_ref` is the seam where a fused (Triton) MoE kernel
-plugs in with the same signature.
+``[E, hidden]``. :func:`fused_moe` is the dispatch: the Triton ``fused_moe`` kernel
+(``structgen.kernels.fused_moe``, whose ``fused_moe_ref`` is the op's one reference) where
+:func:`~structgen.runtime.models.attention.use_triton` says so, else :func:`fused_moe_torch`.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from structgen.runtime.models.attention import use_triton
 from structgen.runtime.models.layers import GatedMLP, Linear
 
 __all__ = [
     "is_sparse_layer",
-    "route_topk", "route_grouped_sigmoid", "fused_moe_ref", "fused_moe", "FusedExperts", "SparseMoeBlock",
+    "route_topk", "route_grouped_sigmoid", "fused_moe_torch", "fused_moe", "FusedExperts", "SparseMoeBlock",
     "GroupedTopkRouter", "SharedExpertMoeBlock", "stack_expert_weights",
 ]
 
@@ -82,7 +84,7 @@ def route_grouped_sigmoid(
     return weights * scaling, ids
 
 
-def fused_moe_ref(
+def fused_moe_torch(
     hidden: torch.Tensor,
     w_gate_up: torch.Tensor,
     w_down: torch.Tensor,
@@ -92,7 +94,8 @@ def fused_moe_ref(
 ) -> torch.Tensor:
     """Weighted sum of each token's top-k SwiGLU experts, computed on tokens grouped by expert.
 
-    Token-expert pairs are sorted by expert (one ``argsort``), so each expert runs one
+    The CPU (torch) path of :func:`fused_moe`, in ``hidden``'s dtype; it also takes quantized
+    experts as callables. Token-expert pairs are sorted by expert (one ``argsort``), so each expert runs one
     matmul over all of its tokens; the only Python loop is over experts.
 
     Args:
@@ -133,8 +136,21 @@ def fused_moe_ref(
 
 
 def fused_moe(hidden, w_gate_up, w_down, topk_weights, topk_ids, activation=F.silu) -> torch.Tensor:
-    """Backend dispatch point (the torch reference for now); same contract as :func:`fused_moe_ref`."""
-    return fused_moe_ref(hidden, w_gate_up, w_down, topk_weights, topk_ids, activation)
+    """Backend dispatch; same contract as :func:`fused_moe_torch`.
+
+    Stacked float weights with the SiLU gate run the Triton ``fused_moe`` kernel where
+    :func:`~structgen.runtime.models.attention.use_triton` says so (two grouped GEMMs, fp32
+    accumulation; ``topk_weights`` in ``hidden``'s dtype); lists of quantized experts, other
+    activations and every other case run :func:`fused_moe_torch`.
+
+    Raises:
+        ValueError: (Triton kernel) shape, dtype, device or layout mismatch.
+    """
+    if activation is F.silu and isinstance(w_gate_up, torch.Tensor) and use_triton(hidden):
+        from structgen.kernels.fused_moe import fused_moe as fused_moe_kernel
+
+        return fused_moe_kernel(hidden, w_gate_up, w_down, topk_weights, topk_ids, backend="triton")
+    return fused_moe_torch(hidden, w_gate_up, w_down, topk_weights, topk_ids, activation)
 
 
 class FusedExperts(nn.Module):

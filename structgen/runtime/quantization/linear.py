@@ -4,7 +4,7 @@ The quantized tensors are registered buffers (counted by ``memory_report``); the
 activations stay in the model's float dtype. CPU matmuls (chosen by measurement,
 see ``benchmarks/bench_models.py`` and its section of ``benchmarks/RESULTS.md``):
 
-* with our C kernel built (:mod:`~structgen.runtime.quantization.cpu_kernel`, the default):
+* with our C kernel built (:mod:`~structgen.runtime.cpu.quant`, the default):
   int4 weights are stored in its "rows" layout (:func:`~.formats.pack_int4_rows`, fp16
   ``scales``/``mins`` ``[N, G]``) and grouped int8 (GGUF Q8_0) row-major ``[N, K]``; at
   ``M <= 8`` activation rows (decode) the AVX2 kernel runs, above that tiles of the weight are
@@ -22,8 +22,10 @@ see ``benchmarks/bench_models.py`` and its section of ``benchmarks/RESULTS.md``)
   (bfloat16 by default) for them and the result cast back; :func:`set_activation_dtype` with
   ``torch.float32`` makes them exact (tests compare against dequantized weights so).
 
-On other devices every layout dequantizes and calls ``F.linear`` (the GPU path is the
-Triton ``quant_matmul`` kernel's job).
+On CUDA (or under ``attention_backend("triton")``) row-major int8 and int4 "rows" weights run
+the Triton ``quant_matmul`` kernel (``structgen.kernels.quant_matmul``) on the buffers as they
+are; on other devices, and for torch's packed int4 or group-major int8 (layouts chosen only
+without the C kernel), the weight is dequantized for ``F.linear``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from structgen.runtime.quantization import cpu_kernel
+from structgen.runtime.cpu import quant as cpu_quant
+from structgen.runtime.models.attention import use_triton
 from structgen.runtime.quantization.formats import (
     can_pack_int4,
     dequantize_int4,
@@ -52,7 +55,7 @@ _FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def _use_kernel(x: torch.Tensor) -> bool:
-    return x.device.type == "cpu" and x.dtype in _FLOATS and cpu_kernel.available()
+    return x.device.type == "cpu" and x.dtype in _FLOATS and cpu_quant.available()
 
 
 def _q8(x: torch.Tensor, act_dtype: torch.dtype | None) -> bool:
@@ -70,7 +73,7 @@ def int8_matmul(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, act_dtyp
     if q.dim() == 3:
         return _int8_group_major_matmul(x, q, scales, act_dtype)
     if _use_kernel(x) and (q.shape[1] // scales.shape[1]) % 8 == 0:
-        return cpu_kernel.int8_linear(x, q, scales.contiguous(), _q8(x, act_dtype)).to(x.dtype)
+        return cpu_quant.int8_linear(x, q, scales.contiguous(), _q8(x, act_dtype)).to(x.dtype)
     n, k = q.shape
     g = scales.shape[1]
     if g == 1 and x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16, torch.float16):
@@ -160,7 +163,7 @@ class QuantLinear(nn.Module):
         n, k = q.shape
         group = k // scales.shape[1]
         m = cls("int8", k, n, group, bias)
-        m.use_kernel = cpu_kernel.available() and group % 8 == 0
+        m.use_kernel = cpu_quant.available() and group % 8 == 0
         if scales.shape[1] > 1 and not m.use_kernel:
             q, scales = int8_to_group_major(q, scales)
         m.register_buffer("qweight", q.contiguous())
@@ -179,7 +182,7 @@ class QuantLinear(nn.Module):
         if not can_pack_int4(n, k, group):
             raise ValueError(f"int4 packing needs N % 16 == 0 and K % group == 0 (got N={n}, K={k}, group={group})")
         m = cls("int4", k, n, group, bias)
-        if cpu_kernel.available() and group % 32 == 0:
+        if cpu_quant.available() and group % 32 == 0:
             m.int4_layout, m.use_kernel = "rows", True
             m.register_buffer("qweight", pack_int4_rows(q))
             m.register_buffer("scales", scales.half().t().contiguous())  # [N, G]
@@ -214,31 +217,52 @@ class QuantLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         x2 = x if x.dim() == 2 else x.reshape(-1, shape[-1])  # [M, K]
-        if self.use_kernel and x2.device.type == "cpu" and x2.dtype in _FLOATS and cpu_kernel._lib is not None:
+        if use_triton(x2) and self._triton_layout():
+            y = self._triton_forward(x2)
+        elif self.use_kernel and x2.device.type == "cpu" and x2.dtype in _FLOATS and cpu_quant._lib is not None:
             y = self._kernel_forward(x2)  # the decode hot path: as few Python steps as possible
         elif self.kind == "int8":
             y = int8_matmul(x2, self.qweight, self.scales, self.activation_dtype)
         elif self.int4_layout == "rows" and _use_kernel(x2):
-            y = cpu_kernel.int4_linear(x2, self.qweight, self.scales, self.mins, self.group_size,
+            y = cpu_quant.int4_linear(x2, self.qweight, self.scales, self.mins, self.group_size,
                                        _q8(x2, self.activation_dtype)).to(x2.dtype)
         elif self.int4_layout == "torch" and x2.device.type == "cpu":
             y = int4_matmul(x2, self.qweight, self.scales, self.mins, self.group_size, self.activation_dtype,
                             self._cached_scale_zeros((self.activation_dtype or x2.dtype)))
-        else:  # pragma: no cover - GPU path belongs to the Triton quant_matmul kernel
+        else:  # other devices without the Triton kernel's layouts: dequantize
             y = F.linear(x2, self.dequantized_weight().to(x2.dtype))
         if self.bias is not None:
             y = y + self.bias
         return y if x.dim() == 2 else y.reshape(*shape[:-1], self.out_features)
 
+    def _triton_layout(self) -> bool:
+        """Whether the Triton ``quant_matmul`` kernel reads this module's buffers as they are
+        (row-major int8, int4 ``"rows"``; not torch's packed int4 nor group-major int8)."""
+        if self.kind == "int8":
+            return self.qweight.dim() == 2
+        return self.int4_layout == "rows"
+
+    def _triton_forward(self, x2: torch.Tensor) -> torch.Tensor:
+        """``[M, K]`` -> ``[M, N]`` in ``x2``'s dtype through the Triton ``quant_matmul`` kernel."""
+        from structgen.kernels.quant_matmul import quant_matmul
+
+        b = self._buffers
+        if self.kind == "int8" and b["scales"].shape[1] == 1:  # per output channel
+            return quant_matmul(x2, b["qweight"], b["scales"].view(-1), None, 8, None, backend="triton")
+        if self.kind == "int8":
+            return quant_matmul(x2, b["qweight"], b["scales"], None, 8, self.group_size, backend="triton")
+        return quant_matmul(x2, b["qweight"], b["scales"], None, 4, self.group_size, mins=b["mins"], block32=True,
+                            backend="triton")
+
     def _kernel_forward(self, x2: torch.Tensor) -> torch.Tensor:
-        """``[M, K]`` -> ``[M, N]`` in ``x2``'s dtype through :mod:`cpu_kernel` (buffers read from
+        """``[M, K]`` -> ``[M, N]`` in ``x2``'s dtype through :mod:`cpu_quant` (buffers read from
         ``_buffers`` directly: ``nn.Module.__getattr__`` costs ~0.5 us per buffer per call)."""
         b = self._buffers
         q8 = (self.activation_dtype or x2.dtype) != torch.float32
         if self.kind == "int4":
-            y = cpu_kernel.int4_linear(x2, b["qweight"], b["scales"], b["mins"], self.group_size, q8)
+            y = cpu_quant.int4_linear(x2, b["qweight"], b["scales"], b["mins"], self.group_size, q8)
         else:
-            y = cpu_kernel.int8_linear(x2, b["qweight"], b["scales"], q8)
+            y = cpu_quant.int8_linear(x2, b["qweight"], b["scales"], q8)
         return y if y.dtype == x2.dtype else y.to(x2.dtype)
 
     def _cached_scale_zeros(self, dtype: torch.dtype) -> torch.Tensor:
@@ -270,7 +294,7 @@ class QuantEmbedding(nn.Module):
         self.dtype = dtype
         self.num_embeddings, self.embedding_dim = q.shape
         group = self.embedding_dim // scales.shape[1]
-        if scales.shape[1] > 1 and not (cpu_kernel.available() and group % 8 == 0):  # grouped, no C kernel (GGUF Q8_0): group-major, for the tied output matmul
+        if scales.shape[1] > 1 and not (cpu_quant.available() and group % 8 == 0):  # grouped, no C kernel (GGUF Q8_0): group-major, for the tied output matmul
             q, scales = int8_to_group_major(q, scales)
         self.register_buffer("qweight", q.contiguous())
         self.register_buffer("scales", scales.contiguous())

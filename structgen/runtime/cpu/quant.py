@@ -26,8 +26,10 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+from structgen.errors import KernelArgumentError
+
 try:  # built by setup.py; optional
-    from structgen.runtime.quantization import _qkernel as _lib
+    from structgen.runtime.cpu import _qkernel as _lib
 except ImportError:  # pragma: no cover - depends on the build
     _lib = None
 
@@ -81,17 +83,70 @@ def _x32(x: torch.Tensor) -> torch.Tensor:
     return x if x.dtype == torch.float32 and x.is_contiguous() else x.to(torch.float32).contiguous()
 
 
+def _desc(t) -> str:
+    if not isinstance(t, torch.Tensor):
+        return repr(t)
+    layout = "contiguous" if t.is_contiguous() else "strided"
+    return f"{t.dtype} {tuple(t.shape)} {layout} on {t.device}"
+
+
+def _bad(fn: str, want: str, **args) -> KernelArgumentError:
+    got = ", ".join(f"{name} {_desc(t)}" for name, t in args.items())
+    return KernelArgumentError(f"{fn}: expected {want}; got {got}")
+
+
+def _table(t: torch.Tensor, n: int, g: int, dtypes: tuple) -> bool:
+    """``t`` is a contiguous CPU ``[n, g]`` tensor of one of ``dtypes``."""
+    return t.dtype in dtypes and t.dim() == 2 and t.shape[0] == n and t.shape[1] == g and t.is_contiguous() and t.is_cpu
+
+
+_FP16 = (torch.float16,)
+_SCALES8 = (torch.float16, torch.float32)
+
+
+def _check_int4(fn: str, x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int) -> None:
+    """Raise :class:`KernelArgumentError` unless the int4 "rows" arguments are what ``_qkernel`` reads."""
+    k = x.shape[-1]
+    if not (
+        x.dim() == 2 and x.is_cpu and q.dtype is torch.uint8 and q.dim() == 2 and q.is_contiguous() and q.is_cpu
+        and q.shape[1] * 2 == k and group > 0 and group % 32 == 0 and k % group == 0
+        and _table(scales, q.shape[0], k // group, _FP16) and _table(mins, q.shape[0], k // group, _FP16)
+    ):
+        raise _bad(fn, "x [M, K] on CPU, q uint8 [N, K/2] contiguous, scales and mins float16 [N, K/group] "
+                   "contiguous, group a multiple of 32 dividing K", x=x, q=q, scales=scales, mins=mins, group=group)
+
+
+def _check_int8(fn: str, x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor) -> None:
+    """Raise :class:`KernelArgumentError` unless the row-major int8 arguments are what ``_qkernel`` reads."""
+    k = x.shape[-1]
+    g = scales.shape[1] if scales.dim() == 2 else 0
+    if not (
+        x.dim() == 2 and x.is_cpu and q.dtype is torch.int8 and q.dim() == 2 and q.is_contiguous() and q.is_cpu
+        and q.shape[1] == k and g > 0 and k % g == 0 and (k // g) % 8 == 0 and _table(scales, q.shape[0], g, _SCALES8)
+    ):
+        raise _bad(fn, "x [M, K] on CPU, q int8 [N, K] contiguous, scales float16/float32 [N, G] contiguous "
+                   "with K / G a multiple of 8", x=x, q=q, scales=scales)
+
+
 def int4_mm(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int,
             q8: bool = False) -> torch.Tensor:
     """``[M, N]`` float32 ``x @ dequant(W).T`` in the C kernel, any ``M`` (re-streams W per 8 rows).
 
     Args:
-        x: ``[M, K]`` float activations (converted to float32).
-        q: uint8 ``[N, K/2]`` in :func:`~.formats.pack_int4_rows` layout; ``scales``, ``mins``
-            fp16 ``[N, K/group]`` contiguous; ``group`` a multiple of 32 dividing ``K``.
+        x: ``[M, K]`` float activations on CPU (converted to float32).
+        q: uint8 ``[N, K/2]`` in :func:`~structgen.runtime.quantization.formats.pack_int4_rows`
+            layout, contiguous; ``scales``, ``mins`` fp16 ``[N, K/group]`` contiguous; ``group`` a
+            multiple of 32 dividing ``K``.
         q8: quantize ``x`` to int8 per block of 32 (llama.cpp's Q8_0 activations) and use
             integer dot products (faster, relative error ~1e-3); False: exact float32.
+
+    Returns:
+        ``[M, N]`` float32.
+
+    Raises:
+        KernelArgumentError: an argument of the wrong shape, dtype, layout or device.
     """
+    _check_int4("int4_mm", x, q, scales, mins, group)
     x = _x32(x)
     m, k = x.shape
     n = q.shape[0]
@@ -102,9 +157,22 @@ def int4_mm(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: torch.
 
 
 def int8_mm(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, q8: bool = False) -> torch.Tensor:
-    """``[M, N]`` float32 ``x @ (scales * q).T`` in the C kernel: ``q`` int8 ``[N, K]``, ``scales``
-    fp16 or fp32 ``[N, G]`` contiguous (``K / G`` a multiple of 8). ``q8`` (int8 activations, see
-    :func:`int4_mm`) applies only where ``K / G`` is a multiple of 32; otherwise float32."""
+    """``[M, N]`` float32 ``x @ (scales * q).T`` in the C kernel.
+
+    Args:
+        x: ``[M, K]`` float activations on CPU (converted to float32).
+        q: int8 ``[N, K]`` contiguous.
+        scales: fp16 or fp32 ``[N, G]`` contiguous, ``K / G`` a multiple of 8.
+        q8: int8 activations (see :func:`int4_mm`); applies only where ``K / G`` is a multiple
+            of 32, otherwise float32.
+
+    Returns:
+        ``[M, N]`` float32.
+
+    Raises:
+        KernelArgumentError: an argument of the wrong shape, dtype, layout or device.
+    """
+    _check_int8("int8_mm", x, q, scales)
     x = _x32(x)
     m, k = x.shape
     n, g = scales.shape
@@ -115,7 +183,19 @@ def int8_mm(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, q8: bool = F
 
 
 def int4_dequant_rows(q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int, n0: int, n1: int) -> torch.Tensor:
-    """Rows ``n0:n1`` of an int4 "rows" weight as float32 ``[n1 - n0, K]`` (C)."""
+    """Rows ``n0:n1`` of an int4 "rows" weight as float32 ``[n1 - n0, K]`` (C).
+
+    Raises:
+        KernelArgumentError: arguments as :func:`int4_mm` rejects them, or not ``0 <= n0 <= n1 <= N``.
+    """
+    k = q.shape[1] * 2 if q.dim() == 2 else 0
+    _check_int4("int4_dequant_rows", q.new_empty(0, k, dtype=torch.float32), q, scales, mins, group)
+    if not 0 <= n0 <= n1 <= q.shape[0]:
+        raise KernelArgumentError(f"int4_dequant_rows: rows {n0}:{n1} outside the weight's {q.shape[0]} rows")
+    return _int4_dequant_rows(q, scales, mins, group, n0, n1)
+
+
+def _int4_dequant_rows(q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int, n0: int, n1: int) -> torch.Tensor:
     k = q.shape[1] * 2
     out = torch.empty(n1 - n0, k, dtype=torch.float32)
     _lib.int4_dequant(q.data_ptr(), scales.data_ptr(), mins.data_ptr(), out.data_ptr(), n0, n1, k, group)
@@ -143,14 +223,24 @@ def _tiled(x: torch.Tensor, n: int, dequant) -> torch.Tensor:
 def int4_linear(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int,
                 q8: bool = False) -> torch.Tensor:
     """``x`` ``[M, K]`` -> float32 ``[M, N]``: the kernel for ``M <= MAX_M`` (``q8``: see
-    :func:`int4_mm`), dequantized tiles + float32 BLAS above."""
+    :func:`int4_mm`), dequantized tiles + float32 BLAS above.
+
+    Raises:
+        KernelArgumentError: arguments as :func:`int4_mm` rejects them.
+    """
     if x.shape[0] <= MAX_M:
         return int4_mm(x, q, scales, mins, group, q8)
-    return _tiled(x, q.shape[0], lambda a, b: int4_dequant_rows(q, scales, mins, group, a, b))
+    _check_int4("int4_linear", x, q, scales, mins, group)
+    return _tiled(x, q.shape[0], lambda a, b: _int4_dequant_rows(q, scales, mins, group, a, b))
 
 
 def int8_linear(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, q8: bool = False) -> torch.Tensor:
-    """``x`` ``[M, K]`` -> float32 ``[M, N]`` for row-major int8: kernel for ``M <= MAX_M``, tiles above."""
+    """``x`` ``[M, K]`` -> float32 ``[M, N]`` for row-major int8: kernel for ``M <= MAX_M``, tiles above.
+
+    Raises:
+        KernelArgumentError: arguments as :func:`int8_mm` rejects them.
+    """
     if x.shape[0] <= MAX_M:
         return int8_mm(x, q, scales, q8)
+    _check_int8("int8_linear", x, q, scales)
     return _tiled(x, q.shape[0], lambda a, b: _int8_dequant_rows(q, scales, a, b))

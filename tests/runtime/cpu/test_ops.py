@@ -6,7 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from structgen.runtime.models import cpu_ops
+from structgen.kernels.paged_attention import paged_attention_ref as _paged_attention_ref
+from structgen.kernels.rms_norm import add_rms_norm_ref
+from structgen.runtime.cpu import ops as cpu_ops
 
 pytestmark = pytest.mark.skipif(not cpu_ops.kernel_available(), reason="fused CPU ops not built")
 
@@ -19,6 +21,12 @@ def isa(request):
     cpu_ops._ext.set_isa(request.param)
     yield request.param
     cpu_ops._ext.set_isa("auto")
+
+
+def paged_attention_ref(q, k_slots, v_slots, page_table, seq_ids, positions, page_size, scale, window=None):
+    """The one reference (structgen.kernels.paged_attention) over the C kernel's slot layout."""
+    pages = (k_slots.unflatten(0, (-1, page_size)), v_slots.unflatten(0, (-1, page_size)))
+    return _paged_attention_ref(q, *pages, page_table, seq_ids, positions, scale, window)
 
 
 def _close(a, b, tol):
@@ -36,7 +44,7 @@ def test_add_rms_norm(isa, dtype, tol, rows, hidden, with_delta):
     weight = torch.randn(hidden, generator=g).to(dtype)
     r1, r2 = base.clone(), base.clone()
     out = cpu_ops.add_rms_norm(r1, delta, weight, 1e-5)
-    ref = cpu_ops.add_rms_norm_ref(r2, delta, weight, 1e-5)
+    ref = add_rms_norm_ref(r2, delta, weight, 1e-5)
     _close(out, ref, tol)
     _close(r1, r2, 0)  # the residual update is exact (one rounding of the same sum)
 
@@ -98,7 +106,7 @@ def test_paged_attention(isa, dtype, tol, heads, kv_heads, d, window):
     positions = torch.tensor([29, 10, 11, 12, 0])
     q = torch.randn(5, heads, d, generator=g).to(dtype)
     out = cpu_ops.paged_attention(q, kc, vc, page_table, seq_ids, positions, page_size, d**-0.5, window)
-    ref = cpu_ops.paged_attention_ref(q, kc, vc, page_table, seq_ids, positions, page_size, d**-0.5, window)
+    ref = paged_attention_ref(q, kc, vc, page_table, seq_ids, positions, page_size, d**-0.5, window)
     _close(out, ref, tol)
 
 
@@ -178,5 +186,5 @@ def test_paged_attention_key_chunks(isa, threads, tokens, window):
         out = cpu_ops.paged_attention(q, kc, vc, page_table, seq_ids, positions, page_size, 0.125, window)
     finally:
         torch.set_num_threads(before)
-    ref = cpu_ops.paged_attention_ref(q, kc, vc, page_table, seq_ids, positions, page_size, 0.125, window)
+    ref = paged_attention_ref(q, kc, vc, page_table, seq_ids, positions, page_size, 0.125, window)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)

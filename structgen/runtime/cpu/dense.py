@@ -30,7 +30,7 @@ __all__ = ["linear", "kernel_available", "MAX_ROWS"]
 MAX_ROWS = 8  # rows of x the kernel takes (csrc/densekernel.c MAX_M)
 
 try:  # built by setup.py; optional
-    from structgen.runtime.models import _densekernel as _ext
+    from structgen.runtime.cpu import _densekernel as _ext
 except ImportError:  # pragma: no cover - depends on the build
     _ext = None
     if os.environ.get("STRUCTGEN_DENSE_KERNEL", "1") != "0":

@@ -32,15 +32,17 @@ import weakref
 import torch
 import torch.nn.functional as F
 
+from structgen.errors import KernelArgumentError
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
-from structgen.runtime.models import cpu_ops, dense_kernel
+from structgen.runtime.cpu import dense
+from structgen.runtime.cpu import ops as cpu_ops
 from structgen.runtime.models.attention import cpu_attention
 
 __all__ = ["DecodeStepPlan", "decode_step", "kernel_available"]
 
 try:  # built by setup.py; optional
-    from structgen.runtime.models import _decodestep as _ext
+    from structgen.runtime.cpu import _decodestep as _ext
 except ImportError:  # pragma: no cover - depends on the build
     _ext = None
 
@@ -51,7 +53,7 @@ _DT = {torch.float32: 0, torch.bfloat16: 1}
 def kernel_available() -> bool:
     """True when the extension is built and neither it nor the kernels it runs are turned off
     (``STRUCTGEN_DECODE_STEP``, ``STRUCTGEN_DENSE_KERNEL``, ``STRUCTGEN_CPU_OPS``)."""
-    return _ext is not None and _ENABLED and dense_kernel.kernel_available() and cpu_ops.kernel_available()
+    return _ext is not None and _ENABLED and dense.kernel_available() and cpu_ops.kernel_available()
 
 
 def _ptr(t: torch.Tensor | None) -> int:
@@ -198,7 +200,19 @@ class DecodeStepPlan:
 
         Returns:
             ``[T, hidden]`` the last layer's MLP output (the per-op path's last ``delta``).
+
+        Raises:
+            KernelArgumentError: the step does not fit the plan (:func:`decode_step` checks it
+                and takes the per-op path instead).
         """
+        if not _step_ok(self, residual, cos, sin, batch):
+            raise KernelArgumentError(
+                f"DecodeStepPlan: expected residual [T <= {dense.MAX_ROWS}, {self.dims[0]}] {self.dtype} contiguous, "
+                f"cos/sin [T, 1, {self.dims[3]}] contiguous and int64 contiguous step metadata; got residual "
+                f"{residual.dtype} {tuple(residual.shape)}, cos {cos.dtype} {tuple(cos.shape)}")
+        return self._launch(residual, cos, sin, batch)
+
+    def _launch(self, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
         t = residual.shape[0]
         hidden, heads, kv_heads, d, inter = self.dims
         mlp = torch.empty(t, hidden, dtype=self.dtype)
@@ -214,11 +228,11 @@ class DecodeStepPlan:
 
 def _step_ok(plan: DecodeStepPlan, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch) -> bool:
     t, d = residual.shape[0], plan.dims[3]
-    dense = cpu_ops._dense  # dtype and contiguous
+    ok = cpu_ops._dense  # dtype and contiguous
     return (
-        1 <= t <= dense_kernel.MAX_ROWS and dense(residual, plan.dtype) and residual.shape[1] == plan.dims[0]
-        and dense(cos, plan.dtype) and dense(sin, plan.dtype) and cos.numel() == t * d and sin.numel() == t * d
-        and all(dense(m, torch.int64) and m.numel() == t for m in (batch.out_slots, batch.seq_ids, batch.positions))
+        1 <= t <= dense.MAX_ROWS and ok(residual, plan.dtype) and residual.shape[1] == plan.dims[0]
+        and ok(cos, plan.dtype) and ok(sin, plan.dtype) and cos.numel() == t * d and sin.numel() == t * d
+        and all(ok(m, torch.int64) and m.numel() == t for m in (batch.out_slots, batch.seq_ids, batch.positions))
         and batch.page_table.dtype is torch.int64 and batch.page_table.dim() == 2
         and batch.page_table.stride(1) == 1
     )
@@ -242,7 +256,7 @@ def decode_step(model, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Ten
         when the kernel is unavailable or turned off, the attention backend is not ``"auto"``,
         the model or the step is outside what the fused step covers.
     """
-    if not (kernel_available() and residual.shape[0] <= dense_kernel.MAX_ROWS and cpu_attention(residual)):
+    if not (kernel_available() and residual.shape[0] <= dense.MAX_ROWS and cpu_attention(residual)):
         return None
     cached = model.__dict__.get("_decode_step_plan")  # (weakref to the KV pool, plan)
     plan = cached[1] if cached is not None and cached[0]() is kv else None
@@ -251,4 +265,4 @@ def decode_step(model, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Ten
         model.__dict__["_decode_step_plan"] = None if plan is None else (weakref.ref(kv), plan)
     if plan is None or not _step_ok(plan, residual, cos, sin, batch):
         return None
-    return plan(residual, cos, sin, batch)
+    return plan._launch(residual, cos, sin, batch)  # checked just above

@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from structgen.runtime.models import dense_kernel
-from structgen.runtime.models.dense_kernel import MAX_ROWS, kernel_available, linear
+from structgen.runtime.cpu import dense
+from structgen.runtime.cpu.dense import MAX_ROWS, kernel_available, linear
 
 SHAPES = [(1, 37, 19), (2, 100, 576), (3, 1536, 576), (5, 576, 1536), (8, 33, 17), (1, 7, 1), (4, 1, 40)]
 
@@ -21,7 +21,7 @@ def test_kernel_is_built():
 @pytest.mark.parametrize("isa", ["auto", "scalar"])
 @pytest.mark.parametrize("m,n,k", SHAPES)
 def test_fp32_matches_f_linear(m, n, k, isa):
-    ext = dense_kernel._ext
+    ext = dense._ext
     ext.set_isa(isa)
     try:
         torch.manual_seed(m * 1000 + n + k)
@@ -63,7 +63,7 @@ def _ref_bf16(x, w, bias):
 @pytest.mark.parametrize("m", range(1, MAX_ROWS + 1))
 def test_every_row_count_matches_f_linear(m, n, k, dtype, isa):
     """Each M in 1..8 (its own specialised loop), with and without bias, fp32 and bf16."""
-    ext = dense_kernel._ext
+    ext = dense._ext
     ext.set_isa(isa)
     try:
         torch.manual_seed(m * 7919 + n * 31 + k)
@@ -110,7 +110,7 @@ def test_other_inputs_take_f_linear(monkeypatch):
     assert torch.equal(linear(x, wt), F.linear(x, wt))
     x64 = torch.randn(2, 8, dtype=torch.float64)
     assert torch.equal(linear(x64, w.double()), F.linear(x64, w.double()))
-    monkeypatch.setattr(dense_kernel, "_ext", None)  # a build without a compiler
+    monkeypatch.setattr(dense, "_ext", None)  # a build without a compiler
     assert torch.equal(linear(x, w), F.linear(x, w))
 
 
@@ -134,7 +134,7 @@ def test_bf16_in_out_rounds_like_torch(m, n, k, isa):
     rounded by ``.to(torch.bfloat16)``: within one bf16 ulp everywhere (summation order can move
     a sum across a rounding boundary) and mostly bit-equal (truncation instead of rounding to
     nearest would miss about half)."""
-    ext = dense_kernel._ext
+    ext = dense._ext
     ext.set_isa(isa)
     try:
         torch.manual_seed(m * 131 + n * 7 + k)
@@ -166,11 +166,11 @@ def test_bf16_rounding_is_nearest_even():
     want = torch.tensor([[a + r for a, r in pairs]], dtype=torch.float32).to(torch.bfloat16)
     assert not torch.equal(want.float(), torch.tensor([[a + r for a, r in pairs]])), "no rounding tested"
     for isa in ("auto", "scalar"):
-        dense_kernel._ext.set_isa(isa)
+        dense._ext.set_isa(isa)
         try:
             got = linear(x, w)
         finally:
-            dense_kernel._ext.set_isa("auto")
+            dense._ext.set_isa("auto")
         assert torch.equal(got, want), (isa, got, want)
 
 

@@ -1,4 +1,4 @@
-"""The C quantized-matmul kernel (csrc/qkernel.c via structgen.runtime.quantization.cpu_kernel)
+"""The C quantized-matmul kernel (csrc/qkernel.c via structgen.runtime.cpu.quant)
 against float64 references built from the dequantized weights, and the torch fallback."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from structgen.runtime.quantization import cpu_kernel
+from structgen.runtime.cpu import quant as cpu_quant
 from structgen.runtime.quantization.formats import (
     dequantize_int4,
     dequantize_int8,
@@ -19,7 +19,7 @@ from structgen.runtime.quantization.formats import (
 )
 from structgen.runtime.quantization.linear import QuantEmbedding, QuantLinear, set_activation_dtype
 
-needs_kernel = pytest.mark.skipif(cpu_kernel._lib is None or os.environ.get("STRUCTGEN_QKERNEL") == "0",
+needs_kernel = pytest.mark.skipif(cpu_quant._lib is None or os.environ.get("STRUCTGEN_QKERNEL") == "0",
                                   reason="C extension not built or disabled")
 
 
@@ -53,14 +53,14 @@ def _int4_q8_ref(x: torch.Tensor, q: torch.Tensor, s: torch.Tensor, mn: torch.Te
 @pytest.fixture(params=["avx2", "scalar"])
 def isa(request):
     """Run a test on the SIMD path and on the portable scalar one."""
-    if cpu_kernel._lib is None:
+    if cpu_quant._lib is None:
         pytest.skip("C extension not built")
-    got = cpu_kernel._lib.set_isa(request.param == "avx2")
+    got = cpu_quant._lib.set_isa(request.param == "avx2")
     if got != request.param:
-        cpu_kernel._lib.set_isa(True)
+        cpu_quant._lib.set_isa(True)
         pytest.skip(f"{request.param} not supported here")
     yield request.param
-    cpu_kernel._lib.set_isa(True)
+    cpu_quant._lib.set_isa(True)
 
 
 @needs_kernel
@@ -74,12 +74,12 @@ def test_int4_kernel_matches_dequantized(isa, n, k, group, m):
     assert torch.equal(unpack_int4_rows(packed), q)  # lossless repack
     wd = dequantize_int4(q, s, mn)
     st, mt = s.t().contiguous(), mn.t().contiguous()
-    _close(cpu_kernel.int4_mm(x, packed, st, mt, group), _ref(x, wd), 1e-6, x, wd)
+    _close(cpu_quant.int4_mm(x, packed, st, mt, group), _ref(x, wd), 1e-6, x, wd)
     # Q8 activations: exact integer dots on the emulated rounding of x, so float32-close to that
-    _close(cpu_kernel.int4_mm(x, packed, st, mt, group, q8=True), _int4_q8_ref(x, q, s, mn), 1e-6, x, wd)
+    _close(cpu_quant.int4_mm(x, packed, st, mt, group, q8=True), _int4_q8_ref(x, q, s, mn), 1e-6, x, wd)
     if n >= 32:  # the Q8 rounding's own error against exact x (over enough outputs to be stable)
         exact = _ref(x, wd)
-        assert float((cpu_kernel.int4_mm(x, packed, st, mt, group, q8=True) - exact).norm() / exact.norm()) < 1.5e-2
+        assert float((cpu_quant.int4_mm(x, packed, st, mt, group, q8=True) - exact).norm() / exact.norm()) < 1.5e-2
 
 
 @needs_kernel
@@ -92,24 +92,24 @@ def test_int8_kernel_matches_dequantized(isa, n, k, group, scale_dtype, m):
     q, s = quantize_int8(w, group)
     s = s.to(scale_dtype)
     wd = dequantize_int8(q, s)
-    _close(cpu_kernel.int8_mm(x, q, s), _ref(x, wd), 1e-6, x, wd)
+    _close(cpu_quant.int8_mm(x, q, s), _ref(x, wd), 1e-6, x, wd)
     want_q8 = _ref(_q8_emulated(x), wd) if k % 32 == 0 and (group or k) % 32 == 0 else _ref(x, wd)
-    _close(cpu_kernel.int8_mm(x, q, s, q8=True), want_q8, 1e-6, x, wd)  # K % 32 != 0: exact path
+    _close(cpu_quant.int8_mm(x, q, s, q8=True), want_q8, 1e-6, x, wd)  # K % 32 != 0: exact path
 
 
 @needs_kernel
 @pytest.mark.parametrize("m", [9, 40])
 def test_prefill_tiles_match(m, monkeypatch):
     """Above MAX_M rows the weight is dequantized in C a tile at a time for F.linear."""
-    monkeypatch.setattr(cpu_kernel, "_TILE_ELEMS", 96 * 7)  # several tiles, a ragged last one
+    monkeypatch.setattr(cpu_quant, "_TILE_ELEMS", 96 * 7)  # several tiles, a ragged last one
     g = torch.Generator().manual_seed(m)
     w, x = torch.randn(50, 96, generator=g), torch.randn(m, 96, generator=g)
     q, s, mn = quantize_int4(w, 32)
     wd = dequantize_int4(q, s, mn)
-    _close(cpu_kernel.int4_linear(x, pack_int4_rows(q), s.t().contiguous(), mn.t().contiguous(), 32), _ref(x, wd), 1e-6, x, wd)
+    _close(cpu_quant.int4_linear(x, pack_int4_rows(q), s.t().contiguous(), mn.t().contiguous(), 32), _ref(x, wd), 1e-6, x, wd)
     q8, s8 = quantize_int8(w, 32)
     w8 = dequantize_int8(q8, s8.half())
-    _close(cpu_kernel.int8_linear(x, q8, s8.half()), _ref(x, w8), 1e-6, x, w8)
+    _close(cpu_quant.int8_linear(x, q8, s8.half()), _ref(x, w8), 1e-6, x, w8)
 
 
 @needs_kernel
@@ -119,14 +119,14 @@ def test_threads_give_identical_rows():
     w, x = torch.randn(1000, 576, generator=g), torch.randn(2, 576, generator=g)
     q, s, mn = quantize_int4(w, 64)
     args = (pack_int4_rows(q), s.t().contiguous(), mn.t().contiguous(), 64)
-    old = cpu_kernel._THREADS
+    old = cpu_quant._THREADS
     try:
-        cpu_kernel.set_threads(1)
-        one = cpu_kernel.int4_mm(x, *args, q8=True)
-        cpu_kernel.set_threads(2)
-        two = cpu_kernel.int4_mm(x, *args, q8=True)
+        cpu_quant.set_threads(1)
+        one = cpu_quant.int4_mm(x, *args, q8=True)
+        cpu_quant.set_threads(2)
+        two = cpu_quant.int4_mm(x, *args, q8=True)
     finally:
-        cpu_kernel.set_threads(old)
+        cpu_quant.set_threads(old)
     assert torch.equal(one, two)
 
 
@@ -135,7 +135,7 @@ def test_bad_group_is_rejected():
     x, q = torch.zeros(1, 64), torch.zeros(4, 32, dtype=torch.uint8)
     s = torch.zeros(4, 4, dtype=torch.float16)
     with pytest.raises(ValueError, match="multiple of 32"):
-        cpu_kernel.int4_mm(x, q, s, s, 16)
+        cpu_quant.int4_mm(x, q, s, s, 16)
 
 
 @needs_kernel
@@ -160,8 +160,8 @@ def test_quant_modules_use_kernel_layouts():
 
 def test_fallback_without_extension(monkeypatch):
     """No compiled kernel: torch's packed layout and kernels, one RuntimeWarning, same results."""
-    monkeypatch.setattr(cpu_kernel, "_lib", None)
-    monkeypatch.setattr(cpu_kernel, "_warned", False)
+    monkeypatch.setattr(cpu_quant, "_lib", None)
+    monkeypatch.setattr(cpu_quant, "_warned", False)
     g = torch.Generator().manual_seed(7)
     w, x = torch.randn(48, 192, generator=g), torch.randn(2, 192, generator=g)
     with pytest.warns(RuntimeWarning, match="not built"):

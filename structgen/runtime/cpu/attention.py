@@ -1,8 +1,8 @@
-"""Paged attention on CPU: the fused C kernel for short extensions, the reference for the rest.
+"""Paged attention on CPU: the fused C kernel for short extensions, SDPA for the rest.
 
 Decode rows, jump-forward runs and speculative verification (extensions of at most
 :data:`SHORT_EXTEND` tokens) attend through ``cpu_ops.paged_attention``, which reads the
-cache in place; prefill chunks go through :func:`attention_ref.paged_attention_ref` on a
+cache in place; prefill chunks go through :func:`attention_sdpa.paged_attention_sdpa` on a
 sub-batch of just those sequences (SDPA's blocked kernels win there).
 """
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import torch
 
 from structgen.runtime.forward_batch import ForwardBatch
-from structgen.runtime.models import cpu_ops
-from structgen.runtime.models.attention_ref import paged_attention_ref, row_remap
+from structgen.runtime.cpu import ops as cpu_ops
+from structgen.runtime.models.attention_sdpa import paged_attention_sdpa, row_remap
 
 __all__ = ["CpuAttentionPlan", "SHORT_EXTEND", "paged_attention_cpu", "plan_cpu_attention"]
 
@@ -23,16 +23,16 @@ SHORT_EXTEND = 16  # sequences extending by at most this many tokens attend thro
 
 @dataclass
 class CpuAttentionPlan:
-    """How a step splits between the fused C kernel and the SDPA reference on CPU.
+    """How a step splits between the fused C kernel and the SDPA path on CPU.
 
     Sequences extending by at most :data:`SHORT_EXTEND` tokens (decode rows, jump-forward
     runs, speculative verification) attend through ``cpu_ops.paged_attention``, which reads
-    the cache in place; longer prefill chunks go through :func:`paged_attention_ref` on a
+    the cache in place; longer prefill chunks go through :func:`paged_attention_sdpa` on a
     sub-batch of just those sequences.
 
     Attributes:
         short_idx: ``[Ts]`` int64 flat token rows for the kernel, or None when it is every token.
-        long_idx: ``[Tl]`` int64 flat token rows for the reference, or None when there are none.
+        long_idx: ``[Tl]`` int64 flat token rows for SDPA, or None when there are none.
         long_batch: the sub-batch of the long sequences (its own ``plans`` cache), or None.
     """
 
@@ -77,7 +77,7 @@ def paged_attention_cpu(q, k_slots, v_slots, batch: ForwardBatch, scale: float, 
     if plan.long_idx is None:
         return cpu_ops.paged_attention(q, k_slots, v_slots, batch.page_table, batch.seq_ids, batch.positions,
                                        batch.page_size, scale, sliding_window)
-    long_out = paged_attention_ref(q[plan.long_idx], k_slots, v_slots, plan.long_batch, scale, sliding_window)
+    long_out = paged_attention_sdpa(q[plan.long_idx], k_slots, v_slots, plan.long_batch, scale, sliding_window)
     if plan.short_idx.numel() == 0:
         return long_out
     out = long_out.new_empty(q.shape[0], *long_out.shape[1:])  # [T, heads, dv]

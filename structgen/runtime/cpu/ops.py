@@ -13,8 +13,12 @@ Each function here does in one C call what several of those did:
   keys, read through the page table in place (no gather copy); for short extensions.
 - :func:`silu_mul`: ``silu(gate) * up``.
 
-Every function checks what the kernel needs (CPU, fp32 or bf16 throughout, the strides it
-reads) and otherwise computes the torch reference (``*_ref``), so callers never branch.
+Every function checks in O(1) that its arguments agree with each other (shapes; else
+:class:`~structgen.errors.KernelArgumentError`, before any C call) and what the kernel needs
+(CPU, fp32 or bf16 throughout, the strides it reads); where the kernel does not take them it
+computes the torch reference, so callers never branch. The references are
+``structgen.kernels.rms_norm.add_rms_norm_ref``, ``structgen.kernels.paged_attention.paged_attention_ref``
+(both shared with the Triton kernels' tests) and :func:`rope_store_kv_ref`, :func:`silu_mul_ref` here.
 Set ``STRUCTGEN_CPU_OPS=0`` to use the references everywhere (``1``, the default, uses the
 kernel). The kernel computes in fp32 and, in bf16, rounds where transformers rounds between
 ops, so results equal the references up to summation order (fp32) or one bf16 rounding.
@@ -28,16 +32,17 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+from structgen.errors import KernelArgumentError
+from structgen.kernels.paged_attention import paged_attention_ref
+from structgen.kernels.rms_norm import add_rms_norm_ref, rms_norm_ref
+
 __all__ = [
     "MAX_HEAD_DIM",
     "add_rms_norm",
-    "add_rms_norm_ref",
     "enabled",
     "kernel_available",
     "paged_attention",
-    "paged_attention_ref",
     "rope_store_kv",
-    "rms_norm_ref",
     "rope_store_kv_ref",
     "silu_mul",
     "silu_mul_ref",
@@ -46,7 +51,7 @@ __all__ = [
 MAX_HEAD_DIM = 512  # csrc/cpuops.c MAX_HEAD_DIM
 
 try:  # built by setup.py; optional
-    from structgen.runtime.models import _cpuops as _ext
+    from structgen.runtime.cpu import _cpuops as _ext
 except ImportError:  # pragma: no cover - depends on the build
     _ext = None
     if os.environ.get("STRUCTGEN_CPU_OPS", "1") != "0":
@@ -73,26 +78,20 @@ def _rows_ok(t: torch.Tensor, dtype: torch.dtype) -> bool:
 
 
 def _dense(t: torch.Tensor, dtype: torch.dtype) -> bool:
-    """``dtype`` and contiguous."""
-    return t.dtype is dtype and t.is_contiguous()
+    """``dtype``, contiguous, on CPU."""
+    return t.dtype is dtype and t.is_contiguous() and t.is_cpu
+
+
+def _shape(t: torch.Tensor | None) -> str:
+    return "None" if t is None else f"{tuple(t.shape)}"
+
+
+def _bad(fn: str, want: str, **tensors: torch.Tensor | None) -> KernelArgumentError:
+    got = ", ".join(f"{name} {_shape(t)}" for name, t in tensors.items())
+    return KernelArgumentError(f"{fn}: expected {want}; got {got}")
 
 
 # ---------------------------------------------------------------- add_rms_norm
-def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """``weight * rmsnorm(x)`` over the last dim, computed in float32 and cast back before the
-    weight product (transformers' ``LlamaRMSNorm``); ``RMSNorm`` layers and the references here use it."""
-    h = x.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * h.to(x.dtype)
-
-
-def add_rms_norm_ref(residual: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """Reference of :func:`add_rms_norm` (transformers' ``LlamaRMSNorm`` after the residual add)."""
-    if delta is not None:
-        residual.add_(delta)
-    return rms_norm_ref(residual, weight, eps)
-
-
 def add_rms_norm(residual: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """``residual += delta`` (in place, when ``delta`` is given), then ``weight * rmsnorm(residual)``.
 
@@ -104,10 +103,16 @@ def add_rms_norm(residual: torch.Tensor, delta: torch.Tensor | None, weight: tor
 
     Returns:
         ``[T, H]`` normed hidden states, dtype of ``residual``.
+
+    Raises:
+        KernelArgumentError: ``residual`` not 2-D, ``delta`` of another shape, ``weight`` not ``[H]``.
     """
     dtype = residual.dtype
+    if residual.dim() != 2 or weight.shape != residual.shape[1:] or (delta is not None and delta.shape != residual.shape):
+        raise _bad("add_rms_norm", "residual [T, H], delta None or [T, H], weight [H]",
+                   residual=residual, delta=delta, weight=weight)
     if not (
-        enabled(residual) and _rows_ok(residual, dtype) and weight.dtype == dtype and weight.is_contiguous()
+        enabled(residual) and _rows_ok(residual, dtype) and _dense(weight, dtype)
         and (delta is None or (_rows_ok(delta, dtype) and delta.shape == residual.shape))
     ):
         return add_rms_norm_ref(residual, delta, weight, eps)
@@ -121,7 +126,8 @@ def add_rms_norm(residual: torch.Tensor, delta: torch.Tensor | None, weight: tor
 
 # ---------------------------------------------------------------- rope_store_kv
 def rope_store_kv_ref(q, k, v, cos, sin, k_slots, v_slots, out_slots, q_norm=None, k_norm=None, eps=1e-6) -> None:
-    """Reference of :func:`rope_store_kv` (same arguments, same in-place effects)."""
+    """Reference of :func:`rope_store_kv` (same arguments, same in-place effects; the model's
+    torch ops: ``rms_norm_ref``, ``apply_rotary``, ``index_copy_``)."""
     from structgen.runtime.models.layers import apply_rotary  # (layers imports this module)
 
     t, d = q.shape[0], cos.shape[-1]
@@ -134,6 +140,24 @@ def rope_store_kv_ref(q, k, v, cos, sin, k_slots, v_slots, out_slots, q_norm=Non
     kh.copy_(apply_rotary(kh, c, s))
     k_slots.index_copy_(0, out_slots, kh.to(k_slots.dtype))
     v_slots.index_copy_(0, out_slots, v.reshape(t, -1, d).to(v_slots.dtype))
+
+
+def _check_rope_store_kv(q, k, v, cos, sin, k_slots, v_slots, out_slots, q_norm, k_norm) -> None:
+    """Raise unless the shapes of :func:`rope_store_kv`'s arguments agree (O(1))."""
+    d = cos.shape[-1]
+    t = q.shape[0]
+    kv_width = k_slots.shape[1] * d if k_slots.dim() == 3 else -1
+    if not (
+        q.dim() == 2 and k.dim() == 2 and v.dim() == 2 and d > 0 and q.shape[1] % d == 0
+        and k.shape == v.shape == (t, kv_width) and k_slots.dim() == 3 and k_slots.shape[2] == d
+        and v_slots.shape == k_slots.shape and cos.numel() == t * d and sin.shape == cos.shape
+        and out_slots.shape == (t,) and (q_norm is None) == (k_norm is None)
+        and (q_norm is None or q_norm.shape == (d,) == k_norm.shape)
+    ):
+        raise _bad("rope_store_kv", "q [T, H*d], k and v [T, KVH*d], cos and sin [T, d] (or [T, 1, d]), "
+                   "k_slots and v_slots [num_slots, KVH, d], out_slots [T], q_norm and k_norm both None or [d]",
+                   q=q, k=k, v=v, cos=cos, sin=sin, k_slots=k_slots, v_slots=v_slots, out_slots=out_slots,
+                   q_norm=q_norm, k_norm=k_norm)
 
 
 def rope_store_kv(
@@ -156,9 +180,10 @@ def rope_store_kv(
         eps: the per-head norm's epsilon.
 
     Raises:
-        ValueError: from the kernel for an odd or > 512 head dim (checked before the call here, so
-            such shapes take the reference instead).
+        KernelArgumentError: shapes that disagree (an odd or > 512 head dim is not one: such
+            shapes take the reference).
     """
+    _check_rope_store_kv(q, k, v, cos, sin, k_slots, v_slots, out_slots, q_norm, k_norm)
     dtype, d = q.dtype, cos.shape[-1]
     t = q.shape[0]
     ok = (  # explicit checks: this runs once per layer and step
@@ -182,23 +207,13 @@ def rope_store_kv(
 
 
 # ---------------------------------------------------------------- paged_attention
-def paged_attention_ref(q, k_slots, v_slots, page_table, seq_ids, positions, page_size, scale, sliding_window=None):
-    """Reference of :func:`paged_attention`: one masked softmax per token, in fp32 (slow; tests)."""
-    t = q.shape[0]
-    kv_heads, d = k_slots.shape[1], k_slots.shape[2]
-    qh = q.reshape(t, -1, d)
-    heads = qh.shape[1]
-    out = torch.empty(t, heads, d, dtype=q.dtype)
-    for i in range(t):
-        p = int(positions[i])
-        lo = max(0, p - sliding_window + 1) if sliding_window else 0
-        pos = torch.arange(lo, p + 1)
-        slots = page_table[int(seq_ids[i])][pos // page_size] * page_size + pos % page_size
-        kk = k_slots[slots].float().repeat_interleave(heads // kv_heads, dim=1)  # [L, heads, d]
-        vv = v_slots[slots].float().repeat_interleave(heads // kv_heads, dim=1)
-        w = torch.softmax(torch.einsum("hd,lhd->hl", qh[i].float() * scale, kk), dim=-1)
-        out[i] = torch.einsum("hl,lhd->hd", w, vv).to(q.dtype)
-    return out
+def _paged_attention_ref(q, k_slots, v_slots, page_table, seq_ids, positions, page_size, scale, sliding_window):
+    """:func:`~structgen.kernels.paged_attention.paged_attention_ref` over this layout (slots viewed as pages)."""
+    t, d = q.shape[0], k_slots.shape[-1]
+    k_cache = k_slots.unflatten(0, (-1, page_size))  # [num_pages, page_size, KVH, d]
+    v_cache = v_slots.unflatten(0, (-1, page_size))
+    return paged_attention_ref(q.reshape(t, -1, d), k_cache, v_cache, page_table, seq_ids, positions, scale,
+                               sliding_window)
 
 
 def paged_attention(
@@ -224,8 +239,22 @@ def paged_attention(
 
     Returns:
         ``[T, H, d]`` attention output, dtype of ``q`` (fp32 accumulation).
+
+    Raises:
+        KernelArgumentError: shapes that disagree (caches, ``H % KVH``, metadata lengths).
     """
     t = q.shape[0]
+    width = q.shape[1] if q.dim() == 2 else (q.shape[1] * q.shape[2] if q.dim() == 3 else 0)  # H * d
+    kv_d = k_slots.shape[1:] if k_slots.dim() == 3 else (0, 0)
+    if not (
+        kv_d[0] > 0 and kv_d[1] > 0 and v_slots.shape == k_slots.shape and width > 0 and width % kv_d[1] == 0
+        and (width // kv_d[1]) % kv_d[0] == 0 and (q.dim() == 2 or q.shape[2] == kv_d[1])
+        and page_table.dim() == 2 and seq_ids.shape == (t,) and positions.shape == (t,)
+        and page_size > 0 and k_slots.shape[0] % page_size == 0
+    ):
+        raise _bad("paged_attention", "q [T, H, d] or [T, H*d], k_slots and v_slots [num_pages*page_size, KVH, d] "
+                   "with H % KVH == 0, page_table [B, P], seq_ids and positions [T]",
+                   q=q, k_slots=k_slots, v_slots=v_slots, page_table=page_table, seq_ids=seq_ids, positions=positions)
     kv_heads, d = k_slots.shape[1], k_slots.shape[2]
     q2 = q.reshape(t, -1) if q.dim() == 3 and q.stride(2) == 1 and q.stride(1) == d else q
     heads = q2.shape[1] // d if q2.dim() == 2 else 0
@@ -235,7 +264,8 @@ def paged_attention(
         and _dense(seq_ids, torch.int64) and _dense(positions, torch.int64)
     )
     if not ok:
-        return paged_attention_ref(q, k_slots, v_slots, page_table, seq_ids, positions, page_size, scale, sliding_window)
+        return _paged_attention_ref(q, k_slots, v_slots, page_table, seq_ids, positions, page_size, scale,
+                                    sliding_window)
     out = torch.empty(t, heads, d, dtype=q.dtype)
     _ext.paged_attention(
         q2.data_ptr(), q2.stride(0), k_slots.data_ptr(), v_slots.data_ptr(), page_table.data_ptr(),
@@ -259,7 +289,12 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 
     Returns:
         ``[T, I]`` contiguous, dtype of ``gate``.
+
+    Raises:
+        KernelArgumentError: ``gate`` and ``up`` of different shapes.
     """
+    if gate.shape != up.shape:
+        raise _bad("silu_mul", "gate and up of one shape", gate=gate, up=up)
     dtype = gate.dtype
     if not (enabled(gate) and _rows_ok(gate, dtype) and _rows_ok(up, dtype) and gate.shape == up.shape):
         return silu_mul_ref(gate, up)

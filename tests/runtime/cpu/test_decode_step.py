@@ -1,8 +1,8 @@
 """The fused CPU decode step (csrc/decodestep.c) against the per-op path it replaces.
 
 It runs the same kernels in the same order, so logits and the KV cache must be equal bit for
-bit; the per-op path itself is checked against transformers in test_models_families.py and
-test_cpu_ops.py.
+bit; the per-op path itself is checked against transformers in tests/runtime/test_models_families.py and
+cpu/test_ops.py.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from structgen.runtime.models import cpu_ops, decode_step, dense_kernel
+from structgen.runtime.cpu import decode_step, dense
+from structgen.runtime.cpu import ops as cpu_ops
 from structgen.runtime.models.attention import attention_backend
 from structgen.runtime.models.testing import PagedSequences
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.skipif(not decode_step.kernel_available(), reason="fuse
 @pytest.fixture(params=["auto", "scalar"])
 def isa(request):
     """Both paths with the AVX2 loops (where the CPU has them) and with the portable scalar code."""
-    mods = (cpu_ops._ext, dense_kernel._ext, decode_step._ext)
+    mods = (cpu_ops._ext, dense._ext, decode_step._ext)
     for m in mods:
         m.set_isa(request.param)
     yield request.param

@@ -1,9 +1,9 @@
-"""The torch reference of paged attention: SDPA over pages gathered per step.
+"""The torch path of paged attention: SDPA over pages gathered per step.
 
-:func:`paged_attention_ref` is the contract every other path (the fused CPU kernel of
-``attention_cpu``, the Triton kernels) is tested against, and the path for shapes they do
-not take (prefill chunks on CPU, MLA's value dimension). The step's gathers and masks are
-planned once (:func:`plan_ref_attention`) and shared by all layers.
+:func:`paged_attention_sdpa` runs where the kernels do not (prefill chunks on CPU, MLA's value
+dimension, the ``"torch"`` backend); like them it is tested against the op's one reference,
+``structgen.kernels.paged_attention.paged_attention_ref``. The step's gathers and masks are
+planned once (:func:`plan_sdpa_attention`) and shared by all layers.
 
 Layout: ``k_slots``/``v_slots`` are a layer's cache viewed as
 ``[num_slots, num_kv_heads, head_dim]``; slot ``page * page_size + offset`` holds the token
@@ -19,10 +19,10 @@ import torch.nn.functional as F
 
 from structgen.runtime.forward_batch import ForwardBatch
 
-__all__ = ["RefAttentionGroup", "RefAttentionPlan", "paged_attention_ref", "plan_ref_attention", "row_remap"]
+__all__ = ["SdpaAttentionGroup", "SdpaAttentionPlan", "paged_attention_sdpa", "plan_sdpa_attention", "row_remap"]
 
 @dataclass
-class RefAttentionGroup:
+class SdpaAttentionGroup:
     """Sequences of one step attended together by one SDPA call (a padded sub-batch).
 
     Attributes:
@@ -57,8 +57,8 @@ class RefAttentionGroup:
 
 
 @dataclass
-class RefAttentionPlan:
-    """Metadata of one step for :func:`paged_attention_ref`, computed once, shared by all layers.
+class SdpaAttentionPlan:
+    """Metadata of one step for :func:`paged_attention_sdpa`, computed once, shared by all layers.
 
     A mixed step (prefill chunks beside decode tokens) is split into a decode group and
     an extend group: padding every sequence to the longest extension would make each
@@ -66,10 +66,10 @@ class RefAttentionPlan:
     prefill chunk, e.g. 512 instead of 1.
 
     Attributes:
-        groups: one or two :class:`RefAttentionGroup` s.
+        groups: one or two :class:`SdpaAttentionGroup` s.
     """
 
-    groups: list[RefAttentionGroup]
+    groups: list[SdpaAttentionGroup]
 
 
 def row_remap(batch: ForwardBatch, rows: torch.Tensor) -> torch.Tensor:
@@ -82,7 +82,7 @@ def row_remap(batch: ForwardBatch, rows: torch.Tensor) -> torch.Tensor:
 def _plan_group(
     batch: ForwardBatch, rows: torch.Tensor | None, token_idx: torch.Tensor | None,
     max_len: int, max_ext: int, decode: bool, sliding_window: int | None,
-) -> RefAttentionGroup:
+) -> SdpaAttentionGroup:
     """Plan one group: ``rows`` ``[Bg]`` of the batch (None = all) owning ``token_idx`` ``[Tg]``."""
     dev = batch.input_ids.device
     page_size = batch.page_size
@@ -109,10 +109,10 @@ def _plan_group(
         if sliding_window is not None:
             mask = mask & (pos[None, None, :] > q_pos[:, :, None] - sliding_window)
         mask = mask.unsqueeze(1)
-    return RefAttentionGroup(token_idx, gather_pages, max_len, page_size, q_rows, q_cols, mask, max_ext, decode)
+    return SdpaAttentionGroup(token_idx, gather_pages, max_len, page_size, q_rows, q_cols, mask, max_ext, decode)
 
 
-def plan_ref_attention(batch: ForwardBatch, sliding_window: int | None = None) -> RefAttentionPlan:
+def plan_sdpa_attention(batch: ForwardBatch, sliding_window: int | None = None) -> SdpaAttentionPlan:
     """Plan (once per step; cached in ``batch.plans``) the gathers and masks of the torch path.
 
     One host sync per step (the sequences' lengths), none per layer.
@@ -124,7 +124,7 @@ def plan_ref_attention(batch: ForwardBatch, sliding_window: int | None = None) -
             Each window size is planned once per step and cached separately.
     """
     assert batch.page_size > 0, "ForwardBatch.page_size must be set (ForwardBatch.build sets it)"
-    key = ("ref", sliding_window)
+    key = ("sdpa", sliding_window)
     plan = batch.plans.get(key)
     if plan is not None:
         return plan
@@ -147,12 +147,12 @@ def plan_ref_attention(batch: ForwardBatch, sliding_window: int | None = None) -
                 batch, rows.to(dev), token_idx, max(kv[b] for b in members), max(ext[b] for b in members),
                 decode, sliding_window,
             ))
-    plan = RefAttentionPlan(groups)
+    plan = SdpaAttentionPlan(groups)
     batch.plans[key] = plan
     return plan
 
 
-def paged_attention_ref(
+def paged_attention_sdpa(
     q: torch.Tensor,
     k_slots: torch.Tensor,
     v_slots: torch.Tensor,
@@ -178,7 +178,7 @@ def paged_attention_ref(
     Raises:
         never (shapes are internal invariants).
     """
-    plan = plan_ref_attention(batch, sliding_window)
+    plan = plan_sdpa_attention(batch, sliding_window)
     if len(plan.groups) == 1:
         return _attend_group(q, k_slots, v_slots, plan.groups[0], scale)
     out = None
@@ -190,7 +190,7 @@ def paged_attention_ref(
     return out
 
 
-def _attend_group(q: torch.Tensor, k_slots: torch.Tensor, v_slots: torch.Tensor, group: RefAttentionGroup, scale: float):
+def _attend_group(q: torch.Tensor, k_slots: torch.Tensor, v_slots: torch.Tensor, group: SdpaAttentionGroup, scale: float):
     """``[Tg, heads, d]`` attention of a group's queries ``q`` ``[Tg, heads, d]`` (one SDPA call)."""
     num_tokens, heads, d = q.shape
     kv_heads = k_slots.shape[1]

@@ -1,7 +1,12 @@
 """Spec -> ``CompiledGrammar`` (regex, JSON Schema, choices), with an in-memory LRU cache.
 
-Cache key: (kind, canonical spec, options, vocabulary fingerprint). Compiled
+Cache key: (kind, canonical spec, options and budgets, vocabulary fingerprint). Compiled
 grammars are immutable; matchers made from them are independent.
+
+Every ``compile_*`` call reads ``structgen.env``'s ``tokentrie`` and ``regexlower`` settings
+and applies them to the grammar's C loops (the token-trie walk and mask writer, the regex
+lowering) when they differ from the values last applied, so a loop swapped by hand (tests)
+stays until the environment says otherwise.
 """
 
 from __future__ import annotations
@@ -11,7 +16,9 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from .. import env
 from ..errors import NoVocabularyError
+from . import _fast_lower, _mask_write, _token_trie
 from ._json_pattern import escape_literal
 from ._schema_check import check_schema
 from .dfa import DEFAULT_EAGER_ROWS, ByteDFA, regex_to_dfa
@@ -110,7 +117,29 @@ def clear_cache() -> None:
         _cache.clear()
 
 
+# structgen.env setting -> the switches it sets; and each setting as last applied
+_SWITCHES = {"tokentrie": (_token_trie.use_extension, _mask_write.use_extension),
+             "regexlower": (_fast_lower.use_extension,)}
+_applied = dict.fromkeys(_SWITCHES, True)
+
+
+def _apply_env() -> None:
+    """Switch the grammar's C loops as the environment says (on change only).
+
+    Raises:
+        ConfigError: a setting's value does not parse.
+    """
+    for name, switches in _SWITCHES.items():
+        value = env.read(name)
+        if value != _applied[name]:
+            with _lock:
+                _applied[name] = value
+                for switch in switches:
+                    switch(value)
+
+
 def _cached(key: tuple, build) -> CompiledGrammar:
+    _apply_env()
     with _lock:
         hit = _cache.get(key)
         if hit is not None:

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 import torch
 
+from structgen.env import read_env
 from structgen.errors import DistributedError
 from structgen.runtime.config import EngineConfig
 from structgen.runtime.model_runner import ModelRunner
@@ -41,8 +42,11 @@ class Engine(RequestFactory):
             ``structgen.runtime.speculative``); ``SamplingParams(speculative=False)``
             turns it off per request.
 
+    The environment's settings (``structgen.env``) are read once here, kept as ``env``, and
+    applied to the model's C kernels.
+
     Raises:
-        ConfigError: unknown or invalid setting.
+        ConfigError: unknown or invalid setting, or an environment variable that does not parse.
         ModelNotFoundError: the model (or the default model package) is missing.
         ModelLoadError: the model file cannot be loaded.
     """
@@ -57,9 +61,12 @@ class Engine(RequestFactory):
 
     def __init__(self, model: str | None = None, **kwargs: Any) -> None:
         from structgen.fsm import Vocabulary
+        from structgen.runtime.kernel_settings import apply_kernel_settings
         from structgen.runtime.loader import load_model
 
         self.config = EngineConfig.from_kwargs(model, **kwargs).resolved()
+        self.env = read_env()  # the environment's settings, read once (structgen.env)
+        apply_kernel_settings(self.env)
         if self.config.num_threads is not None:
             torch.set_num_threads(self.config.num_threads)
         self.device = torch.device(self.config.device)
@@ -78,7 +85,8 @@ class Engine(RequestFactory):
         if self.config.tensor_parallel_size > 1:  # rank 0 of a tensor-parallel group
             from structgen.runtime.distributed import start_tensor_parallel
 
-            self.pool, self.runner = start_tensor_parallel(self.config, loaded, self.device, num_pages)
+            self.pool, self.runner = start_tensor_parallel(self.config, loaded, self.device, num_pages,
+                                                           self.env)
         else:
             # the model shapes its own pool (a compressed latent pool for DeepSeek's MLA)
             self.pool = loaded.model.make_kv_pool(num_pages, self.config.page_size)

@@ -24,6 +24,7 @@ import weakref
 
 import torch
 
+from structgen.env import Settings
 from structgen.errors import DistributedError
 from structgen.runtime.distributed.group import (
     TPGroup,
@@ -159,7 +160,7 @@ def _shutdown(group: TPGroup, workers: WorkerProcesses) -> None:
     workers.join(10.0)
 
 
-def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int):
+def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int, env: Settings):
     """Rank 0's side of launch: check, spawn workers, shard, build the KV pool and runner.
 
     Args:
@@ -167,6 +168,7 @@ def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int):
         loaded: rank 0's LoadedModel (full weights; sharded in place).
         device: rank 0's device (CUDA: rank r uses ``cuda:index+r``).
         num_pages: KV pages per rank (every rank holds the same pages, its heads only).
+        env: the engine's environment settings; every worker applies them to its kernels.
 
     Returns:
         ``(pool, runner)`` for the engine.
@@ -180,7 +182,7 @@ def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int):
     check_shardable(model, tp)
     check_devices(device, tp)
     store = open_store(tp, config.dist_timeout_s)
-    workers = WorkerProcesses(tp_worker_main, tp, (dataclasses.replace(config, speculative=None), num_pages), store,
+    workers = WorkerProcesses(tp_worker_main, tp, (dataclasses.replace(config, speculative=None), num_pages, env), store,
                               start_timeout_s=max(120.0, config.dist_timeout_s))
     try:
         group = TPGroup(store, 0, tp, config.dist_timeout_s, device)
@@ -210,7 +212,8 @@ def _rank_device(device: str, rank: int) -> torch.device:
     return torch.device("cuda", (dev.index or 0) + rank)
 
 
-def tp_worker_main(rank: int, world_size: int, port: int, owner_pid: int, config, num_pages: int) -> None:
+def tp_worker_main(rank: int, world_size: int, port: int, owner_pid: int, config, num_pages: int,
+                   env: Settings) -> None:
     """Entry point of worker rank ``rank``: load, shard, then replay rank 0's steps until told
     to stop. On any error it writes the traceback to the store (``error/{rank}``) and
     exits with code 1, which rank 0 reports."""
@@ -220,8 +223,10 @@ def tp_worker_main(rank: int, world_size: int, port: int, owner_pid: int, config
     store = dist.TCPStore("127.0.0.1", port, world_size, False,
                           timeout=datetime.timedelta(seconds=config.dist_timeout_s))
     try:
+        from structgen.runtime.kernel_settings import apply_kernel_settings
         from structgen.runtime.loader import load_model
 
+        apply_kernel_settings(env)
         if config.num_threads is not None:
             torch.set_num_threads(config.num_threads)
         device = _rank_device(config.device, rank)

@@ -15,15 +15,13 @@ Each function here does in one C call what several of those did:
 
 Every function checks what the kernel needs (CPU, fp32 or bf16 throughout, the strides it
 reads) and otherwise computes the torch reference (``*_ref``), so callers never branch.
-Set ``STRUCTGEN_CPU_OPS=0`` to use the references everywhere (``1``, the default, uses the
-kernel). The kernel computes in fp32 and, in bf16, rounds where transformers rounds between
+:func:`set_enabled` with False makes every function use its reference (an ``Engine``
+applies ``structgen.env``'s ``cpu_ops`` setting; the kernel is on by default). The kernel computes in fp32 and, in bf16, rounds where transformers rounds between
 ops, so results equal the references up to summation order (fp32) or one bf16 rounding.
 """
 
 from __future__ import annotations
 
-import os
-import warnings
 
 import torch
 import torch.nn.functional as F
@@ -39,6 +37,7 @@ __all__ = [
     "rope_store_kv",
     "rms_norm_ref",
     "rope_store_kv_ref",
+    "set_enabled",
     "silu_mul",
     "silu_mul_ref",
 ]
@@ -49,16 +48,21 @@ try:  # built by setup.py; optional
     from structgen.runtime.models import _cpuops as _ext
 except ImportError:  # pragma: no cover - depends on the build
     _ext = None
-    if os.environ.get("STRUCTGEN_CPU_OPS", "1") != "0":
-        warnings.warn("structgen's fused CPU ops are not built (no C compiler at install?): "
-                      "the decoder uses torch ops", RuntimeWarning, stacklevel=2)
 
-_ENABLED = os.environ.get("STRUCTGEN_CPU_OPS", "1") != "0"
+MISSING_WARNING = ("structgen's fused CPU ops are not built (no C compiler at install?): "
+                   "the decoder uses torch ops")
+_ENABLED = True  # set_enabled (tests patch it)
 _DT = {torch.float32: 0, torch.bfloat16: 1}
 
 
+def set_enabled(enabled: bool) -> None:
+    """Turn the kernels on (the default) or off for the process (off: the references)."""
+    global _ENABLED
+    _ENABLED = bool(enabled)
+
+
 def kernel_available() -> bool:
-    """True when the extension is built and not turned off by ``STRUCTGEN_CPU_OPS=0``."""
+    """True when the extension is built and not turned off (:func:`set_enabled`)."""
     return _ext is not None and _ENABLED
 
 

@@ -63,6 +63,7 @@ class Engine(RequestFactory):
         from structgen.fsm import Vocabulary
         from structgen.runtime.kernel_settings import apply_kernel_settings
         from structgen.runtime.loader import load_model
+        from structgen.runtime.quantization import apply_activation_dtype
 
         self.config = EngineConfig.from_kwargs(model, **kwargs).resolved()
         self.env = read_env()  # the environment's settings, read once (structgen.env)
@@ -72,6 +73,7 @@ class Engine(RequestFactory):
         self.device = torch.device(self.config.device)
         loaded = load_model(self.config.model, self.config.torch_dtype, self.device,
                             quantization=self.config.quantization)
+        apply_activation_dtype(loaded.model, self.config.activation_dtype)
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer
         self.eos_token_ids = frozenset(loaded.eos_token_ids)
@@ -91,7 +93,8 @@ class Engine(RequestFactory):
             # the model shapes its own pool (a compressed latent pool for DeepSeek's MLA)
             self.pool = loaded.model.make_kv_pool(num_pages, self.config.page_size)
             self.runner = ModelRunner(
-                loaded.model, self.pool, self.device, cuda_graph=self.config.cuda_graph,
+                loaded.model, self.pool, self.device, attention_backend=self.config.attention_backend,
+                cuda_graph=self.config.cuda_graph,
                 cuda_graph_max_batch=min(self.config.cuda_graph_max_batch, self.config.max_running_requests),
                 max_model_len=min(loaded.max_model_len, self.config.max_model_len or loaded.max_model_len),
             )

@@ -39,6 +39,7 @@ from structgen.runtime.distributed.parallel_layers import (
     shard_model,
 )
 from structgen.runtime.forward_batch import ForwardBatch
+from structgen.runtime.models.attention import attention_backend as backend_scope
 from structgen.runtime.kv_pool import KVPool
 
 __all__ = ["TensorParallelRunner", "pack_step", "start_tensor_parallel", "tp_worker_main", "unpack_step"]
@@ -98,14 +99,16 @@ class TensorParallelRunner:
         device: torch device.
         group: the TP group.
         workers: the worker processes (ranks 1..).
+        attention_backend: as ``ModelRunner``'s (``EngineConfig.attention_backend``).
 
     After any failure the runner is dead: every later ``forward`` raises the same
     :class:`DistributedError` at once.
     """
 
     def __init__(self, model, pool: KVPool, device: torch.device, group: TPGroup,
-                 workers: WorkerProcesses) -> None:
+                 workers: WorkerProcesses, attention_backend: str = "auto") -> None:
         self.model = model
+        self.attention_backend = attention_backend
         self.pool = pool
         self.device = device
         self.group = group
@@ -136,7 +139,7 @@ class TensorParallelRunner:
             self.group.broadcast_ctl(payload)
             batch = ForwardBatch.build(token_chunks, prefix_lens, page_tables, self.pool.page_size,
                                        device=self.device, logits_token_indices=rows)
-            with torch.inference_mode():
+            with torch.inference_mode(), backend_scope(self.attention_backend):
                 logits = self.model(batch, self.pool)
         except DistributedError as exc:
             self.failed = exc
@@ -196,7 +199,7 @@ def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int, 
     except BaseException:
         workers.kill(force=True)
         raise
-    return pool, TensorParallelRunner(model, pool, device, group, workers)
+    return pool, TensorParallelRunner(model, pool, device, group, workers, config.attention_backend)
 
 
 def _make_pool(model, num_pages: int, page_size: int, tp: int, rank: int, device) -> KVPool:
@@ -237,7 +240,7 @@ def tp_worker_main(rank: int, world_size: int, port: int, owner_pid: int, config
         group = TPGroup(store, rank, world_size, config.dist_timeout_s, device)
         model = shard_model(loaded.model, group)
         pool = _make_pool(model, num_pages, config.page_size, world_size, rank, device)
-        _worker_loop(model, pool, group, device)
+        _worker_loop(model, pool, group, device, config.attention_backend)
     except BaseException:  # noqa: BLE001  (reported to rank 0 through the store, then exit)
         try:
             store.set(f"error/{rank}", traceback.format_exc())
@@ -246,7 +249,7 @@ def tp_worker_main(rank: int, world_size: int, port: int, owner_pid: int, config
     os._exit(0)
 
 
-def _worker_loop(model, pool: KVPool, group: TPGroup, device: torch.device) -> None:
+def _worker_loop(model, pool: KVPool, group: TPGroup, device: torch.device, attention_backend: str) -> None:
     header = torch.zeros(_HEADER, dtype=torch.int64)
     while True:
         group.broadcast_ctl(header, idle=True)
@@ -260,5 +263,5 @@ def _worker_loop(model, pool: KVPool, group: TPGroup, device: torch.device) -> N
         chunks, prefix, tables, rows = unpack_step(header, payload)
         batch = ForwardBatch.build(chunks, prefix, tables, pool.page_size, device=device,
                                    logits_token_indices=rows)
-        with torch.inference_mode():
+        with torch.inference_mode(), backend_scope(attention_backend):
             model(batch, pool)

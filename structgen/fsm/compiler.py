@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from .. import env
+from ..env import read as read_setting
 from ..errors import NoVocabularyError
 from . import _fast_lower, _mask_write, _token_trie
 from ._json_pattern import escape_literal
@@ -130,7 +130,7 @@ def _apply_env() -> None:
         ConfigError: a setting's value does not parse.
     """
     for name, switches in _SWITCHES.items():
-        value = env.read(name)
+        value = read_setting(name)
         if value != _applied[name]:
             with _lock:
                 _applied[name] = value

@@ -18,10 +18,10 @@ import sys
 
 import torch
 
-from structgen import env
+from structgen.env import set_default
 
 if "triton" not in sys.modules and not torch.cuda.is_available():
-    env.set_default("TRITON_INTERPRET", "1")
+    set_default("TRITON_INTERPRET", "1")
 
 try:  # the only import shim of the package's kernels
     import triton

@@ -6,14 +6,14 @@ import hashlib
 import os
 from pathlib import Path
 
-from structgen import env
+from structgen.env import read as read_setting
 
 __all__ = ["cache_root", "file_cache_key"]
 
 
 def cache_root() -> Path:
     """The cache directory: ``structgen.env``'s ``cache_dir``, read at each call. Raises: never."""
-    return env.read("cache_dir")
+    return read_setting("cache_dir")
 
 
 def file_cache_key(path: str | os.PathLike) -> str:

@@ -75,11 +75,13 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("STRUCTGEN_QKERNEL_THREADS", "int", "unset", _ENGINE,
            "OpenMP threads of the quantized kernel (>= 1); unset: `torch.get_num_threads()`"),
     EnvVar("STRUCTGEN_DENSE_KERNEL", "0/1", "1", _ENGINE,
-           "the C kernel of fp32/bf16 linears with 1-8 rows (`csrc/densekernel.c`); `0`: `F.linear`"),
+           "the C kernel of fp32/bf16 linears with 1-8 rows (`csrc/densekernel.c`); "
+           "`0`: `F.linear`"),
     EnvVar("STRUCTGEN_CPU_OPS", "0/1", "1", _ENGINE,
            "the fused CPU ops around the matmuls (`csrc/cpuops.c`); `0`: their torch references"),
     EnvVar("STRUCTGEN_DECODE_STEP", "0/1", "1", _ENGINE,
-           "the fused decode step, all layers in one C call (`csrc/decodestep.c`); `0`: the per-op path"),
+           "the fused decode step, all layers in one C call (`csrc/decodestep.c`); "
+           "`0`: the per-op path"),
     EnvVar("STRUCTGEN_TOKENTRIE", "0/1", "1", "each `compile_*` call",
            "the C token-trie walk and mask writer of the grammar (`csrc/tokentrie.c`); `0`: numpy"),
     EnvVar("STRUCTGEN_REGEXLOWER", "0/1", "1", "each `compile_*` call",
@@ -93,6 +95,10 @@ VARIABLES: tuple[EnvVar, ...] = (
            "the API key sent when `api_key` is not given (unset: `\"none\"`)"),
 )
 _BY_FIELD = {v.field: v for v in VARIABLES if v.field is not None}
+
+
+def _default_cache_dir() -> Path:
+    return Path.home() / ".cache" / "structgen"
 
 
 @dataclass(frozen=True)
@@ -117,10 +123,10 @@ class Settings:
     decode_step: bool = True
     tokentrie: bool = True
     regexlower: bool = True
-    cache_dir: Path = dataclasses.field(default_factory=lambda: Path.home() / ".cache" / "structgen")
+    cache_dir: Path = dataclasses.field(default_factory=lambda: _default_cache_dir())
 
 
-_FIELDS = {f.name: f for f in dataclasses.fields(Settings)}  # tests/test_env.py: == _BY_FIELD's keys
+_FIELDS = {f.name: f for f in dataclasses.fields(Settings)}  # the keys of _BY_FIELD (test_env)
 
 
 def _parse(var: EnvVar, text: str) -> Any:
@@ -156,8 +162,8 @@ def read(field: str, environ: Mapping[str, str] | None = None) -> Any:
     var = _BY_FIELD[field]
     text = (os.environ if environ is None else environ).get(var.name, "")
     if text == "":
-        default = _FIELDS[field]
-        return default.default_factory() if default.default is dataclasses.MISSING else default.default
+        spec = _FIELDS[field]
+        return spec.default_factory() if spec.default is dataclasses.MISSING else spec.default
     return _parse(var, text)
 
 
@@ -193,7 +199,8 @@ def markdown_table() -> str:
     """The table as GitHub markdown (README's section on environment variables)."""
     lines = ["| Variable | Type | Default | Read | Effect |", "| --- | --- | --- | --- | --- |"]
     for v in VARIABLES:
-        default = v.default if v.default.startswith("`") or v.default == "unset" else f"`{v.default}`"
+        plain = v.default.startswith("`") or v.default == "unset"
+        default = v.default if plain else f"`{v.default}`"
         read_when = ("set at " if v.set_by_structgen else "") + v.read_when
         lines.append(f"| `{v.name}` | {v.type} | {default} | {read_when} | {v.effect} |")
     return "\n".join(lines) + "\n"

@@ -23,7 +23,8 @@ from ._json_pattern import escape_literal
 from ._schema_check import check_schema
 from .dfa import DEFAULT_EAGER_ROWS, DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES, ByteDFA, regex_to_dfa
 from ._schema_refs import expand_shared
-from .json_schema import CONVERT_MAX_SECONDS, DEFAULT_MAX_RECURSION_DEPTH, json_schema_to_shared, schema_for
+from .json_schema import (CONVERT_MAX_SECONDS, DEFAULT_MAX_RECURSION_DEPTH, json_schema_to_shared,
+                          schema_for)
 from .matcher import Matcher
 from .token_index import TokenIndex
 from .vocabulary import Vocabulary

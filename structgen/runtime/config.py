@@ -186,8 +186,8 @@ class EngineConfig:
         if dev not in ("auto", "cpu") and not dev.startswith("cuda"):
             raise ConfigError(f"EngineConfig.device must be 'auto', 'cpu' or 'cuda[:N]', got {dev!r}")
         if self.attention_backend not in _ATTENTION_BACKENDS:
-            raise ConfigError(f"EngineConfig.attention_backend must be one of {_ATTENTION_BACKENDS}, "
-                              f"got {self.attention_backend!r}")
+            raise ConfigError("EngineConfig.attention_backend must be one of "
+                              f"{_ATTENTION_BACKENDS}, got {self.attention_backend!r}")
         if self.activation_dtype not in _ACTIVATION_DTYPES:
             raise ConfigError(f"EngineConfig.activation_dtype must be one of {_ACTIVATION_DTYPES}, "
                               f"got {self.activation_dtype!r}")

@@ -87,14 +87,14 @@ class Engine(RequestFactory):
         if self.config.tensor_parallel_size > 1:  # rank 0 of a tensor-parallel group
             from structgen.runtime.distributed import start_tensor_parallel
 
-            self.pool, self.runner = start_tensor_parallel(self.config, loaded, self.device, num_pages,
-                                                           self.env)
+            self.pool, self.runner = start_tensor_parallel(
+                self.config, loaded, self.device, num_pages, self.env)
         else:
             # the model shapes its own pool (a compressed latent pool for DeepSeek's MLA)
             self.pool = loaded.model.make_kv_pool(num_pages, self.config.page_size)
             self.runner = ModelRunner(
-                loaded.model, self.pool, self.device, attention_backend=self.config.attention_backend,
-                cuda_graph=self.config.cuda_graph,
+                loaded.model, self.pool, self.device,
+                attention_backend=self.config.attention_backend, cuda_graph=self.config.cuda_graph,
                 cuda_graph_max_batch=min(self.config.cuda_graph_max_batch, self.config.max_running_requests),
                 max_model_len=min(loaded.max_model_len, self.config.max_model_len or loaded.max_model_len),
             )

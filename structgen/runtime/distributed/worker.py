@@ -185,7 +185,8 @@ def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int, 
     check_shardable(model, tp)
     check_devices(device, tp)
     store = open_store(tp, config.dist_timeout_s)
-    workers = WorkerProcesses(tp_worker_main, tp, (dataclasses.replace(config, speculative=None), num_pages, env), store,
+    args = (dataclasses.replace(config, speculative=None), num_pages, env)
+    workers = WorkerProcesses(tp_worker_main, tp, args, store,
                               start_timeout_s=max(120.0, config.dist_timeout_s))
     try:
         group = TPGroup(store, 0, tp, config.dist_timeout_s, device)
@@ -249,7 +250,8 @@ def tp_worker_main(rank: int, world_size: int, port: int, owner_pid: int, config
     os._exit(0)
 
 
-def _worker_loop(model, pool: KVPool, group: TPGroup, device: torch.device, attention_backend: str) -> None:
+def _worker_loop(model, pool: KVPool, group: TPGroup, device: torch.device,
+                 attention_backend: str) -> None:
     header = torch.zeros(_HEADER, dtype=torch.int64)
     while True:
         group.broadcast_ctl(header, idle=True)

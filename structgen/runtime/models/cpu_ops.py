@@ -16,8 +16,8 @@ Each function here does in one C call what several of those did:
 Every function checks what the kernel needs (CPU, fp32 or bf16 throughout, the strides it
 reads) and otherwise computes the torch reference (``*_ref``), so callers never branch.
 :func:`set_enabled` with False makes every function use its reference (an ``Engine``
-applies ``structgen.env``'s ``cpu_ops`` setting; the kernel is on by default). The kernel computes in fp32 and, in bf16, rounds where transformers rounds between
-ops, so results equal the references up to summation order (fp32) or one bf16 rounding.
+applies ``structgen.env``'s ``cpu_ops`` setting; the kernel is on by default). The kernel
+computes in fp32 and, in bf16, rounds where transformers rounds between ops, so results equal the references up to summation order (fp32) or one bf16 rounding.
 """
 
 from __future__ import annotations

@@ -123,26 +123,26 @@ class Settings:
     decode_step: bool = True
     tokentrie: bool = True
     regexlower: bool = True
-    cache_dir: Path = dataclasses.field(default_factory=lambda: _default_cache_dir())
+    cache_dir: Path = dataclasses.field(default_factory=_default_cache_dir)
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings)}  # the keys of _BY_FIELD (test_env)
 
 
-def _parse(var: EnvVar, text: str) -> Any:
-    if var.type == "0/1":
-        if text not in ("0", "1"):
-            raise ConfigError(f"environment variable {var.name} must be 0 or 1, got {text!r}")
-        return text == "1"
-    if var.type == "int":
-        try:
-            value = int(text)
-        except ValueError:
-            value = 0
-        if value < 1:
-            raise ConfigError(f"environment variable {var.name} must be an int >= 1, got {text!r}")
-        return value
-    return Path(text).expanduser()
+def _switch(name: str, text: str) -> bool:
+    if text not in ("0", "1"):
+        raise ConfigError(f"environment variable {name} must be 0 or 1, got {text!r}")
+    return text == "1"
+
+
+def _positive_int(name: str, text: str) -> int:
+    value = int(text) if text.isascii() and text.isdigit() else 0
+    if value < 1:
+        raise ConfigError(f"environment variable {name} must be an int >= 1, got {text!r}")
+    return value
+
+
+_PARSERS = {"0/1": _switch, "int": _positive_int, "path": lambda _name, text: Path(text).expanduser()}
 
 
 def read(field: str, environ: Mapping[str, str] | None = None) -> Any:
@@ -164,7 +164,7 @@ def read(field: str, environ: Mapping[str, str] | None = None) -> Any:
     if text == "":
         spec = _FIELDS[field]
         return spec.default_factory() if spec.default is dataclasses.MISSING else spec.default
-    return _parse(var, text)
+    return _PARSERS[var.type](var.name, text)
 
 
 def read_env(environ: Mapping[str, str] | None = None) -> Settings:

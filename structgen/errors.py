@@ -21,6 +21,7 @@ __all__ = [
     "RegexError",
     "UnsupportedRegexError",
     "GrammarTooComplexError",
+    "NoVocabularyError",
     "ModelNotFoundError",
     "ModelLoadError",
     "KernelArgumentError",
@@ -29,6 +30,7 @@ __all__ = [
     "ExtractionError",
     "ProgramError",
     "DistributedError",
+    "EngineDeadError",
 ]
 
 
@@ -87,6 +89,10 @@ class UnsupportedRegexError(RegexError):
 
 class GrammarTooComplexError(StructgenError, ValueError):
     """Compiling a constraint exceeded the state-count or time budget."""
+
+
+class NoVocabularyError(StructgenError, ValueError):
+    """``CompiledGrammar.matcher()`` was called on a grammar compiled without a vocabulary."""
 
 
 class ModelNotFoundError(StructgenError, FileNotFoundError):
@@ -149,4 +155,11 @@ class DistributedError(StructgenError):
 
     The engine is unusable afterwards (its process group is broken); create a new one.
     The message names the rank(s) and, when known, their exit code or error.
+    """
+
+
+class EngineDeadError(StructgenError):
+    """The ``AsyncEngine`` loop thread crashed; the original exception is its ``__cause__``.
+
+    Every pending and later request of that engine raises it; create a new engine.
     """

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from .compiler import (
     CompiledGrammar,
-    NoVocabularyError,
     clear_cache,
     compile_choice,
     compile_json_schema,
@@ -27,7 +26,6 @@ __all__ = [
     "TokenIndex",
     "Matcher",
     "CompiledGrammar",
-    "NoVocabularyError",
     "compile_regex",
     "compile_json_schema",
     "compile_choice",

@@ -25,7 +25,6 @@ factors a common prefix out of alternatives).
 
 from __future__ import annotations
 
-import os
 import re
 
 try:  # Python >= 3.11
@@ -37,18 +36,24 @@ from ._schema_refs import PLACEHOLDER_BASE
 from ._term_recipe import export_term, import_term
 from .regex_ast import CONCAT, EMPTY, EPS, INF, MAX_DEPTH
 
-try:  # optional C extension built by setup.py (csrc/regexlower.c); STRUCTGEN_REGEXLOWER=0: off
-    from . import _regexlower as _c
+try:  # optional C extension built by setup.py (csrc/regexlower.c)
+    from . import _regexlower as _EXT
 except ImportError:  # pragma: no cover - exercised when the extension is missing
-    _c = None
-if os.environ.get("STRUCTGEN_REGEXLOWER", "1") == "0":
-    _c = None
+    _EXT = None
 # the C path hard-codes these (csrc/regexlower.c)
 assert (EMPTY, EPS, CONCAT, INF, MAX_DEPTH) == (0, 1, 3, -1, 300)
 
-__all__ = ["fast_lower", "HAVE_C_LOWER"]
+__all__ = ["fast_lower", "HAVE_C_LOWER", "use_extension"]
 
-HAVE_C_LOWER = _c is not None
+HAVE_C_LOWER = _EXT is not None  # the extension is built
+_c = _EXT  # the C token loop in use, None: the Python loop (use_extension)
+
+
+def use_extension(enabled: bool) -> None:
+    """Lower in C (the default, where built) or in Python, for the process; ``compile_*``
+    applies ``structgen.env``'s ``regexlower`` setting. Raises: never."""
+    global _c
+    _c = _EXT if enabled else None
 
 _MAXREPEAT = 4294967295  # sre's MAXREPEAT: counts at or past it are re's errors
 _TOKEN = re.compile(r"""

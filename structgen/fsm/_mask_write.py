@@ -27,8 +27,9 @@ their layout is read on every call, never cached.
 CUDA and other non-CPU tensors, other dtypes, and CPU tensors whose rows are not
 contiguous words take torch ops on ``bitmask[row]`` (no cache).
 
-``STRUCTGEN_TOKENTRIE=0`` (the C walk off, ``_token_trie.py``) also turns ``fill_row``
-off; an extension built before ``fill_row`` existed is used for the walk only.
+:func:`use_extension` turns ``fill_row`` off (``compile_*`` applies ``structgen.env``'s
+``tokentrie`` setting here and to the walk, ``_token_trie.use_extension``); an extension built
+before ``fill_row`` existed is used for the walk only.
 """
 
 from __future__ import annotations
@@ -38,17 +39,24 @@ import torch
 
 from . import _token_trie
 
-__all__ = ["last", "fill_row", "write", "describe", "forget", "row_form"]
+__all__ = ["last", "fill_row", "write", "describe", "forget", "row_form", "use_extension"]
 
 # C writer: fill_row(dst, tensor, row, words) -> False when dst is not (or no longer) the
 # tensor's layout; fill_row(dst, tensor, row, forms, state) takes the words from
 # forms[state] (None: no entry). None here: the numpy writer. Tests swap it with
 # ``monkeypatch.setattr``.
-fill_row = getattr(_token_trie._c, "fill_row", None)
+fill_row = getattr(_token_trie._EXT, "fill_row", None)
 
 _NONE = (None, -1, -1, 0, 0, 0)
 last: tuple = _NONE  # the C writer's destination: (tensor, version, base, rows, stride, cols)
 _last_np: tuple = _NONE  # the numpy writer's: (tensor, version, base, rows, view, cols)
+
+
+def use_extension(enabled: bool) -> None:
+    """Write masks with the C ``fill_row`` (the default, where built) or with numpy, for the
+    process. Raises: never."""
+    global fill_row
+    fill_row = getattr(_token_trie._EXT, "fill_row", None) if enabled else None
 
 
 def row_form(mask: np.ndarray) -> bytes | tuple:

@@ -20,26 +20,31 @@ Two layouts of the same nodes (built once per vocabulary, vectorised):
 
 Tokens with the same bytes share a node; the node records the first id and ``dups``
 lists the others. Tokens never allowed (special, EOS, empty) are not in the trie.
-``STRUCTGEN_TOKENTRIE=0`` in the environment turns the C walk off (numpy fallback).
+:func:`use_extension` turns the C walk off (numpy fallback); ``compile_*`` applies
+``structgen.env``'s ``tokentrie`` setting.
 """
 
 from __future__ import annotations
 
-import os
 from functools import cached_property
 
 import numpy as np
 
-try:  # optional C extension built by setup.py (csrc/tokentrie.c); STRUCTGEN_TOKENTRIE=0: off
-    from . import _tokentrie as _c
+try:  # optional C extension built by setup.py (csrc/tokentrie.c)
+    from . import _tokentrie as _EXT
 except ImportError:  # pragma: no cover - exercised when the extension is missing
-    _c = None
-if os.environ.get("STRUCTGEN_TOKENTRIE", "1") == "0":
-    _c = None
+    _EXT = None
 
-__all__ = ["TokenTrie", "HAVE_C_WALK", "set_bits", "walk_bytes"]
+__all__ = ["TokenTrie", "HAVE_C_WALK", "set_bits", "use_extension", "walk_bytes"]
 
-HAVE_C_WALK = _c is not None
+HAVE_C_WALK = _EXT is not None  # the extension is built
+_c = _EXT  # the C walk in use, None: numpy (use_extension; tests swap it)
+
+
+def use_extension(enabled: bool) -> None:
+    """Walk in C (the default, where built) or with numpy, for the process. Raises: never."""
+    global _c
+    _c = _EXT if enabled else None
 _SCALAR_NODES = 256  # numpy fallback: finish a frontier with fewer subtree nodes scalar
 _SCALAR_DEPTH = 128  # ... or any frontier this deep (long tokens: few nodes per level)
 

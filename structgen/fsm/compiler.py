@@ -1,7 +1,12 @@
 """Spec -> ``CompiledGrammar`` (regex, JSON Schema, choices), with an in-memory LRU cache.
 
-Cache key: (kind, canonical spec, options, vocabulary fingerprint). Compiled
+Cache key: (kind, canonical spec, options and budgets, vocabulary fingerprint). Compiled
 grammars are immutable; matchers made from them are independent.
+
+Every ``compile_*`` call reads ``structgen.env``'s ``tokentrie`` and ``regexlower`` settings
+and applies them to the grammar's C loops (the token-trie walk and mask writer, the regex
+lowering) when they differ from the values last applied, so a loop swapped by hand (tests)
+stays until the environment says otherwise.
 """
 
 from __future__ import annotations
@@ -11,19 +16,21 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from ..errors import StructgenError
+from ..env import read as read_setting
+from ..errors import NoVocabularyError
+from . import _fast_lower, _mask_write, _token_trie
 from ._json_pattern import escape_literal
 from ._schema_check import check_schema
-from .dfa import DEFAULT_EAGER_ROWS, ByteDFA, regex_to_dfa
+from .dfa import DEFAULT_EAGER_ROWS, DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES, ByteDFA, regex_to_dfa
 from ._schema_refs import expand_shared
-from .json_schema import DEFAULT_MAX_RECURSION_DEPTH, json_schema_to_shared, schema_for
+from .json_schema import (CONVERT_MAX_SECONDS, DEFAULT_MAX_RECURSION_DEPTH, json_schema_to_shared,
+                          schema_for)
 from .matcher import Matcher
 from .token_index import TokenIndex
 from .vocabulary import Vocabulary
 
 __all__ = [
     "CompiledGrammar",
-    "NoVocabularyError",
     "compile_regex",
     "compile_json_schema",
     "compile_choice",
@@ -38,10 +45,6 @@ CACHE_SIZE = 128
 # bench_grammar's sample, 2 rows gave the lowest compile + first-mask time at the median
 # (16 rows: 2.49 ms, 4: 2.25, 2: 2.09, 1: 2.30; first mask 0.071 ms with 16, 0.080 with 2)
 JSON_EAGER_ROWS = 2
-
-
-class NoVocabularyError(StructgenError, ValueError):
-    """``CompiledGrammar.matcher()`` was called on a grammar compiled without a vocabulary."""
 
 
 class CompiledGrammar:
@@ -115,7 +118,29 @@ def clear_cache() -> None:
         _cache.clear()
 
 
+# structgen.env setting -> the switches it sets; and each setting as last applied
+_SWITCHES = {"tokentrie": (_token_trie.use_extension, _mask_write.use_extension),
+             "regexlower": (_fast_lower.use_extension,)}
+_applied = dict.fromkeys(_SWITCHES, True)
+
+
+def _apply_env() -> None:
+    """Switch the grammar's C loops as the environment says (on change only).
+
+    Raises:
+        ConfigError: a setting's value does not parse.
+    """
+    for name, switches in _SWITCHES.items():
+        value = read_setting(name)
+        if value != _applied[name]:
+            with _lock:
+                _applied[name] = value
+                for switch in switches:
+                    switch(value)
+
+
 def _cached(key: tuple, build) -> CompiledGrammar:
+    _apply_env()
     with _lock:
         hit = _cache.get(key)
         if hit is not None:
@@ -135,15 +160,19 @@ def _fingerprint(vocab: Vocabulary | None) -> str | None:
 
 def _build(pattern: str, vocab: Vocabulary | None, warnings: list[str] | None = None,
            trigger: str | None = None, definitions: list[str] | None = None,
-           eager_rows: int = DEFAULT_EAGER_ROWS):
+           eager_rows: int = DEFAULT_EAGER_ROWS, budgets: tuple[int, float] = (DEFAULT_MAX_STATES,
+                                                                            DEFAULT_MAX_SECONDS)):
     def build() -> CompiledGrammar:
-        dfa = regex_to_dfa(pattern, trigger=trigger, definitions=definitions, eager_rows=eager_rows)
+        dfa = regex_to_dfa(pattern, trigger=trigger, definitions=definitions, eager_rows=eager_rows,
+                           max_states=budgets[0], max_seconds=budgets[1])
         return CompiledGrammar(pattern, dfa, vocab, warnings, trigger, definitions)
     return build
 
 
 def compile_regex(pattern: str, vocab: Vocabulary | None = None, *,
-                  trigger: str | None = None, definitions: list[str] | tuple[str, ...] = ()) -> CompiledGrammar:
+                  trigger: str | None = None, definitions: list[str] | tuple[str, ...] = (),
+                  max_states: int = DEFAULT_MAX_STATES,
+                  max_seconds: float = DEFAULT_MAX_SECONDS) -> CompiledGrammar:
     """Compile a Python regex (fullmatch semantics) for ``vocab``.
 
     Args:
@@ -154,27 +183,39 @@ def compile_regex(pattern: str, vocab: Vocabulary | None = None, *,
         definitions: shared subpatterns ``pattern`` refers to (a compiled JSON Schema's
             ``CompiledGrammar.definitions`` with its ``source_pattern``: how a grammar is
             sent to another process and compiled there again, e.g. a data-parallel replica).
+        max_states: budget of automaton states built, at compile and later as masks and
+            decoding reach new states (default ``DEFAULT_MAX_STATES``, 200,000).
+        max_seconds: time budget of the compile and of each later exploration (default
+            ``DEFAULT_MAX_SECONDS``, 10 s).
+
+    The budgets are part of the cache key: a grammar compiled under other budgets is
+    compiled again.
 
     Raises:
         RegexError, UnsupportedRegexError, GrammarTooComplexError: see ``regex_to_dfa``.
     """
     defs = list(definitions)
-    return _cached(("regex", pattern, trigger, tuple(defs), _fingerprint(vocab)),
-                   _build(pattern, vocab, None, trigger, defs or None))
+    budgets = (max_states, max_seconds)
+    return _cached(("regex", pattern, trigger, tuple(defs), budgets, _fingerprint(vocab)),
+                   _build(pattern, vocab, None, trigger, defs or None, budgets=budgets))
 
 
 def compile_choice(choices: list[str], vocab: Vocabulary | None = None, *,
-                   trigger: str | None = None) -> CompiledGrammar:
-    """Exactly one of ``choices`` (literal strings); ``trigger`` as in ``compile_regex``.
+                   trigger: str | None = None, max_states: int = DEFAULT_MAX_STATES,
+                   max_seconds: float = DEFAULT_MAX_SECONDS) -> CompiledGrammar:
+    """Exactly one of ``choices`` (literal strings); ``trigger`` and the budgets as in
+    ``compile_regex``.
 
     Raises:
         ValueError: ``choices`` is empty.
+        GrammarTooComplexError: a budget is exceeded.
     """
     if not choices:
         raise ValueError("compile_choice needs at least one choice")
     pattern = "(?:" + "|".join(escape_literal(c) for c in dict.fromkeys(choices)) + ")"
-    return _cached(("choice", tuple(choices), trigger, _fingerprint(vocab)),
-                   _build(pattern, vocab, None, trigger))
+    budgets = (max_states, max_seconds)
+    return _cached(("choice", tuple(choices), trigger, budgets, _fingerprint(vocab)),
+                   _build(pattern, vocab, None, trigger, budgets=budgets))
 
 
 def compile_json_schema(
@@ -186,20 +227,27 @@ def compile_json_schema(
     allow_extra_properties: bool = False,
     max_recursion_depth: int = DEFAULT_MAX_RECURSION_DEPTH,
     trigger: str | None = None,
+    max_states: int = DEFAULT_MAX_STATES,
+    max_seconds: float = DEFAULT_MAX_SECONDS,
+    max_convert_seconds: float = CONVERT_MAX_SECONDS,
 ) -> CompiledGrammar:
     """Compile a JSON Schema (dict, JSON string, or pydantic model class).
 
-    See ``json_schema_to_regex`` for the supported subset and options; ``trigger`` as in
-    ``compile_regex`` (free text, then the JSON document).
+    See ``json_schema_to_regex`` for the supported subset and options; ``trigger``,
+    ``max_states`` and ``max_seconds`` as in ``compile_regex`` (free text, then the JSON
+    document); ``max_convert_seconds``: time budget of the schema-to-regex conversion
+    (default ``CONVERT_MAX_SECONDS``, 10 s). The budgets are part of the cache key.
 
     Raises:
         InvalidSchemaError: the schema fails its metaschema.
         UnsupportedSchemaError: a keyword that cannot be enforced (with ``strict``).
-        GrammarTooComplexError: the automaton exceeds the state budget.
+        GrammarTooComplexError: a budget (states, time, conversion time) is exceeded.
     """
     schema = schema_for(schema)
     options = (whitespace, strict, allow_extra_properties, max_recursion_depth, trigger)
-    key = ("json", json.dumps(schema, sort_keys=False), options, _fingerprint(vocab))
+    budgets = (max_states, max_seconds)
+    key = ("json", json.dumps(schema, sort_keys=False), options, budgets + (max_convert_seconds,),
+           _fingerprint(vocab))
 
     def build() -> CompiledGrammar:  # a cache hit skips the metaschema check too
         if isinstance(schema, dict):
@@ -209,7 +257,8 @@ def compile_json_schema(
             schema, whitespace=whitespace, strict=strict,
             allow_extra_properties=allow_extra_properties,
             max_recursion_depth=max_recursion_depth, warnings=warnings,
+            max_convert_seconds=max_convert_seconds,
         )
-        return _build(pattern, vocab, warnings, trigger, definitions, JSON_EAGER_ROWS)()
+        return _build(pattern, vocab, warnings, trigger, definitions, JSON_EAGER_ROWS, budgets)()
 
     return _cached(key, build)

@@ -41,16 +41,14 @@ import json
 from typing import Any
 
 from ..errors import GrammarTooComplexError, InvalidSchemaError
-from ._schema_convert import (ANNOTATIONS, ANY_VALUE_DEPTH, FLEXIBLE_WS_MAX,  # noqa: F401
-                              JsonSchemaConverter)
-from ._schema_convert import CONVERT_MAX_SECONDS as _DEFAULT_MAX_SECONDS
+from ._schema_convert import (ANNOTATIONS, ANY_VALUE_DEPTH, CONVERT_MAX_SECONDS,  # noqa: F401
+                              FLEXIBLE_WS_MAX, JsonSchemaConverter)
 from ._schema_formats import FORMATS  # noqa: F401 - re-exported for callers
 from ._schema_refs import expand_shared
 
 __all__ = ["json_schema_to_regex", "json_schema_to_shared", "schema_for", "JsonSchemaConverter", "FLEXIBLE_WS_MAX"]
 
 DEFAULT_MAX_RECURSION_DEPTH = ANY_VALUE_DEPTH  # untyped values nest as deep as $ref unrolls
-CONVERT_MAX_SECONDS = _DEFAULT_MAX_SECONDS  # read at each conversion (a test lowers it)
 
 
 def schema_for(model_or_schema: Any) -> dict | bool:
@@ -81,6 +79,7 @@ def json_schema_to_regex(
     allow_extra_properties: bool = False,
     max_recursion_depth: int = DEFAULT_MAX_RECURSION_DEPTH,
     warnings: list[str] | None = None,
+    max_convert_seconds: float = CONVERT_MAX_SECONDS,
 ) -> str:
     """Regex (Python syntax, fullmatch) for the JSON documents valid under ``schema``.
 
@@ -93,17 +92,21 @@ def json_schema_to_regex(
             (only for objects without declared properties).
         max_recursion_depth: expansions of one recursive ``$ref`` along a path.
         warnings: list that receives warning strings (mutated).
+        max_convert_seconds: time budget of the conversion (default ``CONVERT_MAX_SECONDS``,
+            10 s).
 
     Raises:
         UnsupportedSchemaError: a keyword that cannot be enforced (``keyword``, ``pointer``).
         InvalidSchemaError: malformed schema parts (e.g. an unresolvable ``$ref``).
         GrammarTooComplexError: the recursion written out as one text is too large
-            (``compile_json_schema`` shares it instead, see ``json_schema_to_shared``).
+            (``compile_json_schema`` shares it instead, see ``json_schema_to_shared``); the
+            conversion ran past ``max_convert_seconds``.
     """
     pattern, definitions = json_schema_to_shared(
         schema, whitespace=whitespace, strict=strict,
         allow_extra_properties=allow_extra_properties,
         max_recursion_depth=max_recursion_depth, warnings=warnings,
+        max_convert_seconds=max_convert_seconds,
     )
     return expand_shared(pattern, definitions)
 
@@ -116,6 +119,7 @@ def json_schema_to_shared(
     allow_extra_properties: bool = False,
     max_recursion_depth: int = DEFAULT_MAX_RECURSION_DEPTH,
     warnings: list[str] | None = None,
+    max_convert_seconds: float = CONVERT_MAX_SECONDS,
 ) -> tuple[str, list[str]]:
     """Like ``json_schema_to_regex``, with ``$ref`` expansions kept as shared definitions.
 
@@ -127,14 +131,14 @@ def json_schema_to_shared(
 
     Raises:
         UnsupportedSchemaError, InvalidSchemaError: as ``json_schema_to_regex``.
-        GrammarTooComplexError: the conversion ran past ``CONVERT_MAX_SECONDS``.
+        GrammarTooComplexError: the conversion ran past ``max_convert_seconds``.
     """
     if max_recursion_depth < 1:
         raise ValueError(f"max_recursion_depth must be >= 1, got {max_recursion_depth}")
     conv = JsonSchemaConverter(
         schema_for(schema), whitespace=whitespace, strict=strict,
         allow_extra_properties=allow_extra_properties, max_recursion_depth=max_recursion_depth,
-        max_seconds=CONVERT_MAX_SECONDS,
+        max_seconds=max_convert_seconds,
     )
     try:
         regex = conv.convert_root()

@@ -14,13 +14,14 @@ importing Triton. Forcing ``backend="triton"`` on CPU tensors then runs interpre
 
 from __future__ import annotations
 
-import os
 import sys
 
 import torch
 
+from structgen.env import set_default
+
 if "triton" not in sys.modules and not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+    set_default("TRITON_INTERPRET", "1")
 
 try:  # the only import shim of the package's kernels
     import triton

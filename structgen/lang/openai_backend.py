@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from structgen.env import openai_api_key
 from structgen.errors import RequestError
 from structgen.lang.backend import TokenizerBackend
 from structgen.runtime.outputs import RequestMetrics, RequestOutput
@@ -142,7 +143,7 @@ class OpenAIBackend(TokenizerBackend):
             url += "/v1"
         self.base_url = url
         self.client = openai.OpenAI(
-            base_url=url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "none",
+            base_url=url, api_key=api_key or openai_api_key() or "none",
             timeout=timeout, max_retries=max_retries)
         if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)):
             from structgen.runtime.loader.tokenizer import load_tokenizer

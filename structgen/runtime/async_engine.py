@@ -20,17 +20,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
 
-from structgen.errors import RequestError, StructgenError
+from structgen.errors import EngineDeadError, RequestError
 from structgen.runtime.engine_loop import EngineLoop
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.request import Request
 from structgen.runtime.sampling_params import SamplingParams
 
 __all__ = ["AsyncEngine"]
-
-
-class EngineDeadError(StructgenError):
-    """The engine loop thread crashed; the original exception is its ``__cause__``."""
 
 
 _IDLE_POLL_S = 0.5

@@ -13,6 +13,8 @@ from structgen.errors import ConfigError
 __all__ = ["EngineConfig", "SpeculativeConfig"]
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_ATTENTION_BACKENDS = ("auto", "triton", "torch")
+_ACTIVATION_DTYPES = ("auto", "int8", "float32")
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,17 @@ class EngineConfig:
             batch-size buckets (``structgen.runtime.cuda_graph``); ignored on CPU.
         cuda_graph_max_batch: largest decode batch replayed from a graph (capped by
             ``max_running_requests``); larger steps run eagerly.
+        attention_backend: paged attention and KV stores: ``"auto"`` (Triton kernels on
+            CUDA; on CPU the fused C ops, else torch), ``"triton"`` (the kernels; on CPU only
+            under Triton's interpreter, for tests) or ``"torch"`` (the references). Anything
+            but ``"auto"`` also turns off the fused CPU decode step. See
+            ``structgen.runtime.models.attention``.
+        activation_dtype: activations of the quantized matmuls on CPU (with
+            ``quantization`` set; float weights ignore it): ``"int8"`` (the C kernel
+            quantizes them per block of 32, as llama.cpp's Q8_0 activations: faster,
+            relative error ~1e-2; torch's packed kernels, used where the C kernel is not
+            built, take bfloat16 activations), ``"float32"`` (exact: the dequantized-weight
+            reference up to summation order) or ``"auto"`` (``"int8"``).
 
     Raises:
         ConfigError: a field is invalid (the message names it).
@@ -157,6 +170,8 @@ class EngineConfig:
     dist_timeout_s: float = 60.0
     cuda_graph: bool = True
     cuda_graph_max_batch: int = 64
+    attention_backend: str = "auto"
+    activation_dtype: str = "auto"
 
     def __post_init__(self) -> None:
         from structgen.runtime.quantization import check_quantization
@@ -170,6 +185,12 @@ class EngineConfig:
         dev = self.device
         if dev not in ("auto", "cpu") and not dev.startswith("cuda"):
             raise ConfigError(f"EngineConfig.device must be 'auto', 'cpu' or 'cuda[:N]', got {dev!r}")
+        if self.attention_backend not in _ATTENTION_BACKENDS:
+            raise ConfigError("EngineConfig.attention_backend must be one of "
+                              f"{_ATTENTION_BACKENDS}, got {self.attention_backend!r}")
+        if self.activation_dtype not in _ACTIVATION_DTYPES:
+            raise ConfigError(f"EngineConfig.activation_dtype must be one of {_ACTIVATION_DTYPES}, "
+                              f"got {self.activation_dtype!r}")
         if self.schedule_policy not in ("lpm", "fcfs"):
             raise ConfigError(
                 f"EngineConfig.schedule_policy must be 'lpm' or 'fcfs', got {self.schedule_policy!r}"

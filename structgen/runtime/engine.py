@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from structgen.env import read_env
 from structgen.runtime.base_engine import BaseEngine
 from structgen.runtime.config import EngineConfig
 from structgen.runtime.engine_loop import EngineLoop
@@ -39,8 +40,11 @@ class Engine(BaseEngine):
             ``structgen.runtime.speculative``); ``SamplingParams(speculative=False)``
             turns it off per request.
 
+    The environment's settings (``structgen.env``) are read once here, kept as ``env``, and
+    applied to the model's C kernels.
+
     Raises:
-        ConfigError: unknown or invalid setting.
+        ConfigError: unknown or invalid setting, or an environment variable that does not parse.
         ModelNotFoundError: the model (or the default model package) is missing.
         ModelLoadError: the model file cannot be loaded.
     """
@@ -56,14 +60,19 @@ class Engine(BaseEngine):
 
     def __init__(self, model: str | None = None, **kwargs: Any) -> None:
         from structgen.fsm import Vocabulary
+        from structgen.runtime.cpu.settings import apply_kernel_settings
         from structgen.runtime.loader import load_model
+        from structgen.runtime.quantization import apply_activation_dtype
 
         self.config = EngineConfig.from_kwargs(model, **kwargs).resolved()
+        self.env = read_env()  # the environment's settings, read once (structgen.env)
+        apply_kernel_settings(self.env)
         if self.config.num_threads is not None:
             torch.set_num_threads(self.config.num_threads)
         self.device = torch.device(self.config.device)
         loaded = load_model(self.config.model, self.config.torch_dtype, self.device,
                             quantization=self.config.quantization)
+        apply_activation_dtype(loaded.model, self.config.activation_dtype)
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer
         self.eos_token_ids = frozenset(loaded.eos_token_ids)
@@ -78,12 +87,14 @@ class Engine(BaseEngine):
         if self.config.tensor_parallel_size > 1:  # rank 0 of a tensor-parallel group
             from structgen.runtime.distributed import start_tensor_parallel
 
-            self.pool, self.runner = start_tensor_parallel(self.config, loaded, self.device, num_pages)
+            self.pool, self.runner = start_tensor_parallel(
+                self.config, loaded, self.device, num_pages, self.env)
         else:
             # the model shapes its own pool (a compressed latent pool for DeepSeek's MLA)
             self.pool = loaded.model.make_kv_pool(num_pages, self.config.page_size)
             self.runner = ModelRunner(
-                loaded.model, self.pool, self.device, cuda_graph=self.config.cuda_graph,
+                loaded.model, self.pool, self.device,
+                attention_backend=self.config.attention_backend, cuda_graph=self.config.cuda_graph,
                 cuda_graph_max_batch=min(self.config.cuda_graph_max_batch, self.config.max_running_requests),
                 max_model_len=min(loaded.max_model_len, self.config.max_model_len or loaded.max_model_len),
             )

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from structgen.errors import NoVocabularyError
 from structgen.fsm import Vocabulary, compile_json_schema, compile_regex
-from structgen.fsm.compiler import NoVocabularyError
 
 
 def _allowed(bitmask_row: torch.Tensor, n: int) -> set[int]:

@@ -7,7 +7,7 @@ import torch
 
 from structgen.runtime.models.layers import FusedProjection
 from structgen.runtime.cpu import quant as cpu_quant
-from structgen.runtime.quantization.linear import FusedQuantProjection, QuantLinear, set_activation_dtype
+from structgen.runtime.quantization.linear import FusedQuantProjection, QuantLinear, _set_activation_dtype
 
 pytestmark = pytest.mark.skipif(not cpu_quant.available(), reason="quantized C kernel not built")
 
@@ -27,7 +27,7 @@ def _members(kind: str, bias: bool):
 def test_fused_equals_members(kind, bias, rows):
     members = _members(kind, bias)
     for m in members:
-        set_activation_dtype(m, torch.float32)
+        _set_activation_dtype(m, torch.float32)
     x = torch.randn(rows, 64, generator=torch.Generator().manual_seed(rows))
     expected = torch.cat([m(x) for m in members], dim=-1)
     state = {i: {k: v.clone() for k, v in m.state_dict().items()} for i, m in enumerate(members)}
@@ -46,10 +46,10 @@ def test_activation_dtype_follows_members():
     fused = FusedProjection.build(members)
     x = torch.randn(2, 64)
     for m in members:
-        set_activation_dtype(m, torch.float32)
+        _set_activation_dtype(m, torch.float32)
     exact = fused(x)
     for m in members:
-        set_activation_dtype(m, torch.bfloat16)  # int8 activations in the kernel: not bit-equal
+        _set_activation_dtype(m, torch.bfloat16)  # int8 activations in the kernel: not bit-equal
     approx = fused(x)
     assert not torch.equal(exact, approx)
     torch.testing.assert_close(approx, exact, rtol=0.05, atol=0.15)  # outputs ~N(0, 8^2)

@@ -22,7 +22,8 @@ from structgen.runtime.loader import load_model
 from structgen.runtime.loader.gguf_file import GGUFFile
 from structgen.runtime.models import memory_report
 from structgen.runtime.models.mla import LatentUpProjection
-from structgen.runtime.quantization import QuantFusedExperts, QuantLinear, set_activation_dtype
+from structgen.runtime.quantization import QuantFusedExperts, QuantLinear
+from structgen.runtime.quantization.linear import _set_activation_dtype
 from tests.runtime.test_gguf_families import _hf_state_from, write_gguf
 from tests.runtime.test_models_families import (
     PROMPTS,
@@ -94,7 +95,7 @@ def test_deepseek2_q8_0_native_matches_dequantized(tmp_path, monkeypatch):
         assert g.tensors[name].type_name == "Q8_0", name
     g.close()
     deq = load_model(path)
-    native = set_activation_dtype(load_model(path, quantization="gguf").model, torch.float32)
+    native = _set_activation_dtype(load_model(path, quantization="gguf").model, torch.float32)
     experts = [m for m in native.modules() if isinstance(m, QuantFusedExperts)]
     assert len(experts) == 2 and all(m.kind == "int8" for e in experts for m in list(e.gate_up) + list(e.down))
     inner = {id(m) for e in experts for m in e.modules()}

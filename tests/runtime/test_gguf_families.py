@@ -15,7 +15,8 @@ import torch
 
 from structgen.runtime.loader import load_model
 from structgen.runtime.models.layers import rope_theta
-from structgen.runtime.quantization import QuantFusedExperts, QuantLinear, set_activation_dtype
+from structgen.runtime.quantization import QuantFusedExperts, QuantLinear
+from structgen.runtime.quantization.linear import _set_activation_dtype
 from tests.runtime.test_loader import byte_level_vocab, llama_cpp_permute
 from tests.runtime.test_models_families import (
     BASE,
@@ -220,7 +221,7 @@ def test_gguf_moe_native_blocks_match_dequantized(tmp_path, monkeypatch, family,
     path = tmp_path / f"{family}.gguf"
     write_gguf(path, hf, family, qtype)
     deq = load_model(str(path))
-    native = set_activation_dtype(load_model(str(path), quantization="gguf").model, torch.float32)
+    native = _set_activation_dtype(load_model(str(path), quantization="gguf").model, torch.float32)
     experts = [m for m in native.modules() if isinstance(m, QuantFusedExperts)]
     assert len(experts) == sum(hasattr(layer.mlp, "experts") for layer in native.model.layers) >= 1
     kind = "int8" if qtype == "Q8_0" else "int4"

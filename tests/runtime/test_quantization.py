@@ -17,9 +17,9 @@ from structgen.runtime.quantization import (
     QuantEmbedding,
     QuantLinear,
     quantize_model,
-    set_activation_dtype,
 )
 from structgen.runtime.quantization.formats import dequantize_int4, quantize_int4
+from structgen.runtime.quantization.linear import _set_activation_dtype
 from tests.runtime.test_loader import tiny_tokenizer
 from tests.runtime.test_models_families import ARCH, hf_model, make_config
 
@@ -34,7 +34,7 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
 def test_int8_matmul_matches_dequantized(n, k, group):
     g = torch.Generator().manual_seed(0)
     w, x, b = torch.randn(n, k, generator=g), torch.randn(5, k, generator=g), torch.randn(n, generator=g)
-    lin = set_activation_dtype(QuantLinear.quantize(w, b, "int8", group), torch.float32)
+    lin = _set_activation_dtype(QuantLinear.quantize(w, b, "int8", group), torch.float32)
     ref = torch.nn.functional.linear(x, lin.dequantized_weight(), b)
     torch.testing.assert_close(lin(x), ref, atol=1e-4, rtol=1e-5)
     assert (lin.dequantized_weight() - w).abs().max() <= lin.scales.max() / 2 + 1e-6  # rounding error bound
@@ -48,11 +48,11 @@ def test_int4_matmul_matches_dequantized(n, k, group):
     q, s, m = quantize_int4(w, group)
     ref_w = dequantize_int4(q, s, m)
     assert float((ref_w - w).abs().max()) <= float(s.float().max()) * 0.51  # half a step (fp16 scale rounding)
-    lin = set_activation_dtype(QuantLinear.from_int4(q, s, m), torch.float32)
+    lin = _set_activation_dtype(QuantLinear.from_int4(q, s, m), torch.float32)
     assert lin.qweight.numel() == n * k // 2  # two weights per byte
     torch.testing.assert_close(lin.dequantized_weight(), ref_w, atol=1e-5, rtol=0)
     torch.testing.assert_close(lin(x), x @ ref_w.T, atol=1e-4, rtol=1e-5)
-    fast = set_activation_dtype(lin, torch.bfloat16)(x)  # the default CPU path: bf16 activations
+    fast = _set_activation_dtype(lin, torch.bfloat16)(x)  # the default CPU path: bf16 activations
     assert rel_err(fast, x @ ref_w.T) < 1e-2
 
 
@@ -107,7 +107,7 @@ def test_quantized_tiny_model(tmp_path, method):
     assert isinstance(qm.model.embed_tokens, QuantEmbedding)
     assert memory_report(qm)["weight_bytes"] < memory_report(fp)["weight_bytes"] * (0.3 if method == "int8" else 0.22)
     fast = PagedSequences(qm, page_size=4).step(PROMPTS, all_logits=True)  # default: bf16 activations
-    set_activation_dtype(qm, torch.float32)
+    _set_activation_dtype(qm, torch.float32)
     twin = dequantized_twin(qm)
     got = PagedSequences(qm, page_size=4).step(PROMPTS, all_logits=True)
     ref = PagedSequences(twin, page_size=4).step(PROMPTS, all_logits=True)
@@ -145,7 +145,7 @@ def test_quantized_moe_experts_match_dequantized(family, method):
     want = "int8" if method == "int8" else "int4"
     assert {m.kind for e in experts for m in list(e.gate_up) + list(e.down)} == {want}
     assert memory_report(qm)["weight_bytes"] < memory_report(fp)["weight_bytes"] * (0.3 if method == "int8" else 0.25)
-    set_activation_dtype(qm, torch.float32)
+    _set_activation_dtype(qm, torch.float32)
     twin = dequantized_twin(qm)
     got = PagedSequences(qm, page_size=4).step(PROMPTS, all_logits=True)
     ref = PagedSequences(twin, page_size=4).step(PROMPTS, all_logits=True)
@@ -171,7 +171,7 @@ def test_gguf_native_repack_is_lossless(name):
     info = g.tensors[name]
     ref = dequantize(g.raw(name), info.type_name, info.type_id, info.shape)
     mod = native_module(g.raw(name), info.type_name, info.shape, None, name == "token_embd.weight", torch.float32)
-    set_activation_dtype(mod, torch.float32)
+    _set_activation_dtype(mod, torch.float32)
     if isinstance(mod, QuantEmbedding):
         assert info.type_name == "Q8_0"
         got = mod.dequantized_weight()
@@ -187,7 +187,7 @@ def test_gguf_native_repack_is_lossless(name):
 @pytest.mark.slow
 @needs_smollm2
 def test_smollm2_gguf_native_memory_and_greedy(smollm2):
-    native = set_activation_dtype(load_model(None, quantization="gguf").model, torch.float32)
+    native = _set_activation_dtype(load_model(None, quantization="gguf").model, torch.float32)
     fp16_bytes = memory_report(smollm2.model)["weight_bytes"] // 2  # the fixture is float32
     ratio = memory_report(native)["weight_bytes"] / fp16_bytes
     assert ratio <= 0.36, ratio

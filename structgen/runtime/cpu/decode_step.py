@@ -19,14 +19,14 @@ longer steps, a forced backend) takes the per-op path.
 The plan is cached on the model for the last KV pool it ran over and checked every step (module and parameter
 identity and data pointers, about 0.1 ms for 30 layers): replacing a parameter
 (``load_state_dict(assign=True)``, ``.to()``), a layer (quantization) or the KV tensors
-rebuilds it, so a stale pointer is never followed. ``STRUCTGEN_DECODE_STEP=0`` turns it off
-(as do ``STRUCTGEN_DENSE_KERNEL=0`` and ``STRUCTGEN_CPU_OPS=0``, which turn off its kernels).
+rebuilds it, so a stale pointer is never followed. :func:`set_enabled` turns it off (an
+``Engine`` applies ``structgen.env``'s ``decode_step`` setting), as does turning off the kernels it
+runs (``runtime.cpu.dense.set_enabled``, ``runtime.cpu.ops.set_enabled``).
 """
 
 from __future__ import annotations
 
 import operator
-import os
 import weakref
 
 import torch
@@ -39,20 +39,26 @@ from structgen.runtime.cpu import dense
 from structgen.runtime.cpu import ops as cpu_ops
 from structgen.runtime.models.attention import cpu_attention
 
-__all__ = ["DecodeStepPlan", "decode_step", "kernel_available"]
+__all__ = ["DecodeStepPlan", "decode_step", "kernel_available", "set_enabled"]
 
 try:  # built by setup.py; optional
     from structgen.runtime.cpu import _decodestep as _ext
 except ImportError:  # pragma: no cover - depends on the build
     _ext = None
 
-_ENABLED = os.environ.get("STRUCTGEN_DECODE_STEP", "1") != "0"
+_ENABLED = True  # set_enabled (tests patch it)
 _DT = {torch.float32: 0, torch.bfloat16: 1}
+
+
+def set_enabled(enabled: bool) -> None:
+    """Turn the fused step on (the default) or off for the process (off: the per-op path)."""
+    global _ENABLED
+    _ENABLED = bool(enabled)
 
 
 def kernel_available() -> bool:
     """True when the extension is built and neither it nor the kernels it runs are turned off
-    (``STRUCTGEN_DECODE_STEP``, ``STRUCTGEN_DENSE_KERNEL``, ``STRUCTGEN_CPU_OPS``)."""
+    (:func:`set_enabled` here, in ``runtime.cpu.dense`` and in ``runtime.cpu.ops``)."""
     return _ext is not None and _ENABLED and dense.kernel_available() and cpu_ops.kernel_available()
 
 

@@ -14,18 +14,17 @@ missing (a build without a C compiler), or for other shapes, dtypes and devices,
 The extension's OpenMP calls resolve to the OpenMP runtime torch already loaded (one
 thread pool, sized by ``torch.get_num_threads()``), not a second one.
 
-Set ``STRUCTGEN_DENSE_KERNEL=0`` to turn the kernel off (``1``, the default, uses it).
+:func:`set_enabled` turns the kernel off (an ``Engine`` applies ``structgen.env``'s
+``dense_kernel`` setting; on by default).
 """
 
 from __future__ import annotations
 
-import os
-import warnings
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["linear", "kernel_available", "MAX_ROWS"]
+__all__ = ["linear", "kernel_available", "set_enabled", "MAX_ROWS"]
 
 MAX_ROWS = 8  # rows of x the kernel takes (csrc/densekernel.c MAX_M)
 
@@ -33,15 +32,20 @@ try:  # built by setup.py; optional
     from structgen.runtime.cpu import _densekernel as _ext
 except ImportError:  # pragma: no cover - depends on the build
     _ext = None
-    if os.environ.get("STRUCTGEN_DENSE_KERNEL", "1") != "0":
-        warnings.warn("structgen's dense CPU kernel is not built (no C compiler at install?): "
-                      "small-batch matmuls use torch's F.linear", RuntimeWarning, stacklevel=2)
 
-_ENABLED = os.environ.get("STRUCTGEN_DENSE_KERNEL", "1") != "0"
+MISSING_WARNING = ("structgen's dense CPU kernel is not built (no C compiler at install?): "
+                   "small-batch matmuls use torch's F.linear")
+_ENABLED = True  # set_enabled (tests patch it)
+
+
+def set_enabled(enabled: bool) -> None:
+    """Turn the kernel on (the default) or off for the process."""
+    global _ENABLED
+    _ENABLED = bool(enabled)
 
 
 def kernel_available() -> bool:
-    """True when the C kernel is built and not turned off by ``STRUCTGEN_DENSE_KERNEL=0``."""
+    """True when the C kernel is built and not turned off (:func:`set_enabled`)."""
     return _ext is not None and _ENABLED
 
 

@@ -19,15 +19,14 @@ Every function checks in O(1) that its arguments agree with each other (shapes; 
 computes the torch reference, so callers never branch. The references are
 ``structgen.kernels.rms_norm.add_rms_norm_ref``, ``structgen.kernels.paged_attention.paged_attention_ref``
 (both shared with the Triton kernels' tests) and :func:`rope_store_kv_ref`, :func:`silu_mul_ref` here.
-Set ``STRUCTGEN_CPU_OPS=0`` to use the references everywhere (``1``, the default, uses the
-kernel). The kernel computes in fp32 and, in bf16, rounds where transformers rounds between
-ops, so results equal the references up to summation order (fp32) or one bf16 rounding.
+:func:`set_enabled` with False makes every function use its reference (an ``Engine``
+applies ``structgen.env``'s ``cpu_ops`` setting; the kernel is on by default). The kernel
+computes in fp32 and, in bf16, rounds where transformers rounds between ops, so results
+equal the references up to summation order (fp32) or one bf16 rounding.
 """
 
 from __future__ import annotations
 
-import os
-import warnings
 
 import torch
 import torch.nn.functional as F
@@ -44,6 +43,7 @@ __all__ = [
     "paged_attention",
     "rope_store_kv",
     "rope_store_kv_ref",
+    "set_enabled",
     "silu_mul",
     "silu_mul_ref",
 ]
@@ -54,16 +54,21 @@ try:  # built by setup.py; optional
     from structgen.runtime.cpu import _cpuops as _ext
 except ImportError:  # pragma: no cover - depends on the build
     _ext = None
-    if os.environ.get("STRUCTGEN_CPU_OPS", "1") != "0":
-        warnings.warn("structgen's fused CPU ops are not built (no C compiler at install?): "
-                      "the decoder uses torch ops", RuntimeWarning, stacklevel=2)
 
-_ENABLED = os.environ.get("STRUCTGEN_CPU_OPS", "1") != "0"
+MISSING_WARNING = ("structgen's fused CPU ops are not built (no C compiler at install?): "
+                   "the decoder uses torch ops")
+_ENABLED = True  # set_enabled (tests patch it)
 _DT = {torch.float32: 0, torch.bfloat16: 1}
 
 
+def set_enabled(enabled: bool) -> None:
+    """Turn the kernels on (the default) or off for the process (off: the references)."""
+    global _ENABLED
+    _ENABLED = bool(enabled)
+
+
 def kernel_available() -> bool:
-    """True when the extension is built and not turned off by ``STRUCTGEN_CPU_OPS=0``."""
+    """True when the extension is built and not turned off (:func:`set_enabled`)."""
     return _ext is not None and _ENABLED
 
 

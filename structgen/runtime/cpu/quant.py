@@ -10,17 +10,17 @@ accumulation in float32, so results match the dequantized-weight reference up to
 
 The extension is built by ``pip install`` (``setup.py``); where it is missing (no compiler),
 :func:`available` is False, a one-time warning is issued, and the quantized modules keep torch's
-packed kernels. ``STRUCTGEN_QKERNEL=0`` disables it (benchmarks compare both paths).
+packed kernels. :func:`set_enabled` turns it off (an ``Engine`` applies ``structgen.env``'s
+``qkernel`` setting; benchmarks compare both paths).
 Threads: OpenMP over output rows (when built with it), ``torch.get_num_threads()`` of them unless
-``STRUCTGEN_QKERNEL_THREADS`` or :func:`set_threads` says otherwise. The extension's libgomp.so.1
-is the one torch already loaded (same soname), so there is one OpenMP pool. On our shared,
+:func:`set_threads` says otherwise (an ``Engine`` applies ``qkernel_threads``). The extension's
+libgomp.so.1 is the one torch already loaded (same soname), so there is one OpenMP pool. On our shared,
 loaded 2-core machine any 2-thread decode (torch's too) collapses (SmolLM2 GGUF: 3 vs 13 tok/s),
 so benchmarks there run one thread.
 """
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import torch
@@ -33,22 +33,14 @@ try:  # built by setup.py; optional
 except ImportError:  # pragma: no cover - depends on the build
     _lib = None
 
-__all__ = ["MAX_M", "available", "int4_dequant_rows", "int4_linear", "int4_mm", "int8_linear", "int8_mm", "isa", "set_threads"]
+__all__ = ["MAX_M", "available", "int4_dequant_rows", "int4_linear", "int4_mm", "int8_linear", "int8_mm", "isa",
+           "set_enabled", "set_threads"]
 
 MAX_M = 8  # activation rows up to which the GEMV kernel is used (measured: benchmarks/bench_models.py)
 _TILE_ELEMS = 1 << 20  # fp32 weight elements dequantized at a time on the prefill path (4 MiB)
 _warned = False
-
-
-def _threads_env() -> int | None:
-    """``STRUCTGEN_QKERNEL_THREADS`` as an int >= 1, or None (follow ``torch.get_num_threads()``)."""
-    try:
-        return max(1, int(os.environ["STRUCTGEN_QKERNEL_THREADS"]))
-    except (KeyError, ValueError):
-        return None
-
-
-_THREADS = _threads_env()
+_ENABLED = True  # set_enabled; an Engine applies structgen.env's qkernel
+_THREADS: int | None = None  # set_threads; None: torch.get_num_threads()
 
 
 def _threads() -> int:
@@ -61,10 +53,17 @@ def set_threads(n: int | None) -> None:
     _THREADS = None if n is None else max(1, int(n))
 
 
+def set_enabled(enabled: bool) -> None:
+    """Turn the kernel on (the default) or off for the process; quantized modules built while
+    it is off keep torch's layouts and kernels."""
+    global _ENABLED
+    _ENABLED = bool(enabled)
+
+
 def available() -> bool:
     """Whether the compiled kernel is importable and enabled; warns once when it is missing."""
     global _warned
-    if _lib is not None and os.environ.get("STRUCTGEN_QKERNEL", "1") != "0":
+    if _lib is not None and _ENABLED:
         return True
     if _lib is None and not _warned:
         _warned = True

@@ -24,6 +24,7 @@ import weakref
 
 import torch
 
+from structgen.env import Settings
 from structgen.errors import DistributedError
 from structgen.runtime.distributed.group import (
     TPGroup,
@@ -38,6 +39,7 @@ from structgen.runtime.distributed.parallel_layers import (
     shard_model,
 )
 from structgen.runtime.forward_batch import ForwardBatch
+from structgen.runtime.models.attention import attention_backend as backend_scope
 from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.model_runner import BaseModelRunner
 
@@ -98,14 +100,16 @@ class TensorParallelRunner(BaseModelRunner):
         device: torch device.
         group: the TP group.
         workers: the worker processes (ranks 1..).
+        attention_backend: as ``ModelRunner``'s (``EngineConfig.attention_backend``).
 
     After any failure the runner is dead: every later ``forward`` raises the same
     :class:`DistributedError` at once.
     """
 
     def __init__(self, model, pool: KVPool, device: torch.device, group: TPGroup,
-                 workers: WorkerProcesses) -> None:
+                 workers: WorkerProcesses, attention_backend: str = "auto") -> None:
         self.model = model
+        self.attention_backend = attention_backend
         self.pool = pool
         self.device = device
         self.group = group
@@ -136,7 +140,7 @@ class TensorParallelRunner(BaseModelRunner):
             self.group.broadcast_ctl(payload)
             batch = ForwardBatch.build(token_chunks, prefix_lens, page_tables, self.pool.page_size,
                                        device=self.device, logits_token_indices=rows)
-            with torch.inference_mode():
+            with torch.inference_mode(), backend_scope(self.attention_backend):
                 logits = self.model(batch, self.pool)
         except DistributedError as exc:
             self.failed = exc
@@ -160,7 +164,7 @@ def _shutdown(group: TPGroup, workers: WorkerProcesses) -> None:
     workers.join(10.0)
 
 
-def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int):
+def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int, env: Settings):
     """Rank 0's side of launch: check, spawn workers, shard, build the KV pool and runner.
 
     Args:
@@ -168,6 +172,7 @@ def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int):
         loaded: rank 0's LoadedModel (full weights; sharded in place).
         device: rank 0's device (CUDA: rank r uses ``cuda:index+r``).
         num_pages: KV pages per rank (every rank holds the same pages, its heads only).
+        env: the engine's environment settings; every worker applies them to its kernels.
 
     Returns:
         ``(pool, runner)`` for the engine.
@@ -181,7 +186,8 @@ def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int):
     check_shardable(model, tp)
     check_devices(device, tp)
     store = open_store(tp, config.dist_timeout_s)
-    workers = WorkerProcesses(tp_worker_main, tp, (dataclasses.replace(config, speculative=None), num_pages), store,
+    args = (dataclasses.replace(config, speculative=None), num_pages, env)
+    workers = WorkerProcesses(tp_worker_main, tp, args, store,
                               start_timeout_s=max(120.0, config.dist_timeout_s))
     try:
         group = TPGroup(store, 0, tp, config.dist_timeout_s, device)
@@ -195,7 +201,7 @@ def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int):
     except BaseException:
         workers.kill(force=True)
         raise
-    return pool, TensorParallelRunner(model, pool, device, group, workers)
+    return pool, TensorParallelRunner(model, pool, device, group, workers, config.attention_backend)
 
 
 def _make_pool(model, num_pages: int, page_size: int, tp: int, rank: int, device) -> KVPool:
@@ -211,7 +217,8 @@ def _rank_device(device: str, rank: int) -> torch.device:
     return torch.device("cuda", (dev.index or 0) + rank)
 
 
-def tp_worker_main(rank: int, world_size: int, port: int, owner_pid: int, config, num_pages: int) -> None:
+def tp_worker_main(rank: int, world_size: int, port: int, owner_pid: int, config, num_pages: int,
+                   env: Settings) -> None:
     """Entry point of worker rank ``rank``: load, shard, then replay rank 0's steps until told
     to stop. On any error it writes the traceback to the store (``error/{rank}``) and
     exits with code 1, which rank 0 reports."""
@@ -221,8 +228,10 @@ def tp_worker_main(rank: int, world_size: int, port: int, owner_pid: int, config
     store = dist.TCPStore("127.0.0.1", port, world_size, False,
                           timeout=datetime.timedelta(seconds=config.dist_timeout_s))
     try:
+        from structgen.runtime.cpu.settings import apply_kernel_settings
         from structgen.runtime.loader import load_model
 
+        apply_kernel_settings(env)
         if config.num_threads is not None:
             torch.set_num_threads(config.num_threads)
         device = _rank_device(config.device, rank)
@@ -233,7 +242,7 @@ def tp_worker_main(rank: int, world_size: int, port: int, owner_pid: int, config
         group = TPGroup(store, rank, world_size, config.dist_timeout_s, device)
         model = shard_model(loaded.model, group)
         pool = _make_pool(model, num_pages, config.page_size, world_size, rank, device)
-        _worker_loop(model, pool, group, device)
+        _worker_loop(model, pool, group, device, config.attention_backend)
     except BaseException:  # noqa: BLE001  (reported to rank 0 through the store, then exit)
         try:
             store.set(f"error/{rank}", traceback.format_exc())
@@ -242,7 +251,8 @@ def tp_worker_main(rank: int, world_size: int, port: int, owner_pid: int, config
     os._exit(0)
 
 
-def _worker_loop(model, pool: KVPool, group: TPGroup, device: torch.device) -> None:
+def _worker_loop(model, pool: KVPool, group: TPGroup, device: torch.device,
+                 attention_backend: str) -> None:
     header = torch.zeros(_HEADER, dtype=torch.int64)
     while True:
         group.broadcast_ctl(header, idle=True)
@@ -256,5 +266,5 @@ def _worker_loop(model, pool: KVPool, group: TPGroup, device: torch.device) -> N
         chunks, prefix, tables, rows = unpack_step(header, payload)
         batch = ForwardBatch.build(chunks, prefix, tables, pool.page_size, device=device,
                                    logits_token_indices=rows)
-        with torch.inference_mode():
+        with torch.inference_mode(), backend_scope(attention_backend):
             model(batch, pool)

@@ -6,15 +6,14 @@ import hashlib
 import os
 from pathlib import Path
 
-__all__ = ["cache_root", "file_cache_key"]
+from structgen.env import read as read_setting
 
-ENV_VAR = "STRUCTGEN_CACHE_DIR"
+__all__ = ["cache_root", "file_cache_key"]
 
 
 def cache_root() -> Path:
-    """``$STRUCTGEN_CACHE_DIR`` if set, else ``~/.cache/structgen``."""
-    root = os.environ.get(ENV_VAR)
-    return Path(root).expanduser() if root else Path.home() / ".cache" / "structgen"
+    """The cache directory: ``structgen.env``'s ``cache_dir``, read at each call. Raises: never."""
+    return read_setting("cache_dir")
 
 
 def file_cache_key(path: str | os.PathLike) -> str:

@@ -17,9 +17,9 @@ from structgen.runtime.quantization.experts import QuantFusedExperts
 from structgen.runtime.quantization.linear import (
     QuantEmbedding,
     QuantLinear,
+    apply_activation_dtype,
     int4_matmul,
     int8_matmul,
-    set_activation_dtype,
 )
 
 __all__ = [
@@ -31,5 +31,5 @@ __all__ = [
     "QuantFusedExperts",
     "int8_matmul",
     "int4_matmul",
-    "set_activation_dtype",
+    "apply_activation_dtype",
 ]

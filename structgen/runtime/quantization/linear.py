@@ -19,8 +19,12 @@ see ``benchmarks/bench_models.py`` and its section of ``benchmarks/RESULTS.md``)
   ``torch.ops.aten._weight_int4pack_mm_for_cpu`` with its (scale, zero) table cached per
   activation dtype. Both packed torch kernels are ~30x faster with bfloat16 activations than
   with float32 ones, so the activations of a float32 model are cast to ``activation_dtype``
-  (bfloat16 by default) for them and the result cast back; :func:`set_activation_dtype` with
-  ``torch.float32`` makes them exact (tests compare against dequantized weights so).
+  (bfloat16 by default) for them and the result cast back; float32 activations make them
+  exact (tests compare against dequantized weights so).
+
+:func:`apply_activation_dtype` sets every quantized module's ``activation_dtype`` from
+``EngineConfig.activation_dtype``: ``"int8"`` is the bfloat16 default (int8 activations in the
+C kernel), ``"float32"`` makes every path exact, ``"auto"`` leaves the modules as they are.
 
 On CUDA (or under ``attention_backend("triton")``) row-major int8 and int4 "rows" weights run
 the Triton ``quant_matmul`` kernel (``structgen.kernels.quant_matmul``) on the buffers as they
@@ -48,7 +52,8 @@ from structgen.runtime.quantization.formats import (
     unpack_int4_rows,
 )
 
-__all__ = ["FusedQuantProjection", "QuantLinear", "QuantEmbedding", "int8_matmul", "int4_matmul", "set_activation_dtype"]
+__all__ = ["FusedQuantProjection", "QuantLinear", "QuantEmbedding", "apply_activation_dtype", "int8_matmul",
+           "int4_matmul"]
 
 _TILE_ROWS = 4096  # rows dequantized at a time by the grouped-int8 path
 _FLOATS = (torch.float32, torch.bfloat16, torch.float16)
@@ -114,12 +119,36 @@ def int4_matmul(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, min
     return torch.ops.aten._weight_int4pack_mm_for_cpu(xa, packed, group_size, sz).to(x.dtype)
 
 
-def set_activation_dtype(model: nn.Module, dtype: torch.dtype | None) -> nn.Module:
+def _set_activation_dtype(model: nn.Module, dtype: torch.dtype | None) -> nn.Module:
     """Set the packed kernels' activation dtype of every quantized module (None: the input's)."""
     for m in model.modules():
         if isinstance(m, (QuantLinear, QuantEmbedding)):
             m.activation_dtype = dtype
     return model
+
+
+_ACTIVATION_DTYPES = {"int8": torch.bfloat16, "float32": torch.float32}  # "auto": the modules' own
+
+
+def apply_activation_dtype(model: nn.Module, setting: str) -> nn.Module:
+    """Apply an ``EngineConfig.activation_dtype`` to every quantized module of ``model``.
+
+    Args:
+        model: any module; its :class:`QuantLinear` / :class:`QuantEmbedding` s are set
+            (mutated in place; float layers are untouched).
+        setting: ``"int8"`` (bfloat16 activations: int8 per block of 32 in the C kernel,
+            bfloat16 in torch's packed kernels), ``"float32"`` (exact) or ``"auto"`` (the
+            modules keep their own, bfloat16 unless set otherwise: as ``"int8"``).
+
+    Returns:
+        ``model``.
+
+    Raises:
+        KeyError: an unknown setting (``EngineConfig`` validates it first).
+    """
+    if setting == "auto":
+        return model
+    return _set_activation_dtype(model, _ACTIVATION_DTYPES[setting])
 
 
 def _dequantize_int8_any(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
@@ -399,6 +428,6 @@ class FusedQuantProjection:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """``[..., sum(out_features)]`` outputs of all members for ``x`` ``[..., in_features]``
-        (with the first member's ``activation_dtype``, as :func:`set_activation_dtype` left it)."""
+        (with the first member's ``activation_dtype``, as :func:`apply_activation_dtype` left it)."""
         self.module.activation_dtype = self._members[0].activation_dtype
         return self.module(x)

@@ -17,7 +17,7 @@ from structgen.runtime.quantization.formats import (
     quantize_int8,
     unpack_int4_rows,
 )
-from structgen.runtime.quantization.linear import QuantEmbedding, QuantLinear, set_activation_dtype
+from structgen.runtime.quantization.linear import QuantEmbedding, QuantLinear, _set_activation_dtype
 
 needs_kernel = pytest.mark.skipif(cpu_quant._lib is None or os.environ.get("STRUCTGEN_QKERNEL") == "0",
                                   reason="C extension not built or disabled")
@@ -142,16 +142,16 @@ def test_bad_group_is_rejected():
 def test_quant_modules_use_kernel_layouts():
     g = torch.Generator().manual_seed(5)
     w, b, x = torch.randn(48, 192, generator=g), torch.randn(48, generator=g), torch.randn(3, 192, generator=g)
-    lin = set_activation_dtype(QuantLinear.quantize(w, b, "int4", 64), torch.float32)
+    lin = _set_activation_dtype(QuantLinear.quantize(w, b, "int4", 64), torch.float32)
     assert lin.int4_layout == "rows" and lin.scales.shape == (48, 3)
     wd = lin.dequantized_weight()
     _close(lin(x), _ref(x, wd) + b, 1e-6, x, wd)
-    fast = set_activation_dtype(lin, torch.bfloat16)(x)  # default: Q8 activations
+    fast = _set_activation_dtype(lin, torch.bfloat16)(x)  # default: Q8 activations
     q, s, mn = quantize_int4(w, 64)
     _close(fast, _int4_q8_ref(x, q, s, mn) + b, 1e-6, x, wd)
     assert QuantLinear.quantize(w, None, "int4", 64)(x.bfloat16()).dtype == torch.bfloat16  # a bf16 model's
     q8, s8 = quantize_int8(torch.randn(300, 192, generator=g), 32)
-    emb = set_activation_dtype(QuantEmbedding(q8, s8.half(), torch.float32), torch.float32)
+    emb = _set_activation_dtype(QuantEmbedding(q8, s8.half(), torch.float32), torch.float32)
     assert emb.qweight.dim() == 2  # Q8_0 kept row-major for the kernel
     we = emb.dequantized_weight()
     _close(emb.as_linear(x), _ref(x, we), 1e-6, x, we)
@@ -165,14 +165,14 @@ def test_fallback_without_extension(monkeypatch):
     g = torch.Generator().manual_seed(7)
     w, x = torch.randn(48, 192, generator=g), torch.randn(2, 192, generator=g)
     with pytest.warns(RuntimeWarning, match="not built"):
-        lin = set_activation_dtype(QuantLinear.quantize(w, None, "int4", 64), torch.float32)
+        lin = _set_activation_dtype(QuantLinear.quantize(w, None, "int4", 64), torch.float32)
     assert lin.int4_layout == "torch" and lin.scales.shape == (3, 48)
     q, s, mn = quantize_int4(w, 64)
     wd = dequantize_int4(q, s, mn)
     _close(lin(x), _ref(x, wd), 1e-6, x, wd)
     assert lin._cached_scale_zeros(torch.float32) is lin._cached_scale_zeros(torch.float32)  # built once
     q8, s8 = quantize_int8(w, 32)
-    lin8 = set_activation_dtype(QuantLinear.from_int8(q8, s8.half()), torch.float32)
+    lin8 = _set_activation_dtype(QuantLinear.from_int8(q8, s8.half()), torch.float32)
     assert lin8.qweight.dim() == 3  # group-major for torch's per-group int8 kernel
     w8 = dequantize_int8(q8, s8.half())
     _close(lin8(x), _ref(x, w8), 1e-6, x, w8)
@@ -197,9 +197,9 @@ def test_smollm2_gguf_q8_activations_teacher_forced_agreement():
     agree = total = 0
     for text in SMOL_PROMPTS:
         ids = tok(text).input_ids
-        set_activation_dtype(model, torch.float32)
+        _set_activation_dtype(model, torch.float32)
         ref = PagedSequences(model, num_pages=64, page_size=16).greedy({0: ids}, 16)[0]
-        set_activation_dtype(model, torch.bfloat16)  # the default: Q8 activations in the kernel
+        _set_activation_dtype(model, torch.bfloat16)  # the default: Q8 activations in the kernel
         seq = PagedSequences(model, num_pages=64, page_size=16)
         logits = seq.step({0: ids})[0]
         for t in ref:

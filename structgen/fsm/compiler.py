@@ -12,12 +12,12 @@ from collections import OrderedDict
 from typing import Any
 
 from ..errors import StructgenError
-from ._json_pattern import escape_literal
 from ._schema_check import check_schema
 from .dfa import DEFAULT_EAGER_ROWS, ByteDFA, regex_to_dfa
 from ._schema_refs import expand_shared
 from .json_schema import DEFAULT_MAX_RECURSION_DEPTH, json_schema_to_shared, schema_for
 from .matcher import Matcher
+from .regex_escape import escape_literal
 from .token_index import TokenIndex
 from .vocabulary import Vocabulary
 

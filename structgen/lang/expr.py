@@ -226,7 +226,7 @@ def gen(
         compile_json_schema(json_schema)  # metaschema + supported keywords, checked now
         constraint, pattern = JsonSchema(json_schema), json_schema_to_regex(json_schema)
     elif choices is not None:
-        from structgen.fsm._json_pattern import escape_literal
+        from structgen.fsm.regex_escape import escape_literal
 
         constraint = Choice(choices)
         pattern = "(?:" + "|".join(escape_literal(c) for c in constraint.options) + ")"

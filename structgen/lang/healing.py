@@ -39,7 +39,7 @@ class Healing:
         """The gen's pattern with the removed text required in front (None: no change)."""
         if not self.removed:
             return pattern
-        from structgen.fsm._json_pattern import escape_literal
+        from structgen.fsm.regex_escape import escape_literal
 
         return escape_literal(self.removed) + (ANY_TEXT if pattern is None else f"(?:{pattern})")
 

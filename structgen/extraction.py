@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from structgen.errors import ExtractionError
-from structgen.lang.constraints import JsonSchema, schema_dict
+from structgen.fsm.spec import JsonSchema, schema_for
 from structgen.runtime.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def extract(
     single = isinstance(text, str)
     texts = [text] if single else list(text)
     model_cls = schema if isinstance(schema, type) and hasattr(schema, "model_validate") else None
-    sd = schema_dict(schema)
+    sd = schema_for(schema)
     params = params or SamplingParams(max_tokens=DEFAULT_EXTRACT_MAX_TOKENS, temperature=0.0)
     grammar = JsonSchema(sd, allow_extra_properties=False).compile(engine.vocab)
     prompts = [extraction_messages(sd, t, instructions) for t in texts]

@@ -1,29 +1,32 @@
-"""Spec -> ``CompiledGrammar`` (regex, JSON Schema, choices), with an in-memory LRU cache.
+"""Spec -> ``CompiledGrammar`` (the regex implementation), with an in-memory LRU cache.
 
-Cache key: (kind, canonical spec, options, vocabulary fingerprint). Compiled
-grammars are immutable; matchers made from them are independent.
+``compile_spec`` compiles any ``RegexSpec`` (``structgen.fsm.spec``): the spec is lowered
+to a regex with shared definitions, then to a lazily built byte DFA mapped onto the
+vocabulary. ``compile_regex`` / ``compile_choice`` / ``compile_json_schema`` are its
+function forms. Cache key: the spec's ``cache_key()`` and the vocabulary fingerprint.
+Compiled grammars are immutable; matchers made from them are independent.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from typing import Any
 
 from ..errors import StructgenError
-from ._schema_check import check_schema
-from .dfa import DEFAULT_EAGER_ROWS, ByteDFA, regex_to_dfa
 from ._schema_refs import expand_shared
-from .json_schema import DEFAULT_MAX_RECURSION_DEPTH, json_schema_to_shared, schema_for
+from .base import BaseCompiledGrammar
+from .dfa import DEFAULT_EAGER_ROWS, ByteDFA, regex_to_dfa
+from .json_schema import DEFAULT_MAX_RECURSION_DEPTH
 from .matcher import Matcher
-from .regex_escape import escape_literal
+from .spec import Choice, JsonSchema, LoweredRegex, Regex, RegexSpec, schema_for
 from .token_index import TokenIndex
 from .vocabulary import Vocabulary
 
 __all__ = [
     "CompiledGrammar",
     "NoVocabularyError",
+    "compile_spec",
     "compile_regex",
     "compile_json_schema",
     "compile_choice",
@@ -44,10 +47,17 @@ class NoVocabularyError(StructgenError, ValueError):
     """``CompiledGrammar.matcher()`` was called on a grammar compiled without a vocabulary."""
 
 
-class CompiledGrammar:
-    """A constraint compiled to a ``ByteDFA``, optionally mapped onto a vocabulary.
+class CompiledGrammar(BaseCompiledGrammar):
+    """A ``RegexSpec`` compiled to a ``ByteDFA``, optionally mapped onto a vocabulary.
+
+    Args:
+        spec: the spec compiled (kept as ``spec``).
+        lowered: the spec's regex (``spec.lower()``).
+        dfa: the automaton of ``lowered`` after ``spec.trigger``.
+        vocab: the vocabulary, or None.
 
     Attributes:
+        spec: the spec the grammar was compiled from (``BaseCompiledGrammar``).
         pattern: the regex the grammar was compiled from (for a JSON Schema with shared
             ``$ref`` expansions, written out on first access; may raise
             ``GrammarTooComplexError`` when deep recursion makes that text huge).
@@ -61,16 +71,16 @@ class CompiledGrammar:
             see ``regex_to_dfa``), or None: ``pattern`` applies from the first byte.
     """
 
-    def __init__(self, pattern: str, dfa: ByteDFA, vocab: Vocabulary | None,
-                 warnings: list[str] | None = None, trigger: str | None = None,
-                 definitions: list[str] | None = None) -> None:
-        self._pattern = pattern
-        self.definitions = list(definitions or [])
-        self.trigger = trigger
+    def __init__(self, spec: RegexSpec, lowered: LoweredRegex, dfa: ByteDFA,
+                 vocab: Vocabulary | None) -> None:
+        self.spec = spec
+        self._pattern = lowered.pattern
+        self.definitions = list(lowered.definitions)
+        self.trigger = spec.trigger
         self.dfa = dfa
         self.vocab = vocab
         self.token_index = TokenIndex(dfa, vocab) if vocab is not None else None
-        self.warnings = list(warnings or [])
+        self.warnings = list(lowered.warnings)
 
     @property
     def source_pattern(self) -> str:
@@ -133,13 +143,28 @@ def _fingerprint(vocab: Vocabulary | None) -> str | None:
     return None if vocab is None else vocab.fingerprint
 
 
-def _build(pattern: str, vocab: Vocabulary | None, warnings: list[str] | None = None,
-           trigger: str | None = None, definitions: list[str] | None = None,
-           eager_rows: int = DEFAULT_EAGER_ROWS):
-    def build() -> CompiledGrammar:
-        dfa = regex_to_dfa(pattern, trigger=trigger, definitions=definitions, eager_rows=eager_rows)
-        return CompiledGrammar(pattern, dfa, vocab, warnings, trigger, definitions)
-    return build
+def compile_spec(spec: RegexSpec, vocab: Vocabulary | None = None) -> CompiledGrammar:
+    """Compile a ``RegexSpec`` for ``vocab`` (cached by ``spec.cache_key()`` and vocabulary).
+
+    Args:
+        spec: the spec (``Regex``, ``JsonSchema``, ``Choice``, ``Concatenation``).
+        vocab: the vocabulary (None: only ``CompiledGrammar.matches`` works).
+
+    Returns:
+        The grammar; its ``spec`` is ``spec.portable()`` (picklable).
+
+    Raises:
+        RegexError, UnsupportedRegexError, GrammarTooComplexError: see ``regex_to_dfa``.
+        InvalidSchemaError, UnsupportedSchemaError: see ``compile_json_schema``.
+    """
+    def build() -> CompiledGrammar:  # a cache hit skips the lowering (and a metaschema check)
+        lowered = spec.lower()
+        eager_rows = JSON_EAGER_ROWS if isinstance(spec, JsonSchema) else DEFAULT_EAGER_ROWS
+        dfa = regex_to_dfa(lowered.pattern, trigger=spec.trigger,
+                           definitions=list(lowered.definitions) or None, eager_rows=eager_rows)
+        return CompiledGrammar(spec.portable(), lowered, dfa, vocab)
+
+    return _cached((spec.cache_key(), _fingerprint(vocab)), build)
 
 
 def compile_regex(pattern: str, vocab: Vocabulary | None = None, *,
@@ -152,15 +177,12 @@ def compile_regex(pattern: str, vocab: Vocabulary | None = None, *,
         trigger: free text up to and including the first ``trigger``, then ``pattern``
             (e.g. ``"</think>"`` lets a reasoning model think before it answers).
         definitions: shared subpatterns ``pattern`` refers to (a compiled JSON Schema's
-            ``CompiledGrammar.definitions`` with its ``source_pattern``: how a grammar is
-            sent to another process and compiled there again, e.g. a data-parallel replica).
+            ``CompiledGrammar.definitions`` with its ``source_pattern``).
 
     Raises:
         RegexError, UnsupportedRegexError, GrammarTooComplexError: see ``regex_to_dfa``.
     """
-    defs = list(definitions)
-    return _cached(("regex", pattern, trigger, tuple(defs), _fingerprint(vocab)),
-                   _build(pattern, vocab, None, trigger, defs or None))
+    return compile_spec(Regex(pattern, trigger, tuple(definitions)), vocab)
 
 
 def compile_choice(choices: list[str], vocab: Vocabulary | None = None, *,
@@ -168,13 +190,11 @@ def compile_choice(choices: list[str], vocab: Vocabulary | None = None, *,
     """Exactly one of ``choices`` (literal strings); ``trigger`` as in ``compile_regex``.
 
     Raises:
-        ValueError: ``choices`` is empty.
+        ValueError: ``choices`` is empty (``RequestError``, a ValueError: not all strings).
     """
     if not choices:
         raise ValueError("compile_choice needs at least one choice")
-    pattern = "(?:" + "|".join(escape_literal(c) for c in dict.fromkeys(choices)) + ")"
-    return _cached(("choice", tuple(choices), trigger, _fingerprint(vocab)),
-                   _build(pattern, vocab, None, trigger))
+    return compile_spec(Choice(choices, trigger), vocab)
 
 
 def compile_json_schema(
@@ -197,19 +217,5 @@ def compile_json_schema(
         UnsupportedSchemaError: a keyword that cannot be enforced (with ``strict``).
         GrammarTooComplexError: the automaton exceeds the state budget.
     """
-    schema = schema_for(schema)
-    options = (whitespace, strict, allow_extra_properties, max_recursion_depth, trigger)
-    key = ("json", json.dumps(schema, sort_keys=False), options, _fingerprint(vocab))
-
-    def build() -> CompiledGrammar:  # a cache hit skips the metaschema check too
-        if isinstance(schema, dict):
-            check_schema(schema)  # jsonschema's verdict; common schemas by a fast table
-        warnings: list[str] = []
-        pattern, definitions = json_schema_to_shared(
-            schema, whitespace=whitespace, strict=strict,
-            allow_extra_properties=allow_extra_properties,
-            max_recursion_depth=max_recursion_depth, warnings=warnings,
-        )
-        return _build(pattern, vocab, warnings, trigger, definitions, JSON_EAGER_ROWS)()
-
-    return _cached(key, build)
+    return compile_spec(JsonSchema(schema_for(schema), whitespace, strict, allow_extra_properties,
+                                   trigger, max_recursion_depth), vocab)

@@ -203,7 +203,7 @@ def gen(
         SchemaError: the schema is invalid or uses keywords that cannot be enforced.
         ConfigError: a sampling setting is out of range.
     """
-    from structgen.lang.constraints import Choice, JsonSchema, Regex
+    from structgen.fsm.spec import Choice, JsonSchema, Regex
 
     _check_name(name)
     if sum(x is not None for x in (regex, json_schema, choices)) > 1:

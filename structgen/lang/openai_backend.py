@@ -47,7 +47,7 @@ def _constraint_fields(term: Any) -> dict:
         RequestError: a compiled grammar or another object the API cannot carry, or a
             JsonSchema with non-default options the server has no field for.
     """
-    from structgen.lang.constraints import Choice, JsonSchema, Regex, schema_dict
+    from structgen.fsm.spec import Choice, JsonSchema, Regex, schema_for
 
     if term is None:
         return {}
@@ -61,7 +61,7 @@ def _constraint_fields(term: Any) -> dict:
         if term.whitespace != "compact" or not term.strict:
             raise RequestError("OpenAIBackend sends JsonSchema with the server's defaults "
                                "only (whitespace='compact', strict=True)")
-        spec = {"name": "output", "schema": schema_dict(term.schema),
+        spec = {"name": "output", "schema": schema_for(term.schema),
                 "strict": not term.allow_extra_properties}
         return {"response_format": {"type": "json_schema", "json_schema": spec}, **extra}
     raise RequestError(f"OpenAIBackend cannot send a {type(term).__name__} constraint; use "

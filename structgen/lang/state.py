@@ -236,7 +236,7 @@ class ProgramState:
         self._open_role, self._open_content = None, ""
 
     def _exec_template(self, t: TemplateFill) -> Steps:
-        from structgen.lang.constraints import Regex
+        from structgen.fsm.spec import Regex
 
         tpl = t.template
         if tpl.prefix:
@@ -255,7 +255,7 @@ class ProgramState:
     def _generate(self, constraint: Any, pattern: str | None, params: SamplingParams,
                   token_healing: bool, what: str) -> Steps:
         """One gen call on the prompt so far (healed); appends and returns (text, output)."""
-        from structgen.lang.constraints import Regex
+        from structgen.fsm.spec import Regex
 
         ids = self._prompt_ids()
         healing = heal(self.backend, ids) if token_healing else Healing(ids)

@@ -19,7 +19,7 @@ from structgen.runtime.distributed.data_parallel import DataParallelEngine
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.sampling_params import SamplingParams
 
-__all__ = ["AsyncDataParallelEngine", "FrontView", "portable_constraint"]
+__all__ = ["AsyncDataParallelEngine", "FrontView"]
 
 
 class FrontView:
@@ -52,19 +52,6 @@ class FrontView:
         return Engine.encode_prompt(self, prompt)
 
 
-def portable_constraint(constraint: Any) -> Any:
-    """A constraint that can be pickled to a replica: a compiled grammar becomes the
-    ``Regex`` term of its source pattern, shared definitions and trigger, compiled again
-    (to the same automaton) by the replica; other constraints pass as they are.
-    """
-    if constraint is None or not hasattr(constraint, "matcher"):
-        return constraint
-    from structgen import Regex
-
-    return Regex(constraint.source_pattern, trigger=constraint.trigger,
-                 definitions=tuple(constraint.definitions))
-
-
 class AsyncDataParallelEngine:
     """``AsyncEngine``'s interface over data-parallel replicas.
 
@@ -95,7 +82,7 @@ class AsyncDataParallelEngine:
         def listener(kind: str, payload: Any) -> None:
             loop.call_soon_threadsafe(events.put_nowait, (kind, payload))
 
-        rid = self.dp.submit(prompt, params, portable_constraint(constraint), request_id, listener)
+        rid = self.dp.submit(prompt, params, constraint, request_id, listener)
         finished = False
         try:
             while True:

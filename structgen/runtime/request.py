@@ -45,7 +45,7 @@ class Request:
         request_id: unique id.
         prompt_token_ids: prompt tokens.
         params: sampling settings.
-        matcher: grammar cursor (``structgen.fsm.Matcher``) or None when unconstrained.
+        matcher: grammar cursor (a ``structgen.fsm.BaseMatcher``) or None when unconstrained.
         detokenizer: incremental text of the output.
         generator: seeded torch.Generator when ``params.seed`` is set.
         output_token_ids: generated tokens (sampled + jump-forward), EOS/stop ids excluded.

@@ -65,9 +65,9 @@ class BaseMatcher(ABC):
             bitmask: as for ``fill_bitmask``; mutated in the rows named.
             rows: the batch rows, ``len(rows) == len(matchers)``.
 
-        Raises: never (for a correctly shaped tensor).
+        Raises: never (for a correctly shaped tensor and equal lengths).
         """
-        for matcher, row in zip(matchers, rows):
+        for matcher, row in zip(matchers, rows, strict=True):
             matcher.fill_bitmask(bitmask, row)
 
     @abstractmethod

@@ -6,8 +6,8 @@ whose ``spec`` is again a spec, so a constraint crosses a process boundary as it
 (``spec_of``) and is compiled again on the other side. ``Engine.generate``, the server and
 the language accept the terms below (``to_constraint`` normalises what users pass).
 
-``Regex``, ``JsonSchema``, ``Choice`` and ``Concatenation`` are ``RegexSpec``\\ s: they lower
-to one regex with shared definitions (``lower``), compiled and cached by
+``Regex``, ``JsonSchema``, ``Choice`` and ``Concatenation`` are regex specs (``RegexSpec``):
+they lower to one regex with shared definitions (``lower``), compiled and cached by
 ``structgen.fsm.compiler.compile_spec`` under ``cache_key`` and the vocabulary's
 fingerprint. Another grammar implementation subclasses ``BaseSpec`` and returns its own
 ``BaseCompiledGrammar`` from ``compile``.
@@ -102,8 +102,11 @@ class RegexSpec(BaseSpec):
         """A hashable key equal for specs that compile to the same grammar."""
 
     def portable(self) -> RegexSpec:
-        """This spec with any pydantic model class replaced by its JSON Schema (picklable
-        without the class); the spec itself when it holds none."""
+        """This spec with any pydantic model class replaced by its JSON Schema.
+
+        Returns:
+            A spec that pickles without the model's class; ``self`` when it holds none.
+        """
         return self
 
     def compile(self, vocab: Any) -> BaseCompiledGrammar:
@@ -166,7 +169,8 @@ class JsonSchema(RegexSpec):
     def _depth(self) -> int:
         from .json_schema import DEFAULT_MAX_RECURSION_DEPTH
 
-        return DEFAULT_MAX_RECURSION_DEPTH if self.max_recursion_depth is None else self.max_recursion_depth
+        depth = self.max_recursion_depth
+        return DEFAULT_MAX_RECURSION_DEPTH if depth is None else depth
 
     def lower(self) -> LoweredRegex:
         """The schema checked against its metaschema, then converted (``json_schema``)."""
@@ -227,7 +231,8 @@ class Choice(RegexSpec):
         """One alternative per distinct option, each written literally."""
         from .regex_escape import escape_literal
 
-        return LoweredRegex("(?:" + "|".join(escape_literal(c) for c in dict.fromkeys(self.options)) + ")")
+        alternatives = (escape_literal(c) for c in dict.fromkeys(self.options))
+        return LoweredRegex("(?:" + "|".join(alternatives) + ")")
 
     def cache_key(self) -> tuple:
         """``("choice", options, trigger)``."""
@@ -242,7 +247,7 @@ class Concatenation(RegexSpec):
     the gen's constraint.
 
     Args:
-        parts: one or more ``RegexSpec``\\ s without a trigger.
+        parts: one or more regex specs (``RegexSpec``), none with a trigger.
         trigger: free text up to and including this string first (module docstring).
 
     Raises:
@@ -258,8 +263,8 @@ class Concatenation(RegexSpec):
             raise RequestError("Concatenation needs at least one part")
         for p in parts:
             if not isinstance(p, RegexSpec):
-                raise RequestError(f"Concatenation joins Regex, JsonSchema, Choice or Concatenation "
-                                   f"specs; got {type(p).__name__}")
+                raise RequestError("Concatenation joins Regex, JsonSchema, Choice or "
+                                   f"Concatenation specs; got {type(p).__name__}")
             if p.trigger is not None:
                 raise RequestError("a part of a Concatenation cannot have a trigger; give it to "
                                    "the Concatenation")
@@ -303,7 +308,7 @@ class Concatenation(RegexSpec):
     def portable(self) -> Concatenation:
         """This spec with its parts' ``portable`` forms."""
         parts = tuple(p.portable() for p in self.parts)
-        same = all(a is b for a, b in zip(parts, self.parts))
+        same = all(a is b for a, b in zip(parts, self.parts, strict=True))
         return self if same else Concatenation(parts, self.trigger)
 
     def cache_key(self) -> tuple:
@@ -375,5 +380,6 @@ def schema_for(model_or_schema: Any) -> dict | bool:
     if isinstance(model_or_schema, type) and hasattr(model_or_schema, "model_json_schema"):
         return model_or_schema.model_json_schema()
     raise InvalidSchemaError(
-        f"expected a JSON Schema dict or a pydantic model class, got {type(model_or_schema).__name__}"
+        "expected a JSON Schema dict or a pydantic model class, got "
+        f"{type(model_or_schema).__name__}"
     )

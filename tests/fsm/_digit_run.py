@@ -31,7 +31,8 @@ class DigitRun(BaseSpec):
 def _words(token_ids, num_tokens: int) -> np.ndarray:
     bits = np.zeros(-(-num_tokens // 32) * 32, dtype=bool)
     bits[list(token_ids)] = True
-    return np.packbits(bits, bitorder="little").view("<i4").astype(np.int32)  # bit t % 32 of word t // 32
+    # bit t % 32 of word t // 32
+    return np.packbits(bits, bitorder="little").view("<i4").astype(np.int32)
 
 
 class DigitRunGrammar(BaseCompiledGrammar):

@@ -9,10 +9,24 @@ import torch
 from pydantic import BaseModel
 
 from structgen.errors import InvalidSchemaError, RequestError, UnsupportedRegexError
-from structgen.fsm import (BaseCompiledGrammar, BaseMatcher, Vocabulary, clear_cache,
-                           compile_choice, compile_json_schema, compile_regex)
-from structgen.fsm.spec import (Choice, Concatenation, JsonSchema, Regex, schema_for, spec_of,
-                                to_constraint)
+from structgen.fsm import (
+    BaseCompiledGrammar,
+    BaseMatcher,
+    Vocabulary,
+    clear_cache,
+    compile_choice,
+    compile_json_schema,
+    compile_regex,
+)
+from structgen.fsm.spec import (
+    Choice,
+    Concatenation,
+    JsonSchema,
+    Regex,
+    schema_for,
+    spec_of,
+    to_constraint,
+)
 
 TREE = {"$defs": {"node": {"type": "object", "properties": {
     "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},

@@ -134,12 +134,13 @@ def gen_calls_runner(engine) -> Runner:
 
 def healed_prompt_and_pattern(engine, tpl) -> tuple[list[int], tuple[str, str]]:
     """The prompt ids, regex and healed text of the first row (template prefix in the prompt)."""
+    from structgen.fsm.spec import Regex
     from structgen.lang.backend import as_backend
     from structgen.lang.healing import heal
 
     b = as_backend(engine)
     h = heal(b, b.chat_ids(PROMPT) + b.encode(tpl.prefix))
-    return h.prompt_ids, (h.pattern(tpl.pattern), h.removed)
+    return h.prompt_ids, (h.constraint(Regex(tpl.pattern)).lower().text(), h.removed)
 
 
 def transformers_xgrammar_runner(engine, tpl) -> Runner:

@@ -118,7 +118,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """``structgen generate``: print the generated text."""
-    from structgen.lang.constraints import Choice, JsonSchema, Regex
+    from structgen.fsm.spec import Choice, JsonSchema, Regex
     from structgen.runtime.sampling_params import SamplingParams
 
     constraint = None

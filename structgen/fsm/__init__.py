@@ -1,22 +1,27 @@
-"""Constraints -> byte DFA -> token index -> per-request matcher.
+"""Constraint specs -> byte DFA -> token index -> per-request matcher.
 
-``compile_regex`` / ``compile_json_schema`` / ``compile_choice`` return a cached
-``CompiledGrammar``; ``CompiledGrammar.matcher()`` gives the per-request ``Matcher``
-the runtime drives (see ``matcher.py`` for the decoding loop).
+A spec (``spec.py``: ``Regex``, ``JsonSchema``, ``Choice``, ``Concatenation``) compiles to a
+``BaseCompiledGrammar`` whose ``matcher()`` gives the per-request ``BaseMatcher`` the
+runtime drives (``base.py``: the interfaces and the decoding loop). ``compile_spec``,
+``compile_regex`` / ``compile_json_schema`` / ``compile_choice`` return the regex
+implementation's cached ``CompiledGrammar`` and ``Matcher``.
 """
 
 from __future__ import annotations
 
+from .base import BaseCompiledGrammar, BaseMatcher
 from .compiler import (
     CompiledGrammar,
     clear_cache,
     compile_choice,
     compile_json_schema,
     compile_regex,
+    compile_spec,
 )
 from .dfa import ByteDFA, regex_to_dfa
-from .json_schema import json_schema_to_regex, schema_for
+from .json_schema import json_schema_to_regex
 from .matcher import Matcher
+from .spec import schema_for
 from .token_index import TokenIndex
 from .vocabulary import Vocabulary
 
@@ -24,8 +29,11 @@ __all__ = [
     "Vocabulary",
     "ByteDFA",
     "TokenIndex",
+    "BaseMatcher",
+    "BaseCompiledGrammar",
     "Matcher",
     "CompiledGrammar",
+    "compile_spec",
     "compile_regex",
     "compile_json_schema",
     "compile_choice",

@@ -12,12 +12,11 @@ are unsupported. The pattern is parsed with Python ``re`` syntax.
 
 from __future__ import annotations
 
-import re
-
 from ..errors import UnsupportedSchemaError
 from ._sre import MAXREPEAT, parse, sre_constants as C
+from .regex_escape import RESERVED_FROM, escape_class_char, escape_literal
 
-__all__ = ["pattern_to_string_body", "top_level_branches", "JSON_CHAR", "escape_class_char", "escape_literal"]
+__all__ = ["pattern_to_string_body", "top_level_branches", "JSON_CHAR"]
 
 _MAX = 0x10FFFF
 _SHORT_ESCAPES = {0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t", 0x22: '"', 0x5C: "\\"}
@@ -32,41 +31,6 @@ _NEGATED = {
     C.CATEGORY_NOT_WORD: C.CATEGORY_WORD,
     C.CATEGORY_NOT_SPACE: C.CATEGORY_SPACE,
 }
-
-
-# Code points from here up are written as escapes, never raw: raw ones in a pattern
-# text are the placeholders of shared subpatterns (``_schema_refs``).
-RESERVED_FROM = 0xF0000
-# text escape_literal leaves as it is: no metacharacter, control character or reserved code point
-_PLAIN_LITERAL = re.compile("[^.^$*+?{}\\[\\]\\\\|()\x00-\x1f\x7f\U000f0000-\U0010ffff]*")
-
-
-def escape_class_char(cp: int) -> str:
-    """One code point written safely inside a regex character class."""
-    if cp < 0x20 or cp == 0x7F:
-        return f"\\x{cp:02x}"
-    if cp >= RESERVED_FROM:
-        return f"\\U{cp:08x}"
-    ch = chr(cp)
-    return "\\" + ch if ch in "\\]^-[" else ch
-
-
-def escape_literal(text: str) -> str:
-    """Regex-escape ``text`` in the subset of syntax both ``re`` and interegular read."""
-    if _PLAIN_LITERAL.fullmatch(text):
-        return text  # most property names: nothing to escape
-    out = []
-    for ch in text:
-        if ch in ".^$*+?{}[]\\|()":
-            out.append("\\" + ch)
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) >= RESERVED_FROM:  # a range, so it never parses as a placeholder literal
-            esc = escape_class_char(ord(ch))
-            out.append(f"[{esc}-{esc}]")
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:

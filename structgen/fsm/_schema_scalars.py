@@ -28,11 +28,12 @@ from fractions import Fraction
 from typing import Any
 
 from ..errors import UnsupportedSchemaError
-from ._json_pattern import JSON_CHAR, escape_literal, pattern_to_string_body
+from ._json_pattern import JSON_CHAR, pattern_to_string_body
 from ._numeric import (decimal_range_regex, enumerate_multiples, integer_bounds,
                        integer_multiple_regex, integer_range_regex, number_bounds)
 from ._schema_formats import FORMATS
 from ._schema_strlen import Unrepresentable, bounded_string_body
+from .regex_escape import escape_literal
 
 __all__ = ["string_regex", "integer_regex", "number_regex", "INTEGER", "NUMBER", "BOUNDS"]
 

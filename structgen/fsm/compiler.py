@@ -1,17 +1,19 @@
-"""Spec -> ``CompiledGrammar`` (regex, JSON Schema, choices), with an in-memory LRU cache.
+"""Spec -> ``CompiledGrammar`` (the regex implementation), with an in-memory LRU cache.
 
-Cache key: (kind, canonical spec, options and budgets, vocabulary fingerprint). Compiled
-grammars are immutable; matchers made from them are independent.
+``compile_spec`` compiles any ``RegexSpec`` (``structgen.fsm.spec``): the spec is lowered
+to a regex with shared definitions, then to a lazily built byte DFA mapped onto the
+vocabulary. ``compile_regex`` / ``compile_choice`` / ``compile_json_schema`` are its
+function forms. Cache key: the spec's ``cache_key()``, the budgets and the vocabulary
+fingerprint. Compiled grammars are immutable; matchers made from them are independent.
 
-Every ``compile_*`` call reads ``structgen.env``'s ``tokentrie`` and ``regexlower`` settings
-and applies them to the grammar's C loops (the token-trie walk and mask writer, the regex
+Every compile reads ``structgen.env``'s ``tokentrie`` and ``regexlower`` settings and
+applies them to the grammar's C loops (the token-trie walk and mask writer, the regex
 lowering) when they differ from the values last applied, so a loop swapped by hand (tests)
 stays until the environment says otherwise.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -19,18 +21,18 @@ from typing import Any
 from ..env import read as read_setting
 from ..errors import NoVocabularyError
 from . import _fast_lower, _mask_write, _token_trie
-from ._json_pattern import escape_literal
-from ._schema_check import check_schema
-from .dfa import DEFAULT_EAGER_ROWS, DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES, ByteDFA, regex_to_dfa
 from ._schema_refs import expand_shared
-from .json_schema import (CONVERT_MAX_SECONDS, DEFAULT_MAX_RECURSION_DEPTH, json_schema_to_shared,
-                          schema_for)
+from .base import BaseCompiledGrammar
+from .dfa import DEFAULT_EAGER_ROWS, DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES, ByteDFA, regex_to_dfa
+from .json_schema import CONVERT_MAX_SECONDS, DEFAULT_MAX_RECURSION_DEPTH
 from .matcher import Matcher
+from .spec import Choice, JsonSchema, LoweredRegex, Regex, RegexSpec, schema_for
 from .token_index import TokenIndex
 from .vocabulary import Vocabulary
 
 __all__ = [
     "CompiledGrammar",
+    "compile_spec",
     "compile_regex",
     "compile_json_schema",
     "compile_choice",
@@ -47,10 +49,17 @@ CACHE_SIZE = 128
 JSON_EAGER_ROWS = 2
 
 
-class CompiledGrammar:
-    """A constraint compiled to a ``ByteDFA``, optionally mapped onto a vocabulary.
+class CompiledGrammar(BaseCompiledGrammar):
+    """A ``RegexSpec`` compiled to a ``ByteDFA``, optionally mapped onto a vocabulary.
+
+    Args:
+        spec: the spec compiled (kept as ``spec``).
+        lowered: the spec's regex (``spec.lower()``).
+        dfa: the automaton of ``lowered`` after ``spec.trigger``.
+        vocab: the vocabulary, or None.
 
     Attributes:
+        spec: the spec the grammar was compiled from (``BaseCompiledGrammar``).
         pattern: the regex the grammar was compiled from (for a JSON Schema with shared
             ``$ref`` expansions, written out on first access; may raise
             ``GrammarTooComplexError`` when deep recursion makes that text huge).
@@ -64,16 +73,16 @@ class CompiledGrammar:
             see ``regex_to_dfa``), or None: ``pattern`` applies from the first byte.
     """
 
-    def __init__(self, pattern: str, dfa: ByteDFA, vocab: Vocabulary | None,
-                 warnings: list[str] | None = None, trigger: str | None = None,
-                 definitions: list[str] | None = None) -> None:
-        self._pattern = pattern
-        self.definitions = list(definitions or [])
-        self.trigger = trigger
+    def __init__(self, spec: RegexSpec, lowered: LoweredRegex, dfa: ByteDFA,
+                 vocab: Vocabulary | None) -> None:
+        self.spec = spec
+        self._pattern = lowered.pattern
+        self.definitions = list(lowered.definitions)
+        self.trigger = spec.trigger
         self.dfa = dfa
         self.vocab = vocab
         self.token_index = TokenIndex(dfa, vocab) if vocab is not None else None
-        self.warnings = list(warnings or [])
+        self.warnings = list(lowered.warnings)
 
     @property
     def source_pattern(self) -> str:
@@ -158,15 +167,41 @@ def _fingerprint(vocab: Vocabulary | None) -> str | None:
     return None if vocab is None else vocab.fingerprint
 
 
-def _build(pattern: str, vocab: Vocabulary | None, warnings: list[str] | None = None,
-           trigger: str | None = None, definitions: list[str] | None = None,
-           eager_rows: int = DEFAULT_EAGER_ROWS, budgets: tuple[int, float] = (DEFAULT_MAX_STATES,
-                                                                            DEFAULT_MAX_SECONDS)):
-    def build() -> CompiledGrammar:
-        dfa = regex_to_dfa(pattern, trigger=trigger, definitions=definitions, eager_rows=eager_rows,
-                           max_states=budgets[0], max_seconds=budgets[1])
-        return CompiledGrammar(pattern, dfa, vocab, warnings, trigger, definitions)
-    return build
+def compile_spec(spec: RegexSpec, vocab: Vocabulary | None = None, *,
+                 max_states: int = DEFAULT_MAX_STATES, max_seconds: float = DEFAULT_MAX_SECONDS,
+                 max_convert_seconds: float = CONVERT_MAX_SECONDS) -> CompiledGrammar:
+    """Compile a ``RegexSpec`` for ``vocab`` (cached by ``spec.cache_key()``, the budgets
+    and the vocabulary).
+
+    Args:
+        spec: the spec (``Regex``, ``JsonSchema``, ``Choice``, ``Concatenation``).
+        vocab: the vocabulary (None: only ``CompiledGrammar.matches`` works).
+        max_states: budget of automaton states built, at compile and later as masks and
+            decoding reach new states (default ``DEFAULT_MAX_STATES``, 200,000).
+        max_seconds: time budget of the compile and of each later exploration (default
+            ``DEFAULT_MAX_SECONDS``, 10 s).
+        max_convert_seconds: time budget of a JSON Schema's conversion to a regex
+            (default ``CONVERT_MAX_SECONDS``, 10 s).
+
+    Returns:
+        The grammar; its ``spec`` is ``spec.portable()`` (picklable). The budgets are
+        part of the cache key: a grammar compiled under other budgets is compiled again.
+
+    Raises:
+        RegexError, UnsupportedRegexError, GrammarTooComplexError: see ``regex_to_dfa``
+            (``GrammarTooComplexError`` also when a budget is exceeded).
+        InvalidSchemaError, UnsupportedSchemaError: see ``compile_json_schema``.
+    """
+    def build() -> CompiledGrammar:  # a cache hit skips the lowering (and a metaschema check)
+        lowered = spec.lower(max_convert_seconds=max_convert_seconds)
+        eager_rows = JSON_EAGER_ROWS if isinstance(spec, JsonSchema) else DEFAULT_EAGER_ROWS
+        dfa = regex_to_dfa(lowered.pattern, trigger=spec.trigger,
+                           definitions=list(lowered.definitions) or None, eager_rows=eager_rows,
+                           max_states=max_states, max_seconds=max_seconds)
+        return CompiledGrammar(spec.portable(), lowered, dfa, vocab)
+
+    budgets = (max_states, max_seconds, max_convert_seconds)
+    return _cached((spec.cache_key(), budgets, _fingerprint(vocab)), build)
 
 
 def compile_regex(pattern: str, vocab: Vocabulary | None = None, *,
@@ -181,23 +216,14 @@ def compile_regex(pattern: str, vocab: Vocabulary | None = None, *,
         trigger: free text up to and including the first ``trigger``, then ``pattern``
             (e.g. ``"</think>"`` lets a reasoning model think before it answers).
         definitions: shared subpatterns ``pattern`` refers to (a compiled JSON Schema's
-            ``CompiledGrammar.definitions`` with its ``source_pattern``: how a grammar is
-            sent to another process and compiled there again, e.g. a data-parallel replica).
-        max_states: budget of automaton states built, at compile and later as masks and
-            decoding reach new states (default ``DEFAULT_MAX_STATES``, 200,000).
-        max_seconds: time budget of the compile and of each later exploration (default
-            ``DEFAULT_MAX_SECONDS``, 10 s).
-
-    The budgets are part of the cache key: a grammar compiled under other budgets is
-    compiled again.
+            ``CompiledGrammar.definitions`` with its ``source_pattern``).
+        max_states, max_seconds: the automaton's budgets, as in ``compile_spec``.
 
     Raises:
         RegexError, UnsupportedRegexError, GrammarTooComplexError: see ``regex_to_dfa``.
     """
-    defs = list(definitions)
-    budgets = (max_states, max_seconds)
-    return _cached(("regex", pattern, trigger, tuple(defs), budgets, _fingerprint(vocab)),
-                   _build(pattern, vocab, None, trigger, defs or None, budgets=budgets))
+    return compile_spec(Regex(pattern, trigger, tuple(definitions)), vocab,
+                        max_states=max_states, max_seconds=max_seconds)
 
 
 def compile_choice(choices: list[str], vocab: Vocabulary | None = None, *,
@@ -207,15 +233,13 @@ def compile_choice(choices: list[str], vocab: Vocabulary | None = None, *,
     ``compile_regex``.
 
     Raises:
-        ValueError: ``choices`` is empty.
+        ValueError: ``choices`` is empty (``RequestError``, a ValueError: not all strings).
         GrammarTooComplexError: a budget is exceeded.
     """
     if not choices:
         raise ValueError("compile_choice needs at least one choice")
-    pattern = "(?:" + "|".join(escape_literal(c) for c in dict.fromkeys(choices)) + ")"
-    budgets = (max_states, max_seconds)
-    return _cached(("choice", tuple(choices), trigger, budgets, _fingerprint(vocab)),
-                   _build(pattern, vocab, None, trigger, budgets=budgets))
+    return compile_spec(Choice(choices, trigger), vocab, max_states=max_states,
+                        max_seconds=max_seconds)
 
 
 def compile_json_schema(
@@ -233,32 +257,16 @@ def compile_json_schema(
 ) -> CompiledGrammar:
     """Compile a JSON Schema (dict, JSON string, or pydantic model class).
 
-    See ``json_schema_to_regex`` for the supported subset and options; ``trigger``,
-    ``max_states`` and ``max_seconds`` as in ``compile_regex`` (free text, then the JSON
-    document); ``max_convert_seconds``: time budget of the schema-to-regex conversion
-    (default ``CONVERT_MAX_SECONDS``, 10 s). The budgets are part of the cache key.
+    See ``json_schema_to_regex`` for the supported subset and options; ``trigger`` as in
+    ``compile_regex`` (free text, then the JSON document); the budgets as in
+    ``compile_spec``.
 
     Raises:
         InvalidSchemaError: the schema fails its metaschema.
         UnsupportedSchemaError: a keyword that cannot be enforced (with ``strict``).
         GrammarTooComplexError: a budget (states, time, conversion time) is exceeded.
     """
-    schema = schema_for(schema)
-    options = (whitespace, strict, allow_extra_properties, max_recursion_depth, trigger)
-    budgets = (max_states, max_seconds)
-    key = ("json", json.dumps(schema, sort_keys=False), options, budgets + (max_convert_seconds,),
-           _fingerprint(vocab))
-
-    def build() -> CompiledGrammar:  # a cache hit skips the metaschema check too
-        if isinstance(schema, dict):
-            check_schema(schema)  # jsonschema's verdict; common schemas by a fast table
-        warnings: list[str] = []
-        pattern, definitions = json_schema_to_shared(
-            schema, whitespace=whitespace, strict=strict,
-            allow_extra_properties=allow_extra_properties,
-            max_recursion_depth=max_recursion_depth, warnings=warnings,
-            max_convert_seconds=max_convert_seconds,
-        )
-        return _build(pattern, vocab, warnings, trigger, definitions, JSON_EAGER_ROWS, budgets)()
-
-    return _cached(key, build)
+    return compile_spec(JsonSchema(schema_for(schema), whitespace, strict, allow_extra_properties,
+                                   trigger, max_recursion_depth), vocab,
+                        max_states=max_states, max_seconds=max_seconds,
+                        max_convert_seconds=max_convert_seconds)

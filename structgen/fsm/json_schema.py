@@ -37,38 +37,18 @@ around structural characters; an int sets that maximum run.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from ..errors import GrammarTooComplexError, InvalidSchemaError
+from ..errors import GrammarTooComplexError
 from ._schema_convert import (ANNOTATIONS, ANY_VALUE_DEPTH, CONVERT_MAX_SECONDS,  # noqa: F401
                               FLEXIBLE_WS_MAX, JsonSchemaConverter)
 from ._schema_formats import FORMATS  # noqa: F401 - re-exported for callers
 from ._schema_refs import expand_shared
+from .spec import schema_for
 
-__all__ = ["json_schema_to_regex", "json_schema_to_shared", "schema_for", "JsonSchemaConverter", "FLEXIBLE_WS_MAX"]
+__all__ = ["json_schema_to_regex", "json_schema_to_shared", "JsonSchemaConverter", "FLEXIBLE_WS_MAX"]
 
 DEFAULT_MAX_RECURSION_DEPTH = ANY_VALUE_DEPTH  # untyped values nest as deep as $ref unrolls
-
-
-def schema_for(model_or_schema: Any) -> dict | bool:
-    """A JSON Schema from a pydantic model class, a dict, a bool or a JSON string.
-
-    Raises:
-        InvalidSchemaError: anything else, or a JSON string that does not parse.
-    """
-    if isinstance(model_or_schema, (dict, bool)):
-        return model_or_schema
-    if isinstance(model_or_schema, str):
-        try:
-            return json.loads(model_or_schema)
-        except json.JSONDecodeError as exc:
-            raise InvalidSchemaError(f"schema string is not JSON: {exc}") from exc
-    if isinstance(model_or_schema, type) and hasattr(model_or_schema, "model_json_schema"):
-        return model_or_schema.model_json_schema()
-    raise InvalidSchemaError(
-        f"expected a JSON Schema dict or a pydantic model class, got {type(model_or_schema).__name__}"
-    )
 
 
 def json_schema_to_regex(

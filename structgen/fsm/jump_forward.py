@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._dfa_view import byte_row
+from .matcher import Matcher
 
 __all__ = ["JumpForwardPlan", "plan_jump_forward", "complete_utf8_prefix_len"]
 
@@ -99,8 +100,10 @@ def plan_jump_forward(
     """Plan a jump-forward from the matcher's current state.
 
     Args:
-        matcher: the request's ``Matcher``; its accepted tokens are the end of ``generated``.
-            Not mutated (the plan is checked on a fork).
+        matcher: the request's matcher; its accepted tokens are the end of ``generated``.
+            Not mutated (the plan is checked on a fork). Planning reads the regex
+            implementation's automaton: a matcher of another ``BaseMatcher``
+            implementation gets ``NO_JUMP``.
         generated: the token ids generated so far (the last ``lookback`` + a few suffice).
         encode: canonical tokenizer, ``str -> list[int]`` without special tokens.
         vocab: the ``Vocabulary`` (token id -> bytes).
@@ -112,6 +115,8 @@ def plan_jump_forward(
 
     Raises: never for a well-formed tokenizer (an ``encode`` failure gives ``NO_JUMP``).
     """
+    if not isinstance(matcher, Matcher):
+        return NO_JUMP
     forced = matcher.forced_bytes()
     if not forced or complete_utf8_prefix_len(forced) == 0:
         return NO_JUMP

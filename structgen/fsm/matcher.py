@@ -1,4 +1,4 @@
-"""Per-request cursor into a compiled grammar (``Matcher``).
+"""The regex implementation's per-request cursor (``Matcher``, a ``BaseMatcher``).
 
 The reference decoding loop::
 
@@ -26,13 +26,14 @@ import torch
 
 from . import _mask_write as _mw
 from ._dfa_view import byte_row, is_accepting, token_step
+from .base import BaseMatcher
 from .budget import budget_for
 from .token_index import TokenIndex
 
 __all__ = ["Matcher"]
 
 
-class Matcher:
+class Matcher(BaseMatcher):
     """Cursor over a ``TokenIndex``: current DFA state, accepted-token history, EOS flag.
 
     Termination: the matcher is terminated once EOS has been accepted, or when its

@@ -1,12 +1,11 @@
-"""The structgen language: programs over a state, primitives, templates, constraints.
+"""The structgen language: programs over a state, primitives, templates.
 
 Public names are re-exported from ``structgen``: ``function``, ``gen``, ``select``,
-``system``, ``user``, ``assistant``, ``template``, ``set_default_backend``, and the
-constraint terms ``Regex``, ``JsonSchema``, ``Choice``.
+``system``, ``user``, ``assistant``, ``template``, ``set_default_backend``. The constraint
+terms (``Regex``, ``JsonSchema``, ``Choice``) belong to the grammar layer,
+``structgen.fsm.spec``, and are re-exported from ``structgen`` too.
 """
 
 from __future__ import annotations
 
-from structgen.lang.constraints import Choice, JsonSchema, Regex, to_constraint
-
-__all__ = ["Choice", "JsonSchema", "Regex", "to_constraint"]
+__all__: list[str] = []

@@ -84,7 +84,6 @@ class Gen(Expr):
     name: str | None
     params: SamplingParams
     constraint: Any = None
-    regex: str | None = None
     schema: Any = None
     token_healing: bool = True
 
@@ -203,7 +202,7 @@ def gen(
         SchemaError: the schema is invalid or uses keywords that cannot be enforced.
         ConfigError: a sampling setting is out of range.
     """
-    from structgen.lang.constraints import Choice, JsonSchema, Regex
+    from structgen.fsm.spec import Choice, JsonSchema, Regex
 
     _check_name(name)
     if sum(x is not None for x in (regex, json_schema, choices)) > 1:
@@ -213,24 +212,19 @@ def gen(
         top_k=top_k, seed=seed,
     )
     constraint = None
-    pattern = None
     if regex is not None:
         from structgen.fsm import compile_regex
 
         compile_regex(regex)  # raises RegexError now, not at run time
-        constraint, pattern = Regex(regex), regex
+        constraint = Regex(regex)
     elif json_schema is not None:
-        from structgen.fsm import json_schema_to_regex
-        from structgen.fsm.compiler import compile_json_schema
+        from structgen.fsm import compile_json_schema
 
         compile_json_schema(json_schema)  # metaschema + supported keywords, checked now
-        constraint, pattern = JsonSchema(json_schema), json_schema_to_regex(json_schema)
+        constraint = JsonSchema(json_schema)
     elif choices is not None:
-        from structgen.fsm._json_pattern import escape_literal
-
         constraint = Choice(choices)
-        pattern = "(?:" + "|".join(escape_literal(c) for c in constraint.options) + ")"
-    return Gen(name, params, constraint, pattern, json_schema, token_healing)
+    return Gen(name, params, constraint, json_schema, token_healing)
 
 
 def select(name: str | None, choices: Sequence[str]) -> Select:

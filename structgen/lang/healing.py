@@ -6,16 +6,18 @@ in a quote) makes the model continue from an unnatural token boundary. Healing (
 Guidance does) removes the prompt's last token and requires the generated text to
 start with that token's text, so the model may pick a token that covers both.
 
-Here the requirement is a regex prefix: the gen's pattern ``P`` becomes
-``escape(removed) P`` (``escape(removed)[\\s\\S]*`` for an unconstrained gen), and the
-removed text is cut from the front of the output again. The first token may be any
-token whose bytes are consistent with the removed text (covering it, or a prefix of it
-followed by the rest by jump-forward).
+Here the requirement is a spec prefix: the gen's constraint ``C`` becomes
+``Concatenation([Choice([removed]), C])`` (any text after the removed one for an
+unconstrained gen), and the removed text is cut from the front of the output again. The
+first token may be any token whose bytes are consistent with the removed text (covering
+it, or a prefix of it followed by the rest by jump-forward).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from structgen.fsm.spec import Choice, Concatenation, Regex, RegexSpec
 
 __all__ = ["Healing", "heal"]
 
@@ -35,13 +37,23 @@ class Healing:
     prompt_ids: list[int]
     removed: str = ""
 
-    def pattern(self, pattern: str | None) -> str | None:
-        """The gen's pattern with the removed text required in front (None: no change)."""
-        if not self.removed:
-            return pattern
-        from structgen.fsm._json_pattern import escape_literal
+    def constraint(self, constraint: RegexSpec | None) -> RegexSpec | None:
+        """The gen's constraint with the removed text required in front.
 
-        return escape_literal(self.removed) + (ANY_TEXT if pattern is None else f"(?:{pattern})")
+        Args:
+            constraint: the gen's spec, or None (unconstrained).
+
+        Returns:
+            ``constraint`` itself when nothing was removed; else the removed text (a
+            one-option ``Choice``) followed by ``constraint`` (by any text for None).
+
+        Raises:
+            RequestError: ``constraint`` is not a ``RegexSpec`` or has a trigger.
+        """
+        if not self.removed:
+            return constraint
+        rest = Regex(ANY_TEXT) if constraint is None else constraint
+        return Concatenation((Choice([self.removed]), rest))
 
 
 def _ends_mergeable(text: str) -> bool:

@@ -8,9 +8,11 @@
 Prompts are built exactly as for a local engine (text, chat template, token healing)
 with the served model's tokenizer, and sent to ``POST /v1/completions`` as token ids,
 so a greedy program gives the same text on both backends. Constraints travel in the
-request body under the names structgen's server accepts (vLLM's as well):
+request body as their spec, under the names structgen's server accepts (vLLM's as well):
 ``response_format`` ``{"type": "json_schema", ...}`` for ``JsonSchema``, ``regex`` for
-``Regex``, ``choice`` for ``Choice`` (a term's ``trigger`` as ``constraint_trigger``). ``select`` needs prompt log-probabilities: each
+``Regex`` (and for a token-healed ``Concatenation``, as its regex text), ``choice`` for
+``Choice`` (a term's ``trigger`` as ``constraint_trigger``); a spec with no wire form is
+refused with a ``RequestError``. ``select`` needs prompt log-probabilities: each
 option is sent with ``echo=true, logprobs=0, max_tokens=1`` and scored from the echoed
 prompt's ``token_logprobs`` (the server must support ``echo`` with ``logprobs``, as
 structgen's and vLLM's do). The calls of one batch (a fork's branches, a select's
@@ -42,31 +44,42 @@ __all__ = ["OpenAIBackend", "request_body"]
 
 
 def _constraint_fields(term: Any) -> dict:
-    """The request-body fields that carry ``term`` (a Regex, JsonSchema or Choice).
+    """The request-body fields that carry ``term``, a spec (or a compiled grammar, sent as
+    its spec): ``regex`` for a ``Regex``, ``choice`` for a ``Choice``, ``response_format``
+    for a ``JsonSchema``, ``regex`` (its text) for another ``RegexSpec`` (a token-healed
+    ``Concatenation``); the trigger as ``constraint_trigger``.
 
     Raises:
-        RequestError: a compiled grammar or another object the API cannot carry, or a
-            JsonSchema with non-default options the server has no field for.
+        RequestError: a spec with no wire form (no regex lowering), or a JsonSchema with
+            non-default options the server has no field for.
     """
-    from structgen.lang.constraints import Choice, JsonSchema, Regex, schema_dict
+    from structgen.fsm.base import BaseCompiledGrammar
+    from structgen.fsm.json_schema import DEFAULT_MAX_RECURSION_DEPTH
+    from structgen.fsm.spec import Choice, JsonSchema, Regex, RegexSpec, schema_for
 
+    if isinstance(term, BaseCompiledGrammar):
+        term = term.spec
     if term is None:
         return {}
     trigger = getattr(term, "trigger", None)
     extra = {"constraint_trigger": trigger} if trigger is not None else {}
     if isinstance(term, Regex):
-        return {"regex": term.pattern, **extra}
+        return {"regex": term.lower().text() if term.definitions else term.pattern, **extra}
     if isinstance(term, Choice):
         return {"choice": list(term.options), **extra}
     if isinstance(term, JsonSchema):
-        if term.whitespace != "compact" or not term.strict:
+        if (term.whitespace != "compact" or not term.strict
+                or term.max_recursion_depth not in (None, DEFAULT_MAX_RECURSION_DEPTH)):
             raise RequestError("OpenAIBackend sends JsonSchema with the server's defaults "
-                               "only (whitespace='compact', strict=True)")
-        spec = {"name": "output", "schema": schema_dict(term.schema),
+                               "only (whitespace='compact', strict=True, max_recursion_depth)")
+        spec = {"name": "output", "schema": schema_for(term.schema),
                 "strict": not term.allow_extra_properties}
         return {"response_format": {"type": "json_schema", "json_schema": spec}, **extra}
-    raise RequestError(f"OpenAIBackend cannot send a {type(term).__name__} constraint; use "
-                       "Regex, JsonSchema or Choice")
+    if isinstance(term, RegexSpec):
+        return {"regex": term.lower().text(), **extra}
+    raise RequestError(f"OpenAIBackend cannot send a {type(term).__name__} constraint: it has no "
+                       "wire form (the server reads Regex, JsonSchema, Choice and specs that "
+                       "lower to a regex)")
 
 
 def request_body(prompt_ids: list[int], params: SamplingParams, constraint: Any) -> dict:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Generator
 
 from structgen.errors import ExtractionError, RequestError
+from structgen.fsm.spec import Regex
 from structgen.lang.expr import Concat, Expr, Gen, Role, Select, TemplateFill, Text, as_expr
 from structgen.lang.healing import Healing, heal
 from structgen.runtime.outputs import RequestOutput
@@ -236,14 +237,12 @@ class ProgramState:
         self._open_role, self._open_content = None, ""
 
     def _exec_template(self, t: TemplateFill) -> Steps:
-        from structgen.lang.constraints import Regex
-
         tpl = t.template
         if tpl.prefix:
             self._append(tpl.prefix)
         params = SamplingParams(max_tokens=t.max_tokens, temperature=t.temperature)
-        text, out = yield from self._generate(Regex(tpl.pattern), tpl.pattern, params,
-                                              t.token_healing, "template")
+        text, out = yield from self._generate(Regex(tpl.pattern), params, t.token_healing,
+                                              "template")
         res = tpl.parse(text)
         res.output = out
         if t.result_name is not None:
@@ -252,15 +251,13 @@ class ProgramState:
             for name, value in res.items():
                 self._capture(name, value, out)
 
-    def _generate(self, constraint: Any, pattern: str | None, params: SamplingParams,
-                  token_healing: bool, what: str) -> Steps:
+    def _generate(self, constraint: Any, params: SamplingParams, token_healing: bool,
+                  what: str) -> Steps:
         """One gen call on the prompt so far (healed); appends and returns (text, output)."""
-        from structgen.lang.constraints import Regex
-
         ids = self._prompt_ids()
         healing = heal(self.backend, ids) if token_healing else Healing(ids)
         if healing.removed:
-            constraint = Regex(healing.pattern(pattern))
+            constraint = healing.constraint(constraint)
             params = dataclasses.replace(params, max_tokens=params.max_tokens + 1)
         on_delta = self._stream_delta(len(healing.removed)) if self._sink else None
         (out,) = yield [Call(healing.prompt_ids, params, constraint, on_delta)]
@@ -275,7 +272,7 @@ class ProgramState:
         if params.seed is not None and self._seed_offset:
             params = dataclasses.replace(params, seed=params.seed + self._seed_offset)
         text, out = yield from self._generate(
-            g.constraint, g.regex, params, g.token_healing, f"gen {g.name!r}"
+            g.constraint, params, g.token_healing, f"gen {g.name!r}"
         )
         value: Any = text
         if g.schema is not None:

@@ -45,9 +45,10 @@ class Request:
         request_id: unique id.
         prompt_token_ids: prompt tokens.
         params: sampling settings.
-        matcher: grammar cursor (``structgen.fsm.Matcher``) or None when unconstrained.
-        constraint: what ``matcher`` was compiled from (a constraint term, or a compiled
-            grammar), None when unconstrained; a data-parallel front ships it to a replica.
+        matcher: grammar cursor (a ``structgen.fsm.BaseMatcher``) or None when unconstrained.
+        constraint: what ``matcher`` was compiled from (a constraint spec, or a compiled
+            grammar), None when unconstrained; a data-parallel front ships its spec to a
+            replica.
         detokenizer: incremental text of the output.
         generator: seeded torch.Generator when ``params.seed`` is set.
         output_token_ids: generated tokens (sampled + jump-forward), EOS/stop ids excluded.

@@ -13,7 +13,8 @@ from typing import Any
 import torch
 
 from structgen.errors import RequestError
-from structgen.lang.constraints import to_constraint
+from structgen.fsm.base import BaseCompiledGrammar
+from structgen.fsm.spec import to_constraint
 from structgen.runtime.detokenizer import IncrementalDetokenizer
 from structgen.runtime.request import Request
 from structgen.runtime.sampling_params import SamplingParams
@@ -74,7 +75,7 @@ class RequestFactory:
         term = to_constraint(constraint)
         grammar = None
         if term is not None:
-            grammar = term if hasattr(term, "matcher") else term.compile(self.vocab)
+            grammar = term if isinstance(term, BaseCompiledGrammar) else term.compile(self.vocab)
         reqs = []
         for i in range(params.n):
             p = params

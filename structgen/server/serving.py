@@ -102,7 +102,7 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
         APIError: more than one of them, a malformed ``response_format`` or
             ``guided_json``, or ``constraint_trigger`` without a constraint or tools.
     """
-    from structgen.lang.constraints import Choice, JsonSchema, Regex
+    from structgen.fsm.spec import Choice, JsonSchema, Regex
 
     trigger = req.constraint_trigger
     found: list[tuple[str, Any]] = []

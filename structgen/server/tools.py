@@ -137,7 +137,7 @@ def plan_tools(tools: list[Tool], tool_choice: Any, parallel: bool | None = None
     Raises:
         APIError: a named tool that is not in ``tools``; an invalid parameters schema.
     """
-    from structgen.lang.constraints import JsonSchema, Regex
+    from structgen.fsm.spec import JsonSchema, Regex
 
     choice = tool_choice if tool_choice is not None else "auto"
     if choice == "none":

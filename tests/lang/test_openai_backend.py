@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 import structgen
 from structgen import assistant, gen, select, system, user
 from structgen.errors import ProgramError, RequestError
-from structgen.lang.constraints import Choice, JsonSchema, Regex
+from structgen.fsm.spec import Choice, JsonSchema, Regex
 
 pytest.importorskip("openai")
 pytest.importorskip("fastapi")

@@ -90,7 +90,7 @@ def test_token_healing_backs_up_a_trailing_space(tiny_engine):
     s = ProgramState(b)
     s += "The quick brown fox jumps over the " + gen("x", max_tokens=4)
     ref = tiny_engine.generate([ids[:-1]], SamplingParams(max_tokens=5, temperature=0.0),
-                               Regex(h.pattern(None)))[0].text
+                               h.constraint(None))[0].text
     assert ref.startswith(h.removed) and s["x"] == ref[len(h.removed):]
     s2 = ProgramState(b)
     s2 += "The quick brown fox jumps over the " + gen("x", max_tokens=4, token_healing=False)
@@ -170,6 +170,6 @@ def test_token_healing_matches_a_constrained_engine_call(tiny_engine, prompt, re
     s = ProgramState(b)
     s += prompt + gen("x", max_tokens=5, regex="[a-z ]+")
     ref = tiny_engine.generate([ids[:-1]], SamplingParams(max_tokens=6, temperature=0.0),
-                               Regex(h.pattern("[a-z ]+")))[0].text
+                               h.constraint(Regex("[a-z ]+")))[0].text
     assert ref.startswith(removed) and s["x"] == ref[len(removed):]
     assert s.text() == prompt + s["x"]

@@ -17,20 +17,7 @@ from structgen.runtime.distributed.data_parallel import DataParallelEngine
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.sampling_params import SamplingParams
 
-__all__ = ["AsyncDataParallelEngine", "portable_constraint"]
-
-
-def portable_constraint(constraint: Any) -> Any:
-    """A constraint that can be pickled to a replica: a compiled grammar becomes the
-    ``Regex`` term of its source pattern, shared definitions and trigger, compiled again
-    (to the same automaton) by the replica; other constraints pass as they are.
-    """
-    if constraint is None or not hasattr(constraint, "matcher"):
-        return constraint
-    from structgen import Regex
-
-    return Regex(constraint.source_pattern, trigger=constraint.trigger,
-                 definitions=tuple(constraint.definitions))
+__all__ = ["AsyncDataParallelEngine"]
 
 
 class AsyncDataParallelEngine:

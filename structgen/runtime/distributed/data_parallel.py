@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from structgen.errors import ConfigError, DistributedError, RequestError, StructgenError
+from structgen.fsm.spec import spec_of
 from structgen.runtime.base_engine import BaseEngine
 from structgen.runtime.config import EngineConfig
 from structgen.runtime.distributed.group import check_devices, mp_context
@@ -196,8 +197,9 @@ class DataParallelEngine(BaseEngine):
         """Route one request to a replica; returns its request id (see :meth:`result`).
 
         Args:
-            prompt, params, constraint: as for ``Engine.generate`` (the constraint is pickled
-                to the replica as a spec, ``async_front.portable_constraint``).
+            prompt, params, constraint: as for ``Engine.generate``. The constraint goes to
+                the replica as its spec (``structgen.fsm.spec.spec_of``: a compiled grammar
+                as the spec it was compiled from), which the replica compiles.
             request_id: an id unique among pending requests; None = a fresh one.
             listener: None (collect with :meth:`result`), or ``listener(kind, payload)``
                 called on the router thread with ``("delta", RequestOutput)`` snapshots,
@@ -205,7 +207,8 @@ class DataParallelEngine(BaseEngine):
                 ``("dead", DistributedError)``.
 
         Raises:
-            RequestError: ``params.n > 1`` (use one request per branch here).
+            RequestError: ``params.n > 1`` (use one request per branch here), or a
+                constraint of an unsupported type.
             DistributedError: the engine is down.
         """
         params = params or SamplingParams()
@@ -215,9 +218,7 @@ class DataParallelEngine(BaseEngine):
             raise RequestError("n > 1 is not served by a DataParallelEngine; send n requests")
         if self._failure is not None:
             raise self._failure
-        from structgen.runtime.distributed.async_front import portable_constraint
-
-        constraint = portable_constraint(constraint)
+        spec = spec_of(constraint)
         rid = f"dp-{next(self._ids)}" if request_id is None else str(request_id)
         with self._lock:
             if rid in self._replica_of:
@@ -227,7 +228,7 @@ class DataParallelEngine(BaseEngine):
             self.route_log.append((rid, replica))
             if listener is not None:
                 self._listeners[rid] = listener
-        self._inboxes[replica].put(("add", rid, prompt, params, constraint, listener is not None))
+        self._inboxes[replica].put(("add", rid, prompt, params, spec, listener is not None))
         return rid
 
     def abort(self, rid: str) -> None:

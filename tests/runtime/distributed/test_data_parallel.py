@@ -164,6 +164,30 @@ def test_replica_config_error_reaches_the_caller(tiny_model_dirs):
 
 
 @pytest.mark.timeout(60)
+def test_constraint_without_regex_text_reaches_the_replica_as_its_spec(dp_engine):
+    """A grammar with no regex text (``DigitRun``: the grammar bases implemented over token
+    ids) crosses to the replica as its spec (its compiled grammar refuses to be pickled),
+    is compiled there for the replica's vocabulary and enforced: every output is exactly
+    five single-digit tokens, sampled at temperature 1."""
+    import pickle
+
+    from tests.fsm._digit_run import DigitRun
+
+    grammar = DigitRun(5).compile(None)
+    with pytest.raises(TypeError, match="its spec does"):
+        pickle.dumps(grammar)
+    params = SamplingParams(max_tokens=8, temperature=1.0, seed=3)
+    prompts = [f"{c} wants a number:" for c in "mnop"]
+    rids = [dp_engine.submit(p, params, grammar if i % 2 else DigitRun(5))
+            for i, p in enumerate(prompts)]
+    assert all(dp_engine.replica_of(r) in (0, 1) for r in rids)
+    for rid in rids:
+        out = dp_engine.result(rid)
+        assert out.finish_reason == "stop", out.error
+        assert len(out.token_ids) == 5 and len(out.text) == 5 and out.text.isdigit()
+
+
+@pytest.mark.timeout(60)
 def test_dead_replica_is_reported(dp_engine):
     os.kill(dp_engine._procs[1].pid, signal.SIGKILL)
     t0 = time.monotonic()
@@ -173,19 +197,19 @@ def test_dead_replica_is_reported(dp_engine):
 
 
 def test_portable_constraint_keeps_trigger_and_shared_recursion():
-    """A compiled grammar sent to a replica (pickled as a Regex term) compiles there to the
+    """A compiled grammar sent to a replica (pickled as its spec) compiles there to the
     same automaton: trigger (tool calls, reasoning) and shared recursive definitions kept."""
     import pickle
 
     from structgen.fsm import compile_json_schema
-    from structgen.runtime.distributed.async_front import portable_constraint
+    from structgen.fsm.spec import spec_of
 
     tree = {"$defs": {"node": {"type": "object", "properties": {
         "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
         "required": ["v", "kids"]}}, "$ref": "#/$defs/node"}
     grammar = compile_json_schema(tree, None, trigger="</think>")
     assert grammar.definitions  # recursion is shared, not written out
-    term = pickle.loads(pickle.dumps(portable_constraint(grammar)))
+    term = pickle.loads(pickle.dumps(spec_of(grammar)))
     again = term.compile(None)
     # the automata are built lazily (a schema compile builds fewer rows up front than a
     # regex compile): compare them complete

@@ -1,4 +1,4 @@
-"""Schema-driven extraction: text in, schema-valid object out (the CLI's main job)."""
+"""``extract``: one schema-valid object per text, generated greedily under the schema's grammar."""
 
 from __future__ import annotations
 
@@ -6,27 +6,16 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from structgen.errors import ExtractionError
-from structgen.lang.constraints import JsonSchema, schema_dict
+from structgen.extraction.prompt import extraction_messages
+from structgen.fsm.spec import JsonSchema, schema_for
 from structgen.runtime.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
     from structgen.runtime.engine import Engine
 
-__all__ = ["extract", "extraction_messages", "DEFAULT_EXTRACT_MAX_TOKENS"]
+__all__ = ["extract", "DEFAULT_EXTRACT_MAX_TOKENS"]
 
 DEFAULT_EXTRACT_MAX_TOKENS = 512
-
-_SYSTEM = (
-    "You extract information from the user's text into JSON. Reply with one JSON object "
-    "that follows this JSON Schema, using only facts stated in the text:\n{schema}"
-)
-
-
-def extraction_messages(schema: dict, text: str, instructions: str | None = None) -> list[dict]:
-    """The chat messages of one extraction prompt (system: schema; user: instructions + text)."""
-    system = _SYSTEM.format(schema=json.dumps(schema, ensure_ascii=False))
-    user = f"{instructions}\n\n{text}" if instructions else text
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def extract(
@@ -62,7 +51,7 @@ def extract(
     single = isinstance(text, str)
     texts = [text] if single else list(text)
     model_cls = schema if isinstance(schema, type) and hasattr(schema, "model_validate") else None
-    sd = schema_dict(schema)
+    sd = schema_for(schema)
     params = params or SamplingParams(max_tokens=DEFAULT_EXTRACT_MAX_TOKENS, temperature=0.0)
     grammar = JsonSchema(sd, allow_extra_properties=False).compile(engine.vocab)
     prompts = [extraction_messages(sd, t, instructions) for t in texts]

@@ -1,0 +1,391 @@
+"""Constraint specs: what a request asks for, before it is compiled for a vocabulary.
+
+A spec is an immutable, picklable term holding only what was asked (no model state, no
+vocabulary); ``spec.compile(vocab)`` gives a ``BaseCompiledGrammar`` (``structgen.fsm.base``)
+whose ``spec`` is again a spec, so a constraint crosses a process boundary as its spec
+(``spec_of``) and is compiled again on the other side. ``Engine.generate``, the server and
+the language accept the terms below (``to_constraint`` normalises what users pass).
+
+``Regex``, ``JsonSchema``, ``Choice`` and ``Concatenation`` are regex specs (``RegexSpec``):
+they lower to one regex with shared definitions (``lower``), compiled and cached by
+``structgen.fsm.compiler.compile_spec`` under ``cache_key`` and the vocabulary's
+fingerprint. Another grammar implementation subclasses ``BaseSpec`` and returns its own
+``BaseCompiledGrammar`` from ``compile``.
+
+Every built-in term takes ``trigger=``: the model then writes free text until that text
+first appears (e.g. ``"</think>"`` closing a reasoning block), and the constraint applies to
+everything after it. Trigger and constraint are one automaton, so a token that spans the
+trigger and the start of the answer is checked as a whole; the free text cannot end the
+output (the trigger must come), and with ``max_tokens`` the mask steers the model to write
+the trigger and a complete answer in time. The trigger must be ordinary text: special
+tokens are never allowed under a constraint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from ..errors import GrammarTooComplexError, InvalidSchemaError, RequestError, UnsupportedRegexError
+from .base import BaseCompiledGrammar
+
+__all__ = [
+    "BaseSpec",
+    "RegexSpec",
+    "LoweredRegex",
+    "Regex",
+    "JsonSchema",
+    "Choice",
+    "Concatenation",
+    "to_constraint",
+    "spec_of",
+    "schema_for",
+]
+
+
+class BaseSpec(ABC):
+    """A constraint spec: immutable, picklable, compiled per vocabulary."""
+
+    @abstractmethod
+    def compile(self, vocab: Any) -> BaseCompiledGrammar:
+        """The grammar of this spec for ``vocab`` (a ``structgen.fsm.Vocabulary``, or None).
+
+        Raises:
+            StructgenError: the spec cannot be compiled (a subclass naming why).
+        """
+
+
+class LoweredRegex(NamedTuple):
+    """A spec lowered to regex text.
+
+    Attributes:
+        pattern: the regex (Python ``re`` dialect, fullmatch); the raw code point
+            ``PLACEHOLDER_BASE + i`` (``_schema_refs``) stands for ``definitions[i]``.
+        definitions: shared subpatterns, each referring only to earlier ones.
+        warnings: messages about spec parts that were ignored or approximated.
+    """
+
+    pattern: str
+    definitions: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        """The pattern with every definition written out (one regex text).
+
+        Raises:
+            GrammarTooComplexError: the written-out text is too large.
+        """
+        from ._schema_refs import expand_shared
+
+        return expand_shared(self.pattern, list(self.definitions))
+
+
+class RegexSpec(BaseSpec):
+    """A spec that lowers to one regex (``lower``), compiled by ``compile_spec``."""
+
+    trigger: str | None
+
+    @abstractmethod
+    def lower(self, *, max_convert_seconds: float | None = None) -> LoweredRegex:
+        """The regex of this spec (without its trigger).
+
+        Args:
+            max_convert_seconds: time budget of a JSON Schema's conversion (None: the
+                default of ``structgen.fsm.compiler.compile_spec``); other specs ignore it.
+
+        Raises:
+            StructgenError: the spec cannot be lowered (as ``compile``).
+        """
+
+    @abstractmethod
+    def cache_key(self) -> tuple:
+        """A hashable key equal for specs that compile to the same grammar."""
+
+    def portable(self) -> RegexSpec:
+        """This spec with any pydantic model class replaced by its JSON Schema.
+
+        Returns:
+            A spec that pickles without the model's class; ``self`` when it holds none.
+        """
+        return self
+
+    def compile(self, vocab: Any) -> BaseCompiledGrammar:
+        """Compile for ``vocab`` (cached, see ``structgen.fsm.compiler.compile_spec``)."""
+        from .compiler import compile_spec
+
+        return compile_spec(self, vocab)
+
+
+@dataclass(frozen=True)
+class Regex(RegexSpec):
+    """Output must fully match ``pattern`` (Python ``re`` dialect, no lookaround/backrefs).
+
+    Args:
+        pattern: the regex.
+        trigger: free text up to and including this string first (module docstring).
+        definitions: shared subpatterns ``pattern`` refers to (``LoweredRegex``).
+
+    Raises (at compile): RegexError, UnsupportedRegexError, GrammarTooComplexError.
+    """
+
+    pattern: str
+    trigger: str | None = None
+    definitions: tuple[str, ...] = ()
+
+    def lower(self, *, max_convert_seconds: float | None = None) -> LoweredRegex:
+        """The pattern and definitions as given."""
+        return LoweredRegex(self.pattern, tuple(self.definitions))
+
+    def cache_key(self) -> tuple:
+        """``("regex", pattern, trigger, definitions)``."""
+        return ("regex", self.pattern, self.trigger, tuple(self.definitions))
+
+
+@dataclass(frozen=True, eq=False)
+class JsonSchema(RegexSpec):
+    """Output must be one JSON document valid against ``schema``.
+
+    Args:
+        schema: a JSON Schema dict (or bool), a JSON string, or a pydantic model class.
+        whitespace: ``"compact"`` (no whitespace), ``"flexible"`` (bounded runs) or the
+            longest whitespace run.
+        strict: raise UnsupportedSchemaError on keywords that cannot be enforced.
+        allow_extra_properties: let objects without ``additionalProperties`` carry
+            unlisted keys (the spec's default); False generates only listed keys.
+        trigger: free text up to and including this string first (module docstring).
+        max_recursion_depth: expansions of one recursive ``$ref`` along a path; None:
+            ``compile_json_schema``'s default.
+
+    Raises (at compile): InvalidSchemaError, UnsupportedSchemaError, GrammarTooComplexError.
+    """
+
+    schema: Any
+    whitespace: str | int = "compact"
+    strict: bool = True
+    allow_extra_properties: bool = False
+    trigger: str | None = None
+    max_recursion_depth: int | None = None
+
+    def _depth(self) -> int:
+        from .json_schema import DEFAULT_MAX_RECURSION_DEPTH
+
+        depth = self.max_recursion_depth
+        return DEFAULT_MAX_RECURSION_DEPTH if depth is None else depth
+
+    def lower(self, *, max_convert_seconds: float | None = None) -> LoweredRegex:
+        """The schema checked against its metaschema, then converted (``json_schema``)."""
+        from ._schema_check import check_schema
+        from .json_schema import CONVERT_MAX_SECONDS, json_schema_to_shared
+
+        schema = schema_for(self.schema)
+        if isinstance(schema, dict):
+            check_schema(schema)  # jsonschema's verdict; common schemas by a fast table
+        warnings: list[str] = []
+        pattern, definitions = json_schema_to_shared(
+            schema, whitespace=self.whitespace, strict=self.strict,
+            allow_extra_properties=self.allow_extra_properties,
+            max_recursion_depth=self._depth(), warnings=warnings,
+            max_convert_seconds=CONVERT_MAX_SECONDS if max_convert_seconds is None
+            else max_convert_seconds,
+        )
+        return LoweredRegex(pattern, tuple(definitions), tuple(warnings))
+
+    def portable(self) -> JsonSchema:
+        """This spec with its schema as a dict or bool (``schema_for``)."""
+        if isinstance(self.schema, (dict, bool)):
+            return self
+        return dataclasses.replace(self, schema=schema_for(self.schema))
+
+    def cache_key(self) -> tuple:
+        """``("json", the schema as JSON text, options)``.
+
+        Raises:
+            InvalidSchemaError: the schema is not a dict, bool, JSON text or model class.
+        """
+        options = (self.whitespace, self.strict, self.allow_extra_properties, self._depth(),
+                   self.trigger)
+        return ("json", json.dumps(schema_for(self.schema), sort_keys=False), options)
+
+
+@dataclass(frozen=True)
+class Choice(RegexSpec):
+    """Output must be exactly one of ``options`` (any strings).
+
+    Args:
+        options: the strings.
+        trigger: free text up to and including this string first (module docstring).
+
+    Raises:
+        RequestError: ``options`` empty or not all strings.
+    """
+
+    options: tuple[str, ...]
+    trigger: str | None = None
+
+    def __init__(self, options: Any, trigger: str | None = None) -> None:
+        opts = tuple(options)
+        if not opts or not all(isinstance(o, str) for o in opts):
+            raise RequestError("Choice needs a non-empty list of strings")
+        object.__setattr__(self, "options", opts)
+        object.__setattr__(self, "trigger", trigger)
+
+    def lower(self, *, max_convert_seconds: float | None = None) -> LoweredRegex:
+        """One alternative per distinct option, each written literally."""
+        from .regex_escape import escape_literal
+
+        alternatives = (escape_literal(c) for c in dict.fromkeys(self.options))
+        return LoweredRegex("(?:" + "|".join(alternatives) + ")")
+
+    def cache_key(self) -> tuple:
+        """``("choice", options, trigger)``."""
+        return ("choice", self.options, self.trigger)
+
+
+@dataclass(frozen=True)
+class Concatenation(RegexSpec):
+    """Output must be the text of ``parts[0]``, then of ``parts[1]``, and so on.
+
+    Token healing uses it: the prompt's removed text (a one-option ``Choice``) followed by
+    the gen's constraint.
+
+    Args:
+        parts: one or more regex specs (``RegexSpec``), none with a trigger.
+        trigger: free text up to and including this string first (module docstring).
+
+    Raises:
+        RequestError: no parts, a part that is not a ``RegexSpec``, or a part with a trigger.
+    """
+
+    parts: tuple[RegexSpec, ...]
+    trigger: str | None = None
+
+    def __init__(self, parts: Any, trigger: str | None = None) -> None:
+        parts = tuple(parts)
+        if not parts:
+            raise RequestError("Concatenation needs at least one part")
+        for p in parts:
+            if not isinstance(p, RegexSpec):
+                raise RequestError("Concatenation joins Regex, JsonSchema, Choice or "
+                                   f"Concatenation specs; got {type(p).__name__}")
+            if p.trigger is not None:
+                raise RequestError("a part of a Concatenation cannot have a trigger; give it to "
+                                   "the Concatenation")
+        object.__setattr__(self, "parts", parts)
+        object.__setattr__(self, "trigger", trigger)
+
+    def lower(self, *, max_convert_seconds: float | None = None) -> LoweredRegex:
+        """The parts' regexes in order, their definitions renumbered into one list.
+
+        Raises:
+            UnsupportedRegexError: with shared definitions, a part's text holds a raw code
+                point of the placeholder range that is not its own placeholder.
+            GrammarTooComplexError: more definitions than placeholders.
+        """
+        from ._schema_refs import MAX_DEFINITIONS, PLACEHOLDER_BASE
+
+        lowered = [p.lower(max_convert_seconds=max_convert_seconds) for p in self.parts]
+        total = sum(len(low.definitions) for low in lowered)
+        if total > MAX_DEFINITIONS:
+            raise GrammarTooComplexError(f"a Concatenation shares {total} definitions, more than "
+                                         f"{MAX_DEFINITIONS}")
+        pieces: list[str] = []
+        definitions: list[str] = []
+        warnings: list[str] = []
+        for low in lowered:
+            own, offset = len(low.definitions), len(definitions)
+            texts = (low.pattern, *low.definitions)
+            if own < total and any(_has_code_point(t, PLACEHOLDER_BASE + own,
+                                                   PLACEHOLDER_BASE + total) for t in texts):
+                raise UnsupportedRegexError(
+                    "a raw code point of the shared-definition range in a Concatenation part; "
+                    "write it as an escape")
+            if offset:  # move this part's placeholders past the earlier parts' definitions
+                shift = {PLACEHOLDER_BASE + i: PLACEHOLDER_BASE + offset + i for i in range(own)}
+                texts = tuple(t.translate(shift) for t in texts)
+            pieces.append("(?:" + texts[0] + ")")
+            definitions.extend(texts[1:])
+            warnings.extend(low.warnings)
+        return LoweredRegex("".join(pieces), tuple(definitions), tuple(warnings))
+
+    def portable(self) -> Concatenation:
+        """This spec with its parts' ``portable`` forms."""
+        parts = tuple(p.portable() for p in self.parts)
+        same = all(a is b for a, b in zip(parts, self.parts, strict=True))
+        return self if same else Concatenation(parts, self.trigger)
+
+    def cache_key(self) -> tuple:
+        """``("concat", the parts' keys, trigger)``."""
+        return ("concat", tuple(p.cache_key() for p in self.parts), self.trigger)
+
+
+def _has_code_point(text: str, lo: int, hi: int) -> bool:
+    """True when ``text`` holds a raw code point in ``[lo, hi)``."""
+    return re.search(f"[{chr(lo)}-{chr(hi - 1)}]", text) is not None
+
+
+def to_constraint(value: Any) -> BaseSpec | BaseCompiledGrammar | None:
+    """Normalise what users pass as ``constraint``.
+
+    Args:
+        value: None, a spec, a compiled grammar, a JSON Schema dict, or a pydantic model
+            class.
+
+    Returns:
+        None, the spec or grammar as given, or a ``JsonSchema`` of a dict or model class.
+
+    Raises:
+        RequestError: anything else (names the type).
+    """
+    if value is None or isinstance(value, (BaseSpec, BaseCompiledGrammar)):
+        return value
+    if isinstance(value, dict):
+        return JsonSchema(value)
+    if isinstance(value, type) and hasattr(value, "model_json_schema"):
+        return JsonSchema(value)
+    if isinstance(value, str):
+        raise RequestError(
+            "a plain string is ambiguous as a constraint: wrap it as Regex(...) or "
+            "JsonSchema(json.loads(...))"
+        )
+    raise RequestError(f"unsupported constraint type {type(value).__name__}")
+
+
+def spec_of(value: Any) -> BaseSpec | None:
+    """The spec form of a constraint: what crosses a process boundary.
+
+    Args:
+        value: anything ``to_constraint`` accepts.
+
+    Returns:
+        None, the spec (``to_constraint``'s), or a compiled grammar's ``spec``.
+
+    Raises:
+        RequestError: as ``to_constraint``.
+    """
+    term = to_constraint(value)
+    return term.spec if isinstance(term, BaseCompiledGrammar) else term
+
+
+def schema_for(model_or_schema: Any) -> dict | bool:
+    """A JSON Schema from a dict, a bool, a JSON string or a pydantic model class.
+
+    Raises:
+        InvalidSchemaError: anything else, or a JSON string that does not parse.
+    """
+    if isinstance(model_or_schema, (dict, bool)):
+        return model_or_schema
+    if isinstance(model_or_schema, str):
+        try:
+            return json.loads(model_or_schema)
+        except json.JSONDecodeError as exc:
+            raise InvalidSchemaError(f"schema string is not JSON: {exc}") from exc
+    if isinstance(model_or_schema, type) and hasattr(model_or_schema, "model_json_schema"):
+        return model_or_schema.model_json_schema()
+    raise InvalidSchemaError(
+        "expected a JSON Schema dict or a pydantic model class, got "
+        f"{type(model_or_schema).__name__}"
+    )

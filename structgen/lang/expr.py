@@ -10,6 +10,7 @@ raises here, at the line that wrote it), and compose with ``+``::
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -18,6 +19,7 @@ from structgen.runtime.sampling_params import SamplingParams
 
 __all__ = [
     "Expr",
+    "ExprSource",
     "Text",
     "Gen",
     "Select",
@@ -46,8 +48,30 @@ class Expr:
         return Concat((as_expr(other), self))
 
 
+class ExprSource(ABC):
+    """A value a program can append that is not itself a node: it lowers to one.
+
+    ``Template`` is one (it lowers to a :class:`TemplateFill`). ``a + b`` with either side
+    an ``ExprSource`` concatenates its lowering.
+    """
+
+    @abstractmethod
+    def as_expr(self) -> Expr:
+        """The node appended in this value's place (pure: no model state is read).
+
+        Returns:
+            The expression node.
+        """
+
+    def __add__(self, other: Any) -> "Concat":
+        return self.as_expr() + other
+
+    def __radd__(self, other: Any) -> "Concat":
+        return other + self.as_expr()
+
+
 def as_expr(value: Any) -> Expr:
-    """A node from a node, a string, or a Template (a template appends its holes).
+    """A node from a node, a string, or an :class:`ExprSource` (a template appends its holes).
 
     Raises:
         RequestError: anything else (names the type).
@@ -56,9 +80,7 @@ def as_expr(value: Any) -> Expr:
         return value
     if isinstance(value, str):
         return Text(value)
-    from structgen.lang.template import Template
-
-    if isinstance(value, Template):
+    if isinstance(value, ExprSource):
         return value.as_expr()
     raise RequestError(
         f"a program can append a str, gen(...), select(...), a role or a template; "

@@ -70,15 +70,11 @@ def drive(backend: Any, steps: list[Any]) -> None:
             pass
     while pending:
         calls = [c for _, cs in pending for c in cs]
-        deltas = [c.on_delta for c in calls]
-        on_delta = None
-        if any(deltas):
-            def on_delta(i: int, text: str) -> None:
-                if deltas[i] is not None:
-                    deltas[i](text)
         outs = backend.generate(
-            [c.prompt_ids for c in calls], [c.params for c in calls],
-            [c.constraint for c in calls], on_delta,
+            [c.prompt_ids for c in calls],
+            [c.params for c in calls],
+            [c.constraint for c in calls],
+            _merged_deltas([c.on_delta for c in calls]),
         )
         nxt, i = [], 0
         for s, cs in pending:
@@ -88,6 +84,20 @@ def drive(backend: Any, steps: list[Any]) -> None:
             except StopIteration:
                 pass
         pending = nxt
+
+
+def _merged_deltas(
+    deltas: list[Callable[[str], None] | None],
+) -> Callable[[int, str], None] | None:
+    """One ``on_delta(call index, text)`` dispatching to each call's own; None if none."""
+    if not any(deltas):
+        return None
+
+    def on_delta(i: int, text: str) -> None:
+        if deltas[i] is not None:
+            deltas[i](text)
+
+    return on_delta
 
 
 def run_one(state: Any, expr: Expr) -> None:
@@ -174,8 +184,7 @@ def _template(state: Any, t: TemplateFill) -> Steps:
     if tpl.prefix:
         state._append(tpl.prefix)
     params = SamplingParams(max_tokens=t.max_tokens, temperature=t.temperature)
-    text, out = yield from _generate(state, Regex(tpl.pattern), params, t.token_healing,
-                                     "template")
+    text, out = yield from _generate(state, Regex(tpl.pattern), params, t.token_healing, "template")
     res = tpl.parse(text)
     res.output = out
     if t.result_name is not None:
@@ -185,8 +194,9 @@ def _template(state: Any, t: TemplateFill) -> Steps:
             state._capture(name, value, out)
 
 
-def _generate(state: Any, constraint: Any, params: SamplingParams, token_healing: bool,
-              what: str) -> Steps:
+def _generate(
+    state: Any, constraint: Any, params: SamplingParams, token_healing: bool, what: str
+) -> Steps:
     """One gen call on the prompt so far (healed); appends and returns (text, output)."""
     ids = state._prompt_ids()
     healing = heal(state.backend, ids) if token_healing else Healing(ids)
@@ -197,7 +207,7 @@ def _generate(state: Any, constraint: Any, params: SamplingParams, token_healing
     (out,) = yield [Call(healing.prompt_ids, params, constraint, on_delta)]
     if out.finish_reason == "error":
         raise RequestError(f"{what} failed: {out.error}")
-    text = out.text[len(healing.removed):] if out.text.startswith(healing.removed) else out.text
+    text = out.text[len(healing.removed) :] if out.text.startswith(healing.removed) else out.text
     state._append(text, streamed=on_delta is not None)
     return text, out
 
@@ -232,9 +242,10 @@ def _select(state: Any, sel: Select) -> Steps:
     fulls = [state._prompt_ids(opt) for opt in sel.options]
     # log-probs only from each option's first token on: the shared prompt's KV is
     # served by the prefix cache (the first request computes it, the rest reuse it)
-    params = [dataclasses.replace(_SELECT_PARAMS,
-                                  prompt_logprobs_start=max(1, common_prefix(base, f)))
-              for f in fulls]
+    params = [
+        dataclasses.replace(_SELECT_PARAMS, prompt_logprobs_start=max(1, common_prefix(base, f)))
+        for f in fulls
+    ]
     outs = yield [Call(f, p) for f, p in zip(fulls, params)]
     scores = [option_score(base, f, o) for f, o in zip(fulls, outs)]
     best = max(range(len(scores)), key=lambda i: (scores[i], -i))
@@ -273,7 +284,8 @@ def _parse_json(text: str, schema: Any, finish_reason: str | None) -> Any:
     if finish_reason == "length":
         raise ExtractionError(
             "gen(json_schema=...) hit max_tokens before the JSON was complete; raise max_tokens",
-            raw_text=text, finish_reason=finish_reason,
+            raw_text=text,
+            finish_reason=finish_reason,
         )
     try:
         value = json.loads(text)

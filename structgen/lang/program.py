@@ -1,10 +1,10 @@
-"""The user-facing entry points: ``@structgen.function`` programs and ``structgen.template``.
+r"""The user-facing entry points: ``@structgen.function`` programs and ``structgen.template``.
 
 ::
 
     @structgen.function
     def qa(s, question):
-        s += "Q: " + question + "\\nA:" + structgen.gen("answer", stop="\\n")
+        s += "Q: " + question + "\nA:" + structgen.gen("answer", stop="\n")
 
     state = qa.run(question="2+2?")            # default backend
     print(state["answer"])
@@ -12,8 +12,8 @@
         print(chunk, end="")
     states = qa.run_batch([{"question": q} for q in qs], progress_bar=True)
 
-    form = structgen.template("Name: {name}\\nAge: {age:int}\\n")
-    form.run(prompt="Maria Lopez, 34.\\n")         # {"name": "Maria Lopez", "age": 34}
+    form = structgen.template("Name: {name}\nAge: {age:int}\n")
+    form.run(prompt="Maria Lopez, 34.\n")         # {"name": "Maria Lopez", "age": 34}
 
 Programs and templates are the user-facing entry points: they build a
 :class:`~structgen.lang.state.ProgramState` on a backend, whose ``+=`` hands each
@@ -53,6 +53,7 @@ class Program:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the program: the same as :meth:`run` with the same arguments."""
         return self.run(*args, **kwargs)
 
     def _execute(self, state: ProgramState, args: tuple, kwargs: dict) -> ProgramState:
@@ -64,12 +65,14 @@ class Program:
             raise _program_error(self.fn, exc) from exc
         return state
 
-    def run(self, *args: Any, backend: Any = None, stream: bool = False,
-            **kwargs: Any) -> ProgramState | "StreamingRun":
+    def run(
+        self, *args: Any, backend: Any = None, stream: bool = False, **kwargs: Any
+    ) -> ProgramState | "StreamingRun":
         """Run the program once.
 
         Args:
-            *args, **kwargs: the program's own arguments.
+            *args: the program's own positional arguments.
+            **kwargs: the program's own keyword arguments.
             backend: an Engine; None = the default backend (``set_default_backend``,
                 else a default ``Engine()`` created once).
             stream: return a :class:`StreamingRun` that yields text as it is produced.
@@ -86,9 +89,14 @@ class Program:
             return StreamingRun(self, b, args, kwargs)
         return self._execute(ProgramState(b), args, kwargs)
 
-    def run_batch(self, batch_kwargs: list[dict], backend: Any = None,
-                  progress_bar: bool = True, num_threads: int = 16,
-                  errors: str = "raise") -> list[Any]:
+    def run_batch(
+        self,
+        batch_kwargs: list[dict],
+        backend: Any = None,
+        progress_bar: bool = True,
+        num_threads: int = 16,
+        errors: str = "raise",
+    ) -> list[Any]:
         """Run the program once per kwargs dict, concurrently (continuously batched).
 
         Each run is a thread; their generation calls join the same engine steps.
@@ -205,7 +213,8 @@ def _program_error(fn: Callable[..., Any], exc: BaseException) -> ProgramError:
     line = f"\n    {frame.line}" if frame and frame.line else ""
     return ProgramError(
         f"program {fn.__name__!r} failed at {where}: {type(exc).__name__}: {exc}{line}",
-        filename=frame.filename if frame else "", lineno=frame.lineno if frame else 0,
+        filename=frame.filename if frame else "",
+        lineno=frame.lineno if frame else 0,
         original=exc,
     )
 
@@ -217,8 +226,14 @@ class TemplateProgram(Template):
     :meth:`run` fills it after a prompt on a backend.
     """
 
-    def run(self, prompt: Any = "", backend: Any = None, max_tokens: int = 1024,
-            temperature: float = 0.0, token_healing: bool = True) -> TemplateResult:
+    def run(
+        self,
+        prompt: Any = "",
+        backend: Any = None,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        token_healing: bool = True,
+    ) -> TemplateResult:
         """Fill the template after ``prompt`` in one constrained request.
 
         Args:

@@ -59,7 +59,9 @@ class ProgramState:
         try:
             return self._captures[name]
         except KeyError:
-            raise KeyError(f"no capture named {name!r}; captured: {sorted(self._captures)}") from None
+            raise KeyError(
+                f"no capture named {name!r}; captured: {sorted(self._captures)}"
+            ) from None
 
     def __contains__(self, name: str) -> bool:
         return name in self._captures
@@ -137,7 +139,11 @@ class ProgramState:
         c = ProgramState(self.backend, sink)
         c._parts = list(self._parts)
         c._messages = [dict(m) for m in self._messages]
-        c._is_chat, c._open_role, c._open_content = self._is_chat, self._open_role, self._open_content
+        c._is_chat, c._open_role, c._open_content = (
+            self._is_chat,
+            self._open_role,
+            self._open_content,
+        )
         c._captures = dict(self._captures)
         c.outputs = dict(self.outputs)
         c._scores = dict(self._scores)
@@ -210,4 +216,3 @@ class ProgramState:
         """End the open chat turn: its text becomes a message."""
         self._messages.append({"role": self._open_role, "content": self._open_content})
         self._open_role, self._open_content = None, ""
-

@@ -1,9 +1,9 @@
-"""Templates: fixed text with typed holes, compiled into ONE regex and run as one request.
+r"""Templates: fixed text with typed holes, compiled into ONE regex and run as one request.
 
 ::
 
-    t = structgen.template("Name: {name}\\nAge: {age:int}\\nCity: {city:regex=[A-Z][a-z]+}")
-    values = t.run(prompt="Maria Lopez, 34, lives in Lyon.\\n")   # {"name": ..., "age": 34, ...}
+    t = structgen.template("Name: {name}\nAge: {age:int}\nCity: {city:regex=[A-Z][a-z]+}")
+    values = t.run(prompt="Maria Lopez, 34, lives in Lyon.\n")   # {"name": ..., "age": 34, ...}
 
 This module is the template's IR and its pure lowering (holes to one regex, output text
 back to typed values); it imports no runner, state or backend. ``run`` belongs to

@@ -13,8 +13,7 @@ import pytest
 
 from tests.test_layering import PACKAGE, imports_of
 
-ORDER = ("expr", "template", "healing", "backend", "openai_backend", "driver", "state",
-         "program")
+ORDER = ("expr", "template", "healing", "backend", "openai_backend", "driver", "state", "program")
 IR = ("expr", "template")
 NOT_FOR_THE_IR = ("driver", "state", "backend", "openai_backend", "program")
 
@@ -36,7 +35,8 @@ def violations(source: str, name: str) -> list[str]:
     found = []
     for line, other in _lang_imports(source, name):
         if name in IR and other in NOT_FOR_THE_IR:
-            found.append(f"lang.{name}:{line} imports lang.{other} (the IR imports no runner, state or backend)")
+            why = "the IR imports no runner, state or backend"
+            found.append(f"lang.{name}:{line} imports lang.{other} ({why})")
         elif other not in ORDER or ORDER.index(other) >= ORDER.index(name):
             found.append(f"lang.{name}:{line} imports lang.{other} (against the order)")
     return found
@@ -55,27 +55,39 @@ def test_lang_modules_import_one_way():
     assert not found, "lang imports against the order:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("name, source, why", [
-    ("template", "def run(self):\n    from structgen.lang.state import ProgramState\n",
-     "the IR"),
-    ("template", "from structgen.lang import backend\n", "the IR"),
-    ("expr", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-             "    from .driver import drive\n", "the IR"),
-    ("expr", "def f():\n    from structgen.lang.template import Template\n", "against"),
-    ("driver", "def f():\n    from structgen.lang.state import ProgramState\n", "against"),
-    ("state", "from structgen.lang.program import Program\n", "against"),
-    ("driver", "from structgen.lang import driver\n", "against"),
-])
+@pytest.mark.parametrize(
+    "name, source, why",
+    [
+        (
+            "template",
+            "def run(self):\n    from structgen.lang.state import ProgramState\n",
+            "the IR",
+        ),
+        ("template", "from structgen.lang import backend\n", "the IR"),
+        (
+            "expr",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .driver import drive\n",
+            "the IR",
+        ),
+        ("expr", "def f():\n    from structgen.lang.template import Template\n", "against"),
+        ("driver", "def f():\n    from structgen.lang.state import ProgramState\n", "against"),
+        ("state", "from structgen.lang.program import Program\n", "against"),
+        ("driver", "from structgen.lang import driver\n", "against"),
+    ],
+)
 def test_an_injected_violation_is_found(name, source, why):
     (found,) = violations(source, name)
     assert found.startswith(f"lang.{name}:") and f"({why}" in found
 
 
-@pytest.mark.parametrize("name, source", [
-    ("template", "from structgen.lang.expr import TemplateFill\n"),
-    ("state", "from .driver import run_one\nfrom . import expr\n"),
-    ("program", "from structgen.lang import expr as E\n"),
-    ("expr", "from structgen.fsm.spec import Regex\n"),
-])
+@pytest.mark.parametrize(
+    "name, source",
+    [
+        ("template", "from structgen.lang.expr import TemplateFill\n"),
+        ("state", "from .driver import run_one\nfrom . import expr\n"),
+        ("program", "from structgen.lang import expr as E\n"),
+        ("expr", "from structgen.fsm.spec import Regex\n"),
+    ],
+)
 def test_an_allowed_import_passes(name, source):
     assert violations(source, name) == []

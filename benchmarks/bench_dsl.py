@@ -103,7 +103,7 @@ def gen_program():
     gen's regex the hole's pattern followed by the newline that ends it."""
     import structgen
     from structgen import assistant, gen, user
-    from structgen.lang.template import template
+    from structgen.lang.program import template
 
     holes = template(TEMPLATE, max_chars=MAX_CHARS).holes
     keys = [f"{key}: " for key, _ in FIELDS[1:]] + [""]

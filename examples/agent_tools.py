@@ -21,8 +21,10 @@ def multiply(a: int, b: int) -> int:
 NUMS = {"type": "integer", "minimum": -1000, "maximum": 1000}
 TOOLS = {
     "add": (add, {"type": "object", "properties": {"a": NUMS, "b": NUMS}, "required": ["a", "b"]}),
-    "multiply": (multiply, {"type": "object", "properties": {"a": NUMS, "b": NUMS},
-                            "required": ["a", "b"]}),
+    "multiply": (
+        multiply,
+        {"type": "object", "properties": {"a": NUMS, "b": NUMS}, "required": ["a", "b"]},
+    ),
     "finish": (None, None),
 }
 

@@ -18,8 +18,10 @@ def classify(s, review):
 
 
 if __name__ == "__main__":
-    reviews = ["I loved it, wonderful food and friendly staff!",
-               "Terrible service, cold food, never again."]
+    reviews = [
+        "I loved it, wonderful food and friendly staff!",
+        "Terrible service, cold food, never again.",
+    ]
     states = classify.run_batch([{"review": r} for r in reviews], progress_bar=True)
     for review, st in zip(reviews, states):
         scores = st.select_scores("label")

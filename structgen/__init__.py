@@ -61,7 +61,7 @@ _LAZY = {
     "system": "structgen.lang.expr",
     "user": "structgen.lang.expr",
     "assistant": "structgen.lang.expr",
-    "template": "structgen.lang.template",
+    "template": "structgen.lang.program",
     "set_default_backend": "structgen.lang.backend",
     "OpenAIBackend": "structgen.lang.openai_backend",
     "ProgramState": "structgen.lang.state",

@@ -19,8 +19,13 @@ from structgen.errors import RequestError
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.sampling_params import SamplingParams
 
-__all__ = ["TokenizerBackend", "EngineBackend", "set_default_backend", "get_default_backend",
-           "as_backend"]
+__all__ = [
+    "TokenizerBackend",
+    "EngineBackend",
+    "set_default_backend",
+    "get_default_backend",
+    "as_backend",
+]
 
 
 class TokenizerBackend:
@@ -69,9 +74,13 @@ class TokenizerBackend:
         """Ids of the tokenizer's special tokens (never healed)."""
         return frozenset(self.tokenizer.all_special_ids)
 
-    def generate(self, prompts: Sequence[list[int]], params: Sequence[SamplingParams],
-                 constraints: Sequence[Any],
-                 on_delta: Callable[[int, str], None] | None = None) -> list[RequestOutput]:
+    def generate(
+        self,
+        prompts: Sequence[list[int]],
+        params: Sequence[SamplingParams],
+        constraints: Sequence[Any],
+        on_delta: Callable[[int, str], None] | None = None,
+    ) -> list[RequestOutput]:
         """Run the prompts as one batch; see :meth:`EngineBackend.generate`."""
         raise NotImplementedError  # pragma: no cover - abstract
 
@@ -120,13 +129,16 @@ class EngineBackend(TokenizerBackend):
         if not (len(prompts) == len(params) == len(constraints)):
             raise RequestError("prompts, params and constraints must have equal lengths")
         with self._lock:
-            reqs = [self.engine.make_request(p, sp, c)
-                    for p, sp, c in zip(prompts, params, constraints)]
+            reqs = [
+                self.engine.make_request(p, sp, c) for p, sp, c in zip(prompts, params, constraints)
+            ]
         listener = None
         if on_delta is not None:
+
             def listener(i: int, out: RequestOutput) -> None:
                 if out.delta_text:
                     on_delta(i, out.delta_text)
+
         return self.engine.run_requests(reqs, listener)
 
 
@@ -156,12 +168,14 @@ def as_backend(backend: Any) -> TokenizerBackend:
                 b = _backends[backend] = EngineBackend(backend)
             return b
     raise RequestError(
-        f"backend must be a structgen Engine or OpenAIBackend, got {type(backend).__name__}")
+        f"backend must be a structgen Engine or OpenAIBackend, got {type(backend).__name__}"
+    )
 
 
 def set_default_backend(backend: Any) -> None:
     """Use ``backend`` (an Engine or OpenAIBackend) for programs and templates run without
-    ``backend=``; None restores the default."""
+    ``backend=``; None restores the default.
+    """
     b = as_backend(backend) if backend is not None else None
     with _default_lock:
         _default[:] = [b] if b is not None else []

@@ -1,18 +1,63 @@
-"""Driving interpreters: one backend call per round, a fork's branches in lock-step.
+"""The DSL's runner: interprets expression nodes on a program state against its backend.
 
-A state's interpreter (``ProgramState._exec``) is a generator that yields lists of
-``Call``s and receives their outputs; :func:`drive` merges the pending calls of several
-interpreters into one ``backend.generate`` batch per round.
+:func:`interpret` turns one expression into a generator that yields lists of
+:class:`Call` objects (one generation call per prompt) and receives their outputs; it writes
+the results into the state (text, chat turns, captures, select scores). :func:`drive`
+merges the pending calls of several interpreters into one ``backend.generate`` batch per
+round, so a fork's branches run in lock-step; :func:`run_one` drives a single state.
+
+The runner reads the IR (``expr``, ``template``) and writes a state through the
+``ProgramState`` methods named in its docstring; it imports neither ``state`` nor a
+backend module (``ProgramState.__iadd__`` calls down into :func:`run_one`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Generator
 
-from structgen.errors import RequestError
-from structgen.lang.expr import Expr, as_expr
+from structgen.errors import ExtractionError, RequestError
+from structgen.fsm.spec import Regex
+from structgen.lang.expr import (
+    Concat,
+    Expr,
+    Gen,
+    Role,
+    Select,
+    TemplateFill,
+    Text,
+    as_expr,
+)
+from structgen.lang.healing import Healing, heal
+from structgen.runtime.outputs import RequestOutput
+from structgen.runtime.sampling_params import SamplingParams
 
-__all__ = ["ForkedStates", "drive", "run_one"]
+__all__ = [
+    "Call",
+    "ForkedStates",
+    "common_prefix",
+    "drive",
+    "interpret",
+    "option_score",
+    "run_one",
+]
+
+_SELECT_PARAMS = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
+
+
+@dataclass
+class Call:
+    """One generation call: what a backend runs for one prompt."""
+
+    prompt_ids: list[int]
+    params: SamplingParams
+    constraint: Any = None
+    on_delta: Callable[[str], None] | None = None
+
+
+Steps = Generator[list[Call], list[RequestOutput], None]
 
 
 def drive(backend: Any, steps: list[Any]) -> None:
@@ -25,15 +70,11 @@ def drive(backend: Any, steps: list[Any]) -> None:
             pass
     while pending:
         calls = [c for _, cs in pending for c in cs]
-        deltas = [c.on_delta for c in calls]
-        on_delta = None
-        if any(deltas):
-            def on_delta(i: int, text: str) -> None:
-                if deltas[i] is not None:
-                    deltas[i](text)
         outs = backend.generate(
-            [c.prompt_ids for c in calls], [c.params for c in calls],
-            [c.constraint for c in calls], on_delta,
+            [c.prompt_ids for c in calls],
+            [c.params for c in calls],
+            [c.constraint for c in calls],
+            _merged_deltas([c.on_delta for c in calls]),
         )
         nxt, i = [], 0
         for s, cs in pending:
@@ -45,9 +86,23 @@ def drive(backend: Any, steps: list[Any]) -> None:
         pending = nxt
 
 
+def _merged_deltas(
+    deltas: list[Callable[[str], None] | None],
+) -> Callable[[int, str], None] | None:
+    """One ``on_delta(call index, text)`` dispatching to each call's own; None if none."""
+    if not any(deltas):
+        return None
+
+    def on_delta(i: int, text: str) -> None:
+        if deltas[i] is not None:
+            deltas[i](text)
+
+    return on_delta
+
+
 def run_one(state: Any, expr: Expr) -> None:
     """Interpret ``expr`` on one state."""
-    drive(state.backend, [state._exec(expr)])
+    drive(state.backend, [interpret(state, expr)])
 
 
 class ForkedStates(list):
@@ -75,7 +130,7 @@ class ForkedStates(list):
             for i, s in enumerate(self):
                 s._seed_offset = saved[i] + i
         try:
-            drive(self[0].backend, [s._exec(e) for s, e in zip(self, exprs)])
+            drive(self[0].backend, [interpret(s, e) for s, e in zip(self, exprs)])
         finally:
             for s, off in zip(self, saved):
                 s._seed_offset = off
@@ -83,3 +138,159 @@ class ForkedStates(list):
 
     def __getitem__(self, i):
         return list.__getitem__(self, i)
+
+
+# ------------------------------------------------------------------ interpreter
+def interpret(state: Any, expr: Expr) -> Steps:
+    """Interpret ``expr`` on ``state``: yields lists of calls, receives their outputs.
+
+    Args:
+        state: the ``ProgramState`` written to.
+        expr: the node to run (``as_expr`` admits only the nodes handled here).
+
+    Returns:
+        A generator: each ``yield`` is a list of :class:`Call`; ``send`` it one
+        ``RequestOutput`` per call, in order (what :func:`drive` does).
+
+    Raises:
+        RequestError: a gen/select cannot be made here or its request failed.
+        ExtractionError: a ``json_schema`` gen's text is not the JSON asked for.
+    """
+    if isinstance(expr, Text):
+        state._append(expr.text)
+    elif isinstance(expr, Concat):
+        for part in expr.parts:
+            yield from interpret(state, part)
+    elif isinstance(expr, Role):
+        yield from _role(state, expr)
+    elif isinstance(expr, Gen):
+        yield from _gen(state, expr)
+    elif isinstance(expr, Select):
+        yield from _select(state, expr)
+    elif isinstance(expr, TemplateFill):
+        yield from _template(state, expr)
+    else:  # pragma: no cover - as_expr admits only the nodes above
+        raise RequestError(f"cannot run {type(expr).__name__}")
+
+
+def _role(state: Any, expr: Role) -> Steps:
+    state._open_turn(expr.role)
+    yield from interpret(state, expr.body)
+    state._close_turn()
+
+
+def _template(state: Any, t: TemplateFill) -> Steps:
+    tpl = t.template
+    if tpl.prefix:
+        state._append(tpl.prefix)
+    params = SamplingParams(max_tokens=t.max_tokens, temperature=t.temperature)
+    text, out = yield from _generate(state, Regex(tpl.pattern), params, t.token_healing, "template")
+    res = tpl.parse(text)
+    res.output = out
+    if t.result_name is not None:
+        state._capture(t.result_name, res, out)
+    else:
+        for name, value in res.items():
+            state._capture(name, value, out)
+
+
+def _generate(
+    state: Any, constraint: Any, params: SamplingParams, token_healing: bool, what: str
+) -> Steps:
+    """One gen call on the prompt so far (healed); appends and returns (text, output)."""
+    ids = state._prompt_ids()
+    healing = heal(state.backend, ids) if token_healing else Healing(ids)
+    if healing.removed:
+        constraint = healing.constraint(constraint)
+        params = dataclasses.replace(params, max_tokens=params.max_tokens + 1)
+    on_delta = _stream_delta(state, len(healing.removed)) if state._sink else None
+    (out,) = yield [Call(healing.prompt_ids, params, constraint, on_delta)]
+    if out.finish_reason == "error":
+        raise RequestError(f"{what} failed: {out.error}")
+    text = out.text[len(healing.removed) :] if out.text.startswith(healing.removed) else out.text
+    state._append(text, streamed=on_delta is not None)
+    return text, out
+
+
+def _gen(state: Any, g: Gen) -> Steps:
+    params = g.params
+    if params.seed is not None and state._seed_offset:
+        params = dataclasses.replace(params, seed=params.seed + state._seed_offset)
+    text, out = yield from _generate(
+        state, g.constraint, params, g.token_healing, f"gen {g.name!r}"
+    )
+    value: Any = text
+    if g.schema is not None:
+        value = _parse_json(text, g.schema, out.finish_reason)
+    state._capture(g.name, value, out)
+
+
+def _stream_delta(state: Any, skip: int) -> Callable[[str], None]:
+    left = [skip]  # healed text the output repeats first, not streamed again
+
+    def on_delta(text: str) -> None:
+        cut = min(left[0], len(text))
+        left[0] -= cut
+        if text[cut:] and state._sink is not None:
+            state._sink(text[cut:])
+
+    return on_delta
+
+
+def _select(state: Any, sel: Select) -> Steps:
+    base = state._prompt_ids()
+    fulls = [state._prompt_ids(opt) for opt in sel.options]
+    # log-probs only from each option's first token on: the shared prompt's KV is
+    # served by the prefix cache (the first request computes it, the rest reuse it)
+    params = [
+        dataclasses.replace(_SELECT_PARAMS, prompt_logprobs_start=max(1, common_prefix(base, f)))
+        for f in fulls
+    ]
+    outs = yield [Call(f, p) for f, p in zip(fulls, params)]
+    scores = [option_score(base, f, o) for f, o in zip(fulls, outs)]
+    best = max(range(len(scores)), key=lambda i: (scores[i], -i))
+    choice = sel.options[best]
+    state._append(choice)
+    state._capture(sel.name, choice)
+    if sel.name is not None:
+        state._scores[sel.name] = dict(zip(sel.options, scores))
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common leading run of two token id lists."""
+    k = 0
+    while k < min(len(a), len(b)) and a[k] == b[k]:
+        k += 1
+    return k
+
+
+def option_score(base: list[int], full: list[int], out: RequestOutput) -> float:
+    """Mean log-probability of ``full``'s tokens after its common prefix with ``base``.
+
+    The option's tokens are those of ``prompt + option`` past the longest common token
+    prefix with the prompt alone (so a token merged across the boundary counts).
+
+    Raises:
+        RequestError: the request failed (no prompt log-probabilities).
+    """
+    if out.finish_reason == "error" or out.prompt_logprobs is None:
+        raise RequestError(f"select could not score an option: {out.error}")
+    positions = range(max(common_prefix(base, full), 1), len(full))
+    lps = [out.prompt_logprobs[j][full[j]] for j in positions]
+    return sum(lps) / max(1, len(lps))
+
+
+def _parse_json(text: str, schema: Any, finish_reason: str | None) -> Any:
+    if finish_reason == "length":
+        raise ExtractionError(
+            "gen(json_schema=...) hit max_tokens before the JSON was complete; raise max_tokens",
+            raw_text=text,
+            finish_reason=finish_reason,
+        )
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ExtractionError(f"generated text is not JSON: {exc}", text, finish_reason) from exc
+    if isinstance(schema, type) and hasattr(schema, "model_validate"):
+        return schema.model_validate(value)
+    return value

@@ -1,15 +1,16 @@
-"""The language's expression nodes: immutable values that a program appends to its state.
+r"""The language's expression nodes: immutable values that a program appends to its state.
 
 ``s += expr`` runs ``expr`` against the program state ``s`` (see ``state.py``). The nodes
 hold only their spec (no model state), validate it when built (a bad regex or schema
 raises here, at the line that wrote it), and compose with ``+``::
 
-    s += "Q: " + question + "\\nA:" + gen("answer", stop="\\n")
+    s += "Q: " + question + "\nA:" + gen("answer", stop="\n")
     s += assistant("Category: " + select("c", ["spam", "ham"]))
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -18,6 +19,7 @@ from structgen.runtime.sampling_params import SamplingParams
 
 __all__ = [
     "Expr",
+    "ExprSource",
     "Text",
     "Gen",
     "Select",
@@ -46,8 +48,30 @@ class Expr:
         return Concat((as_expr(other), self))
 
 
+class ExprSource(ABC):
+    """A value a program can append that is not itself a node: it lowers to one.
+
+    ``Template`` is one (it lowers to a :class:`TemplateFill`). ``a + b`` with either side
+    an ``ExprSource`` concatenates its lowering.
+    """
+
+    @abstractmethod
+    def as_expr(self) -> Expr:
+        """The node appended in this value's place (pure: no model state is read).
+
+        Returns:
+            The expression node.
+        """
+
+    def __add__(self, other: Any) -> "Concat":
+        return self.as_expr() + other
+
+    def __radd__(self, other: Any) -> "Concat":
+        return other + self.as_expr()
+
+
 def as_expr(value: Any) -> Expr:
-    """A node from a node, a string, or a Template (a template appends its holes).
+    """A node from a node, a string, or an :class:`ExprSource` (a template appends its holes).
 
     Raises:
         RequestError: anything else (names the type).
@@ -56,9 +80,7 @@ def as_expr(value: Any) -> Expr:
         return value
     if isinstance(value, str):
         return Text(value)
-    from structgen.lang.template import Template
-
-    if isinstance(value, Template):
+    if isinstance(value, ExprSource):
         return value.as_expr()
     raise RequestError(
         f"a program can append a str, gen(...), select(...), a role or a template; "
@@ -108,7 +130,8 @@ class Role(Expr):
 class TemplateFill(Expr):
     """Fill a :class:`~structgen.lang.template.Template`: its fixed prefix as text, the
     rest as one constrained gen; each hole becomes a capture (or, with ``result_name``,
-    one capture holding the TemplateResult)."""
+    one capture holding the TemplateResult).
+    """
 
     template: Any
     max_tokens: int = 1024
@@ -187,7 +210,10 @@ def gen(
         max_tokens: most tokens to generate.
         stop: stop string(s), not included in the text.
         temperature: 0 (the default) is greedy.
-        top_p, top_k, seed: as in :class:`SamplingParams`.
+        top_p: nucleus sampling mass in (0, 1]; 1 disables it (:class:`SamplingParams`).
+        top_k: keep the k most likely tokens; -1 disables it (:class:`SamplingParams`).
+        seed: seed of this gen's own generator, None for unseeded (branch ``i`` of a
+            broadcast fork uses ``seed + i``).
         regex: the text must fully match this regex.
         json_schema: a JSON Schema dict or pydantic model class; the capture is the
             parsed value (a dict, or a model instance).
@@ -208,8 +234,12 @@ def gen(
     if sum(x is not None for x in (regex, json_schema, choices)) > 1:
         raise RequestError("gen takes at most one of regex=, json_schema=, choices=")
     params = SamplingParams(
-        max_tokens=max_tokens, stop=stop, temperature=temperature, top_p=top_p,
-        top_k=top_k, seed=seed,
+        max_tokens=max_tokens,
+        stop=stop,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        seed=seed,
     )
     constraint = None
     if regex is not None:

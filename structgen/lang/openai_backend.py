@@ -68,18 +68,28 @@ def _constraint_fields(term: Any) -> dict:
     if isinstance(term, Choice):
         return {"choice": list(term.options), **extra}
     if isinstance(term, JsonSchema):
-        if (term.whitespace != "compact" or not term.strict
-                or term.max_recursion_depth not in (None, DEFAULT_MAX_RECURSION_DEPTH)):
-            raise RequestError("OpenAIBackend sends JsonSchema with the server's defaults "
-                               "only (whitespace='compact', strict=True, max_recursion_depth)")
-        spec = {"name": "output", "schema": schema_for(term.schema),
-                "strict": not term.allow_extra_properties}
+        if (
+            term.whitespace != "compact"
+            or not term.strict
+            or term.max_recursion_depth not in (None, DEFAULT_MAX_RECURSION_DEPTH)
+        ):
+            raise RequestError(
+                "OpenAIBackend sends JsonSchema with the server's defaults "
+                "only (whitespace='compact', strict=True, max_recursion_depth)"
+            )
+        spec = {
+            "name": "output",
+            "schema": schema_for(term.schema),
+            "strict": not term.allow_extra_properties,
+        }
         return {"response_format": {"type": "json_schema", "json_schema": spec}, **extra}
     if isinstance(term, RegexSpec):
         return {"regex": term.lower().text(), **extra}
-    raise RequestError(f"OpenAIBackend cannot send a {type(term).__name__} constraint: it has no "
-                       "wire form (the server reads Regex, JsonSchema, Choice and specs that "
-                       "lower to a regex)")
+    raise RequestError(
+        f"OpenAIBackend cannot send a {type(term).__name__} constraint: it has no "
+        "wire form (the server reads Regex, JsonSchema, Choice and specs that "
+        "lower to a regex)"
+    )
 
 
 def request_body(prompt_ids: list[int], params: SamplingParams, constraint: Any) -> dict:
@@ -98,8 +108,10 @@ def request_body(prompt_ids: list[int], params: SamplingParams, constraint: Any)
     if params.n != 1:
         raise RequestError("OpenAIBackend sends one completion per call (n must be 1)")
     std: dict[str, Any] = {
-        "prompt": list(prompt_ids), "max_tokens": params.max_tokens,
-        "temperature": params.temperature, "top_p": params.top_p,
+        "prompt": list(prompt_ids),
+        "max_tokens": params.max_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
         "presence_penalty": params.presence_penalty,
         "frequency_penalty": params.frequency_penalty,
     }
@@ -112,11 +124,18 @@ def request_body(prompt_ids: list[int], params: SamplingParams, constraint: Any)
     if params.prompt_logprobs is not None:
         std["echo"] = True
         std["logprobs"] = params.prompt_logprobs
-    extra: dict[str, Any] = {"logprob_start_len": params.prompt_logprobs_start} if (
-        params.prompt_logprobs is not None and params.prompt_logprobs_start) else {}
-    extra |= {"top_k": params.top_k, "min_p": params.min_p,
-                             "min_tokens": params.min_tokens, "ignore_eos": params.ignore_eos,
-                             "repetition_penalty": params.repetition_penalty}
+    extra: dict[str, Any] = (
+        {"logprob_start_len": params.prompt_logprobs_start}
+        if (params.prompt_logprobs is not None and params.prompt_logprobs_start)
+        else {}
+    )
+    extra |= {
+        "top_k": params.top_k,
+        "min_p": params.min_p,
+        "min_tokens": params.min_tokens,
+        "ignore_eos": params.ignore_eos,
+        "repetition_penalty": params.repetition_penalty,
+    }
     if params.stop_token_ids:
         extra["stop_token_ids"] = list(params.stop_token_ids)
     extra.update(_constraint_fields(constraint))
@@ -143,9 +162,16 @@ class OpenAIBackend(TokenizerBackend):
         ModelNotFoundError, ModelLoadError: the tokenizer cannot be loaded.
     """
 
-    def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None,
-                 tokenizer: Any = None, timeout: float = 300.0, max_concurrency: int = 16,
-                 max_retries: int = 2) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        api_key: str | None = None,
+        tokenizer: Any = None,
+        timeout: float = 300.0,
+        max_concurrency: int = 16,
+        max_retries: int = 2,
+    ) -> None:
         import openai
 
         from structgen.fsm import Vocabulary
@@ -156,8 +182,11 @@ class OpenAIBackend(TokenizerBackend):
             url += "/v1"
         self.base_url = url
         self.client = openai.OpenAI(
-            base_url=url, api_key=api_key or openai_api_key() or "none",
-            timeout=timeout, max_retries=max_retries)
+            base_url=url,
+            api_key=api_key or openai_api_key() or "none",
+            timeout=timeout,
+            max_retries=max_retries,
+        )
         if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)):
             from structgen.runtime.loader.tokenizer import load_tokenizer
 
@@ -225,8 +254,14 @@ class OpenAIBackend(TokenizerBackend):
         ]
         return [f.result() for f in futures]
 
-    def _one(self, model: str, body: dict, n_prompt: int, index: int,
-             on_delta: Callable[[int, str], None] | None) -> RequestOutput:
+    def _one(
+        self,
+        model: str,
+        body: dict,
+        n_prompt: int,
+        index: int,
+        on_delta: Callable[[int, str], None] | None,
+    ) -> RequestOutput:
         import openai
 
         t0 = time.perf_counter()
@@ -234,10 +269,12 @@ class OpenAIBackend(TokenizerBackend):
             if on_delta is not None and "echo" not in body["standard"]:
                 return self._stream(model, body, index, on_delta, t0)
             resp = self.client.completions.create(
-                model=model, extra_body=body["extra_body"], **body["standard"])
+                model=model, extra_body=body["extra_body"], **body["standard"]
+            )
         except openai.APIStatusError as exc:
-            return RequestOutput(finish_reason="error",
-                                 error=f"HTTP {exc.status_code}: {_message(exc)}")
+            return RequestOutput(
+                finish_reason="error", error=f"HTTP {exc.status_code}: {_message(exc)}"
+            )
         except openai.OpenAIError as exc:
             return RequestOutput(finish_reason="error", error=f"{type(exc).__name__}: {exc}")
         choice = resp.choices[0]
@@ -248,14 +285,23 @@ class OpenAIBackend(TokenizerBackend):
             echoed = self.tokenizer.decode(body["standard"]["prompt"])
             text = text.removeprefix(echoed)
         metrics = _metrics(resp.usage, n_prompt)
-        return RequestOutput(text=text, finish_reason=choice.finish_reason, metrics=metrics,
-                             prompt_logprobs=prompt_lps)
+        return RequestOutput(
+            text=text,
+            finish_reason=choice.finish_reason,
+            metrics=metrics,
+            prompt_logprobs=prompt_lps,
+        )
 
-    def _stream(self, model: str, body: dict, index: int,
-                on_delta: Callable[[int, str], None], t0: float) -> RequestOutput:
+    def _stream(
+        self, model: str, body: dict, index: int, on_delta: Callable[[int, str], None], t0: float
+    ) -> RequestOutput:
         stream = self.client.completions.create(
-            model=model, extra_body=body["extra_body"], stream=True,
-            stream_options={"include_usage": True}, **body["standard"])
+            model=model,
+            extra_body=body["extra_body"],
+            stream=True,
+            stream_options={"include_usage": True},
+            **body["standard"],
+        )
         parts: list[str] = []
         reason, usage, ttft = None, None, 0.0
         for chunk in stream:

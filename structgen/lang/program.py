@@ -1,16 +1,23 @@
-"""``@structgen.function``: a Python function over a program state, run on a backend.
+r"""The user-facing entry points: ``@structgen.function`` programs and ``structgen.template``.
 
 ::
 
     @structgen.function
     def qa(s, question):
-        s += "Q: " + question + "\\nA:" + structgen.gen("answer", stop="\\n")
+        s += "Q: " + question + "\nA:" + structgen.gen("answer", stop="\n")
 
     state = qa.run(question="2+2?")            # default backend
     print(state["answer"])
     for chunk in qa.run(question="...", stream=True):
         print(chunk, end="")
     states = qa.run_batch([{"question": q} for q in qs], progress_bar=True)
+
+    form = structgen.template("Name: {name}\nAge: {age:int}\n")
+    form.run(prompt="Maria Lopez, 34.\n")         # {"name": "Maria Lopez", "age": 34}
+
+Programs and templates are the user-facing entry points: they build a
+:class:`~structgen.lang.state.ProgramState` on a backend, whose ``+=`` hands each
+expression to the runner (``structgen.lang.driver``).
 """
 
 from __future__ import annotations
@@ -22,12 +29,13 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator
 
-from structgen.errors import RequestError
+from structgen.errors import ProgramError, RequestError
+from structgen.lang import expr as E
 from structgen.lang.backend import as_backend
-from structgen.errors import ProgramError
 from structgen.lang.state import ProgramState
+from structgen.lang.template import Template, TemplateResult
 
-__all__ = ["Program", "function", "StreamingRun"]
+__all__ = ["Program", "function", "StreamingRun", "TemplateProgram", "template"]
 
 RESERVED = ("backend", "stream", "progress_bar")
 
@@ -45,6 +53,7 @@ class Program:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the program: the same as :meth:`run` with the same arguments."""
         return self.run(*args, **kwargs)
 
     def _execute(self, state: ProgramState, args: tuple, kwargs: dict) -> ProgramState:
@@ -56,12 +65,14 @@ class Program:
             raise _program_error(self.fn, exc) from exc
         return state
 
-    def run(self, *args: Any, backend: Any = None, stream: bool = False,
-            **kwargs: Any) -> ProgramState | "StreamingRun":
+    def run(
+        self, *args: Any, backend: Any = None, stream: bool = False, **kwargs: Any
+    ) -> ProgramState | "StreamingRun":
         """Run the program once.
 
         Args:
-            *args, **kwargs: the program's own arguments.
+            *args: the program's own positional arguments.
+            **kwargs: the program's own keyword arguments.
             backend: an Engine; None = the default backend (``set_default_backend``,
                 else a default ``Engine()`` created once).
             stream: return a :class:`StreamingRun` that yields text as it is produced.
@@ -78,9 +89,14 @@ class Program:
             return StreamingRun(self, b, args, kwargs)
         return self._execute(ProgramState(b), args, kwargs)
 
-    def run_batch(self, batch_kwargs: list[dict], backend: Any = None,
-                  progress_bar: bool = True, num_threads: int = 16,
-                  errors: str = "raise") -> list[Any]:
+    def run_batch(
+        self,
+        batch_kwargs: list[dict],
+        backend: Any = None,
+        progress_bar: bool = True,
+        num_threads: int = 16,
+        errors: str = "raise",
+    ) -> list[Any]:
         """Run the program once per kwargs dict, concurrently (continuously batched).
 
         Each run is a thread; their generation calls join the same engine steps.
@@ -197,6 +213,71 @@ def _program_error(fn: Callable[..., Any], exc: BaseException) -> ProgramError:
     line = f"\n    {frame.line}" if frame and frame.line else ""
     return ProgramError(
         f"program {fn.__name__!r} failed at {where}: {type(exc).__name__}: {exc}{line}",
-        filename=frame.filename if frame else "", lineno=frame.lineno if frame else 0,
+        filename=frame.filename if frame else "",
+        lineno=frame.lineno if frame else 0,
         original=exc,
     )
+
+
+class TemplateProgram(Template):
+    """A :class:`~structgen.lang.template.Template` that runs itself as a one-request program.
+
+    Build it with :func:`template`. It is the same IR (``s += t`` appends it to a program);
+    :meth:`run` fills it after a prompt on a backend.
+    """
+
+    def run(
+        self,
+        prompt: Any = "",
+        backend: Any = None,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        token_healing: bool = True,
+    ) -> TemplateResult:
+        """Fill the template after ``prompt`` in one constrained request.
+
+        Args:
+            prompt: text, or a list of chat messages (the template then starts the
+                assistant turn).
+            backend: an Engine, or None for the default backend.
+            max_tokens: budget of the whole fill.
+            temperature: 0 (default) is greedy.
+            token_healing: heal the boundary between the prompt and the template.
+
+        Returns:
+            The typed values by hole name (``.text``: the filled template; ``.output``:
+            the RequestOutput, with ``metrics``).
+
+        Raises:
+            RequestError: the request failed or its output is incomplete.
+        """
+        state = ProgramState(as_backend(backend))
+        body = E.TemplateFill(self, max_tokens, temperature, token_healing, result_name=_RESULT)
+        if isinstance(prompt, (list, tuple)):
+            for m in prompt:
+                state += getattr(E, m["role"])(m["content"])
+            state += E.assistant(body)
+        else:
+            state += E.Text(prompt) + body
+        return state[_RESULT]
+
+
+_RESULT = "\x00template"
+
+
+def template(source: str, max_chars: int = 200, **schemas: Any) -> TemplateProgram:
+    """Compile a template with typed holes (syntax: ``structgen.lang.template``).
+
+    Args:
+        source: the template text.
+        max_chars: most characters of a ``str`` hole.
+        **schemas: JSON schemas / pydantic models for ``json`` holes, by name.
+
+    Returns:
+        The template, runnable with :meth:`TemplateProgram.run`.
+
+    Raises:
+        RequestError: malformed template (unbalanced braces, bad or duplicate hole).
+        RegexError, SchemaError: a hole's regex or schema does not compile.
+    """
+    return TemplateProgram(source, max_chars=max_chars, **schemas)

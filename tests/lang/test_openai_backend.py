@@ -29,10 +29,21 @@ class Pet(BaseModel):
 def remote(tiny_llama_dir, tmp_path_factory):
     """An OpenAIBackend on a tiny-model server in a subprocess."""
     log = tmp_path_factory.mktemp("lang-server") / "tiny.log"
-    proc, base = start_server(["--model", str(tiny_llama_dir), "--served-model-name", "tiny",
-                               "--api-key", "sk-lang", *TINY], log)
-    backend = structgen.OpenAIBackend(base + "/v1", api_key="sk-lang",
-                                      tokenizer=str(tiny_llama_dir))
+    proc, base = start_server(
+        [
+            "--model",
+            str(tiny_llama_dir),
+            "--served-model-name",
+            "tiny",
+            "--api-key",
+            "sk-lang",
+            *TINY,
+        ],
+        log,
+    )
+    backend = structgen.OpenAIBackend(
+        base + "/v1", api_key="sk-lang", tokenizer=str(tiny_llama_dir)
+    )
     yield backend
     backend.close()
     stop_server(proc)
@@ -92,13 +103,18 @@ def test_fork_and_stream_same_as_local_engine(tiny_engine, remote):
 
 
 def test_run_batch_and_template_on_the_server(tiny_engine, remote):
-    t = structgen.template("Age: {age:int}\nKind: {kind:choice=cat|dog}\nCode: {c:regex=[a-z]{3}}\n")
-    assert t.run(prompt="Maria, 34.\n", backend=remote) == t.run(prompt="Maria, 34.\n",
-                                                                  backend=tiny_engine)
-    states = plain.run_batch([{"name": n} for n in ("Ann", "Bo")], backend=remote,
-                             progress_bar=False)
-    assert [s.text() for s in states] == [plain.run(n, backend=tiny_engine).text()
-                                          for n in ("Ann", "Bo")]
+    t = structgen.template(
+        "Age: {age:int}\nKind: {kind:choice=cat|dog}\nCode: {c:regex=[a-z]{3}}\n"
+    )
+    assert t.run(prompt="Maria, 34.\n", backend=remote) == t.run(
+        prompt="Maria, 34.\n", backend=tiny_engine
+    )
+    states = plain.run_batch(
+        [{"name": n} for n in ("Ann", "Bo")], backend=remote, progress_bar=False
+    )
+    assert [s.text() for s in states] == [
+        plain.run(n, backend=tiny_engine).text() for n in ("Ann", "Bo")
+    ]
 
 
 def test_request_fields_are_the_ones_the_server_reads():
@@ -107,13 +123,19 @@ def test_request_fields_are_the_ones_the_server_reads():
     from structgen.server.protocol import CompletionRequest, parse_request
     from structgen.server.serving import request_constraint
 
-    params = structgen.SamplingParams(max_tokens=7, temperature=0.0, top_k=5, seed=3,
-                                      stop=["\n"], prompt_logprobs=0)
-    for term in (Regex("[a-z]+"), Choice(["x", "y z"]), JsonSchema(Pet),
-                 Regex("[0-9]+", trigger="Answer:")):
+    params = structgen.SamplingParams(
+        max_tokens=7, temperature=0.0, top_k=5, seed=3, stop=["\n"], prompt_logprobs=0
+    )
+    for term in (
+        Regex("[a-z]+"),
+        Choice(["x", "y z"]),
+        JsonSchema(Pet),
+        Regex("[0-9]+", trigger="Answer:"),
+    ):
         body = request_body([1, 2, 3], params, term)
-        req = parse_request(CompletionRequest,
-                            {"model": "m", **body["standard"], **body["extra_body"]})
+        req = parse_request(
+            CompletionRequest, {"model": "m", **body["standard"], **body["extra_body"]}
+        )
         got = request_constraint(req)
         if isinstance(got, tuple):  # (term, the field it came from)
             got = got[0]
@@ -130,12 +152,14 @@ def test_request_fields_are_the_ones_the_server_reads():
 
 
 def test_server_errors_are_program_errors(tiny_llama_dir, remote):
-    wrong = structgen.OpenAIBackend(remote.base_url, model="nope", api_key="sk-lang",
-                                    tokenizer=remote.tokenizer)
+    wrong = structgen.OpenAIBackend(
+        remote.base_url, model="nope", api_key="sk-lang", tokenizer=remote.tokenizer
+    )
     with pytest.raises(ProgramError, match="does not exist"):
         plain.run("Maria", backend=wrong)
-    unauth = structgen.OpenAIBackend(remote.base_url, model="tiny", api_key="bad",
-                                     tokenizer=remote.tokenizer, max_retries=0)
+    unauth = structgen.OpenAIBackend(
+        remote.base_url, model="tiny", api_key="bad", tokenizer=remote.tokenizer, max_retries=0
+    )
     with pytest.raises(ProgramError, match="401"):
         plain.run("Maria", backend=unauth)
     assert plain.run("Maria", backend=remote)["code"]  # the server keeps serving

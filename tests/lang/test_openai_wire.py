@@ -23,7 +23,7 @@ def test_a_healed_concatenation_goes_as_its_regex_text():
     extra = _extra(healed)
     assert extra["constraint_trigger"] == "A:"
     sent = compile_regex(extra["regex"], trigger="A:")
-    for text in ('A: "12', 'xA: "-3', 'A:12', 'A: "1.5'):
+    for text in ('A: "12', 'xA: "-3', "A:12", 'A: "1.5'):
         assert sent.matches(text) == healed.compile(None).matches(text), text
 
 

@@ -37,7 +37,11 @@ def test_constrained_gen_matches_engine(tiny_engine, kind):
         name: str = Field(max_length=8)
         age: int = Field(ge=0, le=99)
 
-    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}}, "required": ["n"]}
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}},
+        "required": ["n"],
+    }
     kwargs, constraint = {
         "regex": ({"regex": r"[0-9]{2,4}"}, Regex(r"[0-9]{2,4}")),
         "choices": ({"choices": ["red", "green", "blue"]}, Choice(["red", "green", "blue"])),
@@ -69,15 +73,20 @@ def test_chat_roles_match_engine(tiny_engine):
         s += assistant("Because:" + gen("b", max_tokens=5))
 
     s = prog.run(backend=tiny_engine)
-    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."}]
+    msgs = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Name a colour."},
+    ]
     assert s["a"] == ref(tiny_engine, msgs, 5)
     msgs += [{"role": "assistant", "content": s["a"]}, {"role": "user", "content": "Why?"}]
     ids = tiny_engine.apply_chat_template(msgs) + tiny_engine.tokenizer.encode(
-        "Because:", add_special_tokens=False)
+        "Because:", add_special_tokens=False
+    )
     assert s["b"] == ref(tiny_engine, ids, 5)
     assert s.messages()[-1] == {"role": "assistant", "content": "Because:" + s["b"]}
     assert s.text() == tiny_engine.tokenizer.apply_chat_template(
-        s.messages(), tokenize=False, add_generation_prompt=False)
+        s.messages(), tokenize=False, add_generation_prompt=False
+    )
 
 
 def test_expressions_compose_with_plus(tiny_engine):
@@ -106,8 +115,7 @@ def test_run_batch_matches_single_runs(tiny_engine):
         s += "Topic: " + topic + "\nText:" + gen("t", max_tokens=6)
 
     topics = ["cats", "dogs", "the fox"]
-    states = prog.run_batch([{"topic": t} for t in topics], backend=tiny_engine,
-                            progress_bar=False)
+    states = prog.run_batch([{"topic": t} for t in topics], backend=tiny_engine, progress_bar=False)
     for t, st in zip(topics, states):
         assert st["t"] == prog.run(t, backend=tiny_engine)["t"]
 
@@ -157,8 +165,9 @@ def test_default_engine_is_created_once(monkeypatch, tiny_engine):
     monkeypatch.setattr(engine_mod, "Engine", fake_engine)
     monkeypatch.setattr(B, "_default", [])
     got = []
-    threads = [threading.Thread(target=lambda: got.append(B.get_default_backend()))
-               for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda: got.append(B.get_default_backend())) for _ in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -65,7 +65,9 @@ def test_fork_branches_share_the_prefix(tiny_engine):
     def prog(s):
         s += long_prefix
         forks = s.fork(3)
-        forks += gen("a", max_tokens=4, temperature=1.0, seed=0) + "\nnext:" + gen("b", max_tokens=3)
+        forks += (
+            gen("a", max_tokens=4, temperature=1.0, seed=0) + "\nnext:" + gen("b", max_tokens=3)
+        )
         s.join(forks)
         s += "\nDone."
 
@@ -114,7 +116,8 @@ def test_select_reuses_the_cached_prompt(tiny_engine, hf_model):
     # and the scores are still transformers' (cache-served rows change nothing)
     for o in OPTIONS:
         assert s.select_scores("x")[o] == pytest.approx(
-            hf_score(hf_model, tiny_engine.tokenizer, prefix, o), abs=2e-3)
+            hf_score(hf_model, tiny_engine.tokenizer, prefix, o), abs=2e-3
+        )
 
 
 def test_prompt_logprobs_start_serves_the_prefix_from_cache(tiny_engine):
@@ -122,26 +125,34 @@ def test_prompt_logprobs_start_serves_the_prefix_from_cache(tiny_engine):
     from structgen import SamplingParams
 
     tiny_engine.flush_cache()
-    ids = tiny_engine.tokenizer.encode("one two three four five six seven eight nine ten",
-                                       add_special_tokens=False)
-    full = tiny_engine.generate([ids], SamplingParams(max_tokens=1, temperature=0,
-                                                      prompt_logprobs=0))[0]
+    ids = tiny_engine.tokenizer.encode(
+        "one two three four five six seven eight nine ten", add_special_tokens=False
+    )
+    full = tiny_engine.generate(
+        [ids], SamplingParams(max_tokens=1, temperature=0, prompt_logprobs=0)
+    )[0]
     assert full.metrics.cached_tokens == 0  # start 0: the whole prompt is computed
     start = len(ids) - 3
-    part = tiny_engine.generate([ids], SamplingParams(
-        max_tokens=1, temperature=0, prompt_logprobs=0, prompt_logprobs_start=start))[0]
+    part = tiny_engine.generate(
+        [ids],
+        SamplingParams(max_tokens=1, temperature=0, prompt_logprobs=0, prompt_logprobs_start=start),
+    )[0]
     assert part.metrics.cached_tokens > 0 and part.metrics.cached_tokens <= start - 1
     for j in range(start, len(ids)):
         assert part.prompt_logprobs[j][ids[j]] == pytest.approx(
-            full.prompt_logprobs[j][ids[j]], abs=1e-4)
+            full.prompt_logprobs[j][ids[j]], abs=1e-4
+        )
     # cold cache: the whole prompt is computed, but log-probs only from the start on
     tiny_engine.flush_cache()
-    cold = tiny_engine.generate([ids], SamplingParams(
-        max_tokens=1, temperature=0, prompt_logprobs=0, prompt_logprobs_start=start))[0]
+    cold = tiny_engine.generate(
+        [ids],
+        SamplingParams(max_tokens=1, temperature=0, prompt_logprobs=0, prompt_logprobs_start=start),
+    )[0]
     assert cold.metrics.cached_tokens == 0 and len(cold.prompt_logprobs) == len(ids)
     assert all(e is None for e in cold.prompt_logprobs[:start])
     assert [cold.prompt_logprobs[j][ids[j]] for j in range(start, len(ids))] == pytest.approx(
-        [full.prompt_logprobs[j][ids[j]] for j in range(start, len(ids))], abs=1e-4)
+        [full.prompt_logprobs[j][ids[j]] for j in range(start, len(ids))], abs=1e-4
+    )
 
 
 def test_broadcast_fork_seeds_branch_i_with_seed_plus_i(tiny_engine):
@@ -151,8 +162,12 @@ def test_broadcast_fork_seeds_branch_i_with_seed_plus_i(tiny_engine):
     forks = st.fork(3)
     forks += gen("a", max_tokens=6, temperature=1.0, seed=7, token_healing=False)
     got = [f["a"] for f in forks]
-    refs = [tiny_engine.generate([prefix], structgen.SamplingParams(
-        max_tokens=6, temperature=1.0, seed=7 + i))[0].text for i in range(3)]
+    refs = [
+        tiny_engine.generate(
+            [prefix], structgen.SamplingParams(max_tokens=6, temperature=1.0, seed=7 + i)
+        )[0].text
+        for i in range(3)
+    ]
     assert got == refs
     assert len(set(got)) > 1  # distinct seeds give distinct samples
     again = st.fork(3)

@@ -6,9 +6,8 @@ import pytest
 
 import structgen
 from structgen import Regex, SamplingParams, gen, select, template
-from structgen.errors import RegexError, RequestError, SchemaError
+from structgen.errors import ProgramError, RegexError, RequestError, SchemaError
 from structgen.lang.backend import as_backend
-from structgen.errors import ProgramError
 from structgen.lang.healing import heal
 from structgen.lang.state import ProgramState
 
@@ -27,18 +26,21 @@ def test_template_syntax_and_pattern():
     assert v == {"x": 12, "y": "ab"} and v.text == "A {b} 12, ab!"
 
 
-@pytest.mark.parametrize("src, err", [
-    ("{a} and {a}", RequestError),
-    ("{a:int}{b:nope}", RequestError),
-    ("x {a", RequestError),
-    ("x } y {a}", RequestError),
-    ("{a}{b:int}", RequestError),      # str hole needs fixed text after it
-    ("{a:regex=x{2}", RequestError),   # unbalanced braces: the hole never closes
-    ("{a:regex=[}", RegexError),
-    ("{a:regex=(}", RegexError),
-    ("{a:json}", RequestError),        # schema not passed as keyword
-    ("plain text", RequestError),
-])
+@pytest.mark.parametrize(
+    "src, err",
+    [
+        ("{a} and {a}", RequestError),
+        ("{a:int}{b:nope}", RequestError),
+        ("x {a", RequestError),
+        ("x } y {a}", RequestError),
+        ("{a}{b:int}", RequestError),  # str hole needs fixed text after it
+        ("{a:regex=x{2}", RequestError),  # unbalanced braces: the hole never closes
+        ("{a:regex=[}", RegexError),
+        ("{a:regex=(}", RegexError),
+        ("{a:json}", RequestError),  # schema not passed as keyword
+        ("plain text", RequestError),
+    ],
+)
 def test_template_errors_are_early(src, err):
     with pytest.raises(err):
         template(src)
@@ -89,13 +91,16 @@ def test_token_healing_backs_up_a_trailing_space(tiny_engine):
 
     s = ProgramState(b)
     s += "The quick brown fox jumps over the " + gen("x", max_tokens=4)
-    ref = tiny_engine.generate([ids[:-1]], SamplingParams(max_tokens=5, temperature=0.0),
-                               h.constraint(None))[0].text
-    assert ref.startswith(h.removed) and s["x"] == ref[len(h.removed):]
+    ref = tiny_engine.generate(
+        [ids[:-1]], SamplingParams(max_tokens=5, temperature=0.0), h.constraint(None)
+    )[0].text
+    assert ref.startswith(h.removed) and s["x"] == ref[len(h.removed) :]
     s2 = ProgramState(b)
     s2 += "The quick brown fox jumps over the " + gen("x", max_tokens=4, token_healing=False)
-    assert s2["x"] == tiny_engine.generate(
-        [ids], SamplingParams(max_tokens=4, temperature=0.0))[0].text
+    assert (
+        s2["x"]
+        == tiny_engine.generate([ids], SamplingParams(max_tokens=4, temperature=0.0))[0].text
+    )
 
 
 def test_definition_errors_are_early():
@@ -112,6 +117,7 @@ def test_definition_errors_are_early():
     with pytest.raises(RequestError):
         structgen.user(structgen.assistant("x"))
     with pytest.raises(RequestError):
+
         @structgen.function
         def bad(s, backend):
             pass
@@ -155,11 +161,14 @@ def test_chat_and_plain_text_do_not_mix(tiny_engine):
         prog.run(backend=tiny_engine)
 
 
-@pytest.mark.parametrize("prompt, removed", [
-    ("The quick brown fo", "o"),          # a partial word
-    ('He said "', '"'),                    # a quote the tokenizer merges with what follows
-    ("The quick brown fox jumps over the ", " "),  # a trailing space
-])
+@pytest.mark.parametrize(
+    "prompt, removed",
+    [
+        ("The quick brown fo", "o"),  # a partial word
+        ('He said "', '"'),  # a quote the tokenizer merges with what follows
+        ("The quick brown fox jumps over the ", " "),  # a trailing space
+    ],
+)
 def test_token_healing_matches_a_constrained_engine_call(tiny_engine, prompt, removed):
     """The healed gen = one Engine.generate on the prompt less its last token, with the
     removed text required first (then cut from the capture)."""
@@ -169,7 +178,8 @@ def test_token_healing_matches_a_constrained_engine_call(tiny_engine, prompt, re
     assert h.removed == removed and h.prompt_ids == ids[:-1]
     s = ProgramState(b)
     s += prompt + gen("x", max_tokens=5, regex="[a-z ]+")
-    ref = tiny_engine.generate([ids[:-1]], SamplingParams(max_tokens=6, temperature=0.0),
-                               h.constraint(Regex("[a-z ]+")))[0].text
-    assert ref.startswith(removed) and s["x"] == ref[len(removed):]
+    ref = tiny_engine.generate(
+        [ids[:-1]], SamplingParams(max_tokens=6, temperature=0.0), h.constraint(Regex("[a-z ]+"))
+    )[0].text
+    assert ref.startswith(removed) and s["x"] == ref[len(removed) :]
     assert s.text() == prompt + s["x"]

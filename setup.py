@@ -38,10 +38,10 @@ setup(
             extra_compile_args=["-O3", "-std=c11"],
             optional=True,
         ),
-        # csrc/regexlower.c -> structgen.fsm._regexlower: the token loop of the regex lowering
-        # (structgen/fsm/_fast_lower.py, whose Python loop is the fallback)
+        # csrc/regexlower.c -> structgen.fsm.regex._regexlower: the token loop of the regex
+        # lowering (structgen/fsm/regex/lower.py, whose Python loop is the fallback)
         Extension(
-            "structgen.fsm._regexlower",
+            "structgen.fsm.regex._regexlower",
             sources=["csrc/regexlower.c"],
             depends=["csrc/regex_tokens.h"],
             extra_compile_args=["-O3", "-std=c11"],

@@ -18,7 +18,7 @@ from .compiler import (
     compile_regex,
     compile_spec,
 )
-from .dfa import ByteDFA, regex_to_dfa
+from .regex.dfa import ByteDFA, regex_to_dfa
 from .json_schema import json_schema_to_regex
 from .matcher import Matcher
 from .spec import schema_for

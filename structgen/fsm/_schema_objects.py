@@ -31,7 +31,7 @@ from typing import Any
 from ._json_pattern import pattern_to_string_body
 from ._schema_depends import dependent_object_regex, has_dependencies
 from ._schema_strlen import patterns_disjoint
-from .regex_escape import escape_literal
+from .regex.escape import escape_literal
 
 __all__ = ["object_regex", "key_not_in", "CANON_CHAR"]
 

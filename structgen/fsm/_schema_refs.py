@@ -6,7 +6,7 @@ subtree k times per level (k^depth: a binary tree at depth 10 was a 45 kB regex,
 three-way one at depth 6 did not compile within the time budget). Here each distinct
 expansion of a reference is converted once and becomes a *definition*; the pattern
 text refers to it by a placeholder, one raw code point ``PLACEHOLDER_BASE + i``
-(supplementary private use area). ``_sre.lower`` turns the definitions into arena
+(supplementary private use area). ``parse.lower`` turns the definitions into arena
 terms in order and every placeholder into its term, so the automaton shares them
 (the arena hash-conses anyway; what was exponential was only the text).
 
@@ -27,19 +27,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import GrammarTooComplexError, StructgenError
+from .regex.definitions import MAX_DEFINITIONS, PLACEHOLDER_BASE
 
-__all__ = ["PLACEHOLDER_BASE", "MAX_DEFINITIONS", "RefSharing", "expand_shared",
-           "is_placeholder"]
+__all__ = ["RefSharing"]
 
-PLACEHOLDER_BASE = 0xF0000
-MAX_DEFINITIONS = 0xFFFFE - PLACEHOLDER_BASE
 INLINE_MAX = 48  # definitions this short are written inline (no placeholder)
-MAX_EXPANDED_CHARS = 20_000_000
-
-
-def is_placeholder(cp: int, num_definitions: int) -> bool:
-    """True when code point ``cp`` stands for one of ``num_definitions`` definitions."""
-    return PLACEHOLDER_BASE <= cp < PLACEHOLDER_BASE + num_definitions
 
 
 def _refs_in(node: Any, out: set[str]) -> None:
@@ -143,36 +135,3 @@ class RefSharing:
             text = chr(PLACEHOLDER_BASE + len(self.definitions) - 1)
         self._memo[key] = text
         return text
-
-
-def expand_shared(pattern: str, definitions: list[str],
-                  max_chars: int = MAX_EXPANDED_CHARS) -> str:
-    """``pattern`` with every placeholder replaced by its definition (one regex text).
-
-    Raises:
-        GrammarTooComplexError: the text would exceed ``max_chars`` (deep recursion with
-            several references per level grows exponentially when written out;
-            ``compile_json_schema`` never needs this text).
-    """
-    if not definitions:
-        return pattern
-    end = PLACEHOLDER_BASE + len(definitions)
-    expanded: list[str] = []
-    for text in definitions:  # a definition only refers to earlier ones
-        expanded.append(_substitute(text, expanded, end, max_chars))
-    return _substitute(pattern, expanded, end, max_chars)
-
-
-def _substitute(pattern: str, expanded: list[str], end: int, max_chars: int) -> str:
-    out, size = [], 0
-    for ch in pattern:
-        cp = ord(ch)
-        piece = "(?:" + expanded[cp - PLACEHOLDER_BASE] + ")" if PLACEHOLDER_BASE <= cp < end else ch
-        size += len(piece)
-        if size > max_chars:
-            raise GrammarTooComplexError(
-                f"the schema's regex text exceeds {max_chars} characters "
-                "(recursion written out); lower max_recursion_depth"
-            )
-        out.append(piece)
-    return "".join(out)

@@ -33,7 +33,7 @@ from ._numeric import (decimal_range_regex, enumerate_multiples, integer_bounds,
                        integer_multiple_regex, integer_range_regex, number_bounds)
 from ._schema_formats import FORMATS
 from ._schema_strlen import Unrepresentable, bounded_string_body
-from .regex_escape import escape_literal
+from .regex.escape import escape_literal
 
 __all__ = ["string_regex", "integer_regex", "number_regex", "INTEGER", "NUMBER", "BOUNDS"]
 

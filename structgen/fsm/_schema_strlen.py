@@ -26,7 +26,7 @@ from typing import Any
 from ..errors import UnsupportedSchemaError
 from ._json_pattern import (_class_ranges, _class_text, _complement, _encoded_alternatives,
                             _translate, top_level_branches)
-from ._sre import MAXREPEAT, sre_constants as C
+from .regex.parse import MAXREPEAT, sre_constants as C
 
 __all__ = ["bounded_string_body", "patterns_disjoint", "Unrepresentable", "MAX_NFA_STATES", "MAX_PRODUCT_STATES"]
 

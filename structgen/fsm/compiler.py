@@ -20,10 +20,11 @@ from typing import Any
 
 from ..env import read as read_setting
 from ..errors import NoVocabularyError
-from . import _fast_lower, _mask_write, _token_trie
-from ._schema_refs import expand_shared
+from . import _mask_write, _token_trie
 from .base import BaseCompiledGrammar
-from .dfa import DEFAULT_EAGER_ROWS, DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES, ByteDFA, regex_to_dfa
+from .regex import lower as regex_lower
+from .regex.definitions import expand_shared
+from .regex.dfa import DEFAULT_EAGER_ROWS, DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES, ByteDFA, regex_to_dfa
 from .json_schema import CONVERT_MAX_SECONDS, DEFAULT_MAX_RECURSION_DEPTH
 from .matcher import Matcher
 from .spec import Choice, JsonSchema, LoweredRegex, Regex, RegexSpec, schema_for
@@ -129,7 +130,7 @@ def clear_cache() -> None:
 
 # structgen.env setting -> the switches it sets; and each setting as last applied
 _SWITCHES = {"tokentrie": (_token_trie.use_extension, _mask_write.use_extension),
-             "regexlower": (_fast_lower.use_extension,)}
+             "regexlower": (regex_lower.use_extension,)}
 _applied = dict.fromkeys(_SWITCHES, True)
 
 

@@ -43,7 +43,7 @@ from ..errors import GrammarTooComplexError
 from ._schema_convert import (ANNOTATIONS, ANY_VALUE_DEPTH, CONVERT_MAX_SECONDS,  # noqa: F401
                               FLEXIBLE_WS_MAX, JsonSchemaConverter)
 from ._schema_formats import FORMATS  # noqa: F401 - re-exported for callers
-from ._schema_refs import expand_shared
+from .regex.definitions import expand_shared
 from .spec import schema_for
 
 __all__ = ["json_schema_to_regex", "json_schema_to_shared", "JsonSchemaConverter", "FLEXIBLE_WS_MAX"]

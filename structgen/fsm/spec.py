@@ -79,7 +79,7 @@ class LoweredRegex(NamedTuple):
         Raises:
             GrammarTooComplexError: the written-out text is too large.
         """
-        from ._schema_refs import expand_shared
+        from .regex.definitions import expand_shared
 
         return expand_shared(self.pattern, list(self.definitions))
 
@@ -235,7 +235,7 @@ class Choice(RegexSpec):
 
     def lower(self, *, max_convert_seconds: float | None = None) -> LoweredRegex:
         """One alternative per distinct option, each written literally."""
-        from .regex_escape import escape_literal
+        from .regex.escape import escape_literal
 
         alternatives = (escape_literal(c) for c in dict.fromkeys(self.options))
         return LoweredRegex("(?:" + "|".join(alternatives) + ")")
@@ -285,7 +285,7 @@ class Concatenation(RegexSpec):
                 point of the placeholder range that is not its own placeholder.
             GrammarTooComplexError: more definitions than placeholders.
         """
-        from ._schema_refs import MAX_DEFINITIONS, PLACEHOLDER_BASE
+        from .regex.definitions import MAX_DEFINITIONS, PLACEHOLDER_BASE
 
         lowered = [p.lower(max_convert_seconds=max_convert_seconds) for p in self.parts]
         total = sum(len(low.definitions) for low in lowered)

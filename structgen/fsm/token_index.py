@@ -18,7 +18,7 @@ import numpy as np
 
 from ._mask_write import row_form
 from ._token_trie import set_bits, walk_bytes
-from .dfa import ByteDFA
+from .regex.dfa import ByteDFA
 from .vocabulary import Vocabulary
 
 __all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]

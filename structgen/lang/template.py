@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from structgen.errors import RequestError
-from structgen.fsm.regex_escape import escape_class_char, escape_literal
+from structgen.fsm.regex.escape import escape_class_char, escape_literal
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.sampling_params import SamplingParams
 

@@ -6,7 +6,7 @@ import pytest
 
 from structgen.errors import GrammarTooComplexError
 from structgen.fsm import compile_choice, compile_json_schema, compile_regex
-from structgen.fsm.dfa import DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES
+from structgen.fsm.regex.dfa import DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES
 
 BLOWUP = r"(?:a|b)*a(?:a|b){20}"  # 2^21 states if explored; its eager rows alone exceed 50
 

@@ -192,7 +192,7 @@ def test_empty_properties_object(cases) -> None:
 
 def test_large_maxlength_compiles_lazily(cases) -> None:
     # was: compile failed fast with GrammarTooComplexError; the lazy automaton keeps the
-    # 100000 as a count (tests/fsm/test_automaton.py checks states built and masks)
+    # 100000 as a count (tests/fsm/regex/test_automaton.py checks states built and masks)
     grammar = compile_json_schema(cases["field-large-maxlength-cost"]["schema"])
     assert grammar.dfa.num_rows_built < 1000
 

@@ -19,7 +19,7 @@ import pytest
 import structgen.fsm._token_trie as token_trie
 from structgen.errors import GrammarTooComplexError
 from structgen.fsm import TokenIndex, Vocabulary, compile_json_schema, compile_regex
-from structgen.fsm.dfa import regex_to_dfa
+from structgen.fsm.regex.dfa import regex_to_dfa
 
 UNICODE = ["é", "€", "😀", "中", "文", "ß", "a", "b", "1", '"', "\\", " "]
 

@@ -1,4 +1,4 @@
-"""The one-pass lowering (``_fast_lower``) against ``re``'s parser path of ``_sre.lower``.
+"""The one-pass lowering (``regex.lower``) against ``re``'s parser path of ``parse.lower``.
 
 For every text the fast path takes, its term must denote the same language as the
 ``re`` path's term (checked by a bisimulation of derivatives in one arena), and ``re``
@@ -17,12 +17,12 @@ import warnings
 import pytest
 
 from structgen.errors import StructgenError
-from structgen.fsm import _sre
-from structgen.fsm._fast_lower import fast_lower
+from structgen.fsm.regex import parse
+from structgen.fsm.regex.lower import fast_lower
 from structgen.fsm.json_schema import json_schema_to_shared
-from structgen.fsm.regex_ast import EMPTY, TermArena
+from structgen.fsm.regex.terms import EMPTY, TermArena
 
-from ._corpus import CORPORA
+from .._corpus import CORPORA
 
 
 def _same_language(arena: TermArena, a: int, b: int, limit: int = 400) -> bool:
@@ -55,13 +55,13 @@ def _check(texts: list[str], use_c: bool = True) -> int:
     memo: dict[str, int] = {}
     taken = 0
     for text in texts:
-        fast = fast_lower(text, _sre._Lowering(arena, text, float("inf"), shared), memo,
-                          _sre.MAX_NESTING, use_c=use_c)
+        fast = fast_lower(text, parse._Lowering(arena, text, float("inf"), shared), memo,
+                          parse.MAX_NESTING, use_c=use_c)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                tree = _sre.parse(text)
-            slow = _sre._Lowering(arena, text, float("inf"), shared).seq(list(tree), tree.state.flags)
+                tree = parse.parse(text)
+            slow = parse._Lowering(arena, text, float("inf"), shared).seq(list(tree), tree.state.flags)
         except StructgenError:
             assert fast is None, text
             return taken
@@ -96,7 +96,7 @@ def test_unicode_digits_are_not_counts() -> None:
     # re's parser reads only ASCII digits in {m,n}: "a{\u0663}" is the literal text
     for use_c in (True, False):
         arena = TermArena()
-        assert fast_lower("a{\u0663}", _sre._Lowering(arena, "", float("inf")), {}, 9, use_c) is None
+        assert fast_lower("a{\u0663}", parse._Lowering(arena, "", float("inf")), {}, 9, use_c) is None
     assert re.fullmatch("a{\u0663}", "a{\u0663}")
 
 
@@ -149,7 +149,7 @@ def test_converter_output(use_c: bool) -> None:
 def test_lower_uses_re_errors() -> None:
     for bad in ("(a", "a**", "(?<=a)b"):
         with pytest.raises(StructgenError):
-            _sre.lower(bad, TermArena())
+            parse.lower(bad, TermArena())
     assert re.fullmatch("[]a]+", "a]a")
     arena = TermArena()
-    assert _same_language(arena, _sre.lower("[]a]+", arena), _sre.lower("(?:]|a)+", arena))
+    assert _same_language(arena, parse.lower("[]a]+", arena), parse.lower("(?:]|a)+", arena))

@@ -3,7 +3,7 @@
 Both must write the same terms in the same order into the arena, leave the same memo,
 and return the same result (a term, None for syntax left to ``re``, or the same error),
 text after text with shared definitions; the Python loop is itself checked against
-``re``'s parser in test_fast_lower.py.
+``re``'s parser in test_lower.py.
 """
 
 from __future__ import annotations
@@ -13,25 +13,25 @@ import random
 import pytest
 
 from structgen.errors import GrammarTooComplexError, StructgenError
-from structgen.fsm import _fast_lower, _sre
-from structgen.fsm._fast_lower import HAVE_C_LOWER, fast_lower
-from structgen.fsm.regex_ast import TermArena
+from structgen.fsm.regex import lower, parse
+from structgen.fsm.regex.lower import HAVE_C_LOWER, fast_lower
+from structgen.fsm.regex.terms import TermArena
 
-from .test_fast_lower import CORNERS, _random_regex, converter_texts
+from .test_lower import CORNERS, _random_regex, converter_texts
 
 pytestmark = pytest.mark.skipif(not HAVE_C_LOWER, reason="csrc/regexlower.c is not built")
 
 
 def _lower_all(texts: list[str], use_c: bool, max_terms: int = 5_000_000):
-    _fast_lower._ATOM_RECIPES.clear()  # both loops start from the same recipe cache
+    lower._ATOM_RECIPES.clear()  # both loops start from the same recipe cache
     arena = TermArena(max_terms=max_terms)
     shared: list[int] = []
     memo: dict = {}
     results: list = []
     for text in texts:
         try:
-            term = fast_lower(text, _sre._Lowering(arena, text, float("inf"), shared), memo,
-                              _sre.MAX_NESTING, use_c=use_c)
+            term = fast_lower(text, parse._Lowering(arena, text, float("inf"), shared), memo,
+                              parse.MAX_NESTING, use_c=use_c)
         except StructgenError as exc:
             results.append((type(exc).__name__, str(exc)))
             break
@@ -60,7 +60,7 @@ def test_random_regexes_with_definitions() -> None:
 
 
 def test_placeholders_in_literal_runs() -> None:
-    p0, p1, p9 = chr(_sre.PLACEHOLDER_BASE), chr(_sre.PLACEHOLDER_BASE + 1), chr(_sre.PLACEHOLDER_BASE + 9)
+    p0, p1, p9 = chr(parse.PLACEHOLDER_BASE), chr(parse.PLACEHOLDER_BASE + 1), chr(parse.PLACEHOLDER_BASE + 9)
     _assert_same(["(?:ab|c)+", f"x{p0}y", f"é{p0}{p1}ü{p9}z", f"{p1}?", f"[a]{p0}\ud800{p1}"])
 
 
@@ -83,4 +83,4 @@ def test_deadline_is_checked() -> None:
     arena = TermArena()
     text = "(?:a|b)" * 3000  # more than 1024 tokens: the loop asks for the deadline
     with pytest.raises(GrammarTooComplexError, match="time budget"):
-        fast_lower(text, _sre._Lowering(arena, text, 0.0, []), {}, _sre.MAX_NESTING, use_c=True)
+        fast_lower(text, parse._Lowering(arena, text, 0.0, []), {}, parse.MAX_NESTING, use_c=True)

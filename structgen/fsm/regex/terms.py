@@ -33,7 +33,7 @@ to refuse terms whose recursive walks could exhaust the Python stack).
 
 from __future__ import annotations
 
-from ..errors import GrammarTooComplexError
+from ...errors import GrammarTooComplexError
 
 __all__ = [
     "TermArena",
@@ -204,7 +204,7 @@ class TermArena:
     def alt_members(self, members: tuple[int, ...]) -> int:
         """The ``ALT`` term of ``members`` as they are: at least two, sorted, distinct, flat
         (no ``ALT``), at most one ``BYTES`` and no ``EPS`` beside a nullable member (what
-        :meth:`alt` leaves; ``_term_recipe`` rebuilds alternations through here)."""
+        :meth:`alt` leaves; ``recipes`` rebuilds alternations through here)."""
         first = 0
         for t in members:
             first |= self.first[t]

@@ -7,7 +7,7 @@ term a piece of regex lowers to in a fresh arena has the same shape in any other
 the list; importing it interns the nodes bottom-up, giving exactly the term building it
 from scratch would give (up to the ids: alternations are sorted again by the new ids).
 
-Used by ``_fast_lower`` to keep the terms of character classes and escapes across
+Used by ``lower`` to keep the terms of character classes and escapes across
 compiles: the JSON string class ``[^"\\\\\\x00-\\x1f]`` is about 30 terms, built from UTF-8
 sequences in ~150 us but imported in ~20 us.
 
@@ -18,7 +18,7 @@ positions -2 and -1 (never listed).
 
 from __future__ import annotations
 
-from .regex_ast import ALT, BYTES, CONCAT, EMPTY, EPS, REPEAT, UNTIL, TermArena
+from .terms import ALT, BYTES, CONCAT, EMPTY, EPS, REPEAT, UNTIL, TermArena
 
 __all__ = ["export_term", "import_term"]
 

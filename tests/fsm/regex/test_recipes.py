@@ -1,4 +1,4 @@
-"""Recipes (``_term_recipe``): a term exported from one arena and imported into another
+"""Recipes (``regex.recipes``): a term exported from one arena and imported into another
 is the very term lowering the same regex there gives (hash-consing makes equal
 structure equal ids), whatever the other arena already holds."""
 
@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import random
 
-from structgen.fsm import _sre
-from structgen.fsm._term_recipe import export_term, import_term
-from structgen.fsm.regex_ast import EPS, TermArena
+from structgen.fsm.regex import parse
+from structgen.fsm.regex.recipes import export_term, import_term
+from structgen.fsm.regex.terms import EPS, TermArena
 
-from .test_fast_lower import _random_regex
+from .test_lower import _random_regex
 
 TEXTS = [r'[^"\\\x00-\x1f]', ".", r"[\w\-é-ﬀ]", r"\d+(?:\.\d+)?", "(?:ab|a)*c{2,5}", "(?:x|)y?",
          "[\U0001F600-\U0001F64F]{1,3}"]
 
 
 def _lower(text: str, arena: TermArena) -> int:
-    return _sre.lower(text, arena)
+    return parse.lower(text, arena)
 
 
 def test_import_gives_the_term_of_a_fresh_build() -> None:

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from structgen.errors import GrammarTooComplexError
 from structgen.fsm import Vocabulary, compile_json_schema, compile_regex, regex_to_dfa
-from structgen.fsm.regex_ast import EMPTY, TermArena
+from structgen.fsm.regex.terms import EMPTY, TermArena
 
-CASES_FILE = Path(__file__).resolve().parents[3] / "shared" / "cases" / "field_cases.jsonl"
+CASES_FILE = Path(__file__).resolve().parents[4] / "shared" / "cases" / "field_cases.jsonl"
 
 PATTERNS = [
     r"a{0,300}b",

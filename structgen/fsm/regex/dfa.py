@@ -1,7 +1,7 @@
 """Regex -> lazily built byte DFA (``ByteDFA``).
 
 Pipeline: Python ``re`` parse and vetting, then lowering to hash-consed byte-level
-terms with counted repetitions (``_sre`` -> ``regex_ast``), then states built on
+terms with counted repetitions (``parse`` / ``lower`` -> ``terms``), then states built on
 demand by derivatives (``lazy_dfa``). Compiling builds the first ``eager_rows`` rows
 breadth-first, so small automata are complete (and their budget errors surface)
 at compile time; larger ones grow as masks and walks need them.
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import time
 
-from ..errors import RegexError
-from ._sre import lower
+from ...errors import RegexError
+from .parse import lower
 from .lazy_dfa import DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES, ByteDFA
-from .regex_ast import EMPTY, TermArena
+from .terms import EMPTY, TermArena
 
 __all__ = ["ByteDFA", "regex_to_dfa", "DEFAULT_MAX_STATES", "DEFAULT_MAX_SECONDS",
            "DEFAULT_EAGER_ROWS"]
@@ -41,13 +41,13 @@ def regex_to_dfa(
         pattern: the regex.
         trigger: when given, the automaton first reads free text up to and including
             the first occurrence of ``trigger`` (a str is UTF-8 encoded), and ``pattern``
-            applies to what follows (``regex_ast`` ``UNTIL``). The free text may be any
+            applies to what follows (``terms`` ``UNTIL``). The free text may be any
             bytes; it cannot end the match, so the trigger must appear.
         max_states: budget of built states (rows), at compile and later.
         max_seconds: time budget of the compile (and of each full exploration).
         eager_rows: rows built breadth-first at compile time.
         definitions: shared subpatterns that placeholders in ``pattern`` stand for
-            (``json_schema_to_shared``; see ``_sre.lower``).
+            (``json_schema_to_shared``; see ``parse.lower``).
 
     Raises:
         RegexError: the pattern does not parse, or matches no string at all; an empty

@@ -1,4 +1,4 @@
-"""One-pass lowering of plain regex texts to arena terms (the fast path of ``_sre.lower``).
+"""One-pass lowering of plain regex texts to arena terms (the fast path of ``parse.lower``).
 
 The JSON Schema converter writes long patterns that repeat the same groups many times
 (the JSON string body after every key, an array's item before and after ``(?:,...)*``,
@@ -6,11 +6,11 @@ a format's expression in every field that uses it). ``re._parser`` plus the tree
 cost ~4 us per pattern character and see every copy; here a C-speed tokenizer splits
 the text, each parenthesised group's text is looked up in a memo shared by the pattern
 and its definitions (one arena, one placeholder binding), so each distinct group is
-lowered once, and the terms come from ``_sre._Lowering``'s own class and literal code.
+lowered once, and the terms come from ``parse._Lowering``'s own class and literal code.
 The token loop runs in C where the extension is built (``csrc/regexlower.c``: the same
 terms in the same order; the Python loop here is its fallback and reference), and the
 terms of escapes, classes and ``.`` are kept across compiles as recipes
-(``_term_recipe``): the JSON string class is ~30 terms built from UTF-8 sequences.
+(``recipes``): the JSON string class is ~30 terms built from UTF-8 sequences.
 
 Only plain syntax is taken: literals, the escapes ``\\xHH \\uHHHH \\UHHHHHHHH \\t \\n
 \\r \\f \\v \\a \\d \\D \\w \\W \\s \\S`` and escaped punctuation, classes (ranges,
@@ -32,9 +32,9 @@ try:  # Python >= 3.11
 except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as C  # type: ignore[no-redef]
 
-from ._schema_refs import PLACEHOLDER_BASE
-from ._term_recipe import export_term, import_term
-from .regex_ast import CONCAT, EMPTY, EPS, INF, MAX_DEPTH
+from .definitions import PLACEHOLDER_BASE
+from .recipes import export_term, import_term
+from .terms import CONCAT, EMPTY, EPS, INF, MAX_DEPTH
 
 try:  # optional C extension built by setup.py (csrc/regexlower.c)
     from . import _regexlower as _EXT
@@ -76,7 +76,7 @@ _CATEGORIES = {"d": C.CATEGORY_DIGIT, "D": C.CATEGORY_NOT_DIGIT, "w": C.CATEGORY
                "W": C.CATEGORY_NOT_WORD, "s": C.CATEGORY_SPACE, "S": C.CATEGORY_NOT_SPACE}
 _PLACEHOLDER_CHR = chr(PLACEHOLDER_BASE)
 _REPEATS = {"*": (0, INF), "+": (1, INF), "?": (0, 1)}
-# escape / class / ``.`` token text -> its term's recipe (``_term_recipe``; EMPTY or EPS as
+# escape / class / ``.`` token text -> its term's recipe (``recipes``; EMPTY or EPS as
 # such), shared by every compile of the process; emptied when full
 _ATOM_RECIPES: dict[str, tuple | int] = {}
 _ATOM_RECIPES_MAX = 4096
@@ -91,8 +91,8 @@ def fast_lower(text: str, lowering, memo: dict[str, int], max_nesting: int,
     """The term of ``text`` (fullmatch), or None when ``re`` must parse it.
 
     Args:
-        text: the regex (placeholders as in ``_sre.lower``).
-        lowering: the ``_sre._Lowering`` of this text (arena, placeholders, classes, budget).
+        text: the regex (placeholders as in ``parse.lower``).
+        lowering: the ``parse._Lowering`` of this text (arena, placeholders, classes, budget).
         memo: text of a group, literal run, escape or class -> term (for a group without ``|``
             not under a quantifier: the tuple of its sequence items, literal bytes or terms),
             shared by every text lowered with the same placeholders (the keys cannot collide:

@@ -23,11 +23,11 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants  # type: ignore[no-redef]
     import sre_parse  # type: ignore[no-redef]
 
-from ..errors import GrammarTooComplexError, RegexError, UnsupportedRegexError
-from ._fast_lower import fast_lower
-from ._utf8 import MAX_CODE_POINT, utf8_sequences, valid_ranges
-from ._schema_refs import PLACEHOLDER_BASE
-from .regex_ast import INF, TermArena, byte_range_mask
+from ...errors import GrammarTooComplexError, RegexError, UnsupportedRegexError
+from .lower import fast_lower
+from .utf8 import MAX_CODE_POINT, utf8_sequences, valid_ranges
+from .definitions import PLACEHOLDER_BASE
+from .terms import INF, TermArena, byte_range_mask
 
 __all__ = ["parse", "lower", "sre_constants", "MAXREPEAT", "MAX_NESTING"]
 
@@ -289,7 +289,7 @@ def lower(pattern: str, arena: TermArena, deadline: float = float("inf"),
             definitions, the raw code point ``PLACEHOLDER_BASE + i`` stands for
             ``definitions[i]``. Without it every code point is itself.
 
-    Plain texts (the converter's) are lowered in one pass by ``_fast_lower``, each
+    Plain texts (the converter's) are lowered in one pass by ``lower.fast_lower``, each
     distinct group once; the rest go through ``re``'s parser (same language either way).
 
     Raises:
@@ -299,7 +299,7 @@ def lower(pattern: str, arena: TermArena, deadline: float = float("inf"),
         GrammarTooComplexError: nesting or time budget exceeded.
     """
     shared: list[int] = []
-    memo: dict[str, int] = {}  # group text -> term (``_fast_lower``), same placeholders
+    memo: dict[str, int] = {}  # group text -> term (``lower.fast_lower``), same placeholders
     for text in list(definitions or ()) + [pattern]:
         lowering = _Lowering(arena, text, deadline, shared)
         term = fast_lower(text, lowering, memo, MAX_NESTING)

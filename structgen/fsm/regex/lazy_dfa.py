@@ -1,6 +1,6 @@
 """A byte DFA whose states are built on demand from regex derivatives (``ByteDFA``).
 
-Design: a state is a term of a ``TermArena`` (see ``regex_ast``): the Brzozowski
+Design: a state is a term of a ``TermArena`` (see ``terms``): the Brzozowski
 derivative of the pattern by the bytes read so far, normalised by the arena's smart
 constructors. State ids are given out in discovery order (the initial state is 0).
 A state's row of the transition table (all 256 bytes) is computed the first time it
@@ -38,8 +38,8 @@ import time
 
 import numpy as np
 
-from ..errors import GrammarTooComplexError
-from .regex_ast import EMPTY, TermArena
+from ...errors import GrammarTooComplexError
+from .terms import EMPTY, TermArena
 
 __all__ = ["ByteDFA", "DEFAULT_MAX_STATES", "DEFAULT_MAX_SECONDS"]
 

@@ -30,10 +30,10 @@ class BuildExt(build_ext):
 
 setup(
     ext_modules=[
-        # csrc/tokentrie.c -> structgen.fsm._tokentrie: the token-trie walk of the first mask
-        # of a grammar state (numpy fallback in structgen/fsm/_token_trie.py)
+        # csrc/tokentrie.c -> structgen.fsm.index._tokentrie: the token-trie walk of the first
+        # mask of a grammar state (numpy fallback in structgen/fsm/index/trie.py)
         Extension(
-            "structgen.fsm._tokentrie",
+            "structgen.fsm.index._tokentrie",
             sources=["csrc/tokentrie.c"],
             extra_compile_args=["-O3", "-std=c11"],
             optional=True,

@@ -22,8 +22,8 @@ from .regex.dfa import ByteDFA, regex_to_dfa
 from .json_schema import json_schema_to_regex
 from .matcher import Matcher
 from .spec import schema_for
-from .token_index import TokenIndex
-from .vocabulary import Vocabulary
+from .index.token_index import TokenIndex
+from .index.vocabulary import Vocabulary
 
 __all__ = [
     "Vocabulary",

@@ -20,16 +20,16 @@ from typing import Any
 
 from ..env import read as read_setting
 from ..errors import NoVocabularyError
-from . import _mask_write, _token_trie
 from .base import BaseCompiledGrammar
+from .index import masks, trie
 from .regex import lower as regex_lower
 from .regex.definitions import expand_shared
 from .regex.dfa import DEFAULT_EAGER_ROWS, DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES, ByteDFA, regex_to_dfa
 from .json_schema import CONVERT_MAX_SECONDS, DEFAULT_MAX_RECURSION_DEPTH
 from .matcher import Matcher
 from .spec import Choice, JsonSchema, LoweredRegex, Regex, RegexSpec, schema_for
-from .token_index import TokenIndex
-from .vocabulary import Vocabulary
+from .index.token_index import TokenIndex
+from .index.vocabulary import Vocabulary
 
 __all__ = [
     "CompiledGrammar",
@@ -129,7 +129,7 @@ def clear_cache() -> None:
 
 
 # structgen.env setting -> the switches it sets; and each setting as last applied
-_SWITCHES = {"tokentrie": (_token_trie.use_extension, _mask_write.use_extension),
+_SWITCHES = {"tokentrie": (trie.use_extension, masks.use_extension),
              "regexlower": (regex_lower.use_extension,)}
 _applied = dict.fromkeys(_SWITCHES, True)
 

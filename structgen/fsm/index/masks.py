@@ -28,7 +28,7 @@ CUDA and other non-CPU tensors, other dtypes, and CPU tensors whose rows are not
 contiguous words take torch ops on ``bitmask[row]`` (no cache).
 
 :func:`use_extension` turns ``fill_row`` off (``compile_*`` applies ``structgen.env``'s
-``tokentrie`` setting here and to the walk, ``_token_trie.use_extension``); an extension built
+``tokentrie`` setting here and to the walk, ``trie.use_extension``); an extension built
 before ``fill_row`` existed is used for the walk only.
 """
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import _token_trie
+from . import trie
 
 __all__ = ["last", "fill_row", "write", "describe", "forget", "row_form", "use_extension"]
 
@@ -45,7 +45,7 @@ __all__ = ["last", "fill_row", "write", "describe", "forget", "row_form", "use_e
 # tensor's layout; fill_row(dst, tensor, row, forms, state) takes the words from
 # forms[state] (None: no entry). None here: the numpy writer. Tests swap it with
 # ``monkeypatch.setattr``.
-fill_row = getattr(_token_trie._EXT, "fill_row", None)
+fill_row = getattr(trie._EXT, "fill_row", None)
 
 _NONE = (None, -1, -1, 0, 0, 0)
 last: tuple = _NONE  # the C writer's destination: (tensor, version, base, rows, stride, cols)
@@ -56,7 +56,7 @@ def use_extension(enabled: bool) -> None:
     """Write masks with the C ``fill_row`` (the default, where built) or with numpy, for the
     process. Raises: never."""
     global fill_row
-    fill_row = getattr(_token_trie._EXT, "fill_row", None) if enabled else None
+    fill_row = getattr(trie._EXT, "fill_row", None) if enabled else None
 
 
 def row_form(mask: np.ndarray) -> bytes | tuple:

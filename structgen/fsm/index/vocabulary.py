@@ -21,7 +21,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ._token_trie import TokenTrie
+from .trie import TokenTrie
 
 __all__ = ["Vocabulary", "bytes_to_unicode"]
 
@@ -117,7 +117,7 @@ class Vocabulary:
     @cached_property
     def token_trie(self) -> TokenTrie:
         """The allowable tokens (not ``never``) as a byte trie, for ``TokenIndex`` (built
-        once per vocabulary; see ``_token_trie.py``)."""
+        once per vocabulary; see ``trie.py``)."""
         return TokenTrie.build(self.token_bytes, self.index_tables[0])
 
     @classmethod

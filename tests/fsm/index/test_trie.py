@@ -1,4 +1,4 @@
-"""The token-trie walk (``_token_trie.py``, ``csrc/tokentrie.c``) against brute force.
+"""The token-trie walk (``index/trie.py``, ``csrc/tokentrie.c``) against brute force.
 
 Reference: each token's bytes walked one byte at a time through the automaton
 (``ByteDFA.walk``), a scalar path that shares nothing with the trie. Checked on a
@@ -16,7 +16,7 @@ import random
 import numpy as np
 import pytest
 
-import structgen.fsm._token_trie as token_trie
+import structgen.fsm.index.trie as token_trie
 from structgen.errors import GrammarTooComplexError
 from structgen.fsm import TokenIndex, Vocabulary, compile_json_schema, compile_regex
 from structgen.fsm.regex.dfa import regex_to_dfa

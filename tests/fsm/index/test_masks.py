@@ -1,4 +1,4 @@
-"""The per-token mask write (``_mask_write``: C ``fill_row`` and its numpy fallback) and the
+"""The per-token mask write (``index.masks``: C ``fill_row`` and its numpy fallback) and the
 matcher's warm paths (cached destination, step memo) against plain torch indexing and the
 slow reference paths (``TokenIndex.bitmask``, ``ByteDFA.walk`` over a token's bytes)."""
 
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from structgen.fsm import Vocabulary, _mask_write, compile_json_schema, compile_regex, token_index
-from structgen.fsm._token_trie import HAVE_C_WALK
+from structgen.fsm import Vocabulary, compile_json_schema, compile_regex
+from structgen.fsm.index import masks, token_index
+from structgen.fsm.index.trie import HAVE_C_WALK
 
 WRITERS = ["c", "numpy"]
 
@@ -19,13 +20,13 @@ WRITERS = ["c", "numpy"]
 @pytest.fixture(params=WRITERS)
 def writer(request, monkeypatch):
     """Run the test with the C writer (skipped when the extension lacks it) and without it."""
-    if request.param == "c" and _mask_write.fill_row is None:
+    if request.param == "c" and masks.fill_row is None:
         pytest.skip("the _tokentrie extension with fill_row is not built")
     if request.param == "numpy":
-        monkeypatch.setattr(_mask_write, "fill_row", None)
-    _mask_write.forget()
+        monkeypatch.setattr(masks, "fill_row", None)
+    masks.forget()
     yield request.param
-    _mask_write.forget()
+    masks.forget()
 
 
 def _expected(before: torch.Tensor, row: int, words: np.ndarray | None) -> torch.Tensor:
@@ -64,7 +65,7 @@ def test_write_matches_torch_indexing(writer, words_len, view_name) -> None:
         for words in (_words(rng, words_len), None):
             before = base.clone()
             want = _expected(view, row, words)
-            _mask_write.write(view, row, words)
+            masks.write(view, row, words)
             assert torch.equal(view, want), row
             inside = torch.zeros_like(base, dtype=torch.bool)
             VIEWS[view_name](inside)[row] = True
@@ -75,16 +76,16 @@ def test_write_other_dtypes_and_rows(writer) -> None:
     rng = np.random.default_rng(0)
     words = _words(rng, 3)
     wide = torch.full((2, 3), 5, dtype=torch.int64)  # not int32: torch ops, values kept
-    _mask_write.write(wide, 1, words)
+    masks.write(wide, 1, words)
     assert wide[1].tolist() == words.astype(np.int64).tolist() and wide[0].tolist() == [5] * 3
     bm = torch.zeros((2, 3), dtype=torch.int32)
     for bad in (2, -3):
         with pytest.raises(IndexError):
-            _mask_write.write(bm, bad, words)
-        _mask_write.write(bm, 0, words)  # a bad row leaves the cached destination usable
+            masks.write(bm, bad, words)
+        masks.write(bm, 0, words)  # a bad row leaves the cached destination usable
         assert bm[0].tolist() == words.tolist()
     empty = torch.zeros((2, 0), dtype=torch.int32)
-    _mask_write.write(empty, 1, words)  # nothing to write
+    masks.write(empty, 1, words)  # nothing to write
     assert empty.shape == (2, 0)
 
 
@@ -93,7 +94,7 @@ def test_write_other_dtypes_and_rows(writer) -> None:
 def test_cached_destination_follows_in_place_changes(writer, change) -> None:
     rng = np.random.default_rng(1)
     bm = torch.full((4, 6), -1, dtype=torch.int32)
-    _mask_write.write(bm, 1, _words(rng, 6))  # caches bm's layout
+    masks.write(bm, 1, _words(rng, 6))  # caches bm's layout
     if change == "resize_":
         bm.resize_((6, 4))  # same memory, new row length
     elif change == "t_":
@@ -116,7 +117,7 @@ def test_cached_destination_follows_in_place_changes(writer, change) -> None:
     for row in range(bm.shape[0]):
         words = _words(rng, 5)
         want = _expected(bm, row, words)
-        _mask_write.write(bm, row, words)
+        masks.write(bm, row, words)
         assert torch.equal(bm, want), (change, row)
 
 
@@ -124,14 +125,14 @@ def test_forget_after_data_swap(writer) -> None:
     """``tensor.data = ...`` bumps no version: documented, and ``forget`` handles it."""
     rng = np.random.default_rng(2)
     bm = torch.zeros((2, 4), dtype=torch.int32)
-    _mask_write.write(bm, 0, _words(rng, 4))
+    masks.write(bm, 0, _words(rng, 4))
     bm.data = torch.zeros((3, 5), dtype=torch.int32)  # new storage: the data pointer differs
     words = _words(rng, 5)
     want = _expected(bm, 2, words)
-    _mask_write.write(bm, 2, words)
+    masks.write(bm, 2, words)
     assert torch.equal(bm, want)
-    _mask_write.forget()
-    _mask_write.write(bm, 1, words)
+    masks.forget()
+    masks.write(bm, 1, words)
     assert torch.equal(bm[1], torch.from_numpy(words.copy()))
 
 
@@ -237,11 +238,11 @@ def test_step_memo_holds_no_eos_and_is_bounded(monkeypatch) -> None:
 
 @pytest.mark.skipif(not HAVE_C_WALK, reason="the _tokentrie extension is not built")
 def test_fill_row_arguments() -> None:
-    fill = _mask_write.fill_row
+    fill = masks.fill_row
     if fill is None:
         pytest.skip("the extension has no fill_row")
     bm = torch.zeros((2, 3), dtype=torch.int32)
-    dst = _mask_write.describe(bm)
+    dst = masks.describe(bm)
     assert dst is not None and dst[3:] == (2, 3, 3)
     assert fill(dst, bm, 1, np.array([1, 2, 3, 4], np.int32)) is True
     assert bm.tolist() == [[0, 0, 0], [1, 2, 3]]
@@ -252,11 +253,11 @@ def test_fill_row_arguments() -> None:
     with pytest.raises(TypeError):
         fill(dst, bm, 0)
     with pytest.raises(IndexError):
-        fill(_mask_write.describe(bm), bm, 2, None)
+        fill(masks.describe(bm), bm, 2, None)
 
 
 def _c_fill():
-    fill = _mask_write.fill_row
+    fill = masks.fill_row
     if fill is None:
         pytest.skip("the _tokentrie extension with fill_row is not built")
     return fill
@@ -278,15 +279,15 @@ def test_row_forms_write_what_the_mask_says(density, cols) -> None:
     elif density == "all ones":
         mask[:] = -1
     mask.setflags(write=False)
-    form = _mask_write.row_form(mask)
+    form = masks.row_form(mask)
     assert isinstance(form, bytes) == (8 * np.count_nonzero(mask) <= 47)
     bm = torch.full((3, cols), 9, dtype=torch.int32)
     want = _expected(bm, 1, mask)
-    dst = _mask_write.describe(bm)
+    dst = masks.describe(bm)
     assert fill(dst, bm, 1, form) is True
     assert torch.equal(bm, want)
     bm.fill_(9)  # bumps the version: describe again
-    dst = _mask_write.describe(bm)
+    dst = masks.describe(bm)
     assert fill(dst, bm, 1, mask) is True  # the plain array (buffer) gives the same row
     assert torch.equal(bm, want)
 
@@ -294,9 +295,9 @@ def test_row_forms_write_what_the_mask_says(density, cols) -> None:
 def test_fill_row_from_forms_dict() -> None:
     fill = _c_fill()
     mask = np.array([0, 3, 0, 0, 0, 0, 0, 0, 0, 0], np.int32)
-    forms = {7: [_mask_write.row_form(mask), False], 8: ("not", "a list")}
+    forms = {7: [masks.row_form(mask), False], 8: ("not", "a list")}
     bm = torch.full((2, 10), -1, dtype=torch.int32)
-    dst = _mask_write.describe(bm)
+    dst = masks.describe(bm)
     assert fill(dst, bm, 0, forms, 6) is None and (bm == -1).all()  # no form: nothing written
     assert fill(dst, bm, 0, forms, 7) is True and forms[7][1] is True
     assert bm[0].tolist() == mask.tolist() and (bm[1] == -1).all()
@@ -331,8 +332,8 @@ def test_mask_cache_eviction_spares_used_forms() -> None:
         form = index.fill_form(s)[0]
         assert set(index.fill_forms) <= set(index._masks) and len(index._masks) <= 3
         bm = torch.zeros((1, index.num_words), dtype=torch.int32)
-        if _mask_write.fill_row is not None:
-            assert _mask_write.fill_row(_mask_write.describe(bm), bm, 0, form)
+        if masks.fill_row is not None:
+            assert masks.fill_row(masks.describe(bm), bm, 0, form)
             assert torch.equal(bm[0], torch.from_numpy(np.array(index.bitmask(s))))
 
 
@@ -348,11 +349,11 @@ def test_inference_mode_tensors(writer) -> None:
         for row in (0, 2, -2):
             w = _words(rng, words - 1)
             want = _expected(bm, row, w)
-            _mask_write.write(bm, row, w)
+            masks.write(bm, row, w)
             assert torch.equal(bm, want)
             m.fill_bitmask(bm, row)
             assert torch.equal(bm[row], _reference_mask(m, vocab, words + 1))
-        assert _mask_write.last[0] is not bm and _mask_write._last_np[0] is not bm
+        assert masks.last[0] is not bm and masks._last_np[0] is not bm
     bm2 = torch.full((2, words), -1, dtype=torch.int32)  # a normal tensor after it: cached
     m.fill_bitmask(bm2, 1)
     assert torch.equal(bm2[1], _reference_mask(m, vocab, words)) and (bm2[0] == -1).all()

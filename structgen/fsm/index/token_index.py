@@ -1,7 +1,7 @@
 """Which tokens each DFA state allows (``TokenIndex``), computed lazily and cached.
 
 For a state ``s`` every token of the vocabulary is run through the DFA at once by a
-walk of the vocabulary's token trie (``Vocabulary.token_trie``, ``_token_trie.py``):
+walk of the vocabulary's token trie (``Vocabulary.token_trie``, ``trie.py``):
 each distinct token prefix the state can follow is stepped through the DFA once, and a
 dead transition prunes every token that starts with that prefix, so a first mask costs
 time in proportion to the live prefixes, not to vocabulary size x longest token. The
@@ -16,9 +16,9 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ._mask_write import row_form
-from ._token_trie import set_bits, walk_bytes
-from .regex.dfa import ByteDFA
+from .masks import row_form
+from .trie import set_bits, walk_bytes
+from ..regex.dfa import ByteDFA
 from .vocabulary import Vocabulary
 
 __all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
@@ -73,7 +73,7 @@ class TokenIndex:
         self._rows: OrderedDict[int, np.ndarray] = OrderedDict()
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self.steps: dict[tuple[int, int], int] = {}  # (state, token) -> state / -1
-        # state -> [mask in _mask_write.row_form, used since the last eviction pass]; a
+        # state -> [mask in masks.row_form, used since the last eviction pass]; a
         # subset of _masks (dropped with it); see fill_form
         self.fill_forms: dict[int, list] = {}
 
@@ -113,7 +113,7 @@ class TokenIndex:
         return mask
 
     def fill_form(self, state: int) -> list:
-        """``[form, used]``: the mask of ``state`` in ``_mask_write.row_form`` (what the
+        """``[form, used]``: the mask of ``state`` in ``masks.row_form`` (what the
         matcher hands the C writer) and a flag the matcher sets on every use.
 
         The forms are cached beside the masks (a state's form is dropped with its mask).

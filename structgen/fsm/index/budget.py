@@ -34,7 +34,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ._dfa_view import byte_row, is_accepting, token_step
+from .._dfa_view import byte_row, is_accepting, token_step
 from .token_index import pack_bitmask
 
 __all__ = ["CompletionBudget", "budget_for", "INF"]

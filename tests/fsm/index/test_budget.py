@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from structgen.fsm import Vocabulary, compile_json_schema, compile_regex
-from structgen.fsm.budget import INF, CompletionBudget
+from structgen.fsm.index.budget import INF, CompletionBudget
 
 SCHEMA = {
     "type": "object",

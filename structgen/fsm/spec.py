@@ -64,7 +64,7 @@ class LoweredRegex(NamedTuple):
 
     Attributes:
         pattern: the regex (Python ``re`` dialect, fullmatch); the raw code point
-            ``PLACEHOLDER_BASE + i`` (``_schema_refs``) stands for ``definitions[i]``.
+            ``PLACEHOLDER_BASE + i`` (``regex.definitions``) stands for ``definitions[i]``.
         definitions: shared subpatterns, each referring only to earlier ones.
         warnings: messages about spec parts that were ignored or approximated.
     """
@@ -178,7 +178,7 @@ class JsonSchema(RegexSpec):
 
     def lower(self, *, max_convert_seconds: float | None = None) -> LoweredRegex:
         """The schema checked against its metaschema, then converted (``json_schema``)."""
-        from ._schema_check import check_schema
+        from .json_schema.check import check_schema
         from .json_schema import CONVERT_MAX_SECONDS, json_schema_to_shared
 
         schema = schema_for(self.schema)

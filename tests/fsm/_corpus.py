@@ -11,7 +11,7 @@ import jsonschema
 from structgen.errors import (GrammarTooComplexError, InvalidSchemaError, StructgenError,
                               UnsupportedSchemaError)
 from structgen.fsm import compile_json_schema
-from structgen.fsm._schema_ids import RefIndex
+from structgen.fsm.json_schema.ids import RefIndex
 
 CORPORA = Path(__file__).resolve().parents[2].parent / "shared" / "corpora"
 EXPECTED_ERRORS = (UnsupportedSchemaError, GrammarTooComplexError, InvalidSchemaError)
@@ -95,7 +95,7 @@ DEPENDENCY_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
 def _present_dependencies(instance: dict, branches: list[dict],
                           index: RefIndex) -> list[tuple[str, dict]]:
     """``(trigger, dependent schema)`` of each dependency whose trigger key ``instance``
-    has, in the order the compiler merges them (``_schema_depends``: the object schema,
+    has, in the order the compiler merges them (``json_schema.dependencies``: the object schema,
     then per trigger its key, then the keys and properties its dependent schema adds);
     an array of keys is ``{"required": keys}``."""
     out = []

@@ -5,7 +5,7 @@ templates, token healing) writes its literal text through these two functions, s
 the text reads back as exactly itself both in Python ``re`` and in the fsm's parser.
 
 Code points at or above ``RESERVED_FROM`` are always written as escapes, never raw: raw
-ones in a pattern text are the placeholders of shared subpatterns (``_schema_refs``).
+ones in a pattern text are the placeholders of shared subpatterns (``definitions``).
 """
 
 from __future__ import annotations

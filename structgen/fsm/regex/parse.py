@@ -285,7 +285,7 @@ def lower(pattern: str, arena: TermArena, deadline: float = float("inf"),
     """Parse ``pattern`` and lower it to a term of ``arena`` (fullmatch semantics).
 
     Args:
-        definitions: shared subpatterns (``_schema_refs``): in ``pattern`` and in later
+        definitions: shared subpatterns (``definitions``): in ``pattern`` and in later
             definitions, the raw code point ``PLACEHOLDER_BASE + i`` stands for
             ``definitions[i]``. Without it every code point is itself.
 

@@ -91,7 +91,7 @@ def test_long_max_length_keeps_the_format() -> None:
 def test_snowplow_sp_335_instances() -> None:
     """MaskBench Snowplow sp_335: ``version`` has a pattern and maxLength 32; its
     invalid instance (``"version": "abc"``) was accepted while the pair was ignored."""
-    path = (Path(__file__).resolve().parents[2].parent / "shared" / "corpora" / "jsonschemabench"
+    path = (Path(__file__).resolve().parents[3].parent / "shared" / "corpora" / "jsonschemabench"
             / "plain" / "Snowplow" / "Snowplow---sp_335_Normalized.json")
     if not path.exists():
         pytest.skip("corpus not present")

@@ -6,9 +6,10 @@ subtree k times per level (k^depth: a binary tree at depth 10 was a 45 kB regex,
 three-way one at depth 6 did not compile within the time budget). Here each distinct
 expansion of a reference is converted once and becomes a *definition*; the pattern
 text refers to it by a placeholder, one raw code point ``PLACEHOLDER_BASE + i``
-(supplementary private use area). ``parse.lower`` turns the definitions into arena
-terms in order and every placeholder into its term, so the automaton shares them
-(the arena hash-conses anyway; what was exponential was only the text).
+(supplementary private use area; ``regex.definitions``). ``regex.parse.lower`` turns the
+definitions into arena terms in order and every placeholder into its term, so the
+automaton shares them (the arena hash-conses anyway; what was exponential was only the
+text).
 
 Recursion is cut per recursive group (references that reach each other): along a
 path, the group is expanded at most ``max_recursion_depth`` times per member (groups of
@@ -18,16 +19,16 @@ decides every cut below it), so that is the memo key: a self-recursive schema at
 d has d + 1 distinct expansions, whatever its branching; each reference of a group at
 most 2d + 1.
 
-Raw code points at or above ``RESERVED_FROM`` never appear in converter output
-otherwise: ``_json_pattern`` writes user text in that range as escaped ranges.
+Raw code points at or above ``regex.escape.RESERVED_FROM`` never appear in converter
+output otherwise: ``pattern`` writes user text in that range as escaped ranges.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..errors import GrammarTooComplexError, StructgenError
-from .regex.definitions import MAX_DEFINITIONS, PLACEHOLDER_BASE
+from ...errors import GrammarTooComplexError, StructgenError
+from ..regex.definitions import MAX_DEFINITIONS, PLACEHOLDER_BASE
 
 __all__ = ["RefSharing"]
 

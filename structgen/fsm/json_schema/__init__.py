@@ -3,24 +3,26 @@
 The rule: a keyword is enforced exactly, or (``strict=True``) the conversion raises
 ``UnsupportedSchemaError(keyword, pointer)``; with ``strict=False`` it is ignored and
 a warning recorded. Generated documents never violate the schema; some valid
-spellings are not generated (see each module). This module is the public face (entry
-points and options); ``_schema_convert.JsonSchemaConverter`` dispatches, the types
-are lowered in ``_schema_scalars`` (string/integer/number), ``_schema_arrays``,
-``_schema_objects``; ``allOf``/``oneOf`` are combined in ``_schema_combine``.
+spellings are not generated (see each module). This package's face is the entry points
+and options here; ``convert.JsonSchemaConverter`` dispatches, the types are lowered in
+``scalars`` (string/integer/number, with ``pattern``, ``string_length``, ``formats``,
+``numeric``), ``arrays``, ``objects`` (with ``dependencies``); ``allOf``/``oneOf`` are
+combined in ``combine``, ``enum``/``const`` in ``values``; ``$ref`` is resolved in ``ids``
+and shared in ``refs``; the metaschema check is ``check``.
 
 Enforced: ``type`` (one or a list; absent = every type, each lowered with its own
 keywords), ``enum``/``const`` of any JSON value (filtered by the sibling keywords),
 ``anyOf``, ``oneOf`` (only when its branches are provably disjoint), ``allOf``
 (merged), ``$ref`` within the document (JSON pointers, ``$id`` bases, ``$anchor``: see
-``_schema_ids``; siblings are merged as ``allOf`` in 2019-09+, ignored in drafts 3-7),
+``ids``; siblings are merged as ``allOf`` in 2019-09+, ignored in drafts 3-7),
 ``not`` next to ``const``/``enum`` (values filtered), or of ``type``/``not``/booleans
 (the types left; ``not: {type: integer}`` leaves numbers with a nonzero fraction digit),
 ``dependentRequired``/``dependentSchemas`` (2019-09+) and ``dependencies`` (drafts 3-7)
-as branches per combination of trigger keys (``_schema_depends``).
+as branches per combination of trigger keys (``dependencies``).
 
 Recursive ``$ref`` is unrolled to ``max_recursion_depth`` (default 10) expansions of
 the same reference along a path, each distinct expansion converted once and shared
-(``_schema_refs``: linear size in the depth, whatever the branching); deeper, the recursive branch is dropped where the schema
+(``refs``: linear size in the depth, whatever the branching); deeper, the recursive branch is dropped where the schema
 allows (optional property, empty array, other ``anyOf`` branch) and a warning is
 recorded; where it cannot be dropped, ``UnsupportedSchemaError("$ref", pointer)``.
 
@@ -39,14 +41,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import GrammarTooComplexError
-from ._schema_convert import (ANNOTATIONS, ANY_VALUE_DEPTH, CONVERT_MAX_SECONDS,  # noqa: F401
-                              FLEXIBLE_WS_MAX, JsonSchemaConverter)
-from ._schema_formats import FORMATS  # noqa: F401 - re-exported for callers
-from .regex.definitions import expand_shared
-from .spec import schema_for
+from ...errors import GrammarTooComplexError
+from ..regex.definitions import expand_shared
+from ..spec import schema_for
+from .convert import ANY_VALUE_DEPTH, CONVERT_MAX_SECONDS, FLEXIBLE_WS_MAX, JsonSchemaConverter
 
-__all__ = ["json_schema_to_regex", "json_schema_to_shared", "JsonSchemaConverter", "FLEXIBLE_WS_MAX"]
+__all__ = ["json_schema_to_regex", "json_schema_to_shared", "DEFAULT_MAX_RECURSION_DEPTH",
+           "CONVERT_MAX_SECONDS", "FLEXIBLE_WS_MAX"]
 
 DEFAULT_MAX_RECURSION_DEPTH = ANY_VALUE_DEPTH  # untyped values nest as deep as $ref unrolls
 
@@ -105,9 +106,9 @@ def json_schema_to_shared(
 
     Returns:
         ``(pattern, definitions)``: regex texts in which the raw code point
-        ``_schema_refs.PLACEHOLDER_BASE + i`` stands for ``definitions[i]`` (which only
+        ``regex.definitions.PLACEHOLDER_BASE + i`` stands for ``definitions[i]`` (which only
         refers to earlier definitions). ``regex_to_dfa(pattern, definitions=...)``
-        compiles them; ``_schema_refs.expand_shared`` writes them out as one regex.
+        compiles them; ``regex.definitions.expand_shared`` writes them out as one regex.
 
     Raises:
         UnsupportedSchemaError, InvalidSchemaError: as ``json_schema_to_regex``.

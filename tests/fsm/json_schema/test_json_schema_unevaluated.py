@@ -11,7 +11,7 @@ import pytest
 from structgen.errors import UnsupportedSchemaError
 from structgen.fsm import compile_json_schema
 
-from ._reference import assert_agrees_with_jsonschema, jsonschema_valid as _valid
+from .._reference import assert_agrees_with_jsonschema, jsonschema_valid as _valid
 
 CASES = [
     ({"type": "object", "properties": {"a": {"type": "integer"}}, "unevaluatedProperties": False},

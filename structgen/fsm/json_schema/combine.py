@@ -19,7 +19,7 @@ import math
 from fractions import Fraction
 from typing import Any, Callable
 
-from ..errors import UnsupportedSchemaError
+from ...errors import UnsupportedSchemaError
 
 __all__ = ["merge_all_of", "provably_disjoint", "types_of", "TYPES", "value_key"]
 

@@ -195,7 +195,7 @@ def test_washington_post_recursive_group_compiles_small() -> None:
     """WashingtonPost wp_8 (bench full sample): 7 mutually recursive definitions; the
     conversion ran past its 10 s budget (the same expansions redone ~200k times)."""
     from pathlib import Path
-    path = (Path(__file__).resolve().parents[2].parent / "shared" / "corpora" / "jsonschemabench"
+    path = (Path(__file__).resolve().parents[3].parent / "shared" / "corpora" / "jsonschemabench"
             / "plain" / "WashingtonPost" / "WashingtonPost---wp_8_Normalized.json")
     if not path.exists():
         pytest.skip("corpus not present")

@@ -1,9 +1,9 @@
 """Lowering of the scalar JSON Schema types (string, integer, number) to regexes.
 
 Strings: ``minLength``/``maxLength`` in characters (an escape is one character),
-``pattern`` (see ``_json_pattern``), ``format`` (see ``_schema_formats``). A
+``pattern`` (see ``pattern``), ``format`` (see ``formats``). A
 ``pattern`` or ``format`` next to a length bound is their exact intersection
-(``_schema_strlen``: product of the pattern's automaton with a character counter),
+(``string_length``: product of the pattern's automaton with a character counter),
 or, past its size caps, strict ``UnsupportedSchemaError`` naming the length keyword
 (non-strict: the pattern/format is kept, the length bound dropped). ``pattern``
 together with ``format``: strict error.
@@ -27,13 +27,14 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from ..errors import UnsupportedSchemaError
-from ._json_pattern import JSON_CHAR, pattern_to_string_body
-from ._numeric import (decimal_range_regex, enumerate_multiples, integer_bounds,
+from ...errors import UnsupportedSchemaError
+from .pattern import JSON_CHAR, pattern_to_string_body
+from .numeric import (decimal_range_regex, enumerate_multiples, integer_bounds,
                        integer_multiple_regex, integer_range_regex, number_bounds)
-from ._schema_formats import FORMATS
-from ._schema_strlen import Unrepresentable, bounded_string_body
-from .regex.escape import escape_literal
+from .formats import FORMATS
+from .string_length import Unrepresentable, bounded_string_body
+from ..regex.escape import escape_literal
+from .context import ConvertContext
 
 __all__ = ["string_regex", "integer_regex", "number_regex", "INTEGER", "NUMBER", "BOUNDS"]
 
@@ -46,7 +47,7 @@ def _alt(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
 
 
-def string_regex(conv: Any, schema: dict, pointer: str) -> str | None:
+def string_regex(conv: ConvertContext, schema: dict, pointer: str) -> str | None:
     """Regex for the JSON strings valid under the string keywords of ``schema``."""
     lo = int(schema.get("minLength", 0))
     hi = schema.get("maxLength")
@@ -89,7 +90,7 @@ def string_regex(conv: Any, schema: dict, pointer: str) -> str | None:
 _LENGTH_ONLY = object()
 
 
-def _bounded(conv: Any, keyword: str, regex: str, anchored: bool, lo: int, hi: Any,
+def _bounded(conv: ConvertContext, keyword: str, regex: str, anchored: bool, lo: int, hi: Any,
              pointer: str) -> Any:
     """``bounded_string_body`` (pattern/format with a length). Where the intersection has
     no exact form within the caps, the length bound is the part reported unsupported
@@ -113,7 +114,7 @@ def _bounded(conv: Any, keyword: str, regex: str, anchored: bool, lo: int, hi: A
     return alone
 
 
-def integer_regex(conv: Any, schema: dict, pointer: str) -> str | None:
+def integer_regex(conv: ConvertContext, schema: dict, pointer: str) -> str | None:
     """Regex for the JSON integers (integer spellings) valid under ``schema``."""
     bounded = any(k in schema for k in BOUNDS)
     lo, hi = integer_bounds(schema) if bounded else (None, None)
@@ -138,7 +139,7 @@ def integer_regex(conv: Any, schema: dict, pointer: str) -> str | None:
     return regex
 
 
-def number_regex(conv: Any, schema: dict, pointer: str) -> str | None:
+def number_regex(conv: ConvertContext, schema: dict, pointer: str) -> str | None:
     """Regex for the JSON numbers valid under ``schema`` (see the module docstring)."""
     bounded = any(k in schema for k in BOUNDS)
     if "multipleOf" in schema:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._schema_combine import merge_all_of
-from ._schema_objects import _sharer
+from .combine import merge_all_of
+from .objects import _sharer
+from .context import ConvertContext
 
 __all__ = ["array_regex"]
 
@@ -26,7 +27,7 @@ def _rep(body: str, lo: int, hi: int | None) -> str:
     return "(?:%s){%d,%s}" % (body, lo, "" if hi is None else hi)
 
 
-def array_regex(conv: Any, schema: dict, pointer: str, refs: tuple) -> str | None:
+def array_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) -> str | None:
     """Regex for the arrays valid under the array keywords of ``schema``."""
     lo = int(schema.get("minItems", 0))
     hi = schema.get("maxItems")
@@ -82,7 +83,7 @@ def array_regex(conv: Any, schema: dict, pointer: str, refs: tuple) -> str | Non
     return open_ + (body if lo > 0 else "(?:%s)?" % body) + close
 
 
-def _contains(conv: Any, schema: dict, pointer: str, refs: tuple, prefix: list, rest: Any,
+def _contains(conv: ConvertContext, schema: dict, pointer: str, refs: tuple, prefix: list, rest: Any,
               lo: int, hi: int | None) -> str | None:
     need = int(schema.get("minContains", 1))
     if prefix:

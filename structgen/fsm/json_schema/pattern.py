@@ -12,9 +12,9 @@ are unsupported. The pattern is parsed with Python ``re`` syntax.
 
 from __future__ import annotations
 
-from ..errors import UnsupportedSchemaError
-from .regex.parse import MAXREPEAT, parse, sre_constants as C
-from .regex.escape import RESERVED_FROM, escape_class_char, escape_literal
+from ...errors import UnsupportedSchemaError
+from ..regex.parse import MAXREPEAT, parse, sre_constants as C
+from ..regex.escape import RESERVED_FROM, escape_class_char, escape_literal
 
 __all__ = ["pattern_to_string_body", "top_level_branches", "JSON_CHAR"]
 

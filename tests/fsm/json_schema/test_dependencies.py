@@ -16,9 +16,9 @@ import pytest
 
 from structgen.errors import UnsupportedSchemaError
 from structgen.fsm import compile_json_schema
-from structgen.fsm._schema_depends import MAX_DEPENDENCY_BRANCHES
+from structgen.fsm.json_schema.dependencies import MAX_DEPENDENCY_BRANCHES
 
-from ._reference import assert_agrees_with_jsonschema, jsonschema_valid
+from .._reference import assert_agrees_with_jsonschema, jsonschema_valid
 
 DRAFT7 = "http://json-schema.org/draft-07/schema#"
 DRAFT4 = "http://json-schema.org/draft-04/schema#"

@@ -1,4 +1,4 @@
-"""``const``/``enum`` by JSON equality (``_schema_values``): numbers equal by value (``-2`` and
+"""``const``/``enum`` by JSON equality (``json_schema.values``): numbers equal by value (``-2`` and
 ``-2.0``; never ``true``/``false``), objects equal whatever their key order. ``jsonschema`` is
 the reference: every accepted text is valid, every canonical spelling of a valid value is
 accepted."""
@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structgen.fsm import compile_json_schema
-from structgen.fsm._schema_values import ANY_ORDER_BUDGET, MAX_ANY_ORDER_KEYS, number_spellings
+from structgen.fsm.json_schema.values import ANY_ORDER_BUDGET, MAX_ANY_ORDER_KEYS, number_spellings
 
-from ._reference import jsonschema_valid as _valid
+from .._reference import jsonschema_valid as _valid
 
 
 def _spellings(value) -> list[str]:

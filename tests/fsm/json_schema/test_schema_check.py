@@ -1,4 +1,4 @@
-"""The metaschema check's fast path (``structgen.fsm._schema_check``) against jsonschema.
+"""The metaschema check's fast path (``structgen.fsm.json_schema.check``) against jsonschema.
 
 The fast table may only accept what jsonschema's ``check_schema`` accepts; whatever it
 does not show valid goes to jsonschema, so errors stay jsonschema's. Checked on the
@@ -19,9 +19,9 @@ from jsonschema_specifications import REGISTRY
 
 from structgen.errors import InvalidSchemaError
 from structgen.fsm import compile_json_schema
-from structgen.fsm._schema_check import check_schema, constrained_keywords, proves_valid
+from structgen.fsm.json_schema.check import check_schema, constrained_keywords, proves_valid
 
-from ._corpus import CORPORA
+from .._corpus import CORPORA
 
 PLAIN = CORPORA / "jsonschemabench" / "plain"
 _BAD_VALUES = [None, 1.5, 1.0, -1, "x", [], {}, True, False, [1, 1], ["a", "a"], "(", 0,

@@ -1,11 +1,11 @@
-"""The JSON Schema -> regex converter behind ``json_schema`` (its public face).
+"""The JSON Schema -> regex converter behind ``structgen.fsm.json_schema`` (its public face).
 
 ``JsonSchemaConverter`` holds one conversion: the root (``$ref`` targets), the options,
 the shared definitions and the warnings collected. ``convert`` dispatches on the
 keywords (``$ref``, ``allOf``, ``anyOf``/``oneOf``, ``not``, ``const``/``enum``, then
-``type``); the types are lowered in ``_schema_scalars``, ``_schema_arrays`` and
-``_schema_objects``, ``allOf``/``oneOf`` are combined in ``_schema_combine``. What is
-enforced and how is described in ``json_schema``'s docstring.
+``type``); the types are lowered in ``scalars``, ``arrays`` and
+``objects``, ``allOf``/``oneOf`` are combined in ``combine``. What is
+enforced and how is described in the package docstring.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
-from ._json_pattern import JSON_CHAR
-from ._schema_arrays import array_regex
-from ._schema_combine import (NON_INTEGER, TYPES, merge_all_of, negated_types, provably_disjoint,
+from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
+from .pattern import JSON_CHAR
+from .arrays import array_regex
+from .combine import (NON_INTEGER, TYPES, merge_all_of, negated_types, provably_disjoint,
                               static_conditional)
-from ._schema_depends import DEPENDENCY_KEYWORDS
-from ._schema_ids import RefIndex
-from ._schema_objects import object_regex
-from ._schema_refs import RefSharing
-from ._schema_scalars import BOUNDS, NUMBER, integer_regex, number_regex, string_regex
-from ._schema_values import values_regex
+from .dependencies import DEPENDENCY_KEYWORDS
+from .ids import RefIndex
+from .objects import object_regex
+from .refs import RefSharing
+from .scalars import BOUNDS, NUMBER, integer_regex, number_regex, string_regex
+from .values import values_regex
 
 __all__ = ["JsonSchemaConverter", "ANNOTATIONS", "ANY_VALUE_DEPTH", "CONVERT_MAX_SECONDS",
            "FLEXIBLE_WS_MAX"]
@@ -129,7 +129,7 @@ class JsonSchemaConverter:
             return False
 
     def resolve(self, ref: Any, pointer: str) -> Any:
-        """The subschema a ``$ref`` names (``_schema_ids.RefIndex.resolve``)."""
+        """The subschema a ``$ref`` names (``ids.RefIndex.resolve``)."""
         return self._refs.resolve(ref, pointer)
 
     # ---- dispatch --------------------------------------------------------------

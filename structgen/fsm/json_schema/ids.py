@@ -35,8 +35,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
-from ..errors import InvalidSchemaError, UnsupportedSchemaError
-from ._schema_check import validator_class
+from ...errors import InvalidSchemaError, UnsupportedSchemaError
+from .check import validator_class
 
 __all__ = ["RefIndex", "pointer_of"]
 
@@ -105,7 +105,7 @@ class RefIndex:
     Attributes:
         root: the rewritten copy (shares every value that holds no subschema).
         legacy: True for drafts 3-7 (``$ref`` overrides its siblings).
-        draft: ``_schema_check.validator_class(root)``: the draft's validator class, and
+        draft: ``check.validator_class(root)``: the draft's validator class, and
             whether a ``$schema`` the root holds names a known draft.
         origin: ``id`` of each subschema (dict) of ``root`` -> where the document writes it
             (JSON pointer, "" for the root): the place an error about its keywords names,

@@ -1,4 +1,4 @@
-"""``$ref`` within one document (``_schema_ids``): JSON pointers with percent-encoding, empty
+"""``$ref`` within one document (``json_schema.ids``): JSON pointers with percent-encoding, empty
 tokens and ``~`` escapes, ``$id`` base URIs, ``$anchor`` / draft-7 ``"$id": "#foo"`` anchors,
 ``$dynamicRef`` where the dynamic scope cannot matter, and draft 3-7 "``$ref`` overrides its
 siblings". Every instance's expected validity is
@@ -10,9 +10,9 @@ import pytest
 
 from structgen.errors import InvalidSchemaError, UnsupportedSchemaError
 from structgen.fsm import compile_json_schema
-from structgen.fsm._schema_ids import RefIndex
+from structgen.fsm.json_schema.ids import RefIndex
 
-from ._reference import jsonschema_valid as _valid
+from .._reference import jsonschema_valid as _valid
 from tests.fsm._corpus import canonical, dump
 
 D7 = "http://json-schema.org/draft-07/schema#"

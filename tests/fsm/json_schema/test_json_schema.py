@@ -88,7 +88,7 @@ def test_max_length_counts_characters() -> None:
         ({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}},
          "uniqueItems", "/properties/tags"),
         # (number bounds, multipleOf 5, patternProperties, hostname and pattern with
-        # min/maxLength are enforced now: tests/fsm/test_string_pattern_length.py)
+        # min/maxLength are enforced now: tests/fsm/json_schema/test_string_pattern_length.py)
         ({"type": "number", "multipleOf": 0.3}, "multipleOf", ""),
         ({"type": "integer", "multipleOf": 7}, "multipleOf", ""),
         ({"type": "object", "patternProperties": {"^x": {}}, "additionalProperties": {}},

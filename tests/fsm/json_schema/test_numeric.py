@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structgen.fsm import compile_json_schema
-from structgen.fsm._numeric import integer_range_regex
+from structgen.fsm.json_schema.numeric import integer_range_regex
 
 BOUNDED = [
     {"type": "integer", "minimum": 100},

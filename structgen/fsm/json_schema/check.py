@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import jsonschema
 
-from ..errors import InvalidSchemaError
+from ...errors import InvalidSchemaError
 
 __all__ = ["check_schema", "proves_valid", "constrained_keywords", "validator_class"]
 

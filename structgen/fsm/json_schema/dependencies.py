@@ -26,8 +26,9 @@ import json
 import re
 from typing import Any, NamedTuple
 
-from ..errors import UnsupportedSchemaError
-from ._schema_combine import merge_all_of
+from ...errors import UnsupportedSchemaError
+from .combine import merge_all_of
+from .context import ConvertContext
 
 __all__ = ["DEPENDENCY_KEYWORDS", "MAX_DEPENDENCY_BRANCHES", "MAX_DEPENDENCY_STEPS",
            "has_dependencies", "dependent_object_regex"]
@@ -51,7 +52,7 @@ class _Branch(NamedTuple):
     applied: frozenset[tuple[str, str]]  # (trigger, part as JSON) merged in already
 
 
-def has_dependencies(conv: Any, schema: dict) -> bool:
+def has_dependencies(conv: ConvertContext, schema: dict) -> bool:
     """True when ``schema`` holds a dependency keyword of the document's draft."""
     return any(k in schema for k in conv.dependency_keywords)
 
@@ -63,7 +64,7 @@ def _parts(value: Any) -> list[Any]:
     return [] if value is True or value == {} else [value]
 
 
-def _split(conv: Any, schema: dict, pointer: str) -> tuple[dict, list[_Dep]]:
+def _split(conv: ConvertContext, schema: dict, pointer: str) -> tuple[dict, list[_Dep]]:
     """``schema`` without its dependency keywords, and the dependencies they hold."""
     base = {k: v for k, v in schema.items() if k not in conv.dependency_keywords}
     deps: list[_Dep] = []
@@ -92,7 +93,7 @@ def _matches(pattern: str, name: str) -> bool:
         return True  # cannot tell: assume it may
 
 
-def _extras_may_spell(conv: Any, schema: dict, name: str) -> bool:
+def _extras_may_spell(conv: ConvertContext, schema: dict, name: str) -> bool:
     """True when ``name`` is neither listed nor required and the extra keys are decided by
     ``patternProperties`` or ``propertyNames`` (they cannot leave out one key)."""
     if name in (schema.get("properties") or {}) or name in schema.get("required", ()):
@@ -105,7 +106,7 @@ def _extras_may_spell(conv: Any, schema: dict, name: str) -> bool:
     return extras and names not in (None, True, {}) and conv.is_valid(name, names)
 
 
-def _present(conv: Any, branch: _Branch, dep: _Dep, key: tuple[str, str]) -> _Branch | None:
+def _present(conv: ConvertContext, branch: _Branch, dep: _Dep, key: tuple[str, str]) -> _Branch | None:
     """``branch`` with ``dep.trigger`` present: merged with its part (None: unsatisfiable).
     The trigger is required before the keys the part requires (their order in the layout)."""
     merged = merge_all_of([branch.schema, {"required": [dep.trigger]}, dep.part], dep.pointer,
@@ -124,7 +125,7 @@ def _absent(branch: _Branch, dep: _Dep) -> _Branch:
                    branch.absent | {dep.trigger}, branch.applied)
 
 
-def _problem(conv: Any, branch: _Branch, dep: _Dep, steps: int, num_branches: int) -> str:
+def _problem(conv: ConvertContext, branch: _Branch, dep: _Dep, steps: int, num_branches: int) -> str:
     """Why ``dep`` cannot be split exactly in ``branch`` (``""``: it can)."""
     if steps > MAX_DEPENDENCY_STEPS:
         return f"more than {MAX_DEPENDENCY_STEPS} dependencies to apply in one object"
@@ -136,7 +137,7 @@ def _problem(conv: Any, branch: _Branch, dep: _Dep, steps: int, num_branches: in
     return ""
 
 
-def _step(conv: Any, branch: _Branch, steps: int, num_branches: int) -> list[_Branch]:
+def _step(conv: ConvertContext, branch: _Branch, steps: int, num_branches: int) -> list[_Branch]:
     """The branches that replace ``branch`` once its first pending dependency is split."""
     dep = branch.pending[0]
     key = (dep.trigger, json.dumps(dep.part, sort_keys=True))
@@ -157,7 +158,7 @@ def _step(conv: Any, branch: _Branch, steps: int, num_branches: int) -> list[_Br
     return out + ([present] if present is not None else [])
 
 
-def _branches(conv: Any, schema: dict, pointer: str) -> list[dict]:
+def _branches(conv: ConvertContext, schema: dict, pointer: str) -> list[dict]:
     """The object schemas (no dependency keywords left) whose union is ``schema``."""
     base, deps = _split(conv, schema, pointer)
     work = [_Branch({**base, "type": "object"}, tuple(deps), frozenset(), frozenset())]
@@ -173,7 +174,7 @@ def _branches(conv: Any, schema: dict, pointer: str) -> list[dict]:
     return done
 
 
-def dependent_object_regex(conv: Any, schema: dict, pointer: str, refs: tuple) -> str | None:
+def dependent_object_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) -> str | None:
     """Regex for the objects valid under ``schema``, its dependencies enforced: one
     alternative per branch (see the module docstring); None when no branch has an object."""
     options = []

@@ -2,9 +2,9 @@
 
 A regex text cannot intersect two languages, so the intersection is built here, at
 conversion time: the pattern (Python ``re`` syntax over the *decoded* string, search
-semantics as in ``_json_pattern``) becomes a Thompson NFA over code-point ranges, and
+semantics as in ``pattern``) becomes a Thompson NFA over code-point ranges, and
 the product of that NFA with a character counter ``0..maxLength`` is written out as a
-right-linear grammar: one shared definition (``_schema_refs``) per live product state
+right-linear grammar: one shared definition (``refs``) per live product state
 ``(q, c)``, ``D(q, c) = enc(R1) D(q1, c+1) | enc(R2) D(q2, c+1) | ... [| ""]`` where
 ``enc(R)`` is one JSON-encoded character whose decoded value lies in ``R`` (escapes
 count as one character, as ``minLength`` counts). The counter makes the product
@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import UnsupportedSchemaError
-from ._json_pattern import (_class_ranges, _class_text, _complement, _encoded_alternatives,
+from ...errors import UnsupportedSchemaError
+from .pattern import (_class_ranges, _class_text, _complement, _encoded_alternatives,
                             _translate, top_level_branches)
-from .regex.parse import MAXREPEAT, sre_constants as C
+from ..regex.parse import MAXREPEAT, sre_constants as C
+from .context import ConvertContext
 
 __all__ = ["bounded_string_body", "patterns_disjoint", "Unrepresentable", "MAX_NFA_STATES", "MAX_PRODUCT_STATES"]
 
@@ -40,7 +41,7 @@ class Unrepresentable(Exception):
 
 
 def _body(items, pointer: str) -> str:
-    """``_json_pattern``'s JSON-body translation of parse items (Unrepresentable when it
+    """``pattern``'s JSON-body translation of parse items (Unrepresentable when it
     has none, e.g. a character class too large to write out)."""
     try:
         return _translate(items, pointer)
@@ -71,7 +72,7 @@ class _NFA:
         return len(self.eps) - 1
 
     def text(self, item) -> str:
-        """The JSON-body regex of one parse item (``_json_pattern``'s translation)."""
+        """The JSON-body regex of one parse item (``pattern``'s translation)."""
         key = id(item)
         if not self.with_rest:
             return ""
@@ -198,7 +199,7 @@ def _shortest(nfa: _NFA, start: int, final: int) -> int | None:
     return None
 
 
-def bounded_string_body(conv: Any, regex: str, anchored: bool, lo: int, hi: int | None,
+def bounded_string_body(conv: ConvertContext, regex: str, anchored: bool, lo: int, hi: int | None,
                         pointer: str) -> str | None:
     """Regex for the JSON string bodies matching ``regex`` with ``lo..hi`` characters.
 
@@ -251,7 +252,7 @@ def bounded_string_body(conv: Any, regex: str, anchored: bool, lo: int, hi: int 
     return _emit(conv, (regex, lo, hi), top, states, moves, accepting, live, rest, pointer)
 
 
-def _emit(conv, key, top, states, moves, accepting, live, rest, pointer) -> str:
+def _emit(conv: ConvertContext, key, top, states, moves, accepting, live, rest, pointer) -> str:
     """Write the live product states as shared definitions, highest count first; with no
     ``maxLength`` (``key[2]`` None) a state at count ``top`` is the pattern's rest."""
     lo, hi = key[1], key[2]
@@ -286,7 +287,7 @@ def _merge(ranges) -> list[tuple[int, int]]:
     return [(a, b) for a, b in out]
 
 
-def _char(conv, ranges: tuple, pointer: str) -> str:
+def _char(conv: ConvertContext, ranges: tuple, pointer: str) -> str:
     """One JSON-encoded character in ``ranges`` (a shared definition when long)."""
     key = ("strchar", ranges)
     found, text = conv.sharing.lookup(key)

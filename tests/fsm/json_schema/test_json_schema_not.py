@@ -13,7 +13,7 @@ import pytest
 from structgen.errors import UnsupportedSchemaError
 from structgen.fsm import compile_json_schema
 
-from ._reference import assert_agrees_with_jsonschema, jsonschema_valid as _valid
+from .._reference import assert_agrees_with_jsonschema, jsonschema_valid as _valid
 
 TEXTS = ["1", "-3", "1.0", "2.5", "-0.5", "1e2", "1.5e1", '"s"', "true", "null", "[]", "[1]",
          "{}", '{"a":1}']

@@ -26,7 +26,7 @@ import json
 from fractions import Fraction
 from typing import Any, Callable
 
-from .regex.escape import escape_literal
+from ..regex.escape import escape_literal
 
 __all__ = ["values_regex", "number_spellings", "MAX_ANY_ORDER_KEYS", "ANY_ORDER_BUDGET"]
 

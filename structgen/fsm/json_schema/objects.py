@@ -17,7 +17,7 @@ extra keys when no listed name satisfies it. ``minProperties``/``maxProperties``
 exact when the listed keys are all required (the count moves to the extras) or when
 there are no extras (the allowed subsets of optional keys are listed).
 ``dependentRequired``/``dependentSchemas``/``dependencies`` split the object into
-branches (``_schema_depends``), each lowered here.
+branches (``dependencies``), each lowered here.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ from functools import lru_cache
 from itertools import combinations
 from typing import Any
 
-from ._json_pattern import pattern_to_string_body
-from ._schema_depends import dependent_object_regex, has_dependencies
-from ._schema_strlen import patterns_disjoint
-from .regex.escape import escape_literal
+from .pattern import pattern_to_string_body
+from .dependencies import dependent_object_regex, has_dependencies
+from .string_length import patterns_disjoint
+from ..regex.escape import escape_literal
+from .context import ConvertContext
 
 __all__ = ["object_regex", "key_not_in", "CANON_CHAR"]
 
@@ -113,7 +114,7 @@ def _matches(pattern: str, name: str) -> bool:
         return False
 
 
-def object_regex(conv: Any, schema: dict, pointer: str, refs: tuple) -> str | None:
+def object_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) -> str | None:
     """Regex for the objects valid under the object keywords of ``schema``."""
     if has_dependencies(conv, schema):  # one branch per combination of trigger keys
         return dependent_object_regex(conv, schema, pointer, refs)
@@ -155,7 +156,7 @@ def _escape_ptr(name: str) -> str:
     return name.replace("~", "~0").replace("/", "~1")
 
 
-def _extra_pair(conv: Any, schema: dict, pointer: str, refs: tuple, listed: list[str]) -> str | None:
+def _extra_pair(conv: ConvertContext, schema: dict, pointer: str, refs: tuple, listed: list[str]) -> str | None:
     """Regex of one extra ``"key":value`` member, or None when no extra key is allowed."""
     ws = conv.ws
     patterns: dict = schema.get("patternProperties", {}) or {}
@@ -211,7 +212,7 @@ def _extra_pair(conv: Any, schema: dict, pointer: str, refs: tuple, listed: list
     return key + ws + ":" + ws + value
 
 
-def _counted(conv: Any, schema: dict, pointer: str, members: list[tuple[str, bool]],
+def _counted(conv: ConvertContext, schema: dict, pointer: str, members: list[tuple[str, bool]],
              pair: str | None, sep: str) -> str | None:
     """Members in order then extras, honouring ``minProperties``/``maxProperties``."""
     lo = int(schema.get("minProperties", 0))
@@ -244,7 +245,7 @@ def _counted(conv: Any, schema: dict, pointer: str, members: list[tuple[str, boo
     return _members(members, pair, 0, None, sep, _sharer(conv))
 
 
-def _sharer(conv: Any):
+def _sharer(conv: ConvertContext):
     """``share(text) -> text or placeholder``: one shared definition per distinct text (the
     text alone decides its language), so a long subpattern used many times is written once."""
     def share(text: str) -> str:

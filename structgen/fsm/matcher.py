@@ -25,7 +25,6 @@ import numpy as np
 import torch
 
 from .index import masks
-from ._dfa_view import byte_row, is_accepting, token_step
 from .base import BaseMatcher
 from .index.budget import budget_for
 from .index.token_index import TokenIndex
@@ -94,18 +93,18 @@ class Matcher(BaseMatcher):
 
     def is_accepting(self) -> bool:
         """True when the output so far is a complete match. Raises: never."""
-        return is_accepting(self._dfa, self.state)
+        return self._dfa.is_accepting(self.state)
 
     def is_terminated(self) -> bool:
         """EOS taken, or accepting with no way on (no byte, or no budget). Raises: never."""
         state, eos_taken = self._history[-1]
         if eos_taken:
             return True
-        if not is_accepting(self._dfa, state):
+        if not self._dfa.is_accepting(state):
             return False
         if self._budget is not None and self.remaining_tokens() <= 0:
             return True
-        return not bool((byte_row(self._dfa, state) >= 0).any())
+        return not bool((self._dfa.row(state) >= 0).any())
 
     # ---- per-token path ----------------------------------------------------
 
@@ -156,8 +155,8 @@ class Matcher(BaseMatcher):
         if eos_taken:
             return None
         if token_id in self._eos:
-            return (state, True) if is_accepting(self._dfa, state) else None
-        nxt = token_step(self._index, state, int(token_id))  # reads the index's step memo
+            return (state, True) if self._dfa.is_accepting(state) else None
+        nxt = int(self._index.token_next_state(state, int(token_id)))  # reads the index's step memo
         if nxt < 0:
             return None
         if self._budget is not None and not self._budget.within(nxt, self.max_tokens - used - 1):
@@ -211,14 +210,14 @@ class Matcher(BaseMatcher):
         dfa = self._dfa
         out = bytearray()
         seen = set()
-        while not is_accepting(dfa, state) and state not in seen:
-            live = np.nonzero(byte_row(dfa, state) >= 0)[0]
+        while not dfa.is_accepting(state) and state not in seen:
+            live = np.nonzero(dfa.row(state) >= 0)[0]
             if live.shape[0] != 1:
                 break
             seen.add(state)
             byte = int(live[0])
             out.append(byte)
-            state = int(byte_row(dfa, state)[byte])
+            state = int(dfa.row(state)[byte])
         return bytes(out)
 
     # ---- copies --------------------------------------------------------------

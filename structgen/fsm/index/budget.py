@@ -34,7 +34,6 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .._dfa_view import byte_row, is_accepting, token_step
 from .token_index import pack_bitmask
 
 __all__ = ["CompletionBudget", "budget_for", "INF"]
@@ -58,7 +57,8 @@ class CompletionBudget:
     """Memoised fewest-tokens-to-acceptance bounds over a ``TokenIndex``.
 
     Args:
-        index: the token index (only ``next_states``, ``dfa`` and ``vocab`` are used).
+        index: the token index (only ``next_states``, ``token_next_state``, ``dfa`` and
+            ``vocab`` are used).
         max_search_states: bound on the states one exact token search expands.
         max_cached_rows: bound on cached per-state successor tables (LRU).
     """
@@ -132,7 +132,7 @@ class CompletionBudget:
             allowed = np.zeros(self._vocab_size, bool)
             sel = inverse >= 0
             allowed[sel] = ok[inverse[sel]]
-            if is_accepting(self._dfa, state):
+            if self._dfa.is_accepting(state):
                 allowed[self._eos] = True
             packed = pack_bitmask(allowed, self._num_words)
             packed.setflags(write=False)
@@ -156,11 +156,11 @@ class CompletionBudget:
                     if depth + dist[y] < best:
                         best, best_state = depth + dist[y], y
                     continue
-                if is_accepting(dfa, y):
+                if dfa.is_accepting(y):
                     dist[y], nxt[y] = 0, -1
                     best, best_state = depth, y
                     continue
-                row = byte_row(dfa, y)
+                row = dfa.row(y)
                 for b in np.nonzero(row >= 0)[0].tolist():
                     z = int(row[b])
                     if z not in parent:
@@ -189,7 +189,7 @@ class CompletionBudget:
         while self._byte_dist[state] > 0:
             b = self._byte_next[state]
             out.append(b)
-            state = int(byte_row(self._dfa, state)[b])
+            state = int(self._dfa.row(state)[b])
             if state not in self._byte_dist:
                 self._byte_bfs(state)
         return bytes(out)
@@ -230,7 +230,7 @@ class CompletionBudget:
         hit = self._upper.get(state)
         if hit is not None:
             return hit
-        if is_accepting(self._dfa, state):
+        if self._dfa.is_accepting(state):
             self._upper[state] = 0
             return 0
         data = self._byte_completion(state)
@@ -240,7 +240,7 @@ class CompletionBudget:
             return INF
         states = [state]
         for tid in ids:
-            states.append(token_step(self._index, states[-1], tid))
+            states.append(int(self._index.token_next_state(states[-1], int(tid))))
         self._record(states, 0)
         return self._upper[state]
 

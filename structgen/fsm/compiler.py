@@ -44,9 +44,8 @@ __all__ = [
 CACHE_SIZE = 128
 # rows a JSON Schema compile builds breadth-first (regex_to_dfa's eager_rows): a schema's
 # automaton is never small enough to complete at compile, and a first mask reads 2-3 rows
-# (the rest are built on demand as the mask walk or decoding reaches them). In paired runs on
-# bench_grammar's sample, 2 rows gave the lowest compile + first-mask time at the median
-# (16 rows: 2.49 ms, 4: 2.25, 2: 2.09, 1: 2.30; first mask 0.071 ms with 16, 0.080 with 2)
+# (the rest are built on demand as the mask walk or decoding reaches them); the choice is
+# measured in benchmarks/RESULTS.md ("Moved from docstrings: fsm")
 JSON_EAGER_ROWS = 2
 
 

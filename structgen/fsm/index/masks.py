@@ -2,9 +2,9 @@
 ``Matcher.fill_bitmask``).
 
 Why: the mask itself is a cached int32 array, so a warm ``fill_bitmask`` is a copy of
-``ceil(vocab / 32)`` words (6 kB at 49k tokens, ~0.1 us). What used to dominate was the
-way to the tensor's memory: ``tensor.numpy()`` (~1-3 us per call), ``tensor.shape`` /
-``stride()`` (~0.3-0.8 us each) and numpy slice assignments. Here the tensor's layout is
+``ceil(vocab / 32)`` words; the cost is the way to the tensor's memory (``tensor.numpy()``,
+``tensor.shape`` / ``stride()``, numpy slice assignments; figures in
+``benchmarks/RESULTS.md``, "Moved from docstrings: fsm"). Here the tensor's layout is
 read once and kept as a destination tuple ``(tensor, version, base, rows, stride, cols)``
 (``describe``). Later calls with the same tensor only check that it is the same object
 with the same version counter (bumped by every in-place op, metadata ones such as

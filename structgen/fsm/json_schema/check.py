@@ -1,8 +1,8 @@
 """The metaschema check of ``compile_json_schema``, with a fast path for common schemas.
 
 ``jsonschema``'s ``check_schema`` validates a schema against its draft's metaschema
-through the general validator ($ref / $dynamicRef resolution per keyword): 3-12 ms of
-CPU time for a typical tool schema, more than everything else a compile does. Here a
+through the general validator ($ref / $dynamicRef resolution per keyword), which costs
+more than everything else a compile does (``benchmarks/RESULTS.md``). Here a
 table of what each draft's metaschema says about the keywords schemas actually use
 (a string, a non-negative integer, a subschema, an array of unique type names, ...)
 proves most schemas valid in one walk. The fast path only ever *accepts*: whenever a

@@ -30,7 +30,7 @@ __all__ = ["JsonSchemaConverter", "ANNOTATIONS", "ANY_VALUE_DEPTH", "CONVERT_MAX
 
 FLEXIBLE_WS_MAX = 12
 ANY_VALUE_DEPTH = 10  # as deep as recursive $ref unrolls by default (max_recursion_depth)
-CONVERT_MAX_SECONDS = 10.0  # as the DFA's budget: WashingtonPost wp_8 ran 155 s, then failed
+CONVERT_MAX_SECONDS = 10.0  # as the DFA's budget (see benchmarks/RESULTS.md, wp_8)
 ANNOTATIONS = frozenset(
     {"title", "description", "examples", "default", "$schema", "$id", "$comment",
      "deprecated", "readOnly", "writeOnly", "$defs", "definitions"}

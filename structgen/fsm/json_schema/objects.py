@@ -62,8 +62,8 @@ def _escape_classes(escapes: list[str]) -> list[str]:
 CANON_CHAR = "(?:" + "|".join(["[^\"\\\\\\x00-\\x1f]"] + _escape_classes(_ESCAPES)) + ")"
 MAX_SUBSETS = 256
 SHARE_MIN_CHARS = 64  # member tails at least this long become shared definitions
-# (64, not 512: WashingtonPost's recursive content objects copy every expansion's tails;
-# shared, wp_8's text is 0.54 MB instead of 1.4 MB and lowers ~4x faster)
+# (WashingtonPost's recursive content objects copy every expansion's tails; the figures for
+# 64 against 512 are in benchmarks/RESULTS.md, "Moved from docstrings: fsm")
 
 
 def _units(name: str) -> list[str]:

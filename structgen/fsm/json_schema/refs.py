@@ -2,8 +2,7 @@
 
 A recursive ``$ref`` is unrolled to ``max_recursion_depth`` expansions along a path.
 Written out as one regex text, a node with k recursive references copies its whole
-subtree k times per level (k^depth: a binary tree at depth 10 was a 45 kB regex, a
-three-way one at depth 6 did not compile within the time budget). Here each distinct
+subtree k times per level (k^depth; sizes in ``benchmarks/RESULTS.md``). Here each distinct
 expansion of a reference is converted once and becomes a *definition*; the pattern
 text refers to it by a placeholder, one raw code point ``PLACEHOLDER_BASE + i``
 (supplementary private use area; ``regex.definitions``). ``regex.parse.lower`` turns the

@@ -3,7 +3,7 @@
 The JSON Schema converter writes long patterns that repeat the same groups many times
 (the JSON string body after every key, an array's item before and after ``(?:,...)*``,
 a format's expression in every field that uses it). ``re._parser`` plus the tree walk
-cost ~4 us per pattern character and see every copy; here a C-speed tokenizer splits
+see every copy, character by character; here a C-speed tokenizer splits
 the text, each parenthesised group's text is looked up in a memo shared by the pattern
 and its definitions (one arena, one placeholder binding), so each distinct group is
 lowered once, and the terms come from ``parse._Lowering``'s own class and literal code.

@@ -8,8 +8,8 @@ the list; importing it interns the nodes bottom-up, giving exactly the term buil
 from scratch would give (up to the ids: alternations are sorted again by the new ids).
 
 Used by ``lower`` to keep the terms of character classes and escapes across
-compiles: the JSON string class ``[^"\\\\\\x00-\\x1f]`` is about 30 terms, built from UTF-8
-sequences in ~150 us but imported in ~20 us.
+compiles: the JSON string class ``[^"\\\\\\x00-\\x1f]`` is about 30 terms built from UTF-8
+sequences; importing its recipe is several times cheaper (``benchmarks/RESULTS.md``).
 
 Node forms: ``(BYTES, mask)``, ``(CONCAT, head, tail)``, ``(ALT, members)``,
 ``(REPEAT, x, lo, hi)``, ``(UNTIL, trigger, k, cont)``; ``EMPTY`` and ``EPS`` are the

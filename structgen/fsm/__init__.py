@@ -29,12 +29,12 @@ from .compiler import (
     compile_regex,
     compile_spec,
 )
-from .regex.dfa import ByteDFA, regex_to_dfa
-from .json_schema import json_schema_to_regex
-from .matcher import Matcher
-from .spec import schema_for
 from .index.token_index import TokenIndex
 from .index.vocabulary import Vocabulary
+from .json_schema import json_schema_to_regex
+from .matcher import Matcher
+from .regex.dfa import ByteDFA, regex_to_dfa
+from .spec import schema_for
 
 __all__ = [
     "Vocabulary",

@@ -130,7 +130,8 @@ def plan_jump_forward(
 
 def _tail_len(matcher, generated: Sequence[int], vocab, lookback: int) -> int:
     """Trailing tokens to retokenize: <= lookback, accepted by the matcher, and starting
-    on a character boundary (so their bytes decode on their own)."""
+    on a character boundary (so their bytes decode on their own).
+    """
     k = min(lookback, len(generated), matcher.num_accepted_tokens)
     while k > 0:
         data = vocab.decode(generated[len(generated) - k :])
@@ -191,7 +192,8 @@ def _walk(matcher, data: bytes) -> int:
 
 def _next_chars(dfa, state: int, limit: int = 160) -> list[bytes]:
     """One whole character per byte allowed from ``state`` (continued along the first
-    live byte until the character is complete)."""
+    live byte until the character is complete).
+    """
     out = []
     for b in np.nonzero(dfa.row(state) >= 0)[0].tolist()[:limit]:
         data, s = bytes([b]), int(dfa.row(state)[b])

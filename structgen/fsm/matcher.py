@@ -24,8 +24,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .index import masks
 from .base import BaseMatcher
+from .index import masks
 from .index.budget import budget_for
 from .index.token_index import TokenIndex
 
@@ -146,11 +146,14 @@ class Matcher(BaseMatcher):
 
     def _fill_form(self, state: int) -> list:
         """``[form, used]`` of ``state``'s mask for the C writer (``TokenIndex.fill_form``;
-        an index without it: the plain mask, uncached)."""
+        an index without it: the plain mask, uncached).
+        """
         make = getattr(self._index, "fill_form", None)
         return make(state) if make is not None else [self._index.bitmask(state), True]
 
-    def _next(self, state: int, eos_taken: bool, token_id: int, used: int) -> tuple[int, bool] | None:
+    def _next(
+        self, state: int, eos_taken: bool, token_id: int, used: int
+    ) -> tuple[int, bool] | None:
         """Step after ``token_id`` when ``used`` non-EOS tokens were accepted before it."""
         if eos_taken:
             return None

@@ -13,7 +13,10 @@ BLOWUP = r"(?:a|b)*a(?:a|b){20}"  # 2^21 states if explored; its eager rows alon
 
 def test_regex_budgets_reach_the_automaton() -> None:
     grammar = compile_regex(BLOWUP)
-    assert (grammar.dfa.max_states, grammar.dfa.max_seconds) == (DEFAULT_MAX_STATES, DEFAULT_MAX_SECONDS)
+    assert (grammar.dfa.max_states, grammar.dfa.max_seconds) == (
+        DEFAULT_MAX_STATES,
+        DEFAULT_MAX_SECONDS,
+    )
     small = compile_regex(BLOWUP, max_states=5000, max_seconds=3.0)
     assert small is not grammar and (small.dfa.max_states, small.dfa.max_seconds) == (5000, 3.0)
     with pytest.raises(GrammarTooComplexError):

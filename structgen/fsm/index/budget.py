@@ -97,13 +97,15 @@ class CompletionBudget:
 
     def within(self, state: int, k: int) -> bool:
         """True when a witness of at most ``k`` tokens from ``state`` to acceptance is known
-        or found (exact, unless the bounded search gives up: then False)."""
+        or found (exact, unless the bounded search gives up: then False).
+        """
         with self._lock:
             return self._within(state, k)
 
     def min_tokens(self, state: int, limit: int = 64) -> int:
         """Exact fewest tokens from ``state`` to acceptance, searched up to ``limit``
-        (returns ``INF`` past it or when the bounded search gives up)."""
+        (returns ``INF`` past it or when the bounded search gives up).
+        """
         with self._lock:
             for k in range(min(self._upper_of(state), limit + 1)):
                 if self._within(state, k):
@@ -113,7 +115,8 @@ class CompletionBudget:
 
     def mask(self, state: int, remaining: int) -> np.ndarray | None:
         """Packed int32 mask of the tokens allowed from ``state`` with ``remaining`` tokens
-        left, or None when it equals the unbudgeted mask. Raises: never."""
+        left, or None when it equals the unbudgeted mask. Raises: never.
+        """
         with self._lock:
             worst = self._worst.get(state)
             if worst is not None and worst <= remaining - 1:

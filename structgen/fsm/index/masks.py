@@ -54,7 +54,8 @@ _last_np: tuple = _NONE  # the numpy writer's: (tensor, version, base, rows, vie
 
 def use_extension(enabled: bool) -> None:
     """Write masks with the C ``fill_row`` (the default, where built) or with numpy, for the
-    process. Raises: never."""
+    process. Raises: never.
+    """
     global fill_row
     fill_row = getattr(trie._EXT, "fill_row", None) if enabled else None
 

@@ -16,9 +16,9 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..regex.dfa import ByteDFA
 from .masks import row_form
 from .trie import set_bits, walk_bytes
-from ..regex.dfa import ByteDFA
 from .vocabulary import Vocabulary
 
 __all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
@@ -58,15 +58,18 @@ class TokenIndex:
             ``MAX_CACHE_BYTES`` (~43,000 at 49k tokens), at least this bound, at most 65,536.
     """
 
-    def __init__(self, dfa: ByteDFA, vocab: Vocabulary, max_cached_states: int | None = None) -> None:
+    def __init__(
+        self, dfa: ByteDFA, vocab: Vocabulary, max_cached_states: int | None = None
+    ) -> None:
         self.dfa = dfa
         self.vocab = vocab
         self.num_words = (vocab.vocab_size + 31) // 32
         if max_cached_states is None:  # a cached row costs ~4 bytes per token
             max_cached_states = max(64, min(8192, MAX_CACHE_BYTES // (4 * vocab.vocab_size + 4)))
         self.max_cached_states = max_cached_states
-        self.max_cached_masks = max(max_cached_states,
-                                    min(1 << 16, MAX_CACHE_BYTES // (4 * self.num_words + 64)))
+        self.max_cached_masks = max(
+            max_cached_states, min(1 << 16, MAX_CACHE_BYTES // (4 * self.num_words + 64))
+        )
         self._trie = vocab.token_trie
         # ids never allowed, and EOS: shared per vocabulary
         self._never, self._eos = vocab.index_tables
@@ -130,7 +133,8 @@ class TokenIndex:
 
     def _remember_mask(self, state: int, mask: np.ndarray) -> None:
         """Cache ``mask``; evict the least recently used masks past the bound, sparing once
-        (and moving to the back) those whose fill form was used since the last pass."""
+        (and moving to the back) those whose fill form was used since the last pass.
+        """
         masks, forms = self._masks, self.fill_forms
         masks[state] = mask
         while len(masks) > max(1, self.max_cached_masks):
@@ -157,7 +161,8 @@ class TokenIndex:
     def token_next_state(self, state: int, token_id: int) -> int:
         """State after one non-EOS token, -1 if not allowed (from the cached row or mask
         when ``state`` has one, else one walk over the token's bytes). Raises: only
-        ``GrammarTooComplexError`` when a walk discovers states past a budget."""
+        ``GrammarTooComplexError`` when a walk discovers states past a budget.
+        """
         if not 0 <= token_id < self.vocab.vocab_size or self._never[token_id]:
             return -1
         key = (state, token_id)

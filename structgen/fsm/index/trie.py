@@ -45,13 +45,16 @@ def use_extension(enabled: bool) -> None:
     """Walk in C (the default, where built) or with numpy, for the process. Raises: never."""
     global _c
     _c = _EXT if enabled else None
+
+
 _SCALAR_NODES = 256  # numpy fallback: finish a frontier with fewer subtree nodes scalar
 _SCALAR_DEPTH = 128  # ... or any frontier this deep (long tokens: few nodes per level)
 
 
 def _lcp(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """int64 ``[T]``: common prefix length of each token with the previous one (0 for
-    the first), tokens given as ``flat[starts[k]:starts[k] + lengths[k]]``, sorted."""
+    the first), tokens given as ``flat[starts[k]:starts[k] + lengths[k]]``, sorted.
+    """
     t = lengths.shape[0]
     out = np.zeros(t, np.int64)
     if t < 2:
@@ -97,16 +100,20 @@ def _skips(depth: np.ndarray, bfs: np.ndarray, parent_bfs: np.ndarray) -> np.nda
 
 def set_bits(mask: np.ndarray, ids: np.ndarray) -> None:
     """Set bit ``i % 32`` of word ``i // 32`` of ``mask`` (int32 ``[words]``, in place) for
-    every id in ``ids`` (int ``[k]``). Raises: IndexError for an id past the mask."""
+    every id in ``ids`` (int ``[k]``). Raises: IndexError for an id past the mask.
+    """
     if ids.size:
         ids = np.asarray(ids, np.int64)
-        np.bitwise_or.at(mask.view(np.uint32), ids >> 5, np.left_shift(1, ids & 31).astype(np.uint32))
+        np.bitwise_or.at(
+            mask.view(np.uint32), ids >> 5, np.left_shift(1, ids & 31).astype(np.uint32)
+        )
 
 
 def walk_bytes(dfa, state: int, data: bytes) -> int:
     """``dfa.walk(state, data)`` (-1 if it dies), through built rows in C where the
     extension is built (rows missing on the way are built). Raises: GrammarTooComplexError
-    when building a row exceeds a budget."""
+    when building a row exceeds a budget.
+    """
     if _c is None:
         return dfa.walk(state, data)
     return _c.walk_bytes(data, int(state), dfa.row_tables)
@@ -126,8 +133,17 @@ class TokenTrie:
         dups: int64 ``[k, 2]``: (id, id with the same bytes that holds the node).
     """
 
-    def __init__(self, vocab_size: int, byte: np.ndarray, depth: np.ndarray, skip: np.ndarray,
-                 token: np.ndarray, dups: np.ndarray, bfs: np.ndarray, parent_bfs: np.ndarray) -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        byte: np.ndarray,
+        depth: np.ndarray,
+        skip: np.ndarray,
+        token: np.ndarray,
+        dups: np.ndarray,
+        bfs: np.ndarray,
+        parent_bfs: np.ndarray,
+    ) -> None:
         self.vocab_size = vocab_size
         self.byte, self.depth, self.skip, self.token, self.dups = byte, depth, skip, token, dups
         self.num_nodes = int(byte.shape[0])
@@ -173,7 +189,9 @@ class TokenTrie:
         parent_bfs = np.searchsorted(key[bfs], parent_key[bfs]) - 1  # last shallower-by-one node
         parent_bfs[depth[bfs] == 1] = -1
         skip = _skips(depth, bfs, parent_bfs)
-        return cls(len(token_bytes), byte, depth, skip, token, dups.astype(np.int64), bfs, parent_bfs)
+        return cls(
+            len(token_bytes), byte, depth, skip, token, dups.astype(np.int64), bfs, parent_bfs
+        )
 
     # ---- walking -----------------------------------------------------------------
 
@@ -196,8 +214,17 @@ class TokenTrie:
         if self.num_nodes:
             if _c is not None:
                 stack = np.empty(self.max_depth + 1, np.int32)
-                _c.walk(self.byte, self.depth, self.skip, self.token, stack, out, mask,
-                        int(state), dfa.row_tables)
+                _c.walk(
+                    self.byte,
+                    self.depth,
+                    self.skip,
+                    self.token,
+                    stack,
+                    out,
+                    mask,
+                    int(state),
+                    dfa.row_tables,
+                )
             else:
                 if out is None:
                     out = np.full(self.vocab_size, -1, np.int32)
@@ -213,7 +240,8 @@ class TokenTrie:
     @cached_property
     def _levels(self) -> tuple[np.ndarray, ...]:
         """Breadth-first arrays of the numpy walk: byte, token, first child, child count,
-        subtree size (all ``[N]``, in breadth-first order), and the depth-1 node count."""
+        subtree size (all ``[N]``, in breadth-first order), and the depth-1 node count.
+        """
         bfs, parent = self._bfs, self._parent_bfs
         n = self.num_nodes
         counts = np.bincount(parent[parent >= 0], minlength=n)
@@ -248,7 +276,8 @@ class TokenTrie:
 
     def _walk_scalar(self, dfa, nodes: np.ndarray, states: np.ndarray, out: np.ndarray) -> None:
         """Depth-first over the subtrees of ``nodes`` (breadth-first ids, not yet stepped),
-        entered from ``states``: for small frontiers, where a numpy level costs more."""
+        entered from ``states``: for small frontiers, where a numpy level costs more.
+        """
         byte, token, first, counts, _, _ = self._levels
         rows: dict[int, list[int]] = {}
         todo = list(zip(nodes.tolist(), states.tolist()))

@@ -72,9 +72,13 @@ class Vocabulary:
         self.vocab_size = len(self.token_bytes)
         self.eos_token_ids = frozenset(int(i) for i in eos_token_ids)
         self.special_token_ids = frozenset(int(i) for i in special_token_ids)
-        bad = [i for i in self.eos_token_ids | self.special_token_ids if not 0 <= i < self.vocab_size]
+        bad = [
+            i for i in self.eos_token_ids | self.special_token_ids if not 0 <= i < self.vocab_size
+        ]
         if bad:
-            raise ValueError(f"token ids {sorted(bad)} are outside the vocabulary (size {self.vocab_size})")
+            raise ValueError(
+                f"token ids {sorted(bad)} are outside the vocabulary (size {self.vocab_size})"
+            )
         h = hashlib.sha256()
         h.update(f"{self.vocab_size};".encode())
         for t in self.token_bytes:
@@ -117,12 +121,15 @@ class Vocabulary:
     @cached_property
     def token_trie(self) -> TokenTrie:
         """The allowable tokens (not ``never``) as a byte trie, for ``TokenIndex`` (built
-        once per vocabulary; see ``trie.py``)."""
+        once per vocabulary; see ``trie.py``).
+        """
         return TokenTrie.build(self.token_bytes, self.index_tables[0])
 
     @classmethod
     def from_tokenizer(cls, tokenizer, eos_token_ids: Iterable[int] | None = None) -> Vocabulary:
-        """Build from a Hugging Face tokenizer (``PreTrainedTokenizerFast`` or ``tokenizers.Tokenizer``).
+        """Build from a Hugging Face tokenizer.
+
+        Either a ``PreTrainedTokenizerFast`` or a ``tokenizers.Tokenizer``.
 
         Args:
             tokenizer: the tokenizer.
@@ -138,7 +145,10 @@ class Vocabulary:
         added = backend.get_added_tokens_decoder()
         special = {i for i, tok in added.items() if tok.special}
         special |= set(getattr(tokenizer, "all_special_ids", ()) or ())
-        size = max(max(vocab.values(), default=-1) + 1, len(tokenizer) if hasattr(tokenizer, "__len__") else 0)
+        size = max(
+            max(vocab.values(), default=-1) + 1,
+            len(tokenizer) if hasattr(tokenizer, "__len__") else 0,
+        )
         decode_piece = _piece_decoder(json.loads(backend.to_str()).get("decoder"))
         token_bytes = [b""] * size
         for piece, tid in vocab.items():
@@ -169,11 +179,13 @@ def _piece_decoder(decoder: dict | None):
     """Function vocab piece (str) -> bytes, chosen from the tokenizer's decoder config."""
     types = {d.get("type") for d in _decoder_types(decoder)}
     if "ByteLevel" in types:
+
         def byte_level(piece: str) -> bytes:
             try:
                 return bytes(_UNICODE_TO_BYTE[c] for c in piece)
             except KeyError:  # not a byte-level piece (should not happen outside added tokens)
                 return piece.encode("utf-8")
+
         return byte_level
 
     replace = "▁"

@@ -22,9 +22,10 @@ as branches per combination of trigger keys (``dependencies``).
 
 Recursive ``$ref`` is unrolled to ``max_recursion_depth`` (default 10) expansions of
 the same reference along a path, each distinct expansion converted once and shared
-(``refs``: linear size in the depth, whatever the branching); deeper, the recursive branch is dropped where the schema
-allows (optional property, empty array, other ``anyOf`` branch) and a warning is
-recorded; where it cannot be dropped, ``UnsupportedSchemaError("$ref", pointer)``.
+(``refs``: linear size in the depth, whatever the branching); deeper, the recursive
+branch is dropped where the schema allows (optional property, empty array, other
+``anyOf`` branch) and a warning is recorded; where it cannot be dropped,
+``UnsupportedSchemaError("$ref", pointer)``.
 
 Values with no schema (``{}``, ``true``, array ``items`` absent) are any JSON value
 nested at most ``ANY_VALUE_DEPTH`` (10, as deep as recursive ``$ref``) containers deep;
@@ -46,8 +47,13 @@ from ..regex.definitions import expand_shared
 from ..spec import schema_for
 from .convert import ANY_VALUE_DEPTH, CONVERT_MAX_SECONDS, FLEXIBLE_WS_MAX, JsonSchemaConverter
 
-__all__ = ["json_schema_to_regex", "json_schema_to_shared", "DEFAULT_MAX_RECURSION_DEPTH",
-           "CONVERT_MAX_SECONDS", "FLEXIBLE_WS_MAX"]
+__all__ = [
+    "json_schema_to_regex",
+    "json_schema_to_shared",
+    "DEFAULT_MAX_RECURSION_DEPTH",
+    "CONVERT_MAX_SECONDS",
+    "FLEXIBLE_WS_MAX",
+]
 
 DEFAULT_MAX_RECURSION_DEPTH = ANY_VALUE_DEPTH  # untyped values nest as deep as $ref unrolls
 
@@ -84,9 +90,12 @@ def json_schema_to_regex(
             conversion ran past ``max_convert_seconds``.
     """
     pattern, definitions = json_schema_to_shared(
-        schema, whitespace=whitespace, strict=strict,
+        schema,
+        whitespace=whitespace,
+        strict=strict,
         allow_extra_properties=allow_extra_properties,
-        max_recursion_depth=max_recursion_depth, warnings=warnings,
+        max_recursion_depth=max_recursion_depth,
+        warnings=warnings,
         max_convert_seconds=max_convert_seconds,
     )
     return expand_shared(pattern, definitions)
@@ -117,15 +126,19 @@ def json_schema_to_shared(
     if max_recursion_depth < 1:
         raise ValueError(f"max_recursion_depth must be >= 1, got {max_recursion_depth}")
     conv = JsonSchemaConverter(
-        schema_for(schema), whitespace=whitespace, strict=strict,
-        allow_extra_properties=allow_extra_properties, max_recursion_depth=max_recursion_depth,
+        schema_for(schema),
+        whitespace=whitespace,
+        strict=strict,
+        allow_extra_properties=allow_extra_properties,
+        max_recursion_depth=max_recursion_depth,
         max_seconds=max_convert_seconds,
     )
     try:
         regex = conv.convert_root()
     except RecursionError as exc:
-        raise GrammarTooComplexError("JSON Schema nests too deeply to convert (Python "
-                                     "recursion limit); flatten the schema") from exc
+        raise GrammarTooComplexError(
+            "JSON Schema nests too deeply to convert (Python recursion limit); flatten the schema"
+        ) from exc
     if warnings is not None:
         warnings.extend(conv.warnings)
     return regex, conv.sharing.definitions

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from .combine import merge_all_of
-from .objects import _sharer
 from .context import ConvertContext
+from .objects import _sharer
 
 __all__ = ["array_regex"]
 
@@ -69,8 +69,11 @@ def array_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) -
         tail = step if i < lo else "(?:%s)?" % step
     if p == 0:
         first = item
-        after = None if item is None else _rep(sep + item, max(lo - 1, 0),
-                                                None if hi is None else hi - 1)
+        after = (
+            None
+            if item is None
+            else _rep(sep + item, max(lo - 1, 0), None if hi is None else hi - 1)
+        )
     else:
         first, after = elems[0], tail
     if first is None or after is None or hi == 0:
@@ -83,8 +86,16 @@ def array_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) -
     return open_ + (body if lo > 0 else "(?:%s)?" % body) + close
 
 
-def _contains(conv: ConvertContext, schema: dict, pointer: str, refs: tuple, prefix: list, rest: Any,
-              lo: int, hi: int | None) -> str | None:
+def _contains(
+    conv: ConvertContext,
+    schema: dict,
+    pointer: str,
+    refs: tuple,
+    prefix: list,
+    rest: Any,
+    lo: int,
+    hi: int | None,
+) -> str | None:
     need = int(schema.get("minContains", 1))
     if prefix:
         conv.unsupported("contains", pointer, "contains next to prefixItems")

@@ -38,7 +38,8 @@ def validator_class(schema: Any) -> tuple[type, bool]:
     """``jsonschema``'s validator class for the document's draft, and whether a ``$schema``
     it holds names a draft ``jsonschema`` knows (an unknown URI, or a ``$schema`` that is not
     a string, reads as the latest draft, as ``jsonschema.validators.validator_for`` does, but
-    without its DeprecationWarning; no ``$schema``: the latest draft, known)."""
+    without its DeprecationWarning; no ``$schema``: the latest draft, known).
+    """
     root = schema if isinstance(schema, dict) else {}
     uri = root.get("$schema")
     cls = jsonschema.validators.validator_for(root, default=None) if isinstance(uri, str) else None
@@ -48,7 +49,9 @@ def validator_class(schema: Any) -> tuple[type, bool]:
 
 
 def check_schema(schema: dict) -> None:
-    """Check ``schema`` against the metaschema of its draft (``jsonschema.validators.validator_for``).
+    """Check ``schema`` against the metaschema of its draft.
+
+    The draft is the one ``jsonschema.validators.validator_for`` picks.
 
     Raises:
         InvalidSchemaError: the schema fails its metaschema (jsonschema's message, and the
@@ -69,7 +72,8 @@ def check_schema(schema: dict) -> None:
 def proves_valid(schema: Any, cls: type) -> bool:
     """True when the fast table shows ``schema`` valid under ``cls``'s metaschema; False
     means "not shown" (invalid, or outside the table), never "invalid". Raises: never
-    (a value too deeply nested for the walk is "not shown")."""
+    (a value too deeply nested for the walk is "not shown").
+    """
     prover = _PROVERS.get(cls)
     if prover is None:
         return False
@@ -81,12 +85,14 @@ def proves_valid(schema: Any, cls: type) -> bool:
 
 def constrained_keywords(cls: type) -> frozenset[str]:
     """Keywords that ``cls``'s metaschema puts a constraint on (its ``properties``, with
-    the 2020-12 vocabularies merged); empty for drafts without a fast table."""
+    the 2020-12 vocabularies merged); empty for drafts without a fast table.
+    """
     prover = _PROVERS.get(cls)
     return frozenset() if prover is None else prover.constrained
 
 
 # ---- value predicates (True = valid under the metaschema's rule, False = not shown) ----
+
 
 def _is_str(v: Any) -> bool:
     return isinstance(v, str)
@@ -113,20 +119,29 @@ def _is_array(v: Any) -> bool:
 
 
 def _unique_strings(v: Any, min_items: int = 0) -> bool:
-    return (isinstance(v, list) and len(v) >= min_items
-            and all(isinstance(s, str) for s in v) and len(set(v)) == len(v))
+    return (
+        isinstance(v, list)
+        and len(v) >= min_items
+        and all(isinstance(s, str) for s in v)
+        and len(set(v)) == len(v)
+    )
 
 
 def _is_type(v: Any) -> bool:
     if isinstance(v, str):
         return v in _SIMPLE_TYPES
-    return (isinstance(v, list) and len(v) >= 1 and all(isinstance(s, str) and s in _SIMPLE_TYPES for s in v)
-            and len(set(v)) == len(v))
+    return (
+        isinstance(v, list)
+        and len(v) >= 1
+        and all(isinstance(s, str) and s in _SIMPLE_TYPES for s in v)
+        and len(set(v)) == len(v)
+    )
 
 
 def _unique_enum(v: Any) -> bool:
     """draft-04 ``enum``: a non-empty array of unique values; shown for one value, or for
-    strings, integers and null (jsonschema's equality of 1 / 1.0 / true is its own)."""
+    strings, integers and null (jsonschema's equality of 1 / 1.0 / true is its own).
+    """
     if not isinstance(v, list) or not v:
         return False
     if len(v) == 1:
@@ -167,8 +182,12 @@ class _Prover:
             elif not rule(value):
                 return False
         if self.draft4:  # its metaschema's "dependencies": exclusiveM* needs the bound
-            if ("exclusiveMaximum" in s and "maximum" not in s
-                    or "exclusiveMinimum" in s and "minimum" not in s):
+            if (
+                "exclusiveMaximum" in s
+                and "maximum" not in s
+                or "exclusiveMinimum" in s
+                and "minimum" not in s
+            ):
                 return False
         return True
 
@@ -191,7 +210,8 @@ class _Prover:
     def dependencies(self, v: Any, min_items: int) -> bool:
         return isinstance(v, dict) and all(
             _unique_strings(x, min_items) if isinstance(x, list) else self.schema(x)
-            for x in v.values())
+            for x in v.values()
+        )
 
     def regex(self, v: Any) -> bool:
         return isinstance(v, str) and self.formats.conforms(v, "regex")
@@ -205,20 +225,45 @@ class _Prover:
 
 def _common_rules(p: _Prover) -> dict[str, Callable[[Any], bool]]:
     """Rules shared by the draft 6, 7 and 2020-12 metaschemas."""
-    nonneg = {k: _is_nonneg_int for k in ("maxLength", "minLength", "maxItems", "minItems",
-                                          "maxProperties", "minProperties")}
+    nonneg = {
+        k: _is_nonneg_int
+        for k in (
+            "maxLength",
+            "minLength",
+            "maxItems",
+            "minItems",
+            "maxProperties",
+            "minProperties",
+        )
+    }
     numbers = {k: _is_num for k in ("maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum")}
     schemas = {k: p.schema for k in ("additionalProperties", "propertyNames", "contains", "not")}
     return {
-        **nonneg, **numbers, **schemas,
-        "title": _is_str, "description": _is_str, "format": _is_str, "default": _is_any,
-        "const": _is_any, "examples": _is_array, "enum": _is_array, "type": _is_type,
-        "uniqueItems": _is_bool, "required": _unique_strings,
+        **nonneg,
+        **numbers,
+        **schemas,
+        "title": _is_str,
+        "description": _is_str,
+        "format": _is_str,
+        "default": _is_any,
+        "const": _is_any,
+        "examples": _is_array,
+        "enum": _is_array,
+        "type": _is_type,
+        "uniqueItems": _is_bool,
+        "required": _unique_strings,
         "multipleOf": lambda v: _is_num(v) and v > 0,
-        "pattern": p.regex, "properties": p.schema_map, "definitions": p.schema_map,
-        "patternProperties": p.pattern_map, "allOf": p.schema_array, "anyOf": p.schema_array,
-        "oneOf": p.schema_array, "dependencies": lambda v: p.dependencies(v, 0),
-        "$ref": p.uri_ref, "$schema": p.uri, "$id": p.uri_ref,
+        "pattern": p.regex,
+        "properties": p.schema_map,
+        "definitions": p.schema_map,
+        "patternProperties": p.pattern_map,
+        "allOf": p.schema_array,
+        "anyOf": p.schema_array,
+        "oneOf": p.schema_array,
+        "dependencies": lambda v: p.dependencies(v, 0),
+        "$ref": p.uri_ref,
+        "$schema": p.uri,
+        "$id": p.uri_ref,
     }
 
 
@@ -228,13 +273,21 @@ def _draft4(cls: type) -> _Prover:
     rules = _common_rules(p)
     for key in ("const", "examples", "propertyNames", "contains", "$ref", "$id"):
         del rules[key]  # not in the draft-04 metaschema: unconstrained there
-    rules.update({
-        "id": _is_str, "$schema": _is_str, "exclusiveMaximum": _is_bool,
-        "exclusiveMinimum": _is_bool, "additionalItems": p.schema_or_bool,
-        "additionalProperties": p.schema_or_bool, "items": p.items,
-        "required": lambda v: _unique_strings(v, 1), "enum": _unique_enum,
-        "patternProperties": p.schema_map, "dependencies": lambda v: p.dependencies(v, 1),
-    })
+    rules.update(
+        {
+            "id": _is_str,
+            "$schema": _is_str,
+            "exclusiveMaximum": _is_bool,
+            "exclusiveMinimum": _is_bool,
+            "additionalItems": p.schema_or_bool,
+            "additionalProperties": p.schema_or_bool,
+            "items": p.items,
+            "required": lambda v: _unique_strings(v, 1),
+            "enum": _unique_enum,
+            "patternProperties": p.schema_map,
+            "dependencies": lambda v: p.dependencies(v, 1),
+        }
+    )
     p.rules = rules
     return p
 
@@ -244,8 +297,17 @@ def _draft6(cls: type, draft7: bool) -> _Prover:
     rules = _common_rules(p)
     rules.update({"additionalItems": p.schema, "items": p.items})
     if draft7:
-        rules.update({"$comment": _is_str, "readOnly": _is_bool, "if": p.schema, "then": p.schema,
-                      "else": p.schema, "contentMediaType": _is_str, "contentEncoding": _is_str})
+        rules.update(
+            {
+                "$comment": _is_str,
+                "readOnly": _is_bool,
+                "if": p.schema,
+                "then": p.schema,
+                "else": p.schema,
+                "contentMediaType": _is_str,
+                "contentEncoding": _is_str,
+            }
+        )
     p.rules = rules
     return p
 
@@ -254,6 +316,7 @@ def _draft2020(cls: type) -> _Prover:
     from urllib.parse import urljoin
 
     from jsonschema_specifications import REGISTRY
+
     meta = cls.META_SCHEMA
     keys = set(meta["properties"])
     for sub in meta.get("allOf", ()):
@@ -261,18 +324,37 @@ def _draft2020(cls: type) -> _Prover:
     p = _Prover(cls, True, frozenset(keys))
     rules = _common_rules(p)
     anchor = lambda v: isinstance(v, str) and re.search(_ANCHOR, v) is not None  # noqa: E731
-    rules.update({
-        "$id": lambda v: p.uri_ref(v) and re.search(_ID_2020, v) is not None,
-        "$defs": p.schema_map, "$comment": _is_str, "prefixItems": p.schema_array,
-        "items": p.schema, "dependentSchemas": p.schema_map, "if": p.schema, "then": p.schema,
-        "else": p.schema, "unevaluatedItems": p.schema, "unevaluatedProperties": p.schema,
-        "maxContains": _is_nonneg_int, "minContains": _is_nonneg_int,
-        "dependentRequired": lambda v: isinstance(v, dict) and all(map(_unique_strings, v.values())),
-        "deprecated": _is_bool, "readOnly": _is_bool, "writeOnly": _is_bool,
-        "contentEncoding": _is_str, "contentMediaType": _is_str, "contentSchema": p.schema,
-        "$anchor": anchor, "$dynamicAnchor": anchor, "$recursiveAnchor": anchor,
-        "$dynamicRef": p.uri_ref, "$recursiveRef": p.uri_ref,
-    })
+    rules.update(
+        {
+            "$id": lambda v: p.uri_ref(v) and re.search(_ID_2020, v) is not None,
+            "$defs": p.schema_map,
+            "$comment": _is_str,
+            "prefixItems": p.schema_array,
+            "items": p.schema,
+            "dependentSchemas": p.schema_map,
+            "if": p.schema,
+            "then": p.schema,
+            "else": p.schema,
+            "unevaluatedItems": p.schema,
+            "unevaluatedProperties": p.schema,
+            "maxContains": _is_nonneg_int,
+            "minContains": _is_nonneg_int,
+            "dependentRequired": lambda v: (
+                isinstance(v, dict) and all(map(_unique_strings, v.values()))
+            ),
+            "deprecated": _is_bool,
+            "readOnly": _is_bool,
+            "writeOnly": _is_bool,
+            "contentEncoding": _is_str,
+            "contentMediaType": _is_str,
+            "contentSchema": p.schema,
+            "$anchor": anchor,
+            "$dynamicAnchor": anchor,
+            "$recursiveAnchor": anchor,
+            "$dynamicRef": p.uri_ref,
+            "$recursiveRef": p.uri_ref,
+        }
+    )
     p.rules = rules
     return p
 
@@ -280,10 +362,12 @@ def _draft2020(cls: type) -> _Prover:
 def _build_provers() -> dict[type, _Prover]:
     v = jsonschema.validators
     out: dict[type, _Prover] = {}
-    for name, build in (("Draft4Validator", _draft4),
-                        ("Draft6Validator", lambda c: _draft6(c, False)),
-                        ("Draft7Validator", lambda c: _draft6(c, True)),
-                        ("Draft202012Validator", _draft2020)):
+    for name, build in (
+        ("Draft4Validator", _draft4),
+        ("Draft6Validator", lambda c: _draft6(c, False)),
+        ("Draft7Validator", lambda c: _draft6(c, True)),
+        ("Draft202012Validator", _draft2020),
+    ):
         cls = getattr(v, name, None)
         if cls is not None:
             out[cls] = build(cls)

@@ -26,13 +26,28 @@ __all__ = ["merge_all_of", "provably_disjoint", "types_of", "TYPES", "value_key"
 TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
 _LOWER = ("minimum", "minLength", "minItems", "minProperties", "minContains")
 _UPPER = ("maximum", "maxLength", "maxItems", "maxProperties", "maxContains")
-_IGNORED = frozenset({"title", "description", "examples", "default", "$comment", "deprecated",
-                      "readOnly", "writeOnly", "$schema", "$id", "$defs", "definitions"})
+_IGNORED = frozenset(
+    {
+        "title",
+        "description",
+        "examples",
+        "default",
+        "$comment",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "$schema",
+        "$id",
+        "$defs",
+        "definitions",
+    }
+)
 Resolver = Callable[[str, str], Any]
 
 
 def value_key(value: Any) -> str:
     """A canonical key for JSON equality (``1 == 1.0``, ``True != 1``)."""
+
     def norm(v: Any) -> Any:
         if isinstance(v, bool) or v is None or isinstance(v, str):
             return [type(v).__name__, v]
@@ -41,6 +56,7 @@ def value_key(value: Any) -> str:
         if isinstance(v, list):
             return ["list", [norm(x) for x in v]]
         return ["obj", sorted((k, norm(x)) for k, x in v.items())]
+
     return json.dumps(norm(value), ensure_ascii=False)
 
 
@@ -48,6 +64,7 @@ def _intersect_types(a: Any, b: Any) -> list[str]:
     def expand(t: Any) -> set[str]:
         ts = {t} if isinstance(t, str) else set(t)
         return ts | ({"integer"} if "number" in ts else set())
+
     both = expand(a) & expand(b)
     if "number" in both:
         both.discard("integer")
@@ -75,7 +92,11 @@ def _merge_key(out: dict, key: str, val: Any, pointer: str) -> bool:
         out[key] = list(dict.fromkeys(list(old) + list(val)))
     elif key in ("dependentRequired", "dependentSchemas", "dependencies"):
         out[key] = _merge_dependencies(old, val)
-    elif key in ("items", "additionalProperties", "propertyNames", "additionalItems") and not isinstance(val, list) and not isinstance(old, list):
+    elif (
+        key in ("items", "additionalProperties", "propertyNames", "additionalItems")
+        and not isinstance(val, list)
+        and not isinstance(old, list)
+    ):
         out[key] = {"allOf": [old, val]}
     elif key in _LOWER or (key == "exclusiveMinimum" and not isinstance(val, bool)):
         out[key] = max(old, val)
@@ -104,7 +125,9 @@ def _merge_key(out: dict, key: str, val: Any, pointer: str) -> bool:
 
 def _merge_dependencies(old: dict, val: dict) -> dict:
     """Two dependency maps as one: per trigger key, required keys united (both arrays),
-    else both dependent schemas (an array as ``{"required": array}``) under ``allOf``."""
+    else both dependent schemas (an array as ``{"required": array}``) under ``allOf``.
+    """
+
     def as_list(d: Any) -> Any:
         return [d] if isinstance(d, str) else d  # draft 3: one required key
 
@@ -116,13 +139,17 @@ def _merge_dependencies(old: dict, val: dict) -> dict:
         elif isinstance(dep, list) and isinstance(merged[name], list):
             merged[name] = list(dict.fromkeys(merged[name] + dep))
         else:
-            merged[name] = {"allOf": [{"required": d} if isinstance(d, list) else d
-                                      for d in (merged[name], dep)]}
+            merged[name] = {
+                "allOf": [
+                    {"required": d} if isinstance(d, list) else d for d in (merged[name], dep)
+                ]
+            }
     return merged
 
 
-def merge_all_of(schemas: list[Any], pointer: str, resolve: Resolver,
-                 seen: tuple[str, ...] = ()) -> dict | bool:
+def merge_all_of(
+    schemas: list[Any], pointer: str, resolve: Resolver, seen: tuple[str, ...] = ()
+) -> dict | bool:
     """One schema equivalent to ``allOf: schemas`` (False when unsatisfiable).
 
     ``$ref`` subschemas are resolved with ``resolve(ref, pointer)``; a reference seen
@@ -169,11 +196,12 @@ def merge_all_of(schemas: list[Any], pointer: str, resolve: Resolver,
 
 
 def _close_properties(s: dict, flat: list[dict], pointer: str) -> None:
-    """Keys listed by sibling subschemas but not by ``s`` fall under ``s``'s additionalProperties."""
+    """Keys listed by sibling subschemas but not by ``s``: under ``s``'s additionalProperties."""
     if "patternProperties" in s:
         if any(t is not s and "properties" in t for t in flat):
-            raise UnsupportedSchemaError("allOf", pointer,
-                                         "patternProperties next to other subschemas' properties")
+            raise UnsupportedSchemaError(
+                "allOf", pointer, "patternProperties next to other subschemas' properties"
+            )
         return
     extra = s["additionalProperties"]
     own = s.get("properties", {})
@@ -197,8 +225,11 @@ def types_of(schema: Any) -> set[str]:
         return {t for t in TYPES if t != "integer"}
     values = schema.get("enum", [schema["const"]] if "const" in schema else None)
     t = schema.get("type")
-    ts = ({x for x in TYPES if x != "integer"} if t is None
-          else {"number" if x == "integer" else x for x in ({t} if isinstance(t, str) else set(t))})
+    ts = (
+        {x for x in TYPES if x != "integer"}
+        if t is None
+        else {"number" if x == "integer" else x for x in ({t} if isinstance(t, str) else set(t))}
+    )
     if values is not None:  # both: a value must also have one of the types
         return {_json_type(v) for v in values} & ts
     return ts
@@ -253,12 +284,15 @@ def _objects_disjoint(a: dict, b: dict) -> bool:
 
 
 _KINDS = frozenset({"object", "array", "string", "boolean", "null", "integer", "fraction"})
-NON_INTEGER = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"  # a nonzero fraction digit: never an integer
+NON_INTEGER = (
+    r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"  # a nonzero fraction digit: never an integer
+)
 
 
 def _kinds(schema: Any, resolve: Resolver, depth: int = 0) -> frozenset[str] | None:
     """The kinds of value (JSON types, numbers split into integers and the rest) a schema
-    made only of ``type``/``not``/``$ref`` (or a boolean) accepts; None for any other."""
+    made only of ``type``/``not``/``$ref`` (or a boolean) accepts; None for any other.
+    """
     if depth > 16:
         return None
     if schema is True or schema is False:
@@ -283,12 +317,15 @@ def _kinds(schema: Any, resolve: Resolver, depth: int = 0) -> frozenset[str] | N
     return kinds
 
 
-def negated_types(negated: Any, resolve: Resolver, within: Any = None) -> tuple[list[str], bool] | None:
+def negated_types(
+    negated: Any, resolve: Resolver, within: Any = None
+) -> tuple[list[str], bool] | None:
     """What ``not: negated`` leaves of the values of ``type: within`` (None: any type),
     when ``negated`` is a boolean or is made only of ``type``/``not``/``$ref``:
     ``(types, fraction)``: the JSON types left (``"integer"`` alone: the integers only),
     and whether the numbers that are not integers are left too while the integers are
-    not (the caller writes ``NON_INTEGER`` for them). None for other schemas."""
+    not (the caller writes ``NON_INTEGER`` for them). None for other schemas.
+    """
     kinds = _kinds(negated, resolve)
     if kinds is None:
         return None
@@ -307,7 +344,8 @@ def static_conditional(schema: dict) -> dict | None:
     """``schema`` without ``if``/``then``/``else`` where their effect is decided without
     an instance: ``then``/``else`` without ``if`` and ``if`` without either have none;
     ``if: true`` (or an empty schema) is ``then``, ``if: false`` is ``else``. None when
-    the condition depends on the instance (not enforced)."""
+    the condition depends on the instance (not enforced).
+    """
     rest = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
     if "if" not in schema or ("then" not in schema and "else" not in schema):
         return rest

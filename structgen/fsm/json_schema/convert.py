@@ -14,34 +14,86 @@ import time
 from typing import Any
 
 from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
-from .pattern import JSON_CHAR
 from .arrays import array_regex
-from .combine import (NON_INTEGER, TYPES, merge_all_of, negated_types, provably_disjoint,
-                              static_conditional)
+from .combine import (
+    NON_INTEGER,
+    TYPES,
+    merge_all_of,
+    negated_types,
+    provably_disjoint,
+    static_conditional,
+)
 from .dependencies import DEPENDENCY_KEYWORDS
 from .ids import RefIndex
 from .objects import object_regex
+from .pattern import JSON_CHAR
 from .refs import RefSharing
 from .scalars import BOUNDS, NUMBER, integer_regex, number_regex, string_regex
 from .values import values_regex
 
-__all__ = ["JsonSchemaConverter", "ANNOTATIONS", "ANY_VALUE_DEPTH", "CONVERT_MAX_SECONDS",
-           "FLEXIBLE_WS_MAX"]
+__all__ = [
+    "JsonSchemaConverter",
+    "ANNOTATIONS",
+    "ANY_VALUE_DEPTH",
+    "CONVERT_MAX_SECONDS",
+    "FLEXIBLE_WS_MAX",
+]
 
 FLEXIBLE_WS_MAX = 12
 ANY_VALUE_DEPTH = 10  # as deep as recursive $ref unrolls by default (max_recursion_depth)
 CONVERT_MAX_SECONDS = 10.0  # as the DFA's budget (see benchmarks/RESULTS.md, wp_8)
 ANNOTATIONS = frozenset(
-    {"title", "description", "examples", "default", "$schema", "$id", "$comment",
-     "deprecated", "readOnly", "writeOnly", "$defs", "definitions"}
+    {
+        "title",
+        "description",
+        "examples",
+        "default",
+        "$schema",
+        "$id",
+        "$comment",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "$defs",
+        "definitions",
+    }
 )
 _KNOWN = frozenset(
-    {"type", "properties", "required", "additionalProperties", "patternProperties",
-     "propertyNames", "minProperties", "maxProperties", "items", "prefixItems",
-     "additionalItems", "contains", "minContains", "maxContains", "uniqueItems", "minItems",
-     "maxItems", "minLength", "maxLength", "pattern", "format", "enum", "const", "anyOf",
-     "oneOf", "allOf", "$ref", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-     "multipleOf", "not"}
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "propertyNames",
+        "minProperties",
+        "maxProperties",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "uniqueItems",
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "enum",
+        "const",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "$ref",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "not",
+    }
 )
 _TYPES = TYPES
 
@@ -54,9 +106,16 @@ def _alt(options: list[str]) -> str:
 class JsonSchemaConverter:
     """One conversion: holds the root (for ``$ref``), options and collected warnings."""
 
-    def __init__(self, root: Any, *, whitespace: str | int, strict: bool,
-                 allow_extra_properties: bool, max_recursion_depth: int,
-                 max_seconds: float = CONVERT_MAX_SECONDS) -> None:
+    def __init__(
+        self,
+        root: Any,
+        *,
+        whitespace: str | int,
+        strict: bool,
+        allow_extra_properties: bool,
+        max_recursion_depth: int,
+        max_seconds: float = CONVERT_MAX_SECONDS,
+    ) -> None:
         self._refs = RefIndex(root)
         self.root = self._refs.root  # every $ref rewritten to its target's pointer
         self._origin = self._refs.origin
@@ -68,11 +127,14 @@ class JsonSchemaConverter:
         self.sharing = RefSharing(self.resolve)
         self._validator, known = self._refs.draft
         if not known:
-            self.warnings.append(f"unknown $schema {root['$schema']!r}: read as the latest draft "
-                                 f"({self._validator.__name__}), as jsonschema does")
+            self.warnings.append(
+                f"unknown $schema {root['$schema']!r}: read as the latest draft "
+                f"({self._validator.__name__}), as jsonschema does"
+            )
         # the dependency keywords of the document's draft (dependencies: 3-7; dependent*: 2019-09+)
         self.dependency_keywords = frozenset(
-            k for k in DEPENDENCY_KEYWORDS if k in self._validator.VALIDATORS)
+            k for k in DEPENDENCY_KEYWORDS if k in self._validator.VALIDATORS
+        )
         self._max_seconds = max_seconds
         self._deadline = time.perf_counter() + max_seconds
         self._calls = 0
@@ -82,7 +144,9 @@ class JsonSchemaConverter:
             n = FLEXIBLE_WS_MAX if whitespace == "flexible" else int(whitespace)
             self.ws = "[ \\t\\n\\r]{0,%d}" % n
         else:
-            raise ValueError(f"whitespace must be 'compact', 'flexible' or a positive int, got {whitespace!r}")
+            raise ValueError(
+                f"whitespace must be 'compact', 'flexible' or a positive int, got {whitespace!r}"
+            )
 
     def convert_root(self) -> str:
         """Regex for the root schema.
@@ -96,7 +160,8 @@ class JsonSchemaConverter:
             if self._cut_at is None:
                 raise UnsupportedSchemaError("false", "", "the schema accepts no value")
             raise UnsupportedSchemaError(
-                "$ref", self._cut_at or "",
+                "$ref",
+                self._cut_at or "",
                 f"recursion deeper than max_recursion_depth={self.max_depth} cannot be cut here",
             )
         return regex
@@ -106,7 +171,8 @@ class JsonSchemaConverter:
         if self.strict:
             raise UnsupportedSchemaError(keyword, pointer, detail)
         msg = f"ignored unsupported keyword {keyword!r} at {pointer or '#'}" + (
-            f": {detail}" if detail else "")
+            f": {detail}" if detail else ""
+        )
         if msg not in self.warnings:
             self.warnings.append(msg)
 
@@ -119,10 +185,12 @@ class JsonSchemaConverter:
             self.warnings.append(note)
 
     def is_valid(self, value: Any, schema: Any) -> bool:
-        """``jsonschema`` validity of ``value`` under ``schema`` (local refs resolve in the root)."""
+        """``jsonschema`` validity of ``value`` under ``schema`` (local refs resolve in root)."""
         if isinstance(schema, dict) and isinstance(self.root, dict):
-            schema = {**{k: self.root[k] for k in ("$defs", "definitions") if k in self.root},
-                      **schema}
+            schema = {
+                **{k: self.root[k] for k in ("$defs", "definitions") if k in self.root},
+                **schema,
+            }
         try:
             return self._validator(schema).is_valid(value)
         except Exception:  # noqa: BLE001 - an unresolvable schema proves nothing
@@ -140,7 +208,8 @@ class JsonSchemaConverter:
         if self._calls & 255 == 0 and time.perf_counter() > self._deadline:
             raise GrammarTooComplexError(
                 f"JSON Schema conversion exceeded its time budget ({self._max_seconds:g} s) "
-                f"at {pointer or '#'} after {self._calls} subschemas")
+                f"at {pointer or '#'} after {self._calls} subschemas"
+            )
         if schema is True or schema == {}:
             return self.any_value(ANY_VALUE_DEPTH)
         if schema is False:
@@ -152,8 +221,12 @@ class JsonSchemaConverter:
             return self.convert(static_conditional(schema), pointer, refs)
         for key in schema:
             if key in DEPENDENCY_KEYWORDS and key not in self.dependency_keywords:
-                self.unsupported(key, pointer, "a keyword of another draft than this document's"
-                                 " ($schema; dependencies: draft 3-7, dependent*: 2019-09+)")
+                self.unsupported(
+                    key,
+                    pointer,
+                    "a keyword of another draft than this document's"
+                    " ($schema; dependencies: draft 3-7, dependent*: 2019-09+)",
+                )
             elif key not in _KNOWN and key not in ANNOTATIONS and key not in DEPENDENCY_KEYWORDS:
                 self.unsupported(key, pointer)
         rest = {k: v for k, v in schema.items() if k not in ANNOTATIONS}
@@ -212,8 +285,9 @@ class JsonSchemaConverter:
             values = [v for v in values if self.is_valid(v, siblings)]
         types = siblings.get("type")
         types = {types} if isinstance(types, str) else set(types or ())
-        regexes = values_regex(values, self.ws, "integer" in types and "number" not in types,
-                               self._share_text)
+        regexes = values_regex(
+            values, self.ws, "integer" in types and "number" not in types, self._share_text
+        )
         return _alt(regexes) if regexes else None
 
     def _share_text(self, text: str) -> str:
@@ -231,8 +305,12 @@ class JsonSchemaConverter:
             return self._values(rest, pointer)
         left = negated_types(negated, self.resolve, rest.get("type"))  # of type/not/booleans
         if left is None or left[1] and set(rest) & {*BOUNDS, "multipleOf"}:
-            self.unsupported("not", pointer, "not is enforced next to const/enum, or of type/not"
-                             " (not integer: without numeric keywords)")
+            self.unsupported(
+                "not",
+                pointer,
+                "not is enforced next to const/enum, or of type/not"
+                " (not integer: without numeric keywords)",
+            )
             return self.convert(rest or True, pointer, refs)
         types, fraction = left
         options = [self.convert({**rest, "type": types}, pointer, refs)] if types else []
@@ -258,7 +336,9 @@ class JsonSchemaConverter:
         """``allOf`` (and ``$ref`` with siblings): convert the merged schema."""
         # the references merged in are on the path too: recursion through allOf is cut
         # like recursion through $ref (Handwritten mod309 recursed until a RecursionError)
-        inlined = tuple(s["$ref"] for s in subs if isinstance(s, dict) and isinstance(s.get("$ref"), str))
+        inlined = tuple(
+            s["$ref"] for s in subs if isinstance(s, dict) and isinstance(s.get("$ref"), str)
+        )
         for ref in inlined:
             if self.sharing.is_cut(ref, refs, self.max_depth):
                 return self._ref(ref, pointer, refs)  # records the cut, returns None
@@ -289,13 +369,17 @@ class JsonSchemaConverter:
         for i in range(len(resolved)):
             for j in range(i + 1, len(resolved)):
                 if not provably_disjoint(resolved[i], resolved[j], self.is_valid):
-                    self.unsupported("oneOf", pointer,
-                                     f"branches {i} and {j} may both match (not provably disjoint)")
+                    self.unsupported(
+                        "oneOf",
+                        pointer,
+                        f"branches {i} and {j} may both match (not provably disjoint)",
+                    )
                     return
 
     def any_value(self, depth: int) -> str:
         """Any JSON value nested at most ``depth`` containers deep (one shared definition
-        per depth: schemas use it many times, and its text is long)."""
+        per depth: schemas use it many times, and its text is long).
+        """
         found, text = self.sharing.lookup(("any", depth))
         if found:
             return text

@@ -30,8 +30,13 @@ from ...errors import UnsupportedSchemaError
 from .combine import merge_all_of
 from .context import ConvertContext
 
-__all__ = ["DEPENDENCY_KEYWORDS", "MAX_DEPENDENCY_BRANCHES", "MAX_DEPENDENCY_STEPS",
-           "has_dependencies", "dependent_object_regex"]
+__all__ = [
+    "DEPENDENCY_KEYWORDS",
+    "MAX_DEPENDENCY_BRANCHES",
+    "MAX_DEPENDENCY_STEPS",
+    "has_dependencies",
+    "dependent_object_regex",
+]
 
 DEPENDENCY_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
 MAX_DEPENDENCY_BRANCHES = 64  # 6 independent optional trigger keys
@@ -79,8 +84,9 @@ def _split(conv: ConvertContext, schema: dict, pointer: str) -> tuple[dict, list
             elif kw != "dependentRequired" and isinstance(value, (dict, bool)):
                 parts = _parts(value)
             else:
-                conv.unsupported(kw, pointer,
-                                 f"{trigger!r}: a value of type {type(value).__name__}")
+                conv.unsupported(
+                    kw, pointer, f"{trigger!r}: a value of type {type(value).__name__}"
+                )
                 continue
             deps += [_Dep(trigger, p, kw, pointer) for p in parts]
     return base, deps
@@ -95,7 +101,8 @@ def _matches(pattern: str, name: str) -> bool:
 
 def _extras_may_spell(conv: ConvertContext, schema: dict, name: str) -> bool:
     """True when ``name`` is neither listed nor required and the extra keys are decided by
-    ``patternProperties`` or ``propertyNames`` (they cannot leave out one key)."""
+    ``patternProperties`` or ``propertyNames`` (they cannot leave out one key).
+    """
     if name in (schema.get("properties") or {}) or name in schema.get("required", ()):
         return False
     if any(_matches(p, name) for p in schema.get("patternProperties") or {}):
@@ -106,11 +113,15 @@ def _extras_may_spell(conv: ConvertContext, schema: dict, name: str) -> bool:
     return extras and names not in (None, True, {}) and conv.is_valid(name, names)
 
 
-def _present(conv: ConvertContext, branch: _Branch, dep: _Dep, key: tuple[str, str]) -> _Branch | None:
+def _present(
+    conv: ConvertContext, branch: _Branch, dep: _Dep, key: tuple[str, str]
+) -> _Branch | None:
     """``branch`` with ``dep.trigger`` present: merged with its part (None: unsatisfiable).
-    The trigger is required before the keys the part requires (their order in the layout)."""
-    merged = merge_all_of([branch.schema, {"required": [dep.trigger]}, dep.part], dep.pointer,
-                          conv.resolve)
+    The trigger is required before the keys the part requires (their order in the layout).
+    """
+    merged = merge_all_of(
+        [branch.schema, {"required": [dep.trigger]}, dep.part], dep.pointer, conv.resolve
+    )
     if merged is False:
         return None
     merged, new = _split(conv, merged, dep.pointer)
@@ -121,11 +132,17 @@ def _absent(branch: _Branch, dep: _Dep) -> _Branch:
     """``branch`` with ``dep.trigger`` forbidden (its property schema ``false``)."""
     props = dict(branch.schema.get("properties") or {})
     props[dep.trigger] = False
-    return _Branch({**branch.schema, "properties": props}, branch.pending[1:],
-                   branch.absent | {dep.trigger}, branch.applied)
+    return _Branch(
+        {**branch.schema, "properties": props},
+        branch.pending[1:],
+        branch.absent | {dep.trigger},
+        branch.applied,
+    )
 
 
-def _problem(conv: ConvertContext, branch: _Branch, dep: _Dep, steps: int, num_branches: int) -> str:
+def _problem(
+    conv: ConvertContext, branch: _Branch, dep: _Dep, steps: int, num_branches: int
+) -> str:
     """Why ``dep`` cannot be split exactly in ``branch`` (``""``: it can)."""
     if steps > MAX_DEPENDENCY_STEPS:
         return f"more than {MAX_DEPENDENCY_STEPS} dependencies to apply in one object"
@@ -174,9 +191,12 @@ def _branches(conv: ConvertContext, schema: dict, pointer: str) -> list[dict]:
     return done
 
 
-def dependent_object_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) -> str | None:
+def dependent_object_regex(
+    conv: ConvertContext, schema: dict, pointer: str, refs: tuple
+) -> str | None:
     """Regex for the objects valid under ``schema``, its dependencies enforced: one
-    alternative per branch (see the module docstring); None when no branch has an object."""
+    alternative per branch (see the module docstring); None when no branch has an object.
+    """
     options = []
     for branch in _branches(conv, schema, pointer):
         regex = conv.convert(branch, pointer, refs)

@@ -40,17 +40,46 @@ from .check import validator_class
 
 __all__ = ["RefIndex", "pointer_of"]
 
-_IN_VALUE = frozenset({
-    "additionalItems", "additionalProperties", "contains", "contentSchema", "else", "if",
-    "items", "not", "propertyNames", "then", "unevaluatedItems", "unevaluatedProperties"})
+_IN_VALUE = frozenset(
+    {
+        "additionalItems",
+        "additionalProperties",
+        "contains",
+        "contentSchema",
+        "else",
+        "if",
+        "items",
+        "not",
+        "propertyNames",
+        "then",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+    }
+)
 _IN_ARRAY = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
-_IN_MAP = frozenset({"$defs", "definitions", "dependentSchemas", "patternProperties",
-                     "properties", "dependencies"})
+_IN_MAP = frozenset(
+    {"$defs", "definitions", "dependentSchemas", "patternProperties", "properties", "dependencies"}
+)
 # siblings of a draft 3-7 $ref that stay (never validated; pointers may lead through them)
-_KEPT_BESIDE_REF = frozenset({"$ref", "definitions", "$defs", "title", "description",
-                              "$comment", "$schema", "examples", "default"})
-_LEGACY = {"Draft3Validator": "id", "Draft4Validator": "id", "Draft6Validator": "$id",
-           "Draft7Validator": "$id"}
+_KEPT_BESIDE_REF = frozenset(
+    {
+        "$ref",
+        "definitions",
+        "$defs",
+        "title",
+        "description",
+        "$comment",
+        "$schema",
+        "examples",
+        "default",
+    }
+)
+_LEGACY = {
+    "Draft3Validator": "id",
+    "Draft4Validator": "id",
+    "Draft6Validator": "$id",
+    "Draft7Validator": "$id",
+}
 _MISSING = object()
 
 
@@ -77,15 +106,30 @@ def _pointer_tokens(fragment: str) -> tuple | None:
     return tuple(t.replace("~1", "/").replace("~0", "~") for t in fragment[1:].split("/"))
 
 
-_APPLICATORS = frozenset({"allOf", "anyOf", "oneOf", "$ref", "$dynamicRef", "$recursiveRef",
-                          "if", "then", "else", "dependentSchemas", "dependencies", "contains"})
+_APPLICATORS = frozenset(
+    {
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "$ref",
+        "$dynamicRef",
+        "$recursiveRef",
+        "if",
+        "then",
+        "else",
+        "dependentSchemas",
+        "dependencies",
+        "contains",
+    }
+)
 
 
 def _settle_unevaluated(schema: dict) -> None:
     """In a schema with no in-place applicator (nothing else can evaluate a property or
     an item), ``unevaluatedProperties`` is ``additionalProperties`` (no effect when that is
     present) and ``unevaluatedItems`` is ``items`` after ``prefixItems`` (no effect when
-    ``items`` is present; ``contains``, which evaluates items, keeps it unsupported)."""
+    ``items`` is present; ``contains``, which evaluates items, keeps it unsupported).
+    """
     if _APPLICATORS & set(schema):
         return
     if "unevaluatedProperties" in schema:
@@ -199,7 +243,8 @@ class RefIndex:
         the target is not in this document). A ``$dynamicRef`` becomes that ``$ref`` where
         its dynamic resolution is static: the fragment is a pointer, or names an anchor
         that no ``$dynamicAnchor`` made, or the one ``$dynamicAnchor`` of that name in the
-        whole document (every dynamic scope finds that same schema)."""
+        whole document (every dynamic scope finds that same schema).
+        """
         if ref.startswith("#"):
             uri, frag = base, ref[1:]
         else:

@@ -129,8 +129,9 @@ def integer_bounds(schema: dict) -> tuple[int | None, int | None]:
 _FRAC_ANY = "[0-9]*"
 
 
-def _frac(lo: str | None, lo_incl: bool, hi: str | None, hi_incl: bool,
-          max_digits: int | None) -> tuple[bool, str | None]:
+def _frac(
+    lo: str | None, lo_incl: bool, hi: str | None, hi_incl: bool, max_digits: int | None
+) -> tuple[bool, str | None]:
     """Fraction digit strings ``f`` with ``0.lo <= 0.f <= 0.hi`` (each side optional/strict).
 
     ``lo``/``hi`` are digit strings without trailing zeros (``""`` is 0), None = unbounded.
@@ -207,9 +208,10 @@ def _suffix(frac: tuple[bool, str | None]) -> str | None:
     return ("(?:\\.%s)?" if empty else "\\.%s") % rest
 
 
-def _magnitude(lo: Fraction | None, lo_incl: bool, hi: Fraction | None, hi_incl: bool,
-               max_digits: int | None) -> str | None:
-    """Spellings ``(0|[1-9][0-9]*)(\\.[0-9]+)?`` of magnitudes m >= 0 within the bounds."""
+def _magnitude(
+    lo: Fraction | None, lo_incl: bool, hi: Fraction | None, hi_incl: bool, max_digits: int | None
+) -> str | None:
+    r"""Spellings ``(0|[1-9][0-9]*)(\.[0-9]+)?`` of magnitudes m >= 0 within the bounds."""
     if lo is None or lo < 0:
         lo, lo_incl = Fraction(0), True
     if hi is not None and (hi < lo or (hi == lo and not (lo_incl and hi_incl))):
@@ -225,8 +227,9 @@ def _magnitude(lo: Fraction | None, lo_incl: bool, hi: Fraction | None, hi_incl:
             parts.append((str(li), _frac(lf, lo_incl, hf, hi_incl, max_digits)))
         else:
             if hi_i - 1 >= li + 1:
-                parts.append((_non_negative(li + 1, hi_i - 1),
-                              _frac(None, True, None, True, max_digits)))
+                parts.append(
+                    (_non_negative(li + 1, hi_i - 1), _frac(None, True, None, True, max_digits))
+                )
             parts.append((str(li), _frac(lf, lo_incl, None, True, max_digits)))
             parts.append((str(hi_i), _frac(None, True, hf, hi_incl, max_digits)))
     out = []
@@ -237,11 +240,16 @@ def _magnitude(lo: Fraction | None, lo_incl: bool, hi: Fraction | None, hi_incl:
     return _alt(out) if out else None
 
 
-def decimal_range_regex(lo: Fraction | None, lo_incl: bool, hi: Fraction | None, hi_incl: bool,
-                        max_digits: int | None = None) -> str | None:
-    """JSON numbers without exponent whose value lies within the bounds; None if empty.
+def decimal_range_regex(
+    lo: Fraction | None,
+    lo_incl: bool,
+    hi: Fraction | None,
+    hi_incl: bool,
+    max_digits: int | None = None,
+) -> str | None:
+    r"""JSON numbers without exponent whose value lies within the bounds; None if empty.
 
-    Matches ``-?(0|[1-9][0-9]*)(\\.[0-9]+)?`` spellings only (``-0`` and trailing zeros
+    Matches ``-?(0|[1-9][0-9]*)(\.[0-9]+)?`` spellings only (``-0`` and trailing zeros
     included): exponent spellings such as ``1e2`` are rejected even when in range, so
     the regex never accepts a value outside the bounds. With ``max_digits`` (for
     ``multipleOf: 10**-k``), fraction digits after the first ``max_digits`` must be 0.
@@ -301,7 +309,7 @@ def _residue_regex(k: int) -> str | None:
 
     Returns None when the regex would exceed ``MAX_MULTIPLE_REGEX`` characters.
     """
-    n = k + 2  # states: 0..k-1 residues, k = start, k+1 = final
+    # states: 0..k-1 residues, k = start, k+1 = final
     edge: dict[tuple[int, int], str] = {}
 
     def add(i: int, j: int, r: str) -> None:
@@ -368,7 +376,7 @@ def integer_multiple_regex(k: int) -> str | None:
 
 
 def enumerate_multiples(k: int, lo: int | None, hi: int | None) -> list[int] | None:
-    """The multiples of ``k`` in ``[lo, hi]`` when finite and at most ``MAX_ENUMERATED_MULTIPLES``."""
+    """The multiples of ``k`` in ``[lo, hi]`` if finite and ``<= MAX_ENUMERATED_MULTIPLES``."""
     if lo is None or hi is None:
         return None
     first = -((-lo) // k) * k

@@ -1,11 +1,11 @@
-"""JSON Schema ``pattern`` -> regex over the JSON-encoded string body.
+r"""JSON Schema ``pattern`` -> regex over the JSON-encoded string body.
 
 A ``pattern`` constrains the decoded string value with search semantics (ECMA-262
 ``RegExp.test``); the output regex runs over the characters between the JSON
-quotes. Each character class is rewritten so that ``"``, ``\\`` and control
+quotes. Each character class is rewritten so that ``"``, ``\`` and control
 characters appear in their escaped JSON form, and a branch that is not anchored
-with ``^`` (``$``) gets any string content before (after) it. ``\\d``, ``\\w`` and
-``\\s`` use ASCII semantics (ECMA without the ``u`` flag, except that ``\\s`` is
+with ``^`` (``$``) gets any string content before (after) it. ``\d``, ``\w`` and
+``\s`` use ASCII semantics (ECMA without the ``u`` flag, except that ``\s`` is
 ASCII whitespace only). Anchors elsewhere than at the ends of a top-level branch
 are unsupported. The pattern is parsed with Python ``re`` syntax.
 """
@@ -13,8 +13,9 @@ are unsupported. The pattern is parsed with Python ``re`` syntax.
 from __future__ import annotations
 
 from ...errors import UnsupportedSchemaError
-from ..regex.parse import MAXREPEAT, parse, sre_constants as C
 from ..regex.escape import RESERVED_FROM, escape_class_char, escape_literal
+from ..regex.parse import MAXREPEAT, parse
+from ..regex.parse import sre_constants as C
 
 __all__ = ["pattern_to_string_body", "top_level_branches", "JSON_CHAR"]
 
@@ -68,9 +69,15 @@ def _encoded_alternatives(ranges: list[tuple[int, int]], pointer: str) -> str:
             segments.append((cur, hi))
         plain.extend(segments)
     if unicode_escaped:  # one class per high hex digit, not one alternative per character
-        groups = [f"{hi_digit}[{''.join(f'{cp & 15:x}' for cp in unicode_escaped if cp >> 4 == hi_digit)}]"
-                  for hi_digit in (0, 1) if any(cp >> 4 == hi_digit for cp in unicode_escaped)]
-        escapes.append("\\\\u00" + (groups[0] if len(groups) == 1 else "(?:" + "|".join(groups) + ")"))
+        groups = [
+            f"{hi_digit}["
+            f"{''.join(f'{cp & 15:x}' for cp in unicode_escaped if cp >> 4 == hi_digit)}]"
+            for hi_digit in (0, 1)
+            if any(cp >> 4 == hi_digit for cp in unicode_escaped)
+        ]
+        escapes.append(
+            "\\\\u00" + (groups[0] if len(groups) == 1 else "(?:" + "|".join(groups) + ")")
+        )
     parts = ([_class(plain)] if plain else []) + escapes
     if not parts:
         raise UnsupportedSchemaError("pattern", pointer, "a character class that matches nothing")
@@ -79,7 +86,8 @@ def _encoded_alternatives(ranges: list[tuple[int, int]], pointer: str) -> str:
 
 def _class_text(ranges: list[tuple[int, int]]) -> str:
     return "".join(
-        escape_class_char(a) if a == b and a < RESERVED_FROM
+        escape_class_char(a)
+        if a == b and a < RESERVED_FROM
         else f"{escape_class_char(a)}-{escape_class_char(b)}"
         for a, b in ranges
     )
@@ -151,9 +159,14 @@ def _translate(items, pointer: str) -> str:
 
 
 # sre opcodes _translate meets that no automaton can express, in words
-_NOT_REGULAR = {"ASSERT": "lookaround", "ASSERT_NOT": "lookaround", "GROUPREF": "a backreference",
-                "GROUPREF_EXISTS": "a conditional group", "AT": "an anchor (^, $, \\b) inside the pattern",
-                "ATOMIC_GROUP": "an atomic group"}
+_NOT_REGULAR = {
+    "ASSERT": "lookaround",
+    "ASSERT_NOT": "lookaround",
+    "GROUPREF": "a backreference",
+    "GROUPREF_EXISTS": "a conditional group",
+    "AT": "an anchor (^, $, \\b) inside the pattern",
+    "ATOMIC_GROUP": "an atomic group",
+}
 
 
 def top_level_branches(pattern: str, pointer: str) -> list[list]:
@@ -183,7 +196,9 @@ def pattern_to_string_body(pattern: str, pointer: str) -> str:
     out = []
     for branch in branches:
         start = bool(branch) and branch[0] == (C.AT, C.AT_BEGINNING)
-        end = bool(branch) and branch[-1][0] == C.AT and branch[-1][1] in (C.AT_END, C.AT_END_STRING)
+        end = (
+            bool(branch) and branch[-1][0] == C.AT and branch[-1][1] in (C.AT_END, C.AT_END_STRING)
+        )
         core = branch[int(start) : len(branch) - int(end)]
         try:
             body = _translate(core, pointer)

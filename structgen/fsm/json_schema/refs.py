@@ -82,7 +82,8 @@ class RefSharing:
 
     def group(self, ref: str) -> frozenset[str]:
         """The recursive group of ``ref``: the references that reach it and that it reaches
-        (a strongly connected component; just ``ref`` when it is not mutually recursive)."""
+        (a strongly connected component; just ``ref`` when it is not mutually recursive).
+        """
         hit = self._group.get(ref)
         if hit is None:
             reach = self.reachable(ref)
@@ -103,7 +104,8 @@ class RefSharing:
         with A <-> B an A still nests ``max_depth`` deep through its Bs), and at most
         ``max_depth`` times in all for larger groups: every expansion copies each member,
         and a budget growing with the group made real schemas explode (WashingtonPost
-        wp_8: 7 mutually recursive definitions, > 300 nesting levels, 12 MB of text)."""
+        wp_8: 7 mutually recursive definitions, > 300 nesting levels, 12 MB of text).
+        """
         group = len(self.group(ref))
         return self.depth(ref, refs) >= max_depth * (group if group <= 2 else 1)
 
@@ -114,7 +116,8 @@ class RefSharing:
         on the path above, or it would reach back to ``ref``), so each reference has at
         most ``2 * max_depth`` expansions (WashingtonPost wp_8: a group of 7 mutually
         recursive definitions; with per-reference counts as the key, the conversion
-        redid the same definitions ~200k times and ran out of its time budget)."""
+        redid the same definitions ~200k times and ran out of its time budget).
+        """
         return (ref, self.depth(ref, refs))
 
     def lookup(self, key: tuple) -> tuple[bool, str | None]:

@@ -28,13 +28,19 @@ from fractions import Fraction
 from typing import Any
 
 from ...errors import UnsupportedSchemaError
-from .pattern import JSON_CHAR, pattern_to_string_body
-from .numeric import (decimal_range_regex, enumerate_multiples, integer_bounds,
-                       integer_multiple_regex, integer_range_regex, number_bounds)
-from .formats import FORMATS
-from .string_length import Unrepresentable, bounded_string_body
 from ..regex.escape import escape_literal
 from .context import ConvertContext
+from .formats import FORMATS
+from .numeric import (
+    decimal_range_regex,
+    enumerate_multiples,
+    integer_bounds,
+    integer_multiple_regex,
+    integer_range_regex,
+    number_bounds,
+)
+from .pattern import JSON_CHAR, pattern_to_string_body
+from .string_length import Unrepresentable, bounded_string_body
 
 __all__ = ["string_regex", "integer_regex", "number_regex", "INTEGER", "NUMBER", "BOUNDS"]
 
@@ -63,8 +69,11 @@ def string_regex(conv: ConvertContext, schema: dict, pointer: str) -> str | None
             if body is not _LENGTH_ONLY:
                 return None if body is None else '"' + body + '"'
         else:
-            conv.unsupported("format", pointer, f"format {fmt!r}" + (
-                " combined with pattern" if fmt in FORMATS else ""))
+            conv.unsupported(
+                "format",
+                pointer,
+                f"format {fmt!r}" + (" combined with pattern" if fmt in FORMATS else ""),
+            )
     if "pattern" in schema:
         if not has_len:
             try:
@@ -90,14 +99,16 @@ def string_regex(conv: ConvertContext, schema: dict, pointer: str) -> str | None
 _LENGTH_ONLY = object()
 
 
-def _bounded(conv: ConvertContext, keyword: str, regex: str, anchored: bool, lo: int, hi: Any,
-             pointer: str) -> Any:
+def _bounded(
+    conv: ConvertContext, keyword: str, regex: str, anchored: bool, lo: int, hi: Any, pointer: str
+) -> Any:
     """``bounded_string_body`` (pattern/format with a length). Where the intersection has
     no exact form within the caps, the length bound is the part reported unsupported
     (strict error naming ``maxLength``/``minLength``) and the pattern/format is kept:
     lengths are usually generous caps (Github_easy o9778: an email format with
     maxLength 1024), the pattern carries the structure. A pattern that has no automaton
-    at all is reported itself, and ``_LENGTH_ONLY`` tells the caller to keep the length."""
+    at all is reported itself, and ``_LENGTH_ONLY`` tells the caller to keep the length.
+    """
     ptr = pointer + ("/pattern" if keyword == "pattern" else "")
     try:
         alone = regex if anchored else pattern_to_string_body(regex, ptr)
@@ -155,8 +166,14 @@ def number_regex(conv: ConvertContext, schema: dict, pointer: str) -> str | None
     if not bounded:
         return NUMBER
     lo, lo_incl, hi, hi_incl = number_bounds(schema)
-    parts = [r for r in (decimal_range_regex(lo, lo_incl, hi, hi_incl),
-                         exponent_forms(lo, lo_incl, hi, hi_incl)) if r is not None]
+    parts = [
+        r
+        for r in (
+            decimal_range_regex(lo, lo_incl, hi, hi_incl),
+            exponent_forms(lo, lo_incl, hi, hi_incl),
+        )
+        if r is not None
+    ]
     return _alt(parts) if parts else None
 
 
@@ -170,7 +187,8 @@ def _pow10(e: int) -> Fraction:
 
 def _exponent_band(lo: Fraction | None, lo_incl: bool, hi: Fraction | None) -> str | None:
     """``d(.ddd)eE`` spellings of positive values (each in ``[10**E, 10**(E+1))``) for every
-    E whose whole band lies within ``lo`` (None or <= 0: no bound) and ``hi``."""
+    E whose whole band lies within ``lo`` (None or <= 0: no bound) and ``hi``.
+    """
     if hi is not None and hi <= 0:
         return None
     e_min = None  # None: no lower limit on E
@@ -196,8 +214,9 @@ def _exponent_band(lo: Fraction | None, lo_incl: bool, hi: Fraction | None) -> s
     return r"[1-9](?:\.[0-9]+)?" + _alt(exps)
 
 
-def exponent_forms(lo: Fraction | None, lo_incl: bool, hi: Fraction | None,
-                   hi_incl: bool) -> str | None:
+def exponent_forms(
+    lo: Fraction | None, lo_incl: bool, hi: Fraction | None, hi_incl: bool
+) -> str | None:
     """Exponent spellings of numbers that lie within the bounds whatever their digits.
 
     Exact by construction: any positive mantissa and exponent only when there is no
@@ -205,9 +224,11 @@ def exponent_forms(lo: Fraction | None, lo_incl: bool, hi: Fraction | None,
     ``[1-9](.d+)?eE`` (a value in ``[10**E, 10**(E+1))``) for the E whose whole band is
     in range; negative values symmetrically. None when no such spelling exists.
     """
+
     def zero_in() -> bool:
-        return ((lo is None or lo < 0 or (lo == 0 and lo_incl))
-                and (hi is None or hi > 0 or (hi == 0 and hi_incl)))
+        return (lo is None or lo < 0 or (lo == 0 and lo_incl)) and (
+            hi is None or hi > 0 or (hi == 0 and hi_incl)
+        )
 
     parts = []
     if zero_in():
@@ -226,7 +247,7 @@ def exponent_forms(lo: Fraction | None, lo_incl: bool, hi: Fraction | None,
 
 
 def _decimal_step(step: Fraction) -> int | None:
-    """k when ``step`` is 10**-k (k >= 0), else None."""
+    """K when ``step`` is 10**-k (k >= 0), else None."""
     if step.numerator != 1:
         return None
     k, d = 0, step.denominator

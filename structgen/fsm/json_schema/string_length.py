@@ -21,15 +21,26 @@ Sizes are capped (``MAX_NFA_STATES``, ``MAX_PRODUCT_STATES``): past them,
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...errors import UnsupportedSchemaError
-from .pattern import (_class_ranges, _class_text, _complement, _encoded_alternatives,
-                            _translate, top_level_branches)
-from ..regex.parse import MAXREPEAT, sre_constants as C
+from ..regex.parse import MAXREPEAT
+from ..regex.parse import sre_constants as C
 from .context import ConvertContext
+from .pattern import (
+    _class_ranges,
+    _class_text,
+    _complement,
+    _encoded_alternatives,
+    _translate,
+    top_level_branches,
+)
 
-__all__ = ["bounded_string_body", "patterns_disjoint", "Unrepresentable", "MAX_NFA_STATES", "MAX_PRODUCT_STATES"]
+__all__ = [
+    "bounded_string_body",
+    "patterns_disjoint",
+    "Unrepresentable",
+    "MAX_NFA_STATES",
+    "MAX_PRODUCT_STATES",
+]
 
 MAX_NFA_STATES = 4000
 MAX_PRODUCT_STATES = 40_000
@@ -42,7 +53,8 @@ class Unrepresentable(Exception):
 
 def _body(items, pointer: str) -> str:
     """``pattern``'s JSON-body translation of parse items (Unrepresentable when it
-    has none, e.g. a character class too large to write out)."""
+    has none, e.g. a character class too large to write out).
+    """
     try:
         return _translate(items, pointer)
     except UnsupportedSchemaError as exc:
@@ -54,7 +66,8 @@ class _NFA:
 
     ``rest[t]`` is, for every target ``t`` of a character edge, the JSON-body regex of
     the language accepted from ``t`` (the continuation after that character, built
-    alongside: the pattern's remaining items and enclosing repetitions)."""
+    alongside: the pattern's remaining items and enclosing repetitions).
+    """
 
     def __init__(self, pointer: str, with_rest: bool = True) -> None:
         self.with_rest = with_rest  # False: no continuation texts (maxLength bounds all)
@@ -155,23 +168,30 @@ class _NFA:
 _ANY_ITEM = (C.MAX_REPEAT, (0, MAXREPEAT, [(C.IN, [(C.RANGE, (0, 0x10FFFF))])]))
 
 
-def _build_nfa(regex: str, anchored: bool, pointer: str,
-               with_rest: bool) -> tuple[_NFA, int, int, str]:
+def _build_nfa(
+    regex: str, anchored: bool, pointer: str, with_rest: bool
+) -> tuple[_NFA, int, int, str]:
     """(nfa, start, final, whole) for ``regex``: fullmatch when ``anchored``, else search;
     ``whole`` is the JSON-body regex of the language (the start state's continuation;
-    with ``with_rest`` False, no continuation texts and ``whole`` is empty)."""
+    with ``with_rest`` False, no continuation texts and ``whole`` is empty).
+    """
     branches = top_level_branches(regex, pointer)
     nfa = _NFA(pointer, with_rest)
     start, final = nfa.new(), nfa.new()
     wholes = []
     for branch in branches:
         first = bool(branch) and branch[0] == (C.AT, C.AT_BEGINNING)
-        last = bool(branch) and branch[-1][0] == C.AT and branch[-1][1] in (C.AT_END, C.AT_END_STRING)
-        core = branch[int(first): len(branch) - int(last)]
+        last = (
+            bool(branch) and branch[-1][0] == C.AT and branch[-1][1] in (C.AT_END, C.AT_END_STRING)
+        )
+        core = branch[int(first) : len(branch) - int(last)]
         if any(op == C.AT for op, _ in core):
             raise Unrepresentable("an anchor inside the pattern")
-        items = ([] if first or anchored else [_ANY_ITEM]) + core + (
-            [] if last or anchored else [_ANY_ITEM])
+        items = (
+            ([] if first or anchored else [_ANY_ITEM])
+            + core
+            + ([] if last or anchored else [_ANY_ITEM])
+        )
         s = nfa.new()
         nfa.eps[start].append(s)
         nfa.eps[nfa.seq(items, s, "")].append(final)
@@ -199,15 +219,18 @@ def _shortest(nfa: _NFA, start: int, final: int) -> int | None:
     return None
 
 
-def bounded_string_body(conv: ConvertContext, regex: str, anchored: bool, lo: int, hi: int | None,
-                        pointer: str) -> str | None:
+def bounded_string_body(
+    conv: ConvertContext, regex: str, anchored: bool, lo: int, hi: int | None, pointer: str
+) -> str | None:
     """Regex for the JSON string bodies matching ``regex`` with ``lo..hi`` characters.
 
     Args:
         conv: the converter (its ``sharing`` stores the product states as definitions).
         regex: the ``pattern`` (search semantics, ``^``/``$`` at branch ends) or a
             ``format`` regex (``anchored=True``: fullmatch), over decoded characters.
-        lo, hi: ``minLength`` and ``maxLength`` (None: no upper bound).
+        anchored: True for a ``format`` regex (fullmatch), False for a ``pattern``.
+        lo: ``minLength``.
+        hi: ``maxLength`` (None: no upper bound).
         pointer: JSON pointer of the string schema (for errors).
 
     Returns:
@@ -229,8 +252,9 @@ def bounded_string_body(conv: ConvertContext, regex: str, anchored: bool, lo: in
     accepting = [final in cl for cl in closures]
     states = [start] + sorted(nfa.rest)
     if len(states) * (top + 1) > MAX_PRODUCT_STATES:
-        raise Unrepresentable(f"{len(states)} pattern states x {top + 1} lengths is over "
-                              f"{MAX_PRODUCT_STATES}")
+        raise Unrepresentable(
+            f"{len(states)} pattern states x {top + 1} lengths is over {MAX_PRODUCT_STATES}"
+        )
     live: dict[tuple[int, int], bool] = {}
     if hi is None:  # saturated: live when the pattern can still end from there
         reach = {q for q in states if accepting[q]}
@@ -244,8 +268,9 @@ def bounded_string_body(conv: ConvertContext, regex: str, anchored: bool, lo: in
         live.update({(q, top): q in reach for q in states})
     for c in range(top - (hi is None), -1, -1):
         for q in states:
-            live[(q, c)] = (accepting[q] and c >= lo) or (c < top and any(
-                live[(t, c + 1)] for _, t in moves[q]))
+            live[(q, c)] = (accepting[q] and c >= lo) or (
+                c < top and any(live[(t, c + 1)] for _, t in moves[q])
+            )
     if not live[(start, 0)]:
         return None
     rest = {**nfa.rest, start: whole}
@@ -254,7 +279,8 @@ def bounded_string_body(conv: ConvertContext, regex: str, anchored: bool, lo: in
 
 def _emit(conv: ConvertContext, key, top, states, moves, accepting, live, rest, pointer) -> str:
     """Write the live product states as shared definitions, highest count first; with no
-    ``maxLength`` (``key[2]`` None) a state at count ``top`` is the pattern's rest."""
+    ``maxLength`` (``key[2]`` None) a state at count ``top`` is the pattern's rest.
+    """
     lo, hi = key[1], key[2]
     texts: dict[tuple[int, int], str] = {}
     for c in range(top, -1, -1):
@@ -266,8 +292,10 @@ def _emit(conv: ConvertContext, key, top, states, moves, accepting, live, rest, 
                 for ranges, t in moves[q]:
                     if c < top and live[(t, c + 1)]:
                         by_target.setdefault(t, []).extend(ranges)
-                parts = [_char(conv, tuple(_merge(r)), pointer) + texts[(t, c + 1)]
-                         for t, r in sorted(by_target.items())]
+                parts = [
+                    _char(conv, tuple(_merge(r)), pointer) + texts[(t, c + 1)]
+                    for t, r in sorted(by_target.items())
+                ]
                 if accepting[q] and c >= lo:
                     parts.append("")
                 text = parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
@@ -294,10 +322,13 @@ def _char(conv: ConvertContext, ranges: tuple, pointer: str) -> str:
     if found:
         return text
     special = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]  # written as JSON escapes
-    small = [(max(a, c), min(b, d)) for a, b in ranges for c, d in special if max(a, c) <= min(b, d)]
+    small = [
+        (max(a, c), min(b, d)) for a, b in ranges for c, d in special if max(a, c) <= min(b, d)
+    ]
     big = [(a, b) for a, b in _complement(special + _complement(list(ranges)))]
     parts = (["[" + _class_text(big) + "]"] if big else []) + (
-        [_encoded_alternatives(small, pointer)] if small else [])
+        [_encoded_alternatives(small, pointer)] if small else []
+    )
     return conv.sharing.store(key, "(?:" + "|".join(parts) + ")")
 
 
@@ -307,13 +338,15 @@ MAX_PAIR_STATES = 100_000
 def patterns_disjoint(patterns: list[str], pointer: str) -> bool:
     """True only if no string matches two of ``patterns`` (search semantics): for each pair,
     the product of their NFAs never reaches both final states. False when unsure (a
-    pattern has no NFA here, or a product passes ``MAX_PAIR_STATES``)."""
+    pattern has no NFA here, or a product passes ``MAX_PAIR_STATES``).
+    """
     try:
         nfas = [_build_nfa(p, False, pointer, False)[:3] for p in patterns]
     except (Unrepresentable, UnsupportedSchemaError):
         return False
-    return all(_empty_product(nfas[i], nfas[j])
-               for i in range(len(nfas)) for j in range(i + 1, len(nfas)))
+    return all(
+        _empty_product(nfas[i], nfas[j]) for i in range(len(nfas)) for j in range(i + 1, len(nfas))
+    )
 
 
 def _empty_product(a: tuple, b: tuple) -> bool:

@@ -107,7 +107,9 @@ class _Writer:
             text = self.value(v)
             if text is None:
                 return None
-            members.append(escape_literal(json.dumps(key, ensure_ascii=False)) + ws + ":" + ws + text)
+            members.append(
+                escape_literal(json.dumps(key, ensure_ascii=False)) + ws + ":" + ws + text
+            )
         if 1 < len(members) <= MAX_ANY_ORDER_KEYS and self.budget >= 2 ** len(members):
             self.budget -= 2 ** len(members)
             body = self._any_order(members, {})
@@ -122,14 +124,20 @@ class _Writer:
             if len(members) == 1:
                 memo[key] = members[0]
             else:
-                alts = [m + self.sep + self._any_order(members[:i] + members[i + 1:], memo)
-                        for i, m in enumerate(members)]
+                alts = [
+                    m + self.sep + self._any_order(members[:i] + members[i + 1 :], memo)
+                    for i, m in enumerate(members)
+                ]
                 memo[key] = self.share("(?:" + "|".join(alts) + ")")
         return memo[key]
 
 
-def values_regex(values: list[Any], ws: str, integer_only: bool = False,
-                 share: Callable[[str], str] = lambda text: text) -> list[str]:
+def values_regex(
+    values: list[Any],
+    ws: str,
+    integer_only: bool = False,
+    share: Callable[[str], str] = lambda text: text,
+) -> list[str]:
     """One regex per value (in order; duplicates and values with no spelling left out).
 
     Args:

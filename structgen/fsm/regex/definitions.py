@@ -21,8 +21,8 @@ PLACEHOLDER_BASE = 0xF0000
 MAX_DEFINITIONS = 0xFFFFE - PLACEHOLDER_BASE
 MAX_EXPANDED_CHARS = 20_000_000
 
-def expand_shared(pattern: str, definitions: list[str],
-                  max_chars: int = MAX_EXPANDED_CHARS) -> str:
+
+def expand_shared(pattern: str, definitions: list[str], max_chars: int = MAX_EXPANDED_CHARS) -> str:
     """``pattern`` with every placeholder replaced by its definition (one regex text).
 
     Raises:
@@ -43,7 +43,9 @@ def _substitute(pattern: str, expanded: list[str], end: int, max_chars: int) -> 
     out, size = [], 0
     for ch in pattern:
         cp = ord(ch)
-        piece = "(?:" + expanded[cp - PLACEHOLDER_BASE] + ")" if PLACEHOLDER_BASE <= cp < end else ch
+        piece = (
+            "(?:" + expanded[cp - PLACEHOLDER_BASE] + ")" if PLACEHOLDER_BASE <= cp < end else ch
+        )
         size += len(piece)
         if size > max_chars:
             raise GrammarTooComplexError(

@@ -1,4 +1,4 @@
-"""Regex -> lazily built byte DFA (``ByteDFA``).
+r"""Regex -> lazily built byte DFA (``ByteDFA``).
 
 Pipeline: Python ``re`` parse and vetting, then lowering to hash-consed byte-level
 terms with counted repetitions (``parse`` / ``lower`` -> ``terms``), then states built on
@@ -7,8 +7,8 @@ breadth-first, so small automata are complete (and their budget errors surface)
 at compile time; larger ones grow as masks and walks need them.
 
 Regex dialect: Python ``re`` with fullmatch semantics (the whole output must match).
-``\\d``, ``\\w``, ``\\s`` and their negations are ASCII (as with ``re.ASCII``); ``.``
-matches any code point except ``\\n``.
+``\d``, ``\w``, ``\s`` and their negations are ASCII (as with ``re.ASCII``); ``.``
+matches any code point except ``\n``.
 """
 
 from __future__ import annotations
@@ -16,12 +16,17 @@ from __future__ import annotations
 import time
 
 from ...errors import RegexError
-from .parse import lower
 from .lazy_dfa import DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES, ByteDFA
+from .parse import lower
 from .terms import EMPTY, TermArena
 
-__all__ = ["ByteDFA", "regex_to_dfa", "DEFAULT_MAX_STATES", "DEFAULT_MAX_SECONDS",
-           "DEFAULT_EAGER_ROWS"]
+__all__ = [
+    "ByteDFA",
+    "regex_to_dfa",
+    "DEFAULT_MAX_STATES",
+    "DEFAULT_MAX_SECONDS",
+    "DEFAULT_EAGER_ROWS",
+]
 
 DEFAULT_EAGER_ROWS = 64
 
@@ -65,8 +70,12 @@ def regex_to_dfa(
         if not data:
             raise RegexError("the constraint trigger must be a non-empty string")
         root = arena.until(data, root)
-    dfa = ByteDFA(arena, root, max_states=max_states,
-                  max_seconds=max(0.0, max_seconds - (time.perf_counter() - t0)))
+    dfa = ByteDFA(
+        arena,
+        root,
+        max_states=max_states,
+        max_seconds=max(0.0, max_seconds - (time.perf_counter() - t0)),
+    )
     dfa.explore(max_rows=eager_rows)
     dfa.max_seconds = max_seconds
     return dfa

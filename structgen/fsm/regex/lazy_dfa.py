@@ -48,7 +48,7 @@ DEFAULT_MAX_SECONDS = 10.0
 
 
 def _mask_bits(mask: int) -> np.ndarray:
-    """bool ``[256]``: the bytes in a 256-bit ``int`` mask."""
+    """Bool ``[256]``: the bytes in a 256-bit ``int`` mask."""
     raw = np.frombuffer(mask.to_bytes(32, "little"), np.uint8)
     return np.unpackbits(raw, bitorder="little").astype(bool)
 
@@ -68,8 +68,14 @@ class ByteDFA:
         initial: the start state (always 0).
     """
 
-    def __init__(self, arena: TermArena, root: int, *, max_states: int = DEFAULT_MAX_STATES,
-                 max_seconds: float = DEFAULT_MAX_SECONDS) -> None:
+    def __init__(
+        self,
+        arena: TermArena,
+        root: int,
+        *,
+        max_states: int = DEFAULT_MAX_STATES,
+        max_seconds: float = DEFAULT_MAX_SECONDS,
+    ) -> None:
         assert root != EMPTY
         self.arena = arena
         self.max_states = max_states
@@ -106,7 +112,7 @@ class ByteDFA:
 
     @property
     def accepting(self) -> np.ndarray:
-        """bool ``[num_states]``: accepting flag of every discovered state."""
+        """Bool ``[num_states]``: accepting flag of every discovered state."""
         view = self._accepting[: self.num_states]
         view.flags.writeable = False
         return view
@@ -257,7 +263,8 @@ class ByteDFA:
 
     def gather(self, states: np.ndarray, data: np.ndarray) -> np.ndarray:
         """int32 ``[n]``: the next state of ``states[i]`` on byte ``data[i]`` (-1 = dead),
-        building the missing rows in one batch (a level step of the numpy token-trie walk)."""
+        building the missing rows in one batch (a level step of the numpy token-trie walk).
+        """
         self.ensure_rows(states)
         return self._rows[self._slot[states], data]
 
@@ -323,7 +330,8 @@ class ByteDFA:
     def transitions(self) -> np.ndarray | None:
         """int32 ``[num_states, 256]`` read-only: the whole table once the automaton is
         complete, else None (it never explores by itself; call ``explore()`` first, or
-        use ``row`` which builds one row on demand)."""
+        use ``row`` which builds one row on demand).
+        """
         if not self._complete:
             return None
         if self._dense is None:

@@ -1,4 +1,4 @@
-"""One-pass lowering of plain regex texts to arena terms (the fast path of ``parse.lower``).
+r"""One-pass lowering of plain regex texts to arena terms (the fast path of ``parse.lower``).
 
 The JSON Schema converter writes long patterns that repeat the same groups many times
 (the JSON string body after every key, an array's item before and after ``(?:,...)*``,
@@ -12,8 +12,8 @@ terms in the same order; the Python loop here is its fallback and reference), an
 terms of escapes, classes and ``.`` are kept across compiles as recipes
 (``recipes``): the JSON string class is ~30 terms built from UTF-8 sequences.
 
-Only plain syntax is taken: literals, the escapes ``\\xHH \\uHHHH \\UHHHHHHHH \\t \\n
-\\r \\f \\v \\a \\d \\D \\w \\W \\s \\S`` and escaped punctuation, classes (ranges,
+Only plain syntax is taken: literals, the escapes ``\xHH \uHHHH \UHHHHHHHH \t \n
+\r \f \v \a \d \D \w \W \s \S`` and escaped punctuation, classes (ranges,
 negation, those escapes), ``.``, ``(...)`` / ``(?:...)``, ``|`` and the quantifiers
 ``* + ? {m} {m,} {m,n} {,n}`` (lazy or not). Anything else (flags, lookaround, anchors,
 backreferences, possessive or repeated quantifiers, a lone ``{``, nested-set warnings,
@@ -51,29 +51,42 @@ _c = _EXT  # the C token loop in use, None: the Python loop (use_extension)
 
 def use_extension(enabled: bool) -> None:
     """Lower in C (the default, where built) or in Python, for the process; ``compile_*``
-    applies ``structgen.env``'s ``regexlower`` setting. Raises: never."""
+    applies ``structgen.env``'s ``regexlower`` setting. Raises: never.
+    """
     global _c
     _c = _EXT if enabled else None
 
+
 _MAXREPEAT = 4294967295  # sre's MAXREPEAT: counts at or past it are re's errors
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
  (\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[^0-9A-Za-z]|[tnrfvadDwWsS]))  # 1 escape
 |\[(\^?)(\]?(?:[^\]\\\[]|\\[\s\S])*)\]                       # 2 negate, 3 class body
 |(\((?:\?:)?)                                                 # 4 group open
 |(\))                                                         # 5 close
 |(\|)                                                         # 6 alternation
-|(?:([*+?])|\{(?:([0-9]+)(?:(,)([0-9]*))?|,([0-9]+))\})(\??)  # 7 op, 8 lo, 9 comma, 10 hi, 11 hi-only, 12 lazy
+# quantifier: 7 op, 8 lo, 9 comma, 10 hi, 11 hi-only, 12 lazy
+|(?:([*+?])|\{(?:([0-9]+)(?:(,)([0-9]*))?|,([0-9]+))\})(\??)
 |(\.)                                                         # 13 any
 |([^\\\[()|*+?{.^$]+)                                         # 14 literal run
-""", re.VERBOSE)
+""",
+    re.VERBOSE,
+)
 _CLASS_ITEM = re.compile(
     r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|([^0-9A-Za-z])|([tnrfva])|([dDwWsS]))"
-    r"|([^\\])")
+    r"|([^\\])"
+)
 _CONTROL = {"t": 9, "n": 10, "r": 13, "f": 12, "v": 11, "a": 7}
 _CATEGORY_ESCAPES = "dDwWsS"
 _NESTED_SET = ("--", "&&", "~~", "||")  # re warns (FutureWarning) on these in a class
-_CATEGORIES = {"d": C.CATEGORY_DIGIT, "D": C.CATEGORY_NOT_DIGIT, "w": C.CATEGORY_WORD,
-               "W": C.CATEGORY_NOT_WORD, "s": C.CATEGORY_SPACE, "S": C.CATEGORY_NOT_SPACE}
+_CATEGORIES = {
+    "d": C.CATEGORY_DIGIT,
+    "D": C.CATEGORY_NOT_DIGIT,
+    "w": C.CATEGORY_WORD,
+    "W": C.CATEGORY_NOT_WORD,
+    "s": C.CATEGORY_SPACE,
+    "S": C.CATEGORY_NOT_SPACE,
+}
 _PLACEHOLDER_CHR = chr(PLACEHOLDER_BASE)
 _REPEATS = {"*": (0, INF), "+": (1, INF), "?": (0, 1)}
 # escape / class / ``.`` token text -> its term's recipe (``recipes``; EMPTY or EPS as
@@ -86,8 +99,9 @@ class _Bail(Exception):
     """The text uses syntax this module leaves to ``re``."""
 
 
-def fast_lower(text: str, lowering, memo: dict[str, int], max_nesting: int,
-               use_c: bool = True) -> int | None:
+def fast_lower(
+    text: str, lowering, memo: dict[str, int], max_nesting: int, use_c: bool = True
+) -> int | None:
     """The term of ``text`` (fullmatch), or None when ``re`` must parse it.
 
     Args:
@@ -106,8 +120,14 @@ def fast_lower(text: str, lowering, memo: dict[str, int], max_nesting: int,
     """
     if use_c and _c is not None:
         try:
-            return _c.lower(text, _Parser(text, (), {}, lowering, memo), memo, max_nesting,
-                            lowering.arena, lowering)
+            return _c.lower(
+                text,
+                _Parser(text, (), {}, lowering, memo),
+                memo,
+                max_nesting,
+                lowering.arena,
+                lowering,
+            )
         except _Bail:
             return None
     toks = list(_TOKEN.finditer(text))
@@ -149,9 +169,12 @@ def _match_groups(toks, length: int, max_nesting: int) -> dict[int, int]:
 
 class _Parser:
     """The token loop of one text: a stack of open groups, each with its finished
-    alternatives and the items of the current one."""
+    alternatives and the items of the current one.
+    """
 
-    def __init__(self, text: str, toks, close: dict[int, int], lowering, memo: dict[str, int]) -> None:
+    def __init__(
+        self, text: str, toks, close: dict[int, int], lowering, memo: dict[str, int]
+    ) -> None:
         self.text, self.toks, self.close = text, toks, close
         self.low, self.arena, self.memo = lowering, lowering.arena, memo
 
@@ -177,7 +200,7 @@ class _Parser:
                 quantifiable = True
             elif kind == 4:
                 j = self.close[i]
-                key = self.text[m.start(): toks[j].end()]
+                key = self.text[m.start() : toks[j].end()]
                 hit = self.memo.get(key)
                 if hit is not None:
                     quantified = j + 1 < n and toks[j + 1].lastindex == 12
@@ -195,7 +218,7 @@ class _Parser:
             elif kind == 5:
                 group_alts, group_items = alts, items
                 alts, items, start = frames.pop()
-                key = self.text[toks[start].start(): m.end()]
+                key = self.text[toks[start].start() : m.end()]
                 quantified = i + 1 < n and toks[i + 1].lastindex == 12
                 if not group_alts and not quantified:
                     # a sequence group: its items join the enclosing sequence, which builds them
@@ -227,7 +250,8 @@ class _Parser:
     def _literal_items(self, run: str) -> list[int | bytes]:
         """A literal run as sequence items: the UTF-8 bytes of each stretch between shared
         definitions (which :meth:`_seq` builds straight onto what follows; the term of a
-        stretch with a lone surrogate), and the definition's term for each placeholder."""
+        stretch with a lone surrogate), and the definition's term for each placeholder.
+        """
         if run.isascii():
             return [run.encode("ascii")]
         if max(run) < _PLACEHOLDER_CHR:
@@ -254,14 +278,18 @@ class _Parser:
 
     def atom(self, text: str, m=None) -> int:
         """The term of one escape, class or ``.`` token (``m``: its match, if at hand), its
-        shape kept across compiles in ``_ATOM_RECIPES`` unless it names a shared definition."""
+        shape kept across compiles in ``_ATOM_RECIPES`` unless it names a shared definition.
+        """
         recipe = _ATOM_RECIPES.get(text)
         if recipe is not None:
             return recipe if type(recipe) is int else import_term(self.arena, recipe)
         m = m or _TOKEN.fullmatch(text)
         term = self._atom(m)
-        if m.group(1) is None or m.group(1)[1] in _CATEGORY_ESCAPES or \
-                _escape_code(m.group(1)) < PLACEHOLDER_BASE:
+        if (
+            m.group(1) is None
+            or m.group(1)[1] in _CATEGORY_ESCAPES
+            or _escape_code(m.group(1)) < PLACEHOLDER_BASE
+        ):
             if len(_ATOM_RECIPES) >= _ATOM_RECIPES_MAX:
                 _ATOM_RECIPES.clear()
             _ATOM_RECIPES[text] = term if term <= EPS else export_term(self.arena, term)
@@ -272,7 +300,11 @@ class _Parser:
         arena = self.arena
         result = EPS
         for item in reversed(items):
-            result = arena.bytes_then(item, result) if type(item) is bytes else arena.concat(item, result)
+            result = (
+                arena.bytes_then(item, result)
+                if type(item) is bytes
+                else arena.concat(item, result)
+            )
         return result
 
     def _literal(self, run: str) -> int:
@@ -323,11 +355,14 @@ class _Parser:
                 items.append((C.RANGE, (cp, hi)))
                 k += 3
                 continue
-            items.append((C.CATEGORY, _CATEGORIES[parts[k].group(6)]) if cp is None
-                         else (C.LITERAL, cp))
+            items.append(
+                (C.CATEGORY, _CATEGORIES[parts[k].group(6)]) if cp is None else (C.LITERAL, cp)
+            )
             k += 1
-        top = max((av if op == C.LITERAL else av[1] for op, av in items
-                   if op in (C.LITERAL, C.RANGE)), default=0)
+        top = max(
+            (av if op == C.LITERAL else av[1] for op, av in items if op in (C.LITERAL, C.RANGE)),
+            default=0,
+        )
         if top >= PLACEHOLDER_BASE:
             raise _Bail  # a placeholder in a class: re's path handles (or refuses) it
         return self.low.charset(items)

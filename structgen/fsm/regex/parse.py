@@ -1,11 +1,11 @@
-"""Adapter over CPython's regex parser (``re._parser``; ``sre_parse`` before 3.11).
+r"""Adapter over CPython's regex parser (``re._parser``; ``sre_parse`` before 3.11).
 
 The only module that touches the private parser. It parses Python ``re`` syntax,
 rejects what no finite automaton can do (lookaround, backreferences, anchors,
 atomic groups, possessive repeats), and lowers the parse tree to byte-level terms
 of a ``TermArena`` (character classes become UTF-8 byte-sequence alternatives).
-``\\d``, ``\\w``, ``\\s`` and their negations are ASCII (as with ``re.ASCII``); ``.``
-is any code point but ``\\n`` (any at all under ``(?s)``). ``(?i)`` follows Python's
+``\d``, ``\w``, ``\s`` and their negations are ASCII (as with ``re.ASCII``); ``.``
+is any code point but ``\n`` (any at all under ``(?s)``). ``(?i)`` follows Python's
 Unicode case-insensitive matching (``_case_fold``), for classes within the BMP.
 """
 
@@ -24,10 +24,10 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse  # type: ignore[no-redef]
 
 from ...errors import GrammarTooComplexError, RegexError, UnsupportedRegexError
-from .lower import fast_lower
-from .utf8 import MAX_CODE_POINT, utf8_sequences, valid_ranges
 from .definitions import PLACEHOLDER_BASE
+from .lower import fast_lower
 from .terms import INF, TermArena, byte_range_mask
+from .utf8 import MAX_CODE_POINT, utf8_sequences, valid_ranges
 
 __all__ = ["parse", "lower", "sre_constants", "MAXREPEAT", "MAX_NESTING"]
 
@@ -51,8 +51,10 @@ _REJECT = {
     _C.GROUPREF: "backreferences are not regular",
     _C.GROUPREF_EXISTS: "backreferences are not regular",
 }
-for _name, _why in (("ATOMIC_GROUP", "atomic groups are not supported"),
-                    ("POSSESSIVE_REPEAT", "possessive repeats are not supported")):
+for _name, _why in (
+    ("ATOMIC_GROUP", "atomic groups are not supported"),
+    ("POSSESSIVE_REPEAT", "possessive repeats are not supported"),
+):
     if hasattr(_C, _name):
         _REJECT[getattr(_C, _name)] = _why
 
@@ -107,7 +109,7 @@ _folded: dict[int, list[int]] | None = None
 
 
 def _fold_table() -> dict[int, list[int]]:
-    """lowercase code point -> every code point whose ``_sre`` lowercase it is (built once)."""
+    """Lowercase code point -> every code point whose ``_sre`` lowercase it is (built once)."""
     global _folded
     if _folded is None:
         import _sre
@@ -123,7 +125,8 @@ def _fold_table() -> dict[int, list[int]]:
 def _case_fold(ranges: list[tuple[int, int]], pattern: str) -> list[tuple[int, int]]:
     """Code points that Python's ``re`` (Unicode, ``IGNORECASE``) matches for a class or
     literal of ``ranges``: every ``x`` whose lowercase is the lowercase of a member or one
-    of its extra case variants (``re._compiler._EXTRA_CASES``, e.g. ``s``/``ſ``)."""
+    of its extra case variants (``re._compiler._EXTRA_CASES``, e.g. ``s``/``ſ``).
+    """
     import _sre
 
     extra = getattr(sre_compile, "_EXTRA_CASES", {})
@@ -139,8 +142,10 @@ def _case_fold(ranges: list[tuple[int, int]], pattern: str) -> list[tuple[int, i
             lowered.add(low)
             lowered.update(extra.get(low, ()))
     table = _fold_table()
-    members = sorted({x for low in lowered for x in table.get(low, ())} | {
-        cp for lo, hi in ranges for cp in range(lo, hi + 1)})
+    members = sorted(
+        {x for low in lowered for x in table.get(low, ())}
+        | {cp for lo, hi in ranges for cp in range(lo, hi + 1)}
+    )
     out: list[tuple[int, int]] = []
     for cp in members:
         if out and out[-1][1] == cp - 1:
@@ -153,8 +158,9 @@ def _case_fold(ranges: list[tuple[int, int]], pattern: str) -> list[tuple[int, i
 class _Lowering:
     """sre parse tree -> arena term; one instance per pattern."""
 
-    def __init__(self, arena: TermArena, pattern: str, deadline: float,
-                 shared: list[int] | None = None) -> None:
+    def __init__(
+        self, arena: TermArena, pattern: str, deadline: float, shared: list[int] | None = None
+    ) -> None:
         self.arena = arena
         self.pattern = pattern
         self.deadline = deadline
@@ -280,17 +286,27 @@ class _Lowering:
         raise UnsupportedRegexError(f"unsupported regex construct {op} in {self.pattern!r}")
 
 
-def lower(pattern: str, arena: TermArena, deadline: float = float("inf"),
-          definitions: list[str] | None = None) -> int:
+def lower(
+    pattern: str,
+    arena: TermArena,
+    deadline: float = float("inf"),
+    definitions: list[str] | None = None,
+) -> int:
     """Parse ``pattern`` and lower it to a term of ``arena`` (fullmatch semantics).
 
+    Plain texts (the converter's) are lowered in one pass by ``lower.fast_lower``, each
+    distinct group once; the rest go through ``re``'s parser (same language either way).
+
     Args:
+        pattern: the regex (Python ``re`` syntax).
+        arena: the arena the terms are interned in (mutated).
+        deadline: ``time.perf_counter()`` value past which lowering raises.
         definitions: shared subpatterns (``definitions``): in ``pattern`` and in later
             definitions, the raw code point ``PLACEHOLDER_BASE + i`` stands for
             ``definitions[i]``. Without it every code point is itself.
 
-    Plain texts (the converter's) are lowered in one pass by ``lower.fast_lower``, each
-    distinct group once; the rest go through ``re``'s parser (same language either way).
+    Returns:
+        The root term id of ``pattern`` in ``arena``.
 
     Raises:
         RegexError: unparsable.

@@ -1,4 +1,4 @@
-"""Terms carried from one ``TermArena`` to another (``export_term`` / ``import_term``).
+r"""Terms carried from one ``TermArena`` to another (``export_term`` / ``import_term``).
 
 A term's id only means something in its own arena, but its structure does not depend on
 the arena: the smart constructors decide from kinds, masks and nullability alone, so the
@@ -8,7 +8,7 @@ the list; importing it interns the nodes bottom-up, giving exactly the term buil
 from scratch would give (up to the ids: alternations are sorted again by the new ids).
 
 Used by ``lower`` to keep the terms of character classes and escapes across
-compiles: the JSON string class ``[^"\\\\\\x00-\\x1f]`` is about 30 terms built from UTF-8
+compiles: the JSON string class ``[^"\\\x00-\x1f]`` is about 30 terms built from UTF-8
 sequences; importing its recipe is several times cheaper (``benchmarks/RESULTS.md``).
 
 Node forms: ``(BYTES, mask)``, ``(CONCAT, head, tail)``, ``(ALT, members)``,

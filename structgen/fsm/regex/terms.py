@@ -1,4 +1,4 @@
-"""Immutable, hash-consed byte-level regex terms and their Brzozowski derivatives.
+r"""Immutable, hash-consed byte-level regex terms and their Brzozowski derivatives.
 
 A ``TermArena`` owns every term of one automaton. A term is an ``int`` id; equal
 structures get equal ids (hash-consing), so shared subtrees (the JSON string
@@ -88,16 +88,20 @@ class TermArena:
 
     @property
     def num_terms(self) -> int:
+        """Terms interned so far (ids are ``0 .. num_terms - 1``)."""
         return len(self.kind)
 
-    def _intern(self, key: tuple, kind: int, args: tuple, nullable: bool, first: int,
-                depth: int) -> int:
+    def _intern(
+        self, key: tuple, kind: int, args: tuple, nullable: bool, first: int, depth: int
+    ) -> int:
         tid = self._ids.get(key)
         if tid is not None:
             return tid
         return self._add(key, kind, args, nullable, first, depth)
 
-    def _add(self, key: tuple, kind: int, args: tuple, nullable: bool, first: int, depth: int) -> int:
+    def _add(
+        self, key: tuple, kind: int, args: tuple, nullable: bool, first: int, depth: int
+    ) -> int:
         """A new term (``key`` not interned yet)."""
         if depth > MAX_DEPTH:
             raise GrammarTooComplexError(
@@ -155,7 +159,8 @@ class TermArena:
 
     def bytes_then(self, data: bytes, tail: int) -> int:
         """The literal bytes ``data`` followed by ``tail``, built straight onto it (what
-        ``concat(seq(bytesets of data), tail)`` gives, without the standalone chain)."""
+        ``concat(seq(bytesets of data), tail)`` gives, without the standalone chain).
+        """
         if tail == EMPTY:
             return EMPTY
         single = self._single
@@ -204,13 +209,20 @@ class TermArena:
     def alt_members(self, members: tuple[int, ...]) -> int:
         """The ``ALT`` term of ``members`` as they are: at least two, sorted, distinct, flat
         (no ``ALT``), at most one ``BYTES`` and no ``EPS`` beside a nullable member (what
-        :meth:`alt` leaves; ``recipes`` rebuilds alternations through here)."""
+        :meth:`alt` leaves; ``recipes`` rebuilds alternations through here).
+        """
         first = 0
         for t in members:
             first |= self.first[t]
         nullable = self.nullable
-        return self._intern((ALT, members), ALT, members, any(nullable[t] for t in members),
-                            first, 1 + max(self.depth[t] for t in members))
+        return self._intern(
+            (ALT, members),
+            ALT,
+            members,
+            any(nullable[t] for t in members),
+            first,
+            1 + max(self.depth[t] for t in members),
+        )
 
     def repeat(self, x: int, lo: int, hi: int) -> int:
         """``x{lo,hi}`` (``hi == INF``: unbounded), kept as a count."""
@@ -226,8 +238,9 @@ class TermArena:
             return x
         if self.kind[x] == REPEAT and self.args[x][1:] == (0, INF):
             return x  # (y*){lo,hi} == y* for hi >= 1
-        return self._intern((REPEAT, x, lo, hi), REPEAT, (x, lo, hi), lo == 0, self.first[x],
-                            1 + self.depth[x])
+        return self._intern(
+            (REPEAT, x, lo, hi), REPEAT, (x, lo, hi), lo == 0, self.first[x], 1 + self.depth[x]
+        )
 
     def until(self, trigger: bytes, cont: int, k: int = 0) -> int:
         """Any bytes up to and including the first occurrence of ``trigger``, then ``cont``.
@@ -245,8 +258,14 @@ class TermArena:
             raise ValueError(f"until needs a non-empty trigger and 0 <= k < {len(trigger)}")
         if cont == EMPTY:
             return EMPTY
-        return self._intern((UNTIL, trigger, k, cont), UNTIL, (trigger, k, cont), False,
-                            _ALL_BYTES, 1 + self.depth[cont])
+        return self._intern(
+            (UNTIL, trigger, k, cont),
+            UNTIL,
+            (trigger, k, cont),
+            False,
+            _ALL_BYTES,
+            1 + self.depth[cont],
+        )
 
     def _kmp_step(self, trigger: bytes, k: int, b: int) -> int:
         """Bytes of ``trigger`` matched after reading ``b`` with ``k`` matched (KMP)."""
@@ -334,7 +353,8 @@ class TermArena:
 
     def front(self, t: int) -> frozenset[int]:
         """Byte masks that can decide the first byte of ``t``: their refinement is a
-        partition of the bytes on which ``derivative(t, .)`` is constant."""
+        partition of the bytes on which ``derivative(t, .)`` is constant.
+        """
         hit = self._front.get(t)
         if hit is not None:
             return hit

@@ -42,8 +42,9 @@ def utf8_sequences(lo: int, hi: int) -> list[list[tuple[int, int]]]:
     """Byte-range sequences whose union encodes exactly the code points ``lo..hi``.
 
     Args:
-        lo, hi: inclusive code-point bounds, already free of surrogates (see
-            ``valid_ranges``).
+        lo: inclusive lower code-point bound.
+        hi: inclusive upper code-point bound; ``lo..hi`` is already free of surrogates
+            (see ``valid_ranges``).
 
     Returns:
         A list of sequences; each is a list of inclusive ``(first_byte, last_byte)``

@@ -17,8 +17,11 @@ SCHEMA = {
         "k": {"type": "string"},
         "a": {"type": "number"},
         "b": {"type": "array", "items": {"type": "boolean"}},
-        "o": {"type": "object", "properties": {"x": {"enum": ["long-value", "v"]}},
-              "required": ["x"]},
+        "o": {
+            "type": "object",
+            "properties": {"x": {"enum": ["long-value", "v"]}},
+            "required": ["x"],
+        },
     },
     "required": ["k", "o"],
 }
@@ -26,9 +29,41 @@ SCHEMA = {
 
 @pytest.fixture(scope="module")
 def json_vocab() -> Vocabulary:
-    tokens = [b"<eos>", b"<s>", b"{", b"}", b'"', b"a", b"1", b",", b":", b'{"', b'a"', b"\xc3",
-              b"\xa9", b"\xc3\xa9", b"\\", b"n", b"-", b"0", b"12", b".5", b"e", b"true", b"t",
-              b"[", b"]", b'":', b'"k"', b'":"', b'"}', b'"}}', b"long", b"-value", b'"o":{"x":"']
+    tokens = [
+        b"<eos>",
+        b"<s>",
+        b"{",
+        b"}",
+        b'"',
+        b"a",
+        b"1",
+        b",",
+        b":",
+        b'{"',
+        b'a"',
+        b"\xc3",
+        b"\xa9",
+        b"\xc3\xa9",
+        b"\\",
+        b"n",
+        b"-",
+        b"0",
+        b"12",
+        b".5",
+        b"e",
+        b"true",
+        b"t",
+        b"[",
+        b"]",
+        b'":',
+        b'"k"',
+        b'":"',
+        b'"}',
+        b'"}}',
+        b"long",
+        b"-value",
+        b'"o":{"x":"',
+    ]
     tokens += [bytes([c]) for c in range(32, 127) if bytes([c]) not in tokens]
     return Vocabulary(tokens, eos_token_ids=[0], special_token_ids=[0, 1])
 
@@ -48,8 +83,11 @@ def _brute_force_min_tokens(grammar, vocab: Vocabulary) -> dict[int, int]:
     while todo:
         s = todo.pop()
         row = index.next_states(s)
-        nxt = {int(row[t]) for t in range(vocab.vocab_size)
-               if row[t] >= 0 and t not in vocab.eos_token_ids}
+        nxt = {
+            int(row[t])
+            for t in range(vocab.vocab_size)
+            if row[t] >= 0 and t not in vocab.eos_token_ids
+        }
         edges[s] = nxt
         for z in nxt - seen:
             seen.add(z)
@@ -104,8 +142,12 @@ def test_budgeted_mask_is_exact(json_vocab: Vocabulary) -> None:
             while not m.is_terminated():
                 left = m.remaining_tokens()
                 row = index.next_states(m.state)
-                expected = {t for t in range(json_vocab.vocab_size) if row[t] >= 0 and (
-                    t in json_vocab.eos_token_ids or dist[int(row[t])] <= left - 1)}
+                expected = {
+                    t
+                    for t in range(json_vocab.vocab_size)
+                    if row[t] >= 0
+                    and (t in json_vocab.eos_token_ids or dist[int(row[t])] <= left - 1)
+                }
                 allowed = _allowed(m, json_vocab.vocab_size)
                 assert set(allowed) == expected
                 assert m.validate(allowed) >= min(1, len(allowed))
@@ -163,8 +205,9 @@ def test_infeasible_budget_is_ignored(json_vocab: Vocabulary) -> None:
 
 
 def test_vocabulary_without_single_bytes_uses_token_search() -> None:
-    vocab = Vocabulary([b"<eos>", b"ab", b"ba", b"abab", b"b", b"aba"], eos_token_ids=[0],
-                       special_token_ids=[0])
+    vocab = Vocabulary(
+        [b"<eos>", b"ab", b"ba", b"abab", b"b", b"aba"], eos_token_ids=[0], special_token_ids=[0]
+    )
     grammar = compile_regex(r"(ab)+a", vocab)  # needs "aba", or "ab"+"ab"+... ending in "a"
     m = grammar.matcher(max_tokens=1)
     assert m.is_budgeted and _allowed(m, vocab.vocab_size) == [5]
@@ -176,10 +219,15 @@ def test_vocabulary_without_single_bytes_uses_token_search() -> None:
 
 @pytest.mark.slow
 def test_tiny_budget_random_walks_smollm2(smollm2_vocab: Vocabulary) -> None:
-    schema = {"type": "object", "properties": {
-        "name": {"type": "string"}, "age": {"type": "integer"},
-        "tags": {"type": "array", "items": {"enum": ["alpha", "beta", "日本"]}, "minItems": 2}},
-        "required": ["name", "age", "tags"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "age": {"type": "integer"},
+            "tags": {"type": "array", "items": {"enum": ["alpha", "beta", "日本"]}, "minItems": 2},
+        },
+        "required": ["name", "age", "tags"],
+    }
     grammar = compile_json_schema(schema, smollm2_vocab)
     b = CompletionBudget(grammar.token_index)
     need = b.min_tokens(grammar.dfa.initial)

@@ -89,8 +89,9 @@ def test_write_other_dtypes_and_rows(writer) -> None:
     assert empty.shape == (2, 0)
 
 
-@pytest.mark.parametrize("change", ["resize_", "t_", "as_strided_", "set_", "storage grows",
-                                    "zero_", "other tensor"])
+@pytest.mark.parametrize(
+    "change", ["resize_", "t_", "as_strided_", "set_", "storage grows", "zero_", "other tensor"]
+)
 def test_cached_destination_follows_in_place_changes(writer, change) -> None:
     rng = np.random.default_rng(1)
     bm = torch.full((4, 6), -1, dtype=torch.int32)
@@ -138,18 +139,51 @@ def test_forget_after_data_swap(writer) -> None:
 
 # ---- the matcher's warm paths ----------------------------------------------------------
 
+
 def _vocab() -> Vocabulary:
-    tokens = [b"<eos>", b"<s>", b"{", b"}", b'"', b"a", b"1", b",", b":", b'{"', b'a"', b"\xc3",
-              b"\xa9", b"\xc3\xa9", b"\\", b"n", b"-", b"0", b"12", b".5", b"e", b"true", b"t",
-              b"[", b"]", b'":', b'"k"', b""]
+    tokens = [
+        b"<eos>",
+        b"<s>",
+        b"{",
+        b"}",
+        b'"',
+        b"a",
+        b"1",
+        b",",
+        b":",
+        b'{"',
+        b'a"',
+        b"\xc3",
+        b"\xa9",
+        b"\xc3\xa9",
+        b"\\",
+        b"n",
+        b"-",
+        b"0",
+        b"12",
+        b".5",
+        b"e",
+        b"true",
+        b"t",
+        b"[",
+        b"]",
+        b'":',
+        b'"k"',
+        b"",
+    ]
     tokens += [bytes([c]) for c in range(32, 127) if bytes([c]) not in tokens]
     return Vocabulary(tokens, eos_token_ids=[0], special_token_ids=[0, 1])
 
 
-SCHEMA = {"type": "object", "properties": {"k": {"type": "string", "maxLength": 6},
-                                           "a": {"type": "integer"},
-                                           "b": {"type": "array", "items": {"type": "boolean"}}},
-          "required": ["k"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "k": {"type": "string", "maxLength": 6},
+        "a": {"type": "integer"},
+        "b": {"type": "array", "items": {"type": "boolean"}},
+    },
+    "required": ["k"],
+}
 
 
 def _reference_mask(matcher, vocab: Vocabulary, words: int) -> torch.Tensor:

@@ -14,7 +14,7 @@ from structgen.fsm import Vocabulary
 
 CORPUS = [
     "The quick brown fox jumps over the lazy dog.",
-    "Structured generation keeps JSON valid: {\"a\": [1, 2, 3]}.",
+    'Structured generation keeps JSON valid: {"a": [1, 2, 3]}.',
     "Ünïcödé text, café, naïve, façade, jalapeño, 日本語のテキスト.",
     "Emoji are fun 😀😨🙏 and so are tabs\tand newlines\n.",
 ] * 20
@@ -23,7 +23,7 @@ TEXTS = [
     "hello world",
     " leading space and trailing ",
     "café 😀 naïve — “quotes”",
-    "{\"key\": \"value\", \"n\": -1.5e3}",
+    '{"key": "value", "n": -1.5e3}',
     "日本語 and 中文 and 한국어",
     "tabs\tnew\nlines\r\n",
     "unseen: ∑∫√ 🚀🛸 ǅ",
@@ -31,7 +31,7 @@ TEXTS = [
 
 
 def _random_text(rng: random.Random) -> str:
-    pool = "abc xyz{}\":,.é日😀🚀\t\n∑"
+    pool = 'abc xyz{}":,.é日😀🚀\t\n∑'
     return "".join(rng.choice(pool) for _ in range(rng.randint(1, 20)))
 
 
@@ -41,7 +41,8 @@ def byte_level_tokenizer() -> PreTrainedTokenizerFast:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        vocab_size=400,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tok.train_from_iterator(CORPUS, trainer)
@@ -53,7 +54,9 @@ def sentencepiece_tokenizer() -> PreTrainedTokenizerFast:
     """Llama-2-style BPE: Metaspace, ``<0xNN>`` byte fallback tokens in the model vocab."""
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never", split=True)
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(
+        replacement="▁", prepend_scheme="never", split=True
+    )
     trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"])
     tok.train_from_iterator(CORPUS, trainer)
     spec = json.loads(tok.to_str())
@@ -71,7 +74,9 @@ def sentencepiece_tokenizer() -> PreTrainedTokenizerFast:
         ],
     }
     tok = Tokenizer.from_str(json.dumps(spec))
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", bos_token="<s>", unk_token="<unk>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="</s>", bos_token="<s>", unk_token="<unk>"
+    )
 
 
 def test_hand_built_vocabulary() -> None:

@@ -23,16 +23,38 @@ from .._corpus import CORPORA, outcome
 
 SUITE = CORPORA / "json-schema-test-suite" / "tests"
 SKIPS_FILE = Path(__file__).parent.parent / "data" / "json_schema_test_suite_skips.json"
-FAST = {"const.json", "enum.json", "type.json", "minimum.json", "maximum.json",
-        "exclusiveMinimum.json", "exclusiveMaximum.json", "multipleOf.json", "oneOf.json",
-        "allOf.json", "anyOf.json", "prefixItems.json", "items.json", "required.json"}
+FAST = {
+    "const.json",
+    "enum.json",
+    "type.json",
+    "minimum.json",
+    "maximum.json",
+    "exclusiveMinimum.json",
+    "exclusiveMaximum.json",
+    "multipleOf.json",
+    "oneOf.json",
+    "allOf.json",
+    "anyOf.json",
+    "prefixItems.json",
+    "items.json",
+    "required.json",
+}
 DRAFTS = {"draft2020-12": None, "draft7": "http://json-schema.org/draft-07/schema#"}
 
 
 def _groups() -> list:
     if not SUITE.exists():
-        return [pytest.param(None, None, None, marks=pytest.mark.skip(
-            reason=f"JSON-Schema-Test-Suite not found at {SUITE} (shared/ beside the checkout)"))]
+        return [
+            pytest.param(
+                None,
+                None,
+                None,
+                marks=pytest.mark.skip(
+                    reason=f"JSON-Schema-Test-Suite not found at {SUITE} "
+                    "(shared/ beside the checkout)"
+                ),
+            )
+        ]
     params = []
     for draft, uri in DRAFTS.items():
         for path in sorted((SUITE / draft).glob("*.json")):

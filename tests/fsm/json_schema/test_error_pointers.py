@@ -14,17 +14,44 @@ UNIQUE = {"type": "array", "uniqueItems": True}
 
 CASES = [
     ({"type": "object", "properties": {"tags": UNIQUE}}, "/properties/tags"),
-    ({"$schema": D12, "type": "object", "properties": {"a": {"type": "integer"}},
-      "dependentSchemas": {"a": {"properties": {"c": UNIQUE}}}}, "/dependentSchemas/a/properties/c"),
-    ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
-      "properties": {"a": {"type": "integer"}}, "dependencies": {"a": {"properties": {"c": UNIQUE}}}},
-     "/dependencies/a/properties/c"),
-    ({"type": "object", "properties": {"a": {"allOf": [{"$ref": "#/$defs/t"},
-                                                        {"properties": {"x": UNIQUE}}]}},
-      "$defs": {"t": {"type": "object"}}}, "/properties/a/allOf/1/properties/x"),
-    ({"type": "object", "properties": {"a": {"$ref": "#/$defs/t"}}, "$defs": {"t": UNIQUE}}, "/$defs/t"),
-    ({"type": "object", "properties": {"a": {"$ref": "#/$defs/t"}},
-      "$defs": {"t": {"type": "object", "properties": {"u": UNIQUE}}}}, "/$defs/t/properties/u"),
+    (
+        {
+            "$schema": D12,
+            "type": "object",
+            "properties": {"a": {"type": "integer"}},
+            "dependentSchemas": {"a": {"properties": {"c": UNIQUE}}},
+        },
+        "/dependentSchemas/a/properties/c",
+    ),
+    (
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "properties": {"a": {"type": "integer"}},
+            "dependencies": {"a": {"properties": {"c": UNIQUE}}},
+        },
+        "/dependencies/a/properties/c",
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"allOf": [{"$ref": "#/$defs/t"}, {"properties": {"x": UNIQUE}}]}},
+            "$defs": {"t": {"type": "object"}},
+        },
+        "/properties/a/allOf/1/properties/x",
+    ),
+    (
+        {"type": "object", "properties": {"a": {"$ref": "#/$defs/t"}}, "$defs": {"t": UNIQUE}},
+        "/$defs/t",
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"$ref": "#/$defs/t"}},
+            "$defs": {"t": {"type": "object", "properties": {"u": UNIQUE}}},
+        },
+        "/$defs/t/properties/u",
+    ),
 ]
 
 

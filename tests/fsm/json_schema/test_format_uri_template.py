@@ -14,13 +14,20 @@ from structgen.fsm import compile_json_schema
 
 _LITERAL_ASCII = set(range(0x21, 0x7F)) - {ord(c) for c in "\"'%<>\\^`{|}"}
 _UCS = [(0xA0, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFEF), (0xE1000, 0xEFFFD)] + [
-    (p << 16, (p << 16) + 0xFFFD) for p in range(1, 14)]
+    (p << 16, (p << 16) + 0xFFFD) for p in range(1, 14)
+]
 _IPRIVATE = [(0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD)]
 _HEX = set(string.hexdigits)
 
 
 def _pct(s: str, i: int) -> bool:
-    return s[i] == "%" and i + 2 < len(s) + 0 and len(s) > i + 2 and s[i + 1] in _HEX and s[i + 2] in _HEX
+    return (
+        s[i] == "%"
+        and i + 2 < len(s) + 0
+        and len(s) > i + 2
+        and s[i + 1] in _HEX
+        and s[i + 2] in _HEX
+    )
 
 
 def _varname(name: str) -> bool:
@@ -33,8 +40,12 @@ def _varname(name: str) -> bool:
             i += 1
             continue
         if name[i] == "%":
-            if not (i + 2 < len(name) + 1 and len(name) > i + 2 and name[i + 1] in _HEX
-                    and name[i + 2] in _HEX):
+            if not (
+                i + 2 < len(name) + 1
+                and len(name) > i + 2
+                and name[i + 1] in _HEX
+                and name[i + 2] in _HEX
+            ):
                 return False
             i += 3
         elif name[i].isascii() and (name[i].isalnum() or name[i] == "_"):
@@ -51,8 +62,13 @@ def _varspec(spec: str) -> bool:
         return _varname(spec[:-1])
     if ":" in spec:
         name, _, length = spec.partition(":")
-        return (_varname(name) and length.isdigit() and length.isascii()
-                and 1 <= len(length) <= 4 and length[0] != "0")
+        return (
+            _varname(name)
+            and length.isdigit()
+            and length.isascii()
+            and 1 <= len(length) <= 4
+            and length[0] != "0"
+        )
     return _varname(spec)
 
 
@@ -65,7 +81,7 @@ def rfc6570_valid(s: str) -> bool:
             end = s.find("}", i)
             if end < 0:
                 return False
-            body = s[i + 1:end]
+            body = s[i + 1 : end]
             if body[:1] and body[0] in "+#./;?&=,!@|":
                 body = body[1:]
             if not all(_varspec(v) for v in body.split(",")):
@@ -82,20 +98,82 @@ def rfc6570_valid(s: str) -> bool:
     return True
 
 
-FIXED = ["http://example.com/~{username}/", "http://example.com/dictionary/{term:1}/{term}",
-         "http://example.com/search{?q,lang}", "{+path:6}/here", "{#x,hello,y}", "X{.var:3}",
-         "{/list*,path:4}", "{;keys*}", "?fixed=yes{&x}", "{=x}", "{var}", "{", "}", "{}",
-         "{a..b}", "{.a}", "{a.}", "{a:0}", "{a:10000}", "{a:9999}", "{a*:3}", "{%2Fa}",
-         "{%2}", "a b", "it's", "100%", "%zz", "%41", "é/\U000f0001", "\U000f0000{x}",
-         "a\"b", "a\\b", "a^b", "a|b", "{x|y}", "{a,}", "{,a}", "{ab,cd}", "", "\x7f", "\ud7ff"]
-_PIECES = ["a", "{", "}", "%", "41", "{x}", "{+y*}", ":", "3", ".", ",", "*", "é", "/", "?",
-           "=", "'", " ", "zz", "%2F", "\U000f0002", "&", "{a:12}", "|"]
+FIXED = [
+    "http://example.com/~{username}/",
+    "http://example.com/dictionary/{term:1}/{term}",
+    "http://example.com/search{?q,lang}",
+    "{+path:6}/here",
+    "{#x,hello,y}",
+    "X{.var:3}",
+    "{/list*,path:4}",
+    "{;keys*}",
+    "?fixed=yes{&x}",
+    "{=x}",
+    "{var}",
+    "{",
+    "}",
+    "{}",
+    "{a..b}",
+    "{.a}",
+    "{a.}",
+    "{a:0}",
+    "{a:10000}",
+    "{a:9999}",
+    "{a*:3}",
+    "{%2Fa}",
+    "{%2}",
+    "a b",
+    "it's",
+    "100%",
+    "%zz",
+    "%41",
+    "é/\U000f0001",
+    "\U000f0000{x}",
+    'a"b',
+    "a\\b",
+    "a^b",
+    "a|b",
+    "{x|y}",
+    "{a,}",
+    "{,a}",
+    "{ab,cd}",
+    "",
+    "\x7f",
+    "\ud7ff",
+]
+_PIECES = [
+    "a",
+    "{",
+    "}",
+    "%",
+    "41",
+    "{x}",
+    "{+y*}",
+    ":",
+    "3",
+    ".",
+    ",",
+    "*",
+    "é",
+    "/",
+    "?",
+    "=",
+    "'",
+    " ",
+    "zz",
+    "%2F",
+    "\U000f0002",
+    "&",
+    "{a:12}",
+    "|",
+]
 
 
 def _samples() -> list[str]:
     rng = random.Random(6570)
-    return FIXED + ["".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 6)))
-                    for _ in range(1500)]
+    return FIXED + [
+        "".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 6))) for _ in range(1500)
+    ]
 
 
 def test_reference_parser_sanity() -> None:
@@ -105,11 +183,14 @@ def test_reference_parser_sanity() -> None:
 
 @pytest.mark.parametrize("whitespace", ["compact"])
 def test_uri_template_matches_rfc6570(whitespace) -> None:
-    grammar = compile_json_schema({"type": "string", "format": "uri-template"},
-                                  whitespace=whitespace)
+    grammar = compile_json_schema(
+        {"type": "string", "format": "uri-template"}, whitespace=whitespace
+    )
     assert not grammar.warnings
     samples = _samples()
-    assert sum(map(rfc6570_valid, samples)) > 200 and sum(not rfc6570_valid(s) for s in samples) > 200
+    assert (
+        sum(map(rfc6570_valid, samples)) > 200 and sum(not rfc6570_valid(s) for s in samples) > 200
+    )
     for s in samples:
         assert grammar.matches(json.dumps(s, ensure_ascii=False)) == rfc6570_valid(s), s
 
@@ -119,9 +200,14 @@ def test_uri_template_with_length_and_mcpspec_instance() -> None:
     for s in ["{a}", "{abcdef}", "{abcdefg}", "x{", "12345678"]:
         assert grammar.matches(json.dumps(s)) == (rfc6570_valid(s) and len(s) <= 8), s
     # MaskBench MCPspec CompleteRequest: this invalid instance was accepted (format ignored)
-    ref = {"type": "object", "properties": {"type": {"const": "ref/resource"},
-                                            "uri": {"type": "string", "format": "uri-template"}},
-           "required": ["type", "uri"]}
+    ref = {
+        "type": "object",
+        "properties": {
+            "type": {"const": "ref/resource"},
+            "uri": {"type": "string", "format": "uri-template"},
+        },
+        "required": ["type", "uri"],
+    }
     grammar = compile_json_schema(ref)
     assert not grammar.matches('{"type":"ref/resource","uri":"http://example.com/resource/{"}')
     assert grammar.matches('{"type":"ref/resource","uri":"http://example.com/resource/{id}"}')

@@ -13,46 +13,104 @@ from pydantic import BaseModel
 from structgen.errors import InvalidSchemaError, UnsupportedSchemaError
 from structgen.fsm import compile_json_schema, json_schema_to_regex, schema_for
 
-OBJ = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"},
-                                        "c": {"type": "boolean"}}, "required": ["b"]}
+OBJ = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}},
+    "required": ["b"],
+}
 
 GOLDEN = [
     ({"type": "integer"}, ["0", "-0", "12", "-340"], ["01", "+1", "1.0", "", "-"]),
-    ({"type": "number"}, ["0", "-0", "1.5", "1e2", "1E+2", "-0.25e-3"], ["1.", ".5", "01", "1e", "NaN"]),
+    (
+        {"type": "number"},
+        ["0", "-0", "1.5", "1e2", "1E+2", "-0.25e-3"],
+        ["1.", ".5", "01", "1e", "NaN"],
+    ),
     ({"type": "boolean"}, ["true", "false"], ["True", "1", ""]),
     ({"type": "null"}, ["null"], ["None", ""]),
-    ({"type": "string"}, ['""', '"a b"', '"\\"\\\\\\/\\b\\f\\n\\r\\t"', '"\\u00e9"', '"é😀"'],
-     ['"\\x"', "\"\\'\"", '"\n"', '"\t"', '"a', '"\\u00g0"']),
-    ({"type": "string", "minLength": 2, "maxLength": 3}, ['"ab"', '"\\n\\t"', '"abc"', '"ééé"'],
-     ['"a"', '"abcd"', '"\\n"']),
-    ({"enum": ["a", 1, None, [1, 2], {"k": "é"}]}, ['"a"', "1", "null", "[1,2]", '{"k":"é"}'],
-     ['"b"', "2", "[1, 2]"]),
+    (
+        {"type": "string"},
+        ['""', '"a b"', '"\\"\\\\\\/\\b\\f\\n\\r\\t"', '"\\u00e9"', '"é😀"'],
+        ['"\\x"', '"\\\'"', '"\n"', '"\t"', '"a', '"\\u00g0"'],
+    ),
+    (
+        {"type": "string", "minLength": 2, "maxLength": 3},
+        ['"ab"', '"\\n\\t"', '"abc"', '"ééé"'],
+        ['"a"', '"abcd"', '"\\n"'],
+    ),
+    (
+        {"enum": ["a", 1, None, [1, 2], {"k": "é"}]},
+        ['"a"', "1", "null", "[1,2]", '{"k":"é"}'],
+        ['"b"', "2", "[1, 2]"],
+    ),
     ({"const": "x.y*"}, ['"x.y*"'], ['"xxyy"']),
     ({"type": ["integer", "null"]}, ["1", "null"], ['"1"']),
     ({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1}]}, ["5", '"a"'], ['"ab"']),
-    ({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
-     ["[1]", "[1,2,3]"], ["[]", "[1,2,3,4]", "[1,]", "[,1]"]),
+    (
+        {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
+        ["[1]", "[1,2,3]"],
+        ["[]", "[1,2,3,4]", "[1,]", "[,1]"],
+    ),
     ({"type": "array", "items": {"type": "integer"}}, ["[]", "[1,-2]"], ["[1 ,2]", "[01]"]),
-    (OBJ, ['{"b":""}', '{"a":1,"b":"x"}', '{"b":"x","c":true}', '{"a":1,"b":"x","c":false}'],
-     ['{}', '{"a":1}', '{"b":"x","a":1}', '{"a":1,,"b":""}', '{"b":"x",}', '{"b":"x","d":1}']),
-    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
-     ["{}", '{"a":1}', '{"b":2}', '{"a":1,"b":2}'], ['{,"b":2}', '{"a":1,}', '{"b":2,"a":1}']),
-    ({"$defs": {"p": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}},
-      "type": "array", "items": {"$ref": "#/$defs/p"}}, ['[{"x":1},{"x":2.5}]'], ['[{"y":1}]']),
+    (
+        OBJ,
+        ['{"b":""}', '{"a":1,"b":"x"}', '{"b":"x","c":true}', '{"a":1,"b":"x","c":false}'],
+        ["{}", '{"a":1}', '{"b":"x","a":1}', '{"a":1,,"b":""}', '{"b":"x",}', '{"b":"x","d":1}'],
+    ),
+    (
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+        ["{}", '{"a":1}', '{"b":2}', '{"a":1,"b":2}'],
+        ['{,"b":2}', '{"a":1,}', '{"b":2,"a":1}'],
+    ),
+    (
+        {
+            "$defs": {
+                "p": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}
+            },
+            "type": "array",
+            "items": {"$ref": "#/$defs/p"},
+        },
+        ['[{"x":1},{"x":2.5}]'],
+        ['[{"y":1}]'],
+    ),
     ({"definitions": {"s": {"type": "string"}}, "$ref": "#/definitions/s"}, ['"q"'], ["1"]),
     ({"type": "string", "format": "date"}, ['"2024-02-29"'], ['"2024-13-01"', '"24-01-01"']),
-    ({"type": "string", "format": "date-time"}, ['"2024-01-01T10:20:30Z"', '"2024-01-01T10:20:30.5+02:00"'],
-     ['"2024-01-01 10:20"']),
+    (
+        {"type": "string", "format": "date-time"},
+        ['"2024-01-01T10:20:30Z"', '"2024-01-01T10:20:30.5+02:00"'],
+        ['"2024-01-01 10:20"'],
+    ),
     ({"type": "string", "format": "uuid"}, ['"123e4567-e89b-12d3-a456-426614174000"'], ['"123"']),
     ({"type": "string", "format": "email"}, ['"a.b@example.com"'], ['"a@b"', '"@x.com"']),
     ({"type": "string", "pattern": "^[a-z]+$"}, ['"abc"'], ['"ab1"', '""']),
     ({"type": "string", "pattern": "b+"}, ['"b"', '"abba"', '"x\\"b"'], ['"a"', '""']),
     ({"type": "string", "pattern": '^a"\\\\$'}, ['"a\\"\\\\"'], ['"a"']),
     # ANY_VALUE_DEPTH = 10 containers: 10 accepted, 11 rejected (the documented bound)
-    ({}, ['1', '"x"', '{"k":[1,null]}', "[]", '[[[1]]]', "[" * 10 + "]" * 10,
-          '{"a":[{"b":[{"c":{}}]}]}'], ["", "{", "[" * 11 + "]" * 11]),
-    ({"title": "T", "description": "d", "examples": [1], "default": 1, "$comment": "c",
-      "type": "integer"}, ["1"], ["x"]),
+    (
+        {},
+        [
+            "1",
+            '"x"',
+            '{"k":[1,null]}',
+            "[]",
+            "[[[1]]]",
+            "[" * 10 + "]" * 10,
+            '{"a":[{"b":[{"c":{}}]}]}',
+        ],
+        ["", "{", "[" * 11 + "]" * 11],
+    ),
+    (
+        {
+            "title": "T",
+            "description": "d",
+            "examples": [1],
+            "default": 1,
+            "$comment": "c",
+            "type": "integer",
+        },
+        ["1"],
+        ["x"],
+    ),
 ]
 
 
@@ -69,7 +127,7 @@ def test_flexible_whitespace_is_bounded() -> None:
     grammar = compile_json_schema(OBJ, whitespace="flexible")
     assert grammar.matches('{\n  "a": 1,\n  "b": "x"\n}')
     assert grammar.matches('{ "b" : "x" }')
-    assert not grammar.matches('{' + " " * 40 + '"b":"x"}')
+    assert not grammar.matches("{" + " " * 40 + '"b":"x"}')
     assert not grammar.matches(' {"b":"x"}')  # no whitespace outside the document
     assert compile_json_schema(OBJ, whitespace=2).matches('{  "b":"x"}')
     assert not compile_json_schema(OBJ).matches('{"b": "x"}')
@@ -85,22 +143,35 @@ def test_max_length_counts_characters() -> None:
 @pytest.mark.parametrize(
     ("schema", "keyword", "pointer"),
     [
-        ({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}},
-         "uniqueItems", "/properties/tags"),
+        (
+            {"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}},
+            "uniqueItems",
+            "/properties/tags",
+        ),
         # (number bounds, multipleOf 5, patternProperties, hostname and pattern with
         # min/maxLength are enforced now: tests/fsm/json_schema/test_string_pattern_length.py)
         ({"type": "number", "multipleOf": 0.3}, "multipleOf", ""),
         ({"type": "integer", "multipleOf": 7}, "multipleOf", ""),
-        ({"type": "object", "patternProperties": {"^x": {}}, "additionalProperties": {}},
-         "patternProperties", ""),
+        (
+            {"type": "object", "patternProperties": {"^x": {}}, "additionalProperties": {}},
+            "patternProperties",
+            "",
+        ),
         ({"type": "string", "format": "iri"}, "format", ""),
         ({"type": "string", "pattern": "^a", "format": "date"}, "format", ""),
         ({"type": "string", "pattern": "^a+", "minLength": 50000}, "minLength", ""),
         ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "oneOf", ""),
-        ({"type": "array", "items": {"allOf": [{"pattern": "a"}, {"pattern": "b"}]}},
-         "allOf", "/items"),
+        (
+            {"type": "array", "items": {"allOf": [{"pattern": "a"}, {"pattern": "b"}]}},
+            "allOf",
+            "/items",
+        ),
         ({"type": "array", "contains": {"type": "integer"}, "maxContains": 2}, "maxContains", ""),
-        ({"not": {"type": "object", "required": ["a"]}}, "not", ""),  # (not of type/not alone is enforced)
+        (
+            {"not": {"type": "object", "required": ["a"]}},
+            "not",
+            "",
+        ),  # (not of type/not alone is enforced)
         ({"$ref": "https://example.com/x.json"}, "$ref", ""),
     ],
 )
@@ -112,8 +183,12 @@ def test_unsupported_keyword_names_keyword_and_pointer(schema, keyword, pointer)
 
 
 def test_non_strict_records_warnings() -> None:
-    schema = {"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True,
-                                                        "items": {"type": "integer"}}}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "tags": {"type": "array", "uniqueItems": True, "items": {"type": "integer"}}
+        },
+    }
     grammar = compile_json_schema(schema, strict=False)
     assert any("uniqueItems" in w and "/properties/tags" in w for w in grammar.warnings)
     assert grammar.matches('{"tags":[1,1]}')
@@ -131,15 +206,29 @@ def test_invalid_schema() -> None:
 
 
 def test_recursive_ref_unrolled_with_warning() -> None:
-    schema = {"$defs": {"node": {"type": "object", "properties": {
-        "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
-        "required": ["v"]}}, "$ref": "#/$defs/node"}
+    schema = {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {
+                    "v": {"type": "integer"},
+                    "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                },
+                "required": ["v"],
+            }
+        },
+        "$ref": "#/$defs/node",
+    }
     grammar = compile_json_schema(schema, max_recursion_depth=3)
     assert grammar.matches('{"v":1,"kids":[{"v":2,"kids":[{"v":3}]}]}')
     assert not grammar.matches('{"v":1,"kids":[{"v":2,"kids":[{"v":3,"kids":[{"v":4}]}]}]}')
     assert any("recursive $ref" in w for w in grammar.warnings)
-    required = {"$defs": {"n": {"type": "object", "properties": {"n": {"$ref": "#/$defs/n"}},
-                                "required": ["n"]}}, "$ref": "#/$defs/n"}
+    required = {
+        "$defs": {
+            "n": {"type": "object", "properties": {"n": {"$ref": "#/$defs/n"}}, "required": ["n"]}
+        },
+        "$ref": "#/$defs/n",
+    }
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_json_schema(required)
     assert info.value.keyword == "$ref"
@@ -177,8 +266,12 @@ ROUND_TRIP_SCHEMA = {
         "ok": {"type": "boolean"},
         "kind": {"enum": ["a", "b", 3]},
         "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
-        "inner": {"type": "object", "properties": {"x": {"type": ["integer", "null"]}},
-                  "required": ["x"], "additionalProperties": False},
+        "inner": {
+            "type": "object",
+            "properties": {"x": {"type": ["integer", "null"]}},
+            "required": ["x"],
+            "additionalProperties": False,
+        },
     },
     "required": ["id", "name"],
     "additionalProperties": False,
@@ -186,7 +279,7 @@ ROUND_TRIP_SCHEMA = {
 
 _text = st.text(st.characters(codec="utf-8"), max_size=8)
 _instance = st.fixed_dictionaries(
-    {"id": st.integers(-10**12, 10**12), "name": _text},
+    {"id": st.integers(-(10**12), 10**12), "name": _text},
     optional={
         "score": st.floats(allow_nan=False, allow_infinity=False) | st.integers(),
         "ok": st.booleans(),
@@ -212,8 +305,11 @@ def test_round_trip_valid_instances(instance) -> None:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
-@given(instance=_instance, key=st.sampled_from(["id", "name", "tags", "kind", "extra"]),
-       value=st.sampled_from(["x" * 9, 1.5, None, [1], "c", True]))
+@given(
+    instance=_instance,
+    key=st.sampled_from(["id", "name", "tags", "kind", "extra"]),
+    value=st.sampled_from(["x" * 9, 1.5, None, [1], "c", True]),
+)
 def test_round_trip_invalid_instances(instance, key, value) -> None:
     grammar = compile_json_schema(ROUND_TRIP_SCHEMA)
     instance = dict(instance)
@@ -229,13 +325,21 @@ def test_cache_returns_same_object() -> None:
     assert compile_json_schema(OBJ, whitespace="flexible") is not a
 
 
-@pytest.mark.parametrize("pattern,what", [
-    ("(a)\\1", "a backreference"), ("(?=a)b", "lookaround"), ("a(?!b)", "lookaround"),
-    ("a\\bc", "an anchor"),
-])
+@pytest.mark.parametrize(
+    "pattern,what",
+    [
+        ("(a)\\1", "a backreference"),
+        ("(?=a)b", "lookaround"),
+        ("a(?!b)", "lookaround"),
+        ("a\\bc", "an anchor"),
+    ],
+)
 @pytest.mark.parametrize("bounds", [{}, {"maxLength": 5}])
 def test_pattern_without_automaton_is_named_once(pattern: str, what: str, bounds: dict) -> None:
-    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": pattern, **bounds}}}
+    schema = {
+        "type": "object",
+        "properties": {"code": {"type": "string", "pattern": pattern, **bounds}},
+    }
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_json_schema(schema)
     msg = str(info.value)

@@ -23,7 +23,10 @@ def _spellings(value) -> list[str]:
     """Texts that may or may not equal ``value``: canonical ones, padded, exponents, neighbours."""
     out = {json.dumps(value), str(value)}
     for x in (value, -value if value else 1):
-        for form in (repr(float(x)) if abs(x) < 1e300 else "1e300", str(int(x)) if abs(x) < 1e300 else "1"):
+        for form in (
+            repr(float(x)) if abs(x) < 1e300 else "1e300",
+            str(int(x)) if abs(x) < 1e300 else "1",
+        ):
             out |= {form, form + "0", form + ".0", form + ".00", form + "e0", "-" + form}
     out |= {"true", "false", "null", "1e+16", "1e-07", "0.0", "-0.0", "-0", "9007199254740993.0"}
     return sorted(s for s in out if _is_json(s))
@@ -38,9 +41,11 @@ def _is_json(text: str) -> bool:
 
 
 NUMBERS = st.one_of(
-    st.integers(-10**25, 10**25),
+    st.integers(-(10**25), 10**25),
     st.floats(allow_nan=False, allow_infinity=False),
-    st.sampled_from([0, -0.0, 1.0, -2.0, 2**53, 2**53 + 1, float(2**53), 1e16, 1e-7, 0.1, 2.5e-300]),
+    st.sampled_from(
+        [0, -0.0, 1.0, -2.0, 2**53, 2**53 + 1, float(2**53), 1e16, 1e-7, 0.1, 2.5e-300]
+    ),
 )
 
 
@@ -48,9 +53,15 @@ NUMBERS = st.one_of(
 @given(value=NUMBERS, integer_only=st.booleans())
 def test_number_spellings_are_exactly_equal_values(value, integer_only) -> None:
     regex = number_spellings(value, integer_only)
-    canon = {json.dumps(v) for v in (value, float(value) if abs(value) < 1e308 else None,
-                                    int(value) if float(value).is_integer() else None)
-             if v is not None and v == value}
+    canon = {
+        json.dumps(v)
+        for v in (
+            value,
+            float(value) if abs(value) < 1e308 else None,
+            int(value) if float(value).is_integer() else None,
+        )
+        if v is not None and v == value
+    }
     if integer_only:
         canon = {c for c in canon if re.fullmatch(r"-?[0-9]+", c)}
     for text in _spellings(value) + sorted(canon):
@@ -69,23 +80,39 @@ CASES = [
     ({"const": 0}, ["0", "-0", "0.0", "-0.0"], ["false", "null", '""', "[]"]),
     ({"enum": [False, 0.5]}, ["false", "0.5"], ["0", "0.05", "true"]),
     ({"enum": [[0], {"k": 1}]}, ["[0]", "[0.0]", '{"k":1.0}'], ["[false]", '{"k":true}', "[0,0]"]),
-    ({"const": 9007199254740992}, ["9007199254740992", "9007199254740992.0"],
-     ["9007199254740991", "9007199254740993"]),
+    (
+        {"const": 9007199254740992},
+        ["9007199254740992", "9007199254740992.0"],
+        ["9007199254740991", "9007199254740993"],
+    ),
     ({"const": 1e16}, ["1e+16", "10000000000000000", "10000000000000000.0"], ["1e16x"]),
     ({"type": "integer", "enum": [1.0, 2.5]}, ["1"], ["2.5", "true"]),
-    ({"const": {"a": 1, "b": [1, {"c": None}], "c": "x"}},
-     ['{"a":1,"b":[1,{"c":null}],"c":"x"}', '{"c":"x","b":[1.0,{"c":null}],"a":1}',
-      '{"b":[1,{"c":null}],"a":1,"c":"x"}'],
-     ['{"a":1,"c":"x"}', '{"a":1,"b":[1,{"c":null}],"c":"x","d":0}', '{"a":1,"a":1,"c":"x"}',
-      '{"a":1,"b":[{"c":null},1],"c":"x"}']),
+    (
+        {"const": {"a": 1, "b": [1, {"c": None}], "c": "x"}},
+        [
+            '{"a":1,"b":[1,{"c":null}],"c":"x"}',
+            '{"c":"x","b":[1.0,{"c":null}],"a":1}',
+            '{"b":[1,{"c":null}],"a":1,"c":"x"}',
+        ],
+        [
+            '{"a":1,"c":"x"}',
+            '{"a":1,"b":[1,{"c":null}],"c":"x","d":0}',
+            '{"a":1,"a":1,"c":"x"}',
+            '{"a":1,"b":[{"c":null},1],"c":"x"}',
+        ],
+    ),
 ]
 
 
 def test_number_values_have_finitely_many_spellings() -> None:
     """Equal spellings beyond json.dumps' (1.00, 0.50) are valid instances but never written:
     a model allowed trailing zeros can emit them until max_tokens (a tool call cut short)."""
-    for schema, longer in (({"const": 1}, "1.00"), ({"enum": [1, 2]}, "1.0000000000"),
-                           ({"enum": [False, 0.5]}, "0.50"), ({"const": 0}, "-0.00")):
+    for schema, longer in (
+        ({"const": 1}, "1.00"),
+        ({"enum": [1, 2]}, "1.0000000000"),
+        ({"enum": [False, 0.5]}, "0.50"),
+        ({"const": 0}, "-0.00"),
+    ):
         assert _valid(schema, json.loads(longer))
         assert not compile_json_schema(schema).matches(longer), (schema, longer)
 
@@ -105,7 +132,7 @@ def test_every_key_order_of_small_objects_and_listed_order_beyond() -> None:
     grammar = compile_json_schema({"const": small})
     for order in itertools.permutations(small):
         assert grammar.matches(json.dumps({k: small[k] for k in order}, separators=(",", ":")))
-    big = {k: i for i, k in enumerate("abcdefg"[:MAX_ANY_ORDER_KEYS + 1])}
+    big = {k: i for i, k in enumerate("abcdefg"[: MAX_ANY_ORDER_KEYS + 1])}
     grammar = compile_json_schema({"const": big})
     assert grammar.matches(json.dumps(big, separators=(",", ":")))
     swapped = dict(reversed(list(big.items())))

@@ -25,34 +25,96 @@ from structgen.fsm import compile_json_schema
 from tests.fsm._corpus import CORPORA, canonical, dump
 
 PLAIN = CORPORA / "jsonschemabench" / "plain"
-CASES = ["Github_trivial/Github_trivial---o45018.json", "Github_easy/Github_easy---o90919.json",
-         "MCPspec/MCPspec---JSONRPCMessage.json", "MCPspec/MCPspec---GetPromptResult.json"]
+CASES = [
+    "Github_trivial/Github_trivial---o45018.json",
+    "Github_easy/Github_easy---o90919.json",
+    "MCPspec/MCPspec---JSONRPCMessage.json",
+    "MCPspec/MCPspec---GetPromptResult.json",
+]
 
-ORDER = {"effective_date": "2022-01-01T12:00:00Z", "grand_total": 100.0,
-         "items": [{"discount_amt": 10.0, "quantity": 1, "sku": "SKU123"}],
-         "shipping_address": {"city": "San Diego", "state": "CA"}}
+ORDER = {
+    "effective_date": "2022-01-01T12:00:00Z",
+    "grand_total": 100.0,
+    "items": [{"discount_amt": 10.0, "quantity": 1, "sku": "SKU123"}],
+    "shipping_address": {"city": "San Diego", "state": "CA"},
+}
 EMBEDDED = [  # reduced copies (schema, instance), run without the corpus
-    ({"type": "object", "properties": {}, "additionalProperties": True},
-     {"action": "catalog_get_config", "order": ORDER}),
-    ({"type": "object", "properties": {"commands": {"type": "array", "minItems": 1, "items": {
-        "type": "object", "properties": {"name": {"type": "string"}, "params": {"type": "object"}},
-        "required": ["name"]}}}},
-     {"commands": [{"name": "command1", "params": {"key1": "value1", "key2": "value2"}}]}),
-    ({"definitions": {"Id": {"type": ["string", "integer"]}},
-      "anyOf": [{"type": "object", "properties": {"id": {"$ref": "#/definitions/Id"},
-                                                  "jsonrpc": {"const": "2.0"}, "method": {"type": "string"}},
-                 "required": ["id", "jsonrpc", "method"]},
-                {"type": "object", "properties": {"jsonrpc": {"const": "2.0"}, "method": {"type": "string"}},
-                 "required": ["jsonrpc", "method"], "additionalProperties": False}]},
-     {"jsonrpc": "2.0", "method": "m", "id": 1}),
-    ({"type": "object", "properties": {"c": {"anyOf": [
-        {"type": "object", "properties": {"ann": {"type": "integer"}, "text": {"type": "string"},
-                                          "type": {"const": "text"}},
-         "required": ["text", "type"], "additionalProperties": False},
-        {"type": "object", "properties": {"ann": {"type": "integer"}, "data": {"type": "string"},
-                                          "type": {"const": "image"}},
-         "required": ["data", "type"], "additionalProperties": False}]}}},
-     {"c": {"ann": 1, "type": "image", "data": "x"}}),
+    (
+        {"type": "object", "properties": {}, "additionalProperties": True},
+        {"action": "catalog_get_config", "order": ORDER},
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {
+                "commands": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "properties": {"name": {"type": "string"}, "params": {"type": "object"}},
+                        "required": ["name"],
+                    },
+                }
+            },
+        },
+        {"commands": [{"name": "command1", "params": {"key1": "value1", "key2": "value2"}}]},
+    ),
+    (
+        {
+            "definitions": {"Id": {"type": ["string", "integer"]}},
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {
+                        "id": {"$ref": "#/definitions/Id"},
+                        "jsonrpc": {"const": "2.0"},
+                        "method": {"type": "string"},
+                    },
+                    "required": ["id", "jsonrpc", "method"],
+                },
+                {
+                    "type": "object",
+                    "properties": {"jsonrpc": {"const": "2.0"}, "method": {"type": "string"}},
+                    "required": ["jsonrpc", "method"],
+                    "additionalProperties": False,
+                },
+            ],
+        },
+        {"jsonrpc": "2.0", "method": "m", "id": 1},
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {
+                "c": {
+                    "anyOf": [
+                        {
+                            "type": "object",
+                            "properties": {
+                                "ann": {"type": "integer"},
+                                "text": {"type": "string"},
+                                "type": {"const": "text"},
+                            },
+                            "required": ["text", "type"],
+                            "additionalProperties": False,
+                        },
+                        {
+                            "type": "object",
+                            "properties": {
+                                "ann": {"type": "integer"},
+                                "data": {"type": "string"},
+                                "type": {"const": "image"},
+                            },
+                            "required": ["data", "type"],
+                            "additionalProperties": False,
+                        },
+                    ]
+                }
+            },
+        },
+        {"c": {"ann": 1, "type": "image", "data": "x"}},
+    ),
 ]
 
 
@@ -63,7 +125,8 @@ def _accepts(schema, instance, **options) -> bool:
 
 def _valid(schema, instance) -> bool:
     return jsonschema.validators.validator_for(schema)(
-        schema, format_checker=jsonschema.FormatChecker()).is_valid(instance)
+        schema, format_checker=jsonschema.FormatChecker()
+    ).is_valid(instance)
 
 
 @pytest.mark.parametrize(("schema", "instance"), EMBEDDED)
@@ -94,13 +157,21 @@ def test_corpus_instances(path) -> None:
 
 def _wide_object(n: int) -> dict:
     uuid = {"type": "string", "format": "uuid"}
-    return {"type": "object", "additionalProperties": True, "properties": {
-        f"p{i}": {"type": "object", "additionalProperties": True, "properties": {"id": uuid}}
-        if i % 2 else uuid for i in range(n)}}
+    return {
+        "type": "object",
+        "additionalProperties": True,
+        "properties": {
+            f"p{i}": {"type": "object", "additionalProperties": True, "properties": {"id": uuid}}
+            if i % 2
+            else uuid
+            for i in range(n)
+        },
+    }
 
 
 def _text_chars(schema) -> int:
     from structgen.fsm.json_schema import json_schema_to_shared
+
     pattern, definitions = json_schema_to_shared(schema, allow_extra_properties=True)
     return len(pattern) + sum(len(d) for d in definitions)
 
@@ -115,13 +186,18 @@ def test_optional_members_with_extras_linear_text() -> None:
     assert large < 40_000
     schema = _wide_object(6)
     u = "123e4567-e89b-12d3-a456-426614174000"
-    good = [{}, {"p0": u}, {"p1": {"id": u, "x": [1, {"y": None}]}, "p4": u, "zz": {"p0": 1}},
-            {"p0": u, "p1": {}, "p2": u, "p3": {"id": u}, "p4": u, "p5": {}, "q\n": "\u0001"}]
+    good = [
+        {},
+        {"p0": u},
+        {"p1": {"id": u, "x": [1, {"y": None}]}, "p4": u, "zz": {"p0": 1}},
+        {"p0": u, "p1": {}, "p2": u, "p3": {"id": u}, "p4": u, "p5": {}, "q\n": "\u0001"},
+    ]
     bad = [{"p0": "x"}, {"p1": {"id": 3}}, {"p3": []}]
     grammar = compile_json_schema(schema, allow_extra_properties=True)
     for inst in good + bad:
         valid = jsonschema.Draft202012Validator(
-            schema, format_checker=jsonschema.FormatChecker()).is_valid(inst)
+            schema, format_checker=jsonschema.FormatChecker()
+        ).is_valid(inst)
         assert valid == (inst in good)
         assert grammar.matches(dump(canonical(inst, schema, schema))) == valid, inst
 
@@ -130,13 +206,17 @@ def test_optional_members_with_extras_linear_text() -> None:
 def test_snowplow_sp_384_pattern_is_small() -> None:
     doc = json.loads((PLAIN / "Snowplow/Snowplow---sp_384_Normalized.json").read_text())
     from structgen.fsm.json_schema import json_schema_to_shared
-    pattern, definitions = json_schema_to_shared(doc["schema"], strict=False,
-                                                 allow_extra_properties=True)
+
+    pattern, definitions = json_schema_to_shared(
+        doc["schema"], strict=False, allow_extra_properties=True
+    )
     assert len(pattern) + sum(len(d) for d in definitions) < 50_000  # was 551,149 chars
     grammar = compile_json_schema(doc["schema"], strict=False, allow_extra_properties=True)
     for t in doc["tests"]:
         assert _valid(doc["schema"], t["data"]) == t["valid"]
-        assert grammar.matches(dump(canonical(t["data"], doc["schema"], doc["schema"]))) == t["valid"]
+        assert (
+            grammar.matches(dump(canonical(t["data"], doc["schema"], doc["schema"]))) == t["valid"]
+        )
 
 
 def test_conversion_time_budget() -> None:
@@ -144,6 +224,7 @@ def test_conversion_time_budget() -> None:
     (WashingtonPost wp_8/17/78 converted for 155-369 s before failing), never a hang."""
     from structgen.errors import GrammarTooComplexError
     from structgen.fsm.json_schema import json_schema_to_shared
+
     schema = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(600)}}
     assert json_schema_to_shared(schema)[0]  # within the default budget
     with pytest.raises(GrammarTooComplexError, match="time budget"):

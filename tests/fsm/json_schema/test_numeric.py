@@ -22,8 +22,14 @@ BOUNDED = [
     {"type": "integer", "minimum": -(2**60), "maximum": 2**60 + 17},
     {"type": "integer", "minimum": 2**53 + 1},
     {"type": "integer", "minimum": 7, "maximum": 7},
-    {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "minimum": 3,
-     "exclusiveMinimum": True, "maximum": 9, "exclusiveMaximum": True},
+    {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "type": "integer",
+        "minimum": 3,
+        "exclusiveMinimum": True,
+        "maximum": 9,
+        "exclusiveMaximum": True,
+    },
 ]
 
 
@@ -39,8 +45,10 @@ def test_integer_bounds_agree_with_jsonschema(schema, x):
 def test_field_case_integer_bounds_are_masked():
     schema = {
         "type": "object",
-        "properties": {"a": {"type": "integer", "minimum": 100},
-                       "b": {"type": "integer", "maximum": 10}},
+        "properties": {
+            "a": {"type": "integer", "minimum": 100},
+            "b": {"type": "integer", "maximum": 10},
+        },
         "required": ["a", "b"],
         "additionalProperties": False,
     }

@@ -49,8 +49,9 @@ def _bounded(draw, schema: dict, integer: bool) -> dict:
 
 @st.composite
 def scalar_schema(draw) -> dict:
-    kind = draw(st.sampled_from(["integer", "number", "string", "boolean", "null", "enum",
-                                 "const"]))
+    kind = draw(
+        st.sampled_from(["integer", "number", "string", "boolean", "null", "enum", "const"])
+    )
     if kind in ("integer", "number"):
         return _bounded(draw, {"type": kind}, kind == "integer")
     if kind == "string":
@@ -65,26 +66,45 @@ def scalar_schema(draw) -> dict:
             schema["format"] = draw(st.sampled_from(FORMATS))
         return schema
     if kind in ("enum", "const"):
-        values = draw(st.lists(st.sampled_from(SCALAR_VALUES[:10] + [[1, "a"], {"k": None}]),
-                               min_size=1, max_size=4, unique_by=json.dumps))
+        values = draw(
+            st.lists(
+                st.sampled_from(SCALAR_VALUES[:10] + [[1, "a"], {"k": None}]),
+                min_size=1,
+                max_size=4,
+                unique_by=json.dumps,
+            )
+        )
         return {"enum": values} if kind == "enum" else {"const": values[0]}
     return {"type": kind}
 
 
 def _extend(children: st.SearchStrategy) -> st.SearchStrategy:
     array = st.builds(
-        lambda items, lo, span: {"type": "array", "items": items, "minItems": lo,
-                                 "maxItems": lo + span},
-        children, st.integers(0, 2), st.integers(0, 3))
+        lambda items, lo, span: {
+            "type": "array",
+            "items": items,
+            "minItems": lo,
+            "maxItems": lo + span,
+        },
+        children,
+        st.integers(0, 2),
+        st.integers(0, 3),
+    )
     obj = st.builds(
-        lambda props, req: {"type": "object", "properties": props,
-                            "required": [k for k in props if k in req],
-                            "additionalProperties": False},
+        lambda props, req: {
+            "type": "object",
+            "properties": props,
+            "required": [k for k in props if k in req],
+            "additionalProperties": False,
+        },
         st.dictionaries(st.sampled_from(NAMES), children, min_size=1, max_size=3),
-        st.sets(st.sampled_from(NAMES)))
-    any_of = st.builds(lambda a, b: {"anyOf": [a, b]},
-                       st.builds(lambda s: {"type": "string", "maxLength": s}, st.integers(0, 3)),
-                       children)
+        st.sets(st.sampled_from(NAMES)),
+    )
+    any_of = st.builds(
+        lambda a, b: {"anyOf": [a, b]},
+        st.builds(lambda s: {"type": "string", "maxLength": s}, st.integers(0, 3)),
+        children,
+    )
     return array | obj | any_of
 
 
@@ -96,8 +116,12 @@ def with_ref(draw) -> dict:
     """A schema, sometimes moved into ``$defs`` and referenced from the root."""
     schema = draw(schemas)
     if draw(st.booleans()):
-        return {"$defs": {"item": schema}, "type": "array", "items": {"$ref": "#/$defs/item"},
-                "maxItems": 2}
+        return {
+            "$defs": {"item": schema},
+            "type": "array",
+            "items": {"$ref": "#/$defs/item"},
+            "maxItems": 2,
+        }
     return schema
 
 
@@ -112,8 +136,9 @@ def _canonical(value, schema, root):
     schema = _resolve(schema, root)
     if isinstance(schema, dict) and "anyOf" in schema:
         for branch in schema["anyOf"]:
-            if jsonschema.Draft202012Validator({**root, **branch} if "$defs" in root
-                                               else branch).is_valid(value):
+            if jsonschema.Draft202012Validator(
+                {**root, **branch} if "$defs" in root else branch
+            ).is_valid(value):
                 return _canonical(value, branch, root)
         return value
     if isinstance(value, dict) and isinstance(schema, dict):
@@ -147,9 +172,16 @@ def _mutations(value, rng_draw) -> list:
     path = rng_draw(st.sampled_from(paths))
     for new in SCALAR_VALUES:
         out.append(_replace(value, path, lambda _old, n=new: n))
-    out.append(_replace(value, path, lambda old: {**old, "zz": 1} if isinstance(old, dict) else old))
-    out.append(_replace(value, path, lambda old: dict(list(old.items())[1:])
-                        if isinstance(old, dict) and old else old))
+    out.append(
+        _replace(value, path, lambda old: {**old, "zz": 1} if isinstance(old, dict) else old)
+    )
+    out.append(
+        _replace(
+            value,
+            path,
+            lambda old: dict(list(old.items())[1:]) if isinstance(old, dict) and old else old,
+        )
+    )
     out.append(_replace(value, path, lambda old: old + old[:1] if isinstance(old, list) else old))
     out.append(_replace(value, path, lambda old: old[1:] if isinstance(old, list) else old))
     out.append(_replace(value, path, lambda old: old + "a" if isinstance(old, str) else old))
@@ -169,9 +201,15 @@ def _replace(value, path, fn):
     return copy
 
 
-@settings(max_examples=200, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                 HealthCheck.data_too_large])
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.data_too_large,
+    ],
+)
 @given(schema=with_ref(), data=st.data())
 def test_random_schemas_valid_accepted_invalid_rejected(schema, data) -> None:
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -202,27 +240,59 @@ def test_bounded_numbers_exponent_spellings_exact() -> None:
     """Bounded numbers accept ``json.dumps``'s exponent spellings (``1e+16``, ``1e-05``)
     where in range, and never one out of range (exact rational reference)."""
     rng = random.Random(0)
-    texts = ["1e+16", "1e-05", "0e5", "-0e5", "0.0e1", "1e+20", "9.9e+19", "1e-0", "1E-7",
-             "10e-2", "0.5e0", "-2e-1", "5e-324", "1.7976931348623157e+308", "1e-300"]
+    texts = [
+        "1e+16",
+        "1e-05",
+        "0e5",
+        "-0e5",
+        "0.0e1",
+        "1e+20",
+        "9.9e+19",
+        "1e-0",
+        "1E-7",
+        "10e-2",
+        "0.5e0",
+        "-2e-1",
+        "5e-324",
+        "1.7976931348623157e+308",
+        "1e-300",
+    ]
     for _ in range(1500):
         e = rng.randint(-25, 25)
-        texts.append(f"{rng.choice(['', '-'])}{rng.choice(['1', '9.99', '5', '1.5'])}e"
-                     f"{rng.choice(['', '+']) if e >= 0 else ''}{e:0{rng.choice([1, 3])}d}")
-    schemas = [{"minimum": 0}, {"exclusiveMinimum": 0}, {"minimum": -1, "maximum": 1},
-               {"exclusiveMaximum": 0}, {"minimum": 0.5}, {"maximum": 0.001, "minimum": -3},
-               {"exclusiveMinimum": 0, "exclusiveMaximum": 0.01}, {"minimum": -5, "maximum": -1e-9},
-               {"exclusiveMinimum": 100, "maximum": 1e20}, {"minimum": 1e-5, "maximum": 1e-3}]
+        texts.append(
+            f"{rng.choice(['', '-'])}{rng.choice(['1', '9.99', '5', '1.5'])}e"
+            f"{rng.choice(['', '+']) if e >= 0 else ''}{e:0{rng.choice([1, 3])}d}"
+        )
+    schemas = [
+        {"minimum": 0},
+        {"exclusiveMinimum": 0},
+        {"minimum": -1, "maximum": 1},
+        {"exclusiveMaximum": 0},
+        {"minimum": 0.5},
+        {"maximum": 0.001, "minimum": -3},
+        {"exclusiveMinimum": 0, "exclusiveMaximum": 0.01},
+        {"minimum": -5, "maximum": -1e-9},
+        {"exclusiveMinimum": 100, "maximum": 1e20},
+        {"minimum": 1e-5, "maximum": 1e-3},
+    ]
     for bounds in schemas:
         grammar = compile_json_schema({"type": "number", **bounds})
-        lo = Fraction(str(bounds.get("minimum", bounds.get("exclusiveMinimum", "-inf")))
-                      ) if "minimum" in bounds or "exclusiveMinimum" in bounds else None
-        hi = Fraction(str(bounds.get("maximum", bounds.get("exclusiveMaximum")))
-                      ) if "maximum" in bounds or "exclusiveMaximum" in bounds else None
+        lo = (
+            Fraction(str(bounds.get("minimum", bounds.get("exclusiveMinimum", "-inf"))))
+            if "minimum" in bounds or "exclusiveMinimum" in bounds
+            else None
+        )
+        hi = (
+            Fraction(str(bounds.get("maximum", bounds.get("exclusiveMaximum"))))
+            if "maximum" in bounds or "exclusiveMaximum" in bounds
+            else None
+        )
         accepted = 0
         for text in texts:
             x = _exact_value(text)
-            inside = ((lo is None or x > lo or (x == lo and "minimum" in bounds))
-                      and (hi is None or x < hi or (x == hi and "maximum" in bounds)))
+            inside = (lo is None or x > lo or (x == lo and "minimum" in bounds)) and (
+                hi is None or x < hi or (x == hi and "maximum" in bounds)
+            )
             if grammar.matches(text):
                 accepted += 1
                 assert inside, (bounds, text)

@@ -16,28 +16,66 @@ import pytest
 from structgen.errors import GrammarTooComplexError, UnsupportedSchemaError
 from structgen.fsm import compile_json_schema, compile_regex, json_schema_to_regex
 
-TREE = {"$defs": {"node": {"type": "object", "properties": {
-    "value": {"type": "integer"}, "left": {"$ref": "#/$defs/node"},
-    "right": {"$ref": "#/$defs/node"}}, "required": ["value"]}}, "$ref": "#/$defs/node"}
-LINKED = {"type": "object", "properties": {
-    "v": {"type": "string"}, "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
-    "required": ["v", "next"]}
-MUTUAL = {"definitions": {  # draft-07 spelling; A holds Bs, B holds an A
-    "A": {"type": "object", "properties": {"x": {"type": "integer"},
-                                           "bs": {"type": "array", "items": {"$ref": "#/definitions/B"}}},
-          "required": ["x"]},
-    "B": {"type": "object", "properties": {"a": {"$ref": "#/definitions/A"},
-                                           "tag": {"enum": ["p", "q"]}}, "required": ["tag"]}},
-    "$ref": "#/definitions/A"}
-WIDE = {"$defs": {"n": {"type": "object", "properties": {  # three recursive refs per level
-    "a": {"$ref": "#/$defs/n"}, "b": {"$ref": "#/$defs/n"},
-    "c": {"type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 2}}}}, "$ref": "#/$defs/n"}
+TREE = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {
+                "value": {"type": "integer"},
+                "left": {"$ref": "#/$defs/node"},
+                "right": {"$ref": "#/$defs/node"},
+            },
+            "required": ["value"],
+        }
+    },
+    "$ref": "#/$defs/node",
+}
+LINKED = {
+    "type": "object",
+    "properties": {"v": {"type": "string"}, "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
+    "required": ["v", "next"],
+}
+MUTUAL = {
+    "definitions": {  # draft-07 spelling; A holds Bs, B holds an A
+        "A": {
+            "type": "object",
+            "properties": {
+                "x": {"type": "integer"},
+                "bs": {"type": "array", "items": {"$ref": "#/definitions/B"}},
+            },
+            "required": ["x"],
+        },
+        "B": {
+            "type": "object",
+            "properties": {"a": {"$ref": "#/definitions/A"}, "tag": {"enum": ["p", "q"]}},
+            "required": ["tag"],
+        },
+    },
+    "$ref": "#/definitions/A",
+}
+WIDE = {
+    "$defs": {
+        "n": {
+            "type": "object",
+            "properties": {  # three recursive refs per level
+                "a": {"$ref": "#/$defs/n"},
+                "b": {"$ref": "#/$defs/n"},
+                "c": {"type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 2},
+            },
+        }
+    },
+    "$ref": "#/$defs/n",
+}
 
 
 def _tree(depth: int) -> dict:
     node: dict = {"value": depth}
     for i in range(depth - 1):
-        node = {"value": -i, "left": {"value": 0}, "right": node} if i % 2 else {"value": i, "left": node}
+        node = (
+            {"value": -i, "left": {"value": 0}, "right": node}
+            if i % 2
+            else {"value": i, "left": node}
+        )
     return node
 
 
@@ -68,8 +106,12 @@ def _canonical(instance, schema) -> str:
     return json.dumps(instance, separators=(",", ":"), ensure_ascii=False)
 
 
-CASES = [("tree", TREE, _tree), ("linked", LINKED, _linked), ("mutual", MUTUAL, _mutual),
-         ("wide", WIDE, _wide)]
+CASES = [
+    ("tree", TREE, _tree),
+    ("linked", LINKED, _linked),
+    ("mutual", MUTUAL, _mutual),
+    ("wide", WIDE, _wide),
+]
 
 
 @pytest.mark.parametrize("name,schema,build", CASES, ids=[c[0] for c in CASES])
@@ -87,9 +129,13 @@ def test_invalid_deep_instances_rejected(name, schema, build) -> None:
     grammar = compile_json_schema(schema)
     text = _canonical(build(9), schema)
     # break the innermost value: every mutation below is jsonschema-invalid
-    for bad in (text.replace('"x":0', '"x":"0"'), text.replace('"v":"end"', '"v":1'),
-                text.replace('"value":9', '"value":9.5'), text.replace('"tag":"q"', '"tag":"r"'),
-                text.replace("{}", "[]", 1)):
+    for bad in (
+        text.replace('"x":0', '"x":"0"'),
+        text.replace('"v":"end"', '"v":1'),
+        text.replace('"value":9', '"value":9.5'),
+        text.replace('"tag":"q"', '"tag":"r"'),
+        text.replace("{}", "[]", 1),
+    ):
         if bad == text:
             continue
         with pytest.raises(jsonschema.ValidationError):
@@ -134,9 +180,19 @@ def test_uncuttable_recursion_names_the_depth() -> None:
 def test_reserved_code_points_are_text_not_placeholders() -> None:
     # raw U+F0000.. in pattern texts are placeholders; user text there must stay literal
     pua = "\U000f0000\U000f0001"
-    schema = {"$defs": {"n": {"type": "object", "properties": {
-        "k": {"enum": [pua, "plain"]}, "p": {"type": "string", "pattern": "^\U000f0000+$"},
-        "n": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"}
+    schema = {
+        "$defs": {
+            "n": {
+                "type": "object",
+                "properties": {
+                    "k": {"enum": [pua, "plain"]},
+                    "p": {"type": "string", "pattern": "^\U000f0000+$"},
+                    "n": {"$ref": "#/$defs/n"},
+                },
+            }
+        },
+        "$ref": "#/$defs/n",
+    }
     grammar = compile_json_schema(schema)
     ok = {"k": pua, "p": "\U000f0000\U000f0000", "n": {"n": {"k": "plain"}}}
     assert grammar.matches(_canonical(ok, schema))
@@ -152,15 +208,34 @@ def test_depth_option_validated() -> None:
 
 
 # A -> B -> C -> A, and A -> C, C -> B: one recursive group of three references
-TRIO = {"$defs": {
-    "A": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"$ref": "#/$defs/B"},
-                                           "c": {"$ref": "#/$defs/C"}}, "required": ["a"]},
-    "B": {"type": "object", "properties": {"b": {"enum": ["x", "y"]}, "c": {"$ref": "#/$defs/C"}},
-          "required": ["b"]},
-    "C": {"type": "object", "properties": {"c": {"type": "boolean"},
-                                           "k": {"type": "array", "items": {"$ref": "#/$defs/A"}},
-                                           "b": {"$ref": "#/$defs/B"}}, "required": ["c"]}},
-    "$ref": "#/$defs/A"}
+TRIO = {
+    "$defs": {
+        "A": {
+            "type": "object",
+            "properties": {
+                "a": {"type": "integer"},
+                "b": {"$ref": "#/$defs/B"},
+                "c": {"$ref": "#/$defs/C"},
+            },
+            "required": ["a"],
+        },
+        "B": {
+            "type": "object",
+            "properties": {"b": {"enum": ["x", "y"]}, "c": {"$ref": "#/$defs/C"}},
+            "required": ["b"],
+        },
+        "C": {
+            "type": "object",
+            "properties": {
+                "c": {"type": "boolean"},
+                "k": {"type": "array", "items": {"$ref": "#/$defs/A"}},
+                "b": {"$ref": "#/$defs/B"},
+            },
+            "required": ["c"],
+        },
+    },
+    "$ref": "#/$defs/A",
+}
 
 
 def _trio(entries: int) -> dict:
@@ -169,8 +244,13 @@ def _trio(entries: int) -> dict:
     node: dict = {"A": {"a": 0}, "B": {"b": "x"}, "C": {"c": True}}[kinds[(entries - 1) % 3]]
     for i in range(entries - 2, -1, -1):
         kind = kinds[i % 3]
-        node = ({"a": i, "b": node} if kind == "A" else {"b": "y", "c": node} if kind == "B"
-                else {"c": False, "k": [{"a": 1}, node]})
+        node = (
+            {"a": i, "b": node}
+            if kind == "A"
+            else {"b": "y", "c": node}
+            if kind == "B"
+            else {"c": False, "k": [{"a": 1}, node]}
+        )
     return node
 
 
@@ -195,22 +275,41 @@ def test_washington_post_recursive_group_compiles_small() -> None:
     """WashingtonPost wp_8 (bench full sample): 7 mutually recursive definitions; the
     conversion ran past its 10 s budget (the same expansions redone ~200k times)."""
     from pathlib import Path
-    path = (Path(__file__).resolve().parents[3].parent / "shared" / "corpora" / "jsonschemabench"
-            / "plain" / "WashingtonPost" / "WashingtonPost---wp_8_Normalized.json")
+
+    path = (
+        Path(__file__).resolve().parents[3].parent
+        / "shared"
+        / "corpora"
+        / "jsonschemabench"
+        / "plain"
+        / "WashingtonPost"
+        / "WashingtonPost---wp_8_Normalized.json"
+    )
     if not path.exists():
         pytest.skip("corpus not present")
     from structgen.fsm.json_schema import json_schema_to_shared
+
     doc = json.loads(path.read_text())
-    pattern, definitions = json_schema_to_shared(doc["schema"], strict=False,
-                                                 allow_extra_properties=True)
+    pattern, definitions = json_schema_to_shared(
+        doc["schema"], strict=False, allow_extra_properties=True
+    )
     # what makes it fast: text and definitions (was 12 MB / 1,190 definitions)
     assert sum(map(len, definitions)) + len(pattern) < 600_000
     assert len(definitions) < 1000
 
 
-THROUGH_ALLOF = {"$defs": {"n": {"type": "object", "properties": {
-    "k": {"allOf": [{"$ref": "#/$defs/n"}, {"required": ["v"]}]}, "v": {"type": "integer"}}}},
-    "$ref": "#/$defs/n"}
+THROUGH_ALLOF = {
+    "$defs": {
+        "n": {
+            "type": "object",
+            "properties": {
+                "k": {"allOf": [{"$ref": "#/$defs/n"}, {"required": ["v"]}]},
+                "v": {"type": "integer"},
+            },
+        }
+    },
+    "$ref": "#/$defs/n",
+}
 
 
 def _through_allof(depth: int) -> dict:
@@ -225,7 +324,9 @@ def test_recursion_through_allof_is_cut_like_ref() -> None:
     through allOf until Python's RecursionError)."""
     grammar = compile_json_schema(THROUGH_ALLOF)
     for depth in range(1, 12):  # the root is one expansion; the allOf adds one per level
-        assert grammar.matches(_canonical(_through_allof(depth), THROUGH_ALLOF)) == (depth <= 10), depth
+        assert grammar.matches(_canonical(_through_allof(depth), THROUGH_ALLOF)) == (depth <= 10), (
+            depth
+        )
     bad = _canonical(_through_allof(6), THROUGH_ALLOF).replace('"v":0', '"v":"0"')
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(json.loads(bad), THROUGH_ALLOF)

@@ -24,12 +24,56 @@ from structgen.fsm.json_schema.check import check_schema, constrained_keywords, 
 from .._corpus import CORPORA
 
 PLAIN = CORPORA / "jsonschemabench" / "plain"
-_BAD_VALUES = [None, 1.5, 1.0, -1, "x", [], {}, True, False, [1, 1], ["a", "a"], "(", 0,
-               {"a": 1}, ["string", "strin"], 2**70, [1, True], "#frag", "a b"]
-_KEYS = ["minLength", "type", "required", "enum", "pattern", "items", "additionalProperties",
-         "$ref", "exclusiveMinimum", "multipleOf", "properties", "const", "dependencies", "$id",
-         "$anchor", "format", "prefixItems", "patternProperties", "$defs", "definitions",
-         "minItems", "maximum", "examples", "uniqueItems", "not", "anyOf", "$vocabulary"]
+_BAD_VALUES = [
+    None,
+    1.5,
+    1.0,
+    -1,
+    "x",
+    [],
+    {},
+    True,
+    False,
+    [1, 1],
+    ["a", "a"],
+    "(",
+    0,
+    {"a": 1},
+    ["string", "strin"],
+    2**70,
+    [1, True],
+    "#frag",
+    "a b",
+]
+_KEYS = [
+    "minLength",
+    "type",
+    "required",
+    "enum",
+    "pattern",
+    "items",
+    "additionalProperties",
+    "$ref",
+    "exclusiveMinimum",
+    "multipleOf",
+    "properties",
+    "const",
+    "dependencies",
+    "$id",
+    "$anchor",
+    "format",
+    "prefixItems",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "minItems",
+    "maximum",
+    "examples",
+    "uniqueItems",
+    "not",
+    "anyOf",
+    "$vocabulary",
+]
 
 
 def _jsonschema_valid(schema: dict) -> bool:
@@ -93,27 +137,34 @@ def test_fast_path_accepts_only_what_jsonschema_accepts() -> None:
     assert valid > proved * 0.9  # the mutations did produce valid and invalid schemas
 
 
-@pytest.mark.parametrize("schema", [
-    {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "exclusiveMinimum": True},
-    {"$schema": "http://json-schema.org/draft-04/schema#", "items": True},
-    {"$schema": "http://json-schema.org/draft-04/schema#", "required": []},
-    {"$schema": "http://json-schema.org/draft-04/schema#", "minLength": 1.0},
-    {"$schema": "http://json-schema.org/draft-04/schema#", "enum": [1, True]},
-    {"$schema": "http://json-schema.org/draft-04/schema#", "enum": [1, 1.0]},
-    {"$schema": "http://json-schema.org/draft-07/schema#", "exclusiveMinimum": True},
-    {"$schema": "http://json-schema.org/draft-07/schema#", "patternProperties": {"(": {}}},
-    {"items": [{"type": "string"}]},  # 2020-12: items is one schema
-    {"$id": "http://x/y#frag"},
-    {"$anchor": "1bad"},
-    {"$anchor": "ok\n"},
-    {"type": ["string", "string"]},
-    {"required": ["a", "a"]},
-    {"multipleOf": 0},
-    {"properties": {"a": {"minLength": -1}}},
-    {"dependentRequired": {"a": ["b", "b"]}},
-    {"$vocabulary": {"https://example.com/v": True}},
-    {"minLength": 2**70},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "type": "integer",
+            "exclusiveMinimum": True,
+        },
+        {"$schema": "http://json-schema.org/draft-04/schema#", "items": True},
+        {"$schema": "http://json-schema.org/draft-04/schema#", "required": []},
+        {"$schema": "http://json-schema.org/draft-04/schema#", "minLength": 1.0},
+        {"$schema": "http://json-schema.org/draft-04/schema#", "enum": [1, True]},
+        {"$schema": "http://json-schema.org/draft-04/schema#", "enum": [1, 1.0]},
+        {"$schema": "http://json-schema.org/draft-07/schema#", "exclusiveMinimum": True},
+        {"$schema": "http://json-schema.org/draft-07/schema#", "patternProperties": {"(": {}}},
+        {"items": [{"type": "string"}]},  # 2020-12: items is one schema
+        {"$id": "http://x/y#frag"},
+        {"$anchor": "1bad"},
+        {"$anchor": "ok\n"},
+        {"type": ["string", "string"]},
+        {"required": ["a", "a"]},
+        {"multipleOf": 0},
+        {"properties": {"a": {"minLength": -1}}},
+        {"dependentRequired": {"a": ["b", "b"]}},
+        {"$vocabulary": {"https://example.com/v": True}},
+        {"minLength": 2**70},
+    ],
+)
 def test_corner_cases_agree_with_jsonschema(schema: dict) -> None:
     cls = jsonschema.validators.validator_for(schema)
     if proves_valid(schema, cls):
@@ -130,9 +181,18 @@ def test_constrained_keywords_cover_the_metaschemas() -> None:
     for cls in (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator):
         assert set(cls.META_SCHEMA["properties"]) <= constrained_keywords(cls)
     meta = jsonschema.Draft202012Validator.META_SCHEMA
-    for vocab in ("core", "applicator", "unevaluated", "validation", "meta-data",
-                  "format-annotation", "content"):
-        props = REGISTRY[f"https://json-schema.org/draft/2020-12/meta/{vocab}"].contents["properties"]
+    for vocab in (
+        "core",
+        "applicator",
+        "unevaluated",
+        "validation",
+        "meta-data",
+        "format-annotation",
+        "content",
+    ):
+        props = REGISTRY[f"https://json-schema.org/draft/2020-12/meta/{vocab}"].contents[
+            "properties"
+        ]
         assert set(props) <= constrained_keywords(jsonschema.Draft202012Validator)
     assert set(meta["properties"]) <= constrained_keywords(jsonschema.Draft202012Validator)
 
@@ -152,9 +212,15 @@ def test_common_schema_skips_jsonschema(monkeypatch) -> None:
         raise AssertionError("the fast path should have decided")
 
     monkeypatch.setattr(jsonschema.Draft202012Validator, "check_schema", refuse)
-    schema = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^[a-z]+$"},
-                                               "n": {"type": "integer", "minimum": 0}},
-              "required": ["name"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "pattern": "^[a-z]+$"},
+            "n": {"type": "integer", "minimum": 0},
+        },
+        "required": ["name"],
+        "additionalProperties": False,
+    }
     assert compile_json_schema(schema).matches('{"name":"ab","n":3}')
 
 
@@ -163,8 +229,11 @@ def test_unknown_schema_uri_is_read_as_latest_draft_with_a_warning() -> None:
 
     from structgen.fsm import compile_json_schema
 
-    schema = {"$schema": "http://example.com/nope", "type": "object",
-              "properties": {"a": {"type": "integer", "exclusiveMinimum": 1}}}
+    schema = {
+        "$schema": "http://example.com/nope",
+        "type": "object",
+        "properties": {"a": {"type": "integer", "exclusiveMinimum": 1}},
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no DeprecationWarning from jsonschema's lookup
         grammar = compile_json_schema(schema)

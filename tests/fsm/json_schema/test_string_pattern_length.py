@@ -17,8 +17,21 @@ import pytest
 from structgen.errors import UnsupportedSchemaError
 from structgen.fsm import compile_json_schema
 
-PATTERNS = [r"^(\d+\.\d+\.\d+.*)$", "ab", "^[a-z]{3,}$", "^[a-z]+$", "^(a|bc)*$", "a|^b$",
-            "^a*b?$", r"x\d{2,4}", "^[^b]*$", "(ab)+", "^.{2}$", '^["\\\\]+$', "é+"]
+PATTERNS = [
+    r"^(\d+\.\d+\.\d+.*)$",
+    "ab",
+    "^[a-z]{3,}$",
+    "^[a-z]+$",
+    "^(a|bc)*$",
+    "a|^b$",
+    "^a*b?$",
+    r"x\d{2,4}",
+    "^[^b]*$",
+    "(ab)+",
+    "^.{2}$",
+    '^["\\\\]+$',
+    "é+",
+]
 BOUNDS = [(0, 3), (1, None), (2, 5), (3, None), (4, 4), (0, 0), (5, None), (2, 8)]
 _ALPHABET = ["a", "b", "c", "x", "1", "2", ".", "é", '"', "\\", "\n", "\t"]
 
@@ -91,8 +104,15 @@ def test_long_max_length_keeps_the_format() -> None:
 def test_snowplow_sp_335_instances() -> None:
     """MaskBench Snowplow sp_335: ``version`` has a pattern and maxLength 32; its
     invalid instance (``"version": "abc"``) was accepted while the pair was ignored."""
-    path = (Path(__file__).resolve().parents[3].parent / "shared" / "corpora" / "jsonschemabench"
-            / "plain" / "Snowplow" / "Snowplow---sp_335_Normalized.json")
+    path = (
+        Path(__file__).resolve().parents[3].parent
+        / "shared"
+        / "corpora"
+        / "jsonschemabench"
+        / "plain"
+        / "Snowplow"
+        / "Snowplow---sp_335_Normalized.json"
+    )
     if not path.exists():
         pytest.skip("corpus not present")
     doc = json.loads(path.read_text())

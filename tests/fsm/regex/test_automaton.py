@@ -82,8 +82,11 @@ def test_field_case_large_maxlength_states_built() -> None:
 
 @pytest.mark.parametrize("depth", [20000, 1000])
 def test_deep_nesting_raises_cleanly(depth: int) -> None:
-    for pattern in ("(" * depth + ")" * depth, "(?:" * depth + "a" + ")" * depth,
-                    "(?:a|" * depth + "b" + ")" * depth):
+    for pattern in (
+        "(" * depth + ")" * depth,
+        "(?:" * depth + "a" + ")" * depth,
+        "(?:a|" * depth + "b" + ")" * depth,
+    ):
         with pytest.raises(GrammarTooComplexError):
             compile_regex(pattern)
 
@@ -140,6 +143,7 @@ def test_rows_are_lazy_and_transitions_need_a_complete_automaton() -> None:
 
 # ---- exact masks, by brute force over a hand-built vocabulary ---------------------------
 
+
 def _live(dfa, state: int, data: bytes) -> bool:
     """Reading ``data`` from ``state`` stays on a state from which acceptance is reachable."""
     return dfa.walk(state, data) >= 0
@@ -178,18 +182,46 @@ def _reaches_acceptance(dfa, state: int, limit: int = 5000) -> bool:
 
 
 def _vocab() -> Vocabulary:
-    tokens = [b"<eos>", b"<s>", b'"', b'"a', b"a", b"ab", b'a"', b"\xc3", b"\xa9", b"\xc3\xa9",
-              b"\xe2\x82", b"\xac", b"\\", b'\\"', b"x" * 7, b"}", b'"}', b"1", b"12", b"{",
-              b'{"', b"\xf0\x9f\x98\x80", b"\xf0", b"\xed\xa0", b"\xff", b"ab" * 5]
+    tokens = [
+        b"<eos>",
+        b"<s>",
+        b'"',
+        b'"a',
+        b"a",
+        b"ab",
+        b'a"',
+        b"\xc3",
+        b"\xa9",
+        b"\xc3\xa9",
+        b"\xe2\x82",
+        b"\xac",
+        b"\\",
+        b'\\"',
+        b"x" * 7,
+        b"}",
+        b'"}',
+        b"1",
+        b"12",
+        b"{",
+        b'{"',
+        b"\xf0\x9f\x98\x80",
+        b"\xf0",
+        b"\xed\xa0",
+        b"\xff",
+        b"ab" * 5,
+    ]
     return Vocabulary(tokens, eos_token_ids=[0], special_token_ids=[0, 1])
 
 
-@pytest.mark.parametrize("pattern", [
-    r'"[^"]{0,5}"',
-    r'\{"k":"(?:[^"\\]|\\["\\])*"\}',
-    r"(?:ab){2,3}|a\d{1,2}",
-    r'"[é€😀]{1,3}"',
-])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r'"[^"]{0,5}"',
+        r'\{"k":"(?:[^"\\]|\\["\\])*"\}',
+        r"(?:ab){2,3}|a\d{1,2}",
+        r'"[é€😀]{1,3}"',
+    ],
+)
 def test_masks_are_exact_brute_force(pattern: str) -> None:
     vocab = _vocab()
     grammar = compile_regex(pattern, vocab)
@@ -201,12 +233,30 @@ def test_masks_exact_on_lazy_large_maxlength() -> None:
     vocab = _vocab()
     grammar = compile_regex(r'"[^"]{0,100000}"', vocab)
     dfa = grammar.dfa
-    sampled = [dfa.initial, dfa.walk(dfa.initial, b'"'), dfa.walk(dfa.initial, b'"\xc3'),
-               dfa.walk(dfa.initial, b'"' + b"a" * 99995)]
+    sampled = [
+        dfa.initial,
+        dfa.walk(dfa.initial, b'"'),
+        dfa.walk(dfa.initial, b'"\xc3'),
+        dfa.walk(dfa.initial, b'"' + b"a" * 99995),
+    ]
     _brute_force_check(grammar, vocab, sampled)
     near_end = dfa.walk(dfa.initial, b'"' + b"a" * 99999)  # one character left
     _brute_force_check(grammar, vocab, [near_end])
     nxt = grammar.token_index.next_states(near_end)
     allowed = {vocab.token_bytes[t] for t in np.nonzero(nxt >= 0)[0]}
-    assert allowed == {b'"', b"a", b'a"', b"\xc3", b"\xc3\xa9", b"\xe2\x82", b"\\", b'\\"', b"}",
-                       b"1", b"{", b'{"', b"\xf0\x9f\x98\x80", b"\xf0"}
+    assert allowed == {
+        b'"',
+        b"a",
+        b'a"',
+        b"\xc3",
+        b"\xc3\xa9",
+        b"\xe2\x82",
+        b"\\",
+        b'\\"',
+        b"}",
+        b"1",
+        b"{",
+        b'{"',
+        b"\xf0\x9f\x98\x80",
+        b"\xf0",
+    }

@@ -73,8 +73,11 @@ def test_regex_agrees_with_re(pattern: str, data) -> None:
     if positive:
         i = data.draw(st.integers(0, len(positive) - 1))
         c = data.draw(alphabet)
-        for text in (positive[:i] + positive[i + 1 :], positive[:i] + positive[i] + positive[i:],
-                     positive[:i] + c + positive[i + 1 :]):
+        for text in (
+            positive[:i] + positive[i + 1 :],
+            positive[:i] + positive[i] + positive[i:],
+            positive[:i] + c + positive[i + 1 :],
+        ):
             _agree(pattern, text)
 
 
@@ -94,7 +97,14 @@ def test_negated_class_covers_all_unicode_but_no_invalid_utf8() -> None:
     for cp in (0x80, 0x7FF, 0x800, 0xD7FF, 0xE000, 0xFFFF, 0x10000, 0x10FFFF):
         assert dfa.accepts(chr(cp).encode()), hex(cp)
     assert not dfa.accepts(b'"') and not dfa.accepts(b"\\")
-    for bad in (b"\xed\xa0\x80", b"\xc0\x80", b"\xe0\x80\x80", b"\xf4\x90\x80\x80", b"\xff", b"\x80"):
+    for bad in (
+        b"\xed\xa0\x80",
+        b"\xc0\x80",
+        b"\xe0\x80\x80",
+        b"\xf4\x90\x80\x80",
+        b"\xff",
+        b"\x80",
+    ):
         assert not dfa.accepts(bad), bad
         assert dfa.walk(dfa.initial, bad) == -1, bad  # not even a live prefix
 
@@ -144,15 +154,43 @@ def test_state_budget_is_enforced() -> None:
         regex_to_dfa(r"[a-z]{50}", max_states=20)
 
 
-@pytest.mark.parametrize("pattern", ["(?i)abc", "(?i)[a-c]+x", "(?i:straße)", "a(?i:b)c",
-                                     "(?i)[^k]", "(?i)é+", "(?i)[a-zé]{2}", "(?i)ſ|K",
-                                     "(?i)(?:hello|world)!", "(?i)[0-9a-f]{4}"])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "(?i)abc",
+        "(?i)[a-c]+x",
+        "(?i:straße)",
+        "a(?i:b)c",
+        "(?i)[^k]",
+        "(?i)é+",
+        "(?i)[a-zé]{2}",
+        "(?i)ſ|K",
+        "(?i)(?:hello|world)!",
+        "(?i)[0-9a-f]{4}",
+    ],
+)
 def test_ignorecase_matches_python_re(pattern) -> None:
     rng = random.Random(pattern)
     alpha = "abcxABCXkK\u212a\u017fsSß\u1e9eéÉhelloWORLD!0123456789fF\u0130i\u0131I"
     words = {"".join(rng.choice(alpha) for _ in range(rng.randint(0, 5))) for _ in range(1500)}
-    words |= {"abc", "ABC", "STRAßE", "K", "\u212a", "\u017f", "s", "k", "hello!", "WORLD!", "É",
-              "aBx", "aBc", "éÉ", "0aF9", "zÉ"}
+    words |= {
+        "abc",
+        "ABC",
+        "STRAßE",
+        "K",
+        "\u212a",
+        "\u017f",
+        "s",
+        "k",
+        "hello!",
+        "WORLD!",
+        "É",
+        "aBx",
+        "aBc",
+        "éÉ",
+        "0aF9",
+        "zÉ",
+    }
     grammar = compile_regex(pattern)
     accepted = 0
     for w in words:

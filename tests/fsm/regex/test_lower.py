@@ -17,9 +17,9 @@ import warnings
 import pytest
 
 from structgen.errors import StructgenError
+from structgen.fsm.json_schema import json_schema_to_shared
 from structgen.fsm.regex import parse
 from structgen.fsm.regex.lower import fast_lower
-from structgen.fsm.json_schema import json_schema_to_shared
 from structgen.fsm.regex.terms import EMPTY, TermArena
 
 from .._corpus import CORPORA
@@ -55,13 +55,20 @@ def _check(texts: list[str], use_c: bool = True) -> int:
     memo: dict[str, int] = {}
     taken = 0
     for text in texts:
-        fast = fast_lower(text, parse._Lowering(arena, text, float("inf"), shared), memo,
-                          parse.MAX_NESTING, use_c=use_c)
+        fast = fast_lower(
+            text,
+            parse._Lowering(arena, text, float("inf"), shared),
+            memo,
+            parse.MAX_NESTING,
+            use_c=use_c,
+        )
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 tree = parse.parse(text)
-            slow = parse._Lowering(arena, text, float("inf"), shared).seq(list(tree), tree.state.flags)
+            slow = parse._Lowering(arena, text, float("inf"), shared).seq(
+                list(tree), tree.state.flags
+            )
         except StructgenError:
             assert fast is None, text
             return taken
@@ -73,15 +80,84 @@ def _check(texts: list[str], use_c: bool = True) -> int:
 
 
 CORNERS = [
-    "[]a]", "[^]a]", "[a-]", "[-a]", "[a-c-e]", r"[a\-z]", r"[\d\s-]", "a{,3}", "a{3,}", "a{2,5}?",
-    "a*?b+?c??", "(a|)", "(|a)b", r"\x41\u00e9\U0001F600", r"\.\[\]\{\}\(\)\|\*\+\?", "}", "]",
-    "a{2}{3}", "a**", "(?i)a", "(?P<x>a)", "^a", "a$", r"\bx", r"\1", "a{", "x{1,2", "a{}", "{,}",
-    "[[a]", "[a--b]", r"[\b]", "(a", "a)", "*a", "a|*", r"[\d-z]", "[z-a]", "a{5,2}", r"\U00110000",
-    r"\q", "a++", "(?:a|b)+?", "é+", "[é-ï]x", "[^é]", r"[\x00-\x1f\\\"]", r"\\u[0-9a-fA-F]{4}",
-    ".", "[.]", "a.b", r"\w\W\s\S\d\D", "[^\\w]", "\ud800", "[\ud800-\udfff]", "x{0}", "x{0,0}y",
-    "(?:)*", "()", "a{4294967295}", "a{1,4294967296}", "\U000F0000",
-    "a{\u0663}", "a{1,\u0663}", "\\x4", "\\u12", "[a", "[^]", "[]", "x{,}", "x{3,x}", "(?x)",
-    "d?[^bt1,][^]xb", "[]xb", "a[^]", "x[a\\", "[]a\\", "[^]a[b]",
+    "[]a]",
+    "[^]a]",
+    "[a-]",
+    "[-a]",
+    "[a-c-e]",
+    r"[a\-z]",
+    r"[\d\s-]",
+    "a{,3}",
+    "a{3,}",
+    "a{2,5}?",
+    "a*?b+?c??",
+    "(a|)",
+    "(|a)b",
+    r"\x41\u00e9\U0001F600",
+    r"\.\[\]\{\}\(\)\|\*\+\?",
+    "}",
+    "]",
+    "a{2}{3}",
+    "a**",
+    "(?i)a",
+    "(?P<x>a)",
+    "^a",
+    "a$",
+    r"\bx",
+    r"\1",
+    "a{",
+    "x{1,2",
+    "a{}",
+    "{,}",
+    "[[a]",
+    "[a--b]",
+    r"[\b]",
+    "(a",
+    "a)",
+    "*a",
+    "a|*",
+    r"[\d-z]",
+    "[z-a]",
+    "a{5,2}",
+    r"\U00110000",
+    r"\q",
+    "a++",
+    "(?:a|b)+?",
+    "é+",
+    "[é-ï]x",
+    "[^é]",
+    r"[\x00-\x1f\\\"]",
+    r"\\u[0-9a-fA-F]{4}",
+    ".",
+    "[.]",
+    "a.b",
+    r"\w\W\s\S\d\D",
+    "[^\\w]",
+    "\ud800",
+    "[\ud800-\udfff]",
+    "x{0}",
+    "x{0,0}y",
+    "(?:)*",
+    "()",
+    "a{4294967295}",
+    "a{1,4294967296}",
+    "\U000f0000",
+    "a{\u0663}",
+    "a{1,\u0663}",
+    "\\x4",
+    "\\u12",
+    "[a",
+    "[^]",
+    "[]",
+    "x{,}",
+    "x{3,x}",
+    "(?x)",
+    "d?[^bt1,][^]xb",
+    "[]xb",
+    "a[^]",
+    "x[a\\",
+    "[]a\\",
+    "[^]a[b]",
 ]
 LOOPS = [pytest.param(True, id="c-loop"), pytest.param(False, id="python-loop")]
 
@@ -96,7 +172,9 @@ def test_unicode_digits_are_not_counts() -> None:
     # re's parser reads only ASCII digits in {m,n}: "a{\u0663}" is the literal text
     for use_c in (True, False):
         arena = TermArena()
-        assert fast_lower("a{\u0663}", parse._Lowering(arena, "", float("inf")), {}, 9, use_c) is None
+        assert (
+            fast_lower("a{\u0663}", parse._Lowering(arena, "", float("inf")), {}, 9, use_c) is None
+        )
     assert re.fullmatch("a{\u0663}", "a{\u0663}")
 
 
@@ -109,7 +187,9 @@ def _random_regex(rng: random.Random, depth: int = 0) -> str:
             atom = rng.choice(["(?:", "("]) + inner + ")"
         else:
             atom = rng.choice(atoms)
-        parts.append(atom + rng.choice(["", "", "*", "+", "?", "{2}", "{1,3}", "{,2}", "{2,}", "*?", "{0}"]))
+        parts.append(
+            atom + rng.choice(["", "", "*", "+", "?", "{2}", "{1,3}", "{,2}", "{2,}", "*?", "{0}"])
+        )
     return "".join(parts)
 
 
@@ -129,8 +209,9 @@ def converter_texts(per_subset: int):
     for sub in sorted(p for p in plain.iterdir() if p.is_dir()):
         for f in sorted(sub.glob("*.json"))[:per_subset]:
             try:
-                pattern, defs = json_schema_to_shared(json.loads(f.read_text())["schema"],
-                                                      strict=False, allow_extra_properties=True)
+                pattern, defs = json_schema_to_shared(
+                    json.loads(f.read_text())["schema"], strict=False, allow_extra_properties=True
+                )
             except StructgenError:
                 continue
             if len(pattern) + sum(map(len, defs)) <= 200_000:

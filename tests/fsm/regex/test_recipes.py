@@ -12,8 +12,15 @@ from structgen.fsm.regex.terms import EPS, TermArena
 
 from .test_lower import _random_regex
 
-TEXTS = [r'[^"\\\x00-\x1f]', ".", r"[\w\-é-ﬀ]", r"\d+(?:\.\d+)?", "(?:ab|a)*c{2,5}", "(?:x|)y?",
-         "[\U0001F600-\U0001F64F]{1,3}"]
+TEXTS = [
+    r'[^"\\\x00-\x1f]',
+    ".",
+    r"[\w\-é-ﬀ]",
+    r"\d+(?:\.\d+)?",
+    "(?:ab|a)*c{2,5}",
+    "(?:x|)y?",
+    "[\U0001f600-\U0001f64f]{1,3}",
+]
 
 
 def _lower(text: str, arena: TermArena) -> int:

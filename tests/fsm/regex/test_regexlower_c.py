@@ -30,8 +30,13 @@ def _lower_all(texts: list[str], use_c: bool, max_terms: int = 5_000_000):
     results: list = []
     for text in texts:
         try:
-            term = fast_lower(text, parse._Lowering(arena, text, float("inf"), shared), memo,
-                              parse.MAX_NESTING, use_c=use_c)
+            term = fast_lower(
+                text,
+                parse._Lowering(arena, text, float("inf"), shared),
+                memo,
+                parse.MAX_NESTING,
+                use_c=use_c,
+            )
         except StructgenError as exc:
             results.append((type(exc).__name__, str(exc)))
             break
@@ -60,7 +65,11 @@ def test_random_regexes_with_definitions() -> None:
 
 
 def test_placeholders_in_literal_runs() -> None:
-    p0, p1, p9 = chr(parse.PLACEHOLDER_BASE), chr(parse.PLACEHOLDER_BASE + 1), chr(parse.PLACEHOLDER_BASE + 9)
+    p0, p1, p9 = (
+        chr(parse.PLACEHOLDER_BASE),
+        chr(parse.PLACEHOLDER_BASE + 1),
+        chr(parse.PLACEHOLDER_BASE + 9),
+    )
     _assert_same(["(?:ab|c)+", f"x{p0}y", f"é{p0}{p1}ü{p9}z", f"{p1}?", f"[a]{p0}\ud800{p1}"])
 
 

@@ -30,18 +30,18 @@ class BuildExt(build_ext):
 
 setup(
     ext_modules=[
-        # csrc/tokentrie.c -> structgen.fsm._tokentrie: the token-trie walk of the first mask
-        # of a grammar state (numpy fallback in structgen/fsm/_token_trie.py)
+        # csrc/tokentrie.c -> structgen.fsm.index._tokentrie: the token-trie walk of the first
+        # mask of a grammar state (numpy fallback in structgen/fsm/index/trie.py)
         Extension(
-            "structgen.fsm._tokentrie",
+            "structgen.fsm.index._tokentrie",
             sources=["csrc/tokentrie.c"],
             extra_compile_args=["-O3", "-std=c11"],
             optional=True,
         ),
-        # csrc/regexlower.c -> structgen.fsm._regexlower: the token loop of the regex lowering
-        # (structgen/fsm/_fast_lower.py, whose Python loop is the fallback)
+        # csrc/regexlower.c -> structgen.fsm.regex._regexlower: the token loop of the regex
+        # lowering (structgen/fsm/regex/lower.py, whose Python loop is the fallback)
         Extension(
-            "structgen.fsm._regexlower",
+            "structgen.fsm.regex._regexlower",
             sources=["csrc/regexlower.c"],
             depends=["csrc/regex_tokens.h"],
             extra_compile_args=["-O3", "-std=c11"],

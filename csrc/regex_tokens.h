@@ -1,5 +1,5 @@
 /* The tokenizer of structgen's regex lowering (csrc/regexlower.c): the _TOKEN regex of
- * structgen/fsm/_fast_lower.py read by hand, token for token, and the group matching of its
+ * structgen/fsm/regex/lower.py read by hand, token for token, and the group matching of its
  * _match_groups. A text no token covers end to end, with unbalanced parentheses or nested
  * deeper than max_nesting is left to re's parser (scan returns 0), as in Python.
  *

@@ -1,6 +1,6 @@
-/* structgen's one-pass regex lowering in C: the token loop of structgen/fsm/_fast_lower.py
+/* structgen's one-pass regex lowering in C: the token loop of structgen/fsm/regex/lower.py
  * (tokenizer, group matching, the parser over the shared group memo) and the arena's
- * concatenation constructors (regex_ast.TermArena.concat / _concat2 / bytes_then), writing
+ * concatenation constructors (regex/terms.py TermArena.concat / _concat2 / bytes_then), writing
  * the same terms, in the same order, into the same Python-level arena.
  *
  * Why: a JSON Schema compile spends most of its time lowering the converter's regex texts to
@@ -11,17 +11,17 @@
  * arena's own smart constructors).
  *
  *   lower(text, helper, memo, max_nesting, arena, low) -> int term, or None
- *     text        the regex (str), plain syntax as _fast_lower's docstring lists it
+ *     text        the regex (str), plain syntax as regex/lower.py's docstring lists it
  *     helper      the Python _Parser of text: helper._literal_items(run) (a non-ASCII literal
  *                 run -> list of bytes and terms), helper._literal(char) -> term, helper.atom(text)
- *                 (an escape, class or '.' token -> term; may raise _fast_lower._Bail)
+ *                 (an escape, class or '.' token -> term; may raise regex/lower.py _Bail)
  *     memo        dict shared by the texts of one pattern (same keys and values as the
  *                 Python parser writes: group text -> term or tuple of items, literal
  *                 character / escape / class text -> term)
  *     max_nesting deepest group nesting taken (deeper: None)
  *     arena       the TermArena: its lists kind/args/nullable/first/depth, dict _ids, list
  *                 _single, int max_terms and methods alt/repeat/byteset/_add are used
- *     low         the _sre._Lowering: low.check_deadline() is called every 1024 tokens
+ *     low         the regex/parse.py _Lowering: low.check_deadline() is called every 1024 tokens
  *   None means: syntax left to re's parser (the caller's fallback), exactly where the Python
  *   path returns None. Exceptions of the callbacks and the arena propagate
  *   (GrammarTooComplexError for the term, nesting and time budgets).
@@ -44,7 +44,7 @@ typedef struct {
     PyObject *concat_kind;                                            /* owned: int 3 */
 } Ctx;
 
-/* ---- arena constructors (regex_ast.TermArena) ------------------------------------ */
+/* ---- arena constructors (regex/terms.py TermArena) ------------------------------ */
 
 static long term_kind(Ctx *cx, PyObject *t) {
     return PyLong_AsLong(PyList_GET_ITEM(cx->kind, PyLong_AsSsize_t(t)));
@@ -513,7 +513,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_regexlower",
-    "One-pass regex lowering to arena terms (structgen/fsm/_fast_lower.py's C path).", -1, methods,
+    "One-pass regex lowering to arena terms (structgen/fsm/regex/lower.py's C path).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__regexlower(void) { return PyModule_Create(&module); }

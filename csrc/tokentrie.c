@@ -1,5 +1,5 @@
 /* structgen's token-trie walk: the next DFA state of every token of a vocabulary from one
- * state, in one depth-first pass over the token trie (structgen/fsm/_token_trie.py).
+ * state, in one depth-first pass over the token trie (structgen/fsm/index/trie.py).
  *
  * Why: the first mask of a DFA state steps every distinct token prefix the state can follow
  * through the DFA. In numpy that is one vectorised step per trie level (a few microseconds of
@@ -26,9 +26,9 @@
  *   step when its mask is known: the rows on its path were built by the mask's walk).
  *
  *   fill_row(dst, tensor, row, words) -> bool: the per-token write of a packed mask into
- *   one row of a CPU int32 bitmask tensor (Matcher.fill_bitmask, structgen/fsm/_mask_write.py).
+ *   one row of a CPU int32 bitmask tensor (Matcher.fill_bitmask, structgen/fsm/index/masks.py).
  *     dst    tuple (tensor, version, base, rows, stride, cols), the tensor's layout as read
- *            by _mask_write.describe: base the address of element [0, 0] (data_ptr), rows x
+ *            by masks.describe: base the address of element [0, 0] (data_ptr), rows x
  *            cols its shape, stride the words between rows (a row's words are contiguous)
  *     tensor the tensor to write; returns False without writing unless it is dst's tensor
  *            with the same tensor._version (bumped by every in-place op, metadata ones too;
@@ -36,7 +36,7 @@
  *            caller has just read) and tensor.data_ptr() (a swapped or reallocated storage):
  *            the caller then reads the layout again
  *     row    the row to write; negative counts from the end (as numpy); IndexError outside
- *     words  the mask, in one of the forms of _mask_write.row_form: None (all zero);
+ *     words  the mask, in one of the forms of masks.row_form: None (all zero);
  *            a tuple (array, address, n) of n int32 words at address (kept alive by the
  *            array); bytes of (word index, word) int32 pairs, every other word zero (a
  *            sparse mask: only the pairs are read); or any contiguous buffer of n int32.
@@ -259,7 +259,7 @@ static int same_as(PyObject *tensor, PyObject *name, int method, PyObject *expec
     return eq;
 }
 
-/* Write one mask (a form of _mask_write.row_form, see the header) into out[0 .. cols).
+/* Write one mask (a form of masks.row_form, see the header) into out[0 .. cols).
  * 0, or -1 with an error set. */
 static int write_words(int32_t *out, Py_ssize_t cols, PyObject *words) {
     Py_ssize_t n = 0;

@@ -5,6 +5,17 @@ A spec (``spec.py``: ``Regex``, ``JsonSchema``, ``Choice``, ``Concatenation``) c
 runtime drives (``base.py``: the interfaces and the decoding loop). ``compile_spec``,
 ``compile_regex`` / ``compile_json_schema`` / ``compile_choice`` return the regex
 implementation's cached ``CompiledGrammar`` and ``Matcher``.
+
+Layout, in pipeline order:
+
+* ``spec.py``: constraint specs; ``base.py``: the grammar interfaces;
+* ``regex/``: regex text -> hash-consed byte terms -> lazily built ``ByteDFA``;
+* ``json_schema/``: JSON Schema -> regex text with shared definitions, one module per
+  keyword family;
+* ``index/``: a DFA meets a ``Vocabulary``: token trie, ``TokenIndex`` masks, mask writing,
+  completion budget;
+* ``compiler.py``: ``CompiledGrammar`` and the cached ``compile_*`` entry points;
+  ``matcher.py``: the per-request ``Matcher``; ``jump_forward.py``: forced-text planning.
 """
 
 from __future__ import annotations
@@ -18,12 +29,12 @@ from .compiler import (
     compile_regex,
     compile_spec,
 )
-from .dfa import ByteDFA, regex_to_dfa
+from .index.token_index import TokenIndex
+from .index.vocabulary import Vocabulary
 from .json_schema import json_schema_to_regex
 from .matcher import Matcher
+from .regex.dfa import ByteDFA, regex_to_dfa
 from .spec import schema_for
-from .token_index import TokenIndex
-from .vocabulary import Vocabulary
 
 __all__ = [
     "Vocabulary",

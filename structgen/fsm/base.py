@@ -53,8 +53,9 @@ class BaseMatcher(ABC):
         """
 
     @classmethod
-    def fill_bitmask_batch(cls, matchers: Sequence[BaseMatcher], bitmask: torch.Tensor,
-                           rows: Sequence[int]) -> None:
+    def fill_bitmask_batch(
+        cls, matchers: Sequence[BaseMatcher], bitmask: torch.Tensor, rows: Sequence[int]
+    ) -> None:
         """Fill ``bitmask[rows[i]]`` for ``matchers[i]``, every i: the batch entry point.
 
         The default calls each matcher's ``fill_bitmask``, so it is correct for matchers of

@@ -20,15 +20,22 @@ from typing import Any
 
 from ..env import read as read_setting
 from ..errors import NoVocabularyError
-from . import _fast_lower, _mask_write, _token_trie
-from ._schema_refs import expand_shared
 from .base import BaseCompiledGrammar
-from .dfa import DEFAULT_EAGER_ROWS, DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES, ByteDFA, regex_to_dfa
+from .index import masks, trie
+from .index.token_index import TokenIndex
+from .index.vocabulary import Vocabulary
 from .json_schema import CONVERT_MAX_SECONDS, DEFAULT_MAX_RECURSION_DEPTH
 from .matcher import Matcher
+from .regex import lower as regex_lower
+from .regex.definitions import expand_shared
+from .regex.dfa import (
+    DEFAULT_EAGER_ROWS,
+    DEFAULT_MAX_SECONDS,
+    DEFAULT_MAX_STATES,
+    ByteDFA,
+    regex_to_dfa,
+)
 from .spec import Choice, JsonSchema, LoweredRegex, Regex, RegexSpec, schema_for
-from .token_index import TokenIndex
-from .vocabulary import Vocabulary
 
 __all__ = [
     "CompiledGrammar",
@@ -43,9 +50,8 @@ __all__ = [
 CACHE_SIZE = 128
 # rows a JSON Schema compile builds breadth-first (regex_to_dfa's eager_rows): a schema's
 # automaton is never small enough to complete at compile, and a first mask reads 2-3 rows
-# (the rest are built on demand as the mask walk or decoding reaches them). In paired runs on
-# bench_grammar's sample, 2 rows gave the lowest compile + first-mask time at the median
-# (16 rows: 2.49 ms, 4: 2.25, 2: 2.09, 1: 2.30; first mask 0.071 ms with 16, 0.080 with 2)
+# (the rest are built on demand as the mask walk or decoding reaches them); the choice is
+# measured in benchmarks/RESULTS.md ("Moved from docstrings: fsm")
 JSON_EAGER_ROWS = 2
 
 
@@ -73,8 +79,9 @@ class CompiledGrammar(BaseCompiledGrammar):
             see ``regex_to_dfa``), or None: ``pattern`` applies from the first byte.
     """
 
-    def __init__(self, spec: RegexSpec, lowered: LoweredRegex, dfa: ByteDFA,
-                 vocab: Vocabulary | None) -> None:
+    def __init__(
+        self, spec: RegexSpec, lowered: LoweredRegex, dfa: ByteDFA, vocab: Vocabulary | None
+    ) -> None:
         self.spec = spec
         self._pattern = lowered.pattern
         self.definitions = list(lowered.definitions)
@@ -96,9 +103,11 @@ class CompiledGrammar(BaseCompiledGrammar):
 
     def __repr__(self) -> str:
         trig = "" if self.trigger is None else f"trigger={self.trigger!r}, "
-        return (f"CompiledGrammar({trig}num_states={self.dfa.num_states}, "
-                f"vocab={'none' if self.vocab is None else self.vocab.fingerprint[:12]}, "
-                f"warnings={len(self.warnings)})")
+        return (
+            f"CompiledGrammar({trig}num_states={self.dfa.num_states}, "
+            f"vocab={'none' if self.vocab is None else self.vocab.fingerprint[:12]}, "
+            f"warnings={len(self.warnings)})"
+        )
 
     def matches(self, text: str | bytes) -> bool:
         """Whole-string membership (str is UTF-8 encoded). Works without a vocabulary."""
@@ -112,8 +121,10 @@ class CompiledGrammar(BaseCompiledGrammar):
             NoVocabularyError: the grammar was compiled with ``vocab=None``.
         """
         if self.token_index is None:
-            raise NoVocabularyError("this grammar was compiled without a vocabulary; "
-                                    "pass vocab= to compile_* to get a matcher")
+            raise NoVocabularyError(
+                "this grammar was compiled without a vocabulary; "
+                "pass vocab= to compile_* to get a matcher"
+            )
         return Matcher(self.token_index, max_tokens=max_tokens)
 
 
@@ -128,8 +139,10 @@ def clear_cache() -> None:
 
 
 # structgen.env setting -> the switches it sets; and each setting as last applied
-_SWITCHES = {"tokentrie": (_token_trie.use_extension, _mask_write.use_extension),
-             "regexlower": (_fast_lower.use_extension,)}
+_SWITCHES = {
+    "tokentrie": (trie.use_extension, masks.use_extension),
+    "regexlower": (regex_lower.use_extension,),
+}
 _applied = dict.fromkeys(_SWITCHES, True)
 
 
@@ -167,9 +180,14 @@ def _fingerprint(vocab: Vocabulary | None) -> str | None:
     return None if vocab is None else vocab.fingerprint
 
 
-def compile_spec(spec: RegexSpec, vocab: Vocabulary | None = None, *,
-                 max_states: int = DEFAULT_MAX_STATES, max_seconds: float = DEFAULT_MAX_SECONDS,
-                 max_convert_seconds: float = CONVERT_MAX_SECONDS) -> CompiledGrammar:
+def compile_spec(
+    spec: RegexSpec,
+    vocab: Vocabulary | None = None,
+    *,
+    max_states: int = DEFAULT_MAX_STATES,
+    max_seconds: float = DEFAULT_MAX_SECONDS,
+    max_convert_seconds: float = CONVERT_MAX_SECONDS,
+) -> CompiledGrammar:
     """Compile a ``RegexSpec`` for ``vocab`` (cached by ``spec.cache_key()``, the budgets
     and the vocabulary).
 
@@ -192,22 +210,33 @@ def compile_spec(spec: RegexSpec, vocab: Vocabulary | None = None, *,
             (``GrammarTooComplexError`` also when a budget is exceeded).
         InvalidSchemaError, UnsupportedSchemaError: see ``compile_json_schema``.
     """
+
     def build() -> CompiledGrammar:  # a cache hit skips the lowering (and a metaschema check)
         lowered = spec.lower(max_convert_seconds=max_convert_seconds)
         eager_rows = JSON_EAGER_ROWS if isinstance(spec, JsonSchema) else DEFAULT_EAGER_ROWS
-        dfa = regex_to_dfa(lowered.pattern, trigger=spec.trigger,
-                           definitions=list(lowered.definitions) or None, eager_rows=eager_rows,
-                           max_states=max_states, max_seconds=max_seconds)
+        dfa = regex_to_dfa(
+            lowered.pattern,
+            trigger=spec.trigger,
+            definitions=list(lowered.definitions) or None,
+            eager_rows=eager_rows,
+            max_states=max_states,
+            max_seconds=max_seconds,
+        )
         return CompiledGrammar(spec.portable(), lowered, dfa, vocab)
 
     budgets = (max_states, max_seconds, max_convert_seconds)
     return _cached((spec.cache_key(), budgets, _fingerprint(vocab)), build)
 
 
-def compile_regex(pattern: str, vocab: Vocabulary | None = None, *,
-                  trigger: str | None = None, definitions: list[str] | tuple[str, ...] = (),
-                  max_states: int = DEFAULT_MAX_STATES,
-                  max_seconds: float = DEFAULT_MAX_SECONDS) -> CompiledGrammar:
+def compile_regex(
+    pattern: str,
+    vocab: Vocabulary | None = None,
+    *,
+    trigger: str | None = None,
+    definitions: list[str] | tuple[str, ...] = (),
+    max_states: int = DEFAULT_MAX_STATES,
+    max_seconds: float = DEFAULT_MAX_SECONDS,
+) -> CompiledGrammar:
     """Compile a Python regex (fullmatch semantics) for ``vocab``.
 
     Args:
@@ -217,18 +246,28 @@ def compile_regex(pattern: str, vocab: Vocabulary | None = None, *,
             (e.g. ``"</think>"`` lets a reasoning model think before it answers).
         definitions: shared subpatterns ``pattern`` refers to (a compiled JSON Schema's
             ``CompiledGrammar.definitions`` with its ``source_pattern``).
-        max_states, max_seconds: the automaton's budgets, as in ``compile_spec``.
+        max_states: the automaton's state budget, as in ``compile_spec``.
+        max_seconds: the automaton's time budget, as in ``compile_spec``.
 
     Raises:
         RegexError, UnsupportedRegexError, GrammarTooComplexError: see ``regex_to_dfa``.
     """
-    return compile_spec(Regex(pattern, trigger, tuple(definitions)), vocab,
-                        max_states=max_states, max_seconds=max_seconds)
+    return compile_spec(
+        Regex(pattern, trigger, tuple(definitions)),
+        vocab,
+        max_states=max_states,
+        max_seconds=max_seconds,
+    )
 
 
-def compile_choice(choices: list[str], vocab: Vocabulary | None = None, *,
-                   trigger: str | None = None, max_states: int = DEFAULT_MAX_STATES,
-                   max_seconds: float = DEFAULT_MAX_SECONDS) -> CompiledGrammar:
+def compile_choice(
+    choices: list[str],
+    vocab: Vocabulary | None = None,
+    *,
+    trigger: str | None = None,
+    max_states: int = DEFAULT_MAX_STATES,
+    max_seconds: float = DEFAULT_MAX_SECONDS,
+) -> CompiledGrammar:
     """Exactly one of ``choices`` (literal strings); ``trigger`` and the budgets as in
     ``compile_regex``.
 
@@ -238,8 +277,9 @@ def compile_choice(choices: list[str], vocab: Vocabulary | None = None, *,
     """
     if not choices:
         raise ValueError("compile_choice needs at least one choice")
-    return compile_spec(Choice(choices, trigger), vocab, max_states=max_states,
-                        max_seconds=max_seconds)
+    return compile_spec(
+        Choice(choices, trigger), vocab, max_states=max_states, max_seconds=max_seconds
+    )
 
 
 def compile_json_schema(
@@ -266,7 +306,17 @@ def compile_json_schema(
         UnsupportedSchemaError: a keyword that cannot be enforced (with ``strict``).
         GrammarTooComplexError: a budget (states, time, conversion time) is exceeded.
     """
-    return compile_spec(JsonSchema(schema_for(schema), whitespace, strict, allow_extra_properties,
-                                   trigger, max_recursion_depth), vocab,
-                        max_states=max_states, max_seconds=max_seconds,
-                        max_convert_seconds=max_convert_seconds)
+    return compile_spec(
+        JsonSchema(
+            schema_for(schema),
+            whitespace,
+            strict,
+            allow_extra_properties,
+            trigger,
+            max_recursion_depth,
+        ),
+        vocab,
+        max_states=max_states,
+        max_seconds=max_seconds,
+        max_convert_seconds=max_convert_seconds,
+    )

@@ -43,7 +43,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._dfa_view import byte_row
 from .matcher import Matcher
 
 __all__ = ["JumpForwardPlan", "plan_jump_forward", "complete_utf8_prefix_len"]
@@ -131,7 +130,8 @@ def plan_jump_forward(
 
 def _tail_len(matcher, generated: Sequence[int], vocab, lookback: int) -> int:
     """Trailing tokens to retokenize: <= lookback, accepted by the matcher, and starting
-    on a character boundary (so their bytes decode on their own)."""
+    on a character boundary (so their bytes decode on their own).
+    """
     k = min(lookback, len(generated), matcher.num_accepted_tokens)
     while k > 0:
         data = vocab.decode(generated[len(generated) - k :])
@@ -184,7 +184,7 @@ def _retokenized(matcher, generated, forced, encode, vocab, lookback, max_append
 def _walk(matcher, data: bytes) -> int:
     dfa, state = matcher._dfa, matcher.state
     for b in data:
-        state = int(byte_row(dfa, state)[b])
+        state = int(dfa.row(state)[b])
         if state < 0:
             return -1
     return state
@@ -192,16 +192,17 @@ def _walk(matcher, data: bytes) -> int:
 
 def _next_chars(dfa, state: int, limit: int = 160) -> list[bytes]:
     """One whole character per byte allowed from ``state`` (continued along the first
-    live byte until the character is complete)."""
+    live byte until the character is complete).
+    """
     out = []
-    for b in np.nonzero(byte_row(dfa, state) >= 0)[0].tolist()[:limit]:
-        data, s = bytes([b]), int(byte_row(dfa, state)[b])
+    for b in np.nonzero(dfa.row(state) >= 0)[0].tolist()[:limit]:
+        data, s = bytes([b]), int(dfa.row(state)[b])
         while complete_utf8_prefix_len(data) < len(data) and len(data) < 4:
-            live = np.nonzero(byte_row(dfa, s) >= 0)[0]
+            live = np.nonzero(dfa.row(s) >= 0)[0]
             if live.size == 0:
                 break
             data += bytes([int(live[0])])
-            s = int(byte_row(dfa, s)[int(live[0])])
+            s = int(dfa.row(s)[int(live[0])])
         out.append(data)
     return out
 
@@ -209,7 +210,7 @@ def _next_chars(dfa, state: int, limit: int = 160) -> list[bytes]:
 def _safe_prefix_len(matcher, state_after, text, ids, encode, vocab) -> int:
     """How many of ``ids`` are stable whatever single character the grammar lets follow."""
     dfa = matcher._dfa
-    row = byte_row(dfa, state_after)
+    row = dfa.row(state_after)
     if not (row >= 0).any():
         return len(ids)  # nothing can follow
     cache = _boundary_caches.get(matcher._index)

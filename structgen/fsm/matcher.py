@@ -11,7 +11,7 @@ The reference decoding loop::
 
 With ``max_tokens`` the mask also steers towards completion: only tokens after which a
 complete match is still reachable within the remaining budget are allowed (see
-``budget.py``; EOS is not counted against the budget).
+``index/budget.py``; EOS is not counted against the budget).
 
 No method on the per-token path raises: a token that is not allowed is refused
 with ``False`` and leaves the state unchanged.
@@ -24,11 +24,10 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from . import _mask_write as _mw
-from ._dfa_view import byte_row, is_accepting, token_step
 from .base import BaseMatcher
-from .budget import budget_for
-from .token_index import TokenIndex
+from .index import masks
+from .index.budget import budget_for
+from .index.token_index import TokenIndex
 
 __all__ = ["Matcher"]
 
@@ -46,7 +45,7 @@ class Matcher(BaseMatcher):
         max_tokens: the request's token budget (non-EOS tokens), or None. With a budget,
             ``fill_bitmask``, ``advance`` and ``validate`` allow a token only if a complete
             match is still reachable within the tokens left after it (exact fewest-token
-            counts, see ``budget.py``). If no complete match fits in ``max_tokens`` at all,
+            counts, see ``index/budget.py``). If no complete match fits in ``max_tokens`` at all,
             the budget is ignored (the output will be cut by the engine, as without it).
     """
 
@@ -94,18 +93,18 @@ class Matcher(BaseMatcher):
 
     def is_accepting(self) -> bool:
         """True when the output so far is a complete match. Raises: never."""
-        return is_accepting(self._dfa, self.state)
+        return self._dfa.is_accepting(self.state)
 
     def is_terminated(self) -> bool:
         """EOS taken, or accepting with no way on (no byte, or no budget). Raises: never."""
         state, eos_taken = self._history[-1]
         if eos_taken:
             return True
-        if not is_accepting(self._dfa, state):
+        if not self._dfa.is_accepting(state):
             return False
         if self._budget is not None and self.remaining_tokens() <= 0:
             return True
-        return not bool((byte_row(self._dfa, state) >= 0).any())
+        return not bool((self._dfa.row(state) >= 0).any())
 
     # ---- per-token path ----------------------------------------------------
 
@@ -119,23 +118,23 @@ class Matcher(BaseMatcher):
 
         Warm cost: a dictionary lookup of the state's cached mask and one C call that
         writes it into the tensor's memory (the tensor's layout is read once per tensor;
-        see ``_mask_write.py``). Budgeted masks and other tensors go the general way.
+        see ``index/masks.py``). Budgeted masks and other tensors go the general way.
 
         Raises: never (for a correctly shaped tensor).
         """
         state, eos_taken = self._history[-1]
-        fill = _mw.fill_row
+        fill = masks.fill_row
         if fill is not None and self._budget is None:
             # one C call when the tensor is the last one written and unchanged since: it
             # takes the state's cached mask form from the index's dict and marks it used
             if eos_taken:
-                if fill(_mw.last, bitmask, row, None):
+                if fill(masks.last, bitmask, row, None):
                     return
             else:
-                done = fill(_mw.last, bitmask, row, self._forms, state)
+                done = fill(masks.last, bitmask, row, self._forms, state)
                 if done:
                     return
-                if done is None and fill(_mw.last, bitmask, row, self._fill_form(state)[0]):
+                if done is None and fill(masks.last, bitmask, row, self._fill_form(state)[0]):
                     return  # the state's first form (a partial index stand-in: no cache)
         words = None
         if not eos_taken:
@@ -143,21 +142,24 @@ class Matcher(BaseMatcher):
                 words = self._budget.mask(state, self.remaining_tokens())
             if words is None:
                 words = self._index.bitmask(state)
-        _mw.write(bitmask, row, words)
+        masks.write(bitmask, row, words)
 
     def _fill_form(self, state: int) -> list:
         """``[form, used]`` of ``state``'s mask for the C writer (``TokenIndex.fill_form``;
-        an index without it: the plain mask, uncached)."""
+        an index without it: the plain mask, uncached).
+        """
         make = getattr(self._index, "fill_form", None)
         return make(state) if make is not None else [self._index.bitmask(state), True]
 
-    def _next(self, state: int, eos_taken: bool, token_id: int, used: int) -> tuple[int, bool] | None:
+    def _next(
+        self, state: int, eos_taken: bool, token_id: int, used: int
+    ) -> tuple[int, bool] | None:
         """Step after ``token_id`` when ``used`` non-EOS tokens were accepted before it."""
         if eos_taken:
             return None
         if token_id in self._eos:
-            return (state, True) if is_accepting(self._dfa, state) else None
-        nxt = token_step(self._index, state, int(token_id))  # reads the index's step memo
+            return (state, True) if self._dfa.is_accepting(state) else None
+        nxt = int(self._index.token_next_state(state, int(token_id)))  # reads the index's step memo
         if nxt < 0:
             return None
         if self._budget is not None and not self._budget.within(nxt, self.max_tokens - used - 1):
@@ -211,14 +213,14 @@ class Matcher(BaseMatcher):
         dfa = self._dfa
         out = bytearray()
         seen = set()
-        while not is_accepting(dfa, state) and state not in seen:
-            live = np.nonzero(byte_row(dfa, state) >= 0)[0]
+        while not dfa.is_accepting(state) and state not in seen:
+            live = np.nonzero(dfa.row(state) >= 0)[0]
             if live.shape[0] != 1:
                 break
             seen.add(state)
             byte = int(live[0])
             out.append(byte)
-            state = int(byte_row(dfa, state)[byte])
+            state = int(dfa.row(state)[byte])
         return bytes(out)
 
     # ---- copies --------------------------------------------------------------

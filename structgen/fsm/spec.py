@@ -64,7 +64,7 @@ class LoweredRegex(NamedTuple):
 
     Attributes:
         pattern: the regex (Python ``re`` dialect, fullmatch); the raw code point
-            ``PLACEHOLDER_BASE + i`` (``_schema_refs``) stands for ``definitions[i]``.
+            ``PLACEHOLDER_BASE + i`` (``regex.definitions``) stands for ``definitions[i]``.
         definitions: shared subpatterns, each referring only to earlier ones.
         warnings: messages about spec parts that were ignored or approximated.
     """
@@ -79,7 +79,7 @@ class LoweredRegex(NamedTuple):
         Raises:
             GrammarTooComplexError: the written-out text is too large.
         """
-        from ._schema_refs import expand_shared
+        from .regex.definitions import expand_shared
 
         return expand_shared(self.pattern, list(self.definitions))
 
@@ -178,18 +178,22 @@ class JsonSchema(RegexSpec):
 
     def lower(self, *, max_convert_seconds: float | None = None) -> LoweredRegex:
         """The schema checked against its metaschema, then converted (``json_schema``)."""
-        from ._schema_check import check_schema
         from .json_schema import CONVERT_MAX_SECONDS, json_schema_to_shared
+        from .json_schema.check import check_schema
 
         schema = schema_for(self.schema)
         if isinstance(schema, dict):
             check_schema(schema)  # jsonschema's verdict; common schemas by a fast table
         warnings: list[str] = []
         pattern, definitions = json_schema_to_shared(
-            schema, whitespace=self.whitespace, strict=self.strict,
+            schema,
+            whitespace=self.whitespace,
+            strict=self.strict,
             allow_extra_properties=self.allow_extra_properties,
-            max_recursion_depth=self._depth(), warnings=warnings,
-            max_convert_seconds=CONVERT_MAX_SECONDS if max_convert_seconds is None
+            max_recursion_depth=self._depth(),
+            warnings=warnings,
+            max_convert_seconds=CONVERT_MAX_SECONDS
+            if max_convert_seconds is None
             else max_convert_seconds,
         )
         return LoweredRegex(pattern, tuple(definitions), tuple(warnings))
@@ -206,8 +210,13 @@ class JsonSchema(RegexSpec):
         Raises:
             InvalidSchemaError: the schema is not a dict, bool, JSON text or model class.
         """
-        options = (self.whitespace, self.strict, self.allow_extra_properties, self._depth(),
-                   self.trigger)
+        options = (
+            self.whitespace,
+            self.strict,
+            self.allow_extra_properties,
+            self._depth(),
+            self.trigger,
+        )
         return ("json", json.dumps(schema_for(self.schema), sort_keys=False), options)
 
 
@@ -235,7 +244,7 @@ class Choice(RegexSpec):
 
     def lower(self, *, max_convert_seconds: float | None = None) -> LoweredRegex:
         """One alternative per distinct option, each written literally."""
-        from .regex_escape import escape_literal
+        from .regex.escape import escape_literal
 
         alternatives = (escape_literal(c) for c in dict.fromkeys(self.options))
         return LoweredRegex("(?:" + "|".join(alternatives) + ")")
@@ -269,11 +278,14 @@ class Concatenation(RegexSpec):
             raise RequestError("Concatenation needs at least one part")
         for p in parts:
             if not isinstance(p, RegexSpec):
-                raise RequestError("Concatenation joins Regex, JsonSchema, Choice or "
-                                   f"Concatenation specs; got {type(p).__name__}")
+                raise RequestError(
+                    "Concatenation joins Regex, JsonSchema, Choice or "
+                    f"Concatenation specs; got {type(p).__name__}"
+                )
             if p.trigger is not None:
-                raise RequestError("a part of a Concatenation cannot have a trigger; give it to "
-                                   "the Concatenation")
+                raise RequestError(
+                    "a part of a Concatenation cannot have a trigger; give it to the Concatenation"
+                )
         object.__setattr__(self, "parts", parts)
         object.__setattr__(self, "trigger", trigger)
 
@@ -285,24 +297,27 @@ class Concatenation(RegexSpec):
                 point of the placeholder range that is not its own placeholder.
             GrammarTooComplexError: more definitions than placeholders.
         """
-        from ._schema_refs import MAX_DEFINITIONS, PLACEHOLDER_BASE
+        from .regex.definitions import MAX_DEFINITIONS, PLACEHOLDER_BASE
 
         lowered = [p.lower(max_convert_seconds=max_convert_seconds) for p in self.parts]
         total = sum(len(low.definitions) for low in lowered)
         if total > MAX_DEFINITIONS:
-            raise GrammarTooComplexError(f"a Concatenation shares {total} definitions, more than "
-                                         f"{MAX_DEFINITIONS}")
+            raise GrammarTooComplexError(
+                f"a Concatenation shares {total} definitions, more than {MAX_DEFINITIONS}"
+            )
         pieces: list[str] = []
         definitions: list[str] = []
         warnings: list[str] = []
         for low in lowered:
             own, offset = len(low.definitions), len(definitions)
             texts = (low.pattern, *low.definitions)
-            if own < total and any(_has_code_point(t, PLACEHOLDER_BASE + own,
-                                                   PLACEHOLDER_BASE + total) for t in texts):
+            if own < total and any(
+                _has_code_point(t, PLACEHOLDER_BASE + own, PLACEHOLDER_BASE + total) for t in texts
+            ):
                 raise UnsupportedRegexError(
                     "a raw code point of the shared-definition range in a Concatenation part; "
-                    "write it as an escape")
+                    "write it as an escape"
+                )
             if offset:  # move this part's placeholders past the earlier parts' definitions
                 shift = {PLACEHOLDER_BASE + i: PLACEHOLDER_BASE + offset + i for i in range(own)}
                 texts = tuple(t.translate(shift) for t in texts)

@@ -42,7 +42,7 @@ class StructgenLogitsProcessor(LogitsProcessor):
     Args:
         grammar: a grammar compiled for the tokenizer's vocabulary.
         max_tokens: token budget per row (pass ``max_new_tokens``): the grammar then
-            closes the document in time (see ``structgen.fsm.budget``). None: no budget.
+            closes the document in time (see ``structgen.fsm.index.budget``). None: no budget.
     """
 
     def __init__(self, grammar: CompiledGrammar, max_tokens: int | None = None) -> None:

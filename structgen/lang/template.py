@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from structgen.errors import RequestError
-from structgen.fsm.regex_escape import escape_class_char, escape_literal
+from structgen.fsm.regex.escape import escape_class_char, escape_literal
 from structgen.lang.expr import ExprSource, TemplateFill
 from structgen.runtime.outputs import RequestOutput
 

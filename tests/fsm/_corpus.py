@@ -8,10 +8,14 @@ from typing import Any
 
 import jsonschema
 
-from structgen.errors import (GrammarTooComplexError, InvalidSchemaError, StructgenError,
-                              UnsupportedSchemaError)
+from structgen.errors import (
+    GrammarTooComplexError,
+    InvalidSchemaError,
+    StructgenError,
+    UnsupportedSchemaError,
+)
 from structgen.fsm import compile_json_schema
-from structgen.fsm._schema_ids import RefIndex
+from structgen.fsm.json_schema.ids import RefIndex
 
 CORPORA = Path(__file__).resolve().parents[2].parent / "shared" / "corpora"
 EXPECTED_ERRORS = (UnsupportedSchemaError, GrammarTooComplexError, InvalidSchemaError)
@@ -52,7 +56,8 @@ def _valid_under(instance: Any, schema: Any, root: Any) -> bool:
         schema = {**{k: root[k] for k in ("$defs", "definitions") if k in root}, **schema}
     try:
         return jsonschema.validators.validator_for(root if isinstance(root, dict) else {})(
-            schema).is_valid(instance)
+            schema
+        ).is_valid(instance)
     except Exception:  # noqa: BLE001 - an unresolvable reference decides nothing
         return False
 
@@ -81,8 +86,10 @@ def _branches(schema: Any, index: RefIndex, depth: int = 0, instance: Any = None
 
 
 def canonical(instance: Any, schema: Any, root: Any) -> Any:
-    """``instance`` with object keys in schema order: ``properties`` (all merged branches, in order),
-    then ``required`` keys, then the others as they come; applied recursively. ``root`` is
+    """``instance`` with object keys in schema order.
+
+    Keys of ``properties`` come first (all merged branches, in order), then ``required``
+    keys, then the others as they come; applied recursively. ``root`` is
     the schema document (``schema`` is it or one of its subschemas, as given or as its
     ``RefIndex`` rewrote it)."""
     index = _index(root)
@@ -92,10 +99,11 @@ def canonical(instance: Any, schema: Any, root: Any) -> Any:
 DEPENDENCY_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
 
 
-def _present_dependencies(instance: dict, branches: list[dict],
-                          index: RefIndex) -> list[tuple[str, dict]]:
+def _present_dependencies(
+    instance: dict, branches: list[dict], index: RefIndex
+) -> list[tuple[str, dict]]:
     """``(trigger, dependent schema)`` of each dependency whose trigger key ``instance``
-    has, in the order the compiler merges them (``_schema_depends``: the object schema,
+    has, in the order the compiler merges them (``json_schema.dependencies``: the object schema,
     then per trigger its key, then the keys and properties its dependent schema adds);
     an array of keys is ``{"required": keys}``."""
     out = []

@@ -42,8 +42,9 @@ class DigitRunGrammar(BaseCompiledGrammar):
         self.warnings = []
         self.vocab = vocab
         if vocab is not None:
-            self.digit_ids = frozenset(t for t, b in enumerate(vocab.token_bytes)
-                                       if len(b) == 1 and b.isdigit())
+            self.digit_ids = frozenset(
+                t for t, b in enumerate(vocab.token_bytes) if len(b) == 1 and b.isdigit()
+            )
             self.eos_ids = frozenset(vocab.eos_token_ids)
             self.digit_words = torch.from_numpy(_words(self.digit_ids, vocab.vocab_size))
             self.eos_words = torch.from_numpy(_words(self.eos_ids, vocab.vocab_size))
@@ -81,8 +82,11 @@ class DigitRunMatcher(BaseMatcher):
         bitmask[row].zero_()
         if self.eos_taken:
             return
-        words = (self.grammar.digit_words if self.num_digits < self.grammar.spec.length
-                 else self.grammar.eos_words)
+        words = (
+            self.grammar.digit_words
+            if self.num_digits < self.grammar.spec.length
+            else self.grammar.eos_words
+        )
         bitmask[row, : words.shape[0]] = words
 
     def advance(self, token_id) -> bool:

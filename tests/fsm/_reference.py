@@ -9,7 +9,7 @@ import jsonschema
 
 
 def jsonschema_valid(schema: Any, instance: Any) -> bool:
-    """``instance`` valid under ``schema`` for the draft its ``$schema`` names (2020-12 by default)."""
+    """``instance`` valid under ``schema`` for the draft its ``$schema`` names (default 2020-12)."""
     return jsonschema.validators.validator_for(schema)(schema).is_valid(instance)
 
 

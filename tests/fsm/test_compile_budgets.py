@@ -6,14 +6,17 @@ import pytest
 
 from structgen.errors import GrammarTooComplexError
 from structgen.fsm import compile_choice, compile_json_schema, compile_regex
-from structgen.fsm.dfa import DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES
+from structgen.fsm.regex.dfa import DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES
 
 BLOWUP = r"(?:a|b)*a(?:a|b){20}"  # 2^21 states if explored; its eager rows alone exceed 50
 
 
 def test_regex_budgets_reach_the_automaton() -> None:
     grammar = compile_regex(BLOWUP)
-    assert (grammar.dfa.max_states, grammar.dfa.max_seconds) == (DEFAULT_MAX_STATES, DEFAULT_MAX_SECONDS)
+    assert (grammar.dfa.max_states, grammar.dfa.max_seconds) == (
+        DEFAULT_MAX_STATES,
+        DEFAULT_MAX_SECONDS,
+    )
     small = compile_regex(BLOWUP, max_states=5000, max_seconds=3.0)
     assert small is not grammar and (small.dfa.max_states, small.dfa.max_seconds) == (5000, 3.0)
     with pytest.raises(GrammarTooComplexError):

@@ -18,8 +18,18 @@ from tests.fsm._corpus import CORPORA
 pytestmark = pytest.mark.slow
 
 PLAIN = CORPORA / "jsonschemabench" / "plain"
-SUBSETS = ["Glaiveai2K", "BFCL_simple", "BFCL_multiple", "JME", "Github_easy", "MCPspec",
-           "Synthesized", "BFCL_java", "Github_trivial", "WashingtonPost"]
+SUBSETS = [
+    "Glaiveai2K",
+    "BFCL_simple",
+    "BFCL_multiple",
+    "JME",
+    "Github_easy",
+    "MCPspec",
+    "Synthesized",
+    "BFCL_java",
+    "Github_trivial",
+    "WashingtonPost",
+]
 
 
 def _pick_schemas(n: int = 20) -> list[tuple[str, dict]]:
@@ -46,16 +56,30 @@ def _pick_schemas(n: int = 20) -> list[tuple[str, dict]]:
 def test_smollm2_outputs_validate_on_20_corpus_schemas(smollm2_engine):
     picked = _pick_schemas()
     assert len(picked) == 20
-    prompts = [[{"role": "user", "content": "Write one realistic JSON instance of this JSON "
-                 f"Schema:\n{json.dumps(schema)[:1500]}"}] for _, schema in picked]
-    outs = smollm2_engine.generate(prompts, SamplingParams(max_tokens=200, temperature=0.0),
-                                   [JsonSchema(schema) for _, schema in picked])
+    prompts = [
+        [
+            {
+                "role": "user",
+                "content": "Write one realistic JSON instance of this JSON "
+                f"Schema:\n{json.dumps(schema)[:1500]}",
+            }
+        ]
+        for _, schema in picked
+    ]
+    outs = smollm2_engine.generate(
+        prompts,
+        SamplingParams(max_tokens=200, temperature=0.0),
+        [JsonSchema(schema) for _, schema in picked],
+    )
     problems = []
     for (name, schema), out in zip(picked, outs):
         try:
-            jsonschema.validate(json.loads(out.text), schema,
-                                format_checker=jsonschema.FormatChecker())
+            jsonschema.validate(
+                json.loads(out.text), schema, format_checker=jsonschema.FormatChecker()
+            )
         except Exception as exc:  # collect every failure, report them together
-            problems.append(f"{name} ({out.finish_reason}): {type(exc).__name__}: "
-                            f"{str(exc)[:200]} :: {out.text[:200]!r}")
+            problems.append(
+                f"{name} ({out.finish_reason}): {type(exc).__name__}: "
+                f"{str(exc)[:200]} :: {out.text[:200]!r}"
+            )
     assert not problems, "\n".join(problems)

@@ -42,17 +42,27 @@ def _run_subset(subset: str) -> dict:
         accepted += a
         if a:
             bad.append(f"{f.name}: {reason}")
-    return {"compiled": compiled, "rejected_valid": rejected, "accepted_invalid": accepted,
-            "sampled": len(pick), "bad": bad}
+    return {
+        "compiled": compiled,
+        "rejected_valid": rejected,
+        "accepted_invalid": accepted,
+        "sampled": len(pick),
+        "bad": bad,
+    }
 
 
 @pytest.mark.skipif(not PLAIN.is_dir(), reason="../shared/corpora not beside the checkout")
 def test_maskbench_sample_ratchet():
     results = {s: _run_subset(s) for s in _subsets()}
     if os.environ.get("STRUCTGEN_WRITE_BASELINE"):
-        BASELINE.write_text(json.dumps(
-            {s: {k: v for k, v in r.items() if k != "bad"} for s, r in results.items()},
-            indent=1, sort_keys=True) + "\n")
+        BASELINE.write_text(
+            json.dumps(
+                {s: {k: v for k, v in r.items() if k != "bad"} for s, r in results.items()},
+                indent=1,
+                sort_keys=True,
+            )
+            + "\n"
+        )
     baseline = json.loads(BASELINE.read_text())
     problems = []
     for subset, r in results.items():
@@ -64,6 +74,7 @@ def test_maskbench_sample_ratchet():
         if r["compiled"] < b["compiled"]:
             problems.append(f"{subset}: compiled {r['compiled']} < baseline {b['compiled']}")
         if r["rejected_valid"] > b["rejected_valid"]:
-            problems.append(f"{subset}: rejects {r['rejected_valid']} valid > baseline "
-                            f"{b['rejected_valid']}")
+            problems.append(
+                f"{subset}: rejects {r['rejected_valid']} valid > baseline {b['rejected_valid']}"
+            )
     assert not problems, "\n".join(problems)

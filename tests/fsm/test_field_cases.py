@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from structgen.errors import GrammarTooComplexError, UnsupportedSchemaError
+from structgen.errors import UnsupportedSchemaError
 from structgen.fsm import Vocabulary, compile_json_schema, compile_regex
 
 CASES_FILE = Path(__file__).resolve().parents[3] / "shared" / "cases" / "field_cases.jsonl"
@@ -37,8 +37,9 @@ def cases() -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def byte_vocab() -> Vocabulary:
     """One token per byte (like a byte-fallback tokenizer with no merges) + EOS."""
-    return Vocabulary([bytes([b]) for b in range(256)] + [b"</s>"], eos_token_ids=[EOS],
-                      special_token_ids=[EOS])
+    return Vocabulary(
+        [bytes([b]) for b in range(256)] + [b"</s>"], eos_token_ids=[EOS], special_token_ids=[EOS]
+    )
 
 
 def _force(grammar, vocab: Vocabulary, text: str | bytes) -> tuple[bool, object]:
@@ -84,8 +85,9 @@ def test_unicode_multitoken_emoji_range(cases, byte_vocab) -> None:
 
 
 def test_string_escaped_quote(cases, byte_vocab) -> None:
-    grammar = compile_json_schema(cases["field-string-escaped-quote"]["schema"], byte_vocab,
-                                  whitespace="flexible")
+    grammar = compile_json_schema(
+        cases["field-string-escaped-quote"]["schema"], byte_vocab, whitespace="flexible"
+    )
     doc = '{"quote": "She said \\"hi\\" and left. C:\\\\temp"}'
     assert json.loads(doc)["quote"] == 'She said "hi" and left. C:\\temp'
     assert _force(grammar, byte_vocab, doc)[0]
@@ -118,13 +120,26 @@ def test_maxlength_string_keeps_escapes(cases, byte_vocab) -> None:
 
 
 def test_number_exponent_forms(cases, byte_vocab) -> None:
-    grammar = compile_json_schema(cases["field-number-exponent-forms"]["schema"], byte_vocab,
-                                  whitespace="flexible")
+    grammar = compile_json_schema(
+        cases["field-number-exponent-forms"]["schema"], byte_vocab, whitespace="flexible"
+    )
     for num in ["1e2", "1E5", "6.022e23", "1.0e2", "1e+2", "1e-2", "-0.5", "-0", "0.0"]:
         assert _force(grammar, byte_vocab, '{"value": ' + num + "}")[0], num
         json.loads(num)
-    for num in ["1.e2", "0.e2", "-1.e2", "-0.E-2", ".5", "01", "1.", "+1", "1e", "1e+", "NaN",
-                "Infinity"]:
+    for num in [
+        "1.e2",
+        "0.e2",
+        "-1.e2",
+        "-0.E-2",
+        ".5",
+        "01",
+        "1.",
+        "+1",
+        "1e",
+        "1e+",
+        "NaN",
+        "Infinity",
+    ]:
         assert not grammar.matches('{"value": ' + num + "}"), num
     for prefix in ['{"value": 1.', '{"value": 1e']:
         ok, m = _force(grammar, byte_vocab, prefix)
@@ -143,8 +158,16 @@ def test_numeric_bounds_enforced(cases, byte_vocab) -> None:
 
     assert _force(grammar, byte_vocab, doc())[0]
     assert _force(grammar, byte_vocab, doc(b=-3))[0]
-    for field, value in [("a", 50), ("b", 15), ("c", 7), ("d", 1.1), ("e", 3.0), ("d", 1),
-                         ("e", 3), ("c", 7.5)]:
+    for field, value in [
+        ("a", 50),
+        ("b", 15),
+        ("c", 7),
+        ("d", 1.1),
+        ("e", 3.0),
+        ("d", 1),
+        ("e", 3),
+        ("c", 7.5),
+    ]:
         text = doc(**{field: value})
         assert not grammar.matches(text), text
         prefix = text[: text.index('"%s":' % field) + len(field) + 3]
@@ -164,8 +187,9 @@ def test_numeric_bounds_enforced(cases, byte_vocab) -> None:
 
 
 def test_pattern_with_anchors(cases, byte_vocab) -> None:
-    grammar = compile_json_schema(cases["field-pattern-with-anchors"]["schema"], byte_vocab,
-                                  whitespace="flexible")
+    grammar = compile_json_schema(
+        cases["field-pattern-with-anchors"]["schema"], byte_vocab, whitespace="flexible"
+    )
     assert _force(grammar, byte_vocab, '{"address": {"postalCode": "02139"}}')[0]
     for bad in ["2139", "021390", "ab123", "^02139$", "^02139"]:
         assert not grammar.matches('{"address": {"postalCode": "' + bad + '"}}'), bad
@@ -173,8 +197,9 @@ def test_pattern_with_anchors(cases, byte_vocab) -> None:
 
 
 def test_empty_properties_object(cases) -> None:
-    grammar = compile_json_schema(cases["field-empty-properties-object"]["schema"],
-                                  whitespace="flexible")
+    grammar = compile_json_schema(
+        cases["field-empty-properties-object"]["schema"], whitespace="flexible"
+    )
     assert grammar.matches('{"noop": {}, "name": "x"}')
     assert grammar.matches('{"noop":{},"name":"x"}')
     # documented strict mode: no extra keys, and the compile result says so
@@ -183,8 +208,12 @@ def test_empty_properties_object(cases) -> None:
     extra = compile_json_schema({"type": "object", "properties": {}}, allow_extra_properties=True)
     assert extra.matches('{"k":1}')
     # a failing sub-schema of a multi-tool schema is reported by its path
-    tools = {"anyOf": [{"type": "object", "properties": {"a": {"type": "string"}}},
-                       {"type": "object", "properties": {"b": {"type": "string", "format": "iri"}}}]}
+    tools = {
+        "anyOf": [
+            {"type": "object", "properties": {"a": {"type": "string"}}},
+            {"type": "object", "properties": {"b": {"type": "string", "format": "iri"}}},
+        ]
+    }
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_json_schema(tools)
     assert info.value.pointer == "/anyOf/1/properties/b" and info.value.keyword == "format"
@@ -192,7 +221,7 @@ def test_empty_properties_object(cases) -> None:
 
 def test_large_maxlength_compiles_lazily(cases) -> None:
     # was: compile failed fast with GrammarTooComplexError; the lazy automaton keeps the
-    # 100000 as a count (tests/fsm/test_automaton.py checks states built and masks)
+    # 100000 as a count (tests/fsm/regex/test_automaton.py checks states built and masks)
     grammar = compile_json_schema(cases["field-large-maxlength-cost"]["schema"])
     assert grammar.dfa.num_rows_built < 1000
 
@@ -211,8 +240,10 @@ def test_recursive_ref_definitions(cases) -> None:
     deeper = compile_json_schema(schema, whitespace="flexible", max_recursion_depth=20)
     assert len(deeper.definitions) - len(grammar.definitions) <= 4 * 10
     assert len(grammar.definitions) <= 4 * 10 + 2 and grammar.dfa.arena.num_terms < 2000
-    doc = ('{"ParentId": "abc1", "ChildResources": [{"PathPart": "users", "ChildResources": '
-           '[{"PathPart": "{id}"}]}]}')
+    doc = (
+        '{"ParentId": "abc1", "ChildResources": [{"PathPart": "users", "ChildResources": '
+        '[{"PathPart": "{id}"}]}]}'
+    )
     assert grammar.matches(doc)
     assert any("unrolled to depth 10" in w for w in grammar.warnings)  # documented limit
 
@@ -248,9 +279,10 @@ def test_runaway_whitespace(cases, byte_vocab) -> None:
 
 
 def test_eos_masked_until_complete(cases, byte_vocab) -> None:
-    grammar = compile_json_schema(cases["field-eos-masked-until-complete"]["schema"], byte_vocab,
-                                  whitespace="flexible")
-    for prefix in ['{', '{"name": "Al', '{"name": "Al", "age": 4']:
+    grammar = compile_json_schema(
+        cases["field-eos-masked-until-complete"]["schema"], byte_vocab, whitespace="flexible"
+    )
+    for prefix in ["{", '{"name": "Al', '{"name": "Al", "age": 4']:
         ok, m = _force(grammar, byte_vocab, prefix)
         assert EOS not in _allowed(m, 257), prefix
     m = grammar.matcher()
@@ -261,8 +293,9 @@ def test_eos_masked_until_complete(cases, byte_vocab) -> None:
 
 
 def test_jump_forward_forced_text(cases, byte_vocab) -> None:
-    grammar = compile_json_schema(cases["field-jump-forward-array-string-artifact"]["schema"],
-                                  byte_vocab)
+    grammar = compile_json_schema(
+        cases["field-jump-forward-array-string-artifact"]["schema"], byte_vocab
+    )
     m = grammar.matcher()
     assert m.forced_bytes() == b'{"reservationID":"'
     assert all(m.advance(b) for b in b'{"reservationID":"r1"')

@@ -26,8 +26,11 @@ def bpe():
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=600,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(_CORPUS, trainer)
     vocab = Vocabulary.from_tokenizer(tok, eos_token_ids=[0])
 
@@ -101,8 +104,11 @@ def test_cjk_alternatives_sharing_a_first_byte(bpe) -> None:
 
 def test_no_merge_past_the_forced_text_in_json(bpe) -> None:
     encode, vocab = bpe
-    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-              "required": ["name", "age"]}
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+    }
     grammar = compile_json_schema(schema, vocab)
     m = grammar.matcher()
     plan = plan_jump_forward(m, [], encode, vocab)
@@ -115,14 +121,22 @@ def test_no_merge_past_the_forced_text_in_json(bpe) -> None:
 
 def test_plan_is_valid_or_empty_on_random_walks(bpe) -> None:
     encode, vocab = bpe
-    schema = {"type": "object", "properties": {
-        "reservationID": {"type": "string", "maxLength": 8},
-        "specialRequests": {"type": "array", "items": {"enum": ["window seat", "vegan", "日本"]}}},
-        "required": ["reservationID", "specialRequests"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "reservationID": {"type": "string", "maxLength": 8},
+            "specialRequests": {
+                "type": "array",
+                "items": {"enum": ["window seat", "vegan", "日本"]},
+            },
+        },
+        "required": ["reservationID", "specialRequests"],
+    }
     grammar = compile_json_schema(schema, vocab)
     rng = random.Random(0)
     import numpy as np
     import torch
+
     mask = torch.zeros(1, (vocab.vocab_size + 31) // 32, dtype=torch.int32)
     num_plans = 0
     for _ in range(30):
@@ -170,10 +184,14 @@ def test_smollm2_retokenizes_key_with_closing_quote(smollm2_tokenizer, smollm2_v
         return smollm2_tokenizer.encode(text, add_special_tokens=False)
 
     vocab = smollm2_vocab
-    schema = {"type": "object", "properties": {"reservationID": {"type": "string"},
-                                               "specialRequests": {"type": "array",
-                                                                   "items": {"type": "string"}}},
-              "required": ["reservationID", "specialRequests"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "reservationID": {"type": "string"},
+            "specialRequests": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["reservationID", "specialRequests"],
+    }
     grammar = compile_json_schema(schema, vocab)
     prefix = encode('{"reservationID":"R12')
     m = _feed(grammar, prefix)

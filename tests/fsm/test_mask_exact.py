@@ -88,8 +88,11 @@ def _sample_states(grammar, vocab, tokenizer, instances, rng) -> list[tuple[obje
     m, prefix = grammar.matcher(), b""
     for step in range(40):
         m.fill_bitmask(buf, 0)
-        allowed = [t for t in _unpack(buf[0], vocab.vocab_size).nonzero()[0].tolist()
-                   if t not in vocab.eos_token_ids]
+        allowed = [
+            t
+            for t in _unpack(buf[0], vocab.vocab_size).nonzero()[0].tolist()
+            if t not in vocab.eos_token_ids
+        ]
         if not allowed:
             break
         if step % 8 == 7:
@@ -116,7 +119,8 @@ def test_masks_exact_by_brute_force(smollm2_tokenizer, smollm2_vocab) -> None:
         grammar = compile_json_schema(schema, vocab)
         dfa = grammar.dfa
         checker = jsonschema.validators.validator_for(schema)(
-            schema, format_checker=jsonschema.FormatChecker())
+            schema, format_checker=jsonschema.FormatChecker()
+        )
         for m, prefix in _sample_states(grammar, vocab, smollm2_tokenizer, instances, rng):
             state = m.state
             assert dfa.walk(dfa.initial, prefix) == state
@@ -136,12 +140,18 @@ def test_masks_exact_by_brute_force(smollm2_tokenizer, smollm2_vocab) -> None:
             for eos in vocab.eos_token_ids:
                 ref[eos] = dfa.is_accepting(state)
             diff = np.nonzero(mask != ref)[0][:10].tolist()
-            assert not diff, (name, prefix, [(t, vocab.token_bytes[t], bool(mask[t])) for t in diff])
+            assert not diff, (
+                name,
+                prefix,
+                [(t, vocab.token_bytes[t], bool(mask[t])) for t in diff],
+            )
             # liveness, checked outside the automaton: complete and validate with jsonschema
             for nxt, tids in targets.items():
                 tail = _completion(dfa, nxt)
                 assert tail is not None, (name, prefix, nxt)
-                for tid in rng.sample(tids, min(len(tids), max(1, VALIDATED_PER_STATE // len(targets)))):
+                for tid in rng.sample(
+                    tids, min(len(tids), max(1, VALIDATED_PER_STATE // len(targets)))
+                ):
                     doc = prefix + vocab.token_bytes[tid] + tail
                     instance = json.loads(doc.decode("utf-8"))
                     errors = [e.message for e in checker.iter_errors(instance)]

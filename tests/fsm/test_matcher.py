@@ -146,14 +146,46 @@ def _random_walk(grammar, vocab: Vocabulary, rng: random.Random, max_steps: int 
 
 
 def test_random_walks_hand_built() -> None:
-    tokens = [b"<eos>", b"<s>", b"{", b"}", b'"', b"a", b"1", b",", b":", b'{"', b'a"', b"\xc3",
-              b"\xa9", b"\xc3\xa9", b"\\", b"n", b"-", b"0", b"12", b".5", b"e", b"true", b"t",
-              b"[", b"]", b'":', b'"k"']
+    tokens = [
+        b"<eos>",
+        b"<s>",
+        b"{",
+        b"}",
+        b'"',
+        b"a",
+        b"1",
+        b",",
+        b":",
+        b'{"',
+        b'a"',
+        b"\xc3",
+        b"\xa9",
+        b"\xc3\xa9",
+        b"\\",
+        b"n",
+        b"-",
+        b"0",
+        b"12",
+        b".5",
+        b"e",
+        b"true",
+        b"t",
+        b"[",
+        b"]",
+        b'":',
+        b'"k"',
+    ]
     # every printable ASCII byte is a token too, so no live DFA state is unreachable by tokens
     tokens += [bytes([c]) for c in range(32, 127) if bytes([c]) not in tokens]
     vocab = Vocabulary(tokens, eos_token_ids=[0], special_token_ids=[0, 1])
-    schema = {"type": "object", "properties": {"k": {"type": "string"}, "a": {"type": "number"},
-                                               "b": {"type": "array", "items": {"type": "boolean"}}}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "k": {"type": "string"},
+            "a": {"type": "number"},
+            "b": {"type": "array", "items": {"type": "boolean"}},
+        },
+    }
     grammar = compile_json_schema(schema, vocab)
     rng = random.Random(0)
     for _ in range(100):
@@ -162,10 +194,15 @@ def test_random_walks_hand_built() -> None:
 
 @pytest.mark.slow
 def test_random_walks_smollm2(smollm2_vocab: Vocabulary) -> None:
-    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
-                                               "age": {"type": "integer"},
-                                               "tags": {"type": "array", "items": {"enum": ["a", "é", "😀"]}}},
-              "required": ["name", "age"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 20},
+            "age": {"type": "integer"},
+            "tags": {"type": "array", "items": {"enum": ["a", "é", "😀"]}},
+        },
+        "required": ["name", "age"],
+    }
     grammar = compile_json_schema(schema, smollm2_vocab)
     rng = random.Random(3)
     for _ in range(10):

@@ -28,9 +28,19 @@ from structgen.fsm.spec import (
     to_constraint,
 )
 
-TREE = {"$defs": {"node": {"type": "object", "properties": {
-    "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
-    "required": ["v", "kids"]}}, "$ref": "#/$defs/node"}
+TREE = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {
+                "v": {"type": "integer"},
+                "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+            },
+            "required": ["v", "kids"],
+        }
+    },
+    "$ref": "#/$defs/node",
+}
 DEEP = '{"v":1,"kids":[' * 6 + '{"v":2,"kids":[]}' + "]}" * 6
 
 

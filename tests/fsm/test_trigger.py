@@ -25,7 +25,7 @@ def _reference(text: bytes, trigger: bytes, inner: str) -> bool:
     if i < 0:
         return False
     try:
-        rest = text[i + len(trigger):].decode("utf-8")
+        rest = text[i + len(trigger) :].decode("utf-8")
     except UnicodeDecodeError:
         return False
     return re.fullmatch(inner, rest) is not None
@@ -59,9 +59,30 @@ def _allowed(row: torch.Tensor, n: int) -> set[int]:
     return {i for i in range(n) if (words[i // 32] >> (i % 32)) & 1}
 
 
-TOKENS = [b"<eos>", b"<sp>", b"</t", b"hink>", b"</think>", b'</think>{"', b'>{"a":',
-          b"x", b"{", b'"a":', b"1", b"}", b"</think>}", b"\n", b"think", b">", b"<", b"/",
-          b'"', b"a", b"2}", b"</think></think>"]
+TOKENS = [
+    b"<eos>",
+    b"<sp>",
+    b"</t",
+    b"hink>",
+    b"</think>",
+    b'</think>{"',
+    b'>{"a":',
+    b"x",
+    b"{",
+    b'"a":',
+    b"1",
+    b"}",
+    b"</think>}",
+    b"\n",
+    b"think",
+    b">",
+    b"<",
+    b"/",
+    b'"',
+    b"a",
+    b"2}",
+    b"</think></think>",
+]
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 
 
@@ -81,7 +102,7 @@ def test_mask_before_trigger_is_free_except_bad_straddles(vocab: Vocabulary) -> 
         if tid in (0, 1):
             continue  # EOS (free text cannot end the output) and special tokens
         i = data.find(b"</think>")
-        if i < 0 or inner.dfa.walk(inner.dfa.initial, data[i + 8:]) >= 0:
+        if i < 0 or inner.dfa.walk(inner.dfa.initial, data[i + 8 :]) >= 0:
             expected.add(tid)
     assert _allowed(mask[0], len(TOKENS)) == expected
     assert 12 not in expected and 21 not in expected and 5 in expected
@@ -128,9 +149,11 @@ def test_budgeted_walks_end_with_trigger_and_valid_json(tiny_tokenizer) -> None:
     """Random walks under ``max_tokens``: the budget forces the trigger and a complete
     document in time; the part after the trigger validates with jsonschema."""
     vocab = Vocabulary.from_tokenizer(tiny_tokenizer)
-    schema = {"type": "object", "properties": {"ok": {"type": "boolean"},
-                                               "n": {"type": "integer", "maximum": 99}},
-              "required": ["ok", "n"]}
+    schema = {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer", "maximum": 99}},
+        "required": ["ok", "n"],
+    }
     grammar = compile_json_schema(schema, vocab, trigger="</think>")
     rng = random.Random(0)
     for seed in range(6):

@@ -1,0 +1,11 @@
+"""The index stage of the grammar pipeline: a byte DFA meets one vocabulary.
+
+Modules:
+
+* ``vocabulary``: the model's tokens as bytes (``Vocabulary``) and its token trie;
+* ``trie``: the token trie and its walk of a DFA state (in C where built,
+  ``csrc/tokentrie.c`` -> ``_tokentrie``; numpy fallback);
+* ``token_index``: per-state token masks and next states, cached (``TokenIndex``);
+* ``masks``: writing packed mask rows into a batch bitmask;
+* ``budget``: the completion budget, the tokens a grammar still needs to finish.
+"""

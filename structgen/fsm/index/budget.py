@@ -1,0 +1,310 @@
+"""Budget-aware completion: the fewest tokens that still reach acceptance, per state.
+
+A ``Matcher`` made with ``max_tokens=N`` only allows a token when, after it, a complete
+match can still be reached within the tokens that remain, so a request cut by its token
+budget still ends on a complete document (``finish_reason="length"``, valid output).
+
+Budget convention: ``max_tokens`` counts the non-EOS tokens the matcher accepts. EOS is
+not counted: an engine that stops on ``max_tokens`` without sampling EOS (structgen's, or
+transformers' ``max_new_tokens``) gets an accepted document after at most N tokens. An
+engine whose EOS token consumes one unit of the same budget passes ``max_tokens - 1``.
+
+Soundness. Every budget decision rests on ``upper[s]``: the length of a *known* token
+path from state ``s`` to acceptance (a witness). When a witness is recorded, every state
+along it gets an upper bound no larger than its remaining part, so a state with
+``upper[s] <= r`` always has a token to a state with ``upper <= r - 1``: masking never
+leaves a request with no way to finish in time. Witnesses come from (1) the shortest byte
+completion of ``s`` tokenized greedily (longest vocabulary token first), and (2) where
+that is not short enough, an exact breadth-first search over token edges (bounded to
+``max_search_states`` expanded states). Where the bounded search gives up, the token is
+refused (conservative, still sound); otherwise the budgeted mask is exact: a token is
+allowed iff acceptance is reachable in the remaining budget after it.
+
+Cost. Byte completions and witnesses are memoised per state in one table shared by all
+matchers of a token index (``budget_for``). A state whose successors all have witnesses
+shorter than the remaining budget returns the unbudgeted mask without further work, so a
+generous budget costs one dictionary lookup per step once the state was seen.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+
+import numpy as np
+
+from .token_index import pack_bitmask
+
+__all__ = ["CompletionBudget", "budget_for", "INF"]
+
+INF = 1 << 30
+
+_tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_tables_lock = threading.Lock()
+
+
+def budget_for(index) -> CompletionBudget:
+    """The shared ``CompletionBudget`` of a token index (created on first use)."""
+    with _tables_lock:
+        table = _tables.get(index)
+        if table is None:
+            table = _tables[index] = CompletionBudget(index)
+        return table
+
+
+class CompletionBudget:
+    """Memoised fewest-tokens-to-acceptance bounds over a ``TokenIndex``.
+
+    Args:
+        index: the token index (only ``next_states``, ``token_next_state``, ``dfa`` and
+            ``vocab`` are used).
+        max_search_states: bound on the states one exact token search expands.
+        max_cached_rows: bound on cached per-state successor tables (LRU).
+    """
+
+    def __init__(self, index, max_search_states: int = 256, max_cached_rows: int = 64) -> None:
+        self._index = index
+        self._dfa = index.dfa
+        vocab = index.vocab
+        self._vocab_size = vocab.vocab_size
+        self._num_words = (vocab.vocab_size + 31) // 32
+        self._eos = np.array(sorted(vocab.eos_token_ids), np.int64)
+        self.max_search_states = max_search_states
+        self._max_cached_rows = max_cached_rows
+        self._lock = threading.RLock()
+        usable: dict[bytes, int] = {}
+        banned = vocab.special_token_ids | vocab.eos_token_ids
+        for tid, data in enumerate(vocab.token_bytes):
+            if data and tid not in banned and data not in usable:
+                usable[data] = tid
+        self._token_of = usable
+        self._max_len = max((len(t) for t in usable), default=1)
+        self._byte_dist: dict[int, int] = {}
+        self._byte_next: dict[int, int] = {}
+        self._upper: dict[int, int] = {}
+        self._fails: dict[int, int] = {}  # state -> a k with "no path of <= k tokens"
+        self._worst: dict[int, int] = {}  # state -> bound on max upper over successors
+        self._rows: OrderedDict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
+        self._masks: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+
+    # ---- public ------------------------------------------------------------
+
+    def upper(self, state: int) -> int:
+        """Tokens of a known path from ``state`` to acceptance (``INF`` if none found)."""
+        with self._lock:
+            return self._upper_of(state)
+
+    def within(self, state: int, k: int) -> bool:
+        """True when a witness of at most ``k`` tokens from ``state`` to acceptance is known
+        or found (exact, unless the bounded search gives up: then False).
+        """
+        with self._lock:
+            return self._within(state, k)
+
+    def min_tokens(self, state: int, limit: int = 64) -> int:
+        """Exact fewest tokens from ``state`` to acceptance, searched up to ``limit``
+        (returns ``INF`` past it or when the bounded search gives up).
+        """
+        with self._lock:
+            for k in range(min(self._upper_of(state), limit + 1)):
+                if self._within(state, k):
+                    return k
+            u = self._upper_of(state)
+            return u if u <= limit else INF
+
+    def mask(self, state: int, remaining: int) -> np.ndarray | None:
+        """Packed int32 mask of the tokens allowed from ``state`` with ``remaining`` tokens
+        left, or None when it equals the unbudgeted mask. Raises: never.
+        """
+        with self._lock:
+            worst = self._worst.get(state)
+            if worst is not None and worst <= remaining - 1:
+                return None
+            key = (state, remaining)
+            hit = self._masks.get(key)
+            if hit is not None:
+                return hit
+            succ, _, inverse = self._successors(state)
+            if worst is None:
+                worst = max((self._upper_of(int(z)) for z in succ), default=0)
+                self._worst[state] = worst
+                if worst <= remaining - 1:
+                    return None
+            ok = np.fromiter((self._within(int(z), remaining - 1) for z in succ), bool, succ.size)
+            allowed = np.zeros(self._vocab_size, bool)
+            sel = inverse >= 0
+            allowed[sel] = ok[inverse[sel]]
+            if self._dfa.is_accepting(state):
+                allowed[self._eos] = True
+            packed = pack_bitmask(allowed, self._num_words)
+            packed.setflags(write=False)
+            self._masks[key] = packed
+            if len(self._masks) > 1024:
+                self._masks.popitem(last=False)
+            return packed
+
+    # ---- byte completions ----------------------------------------------------
+
+    def _byte_bfs(self, start: int) -> None:
+        """Exact shortest byte completion of ``start``; memoised along the path found."""
+        dist, nxt, dfa = self._byte_dist, self._byte_next, self._dfa
+        parent: dict[int, tuple[int, int]] = {start: (-1, -1)}
+        frontier, depth = [start], 0
+        best, best_state = INF, -1
+        while frontier and depth < best:
+            following = []
+            for y in frontier:
+                if y in dist:
+                    if depth + dist[y] < best:
+                        best, best_state = depth + dist[y], y
+                    continue
+                if dfa.is_accepting(y):
+                    dist[y], nxt[y] = 0, -1
+                    best, best_state = depth, y
+                    continue
+                row = dfa.row(y)
+                for b in np.nonzero(row >= 0)[0].tolist():
+                    z = int(row[b])
+                    if z not in parent:
+                        parent[z] = (y, b)
+                        following.append(z)
+            frontier, depth = following, depth + 1
+        if best_state < 0:
+            dist[start], nxt[start] = INF, -1
+            return
+        path = []
+        y = best_state
+        while y != start:
+            p, b = parent[y]
+            path.append((p, b))
+            y = p
+        for i, (p, b) in enumerate(reversed(path)):
+            dist.setdefault(p, best - i)
+            nxt.setdefault(p, b)
+
+    def _byte_completion(self, state: int) -> bytes | None:
+        if state not in self._byte_dist:
+            self._byte_bfs(state)
+        if self._byte_dist[state] >= INF:
+            return None
+        out = bytearray()
+        while self._byte_dist[state] > 0:
+            b = self._byte_next[state]
+            out.append(b)
+            state = int(self._dfa.row(state)[b])
+            if state not in self._byte_dist:
+                self._byte_bfs(state)
+        return bytes(out)
+
+    def _greedy_tokens(self, data: bytes) -> list[int] | None:
+        ids, i = [], 0
+        while i < len(data):
+            for n in range(min(self._max_len, len(data) - i), 0, -1):
+                tid = self._token_of.get(data[i : i + n])
+                if tid is not None:
+                    ids.append(tid)
+                    i += n
+                    break
+            else:
+                return None
+        return ids
+
+    # ---- witnesses -------------------------------------------------------------
+
+    def _record(self, states: list[int], tail: int) -> None:
+        """``states[i]`` reaches acceptance in ``len(states) - 1 - i + tail`` tokens."""
+        last = len(states) - 1
+        for i, s in enumerate(states):
+            value = last - i + tail
+            if value < self._upper.get(s, INF):
+                self._upper[s] = value
+
+    def _upper_of(self, state: int) -> int:
+        u = self._upper_greedy(state)
+        if u >= INF and self._fails.get(state, -1) < 64:
+            if self._search(state, 64) is False:  # vocabularies without single-byte tokens
+                self._fails[state] = 64
+            u = self._upper[state]
+        return u
+
+    def _upper_greedy(self, state: int) -> int:
+        """Memoised witness from the shortest byte completion, tokenized greedily."""
+        hit = self._upper.get(state)
+        if hit is not None:
+            return hit
+        if self._dfa.is_accepting(state):
+            self._upper[state] = 0
+            return 0
+        data = self._byte_completion(state)
+        ids = None if data is None else self._greedy_tokens(data)
+        if ids is None:
+            self._upper[state] = INF
+            return INF
+        states = [state]
+        for tid in ids:
+            states.append(int(self._index.token_next_state(states[-1], int(tid))))
+        self._record(states, 0)
+        return self._upper[state]
+
+    def _within(self, state: int, k: int) -> bool:
+        if k < 0:
+            return False
+        if self._upper_of(state) <= k:
+            return True
+        if self._fails.get(state, -1) >= k:
+            return False
+        found = self._search(state, k)
+        if found is False:
+            self._fails[state] = max(k, self._fails.get(state, -1))
+        return bool(found)
+
+    def _successors(self, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(distinct next states, one token to each, per-token index into them or -1)."""
+        hit = self._rows.get(state)
+        if hit is not None:
+            self._rows.move_to_end(state)
+            return hit
+        row = np.array(self._index.next_states(state), np.int64)
+        row[self._eos] = -1
+        valid = row >= 0
+        succ, first, inv = np.unique(row[valid], return_index=True, return_inverse=True)
+        inverse = np.full(self._vocab_size, -1, np.int32)
+        inverse[valid] = inv.reshape(-1)
+        tokens = np.nonzero(valid)[0][first]
+        hit = (succ, tokens, inverse)
+        self._rows[state] = hit
+        if len(self._rows) > self._max_cached_rows:
+            self._rows.popitem(last=False)
+        return hit
+
+    def _search(self, start: int, k: int) -> bool | None:
+        """Breadth-first over token edges: is there a path of <= ``k`` tokens?
+
+        True records the witness; False is exact; None means the search gave up.
+        """
+        parent: dict[int, int] = {start: -1}
+        frontier = [start]
+        expanded = 0
+        for depth in range(k):
+            following = []
+            for y in frontier:
+                if expanded >= self.max_search_states:
+                    return None
+                expanded += 1
+                for z in self._successors(y)[0].tolist():
+                    if z in parent:
+                        continue
+                    parent[z] = y
+                    u = self._upper_greedy(z)
+                    if u <= k - depth - 1:
+                        chain = [z]
+                        while parent[chain[-1]] >= 0:
+                            chain.append(parent[chain[-1]])
+                        self._record(chain[::-1], u)
+                        return True
+                    following.append(z)
+            if not following:
+                return False
+            frontier = following
+        return False

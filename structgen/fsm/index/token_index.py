@@ -1,0 +1,197 @@
+"""Which tokens each DFA state allows (``TokenIndex``), computed lazily and cached.
+
+For a state ``s`` every token of the vocabulary is run through the DFA at once by a
+walk of the vocabulary's token trie (``Vocabulary.token_trie``, ``trie.py``):
+each distinct token prefix the state can follow is stepped through the DFA once, and a
+dead transition prunes every token that starts with that prefix, so a first mask costs
+time in proportion to the live prefixes, not to vocabulary size x longest token. The
+DFA rows met on the way are built lazily (``ByteDFA.row_tables`` / ``gather``). Masks
+are packed as int32 words, token ``i`` at bit ``i % 32`` of word ``i // 32``
+(least-significant bit first).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from ..regex.dfa import ByteDFA
+from .masks import row_form
+from .trie import set_bits, walk_bytes
+from .vocabulary import Vocabulary
+
+__all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
+
+MAX_CACHE_BYTES = 256 << 20
+MAX_STEP_MEMO = 1 << 16  # memoised (state, token) steps per index (~10 MB at most)
+
+
+def pack_bitmask(allowed: np.ndarray, num_words: int | None = None) -> np.ndarray:
+    """Pack bool ``[n]`` into int32 ``[num_words]`` (default ``ceil(n / 32)``), LSB first."""
+    n = allowed.shape[0]
+    words = (n + 31) // 32 if num_words is None else num_words
+    padded = np.zeros(words * 32, bool)
+    padded[:n] = allowed
+    return np.packbits(padded, bitorder="little").view("<i4").astype(np.int32, copy=False)
+
+
+class TokenIndex:
+    """Token-level view of a ``ByteDFA`` for one ``Vocabulary``.
+
+    Two LRU caches: packed masks (what every decoding step reads: ``bitmask``; a mask
+    costs vocab_size / 8 bytes) and full next-state rows (``next_states``, read by the
+    token budget and tests; 4 bytes per token). A first mask walks the token trie for
+    the mask alone, so it writes no 4-byte-per-token row into fresh memory. A third
+    table, ``steps``, memoises ``token_next_state`` per (state, token) for the tokens a
+    grammar may allow (never EOS or special ids): the matcher's ``advance`` reads it
+    first, so a step taken before costs one dictionary lookup; it is emptied when it
+    reaches ``MAX_STEP_MEMO`` entries. ``fill_forms`` keeps, beside each cached mask, the
+    form the matcher's ``fill_bitmask`` writes with one C call (``fill_form``).
+
+    Args:
+        dfa: the byte automaton.
+        vocab: the vocabulary.
+        max_cached_states: bound on the number of cached next-state rows; default: as
+            many as fit ``MAX_CACHE_BYTES`` (256 MiB: ~1,300 states at 49k tokens, ~430
+            at 150k), at least 64 and at most 8192. Masks: as many as fit
+            ``MAX_CACHE_BYTES`` (~43,000 at 49k tokens), at least this bound, at most 65,536.
+    """
+
+    def __init__(
+        self, dfa: ByteDFA, vocab: Vocabulary, max_cached_states: int | None = None
+    ) -> None:
+        self.dfa = dfa
+        self.vocab = vocab
+        self.num_words = (vocab.vocab_size + 31) // 32
+        if max_cached_states is None:  # a cached row costs ~4 bytes per token
+            max_cached_states = max(64, min(8192, MAX_CACHE_BYTES // (4 * vocab.vocab_size + 4)))
+        self.max_cached_states = max_cached_states
+        self.max_cached_masks = max(
+            max_cached_states, min(1 << 16, MAX_CACHE_BYTES // (4 * self.num_words + 64))
+        )
+        self._trie = vocab.token_trie
+        # ids never allowed, and EOS: shared per vocabulary
+        self._never, self._eos = vocab.index_tables
+        self._rows: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
+        self.steps: dict[tuple[int, int], int] = {}  # (state, token) -> state / -1
+        # state -> [mask in masks.row_form, used since the last eviction pass]; a
+        # subset of _masks (dropped with it); see fill_form
+        self.fill_forms: dict[int, list] = {}
+
+    def next_states(self, state: int) -> np.ndarray:
+        """int32 ``[vocab_size]``: state after each token from ``state``, -1 = not allowed.
+
+        EOS ids map to ``state`` itself when ``state`` is accepting (EOS ends the
+        output without moving the DFA), else -1.
+
+        Raises:
+            GrammarTooComplexError: building a DFA row exceeded a budget.
+        """
+        hit = self._rows.get(state)
+        if hit is not None:
+            self._rows.move_to_end(state)
+            return hit
+        nxt = np.full(self.vocab.vocab_size, -1, np.int32)
+        mask = self._walk(state, nxt)
+        nxt.setflags(write=False)
+        _remember(self._rows, state, nxt, self.max_cached_states)
+        if state not in self._masks:
+            self._remember_mask(state, mask)
+        return nxt
+
+    def bitmask(self, state: int) -> np.ndarray:
+        """int32 ``[ceil(vocab_size / 32)]``: packed allowed tokens of ``state``.
+
+        Raises:
+            GrammarTooComplexError: building a DFA row exceeded a budget.
+        """
+        hit = self._masks.get(state)
+        if hit is not None:
+            self._masks.move_to_end(state)
+            return hit
+        mask = self._walk(state, None)
+        self._remember_mask(state, mask)
+        return mask
+
+    def fill_form(self, state: int) -> list:
+        """``[form, used]``: the mask of ``state`` in ``masks.row_form`` (what the
+        matcher hands the C writer) and a flag the matcher sets on every use.
+
+        The forms are cached beside the masks (a state's form is dropped with its mask).
+        Eviction of masks is LRU over ``bitmask`` calls, with a second chance for a state
+        whose flag is set (the matcher's warm path marks a use with one store instead of
+        reordering the LRU). Raises: ``GrammarTooComplexError`` as ``bitmask``.
+        """
+        form = self.fill_forms.get(state)
+        if form is None:
+            form = [row_form(self.bitmask(state)), True]
+            if state in self._masks:
+                self.fill_forms[state] = form
+        return form
+
+    def _remember_mask(self, state: int, mask: np.ndarray) -> None:
+        """Cache ``mask``; evict the least recently used masks past the bound, sparing once
+        (and moving to the back) those whose fill form was used since the last pass.
+        """
+        masks, forms = self._masks, self.fill_forms
+        masks[state] = mask
+        while len(masks) > max(1, self.max_cached_masks):
+            old, value = masks.popitem(last=False)
+            form = forms.get(old)
+            if old == state or (form is not None and form[1]):
+                if form is not None:
+                    form[1] = False
+                masks[old] = value
+                continue
+            forms.pop(old, None)
+
+    def _walk(self, state: int, nxt: np.ndarray | None) -> np.ndarray:
+        """The read-only mask of ``state``; fills ``nxt`` (if given) as ``next_states``."""
+        mask = np.zeros(self.num_words, np.int32)
+        self._trie.walk(self.dfa, state, nxt, mask)  # never-allowed ids are not in the trie
+        if self.dfa.is_accepting(state):
+            if nxt is not None:
+                nxt[self._eos] = state
+            set_bits(mask, self._eos)
+        mask.setflags(write=False)
+        return mask
+
+    def token_next_state(self, state: int, token_id: int) -> int:
+        """State after one non-EOS token, -1 if not allowed (from the cached row or mask
+        when ``state`` has one, else one walk over the token's bytes). Raises: only
+        ``GrammarTooComplexError`` when a walk discovers states past a budget.
+        """
+        if not 0 <= token_id < self.vocab.vocab_size or self._never[token_id]:
+            return -1
+        key = (state, token_id)
+        nxt = self.steps.get(key)
+        if nxt is not None:
+            return nxt
+        row = self._rows.get(state)
+        if row is not None:
+            nxt = int(row[token_id])
+        else:
+            mask = self._masks.get(state)
+            if mask is None:
+                nxt = self.dfa.walk(state, self.vocab.token_bytes[token_id])
+            elif not (int(mask[token_id >> 5]) >> (token_id & 31)) & 1:
+                nxt = -1
+            else:
+                nxt = walk_bytes(self.dfa, state, self.vocab.token_bytes[token_id])  # rows built
+        if len(self.steps) >= MAX_STEP_MEMO:
+            self.steps.clear()
+        self.steps[key] = nxt
+        return nxt
+
+    @property
+    def num_cached_states(self) -> int:
+        """States with a cached mask or next-state row."""
+        return len(self._masks.keys() | self._rows.keys())
+
+
+def _remember(cache: OrderedDict, key: int, value: np.ndarray, bound: int) -> None:
+    cache[key] = value
+    if len(cache) > bound:
+        cache.popitem(last=False)

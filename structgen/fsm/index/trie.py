@@ -1,0 +1,296 @@
+"""The tokens of a vocabulary as a byte trie, and a DFA state's walk through it (``TokenTrie``).
+
+Why: a token mask asks, for every token, where the DFA goes after the token's bytes.
+Tokens share prefixes (``"na``, ``"name``, ``"name":``), so the work that matters is the
+number of distinct token prefixes the state can actually follow, not vocabulary size x
+longest token. The design is the one of llguidance's toktrie and of xgrammar's
+sorted-prefix sharing (independent code): the tokens are sorted by their bytes, every
+distinct prefix becomes one trie node, and a walk steps each node through the DFA once;
+a dead transition prunes the node's whole subtree (every token starting with that prefix).
+
+Two layouts of the same nodes (built once per vocabulary, vectorised):
+
+* preorder (children by ascending byte): ``byte`` uint8 ``[N]``, ``depth`` int32 ``[N]``
+  (1 = a token's first byte), ``skip`` int32 ``[N]`` (first node after the subtree),
+  ``token`` int32 ``[N]`` (the id that ends at the node, -1 if none). The C walk
+  (``csrc/tokentrie.c``) runs a depth-first loop over them with a state stack;
+* breadth-first (sorted by depth, then preorder): the children of a node are contiguous;
+  the numpy fallback walks it one depth level at a time (one ``ByteDFA.gather`` per
+  level) and finishes small or deep frontiers with a scalar depth-first loop.
+
+Tokens with the same bytes share a node; the node records the first id and ``dups``
+lists the others. Tokens never allowed (special, EOS, empty) are not in the trie.
+:func:`use_extension` turns the C walk off (numpy fallback); ``compile_*`` applies
+``structgen.env``'s ``tokentrie`` setting.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+try:  # optional C extension built by setup.py (csrc/tokentrie.c)
+    from . import _tokentrie as _EXT
+except ImportError:  # pragma: no cover - exercised when the extension is missing
+    _EXT = None
+
+__all__ = ["TokenTrie", "HAVE_C_WALK", "set_bits", "use_extension", "walk_bytes"]
+
+HAVE_C_WALK = _EXT is not None  # the extension is built
+_c = _EXT  # the C walk in use, None: numpy (use_extension; tests swap it)
+
+
+def use_extension(enabled: bool) -> None:
+    """Walk in C (the default, where built) or with numpy, for the process. Raises: never."""
+    global _c
+    _c = _EXT if enabled else None
+
+
+_SCALAR_NODES = 256  # numpy fallback: finish a frontier with fewer subtree nodes scalar
+_SCALAR_DEPTH = 128  # ... or any frontier this deep (long tokens: few nodes per level)
+
+
+def _lcp(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """int64 ``[T]``: common prefix length of each token with the previous one (0 for
+    the first), tokens given as ``flat[starts[k]:starts[k] + lengths[k]]``, sorted.
+    """
+    t = lengths.shape[0]
+    out = np.zeros(t, np.int64)
+    if t < 2:
+        return out
+    m = np.minimum(lengths[1:], lengths[:-1])
+    pair_start = np.cumsum(m) - m
+    seg = np.repeat(np.arange(t - 1), m)
+    off = np.arange(int(m.sum())) - pair_start[seg]
+    diff = flat[starts[:-1][seg] + off] != flat[starts[1:][seg] + off]
+    seg_d, off_d = seg[diff], off[diff]
+    first = np.flatnonzero(np.r_[True, seg_d[1:] != seg_d[:-1]]) if seg_d.size else seg_d
+    out[1:] = m
+    out[1:][seg_d[first]] = off_d[first]
+    return out
+
+
+def _skips(depth: np.ndarray, bfs: np.ndarray, parent_bfs: np.ndarray) -> np.ndarray:
+    """int32 ``[N]``: first preorder index after each node's subtree.
+
+    The subtree of ``i`` ends at the nearest following node of the same depth (its next
+    sibling) unless an ancestor's subtree ends first, so ``skip[i]`` is the minimum of
+    that "next node at the same depth" over ``i`` and its ancestors: a path minimum,
+    taken by pointer doubling (log2(max depth) vectorised rounds).
+    """
+    n = depth.shape[0]
+    if n == 0:
+        return np.zeros(0, np.int32)
+    same_next = np.full(n + 1, n, np.int64)  # preorder position of the next same-depth node
+    nxt_same = np.r_[depth[bfs][1:] == depth[bfs][:-1], False]
+    same_next[bfs[nxt_same]] = bfs[1:][nxt_same[:-1]]
+    up = np.full(n + 1, n, np.int64)  # preorder parent, n = root sentinel
+    has_parent = parent_bfs >= 0
+    up[bfs[has_parent]] = bfs[parent_bfs[has_parent]]
+    best = same_next
+    while True:
+        moving = np.flatnonzero(up[:n] < n)
+        if moving.size == 0:
+            break
+        best[moving] = np.minimum(best[moving], best[up[moving]])
+        up[moving] = up[up[moving]]
+    return best[:n].astype(np.int32)
+
+
+def set_bits(mask: np.ndarray, ids: np.ndarray) -> None:
+    """Set bit ``i % 32`` of word ``i // 32`` of ``mask`` (int32 ``[words]``, in place) for
+    every id in ``ids`` (int ``[k]``). Raises: IndexError for an id past the mask.
+    """
+    if ids.size:
+        ids = np.asarray(ids, np.int64)
+        np.bitwise_or.at(
+            mask.view(np.uint32), ids >> 5, np.left_shift(1, ids & 31).astype(np.uint32)
+        )
+
+
+def walk_bytes(dfa, state: int, data: bytes) -> int:
+    """``dfa.walk(state, data)`` (-1 if it dies), through built rows in C where the
+    extension is built (rows missing on the way are built). Raises: GrammarTooComplexError
+    when building a row exceeds a budget.
+    """
+    if _c is None:
+        return dfa.walk(state, data)
+    return _c.walk_bytes(data, int(state), dfa.row_tables)
+
+
+class TokenTrie:
+    """Byte trie of the allowable tokens of a vocabulary (see the module docstring).
+
+    Build with ``TokenTrie.build(token_bytes, never)``; ``Vocabulary.token_trie`` caches
+    one per vocabulary. All arrays are read-only.
+
+    Attributes:
+        vocab_size: number of token ids (``out`` arrays of ``walk`` have this length).
+        num_nodes: N, distinct non-empty prefixes of the allowable tokens.
+        max_depth: the longest allowable token, in bytes.
+        byte, depth, skip, token: the preorder layout (uint8 / int32 ``[N]``).
+        dups: int64 ``[k, 2]``: (id, id with the same bytes that holds the node).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        byte: np.ndarray,
+        depth: np.ndarray,
+        skip: np.ndarray,
+        token: np.ndarray,
+        dups: np.ndarray,
+        bfs: np.ndarray,
+        parent_bfs: np.ndarray,
+    ) -> None:
+        self.vocab_size = vocab_size
+        self.byte, self.depth, self.skip, self.token, self.dups = byte, depth, skip, token, dups
+        self.num_nodes = int(byte.shape[0])
+        self.max_depth = int(depth.max()) if self.num_nodes else 0
+        self._bfs, self._parent_bfs = bfs, parent_bfs
+        for arr in (byte, depth, skip, token, dups, bfs, parent_bfs):
+            arr.setflags(write=False)
+
+    @classmethod
+    def build(cls, token_bytes: list[bytes], never: np.ndarray) -> TokenTrie:
+        """Trie of ``token_bytes[i]`` for every ``i`` with ``never[i]`` False.
+
+        Args:
+            token_bytes: bytes of each token id (``Vocabulary.token_bytes``).
+            never: bool ``[vocab_size]``: ids left out (must include the empty tokens).
+
+        Cost: one sort of the tokens, then O(total bytes) vectorised work plus
+        O(N log max_depth) for the subtree ends. Raises: never.
+        """
+        ids = [i for i in np.flatnonzero(~np.asarray(never)).tolist() if token_bytes[i]]
+        ids.sort(key=token_bytes.__getitem__)
+        toks = [token_bytes[i] for i in ids]
+        ids_arr = np.array(ids, np.int64)
+        lengths = np.fromiter(map(len, toks), np.int64, len(toks))
+        flat = np.frombuffer(b"".join(toks), np.uint8)
+        starts = np.cumsum(lengths) - lengths
+        lcp = _lcp(flat, starts, lengths)
+        new = lengths - lcp  # nodes each token adds (0: same bytes as the previous token)
+        node_start = np.cumsum(new) - new
+        owner = np.repeat(np.arange(len(toks)), new)
+        rel = np.arange(int(new.sum())) - node_start[owner]
+        byte = flat[starts[owner] + lcp[owner] + rel].astype(np.uint8)
+        depth = (lcp[owner] + rel + 1).astype(np.int32)
+        token = np.full(byte.shape[0], -1, np.int32)
+        has = new > 0
+        token[node_start[has] + new[has] - 1] = ids_arr[has]
+        holder = np.maximum.accumulate(np.where(has, np.arange(len(toks)), 0))
+        dups = np.stack([ids_arr[~has], ids_arr[holder[~has]]], axis=1).reshape(-1, 2)
+        n = byte.shape[0]
+        bfs = np.argsort(depth, kind="stable")  # breadth-first: by depth, then preorder
+        key = depth.astype(np.int64) * (n + 1) + np.arange(n)
+        parent_key = (depth.astype(np.int64) - 1) * (n + 1) + np.arange(n)
+        parent_bfs = np.searchsorted(key[bfs], parent_key[bfs]) - 1  # last shallower-by-one node
+        parent_bfs[depth[bfs] == 1] = -1
+        skip = _skips(depth, bfs, parent_bfs)
+        return cls(
+            len(token_bytes), byte, depth, skip, token, dups.astype(np.int64), bfs, parent_bfs
+        )
+
+    # ---- walking -----------------------------------------------------------------
+
+    def walk(self, dfa, state: int, out: np.ndarray | None, mask: np.ndarray) -> None:
+        """The packed mask of the allowable tokens live from ``state``, and optionally the
+        state after each of them.
+
+        Args:
+            dfa: a ``ByteDFA`` (rows are built on demand through ``row_tables`` /
+                ``gather``).
+            state: the start state.
+            out: int32 ``[vocab_size]`` prefilled with -1, written in place: the state
+                after each live token (tokens that die stay -1); or None (mask only).
+            mask: int32 ``[>= ceil(vocab_size / 32)]`` of zeros, written in place: bit
+                ``i % 32`` of word ``i // 32`` set for each live token ``i``.
+
+        Raises:
+            GrammarTooComplexError: building a DFA row exceeded a budget.
+        """
+        if self.num_nodes:
+            if _c is not None:
+                stack = np.empty(self.max_depth + 1, np.int32)
+                _c.walk(
+                    self.byte,
+                    self.depth,
+                    self.skip,
+                    self.token,
+                    stack,
+                    out,
+                    mask,
+                    int(state),
+                    dfa.row_tables,
+                )
+            else:
+                if out is None:
+                    out = np.full(self.vocab_size, -1, np.int32)
+                self._walk_numpy(dfa, state, out)
+                set_bits(mask, np.flatnonzero(out >= 0))
+        if self.dups.shape[0]:
+            dup, holder = self.dups[:, 0], self.dups[:, 1]
+            if out is not None:
+                out[dup] = out[holder]
+            words = mask.view(np.uint32)
+            set_bits(mask, dup[(words[holder >> 5] >> (holder & 31).astype(np.uint32)) & 1 == 1])
+
+    @cached_property
+    def _levels(self) -> tuple[np.ndarray, ...]:
+        """Breadth-first arrays of the numpy walk: byte, token, first child, child count,
+        subtree size (all ``[N]``, in breadth-first order), and the depth-1 node count.
+        """
+        bfs, parent = self._bfs, self._parent_bfs
+        n = self.num_nodes
+        counts = np.bincount(parent[parent >= 0], minlength=n)
+        roots = int((parent < 0).sum())
+        first = roots + np.cumsum(counts) - counts  # children follow the parents' order
+        size = (self.skip - np.arange(n, dtype=np.int32))[bfs]
+        return (self.byte[bfs], self.token[bfs], first, counts, size, roots)
+
+    def _walk_numpy(self, dfa, state: int, out: np.ndarray) -> None:
+        byte, token, first, counts, size, roots = self._levels
+        nodes = np.arange(roots)
+        states = np.full(roots, state, np.int32)
+        level = 1
+        while nodes.size:
+            if level >= _SCALAR_DEPTH or int(size[nodes].sum()) <= _SCALAR_NODES:
+                self._walk_scalar(dfa, nodes, states, out)
+                return
+            nxt = dfa.gather(states, byte[nodes])
+            alive = nxt >= 0
+            nodes, nxt = nodes[alive], nxt[alive]
+            tok = token[nodes]
+            ends = tok >= 0
+            out[tok[ends]] = nxt[ends]
+            n_child = counts[nodes]
+            total = int(n_child.sum())
+            if total == 0:
+                return
+            offset = np.cumsum(n_child) - n_child
+            nodes = np.repeat(first[nodes] - offset, n_child) + np.arange(total)
+            states = np.repeat(nxt, n_child)
+            level += 1
+
+    def _walk_scalar(self, dfa, nodes: np.ndarray, states: np.ndarray, out: np.ndarray) -> None:
+        """Depth-first over the subtrees of ``nodes`` (breadth-first ids, not yet stepped),
+        entered from ``states``: for small frontiers, where a numpy level costs more.
+        """
+        byte, token, first, counts, _, _ = self._levels
+        rows: dict[int, list[int]] = {}
+        todo = list(zip(nodes.tolist(), states.tolist()))
+        while todo:
+            node, s = todo.pop()
+            row = rows.get(s)
+            if row is None:
+                row = rows[s] = dfa.row(s).tolist()
+            t = row[byte[node]]
+            if t < 0:
+                continue
+            tok = token[node]
+            if tok >= 0:
+                out[tok] = t
+            c0 = int(first[node])
+            todo.extend((c, t) for c in range(c0, c0 + int(counts[node])))

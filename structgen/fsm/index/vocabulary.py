@@ -1,0 +1,204 @@
+"""Token id -> bytes for a tokenizer (``Vocabulary``).
+
+Handles the two ways Hugging Face tokenizers spell bytes:
+
+* byte-level BPE (GPT-2, SmolLM2, Llama 3, Qwen): every byte is one printable
+  unicode character under GPT-2's ``bytes_to_unicode`` map;
+* SentencePiece style (Llama 2, Mistral): ``▁`` stands for a space and ``<0xNN>``
+  tokens are single raw bytes (byte fallback).
+
+Special tokens (``<|im_start|>``, ``<s>``, ...) keep their text as bytes for display,
+but are listed in ``special_token_ids`` and are never allowed by a grammar.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from functools import cached_property
+
+import numpy as np
+
+from .trie import TokenTrie
+
+__all__ = ["Vocabulary", "bytes_to_unicode"]
+
+_BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+_DEFAULT_EOS_NAMES = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "</s>")
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable unicode character map."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    chars = printable[:]
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return dict(zip(printable, (chr(c) for c in chars)))
+
+
+_UNICODE_TO_BYTE = {c: b for b, c in bytes_to_unicode().items()}
+
+
+class Vocabulary:
+    """Every token id of a tokenizer as bytes, plus its EOS and special ids.
+
+    Args:
+        token_bytes: bytes of token ``i`` at index ``i``; ``b""`` for unused ids.
+        eos_token_ids: ids that end generation (allowed only where the grammar accepts).
+        special_token_ids: ids never allowed inside a grammar (EOS ids may be listed too).
+
+    Attributes:
+        vocab_size: ``len(token_bytes)``.
+        fingerprint: sha256 hex over token bytes, EOS and special ids (cache key).
+    """
+
+    def __init__(
+        self,
+        token_bytes: Sequence[bytes],
+        eos_token_ids: Iterable[int],
+        special_token_ids: Iterable[int] = (),
+    ) -> None:
+        self.token_bytes: list[bytes] = [bytes(t) for t in token_bytes]
+        self.vocab_size = len(self.token_bytes)
+        self.eos_token_ids = frozenset(int(i) for i in eos_token_ids)
+        self.special_token_ids = frozenset(int(i) for i in special_token_ids)
+        bad = [
+            i for i in self.eos_token_ids | self.special_token_ids if not 0 <= i < self.vocab_size
+        ]
+        if bad:
+            raise ValueError(
+                f"token ids {sorted(bad)} are outside the vocabulary (size {self.vocab_size})"
+            )
+        h = hashlib.sha256()
+        h.update(f"{self.vocab_size};".encode())
+        for t in self.token_bytes:
+            h.update(len(t).to_bytes(4, "little"))
+            h.update(t)
+        h.update(json.dumps([sorted(self.eos_token_ids), sorted(self.special_token_ids)]).encode())
+        self.fingerprint = h.hexdigest()
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def __repr__(self) -> str:
+        return (
+            f"Vocabulary(vocab_size={self.vocab_size}, eos={sorted(self.eos_token_ids)}, "
+            f"num_special={len(self.special_token_ids)}, fingerprint={self.fingerprint[:12]})"
+        )
+
+    def decode(self, token_ids: Iterable[int]) -> bytes:
+        """Concatenated bytes of ``token_ids`` (EOS and special tokens included as text)."""
+        return b"".join(self.token_bytes[i] for i in token_ids)
+
+    @cached_property
+    def index_tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per-vocabulary tables of every ``TokenIndex`` (computed once, shared).
+
+        Returns:
+            never: bool ``[vocab_size]``, ids a grammar never allows as ordinary tokens
+                (special, empty, and EOS, which is handled by acceptance).
+            eos: int64 ``[k]``, the sorted EOS ids.
+        """
+        never = np.zeros(self.vocab_size, bool)
+        never[list(self.special_token_ids)] = True
+        never[[i for i, t in enumerate(self.token_bytes) if not t]] = True
+        eos = np.array(sorted(self.eos_token_ids), np.int64)
+        never[eos] = True
+        for arr in (never, eos):
+            arr.setflags(write=False)
+        return never, eos
+
+    @cached_property
+    def token_trie(self) -> TokenTrie:
+        """The allowable tokens (not ``never``) as a byte trie, for ``TokenIndex`` (built
+        once per vocabulary; see ``trie.py``).
+        """
+        return TokenTrie.build(self.token_bytes, self.index_tables[0])
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer, eos_token_ids: Iterable[int] | None = None) -> Vocabulary:
+        """Build from a Hugging Face tokenizer.
+
+        Either a ``PreTrainedTokenizerFast`` or a ``tokenizers.Tokenizer``.
+
+        Args:
+            tokenizer: the tokenizer.
+            eos_token_ids: override; by default the tokenizer's ``eos_token_id`` plus any
+                special token named ``<|im_end|>``, ``<|endoftext|>``, ``<|eot_id|>``,
+                ``<|end|>`` or ``</s>``.
+
+        Raises:
+            ValueError: the tokenizer has no EOS token and none is given.
+        """
+        backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+        vocab: dict[str, int] = backend.get_vocab(with_added_tokens=True)
+        added = backend.get_added_tokens_decoder()
+        special = {i for i, tok in added.items() if tok.special}
+        special |= set(getattr(tokenizer, "all_special_ids", ()) or ())
+        size = max(
+            max(vocab.values(), default=-1) + 1,
+            len(tokenizer) if hasattr(tokenizer, "__len__") else 0,
+        )
+        decode_piece = _piece_decoder(json.loads(backend.to_str()).get("decoder"))
+        token_bytes = [b""] * size
+        for piece, tid in vocab.items():
+            if tid in added:
+                token_bytes[tid] = added[tid].content.encode("utf-8")
+            else:
+                token_bytes[tid] = decode_piece(piece)
+        if eos_token_ids is None:
+            eos = set()
+            if getattr(tokenizer, "eos_token_id", None) is not None:
+                eos.add(int(tokenizer.eos_token_id))
+            eos |= {vocab[n] for n in _DEFAULT_EOS_NAMES if n in vocab and vocab[n] in special}
+            if not eos:
+                raise ValueError("the tokenizer has no EOS token; pass eos_token_ids")
+            eos_token_ids = eos
+        return cls(token_bytes, eos_token_ids, special)
+
+
+def _decoder_types(decoder: dict | None) -> list[dict]:
+    if not decoder:
+        return []
+    if decoder.get("type") == "Sequence":
+        return [d for sub in decoder.get("decoders", []) for d in _decoder_types(sub)]
+    return [decoder]
+
+
+def _piece_decoder(decoder: dict | None):
+    """Function vocab piece (str) -> bytes, chosen from the tokenizer's decoder config."""
+    types = {d.get("type") for d in _decoder_types(decoder)}
+    if "ByteLevel" in types:
+
+        def byte_level(piece: str) -> bytes:
+            try:
+                return bytes(_UNICODE_TO_BYTE[c] for c in piece)
+            except KeyError:  # not a byte-level piece (should not happen outside added tokens)
+                return piece.encode("utf-8")
+
+        return byte_level
+
+    replace = "▁"
+    for d in _decoder_types(decoder):
+        if d.get("type") == "Metaspace":
+            replace = d.get("replacement", replace)
+    byte_fallback = "ByteFallback" in types or not types
+
+    def sentencepiece(piece: str) -> bytes:
+        if byte_fallback:
+            m = _BYTE_TOKEN.match(piece)
+            if m:
+                return bytes([int(m.group(1), 16)])
+        return piece.replace(replace, " ").encode("utf-8")
+
+    return sentencepiece

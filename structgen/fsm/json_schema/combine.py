@@ -1,0 +1,359 @@
+"""``allOf`` merging and ``oneOf`` disjointness for the JSON Schema lowering.
+
+``merge_all_of`` folds subschemas into one schema whose instances are exactly those
+valid under all of them (types intersected, bounds tightened, properties merged
+recursively via nested ``allOf``, ``required`` united, enums intersected, dependency
+maps joined per trigger key, two ``not``
+joined as ``not: {anyOf: [A, B]}``, two ``anyOf``/``oneOf`` multiplied out into the
+branch pairs, up to ``MAX_BRANCH_PRODUCT``); a pair of
+keywords it cannot combine exactly raises ``UnsupportedSchemaError("allOf", pointer)``.
+``provably_disjoint`` decides whether two ``oneOf`` branches can share an instance
+(by type, ``const``/``enum`` values, a required discriminator property, or a key
+one branch requires and the other forbids); only then is ``oneOf`` the same as ``anyOf``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+from typing import Any, Callable
+
+from ...errors import UnsupportedSchemaError
+
+__all__ = ["merge_all_of", "provably_disjoint", "types_of", "TYPES", "value_key"]
+
+TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
+_LOWER = ("minimum", "minLength", "minItems", "minProperties", "minContains")
+_UPPER = ("maximum", "maxLength", "maxItems", "maxProperties", "maxContains")
+_IGNORED = frozenset(
+    {
+        "title",
+        "description",
+        "examples",
+        "default",
+        "$comment",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "$schema",
+        "$id",
+        "$defs",
+        "definitions",
+    }
+)
+Resolver = Callable[[str, str], Any]
+
+
+def value_key(value: Any) -> str:
+    """A canonical key for JSON equality (``1 == 1.0``, ``True != 1``)."""
+
+    def norm(v: Any) -> Any:
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return [type(v).__name__, v]
+        if isinstance(v, (int, float)):
+            return ["num", str(Fraction(str(v)))]
+        if isinstance(v, list):
+            return ["list", [norm(x) for x in v]]
+        return ["obj", sorted((k, norm(x)) for k, x in v.items())]
+
+    return json.dumps(norm(value), ensure_ascii=False)
+
+
+def _intersect_types(a: Any, b: Any) -> list[str]:
+    def expand(t: Any) -> set[str]:
+        ts = {t} if isinstance(t, str) else set(t)
+        return ts | ({"integer"} if "number" in ts else set())
+
+    both = expand(a) & expand(b)
+    if "number" in both:
+        both.discard("integer")
+    return [t for t in TYPES if t in both]
+
+
+MAX_BRANCH_PRODUCT = 64  # anyOf/oneOf of two allOf subschemas: branches multiplied out
+
+
+def _merge_key(out: dict, key: str, val: Any, pointer: str) -> bool:
+    """Fold ``key: val`` into ``out``; False when the result is unsatisfiable."""
+    if key not in out or out[key] == val:
+        out[key] = val
+        return True
+    old = out[key]
+    if key == "type":
+        out[key] = _intersect_types(old, val)
+        return bool(out[key])
+    if key in ("properties", "patternProperties"):
+        merged = dict(old)
+        for name, sub in val.items():
+            merged[name] = {"allOf": [merged[name], sub]} if name in merged else sub
+        out[key] = merged
+    elif key == "required":
+        out[key] = list(dict.fromkeys(list(old) + list(val)))
+    elif key in ("dependentRequired", "dependentSchemas", "dependencies"):
+        out[key] = _merge_dependencies(old, val)
+    elif (
+        key in ("items", "additionalProperties", "propertyNames", "additionalItems")
+        and not isinstance(val, list)
+        and not isinstance(old, list)
+    ):
+        out[key] = {"allOf": [old, val]}
+    elif key in _LOWER or (key == "exclusiveMinimum" and not isinstance(val, bool)):
+        out[key] = max(old, val)
+    elif key in _UPPER or (key == "exclusiveMaximum" and not isinstance(val, bool)):
+        out[key] = min(old, val)
+    elif key == "enum":
+        keep = {value_key(v) for v in val}
+        out[key] = [v for v in old if value_key(v) in keep]
+        return bool(out[key])
+    elif key == "const":
+        return value_key(old) == value_key(val)
+    elif key == "multipleOf" and isinstance(old, int) and isinstance(val, int):
+        out[key] = old * val // math.gcd(old, val)
+    elif key == "uniqueItems":
+        out[key] = bool(old or val)
+    elif key == "not":  # not A and not B == not (A or B)
+        out[key] = {"anyOf": [old, val]}
+    elif key in ("anyOf", "oneOf") and len(old) * len(val) <= MAX_BRANCH_PRODUCT:
+        # (A1 | A2) & (B1 | B2) == (A1 & B1) | (A1 & B2) | ...; for oneOf too: exactly one
+        # pair matches iff exactly one A and exactly one B match
+        out[key] = [{"allOf": [a, b]} for a in old for b in val]
+    else:
+        raise UnsupportedSchemaError("allOf", pointer, f"cannot combine two different {key!r}")
+    return True
+
+
+def _merge_dependencies(old: dict, val: dict) -> dict:
+    """Two dependency maps as one: per trigger key, required keys united (both arrays),
+    else both dependent schemas (an array as ``{"required": array}``) under ``allOf``.
+    """
+
+    def as_list(d: Any) -> Any:
+        return [d] if isinstance(d, str) else d  # draft 3: one required key
+
+    merged = {name: as_list(d) for name, d in old.items()}
+    for name, dep in val.items():
+        dep = as_list(dep)
+        if name not in merged:
+            merged[name] = dep
+        elif isinstance(dep, list) and isinstance(merged[name], list):
+            merged[name] = list(dict.fromkeys(merged[name] + dep))
+        else:
+            merged[name] = {
+                "allOf": [
+                    {"required": d} if isinstance(d, list) else d for d in (merged[name], dep)
+                ]
+            }
+    return merged
+
+
+def merge_all_of(
+    schemas: list[Any], pointer: str, resolve: Resolver, seen: tuple[str, ...] = ()
+) -> dict | bool:
+    """One schema equivalent to ``allOf: schemas`` (False when unsatisfiable).
+
+    ``$ref`` subschemas are resolved with ``resolve(ref, pointer)``; a reference seen
+    twice (recursion through ``allOf``) raises ``UnsupportedSchemaError("allOf", ...)``.
+    """
+    flat: list[dict] = []
+
+    def collect(s: Any, ptr: str, seen: tuple[str, ...]) -> bool:
+        if s is True:
+            return True
+        if s is False:
+            return False
+        s = dict(s)
+        if "$ref" in s:
+            ref = s.pop("$ref")
+            if ref in seen:
+                raise UnsupportedSchemaError("allOf", ptr, f"recursive $ref {ref} inside allOf")
+            if not collect(resolve(ref, ptr), ref[1:], seen + (ref,)):
+                return False
+        subs = s.pop("allOf", [])
+        flat.append({k: v for k, v in s.items() if k not in _IGNORED})  # before its allOf
+        for i, sub in enumerate(subs):
+            if not collect(sub, f"{ptr}/allOf/{i}", seen):
+                return False
+        return True
+
+    for i, sub in enumerate(schemas):
+        if not collect(sub, f"{pointer}/allOf/{i}", seen):
+            return False
+    tuples = [s for s in flat if "prefixItems" in s or isinstance(s.get("items"), list)]
+    arrays = [s for s in flat if {"prefixItems", "items", "additionalItems"} & set(s)]
+    if tuples and len(arrays) > 1:
+        raise UnsupportedSchemaError("allOf", pointer, "tuple items in more than one subschema")
+    if sum("contains" in s for s in flat) > 1:
+        raise UnsupportedSchemaError("allOf", pointer, "contains in more than one subschema")
+    out: dict = {}
+    for s in flat:
+        if len(flat) > 1 and ("additionalProperties" in s or "patternProperties" in s):
+            _close_properties(s, flat, pointer)
+        for key, val in s.items():
+            if not _merge_key(out, key, val, pointer):
+                return False
+    return out
+
+
+def _close_properties(s: dict, flat: list[dict], pointer: str) -> None:
+    """Keys listed by sibling subschemas but not by ``s``: under ``s``'s additionalProperties."""
+    if "patternProperties" in s:
+        if any(t is not s and "properties" in t for t in flat):
+            raise UnsupportedSchemaError(
+                "allOf", pointer, "patternProperties next to other subschemas' properties"
+            )
+        return
+    extra = s["additionalProperties"]
+    own = s.get("properties", {})
+    added = {}
+    for t in flat:
+        for name in t.get("properties", {}):
+            if name not in own and name not in added:
+                added[name] = extra
+    for name in (r for t in flat for r in t.get("required", [])):
+        if name not in own and name not in added:
+            added[name] = extra
+    if added:
+        s["properties"] = {**own, **added}
+
+
+def types_of(schema: Any) -> set[str]:
+    """The JSON types an instance of ``schema`` may have ("integer" folded into "number")."""
+    if schema is False:
+        return set()
+    if schema is True or not isinstance(schema, dict):
+        return {t for t in TYPES if t != "integer"}
+    values = schema.get("enum", [schema["const"]] if "const" in schema else None)
+    t = schema.get("type")
+    ts = (
+        {x for x in TYPES if x != "integer"}
+        if t is None
+        else {"number" if x == "integer" else x for x in ({t} if isinstance(t, str) else set(t))}
+    )
+    if values is not None:  # both: a value must also have one of the types
+        return {_json_type(v) for v in values} & ts
+    return ts
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}[type(v)]
+
+
+def _values(schema: Any) -> list | None:
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema:
+        return [schema["const"]]
+    return schema.get("enum")
+
+
+def provably_disjoint(a: Any, b: Any, is_valid: Callable[[Any, Any], bool]) -> bool:
+    """True only if no JSON value is valid under both ``a`` and ``b`` (refs already resolved)."""
+    if not (types_of(a) & types_of(b)):
+        return True
+    va, vb = _values(a), _values(b)
+    if va is not None and vb is not None:
+        return not ({value_key(v) for v in va} & {value_key(v) for v in vb})
+    if va is not None:
+        return not any(is_valid(v, b) for v in va)
+    if vb is not None:
+        return not any(is_valid(v, a) for v in vb)
+    if types_of(a) | types_of(b) != {"object"}:
+        return False
+    return _objects_disjoint(a, b) or _objects_disjoint(b, a)
+
+
+def _objects_disjoint(a: dict, b: dict) -> bool:
+    pa, pb = a.get("properties", {}), b.get("properties", {})
+    ra, rb = set(a.get("required", [])), set(b.get("required", []))
+    for name in ra & rb:
+        va, vb = _values(pa.get(name)), _values(pb.get(name))
+        if va is not None and vb is not None:
+            if not ({value_key(v) for v in va} & {value_key(v) for v in vb}):
+                return True
+    if a.get("additionalProperties") is False and "patternProperties" not in a:
+        if rb - set(pa):
+            return True
+    return any(pa.get(name) is False for name in rb)
+
+
+_KINDS = frozenset({"object", "array", "string", "boolean", "null", "integer", "fraction"})
+NON_INTEGER = (
+    r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"  # a nonzero fraction digit: never an integer
+)
+
+
+def _kinds(schema: Any, resolve: Resolver, depth: int = 0) -> frozenset[str] | None:
+    """The kinds of value (JSON types, numbers split into integers and the rest) a schema
+    made only of ``type``/``not``/``$ref`` (or a boolean) accepts; None for any other.
+    """
+    if depth > 16:
+        return None
+    if schema is True or schema is False:
+        return _KINDS if schema else frozenset()
+    if not isinstance(schema, dict):
+        return None
+    keys = set(schema) - _IGNORED
+    if keys == {"$ref"}:
+        return _kinds(resolve(schema["$ref"], ""), resolve, depth + 1)
+    if not keys <= {"type", "not"}:
+        return None
+    kinds = _KINDS
+    if "type" in schema:
+        t = schema["type"]
+        ts = {t} if isinstance(t, str) else set(t)
+        kinds = frozenset(ts & _KINDS | ({"integer", "fraction"} if "number" in ts else set()))
+    if "not" in schema:
+        inner = _kinds(schema["not"], resolve, depth + 1)
+        if inner is None:
+            return None
+        kinds = kinds - inner
+    return kinds
+
+
+def negated_types(
+    negated: Any, resolve: Resolver, within: Any = None
+) -> tuple[list[str], bool] | None:
+    """What ``not: negated`` leaves of the values of ``type: within`` (None: any type),
+    when ``negated`` is a boolean or is made only of ``type``/``not``/``$ref``:
+    ``(types, fraction)``: the JSON types left (``"integer"`` alone: the integers only),
+    and whether the numbers that are not integers are left too while the integers are
+    not (the caller writes ``NON_INTEGER`` for them). None for other schemas.
+    """
+    kinds = _kinds(negated, resolve)
+    if kinds is None:
+        return None
+    left = _KINDS - kinds
+    if within is not None:
+        left = left & (_kinds({"type": within}, resolve) or frozenset())
+    types = [t for t in TYPES if t in left and t not in ("integer", "number")]
+    if {"integer", "fraction"} <= left:
+        types.append("number")
+    elif "integer" in left:
+        types.append("integer")
+    return types, "fraction" in left and "integer" not in left
+
+
+def static_conditional(schema: dict) -> dict | None:
+    """``schema`` without ``if``/``then``/``else`` where their effect is decided without
+    an instance: ``then``/``else`` without ``if`` and ``if`` without either have none;
+    ``if: true`` (or an empty schema) is ``then``, ``if: false`` is ``else``. None when
+    the condition depends on the instance (not enforced).
+    """
+    rest = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+    if "if" not in schema or ("then" not in schema and "else" not in schema):
+        return rest
+    cond = schema["if"]
+    if cond is True or isinstance(cond, dict) and not set(cond) - _IGNORED:
+        branch = schema.get("then", True)
+    elif cond is False:
+        branch = schema.get("else", True)
+    else:
+        return None
+    return {"allOf": [rest, branch]}

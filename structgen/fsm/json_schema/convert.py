@@ -1,0 +1,397 @@
+"""The JSON Schema -> regex converter behind ``structgen.fsm.json_schema`` (its public face).
+
+``JsonSchemaConverter`` holds one conversion: the root (``$ref`` targets), the options,
+the shared definitions and the warnings collected. ``convert`` dispatches on the
+keywords (``$ref``, ``allOf``, ``anyOf``/``oneOf``, ``not``, ``const``/``enum``, then
+``type``); the types are lowered in ``scalars``, ``arrays`` and
+``objects``, ``allOf``/``oneOf`` are combined in ``combine``. What is
+enforced and how is described in the package docstring.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
+from .arrays import array_regex
+from .combine import (
+    NON_INTEGER,
+    TYPES,
+    merge_all_of,
+    negated_types,
+    provably_disjoint,
+    static_conditional,
+)
+from .dependencies import DEPENDENCY_KEYWORDS
+from .ids import RefIndex
+from .objects import object_regex
+from .pattern import JSON_CHAR
+from .refs import RefSharing
+from .scalars import BOUNDS, NUMBER, integer_regex, number_regex, string_regex
+from .values import values_regex
+
+__all__ = [
+    "JsonSchemaConverter",
+    "ANNOTATIONS",
+    "ANY_VALUE_DEPTH",
+    "CONVERT_MAX_SECONDS",
+    "FLEXIBLE_WS_MAX",
+]
+
+FLEXIBLE_WS_MAX = 12
+ANY_VALUE_DEPTH = 10  # as deep as recursive $ref unrolls by default (max_recursion_depth)
+CONVERT_MAX_SECONDS = 10.0  # as the DFA's budget (see benchmarks/RESULTS.md, wp_8)
+ANNOTATIONS = frozenset(
+    {
+        "title",
+        "description",
+        "examples",
+        "default",
+        "$schema",
+        "$id",
+        "$comment",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "$defs",
+        "definitions",
+    }
+)
+_KNOWN = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "propertyNames",
+        "minProperties",
+        "maxProperties",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "uniqueItems",
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "enum",
+        "const",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "$ref",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "not",
+    }
+)
+_TYPES = TYPES
+
+
+def _alt(options: list[str]) -> str:
+    options = list(dict.fromkeys(options))
+    return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
+
+
+class JsonSchemaConverter:
+    """One conversion: holds the root (for ``$ref``), options and collected warnings."""
+
+    def __init__(
+        self,
+        root: Any,
+        *,
+        whitespace: str | int,
+        strict: bool,
+        allow_extra_properties: bool,
+        max_recursion_depth: int,
+        max_seconds: float = CONVERT_MAX_SECONDS,
+    ) -> None:
+        self._refs = RefIndex(root)
+        self.root = self._refs.root  # every $ref rewritten to its target's pointer
+        self._origin = self._refs.origin
+        self.strict = strict
+        self.allow_extra = allow_extra_properties
+        self.max_depth = max_recursion_depth
+        self.warnings: list[str] = []
+        self._cut_at: str | None = None
+        self.sharing = RefSharing(self.resolve)
+        self._validator, known = self._refs.draft
+        if not known:
+            self.warnings.append(
+                f"unknown $schema {root['$schema']!r}: read as the latest draft "
+                f"({self._validator.__name__}), as jsonschema does"
+            )
+        # the dependency keywords of the document's draft (dependencies: 3-7; dependent*: 2019-09+)
+        self.dependency_keywords = frozenset(
+            k for k in DEPENDENCY_KEYWORDS if k in self._validator.VALIDATORS
+        )
+        self._max_seconds = max_seconds
+        self._deadline = time.perf_counter() + max_seconds
+        self._calls = 0
+        if whitespace == "compact":
+            self.ws = ""
+        elif whitespace == "flexible" or (isinstance(whitespace, int) and whitespace > 0):
+            n = FLEXIBLE_WS_MAX if whitespace == "flexible" else int(whitespace)
+            self.ws = "[ \\t\\n\\r]{0,%d}" % n
+        else:
+            raise ValueError(
+                f"whitespace must be 'compact', 'flexible' or a positive int, got {whitespace!r}"
+            )
+
+    def convert_root(self) -> str:
+        """Regex for the root schema.
+
+        Raises:
+            UnsupportedSchemaError: the schema accepts no value, or a recursion cut
+                where it cannot be dropped.
+        """
+        regex = self.convert(self.root, "", ("#",))  # the root is one expansion of "#"
+        if regex is None:
+            if self._cut_at is None:
+                raise UnsupportedSchemaError("false", "", "the schema accepts no value")
+            raise UnsupportedSchemaError(
+                "$ref",
+                self._cut_at or "",
+                f"recursion deeper than max_recursion_depth={self.max_depth} cannot be cut here",
+            )
+        return regex
+
+    def unsupported(self, keyword: str, pointer: str, detail: str = "") -> None:
+        """Raise (strict) or record a warning for a keyword that is not enforced."""
+        if self.strict:
+            raise UnsupportedSchemaError(keyword, pointer, detail)
+        msg = f"ignored unsupported keyword {keyword!r} at {pointer or '#'}" + (
+            f": {detail}" if detail else ""
+        )
+        if msg not in self.warnings:
+            self.warnings.append(msg)
+
+    _unsupported = unsupported
+
+    def note_no_extra(self) -> None:
+        """Record (once) that objects are generated without the extra keys they allow."""
+        note = "objects whose additionalProperties is not false are generated without extra keys"
+        if note not in self.warnings:
+            self.warnings.append(note)
+
+    def is_valid(self, value: Any, schema: Any) -> bool:
+        """``jsonschema`` validity of ``value`` under ``schema`` (local refs resolve in root)."""
+        if isinstance(schema, dict) and isinstance(self.root, dict):
+            schema = {
+                **{k: self.root[k] for k in ("$defs", "definitions") if k in self.root},
+                **schema,
+            }
+        try:
+            return self._validator(schema).is_valid(value)
+        except Exception:  # noqa: BLE001 - an unresolvable schema proves nothing
+            return False
+
+    def resolve(self, ref: Any, pointer: str) -> Any:
+        """The subschema a ``$ref`` names (``ids.RefIndex.resolve``)."""
+        return self._refs.resolve(ref, pointer)
+
+    # ---- dispatch --------------------------------------------------------------
+
+    def convert(self, schema: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
+        """Regex for ``schema``, or None when no instance can be generated (cut recursion)."""
+        self._calls += 1
+        if self._calls & 255 == 0 and time.perf_counter() > self._deadline:
+            raise GrammarTooComplexError(
+                f"JSON Schema conversion exceeded its time budget ({self._max_seconds:g} s) "
+                f"at {pointer or '#'} after {self._calls} subschemas"
+            )
+        if schema is True or schema == {}:
+            return self.any_value(ANY_VALUE_DEPTH)
+        if schema is False:
+            return None
+        if not isinstance(schema, dict):
+            raise InvalidSchemaError("a schema must be an object or a boolean", pointer)
+        pointer = self._origin.get(id(schema), pointer)  # where the document writes it
+        if {"if", "then", "else"} & set(schema) and static_conditional(schema) is not None:
+            return self.convert(static_conditional(schema), pointer, refs)
+        for key in schema:
+            if key in DEPENDENCY_KEYWORDS and key not in self.dependency_keywords:
+                self.unsupported(
+                    key,
+                    pointer,
+                    "a keyword of another draft than this document's"
+                    " ($schema; dependencies: draft 3-7, dependent*: 2019-09+)",
+                )
+            elif key not in _KNOWN and key not in ANNOTATIONS and key not in DEPENDENCY_KEYWORDS:
+                self.unsupported(key, pointer)
+        rest = {k: v for k, v in schema.items() if k not in ANNOTATIONS}
+        if not rest:
+            return self.any_value(ANY_VALUE_DEPTH)
+        if "$ref" in rest:
+            if len(rest) == 1:
+                return self._ref(rest["$ref"], pointer, refs)
+            return self._merged([{"$ref": rest.pop("$ref")}, rest], pointer, refs)
+        if "allOf" in rest:
+            subs = rest.pop("allOf")  # the base schema's properties come first
+            return self._merged([rest] + list(subs), pointer, refs)
+        for key in ("anyOf", "oneOf"):
+            if key in rest:
+                return self._any_of(rest, key, pointer, refs)
+        if "not" in rest:
+            return self._not(rest, pointer, refs)
+        if "const" in rest or "enum" in rest:
+            return self._values(rest, pointer)
+        return self._typed(rest, pointer, refs)
+
+    def _typed(self, schema: dict, pointer: str, refs: tuple[str, ...]) -> str | None:
+        types = schema.get("type")
+        if types is None:  # every type, each constrained by its own keywords
+            types = [t for t in _TYPES if t != "integer"]
+        elif isinstance(types, str):
+            types = [types]
+        if "number" in types and "integer" in types:
+            types = [t for t in types if t != "integer"]  # number's regex covers integer's
+        options = []
+        for t in types:
+            if t not in _TYPES:
+                raise InvalidSchemaError(f"unknown type {t!r}", pointer)
+            r = self._LOWER[t](self, schema, pointer, refs)
+            if r is not None:
+                options.append(r)
+        return _alt(options) if options else None
+
+    _LOWER = {
+        "object": lambda self, s, p, r: object_regex(self, s, p, r),
+        "array": lambda self, s, p, r: array_regex(self, s, p, r),
+        "string": lambda self, s, p, r: string_regex(self, s, p),
+        "integer": lambda self, s, p, r: integer_regex(self, s, p),
+        "number": lambda self, s, p, r: number_regex(self, s, p),
+        "boolean": lambda self, s, p, r: "(?:true|false)",
+        "null": lambda self, s, p, r: "null",
+    }
+
+    def _values(self, schema: dict, pointer: str) -> str | None:
+        """``const``/``enum``, keeping the values the sibling keywords accept."""
+        values = [schema["const"]] if "const" in schema else list(schema["enum"])
+        if "const" in schema and "enum" in schema:
+            values = [v for v in values if self.is_valid(v, {"enum": schema["enum"]})]
+        siblings = {k: v for k, v in schema.items() if k not in ("const", "enum")}
+        if siblings:
+            values = [v for v in values if self.is_valid(v, siblings)]
+        types = siblings.get("type")
+        types = {types} if isinstance(types, str) else set(types or ())
+        regexes = values_regex(
+            values, self.ws, "integer" in types and "number" not in types, self._share_text
+        )
+        return _alt(regexes) if regexes else None
+
+    def _share_text(self, text: str) -> str:
+        """``text`` or the placeholder of its shared definition (one per distinct text)."""
+        found, placeholder = self.sharing.lookup(("text", text))
+        return placeholder if found else self.sharing.store(("text", text), text)
+
+    def _not(self, schema: dict, pointer: str, refs: tuple[str, ...]) -> str | None:
+        negated = schema["not"]
+        rest = {k: v for k, v in schema.items() if k != "not"}
+        if "const" in rest or "enum" in rest:  # a finite set minus whatever `not` accepts
+            values = [rest["const"]] if "const" in rest else list(rest["enum"])
+            rest = {k: v for k, v in rest.items() if k not in ("const", "enum")}
+            rest["enum"] = [v for v in values if not self.is_valid(v, negated)]
+            return self._values(rest, pointer)
+        left = negated_types(negated, self.resolve, rest.get("type"))  # of type/not/booleans
+        if left is None or left[1] and set(rest) & {*BOUNDS, "multipleOf"}:
+            self.unsupported(
+                "not",
+                pointer,
+                "not is enforced next to const/enum, or of type/not"
+                " (not integer: without numeric keywords)",
+            )
+            return self.convert(rest or True, pointer, refs)
+        types, fraction = left
+        options = [self.convert({**rest, "type": types}, pointer, refs)] if types else []
+        options = [o for o in options + [NON_INTEGER] * fraction if o is not None]
+        return _alt(options) if options else None
+
+    def _ref(self, ref: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
+        target = self.resolve(ref, pointer)
+        if self.sharing.is_cut(ref, refs, self.max_depth):
+            self._cut_at = pointer
+            msg = f"recursive $ref {ref} at {pointer or '#'} unrolled to depth {self.max_depth}"
+            if msg not in self.warnings:
+                self.warnings.append(msg)
+            return None
+        key = self.sharing.key(ref, refs)
+        found, text = self.sharing.lookup(key)
+        if found:
+            return text
+        text = self.convert(target, ref[1:], refs + (ref,))
+        return self.sharing.store(key, text)
+
+    def _merged(self, subs: list[Any], pointer: str, refs: tuple[str, ...]) -> str | None:
+        """``allOf`` (and ``$ref`` with siblings): convert the merged schema."""
+        # the references merged in are on the path too: recursion through allOf is cut
+        # like recursion through $ref (Handwritten mod309 recursed until a RecursionError)
+        inlined = tuple(
+            s["$ref"] for s in subs if isinstance(s, dict) and isinstance(s.get("$ref"), str)
+        )
+        for ref in inlined:
+            if self.sharing.is_cut(ref, refs, self.max_depth):
+                return self._ref(ref, pointer, refs)  # records the cut, returns None
+        seen = tuple(r for r in set(refs) if self.sharing.is_cut(r, refs, self.max_depth))
+        merged = merge_all_of(subs, pointer, self.resolve, seen)
+        return self.convert(merged, pointer, refs + inlined)
+
+    def _any_of(self, schema: dict, key: str, pointer: str, refs) -> str | None:
+        siblings = {k: v for k, v in schema.items() if k != key}
+        branches = []
+        for i, sub in enumerate(schema[key]):
+            ptr = f"{pointer}/{key}/{i}"
+            if siblings:
+                sub = merge_all_of([siblings, sub], ptr, self.resolve)
+            branches.append((ptr, sub))
+        if key == "oneOf":
+            self._check_disjoint(branches, pointer)
+        options = [self.convert(s, ptr, refs) for ptr, s in branches]
+        options = [o for o in options if o is not None]
+        return _alt(options) if options else None
+
+    def _check_disjoint(self, branches: list[tuple[str, Any]], pointer: str) -> None:
+        resolved = []
+        for ptr, sub in branches:
+            if isinstance(sub, dict) and "$ref" in sub or isinstance(sub, dict) and "allOf" in sub:
+                sub = merge_all_of([sub], ptr, self.resolve)
+            resolved.append(sub)
+        for i in range(len(resolved)):
+            for j in range(i + 1, len(resolved)):
+                if not provably_disjoint(resolved[i], resolved[j], self.is_valid):
+                    self.unsupported(
+                        "oneOf",
+                        pointer,
+                        f"branches {i} and {j} may both match (not provably disjoint)",
+                    )
+                    return
+
+    def any_value(self, depth: int) -> str:
+        """Any JSON value nested at most ``depth`` containers deep (one shared definition
+        per depth: schemas use it many times, and its text is long).
+        """
+        found, text = self.sharing.lookup(("any", depth))
+        if found:
+            return text
+        return self.sharing.store(("any", depth), self._any_value_text(depth))
+
+    def _any_value_text(self, depth: int) -> str:
+        scalars = ['"' + JSON_CHAR + '*"', NUMBER, "true", "false", "null"]
+        if depth <= 0:
+            return _alt(scalars)
+        inner = self.any_value(depth - 1)
+        ws = self.ws
+        array = "\\[" + ws + "(?:" + inner + "(?:" + ws + "," + ws + inner + ")*" + ws + ")?\\]"
+        pair = '"' + JSON_CHAR + '*"' + ws + ":" + ws + inner
+        obj = "\\{" + ws + "(?:" + pair + "(?:" + ws + "," + ws + pair + ")*" + ws + ")?\\}"
+        return _alt(scalars + [array, obj])

@@ -1,0 +1,294 @@
+"""In-document ``$ref`` resolution: base URIs, anchors and JSON pointers, as the drafts say.
+
+``RefIndex(root)`` walks the schema positions of the document once (the keywords that
+hold subschemas in any draft) and
+
+* tracks the base URI: ``$id`` (``id`` in draft 3/4) joined to the enclosing base, the
+  root's base being its own ``$id`` or ``""`` (as ``jsonschema``'s ``referencing`` does);
+  in draft 3-7 an ``$id`` next to ``$ref`` is ignored, and ``"$id": "#foo"`` is an anchor;
+* registers every embedded resource (its URI) and every anchor (``$anchor``,
+  ``$dynamicAnchor``: for ``$ref`` it is a plain anchor; dropping the keyword is exact
+  because every ``$dynamicRef`` it could matter to stays unsupported);
+* rewrites every ``$ref`` it can resolve inside the document to one canonical spelling,
+  ``#`` + the JSON pointer of the target in the document (``~0``/``~1`` escapes, no
+  percent-encoding): a fragment pointer is percent-decoded, may hold empty tokens
+  (``#/$defs//$defs/``) and is relative to the resource its URI names;
+* rewrites a ``$dynamicRef`` whose resolution does not depend on the dynamic scope to
+  that ``$ref`` (see ``_rewrite``); the others stay (unsupported keyword);
+* settles ``unevaluatedProperties``/``unevaluatedItems`` of a schema that has no in-place
+  applicator (``_settle_unevaluated``), before any merge could mix in a cousin's
+  properties; the others stay (unsupported keyword);
+* in draft 3-7, drops the siblings of ``$ref`` ("all other properties in a $ref object
+  MUST be ignored"; annotations such as ``definitions`` stay, so pointers into them work).
+
+``root`` is the rewritten copy the converter works on (identifiers and anchors removed:
+every reference already names its target by pointer). ``resolve`` returns the target of
+a canonical reference; references the walk could not resolve raise
+``InvalidSchemaError`` (a local one that names nothing) or ``UnsupportedSchemaError``
+(``$ref``, pointer: another document). A reference the walk never saw (inside a
+keyword that holds no subschema, reached by a pointer) is resolved against the root only
+when the document has no embedded resource, where that is exact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote, urldefrag, urljoin
+
+from ...errors import InvalidSchemaError, UnsupportedSchemaError
+from .check import validator_class
+
+__all__ = ["RefIndex", "pointer_of"]
+
+_IN_VALUE = frozenset(
+    {
+        "additionalItems",
+        "additionalProperties",
+        "contains",
+        "contentSchema",
+        "else",
+        "if",
+        "items",
+        "not",
+        "propertyNames",
+        "then",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+    }
+)
+_IN_ARRAY = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+_IN_MAP = frozenset(
+    {"$defs", "definitions", "dependentSchemas", "patternProperties", "properties", "dependencies"}
+)
+# siblings of a draft 3-7 $ref that stay (never validated; pointers may lead through them)
+_KEPT_BESIDE_REF = frozenset(
+    {
+        "$ref",
+        "definitions",
+        "$defs",
+        "title",
+        "description",
+        "$comment",
+        "$schema",
+        "examples",
+        "default",
+    }
+)
+_LEGACY = {
+    "Draft3Validator": "id",
+    "Draft4Validator": "id",
+    "Draft6Validator": "$id",
+    "Draft7Validator": "$id",
+}
+_MISSING = object()
+
+
+def pointer_of(tokens: tuple) -> str:
+    """Canonical local reference (``#`` + JSON pointer) for a path of keys/indices."""
+    return "#" + "".join("/" + str(t).replace("~", "~0").replace("/", "~1") for t in tokens)
+
+
+def _step(node: Any, token: str) -> Any:
+    if isinstance(node, dict):
+        return node.get(token, _MISSING)
+    if isinstance(node, list) and token.isdigit() and (token == "0" or token[0] != "0"):
+        return node[int(token)] if int(token) < len(node) else _MISSING
+    return _MISSING
+
+
+def _pointer_tokens(fragment: str) -> tuple | None:
+    """Tokens of a (percent-encoded) fragment JSON pointer; None when it is not a pointer."""
+    fragment = unquote(fragment)
+    if fragment == "":
+        return ()
+    if not fragment.startswith("/"):
+        return None
+    return tuple(t.replace("~1", "/").replace("~0", "~") for t in fragment[1:].split("/"))
+
+
+_APPLICATORS = frozenset(
+    {
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "$ref",
+        "$dynamicRef",
+        "$recursiveRef",
+        "if",
+        "then",
+        "else",
+        "dependentSchemas",
+        "dependencies",
+        "contains",
+    }
+)
+
+
+def _settle_unevaluated(schema: dict) -> None:
+    """In a schema with no in-place applicator (nothing else can evaluate a property or
+    an item), ``unevaluatedProperties`` is ``additionalProperties`` (no effect when that is
+    present) and ``unevaluatedItems`` is ``items`` after ``prefixItems`` (no effect when
+    ``items`` is present; ``contains``, which evaluates items, keeps it unsupported).
+    """
+    if _APPLICATORS & set(schema):
+        return
+    if "unevaluatedProperties" in schema:
+        rest = schema.pop("unevaluatedProperties")
+        schema.setdefault("additionalProperties", rest)
+    if "unevaluatedItems" in schema and not isinstance(schema.get("items"), list):
+        rest = schema.pop("unevaluatedItems")
+        schema.setdefault("items", rest)
+
+
+class RefIndex:
+    """The resolved references of one document (see the module docstring).
+
+    Args:
+        root: the schema document (dict or bool); not modified.
+
+    Attributes:
+        root: the rewritten copy (shares every value that holds no subschema).
+        legacy: True for drafts 3-7 (``$ref`` overrides its siblings).
+        draft: ``check.validator_class(root)``: the draft's validator class, and
+            whether a ``$schema`` the root holds names a known draft.
+        origin: ``id`` of each subschema (dict) of ``root`` -> where the document writes it
+            (JSON pointer, "" for the root): the place an error about its keywords names,
+            however the converter reached it (through ``$ref``, ``allOf`` or a dependency).
+    """
+
+    def __init__(self, root: Any) -> None:
+        self.draft = validator_class(root)
+        cls = self.draft[0]
+        self._id_key = _LEGACY.get(cls.__name__, "$id")
+        self.legacy = cls.__name__ in _LEGACY
+        self._resources: dict[str, tuple] = {}
+        self._anchors: dict[tuple[str, str], tuple] = {}
+        self._table: dict[str, Any] = {}
+        self._sites: list[tuple[dict, str, str, bool]] = []
+        self._overridden: list[dict] = []
+        self._unevaluated: list[dict] = []
+        self._dynamic: dict[str, int] = {}  # $dynamicAnchor name -> how many schemas bear it
+        # id of each subschema of root -> its JSON pointer in the document ("" for the root)
+        self.origin: dict[int, str] = {}
+        self._source = root
+        self.root = self._walk(root)
+        self._embedded = any(self._resources.values()) or bool(self._anchors)
+        for copy, ref, base, dynamic in self._sites:
+            self._rewrite(copy, ref, base, dynamic)
+        for copy in self._overridden:
+            for key in [k for k in copy if k not in _KEPT_BESIDE_REF]:
+                del copy[key]
+        for copy in self._unevaluated:
+            _settle_unevaluated(copy)
+
+    def _own_base(self, node: dict, base: str, tokens: tuple) -> str:
+        """Register ``node``'s identifier and anchors; returns the base URI inside it."""
+        ident = node.get(self._id_key)
+        if isinstance(ident, str):
+            if self.legacy and ident.startswith("#"):  # draft 3-7 location-independent id
+                self._anchors.setdefault((base, ident[1:]), tokens)
+            elif not (self.legacy and "$ref" in node):
+                uri = urldefrag(ident)[0]
+                if uri:
+                    base = urljoin(base, uri)
+                    self._resources.setdefault(base, tokens)
+        if not self.legacy:
+            for key in ("$anchor", "$dynamicAnchor"):
+                if isinstance(node.get(key), str):
+                    self._anchors.setdefault((base, node[key]), tokens)
+        return base
+
+    def _walk(self, root: Any) -> Any:
+        out: dict = {}
+        base = ""
+        self._resources[base] = ()
+        stack = [(root, out, "root", (), base)]
+        while stack:
+            node, holder, slot, tokens, base = stack.pop()
+            if not isinstance(node, dict):
+                holder[slot] = node
+                continue
+            base = self._own_base(node, base, tokens)
+            drop = {self._id_key, "$anchor", "$dynamicAnchor"}
+            copy = {k: v for k, v in node.items() if k not in drop}
+            holder[slot] = copy
+            self.origin[id(copy)] = pointer_of(tokens)[1:]
+            if isinstance(node.get("$ref"), str):
+                self._sites.append((copy, node["$ref"], base, False))
+                if self.legacy and len(copy) > 1:
+                    self._overridden.append(copy)
+            elif isinstance(node.get("$dynamicRef"), str) and not self.legacy:
+                self._sites.append((copy, node["$dynamicRef"], base, True))
+            if not self.legacy and ("unevaluatedProperties" in node or "unevaluatedItems" in node):
+                self._unevaluated.append(copy)
+            if isinstance(node.get("$dynamicAnchor"), str) and not self.legacy:
+                name = node["$dynamicAnchor"]
+                self._dynamic[name] = self._dynamic.get(name, 0) + 1
+            for key, val in node.items():
+                if key in _IN_VALUE and isinstance(val, (dict, bool)):
+                    stack.append((val, copy, key, tokens + (key,), base))
+                elif key in _IN_ARRAY and isinstance(val, list):
+                    copy[key] = items = list(val)
+                    for i, sub in enumerate(val):
+                        stack.append((sub, items, i, tokens + (key, str(i)), base))
+                elif key in _IN_MAP and isinstance(val, dict):
+                    copy[key] = members = dict(val)
+                    for name, sub in val.items():
+                        if isinstance(sub, (dict, bool)):
+                            stack.append((sub, members, name, tokens + (key, name), base))
+        return out["root"]
+
+    def _rewrite(self, copy: dict, ref: str, base: str, dynamic: bool) -> None:
+        """Point ``copy``'s reference at its target by canonical pointer (left as it is when
+        the target is not in this document). A ``$dynamicRef`` becomes that ``$ref`` where
+        its dynamic resolution is static: the fragment is a pointer, or names an anchor
+        that no ``$dynamicAnchor`` made, or the one ``$dynamicAnchor`` of that name in the
+        whole document (every dynamic scope finds that same schema).
+        """
+        if ref.startswith("#"):
+            uri, frag = base, ref[1:]
+        else:
+            uri, frag = urldefrag(urljoin(base, ref))
+        start = self._resources.get(uri)
+        if start is None:
+            return
+        tokens = _pointer_tokens(frag)
+        anchor = unquote(frag) if tokens is None else None
+        tokens = self._anchors.get((uri, anchor)) if tokens is None else start + tokens
+        if tokens is None:
+            return
+        target, source = self.root, self._source
+        for t in tokens:
+            target, source = _step(target, t), _step(source, t)
+            if target is _MISSING:
+                return
+        if dynamic:
+            made = isinstance(source, dict) and source.get("$dynamicAnchor") == anchor
+            if made and self._dynamic.get(anchor, 0) != 1:
+                return  # resolved by the dynamic scope: $dynamicRef stays unsupported
+            del copy["$dynamicRef"]
+        canonical = pointer_of(tokens)
+        self._table[canonical] = target
+        copy["$ref"] = canonical
+
+    def resolve(self, ref: Any, pointer: str) -> Any:
+        """The subschema a reference of the rewritten document names.
+
+        Raises:
+            UnsupportedSchemaError: ``$ref`` to another document (not fetched).
+            InvalidSchemaError: a local reference that names nothing.
+        """
+        hit = self._table.get(ref, _MISSING) if isinstance(ref, str) else _MISSING
+        if hit is not _MISSING:
+            return hit
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            raise UnsupportedSchemaError("$ref", pointer, f"only local references, got {ref!r}")
+        tokens = _pointer_tokens(ref[1:])
+        target: Any = _MISSING if tokens is None or self._embedded else self.root
+        for t in tokens or ():
+            if target is _MISSING:
+                break
+            target = _step(target, t)
+        if target is _MISSING:
+            raise InvalidSchemaError(f"cannot resolve $ref {ref!r}", pointer)
+        return target

@@ -1,0 +1,338 @@
+"""Lowering of ``type: object``.
+
+Layout (the canonical one): the keys of ``properties`` in schema order (each optional
+one may be absent), then required keys that ``properties`` does not list, in
+``required`` order, then any extra keys. Extra keys are:
+
+* with ``patternProperties``: keys matching a pattern, valued by that pattern's schema
+  (exact when no key can match two patterns with different schemas: checked on the
+  patterns' automata; else strict error), never one of the listed names;
+  ``additionalProperties`` other than ``false`` next to patterns would need the patterns'
+  complement: strict error;
+* else with ``additionalProperties`` true or a schema, or absent when the caller
+  passes ``allow_extra_properties=True``: keys spelled canonically (``json.dumps``
+  escapes) that differ from every listed name, valued by that schema.
+
+``propertyNames`` filters the listed keys (checked with ``jsonschema``) and spells the
+extra keys when no listed name satisfies it. ``minProperties``/``maxProperties`` are
+exact when the listed keys are all required (the count moves to the extras) or when
+there are no extras (the allowed subsets of optional keys are listed).
+``dependentRequired``/``dependentSchemas``/``dependencies`` split the object into
+branches (``dependencies``), each lowered here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from itertools import combinations
+
+from ..regex.escape import escape_literal
+from .context import ConvertContext
+from .dependencies import dependent_object_regex, has_dependencies
+from .pattern import pattern_to_string_body
+from .string_length import patterns_disjoint
+
+__all__ = ["object_regex", "key_not_in", "CANON_CHAR"]
+
+_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_ESCAPES = list(_SHORT.values()) + [f"\\u{cp:04x}" for cp in range(0x20) if chr(cp) not in _SHORT]
+
+
+def _escape_classes(escapes: list[str]) -> list[str]:
+    r"""Regex alternatives for a set of ``json.dumps`` escapes: the short ones as one class
+    after a backslash, the ``\u00XX`` ones as one class per high digit (a few byte-class
+    nodes, not one alternative per escape: the text stays short however often it is used).
+    """
+    short = [e[1] for e in escapes if len(e) == 2]
+    out = []
+    if short:
+        out.append("\\\\[" + "".join("\\" + c if c in "\\]^-[" else c for c in short) + "]")
+    by_high: dict[str, str] = {}
+    for e in escapes:
+        if len(e) == 6:
+            by_high[e[4]] = by_high.get(e[4], "") + e[5]
+    for high, lows in sorted(by_high.items()):
+        out.append("\\\\u00" + high + ("[" + lows + "]" if len(lows) > 1 else lows))
+    return out
+
+
+CANON_CHAR = "(?:" + "|".join(['[^"\\\\\\x00-\\x1f]'] + _escape_classes(_ESCAPES)) + ")"
+MAX_SUBSETS = 256
+SHARE_MIN_CHARS = 64  # member tails at least this long become shared definitions
+# (WashingtonPost's recursive content objects copy every expansion's tails; the figures for
+# 64 against 512 are in benchmarks/RESULTS.md, "Moved from docstrings: fsm")
+
+
+def _units(name: str) -> list[str]:
+    return [json.dumps(ch, ensure_ascii=False)[1:-1] for ch in name]
+
+
+@lru_cache(maxsize=4096)
+def _unit_not_in(excluded: frozenset[str]) -> str:
+    plain = sorted(u for u in excluded if len(u) == 1)
+    cls = '[^"\\\\\\x00-\\x1f' + "".join("\\" + c if c in "\\]^-[" else c for c in plain) + "]"
+    return (
+        "(?:" + "|".join([cls] + _escape_classes([e for e in _ESCAPES if e not in excluded])) + ")"
+    )
+
+
+def key_not_in(names: list[str], tail: str = CANON_CHAR + "*") -> str:
+    """Regex for canonically spelled JSON string bodies that equal none of ``names``.
+
+    ``tail`` is the text written for "any further characters" after a character that
+    leaves the name trie (once per trie node: a shared definition's placeholder keeps
+    the text short). Memoised: a definition expanded at many recursion depths lists the
+    same names.
+    """
+    return _key_not_in(tuple(names), tail)
+
+
+@lru_cache(maxsize=1024)
+def _key_not_in(names: tuple[str, ...], tail: str) -> str:
+    trie: dict = {}
+    for name in names:
+        node = trie
+        for u in _units(name):
+            node = node.setdefault(u, {})
+        node[""] = {}  # end marker
+
+    def build(node: dict) -> str:
+        children = {u: c for u, c in node.items() if u}
+        alts = [_unit_not_in(frozenset(children)) + tail]
+        alts += [escape_literal(u) + build(c) for u, c in children.items()]
+        body = "(?:" + "|".join(alts) + ")"
+        return body if "" in node else body + "?"
+
+    return build(trie)
+
+
+def _matches(pattern: str, name: str) -> bool:
+    try:
+        return re.search(pattern, name) is not None
+    except re.error:
+        return False
+
+
+def object_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) -> str | None:
+    """Regex for the objects valid under the object keywords of ``schema``."""
+    if has_dependencies(conv, schema):  # one branch per combination of trigger keys
+        return dependent_object_regex(conv, schema, pointer, refs)
+    ws = conv.ws
+    sep = ws + "," + ws
+    props: dict = dict(schema.get("properties", {}) or {})
+    required = list(dict.fromkeys(schema.get("required", [])))
+    patterns: dict = schema.get("patternProperties", {}) or {}
+    extra = schema.get("additionalProperties")
+    names_schema = schema.get("propertyNames")
+    for name in required:  # required keys without a property schema
+        if name not in props:
+            hits = [p for p in patterns if _matches(p, name)]
+            if hits:
+                props[name] = {"allOf": [patterns[p] for p in hits]}
+            elif extra is False:
+                return None
+            else:
+                props[name] = True if extra is None else extra
+    members: list[tuple[str, bool]] = []
+    for name, sub in props.items():
+        hits = [p for p in patterns if _matches(p, name)]
+        if hits:
+            sub = {"allOf": [sub] + [patterns[p] for p in hits]}
+        ok_name = names_schema is None or conv.is_valid(name, names_schema)
+        value = (
+            conv.convert(sub, f"{pointer}/properties/{_escape_ptr(name)}", refs)
+            if ok_name
+            else None
+        )
+        if value is None:
+            if name in required:
+                return None
+            continue
+        members.append(
+            (
+                escape_literal(json.dumps(name, ensure_ascii=False)) + ws + ":" + ws + value,
+                name in required,
+            )
+        )
+    pair = _extra_pair(conv, schema, pointer, refs, list(props))
+    body = _counted(conv, schema, pointer, members, pair, sep)
+    return None if body is None else "\\{" + ws + body + ws + "\\}"
+
+
+def _escape_ptr(name: str) -> str:
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def _extra_pair(
+    conv: ConvertContext, schema: dict, pointer: str, refs: tuple, listed: list[str]
+) -> str | None:
+    """Regex of one extra ``"key":value`` member, or None when no extra key is allowed."""
+    ws = conv.ws
+    patterns: dict = schema.get("patternProperties", {}) or {}
+    extra = schema.get("additionalProperties")
+    names_schema = schema.get("propertyNames")
+    if patterns:
+        if extra is not None and extra is not False:
+            conv.unsupported(
+                "patternProperties",
+                pointer,
+                "additionalProperties next to patternProperties needs their complement",
+            )
+        if names_schema is not None:
+            conv.unsupported("propertyNames", pointer, "propertyNames next to patternProperties")
+        distinct = len({json.dumps(v, sort_keys=True) for v in patterns.values()}) > 1
+        if distinct and not patterns_disjoint(list(patterns), pointer):
+            conv.unsupported(
+                "patternProperties",
+                pointer,
+                "several patterns with different schemas (a key may match two)",
+            )
+        if any(_matches(p, name) for p in patterns for name in listed):
+            conv.unsupported("patternProperties", pointer, "a pattern matches a listed property")
+        pairs = []  # one "key":value alternative per pattern (exact when no key matches two)
+        for p, sub in patterns.items() if distinct else [next(iter(patterns.items()))]:
+            ptr = f"{pointer}/patternProperties/{_escape_ptr(p)}"
+            value = conv.convert(sub, ptr, refs)
+            keys = [
+                pattern_to_string_body(q, f"{pointer}/patternProperties/{_escape_ptr(q)}")
+                for q in (patterns if not distinct else [p])
+            ]
+            if value is not None:
+                key = '"' + (keys[0] if len(keys) == 1 else "(?:" + "|".join(keys) + ")") + '"'
+                pairs.append(key + ws + ":" + ws + value)
+        if not pairs:
+            return None
+        return pairs[0] if len(pairs) == 1 else "(?:" + "|".join(pairs) + ")"
+    if extra is False or (extra is None and not conv.allow_extra):
+        if extra is None:
+            conv.note_no_extra()
+        return None
+    value = conv.convert(True if extra is None else extra, pointer + "/additionalProperties", refs)
+    if value is None or names_schema is False:
+        return None
+    if names_schema is not None and names_schema is not True:
+        if any(conv.is_valid(name, names_schema) for name in listed):
+            conv.unsupported(
+                "propertyNames",
+                pointer,
+                "extra keys must both match propertyNames and differ from listed keys",
+            )
+        names = dict(names_schema) if isinstance(names_schema, dict) else {}
+        names.setdefault("type", "string")
+        key = conv.convert(names, pointer + "/propertyNames", refs)
+        if key is None:
+            return None
+    else:  # one shared definition per name list (every recursion depth lists the same)
+        found, body = conv.sharing.lookup(("key_not_in", tuple(listed)))
+        if not found:
+            tail = conv.sharing.lookup(("canon_tail",))[1] or conv.sharing.store(
+                ("canon_tail",), "(?:" + CANON_CHAR + "*)"
+            )
+            body = conv.sharing.store(("key_not_in", tuple(listed)), key_not_in(listed, tail))
+        key = '"' + body + '"'
+    return key + ws + ":" + ws + value
+
+
+def _counted(
+    conv: ConvertContext,
+    schema: dict,
+    pointer: str,
+    members: list[tuple[str, bool]],
+    pair: str | None,
+    sep: str,
+) -> str | None:
+    """Members in order then extras, honouring ``minProperties``/``maxProperties``."""
+    lo = int(schema.get("minProperties", 0))
+    hi = schema.get("maxProperties")
+    hi = None if hi is None else int(hi)
+    num_req = sum(1 for _, req in members if req)
+    num_opt = len(members) - num_req
+    if hi is not None and (lo > hi or hi < num_req):  # no count fits
+        return None
+    vacuous = lo <= num_req and (hi is None or (pair is None and hi >= len(members)))
+    if vacuous:
+        return _members(members, pair, 0, None, sep, _sharer(conv))
+    if num_opt == 0:
+        return _members(
+            members,
+            pair,
+            max(lo - num_req, 0),
+            None if hi is None else hi - num_req,
+            sep,
+            _sharer(conv),
+        )
+    if pair is None and 2**num_opt <= MAX_SUBSETS:
+        options = []
+        optional = [i for i, (_, req) in enumerate(members) if not req]
+        for k in range(num_opt + 1):
+            if not (lo <= num_req + k and (hi is None or num_req + k <= hi)):
+                continue
+            for chosen in combinations(optional, k):
+                picked = [m for i, (m, req) in enumerate(members) if req or i in chosen]
+                options.append(sep.join(picked))
+        if not options:
+            return None
+        return "(?:" + "|".join(options) + ")"
+    conv.unsupported(
+        "minProperties" if lo > num_req else "maxProperties",
+        pointer,
+        "property counts next to optional and extra properties",
+    )
+    return _members(members, pair, 0, None, sep, _sharer(conv))
+
+
+def _sharer(conv: ConvertContext):
+    """``share(text) -> text or placeholder``: one shared definition per distinct text (the
+    text alone decides its language), so a long subpattern used many times is written once.
+    """
+
+    def share(text: str) -> str:
+        if len(text) < SHARE_MIN_CHARS:  # short: copying costs less than a definition
+            return text
+        found, placeholder = conv.sharing.lookup(("objtext", text))
+        return placeholder if found else conv.sharing.store(("objtext", text), text)
+
+    return share
+
+
+def _members(
+    members: list[tuple[str, bool]],
+    pair: str | None,
+    lo: int,
+    hi: int | None,
+    sep: str,
+    share=lambda text: text,
+) -> str:
+    """Properties in order (optional ones may be absent), then ``lo..hi`` extra pairs.
+
+    ``started`` is the regex of what follows once something was written (each item
+    preceded by ``sep``); ``fresh`` the regex when nothing was written yet (``""`` = empty).
+    ``fresh`` of member i holds ``started`` of every later member, so ``share`` makes each
+    ``started`` (and the extra pair) one shared definition: linear text in the number of
+    members, not quadratic (Snowplow sp_384: 7 optional properties and extras).
+    """
+    pair = None if pair is None else share(pair)
+
+    def count(lo: int, hi: int | None) -> str:
+        return "*" if lo == 0 and hi is None else "{%d,%s}" % (lo, "" if hi is None else hi)
+
+    if pair is None or (hi is not None and hi <= 0):
+        started, fresh = "", ""
+    else:
+        started = "(?:%s%s)%s" % (sep, pair, count(lo, hi))
+        rest = "(?:%s%s)%s" % (sep, pair, count(max(lo - 1, 0), None if hi is None else hi - 1))
+        fresh = pair + rest if lo > 0 else "(?:%s%s)?" % (pair, rest)
+    for m, req in reversed(members):
+        if req:
+            fresh = m + started
+        else:
+            fresh = "(?:%s%s%s)%s" % (
+                m,
+                started,
+                "|" + fresh if fresh else "",
+                "" if fresh else "?",
+            )
+        started = share((sep + m if req else "(?:" + sep + m + ")?") + started)
+    return fresh

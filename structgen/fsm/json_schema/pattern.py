@@ -1,0 +1,208 @@
+r"""JSON Schema ``pattern`` -> regex over the JSON-encoded string body.
+
+A ``pattern`` constrains the decoded string value with search semantics (ECMA-262
+``RegExp.test``); the output regex runs over the characters between the JSON
+quotes. Each character class is rewritten so that ``"``, ``\`` and control
+characters appear in their escaped JSON form, and a branch that is not anchored
+with ``^`` (``$``) gets any string content before (after) it. ``\d``, ``\w`` and
+``\s`` use ASCII semantics (ECMA without the ``u`` flag, except that ``\s`` is
+ASCII whitespace only). Anchors elsewhere than at the ends of a top-level branch
+are unsupported. The pattern is parsed with Python ``re`` syntax.
+"""
+
+from __future__ import annotations
+
+from ...errors import UnsupportedSchemaError
+from ..regex.escape import RESERVED_FROM, escape_class_char, escape_literal
+from ..regex.parse import MAXREPEAT, parse
+from ..regex.parse import sre_constants as C
+
+__all__ = ["pattern_to_string_body", "top_level_branches", "JSON_CHAR"]
+
+_MAX = 0x10FFFF
+_SHORT_ESCAPES = {0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t", 0x22: '"', 0x5C: "\\"}
+JSON_CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+_CATEGORIES = {
+    C.CATEGORY_DIGIT: [(0x30, 0x39)],
+    C.CATEGORY_WORD: [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)],
+    C.CATEGORY_SPACE: [(0x09, 0x0D), (0x20, 0x20)],
+}
+_NEGATED = {
+    C.CATEGORY_NOT_DIGIT: C.CATEGORY_DIGIT,
+    C.CATEGORY_NOT_WORD: C.CATEGORY_WORD,
+    C.CATEGORY_NOT_SPACE: C.CATEGORY_SPACE,
+}
+
+
+def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out, nxt = [], 0
+    for lo, hi in sorted(ranges):
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = max(nxt, hi + 1)
+    if nxt <= _MAX:
+        out.append((nxt, _MAX))
+    return out
+
+
+def _encoded_alternatives(ranges: list[tuple[int, int]], pointer: str) -> str:
+    """Regex for one JSON-encoded character whose decoded value lies in ``ranges``."""
+    plain: list[str] = []
+    escapes: list[str] = []
+    unicode_escaped: list[int] = []  # control characters written \\u00XX
+    for lo, hi in ranges:
+        for cp in range(lo, min(hi, 0x7F) + 1) if lo < 0x80 else ():
+            if cp < 0x20 or cp in (0x22, 0x5C):
+                esc = _SHORT_ESCAPES.get(cp)
+                if esc:
+                    escapes.append("\\\\" + escape_literal(esc))
+                else:
+                    unicode_escaped.append(cp)
+        segments = []
+        cur = max(lo, 0x20)
+        for cut in (0x22, 0x5C):
+            if cur <= cut <= hi:
+                if cur <= cut - 1:
+                    segments.append((cur, cut - 1))
+                cur = cut + 1
+        if cur <= hi:
+            segments.append((cur, hi))
+        plain.extend(segments)
+    if unicode_escaped:  # one class per high hex digit, not one alternative per character
+        groups = [
+            f"{hi_digit}["
+            f"{''.join(f'{cp & 15:x}' for cp in unicode_escaped if cp >> 4 == hi_digit)}]"
+            for hi_digit in (0, 1)
+            if any(cp >> 4 == hi_digit for cp in unicode_escaped)
+        ]
+        escapes.append(
+            "\\\\u00" + (groups[0] if len(groups) == 1 else "(?:" + "|".join(groups) + ")")
+        )
+    parts = ([_class(plain)] if plain else []) + escapes
+    if not parts:
+        raise UnsupportedSchemaError("pattern", pointer, "a character class that matches nothing")
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+def _class_text(ranges: list[tuple[int, int]]) -> str:
+    return "".join(
+        escape_class_char(a)
+        if a == b and a < RESERVED_FROM
+        else f"{escape_class_char(a)}-{escape_class_char(b)}"
+        for a, b in ranges
+    )
+
+
+def _class(ranges: list[tuple[int, int]]) -> str:
+    """A character class; written negated when large (interegular enumerates ranges)."""
+    if sum(b - a + 1 for a, b in ranges) <= 4096:
+        return f"[{_class_text(ranges)}]"
+    rest = []
+    for a, b in _complement(ranges):  # drop surrogates: never valid UTF-8 anyway
+        if a < 0xD800 <= b or a <= 0xDFFF < b or (a >= 0xD800 and b <= 0xDFFF):
+            if a < 0xD800:
+                rest.append((a, 0xD7FF))
+            if b > 0xDFFF:
+                rest.append((0xE000, b))
+        else:
+            rest.append((a, b))
+    if sum(b - a + 1 for a, b in rest) > 4096:
+        raise UnsupportedSchemaError("pattern", "", "a character class too large to enumerate")
+    return f"[^{_class_text(rest)}]"
+
+
+def _class_ranges(items, pointer: str) -> list[tuple[int, int]]:
+    ranges: list[tuple[int, int]] = []
+    negate = False
+    for op, av in items:
+        if op == C.NEGATE:
+            negate = True
+        elif op == C.LITERAL:
+            ranges.append((av, av))
+        elif op == C.RANGE:
+            ranges.append(av)
+        elif op == C.CATEGORY:
+            if av in _CATEGORIES:
+                ranges.extend(_CATEGORIES[av])
+            elif av in _NEGATED:
+                ranges.extend(_complement(_CATEGORIES[_NEGATED[av]]))
+            else:
+                raise UnsupportedSchemaError("pattern", pointer, f"character category {av}")
+        else:
+            raise UnsupportedSchemaError("pattern", pointer, f"class item {op}")
+    return _complement(ranges) if negate else sorted(ranges)
+
+
+def _translate(items, pointer: str) -> str:
+    out = []
+    for op, av in items:
+        if op == C.LITERAL:
+            out.append(_encoded_alternatives([(av, av)], pointer))
+        elif op == C.NOT_LITERAL:
+            out.append(_encoded_alternatives(_complement([(av, av)]), pointer))
+        elif op == C.ANY:
+            out.append(_encoded_alternatives(_complement([(0x0A, 0x0A)]), pointer))
+        elif op == C.IN:
+            out.append(_encoded_alternatives(_class_ranges(av, pointer), pointer))
+        elif op == C.SUBPATTERN:
+            out.append("(?:" + _translate(av[-1], pointer) + ")")
+        elif op == C.BRANCH:
+            out.append("(?:" + "|".join(_translate(b, pointer) for b in av[1]) + ")")
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT) or op == getattr(C, "POSSESSIVE_REPEAT", None):
+            lo, hi, sub = av
+            body = "(?:" + _translate(sub, pointer) + ")"
+            out.append(body + ("{%d,}" % lo if hi == MAXREPEAT else "{%d,%d}" % (lo, hi)))
+        else:
+            what = _NOT_REGULAR.get(str(op), f"the regex construct {op}")
+            raise UnsupportedSchemaError("pattern", pointer, f"{what} has no finite-automaton form")
+    return "".join(out)
+
+
+# sre opcodes _translate meets that no automaton can express, in words
+_NOT_REGULAR = {
+    "ASSERT": "lookaround",
+    "ASSERT_NOT": "lookaround",
+    "GROUPREF": "a backreference",
+    "GROUPREF_EXISTS": "a conditional group",
+    "AT": "an anchor (^, $, \\b) inside the pattern",
+    "ATOMIC_GROUP": "an atomic group",
+}
+
+
+def top_level_branches(pattern: str, pointer: str) -> list[list]:
+    """The parsed alternatives of ``pattern``'s top-level alternation (one item: no alternation).
+
+    Raises:
+        UnsupportedSchemaError: (keyword ``pattern``) the pattern does not parse.
+    """
+    try:
+        tree = list(parse(pattern))
+    except ValueError as exc:
+        raise UnsupportedSchemaError("pattern", pointer, f"{pattern!r}: {exc}") from exc
+    if len(tree) == 1 and tree[0][0] == C.BRANCH:
+        return [list(b) for b in tree[0][1][1]]
+    return [tree]
+
+
+def pattern_to_string_body(pattern: str, pointer: str) -> str:
+    """Regex for the JSON-encoded body (between the quotes) of strings matching ``pattern``.
+
+    Raises:
+        UnsupportedSchemaError: (keyword ``pattern``) unparsable pattern or a feature
+            with no finite-automaton translation; the message names the pattern.
+    """
+    branches = top_level_branches(pattern, pointer)
+    any_text = JSON_CHAR + "*"
+    out = []
+    for branch in branches:
+        start = bool(branch) and branch[0] == (C.AT, C.AT_BEGINNING)
+        end = (
+            bool(branch) and branch[-1][0] == C.AT and branch[-1][1] in (C.AT_END, C.AT_END_STRING)
+        )
+        core = branch[int(start) : len(branch) - int(end)]
+        try:
+            body = _translate(core, pointer)
+        except UnsupportedSchemaError as exc:
+            raise UnsupportedSchemaError("pattern", pointer, f"{pattern!r}: {exc.detail}") from exc
+        out.append(("" if start else any_text) + body + ("" if end else any_text))
+    return out[0] if len(out) == 1 else "(?:" + "|".join(out) + ")"

@@ -1,0 +1,374 @@
+"""A string ``pattern`` (or ``format``) together with ``minLength``/``maxLength``, exactly.
+
+A regex text cannot intersect two languages, so the intersection is built here, at
+conversion time: the pattern (Python ``re`` syntax over the *decoded* string, search
+semantics as in ``pattern``) becomes a Thompson NFA over code-point ranges, and
+the product of that NFA with a character counter ``0..maxLength`` is written out as a
+right-linear grammar: one shared definition (``refs``) per live product state
+``(q, c)``, ``D(q, c) = enc(R1) D(q1, c+1) | enc(R2) D(q2, c+1) | ... [| ""]`` where
+``enc(R)`` is one JSON-encoded character whose decoded value lies in ``R`` (escapes
+count as one character, as ``minLength`` counts). The counter makes the product
+acyclic, so every definition only refers to later counts (written first). Dead product
+states (acceptance out of reach within ``maxLength``) are pruned, so no definition is
+empty; an empty intersection is ``None`` (no string is valid).
+
+Without ``maxLength`` the counter saturates at ``minLength``: a state ``(q, minLength)``
+is the pattern's own continuation from ``q`` (the regex of the remaining items and
+enclosing repetitions, recorded while the NFA is built), so the text stays finite.
+Sizes are capped (``MAX_NFA_STATES``, ``MAX_PRODUCT_STATES``): past them,
+``Unrepresentable``; the caller turns that into the strict error.
+"""
+
+from __future__ import annotations
+
+from ...errors import UnsupportedSchemaError
+from ..regex.parse import MAXREPEAT
+from ..regex.parse import sre_constants as C
+from .context import ConvertContext
+from .pattern import (
+    _class_ranges,
+    _class_text,
+    _complement,
+    _encoded_alternatives,
+    _translate,
+    top_level_branches,
+)
+
+__all__ = [
+    "bounded_string_body",
+    "patterns_disjoint",
+    "Unrepresentable",
+    "MAX_NFA_STATES",
+    "MAX_PRODUCT_STATES",
+]
+
+MAX_NFA_STATES = 4000
+MAX_PRODUCT_STATES = 40_000
+_ALL = [(0, 0x10FFFF)]
+
+
+class Unrepresentable(Exception):
+    """The intersection cannot be written exactly within the limits (message says why)."""
+
+
+def _body(items, pointer: str) -> str:
+    """``pattern``'s JSON-body translation of parse items (Unrepresentable when it
+    has none, e.g. a character class too large to write out).
+    """
+    try:
+        return _translate(items, pointer)
+    except UnsupportedSchemaError as exc:
+        raise Unrepresentable(str(exc)) from exc
+
+
+class _NFA:
+    """Thompson NFA over code-point ranges: ``eps[s]`` targets, ``edges[s]`` (ranges, target).
+
+    ``rest[t]`` is, for every target ``t`` of a character edge, the JSON-body regex of
+    the language accepted from ``t`` (the continuation after that character, built
+    alongside: the pattern's remaining items and enclosing repetitions).
+    """
+
+    def __init__(self, pointer: str, with_rest: bool = True) -> None:
+        self.with_rest = with_rest  # False: no continuation texts (maxLength bounds all)
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[tuple, int]]] = []
+        self.rest: dict[int, str] = {}
+        self.pointer = pointer
+        self._text: dict[int, str] = {}
+
+    def new(self) -> int:
+        if len(self.eps) >= MAX_NFA_STATES:
+            raise Unrepresentable(f"pattern automaton over {MAX_NFA_STATES} states")
+        self.eps.append([])
+        self.edges.append([])
+        return len(self.eps) - 1
+
+    def text(self, item) -> str:
+        """The JSON-body regex of one parse item (``pattern``'s translation)."""
+        key = id(item)
+        if not self.with_rest:
+            return ""
+        if key not in self._text:
+            self._text[key] = _body([item], self.pointer)
+        return self._text[key]
+
+    def char(self, s: int, ranges, k: str) -> int:
+        t = self.new()
+        self.edges[s].append((tuple(ranges), t))
+        self.rest[t] = k
+        return t
+
+    def seq(self, items, s: int, k: str) -> int:
+        items = list(items)
+        conts = [k]
+        for item in reversed(items[1:]):
+            conts.append(self.text(item) + conts[-1])
+        for (op, av), cont in zip(items, reversed(conts)):
+            s = self.node(op, av, s, cont)
+        return s
+
+    def node(self, op, av, s: int, k: str) -> int:
+        if op == C.LITERAL:
+            return self.char(s, [(av, av)], k)
+        if op == C.NOT_LITERAL:
+            return self.char(s, _complement([(av, av)]), k)
+        if op == C.ANY:
+            return self.char(s, _complement([(0x0A, 0x0A)]), k)
+        if op == C.IN:
+            return self.char(s, _class_ranges(av, self.pointer), k)
+        if op == C.SUBPATTERN:
+            return self.seq(av[-1], s, k)
+        if op == C.BRANCH:
+            end = self.new()
+            for branch in av[1]:
+                start = self.new()
+                self.eps[s].append(start)
+                self.eps[self.seq(branch, start, k)].append(end)
+            return end
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT) or op == getattr(C, "POSSESSIVE_REPEAT", None):
+            return self._repeat(av, s, k)
+        raise Unrepresentable(f"regex feature {op} is not supported")
+
+    def _repeat(self, av, s: int, k: str) -> int:
+        lo, hi, sub = av
+        body = "(?:" + _body(sub, self.pointer) + ")" if self.with_rest else ""
+
+        def more(a: int, b: int | None) -> str:  # body{a,b} then k
+            if b == 0:
+                return k
+            return body + ("{%d,}" % a if b is None else "{%d,%d}" % (a, b)) + k
+
+        top = None if hi == MAXREPEAT else hi
+        for i in range(lo):
+            s = self.seq(sub, s, more(lo - i - 1, None if top is None else top - i - 1))
+        if top is None:
+            loop = self.new()
+            self.eps[s].append(loop)
+            self.eps[self.seq(sub, loop, more(0, None))].append(loop)
+            return loop
+        end = self.new()
+        self.eps[s].append(end)
+        for j in range(top - lo):
+            s = self.seq(sub, s, more(0, top - lo - j - 1))
+            self.eps[s].append(end)
+        return end
+
+    def closure(self, s: int) -> frozenset[int]:
+        seen = {s}
+        todo = [s]
+        while todo:
+            for t in self.eps[todo.pop()]:
+                if t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+        return frozenset(seen)
+
+
+_ANY_ITEM = (C.MAX_REPEAT, (0, MAXREPEAT, [(C.IN, [(C.RANGE, (0, 0x10FFFF))])]))
+
+
+def _build_nfa(
+    regex: str, anchored: bool, pointer: str, with_rest: bool
+) -> tuple[_NFA, int, int, str]:
+    """(nfa, start, final, whole) for ``regex``: fullmatch when ``anchored``, else search;
+    ``whole`` is the JSON-body regex of the language (the start state's continuation;
+    with ``with_rest`` False, no continuation texts and ``whole`` is empty).
+    """
+    branches = top_level_branches(regex, pointer)
+    nfa = _NFA(pointer, with_rest)
+    start, final = nfa.new(), nfa.new()
+    wholes = []
+    for branch in branches:
+        first = bool(branch) and branch[0] == (C.AT, C.AT_BEGINNING)
+        last = (
+            bool(branch) and branch[-1][0] == C.AT and branch[-1][1] in (C.AT_END, C.AT_END_STRING)
+        )
+        core = branch[int(first) : len(branch) - int(last)]
+        if any(op == C.AT for op, _ in core):
+            raise Unrepresentable("an anchor inside the pattern")
+        items = (
+            ([] if first or anchored else [_ANY_ITEM])
+            + core
+            + ([] if last or anchored else [_ANY_ITEM])
+        )
+        s = nfa.new()
+        nfa.eps[start].append(s)
+        nfa.eps[nfa.seq(items, s, "")].append(final)
+        if with_rest:
+            wholes.append(regex if anchored else _body(items, pointer))
+    whole = "" if not wholes else wholes[0] if len(wholes) == 1 else "(?:" + "|".join(wholes) + ")"
+    return nfa, start, final, whole
+
+
+def _shortest(nfa: _NFA, start: int, final: int) -> int | None:
+    """Fewest characters of a match (0-1 BFS over the NFA), None when nothing matches."""
+    dist = {start: 0}
+    frontier = [start]
+    n = 0
+    while frontier:
+        level = set()
+        for s in frontier:
+            level |= nfa.closure(s)
+        if final in level:
+            return n
+        n += 1
+        frontier = [t for s in level for _, t in nfa.edges[s] if t not in dist]
+        for t in frontier:
+            dist[t] = n
+    return None
+
+
+def bounded_string_body(
+    conv: ConvertContext, regex: str, anchored: bool, lo: int, hi: int | None, pointer: str
+) -> str | None:
+    """Regex for the JSON string bodies matching ``regex`` with ``lo..hi`` characters.
+
+    Args:
+        conv: the converter (its ``sharing`` stores the product states as definitions).
+        regex: the ``pattern`` (search semantics, ``^``/``$`` at branch ends) or a
+            ``format`` regex (``anchored=True``: fullmatch), over decoded characters.
+        anchored: True for a ``format`` regex (fullmatch), False for a ``pattern``.
+        lo: ``minLength``.
+        hi: ``maxLength`` (None: no upper bound).
+        pointer: JSON pointer of the string schema (for errors).
+
+    Returns:
+        The body regex (between the quotes), or None when no string qualifies.
+
+    Raises:
+        Unrepresentable: no exact finite form within the limits (caller reports it).
+        UnsupportedSchemaError: the pattern does not parse.
+    """
+    nfa, start, final, whole = _build_nfa(regex, anchored, pointer, hi is None)
+    shortest = _shortest(nfa, start, final)
+    if shortest is None:
+        return None
+    if shortest >= lo and hi is None:
+        return whole  # the pattern implies minLength
+    top = lo if hi is None else hi  # without maxLength the counter saturates at minLength
+    closures = [nfa.closure(s) for s in range(len(nfa.eps))]
+    moves = [[e for u in cl for e in nfa.edges[u]] for cl in closures]
+    accepting = [final in cl for cl in closures]
+    states = [start] + sorted(nfa.rest)
+    if len(states) * (top + 1) > MAX_PRODUCT_STATES:
+        raise Unrepresentable(
+            f"{len(states)} pattern states x {top + 1} lengths is over {MAX_PRODUCT_STATES}"
+        )
+    live: dict[tuple[int, int], bool] = {}
+    if hi is None:  # saturated: live when the pattern can still end from there
+        reach = {q for q in states if accepting[q]}
+        grew = True
+        while grew:
+            grew = False
+            for q in states:
+                if q not in reach and any(t in reach for _, t in moves[q]):
+                    reach.add(q)
+                    grew = True
+        live.update({(q, top): q in reach for q in states})
+    for c in range(top - (hi is None), -1, -1):
+        for q in states:
+            live[(q, c)] = (accepting[q] and c >= lo) or (
+                c < top and any(live[(t, c + 1)] for _, t in moves[q])
+            )
+    if not live[(start, 0)]:
+        return None
+    rest = {**nfa.rest, start: whole}
+    return _emit(conv, (regex, lo, hi), top, states, moves, accepting, live, rest, pointer)
+
+
+def _emit(conv: ConvertContext, key, top, states, moves, accepting, live, rest, pointer) -> str:
+    """Write the live product states as shared definitions, highest count first; with no
+    ``maxLength`` (``key[2]`` None) a state at count ``top`` is the pattern's rest.
+    """
+    lo, hi = key[1], key[2]
+    texts: dict[tuple[int, int], str] = {}
+    for c in range(top, -1, -1):
+        for q in (q for q in states if live[(q, c)]):
+            if hi is None and c == top:
+                text = "(?:" + rest[q] + ")"
+            else:
+                by_target: dict[int, list] = {}
+                for ranges, t in moves[q]:
+                    if c < top and live[(t, c + 1)]:
+                        by_target.setdefault(t, []).extend(ranges)
+                parts = [
+                    _char(conv, tuple(_merge(r)), pointer) + texts[(t, c + 1)]
+                    for t, r in sorted(by_target.items())
+                ]
+                if accepting[q] and c >= lo:
+                    parts.append("")
+                text = parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+            skey = ("strlen",) + key + (q, c)
+            found, shared = conv.sharing.lookup(skey)
+            texts[(q, c)] = shared if found else conv.sharing.store(skey, text)
+    return texts[(states[0], 0)]
+
+
+def _merge(ranges) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _char(conv: ConvertContext, ranges: tuple, pointer: str) -> str:
+    """One JSON-encoded character in ``ranges`` (a shared definition when long)."""
+    key = ("strchar", ranges)
+    found, text = conv.sharing.lookup(key)
+    if found:
+        return text
+    special = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]  # written as JSON escapes
+    small = [
+        (max(a, c), min(b, d)) for a, b in ranges for c, d in special if max(a, c) <= min(b, d)
+    ]
+    big = [(a, b) for a, b in _complement(special + _complement(list(ranges)))]
+    parts = (["[" + _class_text(big) + "]"] if big else []) + (
+        [_encoded_alternatives(small, pointer)] if small else []
+    )
+    return conv.sharing.store(key, "(?:" + "|".join(parts) + ")")
+
+
+MAX_PAIR_STATES = 100_000
+
+
+def patterns_disjoint(patterns: list[str], pointer: str) -> bool:
+    """True only if no string matches two of ``patterns`` (search semantics): for each pair,
+    the product of their NFAs never reaches both final states. False when unsure (a
+    pattern has no NFA here, or a product passes ``MAX_PAIR_STATES``).
+    """
+    try:
+        nfas = [_build_nfa(p, False, pointer, False)[:3] for p in patterns]
+    except (Unrepresentable, UnsupportedSchemaError):
+        return False
+    return all(
+        _empty_product(nfas[i], nfas[j]) for i in range(len(nfas)) for j in range(i + 1, len(nfas))
+    )
+
+
+def _empty_product(a: tuple, b: tuple) -> bool:
+    (na, sa, fa), (nb, sb, fb) = a, b
+    seen = {(sa, sb)}
+    todo = [(sa, sb)]
+    while todo:
+        p, q = todo.pop()
+        cp, cq = na.closure(p), nb.closure(q)
+        if fa in cp and fb in cq:
+            return False
+        for u in cp:
+            for ra, t in na.edges[u]:
+                for v in cq:
+                    for rb, w in nb.edges[v]:
+                        if (t, w) not in seen and _overlap(ra, rb):
+                            if len(seen) >= MAX_PAIR_STATES:
+                                return False
+                            seen.add((t, w))
+                            todo.append((t, w))
+    return True
+
+
+def _overlap(ra, rb) -> bool:
+    return any(a <= d and c <= b for a, b in ra for c, d in rb)

@@ -1,0 +1,360 @@
+"""A byte DFA whose states are built on demand from regex derivatives (``ByteDFA``).
+
+Design: a state is a term of a ``TermArena`` (see ``terms``): the Brzozowski
+derivative of the pattern by the bytes read so far, normalised by the arena's smart
+constructors. State ids are given out in discovery order (the initial state is 0).
+A state's row of the transition table (all 256 bytes) is computed the first time it
+is needed: the bytes are split into classes on which the derivative is constant
+(refinement of the masks at the front of the term), one derivative is taken per
+class and the row is written with one numpy gather. Single steps (``walk``) take
+only the derivative they need, so checking a long string never builds whole rows.
+
+Liveness: the arena never builds a non-``EMPTY`` term with an empty language, so
+a transition is dead (-1) exactly when the derivative is ``EMPTY``; every state
+reachable here can still reach acceptance, which is what token masks rely on.
+
+Counted repetitions stay counts: ``[^"]{0,100000}`` has one state per position
+reached (plus a few mid-character states), built only as far as the output goes.
+
+Budgets: ``max_states`` (states whose row is built: exploring, masks) and
+``max_seconds`` (per exploration call: compile-time warm-up, ``explore``) raise
+``GrammarTooComplexError``. The arena's term budget and nesting limit raise the
+same error. Lazily built rows can therefore raise after compile (from ``row``,
+``gather``, ``walk``); callers on the per-token path must turn that into their
+sticky error state.
+
+Storage: per discovered state a term, an accepting flag, a live-byte count and a
+row slot; the int32 ``[256]`` rows live in a separate table with one slot per built
+row, so states found by walks cost no table memory.
+
+Thread safety: every mutation happens under one lock; reads of built rows are
+lock-free (a row is written before its slot is published).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from ...errors import GrammarTooComplexError
+from .terms import EMPTY, TermArena
+
+__all__ = ["ByteDFA", "DEFAULT_MAX_STATES", "DEFAULT_MAX_SECONDS"]
+
+DEFAULT_MAX_STATES = 200_000
+DEFAULT_MAX_SECONDS = 10.0
+
+
+def _mask_bits(mask: int) -> np.ndarray:
+    """Bool ``[256]``: the bytes in a 256-bit ``int`` mask."""
+    raw = np.frombuffer(mask.to_bytes(32, "little"), np.uint8)
+    return np.unpackbits(raw, bitorder="little").astype(bool)
+
+
+class ByteDFA:
+    """Deterministic automaton over bytes, built lazily from a regex term.
+
+    Args:
+        arena: the term store (owned by this automaton from now on).
+        root: the term of the initial state; must not be ``EMPTY``.
+        max_states: budget of built states (rows). Walking a concrete input of n bytes
+            may discover up to n further states without building their rows; the
+            arena's term budget bounds that.
+        max_seconds: time budget of each exploration call.
+
+    Attributes:
+        initial: the start state (always 0).
+    """
+
+    def __init__(
+        self,
+        arena: TermArena,
+        root: int,
+        *,
+        max_states: int = DEFAULT_MAX_STATES,
+        max_seconds: float = DEFAULT_MAX_SECONDS,
+    ) -> None:
+        assert root != EMPTY
+        self.arena = arena
+        self.max_states = max_states
+        self.max_seconds = max_seconds
+        self.initial = 0
+        self._lock = threading.RLock()
+        self._terms: list[int] = []
+        self._ids: dict[int, int] = {}
+        self._partitions: dict[frozenset[int], tuple[np.ndarray, list[int]]] = {}
+        self._masks: dict[int, np.ndarray] = {}
+        self._steps: dict[int, int] = {}  # (state << 8 | byte) -> state, for walks
+        cap = 64
+        self._rows = np.full((cap, 256), -1, np.int32)  # [row slot, byte] -> state
+        self._slot = np.full(cap, -1, np.int64)  # [state] -> row slot, -1 = not built
+        self._accepting = np.zeros(cap, bool)
+        self._num_out = np.zeros(cap, np.int32)
+        self._num_rows = 0
+        self._complete = False
+        self._dense: np.ndarray | None = None
+        self._tables: tuple[np.ndarray, np.ndarray] | None = None  # see row_tables
+        self._state_of(root)
+
+    # ---- read-only views -------------------------------------------------------
+
+    @property
+    def num_states(self) -> int:
+        """States discovered so far (grows as the automaton is explored)."""
+        return len(self._terms)
+
+    @property
+    def num_rows_built(self) -> int:
+        """States whose whole transition row has been computed."""
+        return self._num_rows
+
+    @property
+    def accepting(self) -> np.ndarray:
+        """Bool ``[num_states]``: accepting flag of every discovered state."""
+        view = self._accepting[: self.num_states]
+        view.flags.writeable = False
+        return view
+
+    @property
+    def num_out(self) -> np.ndarray:
+        """int32 ``[num_states]``: number of bytes with a live transition, per state."""
+        view = self._num_out[: self.num_states]
+        view.flags.writeable = False
+        return view
+
+    def is_accepting(self, state: int) -> bool:
+        """True when ``state`` accepts (the bytes read so far are a match). Raises: never."""
+        return bool(self._accepting[state])
+
+    def term(self, state: int) -> int:
+        """The arena term of ``state`` (for debugging and tests)."""
+        return self._terms[state]
+
+    # ---- construction --------------------------------------------------------------
+
+    def _state_of(self, term: int) -> int:
+        sid = self._ids.get(term)
+        if sid is not None:
+            return sid
+        sid = len(self._terms)
+        if sid >= self._slot.shape[0]:
+            self._grow_states()
+        self._ids[term] = sid
+        self._terms.append(term)
+        self._accepting[sid] = self.arena.nullable[term]
+        self._num_out[sid] = self.arena.first[term].bit_count()
+        return sid
+
+    def _grow_states(self) -> None:
+        cap = self._slot.shape[0] * 2
+        for name, fill in (("_slot", -1), ("_accepting", False), ("_num_out", 0)):
+            old = getattr(self, name)
+            new = np.full(cap, fill, old.dtype)
+            new[: old.shape[0]] = old
+            setattr(self, name, new)
+
+    def _new_row_slot(self) -> int:
+        slot = self._num_rows
+        if slot >= self._rows.shape[0]:
+            rows = np.full((self._rows.shape[0] * 2, 256), -1, np.int32)
+            rows[:slot] = self._rows[:slot]
+            self._rows = rows
+        return slot
+
+    def _partition(self, term: int) -> tuple[np.ndarray, list[int]]:
+        """(class id per byte int64 ``[256]``, one representative byte per class).
+
+        The classes are the refinement of the front masks, computed on 256-bit ints
+        (each mask splits every class in two); bytes outside every mask form one class.
+        """
+        front = self.arena.front(term)
+        hit = self._partitions.get(front)
+        if hit is not None:
+            return hit
+        classes = [(1 << 256) - 1]
+        for mask in front:
+            refined = []
+            for c in classes:
+                inside = c & mask
+                if inside and inside != c:
+                    refined.append(inside)
+                    refined.append(c ^ inside)
+                else:
+                    refined.append(c)
+            classes = refined
+        cls = np.empty(256, np.int64)
+        reps = []
+        for i, c in enumerate(classes):
+            bits = self._masks.get(c)
+            if bits is None:
+                bits = self._masks[c] = _mask_bits(c)
+            cls[bits] = i
+            reps.append((c & -c).bit_length() - 1)
+        result = (cls, reps)
+        self._partitions[front] = result
+        return result
+
+    def _build_row(self, state: int) -> None:
+        if self._num_rows >= self.max_states:
+            raise GrammarTooComplexError(
+                f"automaton exceeds {self.max_states} states (rows built); simplify the "
+                "pattern or reduce bounded repetitions"
+            )
+        term = self._terms[state]
+        cls, reps = self._partition(term)
+        arena = self.arena
+        targets = np.empty(len(reps), np.int32)
+        for i, b in enumerate(reps):
+            d = arena.derivative(term, b)
+            targets[i] = -1 if d == EMPTY else self._state_of(d)
+        slot = self._new_row_slot()
+        self._rows[slot] = targets[cls]
+        self._num_rows += 1
+        self._slot[state] = slot
+
+    def row(self, state: int) -> np.ndarray:
+        """int32 ``[256]``: next state per byte (-1 = dead), built on first use.
+
+        Raises:
+            GrammarTooComplexError: building it exceeded a budget.
+        """
+        if self._slot[state] < 0:
+            with self._lock:
+                if self._slot[state] < 0:
+                    self._guarded(self._build_row, state)
+        row = self._rows[self._slot[state]]
+        row.flags.writeable = False
+        return row
+
+    def ensure_rows(self, states: np.ndarray) -> None:
+        """Build the rows of every state in ``states`` (int ``[n]``) that lacks one."""
+        missing = states[self._slot[states] < 0]
+        if missing.size == 0:
+            return
+        with self._lock:
+            for s in np.unique(missing).tolist():
+                if self._slot[s] < 0:
+                    self._guarded(self._build_row, s)
+
+    def row_tables(self, state: int = -1) -> tuple[np.ndarray, np.ndarray]:
+        """The transition tables as they are now, after building the row of ``state``
+        first when ``state >= 0`` (the token-trie walk's callback, ``csrc/tokentrie.c``).
+
+        Returns:
+            rows: int32 ``[row slots, 256]``, next state per byte (-1 = dead).
+            slot: int64 ``[capacity >= num_states]``, row slot of each state, -1 = not built.
+            Both read-only views of the live tables: they show rows built later until a
+            growth replaces a table (then they keep the contents they had; call again).
+
+        Raises:
+            GrammarTooComplexError: building the row exceeded a budget.
+        """
+        if state >= 0:
+            self.row(state)
+        tables = self._tables  # read-only views, remade when a table is replaced (growth)
+        if tables is None or tables[0].base is not self._rows or tables[1].base is not self._slot:
+            rows, slot = self._rows.view(), self._slot.view()
+            rows.flags.writeable = False
+            slot.flags.writeable = False
+            tables = self._tables = (rows, slot)
+        return tables
+
+    def gather(self, states: np.ndarray, data: np.ndarray) -> np.ndarray:
+        """int32 ``[n]``: the next state of ``states[i]`` on byte ``data[i]`` (-1 = dead),
+        building the missing rows in one batch (a level step of the numpy token-trie walk).
+        """
+        self.ensure_rows(states)
+        return self._rows[self._slot[states], data]
+
+    def step(self, state: int, byte: int) -> int:
+        """Next state after one byte (-1 = dead), without building the whole row."""
+        slot = self._slot[state]
+        if slot >= 0:
+            return int(self._rows[slot, byte])
+        key = (state << 8) | byte
+        nxt = self._steps.get(key)
+        if nxt is not None:
+            return nxt
+        with self._lock:
+            d = self._guarded(self.arena.derivative, self._terms[state], byte)
+            nxt = -1 if d == EMPTY else self._state_of(d)
+            self._steps[key] = nxt
+            return nxt
+
+    @staticmethod
+    def _guarded(fn, *args):
+        try:
+            return fn(*args)
+        except RecursionError as exc:
+            raise GrammarTooComplexError("regex automaton is nested too deeply") from exc
+
+    def explore(self, max_rows: int | None = None) -> bool:
+        """Build rows breadth-first from the initial state.
+
+        Args:
+            max_rows: stop after this many rows are built in total (None: no limit).
+
+        Returns:
+            True when every reachable state has its row (the automaton is complete).
+
+        Raises:
+            GrammarTooComplexError: the state or time budget is exceeded.
+        """
+        if self._complete:
+            return True
+        deadline = time.perf_counter() + self.max_seconds
+        with self._lock:
+            i = 0
+            while i < self.num_states:
+                if self._slot[i] < 0:
+                    if max_rows is not None and self._num_rows >= max_rows:
+                        return False
+                    self._guarded(self._build_row, i)
+                    if time.perf_counter() > deadline:
+                        raise GrammarTooComplexError(
+                            f"automaton construction exceeded {self.max_seconds} s "
+                            f"({self.num_states} states); simplify the pattern"
+                        )
+                i += 1
+            self._complete = True
+            return True
+
+    @property
+    def is_complete(self) -> bool:
+        """True once every reachable state has its row (see ``explore``)."""
+        return self._complete
+
+    @property
+    def transitions(self) -> np.ndarray | None:
+        """int32 ``[num_states, 256]`` read-only: the whole table once the automaton is
+        complete, else None (it never explores by itself; call ``explore()`` first, or
+        use ``row`` which builds one row on demand).
+        """
+        if not self._complete:
+            return None
+        if self._dense is None:
+            dense = self._rows[self._slot[: self.num_states]]
+            dense.setflags(write=False)
+            self._dense = dense  # complete: never changes again
+        return self._dense
+
+    # ---- matching ------------------------------------------------------------
+
+    def walk(self, state: int, data: bytes) -> int:
+        """State after reading ``data`` from ``state``; -1 if it dies.
+
+        Raises:
+            GrammarTooComplexError: only if discovering a new state exceeds a budget.
+        """
+        for b in data:
+            if state < 0:
+                return -1
+            state = self.step(state, b)
+        return state
+
+    def accepts(self, data: bytes) -> bool:
+        """Whole-string membership."""
+        state = self.walk(self.initial, data)
+        return state >= 0 and bool(self._accepting[state])

@@ -1,0 +1,329 @@
+r"""Adapter over CPython's regex parser (``re._parser``; ``sre_parse`` before 3.11).
+
+The only module that touches the private parser. It parses Python ``re`` syntax,
+rejects what no finite automaton can do (lookaround, backreferences, anchors,
+atomic groups, possessive repeats), and lowers the parse tree to byte-level terms
+of a ``TermArena`` (character classes become UTF-8 byte-sequence alternatives).
+``\d``, ``\w``, ``\s`` and their negations are ASCII (as with ``re.ASCII``); ``.``
+is any code point but ``\n`` (any at all under ``(?s)``). ``(?i)`` follows Python's
+Unicode case-insensitive matching (``_case_fold``), for classes within the BMP.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+try:  # Python >= 3.11
+    import re._compiler as sre_compile
+    import re._constants as sre_constants
+    import re._parser as sre_parse
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_compile  # type: ignore[no-redef]
+    import sre_constants  # type: ignore[no-redef]
+    import sre_parse  # type: ignore[no-redef]
+
+from ...errors import GrammarTooComplexError, RegexError, UnsupportedRegexError
+from .definitions import PLACEHOLDER_BASE
+from .lower import fast_lower
+from .terms import INF, TermArena, byte_range_mask
+from .utf8 import MAX_CODE_POINT, utf8_sequences, valid_ranges
+
+__all__ = ["parse", "lower", "sre_constants", "MAXREPEAT", "MAX_NESTING"]
+
+MAXREPEAT = sre_constants.MAXREPEAT
+MAX_NESTING = 200  # parenthesis depth; CPython's parser recurses per level
+_C = sre_constants
+_SPACE = [(9, 13), (32, 32)]
+_DIGIT = [(48, 57)]
+_WORD = [(48, 57), (65, 90), (95, 95), (97, 122)]
+_CATEGORIES = {
+    _C.CATEGORY_DIGIT: (_DIGIT, False),
+    _C.CATEGORY_NOT_DIGIT: (_DIGIT, True),
+    _C.CATEGORY_SPACE: (_SPACE, False),
+    _C.CATEGORY_NOT_SPACE: (_SPACE, True),
+    _C.CATEGORY_WORD: (_WORD, False),
+    _C.CATEGORY_NOT_WORD: (_WORD, True),
+}
+_REJECT = {
+    _C.ASSERT: "lookaround is not regular",
+    _C.ASSERT_NOT: "lookaround is not regular",
+    _C.GROUPREF: "backreferences are not regular",
+    _C.GROUPREF_EXISTS: "backreferences are not regular",
+}
+for _name, _why in (
+    ("ATOMIC_GROUP", "atomic groups are not supported"),
+    ("POSSESSIVE_REPEAT", "possessive repeats are not supported"),
+):
+    if hasattr(_C, _name):
+        _REJECT[getattr(_C, _name)] = _why
+
+
+def _nesting(pattern: str) -> int:
+    """Deepest parenthesis nesting of ``pattern`` (escapes and classes skipped)."""
+    depth = best = 0
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern.startswith("]", i + 1) or pattern.startswith("^]", i + 1):
+                i += 1 + (pattern[i + 1] == "^")
+        elif c == "(":
+            depth += 1
+            best = max(best, depth)
+        elif c == ")":
+            depth -= 1
+        i += 1
+    return best
+
+
+def parse(pattern: str):
+    """Parse with Python ``re`` syntax.
+
+    Raises:
+        RegexError: the pattern is not a valid Python regular expression.
+        GrammarTooComplexError: parentheses nested deeper than ``MAX_NESTING``.
+    """
+    if _nesting(pattern) > MAX_NESTING:
+        raise GrammarTooComplexError(
+            f"regex nests parentheses deeper than {MAX_NESTING} levels; flatten the pattern"
+        )
+    try:  # the parser reports every syntax error; re.compile would only cost time
+        return sre_parse.parse(pattern)
+    except re.error as exc:
+        raise RegexError(f"cannot parse regex {pattern!r}: {exc}") from exc
+    except OverflowError as exc:
+        raise RegexError(f"cannot parse regex {pattern!r}: {exc}") from exc
+    except RecursionError as exc:
+        raise GrammarTooComplexError(f"regex is nested too deeply to parse: {exc}") from exc
+
+
+_FOLD_MAX = 0xFFFF  # class members case-folded one by one (the BMP, as CPython does)
+_folded: dict[int, list[int]] | None = None
+
+
+def _fold_table() -> dict[int, list[int]]:
+    """Lowercase code point -> every code point whose ``_sre`` lowercase it is (built once)."""
+    global _folded
+    if _folded is None:
+        import _sre
+
+        lower = _sre.unicode_tolower
+        table: dict[int, list[int]] = {}
+        for cp in range(MAX_CODE_POINT + 1):
+            table.setdefault(lower(cp), []).append(cp)
+        _folded = table
+    return _folded
+
+
+def _case_fold(ranges: list[tuple[int, int]], pattern: str) -> list[tuple[int, int]]:
+    """Code points that Python's ``re`` (Unicode, ``IGNORECASE``) matches for a class or
+    literal of ``ranges``: every ``x`` whose lowercase is the lowercase of a member or one
+    of its extra case variants (``re._compiler._EXTRA_CASES``, e.g. ``s``/``ſ``).
+    """
+    import _sre
+
+    extra = getattr(sre_compile, "_EXTRA_CASES", {})
+    if sum(hi - lo + 1 for lo, hi in ranges) > _FOLD_MAX or any(hi > _FOLD_MAX for _, hi in ranges):
+        raise UnsupportedRegexError(
+            f"case-insensitive classes beyond the BMP or over {_FOLD_MAX} code points are "
+            f"not supported, in {pattern!r}"
+        )
+    lowered: set[int] = set()
+    for lo, hi in ranges:
+        for cp in range(lo, hi + 1):
+            low = _sre.unicode_tolower(cp)
+            lowered.add(low)
+            lowered.update(extra.get(low, ()))
+    table = _fold_table()
+    members = sorted(
+        {x for low in lowered for x in table.get(low, ())}
+        | {cp for lo, hi in ranges for cp in range(lo, hi + 1)}
+    )
+    out: list[tuple[int, int]] = []
+    for cp in members:
+        if out and out[-1][1] == cp - 1:
+            out[-1] = (out[-1][0], cp)
+        else:
+            out.append((cp, cp))
+    return out
+
+
+class _Lowering:
+    """sre parse tree -> arena term; one instance per pattern."""
+
+    def __init__(
+        self, arena: TermArena, pattern: str, deadline: float, shared: list[int] | None = None
+    ) -> None:
+        self.arena = arena
+        self.pattern = pattern
+        self.deadline = deadline
+        self.shared = shared or []
+        self._classes: dict[tuple, int] = {}
+        self._steps = 0
+
+    def _tick(self) -> None:
+        self._steps += 1
+        if self._steps & 1023 == 0:
+            self.check_deadline()
+
+    def check_deadline(self) -> None:
+        """Raises GrammarTooComplexError once the time budget is spent."""
+        if time.perf_counter() > self.deadline:
+            raise GrammarTooComplexError(
+                f"regex compile exceeded its time budget: {self.pattern[:80]!r}"
+            )
+
+    def chars(self, ranges: list[tuple[int, int]], negate: bool = False) -> int:
+        """Term for one code point out of ``ranges`` (or outside them)."""
+        ranges = valid_ranges(ranges)
+        if negate:
+            comp, prev = [], 0
+            for lo, hi in ranges:
+                if lo > prev:
+                    comp.append((prev, lo - 1))
+                prev = hi + 1
+            if prev <= MAX_CODE_POINT:
+                comp.append((prev, MAX_CODE_POINT))
+            ranges = valid_ranges(comp)
+        key = tuple(ranges)
+        hit = self._classes.get(key)
+        if hit is not None:
+            return hit
+        a = self.arena
+        alts = []
+        for lo, hi in ranges:
+            self._tick()
+            for seq in utf8_sequences(lo, hi):
+                alts.append(a.seq([a.byteset(byte_range_mask(x, y)) for x, y in seq]))
+        term = a.alt(alts)
+        self._classes[key] = term
+        return term
+
+    def _shared_term(self, cp: int) -> int | None:
+        i = cp - PLACEHOLDER_BASE
+        return self.shared[i] if 0 <= i < len(self.shared) else None
+
+    def literal(self, cp: int) -> int:
+        term = self._shared_term(cp)
+        if term is not None:
+            return term
+        if 0xD800 <= cp <= 0xDFFF:
+            return self.chars([])  # a lone surrogate has no UTF-8 encoding
+        return self.arena.seq([self.arena.byteset(1 << b) for b in chr(cp).encode("utf-8")])
+
+    def charset(self, items, ignore_case: bool = False) -> int:
+        ranges, negate, shared = [], False, []
+        for op, av in items:
+            if op == _C.NEGATE:
+                negate = True
+            elif op == _C.LITERAL and self._shared_term(av) is not None:
+                shared.append(self._shared_term(av))  # the parser made (?:A|B) a class
+            elif op == _C.LITERAL:
+                ranges.append((av, av))
+            elif op == _C.RANGE:
+                ranges.append(av)
+            elif op == _C.CATEGORY and av in _CATEGORIES:
+                cat, neg = _CATEGORIES[av]
+                if neg:
+                    prev = 0
+                    for lo, hi in cat:
+                        ranges.append((prev, lo - 1))
+                        prev = hi + 1
+                    ranges.append((prev, MAX_CODE_POINT))
+                else:
+                    ranges.extend(cat)
+            else:
+                raise UnsupportedRegexError(f"unsupported class item {op} in {self.pattern!r}")
+        if ignore_case:
+            ranges = _case_fold(ranges, self.pattern)
+        if shared:
+            if negate:
+                raise UnsupportedRegexError(f"negated shared subpattern in {self.pattern[:80]!r}")
+            return self.arena.alt(shared + ([self.chars(ranges)] if ranges else []))
+        return self.chars(ranges, negate)
+
+    def seq(self, items, flags: int) -> int:
+        return self.arena.seq([self.node(op, av, flags) for op, av in items])
+
+    def node(self, op, av, flags: int) -> int:
+        self._tick()
+        a = self.arena
+        if op in _REJECT:
+            raise UnsupportedRegexError(f"{_REJECT[op]}, in {self.pattern!r}")
+        if op == _C.AT:
+            raise UnsupportedRegexError(
+                f"anchors (^, $, \\b, \\A, \\Z) are not supported, in {self.pattern!r}: "
+                "the whole output must match (fullmatch semantics)"
+            )
+        if op == _C.LITERAL:
+            if flags & re.IGNORECASE and self._shared_term(av) is None:
+                return self.chars(_case_fold([(av, av)], self.pattern))
+            return self.literal(av)
+        if op == _C.NOT_LITERAL:
+            ranges = [(av, av)]
+            if flags & re.IGNORECASE:
+                ranges = _case_fold(ranges, self.pattern)
+            return self.chars(ranges, negate=True)
+        if op == _C.ANY:
+            return self.chars([] if flags & re.DOTALL else [(10, 10)], negate=True)
+        if op == _C.IN:
+            return self.charset(av, bool(flags & re.IGNORECASE))
+        if op == _C.BRANCH:
+            return a.alt([self.seq(branch, flags) for branch in av[1]])
+        if op == _C.SUBPATTERN:
+            _group, add, remove, sub = av
+            return self.seq(sub, (flags | add) & ~remove)
+        if op in (_C.MAX_REPEAT, _C.MIN_REPEAT):
+            lo, hi, sub = av
+            return a.repeat(self.seq(sub, flags), lo, INF if hi == MAXREPEAT else hi)
+        raise UnsupportedRegexError(f"unsupported regex construct {op} in {self.pattern!r}")
+
+
+def lower(
+    pattern: str,
+    arena: TermArena,
+    deadline: float = float("inf"),
+    definitions: list[str] | None = None,
+) -> int:
+    """Parse ``pattern`` and lower it to a term of ``arena`` (fullmatch semantics).
+
+    Plain texts (the converter's) are lowered in one pass by ``lower.fast_lower``, each
+    distinct group once; the rest go through ``re``'s parser (same language either way).
+
+    Args:
+        pattern: the regex (Python ``re`` syntax).
+        arena: the arena the terms are interned in (mutated).
+        deadline: ``time.perf_counter()`` value past which lowering raises.
+        definitions: shared subpatterns (``definitions``): in ``pattern`` and in later
+            definitions, the raw code point ``PLACEHOLDER_BASE + i`` stands for
+            ``definitions[i]``. Without it every code point is itself.
+
+    Returns:
+        The root term id of ``pattern`` in ``arena``.
+
+    Raises:
+        RegexError: unparsable.
+        UnsupportedRegexError: lookaround, backreferences, anchors, atomic groups,
+            possessive repeats, case-insensitive classes past the BMP.
+        GrammarTooComplexError: nesting or time budget exceeded.
+    """
+    shared: list[int] = []
+    memo: dict[str, int] = {}  # group text -> term (``lower.fast_lower``), same placeholders
+    for text in list(definitions or ()) + [pattern]:
+        lowering = _Lowering(arena, text, deadline, shared)
+        term = fast_lower(text, lowering, memo, MAX_NESTING)
+        if term is None:  # syntax the fast path leaves to re (or an error re reports)
+            tree = parse(text)
+            try:
+                term = lowering.seq(list(tree), tree.state.flags)
+            except RecursionError as exc:
+                raise GrammarTooComplexError(f"regex is nested too deeply: {text[:80]!r}") from exc
+        shared.append(term)
+    return shared[-1]

@@ -1,0 +1,393 @@
+"""The per-token mask write (``index.masks``: C ``fill_row`` and its numpy fallback) and the
+matcher's warm paths (cached destination, step memo) against plain torch indexing and the
+slow reference paths (``TokenIndex.bitmask``, ``ByteDFA.walk`` over a token's bytes)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from structgen.fsm import Vocabulary, compile_json_schema, compile_regex
+from structgen.fsm.index import masks, token_index
+from structgen.fsm.index.trie import HAVE_C_WALK
+
+WRITERS = ["c", "numpy"]
+
+
+@pytest.fixture(params=WRITERS)
+def writer(request, monkeypatch):
+    """Run the test with the C writer (skipped when the extension lacks it) and without it."""
+    if request.param == "c" and masks.fill_row is None:
+        pytest.skip("the _tokentrie extension with fill_row is not built")
+    if request.param == "numpy":
+        monkeypatch.setattr(masks, "fill_row", None)
+    masks.forget()
+    yield request.param
+    masks.forget()
+
+
+def _expected(before: torch.Tensor, row: int, words: np.ndarray | None) -> torch.Tensor:
+    """What writing ``words`` into ``before[row]`` must give, by torch indexing."""
+    out = before.clone()
+    target = out[row]
+    target.zero_()
+    if words is not None:
+        n = min(words.shape[0], target.shape[0])
+        target[:n] = torch.from_numpy(words[:n].copy())
+    return out
+
+
+def _words(rng: np.random.Generator, n: int) -> np.ndarray:
+    w = rng.integers(-(1 << 31), 1 << 31, n, dtype=np.int64).astype(np.int32)
+    w.setflags(write=False)  # as the index's cached masks
+    return w
+
+
+VIEWS = {
+    "whole": lambda t: t,
+    "strided rows": lambda t: t[1::2, 2:7],  # rows 1, 3, 5; words 2..6
+    "one column": lambda t: t[:, 4:5],
+    "columns step 2": lambda t: t[:, ::2],  # words not contiguous: torch path
+    "transposed": lambda t: t.t(),  # likewise
+}
+
+
+@pytest.mark.parametrize("words_len", [1, 5, 9, 40])
+@pytest.mark.parametrize("view_name", list(VIEWS))
+def test_write_matches_torch_indexing(writer, words_len, view_name) -> None:
+    rng = np.random.default_rng(words_len)
+    base = torch.full((6, 9), -7, dtype=torch.int32)
+    view = VIEWS[view_name](base)
+    for row in range(-view.shape[0], view.shape[0]):
+        for words in (_words(rng, words_len), None):
+            before = base.clone()
+            want = _expected(view, row, words)
+            masks.write(view, row, words)
+            assert torch.equal(view, want), row
+            inside = torch.zeros_like(base, dtype=torch.bool)
+            VIEWS[view_name](inside)[row] = True
+            assert torch.equal(base[~inside], before[~inside]), row  # nothing else written
+
+
+def test_write_other_dtypes_and_rows(writer) -> None:
+    rng = np.random.default_rng(0)
+    words = _words(rng, 3)
+    wide = torch.full((2, 3), 5, dtype=torch.int64)  # not int32: torch ops, values kept
+    masks.write(wide, 1, words)
+    assert wide[1].tolist() == words.astype(np.int64).tolist() and wide[0].tolist() == [5] * 3
+    bm = torch.zeros((2, 3), dtype=torch.int32)
+    for bad in (2, -3):
+        with pytest.raises(IndexError):
+            masks.write(bm, bad, words)
+        masks.write(bm, 0, words)  # a bad row leaves the cached destination usable
+        assert bm[0].tolist() == words.tolist()
+    empty = torch.zeros((2, 0), dtype=torch.int32)
+    masks.write(empty, 1, words)  # nothing to write
+    assert empty.shape == (2, 0)
+
+
+@pytest.mark.parametrize(
+    "change", ["resize_", "t_", "as_strided_", "set_", "storage grows", "zero_", "other tensor"]
+)
+def test_cached_destination_follows_in_place_changes(writer, change) -> None:
+    rng = np.random.default_rng(1)
+    bm = torch.full((4, 6), -1, dtype=torch.int32)
+    masks.write(bm, 1, _words(rng, 6))  # caches bm's layout
+    if change == "resize_":
+        bm.resize_((6, 4))  # same memory, new row length
+    elif change == "t_":
+        bm.t_()  # [6, 4], rows no longer contiguous words
+    elif change == "as_strided_":
+        bm.as_strided_((3, 5), (7, 1), 1)
+    elif change == "set_":
+        bm.set_(torch.full((3, 8), -1, dtype=torch.int32))
+    elif change == "storage grows":
+        if writer == "numpy":  # a numpy view pins the storage's size (as before this cache)
+            with pytest.raises(RuntimeError, match="not resizable"):
+                bm.resize_((40, 60))
+            return
+        bm.resize_((40, 60))  # a new allocation: the data pointer moves
+        bm.fill_(-1)
+    elif change == "zero_":
+        bm.zero_()
+    else:
+        bm = torch.full((4, 6), -1, dtype=torch.int32)
+    for row in range(bm.shape[0]):
+        words = _words(rng, 5)
+        want = _expected(bm, row, words)
+        masks.write(bm, row, words)
+        assert torch.equal(bm, want), (change, row)
+
+
+def test_forget_after_data_swap(writer) -> None:
+    """``tensor.data = ...`` bumps no version: documented, and ``forget`` handles it."""
+    rng = np.random.default_rng(2)
+    bm = torch.zeros((2, 4), dtype=torch.int32)
+    masks.write(bm, 0, _words(rng, 4))
+    bm.data = torch.zeros((3, 5), dtype=torch.int32)  # new storage: the data pointer differs
+    words = _words(rng, 5)
+    want = _expected(bm, 2, words)
+    masks.write(bm, 2, words)
+    assert torch.equal(bm, want)
+    masks.forget()
+    masks.write(bm, 1, words)
+    assert torch.equal(bm[1], torch.from_numpy(words.copy()))
+
+
+# ---- the matcher's warm paths ----------------------------------------------------------
+
+
+def _vocab() -> Vocabulary:
+    tokens = [
+        b"<eos>",
+        b"<s>",
+        b"{",
+        b"}",
+        b'"',
+        b"a",
+        b"1",
+        b",",
+        b":",
+        b'{"',
+        b'a"',
+        b"\xc3",
+        b"\xa9",
+        b"\xc3\xa9",
+        b"\\",
+        b"n",
+        b"-",
+        b"0",
+        b"12",
+        b".5",
+        b"e",
+        b"true",
+        b"t",
+        b"[",
+        b"]",
+        b'":',
+        b'"k"',
+        b"",
+    ]
+    tokens += [bytes([c]) for c in range(32, 127) if bytes([c]) not in tokens]
+    return Vocabulary(tokens, eos_token_ids=[0], special_token_ids=[0, 1])
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "k": {"type": "string", "maxLength": 6},
+        "a": {"type": "integer"},
+        "b": {"type": "array", "items": {"type": "boolean"}},
+    },
+    "required": ["k"],
+}
+
+
+def _reference_mask(matcher, vocab: Vocabulary, words: int) -> torch.Tensor:
+    """The slow path: the index's mask (or the budget's), zeroed after EOS, padded."""
+    out = torch.zeros(words, dtype=torch.int32)
+    state, eos_taken = matcher._history[-1]
+    if eos_taken:
+        return out
+    mask = None
+    if matcher.is_budgeted:
+        mask = matcher._budget.mask(state, matcher.remaining_tokens())
+    if mask is None:
+        mask = matcher._index.bitmask(state)
+    n = min(words, mask.shape[0])
+    out[:n] = torch.from_numpy(np.array(mask[:n]))
+    return out
+
+
+def _allowed(row: torch.Tensor, n: int) -> list[int]:
+    bits = np.unpackbits(row.numpy().view(np.uint8), bitorder="little")
+    return [i for i in np.flatnonzero(bits).tolist() if i < n]
+
+
+@pytest.mark.parametrize("max_tokens", [None, 9, 40])
+def test_fill_bitmask_and_advance_match_reference(writer, max_tokens) -> None:
+    vocab = _vocab()
+    grammar = compile_json_schema(SCHEMA, vocab)
+    dfa = grammar.dfa
+    rng = random.Random(5)
+    batch = torch.full((3, (vocab.vocab_size + 31) // 32 + 2), -1, dtype=torch.int32)
+    narrow = torch.full((2, 1), -1, dtype=torch.int32)  # fewer words than the vocabulary
+    for _ in range(30):
+        m = grammar.matcher(max_tokens=max_tokens)
+        for _step in range(40):
+            row = rng.randrange(3)
+            others = batch.clone()
+            m.fill_bitmask(batch, row)
+            want = _reference_mask(m, vocab, batch.shape[1])
+            assert torch.equal(batch[row], want)
+            keep = torch.ones(3, dtype=torch.bool)
+            keep[row] = False
+            assert torch.equal(batch[keep], others[keep])  # other rows untouched
+            m.fill_bitmask(narrow, 1)
+            assert torch.equal(narrow[1], want[:1])
+            allowed = _allowed(batch[row], vocab.vocab_size)
+            if not allowed:
+                assert m.is_terminated()
+                break
+            # the memo and the slow path agree on every token, allowed or not
+            state = m.state
+            for tok in range(vocab.vocab_size):
+                fresh = m.fork()
+                fresh._steps = {}  # no memo: the uncached path
+                assert m.fork().advance(tok) == fresh.advance(tok) == (tok in allowed), tok
+                if tok in allowed and tok not in vocab.eos_token_ids:
+                    walked = dfa.walk(state, vocab.token_bytes[tok])
+                    assert grammar.token_index.steps[(state, tok)] == walked
+            tok = rng.choice(allowed)
+            assert m.advance(tok)
+            if m.is_terminated() and tok in vocab.eos_token_ids:
+                m.fill_bitmask(batch, row)  # EOS taken: all zero
+                assert int(batch[row].abs().sum()) == 0
+                assert not m.advance(tok) and not m.advance(rng.choice(range(vocab.vocab_size)))
+                break
+
+
+def test_step_memo_holds_no_eos_and_is_bounded(monkeypatch) -> None:
+    vocab = _vocab()
+    grammar = compile_regex(r"a|a1", vocab)  # after "a": accepting, EOS and "1" allowed
+    index = grammar.token_index
+    a, one = vocab.token_bytes.index(b"a"), vocab.token_bytes.index(b"1")
+    m = grammar.matcher()
+    assert not m.advance(one) and m.advance(a)
+    state = m.state
+    assert not m.fork().advance(a) and m.fork().advance(one)
+    assert m.advance(0) and m.is_terminated()  # EOS from an accepting state
+    assert all(tok not in vocab.eos_token_ids | vocab.special_token_ids for _, tok in index.steps)
+    assert index.steps[(state, a)] == -1 and index.steps[(state, one)] >= 0
+    monkeypatch.setattr(token_index, "MAX_STEP_MEMO", 2)
+    for tok in range(2, vocab.vocab_size):
+        index.token_next_state(state, tok)
+        assert len(index.steps) <= 2
+    m2 = grammar.matcher()
+    assert m2.advance(a) and m2.advance(one) and m2.is_terminated() and m2.advance(0)
+
+
+@pytest.mark.skipif(not HAVE_C_WALK, reason="the _tokentrie extension is not built")
+def test_fill_row_arguments() -> None:
+    fill = masks.fill_row
+    if fill is None:
+        pytest.skip("the extension has no fill_row")
+    bm = torch.zeros((2, 3), dtype=torch.int32)
+    dst = masks.describe(bm)
+    assert dst is not None and dst[3:] == (2, 3, 3)
+    assert fill(dst, bm, 1, np.array([1, 2, 3, 4], np.int32)) is True
+    assert bm.tolist() == [[0, 0, 0], [1, 2, 3]]
+    assert fill(dst, bm.clone(), 1, None) is False  # another tensor: not written
+    assert fill(dst, bm, -1, None) is True and bm.tolist() == [[0, 0, 0], [0, 0, 0]]
+    bm.add_(1)  # version bumped: stale
+    assert fill(dst, bm, 0, None) is False and bm.tolist() == [[1, 1, 1], [1, 1, 1]]
+    with pytest.raises(TypeError):
+        fill(dst, bm, 0)
+    with pytest.raises(IndexError):
+        fill(masks.describe(bm), bm, 2, None)
+
+
+def _c_fill():
+    fill = masks.fill_row
+    if fill is None:
+        pytest.skip("the _tokentrie extension with fill_row is not built")
+    return fill
+
+
+@pytest.mark.parametrize("density", ["zero", "one word", "sparse", "dense", "all ones"])
+@pytest.mark.parametrize("cols", [1, 40, 47, 60])
+def test_row_forms_write_what_the_mask_says(density, cols) -> None:
+    fill = _c_fill()
+    rng = np.random.default_rng(cols)
+    mask = np.zeros(47, np.int32)
+    if density == "one word":
+        mask[46] = -(1 << 31)
+    elif density == "sparse":
+        mask[[0, 7, 31]] = [1, -1, 1 << 30]
+    elif density == "dense":
+        mask[:] = _words(rng, 47)
+        mask[5] = 0
+    elif density == "all ones":
+        mask[:] = -1
+    mask.setflags(write=False)
+    form = masks.row_form(mask)
+    assert isinstance(form, bytes) == (8 * np.count_nonzero(mask) <= 47)
+    bm = torch.full((3, cols), 9, dtype=torch.int32)
+    want = _expected(bm, 1, mask)
+    dst = masks.describe(bm)
+    assert fill(dst, bm, 1, form) is True
+    assert torch.equal(bm, want)
+    bm.fill_(9)  # bumps the version: describe again
+    dst = masks.describe(bm)
+    assert fill(dst, bm, 1, mask) is True  # the plain array (buffer) gives the same row
+    assert torch.equal(bm, want)
+
+
+def test_fill_row_from_forms_dict() -> None:
+    fill = _c_fill()
+    mask = np.array([0, 3, 0, 0, 0, 0, 0, 0, 0, 0], np.int32)
+    forms = {7: [masks.row_form(mask), False], 8: ("not", "a list")}
+    bm = torch.full((2, 10), -1, dtype=torch.int32)
+    dst = masks.describe(bm)
+    assert fill(dst, bm, 0, forms, 6) is None and (bm == -1).all()  # no form: nothing written
+    assert fill(dst, bm, 0, forms, 7) is True and forms[7][1] is True
+    assert bm[0].tolist() == mask.tolist() and (bm[1] == -1).all()
+    with pytest.raises(TypeError):
+        fill(dst, bm, 0, forms, 8)
+    assert fill(dst, bm.clone(), 0, forms, 7) is False  # another tensor: stale, not written
+    with pytest.raises(TypeError):
+        fill(dst, bm, 0, [forms], 7)
+
+
+def test_mask_cache_eviction_spares_used_forms() -> None:
+    vocab = _vocab()
+    grammar = compile_regex(r"abcdefgh", vocab)
+    grammar.dfa.explore()
+    index = token_index.TokenIndex(grammar.dfa, vocab)
+    index.max_cached_masks = 3
+    for s in range(3):
+        index.fill_form(s)  # masks 0, 1, 2 with forms, all used
+    for entry in index.fill_forms.values():
+        entry[1] = False
+    index.fill_forms[0][1] = True  # state 0 used since: spared once
+    index.bitmask(3)  # evicts 1, the least recently used unused one; 0 goes to the back
+    assert list(index._masks) == [2, 3, 0] and set(index.fill_forms) == {0, 2}
+    assert index.fill_forms[0][1] is False  # its second chance is spent
+    index.bitmask(4)
+    assert list(index._masks) == [3, 0, 4] and set(index.fill_forms) == {0}
+    index.bitmask(5)
+    assert list(index._masks) == [0, 4, 5] and set(index.fill_forms) == {0}
+    index.bitmask(6)
+    assert list(index._masks) == [4, 5, 6] and not index.fill_forms
+    for s in range(8):  # forms stay a subset of the masks; forms equal the masks' content
+        form = index.fill_form(s)[0]
+        assert set(index.fill_forms) <= set(index._masks) and len(index._masks) <= 3
+        bm = torch.zeros((1, index.num_words), dtype=torch.int32)
+        if masks.fill_row is not None:
+            assert masks.fill_row(masks.describe(bm), bm, 0, form)
+            assert torch.equal(bm[0], torch.from_numpy(np.array(index.bitmask(s))))
+
+
+def test_inference_mode_tensors(writer) -> None:
+    """The runtime's bitmask is made under ``torch.inference_mode`` (no version counter):
+    written correctly, its layout read per call and never cached."""
+    rng = np.random.default_rng(3)
+    vocab = _vocab()
+    m = compile_json_schema(SCHEMA, vocab).matcher()
+    words = (vocab.vocab_size + 31) // 32
+    with torch.inference_mode():
+        bm = torch.full((3, words + 1), -1, dtype=torch.int32)
+        for row in (0, 2, -2):
+            w = _words(rng, words - 1)
+            want = _expected(bm, row, w)
+            masks.write(bm, row, w)
+            assert torch.equal(bm, want)
+            m.fill_bitmask(bm, row)
+            assert torch.equal(bm[row], _reference_mask(m, vocab, words + 1))
+        assert masks.last[0] is not bm and masks._last_np[0] is not bm
+    bm2 = torch.full((2, words), -1, dtype=torch.int32)  # a normal tensor after it: cached
+    m.fill_bitmask(bm2, 1)
+    assert torch.equal(bm2[1], _reference_mask(m, vocab, words)) and (bm2[0] == -1).all()

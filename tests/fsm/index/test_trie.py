@@ -1,0 +1,278 @@
+"""The token-trie walk (``index/trie.py``, ``csrc/tokentrie.c``) against brute force.
+
+Reference: each token's bytes walked one byte at a time through the automaton
+(``ByteDFA.walk``), a scalar path that shares nothing with the trie. Checked on a
+synthetic vocabulary of ~12k tokens built to hit the walk's corners: every single byte,
+multi-byte UTF-8 characters whole and cut at every byte, tokens of up to 20,000 bytes
+(live through unbounded strings, dead part-way through bounded ones), prefixes of one
+another, duplicate byte strings under two ids, empty, special and EOS ids. Every walk
+(the C extension, the numpy level walk, its scalar tail) must give the same table.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import structgen.fsm.index.trie as token_trie
+from structgen.errors import GrammarTooComplexError
+from structgen.fsm import TokenIndex, Vocabulary, compile_json_schema, compile_regex
+from structgen.fsm.regex.dfa import regex_to_dfa
+
+UNICODE = ["é", "€", "😀", "中", "文", "ß", "a", "b", "1", '"', "\\", " "]
+
+
+LONG = (40, 99, 100, 101, 299, 300, 301, 1000, 5000, 20000)
+
+
+def _synthetic_vocab(seed: int = 0, long_sizes: tuple[int, ...] = LONG) -> Vocabulary:
+    rng = random.Random(seed)
+    toks = [b"<eos>", b"<|special|>", b""]  # 0: EOS, 1: special, 2: empty
+    toks += [bytes([b]) for b in range(256)]
+    toks += [
+        b'{"',
+        b'":',
+        b'",',
+        b'"}',
+        b'"]',
+        b"true",
+        b"false",
+        b"null",
+        b'\\"',
+        b"\\n",
+        b"\\u00e9",
+        b"\\u",
+        b"-0",
+        b"0.",
+        b"1e",
+        b"e+",
+        b'":"',
+        b'"]}',
+    ]
+    letters = "abcdefghijklmnopqrstuvwxyz0123456789_"
+    for _ in range(7000):
+        word = "".join(rng.choice(letters) for _ in range(rng.randint(1, 12)))
+        toks.append(
+            (rng.choice(["", " ", '"', '":"']) + word + rng.choice(["", '"', '",', '":'])).encode()
+        )
+    for _ in range(3000):
+        text = "".join(rng.choice(UNICODE) for _ in range(rng.randint(1, 6))).encode()
+        cut_lo = rng.choice([0, 0, 1, 2])  # may start in the middle of a character
+        cut_hi = len(text) - rng.choice([0, 0, 1, 2, 3])  # ... or end there
+        toks.append(text[cut_lo : max(cut_hi, cut_lo + 1)])
+    alpha = b"abcdefghijklmnopqrstuvwxyz"
+    for n in long_sizes:
+        toks += [
+            b"a" * n,
+            (alpha * (n // 26 + 1))[:n],
+            (b"1234567890" * (n // 10 + 1))[:n],
+            b'"' + b"x" * n,
+            "é".encode() * (n // 2),
+            b"x" * (n // 2) + b'"' + b"y" * (n // 2),
+            b"ab" * (n // 2) + b"\xff",
+            "😀".encode() * (n // 4) + b"\xf0\x9f",
+        ]
+    toks += [b'"name', b'"name', b"\xc3\xa9", b"\xc3\xa9"]  # same bytes under two ids
+    return Vocabulary(toks, eos_token_ids=[0], special_token_ids=[0, 1])
+
+
+@pytest.fixture(scope="module")
+def vocab() -> Vocabulary:
+    return _synthetic_vocab()
+
+
+def _reference(vocab: Vocabulary, dfa, state: int) -> np.ndarray:
+    """int32 ``[vocab_size]``: ``TokenIndex.next_states`` by brute force, token by token."""
+    out = np.full(vocab.vocab_size, -1, np.int32)
+    for tid, data in enumerate(vocab.token_bytes):
+        if tid in vocab.special_token_ids or not data:
+            continue
+        out[tid] = dfa.walk(state, data)
+    for tid in vocab.eos_token_ids:
+        out[tid] = state if dfa.is_accepting(state) else -1
+    return out
+
+
+def _states(grammar, vocab: Vocabulary, prefixes: list[bytes], rng: random.Random) -> list[int]:
+    """States after hand-picked prefixes, and along a random walk over allowed tokens."""
+    dfa = grammar.dfa
+    states = [s for s in (dfa.walk(dfa.initial, p) for p in prefixes) if s >= 0]
+    state = dfa.initial
+    for _ in range(12):
+        row = TokenIndex(dfa, vocab).next_states(state)
+        allowed = [t for t in np.flatnonzero(row >= 0).tolist() if t not in vocab.eos_token_ids]
+        if not allowed:
+            break
+        state = int(row[rng.choice(allowed)])
+        states.append(state)
+    return list(dict.fromkeys(states))
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 300},
+        "note": {"type": "string"},
+        "tag": {"enum": ["é€", "中文", "😀x"]},
+        "code": {"type": "string", "pattern": "^[a-z]{3,40}$"},
+        "n": {"type": "integer"},
+        "xs": {"type": "array", "items": {"type": "string", "minLength": 2}},
+    },
+    "required": ["name"],
+}
+
+CASES = [
+    (
+        "schema",
+        SCHEMA,
+        [
+            b"",
+            b'{"name":"',
+            b'{"name":"\xc3',
+            b'{"name":"' + b"a" * 250,
+            b'{"name":"' + b"a" * 299,
+            b'{"name":"a","note":"',
+            b'{"name":"a","note":"\xf0\x9f',
+            b'{"name":"a","tag":"',
+            b'{"name":"a","tag":"\xe4\xb8',
+            b'{"name":"a","code":"ab',
+            b'{"name":"a","xs":["',
+        ],
+    ),
+    (
+        "regex",
+        r'"[^"]{0,300}"|(?:abc){1,2000}|[0-9]{5,}',
+        [b"", b'"', b'"' + "é".encode() * 100, b"abc" * 1990, b"123"],
+    ),
+]
+
+
+def _walk_variants(monkeypatch, dfa, vocab: Vocabulary, state: int) -> dict[str, np.ndarray]:
+    """(next_states, bitmask) of ``state`` by every walk: C (if built), numpy levels, numpy
+    scalar, numpy levels with a scalar tail; the mask alone (no next-state row) and
+    ``token_next_state`` from it must agree."""
+    out = {}
+    variants = [
+        ("numpy-levels", None, 0, 2500),
+        ("numpy-scalar", None, 10**9, 10**9),
+        ("numpy-mixed", None, 200, 16),
+    ]
+    if token_trie.HAVE_C_WALK:
+        variants.insert(0, ("c", token_trie._c, token_trie._SCALAR_NODES, token_trie._SCALAR_DEPTH))
+    for name, ext, nodes, depth in variants:
+        with monkeypatch.context() as mp:
+            mp.setattr(token_trie, "_c", ext)
+            mp.setattr(token_trie, "_SCALAR_NODES", nodes)
+            mp.setattr(token_trie, "_SCALAR_DEPTH", depth)
+            index = TokenIndex(dfa, vocab)
+            nxt = np.array(index.next_states(state))
+            alone = TokenIndex(dfa, vocab)  # the decoding path: the mask by itself
+            mask = np.array(alone.bitmask(state))
+            assert (mask == index.bitmask(state)).all(), name
+            steps = [alone.token_next_state(state, t) for t in range(0, vocab.vocab_size, 7)]
+            assert steps == [
+                -1 if t in vocab.eos_token_ids else int(nxt[t])
+                for t in range(0, vocab.vocab_size, 7)
+            ], name
+            out[name] = (nxt, mask)
+    return out
+
+
+@pytest.mark.parametrize("kind,spec,prefixes", CASES, ids=[c[0] for c in CASES])
+def test_trie_walk_matches_brute_force(
+    monkeypatch, vocab: Vocabulary, kind, spec, prefixes
+) -> None:
+    grammar = compile_json_schema(spec, vocab) if kind == "schema" else compile_regex(spec, vocab)
+    dfa = grammar.dfa
+    states = _states(grammar, vocab, prefixes, random.Random(1))
+    assert len(states) >= 8
+    long_ids = [t for t, b in enumerate(vocab.token_bytes) if len(b) >= 1000]
+    dead_midway = live_long = multibyte = 0
+    for state in states:
+        ref = _reference(vocab, dfa, state)
+        for name, (got, mask) in _walk_variants(monkeypatch, dfa, vocab, state).items():
+            diff = np.flatnonzero(got != ref)[:5].tolist()
+            assert not diff, (
+                kind,
+                state,
+                name,
+                [(t, vocab.token_bytes[t][:20], got[t], ref[t]) for t in diff],
+            )
+            assert mask.dtype == np.int32 and mask.shape == ((vocab.vocab_size + 31) // 32,)
+            bits = np.unpackbits(mask.view(np.uint8), bitorder="little").astype(bool)
+            assert (bits[: vocab.vocab_size] == (ref >= 0)).all() and not bits[
+                vocab.vocab_size :
+            ].any()
+        live_long += int((ref[long_ids] >= 0).sum())
+        # tokens whose first byte is live but that die later on: pruned inside the trie
+        dead_midway += sum(
+            1 for t in long_ids if ref[t] < 0 and dfa.step(state, vocab.token_bytes[t][0]) >= 0
+        )
+        multibyte += int(
+            sum(ref[t] >= 0 for t, b in enumerate(vocab.token_bytes) if max(b, default=0) >= 0x80)
+        )
+    assert live_long and dead_midway and multibyte  # the corners were exercised
+
+
+def test_trie_structure() -> None:
+    vocab = _synthetic_vocab(long_sizes=(40, 99, 100, 101, 300))
+    trie = vocab.token_trie
+    never = vocab.index_tables[0]
+    # rebuild every node's prefix from the preorder layout
+    path: list[int] = []
+    prefixes = []
+    for b, d in zip(trie.byte.tolist(), trie.depth.tolist()):
+        assert 1 <= d <= len(path) + 1  # preorder: a node follows its parent
+        del path[d - 1 :]
+        path.append(b)
+        prefixes.append(bytes(path))
+    assert len(set(prefixes)) == trie.num_nodes  # one node per distinct prefix
+    assert prefixes == sorted(prefixes)  # children by ascending byte
+    wanted = {
+        b[:k] for t, b in enumerate(vocab.token_bytes) if not never[t] for k in range(1, len(b) + 1)
+    }
+    assert set(prefixes) == wanted
+    # subtree ends: the first later node that does not extend the node's prefix
+    for i in range(trie.num_nodes):
+        j = int(trie.skip[i])
+        assert all(p.startswith(prefixes[i]) for p in prefixes[i + 1 : j])
+        assert j == trie.num_nodes or not prefixes[j].startswith(prefixes[i])
+    holders = {}
+    for i, tid in enumerate(trie.token.tolist()):
+        if tid >= 0:
+            assert vocab.token_bytes[tid] == prefixes[i] and not never[tid]
+            holders[prefixes[i]] = tid
+    dups = {int(a): int(b) for a, b in trie.dups}
+    for tid, data in enumerate(vocab.token_bytes):
+        if never[tid]:
+            assert tid not in holders.values() and tid not in dups
+        elif holders[data] != tid:
+            assert dups[tid] == holders[data]
+        else:
+            assert tid not in dups
+    n = vocab.vocab_size
+    assert dups[n - 3] == n - 4 and n - 1 in dups  # '"name' twice, 'é' twice (or more)
+    assert trie.max_depth == max(len(b) for b in wanted) == 302
+
+
+@pytest.mark.parametrize("walk", ["c", "numpy"])
+def test_walk_propagates_budget_errors(monkeypatch, vocab: Vocabulary, walk: str) -> None:
+    if walk == "c" and not token_trie.HAVE_C_WALK:
+        pytest.skip("C extension not built")
+    if walk == "numpy":
+        monkeypatch.setattr(token_trie, "_c", None)
+    # every position of the counted repetition is a state; the long tokens need 20,000 rows
+    dfa = regex_to_dfa(r"[a-z]{0,30000}", max_states=500, eager_rows=1)
+    index = TokenIndex(dfa, vocab)
+    with pytest.raises(GrammarTooComplexError):
+        index.next_states(dfa.initial)
+    assert index.num_cached_states == 0
+
+
+def test_empty_trie_allows_only_eos() -> None:
+    vocab = Vocabulary([b"<eos>", b""], eos_token_ids=[0])
+    assert vocab.token_trie.num_nodes == 0
+    grammar = compile_regex("a?", vocab)
+    assert grammar.token_index.next_states(grammar.dfa.initial).tolist() == [0, -1]

@@ -1,0 +1,157 @@
+"""Vocabulary: token bytes from byte-level BPE and SentencePiece-style tokenizers."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from structgen.fsm import Vocabulary
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    'Structured generation keeps JSON valid: {"a": [1, 2, 3]}.',
+    "Ünïcödé text, café, naïve, façade, jalapeño, 日本語のテキスト.",
+    "Emoji are fun 😀😨🙏 and so are tabs\tand newlines\n.",
+] * 20
+
+TEXTS = [
+    "hello world",
+    " leading space and trailing ",
+    "café 😀 naïve — “quotes”",
+    '{"key": "value", "n": -1.5e3}',
+    "日本語 and 中文 and 한국어",
+    "tabs\tnew\nlines\r\n",
+    "unseen: ∑∫√ 🚀🛸 ǅ",
+]
+
+
+def _random_text(rng: random.Random) -> str:
+    pool = 'abc xyz{}":,.é日😀🚀\t\n∑'
+    return "".join(rng.choice(pool) for _ in range(rng.randint(1, 20)))
+
+
+@pytest.fixture(scope="module")
+def byte_level_tokenizer() -> PreTrainedTokenizerFast:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(CORPUS, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>")
+
+
+@pytest.fixture(scope="module")
+def sentencepiece_tokenizer() -> PreTrainedTokenizerFast:
+    """Llama-2-style BPE: Metaspace, ``<0xNN>`` byte fallback tokens in the model vocab."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(
+        replacement="▁", prepend_scheme="never", split=True
+    )
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"])
+    tok.train_from_iterator(CORPUS, trainer)
+    spec = json.loads(tok.to_str())
+    vocab = spec["model"]["vocab"]
+    for b in range(256):
+        vocab.setdefault(f"<0x{b:02X}>", len(vocab))
+    spec["model"]["byte_fallback"] = True
+    spec["decoder"] = {
+        "type": "Sequence",
+        "decoders": [
+            {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+            {"type": "ByteFallback"},
+            {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0},
+        ],
+    }
+    tok = Tokenizer.from_str(json.dumps(spec))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="</s>", bos_token="<s>", unk_token="<unk>"
+    )
+
+
+def test_hand_built_vocabulary() -> None:
+    vocab = Vocabulary([b"<eos>", b"a", b"\xc3", b""], eos_token_ids=[0], special_token_ids=[0])
+    assert vocab.vocab_size == 4 and len(vocab) == 4
+    assert vocab.eos_token_ids == frozenset({0}) and vocab.special_token_ids == frozenset({0})
+    assert vocab.decode([1, 2]) == b"a\xc3"
+    assert len(vocab.fingerprint) == 64
+    same = Vocabulary([b"<eos>", b"a", b"\xc3", b""], eos_token_ids=[0], special_token_ids=[0])
+    other_eos = Vocabulary([b"<eos>", b"a", b"\xc3", b""], eos_token_ids=[1], special_token_ids=[0])
+    assert same.fingerprint == vocab.fingerprint != other_eos.fingerprint
+    with pytest.raises(ValueError):
+        Vocabulary([b"a"], eos_token_ids=[3])
+
+
+def test_token_trie_of_tiny_vocab(tiny_vocab: Vocabulary) -> None:
+    # allowable: a b ab abc c " \xc3 (EOS, the special token and the empty one are left out)
+    trie = tiny_vocab.token_trie
+    assert bytes(trie.byte.tolist()) == b'"abcbc\xc3'  # preorder, children by byte
+    assert trie.depth.tolist() == [1, 1, 2, 3, 1, 1, 1]
+    assert trie.skip.tolist() == [1, 4, 4, 4, 5, 6, 7]
+    assert trie.token.tolist() == [7, 2, 4, 5, 3, 6, 8]
+    assert trie.dups.shape == (0, 2) and trie.max_depth == 3
+    never, eos = tiny_vocab.index_tables
+    assert np.flatnonzero(never).tolist() == [0, 1, 9] and eos.tolist() == [0]
+
+
+def _check_roundtrip(tokenizer, vocab: Vocabulary, text: str, strip_leading_space: bool) -> None:
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    expected = tokenizer.decode(ids)
+    got = vocab.decode(ids).decode("utf-8")
+    if strip_leading_space and got.startswith(" "):
+        got = got[1:]  # the decoder strips the space the normalizer prepended
+    assert got == expected, (text, ids)
+
+
+def test_byte_level_bpe(byte_level_tokenizer) -> None:
+    vocab = Vocabulary.from_tokenizer(byte_level_tokenizer)
+    assert vocab.vocab_size == len(byte_level_tokenizer)
+    im_end = byte_level_tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert im_end in vocab.eos_token_ids
+    im_start = byte_level_tokenizer.convert_tokens_to_ids("<|im_start|>")
+    assert im_start in vocab.special_token_ids
+    # every single byte is a token of its own (initial alphabet)
+    assert {t for t in vocab.token_bytes if len(t) == 1} == {bytes([b]) for b in range(256)}
+    rng = random.Random(0)
+    for text in TEXTS + [_random_text(rng) for _ in range(50)]:
+        _check_roundtrip(byte_level_tokenizer, vocab, text, strip_leading_space=False)
+
+
+def test_sentencepiece_style(sentencepiece_tokenizer) -> None:
+    vocab = Vocabulary.from_tokenizer(sentencepiece_tokenizer)
+    tid = sentencepiece_tokenizer.convert_tokens_to_ids
+    assert vocab.token_bytes[tid("<0x0A>")] == b"\n"
+    assert vocab.token_bytes[tid("<0xF0>")] == b"\xf0"
+    assert vocab.eos_token_ids == frozenset({tid("</s>")})
+    assert {tid("<s>"), tid("</s>"), tid("<unk>")} <= vocab.special_token_ids
+    spaced = [t for t in sentencepiece_tokenizer.get_vocab() if t.startswith("▁") and len(t) > 1]
+    assert spaced and vocab.token_bytes[tid(spaced[0])] == spaced[0].replace("▁", " ").encode()
+    rng = random.Random(1)
+    for text in TEXTS + [_random_text(rng) for _ in range(50)]:
+        if "\r" in text:
+            continue
+        _check_roundtrip(sentencepiece_tokenizer, vocab, text, strip_leading_space=True)
+    # an emoji that is not in the vocabulary is spelled with byte-fallback tokens
+    ids = sentencepiece_tokenizer.encode("🚀", add_special_tokens=False)
+    assert b"".join(vocab.token_bytes[i] for i in ids).endswith("🚀".encode())
+
+
+@pytest.mark.slow
+def test_smollm2_vocabulary(smollm2_tokenizer, smollm2_vocab: Vocabulary) -> None:
+    vocab = smollm2_vocab
+    assert vocab.vocab_size == 49152
+    assert vocab.eos_token_ids == frozenset({0, 2})
+    assert smollm2_tokenizer.convert_tokens_to_ids("<|im_start|>") in vocab.special_token_ids
+    rng = random.Random(2)
+    for text in TEXTS + [_random_text(rng) for _ in range(100)]:
+        _check_roundtrip(smollm2_tokenizer, vocab, text, strip_leading_space=False)

@@ -1,0 +1,110 @@
+"""``allOf`` merging of keywords that appear in several subschemas: two ``not`` (joined
+as ``not: {anyOf: [A, B]}``), two ``anyOf`` / two ``oneOf`` (multiplied out into branch
+pairs). ``jsonschema`` is the reference over a fixed set of JSON texts."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from structgen.errors import UnsupportedSchemaError
+from structgen.fsm import compile_json_schema
+
+TEXTS = [
+    "1",
+    "2",
+    "3",
+    "4",
+    "6",
+    "-1",
+    "0",
+    "2.5",
+    '"a"',
+    '"b"',
+    '"ab"',
+    '""',
+    "true",
+    "false",
+    "null",
+    "[]",
+    "[1]",
+    "{}",
+    '{"a":1}',
+    '{"b":"x"}',
+    '{"a":1,"b":"x"}',
+    '{"a":"s"}',
+]
+
+CASES = [
+    {"enum": [1, 2, 3, 4, "a"], "allOf": [{"not": {"const": 1}}, {"not": {"enum": [3, "a"]}}]},
+    {
+        "allOf": [
+            {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+            {"anyOf": [{"type": "string", "maxLength": 1}, {"type": "integer", "minimum": 2}]},
+        ]
+    },
+    {
+        "allOf": [
+            {"oneOf": [{"type": "integer"}, {"type": "boolean"}]},
+            {"oneOf": [{"const": 2}, {"const": True}, {"type": "null"}]},
+        ]
+    },
+    {
+        "type": "object",
+        "allOf": [
+            {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]},
+            {
+                "anyOf": [
+                    {"properties": {"a": {"type": "integer"}}},
+                    {"properties": {"b": {"const": "x"}}},
+                ]
+            },
+        ],
+        "properties": {"a": {}, "b": {}},
+    },
+]
+
+
+@pytest.mark.parametrize("schema", CASES, ids=range(len(CASES)))
+def test_merged_keywords_match_jsonschema(schema) -> None:
+    grammar = compile_json_schema(schema, allow_extra_properties=True)
+    assert not grammar.warnings, grammar.warnings
+    validator = jsonschema.Draft202012Validator(schema)
+    hits = 0
+    for text in TEXTS:
+        ok = validator.is_valid(json.loads(text))
+        hits += ok
+        assert grammar.matches(text) == ok, text
+    assert 0 < hits < len(TEXTS)
+
+
+def test_too_many_branch_pairs_is_a_strict_error() -> None:
+    many = [{"const": i} for i in range(9)]
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_json_schema({"allOf": [{"anyOf": many}, {"anyOf": many[::-1]}]})
+    assert info.value.keyword == "allOf"
+
+
+def test_handwritten_allany6_compiles_non_strict() -> None:
+    """MaskBench Handwritten allany6: three anyOf under allOf ('cannot combine two
+    different anyOf'); non-strict it compiles, the unenforceable `not`s listed."""
+    schema = {
+        "type": "number",
+        "allOf": [
+            {"minimum": -4000},
+            {"maximum": -3000},
+            {"$ref": "#/definitions/any1"},
+            {"$ref": "#/definitions/any3"},
+            {"not": {"multipleOf": 8}},
+        ],
+        "definitions": {
+            "any1": {"anyOf": [{"multipleOf": 33}, {"multipleOf": 12}]},
+            "any3": {"anyOf": [{"not": {"multipleOf": 11}}, {"multipleOf": 7}]},
+        },
+    }
+    grammar = compile_json_schema(schema, strict=False)
+    assert any("'not'" in w for w in grammar.warnings), grammar.warnings
+    with pytest.raises(UnsupportedSchemaError):
+        compile_json_schema(schema)

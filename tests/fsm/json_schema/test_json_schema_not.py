@@ -1,0 +1,104 @@
+"""``not`` of a boolean or of a schema made of ``type``/``not``/``$ref``: the types left
+(``not: {type: integer}`` leaves the numbers with a nonzero fraction digit), intersected
+with the sibling ``type``. ``jsonschema`` is the reference: every accepted text is valid,
+every listed valid text is accepted; other ``not`` stays a strict error. Also ``if``/``then``/
+``else`` where no instance is needed to decide (no ``if``, no branch, ``if`` a boolean)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from structgen.errors import UnsupportedSchemaError
+from structgen.fsm import compile_json_schema
+
+from .._reference import assert_agrees_with_jsonschema
+from .._reference import jsonschema_valid as _valid
+
+TEXTS = [
+    "1",
+    "-3",
+    "1.0",
+    "2.5",
+    "-0.5",
+    "1e2",
+    "1.5e1",
+    '"s"',
+    "true",
+    "null",
+    "[]",
+    "[1]",
+    "{}",
+    '{"a":1}',
+]
+
+CASES = [
+    ({"not": {"type": "integer"}}, ['"s"', "2.5", "-0.5", "true", "null", "[1]", '{"a":1}']),
+    ({"not": {"type": ["integer", "boolean"]}}, ['"s"', "2.5", "null"]),
+    ({"not": {"type": "number"}}, ['"s"', "true", "null", "[]", "{}"]),
+    ({"not": {"not": {"type": "string"}}}, ['"s"']),
+    ({"not": False}, ["1", '"s"', "[1]", '{"a":1}']),
+    ({"not": {"type": "string"}, "type": ["string", "integer"]}, ["1", "-3"]),
+    ({"not": {"type": "integer"}, "type": "number"}, ["2.5", "-0.5"]),
+    (
+        {
+            "not": {"$ref": "#/$defs/s"},
+            "$defs": {"s": {"type": ["string", "null", "object"]}},
+            "type": ["string", "array"],
+        },
+        ["[]", "[1]"],
+    ),
+    (
+        {"type": "object", "properties": {"gone": {"not": {}}, "b": {"not": True}}},
+        ["{}", '{"a":1}'],
+    ),
+]
+
+
+@pytest.mark.parametrize(("schema", "good"), CASES)
+def test_not_of_types_agrees_with_jsonschema(schema, good) -> None:
+    grammar = compile_json_schema(schema, allow_extra_properties=True)
+    for text in good:
+        assert _valid(schema, json.loads(text)), text  # the case itself is right
+        assert grammar.matches(text), text
+    for text in TEXTS + ['{"gone":1}', '{"b":null}']:
+        if grammar.matches(text):
+            assert _valid(schema, json.loads(text)), text
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"not": {"type": "object", "properties": {"foo": {"type": "string"}}}},
+        {"not": {"type": "integer"}, "minimum": 2},  # non-integers next to a bound: not written
+        {"not": {"minimum": 3}},
+    ],
+)
+def test_other_not_stays_a_strict_error(schema) -> None:
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_json_schema(schema)
+    assert info.value.keyword == "not"
+
+
+@pytest.mark.parametrize(
+    ("schema", "good", "bad"),
+    [
+        ({"if": {"const": 0}}, ["1", '"s"'], []),  # if without then/else: no effect
+        ({"then": {"const": 0}, "type": "integer"}, ["1", "0"], ['"s"']),  # then without if
+        ({"else": False}, ["null"], []),
+        ({"if": True, "then": {"const": "t"}, "else": {"const": "e"}}, ['"t"'], ['"e"', "1"]),
+        ({"if": {}, "then": {"type": "integer"}}, ["1"], ['"s"']),
+        ({"if": False, "then": {"const": "t"}, "else": {"const": "e"}}, ['"e"'], ['"t"']),
+        ({"if": False, "then": {"const": "t"}, "type": "string"}, ['"t"', '"x"'], ["1"]),
+    ],
+)
+def test_if_then_else_decided_without_an_instance(schema, good, bad) -> None:
+    grammar = compile_json_schema(schema)
+    assert_agrees_with_jsonschema(grammar, schema, good, bad)
+
+
+def test_if_that_depends_on_the_instance_stays_a_strict_error() -> None:
+    with pytest.raises(UnsupportedSchemaError) as info:
+        compile_json_schema({"if": {"type": "string"}, "then": {"minLength": 2}})
+    assert info.value.keyword == "if"

@@ -1,0 +1,236 @@
+"""The one-pass lowering (``regex.lower``) against ``re``'s parser path of ``parse.lower``.
+
+For every text the fast path takes, its term must denote the same language as the
+``re`` path's term (checked by a bisimulation of derivatives in one arena), and ``re``
+must accept the text; what it does not take returns None. Texts: the patterns and
+definitions the JSON Schema converter writes for MaskBench schemas, hand-picked corner
+cases of Python's syntax, and seeded random regexes.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import warnings
+
+import pytest
+
+from structgen.errors import StructgenError
+from structgen.fsm.json_schema import json_schema_to_shared
+from structgen.fsm.regex import parse
+from structgen.fsm.regex.lower import fast_lower
+from structgen.fsm.regex.terms import EMPTY, TermArena
+
+from .._corpus import CORPORA
+
+
+def _same_language(arena: TermArena, a: int, b: int, limit: int = 400) -> bool:
+    seen = {(a, b)}
+    todo = [(a, b)]
+    while todo and len(seen) < limit:
+        x, y = todo.pop()
+        if arena.nullable[x] != arena.nullable[y] or (x == EMPTY) != (y == EMPTY):
+            return False
+        masks = arena.front(x) | arena.front(y)
+        classes = [(1 << 256) - 1]
+        for mask in masks:
+            classes = [part for c in classes for part in (c & mask, c & ~mask) if part]
+        for c in classes:
+            byte = (c & -c).bit_length() - 1
+            pair = (arena.derivative(x, byte), arena.derivative(y, byte))
+            if (pair[0] == EMPTY) != (pair[1] == EMPTY):
+                return False
+            if pair not in seen:
+                seen.add(pair)
+                todo.append(pair)
+    return True
+
+
+def _check(texts: list[str], use_c: bool = True) -> int:
+    """Lower ``texts`` (definitions then pattern) both ways; returns how many the fast
+    path took (``use_c``: its C token loop where built, else its Python loop)."""
+    arena = TermArena()
+    shared: list[int] = []
+    memo: dict[str, int] = {}
+    taken = 0
+    for text in texts:
+        fast = fast_lower(
+            text,
+            parse._Lowering(arena, text, float("inf"), shared),
+            memo,
+            parse.MAX_NESTING,
+            use_c=use_c,
+        )
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = parse.parse(text)
+            slow = parse._Lowering(arena, text, float("inf"), shared).seq(
+                list(tree), tree.state.flags
+            )
+        except StructgenError:
+            assert fast is None, text
+            return taken
+        if fast is not None:
+            taken += 1
+            assert _same_language(arena, fast, slow), text
+        shared.append(slow)
+    return taken
+
+
+CORNERS = [
+    "[]a]",
+    "[^]a]",
+    "[a-]",
+    "[-a]",
+    "[a-c-e]",
+    r"[a\-z]",
+    r"[\d\s-]",
+    "a{,3}",
+    "a{3,}",
+    "a{2,5}?",
+    "a*?b+?c??",
+    "(a|)",
+    "(|a)b",
+    r"\x41\u00e9\U0001F600",
+    r"\.\[\]\{\}\(\)\|\*\+\?",
+    "}",
+    "]",
+    "a{2}{3}",
+    "a**",
+    "(?i)a",
+    "(?P<x>a)",
+    "^a",
+    "a$",
+    r"\bx",
+    r"\1",
+    "a{",
+    "x{1,2",
+    "a{}",
+    "{,}",
+    "[[a]",
+    "[a--b]",
+    r"[\b]",
+    "(a",
+    "a)",
+    "*a",
+    "a|*",
+    r"[\d-z]",
+    "[z-a]",
+    "a{5,2}",
+    r"\U00110000",
+    r"\q",
+    "a++",
+    "(?:a|b)+?",
+    "é+",
+    "[é-ï]x",
+    "[^é]",
+    r"[\x00-\x1f\\\"]",
+    r"\\u[0-9a-fA-F]{4}",
+    ".",
+    "[.]",
+    "a.b",
+    r"\w\W\s\S\d\D",
+    "[^\\w]",
+    "\ud800",
+    "[\ud800-\udfff]",
+    "x{0}",
+    "x{0,0}y",
+    "(?:)*",
+    "()",
+    "a{4294967295}",
+    "a{1,4294967296}",
+    "\U000f0000",
+    "a{\u0663}",
+    "a{1,\u0663}",
+    "\\x4",
+    "\\u12",
+    "[a",
+    "[^]",
+    "[]",
+    "x{,}",
+    "x{3,x}",
+    "(?x)",
+    "d?[^bt1,][^]xb",
+    "[]xb",
+    "a[^]",
+    "x[a\\",
+    "[]a\\",
+    "[^]a[b]",
+]
+LOOPS = [pytest.param(True, id="c-loop"), pytest.param(False, id="python-loop")]
+
+
+@pytest.mark.parametrize("use_c", LOOPS)
+@pytest.mark.parametrize("text", CORNERS)
+def test_corner_cases(text: str, use_c: bool) -> None:
+    _check([text], use_c)
+
+
+def test_unicode_digits_are_not_counts() -> None:
+    # re's parser reads only ASCII digits in {m,n}: "a{\u0663}" is the literal text
+    for use_c in (True, False):
+        arena = TermArena()
+        assert (
+            fast_lower("a{\u0663}", parse._Lowering(arena, "", float("inf")), {}, 9, use_c) is None
+        )
+    assert re.fullmatch("a{\u0663}", "a{\u0663}")
+
+
+def _random_regex(rng: random.Random, depth: int = 0) -> str:
+    atoms = ["a", "b", "é", r"\.", r"\d", r"\x41", "[a-c]", "[^ab]", "[]x]", ".", "ab", '"', r"\\"]
+    parts = []
+    for _ in range(rng.randint(1, 4)):
+        if depth < 4 and rng.random() < 0.3:
+            inner = "|".join(_random_regex(rng, depth + 1) for _ in range(rng.randint(1, 3)))
+            atom = rng.choice(["(?:", "("]) + inner + ")"
+        else:
+            atom = rng.choice(atoms)
+        parts.append(
+            atom + rng.choice(["", "", "*", "+", "?", "{2}", "{1,3}", "{,2}", "{2,}", "*?", "{0}"])
+        )
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("use_c", LOOPS)
+def test_random_regexes(use_c: bool) -> None:
+    rng = random.Random(3)
+    taken = sum(_check([_random_regex(rng)], use_c) for _ in range(150))
+    assert taken >= 145
+
+
+def converter_texts(per_subset: int):
+    """The definitions then the pattern the converter writes for the first ``per_subset``
+    MaskBench schemas of each subset (skips the test without the corpus)."""
+    plain = CORPORA / "jsonschemabench" / "plain"
+    if not plain.exists():
+        pytest.skip(f"{plain} not found")
+    for sub in sorted(p for p in plain.iterdir() if p.is_dir()):
+        for f in sorted(sub.glob("*.json"))[:per_subset]:
+            try:
+                pattern, defs = json_schema_to_shared(
+                    json.loads(f.read_text())["schema"], strict=False, allow_extra_properties=True
+                )
+            except StructgenError:
+                continue
+            if len(pattern) + sum(map(len, defs)) <= 200_000:
+                yield defs + [pattern]
+
+
+@pytest.mark.parametrize("use_c", LOOPS)
+def test_converter_output(use_c: bool) -> None:
+    taken = total = 0
+    for texts in converter_texts(2):
+        taken += _check(texts, use_c)
+        total += len(texts)
+    assert taken >= 0.9 * total  # the converter's output takes the fast path
+
+
+def test_lower_uses_re_errors() -> None:
+    for bad in ("(a", "a**", "(?<=a)b"):
+        with pytest.raises(StructgenError):
+            parse.lower(bad, TermArena())
+    assert re.fullmatch("[]a]+", "a]a")
+    arena = TermArena()
+    assert _same_language(arena, parse.lower("[]a]+", arena), parse.lower("(?:]|a)+", arena))

@@ -70,8 +70,10 @@ class StructgenLogitsProcessor(LogitsProcessor):
             self._matchers = [self.grammar.matcher(self.max_tokens) for _ in range(batch)]
             self._prompt_len = input_ids.shape[1]
         if len(self._matchers) != batch:
-            raise ValueError(f"batch changed from {len(self._matchers)} to {batch} rows "
-                             "(beam search is not supported); make a new processor per call")
+            raise ValueError(
+                f"batch changed from {len(self._matchers)} to {batch} rows "
+                "(beam search is not supported); make a new processor per call"
+            )
         new = input_ids.shape[1] - self._prompt_len
         if new > self._num_seen:
             tokens = input_ids[:, self._prompt_len + self._num_seen : self._prompt_len + new]
@@ -97,8 +99,9 @@ def _bit(i: int) -> int:
     return (1 << i) - (1 << 32) if i == 31 else 1 << i
 
 
-def logits_processor(constraint: Any, tokenizer, *, max_tokens: int | None = None,
-                     **compile_options: Any) -> StructgenLogitsProcessor:
+def logits_processor(
+    constraint: Any, tokenizer, *, max_tokens: int | None = None, **compile_options: Any
+) -> StructgenLogitsProcessor:
     """A processor for ``constraint`` over ``tokenizer``'s vocabulary.
 
     Args:

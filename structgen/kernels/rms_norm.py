@@ -107,8 +107,10 @@ def _rms_norm_triton(x, weight, eps, residual):
     check(x.is_floating_point(), f"x must be floating point, got {x.dtype}")
     check_same_device(x=x, weight=weight, residual=residual)
     if residual is not None:
-        check(residual.shape == x.shape and residual.dtype == x.dtype,
-              f"residual must match x {tuple(x.shape)} {x.dtype}, got {tuple(residual.shape)} {residual.dtype}")
+        check(
+            residual.shape == x.shape and residual.dtype == x.dtype,
+            f"residual must match x {tuple(x.shape)} {x.dtype}, got {tuple(residual.shape)} {residual.dtype}",
+        )
     hidden = x.shape[-1]
     x2 = x.reshape(-1, hidden)
     if x2.stride(-1) != 1:

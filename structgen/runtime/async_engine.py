@@ -69,9 +69,13 @@ class AsyncEngine:
             return AsyncDataParallelEngine(model, **kwargs)
         return super().__new__(cls)
 
-    def __init__(self, model: str | None = None, *,
-                 step_hook: Callable[[int, list[Request]], None] | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        step_hook: Callable[[int, list[Request]], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         from structgen.runtime.engine import Engine
 
         self.engine = Engine(model, **kwargs)

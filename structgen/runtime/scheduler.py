@@ -375,8 +375,7 @@ class Scheduler:
             self._apply_sampled(item, context, update)
         return update
 
-    def _apply_sampled(self, item: SampledTokens, context: StepContext,
-                       update: StepUpdate) -> None:
+    def _apply_sampled(self, item: SampledTokens, context: StepContext, update: StepUpdate) -> None:
         req, tokens = item.request, item.token_ids
         if item.is_speculative:
             req.num_computed_tokens += len(tokens) - 1  # the accepted drafts' KV is valid
@@ -387,8 +386,9 @@ class Scheduler:
             req.num_computed_tokens = min(req.num_computed_tokens, result.rolled_back_to)
         if item.is_speculative:
             dropped = len(tokens) - result.num_applied  # after a finish or a jump-forward point
-            req.num_computed_tokens = min(req.num_computed_tokens, req.num_tokens,
-                                          verified - dropped)
+            req.num_computed_tokens = min(
+                req.num_computed_tokens, req.num_tokens, verified - dropped
+            )
             update.discarded.append((req, dropped))
         update.updated.append(req)
         if req.status.is_finished:

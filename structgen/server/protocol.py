@@ -34,8 +34,14 @@ class APIError(Exception):
         code: a short machine code, or None.
     """
 
-    def __init__(self, message: str, status: int = 400, type: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        status: int = 400,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -45,8 +51,14 @@ class APIError(Exception):
 
     def body(self) -> dict:
         """The OpenAI-style JSON body."""
-        return {"error": {"message": self.message, "type": self.type, "param": self.param,
-                          "code": self.code}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
 
 
 class _Model(BaseModel):
@@ -190,5 +202,6 @@ def parse_request(model: type[BaseModel], data: Any) -> Any:
     except ValidationError as exc:
         err = exc.errors()[0]
         param = _loc(err.get("loc", ()))
-        raise APIError(f"invalid field {param!r}: {err.get('msg')}", param=param or None,
-                       code="invalid_value") from None
+        raise APIError(
+            f"invalid field {param!r}: {err.get('msg')}", param=param or None, code="invalid_value"
+        ) from None

@@ -47,8 +47,10 @@ def test_multi_turn_conversation_reuses_previous_turns(engines):
         if turn:
             assert out.metrics.cached_tokens >= prev_prompt - 8
         prev_prompt = out.metrics.num_prompt_tokens
-        msgs = msgs + [{"role": "assistant", "content": out.text},
-                       {"role": "user", "content": "and then?"}]
+        msgs = msgs + [
+            {"role": "assistant", "content": out.text},
+            {"role": "user", "content": "and then?"},
+        ]
     assert_no_leak(engine)
 
 

@@ -45,10 +45,14 @@ def _sub_batch(batch: ForwardBatch, rows: torch.Tensor, token_idx: torch.Tensor)
     """The sequences ``rows`` ``[Bs]`` of ``batch`` (owning ``token_idx`` ``[Ts]``) as a ForwardBatch."""
     remap = row_remap(batch, rows)
     return ForwardBatch(
-        input_ids=batch.input_ids[token_idx], positions=batch.positions[token_idx],
-        out_slots=batch.out_slots[token_idx], seq_ids=remap[batch.seq_ids[token_idx]],
-        prefix_lens=batch.prefix_lens[rows], extend_lens=batch.extend_lens[rows],
-        page_table=batch.page_table[rows], logits_indices=torch.zeros(0, dtype=torch.int64),
+        input_ids=batch.input_ids[token_idx],
+        positions=batch.positions[token_idx],
+        out_slots=batch.out_slots[token_idx],
+        seq_ids=remap[batch.seq_ids[token_idx]],
+        prefix_lens=batch.prefix_lens[rows],
+        extend_lens=batch.extend_lens[rows],
+        page_table=batch.page_table[rows],
+        logits_indices=torch.zeros(0, dtype=torch.int64),
         page_size=batch.page_size,
     )
 
@@ -71,18 +75,40 @@ def plan_cpu_attention(batch: ForwardBatch) -> CpuAttentionPlan:
     return plan
 
 
-def paged_attention_cpu(q, k_slots, v_slots, batch: ForwardBatch, scale: float, sliding_window) -> torch.Tensor:
+def paged_attention_cpu(
+    q, k_slots, v_slots, batch: ForwardBatch, scale: float, sliding_window
+) -> torch.Tensor:
     """The CPU path of :func:`paged_attention`: the C kernel for short extensions, SDPA for the rest."""
     plan = plan_cpu_attention(batch)
     if plan.long_idx is None:
-        return cpu_ops.paged_attention(q, k_slots, v_slots, batch.page_table, batch.seq_ids, batch.positions,
-                                       batch.page_size, scale, sliding_window)
-    long_out = paged_attention_sdpa(q[plan.long_idx], k_slots, v_slots, plan.long_batch, scale, sliding_window)
+        return cpu_ops.paged_attention(
+            q,
+            k_slots,
+            v_slots,
+            batch.page_table,
+            batch.seq_ids,
+            batch.positions,
+            batch.page_size,
+            scale,
+            sliding_window,
+        )
+    long_out = paged_attention_sdpa(
+        q[plan.long_idx], k_slots, v_slots, plan.long_batch, scale, sliding_window
+    )
     if plan.short_idx.numel() == 0:
         return long_out
     out = long_out.new_empty(q.shape[0], *long_out.shape[1:])  # [T, heads, dv]
     out[plan.long_idx] = long_out
     idx = plan.short_idx
-    out[idx] = cpu_ops.paged_attention(q[idx], k_slots, v_slots, batch.page_table, batch.seq_ids[idx],
-                                       batch.positions[idx], batch.page_size, scale, sliding_window)
+    out[idx] = cpu_ops.paged_attention(
+        q[idx],
+        k_slots,
+        v_slots,
+        batch.page_table,
+        batch.seq_ids[idx],
+        batch.positions[idx],
+        batch.page_size,
+        scale,
+        sliding_window,
+    )
     return out

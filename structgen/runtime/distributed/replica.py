@@ -33,7 +33,9 @@ def _portable(exc: BaseException) -> BaseException:
         return RequestError(f"{type(exc).__name__}: {exc}")
 
 
-def replica_main(index: int, owner_pid: int, model: str | None, kwargs: dict, inbox, outbox) -> None:
+def replica_main(
+    index: int, owner_pid: int, model: str | None, kwargs: dict, inbox, outbox
+) -> None:
     """Entry point of replica ``index``: build an Engine, then serve the inbox until
     ``("close",)``. Messages out: ``(kind, index, request_id, payload)`` with kind
     ``ready``, ``failed`` (could not start), ``done`` (a RequestOutput), ``error`` (the
@@ -58,9 +60,12 @@ def replica_main(index: int, owner_pid: int, model: str | None, kwargs: dict, in
 
 def _portable_info(engine) -> dict:
     """What a front needs to tokenize, template and validate without loading weights."""
-    return {"tokenizer": engine.tokenizer, "eos_token_ids": sorted(engine.eos_token_ids),
-            "hf_config": engine.loaded.config,
-            "max_request_tokens": engine.max_request_tokens()}
+    return {
+        "tokenizer": engine.tokenizer,
+        "eos_token_ids": sorted(engine.eos_token_ids),
+        "hf_config": engine.loaded.config,
+        "max_request_tokens": engine.max_request_tokens(),
+    }
 
 
 def _send_output(outbox, index: int, out: RequestOutput) -> None:

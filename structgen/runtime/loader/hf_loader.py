@@ -70,7 +70,10 @@ def load_hf_folder(folder: Path, dtype: torch.dtype, device, quantization: str |
         from structgen.runtime.quantization import quantize_model
 
         quantize_model(model, quantization)
-    max_len = int(getattr(config, "max_position_embeddings", 0) or getattr(tokenizer, "model_max_length", 2048))
+    max_len = int(
+        getattr(config, "max_position_embeddings", 0)
+        or getattr(tokenizer, "model_max_length", 2048)
+    )
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,

@@ -10,8 +10,13 @@ from pathlib import Path
 
 from structgen.errors import ModelLoadError
 
-__all__ = ["tokenizer_from_gguf_metadata", "load_cached_tokenizer", "save_tokenizer_cache", "load_hf_tokenizer",
-           "load_tokenizer"]
+__all__ = [
+    "tokenizer_from_gguf_metadata",
+    "load_cached_tokenizer",
+    "save_tokenizer_cache",
+    "load_hf_tokenizer",
+    "load_tokenizer",
+]
 
 log = logging.getLogger(__name__)
 
@@ -36,15 +41,27 @@ def _fast_byte_level(meta: dict):
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
     if pre in _DIGITS_THEN_GPT2:
-        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Digits(individual_digits=True), byte_level]
+        )
     else:
         tok.pre_tokenizer = byte_level
     tok.decoder = decoders.ByteLevel()
     types = meta.get("tokenizer.ggml.token_type") or []
     tok.add_special_tokens(
-        [AddedToken(t, normalized=False, special=True) for t, k in zip(tokens, types) if k == _CONTROL]
+        [
+            AddedToken(t, normalized=False, special=True)
+            for t, k in zip(tokens, types)
+            if k == _CONTROL
+        ]
     )
-    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t, k in zip(tokens, types) if k == _USER_DEFINED])
+    tok.add_tokens(
+        [
+            AddedToken(t, normalized=False, special=False)
+            for t, k in zip(tokens, types)
+            if k == _USER_DEFINED
+        ]
+    )
     bos_id = meta.get("tokenizer.ggml.bos_token_id")
     if meta.get("tokenizer.ggml.add_bos_token") and bos_id is not None:
         bos = tokens[bos_id]
@@ -58,7 +75,10 @@ def _fast_byte_level(meta: dict):
 
 def _transformers_backend(meta: dict):
     """Fallback: transformers' GGUF tokenizer builders, fed the metadata we already parsed."""
-    from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_TOKENIZER_MAPPING, convert_gguf_tokenizer
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import (
+        GGUF_TOKENIZER_MAPPING,
+        convert_gguf_tokenizer,
+    )
 
     tdict = {
         name: meta[f"tokenizer.{key}"]
@@ -103,7 +123,9 @@ def tokenizer_from_gguf_metadata(meta: dict):
         }.items()
         if v is not None
     }
-    tok = PreTrainedTokenizerFast(tokenizer_object=backend, clean_up_tokenization_spaces=False, **kwargs)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=backend, clean_up_tokenization_spaces=False, **kwargs
+    )
     if meta.get("tokenizer.chat_template"):
         tok.chat_template = meta["tokenizer.chat_template"]
     return tok

@@ -23,7 +23,11 @@ import torch
 
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.cpu import ops as cpu_ops
-from structgen.runtime.cpu.attention import CpuAttentionPlan, paged_attention_cpu, plan_cpu_attention
+from structgen.runtime.cpu.attention import (
+    CpuAttentionPlan,
+    paged_attention_cpu,
+    plan_cpu_attention,
+)
 from structgen.runtime.models.attention_sdpa import (
     SdpaAttentionGroup,
     SdpaAttentionPlan,
@@ -47,7 +51,9 @@ __all__ = [
 ]
 
 _BACKENDS = ("auto", "triton", "torch")
-_BACKEND: contextvars.ContextVar[str] = contextvars.ContextVar("structgen_attention_backend", default="auto")
+_BACKEND: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "structgen_attention_backend", default="auto"
+)
 
 
 @contextlib.contextmanager
@@ -84,7 +90,13 @@ def use_triton(t: torch.Tensor) -> bool:
     return backend == "triton" or (backend == "auto" and t.is_cuda)
 
 
-def store_kv(k: torch.Tensor, v: torch.Tensor, k_slots: torch.Tensor, v_slots: torch.Tensor, out_slots: torch.Tensor) -> None:
+def store_kv(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_slots: torch.Tensor,
+    v_slots: torch.Tensor,
+    out_slots: torch.Tensor,
+) -> None:
     """Write new tokens' K/V ``[T, kv_heads, d]`` into the cache rows ``out_slots`` ``[T]`` (in place).
 
     On CUDA (or under ``attention_backend("triton")``) this is the Triton ``store_kv``
@@ -99,7 +111,9 @@ def store_kv(k: torch.Tensor, v: torch.Tensor, k_slots: torch.Tensor, v_slots: t
     v_slots.index_copy_(0, out_slots, v.to(v_slots.dtype))
 
 
-def plan_triton_attention(batch: ForwardBatch, max_extend_len: int | None = None) -> tuple[int, bool]:
+def plan_triton_attention(
+    batch: ForwardBatch, max_extend_len: int | None = None
+) -> tuple[int, bool]:
     """``(max_extend_len, is_decode)`` of the step for the kernels, planned once, cached in ``batch.plans``.
 
     Args:
@@ -115,7 +129,10 @@ def plan_triton_attention(batch: ForwardBatch, max_extend_len: int | None = None
     plan = batch.plans.get("triton")
     if plan is None:
         max_ext = int(batch.extend_lens.max()) if max_extend_len is None else int(max_extend_len)
-        plan = batch.plans["triton"] = (max_ext, max_ext == 1 and batch.num_tokens == batch.batch_size)
+        plan = batch.plans["triton"] = (
+            max_ext,
+            max_ext == 1 and batch.num_tokens == batch.batch_size,
+        )
     return plan
 
 
@@ -151,7 +168,26 @@ def paged_attention(
     v_cache = v_slots.view(-1, batch.page_size, kv_heads, d)
     if is_decode:
         seq_lens = batch.prefix_lens + batch.extend_lens  # [B]
-        return paged_decode_attention(q, k_cache, v_cache, batch.page_table, seq_lens, scale, None,
-                                      sliding_window, backend="triton")
-    return extend_attention(q, k_cache, v_cache, batch.page_table, batch.prefix_lens,
-                            batch.extend_lens, scale, max_ext, sliding_window, backend="triton")
+        return paged_decode_attention(
+            q,
+            k_cache,
+            v_cache,
+            batch.page_table,
+            seq_lens,
+            scale,
+            None,
+            sliding_window,
+            backend="triton",
+        )
+    return extend_attention(
+        q,
+        k_cache,
+        v_cache,
+        batch.page_table,
+        batch.prefix_lens,
+        batch.extend_lens,
+        scale,
+        max_ext,
+        sliding_window,
+        backend="triton",
+    )

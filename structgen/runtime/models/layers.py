@@ -18,18 +18,31 @@ from structgen.runtime.cpu.dense import linear
 from structgen.runtime.models.attention import use_triton
 
 __all__ = [
-    "Linear", "FusedProjection", "RMSNorm", "RotaryEmbedding", "GatedMLP", "rope_theta", "apply_rotary", "rotate_qk",
+    "Linear",
+    "FusedProjection",
+    "RMSNorm",
+    "RotaryEmbedding",
+    "GatedMLP",
+    "rope_theta",
+    "apply_rotary",
+    "rotate_qk",
 ]
 
 
 class Linear(nn.Module):
     """``y = x @ W.T + b`` with HF's parameter names, allocated uninitialised."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool, dtype: torch.dtype, device) -> None:
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool, dtype: torch.dtype, device
+    ) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.empty(out_features, in_features, dtype=dtype, device=device), requires_grad=False)
+        self.weight = nn.Parameter(
+            torch.empty(out_features, in_features, dtype=dtype, device=device), requires_grad=False
+        )
         self.bias = (
-            nn.Parameter(torch.empty(out_features, dtype=dtype, device=device), requires_grad=False) if bias else None
+            nn.Parameter(torch.empty(out_features, dtype=dtype, device=device), requires_grad=False)
+            if bias
+            else None
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -84,7 +97,9 @@ class FusedProjection:
         if not linears or any(type(lin) is not Linear for lin in linears):
             return None
         w0 = linears[0].weight
-        same = all(lin.weight.dtype == w0.dtype and lin.weight.device == w0.device for lin in linears)
+        same = all(
+            lin.weight.dtype == w0.dtype and lin.weight.device == w0.device for lin in linears
+        )
         same_in = all(lin.weight.shape[1] == w0.shape[1] for lin in linears)
         bias = {lin.bias is None for lin in linears}
         if not (same and same_in and len(bias) == 1 and w0.is_floating_point()):
@@ -154,7 +169,8 @@ class RotaryEmbedding(nn.Module):
         self.attention_scaling = 1.0
         if kind == "default":
             inv_freq = 1.0 / (
-                rope_theta(config) ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float().to(device) / head_dim)
+                rope_theta(config)
+                ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float().to(device) / head_dim)
             )
         else:
             from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
@@ -181,9 +197,13 @@ class RotaryEmbedding(nn.Module):
         self._sin = emb.sin() * self.attention_scaling
         self._len = n
 
-    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, positions: torch.Tensor, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin of shape ``[T, 1, head_dim]`` in ``dtype`` for the given positions ``[T]``."""
-        return self._cos[positions].to(dtype).unsqueeze(1), self._sin[positions].to(dtype).unsqueeze(1)
+        return self._cos[positions].to(dtype).unsqueeze(1), self._sin[positions].to(
+            dtype
+        ).unsqueeze(1)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -193,7 +213,9 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
-def rotate_qk(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def rotate_qk(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Rotary embedding of q ``[T, heads, d]`` and k ``[T, kv_heads, d]`` (rotate-half layout).
 
     Where :func:`~structgen.runtime.models.attention.use_triton` says so, the Triton ``rotary``
@@ -226,8 +248,10 @@ class GatedMLP(nn.Module):
             from structgen.errors import ModelLoadError
 
             raise ModelLoadError(f"unsupported MLP activation {act!r}")
-        self.act = F.silu if act in ("silu", "swish") else (
-            F.gelu if act == "gelu" else (lambda x: F.gelu(x, approximate="tanh"))
+        self.act = (
+            F.silu
+            if act in ("silu", "swish")
+            else (F.gelu if act == "gelu" else (lambda x: F.gelu(x, approximate="tanh")))
         )
         self.gate_up = None
 

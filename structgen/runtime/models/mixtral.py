@@ -19,10 +19,18 @@ class MixtralForCausalLM(MistralForCausalLM):
     @classmethod
     def make_mlp(cls, config, layer_idx: int, dtype, device) -> SparseMoeBlock:
         return SparseMoeBlock(
-            config.hidden_size, config.num_local_experts, config.num_experts_per_tok, config.intermediate_size,
-            True, dtype, device, act=config.hidden_act,
+            config.hidden_size,
+            config.num_local_experts,
+            config.num_experts_per_tok,
+            config.intermediate_size,
+            True,
+            dtype,
+            device,
+            act=config.hidden_act,
         )
 
     @classmethod
     def normalize_state_dict(cls, state, config):
-        return stack_expert_weights(state, "block_sparse_moe", "mlp", ("w1", "w3", "w2"), config.num_local_experts)
+        return stack_expert_weights(
+            state, "block_sparse_moe", "mlp", ("w1", "w3", "w2"), config.num_local_experts
+        )

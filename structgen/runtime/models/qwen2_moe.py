@@ -27,13 +27,28 @@ class Qwen2MoeForCausalLM(DecoderForCausalLM):
     @classmethod
     def make_mlp(cls, config, layer_idx: int, dtype, device):
         if not is_sparse_layer(config, layer_idx):
-            return GatedMLP(config.hidden_size, config.intermediate_size, False, config.hidden_act, dtype, device)
+            return GatedMLP(
+                config.hidden_size,
+                config.intermediate_size,
+                False,
+                config.hidden_act,
+                dtype,
+                device,
+            )
         return SparseMoeBlock(
-            config.hidden_size, config.num_experts, config.num_experts_per_tok, config.moe_intermediate_size,
-            bool(config.norm_topk_prob), dtype, device,
-            shared_intermediate=int(getattr(config, "shared_expert_intermediate_size", 0) or 0), act=config.hidden_act,
+            config.hidden_size,
+            config.num_experts,
+            config.num_experts_per_tok,
+            config.moe_intermediate_size,
+            bool(config.norm_topk_prob),
+            dtype,
+            device,
+            shared_intermediate=int(getattr(config, "shared_expert_intermediate_size", 0) or 0),
+            act=config.hidden_act,
         )
 
     @classmethod
     def normalize_state_dict(cls, state, config):
-        return stack_expert_weights(state, "mlp", "mlp", ("gate_proj", "up_proj", "down_proj"), config.num_experts)
+        return stack_expert_weights(
+            state, "mlp", "mlp", ("gate_proj", "up_proj", "down_proj"), config.num_experts
+        )

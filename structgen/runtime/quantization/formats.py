@@ -32,7 +32,9 @@ __all__ = [
 ]
 
 
-def quantize_int8(w: torch.Tensor, group_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def quantize_int8(
+    w: torch.Tensor, group_size: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric int8 per output channel (``group_size=None``) or per group of ``group_size`` inputs.
 
     Args:
@@ -72,13 +74,17 @@ def int8_to_group_major(q: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Te
     return q.view(n, g, k // g).transpose(0, 1).contiguous(), scales.t().contiguous()
 
 
-def int8_from_group_major(q: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def int8_from_group_major(
+    q: torch.Tensor, scales: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Inverse of :func:`int8_to_group_major`: ``([N, K], [N, G])``."""
     g, n, gs = q.shape
     return q.transpose(0, 1).reshape(n, g * gs), scales.t()
 
 
-def quantize_int4(w: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def quantize_int4(
+    w: torch.Tensor, group_size: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Asymmetric int4 per group of ``group_size`` inputs, with integer zero points.
 
     Per group: ``scale = (max - min) / 15``, ``z = round(-min / scale)`` clamped to ``0..15``,
@@ -97,7 +103,11 @@ def quantize_int4(w: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch
     scale = ((hi - lo) / 15.0).half().float()  # the stored (fp16) scale is the one we round with
     scale = torch.where(scale == 0, torch.ones_like(scale), scale)
     zero = torch.clamp(torch.round(-lo / scale), 0, 15)  # [N, G]
-    q = torch.clamp(torch.round(wg / scale[..., None]) + zero[..., None], 0, 15).to(torch.uint8).reshape(n, k)
+    q = (
+        torch.clamp(torch.round(wg / scale[..., None]) + zero[..., None], 0, 15)
+        .to(torch.uint8)
+        .reshape(n, k)
+    )
     return q, scale.t().half().contiguous(), (-zero * scale).t().half().contiguous()
 
 
@@ -119,7 +129,9 @@ def pack_int4(q: torch.Tensor) -> torch.Tensor:
     return torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.to(torch.int32).contiguous(), 1)
 
 
-def int4_scale_and_zeros(scales: torch.Tensor, mins: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def int4_scale_and_zeros(
+    scales: torch.Tensor, mins: torch.Tensor, dtype: torch.dtype
+) -> torch.Tensor:
     """``[G, N, 2]`` (scale, zero) in torch's int4 convention ``w = (q - 8) * scale + zero``.
 
     ``zero = mins + 8 * scale``, computed in float32 from the fp16 values.

@@ -52,8 +52,14 @@ from structgen.runtime.quantization.formats import (
     unpack_int4_rows,
 )
 
-__all__ = ["FusedQuantProjection", "QuantLinear", "QuantEmbedding", "apply_activation_dtype", "int8_matmul",
-           "int4_matmul"]
+__all__ = [
+    "FusedQuantProjection",
+    "QuantLinear",
+    "QuantEmbedding",
+    "apply_activation_dtype",
+    "int8_matmul",
+    "int4_matmul",
+]
 
 _TILE_ROWS = 4096  # rows dequantized at a time by the grouped-int8 path
 _FLOATS = (torch.float32, torch.bfloat16, torch.float16)
@@ -68,7 +74,9 @@ def _q8(x: torch.Tensor, act_dtype: torch.dtype | None) -> bool:
     return (act_dtype or x.dtype) != torch.float32
 
 
-def int8_matmul(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, act_dtype: torch.dtype | None = None) -> torch.Tensor:
+def int8_matmul(
+    x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, act_dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """``x @ (scales * q).T`` for ``x`` ``[M, K]``, ``q`` int8 ``[N, K]``, ``scales`` ``[N, G]``
     (or group-major ``q`` ``[G, N, K/G]``, ``scales`` ``[G, N]``: see :func:`int8_to_group_major`).
 
@@ -81,7 +89,11 @@ def int8_matmul(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, act_dtyp
         return cpu_quant.int8_linear(x, q, scales.contiguous(), _q8(x, act_dtype)).to(x.dtype)
     n, k = q.shape
     g = scales.shape[1]
-    if g == 1 and x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16, torch.float16):
+    if (
+        g == 1
+        and x.device.type == "cpu"
+        and x.dtype in (torch.float32, torch.bfloat16, torch.float16)
+    ):
         xa = x.to(act_dtype or x.dtype).contiguous()
         return torch.ops.aten._weight_int8pack_mm(xa, q, scales.view(n).to(xa.dtype)).to(x.dtype)
     if g == 1:
@@ -106,8 +118,15 @@ def _int8_group_major_matmul(x, q, scales, act_dtype) -> torch.Tensor:
     return out.to(x.dtype)
 
 
-def int4_matmul(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group_size: int,
-                act_dtype: torch.dtype | None = None, scale_zeros: torch.Tensor | None = None) -> torch.Tensor:
+def int4_matmul(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scales: torch.Tensor,
+    mins: torch.Tensor,
+    group_size: int,
+    act_dtype: torch.dtype | None = None,
+    scale_zeros: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``x @ W.T`` for an int4 weight packed by :func:`pack_int4` (``scales``/``mins`` fp16 ``[G, N]``).
 
     ``act_dtype``: dtype the kernel computes in (None: ``x``'s). ``scale_zeros``: the
@@ -115,7 +134,9 @@ def int4_matmul(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, min
     Returns ``[M, N]`` in ``x``'s dtype. Raises: never.
     """
     xa = x.to(act_dtype or x.dtype).contiguous()
-    sz = scale_zeros if scale_zeros is not None else int4_scale_and_zeros(scales, mins, xa.dtype)  # [G, N, 2]
+    sz = (
+        scale_zeros if scale_zeros is not None else int4_scale_and_zeros(scales, mins, xa.dtype)
+    )  # [G, N, 2]
     return torch.ops.aten._weight_int4pack_mm_for_cpu(xa, packed, group_size, sz).to(x.dtype)
 
 
@@ -176,14 +197,23 @@ class QuantLinear(nn.Module):
     int4_layout: str = "torch"
     use_kernel: bool = False  # our C kernel takes this module's layout on CPU (decided at build)
 
-    def __init__(self, kind: str, in_features: int, out_features: int, group_size: int, bias: torch.Tensor | None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        in_features: int,
+        out_features: int,
+        group_size: int,
+        bias: torch.Tensor | None,
+    ) -> None:
         super().__init__()
         self.kind = kind
         self.in_features, self.out_features, self.group_size = in_features, out_features, group_size
         self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
 
     @classmethod
-    def from_int8(cls, q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> "QuantLinear":
+    def from_int8(
+        cls, q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None
+    ) -> "QuantLinear":
         """From ``q`` int8 ``[N, K]`` and ``scales`` ``[N, G]`` (kept in their dtype: fp16 for Q8_0).
 
         Grouped weights (``G > 1``) are stored row-major for the C kernel (group size a multiple
@@ -200,7 +230,13 @@ class QuantLinear(nn.Module):
         return m
 
     @classmethod
-    def from_int4(cls, q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, bias: torch.Tensor | None = None) -> "QuantLinear":
+    def from_int4(
+        cls,
+        q: torch.Tensor,
+        scales: torch.Tensor,
+        mins: torch.Tensor,
+        bias: torch.Tensor | None = None,
+    ) -> "QuantLinear":
         """From unpacked ``q`` uint8 ``[N, K]`` (0..15) and fp16 ``scales``/``mins`` ``[G, N]``.
 
         Raises:
@@ -209,7 +245,9 @@ class QuantLinear(nn.Module):
         n, k = q.shape
         group = k // scales.shape[0]
         if not can_pack_int4(n, k, group):
-            raise ValueError(f"int4 packing needs N % 16 == 0 and K % group == 0 (got N={n}, K={k}, group={group})")
+            raise ValueError(
+                f"int4 packing needs N % 16 == 0 and K % group == 0 (got N={n}, K={k}, group={group})"
+            )
         m = cls("int4", k, n, group, bias)
         if cpu_quant.available() and group % 32 == 0:
             m.int4_layout, m.use_kernel = "rows", True
@@ -223,7 +261,13 @@ class QuantLinear(nn.Module):
         return m
 
     @classmethod
-    def quantize(cls, weight: torch.Tensor, bias: torch.Tensor | None, kind: str, group_size: int | None = None) -> "QuantLinear":
+    def quantize(
+        cls,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        kind: str,
+        group_size: int | None = None,
+    ) -> "QuantLinear":
         """Quantize a float ``[N, K]`` weight (int8: per channel unless ``group_size``; int4: grouped)."""
         from structgen.runtime.quantization.formats import quantize_int4, quantize_int8
 
@@ -241,23 +285,45 @@ class QuantLinear(nn.Module):
             return dequantize_int4(unpack_int4_rows(self.qweight), self.scales.t(), self.mins.t())
         eye = torch.eye(self.in_features, dtype=torch.float32, device=self.qweight.device)
         sz = int4_scale_and_zeros(self.scales, self.mins, torch.float32)
-        return torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.qweight, self.group_size, sz).t().contiguous()
+        return (
+            torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.qweight, self.group_size, sz)
+            .t()
+            .contiguous()
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         x2 = x if x.dim() == 2 else x.reshape(-1, shape[-1])  # [M, K]
         if use_triton(x2) and self._triton_layout():
             y = self._triton_forward(x2)
-        elif self.use_kernel and x2.device.type == "cpu" and x2.dtype in _FLOATS and cpu_quant._lib is not None:
+        elif (
+            self.use_kernel
+            and x2.device.type == "cpu"
+            and x2.dtype in _FLOATS
+            and cpu_quant._lib is not None
+        ):
             y = self._kernel_forward(x2)  # the decode hot path: as few Python steps as possible
         elif self.kind == "int8":
             y = int8_matmul(x2, self.qweight, self.scales, self.activation_dtype)
         elif self.int4_layout == "rows" and _use_kernel(x2):
-            y = cpu_quant.int4_linear(x2, self.qweight, self.scales, self.mins, self.group_size,
-                                       _q8(x2, self.activation_dtype)).to(x2.dtype)
+            y = cpu_quant.int4_linear(
+                x2,
+                self.qweight,
+                self.scales,
+                self.mins,
+                self.group_size,
+                _q8(x2, self.activation_dtype),
+            ).to(x2.dtype)
         elif self.int4_layout == "torch" and x2.device.type == "cpu":
-            y = int4_matmul(x2, self.qweight, self.scales, self.mins, self.group_size, self.activation_dtype,
-                            self._cached_scale_zeros((self.activation_dtype or x2.dtype)))
+            y = int4_matmul(
+                x2,
+                self.qweight,
+                self.scales,
+                self.mins,
+                self.group_size,
+                self.activation_dtype,
+                self._cached_scale_zeros((self.activation_dtype or x2.dtype)),
+            )
         else:  # other devices without the Triton kernel's layouts: dequantize
             y = F.linear(x2, self.dequantized_weight().to(x2.dtype))
         if self.bias is not None:
@@ -277,11 +343,24 @@ class QuantLinear(nn.Module):
 
         b = self._buffers
         if self.kind == "int8" and b["scales"].shape[1] == 1:  # per output channel
-            return quant_matmul(x2, b["qweight"], b["scales"].view(-1), None, 8, None, backend="triton")
+            return quant_matmul(
+                x2, b["qweight"], b["scales"].view(-1), None, 8, None, backend="triton"
+            )
         if self.kind == "int8":
-            return quant_matmul(x2, b["qweight"], b["scales"], None, 8, self.group_size, backend="triton")
-        return quant_matmul(x2, b["qweight"], b["scales"], None, 4, self.group_size, mins=b["mins"], block32=True,
-                            backend="triton")
+            return quant_matmul(
+                x2, b["qweight"], b["scales"], None, 8, self.group_size, backend="triton"
+            )
+        return quant_matmul(
+            x2,
+            b["qweight"],
+            b["scales"],
+            None,
+            4,
+            self.group_size,
+            mins=b["mins"],
+            block32=True,
+            backend="triton",
+        )
 
     def _kernel_forward(self, x2: torch.Tensor) -> torch.Tensor:
         """``[M, K]`` -> ``[M, N]`` in ``x2``'s dtype through :mod:`cpu_quant` (buffers read from
@@ -306,7 +385,9 @@ class QuantLinear(nn.Module):
         return sz
 
     def extra_repr(self) -> str:
-        return f"{self.kind}, in={self.in_features}, out={self.out_features}, group={self.group_size}"
+        return (
+            f"{self.kind}, in={self.in_features}, out={self.out_features}, group={self.group_size}"
+        )
 
 
 class QuantEmbedding(nn.Module):
@@ -323,7 +404,9 @@ class QuantEmbedding(nn.Module):
         self.dtype = dtype
         self.num_embeddings, self.embedding_dim = q.shape
         group = self.embedding_dim // scales.shape[1]
-        if scales.shape[1] > 1 and not (cpu_quant.available() and group % 8 == 0):  # grouped, no C kernel (GGUF Q8_0): group-major, for the tied output matmul
+        if scales.shape[1] > 1 and not (
+            cpu_quant.available() and group % 8 == 0
+        ):  # grouped, no C kernel (GGUF Q8_0): group-major, for the tied output matmul
             q, scales = int8_to_group_major(q, scales)
         self.register_buffer("qweight", q.contiguous())
         self.register_buffer("scales", scales.contiguous())
@@ -406,13 +489,19 @@ class FusedQuantProjection:
     def build(linears: list[nn.Module]) -> "FusedQuantProjection | None":
         """Fuse ``linears`` if all are kernel-layout :class:`QuantLinear` s of one kind, group size,
         input size, bias presence and device, else None."""
-        if not linears or any(type(lin) is not QuantLinear or not lin.use_kernel for lin in linears):
+        if not linears or any(
+            type(lin) is not QuantLinear or not lin.use_kernel for lin in linears
+        ):
             return None
         first = linears[0]
         same = all(
-            lin.kind == first.kind and lin.group_size == first.group_size and lin.in_features == first.in_features
-            and lin.int4_layout == first.int4_layout and (lin.bias is None) == (first.bias is None)
-            and lin.qweight.device == first.qweight.device and lin.scales.dtype == first.scales.dtype
+            lin.kind == first.kind
+            and lin.group_size == first.group_size
+            and lin.in_features == first.in_features
+            and lin.int4_layout == first.int4_layout
+            and (lin.bias is None) == (first.bias is None)
+            and lin.qweight.device == first.qweight.device
+            and lin.scales.dtype == first.scales.dtype
             for lin in linears
         )
         if not same or (first.kind == "int4" and first.int4_layout != "rows"):

@@ -126,8 +126,9 @@ class SpeculativeDecoder:
         context: the engine's step settings (EOS ids, request token limit).
     """
 
-    def __init__(self, proposer: BaseProposer, config: SpeculativeConfig,
-                 context: StepContext) -> None:
+    def __init__(
+        self, proposer: BaseProposer, config: SpeculativeConfig, context: StepContext
+    ) -> None:
         self.context = context
         self.config = config
         self.proposer = proposer
@@ -151,8 +152,12 @@ class SpeculativeDecoder:
         reqs, ks = [], []
         for req in running:
             req.clear_drafts()
-            if (req.status != RequestStatus.RUNNING or not req.params.can_speculate
-                    or not req.output_token_ids or req.num_tokens_to_compute != 1):
+            if (
+                req.status != RequestStatus.RUNNING
+                or not req.params.can_speculate
+                or not req.output_token_ids
+                or req.num_tokens_to_compute != 1
+            ):
                 continue
             if req.matcher is not None and req.matcher.is_terminated():
                 continue
@@ -170,7 +175,9 @@ class SpeculativeDecoder:
             if req.matcher is not None:
                 tokens = tokens[: req.matcher.validate(tokens)]
             for i, t in enumerate(tokens):  # nothing follows an EOS / stop token
-                if (t in eos and not req.params.ignore_eos) or t in (req.params.stop_token_ids or ()):
+                if (t in eos and not req.params.ignore_eos) or t in (
+                    req.params.stop_token_ids or ()
+                ):
                     tokens = tokens[: i + 1]
                     break
             req.draft_token_ids = tokens
@@ -254,8 +261,9 @@ class SpeculativeDecoder:
             if req.params.is_greedy:
                 tokens, n_acc = accept_greedy(rows, drafts)
             else:
-                tokens, n_acc = accept_sampled(target_probs(rows, req), drafts, req.draft_probs,
-                                               req.generator)
+                tokens, n_acc = accept_sampled(
+                    target_probs(rows, req), drafts, req.draft_probs, req.generator
+                )
             self._count(req, len(drafts), n_acc)
             out.append(tokens)
         return out

@@ -148,6 +148,7 @@ class OutlinesCore:
 
     def __init__(self, tok):
         import outlines_core
+
         from structgen.fsm import Vocabulary
 
         self.oc = outlines_core

@@ -19,7 +19,6 @@ from __future__ import annotations
 import torch
 
 from structgen.kernels._paged import load_paged_kv
-from structgen.kernels.paged_attention import paged_attention_ref
 from structgen.kernels._triton import (
     cdiv,
     check,
@@ -34,6 +33,7 @@ from structgen.kernels._triton import (
     tl,
     window_or_max,
 )
+from structgen.kernels.paged_attention import paged_attention_ref
 
 __all__ = ["extend_attention"]
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import torch
 
 from structgen.kernels._paged import load_paged_kv
-from structgen.kernels.paged_attention import paged_attention_ref
 from structgen.kernels._triton import (
     cdiv,
     check,
@@ -37,6 +36,7 @@ from structgen.kernels._triton import (
     tl,
     window_or_max,
 )
+from structgen.kernels.paged_attention import paged_attention_ref
 
 __all__ = ["default_num_splits", "paged_decode_attention"]
 

@@ -158,7 +158,8 @@ class AsyncEngine:
 
     def shutdown(self) -> None:
         """Stop the loop thread (pending requests are aborted), then the engine's
-        tensor-parallel workers, if any."""
+        tensor-parallel workers, if any.
+        """
         self._closed = True
         self.loop.send(("close", None))
         self._thread.join(timeout=30)

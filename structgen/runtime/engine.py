@@ -15,9 +15,9 @@ from structgen.runtime.config import EngineConfig
 from structgen.runtime.engine_loop import EngineLoop
 from structgen.runtime.model_runner import ModelRunner
 from structgen.runtime.outputs import RequestOutput
+from structgen.runtime.radix_cache import RadixCache
 from structgen.runtime.request import Request
 from structgen.runtime.sampling_params import SamplingParams
-from structgen.runtime.radix_cache import RadixCache
 from structgen.runtime.scheduler import Scheduler
 from structgen.runtime.step import StepContext, sample_tokens
 
@@ -51,7 +51,8 @@ class Engine(BaseEngine):
 
     def __new__(cls, model: str | None = None, **kwargs: Any):
         """``data_parallel_size > 1`` returns a ``DataParallelEngine`` (replicas + router,
-        the same :class:`BaseEngine` interface)."""
+        the same :class:`BaseEngine` interface).
+        """
         if cls is Engine and kwargs.get("data_parallel_size", 1) != 1:
             from structgen.runtime.distributed import DataParallelEngine
 
@@ -228,7 +229,8 @@ class Engine(BaseEngine):
         listener: Callable[[int, RequestOutput], None] | None = None,
     ) -> list[RequestOutput]:
         """See :meth:`BaseEngine.run_requests`: this engine's loop steps (under its lock)
-        until ``reqs`` finish; concurrent callers are continuously batched together."""
+        until ``reqs`` finish; concurrent callers are continuously batched together.
+        """
         return self.loop.run_until_finished(reqs, listener)
 
     def max_request_tokens(self) -> int:
@@ -318,7 +320,8 @@ class Engine(BaseEngine):
 
     def memory_report(self) -> dict[str, int]:
         """Bytes held by the model weights (``weight_bytes``, quantized where they are) and
-        by the KV cache (``kv_bytes``)."""
+        by the KV cache (``kv_bytes``).
+        """
         from structgen.runtime.models import memory_report
 
         return {**memory_report(self.loaded.model), "kv_bytes": self.pool.nbytes()}

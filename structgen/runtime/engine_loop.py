@@ -76,7 +76,8 @@ class SnapshotPublisher:
 
     def publish(self, req: Request) -> None:
         """Send ``req``'s new snapshot, if it is watched and has one. Raises: what the
-        listener raises."""
+        listener raises.
+        """
         watch = self._watched.get(req.request_id)
         if watch is None or watch.req is not req:
             return

@@ -25,7 +25,8 @@ __all__ = ["RequestFactory"]
 class RequestFactory:
     """Mixin of every engine: needs ``tokenizer``, ``vocab_size`` (width of the model's
     logits), ``vocab`` (the fsm ``Vocabulary``), ``device`` and ``_ids`` (a request-id
-    counter)."""
+    counter).
+    """
 
     # ----------------------------------------------------------------- prompts
     def apply_chat_template(self, messages: list[dict]) -> list[int]:

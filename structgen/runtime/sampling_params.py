@@ -149,7 +149,8 @@ class SamplingParams:
     @property
     def can_speculate(self) -> bool:
         """True when speculative decoding may serve this request: asked for, and no
-        penalty, logit bias or logprobs (those need per-position processing)."""
+        penalty, logit bias or logprobs (those need per-position processing).
+        """
         return self.speculative and not self.needs_logits_processing and self.logprobs is None
 
     @property

@@ -28,7 +28,8 @@ __all__ = ["create_app"]
 
 class _EventStream(StreamingResponse):
     """SSE response that listens for the client's disconnect and always closes its body
-    iterator (so the generator's ``finally`` aborts the engine requests at once)."""
+    iterator (so the generator's ``finally`` aborts the engine requests at once).
+    """
 
     media_type = "text/event-stream"
 

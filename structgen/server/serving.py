@@ -251,7 +251,8 @@ def branches_for(
     prompts: list[list[int]], params: SamplingParams, n: int, prompt_logprobs: int | None = None
 ) -> list[Branch]:
     """``n`` branches per prompt; seeded branches use ``seed + i``; prompt log-probs are
-    computed by branch 0 only (the others reuse its cached prompt KV)."""
+    computed by branch 0 only (the others reuse its cached prompt KV).
+    """
     out = []
     for p, ids in enumerate(prompts):
         for i in range(n):
@@ -336,7 +337,8 @@ def raise_if_failed(finals: dict[int, RequestOutput]) -> None:
 
 def usage(branches: list[Branch], finals: dict[int, RequestOutput]) -> dict:
     """OpenAI ``usage``: prompts counted once each; cached tokens per prompt are the
-    fewest any of its branches got (the cross-request reuse)."""
+    fewest any of its branches got (the cross-request reuse).
+    """
     prompts: dict[int, list[RequestOutput]] = {}
     lens: dict[int, int] = {}
     for b in branches:
@@ -356,7 +358,8 @@ def usage(branches: list[Branch], finals: dict[int, RequestOutput]) -> dict:
 
 def finish_reason(out: RequestOutput, is_tool_call: bool = False) -> str:
     """The OpenAI finish reason of an engine output (``is_tool_call``: a complete call,
-    which may also end exactly at ``max_tokens``)."""
+    which may also end exactly at ``max_tokens``).
+    """
     if out.finish_reason in ("stop", "length") and is_tool_call:
         return "tool_calls"
     return out.finish_reason or "stop"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from structgen.runtime.models.layers import FusedProjection
 from structgen.runtime.cpu import quant as cpu_quant
+from structgen.runtime.models.layers import FusedProjection
 from structgen.runtime.quantization.linear import (
     FusedQuantProjection,
     QuantLinear,

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.cpu import ops as cpu_ops
+from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.models.attention_sdpa import paged_attention_sdpa, row_remap
 
 __all__ = ["CpuAttentionPlan", "SHORT_EXTEND", "paged_attention_cpu", "plan_cpu_attention"]

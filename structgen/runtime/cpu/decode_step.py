@@ -33,10 +33,10 @@ import torch
 import torch.nn.functional as F
 
 from structgen.errors import KernelArgumentError
-from structgen.runtime.forward_batch import ForwardBatch
-from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.cpu import dense
 from structgen.runtime.cpu import ops as cpu_ops
+from structgen.runtime.forward_batch import ForwardBatch
+from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.models.attention import cpu_attention
 
 __all__ = ["DecodeStepPlan", "decode_step", "kernel_available", "set_enabled"]
@@ -58,7 +58,8 @@ def set_enabled(enabled: bool) -> None:
 
 def kernel_available() -> bool:
     """True when the extension is built and neither it nor the kernels it runs are turned off
-    (:func:`set_enabled` here, in ``runtime.cpu.dense`` and in ``runtime.cpu.ops``)."""
+    (:func:`set_enabled` here, in ``runtime.cpu.dense`` and in ``runtime.cpu.ops``).
+    """
     return _ext is not None and _ENABLED and dense.kernel_available() and cpu_ops.kernel_available()
 
 
@@ -107,7 +108,8 @@ class _Watch:
 
 def _layer_row(layer, watch: _Watch) -> tuple[list[int], tuple, list[torch.Tensor]] | None:
     """One layer's table row, the shape facts all layers must share, and the tensors it points at;
-    None when the layer is not a plain Llama-style block over fused float weights."""
+    None when the layer is not a plain Llama-style block over fused float weights.
+    """
     from structgen.runtime.models.decoder import DecoderAttention, DecoderLayer
     from structgen.runtime.models.layers import FusedProjection, GatedMLP, Linear
 

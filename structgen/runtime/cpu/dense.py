@@ -20,7 +20,6 @@ thread pool, sized by ``torch.get_num_threads()``), not a second one.
 
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
 

@@ -27,7 +27,6 @@ equal the references up to summation order (fp32) or one bf16 rounding.
 
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
 
@@ -160,7 +159,8 @@ def rope_store_kv_ref(
     q, k, v, cos, sin, k_slots, v_slots, out_slots, q_norm=None, k_norm=None, eps=1e-6
 ) -> None:
     """Reference of :func:`rope_store_kv` (same arguments, same in-place effects; the model's
-    torch ops: ``rms_norm_ref``, ``apply_rotary``, ``index_copy_``)."""
+    torch ops: ``rms_norm_ref``, ``apply_rotary``, ``index_copy_``).
+    """
     from structgen.runtime.models.layers import apply_rotary  # (layers imports this module)
 
     t, d = q.shape[0], cos.shape[-1]

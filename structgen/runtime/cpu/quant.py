@@ -67,7 +67,8 @@ def set_threads(n: int | None) -> None:
 
 def set_enabled(enabled: bool) -> None:
     """Turn the kernel on (the default) or off for the process; quantized modules built while
-    it is off keep torch's layouts and kernels."""
+    it is off keep torch's layouts and kernels.
+    """
     global _ENABLED
     _ENABLED = bool(enabled)
 

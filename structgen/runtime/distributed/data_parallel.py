@@ -281,7 +281,8 @@ class DataParallelEngine(BaseEngine):
     ) -> list[RequestOutput]:
         """Like :meth:`Engine.generate`: every prompt routed, run on its replica; outputs in
         order (``use_tqdm``: a progress bar over finished requests). Raises as
-        :meth:`submit` and :meth:`result`."""
+        :meth:`submit` and :meth:`result`.
+        """
         prompts = self._prompt_list(prompts)
         params_list = self._per_prompt(
             params or SamplingParams(), len(prompts), "params", lambda v: False
@@ -307,7 +308,8 @@ class DataParallelEngine(BaseEngine):
     def run_requests(self, reqs: Sequence[Request], listener=None) -> list[RequestOutput]:
         """See :meth:`BaseEngine.run_requests`: each request (made by :meth:`make_request`)
         is routed to a replica as its prompt ids, params and constraint spec; snapshots
-        come back through the router thread and reach ``listener`` on this thread."""
+        come back through the router thread and reach ``listener`` on this thread.
+        """
         events: queue.SimpleQueue = queue.SimpleQueue()
         rids: list[str] = []
         try:
@@ -348,7 +350,8 @@ class DataParallelEngine(BaseEngine):
         """``replicas``: each replica's ``Engine.stats()``; every ``Engine.stats()`` key over
         all replicas (counters summed, rates averaged, ``prefix_hit_rate`` recomputed); router
         counters ``routed`` / ``cache_routed`` /
-        ``outstanding`` (per replica)."""
+        ``outstanding`` (per replica).
+        """
         replicas = self._ask_replicas("stats")
         total = {}
         for k, v in replicas[

@@ -176,7 +176,8 @@ def mp_context():
     """The ``torch.multiprocessing`` start method for our processes: ``forkserver`` on Linux,
     with torch and structgen preloaded in the server, so that every process after the first
     starts in milliseconds instead of re-importing torch (several seconds); ``spawn``
-    elsewhere. Neither forks the caller (safe after CUDA is initialised)."""
+    elsewhere. Neither forks the caller (safe after CUDA is initialised).
+    """
     import sys
 
     import torch.multiprocessing as mp
@@ -278,7 +279,8 @@ class WorkerProcesses:
 
     def kill(self, force: bool = False) -> None:
         """Terminate (SIGTERM, then SIGKILL after 2 s; ``force``: SIGKILL at once) the workers
-        still running. Raises: never."""
+        still running. Raises: never.
+        """
         for p in self.processes:
             if p.is_alive():
                 p.kill() if force else p.terminate()
@@ -307,7 +309,8 @@ def owner_alive(pid: int) -> bool:
 def watch_parent(owner_pid: int, poll_s: float = 1.0) -> None:
     """In a worker or replica: exit (code 70) within ``poll_s`` once the process that owns
     it is gone, so nothing is orphaned when an owner is killed. The owner's pid is passed
-    explicitly: with ``forkserver`` the OS parent is the fork server, not the owner."""
+    explicitly: with ``forkserver`` the OS parent is the fork server, not the owner.
+    """
 
     def loop() -> None:
         while True:

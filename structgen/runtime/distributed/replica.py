@@ -39,7 +39,8 @@ def replica_main(
     """Entry point of replica ``index``: build an Engine, then serve the inbox until
     ``("close",)``. Messages out: ``(kind, index, request_id, payload)`` with kind
     ``ready``, ``failed`` (could not start), ``done`` (a RequestOutput), ``error`` (the
-    request was refused: an exception), ``stats``, ``crashed`` (the engine died)."""
+    request was refused: an exception), ``stats``, ``crashed`` (the engine died).
+    """
     from structgen.runtime.engine import Engine
 
     watch_parent(owner_pid)
@@ -76,7 +77,8 @@ def _send_output(outbox, index: int, out: RequestOutput) -> None:
 
 def _serve(engine, index: int, inbox, outbox) -> None:
     """Serve the inbox until ``("close",)``; snapshots follow ``AsyncEngine``'s (the
-    loop's publisher): cumulative text/ids plus ``delta_text``, never half a character."""
+    loop's publisher): cumulative text/ids plus ``delta_text``, never half a character.
+    """
     loop = EngineLoop(engine, inbox=inbox)
     send = functools.partial(_send_output, outbox, index)
 

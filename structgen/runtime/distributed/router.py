@@ -138,7 +138,8 @@ def _common(edge: tuple, key: tuple, start: int) -> int:
 
 def routing_key(prompt) -> Sequence[Hashable]:
     """The item sequence the router matches for a prompt: its text's characters, chat
-    messages rendered as ``role\\ncontent\\n`` text, or its token ids."""
+    messages rendered as ``role\\ncontent\\n`` text, or its token ids.
+    """
     if isinstance(prompt, str):
         return prompt
     if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(m, dict) for m in prompt):

@@ -39,9 +39,9 @@ from structgen.runtime.distributed.parallel_layers import (
     shard_model,
 )
 from structgen.runtime.forward_batch import ForwardBatch
-from structgen.runtime.models.attention import attention_backend as backend_scope
 from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.model_runner import BaseModelRunner
+from structgen.runtime.models.attention import attention_backend as backend_scope
 
 __all__ = [
     "TensorParallelRunner",
@@ -262,7 +262,8 @@ def tp_worker_main(
 ) -> None:
     """Entry point of worker rank ``rank``: load, shard, then replay rank 0's steps until told
     to stop. On any error it writes the traceback to the store (``error/{rank}``) and
-    exits with code 1, which rank 0 reports."""
+    exits with code 1, which rank 0 reports.
+    """
     import torch.distributed as dist
 
     watch_parent(owner_pid)

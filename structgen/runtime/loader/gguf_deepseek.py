@@ -127,7 +127,7 @@ def deepseek2_config(g, get, common: dict):
 
 
 def _rope_parameters(path: str, get) -> dict:
-    """transformers ``rope_parameters`` (default or YaRN) from ``deepseek2.rope.*``.
+    """Transformers ``rope_parameters`` (default or YaRN) from ``deepseek2.rope.*``.
 
     llama.cpp keeps only ``mscale_all_dim`` (as ``yarn_log_multiplier / 0.1``) and scales the
     rotary cos/sin by 1; transformers' YaRN scales them by ``mscale(factor, mscale) /

@@ -83,7 +83,7 @@ _IGNORED = {"rope_freqs.weight"}
 
 
 def hf_name(gguf_name: str, arch: str | None = None) -> str | None:
-    """transformers parameter name of a GGUF tensor of architecture ``arch``; None for tensors we do not load."""
+    """Transformers parameter name of a GGUF tensor of architecture ``arch``; None for tensors we do not load."""
     if gguf_name in _GLOBAL_NAMES:
         return _GLOBAL_NAMES[gguf_name]
     names = _ARCH_LAYER_NAMES.get(arch, _LAYER_NAMES)

@@ -21,13 +21,13 @@ import contextvars
 
 import torch
 
-from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.cpu import ops as cpu_ops
 from structgen.runtime.cpu.attention import (
     CpuAttentionPlan,
     paged_attention_cpu,
     plan_cpu_attention,
 )
+from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.models.attention_sdpa import (
     SdpaAttentionGroup,
     SdpaAttentionPlan,
@@ -79,13 +79,15 @@ def attention_backend(name: str):
 
 def cpu_attention(x: torch.Tensor) -> bool:
     """True when attention on ``x``'s device and dtype runs the fused CPU ops (``structgen.runtime.cpu.ops``):
-    backend ``"auto"``, CPU, fp32/bf16, extension built."""
+    backend ``"auto"``, CPU, fp32/bf16, extension built.
+    """
     return _BACKEND.get() == "auto" and cpu_ops.enabled(x)
 
 
 def use_triton(t: torch.Tensor) -> bool:
     """True when the model's ops on ``t`` run their Triton kernels: backend ``"triton"``, or
-    ``"auto"`` and ``t`` on CUDA. Raises: never."""
+    ``"auto"`` and ``t`` on CUDA. Raises: never.
+    """
     backend = _BACKEND.get()
     return backend == "triton" or (backend == "auto" and t.is_cuda)
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from structgen.runtime.forward_batch import ForwardBatch
-from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.cpu import ops as cpu_ops
-from structgen.runtime.models.attention import cpu_attention, paged_attention, store_kv, use_triton
 from structgen.runtime.cpu.decode_step import decode_step
 from structgen.runtime.cpu.dense import linear
+from structgen.runtime.forward_batch import ForwardBatch
+from structgen.runtime.kv_pool import KVPool
+from structgen.runtime.models.attention import cpu_attention, paged_attention, store_kv, use_triton
 from structgen.runtime.models.layers import (
     FusedProjection,
     GatedMLP,
@@ -95,7 +95,7 @@ class DecoderAttention(nn.Module):
         self.qkv = FusedProjection.build([self.q_proj, self.k_proj, self.v_proj])
 
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """q ``[T, H * d]``, k and v ``[T, KVH * d]`` (column slices of one matmul when fused)."""
+        """Q ``[T, H * d]``, k and v ``[T, KVH * d]`` (column slices of one matmul when fused)."""
         fused = self.qkv
         if fused is not None and fused.valid():
             qkv = fused(x)
@@ -265,7 +265,8 @@ class DecoderForCausalLM(nn.Module):
     @classmethod
     def make_attention(cls, config, layer_idx: int, dtype, device) -> nn.Module:
         """The layer's attention block: :class:`DecoderAttention` built from :meth:`attention_spec`
-        (DeepSeek overrides it with multi-head latent attention)."""
+        (DeepSeek overrides it with multi-head latent attention).
+        """
         return DecoderAttention(
             config, layer_idx, cls.attention_spec(config, layer_idx), dtype, device
         )

@@ -50,7 +50,8 @@ class QuantFusedExperts(nn.Module):
         cls, experts: FusedExperts, kind: str, group_size: int | None = None
     ) -> QuantFusedExperts:
         """Quantize float experts: ``kind`` ``"int8"`` (per channel) or ``"int4"`` (group ``group_size``,
-        64 by default; a matrix torch's int4 packing cannot take falls back to int8)."""
+        64 by default; a matrix torch's int4 packing cannot take falls back to int8).
+        """
         gu = [_quantize(w, kind, group_size) for w in experts.gate_up_proj]
         dn = [_quantize(w, kind, group_size) for w in experts.down_proj]
         return cls(gu, dn)

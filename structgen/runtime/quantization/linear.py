@@ -332,7 +332,8 @@ class QuantLinear(nn.Module):
 
     def _triton_layout(self) -> bool:
         """Whether the Triton ``quant_matmul`` kernel reads this module's buffers as they are
-        (row-major int8, int4 ``"rows"``; not torch's packed int4 nor group-major int8)."""
+        (row-major int8, int4 ``"rows"``; not torch's packed int4 nor group-major int8).
+        """
         if self.kind == "int8":
             return self.qweight.dim() == 2
         return self.int4_layout == "rows"
@@ -364,7 +365,8 @@ class QuantLinear(nn.Module):
 
     def _kernel_forward(self, x2: torch.Tensor) -> torch.Tensor:
         """``[M, K]`` -> ``[M, N]`` in ``x2``'s dtype through :mod:`cpu_quant` (buffers read from
-        ``_buffers`` directly: ``nn.Module.__getattr__`` costs ~0.5 us per buffer per call)."""
+        ``_buffers`` directly: ``nn.Module.__getattr__`` costs ~0.5 us per buffer per call).
+        """
         b = self._buffers
         q8 = (self.activation_dtype or x2.dtype) != torch.float32
         if self.kind == "int4":
@@ -375,7 +377,8 @@ class QuantLinear(nn.Module):
 
     def _cached_scale_zeros(self, dtype: torch.dtype) -> torch.Tensor:
         """The torch layout's ``[G, N, 2]`` (scale, zero) table in ``dtype``, built once per dtype and
-        buffer storage (it is a pure function of the fp16 ``scales``/``mins``, so results are unchanged)."""
+        buffer storage (it is a pure function of the fp16 ``scales``/``mins``, so results are unchanged).
+        """
         cache = self.__dict__.setdefault("_scale_zeros", {})
         key = (dtype, self.scales.data_ptr(), self.mins.data_ptr())
         sz = cache.get(key)
@@ -488,7 +491,8 @@ class FusedQuantProjection:
     @staticmethod
     def build(linears: list[nn.Module]) -> "FusedQuantProjection | None":
         """Fuse ``linears`` if all are kernel-layout :class:`QuantLinear` s of one kind, group size,
-        input size, bias presence and device, else None."""
+        input size, bias presence and device, else None.
+        """
         if not linears or any(
             type(lin) is not QuantLinear or not lin.use_kernel for lin in linears
         ):
@@ -517,6 +521,7 @@ class FusedQuantProjection:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """``[..., sum(out_features)]`` outputs of all members for ``x`` ``[..., in_features]``
-        (with the first member's ``activation_dtype``, as :func:`apply_activation_dtype` left it)."""
+        (with the first member's ``activation_dtype``, as :func:`apply_activation_dtype` left it).
+        """
         self.module.activation_dtype = self._members[0].activation_dtype
         return self.module(x)

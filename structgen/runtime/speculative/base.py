@@ -65,7 +65,8 @@ class BaseProposer(abc.ABC):
     @abc.abstractmethod
     def propose(self, reqs: list[Request], num_tokens: list[int]) -> list[Proposal]:
         """One proposal per request. Raises: never for a single request's trouble (an
-        empty proposal instead)."""
+        empty proposal instead).
+        """
 
     def release(self, req: Request) -> None:
         """Drop any per-request state (the request finished, failed or was aborted)."""

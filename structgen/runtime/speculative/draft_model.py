@@ -211,7 +211,8 @@ class DraftModelProposer(BaseProposer):
 
     def propose(self, reqs, num_tokens):
         """Catch up (budgeted, see :meth:`_catch_up`), then draft autoregressively,
-        batched over requests, every row masked by the request's grammar."""
+        batched over requests, every row masked by the request's grammar.
+        """
         props = [Proposal([]) for _ in reqs]
         advanced = [0] * len(reqs)
         probs: list[list[torch.Tensor]] = [[] for _ in reqs]

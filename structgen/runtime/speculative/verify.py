@@ -141,7 +141,7 @@ class SpeculativeDecoder:
 
     # --------------------------------------------------------------- propose
     def _num_tokens(self, req: Request) -> int:
-        """k for this request now: its adaptive k, capped by ``max_tokens`` and context."""
+        """K for this request now: its adaptive k, capped by ``max_tokens`` and context."""
         k = req.spec_num_tokens or self.config.num_tokens
         room_out = req.params.max_tokens - len(req.output_token_ids) - 1
         room_ctx = self.context.max_request_tokens - req.num_tokens - 1
@@ -287,7 +287,8 @@ class SpeculativeDecoder:
         """Uncount the last ``num_tokens`` tokens of the request's latest verification
         (accepted drafts and the target's token) that the engine did not apply: the
         request finished before them, or the grammar forced text there (see
-        ``step.process_tokens``). Raises: never."""
+        ``step.process_tokens``). Raises: never.
+        """
         if num_tokens <= 0:
             return
         drafts = num_tokens - 1  # the target's own token is the last one

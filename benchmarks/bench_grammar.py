@@ -57,7 +57,7 @@ class Structgen:
         # the vocabulary's token trie and id tables, built once per vocabulary (lazily, by the
         # first compile otherwise: ~0.35 s at 150k tokens): per-tokenizer preprocessing, as the
         # peers' TokenizerInfo / LLTokenizer constructors do theirs, not per-schema compile time
-        self.vocab.token_trie, self.vocab.index_tables
+        _ = self.vocab.token_trie, self.vocab.index_tables
 
     def compile(self, schema):
         from structgen.fsm import clear_cache, compile_json_schema
@@ -508,7 +508,10 @@ def jump_forward_stats(
             if xg is not None:
                 xm = xgr.GrammarMatcher(xg)
                 xgr_forced = _forced_tokens(
-                    ids, piece, lambda: xm.find_jump_forward_string().encode(), xm.accept_token
+                    ids,
+                    piece,
+                    lambda xm=xm: xm.find_jump_forward_string().encode(),
+                    xm.accept_token,
                 )
             rows.append(
                 {

@@ -40,7 +40,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_e2e import PROMPT
+from bench_e2e import PROMPT  # noqa: E402 - importable only once benchmarks/ is on sys.path
 
 PRECISIONS = [
     ("fp32", "float32", None),

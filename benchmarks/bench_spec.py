@@ -46,8 +46,8 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from structgen import Engine, JsonSchema, SamplingParams
-from structgen.extraction import extraction_messages
+from structgen import Engine, JsonSchema, SamplingParams  # noqa: E402 - after the sys.path line
+from structgen.extraction import extraction_messages  # noqa: E402 - likewise
 
 SCHEMAS = {
     name: json.loads((ROOT / "examples" / "schemas" / f"{name}.json").read_text())

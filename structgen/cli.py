@@ -158,7 +158,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         from structgen.server import create_app
     except ImportError as exc:
-        raise CliError(f"the server needs its extra: pip install 'structgen[server]' ({exc})")
+        raise CliError(
+            f"the server needs its extra: pip install 'structgen[server]' ({exc})"
+        ) from exc
     from structgen.runtime.async_engine import AsyncEngine
 
     settings = {

@@ -65,6 +65,20 @@ class StructgenLogitsProcessor(LogitsProcessor):
         self.num_rejected = 0  # tokens generate chose that the grammar refused (should be 0)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        """Advance each row's matcher by the tokens ``generate`` chose since the last call,
+        then mask a copy of ``scores`` to what each row's grammar allows.
+
+        Args:
+            input_ids: ``[B, L]`` prompt plus the tokens generated so far.
+            scores: ``[B, V]`` next-token scores (not modified).
+
+        Returns:
+            ``[B, V]`` a copy of ``scores`` with the tokens the grammar forbids at ``-inf``
+            (a finished row keeps only its EOS ids).
+
+        Raises:
+            ValueError: the batch size changed since the first call (beam search).
+        """
         batch, vocab_size = scores.shape
         if self._matchers is None:
             self._matchers = [self.grammar.matcher(self.max_tokens) for _ in range(batch)]

@@ -148,9 +148,11 @@ def check_paged_attention(
     """Shared checks of the paged attention launchers (decode and extend).
 
     Args:
-        q: ``[rows, heads, d]`` queries; ``q_name`` names its first axis in messages.
-        k_cache / v_cache: ``[num_pages, page_size, kv_heads, d]``, ``heads % kv_heads == 0``.
+        q: ``[rows, heads, d]`` queries.
+        k_cache: ``[num_pages, page_size, kv_heads, d]``, ``heads % kv_heads == 0``.
+        v_cache: the same shape as ``k_cache``.
         page_table: ``[B, max_pages]`` int32/int64, rows contiguous.
+        q_name: the name of ``q``'s first axis in messages (``"B"``, ``"T"``).
 
     Raises:
         ValueError: the first mismatch found (shape, GQA ratio, dtype, layout).

@@ -114,7 +114,9 @@ def quant_matmul_ref(
 
     Args:
         x: ``[M, K]`` activations (fp16, bf16 or fp32).
-        qweight, scales, zeros: the quantized weight (formats in the module docstring).
+        qweight: the quantized weight's codes (formats in the module docstring).
+        scales: the weight's scales (same docstring).
+        zeros: the weight's zero points, or None (same docstring).
         bits: 8 or 4.
         group_size: K-group of the scales/zeros (divides K; even); None for 8-bit per channel.
         mins: (4-bit) additive ``[N, K // group_size]`` offsets instead of ``zeros``.

@@ -77,6 +77,8 @@ class JsonSchemaSpec(_Model):
 
 
 class ResponseFormat(_Model):
+    """``response_format``: free text, any JSON object, or JSON valid against a schema."""
+
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JsonSchemaSpec | None = None
 
@@ -89,6 +91,10 @@ class FunctionDef(_Model):
 
 
 class Tool(_Model):
+    """One entry of ``tools``: a function the model may call (name, description, JSON
+    Schema of its arguments).
+    """
+
     type: Literal["function"] = "function"
     function: FunctionDef
 
@@ -119,6 +125,10 @@ class ContentPart(_Model):
 
 
 class ChatMessage(_Model):
+    """One message of a chat request: text (or text parts), or an assistant's tool calls,
+    or a tool's result (``tool_call_id``).
+    """
+
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
@@ -158,6 +168,10 @@ class _Sampling(_Model):
 
 
 class ChatCompletionRequest(_Sampling):
+    """The body of ``POST /v1/chat/completions`` (fields as the OpenAI API; extras in
+    :mod:`structgen.server`).
+    """
+
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
@@ -169,6 +183,10 @@ class ChatCompletionRequest(_Sampling):
 
 
 class CompletionRequest(_Sampling):
+    """The body of ``POST /v1/completions``: one or several prompts, as text or token ids
+    (fields as the OpenAI API; extras in :mod:`structgen.server`).
+    """
+
     prompt: str | list[str] | list[int] | list[list[int]]
     max_tokens: int | None = Field(default=16, ge=1)
     echo: bool = False

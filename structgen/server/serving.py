@@ -71,9 +71,11 @@ class ServerState:
 
     @property
     def vocab(self) -> Any:
+        """The engine's token vocabulary (for log-prob token texts)."""
         return self.engine.engine.vocab
 
     def new_id(self, prefix: str) -> str:
+        """A fresh response id ``{prefix}-{16 hex digits}-{counter}``, unique in the process."""
         return f"{prefix}-{uuid.uuid4().hex[:16]}-{next(_ids)}"
 
 

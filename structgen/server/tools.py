@@ -1,4 +1,4 @@
-"""Tool calling for chat templates without a tools section (SmolLM2's has none).
+r"""Tool calling for chat templates without a tools section (SmolLM2's has none).
 
 Prompt format. The tool definitions go into the system prompt (appended to the
 request's first system message, or sent as a new first system message)::
@@ -16,8 +16,8 @@ generated). ``tool_choice``:
 
 * a named function: one call of that tool;
 * ``"required"``: one call of any tool (``anyOf`` over the call schemas) or, with
-  parallel calls, ``CALL(\\nCALL)*``: several calls, one per line;
-* ``"auto"`` (the default when tools are given): ``CALLS|[^{][\\s\\S]*``, i.e. the model
+  parallel calls, ``CALL(\nCALL)*``: several calls, one per line;
+* ``"auto"`` (the default when tools are given): ``CALLS|[^{][\s\S]*``, i.e. the model
   chooses with its first character: ``{`` starts the tool call(s) (generated under the
   call grammar), anything else starts a free-text answer;
 * ``"none"``: no tool prompt, no grammar.

@@ -42,6 +42,7 @@ def test_shared_prefix_hits_and_identical_output(engines):
 def test_multi_turn_conversation_reuses_previous_turns(engines):
     engine = engines()
     msgs = [{"role": "user", "content": "Maria Lopez, 34"}]
+    prev_prompt = 0  # read from the second turn on
     for turn in range(3):
         out = engine.generate([msgs], GREEDY)[0]
         if turn:

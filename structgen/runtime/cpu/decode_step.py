@@ -289,7 +289,9 @@ class DecodeStepPlan:
 
         Args:
             residual: ``[T, hidden]`` contiguous, the embeddings on entry.
-            cos, sin: ``[T, 1, head_dim]`` (or ``[T, head_dim]``) contiguous rotary tables, model dtype.
+            cos: ``[T, 1, head_dim]`` (or ``[T, head_dim]``) contiguous rotary cosine table,
+                model dtype.
+            sin: the sine table, likewise.
             batch: the step (``T <= 8``; int64 contiguous metadata).
 
         Returns:
@@ -383,7 +385,8 @@ def decode_step(
             when stale).
         residual: ``[T, hidden]`` contiguous embeddings; updated in place into the residual stream
             before the last MLP output is added (as in ``DecoderLayer.forward_residual``).
-        cos, sin: the step's rotary tables ``[T, 1, head_dim]``, model dtype.
+        cos: the step's rotary cosine table ``[T, 1, head_dim]``, model dtype.
+        sin: the step's rotary sine table, likewise.
         batch: the step's metadata; must satisfy ``batch.page_size == kv.page_size``.
         kv: the KV pool; the new tokens' K/V are written into it.
 

@@ -233,11 +233,15 @@ def rope_store_kv(
             q/k/v output); rotated in place.
         k: ``[T, KVH * d]`` keys, rotated in place.
         v: ``[T, KVH * d]`` values.
-        cos, sin: ``[T, d]`` (or ``[T, 1, d]``) rotary tables of the tokens' positions, dtype of q
-            (rotate-half layout: ``x * cos + rotate_half(x) * sin``).
-        k_slots, v_slots: ``[num_slots, KVH, d]`` a layer's cache (contiguous), dtype of q.
+        cos: ``[T, d]`` (or ``[T, 1, d]``) rotary cosine table of the tokens' positions, dtype
+            of q (rotate-half layout: ``x * cos + rotate_half(x) * sin``).
+        sin: the sine table, likewise.
+        k_slots: ``[num_slots, KVH, d]`` a layer's key cache (contiguous), dtype of q.
+        v_slots: the layer's value cache, likewise.
         out_slots: ``[T]`` int64 slot of each token.
-        q_norm, k_norm: ``[d]`` per-head RMSNorm weights applied before the rotation (Qwen3), or None.
+        q_norm: ``[d]`` per-head RMSNorm weight of q applied before the rotation (Qwen3), or
+            None.
+        k_norm: the same for k; None exactly when ``q_norm`` is.
         eps: the per-head norm's epsilon.
 
     Raises:
@@ -330,7 +334,8 @@ def paged_attention(
 
     Args:
         q: ``[T, H, d]`` or ``[T, H * d]`` queries (RoPE applied; unit stride along the features).
-        k_slots, v_slots: ``[num_slots, KVH, d]`` a layer's cache, contiguous (``H % KVH == 0``).
+        k_slots: ``[num_slots, KVH, d]`` a layer's key cache, contiguous (``H % KVH == 0``).
+        v_slots: the layer's value cache, likewise.
         page_table: ``[B, P]`` int64 page ids of each sequence.
         seq_ids: ``[T]`` int64 row of ``page_table`` of each token.
         positions: ``[T]`` int64 position of each token (it sees keys ``0 .. position``).
@@ -427,7 +432,8 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """``silu(gate) * up`` (SwiGLU's gating; Shazeer, arXiv:2002.05202).
 
     Args:
-        gate, up: ``[T, I]`` (unit stride along I; e.g. the two halves of a fused gate/up output).
+        gate: ``[T, I]`` (unit stride along I; e.g. the first half of a fused gate/up output).
+        up: ``[T, I]`` likewise (e.g. the second half).
 
     Returns:
         ``[T, I]`` contiguous, dtype of ``gate``.

@@ -197,8 +197,10 @@ def int4_mm(
     Args:
         x: ``[M, K]`` float activations on CPU (converted to float32).
         q: uint8 ``[N, K/2]`` in :func:`~structgen.runtime.quantization.formats.pack_int4_rows`
-            layout, contiguous; ``scales``, ``mins`` fp16 ``[N, K/group]`` contiguous; ``group`` a
-            multiple of 32 dividing ``K``.
+            layout, contiguous.
+        scales: fp16 ``[N, K/group]`` contiguous.
+        mins: fp16 ``[N, K/group]`` contiguous.
+        group: the inputs per scale, a multiple of 32 dividing ``K``.
         q8: quantize ``x`` to int8 per block of 32 (llama.cpp's Q8_0 activations) and use
             integer dot products (faster, relative error ~1e-3); False: exact float32.
 

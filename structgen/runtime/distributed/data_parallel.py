@@ -219,7 +219,9 @@ class DataParallelEngine(BaseEngine):
         """Route one request to a replica; returns its request id (see :meth:`result`).
 
         Args:
-            prompt, params, constraint: as for ``Engine.generate``. The constraint goes to
+            prompt: as for ``Engine.generate``.
+            params: as for ``Engine.generate``.
+            constraint: as for ``Engine.generate``. The constraint goes to
                 the replica as its spec (``structgen.fsm.spec.spec_of``: a compiled grammar
                 as the spec it was compiled from), which the replica compiles.
             request_id: an id unique among pending requests; None = a fresh one.

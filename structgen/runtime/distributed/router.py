@@ -137,8 +137,8 @@ def _common(edge: tuple, key: tuple, start: int) -> int:
 
 
 def routing_key(prompt) -> Sequence[Hashable]:
-    """The item sequence the router matches for a prompt: its text's characters, chat
-    messages rendered as ``role\\ncontent\\n`` text, or its token ids.
+    r"""The item sequence the router matches for a prompt: its text's characters, chat
+    messages rendered as ``role\ncontent\n`` text, or its token ids.
     """
     if isinstance(prompt, str):
         return prompt

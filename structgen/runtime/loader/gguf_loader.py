@@ -256,7 +256,9 @@ def gguf_state_dict(
     """The file's weights in HF names and layout.
 
     Args:
-        g: the open file; config: its config (:func:`gguf_config`); dtype: float dtype.
+        g: the open file.
+        config: its config (:func:`gguf_config`).
+        dtype: float dtype.
         native: keep Q8_0 / Q4_0 / Q4_1 matrices quantized (repacked losslessly into
             :mod:`structgen.runtime.quantization` modules) instead of dequantizing them.
 

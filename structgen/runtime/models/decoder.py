@@ -106,6 +106,18 @@ class DecoderAttention(nn.Module):
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch, kv: KVPool
     ) -> torch.Tensor:
+        """Attention of a batch's tokens over the paged KV, storing their own k/v first.
+
+        Args:
+            x: ``[T, hidden]`` normed hidden states of the batch's tokens.
+            cos: ``[T, 1, head_dim]`` rotary table at the tokens' positions.
+            sin: ``[T, 1, head_dim]`` likewise.
+            batch: the step's forward batch (slots the new k/v go to, attention metadata).
+            kv: the KV pool; this layer's k/v slots are written at ``batch.out_slots``.
+
+        Returns:
+            ``[T, hidden]`` the output projection of the attention.
+        """
         t, heads, kv_heads = x.shape[0], self.num_heads, self.num_kv_heads
         k_slots, v_slots = kv.k_slots(self.layer_idx), kv.v_slots(self.layer_idx)
         if (
@@ -159,6 +171,18 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(hidden, eps, dtype, device)
 
     def forward(self, x, cos, sin, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
+        """The block: ``x + attn(norm(x))``, then ``+ mlp(norm(.))``.
+
+        Args:
+            x: ``[T, hidden]`` the residual stream.
+            cos: ``[T, 1, head_dim]`` rotary table at the tokens' positions.
+            sin: ``[T, 1, head_dim]`` likewise.
+            batch: the step's forward batch.
+            kv: the KV pool (this layer's slots are written).
+
+        Returns:
+            ``[T, hidden]`` the residual stream after the block.
+        """
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, batch, kv)
         return x + self.mlp(self.post_attention_layernorm(x))
 
@@ -171,6 +195,10 @@ class DecoderLayer(nn.Module):
             residual: ``[T, hidden]`` the residual stream before the previous layer's MLP output
                 was added; ``delta`` and this layer's attention output are added to it in place.
             delta: ``[T, hidden]`` the previous layer's MLP output, or None for the first layer.
+            cos: ``[T, 1, head_dim]`` rotary table at the tokens' positions.
+            sin: ``[T, 1, head_dim]`` likewise.
+            batch: the step's forward batch.
+            kv: the KV pool (this layer's slots are written).
 
         Returns:
             ``[T, hidden]`` this layer's MLP output (the next layer's ``delta``).

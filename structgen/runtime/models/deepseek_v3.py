@@ -30,10 +30,12 @@ class DeepseekV3ForCausalLM(DecoderForCausalLM):
 
     @classmethod
     def make_attention(cls, config, layer_idx: int, dtype, device):
+        """Multi-head latent attention (every layer)."""
         return MultiHeadLatentAttention(config, layer_idx, dtype, device)
 
     @classmethod
     def make_mlp(cls, config, layer_idx: int, dtype, device):
+        """A dense SwiGLU MLP below ``first_k_dense_replace``, else routed plus shared experts."""
         if layer_idx < int(config.first_k_dense_replace or 0):
             return GatedMLP(
                 config.hidden_size,

@@ -46,6 +46,7 @@ class Linear(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [..., in] -> [..., out]`` (``x @ weight.T + bias``) in the weight's dtype."""
         return linear(x, self.weight, self.bias)
 
 
@@ -137,6 +138,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim, dtype=dtype, device=device), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [..., dim] -> [..., dim]`` normalised over the last dimension, in ``x``'s dtype."""
         if use_triton(x):
             return rms_norm(x, self.weight, self.eps, backend="triton")
         return rms_norm_ref(x, self.weight, self.eps)
@@ -223,8 +225,11 @@ def rotate_qk(
     along ``d``) and they are returned; else :func:`apply_rotary` returns new tensors.
 
     Args:
-        q, k: queries and keys.
-        cos, sin: ``[T, 1, d]`` tables of the tokens' positions (:class:`RotaryEmbedding`), contiguous.
+        q: ``[T, heads, d]`` queries.
+        k: ``[T, kv_heads, d]`` keys.
+        cos: ``[T, 1, d]`` cosine table at the tokens' positions (:class:`RotaryEmbedding`),
+            contiguous.
+        sin: ``[T, 1, d]`` sine table, likewise.
 
     Returns:
         The rotated ``(q, k)``.
@@ -260,6 +265,7 @@ class GatedMLP(nn.Module):
         self.gate_up = FusedProjection.build([self.gate_proj, self.up_proj])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [..., hidden] -> [..., hidden]`` in the weights' dtype."""
         fused = self.gate_up
         if fused is not None and fused.valid():
             gate_up = fused(x)

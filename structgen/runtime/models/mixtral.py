@@ -18,6 +18,7 @@ class MixtralForCausalLM(MistralForCausalLM):
 
     @classmethod
     def make_mlp(cls, config, layer_idx: int, dtype, device) -> SparseMoeBlock:
+        """A top-k softmax-routed, renormalised MoE of ``num_local_experts`` experts."""
         return SparseMoeBlock(
             config.hidden_size,
             config.num_local_experts,
@@ -31,6 +32,7 @@ class MixtralForCausalLM(MistralForCausalLM):
 
     @classmethod
     def normalize_state_dict(cls, state, config):
+        """Stack ``block_sparse_moe.experts.*.w1/w3/w2`` into the fused ``mlp.experts`` tensors."""
         return stack_expert_weights(
             state, "block_sparse_moe", "mlp", ("w1", "w3", "w2"), config.num_local_experts
         )

@@ -72,7 +72,12 @@ def route_grouped_sigmoid(
 
     Args:
         router_logits: ``[T, E]`` float32.
+        top_k: experts per token.
+        num_groups: equal groups the ``E`` experts are split into.
+        topk_groups: groups whose experts stay eligible.
         correction_bias: ``[E]`` (``e_score_correction_bias``) or None.
+        renormalize: renormalise the chosen weights to sum 1.
+        scaling: factor applied to the weights last.
 
     Returns:
         ``(topk_weights [T, k] float32, topk_ids [T, k] int64)``.
@@ -184,6 +189,16 @@ class FusedExperts(nn.Module):
     def forward(
         self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor
     ) -> torch.Tensor:
+        """Weighted sum of each token's routed experts.
+
+        Args:
+            hidden: ``[T, hidden]`` token states.
+            topk_weights: ``[T, k]`` routing weights, in ``hidden``'s dtype.
+            topk_ids: ``[T, k]`` int expert ids.
+
+        Returns:
+            ``[T, hidden]`` in ``hidden``'s dtype.
+        """
         return fused_moe(hidden, self.gate_up_proj, self.down_proj, topk_weights, topk_ids)
 
 
@@ -224,6 +239,7 @@ class SparseMoeBlock(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [T, hidden] -> [T, hidden]``; records the routing in ``last_topk_ids``."""
         weights, ids = route_topk(self.gate(x), self.top_k, self.renormalize)  # [T, k] each
         self.last_topk_ids = ids
         out = self.experts(x, weights.to(x.dtype), ids)  # [T, hidden]
@@ -259,6 +275,7 @@ class GroupedTopkRouter(nn.Module):
         self.register_buffer("e_score_correction_bias", torch.zeros(num_experts, device=device))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x [T, hidden] -> (weights [T, k] float32, ids [T, k])``."""
         logits = F.linear(x.float(), self.weight.float())  # [T, E]
         return route_grouped_sigmoid(
             logits,
@@ -299,6 +316,7 @@ class SharedExpertMoeBlock(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [T, hidden] -> [T, hidden]``; records the routing in ``last_topk_ids``."""
         weights, ids = self.gate(x)  # [T, k] each
         self.last_topk_ids = ids
         return self.experts(x, weights.to(x.dtype), ids) + self.shared_experts(x)

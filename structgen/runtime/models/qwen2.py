@@ -25,4 +25,5 @@ class Qwen2ForCausalLM(DecoderForCausalLM):
 
     @classmethod
     def attention_spec(cls, config, layer_idx: int) -> AttentionSpec:
+        """See :func:`qwen2_attention_spec`."""
         return qwen2_attention_spec(config, layer_idx)

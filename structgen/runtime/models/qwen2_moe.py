@@ -20,12 +20,14 @@ class Qwen2MoeForCausalLM(DecoderForCausalLM):
 
     @classmethod
     def attention_spec(cls, config, layer_idx: int) -> AttentionSpec:
+        """Qwen2's, with the q/k/v bias from ``config.qkv_bias`` (default on)."""
         spec = qwen2_attention_spec(config, layer_idx)
         spec.qkv_bias = bool(getattr(config, "qkv_bias", True))
         return spec
 
     @classmethod
     def make_mlp(cls, config, layer_idx: int, dtype, device):
+        """A dense MLP on non-sparse layers, else routed experts plus a gated shared expert."""
         if not is_sparse_layer(config, layer_idx):
             return GatedMLP(
                 config.hidden_size,
@@ -49,6 +51,7 @@ class Qwen2MoeForCausalLM(DecoderForCausalLM):
 
     @classmethod
     def normalize_state_dict(cls, state, config):
+        """Stack per-expert ``gate_proj``/``up_proj``/``down_proj`` into fused tensors."""
         return stack_expert_weights(
             state, "mlp", "mlp", ("gate_proj", "up_proj", "down_proj"), config.num_experts
         )

@@ -33,6 +33,7 @@ class Qwen3MoeForCausalLM(Qwen3ForCausalLM):
 
     @classmethod
     def make_mlp(cls, config, layer_idx: int, dtype, device):
+        """A dense MLP on non-sparse layers, else routed experts (no shared expert)."""
         if not is_sparse_layer(config, layer_idx):
             return GatedMLP(
                 config.hidden_size,

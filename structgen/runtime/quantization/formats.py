@@ -91,7 +91,8 @@ def quantize_int4(
     ``q = clamp(round(w / scale) + z, 0, 15)``; stored as fp16 ``scales`` and ``mins = -z * scale``.
 
     Args:
-        w: ``[N, K]`` float weight; ``group_size`` divides ``K`` (32, 64, 128).
+        w: ``[N, K]`` float weight.
+        group_size: inputs per group; divides ``K`` (32, 64, 128).
 
     Returns:
         ``(q uint8 [N, K] in 0..15, scales fp16 [G, N], mins fp16 [G, N])``.

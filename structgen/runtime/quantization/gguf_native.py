@@ -68,10 +68,13 @@ def native_module(
     """A quantized module holding a GGUF tensor's blocks, or None if this tensor must be dequantized.
 
     Args:
-        raw: the tensor's bytes; ``type_name``: its ggml type; ``shape``: numpy ``[N, K]``.
+        raw: the tensor's bytes.
+        type_name: its ggml type.
+        shape: its numpy shape ``[N, K]``.
         rows: optional output-row permutation (llama.cpp's q/k rotary permutation, undone).
         embedding: build a :class:`QuantEmbedding` (Q8_0 only) instead of a linear.
-        dtype: compute dtype; ``bias``: the linear's bias, if any.
+        dtype: compute dtype.
+        bias: the linear's bias, if any.
     """
     if type_name not in NATIVE_TYPES or len(shape) != 2:
         return None
@@ -100,8 +103,9 @@ def native_experts(gate: tuple, up: tuple, down: tuple):
     expert blocks (repacked losslessly), or None when they must be dequantized.
 
     Args:
-        gate, up, down: ``(raw bytes, ggml type name, numpy shape)`` of ``ffn_gate_exps``
-            ``[E, I, H]``, ``ffn_up_exps`` ``[E, I, H]`` and ``ffn_down_exps`` ``[E, H, I]``.
+        gate: ``(raw bytes, ggml type name, numpy shape)`` of ``ffn_gate_exps`` ``[E, I, H]``.
+        up: the same of ``ffn_up_exps`` ``[E, I, H]``.
+        down: the same of ``ffn_down_exps`` ``[E, H, I]``.
 
     Returns None when a type is not native, gate and up differ in type (they are fused
     into one ``[2I, H]`` matrix per expert), or int4 packing cannot take a shape.

@@ -292,6 +292,9 @@ class QuantLinear(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [..., in] -> [..., out]``: ``x @ dequant(W).T + bias`` in ``x``'s dtype, by the
+        fastest path the device, dtype and layout allow (Triton, C kernel, torch).
+        """
         shape = x.shape
         x2 = x if x.dim() == 2 else x.reshape(-1, shape[-1])  # [M, K]
         if use_triton(x2) and self._triton_layout():
@@ -388,6 +391,7 @@ class QuantLinear(nn.Module):
         return sz
 
     def extra_repr(self) -> str:
+        """Kind, sizes and group, shown in the module's ``repr``."""
         return (
             f"{self.kind}, in={self.in_features}, out={self.out_features}, group={self.group_size}"
         )
@@ -428,6 +432,7 @@ class QuantEmbedding(nn.Module):
         return self
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """``ids [T]`` int -> ``[T, hidden]`` dequantized rows in :attr:`dtype`."""
         if self.qweight.dim() == 3:  # group-major [G, V, g]
             q, sc = self.qweight[:, ids], self.scales[:, ids]  # [G, T, g], [G, T]
             rows = (q.float() * sc.float()[..., None]).transpose(0, 1)  # [T, G, g]

@@ -68,7 +68,7 @@ class BaseProposer(abc.ABC):
         empty proposal instead).
         """
 
-    def release(self, req: Request) -> None:
+    def release(self, req: Request) -> None:  # noqa: B027 - an optional hook, a no-op by default
         """Drop any per-request state (the request finished, failed or was aborted)."""
 
     def stats(self) -> dict:

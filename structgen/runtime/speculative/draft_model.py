@@ -88,6 +88,7 @@ class DraftModelProposer(BaseProposer):
 
     # ------------------------------------------------------------------ pages
     def release(self, req) -> None:
+        """Free the draft KV pages held for ``req`` (none held: no effect)."""
         seq = self._seqs.pop(req.request_id, None)
         if seq is not None:
             self.pool.free(seq.pages)
@@ -113,6 +114,7 @@ class DraftModelProposer(BaseProposer):
         return True
 
     def stats(self) -> dict:
+        """The draft model's forward passes and its KV pool's page counts."""
         return {
             "spec_draft_forward_passes": self.runner.num_forward_passes,
             "spec_draft_pages_total": self.pool.num_usable_pages,

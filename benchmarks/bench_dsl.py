@@ -260,18 +260,21 @@ def main() -> None:
     rows = {k: rows[k] for k in order}
     base = rows[order[0]]
     load = os.getloadavg()
+    threads = os.environ.get("OMP_NUM_THREADS")
+    omp = f"OMP_NUM_THREADS={threads} " if threads else ""
     lines = [
         "",
         f"## bench_dsl: 12-key template extraction ({time.strftime('%Y-%m-%d')}, "
         f"SmolLM2-135M fp32, CPU, torch {torch.__version__}, {torch.get_num_threads()} threads)",
         "",
-        f"Command: `{'OMP_NUM_THREADS=' + os.environ['OMP_NUM_THREADS'] + ' ' if os.environ.get('OMP_NUM_THREADS') else ''}python benchmarks/bench_dsl.py --repeats {args.repeats}` "
+        f"Command: `{omp}python benchmarks/bench_dsl.py --repeats {args.repeats}` "
         "(greedy, median of repeats after a warm-up round, rows interleaved). Load average "
         f"at the end: {load[0]:.1f} / {load[1]:.1f} / "
         f"{load[2]:.1f} on 2 cores (shared machine: absolute times are noisy, the ratios "
         "from one run are what count).",
         "",
-        "| setting | latency (s) | vs template+jf | forward passes | generated tokens | same values |",
+        "| setting | latency (s) | vs template+jf | forward passes | generated tokens | same "
+        "values |",
         "|---|---|---|---|---|---|",
     ]
     for label, r in rows.items():

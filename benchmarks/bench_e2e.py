@@ -7,7 +7,8 @@ Measured in one run, same prompt, greedy:
   * a whole ``structgen extract`` command, process start to JSON printed (warm cache);
   * llama-cpp-python on the same Q4_1 file, where it is installed.
 
-Run:  python benchmarks/bench_e2e.py [--tokens 128] [--dtypes float32,bfloat16] [--out benchmarks/RESULTS.md]
+Run:  python benchmarks/bench_e2e.py [--tokens 128] [--dtypes float32,bfloat16]
+          [--out benchmarks/RESULTS.md]
 Prints a table with ratios, appends it to RESULTS.md and writes a plot beside it.
 """
 
@@ -34,7 +35,7 @@ INVOICE_TEXT = (
 
 
 def bench_structgen(engine, n_tokens: int, repeats: int = 3) -> dict:
-    """Greedy decode of ``n_tokens`` after PROMPT, best of ``repeats`` runs (this host is shared)."""
+    """Greedy decode of ``n_tokens`` after PROMPT, best of ``repeats`` runs (a shared host)."""
     from structgen import SamplingParams
 
     params = SamplingParams(max_tokens=n_tokens, temperature=0.0, ignore_eos=True)
@@ -53,7 +54,9 @@ def bench_structgen(engine, n_tokens: int, repeats: int = 3) -> dict:
 def bench_transformers(
     loaded, dtype: torch.dtype, n_tokens: int, prompt_ids: list[int], repeats: int = 3
 ) -> dict:
-    """transformers ``generate`` (greedy, its default dynamic cache) on the same weights, best of ``repeats``."""
+    """transformers ``generate`` (greedy, its default dynamic cache) on the same weights, best of
+    ``repeats``.
+    """
     from transformers import LlamaForCausalLM
 
     model = LlamaForCausalLM(loaded.config).to(dtype).eval()

@@ -2,8 +2,8 @@
 
 Same tokenizers (SmolLM2's 49k; a 150k byte-level BPE trained locally with `tokenizers`
 on the corpus JSON plus the Python standard library's and installed packages' sources,
-cached in ~/.cache/structgen; full mode or --tokenizers bpe150k), same schemas (a seeded sample of every
-MaskBench subset in shared/corpora/jsonschemabench/plain), each peer where it imports.
+cached in ~/.cache/structgen; full mode or --tokenizers bpe150k), same schemas (a seeded sample of
+every MaskBench subset in shared/corpora/jsonschemabench/plain), each peer where it imports.
 
 Measured per engine:
   * compile time per schema (median / p90 / max; best of 3, the engines interleaved per
@@ -617,7 +617,8 @@ def summarize(label, results, jf):
         w50 = pct(r["warm"], 50) * 1e6
         lines.append(
             f"| {name} | {pct(r['compile'], 50) * 1e3:.1f} | {pct(r['compile'], 90) * 1e3:.1f} | "
-            f"{max(r['compile'], default=float('nan')) * 1e3:.1f} | {pct(r['first_mask'], 50) * 1e3:.2f} | "
+            f"{max(r['compile'], default=float('nan')) * 1e3:.1f} | "
+            f"{pct(r['first_mask'], 50) * 1e3:.2f} | "
             f"{w50:.1f} | {pct(r['warm'], 99) * 1e6:.1f} | {pct(r['cold'], 99) * 1e6:.1f} | "
             f"{comp}/{n} | {vr}/{va} | {ia}/{iv} | {w50 / (base * 1e6):.2f}x |"
         )

@@ -1,4 +1,4 @@
-"""Model precisions on CPU: weight memory and batch-1 decode tokens/s, with transformers in the same run.
+"""Model precisions on CPU: weight memory and batch-1 decode tokens/s vs transformers, one run.
 
 Measured in one run (greedy, ``ignore_eos``, one request at a time):
   1. kernels at batch 1 for SmolLM2's MLP shapes (1536x576, 576x1536) and its tied Q8_0 output
@@ -6,9 +6,9 @@ Measured in one run (greedy, ``ignore_eos``, one request at a time):
      matmuls (fp32 and bf16 activations) vs dequantizing the weight per call;
   2. SmolLM2-135M-Instruct through ``Engine``: fp32, bf16, int8, int4 (group 64) and the
      GGUF file's own Q4_1/Q8_0 blocks kept quantized ("gguf"), the last two also with a
-     bfloat16 model (no fp32 <-> bf16 activation casts around the packed kernels), against transformers fp32
-     ``generate`` on the same (dequantized) weights, and llama-cpp-python on the same file
-     where it is installed;
+     bfloat16 model (no fp32 <-> bf16 activation casts around the packed kernels), against
+     transformers fp32 ``generate`` on the same (dequantized) weights, and llama-cpp-python on the
+     same file where it is installed;
   3. a small random Mixtral-style MoE (8 experts, top-2) through ``Engine`` (fp32, int8, int4)
      vs transformers fp32;
   4. a profile of one int4 and one GGUF-native decode (top operators by self CPU time).
@@ -339,7 +339,9 @@ def _hf_generate_folder(folder: Path, tokens: int, load_model) -> dict:
 
 
 def _hf_llama(loaded):
-    """transformers' LlamaForCausalLM (fp32) holding structgen's loaded (dequantized) SmolLM2 weights."""
+    """transformers' LlamaForCausalLM (fp32) holding structgen's loaded (dequantized) SmolLM2
+    weights.
+    """
     from transformers import LlamaForCausalLM
 
     model = LlamaForCausalLM(loaded.config).float().eval()
@@ -350,7 +352,7 @@ def _hf_llama(loaded):
 
 
 def _hf_generate(model, ids: torch.Tensor, tokens: int) -> dict:
-    """transformers ``generate`` timed as :func:`_timed_generate` (wall decode rate, tokens per CPU s)."""
+    """transformers ``generate`` timed as :func:`_timed_generate` (wall rate, tokens per CPU s)."""
     kw = {"do_sample": False, "pad_token_id": 0, "eos_token_id": None}
     with torch.no_grad():
         model.generate(ids, max_new_tokens=4, min_new_tokens=4, **kw)
@@ -380,7 +382,7 @@ def _labelled(label: str, fn):
 
 
 def profile_decode(quant: str, tokens: int = 16, top: int = 10) -> list[tuple[str, float, int]]:
-    """Top operators by self CPU time over ``tokens`` decode steps: (name, ms per token, calls per token)."""
+    """Top operators by self CPU time over ``tokens`` decode steps: (name, ms, calls per token)."""
     from torch.profiler import ProfilerActivity, profile
 
     from structgen import Engine, SamplingParams
@@ -441,7 +443,8 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
 
     print(
-        "\n### Kernels at batch 1 (microseconds, median)\n\n| weight | method | us |\n|---|---|---:|"
+        "\n### Kernels at batch 1 (microseconds, median)\n\n| weight | method | us "
+        "|\n|---|---|---:|"
     )
     for shape, name, us in bench_kernels():
         print(f"| {shape} | {name} | {us:.0f} |")
@@ -451,13 +454,16 @@ def main() -> None:
     print(f"\n### SmolLM2-135M, batch-1 decode ({args.tokens} tokens)\n")
     cbase = next(r for r in smol if r["system"] == "transformers fp32")["cpu_tok_s"]
     print(
-        "| system | weight MiB | decode tok/s (wall) | x transformers fp32 | tok per CPU s | x transformers fp32 "
+        "| system | weight MiB | decode tok/s (wall) | x transformers fp32 | tok per CPU s | x "
+        "transformers fp32 "
         "(CPU) | TTFT s |\n|---|---:|---:|---:|---:|---:|---:|"
     )
     for r in smol:
         print(
-            f"| {r['system']} | {r['weight_mb']:.1f} | {r['decode_tok_s']:.1f} | {r['decode_tok_s'] / base:.2f} | "
-            f"{r.get('cpu_tok_s', float('nan')):.1f} | {r.get('cpu_tok_s', float('nan')) / cbase:.2f} | "
+            f"| {r['system']} | {r['weight_mb']:.1f} | {r['decode_tok_s']:.1f} | "
+            f"{r['decode_tok_s'] / base:.2f} | "
+            f"{r.get('cpu_tok_s', float('nan')):.1f} | "
+            f"{r.get('cpu_tok_s', float('nan')) / cbase:.2f} | "
             f"{r['ttft_s']:.3f} |"
         )
 
@@ -472,7 +478,8 @@ def main() -> None:
     )
     for r in moe:
         print(
-            f"| {r['system']} | {r['weight_mb']:.1f} | {r['decode_tok_s']:.1f} | {r['decode_tok_s'] / mbase:.2f} | "
+            f"| {r['system']} | {r['weight_mb']:.1f} | {r['decode_tok_s']:.1f} | "
+            f"{r['decode_tok_s'] / mbase:.2f} | "
             f"{r['cpu_tok_s']:.1f} | {r['cpu_tok_s'] / mcbase:.2f} |"
         )
 

@@ -114,20 +114,23 @@ def main() -> None:
         tp = tp_overhead(path, steps)
     base = route[1]
     print(
-        "\n| routing | prefix hit rate | hit tokens / prompt tokens | wall s | routed | hit rate vs round-robin | wall vs round-robin |"
+        "\n| routing | prefix hit rate | hit tokens / prompt tokens | wall s | routed | hit rate "
+        "vs round-robin | wall vs round-robin |"
     )
     print("|---|---|---|---|---|---|---|")
     for r in route:
         print(
             f"| {r['policy']} | {r['hit_rate']:.3f} | {r['hit_tokens']} / {r['prompt_tokens']} | "
-            f"{r['wall_s']:.2f} | {r['routed']} | {r['hit_rate'] / max(base['hit_rate'], 1e-9):.2f}x | "
+            f"{r['wall_s']:.2f} | {r['routed']} | "
+            f"{r['hit_rate'] / max(base['hit_rate'], 1e-9):.2f}x | "
             f"{r['wall_s'] / base['wall_s']:.2f}x |"
         )
     print("\n| tensor parallel | decode step p50 ms (batch 8) | p90 ms | vs TP=1 |")
     print("|---|---|---|---|")
     for r in tp:
         print(
-            f"| TP={r['tp']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {r['p50_ms'] / tp[0]['p50_ms']:.2f}x |"
+            f"| TP={r['tp']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | "
+            f"{r['p50_ms'] / tp[0]['p50_ms']:.2f}x |"
         )
     import matplotlib
 

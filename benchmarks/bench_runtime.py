@@ -13,7 +13,8 @@ Measured in one run, against the baselines named in each table:
   5. KV memory at the peak of workload 1: bytes holding live tokens / bytes allocated,
      vs a static batch x max_len allocation.
 
-Run:  python benchmarks/bench_runtime.py [--quick] [--workloads 1,2,3,4] [--out benchmarks/RESULTS.md]
+Run:  python benchmarks/bench_runtime.py [--quick] [--workloads 1,2,3,4]
+          [--out benchmarks/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -208,7 +209,8 @@ def profile_decode(engine: Engine, steps: int = 32) -> str:
     for tot, calls, (file, line, name) in rows:
         where = name if file == "~" else f"{Path(file).name}:{line} {name}"
         out.append(
-            f"| `{where}` | {calls / steps:.1f} | {1000 * tot / steps:.2f} | {100 * tot / total:.0f}% |"
+            f"| `{where}` | {calls / steps:.1f} | {1000 * tot / steps:.2f} | "
+            f"{100 * tot / total:.0f}% |"
         )
     return "\n".join(out)
 
@@ -300,7 +302,9 @@ def _throughput_rows(factory, n: int, batch1_sample: int) -> list[tuple[str, str
 
 
 def _decode_rows(rows: list) -> str:
-    """Append workload 4's rows (batch-1 decode, fp32 and bf16) to ``rows``; the bf16 profile table."""
+    """Append workload 4's rows (batch-1 decode, fp32 and bf16) to ``rows``; the bf16 profile
+    table.
+    """
     prof = ""
     for dt in ("float32", "bfloat16"):
         engine = Engine(dtype=dt)

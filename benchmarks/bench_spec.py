@@ -92,7 +92,7 @@ FIELD_EXTRACTION_IDS = ("field-string-escaped-quote",)
 
 
 def field_workload() -> list[tuple[str, dict, str]]:
-    """``(label, schema, text)`` of the extraction-like field cases (none if the file is missing)."""
+    """``(label, schema, text)`` of the extraction-like field cases (none without the file)."""
     if not FIELD_CASES.exists():
         return []
     out = []

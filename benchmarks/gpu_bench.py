@@ -84,7 +84,7 @@ def bench(fn, device: torch.device, iters: int) -> float:
 
 
 def agree(name: str, got, want, dev: torch.device) -> None:
-    """In ``--smoke`` (CPU, fp32): the Triton output must equal the baseline's (else AssertionError)."""
+    """In ``--smoke`` (CPU, fp32): assert that the Triton output equals the baseline's."""
     if dev.type == "cuda":
         return
     for g, w in zip(
@@ -101,7 +101,8 @@ class Report:
     def __init__(self) -> None:
         self.rows: list[tuple[str, float, float]] = []  # (name, % of peak, speedup vs baseline)
         print(
-            f"{'kernel':<34}{'triton ms':>11}{'achieved':>16}{'% peak':>8}{'baseline':>20}{'base ms':>10}{'speedup':>9}"
+            f"{'kernel':<34}{'triton ms':>11}{'achieved':>16}{'% peak':>8}"
+            f"{'baseline':>20}{'base ms':>10}{'speedup':>9}"
         )
 
     def row(self, name, ms, base_name, base_ms, nbytes=0.0, flops=0.0) -> None:
@@ -112,7 +113,8 @@ class Report:
         speed = base_ms / ms if ms > 0 else float("nan")
         self.rows.append((name, 100 * val / peak, speed))
         print(
-            f"{name:<34}{ms:>11.4f}{val:>9.3f} {unit:<7}{100 * val / peak:>7.1f}%{base_name:>20}{base_ms:>10.4f}{speed:>8.2f}x"
+            f"{name:<34}{ms:>11.4f}{val:>9.3f} "
+            f"{unit:<7}{100 * val / peak:>7.1f}%{base_name:>20}{base_ms:>10.4f}{speed:>8.2f}x"
         )
 
 
@@ -180,7 +182,8 @@ def attention_benches(s: Shapes, dtype, dev, it, rep: Report, results: dict) -> 
     mask = torch.ones(ext, pre + ext, dtype=torch.bool, device=dev).tril(pre)
     base = bench(lambda: F.scaled_dot_product_attention(qs, kc, vc, attn_mask=mask), dev, it)
     agree("extend attn", extend_attention(q, k, v, table, pl, el, d**-0.5, ext, backend="triton"),
-          F.scaled_dot_product_attention(qs, kc, vc, attn_mask=mask).transpose(1, 2).flatten(0, 1), dev)  # fmt: skip
+          F.scaled_dot_product_attention(qs, kc, vc, attn_mask=mask).transpose(1, 2).flatten(0, 1),
+          dev)  # fmt: skip
     flops = 4 * b * s.heads * ext * (pre + ext / 2) * d
     rep.row(f"extend attn B={b} {pre}+{ext}", ms, "SDPA (contig KV)", base, flops=flops)
 
@@ -292,7 +295,8 @@ def _smollm2_config(s: Shapes):
     return LlamaConfig(
         hidden_size=s.hidden, intermediate_size=s.inter, num_hidden_layers=s.layers,
         num_attention_heads=s.heads, num_key_value_heads=s.kv_heads, vocab_size=s.vocab,
-        max_position_embeddings=8192, rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True,
+        max_position_embeddings=8192, rope_theta=100000.0, rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
     )  # fmt: skip
 
 
@@ -370,10 +374,12 @@ def e2e_decode(
     ours.load_state_dict(hf.state_dict())
     graph_label = "CUDA graphs" if dev.type == "cuda" else "graph batch (eager: no GPU)"
     print(
-        f"\nend-to-end greedy decode, SmolLM2 shapes, random weights, {dtype}, prompt {prompt_len}, {steps} steps:"
+        f"\nend-to-end greedy decode, SmolLM2 shapes, random weights, {dtype}, prompt "
+        f"{prompt_len}, {steps} steps:"
     )
     print(
-        f"{'batch':>6}{'transformers tok/s':>20}{'structgen eager':>17}{'x HF':>7}{'structgen + ' + graph_label:>40}{'x HF':>7}"
+        f"{'batch':>6}{'transformers tok/s':>20}{'structgen eager':>17}{'x HF':>7}"
+        f"{'structgen + ' + graph_label:>40}{'x HF':>7}"
     )
     for bsz in (1, s.decode_batch):
         g = torch.Generator().manual_seed(bsz)
@@ -383,8 +389,9 @@ def e2e_decode(
         t_graph, tok_graph = _ours_decode(ours, s, dev, prompts, steps, True, smoke)
         rate = [bsz * steps / t for t in (t_hf, t_eager, t_graph)]
         same = sum(a == b for a, b in zip(tok_hf, tok_graph))
-        print(f"{bsz:>6}{rate[0]:>20,.0f}{rate[1]:>17,.0f}{rate[1] / rate[0]:>6.2f}x{rate[2]:>40,.0f}"
-              f"{rate[2] / rate[0]:>6.2f}x   (sequences identical to HF: {same}/{bsz})")  # fmt: skip
+        print(f"{bsz:>6}{rate[0]:>20,.0f}{rate[1]:>17,.0f}{rate[1] / rate[0]:>6.2f}x"
+              f"{rate[2]:>40,.0f}{rate[2] / rate[0]:>6.2f}x"
+              f"   (sequences identical to HF: {same}/{bsz})")  # fmt: skip
         results[f"e2e_b{bsz}"] = rate
         if smoke:  # fp32, tiny: the three paths must agree token for token
             assert tok_eager == tok_graph == tok_hf, (tok_hf, tok_eager, tok_graph)
@@ -423,7 +430,8 @@ def main(argv: list[str] | None = None) -> int:
             results,
         )
     print(
-        f"\ntotal {time.perf_counter() - t0:.1f}s; peaks: {PEAK_TBS} TB/s, {PEAK_TFLOPS} TFLOP/s (H200)"
+        f"\ntotal {time.perf_counter() - t0:.1f}s; peaks: {PEAK_TBS} TB/s, {PEAK_TFLOPS} TFLOP/s "
+        f"(H200)"
     )
     if args.plot:
         plot(rep, results, args.plot)

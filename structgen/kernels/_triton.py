@@ -160,7 +160,8 @@ def check_paged_attention(
     check(q.dim() == 3, f"q must be [{q_name}, heads, d], got {tuple(q.shape)}")
     check(
         k_cache.dim() == 4 and k_cache.shape == v_cache.shape,
-        f"caches must be [pages, page_size, kv_heads, d] and equal, got {tuple(k_cache.shape)}, {tuple(v_cache.shape)}",
+        f"caches must be [pages, page_size, kv_heads, d] and equal, got {tuple(k_cache.shape)}, "
+        f"{tuple(v_cache.shape)}",
     )
     heads, d = q.shape[1], q.shape[2]
     check(k_cache.shape[3] == d, f"head_dim mismatch: q {d}, cache {k_cache.shape[3]}")

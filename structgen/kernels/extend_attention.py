@@ -153,7 +153,8 @@ def _check_extend_args(q, k_cache, v_cache, page_table, prefix_lens, extend_lens
     bsz = page_table.shape[0]
     check(
         prefix_lens.shape == (bsz,) and extend_lens.shape == (bsz,),
-        f"prefix_lens/extend_lens must be [B={bsz}], got {tuple(prefix_lens.shape)}, {tuple(extend_lens.shape)}",
+        f"prefix_lens/extend_lens must be [B={bsz}], got {tuple(prefix_lens.shape)}, "
+        f"{tuple(extend_lens.shape)}",
     )
     check_index(prefix_lens=prefix_lens, extend_lens=extend_lens)
     check_same_device(

@@ -243,13 +243,15 @@ def _check_quant_args(
     code = torch.int8 if bits == 8 and offsets is None else torch.uint8
     check(
         qweight.dtype == code and qweight.shape[1] == packed,
-        f"w{bits}: qweight must be {code} [N, {packed}], got {qweight.dtype} {tuple(qweight.shape)}",
+        f"w{bits}: qweight must be {code} [N, {packed}], got {qweight.dtype} "
+        f"{tuple(qweight.shape)}",
     )
     check(
         (offsets is not None or bits == 8)
         and scales.shape == (n, k // group_size)
         and (offsets is None or offsets.shape == scales.shape),
-        f"w{bits}: scales and zeros (or mins) must be [N, K // group_size] = [{n}, {k // group_size}]",
+        f"w{bits}: scales and zeros (or mins) must be [N, K // group_size] = [{n}, "
+        f"{k // group_size}]",
     )
     check(
         offsets is None or offsets.stride(-1) == 1, "zeros / mins must be contiguous along groups"

@@ -109,7 +109,9 @@ class BaseEngine(RequestFactory, abc.ABC):
         params: SamplingParams | None = None,
         errors: str = "raise",
     ) -> Any:
-        """Extract a schema-valid object from each text (see :func:`structgen.extraction.extract`)."""
+        """Extract a schema-valid object from each text (see
+        :func:`structgen.extraction.extract`).
+        """
         from structgen.extraction import extract
 
         return extract(self, schema, text, instructions=instructions, params=params, errors=errors)

@@ -207,7 +207,8 @@ class EngineConfig:
             )
         if self.schedule_policy not in ("lpm", "fcfs"):
             raise ConfigError(
-                f"EngineConfig.schedule_policy must be 'lpm' or 'fcfs', got {self.schedule_policy!r}"
+                f"EngineConfig.schedule_policy must be 'lpm' or 'fcfs', got "
+                f"{self.schedule_policy!r}"
             )
         if self.max_model_len is not None and (
             not isinstance(self.max_model_len, int) or self.max_model_len < 2
@@ -217,7 +218,8 @@ class EngineConfig:
             )
         if not 0.0 < self.kv_memory_fraction <= 0.98:
             raise ConfigError(
-                f"EngineConfig.kv_memory_fraction must be in (0, 0.98], got {self.kv_memory_fraction!r}"
+                f"EngineConfig.kv_memory_fraction must be in (0, 0.98], got "
+                f"{self.kv_memory_fraction!r}"
             )
         for name in (
             "page_size",

@@ -230,7 +230,7 @@ class CudaGraphRunner:
         return sorted(self.graphs)
 
     def load_padding_only(self, bucket: int) -> None:
-        """Fill rows ``0 .. bucket - 1`` with padding (capture input: writes only scratch page 0)."""
+        """Fill rows ``0 .. bucket - 1`` with padding (capture input; writes scratch page 0)."""
         for buf in (
             self.input_ids,
             self.positions,

@@ -149,7 +149,8 @@ class ModelRunner(BaseModelRunner):
         if cuda_graph and torch.device(device).type == "cuda":
             if max_model_len is None:
                 raise ValueError(
-                    "ModelRunner(cuda_graph=True) needs max_model_len (the graphs' page-table width)"
+                    "ModelRunner(cuda_graph=True) needs max_model_len (the graphs' page-table "
+                    "width)"
                 )
             from structgen.runtime.cuda_graph import CudaGraphRunner
 

@@ -1,4 +1,5 @@
-"""The model runner's GPU path on CPU: the Triton backend (interpreted) gives the torch path's logits.
+"""The model runner's GPU path on CPU: the Triton backend (interpreted) gives the torch path's
+logits.
 
 ``attention_backend("triton")`` makes ``models.attention`` dispatch exactly as on CUDA
 (``store_kv`` kernel, ``paged_decode_attention`` for pure decode steps, ``extend_attention``

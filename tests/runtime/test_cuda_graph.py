@@ -165,8 +165,8 @@ def test_captured_graphs_replay_the_eager_logits():
     logits = {}
     for graphs in (False, True):
         pool = model.make_kv_pool(32, PAGE)
-        runner = ModelRunner(model, pool, torch.device("cuda"), cuda_graph=graphs, cuda_graph_max_batch=8,
-                             max_model_len=32)  # fmt: skip
+        runner = ModelRunner(model, pool, torch.device("cuda"), cuda_graph=graphs,
+                             cuda_graph_max_batch=8, max_model_len=32)  # fmt: skip
         pages = [pool.alloc(5) for _ in range(5)]
         runner.forward([[1, 2, 3], [4], [5, 6, 7, 8, 9], [3, 3], [7]], [0] * 5, pages)
         out = []

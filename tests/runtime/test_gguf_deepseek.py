@@ -121,8 +121,9 @@ def test_deepseek2_gguf_matches_transformers(tmp_path, monkeypatch, case):
 
 
 def test_deepseek2_q8_0_native_matches_dequantized(tmp_path, monkeypatch):
-    """Q8_0 file: native (int8 blocks kept, experts included; kv_b and router in float) == dequantized
-    load within 1e-4 with exact activations; the dequantized load == transformers on those weights."""
+    """Q8_0 file: native (int8 blocks kept, experts included; kv_b and router in float) ==
+    dequantized load within 1e-4 with exact activations; the dequantized load == transformers on
+    those weights."""
     path, hf = _written(tmp_path, monkeypatch, Q8_CONFIG, "Q8_0")
     g = GGUFFile(path)
     for name in (
@@ -163,9 +164,9 @@ def test_deepseek2_q8_0_native_matches_dequantized(tmp_path, monkeypatch):
 
 
 def test_deepseek2_q8_0_default_activations_close(tmp_path, monkeypatch):
-    """The default native path (activations rounded to int8 per block of 32, as llama.cpp does) stays
-    within 0.5% of the logits' range of the dequantized load (measured 0.04%); and the Q8_0 file
-    itself within 2% of the original fp32 model's logits (measured 0.6%)."""
+    """The default native path (activations rounded to int8 per block of 32, as llama.cpp does)
+    stays within 0.5% of the logits' range of the dequantized load (measured 0.04%); and the Q8_0
+    file itself within 2% of the original fp32 model's logits (measured 0.6%)."""
     path, hf = _written(tmp_path, monkeypatch, Q8_CONFIG, "Q8_0")
     native = load_model(path, quantization="gguf").model
     deq = load_model(path).model
@@ -182,7 +183,9 @@ def test_deepseek2_q8_0_default_activations_close(tmp_path, monkeypatch):
 
 
 def test_engine_decodes_deepseek2_gguf_like_transformers(tmp_path, monkeypatch):
-    """``Engine(model=path.gguf)`` builds the latent KV pool and decodes transformers' greedy tokens."""
+    """``Engine(model=path.gguf)`` builds the latent KV pool and decodes transformers' greedy
+    tokens.
+    """
     from structgen import Engine, SamplingParams
     from structgen.runtime.models.mla import LatentKVPool
 
@@ -229,15 +232,17 @@ def test_deepseek2_missing_tensor_is_named(tmp_path, monkeypatch, drop, named):
 
 
 def test_deepseek2_softmax_gating_is_refused(tmp_path, monkeypatch):
-    """DeepSeek-V2's softmax routing (expert_gating_func=1) is not implemented: a clear error, not wrong logits."""
+    """DeepSeek-V2's softmax routing (expert_gating_func=1) is not implemented: a clear error, not
+    wrong logits.
+    """
     path, _ = _written(tmp_path, monkeypatch, {}, gating=1)
     with pytest.raises(ModelLoadError, match=r"expert_gating_func=1 \(softmax"):
         load_model(path)
 
 
 def test_deepseek2_without_selection_bias_routes_unbiased(tmp_path, monkeypatch):
-    """``exp_probs_b`` is optional in llama.cpp (no bias: plain top-k of the sigmoid scores); ours loads
-    zeros, so the file matches transformers with a zero ``e_score_correction_bias``."""
+    """``exp_probs_b`` is optional in llama.cpp (no bias: plain top-k of the sigmoid scores); ours
+    loads zeros, so the file matches transformers with a zero ``e_score_correction_bias``."""
     path, hf = _written(
         tmp_path, monkeypatch, {}, drop=("blk.1.exp_probs_b.bias", "blk.2.exp_probs_b.bias")
     )
@@ -280,8 +285,9 @@ def test_llama_cpp_reads_the_written_deepseek2_file_like_transformers(tmp_path, 
 
 
 def test_engine_native_q8_0_deepseek2_decodes_like_dequantized(tmp_path, monkeypatch):
-    """``Engine(model=q8.gguf, quantization="gguf")`` (default Q8 activations) decodes the same greedy
-    tokens as the dequantized engine on 3 prompts, holding about a third of its weight bytes."""
+    """``Engine(model=q8.gguf, quantization="gguf")`` (default Q8 activations) decodes the same
+    greedy tokens as the dequantized engine on 3 prompts, holding about a third of its weight
+    bytes."""
     from structgen import Engine, SamplingParams
 
     path, _ = _written(tmp_path, monkeypatch, Q8_CONFIG, "Q8_0")

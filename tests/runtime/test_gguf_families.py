@@ -1,5 +1,5 @@
-"""GGUF files of every family (llama.cpp tensor names), written with the ``gguf`` package from tiny random
-transformers models, loaded by our GGUF loader and compared with transformers' logits.
+"""GGUF files of every family (llama.cpp tensor names), written with the ``gguf`` package from tiny
+random transformers models, loaded by our GGUF loader and compared with transformers' logits.
 
 Dense: qwen2, qwen3. MoE: Mixtral (``llama`` with ``expert_count``), Qwen2-MoE (shared expert),
 Qwen3-MoE, with the stacked ``blk.N.ffn_{gate,up,down}_exps`` tensors. Quantized files (Q8_0,
@@ -81,7 +81,8 @@ def family_config(family: str):
 
 
 def gguf_tensors(hf, arch: str, split_kv_b: bool = False):
-    """``(gguf name, float32 numpy array)`` of a transformers model, as llama.cpp's converter names them.
+    """``(gguf name, float32 numpy array)`` of a transformers model, as llama.cpp's converter names
+    them.
 
     ``split_kv_b`` (deepseek2): write ``kv_b_proj`` as newer llama.cpp files do, ``attn_k_b``
     ``[H, r, nope]`` (each head's k rows, transposed) and ``attn_v_b`` ``[H, v, r]``.

@@ -98,7 +98,8 @@ def test_chunked_prefill_and_mixed_batches(heads, kv_heads):
     got = seqs.step({0: full[0][:6], 1: full[1]}, all_logits=True)
     torch.testing.assert_close(got[0], hf_logits(hf, full[0][:6]), atol=ATOL, rtol=0)
     torch.testing.assert_close(got[1], hf_logits(hf, full[1]), atol=ATOL, rtol=0)
-    # step 2: seq 0 extends the rest of its prompt, seq 1 decodes one token, seq 2 prefills from scratch
+    # step 2: seq 0 extends the rest of its prompt, seq 1 decodes one token, seq 2 prefills from
+    # scratch
     dec1 = int(got[1][-1].argmax())
     got = seqs.step({0: full[0][6:], 1: [dec1], 2: full[2]}, all_logits=True)
     torch.testing.assert_close(got[0], hf_logits(hf, full[0])[6:], atol=ATOL, rtol=0)
@@ -213,8 +214,10 @@ def smollm2_pair(smollm2, make_hf_reference):
 
 def smol_prompt(tok) -> list[int]:
     text = (
-        "The history of the printing press begins in Mainz, where Johannes Gutenberg built a machine that "
-        "used movable metal type, oil-based ink and a wooden screw press to print books quickly and cheaply."
+        "The history of the printing press begins in Mainz, where Johannes Gutenberg built a "
+        "machine that "
+        "used movable metal type, oil-based ink and a wooden screw press to print books quickly "
+        "and cheaply."
     )
     ids = tok(text).input_ids
     assert len(ids) >= 32

@@ -1,4 +1,6 @@
-"""Loaders: GGUF reading and dequantization, Q/K un-permutation, HF folders, tokenizer cache, errors."""
+"""Loaders: GGUF reading and dequantization, Q/K un-permutation, HF folders, tokenizer cache,
+errors.
+"""
 
 from __future__ import annotations
 

@@ -145,7 +145,9 @@ PROMPTS = {
 
 
 def run_ragged_scenario(ours, hf) -> None:
-    """Chunked prefill + ragged mixed batch + joint decode, every step checked against transformers."""
+    """Chunked prefill + ragged mixed batch + joint decode, every step checked against
+    transformers.
+    """
     seqs = PagedSequences(ours, page_size=4)
     full = PROMPTS
     got = seqs.step({0: full[0][:6], 1: full[1]}, all_logits=True)  # seq 0: first chunk
@@ -302,7 +304,9 @@ def test_mla_cache_is_compressed(tmp_path):
 
 
 def test_deepseek_engine_decodes_like_transformers(tmp_path):
-    """``Engine(model=folder)`` on DeepSeek-V3 builds the latent KV pool and decodes transformers' greedy tokens."""
+    """``Engine(model=folder)`` on DeepSeek-V3 builds the latent KV pool and decodes transformers'
+    greedy tokens.
+    """
     from structgen import Engine, SamplingParams
     from structgen.runtime.models.mla import LatentKVPool
 

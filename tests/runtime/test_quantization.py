@@ -1,4 +1,6 @@
-"""Weight-only quantization: matmuls vs dequantized references, quantized models, GGUF native blocks."""
+"""Weight-only quantization: matmuls vs dequantized references, quantized models, GGUF native
+blocks.
+"""
 
 from __future__ import annotations
 
@@ -110,7 +112,8 @@ PROMPTS = {
     2: list(range(30, 47)),
 }
 
-# quantized logits vs the fp32 model's, relative L2 error over all prompt positions (tiny random model)
+# quantized logits vs the fp32 model's, relative L2 error over all prompt positions (tiny random
+# model)
 FP32_REL_TOL = {"int8": 0.02, "int4-g32": 0.15, "int4": 0.2}
 
 
@@ -266,7 +269,9 @@ SMOL_PROMPTS = [
 @pytest.mark.slow
 @needs_smollm2
 def test_smollm2_int8_teacher_forced_argmax_agreement(smollm2):
-    """int8 (default bf16 activations) vs fp32, teacher-forced on fp32's greedy text: 10 prompts x 32 positions."""
+    """int8 (default bf16 activations) vs fp32, teacher-forced on fp32's greedy text: 10 prompts x
+    32 positions.
+    """
     fp = smollm2.model
     q8 = quantize_model(copy.deepcopy(fp), "int8")
     tok = smollm2.tokenizer
@@ -291,7 +296,9 @@ def test_smollm2_int8_teacher_forced_argmax_agreement(smollm2):
 @pytest.mark.slow
 @needs_smollm2
 def test_smollm2_weight_bytes_per_precision(smollm2):
-    """Measured weight bytes against fp16's: bf16 1.0x, int8 <= 0.53x, int4 g64 (+ int8 embedding) <= 0.36x."""
+    """Measured weight bytes against fp16's: bf16 1.0x, int8 <= 0.53x, int4 g64 (+ int8 embedding)
+    <= 0.36x.
+    """
     fp16 = memory_report(smollm2.model)["weight_bytes"] / 2  # the fixture is float32
     bf16 = copy.deepcopy(smollm2.model).to(torch.bfloat16)
     assert memory_report(bf16)["weight_bytes"] == fp16
@@ -303,5 +310,6 @@ def test_smollm2_weight_bytes_per_precision(smollm2):
         del qm
     # int8 per channel: 1 byte per weight + one fp32 scale per row (norms stay float)
     assert 0.5 < ratios["int8"] <= 0.53, ratios
-    # int4 group 64: 0.5 byte + 2 fp16 (scale, min) per 64 weights; the tied embedding (28% of the weights) int8
+    # int4 group 64: 0.5 byte + 2 fp16 (scale, min) per 64 weights; the tied embedding (28% of the
+    # weights) int8
     assert ratios["int4"] <= 0.36, ratios

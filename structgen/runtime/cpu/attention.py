@@ -42,7 +42,9 @@ class CpuAttentionPlan:
 
 
 def _sub_batch(batch: ForwardBatch, rows: torch.Tensor, token_idx: torch.Tensor) -> ForwardBatch:
-    """The sequences ``rows`` ``[Bs]`` of ``batch`` (owning ``token_idx`` ``[Ts]``) as a ForwardBatch."""
+    """The sequences ``rows`` ``[Bs]`` of ``batch`` (owning ``token_idx`` ``[Ts]``) as a
+    ForwardBatch.
+    """
     remap = row_remap(batch, rows)
     return ForwardBatch(
         input_ids=batch.input_ids[token_idx],
@@ -58,7 +60,9 @@ def _sub_batch(batch: ForwardBatch, rows: torch.Tensor, token_idx: torch.Tensor)
 
 
 def plan_cpu_attention(batch: ForwardBatch) -> CpuAttentionPlan:
-    """Split the step's tokens into short and long extensions (once per step; cached in ``batch.plans``)."""
+    """Split the step's tokens into short and long extensions (once per step; cached in
+    ``batch.plans``).
+    """
     plan = batch.plans.get("cpu")
     if plan is not None:
         return plan
@@ -78,7 +82,7 @@ def plan_cpu_attention(batch: ForwardBatch) -> CpuAttentionPlan:
 def paged_attention_cpu(
     q, k_slots, v_slots, batch: ForwardBatch, scale: float, sliding_window
 ) -> torch.Tensor:
-    """The CPU path of :func:`paged_attention`: the C kernel for short extensions, SDPA for the rest."""
+    """CPU :func:`paged_attention`: the C kernel for short extensions, SDPA for the rest."""
     plan = plan_cpu_attention(batch)
     if plan.long_idx is None:
         return cpu_ops.paged_attention(

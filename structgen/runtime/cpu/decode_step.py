@@ -1,4 +1,5 @@
-"""The fused CPU decode step: every decoder layer of a small step in one C call (``csrc/decodestep.c``).
+"""The fused CPU decode step: every decoder layer of a small step in one C call
+(``csrc/decodestep.c``).
 
 With the matmuls and the ops around them in C, a bf16 batch-1 decode step of SmolLM2
 (30 layers) still spent about a third of its time in the Python between the ~9 calls per
@@ -16,8 +17,8 @@ weights: Llama, Mistral, Qwen2, Qwen3, SmolLM2) in fp32 or bf16 on CPU, for step
 attention backend ``"auto"``. Anything else (quantized or sharded layers, MoE, MLA, fp16,
 longer steps, a forced backend) takes the per-op path.
 
-The plan is cached on the model for the last KV pool it ran over and checked every step (module and parameter
-identity and data pointers, about 0.1 ms for 30 layers): replacing a parameter
+The plan is cached on the model for the last KV pool it ran over and checked every step (module and
+parameter identity and data pointers, about 0.1 ms for 30 layers): replacing a parameter
 (``load_state_dict(assign=True)``, ``.to()``), a layer (quantization) or the KV tensors
 rebuilds it, so a stale pointer is never followed. :func:`set_enabled` turns it off (an
 ``Engine`` applies ``structgen.env``'s ``decode_step`` setting), as does turning off the kernels it
@@ -72,7 +73,8 @@ def _kv_ptrs(kv: KVPool) -> list[int]:
 
 
 class _Watch:
-    """What a plan points at, and a cheap check that it still does (module/parameter identity, data pointers).
+    """What a plan points at, and a cheap check that it still does (module/parameter identity, data
+    pointers).
 
     Kept as flat parallel lists, checked by C-level ``map`` loops (no Python frame per entry).
     """
@@ -95,7 +97,9 @@ class _Watch:
         return obj
 
     def fused(self, proj) -> None:
-        """What ``FusedProjection.valid`` checks: each member's weight is still its view of the fused weight."""
+        """What ``FusedProjection.valid`` checks: each member's weight is still its view of the
+        fused weight.
+        """
         for registry, _view, _ptr in proj._params:
             self.keep(registry, "weight")
 
@@ -209,7 +213,9 @@ class DecodeStepPlan:
 
     @staticmethod
     def build(model, kv: KVPool) -> "DecodeStepPlan | None":
-        """The plan for ``model`` (a ``DecoderForCausalLM``) over ``kv``, or None where it does not apply."""
+        """The plan for ``model`` (a ``DecoderForCausalLM``) over ``kv``, or None where it does not
+        apply.
+        """
         dtype, layers = model.dtype, model.model.layers
         if (
             dtype not in _DT
@@ -285,7 +291,8 @@ class DecodeStepPlan:
     def __call__(
         self, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch
     ) -> torch.Tensor:
-        """Run every layer over ``residual`` ``[T, hidden]`` (updated in place, as the per-op path does).
+        """Run every layer over ``residual`` ``[T, hidden]`` (updated in place, as the per-op path
+        does).
 
         Args:
             residual: ``[T, hidden]`` contiguous, the embeddings on entry.
@@ -303,8 +310,10 @@ class DecodeStepPlan:
         """
         if not _step_ok(self, residual, cos, sin, batch):
             raise KernelArgumentError(
-                f"DecodeStepPlan: expected residual [T <= {dense.MAX_ROWS}, {self.dims[0]}] {self.dtype} contiguous, "
-                f"cos/sin [T, 1, {self.dims[3]}] contiguous and int64 contiguous step metadata; got residual "
+                f"DecodeStepPlan: expected residual [T <= {dense.MAX_ROWS}, {self.dims[0]}] "
+                f"{self.dtype} contiguous, "
+                f"cos/sin [T, 1, {self.dims[3]}] contiguous and int64 contiguous step metadata; "
+                f"got residual "
                 f"{residual.dtype} {tuple(residual.shape)}, cos {cos.dtype} {tuple(cos.shape)}"
             )
         return self._launch(residual, cos, sin, batch)
@@ -378,7 +387,8 @@ def decode_step(
     batch: ForwardBatch,
     kv: KVPool,
 ) -> torch.Tensor | None:
-    """All of ``model``'s layers for this step in one C call, or None where the fused step does not apply.
+    """All of ``model``'s layers for this step in one C call, or None where the fused step does not
+    apply.
 
     Args:
         model: a ``DecoderForCausalLM``; its plan is cached on it (for the last KV pool; rebuilt

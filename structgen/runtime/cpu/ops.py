@@ -17,12 +17,13 @@ Every function checks in O(1) that its arguments agree with each other (shapes; 
 :class:`~structgen.errors.KernelArgumentError`, before any C call) and what the kernel needs
 (CPU, fp32 or bf16 throughout, the strides it reads); where the kernel does not take them it
 computes the torch reference, so callers never branch. The references are
-``structgen.kernels.rms_norm.add_rms_norm_ref``, ``structgen.kernels.paged_attention.paged_attention_ref``
-(both shared with the Triton kernels' tests) and :func:`rope_store_kv_ref`, :func:`silu_mul_ref` here.
-:func:`set_enabled` with False makes every function use its reference (an ``Engine``
-applies ``structgen.env``'s ``cpu_ops`` setting; the kernel is on by default). The kernel
-computes in fp32 and, in bf16, rounds where transformers rounds between ops, so results
-equal the references up to summation order (fp32) or one bf16 rounding.
+``structgen.kernels.rms_norm.add_rms_norm_ref``,
+``structgen.kernels.paged_attention.paged_attention_ref`` (both shared with the Triton kernels'
+tests) and :func:`rope_store_kv_ref`, :func:`silu_mul_ref` here. :func:`set_enabled` with False
+makes every function use its reference (an ``Engine`` applies ``structgen.env``'s ``cpu_ops``
+setting; the kernel is on by default). The kernel computes in fp32 and, in bf16, rounds where
+transformers rounds between ops, so results equal the references up to summation order (fp32) or one
+bf16 rounding.
 """
 
 from __future__ import annotations
@@ -101,10 +102,12 @@ def _bad(fn: str, want: str, **tensors: torch.Tensor | None) -> KernelArgumentEr
 def add_rms_norm(
     residual: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float
 ) -> torch.Tensor:
-    """``residual += delta`` (in place, when ``delta`` is given), then ``weight * rmsnorm(residual)``.
+    """``residual += delta`` (in place, when ``delta`` is given), then
+    ``weight * rmsnorm(residual)``.
 
     Args:
-        residual: ``[T, H]`` the residual stream (unit stride along H); mutated when ``delta`` is given.
+        residual: ``[T, H]`` the residual stream (unit stride along H); mutated when ``delta`` is
+            given.
         delta: ``[T, H]`` what the previous block added, or None.
         weight: ``[H]`` the norm's weight, same dtype as ``residual``.
         eps: added to the mean square.
@@ -113,7 +116,8 @@ def add_rms_norm(
         ``[T, H]`` normed hidden states, dtype of ``residual``.
 
     Raises:
-        KernelArgumentError: ``residual`` not 2-D, ``delta`` of another shape, ``weight`` not ``[H]``.
+        KernelArgumentError: ``residual`` not 2-D, ``delta`` of another shape, ``weight`` not
+            ``[H]``.
     """
     dtype = residual.dtype
     if (
@@ -199,7 +203,8 @@ def _check_rope_store_kv(q, k, v, cos, sin, k_slots, v_slots, out_slots, q_norm,
         raise _bad(
             "rope_store_kv",
             "q [T, H*d], k and v [T, KVH*d], cos and sin [T, d] (or [T, 1, d]), "
-            "k_slots and v_slots [num_slots, KVH, d], out_slots [T], q_norm and k_norm both None or [d]",
+            "k_slots and v_slots [num_slots, KVH, d], out_slots [T], q_norm and k_norm both None "
+            "or [d]",
             q=q,
             k=k,
             v=v,
@@ -306,7 +311,9 @@ def rope_store_kv(
 def _paged_attention_ref(
     q, k_slots, v_slots, page_table, seq_ids, positions, page_size, scale, sliding_window
 ):
-    """:func:`~structgen.kernels.paged_attention.paged_attention_ref` over this layout (slots viewed as pages)."""
+    """:func:`~structgen.kernels.paged_attention.paged_attention_ref` over this layout (slots viewed
+    as pages).
+    """
     t, d = q.shape[0], k_slots.shape[-1]
     k_cache = k_slots.unflatten(0, (-1, page_size))  # [num_pages, page_size, KVH, d]
     v_cache = v_slots.unflatten(0, (-1, page_size))

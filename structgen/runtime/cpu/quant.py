@@ -14,9 +14,9 @@ packed kernels. :func:`set_enabled` turns it off (an ``Engine`` applies ``struct
 ``qkernel`` setting; benchmarks compare both paths).
 Threads: OpenMP over output rows (when built with it), ``torch.get_num_threads()`` of them unless
 :func:`set_threads` says otherwise (an ``Engine`` applies ``qkernel_threads``). The extension's
-libgomp.so.1 is the one torch already loaded (same soname), so there is one OpenMP pool. On our shared,
-loaded 2-core machine any 2-thread decode (torch's too) collapses (SmolLM2 GGUF: 3 vs 13 tok/s),
-so benchmarks there run one thread.
+libgomp.so.1 is the one torch already loaded (same soname), so there is one OpenMP pool. On our
+shared, loaded 2-core machine any 2-thread decode (torch's too) collapses (SmolLM2 GGUF: 3 vs 13
+tok/s), so benchmarks there run one thread.
 """
 
 from __future__ import annotations
@@ -46,9 +46,8 @@ __all__ = [
     "set_threads",
 ]
 
-MAX_M = (
-    8  # activation rows up to which the GEMV kernel is used (measured: benchmarks/bench_models.py)
-)
+# activation rows up to which the GEMV kernel is used (measured: benchmarks/bench_models.py)
+MAX_M = 8
 _TILE_ELEMS = 1 << 20  # fp32 weight elements dequantized at a time on the prefill path (4 MiB)
 _warned = False
 _ENABLED = True  # set_enabled; an Engine applies structgen.env's qkernel
@@ -60,7 +59,9 @@ def _threads() -> int:
 
 
 def set_threads(n: int | None) -> None:
-    """Set the kernel's OpenMP thread count (>= 1), or None to follow ``torch.get_num_threads()``."""
+    """Set the kernel's OpenMP thread count (>= 1), or None to follow
+    ``torch.get_num_threads()``.
+    """
     global _THREADS
     _THREADS = None if n is None else max(1, int(n))
 
@@ -129,7 +130,9 @@ _SCALES8 = (torch.float16, torch.float32)
 def _check_int4(
     fn: str, x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int
 ) -> None:
-    """Raise :class:`KernelArgumentError` unless the int4 "rows" arguments are what ``_qkernel`` reads."""
+    """Raise :class:`KernelArgumentError` unless the int4 "rows" arguments are what ``_qkernel``
+    reads.
+    """
     k = x.shape[-1]
     if not (
         x.dim() == 2
@@ -158,7 +161,9 @@ def _check_int4(
 
 
 def _check_int8(fn: str, x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor) -> None:
-    """Raise :class:`KernelArgumentError` unless the row-major int8 arguments are what ``_qkernel`` reads."""
+    """Raise :class:`KernelArgumentError` unless the row-major int8 arguments are what ``_qkernel``
+    reads.
+    """
     k = x.shape[-1]
     g = scales.shape[1] if scales.dim() == 2 else 0
     if not (
@@ -276,7 +281,8 @@ def int4_dequant_rows(
     """Rows ``n0:n1`` of an int4 "rows" weight as float32 ``[n1 - n0, K]`` (C).
 
     Raises:
-        KernelArgumentError: arguments as :func:`int4_mm` rejects them, or not ``0 <= n0 <= n1 <= N``.
+        KernelArgumentError: arguments as :func:`int4_mm` rejects them, or not
+            ``0 <= n0 <= n1 <= N``.
     """
     k = q.shape[1] * 2 if q.dim() == 2 else 0
     _check_int4("int4_dequant_rows", q.new_empty(0, k, dtype=torch.float32), q, scales, mins, group)
@@ -347,7 +353,8 @@ def int4_linear(
 def int8_linear(
     x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, q8: bool = False
 ) -> torch.Tensor:
-    """``x`` ``[M, K]`` -> float32 ``[M, N]`` for row-major int8: kernel for ``M <= MAX_M``, tiles above.
+    """``x`` ``[M, K]`` -> float32 ``[M, N]`` for row-major int8: kernel for ``M <= MAX_M``, tiles
+    above.
 
     Raises:
         KernelArgumentError: arguments as :func:`int8_mm` rejects them.

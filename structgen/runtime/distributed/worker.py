@@ -81,7 +81,9 @@ def pack_step(
 
 
 def unpack_step(header: torch.Tensor, payload: torch.Tensor):
-    """Inverse of :func:`pack_step`: ``(token_chunks, prefix_lens, page_tables, logits_token_indices)``."""
+    """Inverse of :func:`pack_step`:
+    ``(token_chunks, prefix_lens, page_tables, logits_token_indices)``.
+    """
     _, b, t, width, r = header.tolist()
     vals = payload.tolist()
     flat, ext = vals[:t], vals[t : t + b]
@@ -98,7 +100,9 @@ def unpack_step(header: torch.Tensor, payload: torch.Tensor):
 
 
 def _logits_indices(token_chunks, logits_rows, logits_token_indices) -> list[int]:
-    """Explicit flat rows needing logits (what ``ForwardBatch.build`` derives from ``logits_rows``)."""
+    """Explicit flat rows needing logits (what ``ForwardBatch.build`` derives from
+    ``logits_rows``).
+    """
     if logits_token_indices is not None:
         return [int(i) for i in logits_token_indices]
     ends, total = [], 0

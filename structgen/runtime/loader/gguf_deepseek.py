@@ -51,9 +51,11 @@ DEEPSEEK2_LAYER_NAMES = {
     "attn_kv_a_mqa": "self_attn.kv_a_proj_with_mqa",
     "attn_kv_a_norm": "self_attn.kv_a_layernorm",
     "attn_kv_b": "self_attn.kv_b_proj",
-    "attn_k_b": "self_attn.k_b_proj",  # split kv_b (llama.cpp's converter names): merged by deepseek2_state
+    # split kv_b (llama.cpp's converter names): merged by deepseek2_state
+    "attn_k_b": "self_attn.k_b_proj",
     "attn_v_b": "self_attn.v_b_proj",
-    "exp_probs_b": "mlp.gate.e_score_correction",  # ".bias" -> e_score_correction_bias in deepseek2_state
+    # ".bias" -> e_score_correction_bias in deepseek2_state
+    "exp_probs_b": "mlp.gate.e_score_correction",
     "ffn_gate_shexp": "mlp.shared_experts.gate_proj",
     "ffn_up_shexp": "mlp.shared_experts.up_proj",
     "ffn_down_shexp": "mlp.shared_experts.down_proj",
@@ -88,7 +90,8 @@ def deepseek2_config(g, get, common: dict):
     gating = int(get("expert_gating_func", 1))
     if gating != _SIGMOID:
         raise ModelLoadError(
-            f"{g.path}: deepseek2 expert_gating_func={gating} (softmax routing, DeepSeek-V2/V2.5) is not supported; "
+            f"{g.path}: deepseek2 expert_gating_func={gating} (softmax routing, DeepSeek-V2/V2.5) "
+            f"is not supported; "
             f"only sigmoid routing (DeepSeek-V3/R1, expert_gating_func={_SIGMOID}) is"
         )
     rope = int(get("rope.dimension_count"))
@@ -102,7 +105,8 @@ def deepseek2_config(g, get, common: dict):
     heads = common["num_attention_heads"]
     return transformers.DeepseekV3Config(
         **common,
-        num_key_value_heads=heads,  # MLA: the file's head_count_kv (1) describes llama.cpp's latent cache
+        # MLA: the file's head_count_kv (1) describes llama.cpp's latent cache
+        num_key_value_heads=heads,
         intermediate_size=int(get("feed_forward_length")),
         q_lora_rank=int(q_lora) if q_lora else None,
         kv_lora_rank=int(get("attention.kv_lora_rank")),

@@ -74,7 +74,8 @@ _GLOBAL_NAMES = {
     "output_norm.weight": "model.norm.weight",
     "output.weight": "lm_head.weight",
 }
-# per-architecture tensor names where they differ from the common ones (DeepSeek: MLA, "shared_experts")
+# per-architecture tensor names where they differ from the common ones (DeepSeek: MLA,
+# "shared_experts")
 _ARCH_LAYER_NAMES = {"deepseek2": {**_LAYER_NAMES, **DEEPSEEK2_LAYER_NAMES}}
 # weights kept in float under quantization="gguf" (modules that are not linear layers)
 _FLOAT_ONLY = {"deepseek2": DEEPSEEK2_FLOAT_ONLY}
@@ -83,7 +84,9 @@ _IGNORED = {"rope_freqs.weight"}
 
 
 def hf_name(gguf_name: str, arch: str | None = None) -> str | None:
-    """Transformers parameter name of a GGUF tensor of architecture ``arch``; None for tensors we do not load."""
+    """Transformers parameter name of a GGUF tensor of architecture ``arch``; None for tensors we do
+    not load.
+    """
     if gguf_name in _GLOBAL_NAMES:
         return _GLOBAL_NAMES[gguf_name]
     names = _ARCH_LAYER_NAMES.get(arch, _LAYER_NAMES)
@@ -94,7 +97,8 @@ def hf_name(gguf_name: str, arch: str | None = None) -> str | None:
 
 
 def unpermute_qk(w: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """Undo llama.cpp's rotary row permutation of a q/k projection (weight ``[n_heads*d, in]`` or bias).
+    """Undo llama.cpp's rotary row permutation of a q/k projection (weight ``[n_heads*d, in]`` or
+    bias).
 
     llama.cpp stores ``w.reshape(n, 2, d/2, ...).swapaxes(1, 2)``; this is its inverse.
     """
@@ -118,7 +122,8 @@ def _arch(meta: dict, path: str) -> str:
 
 
 def gguf_config(g: GGUFFile):
-    """A transformers config (Llama, Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V3) from the file's metadata.
+    """A transformers config (Llama, Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V3) from
+    the file's metadata.
 
     Raises:
         ModelLoadError: unknown architecture or missing hyperparameters.
@@ -166,7 +171,9 @@ def gguf_config(g: GGUFFile):
 
 
 def _common_config(g: GGUFFile, get) -> dict:
-    """Config fields every architecture's metadata gives the same way (``get`` reads ``{arch}.{key}``)."""
+    """Config fields every architecture's metadata gives the same way (``get`` reads
+    ``{arch}.{key}``).
+    """
     meta = g.metadata
     tokens = meta.get("tokenizer.ggml.tokens")
     return dict(
@@ -287,9 +294,8 @@ def gguf_state_dict(
             if name in _IGNORED:
                 continue
             raise ModelLoadError(f"{g.path}: unexpected tensor {name!r}")
-        if (
-            native and ".mlp.experts." in target
-        ):  # stacked experts: kept quantized below if possible
+        if native and ".mlp.experts." in target:
+            # stacked experts: kept quantized below if possible
             experts.setdefault(target.rsplit(".", 2)[0], {})[target.split(".")[-2]] = name
             continue
         rows = _qk_rows(target, config, permuted)
@@ -317,7 +323,9 @@ def gguf_state_dict(
 def _native_experts(
     g: GGUFFile, path: str, names: dict[str, str], dtype, out: dict, modules: dict
 ) -> None:
-    """One layer's stacked experts as a quantized module in ``modules[path]``, or dequantized into ``out``."""
+    """One layer's stacked experts as a quantized module in ``modules[path]``, or dequantized into
+    ``out``.
+    """
     from structgen.runtime.quantization.gguf_native import native_experts
 
     infos = {k: g.tensors[v] for k, v in names.items()}
@@ -381,7 +389,8 @@ def load_gguf(path: str, dtype: torch.dtype, device, quantization: str | None = 
     """Load a ``.gguf`` file into a LoadedModel (see :func:`structgen.runtime.loader.load_model`).
 
     ``quantization="gguf"`` keeps Q8_0/Q4_0/Q4_1 matrices quantized; ``"int8"``/``"int4"``
-    dequantize, then requantize every linear (:func:`structgen.runtime.quantization.quantize_model`).
+    dequantize, then requantize every linear
+    (:func:`structgen.runtime.quantization.quantize_model`).
     """
     from structgen.runtime.loader import LoadedModel
     from structgen.runtime.models import get_model_class

@@ -20,8 +20,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# llama.cpp `tokenizer.ggml.pre` values whose pre-tokenizer is "digits one by one, then GPT-2 byte level"
-# (the StarCoder / SmolLM tokenizer.json: Sequence[Digits(individual_digits=True), ByteLevel]).
+# llama.cpp `tokenizer.ggml.pre` values whose pre-tokenizer is "digits one by one, then GPT-2 byte
+# level" (the StarCoder / SmolLM tokenizer.json: Sequence[Digits(individual_digits=True),
+# ByteLevel]).
 _DIGITS_THEN_GPT2 = {"smollm", "starcoder", "refact"}
 _GPT2 = {"gpt-2", "gpt2", "default"}
 
@@ -29,7 +30,9 @@ _CONTROL, _USER_DEFINED = 3, 4
 
 
 def _fast_byte_level(meta: dict):
-    """Build a byte-level BPE `tokenizers.Tokenizer` directly, or None if this pre-tokenizer is unknown."""
+    """Build a byte-level BPE `tokenizers.Tokenizer` directly, or None if this pre-tokenizer is
+    unknown.
+    """
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
 
     pre = meta.get("tokenizer.ggml.pre") or "default"
@@ -93,7 +96,8 @@ def _transformers_backend(meta: dict):
 
 
 def tokenizer_from_gguf_metadata(meta: dict):
-    """A ``PreTrainedTokenizerFast`` from GGUF ``tokenizer.*`` metadata (vocabulary arrays included).
+    """A ``PreTrainedTokenizerFast`` from GGUF ``tokenizer.*`` metadata (vocabulary arrays
+    included).
 
     Byte-level BPE vocabularies with a known pre-tokenizer are built directly with
     ``tokenizers`` (well under a second); everything else goes through transformers'
@@ -132,7 +136,9 @@ def tokenizer_from_gguf_metadata(meta: dict):
 
 
 def load_cached_tokenizer(directory: Path):
-    """The tokenizer saved in ``directory`` by :func:`save_tokenizer_cache`, or None if absent/unreadable."""
+    """The tokenizer saved in ``directory`` by :func:`save_tokenizer_cache`, or None if
+    absent/unreadable.
+    """
     if not (directory / "tokenizer.json").is_file():
         return None
     from transformers import PreTrainedTokenizerFast

@@ -78,8 +78,8 @@ def attention_backend(name: str):
 
 
 def cpu_attention(x: torch.Tensor) -> bool:
-    """True when attention on ``x``'s device and dtype runs the fused CPU ops (``structgen.runtime.cpu.ops``):
-    backend ``"auto"``, CPU, fp32/bf16, extension built.
+    """True when attention on ``x``'s device and dtype runs the fused CPU ops
+    (``structgen.runtime.cpu.ops``): backend ``"auto"``, CPU, fp32/bf16, extension built.
     """
     return _BACKEND.get() == "auto" and cpu_ops.enabled(x)
 
@@ -99,7 +99,7 @@ def store_kv(
     v_slots: torch.Tensor,
     out_slots: torch.Tensor,
 ) -> None:
-    """Write new tokens' K/V ``[T, kv_heads, d]`` into the cache rows ``out_slots`` ``[T]`` (in place).
+    """Write new tokens' K/V ``[T, kv_heads, d]`` in place into cache rows ``out_slots`` ``[T]``.
 
     On CUDA (or under ``attention_backend("triton")``) this is the Triton ``store_kv``
     kernel (same signature); elsewhere ``index_copy_``.
@@ -116,7 +116,8 @@ def store_kv(
 def plan_triton_attention(
     batch: ForwardBatch, max_extend_len: int | None = None
 ) -> tuple[int, bool]:
-    """``(max_extend_len, is_decode)`` of the step for the kernels, planned once, cached in ``batch.plans``.
+    """``(max_extend_len, is_decode)`` of the step for the kernels, planned once, cached in
+    ``batch.plans``.
 
     Args:
         batch: the step's metadata.
@@ -154,8 +155,8 @@ def paged_attention(
     SDPA path. The kernels read the cache as pages,
     ``[num_pages, page_size, kv_heads, d]``; the step's plan (one host sync, the longest
     extension) is made once and shared by all layers (:func:`plan_triton_attention`).
-    On CPU with the fused ops built (``structgen.runtime.cpu.ops``; fp32/bf16, value dim equal to key dim,
-    backend ``"auto"``), short extensions take the C kernel (:func:`plan_cpu_attention`).
+    On CPU with the fused ops built (``structgen.runtime.cpu.ops``; fp32/bf16, value dim equal to
+    key dim, backend ``"auto"``), short extensions take the C kernel (:func:`plan_cpu_attention`).
     """
     if not use_triton(q):
         if cpu_attention(q) and k_slots.shape[-1] == v_slots.shape[-1]:

@@ -80,7 +80,7 @@ class SdpaAttentionPlan:
 
 
 def row_remap(batch: ForwardBatch, rows: torch.Tensor) -> torch.Tensor:
-    """``[B]`` int64: the index of each batch row within ``rows`` ``[Bs]`` (-1 for rows not in it)."""
+    """``[B]`` int64: the index of each batch row within ``rows`` ``[Bs]`` (-1: not in ``rows``)."""
     remap = torch.full((batch.batch_size,), -1, dtype=torch.int64, device=rows.device)
     remap[rows] = torch.arange(rows.numel(), device=rows.device)
     return remap
@@ -222,7 +222,7 @@ def _attend_group(
     group: SdpaAttentionGroup,
     scale: float,
 ):
-    """``[Tg, heads, d]`` attention of a group's queries ``q`` ``[Tg, heads, d]`` (one SDPA call)."""
+    """``[Tg, heads, d]`` attention of a group's queries ``q`` ``[Tg, heads, d]``, one SDPA call."""
     num_tokens, heads, d = q.shape
     kv_heads = k_slots.shape[1]
     bsz = group.gather_pages.numel() // -(-group.max_len // group.page_size)

@@ -120,9 +120,8 @@ class DecoderAttention(nn.Module):
         """
         t, heads, kv_heads = x.shape[0], self.num_heads, self.num_kv_heads
         k_slots, v_slots = kv.k_slots(self.layer_idx), kv.v_slots(self.layer_idx)
-        if (
-            cpu_attention(x) and k_slots.dtype == x.dtype
-        ):  # fused C ops: norm/rotary/store in one call
+        if cpu_attention(x) and k_slots.dtype == x.dtype:
+            # fused C ops: norm/rotary/store in one call
             q, k, v = self._project(x)
             qn, kn = (
                 (None, None) if self.q_norm is None else (self.q_norm.weight, self.k_norm.weight)
@@ -229,7 +228,9 @@ class DecoderModel(nn.Module):
 
 
 def layer_window(config, layer_idx: int):
-    """Sliding window of a layer: from ``config.layer_types`` when present, else ``config.sliding_window``."""
+    """Sliding window of a layer: from ``config.layer_types`` when present, else
+    ``config.sliding_window``.
+    """
     window = getattr(config, "sliding_window", None)
     types = getattr(config, "layer_types", None)
     if types:
@@ -366,7 +367,9 @@ class DecoderForCausalLM(nn.Module):
         return self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """``[T, hidden]`` embeddings of ``input_ids`` ``[T]`` (a quantized embedding dequantizes its rows)."""
+        """``[T, hidden]`` embeddings of ``input_ids`` ``[T]`` (a quantized embedding dequantizes
+        its rows).
+        """
         emb = self.model.embed_tokens
         return emb(input_ids) if not isinstance(emb, nn.Embedding) else emb.weight[input_ids]
 
@@ -394,9 +397,8 @@ class DecoderForCausalLM(nn.Module):
             ``[len(batch.logits_indices), vocab_size]`` float32 logits.
         """
         positions = batch.positions
-        if not (
-            positions.is_cuda and torch.cuda.is_current_stream_capturing()
-        ):  # no sync in a CUDA graph
+        if not (positions.is_cuda and torch.cuda.is_current_stream_capturing()):
+            # (no host sync inside a CUDA graph capture)
             self.rotary.ensure(int(positions.max()) + 1 if positions.numel() else 0)
         x = self.embed(batch.input_ids)  # [T, hidden]
         cos, sin = self.rotary(positions, x.dtype)  # [T, 1, d]

@@ -68,7 +68,9 @@ class DeepseekV3ForCausalLM(DecoderForCausalLM):
 
     @classmethod
     def normalize_state_dict(cls, state, config):
-        """Per-expert tensors -> fused; drop multi-token-prediction layers (index >= num_hidden_layers)."""
+        """Per-expert tensors -> fused; drop multi-token-prediction layers (index >=
+        num_hidden_layers).
+        """
         n = config.num_hidden_layers
         state = {
             k: v

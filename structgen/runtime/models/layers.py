@@ -209,7 +209,7 @@ class RotaryEmbedding(nn.Module):
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` ``[T, heads, head_dim]`` by cos/sin ``[T, 1, head_dim]`` (rotate-half layout)."""
+    """Rotate ``x`` ``[T, heads, head_dim]`` by cos/sin ``[T, 1, head_dim]``, rotate-half layout."""
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin

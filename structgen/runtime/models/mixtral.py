@@ -14,7 +14,9 @@ __all__ = ["MixtralForCausalLM"]
 
 
 class MixtralForCausalLM(MistralForCausalLM):
-    """Mixtral over paged KV (experts run grouped through :func:`~structgen.runtime.models.moe.fused_moe`)."""
+    """Mixtral over paged KV (experts run grouped through
+    :func:`~structgen.runtime.models.moe.fused_moe`).
+    """
 
     @classmethod
     def make_mlp(cls, config, layer_idx: int, dtype, device) -> SparseMoeBlock:

@@ -86,7 +86,9 @@ def apply_rotary_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tens
 
 
 def mla_softmax_scale(config) -> float:
-    """``qk_head_dim ** -0.5``, times ``mscale**2`` under YaRN with ``mscale_all_dim`` (as transformers)."""
+    """``qk_head_dim ** -0.5``, times ``mscale**2`` under YaRN with ``mscale_all_dim`` (as
+    transformers).
+    """
     scale = (config.qk_nope_head_dim + config.qk_rope_head_dim) ** -0.5
     params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
     if params.get("rope_type", params.get("type", "default")) != "default":
@@ -157,7 +159,9 @@ class MultiHeadLatentAttention(nn.Module):
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch, kv: KVPool
     ) -> torch.Tensor:
-        """``x`` ``[T, hidden]`` -> ``[T, hidden]``; writes the tokens' latent rows at ``batch.out_slots``."""
+        """``x`` ``[T, hidden]`` -> ``[T, hidden]``; writes the tokens' latent rows at
+        ``batch.out_slots``.
+        """
         t = x.shape[0]
         q = (
             self.q_proj(x)

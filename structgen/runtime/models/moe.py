@@ -109,8 +109,8 @@ def fused_moe_torch(
     """Weighted sum of each token's top-k SwiGLU experts, computed on tokens grouped by expert.
 
     The CPU (torch) path of :func:`fused_moe`, in ``hidden``'s dtype; it also takes quantized
-    experts as callables. Token-expert pairs are sorted by expert (one ``argsort``), so each expert runs one
-    matmul over all of its tokens; the only Python loop is over experts.
+    experts as callables. Token-expert pairs are sorted by expert (one ``argsort``), so each expert
+    runs one matmul over all of its tokens; the only Python loop is over experts.
 
     Args:
         hidden: ``[T, hidden]``.
@@ -234,9 +234,8 @@ class SparseMoeBlock(nn.Module):
             self.shared_expert_gate = Linear(hidden, 1, False, dtype, device)
         else:
             self.shared_expert = self.shared_expert_gate = None
-        self.last_topk_ids: torch.Tensor | None = (
-            None  # routing of the last call (tests compare it)
-        )
+        # routing of the last call (tests compare it)
+        self.last_topk_ids: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x [T, hidden] -> [T, hidden]``; records the routing in ``last_topk_ids``."""
@@ -249,7 +248,8 @@ class SparseMoeBlock(nn.Module):
 
 
 class GroupedTopkRouter(nn.Module):
-    """DeepSeek-V3 router: float32 ``weight`` ``[E, hidden]`` and ``e_score_correction_bias`` ``[E]``.
+    """DeepSeek-V3 router: float32 ``weight`` ``[E, hidden]`` and ``e_score_correction_bias``
+    ``[E]``.
 
     ``forward(x [T, hidden]) -> (weights [T, k] float32, ids [T, k])`` via
     :func:`route_grouped_sigmoid`. Not a ``Linear``, so quantization leaves it in float32.
@@ -311,9 +311,8 @@ class SharedExpertMoeBlock(nn.Module):
         self.gate = router
         self.experts = FusedExperts(num_experts, hidden, intermediate, dtype, device)
         self.shared_experts = GatedMLP(hidden, shared_intermediate, False, act, dtype, device)
-        self.last_topk_ids: torch.Tensor | None = (
-            None  # routing of the last call (tests compare it)
-        )
+        # routing of the last call (tests compare it)
+        self.last_topk_ids: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x [T, hidden] -> [T, hidden]``; records the routing in ``last_topk_ids``."""

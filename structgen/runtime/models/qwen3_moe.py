@@ -22,7 +22,9 @@ class Qwen3MoeForCausalLM(Qwen3ForCausalLM):
 
     @classmethod
     def attention_spec(cls, config, layer_idx: int) -> AttentionSpec:
-        """Qwen3's, but the window (set iff ``use_sliding_window``) applies to every layer, as in transformers."""
+        """Qwen3's, but the window (set iff ``use_sliding_window``) applies to every layer, as in
+        transformers.
+        """
         bias = bool(getattr(config, "attention_bias", False))
         return AttentionSpec(
             qkv_bias=bias,
@@ -56,7 +58,9 @@ class Qwen3MoeForCausalLM(Qwen3ForCausalLM):
 
     @classmethod
     def normalize_state_dict(cls, state, config):
-        """Per-expert ``mlp.experts.{e}.{gate,up,down}_proj`` (older checkpoints) -> fused tensors."""
+        """Per-expert ``mlp.experts.{e}.{gate,up,down}_proj`` (older checkpoints) -> fused
+        tensors.
+        """
         return stack_expert_weights(
             state, "mlp", "mlp", ("gate_proj", "up_proj", "down_proj"), config.num_experts
         )

@@ -56,7 +56,8 @@ class PagedSequences:
         """Extend each sequence ``sid`` by ``chunks[sid]`` in ONE ragged forward.
 
         Returns:
-            ``sid -> logits``: ``[len(chunk), vocab]`` if ``all_logits`` else ``[vocab]`` (last token).
+            ``sid -> logits``: ``[len(chunk), vocab]`` if ``all_logits`` else ``[vocab]`` (last
+            token).
         """
         sids = list(chunks)
         prefix = [len(self.tokens.get(s, [])) for s in sids]

@@ -36,7 +36,8 @@ def check_quantization(method: str | None) -> tuple[str | None, int | None]:
 
 @torch.no_grad()
 def quantize_model(model: nn.Module, method: str) -> nn.Module:
-    """Replace, in place, every ``Linear`` by a :class:`QuantLinear` and the embedding by an int8 one.
+    """Replace, in place, every ``Linear`` by a :class:`QuantLinear` and the embedding by an int8
+    one.
 
     ``int8``: linears int8 per output channel. ``int4[-gN]``: linears int4 with group N
     (64 by default); the untied ``lm_head`` stays int8 (as llama.cpp keeps the output

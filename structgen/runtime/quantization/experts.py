@@ -38,7 +38,8 @@ class QuantFusedExperts(nn.Module):
         super().__init__()
         if len(gate_up) != len(down) or not gate_up:
             raise ValueError(
-                f"need one gate_up and one down matrix per expert (got {len(gate_up)} and {len(down)})"
+                f"need one gate_up and one down matrix per expert (got {len(gate_up)} and "
+                f"{len(down)})"
             )
         self.num_experts = len(gate_up)
         self.gate_up = nn.ModuleList(gate_up)
@@ -49,8 +50,9 @@ class QuantFusedExperts(nn.Module):
     def quantize(
         cls, experts: FusedExperts, kind: str, group_size: int | None = None
     ) -> QuantFusedExperts:
-        """Quantize float experts: ``kind`` ``"int8"`` (per channel) or ``"int4"`` (group ``group_size``,
-        64 by default; a matrix torch's int4 packing cannot take falls back to int8).
+        """Quantize float experts: ``kind`` ``"int8"`` (per channel) or ``"int4"`` (group
+        ``group_size``, 64 by default; a matrix torch's int4 packing cannot take falls back to
+        int8).
         """
         gu = [_quantize(w, kind, group_size) for w in experts.gate_up_proj]
         dn = [_quantize(w, kind, group_size) for w in experts.down_proj]

@@ -35,7 +35,8 @@ __all__ = [
 def quantize_int8(
     w: torch.Tensor, group_size: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric int8 per output channel (``group_size=None``) or per group of ``group_size`` inputs.
+    """Symmetric int8 per output channel (``group_size=None``) or per group of ``group_size``
+    inputs.
 
     Args:
         w: ``[N, K]`` float weight.
@@ -62,7 +63,8 @@ def dequantize_int8(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
 
 
 def int8_to_group_major(q: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Grouped int8 ``q`` ``[N, K]``, ``scales`` ``[N, G]`` -> group-major ``q`` ``[G, N, K/G]``, ``scales`` ``[G, N]``.
+    """Grouped int8 ``q`` ``[N, K]``, ``scales`` ``[N, G]`` -> group-major ``q`` ``[G, N, K/G]``,
+    ``scales`` ``[G, N]``.
 
     Lossless re-layout: each group's ``[N, K/G]`` slice is contiguous, so the CPU path can run
     ``torch.ops.aten._weight_int8pack_mm`` once per group (GGUF Q8_0: 18 calls for K = 576),
@@ -126,7 +128,9 @@ def can_pack_int4(n: int, k: int, group_size: int) -> bool:
 
 
 def pack_int4(q: torch.Tensor) -> torch.Tensor:
-    """Pack ``q`` uint8 ``[N, K]`` (0..15) for ``_weight_int4pack_mm_for_cpu`` -> uint8 ``[N, K / 2]``."""
+    """Pack ``q`` uint8 ``[N, K]`` (0..15) for ``_weight_int4pack_mm_for_cpu`` -> uint8
+    ``[N, K / 2]``.
+    """
     return torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.to(torch.int32).contiguous(), 1)
 
 
@@ -142,7 +146,8 @@ def int4_scale_and_zeros(
 
 
 def pack_int4_rows(q: torch.Tensor) -> torch.Tensor:
-    """Pack ``q`` uint8 ``[N, K]`` (0..15, ``K % 32 == 0``) into the C kernel's ``[N, K / 2]`` layout.
+    """Pack ``q`` uint8 ``[N, K]`` (0..15, ``K % 32 == 0``) into the C kernel's ``[N, K / 2]``
+    layout.
 
     Per row, each block of 32 weights is 16 bytes; byte ``j`` holds weight ``j`` in its low
     nibble and weight ``j + 16`` in its high nibble (ggml's Q4_0/Q4_1 block order, so a GGUF

@@ -44,7 +44,9 @@ def repack_q8_0(raw: np.ndarray, shape: tuple[int, int]) -> tuple[torch.Tensor, 
 def repack_q4(
     raw: np.ndarray, shape: tuple[int, int], type_name: str
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(q uint8 [N, K] in 0..15, scales fp16 [G, N], mins fp16 [G, N])`` of a Q4_0 / Q4_1 tensor."""
+    """``(q uint8 [N, K] in 0..15, scales fp16 [G, N], mins fp16 [G, N])`` of a Q4_0 / Q4_1
+    tensor.
+    """
     if type_name == "Q4_1":
         b = _blocks(raw, shape, 20)
         d, m, qs = _f16(b, 0), _f16(b, 2), b[..., 4:20]
@@ -65,7 +67,8 @@ def native_module(
     dtype: torch.dtype,
     bias: torch.Tensor | None = None,
 ):
-    """A quantized module holding a GGUF tensor's blocks, or None if this tensor must be dequantized.
+    """A quantized module holding a GGUF tensor's blocks, or None if this tensor must be
+    dequantized.
 
     Args:
         raw: the tensor's bytes.
@@ -99,8 +102,8 @@ def _expert_matrix(raw: np.ndarray, type_name: str, shape: tuple[int, int]):
 
 
 def native_experts(gate: tuple, up: tuple, down: tuple):
-    """A :class:`~structgen.runtime.quantization.experts.QuantFusedExperts` holding llama.cpp's stacked
-    expert blocks (repacked losslessly), or None when they must be dequantized.
+    """A :class:`~structgen.runtime.quantization.experts.QuantFusedExperts` holding llama.cpp's
+    stacked expert blocks (repacked losslessly), or None when they must be dequantized.
 
     Args:
         gate: ``(raw bytes, ggml type name, numpy shape)`` of ``ffn_gate_exps`` ``[E, I, H]``.

@@ -127,7 +127,8 @@ def int4_matmul(
     act_dtype: torch.dtype | None = None,
     scale_zeros: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``x @ W.T`` for an int4 weight packed by :func:`pack_int4` (``scales``/``mins`` fp16 ``[G, N]``).
+    """``x @ W.T`` for an int4 weight packed by :func:`pack_int4` (``scales``/``mins`` fp16
+    ``[G, N]``).
 
     ``act_dtype``: dtype the kernel computes in (None: ``x``'s). ``scale_zeros``: the
     :func:`int4_scale_and_zeros` table in that dtype if the caller caches it (else rebuilt).
@@ -214,7 +215,8 @@ class QuantLinear(nn.Module):
     def from_int8(
         cls, q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None
     ) -> "QuantLinear":
-        """From ``q`` int8 ``[N, K]`` and ``scales`` ``[N, G]`` (kept in their dtype: fp16 for Q8_0).
+        """From ``q`` int8 ``[N, K]`` and ``scales`` ``[N, G]`` (kept in their dtype: fp16 for
+        Q8_0).
 
         Grouped weights (``G > 1``) are stored row-major for the C kernel (group size a multiple
         of 8) or, without it, group-major (:func:`int8_to_group_major`).
@@ -246,7 +248,8 @@ class QuantLinear(nn.Module):
         group = k // scales.shape[0]
         if not can_pack_int4(n, k, group):
             raise ValueError(
-                f"int4 packing needs N % 16 == 0 and K % group == 0 (got N={n}, K={k}, group={group})"
+                f"int4 packing needs N % 16 == 0 and K % group == 0 (got N={n}, K={k}, "
+                f"group={group})"
             )
         m = cls("int4", k, n, group, bias)
         if cpu_quant.available() and group % 32 == 0:
@@ -268,7 +271,9 @@ class QuantLinear(nn.Module):
         kind: str,
         group_size: int | None = None,
     ) -> "QuantLinear":
-        """Quantize a float ``[N, K]`` weight (int8: per channel unless ``group_size``; int4: grouped)."""
+        """Quantize a float ``[N, K]`` weight (int8: per channel unless ``group_size``; int4:
+        grouped).
+        """
         from structgen.runtime.quantization.formats import quantize_int4, quantize_int8
 
         if kind == "int8":
@@ -379,8 +384,9 @@ class QuantLinear(nn.Module):
         return y if y.dtype == x2.dtype else y.to(x2.dtype)
 
     def _cached_scale_zeros(self, dtype: torch.dtype) -> torch.Tensor:
-        """The torch layout's ``[G, N, 2]`` (scale, zero) table in ``dtype``, built once per dtype and
-        buffer storage (it is a pure function of the fp16 ``scales``/``mins``, so results are unchanged).
+        """The torch layout's ``[G, N, 2]`` (scale, zero) table in ``dtype``, built once per dtype
+        and buffer storage (it is a pure function of the fp16 ``scales``/``mins``, so results are
+        unchanged).
         """
         cache = self.__dict__.setdefault("_scale_zeros", {})
         key = (dtype, self.scales.data_ptr(), self.mins.data_ptr())
@@ -398,7 +404,8 @@ class QuantLinear(nn.Module):
 
 
 class QuantEmbedding(nn.Module):
-    """An int8 embedding (per row, or per group of 32 for GGUF Q8_0) that doubles as a tied output layer.
+    """An int8 embedding (per row, or per group of 32 for GGUF Q8_0) that doubles as a tied output
+    layer.
 
     ``forward(ids)`` dequantizes only the looked-up rows; :meth:`as_linear` is the
     tied ``lm_head`` (rows are output channels).
@@ -411,9 +418,8 @@ class QuantEmbedding(nn.Module):
         self.dtype = dtype
         self.num_embeddings, self.embedding_dim = q.shape
         group = self.embedding_dim // scales.shape[1]
-        if scales.shape[1] > 1 and not (
-            cpu_quant.available() and group % 8 == 0
-        ):  # grouped, no C kernel (GGUF Q8_0): group-major, for the tied output matmul
+        if scales.shape[1] > 1 and not (cpu_quant.available() and group % 8 == 0):
+            # grouped, no C kernel (GGUF Q8_0): group-major, for the tied output matmul
             q, scales = int8_to_group_major(q, scales)
         self.register_buffer("qweight", q.contiguous())
         self.register_buffer("scales", scales.contiguous())
@@ -440,7 +446,9 @@ class QuantEmbedding(nn.Module):
         return dequantize_int8(self.qweight[ids], self.scales[ids]).to(self.dtype)  # [T, hidden]
 
     def dequantized_weight(self) -> torch.Tensor:
-        """``[vocab, hidden]`` float32 table (the reference lookups and the tied matmul must match)."""
+        """``[vocab, hidden]`` float32 table (the reference lookups and the tied matmul must
+        match).
+        """
         return _dequantize_int8_any(self.qweight, self.scales)
 
     def as_linear(self, x: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,8 @@ Per step, :class:`SpeculativeDecoder`:
    point-mass proposal (n-gram) has ``q = onehot(d)``. The output distribution is the
    target's (``p`` is the distribution the plain sampler would draw from: grammar mask,
    ``min_tokens`` EOS ban, temperature, top-k / top-p / min-p).
-4. ``Scheduler.update_from_output`` sets ``num_computed_tokens`` to the verified length (the radix cache only
+4. ``Scheduler.update_from_output`` sets ``num_computed_tokens`` to the verified length (the radix
+cache only
    ever receives computed, hence verified, tokens; pages past the known tokens go back
    to the pool, ``Scheduler.trim_pages``) and applies the accepted tokens as if sampled
    one by one, stopping after the first one at which the grammar forces text: plain

@@ -1,8 +1,8 @@
 """The fused CPU decode step (csrc/decodestep.c) against the per-op path it replaces.
 
 It runs the same kernels in the same order, so logits and the KV cache must be equal bit for
-bit; the per-op path itself is checked against transformers in tests/runtime/test_models_families.py and
-cpu/test_ops.py.
+bit; the per-op path itself is checked against transformers in tests/runtime/test_models_families.py
+and cpu/test_ops.py.
 """
 
 from __future__ import annotations

@@ -212,7 +212,9 @@ def test_strided_rows_of_x_are_read_in_place(m, dtype):
 
 
 def test_bias_of_another_dtype_takes_f_linear():
-    """A bias whose dtype differs from x's is not read as x's dtype: F.linear decides (and raises)."""
+    """A bias whose dtype differs from x's is not read as x's dtype: F.linear decides (and
+    raises).
+    """
     x, w = torch.randn(2, 8).to(torch.bfloat16), torch.randn(4, 8).to(torch.bfloat16)
     bias = torch.randn(4)  # fp32
     try:

@@ -151,7 +151,8 @@ def test_paged_attention_matches_sdpa_over_gathered_keys():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_model_step_same_with_and_without_fused_ops(tmp_path, monkeypatch, family, dtype):
     """A ragged mixed step (a 20-token prefill chunk, a decode row, a 3-token extension) gives the
-    same logits through the fused ops as through the torch path (biases and a window: Qwen2; q/k norm: Qwen3; window: Mistral)."""
+    same logits through the fused ops as through the torch path (biases and a window: Qwen2; q/k
+    norm: Qwen3; window: Mistral)."""
     from structgen.runtime.forward_batch import ForwardBatch
     from structgen.runtime.loader import load_model
     from tests.runtime.test_loader import tiny_tokenizer

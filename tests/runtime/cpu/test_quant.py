@@ -38,7 +38,9 @@ def _close(
 
 
 def _q8_emulated(x: torch.Tensor) -> torch.Tensor:
-    """llama.cpp's Q8_0 activation rounding, as the kernel does it: per 32, q = rint(x * 127/amax)."""
+    """llama.cpp's Q8_0 activation rounding, as the kernel does it: per 32, q = rint(x *
+    127/amax).
+    """
     m, k = x.shape
     xb = x.reshape(m, k // 32, 32)
     amax = xb.abs().amax(-1, keepdim=True)
@@ -220,7 +222,8 @@ def test_fallback_without_extension(monkeypatch):
 @needs_kernel
 def test_smollm2_gguf_q8_activations_teacher_forced_agreement():
     """The default (Q8-activation) kernel path against the exact float32 one on SmolLM2's GGUF file:
-    decode steps at M = 1, teacher-forced on the exact path's greedy text, 10 prompts x 16 positions.
+    decode steps at M = 1, teacher-forced on the exact path's greedy text, 10 prompts x 16
+    positions.
     Measured: 152/160 (95%) argmax agreement (free-running greedy text drifts: 3 of 10 32-token
     continuations identical, vs 7 of 10 for torch's bf16-activation kernels; see RESULTS.md)."""
     from structgen.runtime.loader import load_model

@@ -18,7 +18,7 @@ attention backend ``"auto"``. Anything else (quantized or sharded layers, MoE, M
 longer steps, a forced backend) takes the per-op path.
 
 The plan is cached on the model for the last KV pool it ran over and checked every step (module and
-parameter identity and data pointers, about 0.1 ms for 30 layers): replacing a parameter
+parameter identity and data pointers): replacing a parameter
 (``load_state_dict(assign=True)``, ``.to()``), a layer (quantization) or the KV tensors
 rebuilds it, so a stale pointer is never followed. :func:`set_enabled` turns it off (an
 ``Engine`` applies ``structgen.env``'s ``decode_step`` setting), as does turning off the kernels it

@@ -14,9 +14,7 @@ packed kernels. :func:`set_enabled` turns it off (an ``Engine`` applies ``struct
 ``qkernel`` setting; benchmarks compare both paths).
 Threads: OpenMP over output rows (when built with it), ``torch.get_num_threads()`` of them unless
 :func:`set_threads` says otherwise (an ``Engine`` applies ``qkernel_threads``). The extension's
-libgomp.so.1 is the one torch already loaded (same soname), so there is one OpenMP pool. On our
-shared, loaded 2-core machine any 2-thread decode (torch's too) collapses (SmolLM2 GGUF: 3 vs 13
-tok/s), so benchmarks there run one thread.
+libgomp.so.1 is the one torch already loaded (same soname), so there is one OpenMP pool.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """A fast, minimal GGUF reader: metadata, tensor index, memory-mapped tensor bytes.
 
-``gguf.GGUFReader`` builds a numpy view per array element and takes ~4 s on the
-default model's 49k-token vocabulary; this reader walks the same header with
-``struct`` in ~0.1 s. The format follows ggml's ``docs/gguf.md`` (versions 2 and 3).
+``gguf.GGUFReader`` builds a numpy view per array element (slow on a large vocabulary);
+this reader walks the same header with ``struct``. The format follows ggml's ``docs/gguf.md``
+(versions 2 and 3).
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ class SdpaAttentionGroup:
         gather_pages: ``[Bg * P]`` int64, the first ``P = ceil(L / page_size)`` pages of
             each sequence, row-major (``L`` = the group's longest prefix + extension; a
             sequence with fewer pages pads with page 0, whose keys are masked). Whole pages
-            are gathered (``index_select`` over page rows: about 3x faster than per-slot
-            indexing on CPU), then cut to ``L`` positions.
+            are gathered (``index_select`` over page rows, not per-slot indexing), then cut
+            to ``L`` positions.
         max_len: ``L``.
         page_size: tokens per page.
         q_rows: ``[Tg]`` int64, group row of each of the group's tokens.

@@ -11,13 +11,13 @@ see ``benchmarks/bench_models.py`` and its section of ``benchmarks/RESULTS.md``)
   dequantized in C for a float32 ``F.linear``. With ``activation_dtype`` float32 (or None and
   float32 inputs) the kernel is exact in float32; otherwise (the bfloat16 default) it
   quantizes activations to int8 per block of 32, as llama.cpp does (Q8_0 activations), and
-  uses integer dot products: 1.4-1.7x faster at decode shapes, relative error ~1e-2 of a
-  random-input output (the bf16-activation error of torch's kernels is of the same order).
+  uses integer dot products (faster; relative error ~1e-2 of a random-input output, the
+  bf16-activation error of torch's kernels being of the same order).
 * without it (no compiler at install; one warning): int8 per output channel through
   ``torch.ops.aten._weight_int8pack_mm``; grouped int8 stored group-major (``[G, N, K/G]``),
   one ``_weight_int8pack_mm`` per group, summed in float32; int4 grouped through
   ``torch.ops.aten._weight_int4pack_mm_for_cpu`` with its (scale, zero) table cached per
-  activation dtype. Both packed torch kernels are ~30x faster with bfloat16 activations than
+  activation dtype. Both packed torch kernels are much faster with bfloat16 activations than
   with float32 ones, so the activations of a float32 model are cast to ``activation_dtype``
   (bfloat16 by default) for them and the result cast back; float32 activations make them
   exact (tests compare against dequantized weights so).
@@ -373,7 +373,7 @@ class QuantLinear(nn.Module):
 
     def _kernel_forward(self, x2: torch.Tensor) -> torch.Tensor:
         """``[M, K]`` -> ``[M, N]`` in ``x2``'s dtype through :mod:`cpu_quant` (buffers read from
-        ``_buffers`` directly: ``nn.Module.__getattr__`` costs ~0.5 us per buffer per call).
+        ``_buffers`` directly, bypassing ``nn.Module.__getattr__`` on the decode path).
         """
         b = self._buffers
         q8 = (self.activation_dtype or x2.dtype) != torch.float32

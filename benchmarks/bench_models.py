@@ -1,4 +1,4 @@
-"""Model precisions on CPU: weight memory and batch-1 decode tokens/s, with transformers in the same run.
+"""Model precisions on CPU: weight memory and batch-1 decode tokens/s vs transformers, one run.
 
 Measured in one run (greedy, ``ignore_eos``, one request at a time):
   1. kernels at batch 1 for SmolLM2's MLP shapes (1536x576, 576x1536) and its tied Q8_0 output
@@ -6,9 +6,9 @@ Measured in one run (greedy, ``ignore_eos``, one request at a time):
      matmuls (fp32 and bf16 activations) vs dequantizing the weight per call;
   2. SmolLM2-135M-Instruct through ``Engine``: fp32, bf16, int8, int4 (group 64) and the
      GGUF file's own Q4_1/Q8_0 blocks kept quantized ("gguf"), the last two also with a
-     bfloat16 model (no fp32 <-> bf16 activation casts around the packed kernels), against transformers fp32
-     ``generate`` on the same (dequantized) weights, and llama-cpp-python on the same file
-     where it is installed;
+     bfloat16 model (no fp32 <-> bf16 activation casts around the packed kernels), against
+     transformers fp32 ``generate`` on the same (dequantized) weights, and llama-cpp-python on the
+     same file where it is installed;
   3. a small random Mixtral-style MoE (8 experts, top-2) through ``Engine`` (fp32, int8, int4)
      vs transformers fp32;
   4. a profile of one int4 and one GGUF-native decode (top operators by self CPU time).
@@ -40,12 +40,18 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_e2e import PROMPT
+from bench_e2e import PROMPT  # noqa: E402 - importable only once benchmarks/ is on sys.path
 
-PRECISIONS = [("fp32", "float32", None), ("bf16", "bfloat16", None), ("int8", "float32", "int8"),
-              ("int4-g64", "float32", "int4"), ("gguf-native (Q4_1/Q8_0)", "float32", "gguf"),
-              ("int4-g64, torch kernels", "float32", "int4"), ("gguf-native, torch kernels", "float32", "gguf"),
-              ("gguf-native, bf16 model", "bfloat16", "gguf")]
+PRECISIONS = [
+    ("fp32", "float32", None),
+    ("bf16", "bfloat16", None),
+    ("int8", "float32", "int8"),
+    ("int4-g64", "float32", "int4"),
+    ("gguf-native (Q4_1/Q8_0)", "float32", "gguf"),
+    ("int4-g64, torch kernels", "float32", "int4"),
+    ("gguf-native, torch kernels", "float32", "gguf"),
+    ("gguf-native, bf16 model", "bfloat16", "gguf"),
+]
 
 
 def _us(fn, min_time: float = 0.3) -> float:
@@ -71,7 +77,10 @@ def _mlp_cases(n: int, k: int) -> dict:
     s8f, s8b = s8.view(n), s8.view(n).bfloat16()
     q4, s4, m4 = quantize_int4(w, 64)
     p4 = pack_int4(q4)
-    sz, szb = int4_scale_and_zeros(s4, m4, torch.float32), int4_scale_and_zeros(s4, m4, torch.bfloat16)
+    sz, szb = (
+        int4_scale_and_zeros(s4, m4, torch.float32),
+        int4_scale_and_zeros(s4, m4, torch.bfloat16),
+    )
     int8mm, int4mm = torch.ops.aten._weight_int8pack_mm, torch.ops.aten._weight_int4pack_mm_for_cpu
     return {
         "fp32 F.linear": lambda: F.linear(x, w),
@@ -81,7 +90,9 @@ def _mlp_cases(n: int, k: int) -> dict:
         "int8 dequantize per call + fp32 F.linear": lambda: F.linear(x, dequantize_int8(q8, s8)),
         "_weight_int4pack_mm_for_cpu g64, fp32 act": lambda: int4mm(x, p4, 64, sz),
         "_weight_int4pack_mm_for_cpu g64, bf16 act": lambda: int4mm(xb, p4, 64, szb),
-        "int4 dequantize per call + fp32 F.linear": lambda: F.linear(x, dequantize_int4(q4, s4, m4)),
+        "int4 dequantize per call + fp32 F.linear": lambda: F.linear(
+            x, dequantize_int4(q4, s4, m4)
+        ),
         **_ours_cases(x, q8, s8, q4, s4, m4, 64),
     }
 
@@ -97,8 +108,12 @@ def _ours_cases(x, q8, s8, q4, s4, m4, group: int) -> dict:
     return {
         "ours: int8 C kernel, fp32 act (exact)": lambda: cpu_quant.int8_mm(x, q8, s8),
         "ours: int8 C kernel, Q8 act": lambda: cpu_quant.int8_mm(x, q8, s8, q8=True),
-        f"ours: int4 C kernel g{group}, fp32 act (exact)": lambda: cpu_quant.int4_mm(x, p, st, mt, group),
-        f"ours: int4 C kernel g{group}, Q8 act": lambda: cpu_quant.int4_mm(x, p, st, mt, group, q8=True),
+        f"ours: int4 C kernel g{group}, fp32 act (exact)": lambda: cpu_quant.int4_mm(
+            x, p, st, mt, group
+        ),
+        f"ours: int4 C kernel g{group}, Q8 act": lambda: cpu_quant.int4_mm(
+            x, p, st, mt, group, q8=True
+        ),
     }
 
 
@@ -121,15 +136,38 @@ def bench_kernels() -> list[tuple[str, str, float]]:
     qg, sg = int8_to_group_major(q, s.half())
     shape = f"{n}x{k} Q8_0"
     rows.append((shape, "fp32 F.linear", _us(lambda: F.linear(x, w))))
-    rows.append((shape, "Q8_0 dequantize per call + fp32 F.linear", _us(lambda: F.linear(x, dequantize_int8(q, s)))))
-    rows.append((shape, "Q8_0 group-major, 18 x _weight_int8pack_mm (torch fallback)",
-                 _us(lambda: int8_matmul(x, qg, sg, torch.bfloat16))))
+    rows.append(
+        (
+            shape,
+            "Q8_0 dequantize per call + fp32 F.linear",
+            _us(lambda: F.linear(x, dequantize_int8(q, s))),
+        )
+    )
+    rows.append(
+        (
+            shape,
+            "Q8_0 group-major, 18 x _weight_int8pack_mm (torch fallback)",
+            _us(lambda: int8_matmul(x, qg, sg, torch.bfloat16)),
+        )
+    )
     from structgen.runtime.cpu import quant as cpu_quant
 
     if cpu_quant.available():
         sh = s.half()
-        rows.append((shape, "ours: Q8_0 C kernel, fp32 act (exact)", _us(lambda: cpu_quant.int8_mm(x, q, sh))))
-        rows.append((shape, "ours: Q8_0 C kernel, Q8 act", _us(lambda: cpu_quant.int8_mm(x, q, sh, q8=True))))
+        rows.append(
+            (
+                shape,
+                "ours: Q8_0 C kernel, fp32 act (exact)",
+                _us(lambda: cpu_quant.int8_mm(x, q, sh)),
+            )
+        )
+        rows.append(
+            (
+                shape,
+                "ours: Q8_0 C kernel, Q8 act",
+                _us(lambda: cpu_quant.int8_mm(x, q, sh, q8=True)),
+            )
+        )
     return rows
 
 
@@ -143,7 +181,12 @@ def _timed_generate(engine, tokens: int) -> dict:
     out = engine.generate([PROMPT], params)[0]
     total, cpu = time.perf_counter() - t0, time.process_time() - c0
     n, ttft = len(out.token_ids), out.metrics.ttft_s
-    return {"ttft_s": ttft, "decode_tok_s": (n - 1) / (total - ttft), "cpu_tok_s": n / cpu, "tokens": n}
+    return {
+        "ttft_s": ttft,
+        "decode_tok_s": (n - 1) / (total - ttft),
+        "cpu_tok_s": n / cpu,
+        "tokens": n,
+    }
 
 
 def bench_smollm2(tokens: int) -> list[dict]:
@@ -172,10 +215,22 @@ def bench_smollm2(tokens: int) -> list[dict]:
     rows.append({"system": "transformers fp32", "weight_mb": wb / 2**20, **r})
     print(rows[-1], flush=True)
     if importlib.util.find_spec("llama_cpp") is None:
-        rows.append({"system": "llama.cpp (llama-cpp-python not installed)", "weight_mb": float("nan"),
-                     "decode_tok_s": float("nan"), "ttft_s": float("nan"), "tokens": 0})
+        rows.append(
+            {
+                "system": "llama.cpp (llama-cpp-python not installed)",
+                "weight_mb": float("nan"),
+                "decode_tok_s": float("nan"),
+                "ttft_s": float("nan"),
+                "tokens": 0,
+            }
+        )
     else:
-        rows.append({"system": "llama.cpp (llama-cpp-python, same GGUF file)", **_llama_cpp_generate(ids, tokens)})
+        rows.append(
+            {
+                "system": "llama.cpp (llama-cpp-python, same GGUF file)",
+                **_llama_cpp_generate(ids, tokens),
+            }
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -190,20 +245,29 @@ def _llama_cpp_generate(ids: list[int], tokens: int) -> dict:
 
     path = default_model_path()
     threads = torch.get_num_threads()
-    llm = Llama(model_path=str(path), n_ctx=2048, n_threads=threads, n_threads_batch=threads, verbose=False)
+    llm = Llama(
+        model_path=str(path), n_ctx=2048, n_threads=threads, n_threads_batch=threads, verbose=False
+    )
     ban = {llm.token_eos(): -1e9}
     list(llm.create_completion(ids, max_tokens=4, temperature=0.0, stream=True))  # warm-up
     llm.reset()
     t0, c0 = time.perf_counter(), time.process_time()
     n, ttft = 0, 0.0
-    for _ in llm.create_completion(ids, max_tokens=tokens, temperature=0.0, stream=True, logit_bias=ban):
+    for _ in llm.create_completion(
+        ids, max_tokens=tokens, temperature=0.0, stream=True, logit_bias=ban
+    ):
         n += 1
         if n == 1:
             ttft = time.perf_counter() - t0
     total, cpu = time.perf_counter() - t0, time.process_time() - c0
     n = min(n, tokens)  # the stream's last chunk only carries finish_reason
-    return {"weight_mb": Path(path).stat().st_size / 2**20, "ttft_s": ttft,
-            "decode_tok_s": (n - 1) / (total - ttft), "cpu_tok_s": n / cpu, "tokens": n}
+    return {
+        "weight_mb": Path(path).stat().st_size / 2**20,
+        "ttft_s": ttft,
+        "decode_tok_s": (n - 1) / (total - ttft),
+        "cpu_tok_s": n / cpu,
+        "tokens": n,
+    }
 
 
 def _tiny_moe_folder(folder: Path) -> None:
@@ -215,9 +279,18 @@ def _tiny_moe_folder(folder: Path) -> None:
 
     tok = load_model(None).tokenizer
     cfg = transformers.MixtralConfig(
-        vocab_size=len(tok), hidden_size=256, intermediate_size=512, num_hidden_layers=6, num_attention_heads=8,
-        num_key_value_heads=2, num_local_experts=8, num_experts_per_tok=2, max_position_embeddings=2048,
-        tie_word_embeddings=True, sliding_window=None, eos_token_id=tok.eos_token_id,
+        vocab_size=len(tok),
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=6,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        num_local_experts=8,
+        num_experts_per_tok=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        sliding_window=None,
+        eos_token_id=tok.eos_token_id,
     )
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(cfg).save_pretrained(str(folder))
@@ -236,16 +309,22 @@ def bench_moe(tokens: int) -> list[dict]:
             eng = Engine(model=str(folder), dtype="float32", quantization=quant, max_kv_tokens=4096)
             mem = eng.memory_report()
             r = _timed_generate(eng, tokens)
-            rows.append({"system": f"structgen MoE {label}", "weight_mb": mem["weight_bytes"] / 2**20, **r})
+            rows.append(
+                {"system": f"structgen MoE {label}", "weight_mb": mem["weight_bytes"] / 2**20, **r}
+            )
             print(rows[-1], flush=True)
             del eng
-        rows.append({"system": "transformers MoE fp32", **_hf_generate_folder(folder, tokens, load_model)})
+        rows.append(
+            {"system": "transformers MoE fp32", **_hf_generate_folder(folder, tokens, load_model)}
+        )
         print(rows[-1], flush=True)
     return rows
 
 
 def _chat_ids(tok) -> list[int]:
-    enc = tok.apply_chat_template(PROMPT, add_generation_prompt=True, tokenize=True, return_dict=True)
+    enc = tok.apply_chat_template(
+        PROMPT, add_generation_prompt=True, tokenize=True, return_dict=True
+    )
     return list(enc["input_ids"])
 
 
@@ -260,7 +339,9 @@ def _hf_generate_folder(folder: Path, tokens: int, load_model) -> dict:
 
 
 def _hf_llama(loaded):
-    """transformers' LlamaForCausalLM (fp32) holding structgen's loaded (dequantized) SmolLM2 weights."""
+    """transformers' LlamaForCausalLM (fp32) holding structgen's loaded (dequantized) SmolLM2
+    weights.
+    """
     from transformers import LlamaForCausalLM
 
     model = LlamaForCausalLM(loaded.config).float().eval()
@@ -271,7 +352,7 @@ def _hf_llama(loaded):
 
 
 def _hf_generate(model, ids: torch.Tensor, tokens: int) -> dict:
-    """transformers ``generate`` timed as :func:`_timed_generate` (wall decode rate, tokens per CPU s)."""
+    """transformers ``generate`` timed as :func:`_timed_generate` (wall rate, tokens per CPU s)."""
     kw = {"do_sample": False, "pad_token_id": 0, "eos_token_id": None}
     with torch.no_grad():
         model.generate(ids, max_new_tokens=4, min_new_tokens=4, **kw)
@@ -282,7 +363,12 @@ def _hf_generate(model, ids: torch.Tensor, tokens: int) -> dict:
         out = model.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, **kw)
         total, cpu = time.perf_counter() - t0, time.process_time() - c0
     n = out.shape[1] - ids.shape[1]
-    return {"ttft_s": ttft, "decode_tok_s": (n - 1) / max(total - ttft, 1e-9), "cpu_tok_s": n / cpu, "tokens": n}
+    return {
+        "ttft_s": ttft,
+        "decode_tok_s": (n - 1) / max(total - ttft, 1e-9),
+        "cpu_tok_s": n / cpu,
+        "tokens": n,
+    }
 
 
 def _labelled(label: str, fn):
@@ -296,7 +382,7 @@ def _labelled(label: str, fn):
 
 
 def profile_decode(quant: str, tokens: int = 16, top: int = 10) -> list[tuple[str, float, int]]:
-    """Top operators by self CPU time over ``tokens`` decode steps: (name, ms per token, calls per token)."""
+    """Top operators by self CPU time over ``tokens`` decode steps: (name, ms, calls per token)."""
     from torch.profiler import ProfilerActivity, profile
 
     from structgen import Engine, SamplingParams
@@ -310,7 +396,9 @@ def profile_decode(quant: str, tokens: int = 16, top: int = 10) -> list[tuple[st
         setattr(cpu_quant, name, _labelled(f"qkernel.{name} (ours, C)", fn))
     try:
         with profile(activities=[ProfilerActivity.CPU]) as prof:
-            eng.generate([prompt], SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True))
+            eng.generate(
+                [prompt], SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+            )
     finally:
         for name, fn in saved.items():
             setattr(cpu_quant, name, fn)
@@ -334,7 +422,11 @@ def _plot(smol: list[dict], moe: list[dict], path: Path) -> None:
     axes[0].set_xlabel("batch-1 decode tokens/s (SmolLM2-135M)")
     axes[1].barh(names, [r["weight_mb"] for r in rows], color="tab:orange")
     axes[1].set_xlabel("weight memory, MiB")
-    axes[2].barh([r["system"].replace("structgen ", "") for r in moe], [r["decode_tok_s"] for r in moe], color="tab:green")
+    axes[2].barh(
+        [r["system"].replace("structgen ", "") for r in moe],
+        [r["decode_tok_s"] for r in moe],
+        color="tab:green",
+    )
     axes[2].set_xlabel("batch-1 decode tokens/s (random MoE)")
     for ax in axes:
         ax.invert_yaxis()
@@ -350,7 +442,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
 
-    print("\n### Kernels at batch 1 (microseconds, median)\n\n| weight | method | us |\n|---|---|---:|")
+    print(
+        "\n### Kernels at batch 1 (microseconds, median)\n\n| weight | method | us "
+        "|\n|---|---|---:|"
+    )
     for shape, name, us in bench_kernels():
         print(f"| {shape} | {name} | {us:.0f} |")
 
@@ -358,21 +453,35 @@ def main() -> None:
     base = next(r for r in smol if r["system"] == "transformers fp32")["decode_tok_s"]
     print(f"\n### SmolLM2-135M, batch-1 decode ({args.tokens} tokens)\n")
     cbase = next(r for r in smol if r["system"] == "transformers fp32")["cpu_tok_s"]
-    print("| system | weight MiB | decode tok/s (wall) | x transformers fp32 | tok per CPU s | x transformers fp32 "
-          "(CPU) | TTFT s |\n|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| system | weight MiB | decode tok/s (wall) | x transformers fp32 | tok per CPU s | x "
+        "transformers fp32 "
+        "(CPU) | TTFT s |\n|---|---:|---:|---:|---:|---:|---:|"
+    )
     for r in smol:
-        print(f"| {r['system']} | {r['weight_mb']:.1f} | {r['decode_tok_s']:.1f} | {r['decode_tok_s'] / base:.2f} | "
-              f"{r.get('cpu_tok_s', float('nan')):.1f} | {r.get('cpu_tok_s', float('nan')) / cbase:.2f} | "
-              f"{r['ttft_s']:.3f} |")
+        print(
+            f"| {r['system']} | {r['weight_mb']:.1f} | {r['decode_tok_s']:.1f} | "
+            f"{r['decode_tok_s'] / base:.2f} | "
+            f"{r.get('cpu_tok_s', float('nan')):.1f} | "
+            f"{r.get('cpu_tok_s', float('nan')) / cbase:.2f} | "
+            f"{r['ttft_s']:.3f} |"
+        )
 
     moe = bench_moe(args.tokens)
     mbase, mcbase = moe[-1]["decode_tok_s"], moe[-1]["cpu_tok_s"]
-    print("\n### Random Mixtral-style MoE (6 layers, hidden 256, 8 experts top-2), batch-1 decode\n")
-    print("| system | weight MiB | decode tok/s | x transformers fp32 | tok per CPU s | x (CPU) |\n"
-          "|---|---:|---:|---:|---:|---:|")
+    print(
+        "\n### Random Mixtral-style MoE (6 layers, hidden 256, 8 experts top-2), batch-1 decode\n"
+    )
+    print(
+        "| system | weight MiB | decode tok/s | x transformers fp32 | tok per CPU s | x (CPU) |\n"
+        "|---|---:|---:|---:|---:|---:|"
+    )
     for r in moe:
-        print(f"| {r['system']} | {r['weight_mb']:.1f} | {r['decode_tok_s']:.1f} | {r['decode_tok_s'] / mbase:.2f} | "
-              f"{r['cpu_tok_s']:.1f} | {r['cpu_tok_s'] / mcbase:.2f} |")
+        print(
+            f"| {r['system']} | {r['weight_mb']:.1f} | {r['decode_tok_s']:.1f} | "
+            f"{r['decode_tok_s'] / mbase:.2f} | "
+            f"{r['cpu_tok_s']:.1f} | {r['cpu_tok_s'] / mcbase:.2f} |"
+        )
 
     for quant in ("int4", "gguf"):
         print(f"\n### Profile: structgen {quant} decode, top operators by self CPU time\n")

@@ -38,26 +38,39 @@ def routing(path: str, num_prefixes: int, per_prefix: int, kv_tokens: int) -> li
 
     rng = random.Random(0)
     words = "The quick brown fox jumps over the lazy dog nurse works Lyon function return".split()
-    prefixes = [f"[{i}] " + " ".join(rng.choice(words) for _ in range(120)) + " " for i in range(num_prefixes)]
-    reqs = [(p, f"question {j} about {i}") for i, p in enumerate(prefixes) for j in range(per_prefix)]
+    prefixes = [
+        f"[{i}] " + " ".join(rng.choice(words) for _ in range(120)) + " "
+        for i in range(num_prefixes)
+    ]
+    reqs = [
+        (p, f"question {j} about {i}") for i, p in enumerate(prefixes) for j in range(per_prefix)
+    ]
     rng.shuffle(reqs)
     params = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
     rows = []
     for policy in tqdm(["cache-aware", "round-robin"], desc="routing"):
-        with Engine(path, data_parallel_size=2, dtype="float32", max_kv_tokens=kv_tokens,
-                    page_size=16) as engine:
+        with Engine(
+            path, data_parallel_size=2, dtype="float32", max_kv_tokens=kv_tokens, page_size=16
+        ) as engine:
             if policy == "round-robin":
                 engine.router.cache_threshold = 2.0  # never route by cache
             t0 = time.perf_counter()
             for start in range(0, len(reqs), 8):  # waves of 8 concurrent requests
-                outs = engine.generate([p + q for p, q in reqs[start:start + 8]], params)
+                outs = engine.generate([p + q for p, q in reqs[start : start + 8]], params)
                 bad = [o.error for o in outs if o.finish_reason == "error"]
                 assert not bad, bad
             wall = time.perf_counter() - t0
             st = engine.stats()
-        rows.append({"policy": policy, "hit_rate": st["prefix_hit_rate"], "wall_s": wall,
-                     "hit_tokens": st["prefix_hit_tokens"], "prompt_tokens": st["prompt_tokens"],
-                     "routed": st["routed"]})
+        rows.append(
+            {
+                "policy": policy,
+                "hit_rate": st["prefix_hit_rate"],
+                "wall_s": wall,
+                "hit_tokens": st["prefix_hit_tokens"],
+                "prompt_tokens": st["prompt_tokens"],
+                "routed": st["routed"],
+            }
+        )
     return rows
 
 
@@ -66,8 +79,9 @@ def tp_overhead(path: str, steps: int) -> list[dict]:
 
     rows = []
     for tp in (1, 2):
-        with Engine(path, tensor_parallel_size=tp, dtype="float32", max_kv_tokens=4096,
-                    page_size=16) as engine:
+        with Engine(
+            path, tensor_parallel_size=tp, dtype="float32", max_kv_tokens=4096, page_size=16
+        ) as engine:
             pool = engine.pool
             batch = 8
             tables = [pool.alloc(8) for _ in range(batch)]
@@ -78,8 +92,13 @@ def tp_overhead(path: str, steps: int) -> list[dict]:
                 engine.runner.forward([[9]] * batch, [4 + i] * batch, tables)
                 times.append(time.perf_counter() - t0)
             times.sort()
-            rows.append({"tp": tp, "p50_ms": 1e3 * times[len(times) // 2],
-                         "p90_ms": 1e3 * times[int(len(times) * 0.9)]})
+            rows.append(
+                {
+                    "tp": tp,
+                    "p50_ms": 1e3 * times[len(times) // 2],
+                    "p90_ms": 1e3 * times[int(len(times) * 0.9)],
+                }
+            )
     return rows
 
 
@@ -94,23 +113,36 @@ def main() -> None:
         route = routing(path, num_prefixes, per_prefix, kv_tokens=num_prefixes * 205 // 2 + 4 * 230)
         tp = tp_overhead(path, steps)
     base = route[1]
-    print("\n| routing | prefix hit rate | hit tokens / prompt tokens | wall s | routed | hit rate vs round-robin | wall vs round-robin |")
+    print(
+        "\n| routing | prefix hit rate | hit tokens / prompt tokens | wall s | routed | hit rate "
+        "vs round-robin | wall vs round-robin |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in route:
-        print(f"| {r['policy']} | {r['hit_rate']:.3f} | {r['hit_tokens']} / {r['prompt_tokens']} | "
-              f"{r['wall_s']:.2f} | {r['routed']} | {r['hit_rate'] / max(base['hit_rate'], 1e-9):.2f}x | "
-              f"{r['wall_s'] / base['wall_s']:.2f}x |")
+        print(
+            f"| {r['policy']} | {r['hit_rate']:.3f} | {r['hit_tokens']} / {r['prompt_tokens']} | "
+            f"{r['wall_s']:.2f} | {r['routed']} | "
+            f"{r['hit_rate'] / max(base['hit_rate'], 1e-9):.2f}x | "
+            f"{r['wall_s'] / base['wall_s']:.2f}x |"
+        )
     print("\n| tensor parallel | decode step p50 ms (batch 8) | p90 ms | vs TP=1 |")
     print("|---|---|---|---|")
     for r in tp:
-        print(f"| TP={r['tp']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {r['p50_ms'] / tp[0]['p50_ms']:.2f}x |")
+        print(
+            f"| TP={r['tp']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | "
+            f"{r['p50_ms'] / tp[0]['p50_ms']:.2f}x |"
+        )
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.5))
-    a.bar([r["policy"] for r in route], [r["hit_rate"] for r in route], color=["tab:green", "tab:gray"])
+    a.bar(
+        [r["policy"] for r in route],
+        [r["hit_rate"] for r in route],
+        color=["tab:green", "tab:gray"],
+    )
     a.set_ylabel("prefix-cache hit rate")
     a.set_title(f"DP=2, {num_prefixes} prefixes x {per_prefix}")
     b.bar([f"TP={r['tp']}" for r in tp], [r["p50_ms"] for r in tp], color=["tab:gray", "tab:blue"])

@@ -13,7 +13,8 @@ Measured in one run, against the baselines named in each table:
   5. KV memory at the peak of workload 1: bytes holding live tokens / bytes allocated,
      vs a static batch x max_len allocation.
 
-Run:  python benchmarks/bench_runtime.py [--quick] [--workloads 1,2,3,4] [--out benchmarks/RESULTS.md]
+Run:  python benchmarks/bench_runtime.py [--quick] [--workloads 1,2,3,4]
+          [--out benchmarks/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from bench_e2e import PROMPT, bench_structgen, bench_transformers  # noqa: E402
 
 from structgen import Engine, SamplingParams  # noqa: E402
 
-WORDS = ("the model reads pages of text and the cache keeps what was computed before so that "
-         "requests sharing a prefix start faster while the scheduler batches them").split()
+WORDS = (
+    "the model reads pages of text and the cache keeps what was computed before so that "
+    "requests sharing a prefix start faster while the scheduler batches them"
+).split()
 
 
 def _random_prompt_ids(engine: Engine, rng: random.Random, n_tokens: int) -> list[int]:
@@ -64,9 +67,15 @@ def workload_throughput(engine: Engine, n: int, batch1_sample: int, seed: int = 
     hf_tps = _transformers_throughput(engine, prompts, outs)
     max_len = max(len(p) + m for p, m in zip(prompts, outs))
     static_live = sum(len(p) + m for p, m in zip(prompts, outs)) / (n * max_len)
-    return {"structgen_tps": total_out / sg_time, "batch1_tps": b1_tokens / b1_time,
-            "hf_tps": hf_tps, "kv_live_fraction": kv, "static_live_fraction": static_live,
-            "n": n, "output_tokens": total_out}
+    return {
+        "structgen_tps": total_out / sg_time,
+        "batch1_tps": b1_tokens / b1_time,
+        "hf_tps": hf_tps,
+        "kv_live_fraction": kv,
+        "static_live_fraction": static_live,
+        "n": n,
+        "output_tokens": total_out,
+    }
 
 
 class _track_kv_peak:
@@ -102,13 +111,19 @@ def _transformers_throughput(engine: Engine, prompts: list[list[int]], outs: lis
     ids = torch.zeros((len(prompts), width), dtype=torch.int64)
     mask = torch.zeros_like(ids)
     for i, p in enumerate(prompts):  # left padding
-        ids[i, width - len(p):] = torch.tensor(p)
-        mask[i, width - len(p):] = 1
+        ids[i, width - len(p) :] = torch.tensor(p)
+        mask[i, width - len(p) :] = 1
     m = max(outs)
     t0 = time.perf_counter()
     with torch.no_grad():
-        model.generate(ids, attention_mask=mask, max_new_tokens=m, min_new_tokens=m,
-                       do_sample=False, pad_token_id=0)
+        model.generate(
+            ids,
+            attention_mask=mask,
+            max_new_tokens=m,
+            min_new_tokens=m,
+            do_sample=False,
+            pad_token_id=0,
+        )
     dt = time.perf_counter() - t0
     return sum(outs) / dt  # useful tokens only: padding rows past their length are waste
 
@@ -135,21 +150,27 @@ def workload_multi_turn(engine_factory, convs: int = 8, turns: int = 5) -> dict:
     for cache in (True, False):
         engine = engine_factory(prefix_cache=cache)
         rng = random.Random(2)
-        histories = [[{"role": "system", "content": "You are a helpful assistant."}]
-                     for _ in range(convs)]
+        histories = [
+            [{"role": "system", "content": "You are a helpful assistant."}] for _ in range(convs)
+        ]
         computed = total = 0
         params = SamplingParams(max_tokens=24, temperature=0.0)
         for _ in range(turns):
             for h in histories:
-                h.append({"role": "user", "content": " ".join(rng.choice(WORDS) for _ in range(12))})
+                h.append(
+                    {"role": "user", "content": " ".join(rng.choice(WORDS) for _ in range(12))}
+                )
             outs = engine.generate([list(h) for h in histories], params)
             for h, o in zip(histories, outs):
                 h.append({"role": "assistant", "content": o.text})
                 total += o.metrics.num_prompt_tokens
                 computed += o.metrics.num_prompt_tokens - o.metrics.cached_tokens
         res[cache] = (computed, total)
-    return {"computed_cache": res[True][0], "computed_nocache": res[False][0],
-            "prompt_tokens": res[True][1]}
+    return {
+        "computed_cache": res[True][0],
+        "computed_nocache": res[False][0],
+        "prompt_tokens": res[True][1],
+    }
 
 
 def profile_decode(engine: Engine, steps: int = 32) -> str:
@@ -178,12 +199,19 @@ def profile_decode(engine: Engine, steps: int = 32) -> str:
     stats = pstats.Stats(prof).stats  # (file, line, name) -> (cc, nc, tottime, cumtime, callers)
     rows = sorted(((v[2], v[1], k) for k, v in stats.items()), reverse=True)[:10]
     total = sum(v[2] for v in stats.values())
-    out = [f"{steps} decode steps, {1000 * wall / steps:.1f} ms per step under cProfile "
-           f"(its own overhead included); own time per function:", "",
-           "| function | calls per step | ms per step | share |", "|---|---|---|---|"]
+    out = [
+        f"{steps} decode steps, {1000 * wall / steps:.1f} ms per step under cProfile "
+        f"(its own overhead included); own time per function:",
+        "",
+        "| function | calls per step | ms per step | share |",
+        "|---|---|---|---|",
+    ]
     for tot, calls, (file, line, name) in rows:
         where = name if file == "~" else f"{Path(file).name}:{line} {name}"
-        out.append(f"| `{where}` | {calls / steps:.1f} | {1000 * tot / steps:.2f} | {100 * tot / total:.0f}% |")
+        out.append(
+            f"| `{where}` | {calls / steps:.1f} | {1000 * tot / steps:.2f} | "
+            f"{100 * tot / total:.0f}% |"
+        )
     return "\n".join(out)
 
 
@@ -191,8 +219,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="16 requests, shorter runs")
     ap.add_argument("--batch1-sample", type=int, default=4)
-    ap.add_argument("--workloads", default="1,2,3,4",
-                    help="comma-separated workloads to run (5, KV memory, comes with 1)")
+    ap.add_argument(
+        "--workloads",
+        default="1,2,3,4",
+        help="comma-separated workloads to run (5, KV memory, comes with 1)",
+    )
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "RESULTS.md"))
     args = ap.parse_args()
     n = 16 if args.quick else 64
@@ -206,29 +237,42 @@ def main() -> None:
         rows += _throughput_rows(factory, n, args.batch1_sample)
     if 2 in todo:
         sp = workload_shared_prefix(factory, 8 if args.quick else 32)
-        rows.append(("2. shared-prefix TTFT s, req 2..N (cache on vs off)",
-                     f"{sp['ttft_cache_s']:.3f}", f"{sp['ttft_nocache_s']:.3f}",
-                     f"{sp['ttft_nocache_s'] / sp['ttft_cache_s']:.1f}x lower"))
+        rows.append(
+            (
+                "2. shared-prefix TTFT s, req 2..N (cache on vs off)",
+                f"{sp['ttft_cache_s']:.3f}",
+                f"{sp['ttft_nocache_s']:.3f}",
+                f"{sp['ttft_nocache_s'] / sp['ttft_cache_s']:.1f}x lower",
+            )
+        )
     if 3 in todo:
         mt = workload_multi_turn(factory, 4 if args.quick else 8, 3 if args.quick else 5)
-        rows.append(("3. multi-turn prompt tokens computed (cache on vs off)",
-                     str(mt["computed_cache"]), str(mt["computed_nocache"]),
-                     f"{mt['computed_nocache'] / max(1, mt['computed_cache']):.1f}x fewer"))
+        rows.append(
+            (
+                "3. multi-turn prompt tokens computed (cache on vs off)",
+                str(mt["computed_cache"]),
+                str(mt["computed_nocache"]),
+                f"{mt['computed_nocache'] / max(1, mt['computed_cache']):.1f}x fewer",
+            )
+        )
     prof = ""
     if 4 in todo:
         prof = _decode_rows(rows)
     table = "| measure | structgen | baseline | ratio |\n|---|---|---|---|\n" + "\n".join(
-        f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)
+        f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows
+    )
     print(table)
     print(prof)
     suffix = "" if todo >= {1, 2, 3, 4} else "_w" + "".join(str(w) for w in sorted(todo))
     plot_name = f"bench_runtime{suffix}.png"  # a partial run does not overwrite the full plot
     _plot(rows, Path(args.out).with_name(plot_name))
     with open(args.out, "a", encoding="utf-8") as f:
-        f.write(f"\n## bench_runtime ({time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPU cores, "
-                f"torch {torch.__version__})\n\nCommand: `python benchmarks/bench_runtime.py "
-                f"{' '.join(sys.argv[1:])}`\n\n{table}\n\n![runtime]({plot_name})\n\n"
-                + (f"Profile of batch-1 decode (bf16):\n\n{prof}\n" if prof else ""))
+        f.write(
+            f"\n## bench_runtime ({time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPU cores, "
+            f"torch {torch.__version__})\n\nCommand: `python benchmarks/bench_runtime.py "
+            f"{' '.join(sys.argv[1:])}`\n\n{table}\n\n![runtime]({plot_name})\n\n"
+            + (f"Profile of batch-1 decode (bf16):\n\n{prof}\n" if prof else "")
+        )
 
 
 def _throughput_rows(factory, n: int, batch1_sample: int) -> list[tuple[str, str, str, str]]:
@@ -236,27 +280,46 @@ def _throughput_rows(factory, n: int, batch1_sample: int) -> list[tuple[str, str
     engine = factory()
     tp = workload_throughput(engine, n, batch1_sample)
     return [
-        (f"1. throughput tok/s, {n} req (vs transformers batched)", f"{tp['structgen_tps']:.1f}",
-         f"{tp['hf_tps']:.1f}", f"{tp['structgen_tps'] / tp['hf_tps']:.2f}x"),
-        ("1. throughput tok/s (vs structgen batch-1)", f"{tp['structgen_tps']:.1f}",
-         f"{tp['batch1_tps']:.1f}", f"{tp['structgen_tps'] / tp['batch1_tps']:.2f}x"),
-        ("5. KV live/allocated at peak (vs static batch x max_len)",
-         f"{tp['kv_live_fraction']:.3f}", f"{tp['static_live_fraction']:.3f}",
-         f"waste {1 - tp['kv_live_fraction']:.1%} vs {1 - tp['static_live_fraction']:.1%}"),
+        (
+            f"1. throughput tok/s, {n} req (vs transformers batched)",
+            f"{tp['structgen_tps']:.1f}",
+            f"{tp['hf_tps']:.1f}",
+            f"{tp['structgen_tps'] / tp['hf_tps']:.2f}x",
+        ),
+        (
+            "1. throughput tok/s (vs structgen batch-1)",
+            f"{tp['structgen_tps']:.1f}",
+            f"{tp['batch1_tps']:.1f}",
+            f"{tp['structgen_tps'] / tp['batch1_tps']:.2f}x",
+        ),
+        (
+            "5. KV live/allocated at peak (vs static batch x max_len)",
+            f"{tp['kv_live_fraction']:.3f}",
+            f"{tp['static_live_fraction']:.3f}",
+            f"waste {1 - tp['kv_live_fraction']:.1%} vs {1 - tp['static_live_fraction']:.1%}",
+        ),
     ]
 
 
 def _decode_rows(rows: list) -> str:
-    """Append workload 4's rows (batch-1 decode, fp32 and bf16) to ``rows``; the bf16 profile table."""
+    """Append workload 4's rows (batch-1 decode, fp32 and bf16) to ``rows``; the bf16 profile
+    table.
+    """
     prof = ""
     for dt in ("float32", "bfloat16"):
         engine = Engine(dtype=dt)
         sg = bench_structgen(engine, 64)
-        hf = bench_transformers(engine.loaded, engine.config.torch_dtype, 64,
-                                engine.encode_prompt(PROMPT))
-        rows.append((f"4. batch-1 decode tok/s {dt} (vs transformers)",
-                     f"{sg['decode_tok_s']:.1f}", f"{hf['decode_tok_s']:.1f}",
-                     f"{sg['decode_tok_s'] / hf['decode_tok_s']:.2f}x"))
+        hf = bench_transformers(
+            engine.loaded, engine.config.torch_dtype, 64, engine.encode_prompt(PROMPT)
+        )
+        rows.append(
+            (
+                f"4. batch-1 decode tok/s {dt} (vs transformers)",
+                f"{sg['decode_tok_s']:.1f}",
+                f"{hf['decode_tok_s']:.1f}",
+                f"{sg['decode_tok_s'] / hf['decode_tok_s']:.2f}x",
+            )
+        )
         if dt == "bfloat16":
             prof = profile_decode(engine)
         del engine

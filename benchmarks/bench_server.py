@@ -40,21 +40,48 @@ PNG = ROOT / "benchmarks" / "bench_server.png"
 MODEL = "smol"
 
 QUESTIONS = [
-    "Maria Lopez, 34, is a nurse in Lyon.", "Kenji Sato, 51, teaches music in Osaka.",
-    "Amara Obi, 28, writes software in Lagos.", "Lars Berg, 45, fishes near Bergen.",
-    "Chen Wei, 39, designs bridges in Wuhan.", "Ana Silva, 23, studies law in Porto.",
-    "Omar Haddad, 60, bakes bread in Beirut.", "Eva Novak, 31, paints murals in Brno.",
+    "Maria Lopez, 34, is a nurse in Lyon.",
+    "Kenji Sato, 51, teaches music in Osaka.",
+    "Amara Obi, 28, writes software in Lagos.",
+    "Lars Berg, 45, fishes near Bergen.",
+    "Chen Wei, 39, designs bridges in Wuhan.",
+    "Ana Silva, 23, studies law in Porto.",
+    "Omar Haddad, 60, bakes bread in Beirut.",
+    "Eva Novak, 31, paints murals in Brno.",
 ]
-PERSON = {"type": "object", "properties": {
-    "name": {"type": "string", "maxLength": 40}, "age": {"type": "integer", "minimum": 0,
-                                                         "maximum": 150},
-    "city": {"type": "string", "maxLength": 40}}, "required": ["name", "age", "city"]}
-SYSTEM = ("You are a careful assistant for a city registry. Answer briefly and precisely. "
-          "Each message describes one person: their name, age, job and city. Summarise the "
-          "person in one sentence, keep the facts exactly as given, and never invent "
-          "details that are not in the message. ") * 4
-FIRST_WORDS = ["Alpha", "Bravo", "Charlie", "Delta", "Echo", "Foxtrot", "Golf", "Hotel",
-               "India", "Juliet", "Kilo", "Lima", "Mike", "November", "Oscar", "Papa"]
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 40},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+        "city": {"type": "string", "maxLength": 40},
+    },
+    "required": ["name", "age", "city"],
+}
+SYSTEM = (
+    "You are a careful assistant for a city registry. Answer briefly and precisely. "
+    "Each message describes one person: their name, age, job and city. Summarise the "
+    "person in one sentence, keep the facts exactly as given, and never invent "
+    "details that are not in the message. "
+) * 4
+FIRST_WORDS = [
+    "Alpha",
+    "Bravo",
+    "Charlie",
+    "Delta",
+    "Echo",
+    "Foxtrot",
+    "Golf",
+    "Hotel",
+    "India",
+    "Juliet",
+    "Kilo",
+    "Lima",
+    "Mike",
+    "November",
+    "Oscar",
+    "Papa",
+]
 
 
 def _free_port() -> int:
@@ -68,10 +95,27 @@ def start_server(log: Path, timeout_s: float = 600.0) -> tuple[subprocess.Popen,
     import httpx
 
     port = _free_port()
-    cmd = [sys.executable, "-m", "structgen", "serve", "--host", "127.0.0.1", "--port",
-           str(port), "--served-model-name", MODEL, "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
-                            cwd=ROOT, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "structgen",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--served-model-name",
+        MODEL,
+        "--log-level",
+        "warning",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,  # noqa: SIM115
+        cwd=ROOT,
+        env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -90,12 +134,18 @@ def start_server(log: Path, timeout_s: float = 600.0) -> tuple[subprocess.Popen,
 def request_body(workload: str, i: int, max_tokens: int, cell: str = "") -> dict:
     """The chat request ``i`` of ``workload`` (``cell`` tags the prompts of one cell)."""
     q = QUESTIONS[i % len(QUESTIONS)] + f" (record {i})"
-    body: dict = {"model": MODEL, "max_tokens": max_tokens, "temperature": 0,
-                  "messages": [{"role": "user", "content": q}]}
+    body: dict = {
+        "model": MODEL,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "messages": [{"role": "user", "content": q}],
+    }
     if workload == "json_schema":
         body["messages"][0]["content"] = "Extract the person as JSON: " + q
-        body["response_format"] = {"type": "json_schema", "json_schema": {
-            "name": "person", "schema": PERSON, "strict": True}}
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "person", "schema": PERSON, "strict": True},
+        }
     elif workload == "shared_prefix":
         body["messages"].insert(0, {"role": "system", "content": f"Session {cell}. {SYSTEM}"})
     elif workload == "distinct_prefix":
@@ -110,7 +160,8 @@ async def one_request(client, body: dict) -> dict:
     first = last = None
     tokens = 0
     stream = await client.chat.completions.create(
-        **body, stream=True, stream_options={"include_usage": True})
+        **body, stream=True, stream_options={"include_usage": True}
+    )
     async for chunk in stream:
         if chunk.choices and (chunk.choices[0].delta.content or ""):
             last = time.perf_counter()
@@ -124,13 +175,13 @@ async def one_request(client, body: dict) -> dict:
     return {"ttft": first - t0, "tpot": tpot, "tokens": tokens, "end": end}
 
 
-async def run_cell(base: str, workload: str, concurrency: int, n: int, max_tokens: int,
-                   bar) -> dict:
+async def run_cell(
+    base: str, workload: str, concurrency: int, n: int, max_tokens: int, bar
+) -> dict:
     """``n`` requests with at most ``concurrency`` in flight."""
     import openai
 
-    client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="none", max_retries=0,
-                                timeout=1800)
+    client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="none", max_retries=0, timeout=1800)
     sem = asyncio.Semaphore(concurrency)
 
     async def guarded(i: int) -> dict:
@@ -149,11 +200,19 @@ async def run_cell(base: str, workload: str, concurrency: int, n: int, max_token
     ttft = np.array([r["ttft"] for r in results])
     tpot = np.array([r["tpot"] for r in results if r["tpot"] == r["tpot"]])
     out = sum(r["tokens"] for r in results)
-    return {"workload": workload, "concurrency": concurrency, "requests": n, "wall_s": wall,
-            "req_per_s": n / wall, "out_tok_per_s": out / wall, "output_tokens": out,
-            "ttft_p50": float(np.percentile(ttft, 50)), "ttft_p99": float(np.percentile(ttft, 99)),
-            "tpot_p50": float(np.percentile(tpot, 50)) if tpot.size else float("nan"),
-            "tpot_p99": float(np.percentile(tpot, 99)) if tpot.size else float("nan")}
+    return {
+        "workload": workload,
+        "concurrency": concurrency,
+        "requests": n,
+        "wall_s": wall,
+        "req_per_s": n / wall,
+        "out_tok_per_s": out / wall,
+        "output_tokens": out,
+        "ttft_p50": float(np.percentile(ttft, 50)),
+        "ttft_p99": float(np.percentile(ttft, 99)),
+        "tpot_p50": float(np.percentile(tpot, 50)) if tpot.size else float("nan"),
+        "tpot_p99": float(np.percentile(tpot, 99)) if tpot.size else float("nan"),
+    }
 
 
 BASELINE = {"json_schema": "chat", "shared_prefix": "distinct_prefix"}
@@ -162,20 +221,31 @@ BASELINE = {"json_schema": "chat", "shared_prefix": "distinct_prefix"}
 def table(rows: list[dict]) -> str:
     """Markdown table with ratios to concurrency 1 and to the workload's baseline."""
     by = {(r["workload"], r["concurrency"]): r for r in rows}
-    lines = [("| workload | conc. | requests | req/s | out tok/s | tok/s vs conc. 1 | "
-              "vs baseline (tok/s; TTFT p50) | TTFT p50 s | TTFT p99 s | TPOT p50 s | "
-              "TPOT p99 s |"),
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        (
+            "| workload | conc. | requests | req/s | out tok/s | tok/s vs conc. 1 | "
+            "vs baseline (tok/s; TTFT p50) | TTFT p50 s | TTFT p99 s | TPOT p50 s | "
+            "TPOT p99 s |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         one = by.get((r["workload"], 1))
         scale = f"{r['out_tok_per_s'] / one['out_tok_per_s']:.2f}x" if one else "-"
         base = by.get((BASELINE.get(r["workload"], ""), r["concurrency"]))
-        vs = (f"{BASELINE[r['workload']]}: {r['out_tok_per_s'] / base['out_tok_per_s']:.2f}x; "
-              f"{r['ttft_p50'] / base['ttft_p50']:.2f}x") if base else "-"
+        vs = (
+            (
+                f"{BASELINE[r['workload']]}: {r['out_tok_per_s'] / base['out_tok_per_s']:.2f}x; "
+                f"{r['ttft_p50'] / base['ttft_p50']:.2f}x"
+            )
+            if base
+            else "-"
+        )
         lines.append(
             f"| {r['workload']} | {r['concurrency']} | {r['requests']} | {r['req_per_s']:.2f} | "
             f"{r['out_tok_per_s']:.1f} | {scale} | {vs} | {r['ttft_p50']:.3f} | "
-            f"{r['ttft_p99']:.3f} | {r['tpot_p50']:.3f} | {r['tpot_p99']:.3f} |")
+            f"{r['ttft_p99']:.3f} | {r['tpot_p50']:.3f} | {r['tpot_p99']:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -207,11 +277,19 @@ def plot(rows: list[dict]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
-    ap.add_argument("--requests", type=int, nargs="+", default=[4, 16, 32],
-                    help="requests per cell, one per concurrency level")
+    ap.add_argument(
+        "--requests",
+        type=int,
+        nargs="+",
+        default=[4, 16, 32],
+        help="requests per cell, one per concurrency level",
+    )
     ap.add_argument("--max-tokens", type=int, default=32)
-    ap.add_argument("--workloads", nargs="+",
-                    default=["chat", "json_schema", "distinct_prefix", "shared_prefix"])
+    ap.add_argument(
+        "--workloads",
+        nargs="+",
+        default=["chat", "json_schema", "distinct_prefix", "shared_prefix"],
+    )
     ap.add_argument("--out", type=Path, default=None, help="append a section to this file")
     args = ap.parse_args()
     from tqdm import tqdm
@@ -250,7 +328,8 @@ def main() -> None:
             f"first json_schema request, which compiles the schema, took {compile_s:.2f} s "
             f"for 4 tokens; later requests hit the compile cache). Baselines: json_schema "
             f"vs chat, shared_prefix vs distinct_prefix, at the same concurrency; TTFT "
-            f"ratios below 1 are faster.\n\n{md}\n\n![server](bench_server.png)\n")
+            f"ratios below 1 are faster.\n\n{md}\n\n![server](bench_server.png)\n"
+        )
         with open(args.out, "a") as f:
             f.write(section)
 

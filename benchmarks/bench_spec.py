@@ -46,31 +46,43 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from structgen import Engine, JsonSchema, SamplingParams
-from structgen.extraction import extraction_messages
+from structgen import Engine, JsonSchema, SamplingParams  # noqa: E402 - after the sys.path line
+from structgen.extraction import extraction_messages  # noqa: E402 - likewise
 
-SCHEMAS = {name: json.loads((ROOT / "examples" / "schemas" / f"{name}.json").read_text())
-           for name in ("person", "event", "invoice")}
+SCHEMAS = {
+    name: json.loads((ROOT / "examples" / "schemas" / f"{name}.json").read_text())
+    for name in ("person", "event", "invoice")
+}
 TEXTS = {
     "person": [
         "Maria Lopez, 34, works as a nurse in Lyon. Maria Lopez has lived in Lyon since 2015.",
         "Our new colleague is Kenji Watanabe; Kenji Watanabe is 51 and teaches physics in Osaka.",
-        ("Record: name Alexandra Petrovna Ivanova, age 42, occupation software architect, "
-        "city Saint Petersburg."),
+        (
+            "Record: name Alexandra Petrovna Ivanova, age 42, occupation software architect, "
+            "city Saint Petersburg."
+        ),
     ],
     "event": [
-        ("The Annual Northern Lights Photography Workshop takes place on 2025-02-14 at the "
-        "Tromsø Arctic Research Centre, organised by the Tromsø Photography Society."),
-        ("Reminder: the International Conference on Structured Generation will be held on "
-        "2026-09-03 in the Grand Hall of the Vienna Congress Center."),
+        (
+            "The Annual Northern Lights Photography Workshop takes place on 2025-02-14 at the "
+            "Tromsø Arctic Research Centre, organised by the Tromsø Photography Society."
+        ),
+        (
+            "Reminder: the International Conference on Structured Generation will be held on "
+            "2026-09-03 in the Grand Hall of the Vienna Congress Center."
+        ),
     ],
     "invoice": [
-        ("Invoice INV-2024-00871 for Globex Corporation Ltd. Currency: EUR. Items: 3 x "
-        "Industrial Widget Model A at 19.99; 1 x Premium Support Contract (12 months) at "
-        "499.00; 2 x Replacement Filter Cartridge at 24.50. Total: 607.97."),
-        ("Invoice number ACME-7731, customer Initech Software Solutions, currency USD: "
-        "10 x Ergonomic Office Chair at 149.00, 4 x Standing Desk Converter at 89.95. "
-        "Total 1849.80."),
+        (
+            "Invoice INV-2024-00871 for Globex Corporation Ltd. Currency: EUR. Items: 3 x "
+            "Industrial Widget Model A at 19.99; 1 x Premium Support Contract (12 months) at "
+            "499.00; 2 x Replacement Filter Cartridge at 24.50. Total: 607.97."
+        ),
+        (
+            "Invoice number ACME-7731, customer Initech Software Solutions, currency USD: "
+            "10 x Ergonomic Office Chair at 149.00, 4 x Standing Desk Converter at 89.95. "
+            "Total 1849.80."
+        ),
     ],
 }
 FIELD_CASES = ROOT.parent / "shared" / "cases" / "field_cases.jsonl"
@@ -80,7 +92,7 @@ FIELD_EXTRACTION_IDS = ("field-string-escaped-quote",)
 
 
 def field_workload() -> list[tuple[str, dict, str]]:
-    """``(label, schema, text)`` of the extraction-like field cases (none if the file is missing)."""
+    """``(label, schema, text)`` of the extraction-like field cases (none without the file)."""
     if not FIELD_CASES.exists():
         return []
     out = []
@@ -110,9 +122,16 @@ def smollm2_path() -> str:
 
 def _counters(engine: Engine) -> dict:
     s = engine.stats()
-    return {k: s.get(k, 0) for k in ("num_forward_passes", "spec_proposed_tokens",
-                                     "spec_accepted_tokens", "spec_verify_steps",
-                                     "spec_draft_forward_passes")}
+    return {
+        k: s.get(k, 0)
+        for k in (
+            "num_forward_passes",
+            "spec_proposed_tokens",
+            "spec_accepted_tokens",
+            "spec_verify_steps",
+            "spec_draft_forward_passes",
+        )
+    }
 
 
 def timed(engine: Engine, prompts, params, cons, acc: dict) -> list:
@@ -139,7 +158,9 @@ def measure(engines: dict, items, constrained: bool, max_tokens: int, batched: b
         engine.generate(prompts, params, cons)
     acc = {name: {"same": True} for name in engines}
     groups = [list(range(len(items)))] if batched else [[i] for i in range(len(items))]
-    label = f"{'JSON schema' if constrained else 'free text'}, {'batched' if batched else 'batch-1'}"
+    label = (
+        f"{'JSON schema' if constrained else 'free text'}, {'batched' if batched else 'batch-1'}"
+    )
     for group in tqdm(groups, desc=label, file=sys.stderr):
         ps, cs = [prompts[i] for i in group], [cons[i] for i in group]
         ref = None
@@ -162,8 +183,12 @@ def forward_ms(runner, pool, prefix: int, sizes: tuple[int, ...], repeats: int =
             best = float("inf")
             for _ in range(repeats):
                 t0 = time.perf_counter()
-                runner.forward([toks[prefix : prefix + m]], [prefix], [pages],
-                               logits_token_indices=list(range(m)))
+                runner.forward(
+                    [toks[prefix : prefix + m]],
+                    [prefix],
+                    [pages],
+                    logits_token_indices=list(range(m)),
+                )
                 best = min(best, time.perf_counter() - t0)
             out[m] = best * 1e3
         return out
@@ -178,15 +203,19 @@ def table_rows(results: list[tuple[str, str, dict]]) -> list[str]:
         base = acc["off"]["tokens"] / acc["off"]["seconds"]
         for name, m in acc.items():
             tok_s = m["tokens"] / m["seconds"]
-            prop, accd, steps = (m["spec_proposed_tokens"], m["spec_accepted_tokens"],
-                                 m["spec_verify_steps"])
+            prop, accd, steps = (
+                m["spec_proposed_tokens"],
+                m["spec_accepted_tokens"],
+                m["spec_verify_steps"],
+            )
             rate = f"{accd / prop:.2f}" if prop else "-"
             mean_len = f"{(accd + steps) / steps:.2f}" if steps else "-"
             draft = m["spec_draft_forward_passes"] or "-"
             lines.append(
                 f"| {grammar} | {batching} | {name} | {m['tokens']} | {tok_s:.2f} | "
                 f"{m['num_forward_passes']} | {draft} | {rate} | {mean_len} | "
-                f"{tok_s / base:.2f}x | {'yes' if m['same'] else 'NO'} |")
+                f"{tok_s / base:.2f}x | {'yes' if m['same'] else 'NO'} |"
+            )
     return lines
 
 
@@ -208,8 +237,13 @@ def plot(results, path: Path, title: str) -> None:
         bars = ax.bar(xs, ys, width, label=mode)
         for (_, _, acc), bar, y in zip(results, bars, ys):
             base = acc["off"]["tokens"] / acc["off"]["seconds"]
-            ax.annotate(f"{y / base:.2f}x", (bar.get_x() + bar.get_width() / 2, y),
-                        ha="center", va="bottom", fontsize=8)
+            ax.annotate(
+                f"{y / base:.2f}x",
+                (bar.get_x() + bar.get_width() / 2, y),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
     ax.set_xticks(range(len(results)), [f"{g}\n{b}" for g, b, _ in results])
     ax.set_ylabel("output tokens / s")
     ax.set_title(title, fontsize=9)
@@ -237,9 +271,13 @@ def write_results(path: Path, text: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=None, help="replace the speculative section of this markdown file")
+    ap.add_argument(
+        "--out", default=None, help="replace the speculative section of this markdown file"
+    )
     ap.add_argument("--k", type=int, default=4, help="speculative tokens per step (both proposers)")
-    ap.add_argument("--draft-quant", default="int4", help="quantization of the draft (int4, int8, ...)")
+    ap.add_argument(
+        "--draft-quant", default="int4", help="quantization of the draft (int4, int8, ...)"
+    )
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--free-max-tokens", type=int, default=96)
     ap.add_argument("--batched", action="store_true", help="also run every prompt at once")
@@ -250,9 +288,15 @@ def main() -> None:
     engines = {
         "off": Engine(**common),
         "ngram": Engine(speculative={"method": "ngram", "num_tokens": args.k}, **common),
-        "draft": Engine(speculative={"method": "draft", "draft_model": smollm2_path(),
-                                     "draft_quantization": args.draft_quant,
-                                     "num_tokens": args.k}, **common),
+        "draft": Engine(
+            speculative={
+                "method": "draft",
+                "draft_model": smollm2_path(),
+                "draft_quantization": args.draft_quant,
+                "num_tokens": args.k,
+            },
+            **common,
+        ),
     }
     load_before = os.getloadavg()
     results = []
@@ -260,47 +304,70 @@ def main() -> None:
         max_tokens = args.max_tokens if constrained else args.free_max_tokens
         for batched in (False, True) if args.batched else (False,):
             acc = measure(engines, items, constrained, max_tokens, batched)
-            results.append(("JSON schema" if constrained else "free text",
-                            "batched" if batched else "batch-1", acc))
+            results.append(
+                (
+                    "JSON schema" if constrained else "free text",
+                    "batched" if batched else "batch-1",
+                    acc,
+                )
+            )
             print("\n".join(table_rows(results[-1:])), flush=True)
     sizes = (1, 2, 3, 4, 5, 8)
     target_ms = forward_ms(engines["off"].runner, engines["off"].pool, 300, sizes)
     draft = engines["draft"].spec.proposer
     draft_ms = forward_ms(draft.runner, draft.pool, 300, (1,))
     load_after = os.getloadavg()
-    flags = (f" --k {args.k} --draft-quant {args.draft_quant}"
-             + (" --batched" if args.batched else "") + (" --quick" if args.quick else ""))
+    flags = (
+        f" --k {args.k} --draft-quant {args.draft_quant}"
+        + (" --batched" if args.batched else "")
+        + (" --quick" if args.quick else "")
+    )
     threads = torch.get_num_threads()
-    title = (f"SmolLM2-135M fp32 target, {args.draft_quant} draft, k={args.k}, "
-             f"CPU {threads} thread(s), {len(items)} extraction prompts, greedy")
+    title = (
+        f"SmolLM2-135M fp32 target, {args.draft_quant} draft, k={args.k}, "
+        f"CPU {threads} thread(s), {len(items)} extraction prompts, greedy"
+    )
     png = ROOT / "benchmarks" / "bench_spec.png"
     plot(results, png, title)
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                         text=True, check=False).stdout.strip()
+    rev = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
     lines = [
-        (f"## Speculative decoding: off vs n-gram vs draft model ({time.strftime('%Y-%m-%d')}, "
-        f"commit {rev})"),
+        (
+            f"## Speculative decoding: off vs n-gram vs draft model ({time.strftime('%Y-%m-%d')}, "
+            f"commit {rev})"
+        ),
         "",
-        (f"Command: `OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')} python "
-        f"benchmarks/bench_spec.py{flags}`; {title}. Workload: "
-        f"{', '.join(label for label, _, _ in items)} (example schemas person / event / "
-        "invoice with texts whose values the answer copies; field cases of "
-        "`shared/cases/field_cases.jsonl` whose prompt holds the values). Draft = the same "
-        f"GGUF checkpoint loaded with `draft_quantization={args.draft_quant!r}`. Prompts run "
-        "one at a time on the three engines in turn (batch-1) after an untimed pass of every "
-        "engine (target prefix cache and grammar states warm; the draft's prompt prefill is "
-        "inside its time). Load average (1/5/15 min) "
-        f"before {load_before[0]:.1f}/{load_before[1]:.1f}/{load_before[2]:.1f}, after "
-        f"{load_after[0]:.1f}/{load_after[1]:.1f}/{load_after[2]:.1f} (shared 2-core machine: "
-        "ratios from this run count, not absolute tokens/s)."),
+        (
+            f"Command: `OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')} python "
+            f"benchmarks/bench_spec.py{flags}`; {title}. Workload: "
+            f"{', '.join(label for label, _, _ in items)} (example schemas person / event / "
+            "invoice with texts whose values the answer copies; field cases of "
+            "`shared/cases/field_cases.jsonl` whose prompt holds the values). Draft = the same "
+            f"GGUF checkpoint loaded with `draft_quantization={args.draft_quant!r}`. Prompts run "
+            "one at a time on the three engines in turn (batch-1) after an untimed pass of every "
+            "engine (target prefix cache and grammar states warm; the draft's prompt prefill is "
+            "inside its time). Load average (1/5/15 min) "
+            f"before {load_before[0]:.1f}/{load_before[1]:.1f}/{load_before[2]:.1f}, after "
+            f"{load_after[0]:.1f}/{load_after[1]:.1f}/{load_after[2]:.1f} (shared 2-core machine: "
+            "ratios from this run count, not absolute tokens/s)."
+        ),
         "",
-        ("| grammar | batching | speculation | output tokens | tokens/s | target forwards | "
-        "draft forwards | acceptance | mean accepted length | speedup | identical output |"),
+        (
+            "| grammar | batching | speculation | output tokens | tokens/s | target forwards | "
+            "draft forwards | acceptance | mean accepted length | speedup | identical output |"
+        ),
         "|---|---|---|---|---|---|---|---|---|---|---|",
         *table_rows(results),
         "",
-        ("Cost of one forward after 300 cached tokens, by new tokens m (a verification of k "
-        "drafts computes m = k + 1), same run, best of 5:"),
+        (
+            "Cost of one forward after 300 cached tokens, by new tokens m (a verification of k "
+            "drafts computes m = k + 1), same run, best of 5:"
+        ),
         "",
         "| | " + " | ".join(f"m={m}" for m in sizes) + " |",
         "|---|" + "---|" * len(sizes),

@@ -84,11 +84,15 @@ def bench(fn, device: torch.device, iters: int) -> float:
 
 
 def agree(name: str, got, want, dev: torch.device) -> None:
-    """In ``--smoke`` (CPU, fp32): the Triton output must equal the baseline's (else AssertionError)."""
+    """In ``--smoke`` (CPU, fp32): assert that the Triton output equals the baseline's."""
     if dev.type == "cuda":
         return
-    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
-        torch.testing.assert_close(g.float(), w.float(), atol=1e-4, rtol=1e-4, msg=lambda m: f"{name}: {m}")
+    for g, w in zip(
+        got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
+    ):
+        torch.testing.assert_close(
+            g.float(), w.float(), atol=1e-4, rtol=1e-4, msg=lambda m: f"{name}: {m}"
+        )
 
 
 class Report:
@@ -96,7 +100,10 @@ class Report:
 
     def __init__(self) -> None:
         self.rows: list[tuple[str, float, float]] = []  # (name, % of peak, speedup vs baseline)
-        print(f"{'kernel':<34}{'triton ms':>11}{'achieved':>16}{'% peak':>8}{'baseline':>20}{'base ms':>10}{'speedup':>9}")
+        print(
+            f"{'kernel':<34}{'triton ms':>11}{'achieved':>16}{'% peak':>8}"
+            f"{'baseline':>20}{'base ms':>10}{'speedup':>9}"
+        )
 
     def row(self, name, ms, base_name, base_ms, nbytes=0.0, flops=0.0) -> None:
         if flops:
@@ -105,7 +112,10 @@ class Report:
             val, peak, unit = nbytes / ms / 1e9, PEAK_TBS, "TB/s"
         speed = base_ms / ms if ms > 0 else float("nan")
         self.rows.append((name, 100 * val / peak, speed))
-        print(f"{name:<34}{ms:>11.4f}{val:>9.3f} {unit:<7}{100 * val / peak:>7.1f}%{base_name:>20}{base_ms:>10.4f}{speed:>8.2f}x")
+        print(
+            f"{name:<34}{ms:>11.4f}{val:>9.3f} "
+            f"{unit:<7}{100 * val / peak:>7.1f}%{base_name:>20}{base_ms:>10.4f}{speed:>8.2f}x"
+        )
 
 
 def _paged(s: Shapes, batch: int, length: int, dtype, dev):
@@ -113,7 +123,9 @@ def _paged(s: Shapes, batch: int, length: int, dtype, dev):
     num_pages = batch * pages_per + 1
     k = torch.randn(num_pages, s.page_size, s.kv_heads, s.head_dim, dtype=dtype, device=dev)
     v = torch.randn_like(k)
-    table = (torch.randperm(num_pages - 1, device=dev)[: batch * pages_per] + 1).view(batch, pages_per)
+    table = (torch.randperm(num_pages - 1, device=dev)[: batch * pages_per] + 1).view(
+        batch, pages_per
+    )
     return k, v, table.to(torch.int32)
 
 
@@ -123,14 +135,27 @@ def attention_benches(s: Shapes, dtype, dev, it, rep: Report, results: dict) -> 
     k, v, table = _paged(s, b, ctx, dtype, dev)
     q = torch.randn(b, s.heads, d, dtype=dtype, device=dev)
     lens = torch.full((b,), ctx, dtype=torch.int32, device=dev)
-    ms = bench(lambda: paged_decode_attention(q, k, v, table, lens, d**-0.5, backend="triton"), dev, it)
-    kc = k[table.long()].flatten(1, 2)[:, :ctx].transpose(1, 2)  # [B, kv_heads, ctx, d] contiguous copy
+    ms = bench(
+        lambda: paged_decode_attention(q, k, v, table, lens, d**-0.5, backend="triton"), dev, it
+    )
+    kc = (
+        k[table.long()].flatten(1, 2)[:, :ctx].transpose(1, 2)
+    )  # [B, kv_heads, ctx, d] contiguous copy
     vc = v[table.long()].flatten(1, 2)[:, :ctx].transpose(1, 2)
-    kr, vr = kc.repeat_interleave(s.heads // s.kv_heads, 1), vc.repeat_interleave(s.heads // s.kv_heads, 1)
+    kr, vr = (
+        kc.repeat_interleave(s.heads // s.kv_heads, 1),
+        vc.repeat_interleave(s.heads // s.kv_heads, 1),
+    )
     base = bench(lambda: F.scaled_dot_product_attention(q[:, :, None], kr, vr), dev, it)
     agree("decode attn", paged_decode_attention(q, k, v, table, lens, d**-0.5, backend="triton"),
           F.scaled_dot_product_attention(q[:, :, None], kr, vr)[:, :, 0], dev)  # fmt: skip
-    rep.row(f"decode attn B={b} ctx={ctx}", ms, "SDPA (contig KV)", base, nbytes=2 * b * ctx * s.kv_heads * d * esz)
+    rep.row(
+        f"decode attn B={b} ctx={ctx}",
+        ms,
+        "SDPA (contig KV)",
+        base,
+        nbytes=2 * b * ctx * s.kv_heads * d * esz,
+    )
     results["decode_attn_ms"] = ms
 
     b, pre, ext = s.extend_batch, s.extend_prefix, s.extend_len
@@ -138,14 +163,27 @@ def attention_benches(s: Shapes, dtype, dev, it, rep: Report, results: dict) -> 
     q = torch.randn(b * ext, s.heads, d, dtype=dtype, device=dev)
     pl = torch.full((b,), pre, dtype=torch.int32, device=dev)
     el = torch.full((b,), ext, dtype=torch.int32, device=dev)
-    ms = bench(lambda: extend_attention(q, k, v, table, pl, el, d**-0.5, ext, backend="triton"), dev, it)
+    ms = bench(
+        lambda: extend_attention(q, k, v, table, pl, el, d**-0.5, ext, backend="triton"), dev, it
+    )
     qs = q.view(b, ext, s.heads, d).transpose(1, 2)
-    kc = k[table.long()].flatten(1, 2)[:, : pre + ext].transpose(1, 2).repeat_interleave(s.heads // s.kv_heads, 1)
-    vc = v[table.long()].flatten(1, 2)[:, : pre + ext].transpose(1, 2).repeat_interleave(s.heads // s.kv_heads, 1)
+    kc = (
+        k[table.long()]
+        .flatten(1, 2)[:, : pre + ext]
+        .transpose(1, 2)
+        .repeat_interleave(s.heads // s.kv_heads, 1)
+    )
+    vc = (
+        v[table.long()]
+        .flatten(1, 2)[:, : pre + ext]
+        .transpose(1, 2)
+        .repeat_interleave(s.heads // s.kv_heads, 1)
+    )
     mask = torch.ones(ext, pre + ext, dtype=torch.bool, device=dev).tril(pre)
     base = bench(lambda: F.scaled_dot_product_attention(qs, kc, vc, attn_mask=mask), dev, it)
     agree("extend attn", extend_attention(q, k, v, table, pl, el, d**-0.5, ext, backend="triton"),
-          F.scaled_dot_product_attention(qs, kc, vc, attn_mask=mask).transpose(1, 2).flatten(0, 1), dev)  # fmt: skip
+          F.scaled_dot_product_attention(qs, kc, vc, attn_mask=mask).transpose(1, 2).flatten(0, 1),
+          dev)  # fmt: skip
     flops = 4 * b * s.heads * ext * (pre + ext / 2) * d
     rep.row(f"extend attn B={b} {pre}+{ext}", ms, "SDPA (contig KV)", base, flops=flops)
 
@@ -158,7 +196,12 @@ def elementwise_benches(s: Shapes, dtype, dev, it, rep: Report, results: dict) -
     w = torch.randn(h, dtype=dtype, device=dev)
     ms = bench(lambda: rms_norm(x, w, 1e-5, r, backend="triton"), dev, it)
     base = bench(lambda: rms_norm(x, w, 1e-5, r, backend="torch"), dev, it)
-    agree("rms_norm", rms_norm(x, w, 1e-5, r.clone(), backend="triton"), rms_norm(x, w, 1e-5, r, backend="torch"), dev)
+    agree(
+        "rms_norm",
+        rms_norm(x, w, 1e-5, r.clone(), backend="triton"),
+        rms_norm(x, w, 1e-5, r, backend="torch"),
+        dev,
+    )
     rep.row(f"rms_norm+residual T={t}", ms, "eager torch", base, nbytes=4 * t * h * esz)
     results["rms_norm_ms_per_token"] = ms / t
 
@@ -188,7 +231,9 @@ def elementwise_benches(s: Shapes, dtype, dev, it, rep: Report, results: dict) -
 
     b = s.decode_batch
     logits = torch.randn(b, s.vocab, dtype=torch.float32, device=dev)
-    mask = torch.randint(-(2**31), 2**31 - 1, (b, -(-s.vocab // 32)), device=dev, dtype=torch.int64).to(torch.int32)
+    mask = torch.randint(
+        -(2**31), 2**31 - 1, (b, -(-s.vocab // 32)), device=dev, dtype=torch.int64
+    ).to(torch.int32)
     ms = bench(lambda: apply_token_bitmask(logits, mask, backend="triton"), dev, it)
     base = bench(lambda: apply_token_bitmask(logits, mask, backend="torch"), dev, it)
     la, lb = torch.randn_like(logits), None
@@ -196,7 +241,13 @@ def elementwise_benches(s: Shapes, dtype, dev, it, rep: Report, results: dict) -
     apply_token_bitmask(la, mask, backend="triton")
     apply_token_bitmask(lb, mask, backend="torch")
     agree("token bitmask", la, lb, dev)
-    rep.row(f"token bitmask B={b} V={s.vocab}", ms, "torch reference", base, nbytes=2 * logits.numel() * 4)
+    rep.row(
+        f"token bitmask B={b} V={s.vocab}",
+        ms,
+        "torch reference",
+        base,
+        nbytes=2 * logits.numel() * 4,
+    )
     results["bitmask_ms"] = ms
 
 
@@ -222,8 +273,19 @@ def gemm_benches(s: Shapes, dtype, dev, it, rep: Report, results: dict) -> None:
     tw, ti = torch.randn(t, e, device=dev).softmax(-1).topk(s.top_k, -1)
     ms = bench(lambda: fused_moe(xg, wgu, wd, tw, ti, backend="triton"), dev, it)
     base = bench(lambda: fused_moe(xg, wgu, wd, tw, ti, backend="torch"), dev, it)
-    agree("fused_moe", fused_moe(xg, wgu, wd, tw, ti, backend="triton"), fused_moe(xg, wgu, wd, tw, ti, backend="torch"), dev)
-    rep.row(f"fused_moe T={t} E={e} top{s.top_k}", ms, "torch reference", base, flops=6 * t * s.top_k * s.hidden * s.inter)
+    agree(
+        "fused_moe",
+        fused_moe(xg, wgu, wd, tw, ti, backend="triton"),
+        fused_moe(xg, wgu, wd, tw, ti, backend="torch"),
+        dev,
+    )
+    rep.row(
+        f"fused_moe T={t} E={e} top{s.top_k}",
+        ms,
+        "torch reference",
+        base,
+        flops=6 * t * s.top_k * s.hidden * s.inter,
+    )
 
 
 def _smollm2_config(s: Shapes):
@@ -233,11 +295,14 @@ def _smollm2_config(s: Shapes):
     return LlamaConfig(
         hidden_size=s.hidden, intermediate_size=s.inter, num_hidden_layers=s.layers,
         num_attention_heads=s.heads, num_key_value_heads=s.kv_heads, vocab_size=s.vocab,
-        max_position_embeddings=8192, rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True,
+        max_position_embeddings=8192, rope_theta=100000.0, rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
     )  # fmt: skip
 
 
-def _ours_decode(model, s: Shapes, dev, prompts: list[list[int]], steps: int, graphs: bool, smoke: bool):
+def _ours_decode(
+    model, s: Shapes, dev, prompts: list[list[int]], steps: int, graphs: bool, smoke: bool
+):
     """Greedy decode through structgen's ModelRunner; returns (seconds, tokens per sequence)."""
     from structgen.runtime.cuda_graph import CudaGraphRunner
     from structgen.runtime.model_runner import ModelRunner
@@ -290,7 +355,9 @@ def _sync(dev) -> None:
         torch.cuda.synchronize(dev)
 
 
-def e2e_decode(s: Shapes, dtype, dev, prompt_len: int, steps: int, smoke: bool, results: dict) -> None:
+def e2e_decode(
+    s: Shapes, dtype, dev, prompt_len: int, steps: int, smoke: bool, results: dict
+) -> None:
     """End-to-end greedy decode tokens/s: structgen eager and with CUDA graphs vs transformers.
 
     One set of random weights (transformers' init) serves both. Timed: ``steps`` decode
@@ -306,8 +373,14 @@ def e2e_decode(s: Shapes, dtype, dev, prompt_len: int, steps: int, smoke: bool, 
     ours = LlamaForCausalLM(cfg, dtype, dev)
     ours.load_state_dict(hf.state_dict())
     graph_label = "CUDA graphs" if dev.type == "cuda" else "graph batch (eager: no GPU)"
-    print(f"\nend-to-end greedy decode, SmolLM2 shapes, random weights, {dtype}, prompt {prompt_len}, {steps} steps:")
-    print(f"{'batch':>6}{'transformers tok/s':>20}{'structgen eager':>17}{'x HF':>7}{'structgen + ' + graph_label:>40}{'x HF':>7}")
+    print(
+        f"\nend-to-end greedy decode, SmolLM2 shapes, random weights, {dtype}, prompt "
+        f"{prompt_len}, {steps} steps:"
+    )
+    print(
+        f"{'batch':>6}{'transformers tok/s':>20}{'structgen eager':>17}{'x HF':>7}"
+        f"{'structgen + ' + graph_label:>40}{'x HF':>7}"
+    )
     for bsz in (1, s.decode_batch):
         g = torch.Generator().manual_seed(bsz)
         prompts = torch.randint(1, s.vocab, (bsz, prompt_len), generator=g).tolist()
@@ -316,8 +389,9 @@ def e2e_decode(s: Shapes, dtype, dev, prompt_len: int, steps: int, smoke: bool, 
         t_graph, tok_graph = _ours_decode(ours, s, dev, prompts, steps, True, smoke)
         rate = [bsz * steps / t for t in (t_hf, t_eager, t_graph)]
         same = sum(a == b for a, b in zip(tok_hf, tok_graph))
-        print(f"{bsz:>6}{rate[0]:>20,.0f}{rate[1]:>17,.0f}{rate[1] / rate[0]:>6.2f}x{rate[2]:>40,.0f}"
-              f"{rate[2] / rate[0]:>6.2f}x   (sequences identical to HF: {same}/{bsz})")  # fmt: skip
+        print(f"{bsz:>6}{rate[0]:>20,.0f}{rate[1]:>17,.0f}{rate[1] / rate[0]:>6.2f}x"
+              f"{rate[2]:>40,.0f}{rate[2] / rate[0]:>6.2f}x"
+              f"   (sequences identical to HF: {same}/{bsz})")  # fmt: skip
         results[f"e2e_b{bsz}"] = rate
         if smoke:  # fp32, tiny: the three paths must agree token for token
             assert tok_eager == tok_graph == tok_hf, (tok_hf, tok_eager, tok_graph)
@@ -325,7 +399,9 @@ def e2e_decode(s: Shapes, dtype, dev, prompt_len: int, steps: int, smoke: bool, 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smoke", action="store_true", help="tiny shapes on CPU under the Triton interpreter")
+    ap.add_argument(
+        "--smoke", action="store_true", help="tiny shapes on CPU under the Triton interpreter"
+    )
     ap.add_argument("--iters", type=int, default=100, help="timed repetitions (CUDA)")
     ap.add_argument("--plot", default=None, help="save a PNG of % of peak and e2e tok/s here")
     args = ap.parse_args(argv)
@@ -344,8 +420,19 @@ def main(argv: list[str] | None = None) -> int:
         attention_benches(shapes, dtype, dev, args.iters, rep, results)
         elementwise_benches(shapes, dtype, dev, args.iters, rep, results)
         gemm_benches(shapes, dtype, dev, args.iters, rep, results)
-        e2e_decode(shapes, dtype, dev, 5 if args.smoke else 128, 3 if args.smoke else 128, args.smoke, results)
-    print(f"\ntotal {time.perf_counter() - t0:.1f}s; peaks: {PEAK_TBS} TB/s, {PEAK_TFLOPS} TFLOP/s (H200)")
+        e2e_decode(
+            shapes,
+            dtype,
+            dev,
+            5 if args.smoke else 128,
+            3 if args.smoke else 128,
+            args.smoke,
+            results,
+        )
+    print(
+        f"\ntotal {time.perf_counter() - t0:.1f}s; peaks: {PEAK_TBS} TB/s, {PEAK_TFLOPS} TFLOP/s "
+        f"(H200)"
+    )
     if args.plot:
         plot(rep, results, args.plot)
     return 0
@@ -364,7 +451,12 @@ def plot(rep: Report, results: dict, path: str) -> None:
     a.invert_yaxis()
     keys = sorted(k for k in results if k.startswith("e2e_b"))
     for i, label in enumerate(("transformers", "structgen eager", "structgen + CUDA graphs")):
-        b.bar([j + 0.27 * i for j in range(len(keys))], [results[k][i] for k in keys], 0.27, label=label)
+        b.bar(
+            [j + 0.27 * i for j in range(len(keys))],
+            [results[k][i] for k in keys],
+            0.27,
+            label=label,
+        )
     b.set_xticks([j + 0.27 for j in range(len(keys))], [k.replace("e2e_b", "batch ") for k in keys])
     b.set_ylabel("decode tok/s")
     b.set_yscale("log")

@@ -36,7 +36,9 @@ def _peer_compiles(engine, schema) -> bool:
 
 def _forced(grammar, tok, text: str) -> bool:
     m = grammar.matcher()
-    return all(m.advance(t) for t in tok.encode(text, add_special_tokens=False)) and m.is_accepting()
+    return (
+        all(m.advance(t) for t in tok.encode(text, add_special_tokens=False)) and m.is_accepting()
+    )
 
 
 def main() -> None:
@@ -46,6 +48,7 @@ def main() -> None:
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
     from structgen.fsm import Vocabulary, clear_cache, compile_json_schema
+
     tok = B.smollm2_tokenizer()
     vocab = Vocabulary.from_tokenizer(tok)
     peers = [cls(tok) for cls in (B.XGrammar, B.LLGuidance)] if args.peers else []
@@ -72,14 +75,18 @@ def main() -> None:
             if ok != valid:
                 s["vr" if valid else "ia"] += 1
                 bad.append(("VR" if valid else "IA", text[:120]))
-        print(f"{sub:22} {name:40} ok {time.perf_counter() - t0:.2f}s warnings={g.warnings}",
-              flush=True)
+        print(
+            f"{sub:22} {name:40} ok {time.perf_counter() - t0:.2f}s warnings={g.warnings}",
+            flush=True,
+        )
         for kind, text in bad:
             print(f"    {kind} {text}")
     print(f"\n{'subset':22} compiled  valid rejected  invalid accepted  peers compiled")
     for sub, s in subs.items():
-        print(f"{sub:22} {s['comp']}/{s['n']:<7} {s['vr']}/{s['v']:<13} {s['ia']}/{s['i']:<15} "
-              f"{s['peers'] or ''}")
+        print(
+            f"{sub:22} {s['comp']}/{s['n']:<7} {s['vr']}/{s['v']:<13} {s['ia']}/{s['i']:<15} "
+            f"{s['peers'] or ''}"
+        )
 
 
 if __name__ == "__main__":

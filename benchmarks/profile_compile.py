@@ -29,6 +29,7 @@ from bench_grammar import load_sample, smollm2_tokenizer  # noqa: E402
 def measure(sample, vocab, repeat: int):
     """Min over ``repeat`` passes of (compile s, first-mask s) per compiled schema."""
     from structgen.fsm import clear_cache, compile_json_schema
+
     best: dict[str, list[float]] = {}
     buf = torch.zeros((1, (vocab.vocab_size + 31) // 32), dtype=torch.int32)
     for _ in range(repeat):
@@ -44,7 +45,9 @@ def measure(sample, vocab, repeat: int):
                 continue
             key = f"{sub}/{name}"
             old = best.get(key)
-            best[key] = [t1 - t0, t2 - t1] if old is None else [min(old[0], t1 - t0), min(old[1], t2 - t1)]
+            best[key] = (
+                [t1 - t0, t2 - t1] if old is None else [min(old[0], t1 - t0), min(old[1], t2 - t1)]
+            )
     return best
 
 
@@ -56,14 +59,17 @@ def main(argv=None) -> None:
     ap.add_argument("--top", type=int, default=8)
     args = ap.parse_args(argv)
     from structgen.fsm import Vocabulary
+
     vocab = Vocabulary.from_tokenizer(smollm2_tokenizer())
     sample = load_sample(args.per_subset, 1)
     best = measure(sample, vocab, args.repeat)
     comp = np.array([v[0] for v in best.values()]) * 1e3
     first = np.array([v[1] for v in best.values()]) * 1e3
-    print(f"{len(best)}/{len(sample)} compiled; compile ms p50 {np.percentile(comp, 50):.2f} "
-          f"p90 {np.percentile(comp, 90):.2f} max {comp.max():.1f}; first mask ms p50 "
-          f"{np.percentile(first, 50):.2f} p90 {np.percentile(first, 90):.2f} max {first.max():.1f}")
+    print(
+        f"{len(best)}/{len(sample)} compiled; compile ms p50 {np.percentile(comp, 50):.2f} "
+        f"p90 {np.percentile(comp, 90):.2f} max {comp.max():.1f}; first mask ms p50 "
+        f"{np.percentile(first, 50):.2f} p90 {np.percentile(first, 90):.2f} max {first.max():.1f}"
+    )
     for key, (c, f) in sorted(best.items(), key=lambda kv: -kv[1][0])[: args.top]:
         print(f"  {c * 1e3:8.1f} ms compile {f * 1e3:8.1f} ms first mask  {key}")
     if args.profile:

@@ -50,7 +50,9 @@ def load_schema(path: str) -> dict:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
         where = "/" + "/".join(str(x) for x in exc.absolute_path)
-        raise CliError(f"schema {path} is not a valid JSON Schema at {where}: {exc.message}") from None
+        raise CliError(
+            f"schema {path} is not a valid JSON Schema at {where}: {exc.message}"
+        ) from None
     try:
         compile_json_schema(schema, allow_extra_properties=False)
     except StructgenError as exc:
@@ -156,17 +158,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         from structgen.server import create_app
     except ImportError as exc:
-        raise CliError(f"the server needs its extra: pip install 'structgen[server]' ({exc})")
+        raise CliError(
+            f"the server needs its extra: pip install 'structgen[server]' ({exc})"
+        ) from exc
     from structgen.runtime.async_engine import AsyncEngine
 
-    settings = {k: v for k, v in {
-        "dtype": args.dtype, "max_running_requests": args.max_running_requests,
-        "max_kv_tokens": args.max_kv_tokens, "max_model_len": args.max_model_len,
-        "page_size": args.page_size, "tensor_parallel_size": args.tp,
-        "data_parallel_size": args.dp, "dist_timeout_s": args.dist_timeout}.items() if v is not None}
+    settings = {
+        k: v
+        for k, v in {
+            "dtype": args.dtype,
+            "max_running_requests": args.max_running_requests,
+            "max_kv_tokens": args.max_kv_tokens,
+            "max_model_len": args.max_model_len,
+            "page_size": args.page_size,
+            "tensor_parallel_size": args.tp,
+            "data_parallel_size": args.dp,
+            "dist_timeout_s": args.dist_timeout,
+        }.items()
+        if v is not None
+    }
     engine = AsyncEngine(args.model, **settings)  # --dp > 1: an AsyncDataParallelEngine
-    app = create_app(engine, served_model_name=args.served_model_name, api_key=args.api_key,
-                     max_n=args.max_n)
+    app = create_app(
+        engine, served_model_name=args.served_model_name, api_key=args.api_key, max_n=args.max_n
+    )
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     finally:
@@ -213,10 +227,18 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--page-size", type=int, default=None)
     se.add_argument("--dtype", default=None, help="float32, bfloat16, float16 or auto")
     se.add_argument("--tp", type=int, default=None, help="tensor-parallel ranks per replica")
-    se.add_argument("--dp", type=int, default=None,
-                    help="data-parallel replicas behind a prefix-cache-aware router")
-    se.add_argument("--dist-timeout", type=float, default=None,
-                    help="seconds a collective waits for another rank (default 60)")
+    se.add_argument(
+        "--dp",
+        type=int,
+        default=None,
+        help="data-parallel replicas behind a prefix-cache-aware router",
+    )
+    se.add_argument(
+        "--dist-timeout",
+        type=float,
+        default=None,
+        help="seconds a collective waits for another rank (default 60)",
+    )
     se.add_argument("--max-n", type=int, default=16, help="largest n accepted")
     se.add_argument("--log-level", default="info")
     se.set_defaults(func=cmd_serve)

@@ -65,34 +65,84 @@ class EnvVar:
     @property
     def field(self) -> str | None:
         """The :class:`Settings` field of a ``STRUCTGEN_*`` variable (None for the others)."""
-        return self.name[len(_PREFIX):].lower() if self.name.startswith(_PREFIX) else None
+        return self.name[len(_PREFIX) :].lower() if self.name.startswith(_PREFIX) else None
 
 
 _ENGINE = "`Engine(...)`"
 VARIABLES: tuple[EnvVar, ...] = (
-    EnvVar("STRUCTGEN_QKERNEL", "0/1", "1", _ENGINE,
-           "the C quantized-matmul kernel (`csrc/qkernel.c`); `0`: torch's packed kernels"),
-    EnvVar("STRUCTGEN_QKERNEL_THREADS", "int", "unset", _ENGINE,
-           "OpenMP threads of the quantized kernel (>= 1); unset: `torch.get_num_threads()`"),
-    EnvVar("STRUCTGEN_DENSE_KERNEL", "0/1", "1", _ENGINE,
-           "the C kernel of fp32/bf16 linears with 1-8 rows (`csrc/densekernel.c`); "
-           "`0`: `F.linear`"),
-    EnvVar("STRUCTGEN_CPU_OPS", "0/1", "1", _ENGINE,
-           "the fused CPU ops around the matmuls (`csrc/cpuops.c`); `0`: their torch references"),
-    EnvVar("STRUCTGEN_DECODE_STEP", "0/1", "1", _ENGINE,
-           "the fused decode step, all layers in one C call (`csrc/decodestep.c`); "
-           "`0`: the per-op path"),
-    EnvVar("STRUCTGEN_TOKENTRIE", "0/1", "1", "each `compile_*` call",
-           "the C token-trie walk and mask writer of the grammar (`csrc/tokentrie.c`); `0`: numpy"),
-    EnvVar("STRUCTGEN_REGEXLOWER", "0/1", "1", "each `compile_*` call",
-           "the C loop lowering regex text to automaton terms (`csrc/regexlower.c`); `0`: Python"),
-    EnvVar("STRUCTGEN_CACHE_DIR", "path", "`~/.cache/structgen`", "each model load",
-           "where tokenizers built from GGUF files are cached"),
-    EnvVar("TRITON_INTERPRET", "0/1", "unset", "first import of `structgen.kernels`",
-           "set to `1` when CUDA is unavailable and it is unset, before Triton is imported "
-           "(Triton kernels on CPU run interpreted: tests only)", set_by_structgen=True),
-    EnvVar("OPENAI_API_KEY", "str", "unset", "`OpenAIBackend(...)`",
-           "the API key sent when `api_key` is not given (unset: `\"none\"`)"),
+    EnvVar(
+        "STRUCTGEN_QKERNEL",
+        "0/1",
+        "1",
+        _ENGINE,
+        "the C quantized-matmul kernel (`csrc/qkernel.c`); `0`: torch's packed kernels",
+    ),
+    EnvVar(
+        "STRUCTGEN_QKERNEL_THREADS",
+        "int",
+        "unset",
+        _ENGINE,
+        "OpenMP threads of the quantized kernel (>= 1); unset: `torch.get_num_threads()`",
+    ),
+    EnvVar(
+        "STRUCTGEN_DENSE_KERNEL",
+        "0/1",
+        "1",
+        _ENGINE,
+        "the C kernel of fp32/bf16 linears with 1-8 rows (`csrc/densekernel.c`); `0`: `F.linear`",
+    ),
+    EnvVar(
+        "STRUCTGEN_CPU_OPS",
+        "0/1",
+        "1",
+        _ENGINE,
+        "the fused CPU ops around the matmuls (`csrc/cpuops.c`); `0`: their torch references",
+    ),
+    EnvVar(
+        "STRUCTGEN_DECODE_STEP",
+        "0/1",
+        "1",
+        _ENGINE,
+        "the fused decode step, all layers in one C call (`csrc/decodestep.c`); "
+        "`0`: the per-op path",
+    ),
+    EnvVar(
+        "STRUCTGEN_TOKENTRIE",
+        "0/1",
+        "1",
+        "each `compile_*` call",
+        "the C token-trie walk and mask writer of the grammar (`csrc/tokentrie.c`); `0`: numpy",
+    ),
+    EnvVar(
+        "STRUCTGEN_REGEXLOWER",
+        "0/1",
+        "1",
+        "each `compile_*` call",
+        "the C loop lowering regex text to automaton terms (`csrc/regexlower.c`); `0`: Python",
+    ),
+    EnvVar(
+        "STRUCTGEN_CACHE_DIR",
+        "path",
+        "`~/.cache/structgen`",
+        "each model load",
+        "where tokenizers built from GGUF files are cached",
+    ),
+    EnvVar(
+        "TRITON_INTERPRET",
+        "0/1",
+        "unset",
+        "first import of `structgen.kernels`",
+        "set to `1` when CUDA is unavailable and it is unset, before Triton is imported "
+        "(Triton kernels on CPU run interpreted: tests only)",
+        set_by_structgen=True,
+    ),
+    EnvVar(
+        "OPENAI_API_KEY",
+        "str",
+        "unset",
+        "`OpenAIBackend(...)`",
+        'the API key sent when `api_key` is not given (unset: `"none"`)',
+    ),
 )
 _BY_FIELD = {v.field: v for v in VARIABLES if v.field is not None}
 
@@ -142,7 +192,11 @@ def _positive_int(name: str, text: str) -> int:
     return value
 
 
-_PARSERS = {"0/1": _switch, "int": _positive_int, "path": lambda _name, text: Path(text).expanduser()}
+_PARSERS = {
+    "0/1": _switch,
+    "int": _positive_int,
+    "path": lambda _name, text: Path(text).expanduser(),
+}
 
 
 def read(field: str, environ: Mapping[str, str] | None = None) -> Any:

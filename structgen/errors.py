@@ -142,8 +142,13 @@ class ProgramError(StructgenError):
         original: the exception the program raised (also ``__cause__``).
     """
 
-    def __init__(self, message: str, filename: str = "", lineno: int = 0,
-                 original: BaseException | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        filename: str = "",
+        lineno: int = 0,
+        original: BaseException | None = None,
+    ) -> None:
         super().__init__(message)
         self.filename = filename
         self.lineno = lineno

@@ -29,7 +29,8 @@ def test_readme_table_is_the_env_table() -> None:
     assert found, "README.md lost its env-table markers"
     assert found.group(1) == env.markdown_table(), (
         "README's table of environment variables differs from structgen/env.py's: paste "
-        "the output of python -c 'import structgen.env as e; print(e.markdown_table(), end=\"\")'")
+        "the output of python -c 'import structgen.env as e; print(e.markdown_table(), end=\"\")'"
+    )
 
 
 def test_only_env_py_names_or_reads_variables() -> None:
@@ -42,10 +43,18 @@ def test_only_env_py_names_or_reads_variables() -> None:
             if "STRUCTGEN_" in line:
                 offenders.append(f"{rel}:{lineno}: names a STRUCTGEN_ variable")
         for node in ast.walk(ast.parse(text)):
-            if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "putenv", "unsetenv"):
+            if isinstance(node, ast.Attribute) and node.attr in (
+                "environ",
+                "getenv",
+                "putenv",
+                "unsetenv",
+            ):
                 offenders.append(f"{rel}:{node.lineno}: os.{node.attr}")
-            if isinstance(node, ast.ImportFrom) and node.module == "os" and any(
-                    a.name in ("environ", "getenv", "putenv", "unsetenv") for a in node.names):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module == "os"
+                and any(a.name in ("environ", "getenv", "putenv", "unsetenv") for a in node.names)
+            ):
                 offenders.append(f"{rel}:{node.lineno}: from os import ...")
     assert not offenders, "\n".join(offenders)
 
@@ -69,16 +78,29 @@ def test_defaults_when_unset_or_empty() -> None:
 
 
 def test_values_parse() -> None:
-    got = env.read_env({"STRUCTGEN_CPU_OPS": "0", "STRUCTGEN_TOKENTRIE": "1",
-                        "STRUCTGEN_QKERNEL_THREADS": "3", "STRUCTGEN_CACHE_DIR": "~/sg"})
-    assert got == dataclasses.replace(env.Settings(), cpu_ops=False, qkernel_threads=3,
-                                      cache_dir=Path("~/sg").expanduser())
+    got = env.read_env(
+        {
+            "STRUCTGEN_CPU_OPS": "0",
+            "STRUCTGEN_TOKENTRIE": "1",
+            "STRUCTGEN_QKERNEL_THREADS": "3",
+            "STRUCTGEN_CACHE_DIR": "~/sg",
+        }
+    )
+    assert got == dataclasses.replace(
+        env.Settings(), cpu_ops=False, qkernel_threads=3, cache_dir=Path("~/sg").expanduser()
+    )
 
 
-@pytest.mark.parametrize("name, value", [
-    ("STRUCTGEN_CPU_OPS", "yes"), ("STRUCTGEN_DECODE_STEP", "false"), ("STRUCTGEN_REGEXLOWER", " 0"),
-    ("STRUCTGEN_QKERNEL_THREADS", "0"), ("STRUCTGEN_QKERNEL_THREADS", "two"),
-])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("STRUCTGEN_CPU_OPS", "yes"),
+        ("STRUCTGEN_DECODE_STEP", "false"),
+        ("STRUCTGEN_REGEXLOWER", " 0"),
+        ("STRUCTGEN_QKERNEL_THREADS", "0"),
+        ("STRUCTGEN_QKERNEL_THREADS", "two"),
+    ],
+)
 def test_bad_value_names_the_variable(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name):
         env.read_env({name: value})
@@ -141,16 +163,32 @@ def test_kernel_settings_apply_on_change() -> None:
 
     default = env.Settings()
     try:
-        apply_kernel_settings(dataclasses.replace(default, qkernel=False, dense_kernel=False, cpu_ops=False,
-                                                  decode_step=False, qkernel_threads=1))
-        assert (cpu_kernel._ENABLED, dense_kernel._ENABLED, cpu_ops._ENABLED, decode_step._ENABLED) == (
-            False, False, False, False)
+        apply_kernel_settings(
+            dataclasses.replace(
+                default,
+                qkernel=False,
+                dense_kernel=False,
+                cpu_ops=False,
+                decode_step=False,
+                qkernel_threads=1,
+            )
+        )
+        assert (
+            cpu_kernel._ENABLED,
+            dense_kernel._ENABLED,
+            cpu_ops._ENABLED,
+            decode_step._ENABLED,
+        ) == (False, False, False, False)
         assert cpu_kernel._THREADS == 1 and not cpu_kernel.available()
         cpu_kernel.set_threads(2)  # set by hand: kept while the setting does not change
         apply_kernel_settings(dataclasses.replace(default, qkernel_threads=1))
         assert cpu_kernel._THREADS == 2
-        assert (cpu_kernel._ENABLED, dense_kernel._ENABLED, cpu_ops._ENABLED, decode_step._ENABLED) == (
-            True, True, True, True)
+        assert (
+            cpu_kernel._ENABLED,
+            dense_kernel._ENABLED,
+            cpu_ops._ENABLED,
+            decode_step._ENABLED,
+        ) == (True, True, True, True)
     finally:
         apply_kernel_settings(default)
     assert cpu_kernel._THREADS is None

@@ -46,8 +46,10 @@ PAIRS = [
     ),
     # a text the 135M model copies instead of looping on (it repeats "I'm here." to
     # max_tokens on 'She said "hi" and left.'); the output still carries a JSON escape
-    ("field-string-escaped-quote",
-     'Quote of the day: "Stay hungry, stay foolish." Saved in C:\\temp.'),
+    (
+        "field-string-escaped-quote",
+        'Quote of the day: "Stay hungry, stay foolish." Saved in C:\\temp.',
+    ),
     ("field-eos-masked-until-complete", "Alan Turing was 41 when he died."),
     ("field-pattern-with-anchors", "Send it to 77 Mass Ave, Cambridge MA 02139."),
 ]
@@ -84,7 +86,10 @@ def test_extraction_reads_the_facts(extracted):
 
 def test_batch_extraction(smollm2_engine):
     schema = _example("person")
-    texts = [PAIRS[0][1], "Our new colleague is Kenji Watanabe; he is 51 and teaches physics in Osaka."]
+    texts = [
+        PAIRS[0][1],
+        "Our new colleague is Kenji Watanabe; he is 51 and teaches physics in Osaka.",
+    ]
     batched = smollm2_engine.extract(schema, texts)
     for obj in batched:
         jsonschema.validate(obj, schema)

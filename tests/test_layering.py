@@ -24,8 +24,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "structgen"
 
-_ABOVE_RUNTIME = ("structgen.extraction", "structgen.lang", "structgen.server", "structgen.cli",
-                  "structgen.integrations", "structgen.__main__")
+_ABOVE_RUNTIME = (
+    "structgen.extraction",
+    "structgen.lang",
+    "structgen.server",
+    "structgen.cli",
+    "structgen.integrations",
+    "structgen.__main__",
+)
 
 
 @dataclass(frozen=True)
@@ -41,15 +47,29 @@ class Rule:
 
 
 RULES = (
-    Rule("runtime imports neither the layers above it nor structgen/__init__", "structgen.runtime",
-         ("structgen",) + _ABOVE_RUNTIME,
-         allowed_in_function=(("structgen.extraction", "extract"),)),
-    Rule("fsm imports neither runtime, lang, server nor any layer above it", "structgen.fsm",
-         ("structgen", "structgen.runtime") + _ABOVE_RUNTIME),
-    Rule("extraction imports neither lang, server, cli nor structgen/__init__",
-         "structgen.extraction",
-         ("structgen", "structgen.lang", "structgen.server", "structgen.cli",
-          "structgen.integrations", "structgen.__main__")),
+    Rule(
+        "runtime imports neither the layers above it nor structgen/__init__",
+        "structgen.runtime",
+        ("structgen",) + _ABOVE_RUNTIME,
+        allowed_in_function=(("structgen.extraction", "extract"),),
+    ),
+    Rule(
+        "fsm imports neither runtime, lang, server nor any layer above it",
+        "structgen.fsm",
+        ("structgen", "structgen.runtime") + _ABOVE_RUNTIME,
+    ),
+    Rule(
+        "extraction imports neither lang, server, cli nor structgen/__init__",
+        "structgen.extraction",
+        (
+            "structgen",
+            "structgen.lang",
+            "structgen.server",
+            "structgen.cli",
+            "structgen.integrations",
+            "structgen.__main__",
+        ),
+    ),
 )
 
 
@@ -104,8 +124,10 @@ def violations(source: str, module: str, is_package: bool = False) -> list[str]:
         for imp in imports_of(source, module, is_package):
             if not any(_within(imp.target, f) for f in rule.forbidden):
                 continue
-            if any(_within(imp.target, pkg) and fn in imp.functions
-                   for pkg, fn in rule.allowed_in_function):
+            if any(
+                _within(imp.target, pkg) and fn in imp.functions
+                for pkg, fn in rule.allowed_in_function
+            ):
                 continue
             out.append(f"{module}:{imp.line} imports {imp.target} ({rule.name})")
     return list(dict.fromkeys(out))  # one line per statement and target
@@ -128,39 +150,50 @@ def test_the_package_keeps_its_layers():
 def test_every_rule_names_existing_layers():
     for rule in RULES:
         assert _is_module(rule.layer), rule.layer
-        assert all(f == "structgen" or _is_module(f) or f.endswith("__main__")
-                   for f in rule.forbidden), rule
+        assert all(
+            f == "structgen" or _is_module(f) or f.endswith("__main__") for f in rule.forbidden
+        ), rule
 
 
-@pytest.mark.parametrize("module, source, rule", [
-    ("structgen.runtime.request_factory", "from structgen.lang.expr import gen\n", "runtime"),
-    ("structgen.runtime.distributed.async_front", "from structgen import Regex\n", "runtime"),
-    ("structgen.runtime.engine", "from .. import lang\n", "runtime"),
-    ("structgen.runtime.engine", "def f():\n    import structgen.server.app\n", "runtime"),
-    ("structgen.runtime.engine", "import structgen.extraction\n", "runtime"),
-    ("structgen.runtime.engine",
-     "class E:\n    def generate(self):\n        from structgen.extraction import extract\n",
-     "runtime"),
-    ("structgen.runtime.models.llama", "from ...cli import main\n", "runtime"),
-    ("structgen.fsm.compiler", "from ..runtime.request import Request\n", "fsm"),
-    ("structgen.fsm.spec", "def f():\n    from structgen.lang import healing\n", "fsm"),
-    ("structgen.fsm", "from ..server import app\n", "fsm"),
-    ("structgen.extraction.extractor", "from structgen.lang.expr import gen\n", "extraction"),
-    ("structgen.extraction", "from .. import Regex\n", "extraction"),
-])
+@pytest.mark.parametrize(
+    "module, source, rule",
+    [
+        ("structgen.runtime.request_factory", "from structgen.lang.expr import gen\n", "runtime"),
+        ("structgen.runtime.distributed.async_front", "from structgen import Regex\n", "runtime"),
+        ("structgen.runtime.engine", "from .. import lang\n", "runtime"),
+        ("structgen.runtime.engine", "def f():\n    import structgen.server.app\n", "runtime"),
+        ("structgen.runtime.engine", "import structgen.extraction\n", "runtime"),
+        (
+            "structgen.runtime.engine",
+            "class E:\n    def generate(self):\n        from structgen.extraction import extract\n",
+            "runtime",
+        ),
+        ("structgen.runtime.models.llama", "from ...cli import main\n", "runtime"),
+        ("structgen.fsm.compiler", "from ..runtime.request import Request\n", "fsm"),
+        ("structgen.fsm.spec", "def f():\n    from structgen.lang import healing\n", "fsm"),
+        ("structgen.fsm", "from ..server import app\n", "fsm"),
+        ("structgen.extraction.extractor", "from structgen.lang.expr import gen\n", "extraction"),
+        ("structgen.extraction", "from .. import Regex\n", "extraction"),
+    ],
+)
 def test_an_injected_violation_is_found(module, source, rule):
     is_package = module in ("structgen.fsm", "structgen.extraction")
     (found,) = violations(source, module, is_package)
     assert found.startswith(f"{module}:") and f"({rule} " in found
 
 
-@pytest.mark.parametrize("module, source", [
-    ("structgen.runtime.engine",
-     "class E:\n    def extract(self):\n        from structgen.extraction import extract\n"),
-    ("structgen.runtime.engine", "from structgen import errors\nfrom .. import fsm\n"),
-    ("structgen.runtime.engine", "from structgen.fsm.spec import to_constraint\n"),
-    ("structgen.extraction.extractor", "from structgen.runtime.engine import Engine\n"),
-    ("structgen.lang.state", "from structgen.runtime.outputs import RequestOutput\n"),
-])
+@pytest.mark.parametrize(
+    "module, source",
+    [
+        (
+            "structgen.runtime.engine",
+            "class E:\n    def extract(self):\n        from structgen.extraction import extract\n",
+        ),
+        ("structgen.runtime.engine", "from structgen import errors\nfrom .. import fsm\n"),
+        ("structgen.runtime.engine", "from structgen.fsm.spec import to_constraint\n"),
+        ("structgen.extraction.extractor", "from structgen.runtime.engine import Engine\n"),
+        ("structgen.lang.state", "from structgen.runtime.outputs import RequestOutput\n"),
+    ],
+)
 def test_an_allowed_import_passes(module, source):
     assert violations(source, module) == []

@@ -71,7 +71,9 @@ def _parse(out: Any, model_cls: Any) -> Any:
     if out.finish_reason != "stop":
         why = out.error or f"generation ended with finish_reason={out.finish_reason!r}"
         raise ExtractionError(
-            f"extraction did not complete: {why}", raw_text=out.text, finish_reason=out.finish_reason
+            f"extraction did not complete: {why}",
+            raw_text=out.text,
+            finish_reason=out.finish_reason,
         )
     try:
         obj = json.loads(out.text)
@@ -85,6 +87,7 @@ def _parse(out: Any, model_cls: Any) -> Any:
         return model_cls.model_validate(obj)
     except Exception as exc:  # pydantic validators beyond the JSON Schema
         raise ExtractionError(
-            f"output does not validate as {model_cls.__name__}: {exc}", raw_text=out.text,
+            f"output does not validate as {model_cls.__name__}: {exc}",
+            raw_text=out.text,
             finish_reason="error",
         ) from exc

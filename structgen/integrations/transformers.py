@@ -65,13 +65,29 @@ class StructgenLogitsProcessor(LogitsProcessor):
         self.num_rejected = 0  # tokens generate chose that the grammar refused (should be 0)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        """Advance each row's matcher by the tokens ``generate`` chose since the last call,
+        then mask a copy of ``scores`` to what each row's grammar allows.
+
+        Args:
+            input_ids: ``[B, L]`` prompt plus the tokens generated so far.
+            scores: ``[B, V]`` next-token scores (not modified).
+
+        Returns:
+            ``[B, V]`` a copy of ``scores`` with the tokens the grammar forbids at ``-inf``
+            (a finished row keeps only its EOS ids).
+
+        Raises:
+            ValueError: the batch size changed since the first call (beam search).
+        """
         batch, vocab_size = scores.shape
         if self._matchers is None:
             self._matchers = [self.grammar.matcher(self.max_tokens) for _ in range(batch)]
             self._prompt_len = input_ids.shape[1]
         if len(self._matchers) != batch:
-            raise ValueError(f"batch changed from {len(self._matchers)} to {batch} rows "
-                             "(beam search is not supported); make a new processor per call")
+            raise ValueError(
+                f"batch changed from {len(self._matchers)} to {batch} rows "
+                "(beam search is not supported); make a new processor per call"
+            )
         new = input_ids.shape[1] - self._prompt_len
         if new > self._num_seen:
             tokens = input_ids[:, self._prompt_len + self._num_seen : self._prompt_len + new]
@@ -97,8 +113,9 @@ def _bit(i: int) -> int:
     return (1 << i) - (1 << 32) if i == 31 else 1 << i
 
 
-def logits_processor(constraint: Any, tokenizer, *, max_tokens: int | None = None,
-                     **compile_options: Any) -> StructgenLogitsProcessor:
+def logits_processor(
+    constraint: Any, tokenizer, *, max_tokens: int | None = None, **compile_options: Any
+) -> StructgenLogitsProcessor:
     """A processor for ``constraint`` over ``tokenizer``'s vocabulary.
 
     Args:

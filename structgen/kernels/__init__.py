@@ -6,8 +6,8 @@ kernels (``structgen.runtime.cpu``) included; paged attention's is
 ``extend_attention``). ``backend="auto"`` picks Triton on CUDA and the torch reference
 elsewhere; the model reaches these kernels through its own dispatch
 (``structgen.runtime.models.attention.use_triton``). Modules are
-imported on use (importing Triton costs ~0.6 s): ``from structgen.kernels.rms_norm import
-rms_norm``.
+imported on use (so that importing the package does not import Triton):
+``from structgen.kernels.rms_norm import rms_norm``.
 """
 
 __all__ = [

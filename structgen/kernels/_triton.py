@@ -138,30 +138,50 @@ def check_same_device(**tensors: torch.Tensor | None) -> None:
     check(len(set(devs.values())) <= 1, f"all tensors must be on one device, got {devs}")
 
 
-def check_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                          page_table: torch.Tensor, q_name: str) -> None:
+def check_paged_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    page_table: torch.Tensor,
+    q_name: str,
+) -> None:
     """Shared checks of the paged attention launchers (decode and extend).
 
     Args:
-        q: ``[rows, heads, d]`` queries; ``q_name`` names its first axis in messages.
-        k_cache / v_cache: ``[num_pages, page_size, kv_heads, d]``, ``heads % kv_heads == 0``.
+        q: ``[rows, heads, d]`` queries.
+        k_cache: ``[num_pages, page_size, kv_heads, d]``, ``heads % kv_heads == 0``.
+        v_cache: the same shape as ``k_cache``.
         page_table: ``[B, max_pages]`` int32/int64, rows contiguous.
+        q_name: the name of ``q``'s first axis in messages (``"B"``, ``"T"``).
 
     Raises:
         ValueError: the first mismatch found (shape, GQA ratio, dtype, layout).
     """
     check(q.dim() == 3, f"q must be [{q_name}, heads, d], got {tuple(q.shape)}")
-    check(k_cache.dim() == 4 and k_cache.shape == v_cache.shape,
-          f"caches must be [pages, page_size, kv_heads, d] and equal, got {tuple(k_cache.shape)}, {tuple(v_cache.shape)}")
+    check(
+        k_cache.dim() == 4 and k_cache.shape == v_cache.shape,
+        f"caches must be [pages, page_size, kv_heads, d] and equal, got {tuple(k_cache.shape)}, "
+        f"{tuple(v_cache.shape)}",
+    )
     heads, d = q.shape[1], q.shape[2]
     check(k_cache.shape[3] == d, f"head_dim mismatch: q {d}, cache {k_cache.shape[3]}")
-    check(heads % k_cache.shape[2] == 0, f"heads {heads} not a multiple of kv_heads {k_cache.shape[2]}")
-    check(q.dtype == k_cache.dtype == v_cache.dtype,
-          f"dtype mismatch: q {q.dtype}, cache {k_cache.dtype}/{v_cache.dtype}")
+    check(
+        heads % k_cache.shape[2] == 0,
+        f"heads {heads} not a multiple of kv_heads {k_cache.shape[2]}",
+    )
+    check(
+        q.dtype == k_cache.dtype == v_cache.dtype,
+        f"dtype mismatch: q {q.dtype}, cache {k_cache.dtype}/{v_cache.dtype}",
+    )
     check_float("q", q)
-    check(page_table.dim() == 2, f"page_table must be [B, max_pages], got {tuple(page_table.shape)}")
+    check(
+        page_table.dim() == 2, f"page_table must be [B, max_pages], got {tuple(page_table.shape)}"
+    )
     check_index(page_table=page_table)
-    check(q.stride(2) == 1 and k_cache.stride(3) == 1 and v_cache.stride(3) == 1, "head_dim must be contiguous")
+    check(
+        q.stride(2) == 1 and k_cache.stride(3) == 1 and v_cache.stride(3) == 1,
+        "head_dim must be contiguous",
+    )
     check(page_table.stride(1) == 1, "page_table rows must be contiguous")
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import torch
 
 from structgen.kernels._paged import load_paged_kv
-from structgen.kernels.paged_attention import paged_attention_ref
 from structgen.kernels._triton import (
     cdiv,
     check,
@@ -34,6 +33,7 @@ from structgen.kernels._triton import (
     tl,
     window_or_max,
 )
+from structgen.kernels.paged_attention import paged_attention_ref
 
 __all__ = ["extend_attention"]
 
@@ -44,13 +44,23 @@ def _q_starts(extend_lens: torch.Tensor) -> torch.Tensor:
     return torch.cumsum(extend_lens, 0) - extend_lens  # [B] first flat row of each sequence
 
 
-def _extend_attention_torch(q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, sliding_window):
+def _extend_attention_torch(
+    q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, sliding_window
+):
     """The ragged batch as per-token rows and positions, through :func:`paged_attention_ref`."""
     num_tokens = q.shape[0]
     prefix_lens, extend_lens = prefix_lens.long(), extend_lens.long()
-    seq_ids = torch.repeat_interleave(torch.arange(len(extend_lens), device=q.device), extend_lens)  # [T]
-    q_pos = prefix_lens[seq_ids] + torch.arange(num_tokens, device=q.device) - _q_starts(extend_lens)[seq_ids]
-    return paged_attention_ref(q, k_cache, v_cache, page_table, seq_ids, q_pos, scale, sliding_window)
+    seq_ids = torch.repeat_interleave(
+        torch.arange(len(extend_lens), device=q.device), extend_lens
+    )  # [T]
+    q_pos = (
+        prefix_lens[seq_ids]
+        + torch.arange(num_tokens, device=q.device)
+        - _q_starts(extend_lens)[seq_ids]
+    )
+    return paged_attention_ref(
+        q, k_cache, v_cache, page_table, seq_ids, q_pos, scale, sliding_window
+    )
 
 
 @jit
@@ -141,14 +151,25 @@ def _extend_kernel(
 def _check_extend_args(q, k_cache, v_cache, page_table, prefix_lens, extend_lens) -> None:
     check_paged_attention(q, k_cache, v_cache, page_table, "T")
     bsz = page_table.shape[0]
-    check(prefix_lens.shape == (bsz,) and extend_lens.shape == (bsz,),
-          f"prefix_lens/extend_lens must be [B={bsz}], got {tuple(prefix_lens.shape)}, {tuple(extend_lens.shape)}")
+    check(
+        prefix_lens.shape == (bsz,) and extend_lens.shape == (bsz,),
+        f"prefix_lens/extend_lens must be [B={bsz}], got {tuple(prefix_lens.shape)}, "
+        f"{tuple(extend_lens.shape)}",
+    )
     check_index(prefix_lens=prefix_lens, extend_lens=extend_lens)
-    check_same_device(q=q, k_cache=k_cache, v_cache=v_cache, page_table=page_table,
-                      prefix_lens=prefix_lens, extend_lens=extend_lens)
+    check_same_device(
+        q=q,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        page_table=page_table,
+        prefix_lens=prefix_lens,
+        extend_lens=extend_lens,
+    )
 
 
-def _extend_triton(q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, max_extend_len, sliding_window):
+def _extend_triton(
+    q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, max_extend_len, sliding_window
+):
     _check_extend_args(q, k_cache, v_cache, page_table, prefix_lens, extend_lens)
     window = window_or_max(sliding_window)
     num_tokens, heads, d = q.shape
@@ -219,6 +240,17 @@ def extend_attention(
         ValueError: (Triton backend) shape, dtype, device or layout mismatch.
     """
     if resolve_backend(backend, q.device) == "triton":
-        return _extend_triton(q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, max_extend_len,
-                              sliding_window)
-    return _extend_attention_torch(q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, sliding_window)
+        return _extend_triton(
+            q,
+            k_cache,
+            v_cache,
+            page_table,
+            prefix_lens,
+            extend_lens,
+            scale,
+            max_extend_len,
+            sliding_window,
+        )
+    return _extend_attention_torch(
+        q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, sliding_window
+    )

@@ -69,7 +69,9 @@ def fused_moe_ref(
     return out.to(x.dtype)
 
 
-def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int) -> tuple[torch.Tensor, torch.Tensor]:
+def moe_align(
+    topk_ids: torch.Tensor, num_experts: int, block_m: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Sort (token, expert) pairs by expert, padding each expert's run to ``block_m``.
 
     Returns:
@@ -144,13 +146,19 @@ def _moe_gemm_kernel(
                 other=0.0,
             )  # [BLOCK_M, BLOCK_K]
             wk_mask = k_mask[:, None] & n_mask[None, :]
-            w = tl.load(w_base + offs_n[None, :] * stride_wn + offs_k[:, None], mask=wk_mask, other=0.0)
+            w = tl.load(
+                w_base + offs_n[None, :] * stride_wn + offs_k[:, None], mask=wk_mask, other=0.0
+            )
             if DOT_F32:
                 a = a.to(tl.float32)
                 w = w.to(tl.float32)
             acc += tl.dot(a, w)
             if GATE_UP:
-                wu = tl.load(w_base + (N + offs_n[None, :]) * stride_wn + offs_k[:, None], mask=wk_mask, other=0.0)
+                wu = tl.load(
+                    w_base + (N + offs_n[None, :]) * stride_wn + offs_k[:, None],
+                    mask=wk_mask,
+                    other=0.0,
+                )
                 if DOT_F32:
                     wu = wu.to(tl.float32)
                 acc_up += tl.dot(a, wu)
@@ -166,17 +174,27 @@ def _moe_gemm_kernel(
 
 
 def _check_moe_args(x, w_gate_up, w_down, topk_weights, topk_ids) -> None:
-    check(x.dim() == 2 and w_gate_up.dim() == 3 and w_down.dim() == 3, "x [T, H], weights [E, ., .]")
+    check(
+        x.dim() == 2 and w_gate_up.dim() == 3 and w_down.dim() == 3, "x [T, H], weights [E, ., .]"
+    )
     num_experts, two_inter, hidden = w_gate_up.shape
     check(two_inter % 2 == 0 and hidden == x.shape[1], f"w_gate_up must be [E, 2I, {x.shape[1]}]")
     check(w_down.shape == (num_experts, hidden, two_inter // 2), "w_down must be [E, H, I]")
     check(x.dtype == w_gate_up.dtype == w_down.dtype, "x and weights must share a dtype")
     check_float("x", x)
-    check(topk_ids.shape == topk_weights.shape and topk_ids.dim() == 2, "topk_ids/weights must be [T, top_k]")
+    check(
+        topk_ids.shape == topk_weights.shape and topk_ids.dim() == 2,
+        "topk_ids/weights must be [T, top_k]",
+    )
     check(topk_ids.shape[0] == x.shape[0], "topk rows must match tokens")
     check_index(topk_ids=topk_ids)
-    check(x.stride(1) == 1 and w_gate_up.stride(2) == 1 and w_down.stride(2) == 1, "inner dims must be contiguous")
-    check_same_device(x=x, w_gate_up=w_gate_up, w_down=w_down, topk_weights=topk_weights, topk_ids=topk_ids)
+    check(
+        x.stride(1) == 1 and w_gate_up.stride(2) == 1 and w_down.stride(2) == 1,
+        "inner dims must be contiguous",
+    )
+    check_same_device(
+        x=x, w_gate_up=w_gate_up, w_down=w_down, topk_weights=topk_weights, topk_ids=topk_ids
+    )
 
 
 def _fused_moe_triton(x, w_gate_up, w_down, topk_weights, topk_ids) -> torch.Tensor:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import torch
 
 from structgen.kernels._paged import load_paged_kv
-from structgen.kernels.paged_attention import paged_attention_ref
 from structgen.kernels._triton import (
     cdiv,
     check,
@@ -37,6 +36,7 @@ from structgen.kernels._triton import (
     tl,
     window_or_max,
 )
+from structgen.kernels.paged_attention import paged_attention_ref
 
 __all__ = ["default_num_splits", "paged_decode_attention"]
 
@@ -124,10 +124,15 @@ def _decode_split_kernel(
         o_ptrs = out_ptr + bb * stride_ob + heads[:, None] * stride_oh + offs_d[None, :]
         tl.store(o_ptrs, o.to(out_ptr.dtype.element_ty), mask=hd_mask)
     else:
-        o_ptrs = out_ptr + ((bb * stride_ob + heads[:, None] * stride_oh) * NUM_SPLITS + split) * HEAD_DIM
+        o_ptrs = (
+            out_ptr
+            + ((bb * stride_ob + heads[:, None] * stride_oh) * NUM_SPLITS + split) * HEAD_DIM
+        )
         tl.store(o_ptrs + offs_d[None, :], o, mask=hd_mask)
         lse = tl.where(l_i > 0, m_i + tl.log2(safe_l), float("-inf"))
-        tl.store(lse_ptr + (bb * stride_ob + heads * stride_oh) * NUM_SPLITS + split, lse, mask=h_mask)
+        tl.store(
+            lse_ptr + (bb * stride_ob + heads * stride_oh) * NUM_SPLITS + split, lse, mask=h_mask
+        )
 
 
 @jit
@@ -159,7 +164,11 @@ def _decode_reduce_kernel(
         other=0.0,
     )  # [BLOCK_S, BLOCK_D]
     o = tl.sum(part * w[:, None], 0) / tl.sum(w, 0)
-    tl.store(out_ptr + b * stride_ob + h * stride_oh + offs_d, o.to(out_ptr.dtype.element_ty), mask=offs_d < HEAD_DIM)
+    tl.store(
+        out_ptr + b * stride_ob + h * stride_oh + offs_d,
+        o.to(out_ptr.dtype.element_ty),
+        mask=offs_d < HEAD_DIM,
+    )
 
 
 def default_num_splits(batch: int, kv_heads: int, max_kv_len: int, device: torch.device) -> int:
@@ -174,20 +183,34 @@ def default_num_splits(batch: int, kv_heads: int, max_kv_len: int, device: torch
 
 def _check_decode_args(q, k_cache, v_cache, page_table, seq_lens) -> None:
     check_paged_attention(q, k_cache, v_cache, page_table, "B")
-    check(page_table.shape[0] == q.shape[0], f"page_table rows {page_table.shape[0]} != batch {q.shape[0]}")
-    check(seq_lens.shape == (q.shape[0],), f"seq_lens must be [B={q.shape[0]}], got {tuple(seq_lens.shape)}")
+    check(
+        page_table.shape[0] == q.shape[0],
+        f"page_table rows {page_table.shape[0]} != batch {q.shape[0]}",
+    )
+    check(
+        seq_lens.shape == (q.shape[0],),
+        f"seq_lens must be [B={q.shape[0]}], got {tuple(seq_lens.shape)}",
+    )
     check_index(seq_lens=seq_lens)
-    check_same_device(q=q, k_cache=k_cache, v_cache=v_cache, page_table=page_table, seq_lens=seq_lens)
+    check_same_device(
+        q=q, k_cache=k_cache, v_cache=v_cache, page_table=page_table, seq_lens=seq_lens
+    )
 
 
-def _paged_decode_triton(q, k_cache, v_cache, page_table, seq_lens, scale, num_splits, sliding_window):
+def _paged_decode_triton(
+    q, k_cache, v_cache, page_table, seq_lens, scale, num_splits, sliding_window
+):
     _check_decode_args(q, k_cache, v_cache, page_table, seq_lens)
     window = window_or_max(sliding_window)
     bsz, heads, d = q.shape
     page_size, kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = heads // kv_heads
     if num_splits is None:
-        span = page_table.shape[1] * page_size if sliding_window is None else min(window, page_table.shape[1] * page_size)
+        span = (
+            page_table.shape[1] * page_size
+            if sliding_window is None
+            else min(window, page_table.shape[1] * page_size)
+        )
         num_splits = default_num_splits(bsz, kv_heads, span, q.device)
     check(num_splits >= 1, "num_splits must be >= 1")
     out = torch.empty(bsz, heads, d, dtype=q.dtype, device=q.device)
@@ -268,6 +291,10 @@ def paged_decode_attention(
         ValueError: (Triton backend) shape, dtype, device or layout mismatch.
     """
     if resolve_backend(backend, q.device) == "triton":
-        return _paged_decode_triton(q, k_cache, v_cache, page_table, seq_lens, scale, num_splits, sliding_window)
+        return _paged_decode_triton(
+            q, k_cache, v_cache, page_table, seq_lens, scale, num_splits, sliding_window
+        )
     rows = torch.arange(q.shape[0], device=q.device)  # [B] one token per sequence
-    return paged_attention_ref(q, k_cache, v_cache, page_table, rows, seq_lens.long() - 1, scale, sliding_window)
+    return paged_attention_ref(
+        q, k_cache, v_cache, page_table, rows, seq_lens.long() - 1, scale, sliding_window
+    )

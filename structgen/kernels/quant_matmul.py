@@ -114,7 +114,9 @@ def quant_matmul_ref(
 
     Args:
         x: ``[M, K]`` activations (fp16, bf16 or fp32).
-        qweight, scales, zeros: the quantized weight (formats in the module docstring).
+        qweight: the quantized weight's codes (formats in the module docstring).
+        scales: the weight's scales (same docstring).
+        zeros: the weight's zero points, or None (same docstring).
         bits: 8 or 4.
         group_size: K-group of the scales/zeros (divides K; even); None for 8-bit per channel.
         mins: (4-bit) additive ``[N, K // group_size]`` offsets instead of ``zeros``.
@@ -171,13 +173,17 @@ def _quant_matmul_kernel(
         )  # [BLOCK_M, BLOCK_K]
         wk_mask = k_mask[:, None] & n_mask[None, :]
         if BITS == 8:  # [BLOCK_K, BLOCK_N] codes
-            code = tl.load(q_ptr + offs_n64[None, :] * stride_qn + offs_k[:, None], mask=wk_mask, other=0)
+            code = tl.load(
+                q_ptr + offs_n64[None, :] * stride_qn + offs_k[:, None], mask=wk_mask, other=0
+            )
         elif BLOCK32:  # byte (k // 32) * 16 + k % 16, high nibble for k % 32 >= 16
             byte_k = (offs_k[:, None] // 32) * 16 + offs_k[:, None] % 16
             byte = tl.load(q_ptr + offs_n64[None, :] * stride_qn + byte_k, mask=wk_mask, other=0)
             code = (byte.to(tl.int32) >> (((offs_k[:, None] % 32) // 16) * 4)) & 0xF
         else:
-            byte = tl.load(q_ptr + offs_n64[None, :] * stride_qn + offs_k[:, None] // 2, mask=wk_mask, other=0)
+            byte = tl.load(
+                q_ptr + offs_n64[None, :] * stride_qn + offs_k[:, None] // 2, mask=wk_mask, other=0
+            )
             code = (byte.to(tl.int32) >> ((offs_k[:, None] % 2) * 4)) & 0xF
         if PER_CHANNEL:
             w = code.to(tl.float32)  # the per-channel scale is applied after the loop
@@ -203,34 +209,58 @@ def _quant_matmul_kernel(
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=m_mask[:, None] & n_mask[None, :])
 
 
-def _check_quant_args(x, qweight, scales, zeros, bits, group_size, mins=None, block32=False) -> None:
+def _check_quant_args(
+    x, qweight, scales, zeros, bits, group_size, mins=None, block32=False
+) -> None:
     check(bits in (4, 8), f"bits must be 4 or 8, got {bits}")
     check(x.dim() == 2 and qweight.dim() == 2, "x must be [M, K] and qweight 2-D")
     check_float("x", x)
     n, k = qweight.shape[0], x.shape[1]
-    check(qweight.stride(1) == 1 and x.stride(1) == 1 and scales.stride(-1) == 1, "inner dims must be contiguous")
+    check(
+        qweight.stride(1) == 1 and x.stride(1) == 1 and scales.stride(-1) == 1,
+        "inner dims must be contiguous",
+    )
     check_same_device(x=x, qweight=qweight, scales=scales, zeros=zeros, mins=mins)
     if bits == 8 and group_size is None:
-        check(qweight.dtype == torch.int8 and qweight.shape[1] == k, "w8 per channel: qweight must be int8 [N, K]")
-        check(scales.shape == (n,), f"w8 per channel: scales must be [N={n}], got {tuple(scales.shape)}")
+        check(
+            qweight.dtype == torch.int8 and qweight.shape[1] == k,
+            "w8 per channel: qweight must be int8 [N, K]",
+        )
+        check(
+            scales.shape == (n,),
+            f"w8 per channel: scales must be [N={n}], got {tuple(scales.shape)}",
+        )
         return
-    check(group_size is not None and group_size % 2 == 0 and k % group_size == 0,
-          f"w{bits}: group_size must be even and divide K={k}, got {group_size}")
+    check(
+        group_size is not None and group_size % 2 == 0 and k % group_size == 0,
+        f"w{bits}: group_size must be even and divide K={k}, got {group_size}",
+    )
     check(zeros is None or mins is None, "give zeros or mins, not both")
     check(mins is None or bits == 4, "mins are for w4 only")
     check(not block32 or (bits == 4 and k % 32 == 0), "block32 is for w4 with K a multiple of 32")
     offsets = zeros if zeros is not None else mins
     packed = k if bits == 8 else k // 2
     code = torch.int8 if bits == 8 and offsets is None else torch.uint8
-    check(qweight.dtype == code and qweight.shape[1] == packed,
-          f"w{bits}: qweight must be {code} [N, {packed}], got {qweight.dtype} {tuple(qweight.shape)}")
-    check((offsets is not None or bits == 8) and scales.shape == (n, k // group_size)
-          and (offsets is None or offsets.shape == scales.shape),
-          f"w{bits}: scales and zeros (or mins) must be [N, K // group_size] = [{n}, {k // group_size}]")
-    check(offsets is None or offsets.stride(-1) == 1, "zeros / mins must be contiguous along groups")
+    check(
+        qweight.dtype == code and qweight.shape[1] == packed,
+        f"w{bits}: qweight must be {code} [N, {packed}], got {qweight.dtype} "
+        f"{tuple(qweight.shape)}",
+    )
+    check(
+        (offsets is not None or bits == 8)
+        and scales.shape == (n, k // group_size)
+        and (offsets is None or offsets.shape == scales.shape),
+        f"w{bits}: scales and zeros (or mins) must be [N, K // group_size] = [{n}, "
+        f"{k // group_size}]",
+    )
+    check(
+        offsets is None or offsets.stride(-1) == 1, "zeros / mins must be contiguous along groups"
+    )
 
 
-def _quant_matmul_triton(x, qweight, scales, zeros, bits, group_size, mins=None, block32=False) -> torch.Tensor:
+def _quant_matmul_triton(
+    x, qweight, scales, zeros, bits, group_size, mins=None, block32=False
+) -> torch.Tensor:
     _check_quant_args(x, qweight, scales, zeros, bits, group_size, mins, block32)
     m, k = x.shape
     n = qweight.shape[0]

@@ -1,8 +1,8 @@
 """rms_norm: root-mean-square norm over the last axis, optionally fused with the residual add.
 
-Numerics follow transformers' ``LlamaRMSNorm`` (``structgen.runtime.models.layers.RMSNorm`` calls this module):
-``h = x (+ residual)`` rounded to the input dtype, statistics in float32, the normalised
-value cast back to the input dtype before the weight multiplies it. One program per row.
+Numerics follow transformers' ``LlamaRMSNorm`` (``structgen.runtime.models.layers.RMSNorm`` calls
+this module): ``h = x (+ residual)`` rounded to the input dtype, statistics in float32, the
+normalised value cast back to the input dtype before the weight multiplies it. One program per row.
 """
 
 from __future__ import annotations
@@ -107,8 +107,11 @@ def _rms_norm_triton(x, weight, eps, residual):
     check(x.is_floating_point(), f"x must be floating point, got {x.dtype}")
     check_same_device(x=x, weight=weight, residual=residual)
     if residual is not None:
-        check(residual.shape == x.shape and residual.dtype == x.dtype,
-              f"residual must match x {tuple(x.shape)} {x.dtype}, got {tuple(residual.shape)} {residual.dtype}")
+        check(
+            residual.shape == x.shape and residual.dtype == x.dtype,
+            f"residual must match x {tuple(x.shape)} {x.dtype}, got {tuple(residual.shape)} "
+            f"{residual.dtype}",
+        )
     hidden = x.shape[-1]
     x2 = x.reshape(-1, hidden)
     if x2.stride(-1) != 1:
@@ -127,7 +130,8 @@ def _rms_norm_triton(x, weight, eps, residual):
             _rms_norm_kernel,
             (rows,),
             x.device,
-            x2, r2 if r2 is not None else x2, weight.contiguous(), out, s2 if s2 is not None else out,
+            x2, r2 if r2 is not None else x2, weight.contiguous(), out,
+            s2 if s2 is not None else out,
             x2.stride(0), r2.stride(0) if r2 is not None else 0, out.stride(0),
             s2.stride(0) if s2 is not None else 0,
             hidden, float(eps),

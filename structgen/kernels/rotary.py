@@ -66,7 +66,9 @@ def _rotary_kernel(
     c = tl.load(cos_ptr + t * stride_ct + offs_r, mask=r_mask, other=0.0).to(tl.float32)
     s = tl.load(sin_ptr + t * stride_st + offs_r, mask=r_mask, other=0.0).to(tl.float32)
     mask = (offs_h[:, None] < NUM_HEADS) & r_mask[None, :]
-    p1 = x_ptr + t * stride_xt + offs_h[:, None] * stride_xh + offs_r[None, :]  # [BLOCK_H, BLOCK_HALF]
+    p1 = (
+        x_ptr + t * stride_xt + offs_h[:, None] * stride_xh + offs_r[None, :]
+    )  # [BLOCK_H, BLOCK_HALF]
     x1 = tl.load(p1, mask=mask, other=0.0).to(tl.float32)
     x2 = tl.load(p1 + HALF, mask=mask, other=0.0).to(tl.float32)
     out1 = x1 * c[None, :] - x2 * s[None, :]
@@ -78,9 +80,15 @@ def _rotary_kernel(
 def _rotary_triton(q, k, cos, sin) -> None:
     check(q.dim() == 3 and k.dim() == 3 and q.shape[0] == k.shape[0], "q/k must be [T, heads, d]")
     check(q.shape[2] == k.shape[2], "q and k must share head_dim")
-    check(cos.dim() == 2 and cos.shape == sin.shape and cos.shape[0] == q.shape[0], "cos/sin must be [T, rotary_dim]")
+    check(
+        cos.dim() == 2 and cos.shape == sin.shape and cos.shape[0] == q.shape[0],
+        "cos/sin must be [T, rotary_dim]",
+    )
     rd = cos.shape[1]
-    check(rd % 2 == 0 and rd <= q.shape[2], f"rotary_dim {rd} must be even and <= head_dim {q.shape[2]}")
+    check(
+        rd % 2 == 0 and rd <= q.shape[2],
+        f"rotary_dim {rd} must be even and <= head_dim {q.shape[2]}",
+    )
     check(q.stride(2) == 1 and k.stride(2) == 1, "q/k head_dim must be contiguous (in place)")
     check(cos.stride(1) == 1 and sin.stride(1) == 1, "cos/sin must be contiguous along rotary_dim")
     check_same_device(q=q, k=k, cos=cos, sin=sin)

@@ -74,16 +74,27 @@ def _rows_contiguous(x: torch.Tensor) -> bool:
 
 
 def _store_kv_triton(k, v, k_slots, v_slots, out_slots) -> None:
-    check(k.dim() == 3 and k.shape == v.shape, f"k/v must be [T, kv_heads, d], got {k.shape}, {v.shape}")
-    check(k_slots.dim() == 3 and k_slots.shape == v_slots.shape, "caches must be [slots, kv_heads, d]")
-    check(k.shape[1:] == k_slots.shape[1:], f"k {tuple(k.shape)} does not fit cache {tuple(k_slots.shape)}")
+    check(
+        k.dim() == 3 and k.shape == v.shape,
+        f"k/v must be [T, kv_heads, d], got {k.shape}, {v.shape}",
+    )
+    check(
+        k_slots.dim() == 3 and k_slots.shape == v_slots.shape, "caches must be [slots, kv_heads, d]"
+    )
+    check(
+        k.shape[1:] == k_slots.shape[1:],
+        f"k {tuple(k.shape)} does not fit cache {tuple(k_slots.shape)}",
+    )
     check(out_slots.dim() == 1 and out_slots.shape[0] == k.shape[0], "out_slots must be [T]")
     check_index(out_slots=out_slots)
     check(k_slots.dtype == v_slots.dtype, "K and V caches must share a dtype")
     check_same_device(k=k, v=v, k_slots=k_slots, v_slots=v_slots, out_slots=out_slots)
     k = k if _rows_contiguous(k) else k.contiguous()
     v = v if _rows_contiguous(v) else v.contiguous()
-    check(_rows_contiguous(k_slots) and _rows_contiguous(v_slots), "cache slots must be contiguous rows")
+    check(
+        _rows_contiguous(k_slots) and _rows_contiguous(v_slots),
+        "cache slots must be contiguous rows",
+    )
     num_tokens = k.shape[0]
     if num_tokens == 0:
         return

@@ -69,9 +69,13 @@ class AsyncEngine:
             return AsyncDataParallelEngine(model, **kwargs)
         return super().__new__(cls)
 
-    def __init__(self, model: str | None = None, *,
-                 step_hook: Callable[[int, list[Request]], None] | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        step_hook: Callable[[int, list[Request]], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         from structgen.runtime.engine import Engine
 
         self.engine = Engine(model, **kwargs)
@@ -154,7 +158,8 @@ class AsyncEngine:
 
     def shutdown(self) -> None:
         """Stop the loop thread (pending requests are aborted), then the engine's
-        tensor-parallel workers, if any."""
+        tensor-parallel workers, if any.
+        """
         self._closed = True
         self.loop.send(("close", None))
         self._thread.join(timeout=30)

@@ -35,8 +35,13 @@ class BaseEngine(RequestFactory, abc.ABC):
     """
 
     # --------------------------------------------------------------- requests
-    def make_request(self, prompt: Any, params: SamplingParams | None = None,
-                     constraint: Any = None, request_id: str | None = None) -> Request:
+    def make_request(
+        self,
+        prompt: Any,
+        params: SamplingParams | None = None,
+        constraint: Any = None,
+        request_id: str | None = None,
+    ) -> Request:
         """Validate and prepare one request (prompt encoded, grammar compiled).
 
         Raises:
@@ -49,7 +54,8 @@ class BaseEngine(RequestFactory, abc.ABC):
 
     @abc.abstractmethod
     def run_requests(
-        self, reqs: Sequence[Request],
+        self,
+        reqs: Sequence[Request],
         listener: Callable[[int, RequestOutput], None] | None = None,
     ) -> list[RequestOutput]:
         """Run prepared requests (:meth:`make_request`) until each one finished.
@@ -71,9 +77,14 @@ class BaseEngine(RequestFactory, abc.ABC):
         """
 
     @abc.abstractmethod
-    def generate(self, prompts: Sequence[Any] | str,
-                 params: SamplingParams | list[SamplingParams] | None = None,
-                 constraint: Any = None, *, use_tqdm: bool = False) -> list[RequestOutput]:
+    def generate(
+        self,
+        prompts: Sequence[Any] | str,
+        params: SamplingParams | list[SamplingParams] | None = None,
+        constraint: Any = None,
+        *,
+        use_tqdm: bool = False,
+    ) -> list[RequestOutput]:
         """Generate for every prompt (see :meth:`structgen.runtime.engine.Engine.generate`)."""
 
     @abc.abstractmethod
@@ -90,9 +101,17 @@ class BaseEngine(RequestFactory, abc.ABC):
         return list(prompts)
 
     # ------------------------------------------------------------- extraction
-    def extract(self, schema: Any, text: str | list[str], instructions: str | None = None,
-                params: SamplingParams | None = None, errors: str = "raise") -> Any:
-        """Extract a schema-valid object from each text (see :func:`structgen.extraction.extract`)."""
+    def extract(
+        self,
+        schema: Any,
+        text: str | list[str],
+        instructions: str | None = None,
+        params: SamplingParams | None = None,
+        errors: str = "raise",
+    ) -> Any:
+        """Extract a schema-valid object from each text (see
+        :func:`structgen.extraction.extract`).
+        """
         from structgen.extraction import extract
 
         return extract(self, schema, text, instructions=instructions, params=params, errors=errors)

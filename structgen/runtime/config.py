@@ -55,18 +55,24 @@ class SpeculativeConfig:
         if not isinstance(self.method, str):
             raise ConfigError(f"speculative method must be a string, got {self.method!r}")
         if not isinstance(self.num_tokens, int) or not 1 <= self.num_tokens <= 32:
-            raise ConfigError(f"speculative num_tokens must be an int in [1, 32], got {self.num_tokens!r}")
+            raise ConfigError(
+                f"speculative num_tokens must be an int in [1, 32], got {self.num_tokens!r}"
+            )
         if not isinstance(self.ngram_min, int) or not 1 <= self.ngram_min <= self.ngram_max:
             raise ConfigError("speculative ngram_min must be an int in [1, ngram_max]")
         if self.method == "draft" and self.draft_model is None:
-            raise ConfigError('speculative method "draft" needs "draft_model" (a path or an Engine)')
+            raise ConfigError(
+                'speculative method "draft" needs "draft_model" (a path or an Engine)'
+            )
         if self.draft_quantization is not None:
             from structgen.runtime.quantization import check_quantization
 
             check_quantization(self.draft_quantization)
             if hasattr(self.draft_model, "loaded"):
-                raise ConfigError("speculative draft_quantization applies to a draft_model path; "
-                                  "an Engine draft keeps its own (Engine(..., quantization=...))")
+                raise ConfigError(
+                    "speculative draft_quantization applies to a draft_model path; "
+                    "an Engine draft keeps its own (Engine(..., quantization=...))"
+                )
 
     @classmethod
     def parse(cls, value: Any) -> "SpeculativeConfig | None":
@@ -85,7 +91,9 @@ class SpeculativeConfig:
             names = {f.name for f in dataclasses.fields(cls)}
             unknown = sorted(set(value) - names)
             if unknown:
-                raise ConfigError(f"unknown speculative setting(s) {unknown}; known: {sorted(names)}")
+                raise ConfigError(
+                    f"unknown speculative setting(s) {unknown}; known: {sorted(names)}"
+                )
             return cls(**value)
         raise ConfigError(
             f"speculative must be None, a method name or a dict, got {type(value).__name__}"
@@ -184,27 +192,41 @@ class EngineConfig:
             )
         dev = self.device
         if dev not in ("auto", "cpu") and not dev.startswith("cuda"):
-            raise ConfigError(f"EngineConfig.device must be 'auto', 'cpu' or 'cuda[:N]', got {dev!r}")
+            raise ConfigError(
+                f"EngineConfig.device must be 'auto', 'cpu' or 'cuda[:N]', got {dev!r}"
+            )
         if self.attention_backend not in _ATTENTION_BACKENDS:
-            raise ConfigError("EngineConfig.attention_backend must be one of "
-                              f"{_ATTENTION_BACKENDS}, got {self.attention_backend!r}")
+            raise ConfigError(
+                "EngineConfig.attention_backend must be one of "
+                f"{_ATTENTION_BACKENDS}, got {self.attention_backend!r}"
+            )
         if self.activation_dtype not in _ACTIVATION_DTYPES:
-            raise ConfigError(f"EngineConfig.activation_dtype must be one of {_ACTIVATION_DTYPES}, "
-                              f"got {self.activation_dtype!r}")
+            raise ConfigError(
+                f"EngineConfig.activation_dtype must be one of {_ACTIVATION_DTYPES}, "
+                f"got {self.activation_dtype!r}"
+            )
         if self.schedule_policy not in ("lpm", "fcfs"):
             raise ConfigError(
-                f"EngineConfig.schedule_policy must be 'lpm' or 'fcfs', got {self.schedule_policy!r}"
+                f"EngineConfig.schedule_policy must be 'lpm' or 'fcfs', got "
+                f"{self.schedule_policy!r}"
             )
         if self.max_model_len is not None and (
             not isinstance(self.max_model_len, int) or self.max_model_len < 2
         ):
-            raise ConfigError(f"EngineConfig.max_model_len must be an int >= 2, got {self.max_model_len!r}")
+            raise ConfigError(
+                f"EngineConfig.max_model_len must be an int >= 2, got {self.max_model_len!r}"
+            )
         if not 0.0 < self.kv_memory_fraction <= 0.98:
             raise ConfigError(
-                f"EngineConfig.kv_memory_fraction must be in (0, 0.98], got {self.kv_memory_fraction!r}"
+                f"EngineConfig.kv_memory_fraction must be in (0, 0.98], got "
+                f"{self.kv_memory_fraction!r}"
             )
-        for name in ("page_size", "max_batch_tokens", "chunked_prefill_tokens",
-                     "max_running_requests") + (("max_kv_tokens",) if self.max_kv_tokens else ()):
+        for name in (
+            "page_size",
+            "max_batch_tokens",
+            "chunked_prefill_tokens",
+            "max_running_requests",
+        ) + (("max_kv_tokens",) if self.max_kv_tokens else ()):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"EngineConfig.{name} must be an int >= 1, got {value!r}")
@@ -215,10 +237,14 @@ class EngineConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"EngineConfig.{name} must be an int >= 1, got {value!r}")
         if not isinstance(self.dist_timeout_s, (int, float)) or not self.dist_timeout_s > 0:
-            raise ConfigError(f"EngineConfig.dist_timeout_s must be > 0 seconds, got {self.dist_timeout_s!r}")
+            raise ConfigError(
+                f"EngineConfig.dist_timeout_s must be > 0 seconds, got {self.dist_timeout_s!r}"
+            )
         if self.tensor_parallel_size > 1 and self.quantization is not None:
-            raise ConfigError("tensor_parallel_size > 1 needs float weights (quantization=None), "
-                              f"got quantization={self.quantization!r}")
+            raise ConfigError(
+                "tensor_parallel_size > 1 needs float weights (quantization=None), "
+                f"got quantization={self.quantization!r}"
+            )
         if self.max_kv_tokens is not None and self.max_kv_tokens < self.page_size:
             raise ConfigError("EngineConfig.max_kv_tokens must hold at least one page")
 

@@ -64,7 +64,9 @@ class CudaGraphRunner:
         ValueError: ``max_batch`` or ``max_pages`` < 1.
     """
 
-    def __init__(self, model: torch.nn.Module, pool: KVPool, max_batch: int, max_pages: int) -> None:
+    def __init__(
+        self, model: torch.nn.Module, pool: KVPool, max_batch: int, max_pages: int
+    ) -> None:
         if not isinstance(max_pages, int) or max_pages < 1:
             raise ValueError(f"max_pages must be an int >= 1, got {max_pages!r}")
         self.model = model
@@ -145,7 +147,13 @@ class CudaGraphRunner:
         self.prefix_lens[:bs].copy_(batch.prefix_lens)
         self.page_table[:bs, :width].copy_(batch.page_table)
         self.page_table[:bs, width:].zero_()
-        for buf in (self.input_ids, self.positions, self.out_slots, self.prefix_lens, self.page_table):
+        for buf in (
+            self.input_ids,
+            self.positions,
+            self.out_slots,
+            self.prefix_lens,
+            self.page_table,
+        ):
             buf[bs:bucket].zero_()  # padding: token 0 at position 0 in scratch page 0
         return bucket
 
@@ -209,7 +217,11 @@ class CudaGraphRunner:
                     with torch.cuda.graph(graph, pool=mem_pool, stream=stream):
                         out = self.model(batch, self.pool)
                 except RuntimeError as exc:  # a host sync inside the forward
-                    log.warning("CUDA graph capture of decode batch %d failed (%s); it runs eagerly", bucket, exc)
+                    log.warning(
+                        "CUDA graph capture of decode batch %d failed (%s); it runs eagerly",
+                        bucket,
+                        exc,
+                    )
                     torch.cuda.synchronize(self.device)
                     continue
                 self.graphs[bucket] = graph
@@ -218,6 +230,12 @@ class CudaGraphRunner:
         return sorted(self.graphs)
 
     def load_padding_only(self, bucket: int) -> None:
-        """Fill rows ``0 .. bucket - 1`` with padding (capture input: writes only scratch page 0)."""
-        for buf in (self.input_ids, self.positions, self.out_slots, self.prefix_lens, self.page_table):
+        """Fill rows ``0 .. bucket - 1`` with padding (capture input; writes scratch page 0)."""
+        for buf in (
+            self.input_ids,
+            self.positions,
+            self.out_slots,
+            self.prefix_lens,
+            self.page_table,
+        ):
             buf[:bucket].zero_()

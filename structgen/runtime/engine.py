@@ -15,9 +15,9 @@ from structgen.runtime.config import EngineConfig
 from structgen.runtime.engine_loop import EngineLoop
 from structgen.runtime.model_runner import ModelRunner
 from structgen.runtime.outputs import RequestOutput
+from structgen.runtime.radix_cache import RadixCache
 from structgen.runtime.request import Request
 from structgen.runtime.sampling_params import SamplingParams
-from structgen.runtime.radix_cache import RadixCache
 from structgen.runtime.scheduler import Scheduler
 from structgen.runtime.step import StepContext, sample_tokens
 
@@ -51,7 +51,8 @@ class Engine(BaseEngine):
 
     def __new__(cls, model: str | None = None, **kwargs: Any):
         """``data_parallel_size > 1`` returns a ``DataParallelEngine`` (replicas + router,
-        the same :class:`BaseEngine` interface)."""
+        the same :class:`BaseEngine` interface).
+        """
         if cls is Engine and kwargs.get("data_parallel_size", 1) != 1:
             from structgen.runtime.distributed import DataParallelEngine
 
@@ -70,8 +71,12 @@ class Engine(BaseEngine):
         if self.config.num_threads is not None:
             torch.set_num_threads(self.config.num_threads)
         self.device = torch.device(self.config.device)
-        loaded = load_model(self.config.model, self.config.torch_dtype, self.device,
-                            quantization=self.config.quantization)
+        loaded = load_model(
+            self.config.model,
+            self.config.torch_dtype,
+            self.device,
+            quantization=self.config.quantization,
+        )
         apply_activation_dtype(loaded.model, self.config.activation_dtype)
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer
@@ -88,15 +93,23 @@ class Engine(BaseEngine):
             from structgen.runtime.distributed import start_tensor_parallel
 
             self.pool, self.runner = start_tensor_parallel(
-                self.config, loaded, self.device, num_pages, self.env)
+                self.config, loaded, self.device, num_pages, self.env
+            )
         else:
             # the model shapes its own pool (a compressed latent pool for DeepSeek's MLA)
             self.pool = loaded.model.make_kv_pool(num_pages, self.config.page_size)
             self.runner = ModelRunner(
-                loaded.model, self.pool, self.device,
-                attention_backend=self.config.attention_backend, cuda_graph=self.config.cuda_graph,
-                cuda_graph_max_batch=min(self.config.cuda_graph_max_batch, self.config.max_running_requests),
-                max_model_len=min(loaded.max_model_len, self.config.max_model_len or loaded.max_model_len),
+                loaded.model,
+                self.pool,
+                self.device,
+                attention_backend=self.config.attention_backend,
+                cuda_graph=self.config.cuda_graph,
+                cuda_graph_max_batch=min(
+                    self.config.cuda_graph_max_batch, self.config.max_running_requests
+                ),
+                max_model_len=min(
+                    loaded.max_model_len, self.config.max_model_len or loaded.max_model_len
+                ),
             )
         self.cache = RadixCache(self.pool) if self.config.prefix_cache else None
         max_model_len = loaded.max_model_len
@@ -113,8 +126,10 @@ class Engine(BaseEngine):
         )
         self._ids = itertools.count()
         self.step_context = StepContext(
-            eos_token_ids=self.eos_token_ids, jump_forward=self.config.jump_forward,
-            vocab=self.vocab, encode_text=self.encode_text,
+            eos_token_ids=self.eos_token_ids,
+            jump_forward=self.config.jump_forward,
+            vocab=self.vocab,
+            encode_text=self.encode_text,
             max_request_tokens=self.scheduler.max_request_tokens(),
         )
         self.spec = None
@@ -134,7 +149,9 @@ class Engine(BaseEngine):
         free_bytes, _ = torch.cuda.mem_get_info(self.device)
         itemsize = torch.empty((), dtype=self.config.torch_dtype).element_size()
         per_token = 2 * num_layers * num_kv_heads * head_dim * itemsize  # K and V, bytes
-        return max(self.config.page_size, int(free_bytes * self.config.kv_memory_fraction) // per_token)
+        return max(
+            self.config.page_size, int(free_bytes * self.config.kv_memory_fraction) // per_token
+        )
 
     def generate(
         self,
@@ -170,8 +187,10 @@ class Engine(BaseEngine):
         n = len(prompts)
         params_list = self._per_prompt(params or SamplingParams(), n, "params", lambda v: False)
         cons_list = self._per_prompt(constraint, n, "constraint", lambda v: False)
-        groups = [self._make_requests(p, sp or SamplingParams(), c)
-                  for p, sp, c in zip(prompts, params_list, cons_list)]
+        groups = [
+            self._make_requests(p, sp or SamplingParams(), c)
+            for p, sp, c in zip(prompts, params_list, cons_list)
+        ]
         reqs = [r for g in groups for r in g]
         for req in reqs:
             self.scheduler.add(req)
@@ -205,11 +224,13 @@ class Engine(BaseEngine):
         bar.close()
 
     def run_requests(
-        self, reqs: Sequence[Request],
+        self,
+        reqs: Sequence[Request],
         listener: Callable[[int, RequestOutput], None] | None = None,
     ) -> list[RequestOutput]:
         """See :meth:`BaseEngine.run_requests`: this engine's loop steps (under its lock)
-        until ``reqs`` finish; concurrent callers are continuously batched together."""
+        until ``reqs`` finish; concurrent callers are continuously batched together.
+        """
         return self.loop.run_until_finished(reqs, listener)
 
     def max_request_tokens(self) -> int:
@@ -250,8 +271,9 @@ class Engine(BaseEngine):
             if model_output.error is None:
                 verify = spec.verify if spec is not None else None
                 sampled = sample_tokens(model_output, self.step_context, verify)
-        update = self.scheduler.update_from_output(scheduled, model_output, sampled,
-                                                   self.step_context)
+        update = self.scheduler.update_from_output(
+            scheduled, model_output, sampled, self.step_context
+        )
         if spec is not None:
             for req, num_tokens in update.discarded:
                 spec.discard(req, num_tokens)
@@ -272,10 +294,16 @@ class Engine(BaseEngine):
             verification: accepted drafts plus the target's own), zero when off.
         """
         sch = self.scheduler
-        spec = self.spec.stats() if self.spec is not None else {
-            "spec_proposed_tokens": 0, "spec_accepted_tokens": 0,
-            "spec_acceptance_rate": 0.0, "spec_mean_accepted_length": 0.0,
-        }
+        spec = (
+            self.spec.stats()
+            if self.spec is not None
+            else {
+                "spec_proposed_tokens": 0,
+                "spec_accepted_tokens": 0,
+                "spec_acceptance_rate": 0.0,
+                "spec_mean_accepted_length": 0.0,
+            }
+        )
         return {
             "pages_total": self.pool.num_usable_pages,
             "pages_free": self.pool.num_free_pages,
@@ -292,7 +320,8 @@ class Engine(BaseEngine):
 
     def memory_report(self) -> dict[str, int]:
         """Bytes held by the model weights (``weight_bytes``, quantized where they are) and
-        by the KV cache (``kv_bytes``)."""
+        by the KV cache (``kv_bytes``).
+        """
         from structgen.runtime.models import memory_report
 
         return {**memory_report(self.loaded.model), "kv_bytes": self.pool.nbytes()}

@@ -54,8 +54,9 @@ class SnapshotPublisher:
     def __init__(self) -> None:
         self._watched: dict[str, _Watch] = {}
 
-    def watch(self, req: Request, listener: Callable[[RequestOutput], None], *,
-              stream: bool = True) -> None:
+    def watch(
+        self, req: Request, listener: Callable[[RequestOutput], None], *, stream: bool = True
+    ) -> None:
         """Send ``req``'s snapshots (``stream``) or only its final output to ``listener``."""
         self._watched[req.request_id] = _Watch(req, listener, stream)
 
@@ -75,7 +76,8 @@ class SnapshotPublisher:
 
     def publish(self, req: Request) -> None:
         """Send ``req``'s new snapshot, if it is watched and has one. Raises: what the
-        listener raises."""
+        listener raises.
+        """
         watch = self._watched.get(req.request_id)
         if watch is None or watch.req is not req:
             return
@@ -114,9 +116,13 @@ class EngineLoop:
             :meth:`run_until_finished` (concurrent callers share the engine).
     """
 
-    def __init__(self, engine: Engine, *,
-                 step_hook: Callable[[int, list[Request]], None] | None = None,
-                 inbox: Any = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        step_hook: Callable[[int, list[Request]], None] | None = None,
+        inbox: Any = None,
+    ) -> None:
         self.engine = engine
         self.publisher = SnapshotPublisher()
         self.num_steps = 0
@@ -163,7 +169,8 @@ class EngineLoop:
                 on_step(updated)
 
     def run_until_finished(
-        self, reqs: Sequence[Request],
+        self,
+        reqs: Sequence[Request],
         listener: Callable[[int, RequestOutput], None] | None = None,
     ) -> list[RequestOutput]:
         """Add ``reqs`` and step (under :attr:`lock`) until every one of them finished.

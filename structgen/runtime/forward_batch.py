@@ -1,4 +1,4 @@
-"""ForwardBatch: per-step metadata for one ragged forward pass, planned once, shared by all layers."""
+"""ForwardBatch: the metadata of one ragged forward pass, planned once, shared by all layers."""
 
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ class KVPool:
         return self._slots(self.v, layer)
 
     def _slots(self, tensors: list[torch.Tensor], layer: int) -> torch.Tensor:
-        """The slot view of ``tensors[layer]``, made once per tensor (every layer asks each step)."""
+        """The slot view of ``tensors[layer]``, made once per tensor (all layers ask each step)."""
         cache = self.__dict__.setdefault("_slot_views", {})
         key = (id(tensors), layer)
         hit = cache.get(key)

@@ -148,10 +148,15 @@ class ModelRunner(BaseModelRunner):
         self.graphs = None
         if cuda_graph and torch.device(device).type == "cuda":
             if max_model_len is None:
-                raise ValueError("ModelRunner(cuda_graph=True) needs max_model_len (the graphs' page-table width)")
+                raise ValueError(
+                    "ModelRunner(cuda_graph=True) needs max_model_len (the graphs' page-table "
+                    "width)"
+                )
             from structgen.runtime.cuda_graph import CudaGraphRunner
 
-            self.graphs = CudaGraphRunner(model, pool, cuda_graph_max_batch, -(-max_model_len // pool.page_size))
+            self.graphs = CudaGraphRunner(
+                model, pool, cuda_graph_max_batch, -(-max_model_len // pool.page_size)
+            )
             with self._backend():
                 self.graphs.capture()
 

@@ -126,7 +126,8 @@ class Request:
 
     def token_slice(self, start: int, end: int) -> list[int]:
         """Tokens ``[start, end)`` of ``prompt + output + drafts`` without building the
-        whole list."""
+        whole list.
+        """
         n_known = self.num_tokens
         if end > n_known and self.draft_token_ids:
             tail = self.draft_token_ids[max(0, start - n_known) : end - n_known]

@@ -25,7 +25,8 @@ __all__ = ["RequestFactory"]
 class RequestFactory:
     """Mixin of every engine: needs ``tokenizer``, ``vocab_size`` (width of the model's
     logits), ``vocab`` (the fsm ``Vocabulary``), ``device`` and ``_ids`` (a request-id
-    counter)."""
+    counter).
+    """
 
     # ----------------------------------------------------------------- prompts
     def apply_chat_template(self, messages: list[dict]) -> list[int]:
@@ -50,7 +51,11 @@ class RequestFactory:
         """
         if isinstance(prompt, str):
             ids = self.tokenizer.encode(prompt, add_special_tokens=False)
-        elif isinstance(prompt, (list, tuple)) and prompt and all(isinstance(m, dict) for m in prompt):
+        elif (
+            isinstance(prompt, (list, tuple))
+            and prompt
+            and all(isinstance(m, dict) for m in prompt)
+        ):
             ids = self.apply_chat_template(list(prompt))
         elif isinstance(prompt, (list, tuple)) and all(isinstance(t, int) for t in prompt):
             ids = [int(t) for t in prompt]
@@ -95,7 +100,8 @@ class RequestFactory:
                 params=p,
                 detokenizer=IncrementalDetokenizer(self.vocab.token_bytes, p.stop),
                 generator=gen,
-                max_cached_prefix=None if p.prompt_logprobs is None
+                max_cached_prefix=None
+                if p.prompt_logprobs is None
                 else max(0, p.prompt_logprobs_start - 1),
             )
             if grammar is not None:

@@ -83,7 +83,9 @@ class SamplingParams:
         if self.stop_token_ids is not None:
             object.__setattr__(self, "stop_token_ids", tuple(int(t) for t in self.stop_token_ids))
         if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise ConfigError(f"SamplingParams.max_tokens must be an int >= 1, got {self.max_tokens!r}")
+            raise ConfigError(
+                f"SamplingParams.max_tokens must be an int >= 1, got {self.max_tokens!r}"
+            )
         if self.temperature < 0:
             raise ConfigError(f"SamplingParams.temperature must be >= 0, got {self.temperature!r}")
         if not 0.0 < self.top_p <= 1.0:
@@ -103,7 +105,9 @@ class SamplingParams:
         for name in ("logprobs", "prompt_logprobs"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 0 or v > 20):
-                raise ConfigError(f"SamplingParams.{name} must be None or an int in [0, 20], got {v!r}")
+                raise ConfigError(
+                    f"SamplingParams.{name} must be None or an int in [0, 20], got {v!r}"
+                )
         if not isinstance(self.prompt_logprobs_start, int) or self.prompt_logprobs_start < 0:
             raise ConfigError(
                 "SamplingParams.prompt_logprobs_start must be an int >= 0, got "
@@ -111,7 +115,9 @@ class SamplingParams:
             )
         for name in ("presence_penalty", "frequency_penalty"):
             if not -2.0 <= getattr(self, name) <= 2.0:
-                raise ConfigError(f"SamplingParams.{name} must be in [-2, 2], got {getattr(self, name)!r}")
+                raise ConfigError(
+                    f"SamplingParams.{name} must be in [-2, 2], got {getattr(self, name)!r}"
+                )
         if self.repetition_penalty <= 0:
             raise ConfigError(
                 f"SamplingParams.repetition_penalty must be > 0, got {self.repetition_penalty!r}"
@@ -120,7 +126,9 @@ class SamplingParams:
             try:
                 bias = {int(k): float(v) for k, v in dict(self.logit_bias).items()}
             except (TypeError, ValueError):
-                raise ConfigError("SamplingParams.logit_bias must map token ids to numbers") from None
+                raise ConfigError(
+                    "SamplingParams.logit_bias must map token ids to numbers"
+                ) from None
             object.__setattr__(self, "logit_bias", bias)
 
     def __hash__(self) -> int:  # logit_bias is a dict: hash its items
@@ -132,14 +140,17 @@ class SamplingParams:
     def needs_logits_processing(self) -> bool:
         """True when penalties or a logit bias change the logits."""
         return bool(
-            self.presence_penalty or self.frequency_penalty or self.repetition_penalty != 1.0
+            self.presence_penalty
+            or self.frequency_penalty
+            or self.repetition_penalty != 1.0
             or self.logit_bias
         )
 
     @property
     def can_speculate(self) -> bool:
         """True when speculative decoding may serve this request: asked for, and no
-        penalty, logit bias or logprobs (those need per-position processing)."""
+        penalty, logit bias or logprobs (those need per-position processing).
+        """
         return self.speculative and not self.needs_logits_processing and self.logprobs is None
 
     @property

@@ -173,7 +173,8 @@ class Scheduler:
     def trim_pages(self, req: Request) -> None:
         """Free the request's own pages past its known tokens (KV rollback of rejected
         speculative drafts: their positions are recomputed from the verified length).
-        Raises: never."""
+        Raises: never.
+        """
         keep = max(req.num_tree_pages, -(-req.num_tokens // self.pool.page_size))
         if len(req.page_table) > keep:
             self.pool.free(req.page_table[keep:])
@@ -181,7 +182,8 @@ class Scheduler:
 
     def _cache_computed(self, req: Request) -> None:
         """Insert the request's computed whole pages into the tree and take the tree's
-        pages (and lock) in their place."""
+        pages (and lock) in their place.
+        """
         tokens = req.token_slice(0, req.num_computed_tokens)
         dups = self.cache.insert(tokens, req.page_table)
         self.pool.free(dups)
@@ -375,8 +377,7 @@ class Scheduler:
             self._apply_sampled(item, context, update)
         return update
 
-    def _apply_sampled(self, item: SampledTokens, context: StepContext,
-                       update: StepUpdate) -> None:
+    def _apply_sampled(self, item: SampledTokens, context: StepContext, update: StepUpdate) -> None:
         req, tokens = item.request, item.token_ids
         if item.is_speculative:
             req.num_computed_tokens += len(tokens) - 1  # the accepted drafts' KV is valid
@@ -387,8 +388,9 @@ class Scheduler:
             req.num_computed_tokens = min(req.num_computed_tokens, result.rolled_back_to)
         if item.is_speculative:
             dropped = len(tokens) - result.num_applied  # after a finish or a jump-forward point
-            req.num_computed_tokens = min(req.num_computed_tokens, req.num_tokens,
-                                          verified - dropped)
+            req.num_computed_tokens = min(
+                req.num_computed_tokens, req.num_tokens, verified - dropped
+            )
             update.discarded.append((req, dropped))
         update.updated.append(req)
         if req.status.is_finished:

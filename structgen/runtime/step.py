@@ -29,8 +29,14 @@ if TYPE_CHECKING:
     from structgen.runtime.model_runner import ModelOutput
 
 __all__ = [
-    "StepContext", "SampledTokens", "TokenResult", "sample_tokens", "sample_step",
-    "process_tokens", "jump_forward", "record_prompt_logprobs",
+    "StepContext",
+    "SampledTokens",
+    "TokenResult",
+    "sample_tokens",
+    "sample_step",
+    "process_tokens",
+    "jump_forward",
+    "record_prompt_logprobs",
 ]
 
 
@@ -88,7 +94,8 @@ class TokenResult:
 
 
 def sample_tokens(
-    output: ModelOutput, context: StepContext,
+    output: ModelOutput,
+    context: StepContext,
     verify: Callable[[torch.Tensor, list[tuple[Request, int]]], list[list[int]]] | None = None,
 ) -> list[SampledTokens]:
     """Record prompt logprobs, sample plain requests and verify speculating ones.
@@ -211,8 +218,9 @@ def _check_limits(req: Request, context_limit: int) -> bool:
     return req.status.is_finished
 
 
-def _apply_token(context: StepContext, req: Request, token: int,
-                 logprob: dict[int, float] | None) -> bool:
+def _apply_token(
+    context: StepContext, req: Request, token: int, logprob: dict[int, float] | None
+) -> bool:
     """Grammar, EOS / stop and limit checks for one token; True if the request goes on."""
     p = req.params
     if req.matcher is not None and not req.matcher.advance(token):
@@ -223,8 +231,11 @@ def _apply_token(context: StepContext, req: Request, token: int,
         req.finish("stop")
         return False
     _append(req, token, logprob)
-    if (req.matcher is not None and req.matcher.is_terminated()
-            and len(req.output_token_ids) < p.max_tokens):
+    if (
+        req.matcher is not None
+        and req.matcher.is_terminated()
+        and len(req.output_token_ids) < p.max_tokens
+    ):
         req.finish("stop")  # the grammar is complete: nothing can follow
         return False
     return not _check_limits(req, context.max_request_tokens)
@@ -292,8 +303,9 @@ def jump_forward(context: StepContext, req: Request, result: TokenResult | None 
     room = min(req.params.max_tokens - len(req.output_token_ids), limit - req.num_tokens)
     if room <= 0:
         return 0
-    plan = plan_jump_forward(req.matcher, req.output_token_ids, context.encode_text,
-                             context.vocab, max_append=room)
+    plan = plan_jump_forward(
+        req.matcher, req.output_token_ids, context.encode_text, context.vocab, max_append=room
+    )
     if not plan:
         return 0
     token_bytes = context.vocab.token_bytes

@@ -28,7 +28,8 @@ __all__ = ["create_app"]
 
 class _EventStream(StreamingResponse):
     """SSE response that listens for the client's disconnect and always closes its body
-    iterator (so the generator's ``finally`` aborts the engine requests at once)."""
+    iterator (so the generator's ``finally`` aborts the engine requests at once).
+    """
 
     media_type = "text/event-stream"
 
@@ -77,12 +78,18 @@ async def _json_body(request: Request) -> Any:
     try:
         return json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise APIError(f"could not parse the request body as JSON: {exc}",
-                       code="invalid_json") from None
+        raise APIError(
+            f"could not parse the request body as JSON: {exc}", code="invalid_json"
+        ) from None
 
 
-def create_app(engine: Any, *, served_model_name: str | None = None,
-               api_key: str | None = None, max_n: int = 16) -> FastAPI:
+def create_app(
+    engine: Any,
+    *,
+    served_model_name: str | None = None,
+    api_key: str | None = None,
+    max_n: int = 16,
+) -> FastAPI:
     """Build the OpenAI-compatible app over a running ``AsyncEngine``.
 
     Args:
@@ -99,8 +106,9 @@ def create_app(engine: Any, *, served_model_name: str | None = None,
     """
     model_path = engine.engine.config.model
     name = served_model_name or model_path or "SmolLM2-135M-Instruct"
-    state = ServerState(engine=engine, model_name=name,
-                        metrics=ServerMetrics(engine.stats), max_n=max_n)
+    state = ServerState(
+        engine=engine, model_name=name, metrics=ServerMetrics(engine.stats), max_n=max_n
+    )
     accepted = {name} | ({model_path} if model_path else set())
     app = FastAPI(title="structgen", docs_url=None, redoc_url=None)
     app.state.structgen = state
@@ -111,8 +119,12 @@ def create_app(engine: Any, *, served_model_name: str | None = None,
         auth = request.headers.get("authorization", "")
         given = auth[7:] if auth.lower().startswith("bearer ") else ""
         if not secrets.compare_digest(given.encode(), api_key.encode()):
-            raise APIError("invalid or missing API key", status=401,
-                           type="authentication_error", code="invalid_api_key")
+            raise APIError(
+                "invalid or missing API key",
+                status=401,
+                type="authentication_error",
+                code="invalid_api_key",
+            )
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError) -> JSONResponse:
@@ -120,8 +132,9 @@ def create_app(engine: Any, *, served_model_name: str | None = None,
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
-        err = APIError(f"internal error: {type(exc).__name__}: {exc}", status=500,
-                       type="server_error")
+        err = APIError(
+            f"internal error: {type(exc).__name__}: {exc}", status=500, type="server_error"
+        )
         return JSONResponse(err.body(), status_code=500)
 
     @app.get("/health")
@@ -140,16 +153,23 @@ def create_app(engine: Any, *, served_model_name: str | None = None,
 
     @app.get("/v1/models", dependencies=[Depends(check_key)])
     async def models() -> dict:
-        return {"object": "list", "data": [
-            {"id": name, "object": "model", "created": 0, "owned_by": "structgen"}]}
+        return {
+            "object": "list",
+            "data": [{"id": name, "object": "model", "created": 0, "owned_by": "structgen"}],
+        }
 
     def check_model(req: Any) -> None:
         if req.model not in accepted:
-            raise APIError(f"the model {req.model!r} does not exist; this server serves "
-                           f"{name!r}", status=404, param="model", code="model_not_found")
+            raise APIError(
+                f"the model {req.model!r} does not exist; this server serves {name!r}",
+                status=404,
+                param="model",
+                code="model_not_found",
+            )
 
-    async def serve(request: Request, model: type, prepare: Callable, respond: Callable,
-                    stream: Callable) -> Response:
+    async def serve(
+        request: Request, model: type, prepare: Callable, respond: Callable, stream: Callable
+    ) -> Response:
         req = parse_request(model, await _json_body(request))
         check_model(req)
         job = await prepare(state, req)
@@ -159,12 +179,12 @@ def create_app(engine: Any, *, served_model_name: str | None = None,
 
     @app.post("/v1/chat/completions", dependencies=[Depends(check_key)])
     async def chat(request: Request) -> Response:
-        return await serve(request, ChatCompletionRequest, prepare_chat, chat_response,
-                           chat_stream)
+        return await serve(request, ChatCompletionRequest, prepare_chat, chat_response, chat_stream)
 
     @app.post("/v1/completions", dependencies=[Depends(check_key)])
     async def completions(request: Request) -> Response:
-        return await serve(request, CompletionRequest, prepare_completion,
-                           completion_response, completion_stream)
+        return await serve(
+            request, CompletionRequest, prepare_completion, completion_response, completion_stream
+        )
 
     return app

@@ -21,8 +21,10 @@ def _text(content: Any, i: int) -> str:
     parts = []
     for part in content:
         if part.type != "text" or part.text is None:
-            raise APIError(f"content part type {part.type!r} is not supported (text only)",
-                           param=f"messages[{i}].content")
+            raise APIError(
+                f"content part type {part.type!r} is not supported (text only)",
+                param=f"messages[{i}].content",
+            )
         parts.append(part.text)
     return "".join(parts)
 
@@ -33,8 +35,7 @@ def template_messages(req: ChatCompletionRequest, plan: ToolPlan | None) -> list
     for i, m in enumerate(req.messages):
         content = _text(m.content, i)
         if m.role == "assistant" and m.tool_calls:
-            calls = [render_tool_call(c.function.name, c.function.arguments)
-                     for c in m.tool_calls]
+            calls = [render_tool_call(c.function.name, c.function.arguments) for c in m.tool_calls]
             content = "\n".join(([content] if content else []) + calls)
         role = "system" if m.role == "developer" else m.role
         msgs.append({"role": role, "content": content})
@@ -49,8 +50,14 @@ def template_messages(req: ChatCompletionRequest, plan: ToolPlan | None) -> list
 class ChatJob:
     """A validated chat request, ready to run."""
 
-    def __init__(self, req: ChatCompletionRequest, branches: list[sv.Branch], grammar: Any,
-                 plan: ToolPlan | None, request_id: str) -> None:
+    def __init__(
+        self,
+        req: ChatCompletionRequest,
+        branches: list[sv.Branch],
+        grammar: Any,
+        plan: ToolPlan | None,
+        request_id: str,
+    ) -> None:
         self.req = req
         self.branches = branches
         self.grammar = grammar
@@ -69,13 +76,13 @@ async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> Cha
         raise APIError(f"n must be at most {state.max_n}, got {req.n}", param="n")
     if req.tool_choice is not None and req.tool_choice != "none" and not req.tools:
         raise APIError("tool_choice needs tools", param="tool_choice")
-    plan = (plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls)
-            if req.tools else None)
+    plan = plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls) if req.tools else None
     term, param = sv.request_constraint(req, has_tools=plan is not None)
     if plan is not None:
         if term is not None:
-            raise APIError(f"{param} cannot be combined with tools unless tool_choice is "
-                           "'none'", param=param)
+            raise APIError(
+                f"{param} cannot be combined with tools unless tool_choice is 'none'", param=param
+            )
         term, param = plan.constraint, "tools"
         if req.constraint_trigger is not None:  # think first, then the call(s)
             term = dataclasses.replace(term, trigger=req.constraint_trigger)
@@ -155,9 +162,14 @@ async def chat_response(state: sv.ServerState, job: ChatJob) -> dict:
         if job.top is not None:
             lp = {"content": sv.chat_logprobs(state.vocab, out.logprobs or [], job.top)}
         choices.append({"index": idx, "message": msg, "logprobs": lp, "finish_reason": reason})
-    return {"id": job.request_id, "object": "chat.completion", "created": sv.now(),
-            "model": state.model_name, "choices": choices,
-            "usage": sv.usage(job.branches, finals)}
+    return {
+        "id": job.request_id,
+        "object": "chat.completion",
+        "created": sv.now(),
+        "model": state.model_name,
+        "choices": choices,
+        "usage": sv.usage(job.branches, finals),
+    }
 
 
 def _sse(obj: Any) -> str:
@@ -172,8 +184,15 @@ async def chat_stream(state: sv.ServerState, job: ChatJob) -> AsyncIterator[str]
         choice = {"index": idx, "delta": delta, "logprobs": None, "finish_reason": reason}
         if lp is not None:
             choice["logprobs"] = {"content": lp}
-        return _sse({"id": job.request_id, "object": "chat.completion.chunk",
-                     "created": created, "model": state.model_name, "choices": [choice]})
+        return _sse(
+            {
+                "id": job.request_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": state.model_name,
+                "choices": [choice],
+            }
+        )
 
     streams = {b.index: _parser(job) for b in job.branches}
     lp_sent = {b.index: 0 for b in job.branches}
@@ -190,7 +209,7 @@ async def chat_stream(state: sv.ServerState, job: ChatJob) -> AsyncIterator[str]
             deltas += ts.finish()
         lp = None
         if job.top is not None and out.logprobs and len(out.logprobs) > lp_sent[b.index]:
-            lp = sv.chat_logprobs(state.vocab, out.logprobs[lp_sent[b.index]:], job.top)
+            lp = sv.chat_logprobs(state.vocab, out.logprobs[lp_sent[b.index] :], job.top)
             lp_sent[b.index] = len(out.logprobs)
             if not deltas:
                 deltas = [{}]
@@ -199,15 +218,25 @@ async def chat_stream(state: sv.ServerState, job: ChatJob) -> AsyncIterator[str]
             lp = None
         if out.finish_reason is not None:
             if out.finish_reason == "error":
-                yield _sse(APIError(f"generation failed: {out.error}", status=500,
-                                    type="server_error").body())
+                yield _sse(
+                    APIError(
+                        f"generation failed: {out.error}", status=500, type="server_error"
+                    ).body()
+                )
                 return
             finals[b.index] = out
             is_call = getattr(ts, "is_complete_call", False)
             yield chunk(b.index, {}, sv.finish_reason(out, is_call))
     opts = job.req.stream_options
     if opts is not None and opts.include_usage:
-        yield _sse({"id": job.request_id, "object": "chat.completion.chunk", "created": created,
-                    "model": state.model_name, "choices": [],
-                    "usage": sv.usage(job.branches, finals)})
+        yield _sse(
+            {
+                "id": job.request_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": state.model_name,
+                "choices": [],
+                "usage": sv.usage(job.branches, finals),
+            }
+        )
     yield "data: [DONE]\n\n"

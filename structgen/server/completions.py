@@ -16,8 +16,15 @@ __all__ = ["completion_response", "completion_stream", "prepare_completion"]
 class CompletionJob:
     """A validated completions request, ready to run."""
 
-    def __init__(self, req: CompletionRequest, prompts: list[list[int]], texts: list[str],
-                 branches: list[sv.Branch], grammar: Any, request_id: str) -> None:
+    def __init__(
+        self,
+        req: CompletionRequest,
+        prompts: list[list[int]],
+        texts: list[str],
+        branches: list[sv.Branch],
+        grammar: Any,
+        request_id: str,
+    ) -> None:
         self.req = req
         self.prompts = prompts
         self.texts = texts  # prompt texts, for echo
@@ -73,8 +80,9 @@ def _prompt_logprobs(job: CompletionJob, b: sv.Branch, finals: dict) -> Any:
     return first.prompt_logprobs if first is not None else None
 
 
-def _choice(state: sv.ServerState, job: CompletionJob, b: sv.Branch, out: Any,
-            finals: dict) -> dict:
+def _choice(
+    state: sv.ServerState, job: CompletionJob, b: sv.Branch, out: Any, finals: dict
+) -> dict:
     req = job.req
     text = out.text
     lp = None
@@ -86,8 +94,7 @@ def _choice(state: sv.ServerState, job: CompletionJob, b: sv.Branch, out: Any,
         lp = sv.completion_logprobs(state.vocab, ids, entries, req.logprobs)
     if req.echo:
         text = job.texts[b.prompt_index] + text
-    return {"index": b.index, "text": text, "logprobs": lp,
-            "finish_reason": sv.finish_reason(out)}
+    return {"index": b.index, "text": text, "logprobs": lp, "finish_reason": sv.finish_reason(out)}
 
 
 async def completion_response(state: sv.ServerState, job: CompletionJob) -> dict:
@@ -95,9 +102,14 @@ async def completion_response(state: sv.ServerState, job: CompletionJob) -> dict
     finals = await sv.final_outputs(state, job.branches, job.grammar, job.request_id)
     sv.raise_if_failed(finals)
     choices = [_choice(state, job, b, finals[b.index], finals) for b in job.branches]
-    return {"id": job.request_id, "object": "text_completion", "created": sv.now(),
-            "model": state.model_name, "choices": choices,
-            "usage": sv.usage(job.branches, finals)}
+    return {
+        "id": job.request_id,
+        "object": "text_completion",
+        "created": sv.now(),
+        "model": state.model_name,
+        "choices": choices,
+        "usage": sv.usage(job.branches, finals),
+    }
 
 
 def _sse(obj: Any) -> str:
@@ -113,10 +125,15 @@ async def completion_stream(state: sv.ServerState, job: CompletionJob) -> AsyncI
     created = sv.now()
 
     def chunk(idx: int, text: str, reason: str | None = None, lp: dict | None = None) -> str:
-        return _sse({"id": job.request_id, "object": "text_completion", "created": created,
-                     "model": state.model_name,
-                     "choices": [{"index": idx, "text": text, "logprobs": lp,
-                                  "finish_reason": reason}]})
+        return _sse(
+            {
+                "id": job.request_id,
+                "object": "text_completion",
+                "created": created,
+                "model": state.model_name,
+                "choices": [{"index": idx, "text": text, "logprobs": lp, "finish_reason": reason}],
+            }
+        )
 
     if req.echo:
         for b in job.branches:
@@ -127,21 +144,37 @@ async def completion_stream(state: sv.ServerState, job: CompletionJob) -> AsyncI
         lp = None
         if req.logprobs is not None and out.logprobs and len(out.logprobs) > sent[b.index]:
             lo = sent[b.index]
-            lp = sv.completion_logprobs(state.vocab, out.token_ids[lo:len(out.logprobs)],
-                                        out.logprobs[lo:], req.logprobs)
+            lp = sv.completion_logprobs(
+                state.vocab, out.token_ids[lo : len(out.logprobs)], out.logprobs[lo:], req.logprobs
+            )
             sent[b.index] = len(out.logprobs)
         if out.delta_text or lp is not None:
             yield chunk(b.index, out.delta_text, lp=lp)
         if out.finish_reason is not None:
             if out.finish_reason == "error":
-                yield _sse({"error": {"message": f"generation failed: {out.error}",
-                                      "type": "server_error", "param": None, "code": None}})
+                yield _sse(
+                    {
+                        "error": {
+                            "message": f"generation failed: {out.error}",
+                            "type": "server_error",
+                            "param": None,
+                            "code": None,
+                        }
+                    }
+                )
                 return
             finals[b.index] = out
             yield chunk(b.index, "", sv.finish_reason(out))
     opts = req.stream_options
     if opts is not None and opts.include_usage:
-        yield _sse({"id": job.request_id, "object": "text_completion", "created": created,
-                    "model": state.model_name, "choices": [],
-                    "usage": sv.usage(job.branches, finals)})
+        yield _sse(
+            {
+                "id": job.request_id,
+                "object": "text_completion",
+                "created": created,
+                "model": state.model_name,
+                "choices": [],
+                "usage": sv.usage(job.branches, finals),
+            }
+        )
     yield "data: [DONE]\n\n"

@@ -36,19 +36,26 @@ class _EngineCollector:
             "num_requests_waiting": ("requests waiting to be scheduled", s["waiting"]),
             "kv_pages_total": ("usable KV cache pages", s["pages_total"]),
             "kv_pages_free": ("free KV cache pages", s["pages_free"]),
-            "kv_pages_used": ("KV cache pages in use or cached",
-                              s["pages_total"] - s["pages_free"]),
+            "kv_pages_used": (
+                "KV cache pages in use or cached",
+                s["pages_total"] - s["pages_free"],
+            ),
             "kv_pages_cached": ("KV cache pages held by the prefix cache", s["pages_cached"]),
-            "prefix_cache_hit_rate": ("share of prompt tokens served from the prefix cache",
-                                      s["prefix_hit_rate"]),
+            "prefix_cache_hit_rate": (
+                "share of prompt tokens served from the prefix cache",
+                s["prefix_hit_rate"],
+            ),
         }
         for name, (doc, value) in gauges.items():
             yield GaugeMetricFamily(f"structgen_{name}", doc, value=value)
-        yield CounterMetricFamily("structgen_prefix_cache_hit_tokens",
-                                  "prompt tokens served from the prefix cache",
-                                  value=s["prefix_hit_tokens"])
-        yield CounterMetricFamily("structgen_preemptions", "requests preempted",
-                                  value=s["preemptions"])
+        yield CounterMetricFamily(
+            "structgen_prefix_cache_hit_tokens",
+            "prompt tokens served from the prefix cache",
+            value=s["prefix_hit_tokens"],
+        )
+        yield CounterMetricFamily(
+            "structgen_preemptions", "requests preempted", value=s["preemptions"]
+        )
 
 
 class ServerMetrics:
@@ -63,18 +70,30 @@ class ServerMetrics:
 
         self.registry = CollectorRegistry()
         r = self.registry
-        self.ttft = Histogram("structgen_time_to_first_token_seconds", "time to first token",
-                              buckets=_LATENCY_BUCKETS, registry=r)
-        self.tpot = Histogram("structgen_time_per_output_token_seconds",
-                              "mean time per output token after the first",
-                              buckets=_LATENCY_BUCKETS, registry=r)
+        self.ttft = Histogram(
+            "structgen_time_to_first_token_seconds",
+            "time to first token",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.tpot = Histogram(
+            "structgen_time_per_output_token_seconds",
+            "mean time per output token after the first",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         self.prompt_tokens = Counter("structgen_prompt_tokens", "prompt tokens", registry=r)
-        self.generation_tokens = Counter("structgen_generation_tokens", "generated tokens",
-                                         registry=r)
-        self.cached_tokens = Counter("structgen_cached_prompt_tokens",
-                                     "prompt tokens served from the prefix cache", registry=r)
-        self.finished = Counter("structgen_requests_finished", "finished engine requests",
-                                ["finish_reason"], registry=r)
+        self.generation_tokens = Counter(
+            "structgen_generation_tokens", "generated tokens", registry=r
+        )
+        self.cached_tokens = Counter(
+            "structgen_cached_prompt_tokens",
+            "prompt tokens served from the prefix cache",
+            registry=r,
+        )
+        self.finished = Counter(
+            "structgen_requests_finished", "finished engine requests", ["finish_reason"], registry=r
+        )
         r.register(_EngineCollector(stats))
 
     def observe(self, out: RequestOutput) -> None:

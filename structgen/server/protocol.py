@@ -34,8 +34,14 @@ class APIError(Exception):
         code: a short machine code, or None.
     """
 
-    def __init__(self, message: str, status: int = 400, type: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        status: int = 400,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -45,8 +51,14 @@ class APIError(Exception):
 
     def body(self) -> dict:
         """The OpenAI-style JSON body."""
-        return {"error": {"message": self.message, "type": self.type, "param": self.param,
-                          "code": self.code}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
 
 
 class _Model(BaseModel):
@@ -65,6 +77,8 @@ class JsonSchemaSpec(_Model):
 
 
 class ResponseFormat(_Model):
+    """``response_format``: free text, any JSON object, or JSON valid against a schema."""
+
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JsonSchemaSpec | None = None
 
@@ -77,6 +91,10 @@ class FunctionDef(_Model):
 
 
 class Tool(_Model):
+    """One entry of ``tools``: a function the model may call (name, description, JSON
+    Schema of its arguments).
+    """
+
     type: Literal["function"] = "function"
     function: FunctionDef
 
@@ -107,6 +125,10 @@ class ContentPart(_Model):
 
 
 class ChatMessage(_Model):
+    """One message of a chat request: text (or text parts), or an assistant's tool calls,
+    or a tool's result (``tool_call_id``).
+    """
+
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
@@ -146,6 +168,10 @@ class _Sampling(_Model):
 
 
 class ChatCompletionRequest(_Sampling):
+    """The body of ``POST /v1/chat/completions`` (fields as the OpenAI API; extras in
+    :mod:`structgen.server`).
+    """
+
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
@@ -157,6 +183,10 @@ class ChatCompletionRequest(_Sampling):
 
 
 class CompletionRequest(_Sampling):
+    """The body of ``POST /v1/completions``: one or several prompts, as text or token ids
+    (fields as the OpenAI API; extras in :mod:`structgen.server`).
+    """
+
     prompt: str | list[str] | list[int] | list[list[int]]
     max_tokens: int | None = Field(default=16, ge=1)
     echo: bool = False
@@ -190,5 +220,6 @@ def parse_request(model: type[BaseModel], data: Any) -> Any:
     except ValidationError as exc:
         err = exc.errors()[0]
         param = _loc(err.get("loc", ()))
-        raise APIError(f"invalid field {param!r}: {err.get('msg')}", param=param or None,
-                       code="invalid_value") from None
+        raise APIError(
+            f"invalid field {param!r}: {err.get('msg')}", param=param or None, code="invalid_value"
+        ) from None

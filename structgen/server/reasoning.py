@@ -38,13 +38,20 @@ class ReasoningSplit:
         if i >= 0:
             self.found = True
             self._held = ""
-            head, rest = text[:i], text[i + len(self.trigger):]
+            head, rest = text[:i], text[i + len(self.trigger) :]
             return ([{"reasoning_content": head}] if head else []) + (
-                [{"content": rest}] if rest else [])
-        keep = next((k for k in range(min(len(self.trigger) - 1, len(text)), 0, -1)
-                     if text.endswith(self.trigger[:k])), 0)
-        self._held = text[len(text) - keep:] if keep else ""
-        sent = text[:len(text) - keep]
+                [{"content": rest}] if rest else []
+            )
+        keep = next(
+            (
+                k
+                for k in range(min(len(self.trigger) - 1, len(text)), 0, -1)
+                if text.endswith(self.trigger[:k])
+            ),
+            0,
+        )
+        self._held = text[len(text) - keep :] if keep else ""
+        sent = text[: len(text) - keep]
         return [{"reasoning_content": sent}] if sent else []
 
     def finish(self) -> list[dict]:

@@ -66,13 +66,16 @@ class ServerState:
     metrics: ServerMetrics
     max_n: int = 16
     compile_pool: concurrent.futures.ThreadPoolExecutor = dataclasses.field(
-        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(1, "structgen-compile"))
+        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(1, "structgen-compile")
+    )
 
     @property
     def vocab(self) -> Any:
+        """The engine's token vocabulary (for log-prob token texts)."""
         return self.engine.engine.vocab
 
     def new_id(self, prefix: str) -> str:
+        """A fresh response id ``{prefix}-{16 hex digits}-{counter}``, unique in the process."""
         return f"{prefix}-{uuid.uuid4().hex[:16]}-{next(_ids)}"
 
 
@@ -110,23 +113,35 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
     if rf is not None and rf.type == "json_schema":
         spec = rf.json_schema
         if spec is None or spec.schema_ is None:
-            raise APIError("response_format json_schema needs json_schema.schema",
-                           param="response_format.json_schema")
-        found.append(("response_format", JsonSchema(
-            spec.schema_, allow_extra_properties=not spec.strict, trigger=trigger)))
+            raise APIError(
+                "response_format json_schema needs json_schema.schema",
+                param="response_format.json_schema",
+            )
+        found.append(
+            (
+                "response_format",
+                JsonSchema(spec.schema_, allow_extra_properties=not spec.strict, trigger=trigger),
+            )
+        )
     elif rf is not None and rf.type == "json_object":
-        found.append(("response_format", JsonSchema(
-            {"type": "object"}, allow_extra_properties=True, trigger=trigger)))
+        found.append(
+            (
+                "response_format",
+                JsonSchema({"type": "object"}, allow_extra_properties=True, trigger=trigger),
+            )
+        )
     if req.guided_json is not None:
         schema = req.guided_json
         if isinstance(schema, str):
             try:
                 schema = json.loads(schema)
             except json.JSONDecodeError as exc:
-                raise APIError(f"guided_json is not valid JSON: {exc}",
-                               param="guided_json") from None
-        found.append(("guided_json",
-                      JsonSchema(schema, allow_extra_properties=True, trigger=trigger)))
+                raise APIError(
+                    f"guided_json is not valid JSON: {exc}", param="guided_json"
+                ) from None
+        found.append(
+            ("guided_json", JsonSchema(schema, allow_extra_properties=True, trigger=trigger))
+        )
     for name in ("regex", "guided_regex"):
         if getattr(req, name) is not None:
             found.append((name, Regex(getattr(req, name), trigger=trigger)))
@@ -138,8 +153,11 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
         raise APIError(f"give at most one constraint; got {names}", param=found[1][0])
     if not found:
         if trigger is not None and not has_tools:
-            raise APIError("constraint_trigger needs a constraint (response_format, regex, "
-                           "choice, guided_json or tools)", param="constraint_trigger")
+            raise APIError(
+                "constraint_trigger needs a constraint (response_format, regex, "
+                "choice, guided_json or tools)",
+                param="constraint_trigger",
+            )
         return None, "response_format"
     return found[0][1], found[0][0]
 
@@ -178,13 +196,21 @@ def check_prompt(state: ServerState, ids: list[int], param: str) -> int:
         raise APIError(f"prompt token ids must be in [0, {vocab_size})", param=param)
     limit = state.engine.engine.max_request_tokens()
     if len(ids) >= limit:
-        raise APIError(f"the prompt has {len(ids)} tokens; this model's context allows at most "
-                       f"{limit - 1}", param=param, code="context_length_exceeded")
+        raise APIError(
+            f"the prompt has {len(ids)} tokens; this model's context allows at most {limit - 1}",
+            param=param,
+            code="context_length_exceeded",
+        )
     return limit - len(ids)
 
 
-def sampling_params(req: Any, max_tokens: int | None, room: int, logprobs: int | None,
-                    prompt_logprobs: int | None = None) -> SamplingParams:
+def sampling_params(
+    req: Any,
+    max_tokens: int | None,
+    room: int,
+    logprobs: int | None,
+    prompt_logprobs: int | None = None,
+) -> SamplingParams:
     """SamplingParams of one request (``max_tokens`` clamped to the room left in context).
 
     Raises:
@@ -193,37 +219,52 @@ def sampling_params(req: Any, max_tokens: int | None, room: int, logprobs: int |
     """
     limit = min(max_tokens or room, room)
     if req.min_tokens > limit:
-        raise APIError(f"min_tokens={req.min_tokens} is more than the {limit} tokens this "
-                       f"request may generate (max_tokens, capped to the {room} tokens left "
-                       "in the context)", param="min_tokens")
+        raise APIError(
+            f"min_tokens={req.min_tokens} is more than the {limit} tokens this "
+            f"request may generate (max_tokens, capped to the {room} tokens left "
+            "in the context)",
+            param="min_tokens",
+        )
     try:
         return SamplingParams(
             max_tokens=limit,
             temperature=1.0 if req.temperature is None else req.temperature,
             top_p=1.0 if req.top_p is None else req.top_p,
-            top_k=req.top_k, min_p=req.min_p, seed=req.seed, stop=req.stop or None,
-            stop_token_ids=req.stop_token_ids, ignore_eos=req.ignore_eos,
-            min_tokens=req.min_tokens, logprobs=logprobs, prompt_logprobs=prompt_logprobs,
-            presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
-            repetition_penalty=req.repetition_penalty, logit_bias=req.logit_bias,
+            top_k=req.top_k,
+            min_p=req.min_p,
+            seed=req.seed,
+            stop=req.stop or None,
+            stop_token_ids=req.stop_token_ids,
+            ignore_eos=req.ignore_eos,
+            min_tokens=req.min_tokens,
+            logprobs=logprobs,
+            prompt_logprobs=prompt_logprobs,
+            presence_penalty=req.presence_penalty,
+            frequency_penalty=req.frequency_penalty,
+            repetition_penalty=req.repetition_penalty,
+            logit_bias=req.logit_bias,
         )
     except ConfigError as exc:
         m = re.search(r"SamplingParams\.(\w+)", str(exc))
         raise APIError(str(exc), param=m.group(1) if m else None) from None
 
 
-def branches_for(prompts: list[list[int]], params: SamplingParams, n: int,
-                 prompt_logprobs: int | None = None) -> list[Branch]:
+def branches_for(
+    prompts: list[list[int]], params: SamplingParams, n: int, prompt_logprobs: int | None = None
+) -> list[Branch]:
     """``n`` branches per prompt; seeded branches use ``seed + i``; prompt log-probs are
-    computed by branch 0 only (the others reuse its cached prompt KV)."""
+    computed by branch 0 only (the others reuse its cached prompt KV).
+    """
     out = []
     for p, ids in enumerate(prompts):
         for i in range(n):
             bp = params
             if i > 0:
                 bp = dataclasses.replace(
-                    params, seed=None if params.seed is None else params.seed + i,
-                    prompt_logprobs=None)
+                    params,
+                    seed=None if params.seed is None else params.seed + i,
+                    prompt_logprobs=None,
+                )
             elif prompt_logprobs is not None:
                 bp = dataclasses.replace(params, prompt_logprobs=prompt_logprobs)
             out.append(Branch(p * n + i, p, ids, bp))
@@ -231,8 +272,9 @@ def branches_for(prompts: list[list[int]], params: SamplingParams, n: int,
 
 
 # ------------------------------------------------------------------- engine side
-async def run_branches(state: ServerState, branches: list[Branch], grammar: Any,
-                       request_id: str) -> AsyncIterator[tuple[Branch, RequestOutput]]:
+async def run_branches(
+    state: ServerState, branches: list[Branch], grammar: Any, request_id: str
+) -> AsyncIterator[tuple[Branch, RequestOutput]]:
     """Run every branch concurrently; yield ``(branch, snapshot)`` as they stream.
 
     Closing this iterator (or cancelling its consumer) cancels the branch tasks, which
@@ -246,8 +288,9 @@ async def run_branches(state: ServerState, branches: list[Branch], grammar: Any,
     async def one(b: Branch) -> None:
         last = None
         try:
-            async for out in state.engine.generate(b.ids, b.params, grammar,
-                                                   f"{request_id}-{b.index}"):
+            async for out in state.engine.generate(
+                b.ids, b.params, grammar, f"{request_id}-{b.index}"
+            ):
                 last = out
                 queue.put_nowait((b, out))
             if last is not None:
@@ -276,8 +319,9 @@ async def run_branches(state: ServerState, branches: list[Branch], grammar: Any,
                 t.cancel()
 
 
-async def final_outputs(state: ServerState, branches: list[Branch], grammar: Any,
-                        request_id: str) -> dict[int, RequestOutput]:
+async def final_outputs(
+    state: ServerState, branches: list[Branch], grammar: Any, request_id: str
+) -> dict[int, RequestOutput]:
     """The last snapshot of every branch, by choice index."""
     finals: dict[int, RequestOutput] = {}
     async for b, out in run_branches(state, branches, grammar, request_id):
@@ -295,7 +339,8 @@ def raise_if_failed(finals: dict[int, RequestOutput]) -> None:
 
 def usage(branches: list[Branch], finals: dict[int, RequestOutput]) -> dict:
     """OpenAI ``usage``: prompts counted once each; cached tokens per prompt are the
-    fewest any of its branches got (the cross-request reuse)."""
+    fewest any of its branches got (the cross-request reuse).
+    """
     prompts: dict[int, list[RequestOutput]] = {}
     lens: dict[int, int] = {}
     for b in branches:
@@ -305,14 +350,18 @@ def usage(branches: list[Branch], finals: dict[int, RequestOutput]) -> dict:
     prompt_tokens = sum(lens.values())
     completion = sum(o.metrics.num_generated_tokens for o in finals.values())
     cached = sum(min(o.metrics.cached_tokens for o in outs) for outs in prompts.values())
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
-            "total_tokens": prompt_tokens + completion,
-            "prompt_tokens_details": {"cached_tokens": cached}}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion,
+        "total_tokens": prompt_tokens + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
 
 
 def finish_reason(out: RequestOutput, is_tool_call: bool = False) -> str:
     """The OpenAI finish reason of an engine output (``is_tool_call``: a complete call,
-    which may also end exactly at ``max_tokens``)."""
+    which may also end exactly at ``max_tokens``).
+    """
     if out.finish_reason in ("stop", "length") and is_tool_call:
         return "tool_calls"
     return out.finish_reason or "stop"
@@ -339,13 +388,13 @@ def chat_logprobs(vocab: Any, entries: list[dict[int, float]], top: int) -> list
         for t, v in sorted(items, key=lambda kv: -kv[1])[:top]:
             s, b = _token(vocab, t)
             tops.append({"token": s, "logprob": _finite(v), "bytes": b})
-        content.append({"token": text, "logprob": _finite(lp), "bytes": raw,
-                        "top_logprobs": tops})
+        content.append({"token": text, "logprob": _finite(lp), "bytes": raw, "top_logprobs": tops})
     return content
 
 
-def completion_logprobs(vocab: Any, ids: list[int], entries: list[dict[int, float] | None],
-                        top: int, offset: int = 0) -> dict:
+def completion_logprobs(
+    vocab: Any, ids: list[int], entries: list[dict[int, float] | None], top: int, offset: int = 0
+) -> dict:
     """Legacy completions ``logprobs``: tokens, token_logprobs, top_logprobs, text_offset.
 
     ``entries[i]`` belongs to ``ids[i]`` (None: no log-prob, e.g. the first prompt token).
@@ -364,8 +413,12 @@ def completion_logprobs(vocab: Any, ids: list[int], entries: list[dict[int, floa
         token_lps.append(_finite(e.get(tid, next(iter(e.values())))))
         ranked = sorted(e.items(), key=lambda kv: -kv[1])[:top]
         top_lps.append({_token(vocab, t)[0]: _finite(v) for t, v in ranked})
-    return {"tokens": tokens, "token_logprobs": token_lps, "top_logprobs": top_lps,
-            "text_offset": offsets}
+    return {
+        "tokens": tokens,
+        "token_logprobs": token_lps,
+        "top_logprobs": top_lps,
+        "text_offset": offsets,
+    }
 
 
 def now() -> int:

@@ -1,4 +1,4 @@
-"""Tool calling for chat templates without a tools section (SmolLM2's has none).
+r"""Tool calling for chat templates without a tools section (SmolLM2's has none).
 
 Prompt format. The tool definitions go into the system prompt (appended to the
 request's first system message, or sent as a new first system message)::
@@ -16,8 +16,8 @@ generated). ``tool_choice``:
 
 * a named function: one call of that tool;
 * ``"required"``: one call of any tool (``anyOf`` over the call schemas) or, with
-  parallel calls, ``CALL(\\nCALL)*``: several calls, one per line;
-* ``"auto"`` (the default when tools are given): ``CALLS|[^{][\\s\\S]*``, i.e. the model
+  parallel calls, ``CALL(\nCALL)*``: several calls, one per line;
+* ``"auto"`` (the default when tools are given): ``CALLS|[^{][\s\S]*``, i.e. the model
   chooses with its first character: ``{`` starts the tool call(s) (generated under the
   call grammar), anything else starts a free-text answer;
 * ``"none"``: no tool prompt, no grammar.
@@ -61,8 +61,9 @@ class ToolPlan:
         parallel: whether several calls (one per line) may be written.
     """
 
-    def __init__(self, mode: str, system_text: str, constraint: Any,
-                 parallel: bool = False) -> None:
+    def __init__(
+        self, mode: str, system_text: str, constraint: Any, parallel: bool = False
+    ) -> None:
         self.mode = mode
         self.system_text = system_text
         self.constraint = constraint
@@ -101,27 +102,39 @@ def _call_regex(schema: dict) -> str:
         return json_schema_to_regex(schema, allow_extra_properties=False)
     except jsonschema.SchemaError as exc:
         pointer = "".join("/" + str(p) for p in exc.path)
-        raise APIError(f"tools: invalid JSON Schema at {pointer or '/'}: {exc.message}",
-                       param="tools", code="invalid_schema") from None
+        raise APIError(
+            f"tools: invalid JSON Schema at {pointer or '/'}: {exc.message}",
+            param="tools",
+            code="invalid_schema",
+        ) from None
     except (SchemaError, ValueError) as exc:
         raise APIError(f"tools: {exc}", param="tools", code="invalid_schema") from None
 
 
 def _prompt_lines(tools: list[Tool]) -> list[str]:
-    lines = [(
-        "You can call the following tools. Each line describes one tool as JSON: its name, "
-        "its description and the JSON Schema of its arguments."
-    )]
+    lines = [
+        (
+            "You can call the following tools. Each line describes one tool as JSON: its name, "
+            "its description and the JSON Schema of its arguments."
+        )
+    ]
     for t in tools:
-        desc = {"name": t.function.name, "description": t.function.description or "",
-                "parameters": _params_schema(t)}
+        desc = {
+            "name": t.function.name,
+            "description": t.function.description or "",
+            "parameters": _params_schema(t),
+        }
         lines.append(json.dumps(desc, ensure_ascii=False))
-    lines.append('To call a tool, reply with only a JSON object of the form '
-                 '{"name": "<tool name>", "arguments": {<the arguments>}} and nothing else.')
+    lines.append(
+        "To call a tool, reply with only a JSON object of the form "
+        '{"name": "<tool name>", "arguments": {<the arguments>}} and nothing else.'
+    )
     return lines
 
 
-def plan_tools(tools: list[Tool], tool_choice: Any, parallel: bool | None = None) -> ToolPlan | None:
+def plan_tools(
+    tools: list[Tool], tool_choice: Any, parallel: bool | None = None
+) -> ToolPlan | None:
     """The prompt section and constraint for ``tools`` under ``tool_choice``.
 
     Args:
@@ -147,8 +160,9 @@ def plan_tools(tools: list[Tool], tool_choice: Any, parallel: bool | None = None
         name = choice.function.name
         chosen = [t for t in tools if t.function.name == name]
         if not chosen:
-            raise APIError(f"tool_choice names {name!r}, which is not in tools",
-                           param="tool_choice")
+            raise APIError(
+                f"tool_choice names {name!r}, which is not in tools", param="tool_choice"
+            )
         lines.append(f'You must call the tool "{name}".')
         return ToolPlan("call", "\n".join(lines), JsonSchema(call_schema(chosen[0])))
     parallel = parallel is not False
@@ -172,8 +186,7 @@ def render_tool_call(name: str, arguments: str) -> str:
         args = json.loads(arguments) if arguments else {}
     except json.JSONDecodeError:
         args = arguments
-    return json.dumps({"name": name, "arguments": args}, ensure_ascii=False,
-                      separators=(",", ":"))
+    return json.dumps({"name": name, "arguments": args}, ensure_ascii=False, separators=(",", ":"))
 
 
 class ToolCallStream:
@@ -215,7 +228,7 @@ class ToolCallStream:
     @property
     def is_complete_call(self) -> bool:
         """True when the whole output is one or more well-formed calls."""
-        return bool(self.calls) and self.state == "between" and not self.buf[self._pos:].strip()
+        return bool(self.calls) and self.state == "between" and not self.buf[self._pos :].strip()
 
     def feed(self, delta: str) -> list[dict]:
         """Deltas for ``delta``, the newly generated text."""
@@ -228,11 +241,11 @@ class ToolCallStream:
                 self.state = "name" if self.buf[0] == "{" else "text"
             if self.state == "text":
                 if len(self.buf) > self._pos:
-                    out.append({"content": self.buf[self._pos:]})
+                    out.append({"content": self.buf[self._pos :]})
                     self._pos = len(self.buf)
                 return out
             if self.state == "between":
-                rest = self.buf[self._pos:]
+                rest = self.buf[self._pos :]
                 stripped = rest.lstrip()
                 if not stripped.startswith("{"):
                     return out
@@ -246,9 +259,18 @@ class ToolCallStream:
                 name = json.loads(m.group(1))
                 call = {"id": "call_" + uuid.uuid4().hex[:24], "name": name}
                 self.calls.append(call)
-                out.append({"tool_calls": [{
-                    "index": len(self.calls) - 1, "id": call["id"], "type": "function",
-                    "function": {"name": name, "arguments": ""}}]})
+                out.append(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": len(self.calls) - 1,
+                                "id": call["id"],
+                                "type": "function",
+                                "function": {"name": name, "arguments": ""},
+                            }
+                        ]
+                    }
+                )
                 self._pos = m.end()
                 self._depth, self._in_string, self._escape = 0, False, False
                 self.state = "args"
@@ -256,7 +278,7 @@ class ToolCallStream:
                 start = self._pos
                 closed = self._scan_args()
                 if self._pos > start:
-                    out.append(self._args_delta(self.buf[start:self._pos]))
+                    out.append(self._args_delta(self.buf[start : self._pos]))
                 if not closed:
                     return out
                 self._pos += 1  # the wrapper's "}"
@@ -287,7 +309,7 @@ class ToolCallStream:
 
     def finish(self) -> list[dict]:
         """Deltas for the rest of the text, once generation has ended."""
-        rest = self.buf[self._pos:] if self.state != "name" else self.buf[self._call_start:]
+        rest = self.buf[self._pos :] if self.state != "name" else self.buf[self._call_start :]
         self._pos = len(self.buf)
         if self.state in ("args", "between") or not rest:
             return []  # a truncated call keeps the arguments it streamed
@@ -307,10 +329,14 @@ def collect(deltas: list[dict]) -> tuple[str | None, list[dict] | None]:
         for tc in d.get("tool_calls", ()):
             call = calls.get(tc["index"])
             if call is None:
-                calls[tc["index"]] = {"id": tc["id"], "type": "function",
-                                      "function": {"name": tc["function"]["name"],
-                                                   "arguments": ""}}
+                calls[tc["index"]] = {
+                    "id": tc["id"],
+                    "type": "function",
+                    "function": {"name": tc["function"]["name"], "arguments": ""},
+                }
             else:
                 call["function"]["arguments"] += tc["function"]["arguments"]
-    return (("".join(content) if content else None),
-            ([calls[i] for i in sorted(calls)] if calls else None))
+    return (
+        ("".join(content) if content else None),
+        ([calls[i] for i in sorted(calls)] if calls else None),
+    )

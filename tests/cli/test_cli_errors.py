@@ -40,8 +40,16 @@ def test_missing_schema_file(tmp_path):
     "content, expected, code",
     [
         ("{not json", "is not valid JSON", 2),
-        ('{"type": "object", "properties": {"a": {"type": "strnig"}}}', "not a valid JSON Schema at /properties/a/type", 2),
-        ('{"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": true}}}', "'uniqueItems' at /properties/tags", 2),
+        (
+            '{"type": "object", "properties": {"a": {"type": "strnig"}}}',
+            "not a valid JSON Schema at /properties/a/type",
+            2,
+        ),
+        (
+            '{"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": true}}}',
+            "'uniqueItems' at /properties/tags",
+            2,
+        ),
         ("[1, 2]", "must hold a JSON object", 2),
     ],
 )

@@ -27,9 +27,20 @@ def test_readme_extract_command_prints_valid_json(tmp_path):
         + "\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "structgen", "extract", "--schema", str(schema_path),
-         "--input", str(inp)],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "structgen",
+            "extract",
+            "--schema",
+            str(schema_path),
+            "--input",
+            str(inp),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
@@ -43,7 +54,10 @@ def test_readme_extract_command_prints_valid_json(tmp_path):
 def test_examples_run(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "extract_person.py")],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(x) for x in proc.stdout.strip().splitlines()]

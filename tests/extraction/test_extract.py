@@ -13,9 +13,14 @@ from structgen import SamplingParams
 from structgen.errors import ExtractionError, InvalidSchemaError
 from structgen.extraction import extract, extraction_messages
 
-SCHEMA = {"type": "object", "properties": {"age": {"type": "integer", "minimum": 0, "maximum": 120},
-                                           "ok": {"type": "boolean"}},
-          "required": ["age", "ok"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "ok": {"type": "boolean"},
+    },
+    "required": ["age", "ok"],
+}
 
 
 class Person(BaseModel):

@@ -13,17 +13,30 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from structgen.fsm import Vocabulary, compile_json_schema
 from structgen.integrations.transformers import StructgenLogitsProcessor, logits_processor
 
-SCHEMA = {"type": "object", "properties": {
-    "name": {"type": "string", "maxLength": 12},
-    "age": {"type": "integer", "minimum": 0, "maximum": 150},
-    "tags": {"type": "array", "items": {"enum": ["a", "b", "日本"]}, "maxItems": 3}},
-    "required": ["name", "age", "tags"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+        "tags": {"type": "array", "items": {"enum": ["a", "b", "日本"]}, "maxItems": 3},
+    },
+    "required": ["name", "age", "tags"],
+    "additionalProperties": False,
+}
 
 
 def _tiny_llama(vocab_size: int, eos: int, seed: int = 0) -> LlamaForCausalLM:
-    config = LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                         max_position_embeddings=512, eos_token_id=eos, bos_token_id=eos)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        eos_token_id=eos,
+        bos_token_id=eos,
+    )
     torch.manual_seed(seed)
     return LlamaForCausalLM(config).eval()
 
@@ -36,11 +49,18 @@ def tiny_tok(tiny_tokenizer):
 def _generate(model, tok, proc, max_new: int, batch: int = 3, sample: bool = True, seed: int = 0):
     ids = torch.tensor([tok.encode("Person as JSON:")] * batch)
     torch.manual_seed(seed)
-    out = model.generate(ids, attention_mask=torch.ones_like(ids), logits_processor=[proc],
-                         max_new_tokens=max_new, do_sample=sample, top_k=0,
-                         eos_token_id=proc.eos_token_ids, pad_token_id=tok.pad_token_id)
+    out = model.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        logits_processor=[proc],
+        max_new_tokens=max_new,
+        do_sample=sample,
+        top_k=0,
+        eos_token_id=proc.eos_token_ids,
+        pad_token_id=tok.pad_token_id,
+    )
     texts = []
-    for row in out[:, ids.shape[1]:].tolist():
+    for row in out[:, ids.shape[1] :].tolist():
         row = [t for t in row if t not in proc.eos_token_ids and t != tok.pad_token_id]
         texts.append(tok.decode(row))
     return texts

@@ -31,4 +31,3 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if str(item.fspath).startswith(here):
             item.add_marker(pytest.mark.skip(reason=_SKIP))
-

@@ -11,7 +11,9 @@ from tests.kernels.helpers import DTYPES
 
 def _random_mask(rows: int, words: int, seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    return torch.randint(-(2**31), 2**31 - 1, (rows, words), generator=g, dtype=torch.int64).to(torch.int32)
+    return torch.randint(-(2**31), 2**31 - 1, (rows, words), generator=g, dtype=torch.int64).to(
+        torch.int32
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

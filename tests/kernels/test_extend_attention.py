@@ -10,12 +10,15 @@ from structgen.kernels.paged_attention import paged_attention_ref
 from tests.kernels.helpers import assert_close, page_tables, paged_cache
 
 
-def extend_attention_ref(q, k_cache, v_cache, table, prefix_lens, extend_lens, scale, max_extend_len=None, window=None):
+def extend_attention_ref(
+    q, k_cache, v_cache, table, prefix_lens, extend_lens, scale, max_extend_len=None, window=None
+):
     """The one reference over the ragged batch's token rows and positions."""
     seq_ids = torch.repeat_interleave(torch.arange(len(extend_lens)), extend_lens)  # [T]
     starts = torch.cumsum(extend_lens, 0) - extend_lens  # [B] first flat row of each sequence
     positions = prefix_lens[seq_ids] + torch.arange(q.shape[0]) - starts[seq_ids]
     return paged_attention_ref(q, k_cache, v_cache, table, seq_ids, positions, scale, window)
+
 
 PAGE_SIZE = 4  # BLOCK_M = BLOCK_N = 16 on CPU
 
@@ -25,7 +28,17 @@ def _run(heads, kv_heads, d, prefix, ext, dtype, window=None):
     k_cache, v_cache = paged_cache(32, PAGE_SIZE, kv_heads, d, dtype)
     table = page_tables(lens, PAGE_SIZE, 32)
     q = torch.randn(sum(ext), heads, d).to(dtype)
-    args = (q, k_cache, v_cache, table, torch.tensor(prefix), torch.tensor(ext), d**-0.5, None, window)
+    args = (
+        q,
+        k_cache,
+        v_cache,
+        table,
+        torch.tensor(prefix),
+        torch.tensor(ext),
+        d**-0.5,
+        None,
+        window,
+    )
     got = extend_attention(*args, backend="triton")
     want = extend_attention_ref(*args)
     assert_close(got, want, dtype)
@@ -33,7 +46,9 @@ def _run(heads, kv_heads, d, prefix, ext, dtype, window=None):
 
 
 @pytest.mark.parametrize(
-    ("heads", "kv_heads"), [(2, 2), (6, 2), (16, 2), (3, 1), (8, 1)], ids=["mha", "gqa3", "gqa8", "mqa3", "mqa8"]
+    ("heads", "kv_heads"),
+    [(2, 2), (6, 2), (16, 2), (3, 1), (8, 1)],
+    ids=["mha", "gqa3", "gqa8", "mqa3", "mqa8"],
 )
 def test_ragged_prefill_and_extend_fp32(heads, kv_heads):
     # a fresh 19-token prefill (two query blocks), a 1-token extend after 5 cached tokens

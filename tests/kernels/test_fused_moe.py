@@ -18,7 +18,12 @@ def _weights(num_experts, hidden, inter, dtype, seed=0):
 
 @pytest.mark.parametrize(
     ("tokens", "experts", "top_k", "dtype"),
-    [(1, 4, 2, torch.float32), (13, 5, 2, torch.float32), (9, 8, 3, torch.bfloat16), (4, 3, 1, torch.float16)],
+    [
+        (1, 4, 2, torch.float32),
+        (13, 5, 2, torch.float32),
+        (9, 8, 3, torch.bfloat16),
+        (4, 3, 1, torch.float16),
+    ],
 )
 def test_fused_moe(tokens, experts, top_k, dtype):
     hidden, inter = 40, 24  # not multiples of the 32-wide blocks

@@ -25,7 +25,8 @@ def test_gpu_bench_smoke(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     for name in ("decode attn", "extend attn", "rms_norm", "rotary", "store_kv", "token bitmask",
-                 "quant_matmul w8a16", "quant_matmul w4a16", "fused_moe", "end-to-end greedy decode"):  # fmt: skip
+                 "quant_matmul w8a16", "quant_matmul w4a16", "fused_moe",
+                 "end-to-end greedy decode"):  # fmt: skip
         assert name in proc.stdout, name
     e2e = [line for line in proc.stdout.splitlines() if "sequences identical to HF" in line]
     assert len(e2e) == 2 and "1/1" in e2e[0] and "2/2" in e2e[1], proc.stdout[-1500:]

@@ -40,8 +40,12 @@ def launches(monkeypatch):
 
         monkeypatch.setattr(module, name, counted)
 
-    for module, name in ((rms_norm_mod, "_rms_norm_triton"), (rotary_mod, "_rotary_triton"),
-                         (fused_moe_mod, "_fused_moe_triton"), (quant_matmul_mod, "_quant_matmul_triton")):
+    for module, name in (
+        (rms_norm_mod, "_rms_norm_triton"),
+        (rotary_mod, "_rotary_triton"),
+        (fused_moe_mod, "_fused_moe_triton"),
+        (quant_matmul_mod, "_quant_matmul_triton"),
+    ):
         spy(module, name)
     return counts
 
@@ -56,7 +60,9 @@ def test_rms_norm_layer_dispatches_to_triton(launches, dtype):
         got = norm(x)
     assert launches == {"_rms_norm_triton": 1}
     assert_close(got, rms_norm_ref(x, norm.weight, 1e-6), dtype)
-    assert torch.equal(norm(x), rms_norm_ref(x, norm.weight, 1e-6))  # outside the scope: the reference
+    assert torch.equal(
+        norm(x), rms_norm_ref(x, norm.weight, 1e-6)
+    )  # outside the scope: the reference
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -88,19 +94,25 @@ def test_moe_dispatches_to_triton(launches, dtype):
     topk_w = topk_w.to(dtype)
     with attention_backend("triton"):
         got = fused_moe(x, w_gate_up, w_down, topk_w, topk_ids)
-        as_calls = [[lambda h, w=w: h @ w.T for w in ws] for ws in (w_gate_up, w_down)]  # quantized experts' form
+        as_calls = [
+            [lambda h, w=w: h @ w.T for w in ws] for ws in (w_gate_up, w_down)
+        ]  # quantized experts' form
         fused_moe(x, *as_calls, topk_w, topk_ids)  # callables: the torch path
     assert launches == {"_fused_moe_triton": 1}
     assert_close(got, fused_moe_ref(x, w_gate_up, w_down, topk_w, topk_ids), dtype)
 
 
 @pytest.mark.skipif(not cpu_quant.available(), reason="int4 'rows' layout needs the C kernel")
-@pytest.mark.parametrize("kind,group", [("int8", None), ("int8", 32), ("int4", 32)], ids=["w8", "w8g32", "w4g32"])
+@pytest.mark.parametrize(
+    "kind,group", [("int8", None), ("int8", 32), ("int4", 32)], ids=["w8", "w8g32", "w4g32"]
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_quant_linear_dispatches_to_triton(launches, kind, group, dtype):
     g = torch.Generator().manual_seed(1)
     n, k = 48, 64
-    lin = QuantLinear.quantize(torch.randn(n, k, generator=g), torch.randn(n, generator=g), kind, group)
+    lin = QuantLinear.quantize(
+        torch.randn(n, k, generator=g), torch.randn(n, generator=g), kind, group
+    )
     assert lin._triton_layout()
     x = (torch.randn(3, k, generator=g) / k**0.5).to(dtype)
     with attention_backend("triton"):

@@ -1,4 +1,5 @@
-"""The model runner's GPU path on CPU: the Triton backend (interpreted) gives the torch path's logits.
+"""The model runner's GPU path on CPU: the Triton backend (interpreted) gives the torch path's
+logits.
 
 ``attention_backend("triton")`` makes ``models.attention`` dispatch exactly as on CUDA
 (``store_kv`` kernel, ``paged_decode_attention`` for pure decode steps, ``extend_attention``
@@ -37,7 +38,9 @@ def tiny_model(family: str):
         "num_attention_heads": 6, "num_key_value_heads": 2, "max_position_embeddings": 64,
     }  # fmt: skip
     if family == "mistral":
-        model = MistralForCausalLM(transformers.MistralConfig(sliding_window=5, head_dim=16, **kw), torch.float32, "cpu")
+        model = MistralForCausalLM(
+            transformers.MistralConfig(sliding_window=5, head_dim=16, **kw), torch.float32, "cpu"
+        )
     else:
         model = LlamaForCausalLM(transformers.LlamaConfig(**kw), torch.float32, "cpu")
     g = torch.Generator().manual_seed(0)
@@ -104,7 +107,10 @@ def test_cuda_graph_padded_decode_under_triton_matches_torch():
         for s in chunks:
             seqs._reserve(s, len(seqs.tokens[s]) + 1)
         batch = ForwardBatch.build(
-            list(chunks.values()), [len(seqs.tokens[s]) for s in chunks], [seqs.pages[s] for s in chunks], 4
+            list(chunks.values()),
+            [len(seqs.tokens[s]) for s in chunks],
+            [seqs.pages[s] for s in chunks],
+            4,
         )
         with torch.no_grad(), attention_backend(backend):
             if backend == "torch":

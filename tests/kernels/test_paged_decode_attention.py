@@ -13,9 +13,14 @@ from structgen.kernels.paged_decode_attention import paged_decode_attention
 from tests.kernels.helpers import assert_close, page_tables, paged_cache
 
 
-def paged_decode_attention_ref(q, k_cache, v_cache, table, seq_lens, scale, num_splits=None, window=None):
+def paged_decode_attention_ref(
+    q, k_cache, v_cache, table, seq_lens, scale, num_splits=None, window=None
+):
     """The one reference, one token per sequence at position ``seq_len - 1``."""
-    return paged_attention_ref(q, k_cache, v_cache, table, torch.arange(q.shape[0]), seq_lens - 1, scale, window)
+    return paged_attention_ref(
+        q, k_cache, v_cache, table, torch.arange(q.shape[0]), seq_lens - 1, scale, window
+    )
+
 
 PAGE_SIZE = 4  # BLOCK_N is 16 on CPU: sequences cross pages and blocks
 
@@ -78,7 +83,9 @@ def test_sliding_window_ref_equals_truncated_history():
         k = k_cache[table[b, pos // PAGE_SIZE].long(), pos % PAGE_SIZE]  # [W, kv_heads, d]
         v = v_cache[table[b, pos // PAGE_SIZE].long(), pos % PAGE_SIZE]
         k, v = k.repeat_interleave(3, 1).transpose(0, 1), v.repeat_interleave(3, 1).transpose(0, 1)
-        ref = torch.nn.functional.scaled_dot_product_attention(q[b][:, None], k, v, scale=scale)[:, 0]
+        ref = torch.nn.functional.scaled_dot_product_attention(q[b][:, None], k, v, scale=scale)[
+            :, 0
+        ]
         torch.testing.assert_close(got[b], ref, atol=2e-5, rtol=1e-5)
 
 

@@ -19,7 +19,9 @@ from tests.kernels.helpers import DTYPES, assert_close
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize(("bits", "group_size"), [(8, None), (8, 16), (4, 16)], ids=["w8", "w8g16", "w4g16"])
+@pytest.mark.parametrize(
+    ("bits", "group_size"), [(8, None), (8, 16), (4, 16)], ids=["w8", "w8g16", "w4g16"]
+)
 @pytest.mark.parametrize(("m", "n", "k"), [(1, 40, 48), (17, 33, 64)])
 def test_quant_matmul(dtype, bits, group_size, m, n, k):
     g = torch.Generator().manual_seed(m * n)
@@ -41,7 +43,9 @@ def test_zero_points_matter(bits):
     assert zeros.min() < -(2**bits) / 4  # codes sit well above the zero point
     x = torch.randn(3, 32, generator=g)
     got = quant_matmul(x, qweight, scales, zeros, bits, 8, backend="triton")
-    torch.testing.assert_close(got, quant_matmul_ref(x, qweight, scales, zeros, bits, 8), atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        got, quant_matmul_ref(x, qweight, scales, zeros, bits, 8), atol=2e-5, rtol=1e-5
+    )
     torch.testing.assert_close(got, x @ w.T, atol=0.8 if bits == 4 else 0.06, rtol=0)  # vs float W
     no_zp = quant_matmul_ref(x, qweight, scales, torch.zeros_like(zeros), bits, 8)
     assert (got - no_zp).abs().max() > 1.0

@@ -32,7 +32,9 @@ def smollm2(tmp_path_factory):
 
 
 def hf_reference(config, state_dict):
-    """A transformers ``LlamaForCausalLM`` sharing ``state_dict``'s tensors (no copy, no random init)."""
+    """A transformers ``LlamaForCausalLM`` sharing ``state_dict``'s tensors (no copy, no random
+    init).
+    """
     from transformers import LlamaForCausalLM
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
@@ -49,5 +51,7 @@ def hf_reference(config, state_dict):
 
 @pytest.fixture(scope="session")
 def make_hf_reference():
-    """``make_hf_reference(config, state_dict)`` -> a transformers LlamaForCausalLM on those tensors."""
+    """``make_hf_reference(config, state_dict)`` -> a transformers LlamaForCausalLM on those
+    tensors.
+    """
     return hf_reference

@@ -25,8 +25,11 @@ def gate():
 
 @pytest.fixture(scope="module")
 def async_engine(tiny_llama_dir, gate):
-    engine = gate.attach(AsyncEngine(str(tiny_llama_dir), step_hook=gate, dtype="float32",
-                                     page_size=4, max_kv_tokens=2048))
+    engine = gate.attach(
+        AsyncEngine(
+            str(tiny_llama_dir), step_hook=gate, dtype="float32", page_size=4, max_kv_tokens=2048
+        )
+    )
     yield engine
     engine.shutdown()
 
@@ -97,8 +100,16 @@ def test_bad_request_raises_and_others_continue(async_engine):
 
 def test_abort_mid_prefill_frees_everything(tiny_llama_dir):
     gate = StepGate()
-    engine = gate.attach(AsyncEngine(str(tiny_llama_dir), step_hook=gate, dtype="float32",
-                                     page_size=4, chunked_prefill_tokens=4, max_kv_tokens=1024))
+    engine = gate.attach(
+        AsyncEngine(
+            str(tiny_llama_dir),
+            step_hook=gate,
+            dtype="float32",
+            page_size=4,
+            chunked_prefill_tokens=4,
+            max_kv_tokens=1024,
+        )
+    )
     try:
         gate.pause_after(3)  # three 4-token prefill chunks of the 300-token prompt
 

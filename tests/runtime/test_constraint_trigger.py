@@ -13,16 +13,20 @@ import jsonschema
 
 from structgen import JsonSchema, Regex, SamplingParams
 
-SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0,
-                                                 "maximum": 9}}, "required": ["n"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}},
+    "required": ["n"],
+}
 
 
 def test_engine_trigger_json_and_regex(tiny_engine):
     vocab = tiny_engine.vocab
     ban = {t: -100.0 for t in vocab.special_token_ids | vocab.eos_token_ids}
     prompt = "Let me think about it."
-    free = tiny_engine.generate(prompt, SamplingParams(max_tokens=40, temperature=0,
-                                                       logit_bias=ban))[0].text
+    free = tiny_engine.generate(
+        prompt, SamplingParams(max_tokens=40, temperature=0, logit_bias=ban)
+    )[0].text
     params = SamplingParams(max_tokens=40, temperature=0)
     out = tiny_engine.generate(prompt, params, JsonSchema(SCHEMA, trigger="</think>"))[0]
     head, sep, answer = out.text.partition("</think>")

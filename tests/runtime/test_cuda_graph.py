@@ -29,7 +29,10 @@ def _model(device: str = "cpu"):
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            p.copy_((1.0 if "norm" in name else 0.0) + 0.1 * torch.randn(p.shape, generator=g).to(device))
+            p.copy_(
+                (1.0 if "norm" in name else 0.0)
+                + 0.1 * torch.randn(p.shape, generator=g).to(device)
+            )
     return model
 
 
@@ -49,9 +52,15 @@ def test_bucket_for_and_can_run():
     assert [runner.bucket_for(b) for b in (1, 3, 5, 9, 17, 24, 25)] == [1, 4, 8, 16, 24, 24, None]
     decode = ForwardBatch.build([[1], [2]], [3, 8], [[1], [2, 3, 4]], PAGE)
     assert runner.can_run(decode)
-    assert not runner.can_run(ForwardBatch.build([[1, 2], [3]], [0, 4], [[1], [2, 3]], PAGE))  # extend
-    assert not runner.can_run(ForwardBatch.build([[1]], [12], [[1, 2, 3, 4]], PAGE))  # page table too wide
-    assert not runner.can_run(ForwardBatch.build([[1]] * 25, [0] * 25, [[1]] * 25, PAGE))  # batch too big
+    assert not runner.can_run(
+        ForwardBatch.build([[1, 2], [3]], [0, 4], [[1], [2, 3]], PAGE)
+    )  # extend
+    assert not runner.can_run(
+        ForwardBatch.build([[1]], [12], [[1, 2, 3, 4]], PAGE)
+    )  # page table too wide
+    assert not runner.can_run(
+        ForwardBatch.build([[1]] * 25, [0] * 25, [[1]] * 25, PAGE)
+    )  # batch too big
     with pytest.raises(ValueError, match="decode step"):
         runner.run(ForwardBatch.build([[1, 2]], [0], [[1]], PAGE))
 
@@ -86,7 +95,9 @@ def _prefilled(model, lens):
     return pool, runner, pages
 
 
-@pytest.mark.parametrize("lens", [[3], [5, 1, 9], [2, 7, 4, 1, 6]], ids=["b1", "b3-pad1", "b5-pad3"])
+@pytest.mark.parametrize(
+    "lens", [[3], [5, 1, 9], [2, 7, 4, 1, 6]], ids=["b1", "b3-pad1", "b5-pad3"]
+)
 def test_padded_forward_equals_unpadded(lens):
     model = _model()
     pool_a, runner_a, pages = _prefilled(model, lens)  # reference: unpadded eager forward
@@ -154,8 +165,8 @@ def test_captured_graphs_replay_the_eager_logits():
     logits = {}
     for graphs in (False, True):
         pool = model.make_kv_pool(32, PAGE)
-        runner = ModelRunner(model, pool, torch.device("cuda"), cuda_graph=graphs, cuda_graph_max_batch=8,
-                             max_model_len=32)  # fmt: skip
+        runner = ModelRunner(model, pool, torch.device("cuda"), cuda_graph=graphs,
+                             cuda_graph_max_batch=8, max_model_len=32)  # fmt: skip
         pages = [pool.alloc(5) for _ in range(5)]
         runner.forward([[1, 2, 3], [4], [5, 6, 7, 8, 9], [3, 3], [7]], [0] * 5, pages)
         out = []

@@ -144,7 +144,9 @@ def test_stop_strings_and_stop_tokens(tiny_engine):
     free = tiny_engine.generate(["Maria"], GREEDY)[0]
     assert len(free.text) > 4
     stop = free.text[2:4]
-    out = tiny_engine.generate(["Maria"], SamplingParams(max_tokens=12, temperature=0.0, stop=[stop]))[0]
+    out = tiny_engine.generate(
+        ["Maria"], SamplingParams(max_tokens=12, temperature=0.0, stop=[stop])
+    )[0]
     assert out.finish_reason == "stop"
     assert out.text == free.text[: free.text.find(stop)]
     first = free.token_ids[1]
@@ -212,9 +214,14 @@ def test_grammar_failure_mid_generation_fails_only_that_request(tiny_engine, mon
                 raise GrammarTooComplexError("state budget exceeded")
             return super().fill_bitmask(bitmask, row)
 
-    monkeypatch.setattr(type(grammar), "matcher", lambda self, max_tokens=None: Exploding(self.token_index, max_tokens))
-    outs = tiny_engine.generate(["a", "b"], SamplingParams(max_tokens=10, temperature=0.0),
-                                [grammar, None])
+    monkeypatch.setattr(
+        type(grammar),
+        "matcher",
+        lambda self, max_tokens=None: Exploding(self.token_index, max_tokens),
+    )
+    outs = tiny_engine.generate(
+        ["a", "b"], SamplingParams(max_tokens=10, temperature=0.0), [grammar, None]
+    )
     assert outs[0].finish_reason == "error" and "state budget" in outs[0].error
     assert outs[1].finish_reason in {"stop", "length"} and outs[1].error is None
     assert_no_leak(tiny_engine)

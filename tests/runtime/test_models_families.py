@@ -19,8 +19,16 @@ from tests.runtime.test_loader import tiny_tokenizer
 ATOL = 1e-4
 VOCAB = 260
 BASE = dict(
-    vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2, max_position_embeddings=128,
-    rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=None, eos_token_id=259, pad_token_id=None,
+    vocab_size=VOCAB,
+    hidden_size=64,
+    intermediate_size=96,
+    num_hidden_layers=2,
+    max_position_embeddings=128,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=False,
+    bos_token_id=None,
+    eos_token_id=259,
+    pad_token_id=None,
 )
 
 
@@ -31,32 +39,70 @@ def make_config(family: str, heads: int = 4, kv_heads: int = 2, **extra):
     if family == "mistral":
         return transformers.MistralConfig(sliding_window=5, head_dim=16, **kw)
     if family == "qwen2":  # layer 1 slides (use_sliding_window, max_window_layers=1)
-        return transformers.Qwen2Config(use_sliding_window=True, sliding_window=6, max_window_layers=1, **kw)
+        return transformers.Qwen2Config(
+            use_sliding_window=True, sliding_window=6, max_window_layers=1, **kw
+        )
     if family == "qwen3":
         return transformers.Qwen3Config(head_dim=16, **kw)
     if family == "mixtral":
-        return transformers.MixtralConfig(sliding_window=7, num_local_experts=4, num_experts_per_tok=2, **kw)
+        return transformers.MixtralConfig(
+            sliding_window=7, num_local_experts=4, num_experts_per_tok=2, **kw
+        )
     if family == "qwen2_moe":
         kw.setdefault("norm_topk_prob", False)
-        return transformers.Qwen2MoeConfig(**{
-            **dict(num_experts=6, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48,
-                   decoder_sparse_step=1, mlp_only_layers=[1]), **kw,
-        })
+        return transformers.Qwen2MoeConfig(
+            **{
+                **dict(
+                    num_experts=6,
+                    num_experts_per_tok=2,
+                    moe_intermediate_size=32,
+                    shared_expert_intermediate_size=48,
+                    decoder_sparse_step=1,
+                    mlp_only_layers=[1],
+                ),
+                **kw,
+            }
+        )
     if family == "qwen3_moe":
         kw.setdefault("norm_topk_prob", True)
-        return transformers.Qwen3MoeConfig(**{
-            **dict(head_dim=16, num_experts=6, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1,
-                   mlp_only_layers=[0]), **kw,
-        })
-    if family == "deepseek_v3":  # MLA (q LoRA or plain q_proj), layer 0 dense, 8 experts in 4 groups
+        return transformers.Qwen3MoeConfig(
+            **{
+                **dict(
+                    head_dim=16,
+                    num_experts=6,
+                    num_experts_per_tok=2,
+                    moe_intermediate_size=32,
+                    decoder_sparse_step=1,
+                    mlp_only_layers=[0],
+                ),
+                **kw,
+            }
+        )
+    if (
+        family == "deepseek_v3"
+    ):  # MLA (q LoRA or plain q_proj), layer 0 dense, 8 experts in 4 groups
         kw.update(num_hidden_layers=3, num_key_value_heads=heads)
         kw.setdefault("q_lora_rank", 48)
         kw.setdefault("rope_interleave", True)
-        return transformers.DeepseekV3Config(**{
-            **dict(kv_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=12, n_routed_experts=8,
-                   n_shared_experts=2, moe_intermediate_size=32, num_experts_per_tok=3, n_group=4, topk_group=2,
-                   routed_scaling_factor=2.5, first_k_dense_replace=1), **kw,
-        })
+        return transformers.DeepseekV3Config(
+            **{
+                **dict(
+                    kv_lora_rank=32,
+                    qk_rope_head_dim=8,
+                    qk_nope_head_dim=16,
+                    v_head_dim=12,
+                    n_routed_experts=8,
+                    n_shared_experts=2,
+                    moe_intermediate_size=32,
+                    num_experts_per_tok=3,
+                    n_group=4,
+                    topk_group=2,
+                    routed_scaling_factor=2.5,
+                    first_k_dense_replace=1,
+                ),
+                **kw,
+            }
+        )
     raise AssertionError(family)
 
 
@@ -65,7 +111,9 @@ def hf_model(config):
 
     torch.manual_seed(0)
     hf = AutoModelForCausalLM.from_config(config).eval()
-    with torch.no_grad():  # HF init leaves norms at 1 and biases at 0: randomise them so they are tested
+    with (
+        torch.no_grad()
+    ):  # HF init leaves norms at 1 and biases at 0: randomise them so they are tested
         for name, p in hf.named_parameters():
             if "norm" in name or name.endswith("bias"):
                 p.add_(torch.randn_like(p) * 0.1)
@@ -89,18 +137,26 @@ def hf_logits(hf, ids: list[int]) -> torch.Tensor:
     return hf(torch.tensor([ids])).logits[0].float()
 
 
-PROMPTS = {0: [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1, 60, 61], 1: [5, 17, 99, 3, 42], 2: list(range(30, 47))}
+PROMPTS = {
+    0: [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1, 60, 61],
+    1: [5, 17, 99, 3, 42],
+    2: list(range(30, 47)),
+}
 
 
 def run_ragged_scenario(ours, hf) -> None:
-    """Chunked prefill + ragged mixed batch + joint decode, every step checked against transformers."""
+    """Chunked prefill + ragged mixed batch + joint decode, every step checked against
+    transformers.
+    """
     seqs = PagedSequences(ours, page_size=4)
     full = PROMPTS
     got = seqs.step({0: full[0][:6], 1: full[1]}, all_logits=True)  # seq 0: first chunk
     torch.testing.assert_close(got[0], hf_logits(hf, full[0][:6]), atol=ATOL, rtol=0)
     torch.testing.assert_close(got[1], hf_logits(hf, full[1]), atol=ATOL, rtol=0)
     dec1 = int(got[1][-1].argmax())
-    got = seqs.step({0: full[0][6:], 1: [dec1], 2: full[2]}, all_logits=True)  # rest, decode, fresh prefill
+    got = seqs.step(
+        {0: full[0][6:], 1: [dec1], 2: full[2]}, all_logits=True
+    )  # rest, decode, fresh prefill
     torch.testing.assert_close(got[0], hf_logits(hf, full[0])[6:], atol=ATOL, rtol=0)
     torch.testing.assert_close(got[1], hf_logits(hf, full[1] + [dec1])[-1:], atol=ATOL, rtol=0)
     torch.testing.assert_close(got[2], hf_logits(hf, full[2]), atol=ATOL, rtol=0)
@@ -115,9 +171,15 @@ def run_ragged_scenario(ours, hf) -> None:
         last = got
 
 
-ARCH = {"mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-        "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
-        "deepseek_v3": "DeepseekV3ForCausalLM"}
+ARCH = {
+    "mistral": "MistralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "mixtral": "MixtralForCausalLM",
+    "qwen2_moe": "Qwen2MoeForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "deepseek_v3": "DeepseekV3ForCausalLM",
+}
 
 
 @pytest.mark.parametrize("family", ["mistral", "qwen2", "qwen3"])
@@ -145,7 +207,8 @@ def hf_routing(hf, ids: list[int]) -> list[torch.Tensor]:
     picked: list[torch.Tensor] = []
     hooks = [
         layer.mlp.gate.register_forward_hook(lambda m, a, out: picked.append(out[2]))
-        for layer in hf.model.layers if hasattr(layer.mlp, "gate")
+        for layer in hf.model.layers
+        if hasattr(layer.mlp, "gate")
     ]
     try:
         hf_logits(hf, ids)
@@ -157,11 +220,24 @@ def hf_routing(hf, ids: list[int]) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize(
     "family,extra",
-    [("mixtral", {}), ("qwen2_moe", {"norm_topk_prob": False}), ("qwen2_moe", {"norm_topk_prob": True}),
-     ("qwen3_moe", {}), ("qwen3_moe", {"norm_topk_prob": False, "kv_heads": 1}),
-     ("deepseek_v3", {}), ("deepseek_v3", {"q_lora_rank": None, "rope_interleave": False})],
-    ids=["mixtral", "qwen2moe", "qwen2moe-renorm", "qwen3moe", "qwen3moe-norenorm-mqa", "deepseekv3-mla",
-         "deepseekv3-mla-plainq"],
+    [
+        ("mixtral", {}),
+        ("qwen2_moe", {"norm_topk_prob": False}),
+        ("qwen2_moe", {"norm_topk_prob": True}),
+        ("qwen3_moe", {}),
+        ("qwen3_moe", {"norm_topk_prob": False, "kv_heads": 1}),
+        ("deepseek_v3", {}),
+        ("deepseek_v3", {"q_lora_rank": None, "rope_interleave": False}),
+    ],
+    ids=[
+        "mixtral",
+        "qwen2moe",
+        "qwen2moe-renorm",
+        "qwen3moe",
+        "qwen3moe-norenorm-mqa",
+        "deepseekv3-mla",
+        "deepseekv3-mla-plainq",
+    ],
 )
 def test_moe_family_matches_transformers(tmp_path, family, extra):
     ours, hf = saved_and_loaded(tmp_path, make_config(family, **extra))
@@ -170,7 +246,11 @@ def test_moe_family_matches_transformers(tmp_path, family, extra):
     # the same experts are chosen for every token of a prompt, in every sparse layer
     ids = PROMPTS[2]
     PagedSequences(ours).step({0: ids})
-    ours_ids = [layer.mlp.last_topk_ids for layer in ours.model.layers if hasattr(layer.mlp, "last_topk_ids")]
+    ours_ids = [
+        layer.mlp.last_topk_ids
+        for layer in ours.model.layers
+        if hasattr(layer.mlp, "last_topk_ids")
+    ]
     ref_ids = hf_routing(hf, ids)
     assert len(ours_ids) == len(ref_ids) >= 1
     for a, b in zip(ours_ids, ref_ids):
@@ -208,8 +288,15 @@ def test_mla_cache_is_compressed(tmp_path):
     assert isinstance(pool, LatentKVPool)
     tokens = 9 * 4
     per_token = pool.nbytes() / tokens
-    assert per_token == cfg.num_hidden_layers * (cfg.kv_lora_rank + cfg.qk_rope_head_dim) * 4  # float32
-    expanded = cfg.num_hidden_layers * cfg.num_attention_heads * (cfg.qk_nope_head_dim + cfg.qk_rope_head_dim + cfg.v_head_dim) * 4
+    assert (
+        per_token == cfg.num_hidden_layers * (cfg.kv_lora_rank + cfg.qk_rope_head_dim) * 4
+    )  # float32
+    expanded = (
+        cfg.num_hidden_layers
+        * cfg.num_attention_heads
+        * (cfg.qk_nope_head_dim + cfg.qk_rope_head_dim + cfg.v_head_dim)
+        * 4
+    )
     assert per_token / expanded == 40 / 144
     # the values really are views of the latent rows: writing K changes V
     pool.k_slots(0)[5, 0, :3] = torch.tensor([1.0, 2.0, 3.0])
@@ -217,7 +304,9 @@ def test_mla_cache_is_compressed(tmp_path):
 
 
 def test_deepseek_engine_decodes_like_transformers(tmp_path):
-    """``Engine(model=folder)`` on DeepSeek-V3 builds the latent KV pool and decodes transformers' greedy tokens."""
+    """``Engine(model=folder)`` on DeepSeek-V3 builds the latent KV pool and decodes transformers'
+    greedy tokens.
+    """
     from structgen import Engine, SamplingParams
     from structgen.runtime.models.mla import LatentKVPool
 
@@ -232,7 +321,13 @@ def test_deepseek_engine_decodes_like_transformers(tmp_path):
     outs = eng.generate(prompts, SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True))
     for ids, out in zip(prompts, outs):
         with torch.no_grad():
-            ref = hf.generate(torch.tensor([ids]), max_new_tokens=8, min_new_tokens=8, do_sample=False,
-                              pad_token_id=0, eos_token_id=None)[0, len(ids):].tolist()
+            ref = hf.generate(
+                torch.tensor([ids]),
+                max_new_tokens=8,
+                min_new_tokens=8,
+                do_sample=False,
+                pad_token_id=0,
+                eos_token_id=None,
+            )[0, len(ids) :].tolist()
         assert out.token_ids == ref
     assert eng.memory_report()["kv_bytes"] == eng.pool.nbytes()

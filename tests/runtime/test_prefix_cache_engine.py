@@ -42,13 +42,16 @@ def test_shared_prefix_hits_and_identical_output(engines):
 def test_multi_turn_conversation_reuses_previous_turns(engines):
     engine = engines()
     msgs = [{"role": "user", "content": "Maria Lopez, 34"}]
+    prev_prompt = 0  # read from the second turn on
     for turn in range(3):
         out = engine.generate([msgs], GREEDY)[0]
         if turn:
             assert out.metrics.cached_tokens >= prev_prompt - 8
         prev_prompt = out.metrics.num_prompt_tokens
-        msgs = msgs + [{"role": "assistant", "content": out.text},
-                       {"role": "user", "content": "and then?"}]
+        msgs = msgs + [
+            {"role": "assistant", "content": out.text},
+            {"role": "user", "content": "and then?"},
+        ]
     assert_no_leak(engine)
 
 

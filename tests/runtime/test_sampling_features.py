@@ -79,13 +79,20 @@ def _reference_greedy_with_penalties(hf, ids, n, presence=0.0, frequency=0.0, bi
 
 def test_presence_frequency_penalties_and_bias_match_reference(tiny_engine, hf):
     ids = tiny_engine.encode_prompt(PROMPT)
-    p = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True, presence_penalty=0.5,
-                       frequency_penalty=1.5, logit_bias={7: 2.0, 11: -1.0})
+    p = SamplingParams(
+        max_tokens=10,
+        temperature=0.0,
+        ignore_eos=True,
+        presence_penalty=0.5,
+        frequency_penalty=1.5,
+        logit_bias={7: 2.0, 11: -1.0},
+    )
     out = tiny_engine.generate([PROMPT], p)[0]
     ref = _reference_greedy_with_penalties(hf, ids, 10, 0.5, 1.5, {7: 2.0, 11: -1.0})
     assert out.token_ids == ref
-    plain = tiny_engine.generate([PROMPT], SamplingParams(max_tokens=10, temperature=0.0,
-                                                          ignore_eos=True))[0]
+    plain = tiny_engine.generate(
+        [PROMPT], SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True)
+    )[0]
     assert plain.token_ids != out.token_ids  # the penalties changed something
 
 
@@ -94,9 +101,15 @@ def test_repetition_penalty_matches_transformers_generate(tiny_engine, hf):
     p = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True, repetition_penalty=1.8)
     out = tiny_engine.generate([PROMPT], p)[0]
     with torch.no_grad():
-        ref = hf.generate(torch.tensor([ids]), max_new_tokens=10, min_new_tokens=10,
-                          do_sample=False, repetition_penalty=1.8, pad_token_id=0)
-    assert out.token_ids == ref[0, len(ids):].tolist()
+        ref = hf.generate(
+            torch.tensor([ids]),
+            max_new_tokens=10,
+            min_new_tokens=10,
+            do_sample=False,
+            repetition_penalty=1.8,
+            pad_token_id=0,
+        )
+    assert out.token_ids == ref[0, len(ids) :].tolist()
 
 
 def test_logit_bias_forces_a_token(tiny_engine):
@@ -118,8 +131,14 @@ def test_n_branches_share_the_prompt_and_differ(tiny_engine):
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"n": 0}, {"logprobs": 21}, {"presence_penalty": 3}, {"repetition_penalty": 0},
-               {"logit_bias": {"x": 1}}]
+    "kwargs",
+    [
+        {"n": 0},
+        {"logprobs": 21},
+        {"presence_penalty": 3},
+        {"repetition_penalty": 0},
+        {"logit_bias": {"x": 1}},
+    ],
 )
 def test_bad_fields_are_named(kwargs):
     from structgen.errors import ConfigError

@@ -10,8 +10,12 @@ from structgen import Engine, SamplingParams
 pytestmark = pytest.mark.slow
 
 SYSTEM = "You are a careful assistant. Answer in one short sentence. " * 3
-QUESTIONS = ["What is the capital of France?", "Name a primary colour.", "What is 2 + 2?",
-             "Who wrote Hamlet?"]
+QUESTIONS = [
+    "What is the capital of France?",
+    "Name a primary colour.",
+    "What is 2 + 2?",
+    "Who wrote Hamlet?",
+]
 GREEDY = SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True)
 
 
@@ -22,12 +26,14 @@ def _top2_margin(engine: Engine, ids: list[int]) -> float:
 
 
 def test_pressure_engine_matches_batch1_reference(smollm2_engine):
-    prompts = [[{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}]
-               for q in QUESTIONS]
+    prompts = [
+        [{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}] for q in QUESTIONS
+    ]
     ref_engine = Engine(prefix_cache=False, max_kv_tokens=4096)
     refs = [ref_engine.generate([p], GREEDY)[0].token_ids for p in prompts]
-    pressure = Engine(max_kv_tokens=192, page_size=16, chunked_prefill_tokens=48,
-                      max_batch_tokens=96)
+    pressure = Engine(
+        max_kv_tokens=192, page_size=16, chunked_prefill_tokens=48, max_batch_tokens=96
+    )
     for _ in range(2):  # the second round is served mostly from the prefix cache
         outs = pressure.generate(prompts, GREEDY)
         for p, out, ref in zip(prompts, outs, refs):

@@ -24,16 +24,21 @@ PROMPTS = [
 ]
 SCHEMA = {
     "type": "object",
-    "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"},
-                   "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3}},
+    "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "age": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+    },
     "required": ["name", "age", "tags"],
     "additionalProperties": False,
 }
 REGEX = r"(fox|dog|Ada|[a-z ]{1,9})(, (fox|dog|Ada|[a-z ]{1,9})){0,4}\."
 # long forced runs between free choices: plain decoding jump-forwards (and retokenizes)
 # there, so speculation must stop at each one (drafts may spell the text otherwise)
-FORCED = (r'(Maria|Lopez|nurse|a|b|c|x|y)+( works as a (nurse|dog) in (Lyon|Paris))+ jumps '
-          r'over the lazy dog(s|\.)+ "name": "(Ada|Maria)", "age": [0-9]{2}\}')
+FORCED = (
+    r"(Maria|Lopez|nurse|a|b|c|x|y)+( works as a (nurse|dog) in (Lyon|Paris))+ jumps "
+    r'over the lazy dog(s|\.)+ "name": "(Ada|Maria)", "age": [0-9]{2}\}'
+)
 SETTINGS = {"dtype": "float32", "page_size": 4, "max_batch_tokens": 24, "chunked_prefill_tokens": 9}
 
 
@@ -44,10 +49,16 @@ def tiny_draft_dir(tmp_path_factory, tiny_tokenizer):
 
     path = tmp_path_factory.mktemp("tiny_draft")
     config = LlamaConfig(
-        vocab_size=len(tiny_tokenizer), hidden_size=32, intermediate_size=64,
-        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-        max_position_embeddings=512, tie_word_embeddings=False,
-        bos_token_id=tiny_tokenizer.bos_token_id, eos_token_id=tiny_tokenizer.eos_token_id,
+        vocab_size=len(tiny_tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+        bos_token_id=tiny_tokenizer.bos_token_id,
+        eos_token_id=tiny_tokenizer.eos_token_id,
     )
     torch.manual_seed(1)
     LlamaForCausalLM(config).eval().save_pretrained(path, safe_serialization=True)
@@ -66,8 +77,12 @@ def _spec_engine(tiny_llama_dir, tiny_draft_dir, plain, kind, **kw):
         "draft": {"method": "draft", "draft_model": str(tiny_draft_dir), "num_tokens": 3},
         "self_draft": {"method": "draft", "draft_model": plain, "num_tokens": 4},
         # the realistic pairing: the target's own checkpoint, quantized, as the draft
-        "int8_draft": {"method": "draft", "draft_model": str(tiny_llama_dir),
-                       "draft_quantization": "int8", "num_tokens": 4},
+        "int8_draft": {
+            "method": "draft",
+            "draft_model": str(tiny_llama_dir),
+            "draft_quantization": "int8",
+            "num_tokens": 4,
+        },
         "adaptive": {"method": "ngram", "num_tokens": 6, "adaptive": True},
     }[kind]
     return Engine(str(tiny_llama_dir), speculative=spec, **{**SETTINGS, **kw})
@@ -100,15 +115,18 @@ def assert_no_draft_leak(engine) -> None:
 
 
 def _mixed_params(max_tokens: int, **kw) -> list[SamplingParams]:
-    return [SamplingParams(max_tokens=max_tokens, temperature=0.0, speculative=(i != 2), **kw)
-            for i in range(len(PROMPTS))]
+    return [
+        SamplingParams(max_tokens=max_tokens, temperature=0.0, speculative=(i != 2), **kw)
+        for i in range(len(PROMPTS))
+    ]
 
 
 @pytest.mark.parametrize("kind", ["ngram", "draft", "self_draft", "int8_draft", "adaptive"])
 @pytest.mark.parametrize("constraint", [None, "json", "regex", "forced"])
 def test_greedy_identical_to_plain(tiny_llama_dir, tiny_draft_dir, plain, kind, constraint):
-    cons = {None: None, "json": JsonSchema(SCHEMA), "regex": Regex(REGEX),
-            "forced": Regex(FORCED)}[constraint]
+    cons = {None: None, "json": JsonSchema(SCHEMA), "regex": Regex(REGEX), "forced": Regex(FORCED)}[
+        constraint
+    ]
     extra = {"ignore_eos": True} if constraint is None else {}
     params = _mixed_params(40 if constraint is None else 60, **extra)
     ref = plain.generate(PROMPTS, params, cons)
@@ -196,8 +214,10 @@ def test_metrics_consistent(tiny_llama_dir, tiny_draft_dir, plain):
 
 def test_logits_processing_requests_do_not_speculate(tiny_llama_dir, tiny_draft_dir, plain):
     engine = _spec_engine(tiny_llama_dir, tiny_draft_dir, plain, "ngram")
-    params = [SamplingParams(max_tokens=20, temperature=0.0, ignore_eos=True, **kw)
-              for kw in ({"logprobs": 2}, {"presence_penalty": 0.5}, {"logit_bias": {5: 1.0}}, {})]
+    params = [
+        SamplingParams(max_tokens=20, temperature=0.0, ignore_eos=True, **kw)
+        for kw in ({"logprobs": 2}, {"presence_penalty": 0.5}, {"logit_bias": {5: 1.0}}, {})
+    ]
     outs = engine.generate(PROMPTS, params)
     ref = plain.generate(PROMPTS, params)
     assert [o.token_ids for o in outs] == [r.token_ids for r in ref]
@@ -238,8 +258,9 @@ def test_rejected_drafts_pages_freed(tiny_llama_dir, plain):
     tokens, though (almost) every draft of 8 tokens is rejected; the draft pool likewise."""
     register_proposer("test_garbage", _GarbageProposer)
     try:
-        engine = Engine(str(tiny_llama_dir), speculative={"method": "test_garbage", "num_tokens": 8},
-                        **SETTINGS)
+        engine = Engine(
+            str(tiny_llama_dir), speculative={"method": "test_garbage", "num_tokens": 8}, **SETTINGS
+        )
         page = SETTINGS["page_size"]
         step = engine.step
         worst = []
@@ -265,8 +286,12 @@ def test_rejected_drafts_pages_freed(tiny_llama_dir, plain):
 def test_draft_pool_holds_only_needed_pages(tiny_llama_dir, tiny_draft_dir, plain):
     """Draft KV rollback: after each proposal a request's draft pages cover exactly
     ``known + k - 1`` tokens, also when adaptive k shrinks (surplus pages freed)."""
-    spec = {"method": "draft", "draft_model": str(tiny_draft_dir), "num_tokens": 8,
-            "adaptive": True}
+    spec = {
+        "method": "draft",
+        "draft_model": str(tiny_draft_dir),
+        "num_tokens": 8,
+        "adaptive": True,
+    }
     engine = Engine(str(tiny_llama_dir), speculative=spec, **SETTINGS)
     proposer, page = engine.spec.proposer, SETTINGS["page_size"]
     propose = proposer.propose
@@ -300,8 +325,12 @@ def test_adaptive_k_follows_acceptance(tiny_llama_dir, plain):
         for name, spec in {
             "garbage_fixed": {"method": "test_garbage", "num_tokens": 6},
             "garbage_adaptive": {"method": "test_garbage", "num_tokens": 6, "adaptive": True},
-            "self_adaptive": {"method": "draft", "draft_model": plain, "num_tokens": 6,
-                              "adaptive": True},
+            "self_adaptive": {
+                "method": "draft",
+                "draft_model": plain,
+                "num_tokens": 6,
+                "adaptive": True,
+            },
         }.items():
             engine = Engine(str(tiny_llama_dir), speculative=spec, **SETTINGS)
             assert [o.token_ids for o in engine.generate(PROMPTS, params)] == ref
@@ -323,9 +352,19 @@ def test_config_errors(tiny_llama_dir):
     with pytest.raises(ConfigError, match="unknown speculative setting"):
         Engine(str(tiny_llama_dir), speculative={"method": "ngram", "k": 3}, **SETTINGS)
     with pytest.raises(ConfigError, match="int3"):
-        Engine(str(tiny_llama_dir), speculative={"method": "draft", "draft_model": str(tiny_llama_dir),
-                                                 "draft_quantization": "int3"}, **SETTINGS)
+        Engine(
+            str(tiny_llama_dir),
+            speculative={
+                "method": "draft",
+                "draft_model": str(tiny_llama_dir),
+                "draft_quantization": "int3",
+            },
+            **SETTINGS,
+        )
     plain = Engine(str(tiny_llama_dir), **SETTINGS)
     with pytest.raises(ConfigError, match="draft_quantization applies to a draft_model path"):
-        Engine(str(tiny_llama_dir), speculative={"method": "draft", "draft_model": plain,
-                                                 "draft_quantization": "int8"}, **SETTINGS)
+        Engine(
+            str(tiny_llama_dir),
+            speculative={"method": "draft", "draft_model": plain, "draft_quantization": "int8"},
+            **SETTINGS,
+        )

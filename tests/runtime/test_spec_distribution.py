@@ -23,10 +23,17 @@ def tiny_draft_dir(tmp_path_factory, tiny_tokenizer):
 
     path = tmp_path_factory.mktemp("tiny_draft_dist")
     config = LlamaConfig(
-        vocab_size=len(tiny_tokenizer), hidden_size=32, intermediate_size=64,
-        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-        max_position_embeddings=512, tie_word_embeddings=False, initializer_range=0.2,
-        bos_token_id=tiny_tokenizer.bos_token_id, eos_token_id=tiny_tokenizer.eos_token_id,
+        vocab_size=len(tiny_tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+        initializer_range=0.2,
+        bos_token_id=tiny_tokenizer.bos_token_id,
+        eos_token_id=tiny_tokenizer.eos_token_id,
     )
     torch.manual_seed(2)
     LlamaForCausalLM(config).eval().save_pretrained(path, safe_serialization=True)
@@ -53,8 +60,11 @@ def _p_value(ref: list[str], got: list[str], pos: int) -> float | None:
 @pytest.mark.parametrize("kind", ["ngram", "draft"])
 @pytest.mark.parametrize("sampling", [{"temperature": 0.5}, {"temperature": 1.0, "top_k": 2}])
 def test_speculative_sampling_keeps_distribution(tiny_llama_dir, tiny_draft_dir, kind, sampling):
-    spec = "ngram" if kind == "ngram" else {
-        "method": "draft", "draft_model": str(tiny_draft_dir), "num_tokens": 3}
+    spec = (
+        "ngram"
+        if kind == "ngram"
+        else {"method": "draft", "draft_model": str(tiny_draft_dir), "num_tokens": 3}
+    )
     common = {"dtype": "float32", "page_size": 4}
     plain = Engine(str(tiny_llama_dir), **common)
     engine = Engine(str(tiny_llama_dir), speculative=spec, **common)
@@ -74,12 +84,15 @@ def test_always_accepting_would_be_detected(tiny_llama_dir, monkeypatch):
     """Power check: a broken acceptance (every n-gram draft kept) fails the same test."""
     from structgen.runtime.speculative import verify
 
-    monkeypatch.setattr(verify, "accept_sampled",
-                        lambda probs, drafts, q, gen: (list(drafts) + [verify._draw(probs[-1], gen)],
-                                                       len(drafts)))
+    monkeypatch.setattr(
+        verify,
+        "accept_sampled",
+        lambda probs, drafts, q, gen: (list(drafts) + [verify._draw(probs[-1], gen)], len(drafts)),
+    )
     common = {"dtype": "float32", "page_size": 4}
     ref = _sample(Engine(str(tiny_llama_dir), **common), 0, temperature=0.5)
-    got = _sample(Engine(str(tiny_llama_dir), speculative="ngram", **common), 100_000,
-                  temperature=0.5)
+    got = _sample(
+        Engine(str(tiny_llama_dir), speculative="ngram", **common), 100_000, temperature=0.5
+    )
     pvals = [_p_value(ref, got, pos) for pos in range(LENGTH)]
     assert min(p for p in pvals if p is not None) < ALPHA

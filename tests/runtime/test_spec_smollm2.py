@@ -18,12 +18,20 @@ from tests.runtime.test_spec import assert_no_draft_leak, assert_tree_verified
 
 pytestmark = pytest.mark.slow
 
-SCHEMA = {"type": "object", "properties": {"name": {"type": "string"},
-                                           "age": {"type": "integer"},
-                                           "city": {"type": "string"}},
-          "required": ["name", "age", "city"], "additionalProperties": False}
-TEXTS = ["Maria Lopez, 34, works as a nurse in Lyon.",
-         "Our new colleague is Kenji Watanabe; he is 51 and teaches physics in Osaka."]
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer"},
+        "city": {"type": "string"},
+    },
+    "required": ["name", "age", "city"],
+    "additionalProperties": False,
+}
+TEXTS = [
+    "Maria Lopez, 34, works as a nurse in Lyon.",
+    "Our new colleague is Kenji Watanabe; he is 51 and teaches physics in Osaka.",
+]
 
 
 def _gguf_path() -> str:
@@ -36,8 +44,14 @@ def spec_engines(smollm2_engine):
     """n-gram and draft-model (int4 copy of the target's checkpoint) engines."""
     return {
         "ngram": Engine(speculative="ngram"),
-        "draft": Engine(speculative={"method": "draft", "draft_model": _gguf_path(),
-                                     "draft_quantization": "int4", "num_tokens": 4}),
+        "draft": Engine(
+            speculative={
+                "method": "draft",
+                "draft_model": _gguf_path(),
+                "draft_quantization": "int4",
+                "num_tokens": 4,
+            }
+        ),
     }
 
 
@@ -48,8 +62,9 @@ def assert_same_or_tie(reference: Engine, prompt_ids: list[int], got: list[int],
         return
     i = next((k for k, (a, b) in enumerate(zip(got, ref)) if a != b), min(len(got), len(ref)))
     assert i < min(len(got), len(ref)), f"one output is a prefix of the other (at {i})"
-    out = reference.generate([prompt_ids + ref[:i]],
-                             SamplingParams(max_tokens=1, temperature=0.0, logprobs=20))[0]
+    out = reference.generate(
+        [prompt_ids + ref[:i]], SamplingParams(max_tokens=1, temperature=0.0, logprobs=20)
+    )[0]
     lp = out.logprobs[0]
     assert got[i] in lp, f"diverged at token {i}: {got[i]} not in the reference's top 20"
     margin = abs(lp[ref[i]] - lp[got[i]])

@@ -36,11 +36,26 @@ def start_server(args: list[str], log: Path, timeout_s: float = 180.0):
     import httpx
 
     port = free_port()
-    cmd = [sys.executable, "-m", "structgen", "serve", "--host", "127.0.0.1", "--port",
-           str(port), "--log-level", "warning", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "structgen",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        *args,
+    ]
     out = open(log, "wb")  # noqa: SIM115 - the server writes to it until it stops
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                            env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    proc = subprocess.Popen(
+        cmd,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -70,9 +85,20 @@ def tiny_server(tiny_llama_dir, tmp_path_factory):
     """Base URL of ``structgen serve`` over the tiny Llama, with an API key and at most
     ``MAX_RUNNING`` requests running at once."""
     log = tmp_path_factory.mktemp("server") / "tiny.log"
-    proc, base = start_server(["--model", str(tiny_llama_dir), "--served-model-name", "tiny",
-                               "--api-key", API_KEY, "--max-running-requests",
-                               str(MAX_RUNNING), *TINY], log)
+    proc, base = start_server(
+        [
+            "--model",
+            str(tiny_llama_dir),
+            "--served-model-name",
+            "tiny",
+            "--api-key",
+            API_KEY,
+            "--max-running-requests",
+            str(MAX_RUNNING),
+            *TINY,
+        ],
+        log,
+    )
     yield base
     stop_server(proc)
 
@@ -113,12 +139,20 @@ def gated_server(tiny_llama_dir):
     from tests.step_gate import StepGate
 
     gate = StepGate()
-    engine = gate.attach(AsyncEngine(str(tiny_llama_dir), step_hook=gate, dtype="float32",
-                                     max_kv_tokens=2048, page_size=4,
-                                     max_running_requests=MAX_RUNNING))
+    engine = gate.attach(
+        AsyncEngine(
+            str(tiny_llama_dir),
+            step_hook=gate,
+            dtype="float32",
+            max_kv_tokens=2048,
+            page_size=4,
+            max_running_requests=MAX_RUNNING,
+        )
+    )
     app = create_app(engine, served_model_name="tiny", api_key=API_KEY)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(),
-                                           log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
+    )
     thread = threading.Thread(target=server.run, name="gated-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

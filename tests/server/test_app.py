@@ -10,8 +10,13 @@ COMP = "/v1/completions"
 
 
 def chat(client, **body):
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "Hi there"}],
-            "max_tokens": 8, "temperature": 0, **body}
+    body = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "Hi there"}],
+        "max_tokens": 8,
+        "temperature": 0,
+        **body,
+    }
     return client.post(CHAT, json=body)
 
 
@@ -22,9 +27,18 @@ def test_models_health_stats(client):
 
 
 def test_completion_echo_logprobs_usage(client):
-    r = client.post(COMP, json={"model": "tiny", "prompt": "The quick brown fox", "max_tokens": 5,
-                                "temperature": 0, "logprobs": 2, "echo": True,
-                                "ignore_eos": True})
+    r = client.post(
+        COMP,
+        json={
+            "model": "tiny",
+            "prompt": "The quick brown fox",
+            "max_tokens": 5,
+            "temperature": 0,
+            "logprobs": 2,
+            "echo": True,
+            "ignore_eos": True,
+        },
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     choice = body["choices"][0]
@@ -41,8 +55,15 @@ def test_completion_echo_logprobs_usage(client):
 
 def test_n_seeded_choices_and_cached_tokens(client):
     prompt = "Maria Lopez, 34, works as a nurse in Lyon. " * 3
-    body = {"model": "tiny", "prompt": prompt, "max_tokens": 6, "n": 3, "seed": 7,
-            "temperature": 1.0, "ignore_eos": True}
+    body = {
+        "model": "tiny",
+        "prompt": prompt,
+        "max_tokens": 6,
+        "n": 3,
+        "seed": 7,
+        "temperature": 1.0,
+        "ignore_eos": True,
+    }
     first = client.post(COMP, json=body).json()
     assert [c["index"] for c in first["choices"]] == [0, 1, 2]
     second = client.post(COMP, json=body).json()
@@ -62,8 +83,18 @@ def test_n_branches_share_the_prompt_kv(client):
     pages from the prefix cache (all but the last, partly filled page, page size 4)."""
     prompt = "Zanzibar kettle orbit number 77, a prompt no other test sends. " * 2
     before = _counter(client, "structgen_cached_prompt_tokens_total")
-    r = client.post(COMP, json={"model": "tiny", "prompt": prompt, "max_tokens": 3, "n": 4,
-                                "temperature": 1.0, "seed": 1, "ignore_eos": True}).json()
+    r = client.post(
+        COMP,
+        json={
+            "model": "tiny",
+            "prompt": prompt,
+            "max_tokens": 3,
+            "n": 4,
+            "temperature": 1.0,
+            "seed": 1,
+            "ignore_eos": True,
+        },
+    ).json()
     n_prompt = r["usage"]["prompt_tokens"]
     assert r["usage"]["prompt_tokens_details"]["cached_tokens"] == 0  # the fewest: branch 0
     cached = _counter(client, "structgen_cached_prompt_tokens_total") - before
@@ -74,9 +105,18 @@ def test_chat_logprobs_and_stream_matches(client):
     full = chat(client, logprobs=True, top_logprobs=3, ignore_eos=True).json()
     content = full["choices"][0]["logprobs"]["content"]
     assert len(content) == 8 and all(len(c["top_logprobs"]) == 3 for c in content)
-    r = client.post(CHAT, json={"model": "tiny", "messages": [{"role": "user", "content": "Hi there"}],
-                                "max_tokens": 8, "temperature": 0, "ignore_eos": True,
-                                "stream": True, "stream_options": {"include_usage": True}})
+    r = client.post(
+        CHAT,
+        json={
+            "model": "tiny",
+            "messages": [{"role": "user", "content": "Hi there"}],
+            "max_tokens": 8,
+            "temperature": 0,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+    )
     events = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
@@ -88,8 +128,10 @@ def test_chat_logprobs_and_stream_matches(client):
 def test_choice_regex_json_object(client):
     r = chat(client, extra=None, choice=["yes", "no", "maybe"]).json()
     assert r["choices"][0]["message"]["content"] in ("yes", "no", "maybe")
-    r = client.post(COMP, json={"model": "tiny", "prompt": "Code:", "max_tokens": 10,
-                                "regex": r"[A-Z]{3}-[0-9]{2}"}).json()
+    r = client.post(
+        COMP,
+        json={"model": "tiny", "prompt": "Code:", "max_tokens": 10, "regex": r"[A-Z]{3}-[0-9]{2}"},
+    ).json()
     assert re.fullmatch(r"[A-Z]{3}-[0-9]{2}", r["choices"][0]["text"])
     r = chat(client, max_tokens=40, response_format={"type": "json_object"}).json()
     assert isinstance(json.loads(r["choices"][0]["message"]["content"]), dict)
@@ -98,27 +140,55 @@ def test_choice_regex_json_object(client):
 def test_json_schema_strict(client):
     import jsonschema
 
-    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
-                                               "age": {"type": "integer", "minimum": 0,
-                                                       "maximum": 120}},
-              "required": ["name", "age"]}
-    r = chat(client, max_tokens=40, response_format={
-        "type": "json_schema", "json_schema": {"name": "p", "schema": schema, "strict": True}})
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 8},
+            "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        },
+        "required": ["name", "age"],
+    }
+    r = chat(
+        client,
+        max_tokens=40,
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "p", "schema": schema, "strict": True},
+        },
+    )
     data = json.loads(r.json()["choices"][0]["message"]["content"])
     jsonschema.validate(data, schema)
     assert set(data) == {"name", "age"}
 
 
 def test_tool_choice_required_stream(client):
-    tools = [{"type": "function", "function": {"name": "add", "parameters": {
-        "type": "object", "properties": {"a": {"type": "integer", "maximum": 99}},
-        "required": ["a"]}}}]
-    r = client.post(CHAT, json={"model": "tiny", "messages": [{"role": "user", "content": "2+2"}],
-                                "max_tokens": 30, "temperature": 0, "tools": tools,
-                                "tool_choice": "required", "stream": True,
-                                "parallel_tool_calls": False})
-    chunks = [json.loads(line[6:]) for line in r.text.splitlines()
-              if line.startswith("data: {")]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "add",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"a": {"type": "integer", "maximum": 99}},
+                    "required": ["a"],
+                },
+            },
+        }
+    ]
+    r = client.post(
+        CHAT,
+        json={
+            "model": "tiny",
+            "messages": [{"role": "user", "content": "2+2"}],
+            "max_tokens": 30,
+            "temperature": 0,
+            "tools": tools,
+            "tool_choice": "required",
+            "stream": True,
+            "parallel_tool_calls": False,
+        },
+    )
+    chunks = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]
     calls = [tc for c in chunks for tc in c["choices"][0]["delta"].get("tool_calls") or []]
     assert calls[0]["function"]["name"] == "add" and calls[0]["id"].startswith("call_")
     args = json.loads("".join(tc["function"]["arguments"] for tc in calls))
@@ -142,12 +212,34 @@ def test_bad_inputs_are_400(client):
     assert err["param"] == "max_tokens"
     err = _error(chat(client, temperature=-1))
     assert err["param"] == "temperature"
-    err = _error(chat(client, response_format={"type": "json_schema", "json_schema": {
-        "name": "x", "schema": {"type": "object", "properties": {
-            "tags": {"type": "array", "uniqueItems": True}}}}}))
+    err = _error(
+        chat(
+            client,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "x",
+                    "schema": {
+                        "type": "object",
+                        "properties": {"tags": {"type": "array", "uniqueItems": True}},
+                    },
+                },
+            },
+        )
+    )
     assert "uniqueItems" in err["message"] and "/properties/tags" in err["message"]
-    err = _error(chat(client, response_format={"type": "json_schema", "json_schema": {
-        "name": "x", "schema": {"type": "object", "properties": {"a": {"type": "strang"}}}}}))
+    err = _error(
+        chat(
+            client,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "x",
+                    "schema": {"type": "object", "properties": {"a": {"type": "strang"}}},
+                },
+            },
+        )
+    )
     assert "/properties/a" in err["message"] and err["code"] == "invalid_schema"
     err = _error(chat(client, regex="(?=a)b"))
     assert err["param"] == "regex"
@@ -176,12 +268,18 @@ def test_api_key(tiny_async_engine):
 def test_metrics(client):
     chat(client)
     text = client.get("/metrics").text
-    for name in ("structgen_time_to_first_token_seconds_count",
-                 "structgen_time_per_output_token_seconds_count", "structgen_prompt_tokens_total",
-                 "structgen_generation_tokens_total", "structgen_cached_prompt_tokens_total",
-                 "structgen_prefix_cache_hit_rate", "structgen_kv_pages_free",
-                 "structgen_kv_pages_used", "structgen_num_requests_running",
-                 "structgen_num_requests_waiting"):
+    for name in (
+        "structgen_time_to_first_token_seconds_count",
+        "structgen_time_per_output_token_seconds_count",
+        "structgen_prompt_tokens_total",
+        "structgen_generation_tokens_total",
+        "structgen_cached_prompt_tokens_total",
+        "structgen_prefix_cache_hit_rate",
+        "structgen_kv_pages_free",
+        "structgen_kv_pages_used",
+        "structgen_num_requests_running",
+        "structgen_num_requests_waiting",
+    ):
         assert re.search(rf"^{name} ", text, re.MULTILINE), name
 
 
@@ -192,9 +290,13 @@ def test_completion_logprob_start_len_reuses_cache(client):
     base = {"model": "tiny", "max_tokens": 1, "temperature": 0, "logprobs": 0, "echo": True}
     full = client.post(COMP, json={**base, "prompt": prompt + " positive"}).json()
     n_full = full["usage"]["prompt_tokens"]
-    client.post(COMP, json={**base, "prompt": prompt, "echo": False, "logprobs": None})  # warm the cache
+    client.post(
+        COMP, json={**base, "prompt": prompt, "echo": False, "logprobs": None}
+    )  # warm the cache
     start = n_full - 2
-    part = client.post(COMP, json={**base, "prompt": prompt + " positive", "logprob_start_len": start}).json()
+    part = client.post(
+        COMP, json={**base, "prompt": prompt + " positive", "logprob_start_len": start}
+    ).json()
     assert part["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
     got = part["choices"][0]["logprobs"]["token_logprobs"][:n_full]
     want = full["choices"][0]["logprobs"]["token_logprobs"][:n_full]

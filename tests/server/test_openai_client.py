@@ -19,8 +19,7 @@ MSGS = [{"role": "user", "content": "Tell me about Lyon."}]
 
 @pytest.fixture(scope="module")
 def oa(tiny_server):
-    return openai.OpenAI(base_url=tiny_server + "/v1", api_key=API_KEY, max_retries=0,
-                         timeout=60)
+    return openai.OpenAI(base_url=tiny_server + "/v1", api_key=API_KEY, max_retries=0, timeout=60)
 
 
 def stats(base):
@@ -35,8 +34,13 @@ def test_models_and_401(tiny_server, oa):
 
 
 def test_chat_stream_equals_greedy(oa):
-    kw = {"model": "tiny", "messages": MSGS, "max_tokens": 12, "temperature": 0,
-          "extra_body": {"ignore_eos": True}}
+    kw = {
+        "model": "tiny",
+        "messages": MSGS,
+        "max_tokens": 12,
+        "temperature": 0,
+        "extra_body": {"ignore_eos": True},
+    }
     full = oa.chat.completions.create(**kw)
     assert full.choices[0].finish_reason == "length"
     assert full.usage.completion_tokens == 12
@@ -53,48 +57,86 @@ def test_chat_stream_equals_greedy(oa):
 
 def test_completions_n_logprobs_cached(oa):
     prompt = "def f(x): return x * 2  # a function. " * 4
-    r1 = oa.completions.create(model="tiny", prompt=prompt, max_tokens=4, n=2, logprobs=1,
-                               temperature=0, extra_body={"ignore_eos": True})
+    r1 = oa.completions.create(
+        model="tiny",
+        prompt=prompt,
+        max_tokens=4,
+        n=2,
+        logprobs=1,
+        temperature=0,
+        extra_body={"ignore_eos": True},
+    )
     assert len(r1.choices) == 2 and r1.choices[0].text == r1.choices[1].text
     assert len(r1.choices[0].logprobs.token_logprobs) == 4
-    r2 = oa.completions.create(model="tiny", prompt=prompt, max_tokens=4, temperature=0,
-                               extra_body={"ignore_eos": True})
+    r2 = oa.completions.create(
+        model="tiny", prompt=prompt, max_tokens=4, temperature=0, extra_body={"ignore_eos": True}
+    )
     assert r2.choices[0].text == r1.choices[0].text
     assert r2.usage.prompt_tokens_details.cached_tokens > 0
 
 
 def test_regex_choice_json_schema(oa):
-    r = oa.chat.completions.create(model="tiny", messages=MSGS, max_tokens=10,
-                                   extra_body={"regex": r"[0-9]{3}"})
+    r = oa.chat.completions.create(
+        model="tiny", messages=MSGS, max_tokens=10, extra_body={"regex": r"[0-9]{3}"}
+    )
     assert re.fullmatch(r"[0-9]{3}", r.choices[0].message.content)
-    r = oa.chat.completions.create(model="tiny", messages=MSGS, max_tokens=10,
-                                   extra_body={"choice": ["red", "green"]})
+    r = oa.chat.completions.create(
+        model="tiny", messages=MSGS, max_tokens=10, extra_body={"choice": ["red", "green"]}
+    )
     assert r.choices[0].message.content in ("red", "green")
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
     r = oa.chat.completions.create(
-        model="tiny", messages=MSGS, max_tokens=20,
-        response_format={"type": "json_schema",
-                         "json_schema": {"name": "r", "schema": schema, "strict": True}})
+        model="tiny",
+        messages=MSGS,
+        max_tokens=20,
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "r", "schema": schema, "strict": True},
+        },
+    )
     assert isinstance(json.loads(r.choices[0].message.content)["ok"], bool)
 
 
-TOOLS = [{"type": "function", "function": {  # small: the tiny model's context is 512 tokens
-    "name": "weather", "parameters": {"type": "object", "properties": {
-        "city": {"type": "string", "maxLength": 8}, "unit": {"enum": ["C", "F"]}},
-        "required": ["city", "unit"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {  # small: the tiny model's context is 512 tokens
+            "name": "weather",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "maxLength": 8},
+                    "unit": {"enum": ["C", "F"]},
+                },
+                "required": ["city", "unit"],
+            },
+        },
+    }
+]
 
 
 def test_tools_named_and_streamed(oa):
     r = oa.chat.completions.create(
-        model="tiny", messages=MSGS, max_tokens=40, temperature=0, tools=TOOLS,
-        tool_choice={"type": "function", "function": {"name": "weather"}})
+        model="tiny",
+        messages=MSGS,
+        max_tokens=40,
+        temperature=0,
+        tools=TOOLS,
+        tool_choice={"type": "function", "function": {"name": "weather"}},
+    )
     call = r.choices[0].message.tool_calls[0]
     assert r.choices[0].finish_reason == "tool_calls" and call.function.name == "weather"
     args = json.loads(call.function.arguments)
     assert set(args) == {"city", "unit"} and args["unit"] in ("C", "F")
     stream = oa.chat.completions.create(
-        model="tiny", messages=MSGS, max_tokens=40, temperature=0, tools=TOOLS,
-        tool_choice={"type": "function", "function": {"name": "weather"}}, stream=True)
+        model="tiny",
+        messages=MSGS,
+        max_tokens=40,
+        temperature=0,
+        tools=TOOLS,
+        tool_choice={"type": "function", "function": {"name": "weather"}},
+        stream=True,
+    )
     name, pieces = None, []
     for chunk in stream:
         for tc in chunk.choices[0].delta.tool_calls or []:
@@ -102,10 +144,17 @@ def test_tools_named_and_streamed(oa):
             pieces.append(tc.function.arguments or "")
     assert name == "weather" and "".join(pieces) == call.function.arguments
     # the conversation continues with the call and its result
-    r = oa.chat.completions.create(model="tiny", max_tokens=5, tools=TOOLS, tool_choice="none",
-                                   messages=MSGS + [
-        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
-        {"role": "tool", "tool_call_id": call.id, "content": "12 C"}])
+    r = oa.chat.completions.create(
+        model="tiny",
+        max_tokens=5,
+        tools=TOOLS,
+        tool_choice="none",
+        messages=MSGS
+        + [
+            {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+            {"role": "tool", "tool_call_id": call.id, "content": "12 C"},
+        ],
+    )
     assert r.choices[0].finish_reason in ("stop", "length") and not r.choices[0].message.tool_calls
 
 
@@ -116,9 +165,14 @@ def test_bad_requests(oa):
     with pytest.raises(openai.BadRequestError, match="context"):
         oa.completions.create(model="tiny", prompt="x " * 700)
     with pytest.raises(openai.BadRequestError, match="minimum"):
-        oa.chat.completions.create(model="tiny", messages=MSGS, response_format={
-            "type": "json_schema", "json_schema": {"name": "x", "schema": {
-                "type": "integer", "minimum": "zero"}}})
+        oa.chat.completions.create(
+            model="tiny",
+            messages=MSGS,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "x", "schema": {"type": "integer", "minimum": "zero"}},
+            },
+        )
 
 
 def _aborted(base: str) -> float:
@@ -143,14 +197,19 @@ def test_32_concurrent_then_pages_free(gated_server):
     whatever the machine's speed."""
     base, gate = gated_server
     engine = gate.engine
-    client = openai.AsyncOpenAI(base_url=base + "/v1", api_key=API_KEY, max_retries=0,
-                                timeout=120)
+    client = openai.AsyncOpenAI(base_url=base + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
 
     async def one(i):
         return await client.chat.completions.create(
-            model="tiny", max_tokens=16, temperature=0, extra_body={"ignore_eos": True},
-            messages=[{"role": "system", "content": "Shared system prompt. " * 4},
-                      {"role": "user", "content": f"question {i}"}])
+            model="tiny",
+            max_tokens=16,
+            temperature=0,
+            extra_body={"ignore_eos": True},
+            messages=[
+                {"role": "system", "content": "Shared system prompt. " * 4},
+                {"role": "user", "content": f"question {i}"},
+            ],
+        )
 
     async def run():
         engine.pause()
@@ -181,13 +240,20 @@ def test_disconnect_mid_stream_aborts(gated_server):
     paused after 40 of the 400 tokens, so the request is surely unfinished."""
     base, gate = gated_server
     headers = {"Authorization": f"Bearer {API_KEY}"}
-    body = {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 400, "stream": True,
-            "ignore_eos": True, "temperature": 0}
+    body = {
+        "model": "tiny",
+        "prompt": "Once upon a time",
+        "max_tokens": 400,
+        "stream": True,
+        "ignore_eos": True,
+        "temperature": 0,
+    }
     before = _aborted(base)
     gate.pause_after(40)
     try:
-        with httpx.stream("POST", base + "/v1/completions", json=body, headers=headers,
-                          timeout=30) as r:
+        with httpx.stream(
+            "POST", base + "/v1/completions", json=body, headers=headers, timeout=30
+        ) as r:
             for i, _ in enumerate(r.iter_lines()):
                 if i >= 4:
                     break
@@ -198,16 +264,34 @@ def test_disconnect_mid_stream_aborts(gated_server):
         gate.resume()
 
 
-ADD = [{"type": "function", "function": {"name": "add", "parameters": {
-    "type": "object", "properties": {"a": {"enum": [1, 2]}}, "required": ["a"]}}}]
+ADD = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"enum": [1, 2]}},
+                "required": ["a"],
+            },
+        },
+    }
+]
 
 
 def test_parallel_tool_calls(oa):
     """Several calls in one response (``min_tokens`` makes the grammar's only way on after
     the first call a second one), streamed as deltas with indexes 0, 1, ..."""
-    kw = {"model": "tiny", "messages": [{"role": "user", "content": "go"}], "max_tokens": 70,
-          "temperature": 0, "tools": ADD, "tool_choice": "required",
-          "parallel_tool_calls": True, "extra_body": {"min_tokens": 25}}
+    kw = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "go"}],
+        "max_tokens": 70,
+        "temperature": 0,
+        "tools": ADD,
+        "tool_choice": "required",
+        "parallel_tool_calls": True,
+        "extra_body": {"min_tokens": 25},
+    }
     r = oa.chat.completions.create(**kw)
     calls = r.choices[0].message.tool_calls
     assert r.choices[0].finish_reason == "tool_calls" and len(calls) >= 2
@@ -219,7 +303,8 @@ def test_parallel_tool_calls(oa):
             entry[0] = entry[0] or tc.function.name
             entry[1] += tc.function.arguments or ""
     assert [tuple(merged[i]) for i in sorted(merged)] == [
-        (c.function.name, c.function.arguments) for c in calls]
+        (c.function.name, c.function.arguments) for c in calls
+    ]
     one = oa.chat.completions.create(**{**kw, "parallel_tool_calls": False})
     assert len(one.choices[0].message.tool_calls) == 1
 
@@ -228,17 +313,23 @@ def test_trigger_and_guided_aliases(oa):
     import jsonschema
 
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
-    r = oa.chat.completions.create(model="tiny", messages=MSGS, max_tokens=40, temperature=0,
-                                   extra_body={"guided_json": schema,
-                                               "constraint_trigger": "</think>"})
+    r = oa.chat.completions.create(
+        model="tiny",
+        messages=MSGS,
+        max_tokens=40,
+        temperature=0,
+        extra_body={"guided_json": schema, "constraint_trigger": "</think>"},
+    )
     msg = r.choices[0].message
     assert msg.model_extra["reasoning_content"]  # the free text before "</think>"
     jsonschema.validate(json.loads(msg.content), schema)
-    r = oa.completions.create(model="tiny", prompt="x", max_tokens=10,
-                              extra_body={"guided_regex": "[0-9]{2}"})
+    r = oa.completions.create(
+        model="tiny", prompt="x", max_tokens=10, extra_body={"guided_regex": "[0-9]{2}"}
+    )
     assert re.fullmatch("[0-9]{2}", r.choices[0].text)
-    r = oa.completions.create(model="tiny", prompt="x", max_tokens=10,
-                              extra_body={"guided_choice": ["up", "down"]})
+    r = oa.completions.create(
+        model="tiny", prompt="x", max_tokens=10, extra_body={"guided_choice": ["up", "down"]}
+    )
     assert r.choices[0].text in ("up", "down")
 
 
@@ -248,14 +339,23 @@ def test_disconnect_non_streamed_aborts(gated_server):
     client's read timeout."""
     base, gate = gated_server
     headers = {"Authorization": f"Bearer {API_KEY}"}
-    body = {"model": "tiny", "prompt": "Once upon a time", "max_tokens": 450,
-            "ignore_eos": True, "temperature": 0}
+    body = {
+        "model": "tiny",
+        "prompt": "Once upon a time",
+        "max_tokens": 450,
+        "ignore_eos": True,
+        "temperature": 0,
+    }
     before = _aborted(base)
     gate.pause_after(2)
     try:
         with pytest.raises(httpx.ReadTimeout):
-            httpx.post(base + "/v1/completions", json=body, headers=headers,
-                       timeout=httpx.Timeout(10.0, read=0.5))
+            httpx.post(
+                base + "/v1/completions",
+                json=body,
+                headers=headers,
+                timeout=httpx.Timeout(10.0, read=0.5),
+            )
         assert _wait_aborted(base, before) == before + 1
         s = stats(base)  # the abort was handled while the engine stayed paused
         assert s["running"] == 0 and s["pages_free"] + s["pages_cached"] == s["pages_total"]

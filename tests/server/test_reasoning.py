@@ -8,15 +8,19 @@ import pytest
 
 from structgen.server.reasoning import ReasoningSplit
 
-TEXTS = ["I think <</thi</thinking> ok</think>{\"a\":1}</think>x", "</think>{}",
-         "no trigger here </thin", "</thi", "abc</think>"]
+TEXTS = [
+    'I think <</thi</thinking> ok</think>{"a":1}</think>x',
+    "</think>{}",
+    "no trigger here </thin",
+    "</thi",
+    "abc</think>",
+]
 
 
 @pytest.mark.parametrize("text", TEXTS)
 def test_split_matches_partition_for_any_chunking(text):
     head, sep, tail = text.partition("</think>")
-    want = {"reasoning_content": head or None,
-            "content": (tail or None) if sep else None}
+    want = {"reasoning_content": head or None, "content": (tail or None) if sep else None}
     if not sep:
         want["reasoning_content"] = text or None
     rng = random.Random(0)

@@ -10,10 +10,20 @@ from structgen.server.protocol import APIError, NamedToolChoice, Tool
 from structgen.server.tools import ToolCallStream, collect, plan_tools
 
 TOOLS = [
-    Tool.model_validate({"type": "function", "function": {
-        "name": "get_weather", "description": "Weather of a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                       "required": ["city"]}}}),
+    Tool.model_validate(
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather of a city",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                },
+            },
+        }
+    ),
     Tool.model_validate({"type": "function", "function": {"name": "now"}}),
 ]
 
@@ -41,7 +51,7 @@ def test_call_stream_any_chunking(step):
     ts = ToolCallStream("call")
     deltas = []
     for i in range(0, len(text), step):
-        deltas += ts.feed(text[i:i + step])
+        deltas += ts.feed(text[i : i + step])
     deltas += ts.finish()
     content, calls = collect(deltas)
     assert content is None and ts.is_complete_call
@@ -74,20 +84,25 @@ def test_parallel_grammar_accepts_lines_of_calls():
 
 @pytest.mark.parametrize("step", [1, 2, 7, 1000])
 def test_parallel_call_stream_indexes(step):
-    calls = [("get_weather", '{"city":"a}b\\"]{","n":[1,{"x":2}]}'), ("now", "{}"),
-             ("get_weather", '{"city":"Rome"}')]
-    text = "\n".join(json.dumps({"name": n, "arguments": json.loads(a)},
-                                separators=(",", ":")) for n, a in calls)
+    calls = [
+        ("get_weather", '{"city":"a}b\\"]{","n":[1,{"x":2}]}'),
+        ("now", "{}"),
+        ("get_weather", '{"city":"Rome"}'),
+    ]
+    text = "\n".join(
+        json.dumps({"name": n, "arguments": json.loads(a)}, separators=(",", ":")) for n, a in calls
+    )
     ts = ToolCallStream("auto")
     deltas = []
     for i in range(0, len(text), step):
-        deltas += ts.feed(text[i:i + step])
+        deltas += ts.feed(text[i : i + step])
     deltas += ts.finish()
     content, merged = collect(deltas)
     assert content is None and ts.is_complete_call
     assert [c["function"]["name"] for c in merged] == [n for n, _ in calls]
     assert [json.loads(c["function"]["arguments"]) for c in merged] == [
-        json.loads(a) for _, a in calls]
+        json.loads(a) for _, a in calls
+    ]
     assert len({c["id"] for c in merged}) == 3
     indexes = [tc["index"] for d in deltas for tc in d.get("tool_calls", ())]
     assert indexes == sorted(indexes) and set(indexes) == {0, 1, 2}

@@ -1,4 +1,5 @@
-"""The fused CPU decode step: every decoder layer of a small step in one C call (``csrc/decodestep.c``).
+"""The fused CPU decode step: every decoder layer of a small step in one C call
+(``csrc/decodestep.c``).
 
 With the matmuls and the ops around them in C, a bf16 batch-1 decode step of SmolLM2
 (30 layers) still spent about a third of its time in the Python between the ~9 calls per
@@ -16,8 +17,8 @@ weights: Llama, Mistral, Qwen2, Qwen3, SmolLM2) in fp32 or bf16 on CPU, for step
 attention backend ``"auto"``. Anything else (quantized or sharded layers, MoE, MLA, fp16,
 longer steps, a forced backend) takes the per-op path.
 
-The plan is cached on the model for the last KV pool it ran over and checked every step (module and parameter
-identity and data pointers, about 0.1 ms for 30 layers): replacing a parameter
+The plan is cached on the model for the last KV pool it ran over and checked every step (module and
+parameter identity and data pointers): replacing a parameter
 (``load_state_dict(assign=True)``, ``.to()``), a layer (quantization) or the KV tensors
 rebuilds it, so a stale pointer is never followed. :func:`set_enabled` turns it off (an
 ``Engine`` applies ``structgen.env``'s ``decode_step`` setting), as does turning off the kernels it
@@ -33,10 +34,10 @@ import torch
 import torch.nn.functional as F
 
 from structgen.errors import KernelArgumentError
-from structgen.runtime.forward_batch import ForwardBatch
-from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.cpu import dense
 from structgen.runtime.cpu import ops as cpu_ops
+from structgen.runtime.forward_batch import ForwardBatch
+from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.models.attention import cpu_attention
 
 __all__ = ["DecodeStepPlan", "decode_step", "kernel_available", "set_enabled"]
@@ -58,7 +59,8 @@ def set_enabled(enabled: bool) -> None:
 
 def kernel_available() -> bool:
     """True when the extension is built and neither it nor the kernels it runs are turned off
-    (:func:`set_enabled` here, in ``runtime.cpu.dense`` and in ``runtime.cpu.ops``)."""
+    (:func:`set_enabled` here, in ``runtime.cpu.dense`` and in ``runtime.cpu.ops``).
+    """
     return _ext is not None and _ENABLED and dense.kernel_available() and cpu_ops.kernel_available()
 
 
@@ -71,7 +73,8 @@ def _kv_ptrs(kv: KVPool) -> list[int]:
 
 
 class _Watch:
-    """What a plan points at, and a cheap check that it still does (module/parameter identity, data pointers).
+    """What a plan points at, and a cheap check that it still does (module/parameter identity, data
+    pointers).
 
     Kept as flat parallel lists, checked by C-level ``map`` loops (no Python frame per entry).
     """
@@ -94,18 +97,23 @@ class _Watch:
         return obj
 
     def fused(self, proj) -> None:
-        """What ``FusedProjection.valid`` checks: each member's weight is still its view of the fused weight."""
+        """What ``FusedProjection.valid`` checks: each member's weight is still its view of the
+        fused weight.
+        """
         for registry, _view, _ptr in proj._params:
             self.keep(registry, "weight")
 
     def valid(self) -> bool:
-        return (all(map(operator.is_, map(operator.getitem, self.containers, self.keys), self.objs))
-                and list(map(torch.Tensor.data_ptr, self.tensors)) == self.ptrs)
+        return (
+            all(map(operator.is_, map(operator.getitem, self.containers, self.keys), self.objs))
+            and list(map(torch.Tensor.data_ptr, self.tensors)) == self.ptrs
+        )
 
 
 def _layer_row(layer, watch: _Watch) -> tuple[list[int], tuple, list[torch.Tensor]] | None:
     """One layer's table row, the shape facts all layers must share, and the tensors it points at;
-    None when the layer is not a plain Llama-style block over fused float weights."""
+    None when the layer is not a plain Llama-style block over fused float weights.
+    """
     from structgen.runtime.models.decoder import DecoderAttention, DecoderLayer
     from structgen.runtime.models.layers import FusedProjection, GatedMLP, Linear
 
@@ -115,11 +123,23 @@ def _layer_row(layer, watch: _Watch) -> tuple[list[int], tuple, list[torch.Tenso
     if type(attn) is not DecoderAttention or type(mlp) is not GatedMLP or mlp.act is not F.silu:
         return None
     qkv, gate_up, o, down = attn.qkv, mlp.gate_up, attn.o_proj, mlp.down_proj
-    if (type(qkv) is not FusedProjection or type(gate_up) is not FusedProjection or not qkv.valid()
-            or not gate_up.valid() or type(o) is not Linear or type(down) is not Linear):
+    if (
+        type(qkv) is not FusedProjection
+        or type(gate_up) is not FusedProjection
+        or not qkv.valid()
+        or not gate_up.valid()
+        or type(o) is not Linear
+        or type(down) is not Linear
+    ):
         return None
-    for parent, name in ((layer, "self_attn"), (layer, "mlp"), (layer, "input_layernorm"),
-                         (layer, "post_attention_layernorm"), (attn, "o_proj"), (mlp, "down_proj")):
+    for parent, name in (
+        (layer, "self_attn"),
+        (layer, "mlp"),
+        (layer, "input_layernorm"),
+        (layer, "post_attention_layernorm"),
+        (attn, "o_proj"),
+        (mlp, "down_proj"),
+    ):
         watch.keep(parent._modules, name, tensor=False)
     watch.keep(attn.__dict__, "qkv", tensor=False)
     watch.keep(mlp.__dict__, "gate_up", tensor=False)
@@ -132,14 +152,43 @@ def _layer_row(layer, watch: _Watch) -> tuple[list[int], tuple, list[torch.Tenso
         watch.keep(attn._modules, "q_norm", tensor=False)
         watch.keep(attn._modules, "k_norm", tensor=False)
     for mod in (o, down, n1, n2) + ((qn, kn) if qn is not None else ()):
-        tensors += [watch.keep(mod._parameters, name) for name, p in mod._parameters.items() if p is not None]
-    row = [_ptr(n1.weight), _ptr(qkv.weight), _ptr(qkv.bias), _ptr(o.weight), _ptr(o.bias), _ptr(n2.weight),
-           _ptr(gate_up.weight), _ptr(gate_up.bias), _ptr(down.weight), _ptr(down.bias), 0, 0,
-           _ptr(None if qn is None else qn.weight), _ptr(None if kn is None else kn.weight),
-           int(attn.sliding_window or 0)]
-    shape = (attn.num_heads, attn.num_kv_heads, attn.head_dim, attn.scale, tuple(qkv.sizes), tuple(o.weight.shape),
-             tuple(gate_up.sizes), tuple(down.weight.shape), n1.eps, n2.eps, None if qn is None else qn.eps,
-             qkv.weight.shape[1], gate_up.weight.shape[1])
+        tensors += [
+            watch.keep(mod._parameters, name)
+            for name, p in mod._parameters.items()
+            if p is not None
+        ]
+    row = [
+        _ptr(n1.weight),
+        _ptr(qkv.weight),
+        _ptr(qkv.bias),
+        _ptr(o.weight),
+        _ptr(o.bias),
+        _ptr(n2.weight),
+        _ptr(gate_up.weight),
+        _ptr(gate_up.bias),
+        _ptr(down.weight),
+        _ptr(down.bias),
+        0,
+        0,
+        _ptr(None if qn is None else qn.weight),
+        _ptr(None if kn is None else kn.weight),
+        int(attn.sliding_window or 0),
+    ]
+    shape = (
+        attn.num_heads,
+        attn.num_kv_heads,
+        attn.head_dim,
+        attn.scale,
+        tuple(qkv.sizes),
+        tuple(o.weight.shape),
+        tuple(gate_up.sizes),
+        tuple(down.weight.shape),
+        n1.eps,
+        n2.eps,
+        None if qn is None else qn.eps,
+        qkv.weight.shape[1],
+        gate_up.weight.shape[1],
+    )
     return row, shape, tensors
 
 
@@ -155,16 +204,25 @@ class DecodeStepPlan:
         dtype: the model's (and KV pool's) dtype.
     """
 
-    def __init__(self, table, dims, eps, qk_eps, scale, dtype, watch: _Watch, kv_ptrs: list[int]) -> None:
+    def __init__(
+        self, table, dims, eps, qk_eps, scale, dtype, watch: _Watch, kv_ptrs: list[int]
+    ) -> None:
         self.table, self.dims = table, dims
         self.eps, self.qk_eps, self.scale, self.dtype = eps, qk_eps, scale, dtype
         self._watch, self._kv_ptrs = watch, kv_ptrs
 
     @staticmethod
     def build(model, kv: KVPool) -> "DecodeStepPlan | None":
-        """The plan for ``model`` (a ``DecoderForCausalLM``) over ``kv``, or None where it does not apply."""
+        """The plan for ``model`` (a ``DecoderForCausalLM``) over ``kv``, or None where it does not
+        apply.
+        """
         dtype, layers = model.dtype, model.model.layers
-        if dtype not in _DT or kv.dtype != dtype or kv.device.type != "cpu" or kv.num_layers != len(layers):
+        if (
+            dtype not in _DT
+            or kv.dtype != dtype
+            or kv.device.type != "cpu"
+            or kv.num_layers != len(layers)
+        ):
             return None
         watch, rows, shapes = _Watch(), [], set()
         for i in range(len(layers)):
@@ -174,34 +232,73 @@ class DecodeStepPlan:
                 return None
             row, shape, tensors = got
             row[10], row[11] = kv.k_slots(i).data_ptr(), kv.v_slots(i).data_ptr()
-            if any(t.dtype != dtype or not t.is_contiguous() or t.device.type != "cpu" for t in tensors):
+            if any(
+                t.dtype != dtype or not t.is_contiguous() or t.device.type != "cpu" for t in tensors
+            ):
                 return None
             rows.append(row)
             shapes.add(shape)
         if len(shapes) != 1:
             return None  # layers of different shapes: one table cannot describe them
-        heads, kv_heads, d, scale, qkv_sizes, o_shape, gu_sizes, down_shape, eps1, eps2, qk_eps, qkv_in, gu_in = shapes.pop()
+        (
+            heads,
+            kv_heads,
+            d,
+            scale,
+            qkv_sizes,
+            o_shape,
+            gu_sizes,
+            down_shape,
+            eps1,
+            eps2,
+            qk_eps,
+            qkv_in,
+            gu_in,
+        ) = shapes.pop()
         hidden, inter = o_shape[0], gu_sizes[0]
-        if (eps1 != eps2 or d % 2 or d > cpu_ops.MAX_HEAD_DIM or heads % kv_heads
-                or qkv_sizes != (heads * d, kv_heads * d, kv_heads * d) or o_shape != (hidden, heads * d)
-                or gu_sizes != (inter, inter) or down_shape != (hidden, inter) or qkv_in != hidden or gu_in != hidden
-                or kv.num_kv_heads != kv_heads or kv.head_dim != d):
+        if (
+            eps1 != eps2
+            or d % 2
+            or d > cpu_ops.MAX_HEAD_DIM
+            or heads % kv_heads
+            or qkv_sizes != (heads * d, kv_heads * d, kv_heads * d)
+            or o_shape != (hidden, heads * d)
+            or gu_sizes != (inter, inter)
+            or down_shape != (hidden, inter)
+            or qkv_in != hidden
+            or gu_in != hidden
+            or kv.num_kv_heads != kv_heads
+            or kv.head_dim != d
+        ):
             return None
         table = torch.tensor(rows, dtype=torch.int64)
         qk_eps = float(1e-6 if qk_eps is None else qk_eps)
-        return DecodeStepPlan(table, (hidden, heads, kv_heads, d, inter), float(eps1), qk_eps, float(scale), dtype,
-                              watch, _kv_ptrs(kv))
+        return DecodeStepPlan(
+            table,
+            (hidden, heads, kv_heads, d, inter),
+            float(eps1),
+            qk_eps,
+            float(scale),
+            dtype,
+            watch,
+            _kv_ptrs(kv),
+        )
 
     def valid(self, kv: KVPool) -> bool:
         """True while every module, parameter and KV tensor planned for is still in place."""
         return self._watch.valid() and _kv_ptrs(kv) == self._kv_ptrs
 
-    def __call__(self, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
-        """Run every layer over ``residual`` ``[T, hidden]`` (updated in place, as the per-op path does).
+    def __call__(
+        self, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch
+    ) -> torch.Tensor:
+        """Run every layer over ``residual`` ``[T, hidden]`` (updated in place, as the per-op path
+        does).
 
         Args:
             residual: ``[T, hidden]`` contiguous, the embeddings on entry.
-            cos, sin: ``[T, 1, head_dim]`` (or ``[T, head_dim]``) contiguous rotary tables, model dtype.
+            cos: ``[T, 1, head_dim]`` (or ``[T, head_dim]``) contiguous rotary cosine table,
+                model dtype.
+            sin: the sine table, likewise.
             batch: the step (``T <= 8``; int64 contiguous metadata).
 
         Returns:
@@ -213,47 +310,93 @@ class DecodeStepPlan:
         """
         if not _step_ok(self, residual, cos, sin, batch):
             raise KernelArgumentError(
-                f"DecodeStepPlan: expected residual [T <= {dense.MAX_ROWS}, {self.dims[0]}] {self.dtype} contiguous, "
-                f"cos/sin [T, 1, {self.dims[3]}] contiguous and int64 contiguous step metadata; got residual "
-                f"{residual.dtype} {tuple(residual.shape)}, cos {cos.dtype} {tuple(cos.shape)}")
+                f"DecodeStepPlan: expected residual [T <= {dense.MAX_ROWS}, {self.dims[0]}] "
+                f"{self.dtype} contiguous, "
+                f"cos/sin [T, 1, {self.dims[3]}] contiguous and int64 contiguous step metadata; "
+                f"got residual "
+                f"{residual.dtype} {tuple(residual.shape)}, cos {cos.dtype} {tuple(cos.shape)}"
+            )
         return self._launch(residual, cos, sin, batch)
 
-    def _launch(self, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
+    def _launch(
+        self, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch
+    ) -> torch.Tensor:
         t = residual.shape[0]
         hidden, heads, kv_heads, d, inter = self.dims
         mlp = torch.empty(t, hidden, dtype=self.dtype)
         _ext.decode_layers(
-            self.table.data_ptr(), self.table.shape[0], residual.data_ptr(), mlp.data_ptr(), t, hidden, heads,
-            kv_heads, d, inter, self.eps, self.qk_eps, self.scale, cos.data_ptr(), sin.data_ptr(),
-            batch.out_slots.data_ptr(), batch.page_table.data_ptr(), batch.page_table.stride(0),
-            batch.seq_ids.data_ptr(), batch.positions.data_ptr(), batch.page_size, _DT[self.dtype],
+            self.table.data_ptr(),
+            self.table.shape[0],
+            residual.data_ptr(),
+            mlp.data_ptr(),
+            t,
+            hidden,
+            heads,
+            kv_heads,
+            d,
+            inter,
+            self.eps,
+            self.qk_eps,
+            self.scale,
+            cos.data_ptr(),
+            sin.data_ptr(),
+            batch.out_slots.data_ptr(),
+            batch.page_table.data_ptr(),
+            batch.page_table.stride(0),
+            batch.seq_ids.data_ptr(),
+            batch.positions.data_ptr(),
+            batch.page_size,
+            _DT[self.dtype],
             torch.get_num_threads(),
         )
         return mlp
 
 
-def _step_ok(plan: DecodeStepPlan, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch) -> bool:
+def _step_ok(
+    plan: DecodeStepPlan,
+    residual: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    batch: ForwardBatch,
+) -> bool:
     t, d = residual.shape[0], plan.dims[3]
     ok = cpu_ops._dense  # dtype and contiguous
     return (
-        1 <= t <= dense.MAX_ROWS and ok(residual, plan.dtype) and residual.shape[1] == plan.dims[0]
-        and ok(cos, plan.dtype) and ok(sin, plan.dtype) and cos.numel() == t * d and sin.numel() == t * d
-        and all(ok(m, torch.int64) and m.numel() == t for m in (batch.out_slots, batch.seq_ids, batch.positions))
-        and batch.page_table.dtype is torch.int64 and batch.page_table.dim() == 2
+        1 <= t <= dense.MAX_ROWS
+        and ok(residual, plan.dtype)
+        and residual.shape[1] == plan.dims[0]
+        and ok(cos, plan.dtype)
+        and ok(sin, plan.dtype)
+        and cos.numel() == t * d
+        and sin.numel() == t * d
+        and all(
+            ok(m, torch.int64) and m.numel() == t
+            for m in (batch.out_slots, batch.seq_ids, batch.positions)
+        )
+        and batch.page_table.dtype is torch.int64
+        and batch.page_table.dim() == 2
         and batch.page_table.stride(1) == 1
     )
 
 
-def decode_step(model, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch,
-                kv: KVPool) -> torch.Tensor | None:
-    """All of ``model``'s layers for this step in one C call, or None where the fused step does not apply.
+def decode_step(
+    model,
+    residual: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    batch: ForwardBatch,
+    kv: KVPool,
+) -> torch.Tensor | None:
+    """All of ``model``'s layers for this step in one C call, or None where the fused step does not
+    apply.
 
     Args:
         model: a ``DecoderForCausalLM``; its plan is cached on it (for the last KV pool; rebuilt
             when stale).
         residual: ``[T, hidden]`` contiguous embeddings; updated in place into the residual stream
             before the last MLP output is added (as in ``DecoderLayer.forward_residual``).
-        cos, sin: the step's rotary tables ``[T, 1, head_dim]``, model dtype.
+        cos: the step's rotary cosine table ``[T, 1, head_dim]``, model dtype.
+        sin: the step's rotary sine table, likewise.
         batch: the step's metadata; must satisfy ``batch.page_size == kv.page_size``.
         kv: the KV pool; the new tokens' K/V are written into it.
 
@@ -267,7 +410,9 @@ def decode_step(model, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Ten
     cached = model.__dict__.get("_decode_step_plan")  # (weakref to the KV pool, plan)
     plan = cached[1] if cached is not None and cached[0]() is kv else None
     if plan is None or not plan.valid(kv):
-        plan = DecodeStepPlan.build(model, kv)  # a None plan is not cached: its checks fail at layer 0
+        plan = DecodeStepPlan.build(
+            model, kv
+        )  # a None plan is not cached: its checks fail at layer 0
         model.__dict__["_decode_step_plan"] = None if plan is None else (weakref.ref(kv), plan)
     if plan is None or not _step_ok(plan, residual, cos, sin, batch):
         return None

@@ -20,7 +20,6 @@ thread pool, sized by ``torch.get_num_threads()``), not a second one.
 
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
 
@@ -33,8 +32,10 @@ try:  # built by setup.py; optional
 except ImportError:  # pragma: no cover - depends on the build
     _ext = None
 
-MISSING_WARNING = ("structgen's dense CPU kernel is not built (no C compiler at install?): "
-                   "small-batch matmuls use torch's F.linear")
+MISSING_WARNING = (
+    "structgen's dense CPU kernel is not built (no C compiler at install?): "
+    "small-batch matmuls use torch's F.linear"
+)
 _ENABLED = True  # set_enabled (tests patch it)
 
 
@@ -84,13 +85,31 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         or not x.is_cpu
         or not weight.is_cpu
         or not weight.is_contiguous()
-        or (bias is not None and (bias.dtype is not dt or bias.dim() != 1 or bias.shape[0] != weight.shape[0]
-                                  or not bias.is_contiguous() or not bias.is_cpu))
+        or (
+            bias is not None
+            and (
+                bias.dtype is not dt
+                or bias.dim() != 1
+                or bias.shape[0] != weight.shape[0]
+                or not bias.is_contiguous()
+                or not bias.is_cpu
+            )
+        )
     ):
         return F.linear(x, weight, bias)
     m, k = x.shape
     n = weight.shape[0]
     y = torch.empty(m, n, dtype=dt)
-    _ext.dense_mm(x.data_ptr(), x.stride(0) if m > 1 else k, weight.data_ptr(), 0 if dt is torch.float32 else 1,
-                  0 if bias is None else bias.data_ptr(), y.data_ptr(), m, n, k, torch.get_num_threads())
+    _ext.dense_mm(
+        x.data_ptr(),
+        x.stride(0) if m > 1 else k,
+        weight.data_ptr(),
+        0 if dt is torch.float32 else 1,
+        0 if bias is None else bias.data_ptr(),
+        y.data_ptr(),
+        m,
+        n,
+        k,
+        torch.get_num_threads(),
+    )
     return y

@@ -17,16 +17,16 @@ Every function checks in O(1) that its arguments agree with each other (shapes; 
 :class:`~structgen.errors.KernelArgumentError`, before any C call) and what the kernel needs
 (CPU, fp32 or bf16 throughout, the strides it reads); where the kernel does not take them it
 computes the torch reference, so callers never branch. The references are
-``structgen.kernels.rms_norm.add_rms_norm_ref``, ``structgen.kernels.paged_attention.paged_attention_ref``
-(both shared with the Triton kernels' tests) and :func:`rope_store_kv_ref`, :func:`silu_mul_ref` here.
-:func:`set_enabled` with False makes every function use its reference (an ``Engine``
-applies ``structgen.env``'s ``cpu_ops`` setting; the kernel is on by default). The kernel
-computes in fp32 and, in bf16, rounds where transformers rounds between ops, so results
-equal the references up to summation order (fp32) or one bf16 rounding.
+``structgen.kernels.rms_norm.add_rms_norm_ref``,
+``structgen.kernels.paged_attention.paged_attention_ref`` (both shared with the Triton kernels'
+tests) and :func:`rope_store_kv_ref`, :func:`silu_mul_ref` here. :func:`set_enabled` with False
+makes every function use its reference (an ``Engine`` applies ``structgen.env``'s ``cpu_ops``
+setting; the kernel is on by default). The kernel computes in fp32 and, in bf16, rounds where
+transformers rounds between ops, so results equal the references up to summation order (fp32) or one
+bf16 rounding.
 """
 
 from __future__ import annotations
-
 
 import torch
 import torch.nn.functional as F
@@ -55,8 +55,10 @@ try:  # built by setup.py; optional
 except ImportError:  # pragma: no cover - depends on the build
     _ext = None
 
-MISSING_WARNING = ("structgen's fused CPU ops are not built (no C compiler at install?): "
-                   "the decoder uses torch ops")
+MISSING_WARNING = (
+    "structgen's fused CPU ops are not built (no C compiler at install?): "
+    "the decoder uses torch ops"
+)
 _ENABLED = True  # set_enabled (tests patch it)
 _DT = {torch.float32: 0, torch.bfloat16: 1}
 
@@ -97,11 +99,15 @@ def _bad(fn: str, want: str, **tensors: torch.Tensor | None) -> KernelArgumentEr
 
 
 # ---------------------------------------------------------------- add_rms_norm
-def add_rms_norm(residual: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """``residual += delta`` (in place, when ``delta`` is given), then ``weight * rmsnorm(residual)``.
+def add_rms_norm(
+    residual: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float
+) -> torch.Tensor:
+    """``residual += delta`` (in place, when ``delta`` is given), then
+    ``weight * rmsnorm(residual)``.
 
     Args:
-        residual: ``[T, H]`` the residual stream (unit stride along H); mutated when ``delta`` is given.
+        residual: ``[T, H]`` the residual stream (unit stride along H); mutated when ``delta`` is
+            given.
         delta: ``[T, H]`` what the previous block added, or None.
         weight: ``[H]`` the norm's weight, same dtype as ``residual``.
         eps: added to the mean square.
@@ -110,29 +116,55 @@ def add_rms_norm(residual: torch.Tensor, delta: torch.Tensor | None, weight: tor
         ``[T, H]`` normed hidden states, dtype of ``residual``.
 
     Raises:
-        KernelArgumentError: ``residual`` not 2-D, ``delta`` of another shape, ``weight`` not ``[H]``.
+        KernelArgumentError: ``residual`` not 2-D, ``delta`` of another shape, ``weight`` not
+            ``[H]``.
     """
     dtype = residual.dtype
-    if residual.dim() != 2 or weight.shape != residual.shape[1:] or (delta is not None and delta.shape != residual.shape):
-        raise _bad("add_rms_norm", "residual [T, H], delta None or [T, H], weight [H]",
-                   residual=residual, delta=delta, weight=weight)
+    if (
+        residual.dim() != 2
+        or weight.shape != residual.shape[1:]
+        or (delta is not None and delta.shape != residual.shape)
+    ):
+        raise _bad(
+            "add_rms_norm",
+            "residual [T, H], delta None or [T, H], weight [H]",
+            residual=residual,
+            delta=delta,
+            weight=weight,
+        )
     if not (
-        enabled(residual) and _rows_ok(residual, dtype) and _dense(weight, dtype)
+        enabled(residual)
+        and _rows_ok(residual, dtype)
+        and _dense(weight, dtype)
         and (delta is None or (_rows_ok(delta, dtype) and delta.shape == residual.shape))
     ):
         return add_rms_norm_ref(residual, delta, weight, eps)
     t, h = residual.shape
     out = torch.empty(t, h, dtype=dtype)
-    _ext.add_rms_norm(residual.data_ptr(), residual.stride(0), 0 if delta is None else delta.data_ptr(),
-                      0 if delta is None else delta.stride(0), weight.data_ptr(), out.data_ptr(), h, t, h,
-                      float(eps), _DT[dtype], torch.get_num_threads())
+    _ext.add_rms_norm(
+        residual.data_ptr(),
+        residual.stride(0),
+        0 if delta is None else delta.data_ptr(),
+        0 if delta is None else delta.stride(0),
+        weight.data_ptr(),
+        out.data_ptr(),
+        h,
+        t,
+        h,
+        float(eps),
+        _DT[dtype],
+        torch.get_num_threads(),
+    )
     return out
 
 
 # ---------------------------------------------------------------- rope_store_kv
-def rope_store_kv_ref(q, k, v, cos, sin, k_slots, v_slots, out_slots, q_norm=None, k_norm=None, eps=1e-6) -> None:
+def rope_store_kv_ref(
+    q, k, v, cos, sin, k_slots, v_slots, out_slots, q_norm=None, k_norm=None, eps=1e-6
+) -> None:
     """Reference of :func:`rope_store_kv` (same arguments, same in-place effects; the model's
-    torch ops: ``rms_norm_ref``, ``apply_rotary``, ``index_copy_``)."""
+    torch ops: ``rms_norm_ref``, ``apply_rotary``, ``index_copy_``).
+    """
     from structgen.runtime.models.layers import apply_rotary  # (layers imports this module)
 
     t, d = q.shape[0], cos.shape[-1]
@@ -153,22 +185,51 @@ def _check_rope_store_kv(q, k, v, cos, sin, k_slots, v_slots, out_slots, q_norm,
     t = q.shape[0]
     kv_width = k_slots.shape[1] * d if k_slots.dim() == 3 else -1
     if not (
-        q.dim() == 2 and k.dim() == 2 and v.dim() == 2 and d > 0 and q.shape[1] % d == 0
-        and k.shape == v.shape == (t, kv_width) and k_slots.dim() == 3 and k_slots.shape[2] == d
-        and v_slots.shape == k_slots.shape and cos.numel() == t * d and sin.shape == cos.shape
-        and out_slots.shape == (t,) and (q_norm is None) == (k_norm is None)
+        q.dim() == 2
+        and k.dim() == 2
+        and v.dim() == 2
+        and d > 0
+        and q.shape[1] % d == 0
+        and k.shape == v.shape == (t, kv_width)
+        and k_slots.dim() == 3
+        and k_slots.shape[2] == d
+        and v_slots.shape == k_slots.shape
+        and cos.numel() == t * d
+        and sin.shape == cos.shape
+        and out_slots.shape == (t,)
+        and (q_norm is None) == (k_norm is None)
         and (q_norm is None or q_norm.shape == (d,) == k_norm.shape)
     ):
-        raise _bad("rope_store_kv", "q [T, H*d], k and v [T, KVH*d], cos and sin [T, d] (or [T, 1, d]), "
-                   "k_slots and v_slots [num_slots, KVH, d], out_slots [T], q_norm and k_norm both None or [d]",
-                   q=q, k=k, v=v, cos=cos, sin=sin, k_slots=k_slots, v_slots=v_slots, out_slots=out_slots,
-                   q_norm=q_norm, k_norm=k_norm)
+        raise _bad(
+            "rope_store_kv",
+            "q [T, H*d], k and v [T, KVH*d], cos and sin [T, d] (or [T, 1, d]), "
+            "k_slots and v_slots [num_slots, KVH, d], out_slots [T], q_norm and k_norm both None "
+            "or [d]",
+            q=q,
+            k=k,
+            v=v,
+            cos=cos,
+            sin=sin,
+            k_slots=k_slots,
+            v_slots=v_slots,
+            out_slots=out_slots,
+            q_norm=q_norm,
+            k_norm=k_norm,
+        )
 
 
 def rope_store_kv(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-    k_slots: torch.Tensor, v_slots: torch.Tensor, out_slots: torch.Tensor,
-    q_norm: torch.Tensor | None = None, k_norm: torch.Tensor | None = None, eps: float = 1e-6,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    k_slots: torch.Tensor,
+    v_slots: torch.Tensor,
+    out_slots: torch.Tensor,
+    q_norm: torch.Tensor | None = None,
+    k_norm: torch.Tensor | None = None,
+    eps: float = 1e-6,
 ) -> None:
     """Rotate q and k in place (after an optional per-head RMSNorm) and store K/V in the cache.
 
@@ -177,11 +238,15 @@ def rope_store_kv(
             q/k/v output); rotated in place.
         k: ``[T, KVH * d]`` keys, rotated in place.
         v: ``[T, KVH * d]`` values.
-        cos, sin: ``[T, d]`` (or ``[T, 1, d]``) rotary tables of the tokens' positions, dtype of q
-            (rotate-half layout: ``x * cos + rotate_half(x) * sin``).
-        k_slots, v_slots: ``[num_slots, KVH, d]`` a layer's cache (contiguous), dtype of q.
+        cos: ``[T, d]`` (or ``[T, 1, d]``) rotary cosine table of the tokens' positions, dtype
+            of q (rotate-half layout: ``x * cos + rotate_half(x) * sin``).
+        sin: the sine table, likewise.
+        k_slots: ``[num_slots, KVH, d]`` a layer's key cache (contiguous), dtype of q.
+        v_slots: the layer's value cache, likewise.
         out_slots: ``[T]`` int64 slot of each token.
-        q_norm, k_norm: ``[d]`` per-head RMSNorm weights applied before the rotation (Qwen3), or None.
+        q_norm: ``[d]`` per-head RMSNorm weight of q applied before the rotation (Qwen3), or
+            None.
+        k_norm: the same for k; None exactly when ``q_norm`` is.
         eps: the per-head norm's epsilon.
 
     Raises:
@@ -192,38 +257,80 @@ def rope_store_kv(
     dtype, d = q.dtype, cos.shape[-1]
     t = q.shape[0]
     ok = (  # explicit checks: this runs once per layer and step
-        enabled(q) and d % 2 == 0 and d <= MAX_HEAD_DIM and _rows_ok(q, dtype) and _rows_ok(k, dtype)
-        and _rows_ok(v, dtype) and _dense(cos, dtype) and _dense(sin, dtype) and _dense(k_slots, dtype)
-        and _dense(v_slots, dtype) and cos.numel() == t * d and sin.numel() == t * d
+        enabled(q)
+        and d % 2 == 0
+        and d <= MAX_HEAD_DIM
+        and _rows_ok(q, dtype)
+        and _rows_ok(k, dtype)
+        and _rows_ok(v, dtype)
+        and _dense(cos, dtype)
+        and _dense(sin, dtype)
+        and _dense(k_slots, dtype)
+        and _dense(v_slots, dtype)
+        and cos.numel() == t * d
+        and sin.numel() == t * d
         and _dense(out_slots, torch.int64)
-        and (q_norm is None and k_norm is None or q_norm is not None and k_norm is not None
-             and _dense(q_norm, dtype) and _dense(k_norm, dtype))
+        and (
+            q_norm is None
+            and k_norm is None
+            or q_norm is not None
+            and k_norm is not None
+            and _dense(q_norm, dtype)
+            and _dense(k_norm, dtype)
+        )
     )
     if not ok:
         rope_store_kv_ref(q, k, v, cos, sin, k_slots, v_slots, out_slots, q_norm, k_norm, eps)
         return
     kv_heads = k_slots.shape[1]
     _ext.rope_store_kv(
-        q.data_ptr(), q.stride(0), k.data_ptr(), k.stride(0), v.data_ptr(), v.stride(0),
-        cos.data_ptr(), sin.data_ptr(), 0 if q_norm is None else q_norm.data_ptr(),
-        0 if k_norm is None else k_norm.data_ptr(), float(eps), k_slots.data_ptr(), v_slots.data_ptr(),
-        out_slots.data_ptr(), t, q.shape[1] // d, kv_heads, d, _DT[dtype], torch.get_num_threads(),
+        q.data_ptr(),
+        q.stride(0),
+        k.data_ptr(),
+        k.stride(0),
+        v.data_ptr(),
+        v.stride(0),
+        cos.data_ptr(),
+        sin.data_ptr(),
+        0 if q_norm is None else q_norm.data_ptr(),
+        0 if k_norm is None else k_norm.data_ptr(),
+        float(eps),
+        k_slots.data_ptr(),
+        v_slots.data_ptr(),
+        out_slots.data_ptr(),
+        t,
+        q.shape[1] // d,
+        kv_heads,
+        d,
+        _DT[dtype],
+        torch.get_num_threads(),
     )
 
 
 # ---------------------------------------------------------------- paged_attention
-def _paged_attention_ref(q, k_slots, v_slots, page_table, seq_ids, positions, page_size, scale, sliding_window):
-    """:func:`~structgen.kernels.paged_attention.paged_attention_ref` over this layout (slots viewed as pages)."""
+def _paged_attention_ref(
+    q, k_slots, v_slots, page_table, seq_ids, positions, page_size, scale, sliding_window
+):
+    """:func:`~structgen.kernels.paged_attention.paged_attention_ref` over this layout (slots viewed
+    as pages).
+    """
     t, d = q.shape[0], k_slots.shape[-1]
     k_cache = k_slots.unflatten(0, (-1, page_size))  # [num_pages, page_size, KVH, d]
     v_cache = v_slots.unflatten(0, (-1, page_size))
-    return paged_attention_ref(q.reshape(t, -1, d), k_cache, v_cache, page_table, seq_ids, positions, scale,
-                               sliding_window)
+    return paged_attention_ref(
+        q.reshape(t, -1, d), k_cache, v_cache, page_table, seq_ids, positions, scale, sliding_window
+    )
 
 
 def paged_attention(
-    q: torch.Tensor, k_slots: torch.Tensor, v_slots: torch.Tensor, page_table: torch.Tensor,
-    seq_ids: torch.Tensor, positions: torch.Tensor, page_size: int, scale: float,
+    q: torch.Tensor,
+    k_slots: torch.Tensor,
+    v_slots: torch.Tensor,
+    page_table: torch.Tensor,
+    seq_ids: torch.Tensor,
+    positions: torch.Tensor,
+    page_size: int,
+    scale: float,
     sliding_window: int | None = None,
 ) -> torch.Tensor:
     """Attention of each query token to keys ``0 .. position`` of its sequence, read in place.
@@ -234,7 +341,8 @@ def paged_attention(
 
     Args:
         q: ``[T, H, d]`` or ``[T, H * d]`` queries (RoPE applied; unit stride along the features).
-        k_slots, v_slots: ``[num_slots, KVH, d]`` a layer's cache, contiguous (``H % KVH == 0``).
+        k_slots: ``[num_slots, KVH, d]`` a layer's key cache, contiguous (``H % KVH == 0``).
+        v_slots: the layer's value cache, likewise.
         page_table: ``[B, P]`` int64 page ids of each sequence.
         seq_ids: ``[T]`` int64 row of ``page_table`` of each token.
         positions: ``[T]`` int64 position of each token (it sees keys ``0 .. position``).
@@ -249,33 +357,74 @@ def paged_attention(
         KernelArgumentError: shapes that disagree (caches, ``H % KVH``, metadata lengths).
     """
     t = q.shape[0]
-    width = q.shape[1] if q.dim() == 2 else (q.shape[1] * q.shape[2] if q.dim() == 3 else 0)  # H * d
+    width = (
+        q.shape[1] if q.dim() == 2 else (q.shape[1] * q.shape[2] if q.dim() == 3 else 0)
+    )  # H * d
     kv_d = k_slots.shape[1:] if k_slots.dim() == 3 else (0, 0)
     if not (
-        kv_d[0] > 0 and kv_d[1] > 0 and v_slots.shape == k_slots.shape and width > 0 and width % kv_d[1] == 0
-        and (width // kv_d[1]) % kv_d[0] == 0 and (q.dim() == 2 or q.shape[2] == kv_d[1])
-        and page_table.dim() == 2 and seq_ids.shape == (t,) and positions.shape == (t,)
-        and page_size > 0 and k_slots.shape[0] % page_size == 0
+        kv_d[0] > 0
+        and kv_d[1] > 0
+        and v_slots.shape == k_slots.shape
+        and width > 0
+        and width % kv_d[1] == 0
+        and (width // kv_d[1]) % kv_d[0] == 0
+        and (q.dim() == 2 or q.shape[2] == kv_d[1])
+        and page_table.dim() == 2
+        and seq_ids.shape == (t,)
+        and positions.shape == (t,)
+        and page_size > 0
+        and k_slots.shape[0] % page_size == 0
     ):
-        raise _bad("paged_attention", "q [T, H, d] or [T, H*d], k_slots and v_slots [num_pages*page_size, KVH, d] "
-                   "with H % KVH == 0, page_table [B, P], seq_ids and positions [T]",
-                   q=q, k_slots=k_slots, v_slots=v_slots, page_table=page_table, seq_ids=seq_ids, positions=positions)
+        raise _bad(
+            "paged_attention",
+            "q [T, H, d] or [T, H*d], k_slots and v_slots [num_pages*page_size, KVH, d] "
+            "with H % KVH == 0, page_table [B, P], seq_ids and positions [T]",
+            q=q,
+            k_slots=k_slots,
+            v_slots=v_slots,
+            page_table=page_table,
+            seq_ids=seq_ids,
+            positions=positions,
+        )
     kv_heads, d = k_slots.shape[1], k_slots.shape[2]
     q2 = q.reshape(t, -1) if q.dim() == 3 and q.stride(2) == 1 and q.stride(1) == d else q
     heads = q2.shape[1] // d if q2.dim() == 2 else 0
     ok = (
-        enabled(q) and q2.dim() == 2 and _rows_ok(q2, q.dtype) and d <= MAX_HEAD_DIM and heads % kv_heads == 0
-        and _dense(k_slots, q.dtype) and _dense(v_slots, q.dtype) and _dense(page_table, torch.int64)
-        and _dense(seq_ids, torch.int64) and _dense(positions, torch.int64)
+        enabled(q)
+        and q2.dim() == 2
+        and _rows_ok(q2, q.dtype)
+        and d <= MAX_HEAD_DIM
+        and heads % kv_heads == 0
+        and _dense(k_slots, q.dtype)
+        and _dense(v_slots, q.dtype)
+        and _dense(page_table, torch.int64)
+        and _dense(seq_ids, torch.int64)
+        and _dense(positions, torch.int64)
     )
     if not ok:
-        return _paged_attention_ref(q, k_slots, v_slots, page_table, seq_ids, positions, page_size, scale,
-                                    sliding_window)
+        return _paged_attention_ref(
+            q, k_slots, v_slots, page_table, seq_ids, positions, page_size, scale, sliding_window
+        )
     out = torch.empty(t, heads, d, dtype=q.dtype)
     _ext.paged_attention(
-        q2.data_ptr(), q2.stride(0), k_slots.data_ptr(), v_slots.data_ptr(), page_table.data_ptr(),
-        page_table.stride(0), seq_ids.data_ptr(), positions.data_ptr(), int(page_size), t, heads, kv_heads, d,
-        float(scale), int(sliding_window or 0), out.data_ptr(), _DT[q.dtype], torch.get_num_threads(),
+        q2.data_ptr(),
+        q2.stride(0),
+        k_slots.data_ptr(),
+        v_slots.data_ptr(),
+        page_table.data_ptr(),
+        page_table.stride(0),
+        seq_ids.data_ptr(),
+        positions.data_ptr(),
+        int(page_size),
+        t,
+        heads,
+        kv_heads,
+        d,
+        float(scale),
+        int(sliding_window or 0),
+        out.data_ptr(),
+        _DT[q.dtype],
+        torch.get_num_threads(),
     )
     return out
 
@@ -290,7 +439,8 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """``silu(gate) * up`` (SwiGLU's gating; Shazeer, arXiv:2002.05202).
 
     Args:
-        gate, up: ``[T, I]`` (unit stride along I; e.g. the two halves of a fused gate/up output).
+        gate: ``[T, I]`` (unit stride along I; e.g. the first half of a fused gate/up output).
+        up: ``[T, I]`` likewise (e.g. the second half).
 
     Returns:
         ``[T, I]`` contiguous, dtype of ``gate``.
@@ -301,10 +451,22 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     if gate.shape != up.shape:
         raise _bad("silu_mul", "gate and up of one shape", gate=gate, up=up)
     dtype = gate.dtype
-    if not (enabled(gate) and _rows_ok(gate, dtype) and _rows_ok(up, dtype) and gate.shape == up.shape):
+    if not (
+        enabled(gate) and _rows_ok(gate, dtype) and _rows_ok(up, dtype) and gate.shape == up.shape
+    ):
         return silu_mul_ref(gate, up)
     t, i = gate.shape
     out = torch.empty(t, i, dtype=dtype)
-    _ext.silu_mul(gate.data_ptr(), gate.stride(0), up.data_ptr(), up.stride(0), out.data_ptr(), i, t, i,
-                  _DT[dtype], torch.get_num_threads())
+    _ext.silu_mul(
+        gate.data_ptr(),
+        gate.stride(0),
+        up.data_ptr(),
+        up.stride(0),
+        out.data_ptr(),
+        i,
+        t,
+        i,
+        _DT[dtype],
+        torch.get_num_threads(),
+    )
     return out

@@ -14,9 +14,7 @@ packed kernels. :func:`set_enabled` turns it off (an ``Engine`` applies ``struct
 ``qkernel`` setting; benchmarks compare both paths).
 Threads: OpenMP over output rows (when built with it), ``torch.get_num_threads()`` of them unless
 :func:`set_threads` says otherwise (an ``Engine`` applies ``qkernel_threads``). The extension's
-libgomp.so.1 is the one torch already loaded (same soname), so there is one OpenMP pool. On our shared,
-loaded 2-core machine any 2-thread decode (torch's too) collapses (SmolLM2 GGUF: 3 vs 13 tok/s),
-so benchmarks there run one thread.
+libgomp.so.1 is the one torch already loaded (same soname), so there is one OpenMP pool.
 """
 
 from __future__ import annotations
@@ -33,10 +31,21 @@ try:  # built by setup.py; optional
 except ImportError:  # pragma: no cover - depends on the build
     _lib = None
 
-__all__ = ["MAX_M", "available", "int4_dequant_rows", "int4_linear", "int4_mm", "int8_linear", "int8_mm", "isa",
-           "set_enabled", "set_threads"]
+__all__ = [
+    "MAX_M",
+    "available",
+    "int4_dequant_rows",
+    "int4_linear",
+    "int4_mm",
+    "int8_linear",
+    "int8_mm",
+    "isa",
+    "set_enabled",
+    "set_threads",
+]
 
-MAX_M = 8  # activation rows up to which the GEMV kernel is used (measured: benchmarks/bench_models.py)
+# activation rows up to which the GEMV kernel is used (measured: benchmarks/bench_models.py)
+MAX_M = 8
 _TILE_ELEMS = 1 << 20  # fp32 weight elements dequantized at a time on the prefill path (4 MiB)
 _warned = False
 _ENABLED = True  # set_enabled; an Engine applies structgen.env's qkernel
@@ -48,14 +57,17 @@ def _threads() -> int:
 
 
 def set_threads(n: int | None) -> None:
-    """Set the kernel's OpenMP thread count (>= 1), or None to follow ``torch.get_num_threads()``."""
+    """Set the kernel's OpenMP thread count (>= 1), or None to follow
+    ``torch.get_num_threads()``.
+    """
     global _THREADS
     _THREADS = None if n is None else max(1, int(n))
 
 
 def set_enabled(enabled: bool) -> None:
     """Turn the kernel on (the default) or off for the process; quantized modules built while
-    it is off keep torch's layouts and kernels."""
+    it is off keep torch's layouts and kernels.
+    """
     global _ENABLED
     _ENABLED = bool(enabled)
 
@@ -67,9 +79,12 @@ def available() -> bool:
         return True
     if _lib is None and not _warned:
         _warned = True
-        warnings.warn("structgen's C quantized-matmul extension (_qkernel) is not built; int4/int8 CPU "
-                      "matmuls use torch's slower packed kernels (reinstall with a C compiler to build it)",
-                      RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            "structgen's C quantized-matmul extension (_qkernel) is not built; int4/int8 CPU "
+            "matmuls use torch's slower packed kernels (reinstall with a C compiler to build it)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     return False
 
 
@@ -96,46 +111,99 @@ def _bad(fn: str, want: str, **args) -> KernelArgumentError:
 
 def _table(t: torch.Tensor, n: int, g: int, dtypes: tuple) -> bool:
     """``t`` is a contiguous CPU ``[n, g]`` tensor of one of ``dtypes``."""
-    return t.dtype in dtypes and t.dim() == 2 and t.shape[0] == n and t.shape[1] == g and t.is_contiguous() and t.is_cpu
+    return (
+        t.dtype in dtypes
+        and t.dim() == 2
+        and t.shape[0] == n
+        and t.shape[1] == g
+        and t.is_contiguous()
+        and t.is_cpu
+    )
 
 
 _FP16 = (torch.float16,)
 _SCALES8 = (torch.float16, torch.float32)
 
 
-def _check_int4(fn: str, x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int) -> None:
-    """Raise :class:`KernelArgumentError` unless the int4 "rows" arguments are what ``_qkernel`` reads."""
+def _check_int4(
+    fn: str, x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int
+) -> None:
+    """Raise :class:`KernelArgumentError` unless the int4 "rows" arguments are what ``_qkernel``
+    reads.
+    """
     k = x.shape[-1]
     if not (
-        x.dim() == 2 and x.is_cpu and q.dtype is torch.uint8 and q.dim() == 2 and q.is_contiguous() and q.is_cpu
-        and q.shape[1] * 2 == k and group > 0 and group % 32 == 0 and k % group == 0
-        and _table(scales, q.shape[0], k // group, _FP16) and _table(mins, q.shape[0], k // group, _FP16)
+        x.dim() == 2
+        and x.is_cpu
+        and q.dtype is torch.uint8
+        and q.dim() == 2
+        and q.is_contiguous()
+        and q.is_cpu
+        and q.shape[1] * 2 == k
+        and group > 0
+        and group % 32 == 0
+        and k % group == 0
+        and _table(scales, q.shape[0], k // group, _FP16)
+        and _table(mins, q.shape[0], k // group, _FP16)
     ):
-        raise _bad(fn, "x [M, K] on CPU, q uint8 [N, K/2] contiguous, scales and mins float16 [N, K/group] "
-                   "contiguous, group a multiple of 32 dividing K", x=x, q=q, scales=scales, mins=mins, group=group)
+        raise _bad(
+            fn,
+            "x [M, K] on CPU, q uint8 [N, K/2] contiguous, scales and mins float16 [N, K/group] "
+            "contiguous, group a multiple of 32 dividing K",
+            x=x,
+            q=q,
+            scales=scales,
+            mins=mins,
+            group=group,
+        )
 
 
 def _check_int8(fn: str, x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor) -> None:
-    """Raise :class:`KernelArgumentError` unless the row-major int8 arguments are what ``_qkernel`` reads."""
+    """Raise :class:`KernelArgumentError` unless the row-major int8 arguments are what ``_qkernel``
+    reads.
+    """
     k = x.shape[-1]
     g = scales.shape[1] if scales.dim() == 2 else 0
     if not (
-        x.dim() == 2 and x.is_cpu and q.dtype is torch.int8 and q.dim() == 2 and q.is_contiguous() and q.is_cpu
-        and q.shape[1] == k and g > 0 and k % g == 0 and (k // g) % 8 == 0 and _table(scales, q.shape[0], g, _SCALES8)
+        x.dim() == 2
+        and x.is_cpu
+        and q.dtype is torch.int8
+        and q.dim() == 2
+        and q.is_contiguous()
+        and q.is_cpu
+        and q.shape[1] == k
+        and g > 0
+        and k % g == 0
+        and (k // g) % 8 == 0
+        and _table(scales, q.shape[0], g, _SCALES8)
     ):
-        raise _bad(fn, "x [M, K] on CPU, q int8 [N, K] contiguous, scales float16/float32 [N, G] contiguous "
-                   "with K / G a multiple of 8", x=x, q=q, scales=scales)
+        raise _bad(
+            fn,
+            "x [M, K] on CPU, q int8 [N, K] contiguous, scales float16/float32 [N, G] contiguous "
+            "with K / G a multiple of 8",
+            x=x,
+            q=q,
+            scales=scales,
+        )
 
 
-def int4_mm(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int,
-            q8: bool = False) -> torch.Tensor:
+def int4_mm(
+    x: torch.Tensor,
+    q: torch.Tensor,
+    scales: torch.Tensor,
+    mins: torch.Tensor,
+    group: int,
+    q8: bool = False,
+) -> torch.Tensor:
     """``[M, N]`` float32 ``x @ dequant(W).T`` in the C kernel, any ``M`` (re-streams W per 8 rows).
 
     Args:
         x: ``[M, K]`` float activations on CPU (converted to float32).
         q: uint8 ``[N, K/2]`` in :func:`~structgen.runtime.quantization.formats.pack_int4_rows`
-            layout, contiguous; ``scales``, ``mins`` fp16 ``[N, K/group]`` contiguous; ``group`` a
-            multiple of 32 dividing ``K``.
+            layout, contiguous.
+        scales: fp16 ``[N, K/group]`` contiguous.
+        mins: fp16 ``[N, K/group]`` contiguous.
+        group: the inputs per scale, a multiple of 32 dividing ``K``.
         q8: quantize ``x`` to int8 per block of 32 (llama.cpp's Q8_0 activations) and use
             integer dot products (faster, relative error ~1e-3); False: exact float32.
 
@@ -150,12 +218,25 @@ def int4_mm(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: torch.
     m, k = x.shape
     n = q.shape[0]
     y = torch.empty(m, n, dtype=torch.float32)
-    _lib.int4_mm(x.data_ptr(), q.data_ptr(), scales.data_ptr(), mins.data_ptr(), y.data_ptr(),
-                 m, n, k, group, int(q8), _threads())
+    _lib.int4_mm(
+        x.data_ptr(),
+        q.data_ptr(),
+        scales.data_ptr(),
+        mins.data_ptr(),
+        y.data_ptr(),
+        m,
+        n,
+        k,
+        group,
+        int(q8),
+        _threads(),
+    )
     return y
 
 
-def int8_mm(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, q8: bool = False) -> torch.Tensor:
+def int8_mm(
+    x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, q8: bool = False
+) -> torch.Tensor:
     """``[M, N]`` float32 ``x @ (scales * q).T`` in the C kernel.
 
     Args:
@@ -176,36 +257,64 @@ def int8_mm(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, q8: bool = F
     m, k = x.shape
     n, g = scales.shape
     y = torch.empty(m, n, dtype=torch.float32)
-    _lib.int8_mm(x.data_ptr(), q.data_ptr(), scales.data_ptr(), y.data_ptr(), m, n, k, k // g,
-                 int(scales.dtype == torch.float16), int(q8 and (k // g) % 32 == 0), _threads())
+    _lib.int8_mm(
+        x.data_ptr(),
+        q.data_ptr(),
+        scales.data_ptr(),
+        y.data_ptr(),
+        m,
+        n,
+        k,
+        k // g,
+        int(scales.dtype == torch.float16),
+        int(q8 and (k // g) % 32 == 0),
+        _threads(),
+    )
     return y
 
 
-def int4_dequant_rows(q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int, n0: int, n1: int) -> torch.Tensor:
+def int4_dequant_rows(
+    q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int, n0: int, n1: int
+) -> torch.Tensor:
     """Rows ``n0:n1`` of an int4 "rows" weight as float32 ``[n1 - n0, K]`` (C).
 
     Raises:
-        KernelArgumentError: arguments as :func:`int4_mm` rejects them, or not ``0 <= n0 <= n1 <= N``.
+        KernelArgumentError: arguments as :func:`int4_mm` rejects them, or not
+            ``0 <= n0 <= n1 <= N``.
     """
     k = q.shape[1] * 2 if q.dim() == 2 else 0
     _check_int4("int4_dequant_rows", q.new_empty(0, k, dtype=torch.float32), q, scales, mins, group)
     if not 0 <= n0 <= n1 <= q.shape[0]:
-        raise KernelArgumentError(f"int4_dequant_rows: rows {n0}:{n1} outside the weight's {q.shape[0]} rows")
+        raise KernelArgumentError(
+            f"int4_dequant_rows: rows {n0}:{n1} outside the weight's {q.shape[0]} rows"
+        )
     return _int4_dequant_rows(q, scales, mins, group, n0, n1)
 
 
-def _int4_dequant_rows(q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int, n0: int, n1: int) -> torch.Tensor:
+def _int4_dequant_rows(
+    q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int, n0: int, n1: int
+) -> torch.Tensor:
     k = q.shape[1] * 2
     out = torch.empty(n1 - n0, k, dtype=torch.float32)
-    _lib.int4_dequant(q.data_ptr(), scales.data_ptr(), mins.data_ptr(), out.data_ptr(), n0, n1, k, group)
+    _lib.int4_dequant(
+        q.data_ptr(), scales.data_ptr(), mins.data_ptr(), out.data_ptr(), n0, n1, k, group
+    )
     return out
 
 
 def _int8_dequant_rows(q: torch.Tensor, scales: torch.Tensor, n0: int, n1: int) -> torch.Tensor:
     k, g = q.shape[1], scales.shape[1]
     out = torch.empty(n1 - n0, k, dtype=torch.float32)
-    _lib.int8_dequant(q.data_ptr(), scales.data_ptr(), out.data_ptr(), n0, n1, k, k // g,
-                      int(scales.dtype == torch.float16))
+    _lib.int8_dequant(
+        q.data_ptr(),
+        scales.data_ptr(),
+        out.data_ptr(),
+        n0,
+        n1,
+        k,
+        k // g,
+        int(scales.dtype == torch.float16),
+    )
     return out
 
 
@@ -219,8 +328,14 @@ def _tiled(x: torch.Tensor, n: int, dequant) -> torch.Tensor:
     return out
 
 
-def int4_linear(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int,
-                q8: bool = False) -> torch.Tensor:
+def int4_linear(
+    x: torch.Tensor,
+    q: torch.Tensor,
+    scales: torch.Tensor,
+    mins: torch.Tensor,
+    group: int,
+    q8: bool = False,
+) -> torch.Tensor:
     """``x`` ``[M, K]`` -> float32 ``[M, N]``: the kernel for ``M <= MAX_M`` (``q8``: see
     :func:`int4_mm`), dequantized tiles + float32 BLAS above.
 
@@ -233,8 +348,11 @@ def int4_linear(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: to
     return _tiled(x, q.shape[0], lambda a, b: _int4_dequant_rows(q, scales, mins, group, a, b))
 
 
-def int8_linear(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, q8: bool = False) -> torch.Tensor:
-    """``x`` ``[M, K]`` -> float32 ``[M, N]`` for row-major int8: kernel for ``M <= MAX_M``, tiles above.
+def int8_linear(
+    x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, q8: bool = False
+) -> torch.Tensor:
+    """``x`` ``[M, K]`` -> float32 ``[M, N]`` for row-major int8: kernel for ``M <= MAX_M``, tiles
+    above.
 
     Raises:
         KernelArgumentError: arguments as :func:`int8_mm` rejects them.

@@ -18,8 +18,12 @@ from structgen.runtime.cpu import ops as cpu_ops
 
 __all__ = ["apply_kernel_settings"]
 
-_SWITCHES = {"qkernel": quant.set_enabled, "dense_kernel": dense.set_enabled,
-             "cpu_ops": cpu_ops.set_enabled, "decode_step": decode_step.set_enabled}
+_SWITCHES = {
+    "qkernel": quant.set_enabled,
+    "dense_kernel": dense.set_enabled,
+    "cpu_ops": cpu_ops.set_enabled,
+    "decode_step": decode_step.set_enabled,
+}
 _applied = Settings()  # what the switches were last set to (the modules start at the defaults)
 _warned: set[str] = set()  # kernels whose missing build was reported
 _lock = threading.Lock()

@@ -33,9 +33,12 @@ __all__ = [
 ]
 
 _LAZY = {
-    "start_tensor_parallel": "worker", "TensorParallelRunner": "worker",
-    "shard_model": "parallel_layers", "DataParallelEngine": "data_parallel",
-    "CacheAwareRouter": "router", "ApproxRadixTree": "router",
+    "start_tensor_parallel": "worker",
+    "TensorParallelRunner": "worker",
+    "shard_model": "parallel_layers",
+    "DataParallelEngine": "data_parallel",
+    "CacheAwareRouter": "router",
+    "ApproxRadixTree": "router",
     "AsyncDataParallelEngine": "async_front",
 }
 

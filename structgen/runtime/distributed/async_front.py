@@ -34,9 +34,13 @@ class AsyncDataParallelEngine:
     def __init__(self, model: str | None = None, **kwargs: Any) -> None:
         self.engine = DataParallelEngine(model, **kwargs)
 
-    async def generate(self, prompt: Any, params: SamplingParams | None = None,
-                       constraint: Any = None, request_id: str | None = None,
-                       ) -> AsyncIterator[RequestOutput]:
+    async def generate(
+        self,
+        prompt: Any,
+        params: SamplingParams | None = None,
+        constraint: Any = None,
+        request_id: str | None = None,
+    ) -> AsyncIterator[RequestOutput]:
         """Stream snapshots of one request, as ``AsyncEngine.generate``.
 
         Raises:
@@ -80,5 +84,3 @@ class AsyncDataParallelEngine:
     def shutdown(self) -> None:
         """Stop every replica."""
         self.engine.close()
-
-

@@ -65,8 +65,11 @@ class DataParallelEngine(BaseEngine):
 
     def __init__(self, model: str | None = None, **kwargs: Any) -> None:
         self.config = EngineConfig.from_kwargs(model, **kwargs)
-        if self.config.speculative is not None and self.config.speculative.method == "draft" \
-                and not isinstance(self.config.speculative.draft_model, str):
+        if (
+            self.config.speculative is not None
+            and self.config.speculative.method == "draft"
+            and not isinstance(self.config.speculative.draft_model, str)
+        ):
             raise ConfigError("data_parallel_size > 1 needs speculative draft_model as a path")
         n, tp = self.config.data_parallel_size, self.config.tensor_parallel_size
         dev = self.config.resolved().device
@@ -76,10 +79,16 @@ class DataParallelEngine(BaseEngine):
         self._outbox = ctx.Queue()
         self._inboxes, self._procs = [], []
         for i in range(n):
-            rk = dict(kwargs, data_parallel_size=1, device=_replica_device(self.config.device, i, tp))
+            rk = dict(
+                kwargs, data_parallel_size=1, device=_replica_device(self.config.device, i, tp)
+            )
             inbox = ctx.Queue()
-            p = ctx.Process(target=replica_main, args=(i, os.getpid(), model, rk, inbox, self._outbox),
-                            name=f"structgen-dp{i}", daemon=False)
+            p = ctx.Process(
+                target=replica_main,
+                args=(i, os.getpid(), model, rk, inbox, self._outbox),
+                name=f"structgen-dp{i}",
+                daemon=False,
+            )
             p.start()
             self._inboxes.append(inbox)
             self._procs.append(p)
@@ -94,8 +103,9 @@ class DataParallelEngine(BaseEngine):
         self._ids = itertools.count()
         self._finalizer = weakref.finalize(self, _shutdown, self._inboxes, self._procs)
         self._wait_ready(max(120.0, self.config.dist_timeout_s) * max(1, tp))
-        self._collector = threading.Thread(target=self._collect, name="structgen-dp-router",
-                                           daemon=True)
+        self._collector = threading.Thread(
+            target=self._collect, name="structgen-dp-router", daemon=True
+        )
         self._collector.start()
         self._init_front(self.info)
 
@@ -125,10 +135,14 @@ class DataParallelEngine(BaseEngine):
                 dead = [i for i in pending if not self._procs[i].is_alive()]
                 if dead or time.monotonic() > deadline:
                     self.close()
-                    what = f"exited with code {self._procs[dead[0]].exitcode}" if dead else \
-                        f"did not start within {timeout_s:.0f} s"
-                    raise DistributedError(f"data-parallel replica {(dead or sorted(pending))[0]} "
-                                           f"{what}") from None
+                    what = (
+                        f"exited with code {self._procs[dead[0]].exitcode}"
+                        if dead
+                        else f"did not start within {timeout_s:.0f} s"
+                    )
+                    raise DistributedError(
+                        f"data-parallel replica {(dead or sorted(pending))[0]} {what}"
+                    ) from None
                 continue
             if kind == "failed":
                 self.close()
@@ -151,7 +165,9 @@ class DataParallelEngine(BaseEngine):
                 return
             with self._lock:
                 if kind == "crashed":
-                    self._fail(DistributedError(f"data-parallel replica {index} crashed: {payload}"))
+                    self._fail(
+                        DistributedError(f"data-parallel replica {index} crashed: {payload}")
+                    )
                     continue
                 if kind in ("done", "error"):
                     self.router.finished(index)
@@ -192,12 +208,20 @@ class DataParallelEngine(BaseEngine):
                 self._lock.wait(_POLL_S)
 
     # ------------------------------------------------------------------- public
-    def submit(self, prompt: Any, params: SamplingParams | None = None, constraint: Any = None,
-               request_id: str | None = None, listener=None) -> str:
+    def submit(
+        self,
+        prompt: Any,
+        params: SamplingParams | None = None,
+        constraint: Any = None,
+        request_id: str | None = None,
+        listener=None,
+    ) -> str:
         """Route one request to a replica; returns its request id (see :meth:`result`).
 
         Args:
-            prompt, params, constraint: as for ``Engine.generate``. The constraint goes to
+            prompt: as for ``Engine.generate``.
+            params: as for ``Engine.generate``.
+            constraint: as for ``Engine.generate``. The constraint goes to
                 the replica as its spec (``structgen.fsm.spec.spec_of``: a compiled grammar
                 as the spec it was compiled from), which the replica compiles.
             request_id: an id unique among pending requests; None = a fresh one.
@@ -249,13 +273,22 @@ class DataParallelEngine(BaseEngine):
             raise payload
         return payload
 
-    def generate(self, prompts: Sequence[Any] | str, params: SamplingParams | list | None = None,
-                 constraint: Any = None, *, use_tqdm: bool = False) -> list[RequestOutput]:
+    def generate(
+        self,
+        prompts: Sequence[Any] | str,
+        params: SamplingParams | list | None = None,
+        constraint: Any = None,
+        *,
+        use_tqdm: bool = False,
+    ) -> list[RequestOutput]:
         """Like :meth:`Engine.generate`: every prompt routed, run on its replica; outputs in
         order (``use_tqdm``: a progress bar over finished requests). Raises as
-        :meth:`submit` and :meth:`result`."""
+        :meth:`submit` and :meth:`result`.
+        """
         prompts = self._prompt_list(prompts)
-        params_list = self._per_prompt(params or SamplingParams(), len(prompts), "params", lambda v: False)
+        params_list = self._per_prompt(
+            params or SamplingParams(), len(prompts), "params", lambda v: False
+        )
         cons_list = self._per_prompt(constraint, len(prompts), "constraint", lambda v: False)
         rids = [self.submit(p, sp, c) for p, sp, c in zip(prompts, params_list, cons_list)]
         if use_tqdm:
@@ -277,14 +310,18 @@ class DataParallelEngine(BaseEngine):
     def run_requests(self, reqs: Sequence[Request], listener=None) -> list[RequestOutput]:
         """See :meth:`BaseEngine.run_requests`: each request (made by :meth:`make_request`)
         is routed to a replica as its prompt ids, params and constraint spec; snapshots
-        come back through the router thread and reach ``listener`` on this thread."""
+        come back through the router thread and reach ``listener`` on this thread.
+        """
         events: queue.SimpleQueue = queue.SimpleQueue()
         rids: list[str] = []
         try:
             for i, req in enumerate(reqs):
                 cb = functools.partial(_put_event, events, i) if listener is not None else None
-                rids.append(self.submit(req.prompt_token_ids, req.params, req.constraint,
-                                        req.request_id, cb))
+                rids.append(
+                    self.submit(
+                        req.prompt_token_ids, req.params, req.constraint, req.request_id, cb
+                    )
+                )
             if listener is None:
                 return [self.result(rid) for rid in rids]
             outs: list[RequestOutput | None] = [None] * len(reqs)
@@ -315,17 +352,24 @@ class DataParallelEngine(BaseEngine):
         """``replicas``: each replica's ``Engine.stats()``; every ``Engine.stats()`` key over
         all replicas (counters summed, rates averaged, ``prefix_hit_rate`` recomputed); router
         counters ``routed`` / ``cache_routed`` /
-        ``outstanding`` (per replica)."""
+        ``outstanding`` (per replica).
+        """
         replicas = self._ask_replicas("stats")
         total = {}
-        for k, v in replicas[0].items():  # counters add up; rates are averaged, the hit rate recomputed
+        for k, v in replicas[
+            0
+        ].items():  # counters add up; rates are averaged, the hit rate recomputed
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 vals = [r[k] for r in replicas]
                 total[k] = sum(vals) if isinstance(v, int) else sum(vals) / len(vals)
         total["prefix_hit_rate"] = total["prefix_hit_tokens"] / max(1, total["prompt_tokens"])
-        return {**total, "replicas": replicas, "routed": list(self.router.num_routed),
-                "cache_routed": list(self.router.num_cache_routed),
-                "outstanding": list(self.router.outstanding)}
+        return {
+            **total,
+            "replicas": replicas,
+            "routed": list(self.router.num_routed),
+            "cache_routed": list(self.router.num_cache_routed),
+            "outstanding": list(self.router.outstanding),
+        }
 
     def memory_report(self) -> dict:
         """``weight_bytes`` and ``kv_bytes`` summed over replicas, and ``replicas``: each
@@ -367,4 +411,3 @@ def _shutdown(inboxes, procs) -> None:
         if p.is_alive():
             p.kill()
             p.join(2.0)
-

@@ -31,7 +31,16 @@ import torch.distributed as dist
 
 from structgen.errors import ConfigError, DistributedError
 
-__all__ = ["IDLE_WAIT", "TPGroup", "WorkerProcesses", "check_devices", "mp_context", "open_store", "owner_alive", "watch_parent"]
+__all__ = [
+    "IDLE_WAIT",
+    "TPGroup",
+    "WorkerProcesses",
+    "check_devices",
+    "mp_context",
+    "open_store",
+    "owner_alive",
+    "watch_parent",
+]
 
 IDLE_WAIT = datetime.timedelta(days=365)  # a worker waiting for the next step has no deadline
 _READY_POLL_S = 0.05
@@ -39,8 +48,14 @@ _READY_POLL_S = 0.05
 
 def open_store(world_size: int, timeout_s: float) -> dist.TCPStore:
     """A TCPStore served by this process on a free 127.0.0.1 port (``store.port``)."""
-    return dist.TCPStore("127.0.0.1", 0, world_size, True,
-                         timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
+    return dist.TCPStore(
+        "127.0.0.1",
+        0,
+        world_size,
+        True,
+        timeout=datetime.timedelta(seconds=timeout_s),
+        wait_for_workers=False,
+    )
 
 
 def check_devices(device: torch.device, count: int) -> None:
@@ -49,8 +64,9 @@ def check_devices(device: torch.device, count: int) -> None:
         return
     first, have = device.index or 0, torch.cuda.device_count()
     if first + count > have:
-        raise ConfigError(f"{count} ranks from cuda:{first} need {first + count} GPUs; "
-                          f"this machine has {have}")
+        raise ConfigError(
+            f"{count} ranks from cuda:{first} need {first + count} GPUs; this machine has {have}"
+        )
 
 
 class TPGroup:
@@ -70,17 +86,22 @@ class TPGroup:
         DistributedError: a collective failed (peer gone) or timed out.
     """
 
-    def __init__(self, store: dist.Store, rank: int, world_size: int, timeout_s: float,
-                 device: torch.device) -> None:
+    def __init__(
+        self, store: dist.Store, rank: int, world_size: int, timeout_s: float, device: torch.device
+    ) -> None:
         self.rank = rank
         self.world_size = world_size
         self.timeout = datetime.timedelta(seconds=timeout_s)
         self.device = device
-        self.ctl = dist.ProcessGroupGloo(dist.PrefixStore("ctl", store), rank, world_size, self.timeout)
+        self.ctl = dist.ProcessGroupGloo(
+            dist.PrefixStore("ctl", store), rank, world_size, self.timeout
+        )
         if device.type == "cuda":
             opts = dist.ProcessGroupNCCL.Options()
             opts._timeout = self.timeout
-            self.data = dist.ProcessGroupNCCL(dist.PrefixStore("data", store), rank, world_size, opts)
+            self.data = dist.ProcessGroupNCCL(
+                dist.PrefixStore("data", store), rank, world_size, opts
+            )
         else:
             self.data = self.ctl  # one gloo group on CPU: ops are ordered the same on every rank
         self.on_failure: Callable[[BaseException], BaseException] | None = None
@@ -89,8 +110,11 @@ class TPGroup:
         try:
             work_fn().wait()
         except Exception as exc:  # gloo/NCCL raise RuntimeError; make it ours, with context
-            err = self.on_failure(exc) if self.on_failure is not None else DistributedError(
-                f"tensor-parallel rank {self.rank}: {what} failed: {exc}")
+            err = (
+                self.on_failure(exc)
+                if self.on_failure is not None
+                else DistributedError(f"tensor-parallel rank {self.rank}: {what} failed: {exc}")
+            )
             raise err from exc
 
     def all_reduce(self, t: torch.Tensor) -> torch.Tensor:
@@ -132,11 +156,18 @@ class TPGroup:
 
 # what an engine process imports (transformers' lazy modules included): done once, in the server
 _PRELOAD = [
-    "torch", "transformers", "transformers.models.auto.configuration_auto",
-    "transformers.models.auto.modeling_auto", "transformers.tokenization_utils_tokenizers",
-    "transformers.modeling_rope_utils", "structgen.fsm", "structgen.runtime.engine",
-    "structgen.runtime.distributed.worker", "structgen.runtime.loader.hf_loader",
-    "structgen.runtime.loader.gguf_loader", "structgen.runtime.models.llama",
+    "torch",
+    "transformers",
+    "transformers.models.auto.configuration_auto",
+    "transformers.models.auto.modeling_auto",
+    "transformers.tokenization_utils_tokenizers",
+    "transformers.modeling_rope_utils",
+    "structgen.fsm",
+    "structgen.runtime.engine",
+    "structgen.runtime.distributed.worker",
+    "structgen.runtime.loader.hf_loader",
+    "structgen.runtime.loader.gguf_loader",
+    "structgen.runtime.models.llama",
     "structgen.runtime.quantization.apply",
 ]
 
@@ -145,7 +176,8 @@ def mp_context():
     """The ``torch.multiprocessing`` start method for our processes: ``forkserver`` on Linux,
     with torch and structgen preloaded in the server, so that every process after the first
     starts in milliseconds instead of re-importing torch (several seconds); ``spawn``
-    elsewhere. Neither forks the caller (safe after CUDA is initialised)."""
+    elsewhere. Neither forks the caller (safe after CUDA is initialised).
+    """
     import sys
 
     import torch.multiprocessing as mp
@@ -171,14 +203,19 @@ class WorkerProcesses:
         DistributedError: a worker died or did not report ready in time.
     """
 
-    def __init__(self, target, world_size: int, args: tuple, store: dist.TCPStore,
-                 start_timeout_s: float) -> None:
+    def __init__(
+        self, target, world_size: int, args: tuple, store: dist.TCPStore, start_timeout_s: float
+    ) -> None:
         ctx = mp_context()
         self.store = store
         self.processes = []
         for rank in range(1, world_size):
-            p = ctx.Process(target=target, args=(rank, world_size, store.port, os.getpid(), *args),
-                            name=f"structgen-tp{rank}", daemon=False)
+            p = ctx.Process(
+                target=target,
+                args=(rank, world_size, store.port, os.getpid(), *args),
+                name=f"structgen-tp{rank}",
+                daemon=False,
+            )
             p.start()
             self.processes.append(p)
         self._wait_ready(start_timeout_s)
@@ -191,8 +228,10 @@ class WorkerProcesses:
             pending = {r for r in pending if not self.store.check([f"ready/{r}"])}
             if pending and time.monotonic() > deadline:
                 self.kill()
-                raise DistributedError(f"tensor-parallel rank(s) {sorted(pending)} did not start "
-                                       f"within {timeout_s:.0f} s")
+                raise DistributedError(
+                    f"tensor-parallel rank(s) {sorted(pending)} did not start "
+                    f"within {timeout_s:.0f} s"
+                )
             if pending:
                 time.sleep(_READY_POLL_S)
 
@@ -221,8 +260,9 @@ class WorkerProcesses:
             err = self.error_of(rank)
             parts.append(msg + (f" ({err.strip().splitlines()[-1]})" if err else ""))
         what = "; ".join(parts) if parts else f"a collective failed: {exc}"
-        return DistributedError(f"tensor-parallel engine failed: {what}; the engine is unusable "
-                                "(create a new one)")
+        return DistributedError(
+            f"tensor-parallel engine failed: {what}; the engine is unusable (create a new one)"
+        )
 
     def raise_if_dead(self, when: str = "") -> None:
         """Raise DistributedError if any worker has exited."""
@@ -239,7 +279,8 @@ class WorkerProcesses:
 
     def kill(self, force: bool = False) -> None:
         """Terminate (SIGTERM, then SIGKILL after 2 s; ``force``: SIGKILL at once) the workers
-        still running. Raises: never."""
+        still running. Raises: never.
+        """
         for p in self.processes:
             if p.is_alive():
                 p.kill() if force else p.terminate()
@@ -268,7 +309,8 @@ def owner_alive(pid: int) -> bool:
 def watch_parent(owner_pid: int, poll_s: float = 1.0) -> None:
     """In a worker or replica: exit (code 70) within ``poll_s`` once the process that owns
     it is gone, so nothing is orphaned when an owner is killed. The owner's pid is passed
-    explicitly: with ``forkserver`` the OS parent is the fork server, not the owner."""
+    explicitly: with ``forkserver`` the OS parent is the fork server, not the owner.
+    """
 
     def loop() -> None:
         while True:

@@ -155,7 +155,9 @@ class ExpertParallelExperts(nn.Module):
         self.gate_up_proj = _param(experts.gate_up_proj[lo:hi])  # [E_r, 2I, hidden]
         self.down_proj = _param(experts.down_proj[lo:hi])  # [E_r, hidden, I]
 
-    def forward(self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor
+    ) -> torch.Tensor:
         """``[T, hidden]`` the local experts' weighted contribution (zeros where none)."""
         k = topk_ids.shape[1]
         flat = topk_ids.reshape(-1)  # [T*k]
@@ -164,8 +166,13 @@ class ExpertParallelExperts(nn.Module):
         if pairs.numel() == 0 or self.num_experts == 0:
             return out
         tok = pairs // k  # [P] token of each pair
-        part = fused_moe(hidden[tok], self.gate_up_proj, self.down_proj,
-                         topk_weights.reshape(-1)[pairs, None], (flat[pairs] - self.lo)[:, None])
+        part = fused_moe(
+            hidden[tok],
+            self.gate_up_proj,
+            self.down_proj,
+            topk_weights.reshape(-1)[pairs, None],
+            (flat[pairs] - self.lo)[:, None],
+        )
         return out.index_add_(0, tok, part)  # [T, hidden]
 
 
@@ -191,21 +198,28 @@ def check_shardable(model: nn.Module, tp: int) -> None:
             has a layer kind tensor parallelism does not know (the message names it).
     """
     if not isinstance(model, DecoderForCausalLM):
-        raise ConfigError(f"tensor parallelism needs a DecoderForCausalLM, got {type(model).__name__}")
+        raise ConfigError(
+            f"tensor parallelism needs a DecoderForCausalLM, got {type(model).__name__}"
+        )
     cfg = model.config
     heads, kv = cfg.num_attention_heads, model.num_kv_heads
     if heads % tp:
-        raise ConfigError(f"tensor_parallel_size={tp} does not divide the model's "
-                          f"{heads} attention heads")
+        raise ConfigError(
+            f"tensor_parallel_size={tp} does not divide the model's {heads} attention heads"
+        )
     if kv >= tp and kv % tp:
         raise ConfigError(f"tensor_parallel_size={tp} does not divide the model's {kv} KV heads")
     if kv < tp and tp % kv:
-        raise ConfigError(f"tensor_parallel_size={tp} is not a multiple of the model's {kv} KV "
-                          "heads (needed to replicate them)")
+        raise ConfigError(
+            f"tensor_parallel_size={tp} is not a multiple of the model's {kv} KV "
+            "heads (needed to replicate them)"
+        )
     for i, layer in enumerate(model.model.layers):
         if type(layer.self_attn) is not DecoderAttention:
-            raise ConfigError(f"tensor parallelism does not support layer {i}'s attention "
-                              f"({type(layer.self_attn).__name__})")
+            raise ConfigError(
+                f"tensor parallelism does not support layer {i}'s attention "
+                f"({type(layer.self_attn).__name__})"
+            )
         mlp = layer.mlp
         dense = [mlp] if isinstance(mlp, GatedMLP) else []
         if isinstance(mlp, SparseMoeBlock):
@@ -213,16 +227,20 @@ def check_shardable(model: nn.Module, tp: int) -> None:
                 raise ConfigError(f"tensor parallelism needs float experts (layer {i})")
             dense = [mlp.shared_expert] if mlp.shared_expert is not None else []
         elif not dense:
-            raise ConfigError(f"tensor parallelism does not support layer {i}'s MLP "
-                              f"({type(mlp).__name__})")
+            raise ConfigError(
+                f"tensor parallelism does not support layer {i}'s MLP ({type(mlp).__name__})"
+            )
         for m in dense:
             width = m.gate_proj.weight.shape[0]
             if width % tp:
-                raise ConfigError(f"tensor_parallel_size={tp} does not divide layer {i}'s MLP "
-                                  f"width {width}")
+                raise ConfigError(
+                    f"tensor_parallel_size={tp} does not divide layer {i}'s MLP width {width}"
+                )
     for name, mod in model.named_modules():
         if name.endswith(("_proj", "lm_head")) and not isinstance(mod, (Linear, FusedExperts)):
-            raise ConfigError(f"tensor parallelism needs float weights; {name} is {type(mod).__name__}")
+            raise ConfigError(
+                f"tensor parallelism needs float weights; {name} is {type(mod).__name__}"
+            )
 
 
 def _shard_rows(lin: Linear, lo: int, hi: int) -> None:

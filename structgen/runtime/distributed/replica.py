@@ -33,11 +33,14 @@ def _portable(exc: BaseException) -> BaseException:
         return RequestError(f"{type(exc).__name__}: {exc}")
 
 
-def replica_main(index: int, owner_pid: int, model: str | None, kwargs: dict, inbox, outbox) -> None:
+def replica_main(
+    index: int, owner_pid: int, model: str | None, kwargs: dict, inbox, outbox
+) -> None:
     """Entry point of replica ``index``: build an Engine, then serve the inbox until
     ``("close",)``. Messages out: ``(kind, index, request_id, payload)`` with kind
     ``ready``, ``failed`` (could not start), ``done`` (a RequestOutput), ``error`` (the
-    request was refused: an exception), ``stats``, ``crashed`` (the engine died)."""
+    request was refused: an exception), ``stats``, ``crashed`` (the engine died).
+    """
     from structgen.runtime.engine import Engine
 
     watch_parent(owner_pid)
@@ -58,9 +61,12 @@ def replica_main(index: int, owner_pid: int, model: str | None, kwargs: dict, in
 
 def _portable_info(engine) -> dict:
     """What a front needs to tokenize, template and validate without loading weights."""
-    return {"tokenizer": engine.tokenizer, "eos_token_ids": sorted(engine.eos_token_ids),
-            "hf_config": engine.loaded.config,
-            "max_request_tokens": engine.max_request_tokens()}
+    return {
+        "tokenizer": engine.tokenizer,
+        "eos_token_ids": sorted(engine.eos_token_ids),
+        "hf_config": engine.loaded.config,
+        "max_request_tokens": engine.max_request_tokens(),
+    }
 
 
 def _send_output(outbox, index: int, out: RequestOutput) -> None:
@@ -71,7 +77,8 @@ def _send_output(outbox, index: int, out: RequestOutput) -> None:
 
 def _serve(engine, index: int, inbox, outbox) -> None:
     """Serve the inbox until ``("close",)``; snapshots follow ``AsyncEngine``'s (the
-    loop's publisher): cumulative text/ids plus ``delta_text``, never half a character."""
+    loop's publisher): cumulative text/ids plus ``delta_text``, never half a character.
+    """
     loop = EngineLoop(engine, inbox=inbox)
     send = functools.partial(_send_output, outbox, index)
 

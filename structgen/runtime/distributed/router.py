@@ -97,8 +97,11 @@ class ApproxRadixTree:
     def evict(self, tenant: int, max_items: int) -> None:
         """Drop ``tenant``'s least recently used leaves until it holds at most ``max_items``."""
         while self.size.get(tenant, 0) > max_items:
-            leaves = [n for n in self._nodes() if tenant in n.tenants
-                      and not any(tenant in c.tenants for c in n.children.values())]
+            leaves = [
+                n
+                for n in self._nodes()
+                if tenant in n.tenants and not any(tenant in c.tenants for c in n.children.values())
+            ]
             if not leaves:
                 return
             leaves.sort(key=lambda n: n.tenants[tenant])
@@ -134,8 +137,9 @@ def _common(edge: tuple, key: tuple, start: int) -> int:
 
 
 def routing_key(prompt) -> Sequence[Hashable]:
-    """The item sequence the router matches for a prompt: its text's characters, chat
-    messages rendered as ``role\\ncontent\\n`` text, or its token ids."""
+    r"""The item sequence the router matches for a prompt: its text's characters, chat
+    messages rendered as ``role\ncontent\n`` text, or its token ids.
+    """
     if isinstance(prompt, str):
         return prompt
     if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(m, dict) for m in prompt):
@@ -158,9 +162,14 @@ class CacheAwareRouter:
         num_routed / num_cache_routed: per replica, requests routed / routed by cache hit.
     """
 
-    def __init__(self, num_replicas: int, cache_threshold: float = 0.5,
-                 balance_abs_threshold: int = 32, balance_rel_threshold: float = 1.5,
-                 max_tree_items: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        num_replicas: int,
+        cache_threshold: float = 0.5,
+        balance_abs_threshold: int = 32,
+        balance_rel_threshold: float = 1.5,
+        max_tree_items: int = 1 << 20,
+    ) -> None:
         self.num_replicas = num_replicas
         self.cache_threshold = cache_threshold
         self.balance_abs_threshold = balance_abs_threshold
@@ -214,4 +223,3 @@ class CacheAwareRouter:
     def mark_dead(self, replica: int) -> None:
         """Route nothing more to ``replica``."""
         self.alive[replica] = False
-

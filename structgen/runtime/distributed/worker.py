@@ -39,31 +39,51 @@ from structgen.runtime.distributed.parallel_layers import (
     shard_model,
 )
 from structgen.runtime.forward_batch import ForwardBatch
-from structgen.runtime.models.attention import attention_backend as backend_scope
 from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.model_runner import BaseModelRunner
+from structgen.runtime.models.attention import attention_backend as backend_scope
 
-__all__ = ["TensorParallelRunner", "pack_step", "start_tensor_parallel", "tp_worker_main", "unpack_step"]
+__all__ = [
+    "TensorParallelRunner",
+    "pack_step",
+    "start_tensor_parallel",
+    "tp_worker_main",
+    "unpack_step",
+]
 
 OP_FORWARD, OP_SHUTDOWN = 1, 2
 _HEADER = 5
 
 
-def pack_step(token_chunks: list[list[int]], prefix_lens: list[int], page_tables: list[list[int]],
-              logits_token_indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+def pack_step(
+    token_chunks: list[list[int]],
+    prefix_lens: list[int],
+    page_tables: list[list[int]],
+    logits_token_indices: list[int],
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The step's header ``[5]`` and payload ``[T + 2B + B*P + R]`` int64 tensors."""
     b = len(token_chunks)
     width = max(1, max((len(p) for p in page_tables), default=1))
     flat = [t for c in token_chunks for t in c]
     table = [pg for p in page_tables for pg in (list(p) + [0] * (width - len(p)))]
-    header = torch.tensor([OP_FORWARD, b, len(flat), width, len(logits_token_indices)], dtype=torch.int64)
-    payload = torch.tensor(flat + [len(c) for c in token_chunks] + list(prefix_lens) + table
-                           + list(logits_token_indices), dtype=torch.int64)
+    header = torch.tensor(
+        [OP_FORWARD, b, len(flat), width, len(logits_token_indices)], dtype=torch.int64
+    )
+    payload = torch.tensor(
+        flat
+        + [len(c) for c in token_chunks]
+        + list(prefix_lens)
+        + table
+        + list(logits_token_indices),
+        dtype=torch.int64,
+    )
     return header, payload
 
 
 def unpack_step(header: torch.Tensor, payload: torch.Tensor):
-    """Inverse of :func:`pack_step`: ``(token_chunks, prefix_lens, page_tables, logits_token_indices)``."""
+    """Inverse of :func:`pack_step`:
+    ``(token_chunks, prefix_lens, page_tables, logits_token_indices)``.
+    """
     _, b, t, width, r = header.tolist()
     vals = payload.tolist()
     flat, ext = vals[:t], vals[t : t + b]
@@ -80,7 +100,9 @@ def unpack_step(header: torch.Tensor, payload: torch.Tensor):
 
 
 def _logits_indices(token_chunks, logits_rows, logits_token_indices) -> list[int]:
-    """Explicit flat rows needing logits (what ``ForwardBatch.build`` derives from ``logits_rows``)."""
+    """Explicit flat rows needing logits (what ``ForwardBatch.build`` derives from
+    ``logits_rows``).
+    """
     if logits_token_indices is not None:
         return [int(i) for i in logits_token_indices]
     ends, total = [], 0
@@ -106,8 +128,15 @@ class TensorParallelRunner(BaseModelRunner):
     :class:`DistributedError` at once.
     """
 
-    def __init__(self, model, pool: KVPool, device: torch.device, group: TPGroup,
-                 workers: WorkerProcesses, attention_backend: str = "auto") -> None:
+    def __init__(
+        self,
+        model,
+        pool: KVPool,
+        device: torch.device,
+        group: TPGroup,
+        workers: WorkerProcesses,
+        attention_backend: str = "auto",
+    ) -> None:
         self.model = model
         self.attention_backend = attention_backend
         self.pool = pool
@@ -123,8 +152,9 @@ class TensorParallelRunner(BaseModelRunner):
         """Ranks in the group."""
         return self.group.world_size
 
-    def forward(self, token_chunks, prefix_lens, page_tables, logits_rows=None,
-                logits_token_indices=None) -> torch.Tensor:
+    def forward(
+        self, token_chunks, prefix_lens, page_tables, logits_rows=None, logits_token_indices=None
+    ) -> torch.Tensor:
         """Broadcast the step to the workers, run rank 0's shard, return ``[R, vocab]`` logits.
 
         Raises:
@@ -138,8 +168,14 @@ class TensorParallelRunner(BaseModelRunner):
             header, payload = pack_step(token_chunks, prefix_lens, page_tables, rows)
             self.group.broadcast_ctl(header)
             self.group.broadcast_ctl(payload)
-            batch = ForwardBatch.build(token_chunks, prefix_lens, page_tables, self.pool.page_size,
-                                       device=self.device, logits_token_indices=rows)
+            batch = ForwardBatch.build(
+                token_chunks,
+                prefix_lens,
+                page_tables,
+                self.pool.page_size,
+                device=self.device,
+                logits_token_indices=rows,
+            )
             with torch.inference_mode(), backend_scope(self.attention_backend):
                 logits = self.model(batch, self.pool)
         except DistributedError as exc:
@@ -187,8 +223,9 @@ def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int, 
     check_devices(device, tp)
     store = open_store(tp, config.dist_timeout_s)
     args = (dataclasses.replace(config, speculative=None), num_pages, env)
-    workers = WorkerProcesses(tp_worker_main, tp, args, store,
-                              start_timeout_s=max(120.0, config.dist_timeout_s))
+    workers = WorkerProcesses(
+        tp_worker_main, tp, args, store, start_timeout_s=max(120.0, config.dist_timeout_s)
+    )
     try:
         group = TPGroup(store, 0, tp, config.dist_timeout_s, device)
     except Exception as exc:
@@ -206,8 +243,15 @@ def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int, 
 
 def _make_pool(model, num_pages: int, page_size: int, tp: int, rank: int, device) -> KVPool:
     _, kv_n = local_kv_heads(model.num_kv_heads, tp, rank)
-    return KVPool(model.config.num_hidden_layers, num_pages, page_size, kv_n, model.head_dim,
-                  model.dtype, device)
+    return KVPool(
+        model.config.num_hidden_layers,
+        num_pages,
+        page_size,
+        kv_n,
+        model.head_dim,
+        model.dtype,
+        device,
+    )
 
 
 def _rank_device(device: str, rank: int) -> torch.device:
@@ -217,16 +261,23 @@ def _rank_device(device: str, rank: int) -> torch.device:
     return torch.device("cuda", (dev.index or 0) + rank)
 
 
-def tp_worker_main(rank: int, world_size: int, port: int, owner_pid: int, config, num_pages: int,
-                   env: Settings) -> None:
+def tp_worker_main(
+    rank: int, world_size: int, port: int, owner_pid: int, config, num_pages: int, env: Settings
+) -> None:
     """Entry point of worker rank ``rank``: load, shard, then replay rank 0's steps until told
     to stop. On any error it writes the traceback to the store (``error/{rank}``) and
-    exits with code 1, which rank 0 reports."""
+    exits with code 1, which rank 0 reports.
+    """
     import torch.distributed as dist
 
     watch_parent(owner_pid)
-    store = dist.TCPStore("127.0.0.1", port, world_size, False,
-                          timeout=datetime.timedelta(seconds=config.dist_timeout_s))
+    store = dist.TCPStore(
+        "127.0.0.1",
+        port,
+        world_size,
+        False,
+        timeout=datetime.timedelta(seconds=config.dist_timeout_s),
+    )
     try:
         from structgen.runtime.cpu.settings import apply_kernel_settings
         from structgen.runtime.loader import load_model
@@ -251,8 +302,9 @@ def tp_worker_main(rank: int, world_size: int, port: int, owner_pid: int, config
     os._exit(0)
 
 
-def _worker_loop(model, pool: KVPool, group: TPGroup, device: torch.device,
-                 attention_backend: str) -> None:
+def _worker_loop(
+    model, pool: KVPool, group: TPGroup, device: torch.device, attention_backend: str
+) -> None:
     header = torch.zeros(_HEADER, dtype=torch.int64)
     while True:
         group.broadcast_ctl(header, idle=True)
@@ -264,7 +316,8 @@ def _worker_loop(model, pool: KVPool, group: TPGroup, device: torch.device,
         payload = torch.empty(t + 2 * b + b * width + r, dtype=torch.int64)
         group.broadcast_ctl(payload)
         chunks, prefix, tables, rows = unpack_step(header, payload)
-        batch = ForwardBatch.build(chunks, prefix, tables, pool.page_size, device=device,
-                                   logits_token_indices=rows)
+        batch = ForwardBatch.build(
+            chunks, prefix, tables, pool.page_size, device=device, logits_token_indices=rows
+        )
         with torch.inference_mode(), backend_scope(attention_backend):
             model(batch, pool)

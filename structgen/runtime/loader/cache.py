@@ -17,7 +17,9 @@ def cache_root() -> Path:
 
 
 def file_cache_key(path: str | os.PathLike) -> str:
-    """Key that changes when the file does: ``<stem>-<size>-<mtime_ns>-<hash of the absolute path>``."""
+    """Key that changes when the file does:
+    ``<stem>-<size>-<mtime_ns>-<hash of the absolute path>``.
+    """
     p = Path(path).resolve()
     st = p.stat()
     digest = hashlib.sha1(str(p).encode()).hexdigest()[:10]

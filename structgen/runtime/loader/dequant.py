@@ -28,7 +28,8 @@ def _q8_0(blocks: torch.Tensor) -> torch.Tensor:
 
 
 def _q4_1(blocks: torch.Tensor) -> torch.Tensor:
-    # block: d (f16) | m (f16) | qs[16]; weight j < 16 is qs[j] & 15, weight j + 16 is qs[j] >> 4; x = d*q + m
+    # block: d (f16) | m (f16) | qs[16]; weight j < 16 is qs[j] & 15, weight j + 16 is qs[j] >> 4;
+    # x = d*q + m
     d, m = _f16(blocks, 0), _f16(blocks, 2)
     qs = blocks[:, 4:20]
     q = torch.cat((qs & 0x0F, qs >> 4), dim=1).float()
@@ -46,23 +47,31 @@ def _q4_0(blocks: torch.Tensor) -> torch.Tensor:
 _FAST = {"Q8_0": (_q8_0, 34), "Q4_1": (_q4_1, 20), "Q4_0": (_q4_0, 18)}
 
 
-def dequantize(raw: np.ndarray, type_name: str, type_id: int, shape: tuple[int, ...]) -> torch.Tensor:
+def dequantize(
+    raw: np.ndarray, type_name: str, type_id: int, shape: tuple[int, ...]
+) -> torch.Tensor:
     """Float32 tensor of ``shape`` (numpy order) from the tensor's raw bytes ``raw`` (uint8).
 
-    ``raw`` may be a read-only view of a memory map: it is only read, and the result never aliases it.
+    ``raw`` may be a read-only view of a memory map: it is only read, and the result never aliases
+    it.
     """
-    with warnings.catch_warnings():  # torch warns about wrapping read-only arrays; we never write them
+    with warnings.catch_warnings():
+        # torch warns about wrapping read-only arrays; we never write them
         warnings.filterwarnings("ignore", message=".*not writable.*")
         return _dequantize(raw, type_name, type_id, shape)
 
 
-def _dequantize(raw: np.ndarray, type_name: str, type_id: int, shape: tuple[int, ...]) -> torch.Tensor:
+def _dequantize(
+    raw: np.ndarray, type_name: str, type_id: int, shape: tuple[int, ...]
+) -> torch.Tensor:
     if type_name == "F32":
         return torch.from_numpy(raw.view(np.float32).copy()).reshape(shape)
     if type_name == "F16":
         return torch.from_numpy(raw.view(np.float16)).float().reshape(shape)
     if type_name == "BF16":
-        return torch.from_numpy(raw.view(np.int16).copy()).view(torch.bfloat16).float().reshape(shape)
+        return (
+            torch.from_numpy(raw.view(np.int16).copy()).view(torch.bfloat16).float().reshape(shape)
+        )
     if type_name in _FAST:
         fn, bbytes = _FAST[type_name]
         blocks = torch.from_numpy(raw).view(-1, bbytes)  # [nb, block bytes], zero-copy

@@ -35,8 +35,13 @@ import torch
 
 from structgen.errors import ModelLoadError
 
-__all__ = ["DEEPSEEK2_LAYER_NAMES", "DEEPSEEK2_FLOAT_ONLY", "deepseek2_config", "check_deepseek2_tensors",
-           "deepseek2_state"]
+__all__ = [
+    "DEEPSEEK2_LAYER_NAMES",
+    "DEEPSEEK2_FLOAT_ONLY",
+    "deepseek2_config",
+    "check_deepseek2_tensors",
+    "deepseek2_state",
+]
 
 # GGUF tensor (within blk.N) -> transformers module path; extends gguf_loader's common names
 DEEPSEEK2_LAYER_NAMES = {
@@ -46,17 +51,23 @@ DEEPSEEK2_LAYER_NAMES = {
     "attn_kv_a_mqa": "self_attn.kv_a_proj_with_mqa",
     "attn_kv_a_norm": "self_attn.kv_a_layernorm",
     "attn_kv_b": "self_attn.kv_b_proj",
-    "attn_k_b": "self_attn.k_b_proj",  # split kv_b (llama.cpp's converter names): merged by deepseek2_state
+    # split kv_b (llama.cpp's converter names): merged by deepseek2_state
+    "attn_k_b": "self_attn.k_b_proj",
     "attn_v_b": "self_attn.v_b_proj",
-    "exp_probs_b": "mlp.gate.e_score_correction",  # ".bias" -> e_score_correction_bias in deepseek2_state
+    # ".bias" -> e_score_correction_bias in deepseek2_state
+    "exp_probs_b": "mlp.gate.e_score_correction",
     "ffn_gate_shexp": "mlp.shared_experts.gate_proj",
     "ffn_up_shexp": "mlp.shared_experts.up_proj",
     "ffn_down_shexp": "mlp.shared_experts.down_proj",
 }
 # weights our model keeps in float: the latent up-projection is folded into q and o (never a
 # linear), and the router runs in float32 (see mla.LatentUpProjection, moe.GroupedTopkRouter)
-DEEPSEEK2_FLOAT_ONLY = (".self_attn.kv_b_proj.weight", ".self_attn.k_b_proj.weight", ".self_attn.v_b_proj.weight",
-                        ".mlp.gate.weight")
+DEEPSEEK2_FLOAT_ONLY = (
+    ".self_attn.kv_b_proj.weight",
+    ".self_attn.k_b_proj.weight",
+    ".self_attn.v_b_proj.weight",
+    ".mlp.gate.weight",
+)
 _SIGMOID = 2  # llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID (1 is softmax)
 
 
@@ -79,7 +90,8 @@ def deepseek2_config(g, get, common: dict):
     gating = int(get("expert_gating_func", 1))
     if gating != _SIGMOID:
         raise ModelLoadError(
-            f"{g.path}: deepseek2 expert_gating_func={gating} (softmax routing, DeepSeek-V2/V2.5) is not supported; "
+            f"{g.path}: deepseek2 expert_gating_func={gating} (softmax routing, DeepSeek-V2/V2.5) "
+            f"is not supported; "
             f"only sigmoid routing (DeepSeek-V3/R1, expert_gating_func={_SIGMOID}) is"
         )
     rope = int(get("rope.dimension_count"))
@@ -93,7 +105,8 @@ def deepseek2_config(g, get, common: dict):
     heads = common["num_attention_heads"]
     return transformers.DeepseekV3Config(
         **common,
-        num_key_value_heads=heads,  # MLA: the file's head_count_kv (1) describes llama.cpp's latent cache
+        # MLA: the file's head_count_kv (1) describes llama.cpp's latent cache
+        num_key_value_heads=heads,
         intermediate_size=int(get("feed_forward_length")),
         q_lora_rank=int(q_lora) if q_lora else None,
         kv_lora_rank=int(get("attention.kv_lora_rank")),
@@ -118,7 +131,7 @@ def deepseek2_config(g, get, common: dict):
 
 
 def _rope_parameters(path: str, get) -> dict:
-    """transformers ``rope_parameters`` (default or YaRN) from ``deepseek2.rope.*``.
+    """Transformers ``rope_parameters`` (default or YaRN) from ``deepseek2.rope.*``.
 
     llama.cpp keeps only ``mscale_all_dim`` (as ``yarn_log_multiplier / 0.1``) and scales the
     rotary cos/sin by 1; transformers' YaRN scales them by ``mscale(factor, mscale) /
@@ -133,7 +146,10 @@ def _rope_parameters(path: str, get) -> dict:
         raise ModelLoadError(f"{path}: unsupported RoPE scaling {kind!r} for deepseek2 (only yarn)")
     m = float(get("rope.scaling.yarn_log_multiplier", 0.0)) / 0.1
     params.update(
-        rope_type="yarn", factor=float(get("rope.scaling.factor")), mscale=m, mscale_all_dim=m,
+        rope_type="yarn",
+        factor=float(get("rope.scaling.factor")),
+        mscale=m,
+        mscale_all_dim=m,
         original_max_position_embeddings=int(get("rope.scaling.original_context_length")),
         beta_fast=float(get("rope.scaling.yarn_beta_fast", 32.0)),
         beta_slow=float(get("rope.scaling.yarn_beta_slow", 1.0)),
@@ -159,13 +175,22 @@ def check_deepseek2_tensors(g, config) -> None:
             parts += ["ffn_gate", "ffn_up", "ffn_down"]
         else:
             parts += ["ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"]
-            parts += ["ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"] if config.n_shared_experts else []
+            parts += (
+                ["ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"]
+                if config.n_shared_experts
+                else []
+            )
         missing += [f"{b}{p}.weight" for p in parts if f"{b}{p}.weight" not in have]
-        if f"{b}attn_kv_b.weight" not in have and not {f"{b}attn_k_b.weight", f"{b}attn_v_b.weight"} <= set(have):
+        if f"{b}attn_kv_b.weight" not in have and not {
+            f"{b}attn_k_b.weight",
+            f"{b}attn_v_b.weight",
+        } <= set(have):
             missing.append(f"{b}attn_kv_b.weight (or {b}attn_k_b.weight and {b}attn_v_b.weight)")
     if missing:
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        raise ModelLoadError(f"{g.path}: deepseek2 GGUF lacks required tensor(s) {', '.join(missing[:5])}{more}")
+        raise ModelLoadError(
+            f"{g.path}: deepseek2 GGUF lacks required tensor(s) {', '.join(missing[:5])}{more}"
+        )
 
 
 def deepseek2_state(state: dict[str, torch.Tensor], config) -> dict[str, torch.Tensor]:
@@ -179,19 +204,33 @@ def deepseek2_state(state: dict[str, torch.Tensor], config) -> dict[str, torch.T
     Raises:
         ModelLoadError: a split ``attn_k_b``/``attn_v_b`` of the wrong shape.
     """
-    out = {k: v for k, v in state.items() if not k.endswith((".self_attn.k_b_proj.weight", ".self_attn.v_b_proj.weight",
-                                                               ".e_score_correction.bias"))}
+    out = {
+        k: v
+        for k, v in state.items()
+        if not k.endswith(
+            (".self_attn.k_b_proj.weight", ".self_attn.v_b_proj.weight", ".e_score_correction.bias")
+        )
+    }
     h, r = config.num_attention_heads, config.kv_lora_rank
     for i in range(config.num_hidden_layers):
         attn, gate = f"model.layers.{i}.self_attn.", f"model.layers.{i}.mlp.gate."
         if attn + "kv_b_proj.weight" not in out:
             k_b, v_b = state[attn + "k_b_proj.weight"], state[attn + "v_b_proj.weight"]
-            shapes = (("k_b", k_b, (h, r, config.qk_nope_head_dim)), ("v_b", v_b, (h, config.v_head_dim, r)))
+            shapes = (
+                ("k_b", k_b, (h, r, config.qk_nope_head_dim)),
+                ("v_b", v_b, (h, config.v_head_dim, r)),
+            )
             for name, t, want in shapes:
                 if tuple(t.shape) != want:
-                    raise ModelLoadError(f"blk.{i}.attn_{name}.weight has shape {tuple(t.shape)}, expected {want}")
-            out[attn + "kv_b_proj.weight"] = torch.cat((k_b.transpose(1, 2), v_b), dim=1).reshape(-1, r).contiguous()
+                    raise ModelLoadError(
+                        f"blk.{i}.attn_{name}.weight has shape {tuple(t.shape)}, expected {want}"
+                    )
+            out[attn + "kv_b_proj.weight"] = (
+                torch.cat((k_b.transpose(1, 2), v_b), dim=1).reshape(-1, r).contiguous()
+            )
         if i >= config.first_k_dense_replace:
             bias = state.get(gate + "e_score_correction.bias")
-            out[gate + "e_score_correction_bias"] = bias if bias is not None else torch.zeros(config.n_routed_experts)
+            out[gate + "e_score_correction_bias"] = (
+                bias if bias is not None else torch.zeros(config.n_routed_experts)
+            )
     return out

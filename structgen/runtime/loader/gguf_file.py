@@ -1,8 +1,8 @@
 """A fast, minimal GGUF reader: metadata, tensor index, memory-mapped tensor bytes.
 
-``gguf.GGUFReader`` builds a numpy view per array element and takes ~4 s on the
-default model's 49k-token vocabulary; this reader walks the same header with
-``struct`` in ~0.1 s. The format follows ggml's ``docs/gguf.md`` (versions 2 and 3).
+``gguf.GGUFReader`` builds a numpy view per array element (slow on a large vocabulary);
+this reader walks the same header with ``struct``. The format follows ggml's ``docs/gguf.md``
+(versions 2 and 3).
 """
 
 from __future__ import annotations
@@ -18,9 +18,32 @@ from structgen.errors import ModelLoadError
 __all__ = ["GGUFFile", "GGUFTensorInfo", "GGML_TYPES"]
 
 # value type id -> struct format (scalars)
-_SCALAR = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-_NP = {0: np.uint8, 1: np.int8, 2: np.uint16, 3: np.int16, 4: np.uint32, 5: np.int32, 6: np.float32,
-       7: np.bool_, 10: np.uint64, 11: np.int64, 12: np.float64}
+_SCALAR = {
+    0: "B",
+    1: "b",
+    2: "H",
+    3: "h",
+    4: "I",
+    5: "i",
+    6: "f",
+    7: "?",
+    10: "Q",
+    11: "q",
+    12: "d",
+}
+_NP = {
+    0: np.uint8,
+    1: np.int8,
+    2: np.uint16,
+    3: np.int16,
+    4: np.uint32,
+    5: np.int32,
+    6: np.float32,
+    7: np.bool_,
+    10: np.uint64,
+    11: np.int64,
+    12: np.float64,
+}
 _STRING, _ARRAY = 8, 9
 
 # ggml tensor type id -> (name, elements per block, bytes per block)
@@ -74,7 +97,9 @@ class GGUFFile:
         ModelLoadError: not a GGUF file, unsupported version or value type.
     """
 
-    def __init__(self, path: str, skip_arrays_over: int | None = None, keep_arrays: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, path: str, skip_arrays_over: int | None = None, keep_arrays: tuple[str, ...] = ()
+    ) -> None:
         self.path = path
         with open(path, "rb") as f:
             self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -111,7 +136,9 @@ class GGUFFile:
                 raise ModelLoadError(f"{path}: tensor {name} has unsupported ggml type {ttype}")
             tname, block, bbytes = GGML_TYPES[ttype]
             n = int(np.prod(shape)) if shape else 1
-            self.tensors[name] = GGUFTensorInfo(name, shape, ttype, tname, data_start + off, n // block * bbytes)
+            self.tensors[name] = GGUFTensorInfo(
+                name, shape, ttype, tname, data_start + off, n // block * bbytes
+            )
 
     @staticmethod
     def _str(buf, pos: int) -> tuple[str, int]:

@@ -35,8 +35,14 @@ __all__ = ["GGUF_ARCHITECTURES", "gguf_config", "gguf_state_dict", "unpermute_qk
 
 # GGUF general.architecture -> registry name of our model class
 # (llama.cpp converts Mixtral as "llama" with {arch}.expert_count > 0: see gguf_config)
-GGUF_ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2moe",
-                      "qwen3moe": "qwen3moe", "deepseek2": "deepseek_v3"}
+GGUF_ARCHITECTURES = {
+    "llama": "llama",
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "qwen2moe": "qwen2moe",
+    "qwen3moe": "qwen3moe",
+    "deepseek2": "deepseek_v3",
+}
 # architectures whose q/k rows llama.cpp's converter permutes (Qwen's are stored as in HF)
 _PERMUTED_QK = {"llama"}
 
@@ -68,7 +74,8 @@ _GLOBAL_NAMES = {
     "output_norm.weight": "model.norm.weight",
     "output.weight": "lm_head.weight",
 }
-# per-architecture tensor names where they differ from the common ones (DeepSeek: MLA, "shared_experts")
+# per-architecture tensor names where they differ from the common ones (DeepSeek: MLA,
+# "shared_experts")
 _ARCH_LAYER_NAMES = {"deepseek2": {**_LAYER_NAMES, **DEEPSEEK2_LAYER_NAMES}}
 # weights kept in float under quantization="gguf" (modules that are not linear layers)
 _FLOAT_ONLY = {"deepseek2": DEEPSEEK2_FLOAT_ONLY}
@@ -77,7 +84,9 @@ _IGNORED = {"rope_freqs.weight"}
 
 
 def hf_name(gguf_name: str, arch: str | None = None) -> str | None:
-    """transformers parameter name of a GGUF tensor of architecture ``arch``; None for tensors we do not load."""
+    """Transformers parameter name of a GGUF tensor of architecture ``arch``; None for tensors we do
+    not load.
+    """
     if gguf_name in _GLOBAL_NAMES:
         return _GLOBAL_NAMES[gguf_name]
     names = _ARCH_LAYER_NAMES.get(arch, _LAYER_NAMES)
@@ -88,12 +97,18 @@ def hf_name(gguf_name: str, arch: str | None = None) -> str | None:
 
 
 def unpermute_qk(w: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """Undo llama.cpp's rotary row permutation of a q/k projection (weight ``[n_heads*d, in]`` or bias).
+    """Undo llama.cpp's rotary row permutation of a q/k projection (weight ``[n_heads*d, in]`` or
+    bias).
 
     llama.cpp stores ``w.reshape(n, 2, d/2, ...).swapaxes(1, 2)``; this is its inverse.
     """
     shape = w.shape
-    return w.reshape(n_heads, shape[0] // n_heads // 2, 2, *shape[1:]).transpose(1, 2).reshape(shape).contiguous()
+    return (
+        w.reshape(n_heads, shape[0] // n_heads // 2, 2, *shape[1:])
+        .transpose(1, 2)
+        .reshape(shape)
+        .contiguous()
+    )
 
 
 def _arch(meta: dict, path: str) -> str:
@@ -107,7 +122,8 @@ def _arch(meta: dict, path: str) -> str:
 
 
 def gguf_config(g: GGUFFile):
-    """A transformers config (Llama, Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V3) from the file's metadata.
+    """A transformers config (Llama, Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V3) from
+    the file's metadata.
 
     Raises:
         ModelLoadError: unknown architecture or missing hyperparameters.
@@ -127,7 +143,11 @@ def gguf_config(g: GGUFFile):
     n_heads, hidden = common["num_attention_heads"], common["hidden_size"]
     n_kv = get("attention.head_count_kv", n_heads)
     n_kv = int(n_kv[0] if isinstance(n_kv, list) else n_kv)
-    head_dim = int(meta.get(f"{arch}.attention.key_length") or meta.get(f"{arch}.rope.dimension_count") or hidden // n_heads)
+    head_dim = int(
+        meta.get(f"{arch}.attention.key_length")
+        or meta.get(f"{arch}.rope.dimension_count")
+        or hidden // n_heads
+    )
     ff = meta.get(f"{arch}.feed_forward_length") or meta.get(f"{arch}.expert_feed_forward_length")
     if ff is None:
         raise ModelLoadError(f"{g.path}: GGUF metadata lacks {arch}.feed_forward_length")
@@ -135,7 +155,9 @@ def gguf_config(g: GGUFFile):
     if rope_type not in (None, "none"):
         raise ModelLoadError(f"{g.path}: unsupported RoPE scaling {rope_type!r} in GGUF metadata")
     if "rope_freqs.weight" in g.tensors:
-        raise ModelLoadError(f"{g.path}: GGUF rope_freqs (llama3-style RoPE scaling) is not supported yet")
+        raise ModelLoadError(
+            f"{g.path}: GGUF rope_freqs (llama3-style RoPE scaling) is not supported yet"
+        )
     cls, name, extra = _family(arch, meta, set(g.tensors), common["num_hidden_layers"])
     return cls(
         **common,
@@ -149,12 +171,17 @@ def gguf_config(g: GGUFFile):
 
 
 def _common_config(g: GGUFFile, get) -> dict:
-    """Config fields every architecture's metadata gives the same way (``get`` reads ``{arch}.{key}``)."""
+    """Config fields every architecture's metadata gives the same way (``get`` reads
+    ``{arch}.{key}``).
+    """
     meta = g.metadata
     tokens = meta.get("tokenizer.ggml.tokens")
     return dict(
-        vocab_size=int(get("vocab_size", 0) or (len(tokens) if tokens else 0)
-                       or g.tensors["token_embd.weight"].shape[0]),
+        vocab_size=int(
+            get("vocab_size", 0)
+            or (len(tokens) if tokens else 0)
+            or g.tensors["token_embd.weight"].shape[0]
+        ),
         hidden_size=int(get("embedding_length")),
         num_hidden_layers=int(get("block_count")),
         num_attention_heads=int(get("attention.head_count")),
@@ -183,7 +210,11 @@ def _family(arch: str, meta: dict, names: set[str], num_layers: int):
     has_bias = "blk.0.attn_q.bias" in names
     if arch in ("llama", "qwen3") and not experts:
         cls = transformers.LlamaConfig if arch == "llama" else transformers.Qwen3Config
-        return cls, ("LlamaForCausalLM" if arch == "llama" else "Qwen3ForCausalLM"), {"attention_bias": has_bias}
+        return (
+            cls,
+            ("LlamaForCausalLM" if arch == "llama" else "Qwen3ForCausalLM"),
+            {"attention_bias": has_bias},
+        )
     if arch == "qwen2":
         return transformers.Qwen2Config, "Qwen2ForCausalLM", {}
     extra = {"num_experts_per_tok": int(meta.get(f"{arch}.expert_used_count") or 0)}
@@ -192,11 +223,19 @@ def _family(arch: str, meta: dict, names: set[str], num_layers: int):
         extra.update(num_local_experts=experts, sliding_window=None)
         return transformers.MixtralConfig, "MixtralForCausalLM", extra
     dense = [i for i in range(num_layers) if f"blk.{i}.ffn_gate_exps.weight" not in names]
-    extra.update(num_experts=experts, moe_intermediate_size=int(meta[f"{arch}.expert_feed_forward_length"]),
-                 decoder_sparse_step=1, mlp_only_layers=dense)
+    extra.update(
+        num_experts=experts,
+        moe_intermediate_size=int(meta[f"{arch}.expert_feed_forward_length"]),
+        decoder_sparse_step=1,
+        mlp_only_layers=dense,
+    )
     if arch == "qwen2moe":
-        extra.update(norm_topk_prob=bool(norm) if norm is not None else False,
-                     shared_expert_intermediate_size=int(meta.get(f"{arch}.expert_shared_feed_forward_length") or 0))
+        extra.update(
+            norm_topk_prob=bool(norm) if norm is not None else False,
+            shared_expert_intermediate_size=int(
+                meta.get(f"{arch}.expert_shared_feed_forward_length") or 0
+            ),
+        )
         return transformers.Qwen2MoeConfig, "Qwen2MoeForCausalLM", extra
     extra.update(norm_topk_prob=bool(norm) if norm is not None else True, attention_bias=has_bias)
     return transformers.Qwen3MoeConfig, "Qwen3MoeForCausalLM", extra
@@ -212,7 +251,9 @@ def _qk_rows(target: str, config, permuted: bool) -> torch.Tensor | None:
         heads = config.num_key_value_heads
     else:
         return None
-    rows = heads * (getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+    rows = heads * (
+        getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    )
     return unpermute_qk(torch.arange(rows), heads)
 
 
@@ -222,7 +263,9 @@ def gguf_state_dict(
     """The file's weights in HF names and layout.
 
     Args:
-        g: the open file; config: its config (:func:`gguf_config`); dtype: float dtype.
+        g: the open file.
+        config: its config (:func:`gguf_config`).
+        dtype: float dtype.
         native: keep Q8_0 / Q4_0 / Q4_1 matrices quantized (repacked losslessly into
             :mod:`structgen.runtime.quantization` modules) instead of dequantizing them.
 
@@ -242,18 +285,26 @@ def gguf_state_dict(
     permuted, float_only = arch in _PERMUTED_QK, _FLOAT_ONLY.get(arch, ())
     out: dict[str, torch.Tensor] = {}
     modules: dict[str, torch.nn.Module] = {}
-    experts: dict[str, dict[str, str]] = {}  # "model.layers.N.mlp.experts" -> {"gate_proj": gguf name, ...}
+    experts: dict[
+        str, dict[str, str]
+    ] = {}  # "model.layers.N.mlp.experts" -> {"gate_proj": gguf name, ...}
     for name, info in g.tensors.items():
         target = hf_name(name, arch)
         if target is None:
             if name in _IGNORED:
                 continue
             raise ModelLoadError(f"{g.path}: unexpected tensor {name!r}")
-        if native and ".mlp.experts." in target:  # stacked experts: kept quantized below if possible
+        if native and ".mlp.experts." in target:
+            # stacked experts: kept quantized below if possible
             experts.setdefault(target.rsplit(".", 2)[0], {})[target.split(".")[-2]] = name
             continue
         rows = _qk_rows(target, config, permuted)
-        if native and target.endswith(".weight") and "norm" not in target and not target.endswith(float_only):
+        if (
+            native
+            and target.endswith(".weight")
+            and "norm" not in target
+            and not target.endswith(float_only)
+        ):
             is_emb = target == "model.embed_tokens.weight"
             mod = native_module(g.raw(name), info.type_name, info.shape, rows, is_emb, dtype)
             if mod is not None:
@@ -269,14 +320,22 @@ def gguf_state_dict(
     return (deepseek2_state(out, config) if arch == "deepseek2" else out), modules
 
 
-def _native_experts(g: GGUFFile, path: str, names: dict[str, str], dtype, out: dict, modules: dict) -> None:
-    """One layer's stacked experts as a quantized module in ``modules[path]``, or dequantized into ``out``."""
+def _native_experts(
+    g: GGUFFile, path: str, names: dict[str, str], dtype, out: dict, modules: dict
+) -> None:
+    """One layer's stacked experts as a quantized module in ``modules[path]``, or dequantized into
+    ``out``.
+    """
     from structgen.runtime.quantization.gguf_native import native_experts
 
     infos = {k: g.tensors[v] for k, v in names.items()}
     if set(infos) == {"gate_proj", "up_proj", "down_proj"}:
-        mod = native_experts(*((g.raw(names[k]), infos[k].type_name, infos[k].shape)
-                               for k in ("gate_proj", "up_proj", "down_proj")))
+        mod = native_experts(
+            *(
+                (g.raw(names[k]), infos[k].type_name, infos[k].shape)
+                for k in ("gate_proj", "up_proj", "down_proj")
+            )
+        )
         if mod is not None:
             modules[path] = mod
             return
@@ -308,7 +367,9 @@ def _fuse_experts(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def install_modules(model, modules: dict[str, torch.nn.Module], state: dict[str, torch.Tensor], device) -> set[str]:
+def install_modules(
+    model, modules: dict[str, torch.nn.Module], state: dict[str, torch.Tensor], device
+) -> set[str]:
     """Put quantized modules in place (moving a linear's bias from ``state`` into it).
 
     Returns:
@@ -328,7 +389,8 @@ def load_gguf(path: str, dtype: torch.dtype, device, quantization: str | None = 
     """Load a ``.gguf`` file into a LoadedModel (see :func:`structgen.runtime.loader.load_model`).
 
     ``quantization="gguf"`` keeps Q8_0/Q4_0/Q4_1 matrices quantized; ``"int8"``/``"int4"``
-    dequantize, then requantize every linear (:func:`structgen.runtime.quantization.quantize_model`).
+    dequantize, then requantize every linear
+    (:func:`structgen.runtime.quantization.quantize_model`).
     """
     from structgen.runtime.loader import LoadedModel
     from structgen.runtime.models import get_model_class
@@ -347,7 +409,9 @@ def load_gguf(path: str, dtype: torch.dtype, device, quantization: str | None = 
         state, modules = gguf_state_dict(g, config, dtype, native=quantization == "gguf")
     finally:
         g.close()
-    model = get_model_class(config.architectures[0])(config, dtype=dtype, device=device)  # Mixtral: "llama" + experts
+    model = get_model_class(config.architectures[0])(
+        config, dtype=dtype, device=device
+    )  # Mixtral: "llama" + experts
     owned = install_modules(model, modules, state, device)
     assign_weights(model, state, device, path, owned)
     if quantization not in (None, "gguf"):
@@ -377,7 +441,9 @@ def eos_token_ids(config, tokenizer) -> list[int]:
     return eos
 
 
-def assign_weights(model, state: dict[str, torch.Tensor], device, where: str, owned: set[str] = frozenset()) -> None:
+def assign_weights(
+    model, state: dict[str, torch.Tensor], device, where: str, owned: set[str] = frozenset()
+) -> None:
     """Move ``state`` onto ``device`` and into ``model`` without copying, checking names and shapes.
 
     Raises:
@@ -393,4 +459,6 @@ def assign_weights(model, state: dict[str, torch.Tensor], device, where: str, ow
         raise ModelLoadError(f"{where}: weights do not fit the model: {e}") from e
     missing = [k for k in missing if k not in owned]
     if missing or unexpected:
-        raise ModelLoadError(f"{where}: missing weights {missing[:5]}, unexpected weights {unexpected[:5]}")
+        raise ModelLoadError(
+            f"{where}: missing weights {missing[:5]}, unexpected weights {unexpected[:5]}"
+        )

@@ -15,7 +15,8 @@ __all__ = ["load_hf_folder", "safetensors_files"]
 
 
 def safetensors_files(folder: Path) -> list[Path]:
-    """The folder's weight files: the shards named by ``model.safetensors.index.json``, else ``*.safetensors``.
+    """The folder's weight files: the shards named by ``model.safetensors.index.json``, else
+    ``*.safetensors``.
 
     Raises:
         ModelNotFoundError: no safetensors file.
@@ -35,7 +36,8 @@ def safetensors_files(folder: Path) -> list[Path]:
 
 
 def load_hf_folder(folder: Path, dtype: torch.dtype, device, quantization: str | None = None):
-    """Load a Hugging Face folder into a LoadedModel (see :func:`structgen.runtime.loader.load_model`).
+    """Load a Hugging Face folder into a LoadedModel (see
+    :func:`structgen.runtime.loader.load_model`).
 
     ``quantization`` (``"int8"``, ``"int4"``, ``"int4-g32"``, ...) quantizes the linears on load.
     """
@@ -70,7 +72,10 @@ def load_hf_folder(folder: Path, dtype: torch.dtype, device, quantization: str |
         from structgen.runtime.quantization import quantize_model
 
         quantize_model(model, quantization)
-    max_len = int(getattr(config, "max_position_embeddings", 0) or getattr(tokenizer, "model_max_length", 2048))
+    max_len = int(
+        getattr(config, "max_position_embeddings", 0)
+        or getattr(tokenizer, "model_max_length", 2048)
+    )
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,

@@ -10,13 +10,19 @@ from pathlib import Path
 
 from structgen.errors import ModelLoadError
 
-__all__ = ["tokenizer_from_gguf_metadata", "load_cached_tokenizer", "save_tokenizer_cache", "load_hf_tokenizer",
-           "load_tokenizer"]
+__all__ = [
+    "tokenizer_from_gguf_metadata",
+    "load_cached_tokenizer",
+    "save_tokenizer_cache",
+    "load_hf_tokenizer",
+    "load_tokenizer",
+]
 
 log = logging.getLogger(__name__)
 
-# llama.cpp `tokenizer.ggml.pre` values whose pre-tokenizer is "digits one by one, then GPT-2 byte level"
-# (the StarCoder / SmolLM tokenizer.json: Sequence[Digits(individual_digits=True), ByteLevel]).
+# llama.cpp `tokenizer.ggml.pre` values whose pre-tokenizer is "digits one by one, then GPT-2 byte
+# level" (the StarCoder / SmolLM tokenizer.json: Sequence[Digits(individual_digits=True),
+# ByteLevel]).
 _DIGITS_THEN_GPT2 = {"smollm", "starcoder", "refact"}
 _GPT2 = {"gpt-2", "gpt2", "default"}
 
@@ -24,7 +30,9 @@ _CONTROL, _USER_DEFINED = 3, 4
 
 
 def _fast_byte_level(meta: dict):
-    """Build a byte-level BPE `tokenizers.Tokenizer` directly, or None if this pre-tokenizer is unknown."""
+    """Build a byte-level BPE `tokenizers.Tokenizer` directly, or None if this pre-tokenizer is
+    unknown.
+    """
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
 
     pre = meta.get("tokenizer.ggml.pre") or "default"
@@ -36,15 +44,27 @@ def _fast_byte_level(meta: dict):
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
     if pre in _DIGITS_THEN_GPT2:
-        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Digits(individual_digits=True), byte_level]
+        )
     else:
         tok.pre_tokenizer = byte_level
     tok.decoder = decoders.ByteLevel()
     types = meta.get("tokenizer.ggml.token_type") or []
     tok.add_special_tokens(
-        [AddedToken(t, normalized=False, special=True) for t, k in zip(tokens, types) if k == _CONTROL]
+        [
+            AddedToken(t, normalized=False, special=True)
+            for t, k in zip(tokens, types)
+            if k == _CONTROL
+        ]
     )
-    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t, k in zip(tokens, types) if k == _USER_DEFINED])
+    tok.add_tokens(
+        [
+            AddedToken(t, normalized=False, special=False)
+            for t, k in zip(tokens, types)
+            if k == _USER_DEFINED
+        ]
+    )
     bos_id = meta.get("tokenizer.ggml.bos_token_id")
     if meta.get("tokenizer.ggml.add_bos_token") and bos_id is not None:
         bos = tokens[bos_id]
@@ -58,7 +78,10 @@ def _fast_byte_level(meta: dict):
 
 def _transformers_backend(meta: dict):
     """Fallback: transformers' GGUF tokenizer builders, fed the metadata we already parsed."""
-    from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_TOKENIZER_MAPPING, convert_gguf_tokenizer
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import (
+        GGUF_TOKENIZER_MAPPING,
+        convert_gguf_tokenizer,
+    )
 
     tdict = {
         name: meta[f"tokenizer.{key}"]
@@ -73,7 +96,8 @@ def _transformers_backend(meta: dict):
 
 
 def tokenizer_from_gguf_metadata(meta: dict):
-    """A ``PreTrainedTokenizerFast`` from GGUF ``tokenizer.*`` metadata (vocabulary arrays included).
+    """A ``PreTrainedTokenizerFast`` from GGUF ``tokenizer.*`` metadata (vocabulary arrays
+    included).
 
     Byte-level BPE vocabularies with a known pre-tokenizer are built directly with
     ``tokenizers`` (well under a second); everything else goes through transformers'
@@ -103,14 +127,18 @@ def tokenizer_from_gguf_metadata(meta: dict):
         }.items()
         if v is not None
     }
-    tok = PreTrainedTokenizerFast(tokenizer_object=backend, clean_up_tokenization_spaces=False, **kwargs)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=backend, clean_up_tokenization_spaces=False, **kwargs
+    )
     if meta.get("tokenizer.chat_template"):
         tok.chat_template = meta["tokenizer.chat_template"]
     return tok
 
 
 def load_cached_tokenizer(directory: Path):
-    """The tokenizer saved in ``directory`` by :func:`save_tokenizer_cache`, or None if absent/unreadable."""
+    """The tokenizer saved in ``directory`` by :func:`save_tokenizer_cache`, or None if
+    absent/unreadable.
+    """
     if not (directory / "tokenizer.json").is_file():
         return None
     from transformers import PreTrainedTokenizerFast

@@ -50,7 +50,8 @@ def get_model_class(arch: str):
     target = MODEL_REGISTRY.get(arch)
     if target is None:
         raise ModelLoadError(
-            f"unsupported model architecture {arch!r}; supported: {', '.join(supported_architectures())}"
+            f"unsupported model architecture {arch!r}; supported: "
+            f"{', '.join(supported_architectures())}"
         )
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)

@@ -21,9 +21,13 @@ import contextvars
 
 import torch
 
-from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.cpu import ops as cpu_ops
-from structgen.runtime.cpu.attention import CpuAttentionPlan, paged_attention_cpu, plan_cpu_attention
+from structgen.runtime.cpu.attention import (
+    CpuAttentionPlan,
+    paged_attention_cpu,
+    plan_cpu_attention,
+)
+from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.models.attention_sdpa import (
     SdpaAttentionGroup,
     SdpaAttentionPlan,
@@ -47,7 +51,9 @@ __all__ = [
 ]
 
 _BACKENDS = ("auto", "triton", "torch")
-_BACKEND: contextvars.ContextVar[str] = contextvars.ContextVar("structgen_attention_backend", default="auto")
+_BACKEND: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "structgen_attention_backend", default="auto"
+)
 
 
 @contextlib.contextmanager
@@ -72,20 +78,28 @@ def attention_backend(name: str):
 
 
 def cpu_attention(x: torch.Tensor) -> bool:
-    """True when attention on ``x``'s device and dtype runs the fused CPU ops (``structgen.runtime.cpu.ops``):
-    backend ``"auto"``, CPU, fp32/bf16, extension built."""
+    """True when attention on ``x``'s device and dtype runs the fused CPU ops
+    (``structgen.runtime.cpu.ops``): backend ``"auto"``, CPU, fp32/bf16, extension built.
+    """
     return _BACKEND.get() == "auto" and cpu_ops.enabled(x)
 
 
 def use_triton(t: torch.Tensor) -> bool:
     """True when the model's ops on ``t`` run their Triton kernels: backend ``"triton"``, or
-    ``"auto"`` and ``t`` on CUDA. Raises: never."""
+    ``"auto"`` and ``t`` on CUDA. Raises: never.
+    """
     backend = _BACKEND.get()
     return backend == "triton" or (backend == "auto" and t.is_cuda)
 
 
-def store_kv(k: torch.Tensor, v: torch.Tensor, k_slots: torch.Tensor, v_slots: torch.Tensor, out_slots: torch.Tensor) -> None:
-    """Write new tokens' K/V ``[T, kv_heads, d]`` into the cache rows ``out_slots`` ``[T]`` (in place).
+def store_kv(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_slots: torch.Tensor,
+    v_slots: torch.Tensor,
+    out_slots: torch.Tensor,
+) -> None:
+    """Write new tokens' K/V ``[T, kv_heads, d]`` in place into cache rows ``out_slots`` ``[T]``.
 
     On CUDA (or under ``attention_backend("triton")``) this is the Triton ``store_kv``
     kernel (same signature); elsewhere ``index_copy_``.
@@ -99,8 +113,11 @@ def store_kv(k: torch.Tensor, v: torch.Tensor, k_slots: torch.Tensor, v_slots: t
     v_slots.index_copy_(0, out_slots, v.to(v_slots.dtype))
 
 
-def plan_triton_attention(batch: ForwardBatch, max_extend_len: int | None = None) -> tuple[int, bool]:
-    """``(max_extend_len, is_decode)`` of the step for the kernels, planned once, cached in ``batch.plans``.
+def plan_triton_attention(
+    batch: ForwardBatch, max_extend_len: int | None = None
+) -> tuple[int, bool]:
+    """``(max_extend_len, is_decode)`` of the step for the kernels, planned once, cached in
+    ``batch.plans``.
 
     Args:
         batch: the step's metadata.
@@ -115,7 +132,10 @@ def plan_triton_attention(batch: ForwardBatch, max_extend_len: int | None = None
     plan = batch.plans.get("triton")
     if plan is None:
         max_ext = int(batch.extend_lens.max()) if max_extend_len is None else int(max_extend_len)
-        plan = batch.plans["triton"] = (max_ext, max_ext == 1 and batch.num_tokens == batch.batch_size)
+        plan = batch.plans["triton"] = (
+            max_ext,
+            max_ext == 1 and batch.num_tokens == batch.batch_size,
+        )
     return plan
 
 
@@ -135,8 +155,8 @@ def paged_attention(
     SDPA path. The kernels read the cache as pages,
     ``[num_pages, page_size, kv_heads, d]``; the step's plan (one host sync, the longest
     extension) is made once and shared by all layers (:func:`plan_triton_attention`).
-    On CPU with the fused ops built (``structgen.runtime.cpu.ops``; fp32/bf16, value dim equal to key dim,
-    backend ``"auto"``), short extensions take the C kernel (:func:`plan_cpu_attention`).
+    On CPU with the fused ops built (``structgen.runtime.cpu.ops``; fp32/bf16, value dim equal to
+    key dim, backend ``"auto"``), short extensions take the C kernel (:func:`plan_cpu_attention`).
     """
     if not use_triton(q):
         if cpu_attention(q) and k_slots.shape[-1] == v_slots.shape[-1]:
@@ -151,7 +171,26 @@ def paged_attention(
     v_cache = v_slots.view(-1, batch.page_size, kv_heads, d)
     if is_decode:
         seq_lens = batch.prefix_lens + batch.extend_lens  # [B]
-        return paged_decode_attention(q, k_cache, v_cache, batch.page_table, seq_lens, scale, None,
-                                      sliding_window, backend="triton")
-    return extend_attention(q, k_cache, v_cache, batch.page_table, batch.prefix_lens,
-                            batch.extend_lens, scale, max_ext, sliding_window, backend="triton")
+        return paged_decode_attention(
+            q,
+            k_cache,
+            v_cache,
+            batch.page_table,
+            seq_lens,
+            scale,
+            None,
+            sliding_window,
+            backend="triton",
+        )
+    return extend_attention(
+        q,
+        k_cache,
+        v_cache,
+        batch.page_table,
+        batch.prefix_lens,
+        batch.extend_lens,
+        scale,
+        max_ext,
+        sliding_window,
+        backend="triton",
+    )

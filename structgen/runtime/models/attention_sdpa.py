@@ -19,7 +19,14 @@ import torch.nn.functional as F
 
 from structgen.runtime.forward_batch import ForwardBatch
 
-__all__ = ["SdpaAttentionGroup", "SdpaAttentionPlan", "paged_attention_sdpa", "plan_sdpa_attention", "row_remap"]
+__all__ = [
+    "SdpaAttentionGroup",
+    "SdpaAttentionPlan",
+    "paged_attention_sdpa",
+    "plan_sdpa_attention",
+    "row_remap",
+]
+
 
 @dataclass
 class SdpaAttentionGroup:
@@ -31,8 +38,8 @@ class SdpaAttentionGroup:
         gather_pages: ``[Bg * P]`` int64, the first ``P = ceil(L / page_size)`` pages of
             each sequence, row-major (``L`` = the group's longest prefix + extension; a
             sequence with fewer pages pads with page 0, whose keys are masked). Whole pages
-            are gathered (``index_select`` over page rows: about 3x faster than per-slot
-            indexing on CPU), then cut to ``L`` positions.
+            are gathered (``index_select`` over page rows, not per-slot indexing), then cut
+            to ``L`` positions.
         max_len: ``L``.
         page_size: tokens per page.
         q_rows: ``[Tg]`` int64, group row of each of the group's tokens.
@@ -73,15 +80,20 @@ class SdpaAttentionPlan:
 
 
 def row_remap(batch: ForwardBatch, rows: torch.Tensor) -> torch.Tensor:
-    """``[B]`` int64: the index of each batch row within ``rows`` ``[Bs]`` (-1 for rows not in it)."""
+    """``[B]`` int64: the index of each batch row within ``rows`` ``[Bs]`` (-1: not in ``rows``)."""
     remap = torch.full((batch.batch_size,), -1, dtype=torch.int64, device=rows.device)
     remap[rows] = torch.arange(rows.numel(), device=rows.device)
     return remap
 
 
 def _plan_group(
-    batch: ForwardBatch, rows: torch.Tensor | None, token_idx: torch.Tensor | None,
-    max_len: int, max_ext: int, decode: bool, sliding_window: int | None,
+    batch: ForwardBatch,
+    rows: torch.Tensor | None,
+    token_idx: torch.Tensor | None,
+    max_len: int,
+    max_ext: int,
+    decode: bool,
+    sliding_window: int | None,
 ) -> SdpaAttentionGroup:
     """Plan one group: ``rows`` ``[Bg]`` of the batch (None = all) owning ``token_idx`` ``[Tg]``."""
     dev = batch.input_ids.device
@@ -109,10 +121,14 @@ def _plan_group(
         if sliding_window is not None:
             mask = mask & (pos[None, None, :] > q_pos[:, :, None] - sliding_window)
         mask = mask.unsqueeze(1)
-    return SdpaAttentionGroup(token_idx, gather_pages, max_len, page_size, q_rows, q_cols, mask, max_ext, decode)
+    return SdpaAttentionGroup(
+        token_idx, gather_pages, max_len, page_size, q_rows, q_cols, mask, max_ext, decode
+    )
 
 
-def plan_sdpa_attention(batch: ForwardBatch, sliding_window: int | None = None) -> SdpaAttentionPlan:
+def plan_sdpa_attention(
+    batch: ForwardBatch, sliding_window: int | None = None
+) -> SdpaAttentionPlan:
     """Plan (once per step; cached in ``batch.plans``) the gathers and masks of the torch path.
 
     One host sync per step (the sequences' lengths), none per layer.
@@ -143,10 +159,17 @@ def plan_sdpa_attention(batch: ForwardBatch, sliding_window: int | None = None) 
             token_idx = torch.nonzero(sel).flatten()  # [Tg]
             rows = torch.unique_consecutive(batch.seq_ids[token_idx])  # [Bg], ascending
             members = rows.tolist()
-            groups.append(_plan_group(
-                batch, rows.to(dev), token_idx, max(kv[b] for b in members), max(ext[b] for b in members),
-                decode, sliding_window,
-            ))
+            groups.append(
+                _plan_group(
+                    batch,
+                    rows.to(dev),
+                    token_idx,
+                    max(kv[b] for b in members),
+                    max(ext[b] for b in members),
+                    decode,
+                    sliding_window,
+                )
+            )
     plan = SdpaAttentionPlan(groups)
     batch.plans[key] = plan
     return plan
@@ -185,19 +208,29 @@ def paged_attention_sdpa(
     for group in plan.groups:
         part = _attend_group(q[group.token_idx], k_slots, v_slots, group, scale)  # [Tg, heads, dv]
         if out is None:
-            out = part.new_empty(q.shape[0], *part.shape[1:])  # [T, heads, dv] (dv may differ from d: MLA)
+            out = part.new_empty(
+                q.shape[0], *part.shape[1:]
+            )  # [T, heads, dv] (dv may differ from d: MLA)
         out[group.token_idx] = part
     return out
 
 
-def _attend_group(q: torch.Tensor, k_slots: torch.Tensor, v_slots: torch.Tensor, group: SdpaAttentionGroup, scale: float):
-    """``[Tg, heads, d]`` attention of a group's queries ``q`` ``[Tg, heads, d]`` (one SDPA call)."""
+def _attend_group(
+    q: torch.Tensor,
+    k_slots: torch.Tensor,
+    v_slots: torch.Tensor,
+    group: SdpaAttentionGroup,
+    scale: float,
+):
+    """``[Tg, heads, d]`` attention of a group's queries ``q`` ``[Tg, heads, d]``, one SDPA call."""
     num_tokens, heads, d = q.shape
     kv_heads = k_slots.shape[1]
     bsz = group.gather_pages.numel() // -(-group.max_len // group.page_size)
 
     def gather(slots: torch.Tensor) -> torch.Tensor:  # [num_slots, kvh, dk] -> [Bg, kvh, L, dk]
-        pages = slots.unflatten(0, (-1, group.page_size)).index_select(0, group.gather_pages)  # [Bg*P, ps, kvh, dk]
+        pages = slots.unflatten(0, (-1, group.page_size)).index_select(
+            0, group.gather_pages
+        )  # [Bg*P, ps, kvh, dk]
         return pages.view(bsz, -1, *slots.shape[1:])[:, : group.max_len].transpose(1, 2)
 
     k, v = gather(k_slots), gather(v_slots)  # [Bg, kv_heads, L, dk], [Bg, kv_heads, L, dv]
@@ -209,7 +242,12 @@ def _attend_group(q: torch.Tensor, k_slots: torch.Tensor, v_slots: torch.Tensor,
         qp = qp.transpose(1, 2)  # [Bg, heads, E, d]
     # GQA/MQA: SDPA maps query head h to KV head h // (heads // kv_heads) itself (no K/V copies)
     out = F.scaled_dot_product_attention(
-        qp, k.to(q.dtype), v.to(q.dtype), attn_mask=group.mask, scale=scale, enable_gqa=kv_heads != heads
+        qp,
+        k.to(q.dtype),
+        v.to(q.dtype),
+        attn_mask=group.mask,
+        scale=scale,
+        enable_gqa=kv_heads != heads,
     )
     if group.trivial_queries:
         return out.squeeze(2)  # [Tg, heads, d]

@@ -13,17 +13,31 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from structgen.runtime.forward_batch import ForwardBatch
-from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.cpu import ops as cpu_ops
-from structgen.runtime.models.attention import cpu_attention, paged_attention, store_kv, use_triton
 from structgen.runtime.cpu.decode_step import decode_step
 from structgen.runtime.cpu.dense import linear
+from structgen.runtime.forward_batch import ForwardBatch
+from structgen.runtime.kv_pool import KVPool
+from structgen.runtime.models.attention import cpu_attention, paged_attention, store_kv, use_triton
 from structgen.runtime.models.layers import (
-    FusedProjection, GatedMLP, Linear, RMSNorm, RotaryEmbedding, apply_rotary, rotate_qk,
+    FusedProjection,
+    GatedMLP,
+    Linear,
+    RMSNorm,
+    RotaryEmbedding,
+    apply_rotary,
+    rotate_qk,
 )
 
-__all__ = ["AttentionSpec", "DecoderAttention", "DecoderLayer", "DecoderModel", "DecoderForCausalLM", "head_dim_of", "layer_window"]
+__all__ = [
+    "AttentionSpec",
+    "DecoderAttention",
+    "DecoderLayer",
+    "DecoderModel",
+    "DecoderForCausalLM",
+    "head_dim_of",
+    "layer_window",
+]
 
 
 def head_dim_of(config) -> int:
@@ -42,7 +56,13 @@ class AttentionSpec:
         sliding_window: None, or the window size of this layer (Mistral).
     """
 
-    def __init__(self, qkv_bias: bool = False, o_bias: bool = False, qk_norm: bool = False, sliding_window=None):
+    def __init__(
+        self,
+        qkv_bias: bool = False,
+        o_bias: bool = False,
+        qk_norm: bool = False,
+        sliding_window=None,
+    ):
         self.qkv_bias, self.o_bias, self.qk_norm = qkv_bias, o_bias, qk_norm
         self.sliding_window = int(sliding_window) if sliding_window else None
 
@@ -75,7 +95,7 @@ class DecoderAttention(nn.Module):
         self.qkv = FusedProjection.build([self.q_proj, self.k_proj, self.v_proj])
 
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """q ``[T, H * d]``, k and v ``[T, KVH * d]`` (column slices of one matmul when fused)."""
+        """Q ``[T, H * d]``, k and v ``[T, KVH * d]`` (column slices of one matmul when fused)."""
         fused = self.qkv
         if fused is not None and fused.valid():
             qkv = fused(x)
@@ -83,15 +103,39 @@ class DecoderAttention(nn.Module):
             return qkv[:, :nq], qkv[:, nq : nq + nk], qkv[:, nq + nk :]
         return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch, kv: KVPool
+    ) -> torch.Tensor:
+        """Attention of a batch's tokens over the paged KV, storing their own k/v first.
+
+        Args:
+            x: ``[T, hidden]`` normed hidden states of the batch's tokens.
+            cos: ``[T, 1, head_dim]`` rotary table at the tokens' positions.
+            sin: ``[T, 1, head_dim]`` likewise.
+            batch: the step's forward batch (slots the new k/v go to, attention metadata).
+            kv: the KV pool; this layer's k/v slots are written at ``batch.out_slots``.
+
+        Returns:
+            ``[T, hidden]`` the output projection of the attention.
+        """
         t, heads, kv_heads = x.shape[0], self.num_heads, self.num_kv_heads
         k_slots, v_slots = kv.k_slots(self.layer_idx), kv.v_slots(self.layer_idx)
-        if cpu_attention(x) and k_slots.dtype == x.dtype:  # fused C ops: norm/rotary/store in one call
+        if cpu_attention(x) and k_slots.dtype == x.dtype:
+            # fused C ops: norm/rotary/store in one call
             q, k, v = self._project(x)
-            qn, kn = (None, None) if self.q_norm is None else (self.q_norm.weight, self.k_norm.weight)
+            qn, kn = (
+                (None, None) if self.q_norm is None else (self.q_norm.weight, self.k_norm.weight)
+            )
             eps = 1e-6 if self.q_norm is None else self.q_norm.eps
             cpu_ops.rope_store_kv(q, k, v, cos, sin, k_slots, v_slots, batch.out_slots, qn, kn, eps)
-            o = paged_attention(q.view(t, heads, self.head_dim), k_slots, v_slots, batch, self.scale, self.sliding_window)
+            o = paged_attention(
+                q.view(t, heads, self.head_dim),
+                k_slots,
+                v_slots,
+                batch,
+                self.scale,
+                self.sliding_window,
+            )
             return self.o_proj(o.reshape(t, heads * self.head_dim))
         fused = self.qkv
         if fused is not None and fused.valid() and self.q_norm is None and not use_triton(x):
@@ -107,14 +151,18 @@ class DecoderAttention(nn.Module):
                 q, k = self.q_norm(q), self.k_norm(k)
             q, k = rotate_qk(q, k, cos, sin)  # [T, H, d], [T, KVH, d]
         store_kv(k, v, k_slots, v_slots, batch.out_slots)
-        o = paged_attention(q, k_slots, v_slots, batch, self.scale, self.sliding_window)  # [T, H, d]
+        o = paged_attention(
+            q, k_slots, v_slots, batch, self.scale, self.sliding_window
+        )  # [T, H, d]
         return self.o_proj(o.reshape(t, self.num_heads * self.head_dim))
 
 
 class DecoderLayer(nn.Module):
     """Pre-norm block: ``x + attn(norm(x))`` then ``x + mlp(norm(x))``."""
 
-    def __init__(self, attn: nn.Module, mlp: nn.Module, hidden: int, eps: float, dtype, device) -> None:
+    def __init__(
+        self, attn: nn.Module, mlp: nn.Module, hidden: int, eps: float, dtype, device
+    ) -> None:
         super().__init__()
         self.self_attn = attn
         self.mlp = mlp
@@ -122,23 +170,43 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(hidden, eps, dtype, device)
 
     def forward(self, x, cos, sin, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
+        """The block: ``x + attn(norm(x))``, then ``+ mlp(norm(.))``.
+
+        Args:
+            x: ``[T, hidden]`` the residual stream.
+            cos: ``[T, 1, head_dim]`` rotary table at the tokens' positions.
+            sin: ``[T, 1, head_dim]`` likewise.
+            batch: the step's forward batch.
+            kv: the KV pool (this layer's slots are written).
+
+        Returns:
+            ``[T, hidden]`` the residual stream after the block.
+        """
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, batch, kv)
         return x + self.mlp(self.post_attention_layernorm(x))
 
-    def forward_residual(self, residual: torch.Tensor, delta, cos, sin, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
+    def forward_residual(
+        self, residual: torch.Tensor, delta, cos, sin, batch: ForwardBatch, kv: KVPool
+    ) -> torch.Tensor:
         """The same block over a residual stream updated in place (fused add + norm).
 
         Args:
             residual: ``[T, hidden]`` the residual stream before the previous layer's MLP output
                 was added; ``delta`` and this layer's attention output are added to it in place.
             delta: ``[T, hidden]`` the previous layer's MLP output, or None for the first layer.
+            cos: ``[T, 1, head_dim]`` rotary table at the tokens' positions.
+            sin: ``[T, 1, head_dim]`` likewise.
+            batch: the step's forward batch.
+            kv: the KV pool (this layer's slots are written).
 
         Returns:
             ``[T, hidden]`` this layer's MLP output (the next layer's ``delta``).
         """
         norm1, norm2 = self.input_layernorm, self.post_attention_layernorm
         h = cpu_ops.add_rms_norm(residual, delta, norm1.weight, norm1.eps)
-        h = cpu_ops.add_rms_norm(residual, self.self_attn(h, cos, sin, batch, kv), norm2.weight, norm2.eps)
+        h = cpu_ops.add_rms_norm(
+            residual, self.self_attn(h, cos, sin, batch, kv), norm2.weight, norm2.eps
+        )
         return self.mlp(h)
 
 
@@ -148,7 +216,10 @@ class DecoderModel(nn.Module):
     def __init__(self, config, layers: list[nn.Module], dtype, device) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(
-            config.vocab_size, config.hidden_size, dtype=dtype, device=device,
+            config.vocab_size,
+            config.hidden_size,
+            dtype=dtype,
+            device=device,
             _weight=torch.empty(config.vocab_size, config.hidden_size, dtype=dtype, device=device),
         )
         self.embed_tokens.weight.requires_grad_(False)
@@ -157,7 +228,9 @@ class DecoderModel(nn.Module):
 
 
 def layer_window(config, layer_idx: int):
-    """Sliding window of a layer: from ``config.layer_types`` when present, else ``config.sliding_window``."""
+    """Sliding window of a layer: from ``config.layer_types`` when present, else
+    ``config.sliding_window``.
+    """
     window = getattr(config, "sliding_window", None)
     types = getattr(config, "layer_types", None)
     if types:
@@ -181,7 +254,9 @@ class DecoderForCausalLM(nn.Module):
     ``lm_head.weight`` entry in a loaded state dict is ignored.
     """
 
-    def __init__(self, config, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self, config, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
+    ) -> None:
         super().__init__()
         self.config = config
         self.dtype = dtype
@@ -199,8 +274,10 @@ class DecoderForCausalLM(nn.Module):
             for i in range(config.num_hidden_layers)
         ]
         self.model = DecoderModel(config, layers, dtype, self.device)
-        self.lm_head = None if self.tie_word_embeddings else Linear(
-            config.hidden_size, config.vocab_size, False, dtype, self.device
+        self.lm_head = (
+            None
+            if self.tie_word_embeddings
+            else Linear(config.hidden_size, config.vocab_size, False, dtype, self.device)
         )
         self.rotary = RotaryEmbedding(config, head_dim_of(config), self.device)
         self._register_load_state_dict_pre_hook(self._drop_tied_head)
@@ -210,22 +287,31 @@ class DecoderForCausalLM(nn.Module):
     def attention_spec(cls, config, layer_idx: int) -> AttentionSpec:
         """Llama: one ``attention_bias`` flag for all four projections; window from the config."""
         bias = bool(getattr(config, "attention_bias", False))
-        return AttentionSpec(qkv_bias=bias, o_bias=bias, sliding_window=layer_window(config, layer_idx))
+        return AttentionSpec(
+            qkv_bias=bias, o_bias=bias, sliding_window=layer_window(config, layer_idx)
+        )
 
     @classmethod
     def make_attention(cls, config, layer_idx: int, dtype, device) -> nn.Module:
         """The layer's attention block: :class:`DecoderAttention` built from :meth:`attention_spec`
-        (DeepSeek overrides it with multi-head latent attention)."""
-        return DecoderAttention(config, layer_idx, cls.attention_spec(config, layer_idx), dtype, device)
+        (DeepSeek overrides it with multi-head latent attention).
+        """
+        return DecoderAttention(
+            config, layer_idx, cls.attention_spec(config, layer_idx), dtype, device
+        )
 
     @classmethod
     def make_mlp(cls, config, layer_idx: int, dtype, device) -> nn.Module:
         """Llama: a SwiGLU MLP of ``config.intermediate_size``."""
         bias = bool(getattr(config, "mlp_bias", False))
-        return GatedMLP(config.hidden_size, config.intermediate_size, bias, config.hidden_act, dtype, device)
+        return GatedMLP(
+            config.hidden_size, config.intermediate_size, bias, config.hidden_act, dtype, device
+        )
 
     @classmethod
-    def normalize_state_dict(cls, state: dict[str, torch.Tensor], config) -> dict[str, torch.Tensor]:
+    def normalize_state_dict(
+        cls, state: dict[str, torch.Tensor], config
+    ) -> dict[str, torch.Tensor]:
         """Map a checkpoint's names/layout onto ours (identity for dense families)."""
         return state
 
@@ -247,7 +333,13 @@ class DecoderForCausalLM(nn.Module):
     def make_kv_pool(self, num_pages: int, page_size: int) -> KVPool:
         """A KVPool shaped for this model, in its dtype and on its device."""
         return KVPool(
-            self.config.num_hidden_layers, num_pages, page_size, self.num_kv_heads, self.head_dim, self.dtype, self.device
+            self.config.num_hidden_layers,
+            num_pages,
+            page_size,
+            self.num_kv_heads,
+            self.head_dim,
+            self.dtype,
+            self.device,
         )
 
     def fuse_projections(self) -> int:
@@ -264,7 +356,10 @@ class DecoderForCausalLM(nn.Module):
         for module in self.modules():
             if isinstance(module, (DecoderAttention, GatedMLP)):
                 module.fuse()
-                count += int((module.qkv if isinstance(module, DecoderAttention) else module.gate_up) is not None)
+                count += int(
+                    (module.qkv if isinstance(module, DecoderAttention) else module.gate_up)
+                    is not None
+                )
         return count
 
     def output_weight(self) -> torch.Tensor:
@@ -272,7 +367,9 @@ class DecoderForCausalLM(nn.Module):
         return self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """``[T, hidden]`` embeddings of ``input_ids`` ``[T]`` (a quantized embedding dequantizes its rows)."""
+        """``[T, hidden]`` embeddings of ``input_ids`` ``[T]`` (a quantized embedding dequantizes
+        its rows).
+        """
         emb = self.model.embed_tokens
         return emb(input_ids) if not isinstance(emb, nn.Embedding) else emb.weight[input_ids]
 
@@ -300,18 +397,23 @@ class DecoderForCausalLM(nn.Module):
             ``[len(batch.logits_indices), vocab_size]`` float32 logits.
         """
         positions = batch.positions
-        if not (positions.is_cuda and torch.cuda.is_current_stream_capturing()):  # no sync in a CUDA graph
+        if not (positions.is_cuda and torch.cuda.is_current_stream_capturing()):
+            # (no host sync inside a CUDA graph capture)
             self.rotary.ensure(int(positions.max()) + 1 if positions.numel() else 0)
         x = self.embed(batch.input_ids)  # [T, hidden]
         cos, sin = self.rotary(positions, x.dtype)  # [T, 1, d]
         layers = self.model.layers
         if cpu_ops.enabled(x) and all(type(layer) is DecoderLayer for layer in layers):
             residual = x.contiguous()  # a fresh tensor: updated in place below
-            delta = decode_step(self, residual, cos, sin, batch, kv)  # all layers in one C call, or None
+            delta = decode_step(
+                self, residual, cos, sin, batch, kv
+            )  # all layers in one C call, or None
             for layer in layers if delta is None else ():
                 delta = layer.forward_residual(residual, delta, cos, sin, batch, kv)
             idx = batch.logits_indices
-            x = cpu_ops.add_rms_norm(residual[idx], delta[idx], self.model.norm.weight, self.model.norm.eps)
+            x = cpu_ops.add_rms_norm(
+                residual[idx], delta[idx], self.model.norm.weight, self.model.norm.eps
+            )
             return self.project_out(x).float()  # [R, vocab]
         for layer in layers:
             x = layer(x, cos, sin, batch, kv)

@@ -30,28 +30,56 @@ class DeepseekV3ForCausalLM(DecoderForCausalLM):
 
     @classmethod
     def make_attention(cls, config, layer_idx: int, dtype, device):
+        """Multi-head latent attention (every layer)."""
         return MultiHeadLatentAttention(config, layer_idx, dtype, device)
 
     @classmethod
     def make_mlp(cls, config, layer_idx: int, dtype, device):
+        """A dense SwiGLU MLP below ``first_k_dense_replace``, else routed plus shared experts."""
         if layer_idx < int(config.first_k_dense_replace or 0):
-            return GatedMLP(config.hidden_size, config.intermediate_size, False, config.hidden_act, dtype, device)
+            return GatedMLP(
+                config.hidden_size,
+                config.intermediate_size,
+                False,
+                config.hidden_act,
+                dtype,
+                device,
+            )
         router = GroupedTopkRouter(
-            config.hidden_size, config.n_routed_experts, config.num_experts_per_tok, int(config.n_group or 1),
-            int(config.topk_group or 1), bool(config.norm_topk_prob), float(config.routed_scaling_factor), device,
+            config.hidden_size,
+            config.n_routed_experts,
+            config.num_experts_per_tok,
+            int(config.n_group or 1),
+            int(config.topk_group or 1),
+            bool(config.norm_topk_prob),
+            float(config.routed_scaling_factor),
+            device,
         )
         return SharedExpertMoeBlock(
-            router, config.hidden_size, config.n_routed_experts, config.moe_intermediate_size,
-            config.moe_intermediate_size * config.n_shared_experts, config.hidden_act, dtype, device,
+            router,
+            config.hidden_size,
+            config.n_routed_experts,
+            config.moe_intermediate_size,
+            config.moe_intermediate_size * config.n_shared_experts,
+            config.hidden_act,
+            dtype,
+            device,
         )
 
     @classmethod
     def normalize_state_dict(cls, state, config):
-        """Per-expert tensors -> fused; drop multi-token-prediction layers (index >= num_hidden_layers)."""
+        """Per-expert tensors -> fused; drop multi-token-prediction layers (index >=
+        num_hidden_layers).
+        """
         n = config.num_hidden_layers
-        state = {k: v for k, v in state.items()
-                 if not (k.startswith("model.layers.") and int(k.split(".")[2]) >= n)}
-        return stack_expert_weights(state, "mlp", "mlp", ("gate_proj", "up_proj", "down_proj"), config.n_routed_experts)
+        state = {
+            k: v
+            for k, v in state.items()
+            if not (k.startswith("model.layers.") and int(k.split(".")[2]) >= n)
+        }
+        return stack_expert_weights(
+            state, "mlp", "mlp", ("gate_proj", "up_proj", "down_proj"), config.n_routed_experts
+        )
 
     @property
     def num_kv_heads(self) -> int:
@@ -65,5 +93,12 @@ class DeepseekV3ForCausalLM(DecoderForCausalLM):
 
     def make_kv_pool(self, num_pages: int, page_size: int) -> KVPool:
         """A :class:`LatentKVPool` (compressed MLA cache) in the model's dtype and device."""
-        return LatentKVPool(self.config.num_hidden_layers, num_pages, page_size, self.config.kv_lora_rank,
-                            self.config.qk_rope_head_dim, self.dtype, self.device)
+        return LatentKVPool(
+            self.config.num_hidden_layers,
+            num_pages,
+            page_size,
+            self.config.kv_lora_rank,
+            self.config.qk_rope_head_dim,
+            self.dtype,
+            self.device,
+        )

@@ -18,21 +18,35 @@ from structgen.runtime.cpu.dense import linear
 from structgen.runtime.models.attention import use_triton
 
 __all__ = [
-    "Linear", "FusedProjection", "RMSNorm", "RotaryEmbedding", "GatedMLP", "rope_theta", "apply_rotary", "rotate_qk",
+    "Linear",
+    "FusedProjection",
+    "RMSNorm",
+    "RotaryEmbedding",
+    "GatedMLP",
+    "rope_theta",
+    "apply_rotary",
+    "rotate_qk",
 ]
 
 
 class Linear(nn.Module):
     """``y = x @ W.T + b`` with HF's parameter names, allocated uninitialised."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool, dtype: torch.dtype, device) -> None:
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool, dtype: torch.dtype, device
+    ) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.empty(out_features, in_features, dtype=dtype, device=device), requires_grad=False)
+        self.weight = nn.Parameter(
+            torch.empty(out_features, in_features, dtype=dtype, device=device), requires_grad=False
+        )
         self.bias = (
-            nn.Parameter(torch.empty(out_features, dtype=dtype, device=device), requires_grad=False) if bias else None
+            nn.Parameter(torch.empty(out_features, dtype=dtype, device=device), requires_grad=False)
+            if bias
+            else None
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [..., in] -> [..., out]`` (``x @ weight.T + bias``) in the weight's dtype."""
         return linear(x, self.weight, self.bias)
 
 
@@ -84,7 +98,9 @@ class FusedProjection:
         if not linears or any(type(lin) is not Linear for lin in linears):
             return None
         w0 = linears[0].weight
-        same = all(lin.weight.dtype == w0.dtype and lin.weight.device == w0.device for lin in linears)
+        same = all(
+            lin.weight.dtype == w0.dtype and lin.weight.device == w0.device for lin in linears
+        )
         same_in = all(lin.weight.shape[1] == w0.shape[1] for lin in linears)
         bias = {lin.bias is None for lin in linears}
         if not (same and same_in and len(bias) == 1 and w0.is_floating_point()):
@@ -122,6 +138,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim, dtype=dtype, device=device), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [..., dim] -> [..., dim]`` normalised over the last dimension, in ``x``'s dtype."""
         if use_triton(x):
             return rms_norm(x, self.weight, self.eps, backend="triton")
         return rms_norm_ref(x, self.weight, self.eps)
@@ -154,7 +171,8 @@ class RotaryEmbedding(nn.Module):
         self.attention_scaling = 1.0
         if kind == "default":
             inv_freq = 1.0 / (
-                rope_theta(config) ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float().to(device) / head_dim)
+                rope_theta(config)
+                ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float().to(device) / head_dim)
             )
         else:
             from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
@@ -181,19 +199,25 @@ class RotaryEmbedding(nn.Module):
         self._sin = emb.sin() * self.attention_scaling
         self._len = n
 
-    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, positions: torch.Tensor, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin of shape ``[T, 1, head_dim]`` in ``dtype`` for the given positions ``[T]``."""
-        return self._cos[positions].to(dtype).unsqueeze(1), self._sin[positions].to(dtype).unsqueeze(1)
+        return self._cos[positions].to(dtype).unsqueeze(1), self._sin[positions].to(
+            dtype
+        ).unsqueeze(1)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` ``[T, heads, head_dim]`` by cos/sin ``[T, 1, head_dim]`` (rotate-half layout)."""
+    """Rotate ``x`` ``[T, heads, head_dim]`` by cos/sin ``[T, 1, head_dim]``, rotate-half layout."""
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
-def rotate_qk(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def rotate_qk(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Rotary embedding of q ``[T, heads, d]`` and k ``[T, kv_heads, d]`` (rotate-half layout).
 
     Where :func:`~structgen.runtime.models.attention.use_triton` says so, the Triton ``rotary``
@@ -201,8 +225,11 @@ def rotate_qk(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Te
     along ``d``) and they are returned; else :func:`apply_rotary` returns new tensors.
 
     Args:
-        q, k: queries and keys.
-        cos, sin: ``[T, 1, d]`` tables of the tokens' positions (:class:`RotaryEmbedding`), contiguous.
+        q: ``[T, heads, d]`` queries.
+        k: ``[T, kv_heads, d]`` keys.
+        cos: ``[T, 1, d]`` cosine table at the tokens' positions (:class:`RotaryEmbedding`),
+            contiguous.
+        sin: ``[T, 1, d]`` sine table, likewise.
 
     Returns:
         The rotated ``(q, k)``.
@@ -226,8 +253,10 @@ class GatedMLP(nn.Module):
             from structgen.errors import ModelLoadError
 
             raise ModelLoadError(f"unsupported MLP activation {act!r}")
-        self.act = F.silu if act in ("silu", "swish") else (
-            F.gelu if act == "gelu" else (lambda x: F.gelu(x, approximate="tanh"))
+        self.act = (
+            F.silu
+            if act in ("silu", "swish")
+            else (F.gelu if act == "gelu" else (lambda x: F.gelu(x, approximate="tanh")))
         )
         self.gate_up = None
 
@@ -236,6 +265,7 @@ class GatedMLP(nn.Module):
         self.gate_up = FusedProjection.build([self.gate_proj, self.up_proj])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [..., hidden] -> [..., hidden]`` in the weights' dtype."""
         fused = self.gate_up
         if fused is not None and fused.valid():
             gate_up = fused(x)

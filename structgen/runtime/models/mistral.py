@@ -16,4 +16,5 @@ class MistralForCausalLM(DecoderForCausalLM):
 
     @classmethod
     def attention_spec(cls, config, layer_idx: int) -> AttentionSpec:
+        """No biases; the layer's window from the config."""
         return AttentionSpec(sliding_window=layer_window(config, layer_idx))

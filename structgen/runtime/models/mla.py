@@ -27,8 +27,13 @@ from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.models.attention_sdpa import paged_attention_sdpa
 from structgen.runtime.models.layers import Linear, RMSNorm
 
-__all__ = ["LatentKVPool", "LatentUpProjection", "MultiHeadLatentAttention", "apply_rotary_interleaved",
-           "mla_softmax_scale"]
+__all__ = [
+    "LatentKVPool",
+    "LatentUpProjection",
+    "MultiHeadLatentAttention",
+    "apply_rotary_interleaved",
+    "mla_softmax_scale",
+]
 
 
 class LatentKVPool(KVPool):
@@ -39,8 +44,16 @@ class LatentKVPool(KVPool):
     (r + rope) * itemsize`` bytes.
     """
 
-    def __init__(self, num_layers: int, num_pages: int, page_size: int, latent_dim: int, rope_dim: int,
-                 dtype: torch.dtype = torch.float32, device="cpu") -> None:
+    def __init__(
+        self,
+        num_layers: int,
+        num_pages: int,
+        page_size: int,
+        latent_dim: int,
+        rope_dim: int,
+        dtype: torch.dtype = torch.float32,
+        device="cpu",
+    ) -> None:
         assert num_pages >= 2, "need the scratch page and at least one usable page"
         self.num_layers, self.num_pages, self.page_size = num_layers, num_pages, page_size
         self.num_kv_heads, self.head_dim, self.latent_dim = 1, latent_dim + rope_dim, latent_dim
@@ -73,7 +86,9 @@ def apply_rotary_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tens
 
 
 def mla_softmax_scale(config) -> float:
-    """``qk_head_dim ** -0.5``, times ``mscale**2`` under YaRN with ``mscale_all_dim`` (as transformers)."""
+    """``qk_head_dim ** -0.5``, times ``mscale**2`` under YaRN with ``mscale_all_dim`` (as
+    transformers).
+    """
     scale = (config.qk_nope_head_dim + config.qk_rope_head_dim) ** -0.5
     params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
     if params.get("rope_type", params.get("type", "default")) != "default":
@@ -95,7 +110,9 @@ class LatentUpProjection(nn.Module):
 
     def __init__(self, rank: int, out_features: int, dtype, device) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.empty(out_features, rank, dtype=dtype, device=device), requires_grad=False)
+        self.weight = nn.Parameter(
+            torch.empty(out_features, rank, dtype=dtype, device=device), requires_grad=False
+        )
 
 
 class MultiHeadLatentAttention(nn.Module):
@@ -112,7 +129,11 @@ class MultiHeadLatentAttention(nn.Module):
         self.layer_idx = layer_idx
         h, hid = config.num_attention_heads, config.hidden_size
         self.num_heads, self.rank = h, config.kv_lora_rank
-        self.nope, self.rope, self.v_dim = config.qk_nope_head_dim, config.qk_rope_head_dim, config.v_head_dim
+        self.nope, self.rope, self.v_dim = (
+            config.qk_nope_head_dim,
+            config.qk_rope_head_dim,
+            config.v_head_dim,
+        )
         self.interleaved = bool(getattr(config, "rope_interleave", False))
         self.scale = mla_softmax_scale(config)
         qk = self.nope + self.rope
@@ -131,24 +152,43 @@ class MultiHeadLatentAttention(nn.Module):
 
     def _kv_b_weight(self, dtype) -> torch.Tensor:
         """``[H, nope + v, r]`` up-projection in ``dtype``."""
-        return self.kv_b_proj.weight.to(dtype).view(self.num_heads, self.nope + self.v_dim, self.rank)
+        return self.kv_b_proj.weight.to(dtype).view(
+            self.num_heads, self.nope + self.v_dim, self.rank
+        )
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
-        """``x`` ``[T, hidden]`` -> ``[T, hidden]``; writes the tokens' latent rows at ``batch.out_slots``."""
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch, kv: KVPool
+    ) -> torch.Tensor:
+        """``x`` ``[T, hidden]`` -> ``[T, hidden]``; writes the tokens' latent rows at
+        ``batch.out_slots``.
+        """
         t = x.shape[0]
-        q = self.q_proj(x) if self.q_lora_rank is None else self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
+        q = (
+            self.q_proj(x)
+            if self.q_lora_rank is None
+            else self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
+        )
         q_nope, q_rot = q.view(t, self.num_heads, -1).split([self.nope, self.rope], dim=-1)
-        c, k_rot = self.kv_a_proj_with_mqa(x).split([self.rank, self.rope], dim=-1)  # [T, r], [T, rope]
+        c, k_rot = self.kv_a_proj_with_mqa(x).split(
+            [self.rank, self.rope], dim=-1
+        )  # [T, r], [T, rope]
         c = self.kv_a_layernorm(c)
         rotate = apply_rotary_interleaved if self.interleaved else _rotate_half
-        q_rot, k_rot = rotate(q_rot, cos, sin), rotate(k_rot.unsqueeze(1), cos, sin)  # [T, H, rope], [T, 1, rope]
+        q_rot, k_rot = (
+            rotate(q_rot, cos, sin),
+            rotate(k_rot.unsqueeze(1), cos, sin),
+        )  # [T, H, rope], [T, 1, rope]
         k_slots = kv.k_slots(self.layer_idx)
-        k_slots.index_copy_(0, batch.out_slots, torch.cat((c.unsqueeze(1), k_rot), -1).to(k_slots.dtype))
+        k_slots.index_copy_(
+            0, batch.out_slots, torch.cat((c.unsqueeze(1), k_rot), -1).to(k_slots.dtype)
+        )
         w = self._kv_b_weight(x.dtype)
         w_uk, w_uv = w[:, : self.nope], w[:, self.nope :]  # [H, nope, r], [H, v, r]
         q_lat = torch.einsum("thn,hnr->thr", q_nope, w_uk)  # [T, H, r]
         query = torch.cat((q_lat, q_rot), dim=-1)  # [T, H, r + rope]
-        o_lat = paged_attention_sdpa(query, k_slots, kv.v_slots(self.layer_idx), batch, self.scale)  # [T, H, r]
+        o_lat = paged_attention_sdpa(
+            query, k_slots, kv.v_slots(self.layer_idx), batch, self.scale
+        )  # [T, H, r]
         o = torch.einsum("thr,hvr->thv", o_lat, w_uv)  # [T, H, v]
         return self.o_proj(o.reshape(t, self.num_heads * self.v_dim))
 

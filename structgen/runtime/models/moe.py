@@ -18,12 +18,21 @@ from structgen.runtime.models.layers import GatedMLP, Linear
 
 __all__ = [
     "is_sparse_layer",
-    "route_topk", "route_grouped_sigmoid", "fused_moe_torch", "fused_moe", "FusedExperts", "SparseMoeBlock",
-    "GroupedTopkRouter", "SharedExpertMoeBlock", "stack_expert_weights",
+    "route_topk",
+    "route_grouped_sigmoid",
+    "fused_moe_torch",
+    "fused_moe",
+    "FusedExperts",
+    "SparseMoeBlock",
+    "GroupedTopkRouter",
+    "SharedExpertMoeBlock",
+    "stack_expert_weights",
 ]
 
 
-def route_topk(router_logits: torch.Tensor, top_k: int, renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def route_topk(
+    router_logits: torch.Tensor, top_k: int, renormalize: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Softmax (float32) over experts, then the top-k, optionally renormalised to sum 1.
 
     Args:
@@ -63,7 +72,12 @@ def route_grouped_sigmoid(
 
     Args:
         router_logits: ``[T, E]`` float32.
+        top_k: experts per token.
+        num_groups: equal groups the ``E`` experts are split into.
+        topk_groups: groups whose experts stay eligible.
         correction_bias: ``[E]`` (``e_score_correction_bias``) or None.
+        renormalize: renormalise the chosen weights to sum 1.
+        scaling: factor applied to the weights last.
 
     Returns:
         ``(topk_weights [T, k] float32, topk_ids [T, k] int64)``.
@@ -95,8 +109,8 @@ def fused_moe_torch(
     """Weighted sum of each token's top-k SwiGLU experts, computed on tokens grouped by expert.
 
     The CPU (torch) path of :func:`fused_moe`, in ``hidden``'s dtype; it also takes quantized
-    experts as callables. Token-expert pairs are sorted by expert (one ``argsort``), so each expert runs one
-    matmul over all of its tokens; the only Python loop is over experts.
+    experts as callables. Token-expert pairs are sorted by expert (one ``argsort``), so each expert
+    runs one matmul over all of its tokens; the only Python loop is over experts.
 
     Args:
         hidden: ``[T, hidden]``.
@@ -126,10 +140,14 @@ def fused_moe_torch(
         if n == 0:
             continue
         xe = x[start : start + n]  # [n, hidden]
-        gu = F.linear(xe, w_gate_up[e]) if isinstance(w_gate_up, torch.Tensor) else w_gate_up[e](xe)  # [n, 2I]
+        gu = (
+            F.linear(xe, w_gate_up[e]) if isinstance(w_gate_up, torch.Tensor) else w_gate_up[e](xe)
+        )  # [n, 2I]
         gate, up = gu.chunk(2, dim=-1)
         h = activation(gate) * up  # [n, I]
-        out[start : start + n] = F.linear(h, w_down[e]) if isinstance(w_down, torch.Tensor) else w_down[e](h)
+        out[start : start + n] = (
+            F.linear(h, w_down[e]) if isinstance(w_down, torch.Tensor) else w_down[e](h)
+        )
         start += n
     out = out * topk_weights.reshape(-1)[order, None].to(out.dtype)  # [T*k, hidden]
     return torch.zeros_like(hidden).index_add_(0, token_of, out)
@@ -160,13 +178,27 @@ class FusedExperts(nn.Module):
         super().__init__()
         self.num_experts = num_experts
         self.gate_up_proj = nn.Parameter(
-            torch.empty(num_experts, 2 * intermediate, hidden, dtype=dtype, device=device), requires_grad=False
+            torch.empty(num_experts, 2 * intermediate, hidden, dtype=dtype, device=device),
+            requires_grad=False,
         )
         self.down_proj = nn.Parameter(
-            torch.empty(num_experts, hidden, intermediate, dtype=dtype, device=device), requires_grad=False
+            torch.empty(num_experts, hidden, intermediate, dtype=dtype, device=device),
+            requires_grad=False,
         )
 
-    def forward(self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor
+    ) -> torch.Tensor:
+        """Weighted sum of each token's routed experts.
+
+        Args:
+            hidden: ``[T, hidden]`` token states.
+            topk_weights: ``[T, k]`` routing weights, in ``hidden``'s dtype.
+            topk_ids: ``[T, k]`` int expert ids.
+
+        Returns:
+            ``[T, hidden]`` in ``hidden``'s dtype.
+        """
         return fused_moe(hidden, self.gate_up_proj, self.down_proj, topk_weights, topk_ids)
 
 
@@ -180,8 +212,18 @@ class SparseMoeBlock(nn.Module):
         shared_intermediate: width of the shared expert (0 = none).
     """
 
-    def __init__(self, hidden: int, num_experts: int, top_k: int, intermediate: int, renormalize: bool,
-                 dtype, device, shared_intermediate: int = 0, act: str = "silu") -> None:
+    def __init__(
+        self,
+        hidden: int,
+        num_experts: int,
+        top_k: int,
+        intermediate: int,
+        renormalize: bool,
+        dtype,
+        device,
+        shared_intermediate: int = 0,
+        act: str = "silu",
+    ) -> None:
         super().__init__()
         self.top_k = top_k
         self.renormalize = renormalize
@@ -192,9 +234,11 @@ class SparseMoeBlock(nn.Module):
             self.shared_expert_gate = Linear(hidden, 1, False, dtype, device)
         else:
             self.shared_expert = self.shared_expert_gate = None
-        self.last_topk_ids: torch.Tensor | None = None  # routing of the last call (tests compare it)
+        # routing of the last call (tests compare it)
+        self.last_topk_ids: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [T, hidden] -> [T, hidden]``; records the routing in ``last_topk_ids``."""
         weights, ids = route_topk(self.gate(x), self.top_k, self.renormalize)  # [T, k] each
         self.last_topk_ids = ids
         out = self.experts(x, weights.to(x.dtype), ids)  # [T, hidden]
@@ -204,24 +248,44 @@ class SparseMoeBlock(nn.Module):
 
 
 class GroupedTopkRouter(nn.Module):
-    """DeepSeek-V3 router: float32 ``weight`` ``[E, hidden]`` and ``e_score_correction_bias`` ``[E]``.
+    """DeepSeek-V3 router: float32 ``weight`` ``[E, hidden]`` and ``e_score_correction_bias``
+    ``[E]``.
 
     ``forward(x [T, hidden]) -> (weights [T, k] float32, ids [T, k])`` via
     :func:`route_grouped_sigmoid`. Not a ``Linear``, so quantization leaves it in float32.
     """
 
-    def __init__(self, hidden: int, num_experts: int, top_k: int, num_groups: int, topk_groups: int,
-                 renormalize: bool, scaling: float, device) -> None:
+    def __init__(
+        self,
+        hidden: int,
+        num_experts: int,
+        top_k: int,
+        num_groups: int,
+        topk_groups: int,
+        renormalize: bool,
+        scaling: float,
+        device,
+    ) -> None:
         super().__init__()
         self.top_k, self.num_groups, self.topk_groups = top_k, num_groups, topk_groups
         self.renormalize, self.scaling = renormalize, scaling
-        self.weight = nn.Parameter(torch.empty(num_experts, hidden, device=device), requires_grad=False)
+        self.weight = nn.Parameter(
+            torch.empty(num_experts, hidden, device=device), requires_grad=False
+        )
         self.register_buffer("e_score_correction_bias", torch.zeros(num_experts, device=device))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x [T, hidden] -> (weights [T, k] float32, ids [T, k])``."""
         logits = F.linear(x.float(), self.weight.float())  # [T, E]
-        return route_grouped_sigmoid(logits, self.top_k, self.num_groups, self.topk_groups,
-                                     self.e_score_correction_bias, self.renormalize, self.scaling)
+        return route_grouped_sigmoid(
+            logits,
+            self.top_k,
+            self.num_groups,
+            self.topk_groups,
+            self.e_score_correction_bias,
+            self.renormalize,
+            self.scaling,
+        )
 
 
 class SharedExpertMoeBlock(nn.Module):
@@ -232,15 +296,26 @@ class SharedExpertMoeBlock(nn.Module):
     Source: DeepSeekMoE (arXiv:2401.06066); transformers' ``DeepseekV3MoE``.
     """
 
-    def __init__(self, router: nn.Module, hidden: int, num_experts: int, intermediate: int, shared_intermediate: int,
-                 act: str, dtype, device) -> None:
+    def __init__(
+        self,
+        router: nn.Module,
+        hidden: int,
+        num_experts: int,
+        intermediate: int,
+        shared_intermediate: int,
+        act: str,
+        dtype,
+        device,
+    ) -> None:
         super().__init__()
         self.gate = router
         self.experts = FusedExperts(num_experts, hidden, intermediate, dtype, device)
         self.shared_experts = GatedMLP(hidden, shared_intermediate, False, act, dtype, device)
-        self.last_topk_ids: torch.Tensor | None = None  # routing of the last call (tests compare it)
+        # routing of the last call (tests compare it)
+        self.last_topk_ids: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [T, hidden] -> [T, hidden]``; records the routing in ``last_topk_ids``."""
         weights, ids = self.gate(x)  # [T, k] each
         self.last_topk_ids = ids
         return self.experts(x, weights.to(x.dtype), ids) + self.shared_experts(x)
@@ -261,7 +336,11 @@ def is_sparse_layer(config, layer_idx: int) -> bool:
 
 
 def stack_expert_weights(
-    state: dict[str, torch.Tensor], old_block: str, new_block: str, names: tuple[str, str, str], num_experts: int
+    state: dict[str, torch.Tensor],
+    old_block: str,
+    new_block: str,
+    names: tuple[str, str, str],
+    num_experts: int,
 ) -> dict[str, torch.Tensor]:
     """Rewrite per-expert checkpoint tensors into the fused v5 layout (other entries pass through).
 
@@ -293,7 +372,12 @@ def stack_expert_weights(
         if "gate_up_proj" in g:  # already fused
             out[base + "gate_up_proj"], out[base + "down_proj"] = g["gate_up_proj"], g["down_proj"]
             continue
-        gate_up = [torch.cat((g[f"{e}.{gate_n}.weight"], g[f"{e}.{up_n}.weight"]), 0) for e in range(num_experts)]
+        gate_up = [
+            torch.cat((g[f"{e}.{gate_n}.weight"], g[f"{e}.{up_n}.weight"]), 0)
+            for e in range(num_experts)
+        ]
         out[base + "gate_up_proj"] = torch.stack(gate_up)
-        out[base + "down_proj"] = torch.stack([g[f"{e}.{down_n}.weight"] for e in range(num_experts)])
+        out[base + "down_proj"] = torch.stack(
+            [g[f"{e}.{down_n}.weight"] for e in range(num_experts)]
+        )
     return out

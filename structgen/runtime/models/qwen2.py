@@ -15,7 +15,9 @@ def qwen2_attention_spec(config, layer_idx: int) -> AttentionSpec:
     """q/k/v bias, no o bias; the window only on ``sliding_attention`` layers."""
     types = getattr(config, "layer_types", None) or []
     sliding = layer_idx < len(types) and types[layer_idx] == "sliding_attention"
-    return AttentionSpec(qkv_bias=True, o_bias=False, sliding_window=config.sliding_window if sliding else None)
+    return AttentionSpec(
+        qkv_bias=True, o_bias=False, sliding_window=config.sliding_window if sliding else None
+    )
 
 
 class Qwen2ForCausalLM(DecoderForCausalLM):
@@ -23,4 +25,5 @@ class Qwen2ForCausalLM(DecoderForCausalLM):
 
     @classmethod
     def attention_spec(cls, config, layer_idx: int) -> AttentionSpec:
+        """See :func:`qwen2_attention_spec`."""
         return qwen2_attention_spec(config, layer_idx)

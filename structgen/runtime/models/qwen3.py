@@ -16,6 +16,7 @@ class Qwen3ForCausalLM(DecoderForCausalLM):
 
     @classmethod
     def attention_spec(cls, config, layer_idx: int) -> AttentionSpec:
+        """q/k norm; biases from ``attention_bias``; the window on ``sliding_attention`` layers."""
         bias = bool(getattr(config, "attention_bias", False))
         types = getattr(config, "layer_types", None) or []
         sliding = layer_idx < len(types) and types[layer_idx] == "sliding_attention"

@@ -22,20 +22,45 @@ class Qwen3MoeForCausalLM(Qwen3ForCausalLM):
 
     @classmethod
     def attention_spec(cls, config, layer_idx: int) -> AttentionSpec:
-        """Qwen3's, but the window (set iff ``use_sliding_window``) applies to every layer, as in transformers."""
+        """Qwen3's, but the window (set iff ``use_sliding_window``) applies to every layer, as in
+        transformers.
+        """
         bias = bool(getattr(config, "attention_bias", False))
-        return AttentionSpec(qkv_bias=bias, o_bias=bias, qk_norm=True, sliding_window=getattr(config, "sliding_window", None))
+        return AttentionSpec(
+            qkv_bias=bias,
+            o_bias=bias,
+            qk_norm=True,
+            sliding_window=getattr(config, "sliding_window", None),
+        )
 
     @classmethod
     def make_mlp(cls, config, layer_idx: int, dtype, device):
+        """A dense MLP on non-sparse layers, else routed experts (no shared expert)."""
         if not is_sparse_layer(config, layer_idx):
-            return GatedMLP(config.hidden_size, config.intermediate_size, False, config.hidden_act, dtype, device)
+            return GatedMLP(
+                config.hidden_size,
+                config.intermediate_size,
+                False,
+                config.hidden_act,
+                dtype,
+                device,
+            )
         return SparseMoeBlock(
-            config.hidden_size, config.num_experts, config.num_experts_per_tok, config.moe_intermediate_size,
-            bool(config.norm_topk_prob), dtype, device, act=config.hidden_act,
+            config.hidden_size,
+            config.num_experts,
+            config.num_experts_per_tok,
+            config.moe_intermediate_size,
+            bool(config.norm_topk_prob),
+            dtype,
+            device,
+            act=config.hidden_act,
         )
 
     @classmethod
     def normalize_state_dict(cls, state, config):
-        """Per-expert ``mlp.experts.{e}.{gate,up,down}_proj`` (older checkpoints) -> fused tensors."""
-        return stack_expert_weights(state, "mlp", "mlp", ("gate_proj", "up_proj", "down_proj"), config.num_experts)
+        """Per-expert ``mlp.experts.{e}.{gate,up,down}_proj`` (older checkpoints) -> fused
+        tensors.
+        """
+        return stack_expert_weights(
+            state, "mlp", "mlp", ("gate_proj", "up_proj", "down_proj"), config.num_experts
+        )

@@ -26,7 +26,14 @@ class PagedSequences:
             non-contiguous page tables.
     """
 
-    def __init__(self, model, num_pages: int = 256, page_size: int = 4, shuffle_pages: bool = True, seed: int = 0) -> None:
+    def __init__(
+        self,
+        model,
+        num_pages: int = 256,
+        page_size: int = 4,
+        shuffle_pages: bool = True,
+        seed: int = 0,
+    ) -> None:
         self.model = model
         self.page_size = page_size
         self.kv: KVPool = model.make_kv_pool(num_pages, page_size)
@@ -43,17 +50,22 @@ class PagedSequences:
             assert got is not None, "KV pool exhausted"
             pages.extend(got)
 
-    def step(self, chunks: dict[int, list[int]], all_logits: bool = False) -> dict[int, torch.Tensor]:
+    def step(
+        self, chunks: dict[int, list[int]], all_logits: bool = False
+    ) -> dict[int, torch.Tensor]:
         """Extend each sequence ``sid`` by ``chunks[sid]`` in ONE ragged forward.
 
         Returns:
-            ``sid -> logits``: ``[len(chunk), vocab]`` if ``all_logits`` else ``[vocab]`` (last token).
+            ``sid -> logits``: ``[len(chunk), vocab]`` if ``all_logits`` else ``[vocab]`` (last
+            token).
         """
         sids = list(chunks)
         prefix = [len(self.tokens.get(s, [])) for s in sids]
         for s, p in zip(sids, prefix):
             self._reserve(s, p + len(chunks[s]))
-        batch = ForwardBatch.build([chunks[s] for s in sids], prefix, [self.pages[s] for s in sids], self.page_size)
+        batch = ForwardBatch.build(
+            [chunks[s] for s in sids], prefix, [self.pages[s] for s in sids], self.page_size
+        )
         if all_logits:
             batch.logits_indices = torch.arange(batch.num_tokens, device=batch.input_ids.device)
         logits = self.model(batch, self.kv)

@@ -29,12 +29,15 @@ def check_quantization(method: str | None) -> tuple[str | None, int | None]:
         return "int4", 64
     if method.startswith("int4-g") and method[6:] in ("32", "64", "128"):
         return "int4", int(method[6:])
-    raise ConfigError(f"unknown quantization {method!r}; choose one of {', '.join(QUANTIZATION_METHODS)} or None")
+    raise ConfigError(
+        f"unknown quantization {method!r}; choose one of {', '.join(QUANTIZATION_METHODS)} or None"
+    )
 
 
 @torch.no_grad()
 def quantize_model(model: nn.Module, method: str) -> nn.Module:
-    """Replace, in place, every ``Linear`` by a :class:`QuantLinear` and the embedding by an int8 one.
+    """Replace, in place, every ``Linear`` by a :class:`QuantLinear` and the embedding by an int8
+    one.
 
     ``int8``: linears int8 per output channel. ``int4[-gN]``: linears int4 with group N
     (64 by default); the untied ``lm_head`` stays int8 (as llama.cpp keeps the output
@@ -66,7 +69,12 @@ def quantize_model(model: nn.Module, method: str) -> nn.Module:
             child_kind = kind
             if kind == "int4" and (name == "lm_head" or not can_pack_int4(n, k, group)):
                 child_kind = "int8"
-            q = QuantLinear.quantize(w.float(), None if b is None else b.detach(), child_kind, group if child_kind == "int4" else None)
+            q = QuantLinear.quantize(
+                w.float(),
+                None if b is None else b.detach(),
+                child_kind,
+                group if child_kind == "int4" else None,
+            )
             setattr(parent, name, q)
     from structgen.runtime.models.moe import FusedExperts
     from structgen.runtime.quantization.experts import QuantFusedExperts
@@ -77,5 +85,7 @@ def quantize_model(model: nn.Module, method: str) -> nn.Module:
                 setattr(parent, name, QuantFusedExperts.quantize(child, kind, group))
     emb = model.model.embed_tokens
     if isinstance(emb, nn.Embedding):
-        model.model.embed_tokens = QuantEmbedding.quantize(emb.weight.float()).to_dtype(emb.weight.dtype)
+        model.model.embed_tokens = QuantEmbedding.quantize(emb.weight.float()).to_dtype(
+            emb.weight.dtype
+        )
     return model

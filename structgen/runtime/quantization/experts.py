@@ -37,25 +37,36 @@ class QuantFusedExperts(nn.Module):
     def __init__(self, gate_up: list[QuantLinear], down: list[QuantLinear]) -> None:
         super().__init__()
         if len(gate_up) != len(down) or not gate_up:
-            raise ValueError(f"need one gate_up and one down matrix per expert (got {len(gate_up)} and {len(down)})")
+            raise ValueError(
+                f"need one gate_up and one down matrix per expert (got {len(gate_up)} and "
+                f"{len(down)})"
+            )
         self.num_experts = len(gate_up)
         self.gate_up = nn.ModuleList(gate_up)
         self.down = nn.ModuleList(down)
 
     @classmethod
     @torch.no_grad()
-    def quantize(cls, experts: FusedExperts, kind: str, group_size: int | None = None) -> QuantFusedExperts:
-        """Quantize float experts: ``kind`` ``"int8"`` (per channel) or ``"int4"`` (group ``group_size``,
-        64 by default; a matrix torch's int4 packing cannot take falls back to int8)."""
+    def quantize(
+        cls, experts: FusedExperts, kind: str, group_size: int | None = None
+    ) -> QuantFusedExperts:
+        """Quantize float experts: ``kind`` ``"int8"`` (per channel) or ``"int4"`` (group
+        ``group_size``, 64 by default; a matrix torch's int4 packing cannot take falls back to
+        int8).
+        """
         gu = [_quantize(w, kind, group_size) for w in experts.gate_up_proj]
         dn = [_quantize(w, kind, group_size) for w in experts.down_proj]
         return cls(gu, dn)
 
     def dequantized(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(gate_up_proj [E, 2I, H], down_proj [E, H, I])`` float32: the reference weights."""
-        return (torch.stack([m.dequantized_weight() for m in self.gate_up]),
-                torch.stack([m.dequantized_weight() for m in self.down]))
+        return (
+            torch.stack([m.dequantized_weight() for m in self.gate_up]),
+            torch.stack([m.dequantized_weight() for m in self.down]),
+        )
 
-    def forward(self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor
+    ) -> torch.Tensor:
         """``hidden`` ``[T, H]``, ``topk_weights``/``topk_ids`` ``[T, k]`` -> ``[T, H]``."""
         return fused_moe(hidden, self.gate_up, self.down, topk_weights, topk_ids)

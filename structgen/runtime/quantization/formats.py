@@ -32,8 +32,11 @@ __all__ = [
 ]
 
 
-def quantize_int8(w: torch.Tensor, group_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric int8 per output channel (``group_size=None``) or per group of ``group_size`` inputs.
+def quantize_int8(
+    w: torch.Tensor, group_size: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 per output channel (``group_size=None``) or per group of ``group_size``
+    inputs.
 
     Args:
         w: ``[N, K]`` float weight.
@@ -60,32 +63,37 @@ def dequantize_int8(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
 
 
 def int8_to_group_major(q: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Grouped int8 ``q`` ``[N, K]``, ``scales`` ``[N, G]`` -> group-major ``q`` ``[G, N, K/G]``, ``scales`` ``[G, N]``.
+    """Grouped int8 ``q`` ``[N, K]``, ``scales`` ``[N, G]`` -> group-major ``q`` ``[G, N, K/G]``,
+    ``scales`` ``[G, N]``.
 
     Lossless re-layout: each group's ``[N, K/G]`` slice is contiguous, so the CPU path can run
-    ``torch.ops.aten._weight_int8pack_mm`` once per group (GGUF Q8_0: 18 calls for K = 576),
-    which measured ~3.6x faster than dequantizing the weight per call (a 49152 x 576 Q8_0
-    output layer at batch 1: 30 ms vs 109 ms, one thread).
+    ``torch.ops.aten._weight_int8pack_mm`` once per group (GGUF Q8_0: 18 calls for K = 576)
+    instead of dequantizing the weight per call.
     """
     n, k = q.shape
     g = scales.shape[1]
     return q.view(n, g, k // g).transpose(0, 1).contiguous(), scales.t().contiguous()
 
 
-def int8_from_group_major(q: torch.Tensor, scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def int8_from_group_major(
+    q: torch.Tensor, scales: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Inverse of :func:`int8_to_group_major`: ``([N, K], [N, G])``."""
     g, n, gs = q.shape
     return q.transpose(0, 1).reshape(n, g * gs), scales.t()
 
 
-def quantize_int4(w: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def quantize_int4(
+    w: torch.Tensor, group_size: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Asymmetric int4 per group of ``group_size`` inputs, with integer zero points.
 
     Per group: ``scale = (max - min) / 15``, ``z = round(-min / scale)`` clamped to ``0..15``,
     ``q = clamp(round(w / scale) + z, 0, 15)``; stored as fp16 ``scales`` and ``mins = -z * scale``.
 
     Args:
-        w: ``[N, K]`` float weight; ``group_size`` divides ``K`` (32, 64, 128).
+        w: ``[N, K]`` float weight.
+        group_size: inputs per group; divides ``K`` (32, 64, 128).
 
     Returns:
         ``(q uint8 [N, K] in 0..15, scales fp16 [G, N], mins fp16 [G, N])``.
@@ -97,7 +105,11 @@ def quantize_int4(w: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch
     scale = ((hi - lo) / 15.0).half().float()  # the stored (fp16) scale is the one we round with
     scale = torch.where(scale == 0, torch.ones_like(scale), scale)
     zero = torch.clamp(torch.round(-lo / scale), 0, 15)  # [N, G]
-    q = torch.clamp(torch.round(wg / scale[..., None]) + zero[..., None], 0, 15).to(torch.uint8).reshape(n, k)
+    q = (
+        torch.clamp(torch.round(wg / scale[..., None]) + zero[..., None], 0, 15)
+        .to(torch.uint8)
+        .reshape(n, k)
+    )
     return q, scale.t().half().contiguous(), (-zero * scale).t().half().contiguous()
 
 
@@ -115,11 +127,15 @@ def can_pack_int4(n: int, k: int, group_size: int) -> bool:
 
 
 def pack_int4(q: torch.Tensor) -> torch.Tensor:
-    """Pack ``q`` uint8 ``[N, K]`` (0..15) for ``_weight_int4pack_mm_for_cpu`` -> uint8 ``[N, K / 2]``."""
+    """Pack ``q`` uint8 ``[N, K]`` (0..15) for ``_weight_int4pack_mm_for_cpu`` -> uint8
+    ``[N, K / 2]``.
+    """
     return torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.to(torch.int32).contiguous(), 1)
 
 
-def int4_scale_and_zeros(scales: torch.Tensor, mins: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def int4_scale_and_zeros(
+    scales: torch.Tensor, mins: torch.Tensor, dtype: torch.dtype
+) -> torch.Tensor:
     """``[G, N, 2]`` (scale, zero) in torch's int4 convention ``w = (q - 8) * scale + zero``.
 
     ``zero = mins + 8 * scale``, computed in float32 from the fp16 values.
@@ -129,7 +145,8 @@ def int4_scale_and_zeros(scales: torch.Tensor, mins: torch.Tensor, dtype: torch.
 
 
 def pack_int4_rows(q: torch.Tensor) -> torch.Tensor:
-    """Pack ``q`` uint8 ``[N, K]`` (0..15, ``K % 32 == 0``) into the C kernel's ``[N, K / 2]`` layout.
+    """Pack ``q`` uint8 ``[N, K]`` (0..15, ``K % 32 == 0``) into the C kernel's ``[N, K / 2]``
+    layout.
 
     Per row, each block of 32 weights is 16 bytes; byte ``j`` holds weight ``j`` in its low
     nibble and weight ``j + 16`` in its high nibble (ggml's Q4_0/Q4_1 block order, so a GGUF

@@ -41,8 +41,12 @@ def repack_q8_0(raw: np.ndarray, shape: tuple[int, int]) -> tuple[torch.Tensor, 
     return q, _f16(b, 0).contiguous()
 
 
-def repack_q4(raw: np.ndarray, shape: tuple[int, int], type_name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(q uint8 [N, K] in 0..15, scales fp16 [G, N], mins fp16 [G, N])`` of a Q4_0 / Q4_1 tensor."""
+def repack_q4(
+    raw: np.ndarray, shape: tuple[int, int], type_name: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(q uint8 [N, K] in 0..15, scales fp16 [G, N], mins fp16 [G, N])`` of a Q4_0 / Q4_1
+    tensor.
+    """
     if type_name == "Q4_1":
         b = _blocks(raw, shape, 20)
         d, m, qs = _f16(b, 0), _f16(b, 2), b[..., 4:20]
@@ -54,15 +58,26 @@ def repack_q4(raw: np.ndarray, shape: tuple[int, int], type_name: str) -> tuple[
     return q, d.t().contiguous(), m.t().contiguous()
 
 
-def native_module(raw: np.ndarray, type_name: str, shape: tuple[int, ...], rows: torch.Tensor | None,
-                  embedding: bool, dtype: torch.dtype, bias: torch.Tensor | None = None):
-    """A quantized module holding a GGUF tensor's blocks, or None if this tensor must be dequantized.
+def native_module(
+    raw: np.ndarray,
+    type_name: str,
+    shape: tuple[int, ...],
+    rows: torch.Tensor | None,
+    embedding: bool,
+    dtype: torch.dtype,
+    bias: torch.Tensor | None = None,
+):
+    """A quantized module holding a GGUF tensor's blocks, or None if this tensor must be
+    dequantized.
 
     Args:
-        raw: the tensor's bytes; ``type_name``: its ggml type; ``shape``: numpy ``[N, K]``.
+        raw: the tensor's bytes.
+        type_name: its ggml type.
+        shape: its numpy shape ``[N, K]``.
         rows: optional output-row permutation (llama.cpp's q/k rotary permutation, undone).
         embedding: build a :class:`QuantEmbedding` (Q8_0 only) instead of a linear.
-        dtype: compute dtype; ``bias``: the linear's bias, if any.
+        dtype: compute dtype.
+        bias: the linear's bias, if any.
     """
     if type_name not in NATIVE_TYPES or len(shape) != 2:
         return None
@@ -87,12 +102,13 @@ def _expert_matrix(raw: np.ndarray, type_name: str, shape: tuple[int, int]):
 
 
 def native_experts(gate: tuple, up: tuple, down: tuple):
-    """A :class:`~structgen.runtime.quantization.experts.QuantFusedExperts` holding llama.cpp's stacked
-    expert blocks (repacked losslessly), or None when they must be dequantized.
+    """A :class:`~structgen.runtime.quantization.experts.QuantFusedExperts` holding llama.cpp's
+    stacked expert blocks (repacked losslessly), or None when they must be dequantized.
 
     Args:
-        gate, up, down: ``(raw bytes, ggml type name, numpy shape)`` of ``ffn_gate_exps``
-            ``[E, I, H]``, ``ffn_up_exps`` ``[E, I, H]`` and ``ffn_down_exps`` ``[E, H, I]``.
+        gate: ``(raw bytes, ggml type name, numpy shape)`` of ``ffn_gate_exps`` ``[E, I, H]``.
+        up: the same of ``ffn_up_exps`` ``[E, I, H]``.
+        down: the same of ``ffn_down_exps`` ``[E, H, I]``.
 
     Returns None when a type is not native, gate and up differ in type (they are fused
     into one ``[2I, H]`` matrix per expert), or int4 packing cannot take a shape.
@@ -100,20 +116,42 @@ def native_experts(gate: tuple, up: tuple, down: tuple):
     from structgen.runtime.quantization.experts import QuantFusedExperts
 
     (rg, tg, sg), (ru, tu, su), (rd, td, sd) = gate, up, down
-    if tg != tu or any(t not in NATIVE_TYPES for t in (tg, td)) or len(sg) != 3 or sg != su or len(sd) != 3:
+    if (
+        tg != tu
+        or any(t not in NATIVE_TYPES for t in (tg, td))
+        or len(sg) != 3
+        or sg != su
+        or len(sd) != 3
+    ):
         return None
     e, i, h = sg
-    if tg != "Q8_0" and not can_pack_int4(2 * i, h, 32) or td != "Q8_0" and not can_pack_int4(h, i, 32):
+    if (
+        tg != "Q8_0"
+        and not can_pack_int4(2 * i, h, 32)
+        or td != "Q8_0"
+        and not can_pack_int4(h, i, 32)
+    ):
         return None
     gate_up, downs = [], []
     for x in range(e):
         gm = _expert_matrix(rg.reshape(e, -1)[x], tg, (i, h))
         um = _expert_matrix(ru.reshape(e, -1)[x], tu, (i, h))
         if gm[0] == "int8":
-            gate_up.append(QuantLinear.from_int8(torch.cat((gm[1], um[1])), torch.cat((gm[2], um[2]))))
+            gate_up.append(
+                QuantLinear.from_int8(torch.cat((gm[1], um[1])), torch.cat((gm[2], um[2])))
+            )
         else:
-            gate_up.append(QuantLinear.from_int4(torch.cat((gm[1], um[1])), torch.cat((gm[2], um[2]), 1),
-                                                 torch.cat((gm[3], um[3]), 1)))
+            gate_up.append(
+                QuantLinear.from_int4(
+                    torch.cat((gm[1], um[1])),
+                    torch.cat((gm[2], um[2]), 1),
+                    torch.cat((gm[3], um[3]), 1),
+                )
+            )
         dm = _expert_matrix(rd.reshape(e, -1)[x], td, (sd[1], sd[2]))
-        downs.append(QuantLinear.from_int8(dm[1], dm[2]) if dm[0] == "int8" else QuantLinear.from_int4(*dm[1:]))
+        downs.append(
+            QuantLinear.from_int8(dm[1], dm[2])
+            if dm[0] == "int8"
+            else QuantLinear.from_int4(*dm[1:])
+        )
     return QuantFusedExperts(gate_up, downs)

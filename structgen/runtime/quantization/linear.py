@@ -11,13 +11,13 @@ see ``benchmarks/bench_models.py`` and its section of ``benchmarks/RESULTS.md``)
   dequantized in C for a float32 ``F.linear``. With ``activation_dtype`` float32 (or None and
   float32 inputs) the kernel is exact in float32; otherwise (the bfloat16 default) it
   quantizes activations to int8 per block of 32, as llama.cpp does (Q8_0 activations), and
-  uses integer dot products: 1.4-1.7x faster at decode shapes, relative error ~1e-2 of a
-  random-input output (the bf16-activation error of torch's kernels is of the same order).
+  uses integer dot products (faster; relative error ~1e-2 of a random-input output, the
+  bf16-activation error of torch's kernels being of the same order).
 * without it (no compiler at install; one warning): int8 per output channel through
   ``torch.ops.aten._weight_int8pack_mm``; grouped int8 stored group-major (``[G, N, K/G]``),
   one ``_weight_int8pack_mm`` per group, summed in float32; int4 grouped through
   ``torch.ops.aten._weight_int4pack_mm_for_cpu`` with its (scale, zero) table cached per
-  activation dtype. Both packed torch kernels are ~30x faster with bfloat16 activations than
+  activation dtype. Both packed torch kernels are much faster with bfloat16 activations than
   with float32 ones, so the activations of a float32 model are cast to ``activation_dtype``
   (bfloat16 by default) for them and the result cast back; float32 activations make them
   exact (tests compare against dequantized weights so).
@@ -52,8 +52,14 @@ from structgen.runtime.quantization.formats import (
     unpack_int4_rows,
 )
 
-__all__ = ["FusedQuantProjection", "QuantLinear", "QuantEmbedding", "apply_activation_dtype", "int8_matmul",
-           "int4_matmul"]
+__all__ = [
+    "FusedQuantProjection",
+    "QuantLinear",
+    "QuantEmbedding",
+    "apply_activation_dtype",
+    "int8_matmul",
+    "int4_matmul",
+]
 
 _TILE_ROWS = 4096  # rows dequantized at a time by the grouped-int8 path
 _FLOATS = (torch.float32, torch.bfloat16, torch.float16)
@@ -68,7 +74,9 @@ def _q8(x: torch.Tensor, act_dtype: torch.dtype | None) -> bool:
     return (act_dtype or x.dtype) != torch.float32
 
 
-def int8_matmul(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, act_dtype: torch.dtype | None = None) -> torch.Tensor:
+def int8_matmul(
+    x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, act_dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """``x @ (scales * q).T`` for ``x`` ``[M, K]``, ``q`` int8 ``[N, K]``, ``scales`` ``[N, G]``
     (or group-major ``q`` ``[G, N, K/G]``, ``scales`` ``[G, N]``: see :func:`int8_to_group_major`).
 
@@ -81,7 +89,11 @@ def int8_matmul(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, act_dtyp
         return cpu_quant.int8_linear(x, q, scales.contiguous(), _q8(x, act_dtype)).to(x.dtype)
     n, k = q.shape
     g = scales.shape[1]
-    if g == 1 and x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16, torch.float16):
+    if (
+        g == 1
+        and x.device.type == "cpu"
+        and x.dtype in (torch.float32, torch.bfloat16, torch.float16)
+    ):
         xa = x.to(act_dtype or x.dtype).contiguous()
         return torch.ops.aten._weight_int8pack_mm(xa, q, scales.view(n).to(xa.dtype)).to(x.dtype)
     if g == 1:
@@ -106,16 +118,26 @@ def _int8_group_major_matmul(x, q, scales, act_dtype) -> torch.Tensor:
     return out.to(x.dtype)
 
 
-def int4_matmul(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group_size: int,
-                act_dtype: torch.dtype | None = None, scale_zeros: torch.Tensor | None = None) -> torch.Tensor:
-    """``x @ W.T`` for an int4 weight packed by :func:`pack_int4` (``scales``/``mins`` fp16 ``[G, N]``).
+def int4_matmul(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    scales: torch.Tensor,
+    mins: torch.Tensor,
+    group_size: int,
+    act_dtype: torch.dtype | None = None,
+    scale_zeros: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``x @ W.T`` for an int4 weight packed by :func:`pack_int4` (``scales``/``mins`` fp16
+    ``[G, N]``).
 
     ``act_dtype``: dtype the kernel computes in (None: ``x``'s). ``scale_zeros``: the
     :func:`int4_scale_and_zeros` table in that dtype if the caller caches it (else rebuilt).
     Returns ``[M, N]`` in ``x``'s dtype. Raises: never.
     """
     xa = x.to(act_dtype or x.dtype).contiguous()
-    sz = scale_zeros if scale_zeros is not None else int4_scale_and_zeros(scales, mins, xa.dtype)  # [G, N, 2]
+    sz = (
+        scale_zeros if scale_zeros is not None else int4_scale_and_zeros(scales, mins, xa.dtype)
+    )  # [G, N, 2]
     return torch.ops.aten._weight_int4pack_mm_for_cpu(xa, packed, group_size, sz).to(x.dtype)
 
 
@@ -176,15 +198,25 @@ class QuantLinear(nn.Module):
     int4_layout: str = "torch"
     use_kernel: bool = False  # our C kernel takes this module's layout on CPU (decided at build)
 
-    def __init__(self, kind: str, in_features: int, out_features: int, group_size: int, bias: torch.Tensor | None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        in_features: int,
+        out_features: int,
+        group_size: int,
+        bias: torch.Tensor | None,
+    ) -> None:
         super().__init__()
         self.kind = kind
         self.in_features, self.out_features, self.group_size = in_features, out_features, group_size
         self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
 
     @classmethod
-    def from_int8(cls, q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None) -> "QuantLinear":
-        """From ``q`` int8 ``[N, K]`` and ``scales`` ``[N, G]`` (kept in their dtype: fp16 for Q8_0).
+    def from_int8(
+        cls, q: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None
+    ) -> "QuantLinear":
+        """From ``q`` int8 ``[N, K]`` and ``scales`` ``[N, G]`` (kept in their dtype: fp16 for
+        Q8_0).
 
         Grouped weights (``G > 1``) are stored row-major for the C kernel (group size a multiple
         of 8) or, without it, group-major (:func:`int8_to_group_major`).
@@ -200,7 +232,13 @@ class QuantLinear(nn.Module):
         return m
 
     @classmethod
-    def from_int4(cls, q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, bias: torch.Tensor | None = None) -> "QuantLinear":
+    def from_int4(
+        cls,
+        q: torch.Tensor,
+        scales: torch.Tensor,
+        mins: torch.Tensor,
+        bias: torch.Tensor | None = None,
+    ) -> "QuantLinear":
         """From unpacked ``q`` uint8 ``[N, K]`` (0..15) and fp16 ``scales``/``mins`` ``[G, N]``.
 
         Raises:
@@ -209,7 +247,10 @@ class QuantLinear(nn.Module):
         n, k = q.shape
         group = k // scales.shape[0]
         if not can_pack_int4(n, k, group):
-            raise ValueError(f"int4 packing needs N % 16 == 0 and K % group == 0 (got N={n}, K={k}, group={group})")
+            raise ValueError(
+                f"int4 packing needs N % 16 == 0 and K % group == 0 (got N={n}, K={k}, "
+                f"group={group})"
+            )
         m = cls("int4", k, n, group, bias)
         if cpu_quant.available() and group % 32 == 0:
             m.int4_layout, m.use_kernel = "rows", True
@@ -223,8 +264,16 @@ class QuantLinear(nn.Module):
         return m
 
     @classmethod
-    def quantize(cls, weight: torch.Tensor, bias: torch.Tensor | None, kind: str, group_size: int | None = None) -> "QuantLinear":
-        """Quantize a float ``[N, K]`` weight (int8: per channel unless ``group_size``; int4: grouped)."""
+    def quantize(
+        cls,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        kind: str,
+        group_size: int | None = None,
+    ) -> "QuantLinear":
+        """Quantize a float ``[N, K]`` weight (int8: per channel unless ``group_size``; int4:
+        grouped).
+        """
         from structgen.runtime.quantization.formats import quantize_int4, quantize_int8
 
         if kind == "int8":
@@ -241,23 +290,48 @@ class QuantLinear(nn.Module):
             return dequantize_int4(unpack_int4_rows(self.qweight), self.scales.t(), self.mins.t())
         eye = torch.eye(self.in_features, dtype=torch.float32, device=self.qweight.device)
         sz = int4_scale_and_zeros(self.scales, self.mins, torch.float32)
-        return torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.qweight, self.group_size, sz).t().contiguous()
+        return (
+            torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.qweight, self.group_size, sz)
+            .t()
+            .contiguous()
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [..., in] -> [..., out]``: ``x @ dequant(W).T + bias`` in ``x``'s dtype, by the
+        fastest path the device, dtype and layout allow (Triton, C kernel, torch).
+        """
         shape = x.shape
         x2 = x if x.dim() == 2 else x.reshape(-1, shape[-1])  # [M, K]
         if use_triton(x2) and self._triton_layout():
             y = self._triton_forward(x2)
-        elif self.use_kernel and x2.device.type == "cpu" and x2.dtype in _FLOATS and cpu_quant._lib is not None:
+        elif (
+            self.use_kernel
+            and x2.device.type == "cpu"
+            and x2.dtype in _FLOATS
+            and cpu_quant._lib is not None
+        ):
             y = self._kernel_forward(x2)  # the decode hot path: as few Python steps as possible
         elif self.kind == "int8":
             y = int8_matmul(x2, self.qweight, self.scales, self.activation_dtype)
         elif self.int4_layout == "rows" and _use_kernel(x2):
-            y = cpu_quant.int4_linear(x2, self.qweight, self.scales, self.mins, self.group_size,
-                                       _q8(x2, self.activation_dtype)).to(x2.dtype)
+            y = cpu_quant.int4_linear(
+                x2,
+                self.qweight,
+                self.scales,
+                self.mins,
+                self.group_size,
+                _q8(x2, self.activation_dtype),
+            ).to(x2.dtype)
         elif self.int4_layout == "torch" and x2.device.type == "cpu":
-            y = int4_matmul(x2, self.qweight, self.scales, self.mins, self.group_size, self.activation_dtype,
-                            self._cached_scale_zeros((self.activation_dtype or x2.dtype)))
+            y = int4_matmul(
+                x2,
+                self.qweight,
+                self.scales,
+                self.mins,
+                self.group_size,
+                self.activation_dtype,
+                self._cached_scale_zeros((self.activation_dtype or x2.dtype)),
+            )
         else:  # other devices without the Triton kernel's layouts: dequantize
             y = F.linear(x2, self.dequantized_weight().to(x2.dtype))
         if self.bias is not None:
@@ -266,7 +340,8 @@ class QuantLinear(nn.Module):
 
     def _triton_layout(self) -> bool:
         """Whether the Triton ``quant_matmul`` kernel reads this module's buffers as they are
-        (row-major int8, int4 ``"rows"``; not torch's packed int4 nor group-major int8)."""
+        (row-major int8, int4 ``"rows"``; not torch's packed int4 nor group-major int8).
+        """
         if self.kind == "int8":
             return self.qweight.dim() == 2
         return self.int4_layout == "rows"
@@ -277,15 +352,29 @@ class QuantLinear(nn.Module):
 
         b = self._buffers
         if self.kind == "int8" and b["scales"].shape[1] == 1:  # per output channel
-            return quant_matmul(x2, b["qweight"], b["scales"].view(-1), None, 8, None, backend="triton")
+            return quant_matmul(
+                x2, b["qweight"], b["scales"].view(-1), None, 8, None, backend="triton"
+            )
         if self.kind == "int8":
-            return quant_matmul(x2, b["qweight"], b["scales"], None, 8, self.group_size, backend="triton")
-        return quant_matmul(x2, b["qweight"], b["scales"], None, 4, self.group_size, mins=b["mins"], block32=True,
-                            backend="triton")
+            return quant_matmul(
+                x2, b["qweight"], b["scales"], None, 8, self.group_size, backend="triton"
+            )
+        return quant_matmul(
+            x2,
+            b["qweight"],
+            b["scales"],
+            None,
+            4,
+            self.group_size,
+            mins=b["mins"],
+            block32=True,
+            backend="triton",
+        )
 
     def _kernel_forward(self, x2: torch.Tensor) -> torch.Tensor:
         """``[M, K]`` -> ``[M, N]`` in ``x2``'s dtype through :mod:`cpu_quant` (buffers read from
-        ``_buffers`` directly: ``nn.Module.__getattr__`` costs ~0.5 us per buffer per call)."""
+        ``_buffers`` directly, bypassing ``nn.Module.__getattr__`` on the decode path).
+        """
         b = self._buffers
         q8 = (self.activation_dtype or x2.dtype) != torch.float32
         if self.kind == "int4":
@@ -295,8 +384,10 @@ class QuantLinear(nn.Module):
         return y if y.dtype == x2.dtype else y.to(x2.dtype)
 
     def _cached_scale_zeros(self, dtype: torch.dtype) -> torch.Tensor:
-        """The torch layout's ``[G, N, 2]`` (scale, zero) table in ``dtype``, built once per dtype and
-        buffer storage (it is a pure function of the fp16 ``scales``/``mins``, so results are unchanged)."""
+        """The torch layout's ``[G, N, 2]`` (scale, zero) table in ``dtype``, built once per dtype
+        and buffer storage (it is a pure function of the fp16 ``scales``/``mins``, so results are
+        unchanged).
+        """
         cache = self.__dict__.setdefault("_scale_zeros", {})
         key = (dtype, self.scales.data_ptr(), self.mins.data_ptr())
         sz = cache.get(key)
@@ -306,11 +397,15 @@ class QuantLinear(nn.Module):
         return sz
 
     def extra_repr(self) -> str:
-        return f"{self.kind}, in={self.in_features}, out={self.out_features}, group={self.group_size}"
+        """Kind, sizes and group, shown in the module's ``repr``."""
+        return (
+            f"{self.kind}, in={self.in_features}, out={self.out_features}, group={self.group_size}"
+        )
 
 
 class QuantEmbedding(nn.Module):
-    """An int8 embedding (per row, or per group of 32 for GGUF Q8_0) that doubles as a tied output layer.
+    """An int8 embedding (per row, or per group of 32 for GGUF Q8_0) that doubles as a tied output
+    layer.
 
     ``forward(ids)`` dequantizes only the looked-up rows; :meth:`as_linear` is the
     tied ``lm_head`` (rows are output channels).
@@ -323,7 +418,8 @@ class QuantEmbedding(nn.Module):
         self.dtype = dtype
         self.num_embeddings, self.embedding_dim = q.shape
         group = self.embedding_dim // scales.shape[1]
-        if scales.shape[1] > 1 and not (cpu_quant.available() and group % 8 == 0):  # grouped, no C kernel (GGUF Q8_0): group-major, for the tied output matmul
+        if scales.shape[1] > 1 and not (cpu_quant.available() and group % 8 == 0):
+            # grouped, no C kernel (GGUF Q8_0): group-major, for the tied output matmul
             q, scales = int8_to_group_major(q, scales)
         self.register_buffer("qweight", q.contiguous())
         self.register_buffer("scales", scales.contiguous())
@@ -342,6 +438,7 @@ class QuantEmbedding(nn.Module):
         return self
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """``ids [T]`` int -> ``[T, hidden]`` dequantized rows in :attr:`dtype`."""
         if self.qweight.dim() == 3:  # group-major [G, V, g]
             q, sc = self.qweight[:, ids], self.scales[:, ids]  # [G, T, g], [G, T]
             rows = (q.float() * sc.float()[..., None]).transpose(0, 1)  # [T, G, g]
@@ -349,7 +446,9 @@ class QuantEmbedding(nn.Module):
         return dequantize_int8(self.qweight[ids], self.scales[ids]).to(self.dtype)  # [T, hidden]
 
     def dequantized_weight(self) -> torch.Tensor:
-        """``[vocab, hidden]`` float32 table (the reference lookups and the tied matmul must match)."""
+        """``[vocab, hidden]`` float32 table (the reference lookups and the tied matmul must
+        match).
+        """
         return _dequantize_int8_any(self.qweight, self.scales)
 
     def as_linear(self, x: torch.Tensor) -> torch.Tensor:
@@ -405,14 +504,21 @@ class FusedQuantProjection:
     @staticmethod
     def build(linears: list[nn.Module]) -> "FusedQuantProjection | None":
         """Fuse ``linears`` if all are kernel-layout :class:`QuantLinear` s of one kind, group size,
-        input size, bias presence and device, else None."""
-        if not linears or any(type(lin) is not QuantLinear or not lin.use_kernel for lin in linears):
+        input size, bias presence and device, else None.
+        """
+        if not linears or any(
+            type(lin) is not QuantLinear or not lin.use_kernel for lin in linears
+        ):
             return None
         first = linears[0]
         same = all(
-            lin.kind == first.kind and lin.group_size == first.group_size and lin.in_features == first.in_features
-            and lin.int4_layout == first.int4_layout and (lin.bias is None) == (first.bias is None)
-            and lin.qweight.device == first.qweight.device and lin.scales.dtype == first.scales.dtype
+            lin.kind == first.kind
+            and lin.group_size == first.group_size
+            and lin.in_features == first.in_features
+            and lin.int4_layout == first.int4_layout
+            and (lin.bias is None) == (first.bias is None)
+            and lin.qweight.device == first.qweight.device
+            and lin.scales.dtype == first.scales.dtype
             for lin in linears
         )
         if not same or (first.kind == "int4" and first.int4_layout != "rows"):
@@ -428,6 +534,7 @@ class FusedQuantProjection:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """``[..., sum(out_features)]`` outputs of all members for ``x`` ``[..., in_features]``
-        (with the first member's ``activation_dtype``, as :func:`apply_activation_dtype` left it)."""
+        (with the first member's ``activation_dtype``, as :func:`apply_activation_dtype` left it).
+        """
         self.module.activation_dtype = self._members[0].activation_dtype
         return self.module(x)

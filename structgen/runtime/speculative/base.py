@@ -65,9 +65,10 @@ class BaseProposer(abc.ABC):
     @abc.abstractmethod
     def propose(self, reqs: list[Request], num_tokens: list[int]) -> list[Proposal]:
         """One proposal per request. Raises: never for a single request's trouble (an
-        empty proposal instead)."""
+        empty proposal instead).
+        """
 
-    def release(self, req: Request) -> None:
+    def release(self, req: Request) -> None:  # noqa: B027 - an optional hook, a no-op by default
         """Drop any per-request state (the request finished, failed or was aborted)."""
 
     def stats(self) -> dict:

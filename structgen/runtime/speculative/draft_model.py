@@ -67,8 +67,12 @@ class DraftModelProposer(BaseProposer):
         else:
             from structgen.runtime.loader import load_model
 
-            loaded = load_model(str(src), engine.config.torch_dtype, engine.device,
-                                quantization=config.draft_quantization)
+            loaded = load_model(
+                str(src),
+                engine.config.torch_dtype,
+                engine.device,
+                quantization=config.draft_quantization,
+            )
         if loaded.tokenizer.get_vocab() != engine.tokenizer.get_vocab():
             raise ConfigError("the draft model's tokenizer differs from the target's vocabulary")
         page_size = engine.pool.page_size
@@ -84,6 +88,7 @@ class DraftModelProposer(BaseProposer):
 
     # ------------------------------------------------------------------ pages
     def release(self, req) -> None:
+        """Free the draft KV pages held for ``req`` (none held: no effect)."""
         seq = self._seqs.pop(req.request_id, None)
         if seq is not None:
             self.pool.free(seq.pages)
@@ -109,6 +114,7 @@ class DraftModelProposer(BaseProposer):
         return True
 
     def stats(self) -> dict:
+        """The draft model's forward passes and its KV pool's page counts."""
         return {
             "spec_draft_forward_passes": self.runner.num_forward_passes,
             "spec_draft_pages_total": self.pool.num_usable_pages,
@@ -134,7 +140,9 @@ class DraftModelProposer(BaseProposer):
         idx = torch.tensor(constrained, dtype=torch.int64, device=logits.device)
         apply_token_bitmask(logits, bitmask.to(logits.device), idx)
 
-    def _catch_up(self, reqs: list, num_tokens: list[int]) -> list[tuple[int, list[int], int, bool]]:
+    def _catch_up(
+        self, reqs: list, num_tokens: list[int]
+    ) -> list[tuple[int, list[int], int, bool]]:
         """Plan the first draft forward of this step: each request's uncomputed tokens.
 
         The catch-up is budgeted like the target's prefill: at most
@@ -192,10 +200,12 @@ class DraftModelProposer(BaseProposer):
                     continue
                 advanced[i] += 1
             props[i].token_ids.append(tok)
-            done = (len(props[i].token_ids) >= num_tokens[i]
-                    or (tok in eos and not req.params.ignore_eos)
-                    or tok in (req.params.stop_token_ids or ())
-                    or (req.matcher is not None and req.matcher.is_terminated()))
+            done = (
+                len(props[i].token_ids) >= num_tokens[i]
+                or (tok in eos and not req.params.ignore_eos)
+                or tok in (req.params.stop_token_ids or ())
+                or (req.matcher is not None and req.matcher.is_terminated())
+            )
             if not done:
                 nxt.append((i, [tok], len(seq.tokens), True))
                 seq.tokens = seq.tokens + [tok]
@@ -203,7 +213,8 @@ class DraftModelProposer(BaseProposer):
 
     def propose(self, reqs, num_tokens):
         """Catch up (budgeted, see :meth:`_catch_up`), then draft autoregressively,
-        batched over requests, every row masked by the request's grammar."""
+        batched over requests, every row masked by the request's grammar.
+        """
         props = [Proposal([]) for _ in reqs]
         advanced = [0] * len(reqs)
         probs: list[list[torch.Tensor]] = [[] for _ in reqs]
@@ -213,16 +224,18 @@ class DraftModelProposer(BaseProposer):
                 while batch:
                     pages = [self._seqs[reqs[i].request_id].pages for i, _, _, _ in batch]
                     want = [r for r, b in enumerate(batch) if b[3]]
-                    logits = self.runner.forward([b[1] for b in batch], [b[2] for b in batch],
-                                                 pages, logits_rows=want)
+                    logits = self.runner.forward(
+                        [b[1] for b in batch], [b[2] for b in batch], pages, logits_rows=want
+                    )
                     self.num_forward_passes += 1
                     if not want:
                         break
                     active = [batch[r][0] for r in want]
                     logits = self._logits_to_target(logits)
                     self._mask(logits, [reqs[i] for i in active])
-                    batch = self._draft_tokens(logits, active, reqs, num_tokens, props, probs,
-                                               advanced)
+                    batch = self._draft_tokens(
+                        logits, active, reqs, num_tokens, props, probs, advanced
+                    )
         finally:
             for i, req in enumerate(reqs):
                 if req.matcher is not None:

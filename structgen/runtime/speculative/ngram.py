@@ -25,7 +25,8 @@ def ngram_lookup(tokens: np.ndarray, n_min: int, n_max: int, k: int) -> list[int
 
     Args:
         tokens: ``[L]`` int64, prompt + output.
-        n_min, n_max: n-gram lengths to try.
+        n_min: shortest n-gram length to try.
+        n_max: longest n-gram length to try.
         k: most tokens to return.
     """
     length = tokens.shape[0]
@@ -43,6 +44,9 @@ class NgramProposer(BaseProposer):
     """Proposes by n-gram lookup in each request's own prompt and output (no model)."""
 
     def propose(self, reqs, num_tokens):
+        """Up to ``num_tokens[i]`` tokens per request by :func:`ngram_lookup` over its own
+        prompt and output (``config.ngram_min .. ngram_max``). Raises: never.
+        """
         out = []
         for req, k in zip(reqs, num_tokens):
             seq = np.asarray(req.prompt_token_ids + req.output_token_ids, dtype=np.int64)

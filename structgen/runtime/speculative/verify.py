@@ -19,7 +19,8 @@ Per step, :class:`SpeculativeDecoder`:
    point-mass proposal (n-gram) has ``q = onehot(d)``. The output distribution is the
    target's (``p`` is the distribution the plain sampler would draw from: grammar mask,
    ``min_tokens`` EOS ban, temperature, top-k / top-p / min-p).
-4. ``Scheduler.update_from_output`` sets ``num_computed_tokens`` to the verified length (the radix cache only
+4. ``Scheduler.update_from_output`` sets ``num_computed_tokens`` to the verified length (the radix
+cache only
    ever receives computed, hence verified, tokens; pages past the known tokens go back
    to the pool, ``Scheduler.trim_pages``) and applies the accepted tokens as if sampled
    one by one, stopping after the first one at which the grammar forces text: plain
@@ -126,8 +127,9 @@ class SpeculativeDecoder:
         context: the engine's step settings (EOS ids, request token limit).
     """
 
-    def __init__(self, proposer: BaseProposer, config: SpeculativeConfig,
-                 context: StepContext) -> None:
+    def __init__(
+        self, proposer: BaseProposer, config: SpeculativeConfig, context: StepContext
+    ) -> None:
         self.context = context
         self.config = config
         self.proposer = proposer
@@ -140,7 +142,7 @@ class SpeculativeDecoder:
 
     # --------------------------------------------------------------- propose
     def _num_tokens(self, req: Request) -> int:
-        """k for this request now: its adaptive k, capped by ``max_tokens`` and context."""
+        """K for this request now: its adaptive k, capped by ``max_tokens`` and context."""
         k = req.spec_num_tokens or self.config.num_tokens
         room_out = req.params.max_tokens - len(req.output_token_ids) - 1
         room_ctx = self.context.max_request_tokens - req.num_tokens - 1
@@ -151,8 +153,12 @@ class SpeculativeDecoder:
         reqs, ks = [], []
         for req in running:
             req.clear_drafts()
-            if (req.status != RequestStatus.RUNNING or not req.params.can_speculate
-                    or not req.output_token_ids or req.num_tokens_to_compute != 1):
+            if (
+                req.status != RequestStatus.RUNNING
+                or not req.params.can_speculate
+                or not req.output_token_ids
+                or req.num_tokens_to_compute != 1
+            ):
                 continue
             if req.matcher is not None and req.matcher.is_terminated():
                 continue
@@ -170,7 +176,9 @@ class SpeculativeDecoder:
             if req.matcher is not None:
                 tokens = tokens[: req.matcher.validate(tokens)]
             for i, t in enumerate(tokens):  # nothing follows an EOS / stop token
-                if (t in eos and not req.params.ignore_eos) or t in (req.params.stop_token_ids or ()):
+                if (t in eos and not req.params.ignore_eos) or t in (
+                    req.params.stop_token_ids or ()
+                ):
                     tokens = tokens[: i + 1]
                     break
             req.draft_token_ids = tokens
@@ -254,8 +262,9 @@ class SpeculativeDecoder:
             if req.params.is_greedy:
                 tokens, n_acc = accept_greedy(rows, drafts)
             else:
-                tokens, n_acc = accept_sampled(target_probs(rows, req), drafts, req.draft_probs,
-                                               req.generator)
+                tokens, n_acc = accept_sampled(
+                    target_probs(rows, req), drafts, req.draft_probs, req.generator
+                )
             self._count(req, len(drafts), n_acc)
             out.append(tokens)
         return out
@@ -279,7 +288,8 @@ class SpeculativeDecoder:
         """Uncount the last ``num_tokens`` tokens of the request's latest verification
         (accepted drafts and the target's token) that the engine did not apply: the
         request finished before them, or the grammar forced text there (see
-        ``step.process_tokens``). Raises: never."""
+        ``step.process_tokens``). Raises: never.
+        """
         if num_tokens <= 0:
             return
         drafts = num_tokens - 1  # the target's own token is the last one

@@ -1,8 +1,8 @@
 """The fused CPU decode step (csrc/decodestep.c) against the per-op path it replaces.
 
 It runs the same kernels in the same order, so logits and the KV cache must be equal bit for
-bit; the per-op path itself is checked against transformers in tests/runtime/test_models_families.py and
-cpu/test_ops.py.
+bit; the per-op path itself is checked against transformers in tests/runtime/test_models_families.py
+and cpu/test_ops.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from structgen.runtime.cpu import ops as cpu_ops
 from structgen.runtime.models.attention import attention_backend
 from structgen.runtime.models.testing import PagedSequences
 
-pytestmark = pytest.mark.skipif(not decode_step.kernel_available(), reason="fused decode step not built")
+pytestmark = pytest.mark.skipif(
+    not decode_step.kernel_available(), reason="fused decode step not built"
+)
 
 
 @pytest.fixture(params=["auto", "scalar"])
@@ -35,8 +37,9 @@ def _config(family: str):
     from tests.runtime.test_models_families import BASE, make_config
 
     if family == "llama":  # biases on all four attention projections and the MLP
-        return transformers.LlamaConfig(**BASE, num_attention_heads=4, num_key_value_heads=2, attention_bias=True,
-                                        mlp_bias=True)
+        return transformers.LlamaConfig(
+            **BASE, num_attention_heads=4, num_key_value_heads=2, attention_bias=True, mlp_bias=True
+        )
     return make_config(family, heads=6, kv_heads=2)
 
 
@@ -63,10 +66,16 @@ def _scenario(model) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     where enabled): decode rows, ragged extensions, a full 8-row step. Logits of every step, and
     the K/V cache at the end."""
     seqs = PagedSequences(model, num_pages=64, page_size=4)
-    prompts = {0: [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1, 60, 61], 1: [5, 17, 99, 3, 42], 2: list(range(30, 47))}
+    prompts = {
+        0: [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1, 60, 61],
+        1: [5, 17, 99, 3, 42],
+        2: list(range(30, 47)),
+    }
     logits = [torch.cat(list(seqs.step(prompts, all_logits=True).values()))]
     last = {s: int(logits[0][-1].argmax()) for s in prompts}
-    for _ in range(3):  # decode rows (T = 3); the windows of Mistral (5) and Qwen2 (6) start to slide
+    for _ in range(
+        3
+    ):  # decode rows (T = 3); the windows of Mistral (5) and Qwen2 (6) start to slide
         out = seqs.step({s: [(last[s] + s) % 250] for s in prompts})
         logits.append(torch.stack([out[s] for s in prompts]))
         last = {s: int(out[s].argmax()) for s in prompts}
@@ -84,10 +93,22 @@ def test_fused_step_equals_per_op_path(tmp_path_factory, monkeypatch, isa, famil
     model = _model(tmp_path_factory, family, dtype)
     calls = []
     kernel = decode_step._ext.decode_layers
-    monkeypatch.setattr(decode_step, "_ext", type("Ext", (), {
-        "decode_layers": staticmethod(lambda *a: calls.append(a[4]) or kernel(*a))}))
+    monkeypatch.setattr(
+        decode_step,
+        "_ext",
+        type(
+            "Ext", (), {"decode_layers": staticmethod(lambda *a: calls.append(a[4]) or kernel(*a))}
+        ),
+    )
     fused, fused_kv = _scenario(model)
-    assert calls == [3, 3, 3, 4, 8, 1]  # every step of at most 8 tokens ran fused; the prefill did not
+    assert calls == [
+        3,
+        3,
+        3,
+        4,
+        8,
+        1,
+    ]  # every step of at most 8 tokens ran fused; the prefill did not
     fused_again, _ = _scenario(model)  # a new KV pool: the plan is rebuilt for it
     assert len(calls) == 12
     monkeypatch.setattr(decode_step, "_ENABLED", False)
@@ -116,7 +137,9 @@ def test_replaced_weights_rebuild_or_drop_the_plan(tmp_path_factory, monkeypatch
         assert not torch.equal(in_place[-1], before[-1])
         assert all(torch.equal(a, b) for a, b in zip(in_place, in_place_ref))
         monkeypatch.setattr(decode_step, "_ENABLED", True)
-        model.load_state_dict({k: v.clone() for k, v in state.items()}, assign=True)  # new Parameters
+        model.load_state_dict(
+            {k: v.clone() for k, v in state.items()}, assign=True
+        )  # new Parameters
         layer = model.model.layers[0]
         assert not layer.self_attn.qkv.valid()
         t = torch.zeros(1, model.config.hidden_size)
@@ -144,7 +167,9 @@ def test_steps_outside_the_fused_step_return_none(tmp_path_factory):
     def call(t):
         batch = ForwardBatch.build([list(range(1, t + 1))], [0], [[1, 2, 3]], 4)
         x = torch.randn(t, hidden)
-        return decode_step.decode_step(model, x, torch.zeros(t, 1, d), torch.zeros(t, 1, d), batch, kv)
+        return decode_step.decode_step(
+            model, x, torch.zeros(t, 1, d), torch.zeros(t, 1, d), batch, kv
+        )
 
     assert call(1) is not None
     kv_before = [x.clone() for x in kv.k + kv.v]

@@ -9,7 +9,15 @@ import torch.nn.functional as F
 from structgen.runtime.cpu import dense
 from structgen.runtime.cpu.dense import MAX_ROWS, kernel_available, linear
 
-SHAPES = [(1, 37, 19), (2, 100, 576), (3, 1536, 576), (5, 576, 1536), (8, 33, 17), (1, 7, 1), (4, 1, 40)]
+SHAPES = [
+    (1, 37, 19),
+    (2, 100, 576),
+    (3, 1536, 576),
+    (5, 576, 1536),
+    (8, 33, 17),
+    (1, 7, 1),
+    (4, 1, 40),
+]
 
 
 def test_kernel_is_built():
@@ -29,7 +37,9 @@ def test_fp32_matches_f_linear(m, n, k, isa):
         for bias in (None, b):
             got = linear(x, w, bias)
             assert got.dtype == torch.float32 and got.shape == (m, n)
-            torch.testing.assert_close(got, F.linear(x, w, bias), atol=1e-4 * max(1.0, k ** 0.5), rtol=1e-5)
+            torch.testing.assert_close(
+                got, F.linear(x, w, bias), atol=1e-4 * max(1.0, k**0.5), rtol=1e-5
+            )
     finally:
         ext.set_isa("auto")
 
@@ -72,11 +82,13 @@ def test_every_row_count_matches_f_linear(m, n, k, dtype, isa):
             got = linear(x, w, bias)
             assert got.dtype == dtype and got.shape == (m, n)
             if dtype == torch.float32:
-                torch.testing.assert_close(got, F.linear(x, w, bias), atol=1e-4 * max(1.0, k ** 0.5),
-                                           rtol=1e-5)
+                torch.testing.assert_close(
+                    got, F.linear(x, w, bias), atol=1e-4 * max(1.0, k**0.5), rtol=1e-5
+                )
             else:
-                torch.testing.assert_close(got.float(), _ref_bf16(x, w, bias).float(), atol=1e-2,
-                                           rtol=1e-2)
+                torch.testing.assert_close(
+                    got.float(), _ref_bf16(x, w, bias).float(), atol=1e-2, rtol=1e-2
+                )
     finally:
         ext.set_isa("auto")
 
@@ -96,7 +108,7 @@ def test_row_split_over_threads_changes_nothing(m):
     finally:
         torch.set_num_threads(before)
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
-    torch.testing.assert_close(outs[0], F.linear(x, w, b), atol=1e-4 * 1001 ** 0.5, rtol=1e-5)
+    torch.testing.assert_close(outs[0], F.linear(x, w, b), atol=1e-4 * 1001**0.5, rtol=1e-5)
 
 
 def test_other_inputs_take_f_linear(monkeypatch):
@@ -121,7 +133,7 @@ def test_shape_errors_are_torch_errors():
 
 def _bf16_ulp(t: torch.Tensor) -> torch.Tensor:
     """The spacing of bf16 values at |t| (8 significant bits): 2 ** (floor(log2 |t|) - 7)."""
-    mag = t.float().abs().clamp_min(2.0 ** -100)
+    mag = t.float().abs().clamp_min(2.0**-100)
     return torch.exp2(torch.floor(torch.log2(mag)) - 7)
 
 
@@ -157,14 +169,26 @@ def test_bf16_rounding_is_nearest_even():
     """Sums that land exactly between two bf16 values (and just beside them) round as torch's
     ``.to(torch.bfloat16)``: to nearest, ties to even. Each output is ``a + r`` with K = 2 and
     both terms bf16 values whose fp32 sum is exact, so summation order plays no part."""
-    u = 2.0 ** -8  # half the bf16 spacing at 1.0
-    pairs = [(1.0, u), (1.0, 3 * u), (1.0, 1.5 * u), (1.0, 0.5 * u), (-1.0, -u), (-1.0, -3 * u),
-             (3.0, 2.0 ** -6), (3.0, 3 * 2.0 ** -6), (1.0, 0.0), (-2.0, 2.0 ** -9)]
+    u = 2.0**-8  # half the bf16 spacing at 1.0
+    pairs = [
+        (1.0, u),
+        (1.0, 3 * u),
+        (1.0, 1.5 * u),
+        (1.0, 0.5 * u),
+        (-1.0, -u),
+        (-1.0, -3 * u),
+        (3.0, 2.0**-6),
+        (3.0, 3 * 2.0**-6),
+        (1.0, 0.0),
+        (-2.0, 2.0**-9),
+    ]
     x = torch.tensor([[1.0, 1.0]], dtype=torch.bfloat16)
     w = torch.tensor(pairs, dtype=torch.float32).to(torch.bfloat16)
     assert torch.equal(w.float(), torch.tensor(pairs)), "test setup: a term is not a bf16 value"
     want = torch.tensor([[a + r for a, r in pairs]], dtype=torch.float32).to(torch.bfloat16)
-    assert not torch.equal(want.float(), torch.tensor([[a + r for a, r in pairs]])), "no rounding tested"
+    assert not torch.equal(want.float(), torch.tensor([[a + r for a, r in pairs]])), (
+        "no rounding tested"
+    )
     for isa in ("auto", "scalar"):
         dense._ext.set_isa(isa)
         try:
@@ -188,7 +212,9 @@ def test_strided_rows_of_x_are_read_in_place(m, dtype):
 
 
 def test_bias_of_another_dtype_takes_f_linear():
-    """A bias whose dtype differs from x's is not read as x's dtype: F.linear decides (and raises)."""
+    """A bias whose dtype differs from x's is not read as x's dtype: F.linear decides (and
+    raises).
+    """
     x, w = torch.randn(2, 8).to(torch.bfloat16), torch.randn(4, 8).to(torch.bfloat16)
     bias = torch.randn(4)  # fp32
     try:

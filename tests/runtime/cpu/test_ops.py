@@ -23,7 +23,9 @@ def isa(request):
     cpu_ops._ext.set_isa("auto")
 
 
-def paged_attention_ref(q, k_slots, v_slots, page_table, seq_ids, positions, page_size, scale, window=None):
+def paged_attention_ref(
+    q, k_slots, v_slots, page_table, seq_ids, positions, page_size, scale, window=None
+):
     """The one reference (structgen.kernels.paged_attention) over the C kernel's slot layout."""
     pages = (k_slots.unflatten(0, (-1, page_size)), v_slots.unflatten(0, (-1, page_size)))
     return _paged_attention_ref(q, *pages, page_table, seq_ids, positions, scale, window)
@@ -65,7 +67,11 @@ def _qkv(t, heads, kv_heads, d, dtype, seed):
 
 
 def _split(x, heads, kv_heads, d):
-    return x[:, : heads * d], x[:, heads * d : (heads + kv_heads) * d], x[:, (heads + kv_heads) * d :]
+    return (
+        x[:, : heads * d],
+        x[:, heads * d : (heads + kv_heads) * d],
+        x[:, (heads + kv_heads) * d :],
+    )
 
 
 @pytest.mark.parametrize("dtype,tol", DTYPES)
@@ -85,8 +91,12 @@ def test_rope_store_kv(isa, dtype, tol, heads, kv_heads, d, qk_norm):
     caches = [torch.zeros(32, kv_heads, d, dtype=dtype) for _ in range(4)]
     a, b = _qkv(t, heads, kv_heads, d, dtype, 1), None
     b = a.clone()
-    cpu_ops.rope_store_kv(*_split(a, heads, kv_heads, d), cos, sin, caches[0], caches[1], slots, qn, kn, 1e-6)
-    cpu_ops.rope_store_kv_ref(*_split(b, heads, kv_heads, d), cos, sin, caches[2], caches[3], slots, qn, kn, 1e-6)
+    cpu_ops.rope_store_kv(
+        *_split(a, heads, kv_heads, d), cos, sin, caches[0], caches[1], slots, qn, kn, 1e-6
+    )
+    cpu_ops.rope_store_kv_ref(
+        *_split(b, heads, kv_heads, d), cos, sin, caches[2], caches[3], slots, qn, kn, 1e-6
+    )
     _close(a, b, tol)
     _close(caches[0], caches[2], tol)
     _close(caches[1], caches[3], 0)
@@ -101,11 +111,15 @@ def test_paged_attention(isa, dtype, tol, heads, kv_heads, d, window):
     page_size, num_pages = 4, 24
     kc = torch.randn(num_pages * page_size, kv_heads, d, generator=g).to(dtype)
     vc = torch.randn(num_pages * page_size, kv_heads, d, generator=g).to(dtype)
-    page_table = torch.stack([torch.randperm(num_pages, generator=g)[:8] for _ in range(3)])  # [3, 8]
+    page_table = torch.stack(
+        [torch.randperm(num_pages, generator=g)[:8] for _ in range(3)]
+    )  # [3, 8]
     seq_ids = torch.tensor([0, 1, 1, 1, 2])  # a decode row, a 3-token extension, a first token
     positions = torch.tensor([29, 10, 11, 12, 0])
     q = torch.randn(5, heads, d, generator=g).to(dtype)
-    out = cpu_ops.paged_attention(q, kc, vc, page_table, seq_ids, positions, page_size, d**-0.5, window)
+    out = cpu_ops.paged_attention(
+        q, kc, vc, page_table, seq_ids, positions, page_size, d**-0.5, window
+    )
     ref = paged_attention_ref(q, kc, vc, page_table, seq_ids, positions, page_size, d**-0.5, window)
     _close(out, ref, tol)
 
@@ -119,13 +133,17 @@ def test_paged_attention_matches_sdpa_over_gathered_keys():
     pages = torch.tensor([[7, 2, 9, 4]])
     positions = torch.arange(10, 14)  # the last 4 tokens of a 14-token sequence
     q = torch.randn(4, heads, d, generator=g)
-    out = cpu_ops.paged_attention(q, kc, vc, pages, torch.zeros(4, dtype=torch.int64), positions, page_size, 0.3)
+    out = cpu_ops.paged_attention(
+        q, kc, vc, pages, torch.zeros(4, dtype=torch.int64), positions, page_size, 0.3
+    )
     pos = torch.arange(14)
     slots = pages[0][pos // page_size] * page_size + pos % page_size
     k = kc[slots].transpose(0, 1).repeat_interleave(3, 0)  # [heads, 14, d]
     v = vc[slots].transpose(0, 1).repeat_interleave(3, 0)
     mask = pos[None, :] <= positions[:, None]  # [4, 14]
-    ref = F.scaled_dot_product_attention(q.transpose(0, 1), k, v, attn_mask=mask, scale=0.3).transpose(0, 1)
+    ref = F.scaled_dot_product_attention(
+        q.transpose(0, 1), k, v, attn_mask=mask, scale=0.3
+    ).transpose(0, 1)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
 
 
@@ -133,7 +151,8 @@ def test_paged_attention_matches_sdpa_over_gathered_keys():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_model_step_same_with_and_without_fused_ops(tmp_path, monkeypatch, family, dtype):
     """A ragged mixed step (a 20-token prefill chunk, a decode row, a 3-token extension) gives the
-    same logits through the fused ops as through the torch path (biases and a window: Qwen2; q/k norm: Qwen3; window: Mistral)."""
+    same logits through the fused ops as through the torch path (biases and a window: Qwen2; q/k
+    norm: Qwen3; window: Mistral)."""
     from structgen.runtime.forward_batch import ForwardBatch
     from structgen.runtime.loader import load_model
     from tests.runtime.test_loader import tiny_tokenizer
@@ -149,12 +168,18 @@ def test_model_step_same_with_and_without_fused_ops(tmp_path, monkeypatch, famil
         prompts = [[(7 * n + i) % 250 for i in range(n)] for n in (9, 6, 20)]
         tables = [list(range(1, 12)), list(range(12, 23)), list(range(23, 34))]
         model(ForwardBatch.build(prompts, [0, 0, 0], tables, 4), kv)
-        step = ForwardBatch.build([[5], [7, 8, 9], list(range(30, 50))], [9, 6, 20], tables, 4, logits_rows=None)
+        step = ForwardBatch.build(
+            [[5], [7, 8, 9], list(range(30, 50))], [9, 6, 20], tables, 4, logits_rows=None
+        )
         return model(step, kv)
 
     calls = []
     kernel = cpu_ops.paged_attention
-    monkeypatch.setattr(cpu_ops, "paged_attention", lambda q, *a, **k: calls.append(q.shape[0]) or kernel(q, *a, **k))
+    monkeypatch.setattr(
+        cpu_ops,
+        "paged_attention",
+        lambda q, *a, **k: calls.append(q.shape[0]) or kernel(q, *a, **k),
+    )
     with_ops = run()
     # every layer ran the kernel on the short sequences' tokens (prefill: 9 + 6, then 1 + 3); the
     # 20-token chunks went through SDPA on a sub-batch
@@ -183,7 +208,9 @@ def test_paged_attention_key_chunks(isa, threads, tokens, window):
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        out = cpu_ops.paged_attention(q, kc, vc, page_table, seq_ids, positions, page_size, 0.125, window)
+        out = cpu_ops.paged_attention(
+            q, kc, vc, page_table, seq_ids, positions, page_size, 0.125, window
+        )
     finally:
         torch.set_num_threads(before)
     ref = paged_attention_ref(q, kc, vc, page_table, seq_ids, positions, page_size, 0.125, window)

@@ -19,33 +19,45 @@ from structgen.runtime.quantization.formats import (
 )
 from structgen.runtime.quantization.linear import QuantEmbedding, QuantLinear, _set_activation_dtype
 
-needs_kernel = pytest.mark.skipif(cpu_quant._lib is None or os.environ.get("STRUCTGEN_QKERNEL") == "0",
-                                  reason="C extension not built or disabled")
+needs_kernel = pytest.mark.skipif(
+    cpu_quant._lib is None or os.environ.get("STRUCTGEN_QKERNEL") == "0",
+    reason="C extension not built or disabled",
+)
 
 
 def _ref(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return (x.double() @ w.double().T).float()
 
 
-def _close(got: torch.Tensor, ref: torch.Tensor, tol: float, x: torch.Tensor, w: torch.Tensor) -> None:
+def _close(
+    got: torch.Tensor, ref: torch.Tensor, tol: float, x: torch.Tensor, w: torch.Tensor
+) -> None:
     """Max error relative to max ``|x| @ |w|.T`` (the scale of float32 summation-order error)."""
     err = float((got - ref).abs().max() / _ref(x.abs(), w.abs()).max().clamp_min(1e-30))
     assert err < tol, f"max error {err:.3g} (relative to max |x| @ |w|.T) exceeds {tol}"
 
 
 def _q8_emulated(x: torch.Tensor) -> torch.Tensor:
-    """llama.cpp's Q8_0 activation rounding, as the kernel does it: per 32, q = rint(x * 127/amax)."""
+    """llama.cpp's Q8_0 activation rounding, as the kernel does it: per 32, q = rint(x *
+    127/amax).
+    """
     m, k = x.shape
     xb = x.reshape(m, k // 32, 32)
     amax = xb.abs().amax(-1, keepdim=True)
-    inv = torch.where(amax > 0, torch.full_like(amax, 127.0) / amax, torch.zeros_like(amax))  # a true division, as C
+    inv = torch.where(
+        amax > 0, torch.full_like(amax, 127.0) / amax, torch.zeros_like(amax)
+    )  # a true division, as C
     return (torch.round(xb * inv) * (amax / 127.0)).reshape(m, k)
 
 
-def _int4_q8_ref(x: torch.Tensor, q: torch.Tensor, s: torch.Tensor, mn: torch.Tensor) -> torch.Tensor:
+def _int4_q8_ref(
+    x: torch.Tensor, q: torch.Tensor, s: torch.Tensor, mn: torch.Tensor
+) -> torch.Tensor:
     """What the int4 Q8 path computes: centred codes ``scale * (q - 8)`` against the Q8-rounded x,
     plus ``(min + 8 * scale)`` against the exact x (see csrc/qkernel.c, int4_mm)."""
-    centred = dequantize_int4(q, s, torch.zeros_like(mn)) - dequantize_int4(torch.full_like(q, 8), s, torch.zeros_like(mn))
+    centred = dequantize_int4(q, s, torch.zeros_like(mn)) - dequantize_int4(
+        torch.full_like(q, 8), s, torch.zeros_like(mn)
+    )
     offset = dequantize_int4(torch.full_like(q, 8), s, mn)  # 8 * scale + min, per group
     return (_q8_emulated(x).double() @ centred.double().T + x.double() @ offset.double().T).float()
 
@@ -76,15 +88,29 @@ def test_int4_kernel_matches_dequantized(isa, n, k, group, m):
     st, mt = s.t().contiguous(), mn.t().contiguous()
     _close(cpu_quant.int4_mm(x, packed, st, mt, group), _ref(x, wd), 1e-6, x, wd)
     # Q8 activations: exact integer dots on the emulated rounding of x, so float32-close to that
-    _close(cpu_quant.int4_mm(x, packed, st, mt, group, q8=True), _int4_q8_ref(x, q, s, mn), 1e-6, x, wd)
+    _close(
+        cpu_quant.int4_mm(x, packed, st, mt, group, q8=True), _int4_q8_ref(x, q, s, mn), 1e-6, x, wd
+    )
     if n >= 32:  # the Q8 rounding's own error against exact x (over enough outputs to be stable)
         exact = _ref(x, wd)
-        assert float((cpu_quant.int4_mm(x, packed, st, mt, group, q8=True) - exact).norm() / exact.norm()) < 1.5e-2
+        assert (
+            float(
+                (cpu_quant.int4_mm(x, packed, st, mt, group, q8=True) - exact).norm() / exact.norm()
+            )
+            < 1.5e-2
+        )
 
 
 @needs_kernel
-@pytest.mark.parametrize("n,k,group,scale_dtype", [(37, 72, None, torch.float32), (5, 96, 32, torch.float16),
-                                                   (64, 160, 32, torch.float16), (3, 256, None, torch.float16)])
+@pytest.mark.parametrize(
+    "n,k,group,scale_dtype",
+    [
+        (37, 72, None, torch.float32),
+        (5, 96, 32, torch.float16),
+        (64, 160, 32, torch.float16),
+        (3, 256, None, torch.float16),
+    ],
+)
 @pytest.mark.parametrize("m", [1, 4, 8, 9])
 def test_int8_kernel_matches_dequantized(isa, n, k, group, scale_dtype, m):
     g = torch.Generator().manual_seed(n + k + m)
@@ -106,7 +132,13 @@ def test_prefill_tiles_match(m, monkeypatch):
     w, x = torch.randn(50, 96, generator=g), torch.randn(m, 96, generator=g)
     q, s, mn = quantize_int4(w, 32)
     wd = dequantize_int4(q, s, mn)
-    _close(cpu_quant.int4_linear(x, pack_int4_rows(q), s.t().contiguous(), mn.t().contiguous(), 32), _ref(x, wd), 1e-6, x, wd)
+    _close(
+        cpu_quant.int4_linear(x, pack_int4_rows(q), s.t().contiguous(), mn.t().contiguous(), 32),
+        _ref(x, wd),
+        1e-6,
+        x,
+        wd,
+    )
     q8, s8 = quantize_int8(w, 32)
     w8 = dequantize_int8(q8, s8.half())
     _close(cpu_quant.int8_linear(x, q8, s8.half()), _ref(x, w8), 1e-6, x, w8)
@@ -141,7 +173,11 @@ def test_bad_group_is_rejected():
 @needs_kernel
 def test_quant_modules_use_kernel_layouts():
     g = torch.Generator().manual_seed(5)
-    w, b, x = torch.randn(48, 192, generator=g), torch.randn(48, generator=g), torch.randn(3, 192, generator=g)
+    w, b, x = (
+        torch.randn(48, 192, generator=g),
+        torch.randn(48, generator=g),
+        torch.randn(3, 192, generator=g),
+    )
     lin = _set_activation_dtype(QuantLinear.quantize(w, b, "int4", 64), torch.float32)
     assert lin.int4_layout == "rows" and lin.scales.shape == (48, 3)
     wd = lin.dequantized_weight()
@@ -149,7 +185,9 @@ def test_quant_modules_use_kernel_layouts():
     fast = _set_activation_dtype(lin, torch.bfloat16)(x)  # default: Q8 activations
     q, s, mn = quantize_int4(w, 64)
     _close(fast, _int4_q8_ref(x, q, s, mn) + b, 1e-6, x, wd)
-    assert QuantLinear.quantize(w, None, "int4", 64)(x.bfloat16()).dtype == torch.bfloat16  # a bf16 model's
+    assert (
+        QuantLinear.quantize(w, None, "int4", 64)(x.bfloat16()).dtype == torch.bfloat16
+    )  # a bf16 model's
     q8, s8 = quantize_int8(torch.randn(300, 192, generator=g), 32)
     emb = _set_activation_dtype(QuantEmbedding(q8, s8.half(), torch.float32), torch.float32)
     assert emb.qweight.dim() == 2  # Q8_0 kept row-major for the kernel
@@ -170,7 +208,9 @@ def test_fallback_without_extension(monkeypatch):
     q, s, mn = quantize_int4(w, 64)
     wd = dequantize_int4(q, s, mn)
     _close(lin(x), _ref(x, wd), 1e-6, x, wd)
-    assert lin._cached_scale_zeros(torch.float32) is lin._cached_scale_zeros(torch.float32)  # built once
+    assert lin._cached_scale_zeros(torch.float32) is lin._cached_scale_zeros(
+        torch.float32
+    )  # built once
     q8, s8 = quantize_int8(w, 32)
     lin8 = _set_activation_dtype(QuantLinear.from_int8(q8, s8.half()), torch.float32)
     assert lin8.qweight.dim() == 3  # group-major for torch's per-group int8 kernel
@@ -182,7 +222,8 @@ def test_fallback_without_extension(monkeypatch):
 @needs_kernel
 def test_smollm2_gguf_q8_activations_teacher_forced_agreement():
     """The default (Q8-activation) kernel path against the exact float32 one on SmolLM2's GGUF file:
-    decode steps at M = 1, teacher-forced on the exact path's greedy text, 10 prompts x 16 positions.
+    decode steps at M = 1, teacher-forced on the exact path's greedy text, 10 prompts x 16
+    positions.
     Measured: 152/160 (95%) argmax agreement (free-running greedy text drifts: 3 of 10 32-token
     continuations identical, vs 7 of 10 for torch's bf16-activation kernels; see RESULTS.md)."""
     from structgen.runtime.loader import load_model
@@ -207,4 +248,6 @@ def test_smollm2_gguf_q8_activations_teacher_forced_agreement():
             total += 1
             logits = seq.step({0: [t]})[0]
     assert total == 160
-    assert agree / total >= 0.90, f"Q8-activation argmax agreement {agree}/{total}"  # as int8 weights vs fp32
+    assert agree / total >= 0.90, (
+        f"Q8-activation argmax agreement {agree}/{total}"
+    )  # as int8 weights vs fp32

@@ -15,10 +15,14 @@ from structgen.runtime.distributed.router import routing_key
 
 SETTINGS = {"dtype": "float32", "max_kv_tokens": 2048, "page_size": 4, "dist_timeout_s": 20}
 GREEDY = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
-PREFIX_A = ("You are a careful assistant. Extract the name, the age and the city of the person "
-            "described below, and answer in JSON. Text: ")
-PREFIX_B = ("def f(x): return x * 2  # The quick brown fox jumps over the lazy dog. Translate the "
-            "next sentence into French, word by word: ")
+PREFIX_A = (
+    "You are a careful assistant. Extract the name, the age and the city of the person "
+    "described below, and answer in JSON. Text: "
+)
+PREFIX_B = (
+    "def f(x): return x * 2  # The quick brown fox jumps over the lazy dog. Translate the "
+    "next sentence into French, word by word: "
+)
 
 
 # ----------------------------------------------------------------------------- unit
@@ -71,8 +75,10 @@ def dp_engine(tiny_model_dirs):
 @pytest.mark.timeout(60)
 def test_shared_prefixes_stick_to_one_replica_with_cache_hits(dp_engine, tiny_model_dirs):
     assert type(dp_engine).__name__ == "DataParallelEngine"
-    waves = [[PREFIX_A + "Maria Lopez, 34, nurse.", PREFIX_B + "Bonjour."],
-             [PREFIX_A + "Ada, 36.", PREFIX_B + "le chat", PREFIX_A + "Bob, 5.", PREFIX_B + "x"]]
+    waves = [
+        [PREFIX_A + "Maria Lopez, 34, nurse.", PREFIX_B + "Bonjour."],
+        [PREFIX_A + "Ada, 36.", PREFIX_B + "le chat", PREFIX_A + "Bob, 5.", PREFIX_B + "x"],
+    ]
     where: dict[str, list[int]] = {"A": [], "B": []}
     outs = []
     for wave in waves:  # the first wave fills each replica's cache, the second hits it
@@ -114,14 +120,18 @@ def test_extract_and_memory_report_on_replicas(dp_engine, single_engine):
     in the front, shipped as its spec) matches one engine's; memory adds up over replicas."""
     from structgen.errors import ExtractionError
 
-    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0,
-                                                      "maximum": 99}}, "required": ["n"]}
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}},
+        "required": ["n"],
+    }
     texts = ["Maria is 34.", "Bob is 5."]
     params = SamplingParams(max_tokens=24, temperature=0.0)
     got = dp_engine.extract(schema, texts, params=params, errors="return")
     ref = single_engine.extract(schema, texts, params=params, errors="return")
-    assert [g.raw_text if isinstance(g, ExtractionError) else g for g in got] == \
-        [r.raw_text if isinstance(r, ExtractionError) else r for r in ref]
+    assert [g.raw_text if isinstance(g, ExtractionError) else g for g in got] == [
+        r.raw_text if isinstance(r, ExtractionError) else r for r in ref
+    ]
     mem, one = dp_engine.memory_report(), single_engine.memory_report()
     assert mem["weight_bytes"] == 2 * one["weight_bytes"] and mem["kv_bytes"] == 2 * one["kv_bytes"]
     assert dp_engine.max_request_tokens() == single_engine.max_request_tokens()
@@ -139,9 +149,14 @@ def test_dsl_program_and_streaming_on_replicas(dp_engine, single_engine):
         s += "Name: " + name + "\nAge:" + gen("age", max_tokens=4, regex=r" [0-9]{1,2}")
         s += "\nJob:" + gen("job", max_tokens=6)
 
-    assert prog.run("Maria", backend=dp_engine).text() == prog.run("Maria", backend=single_engine).text()
-    reqs = [dp_engine.make_request(p, GREEDY, c)
-            for p, c in [("Hello there", None), ("Age:", Regex(r" [0-9]{2}"))]]
+    assert (
+        prog.run("Maria", backend=dp_engine).text()
+        == prog.run("Maria", backend=single_engine).text()
+    )
+    reqs = [
+        dp_engine.make_request(p, GREEDY, c)
+        for p, c in [("Hello there", None), ("Age:", Regex(r" [0-9]{2}"))]
+    ]
     deltas = ["", ""]
 
     def listener(i, out):
@@ -160,7 +175,9 @@ def test_replica_config_error_reaches_the_caller(tiny_model_dirs):
     with pytest.raises(ConfigError, match="data_parallel_size must be an int >= 1"):
         Engine(tiny_model_dirs["llama_gqa"], data_parallel_size=0)
     with pytest.raises(ConfigError, match="does not divide the model's 4 attention heads"):
-        Engine(tiny_model_dirs["llama_gqa"], data_parallel_size=2, tensor_parallel_size=3, **SETTINGS)
+        Engine(
+            tiny_model_dirs["llama_gqa"], data_parallel_size=2, tensor_parallel_size=3, **SETTINGS
+        )
 
 
 @pytest.mark.timeout(60)
@@ -178,8 +195,10 @@ def test_constraint_without_regex_text_reaches_the_replica_as_its_spec(dp_engine
         pickle.dumps(grammar)
     params = SamplingParams(max_tokens=8, temperature=1.0, seed=3)
     prompts = [f"{c} wants a number:" for c in "mnop"]
-    rids = [dp_engine.submit(p, params, grammar if i % 2 else DigitRun(5))
-            for i, p in enumerate(prompts)]
+    rids = [
+        dp_engine.submit(p, params, grammar if i % 2 else DigitRun(5))
+        for i, p in enumerate(prompts)
+    ]
     assert all(dp_engine.replica_of(r) in (0, 1) for r in rids)
     for rid in rids:
         out = dp_engine.result(rid)
@@ -204,9 +223,19 @@ def test_portable_constraint_keeps_trigger_and_shared_recursion():
     from structgen.fsm import compile_json_schema
     from structgen.fsm.spec import spec_of
 
-    tree = {"$defs": {"node": {"type": "object", "properties": {
-        "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
-        "required": ["v", "kids"]}}, "$ref": "#/$defs/node"}
+    tree = {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {
+                    "v": {"type": "integer"},
+                    "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                },
+                "required": ["v", "kids"],
+            }
+        },
+        "$ref": "#/$defs/node",
+    }
     grammar = compile_json_schema(tree, None, trigger="</think>")
     assert grammar.definitions  # recursion is shared, not written out
     term = pickle.loads(pickle.dumps(spec_of(grammar)))
@@ -216,7 +245,12 @@ def test_portable_constraint_keeps_trigger_and_shared_recursion():
     assert grammar.dfa.explore() and again.dfa.explore()
     assert again.trigger == "</think>" and again.dfa.num_states == grammar.dfa.num_states
     deep = '{"v":1,"kids":[' * 9 + '{"v":2,"kids":[]}' + "]}" * 9
-    for text in ("thinking...</think>" + deep, "</think>{\"v\":1,\"kids\":[]}", deep,
-                 "x</think>{\"v\":1}", "no trigger at all"):
+    for text in (
+        "thinking...</think>" + deep,
+        '</think>{"v":1,"kids":[]}',
+        deep,
+        'x</think>{"v":1}',
+        "no trigger at all",
+    ):
         assert again.matches(text) == grammar.matches(text), text
     assert again.matches("thinking...</think>" + deep)

@@ -21,7 +21,9 @@ LONG = SamplingParams(max_tokens=400, temperature=0.0, ignore_eos=True)
 def test_killed_rank_is_reported_mid_run(tiny_model_dirs):
     """Rank 1 is killed between two steps of a running batch (after 5 forward passes, not
     after a wall-clock delay): the next step reports it, long before dist_timeout_s."""
-    engine = Engine(tiny_model_dirs["llama_gqa"], tensor_parallel_size=2, dist_timeout_s=30, **SETTINGS)
+    engine = Engine(
+        tiny_model_dirs["llama_gqa"], tensor_parallel_size=2, dist_timeout_s=30, **SETTINGS
+    )
     worker = engine.runner.workers.processes[0]
     assert engine.generate(["warm up"], SamplingParams(max_tokens=4, temperature=0.0))[0].token_ids
     reqs = [engine.make_request("The quick brown fox", LONG) for _ in range(3)]
@@ -44,10 +46,14 @@ def test_killed_rank_is_reported_mid_run(tiny_model_dirs):
 
 
 def test_hung_rank_times_out(tiny_model_dirs):
-    engine = Engine(tiny_model_dirs["llama_gqa"], tensor_parallel_size=2, dist_timeout_s=3, **SETTINGS)
+    engine = Engine(
+        tiny_model_dirs["llama_gqa"], tensor_parallel_size=2, dist_timeout_s=3, **SETTINGS
+    )
     worker = engine.runner.workers.processes[0]
     try:
-        assert engine.generate(["warm up"], SamplingParams(max_tokens=4, temperature=0.0))[0].token_ids
+        assert engine.generate(["warm up"], SamplingParams(max_tokens=4, temperature=0.0))[
+            0
+        ].token_ids
         os.kill(worker.pid, signal.SIGSTOP)  # alive but silent: only the timeout can tell
         t0 = time.monotonic()
         with pytest.raises(DistributedError, match="failed"):

@@ -14,8 +14,11 @@ from structgen.errors import ConfigError
 pytestmark = pytest.mark.timeout(60)
 
 SETTINGS = {"dtype": "float32", "max_kv_tokens": 1024, "page_size": 4, "dist_timeout_s": 20}
-PROMPTS = {0: [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1, 60, 61], 1: [5, 17, 99, 3, 42],
-           2: list(range(30, 47))}
+PROMPTS = {
+    0: [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1, 60, 61],
+    1: [5, 17, 99, 3, 42],
+    2: list(range(30, 47)),
+}
 ATOL = 1e-4
 
 
@@ -33,8 +36,12 @@ def paged_logits(engine) -> list[torch.Tensor]:
         for s in sids:
             idx.extend(range(total, total + len(chunks[s])))
             total += len(chunks[s])
-        logits = engine.runner.forward([chunks[s] for s in sids], [done[s] for s in sids],
-                                       [tables[s] for s in sids], logits_token_indices=idx)
+        logits = engine.runner.forward(
+            [chunks[s] for s in sids],
+            [done[s] for s in sids],
+            [tables[s] for s in sids],
+            logits_token_indices=idx,
+        )
         out.append(logits)
         res, start = {}, 0
         for s in sids:
@@ -77,15 +84,21 @@ def test_tp2_logits_match_tp1(engines):
 
 def test_tp2_greedy_batch_matches_tp1(engines):
     single, tp = engines
-    prompts = ["The quick brown fox", [{"role": "user", "content": "Maria Lopez, 34"}],
-               "def f(x):", "Héllo wörld"]
+    prompts = [
+        "The quick brown fox",
+        [{"role": "user", "content": "Maria Lopez, 34"}],
+        "def f(x):",
+        "Héllo wörld",
+    ]
     params = SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True)
     ref = single.generate(prompts, params)
     got = tp.generate(prompts, params)
     assert [o.token_ids for o in got] == [o.token_ids for o in ref]
     assert all(len(o.token_ids) == 16 for o in got)
     cons = Regex(r"[a-z]{3,8}( [a-z]{2,6}){1,3}")
-    ref = single.generate(prompts[:2], SamplingParams(max_tokens=30, temperature=0.0), constraint=cons)
+    ref = single.generate(
+        prompts[:2], SamplingParams(max_tokens=30, temperature=0.0), constraint=cons
+    )
     got = tp.generate(prompts[:2], SamplingParams(max_tokens=30, temperature=0.0), constraint=cons)
     assert [o.text for o in got] == [o.text for o in ref]
 
@@ -94,18 +107,25 @@ def test_heads_not_divisible_is_a_config_error_at_start(tiny_model_dirs):
     with pytest.raises(ConfigError, match="does not divide the model's 4 attention heads"):
         Engine(tiny_model_dirs["llama_gqa"], tensor_parallel_size=3, **SETTINGS)
     with pytest.raises(ConfigError, match="quantization"):
-        Engine(tiny_model_dirs["llama_gqa"], tensor_parallel_size=2, quantization="int8", **SETTINGS)
+        Engine(
+            tiny_model_dirs["llama_gqa"], tensor_parallel_size=2, quantization="int8", **SETTINGS
+        )
 
 
 def test_step_message_round_trip():
     from structgen.runtime.distributed.worker import pack_step, unpack_step
 
-    chunks, prefix, tables, rows = [[5, 6, 7], [9], [1, 2]], [0, 12, 3], [[4], [7, 8, 2, 11], []], [2, 3, 4, 5]
+    chunks, prefix, tables, rows = (
+        [[5, 6, 7], [9], [1, 2]],
+        [0, 12, 3],
+        [[4], [7, 8, 2, 11], []],
+        [2, 3, 4, 5],
+    )
     header, payload = pack_step(chunks, prefix, tables, rows)
     got = unpack_step(header.clone(), payload.clone())
     assert got[0] == chunks and got[1] == prefix and got[3] == rows
     assert [t[: len(p)] for t, p in zip(got[2], tables)] == tables  # padded with scratch page 0
-    assert all(x == 0 for t, p in zip(got[2], tables) for x in t[len(p):])
+    assert all(x == 0 for t, p in zip(got[2], tables) for x in t[len(p) :])
 
 
 @pytest.mark.parametrize("heads,kv,tp", [(8, 8, 2), (8, 2, 2), (8, 2, 4), (8, 1, 4), (4, 1, 2)])
@@ -126,8 +146,10 @@ def test_local_kv_heads_follow_gqa_mapping(heads, kv, tp):
 @pytest.mark.timeout(300)
 def test_smollm2_tp3_greedy_matches(smollm2_engine):
     """The real model (9 heads, 3 KV heads: TP=3, one KV head per rank) in 3 processes."""
-    prompts = [[{"role": "user", "content": "Name three colors."}],
-               [{"role": "user", "content": "What is 2+2?"}]]
+    prompts = [
+        [{"role": "user", "content": "Name three colors."}],
+        [{"role": "user", "content": "What is 2+2?"}],
+    ]
     params = SamplingParams(max_tokens=24, temperature=0.0)
     ref = smollm2_engine.generate(prompts, params)
     with Engine(max_kv_tokens=4096, tensor_parallel_size=3) as tp:

@@ -28,6 +28,7 @@ _CLASS = re.compile(r"([A-Z][a-z]\w*)(?:\.(\w+))?(?:\(.*\))?")
 # names the map uses that are not structgen's own
 _FOREIGN = {"LogitsProcessor"} | set(dir(builtins))
 
+
 def _spans() -> list[str]:
     return _CODE.findall(DOC.read_text(encoding="utf-8"))
 

@@ -130,7 +130,8 @@ def test_set_default_only_for_variables_structgen_sets(monkeypatch) -> None:
 def test_compile_applies_the_grammar_switches(monkeypatch) -> None:
     """A compile reads ``tokentrie`` and ``regexlower`` and switches the C loops (on change)."""
     from structgen.fsm import compile_regex
-    from structgen.fsm.index import masks as _mask_write, trie as _token_trie
+    from structgen.fsm.index import masks as _mask_write
+    from structgen.fsm.index import trie as _token_trie
     from structgen.fsm.regex import lower as _fast_lower
 
     built = (_token_trie._EXT, getattr(_token_trie._EXT, "fill_row", None), _fast_lower._EXT)

@@ -11,6 +11,7 @@ sees does not depend on speed.
 from __future__ import annotations
 
 import threading
+import time
 
 from structgen import AsyncEngine
 
@@ -46,9 +47,22 @@ class StepGate:
             self._paused.set()
 
     def pause_after(self, n: int) -> None:
-        """Pause the loop once it has run ``n`` more steps (call while it is idle)."""
+        """Pause the loop once it has run ``n`` more steps (call while it is idle).
+
+        Counts from the engine's own step count, which the loop raises before a step's
+        outputs are published: a caller that has seen its last request finish reads it
+        up to date, whereas this hook runs after publishing and may lag by that step.
+        """
         self._paused.clear()
-        self._target = self.num_steps + n
+        self._target = self.engine.num_steps + n
+
+    def settle(self, timeout_s: float = 60.0) -> None:
+        """Block until this hook has seen every step the loop ran (it runs after a step's
+        outputs are published, so it may lag the engine's count by one step)."""
+        deadline = time.monotonic() + timeout_s
+        while self.num_steps != self.engine.num_steps:
+            assert time.monotonic() < deadline, "the step hook did not catch up"
+            time.sleep(0.001)
 
     def wait_paused(self, timeout_s: float = 120.0) -> None:
         """Block until the pause of ``pause_after`` took effect (fails after ``timeout_s``)."""

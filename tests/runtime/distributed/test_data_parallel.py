@@ -222,21 +222,9 @@ def test_portable_constraint_keeps_trigger_and_shared_recursion():
 
     from structgen.fsm import compile_json_schema
     from structgen.fsm.spec import spec_of
+    from tests.fsm.test_spec import TREE
 
-    tree = {
-        "$defs": {
-            "node": {
-                "type": "object",
-                "properties": {
-                    "v": {"type": "integer"},
-                    "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}},
-                },
-                "required": ["v", "kids"],
-            }
-        },
-        "$ref": "#/$defs/node",
-    }
-    grammar = compile_json_schema(tree, None, trigger="</think>")
+    grammar = compile_json_schema(TREE, None, trigger="</think>")
     assert grammar.definitions  # recursion is shared, not written out
     term = pickle.loads(pickle.dumps(spec_of(grammar)))
     again = term.compile(None)

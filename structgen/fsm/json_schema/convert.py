@@ -241,9 +241,9 @@ class JsonSchemaConverter:
         if not isinstance(schema, dict):
             raise InvalidSchemaError("a schema must be an object or a boolean", pointer)
         pointer = self._origin.get(id(schema), pointer)  # where the document writes it
-        if {"if", "then", "else"} & set(schema) and static_conditional(schema) is not None:
-            return self.convert(static_conditional(schema), pointer, refs)
-        rest = self.keywords_of(schema, pointer)
+        rest = self.keywords_of(schema, pointer)  # if/then/else: keywords from draft 7 on
+        if {"if", "then", "else"} & set(rest) and static_conditional(rest) is not None:
+            return self.convert(static_conditional(rest), pointer, refs)
         for key in rest:
             if key not in _KNOWN and key not in self.dependency_keywords:
                 self.unsupported(key, pointer)

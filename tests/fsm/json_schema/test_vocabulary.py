@@ -132,6 +132,11 @@ def test_keywords_of_another_draft_follow_the_document() -> None:
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_json_schema({"$schema": DRAFT3, "type": "integer", "divisibleBy": 3})
     assert info.value.keyword == "divisibleBy" and info.value.pointer == ""
+    draft6 = "http://json-schema.org/draft-06/schema#"  # if/then/else: keywords from draft 7
+    schema = {"$schema": draft6, "type": "integer", "if": True, "then": {"minimum": 5}}
+    assert_agrees_with_jsonschema(compile_json_schema(schema), schema, ["3", "6"], ["3.5"])
+    schema = {"$schema": DRAFT7, "type": "integer", "if": True, "then": {"minimum": 5}}
+    assert_agrees_with_jsonschema(compile_json_schema(schema), schema, ["6"], ["3"])
     schema = {"$schema": DRAFT7, "type": "integer", "$defs": {"a": {"minimum": 3}}}
     assert compile_json_schema(schema).warnings == []  # $defs: an annotation in every draft
 

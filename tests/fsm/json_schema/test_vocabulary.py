@@ -192,3 +192,33 @@ def test_annotations_are_dropped_silently() -> None:
         ['{"pet":{"kind":"cat"}}', '{"name":"q","pet":{"kind":"cow"}}', '{"name":1}'],
     )
     assert not [w for w in grammar.warnings if "keyword" in w], grammar.warnings
+
+
+def test_pydantic_discriminated_union_compiles_under_strict() -> None:
+    """pydantic writes ``oneOf`` + OpenAPI's ``discriminator`` + a ``const`` tag per branch;
+    the discriminator is an annotation and the const tags make the branches disjoint."""
+    from typing import Literal, Union
+
+    from pydantic import BaseModel, Field
+
+    class Cat(BaseModel):
+        kind: Literal["cat"]
+        lives: int
+
+    class Dog(BaseModel):
+        kind: Literal["dog"]
+        bark: str
+
+    class Owner(BaseModel):
+        pet: Union[Cat, Dog] = Field(discriminator="kind")  # noqa: UP007 - as users write it
+
+    schema = Owner.model_json_schema()
+    assert "discriminator" in schema["properties"]["pet"]
+    grammar = compile_json_schema(Owner)
+    assert_agrees_with_jsonschema(
+        grammar,
+        schema,
+        ['{"pet":{"kind":"cat","lives":9}}', '{"pet":{"kind":"dog","bark":"woof"}}'],
+        ['{"pet":{"kind":"dog","lives":9}}', '{"pet":{"kind":"cow","lives":1}}', "{}"],
+    )
+    assert not [w for w in grammar.warnings if "discriminator" in w]

@@ -211,7 +211,7 @@ def test_empty_properties_object(cases) -> None:
     tools = {
         "anyOf": [
             {"type": "object", "properties": {"a": {"type": "string"}}},
-            {"type": "object", "properties": {"b": {"type": "string", "format": "iri"}}},
+            {"type": "object", "properties": {"b": {"type": "string", "format": "regex"}}},
         ]
     }
     with pytest.raises(UnsupportedSchemaError) as info:

@@ -1,9 +1,11 @@
 """JSON Schema (or a pydantic model) -> regex over the serialized JSON document.
 
-The rule: a keyword is enforced exactly, or (``strict=True``) the conversion raises
-``UnsupportedSchemaError(keyword, pointer)``; with ``strict=False`` it is ignored and
-a warning recorded. Generated documents never violate the schema; some valid
-spellings are not generated (see each module). This package's face is the entry points
+The rule: a keyword of the document's draft is enforced exactly, or (``strict=True``) the
+conversion raises ``UnsupportedSchemaError(keyword, pointer)``; with ``strict=False`` it is
+ignored and a warning recorded. Annotations are dropped; keys outside the draft's
+vocabulary are ignored with a warning, ``x-structgen-*`` keys refused (``vocabulary``).
+Generated documents never violate the schema; some valid spellings are not generated (see
+each module). This package's face is the entry points
 and options here; ``convert.JsonSchemaConverter`` dispatches, the types are lowered in
 ``scalars`` (string/integer/number, with ``pattern``, ``string_length``, ``formats``,
 ``numeric``), ``arrays``, ``objects`` (with ``dependencies``); ``allOf``/``oneOf`` are

@@ -20,28 +20,14 @@ from fractions import Fraction
 from typing import Any, Callable
 
 from ...errors import UnsupportedSchemaError
+from .vocabulary import ANNOTATIONS
 
 __all__ = ["merge_all_of", "provably_disjoint", "types_of", "TYPES", "value_key"]
 
 TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
 _LOWER = ("minimum", "minLength", "minItems", "minProperties", "minContains")
 _UPPER = ("maximum", "maxLength", "maxItems", "maxProperties", "maxContains")
-_IGNORED = frozenset(
-    {
-        "title",
-        "description",
-        "examples",
-        "default",
-        "$comment",
-        "deprecated",
-        "readOnly",
-        "writeOnly",
-        "$schema",
-        "$id",
-        "$defs",
-        "definitions",
-    }
-)
+_IGNORED = ANNOTATIONS
 Resolver = Callable[[str, str], Any]
 
 
@@ -148,12 +134,19 @@ def _merge_dependencies(old: dict, val: dict) -> dict:
 
 
 def merge_all_of(
-    schemas: list[Any], pointer: str, resolve: Resolver, seen: tuple[str, ...] = ()
+    schemas: list[Any],
+    pointer: str,
+    resolve: Resolver,
+    seen: tuple[str, ...] = (),
+    keywords: Callable[[dict, str], dict] | None = None,
 ) -> dict | bool:
     """One schema equivalent to ``allOf: schemas`` (False when unsatisfiable).
 
     ``$ref`` subschemas are resolved with ``resolve(ref, pointer)``; a reference seen
     twice (recursion through ``allOf``) raises ``UnsupportedSchemaError("allOf", ...)``.
+    ``keywords(subschema, pointer)``, when given, keeps the keywords of each subschema
+    that take part (the converter's: annotations and unknown keywords dropped); without
+    it, the annotations are dropped.
     """
     flat: list[dict] = []
 
@@ -162,7 +155,7 @@ def merge_all_of(
             return True
         if s is False:
             return False
-        s = dict(s)
+        s = keywords(s, ptr) if keywords is not None else dict(s)
         if "$ref" in s:
             ref = s.pop("$ref")
             if ref in seen:

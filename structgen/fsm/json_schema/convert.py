@@ -30,10 +30,10 @@ from .pattern import JSON_CHAR
 from .refs import RefSharing
 from .scalars import BOUNDS, NUMBER, integer_regex, number_regex, string_regex
 from .values import values_regex
+from .vocabulary import EXTENSION_PREFIX, EXTENSIONS, kind_of, unknown_warning
 
 __all__ = [
     "JsonSchemaConverter",
-    "ANNOTATIONS",
     "ANY_VALUE_DEPTH",
     "CONVERT_MAX_SECONDS",
     "FLEXIBLE_WS_MAX",
@@ -42,22 +42,7 @@ __all__ = [
 FLEXIBLE_WS_MAX = 12
 ANY_VALUE_DEPTH = 10  # as deep as recursive $ref unrolls by default (max_recursion_depth)
 CONVERT_MAX_SECONDS = 10.0  # as the DFA's budget (see benchmarks/RESULTS.md, wp_8)
-ANNOTATIONS = frozenset(
-    {
-        "title",
-        "description",
-        "examples",
-        "default",
-        "$schema",
-        "$id",
-        "$comment",
-        "deprecated",
-        "readOnly",
-        "writeOnly",
-        "$defs",
-        "definitions",
-    }
-)
+# the keywords the converter lowers; the draft's others are refused (see ``vocabulary``)
 _KNOWN = frozenset(
     {
         "type",
@@ -126,6 +111,8 @@ class JsonSchemaConverter:
         self._cut_at: str | None = None
         self.sharing = RefSharing(self.resolve)
         self._validator, known = self._refs.draft
+        self._draft = self._validator.__name__
+        self._unknown: dict[str, list[str]] = {}  # ignored unknown keyword -> its pointers
         if not known:
             self.warnings.append(
                 f"unknown $schema {root['$schema']!r}: read as the latest draft "
@@ -156,6 +143,8 @@ class JsonSchemaConverter:
                 where it cannot be dropped.
         """
         regex = self.convert(self.root, "", ("#",))  # the root is one expansion of "#"
+        for key, pointers in self._unknown.items():
+            self.warnings.append(unknown_warning(key, pointers, self._draft))
         if regex is None:
             if self._cut_at is None:
                 raise UnsupportedSchemaError("false", "", "the schema accepts no value")
@@ -183,6 +172,41 @@ class JsonSchemaConverter:
         note = "objects whose additionalProperties is not false are generated without extra keys"
         if note not in self.warnings:
             self.warnings.append(note)
+
+    def keywords_of(self, schema: dict, pointer: str) -> dict:
+        """``schema`` without its annotations and unknown keywords (``vocabulary.kind_of``
+        for the document's draft); each unknown keyword is recorded for one warning that
+        names its pointers.
+
+        Args:
+            schema: a schema object of the document (or an ``allOf`` merge of some).
+            pointer: its JSON pointer, when the document does not say where it is written.
+
+        Returns:
+            A new dict with the keywords of the draft (and enforced extensions) only.
+
+        Raises:
+            UnsupportedSchemaError: (strict) an ``x-structgen-*`` key that is not a
+                structgen extension.
+        """
+        pointer = self._origin.get(id(schema), pointer)
+        out = {}
+        for key, value in schema.items():
+            kind = kind_of(key, self._draft)
+            if kind == "keyword" or key in EXTENSIONS:
+                out[key] = value
+            elif kind == "extension":
+                self.unsupported(
+                    key,
+                    pointer,
+                    f"not a structgen extension keyword ({EXTENSION_PREFIX}* is reserved"
+                    f" for them; known: {', '.join(sorted(EXTENSIONS)) or 'none yet'})",
+                )
+            elif kind == "unknown":
+                seen = self._unknown.setdefault(key, [])
+                if pointer not in seen:
+                    seen.append(pointer)
+        return out
 
     def is_valid(self, value: Any, schema: Any) -> bool:
         """``jsonschema`` validity of ``value`` under ``schema`` (local refs resolve in root)."""
@@ -217,19 +241,12 @@ class JsonSchemaConverter:
         if not isinstance(schema, dict):
             raise InvalidSchemaError("a schema must be an object or a boolean", pointer)
         pointer = self._origin.get(id(schema), pointer)  # where the document writes it
-        if {"if", "then", "else"} & set(schema) and static_conditional(schema) is not None:
-            return self.convert(static_conditional(schema), pointer, refs)
-        for key in schema:
-            if key in DEPENDENCY_KEYWORDS and key not in self.dependency_keywords:
-                self.unsupported(
-                    key,
-                    pointer,
-                    "a keyword of another draft than this document's"
-                    " ($schema; dependencies: draft 3-7, dependent*: 2019-09+)",
-                )
-            elif key not in _KNOWN and key not in ANNOTATIONS and key not in DEPENDENCY_KEYWORDS:
+        rest = self.keywords_of(schema, pointer)  # if/then/else: keywords from draft 7 on
+        if {"if", "then", "else"} & set(rest) and static_conditional(rest) is not None:
+            return self.convert(static_conditional(rest), pointer, refs)
+        for key in rest:
+            if key not in _KNOWN and key not in self.dependency_keywords:
                 self.unsupported(key, pointer)
-        rest = {k: v for k, v in schema.items() if k not in ANNOTATIONS}
         if not rest:
             return self.any_value(ANY_VALUE_DEPTH)
         if "$ref" in rest:
@@ -343,7 +360,7 @@ class JsonSchemaConverter:
             if self.sharing.is_cut(ref, refs, self.max_depth):
                 return self._ref(ref, pointer, refs)  # records the cut, returns None
         seen = tuple(r for r in set(refs) if self.sharing.is_cut(r, refs, self.max_depth))
-        merged = merge_all_of(subs, pointer, self.resolve, seen)
+        merged = merge_all_of(subs, pointer, self.resolve, seen, self.keywords_of)
         return self.convert(merged, pointer, refs + inlined)
 
     def _any_of(self, schema: dict, key: str, pointer: str, refs) -> str | None:
@@ -352,7 +369,7 @@ class JsonSchemaConverter:
         for i, sub in enumerate(schema[key]):
             ptr = f"{pointer}/{key}/{i}"
             if siblings:
-                sub = merge_all_of([siblings, sub], ptr, self.resolve)
+                sub = merge_all_of([siblings, sub], ptr, self.resolve, (), self.keywords_of)
             branches.append((ptr, sub))
         if key == "oneOf":
             self._check_disjoint(branches, pointer)
@@ -364,7 +381,7 @@ class JsonSchemaConverter:
         resolved = []
         for ptr, sub in branches:
             if isinstance(sub, dict) and "$ref" in sub or isinstance(sub, dict) and "allOf" in sub:
-                sub = merge_all_of([sub], ptr, self.resolve)
+                sub = merge_all_of([sub], ptr, self.resolve, (), self.keywords_of)
             resolved.append(sub)
         for i in range(len(resolved)):
             for j in range(i + 1, len(resolved)):

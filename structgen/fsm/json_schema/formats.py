@@ -1,17 +1,22 @@
 """Regexes (over the JSON string body) for the ``format`` values we assert.
 
-Each regex accepts only strings valid for the format (RFC 3339 date/time/duration,
-RFC 4122 uuid, dotted-quad IPv4 without leading zeros, RFC 4291 IPv6 text forms,
-RFC 1123 hostnames of at most three labels, RFC 3986 URIs with an ASCII subset of
-characters, a conservative ``local@domain`` email, RFC 6570 URI templates exactly). Some
-valid spellings are rejected (e.g. long hostnames, quoted email local parts); nothing
-invalid is accepted.
-None of them contains a character that needs escaping in JSON.
+Each regex accepts only strings valid for the format: RFC 3339 date/time/duration,
+RFC 4122 uuid, dotted-quad IPv4 without leading zeros, RFC 4291 IPv6 text forms, host
+names of at most three labels (RFC 1123 labels that are not IDNA A-labels: no ``--`` in
+the 3rd and 4th place), RFC 3986 ``URI``/``URI-reference`` and RFC 3987
+``IRI``/``IRI-reference`` exactly, a conservative ``local@domain`` email, RFC 6570 URI
+templates exactly, RFC 6901 JSON pointers and relative JSON pointers
+(draft-bhutton-relative-json-pointer-00), and a subset of IDNA2008 ``idn-hostname``
+(see ``_IDN_LABEL``). Some valid spellings are rejected (long or punycode host names,
+quoted email local parts, pointers holding ``"``, a backslash or control characters); nothing
+invalid is accepted. ``UNDECIDABLE`` names the formats no regular language matches.
+None of the strings they match contains a character that needs escaping in JSON, so each
+regex is the same over the decoded string and over the JSON string body.
 """
 
 from __future__ import annotations
 
-__all__ = ["FORMATS"]
+__all__ = ["FORMATS", "UNDECIDABLE"]
 
 _YEAR = "[0-9]{4}"
 _LEAP_YEAR = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
@@ -49,7 +54,6 @@ def _ipv6() -> str:
 
 
 _LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_URI_CHAR = r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})"
 
 # RFC 6570 URI Template (levels 1-4): literals (any character but controls, space and
 # "'%<>\\^`{|}, or a %XX escape) and {expressions}: an optional operator, then
@@ -77,6 +81,81 @@ _URI_TEMPLATE = (
     + ")*\\})*"
 )
 
+
+def _class(ranges: list[tuple[int, int]]) -> str:
+    r"""Character-class body for code-point ranges (from U+F0000 as ``\U`` escapes)."""
+    return "".join(
+        "%s-%s" % (chr(a), chr(b)) if b < 0xF0000 else "\\U%08x-\\U%08x" % (a, b) for a, b in ranges
+    )
+
+
+# RFC 3987 ucschar and iprivate (the non-ASCII characters an IRI may hold)
+_UCSCHAR = _class(
+    [(0xA0, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFEF)]
+    + [(p << 16, (p << 16) + 0xFFFD) for p in range(1, 14)]
+    + [(0xE1000, 0xEFFFD)]
+)
+_IPRIVATE = _class([(0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD)])
+
+
+def _uri(unreserved: str, private: str) -> tuple[str, str]:
+    """RFC 3986 ``URI`` and ``URI-reference`` (RFC 3987 ``IRI``/``IRI-reference`` when
+    ``unreserved`` adds ucschar and ``private`` is iprivate, allowed in the query only).
+    ``host`` is ``IP-literal`` or ``reg-name`` (an IPv4 address is one of the latter).
+    """
+    unres = "-A-Za-z0-9._~" + unreserved  # "-" first: a literal
+    sub = "!$&'()*+,;="
+    pchar = "(?:[" + unres + sub + ":@]|" + _PCT + ")"
+    segment = pchar + "*"
+    segment_nz = pchar + "+"
+    segment_nz_nc = "(?:[" + unres + sub + "@]|" + _PCT + ")+"
+    ip_future = "[vV][0-9A-Fa-f]+\\.[-A-Za-z0-9._~" + sub + ":]+"
+    ip_literal = "\\[(?:" + _ipv6() + "|" + ip_future + ")\\]"
+    reg_name = "(?:[" + unres + sub + "]|" + _PCT + ")*"
+    userinfo = "(?:[" + unres + sub + ":]|" + _PCT + ")*"
+    authority = "(?:" + userinfo + "@)?(?:" + ip_literal + "|" + reg_name + ")(?::[0-9]*)?"
+    abempty = "(?:/" + segment + ")*"
+    absolute = "/(?:" + segment_nz + abempty + ")?"
+    query = "(?:\\?(?:" + pchar + "|[/?" + private + "])*)?"
+    fragment = "(?:#(?:" + pchar + "|[/?])*)?"
+    tail = query + fragment
+    scheme = "[A-Za-z][A-Za-z0-9+.-]*"
+    hier = "(?://" + authority + abempty + "|" + absolute + "|" + segment_nz + abempty + ")?"
+    relative = "(?://" + authority + abempty + "|" + absolute + "|" + segment_nz_nc + abempty + ")?"
+    uri = scheme + ":" + hier + tail
+    return uri, "(?:" + uri + "|" + relative + tail + ")"
+
+
+_URI, _URI_REFERENCE = _uri("", "")
+_IRI, _IRI_REFERENCE = _uri(_UCSCHAR, _IPRIVATE)
+
+# RFC 6901: "/"-prefixed reference tokens, "~" only as ~0 or ~1; the characters JSON
+# escapes (", \\, controls) are not generated
+_POINTER = '(?:/(?:[^"\\\\\\x00-\\x1f/~]|~[01])*)*'
+# draft-bhutton-relative-json-pointer-00: a non-negative integer, an optional index
+# manipulation (+/- a positive integer), then "#" or a JSON pointer
+_RELATIVE_POINTER = "(?:0|[1-9][0-9]*)(?:[+-][1-9][0-9]*)?(?:#|" + _POINTER + ")"
+
+# IDNA2008 host names (RFC 5890/5891, as the idna package checks them): ASCII LDH labels
+# without "--" in the 3rd and 4th place (that is the A-label prefix), or labels of one to
+# eight lowercase Latin-1 letters, Hangul syllables and ASCII letters/digits (all PVALID,
+# left-to-right, NFC in any sequence; their A-label stays within 63 octets); at most three
+# labels, as "hostname"
+_AN = "[A-Za-z0-9]"
+_LDH = "[A-Za-z0-9-]"
+_IDN_ASCII = (
+    f"(?:{_AN}(?:{_LDH}?{_AN})?|{_AN}{_LDH}{_LDH}{_AN}"
+    f"|{_AN}{_LDH}(?:{_AN}{_LDH}|-{_AN}){_LDH}{{0,58}}{_AN})"
+)
+_IDN_LABEL = "(?:" + _IDN_ASCII + "|[a-z0-9\u00df-\u00f6\u00f8-\u00ff\uac00-\ud7a3]{1,8})"
+_IDN_HOSTNAME = _IDN_LABEL + r"(?:\." + _IDN_LABEL + "){0,2}"
+
+UNDECIDABLE = {
+    "regex": "the strings that are regular expressions nest parentheses to any depth:"
+    " no finite automaton recognizes them",
+}
+"""Formats no regular language matches exactly: refused under ``strict`` (the reason)."""
+
 FORMATS = {
     "date": _DATE,
     "time": _TIME,
@@ -86,7 +165,13 @@ FORMATS = {
     "email": r"[A-Za-z0-9_%+\-]+(?:\.[A-Za-z0-9_%+\-]+)*@" + _LABEL + r"(?:\." + _LABEL + ")+",
     "ipv4": _IPV4,
     "ipv6": _ipv6(),
-    "hostname": _LABEL + r"(?:\." + _LABEL + "){0,2}",
-    "uri": "[A-Za-z][A-Za-z0-9+.-]*:" + _URI_CHAR + "*",
+    "hostname": _IDN_ASCII + r"(?:\." + _IDN_ASCII + "){0,2}",
+    "uri": _URI,
+    "uri-reference": _URI_REFERENCE,
+    "iri": _IRI,
+    "iri-reference": _IRI_REFERENCE,
     "uri-template": _URI_TEMPLATE,
+    "json-pointer": _POINTER,
+    "relative-json-pointer": _RELATIVE_POINTER,
+    "idn-hostname": _IDN_HOSTNAME,
 }

@@ -30,7 +30,7 @@ from typing import Any
 from ...errors import UnsupportedSchemaError
 from ..regex.escape import escape_literal
 from .context import ConvertContext
-from .formats import FORMATS
+from .formats import FORMATS, UNDECIDABLE
 from .numeric import (
     decimal_range_regex,
     enumerate_multiples,
@@ -72,7 +72,9 @@ def string_regex(conv: ConvertContext, schema: dict, pointer: str) -> str | None
             conv.unsupported(
                 "format",
                 pointer,
-                f"format {fmt!r}" + (" combined with pattern" if fmt in FORMATS else ""),
+                f"format {fmt!r}"
+                + (" combined with pattern" if fmt in FORMATS else "")
+                + (f": {UNDECIDABLE[fmt]}" if fmt in UNDECIDABLE else ""),
             )
     if "pattern" in schema:
         if not has_len:

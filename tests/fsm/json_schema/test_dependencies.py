@@ -280,8 +280,6 @@ def test_branch_bound() -> None:
             },
             "dependentSchemas",
         ),
-        ({"$schema": DRAFT7, "dependentRequired": {"a": ["b"]}}, "dependentRequired"),
-        ({"dependencies": {"a": ["b"]}}, "dependencies"),  # 2020-12 has no `dependencies`
     ],
 )
 def test_not_enforced_raises_or_warns(schema, keyword) -> None:
@@ -290,6 +288,21 @@ def test_not_enforced_raises_or_warns(schema, keyword) -> None:
     assert info.value.keyword == keyword and info.value.pointer == ""
     warnings = compile_json_schema(schema, strict=False).warnings
     assert any(repr(keyword) in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize(
+    ("schema", "keyword"),
+    [
+        ({"$schema": DRAFT7, "dependentRequired": {"a": ["b"]}}, "dependentRequired"),
+        ({"dependencies": {"a": ["b"]}}, "dependencies"),  # 2020-12 has no `dependencies`
+    ],
+)
+def test_keyword_of_another_draft_is_ignored(schema, keyword) -> None:
+    """A dependency keyword outside the document's draft asserts nothing there (as
+    jsonschema reads it): ignored under strict too, and named in the warnings."""
+    grammar = compile_json_schema(schema, allow_extra_properties=True)
+    assert_agrees_with_jsonschema(grammar, schema, ['{"a":1}', '{"a":1,"b":2}', "{}"], [])
+    assert any(repr(keyword) in w and "ignored unknown keyword" in w for w in grammar.warnings)
 
 
 def test_unsatisfiable_property_counts() -> None:

@@ -105,21 +105,39 @@ def parse(pattern: str):
 
 
 _FOLD_MAX = 0xFFFF  # class members case-folded one by one (the BMP, as CPython does)
+CASED_MAX = 0x1FFFF  # no code point above this has an ``_sre`` lowercase other than itself
 _folded: dict[int, list[int]] | None = None
 
 
 def _fold_table() -> dict[int, list[int]]:
-    """Lowercase code point -> every code point whose ``_sre`` lowercase it is (built once)."""
+    """Lowercase code point -> the code points up to ``CASED_MAX`` whose ``_sre`` lowercase
+    it is, for the lowercases some other code point maps to (built once). A code point
+    absent from the table is only its own case variant (``_case_variants``).
+    """
     global _folded
     if _folded is None:
         import _sre
 
         lower = _sre.unicode_tolower
         table: dict[int, list[int]] = {}
-        for cp in range(MAX_CODE_POINT + 1):
-            table.setdefault(lower(cp), []).append(cp)
+        for cp, low in zip(range(CASED_MAX + 1), map(lower, range(CASED_MAX + 1))):
+            if low != cp:
+                table.setdefault(low, []).append(cp)
+        for low, cps in table.items():
+            if lower(low) == low:
+                cps.append(low)
         _folded = table
     return _folded
+
+
+def _case_variants(low: int) -> list[int]:
+    """Every code point whose ``_sre`` lowercase is ``low``."""
+    import _sre
+
+    hit = _fold_table().get(low)
+    if hit is not None:
+        return hit
+    return [low] if _sre.unicode_tolower(low) == low else []
 
 
 def _case_fold(ranges: list[tuple[int, int]], pattern: str) -> list[tuple[int, int]]:
@@ -141,9 +159,8 @@ def _case_fold(ranges: list[tuple[int, int]], pattern: str) -> list[tuple[int, i
             low = _sre.unicode_tolower(cp)
             lowered.add(low)
             lowered.update(extra.get(low, ()))
-    table = _fold_table()
     members = sorted(
-        {x for low in lowered for x in table.get(low, ())}
+        {x for low in lowered for x in _case_variants(low)}
         | {cp for lo, hi in ranges for cp in range(lo, hi + 1)}
     )
     out: list[tuple[int, int]] = []

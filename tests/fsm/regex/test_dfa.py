@@ -203,3 +203,22 @@ def test_ignorecase_matches_python_re(pattern) -> None:
 def test_ignorecase_huge_class_is_a_clear_error() -> None:
     with pytest.raises(UnsupportedRegexError, match="case-insensitive"):
         compile_regex("(?i)[\\U00010400-\\U00010500]")
+
+
+def test_case_variants_equal_a_scan_of_every_code_point() -> None:
+    """The fold table scans up to ``CASED_MAX``; the reference scans all of Unicode."""
+    import _sre
+
+    from structgen.fsm.regex import parse
+
+    reference: dict[int, list[int]] = {}
+    for cp in range(0x10FFFF + 1):
+        reference.setdefault(_sre.unicode_tolower(cp), []).append(cp)
+    assert (
+        max(cp for cp in range(0x10FFFF + 1) if _sre.unicode_tolower(cp) != cp) <= parse.CASED_MAX
+    )
+    for low in list(parse._fold_table()) + [ord("a"), ord("1"), 0x10400, 0x10FFFF, 0xE000]:
+        assert sorted(parse._case_variants(low)) == reference.get(low, [])
+    for low, cps in reference.items():
+        if len(cps) > 1:
+            assert sorted(parse._case_variants(low)) == cps

@@ -16,6 +16,7 @@ from ...errors import UnsupportedSchemaError
 from ..regex.escape import RESERVED_FROM, escape_class_char, escape_literal
 from ..regex.parse import MAXREPEAT, parse
 from ..regex.parse import sre_constants as C
+from ..regex.utf8 import valid_ranges
 
 __all__ = ["pattern_to_string_body", "top_level_branches", "JSON_CHAR"]
 
@@ -78,6 +79,7 @@ def _encoded_alternatives(ranges: list[tuple[int, int]], pointer: str) -> str:
         escapes.append(
             "\\\\u00" + (groups[0] if len(groups) == 1 else "(?:" + "|".join(groups) + ")")
         )
+    plain = valid_ranges(plain)  # a lone surrogate has no UTF-8 form
     parts = ([_class(plain)] if plain else []) + escapes
     if not parts:
         raise UnsupportedSchemaError("pattern", pointer, "a character class that matches nothing")
@@ -94,21 +96,15 @@ def _class_text(ranges: list[tuple[int, int]]) -> str:
 
 
 def _class(ranges: list[tuple[int, int]]) -> str:
-    """A character class; written negated when large (interegular enumerates ranges)."""
-    if sum(b - a + 1 for a, b in ranges) <= 4096:
-        return f"[{_class_text(ranges)}]"
-    rest = []
-    for a, b in _complement(ranges):  # drop surrogates: never valid UTF-8 anyway
-        if a < 0xD800 <= b or a <= 0xDFFF < b or (a >= 0xD800 and b <= 0xDFFF):
-            if a < 0xD800:
-                rest.append((a, 0xD7FF))
-            if b > 0xDFFF:
-                rest.append((0xE000, b))
-        else:
-            rest.append((a, b))
-    if sum(b - a + 1 for a, b in rest) > 4096:
-        raise UnsupportedSchemaError("pattern", "", "a character class too large to enumerate")
-    return f"[^{_class_text(rest)}]"
+    """A character class of ``ranges`` of any size, written as ranges (the regex stage
+    splits them into UTF-8 byte sequences); written negated when that takes fewer ranges.
+    Surrogates are left out: they have no UTF-8 encoding.
+    """
+    ranges = valid_ranges(ranges)
+    rest = valid_ranges(_complement(ranges))
+    if rest and len(rest) < len(ranges):
+        return f"[^{_class_text(rest)}]"
+    return f"[{_class_text(ranges)}]"
 
 
 def _class_ranges(items, pointer: str) -> list[tuple[int, int]]:

@@ -1,8 +1,8 @@
 r"""Adapter over CPython's regex parser (``re._parser``; ``sre_parse`` before 3.11).
 
 The only module that touches the private parser. It parses Python ``re`` syntax,
-rejects what no finite automaton can do (lookaround, backreferences, anchors,
-atomic groups, possessive repeats), and lowers the parse tree to byte-level terms
+rejects what no finite automaton can do (lookaround, backreferences, anchors other than
+at the ends, atomic groups, possessive repeats), and lowers the parse tree to byte-level terms
 of a ``TermArena`` (character classes become UTF-8 byte-sequence alternatives).
 ``\d``, ``\w``, ``\s`` and their negations are ASCII (as with ``re.ASCII``); ``.``
 is any code point but ``\n`` (any at all under ``(?s)``). ``(?i)`` follows Python's
@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse  # type: ignore[no-redef]
 
 from ...errors import GrammarTooComplexError, RegexError, UnsupportedRegexError
+from .anchors import strip_end_anchors
 from .definitions import PLACEHOLDER_BASE
 from .lower import fast_lower
 from .terms import INF, TermArena, byte_range_mask
@@ -109,17 +110,30 @@ _folded: dict[int, list[int]] | None = None
 
 
 def _fold_table() -> dict[int, list[int]]:
-    """Lowercase code point -> every code point whose ``_sre`` lowercase it is (built once)."""
+    """Lowercase code point -> every code point whose ``_sre`` lowercase it is (built once),
+    for each lowercase that is not only its own (for the rest see ``_own``).
+    """
     global _folded
     if _folded is None:
         import _sre
 
         lower = _sre.unicode_tolower
+        lows = list(map(lower, range(MAX_CODE_POINT + 1)))  # C speed, unlike a Python loop
         table: dict[int, list[int]] = {}
-        for cp in range(MAX_CODE_POINT + 1):
-            table.setdefault(lower(cp), []).append(cp)
+        for cp in (cp for cp, low in enumerate(lows) if low != cp):  # ~1,400 code points
+            table.setdefault(lows[cp], []).append(cp)
+        for low, cps in table.items():  # the lowercase itself, where it is its own lowercase
+            if lows[low] == low:
+                cps.insert(0, low)
         _folded = table
     return _folded
+
+
+def _own(low: int) -> list[int]:
+    """The code points lowercased to ``low`` when no other one is: ``low`` if it is its own."""
+    import _sre
+
+    return [low] if _sre.unicode_tolower(low) == low else []
 
 
 def _case_fold(ranges: list[tuple[int, int]], pattern: str) -> list[tuple[int, int]]:
@@ -143,7 +157,7 @@ def _case_fold(ranges: list[tuple[int, int]], pattern: str) -> list[tuple[int, i
             lowered.update(extra.get(low, ()))
     table = _fold_table()
     members = sorted(
-        {x for low in lowered for x in table.get(low, ())}
+        {x for low in lowered for x in table.get(low, _own(low))}
         | {cp for lo, hi in ranges for cp in range(lo, hi + 1)}
     )
     out: list[tuple[int, int]] = []
@@ -258,9 +272,10 @@ class _Lowering:
         if op in _REJECT:
             raise UnsupportedRegexError(f"{_REJECT[op]}, in {self.pattern!r}")
         if op == _C.AT:
-            raise UnsupportedRegexError(
-                f"anchors (^, $, \\b, \\A, \\Z) are not supported, in {self.pattern!r}: "
-                "the whole output must match (fullmatch semantics)"
+            raise UnsupportedRegexError(  # (a verbose pattern's: ``anchors`` names the rest)
+                f"anchors (^, $, \\b, \\A, \\Z) are not supported here, in {self.pattern!r}: "
+                "the whole output must match (fullmatch semantics), so only ^ and \\A at the "
+                "start and $ and \\Z at the end of a non-verbose pattern are taken"
             )
         if op == _C.LITERAL:
             if flags & re.IGNORECASE and self._shared_term(av) is None:
@@ -286,6 +301,23 @@ class _Lowering:
         raise UnsupportedRegexError(f"unsupported regex construct {op} in {self.pattern!r}")
 
 
+def _without_end_anchors(pattern: str) -> str:
+    """``pattern`` without its end anchors (``anchors.strip_end_anchors``).
+
+    Raises:
+        UnsupportedRegexError: an anchor or word boundary elsewhere, with its position.
+    """
+    text, stray = strip_end_anchors(pattern)
+    if stray is not None:
+        what = pattern[stray : stray + 2 if pattern[stray] == "\\" else stray + 1]
+        raise UnsupportedRegexError(
+            f"{what!r} at position {stray} of {pattern!r}: the whole output must match, so "
+            "anchors are taken only at the start (^, \\A) and the end ($, \\Z) of the pattern "
+            "or of a top-level alternative, and word boundaries (\\b, \\B) not at all"
+        )
+    return text
+
+
 def lower(
     pattern: str,
     arena: TermArena,
@@ -296,6 +328,8 @@ def lower(
 
     Plain texts (the converter's) are lowered in one pass by ``lower.fast_lower``, each
     distinct group once; the rest go through ``re``'s parser (same language either way).
+    ``pattern``'s anchors at its ends and at those of its top-level alternatives are
+    removed first (``anchors``: no-ops under fullmatch); a definition keeps its anchors.
 
     Args:
         pattern: the regex (Python ``re`` syntax).
@@ -310,8 +344,9 @@ def lower(
 
     Raises:
         RegexError: unparsable.
-        UnsupportedRegexError: lookaround, backreferences, anchors, atomic groups,
-            possessive repeats, case-insensitive classes past the BMP.
+        UnsupportedRegexError: lookaround, backreferences, anchors other than at the ends
+            (the message names the position), word boundaries, atomic groups, possessive
+            repeats, case-insensitive classes past the BMP.
         GrammarTooComplexError: nesting or time budget exceeded.
     """
     shared: list[int] = []
@@ -321,6 +356,12 @@ def lower(
         term = fast_lower(text, lowering, memo, MAX_NESTING)
         if term is None:  # syntax the fast path leaves to re (or an error re reports)
             tree = parse(text)
+            if len(shared) == len(definitions or ()):  # the pattern: a whole-output match
+                stripped = _without_end_anchors(text)
+                if stripped != text:
+                    term = fast_lower(stripped, lowering, memo, MAX_NESTING)
+                    tree = parse(stripped) if term is None else tree
+        if term is None:
             try:
                 term = lowering.seq(list(tree), tree.state.flags)
             except RecursionError as exc:

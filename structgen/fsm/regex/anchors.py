@@ -25,6 +25,8 @@ __all__ = ["strip_end_anchors"]
 _FLAGS = re.compile(r"\(\?[aiLmsux]+\)")  # global flags, only legal at the very start
 _VERBOSE = re.compile(r"\(\?[aiLmsux]*x[aiLmsux]*[-:)]|\(\?[aiLmsu]*-[imsx]*x")
 _START, _END, _WORD, _ALT = "start", "end", "word", "alt"
+# ``\z`` is ``\Z`` from Python 3.14 on (before, ``re`` refuses it, before any stripping)
+_ESCAPES = {"A": _START, "Z": _END, "z": _END, "b": _WORD, "B": _WORD}
 
 
 def _skip_class(pattern: str, i: int) -> int:
@@ -48,7 +50,7 @@ def _scan(pattern: str, i: int) -> list[tuple[str, int, int]]:
         c = pattern[i]
         if c == "\\":
             e = pattern[i + 1 : i + 2]
-            kind = {"A": _START, "Z": _END, "b": _WORD, "B": _WORD}.get(e)
+            kind = _ESCAPES.get(e)
             if kind is not None:
                 out.append((kind, i, i + 2))
             i += 2

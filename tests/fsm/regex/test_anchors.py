@@ -6,7 +6,9 @@ any other anchor is a clear error naming its position.
 from __future__ import annotations
 
 import itertools
+import random
 import re
+import sys
 
 import pytest
 
@@ -126,3 +128,49 @@ def test_template_regex_hole_with_anchors() -> None:
     assert compile_regex(t.pattern).matches("AB1.")
     assert not compile_regex(t.pattern).matches("AB.")
     assert t.parse("AB1.") == {"code": "AB1"}
+
+
+def test_backslash_z_follows_the_dialect() -> None:
+    if sys.version_info >= (3, 14):  # ``\z`` is ``\Z`` there
+        assert compile_regex(r"^ab\z").matches("ab")
+    else:
+        with pytest.raises(RegexError, match="bad escape"):
+            compile_regex(r"^ab\z")
+
+
+def _random_anchored(rng: random.Random, depth: int = 0) -> str:
+    """A small random regex with anchors (``^ $ \\A \\Z \\b``) at random places."""
+    atoms = ["a", "b", "[ab]", "[^a]", ".", "ab", "^", "$", r"\A", r"\Z", r"\b", r"\^", "[$]"]
+    parts = []
+    for _ in range(rng.randint(1, 4)):
+        if depth < 2 and rng.random() < 0.25:
+            inner = "|".join(_random_anchored(rng, depth + 1) for _ in range(rng.randint(1, 3)))
+            atom = rng.choice(["(?:", "("]) + inner + ")"
+        else:
+            atom = rng.choice(atoms)
+        quantified = atom not in ("^", "$", r"\A", r"\Z", r"\b") and rng.random() < 0.3
+        parts.append(atom + (rng.choice(["*", "+", "?", "{2}"]) if quantified else ""))
+    return "|".join(parts) if depth == 0 and rng.random() < 0.3 else "".join(parts)
+
+
+def test_random_patterns_agree_with_re_or_name_an_anchor() -> None:
+    rng = random.Random(20)
+    texts = [t for t in _texts() if len(t) <= 3]
+    accepted = refused = 0
+    for _ in range(300):
+        pattern = _random_anchored(rng)
+        try:
+            grammar = compile_regex(pattern)
+        except UnsupportedRegexError as exc:
+            pos = int(re.search(r"at position (\d+) of", str(exc)).group(1))
+            assert pattern[pos] in "^$" or pattern[pos : pos + 2] in (r"\A", r"\Z", r"\b"), (
+                pattern,
+                exc,
+            )
+            refused += 1
+            continue
+        for text in texts:
+            expected = re.fullmatch(pattern, text) is not None
+            assert grammar.matches(text) is expected, (pattern, text)
+        accepted += 1
+    assert accepted >= 60 and refused >= 60, (accepted, refused)

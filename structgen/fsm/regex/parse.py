@@ -144,10 +144,9 @@ def _case_fold(ranges: list[tuple[int, int]], pattern: str) -> list[tuple[int, i
     import _sre
 
     extra = getattr(sre_compile, "_EXTRA_CASES", {})
-    if sum(hi - lo + 1 for lo, hi in ranges) > _FOLD_MAX or any(hi > _FOLD_MAX for _, hi in ranges):
+    if any(hi > _FOLD_MAX for _, hi in ranges):
         raise UnsupportedRegexError(
-            f"case-insensitive classes beyond the BMP or over {_FOLD_MAX} code points are "
-            f"not supported, in {pattern!r}"
+            f"case-insensitive classes beyond the BMP are not supported, in {pattern!r}"
         )
     lowered: set[int] = set()
     for lo, hi in ranges:
@@ -255,8 +254,8 @@ class _Lowering:
                     ranges.extend(cat)
             else:
                 raise UnsupportedRegexError(f"unsupported class item {op} in {self.pattern!r}")
-        if ignore_case:
-            ranges = _case_fold(ranges, self.pattern)
+        if ignore_case and any(op in (_C.LITERAL, _C.RANGE) for op, _ in items):
+            ranges = _case_fold(ranges, self.pattern)  # (re folds no class of categories only)
         if shared:
             if negate:
                 raise UnsupportedRegexError(f"negated shared subpattern in {self.pattern[:80]!r}")

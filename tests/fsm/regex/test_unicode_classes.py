@@ -213,3 +213,23 @@ def test_big_class_masks_exact_over_smollm2(smollm2_vocab) -> None:
         diff = np.nonzero(actual != expected)[0][:10].tolist()
         assert not diff, [(t, vocab.token_bytes[t], actual[t], expected[t]) for t in diff]
         assert (expected >= 0).sum() > 0
+
+
+@pytest.mark.parametrize(
+    ("pattern", "flags"),
+    [
+        (r"(?i)\S+", re.ASCII),  # re folds no class of categories only: \S is \S
+        (r"(?i)\W", re.ASCII),
+        (r"(?i)[\D]", re.ASCII),
+        (r"(?i)[\u0000-\uFFFF]", 0),  # the whole BMP (the fold table's size, not a cap)
+        (r"(?i)[^\x00-\x7F]", 0),  # K (U+212A) folds to k: outside, as in re
+        (r"(?i)[^\u00C0-\u00FF]", 0),
+    ],
+)
+def test_ignorecase_big_classes_agree_with_re(pattern: str, flags: int) -> None:
+    rng = random.Random(pattern)
+    grammar = compile_regex(pattern)
+    cps = _samples(pattern, rng) + [0x212A, 0x17F, 0x130, 0x131, 0xC0, 0xE0, 0xFF, 0x178, 0x1E9E]
+    for cp in cps:
+        expected = re.fullmatch(pattern, chr(cp), flags=flags) is not None
+        assert grammar.matches(chr(cp)) is expected, (pattern, hex(cp))

@@ -237,10 +237,11 @@ def compile_regex(
     max_states: int = DEFAULT_MAX_STATES,
     max_seconds: float = DEFAULT_MAX_SECONDS,
 ) -> CompiledGrammar:
-    """Compile a Python regex (fullmatch semantics) for ``vocab``.
+    r"""Compile a Python regex (fullmatch semantics) for ``vocab``.
 
     Args:
-        pattern: the regex.
+        pattern: the regex; ``^``/``\A`` at its start and ``$``/``\Z`` at its end (or at
+            those of a top-level alternative) are accepted as the no-ops they are.
         vocab: the vocabulary (None: only ``CompiledGrammar.matches`` works).
         trigger: free text up to and including the first ``trigger``, then ``pattern``
             (e.g. ``"</think>"`` lets a reasoning model think before it answers).

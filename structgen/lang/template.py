@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from structgen.errors import RequestError
+from structgen.fsm.regex.anchors import strip_end_anchors
 from structgen.fsm.regex.escape import escape_class_char, escape_literal
 from structgen.lang.expr import ExprSource, TemplateFill
 from structgen.runtime.outputs import RequestOutput
@@ -63,8 +64,8 @@ class Hole:
             return _BOOL
         if self.kind == "choice":
             return "(?:" + "|".join(escape_literal(c) for c in self.arg) + ")"
-        if self.kind == "regex":
-            return f"(?:{self.arg})"
+        if self.kind == "regex":  # the hole matches it whole: its end anchors are no-ops
+            return f"(?:{strip_end_anchors(self.arg)[0]})"
         from structgen.fsm import json_schema_to_regex
 
         return f"(?:{json_schema_to_regex(self.arg)})"

@@ -2,22 +2,29 @@ r"""JSON Schema ``pattern`` -> regex over the JSON-encoded string body.
 
 A ``pattern`` constrains the decoded string value with search semantics (ECMA-262
 ``RegExp.test``); the output regex runs over the characters between the JSON
-quotes. Each character class is rewritten so that ``"``, ``\`` and control
-characters appear in their escaped JSON form, and a branch that is not anchored
-with ``^`` (``$``) gets any string content before (after) it. ``\d``, ``\w`` and
-``\s`` use ASCII semantics (ECMA without the ``u`` flag, except that ``\s`` is
-ASCII whitespace only). Anchors elsewhere than at the ends of a top-level branch
-are unsupported. The pattern is parsed with Python ``re`` syntax.
+quotes. Each character class, of any size, is rewritten so that ``"``, ``\`` and
+control characters appear in their escaped JSON form (one form per character: the
+character itself, a short escape, ``\u00XX`` for the other controls), and a branch
+that is not anchored with ``^`` or ``\A`` (``$`` or ``\Z``) gets any string content
+before (after) it; ``$`` is the end of the string, as in ECMA-262 (Python's ``re``
+also matches it before a final newline). ``\d``, ``\w`` and ``\s`` use ASCII semantics
+(ECMA without the ``u`` flag, except that ``\s`` is ASCII whitespace only). Anchors
+elsewhere than at the ends of a top-level alternative (groups at its ends opened) are
+unsupported, as is ``(?i)``. The pattern is parsed with Python ``re`` syntax.
 """
 
 from __future__ import annotations
 
+import re
+
 from ...errors import UnsupportedSchemaError
+from ..regex.anchors import strip_end_anchors
 from ..regex.escape import RESERVED_FROM, escape_class_char, escape_literal
 from ..regex.parse import MAXREPEAT, parse
 from ..regex.parse import sre_constants as C
+from ..regex.utf8 import valid_ranges
 
-__all__ = ["pattern_to_string_body", "top_level_branches", "JSON_CHAR"]
+__all__ = ["pattern_to_string_body", "top_level_branches", "split_anchors", "JSON_CHAR"]
 
 _MAX = 0x10FFFF
 _SHORT_ESCAPES = {0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t", 0x22: '"', 0x5C: "\\"}
@@ -78,6 +85,7 @@ def _encoded_alternatives(ranges: list[tuple[int, int]], pointer: str) -> str:
         escapes.append(
             "\\\\u00" + (groups[0] if len(groups) == 1 else "(?:" + "|".join(groups) + ")")
         )
+    plain = valid_ranges(plain)  # a lone surrogate has no UTF-8 form
     parts = ([_class(plain)] if plain else []) + escapes
     if not parts:
         raise UnsupportedSchemaError("pattern", pointer, "a character class that matches nothing")
@@ -94,21 +102,15 @@ def _class_text(ranges: list[tuple[int, int]]) -> str:
 
 
 def _class(ranges: list[tuple[int, int]]) -> str:
-    """A character class; written negated when large (interegular enumerates ranges)."""
-    if sum(b - a + 1 for a, b in ranges) <= 4096:
-        return f"[{_class_text(ranges)}]"
-    rest = []
-    for a, b in _complement(ranges):  # drop surrogates: never valid UTF-8 anyway
-        if a < 0xD800 <= b or a <= 0xDFFF < b or (a >= 0xD800 and b <= 0xDFFF):
-            if a < 0xD800:
-                rest.append((a, 0xD7FF))
-            if b > 0xDFFF:
-                rest.append((0xE000, b))
-        else:
-            rest.append((a, b))
-    if sum(b - a + 1 for a, b in rest) > 4096:
-        raise UnsupportedSchemaError("pattern", "", "a character class too large to enumerate")
-    return f"[^{_class_text(rest)}]"
+    """A character class of ``ranges`` of any size, written as ranges (the regex stage
+    splits them into UTF-8 byte sequences); written negated when that takes fewer ranges.
+    Surrogates are left out: they have no UTF-8 encoding.
+    """
+    ranges = valid_ranges(ranges)
+    rest = valid_ranges(_complement(ranges))
+    if rest and len(rest) < len(ranges):
+        return f"[^{_class_text(rest)}]"
+    return f"[{_class_text(ranges)}]"
 
 
 def _class_ranges(items, pointer: str) -> list[tuple[int, int]]:
@@ -145,6 +147,8 @@ def _translate(items, pointer: str) -> str:
         elif op == C.IN:
             out.append(_encoded_alternatives(_class_ranges(av, pointer), pointer))
         elif op == C.SUBPATTERN:
+            if av[1] & re.IGNORECASE:
+                raise UnsupportedSchemaError("pattern", pointer, _NO_IGNORECASE)
             out.append("(?:" + _translate(av[-1], pointer) + ")")
         elif op == C.BRANCH:
             out.append("(?:" + "|".join(_translate(b, pointer) for b in av[1]) + ")")
@@ -152,6 +156,13 @@ def _translate(items, pointer: str) -> str:
             lo, hi, sub = av
             body = "(?:" + _translate(sub, pointer) + ")"
             out.append(body + ("{%d,}" % lo if hi == MAXREPEAT else "{%d,%d}" % (lo, hi)))
+        elif op == C.AT:
+            raise UnsupportedSchemaError(
+                "pattern",
+                pointer,
+                "an anchor (^, $, \\b) elsewhere than at the ends of a top-level alternative "
+                "is not supported",
+            )
         else:
             what = _NOT_REGULAR.get(str(op), f"the regex construct {op}")
             raise UnsupportedSchemaError("pattern", pointer, f"{what} has no finite-automaton form")
@@ -164,24 +175,89 @@ _NOT_REGULAR = {
     "ASSERT_NOT": "lookaround",
     "GROUPREF": "a backreference",
     "GROUPREF_EXISTS": "a conditional group",
-    "AT": "an anchor (^, $, \\b) inside the pattern",
     "ATOMIC_GROUP": "an atomic group",
 }
+
+
+_NO_IGNORECASE = "case-insensitive matching ((?i), not ECMA-262 syntax) is not supported"
+_MAX_OPENED = 4096  # branches ``_open_ends`` may make of one pattern
+_STARTS = (C.AT_BEGINNING, C.AT_BEGINNING_STRING)  # ^ and \A
+_ENDS = (C.AT_END, C.AT_END_STRING)  # $ and \Z
 
 
 def top_level_branches(pattern: str, pointer: str) -> list[list]:
     """The parsed alternatives of ``pattern``'s top-level alternation (one item: no alternation).
 
+    ``re``'s parser factors a common prefix out of alternatives (``^a|^b$`` parses as
+    ``^(?:a|b$)``); where an alternative of such a final alternation ends with an anchor,
+    the prefix is put back into each alternative (the same language), so that every end
+    anchor is at the end of a branch (see ``split_anchors``). Where the text has anchors
+    elsewhere too (``(^a$)|(^b)``), the groups and alternations at the ends of each branch
+    are opened (``_open_ends``).
+
     Raises:
-        UnsupportedSchemaError: (keyword ``pattern``) the pattern does not parse.
+        UnsupportedSchemaError: (keyword ``pattern``) the pattern does not parse, has
+            anchors under the multiline flag (``(?m)``: ``^`` would be any line's start)
+            or is case-insensitive (``(?i)``).
     """
     try:
-        tree = list(parse(pattern))
+        parsed = parse(pattern)
     except ValueError as exc:
         raise UnsupportedSchemaError("pattern", pointer, f"{pattern!r}: {exc}") from exc
-    if len(tree) == 1 and tree[0][0] == C.BRANCH:
-        return [list(b) for b in tree[0][1][1]]
-    return [tree]
+    if parsed.state.flags & re.IGNORECASE:
+        raise UnsupportedSchemaError("pattern", pointer, f"{pattern!r}: {_NO_IGNORECASE}")
+    tree = list(parsed)
+    opened = _open_ends(tree) if strip_end_anchors(pattern)[1] is not None else None
+    if opened is not None:
+        branches = opened
+    elif len(tree) == 1 and tree[0][0] == C.BRANCH:
+        branches = [list(b) for b in tree[0][1][1]]
+    elif tree and tree[-1][0] == C.BRANCH and any(b and b[-1][0] == C.AT for b in tree[-1][1][1]):
+        branches = [tree[:-1] + list(b) for b in tree[-1][1][1]]
+    else:
+        branches = [tree]
+    if parsed.state.flags & re.MULTILINE and any(
+        op == C.AT for b in branches for op, _ in b[:1] + b[-1:]
+    ):
+        raise UnsupportedSchemaError("pattern", pointer, f"{pattern!r}: anchors under (?m)")
+    return branches
+
+
+def _open_ends(tree: list) -> list[list] | None:
+    """``tree`` as alternatives whose first and last items are no alternation and no plain
+    group (``(A|B)C`` -> ``AC``, ``BC``; the same language); None past ``_MAX_OPENED``.
+    """
+    out: list[list] = []
+    todo = [list(tree)]
+    while todo:
+        if len(out) + len(todo) > _MAX_OPENED:
+            return None
+        s = todo.pop()
+        for end in (0, -1) if s else ():
+            op, av = s[end]
+            if op == C.SUBPATTERN and not av[1] and not av[2]:  # a group without flags
+                parts = [list(av[-1])]
+            elif op == C.BRANCH:
+                parts = [list(b) for b in av[1]]
+            else:
+                continue
+            todo += reversed([p + s[1:] if end == 0 else s[:-1] + p for p in parts])
+            break
+        else:
+            out.append(s)
+    return out
+
+
+def split_anchors(branch: list) -> tuple[bool, list, bool]:
+    r"""``(anchored at the start, the items between, anchored at the end)`` of one branch of
+    ``top_level_branches``: leading ``^``/``\A`` and trailing ``$``/``\Z`` items removed.
+    """
+    i, j = 0, len(branch)
+    while i < j and branch[i][0] == C.AT and branch[i][1] in _STARTS:
+        i += 1
+    while j > i and branch[j - 1][0] == C.AT and branch[j - 1][1] in _ENDS:
+        j -= 1
+    return i > 0, branch[i:j], j < len(branch)
 
 
 def pattern_to_string_body(pattern: str, pointer: str) -> str:
@@ -195,11 +271,7 @@ def pattern_to_string_body(pattern: str, pointer: str) -> str:
     any_text = JSON_CHAR + "*"
     out = []
     for branch in branches:
-        start = bool(branch) and branch[0] == (C.AT, C.AT_BEGINNING)
-        end = (
-            bool(branch) and branch[-1][0] == C.AT and branch[-1][1] in (C.AT_END, C.AT_END_STRING)
-        )
-        core = branch[int(start) : len(branch) - int(end)]
+        start, core, end = split_anchors(branch)
         try:
             body = _translate(core, pointer)
         except UnsupportedSchemaError as exc:

@@ -31,6 +31,7 @@ from .pattern import (
     _complement,
     _encoded_alternatives,
     _translate,
+    split_anchors,
     top_level_branches,
 )
 
@@ -180,11 +181,7 @@ def _build_nfa(
     start, final = nfa.new(), nfa.new()
     wholes = []
     for branch in branches:
-        first = bool(branch) and branch[0] == (C.AT, C.AT_BEGINNING)
-        last = (
-            bool(branch) and branch[-1][0] == C.AT and branch[-1][1] in (C.AT_END, C.AT_END_STRING)
-        )
-        core = branch[int(first) : len(branch) - int(last)]
+        first, core, last = split_anchors(branch)
         if any(op == C.AT for op, _ in core):
             raise Unrepresentable("an anchor inside the pattern")
         items = (

@@ -2,6 +2,7 @@
 
 Modules, in pipeline order:
 
+* ``anchors``: end anchors of a whole-output pattern removed (no-ops), others located;
 * ``parse``: the adapter over CPython's regex parser (vetting, lowering of the parse tree);
 * ``lower``: the one-pass lowering of plain regex text (its token loop in C,
   ``csrc/regexlower.c`` -> ``_regexlower``; the Python loop is the fallback);

@@ -6,7 +6,9 @@ demand by derivatives (``lazy_dfa``). Compiling builds the first ``eager_rows`` 
 breadth-first, so small automata are complete (and their budget errors surface)
 at compile time; larger ones grow as masks and walks need them.
 
-Regex dialect: Python ``re`` with fullmatch semantics (the whole output must match).
+Regex dialect: Python ``re`` with fullmatch semantics (the whole output must match), so
+``^``/``\A`` at the start and ``$``/``\Z`` at the end of the pattern or of a top-level
+alternative are accepted as no-ops (``anchors``); other anchors raise.
 ``\d``, ``\w``, ``\s`` and their negations are ASCII (as with ``re.ASCII``); ``.``
 matches any code point except ``\n``.
 """
@@ -57,7 +59,8 @@ def regex_to_dfa(
     Raises:
         RegexError: the pattern does not parse, or matches no string at all; an empty
             ``trigger``.
-        UnsupportedRegexError: lookaround, backreferences, anchors, atomic groups.
+        UnsupportedRegexError: lookaround, backreferences, anchors other than at the ends
+            (with the position), word boundaries, atomic groups.
         GrammarTooComplexError: a budget (states, time, nesting depth) is exceeded.
     """
     t0 = time.perf_counter()

@@ -359,11 +359,8 @@ class _Parser:
                 (C.CATEGORY, _CATEGORIES[parts[k].group(6)]) if cp is None else (C.LITERAL, cp)
             )
             k += 1
-        top = max(
-            (av if op == C.LITERAL else av[1] for op, av in items if op in (C.LITERAL, C.RANGE)),
-            default=0,
-        )
-        if top >= PLACEHOLDER_BASE:
+        top = max((av for op, av in items if op == C.LITERAL), default=0)
+        if top >= PLACEHOLDER_BASE:  # (a range is never a placeholder: large classes stay here)
             raise _Bail  # a placeholder in a class: re's path handles (or refuses) it
         return self.low.charset(items)
 

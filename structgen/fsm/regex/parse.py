@@ -1,8 +1,8 @@
 r"""Adapter over CPython's regex parser (``re._parser``; ``sre_parse`` before 3.11).
 
 The only module that touches the private parser. It parses Python ``re`` syntax,
-rejects what no finite automaton can do (lookaround, backreferences, anchors,
-atomic groups, possessive repeats), and lowers the parse tree to byte-level terms
+rejects what no finite automaton can do (lookaround, backreferences, anchors other than
+at the ends, atomic groups, possessive repeats), and lowers the parse tree to byte-level terms
 of a ``TermArena`` (character classes become UTF-8 byte-sequence alternatives).
 ``\d``, ``\w``, ``\s`` and their negations are ASCII (as with ``re.ASCII``); ``.``
 is any code point but ``\n`` (any at all under ``(?s)``). ``(?i)`` follows Python's
@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse  # type: ignore[no-redef]
 
 from ...errors import GrammarTooComplexError, RegexError, UnsupportedRegexError
+from .anchors import strip_end_anchors
 from .definitions import PLACEHOLDER_BASE
 from .lower import fast_lower
 from .terms import INF, TermArena, byte_range_mask
@@ -148,10 +149,9 @@ def _case_fold(ranges: list[tuple[int, int]], pattern: str) -> list[tuple[int, i
     import _sre
 
     extra = getattr(sre_compile, "_EXTRA_CASES", {})
-    if sum(hi - lo + 1 for lo, hi in ranges) > _FOLD_MAX or any(hi > _FOLD_MAX for _, hi in ranges):
+    if any(hi > _FOLD_MAX for _, hi in ranges):
         raise UnsupportedRegexError(
-            f"case-insensitive classes beyond the BMP or over {_FOLD_MAX} code points are "
-            f"not supported, in {pattern!r}"
+            f"case-insensitive classes beyond the BMP are not supported, in {pattern!r}"
         )
     lowered: set[int] = set()
     for lo, hi in ranges:
@@ -258,8 +258,8 @@ class _Lowering:
                     ranges.extend(cat)
             else:
                 raise UnsupportedRegexError(f"unsupported class item {op} in {self.pattern!r}")
-        if ignore_case:
-            ranges = _case_fold(ranges, self.pattern)
+        if ignore_case and any(op in (_C.LITERAL, _C.RANGE) for op, _ in items):
+            ranges = _case_fold(ranges, self.pattern)  # (re folds no class of categories only)
         if shared:
             if negate:
                 raise UnsupportedRegexError(f"negated shared subpattern in {self.pattern[:80]!r}")
@@ -275,9 +275,10 @@ class _Lowering:
         if op in _REJECT:
             raise UnsupportedRegexError(f"{_REJECT[op]}, in {self.pattern!r}")
         if op == _C.AT:
-            raise UnsupportedRegexError(
-                f"anchors (^, $, \\b, \\A, \\Z) are not supported, in {self.pattern!r}: "
-                "the whole output must match (fullmatch semantics)"
+            raise UnsupportedRegexError(  # (a verbose pattern's: ``anchors`` names the rest)
+                f"anchors (^, $, \\b, \\A, \\Z) are not supported here, in {self.pattern!r}: "
+                "the whole output must match (fullmatch semantics), so only ^ and \\A at the "
+                "start and $ and \\Z at the end of a non-verbose pattern are taken"
             )
         if op == _C.LITERAL:
             if flags & re.IGNORECASE and self._shared_term(av) is None:
@@ -303,6 +304,23 @@ class _Lowering:
         raise UnsupportedRegexError(f"unsupported regex construct {op} in {self.pattern!r}")
 
 
+def _without_end_anchors(pattern: str) -> str:
+    """``pattern`` without its end anchors (``anchors.strip_end_anchors``).
+
+    Raises:
+        UnsupportedRegexError: an anchor or word boundary elsewhere, with its position.
+    """
+    text, stray = strip_end_anchors(pattern)
+    if stray is not None:
+        what = pattern[stray : stray + 2 if pattern[stray] == "\\" else stray + 1]
+        raise UnsupportedRegexError(
+            f"{what!r} at position {stray} of {pattern!r}: the whole output must match, so "
+            "anchors are taken only at the start (^, \\A) and the end ($, \\Z) of the pattern "
+            "or of a top-level alternative, and word boundaries (\\b, \\B) not at all"
+        )
+    return text
+
+
 def lower(
     pattern: str,
     arena: TermArena,
@@ -313,6 +331,8 @@ def lower(
 
     Plain texts (the converter's) are lowered in one pass by ``lower.fast_lower``, each
     distinct group once; the rest go through ``re``'s parser (same language either way).
+    ``pattern``'s anchors at its ends and at those of its top-level alternatives are
+    removed first (``anchors``: no-ops under fullmatch); a definition keeps its anchors.
 
     Args:
         pattern: the regex (Python ``re`` syntax).
@@ -327,8 +347,9 @@ def lower(
 
     Raises:
         RegexError: unparsable.
-        UnsupportedRegexError: lookaround, backreferences, anchors, atomic groups,
-            possessive repeats, case-insensitive classes past the BMP.
+        UnsupportedRegexError: lookaround, backreferences, anchors other than at the ends
+            (the message names the position), word boundaries, atomic groups, possessive
+            repeats, case-insensitive classes past the BMP.
         GrammarTooComplexError: nesting or time budget exceeded.
     """
     shared: list[int] = []
@@ -338,6 +359,12 @@ def lower(
         term = fast_lower(text, lowering, memo, MAX_NESTING)
         if term is None:  # syntax the fast path leaves to re (or an error re reports)
             tree = parse(text)
+            if len(shared) == len(definitions or ()):  # the pattern: a whole-output match
+                stripped = _without_end_anchors(text)
+                if stripped != text:
+                    term = fast_lower(stripped, lowering, memo, MAX_NESTING)
+                    tree = parse(stripped) if term is None else tree
+        if term is None:
             try:
                 term = lowering.seq(list(tree), tree.state.flags)
             except RecursionError as exc:

@@ -94,6 +94,9 @@ CORNERS = [
     "(a|)",
     "(|a)b",
     r"\x41\u00e9\U0001F600",
+    r"[\U00010000-\U0010ffff]+",  # a range past the placeholders: taken (ranges never are)
+    r"[\x80-\U0010ffff]x",
+    r"[a\U000f0000]",  # a single reserved code point in a class: left to re
     r"\.\[\]\{\}\(\)\|\*\+\?",
     "}",
     "]",
@@ -234,3 +237,11 @@ def test_lower_uses_re_errors() -> None:
     assert re.fullmatch("[]a]+", "a]a")
     arena = TermArena()
     assert _same_language(arena, parse.lower("[]a]+", arena), parse.lower("(?:]|a)+", arena))
+
+
+@pytest.mark.parametrize("use_c", LOOPS)
+def test_astral_ranges_stay_on_the_fast_path(use_c: bool) -> None:
+    """A class range past U+F0000 is never a placeholder: the JSON Schema converter's big
+    classes (``[\\U00010000-\\U0010ffff]``) do not send the whole text to re's parser."""
+    assert _check([r'"[\U00010000-\U0010ffff]+"', r"[\x80-\U0010ffff]x"], use_c) == 2
+    assert _check([r"[a\U000f0000]"], use_c) == 0  # a single one is left to re

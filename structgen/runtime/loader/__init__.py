@@ -37,7 +37,9 @@ class LoadedModel:
         tokenizer: a transformers ``PreTrainedTokenizerFast``.
         chat_template: Jinja chat template, or None if the model has none.
         eos_token_ids: token ids that end generation.
-        config: the transformers config (``LlamaConfig`` for Llama models).
+        config: the model config: a transformers config for a Hugging Face folder (and a
+            ``deepseek2`` GGUF), a :class:`~structgen.runtime.models.config.ModelConfig`
+            for the other GGUF files.
         max_model_len: longest sequence the model supports (prompt + output).
     """
 

@@ -34,7 +34,8 @@ class LoadedModel:
 
     Attributes:
         model: our ``nn.Module`` (``forward(batch, kv) -> logits``).
-        tokenizer: a transformers ``PreTrainedTokenizerFast``.
+        tokenizer: structgen's :class:`~structgen.runtime.tokenizer.Tokenizer` for a GGUF
+            file, transformers' ``PreTrainedTokenizerFast`` for a Hugging Face folder.
         chat_template: Jinja chat template, or None if the model has none.
         eos_token_ids: token ids that end generation.
         config: the model config: a transformers config for a Hugging Face folder (and a

@@ -6,32 +6,41 @@ falls back to the torch references) instead of breaking ``import structgen``.
 
 Triton compiles only for a GPU; on a machine without CUDA its kernels can only run in
 Triton's interpreter, which must be chosen before ``triton`` is first imported (Triton's
-own library functions, ``tl.sum``, ``tl.cdiv``..., are decorated at import). So this
-module sets ``TRITON_INTERPRET=1`` when CUDA is unavailable and nobody set it, before
-importing Triton. Forcing ``backend="triton"`` on CPU tensors then runs interpreted
-(slowly: tests and ``benchmarks/gpu_bench.py --smoke`` only).
+own library functions, ``tl.sum``, ``tl.cdiv``..., are decorated at import). So without
+CUDA this module imports Triton only when ``TRITON_INTERPRET`` was set before it was first
+imported (tests and ``benchmarks/gpu_bench.py --smoke`` set it) or Triton is already
+imported; otherwise ``HAS_TRITON`` is False and the torch references run. It sets
+``TRITON_INTERPRET=1`` when CUDA is unavailable and nobody set it, so a Triton imported
+later by anyone runs interpreted. Forcing ``backend="triton"`` on CPU tensors runs
+interpreted (slowly: tests only).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import torch
 
 from structgen.env import set_default
 
-if "triton" not in sys.modules and not torch.cuda.is_available():
+_HAS_CUDA = torch.cuda.is_available()
+# without CUDA, Triton's kernels can only run interpreted: import it only when that was asked
+# for (TRITON_INTERPRET set before this first import, as tests do) or someone imported it
+_WANTED = _HAS_CUDA or "triton" in sys.modules or os.environ.get("TRITON_INTERPRET") is not None
+if "triton" not in sys.modules and not _HAS_CUDA:
     set_default("TRITON_INTERPRET", "1")
 
-try:  # the only import shim of the package's kernels
-    import triton
-    import triton.language as tl
+triton = tl = None
+HAS_TRITON = False
+if _WANTED:
+    try:  # the only import shim of the package's kernels
+        import triton
+        import triton.language as tl
 
-    HAS_TRITON = True
-except ImportError:  # pragma: no cover - exercised only without triton
-    triton = None
-    tl = None
-    HAS_TRITON = False
+        HAS_TRITON = True
+    except ImportError:  # pragma: no cover - exercised only without triton
+        triton = tl = None
 
 __all__ = [
     "HAS_TRITON",
@@ -71,6 +80,11 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     if backend == "auto":
         return "triton" if HAS_TRITON and device.type == "cuda" else "torch"
     if backend == "triton" and not HAS_TRITON:
+        if not _WANTED:
+            raise ValueError(
+                "backend='triton' without CUDA runs Triton's interpreter: set TRITON_INTERPRET=1 "
+                "before structgen's kernels are first imported"
+            )
         raise ValueError("backend='triton' requested but triton is not importable")
     return backend
 

@@ -34,10 +34,13 @@ class LoadedModel:
 
     Attributes:
         model: our ``nn.Module`` (``forward(batch, kv) -> logits``).
-        tokenizer: a transformers ``PreTrainedTokenizerFast``.
+        tokenizer: structgen's :class:`~structgen.runtime.tokenizer.Tokenizer` for a GGUF
+            file, transformers' ``PreTrainedTokenizerFast`` for a Hugging Face folder.
         chat_template: Jinja chat template, or None if the model has none.
         eos_token_ids: token ids that end generation.
-        config: the transformers config (``LlamaConfig`` for Llama models).
+        config: the model config: a transformers config for a Hugging Face folder (and a
+            ``deepseek2`` GGUF), a :class:`~structgen.runtime.models.config.ModelConfig`
+            for the other GGUF files.
         max_model_len: longest sequence the model supports (prompt + output).
     """
 

@@ -20,6 +20,16 @@ def _f16(blocks: torch.Tensor, start: int) -> torch.Tensor:
     return blocks[:, start : start + 2].contiguous().view(torch.float16).float()
 
 
+def _nibbles(qs: torch.Tensor) -> torch.Tensor:
+    """``[nb, 16]`` uint8 -> float32 ``[nb, 32]``: low nibbles (weights 0-15), then high ones,
+    written into one new tensor (no intermediate copies).
+    """
+    out = torch.empty((qs.shape[0], 32), dtype=torch.float32)
+    out[:, :16] = qs & 0x0F
+    out[:, 16:] = qs >> 4
+    return out
+
+
 def _q8_0(blocks: torch.Tensor) -> torch.Tensor:
     # block: d (f16) | qs[32] (int8); x = d * q
     d = _f16(blocks, 0)
@@ -31,17 +41,13 @@ def _q4_1(blocks: torch.Tensor) -> torch.Tensor:
     # block: d (f16) | m (f16) | qs[16]; weight j < 16 is qs[j] & 15, weight j + 16 is qs[j] >> 4;
     # x = d*q + m
     d, m = _f16(blocks, 0), _f16(blocks, 2)
-    qs = blocks[:, 4:20]
-    q = torch.cat((qs & 0x0F, qs >> 4), dim=1).float()
-    return torch.addcmul(m, d, q)
+    return _nibbles(blocks[:, 4:20]).mul_(d).add_(m)
 
 
 def _q4_0(blocks: torch.Tensor) -> torch.Tensor:
     # block: d (f16) | qs[16]; x = d * (q - 8)
     d = _f16(blocks, 0)
-    qs = blocks[:, 2:18]
-    q = torch.cat((qs & 0x0F, qs >> 4), dim=1).float() - 8.0
-    return d * q
+    return _nibbles(blocks[:, 2:18]).sub_(8.0).mul_(d)
 
 
 _FAST = {"Q8_0": (_q8_0, 34), "Q4_1": (_q4_1, 20), "Q4_0": (_q4_0, 18)}

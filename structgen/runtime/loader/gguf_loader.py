@@ -30,6 +30,7 @@ from structgen.runtime.loader.tokenizer import (
     save_tokenizer_cache,
     tokenizer_from_gguf_metadata,
 )
+from structgen.runtime.models.config import ModelConfig
 
 __all__ = ["GGUF_ARCHITECTURES", "gguf_config", "gguf_state_dict", "unpermute_qk", "load_gguf"]
 
@@ -122,8 +123,9 @@ def _arch(meta: dict, path: str) -> str:
 
 
 def gguf_config(g: GGUFFile):
-    """A transformers config (Llama, Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V3) from
-    the file's metadata.
+    """The model config from the file's metadata: a :class:`ModelConfig` (Llama, Qwen2, Qwen3,
+    Mixtral, Qwen2-MoE, Qwen3-MoE; no transformers import), or transformers'
+    ``DeepseekV3Config`` for ``deepseek2`` (its YaRN RoPE is transformers').
 
     Raises:
         ModelLoadError: unknown architecture or missing hyperparameters.
@@ -158,13 +160,14 @@ def gguf_config(g: GGUFFile):
         raise ModelLoadError(
             f"{g.path}: GGUF rope_freqs (llama3-style RoPE scaling) is not supported yet"
         )
-    cls, name, extra = _family(arch, meta, set(g.tensors), common["num_hidden_layers"])
-    return cls(
+    name, extra = _family(arch, meta, set(g.tensors), common["num_hidden_layers"])
+    theta = float(meta.get(f"{arch}.rope.freq_base", 10000.0))
+    return ModelConfig(
         **common,
         intermediate_size=int(ff[0] if isinstance(ff, list) else ff),
         num_key_value_heads=n_kv,
         head_dim=head_dim,
-        rope_theta=float(meta.get(f"{arch}.rope.freq_base", 10000.0)),
+        rope_parameters={"rope_type": "default", "rope_theta": theta},
         architectures=[name],
         **extra,
     )
@@ -196,7 +199,7 @@ def _common_config(g: GGUFFile, get) -> dict:
 
 
 def _family(arch: str, meta: dict, names: set[str], num_layers: int):
-    """``(config class, architectures name, extra config kwargs)`` of a GGUF architecture.
+    """``(architectures name, extra ModelConfig kwargs)`` of a GGUF architecture.
 
     MoE metadata (llama.cpp keys): ``{arch}.expert_count``, ``expert_used_count``,
     ``expert_feed_forward_length``, ``expert_shared_feed_forward_length``, and optionally
@@ -204,24 +207,18 @@ def _family(arch: str, meta: dict, names: set[str], num_layers: int):
     otherwise: Mixtral and Qwen3-MoE yes, Qwen2-MoE no). Layers without stacked expert
     tensors are dense (``mlp_only_layers``).
     """
-    import transformers
-
     experts = int(meta.get(f"{arch}.expert_count") or 0)
     has_bias = "blk.0.attn_q.bias" in names
     if arch in ("llama", "qwen3") and not experts:
-        cls = transformers.LlamaConfig if arch == "llama" else transformers.Qwen3Config
-        return (
-            cls,
-            ("LlamaForCausalLM" if arch == "llama" else "Qwen3ForCausalLM"),
-            {"attention_bias": has_bias},
-        )
+        name = "LlamaForCausalLM" if arch == "llama" else "Qwen3ForCausalLM"
+        return name, {"attention_bias": has_bias}
     if arch == "qwen2":
-        return transformers.Qwen2Config, "Qwen2ForCausalLM", {}
+        return "Qwen2ForCausalLM", {}
     extra = {"num_experts_per_tok": int(meta.get(f"{arch}.expert_used_count") or 0)}
     norm = meta.get(f"{arch}.expert_weights_norm")
     if arch == "llama":  # Mixtral
-        extra.update(num_local_experts=experts, sliding_window=None)
-        return transformers.MixtralConfig, "MixtralForCausalLM", extra
+        extra.update(num_local_experts=experts)
+        return "MixtralForCausalLM", extra
     dense = [i for i in range(num_layers) if f"blk.{i}.ffn_gate_exps.weight" not in names]
     extra.update(
         num_experts=experts,
@@ -236,9 +233,9 @@ def _family(arch: str, meta: dict, names: set[str], num_layers: int):
                 meta.get(f"{arch}.expert_shared_feed_forward_length") or 0
             ),
         )
-        return transformers.Qwen2MoeConfig, "Qwen2MoeForCausalLM", extra
+        return "Qwen2MoeForCausalLM", extra
     extra.update(norm_topk_prob=bool(norm) if norm is not None else True, attention_bias=has_bias)
-    return transformers.Qwen3MoeConfig, "Qwen3MoeForCausalLM", extra
+    return "Qwen3MoeForCausalLM", extra
 
 
 def _qk_rows(target: str, config, permuted: bool) -> torch.Tensor | None:

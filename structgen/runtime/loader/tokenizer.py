@@ -1,4 +1,6 @@
-"""Tokenizers: built from GGUF metadata (cached on disk) or loaded from a Hugging Face folder."""
+"""Tokenizers: built from GGUF metadata (structgen's ``Tokenizer``, cached on disk as a
+``tokenizer.json``) or loaded from a Hugging Face folder (through transformers).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from structgen.errors import ModelLoadError
+from structgen.runtime.tokenizer import Tokenizer
 
 __all__ = [
     "tokenizer_from_gguf_metadata",
@@ -95,19 +98,17 @@ def _transformers_backend(meta: dict):
     return backend
 
 
-def tokenizer_from_gguf_metadata(meta: dict):
-    """A ``PreTrainedTokenizerFast`` from GGUF ``tokenizer.*`` metadata (vocabulary arrays
-    included).
+def tokenizer_from_gguf_metadata(meta: dict) -> Tokenizer:
+    """Structgen's :class:`~structgen.runtime.tokenizer.Tokenizer` from GGUF ``tokenizer.*``
+    metadata (vocabulary arrays included).
 
     Byte-level BPE vocabularies with a known pre-tokenizer are built directly with
-    ``tokenizers`` (well under a second); everything else goes through transformers'
-    GGUF converters.
+    ``tokenizers``; everything else goes through transformers' GGUF converters (imported
+    only then; the result is cached as a ``tokenizer.json`` by the loader).
 
     Raises:
         ModelLoadError: the metadata has no vocabulary or an unsupported tokenizer model.
     """
-    from transformers import PreTrainedTokenizerFast
-
     tokens = meta.get("tokenizer.ggml.tokens")
     if not tokens:
         raise ModelLoadError("GGUF file has no tokenizer vocabulary (tokenizer.ggml.tokens)")
@@ -117,35 +118,25 @@ def tokenizer_from_gguf_metadata(meta: dict):
         i = meta.get(f"tokenizer.ggml.{key}")
         return tokens[i] if i is not None and 0 <= i < len(tokens) else None
 
-    kwargs = {
-        k: v
-        for k, v in {
-            "bos_token": tok_of("bos_token_id"),
-            "eos_token": tok_of("eos_token_id"),
-            "unk_token": tok_of("unknown_token_id"),
-            "pad_token": tok_of("padding_token_id"),
-        }.items()
-        if v is not None
-    }
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=backend, clean_up_tokenization_spaces=False, **kwargs
+    return Tokenizer(
+        backend,
+        chat_template=meta.get("tokenizer.chat_template") or None,
+        bos_token=tok_of("bos_token_id"),
+        eos_token=tok_of("eos_token_id"),
+        unk_token=tok_of("unknown_token_id"),
+        pad_token=tok_of("padding_token_id"),
     )
-    if meta.get("tokenizer.chat_template"):
-        tok.chat_template = meta["tokenizer.chat_template"]
-    return tok
 
 
-def load_cached_tokenizer(directory: Path):
+def load_cached_tokenizer(directory: Path) -> Tokenizer | None:
     """The tokenizer saved in ``directory`` by :func:`save_tokenizer_cache`, or None if
     absent/unreadable.
     """
     if not (directory / "tokenizer.json").is_file():
         return None
-    from transformers import PreTrainedTokenizerFast
-
     try:
-        return PreTrainedTokenizerFast.from_pretrained(str(directory))
-    except Exception as e:  # noqa: BLE001 - a corrupt cache entry is rebuilt, never fatal
+        return Tokenizer.from_pretrained(directory)
+    except ModelLoadError as e:  # a corrupt cache entry is rebuilt, never fatal
         log.warning("ignoring unreadable tokenizer cache %s: %s", directory, e)
         return None
 
@@ -188,7 +179,9 @@ def load_tokenizer(path: str | os.PathLike | None = None):
             folder (``tokenizer.json``).
 
     Returns:
-        A transformers ``PreTrainedTokenizerFast`` with the model's chat template.
+        For a GGUF file, structgen's :class:`~structgen.runtime.tokenizer.Tokenizer`; for a
+        Hugging Face folder, transformers' ``PreTrainedTokenizerFast``; either with the
+        model's chat template.
 
     Raises:
         ModelNotFoundError: the path does not exist, or the default model is not installed.

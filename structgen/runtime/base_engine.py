@@ -123,7 +123,10 @@ class BaseEngine(RequestFactory, abc.ABC):
 
     @abc.abstractmethod
     def memory_report(self) -> dict[str, int]:
-        """Bytes held by the model weights (``weight_bytes``) and the KV cache (``kv_bytes``)."""
+        """Bytes held by the model weights (``weight_bytes``) and the KV cache: reserved
+        (``kv_bytes``), used by requests and the prefix cache (``kv_used_bytes``) and at
+        ``max_kv_tokens`` (``kv_max_bytes``).
+        """
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -46,6 +46,8 @@ class BaseEngine(RequestFactory, abc.ABC):
 
         Raises:
             RequestError, SchemaError, RegexError: bad prompt, params or constraint.
+            ConfigError: the request needs text (a text or chat prompt, a constraint, stop
+                strings) and the model was loaded without a tokenizer.
         """
         req = self._make_request(prompt, params or SamplingParams(), constraint)
         if request_id is not None:

@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from structgen.env import read_env
+from structgen.errors import ConfigError
 from structgen.runtime.base_engine import BaseEngine
 from structgen.runtime.config import EngineConfig
 from structgen.runtime.engine_loop import EngineLoop
@@ -27,6 +28,13 @@ from structgen.runtime.scheduler import Scheduler
 from structgen.runtime.step import StepContext, sample_tokens
 
 __all__ = ["Engine"]
+
+
+def _no_tokenizer(text: str) -> list[int]:
+    """The ``encode_text`` of an engine without a tokenizer (nothing reaches it: requests that
+    need text are refused when they are made).
+    """
+    raise ConfigError("this model was loaded without a tokenizer: text cannot be encoded")
 
 
 class Engine(BaseEngine):
@@ -84,12 +92,17 @@ class Engine(BaseEngine):
         )
         apply_activation_dtype(loaded.model, self.config.activation_dtype)
         self.loaded = loaded
-        self.tokenizer = loaded.tokenizer
+        self.tokenizer = loaded.tokenizer  # None: a folder without one (token-id prompts)
         self.eos_token_ids = frozenset(loaded.eos_token_ids)
         self.vocab_size = loaded.config.vocab_size
-        self.vocab = Vocabulary.from_tokenizer(self.tokenizer, eos_token_ids=loaded.eos_token_ids)
-        # one bound callable: the jump-forward planner caches its boundary probes by it
-        self.encode_text = functools.partial(self.tokenizer.encode, add_special_tokens=False)
+        self.vocab = None
+        self.encode_text = _no_tokenizer
+        if self.tokenizer is not None:
+            self.vocab = Vocabulary.from_tokenizer(
+                self.tokenizer, eos_token_ids=loaded.eos_token_ids
+            )
+            # one bound callable: the jump-forward planner caches its boundary probes by it
+            self.encode_text = functools.partial(self.tokenizer.encode, add_special_tokens=False)
         max_model_len = loaded.max_model_len
         if self.config.max_model_len is not None:
             max_model_len = min(max_model_len, self.config.max_model_len)
@@ -148,6 +161,8 @@ class Engine(BaseEngine):
         """The tokenizer's size when the model's embedding has more rows (padded vocabulary:
         those ids are never sampled), else None.
         """
+        if self.vocab is None:
+            return None
         num_tokens = len(self.vocab.token_bytes)
         return num_tokens if num_tokens < self.vocab_size else None
 
@@ -211,6 +226,8 @@ class Engine(BaseEngine):
         Raises:
             RequestError: malformed prompts / params / constraint lists.
             SchemaError, RegexError: a constraint does not compile.
+            ConfigError: a request needs text (a text or chat prompt, a constraint, stop
+                strings) and the model was loaded without a tokenizer.
         """
         prompts = self._prompt_list(prompts)
         n = len(prompts)

@@ -73,7 +73,15 @@ class DraftModelProposer(BaseProposer):
                 engine.device,
                 quantization=config.draft_quantization,
             )
-        if loaded.tokenizer.get_vocab() != engine.tokenizer.get_vocab():
+        if loaded.tokenizer is None or engine.tokenizer is None:
+            if loaded.tokenizer is not engine.tokenizer or (
+                loaded.config.vocab_size != engine.loaded.config.vocab_size
+            ):
+                raise ConfigError(
+                    "the draft model and the target must both have a tokenizer (with the "
+                    "same vocabulary), or neither with the same vocabulary size"
+                )
+        elif loaded.tokenizer.get_vocab() != engine.tokenizer.get_vocab():
             raise ConfigError("the draft model's tokenizer differs from the target's vocabulary")
         page_size = engine.pool.page_size
         kv_tokens = config.draft_max_kv_tokens or engine.pool.num_usable_pages * page_size

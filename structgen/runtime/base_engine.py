@@ -46,6 +46,8 @@ class BaseEngine(RequestFactory, abc.ABC):
 
         Raises:
             RequestError, SchemaError, RegexError: bad prompt, params or constraint.
+            ConfigError: the request needs text (a text or chat prompt, a constraint, stop
+                strings) and the model was loaded without a tokenizer.
         """
         req = self._make_request(prompt, params or SamplingParams(), constraint)
         if request_id is not None:
@@ -123,7 +125,10 @@ class BaseEngine(RequestFactory, abc.ABC):
 
     @abc.abstractmethod
     def memory_report(self) -> dict[str, int]:
-        """Bytes held by the model weights (``weight_bytes``) and the KV cache (``kv_bytes``)."""
+        """Bytes held by the model weights (``weight_bytes``) and the KV cache: reserved
+        (``kv_bytes``), used by requests and the prefix cache (``kv_used_bytes``) and at
+        ``max_kv_tokens`` (``kv_max_bytes``).
+        """
 
     @abc.abstractmethod
     def close(self) -> None:

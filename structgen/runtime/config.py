@@ -109,10 +109,13 @@ class EngineConfig:
         dtype: compute dtype name: ``"float32"``, ``"bfloat16"``, ``"float16"`` or ``"auto"``
             (float32 on CPU, bfloat16 on CUDA).
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
-        max_kv_tokens: KV cache capacity in tokens (rounded up to whole pages); None =
-            32,768 on CPU, and on CUDA ``kv_memory_fraction`` of the GPU memory left free
-            after the weights are loaded.
-        kv_memory_fraction: share of free GPU memory given to the KV cache (CUDA only).
+        max_kv_tokens: KV cache capacity in tokens (rounded up to whole pages); None = on
+            CPU ``min(max_model_len * max_running_requests, kv_memory_fraction * available
+            RAM)``, on CUDA ``kv_memory_fraction`` of the GPU memory left free after the
+            weights are loaded. On CPU the pool's storage grows on demand up to it; on CUDA
+            it is preallocated (CUDA graphs capture its pointers).
+        kv_memory_fraction: share of the memory available after loading (free GPU memory on
+            CUDA, available RAM on CPU) the default ``max_kv_tokens`` may take.
         page_size: tokens per KV page.
         max_batch_tokens: most tokens one forward pass computes, all requests together.
         chunked_prefill_tokens: most tokens of one request per forward (longer prompts are

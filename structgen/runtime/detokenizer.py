@@ -15,11 +15,14 @@ class IncrementalDetokenizer:
     a stop string is held back from :meth:`pop_delta` until it is decided.
 
     Args:
-        token_bytes: bytes of every token id (``Vocabulary.token_bytes``).
+        token_bytes: bytes of every token id (``Vocabulary.token_bytes``); None for a model
+            without a tokenizer: token ids add no text (``text`` stays empty).
         stop: stop strings (may be empty).
     """
 
-    def __init__(self, token_bytes: list[bytes], stop: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self, token_bytes: list[bytes] | None, stop: tuple[str, ...] | None = None
+    ) -> None:
         self._token_bytes = token_bytes
         self._stop = tuple(stop or ())
         self._buf = bytearray()
@@ -34,7 +37,8 @@ class IncrementalDetokenizer:
 
     def add_token(self, token_id: int) -> None:
         """Append one token's bytes; detects stop strings. Raises: never."""
-        self.add_bytes(self._token_bytes[token_id])
+        if self._token_bytes is not None:
+            self.add_bytes(self._token_bytes[token_id])
 
     def add_bytes(self, data: bytes) -> None:
         """Append raw output bytes (e.g. jump-forward text); detects stop strings."""

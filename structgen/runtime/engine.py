@@ -10,9 +10,15 @@ from typing import Any, Callable, Sequence
 import torch
 
 from structgen.env import read_env
+from structgen.errors import ConfigError
 from structgen.runtime.base_engine import BaseEngine
 from structgen.runtime.config import EngineConfig
 from structgen.runtime.engine_loop import EngineLoop
+from structgen.runtime.kv_pool import (
+    KV_GROWTH_TOKENS,
+    available_host_memory,
+    default_kv_tokens,
+)
 from structgen.runtime.model_runner import ModelRunner
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.radix_cache import RadixCache
@@ -22,6 +28,13 @@ from structgen.runtime.scheduler import Scheduler
 from structgen.runtime.step import StepContext, sample_tokens
 
 __all__ = ["Engine"]
+
+
+def _no_tokenizer(text: str) -> list[int]:
+    """The ``encode_text`` of an engine without a tokenizer (nothing reaches it: requests that
+    need text are refused when they are made).
+    """
+    raise ConfigError("this model was loaded without a tokenizer: text cannot be encoded")
 
 
 class Engine(BaseEngine):
@@ -79,15 +92,21 @@ class Engine(BaseEngine):
         )
         apply_activation_dtype(loaded.model, self.config.activation_dtype)
         self.loaded = loaded
-        self.tokenizer = loaded.tokenizer
+        self.tokenizer = loaded.tokenizer  # None: a folder without one (token-id prompts)
         self.eos_token_ids = frozenset(loaded.eos_token_ids)
         self.vocab_size = loaded.config.vocab_size
-        self.vocab = Vocabulary.from_tokenizer(self.tokenizer, eos_token_ids=loaded.eos_token_ids)
-        # one bound callable: the jump-forward planner caches its boundary probes by it
-        self.encode_text = functools.partial(self.tokenizer.encode, add_special_tokens=False)
-        hf = loaded.config
-        head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
-        kv_tokens = self._kv_capacity_tokens(hf.num_hidden_layers, hf.num_key_value_heads, head_dim)
+        self.vocab = None
+        self.encode_text = _no_tokenizer
+        if self.tokenizer is not None:
+            self.vocab = Vocabulary.from_tokenizer(
+                self.tokenizer, eos_token_ids=loaded.eos_token_ids
+            )
+            # one bound callable: the jump-forward planner caches its boundary probes by it
+            self.encode_text = functools.partial(self.tokenizer.encode, add_special_tokens=False)
+        max_model_len = loaded.max_model_len
+        if self.config.max_model_len is not None:
+            max_model_len = min(max_model_len, self.config.max_model_len)
+        kv_tokens = self._kv_capacity_tokens(loaded.model, max_model_len)
         num_pages = -(-kv_tokens // self.config.page_size) + 1
         if self.config.tensor_parallel_size > 1:  # rank 0 of a tensor-parallel group
             from structgen.runtime.distributed import start_tensor_parallel
@@ -97,7 +116,9 @@ class Engine(BaseEngine):
             )
         else:
             # the model shapes its own pool (a compressed latent pool for DeepSeek's MLA)
-            self.pool = loaded.model.make_kv_pool(num_pages, self.config.page_size)
+            self.pool = loaded.model.make_kv_pool(
+                num_pages, self.config.page_size, self._kv_growth_pages()
+            )
             self.runner = ModelRunner(
                 loaded.model,
                 self.pool,
@@ -107,14 +128,9 @@ class Engine(BaseEngine):
                 cuda_graph_max_batch=min(
                     self.config.cuda_graph_max_batch, self.config.max_running_requests
                 ),
-                max_model_len=min(
-                    loaded.max_model_len, self.config.max_model_len or loaded.max_model_len
-                ),
+                max_model_len=max_model_len,
             )
         self.cache = RadixCache(self.pool) if self.config.prefix_cache else None
-        max_model_len = loaded.max_model_len
-        if self.config.max_model_len is not None:
-            max_model_len = min(max_model_len, self.config.max_model_len)
         self.scheduler = Scheduler(
             self.pool,
             self.cache,
@@ -131,6 +147,7 @@ class Engine(BaseEngine):
             vocab=self.vocab,
             encode_text=self.encode_text,
             max_request_tokens=self.scheduler.max_request_tokens(),
+            num_sampled_ids=self._num_sampled_ids(),
         )
         self.spec = None
         if self.config.speculative is not None:
@@ -140,18 +157,45 @@ class Engine(BaseEngine):
             self.spec = SpeculativeDecoder(proposer, self.config.speculative, self.step_context)
         self.loop = EngineLoop(self)
 
-    def _kv_capacity_tokens(self, num_layers: int, num_kv_heads: int, head_dim: int) -> int:
-        """KV cache size in tokens: the configured one, or derived from free GPU memory."""
+    def _num_sampled_ids(self) -> int | None:
+        """The tokenizer's size when the model's embedding has more rows (padded vocabulary:
+        those ids are never sampled), else None.
+        """
+        if self.vocab is None:
+            return None
+        num_tokens = len(self.vocab.token_bytes)
+        return num_tokens if num_tokens < self.vocab_size else None
+
+    def _kv_capacity_tokens(self, model, max_model_len: int) -> int:
+        """KV cache capacity in tokens: ``max_kv_tokens`` if set; else on CUDA
+        ``kv_memory_fraction`` of the free GPU memory, on CPU
+        ``min(max_model_len * max_running_requests, kv_memory_fraction * available RAM)``.
+        """
         if self.config.max_kv_tokens is not None:
             return self.config.max_kv_tokens
+        page_size = self.config.page_size
+        probe = model.make_kv_pool(2, page_size, growth_pages=2)  # this model's bytes per page
+        per_token = -(-probe.page_nbytes // page_size)  # K and V of every layer, bytes
+        del probe
         if self.device.type != "cuda":
-            return 32768
+            return default_kv_tokens(
+                max_model_len,
+                self.config.max_running_requests,
+                per_token,
+                self.config.kv_memory_fraction,
+                available_host_memory(),
+                page_size,
+            )
         free_bytes, _ = torch.cuda.mem_get_info(self.device)
-        itemsize = torch.empty((), dtype=self.config.torch_dtype).element_size()
-        per_token = 2 * num_layers * num_kv_heads * head_dim * itemsize  # K and V, bytes
-        return max(
-            self.config.page_size, int(free_bytes * self.config.kv_memory_fraction) // per_token
-        )
+        return max(page_size, int(free_bytes * self.config.kv_memory_fraction) // per_token)
+
+    def _kv_growth_pages(self) -> int | None:
+        """Pages the KV pool grows by: None (preallocated) on CUDA, whose graphs capture the
+        pool's pointers; on CPU ``KV_GROWTH_TOKENS`` worth.
+        """
+        if self.device.type == "cuda":
+            return None
+        return max(2, -(-KV_GROWTH_TOKENS // self.config.page_size))
 
     def generate(
         self,
@@ -182,6 +226,8 @@ class Engine(BaseEngine):
         Raises:
             RequestError: malformed prompts / params / constraint lists.
             SchemaError, RegexError: a constraint does not compile.
+            ConfigError: a request needs text (a text or chat prompt, a constraint, stop
+                strings) and the model was loaded without a tokenizer.
         """
         prompts = self._prompt_list(prompts)
         n = len(prompts)
@@ -285,9 +331,12 @@ class Engine(BaseEngine):
         """Engine counters: KV pages, prefix cache, queue lengths, forward passes.
 
         Returns:
-            dict with ``pages_total``, ``pages_free``, ``pages_cached`` (held by the radix
-            cache), ``prefix_hit_tokens`` / ``prompt_tokens`` / ``prefix_hit_rate`` (prompt
-            tokens served from the cache since start), ``running``, ``waiting``,
+            dict with ``pages_total`` (usable pages at ``max_kv_tokens``), ``pages_free``
+            (free or not reserved yet), ``pages_cached`` (held by the radix cache),
+            ``pages_reserved`` (usable pages with storage now: a CPU pool grows on demand),
+            ``pages_used`` (held by requests or the cache), ``prefix_hit_tokens`` /
+            ``prompt_tokens`` / ``prefix_hit_rate`` (prompt tokens served from the cache
+            since start), ``running``, ``waiting``,
             ``preemptions``, ``num_forward_passes``; speculative decoding:
             ``spec_proposed_tokens``, ``spec_accepted_tokens``, ``spec_acceptance_rate``
             (accepted / proposed) and ``spec_mean_accepted_length`` (tokens emitted per
@@ -308,6 +357,8 @@ class Engine(BaseEngine):
             "pages_total": self.pool.num_usable_pages,
             "pages_free": self.pool.num_free_pages,
             "pages_cached": self.cache.num_cached_pages if self.cache is not None else 0,
+            "pages_reserved": self.pool.num_reserved_pages - 1,
+            "pages_used": self.pool.num_used_pages,
             "prefix_hit_tokens": sch.num_prefix_hit_tokens,
             "prompt_tokens": sch.num_prompt_tokens,
             "prefix_hit_rate": sch.num_prefix_hit_tokens / max(1, sch.num_prompt_tokens),
@@ -319,12 +370,23 @@ class Engine(BaseEngine):
         }
 
     def memory_report(self) -> dict[str, int]:
-        """Bytes held by the model weights (``weight_bytes``, quantized where they are) and
-        by the KV cache (``kv_bytes``).
+        """Bytes held by the model weights and the KV cache, reserved vs used.
+
+        Returns:
+            ``weight_bytes`` (quantized where the weights are), ``kv_bytes`` (KV storage
+            reserved now; a CPU pool grows on demand up to ``max_kv_tokens``),
+            ``kv_used_bytes`` (pages held by requests or the prefix cache) and
+            ``kv_max_bytes`` (the pool at ``max_kv_tokens``).
         """
         from structgen.runtime.models import memory_report
 
-        return {**memory_report(self.loaded.model), "kv_bytes": self.pool.nbytes()}
+        pool = self.pool
+        return {
+            **memory_report(self.loaded.model),
+            "kv_bytes": pool.nbytes(),
+            "kv_used_bytes": pool.num_used_pages * pool.page_nbytes,
+            "kv_max_bytes": pool.max_nbytes(),
+        }
 
     def close(self) -> None:
         """Stop the tensor-parallel worker processes, if any (idempotent; also at exit)."""

@@ -1,34 +1,57 @@
-"""KVPool: a preallocated pool of KV cache pages for every layer.
+"""KVPool: the paged KV cache of every layer, preallocated or grown on demand.
 
 Layout (per layer): ``k[layer]`` and ``v[layer]`` are tensors of shape
-``[num_pages, page_size, num_kv_heads, head_dim]`` in the compute dtype. A token's
+``[num_reserved_pages, page_size, num_kv_heads, head_dim]`` in the compute dtype. A token's
 *slot* is ``page_id * page_size + offset``; viewing a layer's cache as
-``[num_pages * page_size, num_kv_heads, head_dim]`` makes slots direct row indices.
-Page 0 is reserved as a scratch page: padded page-table entries point at it, so
-gathers never index out of range, and it is never handed out.
+``[num_reserved_pages * page_size, num_kv_heads, head_dim]`` makes slots direct row indices
+(the layout every attention kernel and the fused CPU decode step index). Page 0 is reserved
+as a scratch page: padded page-table entries point at it, so gathers never index out of
+range, and it is never handed out.
+
+Capacity and storage: the pool may hand out page ids ``1 .. num_pages - 1``. A preallocated
+pool (``growth_pages=None``, what CUDA uses: CUDA graphs capture the tensors' pointers)
+holds storage for all of them from the start. A growable pool starts with storage for
+``growth_pages`` pages and, when :meth:`alloc` needs pages past its storage, reallocates
+each layer's tensors larger (by at least ``growth_pages`` and at least half again, never
+past ``num_pages``), copying the old pages to the same rows: page ids and slots never change,
+only the tensors' addresses do (``k_slots``/``v_slots`` give the current views; the fused
+decode step re-plans when the pointers change). Page ids are handed out in the same order by
+both kinds of pool, so the same alloc/free sequence gives the same ids.
+
+Accounting: ``num_free_pages`` counts the free list plus the pages not reserved yet (what the
+scheduler and the radix cache may still take), so the invariant "free pages + pages in the
+tree + pages owned by requests == all usable pages" holds for both kinds.
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["KVPool"]
+__all__ = ["KVPool", "KV_GROWTH_TOKENS", "available_host_memory", "default_kv_tokens"]
+
+KV_GROWTH_TOKENS = 1024  # tokens of storage a growable (CPU) engine pool reserves at a time
 
 
 class KVPool:
-    """Fixed pool of KV pages with a free list.
+    """A pool of KV pages with a free list, preallocated or grown in chunks of pages.
 
     Args:
         num_layers: transformer layers.
-        num_pages: pages to allocate, including the reserved scratch page 0.
+        num_pages: the most pages the pool may hold, including the reserved scratch page 0.
         page_size: tokens per page.
         num_kv_heads: KV heads per layer.
         head_dim: dimension of one head.
         dtype: storage dtype (the compute dtype).
         device: torch device.
+        growth_pages: None preallocates all ``num_pages`` (zero-filled); an int >= 1 makes
+            the pool growable: storage for ``growth_pages`` pages (scratch page included) at
+            first, grown on demand by :meth:`alloc` in chunks of at least ``growth_pages``.
 
-    Memory: ``2 * num_layers * num_pages * page_size * num_kv_heads * head_dim * itemsize`` bytes.
+    Memory: ``page_nbytes`` per reserved page (``nbytes()`` in all;
+    ``2 * num_layers * page_size * num_kv_heads * head_dim * itemsize`` bytes a page).
     """
+
+    v_views_k = False  # True when ``_storage``'s V tensors are views of its K tensors
 
     def __init__(
         self,
@@ -39,8 +62,10 @@ class KVPool:
         head_dim: int,
         dtype: torch.dtype = torch.float32,
         device: str | torch.device = "cpu",
+        growth_pages: int | None = None,
     ) -> None:
         assert num_pages >= 2, "need the scratch page and at least one usable page"
+        assert growth_pages is None or growth_pages >= 1
         self.num_layers = num_layers
         self.num_pages = num_pages
         self.page_size = page_size
@@ -48,28 +73,108 @@ class KVPool:
         self.head_dim = head_dim
         self.dtype = dtype
         self.device = torch.device(device)
-        shape = (num_pages, page_size, num_kv_heads, head_dim)
-        self.k = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in range(num_layers)]
-        self.v = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in range(num_layers)]
-        # LIFO free list: recently freed (cache-warm) pages are reused first.
-        self._free: list[int] = list(range(num_pages - 1, 0, -1))
+        self.growth_pages = growth_pages
+        reserved = num_pages if growth_pages is None else min(num_pages, max(2, growth_pages))
+        self.k, self.v = self._storage(reserved)
+        for t in self.k + self.v:
+            t.zero_()  # uninitialised memory may hold NaN bit patterns (see _reserve)
+        self._reserved = reserved
+        self.num_grows = 0  # reallocations since start
+        # LIFO free list: recently freed (cache-warm) pages are reused first; pages never
+        # handed out sit at the bottom in descending order (the lowest id on top).
+        self._free: list[int] = list(range(reserved - 1, 0, -1))
+
+    # ------------------------------------------------------------------ storage
+    def _storage(self, num_pages: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Uninitialised K and V tensors for ``num_pages`` pages, per layer (a subclass with
+        another layout overrides this).
+        """
+        shape = (num_pages, self.page_size, self.num_kv_heads, self.head_dim)
+        k = [
+            torch.empty(shape, dtype=self.dtype, device=self.device) for _ in range(self.num_layers)
+        ]
+        v = [
+            torch.empty(shape, dtype=self.dtype, device=self.device) for _ in range(self.num_layers)
+        ]
+        return k, v
+
+    def _reserve(self, num_pages: int) -> None:
+        """Grow the storage to ``num_pages`` pages, keeping every page at its row.
+
+        The new pages are zeroed: masked attention multiplies unused slots (a page's tail,
+        the scratch page) by a zero probability, which an uninitialised NaN would poison.
+        """
+        old = self._reserved
+        k, v = self._storage(num_pages)
+        pairs = list(zip(k, self.k)) + ([] if self.v_views_k else list(zip(v, self.v)))
+        for new_t, old_t in pairs:
+            new_t[:old].copy_(old_t)
+            new_t[old:].zero_()
+        self.k, self.v = k, v
+        self.__dict__.pop("_slot_views", None)  # they hold the old tensors
+        self._reserved = num_pages
+        self.num_grows += 1
+        # the never-handed-out pages go below the free list's bottom, lowest id nearest the
+        # top: the order a preallocated pool would hand them out in
+        self._free[:0] = range(num_pages - 1, old - 1, -1)
+
+    def reserve(self, num_pages: int) -> None:
+        """Make sure pages ``0 .. num_pages - 1`` have storage (a growable pool grows by at
+        least ``growth_pages`` and half again, never past ``num_pages``; a pool that mirrors
+        another's page ids, such as a tensor-parallel worker's, calls it before a step).
+
+        Raises: never (a preallocated pool already holds every page).
+        """
+        if num_pages <= self._reserved:
+            return
+        step = max(self.growth_pages or 1, self._reserved // 2, num_pages - self._reserved)
+        self._reserve(min(self.num_pages, self._reserved + step))
 
     @property
+    def is_growable(self) -> bool:
+        """True when storage is reserved on demand (``growth_pages`` set)."""
+        return self.growth_pages is not None
+
+    @property
+    def num_reserved_pages(self) -> int:
+        """Pages with storage now, the scratch page included (``num_pages`` when
+        preallocated).
+        """
+        return self._reserved
+
+    @property
+    def page_nbytes(self) -> int:
+        """Bytes one page takes across all layers (K and V)."""
+        return self.nbytes() // self._reserved
+
+    # -------------------------------------------------------------------- pages
+    @property
     def num_usable_pages(self) -> int:
-        """Pages that can be allocated (all but the scratch page)."""
+        """Pages that can be allocated (all but the scratch page), reserved or not."""
         return self.num_pages - 1
 
     @property
     def num_free_pages(self) -> int:
-        """Pages currently on the free list."""
-        return len(self._free)
+        """Pages :meth:`alloc` can still hand out: the free list and the unreserved pages."""
+        return len(self._free) + self.num_pages - self._reserved
+
+    @property
+    def num_used_pages(self) -> int:
+        """Pages handed out and not freed (owned by requests or the radix cache)."""
+        return self.num_usable_pages - self.num_free_pages
 
     def alloc(self, n: int) -> list[int] | None:
-        """Take ``n`` pages off the free list; None (nothing taken) if fewer are free."""
-        if n > len(self._free):
+        """Take ``n`` pages; None (nothing taken) if fewer are free.
+
+        A growable pool reserves storage first when the free list is short (the returned
+        pages always have storage). Raises: never.
+        """
+        if n > self.num_free_pages:
             return None
         if n == 0:
             return []
+        if n > len(self._free):
+            self.reserve(self._reserved + n - len(self._free))
         pages = self._free[-n:]
         del self._free[-n:]
         pages.reverse()
@@ -79,12 +184,17 @@ class KVPool:
         """Return pages to the free list (the caller must own them)."""
         self._free.extend(reversed(pages))
 
+    # -------------------------------------------------------------------- views
     def k_slots(self, layer: int) -> torch.Tensor:
-        """Layer's K cache as ``[num_pages * page_size, num_kv_heads, head_dim]`` (a view)."""
+        """Layer's K cache as ``[num_reserved_pages * page_size, num_kv_heads, head_dim]``
+        (a view; a growable pool's tensors change when it grows).
+        """
         return self._slots(self.k, layer)
 
     def v_slots(self, layer: int) -> torch.Tensor:
-        """Layer's V cache as ``[num_pages * page_size, num_kv_heads, head_dim]`` (a view)."""
+        """Layer's V cache as ``[num_reserved_pages * page_size, num_kv_heads, head_dim]``
+        (a view; a growable pool's tensors change when it grows).
+        """
         return self._slots(self.v, layer)
 
     def _slots(self, tensors: list[torch.Tensor], layer: int) -> torch.Tensor:
@@ -98,5 +208,74 @@ class KVPool:
         return hit[1]
 
     def nbytes(self) -> int:
-        """Bytes held by the K and V tensors of all layers."""
+        """Bytes reserved by the K and V tensors of all layers now."""
         return sum(t.numel() * t.element_size() for t in self.k + self.v)
+
+    def max_nbytes(self) -> int:
+        """Bytes the pool holds when all ``num_pages`` are reserved."""
+        return self.page_nbytes * self.num_pages
+
+
+def available_host_memory() -> int | None:
+    """Bytes of host memory available to this process now, or None if unknown.
+
+    ``MemAvailable`` of ``/proc/meminfo`` (else ``os.sysconf``'s available physical pages),
+    capped by a cgroup v2 memory limit (``memory.max - memory.current``) where one is set.
+    Raises: never.
+    """
+    import os
+
+    available = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError):
+        pass
+    if available is None:
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, OSError, ValueError):
+            return None
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        if limit != "max":
+            with open("/sys/fs/cgroup/memory.current") as f:
+                available = min(available, max(0, int(limit) - int(f.read().strip())))
+    except (OSError, ValueError):
+        pass
+    return available
+
+
+def default_kv_tokens(
+    max_model_len: int,
+    max_running_requests: int,
+    bytes_per_token: int,
+    memory_fraction: float,
+    available_bytes: int | None,
+    page_size: int,
+) -> int:
+    """The KV capacity in tokens when none is configured (CPU):
+    ``min(max_model_len * max_running_requests, memory_fraction * available_bytes //
+    bytes_per_token)``, at least one page.
+
+    Args:
+        max_model_len: the engine's context limit, tokens.
+        max_running_requests: most requests running at once.
+        bytes_per_token: KV bytes of one token across all layers (``page_nbytes / page_size``).
+        memory_fraction: share of the available memory the pool may take
+            (``EngineConfig.kv_memory_fraction``).
+        available_bytes: memory available now (:func:`available_host_memory`); None = no
+            memory cap.
+        page_size: tokens per page (the lower bound).
+
+    Returns:
+        Tokens (the pool rounds it up to whole pages). Raises: never.
+    """
+    tokens = max_model_len * max_running_requests
+    if available_bytes is not None:
+        tokens = min(tokens, int(available_bytes * memory_fraction) // max(1, bytes_per_token))
+    return max(page_size, tokens)

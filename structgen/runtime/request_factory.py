@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from structgen.errors import RequestError
+from structgen.errors import ConfigError, RequestError
 from structgen.fsm.base import BaseCompiledGrammar
 from structgen.fsm.spec import to_constraint
 from structgen.runtime.detokenizer import IncrementalDetokenizer
@@ -26,7 +26,20 @@ class RequestFactory:
     """Mixin of every engine: needs ``tokenizer``, ``vocab_size`` (width of the model's
     logits), ``vocab`` (the fsm ``Vocabulary``), ``device`` and ``_ids`` (a request-id
     counter).
+
+    ``tokenizer`` and ``vocab`` are None for a model loaded without a tokenizer: it serves
+    token-id prompts, unconstrained, without stop strings, and its outputs have token ids and
+    no text; anything that needs text raises ``ConfigError``.
     """
+
+    def _require_tokenizer(self, what: str) -> None:
+        """Raise ``ConfigError`` when the model has no tokenizer and ``what`` needs one."""
+        if self.tokenizer is None:
+            raise ConfigError(
+                f"{what} needs a tokenizer, and this model was loaded without one (its folder "
+                "has no tokenizer files): pass token-id prompts, no constraint and no stop "
+                "strings"
+            )
 
     # ----------------------------------------------------------------- prompts
     def apply_chat_template(self, messages: list[dict]) -> list[int]:
@@ -34,7 +47,9 @@ class RequestFactory:
 
         Raises:
             RequestError: a message is not a ``{"role", "content"}`` dict.
+            ConfigError: the model has no tokenizer.
         """
+        self._require_tokenizer("a chat prompt")
         for i, m in enumerate(messages):
             if not isinstance(m, dict) or "role" not in m or "content" not in m:
                 raise RequestError(f"chat message {i} must be a dict with 'role' and 'content'")
@@ -48,8 +63,10 @@ class RequestFactory:
 
         Raises:
             RequestError: unsupported prompt type, empty prompt, or out-of-range ids.
+            ConfigError: a string or chat prompt for a model without a tokenizer.
         """
         if isinstance(prompt, str):
+            self._require_tokenizer("a text prompt")
             ids = self.tokenizer.encode(prompt, add_special_tokens=False)
         elif (
             isinstance(prompt, (list, tuple))
@@ -77,9 +94,13 @@ class RequestFactory:
         if not isinstance(params, SamplingParams):
             raise RequestError(f"params must be SamplingParams, got {type(params).__name__}")
         ids = self.encode_prompt(prompt)
+        if params.stop:
+            self._require_tokenizer("a stop string")
         term = to_constraint(constraint)
         grammar = None
         if term is not None:
+            # compiled over the vocabulary; jump-forward re-encodes text
+            self._require_tokenizer("a constraint")
             grammar = term if isinstance(term, BaseCompiledGrammar) else term.compile(self.vocab)
         reqs = []
         for i in range(params.n):
@@ -98,7 +119,9 @@ class RequestFactory:
                 request_id=str(next(self._ids)),
                 prompt_token_ids=ids,
                 params=p,
-                detokenizer=IncrementalDetokenizer(self.vocab.token_bytes, p.stop),
+                detokenizer=IncrementalDetokenizer(
+                    None if self.vocab is None else self.vocab.token_bytes, p.stop
+                ),
                 generator=gen,
                 max_cached_prefix=None
                 if p.prompt_logprobs is None

@@ -51,6 +51,9 @@ class StepContext:
         encode_text: text -> token ids without special tokens; one bound callable (the
             jump-forward planner caches its boundary probes by it).
         max_request_tokens: most tokens (prompt + output) one request can hold.
+        num_sampled_ids: ids at or past it are padding rows of the model's embedding (no
+            token of the tokenizer: Qwen2.5 has 151,936 rows for 151,665 tokens); their
+            logits are set to -inf before every sampling step. None = every id is a token.
     """
 
     eos_token_ids: frozenset[int]
@@ -58,6 +61,7 @@ class StepContext:
     vocab: Any
     encode_text: Callable[[str], list[int]]
     max_request_tokens: int
+    num_sampled_ids: int | None = None
 
 
 @dataclass
@@ -102,7 +106,7 @@ def sample_tokens(
 
     Args:
         output: a successful forward's logits and their layout (``output.logits`` is
-            masked in place).
+            masked in place, padded-vocabulary columns included).
         context: the engine's step settings.
         verify: ``SpeculativeDecoder.verify`` (needed when a request has drafts).
 
@@ -115,6 +119,8 @@ def sample_tokens(
     plain = [(req, lo) for req, lo, m in output.sampling if m == 0]
     specs = [(req, lo, m) for req, lo, m in output.sampling if m > 0]
     with torch.inference_mode():  # logits are inference tensors: mask them in place there
+        if context.num_sampled_ids is not None:
+            logits[:, context.num_sampled_ids :] = float("-inf")  # padded vocabulary rows
         for req, first, lo, hi in output.prompt_logprobs:
             record_prompt_logprobs(req, logits[lo:hi], first)
         reqs = [req for req, _ in plain]

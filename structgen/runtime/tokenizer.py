@@ -146,6 +146,11 @@ class Tokenizer:
 
     # ---------------------------------------------------------------- encoding
     @property
+    def is_fast(self) -> bool:
+        """Always True: backed by a ``tokenizers.Tokenizer`` (transformers' meaning)."""
+        return True
+
+    @property
     def backend_tokenizer(self):
         """The underlying ``tokenizers.Tokenizer``."""
         return self._backend

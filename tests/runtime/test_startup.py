@@ -18,7 +18,8 @@ import json, sys
 import structgen
 from structgen import Engine
 engine = Engine(*sys.argv[1:2], max_kv_tokens=64)
-out = engine.generate([[{"role": "user", "content": "hi"}]], structgen.SamplingParams(max_tokens=2))
+params = structgen.SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True)
+out = engine.generate([[{"role": "user", "content": "hi"}]], params)
 print(json.dumps({
     "tokenizer": type(engine.tokenizer).__module__,
     "config": type(engine.loaded.config).__module__,

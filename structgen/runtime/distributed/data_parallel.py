@@ -372,8 +372,8 @@ class DataParallelEngine(BaseEngine):
         }
 
     def memory_report(self) -> dict:
-        """``weight_bytes`` and ``kv_bytes`` summed over replicas, and ``replicas``: each
-        replica's ``Engine.memory_report()``.
+        """Every byte count of ``Engine.memory_report()`` summed over replicas, and
+        ``replicas``: each replica's ``Engine.memory_report()``.
 
         Raises:
             DistributedError: a replica died.

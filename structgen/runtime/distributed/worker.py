@@ -39,7 +39,7 @@ from structgen.runtime.distributed.parallel_layers import (
     shard_model,
 )
 from structgen.runtime.forward_batch import ForwardBatch
-from structgen.runtime.kv_pool import KVPool
+from structgen.runtime.kv_pool import KV_GROWTH_TOKENS, KVPool
 from structgen.runtime.model_runner import BaseModelRunner
 from structgen.runtime.models.attention import attention_backend as backend_scope
 
@@ -242,7 +242,11 @@ def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int, 
 
 
 def _make_pool(model, num_pages: int, page_size: int, tp: int, rank: int, device) -> KVPool:
+    """This rank's pool (its KV heads): grown on demand on CPU (rank 0's by its scheduler's
+    allocations, the workers' to the page ids of each step), preallocated on CUDA.
+    """
     _, kv_n = local_kv_heads(model.num_kv_heads, tp, rank)
+    growth = None if torch.device(device).type == "cuda" else -(-KV_GROWTH_TOKENS // page_size)
     return KVPool(
         model.config.num_hidden_layers,
         num_pages,
@@ -251,6 +255,7 @@ def _make_pool(model, num_pages: int, page_size: int, tp: int, rank: int, device
         model.head_dim,
         model.dtype,
         device,
+        max(2, growth) if growth is not None else None,
     )
 
 
@@ -316,6 +321,7 @@ def _worker_loop(
         payload = torch.empty(t + 2 * b + b * width + r, dtype=torch.int64)
         group.broadcast_ctl(payload)
         chunks, prefix, tables, rows = unpack_step(header, payload)
+        pool.reserve(1 + max((max(t) for t in tables if len(t)), default=0))  # rank 0's pages
         batch = ForwardBatch.build(
             chunks, prefix, tables, pool.page_size, device=device, logits_token_indices=rows
         )

@@ -35,7 +35,8 @@ class LoadedModel:
     Attributes:
         model: our ``nn.Module`` (``forward(batch, kv) -> logits``).
         tokenizer: structgen's :class:`~structgen.runtime.tokenizer.Tokenizer` for a GGUF
-            file, transformers' ``PreTrainedTokenizerFast`` for a Hugging Face folder.
+            file, transformers' ``PreTrainedTokenizerFast`` for a Hugging Face folder; None
+            for a folder without tokenizer files (token-id prompts only).
         chat_template: Jinja chat template, or None if the model has none.
         eos_token_ids: token ids that end generation.
         config: the model config: a transformers config for a Hugging Face folder (and a
@@ -80,7 +81,8 @@ def load_model(
     Args:
         path: None for the default SmolLM2-135M-Instruct GGUF; a ``.gguf`` file; or a
             Hugging Face folder (``config.json``, safetensors, possibly sharded, and
-            ``tokenizer.json``).
+            ``tokenizer.json``, or slow-tokenizer files converted once and cached, or no
+            tokenizer at all).
         dtype: parameter and compute dtype (GGUF weights are dequantized in float32 first).
         device: torch device.
         quantization: None (float weights; GGUF blocks dequantized); ``"int8"`` (per

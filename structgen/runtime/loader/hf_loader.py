@@ -39,6 +39,11 @@ def load_hf_folder(folder: Path, dtype: torch.dtype, device, quantization: str |
     """Load a Hugging Face folder into a LoadedModel (see
     :func:`structgen.runtime.loader.load_model`).
 
+    The tokenizer: ``tokenizer.json``, else slow-tokenizer files converted once and cached
+    (``loader.tokenizer.load_hf_tokenizer``); a folder with no tokenizer files loads with
+    ``tokenizer=None`` (token-id prompts only; the engine raises ``ConfigError`` where text
+    is needed).
+
     ``quantization`` (``"int8"``, ``"int4"``, ``"int4-g32"``, ...) quantizes the linears on load.
     """
     from safetensors.torch import load_file
@@ -55,7 +60,7 @@ def load_hf_folder(folder: Path, dtype: torch.dtype, device, quantization: str |
         raise ModelLoadError(f"{folder}: cannot read config.json: {e}") from e
     archs = list(getattr(config, "architectures", None) or [config.model_type])
     cls = get_model_class(archs[0])
-    tokenizer = load_hf_tokenizer(folder)
+    tokenizer = load_hf_tokenizer(folder, required=False)  # None: token-id prompts only
     state: dict[str, torch.Tensor] = {}
     for f in safetensors_files(folder):
         for k, v in load_file(str(f)).items():
@@ -76,11 +81,16 @@ def load_hf_folder(folder: Path, dtype: torch.dtype, device, quantization: str |
         getattr(config, "max_position_embeddings", 0)
         or getattr(tokenizer, "model_max_length", 2048)
     )
+    if tokenizer is not None:
+        eos = eos_token_ids(config, tokenizer)
+    else:
+        ids = config.eos_token_id
+        eos = [int(i) for i in (ids if isinstance(ids, list) else [ids]) if i is not None]
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
         chat_template=getattr(tokenizer, "chat_template", None),
-        eos_token_ids=eos_token_ids(config, tokenizer),
+        eos_token_ids=eos,
         config=config,
         max_model_len=max_len,
     )

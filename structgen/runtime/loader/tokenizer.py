@@ -154,16 +154,104 @@ def save_tokenizer_cache(tok, directory: Path) -> None:
         log.warning("could not cache the tokenizer in %s: %s", directory, e)
 
 
-def load_hf_tokenizer(folder: Path):
-    """The tokenizer of a Hugging Face model folder (``tokenizer.json`` required).
+# What AutoTokenizer can build a tokenizer from besides tokenizer.json: a SentencePiece model,
+# or a tokenizer_config.json naming a slow tokenizer class and its vocabulary files.
+_SLOW_TOKENIZER_FILES = (
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+)
+_TOKENIZER_EXTRAS = (  # change what the conversion gives
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "chat_template.json",
+)
+
+
+def _converted_cache_dir(folder: Path) -> Path:
+    """Cache directory of the fast tokenizer converted from ``folder``'s tokenizer files (its
+    key changes when any of them does).
+    """
+    import hashlib
+
+    from structgen.runtime.loader.cache import cache_root, file_cache_key
+
+    names = set(_SLOW_TOKENIZER_FILES) | set(_TOKENIZER_EXTRAS)
+    names |= {p.name for p in folder.glob("*.model")}
+    keys = [file_cache_key(folder / n) for n in sorted(names) if (folder / n).is_file()]
+    digest = hashlib.sha1("\n".join(keys).encode()).hexdigest()[:16]
+    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in folder.resolve().name)[:60]
+    return cache_root() / "tokenizers" / f"{stem}-converted-{digest}"
+
+
+def _convert_to_fast(folder: Path):
+    """A fast tokenizer converted from ``folder``'s slow-tokenizer files by transformers
+    (``AutoTokenizer``, ``use_fast=True``), saved in the cache the first time and returned
+    as loaded from there (structgen's ``Tokenizer``; transformers' where the cache cannot be
+    written).
 
     Raises:
-        ModelLoadError: the folder has no usable fast tokenizer.
+        ModelLoadError: transformers cannot build a fast tokenizer from these files.
+    """
+    cache_dir = _converted_cache_dir(folder)
+    tok = load_cached_tokenizer(cache_dir)
+    if tok is not None:
+        return tok
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(folder), use_fast=True)
+    except Exception as e:  # noqa: BLE001 - any failure means there is no tokenizer to use
+        raise ModelLoadError(
+            f"{folder} has no tokenizer.json and its tokenizer files do not convert to a fast "
+            f"tokenizer: {type(e).__name__}: {e}"
+        ) from e
+    if not getattr(tok, "is_fast", False):
+        raise ModelLoadError(
+            f"{folder}: transformers has no fast conversion for {type(tok).__name__} "
+            "(a fast tokenizer is required)"
+        )
+    save_tokenizer_cache(tok, cache_dir)
+    return load_cached_tokenizer(cache_dir) or tok  # the same type as every later load
+
+
+def load_hf_tokenizer(folder: Path, required: bool = True):
+    """The tokenizer of a Hugging Face model folder, as a fast tokenizer.
+
+    ``tokenizer.json`` is loaded as it is; without it, a SentencePiece ``tokenizer.model`` or
+    ``tokenizer_config.json`` with vocabulary files is converted by transformers once and
+    the result cached (``STRUCTGEN_CACHE_DIR``).
+
+    Args:
+        folder: the model folder.
+        required: False returns None for a folder with no tokenizer files at all (a model
+            served on token ids only).
+
+    Returns:
+        A transformers ``PreTrainedTokenizerFast`` for ``tokenizer.json``, structgen's
+        ``Tokenizer`` for converted files, or None (``required=False`` and no tokenizer
+        files).
+
+    Raises:
+        ModelLoadError: no tokenizer files (``required``), or files that do not load or
+            convert.
     """
     from transformers import PreTrainedTokenizerFast
 
     if not (folder / "tokenizer.json").is_file():
-        raise ModelLoadError(f"{folder} has no tokenizer.json (a fast tokenizer is required)")
+        if any((folder / name).is_file() for name in _SLOW_TOKENIZER_FILES):
+            return _convert_to_fast(folder)
+        if not required:
+            return None
+        raise ModelLoadError(
+            f"{folder} has no tokenizer (tokenizer.json, tokenizer.model or "
+            "tokenizer_config.json with vocabulary files)"
+        )
     try:
         return PreTrainedTokenizerFast.from_pretrained(str(folder))
     except Exception as e:  # noqa: BLE001
@@ -176,7 +264,7 @@ def load_tokenizer(path: str | os.PathLike | None = None):
     Args:
         path: None for the default SmolLM2 GGUF; a ``.gguf`` file (tokenizer built from
             its metadata, cached on disk like :func:`load_gguf` does); or a Hugging Face
-            folder (``tokenizer.json``).
+            folder (``tokenizer.json``, or slow-tokenizer files converted once and cached).
 
     Returns:
         For a GGUF file, structgen's :class:`~structgen.runtime.tokenizer.Tokenizer`; for a

@@ -330,8 +330,12 @@ class DecoderForCausalLM(nn.Module):
         """Dimension of one attention head."""
         return head_dim_of(self.config)
 
-    def make_kv_pool(self, num_pages: int, page_size: int) -> KVPool:
-        """A KVPool shaped for this model, in its dtype and on its device."""
+    def make_kv_pool(
+        self, num_pages: int, page_size: int, growth_pages: int | None = None
+    ) -> KVPool:
+        """A KVPool shaped for this model, in its dtype and on its device (``growth_pages``:
+        None preallocates, else the pool grows on demand in chunks of that many pages).
+        """
         return KVPool(
             self.config.num_hidden_layers,
             num_pages,
@@ -340,6 +344,7 @@ class DecoderForCausalLM(nn.Module):
             self.head_dim,
             self.dtype,
             self.device,
+            growth_pages,
         )
 
     def fuse_projections(self) -> int:

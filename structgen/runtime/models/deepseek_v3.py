@@ -91,8 +91,12 @@ class DeepseekV3ForCausalLM(DecoderForCausalLM):
         """Width of a cached latent row: ``kv_lora_rank + qk_rope_head_dim``."""
         return self.config.kv_lora_rank + self.config.qk_rope_head_dim
 
-    def make_kv_pool(self, num_pages: int, page_size: int) -> KVPool:
-        """A :class:`LatentKVPool` (compressed MLA cache) in the model's dtype and device."""
+    def make_kv_pool(
+        self, num_pages: int, page_size: int, growth_pages: int | None = None
+    ) -> KVPool:
+        """A :class:`LatentKVPool` (compressed MLA cache) in the model's dtype and device
+        (``growth_pages`` as for ``KVPool``).
+        """
         return LatentKVPool(
             self.config.num_hidden_layers,
             num_pages,
@@ -101,4 +105,5 @@ class DeepseekV3ForCausalLM(DecoderForCausalLM):
             self.config.qk_rope_head_dim,
             self.dtype,
             self.device,
+            growth_pages,
         )

@@ -40,9 +40,11 @@ class LatentKVPool(KVPool):
     """A :class:`KVPool` holding one latent row ``[c (r), k_rot (rope)]`` per token and layer.
 
     ``k_slots(layer)`` is ``[slots, 1, r + rope]``; ``v_slots(layer)`` is a view of its first
-    ``r`` columns (nothing stored twice). Memory: ``num_layers * num_pages * page_size *
-    (r + rope) * itemsize`` bytes.
+    ``r`` columns (nothing stored twice). Memory: ``num_layers * num_reserved_pages * page_size *
+    (r + rope) * itemsize`` bytes. ``growth_pages`` as for :class:`KVPool`.
     """
+
+    v_views_k = True
 
     def __init__(
         self,
@@ -53,15 +55,22 @@ class LatentKVPool(KVPool):
         rope_dim: int,
         dtype: torch.dtype = torch.float32,
         device="cpu",
+        growth_pages: int | None = None,
     ) -> None:
-        assert num_pages >= 2, "need the scratch page and at least one usable page"
-        self.num_layers, self.num_pages, self.page_size = num_layers, num_pages, page_size
-        self.num_kv_heads, self.head_dim, self.latent_dim = 1, latent_dim + rope_dim, latent_dim
-        self.dtype, self.device = dtype, torch.device(device)
-        shape = (num_pages, page_size, 1, latent_dim + rope_dim)
-        self.k = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in range(num_layers)]
-        self.v = [k[..., :latent_dim] for k in self.k]  # views: the latent is the value
-        self._free = list(range(num_pages - 1, 0, -1))
+        self.latent_dim = latent_dim
+        super().__init__(
+            num_layers, num_pages, page_size, 1, latent_dim + rope_dim, dtype, device, growth_pages
+        )
+
+    def _storage(self, num_pages: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Uninitialised latent rows per layer; the values are views of their first ``r``
+        columns.
+        """
+        shape = (num_pages, self.page_size, 1, self.head_dim)
+        k = [
+            torch.empty(shape, dtype=self.dtype, device=self.device) for _ in range(self.num_layers)
+        ]
+        return k, [t[..., : self.latent_dim] for t in k]  # views: the latent is the value
 
     def v_slots(self, layer: int) -> torch.Tensor:
         """Layer's values: the latent columns of the K rows, ``[slots, 1, r]`` (a strided view)."""

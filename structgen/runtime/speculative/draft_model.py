@@ -73,14 +73,26 @@ class DraftModelProposer(BaseProposer):
                 engine.device,
                 quantization=config.draft_quantization,
             )
-        if loaded.tokenizer.get_vocab() != engine.tokenizer.get_vocab():
+        if loaded.tokenizer is None or engine.tokenizer is None:
+            if loaded.tokenizer is not engine.tokenizer or (
+                loaded.config.vocab_size != engine.loaded.config.vocab_size
+            ):
+                raise ConfigError(
+                    "the draft model and the target must both have a tokenizer (with the "
+                    "same vocabulary), or neither with the same vocabulary size"
+                )
+        elif loaded.tokenizer.get_vocab() != engine.tokenizer.get_vocab():
             raise ConfigError("the draft model's tokenizer differs from the target's vocabulary")
         page_size = engine.pool.page_size
         kv_tokens = config.draft_max_kv_tokens or engine.pool.num_usable_pages * page_size
-        # the model shapes its own pool (as the target's: Engine does the same)
-        self.pool = loaded.model.make_kv_pool(-(-kv_tokens // page_size) + 1, page_size)
+        # the model shapes its own pool (as the target's: Engine does the same), grown on
+        # demand where the target's is
+        self.pool = loaded.model.make_kv_pool(
+            -(-kv_tokens // page_size) + 1, page_size, engine.pool.growth_pages
+        )
         self.runner = ModelRunner(loaded.model, self.pool, engine.device)
         self.vocab_size = engine.loaded.config.vocab_size  # width of the target's logits
+        self.num_sampled_ids = engine.step_context.num_sampled_ids  # padded rows past it
         self.eos_token_ids = engine.eos_token_ids
         self.max_batch_tokens = engine.config.max_batch_tokens  # the catch-up's budgets
         self.chunked_prefill_tokens = engine.config.chunked_prefill_tokens
@@ -123,12 +135,18 @@ class DraftModelProposer(BaseProposer):
 
     # ---------------------------------------------------------------- propose
     def _logits_to_target(self, logits: torch.Tensor) -> torch.Tensor:
-        """``[B, V_draft]`` -> ``[B, V_target]`` (truncated, or padded with -inf)."""
+        """``[B, V_draft]`` -> ``[B, V_target]`` (truncated, or padded with -inf), the
+        target's padded-vocabulary columns at -inf (never proposed).
+        """
         v = self.vocab_size
         if logits.shape[1] >= v:
-            return logits[:, :v].contiguous()
-        pad = logits.new_full((logits.shape[0], v - logits.shape[1]), float("-inf"))
-        return torch.cat([logits, pad], dim=1)
+            logits = logits[:, :v].contiguous()
+        else:
+            pad = logits.new_full((logits.shape[0], v - logits.shape[1]), float("-inf"))
+            logits = torch.cat([logits, pad], dim=1)
+        if self.num_sampled_ids is not None:
+            logits[:, self.num_sampled_ids :] = float("-inf")
+        return logits
 
     def _mask(self, logits: torch.Tensor, reqs: list) -> None:
         constrained = [i for i, r in enumerate(reqs) if r.matcher is not None]

@@ -1,0 +1,181 @@
+"""KVPool sized to the job: a growable (CPU) pool hands out the same page ids as a
+preallocated one, keeps every page's contents and id when it grows, and the engine on it
+generates exactly what the preallocated engine does (the reference)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from structgen import Engine, SamplingParams
+from structgen.runtime import engine as engine_module
+from structgen.runtime.kv_pool import KVPool, available_host_memory, default_kv_tokens
+from structgen.runtime.models.mla import LatentKVPool
+
+GREEDY = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
+
+
+def _fill(pool: KVPool, page: int, value: float) -> None:
+    for t in pool.k + pool.v:
+        t[page] = value
+
+
+def test_growable_pool_hands_out_the_same_ids_and_keeps_pages():
+    """A random alloc/free sequence: same ids as the preallocated pool, every held page keeps
+    the value written into it across growths, storage never past num_pages.
+    """
+    rng = random.Random(0)
+    fixed = KVPool(2, 64, 4, 2, 8)
+    grow = KVPool(2, 64, 4, 2, 8, growth_pages=3)
+    assert grow.num_reserved_pages == 3 and fixed.num_reserved_pages == 64
+    assert grow.num_free_pages == fixed.num_free_pages == 63
+    held: dict[int, float] = {}
+    for step in range(400):
+        if held and (rng.random() < 0.45 or len(held) > 55):
+            pages = rng.sample(sorted(held), rng.randint(1, min(4, len(held))))
+            fixed.free(pages)
+            grow.free(pages)
+            for p in pages:
+                del held[p]
+        else:
+            n = rng.randint(0, 6)
+            a, b = fixed.alloc(n), grow.alloc(n)
+            assert a == b, f"step {step}: ids differ"
+            for p in a or []:
+                assert p not in held and 1 <= p < grow.num_reserved_pages
+                held[p] = float(step + 1)
+                _fill(grow, p, held[p])
+        assert grow.num_free_pages == fixed.num_free_pages
+        assert grow.num_used_pages == len(held)
+        assert grow.num_reserved_pages <= grow.num_pages
+        for p, value in held.items():
+            assert all(bool((t[p] == value).all()) for t in grow.k + grow.v)
+    assert grow.num_grows > 1
+    assert grow.nbytes() == grow.num_reserved_pages * grow.page_nbytes
+    assert grow.max_nbytes() == fixed.nbytes()
+
+
+def test_growth_is_in_chunks_zeroes_new_pages_and_refreshes_slot_views():
+    pool = KVPool(1, 100, 2, 1, 4, growth_pages=10)
+    first = pool.alloc(9)
+    assert first == list(range(1, 10)) and pool.num_reserved_pages == 10
+    _fill(pool, 5, 7.0)
+    old_slots = pool.k_slots(0)
+    assert pool.alloc(1) == [10]
+    assert pool.num_reserved_pages == 20  # one chunk (growth_pages), not one page
+    assert pool.k_slots(0).shape[0] == 20 * 2 and pool.k_slots(0) is not old_slots
+    assert bool((pool.k_slots(0)[10:12] == 7.0).all())  # page 5's slots, same rows
+    assert bool((pool.k[0][10:] == 0).all()) and bool((pool.v[0][10:] == 0).all())
+    assert pool.alloc(80) is not None and pool.num_reserved_pages == 91
+    assert pool.alloc(10) is None and pool.num_reserved_pages == 91  # nothing taken
+    assert pool.alloc(9) is not None and pool.num_reserved_pages == 100
+    assert pool.num_free_pages == 0 and pool.alloc(1) is None
+    pool.reserve(100)  # already there: no effect
+    assert pool.num_grows == 3
+
+
+def test_reserve_grows_a_mirror_pool_to_the_ids_it_is_given():
+    pool = KVPool(1, 50, 4, 1, 2, growth_pages=4)
+    pool.reserve(30)
+    assert pool.num_reserved_pages == 30 and pool.num_free_pages == 49
+    pool.reserve(31)
+    assert pool.num_reserved_pages == 45  # half again
+    pool.reserve(1000)
+    assert pool.num_reserved_pages == 50
+
+
+def test_latent_pool_grows_with_values_as_views():
+    pool = LatentKVPool(2, 40, 4, latent_dim=6, rope_dim=2, growth_pages=2)
+    (page,) = pool.alloc(1)
+    pool.k[1][page] = 3.0
+    pool.alloc(20)
+    assert pool.num_reserved_pages > 2
+    assert bool((pool.k[1][page] == 3.0).all())
+    assert pool.v[1].data_ptr() == pool.k[1].data_ptr()  # still a view of the latent rows
+    assert pool.v_slots(1).shape == (pool.num_reserved_pages * 4, 1, 6)
+    assert pool.nbytes() == pool.num_reserved_pages * 4 * 8 * 2 * 4
+
+
+def _engine(path, monkeypatch, growable: bool, **kwargs) -> Engine:
+    if growable:
+        monkeypatch.setattr(engine_module, "KV_GROWTH_TOKENS", 4)  # one page: grow often
+    else:
+        monkeypatch.setattr(Engine, "_kv_growth_pages", lambda self: None)
+    eng = Engine(str(path), dtype="float32", page_size=4, **kwargs)
+    monkeypatch.undo()
+    return eng
+
+
+def test_greedy_output_identical_with_growable_and_preallocated_pool(tiny_llama_dir, monkeypatch):
+    prompts = [
+        "Maria Lopez, 34, works",
+        "The quick brown fox jumps over the lazy dog. 0123",
+        "Maria Lopez, 34, works at",
+        [5, 6, 7],
+    ]
+    kwargs = {"max_kv_tokens": 512, "chunked_prefill_tokens": 8}
+    ref = _engine(tiny_llama_dir, monkeypatch, growable=False, **kwargs)
+    eng = _engine(tiny_llama_dir, monkeypatch, growable=True, **kwargs)
+    assert not ref.pool.is_growable and ref.pool.num_reserved_pages == ref.pool.num_pages
+    assert eng.pool.is_growable and eng.pool.num_reserved_pages == 2
+    want = [o.token_ids for o in ref.generate(prompts, GREEDY)]
+    got = [o.token_ids for o in eng.generate(prompts, GREEDY)]
+    assert got == want
+    assert eng.pool.num_grows >= 5  # grew while requests ran (decode steps included)
+    assert eng.pool.num_reserved_pages < eng.pool.num_pages
+    again = [o.token_ids for o in eng.generate(prompts, GREEDY)]  # cached prefixes reused
+    assert again == want
+
+
+def test_request_that_fits_max_kv_tokens_is_admitted_and_pool_grows_to_it(
+    tiny_llama_dir, monkeypatch
+):
+    eng = _engine(tiny_llama_dir, monkeypatch, growable=True, max_kv_tokens=128)
+    assert eng.max_request_tokens() == 128  # the capacity, not the storage reserved now
+    prompt = [(i * 7) % 300 + 3 for i in range(100)]
+    (out,) = eng.generate([prompt], SamplingParams(max_tokens=40, temperature=0.0, ignore_eos=True))
+    assert out.finish_reason == "length" and len(prompt) + len(out.token_ids) == 128
+    assert eng.pool.num_reserved_pages == eng.pool.num_pages
+
+
+def test_memory_report_and_stats_show_reserved_vs_used(tiny_llama_dir, monkeypatch):
+    eng = _engine(tiny_llama_dir, monkeypatch, growable=True, max_kv_tokens=1024)
+    pool = eng.pool
+    before = eng.memory_report()
+    assert before["kv_bytes"] == pool.nbytes() == 2 * pool.page_nbytes
+    assert before["kv_used_bytes"] == 0
+    assert before["kv_max_bytes"] == (1024 // 4 + 1) * pool.page_nbytes
+    eng.generate(["The quick brown fox jumps over the lazy dog. 0123"], GREEDY)
+    report, stats = eng.memory_report(), eng.stats()
+    assert report["weight_bytes"] > 0
+    assert stats["pages_used"] == stats["pages_cached"] > 0  # the finished request's prefix
+    assert report["kv_used_bytes"] == stats["pages_used"] * pool.page_nbytes
+    assert report["kv_used_bytes"] <= report["kv_bytes"] < report["kv_max_bytes"]
+    assert stats["pages_reserved"] == pool.num_reserved_pages - 1 < stats["pages_total"]
+    assert stats["pages_free"] + stats["pages_used"] == stats["pages_total"]
+
+
+def test_default_kv_tokens_formula():
+    assert default_kv_tokens(2048, 8, 1000, 0.5, 10**12, 16) == 2048 * 8  # the job's bound
+    assert default_kv_tokens(2048, 8, 1000, 0.5, 4_000_000, 16) == 2000  # memory's bound
+    assert default_kv_tokens(2048, 8, 1000, 0.5, 1000, 16) == 16  # at least one page
+    assert default_kv_tokens(2048, 8, 1000, 0.5, None, 16) == 2048 * 8
+    available = available_host_memory()
+    assert available is None or available > 0
+
+
+@pytest.mark.parametrize("available", [10**12, 300_000])  # the job, the memory
+def test_engine_default_capacity_follows_the_formula(tiny_llama_dir, monkeypatch, available):
+    monkeypatch.setattr(engine_module, "available_host_memory", lambda: available)
+    eng = Engine(str(tiny_llama_dir), dtype="float32", page_size=4, max_running_requests=3)
+    monkeypatch.undo()
+    cfg = eng.loaded.config
+    per_token = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * 16 * 4  # fp32 K and V
+    assert eng.pool.page_nbytes == 4 * per_token
+    want = min(512 * 3, int(available * 0.85) // per_token)  # max_position_embeddings 512
+    assert want == (1536 if available > 10**6 else 498)
+    assert eng.pool.num_usable_pages == -(-want // 4)
+    assert eng.pool.is_growable and eng.pool.num_reserved_pages <= eng.pool.num_pages
+    assert torch.equal(eng.pool.k[0][0], torch.zeros_like(eng.pool.k[0][0]))  # scratch page

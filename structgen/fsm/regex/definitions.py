@@ -74,12 +74,12 @@ def expand_shared(pattern: str, definitions: list[str], max_chars: int = MAX_EXP
         return pattern
     end = PLACEHOLDER_BASE + len(definitions)
     expanded: list[str] = []
-    for i, text in enumerate(definitions):  # a definition only refers to earlier ones
-        if boolean_operands(text, i) is not None:
-            raise UnsupportedRegexError(
-                "the grammar intersects or complements languages (oneOf, not, if/then/else),"
-                " which regex text cannot write; use the compiled grammar"
-            )
+    if any(boolean_operands(text, i) is not None for i, text in enumerate(definitions)):
+        raise UnsupportedRegexError(
+            "the grammar intersects or complements languages (oneOf, not, if/then/else),"
+            " which regex text cannot write; use the compiled grammar"
+        )
+    for text in definitions:  # a definition only refers to earlier ones
         expanded.append(_substitute(text, expanded, end, max_chars))
     return _substitute(pattern, expanded, end, max_chars)
 

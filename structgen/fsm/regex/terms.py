@@ -49,7 +49,7 @@ to refuse terms whose recursive walks could exhaust the Python stack).
 
 from __future__ import annotations
 
-from collections import deque
+import heapq
 
 from ...errors import GrammarTooComplexError
 
@@ -114,6 +114,8 @@ class TermArena:
         self._has_boolean: dict[int, bool] = {}
         self._empty: dict[int, bool] = {}
         self._universe: int | None = None
+        self._subsumed: dict[tuple[int, int], bool] = {}
+        self._min_len: dict[int, int] = {}
 
     @property
     def num_terms(self) -> int:
@@ -322,8 +324,9 @@ class TermArena:
         nullable = all(self.nullable[t] for t in flat)
         if EPS in flat:
             return EPS if nullable else EMPTY
-        if any(kind[t] == NOT and args[t][0] in flat for t in flat):
-            return EMPTY
+        nots = [t for t in flat if kind[t] == NOT]
+        if any(self.subsumed(p, args[n][0]) for n in nots for p in flat if p != n):
+            return EMPTY  # some item lies inside an excluded one (x & !x among them)
         if len(flat) == 1:
             return next(iter(flat))
         first = _ALL_BYTES
@@ -351,6 +354,65 @@ class TermArena:
             self._num_boolean += 1
         return self._intern(key, NOT, (x,), not self.nullable[x], _ALL_BYTES, 1 + self.depth[x])
 
+    def subsumed(self, a: int, b: int) -> bool:
+        """A syntactic proof that ``L(a)`` is a subset of ``L(b)``: True only when it is
+        (False may still be a subset). By structure: equal terms, byte sets, alternations
+        member-wise, concatenations part-wise, repetitions by their counts, complements
+        reversed; memoised. ``intersect`` uses it to drop an item inside an excluded one
+        without a search (the product of two deep JSON grammars has too many states).
+        """
+        if a == b or a == EMPTY or b == self.universe():
+            return True
+        if b == EMPTY:
+            return False
+        key = (a, b)
+        hit = self._subsumed.get(key)
+        if hit is not None:
+            return hit
+        try:
+            result = self._subsumed_by(a, b)
+        except RecursionError:
+            result = False
+        self._subsumed[key] = result
+        return result
+
+    def _subsumed_by(self, a: int, b: int) -> bool:
+        kind, args = self.kind, self.args
+        ka, kb = kind[a], kind[b]
+        if a == EPS:
+            return self.nullable[b]
+        if self.first[a] & ~self.first[b] or self.nullable[a] and not self.nullable[b]:
+            return False
+        if ka == ALT:
+            return all(self.subsumed(u, b) for u in args[a])
+        if ka == AND and any(self.subsumed(u, b) for u in args[a]):
+            return True
+        if kb == AND:
+            return all(self.subsumed(a, v) for v in args[b])
+        if ka == BYTES and kb == BYTES:
+            return not args[a][0] & ~args[b][0]
+        if ka == CONCAT and kb == CONCAT:
+            if self.subsumed(args[a][0], args[b][0]) and self.subsumed(args[a][1], args[b][1]):
+                return True
+        if ka == REPEAT and kb == REPEAT:
+            (x, lo, hi), (y, lo2, hi2) = args[a], args[b]
+            counts = lo >= lo2 and (hi2 == INF or (hi != INF and hi <= hi2))
+            if counts and self.subsumed(x, y):
+                return True
+        if kb == REPEAT:
+            y, lo2, hi2 = args[b]
+            if lo2 <= 1 and (hi2 == INF or hi2 >= 1) and self.subsumed(a, y):
+                return True
+            if ka == CONCAT and hi2 == INF and lo2 == 0:  # y y*-prefix: a = h t, h <= y, t <= b
+                h, t = args[a]
+                if self.subsumed(h, y) and self.subsumed(t, b):
+                    return True
+        if ka == NOT and kb == NOT:
+            return self.subsumed(args[b][0], args[a][0])
+        if kb == ALT:
+            return any(self.subsumed(a, v) for v in args[b])
+        return False
+
     def has_boolean(self, t: int) -> bool:
         """True when ``t`` holds an ``AND`` or ``NOT`` (its emptiness is not syntactic)."""
         if not self._num_boolean:
@@ -375,9 +437,11 @@ class TermArena:
     def is_empty(self, t: int) -> bool:
         """True when ``t`` matches no string at all.
 
-        Exact: for a term with ``AND``/``NOT``, a breadth-first search over its
-        derivatives for a nullable one (memoised: every term on the way to a witness is
-        non-empty; when none is found, every term visited is empty).
+        Exact: for a term with ``AND``/``NOT``, a best-first search over its
+        derivatives for a nullable one (nearest first by ``_min_length``, so a completion
+        a few bytes away is found without exploring deep nestings first); memoised:
+        every term on the way to a witness is non-empty; when none is found, every term
+        visited is empty.
 
         Raises:
             GrammarTooComplexError: the search visits more than ``max_empty_checks``
@@ -392,10 +456,11 @@ class TermArena:
         if hit is not None:
             return hit
         parent: dict[int, int] = {t: -1}
-        queue = deque([t])
+        heap = [(self._min_length(t), 0, t)]
+        order = 0
         witness = -1
-        while queue and witness < 0:
-            u = queue.popleft()
+        while heap and witness < 0:  # best first: the shortest-looking completion first
+            u = heapq.heappop(heap)[2]
             if self.nullable[u] or memo.get(u) is False:
                 witness = u
                 break
@@ -406,15 +471,16 @@ class TermArena:
                 if v == EMPTY or v in parent:
                     continue
                 parent[v] = u
-                if not self.has_boolean(v):
-                    witness = v  # non-EMPTY without AND/NOT: non-empty
+                if not self.has_boolean(v) or self.nullable[v]:
+                    witness = v  # non-EMPTY without AND/NOT, or nullable: non-empty
                     break
                 if len(parent) > self.max_empty_checks:
                     raise GrammarTooComplexError(
                         f"deciding whether an intersection or complement is empty visits "
                         f"more than {self.max_empty_checks} states; simplify the schema"
                     )
-                queue.append(v)
+                order += 1
+                heapq.heappush(heap, (self._min_length(v), order, v))
         if witness < 0:
             for u in parent:
                 memo[u] = True
@@ -423,6 +489,41 @@ class TermArena:
             memo[witness] = False
             witness = parent[witness]
         return False
+
+    def _min_length(self, t: int) -> int:
+        """A lower bound on the length of the strings ``t`` matches (0 under ``NOT``)."""
+        memo = self._min_len
+        hit = memo.get(t)
+        if hit is not None:
+            return hit
+        stack = [(t, False)]
+        kind, args = self.kind, self.args
+        while stack:  # iterative post-order
+            u, expanded = stack.pop()
+            if u in memo:
+                continue
+            k = kind[u]
+            children = () if k == NOT else _children(k, args[u])
+            if not expanded:
+                stack.append((u, True))
+                stack.extend((c, False) for c in children if c not in memo)
+                continue
+            if k == BYTES:
+                n = 1
+            elif k == CONCAT:
+                n = memo[args[u][0]] + memo[args[u][1]]
+            elif k == ALT:
+                n = min(memo[c] for c in args[u])
+            elif k == AND:
+                n = max(memo[c] for c in args[u])
+            elif k == REPEAT:
+                n = args[u][1] * memo[args[u][0]]
+            elif k == UNTIL:
+                n = len(args[u][0]) - args[u][1] + memo[args[u][2]]
+            else:  # EPS, EMPTY, NOT
+                n = 0
+            memo[u] = n
+        return memo[t]
 
     def _class_bytes(self, t: int) -> list[int]:
         """One byte per class of ``front(t)``'s refinement that can start ``t``."""

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ..env import read as read_setting
-from ..errors import NoVocabularyError
+from ..errors import NoVocabularyError, RegexError, UnsupportedSchemaError
 from .base import BaseCompiledGrammar
 from .index import masks, trie
 from .index.token_index import TokenIndex
@@ -214,14 +214,19 @@ def compile_spec(
     def build() -> CompiledGrammar:  # a cache hit skips the lowering (and a metaschema check)
         lowered = spec.lower(max_convert_seconds=max_convert_seconds)
         eager_rows = JSON_EAGER_ROWS if isinstance(spec, JsonSchema) else DEFAULT_EAGER_ROWS
-        dfa = regex_to_dfa(
-            lowered.pattern,
-            trigger=spec.trigger,
-            definitions=list(lowered.definitions) or None,
-            eager_rows=eager_rows,
-            max_states=max_states,
-            max_seconds=max_seconds,
-        )
+        try:
+            dfa = regex_to_dfa(
+                lowered.pattern,
+                trigger=spec.trigger,
+                definitions=list(lowered.definitions) or None,
+                eager_rows=eager_rows,
+                max_states=max_states,
+                max_seconds=max_seconds,
+            )
+        except RegexError as exc:  # a schema whose oneOf/not/if leaves no value (#20)
+            if not isinstance(spec, JsonSchema) or "matches no string" not in str(exc):
+                raise
+            raise UnsupportedSchemaError("false", "", "the schema accepts no value") from exc
         return CompiledGrammar(spec.portable(), lowered, dfa, vocab)
 
     budgets = (max_states, max_seconds, max_convert_seconds)

@@ -9,16 +9,21 @@ each module). This package's face is the entry points
 and options here; ``convert.JsonSchemaConverter`` dispatches, the types are lowered in
 ``scalars`` (string/integer/number, with ``pattern``, ``string_length``, ``formats``,
 ``numeric``), ``arrays``, ``objects`` (with ``dependencies``); ``allOf``/``oneOf`` are
-combined in ``combine``, ``enum``/``const`` in ``values``; ``$ref`` is resolved in ``ids``
-and shared in ``refs``; the metaschema check is ``check``.
+combined in ``combine``, ``oneOf``/``not``/``if`` beyond its shortcuts are built by
+intersection and complement in ``boolean_ops``, ``enum``/``const`` in ``values``;
+``$ref`` is resolved in ``ids`` and shared in ``refs``; the metaschema check is
+``check``.
 
 Enforced: ``type`` (one or a list; absent = every type, each lowered with its own
 keywords), ``enum``/``const`` of any JSON value (filtered by the sibling keywords),
-``anyOf``, ``oneOf`` (only when its branches are provably disjoint), ``allOf``
+``anyOf``, ``oneOf`` (disjoint branches as ``anyOf``, others by automata:
+``boolean_ops``), ``allOf``
 (merged), ``$ref`` within the document (JSON pointers, ``$id`` bases, ``$anchor``: see
 ``ids``; siblings are merged as ``allOf`` in 2019-09+, ignored in drafts 3-7),
 ``not`` next to ``const``/``enum`` (values filtered), or of ``type``/``not``/booleans
 (the types left; ``not: {type: integer}`` leaves numbers with a nonzero fraction digit),
+other ``not`` and ``if``/``then``/``else`` by intersection and complement over one
+canonical serialization (``boolean_ops``),
 ``dependentRequired``/``dependentSchemas`` (2019-09+) and ``dependencies`` (drafts 3-7)
 as branches per combination of trigger keys (``dependencies``).
 

@@ -3,7 +3,8 @@
 ``merge_all_of`` folds subschemas into one schema whose instances are exactly those
 valid under all of them (types intersected, bounds tightened, properties merged
 recursively via nested ``allOf``, ``required`` united, enums intersected, dependency
-maps joined per trigger key, two ``not``
+maps joined per trigger key, each subschema's ``if``/``then``/``else`` as its
+``anyOf: [I & T, !I & E]``, two ``not``
 joined as ``not: {anyOf: [A, B]}``, two ``anyOf``/``oneOf`` multiplied out into the
 branch pairs, up to ``MAX_BRANCH_PRODUCT``); a pair of
 keywords it cannot combine exactly raises ``UnsupportedSchemaError("allOf", pointer)``.
@@ -163,6 +164,9 @@ def merge_all_of(
             if not collect(resolve(ref, ptr), ref[1:], seen + (ref,)):
                 return False
         subs = s.pop("allOf", [])
+        if {"if", "then", "else"} & set(s):  # its own condition: never paired with another's
+            s = _conditional_as_any_of(s)
+            subs = list(subs) + s.pop("allOf", [])
         flat.append({k: v for k, v in s.items() if k not in _IGNORED})  # before its allOf
         for i, sub in enumerate(subs):
             if not collect(sub, f"{ptr}/allOf/{i}", seen):
@@ -186,6 +190,24 @@ def merge_all_of(
             if not _merge_key(out, key, val, pointer):
                 return False
     return out
+
+
+def _conditional_as_any_of(s: dict) -> dict:
+    """``s`` with ``if``/``then``/``else`` as the equivalent ``anyOf: [I & T, !I & E]`` (a
+    lone ``then``/``else``, or ``if`` without either, has no effect and is dropped), so
+    that merging subschemas never pairs one subschema's ``if`` with another's ``then``.
+    """
+    rest = {k: v for k, v in s.items() if k not in ("if", "then", "else")}
+    if "if" not in s or ("then" not in s and "else" not in s):
+        return rest
+    cond = s["if"]
+    branches = [
+        {"allOf": [cond, s.get("then", True)]},
+        {"allOf": [{"not": cond}, s.get("else", True)]},
+    ]
+    if "anyOf" in rest:
+        return {**rest, "allOf": [{"anyOf": branches}]}
+    return {**rest, "anyOf": branches}
 
 
 def _close_properties(s: dict, flat: list[dict], pointer: str) -> None:

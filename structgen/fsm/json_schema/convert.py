@@ -4,7 +4,9 @@
 the shared definitions and the warnings collected. ``convert`` dispatches on the
 keywords (``$ref``, ``allOf``, ``anyOf``/``oneOf``, ``not``, ``const``/``enum``, then
 ``type``); the types are lowered in ``scalars``, ``arrays`` and
-``objects``, ``allOf``/``oneOf`` are combined in ``combine``. What is
+``objects``, ``allOf``/``oneOf`` are combined in ``combine``; ``oneOf``, ``not`` and
+``if``/``then``/``else`` beyond ``combine``'s shortcuts are built by intersection and
+complement in ``boolean_ops`` (its canonical mode: ``canon``). What is
 enforced and how is described in the package docstring.
 """
 
@@ -14,6 +16,7 @@ import time
 from typing import Any
 
 from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
+from . import boolean_ops
 from .arrays import array_regex
 from .combine import (
     NON_INTEGER,
@@ -109,6 +112,7 @@ class JsonSchemaConverter:
         self.max_depth = max_recursion_depth
         self.warnings: list[str] = []
         self._cut_at: str | None = None
+        self.canon: boolean_ops.Canon | None = None  # canonical mode (boolean_ops)
         self.sharing = RefSharing(self.resolve)
         self._validator, known = self._refs.draft
         self._draft = self._validator.__name__
@@ -156,12 +160,16 @@ class JsonSchemaConverter:
         return regex
 
     def unsupported(self, keyword: str, pointer: str, detail: str = "") -> None:
-        """Raise (strict) or record a warning for a keyword that is not enforced."""
+        """Raise (strict) or record a warning for a keyword that is not enforced; in
+        ``boolean_ops``' canonical mode (``strict=False``) raise ``boolean_ops.Inexact``.
+        """
         if self.strict:
             raise UnsupportedSchemaError(keyword, pointer, detail)
         msg = f"ignored unsupported keyword {keyword!r} at {pointer or '#'}" + (
             f": {detail}" if detail else ""
         )
+        if self.canon is not None:
+            raise boolean_ops.Inexact(msg)
         if msg not in self.warnings:
             self.warnings.append(msg)
 
@@ -244,6 +252,10 @@ class JsonSchemaConverter:
         rest = self.keywords_of(schema, pointer)  # if/then/else: keywords from draft 7 on
         if {"if", "then", "else"} & set(rest) and static_conditional(rest) is not None:
             return self.convert(static_conditional(rest), pointer, refs)
+        if "if" in rest:  # decided per instance: (I & T) | (!I & E)
+            status, text = boolean_ops.conditional(self, rest, pointer, refs)
+            if status == "ok":
+                return text
         for key in rest:
             if key not in _KNOWN and key not in self.dependency_keywords:
                 self.unsupported(key, pointer)
@@ -271,6 +283,8 @@ class JsonSchemaConverter:
             types = [t for t in _TYPES if t != "integer"]
         elif isinstance(types, str):
             types = [types]
+        if self.canon is not None and "object" in types:
+            schema = boolean_ops.close_object(self, schema, pointer)
         if "number" in types and "integer" in types:
             types = [t for t in types if t != "integer"]  # number's regex covers integer's
         options = []
@@ -322,6 +336,9 @@ class JsonSchemaConverter:
             return self._values(rest, pointer)
         left = negated_types(negated, self.resolve, rest.get("type"))  # of type/not/booleans
         if left is None or left[1] and set(rest) & {*BOUNDS, "multipleOf"}:
+            status, text = boolean_ops.negation(self, rest, negated, pointer, refs)
+            if status == "ok":
+                return text
             self.unsupported(
                 "not",
                 pointer,
@@ -339,10 +356,12 @@ class JsonSchemaConverter:
         if self.sharing.is_cut(ref, refs, self.max_depth):
             self._cut_at = pointer
             msg = f"recursive $ref {ref} at {pointer or '#'} unrolled to depth {self.max_depth}"
+            if self.canon is not None:  # a cut operand cannot be complemented exactly
+                self.unsupported("$ref", pointer, msg + " inside not/oneOf/if")
             if msg not in self.warnings:
                 self.warnings.append(msg)
             return None
-        key = self.sharing.key(ref, refs)
+        key = self.sharing.key(ref, refs) + (self.canon.tag if self.canon else ())
         found, text = self.sharing.lookup(key)
         if found:
             return text
@@ -372,12 +391,18 @@ class JsonSchemaConverter:
                 sub = merge_all_of([siblings, sub], ptr, self.resolve, (), self.keywords_of)
             branches.append((ptr, sub))
         if key == "oneOf":
-            self._check_disjoint(branches, pointer)
+            overlap = self._overlap(branches)
+            if overlap is not None:
+                status, text = boolean_ops.one_of(self, branches, pointer, refs)
+                if status == "ok":
+                    return text
+                self.unsupported("oneOf", pointer, "branches %d and %d may both match" % overlap)
         options = [self.convert(s, ptr, refs) for ptr, s in branches]
         options = [o for o in options if o is not None]
         return _alt(options) if options else None
 
-    def _check_disjoint(self, branches: list[tuple[str, Any]], pointer: str) -> None:
+    def _overlap(self, branches: list[tuple[str, Any]]) -> tuple[int, int] | None:
+        """Two branches that are not provably disjoint, None when every pair is."""
         resolved = []
         for ptr, sub in branches:
             if isinstance(sub, dict) and "$ref" in sub or isinstance(sub, dict) and "allOf" in sub:
@@ -386,17 +411,15 @@ class JsonSchemaConverter:
         for i in range(len(resolved)):
             for j in range(i + 1, len(resolved)):
                 if not provably_disjoint(resolved[i], resolved[j], self.is_valid):
-                    self.unsupported(
-                        "oneOf",
-                        pointer,
-                        f"branches {i} and {j} may both match (not provably disjoint)",
-                    )
-                    return
+                    return i, j
+        return None
 
     def any_value(self, depth: int) -> str:
         """Any JSON value nested at most ``depth`` containers deep (one shared definition
         per depth: schemas use it many times, and its text is long).
         """
+        if self.canon is not None:  # canonical mode: U, at least as deep as any U around
+            return boolean_ops.universe(self, boolean_ops.canon_depth(self))
         found, text = self.sharing.lookup(("any", depth))
         if found:
             return text

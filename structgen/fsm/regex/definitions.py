@@ -7,19 +7,57 @@ refers to earlier ones. ``parse.lower`` turns the definitions into arena terms i
 and every placeholder into its term, so the automaton shares them; ``expand_shared``
 writes everything out as one regex text instead.
 
+A definition may also be a *boolean definition*, which no regex text can write: the
+raw code point ``INTERSECT`` followed by two or more placeholders is the intersection
+of those definitions, ``COMPLEMENT`` followed by one placeholder its complement over all
+byte strings (``terms`` ``AND`` / ``NOT``; the JSON Schema converter's ``oneOf``, ``not``
+and ``if``/``then``/``else``, ``json_schema.boolean_ops``). Only definitions are read
+this way, never a pattern; ``expand_shared`` cannot write them out and raises.
+
 Raw code points at or above ``escape.RESERVED_FROM`` never appear in pattern text
-otherwise: literal text in that range is always written as escapes.
+otherwise: literal text in that range is always written as escapes (so neither a user's
+``pattern`` nor a literal can produce a placeholder or a boolean marker).
 """
 
 from __future__ import annotations
 
-from ...errors import GrammarTooComplexError
+from ...errors import GrammarTooComplexError, UnsupportedRegexError
 
-__all__ = ["PLACEHOLDER_BASE", "MAX_DEFINITIONS", "MAX_EXPANDED_CHARS", "expand_shared"]
+__all__ = [
+    "PLACEHOLDER_BASE",
+    "MAX_DEFINITIONS",
+    "MAX_EXPANDED_CHARS",
+    "INTERSECT",
+    "COMPLEMENT",
+    "boolean_operands",
+    "expand_shared",
+]
 
 PLACEHOLDER_BASE = 0xF0000
 MAX_DEFINITIONS = 0xFFFFE - PLACEHOLDER_BASE
 MAX_EXPANDED_CHARS = 20_000_000
+INTERSECT = chr(0xFFFFE)  # a definition "INTERSECT p1 p2 ...": the intersection
+COMPLEMENT = chr(0xFFFFF)  # a definition "COMPLEMENT p": the complement
+
+
+def boolean_operands(text: str, num_defined: int) -> tuple[str, list[int]] | None:
+    """``(marker, definition indices)`` of a boolean definition, None for a regex text.
+
+    Args:
+        text: a definition.
+        num_defined: how many definitions precede it (operands must be among them).
+
+    Raises:
+        UnsupportedRegexError: a marker followed by anything but placeholders of earlier
+            definitions (two or more for ``INTERSECT``, one for ``COMPLEMENT``).
+    """
+    if not text or text[0] not in (INTERSECT, COMPLEMENT):
+        return None
+    ops = [ord(c) - PLACEHOLDER_BASE for c in text[1:]]
+    arity_ok = len(ops) >= 2 if text[0] == INTERSECT else len(ops) == 1
+    if not arity_ok or any(not 0 <= i < num_defined for i in ops):
+        raise UnsupportedRegexError("a malformed intersection or complement definition")
+    return text[0], ops
 
 
 def expand_shared(pattern: str, definitions: list[str], max_chars: int = MAX_EXPANDED_CHARS) -> str:
@@ -29,11 +67,18 @@ def expand_shared(pattern: str, definitions: list[str], max_chars: int = MAX_EXP
         GrammarTooComplexError: the text would exceed ``max_chars`` (deep recursion with
             several references per level grows exponentially when written out;
             ``compile_json_schema`` never needs this text).
+        UnsupportedRegexError: a boolean definition (intersection or complement), which
+            has no regex text.
     """
     if not definitions:
         return pattern
     end = PLACEHOLDER_BASE + len(definitions)
     expanded: list[str] = []
+    if any(boolean_operands(text, i) is not None for i, text in enumerate(definitions)):
+        raise UnsupportedRegexError(
+            "the grammar intersects or complements languages (oneOf, not, if/then/else),"
+            " which regex text cannot write; use the compiled grammar"
+        )
     for text in definitions:  # a definition only refers to earlier ones
         expanded.append(_substitute(text, expanded, end, max_chars))
     return _substitute(pattern, expanded, end, max_chars)

@@ -66,7 +66,7 @@ def regex_to_dfa(
     t0 = time.perf_counter()
     arena = TermArena()
     root = lower(pattern, arena, deadline=t0 + max_seconds, definitions=definitions)
-    if root == EMPTY:
+    if root == EMPTY or arena.is_empty(root):
         raise RegexError(f"regex {pattern!r} matches no string")
     if trigger is not None:
         data = trigger.encode("utf-8") if isinstance(trigger, str) else bytes(trigger)

@@ -9,9 +9,10 @@ is needed: the bytes are split into classes on which the derivative is constant
 class and the row is written with one numpy gather. Single steps (``walk``) take
 only the derivative they need, so checking a long string never builds whole rows.
 
-Liveness: the arena never builds a non-``EMPTY`` term with an empty language, so
-a transition is dead (-1) exactly when the derivative is ``EMPTY``; every state
-reachable here can still reach acceptance, which is what token masks rely on.
+Liveness: a transition is dead (-1) exactly when the derivative's language is empty:
+``EMPTY``, or (for terms with intersection or complement, whose emptiness is not
+syntactic) what ``TermArena.is_empty`` decides; every state reachable here can still
+reach acceptance, which is what token masks rely on.
 
 Counted repetitions stay counts: ``[^"]{0,100000}`` has one state per position
 reached (plus a few mid-character states), built only as far as the output goes.
@@ -208,9 +209,11 @@ class ByteDFA:
         targets = np.empty(len(reps), np.int32)
         for i, b in enumerate(reps):
             d = arena.derivative(term, b)
-            targets[i] = -1 if d == EMPTY else self._state_of(d)
+            targets[i] = -1 if d == EMPTY or arena.is_empty(d) else self._state_of(d)
         slot = self._new_row_slot()
         self._rows[slot] = targets[cls]
+        if arena.has_boolean(term):  # ``first`` over-approximates: count the live bytes
+            self._num_out[state] = int((self._rows[slot] >= 0).sum())
         self._num_rows += 1
         self._slot[state] = slot
 
@@ -279,7 +282,7 @@ class ByteDFA:
             return nxt
         with self._lock:
             d = self._guarded(self.arena.derivative, self._terms[state], byte)
-            nxt = -1 if d == EMPTY else self._state_of(d)
+            nxt = -1 if d == EMPTY or self._guarded(self.arena.is_empty, d) else self._state_of(d)
             self._steps[key] = nxt
             return nxt
 

@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 from ...errors import GrammarTooComplexError, RegexError, UnsupportedRegexError
 from .anchors import strip_end_anchors
-from .definitions import PLACEHOLDER_BASE
+from .definitions import INTERSECT, PLACEHOLDER_BASE, boolean_operands
 from .lower import fast_lower
 from .terms import INF, TermArena, byte_range_mask
 from .utf8 import MAX_CODE_POINT, utf8_sequences, valid_ranges
@@ -340,7 +340,8 @@ def lower(
         deadline: ``time.perf_counter()`` value past which lowering raises.
         definitions: shared subpatterns (``definitions``): in ``pattern`` and in later
             definitions, the raw code point ``PLACEHOLDER_BASE + i`` stands for
-            ``definitions[i]``. Without it every code point is itself.
+            ``definitions[i]``; a boolean definition is the intersection or complement
+            of earlier ones. Without it every code point is itself.
 
     Returns:
         The root term id of ``pattern`` in ``arena``.
@@ -354,7 +355,16 @@ def lower(
     """
     shared: list[int] = []
     memo: dict[str, int] = {}  # group text -> term (``lower.fast_lower``), same placeholders
-    for text in list(definitions or ()) + [pattern]:
+    texts = list(definitions or ())
+    for i, text in enumerate(texts + [pattern]):
+        boolean = boolean_operands(text, i) if i < len(texts) else None
+        if boolean is not None:
+            marker, ops = boolean
+            operands = [shared[j] for j in ops]
+            shared.append(
+                arena.intersect(operands) if marker == INTERSECT else arena.complement(operands[0])
+            )
+            continue
         lowering = _Lowering(arena, text, deadline, shared)
         term = fast_lower(text, lowering, memo, MAX_NESTING)
         if term is None:  # syntax the fast path leaves to re (or an error re reports)

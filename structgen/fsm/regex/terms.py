@@ -16,22 +16,40 @@ term is an integer operation. Node kinds:
   text read so far already ends with (a Knuth-Morris-Pratt state, ``0 <= k < len``).
   The language ``(?:(?!T)[\x00-\xff])*T cont`` needs lookaround in the regex dialect;
   as a term its derivative is one KMP step: ``UNTIL(T, k', cont)``, or ``cont`` once
-  ``k'`` reaches ``len(T)``, so it costs ``len(T)`` states however long the free text.
+  ``k'`` reaches ``len(T)``, so it costs ``len(T)`` states however long the free text;
+* ``AND(items)``: intersection, flattened, sorted, deduplicated (at least two items);
+* ``NOT(x)``: complement over all byte strings.
 
-Smart constructors keep every term other than ``EMPTY`` non-empty as a language
-(``EMPTY`` is absorbed by concatenation, dropped from alternations), so a
-derivative is a dead state exactly when it is ``EMPTY``. ``derivative(t, b)``
-follows Brzozowski with the usual simplifications (llguidance's derivre does the
-same over bytes); the derivative of ``x{lo,hi}`` is ``d(x) x{lo-1,hi-1}``, so a
+Intersection and complement (what the JSON Schema converter builds ``oneOf``, ``not`` and
+``if``/``then``/``else`` from, ``json_schema.boolean_ops``) keep Brzozowski's rules:
+``d(A & B) = dA & dB`` and ``d(!A) = !dA``; ``A & B`` is nullable when both are, ``!A``
+when ``A`` is not. Their emptiness is no longer syntactic (``a & b`` is empty, ``!(a*)``
+is not): a term holding an ``AND`` or ``NOT`` may be non-``EMPTY`` with an empty
+language. ``is_empty`` decides it exactly by searching the derivatives for a nullable
+one (llguidance's derivre does the same "relevance" check), memoised per term and
+bounded by ``max_empty_checks`` states per search; ``ByteDFA`` treats a derivative as
+dead when ``is_empty`` says so, so a mask never offers a byte after which nothing can
+be accepted. A term without ``AND``/``NOT`` is empty exactly when it is ``EMPTY``, and
+that check costs nothing while the arena holds no ``AND``/``NOT`` at all.
+
+Smart constructors keep every term without ``AND``/``NOT`` other than ``EMPTY``
+non-empty as a language (``EMPTY`` is absorbed by concatenation, dropped from
+alternations), so such a derivative is a dead state exactly when it is ``EMPTY``.
+``derivative(t, b)`` follows Brzozowski with the usual simplifications (llguidance's
+derivre does the same over bytes); the derivative of ``x{lo,hi}`` is ``d(x) x{lo-1,hi-1}``, so a
 bounded repetition costs one term per count actually reached, e.g.
 ``[^"]{0,100000}`` yields ``[^"]{0,k}`` states only as far as the input goes.
 
 Per term, computed once at construction: ``nullable`` (accepts the empty string),
-``first`` (mask of the bytes with a non-empty derivative) and ``depth`` (nesting, used
+``first`` (mask of the bytes with a non-``EMPTY`` derivative: exactly the bytes with a
+non-empty one for terms without ``AND``/``NOT``, a superset otherwise; every byte for
+``NOT``) and ``depth`` (nesting, used
 to refuse terms whose recursive walks could exhaust the Python stack).
 """
 
 from __future__ import annotations
+
+import heapq
 
 from ...errors import GrammarTooComplexError
 
@@ -44,18 +62,21 @@ __all__ = [
     "ALT",
     "REPEAT",
     "UNTIL",
+    "AND",
+    "NOT",
     "INF",
     "MAX_DEPTH",
     "byte_range_mask",
 ]
 
 EMPTY, EPS = 0, 1
-BYTES, CONCAT, ALT, REPEAT, UNTIL = 2, 3, 4, 5, 6
+BYTES, CONCAT, ALT, REPEAT, UNTIL, AND, NOT = 2, 3, 4, 5, 6, 7, 8
 _ALL_BYTES = (1 << 256) - 1
 _EMPTY_KIND, _EPS_KIND = 0, 1
 INF = -1
 MAX_DEPTH = 300  # nesting of alternations/repetitions; derivative recursion follows it
 _ALT_INDEX_MIN = 8  # alternations with more items get a first-byte index
+MAX_EMPTY_CHECKS = 200_000  # derivative states one emptiness search may visit
 
 
 def byte_range_mask(lo: int, hi: int) -> int:
@@ -70,10 +91,14 @@ class TermArena:
 
     Args:
         max_terms: bound on the number of distinct terms (memory budget).
+        max_empty_checks: bound on the derivative states one ``is_empty`` search visits.
     """
 
-    def __init__(self, max_terms: int = 5_000_000) -> None:
+    def __init__(
+        self, max_terms: int = 5_000_000, max_empty_checks: int = MAX_EMPTY_CHECKS
+    ) -> None:
         self.max_terms = max_terms
+        self.max_empty_checks = max_empty_checks
         self.kind: list[int] = [_EMPTY_KIND, _EPS_KIND]
         self.args: list[tuple] = [(), ()]
         self.nullable: list[bool] = [False, True]
@@ -85,6 +110,12 @@ class TermArena:
         self._alt_index: dict[int, list[tuple[int, ...]]] = {}
         self._kmp: dict[bytes, list[dict[int, int]]] = {}
         self._single: list[int | None] = [None] * 256  # byteset of each single byte
+        self._num_boolean = 0  # AND / NOT terms interned: emptiness is syntactic while 0
+        self._has_boolean: dict[int, bool] = {}
+        self._empty: dict[int, bool] = {}
+        self._universe: int | None = None
+        self._subsumed: dict[tuple[int, int], bool] = {}
+        self._min_len: dict[int, int] = {}
 
     @property
     def num_terms(self) -> int:
@@ -267,6 +298,248 @@ class TermArena:
             1 + self.depth[cont],
         )
 
+    def universe(self) -> int:
+        r"""Every byte string: ``[\x00-\xff]*`` (what ``complement(EMPTY)`` gives)."""
+        if self._universe is None:
+            self._universe = self.repeat(self.byteset(_ALL_BYTES), 0, INF)
+        return self._universe
+
+    def intersect(self, items) -> int:
+        """Intersection of ``items``: flattened, deduplicated, sorted; ``EMPTY`` when one
+        item is ``EMPTY``, an item meets its complement, or no byte can start them all
+        and not all are nullable; the universe is dropped (it is the result of none).
+        """
+        kind, args = self.kind, self.args
+        flat: set[int] = set()
+        for t in items:
+            if t == EMPTY:
+                return EMPTY
+            if kind[t] == AND:
+                flat.update(args[t])
+            else:
+                flat.add(t)
+        flat.discard(self.universe())
+        if not flat:
+            return self.universe()
+        nullable = all(self.nullable[t] for t in flat)
+        if EPS in flat:
+            return EPS if nullable else EMPTY
+        nots = [t for t in flat if kind[t] == NOT]
+        if any(self.subsumed(p, args[n][0]) for n in nots for p in flat if p != n):
+            return EMPTY  # some item lies inside an excluded one (x & !x among them)
+        if len(flat) == 1:
+            return next(iter(flat))
+        first = _ALL_BYTES
+        for t in flat:
+            first &= self.first[t]
+        if not first:
+            return EPS if nullable else EMPTY
+        members = tuple(sorted(flat))
+        key = (AND, members)
+        if key not in self._ids:
+            self._num_boolean += 1
+        depth = 1 + max(self.depth[t] for t in members)
+        return self._intern(key, AND, members, nullable, first, depth)
+
+    def complement(self, x: int) -> int:
+        """Every byte string that ``x`` does not match (``!!x`` is ``x``)."""
+        if x == EMPTY:
+            return self.universe()
+        if x == self.universe():
+            return EMPTY
+        if self.kind[x] == NOT:
+            return self.args[x][0]
+        key = (NOT, x)
+        if key not in self._ids:
+            self._num_boolean += 1
+        return self._intern(key, NOT, (x,), not self.nullable[x], _ALL_BYTES, 1 + self.depth[x])
+
+    def subsumed(self, a: int, b: int) -> bool:
+        """A syntactic proof that ``L(a)`` is a subset of ``L(b)``: True only when it is
+        (False may still be a subset). By structure: equal terms, byte sets, alternations
+        member-wise, concatenations part-wise, repetitions by their counts, complements
+        reversed; memoised. ``intersect`` uses it to drop an item inside an excluded one
+        without a search (the product of two deep JSON grammars has too many states).
+        """
+        if a == b or a == EMPTY or b == self.universe():
+            return True
+        if b == EMPTY:
+            return False
+        key = (a, b)
+        hit = self._subsumed.get(key)
+        if hit is not None:
+            return hit
+        try:
+            result = self._subsumed_by(a, b)
+        except RecursionError:
+            result = False
+        self._subsumed[key] = result
+        return result
+
+    def _subsumed_by(self, a: int, b: int) -> bool:
+        kind, args = self.kind, self.args
+        ka, kb = kind[a], kind[b]
+        if a == EPS:
+            return self.nullable[b]
+        if self.first[a] & ~self.first[b] or self.nullable[a] and not self.nullable[b]:
+            return False
+        if ka == ALT:
+            return all(self.subsumed(u, b) for u in args[a])
+        if ka == AND and any(self.subsumed(u, b) for u in args[a]):
+            return True
+        if kb == AND:
+            return all(self.subsumed(a, v) for v in args[b])
+        if ka == BYTES and kb == BYTES:
+            return not args[a][0] & ~args[b][0]
+        if ka == CONCAT and kb == CONCAT:
+            if self.subsumed(args[a][0], args[b][0]) and self.subsumed(args[a][1], args[b][1]):
+                return True
+        if ka == REPEAT and kb == REPEAT:
+            (x, lo, hi), (y, lo2, hi2) = args[a], args[b]
+            counts = lo >= lo2 and (hi2 == INF or (hi != INF and hi <= hi2))
+            if counts and self.subsumed(x, y):
+                return True
+        if kb == REPEAT:
+            y, lo2, hi2 = args[b]
+            if lo2 <= 1 and (hi2 == INF or hi2 >= 1) and self.subsumed(a, y):
+                return True
+            if ka == CONCAT and hi2 == INF and lo2 == 0:  # y y*-prefix: a = h t, h <= y, t <= b
+                h, t = args[a]
+                if self.subsumed(h, y) and self.subsumed(t, b):
+                    return True
+        if ka == NOT and kb == NOT:
+            return self.subsumed(args[b][0], args[a][0])
+        if kb == ALT:
+            return any(self.subsumed(a, v) for v in args[b])
+        return False
+
+    def has_boolean(self, t: int) -> bool:
+        """True when ``t`` holds an ``AND`` or ``NOT`` (its emptiness is not syntactic)."""
+        if not self._num_boolean:
+            return False
+        memo = self._has_boolean
+        hit = memo.get(t)
+        if hit is not None:
+            return hit
+        stack = [(t, False)]
+        while stack:  # iterative post-order: terms nest as deep as MAX_DEPTH
+            u, expanded = stack.pop()
+            if u in memo:
+                continue
+            children = _children(self.kind[u], self.args[u])
+            if not expanded:
+                stack.append((u, True))
+                stack.extend((c, False) for c in children if c not in memo)
+                continue
+            memo[u] = self.kind[u] in (AND, NOT) or any(memo[c] for c in children)
+        return memo[t]
+
+    def is_empty(self, t: int) -> bool:
+        """True when ``t`` matches no string at all.
+
+        Exact: for a term with ``AND``/``NOT``, a best-first search over its
+        derivatives for a nullable one (nearest first by ``_min_length``, so a completion
+        a few bytes away is found without exploring deep nestings first); memoised:
+        every term on the way to a witness is non-empty; when none is found, every term
+        visited is empty.
+
+        Raises:
+            GrammarTooComplexError: the search visits more than ``max_empty_checks``
+                states.
+        """
+        if t == EMPTY:
+            return True
+        if not self.has_boolean(t):
+            return False
+        memo = self._empty
+        hit = memo.get(t)
+        if hit is not None:
+            return hit
+        parent: dict[int, int] = {t: -1}
+        heap = [(self._min_length(t), 0, t)]
+        order = 0
+        witness = -1
+        while heap and witness < 0:  # best first: the shortest-looking completion first
+            u = heapq.heappop(heap)[2]
+            if self.nullable[u] or memo.get(u) is False:
+                witness = u
+                break
+            if memo.get(u):
+                continue
+            for b in self._class_bytes(u):
+                v = self.derivative(u, b)
+                if v == EMPTY or v in parent:
+                    continue
+                parent[v] = u
+                if not self.has_boolean(v) or self.nullable[v]:
+                    witness = v  # non-EMPTY without AND/NOT, or nullable: non-empty
+                    break
+                if len(parent) > self.max_empty_checks:
+                    raise GrammarTooComplexError(
+                        f"deciding whether an intersection or complement is empty visits "
+                        f"more than {self.max_empty_checks} states; simplify the schema"
+                    )
+                order += 1
+                heapq.heappush(heap, (self._min_length(v), order, v))
+        if witness < 0:
+            for u in parent:
+                memo[u] = True
+            return True
+        while witness >= 0:
+            memo[witness] = False
+            witness = parent[witness]
+        return False
+
+    def _min_length(self, t: int) -> int:
+        """A lower bound on the length of the strings ``t`` matches (0 under ``NOT``)."""
+        memo = self._min_len
+        hit = memo.get(t)
+        if hit is not None:
+            return hit
+        stack = [(t, False)]
+        kind, args = self.kind, self.args
+        while stack:  # iterative post-order
+            u, expanded = stack.pop()
+            if u in memo:
+                continue
+            k = kind[u]
+            children = () if k == NOT else _children(k, args[u])
+            if not expanded:
+                stack.append((u, True))
+                stack.extend((c, False) for c in children if c not in memo)
+                continue
+            if k == BYTES:
+                n = 1
+            elif k == CONCAT:
+                n = memo[args[u][0]] + memo[args[u][1]]
+            elif k == ALT:
+                n = min(memo[c] for c in args[u])
+            elif k == AND:
+                n = max(memo[c] for c in args[u])
+            elif k == REPEAT:
+                n = args[u][1] * memo[args[u][0]]
+            elif k == UNTIL:
+                n = len(args[u][0]) - args[u][1] + memo[args[u][2]]
+            else:  # EPS, EMPTY, NOT
+                n = 0
+            memo[u] = n
+        return memo[t]
+
+    def _class_bytes(self, t: int) -> list[int]:
+        """One byte per class of ``front(t)``'s refinement that can start ``t``."""
+        classes = [self.first[t]]
+        for mask in self.front(t):
+            refined = []
+            for c in classes:
+                inside = c & mask
+                if inside and inside != c:
+                    refined.append(inside)
+                    refined.append(c ^ inside)
+                else:
+                    refined.append(c)
+            classes = refined
+        return [(c & -c).bit_length() - 1 for c in classes if c]
+
     def _kmp_step(self, trigger: bytes, k: int, b: int) -> int:
         """Bytes of ``trigger`` matched after reading ``b`` with ``k`` matched (KMP)."""
         table = self._kmp.get(trigger)
@@ -314,6 +587,10 @@ class TermArena:
             trigger, matched, cont = args[t]
             nxt = self._kmp_step(trigger, matched, b)
             result = cont if nxt == len(trigger) else self.until(trigger, cont, nxt)
+        elif k == AND:
+            result = self.intersect([self.derivative(u, b) for u in args[t]])
+        elif k == NOT:
+            result = self.complement(self.derivative(args[t][0], b))
         else:  # CONCAT: walk the spine while heads are nullable (no recursion on the tail)
             first, nullable = self.first, self.nullable
             parts = []
@@ -383,7 +660,25 @@ class TermArena:
             result = frozenset(acc)
         elif k == UNTIL:  # the KMP step depends only on whether the byte is in the trigger
             result = frozenset(1 << b for b in set(args[t][0]))
+        elif k in (AND, NOT):  # d(A & B) = dA & dB, d(!A) = !dA: the operands' classes
+            acc = set()
+            for u in args[t]:
+                acc |= self.front(u)
+            result = frozenset(acc)
         else:
             result = frozenset()
         self._front[t] = result
         return result
+
+
+def _children(kind: int, args: tuple) -> tuple[int, ...]:
+    """The subterms of a node of ``kind`` with ``args``."""
+    if kind == CONCAT:
+        return args
+    if kind in (ALT, AND, NOT):
+        return args
+    if kind == REPEAT:
+        return args[:1]
+    if kind == UNTIL:
+        return args[2:]
+    return ()

@@ -1,0 +1,388 @@
+r"""Exact ``oneOf``, ``not`` and ``if``/``then``/``else`` by intersection and complement.
+
+Regular languages are closed under both, and the automaton builds them lazily
+(``regex.terms`` ``AND``/``NOT``, written as boolean definitions: ``regex.definitions``
+``INTERSECT``/``COMPLEMENT``, which no regex text, and so no user ``pattern``, can
+produce). Over the canonical universe ``U`` (below):
+
+* ``oneOf: [B1..Bn]`` = ``U & ((B1 & !(B2|..|Bn)) | .. | (Bn & !(B1|..|Bn-1)))``;
+* ``not: S`` next to the keywords ``R`` = ``U & R & !S``;
+* ``if: I, then: T, else: E`` next to ``R`` = ``U & R & ((I & T) | (!I & E))``.
+
+The cheap exact shortcuts stay where they apply (``combine``: disjoint ``oneOf``
+branches, ``not`` of types or next to ``const``/``enum``, a condition decided without an
+instance); this module is used where they do not.
+
+Soundness needs every operand and ``U`` to write each value one way (a complement of a
+grammar that spells a value differently would let that spelling through), so the
+operands are converted in *canonical mode* (``Canon``):
+
+* whitespace is compact;
+* ``U``'s numbers are canonical: integer-valued numbers as integers (``7``, never
+  ``7.0`` or ``7e0``; ``0``, never ``-0``), the others as a decimal fraction without
+  trailing zeros and without an exponent; ``U``'s strings use ``json.dumps`` escapes only
+  (``objects.CANON_CHAR``). The operands' own grammars accept the canonical spelling of
+  each value they accept (and maybe others, which ``U`` removes);
+* objects: the keys ``K`` declared by the construct's operands (``properties``,
+  ``required``, ``dependentRequired``, transitively through ``$ref``), in one
+  document-wide order (first appearance in the document). ``U``'s objects have keys of
+  ``K`` in that order, then keys outside ``K`` (canonically spelled, any order); every
+  object schema is rewritten to list the keys of ``K`` it accepts (its ``properties``;
+  for the others the matching ``patternProperties`` or ``additionalProperties``;
+  ``propertyNames`` drops keys) in that order, its other keys following as it allows
+  them (``additionalProperties`` absent is ``true`` here, whatever
+  ``allow_extra_properties`` says). Exact, but for repeated keys outside ``K``, which
+  text can hold and the parsed value cannot: harmless where the keys outside ``K`` are
+  unconstrained, so where a complemented operand (``not``'s, every ``oneOf`` branch,
+  ``if``) constrains them (``additionalProperties`` a schema, ``patternProperties``,
+  ``propertyNames``, property counts next to them) ``strict=True`` refuses (no automaton
+  can deduplicate arbitrary keys) and otherwise ``U`` loses the keys outside ``K``, with
+  a warning (sound: fewer values, never more);
+* any-values and recursion unroll to the converter's depth (``max_recursion_depth``);
+  a recursion cut inside an operand cannot be complemented exactly.
+
+Anything inside an operand that the converter cannot enforce exactly (a cut recursion,
+an unsupported keyword or format) makes the construct inexact: ``strict=True`` raises
+``UnsupportedSchemaError`` naming it; otherwise the caller falls back to its
+approximation (``oneOf`` as ``anyOf``, ``not``/``if`` ignored) with a warning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..regex.definitions import COMPLEMENT, INTERSECT, PLACEHOLDER_BASE
+from .objects import CANON_CHAR, key_not_in
+
+__all__ = ["Canon", "Inexact", "one_of", "negation", "conditional", "close_object", "universe"]
+
+CANON_NUMBER = r"(?:0|-?[1-9][0-9]*|-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9])"
+_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_OBJECT_KEYS = ("properties", "patternProperties", "additionalProperties", "propertyNames")
+
+
+class Inexact(Exception):  # noqa: N818 - a control-flow signal, caught in this module
+    """An operand cannot be converted exactly (raised only with ``strict=False``)."""
+
+
+@dataclass
+class Canon:
+    """Canonical mode of one outermost boolean construct.
+
+    Attributes:
+        keys: ``K``, the declared keys, in document order.
+        tag: part of every memo key of this mode (distinct per key set).
+        complemented: nesting count of complemented operands being converted.
+    """
+
+    keys: tuple[str, ...]
+    tag: tuple
+    complemented: int = 0
+    open_complement: bool = False
+
+
+def _walk_keys(node: Any, out: dict[str, None], resolve, seen: set[str]) -> None:
+    """Declared property names under ``node`` (following ``$ref``), in document order."""
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, list):
+            stack.extend(reversed(cur))
+            continue
+        if not isinstance(cur, dict):
+            continue
+        ref = cur.get("$ref")
+        if isinstance(ref, str) and ref not in seen:
+            seen.add(ref)
+            try:
+                stack.append(resolve(ref, ""))
+            except Exception:  # noqa: BLE001 - reported where the reference is converted
+                pass
+        props = cur.get("properties")
+        if isinstance(props, dict):
+            out.update(dict.fromkeys(props))
+        for kw in ("required",):
+            if isinstance(cur.get(kw), list):
+                out.update(dict.fromkeys(k for k in cur[kw] if isinstance(k, str)))
+        dep = cur.get("dependentRequired")
+        if isinstance(dep, dict):
+            for k, v in dep.items():
+                out[k] = None
+                out.update(dict.fromkeys(x for x in v if isinstance(x, str)))
+        children = []
+        for k, v in cur.items():
+            if k in _MAPS and isinstance(v, dict):
+                children.extend(v.values())  # names of subschemas, not keywords
+            elif k not in ("enum", "const", "$ref", "examples", "default"):
+                children.append(v)
+        stack.extend(reversed(children))
+
+
+def _document_order(conv) -> dict[str, int]:
+    order = getattr(conv, "_canon_order", None)
+    if order is None:
+        found: dict[str, None] = {}
+        _walk_keys(conv.root, found, lambda r, p: None, set())
+        order = conv._canon_order = {k: i for i, k in enumerate(found)}
+    return order
+
+
+def _place(conv, text: str) -> str:
+    """The placeholder of a new definition holding ``text`` (always a definition)."""
+    if len(text) == 1 and ord(text) - PLACEHOLDER_BASE in range(len(conv.sharing.definitions)):
+        return text
+    found, hit = conv.sharing.lookup(("boolean", text))
+    if found:
+        return hit
+    conv.sharing.definitions.append(text)
+    placeholder = chr(PLACEHOLDER_BASE + len(conv.sharing.definitions) - 1)
+    conv.sharing._memo[("boolean", text)] = placeholder
+    return placeholder
+
+
+def _and(conv, items: list[str]) -> str:
+    items = list(dict.fromkeys(_place(conv, t) for t in items))
+    return items[0] if len(items) == 1 else _place(conv, INTERSECT + "".join(items))
+
+
+def _not(conv, text: str | None) -> str | None:
+    return None if text is None else _place(conv, COMPLEMENT + _place(conv, text))
+
+
+def _or(texts: list[str | None]) -> str | None:
+    texts = list(dict.fromkeys(t for t in texts if t is not None))
+    if not texts:
+        return None
+    return texts[0] if len(texts) == 1 else "(?:" + "|".join(texts) + ")"
+
+
+def canon_depth(conv) -> int:
+    """Nesting of ``U`` (and of every any-value in canonical mode): the converter's
+    ``max_recursion_depth``, 10 when it has none.
+    """
+    return conv.max_depth if isinstance(conv.max_depth, int) and conv.max_depth > 0 else 10
+
+
+def universe(conv, depth: int, extras: bool = True) -> str:
+    """``U``: any canonical JSON value nested at most ``depth`` containers deep; objects
+    list keys of ``K`` in document order, then (``extras``) keys outside ``K`` (canonical
+    mode only).
+    """
+    canon = conv.canon
+    key = ("canon-any", canon.tag, depth, extras)
+    found, text = conv.sharing.lookup(key)
+    if found:
+        return text
+    scalars = ['"' + CANON_CHAR + '*"', CANON_NUMBER, "true", "false", "null"]
+    if depth <= 0:
+        return conv.sharing.store(key, _or(scalars))
+    inner = universe(conv, depth - 1, extras)
+    array = "\\[(?:" + inner + "(?:," + inner + ")*)?\\]"
+    listed = _ordered(conv, [_key_text(k) + ":" + inner for k in canon.keys])
+    if extras:
+        pair = _place(conv, '"' + key_not_in(list(canon.keys)) + '":' + inner)
+        more = "(?:," + pair + ")*"
+        body = "(?:" + (listed + more + "|" if listed else "") + pair + more + ")?"
+    else:
+        body = "(?:" + listed + ")?" if listed else ""
+    obj = "\\{" + body + "\\}"
+    return conv.sharing.store(key, _or(scalars + [array, obj]))
+
+
+def _key_text(name: str) -> str:
+    import json
+
+    from ..regex.escape import escape_literal
+
+    return escape_literal(json.dumps(name, ensure_ascii=False))
+
+
+def _ordered(conv, parts: list[str]) -> str:
+    """A non-empty subsequence of ``parts`` in order, comma-separated (``""`` for none):
+    ``(?:p_0 G(1) | .. | p_n-1 G(n))`` with ``G(i) = (?:,p_i)? G(i+1)`` (each ``G`` a
+    shared definition: the text is linear and the nesting flat).
+    """
+    if not parts:
+        return ""
+    tails = [""]
+    for part in reversed(parts[1:]):
+        tails.append(_place(conv, "(?:," + part + ")?" + tails[-1]))
+    tails.reverse()  # tails[i]: what may follow parts[i]
+    return "(?:" + "|".join(p + t for p, t in zip(parts, tails)) + ")"
+
+
+class _Mode:
+    """Enter canonical mode on ``conv`` (compact whitespace, memo keys tagged)."""
+
+    def __init__(self, conv, operands: list[Any]) -> None:
+        self.conv = conv
+        self.operands = operands
+
+    def __enter__(self):
+        conv = self.conv
+        self.saved = (conv.canon, conv.ws)
+        if conv.canon is None:
+            order = _document_order(conv)
+            found: dict[str, None] = {}
+            _walk_keys(self.operands, found, conv.resolve, set())
+            keys = tuple(sorted(found, key=lambda k: order.get(k, len(order))))
+            conv.canon = Canon(keys, ("canon", keys))
+            conv.ws = ""
+        return conv.canon
+
+    def __exit__(self, *exc) -> None:
+        self.conv.canon, self.conv.ws = self.saved
+
+
+def _operand(conv, schema: Any, pointer: str, refs, complemented: bool) -> str | None:
+    canon = conv.canon
+    canon.complemented += complemented
+    try:
+        return conv.convert(schema, pointer, refs)
+    finally:
+        canon.complemented -= complemented
+
+
+def _run(conv, keyword: str, pointer: str, operands: list[Any], build):
+    """``build()`` in canonical mode; None from ``Inexact`` (non-strict: the caller
+    approximates) after a warning naming why.
+    """
+    outer = conv.canon is not None
+    try:
+        with _Mode(conv, operands):
+            text = build()
+            u = universe(conv, canon_depth(conv), not conv.canon.open_complement)
+            return ("ok", None if text is None else _and(conv, [u, text]))
+    except Inexact as exc:
+        if outer:
+            raise
+        conv.warnings.append(f"{keyword} at {pointer or '#'} is not enforced exactly: {exc}")
+        return ("inexact", None)
+
+
+def one_of(conv, branches: list[tuple[str, Any]], pointer: str, refs):
+    """``oneOf`` over ``branches`` (``(pointer, schema)``, siblings merged in).
+
+    Returns:
+        ``("ok", regex or None)`` (None: no value), or ``("inexact", None)`` when the
+        caller must approximate (``strict=False`` only).
+
+    Raises:
+        UnsupportedSchemaError: ``strict=True`` and an operand is not exact.
+    """
+
+    def build():
+        texts = [_operand(conv, s, p, refs, True) for p, s in branches]
+        live = [t for t in texts if t is not None]
+        if len(live) <= 1:
+            return live[0] if live else None
+        terms = []
+        for i, t in enumerate(live):
+            others = _or([u for j, u in enumerate(live) if j != i])
+            terms.append(_and(conv, [t, _not(conv, others)]))
+        return _or(terms)
+
+    return _run(conv, "oneOf", pointer, [s for _, s in branches], build)
+
+
+def negation(conv, rest: dict, negated: Any, pointer: str, refs):
+    """``not: negated`` next to the keywords ``rest`` (returns as ``one_of``)."""
+
+    def build():
+        positive = _operand(conv, rest or True, pointer, refs, False)
+        excluded = _operand(conv, negated, pointer + "/not", refs, True)
+        if positive is None:
+            return None
+        return positive if excluded is None else _and(conv, [positive, _not(conv, excluded)])
+
+    return _run(conv, "not", pointer, [rest, negated], build)
+
+
+def conditional(conv, schema: dict, pointer: str, refs):
+    """``if``/``then``/``else`` next to the other keywords of ``schema`` (as ``one_of``)."""
+    rest = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+    cond, then, other = schema["if"], schema.get("then", True), schema.get("else", True)
+
+    def build():
+        positive = _operand(conv, rest or True, pointer, refs, False)
+        if positive is None:
+            return None
+        # the condition is read both ways: complemented in the else branch
+        yes = _operand(conv, cond, pointer + "/if", refs, True)
+        t = _operand(conv, then, pointer + "/then", refs, False)
+        e = _operand(conv, other, pointer + "/else", refs, False)
+        when = None if yes is None or t is None else _and(conv, [yes, t])
+        unless = e if yes is None or e is None else _and(conv, [_not(conv, yes), e])
+        either = _or([when, unless])
+        return None if either is None else _and(conv, [positive, either])
+
+    return _run(conv, "if", pointer, [rest, cond, then, other], build)
+
+
+def close_object(conv, schema: dict, pointer: str) -> dict:
+    """``schema`` with its object keywords rewritten for canonical mode: ``properties``
+    lists the keys of ``K`` the schema accepts, in document order; keys outside ``K``
+    follow as the schema allows them (``additionalProperties`` absent is ``true`` here,
+    whatever ``allow_extra_properties`` says).
+
+    Raises:
+        UnsupportedSchemaError: ``strict=True`` and a complemented operand constrains
+            keys outside ``K``; a dependency keyword (not rewritten here).
+    """
+    import re
+
+    canon = conv.canon
+    for kw in conv.dependency_keywords:
+        if kw in schema:
+            conv.unsupported(kw, pointer, "dependencies inside not/oneOf/if")
+    props = schema.get("properties", {})
+    patterns = schema.get("patternProperties", {})
+    extra = schema.get("additionalProperties", True)
+    names = schema.get("propertyNames", True)
+    listed: dict[str, Any] = {}
+    for key in canon.keys:
+        matching = [s for p, s in patterns.items() if _search(re, p, key)]
+        subs = ([props[key]] if key in props else []) + matching
+        if key not in props and not matching:
+            subs = [extra]
+        if names is not True and not conv.is_valid(key, names):
+            subs = [False]
+        if any(s is False for s in subs):
+            continue
+        listed[key] = subs[0] if len(subs) == 1 else {"allOf": subs}
+    for key in props:  # declared but outside K: cannot happen (K holds every declared key)
+        listed.setdefault(key, props[key])
+    out = {**schema, "properties": listed}
+    if not patterns and "additionalProperties" not in schema:
+        out["additionalProperties"] = True
+    constrained_extras = (
+        bool(patterns)
+        or names is not True
+        or extra not in (True, False, {})
+        or extra is not False
+        and ("minProperties" in schema or "maxProperties" in schema)
+    )
+    if canon.complemented and constrained_extras:
+        if conv.strict:
+            conv.unsupported(
+                "additionalProperties",
+                pointer,
+                "a complemented operand (not, oneOf, if) constrains undeclared keys, which"
+                " no automaton can deduplicate",
+            )
+        canon.open_complement = True
+        msg = (
+            f"{pointer or '#'}: a complemented operand constrains undeclared keys: objects"
+            " under this not/oneOf/if are generated with declared keys only"
+        )
+        if msg not in conv.warnings:
+            conv.warnings.append(msg)
+    return out
+
+
+def _search(re, pattern: str, key: str) -> bool:
+    try:
+        return re.search(pattern, key) is not None
+    except re.error:
+        return False

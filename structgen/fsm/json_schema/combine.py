@@ -156,29 +156,32 @@ def merge_all_of(
     twice (recursion through ``allOf``) raises ``UnsupportedSchemaError("allOf", ...)``.
     """
     flat: list[dict] = []
-
-    def collect(s: Any, ptr: str, seen: tuple[str, ...]) -> bool:
+    # pre-order walk with an explicit stack (allOf and $ref chains nest as deep as the
+    # schema): a subschema's $ref target first, then its own keywords, then its allOf
+    todo: list[tuple[Any, str, tuple[str, ...]]] = [
+        (sub, f"{pointer}/allOf/{i}", seen) for i, sub in reversed(list(enumerate(schemas)))
+    ]
+    while todo:
+        s, ptr, path = todo.pop()
         if s is True:
-            return True
+            continue
         if s is False:
             return False
+        if type(s) is _Own:
+            flat.append(s.keywords)
+            continue
         s = dict(s)
+        subs = s.pop("allOf", [])
+        later = [(sub, f"{ptr}/allOf/{i}", path) for i, sub in enumerate(subs)]
         if "$ref" in s:
             ref = s.pop("$ref")
-            if ref in seen:
+            if ref in path:
                 raise UnsupportedSchemaError("allOf", ptr, f"recursive $ref {ref} inside allOf")
-            if not collect(resolve(ref, ptr), ref[1:], seen + (ref,)):
-                return False
-        subs = s.pop("allOf", [])
-        flat.append({k: v for k, v in s.items() if k not in _IGNORED})  # before its allOf
-        for i, sub in enumerate(subs):
-            if not collect(sub, f"{ptr}/allOf/{i}", seen):
-                return False
-        return True
-
-    for i, sub in enumerate(schemas):
-        if not collect(sub, f"{pointer}/allOf/{i}", seen):
-            return False
+            own = _Own({k: v for k, v in s.items() if k not in _IGNORED})
+            later = [(resolve(ref, ptr), ref[1:], path + (ref,)), (own, ptr, path)] + later
+        else:
+            flat.append({k: v for k, v in s.items() if k not in _IGNORED})  # before its allOf
+        todo.extend(reversed(later))
     tuples = [s for s in flat if "prefixItems" in s or isinstance(s.get("items"), list)]
     arrays = [s for s in flat if {"prefixItems", "items", "additionalItems"} & set(s)]
     if tuples and len(arrays) > 1:
@@ -193,6 +196,15 @@ def merge_all_of(
             if not _merge_key(out, key, val, pointer):
                 return False
     return out
+
+
+class _Own:
+    """A subschema's own keywords, queued behind its ``$ref`` target (``merge_all_of``)."""
+
+    __slots__ = ("keywords",)
+
+    def __init__(self, keywords: dict) -> None:
+        self.keywords = keywords
 
 
 def _close_properties(s: dict, flat: list[dict], pointer: str) -> None:

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
+from ..nesting import MAX_SCHEMA_DEPTH, SEGMENT, fresh_stack
 from .arrays import array_regex
 from .combine import (
     NON_INTEGER,
@@ -138,6 +139,7 @@ class JsonSchemaConverter:
         self._max_seconds = max_seconds
         self._deadline = time.perf_counter() + max_seconds
         self._calls = 0
+        self._nesting = 0  # convert calls open on the path (fresh_stack every SEGMENT)
         if whitespace == "compact":
             self.ws = ""
         elif whitespace == "flexible" or (isinstance(whitespace, int) and whitespace > 0):
@@ -203,7 +205,31 @@ class JsonSchemaConverter:
     # ---- dispatch --------------------------------------------------------------
 
     def convert(self, schema: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
-        """Regex for ``schema``, or None when no instance can be generated (cut recursion)."""
+        """Regex for ``schema``, or None when no instance can be generated (cut recursion).
+
+        The conversion recurses once per subschema level; every ``nesting.SEGMENT`` levels
+        it continues on a fresh stack (``nesting.fresh_stack``), so no thread's recursion
+        grows with the schema's depth (bounded by ``nesting.MAX_SCHEMA_DEPTH``, checked
+        before the conversion starts, and here for nesting through ``$ref``).
+
+        Raises:
+            GrammarTooComplexError: subschemas (``$ref`` included) nest deeper than
+                ``nesting.MAX_SCHEMA_DEPTH``; the time budget is spent.
+        """
+        self._nesting += 1
+        try:
+            if self._nesting > MAX_SCHEMA_DEPTH:  # a $ref chain nests without JSON nesting
+                raise GrammarTooComplexError(
+                    f"subschemas nest more than {MAX_SCHEMA_DEPTH} deep (the depth limit, "
+                    f"MAX_SCHEMA_DEPTH, counting $ref), at {pointer or '#'}"
+                )
+            if self._nesting % SEGMENT == 0:
+                return fresh_stack(self._convert, schema, pointer, refs)
+            return self._convert(schema, pointer, refs)
+        finally:
+            self._nesting -= 1
+
+    def _convert(self, schema: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
         self._calls += 1
         if self._calls & 255 == 0 and time.perf_counter() > self._deadline:
             raise GrammarTooComplexError(

@@ -27,8 +27,11 @@ bounded repetition costs one term per count actually reached, e.g.
 ``[^"]{0,100000}`` yields ``[^"]{0,k}`` states only as far as the input goes.
 
 Per term, computed once at construction: ``nullable`` (accepts the empty string),
-``first`` (mask of the bytes with a non-empty derivative) and ``depth`` (nesting, used
-to refuse terms whose recursive walks could exhaust the Python stack).
+``first`` (mask of the bytes with a non-empty derivative) and ``depth`` (nesting of
+heads, alternations and repetitions; at most ``MAX_DEPTH``, a budget). ``derivative``
+and ``front`` recurse into subterms; for a term deeper than ``_SHALLOW`` the results
+of its subterms are first computed bottom-up from an explicit stack, so no Python
+recursion grows with the depth.
 """
 
 from __future__ import annotations
@@ -54,7 +57,9 @@ BYTES, CONCAT, ALT, REPEAT, UNTIL = 2, 3, 4, 5, 6
 _ALL_BYTES = (1 << 256) - 1
 _EMPTY_KIND, _EPS_KIND = 0, 1
 INF = -1
-MAX_DEPTH = 300  # nesting of alternations/repetitions; derivative recursion follows it
+MAX_DEPTH = 100_000  # nesting of concatenation heads, alternations and repetitions
+_SHALLOW = 64  # a term this deep is derived (front, derivative) recursively; deeper first
+# gets its subterms' results bottom-up from an explicit stack (_bottom_up)
 _ALT_INDEX_MIN = 8  # alternations with more items get a first-byte index
 
 
@@ -85,6 +90,7 @@ class TermArena:
         self._alt_index: dict[int, list[tuple[int, ...]]] = {}
         self._kmp: dict[bytes, list[dict[int, int]]] = {}
         self._single: list[int | None] = [None] * 256  # byteset of each single byte
+        self._bottom_up_active = False  # _bottom_up is filling a cache
 
     @property
     def num_terms(self) -> int:
@@ -105,7 +111,8 @@ class TermArena:
         """A new term (``key`` not interned yet)."""
         if depth > MAX_DEPTH:
             raise GrammarTooComplexError(
-                f"regex nesting is deeper than {MAX_DEPTH} levels; flatten the pattern"
+                f"regex nesting is deeper than MAX_DEPTH={MAX_DEPTH} levels (groups, "
+                "alternations, repetitions); flatten the pattern"
             )
         tid = len(self.kind)
         if tid >= self.max_terms:
@@ -299,6 +306,9 @@ class TermArena:
         hit = self._deriv.get(key)
         if hit is not None:
             return hit
+        if self.depth[t] > _SHALLOW and not self._bottom_up_active:
+            self._bottom_up(t, b)
+            return self._deriv[key]
         kind, args = self.kind, self.args
         k = kind[t]
         if k == BYTES:
@@ -332,6 +342,59 @@ class TermArena:
         self._deriv[key] = result
         return result
 
+    def _subterms(self, t: int, b: int) -> list[int]:
+        """The terms ``derivative(t, b)`` (``b >= 0``) or ``front(t)`` (``b < 0``) recurses
+        into: a repetition's body, an alternation's members, a concatenation's heads up to
+        the first one that is not nullable (and the spine's end when every head is).
+        """
+        kind, args, first, nullable = self.kind, self.args, self.first, self.nullable
+        k = kind[t]
+        if k == REPEAT:
+            out = [args[t][0]]
+        elif k == ALT:
+            out = list(args[t] if b < 0 else self._alt_members(t, b))
+        elif k == CONCAT:
+            out = []
+            cur = t
+            while kind[cur] == CONCAT:
+                h, cur = args[cur]
+                out.append(h)
+                if not nullable[h]:
+                    break
+            else:
+                out.append(cur)
+        else:
+            return []
+        return out if b < 0 else [u for u in out if (first[u] >> b) & 1]
+
+    def _bottom_up(self, t: int, b: int) -> None:
+        """Fill the derivative (``b >= 0``) or front (``b < 0``) cache for ``t`` and every
+        term it depends on, children before parents, from an explicit stack: each call of
+        the recursive method then finds its subterms' results cached (one level deep).
+        """
+        cache: dict = self._front if b < 0 else self._deriv
+        compute = self.front if b < 0 else (lambda u: self.derivative(u, b))
+
+        def done(u: int) -> bool:
+            return (u if b < 0 else (u << 8) | b) in cache
+
+        self._bottom_up_active = True
+        try:
+            stack = [t]
+            while stack:
+                u = stack[-1]
+                if done(u):
+                    stack.pop()
+                    continue
+                missing = [c for c in self._subterms(u, b) if not done(c)]
+                if missing:
+                    stack.extend(missing)
+                else:
+                    stack.pop()
+                    compute(u)
+        finally:
+            self._bottom_up_active = False
+
     def _alt_members(self, t: int, b: int) -> tuple[int, ...]:
         members = self.args[t]
         if len(members) < _ALT_INDEX_MIN:
@@ -358,6 +421,9 @@ class TermArena:
         hit = self._front.get(t)
         if hit is not None:
             return hit
+        if self.depth[t] > _SHALLOW and not self._bottom_up_active:
+            self._bottom_up(t, -1)
+            return self._front[t]
         kind, args = self.kind, self.args
         k = kind[t]
         if k == BYTES:

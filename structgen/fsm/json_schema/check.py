@@ -27,6 +27,7 @@ import jsonschema
 
 from ...errors import InvalidSchemaError
 from ..nesting import SEGMENT, fresh_stack, json_depth
+from ..regex.parse import RE_MAX_NESTING, _nesting
 
 __all__ = ["check_schema", "proves_valid", "constrained_keywords", "validator_class"]
 
@@ -75,9 +76,37 @@ def check_schema(schema: dict) -> None:
 _JSONSCHEMA_MAX_DEPTH = 48  # jsonschema's validator recurses several frames per level
 
 
+def _deep_regex(v: str) -> bool:
+    """True for a pattern nested deeper than CPython's parser reads (``re.compile`` in the
+    ``regex`` format check would raise ``RecursionError``): the conversion decides it,
+    reading it or refusing it with its pointer (``regex.parse.RE_MAX_NESTING``).
+    """
+    return "(" in v and _nesting(v) > RE_MAX_NESTING
+
+
+_FORMAT_CHECKERS: dict[type, Any] = {}
+
+
+def _format_checker(cls: type) -> Any:
+    """``cls``'s metaschema format checker, with ``regex`` leaving deep patterns undecided."""
+    checker = _FORMAT_CHECKERS.get(cls)
+    if checker is None:
+        base = cls.FORMAT_CHECKER
+        checker = jsonschema.FormatChecker(())
+        checker.checkers = dict(base.checkers)
+        if "regex" in base.checkers:
+            func, raises = base.checkers["regex"]
+            checker.checkers["regex"] = (
+                lambda v: not isinstance(v, str) or _deep_regex(v) or func(v),
+                raises,
+            )
+        _FORMAT_CHECKERS[cls] = checker
+    return checker
+
+
 def _jsonschema_check(schema: Any, cls: type, pointer: str) -> None:
     try:
-        cls.check_schema(schema)
+        cls.check_schema(schema, format_checker=_format_checker(cls))
     except jsonschema.SchemaError as exc:
         where = pointer + "".join("/" + str(p) for p in exc.path)
         raise InvalidSchemaError(f"invalid JSON Schema: {exc.message}", where) from exc
@@ -250,7 +279,7 @@ class _Prover:
         return isinstance(v, dict) and all(self.schema(x) for x in v.values())
 
     def pattern_map(self, v: Any) -> bool:
-        return self.schema_map(v) and all(self.formats.conforms(k, "regex") for k in v)
+        return self.schema_map(v) and all(self.regex(k) for k in v)
 
     def schema_array(self, v: Any) -> bool:
         return isinstance(v, list) and len(v) >= 1 and all(self.schema(x) for x in v)
@@ -265,7 +294,7 @@ class _Prover:
         )
 
     def regex(self, v: Any) -> bool:
-        return isinstance(v, str) and self.formats.conforms(v, "regex")
+        return isinstance(v, str) and (_deep_regex(v) or self.formats.conforms(v, "regex"))
 
     def uri(self, v: Any) -> bool:
         return isinstance(v, str) and self.formats.conforms(v, "uri")

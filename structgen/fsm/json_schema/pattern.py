@@ -178,7 +178,7 @@ def top_level_branches(pattern: str, pointer: str) -> list[list]:
     try:
         tree = list(parse(pattern))
     except ValueError as exc:
-        raise UnsupportedSchemaError("pattern", pointer, f"{pattern!r}: {exc}") from exc
+        raise UnsupportedSchemaError("pattern", pointer, f"{pattern[:80]!r}: {exc}") from exc
     if len(tree) == 1 and tree[0][0] == C.BRANCH:
         return [list(b) for b in tree[0][1][1]]
     return [tree]

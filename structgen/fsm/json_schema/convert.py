@@ -224,7 +224,10 @@ class JsonSchemaConverter:
                     f"MAX_SCHEMA_DEPTH, counting $ref), at {pointer or '#'}"
                 )
             if self._nesting % SEGMENT == 0:
-                return fresh_stack(self._convert, schema, pointer, refs)
+                # shared: the levels above then embed a placeholder, not this whole text
+                # (every enclosing level's text would copy it: quadratic in the depth)
+                text = fresh_stack(self._convert, schema, pointer, refs)
+                return text if text is None else self._share_text(text)
             return self._convert(schema, pointer, refs)
         finally:
             self._nesting -= 1

@@ -7,7 +7,9 @@ term is an integer operation. Node kinds:
 
 * ``EMPTY`` (matches nothing, id 0) and ``EPS`` (the empty string, id 1);
 * ``BYTES``: one byte out of a set (a 256-bit ``int`` mask, never empty);
-* ``CONCAT(head, tail)``: right-nested, ``head`` never itself a ``CONCAT``;
+* ``CONCAT(head, tail)``: right-nested; ``head`` is itself a ``CONCAT`` only when its spine
+  is longer than ``_SPINE_MAX`` (re-associating it would copy the whole spine for each
+  tail: quadratic for a definition nested in itself, as 1,000 nested objects are);
 * ``ALT(items)``: flattened, sorted, deduplicated, at most one ``BYTES`` item;
 * ``REPEAT(x, lo, hi)``: counted repetition ``x{lo,hi}`` (``hi == INF`` for no bound),
   kept as a count and never unrolled;
@@ -58,6 +60,7 @@ _ALL_BYTES = (1 << 256) - 1
 _EMPTY_KIND, _EPS_KIND = 0, 1
 INF = -1
 MAX_DEPTH = 100_000  # nesting of concatenation heads, alternations and repetitions
+_SPINE_MAX = 256  # concat re-associates a head spine up to this long; longer: kept as head
 _SHALLOW = 64  # a term this deep is derived (front, derivative) recursively; deeper first
 # gets its subterms' results bottom-up from an explicit stack (_bottom_up)
 _ALT_INDEX_MIN = 8  # alternations with more items get a first-byte index
@@ -145,7 +148,10 @@ class TermArena:
             return head
         kind, args = self.kind, self.args
         heads = []
+        first = head
         while kind[head] == CONCAT:
+            if len(heads) == _SPINE_MAX:  # a long spine stays whole, as the head (see module)
+                return self._concat2(first, tail)
             h, head = args[head]
             heads.append(h)
         heads.append(head)

@@ -11,6 +11,9 @@ iteratively or carries an explicit depth budget; nothing on that path may raise
   ``compile_json_schema`` converts (5,000 containers: 2,500 nested objects, each level a
   schema and its ``properties`` map); deeper raises ``GrammarTooComplexError`` before any
   other walk of the schema.
+- ``MAX_VALUE_DEPTH``: the deepest ``const`` / ``enum`` value the converter takes (64
+  containers: values are compared and validated by ``jsonschema`` and ``json``, which
+  recurse); deeper raises ``GrammarTooComplexError`` naming the keyword and pointer.
 - ``json_depth`` / ``check_depth``: the nesting of a decoded value and where it is deepest,
   found without recursion.
 - ``loads`` / ``dumps``: ``json``'s own functions for shallow values; past
@@ -35,6 +38,7 @@ from ..errors import GrammarTooComplexError
 __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_SCHEMA_DEPTH",
+    "MAX_VALUE_DEPTH",
     "SEGMENT",
     "json_depth",
     "check_depth",
@@ -45,6 +49,7 @@ __all__ = [
 
 MAX_JSON_DEPTH = 10_000  # containers nested in one JSON text that loads decodes
 MAX_SCHEMA_DEPTH = 5_000  # containers nested in a schema that the converter walks
+MAX_VALUE_DEPTH = 64  # containers nested in a const/enum value (compared by recursive code)
 SEGMENT = 32  # levels a recursive walker descends on one thread's stack (fresh_stack)
 _STDLIB_DEPTH = 100  # json's C encoder/decoder recurse once per container
 _T = TypeVar("_T")

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
-from ..nesting import MAX_SCHEMA_DEPTH, SEGMENT, fresh_stack
+from ..nesting import MAX_SCHEMA_DEPTH, MAX_VALUE_DEPTH, SEGMENT, fresh_stack, json_depth
 from .arrays import array_regex
 from .combine import (
     NON_INTEGER,
@@ -102,6 +102,23 @@ _TYPES = TYPES
 def _alt(options: list[str]) -> str:
     options = list(dict.fromkeys(options))
     return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
+
+
+def _check_value_depth(schema: dict, pointer: str) -> None:
+    """Refuse ``const``/``enum`` values nested deeper than ``nesting.MAX_VALUE_DEPTH`` (they
+    are compared and validated by recursive code: ``jsonschema``, ``json``).
+
+    Raises:
+        GrammarTooComplexError: naming the keyword, the limit and the pointer.
+    """
+    for key in ("const", "enum"):
+        if key in schema:
+            depth = json_depth(schema[key], MAX_VALUE_DEPTH + 1)[0] - (key == "enum")
+            if depth > MAX_VALUE_DEPTH:
+                raise GrammarTooComplexError(
+                    f"{key} values nest more than {MAX_VALUE_DEPTH} arrays/objects deep (the "
+                    f"depth limit for values, MAX_VALUE_DEPTH), at {pointer or '#'}/{key}"
+                )
 
 
 class JsonSchemaConverter:
@@ -306,6 +323,7 @@ class JsonSchemaConverter:
 
     def _values(self, schema: dict, pointer: str) -> str | None:
         """``const``/``enum``, keeping the values the sibling keywords accept."""
+        _check_value_depth(schema, pointer)
         values = [schema["const"]] if "const" in schema else list(schema["enum"])
         if "const" in schema and "enum" in schema:
             values = [v for v in values if self.is_valid(v, {"enum": schema["enum"]})]
@@ -328,6 +346,7 @@ class JsonSchemaConverter:
         negated = schema["not"]
         rest = {k: v for k, v in schema.items() if k != "not"}
         if "const" in rest or "enum" in rest:  # a finite set minus whatever `not` accepts
+            _check_value_depth(rest, pointer)
             values = [rest["const"]] if "const" in rest else list(rest["enum"])
             rest = {k: v for k, v in rest.items() if k not in ("const", "enum")}
             rest["enum"] = [v for v in values if not self.is_valid(v, negated)]

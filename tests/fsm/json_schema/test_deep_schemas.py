@@ -157,3 +157,20 @@ def test_nested_repeats_are_derived_without_recursion(depth):
 def test_groups_100000_deep_name_the_limit():
     with pytest.raises(GrammarTooComplexError, match=f"MAX_NESTING={MAX_NESTING}"):
         compile_regex("(" * 100_000 + "a" + ")" * 100_000)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("key", ["const", "enum"])
+def test_deep_values_name_the_limit(key):
+    from structgen.fsm.nesting import MAX_VALUE_DEPTH
+
+    shallow, deep = 1, 1
+    for _ in range(MAX_VALUE_DEPTH):
+        shallow = [shallow]
+    for _ in range(1000):
+        deep = [deep]
+    wrap = (lambda v: v) if key == "const" else (lambda v: [v])
+    grammar = compile_json_schema({key: wrap(shallow)})
+    assert grammar.matches("[" * MAX_VALUE_DEPTH + "1" + "]" * MAX_VALUE_DEPTH)
+    with pytest.raises(GrammarTooComplexError, match=f"{key} values nest more than"):
+        compile_json_schema({key: wrap(deep)})

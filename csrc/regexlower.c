@@ -36,7 +36,7 @@
 
 #include "regex_tokens.h"
 
-enum { T_EMPTY = 0, T_EPS = 1, K_CONCAT = 3, MAX_DEPTH = 300 };
+enum { T_EMPTY = 0, T_EPS = 1, K_CONCAT = 3, MAX_DEPTH = 100000, SPINE0 = 256, SPINE_MAX = 256 };
 typedef struct {
     PyObject *ids, *kind, *args, *nullable, *first, *depth, *single;  /* borrowed */
     Py_ssize_t max_terms;
@@ -112,10 +112,15 @@ static PyObject *concat(Ctx *cx, PyObject *head, PyObject *tail) {
         Py_INCREF(head);
         return head;
     }
-    PyObject *heads[MAX_DEPTH + 8];
+    PyObject *heads[SPINE0];
     PyObject **hs = heads, **big = NULL;
-    Py_ssize_t nh = 0, cap = MAX_DEPTH + 8;
+    Py_ssize_t nh = 0, cap = SPINE0;
+    PyObject *whole = head;
     while (term_kind(cx, head) == K_CONCAT) {  /* a concat spine is as long as its text */
+        if (nh == SPINE_MAX) {  /* a long spine stays whole, as the head (terms.py) */
+            PyMem_Free(big);
+            return concat2(cx, whole, tail);
+        }
         PyObject *a = PyList_GET_ITEM(cx->args, PyLong_AsSsize_t(head));
         if (nh + 1 >= cap) {
             PyObject **grown = PyMem_Malloc(sizeof(PyObject *) * cap * 2);

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from structgen.errors import ExtractionError, StructgenError
+from structgen.errors import ExtractionError, InvalidSchemaError, StructgenError
 
 __all__ = ["main"]
 
@@ -36,23 +36,32 @@ def load_schema(path: str) -> dict:
     import jsonschema
 
     from structgen.fsm import compile_json_schema
+    from structgen.fsm.json_schema.check import check_schema
+    from structgen.fsm.nesting import MAX_SCHEMA_DEPTH, check_depth, loads
 
     p = Path(path)
     if not p.is_file():
         raise CliError(f"schema file not found: {path}")
     try:
-        schema = json.loads(p.read_text(encoding="utf-8"))
+        schema = loads(p.read_text(encoding="utf-8"))  # any nesting, up to its depth limit
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CliError(f"schema file {path} is not valid JSON: {exc}") from None
+    except StructgenError as exc:
+        raise CliError(f"schema file {path}: {exc}") from None
     if not isinstance(schema, (dict, bool)):
         raise CliError(f"schema file {path} must hold a JSON object")
     try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        where = "/" + "/".join(str(x) for x in exc.absolute_path)
+        check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")  # before any recursive walk
+        if isinstance(schema, dict):
+            check_schema(schema)  # jsonschema's verdict, at any depth
+    except InvalidSchemaError as exc:
+        cause = exc.__cause__
+        detail = cause.message if isinstance(cause, jsonschema.SchemaError) else str(exc)
         raise CliError(
-            f"schema {path} is not a valid JSON Schema at {where}: {exc.message}"
+            f"schema {path} is not a valid JSON Schema at {exc.pointer or '/'}: {detail}"
         ) from None
+    except StructgenError as exc:
+        raise CliError(f"schema {path}: {exc}") from None
     try:
         compile_json_schema(schema, allow_extra_properties=False)
     except StructgenError as exc:

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 from ..errors import GrammarTooComplexError, InvalidSchemaError, RequestError, UnsupportedRegexError
 from .base import BaseCompiledGrammar
+from .nesting import MAX_SCHEMA_DEPTH, check_depth, dumps, loads
 
 __all__ = [
     "BaseSpec",
@@ -182,6 +183,7 @@ class JsonSchema(RegexSpec):
         from .json_schema.check import check_schema
 
         schema = schema_for(self.schema)
+        check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")  # before any walk of it
         if isinstance(schema, dict):
             check_schema(schema)  # jsonschema's verdict; common schemas by a fast table
         warnings: list[str] = []
@@ -209,7 +211,10 @@ class JsonSchema(RegexSpec):
 
         Raises:
             InvalidSchemaError: the schema is not a dict, bool, JSON text or model class.
+            GrammarTooComplexError: the schema nests deeper than ``MAX_SCHEMA_DEPTH``.
         """
+        schema = schema_for(self.schema)
+        check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")  # refused before any other walk
         options = (
             self.whitespace,
             self.strict,
@@ -217,7 +222,7 @@ class JsonSchema(RegexSpec):
             self._depth(),
             self.trigger,
         )
-        return ("json", json.dumps(schema_for(self.schema), sort_keys=False), options)
+        return ("json", dumps(schema), options)
 
 
 @dataclass(frozen=True)
@@ -390,12 +395,13 @@ def schema_for(model_or_schema: Any) -> dict | bool:
 
     Raises:
         InvalidSchemaError: anything else, or a JSON string that does not parse.
+        GrammarTooComplexError: a JSON string nested deeper than ``nesting.MAX_JSON_DEPTH``.
     """
     if isinstance(model_or_schema, (dict, bool)):
         return model_or_schema
     if isinstance(model_or_schema, str):
         try:
-            return json.loads(model_or_schema)
+            return loads(model_or_schema)
         except json.JSONDecodeError as exc:
             raise InvalidSchemaError(f"schema string is not JSON: {exc}") from exc
     if isinstance(model_or_schema, type) and hasattr(model_or_schema, "model_json_schema"):

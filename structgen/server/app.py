@@ -12,6 +12,8 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.responses import StreamingResponse
 
+from structgen.errors import GrammarTooComplexError
+from structgen.fsm.nesting import loads
 from structgen.server.chat import chat_response, chat_stream, prepare_chat
 from structgen.server.completions import completion_response, completion_stream, prepare_completion
 from structgen.server.metrics import ServerMetrics
@@ -76,11 +78,13 @@ async def _until_disconnect(request: Request, work: Awaitable[Any]) -> Any:
 async def _json_body(request: Request) -> Any:
     body = await request.body()
     try:
-        return json.loads(body)
+        return loads(body)  # any nesting up to nesting.MAX_JSON_DEPTH, without recursion
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise APIError(
             f"could not parse the request body as JSON: {exc}", code="invalid_json"
         ) from None
+    except GrammarTooComplexError as exc:
+        raise APIError(f"request body: {exc}", code="invalid_json") from None
 
 
 def create_app(

@@ -28,6 +28,7 @@ from structgen.errors import (
     SchemaError,
     StructgenError,
 )
+from structgen.fsm.nesting import loads
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.sampling_params import SamplingParams
 from structgen.server.metrics import ServerMetrics
@@ -134,8 +135,8 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
         schema = req.guided_json
         if isinstance(schema, str):
             try:
-                schema = json.loads(schema)
-            except json.JSONDecodeError as exc:
+                schema = loads(schema)
+            except (json.JSONDecodeError, GrammarTooComplexError) as exc:
                 raise APIError(
                     f"guided_json is not valid JSON: {exc}", param="guided_json"
                 ) from None

@@ -83,3 +83,24 @@ def test_missing_input(tmp_path, capsys):
 def test_bad_regex(tmp_path, capsys):
     assert main(["generate", "--prompt", "x", "--regex", "(a"]) == 2
     assert "--regex" in _one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("depth, expected", [(100_000, "depth limit"), (6_000, "depth limit")])
+def test_deep_schema_file_is_one_line(tmp_path, capsys, depth, expected):
+    """A schema file nested past the depth limits (the JSON text's, the schema's) prints one
+    error line naming the limit, no traceback (#20)."""
+    path = tmp_path / "deep.json"
+    path.write_text('{"type": "array", "items": ' * depth + "{}" + "}" * depth)
+    assert main(["extract", "--schema", str(path), "--text", "x"]) == 2
+    err = capsys.readouterr().err
+    assert expected in _one_error_line(err), err
+
+
+@pytest.mark.timeout(60)
+def test_deep_invalid_schema_file_names_the_pointer(tmp_path, capsys):
+    path = tmp_path / "deep.json"
+    path.write_text('{"items": ' * 400 + '{"type": "strnig"}' + "}" * 400)
+    assert main(["extract", "--schema", str(path), "--text", "x"]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "not a valid JSON Schema at " + "/items" * 400 + "/type" in line, line

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import GrammarTooComplexError
+from ..nesting import MAX_SCHEMA_DEPTH, check_depth
 from ..regex.definitions import expand_shared
 from ..spec import schema_for
 from .convert import ANY_VALUE_DEPTH, CONVERT_MAX_SECONDS, FLEXIBLE_WS_MAX, JsonSchemaConverter
@@ -94,7 +94,8 @@ def json_schema_to_regex(
         InvalidSchemaError: malformed schema parts (e.g. an unresolvable ``$ref``).
         GrammarTooComplexError: the recursion written out as one text is too large
             (``compile_json_schema`` shares it instead, see ``json_schema_to_shared``); the
-            conversion ran past ``max_convert_seconds``.
+            conversion ran past ``max_convert_seconds``; the schema nests deeper than
+            ``nesting.MAX_SCHEMA_DEPTH`` arrays/objects.
     """
     pattern, definitions = json_schema_to_shared(
         schema,
@@ -128,24 +129,22 @@ def json_schema_to_shared(
 
     Raises:
         UnsupportedSchemaError, InvalidSchemaError: as ``json_schema_to_regex``.
-        GrammarTooComplexError: the conversion ran past ``max_convert_seconds``.
+        GrammarTooComplexError: the conversion ran past ``max_convert_seconds``; the schema
+            nests deeper than ``nesting.MAX_SCHEMA_DEPTH`` arrays/objects.
     """
     if max_recursion_depth < 1:
         raise ValueError(f"max_recursion_depth must be >= 1, got {max_recursion_depth}")
+    schema = schema_for(schema)
+    check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")
     conv = JsonSchemaConverter(
-        schema_for(schema),
+        schema,
         whitespace=whitespace,
         strict=strict,
         allow_extra_properties=allow_extra_properties,
         max_recursion_depth=max_recursion_depth,
         max_seconds=max_convert_seconds,
     )
-    try:
-        regex = conv.convert_root()
-    except RecursionError as exc:
-        raise GrammarTooComplexError(
-            "JSON Schema nests too deeply to convert (Python recursion limit); flatten the schema"
-        ) from exc
+    regex = conv.convert_root()
     if warnings is not None:
         warnings.extend(conv.warnings)
     return regex, conv.sharing.definitions

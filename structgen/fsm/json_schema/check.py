@@ -20,11 +20,14 @@ and 2020-12; any other draft always takes the ``jsonschema`` path.
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any, Callable
 
 import jsonschema
 
 from ...errors import InvalidSchemaError
+from ..nesting import SEGMENT, fresh_stack, json_depth
+from ..regex.parse import RE_MAX_NESTING, _nesting
 
 __all__ = ["check_schema", "proves_valid", "constrained_keywords", "validator_class"]
 
@@ -62,25 +65,89 @@ def check_schema(schema: dict) -> None:
     cls = validator_class(schema)[0]
     if proves_valid(schema, cls):
         return
+    if json_depth(schema)[0] <= _JSONSCHEMA_MAX_DEPTH:
+        _jsonschema_check(schema, cls, "")
+        return
+    for node, pointer in _subschemas_shallow(schema):
+        if not proves_valid(node, cls):
+            _jsonschema_check(node, cls, pointer)
+
+
+_JSONSCHEMA_MAX_DEPTH = 48  # jsonschema's validator recurses several frames per level
+
+
+def _deep_regex(v: str) -> bool:
+    """True for a pattern nested deeper than CPython's parser reads (``re.compile`` in the
+    ``regex`` format check would raise ``RecursionError``): the conversion decides it,
+    reading it or refusing it with its pointer (``regex.parse.RE_MAX_NESTING``).
+    """
+    return "(" in v and _nesting(v) > RE_MAX_NESTING
+
+
+_FORMAT_CHECKERS: dict[type, Any] = {}
+
+
+def _format_checker(cls: type) -> Any:
+    """``cls``'s metaschema format checker, with ``regex`` leaving deep patterns undecided."""
+    checker = _FORMAT_CHECKERS.get(cls)
+    if checker is None:
+        base = cls.FORMAT_CHECKER
+        checker = jsonschema.FormatChecker(())
+        checker.checkers = dict(base.checkers)
+        if "regex" in base.checkers:
+            func, raises = base.checkers["regex"]
+            checker.checkers["regex"] = (
+                lambda v: not isinstance(v, str) or _deep_regex(v) or func(v),
+                raises,
+            )
+        _FORMAT_CHECKERS[cls] = checker
+    return checker
+
+
+def _jsonschema_check(schema: Any, cls: type, pointer: str) -> None:
     try:
-        cls.check_schema(schema)
+        cls.check_schema(schema, format_checker=_format_checker(cls))
     except jsonschema.SchemaError as exc:
-        pointer = "".join("/" + str(p) for p in exc.path)
-        raise InvalidSchemaError(f"invalid JSON Schema: {exc.message}", pointer) from exc
+        where = pointer + "".join("/" + str(p) for p in exc.path)
+        raise InvalidSchemaError(f"invalid JSON Schema: {exc.message}", where) from exc
+
+
+def _subschemas_shallow(schema: dict):
+    """Every subschema (dict) of ``schema`` with its own subschemas replaced by ``{}``, and
+    its JSON pointer: the metaschemas check each subschema by the same rules, so checking
+    these one by one is the whole check, and none of them nests (an iterative walk, for
+    schemas too deep for ``jsonschema``'s recursive validator).
+    """
+    from .ids import _IN_ARRAY, _IN_MAP, _IN_VALUE, pointer_of
+
+    stack: list[tuple[Any, tuple]] = [(schema, ())]
+    while stack:
+        node, tokens = stack.pop()
+        shallow = dict(node)
+        for key, val in node.items():
+            if key in _IN_VALUE and isinstance(val, dict):
+                shallow[key] = {}
+                stack.append((val, tokens + (key,)))
+            elif key in _IN_ARRAY and isinstance(val, list):
+                shallow[key] = [{} if isinstance(v, dict) else v for v in val]
+                subs = [(v, tokens + (key, i)) for i, v in enumerate(val) if isinstance(v, dict)]
+                stack.extend(reversed(subs))
+            elif key in _IN_MAP and isinstance(val, dict):
+                shallow[key] = {k: {} if isinstance(v, dict) else v for k, v in val.items()}
+                subs = [(v, tokens + (key, k)) for k, v in val.items() if isinstance(v, dict)]
+                stack.extend(reversed(subs))
+        yield shallow, pointer_of(tokens)[1:]
 
 
 def proves_valid(schema: Any, cls: type) -> bool:
     """True when the fast table shows ``schema`` valid under ``cls``'s metaschema; False
     means "not shown" (invalid, or outside the table), never "invalid". Raises: never
-    (a value too deeply nested for the walk is "not shown").
+    (the walk takes any depth: see ``_Prover.schema``).
     """
     prover = _PROVERS.get(cls)
     if prover is None:
         return False
-    try:
-        return prover.schema(schema)
-    except RecursionError:
-        return False
+    return prover.schema(schema)
 
 
 def constrained_keywords(cls: type) -> frozenset[str]:
@@ -168,9 +235,22 @@ class _Prover:
         self.formats = cls.FORMAT_CHECKER
         self.rules: dict[str, Callable[[Any], bool]] = {}
         self.draft4 = False
+        self._local = threading.local()  # .nesting: schema() calls open on this thread
 
     def schema(self, s: Any) -> bool:
-        """True when subschema ``s`` is shown valid."""
+        """True when subschema ``s`` is shown valid (every ``nesting.SEGMENT`` levels of
+        subschemas the walk continues on a fresh stack: ``nesting.fresh_stack``).
+        """
+        local = self._local  # the table is shared by threads; the count is each thread's
+        nesting = local.nesting = getattr(local, "nesting", 0) + 1
+        try:
+            if nesting % SEGMENT == 0:
+                return fresh_stack(self._schema, s)
+            return self._schema(s)
+        finally:
+            local.nesting -= 1
+
+    def _schema(self, s: Any) -> bool:
         if not isinstance(s, dict):
             return self.bool_schemas and isinstance(s, bool)
         rules, constrained = self.rules, self.constrained
@@ -199,7 +279,7 @@ class _Prover:
         return isinstance(v, dict) and all(self.schema(x) for x in v.values())
 
     def pattern_map(self, v: Any) -> bool:
-        return self.schema_map(v) and all(self.formats.conforms(k, "regex") for k in v)
+        return self.schema_map(v) and all(self.regex(k) for k in v)
 
     def schema_array(self, v: Any) -> bool:
         return isinstance(v, list) and len(v) >= 1 and all(self.schema(x) for x in v)
@@ -214,7 +294,7 @@ class _Prover:
         )
 
     def regex(self, v: Any) -> bool:
-        return isinstance(v, str) and self.formats.conforms(v, "regex")
+        return isinstance(v, str) and (_deep_regex(v) or self.formats.conforms(v, "regex"))
 
     def uri(self, v: Any) -> bool:
         return isinstance(v, str) and self.formats.conforms(v, "uri")

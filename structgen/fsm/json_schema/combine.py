@@ -150,32 +150,35 @@ def merge_all_of(
     it, the annotations are dropped.
     """
     flat: list[dict] = []
-
-    def collect(s: Any, ptr: str, seen: tuple[str, ...]) -> bool:
+    # pre-order walk with an explicit stack (allOf and $ref chains nest as deep as the
+    # schema): a subschema's $ref target first, then its own keywords, then its allOf
+    todo: list[tuple[Any, str, tuple[str, ...]]] = [
+        (sub, f"{pointer}/allOf/{i}", seen) for i, sub in reversed(list(enumerate(schemas)))
+    ]
+    while todo:
+        s, ptr, path = todo.pop()
         if s is True:
-            return True
+            continue
         if s is False:
             return False
+        if type(s) is _Own:
+            flat.append(s.keywords)
+            continue
         s = keywords(s, ptr) if keywords is not None else dict(s)
-        if "$ref" in s:
-            ref = s.pop("$ref")
-            if ref in seen:
-                raise UnsupportedSchemaError("allOf", ptr, f"recursive $ref {ref} inside allOf")
-            if not collect(resolve(ref, ptr), ref[1:], seen + (ref,)):
-                return False
         subs = s.pop("allOf", [])
         if {"if", "then", "else"} & set(s):  # its own condition: never paired with another's
             s = _conditional_as_any_of(s)
             subs = list(subs) + s.pop("allOf", [])
-        flat.append({k: v for k, v in s.items() if k not in _IGNORED})  # before its allOf
-        for i, sub in enumerate(subs):
-            if not collect(sub, f"{ptr}/allOf/{i}", seen):
-                return False
-        return True
-
-    for i, sub in enumerate(schemas):
-        if not collect(sub, f"{pointer}/allOf/{i}", seen):
-            return False
+        later = [(sub, f"{ptr}/allOf/{i}", path) for i, sub in enumerate(subs)]
+        if "$ref" in s:
+            ref = s.pop("$ref")
+            if ref in path:
+                raise UnsupportedSchemaError("allOf", ptr, f"recursive $ref {ref} inside allOf")
+            own = _Own({k: v for k, v in s.items() if k not in _IGNORED})
+            later = [(resolve(ref, ptr), ref[1:], path + (ref,)), (own, ptr, path)] + later
+        else:
+            flat.append({k: v for k, v in s.items() if k not in _IGNORED})  # before its allOf
+        todo.extend(reversed(later))
     tuples = [s for s in flat if "prefixItems" in s or isinstance(s.get("items"), list)]
     arrays = [s for s in flat if {"prefixItems", "items", "additionalItems"} & set(s)]
     if tuples and len(arrays) > 1:
@@ -208,6 +211,15 @@ def _conditional_as_any_of(s: dict) -> dict:
     if "anyOf" in rest:
         return {**rest, "allOf": [{"anyOf": branches}]}
     return {**rest, "anyOf": branches}
+
+
+class _Own:
+    """A subschema's own keywords, queued behind its ``$ref`` target (``merge_all_of``)."""
+
+    __slots__ = ("keywords",)
+
+    def __init__(self, keywords: dict) -> None:
+        self.keywords = keywords
 
 
 def _close_properties(s: dict, flat: list[dict], pointer: str) -> None:

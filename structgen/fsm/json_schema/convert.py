@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
+from ..nesting import MAX_SCHEMA_DEPTH, MAX_VALUE_DEPTH, SEGMENT, fresh_stack, json_depth
 from . import boolean_ops
 from .arrays import array_regex
 from .combine import (
@@ -91,6 +92,23 @@ def _alt(options: list[str]) -> str:
     return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
 
 
+def _check_value_depth(schema: dict, pointer: str) -> None:
+    """Refuse ``const``/``enum`` values nested deeper than ``nesting.MAX_VALUE_DEPTH`` (they
+    are compared and validated by recursive code: ``jsonschema``, ``json``).
+
+    Raises:
+        GrammarTooComplexError: naming the keyword, the limit and the pointer.
+    """
+    for key in ("const", "enum"):
+        if key in schema:
+            depth = json_depth(schema[key], MAX_VALUE_DEPTH + 1)[0] - (key == "enum")
+            if depth > MAX_VALUE_DEPTH:
+                raise GrammarTooComplexError(
+                    f"{key} values nest more than {MAX_VALUE_DEPTH} arrays/objects deep (the "
+                    f"depth limit for values, MAX_VALUE_DEPTH), at {pointer or '#'}/{key}"
+                )
+
+
 class JsonSchemaConverter:
     """One conversion: holds the root (for ``$ref``), options and collected warnings."""
 
@@ -129,6 +147,7 @@ class JsonSchemaConverter:
         self._max_seconds = max_seconds
         self._deadline = time.perf_counter() + max_seconds
         self._calls = 0
+        self._nesting = 0  # convert calls open on the path (fresh_stack every SEGMENT)
         if whitespace == "compact":
             self.ws = ""
         elif whitespace == "flexible" or (isinstance(whitespace, int) and whitespace > 0):
@@ -235,7 +254,34 @@ class JsonSchemaConverter:
     # ---- dispatch --------------------------------------------------------------
 
     def convert(self, schema: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
-        """Regex for ``schema``, or None when no instance can be generated (cut recursion)."""
+        """Regex for ``schema``, or None when no instance can be generated (cut recursion).
+
+        The conversion recurses once per subschema level; every ``nesting.SEGMENT`` levels
+        it continues on a fresh stack (``nesting.fresh_stack``), so no thread's recursion
+        grows with the schema's depth (bounded by ``nesting.MAX_SCHEMA_DEPTH``, checked
+        before the conversion starts, and here for nesting through ``$ref``).
+
+        Raises:
+            GrammarTooComplexError: subschemas (``$ref`` included) nest deeper than
+                ``nesting.MAX_SCHEMA_DEPTH``; the time budget is spent.
+        """
+        self._nesting += 1
+        try:
+            if self._nesting > MAX_SCHEMA_DEPTH:  # a $ref chain nests without JSON nesting
+                raise GrammarTooComplexError(
+                    f"subschemas nest more than {MAX_SCHEMA_DEPTH} deep (the depth limit, "
+                    f"MAX_SCHEMA_DEPTH, counting $ref), at {pointer or '#'}"
+                )
+            if self._nesting % SEGMENT == 0:
+                # shared: the levels above then embed a placeholder, not this whole text
+                # (every enclosing level's text would copy it: quadratic in the depth)
+                text = fresh_stack(self._convert, schema, pointer, refs)
+                return text if text is None else self._share_text(text)
+            return self._convert(schema, pointer, refs)
+        finally:
+            self._nesting -= 1
+
+    def _convert(self, schema: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
         self._calls += 1
         if self._calls & 255 == 0 and time.perf_counter() > self._deadline:
             raise GrammarTooComplexError(
@@ -308,6 +354,7 @@ class JsonSchemaConverter:
 
     def _values(self, schema: dict, pointer: str) -> str | None:
         """``const``/``enum``, keeping the values the sibling keywords accept."""
+        _check_value_depth(schema, pointer)
         values = [schema["const"]] if "const" in schema else list(schema["enum"])
         if "const" in schema and "enum" in schema:
             values = [v for v in values if self.is_valid(v, {"enum": schema["enum"]})]
@@ -330,6 +377,7 @@ class JsonSchemaConverter:
         negated = schema["not"]
         rest = {k: v for k, v in schema.items() if k != "not"}
         if "const" in rest or "enum" in rest:  # a finite set minus whatever `not` accepts
+            _check_value_depth(rest, pointer)
             values = [rest["const"]] if "const" in rest else list(rest["enum"])
             rest = {k: v for k, v in rest.items() if k not in ("const", "enum")}
             rest["enum"] = [v for v in values if not self.is_valid(v, negated)]

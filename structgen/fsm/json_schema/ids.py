@@ -96,6 +96,10 @@ def _step(node: Any, token: str) -> Any:
     return _MISSING
 
 
+def _token(key: str) -> str:
+    return "/" + key.replace("~", "~0").replace("/", "~1")
+
+
 def _pointer_tokens(fragment: str) -> tuple | None:
     """Tokens of a (percent-encoded) fragment JSON pointer; None when it is not a pointer."""
     fragment = unquote(fragment)
@@ -202,9 +206,9 @@ class RefIndex:
         out: dict = {}
         base = ""
         self._resources[base] = ()
-        stack = [(root, out, "root", (), base)]
+        stack = [(root, out, "root", (), base, "")]  # ..., tokens, base, their pointer
         while stack:
-            node, holder, slot, tokens, base = stack.pop()
+            node, holder, slot, tokens, base, ptr = stack.pop()
             if not isinstance(node, dict):
                 holder[slot] = node
                 continue
@@ -212,7 +216,7 @@ class RefIndex:
             drop = {self._id_key, "$anchor", "$dynamicAnchor"}
             copy = {k: v for k, v in node.items() if k not in drop}
             holder[slot] = copy
-            self.origin[id(copy)] = pointer_of(tokens)[1:]
+            self.origin[id(copy)] = ptr  # built one token per level: linear in the depth
             if isinstance(node.get("$ref"), str):
                 self._sites.append((copy, node["$ref"], base, False))
                 if self.legacy and len(copy) > 1:
@@ -226,16 +230,18 @@ class RefIndex:
                 self._dynamic[name] = self._dynamic.get(name, 0) + 1
             for key, val in node.items():
                 if key in _IN_VALUE and isinstance(val, (dict, bool)):
-                    stack.append((val, copy, key, tokens + (key,), base))
+                    stack.append((val, copy, key, tokens + (key,), base, ptr + _token(key)))
                 elif key in _IN_ARRAY and isinstance(val, list):
                     copy[key] = items = list(val)
                     for i, sub in enumerate(val):
-                        stack.append((sub, items, i, tokens + (key, str(i)), base))
+                        at = ptr + _token(key) + "/" + str(i)
+                        stack.append((sub, items, i, tokens + (key, str(i)), base, at))
                 elif key in _IN_MAP and isinstance(val, dict):
                     copy[key] = members = dict(val)
                     for name, sub in val.items():
                         if isinstance(sub, (dict, bool)):
-                            stack.append((sub, members, name, tokens + (key, name), base))
+                            at = ptr + _token(key) + _token(name)
+                            stack.append((sub, members, name, tokens + (key, name), base, at))
         return out["root"]
 
     def _rewrite(self, copy: dict, ref: str, base: str, dynamic: bool) -> None:

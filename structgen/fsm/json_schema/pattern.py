@@ -203,7 +203,7 @@ def top_level_branches(pattern: str, pointer: str) -> list[list]:
     try:
         parsed = parse(pattern)
     except ValueError as exc:
-        raise UnsupportedSchemaError("pattern", pointer, f"{pattern!r}: {exc}") from exc
+        raise UnsupportedSchemaError("pattern", pointer, f"{pattern[:80]!r}: {exc}") from exc
     if parsed.state.flags & re.IGNORECASE:
         raise UnsupportedSchemaError("pattern", pointer, f"{pattern!r}: {_NO_IGNORECASE}")
     tree = list(parsed)

@@ -80,16 +80,65 @@ class RefSharing:
         result = self._reach[ref] = frozenset(seen)
         return result
 
+    def _edges(self, ref: str) -> list[str]:
+        """The references in the target of ``ref`` (none when it does not resolve)."""
+        try:
+            target = self._resolve(ref, "")
+        except StructgenError:
+            return []  # reported where the reference is converted
+        found: set[str] = set()
+        _refs_in(target, found)
+        return sorted(found)
+
     def group(self, ref: str) -> frozenset[str]:
         """The recursive group of ``ref``: the references that reach it and that it reaches
         (a strongly connected component; just ``ref`` when it is not mutually recursive).
+
+        Tarjan's algorithm with an explicit stack, from ``ref`` over the references not yet
+        grouped (a finished component never joins a later one), so every reference's target
+        is walked once per conversion, however long a chain of references is.
         """
         hit = self._group.get(ref)
-        if hit is None:
-            reach = self.reachable(ref)
-            hit = frozenset([ref] + [r for r in reach if ref in self.reachable(r)])
-            self._group[ref] = hit
-        return hit
+        if hit is not None:
+            return hit
+        index: dict[str, int] = {}
+        low: dict[str, int] = {}
+        on_stack: set[str] = set()
+        stack: list[str] = []
+        work = [(ref, iter(self._edges(ref)))]
+        index[ref] = low[ref] = 0
+        stack.append(ref)
+        on_stack.add(ref)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt in self._group:
+                    continue  # a finished component
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(self._edges(nxt))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    members = []
+                    while True:
+                        m = stack.pop()
+                        on_stack.discard(m)
+                        members.append(m)
+                        if m == node:
+                            break
+                    component = frozenset(members)
+                    for m in members:
+                        self._group[m] = component
+        return self._group[ref]
 
     def depth(self, ref: str, refs: tuple[str, ...]) -> int:
         """Expansions of ``ref``'s recursive group on the path ``refs``."""

@@ -226,7 +226,7 @@ class ByteDFA:
         if self._slot[state] < 0:
             with self._lock:
                 if self._slot[state] < 0:
-                    self._guarded(self._build_row, state)
+                    self._build_row(state)
         row = self._rows[self._slot[state]]
         row.flags.writeable = False
         return row
@@ -239,7 +239,7 @@ class ByteDFA:
         with self._lock:
             for s in np.unique(missing).tolist():
                 if self._slot[s] < 0:
-                    self._guarded(self._build_row, s)
+                    self._build_row(s)
 
     def row_tables(self, state: int = -1) -> tuple[np.ndarray, np.ndarray]:
         """The transition tables as they are now, after building the row of ``state``
@@ -281,17 +281,10 @@ class ByteDFA:
         if nxt is not None:
             return nxt
         with self._lock:
-            d = self._guarded(self.arena.derivative, self._terms[state], byte)
-            nxt = -1 if d == EMPTY or self._guarded(self.arena.is_empty, d) else self._state_of(d)
+            d = self.arena.derivative(self._terms[state], byte)
+            nxt = -1 if d == EMPTY or self.arena.is_empty(d) else self._state_of(d)
             self._steps[key] = nxt
             return nxt
-
-    @staticmethod
-    def _guarded(fn, *args):
-        try:
-            return fn(*args)
-        except RecursionError as exc:
-            raise GrammarTooComplexError("regex automaton is nested too deeply") from exc
 
     def explore(self, max_rows: int | None = None) -> bool:
         """Build rows breadth-first from the initial state.
@@ -314,7 +307,7 @@ class ByteDFA:
                 if self._slot[i] < 0:
                     if max_rows is not None and self._num_rows >= max_rows:
                         return False
-                    self._guarded(self._build_row, i)
+                    self._build_row(i)
                     if time.perf_counter() > deadline:
                         raise GrammarTooComplexError(
                             f"automaton construction exceeded {self.max_seconds} s "

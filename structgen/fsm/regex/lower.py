@@ -34,14 +34,14 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 from .definitions import PLACEHOLDER_BASE
 from .recipes import export_term, import_term
-from .terms import CONCAT, EMPTY, EPS, INF, MAX_DEPTH
+from .terms import _SPINE_MAX, CONCAT, EMPTY, EPS, INF, MAX_DEPTH
 
 try:  # optional C extension built by setup.py (csrc/regexlower.c)
     from . import _regexlower as _EXT
 except ImportError:  # pragma: no cover - exercised when the extension is missing
     _EXT = None
 # the C path hard-codes these (csrc/regexlower.c)
-assert (EMPTY, EPS, CONCAT, INF, MAX_DEPTH) == (0, 1, 3, -1, 300)
+assert (EMPTY, EPS, CONCAT, INF, MAX_DEPTH, _SPINE_MAX) == (0, 1, 3, -1, 100_000, 256)
 
 __all__ = ["fast_lower", "HAVE_C_LOWER", "use_extension"]
 

@@ -30,10 +30,11 @@ from .lower import fast_lower
 from .terms import INF, TermArena, byte_range_mask
 from .utf8 import MAX_CODE_POINT, utf8_sequences, valid_ranges
 
-__all__ = ["parse", "lower", "sre_constants", "MAXREPEAT", "MAX_NESTING"]
+__all__ = ["parse", "lower", "sre_constants", "MAXREPEAT", "MAX_NESTING", "RE_MAX_NESTING"]
 
 MAXREPEAT = sre_constants.MAXREPEAT
-MAX_NESTING = 200  # parenthesis depth; CPython's parser recurses per level
+MAX_NESTING = 5_000  # parenthesis depth of any pattern (the one-pass lowering is iterative)
+RE_MAX_NESTING = 200  # parenthesis depth of a pattern CPython's parser reads (it recurses)
 _C = sre_constants
 _SPACE = [(9, 13), (32, 32)]
 _DIGIT = [(48, 57)]
@@ -89,20 +90,37 @@ def parse(pattern: str):
 
     Raises:
         RegexError: the pattern is not a valid Python regular expression.
-        GrammarTooComplexError: parentheses nested deeper than ``MAX_NESTING``.
+        GrammarTooComplexError: parentheses nested deeper than ``MAX_NESTING``, or deeper
+            than ``RE_MAX_NESTING`` (CPython's parser recurses once per level).
     """
-    if _nesting(pattern) > MAX_NESTING:
-        raise GrammarTooComplexError(
-            f"regex nests parentheses deeper than {MAX_NESTING} levels; flatten the pattern"
-        )
+    check_nesting(pattern, RE_MAX_NESTING)
     try:  # the parser reports every syntax error; re.compile would only cost time
         return sre_parse.parse(pattern)
     except re.error as exc:
         raise RegexError(f"cannot parse regex {pattern!r}: {exc}") from exc
     except OverflowError as exc:
         raise RegexError(f"cannot parse regex {pattern!r}: {exc}") from exc
-    except RecursionError as exc:
-        raise GrammarTooComplexError(f"regex is nested too deeply to parse: {exc}") from exc
+
+
+def check_nesting(pattern: str, limit: int = MAX_NESTING) -> None:
+    """Raise unless ``pattern``'s parentheses nest at most ``limit`` deep (and at most
+    ``MAX_NESTING``).
+
+    Raises:
+        GrammarTooComplexError: naming the depth and the limit that applies.
+    """
+    depth = _nesting(pattern)
+    if depth > MAX_NESTING:
+        raise GrammarTooComplexError(
+            f"regex nests parentheses {depth} levels deep (the limit is MAX_NESTING="
+            f"{MAX_NESTING}); flatten the pattern"
+        )
+    if depth > limit:
+        raise GrammarTooComplexError(
+            f"regex nests parentheses {depth} levels deep and uses syntax that only CPython's "
+            f"parser reads (flags, anchors, lookaround, ...), which takes at most {limit} "
+            "levels (RE_MAX_NESTING); flatten the pattern"
+        )
 
 
 _FOLD_MAX = 0xFFFF  # class members case-folded one by one (the BMP, as CPython does)
@@ -368,16 +386,13 @@ def lower(
         lowering = _Lowering(arena, text, deadline, shared)
         term = fast_lower(text, lowering, memo, MAX_NESTING)
         if term is None:  # syntax the fast path leaves to re (or an error re reports)
-            tree = parse(text)
+            tree = parse(text)  # at most RE_MAX_NESTING deep: the tree walk's recursion
             if len(shared) == len(definitions or ()):  # the pattern: a whole-output match
                 stripped = _without_end_anchors(text)
                 if stripped != text:
                     term = fast_lower(stripped, lowering, memo, MAX_NESTING)
                     tree = parse(stripped) if term is None else tree
         if term is None:
-            try:
-                term = lowering.seq(list(tree), tree.state.flags)
-            except RecursionError as exc:
-                raise GrammarTooComplexError(f"regex is nested too deeply: {text[:80]!r}") from exc
+            term = lowering.seq(list(tree), tree.state.flags)
         shared.append(term)
     return shared[-1]

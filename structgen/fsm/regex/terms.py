@@ -7,7 +7,9 @@ term is an integer operation. Node kinds:
 
 * ``EMPTY`` (matches nothing, id 0) and ``EPS`` (the empty string, id 1);
 * ``BYTES``: one byte out of a set (a 256-bit ``int`` mask, never empty);
-* ``CONCAT(head, tail)``: right-nested, ``head`` never itself a ``CONCAT``;
+* ``CONCAT(head, tail)``: right-nested; ``head`` is itself a ``CONCAT`` only when its spine
+  is longer than ``_SPINE_MAX`` (re-associating it would copy the whole spine for each
+  tail: quadratic for a definition nested in itself, as 1,000 nested objects are);
 * ``ALT(items)``: flattened, sorted, deduplicated, at most one ``BYTES`` item;
 * ``REPEAT(x, lo, hi)``: counted repetition ``x{lo,hi}`` (``hi == INF`` for no bound),
   kept as a count and never unrolled;
@@ -43,8 +45,10 @@ bounded repetition costs one term per count actually reached, e.g.
 Per term, computed once at construction: ``nullable`` (accepts the empty string),
 ``first`` (mask of the bytes with a non-``EMPTY`` derivative: exactly the bytes with a
 non-empty one for terms without ``AND``/``NOT``, a superset otherwise; every byte for
-``NOT``) and ``depth`` (nesting, used
-to refuse terms whose recursive walks could exhaust the Python stack).
+``NOT``) and ``depth`` (nesting of heads, alternations and repetitions; at most
+``MAX_DEPTH``, a budget). ``derivative`` and ``front`` recurse into subterms; for a term
+deeper than ``_SHALLOW`` the results of its subterms are first computed bottom-up from an
+explicit stack, so no Python recursion grows with the depth.
 """
 
 from __future__ import annotations
@@ -74,7 +78,10 @@ BYTES, CONCAT, ALT, REPEAT, UNTIL, AND, NOT = 2, 3, 4, 5, 6, 7, 8
 _ALL_BYTES = (1 << 256) - 1
 _EMPTY_KIND, _EPS_KIND = 0, 1
 INF = -1
-MAX_DEPTH = 300  # nesting of alternations/repetitions; derivative recursion follows it
+MAX_DEPTH = 100_000  # nesting of concatenation heads, alternations and repetitions
+_SPINE_MAX = 256  # concat re-associates a head spine up to this long; longer: kept as head
+_SHALLOW = 64  # a term this deep is derived (front, derivative) recursively; deeper first
+# gets its subterms' results bottom-up from an explicit stack (_bottom_up)
 _ALT_INDEX_MIN = 8  # alternations with more items get a first-byte index
 MAX_EMPTY_CHECKS = 200_000  # derivative states one emptiness search may visit
 
@@ -116,6 +123,7 @@ class TermArena:
         self._universe: int | None = None
         self._subsumed: dict[tuple[int, int], bool] = {}
         self._min_len: dict[int, int] = {}
+        self._bottom_up_active = False  # _bottom_up is filling a cache
 
     @property
     def num_terms(self) -> int:
@@ -136,7 +144,8 @@ class TermArena:
         """A new term (``key`` not interned yet)."""
         if depth > MAX_DEPTH:
             raise GrammarTooComplexError(
-                f"regex nesting is deeper than {MAX_DEPTH} levels; flatten the pattern"
+                f"regex nesting is deeper than MAX_DEPTH={MAX_DEPTH} levels (groups, "
+                "alternations, repetitions); flatten the pattern"
             )
         tid = len(self.kind)
         if tid >= self.max_terms:
@@ -169,7 +178,10 @@ class TermArena:
             return head
         kind, args = self.kind, self.args
         heads = []
+        first = head
         while kind[head] == CONCAT:
+            if len(heads) == _SPINE_MAX:  # a long spine stays whole, as the head (see module)
+                return self._concat2(first, tail)
             h, head = args[head]
             heads.append(h)
         heads.append(head)
@@ -572,6 +584,9 @@ class TermArena:
         hit = self._deriv.get(key)
         if hit is not None:
             return hit
+        if self.depth[t] > _SHALLOW and not self._bottom_up_active:
+            self._bottom_up(t, b)
+            return self._deriv[key]
         kind, args = self.kind, self.args
         k = kind[t]
         if k == BYTES:
@@ -609,6 +624,62 @@ class TermArena:
         self._deriv[key] = result
         return result
 
+    def _subterms(self, t: int, b: int) -> list[int]:
+        """The terms ``derivative(t, b)`` (``b >= 0``) or ``front(t)`` (``b < 0``) recurses
+        into: a repetition's body, an alternation's or intersection's members, a complement's
+        operand, a concatenation's heads up to the first one that is not nullable (and the
+        spine's end when every head is).
+        """
+        kind, args, first, nullable = self.kind, self.args, self.first, self.nullable
+        k = kind[t]
+        if k == REPEAT:
+            out = [args[t][0]]
+        elif k == ALT:
+            out = list(args[t] if b < 0 else self._alt_members(t, b))
+        elif k == CONCAT:
+            out = []
+            cur = t
+            while kind[cur] == CONCAT:
+                h, cur = args[cur]
+                out.append(h)
+                if not nullable[h]:
+                    break
+            else:
+                out.append(cur)
+        elif k in (AND, NOT):  # every operand (d(A & B) = dA & dB, d(!A) = !dA)
+            out = list(args[t])
+        else:
+            return []
+        return out if b < 0 else [u for u in out if (first[u] >> b) & 1]
+
+    def _bottom_up(self, t: int, b: int) -> None:
+        """Fill the derivative (``b >= 0``) or front (``b < 0``) cache for ``t`` and every
+        term it depends on, children before parents, from an explicit stack: each call of
+        the recursive method then finds its subterms' results cached (one level deep).
+        """
+        cache: dict = self._front if b < 0 else self._deriv
+        compute = self.front if b < 0 else (lambda u: self.derivative(u, b))
+
+        def done(u: int) -> bool:
+            return (u if b < 0 else (u << 8) | b) in cache
+
+        self._bottom_up_active = True
+        try:
+            stack = [t]
+            while stack:
+                u = stack[-1]
+                if done(u):
+                    stack.pop()
+                    continue
+                missing = [c for c in self._subterms(u, b) if not done(c)]
+                if missing:
+                    stack.extend(missing)
+                else:
+                    stack.pop()
+                    compute(u)
+        finally:
+            self._bottom_up_active = False
+
     def _alt_members(self, t: int, b: int) -> tuple[int, ...]:
         members = self.args[t]
         if len(members) < _ALT_INDEX_MIN:
@@ -635,6 +706,9 @@ class TermArena:
         hit = self._front.get(t)
         if hit is not None:
             return hit
+        if self.depth[t] > _SHALLOW and not self._bottom_up_active:
+            self._bottom_up(t, -1)
+            return self._front[t]
         kind, args = self.kind, self.args
         k = kind[t]
         if k == BYTES:

@@ -539,10 +539,29 @@ def _rate(a: int, b: int) -> str:
 
 
 def table(results: dict[str, dict[str, list[dict]]], engines: list[str]) -> list[str]:
-    """Markdown: the totals per engine with ratios to structgen, then per subset."""
-    tot = {e: tally([r for recs in results[e].values() for r in recs]) for e in engines}
+    """Markdown: the totals per engine with ratios to structgen, then per subset.
+
+    The totals count only the schemas every engine has a record of (all of them after a
+    whole run; fewer when an interrupted run's records are reported), and say so.
+    """
+    have = [{(sub, r["name"]) for sub, recs in results[e].items() for r in recs} for e in engines]
+    common = set.intersection(*have) if have else set()
+    tot = {
+        e: tally(
+            [r for sub, recs in results[e].items() for r in recs if (sub, r["name"]) in common]
+        )
+        for e in engines
+    }
     base = tot.get("structgen")
-    lines = [
+    lines = []
+    if have and len(common) < len(set.union(*have)):
+        lines += [
+            f"Totals over the {len(common)} schemas every engine finished (records: "
+            + ", ".join(f"{e} {len(h)}" for e, h in zip(engines, have))
+            + "); the per-subset table counts all records.",
+            "",
+        ]
+    lines += [
         "| engine | schemas | with instances | compiled | refused | crashed | timed out "
         "| passed | pass rate | valid rejected | invalid accepted | no-instance compiled "
         "| compile p50 ms | p99 ms | wall p50 ms | compile total s | TTFM p50 ms "

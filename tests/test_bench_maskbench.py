@@ -111,11 +111,11 @@ def test_outcome_classes_and_tally():
     good = bench.score(bench.Structgen(None), OBJECT, tests)
     empty = bench.score(bench.Structgen(None), OBJECT, [])
     recs = [
-        {"tests": 4, **good},
-        {"tests": 4, **wrong},
-        {"tests": 4, **refused},
-        {"tests": 0, **empty},
-        {"tests": 4, "status": "timeout", "reason": "over 60 s"},
+        {"name": "good", "tests": 4, **good},
+        {"name": "wrong", "tests": 4, **wrong},
+        {"name": "refused", "tests": 4, **refused},
+        {"name": "empty", "tests": 0, **empty},
+        {"name": "slow", "tests": 4, "status": "timeout", "reason": "over 60 s"},
     ]
     t = bench.tally(recs)
     assert t["schemas"] == 5 and t["with_instances"] == 4
@@ -126,6 +126,12 @@ def test_outcome_classes_and_tally():
     assert t["reasons"] == {"ValueError: Unknown format: uri-template at <ptr>": 1}
     lines = bench.table({"structgen": {"S": recs}}, ["structgen"])
     assert lines[2].startswith("| structgen | 5 | 4 | 3 | 1 | 0 | 1 | 1 | 25.0% |")
+    # an engine with fewer records (an interrupted run): totals over the common schemas
+    lines = bench.table(
+        {"structgen": {"S": recs}, "other": {"S": recs[:2]}}, ["structgen", "other"]
+    )
+    assert lines[0].startswith("Totals over the 2 schemas every engine finished")
+    assert lines[4].startswith("| structgen | 2 | 2 | 2 | 0 | 0 | 0 | 1 | 50.0% |")
 
 
 def test_iter_corpus_takes_the_first_members_in_sorted_name_order(tmp_path):

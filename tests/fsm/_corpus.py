@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -86,14 +88,41 @@ def _branches(schema: Any, index: RefIndex, depth: int = 0, instance: Any = None
 
 
 def canonical(instance: Any, schema: Any, root: Any) -> Any:
-    """``instance`` with object keys in schema order.
+    """``instance`` in the one serialization every grammar writes: object keys in schema
+    order and integer-valued numbers as integers.
 
     Keys of ``properties`` come first (all merged branches, in order), then ``required``
-    keys, then the others as they come; applied recursively. ``root`` is
-    the schema document (``schema`` is it or one of its subschemas, as given or as its
-    ``RefIndex`` rewrote it)."""
+    keys, then the others as they come; applied recursively. An integer-valued float
+    (``7.0``, ``-0.0``, ``1e3``) becomes the int of the same value (``7``, ``0``, ``1000``)
+    wherever the document's draft counts it as an integer (draft 6 and later, as
+    ``jsonschema`` reads ``$schema``): there the two are the same instance for every
+    keyword, so the rewrite keeps the instance's validity; under drafts 3 and 4 ``7.0`` is
+    not an integer and is kept as a float. Non-finite floats, bools and other values are
+    returned as they are. ``root`` is the schema document (``schema`` is it or one of its
+    subschemas, as given or as its ``RefIndex`` rewrote it)."""
     index = _index(root)
-    return _canonical(instance, index.root if schema is root else schema, index)
+    ints = integer_valued_floats_are_integers(root)
+    return _canonical(instance, index.root if schema is root else schema, index, ints)
+
+
+def integer_valued_floats_are_integers(root: Any) -> bool:
+    """Whether the draft of schema document ``root`` (``jsonschema``'s choice from its
+    ``$schema``; the latest draft when absent or unknown) types ``7.0`` as ``integer``."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an unknown $schema: jsonschema warns, uses latest
+            cls = jsonschema.validators.validator_for(root if isinstance(root, dict) else {})
+    except Exception:  # noqa: BLE001 - a non-string $schema: the latest draft, as the compiler
+        cls = jsonschema.validators.validator_for({})
+    return bool(cls.TYPE_CHECKER.is_type(1.0, "integer"))
+
+
+def canonical_number(value: Any, ints: bool = True) -> Any:
+    """``value`` as the int of the same value when it is an integer-valued finite float and
+    ``ints`` (the document's draft counts such floats as integers); otherwise unchanged."""
+    if ints and type(value) is float and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value
 
 
 DEPENDENCY_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
@@ -120,7 +149,7 @@ def _present_dependencies(
     return out
 
 
-def _canonical(instance: Any, schema: Any, index: RefIndex) -> Any:
+def _canonical(instance: Any, schema: Any, index: RefIndex, ints: bool) -> Any:
     branches = _branches(schema, index, 0, instance)
     if isinstance(instance, dict):
         order: list[str] = []
@@ -137,7 +166,7 @@ def _canonical(instance: Any, schema: Any, index: RefIndex) -> Any:
                 if k not in order:
                     order.append(k)
         keys = [k for k in order if k in instance] + [k for k in instance if k not in order]
-        return {k: _canonical(instance[k], props.get(k), index) for k in keys}
+        return {k: _canonical(instance[k], props.get(k), index, ints) for k in keys}
     if isinstance(instance, list):
         out = []
         for i, item in enumerate(instance):
@@ -150,9 +179,9 @@ def _canonical(instance: Any, schema: Any, index: RefIndex) -> Any:
                     sub = b["items"]
                 if sub is not None:
                     break
-            out.append(_canonical(item, sub, index))
+            out.append(_canonical(item, sub, index, ints))
         return out
-    return instance
+    return canonical_number(instance, ints)
 
 
 def dump(instance: Any) -> str:

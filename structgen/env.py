@@ -238,6 +238,17 @@ def openai_api_key() -> str | None:
     return os.environ.get("OPENAI_API_KEY") or None
 
 
+def is_set(name: str) -> bool:
+    """True when ``name`` (a variable of ``VARIABLES``) is set in the environment.
+
+    Raises:
+        ValueError: ``name`` is not in ``VARIABLES``.
+    """
+    if not any(v.name == name for v in VARIABLES):
+        raise ValueError(f"{name} is not a variable of structgen.env.VARIABLES")
+    return name in os.environ
+
+
 def set_default(name: str, value: str) -> None:
     """Set ``name`` to ``value`` unless it is set already.
 

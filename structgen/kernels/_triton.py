@@ -17,17 +17,16 @@ interpreted (slowly: tests only).
 
 from __future__ import annotations
 
-import os
 import sys
 
 import torch
 
-from structgen.env import set_default
+from structgen.env import is_set, set_default
 
 _HAS_CUDA = torch.cuda.is_available()
 # without CUDA, Triton's kernels can only run interpreted: import it only when that was asked
 # for (TRITON_INTERPRET set before this first import, as tests do) or someone imported it
-_WANTED = _HAS_CUDA or "triton" in sys.modules or os.environ.get("TRITON_INTERPRET") is not None
+_WANTED = _HAS_CUDA or "triton" in sys.modules or is_set("TRITON_INTERPRET")
 if "triton" not in sys.modules and not _HAS_CUDA:
     set_default("TRITON_INTERPRET", "1")
 

@@ -33,10 +33,14 @@ def smollm2(tmp_path_factory):
 
 def hf_reference(config, state_dict):
     """A transformers ``LlamaForCausalLM`` sharing ``state_dict``'s tensors (no copy, no random
-    init).
+    init). ``config`` is a transformers config or structgen's ``ModelConfig`` (a GGUF file's).
     """
-    from transformers import LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedConfig
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    if not isinstance(config, PreTrainedConfig):
+        fields = {k: v for k, v in config.to_dict().items() if k != "model_type"}
+        config = LlamaConfig(**fields)
 
     with torch.device("meta"):
         hf = LlamaForCausalLM(config)

@@ -225,7 +225,7 @@ def load_hf_tokenizer(folder: Path, required: bool = True):
 
     ``tokenizer.json`` is loaded as it is; without it, a SentencePiece ``tokenizer.model`` or
     ``tokenizer_config.json`` with vocabulary files is converted by transformers once and
-    the result cached (``STRUCTGEN_CACHE_DIR``).
+    the result cached (the cache directory of ``structgen.env``).
 
     Args:
         folder: the model folder.

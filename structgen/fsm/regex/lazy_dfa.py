@@ -40,7 +40,7 @@ import time
 import numpy as np
 
 from ...errors import GrammarTooComplexError
-from .terms import EMPTY, TermArena
+from .terms import EMPTY, TermArena, refine_classes
 
 __all__ = ["ByteDFA", "DEFAULT_MAX_STATES", "DEFAULT_MAX_SECONDS"]
 
@@ -174,17 +174,7 @@ class ByteDFA:
         hit = self._partitions.get(front)
         if hit is not None:
             return hit
-        classes = [(1 << 256) - 1]
-        for mask in front:
-            refined = []
-            for c in classes:
-                inside = c & mask
-                if inside and inside != c:
-                    refined.append(inside)
-                    refined.append(c ^ inside)
-                else:
-                    refined.append(c)
-            classes = refined
+        classes = refine_classes((1 << 256) - 1, front)
         cls = np.empty(256, np.int64)
         reps = []
         for i, c in enumerate(classes):

@@ -71,6 +71,7 @@ __all__ = [
     "INF",
     "MAX_DEPTH",
     "byte_range_mask",
+    "refine_classes",
 ]
 
 EMPTY, EPS = 0, 1
@@ -84,6 +85,24 @@ _SHALLOW = 64  # a term this deep is derived (front, derivative) recursively; de
 # gets its subterms' results bottom-up from an explicit stack (_bottom_up)
 _ALT_INDEX_MIN = 8  # alternations with more items get a first-byte index
 MAX_EMPTY_CHECKS = 200_000  # derivative states one emptiness search may visit
+
+
+def refine_classes(start: int, masks) -> list[int]:
+    """The coarsest partition of the byte set ``start`` (a 256-bit mask) that every mask of
+    ``masks`` splits into whole classes: each mask splits every class it cuts in two.
+    """
+    classes = [start]
+    for mask in masks:
+        refined = []
+        for c in classes:
+            inside = c & mask
+            if inside and inside != c:
+                refined.append(inside)
+                refined.append(c ^ inside)
+            else:
+                refined.append(c)
+        classes = refined
+    return classes
 
 
 def byte_range_mask(lo: int, hi: int) -> int:
@@ -539,17 +558,7 @@ class TermArena:
 
     def _class_bytes(self, t: int) -> list[int]:
         """One byte per class of ``front(t)``'s refinement that can start ``t``."""
-        classes = [self.first[t]]
-        for mask in self.front(t):
-            refined = []
-            for c in classes:
-                inside = c & mask
-                if inside and inside != c:
-                    refined.append(inside)
-                    refined.append(c ^ inside)
-                else:
-                    refined.append(c)
-            classes = refined
+        classes = refine_classes(self.first[t], self.front(t))
         return [(c & -c).bit_length() - 1 for c in classes if c]
 
     def _kmp_step(self, trigger: bytes, k: int, b: int) -> int:

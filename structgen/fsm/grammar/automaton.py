@@ -65,6 +65,7 @@ class GrammarAutomaton:
         self.charts = charts
         self.lexers = lexers if trigger is None else [*lexers, trigger]
         self._trigger = -1 if trigger is None else len(lexers)
+        self._completions = None
         self.ignore = frozenset(ignore)
         self.max_states = max_states
         self.initial = 0
@@ -110,6 +111,25 @@ class GrammarAutomaton:
     def is_accepting(self, state: int) -> bool:
         """True when the bytes read to ``state`` are a complete parse. Raises: never."""
         return bool(self._accepting[state])
+
+    @property
+    def trigger_id(self) -> int:
+        """The lexer id of the trigger's free text (-1 without a trigger)."""
+        return self._trigger
+
+    def shortest_completion(self, state: int) -> bytes | None:
+        """Bytes that take ``state`` to acceptance (``completion.Completions``: from the
+        shortest derivation of each nonterminal); None for the dead state.
+
+        Raises:
+            GrammarTooComplexError: a budget is exceeded while scanning.
+        """
+        with self._lock:
+            if self._completions is None:
+                from .completion import Completions
+
+                self._completions = Completions(self)
+            return self._completions.from_state(state)
 
     def lexemes(self, state: int) -> tuple[tuple[int, int, int], ...]:
         """The ``(terminal, node, lexer state)`` lexemes in progress (tests, debugging)."""

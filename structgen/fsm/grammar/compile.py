@@ -23,6 +23,8 @@ from typing import Any
 from ...errors import GrammarTooComplexError, InvalidGrammarError, NoVocabularyError, RegexError
 from ..base import BaseCompiledGrammar
 from ..compiler import CompiledGrammar
+from ..index import budget as budget_module
+from ..index.budget import CompletionBudget
 from ..index.token_index import TokenIndex
 from ..index.vocabulary import Vocabulary
 from ..matcher import Matcher
@@ -113,6 +115,8 @@ class CompiledCFG(BaseCompiledGrammar):
         self.trigger = getattr(spec, "trigger", None)
         self.token_index = TokenIndex(dfa, vocab) if vocab is not None else None  # type: ignore[arg-type]
         self.warnings = list(warnings)
+        if self.token_index is not None:
+            _register_budget(self.token_index)
 
     def __repr__(self) -> str:
         return (
@@ -139,6 +143,26 @@ class CompiledCFG(BaseCompiledGrammar):
                 "pass vocab= to compile_grammar to get a matcher"
             )
         return Matcher(self.token_index, max_tokens=max_tokens)
+
+
+class _GrammarBudget(CompletionBudget):
+    """The token budget of a grammar automaton: byte completions come from the parser's
+    shortest derivations (``GrammarAutomaton.shortest_completion``) instead of a
+    breadth-first search over an automaton that grows with nesting.
+    """
+
+    def _byte_completion(self, state: int) -> bytes | None:
+        return self._dfa.shortest_completion(state)
+
+
+def _register_budget(index: TokenIndex) -> None:
+    """Make ``budget_for(index)`` (what ``Matcher`` calls) return a ``_GrammarBudget``.
+
+    ``index.budget`` keeps one budget per token index in a weak table; it has no public
+    hook for another kind, so the entry is set here before any matcher exists.
+    """
+    with budget_module._tables_lock:
+        budget_module._tables[index] = _GrammarBudget(index)
 
 
 def _lexer(pattern: str, definitions: tuple[str, ...], max_states: int, deadline: float) -> ByteDFA:

@@ -140,6 +140,10 @@ class EarleyCharts:
             nid = self._scans[key] = self._node(kernel)
         return nid
 
+    def productions_of(self, nonterminal: int) -> list[int]:
+        """The productive productions of ``nonterminal`` (ids into ``cfg.lhs``/``rhs``)."""
+        return self._by_lhs[nonterminal]
+
     @property
     def num_nodes(self) -> int:
         """Nodes built so far."""

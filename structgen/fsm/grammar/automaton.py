@@ -66,6 +66,7 @@ class GrammarAutomaton:
         self.lexers = lexers if trigger is None else [*lexers, trigger]
         self._trigger = -1 if trigger is None else len(lexers)
         self._completions = None
+        self._live: dict[tuple[int, int], bool] = {}
         self.ignore = frozenset(ignore)
         self.max_states = max_states
         self.initial = 0
@@ -165,19 +166,25 @@ class GrammarAutomaton:
         self._accepting[sid] = accepting
         return sid
 
-    def _step(self, lexemes, byte: int) -> int:
-        """The configuration after ``byte`` (-1: dead)."""
+    def _live_after(self, t: int, s: int) -> bool:
+        """True when state ``s`` of terminal ``t``'s DFA has a way on (a live byte)."""
+        key = (t, s)
+        hit = self._live.get(key)
+        if hit is None:
+            hit = self._live[key] = bool((self.lexers[t].row(s) >= 0).any())
+        return hit
+
+    def _step(self, lexemes, moved: list[int]) -> int:
+        """The configuration after a byte on which lexeme ``i`` moves to ``moved[i]``."""
         charts, lexers, ignore, trigger = self.charts, self.lexers, self.ignore, self._trigger
         out: list[tuple[int, int, int]] = []
         ended: set[int] = set()
-        for t, node, s in lexemes:
-            dfa = lexers[t]
-            s2 = int(dfa.row(s)[byte])
+        for (t, node, _), s2 in zip(lexemes, moved, strict=True):
             if s2 < 0:
                 continue
-            if dfa.is_accepting(s2):
+            if lexers[t].is_accepting(s2):
                 ended.add(node if t in ignore or t == trigger else charts.scan(node, t))
-            if dfa.num_out[s2] > 0:
+            if self._live_after(t, s2):
                 out.append((t, node, s2))
         accepting = False
         for node in ended:
@@ -198,12 +205,11 @@ class GrammarAutomaton:
             live = (moves >= 0).any(axis=0)
             if live.any():
                 cols = np.flatnonzero(live)
-                _, first, inverse = np.unique(
-                    moves[:, cols].T, axis=0, return_index=True, return_inverse=True
-                )
-                targets = np.array(
-                    [self._step(lexemes, int(cols[i])) for i in first.tolist()], np.int32
-                )
+                keys = np.ascontiguousarray(moves[:, cols].T)  # [live bytes, k]
+                keys = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1])))
+                _, first, inverse = np.unique(keys.ravel(), return_index=True, return_inverse=True)
+                reps = moves[:, cols[first]].T.tolist()  # [classes, k]
+                targets = np.array([self._step(lexemes, m) for m in reps], np.int32)
                 row[cols] = targets[inverse.reshape(-1)]
         slot = self._num_rows
         if slot >= self._rows.shape[0]:

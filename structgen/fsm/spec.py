@@ -423,6 +423,8 @@ class Grammar(BaseSpec):
             ``"gbnf"`` or ``"ebnf"``.
         start: the start rule (default ``start`` for Lark, ``root`` otherwise).
         trigger: free text up to and including this string first (module docstring).
+        prefix: literal text before the grammar's sentence (token healing sets it);
+            not with ``trigger``.
 
     Raises (at compile): InvalidGrammarError, UnsupportedGrammarError,
         GrammarTooComplexError (see ``structgen.fsm.grammar.compile_grammar``).
@@ -432,15 +434,21 @@ class Grammar(BaseSpec):
     syntax: str = "auto"
     start: str | None = None
     trigger: str | None = None
+    prefix: str = ""
 
     def compile(self, vocab: Any) -> BaseCompiledGrammar:
         """Compile for ``vocab`` (cached, ``structgen.fsm.grammar.compile_grammar``)."""
         from .grammar import compile_grammar
 
         return compile_grammar(
-            self.text, vocab, syntax=self.syntax, start=self.start, trigger=self.trigger
+            self.text,
+            vocab,
+            syntax=self.syntax,
+            start=self.start,
+            trigger=self.trigger,
+            prefix=self.prefix,
         )
 
     def cache_key(self) -> tuple:
-        """``("grammar", text, syntax, start, trigger)``."""
-        return ("grammar", self.text, self.syntax, self.start, self.trigger)
+        """``("grammar", text, syntax, start, trigger, prefix)``."""
+        return ("grammar", self.text, self.syntax, self.start, self.trigger, self.prefix)

@@ -47,8 +47,8 @@ class GrammarAutomaton:
         lexers: one ``ByteDFA`` per terminal id.
         ignore: terminal ids that are ``%ignore`` lexemes.
         max_states: budget of rows built (``GrammarTooComplexError`` past it).
-        trigger: a ``ByteDFA`` of free text up to a trigger string, read before the
-            grammar starts (its end leads to the root node), or None.
+        lead_in: a ``ByteDFA`` of the text read before the grammar starts (free text up
+            to a trigger, or a literal prefix; its end leads to the root node), or None.
 
     Attributes:
         initial: the start state (0).
@@ -60,11 +60,11 @@ class GrammarAutomaton:
         lexers: list[ByteDFA],
         ignore: list[int],
         max_states: int = DEFAULT_MAX_CONFIGS,
-        trigger: ByteDFA | None = None,
+        lead_in: ByteDFA | None = None,
     ) -> None:
         self.charts = charts
-        self.lexers = lexers if trigger is None else [*lexers, trigger]
-        self._trigger = -1 if trigger is None else len(lexers)
+        self.lexers = lexers if lead_in is None else [*lexers, lead_in]
+        self._trigger = -1 if lead_in is None else len(lexers)
         self._completions = None
         self._live: dict[tuple[int, int], bool] = {}
         self.ignore = frozenset(ignore)
@@ -82,10 +82,10 @@ class GrammarAutomaton:
         self._accepting = np.zeros(cap, bool)
         self._num_rows = 0
         self._tables: tuple[np.ndarray, np.ndarray] | None = None
-        if trigger is None:
+        if lead_in is None:
             self._config_of(self._starts_of(charts.root), charts.final[charts.root])
         else:
-            self._config_of(((self._trigger, charts.root, trigger.initial),), False)
+            self._config_of(((self._trigger, charts.root, lead_in.initial),), False)
 
     # ---- views ---------------------------------------------------------------------
 
@@ -115,7 +115,7 @@ class GrammarAutomaton:
 
     @property
     def trigger_id(self) -> int:
-        """The lexer id of the trigger's free text (-1 without a trigger)."""
+        """The lexer id of the lead-in text (trigger or prefix; -1 without one)."""
         return self._trigger
 
     def shortest_completion(self, state: int) -> bytes | None:

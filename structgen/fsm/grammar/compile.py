@@ -29,6 +29,7 @@ from ..index.token_index import TokenIndex
 from ..index.vocabulary import Vocabulary
 from ..matcher import Matcher
 from ..regex.dfa import DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES, ByteDFA, regex_to_dfa
+from ..regex.escape import escape_literal
 from ..regex.terms import EPS, TermArena
 from .automaton import DEFAULT_MAX_CONFIGS, GrammarAutomaton
 from .bnf import parse_bnf
@@ -180,12 +181,18 @@ def _lexer(pattern: str, definitions: tuple[str, ...], max_states: int, deadline
         ) from exc
 
 
-def _trigger_lexer(trigger: str) -> ByteDFA:
-    """Free text up to and including the first ``trigger`` (then the grammar)."""
+def _lead_in(trigger: str | None, prefix: str) -> ByteDFA | None:
+    """The text read before the grammar starts: free text up to and including the first
+    ``trigger``, or the literal ``prefix`` (token healing's removed text); None if none.
+    """
+    if trigger is None and not prefix:
+        return None
+    arena = TermArena()
+    if trigger is None:
+        return ByteDFA(arena, arena.bytes_then(prefix.encode("utf-8"), EPS))
     data = trigger.encode("utf-8")
     if not data:
         raise InvalidGrammarError("the constraint trigger must be a non-empty string")
-    arena = TermArena()
     return ByteDFA(arena, arena.until(data, EPS))
 
 
@@ -200,6 +207,7 @@ def compile_grammar(
     syntax: str = "auto",
     start: str | None = None,
     trigger: str | None = None,
+    prefix: str = "",
     max_states: int = DEFAULT_MAX_STATES,
     max_seconds: float = DEFAULT_MAX_SECONDS,
     max_configs: int = DEFAULT_MAX_CONFIGS,
@@ -214,6 +222,8 @@ def compile_grammar(
         start: the start rule (default ``start`` for Lark, ``root`` for GBNF/EBNF).
         trigger: free text up to and including the first ``trigger``, then the grammar
             (as for ``compile_regex``).
+        prefix: literal text the output starts with before the grammar (token healing's
+            removed prompt text); not with a ``trigger``.
         max_states: state budget of each terminal's DFA and of a regular grammar's DFA.
         max_seconds: time budget of the compile.
         max_configs: budget of parser configurations built (at compile and as masks
@@ -232,7 +242,9 @@ def compile_grammar(
     """
     from ..spec import Grammar, LoweredRegex
 
-    spec = Grammar(text, syntax=syntax, start=start, trigger=trigger)
+    spec = Grammar(text, syntax=syntax, start=start, trigger=trigger, prefix=prefix)
+    if trigger is not None and prefix:
+        raise InvalidGrammarError("a grammar takes a trigger or a prefix, not both")
     fingerprint = None if vocab is None else vocab.fingerprint
     key = (spec.cache_key(), max_states, max_seconds, max_configs, max_items, fingerprint)
     with _lock:
@@ -244,6 +256,10 @@ def compile_grammar(
     gdef = parse_grammar(text, syntax, start)
     lowered = lower_grammar(gdef)
     if isinstance(lowered, LoweredRegex):
+        if prefix:
+            lowered = lowered._replace(
+                pattern=escape_literal(prefix) + "(?:" + lowered.pattern + ")"
+            )
         try:
             dfa = regex_to_dfa(
                 lowered.pattern,
@@ -264,7 +280,7 @@ def compile_grammar(
             lexers,
             lowered.ignore,
             max_states=max_configs,
-            trigger=None if trigger is None else _trigger_lexer(trigger),
+            lead_in=_lead_in(trigger, prefix),
         )
         dfa.row(dfa.initial)
         if time.perf_counter() > deadline:

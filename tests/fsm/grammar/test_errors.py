@@ -17,9 +17,9 @@ from structgen.fsm.grammar import compile_grammar, detect_syntax
         ('root ::= x "a"', "gbnf", InvalidGrammarError, "1:10"),  # undefined rule
         ('root ::= "a"{3,1}', "gbnf", InvalidGrammarError, "1:13"),
         ('root ::= "a" (= "b")', "ebnf", UnsupportedGrammarError, "1:14"),
-        ("start: a\na: \"x\" )", "lark", InvalidGrammarError, "2:8"),
+        ('start: a\na: "x" )', "lark", InvalidGrammarError, "2:8"),
         ("start: b\n", "lark", InvalidGrammarError, "1:8"),  # undefined rule
-        ("start: A\nA: \"a\" A\n", "lark", InvalidGrammarError, "2:1"),  # recursive terminal
+        ('start: A\nA: "a" A\n', "lark", InvalidGrammarError, "2:1"),  # recursive terminal
         ("start: x\nx{t}: t\n", "lark", UnsupportedGrammarError, "2:1"),
         ("start: A\n%declare A\n", "lark", UnsupportedGrammarError, "2:1"),
         ("start: A\n%import other.A\n", "lark", UnsupportedGrammarError, "2:9"),

@@ -116,8 +116,7 @@ class CompiledCFG(BaseCompiledGrammar):
         self.trigger = getattr(spec, "trigger", None)
         self.token_index = TokenIndex(dfa, vocab) if vocab is not None else None  # type: ignore[arg-type]
         self.warnings = list(warnings)
-        if self.token_index is not None:
-            _register_budget(self.token_index)
+        self._budget_registered = False
 
     def __repr__(self) -> str:
         return (
@@ -143,6 +142,9 @@ class CompiledCFG(BaseCompiledGrammar):
                 "this grammar was compiled without a vocabulary; "
                 "pass vocab= to compile_grammar to get a matcher"
             )
+        if max_tokens is not None and not self._budget_registered:
+            _register_budget(self.token_index)  # O(vocabulary): only when a budget is used
+            self._budget_registered = True
         return Matcher(self.token_index, max_tokens=max_tokens)
 
 
@@ -163,7 +165,8 @@ def _register_budget(index: TokenIndex) -> None:
     hook for another kind, so the entry is set here before any matcher exists.
     """
     with budget_module._tables_lock:
-        budget_module._tables[index] = _GrammarBudget(index)
+        if not isinstance(budget_module._tables.get(index), _GrammarBudget):
+            budget_module._tables[index] = _GrammarBudget(index)
 
 
 def _lexer(pattern: str, definitions: tuple[str, ...], max_states: int, deadline: float) -> ByteDFA:

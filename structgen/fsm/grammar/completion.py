@@ -168,6 +168,8 @@ class Completions:
         if hit is not None:
             return hit
         charts, cfg = self.charts, self.charts.cfg
+        if charts.final[n]:
+            return b""
         best, best_item = INF, None
         for p, dot, o in charts.items[n]:
             origin = n if o == SELF else o

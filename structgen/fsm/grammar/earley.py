@@ -1,6 +1,7 @@
 """Earley charts as hash-consed nodes: the parser half of the grammar automaton.
 
-A chart node is the closed set of Earley items at one lexeme boundary. An item is
+A chart node is the closed set of Earley items at one lexeme boundary (its incomplete
+items, and whether the whole parse may end there). An item is
 ``(production, dot, origin)`` where ``origin`` is the id of the node the production was
 predicted in, or ``SELF`` (-1) when it was predicted in this very node. Nodes are
 interned by their item set, so two parses that reach the same items (e.g. after the
@@ -60,7 +61,7 @@ class EarleyCharts:
             if all(s < 0 or productive[s] for s in rhs):  # drop productions that never finish
                 self._by_lhs[lhs].append(p)
         self._nullable = _nullable(cfg, num_nt, nullable_terminals)
-        self._ids: dict[frozenset, int] = {}
+        self._ids: dict[tuple[frozenset, bool], int] = {}
         self.items: list[frozenset] = []
         self.waiting: list[dict[int, list[tuple[int, int, int]]]] = []
         self.expected: list[list[int]] = []  # terminal ids each node can scan
@@ -97,11 +98,16 @@ class EarleyCharts:
                     if item not in items:
                         items.add(item)
                         agenda.append(item)
-        key = frozenset(items)
+        # completed items have done their work (the items they advance are in the set): a
+        # node is its incomplete items and whether the parse may end here, so parses that
+        # differ only in what they just completed share one node
+        final = (0, 1, 0) in items or (not self.items and (0, 1, SELF) in items)  # root: 0
+        live = frozenset(item for item in items if item[1] < len(rhs[item[0]]))
+        key = (live, final)
         nid = self._ids.get(key)
         if nid is not None:
             return nid
-        self.num_items += len(key)
+        self.num_items += len(live)
         if self.num_items > self.max_items:
             raise GrammarTooComplexError(
                 f"the grammar's parser exceeds {self.max_items} Earley items; "
@@ -110,15 +116,9 @@ class EarleyCharts:
         nid = len(self.items)
         self._ids[key] = nid
         waiting: dict[int, list[tuple[int, int, int]]] = {}
-        final = False
-        for item in key:
-            p, dot, origin = item
-            body = rhs[p]
-            if dot < len(body):
-                waiting.setdefault(body[dot], []).append(item)
-            elif p == 0 and (origin == 0 or (origin == SELF and nid == 0)):  # root is node 0
-                final = True
-        self.items.append(key)
+        for item in live:
+            waiting.setdefault(rhs[item[0]][item[1]], []).append(item)
+        self.items.append(live)
         self.waiting.append(waiting)
         self.expected.append(sorted(-1 - s for s in waiting if s < 0))
         self.final.append(final)

@@ -131,3 +131,49 @@ def test_regular_grammar_takes_the_regex_path():
     lark_regular = compile_grammar('start: WORD ("," WORD)*\n%import common.WORD\n%ignore " "\n')
     assert isinstance(lark_regular, CompiledGrammar)
     assert lark_regular.matches(" ab , cd ") and not lark_regular.matches("a b")
+
+
+def test_repeated_statements_reuse_chart_nodes():
+    """A node is its incomplete items: the 50th statement parses in the nodes of the 2nd."""
+    g = compile_grammar(LARK_GRAMMARS["statements"])
+    state = g.dfa.walk(g.dfa.initial, b"x = 1; if (y < 2) { z = 3; } else { w = 4; }\n" * 2)
+    nodes = g.dfa.charts.num_nodes
+    g.dfa.walk(state, b"x = 1; if (y < 2) { z = 3; } else { w = 4; }\n" * 48)
+    assert g.dfa.charts.num_nodes == nodes
+
+
+TOOL_CALL = r"""
+start: call+
+call: "<call>" ("get_weather" | "search") ":" args "</call>"
+args: %json {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}}, "required": ["city"], "additionalProperties": false}
+"""  # noqa: E501
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [
+        ('<call>search:{"city":"Paris"}</call>', True),
+        ('<call>get_weather:{"city":"Oslo","days":3}</call><call>search:{"city":"x"}</call>', True),
+        ('<call>search:{"city":"Paris","days":0}</call>', False),  # minimum 1
+        ('<call>search:{"days":2}</call>', False),  # required
+        ('<call>search:{"city":"P","x":1}</call>', False),  # additionalProperties
+        ('<call>find:{"city":"P"}</call>', False),
+    ],
+)
+def test_lark_json_embeds_a_schema(text, ok):
+    """``%json``: the outer grammar as lark reads it with a placeholder terminal, the
+    embedded value as ``jsonschema`` validates it."""
+    import jsonschema
+
+    assert compile_grammar(TOOL_CALL).matches(text) is ok
+    outer = TOOL_CALL.split("args:")[0] + "args: /\\{[^<]*\\}/\n"
+    try:
+        tree_ok = (
+            lark.Lark(outer, parser="earley", lexer="dynamic_complete").parse(text) is not None
+        )
+    except lark.exceptions.LarkError:
+        tree_ok = False
+    schema = json.loads(TOOL_CALL.split("%json")[1].strip())
+    values = [json.loads(a.split(":", 1)[1]) for a in text.split("</call>")[:-1]] if tree_ok else []
+    valid = tree_ok and all(jsonschema.Draft202012Validator(schema).is_valid(v) for v in values)
+    assert valid is ok

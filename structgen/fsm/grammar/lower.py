@@ -309,9 +309,7 @@ class _Productions:
         out: list[int] = []
         run: list[Expr] = []
         for x in flat:  # a run of regular items is one terminal
-            if self.low.is_regular(x) and not (
-                isinstance(x, Ref) and x.name in self.low.g.rules and not self.low.regular[x.name]
-            ):
+            if self.low.is_regular(x):
                 run.append(x)
                 continue
             if run:

@@ -16,6 +16,7 @@ Measured per engine:
     beside the canonical tokens lying wholly inside forced text for structgen and xgrammar.
 
 Run:  python benchmarks/bench_grammar.py [--quick] [--per-subset 4] [--out benchmarks/RESULTS.md]
+      python benchmarks/bench_grammar.py --grammars  (context-free grammars: grammar_cfg_mode.py)
 Peers: pip install xgrammar llguidance outlines-core (optional).
 """
 
@@ -690,7 +691,18 @@ def main(argv=None) -> None:
     ap.add_argument("--per-subset", type=int, default=None)
     ap.add_argument("--max-tests", type=int, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
+    ap.add_argument(
+        "--grammars",
+        action="store_true",
+        help="context-free grammars (benchmarks/data/grammars) instead of schemas",
+    )
     args = ap.parse_args(argv)
+    if args.grammars:
+        from grammar_cfg_mode import run_grammars
+
+        cmd = "python benchmarks/bench_grammar.py " + " ".join(argv or sys.argv[1:])
+        print(run_grammars(smollm2_tokenizer(), args.out, cmd.strip()))
+        return
     per = args.per_subset or (2 if args.quick else 12)
     max_tests = args.max_tests or (2 if args.quick else 6)
     sample = load_sample(per, max_tests)

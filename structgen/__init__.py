@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from structgen.errors import StructgenError
-from structgen.fsm.spec import Choice, JsonSchema, Regex
+from structgen.fsm.spec import Choice, Grammar, JsonSchema, Regex
 from structgen.runtime.outputs import RequestMetrics, RequestOutput
 from structgen.runtime.sampling_params import SamplingParams
 
@@ -36,6 +36,7 @@ __all__ = [
     "Regex",
     "JsonSchema",
     "Choice",
+    "Grammar",
     "StructgenError",
     "function",
     "gen",

@@ -127,6 +127,27 @@ def cmd_extract(args: argparse.Namespace) -> int:
     return 0
 
 
+def _grammar(path: str, syntax: str):
+    """The ``Grammar`` spec of a grammar file, compiled once to check it.
+
+    Raises:
+        CliError: the file cannot be read, or the grammar does not compile.
+    """
+    from structgen.fsm.spec import Grammar
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise CliError(f"--grammar: cannot read {path}: {exc.strerror}") from None
+    spec = Grammar(text, syntax=syntax)
+    try:
+        spec.compile(None)
+    except StructgenError as exc:
+        raise CliError(f"--grammar {path}: {exc}") from None
+    return spec
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     """``structgen generate``: print the generated text."""
     from structgen.fsm.spec import Choice, JsonSchema, Regex
@@ -148,6 +169,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if not options:
             raise CliError("--choice needs comma-separated options")
         constraint = Choice(options)
+    elif args.grammar is not None:
+        constraint = _grammar(args.grammar, args.syntax)
     params = SamplingParams(
         max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed
     )
@@ -217,6 +240,13 @@ def build_parser() -> argparse.ArgumentParser:
     cons.add_argument("--regex")
     cons.add_argument("--schema", help="JSON Schema file")
     cons.add_argument("--choice", help="comma-separated options, e.g. yes,no")
+    cons.add_argument("--grammar", help="a Lark, GBNF or EBNF grammar file")
+    ge.add_argument(
+        "--syntax",
+        default="auto",
+        choices=["auto", "lark", "gbnf", "ebnf"],
+        help="the --grammar file's syntax (auto: '::=' rules are GBNF, 'name:' rules Lark)",
+    )
     ge.add_argument("--raw", action="store_true", help="send the prompt as is, no chat template")
     ge.add_argument("--model", default=None)
     ge.add_argument("--max-tokens", type=int, default=256)

@@ -31,6 +31,8 @@ __all__ = [
     "ProgramError",
     "DistributedError",
     "EngineDeadError",
+    "InvalidGrammarError",
+    "UnsupportedGrammarError",
 ]
 
 
@@ -168,3 +170,15 @@ class EngineDeadError(StructgenError):
 
     Every pending and later request of that engine raises it; create a new engine.
     """
+
+
+class InvalidGrammarError(StructgenError, ValueError):
+    """A context-free grammar (Lark, GBNF, EBNF) does not parse or is inconsistent.
+
+    The message names the problem, its ``line:column`` and the offending text where
+    there is one (an undefined rule, a syntax error, a recursive terminal).
+    """
+
+
+class UnsupportedGrammarError(InvalidGrammarError):
+    """A grammar uses a construct structgen does not implement (named with its line:column)."""

@@ -14,6 +14,8 @@ Layout, in pipeline order:
   keyword family;
 * ``index/``: a DFA meets a ``Vocabulary``: token trie, ``TokenIndex`` masks, mask writing,
   completion budget;
+* ``grammar/``: context-free grammars (Lark, GBNF, EBNF) -> a lexer + Earley automaton
+  behind the same interfaces (``compile_grammar``);
 * ``compiler.py``: ``CompiledGrammar`` and the cached ``compile_*`` entry points;
   ``matcher.py``: the per-request ``Matcher``; ``jump_forward.py``: forced-text planning.
 """
@@ -29,6 +31,7 @@ from .compiler import (
     compile_regex,
     compile_spec,
 )
+from .grammar import compile_grammar
 from .index.token_index import TokenIndex
 from .index.vocabulary import Vocabulary
 from .json_schema import json_schema_to_regex
@@ -48,6 +51,7 @@ __all__ = [
     "compile_regex",
     "compile_json_schema",
     "compile_choice",
+    "compile_grammar",
     "clear_cache",
     "json_schema_to_regex",
     "regex_to_dfa",

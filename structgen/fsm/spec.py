@@ -45,6 +45,7 @@ __all__ = [
     "to_constraint",
     "spec_of",
     "schema_for",
+    "Grammar",
 ]
 
 
@@ -410,3 +411,44 @@ def schema_for(model_or_schema: Any) -> dict | bool:
         "expected a JSON Schema dict or a pydantic model class, got "
         f"{type(model_or_schema).__name__}"
     )
+
+
+@dataclass(frozen=True)
+class Grammar(BaseSpec):
+    """Output must be a sentence of a context-free grammar (Lark, GBNF or EBNF text).
+
+    Args:
+        text: the grammar.
+        syntax: ``"auto"`` (``::=`` rules: GBNF, ``name:`` rules: Lark), ``"lark"``,
+            ``"gbnf"`` or ``"ebnf"``.
+        start: the start rule (default ``start`` for Lark, ``root`` otherwise).
+        trigger: free text up to and including this string first (module docstring).
+        prefix: literal text before the grammar's sentence (token healing sets it);
+            not with ``trigger``.
+
+    Raises (at compile): InvalidGrammarError, UnsupportedGrammarError,
+        GrammarTooComplexError (see ``structgen.fsm.grammar.compile_grammar``).
+    """
+
+    text: str
+    syntax: str = "auto"
+    start: str | None = None
+    trigger: str | None = None
+    prefix: str = ""
+
+    def compile(self, vocab: Any) -> BaseCompiledGrammar:
+        """Compile for ``vocab`` (cached, ``structgen.fsm.grammar.compile_grammar``)."""
+        from .grammar import compile_grammar
+
+        return compile_grammar(
+            self.text,
+            vocab,
+            syntax=self.syntax,
+            start=self.start,
+            trigger=self.trigger,
+            prefix=self.prefix,
+        )
+
+    def cache_key(self) -> tuple:
+        """``("grammar", text, syntax, start, trigger, prefix)``."""
+        return ("grammar", self.text, self.syntax, self.start, self.trigger, self.prefix)

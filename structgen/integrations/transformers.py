@@ -30,7 +30,14 @@ from typing import Any
 import torch
 from transformers import LogitsProcessor
 
-from structgen.fsm import CompiledGrammar, Vocabulary, compile_json_schema, compile_regex
+from structgen.fsm import (
+    BaseCompiledGrammar,
+    CompiledGrammar,
+    Vocabulary,
+    compile_json_schema,
+    compile_regex,
+)
+from structgen.fsm.spec import BaseSpec
 from structgen.kernels.apply_token_bitmask import apply_token_bitmask
 
 __all__ = ["StructgenLogitsProcessor", "logits_processor"]
@@ -119,21 +126,24 @@ def logits_processor(
     """A processor for ``constraint`` over ``tokenizer``'s vocabulary.
 
     Args:
-        constraint: a ``CompiledGrammar``; a JSON Schema (dict, or a pydantic model
-            class); or a regex (str, fullmatch semantics).
+        constraint: a compiled grammar (``BaseCompiledGrammar``); a spec
+            (``structgen.Grammar``, ``Regex``, ...: compiled for the tokenizer); a JSON
+            Schema (dict, or a pydantic model class); or a regex (str, fullmatch semantics).
         tokenizer: the Hugging Face tokenizer the model uses.
         max_tokens: per-row token budget (see ``StructgenLogitsProcessor``).
         **compile_options: passed to ``compile_json_schema`` (``whitespace``, ...).
 
     Raises:
-        InvalidSchemaError, UnsupportedSchemaError, RegexError, GrammarTooComplexError:
-            the constraint does not compile.
+        InvalidSchemaError, UnsupportedSchemaError, RegexError, InvalidGrammarError,
+            GrammarTooComplexError: the constraint does not compile.
     """
-    if isinstance(constraint, CompiledGrammar):
+    if isinstance(constraint, BaseCompiledGrammar):
         grammar = constraint
     else:
         vocab = Vocabulary.from_tokenizer(tokenizer)
-        if isinstance(constraint, str):
+        if isinstance(constraint, BaseSpec):
+            grammar = constraint.compile(vocab)
+        elif isinstance(constraint, str):
             grammar = compile_regex(constraint, vocab)
         else:
             grammar = compile_json_schema(constraint, vocab, **compile_options)

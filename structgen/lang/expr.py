@@ -202,6 +202,7 @@ def gen(
     json_schema: Any = None,
     choices: Sequence[str] | None = None,
     token_healing: bool = True,
+    grammar: Any = None,
 ) -> Gen:
     """Generate text at this point of the program.
 
@@ -221,18 +222,22 @@ def gen(
             constraint, sampled; see :func:`select` for choosing by log-probability).
         token_healing: back up the prompt's last token when it could merge with the
             generated text (see ``structgen.lang.healing``).
+        grammar: the text must be a sentence of this context-free grammar (Lark, GBNF
+            or EBNF text, syntax detected; a ``Grammar`` spec for other options).
 
     Raises:
-        RequestError: more than one of regex / json_schema / choices, a bad name.
+        RequestError: more than one of regex / json_schema / choices / grammar, a bad
+            name.
+        InvalidGrammarError: the grammar does not compile (line:column).
         RegexError: the regex does not compile.
         SchemaError: the schema is invalid or uses keywords that cannot be enforced.
         ConfigError: a sampling setting is out of range.
     """
-    from structgen.fsm.spec import Choice, JsonSchema, Regex
+    from structgen.fsm.spec import Choice, Grammar, JsonSchema, Regex
 
     _check_name(name)
-    if sum(x is not None for x in (regex, json_schema, choices)) > 1:
-        raise RequestError("gen takes at most one of regex=, json_schema=, choices=")
+    if sum(x is not None for x in (regex, json_schema, choices, grammar)) > 1:
+        raise RequestError("gen takes at most one of regex=, json_schema=, choices=, grammar=")
     params = SamplingParams(
         max_tokens=max_tokens,
         stop=stop,
@@ -254,6 +259,10 @@ def gen(
         constraint = JsonSchema(json_schema)
     elif choices is not None:
         constraint = Choice(choices)
+    elif grammar is not None:
+        spec = grammar if isinstance(grammar, Grammar) else Grammar(grammar)
+        spec.compile(None)  # syntax and names checked now, not at run time
+        constraint = spec
     return Gen(name, params, constraint, json_schema, token_healing)
 
 

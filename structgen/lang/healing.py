@@ -15,9 +15,11 @@ it, or a prefix of it followed by the rest by jump-forward).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from structgen.fsm.spec import Choice, Concatenation, Regex, RegexSpec
+from structgen.errors import RequestError
+from structgen.fsm.spec import Choice, Concatenation, Grammar, Regex, RegexSpec
 
 __all__ = ["Healing", "heal"]
 
@@ -45,13 +47,18 @@ class Healing:
 
         Returns:
             ``constraint`` itself when nothing was removed; else the removed text (a
-            one-option ``Choice``) followed by ``constraint`` (by any text for None).
+            one-option ``Choice``) followed by ``constraint`` (by any text for None); for
+            a ``Grammar``, the grammar with the removed text as its ``prefix``.
 
         Raises:
             RequestError: ``constraint`` is not a ``RegexSpec`` or has a trigger.
         """
         if not self.removed:
             return constraint
+        if isinstance(constraint, Grammar):
+            if constraint.trigger is not None:
+                raise RequestError("token healing cannot precede a grammar with a trigger")
+            return dataclasses.replace(constraint, prefix=self.removed + constraint.prefix)
         rest = Regex(ANY_TEXT) if constraint is None else constraint
         return Concatenation((Choice([self.removed]), rest))
 

@@ -47,7 +47,8 @@ def _constraint_fields(term: Any) -> dict:
     """The request-body fields that carry ``term``, a spec (or a compiled grammar, sent as
     its spec): ``regex`` for a ``Regex``, ``choice`` for a ``Choice``, ``response_format``
     for a ``JsonSchema``, ``regex`` (its text) for another ``RegexSpec`` (a token-healed
-    ``Concatenation``); the trigger as ``constraint_trigger``.
+    ``Concatenation``), ``grammar`` (its text, syntax detected by the server) for a
+    ``Grammar``; the trigger as ``constraint_trigger``.
 
     Raises:
         RequestError: a spec with no wire form (no regex lowering), or a JsonSchema with
@@ -55,7 +56,7 @@ def _constraint_fields(term: Any) -> dict:
     """
     from structgen.fsm.base import BaseCompiledGrammar
     from structgen.fsm.json_schema import DEFAULT_MAX_RECURSION_DEPTH
-    from structgen.fsm.spec import Choice, JsonSchema, Regex, RegexSpec, schema_for
+    from structgen.fsm.spec import Choice, Grammar, JsonSchema, Regex, RegexSpec, schema_for
 
     if isinstance(term, BaseCompiledGrammar):
         term = term.spec
@@ -85,6 +86,12 @@ def _constraint_fields(term: Any) -> dict:
         return {"response_format": {"type": "json_schema", "json_schema": spec}, **extra}
     if isinstance(term, RegexSpec):
         return {"regex": term.lower().text(), **extra}
+    if isinstance(term, Grammar):
+        if term.start is not None or term.prefix:
+            raise RequestError(
+                "OpenAIBackend sends a Grammar as its text only (no start= or prefix)"
+            )
+        return {"grammar": term.text, **extra}
     raise RequestError(
         f"OpenAIBackend cannot send a {type(term).__name__} constraint: it has no "
         "wire form (the server reads Regex, JsonSchema, Choice and specs that "

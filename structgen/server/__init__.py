@@ -27,6 +27,8 @@ Extra body fields (``extra_body=`` in the openai client), on both endpoints:
 * vLLM's names are accepted as aliases: ``guided_regex`` (= ``regex``), ``guided_choice``
   (= ``choice``) and ``guided_json`` (a JSON Schema, dict or JSON string; = a
   non-strict ``response_format`` ``json_schema``);
+* ``grammar`` (str; alias ``guided_grammar``): a context-free grammar in Lark, GBNF or
+  EBNF (syntax detected: ``::=`` rules are GBNF, ``name:`` rules Lark);
 * ``constraint_trigger`` (str): the model writes free text until this string first
   appears (e.g. ``"</think>"`` ending a reasoning block), and the constraint above
   applies to what follows. Trigger and constraint are one automaton, so a token that

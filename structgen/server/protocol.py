@@ -158,6 +158,8 @@ class _Sampling(_Model):
     guided_json: dict | bool | str | None = None
     guided_regex: str | None = None
     guided_choice: list[str] | None = Field(default=None, min_length=1)
+    grammar: str | None = None
+    guided_grammar: str | None = None
     constraint_trigger: str | None = Field(default=None, min_length=1)
     top_k: int = -1
     min_p: float = 0.0

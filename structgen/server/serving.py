@@ -93,7 +93,8 @@ class Branch:
 # ------------------------------------------------------------------ request side
 def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
     """The constraint asked for by ``response_format``, ``regex`` / ``guided_regex``,
-    ``choice`` / ``guided_choice`` or ``guided_json``, with ``constraint_trigger`` applied.
+    ``choice`` / ``guided_choice``, ``guided_json`` or ``grammar`` / ``guided_grammar``,
+    with ``constraint_trigger`` applied.
 
     Args:
         req: the parsed request.
@@ -106,7 +107,7 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
         APIError: more than one of them, a malformed ``response_format`` or
             ``guided_json``, or ``constraint_trigger`` without a constraint or tools.
     """
-    from structgen.fsm.spec import Choice, JsonSchema, Regex
+    from structgen.fsm.spec import Choice, Grammar, JsonSchema, Regex
 
     trigger = req.constraint_trigger
     found: list[tuple[str, Any]] = []
@@ -149,6 +150,9 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
     for name in ("choice", "guided_choice"):
         if getattr(req, name) is not None:
             found.append((name, Choice(getattr(req, name), trigger=trigger)))
+    for name in ("grammar", "guided_grammar"):
+        if getattr(req, name) is not None:
+            found.append((name, Grammar(getattr(req, name), trigger=trigger)))
     if len(found) > 1:
         names = ", ".join(n for n, _ in found)
         raise APIError(f"give at most one constraint; got {names}", param=found[1][0])

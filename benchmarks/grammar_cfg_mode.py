@@ -1,0 +1,239 @@
+"""``bench_grammar.py --grammars``: context-free grammars, structgen vs llguidance / XGrammar.
+
+The grammars are the files in ``benchmarks/data/grammars/`` (Lark for llguidance, GBNF for
+XGrammar; structgen reads both). Each has a long valid text written below (>= 500
+tokens) that every engine is forced through token by token:
+
+* compile: best of 3, engines interleaved per grammar (no caches: structgen's cleared);
+* cold mask: each mask of the first pass (a fresh compile: nothing built yet), mean;
+* warm mask: each mask of a second pass with a new matcher on the same compile, median;
+* the valid text must be accepted (a rejection is reported, not timed past it); the first
+  ``MAX_FORCED`` tokens are forced (XGrammar's masks under the unbounded ``ws`` of a
+  GBNF JSON grammar take minutes over the whole 2,500-token text).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+DATA = Path(__file__).resolve().parent / "data" / "grammars"
+MAX_FORCED = 600  # tokens forced per text (a prefix of the valid text: masks stay defined)
+
+
+def _valid_texts() -> dict[str, str]:
+    """One long valid text per grammar file (built here, checked by the run)."""
+    arithmetic = " + ".join(f"({i} * {i + 1} - -{i}) / 2" for i in range(120))
+    nested = (
+        "[" + ", ".join(f"[word{chr(97 + i % 26)}, [{i}, -{i}, [x, []]]]" for i in range(60)) + "]"
+    )
+    doc = [
+        {"id": i, "name": f"item {i}", "tags": ["a", "b\u00e9"], "score": i / 7, "ok": i % 2 == 0}
+        for i in range(40)
+    ]
+    sql = (
+        "SELECT "
+        + ", ".join(f"c{i} AS a{i}" for i in range(120))
+        + " FROM (SELECT * FROM t WHERE x = 1 AND y IN (SELECT id FROM u WHERE z < 3)) AS s"
+        + " WHERE q >= 2 OR (r <> 'no' AND s = 4) ORDER BY a1 DESC LIMIT 10"
+    ).replace("'no'", '"no"')
+    c_code = "\n".join(
+        f"int v{i} = {i} * (v{i} + 2);\n"
+        f"if (v{i} < {i}) {{ v{i} = f(v{i}, 3); }} else {{ return -v{i}; }}"
+        for i in range(50)
+    )
+    csv_text = (
+        "id,name,note\n" + "\n".join(f'{i},"name, {i}","say ""hi"" {i}"' for i in range(120)) + "\n"
+    )
+    calls = "".join(
+        f'<tool_call>get_weather:{{"city":"Paris {i}","days":{i}}}</tool_call>\n' for i in range(40)
+    )
+    config = (
+        "\n".join(
+            f'[section_{i}]\nkey_{i} = {i}.5\nname_{i} = "value {i}"\n'
+            f'list_{i} = [1, "a", [true, false]]\n'
+            f"block_{i} {{\nx = 1\ny = {{a = 1; b = [2, 3]}}\n}}"
+            for i in range(30)
+        )
+        + "\n"
+    )
+    return {
+        "arithmetic.lark": arithmetic,
+        "nested_lists.lark": nested,
+        "json.gbnf": json.dumps(doc, indent=1, ensure_ascii=False),
+        "sql_select.lark": sql,
+        "c_statements.lark": c_code,
+        "csv.gbnf": csv_text,
+        "tool_call.lark": calls,
+        "config.gbnf": config,
+    }
+
+
+class _Structgen:
+    name = "structgen"
+
+    def __init__(self, tok):
+        from structgen.fsm import Vocabulary
+
+        self.vocab = Vocabulary.from_tokenizer(tok)
+        _ = self.vocab.token_trie, self.vocab.index_tables
+        self.words = (self.vocab.vocab_size + 31) // 32
+
+    def supports(self, path: Path) -> bool:
+        return True
+
+    def compile(self, text: str, path: Path):
+        from structgen.fsm.grammar import compile as grammar_compile
+
+        grammar_compile.clear_cache()
+        syntax = "lark" if path.suffix == ".lark" else "gbnf"
+        return grammar_compile.compile_grammar(text, self.vocab, syntax=syntax)
+
+    def matcher(self, g):
+        return g.matcher()
+
+    def mask(self, m, buf):
+        m.fill_bitmask(buf, 0)
+
+    def accept(self, m, t):
+        return m.advance(t)
+
+
+class _LLGuidance:
+    name = "llguidance"
+
+    def __init__(self, tok):
+        import llguidance
+        import llguidance.hf
+        import llguidance.torch
+
+        self.llg = llguidance
+        self.tok = llguidance.hf.from_tokenizer(tok)
+        self.words = (self.tok.vocab_size + 31) // 32
+
+    def supports(self, path: Path) -> bool:
+        return path.suffix == ".lark"
+
+    def compile(self, text: str, path: Path):
+        grm = self.llg.LLMatcher.grammar_from_lark(text)
+        m = self.llg.LLMatcher(self.tok, grm)
+        if m.is_error():
+            raise RuntimeError(m.get_error())
+        return grm
+
+    def matcher(self, g):
+        return self.llg.LLMatcher(self.tok, g)
+
+    def mask(self, m, buf):
+        self.llg.torch.fill_next_token_bitmask(m, buf, 0)
+
+    def accept(self, m, t):
+        return m.consume_token(t)
+
+
+class _XGrammar:
+    name = "xgrammar"
+
+    def __init__(self, tok):
+        import xgrammar as xgr
+
+        self.xgr = xgr
+        self.info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=len(tok))
+        self.compiler = xgr.GrammarCompiler(self.info, cache_enabled=False)
+        self.words = (self.info.vocab_size + 31) // 32
+
+    def supports(self, path: Path) -> bool:
+        return path.suffix == ".gbnf"
+
+    def compile(self, text: str, path: Path):
+        return self.compiler.compile_grammar(text, root_rule_name="root")
+
+    def matcher(self, g):
+        return self.xgr.GrammarMatcher(g)
+
+    def mask(self, m, buf):
+        m.fill_next_token_bitmask(buf, 0)
+
+    def accept(self, m, t):
+        return m.accept_token(t)
+
+
+def _force(eng, grammar, ids) -> tuple[list[float], int]:
+    """Per-token mask times (s) forcing ``ids``, and how many tokens were accepted."""
+    buf = torch.zeros((1, eng.words), dtype=torch.int32)
+    m = eng.matcher(grammar)
+    times = []
+    for i, t in enumerate(ids):
+        t0 = time.perf_counter()
+        eng.mask(m, buf)
+        times.append(time.perf_counter() - t0)
+        if not eng.accept(m, t):
+            return times, i
+    return times, len(ids)
+
+
+def run_grammars(tokenizer, out: Path, cmd: str) -> str:
+    """Measure every grammar file on every engine that reads it; append to ``out``."""
+    engines = []
+    for cls in (_Structgen, _LLGuidance, _XGrammar):
+        try:
+            engines.append(cls(tokenizer))
+        except Exception as exc:  # not installed
+            print(f"{cls.name}: {type(exc).__name__}: {exc}")
+    rows = []
+    for name, valid in _valid_texts().items():
+        path = DATA / name
+        text = path.read_text(encoding="utf-8")
+        ids = tokenizer.encode(valid, add_special_tokens=False)[:MAX_FORCED]
+        compiled, compile_s = {}, {}
+        for _ in range(3):  # interleaved best of 3
+            for eng in engines:
+                if not eng.supports(path):
+                    continue
+                try:
+                    t0 = time.perf_counter()
+                    g = eng.compile(text, path)
+                    dt = time.perf_counter() - t0
+                except Exception as exc:
+                    compiled[eng.name] = exc
+                    continue
+                compile_s[eng.name] = min(compile_s.get(eng.name, dt), dt)
+                compiled.setdefault(eng.name, g)
+        for eng in engines:
+            g = compiled.get(eng.name)
+            if g is None:
+                continue
+            if isinstance(g, Exception):
+                rows.append((name, eng.name, f"error: {type(g).__name__}: {g}"[:80], "", "", ""))
+                continue
+            fresh = eng.compile(text, path)  # cold: nothing built yet
+            cold, n_ok = _force(eng, fresh, ids)
+            warm, _ = _force(eng, fresh, ids)
+            ok = "yes" if n_ok == len(ids) else f"rejected at token {n_ok}"
+            rows.append(
+                (
+                    name,
+                    eng.name,
+                    f"{compile_s[eng.name] * 1e3:.2f}",
+                    f"{statistics.fmean(cold) * 1e6:.1f}",
+                    f"{statistics.median(warm) * 1e6:.2f}",
+                    f"{len(ids)} / {ok}",
+                )
+            )
+            print(rows[-1], flush=True)
+    head = (
+        "| grammar | engine | compile ms (best of 3) | cold mask mean us | warm mask median us "
+        "| tokens forced / accepted |\n|---|---|---|---|---|---|\n"
+    )
+    table = head + "\n".join("| " + " | ".join(r) + " |" for r in rows)
+    section = (
+        f"## Context-free grammars ({time.strftime('%Y-%m-%d')}, SmolLM2 49k)\n\n"
+        f"Command: `{cmd}`\n\n{table}\n"
+    )
+    with open(out, "a") as f:
+        f.write("\n" + section)
+    return section

@@ -1,0 +1,279 @@
+"""Lexer + Earley parser as one lazily built deterministic automaton over bytes.
+
+A *configuration* is the set of lexemes in progress: ``(terminal, node, lexer state)``
+triples, where ``node`` is the Earley chart node (``earley.py``) at which the lexeme
+started and ``lexer state`` a state of that terminal's ``ByteDFA`` (the regex layer's
+lazy byte automaton, one per terminal), plus whether the bytes so far are a complete
+parse. Reading a byte steps every lexeme's DFA; a lexeme whose DFA accepts may end there
+(the parser scans it: ``EarleyCharts.scan``, which for an ``%ignore`` lexeme is the node
+itself), and every node reached that way starts the lexemes it expects. Ending a lexeme
+and going on with it are both kept, so the automaton reads the language exactly (every
+split of the text into lexemes is tried; Lark's ``lexer="dynamic_complete"``).
+
+Configurations are interned, so the result is a deterministic automaton whose states are
+configurations, built row by row on demand. It offers the ``ByteDFA`` interface the
+token layer uses (``row``, ``row_tables``, ``gather``, ``step``, ``walk``, ``accepts``,
+``is_accepting``), so ``index.TokenIndex`` computes masks with the C token-trie walk
+(calling back into Python only for rows not built yet), masks are cached per
+configuration, and ``fsm.matcher.Matcher`` (rollback, fork, validate, budget-aware
+closing, forced bytes) works unchanged. A row costs one parser step per byte class
+(bytes on which every lexeme's DFA moves alike).
+
+Dead configurations do not exist: every chart item is a viable prefix (all kept
+productions are productive) and every lexer state can still accept, so a configuration
+with no lexeme in progress that is not accepting is the dead state (-1).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ...errors import GrammarTooComplexError
+from ..regex.lazy_dfa import ByteDFA
+from .earley import EarleyCharts
+
+__all__ = ["GrammarAutomaton", "DEFAULT_MAX_CONFIGS"]
+
+DEFAULT_MAX_CONFIGS = 200_000  # rows built (1 KiB each)
+
+
+class GrammarAutomaton:
+    """Configurations of a grammar's lexer and parser as a lazy ``ByteDFA`` look-alike.
+
+    Args:
+        charts: the Earley chart nodes.
+        lexers: one ``ByteDFA`` per terminal id.
+        ignore: terminal ids that are ``%ignore`` lexemes.
+        max_states: budget of rows built (``GrammarTooComplexError`` past it).
+        lead_in: a ``ByteDFA`` of the text read before the grammar starts (free text up
+            to a trigger, or a literal prefix; its end leads to the root node), or None.
+
+    Attributes:
+        initial: the start state (0).
+    """
+
+    def __init__(
+        self,
+        charts: EarleyCharts,
+        lexers: list[ByteDFA],
+        ignore: list[int],
+        max_states: int = DEFAULT_MAX_CONFIGS,
+        lead_in: ByteDFA | None = None,
+    ) -> None:
+        self.charts = charts
+        self.lexers = lexers if lead_in is None else [*lexers, lead_in]
+        self._trigger = -1 if lead_in is None else len(lexers)
+        self._completions = None
+        self._live: dict[tuple[int, int], bool] = {}
+        self.ignore = frozenset(ignore)
+        self.max_states = max_states
+        self.initial = 0
+        self._lock = threading.RLock()
+        # lexemes each node starts: (terminal, node, initial lexer state), when it can move
+        self._starts: dict[int, tuple[tuple[int, int, int], ...]] = {}
+        self._movable = [bool((d.row(d.initial) >= 0).any()) for d in self.lexers]
+        self._configs: list[tuple[tuple[int, int, int], ...]] = []
+        self._ids: dict[tuple, int] = {}
+        cap = 64
+        self._rows = np.full((cap, 256), -1, np.int32)
+        self._slot = np.full(cap, -1, np.int64)
+        self._accepting = np.zeros(cap, bool)
+        self._num_rows = 0
+        self._tables: tuple[np.ndarray, np.ndarray] | None = None
+        if lead_in is None:
+            self._config_of(self._starts_of(charts.root), charts.final[charts.root])
+        else:
+            self._config_of(((self._trigger, charts.root, lead_in.initial),), False)
+
+    # ---- views ---------------------------------------------------------------------
+
+    @property
+    def num_states(self) -> int:
+        """Configurations discovered so far."""
+        return len(self._configs)
+
+    @property
+    def num_rows_built(self) -> int:
+        """Configurations whose row is built."""
+        return self._num_rows
+
+    @property
+    def accepting(self) -> np.ndarray:
+        """Bool ``[num_states]``: which configurations are complete parses."""
+        view = self._accepting[: self.num_states]
+        view.flags.writeable = False
+        return view
+
+    is_complete = False  # the automaton of a recursive grammar is infinite
+    transitions = None
+
+    def is_accepting(self, state: int) -> bool:
+        """True when the bytes read to ``state`` are a complete parse. Raises: never."""
+        return bool(self._accepting[state])
+
+    @property
+    def trigger_id(self) -> int:
+        """The lexer id of the lead-in text (trigger or prefix; -1 without one)."""
+        return self._trigger
+
+    def shortest_completion(self, state: int) -> bytes | None:
+        """Bytes that take ``state`` to acceptance (``completion.Completions``: from the
+        shortest derivation of each nonterminal); None for the dead state.
+
+        Raises:
+            GrammarTooComplexError: a budget is exceeded while scanning.
+        """
+        with self._lock:
+            if self._completions is None:
+                from .completion import Completions
+
+                self._completions = Completions(self)
+            return self._completions.from_state(state)
+
+    def lexemes(self, state: int) -> tuple[tuple[int, int, int], ...]:
+        """The ``(terminal, node, lexer state)`` lexemes in progress (tests, debugging)."""
+        return self._configs[state]
+
+    # ---- construction ----------------------------------------------------------------
+
+    def _starts_of(self, node: int) -> tuple[tuple[int, int, int], ...]:
+        hit = self._starts.get(node)
+        if hit is None:
+            terms = [*self.charts.expected[node], *sorted(self.ignore)]
+            hit = tuple((t, node, self.lexers[t].initial) for t in terms if self._movable[t])
+            self._starts[node] = hit
+        return hit
+
+    def _config_of(self, lexemes, accepting: bool) -> int:
+        key = (tuple(sorted(set(lexemes))), accepting)
+        sid = self._ids.get(key)
+        if sid is not None:
+            return sid
+        if not key[0] and not accepting:
+            return -1
+        sid = len(self._configs)
+        if sid >= self._slot.shape[0]:
+            cap = self._slot.shape[0] * 2
+            for name, fill in (("_slot", -1), ("_accepting", False)):
+                old = getattr(self, name)
+                new = np.full(cap, fill, old.dtype)
+                new[: old.shape[0]] = old
+                setattr(self, name, new)
+        self._ids[key] = sid
+        self._configs.append(key[0])
+        self._accepting[sid] = accepting
+        return sid
+
+    def _live_after(self, t: int, s: int) -> bool:
+        """True when state ``s`` of terminal ``t``'s DFA has a way on (a live byte)."""
+        key = (t, s)
+        hit = self._live.get(key)
+        if hit is None:
+            hit = self._live[key] = bool((self.lexers[t].row(s) >= 0).any())
+        return hit
+
+    def _step(self, lexemes, moved: list[int]) -> int:
+        """The configuration after a byte on which lexeme ``i`` moves to ``moved[i]``."""
+        charts, lexers, ignore, trigger = self.charts, self.lexers, self.ignore, self._trigger
+        out: list[tuple[int, int, int]] = []
+        ended: set[int] = set()
+        for (t, node, _), s2 in zip(lexemes, moved, strict=True):
+            if s2 < 0:
+                continue
+            if lexers[t].is_accepting(s2):
+                ended.add(node if t in ignore or t == trigger else charts.scan(node, t))
+            if self._live_after(t, s2):
+                out.append((t, node, s2))
+        accepting = False
+        for node in ended:
+            out.extend(self._starts_of(node))
+            accepting = accepting or charts.final[node]
+        return self._config_of(out, accepting)
+
+    def _build_row(self, state: int) -> None:
+        if self._num_rows >= self.max_states:
+            raise GrammarTooComplexError(
+                f"the grammar's automaton exceeds {self.max_states} states (rows built); "
+                "simplify the grammar or shorten the output"
+            )
+        lexemes = self._configs[state]
+        row = np.full(256, -1, np.int32)
+        if lexemes:
+            moves = np.stack([self.lexers[t].row(s) for t, _, s in lexemes])  # [k, 256]
+            live = (moves >= 0).any(axis=0)
+            if live.any():
+                cols = np.flatnonzero(live)
+                keys = np.ascontiguousarray(moves[:, cols].T)  # [live bytes, k]
+                keys = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1])))
+                _, first, inverse = np.unique(keys.ravel(), return_index=True, return_inverse=True)
+                reps = moves[:, cols[first]].T.tolist()  # [classes, k]
+                targets = np.array([self._step(lexemes, m) for m in reps], np.int32)
+                row[cols] = targets[inverse.reshape(-1)]
+        slot = self._num_rows
+        if slot >= self._rows.shape[0]:
+            rows = np.full((self._rows.shape[0] * 2, 256), -1, np.int32)
+            rows[:slot] = self._rows[:slot]
+            self._rows = rows
+        self._rows[slot] = row
+        self._num_rows += 1
+        self._slot[state] = slot
+
+    # ---- the ByteDFA interface ----------------------------------------------------------
+
+    def row(self, state: int) -> np.ndarray:
+        """int32 ``[256]``: next state per byte (-1 = dead), built on first use.
+
+        Raises:
+            GrammarTooComplexError: a budget (rows, Earley items, a lexer's) is exceeded.
+        """
+        if self._slot[state] < 0:
+            with self._lock:
+                if self._slot[state] < 0:
+                    self._build_row(state)
+        row = self._rows[self._slot[state]]
+        row.flags.writeable = False
+        return row
+
+    def ensure_rows(self, states: np.ndarray) -> None:
+        """Build the row of every state in ``states`` (int ``[n]``) that lacks one."""
+        for s in np.unique(states[self._slot[states] < 0]).tolist():
+            self.row(s)
+
+    def row_tables(self, state: int = -1) -> tuple[np.ndarray, np.ndarray]:
+        """The tables as they are now, after building the row of ``state`` when
+        ``state >= 0``: ``(rows int32 [slots, 256], slot int64 [capacity])``, read-only
+        views (as ``ByteDFA.row_tables``, the C token-trie walk's callback).
+        """
+        if state >= 0:
+            self.row(state)
+        tables = self._tables
+        if tables is None or tables[0].base is not self._rows or tables[1].base is not self._slot:
+            rows, slot = self._rows.view(), self._slot.view()
+            rows.flags.writeable = False
+            slot.flags.writeable = False
+            tables = self._tables = (rows, slot)
+        return tables
+
+    def gather(self, states: np.ndarray, data: np.ndarray) -> np.ndarray:
+        """int32 ``[n]``: next state of ``states[i]`` on byte ``data[i]`` (-1 = dead)."""
+        self.ensure_rows(states)
+        return self._rows[self._slot[states], data]
+
+    def step(self, state: int, byte: int) -> int:
+        """Next state after one byte (-1 = dead)."""
+        return int(self.row(state)[byte])
+
+    def walk(self, state: int, data: bytes) -> int:
+        """State after reading ``data`` from ``state``; -1 if it dies."""
+        for b in data:
+            if state < 0:
+                return -1
+            state = int(self.row(state)[b])
+        return state
+
+    def accepts(self, data: bytes) -> bool:
+        """Whole-string membership."""
+        state = self.walk(self.initial, data)
+        return state >= 0 and bool(self._accepting[state])

@@ -1,0 +1,276 @@
+r"""GBNF (llama.cpp) and EBNF (XGrammar) front ends: ``name ::= ...`` rules, start ``root``.
+
+The dialect read (llama.cpp's ``grammars/README.md``; XGrammar's EBNF is the same core):
+
+* ``name ::= alternatives``; names are letters, digits, ``-`` and ``_``;
+* ``"literal"`` strings with ``\n \r \t \\ \" \[ \] \xHH \uHHHH \UHHHHHHHH`` escapes,
+  ``[...]`` / ``[^...]`` character classes (code points, ranges), ``.`` any character;
+* ``( ... )`` groups, ``|``, postfix ``*``, ``+``, ``?``, ``{m}``, ``{m,}``, ``{m,n}``,
+  ``{,n}``;
+* ``#`` comments to the end of the line; EBNF also ``/* ... */`` comments and
+  ``'single-quoted'`` strings.
+
+A rule ends where the next ``name ::=`` begins (newlines are plain whitespace, so this
+reader accepts a superset of llama.cpp's line rules). XGrammar's lookahead assertions
+``(= ...)`` and tag dispatch are refused with ``UnsupportedGrammarError``.
+"""
+
+from __future__ import annotations
+
+from ...errors import InvalidGrammarError, UnsupportedGrammarError
+from ..regex.escape import escape_class_char
+from .ir import Alt, Expr, GrammarDef, Literal, Pattern, Ref, Repeat, Seq
+
+__all__ = ["parse_bnf", "MAX_NESTING"]
+
+MAX_NESTING = 200  # nested groups in one rule
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
+_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "'": "'", "[": "[", "]": "]"}
+_ESCAPES.update({"-": "-", "^": "^", "/": "/", "0": "\0"})
+
+
+class _Reader:
+    def __init__(self, text: str, syntax: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.syntax = syntax
+
+    def where(self, pos: int | None = None) -> str:
+        pos = self.pos if pos is None else pos
+        line = self.text.count("\n", 0, pos) + 1
+        col = pos - (self.text.rfind("\n", 0, pos) + 1) + 1
+        return f"{line}:{col}"
+
+    def line_col(self, pos: int) -> tuple[int, int]:
+        line, col = self.where(pos).split(":")
+        return int(line), int(col)
+
+    def error(self, message: str, pos: int | None = None) -> InvalidGrammarError:
+        pos = self.pos if pos is None else pos
+        snippet = self.text[pos : pos + 20].split("\n")[0]
+        return InvalidGrammarError(
+            f"{self.syntax.upper()} syntax error at {self.where(pos)}: {message} (at {snippet!r})"
+        )
+
+    def skip(self) -> None:
+        text, n = self.text, len(self.text)
+        while self.pos < n:
+            c = text[self.pos]
+            if c in " \t\r\n":
+                self.pos += 1
+            elif c == "#":
+                end = text.find("\n", self.pos)
+                self.pos = n if end < 0 else end
+            elif self.syntax == "ebnf" and text.startswith("/*", self.pos):
+                end = text.find("*/", self.pos + 2)
+                if end < 0:
+                    raise self.error("unterminated /* comment")
+                self.pos = end + 2
+            else:
+                return
+
+    def peek(self) -> str:
+        self.skip()
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def name(self) -> str:
+        start = self.pos
+        while self.pos < len(self.text) and self.text[self.pos] in _NAME_CHARS:
+            self.pos += 1
+        return self.text[start : self.pos]
+
+    def at_definition(self) -> bool:
+        """True when a ``name ::=`` starts here (after whitespace)."""
+        self.skip()
+        save = self.pos
+        ok = bool(self.name()) and (self.skip() or self.text.startswith("::=", self.pos))
+        self.pos = save
+        return ok
+
+    # ---- characters ---------------------------------------------------------------
+
+    def char(self, quote: str) -> int:
+        """One possibly escaped code point of a literal or class."""
+        text = self.text
+        if self.pos >= len(text):
+            raise self.error(f"unterminated {quote!r}")
+        c = text[self.pos]
+        if c != "\\":
+            self.pos += 1
+            return ord(c)
+        if self.pos + 1 >= len(text):
+            raise self.error("dangling backslash")
+        e = text[self.pos + 1]
+        width = {"x": 2, "u": 4, "U": 8}.get(e)
+        if width is not None:
+            digits = text[self.pos + 2 : self.pos + 2 + width]
+            try:
+                if len(digits) != width:
+                    raise ValueError
+                cp = int(digits, 16)
+            except ValueError:
+                raise self.error(f"bad \\{e} escape") from None
+            if cp > 0x10FFFF:
+                raise self.error(f"\\{e} escape past U+10FFFF")
+            self.pos += 2 + width
+            return cp
+        if e not in _ESCAPES:
+            raise self.error(f"unknown escape \\{e}")
+        self.pos += 2
+        return ord(_ESCAPES[e])
+
+    def literal(self, quote: str) -> Literal:
+        start = self.pos
+        self.pos += 1
+        out = []
+        while True:
+            if self.pos >= len(self.text) or self.text[self.pos] == "\n":
+                raise self.error("unterminated string", start)
+            if self.text[self.pos] == quote:
+                self.pos += 1
+                return Literal("".join(out))
+            out.append(chr(self.char(quote)))
+
+    def char_class(self) -> Pattern:
+        start = self.pos
+        self.pos += 1
+        negated = self.text.startswith("^", self.pos)
+        self.pos += negated
+        parts = []
+        while True:
+            if self.pos >= len(self.text):
+                raise self.error("unterminated character class", start)
+            if self.text[self.pos] == "]":
+                self.pos += 1
+                break
+            lo = self.char("]")
+            hi = lo
+            if self.text.startswith("-", self.pos) and not self.text.startswith("-]", self.pos):
+                self.pos += 1
+                hi = self.char("]")
+                if hi < lo:
+                    raise self.error("character range out of order", start)
+            parts.append(
+                escape_class_char(lo)
+                if lo == hi
+                else f"{escape_class_char(lo)}-{escape_class_char(hi)}"
+            )
+        if not parts:
+            if negated:
+                return Pattern("(?:.|\\n)")
+            raise self.error("empty character class", start)
+        return Pattern(("[^" if negated else "[") + "".join(parts) + "]")
+
+    # ---- expressions ------------------------------------------------------------------
+
+    def alternatives(self, depth: int) -> Expr:
+        if depth > MAX_NESTING:
+            raise self.error(f"groups nest deeper than {MAX_NESTING}")
+        alts = [self.sequence(depth)]
+        while self.peek() == "|":
+            self.pos += 1
+            alts.append(self.sequence(depth))
+        return alts[0] if len(alts) == 1 else Alt(tuple(alts))
+
+    def sequence(self, depth: int) -> Expr:
+        items: list[Expr] = []
+        while True:
+            c = self.peek()
+            if c in ("", "|", ")") or (c in _NAME_CHARS and self.at_definition()):
+                break
+            items.append(self.postfix(self.atom(depth)))
+        return items[0] if len(items) == 1 else Seq(tuple(items))
+
+    def atom(self, depth: int) -> Expr:
+        c = self.peek()
+        start = self.pos
+        if c == '"' or (c == "'" and self.syntax == "ebnf"):
+            return self.literal(c)
+        if c == "[":
+            return self.char_class()
+        if c == "(":
+            self.pos += 1
+            if self.peek() == "=" or self.text.startswith("?=", self.pos):
+                line, col = self.line_col(start)
+                raise UnsupportedGrammarError(
+                    f"lookahead assertion at {line}:{col} is not supported"
+                )
+            inner = self.alternatives(depth + 1)
+            if self.peek() != ")":
+                raise self.error("expected ')'")
+            self.pos += 1
+            return inner
+        if c == ".":
+            self.pos += 1
+            return Pattern("(?:.|\\n)")
+        if c and c in _NAME_CHARS:
+            name = self.name()
+            line, col = self.line_col(start)
+            return Ref(name, line, col)
+        raise self.error("expected a string, a character class, a name or '('")
+
+    def postfix(self, item: Expr) -> Expr:
+        while True:
+            c = self.peek()
+            if c == "*":
+                item = Repeat(item, 0, None)
+            elif c == "+":
+                item = Repeat(item, 1, None)
+            elif c == "?":
+                item = Repeat(item, 0, 1)
+            elif c == "{":
+                item = self.braces(item)
+                continue
+            else:
+                return item
+            self.pos += 1
+
+    def braces(self, item: Expr) -> Expr:
+        start = self.pos
+        end = self.text.find("}", start)
+        if end < 0:
+            raise self.error("unterminated '{'")
+        body = self.text[start + 1 : end].replace(" ", "")
+        lo_text, comma, hi_text = body.partition(",")
+        try:
+            lo = int(lo_text) if lo_text else 0
+            hi = (int(hi_text) if hi_text else None) if comma else lo
+        except ValueError:
+            raise self.error("bad repetition count", start) from None
+        if hi is not None and hi < lo:
+            raise self.error(f"repetition {{{body}}} has max < min", start)
+        self.pos = end + 1
+        return Repeat(item, lo, hi)
+
+
+def parse_bnf(text: str, syntax: str = "gbnf", start: str | None = None) -> GrammarDef:
+    """Parse GBNF or EBNF text (module docstring) into a ``GrammarDef``.
+
+    Args:
+        text: the grammar.
+        syntax: ``"gbnf"`` or ``"ebnf"``.
+        start: the start rule (default ``"root"``).
+
+    Raises:
+        InvalidGrammarError: a syntax error or a rule defined twice (with line:column and
+            the text there).
+        UnsupportedGrammarError: a construct not implemented (lookahead).
+    """
+    reader = _Reader(text, syntax)
+    gdef = GrammarDef(start=start or "root", syntax=syntax)
+    while reader.peek():
+        pos = reader.pos
+        name = reader.name()
+        if not name:
+            raise reader.error("expected a rule name")
+        reader.skip()
+        if not text.startswith("::=", reader.pos):
+            raise reader.error("expected '::='")
+        reader.pos += 3
+        if name in gdef.rules:
+            raise reader.error(f"rule {name!r} defined twice", pos)
+        gdef.rules[name] = reader.alternatives(0)
+        gdef.positions[name] = reader.line_col(pos)
+    if not gdef.rules:
+        raise InvalidGrammarError(f"the {syntax.upper()} grammar defines no rule")
+    return gdef

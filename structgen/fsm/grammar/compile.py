@@ -1,0 +1,302 @@
+"""``compile_grammar``: grammar text -> ``BaseCompiledGrammar``, cached.
+
+Pipeline: the front end of the dialect (``lark``, ``bnf``) gives a ``GrammarDef``;
+``lower_grammar`` gives one regex when no rule recurses (compiled like ``compile_regex``:
+a plain ``ByteDFA``, today's path and speed, as a ``compiler.CompiledGrammar``) or a
+``CfgGrammar``, whose terminals become one ``ByteDFA`` each and whose productions become
+``EarleyCharts``; the two meet in a ``GrammarAutomaton`` (``automaton.py``), which the
+token layer drives like any ``ByteDFA`` (``TokenIndex`` masks, the regex ``Matcher``).
+
+``syntax="auto"``: text with ``::=`` rules is GBNF (start ``root``; EBNF is read by the
+same parser), text with ``name:`` rules at line starts is Lark (start ``start``); text
+with both, or neither, raises ``InvalidGrammarError`` asking for ``syntax=``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+from ...errors import GrammarTooComplexError, InvalidGrammarError, NoVocabularyError, RegexError
+from ..base import BaseCompiledGrammar
+from ..compiler import CompiledGrammar
+from ..index import budget as budget_module
+from ..index.budget import CompletionBudget
+from ..index.token_index import TokenIndex
+from ..index.vocabulary import Vocabulary
+from ..matcher import Matcher
+from ..regex.dfa import DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES, ByteDFA, regex_to_dfa
+from ..regex.escape import escape_literal
+from ..regex.terms import EPS, TermArena
+from .automaton import DEFAULT_MAX_CONFIGS, GrammarAutomaton
+from .bnf import parse_bnf
+from .earley import DEFAULT_MAX_ITEMS, EarleyCharts
+from .ir import GrammarDef
+from .lark import parse_lark
+from .lower import CfgGrammar, lower_grammar
+
+__all__ = ["compile_grammar", "parse_grammar", "detect_syntax", "CompiledCFG", "SYNTAXES"]
+
+SYNTAXES = ("auto", "lark", "gbnf", "ebnf")
+CACHE_SIZE = 64
+_BNF_RULE = re.compile(r"^[ \t]*[A-Za-z_][A-Za-z0-9_-]*[ \t]*::=", re.MULTILINE)
+_LARK_RULE = re.compile(r"^[?!]?[A-Za-z_][A-Za-z0-9_]*(?:\.\d+)?[ \t]*:(?!:)", re.MULTILINE)
+
+
+def detect_syntax(text: str) -> str:
+    """``"gbnf"`` or ``"lark"`` for ``syntax="auto"`` (module docstring).
+
+    Raises:
+        InvalidGrammarError: both or neither kind of rule is present.
+    """
+    bnf, lark = bool(_BNF_RULE.search(text)), bool(_LARK_RULE.search(text))
+    if bnf and not lark:
+        return "gbnf"
+    if lark and not bnf:
+        return "lark"
+    what = "both '::=' rules and 'name:' rules" if bnf else "no 'name ::=' or 'name:' rule"
+    raise InvalidGrammarError(
+        f"cannot tell the grammar's syntax (it has {what}); pass syntax='lark', 'gbnf' or 'ebnf'"
+    )
+
+
+def parse_grammar(text: str, syntax: str = "auto", start: str | None = None) -> GrammarDef:
+    """The ``GrammarDef`` of ``text`` read as ``syntax``.
+
+    Raises:
+        InvalidGrammarError: an unknown ``syntax``, a syntax error (line:column), or an
+            ambiguous ``"auto"``.
+        UnsupportedGrammarError: a construct the dialect's reader refuses.
+    """
+    if not isinstance(text, str):
+        raise InvalidGrammarError(f"grammar text must be a str, got {type(text).__name__}")
+    if syntax not in SYNTAXES:
+        raise InvalidGrammarError(f"unknown grammar syntax {syntax!r}; expected one of {SYNTAXES}")
+    if syntax == "auto":
+        syntax = detect_syntax(text)
+    if syntax == "lark":
+        return parse_lark(text, start)
+    return parse_bnf(text, syntax, start)
+
+
+class CompiledCFG(BaseCompiledGrammar):
+    """A recursive grammar compiled to a ``GrammarAutomaton``, optionally for a vocabulary.
+
+    Matchers are the regex layer's ``Matcher`` over a ``TokenIndex`` of the automaton, so
+    ``fill_bitmask``, ``advance``, ``validate``, ``rollback``, ``fork``,
+    ``forced_bytes``, budget-aware closing (``max_tokens``) and ``fill_bitmask_batch``
+    (the base class's serial loop) behave exactly as for a regex, over configurations
+    instead of DFA states.
+
+    Attributes:
+        spec: the ``structgen.fsm.spec.Grammar`` compiled.
+        cfg: the productions and terminals (``lower.CfgGrammar``).
+        dfa: the automaton (a ``ByteDFA`` look-alike).
+        vocab: the vocabulary, or None (then only ``matches`` works).
+        token_index: the ``TokenIndex`` (None without a vocabulary).
+        warnings: messages about parts read loosely.
+        trigger: free text up to this string comes first (or None).
+    """
+
+    def __init__(
+        self,
+        spec: Any,
+        cfg: CfgGrammar,
+        dfa: GrammarAutomaton,
+        vocab: Vocabulary | None,
+        warnings: list[str],
+    ) -> None:
+        self.spec = spec
+        self.cfg = cfg
+        self.dfa = dfa
+        self.vocab = vocab
+        self.trigger = getattr(spec, "trigger", None)
+        self.token_index = TokenIndex(dfa, vocab) if vocab is not None else None  # type: ignore[arg-type]
+        self.warnings = list(warnings)
+        self._budget_registered = False
+
+    def __repr__(self) -> str:
+        return (
+            f"CompiledCFG(num_rules={len(self.cfg.lhs)}, num_terminals={len(self.cfg.terminals)}, "
+            f"vocab={'none' if self.vocab is None else self.vocab.fingerprint[:12]})"
+        )
+
+    def matches(self, text: str | bytes) -> bool:
+        """Whole-string membership (a str is UTF-8 encoded). Raises: never, except
+        ``GrammarTooComplexError`` when a budget is exceeded on the way.
+        """
+        data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+        return self.dfa.accepts(data)
+
+    def matcher(self, max_tokens: int | None = None) -> Matcher:
+        """A fresh per-request ``Matcher``.
+
+        Raises:
+            NoVocabularyError: the grammar was compiled with ``vocab=None``.
+        """
+        if self.token_index is None:
+            raise NoVocabularyError(
+                "this grammar was compiled without a vocabulary; "
+                "pass vocab= to compile_grammar to get a matcher"
+            )
+        if max_tokens is not None and not self._budget_registered:
+            _register_budget(self.token_index)  # O(vocabulary): only when a budget is used
+            self._budget_registered = True
+        return Matcher(self.token_index, max_tokens=max_tokens)
+
+
+class _GrammarBudget(CompletionBudget):
+    """The token budget of a grammar automaton: byte completions come from the parser's
+    shortest derivations (``GrammarAutomaton.shortest_completion``) instead of a
+    breadth-first search over an automaton that grows with nesting.
+    """
+
+    def _byte_completion(self, state: int) -> bytes | None:
+        return self._dfa.shortest_completion(state)
+
+
+def _register_budget(index: TokenIndex) -> None:
+    """Make ``budget_for(index)`` (what ``Matcher`` calls) return a ``_GrammarBudget``.
+
+    ``index.budget`` keeps one budget per token index in a weak table; it has no public
+    hook for another kind, so the entry is set here before any matcher exists.
+    """
+    with budget_module._tables_lock:
+        if not isinstance(budget_module._tables.get(index), _GrammarBudget):
+            budget_module._tables[index] = _GrammarBudget(index)
+
+
+def _lexer(pattern: str, definitions: tuple[str, ...], max_states: int, deadline: float) -> ByteDFA:
+    try:
+        return regex_to_dfa(
+            pattern,
+            definitions=list(definitions) or None,
+            eager_rows=1,
+            max_states=max_states,
+            max_seconds=max(0.0, deadline - time.perf_counter()),
+        )
+    except RegexError as exc:
+        raise InvalidGrammarError(
+            f"a terminal of the grammar is not a usable regex: {exc}"
+        ) from exc
+
+
+def _lead_in(trigger: str | None, prefix: str) -> ByteDFA | None:
+    """The text read before the grammar starts: free text up to and including the first
+    ``trigger``, or the literal ``prefix`` (token healing's removed text); None if none.
+    """
+    if trigger is None and not prefix:
+        return None
+    arena = TermArena()
+    if trigger is None:
+        return ByteDFA(arena, arena.bytes_then(prefix.encode("utf-8"), EPS))
+    data = trigger.encode("utf-8")
+    if not data:
+        raise InvalidGrammarError("the constraint trigger must be a non-empty string")
+    return ByteDFA(arena, arena.until(data, EPS))
+
+
+_cache: OrderedDict[tuple, BaseCompiledGrammar] = OrderedDict()
+_lock = threading.Lock()
+
+
+def compile_grammar(
+    text: str,
+    vocab: Vocabulary | None = None,
+    *,
+    syntax: str = "auto",
+    start: str | None = None,
+    trigger: str | None = None,
+    prefix: str = "",
+    max_states: int = DEFAULT_MAX_STATES,
+    max_seconds: float = DEFAULT_MAX_SECONDS,
+    max_configs: int = DEFAULT_MAX_CONFIGS,
+    max_items: int = DEFAULT_MAX_ITEMS,
+) -> BaseCompiledGrammar:
+    """Compile a context-free grammar (Lark, GBNF or EBNF) for ``vocab`` (cached).
+
+    Args:
+        text: the grammar text.
+        vocab: the vocabulary (None: only ``matches`` works).
+        syntax: ``"auto"`` (module docstring), ``"lark"``, ``"gbnf"`` or ``"ebnf"``.
+        start: the start rule (default ``start`` for Lark, ``root`` for GBNF/EBNF).
+        trigger: free text up to and including the first ``trigger``, then the grammar
+            (as for ``compile_regex``).
+        prefix: literal text the output starts with before the grammar (token healing's
+            removed prompt text); not with a ``trigger``.
+        max_states: state budget of each terminal's DFA and of a regular grammar's DFA.
+        max_seconds: time budget of the compile.
+        max_configs: budget of parser configurations built (at compile and as masks
+            and decoding reach new ones).
+        max_items: budget of Earley items over all chart nodes built.
+
+    Returns:
+        A ``compiler.CompiledGrammar`` (no rule recurses: one regex) or a ``CompiledCFG``;
+        its ``spec`` is the ``structgen.fsm.spec.Grammar`` of these arguments.
+
+    Raises:
+        InvalidGrammarError: a syntax error, an undefined name or a recursive terminal
+            (with line:column), an ambiguous ``syntax="auto"``, no string in the language.
+        UnsupportedGrammarError: a construct not implemented (with line:column).
+        GrammarTooComplexError: a budget is exceeded.
+    """
+    from ..spec import Grammar, LoweredRegex
+
+    spec = Grammar(text, syntax=syntax, start=start, trigger=trigger, prefix=prefix)
+    if trigger is not None and prefix:
+        raise InvalidGrammarError("a grammar takes a trigger or a prefix, not both")
+    fingerprint = None if vocab is None else vocab.fingerprint
+    key = (spec.cache_key(), max_states, max_seconds, max_configs, max_items, fingerprint)
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    deadline = time.perf_counter() + max_seconds
+    gdef = parse_grammar(text, syntax, start)
+    lowered = lower_grammar(gdef)
+    if isinstance(lowered, LoweredRegex):
+        if prefix:
+            lowered = lowered._replace(
+                pattern=escape_literal(prefix) + "(?:" + lowered.pattern + ")"
+            )
+        try:
+            dfa = regex_to_dfa(
+                lowered.pattern,
+                trigger=trigger,
+                definitions=list(lowered.definitions) or None,
+                max_states=max_states,
+                max_seconds=max_seconds,
+            )
+        except RegexError as exc:
+            raise InvalidGrammarError(f"the grammar matches no usable language: {exc}") from exc
+        grammar: BaseCompiledGrammar = CompiledGrammar(spec, lowered, dfa, vocab)
+    else:
+        lexers = [_lexer(p, d, max_states, deadline) for p, d in lowered.terminals]
+        nullable = {t for t, d in enumerate(lexers) if d.is_accepting(d.initial)}
+        charts = EarleyCharts(lowered, nullable, max_items=max_items)
+        dfa = GrammarAutomaton(
+            charts,
+            lexers,
+            lowered.ignore,
+            max_states=max_configs,
+            lead_in=_lead_in(trigger, prefix),
+        )
+        dfa.row(dfa.initial)
+        if time.perf_counter() > deadline:
+            raise GrammarTooComplexError(f"compiling the grammar exceeded {max_seconds} s")
+        grammar = CompiledCFG(spec, lowered, dfa, vocab, gdef.warnings)
+    with _lock:
+        _cache[key] = grammar
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return grammar
+
+
+def clear_cache() -> None:
+    """Drop every cached compiled grammar."""
+    with _lock:
+        _cache.clear()

@@ -1,0 +1,181 @@
+"""Earley charts as hash-consed nodes: the parser half of the grammar automaton.
+
+A chart node is the closed set of Earley items at one lexeme boundary (its incomplete
+items, and whether the whole parse may end there). An item is
+``(production, dot, origin)`` where ``origin`` is the id of the node the production was
+predicted in, or ``SELF`` (-1) when it was predicted in this very node. Nodes are
+interned by their item set, so two parses that reach the same items (e.g. after the
+second and the fifth element of a left-recursive list) share one node, and a node's id
+says everything about its future: that is what makes the automaton over
+``(node, lexer state)`` configurations (``automaton.py``) deterministic and cacheable.
+
+Closure follows Earley with Aycock and Horspool's treatment of nullable symbols: an item
+before a nullable symbol (a nullable nonterminal, or a terminal whose regex accepts the
+empty string) is also advanced over it at prediction, so completions of productions
+predicted in the same node never need to be replayed. Left recursion is only more items
+in one node, never a loop.
+
+Follows: Earley (1970), Aycock & Horspool, "Practical Earley Parsing" (2002).
+"""
+
+from __future__ import annotations
+
+from ...errors import GrammarTooComplexError, InvalidGrammarError
+from .lower import CfgGrammar
+
+__all__ = ["EarleyCharts", "SELF", "DEFAULT_MAX_ITEMS"]
+
+SELF = -1
+DEFAULT_MAX_ITEMS = 2_000_000  # Earley items over all nodes of one grammar's parser
+
+
+class EarleyCharts:
+    """The interned chart nodes of one grammar and the scan step between them.
+
+    Args:
+        cfg: the productions (``lower.CfgGrammar``).
+        nullable_terminals: terminal ids whose regex accepts the empty string.
+        max_items: budget of items over all nodes built.
+
+    Attributes:
+        root: the node at the start of the input (id 0).
+
+    Raises:
+        InvalidGrammarError: the start rule derives no string.
+    """
+
+    def __init__(
+        self, cfg: CfgGrammar, nullable_terminals: set[int], max_items: int = DEFAULT_MAX_ITEMS
+    ) -> None:
+        self.cfg = cfg
+        self.max_items = max_items
+        self.num_items = 0
+        num_nt = len(cfg.names)
+        productive = _productive(cfg, num_nt)
+        if not productive[cfg.start]:
+            raise InvalidGrammarError("the grammar's start rule derives no string")
+        self._rhs = cfg.rhs
+        self._lhs = cfg.lhs
+        self._by_lhs: list[list[int]] = [[] for _ in range(num_nt)]
+        for p, (lhs, rhs) in enumerate(zip(cfg.lhs, cfg.rhs, strict=True)):
+            if all(s < 0 or productive[s] for s in rhs):  # drop productions that never finish
+                self._by_lhs[lhs].append(p)
+        self._nullable = _nullable(cfg, num_nt, nullable_terminals)
+        self._ids: dict[tuple[frozenset, bool], int] = {}
+        self.items: list[frozenset] = []
+        self.waiting: list[dict[int, list[tuple[int, int, int]]]] = []
+        self.expected: list[list[int]] = []  # terminal ids each node can scan
+        self.final: list[bool] = []
+        self._scans: dict[tuple[int, int], int] = {}
+        self.root = self._node([(0, 0, SELF)])
+
+    # ---- nodes -------------------------------------------------------------------
+
+    def _node(self, kernel: list[tuple[int, int, int]]) -> int:
+        """The interned node of the closure of ``kernel``."""
+        rhs, by_lhs, nullable = self._rhs, self._by_lhs, self._nullable
+        items = set(kernel)
+        agenda = list(kernel)
+        while agenda:
+            p, dot, origin = agenda.pop()
+            body = rhs[p]
+            if dot < len(body):
+                sym = body[dot]
+                if sym >= 0:
+                    for q in by_lhs[sym]:
+                        item = (q, 0, SELF)
+                        if item not in items:
+                            items.add(item)
+                            agenda.append(item)
+                if nullable(sym):
+                    item = (p, dot + 1, origin)
+                    if item not in items:
+                        items.add(item)
+                        agenda.append(item)
+            elif origin != SELF:  # complete: advance the items waiting at the origin
+                for q, qdot, qorigin in self.waiting[origin].get(self._lhs[p], ()):
+                    item = (q, qdot + 1, origin if qorigin == SELF else qorigin)
+                    if item not in items:
+                        items.add(item)
+                        agenda.append(item)
+        # completed items have done their work (the items they advance are in the set): a
+        # node is its incomplete items and whether the parse may end here, so parses that
+        # differ only in what they just completed share one node
+        final = (0, 1, 0) in items or (not self.items and (0, 1, SELF) in items)  # root: 0
+        live = frozenset(item for item in items if item[1] < len(rhs[item[0]]))
+        key = (live, final)
+        nid = self._ids.get(key)
+        if nid is not None:
+            return nid
+        self.num_items += len(live)
+        if self.num_items > self.max_items:
+            raise GrammarTooComplexError(
+                f"the grammar's parser exceeds {self.max_items} Earley items; "
+                "simplify the grammar or shorten the output"
+            )
+        nid = len(self.items)
+        self._ids[key] = nid
+        waiting: dict[int, list[tuple[int, int, int]]] = {}
+        for item in live:
+            waiting.setdefault(rhs[item[0]][item[1]], []).append(item)
+        self.items.append(live)
+        self.waiting.append(waiting)
+        self.expected.append(sorted(-1 - s for s in waiting if s < 0))
+        self.final.append(final)
+        return nid
+
+    def scan(self, node: int, terminal: int) -> int:
+        """The node after one lexeme of ``terminal`` read at ``node`` (memoised).
+
+        Raises:
+            GrammarTooComplexError: the item budget is exceeded.
+        """
+        key = (node, terminal)
+        nid = self._scans.get(key)
+        if nid is None:
+            kernel = [
+                (p, dot + 1, node if origin == SELF else origin)
+                for p, dot, origin in self.waiting[node].get(-1 - terminal, ())
+            ]
+            nid = self._scans[key] = self._node(kernel)
+        return nid
+
+    def productions_of(self, nonterminal: int) -> list[int]:
+        """The productive productions of ``nonterminal`` (ids into ``cfg.lhs``/``rhs``)."""
+        return self._by_lhs[nonterminal]
+
+    @property
+    def num_nodes(self) -> int:
+        """Nodes built so far."""
+        return len(self.items)
+
+
+def _productive(cfg: CfgGrammar, num_nt: int) -> list[bool]:
+    """Nonterminals that derive at least one string (terminals always do)."""
+    productive = [False] * num_nt
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in zip(cfg.lhs, cfg.rhs, strict=True):
+            if not productive[lhs] and all(s < 0 or productive[s] for s in rhs):
+                productive[lhs] = changed = True
+    return productive
+
+
+def _nullable(cfg: CfgGrammar, num_nt: int, nullable_terminals: set[int]):
+    """A predicate: does symbol ``s`` derive the empty string?"""
+    nt = [False] * num_nt
+    changed = True
+    while changed:
+        changed = False
+        for lhs, rhs in zip(cfg.lhs, cfg.rhs, strict=True):
+            if not nt[lhs] and all(
+                (s >= 0 and nt[s]) or (s < 0 and (-1 - s) in nullable_terminals) for s in rhs
+            ):
+                nt[lhs] = changed = True
+    terms = frozenset(nullable_terminals)
+
+    def nullable(s: int) -> bool:
+        return nt[s] if s >= 0 else (-1 - s) in terms
+
+    return nullable

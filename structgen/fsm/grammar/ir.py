@@ -1,0 +1,128 @@
+"""The grammar IR every front end produces: expressions, rule definitions, a whole grammar.
+
+A front end (``lark``, ``bnf``) parses its dialect into a ``GrammarDef``: named rules
+(nonterminals, may recurse) and named terminal definitions (Lark's uppercase names,
+regular by construction), each an immutable expression tree of the nodes below. The
+expressions keep the ``line:column`` of each reference so later passes can name them in
+their errors. ``lower.py`` turns a ``GrammarDef`` into either one regex (no recursion) or
+a ``CfgGrammar`` of numbered rules over regex terminals for the Earley parser.
+
+Semantics (the same for every dialect): a terminal is the regular language of its regex;
+a rule is the context-free language of its expression over terminals; ``ignore``
+terminals (Lark's ``%ignore``) may appear any number of times before and after every
+terminal occurrence (at lexeme boundaries), never inside one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = [
+    "Expr",
+    "Literal",
+    "Pattern",
+    "Ref",
+    "Seq",
+    "Alt",
+    "Repeat",
+    "Embedded",
+    "GrammarDef",
+    "EMPTY_SEQ",
+]
+
+
+class Expr:
+    """Base of the immutable expression nodes."""
+
+
+@dataclass(frozen=True)
+class Literal(Expr):
+    """An exact string (matched as its UTF-8 bytes)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Pattern(Expr):
+    """A regex fragment in structgen's dialect (Python ``re``, fullmatch), one terminal."""
+
+    regex: str
+
+
+@dataclass(frozen=True)
+class Ref(Expr):
+    """A reference to a rule or terminal definition by name.
+
+    Attributes:
+        name: the referenced name.
+        line, column: where the reference is written (1-based), for error messages.
+    """
+
+    name: str
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True)
+class Seq(Expr):
+    """The items one after the other (empty: the empty string)."""
+
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Alt(Expr):
+    """Any one of the alternatives."""
+
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Repeat(Expr):
+    """``item`` repeated ``lo`` to ``hi`` times (``hi`` None: unbounded)."""
+
+    item: Expr
+    lo: int
+    hi: int | None
+
+
+@dataclass(frozen=True)
+class Embedded(Expr):
+    """A regular language given as regex text with shared definitions (Lark ``%json``).
+
+    Attributes:
+        pattern: the regex; may refer to ``definitions`` by placeholders
+            (``structgen.fsm.regex.definitions``).
+        definitions: the shared subpatterns.
+        what: a short description for messages (``"%json at 3:7"``).
+    """
+
+    pattern: str
+    definitions: tuple[str, ...] = ()
+    what: str = ""
+
+
+EMPTY_SEQ = Seq(())
+
+
+@dataclass
+class GrammarDef:
+    """A parsed grammar, before lowering.
+
+    Attributes:
+        rules: rule name -> expression (nonterminals; may refer to rules and terminals).
+        terminals: terminal name -> expression (refers to terminals only; regular).
+        start: the start rule's name.
+        ignore: names of terminals that may appear between lexemes (Lark ``%ignore``).
+        positions: name -> ``(line, column)`` of its definition.
+        syntax: the dialect it was read as (``"lark"``, ``"gbnf"``, ``"ebnf"``).
+        warnings: messages about parts that were read loosely (priorities, aliases).
+    """
+
+    rules: dict[str, Expr] = field(default_factory=dict)
+    terminals: dict[str, Expr] = field(default_factory=dict)
+    start: str = "start"
+    ignore: list[str] = field(default_factory=list)
+    positions: dict[str, tuple[int, int]] = field(default_factory=dict)
+    syntax: str = ""
+    warnings: list[str] = field(default_factory=list)

@@ -1,0 +1,385 @@
+"""``GrammarDef`` -> one regex (no recursion) or a ``CfgGrammar`` for the Earley parser.
+
+Rules that reach no cycle of rule references are *regular*: their language is written as
+regex text (shared definitions, ``structgen.fsm.regex.definitions``, so a rule used many
+times is converted once). When the start rule is regular the whole grammar is one regex
+and compiles to a plain ``ByteDFA`` (``lower_grammar`` returns ``LoweredRegex``). Otherwise
+every regular part becomes one terminal of a ``CfgGrammar`` (a run of regular items in a
+sequence is one terminal, so the parser sees few lexemes) and the recursive rules become
+numbered productions; ``Repeat`` becomes left-recursive helper rules (which Earley
+parses with a bounded number of distinct charts).
+
+``%ignore`` terminals: in a regular part each terminal occurrence is preceded by
+``(?:ignore)*``; the parser also allows ignore lexemes before every lexeme and at the end.
+Both give the semantics of ``ir``'s module docstring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...errors import GrammarTooComplexError, InvalidGrammarError
+from ..regex.definitions import PLACEHOLDER_BASE
+from ..regex.escape import escape_literal
+from ..spec import LoweredRegex
+from .ir import Alt, Embedded, Expr, GrammarDef, Literal, Pattern, Ref, Repeat, Seq
+
+__all__ = ["CfgGrammar", "lower_grammar", "MAX_RULES"]
+
+MAX_RULES = 100_000  # productions of one grammar (bounded repetitions expand linearly)
+
+
+@dataclass
+class CfgGrammar:
+    """Numbered productions over regex terminals (the Earley parser's input).
+
+    Symbols: a nonterminal is an int ``>= 0``; terminal ``t`` is written ``-1 - t``.
+
+    Attributes:
+        terminals: ``(pattern, definitions)`` per terminal (structgen regex dialect).
+        ignore: terminal ids that are ``%ignore`` lexemes (never in a production).
+        lhs: left-hand nonterminal of each production; production 0 is ``S' -> start``.
+        rhs: right-hand symbols of each production.
+        names: a name per nonterminal (rule names; helpers are ``name#k``).
+        start: the augmented start nonterminal (``lhs[0]``).
+    """
+
+    terminals: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    ignore: list[int] = field(default_factory=list)
+    lhs: list[int] = field(default_factory=list)
+    rhs: list[tuple[int, ...]] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    start: int = 0
+
+
+class _Definitions:
+    """Shared regex definitions with their transitive needs, bundled per terminal."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.needs: list[frozenset[int]] = []
+
+    def add(self, text: str, needs: frozenset[int]) -> tuple[str, frozenset[int]]:
+        """A placeholder for ``text`` (which needs ``needs``) and its own needs."""
+        i = len(self.texts)
+        self.texts.append(text)
+        self.needs.append(needs | {i})
+        return chr(PLACEHOLDER_BASE + i), self.needs[i]
+
+    def add_block(self, pattern: str, defs: tuple[str, ...]) -> tuple[str, frozenset[int]]:
+        """Append ``defs`` (which refer to each other by their own numbers) and shift
+        ``pattern``'s placeholders; the block is needed as a whole.
+        """
+        base = len(self.texts)
+        shift = {PLACEHOLDER_BASE + i: PLACEHOLDER_BASE + base + i for i in range(len(defs))}
+        block = frozenset(range(base, base + len(defs)))
+        for d in defs:
+            self.texts.append(d.translate(shift))
+            self.needs.append(block)
+        return pattern.translate(shift), block
+
+    def bundle(self, pattern: str, needs: frozenset[int]) -> tuple[str, tuple[str, ...]]:
+        """``pattern`` with only the definitions it needs, renumbered in order."""
+        order = sorted(needs)
+        shift = {PLACEHOLDER_BASE + old: PLACEHOLDER_BASE + new for new, old in enumerate(order)}
+        return pattern.translate(shift), tuple(self.texts[i].translate(shift) for i in order)
+
+
+class _Lowering:
+    def __init__(self, gdef: GrammarDef) -> None:
+        self.g = gdef
+        self.defs = _Definitions()
+        self.term_regex: dict[str, tuple[str, frozenset[int]]] = {}
+        self.rule_regex: dict[str, tuple[str, frozenset[int]]] = {}
+        self.ignore: tuple[str, frozenset[int]] | None = None
+        self.regular: dict[str, bool] = {}
+
+    # ---- checks ---------------------------------------------------------------
+
+    def check_refs(self) -> None:
+        g = self.g
+        if g.start not in g.rules:
+            raise InvalidGrammarError(f"the grammar has no start rule {g.start!r}")
+        for name, expr in g.terminals.items():
+            for ref in _refs(expr):
+                if ref.name in g.rules:
+                    raise InvalidGrammarError(
+                        f"terminal {name} refers to rule {ref.name!r} at "
+                        f"{ref.line}:{ref.column}; a terminal may use terminals only"
+                    )
+                if ref.name not in g.terminals:
+                    raise InvalidGrammarError(
+                        f"undefined terminal {ref.name!r} at {ref.line}:{ref.column}"
+                    )
+        for expr in g.rules.values():
+            for ref in _refs(expr):
+                if ref.name not in g.rules and ref.name not in g.terminals:
+                    raise InvalidGrammarError(
+                        f"undefined rule {ref.name!r} at {ref.line}:{ref.column}"
+                    )
+        for name in g.ignore:
+            if name not in g.terminals:
+                raise InvalidGrammarError(f"%ignore names undefined terminal {name!r}")
+
+    # ---- regex text -------------------------------------------------------------
+
+    def terminal(self, name: str, stack: tuple[str, ...] = ()) -> tuple[str, frozenset[int]]:
+        hit = self.term_regex.get(name)
+        if hit is not None:
+            return hit
+        if name in stack:
+            line, col = self.g.positions.get(name, (0, 0))
+            raise InvalidGrammarError(
+                f"terminal {name} at {line}:{col} is recursive ({' -> '.join(stack)} -> "
+                f"{name}); make it a rule (lowercase name)"
+            )
+        text, needs = self.regex(self.g.terminals[name], False, (*stack, name))
+        hit = self.term_regex[name] = self.defs.add(text, needs)
+        return hit
+
+    def ignore_run(self) -> tuple[str, frozenset[int]]:
+        if self.ignore is None:
+            parts = [self.terminal(n) for n in self.g.ignore]
+            text = "(?:" + "|".join(p for p, _ in parts) + ")*"
+            needs = frozenset().union(*(n for _, n in parts))
+            self.ignore = self.defs.add(text, needs)
+        return self.ignore
+
+    def regex(
+        self, expr: Expr, in_rule: bool, stack: tuple[str, ...] = ()
+    ) -> tuple[str, frozenset[int]]:
+        """Regex text of a regular ``expr`` and the definitions it needs; in a rule,
+        ignore runs precede each terminal occurrence.
+        """
+        if isinstance(expr, (Literal, Pattern, Embedded)) or (
+            isinstance(expr, Ref) and expr.name in self.g.terminals
+        ):
+            if isinstance(expr, Literal):
+                text, needs = escape_literal(expr.text), frozenset()
+            elif isinstance(expr, Pattern):
+                text, needs = "(?:" + expr.regex + ")", frozenset()
+            elif isinstance(expr, Embedded):
+                text, needs = self.defs.add_block(expr.pattern, expr.definitions)
+                text = "(?:" + text + ")"
+            else:
+                text, needs = self.terminal(expr.name, stack)
+            if in_rule and self.g.ignore:
+                run, run_needs = self.ignore_run()
+                return run + text, needs | run_needs
+            return text, needs
+        if isinstance(expr, Ref):  # a regular rule
+            return self.rule(expr.name)
+        if isinstance(expr, Seq):
+            parts = [self.regex(x, in_rule, stack) for x in expr.items]
+            needs = frozenset().union(*(n for _, n in parts))
+            return "(?:" + "".join(p for p, _ in parts) + ")", needs
+        if isinstance(expr, Alt):
+            parts = [self.regex(x, in_rule, stack) for x in expr.items]
+            needs = frozenset().union(*(n for _, n in parts))
+            return "(?:" + "|".join(p for p, _ in parts) + ")", needs
+        if isinstance(expr, Repeat):
+            text, needs = self.regex(expr.item, in_rule, stack)
+            hi = "" if expr.hi is None else str(expr.hi)
+            return f"(?:{text}){{{expr.lo},{hi}}}", needs
+        raise AssertionError(f"unknown expression {expr!r}")
+
+    def rule(self, name: str) -> tuple[str, frozenset[int]]:
+        hit = self.rule_regex.get(name)
+        if hit is None:
+            text, needs = self.regex(self.g.rules[name], True)
+            hit = self.rule_regex[name] = self.defs.add(text, needs)
+        return hit
+
+    # ---- recursion ----------------------------------------------------------------
+
+    def find_regular(self) -> None:
+        """``regular[name]``: the rule reaches no cycle of rule references."""
+        g = self.g
+        deps = {
+            name: sorted({r.name for r in _refs(e) if r.name in g.rules})
+            for name, e in g.rules.items()
+        }
+        state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+        for root in g.rules:
+            if root in state:
+                continue
+            stack = [(root, iter(deps[root]))]
+            state[root] = 1
+            while stack:
+                name, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    stack.pop()
+                    state[name] = 2
+                    self.regular.setdefault(name, all(self.regular[d] for d in deps[name]))
+                    continue
+                if state.get(nxt) == 1:  # a cycle: every rule on it is recursive
+                    on_cycle = False
+                    for frame, _ in stack:
+                        on_cycle = on_cycle or frame == nxt
+                        if on_cycle:
+                            self.regular[frame] = False
+                elif nxt not in state:
+                    state[nxt] = 1
+                    stack.append((nxt, iter(deps[nxt])))
+
+    def is_regular(self, expr: Expr) -> bool:
+        return all(r.name in self.g.terminals or self.regular[r.name] for r in _refs(expr))
+
+
+class _Productions:
+    """Builds a ``CfgGrammar`` from the non-regular rules."""
+
+    def __init__(self, low: _Lowering) -> None:
+        self.low = low
+        self.cfg = CfgGrammar()
+        self.nt: dict[str, int] = {}
+        self.terms: dict[tuple[str, tuple[str, ...]], int] = {}
+        self.helpers: dict[tuple, int] = {}
+
+    def nonterminal(self, name: str) -> int:
+        i = self.nt.get(name)
+        if i is None:
+            i = self.nt[name] = len(self.cfg.names)
+            self.cfg.names.append(name)
+        return i
+
+    def add(self, lhs: int, rhs: tuple[int, ...]) -> None:
+        if len(self.cfg.lhs) >= MAX_RULES:
+            raise GrammarTooComplexError(f"the grammar expands to more than {MAX_RULES} rules")
+        self.cfg.lhs.append(lhs)
+        self.cfg.rhs.append(rhs)
+
+    def terminal_of(self, expr: Expr) -> int:
+        text, needs = self.low.regex(expr, True)
+        key = self.low.defs.bundle(text, needs)
+        t = self.terms.get(key)
+        if t is None:
+            t = self.terms[key] = len(self.cfg.terminals)
+            self.cfg.terminals.append(key)
+        return -1 - t
+
+    def symbol(self, expr: Expr, owner: str) -> int:
+        if isinstance(expr, Ref) and expr.name in self.low.g.rules:
+            if not self.low.regular[expr.name]:
+                return self.nonterminal(expr.name)
+        if self.low.is_regular(expr):
+            return self.terminal_of(expr)
+        key = (owner, expr)
+        hit = self.helpers.get(key)
+        if hit is not None:
+            return hit
+        helper = self.helpers[key] = self.nonterminal(f"{owner}#{len(self.helpers)}")
+        if isinstance(expr, Repeat):
+            self.repeat(helper, expr, owner)
+        else:
+            for alt in self.alternatives(expr, owner):
+                self.add(helper, alt)
+        return helper
+
+    def repeat(self, helper: int, expr: Repeat, owner: str) -> None:
+        x = self.symbol(expr.item, owner)
+        head = (x,) * expr.lo
+        if expr.hi is None:  # helper -> x^lo star; star -> ε | star x (left recursion)
+            star = self.nonterminal(f"{owner}#{len(self.helpers)}*")
+            self.helpers[(owner, expr, "*")] = star
+            self.add(star, ())
+            self.add(star, (star, x))
+            self.add(helper, (*head, star))
+            return
+        tail = None  # opt_k -> ε | x opt_{k-1}: up to hi - lo more
+        for k in range(expr.hi - expr.lo):
+            opt = self.nonterminal(f"{owner}#{len(self.helpers)}?{k}")
+            self.add(opt, ())
+            self.add(opt, (x,) if tail is None else (x, tail))
+            tail = opt
+        self.add(helper, head if tail is None else (*head, tail))
+
+    def alternatives(self, expr: Expr, owner: str) -> list[tuple[int, ...]]:
+        if isinstance(expr, Alt):
+            return [a for x in expr.items for a in self.alternatives(x, owner)]
+        items = list(expr.items) if isinstance(expr, Seq) else [expr]
+        flat: list[Expr] = []
+        while items:  # inline nested sequences
+            x = items.pop(0)
+            if isinstance(x, Seq):
+                items[:0] = list(x.items)
+            else:
+                flat.append(x)
+        out: list[int] = []
+        run: list[Expr] = []
+        for x in flat:  # a run of regular items is one terminal
+            if self.low.is_regular(x):
+                run.append(x)
+                continue
+            if run:
+                out.append(self.terminal_of(run[0] if len(run) == 1 else Seq(tuple(run))))
+                run = []
+            out.append(self.symbol(x, owner))
+        if run:
+            out.append(self.terminal_of(run[0] if len(run) == 1 else Seq(tuple(run))))
+        return [tuple(out)]
+
+    def build(self) -> CfgGrammar:
+        g = self.low.g
+        cfg = self.cfg
+        augmented = self.nonterminal(g.start + "'")
+        cfg.start = augmented
+        self.add(augmented, (self.nonterminal(g.start),))
+        done: set[str] = set()
+        todo = [g.start]
+        while todo:
+            name = todo.pop()
+            if name in done:
+                continue
+            done.add(name)
+            lhs = self.nonterminal(name)
+            for alt in self.alternatives(g.rules[name], name):
+                self.add(lhs, alt)
+            for ref in _refs(g.rules[name]):
+                if ref.name in g.rules and not self.low.regular[ref.name]:
+                    todo.append(ref.name)
+        for name in g.ignore:
+            text, needs = self.low.terminal(name)
+            cfg.ignore.append(len(cfg.terminals))
+            cfg.terminals.append(self.low.defs.bundle(text, needs))
+        return cfg
+
+
+def _refs(expr: Expr):
+    """Every ``Ref`` in ``expr`` (iterative, so deep expressions do not recurse)."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Ref):
+            yield e
+        elif isinstance(e, (Seq, Alt)):
+            stack.extend(e.items)
+        elif isinstance(e, Repeat):
+            stack.append(e.item)
+
+
+def lower_grammar(gdef: GrammarDef) -> LoweredRegex | CfgGrammar:
+    """Lower a parsed grammar (module docstring).
+
+    Returns:
+        ``LoweredRegex`` when the start rule is regular, else a ``CfgGrammar``.
+
+    Raises:
+        InvalidGrammarError: an undefined name (with its line:column), a recursive
+            terminal, a missing start rule.
+        GrammarTooComplexError: more than ``MAX_RULES`` productions.
+    """
+    low = _Lowering(gdef)
+    low.check_refs()
+    for name in gdef.terminals:
+        low.terminal(name)  # recursive terminals are refused even when unused
+    low.find_regular()
+    if low.regular[gdef.start]:
+        text, needs = low.rule(gdef.start)
+        if gdef.ignore:
+            run, run_needs = low.ignore_run()
+            text, needs = text + run, needs | run_needs
+        pattern, definitions = low.defs.bundle(text, needs)
+        return LoweredRegex(pattern, definitions, tuple(gdef.warnings))
+    return _Productions(low).build()

@@ -15,7 +15,8 @@ Layout, in pipeline order:
 * ``index/``: a DFA meets a ``Vocabulary``: token trie, ``TokenIndex`` masks, mask writing,
   completion budget;
 * ``compiler.py``: ``CompiledGrammar`` and the cached ``compile_*`` entry points;
-  ``matcher.py``: the per-request ``Matcher``; ``jump_forward.py``: forced-text planning.
+  ``matcher.py``: the per-request ``Matcher``; ``jump_forward.py``: forced-text planning;
+  ``grammar_pool.py``: the thread pool that fills a batch's bitmask rows in parallel.
 """
 
 from __future__ import annotations

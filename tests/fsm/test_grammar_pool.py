@@ -87,6 +87,16 @@ def _matchers(vocab: Vocabulary, paths) -> list[BaseMatcher]:
 
 @pytest.mark.parametrize("num_threads", [2, 4])
 def test_parallel_batch_fill_is_bit_identical_to_serial(vocab, num_threads) -> None:
+    _check_parallel_fill(vocab, num_threads)
+
+
+@pytest.mark.slow
+def test_parallel_batch_fill_on_the_smollm2_vocabulary(smollm2_vocab) -> None:
+    """49,152 real tokens: long C walks, run by two threads at once with the GIL released."""
+    _check_parallel_fill(smollm2_vocab, 2)
+
+
+def _check_parallel_fill(vocab: Vocabulary, num_threads: int) -> None:
     rng = random.Random(num_threads)
     paths = _paths(vocab, rng)
     words = -(-vocab.vocab_size // 32) + 1  # a word past the vocabulary: must be zeroed

@@ -17,6 +17,9 @@ Measured per engine:
 
 Run:  python benchmarks/bench_grammar.py [--quick] [--per-subset 4] [--out benchmarks/RESULTS.md]
       python benchmarks/bench_grammar.py --grammars  (context-free grammars: grammar_cfg_mode.py)
+      python benchmarks/bench_grammar.py --batch [--batch-size 64] [--batch-threads 2]
+      (batch mode: 64 matchers over 64 distinct MaskBench schemas stepping together, cold-empty
+      and warm, alone and overlapped with a simulated 5 / 30 ms forward; compile apart)
 Peers: pip install xgrammar llguidance outlines-core (optional).
 """
 
@@ -679,6 +682,359 @@ def plot(all_results, path):
     return f"plot: {path.name}"
 
 
+# ---------------------------------------------------------------------------- batch mode
+# 64 matchers over 64 distinct MaskBench schemas (the --sample set of bench_maskbench.py)
+# stepping together: per step, fill_bitmask of every active row plus each row's advance
+# along its schema's first valid instance (canonical tokens). Compile is timed apart.
+BATCH_SIZE = 64
+BATCH_FORWARDS_S = (0.005, 0.030)  # the simulated forwards (time.sleep: the CPU stays free)
+BATCH_THREADS = 2
+
+
+class BatchStructgen:
+    """structgen's ``fill_bitmask_batch``: serially (``threads=0``) or on a GrammarPool."""
+
+    def __init__(self, tok, threads: int):
+        from structgen.fsm.grammar_pool import GrammarPool
+
+        self.base = Structgen(tok)
+        self.words = self.base.words
+        self.pool = GrammarPool(threads) if threads else None
+        self.name = f"structgen (pool {threads})" if threads else "structgen (serial)"
+
+    def compile_all(self, schemas):
+        from structgen.fsm import clear_cache, compile_json_schema
+
+        clear_cache()  # cold-empty: nothing cached from an earlier schema or run
+        return [
+            compile_json_schema(s, self.base.vocab, strict=False, allow_extra_properties=True)
+            for s in schemas
+        ]
+
+    def matchers(self, grammars):
+        return [g.matcher() for g in grammars]
+
+    def fill(self, matchers, bitmask, rows):
+        from structgen.fsm import BaseMatcher
+
+        errors = BaseMatcher.fill_bitmask_batch(matchers, bitmask, rows, pool=self.pool)
+        assert not any(errors), errors
+
+    def advance(self, m, t):
+        return m.advance(t)
+
+    def reset(self, m):
+        m.reset()
+
+
+class BatchXGrammar:
+    """XGrammar's ``BatchGrammarMatcher.batch_fill_next_token_bitmask`` (its threads)."""
+
+    def __init__(self, tok, threads: int):
+        self.base = XGrammar(tok)
+        self.words = self.base.words
+        self.batch = self.base.xgr.BatchGrammarMatcher(max_threads=threads)
+        self.name = f"xgrammar (batch, {threads} threads)"
+
+    def compile_all(self, schemas):
+        return [self.base.compile(s) for s in schemas]
+
+    def matchers(self, grammars):
+        return [self.base.matcher(g) for g in grammars]
+
+    def fill(self, matchers, bitmask, rows):
+        self.batch.batch_fill_next_token_bitmask(matchers, bitmask, rows)
+
+    def advance(self, m, t):
+        return m.accept_token(t)
+
+    def reset(self, m):
+        m.reset()
+
+
+class BatchLLGuidance:
+    """llguidance's ``fill_next_token_bitmask_par`` over an ``LLExecutor``."""
+
+    def __init__(self, tok, threads: int):
+        import llguidance.torch
+
+        self.base = LLGuidance(tok)
+        self.words = self.base.words
+        self.executor = self.base.llg.LLExecutor(num_threads=threads)
+        self.fill_par = llguidance.torch.fill_next_token_bitmask_par
+        self.name = f"llguidance (par, {threads} threads)"
+
+    def compile_all(self, schemas):
+        grammars = [
+            self.base.llg.LLMatcher.grammar_from_json_schema(
+                s, defaults={"whitespace_flexible": False}
+            )
+            for s in schemas
+        ]
+        return grammars
+
+    def matchers(self, grammars):
+        return [self.base.matcher(g) for g in grammars]  # a matcher builds its parser: cold
+
+    def fill(self, matchers, bitmask, rows):
+        self.fill_par(self.executor, list(zip(matchers, rows)), bitmask)
+
+    def advance(self, m, t):
+        return m.consume_token(t)
+
+    def reset(self, m):
+        m.reset()
+
+
+def batch_engines(tok, threads: int = BATCH_THREADS) -> list:
+    """The batch adapters that import here (a peer missing: left out, named on stderr)."""
+    makers = [
+        lambda: BatchStructgen(tok, 0),
+        lambda: BatchStructgen(tok, threads),
+        lambda: BatchXGrammar(tok, threads),
+        lambda: BatchLLGuidance(tok, threads),
+    ]
+    out = []
+    for make in makers:
+        try:
+            out.append(make())
+        except Exception as exc:  # noqa: BLE001 - a peer not installed or incompatible
+            print(f"batch: peer left out: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return out
+
+
+def load_batch_items(tok, n: int = BATCH_SIZE, seed: int = 0) -> list[tuple[str, dict, list]]:
+    """``(name, schema, canonical token ids of its first valid instance)`` of ``n`` distinct
+    schemas of bench_maskbench's --sample set (first 60 members per subset), in a seeded
+    order, keeping those structgen, XGrammar and llguidance all compile and whose instance
+    every engine that imports accepts token by token.
+    """
+    import bench_maskbench as mb
+
+    docs = []
+    for sub, name, raw in mb.iter_corpus(mb.subsets_on_disk(), mb.SAMPLE_PER_SUBSET):
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            continue
+        valid = [text for ok, text in mb.canonical_tests(doc) if ok]
+        if valid and isinstance(doc.get("schema"), dict):
+            docs.append((f"{sub}/{name}", doc["schema"], valid[0]))
+    random.Random(seed).shuffle(docs)
+    engines = [e for e in (Structgen, XGrammar, LLGuidance) if _imports(e, tok)]
+    engines = [e(tok) for e in engines]
+    seen, items = set(), []
+    for name, schema, text in docs:
+        key = json.dumps(schema, sort_keys=True)
+        if key in seen:
+            continue
+        ids = tok.encode(text, add_special_tokens=False)
+        if not ids or not all(_forces(e, schema, ids) for e in engines):
+            continue
+        seen.add(key)
+        items.append((name, schema, ids))
+        if len(items) == n:
+            break
+    return items
+
+
+def _imports(cls, tok) -> bool:
+    try:
+        cls(tok)
+        return True
+    except Exception:  # noqa: BLE001 - not installed
+        return False
+
+
+def _forces(eng, schema, ids) -> bool:
+    """True when ``eng`` compiles ``schema`` and accepts ``ids`` one by one."""
+    try:
+        m = eng.matcher(eng.compile(schema))
+        return all(eng.accept(m, t) for t in ids)
+    except BaseException as exc:  # noqa: BLE001 - a compile error or a Rust panic
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return False
+
+
+def run_batch(eng, items, forward_s: float | None = None, warm: dict | None = None) -> dict:
+    """Step ``eng``'s matchers over ``items`` together; per-step seconds.
+
+    Without ``forward_s``: a step is the fill of every active row plus their advances. With
+    it: the fill runs on a thread (structgen's: its GrammarPool) while the main thread
+    sleeps ``forward_s`` (the forward), then the advances; the step's wall time is
+    reported. ``warm``: an earlier result of the same engine, whose matchers are reset and
+    stepped again (states built); else everything is compiled afresh (cold-empty).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    t0 = time.perf_counter()
+    if warm is None:
+        grammars = eng.compile_all([s for _, s, _ in items])
+        compile_s = time.perf_counter() - t0
+        matchers = eng.matchers(grammars)
+    else:
+        grammars, matchers, compile_s = warm["grammars"], warm["matchers"], 0.0
+        for m in matchers:
+            eng.reset(m)
+    matcher_s = time.perf_counter() - t0 - compile_s
+    bitmask = torch.zeros((len(items), eng.words), dtype=torch.int32)
+    paths = [ids for _, _, ids in items]
+    pos = [0] * len(items)
+    steps, rejected = [], 0
+    side = ThreadPoolExecutor(1) if forward_s is not None else None
+    submit = getattr(getattr(eng, "pool", None), "submit", None) if side else None
+    while True:
+        active = [i for i in range(len(items)) if pos[i] < len(paths[i])]
+        if not active:
+            break
+        ms = [matchers[i] for i in active]
+        t = time.perf_counter()
+        if forward_s is None:
+            eng.fill(ms, bitmask, active)
+        else:
+            job = (submit or side.submit)(eng.fill, ms, bitmask, active)
+            time.sleep(forward_s)
+            job.result()
+        for i in active:
+            if not eng.advance(matchers[i], paths[i][pos[i]]):
+                rejected += 1
+                pos[i] = len(paths[i])
+            else:
+                pos[i] += 1
+        steps.append(time.perf_counter() - t)
+    if side is not None:
+        side.shutdown()
+    return {
+        "grammars": grammars,
+        "matchers": matchers,
+        "compile_s": compile_s,
+        "matcher_s": matcher_s,
+        "steps": steps,
+        "rejected": rejected,
+    }
+
+
+def batch_benchmark(tok, n: int = BATCH_SIZE, threads: int = BATCH_THREADS) -> dict:
+    """Every batch adapter over the same items: cold-empty, warm and overlapped steps,
+    the engines interleaved per mode (this host's speed drifts)."""
+    items = load_batch_items(tok, n)
+    engines = batch_engines(tok, threads)
+    results = {e.name: {} for e in engines}
+    for e in engines:
+        results[e.name]["cold"] = run_batch(e, items)
+    for e in engines:
+        results[e.name]["warm"] = run_batch(e, items, warm=results[e.name]["cold"])
+    sleeps: dict[float, list[float]] = {f: [] for f in BATCH_FORWARDS_S}
+    for f in BATCH_FORWARDS_S:
+        for e in engines:  # overlapped with a forward, cold-empty and warm
+            r = results[e.name]
+            r[f"cold+{f}"] = run_batch(e, items, forward_s=f)
+            sleeps[f] += _sleep_steps(f, 20)  # the forward alone, between the engines
+            r[f"warm+{f}"] = run_batch(e, items, forward_s=f, warm=r["cold"])
+    for e in engines:
+        pool = getattr(e, "pool", None)
+        if pool is not None:
+            pool.close()
+    return {"items": items, "results": results, "threads": threads, "sleeps": sleeps}
+
+
+def _sleep_steps(forward_s: float, n: int) -> list[float]:
+    """Wall seconds of ``n`` bare ``time.sleep(forward_s)`` steps: the forward without
+    grammar work (a loaded host oversleeps; the overlap's cost is measured against this)."""
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        time.sleep(forward_s)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def batch_summary(label: str, bench: dict) -> str:
+    """Markdown: per-step grammar ms (mean / p99) cold-empty and warm, and the overlap's
+    added share of a 5 ms and 30 ms forward."""
+    items, results = bench["items"], bench["results"]
+    lens = [len(ids) for _, _, ids in items]
+    ms = lambda xs: 1e3 * statistics.fmean(xs) if xs else float("nan")  # noqa: E731
+    lines = [
+        f"### Batch: {len(items)} distinct MaskBench --sample schemas, {label}",
+        "",
+        f"Instance tokens per row: median {statistics.median(lens):.0f}, max {max(lens)} "
+        f"(steps = the longest; rows drop out as their instance ends). Grammar threads: "
+        f"{bench['threads']}. Added to a forward: overlapped step wall time over the bare "
+        f"sleep's in the same run (5 ms sleeps took {ms(bench['sleeps'][0.005]):.2f} ms, "
+        f"30 ms took {ms(bench['sleeps'][0.03]):.2f} ms).",
+        "",
+        "| engine | compile all ms | cold step ms mean / p99 | warm step ms mean / p99 | "
+        "cold vs structgen serial | "
+        + " | ".join(f"added to {1e3 * f:.0f} ms fwd (cold / warm)" for f in BATCH_FORWARDS_S)
+        + " | rejected |",
+        "|---|---|---|---|---|" + "---|" * len(BATCH_FORWARDS_S) + "---|",
+    ]
+    ref = results.get("structgen (serial)", {}).get("cold")
+    for name, r in results.items():
+        cold, warm = r["cold"]["steps"], r["warm"]["steps"]
+        added = []
+        for f in BATCH_FORWARDS_S:
+            alone = ms(bench["sleeps"][f])
+            a = [(ms(r[f"{k}+{f}"]["steps"]) - alone) / alone for k in ("cold", "warm")]
+            added.append(f"{100 * a[0]:+.1f}% / {100 * a[1]:+.1f}%")
+        ratio = ms(cold) / ms(ref["steps"]) if ref else float("nan")
+        lines.append(
+            f"| {name} | {1e3 * (r['cold']['compile_s'] + r['cold']['matcher_s']):.0f} | "
+            f"{ms(cold):.2f} / {1e3 * pct(cold, 99):.2f} | {ms(warm):.3f} / "
+            f"{1e3 * pct(warm, 99):.3f} | {ratio:.2f}x | " + " | ".join(added) + " | "
+            f"{r['cold']['rejected'] + r['warm']['rejected']} |"
+        )
+    lines.append("")
+    return "\n".join(lines)
+
+
+def batch_plot(label: str, bench: dict, path: Path) -> str:
+    """Bars: cold and warm per-step ms per engine (log scale); returns a markdown image line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = bench["results"]
+    names = list(results)
+    x = np.arange(len(names))
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for mode, off in (("cold", -0.2), ("warm", 0.2)):
+        vals = [1e3 * statistics.fmean(results[n][mode]["steps"]) for n in names]
+        ax.bar(x + off, vals, 0.4, label=f"{mode} step mean")
+    ax.set_yscale("log")
+    ax.set_xticks(x, names, rotation=15, fontsize=8)
+    ax.set_ylabel("ms per step (64 rows: fills + advances)")
+    ax.set_title(f"Batch of {len(bench['items'])} distinct schemas, {label}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return f"![batch]({path.name})"
+
+
+def main_batch(args) -> None:
+    """--batch: the batch table for SmolLM2 (49k), appended to ``args.out``."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    tok = smollm2_tokenizer()
+    label = "SmolLM2 49k"
+    bench = batch_benchmark(tok, args.batch_size, args.batch_threads)
+    table = batch_summary(label, bench)
+    note = batch_plot(label, bench, args.out.with_name("bench_grammar_batch.png"))
+    cmd = "python benchmarks/bench_grammar.py " + " ".join(sys.argv[1:])
+    text = (
+        f"## Grammar batch mode ({time.strftime('%Y-%m-%d')})\n\n"
+        f"Command: `{cmd.strip()}`\n\n"
+        f"Load average at the end (1/5/15 min, 2 shared cores): "
+        f"{' / '.join(f'{x:.1f}' for x in os.getloadavg())}\n\n{table}\n{note}\n"
+    )
+    print(text)
+    with open(args.out, "a") as f:
+        f.write("\n" + text)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2 schemas per subset, SmolLM2 only")
@@ -696,12 +1052,20 @@ def main(argv=None) -> None:
         action="store_true",
         help="context-free grammars (benchmarks/data/grammars) instead of schemas",
     )
+    ap.add_argument(
+        "--batch", action="store_true", help="batch mode only: 64 schemas stepping together"
+    )
+    ap.add_argument("--batch-size", type=int, default=BATCH_SIZE)
+    ap.add_argument("--batch-threads", type=int, default=BATCH_THREADS)
     args = ap.parse_args(argv)
     if args.grammars:
         from grammar_cfg_mode import run_grammars
 
         cmd = "python benchmarks/bench_grammar.py " + " ".join(argv or sys.argv[1:])
         print(run_grammars(smollm2_tokenizer(), args.out, cmd.strip()))
+        return
+    if args.batch:
+        main_batch(args)
         return
     per = args.per_subset or (2 if args.quick else 12)
     max_tests = args.max_tests or (2 if args.quick else 6)

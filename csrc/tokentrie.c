@@ -46,8 +46,10 @@
  *   True here); None without writing when dst is current but state has no entry.
  *
  * Errors: ValueError on inconsistent arrays, IndexError for a row outside (fill_row);
- * exceptions of row_tables propagate (GrammarTooComplexError from a DFA budget). The GIL
- * is held throughout (row_tables runs Python).
+ * exceptions of row_tables propagate (GrammarTooComplexError from a DFA budget). walk
+ * releases the GIL while it steps through built rows (threads filling masks of different
+ * grammars run it in parallel: structgen/fsm/grammar_pool.py) and holds it to call
+ * row_tables; walk_bytes and fill_row hold it throughout.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -110,6 +112,12 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
                 int32_t *out, uint32_t *mask, Py_ssize_t vocab, long state, Tables *t,
                 PyObject *fn) {
     long visited = 0;
+    /* The loop reads only the held buffers: the GIL is released for it and taken back
+     * to build a missing row (row_tables runs Python) and to set an error. Another
+     * thread may grow the DFA meanwhile: a growth replaces its tables (the held buffers
+     * keep the old ones alive, their built rows unchanged), so a stale table shows a
+     * row as missing at worst, and the fetch below reads the live one. */
+    PyThreadState *ts = PyEval_SaveThread();
     const int32_t *rows = t->rows.buf;
     const int64_t *slot = t->slot.buf;
     Py_ssize_t n_rows = t->rows.len / (256 * 4), n_slot = t->slot.len / 8;
@@ -118,12 +126,14 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
     while (i < n) {
         int32_t d = depth[i];
         if (d < 1 || d >= stack_n) {
+            PyEval_RestoreThread(ts);
             PyErr_SetString(PyExc_ValueError, "trie depth out of range of the stack");
             return -1;
         }
         int32_t s = stack[d - 1];
         int64_t r = (s >= 0 && s < n_slot) ? slot[s] : -1;
         if (r < 0 || r >= n_rows) { /* row not built yet: build it, refetch the tables */
+            PyEval_RestoreThread(ts);
             if (tables_fetch(t, fn, s) < 0) return -1;
             rows = t->rows.buf;
             slot = t->slot.buf;
@@ -134,11 +144,13 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
                 PyErr_Format(PyExc_ValueError, "row_tables(%d) did not build the row", (int)s);
                 return -1;
             }
+            ts = PyEval_SaveThread();
         }
         int32_t nxt = rows[r * 256 + byte[i]];
         if (nxt < 0) {
             Py_ssize_t j = skip[i];
             if (j <= i) {
+                PyEval_RestoreThread(ts);
                 PyErr_SetString(PyExc_ValueError, "trie skip does not move forward");
                 return -1;
             }
@@ -149,6 +161,7 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
         int32_t tok = token[i];
         if (tok >= 0) {
             if (tok >= vocab) {
+                PyEval_RestoreThread(ts);
                 PyErr_SetString(PyExc_ValueError, "trie token id outside out");
                 return -1;
             }
@@ -158,6 +171,7 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
         visited++;
         i++;
     }
+    PyEval_RestoreThread(ts);
     return visited;
 }
 

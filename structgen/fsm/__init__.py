@@ -17,7 +17,8 @@ Layout, in pipeline order:
 * ``grammar/``: context-free grammars (Lark, GBNF, EBNF) -> a lexer + Earley automaton
   behind the same interfaces (``compile_grammar``);
 * ``compiler.py``: ``CompiledGrammar`` and the cached ``compile_*`` entry points;
-  ``matcher.py``: the per-request ``Matcher``; ``jump_forward.py``: forced-text planning.
+  ``matcher.py``: the per-request ``Matcher``; ``jump_forward.py``: forced-text planning;
+  ``grammar_pool.py``: the thread pool that fills a batch's bitmask rows in parallel.
 """
 
 from __future__ import annotations

@@ -21,8 +21,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .grammar_pool import fill_rows_serial
+
 if TYPE_CHECKING:
     import torch
+
+    from .grammar_pool import GrammarPool
 
 __all__ = ["BaseCompiledGrammar", "BaseMatcher"]
 
@@ -54,22 +58,55 @@ class BaseMatcher(ABC):
 
     @classmethod
     def fill_bitmask_batch(
-        cls, matchers: Sequence[BaseMatcher], bitmask: torch.Tensor, rows: Sequence[int]
-    ) -> None:
+        cls,
+        matchers: Sequence[BaseMatcher],
+        bitmask: torch.Tensor,
+        rows: Sequence[int],
+        pool: GrammarPool | None = None,
+    ) -> list[BaseException | None]:
         """Fill ``bitmask[rows[i]]`` for ``matchers[i]``, every i: the batch entry point.
 
-        The default calls each matcher's ``fill_bitmask``, so it is correct for matchers of
-        any implementations mixed; an implementation may override it with a batched fill.
+        Correct for matchers of any implementations mixed. Without ``pool`` the rows are
+        filled in order on the calling thread; with one, cold rows of different grammars
+        are filled in parallel (``structgen.fsm.grammar_pool``), bit-identical to the
+        serial fill.
 
         Args:
             matchers: one matcher per row to fill.
             bitmask: as for ``fill_bitmask``; mutated in the rows named.
-            rows: the batch rows, ``len(rows) == len(matchers)``.
+            rows: distinct batch rows, ``len(rows) == len(matchers)``.
+            pool: the thread pool to fill on, or None (serial).
 
-        Raises: never (for a correctly shaped tensor and equal lengths).
+        Returns:
+            Per row, the exception its ``fill_bitmask`` raised (e.g.
+            ``GrammarTooComplexError`` building a lazy state; the row's contents are then
+            undefined), else None.
+
+        Raises:
+            ValueError: ``matchers`` and ``rows`` differ in length.
         """
-        for matcher, row in zip(matchers, rows, strict=True):
-            matcher.fill_bitmask(bitmask, row)
+        if pool is not None:
+            return pool.fill_bitmask_batch(matchers, bitmask, rows)
+        if len(matchers) != len(rows):
+            raise ValueError(f"{len(matchers)} matchers for {len(rows)} rows")
+        errors: list[BaseException | None] = [None] * len(matchers)
+        fill_rows_serial(matchers, bitmask, rows, errors)
+        return errors
+
+    def is_mask_cached(self) -> bool:
+        """True when ``fill_bitmask`` would only copy a mask already computed (a batch
+        fill writes such rows at once instead of handing them to a thread). The default,
+        False, is always safe. Raises: never.
+        """
+        return False
+
+    def grammar_state_key(self) -> object:
+        """A hashable key shared by matchers whose ``fill_bitmask`` calls touch the same
+        mutable state (a lazily built automaton, a mask cache): a parallel batch fill
+        runs the matchers of one key on one thread. The default, the matcher itself,
+        claims no sharing. Raises: never.
+        """
+        return self
 
     @abstractmethod
     def advance(self, token_id: int) -> bool:

@@ -144,6 +144,19 @@ class Matcher(BaseMatcher):
                 words = self._index.bitmask(state)
         masks.write(bitmask, row, words)
 
+    def is_mask_cached(self) -> bool:
+        """True when the current state's mask is cached (or EOS was taken: all zero) and
+        no token budget steers it: ``fill_bitmask`` is then one C copy. Raises: never.
+        """
+        state, eos_taken = self._history[-1]
+        return eos_taken or (self._budget is None and state in self._forms)
+
+    def grammar_state_key(self) -> object:
+        """The byte DFA, shared (with its token index and caches) by every matcher of one
+        compiled grammar. Raises: never.
+        """
+        return self._dfa
+
     def _fill_form(self, state: int) -> list:
         """``[form, used]`` of ``state``'s mask for the C writer (``TokenIndex.fill_form``;
         an index without it: the plain mask, uncached).

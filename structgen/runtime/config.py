@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,6 +156,11 @@ class EngineConfig:
             relative error ~1e-2; torch's packed kernels, used where the C kernel is not
             built, take bfloat16 activations), ``"float32"`` (exact: the dequantized-weight
             reference up to summation order) or ``"auto"`` (``"int8"``).
+        grammar_threads: threads that compute grammar masks (``fsm.grammar_pool``): 0 =
+            on the engine thread when sampling; n >= 1 = a step's masks are computed on
+            a pool while the forward runs, cold rows of different grammars by n threads
+            in parallel; ``"auto"`` = 0 on CPU (the forward's kernel threads hold the
+            cores: measured in ``benchmarks/RESULTS.md``), ``min(4, cores)`` on CUDA.
 
     Raises:
         ConfigError: a field is invalid (the message names it).
@@ -183,6 +189,7 @@ class EngineConfig:
     cuda_graph_max_batch: int = 64
     attention_backend: str = "auto"
     activation_dtype: str = "auto"
+    grammar_threads: int | str = "auto"
 
     def __post_init__(self) -> None:
         from structgen.runtime.quantization import check_quantization
@@ -250,6 +257,13 @@ class EngineConfig:
             )
         if self.max_kv_tokens is not None and self.max_kv_tokens < self.page_size:
             raise ConfigError("EngineConfig.max_kv_tokens must hold at least one page")
+        threads = self.grammar_threads
+        if threads != "auto" and (
+            not isinstance(threads, int) or isinstance(threads, bool) or threads < 0
+        ):
+            raise ConfigError(
+                f"EngineConfig.grammar_threads must be 'auto' or an int >= 0, got {threads!r}"
+            )
 
     @classmethod
     def from_kwargs(cls, model: str | None = None, **kwargs) -> "EngineConfig":
@@ -265,14 +279,19 @@ class EngineConfig:
         return cls(model=model, **kwargs)
 
     def resolved(self) -> "EngineConfig":
-        """Return a copy with ``"auto"`` device and dtype resolved for this machine."""
+        """Return a copy with ``"auto"`` device, dtype and grammar threads resolved for
+        this machine.
+        """
         device = self.device
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         dtype = self.dtype
         if dtype == "auto":
             dtype = "bfloat16" if device.startswith("cuda") else "float32"
-        return dataclasses.replace(self, device=device, dtype=dtype)
+        threads = self.grammar_threads
+        if threads == "auto":
+            threads = min(4, os.cpu_count() or 1) if device.startswith("cuda") else 0
+        return dataclasses.replace(self, device=device, dtype=dtype, grammar_threads=threads)
 
     @property
     def torch_dtype(self) -> torch.dtype:

@@ -26,6 +26,7 @@ from structgen.runtime.request import Request
 from structgen.runtime.sampling_params import SamplingParams
 from structgen.runtime.scheduler import Scheduler
 from structgen.runtime.step import StepContext, sample_tokens
+from structgen.runtime.step_masks import StepMasks
 
 __all__ = ["Engine"]
 
@@ -155,6 +156,11 @@ class Engine(BaseEngine):
 
             proposer = make_proposer(self, self.config.speculative)
             self.spec = SpeculativeDecoder(proposer, self.config.speculative, self.step_context)
+        self.grammar_pool = None  # masks on the engine thread (grammar_threads=0)
+        if self.config.grammar_threads:
+            from structgen.fsm.grammar_pool import GrammarPool
+
+            self.grammar_pool = GrammarPool(self.config.grammar_threads)
         self.loop = EngineLoop(self)
 
     def _num_sampled_ids(self) -> int | None:
@@ -313,10 +319,19 @@ class Engine(BaseEngine):
             spec.trim(scheduled)
         model_output, sampled = None, []
         if scheduled:
-            model_output = self.runner.execute(scheduled)
+            masks = None
+            if self.grammar_pool is not None:  # the step's masks beside the forward
+                masks = StepMasks.plan(scheduled, self.vocab_size)
+                if masks is not None:
+                    masks.start(self.grammar_pool)
+            try:
+                model_output = self.runner.execute(scheduled)
+            finally:
+                if masks is not None:
+                    masks.wait()  # fails a request whose grammar raised, alone
             if model_output.error is None:
                 verify = spec.verify if spec is not None else None
-                sampled = sample_tokens(model_output, self.step_context, verify)
+                sampled = sample_tokens(model_output, self.step_context, verify, masks)
         update = self.scheduler.update_from_output(
             scheduled, model_output, sampled, self.step_context
         )
@@ -389,10 +404,14 @@ class Engine(BaseEngine):
         }
 
     def close(self) -> None:
-        """Stop the tensor-parallel worker processes, if any (idempotent; also at exit)."""
+        """Stop the tensor-parallel worker processes and the grammar threads, if any
+        (idempotent; also at exit).
+        """
         close = getattr(self.runner, "close", None)
         if close is not None:
             close()
+        if self.grammar_pool is not None:
+            self.grammar_pool.close()
 
     def flush_cache(self) -> int:
         """Evict every unlocked page of the prefix cache; returns pages freed."""

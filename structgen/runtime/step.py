@@ -27,6 +27,7 @@ from structgen.runtime.sampler import sample
 
 if TYPE_CHECKING:
     from structgen.runtime.model_runner import ModelOutput
+    from structgen.runtime.step_masks import StepMasks
 
 __all__ = [
     "StepContext",
@@ -100,7 +101,8 @@ class TokenResult:
 def sample_tokens(
     output: ModelOutput,
     context: StepContext,
-    verify: Callable[[torch.Tensor, list[tuple[Request, int]]], list[list[int]]] | None = None,
+    verify: Callable[..., list[list[int]]] | None = None,
+    masks: StepMasks | None = None,
 ) -> list[SampledTokens]:
     """Record prompt logprobs, sample plain requests and verify speculating ones.
 
@@ -108,7 +110,10 @@ def sample_tokens(
         output: a successful forward's logits and their layout (``output.logits`` is
             masked in place, padded-vocabulary columns included).
         context: the engine's step settings.
-        verify: ``SpeculativeDecoder.verify`` (needed when a request has drafts).
+        verify: ``SpeculativeDecoder.verify`` (needed when a request has drafts); called
+            as ``verify(logits, items, masks=masks)``.
+        masks: the step's grammar rows computed during the forward (``StepMasks``, waited
+            for); None: each row is filled here.
 
     Returns:
         One entry per sampling request: plain requests first, then speculating ones,
@@ -125,21 +130,24 @@ def sample_tokens(
             record_prompt_logprobs(req, logits[lo:hi], first)
         reqs = [req for req, _ in plain]
         sample_logits = logits[[lo for _, lo in plain]] if plain else logits[:0]
-        tokens, logprobs = sample_step(sample_logits, reqs, context.eos_token_ids)
+        tokens, logprobs = sample_step(sample_logits, reqs, context.eos_token_ids, masks)
         accepted = []
         if specs:
             idx, items = [], []
             for req, lo, m in specs:
                 items.append((req, len(idx)))
                 idx.extend(range(lo, lo + m + 1))
-            accepted = verify(logits[idx], items)
+            accepted = verify(logits[idx], items, masks=masks)
     out = [SampledTokens(req, [tok], [lp]) for req, tok, lp in zip(reqs, tokens, logprobs)]
     out += [SampledTokens(req, toks, None, True) for (req, _, _), toks in zip(specs, accepted)]
     return out
 
 
 def sample_step(
-    logits: torch.Tensor, reqs: list[Request], eos_ids: frozenset[int]
+    logits: torch.Tensor,
+    reqs: list[Request],
+    eos_ids: frozenset[int],
+    masks: StepMasks | None = None,
 ) -> tuple[list[int], list[dict[int, float] | None]]:
     """Process, mask and sample one token for each request.
 
@@ -150,6 +158,8 @@ def sample_step(
         logits: ``[R, V]`` float32, row ``r`` belongs to ``reqs[r]``; modified in place.
         reqs: the sampling requests.
         eos_ids: the model's EOS token ids.
+        masks: grammar rows computed ahead (``StepMasks``, waited for): a request's row
+            is copied from it; rows it lacks are filled here.
 
     Returns:
         One token id per request, and per request its logprob dict (or None).
@@ -162,7 +172,15 @@ def sample_step(
     if constrained:
         words = -(-vocab_size // 32)
         bitmask = torch.zeros((len(constrained), words), dtype=torch.int32)
-        for row, r in enumerate(constrained):
+        inline = list(enumerate(constrained))
+        if masks is not None and masks.num_words == words:
+            ahead = [(row, masks.rows_of(reqs[r], 1)) for row, r in inline]
+            dst = [row for row, rows in ahead if rows is not None]
+            if dst:
+                src = [rows.start for _, rows in ahead if rows is not None]
+                bitmask[dst] = masks.bitmask[src]
+            inline = [(row, r) for (row, r), (_, rows) in zip(inline, ahead) if rows is None]
+        for row, r in inline:
             try:
                 reqs[r].matcher.fill_bitmask(bitmask, row)
             except Exception as exc:  # e.g. GrammarTooComplexError building a lazy state

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from structgen.runtime.scheduler import SchedulerOutput
     from structgen.runtime.speculative.base import BaseProposer
     from structgen.runtime.step import StepContext
+    from structgen.runtime.step_masks import StepMasks
 
 __all__ = ["SpeculativeDecoder", "accept_greedy", "accept_sampled", "target_probs"]
 
@@ -205,11 +206,14 @@ class SpeculativeDecoder:
                     req.draft_probs = req.draft_probs[:covered]
 
     # ---------------------------------------------------------------- verify
-    def _mask(self, logits: torch.Tensor, items: list[tuple[Request, int]]) -> None:
+    def _mask(
+        self, logits: torch.Tensor, items: list[tuple[Request, int]], masks: StepMasks | None
+    ) -> None:
         """Grammar bitmask and ``min_tokens`` ban on every verified row, in place.
 
         Row ``lo + j`` of request ``req`` is masked with its matcher advanced through
-        ``draft_token_ids[:j]`` (rolled back afterwards).
+        ``draft_token_ids[:j]`` (rolled back afterwards); rows computed ahead
+        (``masks``) are copied instead.
         """
         words = -(-logits.shape[1] // 32)
         bitmask = torch.full((logits.shape[0], words), -1, dtype=torch.int32)
@@ -218,7 +222,13 @@ class SpeculativeDecoder:
         for req, lo in items:
             drafts = req.draft_token_ids
             m = req.matcher
-            if m is not None:
+            ahead = None
+            if m is not None and masks is not None and masks.num_words == words:
+                ahead = masks.rows_of(req, len(drafts) + 1)
+            if ahead is not None:
+                bitmask[lo : lo + len(drafts) + 1] = masks.bitmask[ahead]
+                constrained.extend(range(lo, lo + len(drafts) + 1))
+            elif m is not None:
                 advanced = 0
                 try:
                     for j in range(len(drafts) + 1):
@@ -242,19 +252,26 @@ class SpeculativeDecoder:
             idx = torch.tensor(constrained, dtype=torch.int64)
             apply_token_bitmask(logits, bitmask[idx].to(logits.device), idx.to(logits.device))
 
-    def verify(self, logits: torch.Tensor, items: list[tuple[Request, int]]) -> list[list[int]]:
+    def verify(
+        self,
+        logits: torch.Tensor,
+        items: list[tuple[Request, int]],
+        masks: StepMasks | None = None,
+    ) -> list[list[int]]:
         """Accept drafts and pick the target's next token for each speculating request.
 
         Args:
             logits: ``[R, V]`` float32; request ``req`` of ``items`` owns rows
                 ``lo .. lo + len(req.draft_token_ids)``. Modified in place (masked).
             items: ``(request, first row)`` pairs.
+            masks: the step's grammar rows computed during the forward
+                (``runtime.step_masks.StepMasks``, waited for), or None: masked here.
 
         Returns:
             Per request, the tokens to append (accepted drafts, then the target's token).
             Counters and the request's adaptive k are updated here. Raises: never.
         """
-        self._mask(logits, items)
+        self._mask(logits, items, masks)
         out = []
         for req, lo in items:
             drafts = req.draft_token_ids

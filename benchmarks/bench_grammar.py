@@ -16,6 +16,9 @@ Measured per engine:
     beside the canonical tokens lying wholly inside forced text for structgen and xgrammar.
 
 Run:  python benchmarks/bench_grammar.py [--quick] [--per-subset 4] [--out benchmarks/RESULTS.md]
+Cold modes only (issue #22: cold-empty, cold-shared, warm; the five schemas of
+benchmarks/data/cold_schemas.json plus the first N MaskBench members per subset):
+      python benchmarks/bench_grammar.py --cold [--cold-per-subset 60] [--cold-engines a,b]
 Peers: pip install xgrammar llguidance outlines-core (optional).
 """
 

@@ -20,6 +20,9 @@ Run:  python benchmarks/bench_grammar.py [--quick] [--per-subset 4] [--out bench
       python benchmarks/bench_grammar.py --batch [--batch-size 64] [--batch-threads 2]
       (batch mode: 64 matchers over 64 distinct MaskBench schemas stepping together, cold-empty
       and warm, alone and overlapped with a simulated 5 / 30 ms forward; compile apart)
+Cold modes only (issue #22: cold-empty, cold-shared, warm; the five schemas of
+benchmarks/data/cold_schemas.json plus the first N MaskBench members per subset):
+      python benchmarks/bench_grammar.py --cold [--cold-per-subset 60] [--cold-engines a,b]
 Peers: pip install xgrammar llguidance outlines-core (optional).
 """
 
@@ -1035,6 +1038,279 @@ def main_batch(args) -> None:
         f.write("\n" + text)
 
 
+# ---------------------------------------------------------------------------- cold modes
+COLD_SCHEMAS = ROOT / "benchmarks" / "data" / "cold_schemas.json"
+COLD_MODES = ("cold-empty", "cold-shared", "warm")
+
+
+def cold_cases(per_subset: int) -> list[tuple[str, object, str]]:
+    """``(label, schema, instance text)``: the five schemas of ``data/cold_schemas.json``,
+    then the first ``per_subset`` MaskBench archive members of each subset (the ``--sample``
+    set at 60; bench_maskbench's reader and canonical form) with their first valid test."""
+    from benchmarks.bench_maskbench import canonical_tests, iter_corpus, subsets_on_disk
+
+    out = [
+        (name, case["schema"], json.dumps(case["instance"], separators=(",", ":")))
+        for name, case in json.loads(COLD_SCHEMAS.read_text()).items()
+    ]
+    for sub, name, raw in iter_corpus(subsets_on_disk(), per_subset or 0):
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            continue
+        valid = [text for ok, text in canonical_tests(doc) if ok]
+        if valid and isinstance(doc.get("schema"), (dict, bool)):
+            out.append((f"{sub}/{name}", doc["schema"], valid[0]))
+    return out
+
+
+class _Fresh:
+    """An engine's grammar for one cold mode: ``cold-empty`` compiles with every cache of the
+    engine emptied first (structgen: ``clear_cache``; xgrammar: cache off; llguidance and
+    outlines-core keep none between grammars); ``cold-shared`` keeps the caches (structgen's
+    compile cache and xgrammar's compiler cache on)."""
+
+    def __init__(self, eng, mode: str):
+        self.eng, self.mode = eng, mode
+        self.shared = None
+        if mode == "cold-shared" and eng.name == "xgrammar":
+            self.shared = eng.xgr.GrammarCompiler(eng.info, cache_enabled=True)
+
+    def compile(self, schema):
+        eng = self.eng
+        if self.mode == "cold-shared" and eng.name == "structgen":
+            from structgen.fsm import compile_json_schema
+
+            return compile_json_schema(schema, eng.vocab, strict=False, allow_extra_properties=True)
+        if self.shared is not None:
+            return self.shared.compile_json_schema(
+                json.dumps(schema), any_whitespace=False, separators=(",", ":")
+            )
+        return eng.compile(schema)
+
+
+def force_instance(eng, g, ids, buf) -> tuple[list[float], float, bool]:
+    """(seconds of each ``fill_bitmask``, seconds of all advances, accepted) forcing the token
+    ids ``ids`` through a new matcher of ``g``, a mask before every token."""
+    m = eng.matcher(g)
+    masks, adv = [], 0.0
+    for t in ids:
+        t0 = time.perf_counter()
+        eng.mask(m, buf)
+        t1 = time.perf_counter()
+        ok = eng.accept(m, t)
+        adv += time.perf_counter() - t1
+        masks.append(t1 - t0)
+        if not ok:
+            return masks, adv, False
+    return masks, adv, bool(eng.accepting(m))
+
+
+def cold_run(engines: dict, tok, cases, repeats: int = 3, seed: int = 0) -> dict:
+    """Every engine on every case in each mode, the engines interleaved per case.
+
+    Returns ``{mode: {engine: {label: record}}}``, a record holding the per-token mask times
+    (median run of ``repeats`` for the five schemas, one run for the rest), the compile, all
+    masks and all advances of the request (s), and whether the instance was accepted.
+    cold-shared runs the cases in a seeded shuffled order after the others with caches kept;
+    warm forces the same instance again through the grammar compiled for cold-empty.
+    """
+    out = {mode: {n: {} for n in engines} for mode in COLD_MODES}
+    order = {"cold-empty": list(range(len(cases)))}
+    shuffled = list(range(len(cases)))
+    random.Random(seed).shuffle(shuffled)
+    order["cold-shared"] = shuffled
+    fresh = {mode: {n: _Fresh(e, mode) for n, e in engines.items()} for mode in order}
+    bufs = {n: torch.zeros((1, e.words), dtype=torch.int32) for n, e in engines.items()}
+    for mode in ("cold-empty", "cold-shared"):
+        if mode == "cold-shared":
+            from structgen.fsm import clear_cache
+
+            clear_cache()  # the shared mode starts from nothing and keeps what it builds
+        for i in tqdm(order[mode], desc=mode, leave=False):
+            label, schema, text = cases[i]
+            ids = tok.encode(text, add_special_tokens=False)
+            runs = repeats if i < 5 and mode == "cold-empty" else 1
+            for name, eng in engines.items():
+                tries = []
+                for _ in range(runs):
+                    try:
+                        t0 = time.perf_counter()
+                        g = fresh[mode][name].compile(schema)
+                        comp = time.perf_counter() - t0
+                        masks, adv, ok = force_instance(eng, g, ids, bufs[name])
+                    except BaseException as exc:  # peers' Rust panics are BaseExceptions
+                        if isinstance(exc, KeyboardInterrupt):
+                            raise
+                        break
+                    total = comp + sum(masks) + adv
+                    tries.append((total, comp, masks, adv, ok, g))
+                if not tries:
+                    continue
+                total, comp, masks, adv, ok, g = sorted(tries, key=lambda r: r[0])[len(tries) // 2]
+                out[mode][name][label] = {
+                    "masks": masks,
+                    "compile": comp,
+                    "advance": adv,
+                    "total": total,
+                    "ok": ok,
+                }
+                if mode == "cold-empty":  # warm: the same grammar, its states visited
+                    wm, wadv, wok = force_instance(eng, g, ids, bufs[name])
+                    out["warm"][name][label] = {
+                        "masks": wm,
+                        "compile": 0.0,
+                        "advance": wadv,
+                        "total": sum(wm) + wadv,
+                        "ok": wok,
+                    }
+    return out
+
+
+def _common(per_engine: dict, labels) -> list[str]:
+    """Labels every engine ran and accepted."""
+    return [lb for lb in labels if all(lb in r and r[lb]["ok"] for r in per_engine.values())]
+
+
+def cold_report(label: str, res: dict, cases, setup_s: dict) -> tuple[list[str], dict]:
+    """Markdown tables of ``cold_run``'s result, and the figures the plot draws."""
+    names = list(res["cold-empty"])
+    five = [c[0] for c in cases[:5]]
+    lines = [f"### {label}: cold modes", ""]
+    lines.append(
+        "Per-tokenizer preprocessing (timed apart, once): "
+        + ", ".join(f"{n} {setup_s[n]:.2f} s" for n in names)
+    )
+    lines.append("")
+    head = (
+        "| schema (tokens) | mode | "
+        + " | ".join(f"{n} mean / median / p99 us, total ms" for n in names)
+        + " |"
+    )
+    lines += [head, "|" + "---|" * (2 + len(names))]
+    fig = {}
+    for mode in COLD_MODES:
+        for lb in five:
+            cells = []
+            for n in names:
+                r = res[mode][n].get(lb)
+                if r is None or not r["masks"]:
+                    cells.append("-")
+                    continue
+                us = np.array(r["masks"]) * 1e6
+                flag = "" if r["ok"] else " (rejected)"
+                cells.append(
+                    f"{us.mean():.1f} / {np.median(us):.1f} / {np.percentile(us, 99):.0f}, "
+                    f"{r['total'] * 1e3:.2f}{flag}"
+                )
+                fig.setdefault(mode, {}).setdefault(n, {})[lb] = float(us.mean())
+            ntok = len(
+                next((r for r in (res[mode][n].get(lb) for n in names) if r), {"masks": []})[
+                    "masks"
+                ]
+            )
+            lines.append(f"| {lb} ({ntok}) | {mode} | " + " | ".join(cells) + " |")
+    sample = [c[0] for c in cases[5:]]
+    if sample:
+        lines += [
+            "",
+            f"MaskBench sample ({len(sample)} schemas with a valid instance; figures over "
+            "the schemas every engine compiled and accepted):",
+            "",
+        ]
+        lines += [
+            "| mode | schemas | "
+            + " | ".join(
+                f"{n} median of per-schema mean us / pooled p99 us / median total ms" for n in names
+            )
+            + " |",
+            "|" + "---|" * (2 + len(names)),
+        ]
+        for mode in COLD_MODES:
+            common = _common(res[mode], sample)
+            cells = []
+            for n in names:
+                rs = [res[mode][n][lb] for lb in common]
+                if not rs:
+                    cells.append("-")
+                    continue
+                means = [np.mean(r["masks"]) * 1e6 for r in rs if r["masks"]]
+                pooled = np.concatenate([r["masks"] for r in rs]) * 1e6
+                cells.append(
+                    f"{np.median(means):.1f} / {np.percentile(pooled, 99):.0f} / "
+                    f"{np.median([r['total'] for r in rs]) * 1e3:.2f}"
+                )
+                fig.setdefault(mode, {}).setdefault(n, {})["sample median"] = float(
+                    np.median(means)
+                )
+            lines.append(f"| {mode} | {len(common)} | " + " | ".join(cells) + " |")
+        handled = {
+            n: sum(lb in res["cold-empty"][n] and res["cold-empty"][n][lb]["ok"] for lb in sample)
+            for n in names
+        }
+        lines += [
+            "",
+            "Sample schemas compiled and accepted per engine (cold-empty): "
+            + ", ".join(f"{n} {k}" for n, k in handled.items()),
+        ]
+    return lines, fig
+
+
+def cold_plot(figs: dict, path: Path) -> str:
+    """Cold-empty per-token mean per schema and engine, one panel per tokenizer (log scale)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib not installed: plot skipped"
+    fig, axes = plt.subplots(1, len(figs), figsize=(6.5 * len(figs), 4.2), squeeze=False)
+    for ax, (label, f) in zip(axes[0], figs.items()):
+        data = f.get("cold-empty", {})
+        names = list(data)
+        schemas = list(dict.fromkeys(s for d in data.values() for s in d))
+        width = 0.8 / max(len(names), 1)
+        for k, n in enumerate(names):
+            xs = [i + (k - (len(names) - 1) / 2) * width for i in range(len(schemas))]
+            ax.bar(xs, [data[n].get(s, 0) for s in schemas], width, label=n)
+        ax.set_xticks(range(len(schemas)), schemas, rotation=20, fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("cold-empty mask mean (us per token)")
+        ax.set_title(label.split(" (")[0], fontsize=9)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    return f"plot: {path.name}"
+
+
+def cold_main(args, toks: dict) -> str:
+    """The ``--cold`` run: every tokenizer, every engine, the three cold modes."""
+    cases = cold_cases(args.cold_per_subset)
+    report, figs = [], {}
+    for label, make in toks.items():
+        tok = make()
+        label = getattr(tok, "bench_label", label)
+        engines, setup_s = {}, {}
+        for cls in ENGINES:
+            if args.cold_engines and cls.name not in args.cold_engines.split(","):
+                continue
+            try:
+                t0 = time.perf_counter()
+                engines[cls.name] = cls(tok)
+                setup_s[cls.name] = time.perf_counter() - t0
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                print(f"{cls.name}: {type(exc).__name__}: {exc}", flush=True)
+        res = cold_run(engines, tok, cases)
+        lines, figs[label] = cold_report(label, res, cases, setup_s)
+        report += lines + [""]
+        print("\n".join(lines), flush=True)
+    note = cold_plot(figs, args.out.with_name("bench_grammar_cold.png"))
+    return "\n".join(report) + f"\n{note}\n"
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2 schemas per subset, SmolLM2 only")
@@ -1057,6 +1333,11 @@ def main(argv=None) -> None:
     )
     ap.add_argument("--batch-size", type=int, default=BATCH_SIZE)
     ap.add_argument("--batch-threads", type=int, default=BATCH_THREADS)
+    ap.add_argument("--cold", action="store_true", help="the cold modes only (cold_main)")
+    ap.add_argument(
+        "--cold-per-subset", type=int, default=60, help="MaskBench members per subset (--cold)"
+    )
+    ap.add_argument("--cold-engines", default="", help="comma-separated engines (--cold)")
     args = ap.parse_args(argv)
     if args.grammars:
         from grammar_cfg_mode import run_grammars
@@ -1066,6 +1347,9 @@ def main(argv=None) -> None:
         return
     if args.batch:
         main_batch(args)
+        return
+    if args.cold:
+        _cold_entry(args, argv)
         return
     per = args.per_subset or (2 if args.quick else 12)
     max_tests = args.max_tests or (2 if args.quick else 6)
@@ -1107,6 +1391,26 @@ def main(argv=None) -> None:
         f"{' / '.join(f'{x:.1f}' for x in os.getloadavg())}\n\n" + "\n".join(report) + f"\n{note}\n"
     )
     print(text)
+    with open(args.out, "a") as f:
+        f.write("\n" + text)
+
+
+def _cold_entry(args, argv) -> None:
+    toks = {}
+    if (args.tokenizers or "both") in ("smollm2", "both"):
+        toks["SmolLM2 49k"] = smollm2_tokenizer
+    if (args.tokenizers or "both") in ("bpe150k", "both"):
+        toks["byte-level BPE 150k (local)"] = bpe_150k_tokenizer
+    body = cold_main(args, toks)
+    cmd = "python benchmarks/bench_grammar.py " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
+    text = (
+        f"## Grammar engines, cold modes ({time.strftime('%Y-%m-%d')})\n\n"
+        f"Command: `{cmd.strip()}`\n\n"
+        f"Load average at the end (1/5/15 min, 2 shared cores): "
+        f"{' / '.join(f'{x:.1f}' for x in os.getloadavg())}\n\n" + body
+    )
     with open(args.out, "a") as f:
         f.write("\n" + text)
 

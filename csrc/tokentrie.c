@@ -11,7 +11,8 @@
  *     depth  int32 [N]   1 for a token's first byte
  *     skip   int32 [N]   first node after the node's subtree
  *     token  int32 [N]   token id ending at the node, -1 if none
- *     stack  int32 [>= max depth + 1], scratch (state at each depth of the current path)
+ *     stack  int32 [>= max depth + 1], scratch (state at each depth of the current path; the
+ *            walk caches each depth's row pointer beside it)
  *     out    int32 [V]   written: out[token] = state after the token, for live tokens only;
  *            or None: only the mask is written (V = 32 x mask words)
  *     mask   int32 [>= ceil(V / 32)], zeroed by the caller: bit token % 32 of word token / 32
@@ -107,20 +108,29 @@ static int get(PyObject *obj, Py_buffer *b, int writable, Py_ssize_t itemsize, c
     return 0;
 }
 
-static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
-                const int32_t *token, Py_ssize_t n, int32_t *stack, Py_ssize_t stack_n,
-                int32_t *out, uint32_t *mask, Py_ssize_t vocab, long state, Tables *t,
-                PyObject *fn) {
-    long visited = 0;
-    /* The loop reads only the held buffers: the GIL is released for it and taken back
-     * to build a missing row (row_tables runs Python) and to set an error. Another
-     * thread may grow the DFA meanwhile: a growth replaces its tables (the held buffers
-     * keep the old ones alive, their built rows unchanged), so a stale table shows a
-     * row as missing at worst, and the fetch below reads the live one. */
-    PyThreadState *ts = PyEval_SaveThread();
-    const int32_t *rows = t->rows.buf;
-    const int64_t *slot = t->slot.buf;
+/* The row of state s in the held tables, or NULL when it is not built. */
+static inline const int32_t *row_of(const Tables *t, long s) {
     Py_ssize_t n_rows = t->rows.len / (256 * 4), n_slot = t->slot.len / 8;
+    int64_t r = (s >= 0 && s < n_slot) ? ((const int64_t *)t->slot.buf)[s] : -1;
+    return (r < 0 || r >= n_rows) ? NULL : (const int32_t *)t->rows.buf + r * 256;
+}
+
+/* The depth-first loop. stack[d] is the state after the first d bytes of the current path;
+ * rowp[d] caches its row (NULL: not looked up yet), so siblings, and a child entered by a
+ * self-loop (the inside of a string), read their parent's row without a slot lookup. After
+ * row_tables is called again every cached row is dropped (a growth replaces the tables).
+ * The loop reads only the held buffers: the GIL is released for it and taken back to build a
+ * missing row (row_tables runs Python) and to set an error. Another thread may grow the DFA
+ * meanwhile: a growth replaces its tables (the held buffers keep the old ones alive, their
+ * built rows unchanged), so a stale table shows a row as missing at worst, and the fetch
+ * reads the live one. */
+static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
+                const int32_t *token, Py_ssize_t n, int32_t *stack, const int32_t **rowp,
+                Py_ssize_t stack_n, int32_t *out, uint32_t *mask, Py_ssize_t vocab, long state,
+                Tables *t, PyObject *fn) {
+    long visited = 0;
+    for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
+    PyThreadState *ts = PyEval_SaveThread();
     stack[0] = (int32_t)state;
     Py_ssize_t i = 0;
     while (i < n) {
@@ -130,23 +140,24 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
             PyErr_SetString(PyExc_ValueError, "trie depth out of range of the stack");
             return -1;
         }
-        int32_t s = stack[d - 1];
-        int64_t r = (s >= 0 && s < n_slot) ? slot[s] : -1;
-        if (r < 0 || r >= n_rows) { /* row not built yet: build it, refetch the tables */
-            PyEval_RestoreThread(ts);
-            if (tables_fetch(t, fn, s) < 0) return -1;
-            rows = t->rows.buf;
-            slot = t->slot.buf;
-            n_rows = t->rows.len / (256 * 4);
-            n_slot = t->slot.len / 8;
-            r = (s >= 0 && s < n_slot) ? slot[s] : -1;
-            if (r < 0 || r >= n_rows) {
-                PyErr_Format(PyExc_ValueError, "row_tables(%d) did not build the row", (int)s);
-                return -1;
+        const int32_t *row = rowp[d - 1];
+        if (!row) {
+            int32_t s = stack[d - 1];
+            row = row_of(t, s);
+            if (!row) { /* not built yet: build it, refetch the tables, drop cached rows */
+                PyEval_RestoreThread(ts);
+                if (tables_fetch(t, fn, s) < 0) return -1;
+                for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
+                row = row_of(t, s);
+                if (!row) {
+                    PyErr_Format(PyExc_ValueError, "row_tables(%d) did not build the row", (int)s);
+                    return -1;
+                }
+                ts = PyEval_SaveThread();
             }
-            ts = PyEval_SaveThread();
+            rowp[d - 1] = row;
         }
-        int32_t nxt = rows[r * 256 + byte[i]];
+        int32_t nxt = row[byte[i]];
         if (nxt < 0) {
             Py_ssize_t j = skip[i];
             if (j <= i) {
@@ -157,6 +168,7 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
             i = j;
             continue;
         }
+        rowp[d] = nxt == stack[d - 1] ? row : NULL;
         stack[d] = nxt;
         int32_t tok = token[i];
         if (tok >= 0) {
@@ -209,8 +221,16 @@ static PyObject *walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         } else if (b[6].len / 4 < (vocab + 31) / 32) {
             PyErr_SetString(PyExc_ValueError, "mask: fewer than ceil(len(out) / 32) words");
         } else if (tables_fetch(&t, args[8], -1) == 0) {
-            visited = run(b[0].buf, b[1].buf, b[2].buf, b[3].buf, n, b[4].buf, b[4].len / 4,
-                          has_out ? b[5].buf : NULL, b[6].buf, vocab, state, &t, args[8]);
+            Py_ssize_t stack_n = b[4].len / 4;
+            const int32_t **rowp = PyMem_Malloc((size_t)stack_n * sizeof(*rowp));
+            if (!rowp) {
+                PyErr_NoMemory();
+            } else {
+                visited = run(b[0].buf, b[1].buf, b[2].buf, b[3].buf, n, b[4].buf, rowp,
+                              stack_n, has_out ? b[5].buf : NULL, b[6].buf, vocab, state, &t,
+                              args[8]);
+                PyMem_Free(rowp);
+            }
         }
     }
     tables_release(&t);

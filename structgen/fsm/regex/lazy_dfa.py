@@ -4,9 +4,10 @@ Design: a state is a term of a ``TermArena`` (see ``terms``): the Brzozowski
 derivative of the pattern by the bytes read so far, normalised by the arena's smart
 constructors. State ids are given out in discovery order (the initial state is 0).
 A state's row of the transition table (all 256 bytes) is computed the first time it
-is needed: the bytes are split into classes on which the derivative is constant
-(refinement of the masks at the front of the term), one derivative is taken per
-class and the row is written with one numpy gather. Single steps (``walk``) take
+is needed: the bytes that can start the term (``first``) are split into classes on
+which the derivative is constant (refinement of the masks at the front of the term;
+none for a literal, whose one byte is its own class), one derivative is taken per class
+and written to the class's bytes; every other byte stays dead. Single steps (``walk``) take
 only the derivative they need, so checking a long string never builds whole rows.
 
 Liveness: a transition is dead (-1) exactly when the derivative's language is empty:
@@ -85,7 +86,7 @@ class ByteDFA:
         self._lock = threading.RLock()
         self._terms: list[int] = []
         self._ids: dict[int, int] = {}
-        self._partitions: dict[frozenset[int], tuple[np.ndarray, list[int]]] = {}
+        self._partitions: dict[tuple[int, frozenset[int]], list[tuple[int, object]]] = {}
         self._masks: dict[int, np.ndarray] = {}
         self._steps: dict[int, int] = {}  # (state << 8 | byte) -> state, for walks
         cap = 64
@@ -164,28 +165,31 @@ class ByteDFA:
             self._rows = rows
         return slot
 
-    def _partition(self, term: int) -> tuple[np.ndarray, list[int]]:
-        """(class id per byte int64 ``[256]``, one representative byte per class).
+    def _live_classes(self, term: int, first: int) -> list[tuple[int, object]]:
+        """(representative byte, where in a row) per class of ``first`` (the bytes that can
+        start ``term``) in the refinement of ``term``'s front masks; "where" is the byte itself
+        for a one-byte class, else a bool ``[256]`` of the class's bytes.
 
-        The classes are the refinement of the front masks, computed on 256-bit ints
-        (each mask splits every class in two); bytes outside every mask form one class.
+        The bytes outside ``first`` have an ``EMPTY`` derivative, so they need no class: a
+        row's derivatives are taken for the live classes only. Cached per (first, front).
         """
         front = self.arena.front(term)
-        hit = self._partitions.get(front)
+        key = (first, front)
+        hit = self._partitions.get(key)
         if hit is not None:
             return hit
-        classes = refine_classes((1 << 256) - 1, front)
-        cls = np.empty(256, np.int64)
-        reps = []
-        for i, c in enumerate(classes):
+        out: list[tuple[int, object]] = []
+        for c in refine_classes(first, front):
+            rep = (c & -c).bit_length() - 1
+            if c & (c - 1) == 0:
+                out.append((rep, rep))
+                continue
             bits = self._masks.get(c)
             if bits is None:
                 bits = self._masks[c] = _mask_bits(c)
-            cls[bits] = i
-            reps.append((c & -c).bit_length() - 1)
-        result = (cls, reps)
-        self._partitions[front] = result
-        return result
+            out.append((rep, bits))
+        self._partitions[key] = out
+        return out
 
     def _build_row(self, state: int) -> None:
         if self._num_rows >= self.max_states:
@@ -194,16 +198,21 @@ class ByteDFA:
                 "pattern or reduce bounded repetitions"
             )
         term = self._terms[state]
-        cls, reps = self._partition(term)
         arena = self.arena
-        targets = np.empty(len(reps), np.int32)
-        for i, b in enumerate(reps):
-            d = arena.derivative(term, b)
-            targets[i] = -1 if d == EMPTY or arena.is_empty(d) else self._state_of(d)
+        first = arena.first[term]
         slot = self._new_row_slot()
-        self._rows[slot] = targets[cls]
+        row = self._rows[slot]
+        row[:] = -1  # dead; a slot left by a build that raised is reused
+        if first & (first - 1) == 0:  # at most one byte can start it (a literal)
+            classes = [(first.bit_length() - 1, first.bit_length() - 1)] if first else []
+        else:
+            classes = self._live_classes(term, first)
+        for b, where in classes:
+            d = arena.derivative(term, b)
+            if d != EMPTY and not arena.is_empty(d):
+                row[where] = self._state_of(d)
         if arena.has_boolean(term):  # ``first`` over-approximates: count the live bytes
-            self._num_out[state] = int((self._rows[slot] >= 0).sum())
+            self._num_out[state] = int((row >= 0).sum())
         self._num_rows += 1
         self._slot[state] = slot
 
@@ -244,8 +253,10 @@ class ByteDFA:
         Raises:
             GrammarTooComplexError: building the row exceeded a budget.
         """
-        if state >= 0:
-            self.row(state)
+        if state >= 0 and self._slot[state] < 0:
+            with self._lock:
+                if self._slot[state] < 0:
+                    self._build_row(state)
         tables = self._tables  # read-only views, remade when a table is replaced (growth)
         if tables is None or tables[0].base is not self._rows or tables[1].base is not self._slot:
             rows, slot = self._rows.view(), self._slot.view()

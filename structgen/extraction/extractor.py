@@ -6,8 +6,9 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from structgen.errors import ExtractionError
+from structgen.extraction.copy import copy_constraint
 from structgen.extraction.prompt import extraction_messages
-from structgen.fsm.spec import JsonSchema, schema_for
+from structgen.fsm.spec import schema_for
 from structgen.runtime.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ def extract(
     instructions: str | None = None,
     params: SamplingParams | None = None,
     errors: str = "raise",
+    copy: bool | None = None,
 ) -> Any:
     """Extract one schema-valid object per text, greedily, under the schema's grammar.
 
@@ -36,6 +38,9 @@ def extract(
         params: sampling settings; default greedy with ``max_tokens=512``.
         errors: ``"raise"`` raises the first ExtractionError; ``"return"`` puts the
             ExtractionError in that text's place and goes on (batch jobs).
+        copy: copy constraints (``structgen.extraction.copy``): True copies string and
+            number values from the text (where it has one that fits), False never, None
+            the default (``COPY_DEFAULT``); ``x-structgen-copy`` per field overrides it.
 
     Returns:
         A dict (or a pydantic instance when ``schema`` is a model class) per text: one
@@ -53,9 +58,10 @@ def extract(
     model_cls = schema if isinstance(schema, type) and hasattr(schema, "model_validate") else None
     sd = schema_for(schema)
     params = params or SamplingParams(max_tokens=DEFAULT_EXTRACT_MAX_TOKENS, temperature=0.0)
-    grammar = JsonSchema(sd, allow_extra_properties=False).compile(engine.vocab)
+    plans = [copy_constraint(sd, t, copy) for t in texts]
+    grammars = [plan.spec.compile(engine.vocab) for plan in plans]
     prompts = [extraction_messages(sd, t, instructions) for t in texts]
-    outputs = engine.generate(prompts, params, grammar)
+    outputs = engine.generate(prompts, params, grammars)
     results = []
     for out in outputs:
         try:

@@ -20,17 +20,24 @@ the next state's term.
 
 ``SubstringAutomaton.definitions(base)`` gives those texts for a definitions list that
 already holds ``base`` entries; the JSON Schema converter appends them
-(``json_schema.copy``).
+(``json_schema.copy``). ``with_copy(spec, sources)`` puts a constraint under copy: a JSON
+Schema's eligible values, a regex intersected with the spans of the raw text, or (no
+constraint) a span of the raw text; the DSL's ``gen(copy_from=...)`` and the server's
+``copy_from`` use it.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
-from .regex.definitions import PLACEHOLDER_BASE
+from ..errors import RequestError
+from .regex.anchors import strip_end_anchors
+from .regex.definitions import INTERSECT, PLACEHOLDER_BASE
 from .regex.escape import escape_literal
 
-__all__ = ["text_units", "SubstringAutomaton", "json_string_content"]
+__all__ = ["text_units", "SubstringAutomaton", "json_string_content", "with_copy", "as_sources"]
 
 
 def json_string_content(text: str) -> str:
@@ -146,12 +153,14 @@ class SubstringAutomaton:
                 stack.append((q, prefix + self.units[c], n + 1))
         return out
 
-    def definitions(self, base: int) -> tuple[list[str], str]:
-        """Regex definitions of the spans' JSON string content (module docstring).
+    def definitions(self, base: int, escape: Callable[[str], str] = json_string_content):
+        """Regex definitions of the spans, as ``escape`` writes each unit (module docstring).
 
         Args:
             base: how many definitions precede these in the list they are appended to
                 (placeholders are numbered from there).
+            escape: how a unit is written (default: JSON string content; ``str`` for the
+                raw text).
 
         Returns:
             ``(texts, pattern)``: the definitions to append, and the pattern of the spans
@@ -165,7 +174,7 @@ class SubstringAutomaton:
             for c, q in sorted(self._next[s].items()):
                 if s == 0 and self._is_space(c) or placeholder[q] is None:
                     continue  # a span starts with no whitespace; q leads to no span end
-                alts.append(escape_literal(json_string_content(self.units[c])) + placeholder[q])
+                alts.append(escape_literal(escape(self.units[c])) + placeholder[q])
             accepting = s != 0 and not self._is_space(self._last_unit[s])
             if not alts:
                 placeholder[s] = "" if accepting else None  # a leaf: ends here, or dead
@@ -175,3 +184,63 @@ class SubstringAutomaton:
             texts.append(body)
         assert placeholder[0], "definitions() of a text without spans"
         return texts, placeholder[0]
+
+
+def as_sources(copy_from: Any) -> tuple[str, ...]:
+    """``copy_from`` (a text or a list of texts) as a tuple of texts.
+
+    Raises:
+        RequestError: not a string or a non-empty list of strings.
+    """
+    sources = (copy_from,) if isinstance(copy_from, str) else tuple(copy_from or ())
+    if not sources or not all(isinstance(t, str) for t in sources):
+        raise RequestError("copy_from must be a text or a non-empty list of texts")
+    return sources
+
+
+def with_copy(spec: Any, sources: tuple[str, ...]) -> Any:
+    """``spec`` with its output (or its eligible values) copied from ``sources``.
+
+    Args:
+        spec: a ``JsonSchema`` (its string and number values are copied,
+            ``json_schema.copy``), a ``Regex`` (intersected with the spans of the raw
+            texts), or None (the output is one span of a raw text).
+        sources: the source texts.
+
+    Returns:
+        The new spec (``CopyJsonSchema`` or ``Regex`` with definitions).
+
+    Raises:
+        RequestError: another kind of spec (choices are never copy-constrained), or
+            sources without any span (a regex or free text has no fallback).
+    """
+    from .json_schema.copy import CopyJsonSchema
+    from .spec import JsonSchema, Regex
+
+    if isinstance(spec, JsonSchema):
+        fields = {f: getattr(spec, f) for f in spec.__dataclass_fields__}
+        return CopyJsonSchema(**{**fields, "copy_from": tuple(sources)})
+    if spec is not None and not isinstance(spec, Regex):
+        raise RequestError(
+            f"copy_from applies to a JSON Schema, a regex or free text, not {spec!r}"
+        )
+    defs = list(spec.definitions) if spec is not None else []
+    roots = []
+    for text in sources:
+        automaton = SubstringAutomaton(text)
+        if automaton.is_empty():
+            continue
+        texts, root = automaton.definitions(len(defs), escape=str)
+        defs.extend(texts)
+        roots.append(root)
+    if not roots:
+        raise RequestError("copy_from has no span to copy (empty or whitespace only)")
+    spans = roots[0] if len(roots) == 1 else "(?:" + "|".join(roots) + ")"
+    if spec is None:
+        return Regex(spans, None, tuple(defs))
+    defs.append(strip_end_anchors(spec.pattern)[0])  # a definition keeps its anchors
+    defs.append(spans)
+    defs.append(
+        INTERSECT + chr(PLACEHOLDER_BASE + len(defs) - 2) + chr(PLACEHOLDER_BASE + len(defs) - 1)
+    )
+    return Regex(chr(PLACEHOLDER_BASE + len(defs) - 1), spec.trigger, tuple(defs))

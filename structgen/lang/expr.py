@@ -202,6 +202,7 @@ def gen(
     json_schema: Any = None,
     choices: Sequence[str] | None = None,
     token_healing: bool = True,
+    copy_from: str | Sequence[str] | None = None,
 ) -> Gen:
     """Generate text at this point of the program.
 
@@ -221,9 +222,14 @@ def gen(
             constraint, sampled; see :func:`select` for choosing by log-probability).
         token_healing: back up the prompt's last token when it could merge with the
             generated text (see ``structgen.lang.healing``).
+        copy_from: a text (or texts) the output is copied from (``structgen.fsm.copy``):
+            with ``json_schema``, its string and number values are spans and numerals of
+            the text where one fits; with ``regex``, the output is a span that matches
+            it; alone, the output is a span (whole words, no whitespace at the ends).
 
     Raises:
-        RequestError: more than one of regex / json_schema / choices, a bad name.
+        RequestError: more than one of regex / json_schema / choices, a bad name,
+            ``copy_from`` with ``choices`` or without a span.
         RegexError: the regex does not compile.
         SchemaError: the schema is invalid or uses keywords that cannot be enforced.
         ConfigError: a sampling setting is out of range.
@@ -254,6 +260,10 @@ def gen(
         constraint = JsonSchema(json_schema)
     elif choices is not None:
         constraint = Choice(choices)
+    if copy_from is not None:
+        from structgen.fsm.copy import as_sources, with_copy
+
+        constraint = with_copy(constraint, as_sources(copy_from))
     return Gen(name, params, constraint, json_schema, token_healing)
 
 

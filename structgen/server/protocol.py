@@ -159,6 +159,7 @@ class _Sampling(_Model):
     guided_regex: str | None = None
     guided_choice: list[str] | None = Field(default=None, min_length=1)
     constraint_trigger: str | None = Field(default=None, min_length=1)
+    copy_from: str | list[str] | None = None  # copy constraints (structgen.fsm.copy)
     top_k: int = -1
     min_p: float = 0.0
     min_tokens: int = 0

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from structgen.errors import ExtractionError
 from structgen.extraction.copy import copy_constraint
 from structgen.extraction.prompt import extraction_messages
+from structgen.extraction.spans import choose_span_ends
 from structgen.fsm.spec import schema_for
 from structgen.runtime.sampling_params import SamplingParams
 
@@ -62,10 +63,14 @@ def extract(
     grammars = [plan.spec.compile(engine.vocab) for plan in plans]
     prompts = [extraction_messages(sd, t, instructions) for t in texts]
     outputs = engine.generate(prompts, params, grammars)
+    raw = [out.text if out.finish_reason == "stop" else "" for out in outputs]
+    if copy is not False:  # where each copied string ends: by score (spans.py)
+        copied = [plan.copied_fields for plan in plans]
+        raw = choose_span_ends(engine, sd, prompts, raw, texts, copied)
     results = []
-    for out in outputs:
+    for out, text_out in zip(outputs, raw):
         try:
-            results.append(_parse(out, model_cls))
+            results.append(_parse(out, model_cls, text_out))
         except ExtractionError as exc:
             if errors != "return":
                 raise
@@ -73,7 +78,7 @@ def extract(
     return results[0] if single else results
 
 
-def _parse(out: Any, model_cls: Any) -> Any:
+def _parse(out: Any, model_cls: Any, text: str) -> Any:
     if out.finish_reason != "stop":
         why = out.error or f"generation ended with finish_reason={out.finish_reason!r}"
         raise ExtractionError(
@@ -82,7 +87,7 @@ def _parse(out: Any, model_cls: Any) -> Any:
             finish_reason=out.finish_reason,
         )
     try:
-        obj = json.loads(out.text)
+        obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ExtractionError(
             f"model output is not JSON: {exc}", raw_text=out.text, finish_reason="error"

@@ -108,6 +108,13 @@ def test_empty_intersection_falls_back_to_the_field_grammar() -> None:
     spec, grammar = _string_grammar(text, {"pattern": "^[0-9]{3}$"})
     assert spec.copied_fields() == ()
     assert grammar.matches(_doc("v", "123"))  # the field's own grammar
+    spec, grammar = _string_grammar("abcdef ghijkl", {"maxLength": 3})
+    assert spec.copied_fields() == () and grammar.matches(_doc("v", "xy"))
+    spec, grammar = _string_grammar("abcdef ghijkl", {"minLength": 14})
+    assert spec.copied_fields() == () and grammar.matches(_doc("v", "x" * 14))
+    spec, grammar = _string_grammar("abcdef ghijkl", {"minLength": 8, "maxLength": 13})
+    assert spec.copied_fields() == ("/properties/v",)
+    assert grammar.matches(_doc("v", "abcdef ghijkl")) and not grammar.matches(_doc("v", "abcdef"))
     spec, grammar = _string_grammar("   \n  ")
     assert spec.copied_fields() == () and grammar.matches(_doc("v", "anything"))
 

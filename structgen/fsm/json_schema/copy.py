@@ -87,6 +87,7 @@ class CopyPlan:
 
     def __init__(self, sources: tuple[str, ...], default: bool) -> None:
         self.default = default
+        self.sources = sources
         self.automata = [SubstringAutomaton(t) for t in sources]
         self.automata = [a for a in self.automata if not a.is_empty()]
         self.numbers: list[Decimal] = list(dict.fromkeys(v for t in sources for v in numerals(t)))
@@ -157,6 +158,9 @@ class CopyPlan:
         if base is None:
             return None
         both = _intersect(conv, [base, spans])
+        if set(schema) <= {"type", "minLength", "maxLength"}:  # decided without a search
+            lo, hi = int(schema.get("minLength", 0)), schema.get("maxLength")
+            return both if self._has_span_length(lo, hi) else None
         try:
             arena = TermArena()
             root = lower_regex(both, arena, definitions=conv.sharing.definitions)
@@ -164,6 +168,22 @@ class CopyPlan:
         except GrammarTooComplexError:
             empty = True  # undecided within budget: keep the field's own grammar
         return None if empty else both
+
+    def _has_span_length(self, lo: int, hi: int | None) -> bool:
+        """True when some span of a source has ``lo`` to ``hi`` code points (None: no bound)."""
+        for text in self.sources:
+            units = text_units(text)
+            for i, first in enumerate(units):
+                if first.isspace():
+                    continue
+                size = 0
+                for u in units[i:]:
+                    size += len(u)
+                    if hi is not None and size > hi:
+                        break
+                    if size >= lo and not u.isspace():
+                        return True
+        return False
 
     def _number(self, conv, schema: dict) -> str | None:
         values = []

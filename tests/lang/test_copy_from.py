@@ -27,3 +27,13 @@ def test_dsl_gen_copy_from(tiny_engine):
         gen("x", choices=["a", "b"], copy_from=TEXT)
     with pytest.raises(RequestError):
         gen("x", copy_from="   ")
+
+
+def test_openai_backend_sends_copy_from():
+    from structgen.lang.openai_backend import request_body
+    from structgen.runtime.sampling_params import SamplingParams
+
+    term = gen("d", json_schema=SCHEMA, copy_from=[TEXT]).constraint
+    body = request_body([1, 2], SamplingParams(max_tokens=4), term)
+    assert body["extra_body"]["copy_from"] == [TEXT]
+    assert body["extra_body"]["response_format"]["json_schema"]["schema"] == SCHEMA

@@ -28,6 +28,7 @@ def extract(
     params: SamplingParams | None = None,
     errors: str = "raise",
     copy: bool | None = None,
+    score_span_ends: bool = False,
 ) -> Any:
     """Extract one schema-valid object per text, greedily, under the schema's grammar.
 
@@ -42,6 +43,9 @@ def extract(
         copy: copy constraints (``structgen.extraction.copy``): True copies string and
             number values from the text (where it has one that fits), False never, None
             the default (``COPY_DEFAULT``); ``x-structgen-copy`` per field overrides it.
+        score_span_ends: decide where each copied string ends by the model's score of
+            the candidate spans (``structgen.extraction.spans``; one more batch of
+            scoring requests) instead of greedy's stop.
 
     Returns:
         A dict (or a pydantic instance when ``schema`` is a model class) per text: one
@@ -64,7 +68,7 @@ def extract(
     prompts = [extraction_messages(sd, t, instructions) for t in texts]
     outputs = engine.generate(prompts, params, grammars)
     raw = [out.text if out.finish_reason == "stop" else "" for out in outputs]
-    if copy is not False:  # where each copied string ends: by score (spans.py)
+    if copy is not False and score_span_ends:  # where each copied string ends (spans.py)
         copied = [plan.copied_fields for plan in plans]
         raw = choose_span_ends(engine, sd, prompts, raw, texts, copied)
     results = []

@@ -12,7 +12,9 @@ log-probability of its tokens, as ``select`` scores options (``structgen.lang``)
 candidates of all documents go in one batch of prompt-log-prob requests whose shared
 prefixes the radix cache computes once. The best candidate replaces the value when the
 object stays valid under the schema (``jsonschema``); the fields after it keep what
-greedy wrote.
+greedy wrote. ``extract`` runs it with ``score_span_ends=True`` (off by default: on the
+test documents it changed no value and cost about as much as the generation itself,
+benchmarks/RESULTS.md, "Copy constraints").
 """
 
 from __future__ import annotations

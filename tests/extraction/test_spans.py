@@ -11,7 +11,8 @@ import json
 import jsonschema
 import torch
 
-from structgen.extraction import extraction_messages
+from structgen import SamplingParams
+from structgen.extraction import extract, extraction_messages
 from structgen.extraction.spans import choose_span_ends, span_candidates
 from tests.extraction._copy_reference import SCHEMA, TEXT, spans
 
@@ -68,3 +69,14 @@ def test_values_that_are_not_found_are_left_alone(tiny_engine):
     raws = ['{"name":"Zed","age":37,"ok":true}', "not json", ""]
     outs = choose_span_ends(tiny_engine, SCHEMA, [prompt] * 3, raws, [TEXT] * 3, [("name",)] * 3)
     assert outs == raws
+
+
+def test_extract_scores_span_ends_when_asked(tiny_engine):
+    params = SamplingParams(max_tokens=40, temperature=0.0)
+    greedy = tiny_engine.extract(SCHEMA, TEXT, params=params)
+    scored = extract(tiny_engine, SCHEMA, TEXT, params=params, score_span_ends=True)
+    jsonschema.validate(scored, SCHEMA)
+    assert scored["name"] in span_candidates(greedy["name"], TEXT)
+    assert {k: v for k, v in scored.items() if k != "name"} == {
+        k: v for k, v in greedy.items() if k != "name"
+    }

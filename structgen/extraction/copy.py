@@ -39,10 +39,13 @@ class CopyConstraint:
 
 def field_path(pointer: str) -> str:
     """A schema pointer as the instance path it constrains: ``/properties/a/properties/b``
-    is ``a.b``, ``/properties/tags/items`` is ``tags[]``; other pointers are kept as they are.
+    is ``a.b``, ``/properties/tags/items`` is ``tags[]``, ``anyOf``/``oneOf`` branches are
+    skipped; other pointers (under ``$defs``, say) are kept as they are.
     """
     out = []
-    for m in re.finditer(r"/properties/([^/]+)|/items|(/[^/]+)", pointer):
+    for m in re.finditer(r"/properties/([^/]+)|/items|/(?:anyOf|oneOf)/\d+|(/[^/]+)", pointer):
+        if m.group(0).startswith(("/anyOf/", "/oneOf/")):
+            continue  # a branch: the same instance
         if m.group(1) is not None:
             out.append("." + m.group(1).replace("~1", "/").replace("~0", "~"))
         elif m.group(2) is None:

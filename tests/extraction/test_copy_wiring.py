@@ -54,3 +54,4 @@ def test_field_paths():
     assert field_path("/properties/a/properties/b") == "a.b"
     assert field_path("/properties/tags/items") == "tags[]"
     assert field_path("/$defs/x/properties/y") == "/$defs/x/properties/y"
+    assert field_path("/properties/a/anyOf/0") == "a"

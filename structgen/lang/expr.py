@@ -203,6 +203,7 @@ def gen(
     choices: Sequence[str] | None = None,
     token_healing: bool = True,
     grammar: Any = None,
+    copy_from: str | Sequence[str] | None = None,
 ) -> Gen:
     """Generate text at this point of the program.
 
@@ -224,10 +225,14 @@ def gen(
             generated text (see ``structgen.lang.healing``).
         grammar: the text must be a sentence of this context-free grammar (Lark, GBNF
             or EBNF text, syntax detected; a ``Grammar`` spec for other options).
+        copy_from: a text (or texts) the output is copied from (``structgen.fsm.copy``):
+            with ``json_schema``, its string and number values are spans and numerals of
+            the text where one fits; with ``regex``, the output is a span that matches
+            it; alone, the output is a span (whole words, no whitespace at the ends).
 
     Raises:
         RequestError: more than one of regex / json_schema / choices / grammar, a bad
-            name.
+            name, ``copy_from`` with ``choices`` or ``grammar``, or without a span.
         InvalidGrammarError: the grammar does not compile (line:column).
         RegexError: the regex does not compile.
         SchemaError: the schema is invalid or uses keywords that cannot be enforced.
@@ -263,6 +268,10 @@ def gen(
         spec = grammar if isinstance(grammar, Grammar) else Grammar(grammar)
         spec.compile(None)  # syntax and names checked now, not at run time
         constraint = spec
+    if copy_from is not None:
+        from structgen.fsm.copy import as_sources, with_copy
+
+        constraint = with_copy(constraint, as_sources(copy_from))
     return Gen(name, params, constraint, json_schema, token_healing)
 
 

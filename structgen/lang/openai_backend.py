@@ -83,6 +83,8 @@ def _constraint_fields(term: Any) -> dict:
             "schema": schema_for(term.schema),
             "strict": not term.allow_extra_properties,
         }
+        if getattr(term, "copy_from", ()):  # a CopyJsonSchema: the server's copy_from
+            extra = {**extra, "copy_from": list(term.copy_from)}
         return {"response_format": {"type": "json_schema", "json_schema": spec}, **extra}
     if isinstance(term, RegexSpec):
         return {"regex": term.lower().text(), **extra}

@@ -110,13 +110,16 @@ class BaseEngine(RequestFactory, abc.ABC):
         instructions: str | None = None,
         params: SamplingParams | None = None,
         errors: str = "raise",
+        copy: bool | None = None,
     ) -> Any:
         """Extract a schema-valid object from each text (see
-        :func:`structgen.extraction.extract`).
+        :func:`structgen.extraction.extract`; ``copy``: copy constraints, as there).
         """
         from structgen.extraction import extract
 
-        return extract(self, schema, text, instructions=instructions, params=params, errors=errors)
+        return extract(
+            self, schema, text, instructions=instructions, params=params, errors=errors, copy=copy
+        )
 
     # --------------------------------------------------------------- counters
     @abc.abstractmethod

@@ -161,6 +161,7 @@ class _Sampling(_Model):
     grammar: str | None = None
     guided_grammar: str | None = None
     constraint_trigger: str | None = Field(default=None, min_length=1)
+    copy_from: str | list[str] | None = None  # copy constraints (structgen.fsm.copy)
     top_k: int = -1
     min_p: float = 0.0
     min_tokens: int = 0

@@ -156,6 +156,8 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
     if len(found) > 1:
         names = ", ".join(n for n, _ in found)
         raise APIError(f"give at most one constraint; got {names}", param=found[1][0])
+    if req.copy_from is not None:
+        return _copied(req, found[0] if found else None), found[0][0] if found else "copy_from"
     if not found:
         if trigger is not None and not has_tools:
             raise APIError(
@@ -165,6 +167,25 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
             )
         return None, "response_format"
     return found[0][1], found[0][0]
+
+
+def _copied(req: Any, found: tuple[str, Any] | None) -> Any:
+    """The request's constraint (or free text) copied from ``copy_from``
+    (``structgen.fsm.copy.with_copy``).
+
+    Raises:
+        APIError: ``copy_from`` is malformed, has no span, or is given with ``choice``.
+    """
+    from structgen.errors import RequestError
+    from structgen.fsm.copy import as_sources, with_copy
+
+    try:
+        spec = with_copy(found[1] if found else None, as_sources(req.copy_from))
+    except RequestError as exc:
+        raise APIError(str(exc), param="copy_from") from None
+    if found is None and req.constraint_trigger is not None:
+        spec = dataclasses.replace(spec, trigger=req.constraint_trigger)
+    return spec
 
 
 async def compile_constraint(state: ServerState, term: Any, param: str) -> Any:

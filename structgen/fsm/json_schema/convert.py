@@ -27,6 +27,7 @@ from .combine import (
     provably_disjoint,
     static_conditional,
 )
+from .copy import DECLINED, pop_copy_flag
 from .dependencies import DEPENDENCY_KEYWORDS
 from .ids import RefIndex
 from .objects import object_regex
@@ -131,6 +132,7 @@ class JsonSchemaConverter:
         self.warnings: list[str] = []
         self._cut_at: str | None = None
         self.canon: boolean_ops.Canon | None = None  # canonical mode (boolean_ops)
+        self.copy = None  # copy.CopyPlan: values copied from source texts (CopyJsonSchema)
         self.sharing = RefSharing(self.resolve)
         self._validator, known = self._refs.draft
         self._draft = self._validator.__name__
@@ -296,6 +298,11 @@ class JsonSchemaConverter:
             raise InvalidSchemaError("a schema must be an object or a boolean", pointer)
         pointer = self._origin.get(id(schema), pointer)  # where the document writes it
         rest = self.keywords_of(schema, pointer)  # if/then/else: keywords from draft 7 on
+        if self.copy is not None and self.canon is None:  # copy constraints (copy.py)
+            text = self.copy.lower(self, rest, pointer, refs)
+            if text is not DECLINED:
+                return text
+        pop_copy_flag(rest, pointer)
         if {"if", "then", "else"} & set(rest) and static_conditional(rest) is not None:
             return self.convert(static_conditional(rest), pointer, refs)
         if "if" in rest:  # decided per instance: (I & T) | (!I & E)

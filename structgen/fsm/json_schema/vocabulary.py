@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 EXTENSION_PREFIX = "x-structgen-"
-EXTENSIONS: frozenset[str] = frozenset()  # structgen's enforced extension keywords
+EXTENSIONS: frozenset[str] = frozenset({"x-structgen-copy"})  # see json_schema.copy
 
 ANNOTATIONS = frozenset(
     {

@@ -1,0 +1,286 @@
+"""Copy constraints in a JSON Schema: which values must come from the source text.
+
+``CopyJsonSchema`` is ``JsonSchema`` with source texts: while converting it, the
+converter (``convert.JsonSchemaConverter``) hands every subschema to ``CopyPlan.lower``
+first, which decides per value:
+
+* a ``string`` value becomes a span of a source (``structgen.fsm.copy``), intersected
+  with the field's own grammar (``pattern``, ``format``, ``minLength``/``maxLength``) by
+  an ``INTERSECT`` definition (``terms`` ``AND``) when it has one;
+* a ``number`` / ``integer`` value becomes one of the numerals the sources write
+  (``structgen.fsm.numerals``) that the field's keywords (type, bounds, ``multipleOf``)
+  accept, written as the grammar writes numbers: never more digits than the text's
+  longest numeral;
+* an ``array`` whose items are copied values gets at most as many items as there are
+  candidates (numerals for numbers, non-space units of the text for strings);
+* ``enum``, ``const``, ``boolean``, ``null``, objects and combinators are never
+  copy-constrained (a span must not force ``"low"`` out of ``"below"``); their subschemas
+  are decided on their own.
+
+A value is copy-constrained only when that language is not empty for these sources;
+otherwise it keeps its own grammar. Which values were constrained is the plan's
+``copied`` (schema JSON pointers), reported by ``CopyJsonSchema.copied_fields``.
+
+The keyword ``x-structgen-copy`` (a boolean) on a subschema sets the choice for it and
+everything below it; ``CopyJsonSchema.copy_default`` is the choice where no keyword says.
+Without sources (plain ``JsonSchema``) the keyword is accepted and has no effect.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from ...errors import GrammarTooComplexError, InvalidSchemaError
+from ..copy import SubstringAutomaton, text_units
+from ..nesting import MAX_SCHEMA_DEPTH, check_depth
+from ..numerals import json_numeral, numerals
+from ..regex.definitions import INTERSECT, PLACEHOLDER_BASE
+from ..regex.escape import escape_literal
+from ..regex.parse import lower as lower_regex
+from ..regex.terms import TermArena
+from ..spec import JsonSchema, LoweredRegex, schema_for
+
+__all__ = ["COPY_KEYWORD", "CopyJsonSchema", "CopyPlan", "DECLINED", "pop_copy_flag"]
+
+COPY_KEYWORD = "x-structgen-copy"
+DECLINED = object()  # CopyPlan.lower: convert the subschema as usual
+_STRUCTURAL = frozenset({"enum", "const", "anyOf", "oneOf", "allOf", "not", "$ref", "if"})
+_COPY_TYPES = frozenset({"string", "number", "integer"})
+_PLANS: OrderedDict[tuple, tuple[str, ...]] = OrderedDict()  # cache key -> copied pointers
+_PLANS_LOCK = threading.Lock()
+_PLANS_SIZE = 256
+
+
+def pop_copy_flag(schema: dict, pointer: str) -> bool | None:
+    """Remove ``x-structgen-copy`` from ``schema`` (a keyword dict the converter owns).
+
+    Returns:
+        Its value, or None when absent.
+
+    Raises:
+        InvalidSchemaError: the value is not a boolean (names the keyword and pointer).
+    """
+    if COPY_KEYWORD not in schema:
+        return None
+    flag = schema.pop(COPY_KEYWORD)
+    if not isinstance(flag, bool):
+        raise InvalidSchemaError(
+            f"{COPY_KEYWORD} must be true or false, got {flag!r}", f"{pointer}/{COPY_KEYWORD}"
+        )
+    return flag
+
+
+class CopyPlan:
+    """The copy decisions of one conversion (see the module docstring).
+
+    Args:
+        sources: the source texts.
+        default: copy-constrain eligible values where no ``x-structgen-copy`` says.
+
+    Attributes:
+        copied: JSON pointers (in the schema) of the values constrained, in order.
+    """
+
+    def __init__(self, sources: tuple[str, ...], default: bool) -> None:
+        self.default = default
+        self.sources = sources
+        self.automata = [SubstringAutomaton(t) for t in sources]
+        self.automata = [a for a in self.automata if not a.is_empty()]
+        self.numbers: list[Decimal] = list(dict.fromkeys(v for t in sources for v in numerals(t)))
+        self.num_units = sum(1 for t in sources for u in text_units(t) if not u.isspace())
+        self.copied: list[str] = []
+        self._scope: list[bool] = []
+        self._spans: str | None = None
+
+    def lower(self, conv, rest: dict, pointer: str, refs: tuple[str, ...]) -> Any:
+        """The regex of ``rest`` under the copy constraint, or ``DECLINED``.
+
+        Args:
+            conv: the running ``JsonSchemaConverter``.
+            rest: the subschema's keywords (``keywords_of``; ``x-structgen-copy`` is
+                removed from it here).
+            pointer: its JSON pointer.
+            refs: the ``$ref`` expansions on the path.
+
+        Raises:
+            InvalidSchemaError: ``x-structgen-copy`` is not a boolean.
+        """
+        flag = pop_copy_flag(rest, pointer)
+        if flag is not None:
+            self._scope.append(flag)
+            try:
+                return conv.convert(rest or True, pointer, refs)
+            finally:
+                self._scope.pop()
+        if not (self._scope[-1] if self._scope else self.default) or _STRUCTURAL & set(rest):
+            return DECLINED
+        types = rest.get("type")
+        types = [types] if isinstance(types, str) else list(types or ())
+        if types == ["array"]:
+            return self._array(conv, rest, pointer, refs)
+        kinds = [t for t in types if t != "null"]
+        if len(kinds) != 1 or kinds[0] not in _COPY_TYPES:
+            return DECLINED
+        value = {**rest, "type": kinds[0]}
+        text = self._string(conv, value, pointer) if kinds[0] == "string" else None
+        if kinds[0] != "string":
+            text = self._number(conv, value)
+        if text is None:
+            return DECLINED
+        self.copied.append(pointer)
+        return text if len(types) == 1 else "(?:" + text + "|null)"
+
+    def _spans_text(self, conv) -> str:
+        """The placeholder of the sources' spans, their definitions appended once."""
+        if self._spans is None:
+            defs = conv.sharing.definitions
+            roots = []
+            for automaton in self.automata:
+                texts, root = automaton.definitions(len(defs))
+                defs.extend(texts)
+                roots.append(root)
+            self._spans = roots[0] if len(roots) == 1 else "(?:" + "|".join(roots) + ")"
+        return self._spans
+
+    def _string(self, conv, schema: dict, pointer: str) -> str | None:
+        from .scalars import string_regex
+
+        if not self.automata:
+            return None
+        spans = '"' + self._spans_text(conv) + '"'
+        if set(schema) <= {"type"}:
+            return spans  # every span is a JSON string: nothing to intersect
+        base = string_regex(conv, schema, pointer)
+        if base is None:
+            return None
+        both = _intersect(conv, [base, spans])
+        if set(schema) <= {"type", "minLength", "maxLength"}:  # decided without a search
+            lo, hi = int(schema.get("minLength", 0)), schema.get("maxLength")
+            return both if self._has_span_length(lo, hi) else None
+        try:
+            arena = TermArena()
+            root = lower_regex(both, arena, definitions=conv.sharing.definitions)
+            empty = arena.is_empty(root)
+        except GrammarTooComplexError:
+            empty = True  # undecided within budget: keep the field's own grammar
+        return None if empty else both
+
+    def _has_span_length(self, lo: int, hi: int | None) -> bool:
+        """True when some span of a source has ``lo`` to ``hi`` code points (None: no bound)."""
+        for text in self.sources:
+            units = text_units(text)
+            for i, first in enumerate(units):
+                if first.isspace():
+                    continue
+                size = 0
+                for u in units[i:]:
+                    size += len(u)
+                    if hi is not None and size > hi:
+                        break
+                    if size >= lo and not u.isspace():
+                        return True
+        return False
+
+    def _number(self, conv, schema: dict) -> str | None:
+        values = []
+        for v in self.numbers:
+            value: Any = int(v) if v == v.to_integral_value() else float(v)
+            if conv.is_valid(value, schema):
+                values.append(json_numeral(v))
+        values = list(dict.fromkeys(values))
+        if not values:
+            return None
+        return "(?:" + "|".join(escape_literal(v) for v in values) + ")"
+
+    def _array(self, conv, rest: dict, pointer: str, refs: tuple[str, ...]) -> Any:
+        items = rest.get("items")
+        if not isinstance(items, dict) or _STRUCTURAL & set(items):
+            return DECLINED
+        item_types = items.get("type")
+        item_types = [item_types] if isinstance(item_types, str) else list(item_types or ())
+        if not item_types or not set(item_types) <= _COPY_TYPES:
+            return DECLINED
+        bound = self.num_units if item_types == ["string"] else len(self.numbers)
+        if "string" in item_types and len(item_types) > 1:
+            bound += len(self.numbers)
+        hi = rest.get("maxItems")
+        if hi is not None and hi <= bound or int(rest.get("minItems", 0)) > bound:
+            return DECLINED
+        return conv.convert({**rest, "maxItems": bound}, pointer, refs)
+
+
+def _intersect(conv, texts: list[str]) -> str:
+    """The placeholder of a new ``INTERSECT`` definition of ``texts`` (each placed as a
+    definition of its own first).
+    """
+    defs = conv.sharing.definitions
+    placeholders = []
+    for text in texts:
+        defs.append(text)
+        placeholders.append(chr(PLACEHOLDER_BASE + len(defs) - 1))
+    defs.append(INTERSECT + "".join(placeholders))
+    return chr(PLACEHOLDER_BASE + len(defs) - 1)
+
+
+@dataclass(frozen=True)
+class CopyJsonSchema(JsonSchema):
+    """``JsonSchema`` whose eligible values are copied from ``copy_from`` (module docstring).
+
+    Args:
+        copy_from: the source texts (spans and numerals of any of them are allowed).
+        copy_default: constrain eligible values where no ``x-structgen-copy`` says.
+        (the others as ``JsonSchema``)
+
+    Raises (at compile): as ``JsonSchema``; ``InvalidSchemaError`` for an
+    ``x-structgen-copy`` that is not a boolean.
+    """
+
+    copy_from: tuple[str, ...] = ()
+    copy_default: bool = True
+
+    def lower(self, *, max_convert_seconds: float | None = None) -> LoweredRegex:
+        """The schema converted with a ``CopyPlan`` over ``copy_from``."""
+        from . import CONVERT_MAX_SECONDS
+        from .check import check_schema
+        from .convert import JsonSchemaConverter
+
+        schema = schema_for(self.schema)
+        check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")
+        if isinstance(schema, dict):
+            check_schema(schema)
+        conv = JsonSchemaConverter(
+            schema,
+            whitespace=self.whitespace,
+            strict=self.strict,
+            allow_extra_properties=self.allow_extra_properties,
+            max_recursion_depth=self._depth(),
+            max_seconds=CONVERT_MAX_SECONDS if max_convert_seconds is None else max_convert_seconds,
+        )
+        conv.copy = CopyPlan(tuple(self.copy_from), self.copy_default)
+        pattern = conv.convert_root()
+        with _PLANS_LOCK:
+            _PLANS[self.cache_key()] = tuple(conv.copy.copied)
+            while len(_PLANS) > _PLANS_SIZE:
+                _PLANS.popitem(last=False)
+        return LoweredRegex(pattern, tuple(conv.sharing.definitions), tuple(conv.warnings))
+
+    def copied_fields(self) -> tuple[str, ...]:
+        """JSON pointers (in the schema) of the values this spec copy-constrains, e.g.
+        ``("/properties/name", "/properties/age")`` (lowers the spec when not known yet).
+        """
+        key = self.cache_key()
+        with _PLANS_LOCK:
+            hit = _PLANS.get(key)
+        if hit is None:
+            self.lower()
+            with _PLANS_LOCK:
+                hit = _PLANS.get(key, ())
+        return hit
+
+    def cache_key(self) -> tuple:
+        """``JsonSchema``'s key with the sources and the default."""
+        return ("copy", super().cache_key(), tuple(self.copy_from), self.copy_default)

@@ -1,0 +1,170 @@
+"""The numbers a text writes, normalised: what a copy-constrained number may be.
+
+``numerals(text)`` reads every numeral of a text as a value: digit runs with thousands
+separators (``1,250``, ``1.250``, ``1 250``, ``1'250``) and a decimal point or comma
+(``3.5``, ``3,5``, ``1.250,75``), a leading currency sign or sign stripped (``$-12.50``
+gives 12.5 and -12.5: the sign is kept as a second reading, since a text writes ``-`` as a
+dash too), and English number words (``three``, ``forty-one``, ``two hundred and five``,
+``one thousand two hundred``, ``a dozen``). A separator group reads as thousands when
+every group after the first has exactly three digits and the first has at most three;
+otherwise a comma or point before the last group is the decimal mark.
+
+``json_numeral(value)`` writes a value as the JSON Schema grammar writes numbers
+(``json_schema.scalars.NUMBER``): integers without a fraction, decimals without an
+exponent or trailing zeros.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+__all__ = ["numerals", "json_numeral"]
+
+_SMALL = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen "
+        "fourteen fifteen sixteen seventeen eighteen nineteen".split()
+    )
+}
+_TENS = {
+    w: 10 * (i + 2)
+    for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
+}
+_SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
+_WORD = re.compile(r"[A-Za-z]+")
+# digits with optional separator groups and one decimal part; the sign and currency are
+# read from the two characters before the match
+_DIGITS = re.compile(r"(?<![0-9])[0-9]+(?:[,.' \u00a0\u202f][0-9]+)*")
+_CURRENCY = "$€£¥₹"
+
+
+def _digit_values(run: str) -> list[Decimal]:
+    """The value of one digit run with its separators (thousands or decimal, see module)."""
+    groups = re.split(r"[,.' \u00a0\u202f]", run)
+    seps = re.findall(r"[,.' \u00a0\u202f]", run)
+    if not seps:
+        return [Decimal(run)]
+    if len(groups[0]) <= 3 and all(len(g) == 3 for g in groups[1:]) and len(set(seps)) == 1:
+        out = [Decimal("".join(groups))]
+        if len(seps) == 1 and seps[0] in ",.":  # "3.500" may also be 3.5
+            out.append(Decimal(groups[0] + "." + groups[1]))
+        return out
+    if seps[-1] in ",." and all(s not in ",." or s != seps[-1] for s in seps[:-1]):
+        whole = "".join(groups[:-1])  # "1.250,75": the last mark is the decimal one
+        if all(len(g) == 3 for g in groups[1:-1]) and len(groups[0]) <= 3 or len(groups) == 2:
+            return [Decimal(whole + "." + groups[-1])]
+    # not one number: each space- or apostrophe-separated part on its own
+    out: list[Decimal] = []
+    for part in re.split(r"[' \u00a0\u202f]", run):
+        pieces = re.split(r"[,.]", part)
+        if len(pieces) == 2:
+            out.append(Decimal(pieces[0] + "." + pieces[1]))
+        else:
+            out.extend(Decimal(p) for p in pieces if p)
+    return out
+
+
+def _word_values(text: str) -> list[Decimal]:
+    """Values of the English number phrases in ``text`` (``forty-one``, ``two hundred and
+    five``, ``a dozen``); two number words in a row that do not compose (``two three``)
+    are two numbers.
+    """
+    words = [(m.group().lower(), m.start(), m.end()) for m in _WORD.finditer(text)]
+    phrases: list[list[str]] = []
+    phrase: list[str] = []
+    last = ""  # the kind of the phrase's last number word: small, tens, scale
+    for k, (w, start, _) in enumerate(words):
+        joined = k > 0 and not text[words[k - 1][2] : start].strip(" -")
+        if not (phrase and joined):
+            phrase, last = _flush(phrases, phrase), ""
+        nxt = words[k + 1][0] if k + 1 < len(words) else ""
+        if w in _SMALL or w in _TENS:
+            kind = "small" if w in _SMALL else "tens"
+            composes = last in ("", "scale") or (
+                last == "tens" and kind == "small" and _SMALL[w] < 10
+            )
+            if not composes:
+                phrase = _flush(phrases, phrase)
+            phrase.append(w)
+            last = kind
+        elif w in _SCALES or w == "dozen":
+            phrase.append(w)
+            last = "scale"
+        elif w in ("a", "an") and not phrase and (nxt in _SCALES or nxt == "dozen"):
+            phrase.append("one")
+            last = "small"
+        elif w == "and" and phrase and last == "scale" and (nxt in _SMALL or nxt in _TENS):
+            continue
+        else:
+            phrase, last = _flush(phrases, phrase), ""
+    _flush(phrases, phrase)
+    out = []
+    for ph in phrases:
+        if not any(w in _SMALL or w in _TENS for w in ph):
+            continue  # "hundred" alone
+        total = current = 0
+        for w in ph:
+            if w in _SMALL or w in _TENS:
+                current += _SMALL.get(w, 0) + _TENS.get(w, 0)
+            elif w == "hundred":
+                current = (current or 1) * 100
+            elif w == "dozen":
+                current = (current or 1) * 12
+            else:
+                total += (current or 1) * _SCALES[w]
+                current = 0
+        out.append(Decimal(total + current))
+    return out
+
+
+def _flush(phrases: list[list[str]], phrase: list[str]) -> list[str]:
+    """Close ``phrase`` (kept when not empty); a new empty phrase."""
+    if phrase:
+        phrases.append(phrase)
+    return []
+
+
+def numerals(text: str) -> list[Decimal]:
+    """Every number ``text`` writes, normalised (see the module docstring), in order of
+    first appearance, without repeats.
+
+    Args:
+        text: the source text.
+
+    Returns:
+        The values as ``Decimal`` (exact: ``1.10`` stays 1.10, compared numerically).
+    """
+    found: list[Decimal] = []
+    for m in _DIGITS.finditer(text):
+        run = m.group().rstrip(",.' \u00a0\u202f")
+        before = text[max(0, m.start() - 2) : m.start()]
+        values = _digit_values(run)
+        for v in values:
+            found.append(v)
+            negative = before.endswith("-") or before.endswith(tuple("-" + c for c in _CURRENCY))
+            if negative and not re.search(r"[0-9A-Za-z]-$", before):
+                found.append(-v)
+    found.extend(_word_values(text))
+    seen: dict[Decimal, Decimal] = {}
+    for v in found:
+        key = v.normalize()
+        if key not in seen:
+            seen[key] = v
+    return list(seen.values())
+
+
+def json_numeral(value: Decimal) -> str:
+    """``value`` as the JSON grammar writes a number: ``34``, ``-12.5``, ``0.05``.
+
+    Args:
+        value: a finite decimal.
+
+    Returns:
+        Text matching ``json_schema.scalars.NUMBER`` without an exponent.
+    """
+    if value == value.to_integral_value():
+        return str(int(value))
+    text = format(value.normalize(), "f")
+    return "0" + text if text.startswith(".") else text

@@ -1,4 +1,4 @@
-/* Row kernels of csrc/qkernel.c (included once from it, not a public header): for output rows
+/* Row kernels of csrc/qkernel_core.h (included once from it, not a public header): for output rows
  * [n0, n1) of one weight, the scalar reference paths and the AVX2 + FMA + F16C ones, exact fp32
  * and Q8-activation variants. Layouts and arithmetic: see the comment at the top of qkernel.c. */
 #ifndef STRUCTGEN_QKERNEL_ROWS_H
@@ -94,16 +94,16 @@ static void int8q8_rows_scalar(const int8_t *xq, const float *xd, const int8_t *
 
 /* ---------------------------------------------------------------- AVX2 path */
 #if SG_X86
-#define SG_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define SGQ_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-SG_AVX2 static inline float hsum8(__m256 v) {
+SGQ_AVX2 static inline float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
 
-SG_AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+SGQ_AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
 /* One int8 row, groups of gs (multiple of 8; blocks of 32 while they fit, then 8). */
 #define INT8_ROW_BODY(MM)                                                                              \
@@ -141,7 +141,7 @@ SG_AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
         for (int m = 0; m < MM; m++) y[(size_t)m * N + n] = hsum8(acc[m]);                             \
     }
 
-SG_AVX2 static void int8_rows_avx2(const float *x, const int8_t *q, const void *sc, int f16, float *y,
+SGQ_AVX2 static void int8_rows_avx2(const float *x, const int8_t *q, const void *sc, int f16, float *y,
                                    int M, int N, int K, int gs, int n0, int n1) {
     int G = K / gs;
     size_t ssz = f16 ? 2 : 4;
@@ -253,7 +253,7 @@ SG_AVX2 static void int8_rows_avx2(const float *x, const int8_t *q, const void *
 
 /* int4 rows n0..n1; xq/xd non-NULL selects the Q8 path. */
 /* fp16 [G] -> fp32 per block [G * bpg] (each group's value repeated over its blocks). */
-SG_AVX2 static inline void expand_scales(const uint16_t *h, float *dsb, int G, int bpg) {
+SGQ_AVX2 static inline void expand_scales(const uint16_t *h, float *dsb, int G, int bpg) {
     if (bpg == 1) {
         int g = 0;
         for (; g + 8 <= G; g += 8) _mm256_storeu_ps(dsb + g, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + g))));
@@ -267,7 +267,7 @@ SG_AVX2 static inline void expand_scales(const uint16_t *h, float *dsb, int G, i
 }
 
 /* int4 rows n0..n1; xq/xd non-NULL selects the Q8 path. xsumt: [G, MAX_M] group sums of x. */
-SG_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const float *xd, const float *xsum,
+SGQ_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const float *xd, const float *xsum,
                                    const float *xdiff, const uint8_t *q, const uint16_t *sc, const uint16_t *mn,
                                    float *y, int M, int N, int K, int gs, int n0, int n1) {
     int G = K / gs, KB = K / 32, bpg = gs / 32;
@@ -302,7 +302,7 @@ SG_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const float
 }
 
 /* int8 rows n0..n1 with gs a multiple of 32 (per channel: gs = K); xq/xd non-NULL: Q8 path. */
-SG_AVX2 static void int8_blocks_avx2(const float *x, const int8_t *xq, const float *xd, const int8_t *q,
+SGQ_AVX2 static void int8_blocks_avx2(const float *x, const int8_t *xq, const float *xd, const int8_t *q,
                                      const void *sc, int f16, float *y, int M, int N, int K, int gs, int n0, int n1) {
     int G = K / gs, KB = K / 32, bpg = gs / 32;
     float dsb[KB + 8];

@@ -163,8 +163,9 @@ SGQ_AVX2 static void int8_rows_avx2(const float *x, const int8_t *q, const void 
 
 /* Row kernels over blocks of 32 weights. Each block's weight scale (its group's) is expanded
  * into dsb[K/32] once per row; U independent accumulators per activation row (U = 4 at M = 1)
- * hide the FMA latency. Float path: sum over the block of q * x in fp32. Q8 path (llama.cpp's
- * Q8_0 activations, x ~= xd * xq per block): integer dot products (maddubs / madd) scaled in fp32.
+ * hide the FMA latency. Float path: sum over the block of q * x in fp32 (U, hence the rounding,
+ * depends on M). Q8 path (llama.cpp's Q8_0 activations, x ~= xd * xq per block): integer dot
+ * products (maddubs / madd) scaled in fp32, in the same order for every M (q8_row_all).
  * int4 adds min * sum(x over the group) per group (xsum, exact fp32). */
 #define NACC(MM) ((MM) == 1 ? 4 : (MM) == 2 ? 2 : 1)
 
@@ -195,28 +196,8 @@ SGQ_AVX2 static void int8_rows_avx2(const float *x, const int8_t *q, const void 
         acc[m][u] = _mm256_fmadd_ps(_mm256_add_ps(t0, t1), _mm256_set1_ps(dsb[bi + u]), acc[m][u]);    \
     }
 
-#define UNPACK_INT4_Q8()                                                                                 \
-    __m128i raw = _mm_loadu_si128((const __m128i *)(qr + (size_t)(bi + u) * 16));                     \
-    __m256i wq = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(raw, lomask)),           \
-                                         _mm_and_si128(_mm_srli_epi16(raw, 4), lomask), 1);
 
-#define DOT_INT4_Q8_STEP()                                                                               \
-    _Pragma("GCC unroll 8") for (int m = 0; m < MMK; m++) {                                                                     \
-        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)m * K + (size_t)(bi + u) * 32)); \
-        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xv), ones);                             \
-        acc[m][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dsb[bi + u] * xd[(size_t)m * KB + bi + u]), acc[m][u]); \
-    }
 
-#define UNPACK_INT8_Q8()                                                                                 \
-    __m256i wv = _mm256_loadu_si256((const __m256i *)(qr + (size_t)(bi + u) * 32));                   \
-    __m256i aw = _mm256_sign_epi8(wv, wv);
-
-#define DOT_INT8_Q8_STEP()                                                                               \
-    _Pragma("GCC unroll 8") for (int m = 0; m < MMK; m++) {                                                                     \
-        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)m * K + (size_t)(bi + u) * 32)); \
-        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv)), ones);       \
-        acc[m][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dsb[bi + u] * xd[(size_t)m * KB + bi + u]), acc[m][u]); \
-    }
 
 /* The block loop of one row for a compile-time MM, given UNPACK and STEP for one block (bi + u). */
 #define BLOCK_ROW(MM, UNPACK, STEP)                                                                    \
@@ -250,6 +231,68 @@ SGQ_AVX2 static void int8_rows_avx2(const float *x, const int8_t *q, const void 
         case 7: BLOCK_ROW(7, UNPACK, STEP) break;                                                      \
         default: BLOCK_ROW(8, UNPACK, STEP) break;                                                     \
     }
+
+/* Q8 rows, the same arithmetic for every M (batch invariance): each activation row m of
+ * weight row n is summed over QU accumulators (block bi into accumulator bi % QU while whole
+ * runs of QU blocks last, the rest into accumulator 0), combined ((a0 + a1) + a2) + a3, then
+ * reduced across lanes, whatever M is. Rows are taken two at a time (2 * QU accumulators in
+ * registers), so M = 1 and a row inside M = 8 or any prefill chunk give the same float. */
+#define QU 4
+
+SGQ_AVX2 static inline __attribute__((always_inline)) void q8_block_dot(
+    __m256 acc[2][QU], const __m256i w, const int8_t *xq, const float *xd, float dw, int K, int KB,
+    int bi, int u, const int MM, const int sign) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int m = 0; m < MM; m++) {
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)m * K + (size_t)bi * 32));
+        __m256i p = sign ? _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w))
+                         : _mm256_maddubs_epi16(w, xv);
+        p = _mm256_madd_epi16(p, ones);
+        acc[m][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * xd[(size_t)m * KB + bi]),
+                                    acc[m][u]);
+    }
+}
+
+/* w of block bi: int4 codes (0..15) widened to bytes, or the int8 weights themselves */
+SGQ_AVX2 static inline __attribute__((always_inline)) __m256i q8_weights(const void *qr, int bi, const int int4) {
+    if (int4) {
+        const __m128i lomask = _mm_set1_epi8(0x0F);
+        __m128i raw = _mm_loadu_si128((const __m128i *)((const uint8_t *)qr + (size_t)bi * 16));
+        return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(raw, lomask)),
+                                       _mm_and_si128(_mm_srli_epi16(raw, 4), lomask), 1);
+    }
+    return _mm256_loadu_si256((const __m256i *)((const int8_t *)qr + (size_t)bi * 32));
+}
+
+SGQ_AVX2 static inline __attribute__((always_inline)) void q8_rows_dot(
+    const void *qr, const int8_t *xq, const float *xd, const float *dsb, int K, int KB, float *res,
+    const int MM, const int int4) {
+    __m256 acc[2][QU];
+    for (int m = 0; m < 2; m++)
+        for (int u = 0; u < QU; u++) acc[m][u] = _mm256_setzero_ps();
+    int bi = 0;
+    for (; bi + QU <= KB; bi += QU)
+        for (int u = 0; u < QU; u++)
+            q8_block_dot(acc, q8_weights(qr, bi + u, int4), xq, xd, dsb[bi + u], K, KB, bi + u, u, MM, !int4);
+    for (; bi < KB; bi++) q8_block_dot(acc, q8_weights(qr, bi, int4), xq, xd, dsb[bi], K, KB, bi, 0, MM, !int4);
+    for (int m = 0; m < MM; m++)
+        res[m] = hsum8(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[m][0], acc[m][1]), acc[m][2]), acc[m][3]));
+}
+
+/* y[m, n] = (Q8 dot of row m with weight row n) + tail[m], for all M activation rows */
+SGQ_AVX2 static void q8_row_all(const void *qr, const int8_t *xq, const float *xd, const float *dsb,
+                                const float *tail, float *y, int M, int N, int K, int n, const int int4) {
+    int KB = K / 32;
+    for (int m0 = 0; m0 < M; m0 += 2) {
+        float res[2];
+        int mm = M - m0 >= 2 ? 2 : 1;
+        const int8_t *xm = xq + (size_t)m0 * K;
+        const float *dm = xd + (size_t)m0 * KB;
+        if (mm == 2) q8_rows_dot(qr, xm, dm, dsb, K, KB, res, 2, int4);
+        else q8_rows_dot(qr, xm, dm, dsb, K, KB, res, 1, int4);
+        for (int m = 0; m < mm; m++) y[(size_t)(m0 + m) * N + n] = res[m] + tail[m0 + m];
+    }
+}
 
 /* int4 rows n0..n1; xq/xd non-NULL selects the Q8 path. */
 /* fp16 [G] -> fp32 per block [G * bpg] (each group's value repeated over its blocks). */
@@ -294,7 +337,7 @@ SGQ_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const floa
         }
         expand_scales(sr, dsb, G, bpg);
         if (xq) {
-            SWITCH_M(UNPACK_INT4_Q8, DOT_INT4_Q8_STEP)
+            q8_row_all(qr, xq, xd, dsb, tail, y, M, N, K, n, 1);
         } else {
             SWITCH_M(UNPACK_INT4_F32, DOT_F32_STEP)
         }
@@ -318,7 +361,7 @@ SGQ_AVX2 static void int8_blocks_avx2(const float *x, const int8_t *xq, const fl
                 for (int j = 0; j < bpg; j++) dsb[g * bpg + j] = ((const float *)sc)[(size_t)n * G + g];
         }
         if (xq) {
-            SWITCH_M(UNPACK_INT8_Q8, DOT_INT8_Q8_STEP)
+            q8_row_all(qr, xq, xd, dsb, tail, y, M, N, K, n, 0);
         } else {
             SWITCH_M(UNPACK_INT8_F32, DOT_F32_STEP)
         }

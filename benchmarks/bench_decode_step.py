@@ -85,18 +85,23 @@ def main() -> None:
     if importlib.util.find_spec("llama_cpp") is not None:
         timers["llama.cpp"] = _llama_cpp_timer()
     times = {k: [] for k in timers}
-    for _ in range(args.rounds):
+    for r in range(args.rounds):
         for k, fn in timers.items():
             times[k] += [fn() for _ in range(args.per_round)]
-    decode_step.set_enabled(True)
+        decode_step.set_enabled(True)
+        _table(times, args, f"after round {r + 1}")
+
+
+def _table(times: dict, args, note: str) -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     ref = med.get("llama.cpp")
-    print(f"torch {torch.__version__}, {args.threads} threads, {args.rounds} x {args.per_round}")
+    print(f"torch {torch.__version__}, {args.threads} threads, {note}, {args.per_round} per round")
     print("| configuration | ms / token (median) | tok/s | x llama.cpp | x fp32 fused |")
     print("|---|---:|---:|---:|---:|")
     for k, m in med.items():
         vs = f"{ref / m:.2f}" if ref else "n/a"
         print(f"| {k} | {m:.2f} | {1e3 / m:.1f} | {vs} | {med['fp32 fused'] / m:.2f} |")
+    print(flush=True)
 
 
 if __name__ == "__main__":

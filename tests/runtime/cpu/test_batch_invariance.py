@@ -50,7 +50,7 @@ def test_greedy_tokens_alone_equal_inside_batches_of_8_and_64(q4_1_gguf, monkeyp
     prompts = _prompts(64)
     batch64 = [o.token_ids for o in eng.generate(prompts, params)]
     batch8 = [o.token_ids for o in eng.generate(prompts[:8], params)]
-    for i in (0, 5, 7, 40, 63):
+    for i in (0, 7, 63):
         alone = eng.generate([prompts[i]], params)[0].token_ids
         assert len(alone) == 24
         assert batch64[i] == alone

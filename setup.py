@@ -50,7 +50,7 @@ setup(
         Extension(
             "structgen.runtime.cpu._qkernel",
             sources=["csrc/qkernel.c"],
-            depends=["csrc/qkernel_rows.h"],
+            depends=["csrc/qkernel_core.h", "csrc/qkernel_rows.h"],
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
             extra_link_args=["-fopenmp"],
             optional=True,
@@ -79,6 +79,8 @@ setup(
             depends=[
                 "csrc/cpuops_core.h",
                 "csrc/dense_core.h",
+                "csrc/qkernel_core.h",
+                "csrc/qkernel_rows.h",
                 "csrc/sg_pybind.h",
                 "csrc/sg_simd.h",
             ],

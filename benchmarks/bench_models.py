@@ -18,7 +18,9 @@ with ``STRUCTGEN_QKERNEL=0``). Besides wall-clock decode tokens/s, every row rep
 CPU second (``time.process_time`` of the timed generate: prefill of the short prompt + decode),
 which a loaded shared machine distorts less.
 
-Run:  OMP_NUM_THREADS=1 python benchmarks/bench_models.py [--tokens 64] [--threads 1]
+Run:  OMP_NUM_THREADS=1 python benchmarks/bench_models.py [--tokens 64] [--threads 1] [--quick]
+(--quick: the SmolLM2 rows of QUICK only: fp32, gguf-native with and without the fused decode
+step, gguf-native with float32 activations, transformers and llama.cpp)
 Prints markdown tables (ratios against transformers fp32 of the same run) and writes
 benchmarks/bench_models.png.
 """
@@ -51,7 +53,16 @@ PRECISIONS = [
     ("int4-g64, torch kernels", "float32", "int4"),
     ("gguf-native, torch kernels", "float32", "gguf"),
     ("gguf-native, bf16 model", "bfloat16", "gguf"),
+    ("gguf-native, per-op (no fused step)", "float32", "gguf"),
+    ("gguf-native, float32 activations", "float32", "gguf"),
 ]
+# --quick: these rows only (with transformers fp32 and llama.cpp), no kernels table, no MoE
+QUICK = (
+    "fp32",
+    "gguf-native (Q4_1/Q8_0)",
+    "gguf-native, per-op (no fused step)",
+    "gguf-native, float32 activations",
+)
 
 
 def _us(fn, min_time: float = 0.3) -> float:
@@ -189,21 +200,29 @@ def _timed_generate(engine, tokens: int) -> dict:
     }
 
 
-def bench_smollm2(tokens: int) -> list[dict]:
+def bench_smollm2(tokens: int, labels=None) -> list[dict]:
     from structgen import Engine
     from structgen.runtime.loader import load_model
 
     rows = []
     for label, dtype, quant in PRECISIONS:
-        torch_kernels = "torch kernels" in label
-        if torch_kernels:
-            os.environ["STRUCTGEN_QKERNEL"] = "0"
+        if labels is not None and label not in labels:
+            continue
+        env = {
+            "STRUCTGEN_QKERNEL": "0" if "torch kernels" in label else None,
+            "STRUCTGEN_DECODE_STEP": "0" if "per-op" in label else None,
+        }
+        for k, v in env.items():
+            if v is not None:
+                os.environ[k] = v
+        act = "float32" if "float32 activations" in label else "auto"
         try:
-            eng = Engine(dtype=dtype, quantization=quant, max_kv_tokens=4096)
+            eng = Engine(dtype=dtype, quantization=quant, max_kv_tokens=4096, activation_dtype=act)
             mem = eng.memory_report()
             r = _timed_generate(eng, tokens)
         finally:
-            os.environ.pop("STRUCTGEN_QKERNEL", None)
+            for k in env:
+                os.environ.pop(k, None)
         rows.append({"system": f"structgen {label}", "weight_mb": mem["weight_bytes"] / 2**20, **r})
         print(rows[-1], flush=True)
         del eng
@@ -434,24 +453,10 @@ def _plot(smol: list[dict], moe: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tokens", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
-
-    print(
-        "\n### Kernels at batch 1 (microseconds, median)\n\n| weight | method | us "
-        "|\n|---|---|---:|"
-    )
-    for shape, name, us in bench_kernels():
-        print(f"| {shape} | {name} | {us:.0f} |")
-
-    smol = bench_smollm2(args.tokens)
+def _print_smollm2(smol: list[dict], tokens: int) -> None:
+    """The SmolLM2 table, ratios against transformers fp32 of the same run."""
     base = next(r for r in smol if r["system"] == "transformers fp32")["decode_tok_s"]
-    print(f"\n### SmolLM2-135M, batch-1 decode ({args.tokens} tokens)\n")
+    print(f"\n### SmolLM2-135M, batch-1 decode ({tokens} tokens)\n")
     cbase = next(r for r in smol if r["system"] == "transformers fp32")["cpu_tok_s"]
     print(
         "| system | weight MiB | decode tok/s (wall) | x transformers fp32 | tok per CPU s | x "
@@ -467,6 +472,30 @@ def main() -> None:
             f"{r['ttft_s']:.3f} |"
         )
 
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--quick", action="store_true", help="SmolLM2 rows of QUICK only, no kernels, no MoE"
+    )
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
+    if args.quick:
+        _print_smollm2(bench_smollm2(args.tokens, QUICK), args.tokens)
+        return
+
+    print(
+        "\n### Kernels at batch 1 (microseconds, median)\n\n| weight | method | us "
+        "|\n|---|---|---:|"
+    )
+    for shape, name, us in bench_kernels():
+        print(f"| {shape} | {name} | {us:.0f} |")
+
+    smol = bench_smollm2(args.tokens)
+    _print_smollm2(smol, args.tokens)
     moe = bench_moe(args.tokens)
     mbase, mcbase = moe[-1]["decode_tok_s"], moe[-1]["cpu_tok_s"]
     print(

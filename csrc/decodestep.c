@@ -21,9 +21,16 @@
  *   mlp  = act @ W_down.T (+ b)              [T, H]                the next layer's delta
  *
  * Layer table: int64 [L, LF_COUNT] (fields below): data pointers of the layer's weights and
- * KV cache (0 for an absent bias or q/k norm) and its sliding window (0: none). All tensors
- * in one dtype dt (0 fp32, 1 bf16), row-major and contiguous; the caller
- * (structgen/runtime/cpu/decode_step.py) checks that once per plan.
+ * KV cache (0 for an absent bias or q/k norm) and its sliding window (0: none). Activations,
+ * norms, biases and the KV cache in one dtype dt (0 fp32, 1 bf16), row-major and contiguous.
+ * Each of the four matmuls has a format word (LF_*_FMT, fmt_* below): float weights in dt
+ * (dense_core.h), or structgen's quantized layouts run by the quantized kernel
+ * (qkernel_core.h: int4 "rows" with fp16 scales and mins, from int4-gNN and GGUF Q4_0/Q4_1;
+ * row-major int8 with fp16/fp32 scales, from int8 and GGUF Q8_0), with the weight's scales
+ * (and mins) pointers in LF_*_S / LF_*_MN and, for int8 activations (Q8_0-style, per row and
+ * per block of 32), the q8 bit. A quantized matmul's fp32 output is rounded to dt and its
+ * bias then added in dt, as QuantLinear.forward does. The caller
+ * (structgen/runtime/cpu/decode_step.py) checks all of it once per plan.
  *
  * Exposed as structgen.runtime.cpu._decodestep (METH_FASTCALL, raw pointers as ints).
  */
@@ -32,12 +39,22 @@
 
 #include "cpuops_core.h"
 #include "dense_core.h"
+#include "qkernel_core.h"
 #include "sg_pybind.h"
 
 enum {
     LF_IN_NORM, LF_QKV_W, LF_QKV_B, LF_O_W, LF_O_B, LF_POST_NORM, LF_GU_W, LF_GU_B, LF_DOWN_W,
-    LF_DOWN_B, LF_K_CACHE, LF_V_CACHE, LF_Q_NORM, LF_K_NORM, LF_WINDOW, LF_COUNT
+    LF_DOWN_B, LF_K_CACHE, LF_V_CACHE, LF_Q_NORM, LF_K_NORM, LF_WINDOW,
+    LF_QKV_FMT, LF_QKV_S, LF_QKV_MN, LF_O_FMT, LF_O_S, LF_O_MN, LF_GU_FMT, LF_GU_S, LF_GU_MN,
+    LF_DOWN_FMT, LF_DOWN_S, LF_DOWN_MN, LF_COUNT
 };
+
+/* A matmul's format word: kind | scale_f16 << 2 | q8 << 3 | group << 4 */
+enum { FMT_FLOAT = 0, FMT_INT4 = 1, FMT_INT8 = 2 };
+#define FMT_KIND(f) ((int)((f) & 3))
+#define FMT_SCALE_F16(f) ((int)(((f) >> 2) & 1))
+#define FMT_Q8(f) ((int)(((f) >> 3) & 1))
+#define FMT_GROUP(f) ((int)((f) >> 4))
 
 typedef struct {
     int T, H, NH, KVH, d, I, ps, dt, threads;
@@ -47,13 +64,43 @@ typedef struct {
     const int64_t *slots, *pt, *seq, *pos;
 } step_dims;
 
-/* y [T, N] = x [T, K] (dt, contiguous) @ w.T (+ b), through the fp32 copy xf when x is bf16 */
-static void mm(const void *x, const void *w, const void *b, void *y, int N, int K, float *xf,
-               const step_dims *s) {
-    dense_mm(x_as_fp32(x, K, s->dt, s->T, K, xf), w, s->dt, b, y, s->T, N, K, s->threads);
-}
-
 #define LP(f) ((void *)(intptr_t)ly[f])
+
+/* y [T, N] = x [T, K] (dt, contiguous) @ W.T (+ b) for the matmul whose weight pointer is in
+ * field wf of layer row ly (its bias at wf + 1, format word, scales and mins at ff, ff + 1,
+ * ff + 2); xf: fp32 scratch [T, K] for a bf16 x, yf: fp32 scratch [T, N] for a quantized
+ * matmul's output in bf16 or with a bias */
+static void mm(const int64_t *ly, int wf, int ff, const void *x, void *y, int N, int K, float *xf,
+               float *yf, const step_dims *s) {
+    const float *x32 = x_as_fp32(x, K, s->dt, s->T, K, xf);
+    const void *w = LP(wf), *b = LP(wf + 1);
+    int64_t fmt = ly[ff];
+    int kind = FMT_KIND(fmt);
+    if (kind == FMT_FLOAT) {
+        dense_mm(x32, w, s->dt, b, y, s->T, N, K, s->threads);
+        return;
+    }
+    int direct = !s->dt && !b; /* fp32 without bias: the kernel writes y itself */
+    float *out = direct ? (float *)y : yf;
+    if (kind == FMT_INT4)
+        int4_mm(x32, w, LP(ff + 1), LP(ff + 2), out, s->T, N, K, FMT_GROUP(fmt), FMT_Q8(fmt),
+                s->threads);
+    else
+        int8_mm(x32, w, LP(ff + 1), FMT_SCALE_F16(fmt), out, s->T, N, K, FMT_GROUP(fmt),
+                FMT_Q8(fmt), s->threads);
+    if (direct) return;
+    size_t n = (size_t)s->T * N;
+    if (!s->dt) { /* fp32 + bias */
+        float *yo = (float *)y;
+        for (size_t i = 0; i < n; i++) yo[i] = out[i] + ((const float *)b)[i % N];
+        return;
+    }
+    uint16_t *yo = (uint16_t *)y; /* bf16: round the product, then add the bias and round again */
+    for (size_t i = 0; i < n; i++) {
+        uint16_t r = sg_float_to_bf16(out[i]);
+        yo[i] = b ? sg_float_to_bf16(sg_bf16_to_float(r) + sg_ld(b, i % N, 1)) : r;
+    }
+}
 
 /* The layers of ``table`` over res; the last layer's MLP output goes to mlp. 0, or -1 when out
  * of memory (nothing written then). */
@@ -65,25 +112,31 @@ static int decode_layers(const int64_t *table, int L, void *res, void *mlp, cons
     if (I > kmax) kmax = I;
     size_t n_h = (size_t)T * H, n_qkv = (size_t)T * nqkv, n_att = (size_t)T * nq;
     size_t n_gu = (size_t)T * 2 * I, n_act = (size_t)T * I;
-    char *ws = (char *)malloc(es * (2 * n_h + n_qkv + n_att + n_gu + n_act) + sizeof(float) * T * kmax);
+    size_t nmax = (size_t)nqkv > 2 * (size_t)I ? (size_t)nqkv : 2 * (size_t)I;
+    if ((size_t)H > nmax) nmax = H;
+    char *ws = (char *)malloc(es * (2 * n_h + n_qkv + n_att + n_gu + n_act) +
+                              sizeof(float) * T * (kmax + nmax));
     if (!ws) return -1;
     char *h = ws, *o = h + es * n_h, *qkv = o + es * n_h, *att = qkv + es * n_qkv;
     char *gu = att + es * n_att, *act = gu + es * n_gu;
-    float *xf = (float *)(act + es * n_act);
+    float *xf = (float *)(act + es * n_act), *yf = xf + (size_t)T * kmax;
+#if SG_X86
+    use_avx2 = sg_use_avx2() && __builtin_cpu_supports("f16c"); /* the quantized kernel's ISA */
+#endif
     for (int l = 0; l < L; l++) {
         const int64_t *ly = table + (size_t)l * LF_COUNT;
         add_rms_norm(res, H, l ? mlp : NULL, H, LP(LF_IN_NORM), h, H, T, H, s->eps, dt, th);
-        mm(h, LP(LF_QKV_W), LP(LF_QKV_B), qkv, nqkv, H, xf, s);
+        mm(ly, LF_QKV_W, LF_QKV_FMT, h, qkv, nqkv, H, xf, yf, s);
         rope_store_kv(qkv, nqkv, qkv + es * nq, nqkv, qkv + es * (nq + (size_t)s->KVH * d), nqkv,
                       s->cos_t, s->sin_t, LP(LF_Q_NORM), LP(LF_K_NORM), s->qk_eps, LP(LF_K_CACHE),
                       LP(LF_V_CACHE), s->slots, T, s->NH, s->KVH, d, dt, th);
         paged_attention(qkv, nqkv, LP(LF_K_CACHE), LP(LF_V_CACHE), s->pt, s->pt_stride, s->seq,
                         s->pos, s->ps, T, s->NH, s->KVH, d, s->scale, (int)ly[LF_WINDOW], att, dt, th);
-        mm(att, LP(LF_O_W), LP(LF_O_B), o, H, nq, xf, s);
+        mm(ly, LF_O_W, LF_O_FMT, att, o, H, nq, xf, yf, s);
         add_rms_norm(res, H, o, H, LP(LF_POST_NORM), h, H, T, H, s->eps, dt, th);
-        mm(h, LP(LF_GU_W), LP(LF_GU_B), gu, 2 * I, H, xf, s);
+        mm(ly, LF_GU_W, LF_GU_FMT, h, gu, 2 * I, H, xf, yf, s);
         silu_mul(gu, 2 * I, gu + es * I, 2 * I, act, I, T, I, dt, th);
-        mm(act, LP(LF_DOWN_W), LP(LF_DOWN_B), mlp, H, I, xf, s);
+        mm(ly, LF_DOWN_W, LF_DOWN_FMT, act, mlp, H, I, xf, yf, s);
     }
     free(ws);
     return 0;

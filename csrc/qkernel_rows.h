@@ -1,4 +1,4 @@
-/* Row kernels of csrc/qkernel.c (included once from it, not a public header): for output rows
+/* Row kernels of csrc/qkernel_core.h (included once from it, not a public header): for output rows
  * [n0, n1) of one weight, the scalar reference paths and the AVX2 + FMA + F16C ones, exact fp32
  * and Q8-activation variants. Layouts and arithmetic: see the comment at the top of qkernel.c. */
 #ifndef STRUCTGEN_QKERNEL_ROWS_H
@@ -94,16 +94,16 @@ static void int8q8_rows_scalar(const int8_t *xq, const float *xd, const int8_t *
 
 /* ---------------------------------------------------------------- AVX2 path */
 #if SG_X86
-#define SG_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define SGQ_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-SG_AVX2 static inline float hsum8(__m256 v) {
+SGQ_AVX2 static inline float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
 
-SG_AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+SGQ_AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
 /* One int8 row, groups of gs (multiple of 8; blocks of 32 while they fit, then 8). */
 #define INT8_ROW_BODY(MM)                                                                              \
@@ -141,7 +141,7 @@ SG_AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
         for (int m = 0; m < MM; m++) y[(size_t)m * N + n] = hsum8(acc[m]);                             \
     }
 
-SG_AVX2 static void int8_rows_avx2(const float *x, const int8_t *q, const void *sc, int f16, float *y,
+SGQ_AVX2 static void int8_rows_avx2(const float *x, const int8_t *q, const void *sc, int f16, float *y,
                                    int M, int N, int K, int gs, int n0, int n1) {
     int G = K / gs;
     size_t ssz = f16 ? 2 : 4;
@@ -163,8 +163,9 @@ SG_AVX2 static void int8_rows_avx2(const float *x, const int8_t *q, const void *
 
 /* Row kernels over blocks of 32 weights. Each block's weight scale (its group's) is expanded
  * into dsb[K/32] once per row; U independent accumulators per activation row (U = 4 at M = 1)
- * hide the FMA latency. Float path: sum over the block of q * x in fp32. Q8 path (llama.cpp's
- * Q8_0 activations, x ~= xd * xq per block): integer dot products (maddubs / madd) scaled in fp32.
+ * hide the FMA latency. Float path: sum over the block of q * x in fp32 (U, hence the rounding,
+ * depends on M). Q8 path (llama.cpp's Q8_0 activations, x ~= xd * xq per block): integer dot
+ * products (maddubs / madd) scaled in fp32, in the same order for every M (q8_row_all).
  * int4 adds min * sum(x over the group) per group (xsum, exact fp32). */
 #define NACC(MM) ((MM) == 1 ? 4 : (MM) == 2 ? 2 : 1)
 
@@ -195,28 +196,8 @@ SG_AVX2 static void int8_rows_avx2(const float *x, const int8_t *q, const void *
         acc[m][u] = _mm256_fmadd_ps(_mm256_add_ps(t0, t1), _mm256_set1_ps(dsb[bi + u]), acc[m][u]);    \
     }
 
-#define UNPACK_INT4_Q8()                                                                                 \
-    __m128i raw = _mm_loadu_si128((const __m128i *)(qr + (size_t)(bi + u) * 16));                     \
-    __m256i wq = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(raw, lomask)),           \
-                                         _mm_and_si128(_mm_srli_epi16(raw, 4), lomask), 1);
 
-#define DOT_INT4_Q8_STEP()                                                                               \
-    _Pragma("GCC unroll 8") for (int m = 0; m < MMK; m++) {                                                                     \
-        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)m * K + (size_t)(bi + u) * 32)); \
-        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xv), ones);                             \
-        acc[m][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dsb[bi + u] * xd[(size_t)m * KB + bi + u]), acc[m][u]); \
-    }
 
-#define UNPACK_INT8_Q8()                                                                                 \
-    __m256i wv = _mm256_loadu_si256((const __m256i *)(qr + (size_t)(bi + u) * 32));                   \
-    __m256i aw = _mm256_sign_epi8(wv, wv);
-
-#define DOT_INT8_Q8_STEP()                                                                               \
-    _Pragma("GCC unroll 8") for (int m = 0; m < MMK; m++) {                                                                     \
-        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)m * K + (size_t)(bi + u) * 32)); \
-        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv)), ones);       \
-        acc[m][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dsb[bi + u] * xd[(size_t)m * KB + bi + u]), acc[m][u]); \
-    }
 
 /* The block loop of one row for a compile-time MM, given UNPACK and STEP for one block (bi + u). */
 #define BLOCK_ROW(MM, UNPACK, STEP)                                                                    \
@@ -251,9 +232,71 @@ SG_AVX2 static void int8_rows_avx2(const float *x, const int8_t *q, const void *
         default: BLOCK_ROW(8, UNPACK, STEP) break;                                                     \
     }
 
+/* Q8 rows, the same arithmetic for every M (batch invariance): each activation row m of
+ * weight row n is summed over QU accumulators (block bi into accumulator bi % QU while whole
+ * runs of QU blocks last, the rest into accumulator 0), combined ((a0 + a1) + a2) + a3, then
+ * reduced across lanes, whatever M is. Rows are taken two at a time (2 * QU accumulators in
+ * registers), so M = 1 and a row inside M = 8 or any prefill chunk give the same float. */
+#define QU 4
+
+SGQ_AVX2 static inline __attribute__((always_inline)) void q8_block_dot(
+    __m256 acc[2][QU], const __m256i w, const int8_t *xq, const float *xd, float dw, int K, int KB,
+    int bi, int u, const int MM, const int sign) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int m = 0; m < MM; m++) {
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)m * K + (size_t)bi * 32));
+        __m256i p = sign ? _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w))
+                         : _mm256_maddubs_epi16(w, xv);
+        p = _mm256_madd_epi16(p, ones);
+        acc[m][u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * xd[(size_t)m * KB + bi]),
+                                    acc[m][u]);
+    }
+}
+
+/* w of block bi: int4 codes (0..15) widened to bytes, or the int8 weights themselves */
+SGQ_AVX2 static inline __attribute__((always_inline)) __m256i q8_weights(const void *qr, int bi, const int int4) {
+    if (int4) {
+        const __m128i lomask = _mm_set1_epi8(0x0F);
+        __m128i raw = _mm_loadu_si128((const __m128i *)((const uint8_t *)qr + (size_t)bi * 16));
+        return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(raw, lomask)),
+                                       _mm_and_si128(_mm_srli_epi16(raw, 4), lomask), 1);
+    }
+    return _mm256_loadu_si256((const __m256i *)((const int8_t *)qr + (size_t)bi * 32));
+}
+
+SGQ_AVX2 static inline __attribute__((always_inline)) void q8_rows_dot(
+    const void *qr, const int8_t *xq, const float *xd, const float *dsb, int K, int KB, float *res,
+    const int MM, const int int4) {
+    __m256 acc[2][QU];
+    for (int m = 0; m < 2; m++)
+        for (int u = 0; u < QU; u++) acc[m][u] = _mm256_setzero_ps();
+    int bi = 0;
+    for (; bi + QU <= KB; bi += QU)
+        for (int u = 0; u < QU; u++)
+            q8_block_dot(acc, q8_weights(qr, bi + u, int4), xq, xd, dsb[bi + u], K, KB, bi + u, u, MM, !int4);
+    for (; bi < KB; bi++) q8_block_dot(acc, q8_weights(qr, bi, int4), xq, xd, dsb[bi], K, KB, bi, 0, MM, !int4);
+    for (int m = 0; m < MM; m++)
+        res[m] = hsum8(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[m][0], acc[m][1]), acc[m][2]), acc[m][3]));
+}
+
+/* y[m, n] = (Q8 dot of row m with weight row n) + tail[m], for all M activation rows */
+SGQ_AVX2 static void q8_row_all(const void *qr, const int8_t *xq, const float *xd, const float *dsb,
+                                const float *tail, float *y, int M, int N, int K, int n, const int int4) {
+    int KB = K / 32;
+    for (int m0 = 0; m0 < M; m0 += 2) {
+        float res[2];
+        int mm = M - m0 >= 2 ? 2 : 1;
+        const int8_t *xm = xq + (size_t)m0 * K;
+        const float *dm = xd + (size_t)m0 * KB;
+        if (mm == 2) q8_rows_dot(qr, xm, dm, dsb, K, KB, res, 2, int4);
+        else q8_rows_dot(qr, xm, dm, dsb, K, KB, res, 1, int4);
+        for (int m = 0; m < mm; m++) y[(size_t)(m0 + m) * N + n] = res[m] + tail[m0 + m];
+    }
+}
+
 /* int4 rows n0..n1; xq/xd non-NULL selects the Q8 path. */
 /* fp16 [G] -> fp32 per block [G * bpg] (each group's value repeated over its blocks). */
-SG_AVX2 static inline void expand_scales(const uint16_t *h, float *dsb, int G, int bpg) {
+SGQ_AVX2 static inline void expand_scales(const uint16_t *h, float *dsb, int G, int bpg) {
     if (bpg == 1) {
         int g = 0;
         for (; g + 8 <= G; g += 8) _mm256_storeu_ps(dsb + g, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + g))));
@@ -267,7 +310,7 @@ SG_AVX2 static inline void expand_scales(const uint16_t *h, float *dsb, int G, i
 }
 
 /* int4 rows n0..n1; xq/xd non-NULL selects the Q8 path. xsumt: [G, MAX_M] group sums of x. */
-SG_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const float *xd, const float *xsum,
+SGQ_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const float *xd, const float *xsum,
                                    const float *xdiff, const uint8_t *q, const uint16_t *sc, const uint16_t *mn,
                                    float *y, int M, int N, int K, int gs, int n0, int n1) {
     int G = K / gs, KB = K / 32, bpg = gs / 32;
@@ -294,7 +337,7 @@ SG_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const float
         }
         expand_scales(sr, dsb, G, bpg);
         if (xq) {
-            SWITCH_M(UNPACK_INT4_Q8, DOT_INT4_Q8_STEP)
+            q8_row_all(qr, xq, xd, dsb, tail, y, M, N, K, n, 1);
         } else {
             SWITCH_M(UNPACK_INT4_F32, DOT_F32_STEP)
         }
@@ -302,7 +345,7 @@ SG_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const float
 }
 
 /* int8 rows n0..n1 with gs a multiple of 32 (per channel: gs = K); xq/xd non-NULL: Q8 path. */
-SG_AVX2 static void int8_blocks_avx2(const float *x, const int8_t *xq, const float *xd, const int8_t *q,
+SGQ_AVX2 static void int8_blocks_avx2(const float *x, const int8_t *xq, const float *xd, const int8_t *q,
                                      const void *sc, int f16, float *y, int M, int N, int K, int gs, int n0, int n1) {
     int G = K / gs, KB = K / 32, bpg = gs / 32;
     float dsb[KB + 8];
@@ -318,7 +361,7 @@ SG_AVX2 static void int8_blocks_avx2(const float *x, const int8_t *xq, const flo
                 for (int j = 0; j < bpg; j++) dsb[g * bpg + j] = ((const float *)sc)[(size_t)n * G + g];
         }
         if (xq) {
-            SWITCH_M(UNPACK_INT8_Q8, DOT_INT8_Q8_STEP)
+            q8_row_all(qr, xq, xd, dsb, tail, y, M, N, K, n, 0);
         } else {
             SWITCH_M(UNPACK_INT8_F32, DOT_F32_STEP)
         }

@@ -11,14 +11,20 @@ are equal bit for bit.
 
 It applies to Llama-style decoders (:class:`~structgen.runtime.models.decoder.DecoderLayer`
 with :class:`~structgen.runtime.models.decoder.DecoderAttention` and a SiLU
-:class:`~structgen.runtime.models.layers.GatedMLP`, q/k/v and gate/up fused over plain float
-weights: Llama, Mistral, Qwen2, Qwen3, SmolLM2) in fp32 or bf16 on CPU, for steps of at most
-8 tokens (decode rows, short jump-forward runs, speculative verification), with the
-attention backend ``"auto"``. Anything else (quantized or sharded layers, MoE, MLA, fp16,
-longer steps, a forced backend) takes the per-op path.
+:class:`~structgen.runtime.models.layers.GatedMLP`, q/k/v and gate/up fused: Llama, Mistral,
+Qwen2, Qwen3, SmolLM2) in fp32 or bf16 on CPU, for steps of at most 8 tokens (decode rows,
+short jump-forward runs, speculative verification), with the attention backend ``"auto"``.
+Each matmul may be float (``Linear`` / ``FusedProjection`` in the model dtype) or quantized in
+the C kernel's layouts (``QuantLinear`` / ``FusedQuantProjection`` with ``use_kernel``: int4
+"rows" from ``int4-gNN`` and GGUF Q4_0/Q4_1, row-major int8 from ``int8`` and GGUF Q8_0); a
+quantized matmul runs the kernel ``QuantLinear`` calls (``csrc/qkernel_core.h``) with the
+module's ``activation_dtype`` (int8 activations per row and block of 32, or exact float32).
+Anything else (sharded layers, torch-layout quantized ones, MoE, MLA, fp16, longer steps, a
+forced backend) takes the per-op path.
 
 The plan is cached on the model for the last KV pool it ran over and checked every step (module and
-parameter identity and data pointers): replacing a parameter
+parameter/buffer identity and data pointers, quantized modules' ``activation_dtype``): replacing
+a parameter
 (``load_state_dict(assign=True)``, ``.to()``), a layer (quantization) or the KV tensors
 rebuilds it, so a stale pointer is never followed. :func:`set_enabled` turns it off (an
 ``Engine`` applies ``structgen.env``'s ``decode_step`` setting), as does turning off the kernels it
@@ -85,6 +91,9 @@ class _Watch:
         self.objs: list = []
         self.tensors: list[torch.Tensor] = []  # ... and these must still have these data pointers
         self.ptrs: list[int] = []
+        self.setting_objs: list = []  # ... and these attributes these values
+        self.setting_get: list = []
+        self.setting_vals: list = []
 
     def keep(self, container, key, tensor: bool = True):
         obj = container[key]
@@ -95,6 +104,12 @@ class _Watch:
             self.tensors.append(obj)
             self.ptrs.append(obj.data_ptr())
         return obj
+
+    def setting(self, obj, attr: str) -> None:
+        """``obj.attr`` must keep its current value (a quantized module's ``activation_dtype``)."""
+        self.setting_objs.append(obj)
+        self.setting_get.append(operator.attrgetter(attr))
+        self.setting_vals.append(getattr(obj, attr))
 
     def fused(self, proj) -> None:
         """What ``FusedProjection.valid`` checks: each member's weight is still its view of the
@@ -107,30 +122,110 @@ class _Watch:
         return (
             all(map(operator.is_, map(operator.getitem, self.containers, self.keys), self.objs))
             and list(map(torch.Tensor.data_ptr, self.tensors)) == self.ptrs
+            and list(map(operator.call, self.setting_get, self.setting_objs)) == self.setting_vals
         )
 
 
-def _layer_row(layer, watch: _Watch) -> tuple[list[int], tuple, list[torch.Tensor]] | None:
+_FMT_INT4, _FMT_INT8 = 1, 2  # csrc/decodestep.c FMT_*
+
+
+def _float_matmul(mod, fused: bool, dtype, watch: _Watch):
+    """``(fields, (out, in), tensors)`` of a float ``Linear`` or ``FusedProjection``; None if it is
+    neither (or a stale fusion). Fields: weight, bias, format, scales, mins pointers.
+    """
+    from structgen.runtime.models.layers import FusedProjection, Linear
+
+    if fused:
+        if type(mod) is not FusedProjection or not mod.valid():
+            return None
+        watch.fused(mod)
+        weight, bias = mod.weight, mod.bias
+        tensors = [weight] + ([bias] if bias is not None else [])
+    else:
+        if type(mod) is not Linear:
+            return None
+        tensors = [
+            watch.keep(mod._parameters, n) for n, t in mod._parameters.items() if t is not None
+        ]
+        weight, bias = mod.weight, mod.bias
+    if any(t.dtype != dtype or not t.is_contiguous() or t.device.type != "cpu" for t in tensors):
+        return None
+    return [_ptr(weight), _ptr(bias), 0, 0, 0], tuple(weight.shape), tensors
+
+
+def _quant_matmul(mod, fused: bool, dtype, watch: _Watch):
+    """The same for a quantized ``QuantLinear`` / ``FusedQuantProjection`` in the C kernel's
+    layouts (int4 "rows", row-major int8), read as ``QuantLinear._kernel_forward`` reads them.
+    """
+    from structgen.runtime.cpu import quant
+    from structgen.runtime.quantization.linear import FusedQuantProjection, QuantLinear
+
+    if fused:
+        if type(mod) is not FusedQuantProjection or not mod.valid():
+            return None
+        for registry, name, _view in mod._views:
+            watch.keep(registry, name)
+        lin, act = mod.module, mod._members[0]  # the fused module runs with member 0's setting
+    else:
+        lin = act = mod
+    if type(lin) is not QuantLinear or not lin.use_kernel or quant._lib is None:
+        return None
+    names = ("qweight", "scales", "mins") if lin.kind == "int4" else ("qweight", "scales")
+    q, sc, *mn = (watch.keep(lin._buffers, n) for n in names)
+    bias = watch.keep(lin._parameters, "bias") if lin.bias is not None else None
+    watch.setting(act, "activation_dtype")
+    n, k, g = lin.out_features, lin.in_features, lin.group_size
+    q8 = (act.activation_dtype or dtype) != torch.float32
+    if lin.kind == "int4":
+        ok = (
+            lin.int4_layout == "rows"
+            and q.dtype is torch.uint8
+            and tuple(q.shape) == (n, k // 2)
+            and g % 32 == 0
+            and k % g == 0
+            and all(t.dtype is torch.float16 and tuple(t.shape) == (n, k // g) for t in (sc, *mn))
+        )
+        fmt = _FMT_INT4 | int(q8) << 3 | g << 4
+    else:
+        groups = sc.shape[1] if sc.dim() == 2 else 0
+        ok = (
+            q.dtype is torch.int8
+            and tuple(q.shape) == (n, k)
+            and groups > 0
+            and k % groups == 0
+            and (k // groups) % 8 == 0
+            and sc.dtype in (torch.float16, torch.float32)
+            and tuple(sc.shape) == (n, groups)
+        )
+        g = k // groups if ok else 0
+        f16 = sc.dtype is torch.float16
+        fmt = _FMT_INT8 | int(f16) << 2 | int(q8 and g % 32 == 0) << 3 | g << 4
+    tensors = [q, sc, *mn]
+    if not ok or any(not t.is_contiguous() or t.device.type != "cpu" for t in tensors):
+        return None
+    if bias is not None and (
+        bias.dtype != dtype or not bias.is_contiguous() or bias.device.type != "cpu"
+    ):
+        return None
+    return [_ptr(q), _ptr(bias), fmt, _ptr(sc), _ptr(mn[0] if mn else None)], (n, k), tensors
+
+
+def _matmul(mod, fused: bool, dtype, watch: _Watch):
+    """A matmul's table fields, ``(out, in)`` and tensors, float or quantized; None otherwise."""
+    return _float_matmul(mod, fused, dtype, watch) or _quant_matmul(mod, fused, dtype, watch)
+
+
+def _layer_row(layer, watch: _Watch, dtype) -> tuple[list[int], tuple, list[torch.Tensor]] | None:
     """One layer's table row, the shape facts all layers must share, and the tensors it points at;
-    None when the layer is not a plain Llama-style block over fused float weights.
+    None when the layer is not a plain Llama-style block over fused float or quantized weights.
     """
     from structgen.runtime.models.decoder import DecoderAttention, DecoderLayer
-    from structgen.runtime.models.layers import FusedProjection, GatedMLP, Linear
+    from structgen.runtime.models.layers import GatedMLP
 
     if type(layer) is not DecoderLayer:
         return None
     attn, mlp = layer._modules.get("self_attn"), layer._modules.get("mlp")
     if type(attn) is not DecoderAttention or type(mlp) is not GatedMLP or mlp.act is not F.silu:
-        return None
-    qkv, gate_up, o, down = attn.qkv, mlp.gate_up, attn.o_proj, mlp.down_proj
-    if (
-        type(qkv) is not FusedProjection
-        or type(gate_up) is not FusedProjection
-        or not qkv.valid()
-        or not gate_up.valid()
-        or type(o) is not Linear
-        or type(down) is not Linear
-    ):
         return None
     for parent, name in (
         (layer, "self_attn"),
@@ -143,62 +238,75 @@ def _layer_row(layer, watch: _Watch) -> tuple[list[int], tuple, list[torch.Tenso
         watch.keep(parent._modules, name, tensor=False)
     watch.keep(attn.__dict__, "qkv", tensor=False)
     watch.keep(mlp.__dict__, "gate_up", tensor=False)
-    watch.fused(qkv)
-    watch.fused(gate_up)
+    mats = [
+        _matmul(attn.qkv, True, dtype, watch),
+        _matmul(attn.o_proj, False, dtype, watch),
+        _matmul(mlp.gate_up, True, dtype, watch),
+        _matmul(mlp.down_proj, False, dtype, watch),
+    ]
+    if any(m is None for m in mats):
+        return None
+    (qkv, qkv_shape, t0), (o, o_shape, t1), (gu, gu_shape, t2), (down, down_shape, t3) = mats
     n1, n2 = layer.input_layernorm, layer.post_attention_layernorm
     qn, kn = (attn.q_norm, attn.k_norm) if attn.q_norm is not None else (None, None)
-    tensors = [qkv.weight, gate_up.weight] + [b for b in (qkv.bias, gate_up.bias) if b is not None]
     if qn is not None:
         watch.keep(attn._modules, "q_norm", tensor=False)
         watch.keep(attn._modules, "k_norm", tensor=False)
-    for mod in (o, down, n1, n2) + ((qn, kn) if qn is not None else ()):
-        tensors += [
+    norms = []
+    for mod in (n1, n2) + ((qn, kn) if qn is not None else ()):
+        norms += [
             watch.keep(mod._parameters, name)
             for name, p in mod._parameters.items()
             if p is not None
         ]
+    if any(t.dtype != dtype or not t.is_contiguous() or t.device.type != "cpu" for t in norms):
+        return None
     row = [
         _ptr(n1.weight),
-        _ptr(qkv.weight),
-        _ptr(qkv.bias),
-        _ptr(o.weight),
-        _ptr(o.bias),
+        qkv[0],
+        qkv[1],
+        o[0],
+        o[1],
         _ptr(n2.weight),
-        _ptr(gate_up.weight),
-        _ptr(gate_up.bias),
-        _ptr(down.weight),
-        _ptr(down.bias),
+        gu[0],
+        gu[1],
+        down[0],
+        down[1],
         0,
         0,
         _ptr(None if qn is None else qn.weight),
         _ptr(None if kn is None else kn.weight),
         int(attn.sliding_window or 0),
     ]
+    for m in (qkv, o, gu, down):
+        row += m[2:]  # format, scales, mins
     shape = (
         attn.num_heads,
         attn.num_kv_heads,
         attn.head_dim,
         attn.scale,
-        tuple(qkv.sizes),
-        tuple(o.weight.shape),
-        tuple(gate_up.sizes),
-        tuple(down.weight.shape),
+        tuple(attn.qkv.sizes),
+        o_shape,
+        tuple(mlp.gate_up.sizes),
+        down_shape,
         n1.eps,
         n2.eps,
         None if qn is None else qn.eps,
-        qkv.weight.shape[1],
-        gate_up.weight.shape[1],
+        qkv_shape[1],
+        gu_shape[1],
     )
-    return row, shape, tensors
+    return row, shape, t0 + t1 + t2 + t3 + norms
 
 
 class DecodeStepPlan:
     """The per-layer pointers of one model over one KV pool, and how to check they still hold.
 
     Attributes:
-        table: ``[L, 15]`` int64, per layer (``csrc/decodestep.c`` ``LF_*``): input norm, qkv
+        table: ``[L, 27]`` int64, per layer (``csrc/decodestep.c`` ``LF_*``): input norm, qkv
             weight and bias, o weight and bias, post-attention norm, gate/up weight and bias,
-            down weight and bias, K and V cache, q/k norm weights (0 where absent), window.
+            down weight and bias, K and V cache, q/k norm weights (0 where absent), window,
+            then per matmul (qkv, o, gate/up, down) its format word (0 float; int4 / int8 with
+            scale dtype, int8-activation flag and group), scales and mins pointers.
         dims: ``(hidden, heads, kv_heads, head_dim, intermediate)``.
         eps, qk_eps, scale: the layer norms' epsilon, the q/k norms' epsilon, softmax scale.
         dtype: the model's (and KV pool's) dtype.
@@ -227,15 +335,11 @@ class DecodeStepPlan:
         watch, rows, shapes = _Watch(), [], set()
         for i in range(len(layers)):
             watch.keep(layers._modules, str(i), tensor=False)
-            got = _layer_row(layers[i], watch)
+            got = _layer_row(layers[i], watch, dtype)
             if got is None:
                 return None
-            row, shape, tensors = got
+            row, shape, _tensors = got
             row[10], row[11] = kv.k_slots(i).data_ptr(), kv.v_slots(i).data_ptr()
-            if any(
-                t.dtype != dtype or not t.is_contiguous() or t.device.type != "cpu" for t in tensors
-            ):
-                return None
             rows.append(row)
             shapes.add(shape)
         if len(shapes) != 1:

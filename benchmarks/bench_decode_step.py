@@ -1,0 +1,108 @@
+"""The fused CPU decode step over the packaged SmolLM2 Q4_1 file, interleaved in one process.
+
+Configurations, each a model forward of one decode token (batch 1, after a 64-token prompt),
+timed in alternating rounds so that a loaded machine's drift hits all alike:
+  fp32 fused        the default today: the GGUF dequantized to fp32, fused decode step
+  gguf q8 fused     Q4_1/Q8_0 blocks kept (quantization="gguf"), int8 activations, fused step
+  gguf q8 per-op    the same model with the fused step off (a C call per op from Python)
+  gguf f32 fused    the blocks with exact float32 activations, fused step
+and llama.cpp's decode token time on the same file where llama-cpp-python is installed.
+Prints a markdown table of median ms per token and the ratios to llama.cpp and to fp32 fused.
+
+Run:  PYTHONPATH=. python benchmarks/bench_decode_step.py [--threads 2] [--rounds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import time
+
+import torch
+
+
+def _decode_timer(model, setup=None):
+    """A function timing one decode token (ms) on a fresh 64-token context of ``model``."""
+    from structgen.runtime.models.testing import PagedSequences
+
+    seqs = PagedSequences(model, num_pages=512, page_size=16)
+    seqs.step({0: list(range(100, 164))})
+    tok = [7]
+
+    def one() -> float:
+        if setup is not None:
+            setup()
+        t0 = time.perf_counter()
+        out = seqs.step({0: tok})
+        dt = time.perf_counter() - t0
+        tok[0] = int(out[0].argmax())
+        return dt * 1e3
+
+    return one
+
+
+def _llama_cpp_timer():
+    from llama_cpp import Llama
+
+    from structgen.runtime.loader import default_model_path
+
+    n = torch.get_num_threads()
+    llm = Llama(
+        str(default_model_path()), n_ctx=1024, n_threads=n, n_threads_batch=n, verbose=False
+    )
+    llm.eval(list(range(100, 164)))
+
+    def one() -> float:
+        t0 = time.perf_counter()
+        llm.eval([7])
+        return (time.perf_counter() - t0) * 1e3
+
+    return one
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--per-round", type=int, default=8, help="tokens per configuration per round")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    from structgen.runtime.cpu import decode_step
+    from structgen.runtime.loader import load_model
+    from structgen.runtime.quantization import apply_activation_dtype
+
+    fp32 = load_model(None, torch.float32, "cpu").model
+    q8 = apply_activation_dtype(load_model(None, torch.float32, "cpu", "gguf").model, "int8")
+    f32 = apply_activation_dtype(load_model(None, torch.float32, "cpu", "gguf").model, "float32")
+    on, off = (lambda: decode_step.set_enabled(True)), (lambda: decode_step.set_enabled(False))
+    timers = {
+        "fp32 fused": _decode_timer(fp32, on),
+        "gguf q8 fused": _decode_timer(q8, on),
+        "gguf q8 per-op": _decode_timer(q8, off),
+        "gguf f32 fused": _decode_timer(f32, on),
+    }
+    if importlib.util.find_spec("llama_cpp") is not None:
+        timers["llama.cpp"] = _llama_cpp_timer()
+    times = {k: [] for k in timers}
+    for r in range(args.rounds):
+        for k, fn in timers.items():
+            times[k] += [fn() for _ in range(args.per_round)]
+        decode_step.set_enabled(True)
+        _table(times, args, f"after round {r + 1}")
+
+
+def _table(times: dict, args, note: str) -> None:
+    med = {k: statistics.median(v) for k, v in times.items()}
+    ref = med.get("llama.cpp")
+    print(f"torch {torch.__version__}, {args.threads} threads, {note}, {args.per_round} per round")
+    print("| configuration | ms / token (median) | tok/s | x llama.cpp | x fp32 fused |")
+    print("|---|---:|---:|---:|---:|")
+    for k, m in med.items():
+        vs = f"{ref / m:.2f}" if ref else "n/a"
+        print(f"| {k} | {m:.2f} | {1e3 / m:.1f} | {vs} | {med['fp32 fused'] / m:.2f} |")
+    print(flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""The fused CPU decode step (csrc/decodestep.c) over quantized layers against the per-op quantized
+path it replaces (``QuantLinear`` / ``FusedQuantProjection`` calling ``_qkernel``).
+
+The fused step runs the same quantized kernel (``csrc/qkernel_core.h``) on the same buffers with
+the same activation setting, and rounds and adds biases as ``QuantLinear.forward`` does, so
+logits and the KV cache must be equal bit for bit: for GGUF Q4_0 / Q4_1 / Q8_0 blocks (tiny random
+GGUF files) and structgen's int4-g32 / int4-g64 / int8 quantization of a Hugging Face folder, with
+int8 (Q8_0-style) and float32 activations, on the AVX2 and the scalar code. The per-op quantized
+path itself is checked against dequantized weights in tests/runtime/test_gguf_families.py and
+cpu/test_quant.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from structgen.runtime.cpu import decode_step, dense
+from structgen.runtime.cpu import ops as cpu_ops
+from structgen.runtime.cpu import quant as cpu_quant
+from structgen.runtime.quantization.linear import QuantLinear, apply_activation_dtype
+from tests.runtime.cpu.test_decode_step import _scenario
+
+pytestmark = pytest.mark.skipif(
+    not (decode_step.kernel_available() and cpu_quant.available()),
+    reason="fused decode step or quantized kernel not built",
+)
+
+
+@pytest.fixture(params=["auto", "scalar"])
+def isa(request):
+    """AVX2 (where the CPU has it) and scalar code, in the fused step and in every per-op kernel."""
+    mods = (cpu_ops._ext, dense._ext, decode_step._ext)
+    for m in mods:
+        m.set_isa(request.param)
+    cpu_quant._lib.set_isa(request.param == "auto")
+    yield request.param
+    for m in mods:
+        m.set_isa("auto")
+    cpu_quant._lib.set_isa(True)
+
+
+def _config(family: str):
+    from tests.runtime.test_models_families import make_config
+
+    # K = 128 and 256: whole groups of 64 for every matmul
+    return make_config(family, heads=4, kv_heads=2, hidden_size=128, intermediate_size=256)
+
+
+_MODELS: dict = {}
+
+
+def _model(tmp_path_factory, family: str, quant: str, dtype: torch.dtype):
+    """A tiny random ``family`` model quantized as ``quant``: a GGUF type (a file written with the
+    ``gguf`` package, loaded with ``quantization="gguf"``) or a structgen method (a Hugging Face
+    folder quantized on load)."""
+    key = (family, quant, dtype)
+    if key not in _MODELS:
+        from structgen.runtime.loader import load_model
+        from tests.runtime.test_loader import tiny_tokenizer
+        from tests.runtime.test_models_families import hf_model
+
+        hf = hf_model(_config(family))
+        folder = tmp_path_factory.mktemp(f"{family}_{quant}")
+        if quant.startswith("Q"):
+            from tests.runtime.test_gguf_families import write_gguf
+
+            path = folder / "model.gguf"
+            write_gguf(path, hf, family, quant)
+            model = load_model(str(path), dtype, "cpu", quantization="gguf").model
+        else:
+            hf.save_pretrained(str(folder))
+            tiny_tokenizer().save_pretrained(str(folder))
+            model = load_model(str(folder), dtype, "cpu", quantization=quant).model
+        _MODELS[key] = model
+    return _MODELS[key]
+
+
+def _kinds(model) -> set[tuple[str, int]]:
+    return {
+        (m.kind, m.group_size)
+        for layer in model.model.layers
+        for m in layer.modules()
+        if isinstance(m, QuantLinear)
+    }
+
+
+def _fused_vs_per_op(model, monkeypatch) -> None:
+    calls = []
+    kernel = decode_step._ext.decode_layers
+    monkeypatch.setattr(
+        decode_step,
+        "_ext",
+        type(
+            "Ext", (), {"decode_layers": staticmethod(lambda *a: calls.append(a[4]) or kernel(*a))}
+        ),
+    )
+    fused, fused_kv = _scenario(model)
+    assert calls == [3, 3, 3, 4, 8, 1]  # every step of at most 8 tokens ran fused
+    monkeypatch.setattr(decode_step, "_ENABLED", False)
+    per_op, per_op_kv = _scenario(model)
+    assert len(calls) == 6
+    monkeypatch.setattr(decode_step, "_ENABLED", True)
+    for a, b in zip(fused, per_op):
+        assert torch.equal(a, b)
+    for a, b in zip(fused_kv, per_op_kv):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "family, quant, kinds",
+    [
+        ("qwen2", "Q4_0", {("int4", 32)}),
+        ("qwen3", "Q4_1", {("int4", 32)}),
+        ("qwen2", "Q8_0", {("int8", 32)}),
+        ("qwen3", "int4-g32", {("int4", 32)}),
+        ("qwen2", "int4-g64", {("int4", 64)}),
+        ("qwen2", "int8", {("int8", 128), ("int8", 256)}),
+    ],
+)
+@pytest.mark.parametrize("activation", ["int8", "float32"])
+def test_fused_quantized_step_equals_per_op_path(
+    tmp_path_factory, monkeypatch, isa, family, quant, kinds, activation
+):
+    """Qwen2 (q/k/v biases, a sliding layer), Qwen3 (q/k norms): logits and cache bit for bit."""
+    model = _model(tmp_path_factory, family, quant, torch.float32)
+    assert _kinds(model) == kinds  # every decoder matmul is quantized as named
+    apply_activation_dtype(model, activation)
+    _fused_vs_per_op(model, monkeypatch)
+
+
+@pytest.mark.parametrize("quant", ["Q4_1", "Q8_0"])
+def test_fused_quantized_step_bf16(tmp_path_factory, monkeypatch, quant):
+    """A bf16 model: each quantized output rounded to bf16, then its bias added and rounded."""
+    model = _model(tmp_path_factory, "qwen2", quant, torch.bfloat16)
+    apply_activation_dtype(model, "int8")
+    _fused_vs_per_op(model, monkeypatch)
+
+
+def test_changed_activation_setting_rebuilds_the_plan(tmp_path_factory, monkeypatch):
+    """Switching int8 activations off after a step rebuilds the plan: the next steps are exact
+    (equal to the per-op path under the new setting), never run with the old flag."""
+    model = _model(tmp_path_factory, "qwen2", "Q4_1", torch.float32)
+    apply_activation_dtype(model, "int8")
+    q8, _ = _scenario(model)
+    apply_activation_dtype(model, "float32")
+    exact, _ = _scenario(model)
+    assert not torch.equal(q8[-1], exact[-1])
+    _fused_vs_per_op(model, monkeypatch)

@@ -126,6 +126,38 @@ def test_one_of_value_valid_under_both_in_either_order():
     assert_agrees_with_jsonschema(g, schema, ['{"a":1}', '{"b":1}'], ['{"a":1,"b":2}', "{}"])
 
 
+def test_one_of_of_untyped_object_branches_is_their_union_over_objects():
+    # branches that constrain objects only (no "type"): every other value is valid under
+    # all of them, so oneOf excludes it; the objects are told apart by their const tag
+    solid = {"properties": {"kind": {"enum": ["solid"]}, "c": {}}, "required": ["kind", "c"]}
+    texture = {"properties": {"kind": {"enum": ["texture"]}}, "required": ["kind"]}
+    schema = {"oneOf": [solid, texture]}
+    g = compile_json_schema(schema, allow_extra_properties=True)
+    good = ['{"kind":"solid","c":1}', '{"kind":"texture"}', '{"kind":"texture","c":[1]}']
+    bad = ['"x"', "1", "[]", "null", '{"kind":"solid"}', "{}", '{"kind":"other"}']
+    assert_agrees_with_jsonschema(g, schema, good, bad)
+    assert not g.dfa.arena.has_boolean(g.dfa.term(g.dfa.initial))  # no product to search
+    # one branch constrains objects only, the other admits objects only: non-objects valid
+    schema = {"oneOf": [solid, {**texture, "type": "object"}]}
+    g = compile_json_schema(schema, allow_extra_properties=True)
+    good = ['"x"', "1", "[]", "null", '{"kind":"solid","c":1}', '{"kind":"texture"}']
+    assert_agrees_with_jsonschema(g, schema, good, ["{}", '{"kind":"solid"}'])
+    # through $ref, inside an array (MaskBench Github_hard o13024's shape), strict
+    schema = {
+        "type": "array",
+        "items": {"type": "object", "oneOf": [{"$ref": "#/$defs/s"}, {"$ref": "#/$defs/t"}]},
+        "$defs": {
+            "s": {**solid, "additionalProperties": False},
+            "t": {**texture, "additionalProperties": False},
+        },
+    }
+    g = compile_json_schema(schema)
+    assert not g.dfa.arena.has_boolean(g.dfa.term(g.dfa.initial))
+    good = ['[{"kind":"solid","c":1},{"kind":"texture"}]', "[]"]
+    bad = ['[{"kind":"texture","c":1}]', '["x"]', '[{"kind":"solid"}]']
+    assert_agrees_with_jsonschema(g, schema, good, bad)
+
+
 def test_if_then_else():
     schema = {
         "if": {"properties": {"k": {"const": 1}}, "required": ["k"]},

@@ -30,7 +30,7 @@ from typing import Any
 from ...errors import UnsupportedSchemaError
 from ..regex.escape import escape_literal
 from .context import ConvertContext
-from .formats import FORMATS, UNDECIDABLE
+from .formats import DRAFT_FORMATS, FORMATS, UNDECIDABLE
 from .numeric import (
     decimal_range_regex,
     enumerate_multiples,
@@ -68,6 +68,13 @@ def string_regex(conv: ConvertContext, schema: dict, pointer: str) -> str | None
             body = _bounded(conv, "format", FORMATS[fmt], True, lo, hi, pointer)
             if body is not _LENGTH_ONLY:
                 return None if body is None else '"' + body + '"'
+        elif fmt not in DRAFT_FORMATS:  # defined in no draft: an annotation
+            note = (
+                f"ignored format {fmt!r} at {pointer or '#'} (defined in no JSON Schema "
+                "draft: an annotation, any string)"
+            )
+            if note not in conv.warnings:
+                conv.warnings.append(note)
         else:
             conv.unsupported(
                 "format",

@@ -55,7 +55,17 @@ from typing import Any
 from ..regex.definitions import COMPLEMENT, INTERSECT, PLACEHOLDER_BASE
 from .objects import CANON_CHAR, key_not_in
 
-__all__ = ["Canon", "Inexact", "one_of", "negation", "conditional", "close_object", "universe"]
+__all__ = [
+    "Canon",
+    "Inexact",
+    "one_of",
+    "negation",
+    "conditional",
+    "close_object",
+    "universe",
+    "intersection",
+    "complement",
+]
 
 CANON_NUMBER = r"(?:0|-?[1-9][0-9]*|-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9])"
 _MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
@@ -148,6 +158,16 @@ def _and(conv, items: list[str]) -> str:
 
 def _not(conv, text: str | None) -> str | None:
     return None if text is None else _place(conv, COMPLEMENT + _place(conv, text))
+
+
+def intersection(conv, texts: list[str]) -> str:
+    """A definition matching what every regex of ``texts`` matches (``INTERSECT``)."""
+    return _and(conv, texts)
+
+
+def complement(conv, text: str) -> str:
+    """A definition matching every byte string that the regex ``text`` does not."""
+    return _not(conv, text)
 
 
 def _or(texts: list[str | None]) -> str | None:

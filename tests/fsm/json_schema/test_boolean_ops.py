@@ -72,6 +72,20 @@ def test_one_of_overlapping_numbers():
     assert not g.matches(_dump(7.0)) and not g.matches("7.0")
 
 
+def test_draft4_integer_valued_floats_are_their_own_instances():
+    # drafts 3/4 type 7.0 as a number but not an integer: the universe writes it (as
+    # json.dumps does) beside 7, and each is classified as jsonschema's draft 4 does
+    d4 = "http://json-schema.org/draft-04/schema#"
+    schema = {"$schema": d4, "oneOf": [{"type": "integer"}, {"type": "number", "maximum": 10}]}
+    g = compile_json_schema(schema)
+    assert_agrees_with_jsonschema(g, schema, ["7.0", "11", "9.5", "0.0"], ["7", "0", "11.5"])
+    schema = {"$schema": d4, "not": {"enum": [7]}, "type": "number"}
+    g = compile_json_schema(schema)
+    assert_agrees_with_jsonschema(g, schema, ["8.0", "8", "7.5"], ["7", "7.0"])
+    later = {"oneOf": [{"type": "integer"}, {"type": "number", "maximum": 10}]}
+    assert not compile_json_schema(later).matches("7.0")  # draft 2020-12: 7.0 is 7
+
+
 def test_one_of_with_a_number_step_is_refused_by_the_numeric_lowering():
     # multipleOf 0.5 on numbers has no exact regex yet (scalars): refused, not approximated
     schema = {"oneOf": [{"type": "integer"}, {"type": "number", "multipleOf": 0.5}]}

@@ -38,7 +38,8 @@ the old scoring (``compile_json_schema`` defaults, keys in schema order only) an
 
 Run:  python benchmarks/bench_maskbench.py [--sample] [--workers 2] [--timeout 60]
           [--subsets A,B] [--label TEXT] [--no-append] [--jsonl PATH]
-Peers: pip install -e .[bench] (llguidance, xgrammar; each is skipped where it fails to load).
+Peers: pip install -e .[bench] (llguidance; xgrammar, which needs apache-tvm-ffi; each is
+skipped where it fails to load).
 """
 
 from __future__ import annotations

@@ -4,19 +4,27 @@
 ``contains`` is enforced when the array has no tuple prefix and no ``maxContains`` below
 the item count: at least ``minContains`` elements are written from the intersection of
 ``items`` and ``contains`` (an ``allOf`` merge), the others from ``items``. ``maxContains``
-needs the complement of ``contains`` and ``uniqueItems: true`` is not regular: both
-raise the strict error (``uniqueItems`` is fine when at most one item is possible).
+needs the complement of ``contains``: the strict error. ``uniqueItems: true`` is not
+regular in general (strict error) but is exact where at most one item is possible or the
+items come from a small finite domain (``const``/``enum``, booleans, ``null``, an integer
+range of at most ``MAX_UNIQUE_VALUES`` values): one state per set of values written so
+far, each a shared definition listing the values still free (``n * 2**n`` text for ``n``
+values).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from .combine import merge_all_of
+from .combine import merge_all_of, value_key
 from .context import ConvertContext
 from .objects import _sharer
+from .values import values_regex
 
-__all__ = ["array_regex"]
+__all__ = ["array_regex", "MAX_UNIQUE_VALUES"]
+
+MAX_UNIQUE_VALUES = 10  # uniqueItems over a finite item domain: up to 10 * 2**10 pieces
 
 
 def _rep(body: str, lo: int, hi: int | None) -> str:
@@ -35,7 +43,15 @@ def array_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) -
     if hi is not None and hi < lo:
         return None
     if schema.get("uniqueItems") is True and (hi is None or hi > 1):
-        conv.unsupported("uniqueItems", pointer, "uniqueItems cannot be expressed by an automaton")
+        domain = _finite_domain(conv, schema, pointer)
+        if domain is not None:
+            return _unique_items(conv, domain, lo, hi)
+        conv.unsupported(
+            "uniqueItems",
+            pointer,
+            "uniqueItems cannot be expressed by an automaton (exact only over at most "
+            f"{MAX_UNIQUE_VALUES} item values: const/enum, booleans, null, a small integer range)",
+        )
     prefix = schema.get("prefixItems", [])
     rest: Any = schema.get("items", True)
     rest_key = "items"
@@ -114,3 +130,78 @@ def _contains(
     tail = "" if item is None else "(?:%s%s)*" % (sep, item)
     again = "(?:%s%s%s){%d}" % (sep, free, hit, need - 1) if need > 1 else ""
     return "\\[" + ws + free + hit + again + tail + ws + "\\]"
+
+
+def _finite_domain(conv: ConvertContext, schema: dict, pointer: str) -> list[str] | None:
+    """The regexes of the item values (one per distinct value, in order) when every item
+    comes from ``items`` alone and that schema admits at most ``MAX_UNIQUE_VALUES``
+    values, else None.
+    """
+    if "prefixItems" in schema or "contains" in schema or isinstance(schema.get("items"), list):
+        return None
+    items = schema.get("items", True)
+    if isinstance(items, dict) and ("$ref" in items or "allOf" in items):
+        items = merge_all_of([items], pointer + "/items", conv.resolve, (), conv.keywords_of)
+    if not isinstance(items, dict):
+        return None
+    types = items.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    if "const" in items or "enum" in items:
+        candidates = [items["const"]] if "const" in items else list(items["enum"])
+    elif types and types <= {"boolean", "null"}:
+        candidates = [True, False, None]
+    elif types == {"integer"} and all(
+        isinstance(items.get(k), (int, float)) and not isinstance(items.get(k), bool)
+        for k in ("minimum", "maximum")
+    ):
+        first, last = math.floor(items["minimum"]), math.ceil(items["maximum"])
+        if last - first + 1 > MAX_UNIQUE_VALUES:
+            return None
+        candidates = list(range(first, last + 1))
+    else:
+        return None
+    values: dict[str, Any] = {}
+    for v in candidates:  # distinct by JSON equality (1 == 1.0), valid under items
+        if value_key(v) not in values and conv.is_valid(v, items):
+            values[value_key(v)] = v
+    if len(values) > MAX_UNIQUE_VALUES:
+        return None
+    integer_only = "integer" in types and "number" not in types
+    out = []
+    for v in values.values():
+        texts = values_regex([v], conv.ws, integer_only, _sharer(conv))
+        if texts:
+            out.append(texts[0])
+    return out
+
+
+def _unique_items(conv: ConvertContext, values: list[str], lo: int, hi: int | None) -> str | None:
+    """Arrays of ``lo..hi`` distinct items of ``values`` (regexes of distinct values), in any
+    order: ``after[S]`` is what may follow once the values of the set ``S`` are written.
+    """
+    n = len(values)
+    hi = n if hi is None else min(hi, n)
+    if lo > hi:
+        return None
+    ws = conv.ws
+    sep = ws + "," + ws
+    share = _sharer(conv)
+    after: dict[int, str | None] = {}
+    for mask in sorted(range(1, 1 << n), key=lambda m: -m.bit_count()):
+        used = mask.bit_count()
+        if used > hi:
+            continue
+        alts = [
+            sep + values[i] + after[mask | 1 << i]
+            for i in range(n)
+            if not mask >> i & 1 and used < hi and after[mask | 1 << i] is not None
+        ]
+        if used >= lo:
+            alts.append("")
+        after[mask] = None if not alts else share("(?:" + "|".join(alts) + ")")
+    firsts = [values[i] + after[1 << i] for i in range(n) if hi > 0 and after[1 << i] is not None]
+    open_, close = "\\[" + ws, ws + "\\]"
+    if not firsts:
+        return open_ + "\\]" if lo == 0 else None
+    body = "(?:" + "|".join(firsts) + ")"
+    return open_ + (body if lo > 0 else body + "?") + close

@@ -20,7 +20,9 @@ operands are converted in *canonical mode* (``Canon``):
 * whitespace is compact;
 * ``U``'s numbers are canonical: integer-valued numbers as integers (``7``, never
   ``7.0`` or ``7e0``; ``0``, never ``-0``), the others as a decimal fraction without
-  trailing zeros and without an exponent; ``U``'s strings use ``json.dumps`` escapes only
+  trailing zeros and without an exponent; under drafts 3 and 4, where ``7.0`` is a
+  number but not an integer, also ``7.0`` (one fraction zero, as ``json.dumps`` writes
+  the float; not ``-0.0``); ``U``'s strings use ``json.dumps`` escapes only
   (``objects.CANON_CHAR``). The operands' own grammars accept the canonical spelling of
   each value they accept (and maybe others, which ``U`` removes);
 * objects: the keys ``K`` declared by the construct's operands (``properties``,
@@ -55,9 +57,23 @@ from typing import Any
 from ..regex.definitions import COMPLEMENT, INTERSECT, PLACEHOLDER_BASE
 from .objects import CANON_CHAR, key_not_in
 
-__all__ = ["Canon", "Inexact", "one_of", "negation", "conditional", "close_object", "universe"]
+__all__ = [
+    "Canon",
+    "Inexact",
+    "one_of",
+    "negation",
+    "conditional",
+    "close_object",
+    "universe",
+    "intersection",
+    "complement",
+]
 
 CANON_NUMBER = r"(?:0|-?[1-9][0-9]*|-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9])"
+# drafts 3 and 4 type 7.0 as a number, not an integer: there it is its own instance, written
+# as json.dumps writes the float (one fraction zero; -0.0 is 0 to every keyword but type)
+CANON_NUMBER_DRAFT4 = r"(?:" + CANON_NUMBER[3:-1] + r"|(?:0|-?[1-9][0-9]*)\.0)"
+_FLOAT_INTEGERS_DISTINCT = ("Draft3Validator", "Draft4Validator")
 _MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _OBJECT_KEYS = ("properties", "patternProperties", "additionalProperties", "propertyNames")
 
@@ -150,6 +166,16 @@ def _not(conv, text: str | None) -> str | None:
     return None if text is None else _place(conv, COMPLEMENT + _place(conv, text))
 
 
+def intersection(conv, texts: list[str]) -> str:
+    """A definition matching what every regex of ``texts`` matches (``INTERSECT``)."""
+    return _and(conv, texts)
+
+
+def complement(conv, text: str) -> str:
+    """A definition matching every byte string that the regex ``text`` does not."""
+    return _not(conv, text)
+
+
 def _or(texts: list[str | None]) -> str | None:
     texts = list(dict.fromkeys(t for t in texts if t is not None))
     if not texts:
@@ -174,7 +200,9 @@ def universe(conv, depth: int, extras: bool = True) -> str:
     found, text = conv.sharing.lookup(key)
     if found:
         return text
-    scalars = ['"' + CANON_CHAR + '*"', CANON_NUMBER, "true", "false", "null"]
+    distinct = getattr(conv, "_draft", "") in _FLOAT_INTEGERS_DISTINCT
+    number = CANON_NUMBER_DRAFT4 if distinct else CANON_NUMBER
+    scalars = ['"' + CANON_CHAR + '*"', number, "true", "false", "null"]
     if depth <= 0:
         return conv.sharing.store(key, _or(scalars))
     inner = universe(conv, depth - 1, extras)

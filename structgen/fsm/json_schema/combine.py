@@ -11,6 +11,10 @@ keywords it cannot combine exactly raises ``UnsupportedSchemaError("allOf", poin
 ``provably_disjoint`` decides whether two ``oneOf`` branches can share an instance
 (by type, ``const``/``enum`` values, a required discriminator property, or a key
 one branch requires and the other forbids); only then is ``oneOf`` the same as ``anyOf``.
+``objects_one_of`` reads the common untyped form (branches that constrain objects only,
+e.g. ``{"properties": {"kind": {"const": "a"}}, "required": ["kind"]}`` without
+``"type": "object"``): every other value is valid under all of them, so ``oneOf`` is
+``anyOf`` over the branches restricted to objects when those are disjoint.
 """
 
 from __future__ import annotations
@@ -23,7 +27,14 @@ from typing import Any, Callable
 from ...errors import UnsupportedSchemaError
 from .vocabulary import ANNOTATIONS
 
-__all__ = ["merge_all_of", "provably_disjoint", "types_of", "TYPES", "value_key"]
+__all__ = [
+    "merge_all_of",
+    "objects_one_of",
+    "provably_disjoint",
+    "types_of",
+    "TYPES",
+    "value_key",
+]
 
 TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
 _LOWER = ("minimum", "minLength", "minItems", "minProperties", "minContains")
@@ -294,6 +305,55 @@ def provably_disjoint(a: Any, b: Any, is_valid: Callable[[Any, Any], bool]) -> b
     if types_of(a) | types_of(b) != {"object"}:
         return False
     return _objects_disjoint(a, b) or _objects_disjoint(b, a)
+
+
+OBJECT_KEYWORDS = frozenset(
+    {
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "minProperties",
+        "maxProperties",
+        "propertyNames",
+        "dependencies",
+        "dependentRequired",
+        "dependentSchemas",
+        "unevaluatedProperties",
+    }
+)
+
+
+def objects_one_of(branches: list[Any], is_valid: Callable[[Any, Any], bool]) -> list[Any] | None:
+    """``oneOf: branches`` as ``anyOf`` of the returned schemas, or None when this reading
+    does not apply.
+
+    It applies when every branch (keywords only, references resolved) either constrains
+    objects alone (no ``type``/``const``/``enum``, only ``OBJECT_KEYWORDS``: every value
+    that is not an object is valid under it) or admits objects only (``types_of`` is
+    ``{"object"}`` or empty), and the branches restricted to objects
+    (``"type": "object"`` added) are pairwise ``provably_disjoint``. A value that is not
+    an object is then valid under ``oneOf`` exactly when one branch constrains objects
+    alone: that branch is returned whole, the others restricted to objects.
+    """
+    open_branches = []
+    for i, b in enumerate(branches):
+        if b is False or b is True or not isinstance(b, dict):
+            return None
+        kinds = types_of(b)
+        if kinds <= {"object"}:
+            continue
+        if "type" in b or "const" in b or "enum" in b or not set(b) <= OBJECT_KEYWORDS:
+            return None
+        open_branches.append(i)
+    restricted = [b if types_of(b) <= {"object"} else {**b, "type": "object"} for b in branches]
+    for i in range(len(restricted)):
+        for j in range(i + 1, len(restricted)):
+            if not provably_disjoint(restricted[i], restricted[j], is_valid):
+                return None
+    if len(open_branches) == 1:
+        restricted[open_branches[0]] = branches[open_branches[0]]
+    return restricted
 
 
 def _objects_disjoint(a: dict, b: dict) -> bool:

@@ -24,6 +24,7 @@ from .combine import (
     TYPES,
     merge_all_of,
     negated_types,
+    objects_one_of,
     provably_disjoint,
     static_conditional,
 )
@@ -447,7 +448,10 @@ class JsonSchemaConverter:
             branches.append((ptr, sub))
         if key == "oneOf":
             overlap = self._overlap(branches)
-            if overlap is not None:
+            as_objects = None if overlap is None else self._objects_one_of(branches)
+            if as_objects is not None:  # untyped object branches, disjoint as objects
+                branches = [(ptr, sub) for (ptr, _), sub in zip(branches, as_objects)]
+            elif overlap is not None:
                 status, text = boolean_ops.one_of(self, branches, pointer, refs)
                 if status == "ok":
                     return text
@@ -456,13 +460,25 @@ class JsonSchemaConverter:
         options = [o for o in options if o is not None]
         return _alt(options) if options else None
 
-    def _overlap(self, branches: list[tuple[str, Any]]) -> tuple[int, int] | None:
-        """Two branches that are not provably disjoint, None when every pair is."""
+    def _resolved(self, branches: list[tuple[str, Any]]) -> list[Any]:
         resolved = []
         for ptr, sub in branches:
             if isinstance(sub, dict) and "$ref" in sub or isinstance(sub, dict) and "allOf" in sub:
                 sub = merge_all_of([sub], ptr, self.resolve, (), self.keywords_of)
             resolved.append(sub)
+        return resolved
+
+    def _objects_one_of(self, branches: list[tuple[str, Any]]) -> list[Any] | None:
+        """``combine.objects_one_of`` over the branches' keywords (references resolved)."""
+        resolved = [
+            self.keywords_of(s, p) if isinstance(s, dict) else s
+            for (p, _), s in zip(branches, self._resolved(branches))
+        ]
+        return objects_one_of(resolved, self.is_valid)
+
+    def _overlap(self, branches: list[tuple[str, Any]]) -> tuple[int, int] | None:
+        """Two branches that are not provably disjoint, None when every pair is."""
+        resolved = self._resolved(branches)
         for i in range(len(resolved)):
             for j in range(i + 1, len(resolved)):
                 if not provably_disjoint(resolved[i], resolved[j], self.is_valid):

@@ -9,14 +9,15 @@ templates exactly, RFC 6901 JSON pointers and relative JSON pointers
 (draft-bhutton-relative-json-pointer-00), and a subset of IDNA2008 ``idn-hostname``
 (see ``_IDN_LABEL``). Some valid spellings are rejected (long or punycode host names,
 quoted email local parts, pointers holding ``"``, a backslash or control characters); nothing
-invalid is accepted. ``UNDECIDABLE`` names the formats no regular language matches.
+invalid is accepted. ``UNDECIDABLE`` names the formats no regular language matches;
+``DRAFT_FORMATS`` the formats some draft defines (any other is an annotation).
 None of the strings they match contains a character that needs escaping in JSON, so each
 regex is the same over the decoded string and over the JSON string body.
 """
 
 from __future__ import annotations
 
-__all__ = ["FORMATS", "UNDECIDABLE"]
+__all__ = ["DRAFT_FORMATS", "FORMATS", "UNDECIDABLE"]
 
 _YEAR = "[0-9]{4}"
 _LEAP_YEAR = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
@@ -175,3 +176,21 @@ FORMATS = {
     "relative-json-pointer": _RELATIVE_POINTER,
     "idn-hostname": _IDN_HOSTNAME,
 }
+
+DRAFT_FORMATS = frozenset(
+    {
+        # draft 3
+        "date-time", "date", "time", "utc-millisec", "regex", "color", "style", "phone",
+        "uri", "email", "ip-address", "ipv6", "host-name",
+        # draft 4 .. 7
+        "hostname", "ipv4", "uri-reference", "uri-template", "json-pointer", "iri",
+        "iri-reference", "idn-email", "idn-hostname", "relative-json-pointer",
+        # 2019-09 / 2020-12
+        "duration", "uuid",
+    }
+)  # fmt: skip
+"""The ``format`` values some JSON Schema draft defines (drafts 3 to 2020-12). Any other
+value (``url``, ``datetime``, OpenAPI's ``byte``, ``""``) is defined nowhere: the drafts
+leave an unknown format unchecked (2019-09 section 7.2.3; ``jsonschema``'s
+``FormatChecker`` accepts every string for it), so the converter ignores it with a warning.
+"""

@@ -6,9 +6,11 @@ one may be absent), then required keys that ``properties`` does not list, in
 
 * with ``patternProperties``: keys matching a pattern, valued by that pattern's schema
   (exact when no key can match two patterns with different schemas: checked on the
-  patterns' automata; else strict error), never one of the listed names;
-  ``additionalProperties`` other than ``false`` next to patterns would need the patterns'
-  complement: strict error;
+  patterns' automata; else strict error), never one of the listed names (a pattern that
+  matches a listed name is intersected with the canonical keys outside the list); with
+  ``additionalProperties`` other than ``false`` (or absent under
+  ``allow_extra_properties=True``), also the canonical keys that match no pattern and no
+  listed name (the patterns' complement), valued by that schema;
 * else with ``additionalProperties`` true or a schema, or absent when the caller
   passes ``allow_extra_properties=True``: keys spelled canonically (``json.dumps``
   escapes) that differ from every listed name, valued by that schema.
@@ -174,12 +176,7 @@ def _extra_pair(
     extra = schema.get("additionalProperties")
     names_schema = schema.get("propertyNames")
     if patterns:
-        if extra is not None and extra is not False:
-            conv.unsupported(
-                "patternProperties",
-                pointer,
-                "additionalProperties next to patternProperties needs their complement",
-            )
+        open_extra = extra is not False and (extra is not None or conv.allow_extra)
         if names_schema is not None:
             conv.unsupported("propertyNames", pointer, "propertyNames next to patternProperties")
         distinct = len({json.dumps(v, sort_keys=True) for v in patterns.values()}) > 1
@@ -189,19 +186,34 @@ def _extra_pair(
                 pointer,
                 "several patterns with different schemas (a key may match two)",
             )
-        if any(_matches(p, name) for p in patterns for name in listed):
-            conv.unsupported("patternProperties", pointer, "a pattern matches a listed property")
+        from . import boolean_ops  # it lowers objects too (canonical mode)
+
+        hits_listed = any(_matches(p, name) for p in patterns for name in listed)
+        unlisted = _unlisted_key(conv, listed) if hits_listed or open_extra else None
+        bodies = {
+            q: pattern_to_string_body(q, f"{pointer}/patternProperties/{_escape_ptr(q)}")
+            for q in patterns
+        }
         pairs = []  # one "key":value alternative per pattern (exact when no key matches two)
         for p, sub in patterns.items() if distinct else [next(iter(patterns.items()))]:
             ptr = f"{pointer}/patternProperties/{_escape_ptr(p)}"
             value = conv.convert(sub, ptr, refs)
-            keys = [
-                pattern_to_string_body(q, f"{pointer}/patternProperties/{_escape_ptr(q)}")
-                for q in (patterns if not distinct else [p])
-            ]
+            keys = [bodies[q] for q in (patterns if not distinct else [p])]
             if value is not None:
-                key = '"' + (keys[0] if len(keys) == 1 else "(?:" + "|".join(keys) + ")") + '"'
-                pairs.append(key + ws + ":" + ws + value)
+                key = keys[0] if len(keys) == 1 else "(?:" + "|".join(keys) + ")"
+                if hits_listed:  # a listed name is valued by its property (and the pattern)
+                    key = boolean_ops.intersection(conv, [key, unlisted])
+                pairs.append('"' + key + '"' + ws + ":" + ws + value)
+        if open_extra:  # keys matching no pattern and no listed name: additionalProperties
+            value = conv.convert(
+                True if extra is None else extra, pointer + "/additionalProperties", refs
+            )
+            if value is not None:
+                matched = "(?:" + "|".join(bodies.values()) + ")"
+                key = boolean_ops.intersection(
+                    conv, [unlisted, boolean_ops.complement(conv, matched)]
+                )
+                pairs.append('"' + key + '"' + ws + ":" + ws + value)
         if not pairs:
             return None
         return pairs[0] if len(pairs) == 1 else "(?:" + "|".join(pairs) + ")"
@@ -225,14 +237,21 @@ def _extra_pair(
         if key is None:
             return None
     else:  # one shared definition per name list (every recursion depth lists the same)
-        found, body = conv.sharing.lookup(("key_not_in", tuple(listed)))
-        if not found:
-            tail = conv.sharing.lookup(("canon_tail",))[1] or conv.sharing.store(
-                ("canon_tail",), "(?:" + CANON_CHAR + "*)"
-            )
-            body = conv.sharing.store(("key_not_in", tuple(listed)), key_not_in(listed, tail))
-        key = '"' + body + '"'
+        key = '"' + _unlisted_key(conv, listed) + '"'
     return key + ws + ":" + ws + value
+
+
+def _unlisted_key(conv: ConvertContext, listed: list[str]) -> str:
+    """The canonically spelled JSON string bodies that equal none of ``listed`` (one shared
+    definition per name list).
+    """
+    found, body = conv.sharing.lookup(("key_not_in", tuple(listed)))
+    if not found:
+        tail = conv.sharing.lookup(("canon_tail",))[1] or conv.sharing.store(
+            ("canon_tail",), "(?:" + CANON_CHAR + "*)"
+        )
+        body = conv.sharing.store(("key_not_in", tuple(listed)), key_not_in(listed, tail))
+    return body
 
 
 def _counted(

@@ -9,7 +9,8 @@ or, past its size caps, strict ``UnsupportedSchemaError`` naming the length keyw
 together with ``format``: strict error.
 
 Integers: exact bounds of any magnitude, ``multipleOf`` through a residue automaton
-(small moduli) or by listing the multiples of a small bounded range.
+(small moduli) or by listing the multiples of a small bounded range; a wider or open
+range with a small modulus is the intersection of the range's and the residue's automata.
 
 Numbers: without bounds, the full JSON number grammar (exponents included). With
 bounds, every spelling without an exponent whose value is in range, plus the exponent
@@ -30,7 +31,7 @@ from typing import Any
 from ...errors import UnsupportedSchemaError
 from ..regex.escape import escape_literal
 from .context import ConvertContext
-from .formats import FORMATS, UNDECIDABLE
+from .formats import DRAFT_FORMATS, FORMATS, UNDECIDABLE
 from .numeric import (
     decimal_range_regex,
     enumerate_multiples,
@@ -68,6 +69,13 @@ def string_regex(conv: ConvertContext, schema: dict, pointer: str) -> str | None
             body = _bounded(conv, "format", FORMATS[fmt], True, lo, hi, pointer)
             if body is not _LENGTH_ONLY:
                 return None if body is None else '"' + body + '"'
+        elif fmt not in DRAFT_FORMATS:  # defined in no draft: an annotation
+            note = (
+                f"ignored format {fmt!r} at {pointer or '#'} (defined in no JSON Schema "
+                "draft: an annotation, any string)"
+            )
+            if note not in conv.warnings:
+                conv.warnings.append(note)
         else:
             conv.unsupported(
                 "format",
@@ -140,12 +148,19 @@ def integer_regex(conv: ConvertContext, schema: dict, pointer: str) -> str | Non
     listed = enumerate_multiples(k, lo, hi) if bounded else None
     if listed is not None:
         return _alt([escape_literal(str(v)) for v in listed]) if listed else None
-    if bounded and k != 1:
-        conv.unsupported("multipleOf", pointer, f"multipleOf {k} with a wide or open range")
-        return integer_range_regex(lo, hi)
     if k == 1:
         return integer_range_regex(lo, hi) if bounded else INTEGER
     regex = integer_multiple_regex(k)
+    if bounded:  # a wide or open range: the range's and the multiples' automata intersected
+        in_range = integer_range_regex(lo, hi)
+        if in_range is None:
+            return None
+        if regex is None or not hasattr(conv, "sharing"):
+            conv.unsupported("multipleOf", pointer, f"multipleOf {k} with a wide or open range")
+            return in_range
+        from .boolean_ops import intersection  # it lowers scalars too (canonical mode)
+
+        return intersection(conv, [in_range, regex])
     if regex is None:
         conv.unsupported("multipleOf", pointer, f"multipleOf {k}: residue automaton too large")
         return INTEGER

@@ -66,6 +66,7 @@ def regex_to_dfa(
     t0 = time.perf_counter()
     arena = TermArena()
     root = lower(pattern, arena, deadline=t0 + max_seconds, definitions=definitions)
+    arena.deadline = t0 + max_seconds  # emptiness searches share the compile's budget
     if root == EMPTY or arena.is_empty(root):
         raise RegexError(f"regex {pattern!r} matches no string")
     if trigger is not None:
@@ -81,4 +82,5 @@ def regex_to_dfa(
     )
     dfa.explore(max_rows=eager_rows)
     dfa.max_seconds = max_seconds
+    arena.deadline = None
     return dfa

@@ -54,6 +54,7 @@ explicit stack, so no Python recursion grows with the depth.
 from __future__ import annotations
 
 import heapq
+import time
 
 from ...errors import GrammarTooComplexError
 
@@ -118,6 +119,11 @@ class TermArena:
     Args:
         max_terms: bound on the number of distinct terms (memory budget).
         max_empty_checks: bound on the derivative states one ``is_empty`` search visits.
+
+    Attributes:
+        deadline: ``time.perf_counter()`` value past which an ``is_empty`` search raises
+            ``GrammarTooComplexError`` (None: no time bound; the automaton sets it while
+            it builds under a time budget).
     """
 
     def __init__(
@@ -143,6 +149,7 @@ class TermArena:
         self._subsumed: dict[tuple[int, int], bool] = {}
         self._min_len: dict[int, int] = {}
         self._bottom_up_active = False  # _bottom_up is filling a cache
+        self.deadline: float | None = None  # perf_counter() bound on is_empty's searches
 
     @property
     def num_terms(self) -> int:
@@ -474,9 +481,14 @@ class TermArena:
         every term on the way to a witness is non-empty; when none is found, every term
         visited is empty.
 
+        An alternation is empty when every member is, a concatenation when its head or
+        tail is, a repetition when its body is and at least one is required: such a term
+        is decided from its parts (memoised on their own), so a search runs on an
+        intersection or complement alone, never on the whole document around it.
+
         Raises:
             GrammarTooComplexError: the search visits more than ``max_empty_checks``
-                states.
+                states, or runs past ``deadline``.
         """
         if t == EMPTY:
             return True
@@ -486,6 +498,37 @@ class TermArena:
         hit = memo.get(t)
         if hit is not None:
             return hit
+        if self.depth[t] <= _SHALLOW:
+            parts = self._emptiness_parts(t)
+            if parts is not None:  # decided by the parts (each searched alone, memoised)
+                every, items = parts
+                check = all if every else any
+                result = check(self.is_empty(u) for u in items)
+                memo[t] = result
+                return result
+        return self._search_empty(t)
+
+    def _emptiness_parts(self, t: int) -> tuple[bool, tuple[int, ...]] | None:
+        """How ``t``'s emptiness follows from its parts' without a search of ``t`` itself:
+        ``(True, items)``: empty when every item is (an alternation); ``(False, items)``:
+        empty when some item is (a concatenation's head and tail, a repetition's required
+        body, what follows a trigger); None: search ``t`` (an intersection, a complement).
+        """
+        k, args = self.kind[t], self.args[t]
+        if k == ALT:
+            return True, args
+        if k == CONCAT:
+            return False, args
+        if k == REPEAT:
+            return (False, args[:1]) if args[1] > 0 else (False, ())
+        if k == UNTIL:
+            return False, args[2:]
+        return None
+
+    def _search_empty(self, t: int) -> bool:
+        """``is_empty`` of ``t`` by the best-first search over its derivatives."""
+        memo = self._empty
+        deadline = self.deadline
         parent: dict[int, int] = {t: -1}
         heap = [(self._min_length(t), 0, t)]
         order = 0
@@ -509,6 +552,12 @@ class TermArena:
                     raise GrammarTooComplexError(
                         f"deciding whether an intersection or complement is empty visits "
                         f"more than {self.max_empty_checks} states; simplify the schema"
+                    )
+                if deadline is not None and not len(parent) & 63 and time.perf_counter() > deadline:
+                    raise GrammarTooComplexError(
+                        "deciding whether an intersection or complement is empty exceeded "
+                        f"the automaton's time budget ({len(parent)} states visited); "
+                        "simplify the schema"
                     )
                 order += 1
                 heapq.heappush(heap, (self._min_length(v), order, v))

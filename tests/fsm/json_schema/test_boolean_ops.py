@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from structgen.errors import GrammarTooComplexError, UnsupportedRegexError, UnsupportedSchemaError
 from structgen.fsm import compile_json_schema
 
-from .._corpus import CORPORA
+from .._corpus import CORPORA, canonical, dump
 from .._reference import assert_agrees_with_jsonschema
 
 SUITE = CORPORA / "json-schema-test-suite" / "tests" / "draft2020-12"
@@ -70,6 +70,20 @@ def test_one_of_overlapping_numbers():
     g = compile_json_schema(schema)
     assert_agrees_with_jsonschema(g, schema, ["7.5", "3", "-2", "5.25"], ["7", "5", "3.5"])
     assert not g.matches(_dump(7.0)) and not g.matches("7.0")
+
+
+def test_draft4_integer_valued_floats_are_their_own_instances():
+    # drafts 3/4 type 7.0 as a number but not an integer: the universe writes it (as
+    # json.dumps does) beside 7, and each is classified as jsonschema's draft 4 does
+    d4 = "http://json-schema.org/draft-04/schema#"
+    schema = {"$schema": d4, "oneOf": [{"type": "integer"}, {"type": "number", "maximum": 10}]}
+    g = compile_json_schema(schema)
+    assert_agrees_with_jsonschema(g, schema, ["7.0", "11", "9.5", "0.0"], ["7", "0", "11.5"])
+    schema = {"$schema": d4, "not": {"enum": [7]}, "type": "number"}
+    g = compile_json_schema(schema)
+    assert_agrees_with_jsonschema(g, schema, ["8.0", "8", "7.5"], ["7", "7.0"])
+    later = {"oneOf": [{"type": "integer"}, {"type": "number", "maximum": 10}]}
+    assert not compile_json_schema(later).matches("7.0")  # draft 2020-12: 7.0 is 7
 
 
 def test_one_of_with_a_number_step_is_refused_by_the_numeric_lowering():
@@ -124,6 +138,38 @@ def test_one_of_value_valid_under_both_in_either_order():
     # one document-wide key order: a before b
     assert not g.matches('{"a":1,"b":2}') and not g.matches('{"b":2,"a":1}')
     assert_agrees_with_jsonschema(g, schema, ['{"a":1}', '{"b":1}'], ['{"a":1,"b":2}', "{}"])
+
+
+def test_one_of_of_untyped_object_branches_is_their_union_over_objects():
+    # branches that constrain objects only (no "type"): every other value is valid under
+    # all of them, so oneOf excludes it; the objects are told apart by their const tag
+    solid = {"properties": {"kind": {"enum": ["solid"]}, "c": {}}, "required": ["kind", "c"]}
+    texture = {"properties": {"kind": {"enum": ["texture"]}}, "required": ["kind"]}
+    schema = {"oneOf": [solid, texture]}
+    g = compile_json_schema(schema, allow_extra_properties=True)
+    good = ['{"kind":"solid","c":1}', '{"kind":"texture"}', '{"kind":"texture","c":[1]}']
+    bad = ['"x"', "1", "[]", "null", '{"kind":"solid"}', "{}", '{"kind":"other"}']
+    assert_agrees_with_jsonschema(g, schema, good, bad)
+    assert not g.dfa.arena.has_boolean(g.dfa.term(g.dfa.initial))  # no product to search
+    # one branch constrains objects only, the other admits objects only: non-objects valid
+    schema = {"oneOf": [solid, {**texture, "type": "object"}]}
+    g = compile_json_schema(schema, allow_extra_properties=True)
+    good = ['"x"', "1", "[]", "null", '{"kind":"solid","c":1}', '{"kind":"texture"}']
+    assert_agrees_with_jsonschema(g, schema, good, ["{}", '{"kind":"solid"}'])
+    # through $ref, inside an array (MaskBench Github_hard o13024's shape), strict
+    schema = {
+        "type": "array",
+        "items": {"type": "object", "oneOf": [{"$ref": "#/$defs/s"}, {"$ref": "#/$defs/t"}]},
+        "$defs": {
+            "s": {**solid, "additionalProperties": False},
+            "t": {**texture, "additionalProperties": False},
+        },
+    }
+    g = compile_json_schema(schema)
+    assert not g.dfa.arena.has_boolean(g.dfa.term(g.dfa.initial))
+    good = ['[{"kind":"solid","c":1},{"kind":"texture"}]', "[]"]
+    bad = ['[{"kind":"texture","c":1}]', '["x"]', '[{"kind":"solid"}]']
+    assert_agrees_with_jsonschema(g, schema, good, bad)
 
 
 def test_if_then_else():
@@ -248,6 +294,46 @@ def test_suite_schemas_exact_on_drawn_values(gid, schema, data):
     value = data.draw(_values(declared))
     text = _dump(_in_document_order(value, {k: i for i, k in enumerate(declared)}))
     assert g.matches(text) == _valid(schema, value), (gid, text)
+
+
+# ---- MaskBench Handwritten: drawn values -----------------------------------------------
+
+HANDWRITTEN = CORPORA / "jsonschemabench" / "plain" / "Handwritten"
+
+
+def _handwritten() -> list:
+    if not HANDWRITTEN.is_dir():
+        return [pytest.param(None, None, marks=pytest.mark.skip(reason=f"{HANDWRITTEN} absent"))]
+    out = []
+    for path in sorted(HANDWRITTEN.glob("*.json")):
+        text = path.read_text(encoding="utf-8")
+        if any(f'"{kw}"' in text for kw in ("not", "oneOf", "if")):
+            out.append(pytest.param(path.stem, json.loads(text)["schema"], id=path.stem))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("gid", "schema"), _handwritten())
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_handwritten_schemas_exact_on_drawn_values(gid, schema, data):
+    # matches(canonical(value)) == jsonschema.is_valid(value): the value written in the
+    # corpus helper's canonical form (keys in the order of the branches it matches,
+    # integer-valued numbers per the draft) and in the document order of boolean_ops; a
+    # valid value is accepted in one of them, an invalid one in neither
+    g = _compiled("handwritten/" + gid, schema)
+    if g is None:
+        return  # refused under strict (the MaskBench benchmark counts why)
+    declared = _declared(schema)
+    value = data.draw(_values(declared))
+    written = canonical(value, schema, schema)
+    order = {k: i for i, k in enumerate(declared)}
+    texts = {dump(written), dump(_in_document_order(written, order))}
+    accepted = [t for t in texts if g.matches(t)]
+    if _valid(schema, value):
+        assert accepted, (gid, texts)
+    else:
+        assert not accepted, (gid, accepted)
 
 
 # ---- soundness of sampled strings, liveness -------------------------------------------

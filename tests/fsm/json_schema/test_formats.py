@@ -21,6 +21,7 @@ from structgen.fsm import compile_json_schema
 from structgen.fsm.json_schema.formats import FORMATS
 
 from .._corpus import CORPORA
+from .._reference import assert_agrees_with_jsonschema
 
 FORMAT_SUITE = CORPORA / "json-schema-test-suite" / "tests" / "draft2020-12" / "optional" / "format"
 NEW = [
@@ -202,3 +203,16 @@ def test_unknown_format_is_an_assertion() -> None:
         compile_json_schema(schema)
     assert info.value.keyword == "format" and "'color'" in str(info.value)
     assert compile_json_schema(schema, strict=False).warnings
+
+
+@pytest.mark.parametrize("fmt", ["url", "datetime", "partial-date", "byte", ""])
+def test_a_format_no_draft_defines_is_an_annotation(fmt: str) -> None:
+    # the drafts leave such a format unchecked, as jsonschema's FormatChecker does: any
+    # string, under strict too, named in a warning; a pattern next to it still applies
+    schema = {"type": "object", "properties": {"s": {"type": "string", "format": fmt}}}
+    grammar = compile_json_schema(schema)
+    assert any(repr(fmt) in w and "/properties/s" in w for w in grammar.warnings)
+    assert_agrees_with_jsonschema(grammar, schema, ['{"s":"x y"}', '{"s":""}'], ['{"s":1}'])
+    patterned = {"type": "string", "format": fmt, "pattern": "^a+$"}
+    grammar = compile_json_schema(patterned)
+    assert_agrees_with_jsonschema(grammar, patterned, ['"aa"'], ['"b"', '""'])

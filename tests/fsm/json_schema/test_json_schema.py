@@ -152,9 +152,11 @@ def test_max_length_counts_characters() -> None:
         # min/maxLength are enforced now: tests/fsm/json_schema/test_string_pattern_length.py)
         ({"type": "number", "multipleOf": 0.3}, "multipleOf", ""),
         ({"type": "integer", "multipleOf": 7}, "multipleOf", ""),
+        # (patternProperties beside additionalProperties is enforced now:
+        # tests/fsm/json_schema/test_pattern_properties.py; beside propertyNames it is not)
         (
-            {"type": "object", "patternProperties": {"^x": {}}, "additionalProperties": {}},
-            "patternProperties",
+            {"type": "object", "patternProperties": {"^x": {}}, "propertyNames": {"maxLength": 3}},
+            "propertyNames",
             "",
         ),
         ({"type": "string", "format": "regex"}, "format", ""),

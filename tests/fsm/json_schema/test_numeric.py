@@ -62,3 +62,21 @@ def test_empty_range_and_no_leading_zeros():
     g = compile_json_schema({"type": "integer", "minimum": 0, "maximum": 20})
     for bad in ["01", "-0", "007", "+3", "21"]:
         assert not g.matches(bad), bad
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(
+        [
+            {"type": "integer", "minimum": 7, "multipleOf": 5},
+            {"type": "integer", "maximum": -3, "multipleOf": 3},
+            {"type": "integer", "minimum": -(10**6), "maximum": 10**9, "multipleOf": 4},
+            {"type": "number", "exclusiveMinimum": 0, "multipleOf": 3},
+        ]
+    ),
+    st.one_of(st.integers(-100, 100), st.integers(-(10**10), 10**10)),
+)
+def test_multiple_of_over_a_wide_or_open_range_is_exact(schema, x):
+    # the range's automaton intersected with the residue automaton, against jsonschema
+    grammar = compile_json_schema(schema)
+    assert grammar.matches(str(x)) == jsonschema.Draft202012Validator(schema).is_valid(x)

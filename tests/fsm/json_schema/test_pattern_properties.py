@@ -66,3 +66,43 @@ def test_overlapping_patterns_strict_error_and_non_strict_keys() -> None:
     validator = jsonschema.Draft202012Validator(schema)
     for text in ['{"a":15,"b":5}', '{"a":15,"b":2}', '{"a":9,"b":5}', '{"a":5}', '{"b":3}']:
         assert grammar.matches(text) == validator.is_valid(json.loads(text)), text
+
+
+LISTED_AND_PATTERNS = {
+    "type": "object",
+    "properties": {"ab": {"type": "integer"}, "x-id": {"const": 1}},
+    "patternProperties": {"^a": {"type": "string"}, "^x-": {}},
+}
+LISTED_TEXTS = [
+    "{}",
+    '{"ab":1}',  # listed and matching ^a: both schemas apply
+    '{"ab":"s"}',
+    '{"ax":"s"}',
+    '{"ax":1}',
+    '{"x-id":1}',
+    '{"x-id":2}',
+    '{"x-y":[1]}',
+    '{"b":1}',
+    '{"b":true}',
+    '{"b":"s"}',
+    '{"ab":1,"ac":"x","x-q":null}',
+    '{"ab":1,"b":false}',
+]
+
+
+@pytest.mark.parametrize(
+    "extra", [None, False, {"type": "boolean"}], ids=["absent", "false", "schema"]
+)
+@pytest.mark.parametrize("allow", [False, True])
+def test_patterns_matching_listed_names_and_additional_properties(extra, allow):
+    # a pattern that matches a listed name (the name keeps its property, the pattern's
+    # other keys their own schema) and additionalProperties beside the patterns (keys
+    # matching neither): exact, against jsonschema
+    schema = dict(LISTED_AND_PATTERNS)
+    if extra is not None:
+        schema["additionalProperties"] = extra
+    grammar = compile_json_schema(schema, allow_extra_properties=allow)
+    for text in LISTED_TEXTS:
+        valid = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+        undeclared = extra is None and not allow and '"b"' in text  # structgen's default
+        assert grammar.matches(text) == (valid and not undeclared), (schema, allow, text)

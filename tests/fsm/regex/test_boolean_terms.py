@@ -178,3 +178,37 @@ def test_emptiness_search_budget():
     t = arena.intersect([pairs, arena.complement(arena.repeat(digit, 200, 200))])
     with pytest.raises(GrammarTooComplexError, match="empty"):
         arena.is_empty(t)
+
+
+def test_emptiness_search_deadline():
+    arena = TermArena()
+    digit = arena.byteset(sum(1 << c for c in range(48, 58)))
+    pairs = arena.repeat(arena.concat(digit, digit), 100, 100)
+    t = arena.intersect([pairs, arena.complement(arena.repeat(digit, 200, 200))])
+    arena.deadline = 0.0  # long past: the search stops at its first time check
+    with pytest.raises(GrammarTooComplexError, match="time budget"):
+        arena.is_empty(t)
+    arena.deadline = None
+    assert arena.is_empty(t)  # (dd){100} lies inside d{200}
+
+
+def test_emptiness_is_decided_from_the_parts():
+    # a concatenation is empty when a part is, an alternation when every member is: the
+    # search runs on the intersection alone (its verdict memoised for every context)
+    arena = TermArena()
+    a, b = arena.byteset(1 << 97), arena.byteset(1 << 98)
+    a_star = arena.repeat(a, 0, INF)
+    even = arena.repeat(arena.concat(a, a), 0, INF)
+    dead = arena.intersect([even, arena.complement(a_star)])  # empty, not syntactically
+    live = arena.intersect([a_star, arena.complement(even)])  # the odd counts of a
+    assert arena.is_empty(arena.concat(b, arena.concat(dead, b)))
+    assert arena.is_empty(arena.alt([arena.concat(a, dead), arena.concat(dead, b)]))
+    assert not arena.is_empty(arena.alt([arena.concat(a, dead), arena.concat(live, b)]))
+    assert not arena.is_empty(arena.repeat(dead, 0, 3))  # zero copies: the empty string
+    assert arena.is_empty(arena.repeat(dead, 1, 3))
+    assert arena.is_empty(arena.until(b"ab", dead)) and not arena.is_empty(arena.until(b"a", live))
+    # the parts' verdicts agree with the whole automaton's
+    for t in (arena.concat(live, b), arena.concat(b, arena.concat(dead, b))):
+        dfa = ByteDFA(arena, t)
+        assert dfa.explore()
+        assert any(dfa.is_accepting(s) for s in range(dfa.num_states)) == (not arena.is_empty(t))

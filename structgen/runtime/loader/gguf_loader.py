@@ -307,10 +307,8 @@ def gguf_state_dict(
             if mod is not None:
                 modules[target.rsplit(".", 1)[0]] = mod
                 continue
-        w = dequantize(g.raw(name), info.type_name, info.type_id, info.shape)
-        if rows is not None:
-            w = w[rows]
-        out[target] = w if w.dtype == dtype else w.to(dtype)
+        # written once, in its final dtype and row order (no float32 copy to permute or cast)
+        out[target] = dequantize(g.raw(name), info.type_name, info.type_id, info.shape, rows, dtype)
     for path, names in experts.items():
         _native_experts(g, path, names, dtype, out, modules)
     out = _fuse_experts(out)
@@ -337,8 +335,10 @@ def _native_experts(
             modules[path] = mod
             return
     for k, name in names.items():
-        w = dequantize(g.raw(name), infos[k].type_name, infos[k].type_id, infos[k].shape)
-        out[f"{path}.{k}.weight"] = w if w.dtype == dtype else w.to(dtype)
+        info = infos[k]
+        out[f"{path}.{k}.weight"] = dequantize(
+            g.raw(name), info.type_name, info.type_id, info.shape, dtype=dtype
+        )
 
 
 def _fuse_experts(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -93,23 +93,23 @@ REF = {"Q4_0": ref_q4_0, "Q4_1": ref_q4_1, "Q8_0": ref_q8_0, "Q4_K": ref_q4_k, "
 FP16_AT = {"Q4_0": (0,), "Q4_1": (0, 2), "Q8_0": (0,), "Q4_K": (0, 2), "Q6_K": (208,)}
 
 
-def random_blocks(type_name: str, n_blocks: int, seed: int = 0) -> np.ndarray:
-    """``[n_blocks, block bytes]`` uint8: random quants, finite fp16 scales (some negative,
-    some subnormal)."""
+def random_blocks(type_name: str, n_blocks: int, seed: int = 0, scale: float = 0.02) -> np.ndarray:
+    """``[n_blocks, block bytes]`` uint8: random quants, finite fp16 scales of about ``scale``
+    (some negative, some subnormal)."""
     _, _, nbytes = GGML_TYPES[TYPE_IDS[type_name]]
     rng = np.random.default_rng(seed)
     b = rng.integers(0, 256, size=(n_blocks, nbytes), dtype=np.uint8)
     for at in FP16_AT[type_name]:
-        s = (rng.standard_normal(n_blocks) * 0.02).astype(np.float16)
+        s = (rng.standard_normal(n_blocks) * scale).astype(np.float16)
         s[::7] = np.float16(3e-6)  # subnormal in fp16
         b[:, at : at + 2] = s.view(np.uint8).reshape(n_blocks, 2)
     return b
 
 
-def random_tensor(type_name: str, shape: tuple[int, int], seed: int = 0):
+def random_tensor(type_name: str, shape: tuple[int, int], seed: int = 0, scale: float = 0.02):
     """``(raw uint8 bytes, reference float32 [N, K])`` of a random tensor of ``type_name``."""
     _, block, _ = GGML_TYPES[TYPE_IDS[type_name]]
-    blocks = random_blocks(type_name, shape[0] * shape[1] // block, seed)
+    blocks = random_blocks(type_name, shape[0] * shape[1] // block, seed, scale)
     return blocks.reshape(-1), REF[type_name](blocks).reshape(shape)
 
 

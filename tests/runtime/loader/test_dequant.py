@@ -180,3 +180,16 @@ def test_wrong_size_raises_value_error():
         dequantize(raw[:-1], "Q4_K", TYPE_IDS["Q4_K"], (2, 256))
     with pytest.raises(ValueError, match="outside the tensor"):
         dequantize(raw, "Q4_K", TYPE_IDS["Q4_K"], (2, 256), torch.tensor([0, 2]))
+
+
+def test_repack_q6_k_is_ggml_dequantized_weight():
+    from structgen.runtime.quantization.gguf_kquants import repack_q6_k
+
+    raw, ref = random_tensor("Q6_K", (8, 512), seed=4)
+    q, scales = repack_q6_k(raw, (8, 512))
+    assert q.dtype == torch.int8 and scales.dtype == torch.float32 and scales.shape == (8, 32)
+    assert int(q.min()) >= -32 and int(q.max()) <= 31
+    w = (q.float().view(8, 32, 16) * scales[..., None]).view(8, 512)
+    assert torch.equal(w, torch.from_numpy(ref))
+    with pytest.raises(ValueError, match="Q6_K tensor"):
+        repack_q6_k(raw[:-1], (8, 512))

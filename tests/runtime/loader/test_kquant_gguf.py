@@ -144,12 +144,27 @@ def test_kquant_gguf_bfloat16_weights_are_rounded_reference(kquant_model, tmp_pa
     assert torch.equal(emb.view(torch.int16), want.view(torch.int16))
 
 
-def test_kquant_gguf_native_falls_back_to_dequantized(kquant_model, tmp_path, monkeypatch):
-    """``quantization="gguf"`` on a K-quant file: the K-quant matrices are dequantized at load
-    (no quantized kernel for them yet), so the model equals the float32 load."""
+def test_kquant_gguf_native_keeps_q6_k_and_dequantizes_q4_k(kquant_model, tmp_path, monkeypatch):
+    """``quantization="gguf"`` on a Q4_K_M file: Q6_K matrices (v, down, the tied embedding) are
+    int8 group-16 modules whose weights are ggml's to the bit; Q4_K ones are dequantized at load
+    (no exact int4 form); with float32 activations the model matches transformers."""
+    from structgen.runtime.quantization.linear import (
+        QuantEmbedding,
+        QuantLinear,
+        _set_activation_dtype,
+    )
+
     path, hf = kquant_model
     monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path / "cache"))
-    native = load_model(str(path), torch.float32, "cpu", quantization="gguf")
-    torch.testing.assert_close(
-        logits_of(native.model, IDS), ref_logits(hf, IDS), atol=1e-4, rtol=1e-4
+    native = load_model(str(path), torch.float32, "cpu", quantization="gguf").model
+    mods = dict(native.named_modules())
+    down = mods["model.layers.1.mlp.down_proj"]
+    assert isinstance(down, QuantLinear) and down.kind == "int8" and down.group_size == 16
+    ref = hf.model.layers[1].mlp.down_proj.weight.detach()
+    assert torch.equal(down.dequantized_weight(), ref)
+    assert isinstance(mods["model.embed_tokens"], QuantEmbedding)
+    assert not any(
+        isinstance(m, QuantLinear) for n, m in mods.items() if n.endswith(("q_proj", "gate_proj"))
     )
+    _set_activation_dtype(native, torch.float32)
+    torch.testing.assert_close(logits_of(native, IDS), ref_logits(hf, IDS), atol=1e-4, rtol=1e-4)

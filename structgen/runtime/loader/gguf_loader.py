@@ -311,9 +311,11 @@ def gguf_state_dict(
                 mod = kquant_module(g.raw(name), info.type_name, info.shape, rows, is_emb, dtype)
             if mod is not None:
                 modules[target.rsplit(".", 1)[0]] = mod
+                g.release(name)  # a view of the map stays valid: its pages fault back in
                 continue
         # written once, in its final dtype and row order (no float32 copy to permute or cast)
         out[target] = dequantize(g.raw(name), info.type_name, info.type_id, info.shape, rows, dtype)
+        g.release(name)  # its file pages leave the resident set (peak: weights + torch)
     for path, names in experts.items():
         _native_experts(g, path, names, dtype, out, modules)
     out = _fuse_experts(out)
@@ -338,12 +340,15 @@ def _native_experts(
         )
         if mod is not None:
             modules[path] = mod
+            for name in names.values():
+                g.release(name)
             return
     for k, name in names.items():
         info = infos[k]
         out[f"{path}.{k}.weight"] = dequantize(
             g.raw(name), info.type_name, info.type_id, info.shape, dtype=dtype
         )
+        g.release(name)
 
 
 def _fuse_experts(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

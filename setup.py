@@ -88,6 +88,15 @@ setup(
             extra_link_args=["-fopenmp"],
             optional=True,
         ),
+        # csrc/kquant.c -> ggml blocks (Q4_0/Q4_1/Q8_0/Q4_K/Q6_K) dequantized straight into the
+        # final float32/bfloat16 tensor (structgen/runtime/loader/dequant.py; torch/gguf without)
+        Extension(
+            "structgen.runtime.loader._kquant",
+            sources=["csrc/kquant.c"],
+            extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
+            extra_link_args=["-fopenmp"],
+            optional=True,
+        ),
     ],
     cmdclass={"build_ext": BuildExt},
 )

@@ -3,11 +3,19 @@
 Measured in one run, same prompt, greedy:
   * decode tokens/s and TTFT of structgen vs transformers ``generate`` (fp32 and bf16);
   * JSON-schema-constrained vs unconstrained structgen (tokens/s, forward passes);
-  * model load, cold (empty structgen cache) and warm, in fresh processes;
-  * a whole ``structgen extract`` command, process start to JSON printed (warm cache);
-  * llama-cpp-python on the same Q4_1 file, where it is installed.
+  * the default ``Engine()`` vs llama.cpp (llama-cpp-python, installed by
+    ``benchmarks/install_llama_cpp.sh``) on the same GGUF file and prompt ids: batch-1
+    decode and TTFT (streamed, EOS banned, ``--threads`` threads), and the TTFT of a
+    512-token prompt (llama-bench's pp512);
+  * ``Engine()`` load in fresh processes, cold (empty structgen cache) and warm, medians of
+    ``--repeats``, with llama.cpp's ``Llama(...)`` beside;
+  * README's ``structgen extract`` example, process start to JSON printed (warm cache): wall
+    median and maximum resident set (``/usr/bin/time -v``).
+Targets (issue #21): decode and pp512 >= 1.0x llama.cpp; load <= 2 s cold, <= 0.5 s warm;
+extract <= 3 s wall and <= 700 MB RSS.
 
-Run:  python benchmarks/bench_e2e.py [--tokens 128] [--dtypes float32,bfloat16]
+Run:  python benchmarks/bench_e2e.py [--tokens 128] [--dtypes float32,bfloat16] [--threads 2]
+          [--repeats 5] [--sections transformers,llama_cpp,prefill,load]
           [--out benchmarks/RESULTS.md]
 Prints a table with ratios, appends it to RESULTS.md and writes a plot beside it.
 """
@@ -15,8 +23,11 @@ Prints a table with ratios, appends it to RESULTS.md and writes a plot beside it
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -108,6 +119,7 @@ def bench_constrained(engine) -> dict:
 
 
 def _timed_subprocess(code: str, env: dict) -> float:
+    """Run ``code`` in a fresh interpreter; the float its last stdout line prints."""
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900
     )
@@ -116,69 +128,297 @@ def _timed_subprocess(code: str, env: dict) -> float:
     return float(proc.stdout.strip().splitlines()[-1])
 
 
-def bench_load_and_cli() -> dict:
-    code = (
-        "import time, structgen; t=time.perf_counter(); structgen.Engine(); "
-        "print(time.perf_counter()-t)"
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+LOAD_CODE = (
+    "import time, structgen; t=time.perf_counter(); structgen.Engine(); "
+    "print(time.perf_counter()-t)"
+)
+LLAMA_LOAD_CODE = (
+    "import time; from llama_cpp import Llama; from structgen.runtime.loader import "
+    "default_model_path; p=default_model_path(); t=time.perf_counter(); "
+    "Llama(model_path=p, n_ctx=2048, n_threads={t}, n_threads_batch={t}, verbose=False); "
+    "print(time.perf_counter()-t)"
+)
+EXTRACT_ARGS = [
+    "-m",
+    "structgen",
+    "extract",
+    "--schema",
+    str(ROOT / "examples/schemas/person.json"),
+    "--text",
+    "Maria Lopez, 34, works as a nurse in Lyon.",
+]
+
+
+def _extract_once(env: dict) -> tuple[float, float, str]:
+    """README's ``structgen extract`` example under ``/usr/bin/time -v``:
+    ``(wall s, maximum resident set MB, printed JSON)``.
+    """
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        ["/usr/bin/time", "-v", sys.executable, *EXTRACT_ARGS],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
     )
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, STRUCTGEN_CACHE_DIR=cache)
-        cold = _timed_subprocess(code, env)
-        warm = _timed_subprocess(code, env)
-        t0 = time.perf_counter()
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "structgen",
-                "extract",
-                "--schema",
-                str(ROOT / "examples/schemas/person.json"),
-                "--text",
-                "Maria Lopez, 34, works as a nurse in Lyon.",
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=900,
-        )
-        cli = time.perf_counter() - t0
-        if proc.returncode != 0:
-            raise RuntimeError(proc.stderr)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr)
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+    rss = int(m.group(1)) / 1024 if m else float("nan")
+    return wall, rss, proc.stdout.strip()
+
+
+def bench_load_and_cli(repeats: int = 5, threads: int = 2, llama_cpp: bool = True) -> dict:
+    """Fresh-process load and CLI figures, medians of ``repeats``.
+
+    Cold: ``Engine()`` with an empty structgen cache (each repeat its own cache folder; the
+    GGUF file itself is in the page cache). Warm: the cache filled. The CLI runs README's
+    ``structgen extract`` example, warm, process start to JSON printed. llama.cpp's
+    ``Llama(...)`` on the same file in a fresh process (after ``import llama_cpp``), warm.
+    """
+    env0 = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    cold, warm, cli, rss = [], [], [], []
+    with tempfile.TemporaryDirectory() as root:
+        for i in range(repeats):
+            env = dict(env0, STRUCTGEN_CACHE_DIR=os.path.join(root, str(i)))
+            cold.append(_timed_subprocess(LOAD_CODE, env))
+        env = dict(env0, STRUCTGEN_CACHE_DIR=os.path.join(root, "0"))
+        for _ in range(repeats):
+            warm.append(_timed_subprocess(LOAD_CODE, env))
+        for _ in range(repeats):
+            w, r, out = _extract_once(env)
+            cli.append(w)
+            rss.append(r)
+    lc = []
+    if llama_cpp and importlib.util.find_spec("llama_cpp") is not None:
+        lc = [_timed_subprocess(LLAMA_LOAD_CODE.format(t=threads), env0) for _ in range(repeats)]
     return {
-        "load_cold_s": cold,
-        "load_warm_s": warm,
-        "extract_cli_s": cli,
-        "extract_output": proc.stdout.strip(),
+        "load_cold_s": _median(cold),
+        "load_warm_s": _median(warm),
+        "extract_cli_s": _median(cli),
+        "extract_rss_mb": max(rss),
+        "extract_output": out,
+        "llama_cpp_load_s": _median(lc) if lc else None,
     }
 
 
-def bench_llama_cpp(n_tokens: int) -> dict | None:
-    try:
-        from llama_cpp import Llama
-    except ImportError:
-        return None
+def bench_llama_cpp(ids: list[int], n_tokens: int, threads: int, repeats: int = 3) -> dict:
+    """llama.cpp (llama-cpp-python) on the same GGUF file and prompt ids, as bench_models
+    times it: greedy, EOS banned (``logit_bias``), ``threads`` threads, streamed; TTFT from
+    the first streamed token, decode tokens/s over the rest; best of ``repeats``. Also the
+    in-process ``Llama(...)`` time.
+    """
+    from llama_cpp import Llama
+
     from structgen.runtime.loader import default_model_path
 
-    llm = Llama(model_path=str(default_model_path()), n_ctx=2048, verbose=False)
     t0 = time.perf_counter()
-    out = llm.create_chat_completion(PROMPT, max_tokens=n_tokens, temperature=0.0)
-    total = time.perf_counter() - t0
-    n = out["usage"]["completion_tokens"]
-    return {"decode_tok_s": n / total, "tokens": n}
+    llm = Llama(
+        model_path=str(default_model_path()),
+        n_ctx=2048,
+        n_threads=threads,
+        n_threads_batch=threads,
+        verbose=False,
+    )
+    load = time.perf_counter() - t0
+    ban = {llm.token_eos(): -1e9}
+    list(llm.create_completion(ids, max_tokens=4, temperature=0.0, stream=True))  # warm-up
+    ttfts, rates = [], []
+    for _ in range(repeats):
+        llm.reset()
+        t0 = time.perf_counter()
+        n, ttft = 0, 0.0
+        for _ in llm.create_completion(
+            ids, max_tokens=n_tokens, temperature=0.0, stream=True, logit_bias=ban
+        ):
+            n += 1
+            if n == 1:
+                ttft = time.perf_counter() - t0
+        total = time.perf_counter() - t0
+        n = min(n, n_tokens)  # the stream's last chunk only carries finish_reason
+        ttfts.append(ttft)
+        rates.append((n - 1) / (total - ttft))
+    return {"ttft_s": min(ttfts), "decode_tok_s": max(rates), "tokens": n, "load_s": load}
+
+
+def _long_prompts(tokenizer, n: int, count: int) -> list[list[int]]:
+    """``count`` prompts of exactly ``n`` token ids, differing in their first token (no prefix
+    cache hit between them in either system)."""
+    text = " ".join(PROMPT[0]["content"] for _ in range(n))
+    ids = tokenizer.encode(text)[: n - 1]
+    return [[100 + i, *ids] for i in range(count)]
+
+
+def bench_prefill(engine, llm_ids: list[list[int]], threads: int) -> dict:
+    """TTFT of a ``len(prompt)``-token prompt (llama-bench's pp512 as one request), structgen's
+    default engine vs llama.cpp, best of the prompts (each prompt runs once per system)."""
+    from structgen import SamplingParams
+
+    one = SamplingParams(max_tokens=1, temperature=0.0, ignore_eos=True)
+    engine.generate([[7, *llm_ids[0][1:]]], one)  # warm-up
+    sg = []
+    for ids in llm_ids:
+        out = engine.generate([ids], one)[0]
+        sg.append(out.metrics.ttft_s)
+    lc = None
+    if importlib.util.find_spec("llama_cpp") is not None:
+        from llama_cpp import Llama
+
+        from structgen.runtime.loader import default_model_path
+
+        llm = Llama(
+            model_path=str(default_model_path()),
+            n_ctx=2048,
+            n_threads=threads,
+            n_threads_batch=threads,
+            verbose=False,
+        )
+        list(llm.create_completion([7, *llm_ids[0][1:]], max_tokens=1, temperature=0.0))
+        times = []
+        for ids in llm_ids:
+            llm.reset()
+            t0 = time.perf_counter()
+            for _ in llm.create_completion(ids, max_tokens=1, temperature=0.0, stream=True):
+                times.append(time.perf_counter() - t0)
+                break
+        lc = min(times)
+    return {"tokens": len(llm_ids[0]), "structgen_ttft_s": min(sg), "llama_cpp_ttft_s": lc}
+
+
+def _check(value: float, target: float, higher_is_better: bool) -> str:
+    ok = value >= target if higher_is_better else value <= target
+    return "met" if ok else "NOT met"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--dtypes", default="float32,bfloat16", help="transformers comparisons")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5, help="fresh processes per load figure")
+    ap.add_argument(
+        "--sections",
+        default="transformers,llama_cpp,prefill,load",
+        help="comma list of: transformers, llama_cpp, prefill, load",
+    )
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "RESULTS.md"))
     args = ap.parse_args()
+    sections = set(args.sections.split(","))
+    torch.set_num_threads(args.threads)
 
     from structgen import Engine
 
-    rows: list[tuple[str, str, str, str]] = []  # (what, structgen, peer, ratio)
+    rows: list[tuple[str, str, str, str]] = []  # (what, structgen, peer, ratio or target)
     decode = {}
+    if "transformers" in sections:
+        rows += _transformers_rows(Engine, args, decode)
+    has_lc = importlib.util.find_spec("llama_cpp") is not None
+    if {"llama_cpp", "prefill"} & sections:
+        engine = Engine()  # the default configuration
+        ids = engine.encode_prompt(PROMPT)
+        if "llama_cpp" in sections:
+            sg = bench_structgen(engine, args.tokens)
+            decode["default"] = (sg, None)
+            if has_lc:
+                lc = bench_llama_cpp(ids, args.tokens, args.threads)
+                r = sg["decode_tok_s"] / lc["decode_tok_s"]
+                rows.append(
+                    (
+                        "decode tok/s, `Engine()` default vs llama.cpp, same file (target >= 1.0x)",
+                        f"{sg['decode_tok_s']:.1f}",
+                        f"{lc['decode_tok_s']:.1f}",
+                        f"{r:.2f}x ({_check(r, 1.0, True)})",
+                    )
+                )
+            else:
+                rows.append(
+                    (
+                        "decode tok/s, `Engine()` default (llama-cpp-python not installed: "
+                        "benchmarks/install_llama_cpp.sh)",
+                        f"{sg['decode_tok_s']:.1f}",
+                        "-",
+                        "-",
+                    )
+                )
+        if "prefill" in sections:
+            pf = bench_prefill(engine, _long_prompts(engine.tokenizer, 512, 3), args.threads)
+            lct = pf["llama_cpp_ttft_s"]
+            rows.append(
+                (
+                    f"prefill TTFT s, {pf['tokens']} prompt tokens, default vs llama.cpp "
+                    "(target >= 1.0x)",
+                    f"{pf['structgen_ttft_s']:.3f}",
+                    "-" if lct is None else f"{lct:.3f}",
+                    "-"
+                    if lct is None
+                    else f"{lct / pf['structgen_ttft_s']:.2f}x "
+                    f"({_check(lct / pf['structgen_ttft_s'], 1.0, True)})",
+                )
+            )
+        del engine
+    lo = None
+    if "load" in sections:
+        lo = bench_load_and_cli(args.repeats, args.threads)
+        lcl = lo["llama_cpp_load_s"]
+        peer = "-" if lcl is None else f"{lcl:.2f} (`Llama(...)`)"
+        rows.append(
+            (
+                "`Engine()` load s, fresh process, cold cache (target <= 2)",
+                f"{lo['load_cold_s']:.2f}",
+                peer,
+                _check(lo["load_cold_s"], 2.0, False),
+            )
+        )
+        rows.append(
+            (
+                "`Engine()` load s, fresh process, warm cache (target <= 0.5)",
+                f"{lo['load_warm_s']:.2f}",
+                peer,
+                _check(lo["load_warm_s"], 0.5, False),
+            )
+        )
+        rows.append(
+            (
+                "`structgen extract` (README example) wall s, warm (target <= 3)",
+                f"{lo['extract_cli_s']:.2f}",
+                "-",
+                _check(lo["extract_cli_s"], 3.0, False),
+            )
+        )
+        rows.append(
+            (
+                "`structgen extract` max RSS MB, `/usr/bin/time -v` (target <= 700)",
+                f"{lo['extract_rss_mb']:.0f}",
+                "-",
+                _check(lo["extract_rss_mb"], 700.0, False),
+            )
+        )
+
+    header = "| measure | structgen | peer | ratio / target |\n|---|---|---|---|"
+    table = header + "\n" + "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)
+    print(table)
+    if lo is not None:
+        print("extract printed:", lo["extract_output"])
+    plot = Path(args.out).with_name("bench_e2e.png")
+    _plot({k: v for k, v in decode.items() if v[1] is not None}, plot)
+    cmd = "python benchmarks/bench_e2e.py " + " ".join(sys.argv[1:])
+    stamp = time.strftime("%Y-%m-%d")
+    with open(args.out, "a", encoding="utf-8") as f:
+        f.write(
+            f"\n## bench_e2e ({stamp}, {os.cpu_count()} CPU cores, torch "
+            f"{torch.__version__}, {args.threads} threads)\n\n"
+            f"Command: `{cmd.strip()}`\n\n{table}\n\n![decode]({plot.name})\n"
+        )
+
+
+def _transformers_rows(Engine, args, decode: dict) -> list[tuple[str, str, str, str]]:
+    """Decode/TTFT vs transformers per dtype, and constrained vs unconstrained (fp32)."""
+    rows = []
     for dt in args.dtypes.split(","):
         engine = Engine(dtype=dt)
         sg = bench_structgen(engine, args.tokens)
@@ -222,38 +462,7 @@ def main() -> None:
                 )
             )
         del engine
-    lc = bench_llama_cpp(args.tokens)
-    if lc is not None:
-        sg = decode[args.dtypes.split(",")[0]][0]
-        rows.append(
-            (
-                "decode tok/s vs llama.cpp (Q4_1)",
-                f"{sg['decode_tok_s']:.1f}",
-                f"{lc['decode_tok_s']:.1f}",
-                f"{sg['decode_tok_s'] / lc['decode_tok_s']:.2f}x",
-            )
-        )
-    lo = bench_load_and_cli()
-    rows.append(("model load cold s (target < 6)", f"{lo['load_cold_s']:.2f}", "-", "-"))
-    rows.append(("model load warm s (target < 1.5)", f"{lo['load_warm_s']:.2f}", "-", "-"))
-    rows.append(
-        ("`structgen extract` wall s, warm (target < 10)", f"{lo['extract_cli_s']:.2f}", "-", "-")
-    )
-
-    header = "| measure | structgen | peer | ratio |\n|---|---|---|---|"
-    table = header + "\n" + "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)
-    print(table)
-    print("extract printed:", lo["extract_output"])
-    plot = Path(args.out).with_name("bench_e2e.png")
-    _plot(decode, plot)
-    cmd = "python benchmarks/bench_e2e.py " + " ".join(sys.argv[1:])
-    stamp = time.strftime("%Y-%m-%d")
-    with open(args.out, "a", encoding="utf-8") as f:
-        f.write(
-            f"\n## bench_e2e ({stamp}, {os.cpu_count()} CPU cores, torch "
-            f"{torch.__version__}, {torch.get_num_threads()} threads)\n\n"
-            f"Command: `{cmd.strip()}`\n\n{table}\n\n![decode]({plot.name})\n"
-        )
+    return rows
 
 
 def _plot(decode: dict, path: Path) -> None:

@@ -1,7 +1,11 @@
-"""Vectorised dequantization of ggml tensor types to float32 (torch, multi-threaded).
+"""Dequantization of ggml tensor types straight into the final float tensor.
 
-Block layouts follow ggml (``ggml-common.h``): a block holds 32 weights along the
-row (the input dimension of a linear). Types without a fast path here go through
+Block layouts follow ggml (``ggml-common.h``): a block holds 32 (Q4_0, Q4_1, Q8_0) or 256
+(the K-quants Q4_K, Q6_K) weights along the row (the input dimension of a linear). With the
+C extension (csrc/kquant.c, ``structgen.runtime.loader._kquant``) those five types are read from
+the memory-mapped bytes and written once, in float32 or bfloat16, into the tensor the model
+keeps, with an optional row permutation applied on the way (no intermediate copies). Without it,
+Q4_0 / Q4_1 / Q8_0 take the vectorised torch path below, and every other type goes through
 ``gguf.quants.dequantize`` (numpy, slower but complete).
 """
 
@@ -12,7 +16,16 @@ import warnings
 import numpy as np
 import torch
 
-__all__ = ["dequantize"]
+__all__ = ["dequantize", "C_TYPES"]
+
+try:
+    from structgen.runtime.loader import _kquant
+except ImportError:  # the optional C extension is not built: torch / gguf paths
+    _kquant = None
+
+# ggml types the C dequantizer decodes
+C_TYPES = ("Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q6_K")
+_BLOCK_ELEMS = {"Q4_0": 32, "Q4_1": 32, "Q8_0": 32, "Q4_K": 256, "Q6_K": 256}
 
 
 def _f16(blocks: torch.Tensor, start: int) -> torch.Tensor:
@@ -54,17 +67,82 @@ _FAST = {"Q8_0": (_q8_0, 34), "Q4_1": (_q4_1, 20), "Q4_0": (_q4_0, 18)}
 
 
 def dequantize(
-    raw: np.ndarray, type_name: str, type_id: int, shape: tuple[int, ...]
+    raw: np.ndarray,
+    type_name: str,
+    type_id: int,
+    shape: tuple[int, ...],
+    rows: torch.Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """Float32 tensor of ``shape`` (numpy order) from the tensor's raw bytes ``raw`` (uint8).
+    """The tensor of ``shape`` (numpy order) from its raw ggml bytes.
 
-    ``raw`` may be a read-only view of a memory map: it is only read, and the result never aliases
-    it.
+    Args:
+        raw: the tensor's bytes, uint8; may be a read-only view of a memory map (only read; the
+            result never aliases it).
+        type_name: its ggml type (``Q4_K``).
+        type_id: its ggml type id.
+        shape: numpy shape; the last dimension is the row (block) dimension.
+        rows: optional int64 ``[shape[0]]`` row order: output row ``r`` is source row
+            ``rows[r]`` (``w[rows]`` without a second copy).
+        dtype: float dtype of the result; float32 and bfloat16 are written directly by the C
+            dequantizer (bfloat16 rounded to nearest even, as ``Tensor.to`` does), other dtypes
+            are cast from float32.
+
+    Returns:
+        A new contiguous tensor of ``shape`` and ``dtype``, equal to ggml's
+        ``dequantize_row_*`` in float32 (then cast).
+
+    Raises:
+        ValueError: ``raw`` has the wrong size for ``shape`` and ``type_name``.
     """
+    if (
+        _kquant is not None
+        and type_name in C_TYPES
+        and dtype in (torch.float32, torch.bfloat16)
+        and shape
+        and shape[-1] % _BLOCK_ELEMS[type_name] == 0
+    ):
+        return _dequantize_c(raw, type_name, type_id, shape, rows, dtype)
     with warnings.catch_warnings():
         # torch warns about wrapping read-only arrays; we never write them
         warnings.filterwarnings("ignore", message=".*not writable.*")
-        return _dequantize(raw, type_name, type_id, shape)
+        w = _dequantize(raw, type_name, type_id, shape)
+    if rows is not None:
+        w = w[rows]
+    return w if w.dtype == dtype else w.to(dtype)
+
+
+def _dequantize_c(raw, type_name, type_id, shape, rows, dtype) -> torch.Tensor:
+    from structgen.runtime.loader.gguf_file import GGML_TYPES
+
+    _, block, block_bytes = GGML_TYPES[type_id]
+    numel = int(np.prod(shape))
+    if raw.dtype != np.uint8 or raw.size != numel // block * block_bytes:
+        raise ValueError(
+            f"{type_name} tensor of shape {tuple(shape)} needs {numel // block * block_bytes} "
+            f"bytes, got {raw.size}"
+        )
+    raw = np.ascontiguousarray(raw)
+    n_rows = numel // shape[-1]
+    rows_addr = 0
+    if rows is not None:
+        rows = rows.to(torch.int64).contiguous()
+        if rows.numel() != shape[0] or len(shape) != 2:
+            raise ValueError(f"rows must give one source row per row of a 2-D {tuple(shape)}")
+        if rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= shape[0]):
+            raise ValueError("rows holds an index outside the tensor")
+        rows_addr = rows.data_ptr()
+    out = torch.empty(shape, dtype=dtype)
+    _kquant.dequantize(
+        type_id,
+        raw.ctypes.data,
+        out.data_ptr(),
+        n_rows,
+        shape[-1],
+        rows_addr,
+        dtype == torch.bfloat16,
+    )
+    return out
 
 
 def _dequantize(

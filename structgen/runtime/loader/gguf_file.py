@@ -187,6 +187,27 @@ class GGUFFile:
         info = self.tensors[name]
         return np.frombuffer(self._mm, dtype=np.uint8, count=info.nbytes, offset=info.offset)
 
+    def release(self, name: str) -> None:
+        """Drop the tensor's pages from this process's resident set (``madvise(MADV_DONTNEED)``
+        over the whole pages inside its data), once they have been read into their final tensor.
+
+        The map is read-only and file-backed, so this never loses data: a later read of the same
+        bytes (a live :meth:`raw` view) faults them in again from the file (or the page cache).
+        Raises: never (a no-op where ``madvise`` is unavailable).
+        """
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        if advice is None or not hasattr(self._mm, "madvise"):
+            return
+        info = self.tensors[name]
+        page = mmap.PAGESIZE
+        start = -(-info.offset // page) * page  # whole pages only: neighbours stay resident
+        end = (info.offset + info.nbytes) // page * page
+        if end > start:
+            try:
+                self._mm.madvise(advice, start, end - start)
+            except (OSError, ValueError):
+                pass
+
     def close(self) -> None:
         """Release the memory map (arrays from :meth:`raw` must not be used afterwards)."""
         try:

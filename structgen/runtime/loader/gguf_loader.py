@@ -263,8 +263,10 @@ def gguf_state_dict(
         g: the open file.
         config: its config (:func:`gguf_config`).
         dtype: float dtype.
-        native: keep Q8_0 / Q4_0 / Q4_1 matrices quantized (repacked losslessly into
-            :mod:`structgen.runtime.quantization` modules) instead of dequantizing them.
+        native: keep Q8_0 / Q4_0 / Q4_1 and Q6_K matrices quantized (repacked losslessly into
+            :mod:`structgen.runtime.quantization` modules) instead of dequantizing them; Q4_K
+            (no exact int4 form: :mod:`~structgen.runtime.quantization.gguf_kquants`) and the
+            other types are dequantized.
 
     Returns:
         ``(float tensors by HF name (dequantized in float32, cast to dtype),
@@ -274,6 +276,7 @@ def gguf_state_dict(
         ModelLoadError: a tensor we do not know; a ``deepseek2`` file lacking a required
             tensor (the message names it: :func:`~.gguf_deepseek.check_deepseek2_tensors`).
     """
+    from structgen.runtime.quantization.gguf_kquants import kquant_module
     from structgen.runtime.quantization.gguf_native import native_module
 
     arch = _arch(g.metadata, g.path)
@@ -304,13 +307,15 @@ def gguf_state_dict(
         ):
             is_emb = target == "model.embed_tokens.weight"
             mod = native_module(g.raw(name), info.type_name, info.shape, rows, is_emb, dtype)
+            if mod is None:  # Q6_K kept exactly; Q4_K (and others) dequantized below
+                mod = kquant_module(g.raw(name), info.type_name, info.shape, rows, is_emb, dtype)
             if mod is not None:
                 modules[target.rsplit(".", 1)[0]] = mod
+                g.release(name)  # a view of the map stays valid: its pages fault back in
                 continue
-        w = dequantize(g.raw(name), info.type_name, info.type_id, info.shape)
-        if rows is not None:
-            w = w[rows]
-        out[target] = w if w.dtype == dtype else w.to(dtype)
+        # written once, in its final dtype and row order (no float32 copy to permute or cast)
+        out[target] = dequantize(g.raw(name), info.type_name, info.type_id, info.shape, rows, dtype)
+        g.release(name)  # its file pages leave the resident set (peak: weights + torch)
     for path, names in experts.items():
         _native_experts(g, path, names, dtype, out, modules)
     out = _fuse_experts(out)
@@ -335,10 +340,15 @@ def _native_experts(
         )
         if mod is not None:
             modules[path] = mod
+            for name in names.values():
+                g.release(name)
             return
     for k, name in names.items():
-        w = dequantize(g.raw(name), infos[k].type_name, infos[k].type_id, infos[k].shape)
-        out[f"{path}.{k}.weight"] = w if w.dtype == dtype else w.to(dtype)
+        info = infos[k]
+        out[f"{path}.{k}.weight"] = dequantize(
+            g.raw(name), info.type_name, info.type_id, info.shape, dtype=dtype
+        )
+        g.release(name)
 
 
 def _fuse_experts(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -385,7 +395,8 @@ def install_modules(
 def load_gguf(path: str, dtype: torch.dtype, device, quantization: str | None = None):
     """Load a ``.gguf`` file into a LoadedModel (see :func:`structgen.runtime.loader.load_model`).
 
-    ``quantization="gguf"`` keeps Q8_0/Q4_0/Q4_1 matrices quantized; ``"int8"``/``"int4"``
+    ``quantization="gguf"`` keeps Q8_0/Q4_0/Q4_1/Q6_K matrices quantized (Q4_K and other types
+    are dequantized at load); ``"int8"``/``"int4"``
     dequantize, then requantize every linear
     (:func:`structgen.runtime.quantization.quantize_model`).
     """

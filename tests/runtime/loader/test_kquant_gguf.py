@@ -1,0 +1,170 @@
+"""A tiny random Llama written as a Q4_K_M-style GGUF (Q4_K attention / gate / up, Q6_K down
+and embedding; raw blocks, since ``gguf`` cannot encode K-quants) loads and matches
+transformers on the same (reference-dequantized) weights, in float32, bfloat16 and under
+``quantization="gguf"`` (K-quants dequantized at load there).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from structgen.runtime.loader import load_model
+from tests.runtime.loader.test_dequant import random_tensor
+from tests.runtime.test_loader import (
+    IDS,
+    byte_level_vocab,
+    llama_cpp_permute,
+    logits_of,
+    ref_logits,
+)
+
+# llama.cpp's Q4_K_M mix, per tensor kind: (ggml type, fp16 scale size)
+_MIX = {
+    "token_embd": ("Q6_K", 2e-4),
+    "attn_q": ("Q4_K", 4e-4),
+    "attn_k": ("Q4_K", 4e-4),
+    "attn_v": ("Q6_K", 2e-4),
+    "attn_output": ("Q4_K", 4e-4),
+    "ffn_gate": ("Q4_K", 4e-4),
+    "ffn_up": ("Q4_K", 4e-4),
+    "ffn_down": ("Q6_K", 2e-4),
+}
+_NAMES = {
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "ffn_norm",
+}
+
+
+def _unpermute(a: np.ndarray, n_head: int) -> np.ndarray:
+    return a.reshape(n_head, a.shape[0] // n_head // 2, 2, -1).swapaxes(1, 2).reshape(a.shape)
+
+
+@pytest.fixture(scope="module")
+def kquant_model(tmp_path_factory):
+    """``(path of the GGUF, the transformers reference holding the same weights)``."""
+    import gguf
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(
+        vocab_size=260,
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        rope_theta=500.0,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=259,
+        pad_token_id=None,
+    )
+    torch.manual_seed(0)
+    hf = LlamaForCausalLM(cfg).eval()
+    path = tmp_path_factory.mktemp("kquant") / "tiny-q4_k_m.gguf"
+    tokens, merges, types = byte_level_vocab()
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_rope_freq_base(500.0)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_eos_token_id(259)
+    state = hf.state_dict()
+    with torch.no_grad():
+        for seed, (name, t) in enumerate(state.items()):
+            if name == "lm_head.weight":
+                continue
+            if name == "model.embed_tokens.weight":
+                out, kind = "token_embd.weight", "token_embd"
+            elif name == "model.norm.weight":
+                w.add_tensor("output_norm.weight", t.float().numpy() + 0.05)
+                t.add_(0.05)
+                continue
+            else:
+                _, _, layer, rest = name.split(".", 3)
+                kind = _NAMES[rest.rsplit(".", 1)[0]]
+                out = f"blk.{layer}.{kind}.weight"
+                if "norm" in kind:
+                    w.add_tensor(out, t.float().numpy() + 0.05)
+                    t.add_(0.05)
+                    continue
+            qtype, scale = _MIX[kind]
+            raw, deq = random_tensor(qtype, tuple(t.shape), seed=seed, scale=scale)
+            if kind in ("attn_q", "attn_k"):  # the file holds llama.cpp's rotary row order
+                heads = cfg.num_attention_heads if kind == "attn_q" else cfg.num_key_value_heads
+                file_rows, deq = deq, _unpermute(deq, heads)
+                assert np.array_equal(llama_cpp_permute(deq, heads), file_rows)  # the oracle
+            t.copy_(torch.from_numpy(deq))
+            n = t.shape[0]
+            w.add_tensor(out, raw.reshape(n, -1), raw_dtype=gguf.GGMLQuantizationType[qtype])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    hf.tie_weights()
+    return path, hf
+
+
+def test_kquant_gguf_float32_matches_transformers(kquant_model, tmp_path, monkeypatch):
+    path, hf = kquant_model
+    monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path / "cache"))
+    loaded = load_model(str(path), torch.float32, "cpu")
+    ref = ref_logits(hf, IDS)
+    assert ref.abs().max() > 0.1  # the weights carry signal (not a vacuous comparison)
+    torch.testing.assert_close(logits_of(loaded.model, IDS), ref, atol=1e-4, rtol=1e-4)
+
+
+def test_kquant_gguf_bfloat16_weights_are_rounded_reference(kquant_model, tmp_path, monkeypatch):
+    path, hf = kquant_model
+    monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path / "cache"))
+    loaded = load_model(str(path), torch.bfloat16, "cpu")
+    ours = dict(loaded.model.named_parameters())
+    emb = ours["model.embed_tokens.weight"]
+    assert emb.dtype == torch.bfloat16
+    want = hf.model.embed_tokens.weight.detach().to(torch.bfloat16)
+    assert torch.equal(emb.view(torch.int16), want.view(torch.int16))
+
+
+def test_kquant_gguf_native_keeps_q6_k_and_dequantizes_q4_k(kquant_model, tmp_path, monkeypatch):
+    """``quantization="gguf"`` on a Q4_K_M file: Q6_K matrices (v, down, the tied embedding) are
+    int8 group-16 modules whose weights are ggml's to the bit; Q4_K ones are dequantized at load
+    (no exact int4 form); with float32 activations the model matches transformers."""
+    from structgen.runtime.quantization.linear import (
+        QuantEmbedding,
+        QuantLinear,
+        _set_activation_dtype,
+    )
+
+    path, hf = kquant_model
+    monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path / "cache"))
+    native = load_model(str(path), torch.float32, "cpu", quantization="gguf").model
+    mods = dict(native.named_modules())
+    down = mods["model.layers.1.mlp.down_proj"]
+    assert isinstance(down, QuantLinear) and down.kind == "int8" and down.group_size == 16
+    ref = hf.model.layers[1].mlp.down_proj.weight.detach()
+    assert torch.equal(down.dequantized_weight(), ref)
+    assert isinstance(mods["model.embed_tokens"], QuantEmbedding)
+    assert not any(
+        isinstance(m, QuantLinear) for n, m in mods.items() if n.endswith(("q_proj", "gate_proj"))
+    )
+    _set_activation_dtype(native, torch.float32)
+    torch.testing.assert_close(logits_of(native, IDS), ref_logits(hf, IDS), atol=1e-4, rtol=1e-4)

@@ -31,6 +31,7 @@ __all__ = [
     "ProgramError",
     "DistributedError",
     "EngineDeadError",
+    "ExtractionTruncatedWarning",
 ]
 
 
@@ -168,3 +169,18 @@ class EngineDeadError(StructgenError):
 
     Every pending and later request of that engine raises it; create a new engine.
     """
+
+
+class ExtractionTruncatedWarning(UserWarning):
+    """An extraction was cut by ``max_tokens``; the grammar's token budget had already
+    closed the JSON, so the (shortened) schema-valid object is returned anyway.
+
+    Attributes:
+        index: the text's index in the list given to ``extract`` (0 for a single text).
+        raw_text: the text the model generated.
+    """
+
+    def __init__(self, message: str, index: int = 0, raw_text: str = "") -> None:
+        super().__init__(message)
+        self.index = index
+        self.raw_text = raw_text

@@ -110,13 +110,22 @@ class BaseEngine(RequestFactory, abc.ABC):
         instructions: str | None = None,
         params: SamplingParams | None = None,
         errors: str = "raise",
+        return_details: bool = False,
     ) -> Any:
         """Extract a schema-valid object from each text (see
         :func:`structgen.extraction.extract`).
         """
         from structgen.extraction import extract
 
-        return extract(self, schema, text, instructions=instructions, params=params, errors=errors)
+        return extract(
+            self,
+            schema,
+            text,
+            instructions=instructions,
+            params=params,
+            errors=errors,
+            return_details=return_details,
+        )
 
     # --------------------------------------------------------------- counters
     @abc.abstractmethod

@@ -68,6 +68,7 @@ def _structgen_worker(job: dict, nocopy: bool) -> dict:
     from structgen import Engine, SamplingParams
     from structgen.errors import ExtractionError
     from structgen.extraction import extractor
+    from structgen.fsm.spec import JsonSchema
 
     style = job.get("prompt_style")
     if style is not None:  # a prompt experiment: every extraction gets that style
@@ -109,6 +110,8 @@ def _structgen_worker(job: dict, nocopy: bool) -> dict:
         rec = one(doc)
         rec["s"] = time.perf_counter() - t
         batch1.append(rec)
+    for schema in {json.dumps(d["schema"], sort_keys=True): d["schema"] for d in docs}.values():
+        JsonSchema(schema, allow_extra_properties=False).compile(engine.vocab)  # warm, cached
     t = time.perf_counter()
     if "on_result" in sig:  # extract runs through run_requests: threads batch together
         with ThreadPoolExecutor(max_workers=len(docs)) as pool:

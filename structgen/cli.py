@@ -69,17 +69,19 @@ def load_schema(path: str) -> dict:
     return schema
 
 
-def _read_texts(args: argparse.Namespace) -> tuple[list[str], bool]:
-    """Texts to extract from, and whether the input was JSON Lines (one result per line)."""
+def _read_texts(args: argparse.Namespace) -> tuple[list[str], list[int] | None]:
+    """Texts to extract from, and for JSON Lines input each text's line number (one result
+    line per text); None for a single text.
+    """
     if args.text is not None:
-        return [args.text], False
+        return [args.text], None
     if args.input is not None:
         p = Path(args.input)
         if not p.is_file():
             raise CliError(f"input file not found: {args.input}")
         content = p.read_text(encoding="utf-8")
         if p.suffix == ".jsonl":
-            texts = []
+            texts, lines = [], []
             for n, line in enumerate(content.splitlines(), 1):
                 if not line.strip():
                     continue
@@ -92,11 +94,12 @@ def _read_texts(args: argparse.Namespace) -> tuple[list[str], bool]:
                 if not isinstance(item, str):
                     raise CliError(f"{args.input}:{n}: expected a string or an object with 'text'")
                 texts.append(item)
-            return texts, True
-        return [content], False
+                lines.append(n)
+            return texts, lines
+        return [content], None
     if sys.stdin is None or sys.stdin.isatty():
         raise CliError("no input: give --text, --input FILE, or pipe text on stdin")
-    return [sys.stdin.read()], False
+    return [sys.stdin.read()], None
 
 
 def _engine(args: argparse.Namespace) -> Any:
@@ -106,24 +109,74 @@ def _engine(args: argparse.Namespace) -> Any:
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
-    """``structgen extract``: print one JSON object per input text."""
+    """``structgen extract``: print one JSON object per input text.
+
+    Every text runs in one continuously batched job; results are written as they finish,
+    in input order (a JSON Lines input gives one line per text, ``{"error", "raw_text"}``
+    for a text that failed, and a progress bar and a summary on stderr). An output cut by
+    ``max_tokens`` that the grammar had closed is printed and reported on stderr.
+    """
+    import time
+    import warnings
+
+    from tqdm import tqdm
+
+    from structgen.errors import ExtractionTruncatedWarning
+    from structgen.extraction import extract
     from structgen.runtime.sampling_params import SamplingParams
 
     schema = load_schema(args.schema)
-    texts, is_jsonl = _read_texts(args)
+    texts, lines = _read_texts(args)
+    out = _open_output(args.output)
     engine = _engine(args)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0)
-    results = engine.extract(schema, texts, params=params, errors="return")
-    failed = 0
-    for res in results:
+    where = (lambda i: f"{args.input}:{lines[i]}") if lines is not None else (lambda i: "text")
+    pending: dict[int, Any] = {}
+    written = 0
+    failed: list[int] = []
+    truncated: list[int] = []
+    bar = tqdm(total=len(texts), desc="extract", unit="doc", file=sys.stderr,
+               disable=lines is None)  # fmt: skip
+
+    def on_result(i: int, res: Any) -> None:
+        nonlocal written
+        bar.update(1)
         if isinstance(res, ExtractionError):
-            failed += 1
-            if not is_jsonl:
-                raise CliError(f"{res} (raw output: {res.raw_text!r})", code=1)
-            res = {"error": str(res), "raw_text": res.raw_text}
-        print(json.dumps(res, ensure_ascii=False), flush=True)
+            failed.append(i)
+        elif res.truncated:
+            truncated.append(i)
+            bar.write(
+                f"structgen: warning: {where(i)}: cut by max_tokens={args.max_tokens}; "
+                "the grammar closed the JSON early, so later fields may be shortened",
+                file=sys.stderr,
+            )
+        pending[i] = res
+        while written in pending:  # input order: write the finished prefix
+            _write_result(out, pending.pop(written), lines is not None)
+            written += 1
+
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings():  # reported above, one line per text
+            warnings.simplefilter("ignore", ExtractionTruncatedWarning)
+            extract(engine, schema, texts, params=params, errors="return", return_details=True,
+                    on_result=on_result)  # fmt: skip
+    finally:
+        bar.close()
+        if out is not sys.stdout:
+            out.close()
+    elapsed = time.perf_counter() - t0
+    if lines is not None:
+        summary = (
+            f"{len(texts)} documents in {elapsed:.1f} s ({len(texts) / elapsed:.2f} documents/s)"
+        )
+        if truncated:
+            summary += f"; {len(truncated)} cut by max_tokens ({_where_list(truncated, where)})"
+        if failed:
+            summary += f"; {len(failed)} failed ({_where_list(failed, where)})"
+        print(f"structgen: {summary}", file=sys.stderr, flush=True)
     if failed:
-        raise CliError(f"{failed} of {len(results)} extractions failed", code=1)
+        raise CliError(f"{len(failed)} of {len(texts)} extractions failed", code=1)
     return 0
 
 
@@ -146,6 +199,37 @@ def _grammar(path: str, syntax: str):
     except StructgenError as exc:
         raise CliError(f"--grammar {path}: {exc}") from None
     return spec
+
+
+def _open_output(path: str | None) -> Any:
+    """``--output FILE`` opened for writing (before the model loads), or stdout."""
+    if path is None:
+        return sys.stdout
+    try:
+        return open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed by cmd_extract
+    except OSError as exc:
+        raise CliError(f"cannot write --output {path}: {exc.strerror}") from None
+
+
+def _write_result(out: Any, res: Any, is_jsonl: bool) -> None:
+    """One result line: the object, or for a failed JSON Lines text its error line; a
+    failed single text raises CliError.
+    """
+    if isinstance(res, ExtractionError):
+        if not is_jsonl:
+            raise CliError(f"{res} (raw output: {res.raw_text!r})", code=1)
+        value: Any = {"error": str(res), "raw_text": res.raw_text}
+    else:
+        value = res.value
+        if hasattr(value, "model_dump"):
+            value = value.model_dump(mode="json")
+    out.write(json.dumps(value, ensure_ascii=False) + "\n")
+    out.flush()
+
+
+def _where_list(indices: list[int], where: Any, most: int = 10) -> str:
+    shown = ", ".join(where(i) for i in sorted(indices)[:most])
+    return shown + (", ..." if len(indices) > most else "")
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -230,6 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     src = ex.add_mutually_exclusive_group()
     src.add_argument("--text", help="the text to extract from")
     src.add_argument("--input", help="a text file, or a .jsonl file (one result line per line)")
+    ex.add_argument("--output", default=None, help="write the results here (default: stdout)")
     ex.add_argument("--model", default=None, help="a .gguf file or HF folder (default: SmolLM2)")
     ex.add_argument("--max-tokens", type=int, default=512)
     ex.set_defaults(func=cmd_extract)

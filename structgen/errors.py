@@ -33,6 +33,7 @@ __all__ = [
     "EngineDeadError",
     "InvalidGrammarError",
     "UnsupportedGrammarError",
+    "ExtractionTruncatedWarning",
 ]
 
 
@@ -182,3 +183,18 @@ class InvalidGrammarError(StructgenError, ValueError):
 
 class UnsupportedGrammarError(InvalidGrammarError):
     """A grammar uses a construct structgen does not implement (named with its line:column)."""
+
+
+class ExtractionTruncatedWarning(UserWarning):
+    """An extraction was cut by ``max_tokens``; the grammar's token budget had already
+    closed the JSON, so the (shortened) schema-valid object is returned anyway.
+
+    Attributes:
+        index: the text's index in the list given to ``extract`` (0 for a single text).
+        raw_text: the text the model generated.
+    """
+
+    def __init__(self, message: str, index: int = 0, raw_text: str = "") -> None:
+        super().__init__(message)
+        self.index = index
+        self.raw_text = raw_text

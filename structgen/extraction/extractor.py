@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from structgen.errors import ExtractionError
+from structgen.errors import ExtractionError, ExtractionTruncatedWarning
 from structgen.extraction.copy import copy_constraint
 from structgen.extraction.prompt import extraction_messages
+from structgen.extraction.result import ExtractionResult
 from structgen.extraction.spans import choose_span_ends
 from structgen.fsm.spec import schema_for
 from structgen.runtime.sampling_params import SamplingParams
@@ -29,8 +33,17 @@ def extract(
     errors: str = "raise",
     copy: bool | None = None,
     score_span_ends: bool = False,
+    return_details: bool = False,
+    on_result: Callable[[int, Any], None] | None = None,
 ) -> Any:
     """Extract one schema-valid object per text, greedily, under the schema's grammar.
+
+    All texts run as one continuously batched job; calls from several threads batch
+    together (``engine.run_requests`` is thread-safe). An output cut by ``max_tokens`` is
+    still a complete object when the grammar's token budget closed the JSON in time: it
+    is returned (its later fields may be shortened) and an
+    :class:`~structgen.errors.ExtractionTruncatedWarning` naming the text's index is
+    emitted.
 
     Args:
         engine: the engine to generate with.
@@ -45,18 +58,26 @@ def extract(
             the default (``COPY_DEFAULT``); ``x-structgen-copy`` per field overrides it.
         score_span_ends: decide where each copied string ends by the model's score of
             the candidate spans (``structgen.extraction.spans``; one more batch of
-            scoring requests) instead of greedy's stop.
+            scoring requests, so results are reported once all texts finish) instead of
+            greedy's stop.
+        return_details: return an :class:`~structgen.extraction.result.ExtractionResult`
+            (value, truncated, finish_reason, raw_text, copied_fields) per text instead
+            of the bare value.
+        on_result: called on this thread as ``on_result(index, result)`` as soon as each
+            text finishes (completion order, not input order), with what the returned
+            list holds at that index (an ExtractionError too, whatever ``errors`` says).
 
     Returns:
-        A dict (or a pydantic instance when ``schema`` is a model class) per text: one
-        object for a single text, a list for a list.
+        A dict (or a pydantic instance when ``schema`` is a model class) per text, or an
+        ExtractionResult with ``return_details``: one for a single text, a list for a list.
 
     Raises:
         InvalidSchemaError, UnsupportedSchemaError: the schema cannot be compiled
             (unlisted properties are never generated: ``additionalProperties`` is
             treated as false where the schema is silent).
-        ExtractionError: an output was cut by ``max_tokens`` or failed; carries the raw
-            text and finish reason. Never returns a half object.
+        ExtractionError: an output failed, or was cut by ``max_tokens`` before its JSON
+            was complete; carries the raw text and finish reason. Never returns a half
+            object.
     """
     single = isinstance(text, str)
     texts = [text] if single else list(text)
@@ -66,24 +87,64 @@ def extract(
     plans = [copy_constraint(sd, t, copy) for t in texts]
     grammars = [plan.spec.compile(engine.vocab) for plan in plans]
     prompts = [extraction_messages(sd, t, instructions) for t in texts]
-    outputs = engine.generate(prompts, params, grammars)
-    raw = [out.text if out.finish_reason == "stop" else "" for out in outputs]
-    if copy is not False and score_span_ends:  # where each copied string ends (spans.py)
-        copied = [plan.copied_fields for plan in plans]
-        raw = choose_span_ends(engine, sd, prompts, raw, texts, copied)
-    results = []
-    for out, text_out in zip(outputs, raw):
-        try:
-            results.append(_parse(out, model_cls, text_out))
-        except ExtractionError as exc:
-            if errors != "return":
-                raise
-            results.append(exc)
+    results: list[Any] = [None] * len(prompts)
+    scored = copy is not False and score_span_ends
+
+    def finish(i: int, out: Any) -> None:
+        results[i] = _result(out, i, model_cls, sd, return_details, plans[i].copied_fields)
+        if on_result is not None:
+            on_result(i, results[i])
+
+    streamed = on_result is not None and not scored
+    outputs = _run(engine, prompts, params, grammars, finish if streamed else None)
+    if scored:  # where each copied string ends (spans.py), then the results
+        raw = [out.text if out.finish_reason == "stop" else "" for out in outputs]
+        raw = choose_span_ends(engine, sd, prompts, raw, texts, [p.copied_fields for p in plans])
+        outputs = [
+            dataclasses.replace(out, text=r) if out.finish_reason == "stop" else out
+            for out, r in zip(outputs, raw)
+        ]
+    for i, out in enumerate(outputs):
+        if results[i] is None:
+            finish(i, out)
+    if errors != "return":
+        failed = next((r for r in results if isinstance(r, ExtractionError)), None)
+        if failed is not None:
+            raise failed
     return results[0] if single else results
 
 
-def _parse(out: Any, model_cls: Any, text: str) -> Any:
-    if out.finish_reason != "stop":
+def _result(
+    out: Any, index: int, model_cls: Any, schema: Any, details: bool, copied: tuple[str, ...]
+) -> Any:
+    """One text's entry in extract's result list: the value, an ExtractionResult, or the
+    ExtractionError (returned, not raised); warns when the output was truncated.
+    """
+    try:
+        value, truncated = _parse(out, model_cls, schema)
+    except ExtractionError as exc:
+        return exc
+    if truncated:
+        warnings.warn(
+            ExtractionTruncatedWarning(
+                f"extraction of text {index} was cut by max_tokens; the grammar closed "
+                "the JSON early, so its later fields may be shortened",
+                index=index,
+                raw_text=out.text,
+            ),
+            stacklevel=4,
+        )
+    if not details:
+        return value
+    return ExtractionResult(value, truncated, out.finish_reason, out.text, tuple(copied))
+
+
+def _parse(out: Any, model_cls: Any, schema: Any) -> tuple[Any, bool]:
+    """``(value, truncated)`` of one output; raises ExtractionError for a failed output
+    or one cut by ``max_tokens`` whose JSON is not complete and schema-valid.
+    """
+    truncated = out.finish_reason == "length"
+    if out.finish_reason != "stop" and not truncated:
         why = out.error or f"generation ended with finish_reason={out.finish_reason!r}"
         raise ExtractionError(
             f"extraction did not complete: {why}",
@@ -91,18 +152,69 @@ def _parse(out: Any, model_cls: Any, text: str) -> Any:
             finish_reason=out.finish_reason,
         )
     try:
-        obj = json.loads(text)
+        obj = json.loads(out.text)
     except json.JSONDecodeError as exc:
+        if truncated:
+            raise ExtractionError(
+                "extraction did not complete: max_tokens was reached before the JSON was "
+                "complete; raise max_tokens",
+                raw_text=out.text,
+                finish_reason=out.finish_reason,
+            ) from None
         raise ExtractionError(
             f"model output is not JSON: {exc}", raw_text=out.text, finish_reason="error"
         ) from exc
+    if truncated:
+        _check_closed(obj, schema, out)
     if model_cls is None:
-        return obj
+        return obj, truncated
     try:
-        return model_cls.model_validate(obj)
+        return model_cls.model_validate(obj), truncated
     except Exception as exc:  # pydantic validators beyond the JSON Schema
         raise ExtractionError(
             f"output does not validate as {model_cls.__name__}: {exc}",
             raw_text=out.text,
             finish_reason="error",
         ) from exc
+
+
+def _check_closed(obj: Any, schema: Any, out: Any) -> None:
+    """Raise ExtractionError unless a truncated output's JSON is valid against the schema."""
+    import jsonschema
+
+    error = jsonschema.validators.validator_for(schema)(schema).iter_errors(obj)
+    first = next(error, None)
+    if first is not None:
+        where = "/" + "/".join(str(p) for p in first.absolute_path)
+        raise ExtractionError(
+            f"extraction was cut by max_tokens and its JSON is not schema-valid at {where}: "
+            f"{first.message}",
+            raw_text=out.text,
+            finish_reason=out.finish_reason,
+        )
+
+
+def _run(
+    engine: Any,
+    prompts: list[Any],
+    params: SamplingParams,
+    grammar: Any,
+    on_output: Callable[[int, Any], None] | None,
+) -> list[Any]:
+    """Run every prompt as one continuously batched job through ``engine.run_requests``
+    (thread-safe: extractions from several threads batch together), calling
+    ``on_output(i, output)`` on this thread as each request finishes; returns the outputs
+    in input order. ``grammar`` is one compiled grammar or a list with one per prompt.
+    """
+    grammars = grammar if isinstance(grammar, list) else [grammar] * len(prompts)
+    reqs = [engine.make_request(p, params, g) for p, g in zip(prompts, grammars)]
+    if on_output is None:
+        return engine.run_requests(reqs)
+    done: set[int] = set()
+
+    def listener(i: int, out: Any) -> None:
+        if out.finish_reason is not None and i not in done:
+            done.add(i)
+            on_output(i, out)
+
+    return engine.run_requests(reqs, listener)

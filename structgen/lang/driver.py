@@ -281,16 +281,43 @@ def option_score(base: list[int], full: list[int], out: RequestOutput) -> float:
 
 
 def _parse_json(text: str, schema: Any, finish_reason: str | None) -> Any:
-    if finish_reason == "length":
-        raise ExtractionError(
-            "gen(json_schema=...) hit max_tokens before the JSON was complete; raise max_tokens",
-            raw_text=text,
-            finish_reason=finish_reason,
-        )
+    """The JSON value of a ``gen(json_schema=...)``; cut by ``max_tokens``, it is returned
+    when the grammar's token budget had closed the JSON (``state.truncated(name)`` tells),
+    and raises ExtractionError when the JSON is not complete and schema-valid.
+    """
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
+        if finish_reason == "length":
+            raise ExtractionError(
+                "gen(json_schema=...) hit max_tokens before the JSON was complete; "
+                "raise max_tokens",
+                raw_text=text,
+                finish_reason=finish_reason,
+            ) from None
         raise ExtractionError(f"generated text is not JSON: {exc}", text, finish_reason) from exc
+    if finish_reason == "length" and not (
+        isinstance(schema, type) and hasattr(schema, "model_validate")
+    ):
+        _check_schema_valid(value, schema, text, finish_reason)
     if isinstance(schema, type) and hasattr(schema, "model_validate"):
         return schema.model_validate(value)
     return value
+
+
+def _check_schema_valid(value: Any, schema: Any, text: str, finish_reason: str | None) -> None:
+    """Raise ExtractionError unless ``value`` is valid against the JSON Schema ``schema``."""
+    import jsonschema
+
+    from structgen.fsm.spec import schema_for
+
+    sd = schema_for(schema)
+    error = next(jsonschema.validators.validator_for(sd)(sd).iter_errors(value), None)
+    if error is not None:
+        where = "/" + "/".join(str(p) for p in error.absolute_path)
+        raise ExtractionError(
+            f"gen(json_schema=...) was cut by max_tokens and its JSON is not schema-valid "
+            f"at {where}: {error.message}",
+            raw_text=text,
+            finish_reason=finish_reason,
+        )

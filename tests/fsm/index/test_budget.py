@@ -237,3 +237,27 @@ def test_tiny_budget_random_walks_smollm2(smollm2_vocab: Vocabulary) -> None:
         for _ in range(5):
             out, n, _ = _walk(grammar, smollm2_vocab, budget, rng)
             assert n <= budget and grammar.matches(out), (budget, out)
+
+
+def test_depth_first_completions_keep_tiny_budgets_sound(
+    json_vocab: Vocabulary, monkeypatch
+) -> None:
+    """Past ``MAX_BYTE_BFS_STATES`` a completion is found depth-first (not the shortest): the
+    witnesses only loosen, so every tiny-budget walk still ends on an accepted document within
+    its budget and never meets an empty mask (a bound of 1 sends every search depth-first)."""
+    from structgen.fsm import clear_cache
+    from structgen.fsm.index import budget as budget_mod
+
+    monkeypatch.setattr(budget_mod, "MAX_BYTE_BFS_STATES", 1)
+    clear_cache()  # a fresh token index, so fresh budget tables under the bound
+    try:
+        grammar = compile_json_schema(SCHEMA, json_vocab)
+        need = _brute_force_min_tokens(grammar, json_vocab)[grammar.dfa.initial]
+        rng = random.Random(1)
+        for budget in range(need + 4, need + 12):
+            for _ in range(10):
+                out, n, m = _walk(grammar, json_vocab, budget, rng)
+                assert n <= budget and grammar.matches(out), (budget, out)
+                assert m.is_terminated() or m.is_accepting()
+    finally:
+        clear_cache()

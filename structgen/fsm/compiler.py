@@ -55,7 +55,40 @@ CACHE_SIZE = 128
 JSON_EAGER_ROWS = 2
 
 
-class CompiledGrammar(BaseCompiledGrammar):
+class AutomatonGrammar(BaseCompiledGrammar):
+    """A grammar whose matchers are the regex layer's ``Matcher`` over a ``TokenIndex`` of a
+    byte automaton (``dfa``: a ``ByteDFA`` or anything with its interface).
+
+    Subclasses set ``dfa`` and ``token_index`` (None without a vocabulary).
+    """
+
+    dfa: Any
+    token_index: TokenIndex | None
+
+    def matches(self, text: str | bytes) -> bool:
+        """Whole-string membership (str is UTF-8 encoded). Works without a vocabulary.
+
+        Raises:
+            GrammarTooComplexError: a lazily built automaton exceeds its budget on the way.
+        """
+        data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+        return self.dfa.accepts(data)
+
+    def matcher(self, max_tokens: int | None = None) -> Matcher:
+        """A fresh per-request ``Matcher``.
+
+        Raises:
+            NoVocabularyError: the grammar was compiled with ``vocab=None``.
+        """
+        if self.token_index is None:
+            raise NoVocabularyError(
+                "this grammar was compiled without a vocabulary; "
+                "pass vocab= to compile_* to get a matcher"
+            )
+        return Matcher(self.token_index, max_tokens=max_tokens)
+
+
+class CompiledGrammar(AutomatonGrammar):
     """A ``RegexSpec`` compiled to a ``ByteDFA``, optionally mapped onto a vocabulary.
 
     Args:
@@ -108,24 +141,6 @@ class CompiledGrammar(BaseCompiledGrammar):
             f"vocab={'none' if self.vocab is None else self.vocab.fingerprint[:12]}, "
             f"warnings={len(self.warnings)})"
         )
-
-    def matches(self, text: str | bytes) -> bool:
-        """Whole-string membership (str is UTF-8 encoded). Works without a vocabulary."""
-        data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
-        return self.dfa.accepts(data)
-
-    def matcher(self, max_tokens: int | None = None) -> Matcher:
-        """A fresh per-request ``Matcher``.
-
-        Raises:
-            NoVocabularyError: the grammar was compiled with ``vocab=None``.
-        """
-        if self.token_index is None:
-            raise NoVocabularyError(
-                "this grammar was compiled without a vocabulary; "
-                "pass vocab= to compile_* to get a matcher"
-            )
-        return Matcher(self.token_index, max_tokens=max_tokens)
 
 
 _cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()

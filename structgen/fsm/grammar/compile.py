@@ -20,9 +20,9 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from ...errors import GrammarTooComplexError, InvalidGrammarError, NoVocabularyError, RegexError
+from ...errors import GrammarTooComplexError, InvalidGrammarError, RegexError
 from ..base import BaseCompiledGrammar
-from ..compiler import CompiledGrammar
+from ..compiler import AutomatonGrammar, CompiledGrammar
 from ..index import budget as budget_module
 from ..index.budget import CompletionBudget
 from ..index.token_index import TokenIndex
@@ -82,7 +82,7 @@ def parse_grammar(text: str, syntax: str = "auto", start: str | None = None) -> 
     return parse_bnf(text, syntax, start)
 
 
-class CompiledCFG(BaseCompiledGrammar):
+class CompiledCFG(AutomatonGrammar):
     """A recursive grammar compiled to a ``GrammarAutomaton``, optionally for a vocabulary.
 
     Matchers are the regex layer's ``Matcher`` over a ``TokenIndex`` of the automaton, so
@@ -124,28 +124,18 @@ class CompiledCFG(BaseCompiledGrammar):
             f"vocab={'none' if self.vocab is None else self.vocab.fingerprint[:12]})"
         )
 
-    def matches(self, text: str | bytes) -> bool:
-        """Whole-string membership (a str is UTF-8 encoded). Raises: never, except
-        ``GrammarTooComplexError`` when a budget is exceeded on the way.
-        """
-        data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
-        return self.dfa.accepts(data)
-
     def matcher(self, max_tokens: int | None = None) -> Matcher:
-        """A fresh per-request ``Matcher``.
+        """A fresh per-request ``Matcher`` (the grammar's own token budget registered first
+        when ``max_tokens`` is set).
 
         Raises:
             NoVocabularyError: the grammar was compiled with ``vocab=None``.
         """
-        if self.token_index is None:
-            raise NoVocabularyError(
-                "this grammar was compiled without a vocabulary; "
-                "pass vocab= to compile_grammar to get a matcher"
-            )
-        if max_tokens is not None and not self._budget_registered:
-            _register_budget(self.token_index)  # O(vocabulary): only when a budget is used
-            self._budget_registered = True
-        return Matcher(self.token_index, max_tokens=max_tokens)
+        if max_tokens is not None and self.token_index is not None:
+            if not self._budget_registered:
+                _register_budget(self.token_index)  # O(vocabulary): only when a budget is used
+                self._budget_registered = True
+        return super().matcher(max_tokens)
 
 
 class _GrammarBudget(CompletionBudget):

@@ -10,9 +10,9 @@ INF = 1 << 20
 MUTATION_CHARS = ' ()[]{}+-*/,;="x1aZ_\\.\n'
 
 
-def _heights(g: GrammarDef) -> dict[str, int]:
-    """Fewest nested rule expansions to a terminal string, per rule."""
-    height = dict.fromkeys(g.rules, INF)
+def _height(g: GrammarDef, height: dict[str, int], e) -> int:
+    """Fewest nested rule expansions from expression ``e`` to a terminal string, given the
+    rules' heights so far."""
 
     def h(e) -> int:
         if isinstance(e, Ref):
@@ -25,11 +25,17 @@ def _heights(g: GrammarDef) -> dict[str, int]:
             return 0 if e.lo == 0 else h(e.item)
         return 0
 
+    return h(e)
+
+
+def _heights(g: GrammarDef) -> dict[str, int]:
+    """Fewest nested rule expansions to a terminal string, per rule."""
+    height = dict.fromkeys(g.rules, INF)
     changed = True
     while changed:
         changed = False
         for name, e in g.rules.items():
-            v = h(e)
+            v = _height(g, height, e)
             if v < height[name]:
                 height[name], changed = v, True
     return height
@@ -40,15 +46,7 @@ def derive(g: GrammarDef, data, max_depth: int = 5) -> str:
     heights = _heights(g)
 
     def h(e) -> int:
-        if isinstance(e, Ref):
-            return heights[e.name] + 1 if e.name in g.rules else 0
-        if isinstance(e, Seq):
-            return max((h(x) for x in e.items), default=0)
-        if isinstance(e, Alt):
-            return min(h(x) for x in e.items)
-        if isinstance(e, Repeat):
-            return 0 if e.lo == 0 else h(e.item)
-        return 0
+        return _height(g, heights, e)
 
     def text(e, depth: int, out: list[str]) -> None:  # one terminal's text (no ignore)
         if isinstance(e, Literal):

@@ -582,6 +582,14 @@ class StructuralTag(RegexSpec):
         )
         return LoweredRegex(pattern, definitions, warnings)
 
+    def compile(self, vocab: Any) -> BaseCompiledGrammar:
+        """Compile for ``vocab`` (cached; ``structgen.fsm.tags.compile``: a trigger, begin
+        or end that is one special token of ``vocab`` is also accepted as that token).
+        """
+        from .tags.compile import compile_structural_tag
+
+        return compile_structural_tag(self, vocab)
+
     def portable(self) -> StructuralTag:
         """This tag with every JSON content's schema as a dict or bool."""
         from .tags.format import portable_node

@@ -35,7 +35,13 @@ from ...errors import (
     UnsupportedSchemaError,
 )
 from ..regex.anchors import strip_end_anchors
-from ..regex.definitions import COMPLEMENT, INTERSECT, MAX_DEFINITIONS, PLACEHOLDER_BASE
+from ..regex.definitions import (
+    COMPLEMENT,
+    INTERSECT,
+    MAX_DEFINITIONS,
+    PLACEHOLDER_BASE,
+    RAW_BYTES,
+)
 from ..regex.escape import RESERVED_FROM, escape_literal
 from .format import (
     AnyText,
@@ -58,13 +64,19 @@ _GLOBAL_FLAGS = re.compile(r"\(\?([aiLmsux]+)\)")
 
 
 def lower_format(
-    node: FormatNode, *, max_convert_seconds: float | None = None
+    node: FormatNode,
+    *,
+    max_convert_seconds: float | None = None,
+    special_tokens: dict[str, int] | None = None,
 ) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """The regex of a format tree.
 
     Args:
         node: the tree's root.
         max_convert_seconds: time budget of each JSON content's conversion.
+        special_tokens: text -> id of the special tokens a trigger, begin or end may be
+            written as (``compile_structural_tag``): each such text is also accepted as
+            the token's marker (``index.vocabulary.special_token_marker``), one token.
 
     Returns:
         ``(pattern, definitions, warnings)``, as ``LoweredRegex``'s fields.
@@ -77,7 +89,7 @@ def lower_format(
         UnsupportedGrammarError: a grammar content (not regular).
         GrammarTooComplexError: more shared definitions than placeholders.
     """
-    builder = _Builder(max_convert_seconds)
+    builder = _Builder(max_convert_seconds, special_tokens or {})
     pattern = builder.lower(node)
     return pattern, tuple(builder.definitions), tuple(builder.warnings)
 
@@ -85,11 +97,27 @@ def lower_format(
 class _Builder:
     """Collects the definitions of one tree while its nodes are lowered."""
 
-    def __init__(self, max_convert_seconds: float | None) -> None:
+    def __init__(self, max_convert_seconds: float | None, special_tokens: dict[str, int]) -> None:
         self.definitions: list[str] = []
         self.warnings: list[str] = []
         self._named: dict[str, str] = {}
         self._max_convert_seconds = max_convert_seconds
+        self._special = special_tokens
+
+    def marker(self, text: str) -> str | None:
+        """The placeholder of the marker of the special token written ``text``, or None."""
+        tid = self._special.get(text)
+        if tid is None:
+            return None
+        from ..index.vocabulary import special_token_marker
+
+        return self.define(RAW_BYTES + special_token_marker(tid).decode("latin-1"))
+
+    def text_or_token(self, text: str) -> str:
+        """``text`` as characters, or as its special token where it is one."""
+        marker = self.marker(text)
+        literal = escape_literal(text)
+        return literal if marker is None else f"(?:{literal}|{marker})"
 
     def define(self, text: str) -> str:
         """The placeholder of definition ``text`` (added once)."""
@@ -125,7 +153,7 @@ class _Builder:
         if isinstance(node, Or):
             return "(?:" + "|".join(self.lower(e) for e in node.elements) + ")"
         if isinstance(node, Tag):
-            return escape_literal(node.begin) + self._tag_rest(node)
+            return self.text_or_token(node.begin) + self._tag_rest(node)
         if isinstance(node, TriggeredTags):
             return self._triggered(node)
         if isinstance(node, TagsWithSeparator):
@@ -134,13 +162,14 @@ class _Builder:
 
     def _tag_rest(self, tag: Tag) -> str:
         """The content and end of ``tag`` (what follows its begin)."""
-        ends = "(?:" + "|".join(escape_literal(e) for e in tag.end) + ")"
+        ends = "(?:" + "|".join(self.text_or_token(e) for e in tag.end) + ")"
         if isinstance(tag.content, AnyText):
             if not all(tag.end):
                 raise InvalidGrammarError(
                     f"structural tag at {tag.where or '#'}: any_text content needs a non-empty end"
                 )
-            return self._without(ends) + ends
+            texts = "(?:" + "|".join(escape_literal(e) for e in tag.end) + ")"
+            return self._without(texts) + ends
         return "(?:" + self.lower(tag.content) + ")" + ends
 
     def _without(self, texts: str) -> str:
@@ -171,6 +200,12 @@ class _Builder:
             for t in starts:
                 lead = self.define(INTERSECT + self.define(_CHAR + "*" + escape_literal(t)) + early)
                 regions.append(lead + escape_literal(tag.begin[len(t) :]) + rest)
+                marker = self.marker(t)  # the trigger as its one special token
+                if marker is not None:
+                    regions.append(free + marker + escape_literal(tag.begin[len(t) :]) + rest)
+            marker = self.marker(tag.begin)
+            if marker is not None and tag.begin not in starts:  # the begin as one token
+                regions.append(free + marker + rest)
         region = self.define("|".join(regions))
         if node.stop_after_first:
             return region if node.at_least_one else f"(?:{region}|{free})"

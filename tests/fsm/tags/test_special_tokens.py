@@ -114,3 +114,36 @@ def test_jump_forward_never_retokenizes_a_marker(vocab: Vocabulary) -> None:
     plan = plan_jump_forward(m, [4], lambda s: [], vocab)
     assert not plan  # the only way on is the special token: sampled, never text
     assert m.advance(2) and m.advance(5) and m.is_accepting()
+
+
+def test_structural_tag_begin_as_one_special_token(vocab: Vocabulary) -> None:
+    """A begin that is a special token's text: producible as that token or as characters;
+    token sequences written out agree with the Python reference; other specials never."""
+    from structgen.fsm.spec import StructuralTag, TagStructure
+    from tests.fsm.tags._reference import tag_reference
+
+    spec = StructuralTag([TagStructure("<tool_call>", "b", regex="a+")], at_least_one=True)
+    grammar = spec.compile(vocab)
+    assert spec_of_equal(grammar.spec, spec)
+    ref = [("<tool_call>", lambda s: re.fullmatch("a+", s) is not None, "b")]
+    ids = [t for t in range(1, len(TOKENS)) if t != 9]
+    buf = torch.zeros(1, 1, dtype=torch.int32)
+    seen_token = seen_chars = 0
+    for n in range(5):
+        for seq in itertools.product(ids, repeat=n):
+            m = grammar.matcher()
+            ok = all(m.advance(t) for t in seq) and m.is_accepting()
+            written = b"".join(TOKENS[t] for t in seq).decode()
+            expected = tag_reference(written, ["<tool_call>"], ref, at_least_one=True)
+            assert ok == (not {1, 3} & set(seq) and expected), seq  # other specials: never
+            if ok:
+                seen_token += 2 in seq
+                seen_chars += 7 in seq
+    assert seen_token and seen_chars
+    m = grammar.matcher()
+    m.fill_bitmask(buf, 0)
+    assert _allowed(buf[0], len(TOKENS)) == {2, 4, 5, 6, 7, 8}  # free text or the begin token
+
+
+def spec_of_equal(a, b) -> bool:
+    return a.cache_key() == b.cache_key()

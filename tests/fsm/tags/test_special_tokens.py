@@ -147,3 +147,28 @@ def test_structural_tag_begin_as_one_special_token(vocab: Vocabulary) -> None:
 
 def spec_of_equal(a, b) -> bool:
     return a.cache_key() == b.cache_key()
+
+
+def test_jump_forward_keeps_a_special_begin_token() -> None:
+    """After the begin as its special token, the forced text is appended after it: the
+    plan never retokenizes the token into its characters."""
+    from structgen.fsm.jump_forward import plan_jump_forward
+    from structgen.fsm.spec import StructuralTag, TagStructure
+
+    tokens = [b"<eos>", b"<tool_call>", b"<", b"tool_call>", b"{", b"1", b"}", b"x"]
+    vocab = Vocabulary(tokens, eos_token_ids=[0], special_token_ids=[0, 1])
+    ordinary = {t: i for i, t in enumerate(tokens) if i > 1}
+
+    def encode(text: str) -> list[int]:  # longest match over the ordinary tokens
+        data, out = text.encode(), []
+        while data:
+            piece = max((t for t in ordinary if data.startswith(t)), key=len)
+            out.append(ordinary[piece])
+            data = data[len(piece) :]
+        return out
+
+    spec = StructuralTag([TagStructure("<tool_call>", "}", regex=r"\{1")], stop_after_first=True)
+    m = spec.compile(vocab).matcher()
+    assert m.advance(7) and m.advance(1)  # "x", then the begin as one token
+    plan = plan_jump_forward(m, [7, 1], encode, vocab)
+    assert plan and plan.num_drop == 0 and plan.append == (4, 5, 6)  # '{' '1' '}'

@@ -597,10 +597,14 @@ class StructuralTag(RegexSpec):
         return StructuralTag(format=portable_node(self.format))
 
     def cache_key(self) -> tuple:
-        """``("structural_tag", the format tree's key)``."""
+        """``("structural_tag", the format tree's key)`` (computed once per tag)."""
         from .tags.format import node_key
 
-        return ("structural_tag", node_key(self.format))
+        key = self.__dict__.get("_cache_key")
+        if key is None:
+            key = ("structural_tag", node_key(self.format))
+            object.__setattr__(self, "_cache_key", key)
+        return key
 
 
 def _tag_structure(item: Any) -> TagStructure:

@@ -215,3 +215,30 @@ def test_masks_exact_on_smollm2_states(smollm2_tokenizer, smollm2_vocab) -> None
             assert not mask[sorted(vocab.special_token_ids - vocab.eos_token_ids)].any()
         assert m.advance(tid), (text, k)
     assert m.is_accepting()
+
+
+@pytest.mark.slow
+def test_smollm2_special_tokens_named_exactly(smollm2_tokenizer, smollm2_vocab) -> None:
+    """On SmolLM2's vocabulary a grammar's ``<|im_start|>`` allows exactly its id, and a
+    structural tag whose begin is a special token's text allows that token in free text
+    and no other special token."""
+    from structgen.fsm import compile_grammar
+
+    vocab = smollm2_vocab
+    special = vocab.special_token_texts
+    buf = torch.zeros((1, (vocab.vocab_size + 31) // 32), dtype=torch.int32)
+
+    def mask_of(m) -> np.ndarray:
+        m.fill_bitmask(buf, 0)
+        raw = buf[0].numpy().astype("<i4").view(np.uint8)
+        return np.unpackbits(raw, bitorder="little")[: vocab.vocab_size].astype(bool)
+
+    m = compile_grammar('root ::= "Hi " <|im_start|> "x"', vocab).matcher()
+    for tid in smollm2_tokenizer.encode("Hi ", add_special_tokens=False):
+        assert m.advance(tid)
+    assert np.flatnonzero(mask_of(m)).tolist() == [special["<|im_start|>"]]
+    spec = StructuralTag([TagStructure("<filename>", "</f>", regex="[a-z]+")])
+    mask = mask_of(spec.compile(vocab).matcher())
+    others = sorted(vocab.special_token_ids - vocab.eos_token_ids - {special["<filename>"]})
+    assert mask[special["<filename>"]] and not mask[others].any()
+    assert mask[[t for t in vocab.eos_token_ids]].all()  # free text may end

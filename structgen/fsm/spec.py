@@ -467,8 +467,9 @@ class TagStructure:
             bool, JSON text or pydantic model class, read with flexible whitespace; or
             a ``JsonSchema`` spec, with its own options).
         regex: the content fully matches this regex (as ``Regex``).
-        grammar: the content is a sentence of this grammar (as ``Grammar``; not yet
-            composable: compiling raises ``UnsupportedGrammarError``).
+        grammar: the content is a sentence of this grammar (as ``Grammar``, without
+            ``%ignore``; the tag then compiles as one context-free grammar,
+            ``structgen.fsm.tags.grammar``).
 
     Raises:
         RequestError: not exactly one of ``schema``, ``regex``, ``grammar``; a begin or
@@ -514,8 +515,9 @@ class StructuralTag(RegexSpec):
         RequestError: neither or both of ``structures`` and ``format``, or a malformed
             structure. Compiling raises InvalidSchemaError / UnsupportedSchemaError with the
             JSON pointer inside the tag (``/structures/0/schema/properties/x``),
-            RegexError, InvalidGrammarError (a begin without a trigger), and
-            UnsupportedGrammarError (a grammar content).
+            RegexError, InvalidGrammarError (a begin without a trigger, a content
+            grammar's error with the structure's pointer), and UnsupportedGrammarError (a
+            content grammar with ``%ignore``).
     """
 
     structures: tuple = ()

@@ -2,8 +2,10 @@
 
 ``StructuralTag`` (``structgen.fsm.spec``) is the spec; this package holds its format
 tree (``format``), the reading of the dicts clients send (``parse``: XGrammar's,
-SGLang's and vLLM's ``{"type": "structural_tag", ...}``) and the lowering of a tree to
-one regex with shared definitions (``lower``), compiled as any ``RegexSpec`` is.
+SGLang's and vLLM's ``{"type": "structural_tag", ...}``), the lowering of a tree to
+one regex with shared definitions (``lower``), compiled as any ``RegexSpec`` is, the
+composition of a tree holding grammar contents into one context-free grammar
+(``grammar``), and the compile entry that picks between them (``compile``).
 """
 
 from __future__ import annotations

@@ -87,6 +87,10 @@ def compile_structural_tag(tag: Any, vocab: Any, **budgets: Any) -> BaseCompiled
             tid = texts.get(text)
             if tid is not None and tid not in vocab.eos_token_ids:
                 specials[text] = tid
+    from .grammar import compile_with_grammars, has_grammar
+
+    if has_grammar(tag.format):  # not regular: composed with the contents' rules
+        return compile_with_grammars(tag, vocab, specials)
     if not specials:
         return compile_spec(tag, vocab, **budgets)
     spec = _WithSpecialTokens(tag, tuple(sorted(specials.items())))

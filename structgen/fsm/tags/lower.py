@@ -57,7 +57,7 @@ from .format import (
     TriggeredTags,
 )
 
-__all__ = ["lower_format"]
+__all__ = ["lower_format", "Builder"]
 
 _CHAR = "(?s:.)"
 _GLOBAL_FLAGS = re.compile(r"\(\?([aiLmsux]+)\)")
@@ -89,13 +89,23 @@ def lower_format(
         UnsupportedGrammarError: a grammar content (not regular).
         GrammarTooComplexError: more shared definitions than placeholders.
     """
-    builder = _Builder(max_convert_seconds, special_tokens or {})
+    builder = Builder(max_convert_seconds, special_tokens or {})
     pattern = builder.lower(node)
     return pattern, tuple(builder.definitions), tuple(builder.warnings)
 
 
-class _Builder:
-    """Collects the definitions of one tree while its nodes are lowered."""
+class Builder:
+    """Collects the definitions of one tree while its nodes are lowered (``lower`` and
+    the pieces ``tags.grammar`` composes with grammar contents).
+
+    Args:
+        max_convert_seconds: time budget of each JSON content's conversion.
+        special_tokens: as ``lower_format``'s.
+
+    Attributes:
+        definitions: the shared definitions so far (the placeholders' texts).
+        warnings: messages of the JSON contents' conversions.
+    """
 
     def __init__(self, max_convert_seconds: float | None, special_tokens: dict[str, int]) -> None:
         self.definitions: list[str] = []
@@ -112,6 +122,10 @@ class _Builder:
         from ..index.vocabulary import special_token_marker
 
         return self.define(RAW_BYTES + special_token_marker(tid).decode("latin-1"))
+
+    def lower_literal(self, text: str) -> str:
+        """``text`` as characters."""
+        return escape_literal(text)
 
     def text_or_token(self, text: str) -> str:
         """``text`` as characters, or as its special token where it is one."""
@@ -134,6 +148,7 @@ class _Builder:
         return placeholder
 
     def lower(self, node: FormatNode) -> str:
+        """The regex of a regular ``node`` (its definitions added here)."""
         if isinstance(node, ConstString):
             return escape_literal(node.value)
         if isinstance(node, JsonContent):
@@ -142,9 +157,8 @@ class _Builder:
             return self._regex(node)
         if isinstance(node, GrammarContent):
             raise UnsupportedGrammarError(
-                f"structural tag at {node.where or '#'}: grammar contents are not regular "
-                "and cannot be composed with the other regions yet; write the content as "
-                "a regex or JSON Schema"
+                f"structural tag at {node.where or '#'}: a grammar content is not regular; "
+                "compile the tag with StructuralTag.compile (tags.grammar), not compile_spec"
             )
         if isinstance(node, AnyText):
             return _CHAR + "*"
@@ -162,7 +176,7 @@ class _Builder:
 
     def _tag_rest(self, tag: Tag) -> str:
         """The content and end of ``tag`` (what follows its begin)."""
-        ends = "(?:" + "|".join(self.text_or_token(e) for e in tag.end) + ")"
+        ends = self.tag_end(tag)
         if isinstance(tag.content, AnyText):
             if not all(tag.end):
                 raise InvalidGrammarError(
@@ -179,6 +193,21 @@ class _Builder:
         return self.define(INTERSECT + anything + self.define(COMPLEMENT + holding))
 
     def _triggered(self, node: TriggeredTags) -> str:
+        free, heads = self.triggered_heads(node)
+        regions = [head + self._tag_rest(node.tags[i]) for i, head in heads]
+        region = self.define("|".join(regions))
+        if node.stop_after_first:
+            return region if node.at_least_one else f"(?:{region}|{free})"
+        return region + ("+" if node.at_least_one else "*") + free
+
+    def tag_end(self, tag: Tag) -> str:
+        """The regex of ``tag``'s end (each text, or its special token)."""
+        return "(?:" + "|".join(self.text_or_token(e) for e in tag.end) + ")"
+
+    def triggered_heads(self, node: TriggeredTags) -> tuple[str, list[tuple[int, str]]]:
+        """``(free, [(tag index, head)])``: the free-text placeholder and, per way a tag
+        can start, the regex of the free text before it and its whole begin.
+        """
         if not node.triggers or not all(node.triggers):
             raise InvalidGrammarError(
                 f"structural tag at {node.where or '#'}: triggers must be non-empty strings"
@@ -188,28 +217,24 @@ class _Builder:
         triggers = "(?:" + "|".join(escape_literal(t) for t in node.triggers) + ")"
         free = self._without(triggers)
         early = self.define(COMPLEMENT + self.define(_CHAR + "*" + triggers + _CHAR + "+"))
-        regions = []
-        for tag in node.tags:
+        heads: list[tuple[int, str]] = []
+        for i, tag in enumerate(node.tags):
             starts = [t for t in dict.fromkeys(node.triggers) if tag.begin.startswith(t)]
             if not starts:
                 raise InvalidGrammarError(
                     f"structural tag at {tag.where or '#'}: begin {tag.begin!r} starts with "
                     f"none of the triggers {list(node.triggers)}"
                 )
-            rest = self._tag_rest(tag)
             for t in starts:
                 lead = self.define(INTERSECT + self.define(_CHAR + "*" + escape_literal(t)) + early)
-                regions.append(lead + escape_literal(tag.begin[len(t) :]) + rest)
+                heads.append((i, lead + escape_literal(tag.begin[len(t) :])))
                 marker = self.marker(t)  # the trigger as its one special token
                 if marker is not None:
-                    regions.append(free + marker + escape_literal(tag.begin[len(t) :]) + rest)
+                    heads.append((i, free + marker + escape_literal(tag.begin[len(t) :])))
             marker = self.marker(tag.begin)
             if marker is not None and tag.begin not in starts:  # the begin as one token
-                regions.append(free + marker + rest)
-        region = self.define("|".join(regions))
-        if node.stop_after_first:
-            return region if node.at_least_one else f"(?:{region}|{free})"
-        return region + ("+" if node.at_least_one else "*") + free
+                heads.append((i, free + marker))
+        return free, heads
 
     def _separated(self, node: TagsWithSeparator) -> str:
         if not node.tags:

@@ -104,3 +104,27 @@ def test_grammar_content_errors_name_the_structure() -> None:
         StructuralTag([TagStructure("<a>", "</a>", grammar='start: "x"+\n%ignore " "')]).compile(
             None
         )
+
+
+def test_budget_closes_a_grammar_region() -> None:
+    """Random walks under max_tokens with a region open: the budget closes it in time."""
+    import random
+
+    vocab = Vocabulary(TOKENS, eos_token_ids=[0], special_token_ids=[0, 1])
+    grammar = StructuralTag([TagStructure("<", ">", grammar=NESTED)]).compile(vocab)
+    ref = [("<", _nested, ">")]
+    buf = torch.zeros(1, 1, dtype=torch.int32)
+    rng = random.Random(0)
+    for _ in range(8):
+        m, out = grammar.matcher(max_tokens=7), b"<("
+        assert m.advance(10)  # "<(": a region open, one parenthesis deep
+        while not m.is_terminated():
+            m.fill_bitmask(buf, 0)
+            words = buf[0].numpy().view(np.uint32)
+            tid = rng.choice([i for i in range(len(TOKENS)) if (words[0] >> i) & 1])
+            assert m.advance(tid)
+            if tid == 0:
+                break
+            out += TOKENS[tid]
+        assert m.is_accepting() and m.num_accepted_tokens <= 8
+        assert tag_reference(out.decode(), ["<"], ref), out

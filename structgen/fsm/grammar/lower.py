@@ -90,7 +90,7 @@ class _Lowering:
         self.g = gdef
         self.defs = _Definitions()
         self.term_regex: dict[str, tuple[str, frozenset[int]]] = {}
-        self.rule_regex: dict[str, tuple[str, frozenset[int]]] = {}
+        self.rule_regex: dict[tuple[str, bool], tuple[str, frozenset[int]]] = {}
         self.ignore: tuple[str, frozenset[int]] | None = None
         self.regular: dict[str, bool] = {}
 
@@ -146,10 +146,13 @@ class _Lowering:
         return self.ignore
 
     def regex(
-        self, expr: Expr, in_rule: bool, stack: tuple[str, ...] = ()
+        self, expr: Expr, in_rule: bool, stack: tuple[str, ...] = (), lead: bool = True
     ) -> tuple[str, frozenset[int]]:
         """Regex text of a regular ``expr`` and the definitions it needs; in a rule,
-        ignore runs precede each terminal occurrence.
+        ignore runs precede each terminal occurrence, except (``lead=False``) those that
+        can only stand at the very start of the text: a parser terminal starts after any
+        number of ignore lexemes anyway (``automaton``), so a leading run there would
+        only read the same whitespace two ways.
         """
         if isinstance(expr, (Literal, Pattern, Embedded)) or (
             isinstance(expr, Ref) and expr.name in self.g.terminals
@@ -163,18 +166,20 @@ class _Lowering:
                 text = "(?:" + text + ")"
             else:
                 text, needs = self.terminal(expr.name, stack)
-            if in_rule and self.g.ignore:
+            if in_rule and self.g.ignore and lead:
                 run, run_needs = self.ignore_run()
                 return run + text, needs | run_needs
             return text, needs
         if isinstance(expr, Ref):  # a regular rule
-            return self.rule(expr.name)
+            return self.rule(expr.name, lead)
         if isinstance(expr, Seq):
-            parts = [self.regex(x, in_rule, stack) for x in expr.items]
+            parts = [
+                self.regex(x, in_rule, stack, lead or i > 0) for i, x in enumerate(expr.items)
+            ]
             needs = frozenset().union(*(n for _, n in parts))
             return "(?:" + "".join(p for p, _ in parts) + ")", needs
         if isinstance(expr, Alt):
-            parts = [self.regex(x, in_rule, stack) for x in expr.items]
+            parts = [self.regex(x, in_rule, stack, lead) for x in expr.items]
             needs = frozenset().union(*(n for _, n in parts))
             return "(?:" + "|".join(p for p, _ in parts) + ")", needs
         if isinstance(expr, Repeat):
@@ -183,11 +188,11 @@ class _Lowering:
             return f"(?:{text}){{{expr.lo},{hi}}}", needs
         raise AssertionError(f"unknown expression {expr!r}")
 
-    def rule(self, name: str) -> tuple[str, frozenset[int]]:
-        hit = self.rule_regex.get(name)
+    def rule(self, name: str, lead: bool = True) -> tuple[str, frozenset[int]]:
+        hit = self.rule_regex.get((name, lead))
         if hit is None:
-            text, needs = self.regex(self.g.rules[name], True)
-            hit = self.rule_regex[name] = self.defs.add(text, needs)
+            text, needs = self.regex(self.g.rules[name], True, (), lead)
+            hit = self.rule_regex[(name, lead)] = self.defs.add(text, needs)
         return hit
 
     # ---- recursion ----------------------------------------------------------------
@@ -251,7 +256,7 @@ class _Productions:
         self.cfg.rhs.append(rhs)
 
     def terminal_of(self, expr: Expr) -> int:
-        text, needs = self.low.regex(expr, True)
+        text, needs = self.low.regex(expr, True, (), False)
         key = self.low.defs.bundle(text, needs)
         t = self.terms.get(key)
         if t is None:

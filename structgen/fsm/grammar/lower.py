@@ -173,9 +173,7 @@ class _Lowering:
         if isinstance(expr, Ref):  # a regular rule
             return self.rule(expr.name, lead)
         if isinstance(expr, Seq):
-            parts = [
-                self.regex(x, in_rule, stack, lead or i > 0) for i, x in enumerate(expr.items)
-            ]
+            parts = [self.regex(x, in_rule, stack, lead or i > 0) for i, x in enumerate(expr.items)]
             needs = frozenset().union(*(n for _, n in parts))
             return "(?:" + "".join(p for p, _ in parts) + ")", needs
         if isinstance(expr, Alt):

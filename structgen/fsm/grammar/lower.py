@@ -78,6 +78,25 @@ class _Definitions:
             self.needs.append(block)
         return pattern.translate(shift), block
 
+    def seed(self, texts: tuple[str, ...]) -> None:
+        """Start with ``texts`` as definitions ``0..n-1`` (each refers to earlier ones only,
+        as ``GrammarDef.definitions``); an empty text is a slot no pattern refers to.
+        """
+        for text in texts:
+            self.seeded = len(self.texts)  # the earlier ones
+            self.needs.append(self.needs_of(text) | {len(self.texts)})
+            self.texts.append(text)
+        self.seeded = len(self.texts)
+
+    seeded = 0
+
+    def needs_of(self, text: str) -> frozenset[int]:
+        """The seeded definitions ``text`` refers to, with their own needs."""
+        if not self.seeded:
+            return frozenset()
+        found = {ord(c) - PLACEHOLDER_BASE for c in text if ord(c) >= PLACEHOLDER_BASE}
+        return frozenset().union(*(self.needs[i] for i in found if i < self.seeded))
+
     def bundle(self, pattern: str, needs: frozenset[int]) -> tuple[str, tuple[str, ...]]:
         """``pattern`` with only the definitions it needs, renumbered in order."""
         order = sorted(needs)
@@ -89,6 +108,7 @@ class _Lowering:
     def __init__(self, gdef: GrammarDef) -> None:
         self.g = gdef
         self.defs = _Definitions()
+        self.defs.seed(gdef.definitions)
         self.term_regex: dict[str, tuple[str, frozenset[int]]] = {}
         self.rule_regex: dict[tuple[str, bool], tuple[str, frozenset[int]]] = {}
         self.ignore: tuple[str, frozenset[int]] | None = None
@@ -160,7 +180,7 @@ class _Lowering:
             if isinstance(expr, Literal):
                 text, needs = escape_literal(expr.text), frozenset()
             elif isinstance(expr, Pattern):
-                text, needs = "(?:" + expr.regex + ")", frozenset()
+                text, needs = "(?:" + expr.regex + ")", self.defs.needs_of(expr.regex)
             elif isinstance(expr, Embedded):
                 text, needs = self.defs.add_block(expr.pattern, expr.definitions)
                 text = "(?:" + text + ")"
@@ -247,6 +267,13 @@ class _Productions:
             self.cfg.names.append(name)
         return i
 
+    def fresh(self, owner: str, suffix: str) -> int:
+        """A new helper nonterminal (its name ``owner#k`` + ``suffix`` is never reused)."""
+        self.num_fresh += 1
+        return self.nonterminal(f"{owner}#{self.num_fresh}{suffix}")
+
+    num_fresh = 0
+
     def add(self, lhs: int, rhs: tuple[int, ...]) -> None:
         if len(self.cfg.lhs) >= MAX_RULES:
             raise GrammarTooComplexError(f"the grammar expands to more than {MAX_RULES} rules")
@@ -272,7 +299,7 @@ class _Productions:
         hit = self.helpers.get(key)
         if hit is not None:
             return hit
-        helper = self.helpers[key] = self.nonterminal(f"{owner}#{len(self.helpers)}")
+        helper = self.helpers[key] = self.fresh(owner, "")
         if isinstance(expr, Repeat):
             self.repeat(helper, expr, owner)
         else:
@@ -284,7 +311,7 @@ class _Productions:
         x = self.symbol(expr.item, owner)
         head = (x,) * expr.lo
         if expr.hi is None:  # helper -> x^lo star; star -> ε | star x (left recursion)
-            star = self.nonterminal(f"{owner}#{len(self.helpers)}*")
+            star = self.fresh(owner, "*")
             self.helpers[(owner, expr, "*")] = star
             self.add(star, ())
             self.add(star, (star, x))
@@ -292,7 +319,7 @@ class _Productions:
             return
         tail = None  # opt_k -> ε | x opt_{k-1}: up to hi - lo more
         for k in range(expr.hi - expr.lo):
-            opt = self.nonterminal(f"{owner}#{len(self.helpers)}?{k}")
+            opt = self.fresh(owner, f"?{k}")
             self.add(opt, ())
             self.add(opt, (x,) if tail is None else (x, tail))
             tail = opt

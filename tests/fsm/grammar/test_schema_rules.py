@@ -262,3 +262,18 @@ def test_nested_bounded_repeats_keep_their_own_helpers():
         for chars in itertools.product("{}[],", repeat=n):
             text = "[" + "".join(chars)
             assert ours.matches(text) == accepted(text), text
+
+
+def test_trigger_and_replica_spec():
+    """What a data-parallel replica receives (the pickled spec) compiles to the same
+    grammar rules, trigger kept."""
+    import pickle
+
+    from structgen.fsm.spec import spec_of
+
+    grammar = compile_json_schema(TREE, None, trigger="</think>")
+    again = pickle.loads(pickle.dumps(spec_of(grammar))).compile(None)
+    assert isinstance(again, CompiledCFG) and again.trigger == "</think>"
+    deep = '{"v":1,"kids":[' * 30 + '{"v":2}' + "]}" * 30
+    for g in (grammar, again):
+        assert g.matches("thinking...</think>" + deep) and not g.matches(deep)

@@ -277,3 +277,23 @@ def test_trigger_and_replica_spec():
     deep = '{"v":1,"kids":[' * 30 + '{"v":2}' + "]}" * 30
     for g in (grammar, again):
         assert g.matches("thinking...</think>" + deep) and not g.matches(deep)
+
+
+def test_not_operand_reaching_a_cycle_stays_bounded():
+    """Complement is not defined for context-free languages: a ``not`` whose operand
+    reaches the cycle keeps the depth-bounded form, refused under strict, a warning else;
+    the rest of the schema still recurses as rules."""
+    node = {"type": "object", "properties": {"k": {"$ref": "#/$defs/t"}, "v": {"type": "integer"}}}
+    schema = {
+        "$defs": {"t": node},
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/t"}, "b": {"not": {"$ref": "#/$defs/t"}}},
+    }
+    with pytest.raises(UnsupportedSchemaError, match="inside not/oneOf/if") as info:
+        compile_json_schema(schema)
+    assert info.value.keyword == "$ref"
+    grammar = compile_json_schema(schema, strict=False)
+    assert isinstance(grammar, CompiledCFG)
+    assert any("inside not/oneOf/if" in w for w in grammar.warnings), grammar.warnings
+    deep = '{"a":' + '{"k":' * 40 + "{}" + "}" * 40 + "}"
+    assert _valid(deep, schema) and grammar.matches(deep)

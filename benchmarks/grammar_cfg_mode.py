@@ -176,6 +176,47 @@ def _force(eng, grammar, ids) -> tuple[list[float], int]:
     return times, len(ids)
 
 
+def plot_rows(rows, path: Path) -> str:
+    """Compile ms, cold mean us and warm median us per grammar and engine (log scale),
+    as three panels; returns a line for the report.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib not installed: plot skipped"
+    rows = [r for r in rows if not r[2].startswith("error")]
+    grammars = list(dict.fromkeys(r[0] for r in rows))
+    engines = list(dict.fromkeys(r[1] for r in rows))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    width = 0.8 / len(engines)
+    for ax, col, title in zip(
+        axes,
+        (2, 3, 4),
+        ("compile ms (best of 3)", "cold mask mean us", "warm mask median us"),
+        strict=True,
+    ):
+        for k, eng in enumerate(engines):
+            xs, ys = [], []
+            for i, g in enumerate(grammars):
+                for r in rows:
+                    if r[0] == g and r[1] == eng:
+                        xs.append(i + (k - (len(engines) - 1) / 2) * width)
+                        ys.append(float(r[col]))
+            ax.bar(xs, ys, width, label=eng)
+        ax.set_yscale("log")
+        ax.set_title(title)
+        ax.set_xticks(range(len(grammars)))
+        ax.set_xticklabels(grammars, rotation=45, ha="right", fontsize=8)
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return f"plot: {path.name}"
+
+
 def run_grammars(tokenizer, out: Path, cmd: str) -> str:
     """Measure every grammar file on every engine that reads it; append to ``out``."""
     engines = []
@@ -230,9 +271,10 @@ def run_grammars(tokenizer, out: Path, cmd: str) -> str:
         "| tokens forced / accepted |\n|---|---|---|---|---|---|\n"
     )
     table = head + "\n".join("| " + " | ".join(r) + " |" for r in rows)
+    figure = plot_rows(rows, out.parent / "bench_grammar_cfg.png")
     section = (
         f"## Context-free grammars ({time.strftime('%Y-%m-%d')}, SmolLM2 49k)\n\n"
-        f"Command: `{cmd}`\n\n{table}\n"
+        f"Command: `{cmd}`\n\n{table}\n\n{figure}\n"
     )
     with open(out, "a") as f:
         f.write("\n" + section)

@@ -24,7 +24,7 @@ from .base import BaseCompiledGrammar
 from .index import masks, trie
 from .index.token_index import TokenIndex
 from .index.vocabulary import Vocabulary
-from .json_schema import CONVERT_MAX_SECONDS, DEFAULT_MAX_RECURSION_DEPTH
+from .json_schema import CONVERT_MAX_SECONDS
 from .matcher import Matcher
 from .regex import lower as regex_lower
 from .regex.definitions import expand_shared
@@ -227,7 +227,21 @@ def compile_spec(
     """
 
     def build() -> CompiledGrammar:  # a cache hit skips the lowering (and a metaschema check)
-        lowered = spec.lower(max_convert_seconds=max_convert_seconds)
+        lowered = None
+        if type(spec) is JsonSchema and spec.max_recursion_depth is None:
+            from .grammar.schema_rules import compile_recursive_schema  # $ref cycles: rules
+
+            lowered = compile_recursive_schema(
+                spec.portable(),
+                vocab,
+                max_states=max_states,
+                max_seconds=max_seconds,
+                max_convert_seconds=max_convert_seconds,
+            )
+            if lowered is not None and not isinstance(lowered, LoweredRegex):
+                return lowered
+        if lowered is None:
+            lowered = spec.lower(max_convert_seconds=max_convert_seconds)
         eager_rows = JSON_EAGER_ROWS if isinstance(spec, JsonSchema) else DEFAULT_EAGER_ROWS
         try:
             dfa = regex_to_dfa(
@@ -310,7 +324,7 @@ def compile_json_schema(
     whitespace: str | int = "compact",
     strict: bool = True,
     allow_extra_properties: bool = False,
-    max_recursion_depth: int = DEFAULT_MAX_RECURSION_DEPTH,
+    max_recursion_depth: int | None = None,
     trigger: str | None = None,
     max_states: int = DEFAULT_MAX_STATES,
     max_seconds: float = DEFAULT_MAX_SECONDS,

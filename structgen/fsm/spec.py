@@ -222,7 +222,7 @@ class JsonSchema(RegexSpec):
             self.whitespace,
             self.strict,
             self.allow_extra_properties,
-            self._depth(),
+            self.max_recursion_depth,  # None: $ref cycles as grammar rules (fsm.grammar)
             self.trigger,
         )
         return ("json", dumps(schema), options)

@@ -275,24 +275,58 @@ def gen(
     return Gen(name, params, constraint, json_schema, token_healing)
 
 
-def select(name: str | None, choices: Sequence[str]) -> Select:
-    """Choose one of ``choices`` by the model's log-probabilities (one batched forward).
+def select(name: str | None, choices: Sequence[Any]) -> Select | Gen:
+    """Choose one of ``choices``.
 
-    The score of an option is the mean log-probability of its tokens given the text
-    so far (SGLang's default normalisation); the highest score wins, ties to the first.
-    An option's tokens are those of ``text + option`` past the common prefix with the
-    text alone. All options go in one batch of prompt-log-prob requests; the shared text
-    is computed once and served to the others by the radix cache
-    (``SamplingParams.prompt_logprobs_start``). Scores: ``state.select_scores(name)``.
+    Strings only: by the model's log-probabilities (one batched forward). The score of
+    an option is the mean log-probability of its tokens given the text so far (SGLang's
+    default normalisation); the highest score wins, ties to the first. An option's tokens
+    are those of ``text + option`` past the common prefix with the text alone. All
+    options go in one batch of prompt-log-prob requests; the shared text is computed once
+    and served to the others by the radix cache (``SamplingParams.prompt_logprobs_start``).
+    Scores: ``state.select_scores(name)``.
+
+    Sub-expressions: when an option is a ``gen(regex=...)`` / ``gen(grammar=...)`` term
+    or a ``Regex`` / ``Grammar`` spec (strings beside them are literals), the options
+    compile into one automaton (their alternation, ``fsm.grammar.union``) and the choice
+    is generated under it, greedily, within the largest ``max_tokens`` of the gen options
+    (128 without one); the capture is the text generated (no scores).
 
     Raises:
-        RequestError: empty or non-string choices, a bad name.
+        RequestError: no options, an empty string, a bad name, or an option that is not a
+            string, a regex or grammar gen, or a spec (a program: a concatenation, a role,
+            another select, a JSON Schema gen...).
+        InvalidGrammarError, RegexError: an option does not compile (checked now).
     """
+    from structgen.fsm.spec import Grammar, Regex
+
     _check_name(name)
     opts = tuple(choices)
-    if not opts or not all(isinstance(c, str) and c for c in opts):
-        raise RequestError("select needs a non-empty list of non-empty strings")
-    return Select(name, opts)
+    if not opts or any(isinstance(c, str) and not c for c in opts):
+        raise RequestError("select needs a non-empty list of options (no empty string)")
+    if all(isinstance(c, str) for c in opts):
+        return Select(name, opts)
+    options: list[Any] = []
+    max_tokens = 0
+    for i, c in enumerate(opts):
+        if isinstance(c, Text):
+            c = c.text
+        if isinstance(c, Gen) and c.schema is None and type(c.constraint) in (Regex, Grammar):
+            max_tokens = max(max_tokens, c.params.max_tokens)
+            c = c.constraint
+        if isinstance(c, str) or type(c) in (Regex, Grammar):
+            options.append(c)
+            continue
+        raise RequestError(
+            f"select option {i} is a {type(c).__name__}: options are strings, "
+            "gen(regex=...) / gen(grammar=...) terms or Regex / Grammar specs, not programs"
+        )
+    from structgen.fsm.grammar.union import GrammarAlternatives
+
+    spec = GrammarAlternatives("", options=tuple(options))
+    spec.compile(None)  # every option checked now, not at run time
+    params = SamplingParams(max_tokens=max_tokens or 128, temperature=0.0)
+    return Gen(name, params, spec, None, True)
 
 
 def _role(role: str, body: Any) -> Role:

@@ -78,12 +78,32 @@ class JsonSchemaSpec(_Model):
 
 class ResponseFormat(_Model):
     """``response_format``: free text, any JSON object, JSON valid against a schema, or a
+    sentence of a grammar (``{"type": "grammar", "grammar": TEXT}``, syntax auto), or a
     structural tag (its ``structures`` / ``triggers`` or ``format`` fields beside ``type``,
     read by ``StructuralTag.from_dict``).
     """
 
-    type: Literal["text", "json_object", "json_schema", "structural_tag"]
+    type: Literal["text", "json_object", "json_schema", "structural_tag", "grammar"]
     json_schema: JsonSchemaSpec | None = None
+    grammar: str | None = None
+
+
+class StructuredOutputs(_Model):
+    """vLLM's ``structured_outputs`` object: exactly one of ``json``, ``regex``,
+    ``choice``, ``grammar``, ``json_object``, ``structural_tag`` (an object or its JSON
+    text), with the JSON options ``whitespace_pattern``, ``disable_any_whitespace`` and
+    ``disable_additional_properties``.
+    """
+
+    json_: dict | bool | str | None = Field(default=None, alias="json")
+    regex: str | None = None
+    choice: list[str] | None = Field(default=None, min_length=1)
+    grammar: str | None = None
+    json_object: bool | None = None
+    structural_tag: dict | str | None = None
+    whitespace_pattern: str | None = None
+    disable_any_whitespace: bool = False
+    disable_additional_properties: bool = False
 
 
 class FunctionDef(_Model):
@@ -163,6 +183,10 @@ class _Sampling(_Model):
     guided_choice: list[str] | None = Field(default=None, min_length=1)
     grammar: str | None = None
     guided_grammar: str | None = None
+    guided_whitespace_pattern: str | None = None
+    structured_outputs: StructuredOutputs | None = None
+    ebnf: str | None = None  # SGLang: a grammar read as EBNF
+    structural_tag: dict | str | None = None  # SGLang
     constraint_trigger: str | None = Field(default=None, min_length=1)
     copy_from: str | list[str] | None = None  # copy constraints (structgen.fsm.copy)
     top_k: int = -1

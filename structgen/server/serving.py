@@ -92,9 +92,11 @@ class Branch:
 
 # ------------------------------------------------------------------ request side
 def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
-    """The constraint asked for by ``response_format``, ``regex`` / ``guided_regex``,
-    ``choice`` / ``guided_choice``, ``guided_json`` or ``grammar`` / ``guided_grammar``,
-    with ``constraint_trigger`` applied.
+    """The constraint asked for by ``response_format`` (``json_object``, ``json_schema``,
+    ``grammar``), ``regex`` / ``guided_regex``, ``choice`` / ``guided_choice``,
+    ``guided_json`` (whitespace from ``guided_whitespace_pattern``), ``grammar`` /
+    ``guided_grammar``, SGLang's ``ebnf`` and ``structural_tag``, or vLLM's
+    ``structured_outputs`` object, with ``constraint_trigger`` applied.
 
     Args:
         req: the parsed request.
@@ -104,8 +106,9 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
         ``(term or None, the request field it came from)``.
 
     Raises:
-        APIError: more than one of them, a malformed ``response_format`` or
-            ``guided_json``, or ``constraint_trigger`` without a constraint or tools.
+        APIError: more than one of them, a malformed ``response_format``,
+            ``guided_json`` or ``structured_outputs`` (not exactly one kind), an unusable
+            whitespace pattern, or ``constraint_trigger`` without a constraint or tools.
     """
     from structgen.fsm.spec import Choice, Grammar, JsonSchema, Regex
 
@@ -134,17 +137,23 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
                 JsonSchema({"type": "object"}, allow_extra_properties=True, trigger=trigger),
             )
         )
+    elif rf is not None and rf.type == "grammar":
+        if rf.grammar is None:
+            raise APIError(
+                "response_format grammar needs response_format.grammar (the grammar text)",
+                param="response_format.grammar",
+            )
+        found.append(("response_format", Grammar(rf.grammar, trigger=trigger)))
     if req.guided_json is not None:
-        schema = req.guided_json
-        if isinstance(schema, str):
-            try:
-                schema = loads(schema)
-            except (json.JSONDecodeError, GrammarTooComplexError) as exc:
-                raise APIError(
-                    f"guided_json is not valid JSON: {exc}", param="guided_json"
-                ) from None
+        schema = _json_value(req.guided_json, "guided_json")
+        whitespace = _whitespace(req.guided_whitespace_pattern, "guided_whitespace_pattern")
         found.append(
-            ("guided_json", JsonSchema(schema, allow_extra_properties=True, trigger=trigger))
+            (
+                "guided_json",
+                JsonSchema(
+                    schema, whitespace=whitespace, allow_extra_properties=True, trigger=trigger
+                ),
+            )
         )
     for name in ("regex", "guided_regex"):
         if getattr(req, name) is not None:
@@ -155,6 +164,12 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
     for name in ("grammar", "guided_grammar"):
         if getattr(req, name) is not None:
             found.append((name, Grammar(getattr(req, name), trigger=trigger)))
+    if req.ebnf is not None:
+        found.append(("ebnf", Grammar(req.ebnf, syntax="ebnf", trigger=trigger)))
+    if req.structural_tag is not None:
+        found.append(("structural_tag", _tag(req.structural_tag, "structural_tag", trigger)))
+    if req.structured_outputs is not None:
+        found.append(("structured_outputs", _structured_outputs(req.structured_outputs, trigger)))
     if len(found) > 1:
         names = ", ".join(n for n, _ in found)
         raise APIError(f"give at most one constraint; got {names}", param=found[1][0])
@@ -175,8 +190,66 @@ def _structural_tag(rf: Any, trigger: str | None) -> Any:
     """The ``StructuralTag`` of a ``response_format`` of type ``structural_tag``.
 
     Raises:
+        APIError: as ``_tag``.
+    """
+    return _tag(rf.model_dump(by_alias=True, exclude_none=True), "response_format", trigger)
+
+
+def _json_value(value: Any, param: str) -> Any:
+    """``value``, or the JSON it holds when it is a string.
+
+    Raises:
+        APIError: a string that is not JSON.
+    """
+    if not isinstance(value, str):
+        return value
+    try:
+        return loads(value)
+    except (json.JSONDecodeError, GrammarTooComplexError) as exc:
+        raise APIError(f"{param} is not valid JSON: {exc}", param=param) from None
+
+
+def _whitespace(pattern: str | None, param: str, disable_any: bool = False) -> str | int:
+    """The ``JsonSchema.whitespace`` of a vLLM whitespace regex.
+
+    structgen's JSON whitespace is a run of space, tab, CR and LF of at most n
+    characters (``"compact"``: none) around structural characters; the result is the
+    largest n (up to ``json_schema.FLEXIBLE_WS_MAX``) for which ``pattern`` accepts every
+    such run, so every document generated spells its whitespace as ``pattern`` allows.
+    None (no pattern) and ``disable_any`` give ``"compact"``.
+
+    Raises:
+        APIError: ``pattern`` is not a usable regex or does not accept the empty string.
+    """
+    from structgen.fsm.json_schema import FLEXIBLE_WS_MAX
+    from structgen.fsm.regex.dfa import regex_to_dfa
+
+    if pattern is None or disable_any:
+        return "compact"
+    try:
+        dfa = regex_to_dfa(pattern)
+    except (RegexError, GrammarTooComplexError) as exc:
+        raise APIError(f"{param}: {exc}", param=param, code="invalid_regex") from None
+    if not dfa.is_accepting(dfa.initial):
+        raise APIError(
+            f"{param} {pattern!r} must accept the empty string (JSON whitespace is optional)",
+            param=param,
+        )
+    states, longest = {dfa.initial}, 0
+    while longest < FLEXIBLE_WS_MAX:  # the states after every run one character longer
+        nxt = {dfa.step(q, b) for q in states for b in b" \t\r\n"}
+        if -1 in nxt or not all(dfa.is_accepting(q) for q in nxt):
+            break
+        states, longest = nxt, longest + 1
+    return longest or "compact"
+
+
+def _tag(value: Any, param: str, trigger: str | None) -> Any:
+    """The ``StructuralTag`` of a structural tag object (or its JSON text).
+
+    Raises:
         APIError: a malformed tag (the message names the JSON pointer), or a
-            ``constraint_trigger`` beside it (the tag has its own triggers).
+            ``constraint_trigger`` beside it (a tag has its own triggers).
     """
     from structgen.errors import InvalidGrammarError
     from structgen.fsm.spec import StructuralTag
@@ -186,10 +259,63 @@ def _structural_tag(rf: Any, trigger: str | None) -> Any:
             "constraint_trigger does not apply to a structural tag (it has its own triggers)",
             param="constraint_trigger",
         )
+    obj = _json_value(value, param)
+    if not isinstance(obj, dict):
+        raise APIError(f"{param} must be a JSON object", param=param)
     try:
-        return StructuralTag.from_dict(rf.model_dump(by_alias=True, exclude_none=True))
+        return StructuralTag.from_dict(obj)
     except InvalidGrammarError as exc:
-        raise APIError(f"response_format: {exc}", param="response_format") from None
+        raise APIError(f"{param}: {exc}", param=param) from None
+
+
+_STRUCTURED_KINDS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
+
+
+def _structured_outputs(so: Any, trigger: str | None) -> Any:
+    """The constraint of vLLM's ``structured_outputs`` object.
+
+    Raises:
+        APIError: not exactly one of ``_STRUCTURED_KINDS``, or what the chosen one raises.
+    """
+    from structgen.fsm.spec import Choice, Grammar, JsonSchema, Regex
+
+    values = {
+        "json": so.json_,
+        "regex": so.regex,
+        "choice": so.choice,
+        "grammar": so.grammar,
+        "json_object": so.json_object or None,
+        "structural_tag": so.structural_tag,
+    }
+    given = [k for k in _STRUCTURED_KINDS if values[k] is not None]
+    if len(given) != 1:
+        raise APIError(
+            "structured_outputs needs exactly one of "
+            f"{', '.join(_STRUCTURED_KINDS)}; got {', '.join(given) or 'none'}",
+            param="structured_outputs",
+        )
+    kind = given[0]
+    param = f"structured_outputs.{kind}"
+    if kind in ("json", "json_object"):
+        schema = {"type": "object"} if kind == "json_object" else _json_value(so.json_, param)
+        whitespace = _whitespace(
+            so.whitespace_pattern,
+            "structured_outputs.whitespace_pattern",
+            so.disable_any_whitespace,
+        )
+        return JsonSchema(
+            schema,
+            whitespace=whitespace,
+            allow_extra_properties=not so.disable_additional_properties,
+            trigger=trigger,
+        )
+    if kind == "regex":
+        return Regex(so.regex, trigger=trigger)
+    if kind == "choice":
+        return Choice(so.choice, trigger=trigger)
+    if kind == "grammar":
+        return Grammar(so.grammar, trigger=trigger)
+    return _tag(so.structural_tag, param, trigger)
 
 
 def _copied(req: Any, found: tuple[str, Any] | None) -> Any:

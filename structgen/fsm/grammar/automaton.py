@@ -67,6 +67,7 @@ class GrammarAutomaton:
         self._trigger = -1 if lead_in is None else len(lexers)
         self._completions = None
         self._live: dict[tuple[int, int], bool] = {}
+        self._classes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, list[int]]] = {}
         self.ignore = frozenset(ignore)
         self.max_states = max_states
         self.initial = 0
@@ -192,6 +193,20 @@ class GrammarAutomaton:
             accepting = accepting or charts.final[node]
         return self._config_of(out, accepting)
 
+    def _classes_of(self, t: int, s: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """``(live bytes, class of each, next lexer state per class)`` of state ``s`` of
+        terminal ``t``'s DFA (memoised: configurations that differ only in their chart
+        node share it).
+        """
+        key = (t, s)
+        hit = self._classes.get(key)
+        if hit is None:
+            moves = self.lexers[t].row(s)
+            cols = np.flatnonzero(moves >= 0)
+            reps, inverse = np.unique(moves[cols], return_inverse=True)
+            hit = self._classes[key] = (cols, inverse.reshape(-1), reps.tolist())
+        return hit
+
     def _build_row(self, state: int) -> None:
         if self._num_rows >= self.max_states:
             raise GrammarTooComplexError(
@@ -200,7 +215,13 @@ class GrammarAutomaton:
             )
         lexemes = self._configs[state]
         row = np.full(256, -1, np.int32)
-        if lexemes:
+        if len(lexemes) == 1:  # inside one lexeme: its DFA state's byte classes, cached
+            t, _, s = lexemes[0]
+            cols, inverse, reps = self._classes_of(t, s)
+            if reps:
+                targets = np.array([self._step(lexemes, [m]) for m in reps], np.int32)
+                row[cols] = targets[inverse]
+        elif lexemes:
             moves = np.stack([self.lexers[t].row(s) for t, _, s in lexemes])  # [k, 256]
             live = (moves >= 0).any(axis=0)
             if live.any():

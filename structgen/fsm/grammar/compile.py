@@ -234,7 +234,7 @@ def compile_grammar(
         UnsupportedGrammarError: a construct not implemented (with line:column).
         GrammarTooComplexError: a budget is exceeded.
     """
-    from ..spec import Grammar, LoweredRegex
+    from ..spec import Grammar
 
     spec = Grammar(text, syntax=syntax, start=start, trigger=trigger, prefix=prefix)
     if trigger is not None and prefix:
@@ -251,6 +251,55 @@ def compile_grammar(
     gdef, special_ids = resolve_special_tokens(gdef, vocab)  # named special tokens
     if special_ids and vocab is not None:  # ... allowable, as their markers
         vocab = vocab.with_special_tokens(special_ids)
+    grammar = compile_grammar_def(
+        gdef,
+        spec,
+        vocab,
+        trigger=trigger,
+        prefix=prefix,
+        max_states=max_states,
+        deadline=deadline,
+        max_configs=max_configs,
+        max_items=max_items,
+    )
+    with _lock:
+        _cache[key] = grammar
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return grammar
+
+
+def compile_grammar_def(
+    gdef: GrammarDef,
+    spec: Any,
+    vocab: Vocabulary | None,
+    *,
+    trigger: str | None = None,
+    prefix: str = "",
+    max_states: int = DEFAULT_MAX_STATES,
+    deadline: float,
+    max_configs: int = DEFAULT_MAX_CONFIGS,
+    max_items: int = DEFAULT_MAX_ITEMS,
+) -> BaseCompiledGrammar:
+    """Compile a parsed grammar (uncached; ``compile_grammar`` and ``schema_rules`` call it).
+
+    Args:
+        gdef: the grammar.
+        spec: the spec the result carries (``spec`` attribute).
+        vocab: the vocabulary (None: only ``matches`` works).
+        trigger: free text up to and including it first (as ``compile_grammar``).
+        prefix: literal text before the grammar (as ``compile_grammar``).
+        max_states: state budget of each terminal's DFA (and of a regular grammar's).
+        deadline: ``time.perf_counter()`` value the compile must finish by.
+        max_configs: budget of parser configurations built.
+        max_items: budget of Earley items.
+
+    Raises:
+        InvalidGrammarError, GrammarTooComplexError: as ``compile_grammar``.
+    """
+    from ..spec import LoweredRegex
+
+    max_seconds = max(0.0, deadline - time.perf_counter())
     lowered = lower_grammar(gdef)
     if isinstance(lowered, LoweredRegex):
         if prefix:
@@ -283,10 +332,6 @@ def compile_grammar(
         if time.perf_counter() > deadline:
             raise GrammarTooComplexError(f"compiling the grammar exceeded {max_seconds} s")
         grammar = CompiledCFG(spec, lowered, dfa, vocab, gdef.warnings)
-    with _lock:
-        _cache[key] = grammar
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
     return grammar
 
 

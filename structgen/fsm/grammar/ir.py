@@ -118,6 +118,9 @@ class GrammarDef:
         positions: name -> ``(line, column)`` of its definition.
         syntax: the dialect it was read as (``"lark"``, ``"gbnf"``, ``"ebnf"``).
         warnings: messages about parts that were read loosely (priorities, aliases).
+        definitions: shared regex definitions that ``Pattern`` texts may refer to by
+            placeholders (``structgen.fsm.regex.definitions``; a JSON Schema's regular
+            parts, ``schema_rules``); empty for grammar text.
     """
 
     rules: dict[str, Expr] = field(default_factory=dict)
@@ -127,6 +130,7 @@ class GrammarDef:
     positions: dict[str, tuple[int, int]] = field(default_factory=dict)
     syntax: str = ""
     warnings: list[str] = field(default_factory=list)
+    definitions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,25 @@ class _Definitions:
             self.needs.append(block)
         return pattern.translate(shift), block
 
+    def seed(self, texts: tuple[str, ...]) -> None:
+        """Start with ``texts`` as definitions ``0..n-1`` (each refers to earlier ones only,
+        as ``GrammarDef.definitions``); an empty text is a slot no pattern refers to.
+        """
+        for text in texts:
+            self.seeded = len(self.texts)  # the earlier ones
+            self.needs.append(self.needs_of(text) | {len(self.texts)})
+            self.texts.append(text)
+        self.seeded = len(self.texts)
+
+    seeded = 0
+
+    def needs_of(self, text: str) -> frozenset[int]:
+        """The seeded definitions ``text`` refers to, with their own needs."""
+        if not self.seeded:
+            return frozenset()
+        found = {ord(c) - PLACEHOLDER_BASE for c in text if ord(c) >= PLACEHOLDER_BASE}
+        return frozenset().union(*(self.needs[i] for i in found if i < self.seeded))
+
     def bundle(self, pattern: str, needs: frozenset[int]) -> tuple[str, tuple[str, ...]]:
         """``pattern`` with only the definitions it needs, renumbered in order."""
         order = sorted(needs)
@@ -89,8 +108,9 @@ class _Lowering:
     def __init__(self, gdef: GrammarDef) -> None:
         self.g = gdef
         self.defs = _Definitions()
+        self.defs.seed(gdef.definitions)
         self.term_regex: dict[str, tuple[str, frozenset[int]]] = {}
-        self.rule_regex: dict[str, tuple[str, frozenset[int]]] = {}
+        self.rule_regex: dict[tuple[str, bool], tuple[str, frozenset[int]]] = {}
         self.ignore: tuple[str, frozenset[int]] | None = None
         self.regular: dict[str, bool] = {}
 
@@ -146,10 +166,13 @@ class _Lowering:
         return self.ignore
 
     def regex(
-        self, expr: Expr, in_rule: bool, stack: tuple[str, ...] = ()
+        self, expr: Expr, in_rule: bool, stack: tuple[str, ...] = (), lead: bool = True
     ) -> tuple[str, frozenset[int]]:
         """Regex text of a regular ``expr`` and the definitions it needs; in a rule,
-        ignore runs precede each terminal occurrence.
+        ignore runs precede each terminal occurrence, except (``lead=False``) those that
+        can only stand at the very start of the text: a parser terminal starts after any
+        number of ignore lexemes anyway (``automaton``), so a leading run there would
+        only read the same whitespace two ways.
         """
         if isinstance(expr, (Literal, Pattern, Embedded)) or (
             isinstance(expr, Ref) and expr.name in self.g.terminals
@@ -157,24 +180,24 @@ class _Lowering:
             if isinstance(expr, Literal):
                 text, needs = escape_literal(expr.text), frozenset()
             elif isinstance(expr, Pattern):
-                text, needs = "(?:" + expr.regex + ")", frozenset()
+                text, needs = "(?:" + expr.regex + ")", self.defs.needs_of(expr.regex)
             elif isinstance(expr, Embedded):
                 text, needs = self.defs.add_block(expr.pattern, expr.definitions)
                 text = "(?:" + text + ")"
             else:
                 text, needs = self.terminal(expr.name, stack)
-            if in_rule and self.g.ignore:
+            if in_rule and self.g.ignore and lead:
                 run, run_needs = self.ignore_run()
                 return run + text, needs | run_needs
             return text, needs
         if isinstance(expr, Ref):  # a regular rule
-            return self.rule(expr.name)
+            return self.rule(expr.name, lead)
         if isinstance(expr, Seq):
-            parts = [self.regex(x, in_rule, stack) for x in expr.items]
+            parts = [self.regex(x, in_rule, stack, lead or i > 0) for i, x in enumerate(expr.items)]
             needs = frozenset().union(*(n for _, n in parts))
             return "(?:" + "".join(p for p, _ in parts) + ")", needs
         if isinstance(expr, Alt):
-            parts = [self.regex(x, in_rule, stack) for x in expr.items]
+            parts = [self.regex(x, in_rule, stack, lead) for x in expr.items]
             needs = frozenset().union(*(n for _, n in parts))
             return "(?:" + "|".join(p for p, _ in parts) + ")", needs
         if isinstance(expr, Repeat):
@@ -183,11 +206,11 @@ class _Lowering:
             return f"(?:{text}){{{expr.lo},{hi}}}", needs
         raise AssertionError(f"unknown expression {expr!r}")
 
-    def rule(self, name: str) -> tuple[str, frozenset[int]]:
-        hit = self.rule_regex.get(name)
+    def rule(self, name: str, lead: bool = True) -> tuple[str, frozenset[int]]:
+        hit = self.rule_regex.get((name, lead))
         if hit is None:
-            text, needs = self.regex(self.g.rules[name], True)
-            hit = self.rule_regex[name] = self.defs.add(text, needs)
+            text, needs = self.regex(self.g.rules[name], True, (), lead)
+            hit = self.rule_regex[(name, lead)] = self.defs.add(text, needs)
         return hit
 
     # ---- recursion ----------------------------------------------------------------
@@ -244,6 +267,13 @@ class _Productions:
             self.cfg.names.append(name)
         return i
 
+    def fresh(self, owner: str, suffix: str) -> int:
+        """A new helper nonterminal (its name ``owner#k`` + ``suffix`` is never reused)."""
+        self.num_fresh += 1
+        return self.nonterminal(f"{owner}#{self.num_fresh}{suffix}")
+
+    num_fresh = 0
+
     def add(self, lhs: int, rhs: tuple[int, ...]) -> None:
         if len(self.cfg.lhs) >= MAX_RULES:
             raise GrammarTooComplexError(f"the grammar expands to more than {MAX_RULES} rules")
@@ -251,7 +281,7 @@ class _Productions:
         self.cfg.rhs.append(rhs)
 
     def terminal_of(self, expr: Expr) -> int:
-        text, needs = self.low.regex(expr, True)
+        text, needs = self.low.regex(expr, True, (), False)
         key = self.low.defs.bundle(text, needs)
         t = self.terms.get(key)
         if t is None:
@@ -269,7 +299,7 @@ class _Productions:
         hit = self.helpers.get(key)
         if hit is not None:
             return hit
-        helper = self.helpers[key] = self.nonterminal(f"{owner}#{len(self.helpers)}")
+        helper = self.helpers[key] = self.fresh(owner, "")
         if isinstance(expr, Repeat):
             self.repeat(helper, expr, owner)
         else:
@@ -281,7 +311,7 @@ class _Productions:
         x = self.symbol(expr.item, owner)
         head = (x,) * expr.lo
         if expr.hi is None:  # helper -> x^lo star; star -> ε | star x (left recursion)
-            star = self.nonterminal(f"{owner}#{len(self.helpers)}*")
+            star = self.fresh(owner, "*")
             self.helpers[(owner, expr, "*")] = star
             self.add(star, ())
             self.add(star, (star, x))
@@ -289,7 +319,7 @@ class _Productions:
             return
         tail = None  # opt_k -> ε | x opt_{k-1}: up to hi - lo more
         for k in range(expr.hi - expr.lo):
-            opt = self.nonterminal(f"{owner}#{len(self.helpers)}?{k}")
+            opt = self.fresh(owner, f"?{k}")
             self.add(opt, ())
             self.add(opt, (x,) if tail is None else (x, tail))
             tail = opt

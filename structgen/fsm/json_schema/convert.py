@@ -134,6 +134,7 @@ class JsonSchemaConverter:
         self._cut_at: str | None = None
         self.canon: boolean_ops.Canon | None = None  # canonical mode (boolean_ops)
         self.copy = None  # copy.CopyPlan: values copied from source texts (CopyJsonSchema)
+        self.rules = False  # recursive $refs as grammar rules (fsm.grammar.schema_rules)
         self.sharing = RefSharing(self.resolve)
         self._validator, known = self._refs.draft
         self._draft = self._validator.__name__
@@ -409,6 +410,8 @@ class JsonSchemaConverter:
 
     def _ref(self, ref: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
         target = self.resolve(ref, pointer)
+        if self.rules and self.canon is None and self.sharing.is_recursive(ref):
+            return self._rule(ref, target, refs)
         if self.sharing.is_cut(ref, refs, self.max_depth):
             self._cut_at = pointer
             msg = f"recursive $ref {ref} at {pointer or '#'} unrolled to depth {self.max_depth}"
@@ -423,6 +426,23 @@ class JsonSchemaConverter:
             return text
         text = self.convert(target, ref[1:], refs + (ref,))
         return self.sharing.store(key, text)
+
+    def _rule(self, ref: str, target: Any, refs: tuple[str, ...]) -> str:
+        """A recursive ``$ref`` as one grammar rule (``rules`` mode): converted once,
+        whatever the depth, its placeholder reserved first so the recursion refers to it.
+
+        Raises:
+            UnsupportedSchemaError: the target accepts no value.
+        """
+        found, text = self.sharing.lookup(("rule", ref))
+        if found:
+            return text
+        index, placeholder = self.sharing.reserve(("rule", ref))
+        text = self.convert(target, ref[1:], refs + (ref,))
+        if text is None:
+            raise UnsupportedSchemaError("$ref", ref[1:], f"recursive $ref {ref} accepts no value")
+        self.sharing.define(index, text)
+        return placeholder
 
     def _merged(self, subs: list[Any], pointer: str, refs: tuple[str, ...]) -> str | None:
         """``allOf`` (and ``$ref`` with siblings): convert the merged schema."""

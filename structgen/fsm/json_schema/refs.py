@@ -60,6 +60,7 @@ class RefSharing:
         self._group: dict[str, frozenset[str]] = {}
         self._memo: dict[tuple, str | None] = {}
         self.definitions: list[str] = []
+        self.rules: set[int] = set()  # definitions that are grammar rules (reserve)
 
     def reachable(self, ref: str) -> frozenset[str]:
         """Every reference reachable from the target of ``ref`` (itself if recursive)."""
@@ -187,3 +188,33 @@ class RefSharing:
             text = chr(PLACEHOLDER_BASE + len(self.definitions) - 1)
         self._memo[key] = text
         return text
+
+    def is_recursive(self, ref: str) -> bool:
+        """True when ``ref`` reaches itself (its group has other members, or its target
+        refers to it directly); one walk per reference (``group``).
+        """
+        group = self.group(ref)
+        return len(group) > 1 or ref in self._edges(ref)
+
+    def reserve(self, key: tuple) -> tuple[int, str]:
+        """A definition slot for a recursive ``$ref`` converted as a grammar rule (its
+        placeholder is memoised under ``key`` before the target is converted, so the
+        recursion refers back to it); ``define`` fills it. Definitions then refer to
+        each other in cycles: only ``structgen.fsm.grammar`` reads them.
+
+        Raises:
+            GrammarTooComplexError: more than ``MAX_DEFINITIONS`` definitions.
+        """
+        if len(self.definitions) >= MAX_DEFINITIONS:
+            raise GrammarTooComplexError(
+                f"schema needs more than {MAX_DEFINITIONS} distinct $ref expansions"
+            )
+        index = len(self.definitions)
+        self.definitions.append("")
+        self.rules.add(index)
+        placeholder = self._memo[key] = chr(PLACEHOLDER_BASE + index)
+        return index, placeholder
+
+    def define(self, index: int, text: str) -> None:
+        """Fill the slot ``reserve`` gave."""
+        self.definitions[index] = text

@@ -116,7 +116,7 @@ CASES = [
 
 @pytest.mark.parametrize("name,schema,build", CASES, ids=[c[0] for c in CASES])
 def test_default_depth_10_accepted_11_rejected(name, schema, build) -> None:
-    grammar = compile_json_schema(schema)  # default max_recursion_depth
+    grammar = compile_json_schema(schema, max_recursion_depth=10)  # unrolled (regular)
     assert grammar.matches(_canonical(build(10), schema))
     for depth in range(1, 10):
         assert grammar.matches(_canonical(build(depth), schema)), depth
@@ -173,7 +173,7 @@ def test_written_out_regex_too_large_is_a_clear_error() -> None:
 def test_uncuttable_recursion_names_the_depth() -> None:
     schema = {"type": "object", "properties": {"child": {"$ref": "#"}}, "required": ["child"]}
     with pytest.raises(UnsupportedSchemaError, match="max_recursion_depth=10") as info:
-        compile_json_schema(schema)
+        compile_json_schema(schema, max_recursion_depth=10)
     assert info.value.keyword == "$ref"
 
 
@@ -258,7 +258,7 @@ def test_group_of_three_unrolled_max_depth_in_all() -> None:
     """A group of 3+ mutually recursive references is expanded max_recursion_depth times
     along a path in all (the memo key is the group depth: WashingtonPost's group of 7
     had millions of per-reference count vectors and ran past the time budget)."""
-    grammar = compile_json_schema(TRIO)
+    grammar = compile_json_schema(TRIO, max_recursion_depth=10)
     for entries in range(1, 11):
         assert grammar.matches(_canonical(_trio(entries), TRIO)), entries
     assert not grammar.matches(_canonical(_trio(11), TRIO))
@@ -322,7 +322,7 @@ def _through_allof(depth: int) -> dict:
 def test_recursion_through_allof_is_cut_like_ref() -> None:
     """A reference merged by allOf is on the path like a $ref (Handwritten mod309 recursed
     through allOf until Python's RecursionError)."""
-    grammar = compile_json_schema(THROUGH_ALLOF)
+    grammar = compile_json_schema(THROUGH_ALLOF, max_recursion_depth=10)
     for depth in range(1, 12):  # the root is one expansion; the allOf adds one per level
         assert grammar.matches(_canonical(_through_allof(depth), THROUGH_ALLOF)) == (depth <= 10), (
             depth

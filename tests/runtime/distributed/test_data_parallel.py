@@ -224,7 +224,7 @@ def test_portable_constraint_keeps_trigger_and_shared_recursion():
     from structgen.fsm.spec import spec_of
     from tests.fsm.test_spec import TREE
 
-    grammar = compile_json_schema(TREE, None, trigger="</think>")
+    grammar = compile_json_schema(TREE, None, trigger="</think>", max_recursion_depth=10)
     assert grammar.definitions  # recursion is shared, not written out
     term = pickle.loads(pickle.dumps(spec_of(grammar)))
     again = term.compile(None)

@@ -1,0 +1,288 @@
+"""Recursive JSON Schemas as grammar rules: each ``$ref`` cycle becomes a rule, not an unrolling.
+
+``JsonSchema(..., max_recursion_depth=None)`` (the default) compiles here first. The
+converter runs in *rules* mode (``JsonSchemaConverter.rules``): a ``$ref`` that reaches
+itself is converted once into a definition slot whose placeholder the recursion refers
+back to (``RefSharing.reserve``), so the definitions form cycles. The definitions that
+reach such a slot (and the root pattern) are read back from regex text into grammar
+expressions (``regex_expr``: groups, alternation and quantifiers become ``Seq`` /
+``Alt`` / ``Repeat``, a placeholder of a rule a ``Ref``, and every stretch without one
+stays regex text, a ``Pattern``); the other definitions stay shared regex definitions
+(``GrammarDef.definitions``). The ``GrammarDef`` then compiles as any recursive grammar
+(``compile.compile_grammar_def``): a lexer DFA per regular part, an Earley parser over them.
+
+A schema without a recursive ``$ref`` gives its ``LoweredRegex`` back (the same text the
+regular conversion writes), and compiles to a plain DFA as before. Operands of ``not``,
+non-disjoint ``oneOf`` and ``if`` stay depth-bounded (complement is not defined for
+context-free languages): the converter's canonical mode unrolls their references to
+``DEFAULT_MAX_RECURSION_DEPTH`` as before, with its warning, refused under ``strict``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from ...errors import InvalidGrammarError, UnsupportedSchemaError
+from ..regex.definitions import PLACEHOLDER_BASE
+from .ir import Alt, Expr, GrammarDef, Pattern, Ref, Repeat, Seq
+
+__all__ = ["compile_recursive_schema", "regex_expr", "rules_grammar"]
+
+_BRACES = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
+_ESCAPE_LEN = {"x": 4, "u": 6, "U": 10}
+
+
+def _has_ref(node: Any) -> bool:
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, dict):
+            if isinstance(cur.get("$ref"), str):
+                return True
+            stack.extend(cur.values())
+        elif isinstance(cur, list):
+            stack.extend(cur)
+    return False
+
+
+def _atom_end(text: str, i: int) -> int:
+    """The end of the atom starting at ``text[i]`` (an escape, a class or one character)."""
+    c = text[i]
+    if c == "\\":
+        nxt = text[i + 1 : i + 2]
+        if nxt == "N" and text[i + 2 : i + 3] == "{":
+            return text.index("}", i) + 1
+        return i + _ESCAPE_LEN.get(nxt, 2)
+    if c == "[":
+        j = i + 1
+        if text[j : j + 1] == "^":
+            j += 1
+        if text[j : j + 1] == "]":
+            j += 1
+        while text[j] != "]":
+            j += 2 if text[j] == "\\" else 1
+        return j + 1
+    return i + 1
+
+
+class _Frame:
+    """An open group: its alternatives so far and the items of the current one."""
+
+    __slots__ = ("start", "alts", "items")
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.alts: list[list[tuple[Expr | None, int, int]]] = []
+        self.items: list[tuple[Expr | None, int, int]] = []
+
+
+def _seq(text: str, items: list[tuple[Expr | None, int, int]]) -> Expr:
+    """One alternative: adjacent regular items (``None``: the source slice is the regex)
+    are one ``Pattern``.
+    """
+    out: list[Expr] = []
+    run: tuple[int, int] | None = None
+    for expr, start, end in items:
+        if expr is None:
+            if run is not None and run[1] == start:
+                run = (run[0], end)
+                continue
+            if run is not None:
+                out.append(Pattern(text[run[0] : run[1]]))
+            run = (start, end)
+            continue
+        if run is not None:
+            out.append(Pattern(text[run[0] : run[1]]))
+            run = None
+        out.append(expr)
+    if run is not None:
+        out.append(Pattern(text[run[0] : run[1]]))
+    return out[0] if len(out) == 1 else Seq(tuple(out))
+
+
+def regex_expr(text: str, rule_of: dict[int, str]) -> Expr:
+    """The grammar expression of regex ``text`` (structgen's dialect, as the JSON Schema
+    converter writes it) in which placeholder ``PLACEHOLDER_BASE + i`` for ``i`` in
+    ``rule_of`` is a reference to rule ``rule_of[i]``; every part without one is kept as
+    regex text (``Pattern``). Iterative: nesting depth costs no recursion.
+
+    Raises:
+        UnsupportedSchemaError: a rule placeholder inside a group with inline flags.
+    """
+    stack = [_Frame(0)]
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "(":
+            j = i + 1
+            if text.startswith("?:", j):
+                j += 2
+            elif text.startswith("?", j) and not text.startswith("?P<", j):
+                j = text.index(":", j) + 1  # inline flags: only regular contents work
+            elif text.startswith("?P<", j):
+                j = text.index(">", j) + 1
+            stack.append(_Frame(i))
+            i = j
+            continue
+        if c == "|":
+            top = stack[-1]
+            top.alts.append(top.items)
+            top.items = []
+            i += 1
+            continue
+        if c == ")":
+            frame = stack.pop()
+            frame.alts.append(frame.items)
+            end = i + 1
+            has_rule = any(e is not None for alt in frame.alts for e, _, _ in alt)
+            if not has_rule:
+                expr = None
+            elif text[frame.start + 1 : frame.start + 2] == "?" and not text.startswith(
+                "?:", frame.start + 1
+            ):
+                raise UnsupportedSchemaError(
+                    "$ref", "", "a recursive $ref inside a regex group with inline flags"
+                )
+            else:
+                options = [_seq(text, alt) for alt in frame.alts]
+                expr = options[0] if len(options) == 1 else Alt(tuple(options))
+            stack[-1].items.append((expr, frame.start, end))
+            i = end
+            continue
+        if c in "*+?{" and stack[-1].items:
+            lo = hi = None
+            m = _BRACES.match(text, i) if c == "{" else None
+            if c == "{" and m is None:  # a literal brace
+                stack[-1].items.append((None, i, i + 1))
+                i += 1
+                continue
+            if c == "*":
+                lo, hi, end = 0, None, i + 1
+            elif c == "+":
+                lo, hi, end = 1, None, i + 1
+            elif c == "?":
+                lo, hi, end = 0, 1, i + 1
+            else:
+                lo = int(m.group(1) or 0)
+                hi = lo if m.group(2) is None else (int(m.group(3)) if m.group(3) else None)
+                end = m.end()
+            if text[end : end + 1] in ("?", "+"):
+                end += 1  # lazy / possessive: the same language under fullmatch
+            expr, start, _ = stack[-1].items.pop()
+            if expr is not None:
+                expr = Repeat(expr, lo, hi)
+            stack[-1].items.append((expr, start, end))
+            i = end
+            continue
+        code = ord(c) - PLACEHOLDER_BASE
+        if code in rule_of:
+            stack[-1].items.append((Ref(rule_of[code], 0, 0), i, i + 1))
+            i += 1
+            continue
+        end = _atom_end(text, i)
+        stack[-1].items.append((None, i, end))
+        i = end
+    frame = stack.pop()
+    frame.alts.append(frame.items)
+    options = [_seq(text, alt) for alt in frame.alts]
+    return options[0] if len(options) == 1 else Alt(tuple(options))
+
+
+def rules_grammar(pattern: str, definitions: list[str], rules: set[int]) -> GrammarDef:
+    """The ``GrammarDef`` of a rules-mode conversion: start rule ``root``.
+
+    Args:
+        pattern: the root's regex text.
+        definitions: the converter's definitions (rule slots included).
+        rules: the indices of the rule slots (``RefSharing.rules``).
+    """
+    num = len(definitions)
+    refs = [
+        {ord(c) - PLACEHOLDER_BASE for c in d if 0 <= ord(c) - PLACEHOLDER_BASE < num}
+        for d in definitions
+    ]
+    grammar_level = set(rules)  # the rules and every definition that reaches one
+    changed = True
+    while changed:
+        changed = False
+        for i, found in enumerate(refs):
+            if i not in grammar_level and found & grammar_level:
+                grammar_level.add(i)
+                changed = True
+    rule_of = {i: f"d{i}" for i in sorted(grammar_level)}
+    gdef = GrammarDef(start="root", syntax="json-schema")
+    gdef.rules["root"] = regex_expr(pattern, rule_of)
+    for i in sorted(grammar_level):
+        gdef.rules[rule_of[i]] = regex_expr(definitions[i], rule_of)
+    gdef.definitions = tuple("" if i in grammar_level else d for i, d in enumerate(definitions))
+    return gdef
+
+
+def compile_recursive_schema(
+    spec: Any,
+    vocab: Any,
+    *,
+    max_states: int,
+    max_seconds: float,
+    max_convert_seconds: float,
+) -> Any:
+    """Compile a ``JsonSchema`` spec whose ``$ref`` recurses as a context-free grammar.
+
+    Args:
+        spec: the ``JsonSchema`` (``max_recursion_depth`` None).
+        vocab: the vocabulary, or None.
+        max_states: state budget of each lexer DFA.
+        max_seconds: time budget of the compile.
+        max_convert_seconds: time budget of the conversion.
+
+    Returns:
+        A ``compile.CompiledCFG`` whose ``spec`` is ``spec``; or, when no ``$ref``
+        recurses, the schema's ``LoweredRegex`` (the regular conversion), or None when
+        the schema holds no ``$ref`` at all (convert it as usual).
+
+    Raises:
+        InvalidSchemaError, UnsupportedSchemaError: as the regular conversion; also a
+            recursive schema that accepts no finite value.
+        GrammarTooComplexError: a budget is exceeded.
+    """
+    from ..json_schema import DEFAULT_MAX_RECURSION_DEPTH
+    from ..json_schema.check import check_schema
+    from ..json_schema.convert import JsonSchemaConverter
+    from ..nesting import MAX_SCHEMA_DEPTH, check_depth
+    from ..spec import LoweredRegex, schema_for
+    from .compile import compile_grammar_def
+
+    schema = schema_for(spec.schema)
+    check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")
+    if not _has_ref(schema):
+        return None
+    if isinstance(schema, dict):
+        check_schema(schema)
+    conv = JsonSchemaConverter(
+        schema,
+        whitespace=spec.whitespace,
+        strict=spec.strict,
+        allow_extra_properties=spec.allow_extra_properties,
+        max_recursion_depth=DEFAULT_MAX_RECURSION_DEPTH,  # not/oneOf/if operands unroll
+        max_seconds=max_convert_seconds,
+    )
+    conv.rules = True
+    pattern = conv.convert_root()
+    definitions = conv.sharing.definitions
+    if not conv.sharing.rules:
+        return LoweredRegex(pattern, tuple(definitions), tuple(conv.warnings))
+    gdef = rules_grammar(pattern, definitions, conv.sharing.rules)
+    gdef.warnings = list(conv.warnings)
+    deadline = time.perf_counter() + max_seconds
+    try:
+        return compile_grammar_def(
+            gdef, spec, vocab, trigger=spec.trigger, max_states=max_states, deadline=deadline
+        )
+    except InvalidGrammarError as exc:
+        if "derives no string" in str(exc):
+            raise UnsupportedSchemaError(
+                "$ref", "", "the recursive schema accepts no finite value"
+            ) from None
+        raise

@@ -1,0 +1,83 @@
+"""``select`` over sub-expressions: literals, ``gen(regex=...)`` and ``gen(grammar=...)``
+terms compile into one automaton (their alternation). Reference: each option's own
+compiled grammar; the union accepts a text exactly when one of them does.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+import structgen
+from structgen import gen, select
+from structgen.errors import RequestError, UnsupportedGrammarError
+from structgen.fsm.grammar.union import GrammarAlternatives
+from structgen.fsm.spec import Grammar, Regex
+
+NESTED = 'root ::= "(" ( root | [a-z]+ ) ("," root)* ")"'
+OPTIONS = [
+    "yes",
+    gen(regex=r"[0-9]{1,3}", max_tokens=8),
+    gen(grammar=NESTED, max_tokens=40),
+    Regex("^no+$"),
+]
+
+
+def _own(option):
+    if isinstance(option, str):
+        return lambda t: t == option
+    spec = option.constraint if hasattr(option, "constraint") else option
+    return spec.compile(None).matches
+
+
+def test_union_accepts_what_one_option_accepts():
+    term = select("x", OPTIONS)
+    assert term.params.max_tokens == 40 and term.params.temperature == 0.0
+    union = term.constraint.compile(None)
+    own = [_own(o) for o in OPTIONS]
+    texts = {"yes", "ye", "yess", "no", "nooo", "n", "(a)", "(a,(b))", "((a)", "()"}
+    texts |= {"".join(p) for n in range(4) for p in itertools.product("(a),1y", repeat=n)}
+    for text in sorted(texts):
+        assert union.matches(text) == any(f(text) for f in own), text
+
+
+def test_regular_options_make_a_plain_dfa():
+    from structgen.fsm.compiler import CompiledGrammar
+
+    spec = select("x", ["a", gen(regex="b+")]).constraint
+    assert isinstance(spec.compile(None), CompiledGrammar)
+    assert isinstance(select("x", ["a", Grammar(NESTED)]).constraint, GrammarAlternatives)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        gen(json_schema={"type": "integer"}),
+        gen("y") + "z",
+        select("s", ["a", "b"]),
+        structgen.user("hi"),
+        gen(),
+        3,
+    ],
+)
+def test_options_holding_programs_are_refused(bad):
+    with pytest.raises(RequestError, match="select option 1"):
+        select("x", ["a", bad])
+
+
+def test_grammar_option_with_ignore_is_refused():
+    lark_text = 'start: "a" "b"\n%import common.WS\n%ignore WS'
+    with pytest.raises(UnsupportedGrammarError, match="%ignore"):
+        select("x", ["c", Grammar(lark_text, syntax="lark")])
+
+
+def test_generated_choice_is_one_option(tiny_engine):
+    @structgen.function
+    def prog(s):
+        s += "Pick one: " + select("x", OPTIONS)
+
+    s = prog.run(backend=tiny_engine)
+    own = [_own(o) for o in OPTIONS]
+    assert any(f(s["x"]) for f in own), s["x"]
+    assert s.text() == "Pick one: " + s["x"]

@@ -404,6 +404,9 @@ _KINDS = frozenset({"object", "array", "string", "boolean", "null", "integer", "
 NON_INTEGER = (
     r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"  # a nonzero fraction digit: never an integer
 )
+# drafts 3 and 4 type a number written with a fraction or an exponent (7.0, 1e3) as a
+# number that is not an integer (jsonschema: the parsed float is not an int)
+NON_INTEGER_DRAFT4 = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+)"
 
 
 def _kinds(schema: Any, resolve: Resolver, depth: int = 0) -> frozenset[str] | None:

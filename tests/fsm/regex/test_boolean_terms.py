@@ -188,7 +188,11 @@ def test_emptiness_search_deadline():
     arena.deadline = 0.0  # long past: the search stops at its first time check
     with pytest.raises(GrammarTooComplexError, match="time budget"):
         arena.is_empty(t)
+    arena.search_seconds = 0.0  # no compile budget (matching): each search has its own
     arena.deadline = None
+    with pytest.raises(GrammarTooComplexError, match="EMPTY_SEARCH_SECONDS"):
+        arena.is_empty(t)
+    arena.search_seconds = 60.0
     assert arena.is_empty(t)  # (dd){100} lies inside d{200}
 
 

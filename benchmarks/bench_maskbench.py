@@ -773,6 +773,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per schema and engine")
     ap.add_argument("--subsets", default="", help="comma-separated subsets (default: all)")
+    ap.add_argument(
+        "--names",
+        type=Path,
+        default=None,
+        help="a file of member names (one a line, e.g. Github_hard---o21819.json): only these",
+    )
     ap.add_argument("--engines", default=",".join(ENGINE_NAMES))
     ap.add_argument("--label", default="", help="a note for the RESULTS.md heading")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
@@ -815,8 +821,14 @@ def run(args: Any, subsets: list[str]) -> tuple[dict[str, dict[str, list[dict]]]
     results: dict[str, dict[str, list[dict]]] = {e: {} for e in engines}
     sink = args.jsonl.open("w") if args.jsonl else None
 
+    names = None
+    if getattr(args, "names", None) is not None:
+        names = {line.strip() for line in args.names.read_text().splitlines() if line.strip()}
+
     def items():
         for sub, name, raw in iter_corpus(subsets, SAMPLE_PER_SUBSET if args.sample else None):
+            if names is not None and name not in names:
+                continue
             tests_of[sub, name] = len(json.loads(raw).get("tests") or [])
             yield sub, name, raw
 

@@ -92,7 +92,8 @@ def canonical(instance: Any, schema: Any, root: Any) -> Any:
     order and integer-valued numbers as integers.
 
     Keys of ``properties`` come first (all merged branches, in order), then ``required``
-    keys, then the others as they come; applied recursively. An integer-valued float
+    keys, then the others as they come; applied recursively (an undeclared key's value
+    under its ``patternProperties`` entry, else ``additionalProperties``). An integer-valued float
     (``7.0``, ``-0.0``, ``1e3``) becomes the int of the same value (``7``, ``0``, ``1000``)
     wherever the document's draft counts it as an integer (draft 6 and later, as
     ``jsonschema`` reads ``$schema``): there the two are the same instance for every
@@ -166,7 +167,10 @@ def _canonical(instance: Any, schema: Any, index: RefIndex, ints: bool) -> Any:
                 if k not in order:
                     order.append(k)
         keys = [k for k in order if k in instance] + [k for k in instance if k not in order]
-        return {k: _canonical(instance[k], props.get(k), index, ints) for k in keys}
+        return {
+            k: _canonical(instance[k], props[k] if k in props else _extra(k, branches), index, ints)
+            for k in keys
+        }
     if isinstance(instance, list):
         out = []
         for i, item in enumerate(instance):
@@ -182,6 +186,24 @@ def _canonical(instance: Any, schema: Any, index: RefIndex, ints: bool) -> Any:
             out.append(_canonical(item, sub, index, ints))
         return out
     return canonical_number(instance, ints)
+
+
+def _extra(key: str, branches: list[dict]) -> Any:
+    """The subschema of an undeclared key: the first ``patternProperties`` entry whose
+    pattern it matches, else the first ``additionalProperties`` schema (None: none)."""
+    import re
+
+    for b in branches:
+        for pattern, sub in (b.get("patternProperties") or {}).items():
+            try:
+                if re.search(pattern, key):
+                    return sub
+            except re.error:
+                continue
+    for b in branches:
+        if isinstance(b.get("additionalProperties"), dict):
+            return b["additionalProperties"]
+    return None
 
 
 def dump(instance: Any) -> str:

@@ -155,3 +155,20 @@ def test_canonical_keeps_validity(value, which):
     schema = SCHEMAS[which]
     validator = jsonschema.Draft202012Validator(schema)
     assert validator.is_valid(canonical(value, schema, schema)) == validator.is_valid(value)
+
+
+def test_undeclared_keys_follow_their_additional_or_pattern_properties_schema():
+    # an undeclared key's value is ordered (and its numbers rewritten) by the subschema
+    # that applies to it: its patternProperties entry, else additionalProperties
+    inner = {"type": "object", "properties": {"token": {}, "expires": {"type": "integer"}}}
+    schema = {
+        "type": "object",
+        "properties": {"id": {}},
+        "patternProperties": {"^x-": {"type": "object", "properties": {"b": {}, "a": {}}}},
+        "additionalProperties": inner,
+    }
+    value = {"host": {"expires": 5.0, "token": "t"}, "x-y": {"a": 1, "b": 2}, "id": 1}
+    out = canonical(value, schema, schema)
+    assert dump(out) == '{"id":1,"host":{"token":"t","expires":5},"x-y":{"b":2,"a":1}}'
+    assert compile_json_schema(schema).matches(dump(out))
+    assert jsonschema.Draft202012Validator(schema).is_valid(out)

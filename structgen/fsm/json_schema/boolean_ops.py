@@ -26,8 +26,9 @@ operands are converted in *canonical mode* (``Canon``):
   (``objects.CANON_CHAR``). The operands' own grammars accept the canonical spelling of
   each value they accept (and maybe others, which ``U`` removes);
 * objects: the keys ``K`` declared by the construct's operands (``properties``,
-  ``required``, ``dependentRequired``, transitively through ``$ref``), in one
-  document-wide order (first appearance in the document). ``U``'s objects have keys of
+  ``required``, ``dependentRequired``, transitively through ``$ref``), in one order:
+  every object schema's own key order where the operands agree (a topological sort,
+  ties and conflicts to the first appearance; ``_walk_keys``). ``U``'s objects have keys of
   ``K`` in that order, then keys outside ``K`` (canonically spelled, any order); every
   object schema is rewritten to list the keys of ``K`` it accepts (its ``properties``;
   for the others the matching ``patternProperties`` or ``additionalProperties``;
@@ -87,7 +88,7 @@ class Canon:
     """Canonical mode of one outermost boolean construct.
 
     Attributes:
-        keys: ``K``, the declared keys, in document order.
+        keys: ``K``, the declared keys, in their one order (``_walk_keys``).
         tag: part of every memo key of this mode (distinct per key set).
         complemented: nesting count of complemented operands being converted.
     """
@@ -98,9 +99,69 @@ class Canon:
     open_complement: bool = False
 
 
-def _walk_keys(node: Any, out: dict[str, None], resolve, seen: set[str]) -> None:
-    """Declared property names under ``node`` (following ``$ref``), in document order."""
-    stack = [node]
+_COMBINATORS = ("allOf", "anyOf", "oneOf", "if", "then", "else", "not")
+
+
+def _own_keys(cur: Any) -> list[str]:
+    """The property names ``cur`` itself declares: ``properties``, then ``required``,
+    then ``dependentRequired`` (trigger, then its keys).
+    """
+    if not isinstance(cur, dict):
+        return []
+    out: dict[str, None] = {}
+    props = cur.get("properties")
+    if isinstance(props, dict):
+        out.update(dict.fromkeys(props))
+    if isinstance(cur.get("required"), list):
+        out.update(dict.fromkeys(k for k in cur["required"] if isinstance(k, str)))
+    dep = cur.get("dependentRequired")
+    if isinstance(dep, dict):
+        for k, v in dep.items():
+            out[k] = None
+            if isinstance(v, list):
+                out.update(dict.fromkeys(x for x in v if isinstance(x, str)))
+    return list(out)
+
+
+def _merged_keys(cur: dict, resolve) -> list[str]:
+    """The keys of ``cur`` as its object is written when merged one level down: its
+    ``$ref`` target's, its own, then each ``allOf`` subschema's (``combine.merge_all_of``'s
+    order).
+    """
+
+    def target(node: Any) -> Any:
+        ref = node.get("$ref") if isinstance(node, dict) else None
+        if not isinstance(ref, str):
+            return None
+        try:
+            return resolve(ref, "")
+        except Exception:  # noqa: BLE001 - reported where the reference is converted
+            return None
+
+    subs = cur.get("allOf") if isinstance(cur.get("allOf"), list) else []
+    keys = _own_keys(target(cur)) + _own_keys(cur)
+    for sub in subs:
+        keys += _own_keys(target(sub)) + _own_keys(sub)
+    return list(dict.fromkeys(keys))
+
+
+def _walk_keys(node: Any, resolve) -> tuple[str, ...]:
+    """``K``: the declared property names under ``node`` (following ``$ref``), in one
+    order that keeps, where the schemas agree, every object's own key order.
+
+    Each object schema's keys (``_merged_keys``: as the converter merges it) give the
+    order of consecutive keys; names are then sorted topologically along those edges,
+    ties (and cycles, where two objects order the same names differently) going to the
+    name that appears first in a walk that visits a ``$ref``'s target, then the
+    schema's own keys, then its ``allOf``/``anyOf``/``oneOf``/``if``/``then``/``else``/
+    ``not`` operands, then its other subschemas (property values, items, ...).
+    """
+    import heapq
+
+    first: dict[str, int] = {}
+    after: dict[str, set[str]] = {}
+    seen: set[str] = set()
+    stack: list[Any] = [node]
     while stack:
         cur = stack.pop()
         if isinstance(cur, list):
@@ -108,40 +169,51 @@ def _walk_keys(node: Any, out: dict[str, None], resolve, seen: set[str]) -> None
             continue
         if not isinstance(cur, dict):
             continue
+        todo: list[Any] = []
         ref = cur.get("$ref")
         if isinstance(ref, str) and ref not in seen:
             seen.add(ref)
             try:
-                stack.append(resolve(ref, ""))
+                todo.append(resolve(ref, ""))
             except Exception:  # noqa: BLE001 - reported where the reference is converted
                 pass
-        props = cur.get("properties")
-        if isinstance(props, dict):
-            out.update(dict.fromkeys(props))
-        for kw in ("required",):
-            if isinstance(cur.get(kw), list):
-                out.update(dict.fromkeys(k for k in cur[kw] if isinstance(k, str)))
-        dep = cur.get("dependentRequired")
-        if isinstance(dep, dict):
-            for k, v in dep.items():
-                out[k] = None
-                out.update(dict.fromkeys(x for x in v if isinstance(x, str)))
-        children = []
+        keys = _merged_keys(cur, resolve)
+        for k in keys:
+            first.setdefault(k, len(first))
+        for a, b in zip(keys, keys[1:]):
+            after.setdefault(a, set()).add(b)
+        todo += [cur[k] for k in _COMBINATORS if k in cur]
         for k, v in cur.items():
+            if k in _COMBINATORS:
+                continue
             if k in _MAPS and isinstance(v, dict):
-                children.extend(v.values())  # names of subschemas, not keywords
-            elif k not in ("enum", "const", "$ref", "examples", "default"):
-                children.append(v)
-        stack.extend(reversed(children))
-
-
-def _document_order(conv) -> dict[str, int]:
-    order = getattr(conv, "_canon_order", None)
-    if order is None:
-        found: dict[str, None] = {}
-        _walk_keys(conv.root, found, lambda r, p: None, set())
-        order = conv._canon_order = {k: i for i, k in enumerate(found)}
-    return order
+                todo.extend(v.values())  # subschemas, not keywords
+            elif k not in ("enum", "const", "$ref", "examples", "default", "required"):
+                todo.append(v)
+        stack.extend(reversed(todo))
+    indegree = dict.fromkeys(first, 0)
+    for bs in after.values():
+        for b in bs:
+            indegree[b] += 1
+    ready = [(first[k], k) for k, n in indegree.items() if n == 0]
+    heapq.heapify(ready)
+    left = sorted(first, key=first.get)
+    out: list[str] = []
+    done: set[str] = set()
+    while len(out) < len(first):
+        if not ready:  # a cycle: the earliest name left goes first
+            k = next(k for k in left if k not in done)
+            heapq.heappush(ready, (first[k], k))
+        _, k = heapq.heappop(ready)
+        if k in done:
+            continue
+        done.add(k)
+        out.append(k)
+        for b in after.get(k, ()):
+            indegree[b] -= 1
+            if indegree[b] == 0 and b not in done:
+                heapq.heappush(ready, (first[b], b))
+    return tuple(out)
 
 
 def _place(conv, text: str) -> str:
@@ -192,7 +264,7 @@ def canon_depth(conv) -> int:
 
 def universe(conv, depth: int, extras: bool = True) -> str:
     """``U``: any canonical JSON value nested at most ``depth`` containers deep; objects
-    list keys of ``K`` in document order, then (``extras``) keys outside ``K`` (canonical
+    list keys of ``K`` in their order, then (``extras``) keys outside ``K`` (canonical
     mode only).
     """
     canon = conv.canon
@@ -251,10 +323,7 @@ class _Mode:
         conv = self.conv
         self.saved = (conv.canon, conv.ws)
         if conv.canon is None:
-            order = _document_order(conv)
-            found: dict[str, None] = {}
-            _walk_keys(self.operands, found, conv.resolve, set())
-            keys = tuple(sorted(found, key=lambda k: order.get(k, len(order))))
+            keys = _walk_keys(self.operands, conv.resolve)
             conv.canon = Canon(keys, ("canon", keys))
             conv.ws = ""
         return conv.canon
@@ -350,7 +419,7 @@ def conditional(conv, schema: dict, pointer: str, refs):
 
 def close_object(conv, schema: dict, pointer: str) -> dict:
     """``schema`` with its object keywords rewritten for canonical mode: ``properties``
-    lists the keys of ``K`` the schema accepts, in document order; keys outside ``K``
+    lists the keys of ``K`` the schema accepts, in their order; keys outside ``K``
     follow as the schema allows them (``additionalProperties`` absent is ``true`` here,
     whatever ``allow_extra_properties`` says).
 

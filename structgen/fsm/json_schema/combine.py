@@ -196,6 +196,7 @@ def merge_all_of(
         raise UnsupportedSchemaError("allOf", pointer, "tuple items in more than one subschema")
     if sum("contains" in s for s in flat) > 1:
         raise UnsupportedSchemaError("allOf", pointer, "contains in more than one subschema")
+    _properties_after_branches(flat)
     out: dict = {}
     for s in flat:
         if len(flat) > 1 and ("additionalProperties" in s or "patternProperties" in s):
@@ -204,6 +205,35 @@ def merge_all_of(
             if not _merge_key(out, key, val, pointer):
                 return False
     return out
+
+
+def _properties_after_branches(flat: list[dict]) -> None:
+    """Keep the key order of ``allOf: [.., {anyOf: [B1, ..]}, {properties: P}, ..]``: the
+    ``properties`` of the subschemas after the one holding ``anyOf``/``oneOf`` move into
+    its branches (``Bi`` becomes ``allOf: [Bi, {properties: P}]``), so that a branch's keys
+    come before ``P``'s, as the subschemas are written (the merged ``anyOf`` is converted
+    after its siblings). Exact: ``P`` holds for every instance, so it holds in every
+    branch. Done only where it changes nothing else: one subschema with ``anyOf`` or
+    ``oneOf`` (not both), and no ``additionalProperties``/``patternProperties`` (which read
+    the sibling subschemas' properties) in any subschema. Edits ``flat`` in place.
+    """
+    holders = [i for i, s in enumerate(flat) if "anyOf" in s or "oneOf" in s]
+    if len(holders) != 1 or any(
+        "additionalProperties" in s or "patternProperties" in s for s in flat
+    ):
+        return
+    i = holders[0]
+    key = "anyOf" if "anyOf" in flat[i] else "oneOf"
+    if "anyOf" in flat[i] and "oneOf" in flat[i] or not isinstance(flat[i][key], list):
+        return
+    later = [s for s in flat[i + 1 :] if isinstance(s.get("properties"), dict)]
+    if not later:
+        return
+    moved = [{"properties": s["properties"]} for s in later]
+    for j in range(i + 1, len(flat)):
+        if isinstance(flat[j].get("properties"), dict):
+            flat[j] = {k: v for k, v in flat[j].items() if k != "properties"}
+    flat[i] = {**flat[i], key: [{"allOf": [b, *moved]} for b in flat[i][key]]}
 
 
 def _conditional_as_any_of(s: dict) -> dict:
@@ -374,6 +404,9 @@ _KINDS = frozenset({"object", "array", "string", "boolean", "null", "integer", "
 NON_INTEGER = (
     r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"  # a nonzero fraction digit: never an integer
 )
+# drafts 3 and 4 type a number written with a fraction or an exponent (7.0, 1e3) as a
+# number that is not an integer (jsonschema: the parsed float is not an int)
+NON_INTEGER_DRAFT4 = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+)"
 
 
 def _kinds(schema: Any, resolve: Resolver, depth: int = 0) -> frozenset[str] | None:

@@ -21,6 +21,7 @@ from . import boolean_ops
 from .arrays import array_regex
 from .combine import (
     NON_INTEGER,
+    NON_INTEGER_DRAFT4,
     TYPES,
     merge_all_of,
     negated_types,
@@ -405,7 +406,9 @@ class JsonSchemaConverter:
             return self.convert(rest or True, pointer, refs)
         types, fraction = left
         options = [self.convert({**rest, "type": types}, pointer, refs)] if types else []
-        options = [o for o in options + [NON_INTEGER] * fraction if o is not None]
+        draft4 = self._draft in ("Draft3Validator", "Draft4Validator")
+        non_integer = NON_INTEGER_DRAFT4 if draft4 else NON_INTEGER
+        options = [o for o in options + [non_integer] * fraction if o is not None]
         return _alt(options) if options else None
 
     def _ref(self, ref: Any, pointer: str, refs: tuple[str, ...]) -> str | None:

@@ -352,6 +352,28 @@ class ByteDFA:
         return state
 
     def accepts(self, data: bytes) -> bool:
-        """Whole-string membership."""
-        state = self.walk(self.initial, data)
-        return state >= 0 and bool(self._accepting[state])
+        """Whole-string membership.
+
+        Exact without deciding emptiness: the walk follows the built transitions while
+        they reach, then derivatives alone (a term that matches nothing is never
+        nullable), so an intersection or complement costs no emptiness search here.
+        """
+        state = self.initial
+        for i, b in enumerate(data):
+            slot = self._slot[state]
+            nxt = int(self._rows[slot, b]) if slot >= 0 else self._steps.get((state << 8) | b)
+            if nxt is None:
+                return self._accepts_by_derivatives(self._terms[state], data[i:])
+            if nxt < 0:
+                return False
+            state = nxt
+        return bool(self._accepting[state])
+
+    def _accepts_by_derivatives(self, term: int, data: bytes) -> bool:
+        with self._lock:
+            arena = self.arena
+            for b in data:
+                term = arena.derivative(term, b)
+                if term == EMPTY:
+                    return False
+            return bool(arena.nullable[term])

@@ -108,3 +108,35 @@ def test_handwritten_allany6_compiles_non_strict() -> None:
     assert any("'not'" in w for w in grammar.warnings), grammar.warnings
     with pytest.raises(UnsupportedSchemaError):
         compile_json_schema(schema)
+
+
+def test_branch_keys_come_before_later_subschemas_properties() -> None:
+    # allOf: [{anyOf/oneOf branches}, {properties}] writes a branch's keys first, as the
+    # subschemas are written (MaskBench Github_trivial o64859, Github_medium o60846)
+    for key in ("anyOf", "oneOf"):
+        branches = [
+            {"properties": {"state": {"const": "run"}, "n": {"type": "integer"}}},
+            {"properties": {"state": {"const": "stop"}}, "required": ["state"]},
+        ]
+        schema = {
+            "type": "object",
+            "allOf": [
+                {"properties": {"id": {"type": "integer"}}},
+                {key: branches},
+                {"properties": {"builder": {"type": "string"}}, "required": ["builder"]},
+            ],
+        }
+        grammar = compile_json_schema(schema)
+        validator = jsonschema.Draft202012Validator(schema)
+        good = ['{"id":1,"state":"run","n":2,"builder":"b"}', '{"state":"stop","builder":"b"}']
+        bad = [
+            '{"id":1,"builder":"b","state":"run"}',  # valid value, but not in schema order
+            '{"state":"run","n":"x","builder":"b"}',
+            '{"state":"stop"}',
+            '{"id":1,"state":"run","n":2,"builder":3}',
+        ]
+        for text in good:
+            assert validator.is_valid(json.loads(text)) and grammar.matches(text), text
+        for text in bad[1:]:
+            assert not validator.is_valid(json.loads(text)) and not grammar.matches(text), text
+        assert validator.is_valid(json.loads(bad[0])) and not grammar.matches(bad[0])

@@ -135,9 +135,41 @@ def test_one_of_value_valid_under_both_in_either_order():
     }
     schema = {"type": "object", "oneOf": [b1, b2]}
     g = compile_json_schema(schema)
-    # one document-wide key order: a before b
+    # one key order: the branches disagree (a, b and b, a), so first appearance: a before b
     assert not g.matches('{"a":1,"b":2}') and not g.matches('{"b":2,"a":1}')
     assert_agrees_with_jsonschema(g, schema, ['{"a":1}', '{"b":1}'], ['{"a":1,"b":2}', "{}"])
+
+
+def test_one_key_order_keeps_each_objects_own_order_where_they_agree():
+    # K's order is topological over every object's own key order (MaskBench GeoJSON
+    # o69248: crs lists type, properties; a feature type, geometry, properties): each
+    # object is written in its schema order, not in the names' first appearance
+    crs = {
+        "type": "object",
+        "properties": {"type": {"enum": ["name", "link"]}, "properties": {"type": "object"}},
+        "required": ["type"],
+    }
+    feature = {
+        "type": "object",
+        "properties": {
+            "type": {"const": "Feature"},
+            "geometry": {"type": "integer"},
+            "properties": {"type": "object"},
+            "crs": {"oneOf": [{"type": "null"}, crs]},
+        },
+        "required": ["type", "geometry"],
+    }
+    schema = {"oneOf": [{"type": "null"}, crs, feature]}
+    g = compile_json_schema(schema, allow_extra_properties=True)
+    good = [
+        '{"type":"Feature","geometry":1,"properties":{},"crs":null}',
+        '{"type":"Feature","geometry":1,"crs":{"type":"name","properties":{}}}',
+        '{"type":"link","properties":{}}',
+    ]
+    for text in good:
+        assert dump(canonical(json.loads(text), schema, schema)) == text
+    bad = ['{"type":"Feature","geometry":"g"}', '{"geometry":1}', '{"type":1}']
+    assert_agrees_with_jsonschema(g, schema, good, bad)
 
 
 def test_one_of_of_untyped_object_branches_is_their_union_over_objects():
@@ -238,9 +270,11 @@ def _declared(schema) -> list[str]:
 
 
 def _in_document_order(value, order: dict[str, int]):
-    """``value`` with object keys as ``boolean_ops`` writes them: declared keys in the
-    document's first-appearance order, then the others as they come. (``canonical``
-    orders by the branches an instance matches, which differ between operands.)
+    """``value`` with object keys in the document's first-appearance order, then the others
+    as they come: ``boolean_ops``' order wherever every object's own key order agrees with
+    first appearance (the suite's schemas; a mismatch rejects a valid value, so the test
+    fails). (``canonical`` orders by the branches an instance matches, which differ
+    between operands.)
     """
     if isinstance(value, list):
         return [_in_document_order(v, order) for v in value]

@@ -1,5 +1,6 @@
 """``not`` of a boolean or of a schema made of ``type``/``not``/``$ref``: the types left
-(``not: {type: integer}`` leaves the numbers with a nonzero fraction digit), intersected
+(``not: {type: integer}`` leaves the numbers with a nonzero fraction digit; under drafts 3
+and 4, every number written with a fraction or an exponent), intersected
 with the sibling ``type``. ``jsonschema`` is the reference: every accepted text is valid,
 every listed valid text is accepted; other ``not`` stays a strict error. Also ``if``/``then``/
 ``else`` where no instance is needed to decide (no ``if``, no branch, ``if`` a boolean)."""
@@ -15,6 +16,7 @@ from structgen.fsm import compile_json_schema
 from .._reference import assert_agrees_with_jsonschema
 from .._reference import jsonschema_valid as _valid
 
+DRAFT4 = "http://json-schema.org/draft-04/schema#"
 TEXTS = [
     "1",
     "-3",
@@ -40,6 +42,9 @@ CASES = [
     ({"not": False}, ["1", '"s"', "[1]", '{"a":1}']),
     ({"not": {"type": "string"}, "type": ["string", "integer"]}, ["1", "-3"]),
     ({"not": {"type": "integer"}, "type": "number"}, ["2.5", "-0.5"]),
+    # drafts 3 and 4: 7.0 and 1e2 are numbers that are not integers
+    ({"$schema": DRAFT4, "not": {"type": "integer"}}, ["7.0", "1e2", "-0.0", "2.5", '"s"']),
+    ({"$schema": DRAFT4, "not": {"type": "integer"}, "type": "number"}, ["1.0", "1.5e1"]),
     (
         {
             "not": {"$ref": "#/$defs/s"},
@@ -76,6 +81,7 @@ def test_not_of_types_agrees_with_jsonschema(schema, good) -> None:
         ),
         ({"not": {"type": "integer"}, "minimum": 2}, ["2.5", '"s"'], ["2", "1.5", "7"]),
         ({"not": {"minimum": 3}}, ["2", "-1.5"], ["3", "4.5", '"s"', "null"]),
+        ({"$schema": DRAFT4, "not": {"type": "integer"}, "minimum": 2}, ["7.0"], ["7", "1.0"]),
     ],
 )
 def test_other_not_is_exact(schema, good, bad) -> None:

@@ -136,8 +136,10 @@ def _canonical(value, schema, root):
     schema = _resolve(schema, root)
     if isinstance(schema, dict) and "anyOf" in schema:
         for branch in schema["anyOf"]:
+            # the branch alone, with the root's $defs in scope (not the root's own
+            # assertions: a nested anyOf branch under "type": "array" matched nothing)
             if jsonschema.Draft202012Validator(
-                {**root, **branch} if "$defs" in root else branch
+                {"$defs": root["$defs"], **branch} if "$defs" in root else branch
             ).is_valid(value):
                 return _canonical(value, branch, root)
         return value

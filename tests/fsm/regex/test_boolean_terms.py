@@ -188,7 +188,11 @@ def test_emptiness_search_deadline():
     arena.deadline = 0.0  # long past: the search stops at its first time check
     with pytest.raises(GrammarTooComplexError, match="time budget"):
         arena.is_empty(t)
+    arena.search_seconds = 0.0  # no compile budget (matching): each search has its own
     arena.deadline = None
+    with pytest.raises(GrammarTooComplexError, match="EMPTY_SEARCH_SECONDS"):
+        arena.is_empty(t)
+    arena.search_seconds = 60.0
     assert arena.is_empty(t)  # (dd){100} lies inside d{200}
 
 
@@ -212,3 +216,26 @@ def test_emptiness_is_decided_from_the_parts():
         dfa = ByteDFA(arena, t)
         assert dfa.explore()
         assert any(dfa.is_accepting(s) for s in range(dfa.num_states)) == (not arena.is_empty(t))
+
+
+def test_accepts_needs_no_emptiness_search(monkeypatch):
+    # matches() walks derivatives past the built transitions: exact (a term matching
+    # nothing is never nullable) with no emptiness search, which could run for seconds
+    # per state (MaskBench Github_hard o21819 hung in matches())
+    arena = TermArena()
+    digit = arena.byteset(sum(1 << c for c in range(48, 58)))
+    pairs = arena.repeat(arena.concat(digit, digit), 1, 100)
+    t = arena.intersect([pairs, arena.complement(arena.repeat(digit, 4, 4))])
+    dfa = ByteDFA(arena, t)
+
+    def no_search(term):
+        raise AssertionError("an emptiness search")
+
+    monkeypatch.setattr(arena, "is_empty", no_search)
+    for n in range(0, 12):
+        assert dfa.accepts(b"7" * n) == (n % 2 == 0 and n > 0 and n != 4), n
+    assert not dfa.accepts(b"7a") and not dfa.accepts(b"a")
+    monkeypatch.undo()
+    assert dfa.explore()  # built rows are used as far as they reach: same answers
+    for n in range(0, 12):
+        assert dfa.accepts(b"7" * n) == (n % 2 == 0 and n > 0 and n != 4), n

@@ -81,7 +81,9 @@ class TokenIndex:
         # state -> [mask in masks.row_form, used since the last eviction pass]; a
         # subset of _masks (dropped with it); see fill_form
         self.fill_forms: dict[int, list] = {}
-        self._lexical = getattr(vocab, "lexical_masks", None)  # shared head parts
+        # shared head parts: automata of derivative terms only (not a CFG's automaton)
+        is_terms = isinstance(dfa, ByteDFA)
+        self._lexical = getattr(vocab, "lexical_masks", None) if is_terms else None
         self._lexical_keys: dict[int, tuple[bytes, int] | None] = {}  # state -> key
         self._head_digests: dict[int, bytes] = {}  # term -> head_key digest (this arena)
 
@@ -192,9 +194,17 @@ class TokenIndex:
             mask = part.copy()
             exit_trie.walk(self.dfa, state, None, mask)
             return mask
-        mask = np.zeros(self.num_words, np.int32)
-        self._trie.walk(self.dfa, state, None, mask)
+        mask = self._walk_whole(state, None)
         lex.put(key, mask & ~holds)
+        return mask
+
+    def _walk_whole(self, state: int, nxt: np.ndarray | None) -> np.ndarray:
+        """The whole trie walked from ``state`` (its row built whole first: the first
+        level reads nearly every byte class); a fresh int32 mask.
+        """
+        self.dfa.row(state)
+        mask = np.zeros(self.num_words, np.int32)
+        self._trie.walk(self.dfa, state, nxt, mask)  # never-allowed ids are not in the trie
         return mask
 
     def _walk(self, state: int, nxt: np.ndarray | None) -> np.ndarray:
@@ -203,8 +213,7 @@ class TokenIndex:
         if nxt is None and self._lexical is not None:
             mask = self._walk_split(state)
         if mask is None:
-            mask = np.zeros(self.num_words, np.int32)
-            self._trie.walk(self.dfa, state, nxt, mask)  # never-allowed ids are not in the trie
+            mask = self._walk_whole(state, nxt)
         if self.dfa.is_accepting(state):
             if nxt is not None:
                 nxt[self._eos] = state

@@ -99,8 +99,9 @@ class ByteDFA:
         self._partitions: dict[tuple[int, frozenset[int]], list[tuple[int, object]]] = {}
         self._masks: dict[int, np.ndarray] = {}
         self._steps: dict[int, int] = {}  # (state << 8 | byte) -> state, for walks
-        # state -> the classes of its row still PENDING: [(representative, where)]
-        self._pending: dict[int, list[tuple[int, object]]] = {}
+        # state -> [classes, class of each byte (-1: none), derived flags, classes left]
+        self._pending: dict[int, list] = {}
+        self._class_of: dict[int, list[int]] = {}  # id(classes of _partitions) -> [256]
         cap = 64
         self._rows = np.full((cap, 256), -1, np.int32)  # [row slot, byte] -> state
         self._slot = np.full(cap, -1, np.int64)  # [state] -> row slot, -1 = not built
@@ -226,7 +227,15 @@ class ByteDFA:
         if lazy and len(classes) > 1 and not boolean:
             for _, where in classes:
                 row[where] = PENDING
-            self._pending[state] = list(classes)  # before the slot is published
+            class_of = self._class_of.get(id(classes))
+            if class_of is None:
+                class_of = [-1] * 256
+                for k, (_, where) in enumerate(classes):
+                    for byte in [where] if isinstance(where, int) else np.flatnonzero(where):
+                        class_of[int(byte)] = k
+                self._class_of[id(classes)] = class_of
+            # before the slot is published
+            self._pending[state] = [classes, class_of, bytearray(len(classes)), len(classes)]
             self._num_rows += 1
             self._slot[state] = slot
             return
@@ -241,34 +250,30 @@ class ByteDFA:
 
     def _derive_class(self, state: int, byte: int) -> None:
         """Derive the ``PENDING`` class of ``byte`` in the row of ``state`` (under the lock)."""
-        classes = self._pending.get(state)
-        if not classes:
+        entry = self._pending.get(state)
+        if entry is None:
             return
-        k = next(
-            (
-                i
-                for i, (_, w) in enumerate(classes)
-                if (w == byte if isinstance(w, int) else w[byte])
-            ),
-            -1,
-        )
-        if k < 0:
+        classes, class_of, derived, _ = entry
+        k = class_of[byte]
+        if k < 0 or derived[k]:
             return
         b, where = classes[k]
         d = self.arena.derivative(self._terms[state], b)
         nxt = -1 if d == EMPTY or self.arena.is_empty(d) else self._state_of(d)
         self._rows[self._slot[state]][where] = nxt
-        del classes[k]
-        if not classes:
+        derived[k] = 1
+        entry[3] -= 1
+        if not entry[3]:
             del self._pending[state]
 
     def _derive_all(self, state: int) -> None:
         """Derive every ``PENDING`` class of the row of ``state`` (under the lock)."""
-        classes = self._pending.get(state)
-        while classes:
-            b = classes[-1][0]
-            self._derive_class(state, b)
-            classes = self._pending.get(state)
+        entry = self._pending.get(state)
+        if entry is None:
+            return
+        for k, (b, _) in enumerate(entry[0]):
+            if not entry[2][k]:
+                self._derive_class(state, b)
 
     def row(self, state: int) -> np.ndarray:
         """int32 ``[256]``: next state per byte (-1 = dead), built on first use (whole:

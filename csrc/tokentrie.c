@@ -455,5 +455,12 @@ PyMODINIT_FUNC PyInit__tokentrie(void) {
     str_version = PyUnicode_InternFromString("_version");
     str_data_ptr = PyUnicode_InternFromString("data_ptr");
     if (!str_version || !str_data_ptr) return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* the walks read PENDING row entries (ByteDFA rows built for them): an extension without
+     * this constant would take them for dead bytes, so trie.py builds whole rows for it */
+    if (m && PyModule_AddIntConstant(m, "PENDING", PENDING) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

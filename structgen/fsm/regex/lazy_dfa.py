@@ -336,6 +336,17 @@ class ByteDFA:
             tables = self._tables = (rows, slot)
         return tables
 
+    def row_tables_whole(self, state: int = -1) -> tuple[np.ndarray, np.ndarray]:
+        """``row_tables`` with the row of ``state`` built whole (no ``PENDING`` entry in
+        it): for a C walk built before ``PENDING`` existed (``trie.py`` picks it).
+
+        Raises:
+            GrammarTooComplexError: building the row exceeded a budget.
+        """
+        if state >= 0:
+            self.row(state)
+        return self.row_tables()
+
     def gather(self, states: np.ndarray, data: np.ndarray) -> np.ndarray:
         """int32 ``[n]``: the next state of ``states[i]`` on byte ``data[i]`` (-1 = dead),
         building the missing rows in one batch (a level step of the numpy token-trie walk).

@@ -189,3 +189,14 @@ def test_real_schemas_share_entries_on_smollm2(smollm2_vocab) -> None:
     for g, prefix in ((a, b'{"city":"Z\xc3\xbcr'), (b, b'["a","\\"x')):
         _check(g, smollm2_vocab, prefix)
     assert lex.hits >= hits + 2
+
+
+def test_whole_rows_for_a_walk_without_pending(vocab, monkeypatch) -> None:
+    """A C walk built before PENDING existed is handed whole rows (``row_tables_whole``)."""
+    from structgen.fsm.index import trie
+
+    monkeypatch.setattr(trie, "_READS_PENDING", False)
+    g = compile_json_schema({"type": "array", "items": {"type": "string"}}, vocab)
+    for prefix in (b'["', b'["a\\u00', b'["x","\xc3'):
+        _check(g, vocab, prefix)
+    assert not g.dfa._pending  # every row built whole

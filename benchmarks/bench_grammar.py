@@ -55,21 +55,29 @@ def pct(xs, q):
 # ---------------------------------------------------------------------------- engines
 class Structgen:
     name = "structgen"
+    share_lexical = True  # the masks' shared head parts (fsm/index/lexical_masks.py)
 
     def __init__(self, tok):
         from structgen.fsm import Vocabulary
+        from structgen.fsm.index.lexical_masks import LexicalMaskCache
 
         self.vocab = Vocabulary.from_tokenizer(tok)
         self.words = (self.vocab.vocab_size + 31) // 32
         # the vocabulary's token trie and id tables, built once per vocabulary (lazily, by the
-        # first compile otherwise: ~0.35 s at 150k tokens): per-tokenizer preprocessing, as the
-        # peers' TokenizerInfo / LLTokenizer constructors do theirs, not per-schema compile time
+        # first compile otherwise: ~0.35 s at 150k tokens), and the pinned head parts of the
+        # JSON string interiors: per-tokenizer preprocessing, as the peers' TokenizerInfo /
+        # LLTokenizer constructors do theirs, not per-schema compile time
         _ = self.vocab.token_trie, self.vocab.index_tables
+        if self.share_lexical:
+            self.vocab.lexical_masks.prepare()
+        else:
+            self.vocab.lexical_masks = LexicalMaskCache(self.vocab, 0, auto_prepare=False)
 
     def compile(self, schema):
         from structgen.fsm import clear_cache, compile_json_schema
 
         clear_cache()
+        self.vocab.lexical_masks.clear()  # cold-empty: no head part an earlier schema stored
         # the spec's reading of a schema silent on additionalProperties (extra keys allowed,
         # as the peers and the corpus tests do): the bench counts spec-valid instances
         return compile_json_schema(schema, self.vocab, strict=False, allow_extra_properties=True)
@@ -191,7 +199,17 @@ class OutlinesCore:
         return m.is_finished() or self.eos in m.get_tokens()
 
 
+class StructgenWhole(Structgen):
+    """structgen with the shared head parts off (no entries, nothing pinned): every first
+    mask walks the whole token trie; only in ``--cold`` runs that name it in
+    ``--cold-engines`` (the before / after of the split in one interleaved run)."""
+
+    name = "structgen-whole"
+    share_lexical = False
+
+
 ENGINES = [Structgen, XGrammar, LLGuidance, OutlinesCore]
+COLD_ONLY_ENGINES = [StructgenWhole]
 
 
 # ---------------------------------------------------------------------------- data
@@ -709,6 +727,7 @@ class BatchStructgen:
         from structgen.fsm import clear_cache, compile_json_schema
 
         clear_cache()  # cold-empty: nothing cached from an earlier schema or run
+        self.base.vocab.lexical_masks.clear()
         return [
             compile_json_schema(s, self.base.vocab, strict=False, allow_extra_properties=True)
             for s in schemas
@@ -1078,7 +1097,7 @@ class _Fresh:
 
     def compile(self, schema):
         eng = self.eng
-        if self.mode == "cold-shared" and eng.name == "structgen":
+        if self.mode == "cold-shared" and eng.name.startswith("structgen"):
             from structgen.fsm import compile_json_schema
 
             return compile_json_schema(schema, eng.vocab, strict=False, allow_extra_properties=True)
@@ -1127,6 +1146,9 @@ def cold_run(engines: dict, tok, cases, repeats: int = 3, seed: int = 0) -> dict
             from structgen.fsm import clear_cache
 
             clear_cache()  # the shared mode starts from nothing and keeps what it builds
+            for eng in engines.values():
+                if hasattr(eng, "vocab"):
+                    eng.vocab.lexical_masks.clear()
         for i in tqdm(order[mode], desc=mode, leave=False):
             label, schema, text = cases[i]
             ids = tok.encode(text, add_special_tokens=False)
@@ -1292,8 +1314,9 @@ def cold_main(args, toks: dict) -> str:
         tok = make()
         label = getattr(tok, "bench_label", label)
         engines, setup_s = {}, {}
-        for cls in ENGINES:
-            if args.cold_engines and cls.name not in args.cold_engines.split(","):
+        for cls in ENGINES + COLD_ONLY_ENGINES:
+            wanted = args.cold_engines.split(",") if args.cold_engines else None
+            if (wanted or cls in COLD_ONLY_ENGINES) and cls.name not in (wanted or ()):
                 continue
             try:
                 t0 = time.perf_counter()

@@ -21,6 +21,8 @@
  *     row_tables(s) -> (rows int32 [slots, 256], slot int64 [capacity]): the DFA's tables,
  *            after building the row of state s when s >= 0 (ByteDFA.row_tables); called
  *            once at the start (s = -1) and whenever a state without a built row is met.
+ *            A row entry PENDING (-2) is a byte class not derived yet: row_tables(s, b) is
+ *            called to derive the class of byte b in the row of s.
  *   returns the number of live nodes visited.
  *
  *   walk_bytes(data, state, row_tables) -> state after the bytes, -1 if dead (one token's
@@ -70,12 +72,18 @@ static void tables_release(Tables *t) {
     }
 }
 
-/* Call row_tables(s) and hold the two buffers it returns. 0 on success, -1 with an error set. */
-static int tables_fetch(Tables *t, PyObject *fn, long s) {
-    PyObject *arg = PyLong_FromLong(s);
-    if (!arg) return -1;
-    PyObject *res = PyObject_CallOneArg(fn, arg);
-    Py_DECREF(arg);
+/* Call row_tables(s), or row_tables(s, b) when b >= 0 (derive the pending class of byte b in
+ * the row of s), and hold the two buffers it returns. 0 on success, -1 with an error set. */
+static int tables_fetch_byte(Tables *t, PyObject *fn, long s, long b) {
+    PyObject *res;
+    if (b < 0) {
+        PyObject *arg = PyLong_FromLong(s);
+        if (!arg) return -1;
+        res = PyObject_CallOneArg(fn, arg);
+        Py_DECREF(arg);
+    } else {
+        res = PyObject_CallFunction(fn, "ll", s, b);
+    }
     if (!res) return -1;
     tables_release(t);
     if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2) {
@@ -96,6 +104,10 @@ static int tables_fetch(Tables *t, PyObject *fn, long s) {
     Py_DECREF(res); /* the buffers keep the arrays alive */
     return 0;
 }
+
+static int tables_fetch(Tables *t, PyObject *fn, long s) { return tables_fetch_byte(t, fn, s, -1); }
+
+#define PENDING (-2) /* a row entry whose byte class is not derived yet (ByteDFA.PENDING) */
 
 static int get(PyObject *obj, Py_buffer *b, int writable, Py_ssize_t itemsize, const char *name) {
     if (PyObject_GetBuffer(obj, b, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0)
@@ -158,6 +170,21 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
             rowp[d - 1] = row;
         }
         int32_t nxt = row[byte[i]];
+        if (nxt == PENDING) { /* derive the byte's class, refetch the tables, drop cached rows */
+            int32_t s = stack[d - 1];
+            PyEval_RestoreThread(ts);
+            if (tables_fetch_byte(t, fn, s, byte[i]) < 0) return -1;
+            for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
+            row = row_of(t, s);
+            if (!row || row[byte[i]] == PENDING) {
+                PyErr_Format(PyExc_ValueError, "row_tables(%d, %d) did not derive the class",
+                             (int)s, (int)byte[i]);
+                return -1;
+            }
+            rowp[d - 1] = row;
+            nxt = row[byte[i]];
+            ts = PyEval_SaveThread();
+        }
         if (nxt < 0) {
             Py_ssize_t j = skip[i];
             if (j <= i) {
@@ -272,7 +299,24 @@ static PyObject *walk_bytes(PyObject *self, PyObject *const *args, Py_ssize_t na
                 break;
             }
         }
-        s = ((const int32_t *)t.rows.buf)[r * 256 + p[i]];
+        int32_t nxt = ((const int32_t *)t.rows.buf)[r * 256 + p[i]];
+        if (nxt == PENDING) {
+            if (tables_fetch_byte(&t, args[2], s, p[i]) < 0) {
+                failed = 1;
+                break;
+            }
+            n_slot = t.slot.len / 8;
+            n_rows = t.rows.len / (256 * 4);
+            r = s < n_slot ? ((const int64_t *)t.slot.buf)[s] : -1;
+            nxt = (r < 0 || r >= n_rows) ? PENDING : ((const int32_t *)t.rows.buf)[r * 256 + p[i]];
+            if (nxt == PENDING) {
+                PyErr_Format(PyExc_ValueError, "row_tables(%ld, %d) did not derive the class", s,
+                             (int)p[i]);
+                failed = 1;
+                break;
+            }
+        }
+        s = nxt;
     }
     tables_release(&t);
     PyBuffer_Release(&data);
@@ -411,5 +455,12 @@ PyMODINIT_FUNC PyInit__tokentrie(void) {
     str_version = PyUnicode_InternFromString("_version");
     str_data_ptr = PyUnicode_InternFromString("data_ptr");
     if (!str_version || !str_data_ptr) return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* the walks read PENDING row entries (ByteDFA rows built for them): an extension without
+     * this constant would take them for dead bytes, so trie.py builds whole rows for it */
+    if (m && PyModule_AddIntConstant(m, "PENDING", PENDING) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -17,6 +17,8 @@ from collections import OrderedDict
 import numpy as np
 
 from ..regex.dfa import ByteDFA
+from ..regex.terms import CONCAT
+from .lexical_masks import MIN_HEAD_BYTES, head_key
 from .masks import row_form
 from .trie import set_bits, walk_bytes
 from .vocabulary import Vocabulary
@@ -79,6 +81,11 @@ class TokenIndex:
         # state -> [mask in masks.row_form, used since the last eviction pass]; a
         # subset of _masks (dropped with it); see fill_form
         self.fill_forms: dict[int, list] = {}
+        # shared head parts: automata of derivative terms only (not a CFG's automaton)
+        is_terms = isinstance(dfa, ByteDFA)
+        self._lexical = getattr(vocab, "lexical_masks", None) if is_terms else None
+        self._lexical_keys: dict[int, tuple[bytes, int] | None] = {}  # state -> key
+        self._head_digests: dict[int, bytes] = {}  # term -> head_key digest (this arena)
 
     def next_states(self, state: int) -> np.ndarray:
         """int32 ``[vocab_size]``: state after each token from ``state``, -1 = not allowed.
@@ -147,10 +154,66 @@ class TokenIndex:
                 continue
             forms.pop(old, None)
 
-    def _walk(self, state: int, nxt: np.ndarray | None) -> np.ndarray:
-        """The read-only mask of ``state``; fills ``nxt`` (if given) as ``next_states``."""
+    def lexical_key(self, state: int) -> tuple[bytes, int] | None:
+        """``(head digest, exit mask)``: the key of ``state``'s head part in the
+        vocabulary's ``LexicalMaskCache`` (``lexical_masks.py``), or None when the state's
+        term is no ``CONCAT(head, rest)`` without intersection or complement whose head
+        ``MIN_HEAD_BYTES`` bytes or more can start. Memoised per state. Raises: never.
+        """
+        hit = self._lexical_keys.get(state, False)
+        if hit is not False:
+            return hit
+        arena = self.dfa.arena
+        term = self.dfa.term(state)
+        key = None
+        if arena.kind[term] == CONCAT and not arena.has_boolean(term):
+            head, rest = arena.args[term]
+            if arena.first[head].bit_count() >= MIN_HEAD_BYTES:
+                digest = head_key(arena, head, self._trie.max_depth, self._head_digests)
+                if digest is not None:
+                    key = (digest, arena.first[rest])
+        self._lexical_keys[state] = key
+        return key
+
+    def _walk_split(self, state: int) -> np.ndarray | None:
+        """The trie-walk mask of ``state`` as head part | exit part (``lexical_masks.py``):
+        the head part from the shared cache (on a miss, one whole walk stores it), the exit
+        tokens walked on their own trie; None when the state has no split that pays.
+        """
+        lex = self._lexical
+        lex.ensure_prepared()
+        key = self.lexical_key(state)
+        if key is None:
+            return None
+        tables = lex.exit_tables(key[1])
+        if tables is None:
+            return None
+        exit_trie, holds = tables
+        part = lex.get(key)
+        if part is not None:
+            mask = part.copy()
+            exit_trie.walk(self.dfa, state, None, mask)
+            return mask
+        mask = self._walk_whole(state, None)
+        lex.put(key, mask & ~holds)
+        return mask
+
+    def _walk_whole(self, state: int, nxt: np.ndarray | None) -> np.ndarray:
+        """The whole trie walked from ``state`` (its row built whole first: the first
+        level reads nearly every byte class); a fresh int32 mask.
+        """
+        self.dfa.row(state)
         mask = np.zeros(self.num_words, np.int32)
         self._trie.walk(self.dfa, state, nxt, mask)  # never-allowed ids are not in the trie
+        return mask
+
+    def _walk(self, state: int, nxt: np.ndarray | None) -> np.ndarray:
+        """The read-only mask of ``state``; fills ``nxt`` (if given) as ``next_states``."""
+        mask = None
+        if nxt is None and self._lexical is not None:
+            mask = self._walk_split(state)
+        if mask is None:
+            mask = self._walk_whole(state, nxt)
         if self.dfa.is_accepting(state):
             if nxt is not None:
                 nxt[self._eos] = state

@@ -38,6 +38,17 @@ except ImportError:  # pragma: no cover - exercised when the extension is missin
 __all__ = ["TokenTrie", "HAVE_C_WALK", "set_bits", "use_extension", "walk_bytes"]
 
 HAVE_C_WALK = _EXT is not None  # the extension is built
+# the extension reads PENDING row entries (csrc/tokentrie.c); an older build gets whole rows
+_READS_PENDING = hasattr(_EXT, "PENDING")
+
+
+def _tables(dfa):
+    """The row-tables callback the C walks call for ``dfa``."""
+    if _READS_PENDING:
+        return dfa.row_tables
+    return getattr(dfa, "row_tables_whole", dfa.row_tables)
+
+
 _c = _EXT  # the C walk in use, None: numpy (use_extension; tests swap it)
 
 
@@ -116,7 +127,7 @@ def walk_bytes(dfa, state: int, data: bytes) -> int:
     """
     if _c is None:
         return dfa.walk(state, data)
-    return _c.walk_bytes(data, int(state), dfa.row_tables)
+    return _c.walk_bytes(data, int(state), _tables(dfa))
 
 
 class TokenTrie:
@@ -223,7 +234,7 @@ class TokenTrie:
                     out,
                     mask,
                     int(state),
-                    dfa.row_tables,
+                    _tables(dfa),
                 )
             else:
                 if out is None:

@@ -26,6 +26,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .lexical_masks import LexicalMaskCache
 from .trie import TokenTrie
 
 __all__ = ["Vocabulary", "bytes_to_unicode", "special_token_marker", "MARKER_BYTE"]
@@ -183,6 +184,13 @@ class Vocabulary:
         once per vocabulary; see ``trie.py``).
         """
         return TokenTrie.build(self.token_bytes, self.index_tables[0])
+
+    @cached_property
+    def lexical_masks(self) -> LexicalMaskCache:
+        """The masks' head parts shared by every grammar of this vocabulary (the inside of
+        a JSON string, say; see ``lexical_masks.py``), an LRU bounded in bytes.
+        """
+        return LexicalMaskCache(self)
 
     @classmethod
     def from_tokenizer(cls, tokenizer, eos_token_ids: Iterable[int] | None = None) -> Vocabulary:

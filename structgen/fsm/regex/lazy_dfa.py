@@ -29,6 +29,15 @@ Storage: per discovered state a term, an accepting flag, a live-byte count and a
 row slot; the int32 ``[256]`` rows live in a separate table with one slot per built
 row, so states found by walks cost no table memory.
 
+Classes derived on demand: the rows the token-trie walk asks for (``row_tables``) are
+built with their live classes ``PENDING`` (-2) and each class derived when the walk first
+reads one of its bytes (``row_tables(state, byte)``): below the trie's first level a state
+meets the bytes of a few children only, so the UTF-8 lead classes of a string state, say,
+are never derived unless a token holds such a byte. ``row``, ``gather``, ``step``, ``walk``
+and ``explore`` never show ``PENDING``: they derive what they read (``row`` and ``gather``
+the whole row). Terms with intersection or complement get whole rows (their live-byte
+count is read from the row).
+
 Thread safety: every mutation happens under one lock; reads of built rows are
 lock-free (a row is written before its slot is published).
 """
@@ -43,10 +52,11 @@ import numpy as np
 from ...errors import GrammarTooComplexError
 from .terms import EMPTY, TermArena, refine_classes
 
-__all__ = ["ByteDFA", "DEFAULT_MAX_STATES", "DEFAULT_MAX_SECONDS"]
+__all__ = ["ByteDFA", "DEFAULT_MAX_STATES", "DEFAULT_MAX_SECONDS", "PENDING"]
 
 DEFAULT_MAX_STATES = 200_000
 DEFAULT_MAX_SECONDS = 10.0
+PENDING = -2  # a row entry whose byte class is not derived yet (rows built for the trie walk)
 
 
 def _mask_bits(mask: int) -> np.ndarray:
@@ -89,6 +99,9 @@ class ByteDFA:
         self._partitions: dict[tuple[int, frozenset[int]], list[tuple[int, object]]] = {}
         self._masks: dict[int, np.ndarray] = {}
         self._steps: dict[int, int] = {}  # (state << 8 | byte) -> state, for walks
+        # state -> [classes, class of each byte (-1: none), derived flags, classes left]
+        self._pending: dict[int, list] = {}
+        self._class_of: dict[int, list[int]] = {}  # id(classes of _partitions) -> [256]
         cap = 64
         self._rows = np.full((cap, 256), -1, np.int32)  # [row slot, byte] -> state
         self._slot = np.full(cap, -1, np.int64)  # [state] -> row slot, -1 = not built
@@ -191,7 +204,10 @@ class ByteDFA:
         self._partitions[key] = out
         return out
 
-    def _build_row(self, state: int) -> None:
+    def _build_row(self, state: int, lazy: bool = False) -> None:
+        """Build the row of ``state``; ``lazy``: live classes left ``PENDING`` (a literal's
+        one class and terms with intersection or complement are derived at once).
+        """
         if self._num_rows >= self.max_states:
             raise GrammarTooComplexError(
                 f"automaton exceeds {self.max_states} states (rows built); simplify the "
@@ -207,25 +223,70 @@ class ByteDFA:
             classes = [(first.bit_length() - 1, first.bit_length() - 1)] if first else []
         else:
             classes = self._live_classes(term, first)
+        boolean = arena.has_boolean(term)
+        if lazy and len(classes) > 1 and not boolean:
+            for _, where in classes:
+                row[where] = PENDING
+            class_of = self._class_of.get(id(classes))
+            if class_of is None:
+                class_of = [-1] * 256
+                for k, (_, where) in enumerate(classes):
+                    for byte in [where] if isinstance(where, int) else np.flatnonzero(where):
+                        class_of[int(byte)] = k
+                self._class_of[id(classes)] = class_of
+            # before the slot is published
+            self._pending[state] = [classes, class_of, bytearray(len(classes)), len(classes)]
+            self._num_rows += 1
+            self._slot[state] = slot
+            return
         for b, where in classes:
             d = arena.derivative(term, b)
             if d != EMPTY and not arena.is_empty(d):
                 row[where] = self._state_of(d)
-        if arena.has_boolean(term):  # ``first`` over-approximates: count the live bytes
+        if boolean:  # ``first`` over-approximates: count the live bytes
             self._num_out[state] = int((row >= 0).sum())
         self._num_rows += 1
         self._slot[state] = slot
 
+    def _derive_class(self, state: int, byte: int) -> None:
+        """Derive the ``PENDING`` class of ``byte`` in the row of ``state`` (under the lock)."""
+        entry = self._pending.get(state)
+        if entry is None:
+            return
+        classes, class_of, derived, _ = entry
+        k = class_of[byte]
+        if k < 0 or derived[k]:
+            return
+        b, where = classes[k]
+        d = self.arena.derivative(self._terms[state], b)
+        nxt = -1 if d == EMPTY or self.arena.is_empty(d) else self._state_of(d)
+        self._rows[self._slot[state]][where] = nxt
+        derived[k] = 1
+        entry[3] -= 1
+        if not entry[3]:
+            del self._pending[state]
+
+    def _derive_all(self, state: int) -> None:
+        """Derive every ``PENDING`` class of the row of ``state`` (under the lock)."""
+        entry = self._pending.get(state)
+        if entry is None:
+            return
+        for k, (b, _) in enumerate(entry[0]):
+            if not entry[2][k]:
+                self._derive_class(state, b)
+
     def row(self, state: int) -> np.ndarray:
-        """int32 ``[256]``: next state per byte (-1 = dead), built on first use.
+        """int32 ``[256]``: next state per byte (-1 = dead), built on first use (whole:
+        never ``PENDING``).
 
         Raises:
             GrammarTooComplexError: building it exceeded a budget.
         """
-        if self._slot[state] < 0:
+        if self._slot[state] < 0 or state in self._pending:
             with self._lock:
                 if self._slot[state] < 0:
                     self._build_row(state)
+                self._derive_all(state)
         row = self._rows[self._slot[state]]
         row.flags.writeable = False
         return row
@@ -233,19 +294,27 @@ class ByteDFA:
     def ensure_rows(self, states: np.ndarray) -> None:
         """Build the rows of every state in ``states`` (int ``[n]``) that lacks one."""
         missing = states[self._slot[states] < 0]
+        pending = self._pending
+        if pending:
+            missing = np.unique(states)
+            missing = missing[[s in pending or self._slot[s] < 0 for s in missing.tolist()]]
         if missing.size == 0:
             return
         with self._lock:
             for s in np.unique(missing).tolist():
                 if self._slot[s] < 0:
                     self._build_row(s)
+                self._derive_all(s)
 
-    def row_tables(self, state: int = -1) -> tuple[np.ndarray, np.ndarray]:
+    def row_tables(self, state: int = -1, byte: int = -1) -> tuple[np.ndarray, np.ndarray]:
         """The transition tables as they are now, after building the row of ``state``
-        first when ``state >= 0`` (the token-trie walk's callback, ``csrc/tokentrie.c``).
+        first when ``state >= 0`` (its live classes ``PENDING``), and deriving the class of
+        ``byte`` in it when ``byte >= 0`` (the token-trie walk's callback,
+        ``csrc/tokentrie.c``).
 
         Returns:
-            rows: int32 ``[row slots, 256]``, next state per byte (-1 = dead).
+            rows: int32 ``[row slots, 256]``, next state per byte (-1 = dead, ``PENDING``
+                = not derived yet: call again with the byte).
             slot: int64 ``[capacity >= num_states]``, row slot of each state, -1 = not built.
             Both read-only views of the live tables: they show rows built later until a
             growth replaces a table (then they keep the contents they had; call again).
@@ -253,10 +322,12 @@ class ByteDFA:
         Raises:
             GrammarTooComplexError: building the row exceeded a budget.
         """
-        if state >= 0 and self._slot[state] < 0:
+        if state >= 0 and (self._slot[state] < 0 or byte >= 0):
             with self._lock:
                 if self._slot[state] < 0:
-                    self._build_row(state)
+                    self._build_row(state, lazy=True)
+                if byte >= 0:
+                    self._derive_class(state, byte)
         tables = self._tables  # read-only views, remade when a table is replaced (growth)
         if tables is None or tables[0].base is not self._rows or tables[1].base is not self._slot:
             rows, slot = self._rows.view(), self._slot.view()
@@ -264,6 +335,17 @@ class ByteDFA:
             slot.flags.writeable = False
             tables = self._tables = (rows, slot)
         return tables
+
+    def row_tables_whole(self, state: int = -1) -> tuple[np.ndarray, np.ndarray]:
+        """``row_tables`` with the row of ``state`` built whole (no ``PENDING`` entry in
+        it): for a C walk built before ``PENDING`` existed (``trie.py`` picks it).
+
+        Raises:
+            GrammarTooComplexError: building the row exceeded a budget.
+        """
+        if state >= 0:
+            self.row(state)
+        return self.row_tables()
 
     def gather(self, states: np.ndarray, data: np.ndarray) -> np.ndarray:
         """int32 ``[n]``: the next state of ``states[i]`` on byte ``data[i]`` (-1 = dead),
@@ -276,7 +358,12 @@ class ByteDFA:
         """Next state after one byte (-1 = dead), without building the whole row."""
         slot = self._slot[state]
         if slot >= 0:
-            return int(self._rows[slot, byte])
+            nxt = int(self._rows[slot, byte])
+            if nxt != PENDING:
+                return nxt
+            with self._lock:
+                self._derive_class(state, byte)
+                return int(self._rows[slot, byte])
         key = (state << 8) | byte
         nxt = self._steps.get(key)
         if nxt is not None:
@@ -305,6 +392,8 @@ class ByteDFA:
         with self._lock:
             i = 0
             while i < self.num_states:
+                if i in self._pending:
+                    self._derive_all(i)
                 if self._slot[i] < 0:
                     if max_rows is not None and self._num_rows >= max_rows:
                         return False

@@ -254,6 +254,8 @@ class TermArena:
 
     def alt(self, items) -> int:
         """Alternation: flattened, deduplicated, byte sets merged, sorted."""
+        if isinstance(items, list) and len(items) == 1:  # a term is its own alternation
+            return items[0]
         kind, args, nullable = self.kind, self.args, self.nullable
         flat: set[int] = set()
         mask = 0

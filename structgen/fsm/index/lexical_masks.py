@@ -1,0 +1,327 @@
+"""Masks of a state's *lexical head*, shared by every grammar of one vocabulary
+(``LexicalMaskCache``).
+
+Why: a DFA state inside a JSON string allows almost every token, so its first mask walks
+the whole token trie (~100,000 nodes at 49k tokens) and builds the rows of the UTF-8
+states on the way, although which of those tokens are allowed depends only on the string's
+character class, not on the schema around it. This is XGrammar's split into
+context-independent and context-dependent tokens, taken at the level of derivative terms:
+
+A state whose term is ``CONCAT(h, r)`` (no intersection or complement in it) reads a byte
+of ``first(r)`` only when it leaves ``h``; for a token ``w`` with no byte of ``first(r)``,
+``d_w(h r) = d_w(h) r`` (by induction on ``w``: ``d_a(h r) = d_a(h) r | d_a(r)`` when ``h`` is
+nullable, and ``d_a(r)`` is ``EMPTY`` for ``a`` outside ``first(r)``), so ``w`` is allowed
+exactly when ``d_w(h)`` is not empty: a property of ``h`` alone. The mask of the state is
+therefore
+
+* the *head part*: the allowed tokens without a byte of ``first(r)``, keyed by the
+  structure of ``h`` (``head_key``: a digest of the term, equal for equal structures in any
+  arena) and the exit bytes ``first(r)``; computed once by a whole walk and then reused by
+  every state, grammar and request with the same head and exit bytes; plus
+* the *exit part*: the tokens that hold an exit byte (163 of SmolLM2's tokens hold ``"``),
+  walked through the state's own DFA on a trie of just those tokens.
+
+``x{lo,hi}`` at the top of a head with ``hi`` at least the vocabulary's longest token has
+the same head part as ``x*`` (a token is allowed when it is a prefix of ``x{lo,hi}``, and
+a prefix of ``x*`` no longer than ``hi`` bytes is one), so a string under ``maxLength``
+shares the plain string's entry until fewer characters remain than the longest token.
+
+Entries are an LRU bounded in bytes (``capacity_bytes``; a 49k-token mask is 6 KiB). The
+heads of the JSON string converters (``prepare``) are computed once per vocabulary, as
+per-tokenizer preprocessing, and pinned: ``clear`` and eviction keep them. Thread-safe
+(one lock; a whole walk on a miss runs outside it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from ...errors import ConfigError
+from ..regex.terms import ALT, AND, BYTES, CONCAT, INF, NOT, REPEAT, UNTIL
+from .trie import TokenTrie
+
+__all__ = ["LexicalMaskCache", "DEFAULT_CAPACITY_BYTES", "MIN_HEAD_BYTES", "head_key"]
+
+DEFAULT_CAPACITY_BYTES = 64 << 20  # ~10,000 masks at 49k tokens, ~3,500 at 150k
+MIN_HEAD_BYTES = 16  # a head that fewer bytes can start is walked whole (cheap already)
+_MAX_EXIT_FRACTION = 8  # split only when the exit trie has < 1/8 of the trie's nodes
+_MAX_EXIT_SETS = 256  # exit-byte sets whose tries are kept per vocabulary
+_MAX_KEY_NODES = 4096  # heads larger than this are not keyed (the digest walk is bounded)
+
+
+def head_key(arena, head: int, max_depth: int, memo: dict[int, bytes]) -> bytes | None:
+    """16-byte digest of the structure of ``head`` (equal for structurally equal terms of
+    any arena; alternation members are ordered by digest, not by arena id), with a top-level
+    ``x{lo,hi}``, ``hi >= max_depth``, keyed as ``x*`` (see the module docstring).
+
+    Args:
+        arena: the ``TermArena`` of ``head``.
+        head: a term without ``AND`` / ``NOT``.
+        max_depth: the vocabulary's longest token, in bytes.
+        memo: term -> digest, per arena (filled here).
+
+    Returns:
+        The digest, or None when ``head`` has more than ``_MAX_KEY_NODES`` new subterms.
+    """
+    kind, args = arena.kind, arena.args
+    top = head
+    if kind[head] == REPEAT:
+        x, lo, hi = args[head]
+        if hi == INF or hi >= max_depth:
+            top = x
+    stack = [top]
+    seen = 0
+    while stack:  # iterative post-order: heads nest as deep as the arena's MAX_DEPTH
+        u = stack[-1]
+        if u in memo:
+            stack.pop()
+            continue
+        k = kind[u]
+        children = _children(k, args[u])
+        missing = [c for c in children if c not in memo]
+        if missing:
+            seen += len(missing)
+            if seen > _MAX_KEY_NODES:
+                return None
+            stack.extend(missing)
+            continue
+        stack.pop()
+        h = hashlib.blake2b(bytes((k,)), digest_size=16)
+        a = args[u]
+        if k == BYTES:
+            h.update(a[0].to_bytes(32, "little"))
+        elif k == CONCAT:
+            h.update(memo[a[0]] + memo[a[1]])
+        elif k == ALT:
+            h.update(b"".join(sorted(memo[c] for c in a)))
+        elif k == REPEAT:
+            h.update(memo[a[0]] + a[1].to_bytes(8, "little", signed=True))
+            h.update(a[2].to_bytes(8, "little", signed=True))
+        elif k == UNTIL:
+            h.update(len(a[0]).to_bytes(4, "little") + a[0] + a[1].to_bytes(4, "little"))
+            h.update(memo[a[2]])
+        elif k in (AND, NOT):  # callers never pass them; kept distinct all the same
+            h.update(b"".join(memo[c] for c in a))
+        memo[u] = h.digest()
+    if top is head:
+        return memo[head]
+    return hashlib.blake2b(b"*" + memo[top], digest_size=16).digest()
+
+
+def _children(k: int, a: tuple) -> tuple[int, ...]:
+    if k in (CONCAT, ALT, AND, NOT):
+        return a
+    if k == REPEAT:
+        return a[:1]
+    if k == UNTIL:
+        return a[2:]
+    return ()
+
+
+class LexicalMaskCache:
+    """Head parts of token masks for one vocabulary (see the module docstring).
+
+    Args:
+        vocab: the ``Vocabulary``.
+        capacity_bytes: bound on the bytes of the unpinned entries (masks); 0 disables
+            sharing (every mask is walked whole, as without this cache).
+        auto_prepare: run ``prepare`` before the first lookup (False: only the entries
+            grammars store; tests use it).
+
+    Attributes:
+        hits, misses: head-part lookups answered / not answered since the last
+            ``reset_stats``.
+    """
+
+    def __init__(
+        self, vocab, capacity_bytes: int = DEFAULT_CAPACITY_BYTES, auto_prepare: bool = True
+    ) -> None:
+        self.vocab = vocab
+        self.auto_prepare = auto_prepare
+        self.capacity_bytes = int(capacity_bytes)
+        self._lock = threading.RLock()
+        self._parts: OrderedDict[tuple[bytes, int], np.ndarray] = OrderedDict()
+        self._pinned: dict[tuple[bytes, int], np.ndarray] = {}
+        self._bytes = 0
+        self._exits: OrderedDict[int, tuple | None] = OrderedDict()
+        self._flat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._prepared = False
+        self.hits = 0
+        self.misses = 0
+
+    def __getstate__(self) -> dict:
+        """Pickled without entries or lock (a copy in another process starts empty)."""
+        return {"vocab": self.vocab, "args": (self.capacity_bytes, self.auto_prepare)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["vocab"], *state["args"])
+
+    # ---- per-vocabulary tables -----------------------------------------------------
+
+    def exit_tables(self, exit_mask: int) -> tuple[TokenTrie, np.ndarray] | None:
+        """The trie of the allowable tokens holding a byte of ``exit_mask`` (a 256-bit
+        mask) and the packed int32 ``[words]`` mask of those tokens; None when they are too
+        many for a split to pay (the trie would have 1/8 of the whole trie's nodes or more).
+        Built once per exit set (vectorised over the vocabulary's bytes). Raises: never.
+        """
+        with self._lock:
+            if exit_mask in self._exits:
+                self._exits.move_to_end(exit_mask)
+                return self._exits[exit_mask]
+            flat, owner, offsets = self._token_bytes_flat()
+            table = np.frombuffer(exit_mask.to_bytes(32, "little"), np.uint8)
+            hit = np.unpackbits(table, bitorder="little").astype(bool)[flat]
+            holds = np.zeros(self.vocab.vocab_size, bool)
+            holds[owner[hit]] = True
+            never = self.vocab.index_tables[0]
+            holds &= ~never
+            full = self.vocab.token_trie
+            lengths = np.diff(offsets)
+            # the exit trie has at most the exit tokens' bytes as nodes: reject early
+            if int(lengths[holds].sum()) * _MAX_EXIT_FRACTION >= full.num_nodes:
+                out = None
+            else:
+                sub = TokenTrie.build(self.vocab.token_bytes, ~holds)
+                words = (self.vocab.vocab_size + 31) // 32
+                padded = np.zeros(words * 32, bool)
+                padded[: holds.shape[0]] = holds
+                packed = np.packbits(padded, bitorder="little").view("<i4").astype(np.int32)
+                packed.setflags(write=False)
+                out = (sub, packed)
+            self._exits[exit_mask] = out
+            if len(self._exits) > _MAX_EXIT_SETS:
+                self._exits.popitem(last=False)
+            return out
+
+    def _token_bytes_flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(all token bytes concatenated uint8, owning token id of each byte int64,
+        offsets int64 ``[vocab_size + 1]``), built once.
+        """
+        if self._flat is None:
+            tb = self.vocab.token_bytes
+            lengths = np.fromiter(map(len, tb), np.int64, len(tb))
+            flat = np.frombuffer(b"".join(tb), np.uint8)
+            owner = np.repeat(np.arange(len(tb), dtype=np.int64), lengths)
+            offsets = np.concatenate([[0], np.cumsum(lengths)])
+            self._flat = (flat, owner, offsets)
+        return self._flat
+
+    # ---- entries -------------------------------------------------------------------
+
+    def get(self, key: tuple[bytes, int]) -> np.ndarray | None:
+        """The head part stored for ``key`` = (head digest, exit mask), int32 ``[words]``
+        read-only; None when absent (counted as a miss). Raises: never.
+        """
+        with self._lock:
+            part = self._pinned.get(key)
+            if part is None:
+                part = self._parts.get(key)
+                if part is not None:
+                    self._parts.move_to_end(key)
+            if part is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+            return part
+
+    def put(self, key: tuple[bytes, int], part: np.ndarray) -> None:
+        """Store a head part (int32 ``[words]``, made read-only), evicting least recently
+        used unpinned entries past ``capacity_bytes``. Raises: never.
+        """
+        part.setflags(write=False)
+        with self._lock:
+            if key in self._pinned or key in self._parts or self.capacity_bytes <= 0:
+                return
+            self._parts[key] = part
+            self._bytes += part.nbytes
+            while self._bytes > self.capacity_bytes and self._parts:
+                _, old = self._parts.popitem(last=False)
+                self._bytes -= old.nbytes
+
+    def pin(self, key: tuple[bytes, int]) -> None:
+        """Move the entry of ``key`` (if present) among the pinned ones. Raises: never."""
+        with self._lock:
+            part = self._parts.pop(key, None)
+            if part is not None:
+                self._bytes -= part.nbytes
+                self._pinned[key] = part
+
+    def clear(self) -> None:
+        """Drop every unpinned entry (the pinned per-vocabulary ones stay). Raises: never."""
+        with self._lock:
+            self._parts.clear()
+            self._bytes = 0
+
+    def set_capacity(self, capacity_bytes: int) -> None:
+        """Set the byte bound of the unpinned entries (evicting down to it).
+
+        Raises:
+            ConfigError: a negative bound.
+        """
+        if capacity_bytes < 0:
+            raise ConfigError(f"grammar_cache_bytes must be >= 0, got {capacity_bytes}")
+        with self._lock:
+            self.capacity_bytes = int(capacity_bytes)
+            while self._bytes > self.capacity_bytes and self._parts:
+                _, old = self._parts.popitem(last=False)
+                self._bytes -= old.nbytes
+
+    def reset_stats(self) -> None:
+        """Zero ``hits`` and ``misses``. Raises: never."""
+        self.hits = self.misses = 0
+
+    def stats(self) -> dict:
+        """``lexical_cache_bytes`` (unpinned entries), ``lexical_cache_entries``,
+        ``lexical_cache_pinned``, ``lexical_cache_hits``, ``lexical_cache_misses`` and
+        ``lexical_cache_hit_rate`` (hits / lookups, 0.0 before any). Raises: never.
+        """
+        with self._lock:
+            lookups = self.hits + self.misses
+            return {
+                "lexical_cache_bytes": self._bytes,
+                "lexical_cache_entries": len(self._parts),
+                "lexical_cache_pinned": len(self._pinned),
+                "lexical_cache_hits": self.hits,
+                "lexical_cache_misses": self.misses,
+                "lexical_cache_hit_rate": self.hits / lookups if lookups else 0.0,
+            }
+
+    @property
+    def num_bytes(self) -> int:
+        """Bytes held by the unpinned entries."""
+        return self._bytes
+
+    def ensure_prepared(self) -> None:
+        """``prepare`` once, when ``auto_prepare`` is set. Raises: as ``prepare``."""
+        if self.auto_prepare and not self._prepared:
+            self.prepare()
+
+    def prepare(self) -> None:
+        """Compute and pin the head parts of the JSON string interiors the schema
+        converters write (``json_schema.objects.CANON_CHAR`` and
+        ``json_schema.pattern.JSON_CHAR``): per-vocabulary preprocessing, once.
+
+        Raises:
+            GrammarTooComplexError: never in practice (two small string grammars).
+        """
+        with self._lock:
+            if self._prepared:
+                return
+            self._prepared = True
+        from ..compiler import compile_regex  # the compiler imports this package
+        from ..json_schema.objects import CANON_CHAR
+        from ..json_schema.pattern import JSON_CHAR
+
+        for char in (CANON_CHAR, JSON_CHAR):
+            g = compile_regex(f'"{char}*"', self.vocab)
+            index = g.token_index
+            state = g.dfa.walk(g.dfa.initial, b'"')
+            key = index.lexical_key(state)
+            if key is None:
+                continue
+            index._walk_split(state)  # a miss stores the head part; a hit finds it
+            self.pin(key)

@@ -1,0 +1,202 @@
+"""The shared head parts of token masks (``structgen/fsm/index/lexical_masks.py``) stay exact.
+
+Reference: brute force over every token of the vocabulary, each token's bytes walked through
+an independent automaton of the same pattern with no rows built (``ByteDFA.step``), allowed
+iff the walk stays alive (EOS iff the state accepts). The vocabulary is synthetic (2,000
+tokens of letters, digits, punctuation, escapes, quotes and UTF-8, some cut inside a
+character) so that a string state's split pays (few tokens hold a quote); the slow test
+runs real schemas on SmolLM2's vocabulary.
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import numpy as np
+import pytest
+
+from structgen.fsm import Vocabulary, clear_cache, compile_json_schema, compile_regex
+from structgen.fsm.index.lexical_masks import LexicalMaskCache, head_key
+from structgen.fsm.regex.dfa import regex_to_dfa
+
+
+def _vocab() -> Vocabulary:
+    rng = random.Random(0)
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-.,:;{}[]"
+    tokens = {b"<eos>"}
+    while len(tokens) < 1900:
+        n = rng.randint(1, 6)
+        tokens.add("".join(rng.choice(alphabet) for _ in range(n)).encode())
+    extra = ['"', '":', '",', '"}', '"]', 'a"', '\\"', "\\n", "\\", "\\u00e9", "é", "ü", "☃x"]
+    tokens.update(t.encode() for t in extra)
+    tokens.update({"é".encode()[:1], "☃".encode()[:2], b"\x80", b"\x1f", b"ab\x00"})
+    ordered = sorted(tokens)
+    ordered.remove(b"<eos>")
+    return Vocabulary([b"<eos>", *ordered], eos_token_ids=[0])
+
+
+@pytest.fixture
+def vocab() -> Vocabulary:
+    v = _vocab()
+    v.lexical_masks = LexicalMaskCache(v, auto_prepare=False)
+    clear_cache()
+    return v
+
+
+def _brute_force(grammar, vocab, prefix: bytes) -> np.ndarray:
+    ref = regex_to_dfa(grammar.pattern, definitions=grammar.definitions or None, eager_rows=0)
+    start = ref.walk(ref.initial, prefix)
+    assert start >= 0, prefix
+    never, eos = vocab.index_tables
+    allowed = np.zeros(vocab.vocab_size, bool)
+    for t, data in enumerate(vocab.token_bytes):
+        if not never[t] and data:
+            allowed[t] = ref.walk(start, data) >= 0
+    allowed[eos] = ref.is_accepting(start)
+    return allowed
+
+
+def _check(grammar, vocab, prefix: bytes) -> np.ndarray:
+    """The grammar's mask after ``prefix`` equals brute force; returns it unpacked."""
+    state = grammar.dfa.walk(grammar.dfa.initial, prefix)
+    mask = grammar.token_index.bitmask(state)
+    got = np.unpackbits(mask.view(np.uint8), bitorder="little")[: vocab.vocab_size].astype(bool)
+    want = _brute_force(grammar, vocab, prefix)
+    assert np.array_equal(got, want), (prefix, np.flatnonzero(got != want)[:10])
+    return got
+
+
+def test_entry_reused_by_a_grammar_with_other_surroundings(vocab) -> None:
+    lex = vocab.lexical_masks
+    # first: strings in an array, where '",' and '"]' may close the string
+    strings = compile_json_schema({"type": "array", "items": {"type": "string"}}, vocab)
+    first = _check(strings, vocab, b'["')
+    assert lex.stats()["lexical_cache_misses"] == 1
+    assert lex.stats()["lexical_cache_entries"] == 1
+    # then a string followed by "}" alone, and strings inside objects inside an array: the
+    # same head part, other exit tokens
+    obj = compile_json_schema(
+        {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+        vocab,
+    )
+    second = _check(obj, vocab, b'{"name":"')
+    quote_comma = vocab.token_bytes.index(b'",')
+    assert first[quote_comma] and not second[quote_comma]
+    arr = compile_json_schema(
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"k": {"type": "string"}, "j": {"type": "string"}},
+            },
+        },
+        vocab,
+    )
+    for prefix in (b'[{"k":"', b'[{"k":"x","j":"ab\\n'):
+        _check(arr, vocab, prefix)
+    stats = lex.stats()
+    assert stats["lexical_cache_hits"] == 3 and stats["lexical_cache_misses"] == 1, stats
+    assert stats["lexical_cache_hit_rate"] == pytest.approx(3 / 4)
+
+
+def test_bounded_string_keys_apart_near_its_bound(vocab) -> None:
+    """``maxLength`` below the longest token: not the plain string's entry, still exact."""
+    lex = vocab.lexical_masks
+    plain = compile_json_schema({"type": "string"}, vocab)
+    _check(plain, vocab, b'"')
+    short = compile_json_schema({"type": "string", "maxLength": 3}, vocab)
+    for prefix in (b'"', b'"a', b'"ab'):
+        _check(short, vocab, prefix)
+    assert lex.stats()["lexical_cache_hits"] == 0
+    # far from its bound (>= the longest token, 6 bytes) the plain entry serves it
+    long = compile_json_schema({"type": "string", "maxLength": 40}, vocab)
+    _check(long, vocab, b'"abc')
+    assert lex.stats()["lexical_cache_hits"] == 1
+
+
+def test_eviction_and_pinned_entries(vocab) -> None:
+    lex = vocab.lexical_masks
+    words = (vocab.vocab_size + 31) // 32
+    lex.set_capacity(4 * words)  # one mask
+    a = compile_regex(r'"[a-z]*"', vocab)
+    _check(a, vocab, b'"')
+    b = compile_regex(r'"[A-Z0-9]*"', vocab)
+    _check(b, vocab, b'"')
+    stats = lex.stats()
+    assert stats["lexical_cache_entries"] == 1 and stats["lexical_cache_bytes"] <= 4 * words
+    clear_cache()
+    a2 = compile_regex(r'"[a-z]*",', vocab)  # the evicted head again: a miss, still exact
+    _check(a2, vocab, b'"ab')
+    assert lex.stats()["lexical_cache_misses"] == 3
+    lex.prepare()  # pinned: survive clear() and a zero capacity
+    pinned = lex.stats()["lexical_cache_pinned"]
+    assert pinned == 2
+    lex.clear()
+    lex.set_capacity(0)
+    assert lex.stats()["lexical_cache_entries"] == 0
+    assert lex.stats()["lexical_cache_pinned"] == pinned
+    s = compile_json_schema({"type": "array", "items": {"type": "string"}}, vocab)
+    hits = lex.hits
+    _check(s, vocab, b'["x","')
+    assert lex.hits == hits + 1
+    with pytest.raises(ValueError, match="grammar_cache_bytes"):
+        lex.set_capacity(-1)
+
+
+def test_capacity_zero_walks_whole_and_stays_exact(vocab) -> None:
+    vocab.lexical_masks.set_capacity(0)
+    g = compile_json_schema({"type": "object", "additionalProperties": {"type": "string"}}, vocab)
+    for prefix in (b'{"', b'{"k":"', b'{"k":"v","'):
+        _check(g, vocab, prefix)
+    assert vocab.lexical_masks.stats()["lexical_cache_entries"] == 0
+
+
+def test_head_key_is_structural_across_arenas() -> None:
+    one = regex_to_dfa(r'\{"a":"[^"]*"\}', eager_rows=0)
+    two = regex_to_dfa(r'\["(?:[^"]*)",1\]', eager_rows=0)
+    other = regex_to_dfa(r'\["[^"x]*",1\]', eager_rows=0)
+
+    def key(dfa, prefix):
+        term = dfa.term(dfa.walk(dfa.initial, prefix))
+        return head_key(dfa.arena, dfa.arena.args[term][0], 8, {})
+
+    assert key(one, b'{"a":"') == key(two, b'["')
+    assert key(one, b'{"a":"') != key(other, b'["')
+
+
+def test_vocabulary_pickles_with_its_cache(vocab) -> None:
+    g = compile_json_schema({"type": "string"}, vocab)
+    _check(g, vocab, b'"')
+    copy = pickle.loads(pickle.dumps(vocab))
+    assert copy.lexical_masks.stats()["lexical_cache_entries"] == 0
+    assert copy.fingerprint == vocab.fingerprint
+
+
+@pytest.mark.slow
+def test_real_schemas_share_entries_on_smollm2(smollm2_vocab) -> None:
+    """SmolLM2's vocabulary: string states of two schemas, the second served by the shared
+    (pinned) head part, both equal to brute force."""
+    lex = smollm2_vocab.lexical_masks
+    lex.prepare()
+    clear_cache()
+    hits = lex.hits
+    a = compile_json_schema(
+        {"type": "object", "properties": {"city": {"type": "string", "maxLength": 200}}},
+        smollm2_vocab,
+    )
+    b = compile_json_schema({"type": "array", "items": {"type": "string"}}, smollm2_vocab)
+    for g, prefix in ((a, b'{"city":"Z\xc3\xbcr'), (b, b'["a","\\"x')):
+        _check(g, smollm2_vocab, prefix)
+    assert lex.hits >= hits + 2
+
+
+def test_whole_rows_for_a_walk_without_pending(vocab, monkeypatch) -> None:
+    """A C walk built before PENDING existed is handed whole rows (``row_tables_whole``)."""
+    from structgen.fsm.index import trie
+
+    monkeypatch.setattr(trie, "_READS_PENDING", False)
+    g = compile_json_schema({"type": "array", "items": {"type": "string"}}, vocab)
+    for prefix in (b'["', b'["a\\u00', b'["x","\xc3'):
+        _check(g, vocab, prefix)
+    assert not g.dfa._pending  # every row built whole

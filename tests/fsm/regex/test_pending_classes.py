@@ -1,0 +1,73 @@
+"""Rows built for the token-trie walk derive each byte class when first read (``PENDING``).
+
+Reference: a twin automaton of the same pattern whose rows are built whole (``row``); every
+entry a lazily built row ends with equals the twin's, and nothing but ``row_tables`` shows
+``PENDING``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from structgen.fsm.regex.dfa import regex_to_dfa
+from structgen.fsm.regex.lazy_dfa import PENDING
+
+PATTERN = r'\{"k":"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*","n":-?[0-9]{1,3}\}'
+
+
+def _string_state(dfa) -> int:
+    return dfa.walk(dfa.initial, b'{"k":"')
+
+
+def test_row_tables_leaves_classes_pending_and_derives_one_per_byte() -> None:
+    dfa = regex_to_dfa(PATTERN, eager_rows=0)
+    twin = regex_to_dfa(PATTERN, eager_rows=0)
+    s, ts = _string_state(dfa), _string_state(twin)
+    rows, slot = dfa.row_tables(s)
+    row = rows[slot[s]]
+    assert (row == PENDING).sum() > 100  # the string's live classes, none derived
+    assert (row[:0x20] == -1).all()  # control bytes: dead without a derivative
+    states_before = dfa.num_states
+    rows, slot = dfa.row_tables(s, ord("a"))  # the one class of "a": printable ASCII
+    row = rows[slot[s]]
+    assert row[ord("a")] == row[ord("z")] == s  # the self-loop, written for the class
+    assert row[0xC3] == PENDING and row[ord("\\")] == PENDING
+    assert dfa.num_states == states_before  # "a" leads back to s: no new state
+    assert dfa.step(s, 0xC3) >= 0  # step derives what it reads
+    full = dfa.row(s)  # row derives the rest
+    assert not (full == PENDING).any()
+    want = twin.row(ts)
+    for b in range(256):
+        assert (full[b] >= 0) == (want[b] >= 0), b
+        if full[b] >= 0:
+            assert dfa.is_accepting(int(full[b])) == twin.is_accepting(int(want[b]))
+
+
+def test_walks_and_exploration_never_see_pending() -> None:
+    dfa = regex_to_dfa(PATTERN, eager_rows=0)
+    s = _string_state(dfa)
+    dfa.row_tables(s)
+    nxt = dfa.gather(np.array([s, s, s], np.int64), np.array([0xC3, ord('"'), 0x01], np.uint8))
+    assert nxt[0] >= 0 and nxt[1] >= 0 and nxt[2] == -1
+    assert dfa.walk(s, '\u00e9x","n":12}'.encode()) >= 0
+    assert dfa.accepts('{"k":"\u00e9\\n","n":-5}'.encode())
+    assert dfa.explore()
+    assert not (dfa.transitions == PENDING).any()
+    twin = regex_to_dfa(PATTERN, eager_rows=0)
+    assert twin.explore() and twin.num_states == dfa.num_states
+
+
+def test_c_walk_bytes_derives_pending_classes() -> None:
+    from structgen.fsm.index import trie
+
+    if not trie.HAVE_C_WALK:
+        return
+    dfa = regex_to_dfa(PATTERN, eager_rows=0)
+    twin = regex_to_dfa(PATTERN, eager_rows=0)
+    s, ts = _string_state(dfa), _string_state(twin)
+    data = '\u00e9\\"x","n":12}'.encode()
+    dfa.row_tables(s)
+    end = trie._EXT.walk_bytes(data, s, dfa.row_tables)
+    assert end >= 0 and dfa.is_accepting(end)
+    assert twin.is_accepting(twin.walk(ts, data))
+    assert trie._EXT.walk_bytes(b'"x', s, dfa.row_tables) == -1

@@ -451,7 +451,7 @@ class ByteDFA:
         for i, b in enumerate(data):
             slot = self._slot[state]
             nxt = int(self._rows[slot, b]) if slot >= 0 else self._steps.get((state << 8) | b)
-            if nxt is None:
+            if nxt is None or nxt == PENDING:  # not derived yet: derivatives from here
                 return self._accepts_by_derivatives(self._terms[state], data[i:])
             if nxt < 0:
                 return False

@@ -7,6 +7,8 @@ entry a lazily built row ends with equals the twin's, and nothing but ``row_tabl
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from structgen.fsm.regex.dfa import regex_to_dfa
@@ -71,3 +73,13 @@ def test_c_walk_bytes_derives_pending_classes() -> None:
     assert end >= 0 and dfa.is_accepting(end)
     assert twin.is_accepting(twin.walk(ts, data))
     assert trie._EXT.walk_bytes(b'"x', s, dfa.row_tables) == -1
+
+
+def test_accepts_reads_through_pending_classes() -> None:
+    """``accepts`` (whole-string membership) passes a row's ``PENDING`` classes by
+    derivatives, never reading them as dead bytes; the reference is Python's ``re``."""
+    dfa = regex_to_dfa(PATTERN, eager_rows=0)
+    s = _string_state(dfa)
+    dfa.row_tables(s)  # the string state's row: every live class PENDING
+    for text in ('{"k":"\u00e9\\n","n":-5}', '{"k":"a","n":1}', '{"k":"\x01","n":1}'):
+        assert dfa.accepts(text.encode()) == (re.fullmatch(PATTERN, text) is not None), text

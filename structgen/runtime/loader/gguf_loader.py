@@ -538,6 +538,7 @@ def load_gguf(path: str, dtype: torch.dtype, device, quantization: str | None = 
         eos_token_ids=eos,
         config=config,
         max_model_len=int(config.max_position_embeddings),
+        cache_dir=tok_dir,
     )
 
 
@@ -545,10 +546,12 @@ def eos_token_ids(config, tokenizer) -> list[int]:
     """The config's EOS id(s), then the tokenizer's EOS and ``<|eot_id|>`` if they differ."""
     ids = config.eos_token_id
     eos = [int(i) for i in (ids if isinstance(ids, list) else [ids]) if i is not None]
-    vocab = tokenizer.get_vocab()
     for name in (tokenizer.eos_token, "<|eot_id|>"):
-        if name is not None and name in vocab and vocab[name] not in eos:
-            eos.append(int(vocab[name]))
+        if name is None:
+            continue
+        tid = tokenizer.convert_tokens_to_ids(name)  # one lookup, not the whole vocabulary
+        if tid is not None and tokenizer.convert_ids_to_tokens(tid) == name and tid not in eos:
+            eos.append(int(tid))
     return eos
 
 

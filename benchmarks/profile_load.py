@@ -154,6 +154,7 @@ def compare(base: str, repeats: int) -> None:
                     cwd=tree,
                 )
                 rows.setdefault((label, name), []).append(json.loads(out.stdout.splitlines()[-1]))
+                print(label, name, rows[label, name][-1], flush=True)
             t = time.perf_counter()
             out = subprocess.run(
                 ["/usr/bin/time", "-f", "TIME %U %S %M", sys.executable, *_EXTRACT],
@@ -168,6 +169,7 @@ def compare(base: str, repeats: int) -> None:
             rows.setdefault((label, "extract"), []).append(
                 [wall, float(user) + float(sys_), int(rss) / 1024]
             )
+            print(label, "extract", rows[label, "extract"][-1], flush=True)
     med = {k: [statistics.median(c) for c in zip(*v)] for k, v in rows.items()}
     print(
         "| tree | Engine() config | import structgen wall / CPU s | Engine() wall / CPU s | "

@@ -8,8 +8,15 @@ Two measurements, in one process each:
     torch path it replaced (the extension switched off), interleaved, best of ``--repeats``:
     wall and process CPU seconds.
 
+  * ``--compare DIR``: fresh processes alternating between this tree and the tree in ``DIR``
+    (e.g. a ``git archive`` of the base with its built extensions copied in), each timing
+    ``import structgen`` and then ``Engine()`` (warm caches), default and
+    ``quantization="gguf"`` + int8 activations, and README's ``structgen extract`` under
+    ``/usr/bin/time``: medians of wall, process CPU (user + sys) and maximum resident set.
+
 Run:  PYTHONPATH=. python benchmarks/profile_load.py --stages [--quantization gguf]
       PYTHONPATH=. python benchmarks/profile_load.py --dequant [--repeats 3]
+      python benchmarks/profile_load.py --compare /tmp/base [--repeats 5]
 """
 
 from __future__ import annotations
@@ -96,6 +103,90 @@ def dequant(repeats: int) -> None:
         print(f"| {label} | {dt} | {wall:.2f} | {cpu:.2f} |")
 
 
+_ENGINE_CODE = """
+import json, resource, sys, time
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+t0, c0 = time.perf_counter(), cpu()
+import structgen
+t1, c1 = time.perf_counter(), cpu()
+kw = json.loads(sys.argv[1])
+structgen.Engine(**kw)
+t2, c2 = time.perf_counter(), cpu()
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps([t1 - t0, c1 - c0, t2 - t1, c2 - c1, rss]))
+"""
+_EXTRACT = [
+    "-m",
+    "structgen",
+    "extract",
+    "--schema",
+    str(ROOT / "examples/schemas/person.json"),
+    "--text",
+    "Maria Lopez, 34, works as a nurse in Lyon.",
+]
+
+
+def compare(base: str, repeats: int) -> None:
+    import os
+    import re
+    import statistics
+    import subprocess
+    import sys
+
+    trees = {"base": base, "this tree": str(ROOT)}
+    configs = {"default": {}, "gguf + int8": {"quantization": "gguf", "activation_dtype": "int8"}}
+    rows: dict[tuple, list[list[float]]] = {}
+    for tree in trees.values():  # fill each tree's caches (tokenizer, vocabulary) once
+        env = dict(os.environ, PYTHONPATH=tree)
+        subprocess.run([sys.executable, "-c", _ENGINE_CODE, "{}"], env=env, check=True, cwd=tree)
+    for _ in range(repeats):
+        for label, tree in trees.items():
+            env = dict(os.environ, PYTHONPATH=tree)
+            for name, kw in configs.items():
+                out = subprocess.run(
+                    [sys.executable, "-c", _ENGINE_CODE, json.dumps(kw)],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    cwd=tree,
+                )
+                rows.setdefault((label, name), []).append(json.loads(out.stdout.splitlines()[-1]))
+                print(label, name, rows[label, name][-1], flush=True)
+            t = time.perf_counter()
+            out = subprocess.run(
+                ["/usr/bin/time", "-f", "TIME %U %S %M", sys.executable, *_EXTRACT],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=tree,
+            )
+            wall = time.perf_counter() - t
+            user, sys_, rss = re.search(r"TIME (\S+) (\S+) (\d+)", out.stderr).groups()
+            rows.setdefault((label, "extract"), []).append(
+                [wall, float(user) + float(sys_), int(rss) / 1024]
+            )
+            print(label, "extract", rows[label, "extract"][-1], flush=True)
+    med = {k: [statistics.median(c) for c in zip(*v)] for k, v in rows.items()}
+    print(
+        "| tree | Engine() config | import structgen wall / CPU s | Engine() wall / CPU s | "
+        "max RSS MB |\n|---|---|---|---|---|"
+    )
+    for (label, name), m in med.items():
+        if name != "extract":
+            print(
+                f"| {label} | {name} | {m[0]:.2f} / {m[1]:.2f} | {m[2]:.2f} / {m[3]:.2f} "
+                f"| {m[4]:.0f} |"
+            )
+    print("\n| tree | `structgen extract` wall s | CPU s | max RSS MB |\n|---|---|---|---|")
+    for (label, name), m in med.items():
+        if name == "extract":
+            print(f"| {label} | {m[0]:.2f} | {m[1]:.2f} | {m[2]:.0f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stages", action="store_true")
@@ -103,7 +194,10 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--quantization", default=None)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--compare", metavar="DIR", default=None)
     args = ap.parse_args()
+    if args.compare:
+        compare(args.compare, args.repeats)
     if args.stages:
         stages(args.dtype, args.quantization)
     if args.dequant:

@@ -74,9 +74,9 @@ class Engine(BaseEngine):
         return super().__new__(cls)
 
     def __init__(self, model: str | None = None, **kwargs: Any) -> None:
-        from structgen.fsm import Vocabulary
         from structgen.runtime.cpu.settings import apply_kernel_settings
         from structgen.runtime.loader import load_model
+        from structgen.runtime.loader.vocab_cache import cached_vocabulary
         from structgen.runtime.quantization import apply_activation_dtype
 
         self.config = EngineConfig.from_kwargs(model, **kwargs).resolved()
@@ -98,10 +98,8 @@ class Engine(BaseEngine):
         self.vocab_size = loaded.config.vocab_size
         self.vocab = None
         self.encode_text = _no_tokenizer
-        if self.tokenizer is not None:
-            self.vocab = Vocabulary.from_tokenizer(
-                self.tokenizer, eos_token_ids=loaded.eos_token_ids
-            )
+        if self.tokenizer is not None:  # read from the tokenizer's cache where it has one
+            self.vocab = cached_vocabulary(self.tokenizer, loaded.eos_token_ids, loaded.cache_dir)
             # one bound callable: the jump-forward planner caches its boundary probes by it
             self.encode_text = functools.partial(self.tokenizer.encode, add_special_tokens=False)
         max_model_len = loaded.max_model_len

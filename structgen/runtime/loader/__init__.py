@@ -43,6 +43,9 @@ class LoadedModel:
             ``deepseek2`` GGUF), a :class:`~structgen.runtime.models.config.ModelConfig`
             for the other GGUF files.
         max_model_len: longest sequence the model supports (prompt + output).
+        cache_dir: the directory the tokenizer is cached in (a GGUF file's), where the
+            engine caches its grammar vocabulary too
+            (:mod:`~structgen.runtime.loader.vocab_cache`); None when not cached.
     """
 
     model: torch.nn.Module
@@ -51,6 +54,7 @@ class LoadedModel:
     eos_token_ids: list[int]
     config: Any
     max_model_len: int
+    cache_dir: Path | None = None
 
 
 def default_model_path() -> str:

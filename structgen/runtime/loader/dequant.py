@@ -73,6 +73,7 @@ def dequantize(
     shape: tuple[int, ...],
     rows: torch.Tensor | None = None,
     dtype: torch.dtype = torch.float32,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The tensor of ``shape`` (numpy order) from its raw ggml bytes.
 
@@ -87,14 +88,24 @@ def dequantize(
         dtype: float dtype of the result; float32 and bfloat16 are written directly by the C
             dequantizer (bfloat16 rounded to nearest even, as ``Tensor.to`` does), other dtypes
             are cast from float32.
+        out: optional contiguous tensor of ``shape`` and ``dtype`` to write into (a slice of
+            a fused projection's weight: ``models.layers.FUSED_PROJECTIONS``).
 
     Returns:
-        A new contiguous tensor of ``shape`` and ``dtype``, equal to ggml's
+        ``out``, or a new contiguous tensor of ``shape`` and ``dtype``, equal to ggml's
         ``dequantize_row_*`` in float32 (then cast).
 
     Raises:
-        ValueError: ``raw`` has the wrong size for ``shape`` and ``type_name``.
+        ValueError: ``raw`` has the wrong size for ``shape`` and ``type_name``; ``out`` is not
+            a contiguous tensor of that shape and dtype.
     """
+    if out is not None and (
+        tuple(out.shape) != tuple(shape) or out.dtype != dtype or not out.is_contiguous()
+    ):
+        raise ValueError(
+            f"out must be a contiguous {dtype} tensor of shape {tuple(shape)}, got "
+            f"{out.dtype} {tuple(out.shape)}"
+        )
     if (
         _kquant is not None
         and type_name in C_TYPES
@@ -102,17 +113,19 @@ def dequantize(
         and shape
         and shape[-1] % _BLOCK_ELEMS[type_name] == 0
     ):
-        return _dequantize_c(raw, type_name, type_id, shape, rows, dtype)
+        return _dequantize_c(raw, type_name, type_id, shape, rows, dtype, out)
     with warnings.catch_warnings():
         # torch warns about wrapping read-only arrays; we never write them
         warnings.filterwarnings("ignore", message=".*not writable.*")
         w = _dequantize(raw, type_name, type_id, shape)
     if rows is not None:
         w = w[rows]
+    if out is not None:
+        return out.copy_(w)
     return w if w.dtype == dtype else w.to(dtype)
 
 
-def _dequantize_c(raw, type_name, type_id, shape, rows, dtype) -> torch.Tensor:
+def _dequantize_c(raw, type_name, type_id, shape, rows, dtype, out=None) -> torch.Tensor:
     from structgen.runtime.loader.gguf_file import GGML_TYPES
 
     _, block, block_bytes = GGML_TYPES[type_id]
@@ -132,7 +145,8 @@ def _dequantize_c(raw, type_name, type_id, shape, rows, dtype) -> torch.Tensor:
         if rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= shape[0]):
             raise ValueError("rows holds an index outside the tensor")
         rows_addr = rows.data_ptr()
-    out = torch.empty(shape, dtype=dtype)
+    if out is None:
+        out = torch.empty(shape, dtype=dtype)
     _kquant.dequantize(
         type_id,
         raw.ctypes.data,

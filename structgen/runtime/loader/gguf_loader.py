@@ -288,12 +288,19 @@ def gguf_state_dict(
     experts: dict[
         str, dict[str, str]
     ] = {}  # "model.layers.N.mlp.experts" -> {"gate_proj": gguf name, ...}
+    groups, fused_done = _fusion_groups(g, arch), set()
     for name, info in g.tensors.items():
         target = hf_name(name, arch)
         if target is None:
             if name in _IGNORED:
                 continue
             raise ModelLoadError(f"{g.path}: unexpected tensor {name!r}")
+        group = groups.get(target)
+        if group is not None:
+            if target not in fused_done:  # the first member met writes the whole group
+                _load_fused(g, group, config, permuted, dtype, native, out, modules)
+                fused_done.update(t for t, _ in group)
+            continue
         if native and ".mlp.experts." in target:
             # stacked experts: kept quantized below if possible
             experts.setdefault(target.rsplit(".", 2)[0], {})[target.split(".")[-2]] = name
@@ -320,6 +327,102 @@ def gguf_state_dict(
         _native_experts(g, path, names, dtype, out, modules)
     out = _fuse_experts(out)
     return (deepseek2_state(out, config) if arch == "deepseek2" else out), modules
+
+
+def _fusion_groups(g: GGUFFile, arch: str) -> dict[str, list[tuple[str, str]]]:
+    """The tensors ``fuse_projections`` will join (q/k/v, gate/up:
+    ``models.layers.FUSED_PROJECTIONS``), so that :func:`_load_fused` writes each group into
+    one tensor and the fusion copies nothing.
+
+    Returns:
+        HF name -> its group's ``[(HF name, GGUF name), ...]`` in fusion order, for groups whose
+        members are all present, 2-D (or all 1-D biases), of one ggml type and input size.
+    """
+    from structgen.runtime.models.layers import fused_group
+
+    found: dict[str, dict[int, tuple[str, str]]] = {}
+    sizes: dict[str, int] = {}
+    for name in g.tensors:
+        target = hf_name(name, arch)
+        place = None if target is None or ".mlp.experts." in target else fused_group(target)
+        if place is not None:
+            key, index, size = place
+            found.setdefault(key, {})[index] = (target, name)
+            sizes[key] = size
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for key, members in found.items():
+        if len(members) != sizes[key]:
+            continue
+        group = [members[i] for i in range(sizes[key])]
+        infos = [g.tensors[name] for _, name in group]
+        first = infos[0]
+        if any(
+            i.type_name != first.type_name
+            or len(i.shape) != len(first.shape)
+            or len(i.shape) > 2
+            or i.shape[1:] != first.shape[1:]
+            for i in infos
+        ):
+            continue
+        for target, _ in group:
+            groups[target] = group
+    return groups
+
+
+def _load_fused(
+    g: GGUFFile,
+    group: list[tuple[str, str]],
+    config,
+    permuted: bool,
+    dtype: torch.dtype,
+    native: bool,
+    out: dict,
+    modules: dict,
+) -> None:
+    """Write one fused group's members into consecutive row blocks of one tensor (float) or one
+    set of quantized buffers (``native``: Q8_0 / Q4_0 / Q4_1 kept quantized), in ``out`` /
+    ``modules`` under their own names; their file pages are released.
+    """
+    from structgen.runtime.quantization.gguf_native import native_group
+
+    infos = [g.tensors[name] for _, name in group]
+    rows = [_qk_rows(target, config, permuted) for target, _ in group]
+    weight = group[0][0].endswith(".weight") and len(infos[0].shape) == 2
+    if native and weight:
+        parts = [
+            (g.raw(name), info.shape, r, None) for (_, name), info, r in zip(group, infos, rows)
+        ]
+        mods = native_group(parts, infos[0].type_name)
+        if mods is not None:
+            for (target, name), mod in zip(group, mods):
+                modules[target.rsplit(".", 1)[0]] = mod
+                g.release(name)
+            return
+    total = sum(info.shape[0] for info in infos)
+    whole = torch.empty((total, *infos[0].shape[1:]), dtype=dtype)
+    start = 0
+    for (target, name), info, r in zip(group, infos, rows):
+        n = info.shape[0]
+        if native and weight:  # not one of the types kept as blocks: Q6_K kept exactly, or float
+            from structgen.runtime.quantization.gguf_kquants import kquant_module
+
+            mod = kquant_module(g.raw(name), info.type_name, info.shape, r, False, dtype)
+            if mod is not None:
+                modules[target.rsplit(".", 1)[0]] = mod
+                g.release(name)
+                start += n
+                continue
+        out[target] = dequantize(
+            g.raw(name),
+            info.type_name,
+            info.type_id,
+            info.shape,
+            r,
+            dtype,
+            out=whole[start : start + n],
+        )
+        g.release(name)
+        start += n
 
 
 def _native_experts(
@@ -435,6 +538,7 @@ def load_gguf(path: str, dtype: torch.dtype, device, quantization: str | None = 
         eos_token_ids=eos,
         config=config,
         max_model_len=int(config.max_position_embeddings),
+        cache_dir=tok_dir,
     )
 
 
@@ -442,10 +546,12 @@ def eos_token_ids(config, tokenizer) -> list[int]:
     """The config's EOS id(s), then the tokenizer's EOS and ``<|eot_id|>`` if they differ."""
     ids = config.eos_token_id
     eos = [int(i) for i in (ids if isinstance(ids, list) else [ids]) if i is not None]
-    vocab = tokenizer.get_vocab()
     for name in (tokenizer.eos_token, "<|eot_id|>"):
-        if name is not None and name in vocab and vocab[name] not in eos:
-            eos.append(int(vocab[name]))
+        if name is None:
+            continue
+        tid = tokenizer.convert_tokens_to_ids(name)  # one lookup, not the whole vocabulary
+        if tid is not None and tokenizer.convert_ids_to_tokens(tid) == name and tid not in eos:
+            eos.append(int(tid))
     return eos
 
 

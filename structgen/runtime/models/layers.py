@@ -20,6 +20,10 @@ from structgen.runtime.models.attention import use_triton
 __all__ = [
     "Linear",
     "FusedProjection",
+    "FUSED_PROJECTIONS",
+    "fused_group",
+    "rows_view",
+    "join_rows",
     "RMSNorm",
     "RotaryEmbedding",
     "GatedMLP",
@@ -50,6 +54,72 @@ class Linear(nn.Module):
         return linear(x, self.weight, self.bias)
 
 
+# the projections ``fuse_projections`` joins, by module name (attention q/k/v, the MLP's
+# gate/up): a loader that writes the members' weights into consecutive row blocks of one
+# tensor, in this order, spares the fusion its copy (see :func:`rows_view`)
+FUSED_PROJECTIONS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+
+
+def fused_group(name: str) -> tuple[str, int, int] | None:
+    """Where a parameter sits in a fused projection, by its Hugging Face name.
+
+    Args:
+        name: a parameter path, e.g. ``model.layers.3.self_attn.k_proj.weight``.
+
+    Returns:
+        ``(group key, index of the member, number of members)``, e.g.
+        ``("model.layers.3.self_attn.*.weight", 1, 3)``, for a member of
+        :data:`FUSED_PROJECTIONS`; None for anything else. The members of one group share
+        the key. (A group whose module is not fused, or misses a member, costs nothing when
+        laid out together: its members are plain views.)
+    """
+    parts = name.split(".")
+    for i in range(len(parts) - 1, -1, -1):
+        for members in FUSED_PROJECTIONS:
+            if parts[i] in members:
+                key = ".".join(parts[:i] + ["*"] + parts[i + 1 :])
+                return key, members.index(parts[i]), len(members)
+    return None
+
+
+def rows_view(tensors: list[torch.Tensor]) -> torch.Tensor | None:
+    """The tensor whose consecutive row blocks are ``tensors``, as a view, or None.
+
+    ``tensors`` qualify when each is contiguous, all share dtype, device, storage and the
+    trailing shape, and each starts in the storage where the previous one ends (a loader
+    wrote them into slices of one tensor). Then the result is
+    ``torch.cat(tensors)`` without the copy: ``[sum(t.shape[0]), *trailing]`` over the same
+    memory.
+    """
+    if not tensors:
+        return None
+    first = tensors[0]
+    offset = first.storage_offset()
+    for t in tensors:
+        if (
+            not t.is_contiguous()
+            or t.dtype != first.dtype
+            or t.device != first.device
+            or t.shape[1:] != first.shape[1:]
+            or t.untyped_storage().data_ptr() != first.untyped_storage().data_ptr()
+            or t.storage_offset() != offset
+        ):
+            return None
+        offset += t.numel()
+    shape = (sum(t.shape[0] for t in tensors), *first.shape[1:])
+    whole = first.new_empty(0)
+    whole.set_(first.untyped_storage(), first.storage_offset(), shape, first.stride())
+    return whole
+
+
+def join_rows(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.cat(tensors)``: a view when :func:`rows_view` finds them laid end to end, else a
+    copy.
+    """
+    whole = rows_view(tensors)
+    return whole if whole is not None else torch.cat(tensors)
+
+
 class FusedProjection:
     """One matmul for several :class:`Linear` layers that read the same input (q/k/v, gate/up).
 
@@ -57,9 +127,11 @@ class FusedProjection:
     fork/join; one ``[sum(out), in]`` matmul instead of three saves two of them per
     layer. The member layers keep their parameters (HF names: ``state_dict`` and
     ``load_state_dict`` are unchanged) as views into the fused weight, so memory is not
-    doubled and an in-place weight update reaches both. Should a member's parameter be
-    replaced (``load_state_dict(assign=True)``, ``.to()``, sharding), :meth:`valid` turns
-    False and callers fall back to the separate layers: never stale weights.
+    doubled and an in-place weight update reaches both; members a loader already wrote end
+    to end (:data:`FUSED_PROJECTIONS`) are joined without a copy (:func:`join_rows`). Should
+    a member's parameter be replaced (``load_state_dict(assign=True)``, ``.to()``,
+    sharding), :meth:`valid` turns False and callers fall back to the separate layers:
+    never stale weights.
 
     Not an ``nn.Module``: it owns no parameter of its own and stays out of ``state_dict``.
 
@@ -70,9 +142,9 @@ class FusedProjection:
     """
 
     def __init__(self, linears: list[Linear]) -> None:
-        self.weight = torch.cat([lin.weight.detach() for lin in linears])
+        self.weight = join_rows([lin.weight.detach() for lin in linears])
         has_bias = linears[0].bias is not None
-        self.bias = torch.cat([lin.bias.detach() for lin in linears]) if has_bias else None
+        self.bias = join_rows([lin.bias.detach() for lin in linears]) if has_bias else None
         self.sizes = [lin.weight.shape[0] for lin in linears]
         start = 0
         for lin, n in zip(linears, self.sizes):

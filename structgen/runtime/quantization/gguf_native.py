@@ -15,10 +15,18 @@ import warnings
 import numpy as np
 import torch
 
+from structgen.runtime.cpu import quant as cpu_quant
 from structgen.runtime.quantization.formats import can_pack_int4
 from structgen.runtime.quantization.linear import QuantEmbedding, QuantLinear
 
-__all__ = ["NATIVE_TYPES", "repack_q8_0", "repack_q4", "native_module", "native_experts"]
+__all__ = [
+    "NATIVE_TYPES",
+    "repack_q8_0",
+    "repack_q4",
+    "native_module",
+    "native_group",
+    "native_experts",
+]
 
 NATIVE_TYPES = ("Q8_0", "Q4_0", "Q4_1")
 
@@ -88,10 +96,72 @@ def native_module(
         return QuantEmbedding(q, s, dtype) if embedding else QuantLinear.from_int8(q, s, bias)
     if embedding or not can_pack_int4(shape[0], shape[1], 32):
         return None
+    if cpu_quant.available():  # the kernel's rows layout is the blocks' own: copy, no repack
+        return native_group([(raw, shape, rows, bias)], type_name)[0]
     q, s, m = repack_q4(raw, shape, type_name)
     if rows is not None:
         q, s, m = q[rows], s[:, rows], m[:, rows]
     return QuantLinear.from_int4(q, s, m, bias)
+
+
+def native_group(parts: list[tuple], type_name: str) -> list[QuantLinear] | None:
+    """Quantized linears over one set of buffers, each member's rows after the previous one's.
+
+    The members of a fused projection (q/k/v, gate/up: ``models.layers.FUSED_PROJECTIONS``)
+    written this way are joined by ``FusedQuantProjection`` without a copy. Each member's
+    blocks are copied once from the file's bytes into the C kernel's layout, which for these
+    types is the blocks' own: Q8_0 quants to int8 ``[N, K]``, Q4_0/Q4_1 quant bytes to the
+    int4 "rows" layout ``[N, K/2]`` (:func:`~.formats.pack_int4_rows`), the fp16 ``d``
+    (and ``m``; Q4_0: ``-8 d``) to ``[N, K/32]``; nothing is unpacked or dequantized.
+
+    Args:
+        parts: per member ``(raw bytes, numpy shape [N, K], row order or None, bias or None)``;
+            the members share ``K``.
+        type_name: their ggml type (``Q8_0``, ``Q4_0`` or ``Q4_1``).
+
+    Returns:
+        One :class:`QuantLinear` per member, in order; None when the C kernel is not
+        available, the type is not one of these, the members' ``K`` differ or an int4 shape
+        cannot be packed (then build them one by one with :func:`native_module`).
+    """
+    k = parts[0][1][1]
+    if (
+        not cpu_quant.available()
+        or type_name not in NATIVE_TYPES
+        or any(len(p[1]) != 2 or p[1][1] != k or k % 32 for p in parts)
+    ):
+        return None
+    if type_name != "Q8_0" and not all(can_pack_int4(p[1][0], k, 32) for p in parts):
+        return None
+    total, g = sum(p[1][0] for p in parts), k // 32
+    int8 = type_name == "Q8_0"
+    q_all = torch.empty(
+        (total, k) if int8 else (total, k // 2), dtype=torch.int8 if int8 else torch.uint8
+    )
+    s_all = torch.empty((total, g), dtype=torch.float16)
+    m_all = None if int8 else torch.empty((total, g), dtype=torch.float16)
+    out, start = [], 0
+    for raw, shape, rows, bias in parts:
+        n = shape[0]
+        q, sc = q_all[start : start + n], s_all[start : start + n]
+        b = _blocks(raw, shape, {"Q8_0": 34, "Q4_1": 20, "Q4_0": 18}[type_name])  # [N, G, bytes]
+        if rows is not None:
+            b = b.index_select(0, rows)  # one copy of this member's blocks, rows in order
+        sc.view(torch.uint8).view(n, g, 2).copy_(b[..., 0:2])
+        if int8:
+            q.view(n, g, 32).copy_(b[..., 2:34].view(torch.int8))
+            out.append(QuantLinear.from_int8(q, sc, bias))
+        else:
+            mn = m_all[start : start + n]
+            if type_name == "Q4_1":
+                mn.view(torch.uint8).view(n, g, 2).copy_(b[..., 2:4])
+                q.view(n, g, 16).copy_(b[..., 4:20])
+            else:
+                torch.mul(sc, -8.0, out=mn)  # exact: a power-of-two scaling of an fp16 value
+                q.view(n, g, 16).copy_(b[..., 2:18])
+            out.append(QuantLinear.from_int4_rows(q, sc, mn, bias))
+        start += n
+    return out
 
 
 def _expert_matrix(raw: np.ndarray, type_name: str, shape: tuple[int, int]):

@@ -40,6 +40,7 @@ from torch import nn
 
 from structgen.runtime.cpu import quant as cpu_quant
 from structgen.runtime.models.attention import use_triton
+from structgen.runtime.models.layers import join_rows
 from structgen.runtime.quantization.formats import (
     can_pack_int4,
     dequantize_int4,
@@ -264,6 +265,40 @@ class QuantLinear(nn.Module):
         return m
 
     @classmethod
+    def from_int4_rows(
+        cls,
+        packed: torch.Tensor,
+        scales: torch.Tensor,
+        mins: torch.Tensor,
+        bias: torch.Tensor | None = None,
+    ) -> "QuantLinear":
+        """From weights already in the C kernel's int4 "rows" layout, kept as given (no copy).
+
+        Args:
+            packed: uint8 ``[N, K/2]`` (:func:`~.formats.pack_int4_rows`), contiguous.
+            scales: fp16 ``[N, K/32]``, contiguous.
+            mins: fp16 ``[N, K/32]``, contiguous (``w = scales * q + mins`` per group of 32).
+            bias: optional ``[N]``.
+
+        Raises:
+            ValueError: the C kernel is not available, or the shapes do not match.
+        """
+        n, half = packed.shape
+        if not cpu_quant.available():
+            raise ValueError("the int4 rows layout needs the C kernel (structgen.runtime.cpu)")
+        if scales.shape != (n, half * 2 // 32) or mins.shape != scales.shape:
+            raise ValueError(
+                f"scales and mins must be [N, K/32] = {[n, half * 2 // 32]}, got "
+                f"{list(scales.shape)} and {list(mins.shape)}"
+            )
+        m = cls("int4", half * 2, n, 32, bias)
+        m.int4_layout, m.use_kernel = "rows", True
+        m.register_buffer("qweight", packed.contiguous())
+        m.register_buffer("scales", scales.half().contiguous())
+        m.register_buffer("mins", mins.half().contiguous())
+        return m
+
+    @classmethod
     def quantize(
         cls,
         weight: torch.Tensor,
@@ -479,7 +514,7 @@ class FusedQuantProjection:
         first = linears[0]
         self.sizes = [lin.out_features for lin in linears]
         has_bias = first.bias is not None
-        bias = torch.cat([lin.bias.detach() for lin in linears]) if has_bias else None
+        bias = join_rows([lin.bias.detach() for lin in linears]) if has_bias else None
         fused = QuantLinear(first.kind, first.in_features, sum(self.sizes), first.group_size, bias)
         fused.int4_layout, fused.use_kernel = first.int4_layout, True
         self._members = linears
@@ -487,7 +522,7 @@ class FusedQuantProjection:
         for name in self._NAMES:
             if name not in first._buffers:
                 continue
-            whole = torch.cat([lin._buffers[name] for lin in linears])
+            whole = join_rows([lin._buffers[name] for lin in linears])  # a view if laid out
             fused.register_buffer(name, whole)
             start = 0
             for lin, n in zip(linears, self.sizes):

@@ -29,6 +29,7 @@ scored on the batched pass (the batch-1 pass for the peers without batching).
 
 Run:  python benchmarks/bench_extract.py [--peers structgen,llama.cpp,xgrammar]
       [--baseline-checkout DIR] [--limit N] [--batch1-docs 8] [--prompt-style NAME]
+      [--extract-kwargs '{"score_options": true}']
       [--json FILE] [--plot benchmarks/bench_extract.png]
 """
 
@@ -78,8 +79,8 @@ def _structgen_worker(job: dict, nocopy: bool) -> dict:
 
         extractor.extraction_messages = partial(prompt.extraction_messages, style=style)
     sig = inspect.signature(extractor.extract).parameters
-    kw: dict[str, Any] = {"errors": "return"}
-    notes = []
+    kw: dict[str, Any] = {"errors": "return", **job.get("extract_kwargs", {})}
+    notes = [f"extract kwargs {job['extract_kwargs']}"] if job.get("extract_kwargs") else []
     if nocopy:
         if "copy" in sig:
             kw["copy"] = False
@@ -363,6 +364,9 @@ def main() -> None:
     ap.add_argument("--batch1-docs", type=int, default=8, help="0: accuracy only (batched)")
     ap.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
     ap.add_argument("--prompt-style", default=None, help="a style of extraction_messages")
+    ap.add_argument("--extract-kwargs", type=json.loads, default=None,
+                    help='more keyword arguments of the structgen peers\' extract (JSON, e.g. '
+                    '\'{"score_options": true}\')')  # fmt: skip
     ap.add_argument("--json", type=Path, default=None, help="write every figure here")
     ap.add_argument("--plot", type=Path, default=None)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -383,6 +387,7 @@ def main() -> None:
         "max_tokens": args.max_tokens,
         "batch1_docs": min(args.batch1_docs, len(docs)),
         "prompt_style": args.prompt_style,
+        "extract_kwargs": args.extract_kwargs or {},
         "docs": [
             {
                 "id": d.id,

@@ -355,6 +355,42 @@ def plot(rows: dict[str, dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def rescore_options(path: Path, docs: list[scoring.Document], messages: list[Any]) -> dict:
+    """The structgen peers of an earlier ``--json`` file with every enum and boolean value
+    chosen again by score (``structgen.extraction.choices``) from their raw outputs: what
+    ``extract(score_options=True)`` returns for the same greedy generations (it runs the
+    same pass on each output as it finishes). Returns rows named ``PEER+score_options``.
+    """
+    from structgen import Engine
+    from structgen.extraction.choices import choose_options
+
+    before = json.loads(path.read_text())
+    engine = Engine()
+    rows = {}
+    for peer, row in before.items():
+        if not peer.startswith("structgen"):
+            continue
+        by_id = {r["id"]: r for r in row["per_doc"]}
+        results = []
+        t0 = time.perf_counter()
+        for doc, msgs in zip(docs, messages):
+            rec = dict(by_id[doc.id])
+            if rec["finish_reason"] in ("stop", "length") and rec["raw_text"]:
+                (raw,) = choose_options(engine, doc.schema, [msgs], [rec["raw_text"]])
+                if raw != rec["raw_text"]:
+                    rec["raw_text"], rec["value"] = raw, json.loads(raw)
+            results.append(rec)
+        took = (time.perf_counter() - t0) / len(docs)
+        note = f"rescoring pass {took:.3f} s/doc"
+        res = {"load_s": row["load_s"], "batch1": [], "results": results,
+               "batched_s_per_doc": None, "notes": [note]}  # fmt: skip
+        new = score_peer(docs, res)
+        rows[peer], rows[f"{peer}+score_options"] = row, new
+        print(f"{peer}+score_options", {k: v for k, v in new.items()})
+        new["per_doc"] = results
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--peers", default="structgen,structgen-nocopy,llama.cpp,xgrammar")
@@ -369,6 +405,9 @@ def main() -> None:
                     '\'{"score_options": true}\')')  # fmt: skip
     ap.add_argument("--json", type=Path, default=None, help="write every figure here")
     ap.add_argument("--plot", type=Path, default=None)
+    ap.add_argument("--rescore-options", type=Path, default=None,
+                    help="an earlier --json: choose its structgen peers' enum and boolean "
+                    "values again by score (no generation)")  # fmt: skip
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--job", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
@@ -398,6 +437,16 @@ def main() -> None:
             for d in docs
         ],
     }
+    if args.rescore_options is not None:
+        ids = {r["id"] for row in json.loads(args.rescore_options.read_text()).values()
+               for r in row["per_doc"]}  # fmt: skip
+        docs = [d for d in docs if d.id in ids]
+        msgs = [extraction_messages(d.schema, d.text, **style) for d in docs]
+        rows = rescore_options(args.rescore_options, docs, msgs)
+        print(table(rows))
+        if args.json:
+            args.json.write_text(json.dumps(rows, ensure_ascii=False, indent=1))
+        return
     peers = [p for p in args.peers.split(",") if p]
     if args.baseline_checkout is not None and "baseline" not in peers:
         peers.append("baseline")

@@ -29,6 +29,7 @@ scored on the batched pass (the batch-1 pass for the peers without batching).
 
 Run:  python benchmarks/bench_extract.py [--peers structgen,llama.cpp,xgrammar]
       [--baseline-checkout DIR] [--limit N] [--batch1-docs 8] [--prompt-style NAME]
+      [--extract-kwargs '{"score_options": true}']
       [--json FILE] [--plot benchmarks/bench_extract.png]
 """
 
@@ -78,8 +79,8 @@ def _structgen_worker(job: dict, nocopy: bool) -> dict:
 
         extractor.extraction_messages = partial(prompt.extraction_messages, style=style)
     sig = inspect.signature(extractor.extract).parameters
-    kw: dict[str, Any] = {"errors": "return"}
-    notes = []
+    kw: dict[str, Any] = {"errors": "return", **job.get("extract_kwargs", {})}
+    notes = [f"extract kwargs {job['extract_kwargs']}"] if job.get("extract_kwargs") else []
     if nocopy:
         if "copy" in sig:
             kw["copy"] = False
@@ -354,6 +355,42 @@ def plot(rows: dict[str, dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def rescore_options(path: Path, docs: list[scoring.Document], messages: list[Any]) -> dict:
+    """The structgen peers of an earlier ``--json`` file with every enum and boolean value
+    chosen again by score (``structgen.extraction.choices``) from their raw outputs: what
+    ``extract(score_options=True)`` returns for the same greedy generations (it runs the
+    same pass on each output as it finishes). Returns rows named ``PEER+score_options``.
+    """
+    from structgen import Engine
+    from structgen.extraction.choices import choose_options
+
+    before = json.loads(path.read_text())
+    engine = Engine()
+    rows = {}
+    for peer, row in before.items():
+        if not peer.startswith("structgen"):
+            continue
+        by_id = {r["id"]: r for r in row["per_doc"]}
+        results = []
+        t0 = time.perf_counter()
+        for doc, msgs in zip(docs, messages):
+            rec = dict(by_id[doc.id])
+            if rec["finish_reason"] in ("stop", "length") and rec["raw_text"]:
+                (raw,) = choose_options(engine, doc.schema, [msgs], [rec["raw_text"]])
+                if raw != rec["raw_text"]:
+                    rec["raw_text"], rec["value"] = raw, json.loads(raw)
+            results.append(rec)
+        took = (time.perf_counter() - t0) / len(docs)
+        note = f"rescoring pass {took:.3f} s/doc"
+        res = {"load_s": row["load_s"], "batch1": [], "results": results,
+               "batched_s_per_doc": None, "notes": [note]}  # fmt: skip
+        new = score_peer(docs, res)
+        rows[peer], rows[f"{peer}+score_options"] = row, new
+        print(f"{peer}+score_options", {k: v for k, v in new.items()})
+        new["per_doc"] = results
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--peers", default="structgen,structgen-nocopy,llama.cpp,xgrammar")
@@ -363,8 +400,14 @@ def main() -> None:
     ap.add_argument("--batch1-docs", type=int, default=8, help="0: accuracy only (batched)")
     ap.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
     ap.add_argument("--prompt-style", default=None, help="a style of extraction_messages")
+    ap.add_argument("--extract-kwargs", type=json.loads, default=None,
+                    help='more keyword arguments of the structgen peers\' extract (JSON, e.g. '
+                    '\'{"score_options": true}\')')  # fmt: skip
     ap.add_argument("--json", type=Path, default=None, help="write every figure here")
     ap.add_argument("--plot", type=Path, default=None)
+    ap.add_argument("--rescore-options", type=Path, default=None,
+                    help="an earlier --json: choose its structgen peers' enum and boolean "
+                    "values again by score (no generation)")  # fmt: skip
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--job", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
@@ -383,6 +426,7 @@ def main() -> None:
         "max_tokens": args.max_tokens,
         "batch1_docs": min(args.batch1_docs, len(docs)),
         "prompt_style": args.prompt_style,
+        "extract_kwargs": args.extract_kwargs or {},
         "docs": [
             {
                 "id": d.id,
@@ -393,6 +437,16 @@ def main() -> None:
             for d in docs
         ],
     }
+    if args.rescore_options is not None:
+        ids = {r["id"] for row in json.loads(args.rescore_options.read_text()).values()
+               for r in row["per_doc"]}  # fmt: skip
+        docs = [d for d in docs if d.id in ids]
+        msgs = [extraction_messages(d.schema, d.text, **style) for d in docs]
+        rows = rescore_options(args.rescore_options, docs, msgs)
+        print(table(rows))
+        if args.json:
+            args.json.write_text(json.dumps(rows, ensure_ascii=False, indent=1))
+        return
     peers = [p for p in args.peers.split(",") if p]
     if args.baseline_checkout is not None and "baseline" not in peers:
         peers.append("baseline")

@@ -160,7 +160,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
         with warnings.catch_warnings():  # reported above, one line per text
             warnings.simplefilter("ignore", ExtractionTruncatedWarning)
             extract(engine, schema, texts, params=params, errors="return", return_details=True,
-                    on_result=on_result)  # fmt: skip
+                    copy=False if args.no_copy else None, on_result=on_result)  # fmt: skip
     finally:
         bar.close()
         if out is not sys.stdout:
@@ -317,6 +317,12 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--output", default=None, help="write the results here (default: stdout)")
     ex.add_argument("--model", default=None, help="a .gguf file or HF folder (default: SmolLM2)")
     ex.add_argument("--max-tokens", type=int, default=512)
+    ex.add_argument(
+        "--no-copy",
+        action="store_true",
+        help="no copy constraints: string and number values follow the schema only, not "
+        "spans and numerals of the text (x-structgen-copy in the schema still applies)",
+    )
     ex.set_defaults(func=cmd_extract)
 
     ge = sub.add_parser("generate", help="generate text, optionally under a constraint")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from structgen.errors import ExtractionError, ExtractionTruncatedWarning
+from structgen.extraction.choices import choose_options
 from structgen.extraction.copy import copy_constraint
 from structgen.extraction.prompt import extraction_messages
 from structgen.extraction.result import ExtractionResult
@@ -19,9 +20,10 @@ from structgen.runtime.sampling_params import SamplingParams
 if TYPE_CHECKING:
     from structgen.runtime.engine import Engine
 
-__all__ = ["extract", "DEFAULT_EXTRACT_MAX_TOKENS"]
+__all__ = ["extract", "DEFAULT_EXTRACT_MAX_TOKENS", "SCORE_OPTIONS_DEFAULT"]
 
 DEFAULT_EXTRACT_MAX_TOKENS = 512
+SCORE_OPTIONS_DEFAULT = False  # enum/boolean values by score (benchmarks/RESULTS.md)
 
 
 def extract(
@@ -33,6 +35,7 @@ def extract(
     errors: str = "raise",
     copy: bool | None = None,
     score_span_ends: bool = False,
+    score_options: bool | None = None,
     return_details: bool = False,
     on_result: Callable[[int, Any], None] | None = None,
 ) -> Any:
@@ -60,6 +63,10 @@ def extract(
             the candidate spans (``structgen.extraction.spans``; one more batch of
             scoring requests, so results are reported once all texts finish) instead of
             greedy's stop.
+        score_options: choose each enum and boolean value by the model's score of every
+            option in the context it was written in (``structgen.extraction.choices``;
+            a few scoring requests per document as it finishes) instead of greedy's
+            first-token choice; None: ``SCORE_OPTIONS_DEFAULT``.
         return_details: return an :class:`~structgen.extraction.result.ExtractionResult`
             (value, truncated, finish_reason, raw_text, copied_fields) per text instead
             of the bare value.
@@ -89,8 +96,12 @@ def extract(
     prompts = [extraction_messages(sd, t, instructions) for t in texts]
     results: list[Any] = [None] * len(prompts)
     scored = copy is not False and score_span_ends
+    options = SCORE_OPTIONS_DEFAULT if score_options is None else score_options
 
     def finish(i: int, out: Any) -> None:
+        if options and out.finish_reason in ("stop", "length") and out.text:
+            (text_i,) = choose_options(engine, sd, [prompts[i]], [out.text])
+            out = dataclasses.replace(out, text=text_i)
         results[i] = _result(out, i, model_cls, sd, return_details, plans[i].copied_fields)
         if on_result is not None:
             on_result(i, results[i])

@@ -30,14 +30,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import RequestError
 from .regex.anchors import strip_end_anchors
 from .regex.definitions import INTERSECT, PLACEHOLDER_BASE
 from .regex.escape import escape_literal
+from .spec import Regex
 
-__all__ = ["text_units", "SubstringAutomaton", "json_string_content", "with_copy", "as_sources"]
+__all__ = [
+    "text_units",
+    "SubstringAutomaton",
+    "json_string_content",
+    "with_copy",
+    "as_sources",
+    "CopiedRegex",
+]
 
 
 def json_string_content(text: str) -> str:
@@ -198,6 +207,23 @@ def as_sources(copy_from: Any) -> tuple[str, ...]:
     return sources
 
 
+@dataclass(frozen=True)
+class CopiedRegex(Regex):
+    """The ``Regex`` ``with_copy`` builds for a regex or free text, remembering what it was
+    built from, so that a client can send it as the server's ``regex`` and ``copy_from``
+    instead of its lowered definitions (which no wire regex can write).
+
+    Args:
+        copy_base: the regex spec before the copy constraint, or None for free text.
+        copy_from: the source texts.
+        (the others as ``Regex``; ``cache_key`` is ``Regex``'s: the pattern and
+        definitions determine the language)
+    """
+
+    copy_base: Regex | None = None
+    copy_from: tuple[str, ...] = ()
+
+
 def with_copy(spec: Any, sources: tuple[str, ...]) -> Any:
     """``spec`` with its output (or its eligible values) copied from ``sources``.
 
@@ -208,7 +234,7 @@ def with_copy(spec: Any, sources: tuple[str, ...]) -> Any:
         sources: the source texts.
 
     Returns:
-        The new spec (``CopyJsonSchema`` or ``Regex`` with definitions).
+        The new spec (``CopyJsonSchema``, or a ``CopiedRegex`` with definitions).
 
     Raises:
         RequestError: another kind of spec (choices are never copy-constrained), or
@@ -237,10 +263,11 @@ def with_copy(spec: Any, sources: tuple[str, ...]) -> Any:
         raise RequestError("copy_from has no span to copy (empty or whitespace only)")
     spans = roots[0] if len(roots) == 1 else "(?:" + "|".join(roots) + ")"
     if spec is None:
-        return Regex(spans, None, tuple(defs))
+        return CopiedRegex(spans, None, tuple(defs), None, tuple(sources))
     defs.append(strip_end_anchors(spec.pattern)[0])  # a definition keeps its anchors
     defs.append(spans)
     defs.append(
         INTERSECT + chr(PLACEHOLDER_BASE + len(defs) - 2) + chr(PLACEHOLDER_BASE + len(defs) - 1)
     )
-    return Regex(chr(PLACEHOLDER_BASE + len(defs) - 1), spec.trigger, tuple(defs))
+    top = chr(PLACEHOLDER_BASE + len(defs) - 1)
+    return CopiedRegex(top, spec.trigger, tuple(defs), spec, tuple(sources))

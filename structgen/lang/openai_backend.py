@@ -48,13 +48,16 @@ def _constraint_fields(term: Any) -> dict:
     its spec): ``regex`` for a ``Regex``, ``choice`` for a ``Choice``, ``response_format``
     for a ``JsonSchema``, ``regex`` (its text) for another ``RegexSpec`` (a token-healed
     ``Concatenation``), ``grammar`` (its text, syntax detected by the server) for a
-    ``Grammar``; the trigger as ``constraint_trigger``.
+    ``Grammar``; the trigger as ``constraint_trigger``; a copy constraint
+    (``CopyJsonSchema``, ``fsm.copy.CopiedRegex``) also as ``copy_from``, with its regex
+    before the copy (none for free text).
 
     Raises:
         RequestError: a spec with no wire form (no regex lowering), or a JsonSchema with
             non-default options the server has no field for.
     """
     from structgen.fsm.base import BaseCompiledGrammar
+    from structgen.fsm.copy import CopiedRegex
     from structgen.fsm.json_schema import DEFAULT_MAX_RECURSION_DEPTH
     from structgen.fsm.spec import Choice, Grammar, JsonSchema, Regex, RegexSpec, schema_for
 
@@ -64,6 +67,9 @@ def _constraint_fields(term: Any) -> dict:
         return {}
     trigger = getattr(term, "trigger", None)
     extra = {"constraint_trigger": trigger} if trigger is not None else {}
+    if isinstance(term, CopiedRegex):  # the server builds the same copy constraint
+        base = _constraint_fields(term.copy_base) if term.copy_base is not None else {}
+        return {**base, "copy_from": list(term.copy_from), **extra}
     if isinstance(term, Regex):
         return {"regex": term.lower().text() if term.definitions else term.pattern, **extra}
     if isinstance(term, Choice):

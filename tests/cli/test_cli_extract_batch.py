@@ -110,3 +110,29 @@ def test_a_single_cut_text_prints_the_object_and_warns(tmp_path, monkeypatch, ca
     assert code == 0
     assert json.loads(cap.out) == {"n": 0, "ok": False}
     assert "text: cut by max_tokens=512" in cap.err
+
+
+class RecordingEngine(ReversedEngine):
+    """ReversedEngine that keeps the grammar each request was made with."""
+
+    def __init__(self):
+        self.grammars = []
+
+    def make_request(self, prompt, params, constraint):
+        self.grammars.append(constraint)
+        return super().make_request(prompt, params, constraint)
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_no_copy_generates_under_the_schema_grammar_only(tmp_path, monkeypatch, capsys, flag):
+    engine = RecordingEngine()
+    monkeypatch.setattr(cli, "_engine", lambda args: engine)
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps(SCHEMA))
+    argv = ["extract", "--schema", str(schema), "--text", "7"] + (["--no-copy"] if flag else [])
+    assert cli.main(argv) == 0
+    capsys.readouterr()
+    (grammar,) = engine.grammars
+    # with copy, "n" may only be the text's numeral 7; without, any integer
+    assert grammar.matches('{"n":7,"ok":true}')
+    assert grammar.matches('{"n":8,"ok":true}') is flag

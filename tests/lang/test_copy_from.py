@@ -37,3 +37,23 @@ def test_openai_backend_sends_copy_from():
     body = request_body([1, 2], SamplingParams(max_tokens=4), term)
     assert body["extra_body"]["copy_from"] == [TEXT]
     assert body["extra_body"]["response_format"]["json_schema"]["schema"] == SCHEMA
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{"regex": r"[A-Z][a-z]+( [A-Z][a-z]+)?"}, {}, {"json_schema": SCHEMA}],
+    ids=["regex", "free-text", "json-schema"],
+)
+def test_openai_backend_copy_from_builds_the_same_constraint_on_the_server(kw):
+    from structgen.lang.openai_backend import request_body
+    from structgen.runtime.sampling_params import SamplingParams
+    from structgen.server.protocol import CompletionRequest
+    from structgen.server.serving import request_constraint
+
+    term = gen("x", copy_from=TEXT, **kw).constraint
+    body = request_body([1, 2], SamplingParams(max_tokens=4), term)
+    assert body["extra_body"]["copy_from"] == [TEXT]
+    assert "regex" not in body["extra_body"] or body["extra_body"]["regex"] == kw.get("regex")
+    req = CompletionRequest(model="m", **body["standard"], **body["extra_body"])
+    served, _ = request_constraint(req)
+    assert served.cache_key() == term.cache_key()

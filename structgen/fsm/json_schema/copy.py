@@ -6,7 +6,11 @@ first, which decides per value:
 
 * a ``string`` value becomes a span of a source (``structgen.fsm.copy``), intersected
   with the field's own grammar (``pattern``, ``format``, ``minLength``/``maxLength``) by
-  an ``INTERSECT`` definition (``terms`` ``AND``) when it has one;
+  an ``INTERSECT`` definition (``terms`` ``AND``) when it has one; a field with a
+  ``format`` or ``pattern`` may also be one of the dates and times the sources write,
+  normalised to ISO 8601 (``structgen.fsm.dates``: ``7 March 2026`` as ``2026-03-07``,
+  ``2:15 pm`` as ``14:15`` and ``14:15:00``), so that a date field copies the text's date
+  in the notation its format demands;
 * a ``number`` / ``integer`` value becomes one of the numerals the sources write
   (``structgen.fsm.numerals``) that the field's keywords (type, bounds, ``multipleOf``)
   accept, written as the grammar writes numbers: never more digits than the text's
@@ -35,7 +39,8 @@ from decimal import Decimal
 from typing import Any
 
 from ...errors import GrammarTooComplexError, InvalidSchemaError
-from ..copy import SubstringAutomaton, text_units
+from ..copy import SubstringAutomaton, json_string_content, text_units
+from ..dates import dates, times
 from ..nesting import MAX_SCHEMA_DEPTH, check_depth
 from ..numerals import json_numeral, numerals
 from ..regex.definitions import INTERSECT, PLACEHOLDER_BASE
@@ -92,6 +97,7 @@ class CopyPlan:
         self.automata = [a for a in self.automata if not a.is_empty()]
         self.numbers: list[Decimal] = list(dict.fromkeys(v for t in sources for v in numerals(t)))
         self.num_units = sum(1 for t in sources for u in text_units(t) if not u.isspace())
+        self.dates_and_times = list(dict.fromkeys(v for t in sources for v in dates(t) + times(t)))
         self.copied: list[str] = []
         self._scope: list[bool] = []
         self._spans: str | None = None
@@ -151,9 +157,14 @@ class CopyPlan:
 
         if not self.automata:
             return None
-        spans = '"' + self._spans_text(conv) + '"'
+        content = self._spans_text(conv)
         if set(schema) <= {"type"}:
-            return spans  # every span is a JSON string: nothing to intersect
+            return '"' + content + '"'  # every span is a JSON string: nothing to intersect
+        if "format" in schema or "pattern" in schema:  # also the dates and times, normalised
+            written = [json_string_content(v) for v in self.dates_and_times]
+            if written:
+                content = "(?:" + content + "|" + "|".join(map(escape_literal, written)) + ")"
+        spans = '"' + content + '"'
         base = string_regex(conv, schema, pointer)
         if base is None:
             return None

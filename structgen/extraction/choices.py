@@ -1,0 +1,262 @@
+"""Enum and boolean values chosen by score, not by greedy's first token.
+
+Greedy decoding under the schema's grammar commits to an enum option at its first
+token: the option whose first token is likeliest wins, however unlikely the rest of it
+is. ``choose_options`` revisits each choice field of the greedy objects
+(``option_fields``: a property reached through objects whose subschema is an ``enum``
+or a ``boolean``, either one made nullable by ``type: [..., "null"]`` or by an ``anyOf``
+/ ``oneOf`` with a ``null`` branch): every option is scored in the context the model
+wrote the value in (the prompt and the output up to the value, then the option as JSON
+and the structural character the output wrote after it) by the mean log-probability of
+its tokens, as ``select`` scores options (``structgen.lang``); all options of a batch go
+in one batch of prompt-log-prob requests whose shared prefixes the radix cache computes
+once. The best option replaces the value when the object stays valid under the schema
+(``jsonschema``); the fields after it keep what greedy wrote (they were generated after
+greedy's choice).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import jsonschema
+
+from structgen.runtime.sampling_params import SamplingParams
+
+__all__ = ["choose_options", "option_fields", "value_spans"]
+
+_SCORE = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
+_DECODER = json.JSONDecoder()
+_MAX_REF_DEPTH = 32
+
+
+def _resolve(root: Any, sub: Any) -> Any:
+    """``sub`` with local ``$ref`` s followed (``{}`` for a reference that does not resolve)."""
+    for _ in range(_MAX_REF_DEPTH):
+        if not (isinstance(sub, dict) and isinstance(sub.get("$ref"), str)):
+            return sub
+        ref = sub["$ref"]
+        if not ref.startswith("#"):
+            return {}
+        node: Any = root
+        for part in [p for p in ref[1:].split("/") if p]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            node = node.get(part) if isinstance(node, dict) else None
+        sub = node if isinstance(node, dict) else {}
+    return {}
+
+
+def _options(root: Any, sub: Any) -> list[Any] | None:
+    """The values a choice field may take (``enum`` options, ``true``/``false``, and
+    ``null`` where the field is nullable), or None for a field that is not a choice.
+    """
+    sub = _resolve(root, sub)
+    if not isinstance(sub, dict) or "const" in sub:
+        return None
+    nullable = False
+    for key in ("anyOf", "oneOf"):
+        branches = sub.get(key)
+        if isinstance(branches, list) and len(branches) == 2:
+            rest = [b for b in (_resolve(root, b) for b in branches) if b != {"type": "null"}]
+            if len(rest) == 1 and isinstance(rest[0], dict):
+                sub, nullable = rest[0], True
+                break
+    if "enum" in sub and isinstance(sub["enum"], list) and sub["enum"]:
+        opts = list(sub["enum"])
+        return opts + [None] if nullable and None not in opts else opts
+    types = sub.get("type")
+    types = [types] if isinstance(types, str) else list(types or ())
+    if types and set(types) <= {"boolean", "null"} and "boolean" in types:
+        return [True, False] + ([None] if nullable or "null" in types else [])
+    return None
+
+
+def option_fields(schema: Any) -> dict[tuple[str, ...], list[Any]]:
+    """The choice fields of ``schema`` reached through object properties only.
+
+    Args:
+        schema: a JSON Schema dict (local ``$ref`` s followed).
+
+    Returns:
+        Key path -> options (module docstring), in schema order.
+    """
+    out: dict[tuple[str, ...], list[Any]] = {}
+
+    def walk(sub: Any, path: tuple[str, ...], depth: int) -> None:
+        sub = _resolve(schema, sub)
+        if not isinstance(sub, dict) or depth > _MAX_REF_DEPTH:
+            return
+        for name, prop in (sub.get("properties") or {}).items():
+            opts = _options(schema, prop)
+            if opts is not None and len(opts) > 1:
+                out[path + (name,)] = opts
+            else:
+                walk(prop, path + (name,), depth + 1)
+
+    walk(schema, (), 0)
+    return out
+
+
+def value_spans(raw: str) -> dict[tuple[str, ...], tuple[int, int]]:
+    """Where each scalar reached through objects is written in the JSON text ``raw``.
+
+    Args:
+        raw: one JSON object's text.
+
+    Returns:
+        Key path -> ``(start, end)`` offsets of the value's text.
+
+    Raises:
+        ValueError: ``raw`` is not a JSON object's text.
+    """
+    out: dict[tuple[str, ...], tuple[int, int]] = {}
+
+    def ws(i: int) -> int:
+        while i < len(raw) and raw[i] in " \t\n\r":
+            i += 1
+        return i
+
+    def walk(i: int, path: tuple[str, ...] | None) -> int:
+        i = ws(i)
+        if raw.startswith("{", i):
+            i = ws(i + 1)
+            if raw.startswith("}", i):
+                return i + 1
+            while True:
+                key, i = json.decoder.scanstring(raw, ws(i) + 1)
+                i = ws(i)
+                if not raw.startswith(":", i):
+                    raise ValueError(f"expected ':' at {i}")
+                i = ws(walk(i + 1, None if path is None else path + (key,)))
+                if raw.startswith("}", i):
+                    return i + 1
+                if not raw.startswith(",", i):
+                    raise ValueError(f"expected ',' or '}}' at {i}")
+                i += 1
+        if raw.startswith("[", i):  # items are not choice fields: skip them
+            _, end = _DECODER.raw_decode(raw, i)
+            return end
+        _, end = _DECODER.raw_decode(raw, i)
+        if path is not None:
+            out[path] = (i, end)
+        return end
+
+    if not raw.lstrip().startswith("{"):
+        raise ValueError("not a JSON object")
+    walk(0, ())
+    return out
+
+
+def _get(value: Any, keys: tuple[str, ...]) -> tuple[bool, Any]:
+    node = value
+    for k in keys:
+        if not isinstance(node, dict) or k not in node:
+            return False, None
+        node = node[k]
+    return True, node
+
+
+def choose_options(engine: Any, schema: Any, prompts: list[Any], raw_texts: list[str]) -> list[str]:
+    """The generated JSON texts with each choice field's value decided by score (module
+    docstring).
+
+    Args:
+        engine: the engine (``tokenizer``, ``generate``).
+        schema: the JSON Schema the objects are valid under (a dict).
+        prompts: each document's chat messages, or a plain prompt string.
+        raw_texts: each document's generated JSON text (one that does not parse as an
+            object, or an empty one, is left as it is).
+
+    Returns:
+        The texts; where another option scored higher, the object written again
+        compactly (``separators=(",", ":")``, keys in their order) with that option.
+    """
+    fields = option_fields(schema) if isinstance(schema, dict) else {}
+    jobs = []  # (document, keys, options, candidate ids, first scored position)
+    values: list[Any] = [None] * len(raw_texts)
+    for i, raw in enumerate(raw_texts):
+        if not fields or not raw:
+            continue
+        try:
+            values[i] = json.loads(raw)
+            spans = value_spans(raw)
+        except ValueError:
+            continue
+        context = None
+        for keys, options in fields.items():
+            present, current = _get(values[i], keys)
+            if not present or keys not in spans or not any(_same(o, current) for o in options):
+                continue
+            start, end = spans[keys]
+            if context is None:
+                context = _template(engine, prompts[i])
+            tail = raw[end : end + 1]
+            base = engine.tokenizer.encode(context + raw[:start], add_special_tokens=False)
+            fulls = [
+                engine.tokenizer.encode(
+                    context + raw[:start] + json.dumps(o, ensure_ascii=False) + tail,
+                    add_special_tokens=False,
+                )
+                for o in options
+            ]
+            firsts = [max(1, min(_common_prefix(base, f), len(f) - 1)) for f in fulls]
+            jobs.append((i, keys, options, fulls, firsts))
+    if not jobs:
+        return list(raw_texts)
+    requests = [f for job in jobs for f in job[3]]
+    params = [dataclasses.replace(_SCORE, prompt_logprobs_start=s) for job in jobs for s in job[4]]
+    outs = engine.generate(requests, params)
+    checker = jsonschema.validators.validator_for(schema)(schema)
+    out_texts = list(raw_texts)
+    pos = 0
+    for i, keys, options, fulls, firsts in jobs:
+        scores = [
+            _mean_logprob(out, full, first)
+            for out, full, first in zip(outs[pos : pos + len(fulls)], fulls, firsts)
+        ]
+        pos += len(fulls)
+        _, current = _get(values[i], keys)
+        now = next(k for k, o in enumerate(options) if _same(o, current))
+        best = max(range(len(options)), key=lambda k: (scores[k], k == now, -k))
+        if best == now:  # a tie keeps greedy's value
+            continue
+        trial = json.loads(json.dumps(values[i]))
+        node = trial
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = options[best]
+        if checker.is_valid(trial):
+            values[i] = trial
+            out_texts[i] = json.dumps(trial, ensure_ascii=False, separators=(",", ":"))
+    return out_texts
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality (``True`` is not ``1``)."""
+    return type(a) is type(b) and a == b
+
+
+def _template(engine: Any, prompt: Any) -> str:
+    """The prompt's text as the model read it (the chat template applied to messages)."""
+    if isinstance(prompt, str):
+        return prompt
+    return engine.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _mean_logprob(out: Any, full: list[int], start: int) -> float:
+    """Mean log-probability of ``full[start:]`` (``-inf`` when the request failed)."""
+    if out.finish_reason == "error" or out.prompt_logprobs is None:
+        return float("-inf")
+    lps = [out.prompt_logprobs[j][full[j]] for j in range(start, len(full))]
+    return sum(lps) / max(1, len(lps))

@@ -1,0 +1,189 @@
+"""Enum and boolean values chosen by score (structgen.extraction.choices): the fields
+found in a schema, where each value is written (against json.loads of the slice), and
+the option chosen: against a stand-in model whose preferred option is known, and on the
+tiny random Llama against the mean log-probabilities of every option computed from full
+prompt log-probs (no shared-prefix start)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from structgen.extraction.choices import choose_options, option_fields, value_spans
+from structgen.runtime.outputs import RequestOutput
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "priority": {"enum": ["low", "medium", "high", "urgent"]},
+        "paid": {"type": "boolean"},
+        "room": {
+            "type": "object",
+            "properties": {
+                "kind": {"$ref": "#/$defs/kind"},
+                "smoking": {"type": ["boolean", "null"]},
+            },
+            "required": ["kind", "smoking"],
+        },
+        "dress": {"anyOf": [{"enum": ["casual", "formal"]}, {"type": "null"}]},
+        "tags": {"type": "array", "items": {"enum": ["a", "b"]}},
+        "always": {"const": "x"},
+    },
+    "required": ["name", "priority", "paid", "room", "dress"],
+    "additionalProperties": False,
+    "$defs": {"kind": {"enum": ["single", "double", "suite"]}},
+}
+
+
+def test_option_fields():
+    assert option_fields(SCHEMA) == {
+        ("priority",): ["low", "medium", "high", "urgent"],
+        ("paid",): [True, False],
+        ("room", "kind"): ["single", "double", "suite"],
+        ("room", "smoking"): [True, False, None],
+        ("dress",): ["casual", "formal", None],
+    }
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+def _scalars(value, path=()):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _scalars(v, path + (k,))
+    elif not isinstance(value, list) and path:
+        yield path, value
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.text(), json_values, max_size=4), st.sampled_from([None, 1]))
+def test_value_spans_locate_every_scalar(obj, indent):
+    for raw in (json.dumps(obj, indent=indent), json.dumps(obj, separators=(",", ":"))):
+        spans = value_spans(raw)
+        expected = dict(_scalars(obj))
+        assert set(spans) == set(expected)
+        for path, (start, end) in spans.items():
+            assert json.loads(raw[start:end]) == expected[path]
+
+
+def test_value_spans_refuses_a_non_object():
+    with pytest.raises(ValueError):
+        value_spans("[1, 2]")
+
+
+class PreferringEngine:
+    """Stand-in model over characters: every scored token of a text that ends with one of
+    ``liked`` (``{key: value}``, written ``"key":value``, then one structural character)
+    has log-prob -0.1, others -3."""
+
+    def __init__(self, liked):
+        self.liked = [json.dumps(k) + ":" + json.dumps(v) for k, v in liked.items()]
+        self.requests = 0
+        self.tokenizer = SimpleNamespace(
+            encode=lambda text, add_special_tokens=False: [ord(c) for c in text],
+            apply_chat_template=lambda msgs, tokenize, add_generation_prompt: "".join(
+                m["content"] + "\n" for m in msgs
+            ),
+        )
+
+    def generate(self, requests, params):
+        outs = []
+        for ids, p in zip(requests, params):
+            self.requests += 1
+            text = "".join(chr(i) for i in ids)
+            good = any(text[:-1].endswith(v) for v in self.liked)
+            lps = [None] + [{t: (-0.1 if good else -3.0)} for t in ids[1:]]
+            for j in range(1, p.prompt_logprobs_start):
+                lps[j] = None
+            outs.append(RequestOutput(text="", finish_reason="length", prompt_logprobs=lps))
+        return outs
+
+
+def _greedy():
+    return {
+        "name": "Ann",
+        "priority": "low",
+        "paid": True,
+        "room": {"kind": "single", "smoking": None},
+        "dress": None,
+        "tags": ["a"],
+    }
+
+
+def test_the_preferred_option_replaces_greedy_choice():
+    raw = json.dumps(_greedy(), separators=(",", ":"))
+    prompt = [{"role": "user", "content": "Ann paid nothing, wants a suite, urgent."}]
+    engine = PreferringEngine({"priority": "urgent", "paid": False, "kind": "suite"})
+    (out,) = choose_options(engine, SCHEMA, [prompt], [raw])
+    assert json.loads(out) == {
+        **_greedy(),
+        "priority": "urgent",
+        "paid": False,
+        "room": {"kind": "suite", "smoking": None},
+    }
+    assert engine.requests == 4 + 2 + 3 + 3 + 3  # every option of every choice field
+
+
+def test_unparsable_or_empty_outputs_are_left_alone():
+    engine = PreferringEngine({"priority": "urgent"})
+    assert choose_options(engine, SCHEMA, ["p", "p"], ['{"name":', ""]) == ['{"name":', ""]
+    assert engine.requests == 0
+
+
+def test_an_option_that_breaks_the_schema_is_not_taken():
+    schema = {
+        "type": "object",
+        "properties": {"a": {"enum": ["x", "y"]}, "b": {"type": "string"}},
+        "if": {"properties": {"a": {"const": "y"}}},
+        "then": {"properties": {"b": {"const": "only-with-y"}}},
+    }
+    raw = '{"a":"x","b":"other"}'
+    (out,) = choose_options(PreferringEngine({"a": "y"}), schema, ["plain prompt "], [raw])
+    assert out == raw
+
+
+def _mean_from_full_logprobs(engine, prefix, option, tail):
+    """Reference: mean log-prob of the tokens after ``prefix``'s, from a request that
+    asks for every prompt log-prob (no start)."""
+    from structgen.runtime.sampling_params import SamplingParams
+
+    tok = engine.tokenizer
+    base = tok.encode(prefix, add_special_tokens=False)
+    full = tok.encode(prefix + json.dumps(option) + tail, add_special_tokens=False)
+    first = 0
+    while first < min(len(base), len(full)) and base[first] == full[first]:
+        first += 1
+    first = max(1, min(first, len(full) - 1))
+    (out,) = engine.generate([full], [SamplingParams(max_tokens=1, prompt_logprobs=0)])
+    lps = [out.prompt_logprobs[j][full[j]] for j in range(first, len(full))]
+    return sum(lps) / len(lps)
+
+
+def test_on_the_tiny_model_the_choice_is_the_best_mean_logprob(tiny_engine):
+    schema = {
+        "type": "object",
+        "properties": {"p": {"enum": ["low", "medium", "high"]}, "ok": {"type": "boolean"}},
+        "required": ["p", "ok"],
+    }
+    raw = '{"p":"low","ok":true}'
+    prompt = "Text: nothing. JSON:"
+    (out,) = choose_options(tiny_engine, schema, [prompt], [raw])
+    value = json.loads(out)
+    p_scores = {
+        o: _mean_from_full_logprobs(tiny_engine, prompt + '{"p":', o, ",")
+        for o in ["low", "medium", "high"]
+    }
+    assert value["p"] == max(p_scores, key=p_scores.get)
+    prefix = prompt + '{"p":"low","ok":'  # the context greedy wrote "ok" in
+    ok_scores = {o: _mean_from_full_logprobs(tiny_engine, prefix, o, "}") for o in [True, False]}
+    assert value["ok"] == max(ok_scores, key=ok_scores.get)

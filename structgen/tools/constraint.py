@@ -1,0 +1,241 @@
+r"""The constraint of a tool-calling turn: calls in a format, arguments by each tool's schema.
+
+:func:`tool_call_constraint` builds one ``Regex`` spec (shared definitions included) from
+a :class:`~structgen.tools.formats.ToolCallFormat`, the request's tools and
+``tool_choice``:
+
+* ``"required"``: the turn is the calls block (one call, or with ``parallel`` one or more
+  joined by the format's separator), nothing before or after;
+* a named tool (``{"function": {"name": ...}}``): one call of that tool;
+* ``"auto"``: with a format that has a trigger (``<tool_call>``, ``[TOOL_CALLS]``,
+  DeepSeek's calls-begin token text), free text that never contains the trigger, then
+  optionally the calls block and free text again (so the trigger always starts a call
+  checked by the grammar; the text around it is the answer's content); with a format
+  without one (Llama 3 JSON, the fallback), the turn is the calls or text whose first
+  character is not ``{``;
+* ``"none"``: no constraint (None).
+
+Each call's arguments are the compact JSON of its tool's ``parameters`` schema with only
+the listed properties (``allow_extra_properties=False``); ``function.strict: true``
+also makes every listed property required, as OpenAI's strict mode does. The free text
+is written as the complement of ``[\s\S]*TRIGGER[\s\S]*`` among texts (a boolean
+definition, ``structgen.fsm.regex.definitions``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import lru_cache
+from typing import Any
+
+from structgen.errors import InvalidSchemaError, RequestError, SchemaError
+from structgen.fsm.regex.definitions import COMPLEMENT, INTERSECT, PLACEHOLDER_BASE
+from structgen.fsm.regex.escape import escape_literal
+from structgen.fsm.spec import JsonSchema, LoweredRegex, Regex
+from structgen.tools.formats import ToolCallFormat
+
+__all__ = ["strict_schema", "tool_call_constraint", "tool_name", "tool_parameters"]
+
+_EMPTY_PARAMS = {"type": "object", "properties": {}}
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
+
+
+def _function(tool: Any, i: int) -> dict:
+    fn = tool.get("function") if isinstance(tool, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+        raise RequestError(
+            f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ...}}}}"
+        )
+    return fn
+
+
+def tool_name(tool: dict) -> str:
+    """The function name of an OpenAI tool dict."""
+    return tool["function"]["name"]
+
+
+def tool_parameters(tool: dict) -> Any:
+    """The ``parameters`` schema of an OpenAI tool dict (an empty object schema if absent)."""
+    params = tool["function"].get("parameters")
+    return _EMPTY_PARAMS if params is None else params
+
+
+def strict_schema(schema: Any) -> Any:
+    """``schema`` with every object's listed properties required and no other property
+    allowed (OpenAI strict mode's rules), applied to every subschema.
+
+    Returns:
+        A new schema; ``schema`` is not modified.
+    """
+    out = copy.deepcopy(schema)
+
+    def walk(s: Any) -> None:
+        if not isinstance(s, dict):
+            return
+        props = s.get("properties")
+        if isinstance(props, dict):
+            s["required"] = list(props)
+            s.setdefault("additionalProperties", False)
+        for key in _SUBSCHEMA_MAPS:
+            if isinstance(s.get(key), dict):
+                for sub in s[key].values():
+                    walk(sub)
+        for key in _SUBSCHEMA_LISTS:
+            if isinstance(s.get(key), list):
+                for sub in s[key]:
+                    walk(sub)
+        for key in _SUBSCHEMA_ONE:
+            walk(s.get(key))
+
+    walk(out)
+    return out
+
+
+@lru_cache(maxsize=1024)
+def _lower_arguments(params_json: str, strict: bool, where: str) -> LoweredRegex:
+    """The lowered regex of one tool's arguments (cached by the schema's JSON text).
+
+    Raises:
+        InvalidSchemaError: the schema fails its metaschema (``where`` and the pointer).
+        SchemaError: a keyword structgen cannot enforce (``where`` prefixed).
+    """
+    import jsonschema
+
+    params = json.loads(params_json)
+    if strict:
+        params = strict_schema(params)
+    try:
+        jsonschema.validators.validator_for(params).check_schema(params)
+    except jsonschema.SchemaError as exc:
+        pointer = "".join("/" + str(p) for p in exc.path) or "/"
+        raise InvalidSchemaError(
+            f"{where}: function.parameters is not a valid JSON Schema at {pointer}: {exc.message}"
+        ) from None
+    try:
+        return JsonSchema(params, allow_extra_properties=False).lower()
+    except SchemaError as exc:
+        raise type(exc)(f"{where}: function.parameters: {exc}") from None
+
+
+def _base_definitions(trigger: str) -> tuple[str, ...]:
+    """Definitions 0-3: anything containing ``trigger``, its complement, any text, and
+    the free text (3: texts without ``trigger``).
+    """
+    p = [chr(PLACEHOLDER_BASE + i) for i in range(3)]
+    return (
+        r"[\s\S]*" + escape_literal(trigger) + r"[\s\S]*",
+        COMPLEMENT + p[0],
+        r"[\s\S]*",
+        INTERSECT + p[1] + p[2],
+    )
+
+
+def _choice_names(tools: list[dict], tool_choice: Any) -> tuple[str, list[int]]:
+    """``(mode, indices of the callable tools)``; mode is ``"auto"`` or ``"required"``."""
+    if tool_choice is None:
+        return "auto", list(range(len(tools)))
+    if tool_choice in ("auto", "required"):
+        return tool_choice, list(range(len(tools)))
+    fn = tool_choice.get("function") if isinstance(tool_choice, dict) else None
+    name = fn.get("name") if isinstance(fn, dict) else None
+    if not isinstance(name, str):
+        raise RequestError(
+            "tool_choice must be 'none', 'auto', 'required' or "
+            f"{{'type': 'function', 'function': {{'name': ...}}}}, got {tool_choice!r}"
+        )
+    found = [i for i, t in enumerate(tools) if tool_name(t) == name]
+    if not found:
+        raise RequestError(f"tool_choice names {name!r}, which is not in tools")
+    return "required", found[:1]
+
+
+def tool_call_constraint(
+    fmt: ToolCallFormat, tools: list[dict], tool_choice: Any = None, parallel: bool | None = None
+) -> Regex | None:
+    """The constraint of a turn that may (or must) call ``tools`` in ``fmt``.
+
+    Args:
+        fmt: the model's tool-call format (``structgen.tools.detect_format``).
+        tools: OpenAI tool dicts ``{"type": "function", "function": {"name",
+            "description", "parameters", "strict"}}``.
+        tool_choice: None (= ``"auto"``), ``"none"``, ``"auto"``, ``"required"`` or
+            ``{"type": "function", "function": {"name": NAME}}``.
+        parallel: ``parallel_tool_calls`` (None = true, OpenAI's default); a named tool,
+            and a format without a call separator, get one call.
+
+    Returns:
+        A ``Regex`` spec (module docstring), or None for ``"none"``.
+
+    Raises:
+        RequestError: no tools, a malformed tool or ``tool_choice``, a named tool not in
+            ``tools``, two tools with one name.
+        InvalidSchemaError: a tool's ``parameters`` fails its metaschema (the message
+            names ``tools[i]``, the tool and the JSON pointer).
+        SchemaError: a tool's ``parameters`` uses a keyword that cannot be enforced.
+    """
+    if tool_choice == "none":
+        return None
+    if not tools:
+        raise RequestError("tool calls need at least one tool")
+    fns = [_function(t, i) for i, t in enumerate(tools)]
+    names = [f["name"] for f in fns]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise RequestError(f"tools: two tools are named {dup!r}")
+    mode, chosen = _choice_names(tools, tool_choice)
+    single = len(chosen) == 1 and tool_choice not in (None, "auto", "required")
+    many = parallel is not False and fmt.call_sep is not None and not single
+    keys = tuple(
+        (
+            names[i],
+            json.dumps(tool_parameters(tools[i]), sort_keys=True, ensure_ascii=False),
+            bool(fns[i].get("strict")),
+            i,
+        )
+        for i in chosen
+    )
+    return _build(fmt, keys, mode, many)
+
+
+@lru_cache(maxsize=256)
+def _build(fmt: ToolCallFormat, keys: tuple, mode: str, many: bool) -> Regex:
+    """The spec of :func:`tool_call_constraint` for hashable ``keys`` (name, parameters
+    JSON, strict, index) of the callable tools.
+    """
+    definitions: list[str] = []
+    free = ""
+    if mode == "auto" and fmt.trigger is not None:
+        definitions.extend(_base_definitions(fmt.trigger))
+        free = chr(PLACEHOLDER_BASE + 3)
+    calls = []
+    for name, params_json, strict, i in keys:
+        low = _lower_arguments(params_json, strict, f"tools[{i}] ({name!r})")
+        offset, own = len(definitions), len(low.definitions)
+        texts = (low.pattern, *low.definitions)
+        if offset and own:
+            shift = {PLACEHOLDER_BASE + k: PLACEHOLDER_BASE + offset + k for k in range(own)}
+            texts = tuple(t.translate(shift) for t in texts)
+        definitions.extend(texts[1:])
+        shown = json.dumps(name, ensure_ascii=False) if fmt.json_name else name
+        calls.append(
+            escape_literal(fmt.call_begin + shown + fmt.args_intro)
+            + "(?:"
+            + texts[0]
+            + ")"
+            + escape_literal(fmt.call_end)
+        )
+    call = calls[0] if len(calls) == 1 else "(?:" + "|".join(calls) + ")"
+    body = call
+    if many:
+        body = f"{call}(?:{escape_literal(fmt.call_sep)}{call})*"
+    block = escape_literal(fmt.block_begin) + body + escape_literal(fmt.block_end)
+    if mode == "required":
+        pattern = block
+    elif fmt.trigger is not None:
+        pattern = f"{free}(?:{block}{free})?"
+    else:
+        pattern = f"(?:{block})|(?:[^{{][\\s\\S]*)?"
+    return Regex(pattern, definitions=tuple(definitions))

@@ -53,6 +53,7 @@ generated; an invalid one is a 400 naming ``tools[i]``, the tool and the JSON po
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import uuid
@@ -134,23 +135,38 @@ def openai_tools(tools: list[Tool]) -> list[dict]:
 
 
 def _check_parameters(tools: list[Tool]) -> None:
-    """Raises: APIError 400 naming ``tools[i]``, the tool and the JSON pointer of the first
-    ``parameters`` that fails its metaschema.
+    """Check every tool's ``parameters`` against its metaschema (cached by its JSON text).
+
+    Raises:
+        APIError: 400 naming ``tools[i]``, the tool and the JSON pointer of the first
+            ``parameters`` that fails.
     """
-    import jsonschema
+    from structgen.errors import InvalidSchemaError
 
     for i, t in enumerate(tools):
         params = _params_schema(t)
         try:
-            jsonschema.validators.validator_for(params).check_schema(params)
-        except jsonschema.SchemaError as exc:
-            pointer = "".join("/" + str(p) for p in exc.path) or "/"
+            _check_one(json.dumps(params, sort_keys=True, ensure_ascii=False))
+        except InvalidSchemaError as exc:
             raise APIError(
                 f"tools[{i}] ({t.function.name!r}): function.parameters is not a valid "
-                f"JSON Schema at {pointer}: {exc.message}",
+                f"JSON Schema: {exc}",
                 param=f"tools[{i}].function.parameters",
                 code="invalid_schema",
             ) from None
+
+
+@functools.lru_cache(maxsize=4096)
+def _check_one(params_json: str) -> None:
+    """Raises: InvalidSchemaError (with the JSON pointer) for an invalid schema."""
+    from structgen.errors import InvalidSchemaError
+    from structgen.fsm.json_schema.check import check_schema
+
+    params = json.loads(params_json)
+    if not isinstance(params, (dict, bool)):
+        raise InvalidSchemaError("a JSON Schema must be an object or a boolean")
+    if isinstance(params, dict):
+        check_schema(params)
 
 
 def call_schema(tool: Tool) -> dict:
@@ -163,30 +179,24 @@ def call_schema(tool: Tool) -> dict:
     }
 
 
-def _call_regex(schema: dict) -> str:
-    """The regex of one call (compact JSON, listed keys only).
+def _convention_constraint(tools: list[Tool], choice: Any, parallel: bool) -> Any:
+    """The ``auto`` / parallel ``required`` constraint of the fallback convention
+    (``structgen.tools.tool_call_constraint`` in the ``structgen_json`` format).
 
     Raises:
-        APIError: 400 naming the keyword and JSON pointer of an invalid or unsupported
-            ``parameters`` schema.
+        APIError: 400 naming the tool and the JSON pointer of a schema that cannot be
+            enforced.
     """
-    import jsonschema
-
-    from structgen.errors import SchemaError
-    from structgen.fsm import json_schema_to_regex
+    from structgen.errors import RequestError, SchemaError
+    from structgen.tools import FORMATS, tool_call_constraint
 
     try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-        return json_schema_to_regex(schema, allow_extra_properties=False)
-    except jsonschema.SchemaError as exc:
-        pointer = "".join("/" + str(p) for p in exc.path)
-        raise APIError(
-            f"tools: invalid JSON Schema at {pointer or '/'}: {exc.message}",
-            param="tools",
-            code="invalid_schema",
-        ) from None
-    except (SchemaError, ValueError) as exc:
+        fmt = FORMATS["structgen_json"]
+        return tool_call_constraint(fmt, openai_tools(tools), choice, parallel)
+    except SchemaError as exc:
         raise APIError(f"tools: {exc}", param="tools", code="invalid_schema") from None
+    except RequestError as exc:
+        raise APIError(str(exc), param="tools") from None
 
 
 def _prompt_lines(tools: list[Tool]) -> list[str]:
@@ -231,7 +241,7 @@ def plan_tools(
         APIError: a named tool that is not in ``tools``; an invalid parameters schema
             (naming the tool and the JSON pointer).
     """
-    from structgen.fsm.spec import JsonSchema, Regex
+    from structgen.fsm.spec import JsonSchema
     from structgen.tools import detect_format
 
     choice = tool_choice if tool_choice is not None else "auto"
@@ -259,11 +269,9 @@ def plan_tools(
     schema = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
     if choice == "required" and not parallel:
         return ToolPlan("call", "\n".join(lines), JsonSchema(schema))
-    call = _call_regex(schema)
-    calls = f"(?:{call})(?:\\n(?:{call}))*" if parallel else call
-    if choice == "required":
-        return ToolPlan("call", "\n".join(lines), Regex(calls), parallel)
-    return ToolPlan("auto", "\n".join(lines), Regex(f"(?:{calls})|[^{{][\\s\\S]*"), parallel)
+    constraint = _convention_constraint(tools, choice, parallel)
+    mode = "call" if choice == "required" else "auto"
+    return ToolPlan(mode, "\n".join(lines), constraint, parallel)
 
 
 def _plan_native(

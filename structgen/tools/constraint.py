@@ -29,7 +29,7 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from structgen.errors import InvalidSchemaError, RequestError, SchemaError
+from structgen.errors import RequestError, SchemaError
 from structgen.fsm.regex.definitions import COMPLEMENT, INTERSECT, PLACEHOLDER_BASE
 from structgen.fsm.regex.escape import escape_literal
 from structgen.fsm.spec import JsonSchema, LoweredRegex, Regex
@@ -102,22 +102,18 @@ def _lower_arguments(params_json: str, strict: bool, where: str) -> LoweredRegex
         InvalidSchemaError: the schema fails its metaschema (``where`` and the pointer).
         SchemaError: a keyword structgen cannot enforce (``where`` prefixed).
     """
-    import jsonschema
+    from structgen.fsm.json_schema.check import check_schema
 
     params = json.loads(params_json)
     if strict:
         params = strict_schema(params)
     try:
-        jsonschema.validators.validator_for(params).check_schema(params)
-    except jsonschema.SchemaError as exc:
-        pointer = "".join("/" + str(p) for p in exc.path) or "/"
-        raise InvalidSchemaError(
-            f"{where}: function.parameters is not a valid JSON Schema at {pointer}: {exc.message}"
-        ) from None
-    try:
+        if isinstance(params, dict):
+            check_schema(params)
         return JsonSchema(params, allow_extra_properties=False).lower()
-    except SchemaError as exc:
-        raise type(exc)(f"{where}: function.parameters: {exc}") from None
+    except SchemaError as exc:  # the same error, its message naming the tool
+        exc.args = (f"{where}: function.parameters: {exc}",)
+        raise exc from None
 
 
 def _base_definitions(trigger: str) -> tuple[str, ...]:
@@ -237,5 +233,5 @@ def _build(fmt: ToolCallFormat, keys: tuple, mode: str, many: bool) -> Regex:
     elif fmt.trigger is not None:
         pattern = f"{free}(?:{block}{free})?"
     else:
-        pattern = f"(?:{block})|(?:[^{{][\\s\\S]*)?"
+        pattern = f"(?:{block})|[^{{][\\s\\S]*"
     return Regex(pattern, definitions=tuple(definitions))

@@ -53,6 +53,7 @@ generated; an invalid one is a 400 naming ``tools[i]``, the tool and the JSON po
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import re
@@ -235,18 +236,41 @@ def plan_tools(
             module docstring); None: the fallback convention.
 
     Returns:
-        None when ``tool_choice == "none"`` (tools are then ignored).
+        None when ``tool_choice == "none"`` (tools are then ignored). Plans are cached by
+        the request's tools, choice, parallel and template (the same tools again reuse
+        the plan and its compiled constraint).
 
     Raises:
         APIError: a named tool that is not in ``tools``; an invalid parameters schema
             (naming the tool and the JSON pointer).
     """
-    from structgen.fsm.spec import JsonSchema
-    from structgen.tools import detect_format
-
     choice = tool_choice if tool_choice is not None else "auto"
     if choice == "none":
         return None
+    wire = choice.model_dump_json() if isinstance(choice, NamedToolChoice) else choice
+    # repr of the JSON data (C-fast; distinct JSON values have distinct reprs)
+    fns = [(f.name, f.description, f.parameters, f.strict) for f in (t.function for t in tools)]
+    key = (repr(fns), wire, parallel, template)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _plan(tools, choice, parallel, template)
+        _PLANS[key] = plan
+        if len(_PLANS) > _MAX_PLANS:
+            _PLANS.popitem(last=False)
+    else:
+        _PLANS.move_to_end(key)
+    return plan
+
+
+_PLANS: collections.OrderedDict[tuple, ToolPlan] = collections.OrderedDict()
+_MAX_PLANS = 64  # plans kept (least recently used dropped): the same tools again are warm
+
+
+def _plan(tools: list[Tool], choice: Any, parallel: bool | None, template: str | None) -> ToolPlan:
+    """``plan_tools`` without its cache (``choice`` is not ``"none"``)."""
+    from structgen.fsm.spec import JsonSchema
+    from structgen.tools import detect_format
+
     _check_parameters(tools)
     fmt = detect_format(template)
     if fmt.native:

@@ -18,8 +18,9 @@ a :class:`~structgen.tools.formats.ToolCallFormat`, the request's tools and
 Each call's arguments are the compact JSON of its tool's ``parameters`` schema with only
 the listed properties (``allow_extra_properties=False``); ``function.strict: true``
 also makes every listed property required, as OpenAI's strict mode does. The free text
-is written as the complement of ``[\s\S]*TRIGGER[\s\S]*`` among texts (a boolean
-definition, ``structgen.fsm.regex.definitions``).
+is :func:`free_text_regex` of the trigger (every built-in trigger qualifies), else the
+complement of ``[\s\S]*TRIGGER[\s\S]*`` among texts (a boolean definition,
+``structgen.fsm.regex.definitions``).
 """
 
 from __future__ import annotations
@@ -31,11 +32,17 @@ from typing import Any
 
 from structgen.errors import RequestError, SchemaError
 from structgen.fsm.regex.definitions import COMPLEMENT, INTERSECT, PLACEHOLDER_BASE
-from structgen.fsm.regex.escape import escape_literal
+from structgen.fsm.regex.escape import escape_class_char, escape_literal
 from structgen.fsm.spec import JsonSchema, LoweredRegex, Regex
 from structgen.tools.formats import ToolCallFormat
 
-__all__ = ["strict_schema", "tool_call_constraint", "tool_name", "tool_parameters"]
+__all__ = [
+    "free_text_regex",
+    "strict_schema",
+    "tool_call_constraint",
+    "tool_name",
+    "tool_parameters",
+]
 
 _EMPTY_PARAMS = {"type": "object", "properties": {}}
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
@@ -114,6 +121,32 @@ def _lower_arguments(params_json: str, strict: bool, where: str) -> LoweredRegex
     except SchemaError as exc:  # the same error, its message naming the tool
         exc.args = (f"{where}: function.parameters: {exc}",)
         raise exc from None
+
+
+def free_text_regex(trigger: str) -> str | None:
+    """A regex of the texts that do not contain ``trigger``, or None when its first
+    character occurs again in it (the complement definition is used then).
+
+    With ``trigger = c1 c2 ... cn`` and ``c1`` only at its start, a text avoids it when
+    every ``c1`` is followed by a proper prefix ``c2..ck`` of the rest and then either
+    the text's end, another ``c1``, or a character that is neither ``c1`` nor
+    ``c(k+1)``: the automaton of "longest prefix of the trigger just read", written
+    out. No boolean term, so the automaton is built without emptiness checks.
+    """
+    if len(trigger) < 2 or trigger[0] in trigger[1:]:
+        return None
+    first = trigger[0]
+    lit = escape_literal
+    mids = [trigger[1:k] for k in range(1, len(trigger))]  # c2..ck for k = 1..n-1
+    loop = "|".join(lit(m + first) for m in mids)
+    exits = "|".join(
+        lit(m) + "[^" + escape_class_char(ord(first)) + escape_class_char(ord(trigger[k])) + "]"
+        for k, m in enumerate(mids, start=1)
+    )
+    partial = "|".join(lit(m) for m in mids)
+    head = lit(first) + f"(?:{loop})*"
+    not_first = "[^" + escape_class_char(ord(first)) + "]"
+    return f"(?:{not_first}|{head}(?:{exits}))*(?:{head}(?:{partial}))?"
 
 
 def _base_definitions(trigger: str) -> tuple[str, ...]:
@@ -204,8 +237,12 @@ def _build(fmt: ToolCallFormat, keys: tuple, mode: str, many: bool) -> Regex:
     definitions: list[str] = []
     free = ""
     if mode == "auto" and fmt.trigger is not None:
-        definitions.extend(_base_definitions(fmt.trigger))
-        free = chr(PLACEHOLDER_BASE + 3)
+        free = free_text_regex(fmt.trigger)
+        if free is None:
+            definitions.extend(_base_definitions(fmt.trigger))
+            free = chr(PLACEHOLDER_BASE + 3)
+        else:
+            free = f"(?:{free})"
     calls = []
     for name, params_json, strict, i in keys:
         low = _lower_arguments(params_json, strict, f"tools[{i}] ({name!r})")

@@ -243,3 +243,41 @@ def test_parser_text_around_calls():
     parser = ToolCallParser(fmt, "auto")
     deltas = parser.feed('<|python_tag|>{"name": "now", "parameters": {}}') + parser.finish()
     assert collect(deltas)[1][0]["function"]["name"] == "now" and parser.is_complete_call
+
+
+def test_free_text_regex_against_reference():
+    """The texts without the trigger, exhaustively on short triggers and on random
+    texts built from pieces of each built-in trigger (reference: ``trigger not in s``)."""
+    import itertools
+    import random
+
+    from structgen.fsm import compile_regex
+    from structgen.tools.constraint import free_text_regex
+
+    assert free_text_regex("aba") is None  # first character again: not this construction
+    for trig in ("ab", "abc", "a-]"):
+        g = compile_regex(free_text_regex(trig))
+        alphabet = sorted(set(trig)) + ["x"]
+        for n in range(7):
+            for t in itertools.product(alphabet, repeat=n):
+                s = "".join(t)
+                assert g.matches(s) == (trig not in s), (trig, s)
+    rng = random.Random(0)
+    for fmt in FORMATS.values():
+        if fmt.trigger is None:
+            continue
+        g = compile_regex(free_text_regex(fmt.trigger))
+        trig = fmt.trigger
+        pieces = [trig[:k] for k in range(1, len(trig) + 1)] + [trig[k:] for k in range(len(trig))]
+        pieces += ["x", " ", "\n", trig[0]]
+        for _ in range(1500):
+            s = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 5)))
+            assert g.matches(s) == (trig not in s), (trig, s)
+    # a trigger whose first character recurs: the complement definition instead
+    import dataclasses
+
+    fmt = dataclasses.replace(FORMATS["hermes"], trigger="<t<")
+    one = fmt.render_calls(_compact(CALLS[:1]))
+    auto = tool_call_constraint(fmt, TOOLS, "auto").compile(None)
+    assert auto.matches("a " + one + " b") and auto.matches("a <t b")
+    assert not auto.matches("a <t< b") and not auto.matches("<t<" + one)

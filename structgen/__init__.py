@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from structgen.errors import StructgenError
-from structgen.fsm.spec import Choice, Grammar, JsonSchema, Regex
+from structgen.fsm.spec import Choice, Grammar, JsonSchema, Regex, StructuralTag, TagStructure
 from structgen.runtime.outputs import RequestMetrics, RequestOutput
 from structgen.runtime.sampling_params import SamplingParams
 
@@ -37,6 +37,8 @@ __all__ = [
     "JsonSchema",
     "Choice",
     "Grammar",
+    "StructuralTag",
+    "TagStructure",
     "StructgenError",
     "function",
     "gen",

@@ -129,10 +129,16 @@ def plan_jump_forward(
 
 
 def _tail_len(matcher, generated: Sequence[int], vocab, lookback: int) -> int:
-    """Trailing tokens to retokenize: <= lookback, accepted by the matcher, and starting
-    on a character boundary (so their bytes decode on their own).
+    """Trailing tokens to retokenize: <= lookback, accepted by the matcher, after the
+    last special token, and starting on a character boundary (so their bytes decode on
+    their own).
     """
     k = min(lookback, len(generated), matcher.num_accepted_tokens)
+    special = getattr(vocab, "special_token_ids", ())
+    for back in range(1, k + 1):  # never past a special token: its text is not the token
+        if generated[len(generated) - back] in special:
+            k = back - 1
+            break
     while k > 0:
         data = vocab.decode(generated[len(generated) - k :])
         if data and data[0] & 0xC0 != 0x80:

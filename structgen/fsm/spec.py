@@ -46,6 +46,8 @@ __all__ = [
     "spec_of",
     "schema_for",
     "Grammar",
+    "TagStructure",
+    "StructuralTag",
 ]
 
 
@@ -452,3 +454,164 @@ class Grammar(BaseSpec):
     def cache_key(self) -> tuple:
         """``("grammar", text, syntax, start, trigger, prefix)``."""
         return ("grammar", self.text, self.syntax, self.start, self.trigger, self.prefix)
+
+
+@dataclass(frozen=True, eq=False)
+class TagStructure:
+    """One kind of tagged region of a ``StructuralTag``: ``begin``, content, ``end``.
+
+    Args:
+        begin: the text that opens the region (starts with one of the tag's triggers).
+        end: the text that closes it.
+        schema: the content is one JSON document valid against it (a JSON Schema dict,
+            bool, JSON text or pydantic model class, read with flexible whitespace; or
+            a ``JsonSchema`` spec, with its own options).
+        regex: the content fully matches this regex (as ``Regex``).
+        grammar: the content is a sentence of this grammar (as ``Grammar``; not yet
+            composable: compiling raises ``UnsupportedGrammarError``).
+
+    Raises:
+        RequestError: not exactly one of ``schema``, ``regex``, ``grammar``; a begin or
+            end that is not a string.
+    """
+
+    begin: str
+    end: str
+    schema: Any = None
+    regex: str | None = None
+    grammar: str | None = None
+
+    def __post_init__(self) -> None:
+        given = [v is not None for v in (self.schema, self.regex, self.grammar)]
+        if sum(given) != 1:
+            raise RequestError("a TagStructure takes exactly one of schema=, regex=, grammar=")
+        if not isinstance(self.begin, str) or not isinstance(self.end, str):
+            raise RequestError("a TagStructure's begin and end are strings")
+
+
+@dataclass(frozen=True, eq=False)
+class StructuralTag(RegexSpec):
+    """Free text in which tagged regions follow their own constraints (structural tags,
+    as XGrammar, SGLang and vLLM define them).
+
+    The output is free text until one of ``triggers`` first appears; that starts a
+    region of a structure whose ``begin`` starts with the trigger: the rest of the begin,
+    the content under its schema or regex, its ``end``; then free text again, any number
+    of times. Free text holds no trigger and no special token. The whole is one
+    automaton (``structgen.fsm.tags.lower``), so jump-forward, speculation and the token
+    budget work as for any regex spec.
+
+    Args:
+        structures: the ``TagStructure`` s (or dicts with ``begin``, ``end`` and one of
+            ``schema``, ``regex``, ``grammar``).
+        triggers: texts that start a region; default: the structures' begins.
+        at_least_one: the output holds at least one region.
+        stop_after_first: the output ends right after the first region's end.
+        format: instead of the above, a format tree (``structgen.fsm.tags.format``);
+            ``from_dict`` builds one from XGrammar's ``format`` form.
+
+    Raises:
+        RequestError: neither or both of ``structures`` and ``format``, or a malformed
+            structure. Compiling raises InvalidSchemaError / UnsupportedSchemaError with the
+            JSON pointer inside the tag (``/structures/0/schema/properties/x``),
+            RegexError, InvalidGrammarError (a begin without a trigger), and
+            UnsupportedGrammarError (a grammar content).
+    """
+
+    structures: tuple = ()
+    triggers: tuple[str, ...] = ()
+    at_least_one: bool = False
+    stop_after_first: bool = False
+    format: Any = None
+    trigger = None  # a structural tag has its own triggers (RegexSpec's field)
+
+    def __post_init__(self) -> None:
+        from .tags.format import FormatNode, RegexContent, Tag, TriggeredTags
+        from .tags.parse import json_content
+
+        if self.format is not None:
+            if self.structures or self.triggers:
+                raise RequestError("a StructuralTag takes structures= or format=, not both")
+            if not isinstance(self.format, FormatNode):
+                raise RequestError("format= is a structgen.fsm.tags node; see from_dict")
+            return
+        items = [s if isinstance(s, TagStructure) else _tag_structure(s) for s in self.structures]
+        if not items:
+            raise RequestError("a StructuralTag needs at least one structure")
+        tags = []
+        for i, s in enumerate(items):
+            where = f"/structures/{i}"
+            if s.schema is not None:
+                content = json_content(s.schema, f"{where}/schema")
+            elif s.regex is not None:
+                content = RegexContent(s.regex, f"{where}/regex")
+            else:
+                from .tags.format import GrammarContent
+
+                content = GrammarContent(s.grammar, "auto", f"{where}/grammar")
+            tags.append(Tag(s.begin, content, (s.end,), where))
+        triggers = tuple(self.triggers) or tuple(dict.fromkeys(s.begin for s in items))
+        tree = TriggeredTags(triggers, tuple(tags), self.at_least_one, self.stop_after_first)
+        object.__setattr__(self, "structures", tuple(items))
+        object.__setattr__(self, "triggers", triggers)
+        object.__setattr__(self, "format", tree)
+
+    @classmethod
+    def from_dict(cls, obj: Any) -> StructuralTag:
+        """The structural tag a client sent (``structgen.fsm.tags.parse``).
+
+        Args:
+            obj: ``{"type": "structural_tag", "structures": [...], "triggers": [...]}``,
+                ``{"type": "structural_tag", "format": {...}}``, a bare format node, or
+                the JSON text of one of them.
+
+        Raises:
+            InvalidGrammarError: a malformed tag (with the JSON pointer).
+            UnsupportedGrammarError: a node type structgen does not build (type, pointer).
+        """
+        from .tags.parse import parse_structural_tag
+
+        return cls(format=parse_structural_tag(obj))
+
+    def lower(self, *, max_convert_seconds: float | None = None) -> LoweredRegex:
+        """The tag's regex (``structgen.fsm.tags.lower_format``)."""
+        from .tags.lower import lower_format
+
+        pattern, definitions, warnings = lower_format(
+            self.format, max_convert_seconds=max_convert_seconds
+        )
+        return LoweredRegex(pattern, definitions, warnings)
+
+    def compile(self, vocab: Any) -> BaseCompiledGrammar:
+        """Compile for ``vocab`` (cached; ``structgen.fsm.tags.compile``: a trigger, begin
+        or end that is one special token of ``vocab`` is also accepted as that token).
+        """
+        from .tags.compile import compile_structural_tag
+
+        return compile_structural_tag(self, vocab)
+
+    def portable(self) -> StructuralTag:
+        """This tag with every JSON content's schema as a dict or bool."""
+        from .tags.format import portable_node
+
+        return StructuralTag(format=portable_node(self.format))
+
+    def cache_key(self) -> tuple:
+        """``("structural_tag", the format tree's key)`` (computed once per tag)."""
+        from .tags.format import node_key
+
+        key = self.__dict__.get("_cache_key")
+        if key is None:
+            key = ("structural_tag", node_key(self.format))
+            object.__setattr__(self, "_cache_key", key)
+        return key
+
+
+def _tag_structure(item: Any) -> TagStructure:
+    """A ``TagStructure`` of a dict with ``begin``, ``end`` and one content key."""
+    if not isinstance(item, dict):
+        raise RequestError(f"a structure is a TagStructure or a dict, got {type(item).__name__}")
+    known = {"begin", "end", "schema", "regex", "grammar"}
+    if set(item) - known:
+        raise RequestError(f"unknown structure keys {sorted(set(item) - known)}")
+    return TagStructure(**item)

@@ -77,9 +77,12 @@ class JsonSchemaSpec(_Model):
 
 
 class ResponseFormat(_Model):
-    """``response_format``: free text, any JSON object, or JSON valid against a schema."""
+    """``response_format``: free text, any JSON object, JSON valid against a schema, or a
+    structural tag (its ``structures`` / ``triggers`` or ``format`` fields beside ``type``,
+    read by ``StructuralTag.from_dict``).
+    """
 
-    type: Literal["text", "json_object", "json_schema"]
+    type: Literal["text", "json_object", "json_schema", "structural_tag"]
     json_schema: JsonSchemaSpec | None = None
 
 

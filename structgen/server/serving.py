@@ -125,6 +125,8 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
                 JsonSchema(spec.schema_, allow_extra_properties=not spec.strict, trigger=trigger),
             )
         )
+    elif rf is not None and rf.type == "structural_tag":
+        found.append(("response_format", _structural_tag(rf, trigger)))
     elif rf is not None and rf.type == "json_object":
         found.append(
             (
@@ -167,6 +169,27 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
             )
         return None, "response_format"
     return found[0][1], found[0][0]
+
+
+def _structural_tag(rf: Any, trigger: str | None) -> Any:
+    """The ``StructuralTag`` of a ``response_format`` of type ``structural_tag``.
+
+    Raises:
+        APIError: a malformed tag (the message names the JSON pointer), or a
+            ``constraint_trigger`` beside it (the tag has its own triggers).
+    """
+    from structgen.errors import InvalidGrammarError
+    from structgen.fsm.spec import StructuralTag
+
+    if trigger is not None:
+        raise APIError(
+            "constraint_trigger does not apply to a structural tag (it has its own triggers)",
+            param="constraint_trigger",
+        )
+    try:
+        return StructuralTag.from_dict(rf.model_dump(by_alias=True, exclude_none=True))
+    except InvalidGrammarError as exc:
+        raise APIError(f"response_format: {exc}", param="response_format") from None
 
 
 def _copied(req: Any, found: tuple[str, Any] | None) -> Any:

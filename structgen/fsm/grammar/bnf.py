@@ -7,6 +7,7 @@ The dialect read (llama.cpp's ``grammars/README.md``; XGrammar's EBNF is the sam
   ``[...]`` / ``[^...]`` character classes (code points, ranges), ``.`` any character;
 * ``( ... )`` groups, ``|``, postfix ``*``, ``+``, ``?``, ``{m}``, ``{m,}``, ``{m,n}``,
   ``{,n}``;
+* special tokens ``<[id]>``, ``<name>``, ``<|name|>`` (``special``);
 * ``#`` comments to the end of the line; EBNF also ``/* ... */`` comments and
   ``'single-quoted'`` strings.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 from ...errors import InvalidGrammarError, UnsupportedGrammarError
 from ..regex.escape import escape_class_char
 from .ir import Alt, Expr, GrammarDef, Literal, Pattern, Ref, Repeat, Seq
+from .special import SPECIAL_TOKEN, special_token_node
 
 __all__ = ["parse_bnf", "MAX_NESTING"]
 
@@ -203,6 +205,9 @@ class _Reader:
         if c == ".":
             self.pos += 1
             return Pattern("(?:.|\\n)")
+        if c in ("<", "!") and (m := SPECIAL_TOKEN.match(self.text, self.pos)) is not None:
+            self.pos = m.end()  # a special token (``special``); a quoted string is characters
+            return special_token_node(m.group(), *self.line_col(start))
         if c and c in _NAME_CHARS:
             name = self.name()
             line, col = self.line_col(start)

@@ -37,6 +37,7 @@ from .earley import DEFAULT_MAX_ITEMS, EarleyCharts
 from .ir import GrammarDef
 from .lark import parse_lark
 from .lower import CfgGrammar, lower_grammar
+from .special import resolve_special_tokens
 
 __all__ = ["compile_grammar", "parse_grammar", "detect_syntax", "CompiledCFG", "SYNTAXES"]
 
@@ -247,6 +248,9 @@ def compile_grammar(
             return hit
     deadline = time.perf_counter() + max_seconds
     gdef = parse_grammar(text, syntax, start)
+    gdef, special_ids = resolve_special_tokens(gdef, vocab)  # named special tokens
+    if special_ids and vocab is not None:  # ... allowable, as their markers
+        vocab = vocab.with_special_tokens(special_ids)
     lowered = lower_grammar(gdef)
     if isinstance(lowered, LoweredRegex):
         if prefix:

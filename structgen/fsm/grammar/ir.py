@@ -26,6 +26,7 @@ __all__ = [
     "Alt",
     "Repeat",
     "Embedded",
+    "SpecialToken",
     "GrammarDef",
     "EMPTY_SEQ",
 ]
@@ -126,3 +127,23 @@ class GrammarDef:
     positions: dict[str, tuple[int, int]] = field(default_factory=dict)
     syntax: str = ""
     warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SpecialToken(Expr):
+    """One special token of the vocabulary (``<[id]>``, ``<name>``, ``<|name|>``), read by
+    the front ends and resolved against the vocabulary before lowering
+    (``special.resolve_special_tokens``).
+
+    Attributes:
+        text: the token's text (``<|name|>``), or None when given by id.
+        token_id: the id (``<[id]>``), or None when given by text.
+        negated: ``!<...>``: any token but that one.
+        line, column: where it is written (1-based), for error messages.
+    """
+
+    text: str | None
+    token_id: int | None
+    negated: bool = False
+    line: int = 0
+    column: int = 0

@@ -8,7 +8,8 @@ not depend on them, a warning says so), ``|`` (also leading a continuation line)
 ranges, ``/regex/`` with flags ``i`` and ``s``; ``%ignore``; ``%import common.NAME``
 (``-> ALIAS``) and ``%import common (A, B)`` for the usual terminals (``COMMON``, written
 here); ``%json { schema }`` embeds a JSON Schema (structgen's ``JsonSchema`` with its
-defaults: compact whitespace) as a regular sub-language; ``//`` comments.
+defaults: compact whitespace) as a regular sub-language; special tokens ``<[id]>``,
+``<name>``, ``<|name|>`` (``special``); ``//`` comments.
 
 Refused with ``UnsupportedGrammarError`` (construct and line:column): templates
 (``name{x}:``), ``%declare``, ``%override``, ``%extend``, imports from other modules,
@@ -23,6 +24,7 @@ import re
 from ...errors import InvalidGrammarError, StructgenError, UnsupportedGrammarError
 from ..regex.escape import escape_class_char, escape_literal
 from .ir import Alt, Embedded, Expr, GrammarDef, Literal, Pattern, Ref, Repeat, Seq
+from .special import special_token_node
 
 __all__ = ["parse_lark", "COMMON"]
 
@@ -67,6 +69,7 @@ _TOKEN = re.compile(
     |(?P<regexp>/(?!/)(?:\\.|[^/\\\n])+/[a-z]*)
     |(?P<name>[A-Za-z_][A-Za-z0-9_]*)
     |(?P<number>[0-9]+)
+    |(?P<special>!?<(?:\[[0-9]+\]|\|[^|<>\s]+\||[^<>\s"'|\[\]]+)>)
     |(?P<op>->|\.\.|[:|()\[\]?*+~.,{}!])""",
     re.VERBOSE,
 )
@@ -319,6 +322,8 @@ class _Parser:
             return Ref(tok.text, tok.line, tok.col)
         if tok.kind == "json":
             return self.embedded_json(tok)
+        if tok.kind == "special":  # ``special``: a special token of the vocabulary
+            return special_token_node(tok.text, tok.line, tok.col)
         raise self.error("expected a string, a regex, a name, '(' or '['", tok)
 
     def string(self, tok: _Token) -> str:

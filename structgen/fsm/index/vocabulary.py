@@ -8,7 +8,12 @@ Handles the two ways Hugging Face tokenizers spell bytes:
   tokens are single raw bytes (byte fallback).
 
 Special tokens (``<|im_start|>``, ``<s>``, ...) keep their text as bytes for display,
-but are listed in ``special_token_ids`` and are never allowed by a grammar.
+but are listed in ``special_token_ids`` and are never allowed by a grammar that does not
+name them. A grammar that names some (``<[id]>``, ``<|name|>`` in a grammar, a structural
+tag's begin) is compiled against ``Vocabulary.with_special_tokens(ids)``: a view in which
+each named token's bytes are its *marker* (``special_token_marker``: ``0xFF``, the id in
+decimal digits, ``0xFF``; ``0xFF`` never occurs in UTF-8), so the byte automata and the
+token trie name it, while every text class of a grammar (valid UTF-8 only) excludes it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,18 @@ import numpy as np
 
 from .trie import TokenTrie
 
-__all__ = ["Vocabulary", "bytes_to_unicode"]
+__all__ = ["Vocabulary", "bytes_to_unicode", "special_token_marker", "MARKER_BYTE"]
+
+MARKER_BYTE = 0xFF  # opens and closes a special token's marker (never a byte of UTF-8)
+
+
+def special_token_marker(token_id: int) -> bytes:
+    """The reserved bytes that stand for special token ``token_id`` in a grammar:
+    ``0xFF``, the id in decimal ASCII digits, ``0xFF`` (no two markers are prefixes of
+    each other, and no UTF-8 text holds one).
+    """
+    return bytes([MARKER_BYTE]) + str(int(token_id)).encode("ascii") + bytes([MARKER_BYTE])
+
 
 _BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 _DEFAULT_EOS_NAMES = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "</s>")
@@ -117,6 +133,49 @@ class Vocabulary:
         for arr in (never, eos):
             arr.setflags(write=False)
         return never, eos
+
+    @cached_property
+    def special_token_texts(self) -> dict[str, int]:
+        """The text of each special token (EOS ones included) -> its id (the lowest id
+        where two share a text).
+        """
+        out: dict[str, int] = {}
+        for i in sorted(self.special_token_ids):
+            out.setdefault(self.token_bytes[i].decode("utf-8", "replace"), i)
+        return out
+
+    def with_special_tokens(self, token_ids: Iterable[int]) -> Vocabulary:
+        """The view of this vocabulary in which the special tokens ``token_ids`` are
+        allowable, each as its marker (``special_token_marker``), cached per id set.
+
+        Every other token keeps its bytes, but ordinary tokens holding the byte ``0xFF``
+        (byte-fallback ``<0xFF>``; never part of UTF-8 text) become unusable (empty), so
+        no sequence of ordinary tokens spells a marker. EOS ids stay EOS (not allowable).
+
+        Args:
+            token_ids: ids in ``special_token_ids`` and not EOS.
+
+        Returns:
+            ``self`` when ``token_ids`` is empty, else the view (its own fingerprint).
+
+        Raises:
+            ValueError: an id that is not a special token, or is an EOS id.
+        """
+        ids = frozenset(int(i) for i in token_ids)
+        if not ids:
+            return self
+        bad = sorted(i for i in ids if i not in self.special_token_ids or i in self.eos_token_ids)
+        if bad:
+            raise ValueError(f"token ids {bad} are not special tokens (or are EOS)")
+        views = self.__dict__.setdefault("_special_views", {})
+        view = views.get(ids)
+        if view is None:
+            data = [b"" if MARKER_BYTE in t else t for t in self.token_bytes]
+            for i in ids:
+                data[i] = special_token_marker(i)
+            view = Vocabulary(data, self.eos_token_ids, self.special_token_ids - ids)
+            views[ids] = view
+        return view
 
     @cached_property
     def token_trie(self) -> TokenTrie:

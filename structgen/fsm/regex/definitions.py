@@ -12,7 +12,9 @@ raw code point ``INTERSECT`` followed by two or more placeholders is the interse
 of those definitions, ``COMPLEMENT`` followed by one placeholder its complement over all
 byte strings (``terms`` ``AND`` / ``NOT``; the JSON Schema converter's ``oneOf``, ``not``
 and ``if``/``then``/``else``, ``json_schema.boolean_ops``). Only definitions are read
-this way, never a pattern; ``expand_shared`` cannot write them out and raises.
+this way, never a pattern; ``expand_shared`` cannot write them out and raises. Likewise
+``RAW_BYTES`` followed by code points below 256 is exactly those bytes, which need not be
+UTF-8 (a special token's reserved bytes, ``index.vocabulary.special_token_marker``).
 
 Raw code points at or above ``escape.RESERVED_FROM`` never appear in pattern text
 otherwise: literal text in that range is always written as escapes (so neither a user's
@@ -29,15 +31,31 @@ __all__ = [
     "MAX_EXPANDED_CHARS",
     "INTERSECT",
     "COMPLEMENT",
+    "RAW_BYTES",
+    "raw_bytes",
     "boolean_operands",
     "expand_shared",
 ]
 
 PLACEHOLDER_BASE = 0xF0000
-MAX_DEFINITIONS = 0xFFFFE - PLACEHOLDER_BASE
+MAX_DEFINITIONS = 0xFFFFD - PLACEHOLDER_BASE
 MAX_EXPANDED_CHARS = 20_000_000
 INTERSECT = chr(0xFFFFE)  # a definition "INTERSECT p1 p2 ...": the intersection
 COMPLEMENT = chr(0xFFFFF)  # a definition "COMPLEMENT p": the complement
+RAW_BYTES = chr(0xFFFFD)  # a definition "RAW_BYTES c1 c2 ...": the bytes ord(c1), ord(c2), ...
+
+
+def raw_bytes(text: str) -> bytes | None:
+    """The bytes of a ``RAW_BYTES`` definition, None for any other text.
+
+    Raises:
+        UnsupportedRegexError: the marker followed by nothing or by a code point >= 256.
+    """
+    if not text or text[0] != RAW_BYTES:
+        return None
+    if len(text) < 2 or any(ord(c) > 255 for c in text[1:]):
+        raise UnsupportedRegexError("a malformed raw-bytes definition")
+    return text[1:].encode("latin-1")
 
 
 def boolean_operands(text: str, num_defined: int) -> tuple[str, list[int]] | None:
@@ -74,7 +92,10 @@ def expand_shared(pattern: str, definitions: list[str], max_chars: int = MAX_EXP
         return pattern
     end = PLACEHOLDER_BASE + len(definitions)
     expanded: list[str] = []
-    if any(boolean_operands(text, i) is not None for i, text in enumerate(definitions)):
+    if any(
+        boolean_operands(text, i) is not None or raw_bytes(text) is not None
+        for i, text in enumerate(definitions)
+    ):
         raise UnsupportedRegexError(
             "the grammar intersects or complements languages (oneOf, not, if/then/else),"
             " which regex text cannot write; use the compiled grammar"

@@ -25,9 +25,9 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 from ...errors import GrammarTooComplexError, RegexError, UnsupportedRegexError
 from .anchors import strip_end_anchors
-from .definitions import INTERSECT, PLACEHOLDER_BASE, boolean_operands
+from .definitions import INTERSECT, PLACEHOLDER_BASE, boolean_operands, raw_bytes
 from .lower import fast_lower
-from .terms import INF, TermArena, byte_range_mask
+from .terms import EPS, INF, TermArena, byte_range_mask
 from .utf8 import MAX_CODE_POINT, utf8_sequences, valid_ranges
 
 __all__ = ["parse", "lower", "sre_constants", "MAXREPEAT", "MAX_NESTING", "RE_MAX_NESTING"]
@@ -382,6 +382,10 @@ def lower(
             shared.append(
                 arena.intersect(operands) if marker == INTERSECT else arena.complement(operands[0])
             )
+            continue
+        data = raw_bytes(text) if i < len(texts) else None
+        if data is not None:  # bytes a regex cannot write (a special token's marker)
+            shared.append(arena.bytes_then(data, EPS))
             continue
         lowering = _Lowering(arena, text, deadline, shared)
         term = fast_lower(text, lowering, memo, MAX_NESTING)

@@ -270,6 +270,7 @@ def clear_caches() -> None:
 
     clear_cache()
     constraint._build.cache_clear()
+    constraint._build_tag.cache_clear()
     constraint._lower_arguments.cache_clear()
     from structgen.server import tools as server_tools
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -117,7 +116,9 @@ async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> Cha
             )
         term, param = plan.constraint, "tools"
         if req.constraint_trigger is not None:  # think first, then the call(s)
-            term = dataclasses.replace(term, trigger=req.constraint_trigger)
+            from structgen.tools.constraint import after_trigger
+
+            term = after_trigger(term, req.constraint_trigger)
     try:
         msgs = template_messages(req, plan)
         if plan is not None and plan.template_tools is not None:

@@ -1,42 +1,63 @@
 r"""The constraint of a tool-calling turn: calls in a format, arguments by each tool's schema.
 
-:func:`tool_call_constraint` builds one ``Regex`` spec (shared definitions included) from
-a :class:`~structgen.tools.formats.ToolCallFormat`, the request's tools and
-``tool_choice``:
+:func:`tool_call_constraint` builds one spec from a
+:class:`~structgen.tools.formats.ToolCallFormat`, the request's tools and
+``tool_choice``. A format with a trigger that starts its calls (Qwen/Hermes
+``<tool_call>``, Mistral ``[TOOL_CALLS]``, DeepSeek-V3's calls-begin token) gets a
+``StructuralTag``: each call (Hermes, DeepSeek) or the calls block (Mistral, DeepSeek)
+is a tag whose begin and end are the texts the family's vocabulary has as single special
+tokens (``<tool_call>`` / ``</tool_call>``, ``[TOOL_CALLS]``, DeepSeek's calls and call
+begin/end), so where the model's vocabulary has them special the model may write each as
+that one token, or as its characters (``structgen.fsm.tags.compile``); the parser reads
+the token's text in the detokenized output either way. The other formats (Llama 3 JSON,
+the fallback) get one ``Regex`` spec with shared definitions:
 
 * ``"required"``: the turn is the calls block (one call, or with ``parallel`` one or more
   joined by the format's separator), nothing before or after;
 * a named tool (``{"function": {"name": ...}}``): one call of that tool;
-* ``"auto"``: with a format that has a trigger (``<tool_call>``, ``[TOOL_CALLS]``,
-  DeepSeek's calls-begin token text), free text that never contains the trigger, then
-  optionally the calls block and free text again (so the trigger always starts a call
-  checked by the grammar; the text around it is the answer's content); with a format
-  without one (Llama 3 JSON, the fallback), the turn is the calls or text whose first
-  character is not ``{``;
+* ``"auto"``: with a trigger, free text that never contains the trigger in which the
+  trigger starts a call (block) checked by the grammar, any number of them with
+  ``parallel``, else at most one followed by free text (the text around the calls is
+  the answer's content); with a format without one (Llama 3 JSON, the fallback), the
+  turn is the calls or text whose first character is not ``{``;
 * ``"none"``: no constraint (None).
 
 Each call's arguments are the compact JSON of its tool's ``parameters`` schema with only
 the listed properties (``allow_extra_properties=False``); ``function.strict: true``
-also makes every listed property required, as OpenAI's strict mode does. The free text
-is :func:`free_text_regex` of the trigger (every built-in trigger qualifies), else the
-complement of ``[\s\S]*TRIGGER[\s\S]*`` among texts (a boolean definition,
-``structgen.fsm.regex.definitions``).
+also makes every listed property required, as OpenAI's strict mode does. Every schema is
+checked when the constraint is built, so a bad one fails the request before anything is
+compiled. In the Regex specs the free text is :func:`free_text_regex` of the trigger
+(every built-in trigger qualifies), else the complement of ``[\s\S]*TRIGGER[\s\S]*``
+among texts (a boolean definition, ``structgen.fsm.regex.definitions``).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from structgen.errors import RequestError, SchemaError
 from structgen.fsm.regex.definitions import COMPLEMENT, INTERSECT, PLACEHOLDER_BASE
 from structgen.fsm.regex.escape import escape_class_char, escape_literal
-from structgen.fsm.spec import JsonSchema, LoweredRegex, Regex
+from structgen.fsm.spec import JsonSchema, LoweredRegex, Regex, RegexSpec, StructuralTag
+from structgen.fsm.tags.format import (
+    ConstString,
+    JsonContent,
+    Or,
+    RegexContent,
+    Sequence,
+    Tag,
+    TagsWithSeparator,
+    TriggeredTags,
+)
 from structgen.tools.formats import ToolCallFormat
 
 __all__ = [
+    "after_trigger",
     "free_text_regex",
     "strict_schema",
     "tool_call_constraint",
@@ -183,7 +204,7 @@ def _choice_names(tools: list[dict], tool_choice: Any) -> tuple[str, list[int]]:
 
 def tool_call_constraint(
     fmt: ToolCallFormat, tools: list[dict], tool_choice: Any = None, parallel: bool | None = None
-) -> Regex | None:
+) -> RegexSpec | None:
     """The constraint of a turn that may (or must) call ``tools`` in ``fmt``.
 
     Args:
@@ -196,7 +217,8 @@ def tool_call_constraint(
             and a format without a call separator, get one call.
 
     Returns:
-        A ``Regex`` spec (module docstring), or None for ``"none"``.
+        A ``StructuralTag`` for a format with a trigger, else a ``Regex`` spec (module
+        docstring), or None for ``"none"``.
 
     Raises:
         RequestError: no tools, a malformed tool or ``tool_choice``, a named tool not in
@@ -226,6 +248,10 @@ def tool_call_constraint(
         )
         for i in chosen
     )
+    for name, params_json, strict, i in keys:  # every schema checked now, the tool named
+        _lower_arguments(params_json, strict, f"tools[{i}] ({name!r})")
+    if fmt.trigger is not None and (fmt.block_begin or fmt.call_begin).startswith(fmt.trigger):
+        return _build_tag(fmt, keys, mode, many)
     return _build(fmt, keys, mode, many)
 
 
@@ -272,3 +298,102 @@ def _build(fmt: ToolCallFormat, keys: tuple, mode: str, many: bool) -> Regex:
     else:
         pattern = f"(?:{block})|[^{{][\\s\\S]*"
     return Regex(pattern, definitions=tuple(definitions))
+
+
+@dataclass(frozen=True)
+class _ToolArguments(RegexSpec):
+    """One tool's arguments as a structural tag's JSON content (internal): lowers to the
+    cached :func:`_lower_arguments` of its schema's JSON text.
+    """
+
+    params_json: str
+    strict: bool
+    where: str
+    trigger = None
+
+    def lower(self, *, max_convert_seconds: float | None = None) -> LoweredRegex:
+        return _lower_arguments(self.params_json, self.strict, self.where)
+
+    def cache_key(self) -> tuple:
+        return ("tool_arguments", self.params_json, self.strict)
+
+    def portable(self) -> RegexSpec:
+        return self  # plain strings: pickles as it is
+
+
+# The texts of a format that are one special token in the family's vocabulary, as
+# (begin, end) of a call and of the calls block: Qwen2.5/Qwen3 and Hermes add
+# <tool_call> and </tool_call> as tokens, Mistral [TOOL_CALLS], DeepSeek-V3 its
+# calls-begin/end and call-begin/end tokens. ``compile_structural_tag`` accepts each as
+# that single token where the vocabulary has it special, and as its characters always.
+_TOKEN_TAGS: dict[str, tuple[tuple[str, str] | None, tuple[str, str] | None]] = {
+    "hermes": (("<tool_call>", "</tool_call>"), None),
+    "mistral": (None, ("[TOOL_CALLS]", "")),
+    "deepseek_v3": (
+        ("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"),
+        ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),
+    ),
+}
+
+
+def _tagged(begin: str, end: str, outer: tuple[str, str] | None, inner: Any, where: str) -> Tag:
+    """``begin inner end`` as a tag whose begin and end are ``outer`` (a prefix of
+    ``begin`` and a suffix of ``end``), or ``begin`` and ``end`` themselves.
+    """
+    if outer is None or not (begin.startswith(outer[0]) and end.endswith(outer[1])):
+        return Tag(begin, inner, (end,), where)
+    b, e = outer
+    parts = (ConstString(begin[len(b) :]), inner, ConstString(end[: len(end) - len(e)]))
+    return Tag(b, Sequence(parts, where), (e,), where)
+
+
+@lru_cache(maxsize=256)
+def _build_tag(fmt: ToolCallFormat, keys: tuple, mode: str, many: bool) -> StructuralTag:
+    """The structural tag of :func:`tool_call_constraint` for a format with a trigger:
+    ``required`` is the calls (block) alone; ``auto`` is free text in which the trigger
+    starts a call (block), any number of them with ``many``, else at most one followed
+    by free text.
+    """
+    call_tag, block_tag = _TOKEN_TAGS.get(fmt.name, (None, None))
+    calls = []
+    for name, params_json, strict, i in keys:
+        shown = json.dumps(name, ensure_ascii=False) if fmt.json_name else name
+        where = f"/tools/{i}"
+        args = JsonContent(_ToolArguments(params_json, strict, f"tools[{i}] ({name!r})"), where)
+        calls.append(
+            _tagged(fmt.call_begin + shown + fmt.args_intro, fmt.call_end, call_tag, args, where)
+        )
+    body = TagsWithSeparator(tuple(calls), fmt.call_sep or "", True, not many)
+    if fmt.block_begin or fmt.block_end:
+        regions: tuple[Tag, ...] = (_tagged(fmt.block_begin, fmt.block_end, block_tag, body, ""),)
+        whole: Any = regions[0]
+    else:
+        regions, whole = tuple(calls), body
+    if mode == "required":
+        return StructuralTag(format=whole)
+    if many:
+        return StructuralTag(format=TriggeredTags((fmt.trigger,), regions))
+    after = free_text_regex(fmt.trigger)  # every built-in trigger has one
+    if after is None:  # then nothing after the call
+        return StructuralTag(format=TriggeredTags((fmt.trigger,), regions, False, True))
+    free = RegexContent(after)  # (free free is not free: the trigger may span the two)
+    call = Sequence((TriggeredTags((fmt.trigger,), regions, True, True), free))
+    return StructuralTag(format=Or((call, free)))
+
+
+def after_trigger(spec: RegexSpec, trigger: str) -> RegexSpec:
+    """``spec`` preceded by free text up to and including the first ``trigger`` (the
+    server's ``constraint_trigger``: reasoning, then the calls).
+
+    Args:
+        spec: a constraint of :func:`tool_call_constraint`.
+        trigger: the text that ends the free text (``</think>``).
+
+    Returns:
+        ``spec`` with its ``trigger`` field set, or for a ``StructuralTag`` a tag whose
+        one region begins at ``trigger`` and holds the original tag's format.
+    """
+    if isinstance(spec, StructuralTag):
+        lead = Tag(trigger, spec.format, ("",))
+        return StructuralTag(format=TriggeredTags((trigger,), (lead,), True, True))
+    return dataclasses.replace(spec, trigger=trigger)

@@ -350,9 +350,8 @@ def _tagged(begin: str, end: str, outer: tuple[str, str] | None, inner: Any, whe
 @lru_cache(maxsize=256)
 def _build_tag(fmt: ToolCallFormat, keys: tuple, mode: str, many: bool) -> StructuralTag:
     """The structural tag of :func:`tool_call_constraint` for a format with a trigger:
-    ``required`` is the calls (block) alone; ``auto`` is free text in which the trigger
-    starts a call (block), any number of them with ``many``, else at most one followed
-    by free text.
+    ``required`` is the calls (block) alone; ``auto`` is free text without the trigger,
+    optionally the calls (block) and free text again.
     """
     call_tag, block_tag = _TOKEN_TAGS.get(fmt.name, (None, None))
     calls = []
@@ -371,14 +370,14 @@ def _build_tag(fmt: ToolCallFormat, keys: tuple, mode: str, many: bool) -> Struc
         regions, whole = tuple(calls), body
     if mode == "required":
         return StructuralTag(format=whole)
-    if many:
-        return StructuralTag(format=TriggeredTags((fmt.trigger,), regions))
     after = free_text_regex(fmt.trigger)  # every built-in trigger has one
-    if after is None:  # then nothing after the call
-        return StructuralTag(format=TriggeredTags((fmt.trigger,), regions, False, True))
-    free = RegexContent(after)  # (free free is not free: the trigger may span the two)
-    call = Sequence((TriggeredTags((fmt.trigger,), regions, True, True), free))
-    return StructuralTag(format=Or((call, free)))
+    if after is None:  # free text as the tags' complement definitions
+        return StructuralTag(format=TriggeredTags((fmt.trigger,), regions, False, not many))
+    # free (calls free)?, the free text written out (no boolean definition to build, as
+    # TriggeredTags' free text has); free text then the trigger holds no earlier trigger,
+    # since the trigger's first character occurs in it only at its start
+    free = RegexContent(after)
+    return StructuralTag(format=Or((Sequence((free, whole, free)), free)))
 
 
 def after_trigger(spec: RegexSpec, trigger: str) -> RegexSpec:

@@ -159,3 +159,50 @@ def test_call_starting_with_the_tag_token(tag_tokenizer, tag_server):
         jsonschema.validate(json.loads(call.function.arguments), SCHEMAS[call.function.name])
         tokens = [t.token for t in lp.content]
         assert tokens[0] == BEGIN and END in tokens  # each tag one token
+
+
+@pytest.mark.parametrize("name", ["hermes", "mistral", "deepseek_v3"])
+def test_every_tag_token_allowed_where_its_tag_is(name):
+    """A vocabulary of the 256 bytes plus every special text of the format (DeepSeek's
+    tool-sep token too, which is no tag: characters only): along the one call, at every
+    step the mask is exactly the bytes that continue some valid turn, plus the special
+    tokens that are a tag at that point (brute force over the ten valid turns)."""
+    from structgen.fsm import Vocabulary
+    from structgen.tools import FORMATS, tool_call_constraint
+    from structgen.tools.constraint import _TOKEN_TAGS
+
+    fmt = FORMATS[name]
+    tags = {t for pair in _TOKEN_TAGS[name] if pair for t in pair if t}
+    texts = sorted(tags | ({"<｜tool▁sep｜>"} if name == "deepseek_v3" else set()))
+    tokens = [b"<eos>"] + [t.encode() for t in texts] + [bytes([b]) for b in range(256)]
+    special = {i + 1: t for i, t in enumerate(texts)}
+    vocab = Vocabulary(tokens, eos_token_ids=[0], special_token_ids=[0, *special])
+    tool = [t for t in TOOLS if t["function"]["name"] == "add"]
+    turns = [fmt.render_calls([("add", '{"a":%d}' % d)]).encode() for d in range(10)]
+    for choice in ("required", "auto"):
+        m = tool_call_constraint(fmt, tool, choice, parallel=False).compile(vocab).matcher()
+        done = b""
+        turn = turns[3]
+        while done != turn:
+            got = _allowed(m, len(tokens))
+            want = {
+                len(texts) + 1 + b
+                for b in range(256)
+                if any(t.startswith(done + bytes([b])) for t in turns)
+            }
+            want |= {
+                i
+                for i, t in special.items()
+                if t in tags and any(u.startswith(done + t.encode()) for u in turns)
+            }
+            if choice == "auto" and not done:  # free text: any character, no other token
+                got &= want | set(special)
+            assert got - {0} == want, (name, choice, done)
+            nxt = next(
+                (i for i, t in special.items() if t in tags and turn.startswith(done + t.encode())),
+                None,
+            )
+            nxt = len(texts) + 1 + turn[len(done)] if nxt is None else nxt
+            assert m.advance(nxt)
+            done += tokens[nxt]
+        assert m.is_accepting()

@@ -216,13 +216,45 @@ def _gen(state: Any, g: Gen) -> Steps:
     params = g.params
     if params.seed is not None and state._seed_offset:
         params = dataclasses.replace(params, seed=params.seed + state._seed_offset)
-    text, out = yield from _generate(
-        state, g.constraint, params, g.token_healing, f"gen {g.name!r}"
-    )
+    constraint, fmt = g.constraint, None
+    if g.tools is not None:
+        from structgen.tools import detect_format, tool_call_constraint
+
+        tokenizer = getattr(state.backend, "tokenizer", None)
+        fmt = detect_format(getattr(tokenizer, "chat_template", None))
+        tools, choice, parallel = g.tools
+        constraint = tool_call_constraint(fmt, list(tools), choice, parallel)
+    text, out = yield from _generate(state, constraint, params, g.token_healing, f"gen {g.name!r}")
     value: Any = text
     if g.schema is not None:
         value = _parse_json(text, g.schema, out.finish_reason)
+    elif fmt is not None:
+        value = _parse_calls(text, fmt, g.tools[1], out.finish_reason)
     state._capture(g.name, value, out)
+
+
+def _parse_calls(text: str, fmt: Any, choice: Any, finish_reason: str | None) -> list[dict]:
+    """The calls of a ``gen(tools=...)``: ``[{"name", "arguments"}]``.
+
+    Raises:
+        ExtractionError: a call cut by ``max_tokens`` (its arguments are not JSON).
+    """
+    from structgen.tools import ToolCallParser, collect
+
+    parser = ToolCallParser(fmt, "auto" if choice == "auto" else "call")
+    _, calls = collect(parser.feed(text) + parser.finish())
+    out = []
+    for c in calls or []:
+        try:
+            args = json.loads(c["function"]["arguments"])
+        except json.JSONDecodeError:
+            raise ExtractionError(
+                "gen(tools=...) hit max_tokens inside a call; raise max_tokens",
+                raw_text=text,
+                finish_reason=finish_reason,
+            ) from None
+        out.append({"name": c["function"]["name"], "arguments": args})
+    return out
 
 
 def _stream_delta(state: Any, skip: int) -> Callable[[str], None]:

@@ -100,7 +100,9 @@ class Gen(Expr):
     """Generate text, optionally under a constraint; stored as ``s[name]`` when named.
 
     Build it with :func:`gen`. ``constraint`` is None, ``Regex``, ``JsonSchema`` or
-    ``Choice``; ``schema`` is the user's schema (for parsing the capture back).
+    ``Choice``; ``schema`` is the user's schema (for parsing the capture back);
+    ``tools`` is ``(tools, tool_choice, parallel)`` of a tool-calling gen (its constraint
+    is built at run time, in the format of the backend's chat template).
     """
 
     name: str | None
@@ -108,6 +110,7 @@ class Gen(Expr):
     constraint: Any = None
     schema: Any = None
     token_healing: bool = True
+    tools: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,9 @@ def gen(
     token_healing: bool = True,
     grammar: Any = None,
     copy_from: str | Sequence[str] | None = None,
+    tools: Sequence[dict] | None = None,
+    tool_choice: Any = "required",
+    parallel_tool_calls: bool | None = None,
 ) -> Gen:
     """Generate text at this point of the program.
 
@@ -229,10 +235,20 @@ def gen(
             with ``json_schema``, its string and number values are spans and numerals of
             the text where one fits; with ``regex``, the output is a span that matches
             it; alone, the output is a span (whole words, no whitespace at the ends).
+        tools: OpenAI tool dicts (``{"type": "function", "function": {"name",
+            "parameters", ...}}``): the text is tool calls in the format of the model's
+            chat template (``structgen.tools``), and the capture is the list of parsed
+            calls ``[{"name": str, "arguments": dict}]``. The program shows the tools to
+            the model itself (e.g. in a system turn).
+        tool_choice: with ``tools``: ``"required"`` (the default: the text is calls),
+            ``"auto"`` (text, calls where the format's start tag appears) or
+            ``{"type": "function", "function": {"name": ...}}``.
+        parallel_tool_calls: with ``tools``: False allows one call (None: several).
 
     Raises:
-        RequestError: more than one of regex / json_schema / choices / grammar, a bad
-            name, ``copy_from`` with ``choices`` or ``grammar``, or without a span.
+        RequestError: more than one of regex / json_schema / choices / grammar / tools,
+            a bad name, ``copy_from`` with ``choices``, ``grammar`` or ``tools``, or
+            without a span; a malformed tool or ``tool_choice`` (or ``"none"``).
         InvalidGrammarError: the grammar does not compile (line:column).
         RegexError: the regex does not compile.
         SchemaError: the schema is invalid or uses keywords that cannot be enforced.
@@ -241,8 +257,10 @@ def gen(
     from structgen.fsm.spec import Choice, Grammar, JsonSchema, Regex
 
     _check_name(name)
-    if sum(x is not None for x in (regex, json_schema, choices, grammar)) > 1:
-        raise RequestError("gen takes at most one of regex=, json_schema=, choices=, grammar=")
+    if sum(x is not None for x in (regex, json_schema, choices, grammar, tools)) > 1:
+        raise RequestError(
+            "gen takes at most one of regex=, json_schema=, choices=, grammar=, tools="
+        )
     params = SamplingParams(
         max_tokens=max_tokens,
         stop=stop,
@@ -268,11 +286,19 @@ def gen(
         spec = grammar if isinstance(grammar, Grammar) else Grammar(grammar)
         spec.compile(None)  # syntax and names checked now, not at run time
         constraint = spec
+    tool_spec = None
+    if tools is not None:
+        from structgen.tools import FORMATS, tool_call_constraint
+
+        if tool_choice == "none" or copy_from is not None:
+            raise RequestError("gen(tools=...) takes tool_choice 'auto', 'required' or a name")
+        tool_spec = (tuple(tools), tool_choice, parallel_tool_calls)
+        tool_call_constraint(FORMATS["structgen_json"], list(tools), tool_choice)  # checked now
     if copy_from is not None:
         from structgen.fsm.copy import as_sources, with_copy
 
         constraint = with_copy(constraint, as_sources(copy_from))
-    return Gen(name, params, constraint, json_schema, token_healing)
+    return Gen(name, params, constraint, json_schema, token_healing, tool_spec)
 
 
 def select(name: str | None, choices: Sequence[Any]) -> Select | Gen:

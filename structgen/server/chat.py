@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 from structgen.server import serving as sv
 from structgen.server.protocol import APIError, ChatCompletionRequest
 from structgen.server.reasoning import ReasoningSplit
-from structgen.server.tools import ToolCallStream, ToolPlan, collect, plan_tools, render_tool_call
+from structgen.server.tools import ToolPlan, collect, plan_tools, render_tool_call
 
 __all__ = ["chat_response", "chat_stream", "prepare_chat"]
 
@@ -29,17 +28,45 @@ def _text(content: Any, i: int) -> str:
     return "".join(parts)
 
 
+def _structured_call(call: Any) -> dict:
+    """An earlier call as chat templates read it (arguments as an object when JSON)."""
+    try:
+        args = json.loads(call.function.arguments) if call.function.arguments else {}
+    except json.JSONDecodeError:
+        args = call.function.arguments
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.function.name, "arguments": args},
+    }
+
+
 def template_messages(req: ChatCompletionRequest, plan: ToolPlan | None) -> list[dict]:
-    """The ``{"role", "content"}`` list handed to the chat template (see ``tools.py``)."""
+    """The messages handed to the chat template (see ``tools.py``): ``{"role",
+    "content"}``, plus structured ``tool_calls`` and the tool messages' ``tool_call_id``
+    and ``name`` for a template in a native tool-call format.
+    """
+    native = plan is not None and plan.format is not None
     msgs = []
     for i, m in enumerate(req.messages):
         content = _text(m.content, i)
+        if native:
+            msg: dict = {"role": "system" if m.role == "developer" else m.role}
+            msg["content"] = content
+            if m.tool_calls:
+                msg["tool_calls"] = [_structured_call(c) for c in m.tool_calls]
+            if m.tool_call_id is not None:
+                msg["tool_call_id"] = m.tool_call_id
+            if m.name is not None:
+                msg["name"] = m.name
+            msgs.append(msg)
+            continue
         if m.role == "assistant" and m.tool_calls:
             calls = [render_tool_call(c.function.name, c.function.arguments) for c in m.tool_calls]
             content = "\n".join(([content] if content else []) + calls)
         role = "system" if m.role == "developer" else m.role
         msgs.append({"role": role, "content": content})
-    if plan is not None:
+    if plan is not None and plan.system_text:
         if msgs[0]["role"] == "system":
             msgs[0] = {"role": "system", "content": msgs[0]["content"] + "\n\n" + plan.system_text}
         else:
@@ -76,7 +103,11 @@ async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> Cha
         raise APIError(f"n must be at most {state.max_n}, got {req.n}", param="n")
     if req.tool_choice is not None and req.tool_choice != "none" and not req.tools:
         raise APIError("tool_choice needs tools", param="tool_choice")
-    plan = plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls) if req.tools else None
+    tokenizer = getattr(state.engine.engine, "tokenizer", None)
+    template = getattr(tokenizer, "chat_template", None)
+    plan = None
+    if req.tools:
+        plan = plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls, template)
     term, param = sv.request_constraint(req, has_tools=plan is not None)
     if plan is not None:
         if term is not None:
@@ -85,9 +116,18 @@ async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> Cha
             )
         term, param = plan.constraint, "tools"
         if req.constraint_trigger is not None:  # think first, then the call(s)
-            term = dataclasses.replace(term, trigger=req.constraint_trigger)
+            from structgen.tools.constraint import after_trigger
+
+            term = after_trigger(term, req.constraint_trigger)
     try:
-        ids = state.engine.engine.apply_chat_template(template_messages(req, plan))
+        msgs = template_messages(req, plan)
+        if plan is not None and plan.template_tools is not None:
+            text = tokenizer.apply_chat_template(
+                msgs, tools=plan.template_tools, tokenize=False, add_generation_prompt=True
+            )
+            ids = tokenizer.encode(text, add_special_tokens=False)
+        else:
+            ids = state.engine.engine.apply_chat_template(msgs)
     except APIError:
         raise
     except Exception as exc:  # noqa: BLE001 - the template rejected the conversation
@@ -104,9 +144,9 @@ async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> Cha
 class _ReasoningThenTools:
     """``ReasoningSplit`` whose answer part goes through a ``ToolCallStream``."""
 
-    def __init__(self, trigger: str, mode: str) -> None:
+    def __init__(self, trigger: str, plan: ToolPlan) -> None:
         self.split = ReasoningSplit(trigger)
-        self.tools = ToolCallStream(mode)
+        self.tools = plan.parser()
 
     def _route(self, deltas: list[dict]) -> list[dict]:
         out: list[dict] = []
@@ -130,8 +170,8 @@ def _parser(job: ChatJob) -> Any:
     trigger = job.req.constraint_trigger
     if job.plan is not None:
         if trigger is not None:
-            return _ReasoningThenTools(trigger, job.plan.mode)
-        return ToolCallStream(job.plan.mode)
+            return _ReasoningThenTools(trigger, job.plan)
+        return job.plan.parser()
     return ReasoningSplit(trigger) if trigger is not None else None
 
 

@@ -29,10 +29,32 @@ deltas with those ``index`` values. Assistant messages with ``tool_calls`` in th
 are rendered one call per line in the same form, and ``tool`` messages keep their role
 (the ChatML template renders any role). With ``constraint_trigger`` the grammar above
 starts after the trigger (free reasoning first; see :mod:`structgen.server.reasoning`).
+
+Native formats. When the model's chat template is one of the families
+``structgen.tools.formats`` detects (Qwen/Hermes ``<tool_call>``, Llama 3 JSON, Mistral
+``[TOOL_CALLS]``, DeepSeek-V3), the tools are rendered by the template itself (its
+``tools`` variable; a template that does not read it gets the tools section above, with
+the call written in the family's format), the constraint is
+``structgen.tools.tool_call_constraint`` for that format, the history's calls are handed
+to the template as structured ``tool_calls`` (arguments as objects) and the output is
+parsed by ``structgen.tools.ToolCallParser``. Any other template uses the convention
+above (the documented fallback).
+
+``tool_choice="none"``: the tools are left out of the prompt and nothing is constrained
+(the model cannot call a tool it is not shown). vLLM keeps them in the prompt unless its
+``--exclude-tools-when-tool-choice-none`` flag is set; structgen behaves as with that flag.
+
+``function.strict: true`` (either path) makes every listed property of every object of
+the tool's ``parameters`` required and no other property allowed
+(``structgen.tools.strict_schema``), as ``response_format``'s strict ``json_schema``.
+Every tool's ``parameters`` is checked against its metaschema before anything is
+generated; an invalid one is a 400 naming ``tools[i]``, the tool and the JSON pointer.
 """
 
 from __future__ import annotations
 
+import collections
+import functools
 import json
 import re
 import uuid
@@ -40,7 +62,14 @@ from typing import Any
 
 from structgen.server.protocol import APIError, NamedToolChoice, Tool
 
-__all__ = ["ToolCallStream", "ToolPlan", "collect", "plan_tools", "render_tool_call"]
+__all__ = [
+    "ToolCallStream",
+    "ToolPlan",
+    "collect",
+    "openai_tools",
+    "plan_tools",
+    "render_tool_call",
+]
 
 _HEAD = re.compile(r'\{"name":("(?:[^"\\]|\\.)*"),"arguments":')
 
@@ -56,23 +85,89 @@ class ToolPlan:
 
     Attributes:
         mode: ``"call"`` (the output is a call) or ``"auto"`` (text or a call).
-        system_text: the tools section to add to the system prompt.
+        system_text: the tools section to add to the system prompt ("" for none).
         constraint: the structgen constraint the output is generated under.
         parallel: whether several calls (one per line) may be written.
+        format: the native ``ToolCallFormat``, or None for the fallback convention.
+        template_tools: the tools handed to the chat template (OpenAI dicts), or None
+            when the tools go into the system prompt.
     """
 
     def __init__(
-        self, mode: str, system_text: str, constraint: Any, parallel: bool = False
+        self,
+        mode: str,
+        system_text: str,
+        constraint: Any,
+        parallel: bool = False,
+        format: Any = None,
+        template_tools: list[dict] | None = None,
     ) -> None:
         self.mode = mode
         self.system_text = system_text
         self.constraint = constraint
         self.parallel = parallel
+        self.format = format
+        self.template_tools = template_tools
+
+    def parser(self) -> Any:
+        """A fresh incremental parser of one output (``feed``, ``finish``,
+        ``is_complete_call``).
+        """
+        if self.format is None:
+            return ToolCallStream(self.mode)
+        from structgen.tools import ToolCallParser
+
+        return ToolCallParser(self.format, self.mode)
 
 
 def _params_schema(tool: Tool) -> dict:
     params = tool.function.parameters
-    return params if params is not None else {"type": "object", "properties": {}}
+    params = params if params is not None else {"type": "object", "properties": {}}
+    if tool.function.strict:
+        from structgen.tools import strict_schema
+
+        return strict_schema(params)
+    return params
+
+
+def openai_tools(tools: list[Tool]) -> list[dict]:
+    """The tools as OpenAI dicts (what chat templates and ``structgen.tools`` read)."""
+    return [t.model_dump(exclude_none=True) for t in tools]
+
+
+def _check_parameters(tools: list[Tool]) -> None:
+    """Check every tool's ``parameters`` against its metaschema (cached by its JSON text).
+
+    Raises:
+        APIError: 400 naming ``tools[i]``, the tool and the JSON pointer of the first
+            ``parameters`` that fails.
+    """
+    from structgen.errors import InvalidSchemaError
+
+    for i, t in enumerate(tools):
+        params = _params_schema(t)
+        try:
+            _check_one(json.dumps(params, sort_keys=True, ensure_ascii=False))
+        except InvalidSchemaError as exc:
+            raise APIError(
+                f"tools[{i}] ({t.function.name!r}): function.parameters is not a valid "
+                f"JSON Schema: {exc}",
+                param=f"tools[{i}].function.parameters",
+                code="invalid_schema",
+            ) from None
+
+
+@functools.lru_cache(maxsize=4096)
+def _check_one(params_json: str) -> None:
+    """Raises: InvalidSchemaError (with the JSON pointer) for an invalid schema."""
+    from structgen.errors import InvalidSchemaError
+    from structgen.fsm.json_schema.check import check_schema
+
+    params = json.loads(params_json)
+    if not isinstance(params, (dict, bool)):
+        raise InvalidSchemaError("a JSON Schema must be an object or a boolean")
+    if isinstance(params, dict):
+        check_schema(params)
 
 
 def call_schema(tool: Tool) -> dict:
@@ -85,30 +180,24 @@ def call_schema(tool: Tool) -> dict:
     }
 
 
-def _call_regex(schema: dict) -> str:
-    """The regex of one call (compact JSON, listed keys only).
+def _convention_constraint(tools: list[Tool], choice: Any, parallel: bool) -> Any:
+    """The ``auto`` / parallel ``required`` constraint of the fallback convention
+    (``structgen.tools.tool_call_constraint`` in the ``structgen_json`` format).
 
     Raises:
-        APIError: 400 naming the keyword and JSON pointer of an invalid or unsupported
-            ``parameters`` schema.
+        APIError: 400 naming the tool and the JSON pointer of a schema that cannot be
+            enforced.
     """
-    import jsonschema
-
-    from structgen.errors import SchemaError
-    from structgen.fsm import json_schema_to_regex
+    from structgen.errors import RequestError, SchemaError
+    from structgen.tools import FORMATS, tool_call_constraint
 
     try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-        return json_schema_to_regex(schema, allow_extra_properties=False)
-    except jsonschema.SchemaError as exc:
-        pointer = "".join("/" + str(p) for p in exc.path)
-        raise APIError(
-            f"tools: invalid JSON Schema at {pointer or '/'}: {exc.message}",
-            param="tools",
-            code="invalid_schema",
-        ) from None
-    except (SchemaError, ValueError) as exc:
+        fmt = FORMATS["structgen_json"]
+        return tool_call_constraint(fmt, openai_tools(tools), choice, parallel)
+    except SchemaError as exc:
         raise APIError(f"tools: {exc}", param="tools", code="invalid_schema") from None
+    except RequestError as exc:
+        raise APIError(str(exc), param="tools") from None
 
 
 def _prompt_lines(tools: list[Tool]) -> list[str]:
@@ -133,7 +222,7 @@ def _prompt_lines(tools: list[Tool]) -> list[str]:
 
 
 def plan_tools(
-    tools: list[Tool], tool_choice: Any, parallel: bool | None = None
+    tools: list[Tool], tool_choice: Any, parallel: bool | None = None, template: str | None = None
 ) -> ToolPlan | None:
     """The prompt section and constraint for ``tools`` under ``tool_choice``.
 
@@ -143,18 +232,49 @@ def plan_tools(
             ``NamedToolChoice``.
         parallel: ``parallel_tool_calls`` (None = true, OpenAI's default); a named
             tool_choice always gets one call.
+        template: the model's chat template source (its tool-call format is detected,
+            module docstring); None: the fallback convention.
 
     Returns:
-        None when ``tool_choice == "none"`` (tools are then ignored).
+        None when ``tool_choice == "none"`` (tools are then ignored). Plans are cached by
+        the request's tools, choice, parallel and template (the same tools again reuse
+        the plan and its compiled constraint).
 
     Raises:
-        APIError: a named tool that is not in ``tools``; an invalid parameters schema.
+        APIError: a named tool that is not in ``tools``; an invalid parameters schema
+            (naming the tool and the JSON pointer).
     """
-    from structgen.fsm.spec import JsonSchema, Regex
-
     choice = tool_choice if tool_choice is not None else "auto"
     if choice == "none":
         return None
+    wire = choice.model_dump_json() if isinstance(choice, NamedToolChoice) else choice
+    # repr of the JSON data (C-fast; distinct JSON values have distinct reprs)
+    fns = [(f.name, f.description, f.parameters, f.strict) for f in (t.function for t in tools)]
+    key = (repr(fns), wire, parallel, template)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _plan(tools, choice, parallel, template)
+        _PLANS[key] = plan
+        if len(_PLANS) > _MAX_PLANS:
+            _PLANS.popitem(last=False)
+    else:
+        _PLANS.move_to_end(key)
+    return plan
+
+
+_PLANS: collections.OrderedDict[tuple, ToolPlan] = collections.OrderedDict()
+_MAX_PLANS = 64  # plans kept (least recently used dropped): the same tools again are warm
+
+
+def _plan(tools: list[Tool], choice: Any, parallel: bool | None, template: str | None) -> ToolPlan:
+    """``plan_tools`` without its cache (``choice`` is not ``"none"``)."""
+    from structgen.fsm.spec import JsonSchema
+    from structgen.tools import detect_format
+
+    _check_parameters(tools)
+    fmt = detect_format(template)
+    if fmt.native:
+        return _plan_native(fmt, tools, choice, parallel, template)
     lines = _prompt_lines(tools)
     if isinstance(choice, NamedToolChoice):
         name = choice.function.name
@@ -173,11 +293,44 @@ def plan_tools(
     schema = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
     if choice == "required" and not parallel:
         return ToolPlan("call", "\n".join(lines), JsonSchema(schema))
-    call = _call_regex(schema)
-    calls = f"(?:{call})(?:\\n(?:{call}))*" if parallel else call
-    if choice == "required":
-        return ToolPlan("call", "\n".join(lines), Regex(calls), parallel)
-    return ToolPlan("auto", "\n".join(lines), Regex(f"(?:{calls})|[^{{][\\s\\S]*"), parallel)
+    constraint = _convention_constraint(tools, choice, parallel)
+    mode = "call" if choice == "required" else "auto"
+    return ToolPlan(mode, "\n".join(lines), constraint, parallel)
+
+
+def _plan_native(
+    fmt: Any, tools: list[Tool], choice: Any, parallel: bool | None, template: str | None
+) -> ToolPlan:
+    """The plan of a template in a native format (module docstring).
+
+    Raises:
+        APIError: as ``plan_tools``.
+    """
+    from structgen.errors import RequestError, SchemaError
+    from structgen.tools import template_renders_tools, tool_call_constraint
+
+    dicts = openai_tools(tools)
+    wire = choice.model_dump() if isinstance(choice, NamedToolChoice) else choice
+    try:
+        constraint = tool_call_constraint(fmt, dicts, wire, parallel)
+    except SchemaError as exc:
+        raise APIError(str(exc), param="tools", code="invalid_schema") from None
+    except RequestError as exc:
+        param = "tool_choice" if "tool_choice" in str(exc) else "tools"
+        raise APIError(str(exc), param=param) from None
+    mode = "auto" if choice == "auto" else "call"
+    named = isinstance(choice, NamedToolChoice)
+    many = parallel is not False and fmt.call_sep is not None and not named
+    if template_renders_tools(template):
+        return ToolPlan(mode, "", constraint, many, fmt, dicts)
+    lines = _prompt_lines(tools)[:-1]
+    example = fmt.render_calls([("<tool name>", "{<the arguments>}")])
+    lines.append(f"To call a tool, write {example}")
+    if named:
+        lines.append(f'You must call the tool "{choice.function.name}".')
+    else:
+        lines.append(_CHOICE_LINE[choice])
+    return ToolPlan(mode, "\n".join(lines), constraint, many, fmt)
 
 
 def render_tool_call(name: str, arguments: str) -> str:

@@ -70,15 +70,14 @@ def test_auto_text_and_truncated_call():
 
 
 def test_parallel_grammar_accepts_lines_of_calls():
-    from structgen.fsm import compile_regex
-
-    par = compile_regex(plan_tools(TOOLS, "required").constraint.pattern)
+    # the constraints are Regex specs with shared definitions: compiled as specs
+    par = plan_tools(TOOLS, "required").constraint.compile(None)
     one = '{"name":"get_weather","arguments":{"city":"Paris"}}'
     two = one + '\n{"name":"now","arguments":{}}'
     assert par.matches(one) and par.matches(two) and not par.matches(two + "\n")
-    single = compile_regex(plan_tools(TOOLS, "auto", parallel=False).constraint.pattern)
+    single = plan_tools(TOOLS, "auto", parallel=False).constraint.compile(None)
     assert single.matches(one) and not single.matches(two) and single.matches("Hi {")
-    auto = compile_regex(plan_tools(TOOLS, "auto").constraint.pattern)
+    auto = plan_tools(TOOLS, "auto").constraint.compile(None)
     assert auto.matches(two) and not auto.matches('{"name":"nope","arguments":{}}')
 
 

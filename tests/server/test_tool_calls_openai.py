@@ -1,0 +1,244 @@
+"""Native tool calls end to end: the real openai client against a server over the tiny
+random Llama whose chat template is the Qwen-style fixture (calls as ``<tool_call>``)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.server.conftest import free_port
+
+openai = pytest.importorskip("openai")
+jsonschema = pytest.importorskip("jsonschema")
+
+QWEN = Path(__file__).resolve().parent.parent / "fixtures" / "chat_templates" / "qwen.jinja"
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather of a city",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "maxLength": 8},
+                "unit": {"enum": ["C", "F"]},
+            },
+            "required": ["city", "unit"],
+        },
+    },
+}
+ADD = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9}},
+            "required": ["a"],
+        },
+    },
+}
+TOOLS = [WEATHER, ADD]
+SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+MSGS = [{"role": "user", "content": "Weather in Lyon?"}]
+
+
+def tiny_qwen_dir(tokenizer, path: Path) -> Path:
+    """A tiny random Llama (2048 positions: the byte-level tiny tokenizer spells the tools
+    section in ~600 tokens) with the Qwen-style chat template."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).eval().save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    (path / "chat_template.jinja").write_text(QWEN.read_text())
+    return path
+
+
+@pytest.fixture(scope="module")
+def qwen_server(tiny_tokenizer, tmp_path_factory):
+    """Base URL of an in-process server over a tiny Llama with the Qwen-style template."""
+    import uvicorn
+
+    from structgen import AsyncEngine
+    from structgen.server import create_app
+
+    path = tiny_qwen_dir(tiny_tokenizer, tmp_path_factory.mktemp("tiny_qwen"))
+    engine = AsyncEngine(str(path), dtype="float32", max_kv_tokens=4096, page_size=4)
+    app = create_app(engine, served_model_name="tiny-qwen")
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, name="qwen-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            engine.shutdown()
+            raise RuntimeError("the in-process server did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{server.config.port}"
+    server.should_exit = True
+    thread.join(timeout=30)
+    engine.shutdown()
+
+
+@pytest.fixture(scope="module")
+def oa(qwen_server):
+    return openai.OpenAI(base_url=qwen_server + "/v1", api_key="x", max_retries=0, timeout=60)
+
+
+def check_calls(calls) -> None:
+    """Every call names a tool and its arguments are JSON valid against its schema."""
+    assert calls
+    for c in calls:
+        assert c.type == "function" and c.id.startswith("call_")
+        jsonschema.validate(json.loads(c.function.arguments), SCHEMAS[c.function.name])
+
+
+def streamed(oa, **kw) -> tuple[str, dict[int, list], list[str]]:
+    """(content, {index: [id, name, arguments]}, finish reasons) of a streamed request."""
+    content, calls, reasons = "", {}, []
+    for chunk in oa.chat.completions.create(**kw, stream=True):
+        delta = chunk.choices[0].delta
+        content += delta.content or ""
+        for tc in delta.tool_calls or []:
+            entry = calls.setdefault(tc.index, [None, None, ""])
+            entry[0] = entry[0] or tc.id
+            entry[1] = entry[1] or (tc.function.name if tc.function else None)
+            entry[2] += (tc.function.arguments if tc.function else None) or ""
+        if chunk.choices[0].finish_reason:
+            reasons.append(chunk.choices[0].finish_reason)
+    return content, calls, reasons
+
+
+def test_required_and_named_streamed_and_not(oa):
+    kw = {"model": "tiny-qwen", "messages": MSGS, "max_tokens": 80, "temperature": 0}
+    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+        r = oa.chat.completions.create(**kw, tools=TOOLS, tool_choice=choice)
+        msg = r.choices[0].message
+        assert r.choices[0].finish_reason == "tool_calls" and msg.content is None
+        check_calls(msg.tool_calls)
+        if isinstance(choice, dict):
+            assert [c.function.name for c in msg.tool_calls] == ["get_weather"]
+        content, calls, reasons = streamed(oa, **kw, tools=TOOLS, tool_choice=choice)
+        assert content == "" and reasons == ["tool_calls"]
+        assert [calls[i][1:] for i in sorted(calls)] == [
+            [c.function.name, c.function.arguments] for c in msg.tool_calls
+        ]
+        assert sorted(calls) == list(range(len(calls)))
+
+
+def test_parallel_calls_indices(oa):
+    kw = {
+        "model": "tiny-qwen",
+        "messages": MSGS,
+        "max_tokens": 120,
+        "temperature": 0,
+        "tools": [ADD],
+        "tool_choice": "required",
+        "extra_body": {"min_tokens": 40},  # the grammar's only way on after a call: another
+    }
+    r = oa.chat.completions.create(**kw)
+    calls = r.choices[0].message.tool_calls
+    assert len(calls) >= 2 and len({c.id for c in calls}) == len(calls)
+    check_calls(calls)
+    _, streamed_calls, _ = streamed(oa, **kw)
+    assert sorted(streamed_calls) == list(range(len(calls)))
+    one = oa.chat.completions.create(**{**kw, "parallel_tool_calls": False, "extra_body": {}})
+    assert len(one.choices[0].message.tool_calls) == 1
+
+
+def test_reasoning_then_call(oa):
+    r = oa.chat.completions.create(
+        model="tiny-qwen",
+        messages=MSGS,
+        max_tokens=90,
+        temperature=0,
+        tools=TOOLS,
+        tool_choice="required",
+        extra_body={"constraint_trigger": "</think>"},
+    )
+    msg = r.choices[0].message
+    assert msg.model_extra["reasoning_content"]  # the free text before "</think>"
+    check_calls(msg.tool_calls)
+    assert r.choices[0].finish_reason == "tool_calls"
+
+
+def test_auto_calls_valid_text_is_content(oa):
+    """In ``auto`` whatever the model writes is text, or calls that validate (the trigger
+    cannot appear outside a checked call)."""
+    for seed in range(4):
+        r = oa.chat.completions.create(
+            model="tiny-qwen",
+            messages=MSGS,
+            max_tokens=40,
+            temperature=1.0,
+            seed=seed,
+            tools=TOOLS,
+        )
+        msg = r.choices[0].message
+        assert "<tool_call>" not in (msg.content or "")
+        if msg.tool_calls:
+            check_calls(msg.tool_calls)
+
+
+def test_history_with_calls_and_none(oa):
+    """A conversation holding a call and its result renders; ``none`` gives text only,
+    without the tools in the prompt."""
+    r = oa.chat.completions.create(
+        model="tiny-qwen",
+        messages=MSGS,
+        max_tokens=60,
+        temperature=0,
+        tools=TOOLS,
+        tool_choice="required",
+    )
+    call = r.choices[0].message.tool_calls[0]
+    history = MSGS + [
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": "12 C"},
+    ]
+    with_tools = oa.chat.completions.create(
+        model="tiny-qwen", messages=history, max_tokens=3, tools=TOOLS, tool_choice="required"
+    )
+    none = oa.chat.completions.create(
+        model="tiny-qwen", messages=history, max_tokens=3, tools=TOOLS, tool_choice="none"
+    )
+    assert none.choices[0].message.tool_calls is None
+    assert none.usage.prompt_tokens < with_tools.usage.prompt_tokens  # no tools section
+
+
+def test_bad_tool_schema_is_400_before_streaming(oa):
+    bad = {
+        "type": "function",
+        "function": {
+            "name": "broken",
+            "parameters": {"type": "object", "properties": {"x": {"type": "strnig"}}},
+        },
+    }
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError) as info:
+            oa.chat.completions.create(
+                model="tiny-qwen", messages=MSGS, max_tokens=5, tools=[ADD, bad], stream=stream
+            )
+        assert info.value.status_code == 400
+        message = info.value.body["message"]
+        assert "tools[1]" in message and "broken" in message and "/properties/x/type" in message

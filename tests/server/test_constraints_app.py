@@ -229,8 +229,9 @@ def test_bad_tool_schema_is_400(client):
                 "tool_choice": choice,
             },
         )
-        err = _error(r, "tools")
-        assert "/properties/x/type" in err["message"] and err["code"] == "invalid_schema"
+        err = _error(r, "tools[0].function.parameters")  # the tool, then the pointer
+        assert "tools[0] ('f')" in err["message"] and err["code"] == "invalid_schema"
+        assert "/properties/x/type" in err["message"]
 
 
 def test_min_tokens_above_the_room_left_is_400(client):

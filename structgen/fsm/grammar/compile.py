@@ -14,6 +14,7 @@ with both, or neither, raises ``InvalidGrammarError`` asking for ``syntax=``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 import time
@@ -160,7 +161,16 @@ def _register_budget(index: TokenIndex) -> None:
             budget_module._tables[index] = _GrammarBudget(index)
 
 
-def _lexer(pattern: str, definitions: tuple[str, ...], max_states: int, deadline: float) -> ByteDFA:
+def _lexer(
+    pattern: str, definitions: tuple[str, ...], max_states: int, deadline: float
+) -> ByteDFA | None:
+    """The lexer DFA of one terminal, or None when its language is empty (the productions
+    that use it can never finish: ``EarleyCharts`` drops them, as a JSON Schema's
+    unsatisfiable property value drops that property).
+
+    Raises:
+        InvalidGrammarError: the terminal's regex does not parse.
+    """
     try:
         return regex_to_dfa(
             pattern,
@@ -170,6 +180,8 @@ def _lexer(pattern: str, definitions: tuple[str, ...], max_states: int, deadline
             max_seconds=max(0.0, deadline - time.perf_counter()),
         )
     except RegexError as exc:
+        if str(exc).endswith("matches no string"):
+            return None
         raise InvalidGrammarError(
             f"a terminal of the grammar is not a usable regex: {exc}"
         ) from exc
@@ -318,9 +330,16 @@ def compile_grammar_def(
             raise InvalidGrammarError(f"the grammar matches no usable language: {exc}") from exc
         grammar: BaseCompiledGrammar = CompiledGrammar(spec, lowered, dfa, vocab)
     else:
-        lexers = [_lexer(p, d, max_states, deadline) for p, d in lowered.terminals]
-        nullable = {t for t, d in enumerate(lexers) if d.is_accepting(d.initial)}
-        charts = EarleyCharts(lowered, nullable, max_items=max_items)
+        built = [_lexer(p, d, max_states, deadline) for p, d in lowered.terminals]
+        empty = {t for t, d in enumerate(built) if d is None}
+        if empty:  # a terminal with no string: never expected, never movable, never ignored
+            never = regex_to_dfa("")
+            lowered = dataclasses.replace(
+                lowered, ignore=[t for t in lowered.ignore if t not in empty]
+            )
+        lexers = [never if d is None else d for d in built]
+        nullable = {t for t, d in enumerate(lexers) if t not in empty and d.is_accepting(d.initial)}
+        charts = EarleyCharts(lowered, nullable, max_items=max_items, empty_terminals=empty)
         dfa = GrammarAutomaton(
             charts,
             lexers,

@@ -36,6 +36,8 @@ class EarleyCharts:
         cfg: the productions (``lower.CfgGrammar``).
         nullable_terminals: terminal ids whose regex accepts the empty string.
         max_items: budget of items over all nodes built.
+        empty_terminals: terminal ids whose regex matches no string; the productions
+            that use one are dropped (they never finish).
 
     Attributes:
         root: the node at the start of the input (id 0).
@@ -45,21 +47,26 @@ class EarleyCharts:
     """
 
     def __init__(
-        self, cfg: CfgGrammar, nullable_terminals: set[int], max_items: int = DEFAULT_MAX_ITEMS
+        self,
+        cfg: CfgGrammar,
+        nullable_terminals: set[int],
+        max_items: int = DEFAULT_MAX_ITEMS,
+        empty_terminals: set[int] | frozenset[int] = frozenset(),
     ) -> None:
         self.cfg = cfg
         self.max_items = max_items
         self.num_items = 0
         num_nt = len(cfg.names)
-        productive = _productive(cfg, num_nt)
+        dead = {-1 - t for t in empty_terminals}  # symbols of the empty terminals
+        productive = _productive(cfg, num_nt, dead)
         if not productive[cfg.start]:
             raise InvalidGrammarError("the grammar's start rule derives no string")
         self._rhs = cfg.rhs
         self._lhs = cfg.lhs
         self._by_lhs: list[list[int]] = [[] for _ in range(num_nt)]
         for p, (lhs, rhs) in enumerate(zip(cfg.lhs, cfg.rhs, strict=True)):
-            if all(s < 0 or productive[s] for s in rhs):  # drop productions that never finish
-                self._by_lhs[lhs].append(p)
+            if all((s < 0 and s not in dead) or (s >= 0 and productive[s]) for s in rhs):
+                self._by_lhs[lhs].append(p)  # productions that can finish
         self._nullable = _nullable(cfg, num_nt, nullable_terminals)
         self._ids: dict[tuple[frozenset, bool], int] = {}
         self.items: list[frozenset] = []
@@ -150,14 +157,20 @@ class EarleyCharts:
         return len(self.items)
 
 
-def _productive(cfg: CfgGrammar, num_nt: int) -> list[bool]:
-    """Nonterminals that derive at least one string (terminals always do)."""
+def _productive(
+    cfg: CfgGrammar, num_nt: int, dead: set[int] | frozenset[int] = frozenset()
+) -> list[bool]:
+    """Nonterminals that derive at least one string (terminals do, but the ``dead``
+    terminal symbols, whose language is empty).
+    """
     productive = [False] * num_nt
     changed = True
     while changed:
         changed = False
         for lhs, rhs in zip(cfg.lhs, cfg.rhs, strict=True):
-            if not productive[lhs] and all(s < 0 or productive[s] for s in rhs):
+            if not productive[lhs] and all(
+                (s < 0 and s not in dead) or (s >= 0 and productive[s]) for s in rhs
+            ):
                 productive[lhs] = changed = True
     return productive
 

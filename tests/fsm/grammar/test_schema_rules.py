@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from structgen.errors import UnsupportedSchemaError
+from structgen.errors import InvalidGrammarError, UnsupportedSchemaError
 from structgen.fsm import Vocabulary, compile_json_schema
 from structgen.fsm.compiler import CompiledGrammar
 from structgen.fsm.grammar.compile import CompiledCFG
@@ -297,3 +297,36 @@ def test_not_operand_reaching_a_cycle_stays_bounded():
     assert any("inside not/oneOf/if" in w for w in grammar.warnings), grammar.warnings
     deep = '{"a":' + '{"k":' * 40 + "{}" + "}" * 40 + "}"
     assert _valid(deep, schema) and grammar.matches(deep)
+
+
+def test_a_terminal_with_no_string_drops_its_productions(monkeypatch) -> None:
+    """A regular part whose language is empty (a recursive schema's key that two
+    exactness constraints exclude: MaskBench's WashingtonPost wp9) makes the productions
+    using it dead instead of failing the compile; the language is the grammar without
+    them. Reference: lark on the grammar with that alternative removed."""
+    import lark
+
+    from structgen.fsm.grammar import compile as grammar_compile
+    from structgen.fsm.grammar.compile import compile_grammar
+
+    real = grammar_compile._lexer
+
+    def lexer(pattern, definitions, max_states, deadline):
+        return None if pattern == "z" else real(pattern, definitions, max_states, deadline)
+
+    monkeypatch.setattr(grammar_compile, "_lexer", lexer)
+    grammar_compile.clear_cache()
+    try:
+        g = compile_grammar('start: "(" start ")" | "a" | "z"', syntax="lark")
+        ref = lark.Lark('start: "(" start ")" | "a"', parser="earley", lexer="dynamic")
+        for text in ["a", "(a)", "((a))", "z", "(z)", "()", "(a"]:
+            try:
+                ref.parse(text)
+                want = True
+            except lark.exceptions.LarkError:
+                want = False
+            assert g.matches(text) == want, text
+        with pytest.raises(InvalidGrammarError, match="derives no string"):
+            compile_grammar('start: "(" start ")" | "z"', syntax="lark")
+    finally:
+        grammar_compile.clear_cache()

@@ -23,6 +23,7 @@ from typing import Any
 
 import jsonschema
 
+from structgen.extraction.spans import common_prefix, mean_logprob
 from structgen.runtime.sampling_params import SamplingParams
 
 __all__ = ["choose_options", "option_fields", "value_spans"]
@@ -201,7 +202,7 @@ def choose_options(engine: Any, schema: Any, prompts: list[Any], raw_texts: list
                 )
                 for o in options
             ]
-            firsts = [max(1, min(_common_prefix(base, f), len(f) - 1)) for f in fulls]
+            firsts = [max(1, min(common_prefix(base, f), len(f) - 1)) for f in fulls]
             jobs.append((i, keys, options, fulls, firsts))
     if not jobs:
         return list(raw_texts)
@@ -213,7 +214,7 @@ def choose_options(engine: Any, schema: Any, prompts: list[Any], raw_texts: list
     pos = 0
     for i, keys, options, fulls, firsts in jobs:
         scores = [
-            _mean_logprob(out, full, first)
+            mean_logprob(out, full, first)
             for out, full, first in zip(outs[pos : pos + len(fulls)], fulls, firsts)
         ]
         pos += len(fulls)
@@ -243,20 +244,3 @@ def _template(engine: Any, prompt: Any) -> str:
     if isinstance(prompt, str):
         return prompt
     return engine.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def _mean_logprob(out: Any, full: list[int], start: int) -> float:
-    """Mean log-probability of ``full[start:]`` (``-inf`` when the request failed)."""
-    if out.finish_reason == "error" or out.prompt_logprobs is None:
-        return float("-inf")
-    lps = [out.prompt_logprobs[j][full[j]] for j in range(start, len(full))]
-    return sum(lps) / max(1, len(lps))

@@ -28,7 +28,13 @@ import jsonschema
 from structgen.fsm.copy import json_string_content, text_units
 from structgen.runtime.sampling_params import SamplingParams
 
-__all__ = ["choose_span_ends", "span_candidates", "MAX_EXTRA_UNITS"]
+__all__ = [
+    "choose_span_ends",
+    "span_candidates",
+    "common_prefix",
+    "mean_logprob",
+    "MAX_EXTRA_UNITS",
+]
 
 MAX_EXTRA_UNITS = 6  # units a candidate may add after the greedy value
 _STRUCTURAL = re.compile(r'"[,}\]:]*"?')
@@ -145,7 +151,7 @@ def choose_span_ends(
     requests, params = [], []
     for _, _, _, base, fulls in jobs:
         for full in fulls:
-            first = _common_prefix(base, full)
+            first = common_prefix(base, full)
             requests.append(full)
             params.append(_with_start(max(1, first)))
     outs = engine.generate(requests, params)
@@ -155,7 +161,7 @@ def choose_span_ends(
     for i, keys, cands, base, fulls in jobs:
         scores = []
         for full, out in zip(fulls, outs[pos : pos + len(fulls)]):
-            scores.append(_mean_logprob(out, full, max(1, _common_prefix(base, full))))
+            scores.append(mean_logprob(out, full, max(1, common_prefix(base, full))))
         pos += len(fulls)
         order = sorted(range(len(cands)), key=lambda k: (-scores[k], k))
         for k in order:
@@ -179,7 +185,8 @@ def _with_start(start: int) -> SamplingParams:
     return dataclasses.replace(_SCORE, prompt_logprobs_start=start)
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """The length of the longest common prefix of two token-id lists."""
     n = 0
     for x, y in zip(a, b):
         if x != y:
@@ -188,7 +195,7 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def _mean_logprob(out: Any, full: list[int], start: int) -> float:
+def mean_logprob(out: Any, full: list[int], start: int) -> float:
     """Mean log-probability of ``full[start:]`` (``-inf`` when the request failed)."""
     if out.finish_reason == "error" or out.prompt_logprobs is None:
         return float("-inf")

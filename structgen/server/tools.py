@@ -61,6 +61,7 @@ import uuid
 from typing import Any
 
 from structgen.server.protocol import APIError, NamedToolChoice, Tool
+from structgen.tools.parser import collect
 
 __all__ = [
     "ToolCallStream",
@@ -470,26 +471,3 @@ class ToolCallStream:
 
     def _args_delta(self, text: str) -> dict:
         return {"tool_calls": [{"index": len(self.calls) - 1, "function": {"arguments": text}}]}
-
-
-def collect(deltas: list[dict]) -> tuple[str | None, list[dict] | None]:
-    """Merge streamed deltas into a message's ``content`` and ``tool_calls``."""
-    content: list[str] = []
-    calls: dict[int, dict] = {}
-    for d in deltas:
-        if "content" in d:
-            content.append(d["content"])
-        for tc in d.get("tool_calls", ()):
-            call = calls.get(tc["index"])
-            if call is None:
-                calls[tc["index"]] = {
-                    "id": tc["id"],
-                    "type": "function",
-                    "function": {"name": tc["function"]["name"], "arguments": ""},
-                }
-            else:
-                call["function"]["arguments"] += tc["function"]["arguments"]
-    return (
-        ("".join(content) if content else None),
-        ([calls[i] for i in sorted(calls)] if calls else None),
-    )

@@ -161,6 +161,13 @@ class EngineConfig:
             a pool while the forward runs, cold rows of different grammars by n threads
             in parallel; ``"auto"`` = 0 on CPU (the forward's kernel threads hold the
             cores: measured in ``benchmarks/RESULTS.md``), ``min(4, cores)`` on CUDA.
+        grammar_cache_bytes: byte bound of the masks' head parts shared by every
+            grammar of the engine's vocabulary (``fsm.index.lexical_masks``: the inside
+            of a JSON string, a number, reused by new schemas), an LRU; None keeps the
+            vocabulary's bound (``DEFAULT_CAPACITY_BYTES``, 64 MiB), 0 turns sharing
+            off. The cache belongs to the vocabulary, so engines of one tokenizer in a
+            process share it and the last bound set applies. Size and hit rate in
+            ``Engine.stats()`` (``lexical_cache_*``).
 
     Raises:
         ConfigError: a field is invalid (the message names it).
@@ -190,6 +197,7 @@ class EngineConfig:
     attention_backend: str = "auto"
     activation_dtype: str = "auto"
     grammar_threads: int | str = "auto"
+    grammar_cache_bytes: int | None = None
 
     def __post_init__(self) -> None:
         from structgen.runtime.quantization import check_quantization
@@ -263,6 +271,11 @@ class EngineConfig:
         ):
             raise ConfigError(
                 f"EngineConfig.grammar_threads must be 'auto' or an int >= 0, got {threads!r}"
+            )
+        cap = self.grammar_cache_bytes
+        if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 0):
+            raise ConfigError(
+                f"EngineConfig.grammar_cache_bytes must be None or an int >= 0, got {cap!r}"
             )
 
     @classmethod

@@ -100,6 +100,8 @@ class Engine(BaseEngine):
         self.encode_text = _no_tokenizer
         if self.tokenizer is not None:  # read from the tokenizer's cache where it has one
             self.vocab = cached_vocabulary(self.tokenizer, loaded.eos_token_ids, loaded.cache_dir)
+            if self.config.grammar_cache_bytes is not None:
+                self.vocab.lexical_masks.set_capacity(self.config.grammar_cache_bytes)
             # one bound callable: the jump-forward planner caches its boundary probes by it
             self.encode_text = functools.partial(self.tokenizer.encode, add_special_tokens=False)
         max_model_len = loaded.max_model_len
@@ -353,7 +355,11 @@ class Engine(BaseEngine):
             ``preemptions``, ``num_forward_passes``; speculative decoding:
             ``spec_proposed_tokens``, ``spec_accepted_tokens``, ``spec_acceptance_rate``
             (accepted / proposed) and ``spec_mean_accepted_length`` (tokens emitted per
-            verification: accepted drafts plus the target's own), zero when off.
+            verification: accepted drafts plus the target's own), zero when off; the
+            shared lexical mask cache (``EngineConfig.grammar_cache_bytes``):
+            ``lexical_cache_bytes``, ``lexical_cache_entries``, ``lexical_cache_pinned``,
+            ``lexical_cache_hits``, ``lexical_cache_misses``, ``lexical_cache_hit_rate``
+            (zero without a tokenizer).
         """
         sch = self.scheduler
         spec = (
@@ -380,6 +386,7 @@ class Engine(BaseEngine):
             "preemptions": sch.num_preemptions,
             "num_forward_passes": self.runner.num_forward_passes,
             **spec,
+            **_lexical_stats(self.vocab),
         }
 
     def memory_report(self) -> dict[str, int]:
@@ -416,3 +423,17 @@ class Engine(BaseEngine):
         if self.cache is None:
             return 0
         return self.cache.evict(self.cache.num_cached_pages)
+
+
+def _lexical_stats(vocab) -> dict:
+    """``LexicalMaskCache.stats()`` of ``vocab``, zeros when there is none."""
+    if vocab is None:
+        return {
+            "lexical_cache_bytes": 0,
+            "lexical_cache_entries": 0,
+            "lexical_cache_pinned": 0,
+            "lexical_cache_hits": 0,
+            "lexical_cache_misses": 0,
+            "lexical_cache_hit_rate": 0.0,
+        }
+    return vocab.lexical_masks.stats()

@@ -112,9 +112,12 @@ class BaseEngine(RequestFactory, abc.ABC):
         errors: str = "raise",
         copy: bool | None = None,
         return_details: bool = False,
+        score_span_ends: bool = False,
+        score_options: bool | None = None,
     ) -> Any:
         """Extract a schema-valid object from each text (see
-        :func:`structgen.extraction.extract`; ``copy``: copy constraints, as there).
+        :func:`structgen.extraction.extract`: ``copy`` (copy constraints),
+        ``score_span_ends`` and ``score_options`` as there).
         """
         from structgen.extraction import extract
 
@@ -126,6 +129,8 @@ class BaseEngine(RequestFactory, abc.ABC):
             params=params,
             errors=errors,
             copy=copy,
+            score_span_ends=score_span_ends,
+            score_options=score_options,
             return_details=return_details,
         )
 

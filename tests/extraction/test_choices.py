@@ -187,3 +187,20 @@ def test_on_the_tiny_model_the_choice_is_the_best_mean_logprob(tiny_engine):
     prefix = prompt + '{"p":"low","ok":'  # the context greedy wrote "ok" in
     ok_scores = {o: _mean_from_full_logprobs(tiny_engine, prefix, o, "}") for o in [True, False]}
     assert value["ok"] == max(ok_scores, key=ok_scores.get)
+
+
+def test_engine_extract_passes_the_scoring_options_through(tiny_engine, monkeypatch):
+    """``Engine.extract(..., score_options=, score_span_ends=)`` reaches
+    ``structgen.extraction.extract`` with the same values (it dropped them before)."""
+    import structgen.extraction as extraction
+
+    seen = {}
+
+    def fake(engine, schema, text, **kwargs):
+        seen.update(kwargs)
+        return "sentinel"
+
+    monkeypatch.setattr(extraction, "extract", fake)
+    got = tiny_engine.extract({"type": "object"}, "t", score_options=True, score_span_ends=True)
+    assert got == "sentinel"
+    assert seen["score_options"] is True and seen["score_span_ends"] is True

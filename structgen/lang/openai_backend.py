@@ -95,6 +95,14 @@ def _constraint_fields(term: Any) -> dict:
     if isinstance(term, RegexSpec):
         return {"regex": term.lower().text(), **extra}
     if isinstance(term, Grammar):
+        from structgen.fsm.grammar.union import GrammarAlternatives
+
+        if isinstance(term, GrammarAlternatives):  # its options are specs, not text
+            raise RequestError(
+                "OpenAIBackend cannot send a select over sub-expressions (regex or grammar "
+                "options): the server reads one grammar text; select over strings, or "
+                "write the alternation as one Grammar"
+            )
         if term.start is not None or term.prefix:
             raise RequestError(
                 "OpenAIBackend sends a Grammar as its text only (no start= or prefix)"

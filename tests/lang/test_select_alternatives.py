@@ -81,3 +81,14 @@ def test_generated_choice_is_one_option(tiny_engine):
     own = [_own(o) for o in OPTIONS]
     assert any(f(s["x"]) for f in own), s["x"]
     assert s.text() == "Pick one: " + s["x"]
+
+
+def test_openai_backend_refuses_alternatives_it_cannot_send() -> None:
+    """A select over sub-expressions has no wire form (the server reads one grammar text):
+    a RequestError naming it, not a request with an empty grammar the server rejects."""
+    from structgen.lang.openai_backend import _constraint_fields
+
+    term = GrammarAlternatives("", options=("yes", Regex(r"[0-9]+")))
+    with pytest.raises(RequestError, match="select over sub-expressions"):
+        _constraint_fields(term)
+    assert _constraint_fields(Grammar('start: "a" start | "b"'))["grammar"]  # text still goes

@@ -7,6 +7,7 @@ Every wait is bounded; servers listen on 127.0.0.1 only and are terminated at te
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -132,10 +133,8 @@ def gated_server(tiny_llama_dir):
     engine at an exact step (so a disconnect test disconnects while its request is
     surely unfinished, on any machine)."""
     import httpx
-    import uvicorn
 
     from structgen import AsyncEngine
-    from structgen.server import create_app
     from tests.step_gate import StepGate
 
     gate = StepGate()
@@ -149,11 +148,28 @@ def gated_server(tiny_llama_dir):
             max_running_requests=MAX_RUNNING,
         )
     )
-    app = create_app(engine, served_model_name="tiny", api_key=API_KEY)
+    with in_process_server(
+        engine, "gated-server", served_model_name="tiny", api_key=API_KEY
+    ) as base:
+        assert httpx.get(base + "/health", timeout=10).status_code == 200
+        yield base, gate
+        gate.resume()
+
+
+@contextlib.contextmanager
+def in_process_server(engine, thread_name: str, **app_kwargs):
+    """Serve ``create_app(engine, **app_kwargs)`` with uvicorn on a free loopback port in
+    a daemon thread; yields the base url. On exit (or a start that fails within 60 s)
+    the server stops and ``engine`` is shut down."""
+    import uvicorn
+
+    from structgen.server import create_app
+
+    app = create_app(engine, **app_kwargs)
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
     )
-    thread = threading.Thread(target=server.run, name="gated-server", daemon=True)
+    thread = threading.Thread(target=server.run, name=thread_name, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
     while not server.started:
@@ -161,13 +177,12 @@ def gated_server(tiny_llama_dir):
             engine.shutdown()
             raise RuntimeError("the in-process server did not start")
         time.sleep(0.05)
-    base = f"http://127.0.0.1:{server.config.port}"
-    assert httpx.get(base + "/health", timeout=10).status_code == 200
-    yield base, gate
-    gate.resume()
-    server.should_exit = True
-    thread.join(timeout=30)
-    engine.shutdown()
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        engine.shutdown()
 
 
 @pytest.fixture(scope="session")

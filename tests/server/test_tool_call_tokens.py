@@ -11,13 +11,11 @@ with jsonschema and by the tokens it returned.
 from __future__ import annotations
 
 import json
-import threading
-import time
 
 import pytest
 import torch
 
-from tests.server.conftest import free_port
+from tests.server.conftest import in_process_server
 from tests.server.test_tool_calls_openai import SCHEMAS, TOOLS, tiny_qwen_dir
 
 openai = pytest.importorskip("openai")
@@ -108,29 +106,12 @@ def test_mask_allows_the_tag_token(tag_tokenizer, tag_vocab):
 @pytest.fixture(scope="module")
 def tag_server(tag_tokenizer, tmp_path_factory):
     """Base URL of an in-process server over the tiny Llama with the tag tokens."""
-    import uvicorn
-
     from structgen import AsyncEngine
-    from structgen.server import create_app
 
     path = tiny_qwen_dir(tag_tokenizer, tmp_path_factory.mktemp("tiny_qwen_tags"))
     engine = AsyncEngine(str(path), dtype="float32", max_kv_tokens=4096, page_size=4)
-    app = create_app(engine, served_model_name="tiny-qwen")
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, name="qwen-tags-server", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            engine.shutdown()
-            raise RuntimeError("the in-process server did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{server.config.port}"
-    server.should_exit = True
-    thread.join(timeout=30)
-    engine.shutdown()
+    with in_process_server(engine, "qwen-tags-server", served_model_name="tiny-qwen") as base:
+        yield base
 
 
 def test_call_starting_with_the_tag_token(tag_tokenizer, tag_server):

@@ -4,13 +4,11 @@ random Llama whose chat template is the Qwen-style fixture (calls as ``<tool_cal
 from __future__ import annotations
 
 import json
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import free_port
+from tests.server.conftest import in_process_server
 
 openai = pytest.importorskip("openai")
 jsonschema = pytest.importorskip("jsonschema")
@@ -75,29 +73,12 @@ def tiny_qwen_dir(tokenizer, path: Path) -> Path:
 @pytest.fixture(scope="module")
 def qwen_server(tiny_tokenizer, tmp_path_factory):
     """Base URL of an in-process server over a tiny Llama with the Qwen-style template."""
-    import uvicorn
-
     from structgen import AsyncEngine
-    from structgen.server import create_app
 
     path = tiny_qwen_dir(tiny_tokenizer, tmp_path_factory.mktemp("tiny_qwen"))
     engine = AsyncEngine(str(path), dtype="float32", max_kv_tokens=4096, page_size=4)
-    app = create_app(engine, served_model_name="tiny-qwen")
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, name="qwen-server", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            engine.shutdown()
-            raise RuntimeError("the in-process server did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{server.config.port}"
-    server.should_exit = True
-    thread.join(timeout=30)
-    engine.shutdown()
+    with in_process_server(engine, "qwen-server", served_model_name="tiny-qwen") as base:
+        yield base
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from typing import Any
 from structgen.server import serving as sv
 from structgen.server.protocol import APIError, ChatCompletionRequest
 from structgen.server.reasoning import ReasoningSplit
-from structgen.server.tools import ToolPlan, collect, plan_tools, render_tool_call
+from structgen.server.tools import ToolPlan, collect, plan_tools_async, render_tool_call
 
 __all__ = ["chat_response", "chat_stream", "prepare_chat"]
 
@@ -46,7 +46,7 @@ def template_messages(req: ChatCompletionRequest, plan: ToolPlan | None) -> list
     "content"}``, plus structured ``tool_calls`` and the tool messages' ``tool_call_id``
     and ``name`` for a template in a native tool-call format.
     """
-    native = plan is not None and plan.format is not None
+    native = plan is not None and plan.format.native
     msgs = []
     for i, m in enumerate(req.messages):
         content = _text(m.content, i)
@@ -107,7 +107,9 @@ async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> Cha
     template = getattr(tokenizer, "chat_template", None)
     plan = None
     if req.tools:
-        plan = plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls, template)
+        plan = await plan_tools_async(
+            state.compile_pool, req.tools, req.tool_choice, req.parallel_tool_calls, template
+        )
     term, param = sv.request_constraint(req, has_tools=plan is not None)
     if plan is not None:
         if term is not None:
@@ -142,7 +144,7 @@ async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> Cha
 
 
 class _ReasoningThenTools:
-    """``ReasoningSplit`` whose answer part goes through a ``ToolCallStream``."""
+    """``ReasoningSplit`` whose answer part goes through the plan's ``ToolCallParser``."""
 
     def __init__(self, trigger: str, plan: ToolPlan) -> None:
         self.split = ReasoningSplit(trigger)

@@ -138,7 +138,11 @@ async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> Cha
     max_tokens = req.max_completion_tokens or req.max_tokens
     top = (req.top_logprobs or 0) if req.logprobs else None
     params = sv.sampling_params(req, max_tokens, room, top)
-    grammar = await sv.compile_constraint(state, term, param)
+    grammar = plan.grammar(state.vocab, req.constraint_trigger) if plan is not None else None
+    if grammar is None:
+        grammar = await sv.compile_constraint(state, term, param)
+        if plan is not None:
+            plan.keep_grammar(state.vocab, req.constraint_trigger, grammar)
     branches = sv.branches_for([ids], params, req.n)
     return ChatJob(req, branches, grammar, plan, state.new_id("chatcmpl"))
 

@@ -64,6 +64,8 @@ import json
 import threading
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from structgen.server.protocol import APIError, NamedToolChoice, Tool
 from structgen.tools.parser import collect
 
@@ -113,6 +115,21 @@ class ToolPlan:
         self.parallel = parallel
         self.format = format
         self.template_tools = template_tools
+        self._grammars: dict[tuple, tuple[Any, Any]] = {}  # (id(vocab), trigger) -> grammar
+
+    def grammar(self, vocab: Any, trigger: str | None) -> Any:
+        """The constraint compiled for ``vocab`` (after ``trigger``, the request's
+        ``constraint_trigger``) by an earlier request with this plan, or None.
+        """
+        hit = self._grammars.get((id(vocab), trigger))
+        return hit[1] if hit is not None and hit[0] is vocab else None
+
+    def keep_grammar(self, vocab: Any, trigger: str | None, grammar: Any) -> None:
+        """Keep ``grammar``, the constraint compiled for ``vocab`` after ``trigger``, so
+        that the same tools again skip the compiler (its cache key walks every tool).
+        """
+        if len(self._grammars) < 8:
+            self._grammars[(id(vocab), trigger)] = (vocab, grammar)
 
     def parser(self) -> Any:
         """A fresh ``structgen.tools.ToolCallParser`` of one output in the plan's format."""
@@ -199,11 +216,10 @@ def plan_key(
     and the template (which fixes the format and whether it renders the tools).
     """
     named = isinstance(tool_choice, NamedToolChoice)
-    wire = tool_choice.model_dump_json() if named else tool_choice
-    # repr of the JSON data (C-fast; distinct JSON values have distinct reprs)
-    fns = [(f.name, f.description, f.parameters, f.strict) for f in (t.function for t in tools)]
-    digest = hashlib.blake2b(repr((fns, wire, parallel)).encode(), digest_size=16).digest()
-    return (digest, template)
+    wire = tool_choice.model_dump_json() if named else json.dumps(tool_choice)
+    h = hashlib.blake2b(_TOOLS_JSON.dump_json(tools), digest_size=16)  # pydantic's Rust dump
+    h.update(f"\0{wire}\0{parallel}".encode())
+    return (h.digest(), template)
 
 
 def cached_plan(key: tuple) -> ToolPlan | None:
@@ -275,6 +291,7 @@ async def plan_tools_async(
     return await loop.run_in_executor(pool, plan_tools, tools, choice, parallel, template)
 
 
+_TOOLS_JSON = TypeAdapter(list[Tool])
 _PLANS: collections.OrderedDict[tuple, ToolPlan] = collections.OrderedDict()
 _MAX_PLANS = 64  # plans kept (least recently used dropped): the same tools again are warm
 _LOCK = threading.Lock()  # plans are made on the compile thread and read on the loop

@@ -29,7 +29,13 @@ again. Median of ``--repeats`` runs, 128-tool sets, both vocabularies and both f
 (the vocabulary's token trie, built once per process by the first constraint, is built
 before the runs).
 
+Peer: XGrammar's ``compile_structural_tag`` of the same hermes constraint (its
+``format`` tree, the calls' schemas as ``json_schema`` contents), its cache off, to its
+first mask, interleaved with structgen's runs. llguidance is not a peer here: its lazy
+lexemes could write the free text, but no equivalent grammar was written.
+
 Run:  OMP_NUM_THREADS=2 PYTHONPATH=. python benchmarks/bench_tools.py [--out benchmarks/RESULTS.md]
+      [--compile-only] (only the 128-tool compile table)
 """
 
 from __future__ import annotations
@@ -247,20 +253,59 @@ def run_model(client, model: str, sets: list[list[dict]], trigger: str | None) -
 
 
 # ------------------------------------------------------------------ compile
-def compile_once(body: bytes, template: str | None, vocab) -> float:
-    """Seconds from the request body (JSON bytes) to the first mask of its tool constraint."""
-    import torch
-
+def compile_once(body: bytes, template: str | None, vocab, mask) -> float:
+    """Seconds from the request body (JSON bytes) to the first mask of its tool constraint,
+    the server's path (``chat.prepare_chat``): the plan (cached by its digest), the plan's
+    compiled grammar for the vocabulary (compiled on a miss), a matcher, its first mask
+    filled into ``mask`` (the engine's bitmask is allocated once, not per request).
+    """
     from structgen.server.protocol import ChatCompletionRequest, parse_request
     from structgen.server.tools import plan_tools
 
     t0 = time.perf_counter()
     req = parse_request(ChatCompletionRequest, json.loads(body))
     plan = plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls, template)
-    grammar = plan.constraint.compile(vocab)
+    grammar = plan.grammar(vocab, None)
+    if grammar is None:
+        grammar = plan.constraint.compile(vocab)
+        plan.keep_grammar(vocab, None, grammar)
     matcher = grammar.matcher()
-    mask = torch.zeros((1, (len(vocab.token_bytes) + 31) // 32), dtype=torch.int32)
     matcher.fill_bitmask(mask, 0)
+    return time.perf_counter() - t0
+
+
+def xgrammar_tag(tools: list[dict], choice: str) -> str:
+    """The same hermes constraint as XGrammar's structural tag (its ``format`` tree): a
+    ``triggered_tags`` on ``<tool_call>`` whose tags are the calls (``auto``), or a
+    ``tags_with_separator`` of them (``required``)."""
+    tags = [
+        {
+            "type": "tag",
+            "begin": '<tool_call>\n{"name": '
+            + json.dumps(t["function"]["name"])
+            + ', "arguments": ',
+            "content": {
+                "type": "json_schema",
+                "json_schema": t["function"].get("parameters") or {"type": "object"},
+            },
+            "end": "}\n</tool_call>",
+        }
+        for t in tools
+    ]
+    if choice == "auto":
+        fmt = {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": tags}
+    else:
+        fmt = {"type": "tags_with_separator", "tags": tags, "separator": "\n", "at_least_one": True}
+    return json.dumps({"type": "structural_tag", "format": fmt})
+
+
+def xgrammar_once(compiler, info, tag_json: str, bitmask) -> float:
+    """Seconds from the structural tag's JSON to XGrammar's first mask (no cache)."""
+    import xgrammar as xgr
+
+    t0 = time.perf_counter()
+    g = compiler.compile_structural_tag(tag_json)
+    xgr.GrammarMatcher(g).fill_next_token_bitmask(bitmask)
     return time.perf_counter() - t0
 
 
@@ -271,6 +316,7 @@ def clear_caches() -> None:
     clear_cache()
     constraint._build.cache_clear()
     constraint._build_tag.cache_clear()
+    constraint._build_lead_tag.cache_clear()
     constraint._lower_arguments.cache_clear()
     from structgen.server import tools as server_tools
 
@@ -278,7 +324,27 @@ def clear_caches() -> None:
     server_tools._check_one.cache_clear()
 
 
-def compile_times(tools: list[dict], template: str | None, vocab, repeats: int) -> dict:
+def compile_times(
+    tools: list[dict], template: str | None, vocab, repeats: int, hf_tok=None, warm_runs: int = 30
+) -> dict:
+    """``{choice: (cold s, warm s, xgrammar s or None)}``: medians, the peers interleaved
+    in one loop (cold structgen, warm structgen x ``warm_runs``, XGrammar cold)."""
+    import torch
+
+    mask = torch.zeros((1, (len(vocab.token_bytes) + 31) // 32), dtype=torch.int32)
+    xg = None
+    if hf_tok is not None:
+        try:
+            import xgrammar as xgr
+
+            info = xgr.TokenizerInfo.from_huggingface(hf_tok, vocab_size=len(vocab.token_bytes))
+            xg = (
+                xgr.GrammarCompiler(info, cache_enabled=False),
+                info,
+                xgr.allocate_token_bitmask(1, info.vocab_size),
+            )
+        except ImportError:
+            xg = None
     out = {}
     for choice in ("auto", "required"):
         body = json.dumps(
@@ -289,13 +355,20 @@ def compile_times(tools: list[dict], template: str | None, vocab, repeats: int) 
                 "tool_choice": choice,
             }
         ).encode()
-        cold, warm = [], []
-        compile_once(body, template, vocab)  # the vocabulary's token trie: once a process
+        tag_json = xgrammar_tag(tools, choice)
+        cold, warm, peer = [], [], []
+        compile_once(body, template, vocab, mask)  # the vocabulary's token trie: once a process
         for _ in range(repeats):
             clear_caches()
-            cold.append(compile_once(body, template, vocab))
-            warm.append(compile_once(body, template, vocab))
-        out[choice] = (statistics.median(cold), statistics.median(warm))
+            cold.append(compile_once(body, template, vocab, mask))
+            warm += [compile_once(body, template, vocab, mask) for _ in range(warm_runs)]
+            if xg is not None:
+                peer.append(xgrammar_once(xg[0], xg[1], tag_json, xg[2]))
+        out[choice] = (
+            statistics.median(cold),
+            statistics.median(warm),
+            statistics.median(peer) if peer else None,
+        )
     return out
 
 
@@ -305,6 +378,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="append the tables to this file")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip-smol", action="store_true")
+    ap.add_argument(
+        "--compile-only", action="store_true", help="only the 128-tool compile (no requests)"
+    )
     args = ap.parse_args()
 
     import tempfile
@@ -321,41 +397,52 @@ def main() -> None:
     smol_sets = tool_sets(pool, [1, 2, 3, 4, 5, 6, 8, 10, 12, 16], seed=2)
     results, compiles = {}, {}
     qwen = QWEN.read_text()
+    from tests.conftest import build_tiny_tokenizer
+
+    tiny_tok = build_tiny_tokenizer()
     with tempfile.TemporaryDirectory() as tmp:
         path = tiny_model_dir(Path(tmp))
         engine = AsyncEngine(str(path), dtype="float32", max_kv_tokens=65536, page_size=16)
         tiny_vocab = engine.engine.vocab
-        srv = InProcessServer(engine, "tiny")
-        client = openai.OpenAI(base_url=srv.base, api_key="x", max_retries=0, timeout=600)
-        t0 = time.perf_counter()
-        results["tiny (Qwen-style template, <tool_call>)"] = run_model(
-            client, "tiny", tiny_sets, FORMATS["hermes"].trigger
-        )
-        print(f"tiny done in {time.perf_counter() - t0:.0f} s", flush=True)
-        srv.close()
+        if not args.compile_only:
+            srv = InProcessServer(engine, "tiny")
+            client = openai.OpenAI(base_url=srv.base, api_key="x", max_retries=0, timeout=600)
+            t0 = time.perf_counter()
+            results["tiny (Qwen-style template, <tool_call>)"] = run_model(
+                client, "tiny", tiny_sets, FORMATS["hermes"].trigger
+            )
+            print(f"tiny done in {time.perf_counter() - t0:.0f} s", flush=True)
+            srv.close()
+        else:
+            engine.shutdown()
     big = tool_sets(pool, [128], seed=3)[0]
-    compiles[("tiny vocab (400)", "hermes")] = compile_times(big, qwen, tiny_vocab, args.repeats)
+    compiles[("tiny vocab (400)", "hermes")] = compile_times(
+        big, qwen, tiny_vocab, args.repeats, tiny_tok
+    )
     if not args.skip_smol:
+        from bench_grammar import smollm2_tokenizer
+
         engine = AsyncEngine()
         smol_vocab = engine.engine.vocab
         smol_template = engine.engine.tokenizer.chat_template
         assert not detect_format(smol_template).native
-        srv = InProcessServer(engine, "smol")
-        client = openai.OpenAI(base_url=srv.base, api_key="x", max_retries=0, timeout=600)
-        t0 = time.perf_counter()
-        results["SmolLM2-135M (its template: fallback convention)"] = run_model(
-            client, "smol", smol_sets, None
-        )
-        print(f"smol done in {time.perf_counter() - t0:.0f} s", flush=True)
-        srv.close()
+        if not args.compile_only:
+            srv = InProcessServer(engine, "smol")
+            client = openai.OpenAI(base_url=srv.base, api_key="x", max_retries=0, timeout=600)
+            t0 = time.perf_counter()
+            results["SmolLM2-135M (its template: fallback convention)"] = run_model(
+                client, "smol", smol_sets, None
+            )
+            print(f"smol done in {time.perf_counter() - t0:.0f} s", flush=True)
+            srv.close()
+        else:
+            engine.shutdown()
         compiles[("SmolLM2 vocab (49k)", "hermes")] = compile_times(
-            big, qwen, smol_vocab, args.repeats
+            big, qwen, smol_vocab, args.repeats, smollm2_tokenizer()
         )
         compiles[("SmolLM2 vocab (49k)", "structgen_json")] = compile_times(
             big, smol_template, smol_vocab, args.repeats
         )
-    else:
-        smol_vocab = None
     text = report(results, compiles, tiny_sets, smol_sets, Vocabulary)
     print(text)
     plot(compiles)
@@ -396,14 +483,16 @@ def report(results, compiles, tiny_sets, smol_sets, _vocab_cls) -> str:
         "structgen cache cleared; targets: cold <= 1 s, warm <= 10 ms):",
         "",
         "| vocabulary | format | tool_choice | cold s | warm ms | cold target met "
-        "| warm target met |",
-        "|---|---|---|---|---|---|---|",
+        "| warm target met | XGrammar structural tag, s (no cache) | XGrammar / structgen cold |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for (vocab, fmt), by_choice in compiles.items():
-        for choice, (cold, warm) in by_choice.items():
+        for choice, (cold, warm, peer) in by_choice.items():
+            shown = f"{peer:.3f} | {peer / cold:.2f}x" if peer is not None else "- | -"
             lines.append(
                 f"| {vocab} | {fmt} | {choice} | {cold:.3f} | {warm * 1000:.2f} "
-                f"| {'yes' if cold <= 1 else 'no'} | {'yes' if warm <= 0.01 else 'no'} |"
+                f"| {'yes' if cold <= 1 else 'no'} | {'yes' if warm <= 0.01 else 'no'} "
+                f"| {shown} |"
             )
     lines.append("")
     lines.append("Plot: benchmarks/bench_tools.png (cold and warm compile per cell).")
@@ -420,7 +509,7 @@ def plot(compiles) -> None:
         return
     labels, cold, warm = [], [], []
     for (vocab, fmt), by_choice in compiles.items():
-        for choice, (c, w) in by_choice.items():
+        for choice, (c, w, _peer) in by_choice.items():
             labels.append(f"{vocab}\n{fmt}/{choice}")
             cold.append(c)
             warm.append(w * 1000)

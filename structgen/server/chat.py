@@ -9,7 +9,7 @@ from typing import Any
 from structgen.server import serving as sv
 from structgen.server.protocol import APIError, ChatCompletionRequest
 from structgen.server.reasoning import ReasoningSplit
-from structgen.server.tools import ToolPlan, collect, plan_tools, render_tool_call
+from structgen.server.tools import ToolPlan, collect, plan_tools_async, render_tool_call
 
 __all__ = ["chat_response", "chat_stream", "prepare_chat"]
 
@@ -46,7 +46,7 @@ def template_messages(req: ChatCompletionRequest, plan: ToolPlan | None) -> list
     "content"}``, plus structured ``tool_calls`` and the tool messages' ``tool_call_id``
     and ``name`` for a template in a native tool-call format.
     """
-    native = plan is not None and plan.format is not None
+    native = plan is not None and plan.format.native
     msgs = []
     for i, m in enumerate(req.messages):
         content = _text(m.content, i)
@@ -107,7 +107,9 @@ async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> Cha
     template = getattr(tokenizer, "chat_template", None)
     plan = None
     if req.tools:
-        plan = plan_tools(req.tools, req.tool_choice, req.parallel_tool_calls, template)
+        plan = await plan_tools_async(
+            state.compile_pool, req.tools, req.tool_choice, req.parallel_tool_calls, template
+        )
     term, param = sv.request_constraint(req, has_tools=plan is not None)
     if plan is not None:
         if term is not None:
@@ -136,13 +138,17 @@ async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> Cha
     max_tokens = req.max_completion_tokens or req.max_tokens
     top = (req.top_logprobs or 0) if req.logprobs else None
     params = sv.sampling_params(req, max_tokens, room, top)
-    grammar = await sv.compile_constraint(state, term, param)
+    grammar = plan.grammar(state.vocab, req.constraint_trigger) if plan is not None else None
+    if grammar is None:
+        grammar = await sv.compile_constraint(state, term, param)
+        if plan is not None:
+            plan.keep_grammar(state.vocab, req.constraint_trigger, grammar)
     branches = sv.branches_for([ids], params, req.n)
     return ChatJob(req, branches, grammar, plan, state.new_id("chatcmpl"))
 
 
 class _ReasoningThenTools:
-    """``ReasoningSplit`` whose answer part goes through a ``ToolCallStream``."""
+    """``ReasoningSplit`` whose answer part goes through the plan's ``ToolCallParser``."""
 
     def __init__(self, trigger: str, plan: ToolPlan) -> None:
         self.split = ReasoningSplit(trigger)

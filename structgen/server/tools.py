@@ -10,13 +10,16 @@ request's first system message, or sent as a new first system message)::
     {"name": "<tool name>", "arguments": {<the arguments>}} and nothing else.
     <one line that depends on tool_choice>
 
-Grammar. One call is the compact JSON ``{"name":NAME,"arguments":ARGS}`` with ``NAME``
-a ``const`` and ``ARGS`` valid against that tool's ``parameters`` (extra properties not
-generated). ``tool_choice``:
+Grammar. The convention is one more tool-call format, ``structgen_json``
+(``structgen.tools.formats``): the constraint is ``structgen.tools.tool_call_constraint``
+in that format and the output is parsed by ``structgen.tools.ToolCallParser``, as for the
+native formats; this module adds the prompt. One call is the compact JSON
+``{"name":NAME,"arguments":ARGS}`` with ``NAME`` the tool's name and ``ARGS`` valid
+against that tool's ``parameters`` (extra properties not generated). ``tool_choice``:
 
 * a named function: one call of that tool;
-* ``"required"``: one call of any tool (``anyOf`` over the call schemas) or, with
-  parallel calls, ``CALL(\nCALL)*``: several calls, one per line;
+* ``"required"``: one call of any tool or, with parallel calls, ``CALL(\nCALL)*``:
+  several calls, one per line;
 * ``"auto"`` (the default when tools are given): ``CALLS|[^{][\s\S]*``, i.e. the model
   chooses with its first character: ``{`` starts the tool call(s) (generated under the
   call grammar), anything else starts a free-text answer;
@@ -53,26 +56,28 @@ generated; an invalid one is a 400 naming ``tools[i]``, the tool and the JSON po
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import functools
+import hashlib
 import json
-import re
-import uuid
+import threading
 from typing import Any
+
+from pydantic import TypeAdapter
 
 from structgen.server.protocol import APIError, NamedToolChoice, Tool
 from structgen.tools.parser import collect
 
 __all__ = [
-    "ToolCallStream",
     "ToolPlan",
+    "cached_plan",
     "collect",
     "openai_tools",
+    "plan_key",
     "plan_tools",
     "render_tool_call",
 ]
-
-_HEAD = re.compile(r'\{"name":("(?:[^"\\]|\\.)*"),"arguments":')
 
 _CHOICE_LINE = {
     "auto": "If no tool is needed, answer in plain text instead.",
@@ -88,8 +93,9 @@ class ToolPlan:
         mode: ``"call"`` (the output is a call) or ``"auto"`` (text or a call).
         system_text: the tools section to add to the system prompt ("" for none).
         constraint: the structgen constraint the output is generated under.
-        parallel: whether several calls (one per line) may be written.
-        format: the native ``ToolCallFormat``, or None for the fallback convention.
+        parallel: whether several calls may be written.
+        format: the ``ToolCallFormat`` the calls are written in (``structgen_json`` for
+            the fallback convention).
         template_tools: the tools handed to the chat template (OpenAI dicts), or None
             when the tools go into the system prompt.
     """
@@ -99,8 +105,8 @@ class ToolPlan:
         mode: str,
         system_text: str,
         constraint: Any,
-        parallel: bool = False,
-        format: Any = None,
+        parallel: bool,
+        format: Any,
         template_tools: list[dict] | None = None,
     ) -> None:
         self.mode = mode
@@ -109,13 +115,24 @@ class ToolPlan:
         self.parallel = parallel
         self.format = format
         self.template_tools = template_tools
+        self._grammars: dict[tuple, tuple[Any, Any]] = {}  # (id(vocab), trigger) -> grammar
+
+    def grammar(self, vocab: Any, trigger: str | None) -> Any:
+        """The constraint compiled for ``vocab`` (after ``trigger``, the request's
+        ``constraint_trigger``) by an earlier request with this plan, or None.
+        """
+        hit = self._grammars.get((id(vocab), trigger))
+        return hit[1] if hit is not None and hit[0] is vocab else None
+
+    def keep_grammar(self, vocab: Any, trigger: str | None, grammar: Any) -> None:
+        """Keep ``grammar``, the constraint compiled for ``vocab`` after ``trigger``, so
+        that the same tools again skip the compiler (its cache key walks every tool).
+        """
+        if len(self._grammars) < 8:
+            self._grammars[(id(vocab), trigger)] = (vocab, grammar)
 
     def parser(self) -> Any:
-        """A fresh incremental parser of one output (``feed``, ``finish``,
-        ``is_complete_call``).
-        """
-        if self.format is None:
-            return ToolCallStream(self.mode)
+        """A fresh ``structgen.tools.ToolCallParser`` of one output in the plan's format."""
         from structgen.tools import ToolCallParser
 
         return ToolCallParser(self.format, self.mode)
@@ -171,36 +188,6 @@ def _check_one(params_json: str) -> None:
         check_schema(params)
 
 
-def call_schema(tool: Tool) -> dict:
-    """The JSON Schema of one call of ``tool``: ``{"name": const, "arguments": params}``."""
-    return {
-        "type": "object",
-        "properties": {"name": {"const": tool.function.name}, "arguments": _params_schema(tool)},
-        "required": ["name", "arguments"],
-        "additionalProperties": False,
-    }
-
-
-def _convention_constraint(tools: list[Tool], choice: Any, parallel: bool) -> Any:
-    """The ``auto`` / parallel ``required`` constraint of the fallback convention
-    (``structgen.tools.tool_call_constraint`` in the ``structgen_json`` format).
-
-    Raises:
-        APIError: 400 naming the tool and the JSON pointer of a schema that cannot be
-            enforced.
-    """
-    from structgen.errors import RequestError, SchemaError
-    from structgen.tools import FORMATS, tool_call_constraint
-
-    try:
-        fmt = FORMATS["structgen_json"]
-        return tool_call_constraint(fmt, openai_tools(tools), choice, parallel)
-    except SchemaError as exc:
-        raise APIError(f"tools: {exc}", param="tools", code="invalid_schema") from None
-    except RequestError as exc:
-        raise APIError(str(exc), param="tools") from None
-
-
 def _prompt_lines(tools: list[Tool]) -> list[str]:
     lines = [
         (
@@ -222,6 +209,28 @@ def _prompt_lines(tools: list[Tool]) -> list[str]:
     return lines
 
 
+def plan_key(
+    tools: list[Tool], tool_choice: Any, parallel: bool | None, template: str | None
+) -> tuple:
+    """The cache key of a plan: a digest of the tools, ``tool_choice`` and ``parallel``,
+    and the template (which fixes the format and whether it renders the tools).
+    """
+    named = isinstance(tool_choice, NamedToolChoice)
+    wire = tool_choice.model_dump_json() if named else json.dumps(tool_choice)
+    h = hashlib.blake2b(_TOOLS_JSON.dump_json(tools), digest_size=16)  # pydantic's Rust dump
+    h.update(f"\0{wire}\0{parallel}".encode())
+    return (h.digest(), template)
+
+
+def cached_plan(key: tuple) -> ToolPlan | None:
+    """The plan stored under ``key`` (``plan_key``), or None."""
+    with _LOCK:
+        plan = _PLANS.get(key)
+        if plan is not None:
+            _PLANS.move_to_end(key)
+        return plan
+
+
 def plan_tools(
     tools: list[Tool], tool_choice: Any, parallel: bool | None = None, template: str | None = None
 ) -> ToolPlan | None:
@@ -238,8 +247,8 @@ def plan_tools(
 
     Returns:
         None when ``tool_choice == "none"`` (tools are then ignored). Plans are cached by
-        the request's tools, choice, parallel and template (the same tools again reuse
-        the plan and its compiled constraint).
+        ``plan_key`` (the same tools again reuse the plan and its constraint, whose
+        compiled grammar the compiler's cache holds).
 
     Raises:
         APIError: a named tool that is not in ``tools``; an invalid parameters schema
@@ -248,70 +257,62 @@ def plan_tools(
     choice = tool_choice if tool_choice is not None else "auto"
     if choice == "none":
         return None
-    wire = choice.model_dump_json() if isinstance(choice, NamedToolChoice) else choice
-    # repr of the JSON data (C-fast; distinct JSON values have distinct reprs)
-    fns = [(f.name, f.description, f.parameters, f.strict) for f in (t.function for t in tools)]
-    key = (repr(fns), wire, parallel, template)
-    plan = _PLANS.get(key)
+    key = plan_key(tools, choice, parallel, template)
+    plan = cached_plan(key)
     if plan is None:
         plan = _plan(tools, choice, parallel, template)
-        _PLANS[key] = plan
-        if len(_PLANS) > _MAX_PLANS:
-            _PLANS.popitem(last=False)
-    else:
-        _PLANS.move_to_end(key)
+        with _LOCK:
+            _PLANS[key] = plan
+            while len(_PLANS) > _MAX_PLANS:
+                _PLANS.popitem(last=False)
     return plan
 
 
+async def plan_tools_async(
+    pool: Any,
+    tools: list[Tool],
+    tool_choice: Any,
+    parallel: bool | None = None,
+    template: str | None = None,
+) -> ToolPlan | None:
+    """``plan_tools`` with a cache miss planned on ``pool`` (the server's compile thread),
+    so that checking and lowering many tool schemas does not hold the event loop.
+
+    Raises:
+        APIError: as ``plan_tools``.
+    """
+    choice = tool_choice if tool_choice is not None else "auto"
+    if choice == "none":
+        return None
+    plan = cached_plan(plan_key(tools, choice, parallel, template))
+    if plan is not None:
+        return plan
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(pool, plan_tools, tools, choice, parallel, template)
+
+
+_TOOLS_JSON = TypeAdapter(list[Tool])
 _PLANS: collections.OrderedDict[tuple, ToolPlan] = collections.OrderedDict()
 _MAX_PLANS = 64  # plans kept (least recently used dropped): the same tools again are warm
+_LOCK = threading.Lock()  # plans are made on the compile thread and read on the loop
 
 
 def _plan(tools: list[Tool], choice: Any, parallel: bool | None, template: str | None) -> ToolPlan:
-    """``plan_tools`` without its cache (``choice`` is not ``"none"``)."""
-    from structgen.fsm.spec import JsonSchema
-    from structgen.tools import detect_format
-
-    _check_parameters(tools)
-    fmt = detect_format(template)
-    if fmt.native:
-        return _plan_native(fmt, tools, choice, parallel, template)
-    lines = _prompt_lines(tools)
-    if isinstance(choice, NamedToolChoice):
-        name = choice.function.name
-        chosen = [t for t in tools if t.function.name == name]
-        if not chosen:
-            raise APIError(
-                f"tool_choice names {name!r}, which is not in tools", param="tool_choice"
-            )
-        lines.append(f'You must call the tool "{name}".')
-        return ToolPlan("call", "\n".join(lines), JsonSchema(call_schema(chosen[0])))
-    parallel = parallel is not False
-    if parallel:
-        lines.append(_PARALLEL_LINE)
-    lines.append(_CHOICE_LINE[choice])
-    schemas = [call_schema(t) for t in tools]
-    schema = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
-    if choice == "required" and not parallel:
-        return ToolPlan("call", "\n".join(lines), JsonSchema(schema))
-    constraint = _convention_constraint(tools, choice, parallel)
-    mode = "call" if choice == "required" else "auto"
-    return ToolPlan(mode, "\n".join(lines), constraint, parallel)
-
-
-def _plan_native(
-    fmt: Any, tools: list[Tool], choice: Any, parallel: bool | None, template: str | None
-) -> ToolPlan:
-    """The plan of a template in a native format (module docstring).
+    """``plan_tools`` without its cache (``choice`` is not ``"none"``): the constraint of
+    ``structgen.tools.tool_call_constraint`` in the template's format, the tools section
+    of the system prompt where the template does not render the tools.
 
     Raises:
         APIError: as ``plan_tools``.
     """
     from structgen.errors import RequestError, SchemaError
-    from structgen.tools import template_renders_tools, tool_call_constraint
+    from structgen.tools import detect_format, template_renders_tools, tool_call_constraint
 
+    _check_parameters(tools)
+    fmt = detect_format(template)
     dicts = openai_tools(tools)
-    wire = choice.model_dump() if isinstance(choice, NamedToolChoice) else choice
+    named = isinstance(choice, NamedToolChoice)
+    wire = choice.model_dump() if named else choice
     try:
         constraint = tool_call_constraint(fmt, dicts, wire, parallel)
     except SchemaError as exc:
@@ -320,13 +321,15 @@ def _plan_native(
         param = "tool_choice" if "tool_choice" in str(exc) else "tools"
         raise APIError(str(exc), param=param) from None
     mode = "auto" if choice == "auto" else "call"
-    named = isinstance(choice, NamedToolChoice)
     many = parallel is not False and fmt.call_sep is not None and not named
-    if template_renders_tools(template):
+    if fmt.native and template_renders_tools(template):
         return ToolPlan(mode, "", constraint, many, fmt, dicts)
-    lines = _prompt_lines(tools)[:-1]
-    example = fmt.render_calls([("<tool name>", "{<the arguments>}")])
-    lines.append(f"To call a tool, write {example}")
+    lines = _prompt_lines(tools)
+    if fmt.native:  # the tools section, the call written in the family's format
+        example = fmt.render_calls([("<tool name>", "{<the arguments>}")])
+        lines[-1] = f"To call a tool, write {example}"
+    elif many:
+        lines.append(_PARALLEL_LINE)
     if named:
         lines.append(f'You must call the tool "{choice.function.name}".')
     else:
@@ -335,139 +338,12 @@ def _plan_native(
 
 
 def render_tool_call(name: str, arguments: str) -> str:
-    """An earlier call, as the assistant wrote it in the prompt format."""
+    """An earlier call, as the fallback convention writes it in the prompt."""
+    from structgen.tools import FORMATS
+
     try:
         args = json.loads(arguments) if arguments else {}
     except json.JSONDecodeError:
         args = arguments
-    return json.dumps({"name": name, "arguments": args}, ensure_ascii=False, separators=(",", ":"))
-
-
-class ToolCallStream:
-    """Turns the generated text of one choice into OpenAI chat deltas, incrementally.
-
-    ``feed(delta_text)`` and ``finish()`` return lists of delta dicts: ``{"content": s}``
-    or ``{"tool_calls": [{"index": i, ...}]}``: for call ``i`` the first delta carries
-    id, type and name with empty arguments, later ones carry argument text. The end of
-    a call's arguments is found by scanning the JSON (strings, escapes, nesting): the
-    first ``}`` outside a string at nesting 0 closes the call's wrapper object. Text that
-    does not form calls (a truncated call, or free text in ``auto`` mode) comes out as
-    ``content``. Raises: never.
-
-    Args:
-        mode: ``"call"`` or ``"auto"`` (see :class:`ToolPlan`).
-    """
-
-    def __init__(self, mode: str) -> None:
-        self.mode = mode
-        self.buf = ""
-        self.state = "name" if mode == "call" else "undecided"
-        self.calls: list[dict] = []  # {"id", "name"} per parsed call
-        self._pos = 0  # next character of buf to look at
-        self._call_start = 0
-        self._depth = 0
-        self._in_string = False
-        self._escape = False
-
-    @property
-    def is_tool_call(self) -> bool:
-        """True once the output is known to be a call (a call's name has been parsed)."""
-        return bool(self.calls)
-
-    @property
-    def call_id(self) -> str | None:
-        """The id of the first call (None before it is parsed)."""
-        return self.calls[0]["id"] if self.calls else None
-
-    @property
-    def is_complete_call(self) -> bool:
-        """True when the whole output is one or more well-formed calls."""
-        return bool(self.calls) and self.state == "between" and not self.buf[self._pos :].strip()
-
-    def feed(self, delta: str) -> list[dict]:
-        """Deltas for ``delta``, the newly generated text."""
-        self.buf += delta
-        out: list[dict] = []
-        while True:
-            if self.state == "undecided":
-                if not self.buf:
-                    return out
-                self.state = "name" if self.buf[0] == "{" else "text"
-            if self.state == "text":
-                if len(self.buf) > self._pos:
-                    out.append({"content": self.buf[self._pos :]})
-                    self._pos = len(self.buf)
-                return out
-            if self.state == "between":
-                rest = self.buf[self._pos :]
-                stripped = rest.lstrip()
-                if not stripped.startswith("{"):
-                    return out
-                self._pos += len(rest) - len(stripped)
-                self._call_start = self._pos
-                self.state = "name"
-            if self.state == "name":
-                m = _HEAD.match(self.buf, self._call_start)
-                if not m:
-                    return out
-                name = json.loads(m.group(1))
-                call = {"id": "call_" + uuid.uuid4().hex[:24], "name": name}
-                self.calls.append(call)
-                out.append(
-                    {
-                        "tool_calls": [
-                            {
-                                "index": len(self.calls) - 1,
-                                "id": call["id"],
-                                "type": "function",
-                                "function": {"name": name, "arguments": ""},
-                            }
-                        ]
-                    }
-                )
-                self._pos = m.end()
-                self._depth, self._in_string, self._escape = 0, False, False
-                self.state = "args"
-            if self.state == "args":
-                start = self._pos
-                closed = self._scan_args()
-                if self._pos > start:
-                    out.append(self._args_delta(self.buf[start : self._pos]))
-                if not closed:
-                    return out
-                self._pos += 1  # the wrapper's "}"
-                self.state = "between"
-
-    def _scan_args(self) -> bool:
-        """Advance ``_pos`` over argument text; True when it stops at the wrapper's ``}``."""
-        buf = self.buf
-        while self._pos < len(buf):
-            c = buf[self._pos]
-            if self._in_string:
-                if self._escape:
-                    self._escape = False
-                elif c == "\\":
-                    self._escape = True
-                elif c == '"':
-                    self._in_string = False
-            elif c == '"':
-                self._in_string = True
-            elif c in "{[":
-                self._depth += 1
-            elif c in "}]":
-                if self._depth == 0:
-                    return True
-                self._depth -= 1
-            self._pos += 1
-        return False
-
-    def finish(self) -> list[dict]:
-        """Deltas for the rest of the text, once generation has ended."""
-        rest = self.buf[self._pos :] if self.state != "name" else self.buf[self._call_start :]
-        self._pos = len(self.buf)
-        if self.state in ("args", "between") or not rest:
-            return []  # a truncated call keeps the arguments it streamed
-        return [{"content": rest}]
-
-    def _args_delta(self, text: str) -> dict:
-        return {"tool_calls": [{"index": len(self.calls) - 1, "function": {"arguments": text}}]}
+    compact = json.dumps(args, ensure_ascii=False, separators=(",", ":"))
+    return FORMATS["structgen_json"].render_call(name, compact)

@@ -9,8 +9,10 @@ is a tag whose begin and end are the texts the family's vocabulary has as single
 tokens (``<tool_call>`` / ``</tool_call>``, ``[TOOL_CALLS]``, DeepSeek's calls and call
 begin/end), so where the model's vocabulary has them special the model may write each as
 that one token, or as its characters (``structgen.fsm.tags.compile``); the parser reads
-the token's text in the detokenized output either way. The other formats (Llama 3 JSON,
-the fallback) get one ``Regex`` spec with shared definitions:
+the token's text in the detokenized output either way. Llama 3 JSON, whose one call may
+follow ``<|python_tag|>`` (the format's ``lead``), gets a ``StructuralTag`` too, that
+token its tag's begin (:func:`_build_lead_tag`). The fallback gets one ``Regex`` spec
+with shared definitions:
 
 * ``"required"``: the turn is the calls block (one call, or with ``parallel`` one or more
   joined by the format's separator), nothing before or after;
@@ -18,8 +20,9 @@ the fallback) get one ``Regex`` spec with shared definitions:
 * ``"auto"``: with a trigger, free text that never contains the trigger in which the
   trigger starts a call (block) checked by the grammar, any number of them with
   ``parallel``, else at most one followed by free text (the text around the calls is
-  the answer's content); with a format without one (Llama 3 JSON, the fallback), the
-  turn is the calls or text whose first character is not ``{``;
+  the answer's content); with a format without one (the fallback), the turn is the
+  calls or text whose first character is not ``{``; Llama 3 JSON also takes free text
+  (without a leading ``{``) then ``<|python_tag|>`` and the call;
 * ``"none"``: no constraint (None).
 
 Each call's arguments are the compact JSON of its tool's ``parameters`` schema with only
@@ -144,18 +147,24 @@ def _lower_arguments(params_json: str, strict: bool, where: str) -> LoweredRegex
         raise exc from None
 
 
-def free_text_regex(trigger: str) -> str | None:
-    """A regex of the texts that do not contain ``trigger``, or None when its first
-    character occurs again in it (the complement definition is used then).
+def free_text_regex(trigger: str, not_first: str = "") -> str | None:
+    """A regex of the texts that do not contain ``trigger`` (and do not start with a
+    character of ``not_first``), or None when the trigger's first character occurs again
+    in it (the complement definition is used then).
 
     With ``trigger = c1 c2 ... cn`` and ``c1`` only at its start, a text avoids it when
     every ``c1`` is followed by a proper prefix ``c2..ck`` of the rest and then either
     the text's end, another ``c1``, or a character that is neither ``c1`` nor
     ``c(k+1)``: the automaton of "longest prefix of the trigger just read", written
     out. No boolean term, so the automaton is built without emptiness checks.
+
+    Raises:
+        ValueError: ``not_first`` holds the trigger's first character.
     """
     if len(trigger) < 2 or trigger[0] in trigger[1:]:
         return None
+    if trigger[0] in not_first:
+        raise ValueError("not_first must not hold the trigger's first character")
     first = trigger[0]
     lit = escape_literal
     mids = [trigger[1:k] for k in range(1, len(trigger))]  # c2..ck for k = 1..n-1
@@ -166,8 +175,12 @@ def free_text_regex(trigger: str) -> str | None:
     )
     partial = "|".join(lit(m) for m in mids)
     head = lit(first) + f"(?:{loop})*"
-    not_first = "[^" + escape_class_char(ord(first)) + "]"
-    return f"(?:{not_first}|{head}(?:{exits}))*(?:{head}(?:{partial}))?"
+    other = "[^" + escape_class_char(ord(first)) + "]"
+    units = f"(?:{other}|{head}(?:{exits}))*(?:{head}(?:{partial}))?"
+    if not not_first:
+        return units
+    opening = "[^" + "".join(escape_class_char(ord(c)) for c in first + not_first) + "]"
+    return f"(?:(?:{opening}|{head}(?:{exits})){units}|{head}(?:{partial}))?"
 
 
 def _base_definitions(trigger: str) -> tuple[str, ...]:
@@ -217,8 +230,8 @@ def tool_call_constraint(
             and a format without a call separator, get one call.
 
     Returns:
-        A ``StructuralTag`` for a format with a trigger, else a ``Regex`` spec (module
-        docstring), or None for ``"none"``.
+        A ``StructuralTag`` for a format with a trigger or a lead, else a ``Regex`` spec
+        (module docstring), or None for ``"none"``.
 
     Raises:
         RequestError: no tools, a malformed tool or ``tool_choice``, a named tool not in
@@ -252,6 +265,8 @@ def tool_call_constraint(
         _lower_arguments(params_json, strict, f"tools[{i}] ({name!r})")
     if fmt.trigger is not None and (fmt.block_begin or fmt.call_begin).startswith(fmt.trigger):
         return _build_tag(fmt, keys, mode, many)
+    if fmt.lead is not None and fmt.trigger is None and not fmt.block_begin:
+        return _build_lead_tag(fmt, keys, mode)
     return _build(fmt, keys, mode, many)
 
 
@@ -378,6 +393,32 @@ def _build_tag(fmt: ToolCallFormat, keys: tuple, mode: str, many: bool) -> Struc
     # since the trigger's first character occurs in it only at its start
     free = RegexContent(after)
     return StructuralTag(format=Or((Sequence((free, whole, free)), free)))
+
+
+@lru_cache(maxsize=256)
+def _build_lead_tag(fmt: ToolCallFormat, keys: tuple, mode: str) -> StructuralTag:
+    """The structural tag of :func:`tool_call_constraint` for a format whose one call
+    may follow a lead (Llama 3: ``<|python_tag|>``, accepted as its special token where
+    the vocabulary has it): ``required`` is the call, bare or after the lead; ``auto``
+    is that, or free text that neither starts with ``{`` nor holds the lead, optionally
+    followed by the lead and the call (the turn ends with the call).
+    """
+    calls = []
+    for name, params_json, strict, i in keys:
+        shown = json.dumps(name, ensure_ascii=False) if fmt.json_name else name
+        where = f"/tools/{i}"
+        args = JsonContent(_ToolArguments(params_json, strict, f"tools[{i}] ({name!r})"), where)
+        head = ConstString(fmt.call_begin + shown + fmt.args_intro)
+        calls.append(Sequence((head, args, ConstString(fmt.call_end)), where))
+    call: Any = calls[0] if len(calls) == 1 else Or(tuple(calls))
+    led = Tag(fmt.lead, call, ("",))
+    if mode == "required":
+        return StructuralTag(format=Or((call, led)))
+    free = free_text_regex(fmt.lead, not_first="{")
+    if free is None:  # a lead whose first character recurs (no built-in one)
+        raise RequestError(f"the lead {fmt.lead!r} cannot open calls in free text")
+    text = RegexContent(free)
+    return StructuralTag(format=Or((call, Sequence((text, led)), text)))
 
 
 def after_trigger(spec: RegexSpec, trigger: str) -> RegexSpec:

@@ -7,16 +7,20 @@ renders them in the conversation history (and as the model was trained to write 
   ``<tool_call>\n{"name": NAME, "arguments": ARGS}\n</tool_call>``, calls one per line.
 * ``llama3_json`` (Llama 3.1, 3.2 with custom tools): one ``{"name": NAME, "parameters":
   ARGS}`` object as the whole turn (the templates render one call per turn and raise on
-  several, so parallel calls are not written). A leading ``<|python_tag|>`` (the
-  built-in tools' marker) is accepted when parsing.
+  several, so parallel calls are not written), either as the whole turn (what the
+  template documents: the turn starts with ``{``) or after ``<|python_tag|>`` (one
+  special token in Llama 3 vocabularies; what Llama 3.1/3.2 models write before a call,
+  also after some text). The built-in tools' ``NAME.call(...)`` syntax is not a
+  function-call format and is not generated.
 * ``mistral`` (Mistral v3 / v7 templates): ``[TOOL_CALLS][{"name": NAME, "arguments":
   ARGS}, ...]``.
 * ``deepseek_v3`` (DeepSeek-V3, R1): ``<｜tool▁calls▁begin｜>`` then per call
   ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\nARGS\n```<｜tool▁call▁end｜>``
   (calls joined by a newline), then ``<｜tool▁calls▁end｜>``.
 * ``structgen_json``: the documented fallback for templates in none of these families
-  (``structgen.server.tools``: the tools described in the system prompt, each call the
-  compact ``{"name":NAME,"arguments":ARGS}`` on its own line).
+  (the tools described in the system prompt by ``structgen.server.tools``, each call the
+  compact ``{"name":NAME,"arguments":ARGS}`` on its own line, the turn a call when its
+  first character is ``{``).
 
 Detection (:func:`detect_format`) reads the template source; the first rule that holds
 wins: ``<tool_call>`` -> ``hermes``; ``[TOOL_CALLS]`` -> ``mistral``;
@@ -42,7 +46,9 @@ class ToolCallFormat:
     joined by ``call_sep`` (None: one call per turn) and wrapped in ``block_begin`` /
     ``block_end``. ``trigger`` is the text that starts the calls inside free text
     (``tool_choice="auto"``); None: the calls must be the whole turn, told apart from a
-    text answer by its first character.
+    text answer by its first character. ``lead`` is a marker that may precede the calls
+    and is not part of them: at the turn's start it is optional, in free text
+    (``tool_choice="auto"``) it starts the calls, as a trigger does.
 
     Attributes:
         name: the format's name (``FORMATS`` key).
@@ -57,6 +63,8 @@ class ToolCallFormat:
         call_extra: a regex of text the parser skips between the arguments and
             ``call_end`` (Mistral templates write each call's ``"id"`` there; the
             constraint does not generate it), or None.
+        lead: the marker that may precede the calls (Llama 3's ``<|python_tag|>``), or
+            None.
     """
 
     name: str
@@ -69,6 +77,7 @@ class ToolCallFormat:
     block_end: str = ""
     trigger: str | None = None
     call_extra: str | None = None
+    lead: str | None = None
 
     @property
     def native(self) -> bool:
@@ -110,6 +119,7 @@ FORMATS: dict[str, ToolCallFormat] = {
         args_intro=', "parameters": ',
         call_end="}",
         call_sep=None,
+        lead="<|python_tag|>",
     ),
     "mistral": ToolCallFormat(
         "mistral",

@@ -22,7 +22,6 @@ from structgen.tools.formats import ToolCallFormat
 __all__ = ["ToolCallParser", "collect"]
 
 _JSON_STRING = r'"(?:[^"\\]|\\.)*"'
-_PYTHON_TAG = "<|python_tag|>"
 
 
 def _prefix_overlap(text: str, word: str) -> int:
@@ -87,9 +86,9 @@ class ToolCallParser:
         self._ws = text[len(body) :]
 
     def _text_step(self, out: list[dict]) -> bool:
-        """Content up to the trigger; True when a block starts at ``_pos``."""
+        """Content up to the trigger (or the lead); True when a block starts at ``_pos``."""
         rest = self.buf[self._pos :]
-        trig = self.fmt.trigger
+        trig = self.fmt.trigger or self.fmt.lead
         if trig is None:
             self._content(rest, out)
             self._pos = len(self.buf)
@@ -119,10 +118,11 @@ class ToolCallParser:
                 rest = self.buf[self._pos :]
                 if not rest:
                     return out
-                if rest.startswith(_PYTHON_TAG) or _PYTHON_TAG.startswith(rest):
-                    if len(rest) < len(_PYTHON_TAG):
+                lead = self.fmt.lead
+                if lead and (rest.startswith(lead) or lead.startswith(rest)):
+                    if len(rest) < len(lead):
                         return out
-                    self._pos += len(_PYTHON_TAG)
+                    self._state = "block"  # the block reads the lead
                     continue
                 self._state = "block" if rest[0] == "{" else "text"
             elif s == "text":
@@ -131,6 +131,12 @@ class ToolCallParser:
                 self._state = "block"
             elif s == "block":
                 rest = self.buf[self._pos :]
+                lead = self.fmt.lead
+                if lead and (rest.startswith(lead) or lead.startswith(rest)):
+                    if len(rest) < len(lead):
+                        return out
+                    self._pos += len(lead)
+                    rest = rest[len(lead) :]
                 begin = self.fmt.block_begin
                 if len(rest) < len(begin):
                     return out

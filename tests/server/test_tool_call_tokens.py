@@ -187,3 +187,41 @@ def test_every_tag_token_allowed_where_its_tag_is(name):
             assert m.advance(nxt)
             done += tokens[nxt]
         assert m.is_accepting()
+
+
+def test_call_then_content(tag_tokenizer, tag_server):
+    """``auto``, the tag tokens biased up and EOS down: the model writes one call, then
+    text until max_tokens; the text after the call's end token comes back as content
+    (the reference: the returned tokens after ``</tool_call>``), streamed and not."""
+    oa = openai.OpenAI(base_url=tag_server + "/v1", api_key="x", max_retries=0, timeout=60)
+    begin_id, end_id = (tag_tokenizer.convert_tokens_to_ids(t) for t in (BEGIN, END))
+    bias = {str(begin_id): 100, str(end_id): 100, str(tag_tokenizer.eos_token_id): -100}
+    kw = {
+        "model": "tiny-qwen",
+        "messages": [{"role": "user", "content": "Weather in Lyon?"}],
+        "max_tokens": 90,
+        "temperature": 0,
+        "tools": TOOLS,
+        "tool_choice": "auto",
+        "parallel_tool_calls": False,
+        "logit_bias": bias,
+    }
+    r = oa.chat.completions.create(**kw, logprobs=True)
+    msg, tokens = r.choices[0].message, [t.token for t in r.choices[0].logprobs.content]
+    assert tokens[0] == BEGIN and END in tokens and len(msg.tool_calls) == 1
+    call = msg.tool_calls[0]
+    jsonschema.validate(json.loads(call.function.arguments), SCHEMAS[call.function.name])
+    lp = r.choices[0].logprobs.content[tokens.index(END) + 1 :]  # the tokens' bytes, joined
+    after = b"".join(bytes(t.bytes) for t in lp).decode("utf-8", errors="replace")
+    assert after.strip() and msg.content == after.strip()  # whitespace next to a call dropped
+    assert BEGIN not in msg.content
+    content, streamed_calls = "", {}
+    for chunk in oa.chat.completions.create(**kw, stream=True):
+        delta = chunk.choices[0].delta
+        content += delta.content or ""
+        for tc in delta.tool_calls or []:
+            entry = streamed_calls.setdefault(tc.index, ["", ""])
+            entry[0] += (tc.function.name or "") if tc.function else ""
+            entry[1] += (tc.function.arguments or "") if tc.function else ""
+    assert content == msg.content
+    assert streamed_calls == {0: [call.function.name, call.function.arguments]}

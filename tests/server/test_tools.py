@@ -7,7 +7,14 @@ import json
 import pytest
 
 from structgen.server.protocol import APIError, NamedToolChoice, Tool
-from structgen.server.tools import ToolCallStream, collect, plan_tools
+from structgen.server.tools import collect, plan_tools
+from structgen.tools import FORMATS, ToolCallParser
+
+
+def fallback_parser(mode: str) -> ToolCallParser:
+    """The parser of the fallback convention (``structgen_json``)."""
+    return ToolCallParser(FORMATS["structgen_json"], mode)
+
 
 TOOLS = [
     Tool.model_validate(
@@ -34,12 +41,17 @@ def test_plan_modes_and_prompt():
     assert '"name": "get_weather"' in auto.system_text
     assert auto.constraint.pattern.endswith("|[^{][\\s\\S]*")
     req = plan_tools(TOOLS, "required", parallel=False)
-    assert req.mode == "call" and len(req.constraint.schema["anyOf"]) == 2
+    weather = '{"name":"get_weather","arguments":{"city":"Paris"}}'
+    now = '{"name":"now","arguments":{}}'
+    g = req.constraint.compile(None)  # one call of either tool
+    assert req.mode == "call" and g.matches(weather) and g.matches(now)
+    assert not g.matches(weather + "\n" + now) and not g.matches('{"name":"x","arguments":{}}')
     assert "several tools" not in req.system_text
     par = plan_tools(TOOLS, "required")  # parallel_tool_calls absent: OpenAI's default, on
     assert par.parallel and "one such JSON object per line" in par.system_text
     named = plan_tools(TOOLS, NamedToolChoice.model_validate({"function": {"name": "now"}}))
-    assert named.constraint.schema["properties"]["name"] == {"const": "now"}
+    g = named.constraint.compile(None)
+    assert g.matches(now) and not g.matches(weather) and not named.parallel
     assert plan_tools(TOOLS, "none") is None
     with pytest.raises(APIError, match="not in tools"):
         plan_tools(TOOLS, NamedToolChoice.model_validate({"function": {"name": "nope"}}))
@@ -48,7 +60,7 @@ def test_plan_modes_and_prompt():
 @pytest.mark.parametrize("step", [1, 3, 100])
 def test_call_stream_any_chunking(step):
     text = '{"name":"get_weather","arguments":{"city":"Pa\\"ris}"}}'
-    ts = ToolCallStream("call")
+    ts = fallback_parser("call")
     deltas = []
     for i in range(0, len(text), step):
         deltas += ts.feed(text[i : i + step])
@@ -61,10 +73,10 @@ def test_call_stream_any_chunking(step):
 
 
 def test_auto_text_and_truncated_call():
-    ts = ToolCallStream("auto")
+    ts = fallback_parser("auto")
     content, calls = collect(ts.feed("Hello ") + ts.feed("{x}") + ts.finish())
     assert content == "Hello {x}" and calls is None and not ts.is_tool_call
-    ts = ToolCallStream("auto")
+    ts = fallback_parser("auto")
     content, calls = collect(ts.feed('{"name":"now","argu') + ts.finish())
     assert content == '{"name":"now","argu' and calls is None
 
@@ -91,7 +103,7 @@ def test_parallel_call_stream_indexes(step):
     text = "\n".join(
         json.dumps({"name": n, "arguments": json.loads(a)}, separators=(",", ":")) for n, a in calls
     )
-    ts = ToolCallStream("auto")
+    ts = fallback_parser("auto")
     deltas = []
     for i in range(0, len(text), step):
         deltas += ts.feed(text[i : i + step])
@@ -108,7 +120,7 @@ def test_parallel_call_stream_indexes(step):
 
 
 def test_truncated_second_call():
-    ts = ToolCallStream("call")
+    ts = fallback_parser("call")
     text = '{"name":"now","arguments":{}}\n{"name":"get_weather","arguments":{"ci'
     content, calls = collect(ts.feed(text) + ts.finish())
     assert [c["function"]["name"] for c in calls] == ["now", "get_weather"]

@@ -118,10 +118,12 @@ def bench_constrained(engine) -> dict:
     return rows
 
 
-def _timed_subprocess(code: str, env: dict) -> float:
-    """Run ``code`` in a fresh interpreter; the float its last stdout line prints."""
+def _timed_subprocess(code: str, env: dict, *argv: str) -> float:
+    """Run ``code`` (with ``argv``) in a fresh interpreter; the float its last stdout line
+    prints.
+    """
     proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, timeout=900
     )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr)
@@ -133,8 +135,8 @@ def _median(xs: list[float]) -> float:
 
 
 LOAD_CODE = (
-    "import time, structgen; t=time.perf_counter(); structgen.Engine(); "
-    "print(time.perf_counter()-t)"
+    "import json, sys, time, structgen; kw=json.loads(sys.argv[1]); t=time.perf_counter(); "
+    "structgen.Engine(**kw); print(time.perf_counter()-t)"
 )
 LLAMA_LOAD_CODE = (
     "import time; from llama_cpp import Llama; from structgen.runtime.loader import "
@@ -153,13 +155,14 @@ EXTRACT_ARGS = [
 ]
 
 
-def _extract_once(env: dict) -> tuple[float, float, str]:
-    """README's ``structgen extract`` example under ``/usr/bin/time -v``:
-    ``(wall s, maximum resident set MB, printed JSON)``.
+def _extract_once(env: dict, quantization: str | None = None) -> tuple[float, float, str]:
+    """README's ``structgen extract`` example (``--quantization`` when given) under
+    ``/usr/bin/time -v``: ``(wall s, maximum resident set MB, printed JSON)``.
     """
+    extra = [] if quantization is None else ["--quantization", quantization]
     t0 = time.perf_counter()
     proc = subprocess.run(
-        ["/usr/bin/time", "-v", sys.executable, *EXTRACT_ARGS],
+        ["/usr/bin/time", "-v", sys.executable, *EXTRACT_ARGS, *extra],
         capture_output=True,
         text=True,
         env=env,
@@ -173,8 +176,11 @@ def _extract_once(env: dict) -> tuple[float, float, str]:
     return wall, rss, proc.stdout.strip()
 
 
-def bench_load_and_cli(repeats: int = 5, threads: int = 2, llama_cpp: bool = True) -> dict:
-    """Fresh-process load and CLI figures, medians of ``repeats``.
+def bench_load_and_cli(
+    repeats: int = 5, threads: int = 2, llama_cpp: bool = True, quantization: str | None = None
+) -> dict:
+    """Fresh-process load and CLI figures, medians of ``repeats`` (``quantization``: the
+    ``Engine(quantization=...)`` / ``--quantization`` measured; None: the default).
 
     Cold: ``Engine()`` with an empty structgen cache (each repeat its own cache folder; the
     GGUF file itself is in the page cache). Warm: the cache filled. The CLI runs README's
@@ -182,16 +188,17 @@ def bench_load_and_cli(repeats: int = 5, threads: int = 2, llama_cpp: bool = Tru
     ``Llama(...)`` on the same file in a fresh process (after ``import llama_cpp``), warm.
     """
     env0 = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    kw = json.dumps({} if quantization is None else {"quantization": quantization})
     cold, warm, cli, rss = [], [], [], []
     with tempfile.TemporaryDirectory() as root:
         for i in range(repeats):
             env = dict(env0, STRUCTGEN_CACHE_DIR=os.path.join(root, str(i)))
-            cold.append(_timed_subprocess(LOAD_CODE, env))
+            cold.append(_timed_subprocess(LOAD_CODE, env, kw))
         env = dict(env0, STRUCTGEN_CACHE_DIR=os.path.join(root, "0"))
         for _ in range(repeats):
-            warm.append(_timed_subprocess(LOAD_CODE, env))
+            warm.append(_timed_subprocess(LOAD_CODE, env, kw))
         for _ in range(repeats):
-            w, r, out = _extract_once(env)
+            w, r, out = _extract_once(env, quantization)
             cli.append(w)
             rss.append(r)
     lc = []
@@ -306,6 +313,11 @@ def main() -> None:
         default="transformers,llama_cpp,prefill,load",
         help="comma list of: transformers, llama_cpp, prefill, load",
     )
+    ap.add_argument(
+        "--load-quantization",
+        default=None,
+        help="load section: Engine(quantization=...) and extract --quantization (e.g. gguf)",
+    )
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "RESULTS.md"))
     args = ap.parse_args()
     sections = set(args.sections.split(","))
@@ -363,7 +375,7 @@ def main() -> None:
         del engine
     lo = None
     if "load" in sections:
-        lo = bench_load_and_cli(args.repeats, args.threads)
+        lo = bench_load_and_cli(args.repeats, args.threads, quantization=args.load_quantization)
         lcl = lo["llama_cpp_load_s"]
         peer = "-" if lcl is None else f"{lcl:.2f} (`Llama(...)`)"
         rows.append(

@@ -17,6 +17,7 @@ Two measurements, in one process each:
 Run:  PYTHONPATH=. python benchmarks/profile_load.py --stages [--quantization gguf]
       PYTHONPATH=. python benchmarks/profile_load.py --dequant [--repeats 3]
       python benchmarks/profile_load.py --compare /tmp/base [--repeats 5]
+          [--configs default,gguf,"gguf + int8"] [--extract-quantization gguf]
 """
 
 from __future__ import annotations
@@ -126,9 +127,31 @@ _EXTRACT = [
     "--text",
     "Maria Lopez, 34, works as a nurse in Lyon.",
 ]
+# README's extract with Engine(quantization=...) in trees whose CLI may lack --quantization
+_EXTRACT_QUANTIZED = """
+import sys
+from structgen import cli
+from structgen.runtime import engine
+cli._engine = lambda args: engine.Engine(args.model, quantization=sys.argv[1])
+sys.exit(cli.main(sys.argv[2:]))
+"""
+_CONFIGS = {
+    "default": {},
+    "gguf": {"quantization": "gguf"},
+    "gguf + int8": {"quantization": "gguf", "activation_dtype": "int8"},
+}
 
 
-def compare(base: str, repeats: int) -> None:
+def compare(
+    base: str,
+    repeats: int,
+    configs: list[str] | None = None,
+    extract_quantization: str | None = None,
+) -> None:
+    """Fresh processes alternating between ``base`` and this tree (see the module docstring);
+    ``configs``: names of ``_CONFIGS`` (None: default and gguf + int8);
+    ``extract_quantization``: run the extract with ``Engine(quantization=...)``.
+    """
     import os
     import re
     import statistics
@@ -136,7 +159,12 @@ def compare(base: str, repeats: int) -> None:
     import sys
 
     trees = {"base": base, "this tree": str(ROOT)}
-    configs = {"default": {}, "gguf + int8": {"quantization": "gguf", "activation_dtype": "int8"}}
+    configs = {n: _CONFIGS[n] for n in (configs or ["default", "gguf + int8"])}
+    extract = (
+        _EXTRACT
+        if extract_quantization is None
+        else ["-c", _EXTRACT_QUANTIZED, extract_quantization, *_EXTRACT[2:]]
+    )
     rows: dict[tuple, list[list[float]]] = {}
     for tree in trees.values():  # fill each tree's caches (tokenizer, vocabulary) once
         env = dict(os.environ, PYTHONPATH=tree)
@@ -157,7 +185,7 @@ def compare(base: str, repeats: int) -> None:
                 print(label, name, rows[label, name][-1], flush=True)
             t = time.perf_counter()
             out = subprocess.run(
-                ["/usr/bin/time", "-f", "TIME %U %S %M", sys.executable, *_EXTRACT],
+                ["/usr/bin/time", "-f", "TIME %U %S %M", sys.executable, *extract],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -195,9 +223,16 @@ def main() -> None:
     ap.add_argument("--quantization", default=None)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--compare", metavar="DIR", default=None)
+    ap.add_argument(
+        "--configs", default=None, help=f"--compare: comma list of {', '.join(_CONFIGS)}"
+    )
+    ap.add_argument(
+        "--extract-quantization", default=None, help="--compare: Engine(quantization=) of extract"
+    )
     args = ap.parse_args()
     if args.compare:
-        compare(args.compare, args.repeats)
+        names = None if args.configs is None else args.configs.split(",")
+        compare(args.compare, args.repeats, names, args.extract_quantization)
     if args.stages:
         stages(args.dtype, args.quantization)
     if args.dequant:

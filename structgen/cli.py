@@ -105,7 +105,8 @@ def _read_texts(args: argparse.Namespace) -> tuple[list[str], list[int] | None]:
 def _engine(args: argparse.Namespace) -> Any:
     from structgen.runtime.engine import Engine
 
-    return Engine(args.model)
+    quantization = getattr(args, "quantization", None)
+    return Engine(args.model, **({} if quantization is None else {"quantization": quantization}))
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
@@ -304,6 +305,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+_QUANTIZATION_HELP = (
+    "EngineConfig.quantization: gguf (keep a GGUF file's blocks quantized), int8, int4, ...; "
+    "default: the engine's"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``structgen`` command."""
     parser = argparse.ArgumentParser(prog="structgen", description=__doc__.splitlines()[0])
@@ -317,6 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--output", default=None, help="write the results here (default: stdout)")
     ex.add_argument("--model", default=None, help="a .gguf file or HF folder (default: SmolLM2)")
     ex.add_argument("--max-tokens", type=int, default=512)
+    ex.add_argument("--quantization", default=None, help=_QUANTIZATION_HELP)
     ex.add_argument(
         "--no-copy",
         action="store_true",
@@ -340,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ge.add_argument("--raw", action="store_true", help="send the prompt as is, no chat template")
     ge.add_argument("--model", default=None)
+    ge.add_argument("--quantization", default=None, help=_QUANTIZATION_HELP)
     ge.add_argument("--max-tokens", type=int, default=256)
     ge.add_argument("--temperature", type=float, default=0.0)
     ge.add_argument("--seed", type=int, default=None)

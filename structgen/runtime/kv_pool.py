@@ -18,6 +18,16 @@ only the tensors' addresses do (``k_slots``/``v_slots`` give the current views; 
 decode step re-plans when the pointers change). Page ids are handed out in the same order by
 both kinds of pool, so the same alloc/free sequence gives the same ids.
 
+Zeroed pages: masked attention multiplies the slots past a sequence's end (a page's tail,
+the scratch page) by a zero probability, which an uninitialised NaN bit pattern would
+poison. A preallocated pool is zero-filled at creation. A growable pool allocates its
+storage uninitialised (``torch.empty``: the operating system maps untouched memory on first
+write, so reserved-but-unused pages cost no resident memory) and zeroes a page the first
+time it is handed out (:meth:`alloc`) or named by :meth:`reserve`; the scratch page is zeroed
+at creation. Never-handed-out pages are handed out lowest id first, so the zeroed pages are
+always a prefix ``0 .. n - 1`` of the page ids. A page handed out again after :meth:`free`
+keeps what its last owner wrote (finite values).
+
 Accounting: ``num_free_pages`` counts the free list plus the pages not reserved yet (what the
 scheduler and the radix cache may still take), so the invariant "free pages + pages in the
 tree + pages owned by requests == all usable pages" holds for both kinds.
@@ -45,7 +55,8 @@ class KVPool:
         device: torch device.
         growth_pages: None preallocates all ``num_pages`` (zero-filled); an int >= 1 makes
             the pool growable: storage for ``growth_pages`` pages (scratch page included) at
-            first, grown on demand by :meth:`alloc` in chunks of at least ``growth_pages``.
+            first, grown on demand by :meth:`alloc` in chunks of at least ``growth_pages``,
+            each page zeroed when first handed out (module docstring).
 
     Memory: ``page_nbytes`` per reserved page (``nbytes()`` in all;
     ``2 * num_layers * page_size * num_kv_heads * head_dim * itemsize`` bytes a page).
@@ -76,9 +87,9 @@ class KVPool:
         self.growth_pages = growth_pages
         reserved = num_pages if growth_pages is None else min(num_pages, max(2, growth_pages))
         self.k, self.v = self._storage(reserved)
-        for t in self.k + self.v:
-            t.zero_()  # uninitialised memory may hold NaN bit patterns (see _reserve)
         self._reserved = reserved
+        self._zeroed = 0  # pages 0 .. _zeroed - 1 are zeroed or were handed out since
+        self._zero_pages(reserved if growth_pages is None else 1)  # 1: the scratch page
         self.num_grows = 0  # reallocations since start
         # LIFO free list: recently freed (cache-warm) pages are reused first; pages never
         # handed out sit at the bottom in descending order (the lowest id on top).
@@ -98,18 +109,24 @@ class KVPool:
         ]
         return k, v
 
-    def _reserve(self, num_pages: int) -> None:
-        """Grow the storage to ``num_pages`` pages, keeping every page at its row.
+    def _zero_pages(self, end: int) -> None:
+        """Zero pages ``_zeroed .. end - 1`` (each page once; see the module docstring)."""
+        if end <= self._zeroed:
+            return
+        tensors = self.k if self.v_views_k else self.k + self.v
+        for t in tensors:
+            t[self._zeroed : end].zero_()
+        self._zeroed = end
 
-        The new pages are zeroed: masked attention multiplies unused slots (a page's tail,
-        the scratch page) by a zero probability, which an uninitialised NaN would poison.
+    def _reserve(self, num_pages: int) -> None:
+        """Grow the storage to ``num_pages`` pages, keeping every page at its row (the new
+        pages stay uninitialised until they are handed out).
         """
         old = self._reserved
         k, v = self._storage(num_pages)
         pairs = list(zip(k, self.k)) + ([] if self.v_views_k else list(zip(v, self.v)))
         for new_t, old_t in pairs:
-            new_t[:old].copy_(old_t)
-            new_t[old:].zero_()
+            new_t[: self._zeroed].copy_(old_t[: self._zeroed])  # the rest was never used
         self.k, self.v = k, v
         self.__dict__.pop("_slot_views", None)  # they hold the old tensors
         self._reserved = num_pages
@@ -119,12 +136,18 @@ class KVPool:
         self._free[:0] = range(num_pages - 1, old - 1, -1)
 
     def reserve(self, num_pages: int) -> None:
-        """Make sure pages ``0 .. num_pages - 1`` have storage (a growable pool grows by at
-        least ``growth_pages`` and half again, never past ``num_pages``; a pool that mirrors
-        another's page ids, such as a tensor-parallel worker's, calls it before a step).
+        """Make sure pages ``0 .. num_pages - 1`` have storage and were zeroed (a growable
+        pool grows by at least ``growth_pages`` and half again, never past ``num_pages``; a
+        pool that mirrors another's page ids, such as a tensor-parallel worker's, calls it
+        before a step).
 
         Raises: never (a preallocated pool already holds every page).
         """
+        self._grow_to(num_pages)
+        self._zero_pages(min(num_pages, self._reserved))
+
+    def _grow_to(self, num_pages: int) -> None:
+        """Storage for pages ``0 .. num_pages - 1`` (at least a chunk more when it grows)."""
         if num_pages <= self._reserved:
             return
         step = max(self.growth_pages or 1, self._reserved // 2, num_pages - self._reserved)
@@ -166,18 +189,20 @@ class KVPool:
     def alloc(self, n: int) -> list[int] | None:
         """Take ``n`` pages; None (nothing taken) if fewer are free.
 
-        A growable pool reserves storage first when the free list is short (the returned
-        pages always have storage). Raises: never.
+        A growable pool reserves storage first when the free list is short; the returned
+        pages always have storage, and a page handed out for the first time is zero.
+        Raises: never.
         """
         if n > self.num_free_pages:
             return None
         if n == 0:
             return []
         if n > len(self._free):
-            self.reserve(self._reserved + n - len(self._free))
+            self._grow_to(self._reserved + n - len(self._free))
         pages = self._free[-n:]
         del self._free[-n:]
         pages.reverse()
+        self._zero_pages(max(pages) + 1)
         return pages
 
     def free(self, pages: list[int]) -> None:

@@ -57,7 +57,7 @@ def test_growable_pool_hands_out_the_same_ids_and_keeps_pages():
     assert grow.max_nbytes() == fixed.nbytes()
 
 
-def test_growth_is_in_chunks_zeroes_new_pages_and_refreshes_slot_views():
+def test_growth_is_in_chunks_zeroes_handed_out_pages_and_refreshes_slot_views():
     pool = KVPool(1, 100, 2, 1, 4, growth_pages=10)
     first = pool.alloc(9)
     assert first == list(range(1, 10)) and pool.num_reserved_pages == 10
@@ -67,13 +67,71 @@ def test_growth_is_in_chunks_zeroes_new_pages_and_refreshes_slot_views():
     assert pool.num_reserved_pages == 20  # one chunk (growth_pages), not one page
     assert pool.k_slots(0).shape[0] == 20 * 2 and pool.k_slots(0) is not old_slots
     assert bool((pool.k_slots(0)[10:12] == 7.0).all())  # page 5's slots, same rows
-    assert bool((pool.k[0][10:] == 0).all()) and bool((pool.v[0][10:] == 0).all())
+    assert bool((pool.k[0][10] == 0).all()) and bool((pool.v[0][10] == 0).all())  # handed out
     assert pool.alloc(80) is not None and pool.num_reserved_pages == 91
     assert pool.alloc(10) is None and pool.num_reserved_pages == 91  # nothing taken
     assert pool.alloc(9) is not None and pool.num_reserved_pages == 100
     assert pool.num_free_pages == 0 and pool.alloc(1) is None
     pool.reserve(100)  # already there: no effect
     assert pool.num_grows == 3
+
+
+class _NaNStorage:
+    """A pool whose fresh storage is all NaN (what uninitialised memory may hold)."""
+
+    def _storage(self, num_pages):
+        k, v = super()._storage(num_pages)
+        for t in k + ([] if self.v_views_k else v):
+            t.fill_(float("nan"))
+        return k, v
+
+
+class _NaNPool(_NaNStorage, KVPool):
+    pass
+
+
+class _NaNLatentPool(_NaNStorage, LatentKVPool):
+    pass
+
+
+@pytest.mark.parametrize("growth_pages", [None, 1, 3])
+def test_every_page_is_zero_when_first_handed_out_over_nan_storage(growth_pages):
+    """Storage is uninitialised (here: NaN): the scratch page and every page the first time
+    alloc hands it out are zero in K and V, across growths; a freed page handed out again
+    keeps its last contents; pages never handed out are not touched.
+    """
+    rng = random.Random(1)
+    pools = [
+        _NaNPool(2, 40, 4, 2, 8, growth_pages=growth_pages),
+        _NaNLatentPool(2, 40, 4, latent_dim=6, rope_dim=2, growth_pages=growth_pages),
+    ]
+    for pool in pools:
+        assert all(bool((t[0] == 0).all()) for t in pool.k + pool.v)  # scratch page
+        seen: set[int] = set()
+        held: list[int] = []
+        for step in range(120):
+            if held and rng.random() < 0.4:
+                pool.free([held.pop(rng.randrange(len(held)))])
+                continue
+            for p in pool.alloc(rng.randint(1, 3)) or []:
+                want = 0.0 if p not in seen else float(p)
+                for t in pool.k + pool.v:
+                    assert bool((t[p] == want).all()), (type(pool).__name__, step, p)
+                for t in pool.k + pool.v:
+                    t[p] = float(p)
+                seen.add(p)
+                held.append(p)
+        assert pool.num_grows >= (0 if growth_pages is None else 2)
+        untouched = [p for p in range(1, pool.num_reserved_pages) if p not in seen]
+        if growth_pages is not None and untouched:
+            assert bool(pool.k[0][untouched[-1]].isnan().all())  # no zeroing ahead of use
+
+
+def test_reserve_zeroes_the_pages_a_mirror_pool_is_given():
+    pool = _NaNPool(1, 50, 4, 1, 2, growth_pages=4)
+    pool.reserve(30)
+    assert bool((pool.k[0][:30] == 0).all()) and bool((pool.v[0][:30] == 0).all())
+    assert pool.num_reserved_pages == 30
 
 
 def test_reserve_grows_a_mirror_pool_to_the_ids_it_is_given():

@@ -6,6 +6,12 @@ every piece to bytes; for a GGUF file's tokenizer (cached as ``tokenizer.json`` 
 bytes and special ids are stored next to it (``vocabulary.npz``) and read back on the next
 start. The entry also records a digest of the module that decodes pieces
 (``structgen/fsm/index/vocabulary.py``): when that code changes, the entry is rebuilt.
+
+The vocabulary's token trie (``Vocabulary.token_trie``, what every grammar's masks walk) is
+stored in the same file: its arrays are read back with the tokens instead of being built on
+the first constrained request (about 0.13 s for SmolLM2's 49k tokens). Its part of the key is
+a digest of ``structgen/fsm/index/trie.py`` and the vocabulary's fingerprint; an entry
+without a current trie keeps its tokens, and the trie is built and the entry rewritten.
 """
 
 from __future__ import annotations
@@ -37,6 +43,17 @@ def _builder_digest() -> str:
         return hashlib.sha1(f.read()).hexdigest()
 
 
+_TRIE_ARRAYS = ("byte", "depth", "skip", "token", "dups", "_bfs", "_parent_bfs")
+
+
+def _trie_key(vocab: Vocabulary) -> str:
+    """Key of a stored trie: the trie builder's source and the vocabulary it was built over."""
+    import structgen.fsm.index.trie as module
+
+    with open(module.__file__, "rb") as f:
+        return hashlib.sha1(f.read() + vocab.fingerprint.encode()).hexdigest()
+
+
 def cached_vocabulary(
     tokenizer, eos_token_ids: Iterable[int], directory: Path | None
 ) -> Vocabulary:
@@ -59,6 +76,8 @@ def cached_vocabulary(
     if directory is not None:
         vocab = _read(directory / VOCABULARY_FILE, eos)
         if vocab is not None:
+            if "token_trie" not in vocab.__dict__:  # no current trie: build it, store it
+                _write(directory / VOCABULARY_FILE, vocab)
             return vocab
     vocab = Vocabulary.from_tokenizer(tokenizer, eos_token_ids=eos)
     if directory is not None:
@@ -67,6 +86,9 @@ def cached_vocabulary(
 
 
 def _read(path: Path, eos: list[int]) -> Vocabulary | None:
+    """The stored vocabulary (its token trie installed when a current one is stored), or None."""
+    from structgen.fsm.index.trie import TokenTrie
+
     if not path.is_file():
         return None
     try:
@@ -75,17 +97,25 @@ def _read(path: Path, eos: list[int]) -> Vocabulary | None:
                 return None
             ends, blob = z["ends"], z["blob"].tobytes()
             special = z["special"].tolist()
-        starts = [0, *ends[:-1].tolist()]
-        tokens = [blob[s:e] for s, e in zip(starts, ends.tolist())]
-        return Vocabulary(tokens, eos, special)
+            starts = [0, *ends[:-1].tolist()]
+            tokens = [blob[s:e] for s, e in zip(starts, ends.tolist())]
+            vocab = Vocabulary(tokens, eos, special)
+            if "trie_key" in z.files and str(z["trie_key"]) == _trie_key(vocab):
+                arrays = [z["trie" + name] for name in _TRIE_ARRAYS]
+                # what the cached_property would compute, set where it stores its value
+                vocab.__dict__["token_trie"] = TokenTrie(len(tokens), *arrays)
+        return vocab
     except (OSError, KeyError, ValueError) as e:  # a corrupt entry is rebuilt, never fatal
         log.warning("ignoring unreadable vocabulary cache %s: %s", path, e)
         return None
 
 
 def _write(path: Path, vocab: Vocabulary) -> None:
-    """Save atomically (temp file + rename); failures (read-only disk) are logged, not raised."""
+    """Save the tokens and the token trie (built here if it was not) atomically (temp file +
+    rename); failures (read-only disk) are logged, not raised.
+    """
     ends = np.cumsum([len(t) for t in vocab.token_bytes], dtype=np.int64)
+    trie = vocab.token_trie
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=path.parent)
@@ -96,6 +126,8 @@ def _write(path: Path, vocab: Vocabulary) -> None:
                 ends=ends,
                 blob=np.frombuffer(b"".join(vocab.token_bytes), dtype=np.uint8),
                 special=np.array(sorted(vocab.special_token_ids), dtype=np.int64),
+                trie_key=np.array(_trie_key(vocab)),
+                **{"trie" + name: getattr(trie, name) for name in _TRIE_ARRAYS},
             )
         os.replace(tmp, path)
     except OSError as e:

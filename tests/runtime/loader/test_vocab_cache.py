@@ -83,3 +83,59 @@ def test_engine_builds_its_vocabulary_once_per_file(tiny_gguf, monkeypatch):
     second = Engine(str(tiny_gguf), max_kv_tokens=64)
     _same(first.vocab, second.vocab)
     assert second.eos_token_ids == first.eos_token_ids
+
+
+def _same_trie(a, b) -> None:
+    from structgen.runtime.loader.vocab_cache import _TRIE_ARRAYS
+
+    assert a.vocab_size == b.vocab_size and a.num_nodes == b.num_nodes > 0
+    for name in _TRIE_ARRAYS:
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype and x.shape == y.shape and (x == y).all(), name
+
+
+def test_token_trie_is_stored_and_read_back_equal_to_a_fresh_build(tiny_gguf, monkeypatch):
+    from structgen.fsm.index.trie import TokenTrie
+    from structgen.runtime.loader import load_model
+
+    loaded = load_model(str(tiny_gguf))
+    ref = Vocabulary.from_tokenizer(loaded.tokenizer, eos_token_ids=loaded.eos_token_ids)
+    cached_vocabulary(loaded.tokenizer, loaded.eos_token_ids, loaded.cache_dir)  # writes
+    with monkeypatch.context() as m:
+        m.setattr(TokenTrie, "build", lambda *a: pytest.fail("the trie was rebuilt"))
+        warm = cached_vocabulary(loaded.tokenizer, loaded.eos_token_ids, loaded.cache_dir)
+        assert "token_trie" in warm.__dict__  # installed at read, not built on first use
+        got = warm.token_trie
+    _same_trie(got, ref.token_trie)  # the reference: TokenTrie.build over the same tokens
+    # other EOS ids make other never-allowed ids: that trie is built, not the stored one reused
+    other = cached_vocabulary(loaded.tokenizer, [0], loaded.cache_dir)
+    _same_trie(other.token_trie, Vocabulary(ref.token_bytes, [0], ref.special_token_ids).token_trie)
+
+
+def test_stale_trie_is_rebuilt_and_stored_again(tiny_gguf, monkeypatch):
+    from structgen.fsm.index.trie import TokenTrie
+    from structgen.runtime.loader import load_model
+
+    loaded = load_model(str(tiny_gguf))
+    ref = Vocabulary.from_tokenizer(loaded.tokenizer, eos_token_ids=loaded.eos_token_ids)
+    assert ref.token_trie.num_nodes > 0  # built before the count starts
+    cached_vocabulary(loaded.tokenizer, loaded.eos_token_ids, loaded.cache_dir)
+    calls = []
+    real = TokenTrie.build.__func__
+
+    def counted(cls, *args):
+        calls.append(1)
+        return real(cls, *args)
+
+    monkeypatch.setattr(TokenTrie, "build", classmethod(counted))
+    real_key = vocab_cache._trie_key
+    monkeypatch.setattr(vocab_cache, "_trie_key", lambda v: "another trie builder")
+    first = cached_vocabulary(loaded.tokenizer, loaded.eos_token_ids, loaded.cache_dir)
+    assert len(calls) == 1  # the stored trie's key is stale: built, and the entry rewritten
+    _same_trie(first.token_trie, ref.token_trie)
+    monkeypatch.setattr(vocab_cache, "_trie_key", real_key)
+    cached_vocabulary(loaded.tokenizer, loaded.eos_token_ids, loaded.cache_dir)
+    assert len(calls) == 2  # the entry holds the stale key's trie: rebuilt once more
+    warm = cached_vocabulary(loaded.tokenizer, loaded.eos_token_ids, loaded.cache_dir)
+    assert len(calls) == 2 and "token_trie" in warm.__dict__
+    _same_trie(warm.token_trie, ref.token_trie)

@@ -166,6 +166,9 @@ def _canonical(instance: Any, schema: Any, index: RefIndex, ints: bool) -> Any:
             for k in req if isinstance(req, list) else []:
                 if k not in order:
                     order.append(k)
+        for k in _construct_keys(branches, index):
+            if k not in order:
+                order.append(k)
         keys = [k for k in order if k in instance] + [k for k in instance if k not in order]
         return {
             k: _canonical(instance[k], props[k] if k in props else _extra(k, branches), index, ints)
@@ -186,6 +189,34 @@ def _canonical(instance: Any, schema: Any, index: RefIndex, ints: bool) -> Any:
             out.append(_canonical(item, sub, index, ints))
         return out
     return canonical_number(instance, ints)
+
+
+def _construct_keys(branches: list[dict], index: RefIndex) -> list[str]:
+    """The keys the ``not``/``if``/``then``/``else`` operands of ``branches`` declare for
+    the same object (``properties``, then ``required``; through ``$ref``, ``allOf``,
+    ``anyOf``, ``oneOf`` and nested operands): inside those constructs the compiler writes
+    the declared keys before undeclared ones (``json_schema.boolean_ops``)."""
+    out: dict[str, None] = {}
+    todo = [b[k] for b in reversed(branches) for k in ("else", "then", "if", "not") if k in b]
+    seen = 0
+    while todo and seen < 256:
+        seen += 1
+        cur = _resolve(todo.pop(), index)
+        if not isinstance(cur, dict):
+            continue
+        props = cur.get("properties")
+        out.update(dict.fromkeys(props if isinstance(props, dict) else ()))
+        req = cur.get("required")
+        out.update(
+            dict.fromkeys(k for k in req if isinstance(k, str)) if isinstance(req, list) else {}
+        )
+        for k in ("else", "then", "if", "not"):
+            if k in cur:
+                todo.append(cur[k])
+        for k in ("oneOf", "anyOf", "allOf"):
+            if isinstance(cur.get(k), list):
+                todo.extend(reversed(cur[k]))
+    return list(out)
 
 
 def _extra(key: str, branches: list[dict]) -> Any:

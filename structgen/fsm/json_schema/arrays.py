@@ -64,8 +64,10 @@ def array_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) -
         return _contains(conv, schema, pointer, refs, prefix, rest, lo, hi)
     if "maxContains" in schema and "contains" in schema:
         conv.unsupported("maxContains", pointer, "maxContains needs the complement of contains")
-    elems = [conv.convert(s, f"{pointer}/{prefix_key}/{i}", refs) for i, s in enumerate(prefix)]
-    item = conv.convert(rest, f"{pointer}/{rest_key}", refs)
+    elems = [
+        conv.convert_member(s, f"{pointer}/{prefix_key}/{i}", refs) for i, s in enumerate(prefix)
+    ]
+    item = conv.convert_member(rest, f"{pointer}/{rest_key}", refs)
     if item is not None:  # written twice below (first item, then each ", item")
         item = _sharer(conv)(item)
     # tail(i): what follows once positions < i are written
@@ -120,8 +122,8 @@ def _contains(
     if hi is not None or lo > need:
         conv.unsupported("contains", pointer, "contains together with minItems/maxItems")
     both = merge_all_of([rest, schema["contains"]], pointer, conv.resolve)
-    hit = conv.convert(both, pointer + "/contains", refs)
-    item = conv.convert(rest, pointer + "/items", refs)
+    hit = conv.convert_member(both, pointer + "/contains", refs)
+    item = conv.convert_member(rest, pointer + "/items", refs)
     if hit is None:
         return None
     ws = conv.ws

@@ -26,10 +26,12 @@ operands are converted in *canonical mode* (``Canon``):
   (``objects.CANON_CHAR``). The operands' own grammars accept the canonical spelling of
   each value they accept (and maybe others, which ``U`` removes);
 * objects: the keys ``K`` declared by the construct's operands (``properties``,
-  ``required``, ``dependentRequired``, transitively through ``$ref``), in one order:
-  every object schema's own key order where the operands agree (a topological sort,
-  ties and conflicts to the first appearance; ``_walk_keys``). ``U``'s objects have keys of
-  ``K`` in that order, then keys outside ``K`` (canonically spelled, any order); every
+  ``required``, ``dependentRequired``, transitively through ``$ref``), in one order per
+  nesting level (objects ``d`` containers below the construct's value): every object
+  schema's own key order where the operands' objects of that level agree (a topological
+  sort, ties and conflicts to the first appearance; ``_walk_keys``), then the names
+  declared only at other levels. ``U``'s objects have keys of ``K`` in their level's
+  order, then keys outside ``K`` (canonically spelled, any order); every
   object schema is rewritten to list the keys of ``K`` it accepts (its ``properties``;
   for the others the matching ``patternProperties`` or ``additionalProperties``;
   ``propertyNames`` drops keys) in that order, its other keys following as it allows
@@ -75,7 +77,6 @@ CANON_NUMBER = r"(?:0|-?[1-9][0-9]*|-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9])"
 # as json.dumps writes the float (one fraction zero; -0.0 is 0 to every keyword but type)
 CANON_NUMBER_DRAFT4 = r"(?:" + CANON_NUMBER[3:-1] + r"|(?:0|-?[1-9][0-9]*)\.0)"
 _FLOAT_INTEGERS_DISTINCT = ("Draft3Validator", "Draft4Validator")
-_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _OBJECT_KEYS = ("properties", "patternProperties", "additionalProperties", "propertyNames")
 
 
@@ -88,15 +89,40 @@ class Canon:
     """Canonical mode of one outermost boolean construct.
 
     Attributes:
-        keys: ``K``, the declared keys, in their one order (``_walk_keys``).
-        tag: part of every memo key of this mode (distinct per key set).
+        levels: ``K`` per nesting level (``levels[d]``: the order of the keys of objects
+            ``d`` containers below the construct's value; ``_walk_keys``), each holding
+            every declared key.
+        tags: per level, part of every memo key converted there (equal where the orders
+            of that level and every deeper one are equal).
+        level: the nesting level being converted (``convert_member`` counts it).
         complemented: nesting count of complemented operands being converted.
     """
 
-    keys: tuple[str, ...]
-    tag: tuple
+    levels: tuple[tuple[str, ...], ...]
+    tags: tuple[tuple, ...]
+    level: int = 0
     complemented: int = 0
     open_complement: bool = False
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """``K`` at the current level (the deepest level's order below it)."""
+        return self.levels[min(self.level, len(self.levels) - 1)]
+
+    def tag_here(self) -> tuple:
+        """The memo tag of the current level."""
+        return self.tags[min(self.level, len(self.tags) - 1)]
+
+
+def _canon(levels: tuple[tuple[str, ...], ...]) -> Canon:
+    """A ``Canon`` over ``levels``, its tags shared by levels whose suffixes are equal."""
+    interned: dict[tuple, int] = {}
+    tags: list[tuple] = []
+    below = -1
+    for keys in reversed(levels):
+        below = interned.setdefault((keys, below), len(interned))
+        tags.append(("canon", levels, below))
+    return Canon(levels, tuple(reversed(tags)))
 
 
 _COMBINATORS = ("allOf", "anyOf", "oneOf", "if", "then", "else", "not")
@@ -145,52 +171,84 @@ def _merged_keys(cur: dict, resolve) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
-def _walk_keys(node: Any, resolve) -> tuple[str, ...]:
-    """``K``: the declared property names under ``node`` (following ``$ref``), in one
-    order that keeps, where the schemas agree, every object's own key order.
+_MEMBERS = ("properties", "patternProperties")  # maps of member value schemas
+_VALUE_KEYS = ("additionalProperties", "unevaluatedProperties", "propertyNames")
+_ITEM_KEYS = ("items", "prefixItems", "additionalItems", "unevaluatedItems", "contains")
 
-    Each object schema's keys (``_merged_keys``: as the converter merges it) give the
-    order of consecutive keys; names are then sorted topologically along those edges,
-    ties (and cycles, where two objects order the same names differently) going to the
-    name that appears first in a walk that visits a ``$ref``'s target, then the
-    schema's own keys, then its ``allOf``/``anyOf``/``oneOf``/``if``/``then``/``else``/
-    ``not`` operands, then its other subschemas (property values, items, ...).
+
+def _walk_keys(node: Any, resolve, depth: int) -> tuple[tuple[str, ...], ...]:
+    """``K`` per nesting level ``0..depth``: the property names declared under ``node``
+    (following ``$ref``), each level in one order that keeps, where the schemas of that
+    level agree, every object's own key order.
+
+    A subschema's level is the number of containers between the construct's value and
+    the values it constrains: member values (``properties``, ``patternProperties``,
+    ``additionalProperties``, ...) and items (``items``, ``prefixItems``, ``contains``,
+    ...) one deeper, every other subschema (``$ref`` targets, ``allOf``/``anyOf``/
+    ``oneOf``/``not``/``if``/``then``/``else``, dependencies) at its schema's level, as
+    ``convert_member`` counts them. Each object schema's keys (``_merged_keys``: as the
+    converter merges it) give the order of consecutive keys at its level; per level the
+    names are sorted topologically along those edges, ties (and cycles, where two
+    objects of one level order the same names differently) going to the name that
+    appears first at that level in a walk that visits a ``$ref``'s target, then the
+    schema's own keys, then its combinator operands, then its other subschemas. Every
+    level lists every name (those not declared at a level after its own, by first
+    appearance anywhere), so no declared key is ever outside ``K``.
     """
-    import heapq
-
-    first: dict[str, int] = {}
-    after: dict[str, set[str]] = {}
-    seen: set[str] = set()
-    stack: list[Any] = [node]
+    first: list[dict[str, int]] = [{} for _ in range(depth + 1)]
+    after: list[dict[str, set[str]]] = [{} for _ in range(depth + 1)]
+    every: dict[str, int] = {}
+    seen: set[tuple[str, int]] = set()
+    stack: list[tuple[Any, int]] = [(node, 0)]
     while stack:
-        cur = stack.pop()
+        cur, level = stack.pop()
+        if level > depth:
+            continue
         if isinstance(cur, list):
-            stack.extend(reversed(cur))
+            stack.extend((c, level) for c in reversed(cur))
             continue
         if not isinstance(cur, dict):
             continue
-        todo: list[Any] = []
+        todo: list[tuple[Any, int]] = []
         ref = cur.get("$ref")
-        if isinstance(ref, str) and ref not in seen:
-            seen.add(ref)
+        if isinstance(ref, str) and (ref, level) not in seen:
+            seen.add((ref, level))
             try:
-                todo.append(resolve(ref, ""))
+                todo.append((resolve(ref, ""), level))
             except Exception:  # noqa: BLE001 - reported where the reference is converted
                 pass
         keys = _merged_keys(cur, resolve)
         for k in keys:
-            first.setdefault(k, len(first))
+            first[level].setdefault(k, len(first[level]))
+            every.setdefault(k, len(every))
         for a, b in zip(keys, keys[1:]):
-            after.setdefault(a, set()).add(b)
-        todo += [cur[k] for k in _COMBINATORS if k in cur]
+            after[level].setdefault(a, set()).add(b)
+        todo += [(cur[k], level) for k in _COMBINATORS if k in cur]
         for k, v in cur.items():
-            if k in _COMBINATORS:
+            if k in _COMBINATORS or k in ("enum", "const", "$ref", "examples", "default"):
                 continue
-            if k in _MAPS and isinstance(v, dict):
-                todo.extend(v.values())  # subschemas, not keywords
-            elif k not in ("enum", "const", "$ref", "examples", "default", "required"):
-                todo.append(v)
+            if k in _MEMBERS and isinstance(v, dict):
+                todo.extend((sub, level + 1) for sub in v.values())
+            elif k in _VALUE_KEYS or k in _ITEM_KEYS:
+                todo.append((v, level + 1))
+            elif k in ("$defs", "definitions"):
+                continue  # reached through $ref, at the level of the reference
+            elif k in ("dependentSchemas",) and isinstance(v, dict):
+                todo.extend((sub, level) for sub in v.values())
+            elif k != "required":
+                todo.append((v, level))
         stack.extend(reversed(todo))
+    return tuple(_topological(first[d], after[d], every) for d in range(depth + 1))
+
+
+def _topological(
+    first: dict[str, int], after: dict[str, set[str]], every: dict[str, int]
+) -> tuple[str, ...]:
+    """The names of ``first`` sorted along ``after``'s edges (ties and cycles by
+    ``first``), then the other names of ``every`` in its order.
+    """
+    import heapq
+
     indegree = dict.fromkeys(first, 0)
     for bs in after.values():
         for b in bs:
@@ -213,7 +271,7 @@ def _walk_keys(node: Any, resolve) -> tuple[str, ...]:
             indegree[b] -= 1
             if indegree[b] == 0 and b not in done:
                 heapq.heappush(ready, (first[b], b))
-    return tuple(out)
+    return tuple(out) + tuple(k for k in every if k not in done)
 
 
 def _place(conv, text: str) -> str:
@@ -262,32 +320,44 @@ def canon_depth(conv) -> int:
     return conv.max_depth if isinstance(conv.max_depth, int) and conv.max_depth > 0 else 10
 
 
-def universe(conv, depth: int, extras: bool = True) -> str:
-    """``U``: any canonical JSON value nested at most ``depth`` containers deep; objects
-    list keys of ``K`` in their order, then (``extras``) keys outside ``K`` (canonical
-    mode only).
+def universe(conv, depth: int, extras: bool = True, level: int | None = None) -> str:
+    """``U``: any canonical JSON value nested at most ``depth`` containers deep, at
+    nesting ``level`` (the current one when None); objects list keys of ``K`` in their
+    level's order, then (``extras``) keys outside ``K`` (canonical mode only).
     """
     canon = conv.canon
-    key = ("canon-any", canon.tag, depth, extras)
-    found, text = conv.sharing.lookup(key)
-    if found:
-        return text
+    level = canon.level if level is None else level
+    saved = canon.level
+    canon.level = level
+    try:
+        key = ("canon-any", canon.tag_here(), depth, extras)
+        found, text = conv.sharing.lookup(key)
+        if found:
+            return text
+        keys = canon.keys
+    finally:
+        canon.level = saved
     distinct = getattr(conv, "_draft", "") in _FLOAT_INTEGERS_DISTINCT
     number = CANON_NUMBER_DRAFT4 if distinct else CANON_NUMBER
     scalars = ['"' + CANON_CHAR + '*"', number, "true", "false", "null"]
     if depth <= 0:
         return conv.sharing.store(key, _or(scalars))
-    inner = universe(conv, depth - 1, extras)
+    inner = universe(conv, depth - 1, extras, level + 1)
     array = "\\[(?:" + inner + "(?:," + inner + ")*)?\\]"
-    listed = _ordered(conv, [_key_text(k) + ":" + inner for k in canon.keys])
+    listed = _ordered(conv, [_key_text(k) + ":" + inner for k in keys])
     if extras:
-        pair = _place(conv, '"' + key_not_in(list(canon.keys)) + '":' + inner)
+        pair = _place(conv, '"' + key_not_in(list(keys)) + '":' + inner)
         more = "(?:," + pair + ")*"
         body = "(?:" + (listed + more + "|" if listed else "") + pair + more + ")?"
     else:
         body = "(?:" + listed + ")?" if listed else ""
     obj = "\\{" + body + "\\}"
     return conv.sharing.store(key, _or(scalars + [array, obj]))
+
+
+def universe_here(conv) -> str:
+    """``U`` at the current level: as deep as the construct's ``U`` still reaches there."""
+    return universe(conv, max(canon_depth(conv) - conv.canon.level, 0))
 
 
 def _key_text(name: str) -> str:
@@ -323,8 +393,7 @@ class _Mode:
         conv = self.conv
         self.saved = (conv.canon, conv.ws)
         if conv.canon is None:
-            keys = _walk_keys(self.operands, conv.resolve)
-            conv.canon = Canon(keys, ("canon", keys))
+            conv.canon = _canon(_walk_keys(self.operands, conv.resolve, canon_depth(conv)))
             conv.ws = ""
         return conv.canon
 
@@ -349,7 +418,8 @@ def _run(conv, keyword: str, pointer: str, operands: list[Any], build):
     try:
         with _Mode(conv, operands):
             text = build()
-            u = universe(conv, canon_depth(conv), not conv.canon.open_complement)
+            depth = max(canon_depth(conv) - conv.canon.level, 0)
+            u = universe(conv, depth, not conv.canon.open_complement)
             return ("ok", None if text is None else _and(conv, [u, text]))
     except Inexact as exc:
         if outer:

@@ -151,8 +151,12 @@ def merge_all_of(
     resolve: Resolver,
     seen: tuple[str, ...] = (),
     keywords: Callable[[dict, str], dict] | None = None,
+    base: bool = False,
 ) -> dict | bool:
     """One schema equivalent to ``allOf: schemas`` (False when unsatisfiable).
+
+    With ``base``, ``schemas[0]`` is the schema at ``pointer`` and the others its
+    ``allOf`` (they are merged after its own keywords, as its subschemas).
 
     ``$ref`` subschemas are resolved with ``resolve(ref, pointer)``; a reference seen
     twice (recursion through ``allOf``) raises ``UnsupportedSchemaError("allOf", ...)``.
@@ -161,17 +165,23 @@ def merge_all_of(
     it, the annotations are dropped.
     """
     flat: list[dict] = []
+    ends: dict[int, int] = {}  # id(flat entry) -> end of the flat entries of its allOf
     # pre-order walk with an explicit stack (allOf and $ref chains nest as deep as the
     # schema): a subschema's $ref target first, then its own keywords, then its allOf
     todo: list[tuple[Any, str, tuple[str, ...]]] = [
         (sub, f"{pointer}/allOf/{i}", seen) for i, sub in reversed(list(enumerate(schemas)))
     ]
+    if base and isinstance(schemas[0], dict):
+        todo = [({**schemas[0], "allOf": list(schemas[1:])}, pointer, seen)]
     while todo:
         s, ptr, path = todo.pop()
         if s is True:
             continue
         if s is False:
             return False
+        if type(s) is _End:
+            ends[id(s.keywords)] = len(flat)
+            continue
         if type(s) is _Own:
             flat.append(s.keywords)
             continue
@@ -187,8 +197,10 @@ def merge_all_of(
                 raise UnsupportedSchemaError("allOf", ptr, f"recursive $ref {ref} inside allOf")
             own = _Own({k: v for k, v in s.items() if k not in _IGNORED})
             later = [(resolve(ref, ptr), ref[1:], path + (ref,)), (own, ptr, path)] + later
+            later.append((_End(own.keywords), ptr, path))
         else:
             flat.append({k: v for k, v in s.items() if k not in _IGNORED})  # before its allOf
+            later.append((_End(flat[-1]), ptr, path))
         todo.extend(reversed(later))
     tuples = [s for s in flat if "prefixItems" in s or isinstance(s.get("items"), list)]
     arrays = [s for s in flat if {"prefixItems", "items", "additionalItems"} & set(s)]
@@ -196,7 +208,7 @@ def merge_all_of(
         raise UnsupportedSchemaError("allOf", pointer, "tuple items in more than one subschema")
     if sum("contains" in s for s in flat) > 1:
         raise UnsupportedSchemaError("allOf", pointer, "contains in more than one subschema")
-    _properties_after_branches(flat)
+    _properties_after_branches(flat, [ends.get(id(f), i + 1) for i, f in enumerate(flat)])
     out: dict = {}
     for s in flat:
         if len(flat) > 1 and ("additionalProperties" in s or "patternProperties" in s):
@@ -207,13 +219,15 @@ def merge_all_of(
     return out
 
 
-def _properties_after_branches(flat: list[dict]) -> None:
+def _properties_after_branches(flat: list[dict], ends: list[int]) -> None:
     """Keep the key order of ``allOf: [.., {anyOf: [B1, ..]}, {properties: P}, ..]``: the
     ``properties`` of the subschemas after the one holding ``anyOf``/``oneOf`` move into
     its branches (``Bi`` becomes ``allOf: [Bi, {properties: P}]``), so that a branch's keys
     come before ``P``'s, as the subschemas are written (the merged ``anyOf`` is converted
-    after its siblings). Exact: ``P`` holds for every instance, so it holds in every
-    branch. Done only where it changes nothing else: one subschema with ``anyOf`` or
+    after its siblings). The holder's own ``allOf`` (``flat[i + 1 : ends[i]]``, what it
+    merges in) stays before the branches, as for any schema: its own keywords, then its
+    ``allOf``, then its ``anyOf``. Exact: ``P`` holds for every instance, so it holds in
+    every branch. Done only where it changes nothing else: one subschema with ``anyOf`` or
     ``oneOf`` (not both), and no ``additionalProperties``/``patternProperties`` (which read
     the sibling subschemas' properties) in any subschema. Edits ``flat`` in place.
     """
@@ -226,11 +240,12 @@ def _properties_after_branches(flat: list[dict]) -> None:
     key = "anyOf" if "anyOf" in flat[i] else "oneOf"
     if "anyOf" in flat[i] and "oneOf" in flat[i] or not isinstance(flat[i][key], list):
         return
-    later = [s for s in flat[i + 1 :] if isinstance(s.get("properties"), dict)]
+    start = max(ends[i], i + 1)
+    later = [s for s in flat[start:] if isinstance(s.get("properties"), dict)]
     if not later:
         return
     moved = [{"properties": s["properties"]} for s in later]
-    for j in range(i + 1, len(flat)):
+    for j in range(start, len(flat)):
         if isinstance(flat[j].get("properties"), dict):
             flat[j] = {k: v for k, v in flat[j].items() if k != "properties"}
     flat[i] = {**flat[i], key: [{"allOf": [b, *moved]} for b in flat[i][key]]}
@@ -477,3 +492,12 @@ def static_conditional(schema: dict) -> dict | None:
     else:
         return None
     return {"allOf": [rest, branch]}
+
+
+class _End:
+    """Marks where the ``allOf`` of a flattened subschema ends (``merge_all_of``)."""
+
+    __slots__ = ("keywords",)
+
+    def __init__(self, keywords: dict) -> None:
+        self.keywords = keywords

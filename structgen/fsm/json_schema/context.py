@@ -53,6 +53,13 @@ class ConvertContext(Protocol):
         """
         ...
 
+    def convert_member(self, schema: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
+        """``convert`` for the value of an object member or an array item: one container
+        deeper than the schema being lowered (canonical mode orders keys per depth).
+        Same arguments, returns and raises as ``convert``.
+        """
+        ...
+
     def unsupported(self, keyword: str, pointer: str, detail: str = "") -> None:
         """Report a keyword that is not enforced.
 

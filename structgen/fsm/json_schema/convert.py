@@ -286,6 +286,19 @@ class JsonSchemaConverter:
         finally:
             self._nesting -= 1
 
+    def convert_member(self, schema: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
+        """``convert`` for an object member's value or an array item (one container
+        deeper: in canonical mode the level whose key order applies, ``boolean_ops``).
+        """
+        canon = self.canon
+        if canon is None:
+            return self.convert(schema, pointer, refs)
+        canon.level += 1
+        try:
+            return self.convert(schema, pointer, refs)
+        finally:
+            canon.level -= 1
+
     def _convert(self, schema: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
         self._calls += 1
         if self._calls & 255 == 0 and time.perf_counter() > self._deadline:
@@ -323,7 +336,7 @@ class JsonSchemaConverter:
             return self._merged([{"$ref": rest.pop("$ref")}, rest], pointer, refs)
         if "allOf" in rest:
             subs = rest.pop("allOf")  # the base schema's properties come first
-            return self._merged([rest] + list(subs), pointer, refs)
+            return self._merged([rest] + list(subs), pointer, refs, base=True)
         for key in ("anyOf", "oneOf"):
             if key in rest:
                 return self._any_of(rest, key, pointer, refs)
@@ -423,7 +436,7 @@ class JsonSchemaConverter:
             if msg not in self.warnings:
                 self.warnings.append(msg)
             return None
-        key = self.sharing.key(ref, refs) + (self.canon.tag if self.canon else ())
+        key = self.sharing.key(ref, refs) + (self.canon.tag_here() if self.canon else ())
         found, text = self.sharing.lookup(key)
         if found:
             return text
@@ -447,8 +460,12 @@ class JsonSchemaConverter:
         self.sharing.define(index, text)
         return placeholder
 
-    def _merged(self, subs: list[Any], pointer: str, refs: tuple[str, ...]) -> str | None:
-        """``allOf`` (and ``$ref`` with siblings): convert the merged schema."""
+    def _merged(
+        self, subs: list[Any], pointer: str, refs: tuple[str, ...], base: bool = False
+    ) -> str | None:
+        """``allOf`` (and ``$ref`` with siblings): convert the merged schema (``base``:
+        ``subs[0]`` is the schema's own keywords, the others its ``allOf``).
+        """
         # the references merged in are on the path too: recursion through allOf is cut
         # like recursion through $ref (Handwritten mod309 recursed until a RecursionError)
         inlined = tuple(
@@ -458,7 +475,7 @@ class JsonSchemaConverter:
             if self.sharing.is_cut(ref, refs, self.max_depth):
                 return self._ref(ref, pointer, refs)  # records the cut, returns None
         seen = tuple(r for r in set(refs) if self.sharing.is_cut(r, refs, self.max_depth))
-        merged = merge_all_of(subs, pointer, self.resolve, seen, self.keywords_of)
+        merged = merge_all_of(subs, pointer, self.resolve, seen, self.keywords_of, base)
         return self.convert(merged, pointer, refs + inlined)
 
     def _any_of(self, schema: dict, key: str, pointer: str, refs) -> str | None:
@@ -513,7 +530,7 @@ class JsonSchemaConverter:
         per depth: schemas use it many times, and its text is long).
         """
         if self.canon is not None:  # canonical mode: U, at least as deep as any U around
-            return boolean_ops.universe(self, boolean_ops.canon_depth(self))
+            return boolean_ops.universe_here(self)
         found, text = self.sharing.lookup(("any", depth))
         if found:
             return text

@@ -144,7 +144,7 @@ def object_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) 
             sub = {"allOf": [sub] + [patterns[p] for p in hits]}
         ok_name = names_schema is None or conv.is_valid(name, names_schema)
         value = (
-            conv.convert(sub, f"{pointer}/properties/{_escape_ptr(name)}", refs)
+            conv.convert_member(sub, f"{pointer}/properties/{_escape_ptr(name)}", refs)
             if ok_name
             else None
         )
@@ -197,7 +197,7 @@ def _extra_pair(
         pairs = []  # one "key":value alternative per pattern (exact when no key matches two)
         for p, sub in patterns.items() if distinct else [next(iter(patterns.items()))]:
             ptr = f"{pointer}/patternProperties/{_escape_ptr(p)}"
-            value = conv.convert(sub, ptr, refs)
+            value = conv.convert_member(sub, ptr, refs)
             keys = [bodies[q] for q in (patterns if not distinct else [p])]
             if value is not None:
                 key = keys[0] if len(keys) == 1 else "(?:" + "|".join(keys) + ")"
@@ -205,7 +205,7 @@ def _extra_pair(
                     key = boolean_ops.intersection(conv, [key, unlisted])
                 pairs.append('"' + key + '"' + ws + ":" + ws + value)
         if open_extra:  # keys matching no pattern and no listed name: additionalProperties
-            value = conv.convert(
+            value = conv.convert_member(
                 True if extra is None else extra, pointer + "/additionalProperties", refs
             )
             if value is not None:
@@ -221,7 +221,9 @@ def _extra_pair(
         if extra is None:
             conv.note_no_extra()
         return None
-    value = conv.convert(True if extra is None else extra, pointer + "/additionalProperties", refs)
+    value = conv.convert_member(
+        True if extra is None else extra, pointer + "/additionalProperties", refs
+    )
     if value is None or names_schema is False:
         return None
     if names_schema is not None and names_schema is not True:

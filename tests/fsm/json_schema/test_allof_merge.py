@@ -140,3 +140,36 @@ def test_branch_keys_come_before_later_subschemas_properties() -> None:
         for text in bad[1:]:
             assert not validator.is_valid(json.loads(text)) and not grammar.matches(text), text
         assert validator.is_valid(json.loads(bad[0])) and not grammar.matches(bad[0])
+
+
+def test_own_allof_properties_come_before_own_branch_keys() -> None:
+    # {allOf: [{properties: P}], anyOf: [branches]}: the schema's own allOf is merged
+    # before its anyOf branches, as the corpus helper's canonical form writes the keys
+    # (MaskBench JsonSchemaStore debugsettings, where each branch also holds a `not`;
+    # the move into the branches above is only for a later subschema of the same allOf)
+    from tests.fsm._corpus import canonical, dump
+
+    for negated in (True, False):
+        path = {"properties": {"path": {"type": "string"}}}
+        cmd = {"properties": {"cmd": {"type": "string"}}}
+        if negated:
+            path["not"], cmd["not"] = {"required": ["cmd"]}, {"required": ["path"]}
+        schema = {
+            "type": "object",
+            "required": ["name"],
+            "allOf": [{"properties": {"name": {"type": "string"}}}],
+            "anyOf": [path, cmd],
+        }
+        grammar = compile_json_schema(schema, allow_extra_properties=True)
+        validator = jsonschema.Draft202012Validator(schema)
+        good = [{"path": "p", "name": "x"}, {"name": "x", "cmd": "c"}, {"name": "x"}]
+        bad = [{"path": "p"}, {"name": 1, "path": "p"}] + (
+            [{"name": "x", "path": "p", "cmd": "c"}, {"name": "x", "cmd": 1}] if negated else []
+        )
+        for value in good:
+            text = dump(canonical(value, schema, schema))
+            assert validator.is_valid(value) and grammar.matches(text), text
+        assert dump(canonical(good[0], schema, schema)) == '{"name":"x","path":"p"}'
+        for value in bad:
+            text = dump(canonical(value, schema, schema))
+            assert not validator.is_valid(value) and not grammar.matches(text), text

@@ -312,7 +312,9 @@ def compile_grammar(
             return hit
     deadline = time.perf_counter() + max_seconds
     gdef = parse_grammar(text, syntax, start)
-    gdef, special_ids = resolve_special_tokens(gdef, vocab)  # named special tokens
+    special_ids: frozenset[int] = frozenset()
+    if "<" in text:  # every special-token form (<[id]>, <name>, <|name|>) starts with '<'
+        gdef, special_ids = resolve_special_tokens(gdef, vocab)  # named special tokens
     if special_ids and vocab is not None:  # ... allowable, as their markers
         vocab = vocab.with_special_tokens(special_ids)
     grammar = compile_grammar_def(

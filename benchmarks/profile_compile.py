@@ -143,7 +143,9 @@ def run_maskbench(args) -> tuple[dict, list[str]]:
     names = _names(args)
     items = [
         (f"{sub}/{name}", json.loads(raw)["schema"])
-        for sub, name, raw in iter_corpus(subsets_on_disk(), SAMPLE_PER_SUBSET)
+        for sub, name, raw in iter_corpus(
+            subsets_on_disk(), args.maskbench_per_subset or SAMPLE_PER_SUBSET
+        )
         if names is None or name in names or f"{sub}/{name}" in names
     ]
     best = interleaved(items, engines, args.repeat)
@@ -221,6 +223,12 @@ def main(argv=None) -> None:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--top", type=int, default=8)
     ap.add_argument("--maskbench", action="store_true", help="the MaskBench --sample set")
+    ap.add_argument(
+        "--maskbench-per-subset",
+        type=int,
+        default=0,
+        help="first N per subset (0: the sample's 60)",
+    )
     ap.add_argument("--grammars", action="store_true", help="benchmarks/data/grammars/*")
     ap.add_argument("--engines", default="structgen,llguidance,xgrammar")
     ap.add_argument("--names", default="", help="comma-separated items (sub/name or file name)")

@@ -31,7 +31,8 @@ from ..index.vocabulary import Vocabulary
 from ..matcher import Matcher
 from ..regex.dfa import DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES, ByteDFA, regex_to_dfa
 from ..regex.escape import escape_literal
-from ..regex.terms import EPS, TermArena
+from ..regex.parse import SharedDefinitions
+from ..regex.terms import EMPTY, EPS, TermArena
 from .automaton import DEFAULT_MAX_CONFIGS, GrammarAutomaton
 from .bnf import parse_bnf
 from .earley import DEFAULT_MAX_ITEMS, EarleyCharts
@@ -162,29 +163,80 @@ def _register_budget(index: TokenIndex) -> None:
 
 
 def _lexer(
-    pattern: str, definitions: tuple[str, ...], max_states: int, deadline: float
+    pattern: str,
+    definitions: tuple[str, ...],
+    max_states: int,
+    deadline: float,
+    shared: SharedDefinitions | None = None,
+    source: tuple[str, frozenset[int]] | None = None,
 ) -> ByteDFA | None:
     """The lexer DFA of one terminal, or None when its language is empty (the productions
     that use it can never finish: ``EarleyCharts`` drops them, as a JSON Schema's
     unsatisfiable property value drops that property).
 
+    Args:
+        pattern: the terminal's regex, with ``definitions`` (its own numbering).
+        definitions: the shared subpatterns ``pattern`` refers to.
+        max_states: the lexer's state budget.
+        deadline: ``time.perf_counter()`` value the compile must finish by.
+        shared: the grammar's definitions lowered once into one arena (``_lexers``); with
+            ``source`` (the same terminal in that numbering) the lexer is built on them,
+            else ``pattern`` is compiled on its own. The same language either way.
+        source: ``(pattern, needs)`` of the terminal in ``shared``'s numbering.
+
     Raises:
         InvalidGrammarError: the terminal's regex does not parse.
+        GrammarTooComplexError: a budget is exceeded.
     """
     try:
-        return regex_to_dfa(
-            pattern,
-            definitions=list(definitions) or None,
-            eager_rows=1,
-            max_states=max_states,
-            max_seconds=max(0.0, deadline - time.perf_counter()),
-        )
+        root = None if shared is None or source is None else shared.lower(*source)
+        if root is None:
+            return regex_to_dfa(
+                pattern,
+                definitions=list(definitions) or None,
+                eager_rows=1,
+                max_states=max_states,
+                max_seconds=max(0.0, deadline - time.perf_counter()),
+            )
+        arena = shared.arena
+        arena.deadline = deadline  # emptiness searches share the compile's budget
+        try:
+            if root == EMPTY or arena.is_empty(root):
+                return None
+        finally:
+            arena.deadline = None
     except RegexError as exc:
         if str(exc).endswith("matches no string"):
             return None
         raise InvalidGrammarError(
             f"a terminal of the grammar is not a usable regex: {exc}"
         ) from exc
+    seconds = max(0.0, deadline - time.perf_counter())
+    dfa = ByteDFA(arena, root, max_states=max_states, max_seconds=seconds)
+    dfa.explore(max_rows=1)
+    return dfa
+
+
+def _lexers(cfg: CfgGrammar, max_states: int, deadline: float) -> list[ByteDFA | None]:
+    """The lexer DFA of every terminal (None: an empty language, as ``_lexer``).
+
+    The terminals share one ``TermArena`` and each shared definition is lowered once for
+    all of them (``parse.SharedDefinitions``), instead of once per terminal that bundles
+    it: the same terms, so the same languages. The automaton uses its lexers under its own
+    lock only, which makes the shared arena safe. Without recorded sources (a
+    ``CfgGrammar`` built elsewhere) each terminal is compiled on its own.
+
+    Raises:
+        InvalidGrammarError: a terminal's regex does not parse.
+        GrammarTooComplexError: a budget is exceeded.
+    """
+    if len(cfg.sources) != len(cfg.terminals):
+        return [_lexer(p, d, max_states, deadline) for p, d in cfg.terminals]
+    shared = SharedDefinitions(TermArena(), cfg.definitions, deadline)
+    return [
+        _lexer(p, d, max_states, deadline, shared=shared, source=src)
+        for (p, d), src in zip(cfg.terminals, cfg.sources)
+    ]
 
 
 def _lead_in(trigger: str | None, prefix: str) -> ByteDFA | None:
@@ -260,7 +312,9 @@ def compile_grammar(
             return hit
     deadline = time.perf_counter() + max_seconds
     gdef = parse_grammar(text, syntax, start)
-    gdef, special_ids = resolve_special_tokens(gdef, vocab)  # named special tokens
+    special_ids: frozenset[int] = frozenset()
+    if "<" in text:  # every special-token form (<[id]>, <name>, <|name|>) starts with '<'
+        gdef, special_ids = resolve_special_tokens(gdef, vocab)  # named special tokens
     if special_ids and vocab is not None:  # ... allowable, as their markers
         vocab = vocab.with_special_tokens(special_ids)
     grammar = compile_grammar_def(
@@ -330,7 +384,7 @@ def compile_grammar_def(
             raise InvalidGrammarError(f"the grammar matches no usable language: {exc}") from exc
         grammar: BaseCompiledGrammar = CompiledGrammar(spec, lowered, dfa, vocab)
     else:
-        built = [_lexer(p, d, max_states, deadline) for p, d in lowered.terminals]
+        built = _lexers(lowered, max_states, deadline)
         empty = {t for t, d in enumerate(built) if d is None}
         if empty:  # a terminal with no string: never expected, never movable, never ignored
             never = regex_to_dfa("")

@@ -42,6 +42,11 @@ class CfgGrammar:
         rhs: right-hand symbols of each production.
         names: a name per nonterminal (rule names; helpers are ``name#k``).
         start: the augmented start nonterminal (``lhs[0]``).
+        definitions: every shared definition of the grammar in one numbering (the
+            lowering's; ``terminals`` hold renumbered copies of the ones each needs).
+        sources: per terminal, ``(pattern, needs)`` in that numbering: the pattern with
+            placeholders of ``definitions`` and the definitions it needs (transitively),
+            so the lexers can lower each definition once (empty when not recorded).
     """
 
     terminals: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
@@ -50,6 +55,8 @@ class CfgGrammar:
     rhs: list[tuple[int, ...]] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     start: int = 0
+    definitions: tuple[str, ...] = ()
+    sources: list[tuple[str, frozenset[int]]] = field(default_factory=list)
 
 
 class _Definitions:
@@ -113,6 +120,7 @@ class _Lowering:
         self.rule_regex: dict[tuple[str, bool], tuple[str, frozenset[int]]] = {}
         self.ignore: tuple[str, frozenset[int]] | None = None
         self.regular: dict[str, bool] = {}
+        self._is_regular: dict[int, tuple[Expr, bool]] = {}  # id(expr) -> (expr, regular?)
 
     # ---- checks ---------------------------------------------------------------
 
@@ -247,7 +255,12 @@ class _Lowering:
                     stack.append((nxt, iter(deps[nxt])))
 
     def is_regular(self, expr: Expr) -> bool:
-        return all(r.name in self.g.terminals or self.regular[r.name] for r in _refs(expr))
+        hit = self._is_regular.get(id(expr))
+        if hit is not None and hit[0] is expr:  # the node kept alive, so its id is its own
+            return hit[1]
+        found = all(r.name in self.g.terminals or self.regular[r.name] for r in _refs(expr))
+        self._is_regular[id(expr)] = (expr, found)
+        return found
 
 
 class _Productions:
@@ -287,6 +300,7 @@ class _Productions:
         if t is None:
             t = self.terms[key] = len(self.cfg.terminals)
             self.cfg.terminals.append(key)
+            self.cfg.sources.append((text, needs))
         return -1 - t
 
     def symbol(self, expr: Expr, owner: str) -> int:
@@ -373,6 +387,8 @@ class _Productions:
             text, needs = self.low.terminal(name)
             cfg.ignore.append(len(cfg.terminals))
             cfg.terminals.append(self.low.defs.bundle(text, needs))
+            cfg.sources.append((text, needs))
+        cfg.definitions = tuple(self.low.defs.texts)
         return cfg
 
 

@@ -30,7 +30,15 @@ from .lower import fast_lower
 from .terms import EPS, INF, TermArena, byte_range_mask
 from .utf8 import MAX_CODE_POINT, utf8_sequences, valid_ranges
 
-__all__ = ["parse", "lower", "sre_constants", "MAXREPEAT", "MAX_NESTING", "RE_MAX_NESTING"]
+__all__ = [
+    "parse",
+    "lower",
+    "SharedDefinitions",
+    "sre_constants",
+    "MAXREPEAT",
+    "MAX_NESTING",
+    "RE_MAX_NESTING",
+]
 
 MAXREPEAT = sre_constants.MAXREPEAT
 MAX_NESTING = 5_000  # parenthesis depth of any pattern (the one-pass lowering is iterative)
@@ -374,29 +382,102 @@ def lower(
     shared: list[int] = []
     memo: dict[str, int] = {}  # group text -> term (``lower.fast_lower``), same placeholders
     texts = list(definitions or ())
-    for i, text in enumerate(texts + [pattern]):
-        boolean = boolean_operands(text, i) if i < len(texts) else None
+    for i, text in enumerate(texts):
+        shared.append(_lower_definition(text, i, arena, deadline, shared, memo))
+    return _lower_text(pattern, arena, deadline, shared, memo, True)
+
+
+def _lower_definition(
+    text: str, i: int, arena: TermArena, deadline: float, shared: list, memo: dict
+) -> int:
+    """The term of definition ``i`` (``shared`` holds the earlier ones it refers to)."""
+    boolean = boolean_operands(text, i)
+    if boolean is not None:
+        marker, ops = boolean
+        operands = [shared[j] for j in ops]
+        if marker == INTERSECT:
+            return arena.intersect(operands)
+        return arena.complement(operands[0])
+    data = raw_bytes(text)
+    if data is not None:  # bytes a regex cannot write (a special token's marker)
+        return arena.bytes_then(data, EPS)
+    return _lower_text(text, arena, deadline, shared, memo, False)
+
+
+def _lower_text(
+    text: str, arena: TermArena, deadline: float, shared: list, memo: dict, is_pattern: bool
+) -> int:
+    """The term of one regex text over the placeholders bound in ``shared``; the pattern
+    (``is_pattern``, a whole-output match) may carry end anchors, a definition keeps its.
+    """
+    lowering = _Lowering(arena, text, deadline, shared)
+    term = fast_lower(text, lowering, memo, MAX_NESTING)
+    if term is None:  # syntax the fast path leaves to re (or an error re reports)
+        tree = parse(text)  # at most RE_MAX_NESTING deep: the tree walk's recursion
+        if is_pattern:
+            stripped = _without_end_anchors(text)
+            if stripped != text:
+                term = fast_lower(stripped, lowering, memo, MAX_NESTING)
+                tree = parse(stripped) if term is None else tree
+    if term is None:
+        term = lowering.seq(list(tree), tree.state.flags)
+    return term
+
+
+class SharedDefinitions:
+    """Definitions lowered at most once into one arena for many patterns that use them.
+
+    The patterns of a grammar's terminals refer to one numbering of definitions (the raw
+    code point ``PLACEHOLDER_BASE + i`` stands for ``texts[i]``, as in ``lower``); each
+    definition a pattern needs is lowered on first need, and the group memo is shared, so
+    a definition used by many terminals costs one lowering instead of one per terminal.
+    Every term lives in ``arena``: the automata built on them share it (and so must be
+    used under one lock).
+
+    Args:
+        arena: the arena every term is interned in (mutated).
+        texts: the definitions; each refers to earlier ones only.
+        deadline: ``time.perf_counter()`` value past which lowering raises.
+    """
+
+    def __init__(self, arena: TermArena, texts: tuple[str, ...] | list[str], deadline: float):
+        self.arena = arena
+        self.texts = list(texts)
+        self.deadline = deadline
+        self._terms: list[int | None] = [None] * len(self.texts)
+        self._memo: dict[str, int] = {}
+
+    def _refs(self, text: str) -> set[int]:
+        boolean = boolean_operands(text, len(self.texts))
         if boolean is not None:
-            marker, ops = boolean
-            operands = [shared[j] for j in ops]
-            shared.append(
-                arena.intersect(operands) if marker == INTERSECT else arena.complement(operands[0])
-            )
-            continue
-        data = raw_bytes(text) if i < len(texts) else None
-        if data is not None:  # bytes a regex cannot write (a special token's marker)
-            shared.append(arena.bytes_then(data, EPS))
-            continue
-        lowering = _Lowering(arena, text, deadline, shared)
-        term = fast_lower(text, lowering, memo, MAX_NESTING)
-        if term is None:  # syntax the fast path leaves to re (or an error re reports)
-            tree = parse(text)  # at most RE_MAX_NESTING deep: the tree walk's recursion
-            if len(shared) == len(definitions or ()):  # the pattern: a whole-output match
-                stripped = _without_end_anchors(text)
-                if stripped != text:
-                    term = fast_lower(stripped, lowering, memo, MAX_NESTING)
-                    tree = parse(stripped) if term is None else tree
-        if term is None:
-            term = lowering.seq(list(tree), tree.state.flags)
-        shared.append(term)
-    return shared[-1]
+            return set(boolean[1])
+        if raw_bytes(text) is not None:
+            return set()
+        num = len(self.texts)
+        return {ord(c) - PLACEHOLDER_BASE for c in text if 0 <= ord(c) - PLACEHOLDER_BASE < num}
+
+    def lower(self, pattern: str, needs: frozenset[int] | set[int]) -> int | None:
+        """The term of ``pattern`` (fullmatch), lowering the definitions ``needs`` first.
+
+        Args:
+            pattern: the regex text (placeholders of this numbering).
+            needs: every definition ``pattern`` refers to, directly or through others.
+
+        Returns:
+            The term, or None when ``needs`` misses a definition the texts refer to or a
+            definition refers to a later one (the caller lowers the pattern on its own).
+
+        Raises:
+            RegexError, UnsupportedRegexError, GrammarTooComplexError: as ``lower``.
+        """
+        terms = self._terms
+        for i in sorted(needs):
+            if terms[i] is None:
+                if not all(j < i and j in needs for j in self._refs(self.texts[i])):
+                    return None
+                terms[i] = _lower_definition(
+                    self.texts[i], i, self.arena, self.deadline, terms, self._memo
+                )
+        if not self._refs(pattern) <= set(needs):
+            return None
+        return _lower_text(pattern, self.arena, self.deadline, terms, self._memo, True)

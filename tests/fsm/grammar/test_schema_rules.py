@@ -311,8 +311,10 @@ def test_a_terminal_with_no_string_drops_its_productions(monkeypatch) -> None:
 
     real = grammar_compile._lexer
 
-    def lexer(pattern, definitions, max_states, deadline):
-        return None if pattern == "z" else real(pattern, definitions, max_states, deadline)
+    def lexer(pattern, definitions, max_states, deadline, **shared):
+        return (
+            None if pattern == "z" else real(pattern, definitions, max_states, deadline, **shared)
+        )
 
     monkeypatch.setattr(grammar_compile, "_lexer", lexer)
     grammar_compile.clear_cache()

@@ -101,7 +101,7 @@ class EarleyCharts:
                         agenda.append(item)
             elif origin != SELF:  # complete: advance the items waiting at the origin
                 for q, qdot, qorigin in self.waiting[origin].get(self._lhs[p], ()):
-                    item = (q, qdot + 1, origin if qorigin == SELF else qorigin)
+                    item = self._item(q, qdot + 1, origin if qorigin == SELF else qorigin)
                     if item not in items:
                         items.add(item)
                         agenda.append(item)
@@ -131,6 +131,27 @@ class EarleyCharts:
         self.final.append(final)
         return nid
 
+    def _item(self, p: int, dot: int, origin: int) -> tuple[int, int, int]:
+        """The item ``(p, dot, origin)``, its origin moved to the top of a right-recursive
+        chain (Leo, 1991): when ``p`` waits on its last symbol and the one item waiting
+        for ``lhs(p)`` at ``origin`` is of the same nonterminal and also waits on its last
+        symbol, finishing ``p`` finishes that item, so ``p`` may as well have started
+        where that item did. Equal futures then give equal items: a run of ``- - - x``
+        or of a right-recursive list stays in one chart node instead of one per level.
+        """
+        rhs = self._rhs
+        if dot != len(rhs[p]) - 1:
+            return (p, dot, origin)
+        lhs = self._lhs[p]
+        while True:
+            above = self.waiting[origin].get(lhs)
+            if above is None or len(above) != 1:
+                return (p, dot, origin)
+            q, qdot, qorigin = above[0]
+            if qorigin == SELF or self._lhs[q] != lhs or qdot != len(rhs[q]) - 1:
+                return (p, dot, origin)
+            origin = qorigin
+
     def scan(self, node: int, terminal: int) -> int:
         """The node after one lexeme of ``terminal`` read at ``node`` (memoised).
 
@@ -141,7 +162,7 @@ class EarleyCharts:
         nid = self._scans.get(key)
         if nid is None:
             kernel = [
-                (p, dot + 1, node if origin == SELF else origin)
+                self._item(p, dot + 1, node if origin == SELF else origin)
                 for p, dot, origin in self.waiting[node].get(-1 - terminal, ())
             ]
             nid = self._scans[key] = self._node(kernel)

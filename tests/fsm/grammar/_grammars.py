@@ -42,12 +42,27 @@ start: group*
 group: "(" group* ")" | "[" group* "]" | "{" group ~ 0..2 "}"
 """
 
+# right recursion: runs of prefix operators and right-recursive lists (Leo's chains in
+# ``earley.py``), a chain that changes nonterminal (``"!" f``: not merged), and two items
+# waiting on one nonterminal (``"+" g`` / ``"+" g "!"``: not merged either)
+RIGHT_RECURSIVE = r"""
+start: e
+?e: "-" e | "!" f | "+" g | atom
+?f: "-" e | "~" f | atom
+?g: "+" g | "+" g "!" | atom
+?atom: INT | "(" e ")" | "[" list "]"
+list: e | e "," list
+%import common.INT
+%ignore " "
+"""
+
 LARK_GRAMMARS = {
     "arithmetic": ARITHMETIC,
     "nested_lists": NESTED_LISTS,
     "left_recursive": LEFT_RECURSIVE,
     "statements": STATEMENTS,
     "balanced": BALANCED,
+    "right_recursive": RIGHT_RECURSIVE,
 }
 
 # JSON (RFC 8259) in GBNF, as llama.cpp's json.gbnf writes it, made exact

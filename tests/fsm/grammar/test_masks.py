@@ -24,7 +24,13 @@ import torch
 
 from structgen.fsm import Vocabulary
 from structgen.fsm.grammar import compile_grammar
-from tests.fsm.grammar._grammars import ARITHMETIC, BALANCED, NESTED_LISTS, STATEMENTS
+from tests.fsm.grammar._grammars import (
+    ARITHMETIC,
+    BALANCED,
+    NESTED_LISTS,
+    RIGHT_RECURSIVE,
+    STATEMENTS,
+)
 
 SMALL_TOKENS = [
     b"<eos>",
@@ -65,6 +71,14 @@ SMALL_TOKENS = [
     b"else",
     b" {",
     b"} ",
+    b"--",
+    b"----",
+    b"- -",
+    b"!",
+    b"~",
+    b"!!",
+    b"+-",
+    b"-(",
 ]
 
 
@@ -133,13 +147,13 @@ def _walk_and_check(text, vocab, *, walks: int, steps: int, checked: int, seed: 
             prefix += vocab.token_bytes[tid]
 
 
-@pytest.mark.parametrize("text", [ARITHMETIC, NESTED_LISTS, STATEMENTS, BALANCED])
+@pytest.mark.parametrize("text", [ARITHMETIC, NESTED_LISTS, STATEMENTS, BALANCED, RIGHT_RECURSIVE])
 def test_masks_exact_small_vocab(text):
     vocab = Vocabulary(SMALL_TOKENS, eos_token_ids=[0])
     _walk_and_check(text, vocab, walks=3, steps=12, checked=6, seed=7)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("text", [ARITHMETIC, NESTED_LISTS, STATEMENTS])
+@pytest.mark.parametrize("text", [ARITHMETIC, NESTED_LISTS, STATEMENTS, RIGHT_RECURSIVE])
 def test_masks_exact_smollm2_vocab(text, smollm2_vocab):
     _walk_and_check(text, smollm2_vocab, walks=1, steps=6, checked=4, seed=3)

@@ -142,6 +142,41 @@ def test_repeated_statements_reuse_chart_nodes():
     assert g.dfa.charts.num_nodes == nodes
 
 
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [
+        ("- " * 300 + "1", True),
+        ("-" * 300, False),
+        ("!" + "~" * 40 + "-" * 40 + "1", True),
+        ("+" * 30 + "1" + "!" * 29, True),
+        ("+" * 30 + "1" + "!" * 30, False),
+        ("+" * 30 + "(1)" + "!" * 12, True),
+        ("[" + ", ".join(["-1"] * 40) + "]", True),
+        ("[" + ", ".join(["-1"] * 40) + ",]", False),
+        ("[1, [--2, !~3], (-[4])]", True),
+        ("!-~1", False),
+    ],
+)
+def test_right_recursive_chains_match_lark(text, ok):
+    """Leo's merged chains (``EarleyCharts._item``) accept what lark accepts."""
+    assert _lark_accepts("right_recursive", text) == ok
+    assert compile_grammar(LARK_GRAMMARS["right_recursive"]).matches(text) == ok
+
+
+def test_right_recursion_stays_in_a_few_chart_nodes():
+    """Runs of prefix operators and right-recursive lists grow no chart nodes past their
+    first levels (a chain's items start where its top does): 4 and 300 levels build the
+    same nodes."""
+
+    def nodes(k: int) -> int:
+        g = compile_grammar(LARK_GRAMMARS["right_recursive"])
+        text = b"[" + b"- " * k + b"1, " + b"-1, " * k + b"!" + b"~" * k + b"-" * k + b"1]"
+        assert g.dfa.is_accepting(g.dfa.walk(g.dfa.initial, text))
+        return g.dfa.charts.num_nodes
+
+    assert nodes(300) == nodes(4)
+
+
 TOOL_CALL = r"""
 start: call+
 call: "<call>" ("get_weather" | "search") ":" args "</call>"

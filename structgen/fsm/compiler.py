@@ -19,7 +19,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ..env import read as read_setting
-from ..errors import NoVocabularyError, RegexError, UnsupportedSchemaError
+from ..errors import ConfigError, NoVocabularyError, RegexError, UnsupportedSchemaError
 from .base import BaseCompiledGrammar
 from .index import masks, trie
 from .index.token_index import TokenIndex
@@ -195,6 +195,13 @@ def _fingerprint(vocab: Vocabulary | None) -> str | None:
     return None if vocab is None else vocab.fingerprint
 
 
+def _set_lexical_cache_bytes(vocab: Vocabulary | None, capacity: object) -> None:
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+        raise ConfigError(f"grammar_cache_bytes must be None or an int >= 0, got {capacity!r}")
+    if vocab is not None:
+        vocab.lexical_masks.set_capacity(capacity)
+
+
 def compile_spec(
     spec: RegexSpec,
     vocab: Vocabulary | None = None,
@@ -202,6 +209,7 @@ def compile_spec(
     max_states: int = DEFAULT_MAX_STATES,
     max_seconds: float = DEFAULT_MAX_SECONDS,
     max_convert_seconds: float = CONVERT_MAX_SECONDS,
+    grammar_cache_bytes: int | None = None,
 ) -> CompiledGrammar:
     """Compile a ``RegexSpec`` for ``vocab`` (cached by ``spec.cache_key()``, the budgets
     and the vocabulary).
@@ -215,6 +223,11 @@ def compile_spec(
             ``DEFAULT_MAX_SECONDS``, 10 s).
         max_convert_seconds: time budget of a JSON Schema's conversion to a regex
             (default ``CONVERT_MAX_SECONDS``, 10 s).
+        grammar_cache_bytes: when not None, the new byte bound of ``vocab``'s shared
+            lexical mask cache (``Vocabulary.lexical_masks``, evicting down to it; 0 turns
+            sharing off), as ``EngineConfig.grammar_cache_bytes`` sets it for an engine. It
+            holds for every later compile of the vocabulary and is not part of the cache
+            key (masks are the same with any bound).
 
     Returns:
         The grammar; its ``spec`` is ``spec.portable()`` (picklable). The budgets are
@@ -224,7 +237,10 @@ def compile_spec(
         RegexError, UnsupportedRegexError, GrammarTooComplexError: see ``regex_to_dfa``
             (``GrammarTooComplexError`` also when a budget is exceeded).
         InvalidSchemaError, UnsupportedSchemaError: see ``compile_json_schema``.
+        ConfigError: ``grammar_cache_bytes`` is not None or an int >= 0.
     """
+    if grammar_cache_bytes is not None:
+        _set_lexical_cache_bytes(vocab, grammar_cache_bytes)
 
     def build() -> CompiledGrammar:  # a cache hit skips the lowering (and a metaschema check)
         lowered = None
@@ -270,6 +286,7 @@ def compile_regex(
     definitions: list[str] | tuple[str, ...] = (),
     max_states: int = DEFAULT_MAX_STATES,
     max_seconds: float = DEFAULT_MAX_SECONDS,
+    grammar_cache_bytes: int | None = None,
 ) -> CompiledGrammar:
     r"""Compile a Python regex (fullmatch semantics) for ``vocab``.
 
@@ -283,15 +300,19 @@ def compile_regex(
             ``CompiledGrammar.definitions`` with its ``source_pattern``).
         max_states: the automaton's state budget, as in ``compile_spec``.
         max_seconds: the automaton's time budget, as in ``compile_spec``.
+        grammar_cache_bytes: the vocabulary's shared lexical mask cache bound, as in
+            ``compile_spec``.
 
     Raises:
         RegexError, UnsupportedRegexError, GrammarTooComplexError: see ``regex_to_dfa``.
+        ConfigError: a bad ``grammar_cache_bytes``.
     """
     return compile_spec(
         Regex(pattern, trigger, tuple(definitions)),
         vocab,
         max_states=max_states,
         max_seconds=max_seconds,
+        grammar_cache_bytes=grammar_cache_bytes,
     )
 
 
@@ -302,9 +323,10 @@ def compile_choice(
     trigger: str | None = None,
     max_states: int = DEFAULT_MAX_STATES,
     max_seconds: float = DEFAULT_MAX_SECONDS,
+    grammar_cache_bytes: int | None = None,
 ) -> CompiledGrammar:
     """Exactly one of ``choices`` (literal strings); ``trigger`` and the budgets as in
-    ``compile_regex``.
+    ``compile_regex``, ``grammar_cache_bytes`` as in ``compile_spec``.
 
     Raises:
         ValueError: ``choices`` is empty (``RequestError``, a ValueError: not all strings).
@@ -313,7 +335,11 @@ def compile_choice(
     if not choices:
         raise ValueError("compile_choice needs at least one choice")
     return compile_spec(
-        Choice(choices, trigger), vocab, max_states=max_states, max_seconds=max_seconds
+        Choice(choices, trigger),
+        vocab,
+        max_states=max_states,
+        max_seconds=max_seconds,
+        grammar_cache_bytes=grammar_cache_bytes,
     )
 
 
@@ -329,11 +355,13 @@ def compile_json_schema(
     max_states: int = DEFAULT_MAX_STATES,
     max_seconds: float = DEFAULT_MAX_SECONDS,
     max_convert_seconds: float = CONVERT_MAX_SECONDS,
+    grammar_cache_bytes: int | None = None,
 ) -> CompiledGrammar:
     """Compile a JSON Schema (dict, JSON string, or pydantic model class).
 
     See ``json_schema_to_regex`` for the supported subset and options; ``trigger`` as in
-    ``compile_regex`` (free text, then the JSON document); the budgets as in
+    ``compile_regex`` (free text, then the JSON document); the budgets and
+    ``grammar_cache_bytes`` (the vocabulary's shared lexical mask cache bound) as in
     ``compile_spec``.
 
     Raises:
@@ -354,4 +382,5 @@ def compile_json_schema(
         max_states=max_states,
         max_seconds=max_seconds,
         max_convert_seconds=max_convert_seconds,
+        grammar_cache_bytes=grammar_cache_bytes,
     )

@@ -16,7 +16,13 @@ import random
 import numpy as np
 import pytest
 
-from structgen.fsm import Vocabulary, clear_cache, compile_json_schema, compile_regex
+from structgen.fsm import (
+    Vocabulary,
+    clear_cache,
+    compile_choice,
+    compile_json_schema,
+    compile_regex,
+)
 from structgen.fsm.index.lexical_masks import LexicalMaskCache, head_key
 from structgen.fsm.regex.dfa import regex_to_dfa
 
@@ -150,6 +156,35 @@ def test_capacity_zero_walks_whole_and_stays_exact(vocab) -> None:
     for prefix in (b'{"', b'{"k":"', b'{"k":"v","'):
         _check(g, vocab, prefix)
     assert vocab.lexical_masks.stats()["lexical_cache_entries"] == 0
+
+
+def test_compile_keyword_sets_the_cache_bound(vocab) -> None:
+    """``compile_*(..., grammar_cache_bytes=N)`` bounds the vocabulary's cache (evicting down
+    to it at once); masks stay exact under the bound; bad bounds are a ConfigError."""
+    from structgen.errors import ConfigError
+
+    lex = vocab.lexical_masks
+    words = (vocab.vocab_size + 31) // 32
+    a = compile_regex(r'"[a-z]*"', vocab)
+    _check(a, vocab, b'"')
+    b = compile_regex(r'"[A-Z0-9]*"', vocab)
+    _check(b, vocab, b'"')
+    assert lex.stats()["lexical_cache_entries"] == 2
+    c = compile_json_schema(
+        {"type": "string", "maxLength": 3}, vocab, grammar_cache_bytes=4 * words
+    )
+    assert lex.capacity_bytes == 4 * words
+    assert lex.stats()["lexical_cache_entries"] == 1  # evicted down to one mask
+    _check(c, vocab, b'"')
+    assert lex.stats()["lexical_cache_bytes"] <= 4 * words
+    compile_choice(["ab", "cd"], vocab, grammar_cache_bytes=0)
+    assert lex.capacity_bytes == 0 and lex.stats()["lexical_cache_entries"] == 0
+    d = compile_regex(r'"[a-f]*"', vocab, grammar_cache_bytes=0)
+    _check(d, vocab, b'"')
+    assert lex.stats()["lexical_cache_entries"] == 0
+    for bad in (-1, 1.5, True, "64M"):
+        with pytest.raises(ConfigError, match="grammar_cache_bytes"):
+            compile_regex("a", vocab, grammar_cache_bytes=bad)
 
 
 def test_head_key_is_structural_across_arenas() -> None:

@@ -104,3 +104,13 @@ def test_a_copy_grammar_too_complex_falls_back_to_the_schema(tiny_engine, monkey
     res = extract(tiny_engine, schema, "Ann is 3.", return_details=True)
     assert res.copied_fields == ()
     jsonschema.validate(res.value, schema)
+
+
+def test_extract_applies_the_evidence_by_default(tiny_engine):
+    texts = ["Pets allowed, wifi included.", "No pets. No wifi."]
+    got = extract(tiny_engine, BOOL, texts)  # the random model's booleans, then the text's
+    assert got == [{"pets_allowed": True, "wifi": True}, {"pets_allowed": False, "wifi": False}]
+    raw = extract(tiny_engine, BOOL, texts, evidence=False, return_details=True)
+    for text, res, want in zip(texts, raw, got):
+        value, _ = apply_evidence(BOOL, text, res.value)
+        assert value == want  # the pass is exactly apply_evidence on the model's object

@@ -29,7 +29,7 @@ scored on the batched pass (the batch-1 pass for the peers without batching).
 
 Run:  python benchmarks/bench_extract.py [--peers structgen,llama.cpp,xgrammar]
       [--baseline-checkout DIR] [--limit N] [--batch1-docs 8] [--prompt-style NAME]
-      [--extract-kwargs '{"score_options": true}']
+      [--extract-kwargs '{"score_options": true}'] [--rescore-evidence RUN.json]
       [--json FILE] [--plot benchmarks/bench_extract.png]
 """
 
@@ -391,6 +391,34 @@ def rescore_options(path: Path, docs: list[scoring.Document], messages: list[Any
     return rows
 
 
+def rescore_evidence(path: Path, docs: list[scoring.Document]) -> dict:
+    """The structgen peers of an earlier ``--json`` file (run with ``evidence: false``)
+    with ``structgen.extraction.evidence.apply_evidence`` applied to each output: what
+    ``extract(evidence=True)`` returns for the same greedy generations (the rule reads
+    the text only). Returns rows named ``PEER+evidence`` beside the originals.
+    """
+    from structgen.extraction.evidence import apply_evidence
+
+    before = json.loads(path.read_text())
+    rows = {}
+    for peer, row in before.items():
+        if not peer.startswith("structgen"):
+            continue
+        by_id = {r["id"]: r for r in row["per_doc"]}
+        results = []
+        for doc in docs:
+            rec = dict(by_id[doc.id])
+            if rec["value"] is not None:
+                rec["value"], _ = apply_evidence(doc.schema, doc.text, rec["value"])
+            results.append(rec)
+        res = {"load_s": row["load_s"], "batch1": [], "results": results,
+               "batched_s_per_doc": None, "notes": ["evidence applied to the outputs"]}  # fmt: skip
+        new = score_peer(docs, res)
+        new["per_doc"] = results
+        rows[peer], rows[f"{peer}+evidence"] = row, new
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--peers", default="structgen,structgen-nocopy,llama.cpp,xgrammar")
@@ -408,6 +436,9 @@ def main() -> None:
     ap.add_argument("--rescore-options", type=Path, default=None,
                     help="an earlier --json: choose its structgen peers' enum and boolean "
                     "values again by score (no generation)")  # fmt: skip
+    ap.add_argument("--rescore-evidence", type=Path, default=None,
+                    help="an earlier --json run with evidence off: apply the evidence rules "
+                    "to its structgen peers' outputs (no generation)")  # fmt: skip
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--job", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
@@ -437,6 +468,14 @@ def main() -> None:
             for d in docs
         ],
     }
+    if args.rescore_evidence is not None:
+        ids = {r["id"] for row in json.loads(args.rescore_evidence.read_text()).values()
+               for r in row["per_doc"]}  # fmt: skip
+        rows = rescore_evidence(args.rescore_evidence, [d for d in docs if d.id in ids])
+        print(table(rows))
+        if args.json:
+            args.json.write_text(json.dumps(rows, ensure_ascii=False, indent=1))
+        return
     if args.rescore_options is not None:
         ids = {r["id"] for row in json.loads(args.rescore_options.read_text()).values()
                for r in row["per_doc"]}  # fmt: skip

@@ -8,9 +8,10 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from structgen.errors import ExtractionError, ExtractionTruncatedWarning
+from structgen.errors import ExtractionError, ExtractionTruncatedWarning, GrammarTooComplexError
 from structgen.extraction.choices import choose_options
-from structgen.extraction.copy import copy_constraint
+from structgen.extraction.copy import CopyConstraint, copy_constraint
+from structgen.extraction.evidence import EVIDENCE_DEFAULT, apply_evidence
 from structgen.extraction.prompt import extraction_messages
 from structgen.extraction.result import ExtractionResult
 from structgen.extraction.spans import choose_span_ends
@@ -36,6 +37,7 @@ def extract(
     copy: bool | None = None,
     score_span_ends: bool = False,
     score_options: bool | None = None,
+    evidence: bool | None = None,
     return_details: bool = False,
     on_result: Callable[[int, Any], None] | None = None,
 ) -> Any:
@@ -67,6 +69,11 @@ def extract(
             option in the context it was written in (``structgen.extraction.choices``;
             a few scoring requests per document as it finishes) instead of greedy's
             first-token choice; None: ``SCORE_OPTIONS_DEFAULT``.
+        evidence: decide boolean and number fields by where the text mentions the
+            field's name (``structgen.extraction.evidence``: a mention without a negation
+            makes a boolean true, with one false; a number takes the numeral next to
+            its name's mention), where the text settles them; no model call. None:
+            ``EVIDENCE_DEFAULT``.
         return_details: return an :class:`~structgen.extraction.result.ExtractionResult`
             (value, truncated, finish_reason, raw_text, copied_fields) per text instead
             of the bare value.
@@ -91,17 +98,23 @@ def extract(
     model_cls = schema if isinstance(schema, type) and hasattr(schema, "model_validate") else None
     sd = schema_for(schema)
     params = params or SamplingParams(max_tokens=DEFAULT_EXTRACT_MAX_TOKENS, temperature=0.0)
-    plans = [copy_constraint(sd, t, copy) for t in texts]
-    grammars = [plan.spec.compile(engine.vocab) for plan in plans]
+    plans, grammars = zip(
+        *(_compiled(copy_constraint(sd, t, copy), sd, engine.vocab) for t in texts)
+    )
+    plans = list(plans)
+    grammars = list(grammars)
     prompts = [extraction_messages(sd, t, instructions) for t in texts]
     results: list[Any] = [None] * len(prompts)
     scored = copy is not False and score_span_ends
     options = SCORE_OPTIONS_DEFAULT if score_options is None else score_options
+    by_text = EVIDENCE_DEFAULT if evidence is None else evidence
 
     def finish(i: int, out: Any) -> None:
         if options and out.finish_reason in ("stop", "length") and out.text:
             (text_i,) = choose_options(engine, sd, [prompts[i]], [out.text])
             out = dataclasses.replace(out, text=text_i)
+        if by_text and out.finish_reason in ("stop", "length") and out.text:
+            out = dataclasses.replace(out, text=_with_evidence(sd, texts[i], out.text))
         results[i] = _result(out, i, model_cls, sd, return_details, plans[i].copied_fields)
         if on_result is not None:
             on_result(i, results[i])
@@ -123,6 +136,35 @@ def extract(
         if failed is not None:
             raise failed
     return results[0] if single else results
+
+
+def _compiled(plan: CopyConstraint, schema: Any, vocab: Any) -> tuple[CopyConstraint, Any]:
+    """``(plan, grammar)`` of one document; a copy grammar too complex to compile (its
+    emptiness checks over the compile's budget) falls back to the schema's own grammar
+    for that document (no copied fields), as a field without a fitting span does.
+
+    Raises:
+        GrammarTooComplexError: the schema's own grammar is too complex.
+    """
+    try:
+        return plan, plan.spec.compile(vocab)
+    except GrammarTooComplexError:
+        if not plan.copied_fields:
+            raise
+    plain = copy_constraint(schema, "", False)
+    return plain, plain.spec.compile(vocab)
+
+
+def _with_evidence(schema: Any, text: str, raw: str) -> str:
+    """``raw`` (one output's JSON text) with ``apply_evidence``'s changes, written
+    compactly; unchanged when it does not parse or nothing changes.
+    """
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+    new, changed = apply_evidence(schema, text, value)
+    return json.dumps(new, ensure_ascii=False, separators=(",", ":")) if changed else raw
 
 
 def _result(

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from typing import Any
 
-__all__ = ["numerals", "json_numeral"]
+__all__ = ["numerals", "numeral_spans", "json_numeral"]
 
 _SMALL = {
     w: i
@@ -71,11 +72,16 @@ def _word_values(text: str) -> list[Decimal]:
     five``, ``a dozen``); two number words in a row that do not compose (``two three``)
     are two numbers.
     """
+    return [value for value, _, _ in _word_phrases(text)]
+
+
+def _word_phrases(text: str) -> list[tuple[Decimal, int, int]]:
+    """``(value, start, end)`` of each English number phrase in ``text`` (``_word_values``)."""
     words = [(m.group().lower(), m.start(), m.end()) for m in _WORD.finditer(text)]
-    phrases: list[list[str]] = []
-    phrase: list[str] = []
+    phrases: list[list[tuple[str, int, int]]] = []
+    phrase: list[tuple[str, int, int]] = []
     last = ""  # the kind of the phrase's last number word: small, tens, scale
-    for k, (w, start, _) in enumerate(words):
+    for k, (w, start, end) in enumerate(words):
         joined = k > 0 and not text[words[k - 1][2] : start].strip(" -")
         if not (phrase and joined):
             phrase, last = _flush(phrases, phrase), ""
@@ -87,13 +93,13 @@ def _word_values(text: str) -> list[Decimal]:
             )
             if not composes:
                 phrase = _flush(phrases, phrase)
-            phrase.append(w)
+            phrase.append((w, start, end))
             last = kind
         elif w in _SCALES or w == "dozen":
-            phrase.append(w)
+            phrase.append((w, start, end))
             last = "scale"
         elif w in ("a", "an") and not phrase and (nxt in _SCALES or nxt == "dozen"):
-            phrase.append("one")
+            phrase.append(("one", start, end))
             last = "small"
         elif w == "and" and phrase and last == "scale" and (nxt in _SMALL or nxt in _TENS):
             continue
@@ -102,10 +108,10 @@ def _word_values(text: str) -> list[Decimal]:
     _flush(phrases, phrase)
     out = []
     for ph in phrases:
-        if not any(w in _SMALL or w in _TENS for w in ph):
+        if not any(w in _SMALL or w in _TENS for w, _, _ in ph):
             continue  # "hundred" alone
         total = current = 0
-        for w in ph:
+        for w, _, _ in ph:
             if w in _SMALL or w in _TENS:
                 current += _SMALL.get(w, 0) + _TENS.get(w, 0)
             elif w == "hundred":
@@ -115,15 +121,41 @@ def _word_values(text: str) -> list[Decimal]:
             else:
                 total += (current or 1) * _SCALES[w]
                 current = 0
-        out.append(Decimal(total + current))
+        out.append((Decimal(total + current), ph[0][1], ph[-1][2]))
     return out
 
 
-def _flush(phrases: list[list[str]], phrase: list[str]) -> list[str]:
+def _flush(phrases: list[list[Any]], phrase: list[Any]) -> list[Any]:
     """Close ``phrase`` (kept when not empty); a new empty phrase."""
     if phrase:
         phrases.append(phrase)
     return []
+
+
+def numeral_spans(text: str) -> list[tuple[int, int, tuple[Decimal, ...]]]:
+    """Where ``text`` writes each numeral, with its readings.
+
+    Args:
+        text: the source text.
+
+    Returns:
+        ``(start, end, values)`` per digit run or number phrase, ordered by ``start``:
+        character offsets of the numeral in ``text`` and every value it may be read as
+        (``numerals``' rules: ``3.500`` as 3500 and 3.5, ``-12`` as -12 and 12).
+    """
+    found: list[tuple[int, int, tuple[Decimal, ...]]] = []
+    for m in _DIGITS.finditer(text):
+        run = m.group().rstrip(",.' \u00a0\u202f")
+        before = text[max(0, m.start() - 2) : m.start()]
+        values: list[Decimal] = []
+        for v in _digit_values(run):
+            values.append(v)
+            negative = before.endswith("-") or before.endswith(tuple("-" + c for c in _CURRENCY))
+            if negative and not re.search(r"[0-9A-Za-z]-$", before):
+                values.append(-v)
+        found.append((m.start(), m.start() + len(run), tuple(values)))
+    found.extend((start, end, (v,)) for v, start, end in _word_phrases(text))
+    return sorted(found, key=lambda f: f[0])
 
 
 def numerals(text: str) -> list[Decimal]:

@@ -114,10 +114,11 @@ class BaseEngine(RequestFactory, abc.ABC):
         return_details: bool = False,
         score_span_ends: bool = False,
         score_options: bool | None = None,
+        evidence: bool | None = None,
     ) -> Any:
         """Extract a schema-valid object from each text (see
         :func:`structgen.extraction.extract`: ``copy`` (copy constraints),
-        ``score_span_ends`` and ``score_options`` as there).
+        ``score_span_ends``, ``score_options`` and ``evidence`` as there).
         """
         from structgen.extraction import extract
 
@@ -131,6 +132,7 @@ class BaseEngine(RequestFactory, abc.ABC):
             copy=copy,
             score_span_ends=score_span_ends,
             score_options=score_options,
+            evidence=evidence,
             return_details=return_details,
         )
 

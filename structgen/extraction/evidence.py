@@ -1,0 +1,287 @@
+"""Boolean and number fields decided by where the text mentions the field's name.
+
+A 135M model writing JSON under a grammar has two systematic failures that the text
+itself can settle: it writes ``false`` for most booleans whatever the text says, and it
+picks the wrong one of the text's numerals for a number field (``"guests": 12`` for
+"two guests"). ``apply_evidence`` revisits such fields of a finished object with two
+rules, stated on the field's name (its key split at ``_``, case changes and digits, each
+word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
+``included``, ``required``, ``number`` do not count):
+
+* **boolean**: the text *mentions* the field when all the name's words occur (as stems,
+  or one stem the prefix of the other, four letters at least) within a window of four
+  words. A mention in a clause (text between ``.``, ``;``, ``!``, ``?``, ``,``, ``(``,
+  ``)``, ``·``, ``|`` and line breaks) with a negation (``no``, ``not``, ``without``,
+  ``never``, ``none``, ``non``, ``n't``, ``ex``, ``former``, ``quit``, ...) reads false,
+  one without reads true; the field is true when some mention reads true, false when
+  every mention reads false.
+  Unmentioned: the model's value stays.
+* **number** (``integer`` / ``number``): a text word matching any of the name's words is
+  a mention; the numeral (``structgen.fsm.numerals.numeral_spans``) nearest to a
+  mention, in the same clause and at most three words away, whose reading the field's
+  type and bounds accept, is the value (a tie goes to the numeral before the mention:
+  English writes "4 guests"). Unmentioned, or when two sibling number fields would take
+  the same numeral: the model's value stays.
+
+A replacement is kept only when the object stays valid under the schema (``jsonschema``).
+The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
+and ``EVIDENCE_DEFAULT`` is the measured default (``benchmarks/RESULTS.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from decimal import Decimal
+from typing import Any
+
+import jsonschema
+
+from structgen.fsm.numerals import numeral_spans
+
+__all__ = ["EVIDENCE_DEFAULT", "apply_evidence", "name_stems", "stem"]
+
+EVIDENCE_DEFAULT = True
+
+_GENERIC = frozenset(
+    "has have is are was can may allowed allow included include includes required "
+    "require needed number num no nr count id of the a an in on at per to for by with".split()
+)
+_NEGATIONS = frozenset(
+    "no not without never none non nothing neither nor cannot cant isnt doesnt dont "
+    "wont wasnt arent excluded excluding ex former quit stopped".split()
+)
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ers", "er", "ies", "es", "ed", "s", "e", "y")
+_WORD = re.compile(r"[^\W_]+")
+_CLAUSE = re.compile(r"[.;!?,()\[\]·|\n]+(?:\s|$)|[;!?()\[\]·|\n]")
+_WINDOW_BOOL = 4
+_WINDOW_NUMBER = 3
+_MAX_REF_DEPTH = 32
+
+
+def stem(word: str) -> str:
+    """``word`` lowercased with one common English suffix removed (at least three letters
+    stay): ``servings`` and ``serves`` -> ``serv``, ``smoker`` -> ``smok``.
+    """
+    w = word.lower()
+    for suf in _SUFFIXES:
+        if w.endswith(suf) and len(w) - len(suf) >= 3:
+            return w[: -len(suf)]
+    return w
+
+
+def name_stems(key: str) -> list[str]:
+    """The stems of a field name's words that count for a mention (module docstring):
+    ``breakfast_included`` -> ``["breakfast"]``, ``area_m2`` -> ``["area", "m2"]``.
+    """
+    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", key)
+    words = [w for w in re.split(r"[\W_]+", spaced) if w]
+    return [stem(w) for w in words if w.lower() not in _GENERIC and len(w) >= 2]
+
+
+def _matches(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    return len(short) >= 4 and long_.startswith(short)
+
+
+class _Text:
+    """A text as normalised words with their offsets and clause numbers."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        bounds = [m.start() for m in _CLAUSE.finditer(text)]
+        self.words: list[tuple[str, int, int, int]] = []  # (stem, start, end, clause)
+        self.raw: list[str] = []
+        clause = 0
+        for m in _WORD.finditer(text):
+            while clause < len(bounds) and bounds[clause] < m.start():
+                clause += 1
+            word = unicodedata.normalize("NFKC", m.group()).lower()
+            self.words.append((stem(word), m.start(), m.end(), clause))
+            self.raw.append(word)
+
+    def word_at(self, offset: int) -> int:
+        """The index of the word holding (or first after) a character offset."""
+        for k, (_, _start, end, _) in enumerate(self.words):
+            if end > offset:
+                return k
+        return len(self.words)
+
+    def negated(self, k: int) -> bool:
+        """Whether word ``k``'s clause holds a negation."""
+        clause = self.words[k][3]
+        for j, (_, start, _, c) in enumerate(self.words):
+            if c != clause:
+                continue
+            raw = self.raw[j]
+            if (
+                raw in _NEGATIONS
+                or raw.endswith("n't")
+                or raw == "t"
+                and j > 0
+                and (self.text[start - 1 : start] in "'’" and self.raw[j - 1].endswith("n"))
+            ):
+                return True
+        return False
+
+
+def _bool_value(doc: _Text, stems: list[str]) -> bool | None:
+    """The boolean rule of the module docstring; None when the text does not mention it."""
+    if not stems:
+        return None
+    readings = []
+    for k, (w, _, _, clause) in enumerate(doc.words):
+        if not _matches(w, stems[0]):
+            continue
+        window = [
+            j
+            for j in range(max(0, k - _WINDOW_BOOL), min(len(doc.words), k + _WINDOW_BOOL + 1))
+            if doc.words[j][3] == clause
+        ]
+        if all(any(_matches(doc.words[j][0], s) for j in window) for s in stems[1:]):
+            readings.append(not doc.negated(k))
+    if not readings:
+        return None
+    return any(readings)
+
+
+def _accepts(sub: dict, value: Decimal) -> bool:
+    types = sub.get("type")
+    types = [types] if isinstance(types, str) else list(types or ())
+    if "integer" in types and "number" not in types and value != value.to_integral_value():
+        return False
+    lo, hi = sub.get("minimum"), sub.get("maximum")
+    if lo is not None and value < Decimal(str(lo)) or hi is not None and value > Decimal(str(hi)):
+        return False
+    xlo, xhi = sub.get("exclusiveMinimum"), sub.get("exclusiveMaximum")
+    if isinstance(xlo, (int, float)) and not isinstance(xlo, bool) and value <= Decimal(str(xlo)):
+        return False
+    return not (
+        isinstance(xhi, (int, float)) and not isinstance(xhi, bool) and value >= Decimal(str(xhi))
+    )
+
+
+def _number_value(doc: _Text, spans: list, stems: list[str], sub: dict) -> Decimal | None:
+    """The number rule of the module docstring; None when no mention decides it."""
+    mentions = [k for k, (w, _, _, _) in enumerate(doc.words) if any(_matches(w, s) for s in stems)]
+    best: tuple[int, int, Decimal] | None = None
+    for start, end, values in spans:
+        first, last = doc.word_at(start), doc.word_at(max(start, end - 1))
+        if first >= len(doc.words):
+            continue
+        fitting = [v for v in values if _accepts(sub, v)]
+        if not fitting:
+            continue
+        for k in mentions:
+            if doc.words[k][3] != doc.words[first][3] or first <= k <= last:
+                continue
+            dist = first - k if k < first else k - last
+            if dist > _WINDOW_NUMBER:
+                continue
+            rank = (dist, 0 if last < k else 1)
+            if best is None or rank < best[:2]:
+                best = (*rank, fitting[0])
+    return None if best is None else best[2]
+
+
+def _resolve(root: Any, sub: Any) -> Any:
+    for _ in range(_MAX_REF_DEPTH):
+        if not (isinstance(sub, dict) and isinstance(sub.get("$ref"), str)):
+            return sub
+        node: Any = root
+        for part in [p for p in sub["$ref"].lstrip("#").split("/") if p]:
+            node = (
+                node.get(part.replace("~1", "/").replace("~0", "~"))
+                if isinstance(node, dict)
+                else None
+            )
+        sub = node if isinstance(node, dict) else {}
+    return {}
+
+
+def _kind(root: Any, sub: Any) -> tuple[str | None, dict]:
+    """``("boolean" | "number" | None, the non-null branch)`` of a property's subschema."""
+    sub = _resolve(root, sub)
+    if not isinstance(sub, dict) or "enum" in sub or "const" in sub:
+        return None, {}
+    for key in ("anyOf", "oneOf"):
+        branches = sub.get(key)
+        if isinstance(branches, list):
+            rest = [b for b in (_resolve(root, b) for b in branches) if b != {"type": "null"}]
+            if len(rest) != 1 or not isinstance(rest[0], dict):
+                return None, {}
+            return _kind(root, rest[0])
+    types = sub.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    main = types - {"null"}
+    if main == {"boolean"}:
+        return "boolean", sub
+    if main and main <= {"integer", "number"}:
+        return "number", sub
+    return None, {}
+
+
+def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
+    """One finished object with its boolean and number fields decided by the text's
+    mentions of their names (module docstring).
+
+    Args:
+        schema: the JSON Schema (a dict) ``value`` is valid under.
+        text: the document the object was extracted from.
+        value: the extracted object (a dict; anything else is returned as it is).
+
+    Returns:
+        ``(object, changed)``: the object (a new dict where a field changed) and the
+        dotted paths of the fields changed, in schema order.
+    """
+    if not isinstance(schema, dict) or not isinstance(value, dict):
+        return value, []
+    doc = _Text(text)
+    spans = numeral_spans(text)
+    out = json.loads(json.dumps(value))
+    changed: list[str] = []
+
+    def walk(sub: Any, node: dict, path: str, depth: int) -> None:
+        sub = _resolve(schema, sub)
+        if not isinstance(sub, dict) or depth > _MAX_REF_DEPTH:
+            return
+        numbers: dict[str, Decimal] = {}
+        for name, prop in (sub.get("properties") or {}).items():
+            if name not in node:
+                continue
+            kind, branch = _kind(schema, prop)
+            stems = name_stems(name)
+            if kind == "boolean" and isinstance(node[name], bool):
+                found = _bool_value(doc, stems)
+                if found is not None and found != node[name]:
+                    node[name] = found
+                    changed.append(path + name)
+            elif kind == "number" and stems:
+                found_n = _number_value(doc, spans, stems, branch)
+                if found_n is not None:
+                    numbers[name] = found_n
+            elif isinstance(node[name], dict):
+                walk(prop, node[name], f"{path}{name}.", depth + 1)
+        shared = [v for v in numbers.values()]
+        for name, num in numbers.items():
+            if shared.count(num) > 1:
+                continue  # two siblings point at one numeral: the model decides
+            new: Any = int(num) if num == num.to_integral_value() else float(num)
+            current = node[name]
+            if isinstance(current, bool) or (
+                isinstance(current, (int, float)) and Decimal(str(current)) == num
+            ):
+                continue
+            node[name] = new
+            changed.append(path + name)
+
+    walk(schema, out, "", 0)
+    if not changed:
+        return value, []
+    checker = jsonschema.validators.validator_for(schema)(schema)
+    if not checker.is_valid(out):
+        return value, []
+    return out, changed

@@ -1,0 +1,116 @@
+"""Boolean and number fields decided by the text's mentions of their names
+(``structgen.extraction.evidence``), and the positioned numerals they read."""
+
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+
+import jsonschema
+import pytest
+
+from structgen.errors import GrammarTooComplexError
+from structgen.extraction import extract
+from structgen.extraction.evidence import apply_evidence, name_stems
+from structgen.fsm.numerals import numeral_spans, numerals
+
+BOOL = {
+    "type": "object",
+    "properties": {"pets_allowed": {"type": "boolean"}, "wifi": {"type": "boolean"}},
+    "required": ["pets_allowed", "wifi"],
+}
+NUM = {
+    "type": "object",
+    "properties": {
+        "rooms": {"type": "integer", "minimum": 1, "maximum": 20},
+        "floor": {"type": ["integer", "null"]},
+        "price": {"type": "number"},
+    },
+    "required": ["rooms", "floor", "price"],
+}
+
+
+def test_name_stems_drop_generic_words():
+    assert name_stems("breakfast_included") == ["breakfast"]
+    assert name_stems("has_parking") == ["park"]
+    assert name_stems("areaM2") == ["area", "m2"]
+    assert name_stems("servings") == name_stems("serves")
+
+
+@pytest.mark.parametrize(
+    ("text", "pets", "wifi"),
+    [
+        ("Pets are allowed. Free wifi in every room.", True, True),
+        ("No pets, sorry. Wifi: none.", False, False),
+        ("A quiet flat; pet friendly; the wifi is not working.", True, False),
+        ("A quiet flat with a view.", False, False),  # unmentioned: the model's value
+        ("Pets: no (wifi included)", False, True),
+    ],
+)
+def test_boolean_follows_its_mention(text, pets, wifi):
+    value, _ = apply_evidence(BOOL, text, {"pets_allowed": False, "wifi": False})
+    assert value == {"pets_allowed": pets, "wifi": wifi}
+
+
+def test_number_takes_the_numeral_next_to_its_name():
+    text = "Built in 1994, the flat has three rooms on floor 4. Price: 1,250,000 (negotiable)."
+    value, changed = apply_evidence(NUM, text, {"rooms": 4, "floor": None, "price": 1994})
+    assert value == {"rooms": 3, "floor": 4, "price": 1250000}
+    assert changed == ["rooms", "floor", "price"]
+    jsonschema.validate(value, NUM)
+
+
+def test_number_outside_bounds_or_unmentioned_keeps_the_model_value():
+    text = "It has 45 rooms. Asking 300 000."  # 45 > maximum; price never named
+    before = {"rooms": 2, "floor": 1, "price": 7}
+    assert apply_evidence(NUM, text, before) == (before, [])
+
+
+def test_siblings_pointing_at_one_numeral_are_left_to_the_model():
+    schema = {
+        "type": "object",
+        "properties": {"salary_min": {"type": "number"}, "salary_max": {"type": "number"}},
+    }
+    before = {"salary_min": 1, "salary_max": 2}
+    assert apply_evidence(schema, "Salary 50,000 or 60,000.", before) == (before, [])
+
+
+def _words(rng: random.Random) -> str:
+    vocab = ["3", "1,250", "4.5", "two", "forty-one", "a dozen", "€12", "-7", "x", "rooms",
+             "1 250 000", "3.500", "and", "hundred", "2'400"]  # fmt: skip
+    return " ".join(rng.choice(vocab) for _ in range(rng.randint(1, 12)))
+
+
+def test_numeral_spans_agree_with_numerals():
+    rng = random.Random(7)
+    for _ in range(300):
+        text = _words(rng)
+        spans = numeral_spans(text)
+        got = {v.normalize() for _, _, vs in spans for v in vs}
+        assert got == {v.normalize() for v in numerals(text)}, text
+        for start, end, values in spans:  # each span alone reads as the same values
+            alone = {v.normalize() for v in numerals(text[start:end])}
+            assert {v.normalize() for v in values if v >= 0} <= alone | {Decimal(0)}, text
+
+
+def test_a_copy_grammar_too_complex_falls_back_to_the_schema(tiny_engine, monkeypatch):
+    from structgen.fsm.json_schema.copy import CopyJsonSchema
+
+    def refuse(self, vocab):
+        raise GrammarTooComplexError("budget exceeded")
+
+    monkeypatch.setattr(CopyJsonSchema, "compile", refuse)
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 5}}}
+    res = extract(tiny_engine, schema, "Ann is 3.", return_details=True)
+    assert res.copied_fields == ()
+    jsonschema.validate(res.value, schema)
+
+
+def test_extract_applies_the_evidence_by_default(tiny_engine):
+    texts = ["Pets allowed, wifi included.", "No pets. No wifi."]
+    got = extract(tiny_engine, BOOL, texts)  # the random model's booleans, then the text's
+    assert got == [{"pets_allowed": True, "wifi": True}, {"pets_allowed": False, "wifi": False}]
+    raw = extract(tiny_engine, BOOL, texts, evidence=False, return_details=True)
+    for text, res, want in zip(texts, raw, got):
+        value, _ = apply_evidence(BOOL, text, res.value)
+        assert value == want  # the pass is exactly apply_evidence on the model's object

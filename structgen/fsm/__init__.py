@@ -26,19 +26,22 @@ from __future__ import annotations
 from .base import BaseCompiledGrammar, BaseMatcher
 from .compiler import (
     CompiledGrammar,
-    clear_cache,
     compile_choice,
     compile_json_schema,
     compile_regex,
     compile_spec,
 )
+from .compiler import clear_cache as _clear_compiled
 from .grammar import compile_grammar
+from .grammar.compile import clear_cache as _clear_cfg
+from .grammar.union import clear_cache as _clear_alternatives
 from .index.token_index import TokenIndex
 from .index.vocabulary import Vocabulary
 from .json_schema import json_schema_to_regex
 from .matcher import Matcher
 from .regex.dfa import ByteDFA, regex_to_dfa
 from .spec import schema_for
+from .tags.grammar import clear_cache as _clear_tags
 
 __all__ = [
     "Vocabulary",
@@ -58,3 +61,17 @@ __all__ = [
     "regex_to_dfa",
     "schema_for",
 ]
+
+
+def clear_cache() -> None:
+    """Drop every cached compiled grammar.
+
+    Clears the regex / JSON Schema / choice compile cache, the context-free grammar cache
+    (``compile_grammar``), the structural-tag grammar cache and the cache of ``select``
+    alternatives. The vocabulary's shared lexical mask cache is not a compile cache and
+    stays (bound it with ``grammar_cache_bytes``).
+    """
+    _clear_compiled()
+    _clear_cfg()
+    _clear_alternatives()
+    _clear_tags()

@@ -129,3 +129,23 @@ def test_the_regex_implementation_is_a_grammar_interface_and_fills_batches():
     batched = torch.zeros((3, 1), dtype=torch.int32)
     BaseMatcher.fill_bitmask_batch([first, second], batched, [2, 0])
     assert torch.equal(batched, one_by_one) and batched[1].item() == 0
+
+
+def test_clear_cache_drops_every_grammar_cache():
+    """fsm.clear_cache empties the regex, context-free, structural-tag and select caches."""
+    from structgen.fsm import compile_grammar
+    from structgen.fsm.grammar import compile as cfg_compile
+    from structgen.fsm.grammar import union
+    from structgen.fsm.tags import grammar as tag_grammar
+
+    text = 'root ::= "a" root | "b"'
+    first = compile_grammar(text, syntax="gbnf")
+    assert compile_grammar(text, syntax="gbnf") is first  # cached
+    cfg_compile._cache[("probe",)] = first
+    union._cache[("probe",)] = first
+    tag_grammar._cache[("probe",)] = first
+    clear_cache()
+    assert not cfg_compile._cache and not union._cache and not tag_grammar._cache
+    again = compile_grammar(text, syntax="gbnf")
+    assert again is not first
+    assert again.matches("aab") and not again.matches("aa")

@@ -30,6 +30,12 @@ _cache: OrderedDict[tuple, Any] = OrderedDict()
 _lock = threading.Lock()
 
 
+def clear_cache() -> None:
+    """Drop every cached compiled grammar of this module."""
+    with _lock:
+        _cache.clear()
+
+
 @dataclass(frozen=True)
 class GrammarAlternatives(Grammar):
     """Output must be exactly one of ``options``.

@@ -38,6 +38,14 @@ __all__ = ["has_grammar", "compile_with_grammars"]
 CACHE_SIZE = 32
 _cache: OrderedDict[tuple, BaseCompiledGrammar] = OrderedDict()
 _lock = threading.Lock()
+
+
+def clear_cache() -> None:
+    """Drop every cached compiled grammar of this module."""
+    with _lock:
+        _cache.clear()
+
+
 _START = "_st_start"
 
 

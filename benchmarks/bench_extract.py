@@ -355,6 +355,29 @@ def plot(rows: dict[str, dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def _rescored(path: Path, docs: list[scoring.Document], suffix: str, fix) -> dict:
+    """The structgen peers of an earlier ``--json`` file, each document's record passed
+    through ``fix(i, doc, rec) -> rec`` and scored again; rows named ``PEER+SUFFIX``
+    beside the originals, with the pass's seconds per document in the notes.
+    """
+    before = json.loads(path.read_text())
+    rows = {}
+    for peer, row in before.items():
+        if not peer.startswith("structgen"):
+            continue
+        by_id = {r["id"]: r for r in row["per_doc"]}
+        t0 = time.perf_counter()
+        results = [fix(i, doc, dict(by_id[doc.id])) for i, doc in enumerate(docs)]
+        took = (time.perf_counter() - t0) / len(docs)
+        res = {"load_s": row["load_s"], "batch1": [], "results": results,
+               "batched_s_per_doc": None, "notes": [f"{suffix} pass {took:.3f} s/doc"]}  # fmt: skip
+        new = score_peer(docs, res)
+        new["per_doc"] = results
+        rows[peer], rows[f"{peer}+{suffix}"] = row, new
+        print(f"{peer}+{suffix}", {k: v for k, v in new.items() if k != "per_doc"})
+    return rows
+
+
 def rescore_options(path: Path, docs: list[scoring.Document], messages: list[Any]) -> dict:
     """The structgen peers of an earlier ``--json`` file with every enum and boolean value
     chosen again by score (``structgen.extraction.choices``) from their raw outputs: what
@@ -364,31 +387,16 @@ def rescore_options(path: Path, docs: list[scoring.Document], messages: list[Any
     from structgen import Engine
     from structgen.extraction.choices import choose_options
 
-    before = json.loads(path.read_text())
     engine = Engine()
-    rows = {}
-    for peer, row in before.items():
-        if not peer.startswith("structgen"):
-            continue
-        by_id = {r["id"]: r for r in row["per_doc"]}
-        results = []
-        t0 = time.perf_counter()
-        for doc, msgs in zip(docs, messages):
-            rec = dict(by_id[doc.id])
-            if rec["finish_reason"] in ("stop", "length") and rec["raw_text"]:
-                (raw,) = choose_options(engine, doc.schema, [msgs], [rec["raw_text"]])
-                if raw != rec["raw_text"]:
-                    rec["raw_text"], rec["value"] = raw, json.loads(raw)
-            results.append(rec)
-        took = (time.perf_counter() - t0) / len(docs)
-        note = f"rescoring pass {took:.3f} s/doc"
-        res = {"load_s": row["load_s"], "batch1": [], "results": results,
-               "batched_s_per_doc": None, "notes": [note]}  # fmt: skip
-        new = score_peer(docs, res)
-        rows[peer], rows[f"{peer}+score_options"] = row, new
-        print(f"{peer}+score_options", {k: v for k, v in new.items()})
-        new["per_doc"] = results
-    return rows
+
+    def fix(i: int, doc: scoring.Document, rec: dict) -> dict:
+        if rec["finish_reason"] in ("stop", "length") and rec["raw_text"]:
+            (raw,) = choose_options(engine, doc.schema, [messages[i]], [rec["raw_text"]])
+            if raw != rec["raw_text"]:
+                rec["raw_text"], rec["value"] = raw, json.loads(raw)
+        return rec
+
+    return _rescored(path, docs, "score_options", fix)
 
 
 def rescore_evidence(path: Path, docs: list[scoring.Document]) -> dict:
@@ -399,24 +407,12 @@ def rescore_evidence(path: Path, docs: list[scoring.Document]) -> dict:
     """
     from structgen.extraction.evidence import apply_evidence
 
-    before = json.loads(path.read_text())
-    rows = {}
-    for peer, row in before.items():
-        if not peer.startswith("structgen"):
-            continue
-        by_id = {r["id"]: r for r in row["per_doc"]}
-        results = []
-        for doc in docs:
-            rec = dict(by_id[doc.id])
-            if rec["value"] is not None:
-                rec["value"], _ = apply_evidence(doc.schema, doc.text, rec["value"])
-            results.append(rec)
-        res = {"load_s": row["load_s"], "batch1": [], "results": results,
-               "batched_s_per_doc": None, "notes": ["evidence applied to the outputs"]}  # fmt: skip
-        new = score_peer(docs, res)
-        new["per_doc"] = results
-        rows[peer], rows[f"{peer}+evidence"] = row, new
-    return rows
+    def fix(i: int, doc: scoring.Document, rec: dict) -> dict:
+        if rec["value"] is not None:
+            rec["value"], _ = apply_evidence(doc.schema, doc.text, rec["value"])
+        return rec
+
+    return _rescored(path, docs, "evidence", fix)
 
 
 def main() -> None:

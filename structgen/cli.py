@@ -306,8 +306,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 _QUANTIZATION_HELP = (
-    "EngineConfig.quantization: gguf (keep a GGUF file's blocks quantized), int8, int4, ...; "
-    "default: the engine's"
+    "EngineConfig.quantization: gguf (keep a GGUF file's blocks quantized), int8, int4, ..., "
+    "none (float weights: exact); default auto (gguf for a GGUF file on CPU)"
 )
 
 

@@ -132,8 +132,12 @@ class EngineConfig:
             to a SpeculativeConfig.
         quantization: weight quantization: None (weights in ``dtype``), ``"int8"`` (per
             output channel), ``"int4"`` / ``"int4-g32"`` / ``"int4-g64"`` / ``"int4-g128"``
-            (group-wise with zero points), or ``"gguf"`` (keep a GGUF file's Q8_0/Q4_0/Q4_1
-            blocks quantized in memory). See ``structgen.runtime.quantization``.
+            (group-wise with zero points), ``"gguf"`` (keep a GGUF file's Q8_0/Q4_0/Q4_1/Q6_K
+            blocks quantized in memory) or ``"auto"`` (the default: ``"gguf"`` for a GGUF
+            file on one CPU process, the fastest configuration whose greedy output does not
+            depend on batch composition; None otherwise). ``None`` (float weights, a GGUF file
+            dequantized) is the configuration exact against transformers. See
+            ``structgen.runtime.quantization``.
         tensor_parallel_size: ranks that split every layer (Megatron-style; needs float
             weights, ``quantization=None``); ranks 1.. are worker processes. See
             ``structgen.runtime.distributed``.
@@ -188,7 +192,7 @@ class EngineConfig:
     num_threads: int | None = None
     jump_forward: bool = True
     speculative: Any = None
-    quantization: str | None = None
+    quantization: str | None = "auto"
     tensor_parallel_size: int = 1
     data_parallel_size: int = 1
     dist_timeout_s: float = 60.0
@@ -202,7 +206,8 @@ class EngineConfig:
     def __post_init__(self) -> None:
         from structgen.runtime.quantization import check_quantization
 
-        check_quantization(self.quantization)  # raises ConfigError naming the method
+        if self.quantization != "auto":
+            check_quantization(self.quantization)  # raises ConfigError naming the method
         object.__setattr__(self, "speculative", SpeculativeConfig.parse(self.speculative))
         if self.dtype != "auto" and self.dtype not in _DTYPES:
             raise ConfigError(
@@ -258,7 +263,7 @@ class EngineConfig:
             raise ConfigError(
                 f"EngineConfig.dist_timeout_s must be > 0 seconds, got {self.dist_timeout_s!r}"
             )
-        if self.tensor_parallel_size > 1 and self.quantization is not None:
+        if self.tensor_parallel_size > 1 and self.quantization not in (None, "auto"):
             raise ConfigError(
                 "tensor_parallel_size > 1 needs float weights (quantization=None), "
                 f"got quantization={self.quantization!r}"
@@ -292,8 +297,9 @@ class EngineConfig:
         return cls(model=model, **kwargs)
 
     def resolved(self) -> "EngineConfig":
-        """Return a copy with ``"auto"`` device, dtype and grammar threads resolved for
-        this machine.
+        """Return a copy with ``"auto"`` device, dtype, grammar threads and quantization
+        resolved for this machine (``quantization="auto"``: ``"gguf"`` for a GGUF file, the
+        packaged model included, on one CPU process; None otherwise).
         """
         device = self.device
         if device == "auto":
@@ -304,7 +310,14 @@ class EngineConfig:
         threads = self.grammar_threads
         if threads == "auto":
             threads = min(4, os.cpu_count() or 1) if device.startswith("cuda") else 0
-        return dataclasses.replace(self, device=device, dtype=dtype, grammar_threads=threads)
+        quantization = self.quantization
+        if quantization == "auto":
+            gguf = self.model is None or str(self.model).lower().endswith(".gguf")
+            on_cpu = device == "cpu" and self.tensor_parallel_size == 1
+            quantization = "gguf" if gguf and on_cpu else None
+        return dataclasses.replace(
+            self, device=device, dtype=dtype, grammar_threads=threads, quantization=quantization
+        )
 
     @property
     def torch_dtype(self) -> torch.dtype:

@@ -67,3 +67,26 @@ def test_attention_backend_setting_reaches_the_runner(tiny_llama_dir, tiny_engin
     p = SamplingParams(max_tokens=8, temperature=0.0)
     ref = tiny_engine.generate(["Maria Lopez, 34"], p)[0].token_ids
     assert eng.generate(["Maria Lopez, 34"], p)[0].token_ids == ref  # same model, same greedy text
+
+
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        ({}, "gguf"),  # the packaged model: a GGUF file on one CPU process
+        ({"model": "/models/x.GGUF"}, "gguf"),
+        ({"model": "/models/folder"}, None),  # a Hugging Face folder: float weights
+        ({"tensor_parallel_size": 2}, None),  # tensor parallelism needs float weights
+        ({"quantization": None}, None),  # the exact configuration, asked for
+        ({"quantization": "int4"}, "int4"),
+    ],
+)
+def test_quantization_auto_resolves_to_the_fast_path_on_cpu(kwargs, expected):
+    from structgen.runtime.config import EngineConfig
+
+    assert EngineConfig(device="cpu", **kwargs).resolved().quantization == expected
+
+
+def test_quantization_auto_keeps_float_weights_on_cuda():
+    from structgen.runtime.config import EngineConfig
+
+    assert EngineConfig(device="cuda").resolved().quantization is None

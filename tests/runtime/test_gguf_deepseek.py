@@ -163,19 +163,27 @@ def test_deepseek2_q8_0_native_matches_dequantized(tmp_path, monkeypatch):
     _assert_same_routing(deq.model, hf)
 
 
-def test_deepseek2_q8_0_default_activations_close(tmp_path, monkeypatch):
-    """The default native path (activations rounded to int8 per block of 32, as llama.cpp does)
-    stays within 0.5% of the logits' range of the dequantized load (measured 0.04%); and the Q8_0
-    file itself within 2% of the original fp32 model's logits (measured 0.6%)."""
+def test_deepseek2_q8_0_native_activations_close(tmp_path, monkeypatch):
+    """The native Q8_0 path with float32 activations stays within 0.5% of the logits' range of
+    the dequantized load; with the default int8 activations (rounded per block of 32 as llama.cpp
+    does, on every row of the step) within 1% (measured 0.51%; int8 activations are documented
+    as relative error ~1e-2); and the Q8_0 file itself within 2% of the original fp32 model's
+    logits (measured 0.6%)."""
+    from structgen.runtime.quantization import apply_activation_dtype
+
     path, hf = _written(tmp_path, monkeypatch, Q8_CONFIG, "Q8_0")
     native = load_model(path, quantization="gguf").model
     deq = load_model(path).model
     ids = {0: list(range(40, 53)), 1: [5, 17, 99, 3, 42]}
-    a = PagedSequences(native, page_size=4).step(ids, all_logits=True)
+    a = PagedSequences(native, page_size=4).step(ids, all_logits=True)  # int8 activations
+    apply_activation_dtype(native, "float32")
+    exact = PagedSequences(native, page_size=4).step(ids, all_logits=True)
     b = PagedSequences(deq, page_size=4).step(ids, all_logits=True)
     for s in ids:
-        err = ((a[s] - b[s]).abs().max() / (b[s].max() - b[s].min())).item()
-        assert err < 5e-3, err
+        scale = (b[s].max() - b[s].min()).item()
+        assert ((exact[s] - b[s]).abs().max() / scale).item() < 5e-3
+        err = ((a[s] - b[s]).abs().max() / scale).item()
+        assert 0 < err < 1e-2, err
         with torch.no_grad():
             ref = hf(torch.tensor([ids[s]])).logits[0]
         err = ((b[s] - ref).abs().max() / (ref.max() - ref.min())).item()

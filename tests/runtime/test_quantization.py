@@ -115,6 +115,11 @@ PROMPTS = {
 # quantized logits vs the fp32 model's, relative L2 error over all prompt positions (tiny random
 # model)
 FP32_REL_TOL = {"int8": 0.02, "int4-g32": 0.15, "int4": 0.2}
+# int8 activations (llama.cpp's Q8_0 rounding, documented as relative error ~1e-2) against the
+# same weights with float32 activations, over a whole multi-row step (measured 0.5-1.05e-2 on
+# these random models; before every row went through the kernel, rows past 8 took float32 tiles
+# and the comparison was mostly float32 against itself)
+INT8_ACTIVATION_REL_TOL = 2e-2
 
 
 @pytest.mark.parametrize("method", ["int8", "int4-g32", "int4"])
@@ -135,9 +140,8 @@ def test_quantized_tiny_model(tmp_path, method):
     assert memory_report(qm)["weight_bytes"] < memory_report(fp)["weight_bytes"] * (
         0.3 if method == "int8" else 0.22
     )
-    fast = PagedSequences(qm, page_size=4).step(
-        PROMPTS, all_logits=True
-    )  # default: bf16 activations
+    # the default: int8 activations per block of 32 in the C kernel, every row of the step
+    fast = PagedSequences(qm, page_size=4).step(PROMPTS, all_logits=True)
     _set_activation_dtype(qm, torch.float32)
     twin = dequantized_twin(qm)
     got = PagedSequences(qm, page_size=4).step(PROMPTS, all_logits=True)
@@ -148,7 +152,8 @@ def test_quantized_tiny_model(tmp_path, method):
             got[s], ref[s], atol=1e-4, rtol=1e-4
         )  # the quantized matmuls are exact-ish
         assert rel_err(got[s], full[s]) < FP32_REL_TOL[method]
-        assert rel_err(fast[s], got[s]) < 1e-2  # bf16 activations cost < 1% relative
+        err = rel_err(fast[s], got[s])
+        assert 0 < err < INT8_ACTIVATION_REL_TOL, err  # int8 activations ran, within contract
     # an Engine-free greedy loop: the quantized model decodes what its dequantized twin decodes
     assert PagedSequences(qm, page_size=4).greedy(PROMPTS, 8) == PagedSequences(
         twin, page_size=4

@@ -336,8 +336,9 @@ def paged_attention(
     """Attention of each query token to keys ``0 .. position`` of its sequence, read in place.
 
     The tokens' own K/V must already be in the cache. Work is O(tokens x keys x heads x d) with
-    no gather copy: meant for decode rows and short extensions (jump-forward runs, speculative
-    verification); long prefill chunks belong to SDPA.
+    no gather copy; each query row is computed on its own in one summation order, so a row's
+    output does not depend on the other rows of the call (every CPU extension runs here:
+    ``structgen.runtime.cpu.attention``).
 
     Args:
         q: ``[T, H, d]`` or ``[T, H * d]`` queries (RoPE applied; unit stride along the features).

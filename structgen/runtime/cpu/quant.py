@@ -4,9 +4,11 @@ At small batch (``M <= MAX_M`` rows of activations, i.e. decode) ``y = x @ dequa
 in our AVX2/FMA kernel (scalar fallback on other CPUs) over the layouts of
 :mod:`structgen.runtime.quantization.formats`: int4 "rows" (:func:`~.formats.pack_int4_rows`,
 fp16 ``scales``/``mins`` ``[N, G]``) and row-major int8 (per channel or grouped, fp16 or fp32
-``scales`` ``[N, G]``). Larger ``M`` (prefill, decode batches above ``MAX_M``) dequantizes tiles
-of rows in C and calls ``F.linear`` (BLAS), int8 activations or not; within the kernel the Q8
-arithmetic of a row does not depend on ``M`` (see :func:`int4_mm`). Activations are computed in
+``scales`` ``[N, G]``). With int8 activations (``q8``) the kernel serves every ``M`` (prefill
+chunks and decode batches above ``MAX_M`` included: it re-streams the weight per 8 rows and
+measured as fast as the tiles on prefill), so the Q8 arithmetic of a row never depends on the
+batch; with float32 activations larger ``M`` dequantizes tiles of rows in C and calls
+``F.linear`` (BLAS). Activations are computed in
 float32 (bf16 / fp16 inputs are converted once), accumulation in float32, so exact results
 match the dequantized-weight reference up to summation order.
 
@@ -338,13 +340,15 @@ def int4_linear(
     group: int,
     q8: bool = False,
 ) -> torch.Tensor:
-    """``x`` ``[M, K]`` -> float32 ``[M, N]``: the kernel for ``M <= MAX_M`` (``q8``: see
-    :func:`int4_mm`), dequantized tiles + float32 BLAS above.
+    """``x`` ``[M, K]`` -> float32 ``[M, N]``: with ``q8`` the kernel for every ``M`` (each row
+    quantized and summed the same way whatever ``M``, so a row's result does not depend on the
+    batch it is in); in float32 the kernel for ``M <= MAX_M``, dequantized tiles + float32 BLAS
+    above.
 
     Raises:
         KernelArgumentError: arguments as :func:`int4_mm` rejects them.
     """
-    if x.shape[0] <= MAX_M:
+    if q8 or x.shape[0] <= MAX_M:
         return int4_mm(x, q, scales, mins, group, q8)
     _check_int4("int4_linear", x, q, scales, mins, group)
     return _tiled(x, q.shape[0], lambda a, b: _int4_dequant_rows(q, scales, mins, group, a, b))
@@ -353,13 +357,14 @@ def int4_linear(
 def int8_linear(
     x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, q8: bool = False
 ) -> torch.Tensor:
-    """``x`` ``[M, K]`` -> float32 ``[M, N]`` for row-major int8: kernel for ``M <= MAX_M``, tiles
-    above.
+    """``x`` ``[M, K]`` -> float32 ``[M, N]`` for row-major int8: as :func:`int4_linear` (with
+    ``q8`` the kernel for every ``M``, rows independent of the batch; in float32 the kernel for
+    ``M <= MAX_M``, tiles above).
 
     Raises:
         KernelArgumentError: arguments as :func:`int8_mm` rejects them.
     """
-    if x.shape[0] <= MAX_M:
+    if q8 or x.shape[0] <= MAX_M:
         return int8_mm(x, q, scales, q8)
     _check_int8("int8_linear", x, q, scales)
     return _tiled(x, q.shape[0], lambda a, b: _int8_dequant_rows(q, scales, a, b))

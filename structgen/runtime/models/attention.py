@@ -22,11 +22,7 @@ import contextvars
 import torch
 
 from structgen.runtime.cpu import ops as cpu_ops
-from structgen.runtime.cpu.attention import (
-    CpuAttentionPlan,
-    paged_attention_cpu,
-    plan_cpu_attention,
-)
+from structgen.runtime.cpu.attention import paged_attention_cpu
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.models.attention_sdpa import (
     SdpaAttentionGroup,
@@ -36,14 +32,12 @@ from structgen.runtime.models.attention_sdpa import (
 )
 
 __all__ = [
-    "CpuAttentionPlan",
     "SdpaAttentionGroup",
     "SdpaAttentionPlan",
     "attention_backend",
     "cpu_attention",
     "paged_attention",
     "paged_attention_sdpa",
-    "plan_cpu_attention",
     "plan_sdpa_attention",
     "plan_triton_attention",
     "store_kv",
@@ -156,7 +150,8 @@ def paged_attention(
     ``[num_pages, page_size, kv_heads, d]``; the step's plan (one host sync, the longest
     extension) is made once and shared by all layers (:func:`plan_triton_attention`).
     On CPU with the fused ops built (``structgen.runtime.cpu.ops``; fp32/bf16, value dim equal to
-    key dim, backend ``"auto"``), short extensions take the C kernel (:func:`plan_cpu_attention`).
+    key dim, backend ``"auto"``) every token takes the C kernel (:func:`paged_attention_cpu`:
+    rows independent of chunking and batch composition).
     """
     if not use_triton(q):
         if cpu_attention(q) and k_slots.shape[-1] == v_slots.shape[-1]:

@@ -1,7 +1,7 @@
 """The torch path of paged attention: SDPA over pages gathered per step.
 
-:func:`paged_attention_sdpa` runs where the kernels do not (prefill chunks on CPU, MLA's value
-dimension, the ``"torch"`` backend); like them it is tested against the op's one reference,
+:func:`paged_attention_sdpa` runs where the kernels do not (MLA's value dimension, CPU without
+the fused C ops, the ``"torch"`` backend); like them it is tested against the op's one reference,
 ``structgen.kernels.paged_attention.paged_attention_ref``. The step's gathers and masks are
 planned once (:func:`plan_sdpa_attention`) and shared by all layers.
 

@@ -181,9 +181,9 @@ def test_model_step_same_with_and_without_fused_ops(tmp_path, monkeypatch, famil
         lambda q, *a, **k: calls.append(q.shape[0]) or kernel(q, *a, **k),
     )
     with_ops = run()
-    # every layer ran the kernel on the short sequences' tokens (prefill: 9 + 6, then 1 + 3); the
-    # 20-token chunks went through SDPA on a sub-batch
-    assert calls == [15] * 2 + [4] * 2
+    # every layer ran the kernel on every token of the step, the 20-token chunks included
+    # (prefill: 9 + 6 + 20, then 1 + 3 + 20): no SDPA sub-batch on CPU
+    assert calls == [35] * 2 + [24] * 2
     monkeypatch.setattr(cpu_ops, "_ENABLED", False)
     without = run()
     tol = 1e-4 if dtype == torch.float32 else 0.1

@@ -208,3 +208,18 @@ def test_capacity_zero_walks_whole_and_stays_exact(vocab) -> None:
     for prefix in (b"<ab", b"<a|b"):
         _check(words, ref, vocab, prefix)
     assert vocab.lexical_masks.stats()["lexical_cache_entries"] == 0
+
+
+@pytest.mark.slow
+def test_recursive_schema_on_smollm2_uses_the_pinned_string_entry(smollm2_vocab) -> None:
+    """SmolLM2's vocabulary: a string state of a recursive schema (rules) is served by the
+    JSON string entry ``prepare`` pinned from a regex, and equals brute force."""
+    lex = smollm2_vocab.lexical_masks
+    lex.prepare()
+    make = _schema(TREE)
+    ref = _reference(make)
+    tree = make(smollm2_vocab)
+    hits = lex.hits
+    for prefix in (b'{"name":"Z\xc3\xbcr', b'{"name":"a","children":[{"name":"\\"x'):
+        _check(tree, ref, smollm2_vocab, prefix)
+    assert lex.hits == hits + 2

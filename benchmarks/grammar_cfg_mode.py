@@ -234,11 +234,14 @@ def plot_rows(rows, path: Path) -> str:
 
 def run_grammars(tokenizer, out: Path, cmd: str, names: list[str] | None = None) -> str:
     """Measure every grammar file on every engine that reads it; append to ``out``.
-    ``names``: the engines to run (default: structgen and the peers; ``structgen-whole``
-    only when named)."""
+    ``names``: the engines to run, in that order (default: structgen and the peers;
+    ``structgen-whole`` only when named)."""
     engines = []
-    for cls in (_Structgen, _StructgenWhole, _LLGuidance, _XGrammar):
-        if (names or cls is _StructgenWhole) and cls.name not in (names or ()):
+    classes = (_Structgen, _StructgenWhole, _LLGuidance, _XGrammar)
+    if names:  # in the order named (the cold passes run in that order)
+        classes = sorted((c for c in classes if c.name in names), key=lambda c: names.index(c.name))
+    for cls in classes:
+        if not names and cls is _StructgenWhole:
             continue
         try:
             engines.append(cls(tokenizer))

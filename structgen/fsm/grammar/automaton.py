@@ -221,11 +221,20 @@ class GrammarAutomaton:
         return sid
 
     def _live_after(self, t: int, s: int) -> bool:
-        """True when state ``s`` of terminal ``t``'s DFA has a way on (a live byte)."""
+        """True when state ``s`` of terminal ``t``'s DFA has a way on (a live byte): read
+        from its term's ``first`` (exact without intersection or complement, so no lexer
+        row is built for a state the walk may never enter), else from its row.
+        """
         key = (t, s)
         hit = self._live.get(key)
         if hit is None:
-            hit = self._live[key] = bool((self.lexers[t].row(s) >= 0).any())
+            lexer = self.lexers[t]
+            term = lexer.term(s)
+            if lexer.arena.has_boolean(term):
+                hit = bool((lexer.row(s) >= 0).any())
+            else:
+                hit = lexer.arena.first[term] != 0
+            self._live[key] = hit
         return hit
 
     def _step(self, lexemes, moved: list[int]) -> int:

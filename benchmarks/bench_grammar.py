@@ -16,7 +16,8 @@ Measured per engine:
     beside the canonical tokens lying wholly inside forced text for structgen and xgrammar.
 
 Run:  python benchmarks/bench_grammar.py [--quick] [--per-subset 4] [--out benchmarks/RESULTS.md]
-      python benchmarks/bench_grammar.py --grammars  (context-free grammars: grammar_cfg_mode.py)
+      python benchmarks/bench_grammar.py --grammars [--cold-engines a,b]  (context-free
+      grammars: grammar_cfg_mode.py; structgen-whole, the shared head parts off, when named)
       python benchmarks/bench_grammar.py --batch [--batch-size 64] [--batch-threads 2]
       (batch mode: 64 matchers over 64 distinct MaskBench schemas stepping together, cold-empty
       and warm, alone and overlapped with a simulated 5 / 30 ms forward; compile apart)
@@ -1072,7 +1073,7 @@ def cold_cases(per_subset: int) -> list[tuple[str, object, str]]:
         (name, case["schema"], json.dumps(case["instance"], separators=(",", ":")))
         for name, case in json.loads(COLD_SCHEMAS.read_text()).items()
     ]
-    for sub, name, raw in iter_corpus(subsets_on_disk(), per_subset or 0):
+    for sub, name, raw in iter_corpus(subsets_on_disk() if per_subset else [], per_subset):
         try:
             doc = json.loads(raw)
         except ValueError:
@@ -1360,13 +1361,16 @@ def main(argv=None) -> None:
     ap.add_argument(
         "--cold-per-subset", type=int, default=60, help="MaskBench members per subset (--cold)"
     )
-    ap.add_argument("--cold-engines", default="", help="comma-separated engines (--cold)")
+    ap.add_argument(
+        "--cold-engines", default="", help="comma-separated engines (--cold, --grammars)"
+    )
     args = ap.parse_args(argv)
     if args.grammars:
         from grammar_cfg_mode import run_grammars
 
         cmd = "python benchmarks/bench_grammar.py " + " ".join(argv or sys.argv[1:])
-        print(run_grammars(smollm2_tokenizer(), args.out, cmd.strip()))
+        names = args.cold_engines.split(",") if args.cold_engines else None
+        print(run_grammars(smollm2_tokenizer(), args.out, cmd.strip(), names))
         return
     if args.batch:
         main_batch(args)

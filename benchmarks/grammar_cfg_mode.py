@@ -75,13 +75,19 @@ def _valid_texts() -> dict[str, str]:
 
 class _Structgen:
     name = "structgen"
+    share_lexical = True  # the masks' shared head parts (fsm/index/lexical_masks.py)
 
     def __init__(self, tok):
         from structgen.fsm import Vocabulary
+        from structgen.fsm.index.lexical_masks import LexicalMaskCache
 
         self.vocab = Vocabulary.from_tokenizer(tok)
         _ = self.vocab.token_trie, self.vocab.index_tables
         self.words = (self.vocab.vocab_size + 31) // 32
+        if self.share_lexical:  # per-tokenizer preprocessing, as bench_grammar's engine
+            self.vocab.lexical_masks.prepare()
+        else:
+            self.vocab.lexical_masks = LexicalMaskCache(self.vocab, 0, auto_prepare=False)
 
     def supports(self, path: Path) -> bool:
         return True
@@ -90,6 +96,7 @@ class _Structgen:
         from structgen.fsm.grammar import compile as grammar_compile
 
         grammar_compile.clear_cache()
+        self.vocab.lexical_masks.clear()  # no head part an earlier grammar stored
         syntax = "lark" if path.suffix == ".lark" else "gbnf"
         return grammar_compile.compile_grammar(text, self.vocab, syntax=syntax)
 
@@ -101,6 +108,14 @@ class _Structgen:
 
     def accept(self, m, t):
         return m.advance(t)
+
+
+class _StructgenWhole(_Structgen):
+    """structgen with the shared head parts off (every first mask walks the whole token
+    trie); only when named in ``--cold-engines`` (a before / after in one run)."""
+
+    name = "structgen-whole"
+    share_lexical = False
 
 
 class _LLGuidance:
@@ -217,10 +232,17 @@ def plot_rows(rows, path: Path) -> str:
     return f"plot: {path.name}"
 
 
-def run_grammars(tokenizer, out: Path, cmd: str) -> str:
-    """Measure every grammar file on every engine that reads it; append to ``out``."""
+def run_grammars(tokenizer, out: Path, cmd: str, names: list[str] | None = None) -> str:
+    """Measure every grammar file on every engine that reads it; append to ``out``.
+    ``names``: the engines to run, in that order (default: structgen and the peers;
+    ``structgen-whole`` only when named)."""
     engines = []
-    for cls in (_Structgen, _LLGuidance, _XGrammar):
+    classes = (_Structgen, _StructgenWhole, _LLGuidance, _XGrammar)
+    if names:  # in the order named (the cold passes run in that order)
+        classes = sorted((c for c in classes if c.name in names), key=lambda c: names.index(c.name))
+    for cls in classes:
+        if not names and cls is _StructgenWhole:
+            continue
         try:
             engines.append(cls(tokenizer))
         except Exception as exc:  # not installed

@@ -19,6 +19,12 @@ configuration, and ``fsm.matcher.Matcher`` (rollback, fork, validate, budget-awa
 closing, forced bytes) works unchanged. A row costs one parser step per byte class
 (bytes on which every lexeme's DFA moves alike).
 
+A configuration inside one lexeme splits its token mask as a regex state does
+(``index.lexical_masks``): ``lexical_key`` keys the lexeme's lexer state with the bytes that
+can start what follows the lexeme, so the tokens that stay inside it come from the
+vocabulary's shared cache (entries any grammar or request stored, regex or not) and only
+the tokens holding an exit byte are walked through this automaton.
+
 Dead configurations do not exist: every chart item is a viable prefix (all kept
 productions are productive) and every lexer state can still accept, so a configuration
 with no lexeme in progress that is not accepting is the dead state (-1).
@@ -31,6 +37,7 @@ import threading
 import numpy as np
 
 from ...errors import GrammarTooComplexError
+from ..index.lexical_masks import MIN_HEAD_BYTES, split_key
 from ..regex.lazy_dfa import ByteDFA
 from .earley import EarleyCharts
 
@@ -83,6 +90,8 @@ class GrammarAutomaton:
         self._accepting = np.zeros(cap, bool)
         self._num_rows = 0
         self._tables: tuple[np.ndarray, np.ndarray] | None = None
+        self._follow: dict[int, int] = {}  # node -> first bytes of the lexemes it starts
+        self._digests: dict[int, dict[int, bytes]] = {}  # id(arena) -> head_key memo
         if lead_in is None:
             self._config_of(self._starts_of(charts.root), charts.final[charts.root])
         else:
@@ -137,6 +146,50 @@ class GrammarAutomaton:
         """The ``(terminal, node, lexer state)`` lexemes in progress (tests, debugging)."""
         return self._configs[state]
 
+    def lexical_key(self, state: int, max_depth: int) -> tuple[bytes, int] | None:
+        """The key of ``state``'s head part in the vocabulary's ``LexicalMaskCache`` (what
+        ``TokenIndex.lexical_key`` asks): the ``lexical_masks.split_key`` of one lexeme's
+        lexer state, with ``after`` = the first bytes of the lexemes started where that
+        lexeme ends, when every other lexeme of the configuration starts with an exit byte
+        of that key (typically the lexemes started at its end, in their initial states: a
+        token with no exit byte cannot move them); None when no lexeme qualifies.
+
+        Args:
+            state: a configuration id.
+            max_depth: the vocabulary's longest token, in bytes.
+
+        Raises:
+            GrammarTooComplexError: the Earley item budget is exceeded (scanning a lexeme).
+        """
+        lexemes = self._configs[state]
+        with self._lock:  # the lexers' shared arena and the charts are used under it
+            firsts = [self._first(t, s) for t, _, s in lexemes]
+            for i, (t, node, s) in enumerate(lexemes):
+                if firsts[i].bit_count() < MIN_HEAD_BYTES:
+                    continue  # no head split_key would take
+                key = self._lexeme_key(t, node, s, max_depth)
+                if key is not None and all(not f & ~key[1] for j, f in enumerate(firsts) if j != i):
+                    return key
+        return None
+
+    def _first(self, t: int, s: int) -> int:
+        """256-bit mask: bytes on which state ``s`` of terminal ``t``'s lexer may move."""
+        lexer = self.lexers[t]
+        return lexer.arena.first[lexer.term(s)]
+
+    def _lexeme_key(self, t: int, node: int, s: int, max_depth: int) -> tuple[bytes, int] | None:
+        """``split_key`` of lexeme ``(t, node, s)`` alone (under the lock)."""
+        end = node if t in self.ignore or t == self._trigger else self.charts.scan(node, t)
+        after = self._follow.get(end)
+        if after is None:
+            after = 0
+            for u, _, q in self._starts_of(end):
+                after |= self._first(u, q)
+            self._follow[end] = after
+        lexer = self.lexers[t]
+        memo = self._digests.setdefault(id(lexer.arena), {})
+        return split_key(lexer.arena, lexer.term(s), max_depth, memo, after)
+
     # ---- construction ----------------------------------------------------------------
 
     def _starts_of(self, node: int) -> tuple[tuple[int, int, int], ...]:
@@ -168,11 +221,20 @@ class GrammarAutomaton:
         return sid
 
     def _live_after(self, t: int, s: int) -> bool:
-        """True when state ``s`` of terminal ``t``'s DFA has a way on (a live byte)."""
+        """True when state ``s`` of terminal ``t``'s DFA has a way on (a live byte): read
+        from its term's ``first`` (exact without intersection or complement, so no lexer
+        row is built for a state the walk may never enter), else from its row.
+        """
         key = (t, s)
         hit = self._live.get(key)
         if hit is None:
-            hit = self._live[key] = bool((self.lexers[t].row(s) >= 0).any())
+            lexer = self.lexers[t]
+            term = lexer.term(s)
+            if lexer.arena.has_boolean(term):
+                hit = bool((lexer.row(s) >= 0).any())
+            else:
+                hit = lexer.arena.first[term] != 0
+            self._live[key] = hit
         return hit
 
     def _step(self, lexemes, moved: list[int]) -> int:

@@ -21,6 +21,17 @@ therefore
 * the *exit part*: the tokens that hold an exit byte (163 of SmolLM2's tokens hold ``"``),
   walked through the state's own DFA on a trie of just those tokens.
 
+A context-free grammar's configuration inside one lexeme (``fsm/grammar/automaton.py``)
+splits the same way on its lexer state's term ``t`` (``split_key`` with ``after``, the
+bytes that can start the lexemes that follow it): a token with no exit byte cannot go on
+past an end of the lexeme (what follows starts with a byte of ``after``) nor leave ``h``,
+so it is allowed exactly when ``d_w(h)`` is not empty: the regex head part of the same key
+(one entry serves regex states and lexer states alike). Exit bytes: ``first(r)`` for
+``t = CONCAT(h, r)``, with ``after`` when ``r`` is nullable; ``after`` alone with ``h = t``
+otherwise. Other lexemes in the configuration are allowed only when each starts with an
+exit byte (those started at the lexeme's end, in their initial states): a token with no
+exit byte cannot move them.
+
 ``x{lo,hi}`` at the top of a head with ``hi`` at least the vocabulary's longest token has
 the same head part as ``x*`` (a token is allowed when it is a prefix of ``x{lo,hi}``, and
 a prefix of ``x*`` no longer than ``hi`` bytes is one), so a string under ``maxLength``
@@ -44,7 +55,13 @@ from ...errors import ConfigError
 from ..regex.terms import ALT, AND, BYTES, CONCAT, INF, NOT, REPEAT, UNTIL
 from .trie import TokenTrie
 
-__all__ = ["LexicalMaskCache", "DEFAULT_CAPACITY_BYTES", "MIN_HEAD_BYTES", "head_key"]
+__all__ = [
+    "LexicalMaskCache",
+    "DEFAULT_CAPACITY_BYTES",
+    "MIN_HEAD_BYTES",
+    "head_key",
+    "split_key",
+]
 
 DEFAULT_CAPACITY_BYTES = 64 << 20  # ~10,000 masks at 49k tokens, ~3,500 at 150k
 MIN_HEAD_BYTES = 16  # a head that fewer bytes can start is walked whole (cheap already)
@@ -110,6 +127,42 @@ def head_key(arena, head: int, max_depth: int, memo: dict[int, bytes]) -> bytes 
     if top is head:
         return memo[head]
     return hashlib.blake2b(b"*" + memo[top], digest_size=16).digest()
+
+
+def split_key(
+    arena, term: int, max_depth: int, memo: dict[int, bytes], after: int | None = None
+) -> tuple[bytes, int] | None:
+    """``(head digest, exit bytes)``: the cache key of the head part of a state whose term
+    is ``term`` (see the module docstring), or None when it has no split.
+
+    Args:
+        arena: the ``TermArena`` of ``term``.
+        term: a regex state's term (the whole rest of the output), or a lexer state's.
+        max_depth: the vocabulary's longest token, in bytes.
+        memo: term -> digest, per arena (``head_key``'s).
+        after: None for a regex state; for a lexer state, the 256-bit mask of the bytes
+            that can start what follows the lexeme's end.
+
+    Returns:
+        None when ``term`` holds an intersection or complement, when it is no ``CONCAT``
+        and ``after`` is None, when fewer than ``MIN_HEAD_BYTES`` bytes can start the head,
+        or when ``head_key`` gives up. Raises: never.
+    """
+    if arena.has_boolean(term):
+        return None
+    if arena.kind[term] == CONCAT:
+        head, rest = arena.args[term]
+        exits = arena.first[rest]
+        if after is not None and arena.nullable[rest]:
+            exits |= after
+    elif after is None:
+        return None
+    else:
+        head, exits = term, after
+    if arena.first[head].bit_count() < MIN_HEAD_BYTES:
+        return None
+    digest = head_key(arena, head, max_depth, memo)
+    return None if digest is None else (digest, exits)
 
 
 def _children(k: int, a: tuple) -> tuple[int, ...]:

@@ -17,8 +17,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..regex.dfa import ByteDFA
-from ..regex.terms import CONCAT
-from .lexical_masks import MIN_HEAD_BYTES, head_key
+from .lexical_masks import split_key
 from .masks import row_form
 from .trie import set_bits, walk_bytes
 from .vocabulary import Vocabulary
@@ -81,9 +80,11 @@ class TokenIndex:
         # state -> [mask in masks.row_form, used since the last eviction pass]; a
         # subset of _masks (dropped with it); see fill_form
         self.fill_forms: dict[int, list] = {}
-        # shared head parts: automata of derivative terms only (not a CFG's automaton)
-        is_terms = isinstance(dfa, ByteDFA)
-        self._lexical = getattr(vocab, "lexical_masks", None) if is_terms else None
+        # shared head parts: automata of derivative terms, and automata that key their
+        # states themselves (a grammar automaton's lexemes: ``lexical_key(state, depth)``)
+        self._keys_own = hasattr(dfa, "lexical_key")
+        splits = self._keys_own or isinstance(dfa, ByteDFA)
+        self._lexical = getattr(vocab, "lexical_masks", None) if splits else None
         self._lexical_keys: dict[int, tuple[bytes, int] | None] = {}  # state -> key
         self._head_digests: dict[int, bytes] = {}  # term -> head_key digest (this arena)
 
@@ -156,22 +157,22 @@ class TokenIndex:
 
     def lexical_key(self, state: int) -> tuple[bytes, int] | None:
         """``(head digest, exit mask)``: the key of ``state``'s head part in the
-        vocabulary's ``LexicalMaskCache`` (``lexical_masks.py``), or None when the state's
-        term is no ``CONCAT(head, rest)`` without intersection or complement whose head
-        ``MIN_HEAD_BYTES`` bytes or more can start. Memoised per state. Raises: never.
+        vocabulary's ``LexicalMaskCache`` (``lexical_masks.py``), or None when the state has
+        no split (``lexical_masks.split_key``: for a regex state, its term is no
+        ``CONCAT(head, rest)`` without intersection or complement whose head
+        ``MIN_HEAD_BYTES`` bytes or more can start; an automaton with its own
+        ``lexical_key(state, max_depth)``, a grammar automaton, answers for its states).
+        Memoised per state. Raises: only ``GrammarTooComplexError`` from an automaton's own
+        ``lexical_key`` (a parser budget).
         """
         hit = self._lexical_keys.get(state, False)
         if hit is not False:
             return hit
-        arena = self.dfa.arena
-        term = self.dfa.term(state)
-        key = None
-        if arena.kind[term] == CONCAT and not arena.has_boolean(term):
-            head, rest = arena.args[term]
-            if arena.first[head].bit_count() >= MIN_HEAD_BYTES:
-                digest = head_key(arena, head, self._trie.max_depth, self._head_digests)
-                if digest is not None:
-                    key = (digest, arena.first[rest])
+        depth = self._trie.max_depth
+        if self._keys_own:
+            key = self.dfa.lexical_key(state, depth)
+        else:
+            key = split_key(self.dfa.arena, self.dfa.term(state), depth, self._head_digests)
         self._lexical_keys[state] = key
         return key
 

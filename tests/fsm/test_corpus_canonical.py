@@ -1,4 +1,4 @@
-"""The corpus helper's canonical form (``tests/fsm/_corpus.canonical``): object keys in schema
+"""The corpus helper's canonical form (``benchmarks/corpus.canonical``): object keys in schema
 order and integer-valued numbers as integers, the one serialization the exactness tests, the
 MaskBench ratchet and ``benchmarks/bench_maskbench.py`` write instances in. Reference:
 ``jsonschema`` (the rewrite never changes an instance's validity) and the compiled grammar
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.corpus import canonical, canonical_number, dump, integer_valued_floats_are_integers
 from structgen.fsm import compile_json_schema
-from tests.fsm._corpus import canonical, canonical_number, dump, integer_valued_floats_are_integers
 
 DRAFT4 = "http://json-schema.org/draft-04/schema#"
 

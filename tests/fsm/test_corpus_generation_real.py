@@ -10,10 +10,10 @@ import random
 import jsonschema
 import pytest
 
+from benchmarks.corpus import CORPORA
 from structgen import JsonSchema, SamplingParams
 from structgen.errors import GrammarTooComplexError, UnsupportedSchemaError
 from structgen.fsm import compile_json_schema
-from tests.fsm._corpus import CORPORA
 
 pytestmark = pytest.mark.slow
 

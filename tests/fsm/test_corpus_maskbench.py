@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fsm._corpus import CORPORA, outcome
+from benchmarks.corpus import CORPORA, outcome
 
 pytestmark = pytest.mark.slow
 

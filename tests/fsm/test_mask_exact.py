@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.corpus import CORPORA
 from structgen.errors import GrammarTooComplexError, UnsupportedSchemaError
 from structgen.fsm import compile_json_schema
-from tests.fsm._corpus import CORPORA
 
 pytestmark = pytest.mark.slow
 

@@ -12,10 +12,10 @@ import shutil
 import pytest
 import torch
 
+from benchmarks.support import CHATML, TINY_CORPUS
 from structgen import Engine, Regex, SamplingParams
 from structgen.errors import ConfigError, ModelLoadError
 from structgen.runtime.loader.tokenizer import load_hf_tokenizer, load_tokenizer
-from tests.conftest import _CORPUS, CHATML
 
 TEXTS = [
     "Maria Lopez, 34, works as a nurse in Lyon.",
@@ -51,7 +51,7 @@ def spm_dir(tmp_path_factory):
 
     path = tmp_path_factory.mktemp("spm_only")
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(_CORPUS),
+        sentence_iterator=iter(TINY_CORPUS),
         model_prefix=str(path / "tokenizer"),
         vocab_size=400,
         model_type="bpe",

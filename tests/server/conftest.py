@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -18,18 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.support import free_port
+
 pytest.importorskip("fastapi")
 pytest.importorskip("prometheus_client")
 
 API_KEY = "sk-structgen-test"
 MAX_RUNNING = 8
 TINY = ["--dtype", "float32", "--max-kv-tokens", "2048", "--page-size", "4"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(args: list[str], log: Path, timeout_s: float = 180.0):

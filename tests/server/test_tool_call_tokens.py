@@ -26,7 +26,7 @@ BEGIN, END = "<tool_call>", "</tool_call>"
 
 @pytest.fixture(scope="module")
 def tag_tokenizer():
-    from tests.conftest import build_tiny_tokenizer
+    from benchmarks.support import build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     tok.add_special_tokens({"additional_special_tokens": [BEGIN, END]})
@@ -142,19 +142,32 @@ def test_call_starting_with_the_tag_token(tag_tokenizer, tag_server):
         assert tokens[0] == BEGIN and END in tokens  # each tag one token
 
 
+# the tool-call texts each family's vocabulary has as special tokens
+FAMILY_TOKENS = {
+    "hermes": ["<tool_call>", "</tool_call>"],
+    "mistral": ["[TOOL_CALLS]"],
+    "deepseek_v3": [
+        "<｜tool▁calls▁begin｜>",
+        "<｜tool▁calls▁end｜>",
+        "<｜tool▁call▁begin｜>",
+        "<｜tool▁call▁end｜>",
+        "<｜tool▁sep｜>",
+    ],
+}
+
+
 @pytest.mark.parametrize("name", ["hermes", "mistral", "deepseek_v3"])
 def test_every_tag_token_allowed_where_its_tag_is(name):
-    """A vocabulary of the 256 bytes plus every special text of the format (DeepSeek's
-    tool-sep token too, which is no tag: characters only): along the one call, at every
-    step the mask is exactly the bytes that continue some valid turn, plus the special
-    tokens that are a tag at that point (brute force over the ten valid turns)."""
+    """A vocabulary of the 256 bytes plus every special text of the family
+    (``FAMILY_TOKENS``, DeepSeek's tool-sep included): along the one call, at every step
+    the mask is exactly the bytes that continue some valid turn, plus the special tokens
+    whose text comes next in some valid turn (brute force over the ten valid turns)."""
     from structgen.fsm import Vocabulary
     from structgen.tools import FORMATS, tool_call_constraint
-    from structgen.tools.constraint import _TOKEN_TAGS
 
     fmt = FORMATS[name]
-    tags = {t for pair in _TOKEN_TAGS[name] if pair for t in pair if t}
-    texts = sorted(tags | ({"<｜tool▁sep｜>"} if name == "deepseek_v3" else set()))
+    tags = set(FAMILY_TOKENS[name])
+    texts = sorted(tags)
     tokens = [b"<eos>"] + [t.encode() for t in texts] + [bytes([b]) for b in range(256)]
     special = {i + 1: t for i, t in enumerate(texts)}
     vocab = Vocabulary(tokens, eos_token_ids=[0], special_token_ids=[0, *special])

@@ -113,7 +113,7 @@ def test_detection():
     for family, name in FAMILIES.items():
         assert detect_format(template(family)) is FORMATS[name]
         assert template_renders_tools(template(family))
-    from tests.conftest import CHATML
+    from benchmarks.support import CHATML
 
     assert detect_format(CHATML) is FORMATS["structgen_json"]
     assert detect_format(None) is FORMATS["structgen_json"]

@@ -17,7 +17,7 @@ from ..base import BaseCompiledGrammar
 from ..spec import LoweredRegex, RegexSpec
 from .format import FormatNode, Tag, TagsWithSeparator, TriggeredTags
 
-__all__ = ["compile_structural_tag", "tag_texts"]
+__all__ = ["compile_structural_tag", "tag_texts", "TagFacts", "tag_facts"]
 
 
 def tag_texts(node: FormatNode) -> set[str]:
@@ -36,6 +36,33 @@ def tag_texts(node: FormatNode) -> set[str]:
         else:
             stack.extend(getattr(n, "elements", ()))
     return out
+
+
+@dataclass(frozen=True)
+class TagFacts:
+    """What ``compile_structural_tag`` reads of a tag's tree before its cache lookup.
+
+    Attributes:
+        texts: every trigger, begin and end text (``tag_texts``), sorted.
+        has_grammar: a ``GrammarContent`` occurs in the tree (``grammar.has_grammar``).
+    """
+
+    texts: tuple[str, ...]
+    has_grammar: bool
+
+
+def tag_facts(tag: Any) -> TagFacts:
+    """The ``TagFacts`` of a ``StructuralTag``, walked once per tag object and kept on
+    it (a tag is immutable, as its ``cache_key``), so compiling the same tag again walks
+    none of its tools. Raises: never.
+    """
+    facts = tag.__dict__.get("_tag_facts")
+    if facts is None:
+        from .grammar import has_grammar
+
+        facts = TagFacts(tuple(sorted(tag_texts(tag.format))), has_grammar(tag.format))
+        object.__setattr__(tag, "_tag_facts", facts)
+    return facts
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,16 +107,17 @@ def compile_structural_tag(tag: Any, vocab: Any, **budgets: Any) -> BaseCompiled
     """
     from ..compiler import compile_spec
 
+    facts = tag_facts(tag)  # walked once per tag object; the cache key is its digest
     specials: dict[str, int] = {}
     if vocab is not None:
         texts = vocab.special_token_texts
-        for text in sorted(tag_texts(tag.format)):
+        for text in facts.texts:
             tid = texts.get(text)
             if tid is not None and tid not in vocab.eos_token_ids:
                 specials[text] = tid
-    from .grammar import compile_with_grammars, has_grammar
+    from .grammar import compile_with_grammars
 
-    if has_grammar(tag.format):  # not regular: composed with the contents' rules
+    if facts.has_grammar:  # not regular: composed with the contents' rules
         return compile_with_grammars(tag, vocab, specials)
     if not specials:
         return compile_spec(tag, vocab, **budgets)

@@ -27,6 +27,7 @@ written (``/structures/0`` or ``/format/tags/1``), which errors name.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +44,7 @@ __all__ = [
     "TriggeredTags",
     "TagsWithSeparator",
     "node_key",
+    "key_digest",
     "portable_node",
 ]
 
@@ -161,6 +163,29 @@ def node_key(node: FormatNode) -> tuple:
         tags = tuple(node_key(t) for t in node.tags)
         return ("separated", tags, node.separator, node.at_least_one, node.stop_after_first)
     return (type(node).__name__, *(getattr(node, f) for f in node.__dataclass_fields__))
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def key_digest(key: tuple) -> str | tuple:
+    """A short stand-in for a ``node_key``: equal keys give equal digests.
+
+    A structural tag's key holds every schema's JSON text, so hashing it (the compile
+    caches do on every lookup: a tuple's hash is not kept) walks every tool again; its
+    digest is a string whose hash Python keeps. The digest is the 32-byte BLAKE2b of the
+    key's ``repr``, which is exact for keys of strings, numbers, booleans, None and
+    tuples of them; a key holding anything else (whose ``repr`` may not tell values
+    apart) is returned as it is. Raises: never.
+    """
+    stack: list[Any] = [key]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, tuple):
+            stack.extend(item)
+        elif not isinstance(item, _PLAIN):
+            return key
+    return "blake2b:" + hashlib.blake2b(repr(key).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def portable_node(node: FormatNode) -> FormatNode:

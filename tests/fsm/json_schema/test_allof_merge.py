@@ -147,7 +147,7 @@ def test_own_allof_properties_come_before_own_branch_keys() -> None:
     # before its anyOf branches, as the corpus helper's canonical form writes the keys
     # (MaskBench JsonSchemaStore debugsettings, where each branch also holds a `not`;
     # the move into the branches above is only for a later subschema of the same allOf)
-    from tests.fsm._corpus import canonical, dump
+    from benchmarks.corpus import canonical, dump
 
     for negated in (True, False):
         path = {"properties": {"path": {"type": "string"}}}

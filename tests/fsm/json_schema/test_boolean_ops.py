@@ -22,10 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.corpus import CORPORA, canonical, dump
 from structgen.errors import GrammarTooComplexError, UnsupportedRegexError, UnsupportedSchemaError
 from structgen.fsm import compile_json_schema
 
-from .._corpus import CORPORA, canonical, dump
 from .._reference import assert_agrees_with_jsonschema
 
 SUITE = CORPORA / "json-schema-test-suite" / "tests" / "draft2020-12"

@@ -5,7 +5,7 @@ The keyword files in ``FAST`` (draft2020-12) run in the quick suite; the rest is
 Every test group whose schema compiles (strict, ``allow_extra_properties=True`` so
 that silent schemas follow the spec) must accept each valid instance and reject each
 invalid one, serialized canonically (compact, ``ensure_ascii=False``, keys in schema
-order: see ``_corpus.canonical``). Groups that do not pass are listed, with the
+order: see ``benchmarks/corpus.canonical``). Groups that do not pass are listed, with the
 reason, in ``tests/fsm/data/json_schema_test_suite_skips.json``; the list may only shrink:
 a listed group that passes fails the test until it is removed. No group may accept
 an invalid instance, listed or not, and no compile may raise anything but the typed
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .._corpus import CORPORA, outcome
+from benchmarks.corpus import CORPORA, outcome
 
 SUITE = CORPORA / "json-schema-test-suite" / "tests"
 SKIPS_FILE = Path(__file__).parent.parent / "data" / "json_schema_test_suite_skips.json"

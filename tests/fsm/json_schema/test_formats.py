@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.corpus import CORPORA
 from structgen.errors import UnsupportedSchemaError
 from structgen.fsm import compile_json_schema
 from structgen.fsm.json_schema.formats import FORMATS
 
-from .._corpus import CORPORA
 from .._reference import assert_agrees_with_jsonschema
 
 FORMAT_SUITE = CORPORA / "json-schema-test-suite" / "tests" / "draft2020-12" / "optional" / "format"

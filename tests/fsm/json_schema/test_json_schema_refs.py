@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.corpus import canonical, dump
 from structgen.errors import InvalidSchemaError, UnsupportedSchemaError
 from structgen.fsm import compile_json_schema
 from structgen.fsm.json_schema.ids import RefIndex
-from tests.fsm._corpus import canonical, dump
 
 from .._reference import jsonschema_valid as _valid
 

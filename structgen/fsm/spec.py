@@ -217,7 +217,7 @@ class JsonSchema(RegexSpec):
             GrammarTooComplexError: the schema nests deeper than ``MAX_SCHEMA_DEPTH``.
         """
         schema = schema_for(self.schema)
-        check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")  # refused before any other walk
+        depth = check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")  # before any other walk
         options = (
             self.whitespace,
             self.strict,
@@ -225,7 +225,7 @@ class JsonSchema(RegexSpec):
             self.max_recursion_depth,  # None: $ref cycles as grammar rules (fsm.grammar)
             self.trigger,
         )
-        return ("json", dumps(schema), options)
+        return ("json", dumps(schema, depth=depth), options)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,11 @@ def test_loads_and_dumps_agree_with_json(value):
     assert loads(text) == deep
     assert dumps(deep) == text
     assert dumps(deep, sort_keys=True) == json.dumps(deep, sort_keys=True)
+    depth = check_depth(deep, 10_000, "value")  # the depth a caller passes on to dumps
+    assert depth == json_depth(deep)[0]
+    assert dumps(deep, depth=depth) == text
+    shallow = _wrap(value, 3)
+    assert dumps(shallow, depth=check_depth(shallow, 10_000, "value")) == json.dumps(shallow)
     spaced = json.dumps(deep, indent=1)
     assert loads(spaced) == deep
 

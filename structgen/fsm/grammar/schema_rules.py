@@ -21,10 +21,10 @@ context-free languages): the converter's canonical mode unrolls their references
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 from ...errors import InvalidGrammarError, UnsupportedSchemaError
+from ..deadline import Deadline
 from ..regex.definitions import PLACEHOLDER_BASE
 from .ir import Alt, Expr, GrammarDef, Pattern, Ref, Repeat, Seq
 
@@ -234,8 +234,8 @@ def compile_recursive_schema(
         spec: the ``JsonSchema`` (``max_recursion_depth`` None).
         vocab: the vocabulary, or None.
         max_states: state budget of each lexer DFA.
-        max_seconds: time budget of the compile.
-        max_convert_seconds: time budget of the conversion.
+        max_seconds: CPU-time budget of the compile (CPU seconds of the compiling thread).
+        max_convert_seconds: CPU-time budget of the conversion.
 
     Returns:
         A ``compile.CompiledCFG`` whose ``spec`` is ``spec``; or, when no ``$ref``
@@ -275,7 +275,7 @@ def compile_recursive_schema(
         return LoweredRegex(pattern, tuple(definitions), tuple(conv.warnings))
     gdef = rules_grammar(pattern, definitions, conv.sharing.rules)
     gdef.warnings = list(conv.warnings)
-    deadline = time.perf_counter() + max_seconds
+    deadline = Deadline(max_seconds)
     try:
         return compile_grammar_def(
             gdef, spec, vocab, trigger=spec.trigger, max_states=max_states, deadline=deadline

@@ -86,8 +86,8 @@ def json_schema_to_regex(
             (only for objects without declared properties).
         max_recursion_depth: expansions of one recursive ``$ref`` along a path.
         warnings: list that receives warning strings (mutated).
-        max_convert_seconds: time budget of the conversion (default ``CONVERT_MAX_SECONDS``,
-            10 s).
+        max_convert_seconds: CPU-time budget of the conversion, in CPU seconds of the
+            converting thread (default ``CONVERT_MAX_SECONDS``, 10 CPU s).
 
     Raises:
         UnsupportedSchemaError: a keyword that cannot be enforced (``keyword``, ``pointer``).

@@ -12,10 +12,10 @@ enforced and how is described in the package docstring.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
+from ..deadline import Deadline
 from ..nesting import MAX_SCHEMA_DEPTH, MAX_VALUE_DEPTH, SEGMENT, fresh_stack, json_depth
 from . import boolean_ops
 from .arrays import array_regex
@@ -48,7 +48,7 @@ __all__ = [
 
 FLEXIBLE_WS_MAX = 12
 ANY_VALUE_DEPTH = 10  # as deep as recursive $ref unrolls by default (max_recursion_depth)
-CONVERT_MAX_SECONDS = 10.0  # as the DFA's budget (see benchmarks/RESULTS.md, wp_8)
+CONVERT_MAX_SECONDS = 10.0  # CPU seconds, as the DFA's budget (see benchmarks/RESULTS.md, wp_8)
 # the keywords the converter lowers; the draft's others are refused (see ``vocabulary``)
 _KNOWN = frozenset(
     {
@@ -149,8 +149,7 @@ class JsonSchemaConverter:
         self.dependency_keywords = frozenset(
             k for k in DEPENDENCY_KEYWORDS if k in self._validator.VALIDATORS
         )
-        self._max_seconds = max_seconds
-        self._deadline = time.perf_counter() + max_seconds
+        self._deadline = Deadline(max_seconds, "max_convert_seconds")
         self._calls = 0
         self._nesting = 0  # convert calls open on the path (fresh_stack every SEGMENT)
         if whitespace == "compact":
@@ -301,10 +300,9 @@ class JsonSchemaConverter:
 
     def _convert(self, schema: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
         self._calls += 1
-        if self._calls & 255 == 0 and time.perf_counter() > self._deadline:
-            raise GrammarTooComplexError(
-                f"JSON Schema conversion exceeded its time budget ({self._max_seconds:g} s) "
-                f"at {pointer or '#'} after {self._calls} subschemas"
+        if self._calls & 255 == 0 and self._deadline.expired():
+            raise self._deadline.error(
+                f"JSON Schema conversion (at {pointer or '#'}, after {self._calls} subschemas)"
             )
         if schema is True or schema == {}:
             return self.any_value(ANY_VALUE_DEPTH)

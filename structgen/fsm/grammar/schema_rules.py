@@ -11,8 +11,13 @@ stays regex text, a ``Pattern``); the other definitions stay shared regex defini
 (``GrammarDef.definitions``). The ``GrammarDef`` then compiles as any recursive grammar
 (``compile.compile_grammar_def``): a lexer DFA per regular part, an Earley parser over them.
 
-A schema without a recursive ``$ref`` gives its ``LoweredRegex`` back (the same text the
-regular conversion writes), and compiles to a plain DFA as before. Operands of ``not``,
+A schema that reaches such a rule and has untyped values (``{}``, ``true``, extra
+properties, absent ``items``) is converted a second time with those values as one rule of
+any depth (``JsonSchemaConverter.any_rule``): the schema is a grammar anyway, so they need
+not stop at ``ANY_VALUE_DEPTH``. A schema without a recursive ``$ref`` gives its
+``LoweredRegex`` back (the same text the regular conversion writes), and compiles to a
+plain DFA as before, its untyped values unrolled to ``ANY_VALUE_DEPTH`` (a rule there would
+make every schema with an untyped value a grammar, at a grammar's compile and mask cost). Operands of ``not``,
 non-disjoint ``oneOf`` and ``if`` stay depth-bounded (complement is not defined for
 context-free languages): the converter's canonical mode unrolls their references to
 ``DEFAULT_MAX_RECURSION_DEPTH`` as before, with its warning, refused under ``strict``.
@@ -260,16 +265,24 @@ def compile_recursive_schema(
         return None
     if isinstance(schema, dict):
         check_schema(schema)
-    conv = JsonSchemaConverter(
-        schema,
-        whitespace=spec.whitespace,
-        strict=spec.strict,
-        allow_extra_properties=spec.allow_extra_properties,
-        max_recursion_depth=DEFAULT_MAX_RECURSION_DEPTH,  # not/oneOf/if operands unroll
-        max_seconds=max_convert_seconds,
-    )
-    conv.rules = True
-    pattern = conv.convert_root()
+    convert_deadline = Deadline(max_convert_seconds, "max_convert_seconds")
+
+    def converted(any_rule: bool) -> tuple[JsonSchemaConverter, str]:
+        conv = JsonSchemaConverter(
+            schema,
+            whitespace=spec.whitespace,
+            strict=spec.strict,
+            allow_extra_properties=spec.allow_extra_properties,
+            max_recursion_depth=DEFAULT_MAX_RECURSION_DEPTH,  # not/oneOf/if operands unroll
+            deadline=convert_deadline,
+        )
+        conv.rules = True
+        conv.any_rule = any_rule
+        return conv, conv.convert_root()
+
+    conv, pattern = converted(False)
+    if conv.sharing.rules and conv.any_value_unrolled:  # a grammar anyway: exact any-values
+        conv, pattern = converted(True)
     definitions = conv.sharing.definitions
     if not conv.sharing.rules:
         return LoweredRegex(pattern, tuple(definitions), tuple(conv.warnings))

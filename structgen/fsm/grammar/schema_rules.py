@@ -11,16 +11,17 @@ stays regex text, a ``Pattern``); the other definitions stay shared regex defini
 (``GrammarDef.definitions``). The ``GrammarDef`` then compiles as any recursive grammar
 (``compile.compile_grammar_def``): a lexer DFA per regular part, an Earley parser over them.
 
-A schema that reaches such a rule and has untyped values (``{}``, ``true``, extra
-properties, absent ``items``) is converted a second time with those values as one rule of
-any depth (``JsonSchemaConverter.any_rule``): the schema is a grammar anyway, so they need
-not stop at ``ANY_VALUE_DEPTH``. A schema without a recursive ``$ref`` gives its
-``LoweredRegex`` back (the same text the regular conversion writes), and compiles to a
-plain DFA as before, its untyped values unrolled to ``ANY_VALUE_DEPTH`` (a rule there would
-make every schema with an untyped value a grammar, at a grammar's compile and mask cost). Operands of ``not``,
-non-disjoint ``oneOf`` and ``if`` stay depth-bounded (complement is not defined for
-context-free languages): the converter's canonical mode unrolls their references to
-``DEFAULT_MAX_RECURSION_DEPTH`` as before, with its warning, refused under ``strict``.
+In a document with a ``$ref`` cycle, untyped values (``{}``, ``true``, extra properties,
+absent ``items``) are one rule of any depth too (``JsonSchemaConverter.any_rule``): the
+schema is a grammar anyway, so they need not stop at ``ANY_VALUE_DEPTH`` (if no cycle is
+reached after all, the schema is converted again without it). A schema without a recursive
+``$ref`` gives its ``LoweredRegex`` back (the same text the regular conversion writes), and
+compiles to a plain DFA as before, its untyped values unrolled to ``ANY_VALUE_DEPTH`` (a
+rule there would make every schema with an untyped value a grammar, at a grammar's compile
+and mask cost). Operands of ``not``, non-disjoint ``oneOf`` and ``if`` stay depth-bounded
+(complement is not defined for context-free languages): the converter's canonical mode
+unrolls their references to ``DEFAULT_MAX_RECURSION_DEPTH`` as before, with its warning,
+refused under ``strict``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ...errors import InvalidGrammarError, UnsupportedSchemaError
+from ...errors import InvalidGrammarError, StructgenError, UnsupportedSchemaError
 from ..deadline import Deadline
 from ..regex.definitions import PLACEHOLDER_BASE
 from .ir import Alt, Expr, GrammarDef, Pattern, Ref, Repeat, Seq
@@ -46,6 +47,28 @@ def _has_ref(node: Any) -> bool:
         if isinstance(cur, dict):
             if isinstance(cur.get("$ref"), str):
                 return True
+            stack.extend(cur.values())
+        elif isinstance(cur, list):
+            stack.extend(cur)
+    return False
+
+
+def _has_cycle(conv: Any) -> bool:
+    """True when some ``$ref`` of the converter's document reaches itself (the schema
+    will likely compile as rules: its untyped values may then be one rule too).
+    """
+    stack, seen = [conv.root], set()
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, dict):
+            ref = cur.get("$ref")
+            if isinstance(ref, str) and ref not in seen:
+                seen.add(ref)
+                try:
+                    if conv.sharing.is_recursive(ref):
+                        return True
+                except StructgenError:  # an unresolvable $ref: the conversion names it
+                    pass
             stack.extend(cur.values())
         elif isinstance(cur, list):
             stack.extend(cur)
@@ -267,7 +290,7 @@ def compile_recursive_schema(
         check_schema(schema)
     convert_deadline = Deadline(max_convert_seconds, "max_convert_seconds")
 
-    def converted(any_rule: bool) -> tuple[JsonSchemaConverter, str]:
+    def converted(any_rule: bool | None) -> tuple[JsonSchemaConverter, str]:
         conv = JsonSchemaConverter(
             schema,
             whitespace=spec.whitespace,
@@ -277,12 +300,12 @@ def compile_recursive_schema(
             deadline=convert_deadline,
         )
         conv.rules = True
-        conv.any_rule = any_rule
+        conv.any_rule = _has_cycle(conv) if any_rule is None else any_rule
         return conv, conv.convert_root()
 
-    conv, pattern = converted(False)
-    if conv.sharing.rules and conv.any_value_unrolled:  # a grammar anyway: exact any-values
-        conv, pattern = converted(True)
+    conv, pattern = converted(None)
+    if conv.sharing.rules == {conv.any_rule_slot}:  # no $ref cycle reached: a regex after all
+        conv, pattern = converted(False)
     definitions = conv.sharing.definitions
     if not conv.sharing.rules:
         return LoweredRegex(pattern, tuple(definitions), tuple(conv.warnings))

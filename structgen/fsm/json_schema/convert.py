@@ -143,7 +143,7 @@ class JsonSchemaConverter:
         self.copy = None  # copy.CopyPlan: values copied from source texts (CopyJsonSchema)
         self.rules = False  # recursive $refs as grammar rules (fsm.grammar.schema_rules)
         self.any_rule = False  # untyped values as one grammar rule, any depth (schema_rules)
-        self.any_value_unrolled = False  # an untyped value was written to ANY_VALUE_DEPTH
+        self.any_rule_slot: int | None = None  # the definition slot of that rule
         self.sharing = RefSharing(self.resolve)
         self._validator, known = self._refs.draft
         self._draft = self._validator.__name__
@@ -539,7 +539,6 @@ class JsonSchemaConverter:
             return boolean_ops.universe_here(self)
         if self.any_rule:
             return self._any_value_rule()
-        self.any_value_unrolled = True
         found, text = self.sharing.lookup(("any", depth))
         if found:
             return text
@@ -553,6 +552,7 @@ class JsonSchemaConverter:
         if found:
             return text
         index, placeholder = self.sharing.reserve(("any-rule",))
+        self.any_rule_slot = index
         self.sharing.define(index, self._any_value_body(placeholder))
         return placeholder
 

@@ -378,3 +378,5 @@ def test_untyped_values_in_a_rules_schema_nest_to_any_depth():
     flat = {"type": "object", "properties": {"meta": {}}}
     assert isinstance(compile_json_schema(flat), CompiledGrammar)
     assert not compile_json_schema(flat).matches('{"meta":' + "[" * 12 + "]" * 12 + "}")
+    unused_cycle = {**flat, "$defs": {"t": {"properties": {"t": {"$ref": "#/$defs/t"}}}}}
+    assert isinstance(compile_json_schema(unused_cycle), CompiledGrammar)  # no cycle reached

@@ -219,10 +219,11 @@ def compile_spec(
         vocab: the vocabulary (None: only ``CompiledGrammar.matches`` works).
         max_states: budget of automaton states built, at compile and later as masks and
             decoding reach new states (default ``DEFAULT_MAX_STATES``, 200,000).
-        max_seconds: time budget of the compile and of each later exploration (default
-            ``DEFAULT_MAX_SECONDS``, 10 s).
-        max_convert_seconds: time budget of a JSON Schema's conversion to a regex
-            (default ``CONVERT_MAX_SECONDS``, 10 s).
+        max_seconds: CPU-time budget of the compile and of each later exploration, in CPU
+            seconds of the thread doing the work (``time.thread_time``: waiting for a core
+            or the GIL does not count; default ``DEFAULT_MAX_SECONDS``, 10 CPU s).
+        max_convert_seconds: CPU-time budget of a JSON Schema's conversion to a regex
+            (default ``CONVERT_MAX_SECONDS``, 10 CPU s).
         grammar_cache_bytes: when not None, the new byte bound of ``vocab``'s shared
             lexical mask cache (``Vocabulary.lexical_masks``, evicting down to it; 0 turns
             sharing off), as ``EngineConfig.grammar_cache_bytes`` sets it for an engine. It
@@ -299,7 +300,7 @@ def compile_regex(
         definitions: shared subpatterns ``pattern`` refers to (a compiled JSON Schema's
             ``CompiledGrammar.definitions`` with its ``source_pattern``).
         max_states: the automaton's state budget, as in ``compile_spec``.
-        max_seconds: the automaton's time budget, as in ``compile_spec``.
+        max_seconds: the automaton's CPU-time budget, as in ``compile_spec``.
         grammar_cache_bytes: the vocabulary's shared lexical mask cache bound, as in
             ``compile_spec``.
 

@@ -34,6 +34,7 @@ import threading
 from typing import Any, Callable, TypeVar
 
 from ..errors import GrammarTooComplexError
+from .deadline import cpu_clock, credit, fresh_stack_clock
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -323,22 +324,29 @@ def fresh_stack(fn: Callable[..., _T], *args: Any) -> _T:
 
     A recursive walker calls this every ``SEGMENT`` levels of its own recursion (the caller
     blocks until it returns), so each thread holds at most ``SEGMENT`` levels. The walker's
-    own depth budget bounds the number of threads.
+    own depth budget bounds the number of threads. The new thread's CPU time counts on the
+    caller's ``deadline.cpu_clock``, so compile budgets hold across the hand-off.
 
     Raises:
         Whatever ``fn`` raises.
     """
     box: list = []
+    clock = cpu_clock()  # the walk's CPU counts against the caller's compile budgets
+    spent: list[float] = []
 
     def target() -> None:
+        fresh_stack_clock(clock)
         try:
             box.append((True, fn(*args)))
         except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
             box.append((False, exc))
+        finally:
+            spent.append(cpu_clock() - clock)
 
     thread = threading.Thread(target=target, name="structgen-deep-walk", daemon=True)
     thread.start()
     thread.join()
+    credit(spent[0])
     ok, value = box[0]
     if not ok:
         raise value

@@ -98,7 +98,7 @@ class RegexSpec(BaseSpec):
         """The regex of this spec (without its trigger).
 
         Args:
-            max_convert_seconds: time budget of a JSON Schema's conversion (None: the
+            max_convert_seconds: CPU-time budget of a JSON Schema's conversion (None: the
                 default of ``structgen.fsm.compiler.compile_spec``); other specs ignore it.
 
         Raises:

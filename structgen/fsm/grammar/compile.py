@@ -17,13 +17,13 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
-import time
 from collections import OrderedDict
 from typing import Any
 
-from ...errors import GrammarTooComplexError, InvalidGrammarError, RegexError
+from ...errors import InvalidGrammarError, RegexError
 from ..base import BaseCompiledGrammar
 from ..compiler import AutomatonGrammar, CompiledGrammar
+from ..deadline import Deadline
 from ..index import budget as budget_module
 from ..index.budget import CompletionBudget
 from ..index.token_index import TokenIndex
@@ -166,7 +166,7 @@ def _lexer(
     pattern: str,
     definitions: tuple[str, ...],
     max_states: int,
-    deadline: float,
+    deadline: Deadline,
     shared: SharedDefinitions | None = None,
     source: tuple[str, frozenset[int]] | None = None,
 ) -> ByteDFA | None:
@@ -178,7 +178,7 @@ def _lexer(
         pattern: the terminal's regex, with ``definitions`` (its own numbering).
         definitions: the shared subpatterns ``pattern`` refers to.
         max_states: the lexer's state budget.
-        deadline: ``time.perf_counter()`` value the compile must finish by.
+        deadline: the compile's CPU-time budget.
         shared: the grammar's definitions lowered once into one arena (``_lexers``); with
             ``source`` (the same terminal in that numbering) the lexer is built on them,
             else ``pattern`` is compiled on its own. The same language either way.
@@ -196,7 +196,8 @@ def _lexer(
                 definitions=list(definitions) or None,
                 eager_rows=1,
                 max_states=max_states,
-                max_seconds=max(0.0, deadline - time.perf_counter()),
+                max_seconds=deadline.remaining(),
+                deadline=deadline,
             )
         arena = shared.arena
         arena.deadline = deadline  # emptiness searches share the compile's budget
@@ -211,13 +212,12 @@ def _lexer(
         raise InvalidGrammarError(
             f"a terminal of the grammar is not a usable regex: {exc}"
         ) from exc
-    seconds = max(0.0, deadline - time.perf_counter())
-    dfa = ByteDFA(arena, root, max_states=max_states, max_seconds=seconds)
-    dfa.explore(max_rows=1)
+    dfa = ByteDFA(arena, root, max_states=max_states, max_seconds=deadline.remaining())
+    dfa.explore(max_rows=1, deadline=deadline)
     return dfa
 
 
-def _lexers(cfg: CfgGrammar, max_states: int, deadline: float) -> list[ByteDFA | None]:
+def _lexers(cfg: CfgGrammar, max_states: int, deadline: Deadline) -> list[ByteDFA | None]:
     """The lexer DFA of every terminal (None: an empty language, as ``_lexer``).
 
     The terminals share one ``TermArena`` and each shared definition is lowered once for
@@ -283,7 +283,8 @@ def compile_grammar(
         prefix: literal text the output starts with before the grammar (token healing's
             removed prompt text); not with a ``trigger``.
         max_states: state budget of each terminal's DFA and of a regular grammar's DFA.
-        max_seconds: time budget of the compile.
+        max_seconds: CPU-time budget of the compile, in CPU seconds of the compiling thread
+            (``deadline.Deadline``: time spent waiting for a core or the GIL does not count).
         max_configs: budget of parser configurations built (at compile and as masks
             and decoding reach new ones).
         max_items: budget of Earley items over all chart nodes built.
@@ -310,7 +311,7 @@ def compile_grammar(
         if hit is not None:
             _cache.move_to_end(key)
             return hit
-    deadline = time.perf_counter() + max_seconds
+    deadline = Deadline(max_seconds)
     gdef = parse_grammar(text, syntax, start)
     special_ids: frozenset[int] = frozenset()
     if "<" in text:  # every special-token form (<[id]>, <name>, <|name|>) starts with '<'
@@ -343,7 +344,7 @@ def compile_grammar_def(
     trigger: str | None = None,
     prefix: str = "",
     max_states: int = DEFAULT_MAX_STATES,
-    deadline: float,
+    deadline: Deadline,
     max_configs: int = DEFAULT_MAX_CONFIGS,
     max_items: int = DEFAULT_MAX_ITEMS,
 ) -> BaseCompiledGrammar:
@@ -356,7 +357,7 @@ def compile_grammar_def(
         trigger: free text up to and including it first (as ``compile_grammar``).
         prefix: literal text before the grammar (as ``compile_grammar``).
         max_states: state budget of each terminal's DFA (and of a regular grammar's).
-        deadline: ``time.perf_counter()`` value the compile must finish by.
+        deadline: the compile's CPU-time budget (``deadline.Deadline``).
         max_configs: budget of parser configurations built.
         max_items: budget of Earley items.
 
@@ -365,7 +366,6 @@ def compile_grammar_def(
     """
     from ..spec import LoweredRegex
 
-    max_seconds = max(0.0, deadline - time.perf_counter())
     lowered = lower_grammar(gdef)
     if isinstance(lowered, LoweredRegex):
         if prefix:
@@ -378,7 +378,8 @@ def compile_grammar_def(
                 trigger=trigger,
                 definitions=list(lowered.definitions) or None,
                 max_states=max_states,
-                max_seconds=max_seconds,
+                max_seconds=deadline.remaining(),
+                deadline=deadline,
             )
         except RegexError as exc:
             raise InvalidGrammarError(f"the grammar matches no usable language: {exc}") from exc
@@ -402,8 +403,7 @@ def compile_grammar_def(
             lead_in=_lead_in(trigger, prefix),
         )
         dfa.row(dfa.initial)
-        if time.perf_counter() > deadline:
-            raise GrammarTooComplexError(f"compiling the grammar exceeded {max_seconds} s")
+        deadline.check("compiling the grammar")
         grammar = CompiledCFG(spec, lowered, dfa, vocab, gdef.warnings)
     return grammar
 

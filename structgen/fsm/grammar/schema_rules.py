@@ -11,20 +11,26 @@ stays regex text, a ``Pattern``); the other definitions stay shared regex defini
 (``GrammarDef.definitions``). The ``GrammarDef`` then compiles as any recursive grammar
 (``compile.compile_grammar_def``): a lexer DFA per regular part, an Earley parser over them.
 
-A schema without a recursive ``$ref`` gives its ``LoweredRegex`` back (the same text the
-regular conversion writes), and compiles to a plain DFA as before. Operands of ``not``,
-non-disjoint ``oneOf`` and ``if`` stay depth-bounded (complement is not defined for
-context-free languages): the converter's canonical mode unrolls their references to
-``DEFAULT_MAX_RECURSION_DEPTH`` as before, with its warning, refused under ``strict``.
+In a document with a ``$ref`` cycle, untyped values (``{}``, ``true``, extra properties,
+absent ``items``) are one rule of any depth too (``JsonSchemaConverter.any_rule``): the
+schema is a grammar anyway, so they need not stop at ``ANY_VALUE_DEPTH`` (if no cycle is
+reached after all, the schema is converted again without it). A schema without a recursive
+``$ref`` gives its ``LoweredRegex`` back (the same text the regular conversion writes), and
+compiles to a plain DFA as before, its untyped values unrolled to ``ANY_VALUE_DEPTH`` (a
+rule there would make every schema with an untyped value a grammar, at a grammar's compile
+and mask cost). Operands of ``not``, non-disjoint ``oneOf`` and ``if`` stay depth-bounded
+(complement is not defined for context-free languages): the converter's canonical mode
+unrolls their references to ``DEFAULT_MAX_RECURSION_DEPTH`` as before, with its warning,
+refused under ``strict``.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
-from ...errors import InvalidGrammarError, UnsupportedSchemaError
+from ...errors import InvalidGrammarError, StructgenError, UnsupportedSchemaError
+from ..deadline import Deadline
 from ..regex.definitions import PLACEHOLDER_BASE
 from .ir import Alt, Expr, GrammarDef, Pattern, Ref, Repeat, Seq
 
@@ -41,6 +47,28 @@ def _has_ref(node: Any) -> bool:
         if isinstance(cur, dict):
             if isinstance(cur.get("$ref"), str):
                 return True
+            stack.extend(cur.values())
+        elif isinstance(cur, list):
+            stack.extend(cur)
+    return False
+
+
+def _has_cycle(conv: Any) -> bool:
+    """True when some ``$ref`` of the converter's document reaches itself (the schema
+    will likely compile as rules: its untyped values may then be one rule too).
+    """
+    stack, seen = [conv.root], set()
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, dict):
+            ref = cur.get("$ref")
+            if isinstance(ref, str) and ref not in seen:
+                seen.add(ref)
+                try:
+                    if conv.sharing.is_recursive(ref):
+                        return True
+                except StructgenError:  # an unresolvable $ref: the conversion names it
+                    pass
             stack.extend(cur.values())
         elif isinstance(cur, list):
             stack.extend(cur)
@@ -234,8 +262,8 @@ def compile_recursive_schema(
         spec: the ``JsonSchema`` (``max_recursion_depth`` None).
         vocab: the vocabulary, or None.
         max_states: state budget of each lexer DFA.
-        max_seconds: time budget of the compile.
-        max_convert_seconds: time budget of the conversion.
+        max_seconds: CPU-time budget of the compile (CPU seconds of the compiling thread).
+        max_convert_seconds: CPU-time budget of the conversion.
 
     Returns:
         A ``compile.CompiledCFG`` whose ``spec`` is ``spec``; or, when no ``$ref``
@@ -260,22 +288,30 @@ def compile_recursive_schema(
         return None
     if isinstance(schema, dict):
         check_schema(schema)
-    conv = JsonSchemaConverter(
-        schema,
-        whitespace=spec.whitespace,
-        strict=spec.strict,
-        allow_extra_properties=spec.allow_extra_properties,
-        max_recursion_depth=DEFAULT_MAX_RECURSION_DEPTH,  # not/oneOf/if operands unroll
-        max_seconds=max_convert_seconds,
-    )
-    conv.rules = True
-    pattern = conv.convert_root()
+    convert_deadline = Deadline(max_convert_seconds, "max_convert_seconds")
+
+    def converted(any_rule: bool | None) -> tuple[JsonSchemaConverter, str]:
+        conv = JsonSchemaConverter(
+            schema,
+            whitespace=spec.whitespace,
+            strict=spec.strict,
+            allow_extra_properties=spec.allow_extra_properties,
+            max_recursion_depth=DEFAULT_MAX_RECURSION_DEPTH,  # not/oneOf/if operands unroll
+            deadline=convert_deadline,
+        )
+        conv.rules = True
+        conv.any_rule = _has_cycle(conv) if any_rule is None else any_rule
+        return conv, conv.convert_root()
+
+    conv, pattern = converted(None)
+    if conv.sharing.rules == {conv.any_rule_slot}:  # no $ref cycle reached: a regex after all
+        conv, pattern = converted(False)
     definitions = conv.sharing.definitions
     if not conv.sharing.rules:
         return LoweredRegex(pattern, tuple(definitions), tuple(conv.warnings))
     gdef = rules_grammar(pattern, definitions, conv.sharing.rules)
     gdef.warnings = list(conv.warnings)
-    deadline = time.perf_counter() + max_seconds
+    deadline = Deadline(max_seconds)
     try:
         return compile_grammar_def(
             gdef, spec, vocab, trigger=spec.trigger, max_states=max_states, deadline=deadline

@@ -13,12 +13,12 @@ and pickling work as for a grammar.
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from ...errors import RequestError, UnsupportedGrammarError
+from ..deadline import Deadline
 from ..regex.dfa import DEFAULT_MAX_SECONDS
 from ..spec import Grammar, Regex
 from .ir import Alt, Expr, GrammarDef, Literal, Pattern, Ref, Repeat, Seq
@@ -68,7 +68,7 @@ class GrammarAlternatives(Grammar):
             vocab,
             trigger=self.trigger,
             prefix=self.prefix,
-            deadline=time.perf_counter() + DEFAULT_MAX_SECONDS,
+            deadline=Deadline(DEFAULT_MAX_SECONDS),
         )
         with _lock:
             _cache[key] = grammar

@@ -38,7 +38,9 @@ Values with no schema (``{}``, ``true``, array ``items`` absent) are any JSON va
 nested at most ``ANY_VALUE_DEPTH`` (10, as deep as recursive ``$ref``) containers deep;
 each depth is one shared definition, so the pattern is linear in the depth and the lazy
 DFA only builds the nestings an instance visits (real payloads under
-``additionalProperties: true`` nest 3+ deep: MaskBench Github_trivial o45018).
+``additionalProperties: true`` nest 3+ deep: MaskBench Github_trivial o45018). In a schema
+compiled as grammar rules (a recursive ``$ref`` under ``max_recursion_depth=None``) they
+nest to any depth instead (``fsm.grammar.schema_rules``).
 
 Whitespace: ``"compact"`` writes none (``json.dumps(x, separators=(",", ":"))``);
 ``"flexible"`` allows runs of at most ``FLEXIBLE_WS_MAX`` of space, tab, CR, LF
@@ -86,8 +88,8 @@ def json_schema_to_regex(
             (only for objects without declared properties).
         max_recursion_depth: expansions of one recursive ``$ref`` along a path.
         warnings: list that receives warning strings (mutated).
-        max_convert_seconds: time budget of the conversion (default ``CONVERT_MAX_SECONDS``,
-            10 s).
+        max_convert_seconds: CPU-time budget of the conversion, in CPU seconds of the
+            converting thread (default ``CONVERT_MAX_SECONDS``, 10 CPU s).
 
     Raises:
         UnsupportedSchemaError: a keyword that cannot be enforced (``keyword``, ``pointer``).

@@ -12,10 +12,10 @@ enforced and how is described in the package docstring.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
+from ..deadline import Deadline
 from ..nesting import MAX_SCHEMA_DEPTH, MAX_VALUE_DEPTH, SEGMENT, fresh_stack, json_depth
 from . import boolean_ops
 from .arrays import array_regex
@@ -47,8 +47,9 @@ __all__ = [
 ]
 
 FLEXIBLE_WS_MAX = 12
+_SCALARS = ('"' + JSON_CHAR + '*"', NUMBER, "true", "false", "null")
 ANY_VALUE_DEPTH = 10  # as deep as recursive $ref unrolls by default (max_recursion_depth)
-CONVERT_MAX_SECONDS = 10.0  # as the DFA's budget (see benchmarks/RESULTS.md, wp_8)
+CONVERT_MAX_SECONDS = 10.0  # CPU seconds, as the DFA's budget (see benchmarks/RESULTS.md, wp_8)
 # the keywords the converter lowers; the draft's others are refused (see ``vocabulary``)
 _KNOWN = frozenset(
     {
@@ -113,7 +114,11 @@ def _check_value_depth(schema: dict, pointer: str) -> None:
 
 
 class JsonSchemaConverter:
-    """One conversion: holds the root (for ``$ref``), options and collected warnings."""
+    """One conversion: holds the root (for ``$ref``), options and collected warnings.
+
+    ``max_seconds`` is the conversion's CPU-time budget (``max_convert_seconds``), or
+    ``deadline`` one it shares with other conversions of the same compile.
+    """
 
     def __init__(
         self,
@@ -124,6 +129,7 @@ class JsonSchemaConverter:
         allow_extra_properties: bool,
         max_recursion_depth: int,
         max_seconds: float = CONVERT_MAX_SECONDS,
+        deadline: Deadline | None = None,
     ) -> None:
         self._refs = RefIndex(root)
         self.root = self._refs.root  # every $ref rewritten to its target's pointer
@@ -136,6 +142,8 @@ class JsonSchemaConverter:
         self.canon: boolean_ops.Canon | None = None  # canonical mode (boolean_ops)
         self.copy = None  # copy.CopyPlan: values copied from source texts (CopyJsonSchema)
         self.rules = False  # recursive $refs as grammar rules (fsm.grammar.schema_rules)
+        self.any_rule = False  # untyped values as one grammar rule, any depth (schema_rules)
+        self.any_rule_slot: int | None = None  # the definition slot of that rule
         self.sharing = RefSharing(self.resolve)
         self._validator, known = self._refs.draft
         self._draft = self._validator.__name__
@@ -149,8 +157,7 @@ class JsonSchemaConverter:
         self.dependency_keywords = frozenset(
             k for k in DEPENDENCY_KEYWORDS if k in self._validator.VALIDATORS
         )
-        self._max_seconds = max_seconds
-        self._deadline = time.perf_counter() + max_seconds
+        self._deadline = deadline or Deadline(max_seconds, "max_convert_seconds")
         self._calls = 0
         self._nesting = 0  # convert calls open on the path (fresh_stack every SEGMENT)
         if whitespace == "compact":
@@ -301,10 +308,9 @@ class JsonSchemaConverter:
 
     def _convert(self, schema: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
         self._calls += 1
-        if self._calls & 255 == 0 and time.perf_counter() > self._deadline:
-            raise GrammarTooComplexError(
-                f"JSON Schema conversion exceeded its time budget ({self._max_seconds:g} s) "
-                f"at {pointer or '#'} after {self._calls} subschemas"
+        if self._calls & 255 == 0 and self._deadline.expired():
+            raise self._deadline.error(
+                f"JSON Schema conversion (at {pointer or '#'}, after {self._calls} subschemas)"
             )
         if schema is True or schema == {}:
             return self.any_value(ANY_VALUE_DEPTH)
@@ -531,18 +537,34 @@ class JsonSchemaConverter:
         """
         if self.canon is not None:  # canonical mode: U, at least as deep as any U around
             return boolean_ops.universe_here(self)
+        if self.any_rule:
+            return self._any_value_rule()
         found, text = self.sharing.lookup(("any", depth))
         if found:
             return text
         return self.sharing.store(("any", depth), self._any_value_text(depth))
 
+    def _any_value_rule(self) -> str:
+        """Any JSON value at any depth, as one grammar rule (``any_rule``): the rule's
+        arrays and objects hold the rule itself (``RefSharing.reserve``).
+        """
+        found, text = self.sharing.lookup(("any-rule",))
+        if found:
+            return text
+        index, placeholder = self.sharing.reserve(("any-rule",))
+        self.any_rule_slot = index
+        self.sharing.define(index, self._any_value_body(placeholder))
+        return placeholder
+
     def _any_value_text(self, depth: int) -> str:
-        scalars = ['"' + JSON_CHAR + '*"', NUMBER, "true", "false", "null"]
         if depth <= 0:
-            return _alt(scalars)
-        inner = self.any_value(depth - 1)
+            return _alt(list(_SCALARS))
+        return self._any_value_body(self.any_value(depth - 1))
+
+    def _any_value_body(self, inner: str) -> str:
+        """A scalar, or an array or object whose values are ``inner``."""
         ws = self.ws
         array = "\\[" + ws + "(?:" + inner + "(?:" + ws + "," + ws + inner + ")*" + ws + ")?\\]"
         pair = '"' + JSON_CHAR + '*"' + ws + ":" + ws + inner
         obj = "\\{" + ws + "(?:" + pair + "(?:" + ws + "," + ws + pair + ")*" + ws + ")?\\}"
-        return _alt(scalars + [array, obj])
+        return _alt([*_SCALARS, array, obj])

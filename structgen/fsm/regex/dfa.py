@@ -15,9 +15,8 @@ matches any code point except ``\n``.
 
 from __future__ import annotations
 
-import time
-
 from ...errors import RegexError
+from ..deadline import Deadline
 from .lazy_dfa import DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES, ByteDFA
 from .parse import lower
 from .terms import EMPTY, TermArena
@@ -41,6 +40,7 @@ def regex_to_dfa(
     max_seconds: float = DEFAULT_MAX_SECONDS,
     eager_rows: int = DEFAULT_EAGER_ROWS,
     definitions: list[str] | None = None,
+    deadline: Deadline | None = None,
 ) -> ByteDFA:
     """Compile a Python regex (fullmatch semantics) to a lazily built ``ByteDFA``.
 
@@ -51,10 +51,13 @@ def regex_to_dfa(
             applies to what follows (``terms`` ``UNTIL``). The free text may be any
             bytes; it cannot end the match, so the trigger must appear.
         max_states: budget of built states (rows), at compile and later.
-        max_seconds: time budget of the compile (and of each full exploration).
+        max_seconds: CPU-time budget of the compile (and of each full exploration), in CPU
+            seconds of the compiling thread (``deadline.Deadline``).
         eager_rows: rows built breadth-first at compile time.
         definitions: shared subpatterns that placeholders in ``pattern`` stand for
             (``json_schema_to_shared``; see ``parse.lower``).
+        deadline: the budget of a larger compile this one is part of (a grammar's
+            lexer); None: ``Deadline(max_seconds)``.
 
     Raises:
         RegexError: the pattern does not parse, or matches no string at all; an empty
@@ -63,10 +66,11 @@ def regex_to_dfa(
             (with the position), word boundaries, atomic groups.
         GrammarTooComplexError: a budget (states, time, nesting depth) is exceeded.
     """
-    t0 = time.perf_counter()
+    if deadline is None:
+        deadline = Deadline(max_seconds)
     arena = TermArena()
-    root = lower(pattern, arena, deadline=t0 + max_seconds, definitions=definitions)
-    arena.deadline = t0 + max_seconds  # emptiness searches share the compile's budget
+    root = lower(pattern, arena, deadline=deadline, definitions=definitions)
+    arena.deadline = deadline  # emptiness searches share the compile's budget
     if root == EMPTY or arena.is_empty(root):
         raise RegexError(f"regex {pattern!r} matches no string")
     if trigger is not None:
@@ -78,9 +82,8 @@ def regex_to_dfa(
         arena,
         root,
         max_states=max_states,
-        max_seconds=max(0.0, max_seconds - (time.perf_counter() - t0)),
+        max_seconds=max_seconds,
     )
-    dfa.explore(max_rows=eager_rows)
-    dfa.max_seconds = max_seconds
+    dfa.explore(max_rows=eager_rows, deadline=deadline)
     arena.deadline = None
     return dfa

@@ -19,7 +19,7 @@ Counted repetitions stay counts: ``[^"]{0,100000}`` has one state per position
 reached (plus a few mid-character states), built only as far as the output goes.
 
 Budgets: ``max_states`` (states whose row is built: exploring, masks) and
-``max_seconds`` (per exploration call: compile-time warm-up, ``explore``) raise
+``max_seconds`` (CPU seconds per exploration call: compile-time warm-up, ``explore``) raise
 ``GrammarTooComplexError``. The arena's term budget and nesting limit raise the
 same error. Lazily built rows can therefore raise after compile (from ``row``,
 ``gather``, ``walk``); callers on the per-token path must turn that into their
@@ -45,17 +45,17 @@ lock-free (a row is written before its slot is published).
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 
 from ...errors import GrammarTooComplexError
+from ..deadline import Deadline
 from .terms import EMPTY, TermArena, refine_classes
 
 __all__ = ["ByteDFA", "DEFAULT_MAX_STATES", "DEFAULT_MAX_SECONDS", "PENDING"]
 
 DEFAULT_MAX_STATES = 200_000
-DEFAULT_MAX_SECONDS = 10.0
+DEFAULT_MAX_SECONDS = 10.0  # CPU seconds of the compiling thread (deadline.Deadline)
 PENDING = -2  # a row entry whose byte class is not derived yet (rows built for the trie walk)
 
 
@@ -74,7 +74,7 @@ class ByteDFA:
         max_states: budget of built states (rows). Walking a concrete input of n bytes
             may discover up to n further states without building their rows; the
             arena's term budget bounds that.
-        max_seconds: time budget of each exploration call.
+        max_seconds: CPU-time budget of each exploration call (``deadline.Deadline``).
 
     Attributes:
         initial: the start state (always 0).
@@ -374,11 +374,13 @@ class ByteDFA:
             self._steps[key] = nxt
             return nxt
 
-    def explore(self, max_rows: int | None = None) -> bool:
+    def explore(self, max_rows: int | None = None, deadline: Deadline | None = None) -> bool:
         """Build rows breadth-first from the initial state.
 
         Args:
             max_rows: stop after this many rows are built in total (None: no limit).
+            deadline: the CPU-time budget of this call (None: ``max_seconds`` of its own;
+                a compile passes its own budget).
 
         Returns:
             True when every reachable state has its row (the automaton is complete).
@@ -388,7 +390,8 @@ class ByteDFA:
         """
         if self._complete:
             return True
-        deadline = time.perf_counter() + self.max_seconds
+        if deadline is None:
+            deadline = Deadline(self.max_seconds)
         with self._lock:
             i = 0
             while i < self.num_states:
@@ -398,10 +401,10 @@ class ByteDFA:
                     if max_rows is not None and self._num_rows >= max_rows:
                         return False
                     self._build_row(i)
-                    if time.perf_counter() > deadline:
-                        raise GrammarTooComplexError(
-                            f"automaton construction exceeded {self.max_seconds} s "
-                            f"({self.num_states} states); simplify the pattern"
+                    if deadline.expired():
+                        raise deadline.error(
+                            f"automaton construction ({self.num_states} states; simplify "
+                            "the pattern)"
                         )
                 i += 1
             self._complete = True

@@ -12,7 +12,6 @@ Unicode case-insensitive matching (``_case_fold``), for classes within the BMP.
 from __future__ import annotations
 
 import re
-import time
 
 try:  # Python >= 3.11
     import re._compiler as sre_compile
@@ -24,6 +23,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse  # type: ignore[no-redef]
 
 from ...errors import GrammarTooComplexError, RegexError, UnsupportedRegexError
+from ..deadline import NEVER, Deadline
 from .anchors import strip_end_anchors
 from .definitions import INTERSECT, PLACEHOLDER_BASE, boolean_operands, raw_bytes
 from .lower import fast_lower
@@ -202,7 +202,7 @@ class _Lowering:
     """sre parse tree -> arena term; one instance per pattern."""
 
     def __init__(
-        self, arena: TermArena, pattern: str, deadline: float, shared: list[int] | None = None
+        self, arena: TermArena, pattern: str, deadline: Deadline, shared: list[int] | None = None
     ) -> None:
         self.arena = arena
         self.pattern = pattern
@@ -217,11 +217,9 @@ class _Lowering:
             self.check_deadline()
 
     def check_deadline(self) -> None:
-        """Raises GrammarTooComplexError once the time budget is spent."""
-        if time.perf_counter() > self.deadline:
-            raise GrammarTooComplexError(
-                f"regex compile exceeded its time budget: {self.pattern[:80]!r}"
-            )
+        """Raises GrammarTooComplexError once the (CPU-time) budget is spent."""
+        if self.deadline.expired():
+            raise self.deadline.error(f"compiling the regex {self.pattern[:80]!r}")
 
     def chars(self, ranges: list[tuple[int, int]], negate: bool = False) -> int:
         """Term for one code point out of ``ranges`` (or outside them)."""
@@ -350,7 +348,7 @@ def _without_end_anchors(pattern: str) -> str:
 def lower(
     pattern: str,
     arena: TermArena,
-    deadline: float = float("inf"),
+    deadline: Deadline = NEVER,
     definitions: list[str] | None = None,
 ) -> int:
     """Parse ``pattern`` and lower it to a term of ``arena`` (fullmatch semantics).
@@ -363,7 +361,7 @@ def lower(
     Args:
         pattern: the regex (Python ``re`` syntax).
         arena: the arena the terms are interned in (mutated).
-        deadline: ``time.perf_counter()`` value past which lowering raises.
+        deadline: the compile's CPU-time ``deadline.Deadline``, past which lowering raises.
         definitions: shared subpatterns (``definitions``): in ``pattern`` and in later
             definitions, the raw code point ``PLACEHOLDER_BASE + i`` stands for
             ``definitions[i]``; a boolean definition is the intersection or complement
@@ -388,7 +386,7 @@ def lower(
 
 
 def _lower_definition(
-    text: str, i: int, arena: TermArena, deadline: float, shared: list, memo: dict
+    text: str, i: int, arena: TermArena, deadline: Deadline, shared: list, memo: dict
 ) -> int:
     """The term of definition ``i`` (``shared`` holds the earlier ones it refers to)."""
     boolean = boolean_operands(text, i)
@@ -405,7 +403,7 @@ def _lower_definition(
 
 
 def _lower_text(
-    text: str, arena: TermArena, deadline: float, shared: list, memo: dict, is_pattern: bool
+    text: str, arena: TermArena, deadline: Deadline, shared: list, memo: dict, is_pattern: bool
 ) -> int:
     """The term of one regex text over the placeholders bound in ``shared``; the pattern
     (``is_pattern``, a whole-output match) may carry end anchors, a definition keeps its.
@@ -437,10 +435,10 @@ class SharedDefinitions:
     Args:
         arena: the arena every term is interned in (mutated).
         texts: the definitions; each refers to earlier ones only.
-        deadline: ``time.perf_counter()`` value past which lowering raises.
+        deadline: the compile's CPU-time ``deadline.Deadline``, past which lowering raises.
     """
 
-    def __init__(self, arena: TermArena, texts: tuple[str, ...] | list[str], deadline: float):
+    def __init__(self, arena: TermArena, texts: tuple[str, ...] | list[str], deadline: Deadline):
         self.arena = arena
         self.texts = list(texts)
         self.deadline = deadline

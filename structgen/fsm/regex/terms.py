@@ -54,9 +54,9 @@ explicit stack, so no Python recursion grows with the depth.
 from __future__ import annotations
 
 import heapq
-import time
 
 from ...errors import GrammarTooComplexError
+from ..deadline import Deadline
 
 __all__ = [
     "TermArena",
@@ -86,7 +86,7 @@ _SHALLOW = 64  # a term this deep is derived (front, derivative) recursively; de
 # gets its subterms' results bottom-up from an explicit stack (_bottom_up)
 _ALT_INDEX_MIN = 8  # alternations with more items get a first-byte index
 MAX_EMPTY_CHECKS = 200_000  # derivative states one emptiness search may visit
-EMPTY_SEARCH_SECONDS = 10.0  # time bound of one emptiness search outside a compile's budget
+EMPTY_SEARCH_SECONDS = 10.0  # CPU seconds of one emptiness search outside a compile's budget
 
 
 def refine_classes(start: int, masks) -> list[int]:
@@ -122,11 +122,11 @@ class TermArena:
         max_empty_checks: bound on the derivative states one ``is_empty`` search visits.
 
     Attributes:
-        deadline: ``time.perf_counter()`` value past which an ``is_empty`` search raises
-            ``GrammarTooComplexError`` (the automaton sets it while it builds under a time
-            budget); None: each search gets ``search_seconds`` of its own (matching,
-            masks), so that no search runs unbounded.
-        search_seconds: time bound of one ``is_empty`` search while ``deadline`` is None.
+        deadline: the compile's ``deadline.Deadline`` (CPU time), past which an
+            ``is_empty`` search raises ``GrammarTooComplexError`` (the automaton sets it
+            while it builds under a budget); None: each search gets ``search_seconds`` CPU
+            seconds of its own (matching, masks), so that no search runs unbounded.
+        search_seconds: CPU-time bound of one ``is_empty`` search while ``deadline`` is None.
     """
 
     def __init__(
@@ -152,7 +152,7 @@ class TermArena:
         self._subsumed: dict[tuple[int, int], bool] = {}
         self._min_len: dict[int, int] = {}
         self._bottom_up_active = False  # _bottom_up is filling a cache
-        self.deadline: float | None = None  # perf_counter() bound on is_empty's searches
+        self.deadline: Deadline | None = None  # CPU-time bound on is_empty's searches
         self.search_seconds = EMPTY_SEARCH_SECONDS
 
     @property
@@ -535,9 +535,8 @@ class TermArena:
         """``is_empty`` of ``t`` by the best-first search over its derivatives."""
         memo = self._empty
         deadline = self.deadline
-        own = deadline is None  # outside a compile's budget: this search's own bound
-        if own:
-            deadline = time.perf_counter() + self.search_seconds
+        if deadline is None:  # outside a compile's budget: this search's own bound
+            deadline = Deadline(self.search_seconds, "EMPTY_SEARCH_SECONDS")
         parent: dict[int, int] = {t: -1}
         heap = [(self._min_length(t), 0, t)]
         order = 0
@@ -562,15 +561,11 @@ class TermArena:
                         f"deciding whether an intersection or complement is empty visits "
                         f"more than {self.max_empty_checks} states; simplify the schema"
                     )
-                if not len(parent) & 63 and time.perf_counter() > deadline:
-                    budget = (
-                        f"its time bound ({self.search_seconds:g} s, EMPTY_SEARCH_SECONDS)"
-                        if own
-                        else "the automaton's time budget"
-                    )
+                if not len(parent) & 63 and deadline.expired():
                     raise GrammarTooComplexError(
                         "deciding whether an intersection or complement is empty exceeded "
-                        f"{budget} ({len(parent)} states visited); simplify the schema"
+                        f"{deadline.describe()} ({len(parent)} states visited); simplify the "
+                        "schema"
                     )
                 order += 1
                 heapq.heappush(heap, (self._min_length(v), order, v))

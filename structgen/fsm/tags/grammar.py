@@ -14,13 +14,13 @@ parts).
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
-from ...errors import GrammarTooComplexError, InvalidGrammarError, UnsupportedGrammarError
+from ...errors import InvalidGrammarError, UnsupportedGrammarError
 from ..base import BaseCompiledGrammar
+from ..deadline import Deadline
 from ..grammar.ir import Alt, Embedded, Expr, GrammarDef, Ref, Repeat, Seq
 from .format import (
     FormatNode,
@@ -172,7 +172,7 @@ def compile_with_grammars(
         tag: the ``StructuralTag``.
         vocab: the vocabulary, or None.
         special_tokens: text -> id of the tag's texts that are special tokens.
-        max_seconds: the compile's time budget.
+        max_seconds: the compile's CPU-time budget (CPU seconds of the compiling thread).
 
     Returns:
         A ``CompiledGrammar`` (every content grammar regular) or a ``CompiledCFG``; its
@@ -199,7 +199,7 @@ def compile_with_grammars(
         if hit is not None:
             _cache.move_to_end(key)
             return hit
-    deadline = time.perf_counter() + max_seconds
+    deadline = Deadline(max_seconds)
     composer = _Composer(Builder(None, special_tokens))
     start = composer.expr(tag.format)
     gdef = composer.gdef
@@ -214,7 +214,10 @@ def compile_with_grammars(
     lowered = lower_grammar(gdef)
     if isinstance(lowered, LoweredRegex):
         dfa = regex_to_dfa(
-            lowered.pattern, definitions=list(lowered.definitions) or None, max_seconds=max_seconds
+            lowered.pattern,
+            definitions=list(lowered.definitions) or None,
+            max_seconds=max_seconds,
+            deadline=deadline,
         )
         grammar: BaseCompiledGrammar = CompiledGrammar(spec, lowered, dfa, vocab)
     else:
@@ -223,8 +226,7 @@ def compile_with_grammars(
         charts = EarleyCharts(lowered, nullable, max_items=DEFAULT_MAX_ITEMS)
         dfa = GrammarAutomaton(charts, lexers, lowered.ignore, max_states=DEFAULT_MAX_CONFIGS)
         dfa.row(dfa.initial)
-        if time.perf_counter() > deadline:
-            raise GrammarTooComplexError(f"compiling the structural tag exceeded {max_seconds} s")
+        deadline.check("compiling the structural tag")
         grammar = CompiledCFG(spec, lowered, dfa, vocab, gdef.warnings)
     with _lock:
         _cache[key] = grammar

@@ -332,3 +332,51 @@ def test_a_terminal_with_no_string_drops_its_productions(monkeypatch) -> None:
             compile_grammar('start: "(" start ")" | "z"', syntax="lark")
     finally:
         grammar_compile.clear_cache()
+
+
+UNTYPED = {  # a recursive schema with untyped values: {}, extra properties, absent items
+    "type": "object",
+    "properties": {
+        "v": {"type": "integer"},
+        "meta": {},
+        "list": {"type": "array"},
+        "kids": {"type": "array", "items": {"$ref": "#"}},
+    },
+    "required": ["v"],
+}
+
+
+def _any_value(rng, depth):
+    if depth == 0:
+        return rng.choice([1, -2.5, "s", True, None, [], {}])
+    inner = [_any_value(rng, depth - 1)] + [_any_value(rng, 0) for _ in range(rng.randint(0, 1))]
+    if rng.random() < 0.5:
+        return inner
+    return {f"k{i}": x for i, x in enumerate(inner)}
+
+
+def test_untyped_values_in_a_rules_schema_nest_to_any_depth():
+    """A schema that compiles through rules anyway writes its untyped values as one rule
+    of any depth, not unrolled to ANY_VALUE_DEPTH: deep values jsonschema accepts are
+    accepted, mutations it rejects are rejected."""
+    grammar = compile_json_schema(UNTYPED, allow_extra_properties=True)
+    assert isinstance(grammar, CompiledCFG)
+    rng = random.Random("untyped")
+    for depth in (0, 3, 11, 16, 40):
+        value = {"v": 1, "meta": _any_value(rng, depth), "list": [_any_value(rng, depth)]}
+        value["kids"] = [{"v": 2, "meta": _any_value(rng, depth)}]
+        value["extra"] = _any_value(rng, depth)  # an undeclared property's value
+        text = _dump(value)
+        assert _valid(text, UNTYPED)
+        assert grammar.matches(text), (depth, text[:80])
+        for bad in _mutations(text, rng, 25):
+            if bad != text and not _valid(bad, UNTYPED):
+                assert not grammar.matches(bad), bad
+    assert not grammar.matches('{"v":1,"meta":' + "[" * 20 + "]" * 19 + "}")
+    # a schema without a recursive $ref stays one regex: its untyped values keep the
+    # ANY_VALUE_DEPTH unrolling (the rule would make every such schema a grammar)
+    flat = {"type": "object", "properties": {"meta": {}}}
+    assert isinstance(compile_json_schema(flat), CompiledGrammar)
+    assert not compile_json_schema(flat).matches('{"meta":' + "[" * 12 + "]" * 12 + "}")
+    unused_cycle = {**flat, "$defs": {"t": {"properties": {"t": {"$ref": "#/$defs/t"}}}}}
+    assert isinstance(compile_json_schema(unused_cycle), CompiledGrammar)  # no cycle reached

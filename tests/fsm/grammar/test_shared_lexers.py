@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import time
 from collections import deque
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from structgen.fsm import compile_json_schema
+from structgen.fsm.deadline import Deadline
 from structgen.fsm.grammar import compile as grammar_compile
 from structgen.fsm.grammar import parse_grammar
 from structgen.fsm.grammar.compile import compile_grammar_def
@@ -78,7 +78,7 @@ def test_shared_lexers_equal_per_terminal_lexers(name, text, syntax) -> None:
     if not hasattr(cfg, "sources"):
         pytest.skip("a regular grammar: one regex, no lexers")
     assert len(cfg.sources) == len(cfg.terminals)
-    deadline = time.perf_counter() + 60
+    deadline = Deadline(60)
     shared = grammar_compile._lexers(cfg, 100_000, deadline)
     alone = grammar_compile._lexers(_per_terminal(cfg), 100_000, deadline)
     arenas = {id(d.arena) for d in shared if d is not None}
@@ -120,7 +120,7 @@ def test_recursive_schema_lexers_equal_per_terminal_lexers() -> None:
 
     schema, gdef = _recursive_schema_gdef()
     cfg = lower_grammar(gdef)
-    deadline = time.perf_counter() + 60
+    deadline = Deadline(60)
     shared = grammar_compile._lexers(cfg, 100_000, deadline)
     alone = grammar_compile._lexers(_per_terminal(cfg), 100_000, deadline)
     for t, (x, y) in enumerate(zip(shared, alone)):
@@ -145,7 +145,7 @@ def _both_ways(name: str):
     """(lark reference, [grammar with shared lexers, grammar with per-terminal lexers])."""
     text = LARK_GRAMMARS[name]
     gdef = parse_grammar(text, "lark")
-    deadline = time.perf_counter() + 60
+    deadline = Deadline(60)
     both = [compile_grammar_def(gdef, None, None, deadline=deadline)]
     real_lower = grammar_compile.lower_grammar
     try:  # the per-terminal path: the same grammar without recorded sources

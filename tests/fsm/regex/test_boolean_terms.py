@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structgen.errors import GrammarTooComplexError, UnsupportedRegexError
+from structgen.fsm.deadline import Deadline
 from structgen.fsm.regex.definitions import (
     COMPLEMENT,
     INTERSECT,
@@ -185,7 +186,7 @@ def test_emptiness_search_deadline():
     digit = arena.byteset(sum(1 << c for c in range(48, 58)))
     pairs = arena.repeat(arena.concat(digit, digit), 100, 100)
     t = arena.intersect([pairs, arena.complement(arena.repeat(digit, 200, 200))])
-    arena.deadline = 0.0  # long past: the search stops at its first time check
+    arena.deadline = Deadline(0.0)  # spent: the search stops at its first time check
     with pytest.raises(GrammarTooComplexError, match="time budget"):
         arena.is_empty(t)
     arena.search_seconds = 0.0  # no compile budget (matching): each search has its own

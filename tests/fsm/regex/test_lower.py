@@ -18,6 +18,7 @@ import pytest
 
 from benchmarks.corpus import CORPORA
 from structgen.errors import StructgenError
+from structgen.fsm.deadline import NEVER
 from structgen.fsm.json_schema import json_schema_to_shared
 from structgen.fsm.regex import parse
 from structgen.fsm.regex.lower import fast_lower
@@ -56,7 +57,7 @@ def _check(texts: list[str], use_c: bool = True) -> int:
     for text in texts:
         fast = fast_lower(
             text,
-            parse._Lowering(arena, text, float("inf"), shared),
+            parse._Lowering(arena, text, NEVER, shared),
             memo,
             parse.MAX_NESTING,
             use_c=use_c,
@@ -65,9 +66,7 @@ def _check(texts: list[str], use_c: bool = True) -> int:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 tree = parse.parse(text)
-            slow = parse._Lowering(arena, text, float("inf"), shared).seq(
-                list(tree), tree.state.flags
-            )
+            slow = parse._Lowering(arena, text, NEVER, shared).seq(list(tree), tree.state.flags)
         except StructgenError:
             assert fast is None, text
             return taken
@@ -174,9 +173,7 @@ def test_unicode_digits_are_not_counts() -> None:
     # re's parser reads only ASCII digits in {m,n}: "a{\u0663}" is the literal text
     for use_c in (True, False):
         arena = TermArena()
-        assert (
-            fast_lower("a{\u0663}", parse._Lowering(arena, "", float("inf")), {}, 9, use_c) is None
-        )
+        assert fast_lower("a{\u0663}", parse._Lowering(arena, "", NEVER), {}, 9, use_c) is None
     assert re.fullmatch("a{\u0663}", "a{\u0663}")
 
 

@@ -13,6 +13,7 @@ import random
 import pytest
 
 from structgen.errors import GrammarTooComplexError, StructgenError
+from structgen.fsm.deadline import NEVER, Deadline
 from structgen.fsm.regex import lower, parse
 from structgen.fsm.regex.lower import HAVE_C_LOWER, fast_lower
 from structgen.fsm.regex.terms import TermArena
@@ -32,7 +33,7 @@ def _lower_all(texts: list[str], use_c: bool, max_terms: int = 5_000_000):
         try:
             term = fast_lower(
                 text,
-                parse._Lowering(arena, text, float("inf"), shared),
+                parse._Lowering(arena, text, NEVER, shared),
                 memo,
                 parse.MAX_NESTING,
                 use_c=use_c,
@@ -92,4 +93,6 @@ def test_deadline_is_checked() -> None:
     arena = TermArena()
     text = "(?:a|b)" * 3000  # more than 1024 tokens: the loop asks for the deadline
     with pytest.raises(GrammarTooComplexError, match="time budget"):
-        fast_lower(text, parse._Lowering(arena, text, 0.0, []), {}, parse.MAX_NESTING, use_c=True)
+        fast_lower(
+            text, parse._Lowering(arena, text, Deadline(0.0), []), {}, parse.MAX_NESTING, use_c=True
+        )

@@ -84,3 +84,42 @@ def test_llama_cpp_grammar_masks_smollm2_vocab(name, smollm2_vocab):
         syntax="gbnf",
         reference=gbnf_to_lark(_text(name)),
     )
+
+
+HAND_PICKED = [  # characters the mutations do not draw, at the edges of the files' classes
+    ("list", "- caf\u00e9 \U0001f600\n"),
+    ("list", "- a\u2028b\n"),
+    ("list", "- a\x85\n"),
+    ("list", "- a\x0bb\n- c\n"),
+    ("json", '{"a": "\x7f"}'),
+    ("json", '{"a": "\x1f"}'),
+    ("json", '{"a": "\\u00e9\\n"}'),
+    ("json", '{"a": 1e5}'),
+    ("json", '{"a": 10e5}'),
+    ("json", '{"a": 1e05}'),
+    ("json", '{"a":\n\t\t[]}'),
+    ("json_arr", '[\n{"a": [1, 2]},\n"x"]'),
+    ("json_arr", '[\n{"a": [1, 2]},\n"x"] '),
+    ("japanese", "\u3042\u30a2\u3001\u4e00 \u9fff"),
+    ("japanese", "\u3042\u3040"),
+    ("english", "Hi! [x] \\ `y` ~z"),
+    ("english", "caf\u00e9"),
+    ("chess", "1. e4 e5\n2. exd5 Nxd5+\n"),
+    ("chess", "1. O-O-O O-O#\n10. a8=Q Kh1\n"),
+    ("chess", "1. e4 e5\n0. d4 d5\n"),
+    ("c", "int f(){/* a * / b */// x\nreturn 1;}"),
+    ("c", "int f(){/* a */ */return 1;}"),
+    ("arithmetic", "a=\t\n(b)\n"),
+]
+
+
+@pytest.mark.parametrize("name, text", HAND_PICKED)
+def test_llama_cpp_grammar_hand_picked(name, text):
+    assert _compiled(name).matches(text) == _lark_accepts(name, text)
+
+
+def test_newline_after_bar_continues_the_rule():
+    """llama.cpp: a newline after ``|`` continues the rule (structgen reads every newline
+    as whitespace, a superset of llama.cpp's line rules: the module docstring of bnf.py)."""
+    grammar = compile_grammar('root ::= "a" |\n  "b"\nother ::= "c"', syntax="gbnf")
+    assert grammar.matches("b") and not grammar.matches("c")

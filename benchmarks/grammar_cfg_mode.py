@@ -349,9 +349,14 @@ class _LLGuidanceGbnf(_LLGuidance):
         return super().compile(gbnf_to_lark(text), path)
 
 
+REPEATS = 3  # --gbnf-sweep: fresh compiles per grammar and engine (cold passes)
+
+
 def run_gbnf_sweep(tokenizer, out: Path, cmd: str) -> str:
-    """Compile time and cold / warm mask per token of every llama.cpp grammar, structgen
-    and llguidance in the same run; appends a section to ``out`` and returns it."""
+    """Compile time (best of 3), cold mask per token (each of 3 fresh compiles forced
+    through the valid text, the median of their means) and warm mask per token (a second
+    pass, median) of every llama.cpp grammar, structgen and llguidance interleaved in the
+    same run; appends a section to ``out`` and returns it."""
     engines = []
     for cls in (_StructgenGbnf, _LLGuidanceGbnf):
         try:
@@ -363,33 +368,44 @@ def run_gbnf_sweep(tokenizer, out: Path, cmd: str) -> str:
         path = GBNF_FIXTURES / f"{name}.gbnf"
         text = path.read_text(encoding="utf-8")
         ids = tokenizer.encode(valid, add_special_tokens=False)[:MAX_FORCED]
+        runs: dict[str, list] = {eng.name: [] for eng in engines}
+        for _ in range(REPEATS):  # engines interleaved; each repeat a fresh compile
+            for eng in engines:
+                if isinstance(runs[eng.name], Exception):
+                    continue
+                try:
+                    t0 = time.perf_counter()
+                    g = eng.compile(text, path)
+                    dt = time.perf_counter() - t0
+                except Exception as exc:
+                    runs[eng.name] = exc
+                    continue
+                cold, n_ok = _force(eng, g, ids)  # cold: nothing built yet
+                runs[eng.name].append((dt, statistics.fmean(cold), n_ok, g))
         for eng in engines:
-            try:
-                best = min(_timed_compile(eng, text, path) for _ in range(3))
-                fresh = eng.compile(text, path)  # cold: nothing built yet
-            except Exception as exc:
+            got = runs[eng.name]
+            if isinstance(got, Exception):
                 rows.append(
-                    (name, eng.name, f"error: {type(exc).__name__}: {exc}"[:90], "", "", "")
+                    (name, eng.name, f"error: {type(got).__name__}: {got}"[:90], "", "", "")
                 )
-                print(rows[-1], flush=True)
                 continue
-            cold, n_ok = _force(eng, fresh, ids)
-            warm, _ = _force(eng, fresh, ids)
+            warm, _ = _force(eng, got[-1][3], ids)
+            n_ok = got[-1][2]
             ok = "yes" if n_ok == len(ids) else f"rejected at token {n_ok}"
             rows.append(
                 (
                     name,
                     eng.name,
-                    f"{best * 1e3:.2f}",
-                    f"{statistics.fmean(cold) * 1e6:.1f}",
+                    f"{min(r[0] for r in got) * 1e3:.2f}",
+                    f"{statistics.median(r[1] for r in got) * 1e6:.1f}",
                     f"{statistics.median(warm) * 1e6:.2f}",
                     f"{len(ids)} / {ok}",
                 )
             )
             print(rows[-1], flush=True)
     head = (
-        "| grammar | engine | compile ms (best of 3) | cold mask mean us | warm mask median us "
-        "| tokens forced / accepted |\n|---|---|---|---|---|---|\n"
+        "| grammar | engine | compile ms (best of 3) | cold mask mean us (median of 3) "
+        "| warm mask median us | tokens forced / accepted |\n|---|---|---|---|---|---|\n"
     )
     table = head + "\n".join("| " + " | ".join(r) + " |" for r in rows)
     section = (
@@ -399,9 +415,3 @@ def run_gbnf_sweep(tokenizer, out: Path, cmd: str) -> str:
     with open(out, "a") as f:
         f.write("\n" + section)
     return section
-
-
-def _timed_compile(eng, text: str, path: Path) -> float:
-    t0 = time.perf_counter()
-    eng.compile(text, path)
-    return time.perf_counter() - t0

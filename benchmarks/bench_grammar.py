@@ -16,6 +16,7 @@ Measured per engine:
     beside the canonical tokens lying wholly inside forced text for structgen and xgrammar.
 
 Run:  python benchmarks/bench_grammar.py [--quick] [--per-subset 4] [--out benchmarks/RESULTS.md]
+      python benchmarks/bench_grammar.py --gbnf-sweep  (llama.cpp's grammars/*.gbnf, #24)
       python benchmarks/bench_grammar.py --grammars [--cold-engines a,b]  (context-free
       grammars: grammar_cfg_mode.py; structgen-whole, the shared head parts off, when named)
       python benchmarks/bench_grammar.py --batch [--batch-size 64] [--batch-threads 2]
@@ -1343,6 +1344,11 @@ def main(argv=None) -> None:
         help="context-free grammars (benchmarks/data/grammars) instead of schemas",
     )
     ap.add_argument(
+        "--gbnf-sweep",
+        action="store_true",
+        help="llama.cpp's grammars/*.gbnf (tests/fixtures/gbnf): structgen vs llguidance",
+    )
+    ap.add_argument(
         "--batch", action="store_true", help="batch mode only: 64 schemas stepping together"
     )
     ap.add_argument("--batch-size", type=int, default=BATCH_SIZE)
@@ -1361,6 +1367,12 @@ def main(argv=None) -> None:
         cmd = "python benchmarks/bench_grammar.py " + " ".join(argv or sys.argv[1:])
         names = args.cold_engines.split(",") if args.cold_engines else None
         print(run_grammars(smollm2_tokenizer(), args.out, cmd.strip(), names))
+        return
+    if args.gbnf_sweep:
+        from grammar_cfg_mode import run_gbnf_sweep
+
+        cmd = "python benchmarks/bench_grammar.py " + " ".join(argv or sys.argv[1:])
+        print(run_gbnf_sweep(smollm2_tokenizer(), args.out, cmd.strip()))
         return
     if args.batch:
         main_batch(args)

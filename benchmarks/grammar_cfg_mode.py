@@ -301,3 +301,117 @@ def run_grammars(tokenizer, out: Path, cmd: str, names: list[str] | None = None)
     with open(out, "a") as f:
         f.write("\n" + section)
     return section
+
+
+# ---- --gbnf-sweep: llama.cpp's own grammars (#24) -----------------------------------------
+
+GBNF_FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gbnf"
+
+
+def _gbnf_valid_texts() -> dict[str, str]:
+    """One long valid text per llama.cpp grammar (checked by the run: a rejection is
+    reported)."""
+    moves = ["e4 e5", "Nf3 Nc6", "Bb5 a6", "Ba4 Nf6", "O-O Be7", "Re1 b5", "Bb3 d6", "c3 O-O"]
+    doc = [
+        {"id": i, "name": f"item {i}", "tags": ["a", "b\\u00e9"], "score": i / 7, "ok": i % 2 == 0}
+        for i in range(40)
+    ]
+    return {
+        "arithmetic": "".join(f"v{i} +{i}*(w{i} -3)= {i}\n" for i in range(80)),
+        "c": "".join(
+            f"int f{i}(int a){{int b = a*{i}+f(a);while(b<{i}){{b = b+1;}}return b;}}"
+            for i in range(30)
+        ),
+        "chess": "1. e4 e5\n" + "".join(f"{n}. {moves[n % len(moves)]}\n" for n in range(2, 99)),
+        "english": " ".join(f"The word number {i} is here, isn't it?" for i in range(60)),
+        "japanese": " ".join("これはテストです、日本語の文章。" for _ in range(60)),
+        "json": "{" + f'"items": {json.dumps(doc, indent=1)}' + "}",
+        "json_arr": "[\n" + ",\n".join(json.dumps(d) for d in doc) + "]",
+        "list": "".join(f"- item number {i}: buy {i} apples\n" for i in range(80)),
+    }
+
+
+class _StructgenGbnf(_Structgen):
+    def supports(self, path: Path) -> bool:
+        return True
+
+
+class _LLGuidanceGbnf(_LLGuidance):
+    """llguidance on ``llguidance.gbnf_to_lark``'s translation (its terminals are greedy
+    lexemes, not GBNF's character-level rules: a valid text may be rejected)."""
+
+    def supports(self, path: Path) -> bool:
+        return True
+
+    def compile(self, text: str, path: Path):
+        from llguidance.gbnf_to_lark import gbnf_to_lark
+
+        return super().compile(gbnf_to_lark(text), path)
+
+
+REPEATS = 3  # --gbnf-sweep: fresh compiles per grammar and engine (cold passes)
+
+
+def run_gbnf_sweep(tokenizer, out: Path, cmd: str) -> str:
+    """Compile time (best of 3), cold mask per token (each of 3 fresh compiles forced
+    through the valid text, the median of their means) and warm mask per token (a second
+    pass, median) of every llama.cpp grammar, structgen and llguidance interleaved in the
+    same run; appends a section to ``out`` and returns it."""
+    engines = []
+    for cls in (_StructgenGbnf, _LLGuidanceGbnf):
+        try:
+            engines.append(cls(tokenizer))
+        except Exception as exc:  # not installed
+            print(f"{cls.name}: {type(exc).__name__}: {exc}")
+    rows = []
+    for name, valid in _gbnf_valid_texts().items():
+        path = GBNF_FIXTURES / f"{name}.gbnf"
+        text = path.read_text(encoding="utf-8")
+        ids = tokenizer.encode(valid, add_special_tokens=False)[:MAX_FORCED]
+        runs: dict[str, list] = {eng.name: [] for eng in engines}
+        for _ in range(REPEATS):  # engines interleaved; each repeat a fresh compile
+            for eng in engines:
+                if isinstance(runs[eng.name], Exception):
+                    continue
+                try:
+                    t0 = time.perf_counter()
+                    g = eng.compile(text, path)
+                    dt = time.perf_counter() - t0
+                except Exception as exc:
+                    runs[eng.name] = exc
+                    continue
+                cold, n_ok = _force(eng, g, ids)  # cold: nothing built yet
+                runs[eng.name].append((dt, statistics.fmean(cold), n_ok, g))
+        for eng in engines:
+            got = runs[eng.name]
+            if isinstance(got, Exception):
+                rows.append(
+                    (name, eng.name, f"error: {type(got).__name__}: {got}"[:90], "", "", "")
+                )
+                continue
+            warm, _ = _force(eng, got[-1][3], ids)
+            n_ok = got[-1][2]
+            ok = "yes" if n_ok == len(ids) else f"rejected at token {n_ok}"
+            rows.append(
+                (
+                    name,
+                    eng.name,
+                    f"{min(r[0] for r in got) * 1e3:.2f}",
+                    f"{statistics.median(r[1] for r in got) * 1e6:.1f}",
+                    f"{statistics.median(warm) * 1e6:.2f}",
+                    f"{len(ids)} / {ok}",
+                )
+            )
+            print(rows[-1], flush=True)
+    head = (
+        "| grammar | engine | compile ms (best of 3) | cold mask mean us (median of 3) "
+        "| warm mask median us | tokens forced / accepted |\n|---|---|---|---|---|---|\n"
+    )
+    table = head + "\n".join("| " + " | ".join(r) + " |" for r in rows)
+    section = (
+        f"## #24: llama.cpp grammars sweep ({time.strftime('%Y-%m-%d')}, SmolLM2 49k)\n\n"
+        f"Command: `{cmd}`\n\n{table}\n"
+    )
+    with open(out, "a") as f:
+        f.write("\n" + section)
+    return section

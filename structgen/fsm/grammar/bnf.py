@@ -14,6 +14,12 @@ The dialect read (llama.cpp's ``grammars/README.md``; XGrammar's EBNF is the sam
 A rule ends where the next ``name ::=`` begins (newlines are plain whitespace, so this
 reader accepts a superset of llama.cpp's line rules). XGrammar's lookahead assertions
 ``(= ...)`` and tag dispatch are refused with ``UnsupportedGrammarError``.
+
+Against llama.cpp's own reader (every ``grammars/*.gbnf`` of llama.cpp reads the same
+here: ``tests/fixtures/gbnf``): names may also hold ``_``, escapes also ``\- \^ \/ \0
+\'``, and left recursion is parsed (llama.cpp refuses it); a rule defined twice is an
+``InvalidGrammarError`` (llama.cpp keeps the last definition); ``!<token>`` (any token
+but one) is an ``UnsupportedGrammarError``.
 """
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ from structgen.fsm.grammar import compile_grammar, detect_syntax
         ('root ::= x "a"', "gbnf", InvalidGrammarError, "1:10"),  # undefined rule
         ('root ::= "a"{3,1}', "gbnf", InvalidGrammarError, "1:13"),
         ('root ::= "a" (= "b")', "ebnf", UnsupportedGrammarError, "1:14"),
+        ('root ::= "a"\nroot ::= "b"', "gbnf", InvalidGrammarError, "2:1"),  # llama.cpp: last wins
+        ('root ::= "a" !<[7]>', "gbnf", UnsupportedGrammarError, "1:14"),  # any token but one
         ('start: a\na: "x" )', "lark", InvalidGrammarError, "2:8"),
         ("start: b\n", "lark", InvalidGrammarError, "1:8"),  # undefined rule
         ('start: A\nA: "a" A\n', "lark", InvalidGrammarError, "2:1"),  # recursive terminal

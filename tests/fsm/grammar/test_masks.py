@@ -104,6 +104,7 @@ def _mask_bits(matcher, vocab_size: int) -> np.ndarray:
 
 
 def _check_state(grammar, text, matcher, prefix: bytes, vocab, checked: int, rng) -> None:
+    """Check one state's mask; ``text`` is the Lark reference grammar."""
     dfa = grammar.dfa
     state = matcher.state
     allowed = _mask_bits(matcher, vocab.vocab_size)
@@ -130,8 +131,13 @@ def _check_state(grammar, text, matcher, prefix: bytes, vocab, checked: int, rng
         assert _accepts(text, prefix + data + tail), prefix + data + tail
 
 
-def _walk_and_check(text, vocab, *, walks: int, steps: int, checked: int, seed: int) -> None:
-    grammar = compile_grammar(text, vocab, syntax="lark")
+def _walk_and_check(
+    text, vocab, *, walks: int, steps: int, checked: int, seed: int, syntax="lark", reference=None
+) -> None:
+    """Random mask-following walks over ``text`` (read as ``syntax``), each state checked
+    against ``reference`` (the Lark text of the same language; default ``text``)."""
+    grammar = compile_grammar(text, vocab, syntax=syntax)
+    text = text if reference is None else reference
     rng = random.Random(seed)
     for _ in range(walks):
         matcher = grammar.matcher()

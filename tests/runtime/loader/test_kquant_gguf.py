@@ -1,7 +1,7 @@
 """A tiny random Llama written as a Q4_K_M-style GGUF (Q4_K attention / gate / up, Q6_K down
 and embedding; raw blocks, since ``gguf`` cannot encode K-quants) loads and matches
 transformers on the same (reference-dequantized) weights, in float32, bfloat16 and under
-``quantization="gguf"`` (K-quants dequantized at load there).
+``quantization="gguf"`` (K-quants kept quantized there, exactly).
 """
 
 from __future__ import annotations
@@ -144,10 +144,12 @@ def test_kquant_gguf_bfloat16_weights_are_rounded_reference(kquant_model, tmp_pa
     assert torch.equal(emb.view(torch.int16), want.view(torch.int16))
 
 
-def test_kquant_gguf_native_keeps_q6_k_and_dequantizes_q4_k(kquant_model, tmp_path, monkeypatch):
+def test_kquant_gguf_native_keeps_q6_k_and_q4_k(kquant_model, tmp_path, monkeypatch):
     """``quantization="gguf"`` on a Q4_K_M file: Q6_K matrices (v, down, the tied embedding) are
-    int8 group-16 modules whose weights are ggml's to the bit; Q4_K ones are dequantized at load
-    (no exact int4 form); with float32 activations the model matches transformers."""
+    int8 group-16 modules, Q4_K ones (q, k, o, gate, up) int4 "rows" group-32 modules with
+    float32 scales and mins, every weight ggml's to the bit (q/k in transformers' row order);
+    with float32 activations the model matches transformers."""
+    from structgen.runtime.cpu import quant as cpu_quant
     from structgen.runtime.quantization.linear import (
         QuantEmbedding,
         QuantLinear,
@@ -163,8 +165,14 @@ def test_kquant_gguf_native_keeps_q6_k_and_dequantizes_q4_k(kquant_model, tmp_pa
     ref = hf.model.layers[1].mlp.down_proj.weight.detach()
     assert torch.equal(down.dequantized_weight(), ref)
     assert isinstance(mods["model.embed_tokens"], QuantEmbedding)
-    assert not any(
-        isinstance(m, QuantLinear) for n, m in mods.items() if n.endswith(("q_proj", "gate_proj"))
-    )
+    if not cpu_quant.available():
+        pytest.skip("Q4_K is kept quantized only with the C kernel")
+    layer = hf.model.layers[1]
+    for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.o_proj", "mlp.gate_proj"):
+        mod = mods[f"model.layers.1.{name}"]
+        assert isinstance(mod, QuantLinear) and mod.kind == "int4" and mod.group_size == 32
+        assert mod.int4_layout == "rows" and mod.scales.dtype == torch.float32
+        ref = layer.get_submodule(name).weight.detach()
+        assert torch.equal(mod.dequantized_weight(), ref)  # ggml's = loader.dequant's
     _set_activation_dtype(native, torch.float32)
     torch.testing.assert_close(logits_of(native, IDS), ref_logits(hf, IDS), atol=1e-4, rtol=1e-4)

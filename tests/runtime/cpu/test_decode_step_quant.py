@@ -1,13 +1,12 @@
 """The fused CPU decode step (csrc/decodestep.c) over quantized layers against the per-op quantized
-path it replaces (``QuantLinear`` / ``FusedQuantProjection`` calling ``_qkernel``).
-
-The fused step runs the same quantized kernel (``csrc/qkernel_core.h``) on the same buffers with
-the same activation setting, and rounds and adds biases as ``QuantLinear.forward`` does, so
-logits and the KV cache must be equal bit for bit: for GGUF Q4_0 / Q4_1 / Q8_0 blocks (tiny random
-GGUF files) and structgen's int4-g32 / int4-g64 / int8 quantization of a Hugging Face folder, with
-int8 (Q8_0-style) and float32 activations, on the AVX2 and the scalar code. The per-op quantized
-path itself is checked against dequantized weights in tests/runtime/test_gguf_families.py and
-cpu/test_quant.py.
+path it replaces (``QuantLinear`` / ``FusedQuantProjection`` calling ``_qkernel``). The fused step
+runs the same quantized kernel (``csrc/qkernel_core.h``) on the same buffers with the same
+activation setting, and rounds and adds biases as ``QuantLinear.forward`` does, so logits and the
+KV cache must be equal bit for bit: for GGUF Q4_0 / Q4_1 / Q8_0 blocks and the K-quants Q4_K / Q6_K
+(tiny random GGUF files) and structgen's int4-g32 / int4-g64 / int8 quantization of a Hugging Face
+folder, with int8 (Q8_0-style) and float32 activations, on the AVX2 and the scalar code. The per-op
+quantized path itself is checked against dequantized weights in tests/runtime/test_gguf_families.py
+and cpu/test_quant.py.
 """
 
 from __future__ import annotations
@@ -125,6 +124,25 @@ def test_fused_quantized_step_equals_per_op_path(
     """Qwen2 (q/k/v biases, a sliding layer), Qwen3 (q/k norms): logits and cache bit for bit."""
     model = _model(tmp_path_factory, family, quant, torch.float32)
     assert _kinds(model) == kinds  # every decoder matmul is quantized as named
+    apply_activation_dtype(model, activation)
+    _fused_vs_per_op(model, monkeypatch)
+
+
+@pytest.mark.parametrize("activation", ["int8", "float32"])
+def test_fused_quantized_step_q4_k(tmp_path_factory, monkeypatch, isa, activation):
+    """GGUF K-quants (Q4_K q/k/v/o/gate/up: int4 rows with float32 scales and mins; Q6_K down
+    and embedding: int8 group 16 with float32 scales): logits and cache bit for bit."""
+    from structgen.runtime.loader import load_model
+    from tests.runtime.loader.test_kquant_gguf import _MIX, write_kquant_gguf
+
+    key = ("llama", "Q4_K", torch.float32)
+    if key not in _MODELS:
+        path = tmp_path_factory.mktemp("q4_k") / "model.gguf"
+        write_kquant_gguf(path, {**_MIX, "attn_v": _MIX["attn_q"]})  # q/k/v fuse: one kind
+        _MODELS[key] = load_model(str(path), torch.float32, "cpu", quantization="gguf").model
+    model = _MODELS[key]
+    assert _kinds(model) == {("int4", 32), ("int8", 16)}
+    assert model.model.layers[0].self_attn.q_proj.scales.dtype == torch.float32
     apply_activation_dtype(model, activation)
     _fused_vs_per_op(model, monkeypatch)
 

@@ -1,12 +1,13 @@
 """The fused CPU decode step (csrc/decodestep.c) over quantized layers against the per-op quantized
-path it replaces (``QuantLinear`` / ``FusedQuantProjection`` calling ``_qkernel``). The fused step
-runs the same quantized kernel (``csrc/qkernel_core.h``) on the same buffers with the same
-activation setting, and rounds and adds biases as ``QuantLinear.forward`` does, so logits and the
-KV cache must be equal bit for bit: for GGUF Q4_0 / Q4_1 / Q8_0 blocks and the K-quants Q4_K / Q6_K
-(tiny random GGUF files) and structgen's int4-g32 / int4-g64 / int8 quantization of a Hugging Face
-folder, with int8 (Q8_0-style) and float32 activations, on the AVX2 and the scalar code. The per-op
-quantized path itself is checked against dequantized weights in tests/runtime/test_gguf_families.py
-and cpu/test_quant.py.
+path it replaces (``QuantLinear`` / ``FusedQuantProjection`` calling ``_qkernel``).
+
+The fused step runs the same quantized kernel (``csrc/qkernel_core.h``) on the same buffers with
+the same activation setting, and rounds and adds biases as ``QuantLinear.forward`` does, so logits
+and the KV cache must be equal bit for bit: for GGUF Q4_0 / Q4_1 / Q8_0 blocks and the K-quants
+Q4_K / Q6_K (tiny random GGUF files) and structgen's int4-g32 / int4-g64 / int8 quantization of a
+Hugging Face folder, with int8 (Q8_0-style) and float32 activations, on the AVX2 and the scalar
+code. The per-op quantized path itself is checked against dequantized weights in
+tests/runtime/test_gguf_families.py and cpu/test_quant.py.
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@
  * norms, biases and the KV cache in one dtype dt (0 fp32, 1 bf16), row-major and contiguous.
  * Each of the four matmuls has a format word (LF_*_FMT, fmt_* below): float weights in dt
  * (dense_core.h), or structgen's quantized layouts run by the quantized kernel
- * (qkernel_core.h: int4 "rows" with fp16 scales and mins, from int4-gNN and GGUF Q4_0/Q4_1;
+ * (qkernel_core.h: int4 "rows" with fp16 or fp32 scales and mins, from int4-gNN, GGUF Q4_0/Q4_1
+ * and Q4_K;
  * row-major int8 with fp16/fp32 scales, from int8 and GGUF Q8_0), with the weight's scales
  * (and mins) pointers in LF_*_S / LF_*_MN and, for int8 activations (Q8_0-style, per row and
  * per block of 32), the q8 bit. A quantized matmul's fp32 output is rounded to dt and its
@@ -83,7 +84,7 @@ static void mm(const int64_t *ly, int wf, int ff, const void *x, void *y, int N,
     int direct = !s->dt && !b; /* fp32 without bias: the kernel writes y itself */
     float *out = direct ? (float *)y : yf;
     if (kind == FMT_INT4)
-        int4_mm(x32, w, LP(ff + 1), LP(ff + 2), out, s->T, N, K, FMT_GROUP(fmt), FMT_Q8(fmt),
+        int4_mm(x32, w, LP(ff + 1), LP(ff + 2), FMT_SCALE_F16(fmt), out, s->T, N, K, FMT_GROUP(fmt), FMT_Q8(fmt),
                 s->threads);
     else
         int8_mm(x32, w, LP(ff + 1), FMT_SCALE_F16(fmt), out, s->T, N, K, FMT_GROUP(fmt),

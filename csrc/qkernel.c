@@ -4,7 +4,8 @@
  * formats and of GGUF Q4_0 / Q4_1 / Q8_0 blocks):
  *   int4: q uint8 [N, K/2]; per row, each block of 32 weights is 16 bytes, byte j holding weight j
  *         in its low nibble and weight j + 16 in its high nibble (ggml's block order); scales and
- *         mins fp16 [N, K/gs]: w = scale * q + min (gs a multiple of 32).
+ *         mins [N, K/gs], fp16 or fp32 (a scale_f16 flag; fp32 holds GGUF Q4_K's d * sc and
+ *         -dmin * m exactly): w = scale * q + min (gs a multiple of 32).
  *   int8: q int8 [N, K]; scales [N, K/gs] (fp16 or fp32): w = scale * q (gs = K: per channel;
  *         gs a multiple of 8 otherwise, 32 for Q8_0).
  * Activations fp32 [M, K] row-major, output fp32 [M, N] row-major (overwritten).
@@ -27,14 +28,14 @@
 #include "qkernel_core.h"
 
 /* Rows [n0, n1) of the weight as fp32 [n1 - n0, K] (prefill: dequantize a tile, then BLAS). */
-static void int4_dequant(const uint8_t *q, const uint16_t *sc, const uint16_t *mn, float *out, int n0, int n1,
+static void int4_dequant(const uint8_t *q, const void *sc, const void *mn, int f16, float *out, int n0, int n1,
                          int K, int gs) {
     int G = K / gs;
     for (int n = n0; n < n1; n++) {
         const uint8_t *qr = q + (size_t)n * (K / 2);
         float *o = out + (size_t)(n - n0) * K;
         for (int g = 0; g < G; g++) {
-            float d = half_to_float(sc[(size_t)n * G + g]), mg = half_to_float(mn[(size_t)n * G + g]);
+            float d = scale_at(sc, f16, (size_t)n * G + g), mg = scale_at(mn, f16, (size_t)n * G + g);
             for (int b = g * gs; b < (g + 1) * gs; b += 32)
                 for (int j = 0; j < 16; j++) {
                     o[b + j] = d * (float)(qr[b / 2 + j] & 0xF) + mg;
@@ -76,14 +77,14 @@ static int get_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, vo
 
 static PyObject *py_int4_mm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     void *p[5];
-    long long v[6]; /* M, N, K, gs, q8, threads */
-    if (get_args(args, nargs, 11, p, 5, v) < 0) return NULL;
+    long long v[7]; /* M, N, K, gs, scale_f16, q8, threads */
+    if (get_args(args, nargs, 12, p, 5, v) < 0) return NULL;
     if (v[3] <= 0 || v[3] % 32 || v[2] % v[3] || v[0] < 0 || v[1] < 0) {
         PyErr_SetString(PyExc_ValueError, "int4_mm: group size must be a positive multiple of 32 dividing K");
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    int4_mm(p[0], p[1], p[2], p[3], p[4], (int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4], (int)v[5]);
+    int4_mm(p[0], p[1], p[2], p[3], (int)v[4], p[4], (int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[5], (int)v[6]);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
@@ -104,14 +105,14 @@ static PyObject *py_int8_mm(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 static PyObject *py_int4_dequant(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     void *p[4];
-    long long v[4]; /* n0, n1, K, gs */
-    if (get_args(args, nargs, 8, p, 4, v) < 0) return NULL;
+    long long v[5]; /* n0, n1, K, gs, scale_f16 */
+    if (get_args(args, nargs, 9, p, 4, v) < 0) return NULL;
     if (v[3] <= 0 || v[3] % 32 || v[2] % v[3]) {
         PyErr_SetString(PyExc_ValueError, "int4_dequant: group size must be a positive multiple of 32 dividing K");
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    int4_dequant(p[0], p[1], p[2], p[3], (int)v[0], (int)v[1], (int)v[2], (int)v[3]);
+    int4_dequant(p[0], p[1], p[2], (int)v[4], p[3], (int)v[0], (int)v[1], (int)v[2], (int)v[3]);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
@@ -147,11 +148,11 @@ static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"int4_mm", (PyCFunction)(void (*)(void))py_int4_mm, METH_FASTCALL,
-     "int4_mm(x, q, scales, mins, y, M, N, K, group, q8, threads): y = x @ dequant(W).T (pointers; q8: int8 activations)"},
+     "int4_mm(x, q, scales, mins, y, M, N, K, group, scale_f16, q8, threads): y = x @ dequant(W).T (pointers; q8: int8 activations)"},
     {"int8_mm", (PyCFunction)(void (*)(void))py_int8_mm, METH_FASTCALL,
      "int8_mm(x, q, scales, y, M, N, K, group, scale_f16, q8, threads): y = x @ dequant(W).T (pointers; q8: int8 activations)"},
     {"int4_dequant", (PyCFunction)(void (*)(void))py_int4_dequant, METH_FASTCALL,
-     "int4_dequant(q, scales, mins, out, n0, n1, K, group): rows n0..n1 as fp32 (pointers)"},
+     "int4_dequant(q, scales, mins, out, n0, n1, K, group, scale_f16): rows n0..n1 as fp32 (pointers)"},
     {"int8_dequant", (PyCFunction)(void (*)(void))py_int8_dequant, METH_FASTCALL,
      "int8_dequant(q, scales, out, n0, n1, K, group, scale_f16): rows n0..n1 as fp32 (pointers)"},
     {"isa", py_isa, METH_NOARGS, "the instruction set in use: 'avx2' or 'scalar'"},

@@ -98,7 +98,8 @@ static void quantize_q8(const float *x, int8_t *xq, float *xd, int M, int K) {
         }
 }
 
-static void int4_mm(const float *x, const uint8_t *q, const uint16_t *sc, const uint16_t *mn, float *y,
+/* scales and mins: fp16 (f16 = 1) or fp32 [N, K/gs] */
+static void int4_mm(const float *x, const uint8_t *q, const void *sc, const void *mn, int f16, float *y,
                     int M, int N, int K, int gs, int q8, int nt) {
     int G = K / gs;
     float *xsum = (float *)malloc(sizeof(float) * (size_t)M * G);
@@ -136,12 +137,12 @@ static void int4_mm(const float *x, const uint8_t *q, const uint16_t *sc, const 
         float *ym = y + (size_t)m0 * N;
 #if SG_X86
         if (use_avx2) {
-            SPLIT_ROWS(nt, N, int4_rows_avx2(xm, xqm, xdm, xs, xdf, q, sc, mn, ym, mm, N, K, gs, n0, n1));
+            SPLIT_ROWS(nt, N, int4_rows_avx2(xm, xqm, xdm, xs, xdf, q, sc, mn, f16, ym, mm, N, K, gs, n0, n1));
             continue;
         }
 #endif
-        if (q8) SPLIT_ROWS(nt, N, int4q8_rows_scalar(xqm, xdm, xs, xdf, q, sc, mn, ym, mm, N, K, gs, n0, n1));
-        else SPLIT_ROWS(nt, N, int4_rows_scalar(xm, xs, q, sc, mn, ym, mm, N, K, gs, n0, n1));
+        if (q8) SPLIT_ROWS(nt, N, int4q8_rows_scalar(xqm, xdm, xs, xdf, q, sc, mn, f16, ym, mm, N, K, gs, n0, n1));
+        else SPLIT_ROWS(nt, N, int4_rows_scalar(xm, xs, q, sc, mn, f16, ym, mm, N, K, gs, n0, n1));
     }
     free(xsum);
     free(xdiff);

@@ -6,8 +6,8 @@
 
 /* ---------------------------------------------------------------- scalar reference path */
 
-static void int4_rows_scalar(const float *x, const float *xsum, const uint8_t *q, const uint16_t *sc,
-                             const uint16_t *mn, float *y, int M, int N, int K, int gs, int n0, int n1) {
+static void int4_rows_scalar(const float *x, const float *xsum, const uint8_t *q, const void *sc,
+                             const void *mn, int f16, float *y, int M, int N, int K, int gs, int n0, int n1) {
     int G = K / gs;
     for (int n = n0; n < n1; n++) {
         const uint8_t *qr = q + (size_t)n * (K / 2);
@@ -22,7 +22,7 @@ static void int4_rows_scalar(const float *x, const float *xsum, const uint8_t *q
                         dot += (float)(qb[j] & 0xF) * xr[b + j] + (float)(qb[j] >> 4) * xr[b + j + 16];
                     }
                 }
-                acc += half_to_float(sc[(size_t)n * G + g]) * dot + half_to_float(mn[(size_t)n * G + g]) * xsum[m * G + g];
+                acc += scale_at(sc, f16, (size_t)n * G + g) * dot + scale_at(mn, f16, (size_t)n * G + g) * xsum[m * G + g];
             }
             y[(size_t)m * N + n] = acc;
         }
@@ -49,7 +49,7 @@ static void int8_rows_scalar(const float *x, const int8_t *q, const void *sc, in
 
 /* Scalar Q8-activation rows (same arithmetic as the AVX2 ones up to float summation order). */
 static void int4q8_rows_scalar(const int8_t *xq, const float *xd, const float *xsum, const float *xdiff, const uint8_t *q,
-                               const uint16_t *sc, const uint16_t *mn, float *y, int M, int N, int K, int gs,
+                               const void *sc, const void *mn, int f16, float *y, int M, int N, int K, int gs,
                                int n0, int n1) {
     int G = K / gs, KB = K / 32;
     for (int n = n0; n < n1; n++) {
@@ -65,8 +65,8 @@ static void int4q8_rows_scalar(const int8_t *xq, const float *xd, const float *x
                                (qr[b / 2 + j] >> 4) * xq[(size_t)m * K + b + j + 16];
                     part += (float)dot * xd[(size_t)m * KB + b / 32];
                 }
-                float d = half_to_float(sc[(size_t)n * G + g]);
-                acc += d * part + half_to_float(mn[(size_t)n * G + g]) * xsum[m * G + g] + 8.f * d * xdiff[m * G + g];
+                float d = scale_at(sc, f16, (size_t)n * G + g);
+                acc += d * part + scale_at(mn, f16, (size_t)n * G + g) * xsum[m * G + g] + 8.f * d * xdiff[m * G + g];
             }
             y[(size_t)m * N + n] = acc;
         }
@@ -294,7 +294,6 @@ SGQ_AVX2 static void q8_row_all(const void *qr, const int8_t *xq, const float *x
     }
 }
 
-/* int4 rows n0..n1; xq/xd non-NULL selects the Q8 path. */
 /* fp16 [G] -> fp32 per block [G * bpg] (each group's value repeated over its blocks). */
 SGQ_AVX2 static inline void expand_scales(const uint16_t *h, float *dsb, int G, int bpg) {
     if (bpg == 1) {
@@ -309,9 +308,21 @@ SGQ_AVX2 static inline void expand_scales(const uint16_t *h, float *dsb, int G, 
     }
 }
 
+/* fp32 [G] -> per block [G * bpg] */
+static inline void expand_scales_f32(const float *s, float *dsb, int G, int bpg) {
+    for (int g = 0; g < G; g++)
+        for (int j = 0; j < bpg; j++) dsb[g * bpg + j] = s[g];
+}
+
+/* 8 scales (fp16 or fp32) from index g as fp32 */
+SGQ_AVX2 static inline __m256 load8_scales(const void *p, int f16, int g) {
+    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + g)))
+               : _mm256_loadu_ps((const float *)p + g);
+}
+
 /* int4 rows n0..n1; xq/xd non-NULL selects the Q8 path. xsumt: [G, MAX_M] group sums of x. */
 SGQ_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const float *xd, const float *xsum,
-                                   const float *xdiff, const uint8_t *q, const uint16_t *sc, const uint16_t *mn,
+                                   const float *xdiff, const uint8_t *q, const void *sc, const void *mn, int f16,
                                    float *y, int M, int N, int K, int gs, int n0, int n1) {
     int G = K / gs, KB = K / 32, bpg = gs / 32;
     float dsb[KB + 8], xd8[M * G + 1];
@@ -321,21 +332,23 @@ SGQ_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const floa
     (void)ones;
     for (int n = n0; n < n1; n++) {
         const uint8_t *qr = q + (size_t)n * (K / 2);
-        const uint16_t *sr = sc + (size_t)n * G, *mr = mn + (size_t)n * G;
+        size_t ssz = f16 ? 2 : 4;
+        const void *sr = (const char *)sc + (size_t)n * G * ssz, *mr = (const char *)mn + (size_t)n * G * ssz;
         float tail[MAX_M]; /* sum over groups of min * xsum (+ 8 * scale * xdiff on the Q8 path) */
         for (int m = 0; m < M; m++) {
             const float *xs = xsum + (size_t)m * G, *xf = xd8 + (size_t)m * G;
             __m256 t = _mm256_setzero_ps();
             int g = 0;
             for (; g + 8 <= G; g += 8) {
-                t = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(mr + g))), _mm256_loadu_ps(xs + g), t);
-                t = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sr + g))), _mm256_loadu_ps(xf + g), t);
+                t = _mm256_fmadd_ps(load8_scales(mr, f16, g), _mm256_loadu_ps(xs + g), t);
+                t = _mm256_fmadd_ps(load8_scales(sr, f16, g), _mm256_loadu_ps(xf + g), t);
             }
             float ts = hsum8(t);
-            for (; g < G; g++) ts += h2f(mr[g]) * xs[g] + h2f(sr[g]) * xf[g];
+            for (; g < G; g++) ts += scale_at(mr, f16, g) * xs[g] + scale_at(sr, f16, g) * xf[g];
             tail[m] = ts;
         }
-        expand_scales(sr, dsb, G, bpg);
+        if (f16) expand_scales((const uint16_t *)sr, dsb, G, bpg);
+        else expand_scales_f32((const float *)sr, dsb, G, bpg);
         if (xq) {
             q8_row_all(qr, xq, xd, dsb, tail, y, M, N, K, n, 1);
         } else {
@@ -357,8 +370,7 @@ SGQ_AVX2 static void int8_blocks_avx2(const float *x, const int8_t *xq, const fl
         if (f16) {
             expand_scales((const uint16_t *)sc + (size_t)n * G, dsb, G, bpg);
         } else {
-            for (int g = 0; g < G; g++)
-                for (int j = 0; j < bpg; j++) dsb[g * bpg + j] = ((const float *)sc)[(size_t)n * G + g];
+            expand_scales_f32((const float *)sc + (size_t)n * G, dsb, G, bpg);
         }
         if (xq) {
             q8_row_all(qr, xq, xd, dsb, tail, y, M, N, K, n, 0);

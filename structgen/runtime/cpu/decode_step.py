@@ -16,7 +16,8 @@ Qwen2, Qwen3, SmolLM2) in fp32 or bf16 on CPU, for steps of at most 8 tokens (de
 short jump-forward runs, speculative verification), with the attention backend ``"auto"``.
 Each matmul may be float (``Linear`` / ``FusedProjection`` in the model dtype) or quantized in
 the C kernel's layouts (``QuantLinear`` / ``FusedQuantProjection`` with ``use_kernel``: int4
-"rows" from ``int4-gNN`` and GGUF Q4_0/Q4_1, row-major int8 from ``int8`` and GGUF Q8_0); a
+"rows" from ``int4-gNN`` and GGUF Q4_0/Q4_1 (fp16 scales and mins) and Q4_K (fp32), row-major
+int8 from ``int8``, GGUF Q8_0 and Q6_K); a
 quantized matmul runs the kernel ``QuantLinear`` calls (``csrc/qkernel_core.h``) with the
 module's ``activation_dtype`` (int8 activations per row and block of 32, or exact float32).
 Anything else (sharded layers, torch-layout quantized ones, MoE, MLA, fp16, longer steps, a
@@ -183,9 +184,11 @@ def _quant_matmul(mod, fused: bool, dtype, watch: _Watch):
             and tuple(q.shape) == (n, k // 2)
             and g % 32 == 0
             and k % g == 0
-            and all(t.dtype is torch.float16 and tuple(t.shape) == (n, k // g) for t in (sc, *mn))
+            and sc.dtype in (torch.float16, torch.float32)
+            and all(t.dtype is sc.dtype and tuple(t.shape) == (n, k // g) for t in (sc, *mn))
         )
-        fmt = _FMT_INT4 | int(q8) << 3 | g << 4
+        f16 = sc.dtype is torch.float16
+        fmt = _FMT_INT4 | int(f16) << 2 | int(q8) << 3 | g << 4
     else:
         groups = sc.shape[1] if sc.dim() == 2 else 0
         ok = (

@@ -125,7 +125,6 @@ def _table(t: torch.Tensor, n: int, g: int, dtypes: tuple) -> bool:
     )
 
 
-_FP16 = (torch.float16,)
 _SCALES8 = (torch.float16, torch.float32)
 
 
@@ -147,13 +146,13 @@ def _check_int4(
         and group > 0
         and group % 32 == 0
         and k % group == 0
-        and _table(scales, q.shape[0], k // group, _FP16)
-        and _table(mins, q.shape[0], k // group, _FP16)
+        and _table(scales, q.shape[0], k // group, _SCALES8)
+        and _table(mins, q.shape[0], k // group, (scales.dtype,))
     ):
         raise _bad(
             fn,
-            "x [M, K] on CPU, q uint8 [N, K/2] contiguous, scales and mins float16 [N, K/group] "
-            "contiguous, group a multiple of 32 dividing K",
+            "x [M, K] on CPU, q uint8 [N, K/2] contiguous, scales and mins both float16 or both "
+            "float32 [N, K/group] contiguous, group a multiple of 32 dividing K",
             x=x,
             q=q,
             scales=scales,
@@ -205,8 +204,8 @@ def int4_mm(
         x: ``[M, K]`` float activations on CPU (converted to float32).
         q: uint8 ``[N, K/2]`` in :func:`~structgen.runtime.quantization.formats.pack_int4_rows`
             layout, contiguous.
-        scales: fp16 ``[N, K/group]`` contiguous.
-        mins: fp16 ``[N, K/group]`` contiguous.
+        scales: fp16 or fp32 ``[N, K/group]`` contiguous (fp32: GGUF Q4_K's exact products).
+        mins: ``[N, K/group]`` contiguous, the dtype of ``scales``.
         group: the inputs per scale, a multiple of 32 dividing ``K``.
         q8: quantize ``x`` to int8 per block of 32 (llama.cpp's Q8_0 activations) and use
             integer dot products (faster, relative error ~1e-3); False: exact float32.
@@ -232,6 +231,7 @@ def int4_mm(
         n,
         k,
         group,
+        int(scales.dtype == torch.float16),
         int(q8),
         _threads(),
     )
@@ -301,7 +301,15 @@ def _int4_dequant_rows(
     k = q.shape[1] * 2
     out = torch.empty(n1 - n0, k, dtype=torch.float32)
     _lib.int4_dequant(
-        q.data_ptr(), scales.data_ptr(), mins.data_ptr(), out.data_ptr(), n0, n1, k, group
+        q.data_ptr(),
+        scales.data_ptr(),
+        mins.data_ptr(),
+        out.data_ptr(),
+        n0,
+        n1,
+        k,
+        group,
+        int(scales.dtype == torch.float16),
     )
     return out
 

@@ -92,8 +92,8 @@ def load_model(
         quantization: None (float weights; GGUF blocks dequantized); ``"int8"`` (per
             output channel) or ``"int4"`` / ``"int4-g32"`` / ``"int4-g64"`` / ``"int4-g128"``
             (group-wise, asymmetric) to quantize the linears on load (any checkpoint);
-            ``"gguf"`` to keep a GGUF file's Q8_0/Q4_0/Q4_1/Q6_K blocks quantized in memory
-            (Q4_K and other types are dequantized at load).
+            ``"gguf"`` to keep a GGUF file's Q8_0/Q4_0/Q4_1/Q4_K/Q6_K blocks quantized in
+            memory (other types are dequantized at load).
 
     Returns:
         The LoadedModel.

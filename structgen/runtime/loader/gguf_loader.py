@@ -263,10 +263,10 @@ def gguf_state_dict(
         g: the open file.
         config: its config (:func:`gguf_config`).
         dtype: float dtype.
-        native: keep Q8_0 / Q4_0 / Q4_1 and Q6_K matrices quantized (repacked losslessly into
-            :mod:`structgen.runtime.quantization` modules) instead of dequantizing them; Q4_K
-            (no exact int4 form: :mod:`~structgen.runtime.quantization.gguf_kquants`) and the
-            other types are dequantized.
+        native: keep Q8_0 / Q4_0 / Q4_1 and Q4_K / Q6_K matrices quantized (repacked
+            losslessly into :mod:`structgen.runtime.quantization` modules:
+            :mod:`~structgen.runtime.quantization.gguf_kquants` for the K-quants) instead of
+            dequantizing them; the other types (and a Q4_K embedding) are dequantized.
 
     Returns:
         ``(float tensors by HF name (dequantized in float32, cast to dtype),
@@ -314,7 +314,7 @@ def gguf_state_dict(
         ):
             is_emb = target == "model.embed_tokens.weight"
             mod = native_module(g.raw(name), info.type_name, info.shape, rows, is_emb, dtype)
-            if mod is None:  # Q6_K kept exactly; Q4_K (and others) dequantized below
+            if mod is None:  # Q4_K / Q6_K kept exactly; others dequantized below
                 mod = kquant_module(g.raw(name), info.type_name, info.shape, rows, is_emb, dtype)
             if mod is not None:
                 modules[target.rsplit(".", 1)[0]] = mod
@@ -403,7 +403,7 @@ def _load_fused(
     start = 0
     for (target, name), info, r in zip(group, infos, rows):
         n = info.shape[0]
-        if native and weight:  # not one of the types kept as blocks: Q6_K kept exactly, or float
+        if native and weight:  # not kept as blocks: Q4_K / Q6_K kept exactly, or float
             from structgen.runtime.quantization.gguf_kquants import kquant_module
 
             mod = kquant_module(g.raw(name), info.type_name, info.shape, r, False, dtype)
@@ -498,7 +498,7 @@ def install_modules(
 def load_gguf(path: str, dtype: torch.dtype, device, quantization: str | None = None):
     """Load a ``.gguf`` file into a LoadedModel (see :func:`structgen.runtime.loader.load_model`).
 
-    ``quantization="gguf"`` keeps Q8_0/Q4_0/Q4_1/Q6_K matrices quantized (Q4_K and other types
+    ``quantization="gguf"`` keeps Q8_0/Q4_0/Q4_1/Q4_K/Q6_K matrices quantized (other types
     are dequantized at load); ``"int8"``/``"int4"``
     dequantize, then requantize every linear
     (:func:`structgen.runtime.quantization.quantize_model`).

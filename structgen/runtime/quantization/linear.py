@@ -260,8 +260,9 @@ class QuantLinear(nn.Module):
             m.register_buffer("mins", mins.half().t().contiguous())
             return m
         m.register_buffer("qweight", pack_int4(q))
-        m.register_buffer("scales", scales.half().contiguous())
-        m.register_buffer("mins", mins.half().contiguous())
+        sdt = torch.float32 if scales.dtype == torch.float32 else torch.float16
+        m.register_buffer("scales", scales.to(sdt).contiguous())
+        m.register_buffer("mins", mins.to(sdt).contiguous())
         return m
 
     @classmethod
@@ -276,8 +277,10 @@ class QuantLinear(nn.Module):
 
         Args:
             packed: uint8 ``[N, K/2]`` (:func:`~.formats.pack_int4_rows`), contiguous.
-            scales: fp16 ``[N, K/32]``, contiguous.
-            mins: fp16 ``[N, K/32]``, contiguous (``w = scales * q + mins`` per group of 32).
+            scales: ``[N, K/32]``, contiguous: fp16 (GGUF Q4_0/Q4_1), or fp32, kept as
+                fp32 (GGUF Q4_K's ``d * sc``, which fp16 cannot hold exactly).
+            mins: ``[N, K/32]``, contiguous, stored in the dtype ``scales`` is stored in
+                (``w = scales * q + mins`` per group of 32).
             bias: optional ``[N]``.
 
         Raises:
@@ -294,8 +297,9 @@ class QuantLinear(nn.Module):
         m = cls("int4", half * 2, n, 32, bias)
         m.int4_layout, m.use_kernel = "rows", True
         m.register_buffer("qweight", packed.contiguous())
-        m.register_buffer("scales", scales.half().contiguous())
-        m.register_buffer("mins", mins.half().contiguous())
+        sdt = torch.float32 if scales.dtype == torch.float32 else torch.float16
+        m.register_buffer("scales", scales.to(sdt).contiguous())
+        m.register_buffer("mins", mins.to(sdt).contiguous())
         return m
 
     @classmethod

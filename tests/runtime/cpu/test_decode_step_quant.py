@@ -2,12 +2,12 @@
 path it replaces (``QuantLinear`` / ``FusedQuantProjection`` calling ``_qkernel``).
 
 The fused step runs the same quantized kernel (``csrc/qkernel_core.h``) on the same buffers with
-the same activation setting, and rounds and adds biases as ``QuantLinear.forward`` does, so
-logits and the KV cache must be equal bit for bit: for GGUF Q4_0 / Q4_1 / Q8_0 blocks (tiny random
-GGUF files) and structgen's int4-g32 / int4-g64 / int8 quantization of a Hugging Face folder, with
-int8 (Q8_0-style) and float32 activations, on the AVX2 and the scalar code. The per-op quantized
-path itself is checked against dequantized weights in tests/runtime/test_gguf_families.py and
-cpu/test_quant.py.
+the same activation setting, and rounds and adds biases as ``QuantLinear.forward`` does, so logits
+and the KV cache must be equal bit for bit: for GGUF Q4_0 / Q4_1 / Q8_0 blocks and the K-quants
+Q4_K / Q6_K (tiny random GGUF files) and structgen's int4-g32 / int4-g64 / int8 quantization of a
+Hugging Face folder, with int8 (Q8_0-style) and float32 activations, on the AVX2 and the scalar
+code. The per-op quantized path itself is checked against dequantized weights in
+tests/runtime/test_gguf_families.py and cpu/test_quant.py.
 """
 
 from __future__ import annotations
@@ -127,6 +127,39 @@ def test_fused_quantized_step_equals_per_op_path(
     assert _kinds(model) == kinds  # every decoder matmul is quantized as named
     apply_activation_dtype(model, activation)
     _fused_vs_per_op(model, monkeypatch)
+
+
+@pytest.mark.parametrize("activation", ["int8", "float32"])
+def test_fused_quantized_step_q4_k(tmp_path_factory, monkeypatch, isa, activation):
+    """GGUF K-quants (Q4_K q/k/v/o/gate/up: int4 rows with float32 scales and mins; Q6_K down
+    and embedding: int8 group 16 with float32 scales): logits and cache bit for bit."""
+    model = _q4_k_model(tmp_path_factory, torch.float32)
+    assert _kinds(model) == {("int4", 32), ("int8", 16)}
+    assert model.model.layers[0].self_attn.q_proj.scales.dtype == torch.float32
+    apply_activation_dtype(model, activation)
+    _fused_vs_per_op(model, monkeypatch)
+
+
+def test_fused_quantized_step_q4_k_bf16(tmp_path_factory, monkeypatch):
+    """The Q4_K + Q6_K model in bf16 with int8 activations."""
+    model = _q4_k_model(tmp_path_factory, torch.bfloat16)
+    apply_activation_dtype(model, "int8")
+    _fused_vs_per_op(model, monkeypatch)
+
+
+def _q4_k_model(tmp_path_factory, dtype: torch.dtype):
+    """The tiny K-quant Llama of tests/runtime/loader/test_kquant_gguf.py with Q4_K q/k/v (so
+    they fuse: one kind), o, gate, up and Q6_K down and embedding, loaded with
+    ``quantization="gguf"``."""
+    from structgen.runtime.loader import load_model
+    from tests.runtime.loader.test_kquant_gguf import _MIX, write_kquant_gguf
+
+    key = ("llama", "Q4_K", dtype)
+    if key not in _MODELS:
+        path = tmp_path_factory.mktemp("q4_k") / "model.gguf"
+        write_kquant_gguf(path, {**_MIX, "attn_v": _MIX["attn_q"]})
+        _MODELS[key] = load_model(str(path), dtype, "cpu", quantization="gguf").model
+    return _MODELS[key]
 
 
 @pytest.mark.parametrize("quant", ["Q4_1", "Q8_0"])

@@ -8,6 +8,7 @@ import os
 import pytest
 import torch
 
+from structgen.errors import KernelArgumentError
 from structgen.runtime.cpu import quant as cpu_quant
 from structgen.runtime.quantization.formats import (
     dequantize_int4,
@@ -99,6 +100,40 @@ def test_int4_kernel_matches_dequantized(isa, n, k, group, m):
             )
             < 1.5e-2
         )
+
+
+def _fp32_only(g: torch.Generator, n: int, groups: int, scale: float) -> torch.Tensor:
+    """``[N, G]`` float32 values fp16 cannot hold (GGUF Q4_K's ``d * sc``: an fp16 times a
+    6-bit integer), so a kernel reading them as fp16 would be off."""
+    d = (torch.rand(n, groups, generator=g) * scale + scale / 2).half().float()
+    return d * torch.randint(33, 64, (n, groups), generator=g).float()
+
+
+@needs_kernel
+@pytest.mark.parametrize("n,k", [(37, 256), (40, 512)])
+def test_int4_kernel_float32_scales(isa, n, k):
+    """Float32 scales and mins (GGUF Q4_K): the exact path against the float64 reference of the
+    dequantized weight, the Q8 path against its emulation, each row's Q8 result the same float
+    for M = 1, 3, 8 and 20, and the C dequantizer equal to the formula bit for bit."""
+    g = torch.Generator().manual_seed(n + k)
+    q = torch.randint(0, 16, (n, k), generator=g, dtype=torch.uint8)
+    st, mt = _fp32_only(g, n, k // 32, 1e-3), -_fp32_only(g, n, k // 32, 1e-3)
+    assert not torch.equal(st.half().float(), st)  # not representable in the fp16 layout
+    packed, s, mn = pack_int4_rows(q), st.t(), mt.t()
+    wd = dequantize_int4(q, s, mn)
+    assert torch.equal(cpu_quant.int4_dequant_rows(packed, st, mt, 32, 0, n), wd)
+    x = torch.randn(20, k, generator=g)
+    _close(cpu_quant.int4_mm(x, packed, st, mt, 32), _ref(x, wd), 1e-6, x, wd)
+    q8 = cpu_quant.int4_mm(x, packed, st, mt, 32, q8=True)
+    _close(q8, _int4_q8_ref(x, q, s, mn), 1e-6, x, wd)
+    exact = _ref(x, wd)
+    assert float((q8 - exact).norm() / exact.norm()) < 1.5e-2  # the Q8 rounding's own error
+    for m in (1, 3, 8):
+        assert torch.equal(cpu_quant.int4_mm(x[:m], packed, st, mt, 32, q8=True), q8[:m])
+    lin = QuantLinear.from_int4_rows(packed, st, mt)
+    assert lin.scales.dtype == torch.float32 and torch.equal(lin.dequantized_weight(), wd)
+    with pytest.raises(KernelArgumentError):  # scales and mins of one dtype
+        cpu_quant.int4_mm(x, packed, st, mt.half(), 32)
 
 
 @needs_kernel

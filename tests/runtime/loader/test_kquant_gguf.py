@@ -1,7 +1,7 @@
 """A tiny random Llama written as a Q4_K_M-style GGUF (Q4_K attention / gate / up, Q6_K down
 and embedding; raw blocks, since ``gguf`` cannot encode K-quants) loads and matches
 transformers on the same (reference-dequantized) weights, in float32, bfloat16 and under
-``quantization="gguf"`` (K-quants dequantized at load there).
+``quantization="gguf"`` (K-quants kept quantized there, exactly).
 """
 
 from __future__ import annotations
@@ -48,9 +48,10 @@ def _unpermute(a: np.ndarray, n_head: int) -> np.ndarray:
     return a.reshape(n_head, a.shape[0] // n_head // 2, 2, -1).swapaxes(1, 2).reshape(a.shape)
 
 
-@pytest.fixture(scope="module")
-def kquant_model(tmp_path_factory):
-    """``(path of the GGUF, the transformers reference holding the same weights)``."""
+def write_kquant_gguf(path, mix: dict[str, tuple[str, float]] | None = None):
+    """Write a tiny random Llama (hidden 256, 2 layers) as a GGUF of K-quant blocks at ``path``,
+    per tensor kind ``mix`` (default: llama.cpp's Q4_K_M mix ``_MIX``); return the transformers
+    model holding the same (reference-dequantized) weights."""
     import gguf
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -71,7 +72,7 @@ def kquant_model(tmp_path_factory):
     )
     torch.manual_seed(0)
     hf = LlamaForCausalLM(cfg).eval()
-    path = tmp_path_factory.mktemp("kquant") / "tiny-q4_k_m.gguf"
+    mix = mix or _MIX
     tokens, merges, types = byte_level_vocab()
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_block_count(cfg.num_hidden_layers)
@@ -107,7 +108,7 @@ def kquant_model(tmp_path_factory):
                     w.add_tensor(out, t.float().numpy() + 0.05)
                     t.add_(0.05)
                     continue
-            qtype, scale = _MIX[kind]
+            qtype, scale = mix[kind]
             raw, deq = random_tensor(qtype, tuple(t.shape), seed=seed, scale=scale)
             if kind in ("attn_q", "attn_k"):  # the file holds llama.cpp's rotary row order
                 heads = cfg.num_attention_heads if kind == "attn_q" else cfg.num_key_value_heads
@@ -121,7 +122,14 @@ def kquant_model(tmp_path_factory):
     w.write_tensors_to_file()
     w.close()
     hf.tie_weights()
-    return path, hf
+    return hf
+
+
+@pytest.fixture(scope="module")
+def kquant_model(tmp_path_factory):
+    """``(path of the GGUF, the transformers reference holding the same weights)``."""
+    path = tmp_path_factory.mktemp("kquant") / "tiny-q4_k_m.gguf"
+    return path, write_kquant_gguf(path)
 
 
 def test_kquant_gguf_float32_matches_transformers(kquant_model, tmp_path, monkeypatch):
@@ -144,10 +152,12 @@ def test_kquant_gguf_bfloat16_weights_are_rounded_reference(kquant_model, tmp_pa
     assert torch.equal(emb.view(torch.int16), want.view(torch.int16))
 
 
-def test_kquant_gguf_native_keeps_q6_k_and_dequantizes_q4_k(kquant_model, tmp_path, monkeypatch):
+def test_kquant_gguf_native_keeps_q6_k_and_q4_k(kquant_model, tmp_path, monkeypatch):
     """``quantization="gguf"`` on a Q4_K_M file: Q6_K matrices (v, down, the tied embedding) are
-    int8 group-16 modules whose weights are ggml's to the bit; Q4_K ones are dequantized at load
-    (no exact int4 form); with float32 activations the model matches transformers."""
+    int8 group-16 modules, Q4_K ones (q, k, o, gate, up) int4 "rows" group-32 modules with
+    float32 scales and mins, every weight ggml's to the bit (q/k in transformers' row order);
+    with float32 activations the model matches transformers."""
+    from structgen.runtime.cpu import quant as cpu_quant
     from structgen.runtime.quantization.linear import (
         QuantEmbedding,
         QuantLinear,
@@ -163,8 +173,42 @@ def test_kquant_gguf_native_keeps_q6_k_and_dequantizes_q4_k(kquant_model, tmp_pa
     ref = hf.model.layers[1].mlp.down_proj.weight.detach()
     assert torch.equal(down.dequantized_weight(), ref)
     assert isinstance(mods["model.embed_tokens"], QuantEmbedding)
-    assert not any(
-        isinstance(m, QuantLinear) for n, m in mods.items() if n.endswith(("q_proj", "gate_proj"))
-    )
+    if not cpu_quant.available():
+        pytest.skip("Q4_K is kept quantized only with the C kernel")
+    layer = hf.model.layers[1]
+    for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.o_proj", "mlp.gate_proj"):
+        mod = mods[f"model.layers.1.{name}"]
+        assert isinstance(mod, QuantLinear) and mod.kind == "int4" and mod.group_size == 32
+        assert mod.int4_layout == "rows" and mod.scales.dtype == torch.float32
+        ref = layer.get_submodule(name).weight.detach()
+        assert torch.equal(mod.dequantized_weight(), ref)  # ggml's = loader.dequant's
     _set_activation_dtype(native, torch.float32)
     torch.testing.assert_close(logits_of(native, IDS), ref_logits(hf, IDS), atol=1e-4, rtol=1e-4)
+
+
+def test_engine_on_q4_k_decodes_the_dequantized_greedy_tokens(kquant_model, tmp_path, monkeypatch):
+    """An Engine on the Q4_K_M file with its blocks kept (Q4_K as int4 rows with float32 scales
+    and mins) and exact float32 activations decodes the greedy tokens of the dequantized load,
+    with smaller weights."""
+    from structgen import Engine, SamplingParams
+    from structgen.runtime.cpu import quant as cpu_quant
+    from structgen.runtime.quantization.linear import QuantLinear
+
+    if not cpu_quant.available():
+        pytest.skip("Q4_K is kept quantized only with the C kernel")
+    path, _ = kquant_model
+    monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path / "cache"))
+    common = dict(dtype="float32", max_kv_tokens=256)
+    ref = Engine(str(path), quantization=None, **common)
+    native = Engine(str(path), quantization="gguf", activation_dtype="float32", **common)
+    q4k = [
+        m
+        for m in native.runner.model.modules()
+        if isinstance(m, QuantLinear) and m.kind == "int4" and m.scales.dtype == torch.float32
+    ]
+    assert len(q4k) >= 10  # q, k, o, gate, up of both layers
+    assert native.memory_report()["weight_bytes"] < 0.5 * ref.memory_report()["weight_bytes"]
+    p = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+    prompts = ["Maria Lopez, 34", "abc"]
+    want = [o.token_ids for o in ref.generate(prompts, p)]
+    assert [o.token_ids for o in native.generate(prompts, p)] == want

@@ -1,4 +1,4 @@
-"""Boolean and number fields decided by where the text mentions the field's name.
+"""Boolean, number and enum fields decided by where the text mentions them.
 
 A 135M model writing JSON under a grammar has two systematic failures that the text
 itself can settle: it writes ``false`` for most booleans whatever the text says, and it
@@ -22,6 +22,13 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   type and bounds accept, is the value (a tie goes to the numeral before the mention:
   English writes "4 guests"). Unmentioned, or when two sibling number fields would take
   the same numeral: the model's value stays.
+* **enum** (string options): an option is *mentioned* where its words (split as field
+  names are, each reduced to a stem) occur as consecutive words of one clause; a mention
+  inside a longer option's mention does not count ("premium economy" is not a mention of
+  ``economy``). When the model's value (a string option, or null) is not mentioned and
+  exactly one option is mentioned in a clause without a negation, that option is the
+  value; otherwise the model's value stays. Options are never matched inside a word
+  ("low" is not in "below").
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
@@ -40,7 +47,7 @@ import jsonschema
 
 from structgen.fsm.numerals import numeral_spans
 
-__all__ = ["EVIDENCE_DEFAULT", "apply_evidence", "name_stems", "stem"]
+__all__ = ["EVIDENCE_DEFAULT", "apply_evidence", "name_stems", "option_stems", "stem"]
 
 EVIDENCE_DEFAULT = True
 
@@ -78,6 +85,14 @@ def name_stems(key: str) -> list[str]:
     spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", key)
     words = [w for w in re.split(r"[\W_]+", spaced) if w]
     return [stem(w) for w in words if w.lower() not in _GENERIC and len(w) >= 2]
+
+
+def option_stems(option: str) -> list[str]:
+    """The stems of an enum option's words, as a mention must show them in order:
+    ``"feature_request"`` -> ``["featur", "request"]``, ``"La Poste"`` -> ``["la", "post"]``.
+    """
+    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", option)
+    return [stem(w) for w in _WORD.findall(unicodedata.normalize("NFKC", spaced))]
 
 
 def _matches(a: str, b: str) -> bool:
@@ -148,6 +163,34 @@ def _bool_value(doc: _Text, stems: list[str]) -> bool | None:
     return any(readings)
 
 
+def _enum_value(doc: _Text, options: list[str], current: Any) -> str | None:
+    """The enum rule of the module docstring; None when it does not decide the field."""
+    stems = {o: option_stems(o) for o in options}
+    spans: dict[str, list[tuple[int, int]]] = {o: [] for o in options}
+    for o, ws in stems.items():
+        n = len(ws)
+        for k in range(len(doc.words) - n + 1) if n else ():
+            if doc.words[k][3] == doc.words[k + n - 1][3] and all(
+                doc.words[k + i][0] == ws[i] for i in range(n)
+            ):
+                spans[o].append((k, k + n - 1))
+    every = [(a, b) for found in spans.values() for a, b in found]
+    kept = {
+        o: [
+            (a, b)
+            for a, b in found
+            if not any(x <= a and b <= y and y - x > b - a for x, y in every)
+        ]
+        for o, found in spans.items()
+    }
+    if isinstance(current, str) and kept.get(current):
+        return None
+    affirmed = [o for o in options if any(not doc.negated(a) for a, _ in kept[o])]
+    if len(affirmed) != 1 or affirmed[0] == current:
+        return None
+    return affirmed[0]
+
+
 def _accepts(sub: dict, value: Decimal) -> bool:
     types = sub.get("type")
     types = [types] if isinstance(types, str) else list(types or ())
@@ -203,8 +246,13 @@ def _resolve(root: Any, sub: Any) -> Any:
 
 
 def _kind(root: Any, sub: Any) -> tuple[str | None, dict]:
-    """``("boolean" | "number" | None, the non-null branch)`` of a property's subschema."""
+    """``("boolean" | "number" | "enum" | None, the non-null branch)`` of a property's
+    subschema; "enum" is an ``enum`` with at least two string options.
+    """
     sub = _resolve(root, sub)
+    if isinstance(sub, dict) and isinstance(sub.get("enum"), list) and "const" not in sub:
+        strings = [o for o in sub["enum"] if isinstance(o, str)]
+        return ("enum", sub) if len(set(strings)) >= 2 else (None, {})
     if not isinstance(sub, dict) or "enum" in sub or "const" in sub:
         return None, {}
     for key in ("anyOf", "oneOf"):
@@ -225,8 +273,8 @@ def _kind(root: Any, sub: Any) -> tuple[str | None, dict]:
 
 
 def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
-    """One finished object with its boolean and number fields decided by the text's
-    mentions of their names (module docstring).
+    """One finished object with its boolean, number and enum fields decided by the
+    text's mentions of their names and options (module docstring).
 
     Args:
         schema: the JSON Schema (a dict) ``value`` is valid under.
@@ -258,6 +306,12 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 found = _bool_value(doc, stems)
                 if found is not None and found != node[name]:
                     node[name] = found
+                    changed.append(path + name)
+            elif kind == "enum" and (node[name] is None or isinstance(node[name], str)):
+                options = list(dict.fromkeys(o for o in branch["enum"] if isinstance(o, str)))
+                found_e = _enum_value(doc, options, node[name])
+                if found_e is not None:
+                    node[name] = found_e
                     changed.append(path + name)
             elif kind == "number" and stems:
                 found_n = _number_value(doc, spans, stems, branch)

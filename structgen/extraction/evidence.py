@@ -25,10 +25,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
 * **enum** (string options): an option is *mentioned* where its words (split as field
   names are, each reduced to a stem) occur as consecutive words of one clause; a mention
   inside a longer option's mention does not count ("premium economy" is not a mention of
-  ``economy``). When the model's value (a string option, or null) is not mentioned and
-  exactly one option is mentioned in a clause without a negation, that option is the
-  value; otherwise the model's value stays. Options are never matched inside a word
-  ("low" is not in "below").
+  ``economy``). When the model's value (a string option, null, or the field left out)
+  is not mentioned and exactly one option is mentioned in a clause without a negation,
+  that option is the value; otherwise the model's value stays. Options are never
+  matched inside a word ("low" is not in "below").
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
@@ -298,18 +298,18 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             return
         numbers: dict[str, Decimal] = {}
         for name, prop in (sub.get("properties") or {}).items():
-            if name not in node:
-                continue
             kind, branch = _kind(schema, prop)
+            if name not in node and kind != "enum":
+                continue
             stems = name_stems(name)
             if kind == "boolean" and isinstance(node[name], bool):
                 found = _bool_value(doc, stems)
                 if found is not None and found != node[name]:
                     node[name] = found
                     changed.append(path + name)
-            elif kind == "enum" and (node[name] is None or isinstance(node[name], str)):
+            elif kind == "enum" and (node.get(name) is None or isinstance(node[name], str)):
                 options = list(dict.fromkeys(o for o in branch["enum"] if isinstance(o, str)))
-                found_e = _enum_value(doc, options, node[name])
+                found_e = _enum_value(doc, options, node.get(name))
                 if found_e is not None:
                     node[name] = found_e
                     changed.append(path + name)

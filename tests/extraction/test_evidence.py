@@ -83,7 +83,7 @@ ENUM = {
         "cabin": {"type": "string", "enum": ["economy", "premium_economy", "business"]},
         "carrier": {"anyOf": [{"enum": ["DHL", "La Poste", "UPS"]}, {"type": "null"}]},
     },
-    "required": ["priority", "cabin", "carrier"],
+    "required": ["priority", "cabin"],
 }
 ENUM_BEFORE = {"priority": "medium", "cabin": "business", "carrier": None}
 
@@ -141,6 +141,15 @@ def test_enum_takes_the_one_option_the_text_mentions(text, want):
     assert value == want
     assert set(changed) == {k for k in want if want[k] != ENUM_BEFORE[k]}
     jsonschema.validate(value, ENUM)
+
+
+def test_enum_left_out_or_null_takes_the_mentioned_option():
+    before = {"priority": "low", "cabin": "economy"}  # carrier (optional) left out
+    value, changed = apply_evidence(ENUM, "Low priority, economy, shipped by UPS.", before)
+    assert value == {**before, "carrier": "UPS"} and changed == ["carrier"]
+    before = {**before, "carrier": None}
+    assert apply_evidence(ENUM, "Low priority, economy, shipped by UPS.", before)[0] == value
+    assert apply_evidence(ENUM, "Low priority, economy.", before) == (before, [])
 
 
 def test_enum_rule_matches_a_brute_force_reading():

@@ -1,4 +1,4 @@
-"""Boolean, number and enum fields decided by where the text mentions them.
+"""Boolean, number, enum and null values decided by where the text mentions them.
 
 A 135M model writing JSON under a grammar has two systematic failures that the text
 itself can settle: it writes ``false`` for most booleans whatever the text says, and it
@@ -29,6 +29,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   is not mentioned and exactly one option is mentioned in a clause without a negation,
   that option is the value; otherwise the model's value stays. Options are never
   matched inside a word ("low" is not in "below").
+* **null**: a nullable string or number field whose value equals a sibling field's
+  value (after the rules above), and whose name the text never mentions (no text word
+  matches a stem of it), is null: the model copied a value the text gives to another
+  field into one the text does not give (``"rsvp_by"`` = the event's date).
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
@@ -191,6 +195,29 @@ def _enum_value(doc: _Text, options: list[str], current: Any) -> str | None:
     return affirmed[0]
 
 
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
+def _mentioned(doc: _Text, stems: list[str]) -> bool:
+    """Whether some text word matches some of a field name's stems."""
+    return any(_matches(w, s) for w, *_ in doc.words for s in stems)
+
+
+def _nullable(root: Any, sub: Any) -> bool:
+    """Whether a property's subschema accepts null (type, enum or an anyOf/oneOf branch)."""
+    sub = _resolve(root, sub)
+    if not isinstance(sub, dict):
+        return False
+    types = sub.get("type")
+    if types == "null" or isinstance(types, list) and "null" in types:
+        return True
+    if isinstance(sub.get("enum"), list) and None in sub["enum"]:
+        return True
+    branches = [b for key in ("anyOf", "oneOf") for b in sub.get(key) or ()]
+    return any(_nullable(root, b) for b in branches)
+
+
 def _accepts(sub: dict, value: Decimal) -> bool:
     types = sub.get("type")
     types = [types] if isinstance(types, str) else list(types or ())
@@ -330,6 +357,17 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             ):
                 continue
             node[name] = new
+            changed.append(path + name)
+        copied = [
+            name
+            for name, prop in (sub.get("properties") or {}).items()
+            if _scalar(node.get(name))
+            and _nullable(schema, prop)
+            and not _mentioned(doc, name_stems(name))
+            and any(k != name and _scalar(v) and v == node[name] for k, v in node.items())
+        ]
+        for name in copied:  # a sibling's value for a field the text never names
+            node[name] = None
             changed.append(path + name)
 
     walk(schema, out, "", 0)

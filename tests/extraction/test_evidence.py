@@ -184,6 +184,48 @@ def test_enum_change_that_breaks_the_schema_is_dropped():
     assert apply_evidence(schema, "A lovely house.", before) == (before, [])
 
 
+NULLABLE = {
+    "type": "object",
+    "properties": {
+        "date": {"type": "string"},
+        "rsvp_by": {"type": ["string", "null"]},
+        "deadline": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        "guests": {"type": ["integer", "null"]},
+        "tables": {"type": "integer"},
+        "vip": {"type": ["boolean", "null"]},
+        "late": {"type": ["boolean", "null"]},
+    },
+}
+
+
+def test_a_nullable_field_copying_a_sibling_the_text_never_names_is_null():
+    text = "Dinner on 2026-06-13 at eight, four tables."
+    before = {"date": "2026-06-13", "rsvp_by": "2026-06-13", "deadline": "2026-06-13",
+              "guests": 4, "tables": 4}  # fmt: skip
+    value, changed = apply_evidence(NULLABLE, text, before)
+    # rsvp_by, deadline and guests are never named and copy a sibling; tables is named
+    assert value == {**before, "rsvp_by": None, "deadline": None, "guests": None}
+    assert changed == ["rsvp_by", "deadline", "guests"]
+
+
+@pytest.mark.parametrize(
+    ("text", "before"),
+    [
+        # the field's name is in the text: the model decides
+        (
+            "Dinner on 2026-06-13; RSVP by then, deadline too.",
+            {"date": "2026-06-13", "rsvp_by": "2026-06-13", "deadline": "2026-06-13"},
+        ),  # fmt: skip
+        # no sibling holds the same value
+        ("Dinner on 2026-06-13.", {"date": "2026-06-13", "rsvp_by": "2026-06-01"}),
+        # not nullable, or a boolean (true == true is no copied span)
+        ("Four of them.", {"tables": 4, "date": "4", "vip": True, "late": True}),
+    ],
+)
+def test_null_rule_does_not_fire(text, before):
+    assert apply_evidence(NULLABLE, text, before) == (before, [])
+
+
 def _words(rng: random.Random) -> str:
     vocab = ["3", "1,250", "4.5", "two", "forty-one", "a dozen", "€12", "-7", "x", "rooms",
              "1 250 000", "3.500", "and", "hundred", "2'400"]  # fmt: skip

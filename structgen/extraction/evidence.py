@@ -22,13 +22,14 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   type and bounds accept, is the value (a tie goes to the numeral before the mention:
   English writes "4 guests"). Unmentioned, or when two sibling number fields would take
   the same numeral: the model's value stays.
-* **enum** (string options): an option is *mentioned* where its words (split as field
-  names are, each reduced to a stem) occur as consecutive words of one clause; a mention
-  inside a longer option's mention does not count ("premium economy" is not a mention of
-  ``economy``). When the model's value (a string option, null, or the field left out)
-  is not mentioned and exactly one option is mentioned in a clause without a negation,
-  that option is the value; otherwise the model's value stays. Options are never
-  matched inside a word ("low" is not in "below").
+* **enum** (string options): an option is *mentioned* where its words (split at
+  non-letters and underscores, as the text's words are, each reduced to a stem) occur
+  as consecutive words of one clause; a mention inside a longer option's mention does
+  not count ("premium economy" is not a mention of ``economy``). When the model's
+  value (a string option, null, or the field left out) is not mentioned and exactly
+  one option is mentioned in a clause without a negation, that option is the value;
+  otherwise the model's value stays. Options are never matched inside a word ("low"
+  is not in "below").
 * **null**: a nullable string or number field whose value equals a sibling field's
   value (after the rules above), and whose name the text never mentions (no text word
   matches a stem of it), is null: the model copied a value the text gives to another
@@ -92,11 +93,11 @@ def name_stems(key: str) -> list[str]:
 
 
 def option_stems(option: str) -> list[str]:
-    """The stems of an enum option's words, as a mention must show them in order:
+    """The stems of an enum option's words, split as the text's words are (a value, not
+    an identifier: ``PostNord`` stays one word), as a mention must show them in order:
     ``"feature_request"`` -> ``["featur", "request"]``, ``"La Poste"`` -> ``["la", "post"]``.
     """
-    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", option)
-    return [stem(w) for w in _WORD.findall(unicodedata.normalize("NFKC", spaced))]
+    return [stem(w) for w in _WORD.findall(unicodedata.normalize("NFKC", option))]
 
 
 def _matches(a: str, b: str) -> bool:

@@ -143,6 +143,13 @@ def test_enum_takes_the_one_option_the_text_mentions(text, want):
     jsonschema.validate(value, ENUM)
 
 
+def test_enum_option_words_split_as_the_text_words():
+    schema = {"type": "object", "properties": {"carrier": {"enum": ["DHL", "PostNord"]}}}
+    for text in ("PostNord has picked it up.", "sent with postnord"):
+        assert apply_evidence(schema, text, {"carrier": "DHL"})[0] == {"carrier": "PostNord"}
+    assert apply_evidence(schema, "Post Nord", {"carrier": "DHL"})[0] == {"carrier": "DHL"}
+
+
 def test_enum_left_out_or_null_takes_the_mentioned_option():
     before = {"priority": "low", "cabin": "economy"}  # carrier (optional) left out
     value, changed = apply_evidence(ENUM, "Low priority, economy, shipped by UPS.", before)

@@ -91,8 +91,10 @@ def _structgen_worker(job: dict, nocopy: bool) -> dict:
         kw["return_details"] = True
     params = SamplingParams(max_tokens=job["max_tokens"], temperature=0.0)
     t0 = time.perf_counter()
-    engine = Engine()
+    engine = Engine(**job.get("engine_kwargs", {}))
     load_s = time.perf_counter() - t0
+    if job.get("engine_kwargs"):
+        notes.append(f"Engine kwargs {job['engine_kwargs']}")
 
     def one(doc: dict) -> dict:
         (res,) = extractor.extract(engine, doc["schema"], [doc["text"]], params=params, **kw)
@@ -427,6 +429,9 @@ def main() -> None:
     ap.add_argument("--extract-kwargs", type=json.loads, default=None,
                     help='more keyword arguments of the structgen peers\' extract (JSON, e.g. '
                     '\'{"score_options": true}\')')  # fmt: skip
+    ap.add_argument("--engine-kwargs", type=json.loads, default=None,
+                    help="keyword arguments of the structgen peers' Engine (JSON, e.g. "
+                    '\'{"quantization": null}\' for float32 weights)')  # fmt: skip
     ap.add_argument("--json", type=Path, default=None, help="write every figure here")
     ap.add_argument("--plot", type=Path, default=None)
     ap.add_argument("--rescore-options", type=Path, default=None,
@@ -454,6 +459,7 @@ def main() -> None:
         "batch1_docs": min(args.batch1_docs, len(docs)),
         "prompt_style": args.prompt_style,
         "extract_kwargs": args.extract_kwargs or {},
+        "engine_kwargs": args.engine_kwargs or {},
         "docs": [
             {
                 "id": d.id,

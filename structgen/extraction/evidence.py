@@ -1,4 +1,4 @@
-"""Boolean and number fields decided by where the text mentions the field's name.
+"""Boolean, number, enum and null values decided by where the text mentions them.
 
 A 135M model writing JSON under a grammar has two systematic failures that the text
 itself can settle: it writes ``false`` for most booleans whatever the text says, and it
@@ -22,6 +22,18 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   type and bounds accept, is the value (a tie goes to the numeral before the mention:
   English writes "4 guests"). Unmentioned, or when two sibling number fields would take
   the same numeral: the model's value stays.
+* **enum** (string options): an option is *mentioned* where its words (split at
+  non-letters and underscores, as the text's words are, each reduced to a stem) occur
+  as consecutive words of one clause; a mention inside a longer option's mention does
+  not count ("premium economy" is not a mention of ``economy``). When the model's
+  value (a string option, null, or the field left out) is not mentioned and exactly
+  one option is mentioned in a clause without a negation, that option is the value;
+  otherwise the model's value stays. Options are never matched inside a word ("low"
+  is not in "below").
+* **null**: a nullable string or number field whose value equals a sibling field's
+  value (after the rules above), and whose name the text never mentions (no text word
+  matches a stem of it), is null: the model copied a value the text gives to another
+  field into one the text does not give (``"rsvp_by"`` = the event's date).
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
@@ -40,7 +52,7 @@ import jsonschema
 
 from structgen.fsm.numerals import numeral_spans
 
-__all__ = ["EVIDENCE_DEFAULT", "apply_evidence", "name_stems", "stem"]
+__all__ = ["EVIDENCE_DEFAULT", "apply_evidence", "name_stems", "option_stems", "stem"]
 
 EVIDENCE_DEFAULT = True
 
@@ -78,6 +90,14 @@ def name_stems(key: str) -> list[str]:
     spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", key)
     words = [w for w in re.split(r"[\W_]+", spaced) if w]
     return [stem(w) for w in words if w.lower() not in _GENERIC and len(w) >= 2]
+
+
+def option_stems(option: str) -> list[str]:
+    """The stems of an enum option's words, split as the text's words are (a value, not
+    an identifier: ``PostNord`` stays one word), as a mention must show them in order:
+    ``"feature_request"`` -> ``["featur", "request"]``, ``"La Poste"`` -> ``["la", "post"]``.
+    """
+    return [stem(w) for w in _WORD.findall(unicodedata.normalize("NFKC", option))]
 
 
 def _matches(a: str, b: str) -> bool:
@@ -148,6 +168,57 @@ def _bool_value(doc: _Text, stems: list[str]) -> bool | None:
     return any(readings)
 
 
+def _enum_value(doc: _Text, options: list[str], current: Any) -> str | None:
+    """The enum rule of the module docstring; None when it does not decide the field."""
+    stems = {o: option_stems(o) for o in options}
+    spans: dict[str, list[tuple[int, int]]] = {o: [] for o in options}
+    for o, ws in stems.items():
+        n = len(ws)
+        for k in range(len(doc.words) - n + 1) if n else ():
+            if doc.words[k][3] == doc.words[k + n - 1][3] and all(
+                doc.words[k + i][0] == ws[i] for i in range(n)
+            ):
+                spans[o].append((k, k + n - 1))
+    every = [(a, b) for found in spans.values() for a, b in found]
+    kept = {
+        o: [
+            (a, b)
+            for a, b in found
+            if not any(x <= a and b <= y and y - x > b - a for x, y in every)
+        ]
+        for o, found in spans.items()
+    }
+    if isinstance(current, str) and kept.get(current):
+        return None
+    affirmed = [o for o in options if any(not doc.negated(a) for a, _ in kept[o])]
+    if len(affirmed) != 1 or affirmed[0] == current:
+        return None
+    return affirmed[0]
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
+def _mentioned(doc: _Text, stems: list[str]) -> bool:
+    """Whether some text word matches some of a field name's stems."""
+    return any(_matches(w, s) for w, *_ in doc.words for s in stems)
+
+
+def _nullable(root: Any, sub: Any) -> bool:
+    """Whether a property's subschema accepts null (type, enum or an anyOf/oneOf branch)."""
+    sub = _resolve(root, sub)
+    if not isinstance(sub, dict):
+        return False
+    types = sub.get("type")
+    if types == "null" or isinstance(types, list) and "null" in types:
+        return True
+    if isinstance(sub.get("enum"), list) and None in sub["enum"]:
+        return True
+    branches = [b for key in ("anyOf", "oneOf") for b in sub.get(key) or ()]
+    return any(_nullable(root, b) for b in branches)
+
+
 def _accepts(sub: dict, value: Decimal) -> bool:
     types = sub.get("type")
     types = [types] if isinstance(types, str) else list(types or ())
@@ -203,8 +274,13 @@ def _resolve(root: Any, sub: Any) -> Any:
 
 
 def _kind(root: Any, sub: Any) -> tuple[str | None, dict]:
-    """``("boolean" | "number" | None, the non-null branch)`` of a property's subschema."""
+    """``("boolean" | "number" | "enum" | None, the non-null branch)`` of a property's
+    subschema; "enum" is an ``enum`` with at least two string options.
+    """
     sub = _resolve(root, sub)
+    if isinstance(sub, dict) and isinstance(sub.get("enum"), list) and "const" not in sub:
+        strings = [o for o in sub["enum"] if isinstance(o, str)]
+        return ("enum", sub) if len(set(strings)) >= 2 else (None, {})
     if not isinstance(sub, dict) or "enum" in sub or "const" in sub:
         return None, {}
     for key in ("anyOf", "oneOf"):
@@ -225,8 +301,8 @@ def _kind(root: Any, sub: Any) -> tuple[str | None, dict]:
 
 
 def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
-    """One finished object with its boolean and number fields decided by the text's
-    mentions of their names (module docstring).
+    """One finished object with its boolean, number and enum fields decided by the
+    text's mentions of their names and options (module docstring).
 
     Args:
         schema: the JSON Schema (a dict) ``value`` is valid under.
@@ -250,14 +326,20 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             return
         numbers: dict[str, Decimal] = {}
         for name, prop in (sub.get("properties") or {}).items():
-            if name not in node:
-                continue
             kind, branch = _kind(schema, prop)
+            if name not in node and kind != "enum":
+                continue
             stems = name_stems(name)
             if kind == "boolean" and isinstance(node[name], bool):
                 found = _bool_value(doc, stems)
                 if found is not None and found != node[name]:
                     node[name] = found
+                    changed.append(path + name)
+            elif kind == "enum" and (node.get(name) is None or isinstance(node[name], str)):
+                options = list(dict.fromkeys(o for o in branch["enum"] if isinstance(o, str)))
+                found_e = _enum_value(doc, options, node.get(name))
+                if found_e is not None:
+                    node[name] = found_e
                     changed.append(path + name)
             elif kind == "number" and stems:
                 found_n = _number_value(doc, spans, stems, branch)
@@ -276,6 +358,17 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             ):
                 continue
             node[name] = new
+            changed.append(path + name)
+        copied = [
+            name
+            for name, prop in (sub.get("properties") or {}).items()
+            if _scalar(node.get(name))
+            and _nullable(schema, prop)
+            and not _mentioned(doc, name_stems(name))
+            and any(k != name and _scalar(v) and v == node[name] for k, v in node.items())
+        ]
+        for name in copied:  # a sibling's value for a field the text never names
+            node[name] = None
             changed.append(path + name)
 
     walk(schema, out, "", 0)

@@ -69,10 +69,13 @@ def extract(
             option in the context it was written in (``structgen.extraction.choices``;
             a few scoring requests per document as it finishes) instead of greedy's
             first-token choice; None: ``SCORE_OPTIONS_DEFAULT``.
-        evidence: decide boolean and number fields by where the text mentions the
-            field's name (``structgen.extraction.evidence``: a mention without a negation
-            makes a boolean true, with one false; a number takes the numeral next to
-            its name's mention), where the text settles them; no model call. None:
+        evidence: decide boolean, number and enum fields by where the text mentions
+            them (``structgen.extraction.evidence``: a mention of the field's name
+            without a negation makes a boolean true, with one false; a number takes the
+            numeral next to its name's mention; an enum takes the one option the text
+            mentions when the model's is unmentioned; a nullable field copying a
+            sibling's value, its name nowhere in the text, is null), where the text
+            settles them; no model call. None:
             ``EVIDENCE_DEFAULT``.
         return_details: return an :class:`~structgen.extraction.result.ExtractionResult`
             (value, truncated, finish_reason, raw_text, copied_fields) per text instead

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import random
+import re
 from decimal import Decimal
 
 import jsonschema
@@ -73,6 +74,163 @@ def test_siblings_pointing_at_one_numeral_are_left_to_the_model():
     }
     before = {"salary_min": 1, "salary_max": 2}
     assert apply_evidence(schema, "Salary 50,000 or 60,000.", before) == (before, [])
+
+
+ENUM = {
+    "type": "object",
+    "properties": {
+        "priority": {"enum": ["low", "medium", "high"]},
+        "cabin": {"type": "string", "enum": ["economy", "premium_economy", "business"]},
+        "carrier": {"anyOf": [{"enum": ["DHL", "La Poste", "UPS"]}, {"type": "null"}]},
+    },
+    "required": ["priority", "cabin"],
+}
+ENUM_BEFORE = {"priority": "medium", "cabin": "business", "carrier": None}
+
+
+def _reference_enum(text: str, options: list[str], current) -> str | None:
+    """A brute-force reading of the enum rule on the text's raw words (no stems): which
+    options occur as consecutive lowercased words outside a longer option's occurrence,
+    in a clause without a negation word."""
+    clauses = re.split(r"[.;,!?()\n]", text.lower())
+    mentioned, affirmed = set(), set()
+    for clause in clauses:
+        words = re.findall(r"[^\W_]+", clause)
+        hits = []
+        for o in options:
+            ow = re.findall(r"[^\W_]+", o.lower())
+            hits += [(k, k + len(ow), o) for k in range(len(words)) if words[k : k + len(ow)] == ow]
+        for a, b, o in hits:
+            if any(x <= a and b <= y and y - x > b - a for x, y, _ in hits):
+                continue
+            mentioned.add(o)
+            if not {"no", "not", "never", "without"} & set(words):
+                affirmed.add(o)
+    if current in mentioned or len(affirmed) != 1:
+        return None
+    (only,) = affirmed
+    return None if only == current else only
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # one option each, the model's options unmentioned: the text's options
+        (
+            "Low priority. Flying economy with DHL.",
+            {"priority": "low", "cabin": "economy", "carrier": "DHL"},
+        ),  # fmt: skip
+        # case-insensitive, underscores as spaces, a longer option wins its words
+        (
+            "HIGH priority; Premium Economy seat; sent by la poste.",
+            {"priority": "high", "cabin": "premium_economy", "carrier": "La Poste"},
+        ),  # fmt: skip
+        # two options mentioned: the model decides
+        ("Low or high priority, economy or business.", ENUM_BEFORE),
+        # the model's option is mentioned: it stays although another one is too
+        ("Medium priority, was high. Business class.", ENUM_BEFORE),
+        # inside a word only ("below", "ups" in "startups", "lower" is a stem of "low"
+        # only as a whole word): not a mention
+        ("Slightly below average; startups welcome; hallowed halls.", ENUM_BEFORE),
+        # negated: not a mention that decides
+        ("Not high priority. No economy seats left. Without UPS.", ENUM_BEFORE),
+    ],
+)
+def test_enum_takes_the_one_option_the_text_mentions(text, want):
+    value, changed = apply_evidence(ENUM, text, dict(ENUM_BEFORE))
+    assert value == want
+    assert set(changed) == {k for k in want if want[k] != ENUM_BEFORE[k]}
+    jsonschema.validate(value, ENUM)
+
+
+def test_enum_option_words_split_as_the_text_words():
+    schema = {"type": "object", "properties": {"carrier": {"enum": ["DHL", "PostNord"]}}}
+    for text in ("PostNord has picked it up.", "sent with postnord"):
+        assert apply_evidence(schema, text, {"carrier": "DHL"})[0] == {"carrier": "PostNord"}
+    assert apply_evidence(schema, "Post Nord", {"carrier": "DHL"})[0] == {"carrier": "DHL"}
+
+
+def test_enum_left_out_or_null_takes_the_mentioned_option():
+    before = {"priority": "low", "cabin": "economy"}  # carrier (optional) left out
+    value, changed = apply_evidence(ENUM, "Low priority, economy, shipped by UPS.", before)
+    assert value == {**before, "carrier": "UPS"} and changed == ["carrier"]
+    before = {**before, "carrier": None}
+    assert apply_evidence(ENUM, "Low priority, economy, shipped by UPS.", before)[0] == value
+    assert apply_evidence(ENUM, "Low priority, economy.", before) == (before, [])
+
+
+def test_enum_rule_matches_a_brute_force_reading():
+    rng = random.Random(3)
+    vocab = ["low", "medium", "high", "economy", "premium", "business", "dhl", "ups", "la",
+             "poste", "not", "below", "startups", "and", "the", ",", ".", "priority"]  # fmt: skip
+    options = {"priority": ["low", "medium", "high"],
+               "cabin": ["economy", "premium_economy", "business"],
+               "carrier": ["DHL", "La Poste", "UPS"]}  # fmt: skip
+    fired = 0
+    for _ in range(400):
+        text = " ".join(rng.choice(vocab) for _ in range(rng.randint(1, 14)))
+        value, _ = apply_evidence(ENUM, text, dict(ENUM_BEFORE))
+        for name, opts in options.items():
+            spaced = [o.replace("_", " ") for o in opts]
+            current = ENUM_BEFORE[name]
+            ref = _reference_enum(text, spaced, current and current.replace("_", " "))
+            want = current if ref is None else opts[spaced.index(ref)]
+            fired += ref is not None
+            assert value[name] == want, (text, name)
+    assert fired > 50
+
+
+def test_enum_change_that_breaks_the_schema_is_dropped():
+    schema = {
+        "type": "object",
+        "properties": {"kind": {"enum": ["house", "flat"]}, "rooms": {"type": "integer"}},
+        "if": {"properties": {"kind": {"const": "house"}}},
+        "then": {"properties": {"rooms": {"minimum": 3}}},
+    }
+    before = {"kind": "flat", "rooms": 2}
+    assert apply_evidence(schema, "A lovely house.", before) == (before, [])
+
+
+NULLABLE = {
+    "type": "object",
+    "properties": {
+        "date": {"type": "string"},
+        "rsvp_by": {"type": ["string", "null"]},
+        "deadline": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        "guests": {"type": ["integer", "null"]},
+        "tables": {"type": "integer"},
+        "vip": {"type": ["boolean", "null"]},
+        "late": {"type": ["boolean", "null"]},
+    },
+}
+
+
+def test_a_nullable_field_copying_a_sibling_the_text_never_names_is_null():
+    text = "Dinner on 2026-06-13 at eight, four tables."
+    before = {"date": "2026-06-13", "rsvp_by": "2026-06-13", "deadline": "2026-06-13",
+              "guests": 4, "tables": 4}  # fmt: skip
+    value, changed = apply_evidence(NULLABLE, text, before)
+    # rsvp_by, deadline and guests are never named and copy a sibling; tables is named
+    assert value == {**before, "rsvp_by": None, "deadline": None, "guests": None}
+    assert changed == ["rsvp_by", "deadline", "guests"]
+
+
+@pytest.mark.parametrize(
+    ("text", "before"),
+    [
+        # the field's name is in the text: the model decides
+        (
+            "Dinner on 2026-06-13; RSVP by then, deadline too.",
+            {"date": "2026-06-13", "rsvp_by": "2026-06-13", "deadline": "2026-06-13"},
+        ),  # fmt: skip
+        # no sibling holds the same value
+        ("Dinner on 2026-06-13.", {"date": "2026-06-13", "rsvp_by": "2026-06-01"}),
+        # not nullable, or a boolean (true == true is no copied span)
+        ("Four of them.", {"tables": 4, "date": "4", "vip": True, "late": True}),
+    ],
+)
+def test_null_rule_does_not_fire(text, before):
+    assert apply_evidence(NULLABLE, text, before) == (before, [])
 
 
 def _words(rng: random.Random) -> str:

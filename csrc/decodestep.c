@@ -33,6 +33,14 @@
  * bias then added in dt, as QuantLinear.forward does. The caller
  * (structgen/runtime/cpu/decode_step.py) checks all of it once per plan.
  *
+ * Split q/k/v or gate/up (LF_QKV_PARTS, LF_GU_PARTS): where a layer's members differ in
+ * quantized kind (llama.cpp's Q4_K_M files store some attn_v / ffn_up as Q6_K next to Q4_K
+ * q/k, gate) they are not fused into one weight. Such a slot then has up to 3 parts of
+ * LP_COUNT fields each (weight, bias, format word, scales, mins, rows; rows 0: no part; part
+ * 0's rows 0: the slot is one matmul over LF_QKV_W ... as above), each run as the member's own
+ * quantized matmul (the kernel call the per-op path makes for that member, so bit for bit
+ * the same) into the next rows-wide band of the slot's output columns.
+ *
  * Exposed as structgen.runtime.cpu._decodestep (METH_FASTCALL, raw pointers as ints).
  */
 #define PY_SSIZE_T_CLEAN
@@ -47,8 +55,13 @@ enum {
     LF_IN_NORM, LF_QKV_W, LF_QKV_B, LF_O_W, LF_O_B, LF_POST_NORM, LF_GU_W, LF_GU_B, LF_DOWN_W,
     LF_DOWN_B, LF_K_CACHE, LF_V_CACHE, LF_Q_NORM, LF_K_NORM, LF_WINDOW,
     LF_QKV_FMT, LF_QKV_S, LF_QKV_MN, LF_O_FMT, LF_O_S, LF_O_MN, LF_GU_FMT, LF_GU_S, LF_GU_MN,
-    LF_DOWN_FMT, LF_DOWN_S, LF_DOWN_MN, LF_COUNT
+    LF_DOWN_FMT, LF_DOWN_S, LF_DOWN_MN,
+    LF_QKV_PARTS, LF_GU_PARTS = LF_QKV_PARTS + 3 * 6, LF_COUNT = LF_GU_PARTS + 3 * 6
 };
+
+/* One part of a split slot: its fields, from LF_*_PARTS + part * LP_COUNT */
+enum { LP_W, LP_B, LP_FMT, LP_S, LP_MN, LP_N, LP_COUNT };
+#define MAX_PARTS 3
 
 /* A matmul's format word: kind | scale_f16 << 2 | q8 << 3 | group << 4 */
 enum { FMT_FLOAT = 0, FMT_INT4 = 1, FMT_INT8 = 2 };
@@ -67,40 +80,64 @@ typedef struct {
 
 #define LP(f) ((void *)(intptr_t)ly[f])
 
-/* y [T, N] = x [T, K] (dt, contiguous) @ W.T (+ b) for the matmul whose weight pointer is in
- * field wf of layer row ly (its bias at wf + 1, format word, scales and mins at ff, ff + 1,
- * ff + 2); xf: fp32 scratch [T, K] for a bf16 x, yf: fp32 scratch [T, N] for a quantized
- * matmul's output in bf16 or with a bias */
-static void mm(const int64_t *ly, int wf, int ff, const void *x, void *y, int N, int K, float *xf,
-               float *yf, const step_dims *s) {
-    const float *x32 = x_as_fp32(x, K, s->dt, s->T, K, xf);
-    const void *w = LP(wf), *b = LP(wf + 1);
-    int64_t fmt = ly[ff];
+/* y [T, N] (row stride ldy, dt) = x32 [T, K] @ W.T (+ b) for the matmul whose weight, bias,
+ * format word, scales and mins pointers are p[LP_W .. LP_MN]; yf: fp32 scratch [T, N] for a
+ * quantized matmul's output in bf16, with a bias or strided (ldy > N; float weights need
+ * ldy == N) */
+static void mm_part(const float *x32, const int64_t *p, void *y, int N, int ldy, int K, float *yf,
+                    const step_dims *s) {
+    const void *w = (const void *)(intptr_t)p[LP_W], *b = (const void *)(intptr_t)p[LP_B];
+    const void *sc = (const void *)(intptr_t)p[LP_S], *mn = (const void *)(intptr_t)p[LP_MN];
+    int64_t fmt = p[LP_FMT];
     int kind = FMT_KIND(fmt);
     if (kind == FMT_FLOAT) {
         dense_mm(x32, w, s->dt, b, y, s->T, N, K, s->threads);
         return;
     }
-    int direct = !s->dt && !b; /* fp32 without bias: the kernel writes y itself */
+    int direct = !s->dt && !b && ldy == N; /* fp32 without bias: the kernel writes y itself */
     float *out = direct ? (float *)y : yf;
     if (kind == FMT_INT4)
-        int4_mm(x32, w, LP(ff + 1), LP(ff + 2), FMT_SCALE_F16(fmt), out, s->T, N, K, FMT_GROUP(fmt), FMT_Q8(fmt),
+        int4_mm(x32, w, sc, mn, FMT_SCALE_F16(fmt), out, s->T, N, K, FMT_GROUP(fmt), FMT_Q8(fmt),
                 s->threads);
     else
-        int8_mm(x32, w, LP(ff + 1), FMT_SCALE_F16(fmt), out, s->T, N, K, FMT_GROUP(fmt),
-                FMT_Q8(fmt), s->threads);
+        int8_mm(x32, w, sc, FMT_SCALE_F16(fmt), out, s->T, N, K, FMT_GROUP(fmt), FMT_Q8(fmt),
+                s->threads);
     if (direct) return;
-    size_t n = (size_t)s->T * N;
-    if (!s->dt) { /* fp32 + bias */
-        float *yo = (float *)y;
-        for (size_t i = 0; i < n; i++) yo[i] = out[i] + ((const float *)b)[i % N];
+    for (int t = 0; t < s->T; t++) {
+        const float *o = out + (size_t)t * N;
+        if (!s->dt) { /* fp32 (+ bias) */
+            float *yo = (float *)y + (size_t)t * ldy;
+            for (int j = 0; j < N; j++) yo[j] = b ? o[j] + ((const float *)b)[j] : o[j];
+            continue;
+        }
+        uint16_t *yo = (uint16_t *)y + (size_t)t * ldy; /* bf16: round, add the bias, round */
+        for (int j = 0; j < N; j++) {
+            uint16_t r = sg_float_to_bf16(o[j]);
+            yo[j] = b ? sg_float_to_bf16(sg_bf16_to_float(r) + sg_ld(b, j, 1)) : r;
+        }
+    }
+}
+
+/* y [T, N] = x [T, K] (dt, contiguous) @ W.T (+ b) for the matmul whose weight pointer is in
+ * field wf of layer row ly (its bias at wf + 1, format word, scales and mins at ff, ff + 1,
+ * ff + 2), or, where pf >= 0 and part 0 of the parts at field pf has rows, for each part in
+ * turn into its band of columns; xf: fp32 scratch [T, K] for a bf16 x, yf: fp32 scratch
+ * [T, N] (see mm_part) */
+static void mm(const int64_t *ly, int wf, int ff, int pf, const void *x, void *y, int N, int K,
+               float *xf, float *yf, const step_dims *s) {
+    const float *x32 = x_as_fp32(x, K, s->dt, s->T, K, xf);
+    if (pf >= 0 && ly[pf + LP_N]) {
+        size_t es = s->dt ? 2 : 4;
+        int col = 0;
+        for (int i = 0; i < MAX_PARTS && ly[pf + i * LP_COUNT + LP_N]; i++) {
+            const int64_t *p = ly + pf + i * LP_COUNT;
+            mm_part(x32, p, (char *)y + es * col, (int)p[LP_N], N, K, yf, s);
+            col += (int)p[LP_N];
+        }
         return;
     }
-    uint16_t *yo = (uint16_t *)y; /* bf16: round the product, then add the bias and round again */
-    for (size_t i = 0; i < n; i++) {
-        uint16_t r = sg_float_to_bf16(out[i]);
-        yo[i] = b ? sg_float_to_bf16(sg_bf16_to_float(r) + sg_ld(b, i % N, 1)) : r;
-    }
+    int64_t p[LP_COUNT] = {ly[wf], ly[wf + 1], ly[ff], ly[ff + 1], ly[ff + 2], N};
+    mm_part(x32, p, y, N, N, K, yf, s);
 }
 
 /* The layers of ``table`` over res; the last layer's MLP output goes to mlp. 0, or -1 when out
@@ -127,17 +164,17 @@ static int decode_layers(const int64_t *table, int L, void *res, void *mlp, cons
     for (int l = 0; l < L; l++) {
         const int64_t *ly = table + (size_t)l * LF_COUNT;
         add_rms_norm(res, H, l ? mlp : NULL, H, LP(LF_IN_NORM), h, H, T, H, s->eps, dt, th);
-        mm(ly, LF_QKV_W, LF_QKV_FMT, h, qkv, nqkv, H, xf, yf, s);
+        mm(ly, LF_QKV_W, LF_QKV_FMT, LF_QKV_PARTS, h, qkv, nqkv, H, xf, yf, s);
         rope_store_kv(qkv, nqkv, qkv + es * nq, nqkv, qkv + es * (nq + (size_t)s->KVH * d), nqkv,
                       s->cos_t, s->sin_t, LP(LF_Q_NORM), LP(LF_K_NORM), s->qk_eps, LP(LF_K_CACHE),
                       LP(LF_V_CACHE), s->slots, T, s->NH, s->KVH, d, dt, th);
         paged_attention(qkv, nqkv, LP(LF_K_CACHE), LP(LF_V_CACHE), s->pt, s->pt_stride, s->seq,
                         s->pos, s->ps, T, s->NH, s->KVH, d, s->scale, (int)ly[LF_WINDOW], att, dt, th);
-        mm(ly, LF_O_W, LF_O_FMT, att, o, H, nq, xf, yf, s);
+        mm(ly, LF_O_W, LF_O_FMT, -1, att, o, H, nq, xf, yf, s);
         add_rms_norm(res, H, o, H, LP(LF_POST_NORM), h, H, T, H, s->eps, dt, th);
-        mm(ly, LF_GU_W, LF_GU_FMT, h, gu, 2 * I, H, xf, yf, s);
+        mm(ly, LF_GU_W, LF_GU_FMT, LF_GU_PARTS, h, gu, 2 * I, H, xf, yf, s);
         silu_mul(gu, 2 * I, gu + es * I, 2 * I, act, I, T, I, dt, th);
-        mm(ly, LF_DOWN_W, LF_DOWN_FMT, act, mlp, H, I, xf, yf, s);
+        mm(ly, LF_DOWN_W, LF_DOWN_FMT, -1, act, mlp, H, I, xf, yf, s);
     }
     free(ws);
     return 0;

@@ -17,7 +17,9 @@ short jump-forward runs, speculative verification), with the attention backend `
 Each matmul may be float (``Linear`` / ``FusedProjection`` in the model dtype) or quantized in
 the C kernel's layouts (``QuantLinear`` / ``FusedQuantProjection`` with ``use_kernel``: int4
 "rows" from ``int4-gNN`` and GGUF Q4_0/Q4_1 (fp16 scales and mins) and Q4_K (fp32), row-major
-int8 from ``int8``, GGUF Q8_0 and Q6_K); a
+int8 from ``int8``, GGUF Q8_0 and Q6_K); q/k/v or gate/up left unfused because their
+quantized kinds differ (a Q6_K v next to Q4_K q/k in llama.cpp's Q4_K_M files) run as parts of
+their slot, each member's own matmul into its band of the slot's columns; a
 quantized matmul runs the kernel ``QuantLinear`` calls (``csrc/qkernel_core.h``) with the
 module's ``activation_dtype`` (int8 activations per row and block of 32, or exact float32).
 Anything else (sharded layers, torch-layout quantized ones, MoE, MLA, fp16, longer steps, a
@@ -218,9 +220,47 @@ def _matmul(mod, fused: bool, dtype, watch: _Watch):
     return _float_matmul(mod, fused, dtype, watch) or _quant_matmul(mod, fused, dtype, watch)
 
 
+_PARTS = 3  # csrc/decodestep.c MAX_PARTS: members of a split q/k/v or gate/up slot
+_PART_FIELDS = 6  # LP_COUNT: weight, bias, format, scales, mins, rows
+
+
+def _slot(parent, fused_name: str, members: tuple[str, ...], dtype, watch: _Watch):
+    """A fused slot (q/k/v, gate/up): ``(fields, (out, in), tensors, parts, sizes)``, or None.
+
+    One fused float or quantized matmul where ``parent.<fused_name>`` is set (``parts`` all 0);
+    where it is None (members of different quantized kinds, e.g. Q4_K q/k with a Q6_K v: the
+    per-op path then calls each member), each member's own quantized matmul as a part of the
+    slot (the slot's fields 0, ``parts`` its ``_PARTS * _PART_FIELDS`` fields). ``sizes``: the
+    members' output features.
+    """
+    fused = watch.keep(parent.__dict__, fused_name, tensor=False)
+    if fused is not None:
+        got = _matmul(fused, True, dtype, watch)
+        if got is None:
+            return None
+        return (*got, [0] * (_PARTS * _PART_FIELDS), tuple(fused.sizes))
+    if len(members) > _PARTS:
+        return None
+    parts, tensors, sizes, ins = [], [], [], set()
+    for name in members:
+        got = _quant_matmul(watch.keep(parent._modules, name, tensor=False), False, dtype, watch)
+        if got is None:
+            return None
+        fields, (n, k), ts = got
+        parts += fields + [n]
+        tensors += ts
+        sizes.append(n)
+        ins.add(k)
+    if len(ins) != 1:
+        return None
+    parts += [0] * (_PARTS * _PART_FIELDS - len(parts))
+    return [0, 0, 0, 0, 0], (sum(sizes), ins.pop()), tensors, parts, tuple(sizes)
+
+
 def _layer_row(layer, watch: _Watch, dtype) -> tuple[list[int], tuple, list[torch.Tensor]] | None:
     """One layer's table row, the shape facts all layers must share, and the tensors it points at;
-    None when the layer is not a plain Llama-style block over fused float or quantized weights.
+    None when the layer is not a plain Llama-style block over fused float or quantized weights
+    (or quantized q/k/v, gate/up left unfused: parts of their slot, see :func:`_slot`).
     """
     from structgen.runtime.models.decoder import DecoderAttention, DecoderLayer
     from structgen.runtime.models.layers import GatedMLP
@@ -239,17 +279,15 @@ def _layer_row(layer, watch: _Watch, dtype) -> tuple[list[int], tuple, list[torc
         (mlp, "down_proj"),
     ):
         watch.keep(parent._modules, name, tensor=False)
-    watch.keep(attn.__dict__, "qkv", tensor=False)
-    watch.keep(mlp.__dict__, "gate_up", tensor=False)
-    mats = [
-        _matmul(attn.qkv, True, dtype, watch),
-        _matmul(attn.o_proj, False, dtype, watch),
-        _matmul(mlp.gate_up, True, dtype, watch),
-        _matmul(mlp.down_proj, False, dtype, watch),
+    slots = [
+        _slot(attn, "qkv", ("q_proj", "k_proj", "v_proj"), dtype, watch),
+        _slot(mlp, "gate_up", ("gate_proj", "up_proj"), dtype, watch),
     ]
-    if any(m is None for m in mats):
+    mats = [_matmul(attn.o_proj, False, dtype, watch), _matmul(mlp.down_proj, False, dtype, watch)]
+    if any(m is None for m in slots + mats):
         return None
-    (qkv, qkv_shape, t0), (o, o_shape, t1), (gu, gu_shape, t2), (down, down_shape, t3) = mats
+    (qkv, qkv_shape, t0, qkv_parts, qkv_sizes), (gu, gu_shape, t2, gu_parts, gu_sizes) = slots
+    (o, o_shape, t1), (down, down_shape, t3) = mats
     n1, n2 = layer.input_layernorm, layer.post_attention_layernorm
     qn, kn = (attn.q_norm, attn.k_norm) if attn.q_norm is not None else (None, None)
     if qn is not None:
@@ -283,14 +321,15 @@ def _layer_row(layer, watch: _Watch, dtype) -> tuple[list[int], tuple, list[torc
     ]
     for m in (qkv, o, gu, down):
         row += m[2:]  # format, scales, mins
+    row += qkv_parts + gu_parts  # LF_QKV_PARTS, LF_GU_PARTS: all 0 where the slot is fused
     shape = (
         attn.num_heads,
         attn.num_kv_heads,
         attn.head_dim,
         attn.scale,
-        tuple(attn.qkv.sizes),
+        qkv_sizes,
         o_shape,
-        tuple(mlp.gate_up.sizes),
+        gu_sizes,
         down_shape,
         n1.eps,
         n2.eps,
@@ -305,11 +344,14 @@ class DecodeStepPlan:
     """The per-layer pointers of one model over one KV pool, and how to check they still hold.
 
     Attributes:
-        table: ``[L, 27]`` int64, per layer (``csrc/decodestep.c`` ``LF_*``): input norm, qkv
+        table: ``[L, 63]`` int64, per layer (``csrc/decodestep.c`` ``LF_*``): input norm, qkv
             weight and bias, o weight and bias, post-attention norm, gate/up weight and bias,
             down weight and bias, K and V cache, q/k norm weights (0 where absent), window,
             then per matmul (qkv, o, gate/up, down) its format word (0 float; int4 / int8 with
-            scale dtype, int8-activation flag and group), scales and mins pointers.
+            scale dtype, int8-activation flag and group), scales and mins pointers, then for
+            qkv and gate/up 3 parts of 6 fields (weight, bias, format word, scales, mins, rows;
+            all 0 where the slot is one fused matmul, else its unfused members' quantized
+            matmuls, the slot's own fields then 0).
         dims: ``(hidden, heads, kv_heads, head_dim, intermediate)``.
         eps, qk_eps, scale: the layer norms' epsilon, the q/k norms' epsilon, softmax scale.
         dtype: the model's (and KV pool's) dtype.

@@ -6,8 +6,10 @@ the same activation setting, and rounds and adds biases as ``QuantLinear.forward
 and the KV cache must be equal bit for bit: for GGUF Q4_0 / Q4_1 / Q8_0 blocks and the K-quants
 Q4_K / Q6_K (tiny random GGUF files) and structgen's int4-g32 / int4-g64 / int8 quantization of a
 Hugging Face folder, with int8 (Q8_0-style) and float32 activations, on the AVX2 and the scalar
-code. The per-op quantized path itself is checked against dequantized weights in
-tests/runtime/test_gguf_families.py and cpu/test_quant.py.
+code; also where q/k/v or gate/up differ in kind (llama.cpp's Q4_K_M: a Q6_K v next to Q4_K q/k)
+and the fused step runs the unfused members as parts of one slot. The per-op quantized path
+itself is checked against dequantized weights in tests/runtime/test_gguf_families.py and
+cpu/test_quant.py.
 """
 
 from __future__ import annotations
@@ -147,19 +149,48 @@ def test_fused_quantized_step_q4_k_bf16(tmp_path_factory, monkeypatch):
     _fused_vs_per_op(model, monkeypatch)
 
 
-def _q4_k_model(tmp_path_factory, dtype: torch.dtype):
-    """The tiny K-quant Llama of tests/runtime/loader/test_kquant_gguf.py with Q4_K q/k/v (so
-    they fuse: one kind), o, gate, up and Q6_K down and embedding, loaded with
-    ``quantization="gguf"``."""
+def _q4_k_model(tmp_path_factory, dtype: torch.dtype, mix: str = "fused"):
+    """The tiny K-quant Llama of tests/runtime/loader/test_kquant_gguf.py (Q6_K down and
+    embedding, Q4_K o and the rest) loaded with ``quantization="gguf"``; ``mix``: ``"fused"``
+    Q4_K q/k/v, gate, up (one kind each: they fuse); ``"v"`` llama.cpp's Q4_K_M mix with a Q6_K
+    v (q/k/v unfused); ``"up"`` Q4_K q/k/v and a Q6_K up (gate/up unfused)."""
     from structgen.runtime.loader import load_model
     from tests.runtime.loader.test_kquant_gguf import _MIX, write_kquant_gguf
 
-    key = ("llama", "Q4_K", dtype)
+    key = ("llama", "Q4_K", dtype, mix)
     if key not in _MODELS:
         path = tmp_path_factory.mktemp("q4_k") / "model.gguf"
-        write_kquant_gguf(path, {**_MIX, "attn_v": _MIX["attn_q"]})
+        q4_v = {"attn_v": _MIX["attn_q"]}
+        over = {"fused": q4_v, "v": {}, "up": {**q4_v, "ffn_up": _MIX["ffn_down"]}}[mix]
+        write_kquant_gguf(path, {**_MIX, **over})
         _MODELS[key] = load_model(str(path), dtype, "cpu", quantization="gguf").model
     return _MODELS[key]
+
+
+@pytest.mark.parametrize("mix", ["v", "up"])
+@pytest.mark.parametrize(
+    "dtype, activation",
+    [
+        (torch.float32, "int8"),
+        (torch.float32, "float32"),
+        (torch.bfloat16, "int8"),
+        (torch.bfloat16, "float32"),
+    ],
+    ids=["fp32-int8", "fp32-float32", "bf16-int8", "bf16-float32"],
+)
+def test_fused_quantized_step_mixed_kinds(tmp_path_factory, monkeypatch, mix, dtype, activation):
+    """A Q6_K v next to Q4_K q/k (llama.cpp's Q4_K_M), or a Q6_K up next to a Q4_K gate: the
+    members stay unfused and the fused step runs each as a part of its slot (the plan is
+    accepted), logits and cache bit for bit."""
+    model = _q4_k_model(tmp_path_factory, dtype, mix)
+    attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
+    assert (attn.v_proj.kind, attn.q_proj.kind) == (
+        ("int8", "int4") if mix == "v" else ("int4",) * 2
+    )
+    assert (mlp.up_proj.kind, mlp.down_proj.kind) == ("int8" if mix == "up" else "int4", "int8")
+    assert (attn.qkv is None) == (mix == "v") and (mlp.gate_up is None) == (mix == "up")
+    apply_activation_dtype(model, activation)
+    _fused_vs_per_op(model, monkeypatch)
 
 
 @pytest.mark.parametrize("quant", ["Q4_1", "Q8_0"])
@@ -180,3 +211,21 @@ def test_changed_activation_setting_rebuilds_the_plan(tmp_path_factory, monkeypa
     exact, _ = _scenario(model)
     assert not torch.equal(q8[-1], exact[-1])
     _fused_vs_per_op(model, monkeypatch)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_unfused_members_run_as_parts(tmp_path_factory, monkeypatch, dtype):
+    """Qwen2 (q/k/v biases, a sliding layer) with its fused q/k/v and gate/up taken away: each
+    member runs as a part of its slot (bias added per part, strided output), bit for bit."""
+    model = _model(tmp_path_factory, "qwen2", "Q4_1", dtype)
+    layers = model.model.layers
+    saved = [(layer.self_attn.qkv, layer.mlp.gate_up) for layer in layers]
+    assert layers[0].self_attn.q_proj.bias is not None
+    try:
+        for layer in layers:
+            layer.self_attn.qkv = layer.mlp.gate_up = None
+        apply_activation_dtype(model, "int8")
+        _fused_vs_per_op(model, monkeypatch)
+    finally:
+        for layer, (qkv, gate_up) in zip(layers, saved):
+            layer.self_attn.qkv, layer.mlp.gate_up = qkv, gate_up

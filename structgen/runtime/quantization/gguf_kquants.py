@@ -47,11 +47,19 @@ _Q6_K_BYTES = 210
 _Q4_K_BYTES = 144
 
 
-def _blocks(raw: np.ndarray, n: int, nb: int, size: int) -> torch.Tensor:
-    """``raw`` as uint8 ``[n, nb, size]`` without a copy (a read-only map is only read)."""
+def _superblocks(raw: np.ndarray, shape: tuple[int, int], size: int, name: str) -> torch.Tensor:
+    """``raw`` as uint8 ``[N, K/256, size]`` (one row of 256-weight super-blocks per output
+    row) without a copy (a read-only map is only read).
+
+    Raises:
+        ValueError: ``K`` is not a multiple of 256 or ``raw`` has the wrong size.
+    """
+    n, k = shape
+    if k % 256 or raw.size != n * (k // 256) * size:
+        raise ValueError(f"{name} tensor of shape {tuple(shape)} does not match {raw.size} bytes")
     with warnings.catch_warnings():  # read-only memory map: only read, copied by the callers
         warnings.filterwarnings("ignore", message=".*not writable.*")
-        return torch.from_numpy(raw).view(n, nb, size)
+        return torch.from_numpy(raw).view(n, k // 256, size)
 
 
 def repack_q4_k(
@@ -72,9 +80,7 @@ def repack_q4_k(
         ValueError: ``K`` is not a multiple of 256 or ``raw`` has the wrong size.
     """
     n, k = shape
-    if k % 256 or raw.size != n * (k // 256) * _Q4_K_BYTES:
-        raise ValueError(f"Q4_K tensor of shape {tuple(shape)} does not match {raw.size} bytes")
-    b = _blocks(raw, n, k // 256, _Q4_K_BYTES)  # [N, nb, 144]
+    b = _superblocks(raw, shape, _Q4_K_BYTES, "Q4_K")  # [N, nb, 144]
     d = b[..., 0:2].contiguous().view(torch.float16).float()  # [N, nb, 1]
     dmin = b[..., 2:4].contiguous().view(torch.float16).float()
     s = b[..., 4:16]  # [N, nb, 12]
@@ -103,9 +109,7 @@ def repack_q6_k(raw: np.ndarray, shape: tuple[int, int]) -> tuple[torch.Tensor, 
         ValueError: ``K`` is not a multiple of 256 or ``raw`` has the wrong size.
     """
     n, k = shape
-    if k % 256 or raw.size != n * (k // 256) * _Q6_K_BYTES:
-        raise ValueError(f"Q6_K tensor of shape {tuple(shape)} does not match {raw.size} bytes")
-    b = _blocks(raw, n, k // 256, _Q6_K_BYTES)  # [N, nb, 210]
+    b = _superblocks(raw, shape, _Q6_K_BYTES, "Q6_K")  # [N, nb, 210]
     ql = b[..., :128].reshape(n, -1, 2, 64)  # [N, nb, half, 64]
     qh = b[..., 128:192].reshape(n, -1, 2, 32)  # [N, nb, half, 32]
     lo, hi = ql[..., :32], ql[..., 32:]

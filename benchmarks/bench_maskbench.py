@@ -762,7 +762,9 @@ def report(results: dict, runs: list[dict], subsets: list[str], args: Any) -> st
             f"{passed}/{files} ({passed / files:.1%}); "
             f"this scoring " + "; ".join(issue_480(results, engines)) + "."
         )
-    fig = plot(results, engines, args.out.with_name("bench_maskbench.png"))
+    # --no-append leaves the repository untouched: the plot goes to the temporary folder
+    folder = Path(tempfile.gettempdir()) if args.no_append else args.out.parent
+    fig = plot(results, engines, folder / "bench_maskbench.png")
     tail += ["", fig, ""]
     return "\n".join(head + table(results, engines) + tail)
 
@@ -782,7 +784,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--engines", default=",".join(ENGINE_NAMES))
     ap.add_argument("--label", default="", help="a note for the RESULTS.md heading")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
-    ap.add_argument("--no-append", action="store_true", help="print only; RESULTS.md untouched")
+    ap.add_argument(
+        "--no-append",
+        action="store_true",
+        help="print only; RESULTS.md and its plot untouched (the plot goes to the temp folder)",
+    )
     ap.add_argument("--jsonl", type=Path, default=None, help="write per-schema records here")
     ap.add_argument(
         "--report",

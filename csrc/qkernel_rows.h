@@ -235,12 +235,16 @@ SGQ_AVX2 static void int8_rows_avx2(const float *x, const int8_t *q, const void 
 /* Q8 rows, the same arithmetic for every M (batch invariance): each activation row m of
  * weight row n is summed over QU accumulators (block bi into accumulator bi % QU while whole
  * runs of QU blocks last, the rest into accumulator 0), combined ((a0 + a1) + a2) + a3, then
- * reduced across lanes, whatever M is. Rows are taken two at a time (2 * QU accumulators in
- * registers), so M = 1 and a row inside M = 8 or any prefill chunk give the same float. */
+ * reduced across lanes, whatever M is. Rows are taken up to Q8_ROWS at a time (each weight block
+ * unpacked once for them, Q8_ROWS * QU accumulators), so M = 1 and a row inside M = 8 or any
+ * prefill chunk give the same float. */
 #define QU 4
+#ifndef Q8_ROWS
+#define Q8_ROWS 4 /* activation rows sharing one unpack of a weight block */
+#endif
 
 SGQ_AVX2 static inline __attribute__((always_inline)) void q8_block_dot(
-    __m256 acc[2][QU], const __m256i w, const int8_t *xq, const float *xd, float dw, int K, int KB,
+    __m256 acc[Q8_ROWS][QU], const __m256i w, const int8_t *xq, const float *xd, float dw, int K, int KB,
     int bi, int u, const int MM, const int sign) {
     const __m256i ones = _mm256_set1_epi16(1);
     for (int m = 0; m < MM; m++) {
@@ -267,8 +271,8 @@ SGQ_AVX2 static inline __attribute__((always_inline)) __m256i q8_weights(const v
 SGQ_AVX2 static inline __attribute__((always_inline)) void q8_rows_dot(
     const void *qr, const int8_t *xq, const float *xd, const float *dsb, int K, int KB, float *res,
     const int MM, const int int4) {
-    __m256 acc[2][QU];
-    for (int m = 0; m < 2; m++)
+    __m256 acc[Q8_ROWS][QU];
+    for (int m = 0; m < Q8_ROWS; m++)
         for (int u = 0; u < QU; u++) acc[m][u] = _mm256_setzero_ps();
     int bi = 0;
     for (; bi + QU <= KB; bi += QU)
@@ -283,13 +287,17 @@ SGQ_AVX2 static inline __attribute__((always_inline)) void q8_rows_dot(
 SGQ_AVX2 static void q8_row_all(const void *qr, const int8_t *xq, const float *xd, const float *dsb,
                                 const float *tail, float *y, int M, int N, int K, int n, const int int4) {
     int KB = K / 32;
-    for (int m0 = 0; m0 < M; m0 += 2) {
-        float res[2];
-        int mm = M - m0 >= 2 ? 2 : 1;
+    for (int m0 = 0; m0 < M; m0 += Q8_ROWS) {
+        float res[Q8_ROWS];
+        int mm = M - m0 >= Q8_ROWS ? Q8_ROWS : M - m0;
         const int8_t *xm = xq + (size_t)m0 * K;
         const float *dm = xd + (size_t)m0 * KB;
-        if (mm == 2) q8_rows_dot(qr, xm, dm, dsb, K, KB, res, 2, int4);
-        else q8_rows_dot(qr, xm, dm, dsb, K, KB, res, 1, int4);
+        switch (mm) {
+            case 1: q8_rows_dot(qr, xm, dm, dsb, K, KB, res, 1, int4); break;
+            case 2: q8_rows_dot(qr, xm, dm, dsb, K, KB, res, 2, int4); break;
+            case 3: q8_rows_dot(qr, xm, dm, dsb, K, KB, res, 3, int4); break;
+            default: q8_rows_dot(qr, xm, dm, dsb, K, KB, res, 4, int4); break;
+        }
         for (int m = 0; m < mm; m++) y[(size_t)(m0 + m) * N + n] = res[m] + tail[m0 + m];
     }
 }

@@ -28,7 +28,9 @@ def extract_person(s, text):
         + json.dumps(Person.model_json_schema())
     )
     s += user(text)
-    s += assistant(gen("person", json_schema=Person, max_tokens=80))
+    # copy_from: every string is a span of the text and every number one of its numerals
+    # (README, "Copy constraints"), so the model cannot write an age the text does not hold
+    s += assistant(gen("person", json_schema=Person, max_tokens=80, copy_from=text))
 
 
 if __name__ == "__main__":

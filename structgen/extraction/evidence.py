@@ -200,9 +200,9 @@ def _scalar(value: Any) -> bool:
     return isinstance(value, (str, int, float)) and not isinstance(value, bool)
 
 
-def _mentioned(doc: _Text, stems: list[str]) -> bool:
-    """Whether some text word matches some of a field name's stems."""
-    return any(_matches(w, s) for w, *_ in doc.words for s in stems)
+def _mentions(doc: _Text, stems: list[str]) -> list[int]:
+    """Indices of the text's words that match some of a field name's stems."""
+    return [k for k, (w, *_) in enumerate(doc.words) if any(_matches(w, s) for s in stems)]
 
 
 def _nullable(root: Any, sub: Any) -> bool:
@@ -237,7 +237,7 @@ def _accepts(sub: dict, value: Decimal) -> bool:
 
 def _number_value(doc: _Text, spans: list, stems: list[str], sub: dict) -> Decimal | None:
     """The number rule of the module docstring; None when no mention decides it."""
-    mentions = [k for k, (w, _, _, _) in enumerate(doc.words) if any(_matches(w, s) for s in stems)]
+    mentions = _mentions(doc, stems)
     best: tuple[int, int, Decimal] | None = None
     for start, end, values in spans:
         first, last = doc.word_at(start), doc.word_at(max(start, end - 1))
@@ -364,7 +364,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             for name, prop in (sub.get("properties") or {}).items()
             if _scalar(node.get(name))
             and _nullable(schema, prop)
-            and not _mentioned(doc, name_stems(name))
+            and not _mentions(doc, name_stems(name))
             and any(k != name and _scalar(v) and v == node[name] for k, v in node.items())
         ]
         for name in copied:  # a sibling's value for a field the text never names

@@ -260,9 +260,7 @@ class QuantLinear(nn.Module):
             m.register_buffer("mins", mins.half().t().contiguous())
             return m
         m.register_buffer("qweight", pack_int4(q))
-        sdt = torch.float32 if scales.dtype == torch.float32 else torch.float16
-        m.register_buffer("scales", scales.to(sdt).contiguous())
-        m.register_buffer("mins", mins.to(sdt).contiguous())
+        m._register_int4_scales(scales, mins)
         return m
 
     @classmethod
@@ -297,9 +295,7 @@ class QuantLinear(nn.Module):
         m = cls("int4", half * 2, n, 32, bias)
         m.int4_layout, m.use_kernel = "rows", True
         m.register_buffer("qweight", packed.contiguous())
-        sdt = torch.float32 if scales.dtype == torch.float32 else torch.float16
-        m.register_buffer("scales", scales.to(sdt).contiguous())
-        m.register_buffer("mins", mins.to(sdt).contiguous())
+        m._register_int4_scales(scales, mins)
         return m
 
     @classmethod
@@ -334,6 +330,14 @@ class QuantLinear(nn.Module):
             .t()
             .contiguous()
         )
+
+    def _register_int4_scales(self, scales: torch.Tensor, mins: torch.Tensor) -> None:
+        """Register an int4 layout's ``scales`` and ``mins`` as given (contiguous): float32 kept
+        as float32 (GGUF Q4_K's exact products), any other dtype as float16.
+        """
+        dtype = torch.float32 if scales.dtype == torch.float32 else torch.float16
+        self.register_buffer("scales", scales.to(dtype).contiguous())
+        self.register_buffer("mins", mins.to(dtype).contiguous())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x [..., in] -> [..., out]``: ``x @ dequant(W).T + bias`` in ``x``'s dtype, by the

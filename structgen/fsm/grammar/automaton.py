@@ -75,6 +75,7 @@ class GrammarAutomaton:
         self._completions = None
         self._live: dict[tuple[int, int], bool] = {}
         self._classes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, list[int]]] = {}
+        self._joint: dict[tuple, tuple[np.ndarray, np.ndarray, list[list[int]]]] = {}
         self.ignore = frozenset(ignore)
         self.max_states = max_states
         self.initial = 0
@@ -269,6 +270,29 @@ class GrammarAutomaton:
             hit = self._classes[key] = (cols, inverse.reshape(-1), reps.tolist())
         return hit
 
+    def _joint_classes_of(
+        self, states: tuple[tuple[int, int], ...]
+    ) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
+        """``(live bytes, class of each, next lexer state of every lexeme per class)`` of
+        the lexer states ``states`` (``(terminal, lexer state)`` per lexeme) read together:
+        the classes are the bytes on which every lexeme moves alike (memoised, as
+        ``_classes_of``: configurations that differ only in their chart nodes share it).
+        """
+        hit = self._joint.get(states)
+        if hit is None:
+            moves = np.stack([self.lexers[t].row(s) for t, s in states])  # [k, 256]
+            cols = np.flatnonzero((moves >= 0).any(axis=0))
+            if cols.size:
+                keys = np.ascontiguousarray(moves[:, cols].T)  # [live bytes, k]
+                keys = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1])))
+                _, first, inverse = np.unique(keys.ravel(), return_index=True, return_inverse=True)
+                reps = moves[:, cols[first]].T.tolist()  # [classes, k]
+                hit = (cols, inverse.reshape(-1), reps)
+            else:
+                hit = (cols, cols, [])
+            self._joint[states] = hit
+        return hit
+
     def _build_row(self, state: int) -> None:
         if self._num_rows >= self.max_states:
             raise GrammarTooComplexError(
@@ -284,16 +308,10 @@ class GrammarAutomaton:
                 targets = np.array([self._step(lexemes, [m]) for m in reps], np.int32)
                 row[cols] = targets[inverse]
         elif lexemes:
-            moves = np.stack([self.lexers[t].row(s) for t, _, s in lexemes])  # [k, 256]
-            live = (moves >= 0).any(axis=0)
-            if live.any():
-                cols = np.flatnonzero(live)
-                keys = np.ascontiguousarray(moves[:, cols].T)  # [live bytes, k]
-                keys = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1])))
-                _, first, inverse = np.unique(keys.ravel(), return_index=True, return_inverse=True)
-                reps = moves[:, cols[first]].T.tolist()  # [classes, k]
+            cols, inverse, reps = self._joint_classes_of(tuple((t, s) for t, _, s in lexemes))
+            if reps:
                 targets = np.array([self._step(lexemes, m) for m in reps], np.int32)
-                row[cols] = targets[inverse.reshape(-1)]
+                row[cols] = targets[inverse]
         slot = self._num_rows
         if slot >= self._rows.shape[0]:
             rows = np.full((self._rows.shape[0] * 2, 256), -1, np.int32)

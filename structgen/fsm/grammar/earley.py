@@ -77,6 +77,8 @@ class EarleyCharts:
         # (live items with an origin, final) -> node: they decide a node (see ``_node``)
         self._by_own: dict[tuple[frozenset, bool], int] = {}
         self._predicted_memo: dict[int, frozenset[tuple[int, int, int]]] = {}
+        # (nonterminal, origin node) -> what completing it there adds (``_close_own``)
+        self._completed: dict[tuple[int, int], tuple[frozenset, frozenset[int]]] = {}
         self.root = self._node([(0, 0, SELF)])
 
     # ---- nodes -------------------------------------------------------------------
@@ -85,42 +87,18 @@ class EarleyCharts:
         """The interned node of the closure of ``kernel``.
 
         The closure splits in two (see ``_predicted``): the items with an origin (the
-        kernel's, their nullable advances and the completions they cause), closed here
-        item by item, and the ``SELF`` items, which depend only on the nonterminals the
-        former wait on and are the union of ``_predicted``'s sets. The live items with an
-        origin therefore decide the node (of every node but the root, whose kernel is a
-        ``SELF`` item): a second index on them answers a repeated closure without the
-        ``SELF`` part.
+        kernel's, their nullable advances and the completions they cause: ``_close_own``,
+        each completion's cascade memoised per nonterminal and origin), and the ``SELF``
+        items, which depend only on the nonterminals the former wait on and are the union of
+        ``_predicted``'s sets. The live items with an origin therefore decide the node (of
+        every node but the root, whose kernel is a ``SELF`` item): a second index on them
+        answers a repeated closure without the ``SELF`` part.
         """
-        rhs, lhs_of, nullable = self._rhs, self._lhs, self._nullable
+        rhs = self._rhs
         items: set[tuple[int, int, int]] = set()
-        agenda: list[tuple[int, int, int]] = []
-        roots: list[tuple[int, int]] = []  # SELF items of the kernel (the root's only)
-        for item in kernel:
-            if item[2] == SELF:
-                roots.append(item[:2])
-            elif item not in items:
-                items.add(item)
-                agenda.append(item)
         waits: set[int] = set()  # nonterminals the items with an origin wait on
-        while agenda:
-            p, dot, origin = agenda.pop()
-            body = rhs[p]
-            if dot < len(body):
-                sym = body[dot]
-                if sym >= 0:
-                    waits.add(sym)
-                if nullable(sym):
-                    item = (p, dot + 1, origin)
-                    if item not in items:
-                        items.add(item)
-                        agenda.append(item)
-            else:  # complete: advance the items waiting at the origin
-                for q, qdot, qorigin in self.waiting[origin].get(lhs_of[p], ()):
-                    item = self._item(q, qdot + 1, origin if qorigin == SELF else qorigin)
-                    if item not in items:
-                        items.add(item)
-                        agenda.append(item)
+        roots = [item[:2] for item in kernel if item[2] == SELF]  # the root's kernel only
+        self._close_own([item for item in kernel if item[2] != SELF], items, waits, True)
         live_own = frozenset(item for item in items if item[1] < len(rhs[item[0]]))
         if not roots:
             final = (0, 1, 0) in items
@@ -150,6 +128,67 @@ class EarleyCharts:
         if not roots:
             self._by_own[(live_own, final)] = nid
         return nid
+
+    def _close_own(
+        self, seeds: list[tuple[int, int, int]], items: set, waits: set[int], compute: bool
+    ) -> None:
+        """Close the items with an origin ``seeds`` under nullable advance and completion,
+        into ``items`` (in place), adding the nonterminals the incomplete ones wait on to
+        ``waits``. A completion of nonterminal ``A`` begun at node ``o`` adds the memoised
+        closure ``_completed[(A, o)]`` (computed here first when ``compute``; else, while
+        computing one, expanded in place unless memoised): the closure of a set is the union
+        of its items' closures, and what completing ``A`` at ``o`` adds depends on node
+        ``o`` alone (built nodes never change), so a completion cascade repeated at the same
+        origin (each character of an identifier completing it again) is one set union.
+        """
+        rhs, lhs_of, nullable, completed = self._rhs, self._lhs, self._nullable, self._completed
+        agenda = []
+        for item in seeds:
+            if item not in items:
+                items.add(item)
+                agenda.append(item)
+        while agenda:
+            p, dot, origin = agenda.pop()
+            body = rhs[p]
+            if dot < len(body):
+                sym = body[dot]
+                if sym >= 0:
+                    waits.add(sym)
+                if nullable(sym):
+                    item = (p, dot + 1, origin)
+                    if item not in items:
+                        items.add(item)
+                        agenda.append(item)
+                continue
+            key = (lhs_of[p], origin)  # complete: advance the items waiting at the origin
+            done = completed.get(key)
+            if done is None and compute:
+                done = self._completion(key)
+            if done is not None:
+                items |= done[0]
+                waits |= done[1]
+                continue
+            for q, qdot, qorigin in self.waiting[origin].get(key[0], ()):
+                item = self._item(q, qdot + 1, origin if qorigin == SELF else qorigin)
+                if item not in items:
+                    items.add(item)
+                    agenda.append(item)
+
+    def _completion(self, key: tuple[int, int]) -> tuple[frozenset, frozenset[int]]:
+        """``(items, waits)`` of completing nonterminal ``key[0]`` begun at node ``key[1]``:
+        the items waiting for it there advanced, closed (``_close_own``), and the
+        nonterminals the incomplete ones wait on; memoised in ``_completed``.
+        """
+        lhs, origin = key
+        seeds = [
+            self._item(q, qdot + 1, origin if qorigin == SELF else qorigin)
+            for q, qdot, qorigin in self.waiting[origin].get(lhs, ())
+        ]
+        items: set[tuple[int, int, int]] = set()
+        waits: set[int] = set()
+        self._close_own(seeds, items, waits, False)
+        done = self._completed[key] = (frozenset(items), frozenset(waits))
+        return done
 
     def _new_node(self, live: frozenset, final: bool) -> int:
         """Append the node of the incomplete items ``live`` (not interned yet)."""

@@ -1,8 +1,8 @@
-"""The split closure of ``EarleyCharts._node`` (items with an origin closed item by item,
-``SELF`` items from per-nonterminal sets, repeated closures answered from the items with an
-origin) builds the same nodes, in the same order, as the textbook closure of every item
-(Earley with Aycock and Horspool's nullable advance), on random scans of llama.cpp's
-context-free grammars."""
+"""The split closure of ``EarleyCharts._node`` (items with an origin closed with each
+completion's cascade memoised per nonterminal and origin, ``SELF`` items from per-
+nonterminal sets, repeated closures answered from the items with an origin) builds the same
+nodes, in the same order, as the textbook closure of every item (Earley with Aycock and
+Horspool's nullable advance), on random scans of llama.cpp's context-free grammars."""
 
 from __future__ import annotations
 

@@ -41,6 +41,8 @@ class EarleyCharts:
 
     Attributes:
         root: the node at the start of the input (id 0).
+        max_completed_items: bound on the items the completion memo holds (``_completion``;
+            ``max_items`` by default).
 
     Raises:
         InvalidGrammarError: the start rule derives no string.
@@ -79,6 +81,8 @@ class EarleyCharts:
         self._predicted_memo: dict[int, frozenset[tuple[int, int, int]]] = {}
         # (nonterminal, origin node) -> what completing it there adds (``_close_own``)
         self._completed: dict[tuple[int, int], tuple[frozenset, frozenset[int]]] = {}
+        self._completed_items = 0  # items held by _completed (a cache: emptied past the bound)
+        self.max_completed_items = max_items
         self.root = self._node([(0, 0, SELF)])
 
     # ---- nodes -------------------------------------------------------------------
@@ -177,7 +181,9 @@ class EarleyCharts:
     def _completion(self, key: tuple[int, int]) -> tuple[frozenset, frozenset[int]]:
         """``(items, waits)`` of completing nonterminal ``key[0]`` begun at node ``key[1]``:
         the items waiting for it there advanced, closed (``_close_own``), and the
-        nonterminals the incomplete ones wait on; memoised in ``_completed``.
+        nonterminals the incomplete ones wait on; memoised in ``_completed`` (emptied when
+        it would hold more than ``max_completed_items`` items, ``max_items`` by default: a
+        cache, so memory stays bounded as the charts' own items are).
         """
         lhs, origin = key
         seeds = [
@@ -187,7 +193,12 @@ class EarleyCharts:
         items: set[tuple[int, int, int]] = set()
         waits: set[int] = set()
         self._close_own(seeds, items, waits, False)
-        done = self._completed[key] = (frozenset(items), frozenset(waits))
+        done = (frozenset(items), frozenset(waits))
+        self._completed_items += len(items)
+        if self._completed_items > self.max_completed_items:
+            self._completed.clear()
+            self._completed_items = len(items)
+        self._completed[key] = done
         return done
 
     def _new_node(self, live: frozenset, final: bool) -> int:

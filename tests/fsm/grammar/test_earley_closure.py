@@ -56,9 +56,12 @@ def _both(name: str) -> tuple[EarleyCharts, EarleyCharts]:
     return EarleyCharts(charts.cfg, nullable), _PlainCharts(charts.cfg, nullable)
 
 
+@pytest.mark.parametrize("bound", [None, 40])  # 40: the completion memo emptied often
 @pytest.mark.parametrize("name", ["arithmetic", "c", "json", "json_arr"])
-def test_split_closure_builds_the_textbook_nodes(name):
+def test_split_closure_builds_the_textbook_nodes(name, bound):
     fast, plain = _both(name)
+    if bound is not None:
+        fast.max_completed_items = bound
     rng = random.Random(7)
     frontier, scans = [0], 0
     while frontier and scans < 1500:
@@ -73,5 +76,7 @@ def test_split_closure_builds_the_textbook_nodes(name):
     assert fast.final == plain.final
     assert fast.expected == plain.expected
     assert fast.num_items == plain.num_items
+    if bound is not None:  # the memo was emptied on the way and stays within its bound
+        assert fast._completed and fast._completed_items <= bound
     for a, b in zip(fast.waiting, plain.waiting, strict=True):
         assert {k: sorted(v) for k, v in a.items()} == {k: sorted(v) for k, v in b.items()}

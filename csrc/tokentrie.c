@@ -44,6 +44,9 @@
  *            array); bytes of (word index, word) int32 pairs, every other word zero (a
  *            sparse mask: only the pairs are read); or any contiguous buffer of n int32.
  *            Dense forms: min(n, cols) words copied, the words past them zeroed.
+ *   row_form(mask) -> the form of masks.row_form for a C-contiguous int32 mask, in one
+ *   pass (None for another array: the caller's numpy path).
+ *
  *   fill_row(dst, tensor, row, forms, state) -> bool or None: the same with the mask
  *   taken from the dict forms (TokenIndex.fill_forms: state -> [form, used], used set to
  *   True here); None without writing when dst is current but state has no entry.
@@ -437,6 +440,46 @@ static PyObject *fill_row(PyObject *self, PyObject *const *args, Py_ssize_t narg
     Py_RETURN_TRUE;
 }
 
+/* row_form(mask) -> bytes | tuple: the form masks.row_form gives a cached mask (int32 [n],
+ * C-contiguous, never mutated afterwards), in one pass instead of numpy's five calls (a cold
+ * mask pays it once per state): bytes of native int32 (word index, word) pairs when at most
+ * n / 8 words are nonzero, else (mask, address, n). None for anything else (another dtype,
+ * a non-contiguous array): the caller's numpy path handles it. */
+static PyObject *row_form(PyObject *self, PyObject *mask) {
+    (void)self;
+    Py_buffer b;
+    if (PyObject_GetBuffer(mask, &b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    const char *fmt = b.format ? b.format : "B";
+    if (*fmt == '<' || *fmt == '=' || *fmt == '@') fmt++;
+    if (b.itemsize != 4 || (strcmp(fmt, "i") != 0 && strcmp(fmt, "l") != 0) || b.len % 4) {
+        PyBuffer_Release(&b);
+        Py_RETURN_NONE;
+    }
+    const int32_t *w = (const int32_t *)b.buf;
+    Py_ssize_t n = b.len / 4, nonzero = 0;
+    for (Py_ssize_t i = 0; i < n; i++) nonzero += w[i] != 0;
+    PyObject *out;
+    if (8 * nonzero <= n) {
+        out = PyBytes_FromStringAndSize(NULL, 8 * nonzero);
+        if (out) {
+            char *p = PyBytes_AS_STRING(out);
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (!w[i]) continue;
+                int32_t pair[2] = {(int32_t)i, w[i]};
+                memcpy(p, pair, 8);
+                p += 8;
+            }
+        }
+    } else {
+        out = Py_BuildValue("(ONn)", mask, PyLong_FromVoidPtr(b.buf), n);
+    }
+    PyBuffer_Release(&b);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"walk_bytes", (PyCFunction)(void (*)(void))walk_bytes, METH_FASTCALL,
      "walk_bytes(data, state, row_tables) -> state after data, -1 if it dies"},
@@ -444,6 +487,7 @@ static PyMethodDef methods[] = {
      "fill_row(dst, tensor, row, words | forms, state) -> bool | None: write one mask row"},
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
      "walk(byte, depth, skip, token, stack, out, mask, state, row_tables) -> live nodes"},
+    {"row_form", row_form, METH_O, "row_form(mask) -> bytes | (mask, address, n) | None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -75,6 +75,8 @@ class GrammarAutomaton:
         self._completions = None
         self._live: dict[tuple[int, int], bool] = {}
         self._classes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, list[int]]] = {}
+        self._joint: dict[tuple, tuple[np.ndarray, np.ndarray, list[list[int]]]] = {}
+        self._moves: dict[tuple[int, int, int], tuple[int, bool]] = {}  # see _move
         self.ignore = frozenset(ignore)
         self.max_states = max_states
         self.initial = 0
@@ -239,21 +241,37 @@ class GrammarAutomaton:
 
     def _step(self, lexemes, moved: list[int]) -> int:
         """The configuration after a byte on which lexeme ``i`` moves to ``moved[i]``."""
-        charts, lexers, ignore, trigger = self.charts, self.lexers, self.ignore, self._trigger
         out: list[tuple[int, int, int]] = []
         ended: set[int] = set()
+        moves = self._moves
         for (t, node, _), s2 in zip(lexemes, moved, strict=True):
             if s2 < 0:
                 continue
-            if lexers[t].is_accepting(s2):
-                ended.add(node if t in ignore or t == trigger else charts.scan(node, t))
-            if self._live_after(t, s2):
-                out.append((t, node, s2))
+            key = (t, node, s2)
+            hit = moves.get(key)
+            if hit is None:
+                hit = moves[key] = self._move(t, node, s2)
+            if hit[0] >= 0:
+                ended.add(hit[0])
+            if hit[1]:
+                out.append(key)
         accepting = False
+        final = self.charts.final
         for node in ended:
             out.extend(self._starts_of(node))
-            accepting = accepting or charts.final[node]
+            accepting = accepting or final[node]
         return self._config_of(out, accepting)
+
+    def _move(self, t: int, node: int, s2: int) -> tuple[int, bool]:
+        """``(end, live)`` of lexeme ``(t, node)`` moved to lexer state ``s2`` (memoised
+        in ``_moves``: configurations sharing a lexeme share its moves): ``end`` the chart
+        node after the lexeme ends there (the node itself for an ``%ignore`` lexeme or the
+        lead-in) or -1 when ``s2`` does not accept; ``live`` whether it can go on.
+        """
+        end = -1
+        if self.lexers[t].is_accepting(s2):
+            end = node if t in self.ignore or t == self._trigger else self.charts.scan(node, t)
+        return end, self._live_after(t, s2)
 
     def _classes_of(self, t: int, s: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """``(live bytes, class of each, next lexer state per class)`` of state ``s`` of
@@ -269,6 +287,29 @@ class GrammarAutomaton:
             hit = self._classes[key] = (cols, inverse.reshape(-1), reps.tolist())
         return hit
 
+    def _joint_classes_of(
+        self, states: tuple[tuple[int, int], ...]
+    ) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
+        """``(live bytes, class of each, next lexer state of every lexeme per class)`` of
+        the lexer states ``states`` (``(terminal, lexer state)`` per lexeme) read together:
+        the classes are the bytes on which every lexeme moves alike (memoised, as
+        ``_classes_of``: configurations that differ only in their chart nodes share it).
+        """
+        hit = self._joint.get(states)
+        if hit is None:
+            moves = np.stack([self.lexers[t].row(s) for t, s in states])  # [k, 256]
+            cols = np.flatnonzero((moves >= 0).any(axis=0))
+            if cols.size:
+                keys = np.ascontiguousarray(moves[:, cols].T)  # [live bytes, k]
+                keys = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1])))
+                _, first, inverse = np.unique(keys.ravel(), return_index=True, return_inverse=True)
+                reps = moves[:, cols[first]].T.tolist()  # [classes, k]
+                hit = (cols, inverse.reshape(-1), reps)
+            else:
+                hit = (cols, cols, [])
+            self._joint[states] = hit
+        return hit
+
     def _build_row(self, state: int) -> None:
         if self._num_rows >= self.max_states:
             raise GrammarTooComplexError(
@@ -276,30 +317,25 @@ class GrammarAutomaton:
                 "simplify the grammar or shorten the output"
             )
         lexemes = self._configs[state]
-        row = np.full(256, -1, np.int32)
         if len(lexemes) == 1:  # inside one lexeme: its DFA state's byte classes, cached
             t, _, s = lexemes[0]
             cols, inverse, reps = self._classes_of(t, s)
-            if reps:
-                targets = np.array([self._step(lexemes, [m]) for m in reps], np.int32)
-                row[cols] = targets[inverse]
+            targets = [self._step(lexemes, [m]) for m in reps]
         elif lexemes:
-            moves = np.stack([self.lexers[t].row(s) for t, _, s in lexemes])  # [k, 256]
-            live = (moves >= 0).any(axis=0)
-            if live.any():
-                cols = np.flatnonzero(live)
-                keys = np.ascontiguousarray(moves[:, cols].T)  # [live bytes, k]
-                keys = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1])))
-                _, first, inverse = np.unique(keys.ravel(), return_index=True, return_inverse=True)
-                reps = moves[:, cols[first]].T.tolist()  # [classes, k]
-                targets = np.array([self._step(lexemes, m) for m in reps], np.int32)
-                row[cols] = targets[inverse.reshape(-1)]
-        slot = self._num_rows
+            cols, inverse, reps = self._joint_classes_of(tuple((t, s) for t, _, s in lexemes))
+            targets = [self._step(lexemes, m) for m in reps]
+        else:
+            targets = []
+        slot = self._num_rows  # written only now: a step that raised leaves no partial row
         if slot >= self._rows.shape[0]:
             rows = np.full((self._rows.shape[0] * 2, 256), -1, np.int32)
             rows[:slot] = self._rows[:slot]
             self._rows = rows
-        self._rows[slot] = row
+        row = self._rows[slot]  # -1 from np.full: no slot is written before it is published
+        if len(targets) == 1:
+            row[cols] = targets[0]
+        elif targets:
+            row[cols] = np.array(targets, np.int32)[inverse]
         self._num_rows += 1
         self._slot[state] = slot
 

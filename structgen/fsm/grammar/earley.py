@@ -41,6 +41,8 @@ class EarleyCharts:
 
     Attributes:
         root: the node at the start of the input (id 0).
+        max_completed_items: bound on the items the completion memo holds (``_completion``;
+            ``max_items`` by default).
 
     Raises:
         InvalidGrammarError: the start rule derives no string.
@@ -74,17 +76,173 @@ class EarleyCharts:
         self.expected: list[list[int]] = []  # terminal ids each node can scan
         self.final: list[bool] = []
         self._scans: dict[tuple[int, int], int] = {}
+        # (live items with an origin, final) -> node: they decide a node (see ``_node``)
+        self._by_own: dict[tuple[frozenset, bool], int] = {}
+        self._predicted_memo: dict[int, frozenset[tuple[int, int, int]]] = {}
+        # (nonterminal, origin node) -> what completing it there adds (``_close_own``)
+        self._completed: dict[tuple[int, int], tuple[frozenset, frozenset[int]]] = {}
+        self._completed_items = 0  # items held by _completed (a cache: emptied past the bound)
+        self.max_completed_items = max_items
         self.root = self._node([(0, 0, SELF)])
 
     # ---- nodes -------------------------------------------------------------------
 
     def _node(self, kernel: list[tuple[int, int, int]]) -> int:
-        """The interned node of the closure of ``kernel``."""
-        rhs, by_lhs, nullable = self._rhs, self._by_lhs, self._nullable
-        items = set(kernel)
-        agenda = list(kernel)
+        """The interned node of the closure of ``kernel``.
+
+        The closure splits in two (see ``_predicted``): the items with an origin (the
+        kernel's, their nullable advances and the completions they cause: ``_close_own``,
+        each completion's cascade memoised per nonterminal and origin), and the ``SELF``
+        items, which depend only on the nonterminals the former wait on and are the union of
+        ``_predicted``'s sets. The live items with an origin therefore decide the node (of
+        every node but the root, whose kernel is a ``SELF`` item): a second index on them
+        answers a repeated closure without the ``SELF`` part.
+        """
+        rhs = self._rhs
+        items: set[tuple[int, int, int]] = set()
+        waits: set[int] = set()  # nonterminals the items with an origin wait on
+        roots = [item[:2] for item in kernel if item[2] == SELF]  # the root's kernel only
+        self._close_own([item for item in kernel if item[2] != SELF], items, waits, True)
+        live_own = frozenset(item for item in items if item[1] < len(rhs[item[0]]))
+        if not roots:
+            final = (0, 1, 0) in items
+            nid = self._by_own.get((live_own, final))
+            if nid is not None:
+                return nid
+            live_set = set(live_own)
+            for sym in waits:
+                live_set |= self._predicted(sym)
+        else:
+            selfs = self._self_closure([(p, dot, SELF) for p, dot in roots])
+            # the root: the parse may end where it starts when the start rule is nullable
+            final = (0, 1, 0) in items or (not self.items and (0, 1, SELF) in selfs)
+            live_set = set(live_own)
+            for sym in waits:
+                live_set |= self._predicted(sym)
+            live_set.update(item for item in selfs if item[1] < len(rhs[item[0]]))
+        # completed items have done their work (the items they advance are in the set): a
+        # node is its incomplete items and whether the parse may end here, so parses that
+        # differ only in what they just completed share one node
+        live = frozenset(live_set)
+        key = (live, final)
+        nid = self._ids.get(key)
+        if nid is None:
+            nid = self._new_node(live, final)
+            self._ids[key] = nid
+        if not roots:
+            self._by_own[(live_own, final)] = nid
+        return nid
+
+    def _close_own(
+        self, seeds: list[tuple[int, int, int]], items: set, waits: set[int], compute: bool
+    ) -> None:
+        """Close the items with an origin ``seeds`` under nullable advance and completion,
+        into ``items`` (in place), adding the nonterminals the incomplete ones wait on to
+        ``waits``. A completion of nonterminal ``A`` begun at node ``o`` adds the memoised
+        closure ``_completed[(A, o)]`` (computed here first when ``compute``; else, while
+        computing one, expanded in place unless memoised): the closure of a set is the union
+        of its items' closures, and what completing ``A`` at ``o`` adds depends on node
+        ``o`` alone (built nodes never change), so a completion cascade repeated at the same
+        origin (each character of an identifier completing it again) is one set union.
+        """
+        rhs, lhs_of, nullable, completed = self._rhs, self._lhs, self._nullable, self._completed
+        agenda = []
+        for item in seeds:
+            if item not in items:
+                items.add(item)
+                agenda.append(item)
         while agenda:
             p, dot, origin = agenda.pop()
+            body = rhs[p]
+            if dot < len(body):
+                sym = body[dot]
+                if sym >= 0:
+                    waits.add(sym)
+                if nullable(sym):
+                    item = (p, dot + 1, origin)
+                    if item not in items:
+                        items.add(item)
+                        agenda.append(item)
+                continue
+            key = (lhs_of[p], origin)  # complete: advance the items waiting at the origin
+            done = completed.get(key)
+            if done is None and compute:
+                done = self._completion(key)
+            if done is not None:
+                items |= done[0]
+                waits |= done[1]
+                continue
+            for q, qdot, qorigin in self.waiting[origin].get(key[0], ()):
+                item = self._item(q, qdot + 1, origin if qorigin == SELF else qorigin)
+                if item not in items:
+                    items.add(item)
+                    agenda.append(item)
+
+    def _completion(self, key: tuple[int, int]) -> tuple[frozenset, frozenset[int]]:
+        """``(items, waits)`` of completing nonterminal ``key[0]`` begun at node ``key[1]``:
+        the items waiting for it there advanced, closed (``_close_own``), and the
+        nonterminals the incomplete ones wait on; memoised in ``_completed`` (emptied when
+        it would hold more than ``max_completed_items`` items, ``max_items`` by default: a
+        cache, so memory stays bounded as the charts' own items are).
+        """
+        lhs, origin = key
+        seeds = [
+            self._item(q, qdot + 1, origin if qorigin == SELF else qorigin)
+            for q, qdot, qorigin in self.waiting[origin].get(lhs, ())
+        ]
+        items: set[tuple[int, int, int]] = set()
+        waits: set[int] = set()
+        self._close_own(seeds, items, waits, False)
+        done = (frozenset(items), frozenset(waits))
+        self._completed_items += len(items)
+        if self._completed_items > self.max_completed_items:
+            self._completed.clear()
+            self._completed_items = len(items)
+        self._completed[key] = done
+        return done
+
+    def _new_node(self, live: frozenset, final: bool) -> int:
+        """Append the node of the incomplete items ``live`` (not interned yet)."""
+        rhs = self._rhs
+        self.num_items += len(live)
+        if self.num_items > self.max_items:
+            raise GrammarTooComplexError(
+                f"the grammar's parser exceeds {self.max_items} Earley items; "
+                "simplify the grammar or shorten the output"
+            )
+        nid = len(self.items)
+        waiting: dict[int, list[tuple[int, int, int]]] = {}
+        for item in live:
+            waiting.setdefault(rhs[item[0]][item[1]], []).append(item)
+        self.items.append(live)
+        self.waiting.append(waiting)
+        self.expected.append(sorted(-1 - s for s in waiting if s < 0))
+        self.final.append(final)
+        return nid
+
+    def _predicted(self, sym: int) -> frozenset[tuple[int, int, int]]:
+        """The incomplete ``SELF`` items a node holds because an item with an origin
+        waits on nonterminal ``sym`` (memoised): the closure of ``(q, 0, SELF)`` for its
+        productions under prediction and nullable advance. A ``SELF`` item is never
+        completed into others (Aycock and Horspool: its nullable advances already hold
+        what that would add), so no other item adds to it, and a node's ``SELF`` items are
+        the union of these sets over the nonterminals waited on.
+        """
+        hit = self._predicted_memo.get(sym)
+        if hit is None:
+            rhs = self._rhs
+            closure = self._self_closure([(q, 0, SELF) for q in self._by_lhs[sym]])
+            hit = frozenset(item for item in closure if item[1] < len(rhs[item[0]]))
+            self._predicted_memo[sym] = hit
+        return hit
+
+    def _self_closure(self, start: list[tuple[int, int, int]]) -> set[tuple[int, int, int]]:
+        """``start`` (``SELF`` items) closed under prediction and nullable advance."""
+        rhs, by_lhs, nullable = self._rhs, self._by_lhs, self._nullable
+        items = set(start)
+        agenda = list(start)
+        while agenda:
+            p, dot, _ = agenda.pop()
             body = rhs[p]
             if dot < len(body):
                 sym = body[dot]
@@ -95,41 +253,11 @@ class EarleyCharts:
                             items.add(item)
                             agenda.append(item)
                 if nullable(sym):
-                    item = (p, dot + 1, origin)
+                    item = (p, dot + 1, SELF)
                     if item not in items:
                         items.add(item)
                         agenda.append(item)
-            elif origin != SELF:  # complete: advance the items waiting at the origin
-                for q, qdot, qorigin in self.waiting[origin].get(self._lhs[p], ()):
-                    item = self._item(q, qdot + 1, origin if qorigin == SELF else qorigin)
-                    if item not in items:
-                        items.add(item)
-                        agenda.append(item)
-        # completed items have done their work (the items they advance are in the set): a
-        # node is its incomplete items and whether the parse may end here, so parses that
-        # differ only in what they just completed share one node
-        final = (0, 1, 0) in items or (not self.items and (0, 1, SELF) in items)  # root: 0
-        live = frozenset(item for item in items if item[1] < len(rhs[item[0]]))
-        key = (live, final)
-        nid = self._ids.get(key)
-        if nid is not None:
-            return nid
-        self.num_items += len(live)
-        if self.num_items > self.max_items:
-            raise GrammarTooComplexError(
-                f"the grammar's parser exceeds {self.max_items} Earley items; "
-                "simplify the grammar or shorten the output"
-            )
-        nid = len(self.items)
-        self._ids[key] = nid
-        waiting: dict[int, list[tuple[int, int, int]]] = {}
-        for item in live:
-            waiting.setdefault(rhs[item[0]][item[1]], []).append(item)
-        self.items.append(live)
-        self.waiting.append(waiting)
-        self.expected.append(sorted(-1 - s for s in waiting if s < 0))
-        self.final.append(final)
-        return nid
+        return items
 
     def _item(self, p: int, dot: int, origin: int) -> tuple[int, int, int]:
         """The item ``(p, dot, origin)``, its origin moved to the top of a right-recursive

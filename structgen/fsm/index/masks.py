@@ -46,6 +46,7 @@ __all__ = ["last", "fill_row", "write", "describe", "forget", "row_form", "use_e
 # forms[state] (None: no entry). None here: the numpy writer. Tests swap it with
 # ``monkeypatch.setattr``.
 fill_row = getattr(trie._EXT, "fill_row", None)
+_row_form_c = getattr(trie._EXT, "row_form", None)  # row_form in one C pass; None: numpy
 
 _NONE = (None, -1, -1, 0, 0, 0)
 last: tuple = _NONE  # the C writer's destination: (tensor, version, base, rows, stride, cols)
@@ -56,8 +57,9 @@ def use_extension(enabled: bool) -> None:
     """Write masks with the C ``fill_row`` (the default, where built) or with numpy, for the
     process. Raises: never.
     """
-    global fill_row
+    global fill_row, _row_form_c
     fill_row = getattr(trie._EXT, "fill_row", None) if enabled else None
+    _row_form_c = getattr(trie._EXT, "row_form", None) if enabled else None
 
 
 def row_form(mask: np.ndarray) -> bytes | tuple:
@@ -66,8 +68,18 @@ def row_form(mask: np.ndarray) -> bytes | tuple:
     when at most 1/8 of the words are nonzero (structural states: a few allowed tokens;
     the write reads 8 bytes per nonzero word instead of the whole row), else
     ``(mask, address, n)`` (no buffer request per write; the tuple keeps the mask alive).
+    One C pass (``csrc/tokentrie.c``) where the extension is built and on, else numpy.
     Raises: never.
     """
+    if _row_form_c is not None:
+        form = _row_form_c(mask)
+        if form is not None:
+            return form
+    return _row_form_numpy(mask)
+
+
+def _row_form_numpy(mask: np.ndarray) -> bytes | tuple:
+    """``row_form`` with numpy (the reference of the C pass)."""
     nonzero = np.flatnonzero(mask)
     if 8 * nonzero.size <= mask.shape[0]:
         pairs = np.empty((nonzero.size, 2), "<i4")

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from structgen.fsm import Vocabulary, compile_json_schema, compile_regex
-from structgen.fsm.index import masks, token_index
+from structgen.fsm.index import masks, token_index, trie
 from structgen.fsm.index.trie import HAVE_C_WALK
 
 WRITERS = ["c", "numpy"]
@@ -324,6 +324,29 @@ def test_row_forms_write_what_the_mask_says(density, cols) -> None:
     dst = masks.describe(bm)
     assert fill(dst, bm, 1, mask) is True  # the plain array (buffer) gives the same row
     assert torch.equal(bm, want)
+
+
+@pytest.mark.parametrize("n", [1, 8, 47, 1536])
+def test_row_form_c_pass_equals_numpy(n) -> None:
+    """The C ``row_form`` gives the numpy reference's form byte for byte, at every count of
+    nonzero words (both sides of the n / 8 threshold), with the dense form's address."""
+    c_form = getattr(trie._EXT, "row_form", None)
+    if c_form is None:
+        pytest.skip("the _tokentrie extension with row_form is not built")
+    rng = np.random.default_rng(n)
+    for nonzero in sorted({0, 1, n // 8, n // 8 + 1, n // 2, n}):
+        mask = np.zeros(n, np.int32)
+        where = rng.choice(n, nonzero, replace=False)
+        mask[where] = rng.integers(-(1 << 31), 1 << 31, nonzero, dtype=np.int64).astype(np.int32)
+        mask[where[mask[where] == 0]] = 1
+        mask.setflags(write=False)
+        got, want = c_form(mask), masks._row_form_numpy(mask)
+        if isinstance(want, bytes):
+            assert got == want, nonzero
+        else:
+            assert isinstance(got, tuple) and got[0] is mask and got[1:] == want[1:], nonzero
+    assert c_form(np.zeros(4, np.int64)) is None  # another dtype: the numpy path
+    assert c_form(np.zeros(8, np.int32)[::2]) is None  # not contiguous
 
 
 def test_fill_row_from_forms_dict() -> None:

@@ -1,0 +1,220 @@
+"""Cold masks of two structgen checkouts and llguidance in one process (thread CPU).
+
+The baseline checkout (``--baseline DIR``: its ``structgen`` package, C extensions built
+there, loaded under the name ``structgen_base``) and this one are compiled afresh on the
+same workloads, their passes interleaved with llguidance's (the order rotated each
+pass, so no engine always follows the same one) (a new ``LLMatcher`` per pass),
+each instance forced token by token with every per-grammar cache emptied before each
+compile (structgen: ``clear_cache`` and the lexical cache's unpinned entries, as
+bench_grammar's cold-empty). Timed: ``fill_bitmask`` before each token with
+``time.thread_time`` (what load on shared cores distorts least); the collector is frozen
+after the setup. Workloads: the five schemas of ``data/cold_schemas.json`` (compact
+instances) and llama.cpp's grammars of ``tests/fixtures/gbnf`` (``--gbnf-sweep``'s valid
+texts, the first 600 tokens; llguidance reads ``gbnf_to_lark``'s translation).
+
+Per workload and engine, from its pass with the least compile + masks + advances CPU time
+(load only adds time): cold mask mean and p99 per token (us) and that total (ms); and the
+warm mask median (us, wall clock: the instance forced again through a grammar it built).
+
+    PYTHONPATH=. python benchmarks/cold_ab.py --baseline /work/main [--passes 9]
+        [--only flat,c,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import benchmarks.bench_grammar as bg  # noqa: E402
+import benchmarks.grammar_cfg_mode as gm  # noqa: E402
+
+MAX_FORCED = 600
+
+
+def _load_checkout(name: str, root: Path):
+    """The ``structgen`` package of checkout ``root`` imported as ``name`` (the package's
+    own imports are relative, so it stays whole)."""
+    pkg = root / "structgen"
+    spec = importlib.util.spec_from_file_location(
+        name, pkg / "__init__.py", submodule_search_locations=[str(pkg)]
+    )
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class _StructgenOf:
+    """bench_grammar's cold-empty structgen engine over one package (``structgen`` or a
+    baseline loaded by ``_load_checkout``)."""
+
+    def __init__(self, name: str, pkg: str, tok) -> None:
+        import importlib
+
+        self.name = name
+        self.fsm = importlib.import_module(f"{pkg}.fsm")
+        self.vocab = self.fsm.Vocabulary.from_tokenizer(tok)
+        _ = self.vocab.token_trie, self.vocab.index_tables
+        self.vocab.lexical_masks.prepare()
+        self.words = (self.vocab.vocab_size + 31) // 32
+
+    def _fresh(self) -> None:
+        self.fsm.clear_cache()
+        self.vocab.lexical_masks.clear()
+
+    def schema(self, schema):
+        self._fresh()
+        return self.fsm.compile_json_schema(
+            schema, self.vocab, strict=False, allow_extra_properties=True
+        )
+
+    def gbnf(self, text: str):
+        self._fresh()
+        return self.fsm.compile_grammar(text, self.vocab, syntax="gbnf")
+
+    def matcher(self, g):
+        return g.matcher()
+
+    def mask(self, m, buf):
+        m.fill_bitmask(buf, 0)
+
+    def accept(self, m, t):
+        return m.advance(t)
+
+
+class _LLGuidance(bg.LLGuidance):
+    def schema(self, schema):
+        return self.compile(schema)
+
+    def gbnf(self, text: str):
+        from llguidance.gbnf_to_lark import gbnf_to_lark
+
+        return self.llg.grammar_from("lark", gbnf_to_lark(text))
+
+
+def _workloads(tok, only: set[str] | None):
+    out = []
+    for name, case in json.loads(bg.COLD_SCHEMAS.read_text()).items():
+        text = json.dumps(case["instance"], separators=(",", ":"))
+        out.append((name, "schema", case["schema"], tok.encode(text, add_special_tokens=False)))
+    for name, valid in gm._gbnf_valid_texts().items():
+        text = (gm.GBNF_FIXTURES / f"{name}.gbnf").read_text(encoding="utf-8")
+        ids = tok.encode(valid, add_special_tokens=False)[:MAX_FORCED]
+        out.append((f"gbnf:{name}", "gbnf", text, ids))
+    return [w for w in out if only is None or w[0] in only or w[0].split(":")[-1] in only]
+
+
+def _pass(eng, kind, spec, ids, clock=time.thread_time):
+    """(mask seconds per token, compile + masks + advances seconds, tokens accepted)."""
+    buf = torch.zeros((1, eng.words), dtype=torch.int32)
+    t0 = clock()
+    g = getattr(eng, kind)(spec)
+    total = clock() - t0
+    m = eng.matcher(g)
+    masks, n_ok = [], 0
+    for t in ids:
+        a = clock()
+        eng.mask(m, buf)
+        b = clock()
+        ok = eng.accept(m, t)
+        total += clock() - a
+        masks.append(b - a)
+        if not ok:
+            break
+        n_ok += 1
+    return masks, total, n_ok
+
+
+def _warm(eng, kind, spec, ids) -> float:
+    """Median seconds of a warm mask: the instance forced a second time through the same
+    compiled grammar (every state's mask built by the first pass), wall clock."""
+    g = getattr(eng, kind)(spec)
+    _pass_through(eng, g, ids)
+    return statistics.median(_pass_through(eng, g, ids))
+
+
+def _pass_through(eng, g, ids, clock=time.perf_counter) -> list[float]:
+    buf = torch.zeros((1, eng.words), dtype=torch.int32)
+    m = eng.matcher(g)
+    out = []
+    for t in ids:
+        a = clock()
+        eng.mask(m, buf)
+        out.append(clock() - a)
+        if not eng.accept(m, t):
+            break
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--baseline", type=Path, required=True, help="checkout to compare with")
+    ap.add_argument("--passes", type=int, default=9)
+    ap.add_argument("--only", default="", help="comma-separated workload names")
+    args = ap.parse_args()
+    _load_checkout("structgen_base", args.baseline)
+    tok = bg.smollm2_tokenizer()
+    engines = [_StructgenOf("old", "structgen_base", tok), _StructgenOf("new", "structgen", tok)]
+    try:
+        engines.append(_LLGuidance(tok))
+    except ImportError as exc:
+        print(f"llguidance: {exc}")
+    only = set(args.only.split(",")) if args.only else None
+    work = _workloads(tok, only)
+    gc.collect()
+    gc.freeze()
+    cols = [e.name for e in engines]
+    print(
+        "| workload (tokens) | "
+        + " | ".join(f"{c} mean / p99 us" for c in cols)
+        + " | "
+        + " | ".join(f"{c} total ms" for c in cols)
+        + " | "
+        + " | ".join(f"{c} warm median us" for c in cols)
+        + " | old / new | new / llguidance |"
+    )
+    print("|---" * (3 * len(cols) + 3) + "|")
+    for name, kind, spec, ids in work:
+        res = {e.name: [] for e in engines}
+        for p in range(args.passes):
+            for eng in engines[p % len(engines) :] + engines[: p % len(engines)]:
+                masks, total, n_ok = _pass(eng, kind, spec, ids)
+                res[eng.name].append(
+                    (float(np.mean(masks)), float(np.percentile(masks, 99)), total, n_ok)
+                )
+        # each engine's pass with the least CPU time (what load adds is never negative)
+        med = {k: list(min(v, key=lambda r: r[2])) for k, v in res.items()}
+        warm = {e.name: _warm(e, kind, spec, ids) for e in engines}
+        cells = [
+            f"{med[c][0] * 1e6:.1f} / {med[c][1] * 1e6:.0f}"
+            + ("" if med[c][3] == len(ids) else f" (rejected at {med[c][3]})")
+            for c in cols
+        ]
+        totals = [f"{med[c][2] * 1e3:.2f}" for c in cols]
+        ratio = med["old"][0] / med["new"][0]
+        peer = f"{med['new'][0] / med['llguidance'][0]:.2f}x" if "llguidance" in med else "-"
+        print(
+            f"| {name} ({len(ids)}) | "
+            + " | ".join(cells)
+            + " | "
+            + " | ".join(totals)
+            + " | "
+            + " | ".join(f"{warm[c] * 1e6:.2f}" for c in cols)
+            + f" | {ratio:.2f}x | {peer} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

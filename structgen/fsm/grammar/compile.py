@@ -15,6 +15,7 @@ with both, or neither, raises ``InvalidGrammarError`` asking for ``syntax=``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import threading
 from collections import OrderedDict
@@ -313,22 +314,30 @@ def compile_grammar(
             return hit
     deadline = Deadline(max_seconds)
     gdef = parse_grammar(text, syntax, start)
-    special_ids: frozenset[int] = frozenset()
+    parsed, negated, base_vocab = gdef, frozenset(), vocab
     if "<" in text:  # every special-token form (<[id]>, <name>, <|name|>) starts with '<'
-        gdef, special_ids = resolve_special_tokens(gdef, vocab)  # named special tokens
-    if special_ids and vocab is not None:  # ... allowable, as their markers
-        vocab = vocab.with_special_tokens(special_ids)
+        gdef, named, negated = resolve_special_tokens(parsed, vocab)
+        if vocab is not None and (named or negated):  # named ones allowable, as markers
+            vocab = vocab.with_special_tokens(named, reserve_markers=bool(negated))
+    budgets = {"max_states": max_states, "max_configs": max_configs, "max_items": max_items}
     grammar = compile_grammar_def(
-        gdef,
-        spec,
-        vocab,
-        trigger=trigger,
-        prefix=prefix,
-        max_states=max_states,
-        deadline=deadline,
-        max_configs=max_configs,
-        max_items=max_items,
+        gdef, spec, vocab, trigger=trigger, prefix=prefix, deadline=deadline, **budgets
     )
+    if negated:  # matches() reads each !<X> as text (special.resolve_special_tokens)
+        text_form = resolve_special_tokens(parsed, base_vocab, as_text=True).gdef
+
+        def membership() -> BaseCompiledGrammar:
+            return compile_grammar_def(
+                text_form,
+                spec,
+                None,
+                trigger=trigger,
+                prefix=prefix,
+                deadline=Deadline(max_seconds),
+                **budgets,
+            )
+
+        grammar.membership = functools.cache(membership)
     with _lock:
         _cache[key] = grammar
         while len(_cache) > CACHE_SIZE:

@@ -1,0 +1,323 @@
+"""``!<X>`` in grammars: exactly one token that is not X (Lark, GBNF, EBNF).
+
+Reference: the ``regex`` module over token sequences *written out* with a boundary
+character after every token (``BOUNDARY``, above any byte) and one private character per
+special token, so a reference pattern sees where each token ends: ``!<X>`` is one whole
+token (it starts at a boundary and runs to the next) that is an ordinary token or a
+special token the grammar names, other than X; a grammar's literal text may be split
+between tokens anywhere. Masks are compared with the reference's partial matches (every
+literal character of these grammars is a token, so a partial match can always be
+finished), acceptance over every sequence of up to four tokens.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from structgen.fsm import Vocabulary, compile_grammar
+from structgen.fsm.index.vocabulary import special_token_marker
+
+regex = pytest.importorskip("regex")
+
+TOKENS = [
+    b"<eos>",  # 0: EOS
+    b"<|im_start|>",  # 1: special
+    b"<tool_call>",  # 2: special
+    b"<|python_tag|>",  # 3: special
+    b"a",
+    b"b",
+    b"<",
+    b"tool_call>",
+    b"ab",
+    b"\xff",  # byte fallback: unusable in a grammar naming tokens (it could spell a marker)
+    b"(",
+    b")",
+]
+SPECIAL = {0, 1, 2, 3}
+IDS = range(1, len(TOKENS))
+BOUNDARY = "\u0100"
+
+
+@pytest.fixture(scope="module")
+def vocab() -> Vocabulary:
+    return Vocabulary(TOKENS, eos_token_ids=[0], special_token_ids=sorted(SPECIAL))
+
+
+def written(ids, tokens=TOKENS, special=SPECIAL) -> str:
+    """Each token's bytes as latin-1 characters (a special token: one private character),
+    then ``BOUNDARY``."""
+    return "".join(
+        (chr(0xE000 + t) if t in special else tokens[t].decode("latin-1")) + BOUNDARY for t in ids
+    )
+
+
+def lit(text: str) -> str:
+    """Literal text, split between tokens anywhere."""
+    return "".join(regex.escape(chr(b)) + BOUNDARY + "?" for b in text.encode())
+
+
+def tok(t: int) -> str:
+    """The special token ``t``."""
+    return chr(0xE000 + t) + BOUNDARY
+
+
+def wild(excluded: int, named=()) -> str:
+    """``!<excluded>``: one whole ordinary token (no 0xFF byte) or named special token."""
+    others = "".join("|" + chr(0xE000 + t) for t in named if t != excluded)
+    return f"(?:(?<={BOUNDARY})|^)(?:[\\x00-\\xfe]+{others}){BOUNDARY}"
+
+
+CASES = [  # (grammar, syntax, reference pattern, ids named by <...>)
+    ('root ::= !<tool_call> "a"', "gbnf", wild(2) + lit("a"), ()),
+    (
+        "root ::= <tool_call> !<tool_call>* <tool_call>",
+        "gbnf",
+        tok(2) + f"(?:{wild(2, [2])})*" + tok(2),
+        (2,),
+    ),
+    (
+        'start: !<[2]>+ "ab" | <|python_tag|>\n',
+        "lark",
+        f"(?:{wild(2, [3])})+{lit('ab')}|{tok(3)}",
+        (3,),
+    ),
+    ("root ::= ('a' | !<tool_call>)? 'b'", "ebnf", f"(?:{lit('a')}|{wild(2)})?{lit('b')}", ()),
+    ("start: !<|im_start|>*\n", "lark", f"(?:{wild(1)})*", ()),
+    (  # X named elsewhere (allowable), excluded at the edge
+        'start: "a" !<tool_call> "b" <tool_call>\n',
+        "lark",
+        lit("a") + wild(2, [2]) + lit("b") + tok(2),
+        (2,),
+    ),
+    ('root ::= !<[4]>{2} "a"', "gbnf", f"(?:(?!a{BOUNDARY}){wild(4)}){{2}}{lit('a')}", ()),
+    (  # recursive: an Earley grammar
+        'root ::= x\nx ::= "(" x ")" | !<[3]> "a"',
+        "gbnf",
+        f"(?P<x>{lit('(')}(?&x){lit(')')}|{wild(3)}{lit('a')})",
+        (),
+    ),
+]
+
+
+def _allowed(matcher, n: int) -> set[int]:
+    buf = torch.zeros(1, (n + 31) // 32, dtype=torch.int32)
+    matcher.fill_bitmask(buf, 0)
+    words = buf[0].numpy().view(np.uint32)
+    return {i for i in range(n) if (words[i // 32] >> (i % 32)) & 1}
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_masks_and_acceptance_match_the_token_reference(vocab: Vocabulary, case: int) -> None:
+    text, syntax, reference, _ = CASES[case]
+    pattern = regex.compile(reference)
+    grammar = compile_grammar(text, vocab, syntax=syntax)
+    seen = 0
+    for n in range(5):
+        for seq in itertools.product(IDS, repeat=n):
+            m = grammar.matcher()
+            ok = all(m.advance(t) for t in seq) and m.is_accepting()
+            expected = pattern.fullmatch(written(seq)) is not None
+            assert ok == expected, (text, seq)
+            seen += expected
+    assert seen
+    prefixes = [()]
+    while prefixes:  # every prefix of up to three tokens the reference can continue
+        prefix = prefixes.pop()
+        m = grammar.matcher()
+        assert all(m.advance(t) for t in prefix), prefix
+        expected = {t for t in IDS if pattern.fullmatch(written(prefix + (t,)), partial=True)}
+        if pattern.fullmatch(written(prefix)):
+            expected.add(0)
+        assert _allowed(m, len(TOKENS)) == expected, (text, prefix)
+        if len(prefix) < 3:
+            prefixes.extend(prefix + (t,) for t in expected if t)
+
+
+def test_exactly_one_token_before_the_text(vocab: Vocabulary) -> None:
+    grammar = compile_grammar('root ::= !<tool_call> "a"', vocab)
+    for seq, ok in (
+        ([8, 4], True),  # "ab" as the one token, then "a"
+        ([5, 4], True),
+        ([4, 4], True),
+        ([4, 5, 4], False),  # "a", "b" then "a": two tokens, though "ab" is one token's text
+        ([5, 5, 4], False),
+        ([4], False),
+        ([2, 4], False),  # the excluded token
+        ([1, 4], False),  # a special token the grammar does not name
+        ([9, 4], False),  # a 0xFF byte
+    ):
+        m = grammar.matcher()
+        assert (all(m.advance(t) for t in seq) and m.is_accepting()) == ok, seq
+    m = grammar.matcher()
+    assert m.advance(5) and _allowed(m, len(TOKENS)) == {4}  # after one token: only "a"
+
+
+def test_budget_masks_are_exact(vocab: Vocabulary) -> None:
+    """With ``max_tokens`` the mask allows a token iff a member within the budget follows."""
+    text, syntax, reference, _ = CASES[2]
+    pattern = regex.compile(reference)
+    grammar = compile_grammar(text, vocab, syntax=syntax)
+    for budget in (1, 2, 3):
+        members = {
+            seq
+            for n in range(budget + 1)
+            for seq in itertools.product(IDS, repeat=n)
+            if pattern.fullmatch(written(seq))
+        }
+        prefixes = {seq[:k] for seq in members for k in range(len(seq) + 1)}
+        for prefix in prefixes:
+            m = grammar.matcher(max_tokens=budget)
+            assert all(m.advance(t) for t in prefix)
+            expected = {t for t in IDS if prefix + (t,) in prefixes}
+            if prefix in members:
+                expected.add(0)
+            assert _allowed(m, len(TOKENS)) == expected, (budget, prefix)
+
+
+def test_validate_rollback_and_fork_agree_with_advance(vocab: Vocabulary) -> None:
+    """Speculative decoding's calls (``validate``, ``rollback``) and ``fork`` across the
+    union states of a token that both spells text and takes ``!<X>``."""
+    rng = random.Random(0)
+    for text, syntax, _, _ in (CASES[3], CASES[7], CASES[1]):
+        grammar = compile_grammar(text, vocab, syntax=syntax)
+        for _ in range(30):
+            m = grammar.matcher()
+            masks, walk = [], []
+            for _ in range(6):
+                allowed = sorted(_allowed(m, len(TOKENS)) - {0})
+                masks.append(_allowed(m, len(TOKENS)))
+                if not allowed:
+                    break
+                walk.append(rng.choice(allowed))
+                assert m.advance(walk[-1])
+            fresh = grammar.matcher()
+            assert fresh.validate(walk + [9]) == len(walk)  # 9 (a 0xFF byte): never
+            for k in range(len(walk), 0, -1):
+                m.rollback(1)
+                assert _allowed(m, len(TOKENS)) == masks[k - 1], (text, walk, k)
+                other = m.fork()
+                assert other.advance(walk[k - 1]) and m.num_accepted_tokens == k - 1
+
+
+def test_jump_forward_stops_at_the_token_edge(vocab: Vocabulary) -> None:
+    from structgen.fsm.jump_forward import plan_jump_forward
+
+    grammar = compile_grammar('root ::= "ab" !<tool_call> "ab"', vocab)
+    m = grammar.matcher()
+    assert m.forced_bytes() == b"ab"  # the text before the edge, never its marker
+    assert m.advance(8) and m.forced_bytes() == b""
+    assert not plan_jump_forward(m, [8], lambda s: [], vocab)  # the one token is sampled
+    assert m.advance(5) and m.forced_bytes() == b"ab"
+
+
+def test_matches_reads_text(vocab: Vocabulary) -> None:
+    """``matches()`` has no tokens: ``!<X>`` reads one or more characters, or the marker
+    of a special token the grammar names other than X; whatever the matcher accepts
+    (named special tokens written as their markers) matches."""
+    g = compile_grammar('root ::= !<tool_call> "a"', vocab)
+    assert g.matches("xyz a") and g.matches("é a") and not g.matches("a")
+    assert not g.matches(special_token_marker(2) + b"a")
+    m2 = special_token_marker(2).decode("latin-1")
+    g = compile_grammar(CASES[1][0], vocab)
+    assert g.matches(f"{m2}reasoning, at length{m2}".encode("latin-1"))
+    assert not g.matches(f"{m2}{m2}{m2}".encode("latin-1"))
+    for text, syntax, _, named in CASES:
+        grammar = compile_grammar(text, vocab, syntax=syntax)
+        for n in range(4):
+            for seq in itertools.product([t for t in IDS if t != 9], repeat=n):
+                m = grammar.matcher()
+                if all(m.advance(t) for t in seq) and m.is_accepting():
+                    data = b"".join(
+                        special_token_marker(t) if t in named else TOKENS[t] for t in seq
+                    )
+                    assert grammar.matches(data), (text, seq)
+    assert compile_grammar("root ::= !<[5]>").matches("no vocabulary")  # by id
+
+
+def test_dialects_read_the_same_grammar(vocab: Vocabulary) -> None:
+    """The same grammar in the three dialects has the same masks along every short walk."""
+    texts = [
+        ('root ::= "a" !<tool_call>* <tool_call>', "gbnf"),
+        ("root ::= 'a' !<[2]>* <[2]>", "ebnf"),
+        ('start: "a" !<tool_call>* <tool_call>\n', "lark"),
+    ]
+    grammars = [compile_grammar(t, vocab, syntax=s) for t, s in texts]
+    for seq in itertools.product(IDS, repeat=3):
+        results = []
+        for grammar in grammars:
+            m = grammar.matcher()
+            n = 0
+            while n < len(seq) and m.advance(seq[n]):
+                n += 1
+            results.append((n, frozenset(_allowed(m, len(TOKENS)))))
+        assert len(set(results)) == 1, seq
+
+
+@pytest.mark.slow
+def test_smollm2_masks_brute_force(smollm2_tokenizer, smollm2_vocab) -> None:
+    """Every one of SmolLM2's 49,152 tokens at states of ``!<X>`` grammars, against the
+    written-out reference; the ordinary tokens ``!<X>`` allows are llguidance's
+    ``<[^X]>`` minus special tokens and the 0xFF byte (llguidance also allows every other
+    special token and EOS there; structgen only those the grammar names)."""
+    vocab = smollm2_vocab
+    special = vocab.special_token_texts
+    start, repo = special["<|im_start|>"], special["<repo_name>"]
+    tokens = vocab.token_bytes
+    texts = [written([t], tokens, vocab.special_token_ids) for t in range(vocab.vocab_size)]
+    eos = vocab.eos_token_ids
+
+    def check(grammar, pattern, prefix: list[int]) -> set[int]:
+        m = grammar.matcher()
+        assert all(m.advance(t) for t in prefix), prefix
+        head = written(prefix, tokens, vocab.special_token_ids)
+        expected = {
+            t
+            for t in range(vocab.vocab_size)
+            if t not in eos and pattern.fullmatch(head + texts[t], partial=True)
+        }
+        if pattern.fullmatch(head):
+            expected |= eos
+        got = _allowed(m, vocab.vocab_size)
+        assert got == expected, (prefix, sorted(got ^ expected)[:10])
+        return got
+
+    enc = lambda s: smollm2_tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
+    grammar = compile_grammar(
+        'root ::= "Hi" !<|im_start|>{0,3} " end" <repo_name>', vocab, syntax="gbnf"
+    )
+    pattern = regex.compile(
+        lit("Hi") + f"(?:{wild(start, [repo])}){{0,3}}" + lit(" end") + tok(repo)
+    )
+    for prefix in ([], enc("Hi"), enc("Hi") + enc(" end"), enc("Hi") + [repo] + enc(" end")):
+        check(grammar, pattern, prefix)
+    grammar = compile_grammar("start: <repo_name> !<repo_name>* <repo_name>\n", vocab)
+    pattern = regex.compile(tok(repo) + f"(?:{wild(repo, [repo])})*" + tok(repo))
+    for prefix in ([repo], [repo] + enc(" some reasoning")):
+        check(grammar, pattern, prefix)
+
+    pytest.importorskip("llguidance")
+    import llguidance
+    import llguidance.hf
+    import llguidance.torch
+
+    ours = check(
+        compile_grammar('root ::= !<[1]> "x"', vocab), regex.compile(wild(1) + lit("x")), []
+    )
+    lt = llguidance.hf.from_tokenizer(smollm2_tokenizer)
+    peer = llguidance.LLMatcher(lt, llguidance.LLMatcher.grammar_from_lark('start: <[^1]> "x"'))
+    buf = llguidance.torch.allocate_token_bitmask(1, lt.vocab_size)
+    llguidance.torch.fill_next_token_bitmask(peer, buf, 0)
+    theirs = _allowed_tensor(buf, vocab.vocab_size)
+    holds_ff = {t for t in range(vocab.vocab_size) if 0xFF in tokens[t]}
+    assert ours == theirs - vocab.special_token_ids - holds_ff
+    assert 1 not in theirs and len(ours) > 40_000
+
+
+def _allowed_tensor(buf: torch.Tensor, n: int) -> set[int]:
+    words = buf[0].numpy().view(np.uint32)
+    return {i for i in range(n) if (words[i // 32] >> (i % 32)) & 1}

@@ -9,7 +9,8 @@ ranges, ``/regex/`` with flags ``i`` and ``s``; ``%ignore``; ``%import common.NA
 (``-> ALIAS``) and ``%import common (A, B)`` for the usual terminals (``COMMON``, written
 here); ``%json { schema }`` embeds a JSON Schema (structgen's ``JsonSchema`` with its
 defaults: compact whitespace) as a regular sub-language; special tokens ``<[id]>``,
-``<name>``, ``<|name|>`` (``special``); ``//`` comments.
+``<name>``, ``<|name|>`` and ``!<...>`` (any one token but that one; llguidance writes
+``<[^id]>``) (``special``); ``//`` comments.
 
 Refused with ``UnsupportedGrammarError`` (construct and line:column): templates
 (``name{x}:``), ``%declare``, ``%override``, ``%extend``, imports from other modules,

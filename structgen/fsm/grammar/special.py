@@ -1,19 +1,34 @@
 """Special tokens in grammars: the token syntax of the front ends, and its resolution.
 
-Every dialect (Lark, GBNF, EBNF) reads, where an item may stand (llguidance's and
-llama.cpp's syntax):
+Every dialect (Lark, GBNF, EBNF) reads, where an item may stand (llama.cpp's syntax;
+llguidance reads the first two):
 
 * ``<[123]>``: the token with id 123;
 * ``<name>`` / ``<|name|>``: the special token whose text is exactly that
   (``<tool_call>``, ``<|python_tag|>``), looked up in the vocabulary at compile;
-* ``!<...>``: any token but that one (refused: ``UnsupportedGrammarError``, since a byte
-  automaton cannot see where one token ends and the next begins).
+* ``!<[123]>``, ``!<name>``, ``!<|name|>``: exactly one token that is not that one (any
+  id may be excluded, an ordinary or EOS one too). It allows the ordinary tokens and the
+  special tokens the grammar names elsewhere, never another special token (llama.cpp's
+  ``!<...>`` and llguidance's ``<[^id]>`` allow every other id, EOS included) nor an
+  ordinary token holding the byte ``0xFF``. So ``<think> !<</think>>* </think>`` is any
+  run of tokens up to the first ``</think>``; ``!<X> "a"`` is one token then ``a``, never
+  two tokens whose bytes happen to be one token's.
 
 A quoted string is always characters. ``resolve_special_tokens`` replaces each
-``SpecialToken`` node by the token's marker bytes (``index.vocabulary.special_token_marker``,
-a ``RAW_BYTES`` definition), and the grammar is compiled against the vocabulary view in
-which those tokens are allowable (``Vocabulary.with_special_tokens``): the mask allows the
-named id exactly where the grammar has it, and no other special token anywhere.
+``SpecialToken`` node: ``<X>`` by X's marker bytes (``index.vocabulary.special_token_marker``,
+a ``RAW_BYTES`` definition), ``!<X>`` by X's wildcard marker (``wildcard_marker``), and
+the grammar is compiled against the vocabulary view in which the named tokens are
+allowable and no token spells a marker (``Vocabulary.with_special_tokens``): the mask
+allows a named id exactly where the grammar has it, and ``index.token_index.TokenIndex``
+reads a wildcard marker as a token edge (every allowable token but X, one token).
+
+``matches(text)`` has no tokens: it reads ``<X>`` as X's marker bytes and ``!<X>`` as one
+or more characters, or the marker of a special token the grammar names other than X
+(``resolve_special_tokens(as_text=True)``; ``compile_grammar`` builds that grammar on
+the first ``matches`` call). An output the matcher accepts matches (named special tokens
+written as their markers) when each ``!<X>`` token holds whole characters; one character
+split between two ``!<X>`` tokens is one character to ``matches``. Structural tags'
+contents read ``!<X>`` in ``matches`` as its wildcard marker.
 """
 
 from __future__ import annotations

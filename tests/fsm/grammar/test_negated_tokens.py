@@ -321,3 +321,20 @@ def test_smollm2_masks_brute_force(smollm2_tokenizer, smollm2_vocab) -> None:
 def _allowed_tensor(buf: torch.Tensor, n: int) -> set[int]:
     words = buf[0].numpy().view(np.uint32)
     return {i for i in range(n) if (words[i // 32] >> (i % 32)) & 1}
+
+
+def test_select_options_name_tokens(vocab: Vocabulary) -> None:
+    """A grammar option of ``select`` may name special tokens (``<X>`` and ``!<X>``), as
+    a grammar may: the alternation's masks match the reference."""
+    from structgen.fsm.grammar.union import GrammarAlternatives
+    from structgen.fsm.spec import Grammar
+
+    options = ("b", Grammar('root ::= <tool_call> "a"'), Grammar('root ::= !<tool_call> "a"'))
+    grammar = GrammarAlternatives(text="", options=options).compile(vocab)
+    pattern = regex.compile(f"{lit('b')}|{tok(2)}{lit('a')}|{wild(2, [2])}{lit('a')}")
+    for n in range(4):
+        for seq in itertools.product(IDS, repeat=n):
+            m = grammar.matcher()
+            ok = all(m.advance(t) for t in seq) and m.is_accepting()
+            assert ok == (pattern.fullmatch(written(seq)) is not None), seq
+    assert grammar.matches("b") and grammar.matches("xa") and not grammar.matches("a")

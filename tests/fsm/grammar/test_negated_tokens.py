@@ -157,12 +157,13 @@ def test_exactly_one_token_before_the_text(vocab: Vocabulary) -> None:
     assert m.advance(5) and _allowed(m, len(TOKENS)) == {4}  # after one token: only "a"
 
 
-def test_budget_masks_are_exact(vocab: Vocabulary) -> None:
+@pytest.mark.parametrize("case", [2, 3, 7])
+def test_budget_masks_are_exact(vocab: Vocabulary, case: int) -> None:
     """With ``max_tokens`` the mask allows a token iff a member within the budget follows."""
-    text, syntax, reference, _ = CASES[2]
+    text, syntax, reference, _ = CASES[case]
     pattern = regex.compile(reference)
     grammar = compile_grammar(text, vocab, syntax=syntax)
-    for budget in (1, 2, 3):
+    for budget in (1, 2, 3, 4):
         members = {
             seq
             for n in range(budget + 1)

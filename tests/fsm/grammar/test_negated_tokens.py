@@ -339,3 +339,19 @@ def test_select_options_name_tokens(vocab: Vocabulary) -> None:
             ok = all(m.advance(t) for t in seq) and m.is_accepting()
             assert ok == (pattern.fullmatch(written(seq)) is not None), seq
     assert grammar.matches("b") and grammar.matches("xa") and not grammar.matches("a")
+
+
+def test_budget_witness_crosses_token_edges(vocab: Vocabulary) -> None:
+    """The budget's greedy witness reads a wildcard marker as one token, so a long run of
+    ``!<X>`` needs no token search (a search allowed one state would give up)."""
+    from structgen.fsm.index.budget import CompletionBudget
+
+    grammar = compile_grammar('root ::= !<[4]>{30} "a"', vocab)
+    budget = CompletionBudget(grammar.token_index, max_search_states=1)
+    assert budget.upper(grammar.token_index.dfa.initial) == 31
+    m = grammar.matcher(max_tokens=31)
+    assert _allowed(m, len(TOKENS)) == {5, 6, 7, 8, 10, 11}  # ordinary tokens but "a"
+    for _ in range(30):
+        assert m.advance(8)
+    assert _allowed(m, len(TOKENS)) == {4}
+    assert m.advance(4) and m.is_terminated()

@@ -14,9 +14,9 @@ GRAMMAR = 'root ::= <|im_start|> !<|im_start|>{1,4} <|im_start|> " ok"'
 SETTINGS = dict(dtype="float32", max_kv_tokens=2048, page_size=4)
 
 
-@pytest.fixture(scope="module")
-def plain(tiny_llama_dir):
-    return Engine(str(tiny_llama_dir), **SETTINGS)
+@pytest.fixture
+def plain(tiny_engine) -> Engine:
+    return tiny_engine  # SETTINGS
 
 
 def _check(engine: Engine, out) -> None:

@@ -8,9 +8,10 @@ llguidance reads the first two):
   (``<tool_call>``, ``<|python_tag|>``), looked up in the vocabulary at compile;
 * ``!<[123]>``, ``!<name>``, ``!<|name|>``: exactly one token that is not that one (any
   id may be excluded, an ordinary or EOS one too). It allows the ordinary tokens and the
-  special tokens the grammar names elsewhere, never another special token (llama.cpp's
-  ``!<...>`` and llguidance's ``<[^id]>`` allow every other id, EOS included) nor an
-  ordinary token holding the byte ``0xFF``. So ``<think> !<</think>>* </think>`` is any
+  special tokens the grammar names elsewhere, never another special token, EOS as one
+  of its tokens, nor an ordinary token holding the byte ``0xFF`` (llguidance's
+  ``<[^id]>`` allows every other id, special and EOS included; llama.cpp documents
+  ``!<...>`` as any token but that one). So ``<think> !<</think>>* </think>`` is any
   run of tokens up to the first ``</think>``; ``!<X> "a"`` is one token then ``a``, never
   two tokens whose bytes happen to be one token's.
 

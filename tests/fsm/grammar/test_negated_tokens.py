@@ -355,3 +355,21 @@ def test_budget_witness_crosses_token_edges(vocab: Vocabulary) -> None:
         assert m.advance(8)
     assert _allowed(m, len(TOKENS)) == {4}
     assert m.advance(4) and m.is_terminated()
+
+
+def test_structural_tag_content_with_a_token_edge(vocab: Vocabulary) -> None:
+    """A structural tag's grammar content may hold ``!<X>``: one token, then the rest."""
+    from structgen.fsm.spec import StructuralTag, TagStructure
+
+    tag = TagStructure("(", ")", grammar='root ::= !<tool_call> "a"')
+    grammar = StructuralTag([tag], at_least_one=True).compile(vocab)
+    for seq, ok in (
+        ([10, 5, 4, 11], True),
+        ([10, 8, 4, 11], True),  # "ab" is the one token
+        ([10, 4, 5, 4, 11], False),  # two tokens before "a"
+        ([10, 2, 4, 11], False),  # the excluded token
+        ([10, 1, 4, 11], False),  # a special token nothing names
+        ([4, 10, 5, 4, 11, 5], True),  # free text around the region
+    ):
+        m = grammar.matcher()
+        assert (all(m.advance(t) for t in seq) and m.is_accepting()) == ok, seq

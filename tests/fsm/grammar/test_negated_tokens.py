@@ -301,6 +301,11 @@ def test_smollm2_masks_brute_force(smollm2_tokenizer, smollm2_vocab) -> None:
     for prefix in ([repo], [repo] + enc(" some reasoning")):
         check(grammar, pattern, prefix)
 
+    grammar = compile_grammar('root ::= x\nx ::= "(" x ")" | !<|im_start|>* " end"', vocab)
+    pattern = regex.compile(f"(?P<x>{lit('(')}(?&x){lit(')')}|(?:{wild(start)})*{lit(' end')})")
+    for prefix in (enc("(("), enc("((") + enc(" foo bar"), enc("((") + enc(" end")):
+        check(grammar, pattern, prefix)
+
     pytest.importorskip("llguidance")
     import llguidance
     import llguidance.hf

@@ -378,3 +378,45 @@ def test_structural_tag_content_with_a_token_edge(vocab: Vocabulary) -> None:
     ):
         m = grammar.matcher()
         assert (all(m.advance(t) for t in seq) and m.is_accepting()) == ok, seq
+
+
+def test_parallel_batch_fill_is_bit_identical(vocab: Vocabulary) -> None:
+    """A ``GrammarPool`` fills cold rows of ``!<X>`` grammars (one thread per automaton)
+    with the serial fill's bits."""
+    from structgen.fsm import BaseMatcher
+    from structgen.fsm.grammar.compile import clear_cache
+    from structgen.fsm.grammar_pool import GrammarPool
+
+    rng = random.Random(1)
+    walks = []  # (case, tokens): every prefix of one random walk per grammar
+    for k, (text, syntax, _, _) in enumerate(CASES):
+        m, seq = compile_grammar(text, vocab, syntax=syntax).matcher(), []
+        for _ in range(4):
+            walks.append((k, list(seq)))
+            allowed = sorted(_allowed(m, len(TOKENS)) - {0})
+            if not allowed:
+                break
+            seq.append(rng.choice(allowed))
+            assert m.advance(seq[-1])
+
+    def matchers() -> list:
+        clear_cache()  # cold automata and masks
+        grammars = [compile_grammar(t, vocab, syntax=s) for t, s, _, _ in CASES]
+        out = []
+        for k, seq in walks:
+            m = grammars[k].matcher()
+            assert all(m.advance(t) for t in seq)
+            out.append(m)
+        return out
+
+    rows = list(range(len(walks)))
+    serial = torch.full((len(walks), 1), -1, dtype=torch.int32)
+    assert BaseMatcher.fill_bitmask_batch(matchers(), serial, rows) == [None] * len(rows)
+    pool = GrammarPool(2)
+    try:
+        parallel = torch.full((len(walks), 1), -1, dtype=torch.int32)
+        errors = BaseMatcher.fill_bitmask_batch(matchers(), parallel, rows, pool=pool)
+        assert errors == [None] * len(rows)
+    finally:
+        pool.close()
+    assert torch.equal(parallel, serial)

@@ -1,7 +1,7 @@
 """Special tokens in grammars: the token syntax of the front ends, and its resolution.
 
-Every dialect (Lark, GBNF, EBNF) reads, where an item may stand (llama.cpp's syntax;
-llguidance reads the first two):
+Every dialect (Lark, GBNF, EBNF) reads, where an item may stand (llama.cpp's syntax, and
+llguidance's ``<[^...]>``):
 
 * ``<[123]>``: the token with id 123;
 * ``<name>`` / ``<|name|>``: the special token whose text is exactly that
@@ -13,7 +13,9 @@ llguidance reads the first two):
   ``<[^id]>`` allows every other id, special and EOS included; llama.cpp documents
   ``!<...>`` as any token but that one). So ``<think> !<</think>>* </think>`` is any
   run of tokens up to the first ``</think>``; ``!<X> "a"`` is one token then ``a``, never
-  two tokens whose bytes happen to be one token's.
+  two tokens whose bytes happen to be one token's;
+* ``<[^1,5-7]>`` (llguidance's spelling): exactly one token that is none of those ids
+  (a list of ids and inclusive ranges), otherwise as ``!<...>``.
 
 A quoted string is always characters. ``resolve_special_tokens`` replaces each
 ``SpecialToken`` node: ``<X>`` by X's marker bytes (``index.vocabulary.special_token_marker``,
@@ -46,6 +48,7 @@ from .ir import Alt, Embedded, Expr, GrammarDef, Pattern, SpecialToken
 
 __all__ = [
     "SPECIAL_TOKEN",
+    "SPECIAL_TOKEN_TEXT",
     "special_token_node",
     "resolve_special_tokens",
     "marker_embedded",
@@ -54,12 +57,34 @@ __all__ = [
 
 _ANY_TEXT = r"[\s\S]+"  # what matches() reads for ``!<X>``: one or more characters
 
-# ``!?<[id]>``, ``<|name|>`` or ``<name>`` (no whitespace, quotes or angle brackets inside)
-SPECIAL_TOKEN = re.compile(r"!?<(?:\[[0-9]+\]|\|[^|<>\s]+\||[^<>\s\"'|\[\]]+)>")
+# ``!?<[id]>``, ``<|name|>`` or ``<name>`` (no whitespace, quotes or angle brackets inside),
+# or llguidance's ``<[^a,b-c]>``
+SPECIAL_TOKEN_TEXT = (
+    r"<\[\^[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*\]>"
+    r"|!?<(?:\[[0-9]+\]|\|[^|<>\s]+\||[^<>\s\"'|\[\]]+)>"
+)
+SPECIAL_TOKEN = re.compile(SPECIAL_TOKEN_TEXT)
+MAX_EXCLUDED = 1 << 20  # ids one ``<[^...]>`` may list (ranges written out)
 
 
 def special_token_node(written: str, line: int, column: int) -> SpecialToken:
-    """The node of a match of ``SPECIAL_TOKEN`` written at ``line:column``."""
+    """The node of a match of ``SPECIAL_TOKEN`` written at ``line:column``.
+
+    Raises:
+        InvalidGrammarError: a ``<[^...]>`` range whose end is below its start, or one that
+            lists more than ``MAX_EXCLUDED`` ids (with the line:column).
+    """
+    if written.startswith("<[^"):
+        ids: set[int] = set()
+        for item in written[3:-2].split(","):
+            lo, _, hi = item.partition("-")
+            first, last = int(lo), int(hi or lo)
+            if last < first or len(ids) + last - first >= MAX_EXCLUDED:
+                raise InvalidGrammarError(
+                    f"{written} at {line}:{column}: the range {item} is empty or too large"
+                )
+            ids.update(range(first, last + 1))
+        return SpecialToken(None, None, True, line, column, tuple(sorted(ids)))
     negated = written.startswith("!")
     body = written[1:] if negated else written
     if body.startswith("<["):
@@ -149,18 +174,28 @@ def resolve_special_tokens(
             )
         return tid
 
+    def token_ids(node: SpecialToken) -> tuple[int, ...]:
+        if not node.token_ids:
+            return (token_id(node),)
+        if vocab is not None and node.token_ids[-1] >= vocab.vocab_size:
+            written, where = _written(node)
+            raise InvalidGrammarError(
+                f"special token {written} at {where}: the vocabulary has {vocab.vocab_size} tokens"
+            )
+        return node.token_ids
+
     def collect(node: SpecialToken) -> Expr:
-        (negated if node.negated else named).add(token_id(node))
+        (negated if node.negated else named).update(token_ids(node))
         return node
 
     def resolve(node: SpecialToken) -> Expr:
-        tid = token_id(node)
+        ids = token_ids(node)
         what = "{} at {}".format(*_written(node))
         if not node.negated:
-            return marker_embedded(tid, what)
+            return marker_embedded(ids[0], what)
         if not as_text:
-            return _raw_embedded(wildcard_marker(tid), what)
-        others = [marker_embedded(i, f"<[{i}]>") for i in sorted(named - {tid})]
+            return _raw_embedded(wildcard_marker(ids), what)
+        others = [marker_embedded(i, f"<[{i}]>") for i in sorted(named - set(ids))]
         return Alt((Pattern(_ANY_TEXT), *others)) if others else Pattern(_ANY_TEXT)
 
     _map_special(gdef, collect)
@@ -171,8 +206,12 @@ def resolve_special_tokens(
 
 def _written(node: SpecialToken) -> tuple[str, str]:
     """``(the token as written, its line:column)`` for messages."""
+    where = f"{node.line}:{node.column}"
+    if node.token_ids:
+        listed = ",".join(map(str, node.token_ids[:4])) + ("..." * (len(node.token_ids) > 4))
+        return f"<[^{listed}]>", where
     body = f"<[{node.token_id}]>" if node.text is None else node.text
-    return ("!" if node.negated else "") + body, f"{node.line}:{node.column}"
+    return ("!" if node.negated else "") + body, where
 
 
 def _raw_embedded(data: bytes, what: str) -> Embedded:

@@ -87,8 +87,7 @@ class CompletionBudget:
             if data and tid not in banned and data not in usable:
                 usable[data] = tid
         self._token_of = usable
-        ids = sorted(usable.values())[:2]  # what a wildcard edge may take (two: one is X)
-        self._first_usable = (ids + [-1, -1])[:2]
+        self._usable_ids = sorted(usable.values())  # what a wildcard edge may take
         self._max_len = max((len(t) for t in usable), default=1)
         self._byte_dist: dict[int, int] = {}
         self._byte_next: dict[int, int] = {}
@@ -272,7 +271,7 @@ class CompletionBudget:
                 end = data.find(MARKER_BYTE, i + 2)
                 if end < 0:
                     return None
-                excluded = int(data[i + 2 : end])
+                excluded = {int(x) for x in data[i + 2 : end].split(b",")}
                 ids.append(self._wildcard_token(excluded))
                 i = end + 1
                 continue
@@ -286,10 +285,11 @@ class CompletionBudget:
                 return None
         return ids
 
-    def _wildcard_token(self, excluded: int) -> int:
-        """A token a wildcard edge excluding ``excluded`` takes: the first usable one."""
-        first, second = self._first_usable
-        return second if first == excluded else first
+    def _wildcard_token(self, excluded: set[int]) -> int:
+        """A token a wildcard edge excluding ``excluded`` takes: the first usable one
+        (-1 when every usable token is excluded).
+        """
+        return next((t for t in self._usable_ids if t not in excluded), -1)
 
     # ---- witnesses -------------------------------------------------------------
 

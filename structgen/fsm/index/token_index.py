@@ -9,14 +9,15 @@ DFA rows met on the way are built lazily (``ByteDFA.row_tables`` / ``gather``). 
 are packed as int32 words, token ``i`` at bit ``i % 32`` of word ``i // 32``
 (least-significant bit first).
 
-Wildcard edges (a grammar's ``!<X>``: any one token but X). In a marker view of the
-vocabulary (``Vocabulary.is_marker_view``) a state may have a path over the reserved
-bytes ``wildcard_marker(X)`` to a state ``t``; no token spells them, so the trie walk never
-takes it. Instead every allowable token but X (``Vocabulary.allowable``: ordinary tokens
-and the special tokens the grammar names) is allowed there as one token, leading to ``t``:
-exactly one token is consumed, whatever its bytes. A token that both spells a byte path
-(to ``u``) and takes a wildcard edge (to ``t``), or takes two edges, leads to the union
-of those states (``dfa.union_state``), so the automaton stays deterministic over tokens.
+Wildcard edges (a grammar's ``!<X>``: any one token but X; llguidance's ``<[^X,Y]>``: but
+any of several). In a marker view of the vocabulary (``Vocabulary.is_marker_view``) a
+state may have a path over the reserved bytes ``wildcard_marker(X)`` to a state ``t``; no
+token spells them, so the trie walk never takes it. Instead every allowable token but X
+(``Vocabulary.allowable``: ordinary tokens and the special tokens the grammar names) is
+allowed there as one token, leading to ``t``: exactly one token is consumed, whatever its
+bytes. A token that both spells a byte path (to ``u``) and takes a wildcard edge (to
+``t``), or takes two edges, leads to the union of those states (``dfa.union_state``), so
+the automaton stays deterministic over tokens.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ __all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
 
 MAX_CACHE_BYTES = 256 << 20
 MAX_STEP_MEMO = 1 << 16  # memoised (state, token) steps per index (~10 MB at most)
+_DIGITS = tuple(range(0x30, 0x3A))  # bytes of a wildcard marker's ids
+_ID_BYTES = (*_DIGITS, ord(","))
 
 
 def pack_bitmask(allowed: np.ndarray, num_words: int | None = None) -> np.ndarray:
@@ -97,7 +100,7 @@ class TokenIndex:
         self._lexical_keys: dict[int, tuple[bytes, int] | None] = {}  # state -> key
         self._head_digests: dict[int, bytes] = {}  # term -> head_key digest (this arena)
         self._reads_wildcards = vocab.is_marker_view
-        self._wildcards: dict[int, tuple[tuple[int, int], ...]] = {}  # state -> edges
+        self._wildcards: dict[int, tuple[tuple[frozenset[int], int], ...]] = {}
 
     def next_states(self, state: int) -> np.ndarray:
         """int32 ``[vocab_size]``: state after each token from ``state``, -1 = not allowed.
@@ -219,8 +222,8 @@ class TokenIndex:
         self._trie.walk(self.dfa, state, nxt, mask)  # never-allowed ids are not in the trie
         return mask
 
-    def wildcards(self, state: int) -> tuple[tuple[int, int], ...]:
-        """``(excluded id, target state)`` of each wildcard edge out of ``state`` (the
+    def wildcards(self, state: int) -> tuple[tuple[frozenset[int], int], ...]:
+        """``(excluded ids, target state)`` of each wildcard edge out of ``state`` (the
         module docstring; empty outside a marker view). Memoised per state.
 
         Raises: only ``GrammarTooComplexError`` when a row on the marker's path exceeds a
@@ -252,8 +255,7 @@ class TokenIndex:
         merged = np.zeros(allowable.shape[0], bool)
         for excluded, target in edges:
             sel = allowable.copy()
-            if 0 <= excluded < sel.shape[0]:
-                sel[excluded] = False
+            sel[[i for i in excluded if i < sel.shape[0]]] = False
             merged |= sel
             if nxt is not None:
                 cur = nxt[sel]
@@ -304,7 +306,7 @@ class TokenIndex:
                 nxt = -1
             else:
                 for excluded, target in self.wildcards(state):
-                    if token_id != excluded:
+                    if token_id not in excluded:
                         nxt = self._union(nxt, target)
         if len(self.steps) >= MAX_STEP_MEMO:
             self.steps.clear()
@@ -317,10 +319,10 @@ class TokenIndex:
         return len(self._masks.keys() | self._rows.keys())
 
 
-def _wildcard_edges(dfa, state: int) -> tuple[tuple[int, int], ...]:
-    """Every ``(id, target)`` such that ``wildcard_marker(id)`` leads from ``state`` to
-    ``target`` (a depth-first walk over the marker's digits; no marker is a prefix of
-    another, so each path ends at one ``0xFF``).
+def _wildcard_edges(dfa, state: int) -> tuple[tuple[frozenset[int], int], ...]:
+    """Every ``(ids, target)`` such that ``wildcard_marker(ids)`` leads from ``state`` to
+    ``target`` (a depth-first walk over the marker's digits and commas; no marker is a
+    prefix of another, so each path ends at one ``0xFF``).
     """
     s = dfa.step(state, MARKER_BYTE)
     if s < 0:
@@ -329,18 +331,18 @@ def _wildcard_edges(dfa, state: int) -> tuple[tuple[int, int], ...]:
     if s < 0:
         return ()
     out = []
-    stack = [(s, -1)]
+    stack = [(s, b"")]
     while stack:
-        cur, num = stack.pop()
-        if num >= 0:
+        cur, written = stack.pop()
+        if written[-1:].isdigit():
             end = dfa.step(cur, MARKER_BYTE)
             if end >= 0:
-                out.append((num, end))
-        for digit in range(10):
-            nxt = dfa.step(cur, 0x30 + digit)
+                out.append((frozenset(int(i) for i in written.split(b",")), end))
+        for byte in _ID_BYTES if written[-1:].isdigit() else _DIGITS:
+            nxt = dfa.step(cur, byte)
             if nxt >= 0:
-                stack.append((nxt, digit if num < 0 else num * 10 + digit))
-    return tuple(sorted(out))
+                stack.append((nxt, written + bytes([byte])))
+    return tuple(sorted(out, key=lambda e: (sorted(e[0]), e[1])))
 
 
 def _remember(cache: OrderedDict, key: int, value: np.ndarray, bound: int) -> None:

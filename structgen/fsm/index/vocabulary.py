@@ -53,12 +53,14 @@ def special_token_marker(token_id: int) -> bytes:
     return bytes([MARKER_BYTE]) + str(int(token_id)).encode("ascii") + bytes([MARKER_BYTE])
 
 
-def wildcard_marker(token_id: int) -> bytes:
-    """The reserved bytes that stand for ``!<token_id>`` (any one token but that one) in a
-    grammar: ``0xFF``, ``!``, the id in decimal ASCII digits, ``0xFF``. No token of a
-    ``with_special_tokens`` view holds them; ``TokenIndex`` turns them into a token edge.
+def wildcard_marker(token_ids: int | Iterable[int]) -> bytes:
+    """The reserved bytes that stand for ``!<token_id>`` (any one token but that one; or
+    but any of several, llguidance's ``<[^a,b]>``) in a grammar: ``0xFF``, ``!``, the
+    sorted distinct ids in decimal ASCII digits separated by ``,``, ``0xFF``. No token of
+    a ``with_special_tokens`` view holds them; ``TokenIndex`` turns them into a token edge.
     """
-    digits = str(int(token_id)).encode("ascii")
+    ids = [int(token_ids)] if isinstance(token_ids, int) else sorted(set(map(int, token_ids)))
+    digits = ",".join(map(str, ids)).encode("ascii")
     return bytes([MARKER_BYTE, WILDCARD_BYTE]) + digits + bytes([MARKER_BYTE])
 
 

@@ -23,6 +23,8 @@ from structgen.fsm.grammar import compile_grammar, detect_syntax
         ('start: "a" !<>', "lark", InvalidGrammarError, "1:13"),  # at the empty <>
         ('start: "a" ! "b"', "lark", InvalidGrammarError, "1:12"),
         ("root ::= !<x>", "gbnf", InvalidGrammarError, "1:10"),  # a name needs a vocabulary
+        ('root ::= "a"\n  <[^7,3-1]>', "gbnf", InvalidGrammarError, "2:3"),  # empty range
+        ("start: <[^]>", "lark", InvalidGrammarError, "1:8"),
         ('start: a\na: "x" )', "lark", InvalidGrammarError, "2:8"),
         ("start: b\n", "lark", InvalidGrammarError, "1:8"),  # undefined rule
         ('start: A\nA: "a" A\n', "lark", InvalidGrammarError, "2:1"),  # recursive terminal

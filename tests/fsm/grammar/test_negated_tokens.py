@@ -72,6 +72,12 @@ def wild(excluded: int, named=()) -> str:
     return f"(?:(?<={BOUNDARY})|^)(?:[\\x00-\\xfe]+{others}){BOUNDARY}"
 
 
+def wild_but(ordinary: list[int], named=()) -> str:
+    """``<[^...]>`` excluding the ordinary tokens ``ordinary`` (specials never named)."""
+    texts = "|".join(regex.escape(TOKENS[t].decode()) for t in ordinary)
+    return f"(?:(?!(?:{texts}){BOUNDARY}){wild(-1, named)})"
+
+
 CASES = [  # (grammar, syntax, reference pattern, ids named by <...>)
     ('root ::= !<tool_call> "a"', "gbnf", wild(2) + lit("a"), ()),
     (
@@ -95,6 +101,12 @@ CASES = [  # (grammar, syntax, reference pattern, ids named by <...>)
         (2,),
     ),
     ('root ::= !<[4]>{2} "a"', "gbnf", f"(?:(?!a{BOUNDARY}){wild(4)}){{2}}{lit('a')}", ()),
+    (  # llguidance's spelling: any token but several, ranges
+        'start: <[^4,8]> "b" | <[^5-6]>+ "a"\n',
+        "lark",
+        f"{wild_but([4, 8])}{lit('b')}|{wild_but([5, 6])}+{lit('a')}",
+        (),
+    ),
     (  # recursive: an Earley grammar
         'root ::= x\nx ::= "(" x ")" | !<[3]> "a"',
         "gbnf",
@@ -157,7 +169,7 @@ def test_exactly_one_token_before_the_text(vocab: Vocabulary) -> None:
     assert m.advance(5) and _allowed(m, len(TOKENS)) == {4}  # after one token: only "a"
 
 
-@pytest.mark.parametrize("case", [2, 3, 7])
+@pytest.mark.parametrize("case", [2, 3, 7, 8])
 def test_budget_masks_are_exact(vocab: Vocabulary, case: int) -> None:
     """With ``max_tokens`` the mask allows a token iff a member within the budget follows."""
     text, syntax, reference, _ = CASES[case]
@@ -184,7 +196,7 @@ def test_validate_rollback_and_fork_agree_with_advance(vocab: Vocabulary) -> Non
     """Speculative decoding's calls (``validate``, ``rollback``) and ``fork`` across the
     union states of a token that both spells text and takes ``!<X>``."""
     rng = random.Random(0)
-    for text, syntax, _, _ in (CASES[3], CASES[7], CASES[1]):
+    for text, syntax, _, _ in (CASES[3], CASES[8], CASES[7]):
         grammar = compile_grammar(text, vocab, syntax=syntax)
         for _ in range(30):
             m = grammar.matcher()
@@ -311,17 +323,20 @@ def test_smollm2_masks_brute_force(smollm2_tokenizer, smollm2_vocab) -> None:
     import llguidance.hf
     import llguidance.torch
 
-    ours = check(
-        compile_grammar('root ::= !<[1]> "x"', vocab), regex.compile(wild(1) + lit("x")), []
-    )
     lt = llguidance.hf.from_tokenizer(smollm2_tokenizer)
-    peer = llguidance.LLMatcher(lt, llguidance.LLMatcher.grammar_from_lark('start: <[^1]> "x"'))
-    buf = llguidance.torch.allocate_token_bitmask(1, lt.vocab_size)
-    llguidance.torch.fill_next_token_bitmask(peer, buf, 0)
-    theirs = _allowed_tensor(buf, vocab.vocab_size)
     holds_ff = {t for t in range(vocab.vocab_size) if 0xFF in tokens[t]}
-    assert ours == theirs - vocab.special_token_ids - holds_ff
-    assert 1 not in theirs and len(ours) > 40_000
+    for ours_text, theirs_text, excluded in (
+        ('root ::= !<[1]> "x"', 'start: <[^1]> "x"', {1}),
+        ('start: <[^1,3-5,300]> "x"\n', 'start: <[^1,3-5,300]> "x"', {1, 3, 4, 5, 300}),
+    ):
+        ours = _allowed(compile_grammar(ours_text, vocab).matcher(), vocab.vocab_size)
+        grammar = llguidance.LLMatcher.grammar_from_lark(theirs_text)
+        peer = llguidance.LLMatcher(lt, grammar)
+        buf = llguidance.torch.allocate_token_bitmask(1, lt.vocab_size)
+        llguidance.torch.fill_next_token_bitmask(peer, buf, 0)
+        theirs = _allowed_tensor(buf, vocab.vocab_size)
+        assert ours == theirs - vocab.special_token_ids - holds_ff, ours_text
+        assert not excluded & (ours | theirs) and len(ours) > 40_000
 
 
 def _allowed_tensor(buf: torch.Tensor, n: int) -> set[int]:

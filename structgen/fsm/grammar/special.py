@@ -64,7 +64,7 @@ SPECIAL_TOKEN_TEXT = (
     r"|!?<(?:\[[0-9]+\]|\|[^|<>\s]+\||[^<>\s\"'|\[\]]+)>"
 )
 SPECIAL_TOKEN = re.compile(SPECIAL_TOKEN_TEXT)
-MAX_EXCLUDED = 1 << 20  # ids one ``<[^...]>`` may list (ranges written out)
+MAX_EXCLUDED = 1 << 18  # ids one ``<[^...]>`` may exclude, ranges counted out
 
 
 def special_token_node(written: str, line: int, column: int) -> SpecialToken:

@@ -37,7 +37,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .token_index import pack_bitmask
-from .vocabulary import MARKER_BYTE, WILDCARD_BYTE
+from .vocabulary import MARKER_BYTE, WILDCARD_BYTE, wildcard_ids
 
 __all__ = ["CompletionBudget", "budget_for", "INF"]
 
@@ -271,8 +271,7 @@ class CompletionBudget:
                 end = data.find(MARKER_BYTE, i + 2)
                 if end < 0:
                     return None
-                excluded = {int(x) for x in data[i + 2 : end].split(b",")}
-                ids.append(self._wildcard_token(excluded))
+                ids.append(self._wildcard_token(wildcard_ids(data[i + 2 : end])))
                 i = end + 1
                 continue
             for n in range(min(self._max_len, len(data) - i), 0, -1):
@@ -285,7 +284,7 @@ class CompletionBudget:
                 return None
         return ids
 
-    def _wildcard_token(self, excluded: set[int]) -> int:
+    def _wildcard_token(self, excluded: frozenset[int]) -> int:
         """A token a wildcard edge excluding ``excluded`` takes: the first usable one
         (-1 when every usable token is excluded).
         """

@@ -30,14 +30,15 @@ from ..regex.dfa import ByteDFA
 from .lexical_masks import split_key
 from .masks import row_form
 from .trie import set_bits, walk_bytes
-from .vocabulary import MARKER_BYTE, WILDCARD_BYTE, Vocabulary
+from .vocabulary import MARKER_BYTE, WILDCARD_BYTE, Vocabulary, wildcard_ids
 
 __all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
 
 MAX_CACHE_BYTES = 256 << 20
 MAX_STEP_MEMO = 1 << 16  # memoised (state, token) steps per index (~10 MB at most)
 _DIGITS = tuple(range(0x30, 0x3A))  # bytes of a wildcard marker's ids
-_ID_BYTES = (*_DIGITS, ord(","))
+_SEPARATORS = (ord(","), ord("-"))  # between ids, inside a range of ids
+_ID_BYTES = (*_DIGITS, *_SEPARATORS)
 
 
 def pack_bitmask(allowed: np.ndarray, num_words: int | None = None) -> np.ndarray:
@@ -321,8 +322,8 @@ class TokenIndex:
 
 def _wildcard_edges(dfa, state: int) -> tuple[tuple[frozenset[int], int], ...]:
     """Every ``(ids, target)`` such that ``wildcard_marker(ids)`` leads from ``state`` to
-    ``target`` (a depth-first walk over the marker's digits and commas; no marker is a
-    prefix of another, so each path ends at one ``0xFF``).
+    ``target`` (a depth-first walk over the marker's digits, commas and dashes; no marker
+    is a prefix of another, so each path ends at one ``0xFF``).
     """
     s = dfa.step(state, MARKER_BYTE)
     if s < 0:
@@ -331,17 +332,24 @@ def _wildcard_edges(dfa, state: int) -> tuple[tuple[frozenset[int], int], ...]:
     if s < 0:
         return ()
     out = []
-    stack = [(s, b"")]
+    nodes: list[tuple[int, int]] = []  # (byte, parent node): the paths walked, shared
+    stack = [(s, -1)]  # (state, node of the last byte read; -1: none yet)
     while stack:
-        cur, written = stack.pop()
-        if written[-1:].isdigit():
+        cur, node = stack.pop()
+        after_digit = node >= 0 and nodes[node][0] not in _SEPARATORS
+        if after_digit:
             end = dfa.step(cur, MARKER_BYTE)
             if end >= 0:
-                out.append((frozenset(int(i) for i in written.split(b",")), end))
-        for byte in _ID_BYTES if written[-1:].isdigit() else _DIGITS:
+                written, back = bytearray(), node
+                while back >= 0:
+                    written.append(nodes[back][0])
+                    back = nodes[back][1]
+                out.append((wildcard_ids(bytes(reversed(written))), end))
+        for byte in _ID_BYTES if after_digit else _DIGITS:
             nxt = dfa.step(cur, byte)
             if nxt >= 0:
-                stack.append((nxt, written + bytes([byte])))
+                nodes.append((byte, node))
+                stack.append((nxt, len(nodes) - 1))
     return tuple(sorted(out, key=lambda e: (sorted(e[0]), e[1])))
 
 

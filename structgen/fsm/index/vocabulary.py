@@ -37,6 +37,7 @@ __all__ = [
     "bytes_to_unicode",
     "special_token_marker",
     "wildcard_marker",
+    "wildcard_ids",
     "MARKER_BYTE",
     "WILDCARD_BYTE",
 ]
@@ -55,13 +56,34 @@ def special_token_marker(token_id: int) -> bytes:
 
 def wildcard_marker(token_ids: int | Iterable[int]) -> bytes:
     """The reserved bytes that stand for ``!<token_id>`` (any one token but that one; or
-    but any of several, llguidance's ``<[^a,b]>``) in a grammar: ``0xFF``, ``!``, the
-    sorted distinct ids in decimal ASCII digits separated by ``,``, ``0xFF``. No token of
-    a ``with_special_tokens`` view holds them; ``TokenIndex`` turns them into a token edge.
+    but any of several, llguidance's ``<[^a,b-c]>``) in a grammar: ``0xFF``, ``!``, the
+    sorted distinct ids in decimal ASCII, runs of consecutive ids as ``first-last``,
+    separated by ``,``, then ``0xFF``. No token of a ``with_special_tokens`` view holds
+    them; ``TokenIndex`` turns them into a token edge.
     """
     ids = [int(token_ids)] if isinstance(token_ids, int) else sorted(set(map(int, token_ids)))
-    digits = ",".join(map(str, ids)).encode("ascii")
-    return bytes([MARKER_BYTE, WILDCARD_BYTE]) + digits + bytes([MARKER_BYTE])
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    body = ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs).encode("ascii")
+    return bytes([MARKER_BYTE, WILDCARD_BYTE]) + body + bytes([MARKER_BYTE])
+
+
+def wildcard_ids(body: bytes) -> frozenset[int]:
+    """The ids a wildcard marker's body writes (the bytes between ``0xFF !`` and ``0xFF``:
+    ``b"1,3-5"`` -> {1, 3, 4, 5}); the inverse of ``wildcard_marker``.
+
+    Raises:
+        ValueError: a body ``wildcard_marker`` does not write.
+    """
+    out: set[int] = set()
+    for item in body.split(b","):
+        lo, _, hi = item.partition(b"-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return frozenset(out)
 
 
 _BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")

@@ -435,3 +435,17 @@ def test_parallel_batch_fill_is_bit_identical(vocab: Vocabulary) -> None:
     finally:
         pool.close()
     assert torch.equal(parallel, serial)
+
+
+def test_wildcard_marker_round_trip() -> None:
+    """A marker writes its ids with runs as ranges (a long ``<[^a-b]>`` stays short) and
+    ``wildcard_ids`` reads back exactly the set."""
+    from structgen.fsm.index.vocabulary import wildcard_ids, wildcard_marker
+
+    assert wildcard_marker([5, 1, 3, 4, 300, 301]) == b"\xff!1,3-5,300-301\xff"
+    assert wildcard_marker(7) == b"\xff!7\xff"
+    assert wildcard_marker(range(128000, 128256)) == b"\xff!128000-128255\xff"
+    rng = random.Random(3)
+    for _ in range(200):
+        ids = {rng.randrange(40) for _ in range(rng.randint(1, 12))}
+        assert wildcard_ids(wildcard_marker(ids)[2:-1]) == ids

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from ..env import read as read_setting
@@ -64,6 +65,9 @@ class AutomatonGrammar(BaseCompiledGrammar):
 
     dfa: Any
     token_index: TokenIndex | None
+    # the grammar matches() reads instead of ``dfa`` (built on first use), or None: a
+    # grammar with ``!<X>``, whose automaton holds token edges no text spells
+    membership: Callable[[], BaseCompiledGrammar] | None = None
 
     def matches(self, text: str | bytes) -> bool:
         """Whole-string membership (str is UTF-8 encoded). Works without a vocabulary.
@@ -72,6 +76,8 @@ class AutomatonGrammar(BaseCompiledGrammar):
             GrammarTooComplexError: a lazily built automaton exceeds its budget on the way.
         """
         data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+        if self.membership is not None:
+            return self.membership().matches(data)
         return self.dfa.accepts(data)
 
     def matcher(self, max_tokens: int | None = None) -> Matcher:

@@ -28,6 +28,7 @@ from .base import BaseMatcher
 from .index import masks
 from .index.budget import budget_for
 from .index.token_index import TokenIndex
+from .index.vocabulary import MARKER_BYTE
 
 __all__ = ["Matcher"]
 
@@ -217,8 +218,9 @@ class Matcher(BaseMatcher):
         """Bytes that are the only way on from here (jump-forward); ``b""`` if none.
 
         Follows states with exactly one outgoing byte that are not accepting; stops at
-        a branching or accepting state. The result may end inside a multi-byte
-        character when the character's last byte branches. Raises: never.
+        a branching or accepting state, and before a marker byte (a special token or a
+        wildcard ``!<X>`` edge: a token to sample, never text). The result may end inside
+        a multi-byte character when the character's last byte branches. Raises: never.
         """
         state, eos_taken = self._history[-1]
         if eos_taken:
@@ -232,6 +234,8 @@ class Matcher(BaseMatcher):
                 break
             seen.add(state)
             byte = int(live[0])
+            if byte == MARKER_BYTE:
+                break
             out.append(byte)
             state = int(dfa.row(state)[byte])
         return bytes(out)

@@ -341,6 +341,16 @@ class GrammarAutomaton:
 
     # ---- the ByteDFA interface ----------------------------------------------------------
 
+    def union_state(self, a: int, b: int) -> int:
+        """The configuration of both ``a``'s and ``b``'s lexemes (accepting when either
+        is): where one token takes two paths (``TokenIndex``'s wildcard edges).
+        """
+        if a == b:
+            return a
+        with self._lock:
+            accepting = bool(self._accepting[a] or self._accepting[b])
+            return self._config_of(self._configs[a] + self._configs[b], accepting)
+
     def row(self, state: int) -> np.ndarray:
         """int32 ``[256]``: next state per byte (-1 = dead), built on first use.
 

@@ -7,7 +7,8 @@ The dialect read (llama.cpp's ``grammars/README.md``; XGrammar's EBNF is the sam
   ``[...]`` / ``[^...]`` character classes (code points, ranges), ``.`` any character;
 * ``( ... )`` groups, ``|``, postfix ``*``, ``+``, ``?``, ``{m}``, ``{m,}``, ``{m,n}``,
   ``{,n}``;
-* special tokens ``<[id]>``, ``<name>``, ``<|name|>`` (``special``);
+* special tokens ``<[id]>``, ``<name>``, ``<|name|>``, ``!<...>`` (any one token but
+  that one) and llguidance's ``<[^1,5-7]>`` (any one token but those) (``special``);
 * ``#`` comments to the end of the line; EBNF also ``/* ... */`` comments and
   ``'single-quoted'`` strings.
 
@@ -18,8 +19,9 @@ reader accepts a superset of llama.cpp's line rules). XGrammar's lookahead asser
 Against llama.cpp's own reader (every ``grammars/*.gbnf`` of llama.cpp reads the same
 here: ``tests/fixtures/gbnf``): names may also hold ``_``, escapes also ``\- \^ \/ \0
 \'``, and left recursion is parsed (llama.cpp refuses it); a rule defined twice is an
-``InvalidGrammarError`` (llama.cpp keeps the last definition); ``!<token>`` (any token
-but one) is an ``UnsupportedGrammarError``.
+``InvalidGrammarError`` (llama.cpp keeps the last definition); ``!<token>`` allows only
+the ordinary tokens and the special tokens the grammar names (llama.cpp: every token but
+that one).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ with both, or neither, raises ``InvalidGrammarError`` asking for ``syntax=``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import threading
 from collections import OrderedDict
@@ -312,27 +313,81 @@ def compile_grammar(
             _cache.move_to_end(key)
             return hit
     deadline = Deadline(max_seconds)
-    gdef = parse_grammar(text, syntax, start)
-    special_ids: frozenset[int] = frozenset()
-    if "<" in text:  # every special-token form (<[id]>, <name>, <|name|>) starts with '<'
-        gdef, special_ids = resolve_special_tokens(gdef, vocab)  # named special tokens
-    if special_ids and vocab is not None:  # ... allowable, as their markers
-        vocab = vocab.with_special_tokens(special_ids)
-    grammar = compile_grammar_def(
-        gdef,
+    grammar = compile_with_tokens(
+        parse_grammar(text, syntax, start),
         spec,
         vocab,
         trigger=trigger,
         prefix=prefix,
-        max_states=max_states,
         deadline=deadline,
+        max_seconds=max_seconds,
+        max_states=max_states,
         max_configs=max_configs,
         max_items=max_items,
+        names_tokens="<" in text,  # every special-token form starts with '<'
     )
     with _lock:
         _cache[key] = grammar
         while len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
+    return grammar
+
+
+def compile_with_tokens(
+    parsed: GrammarDef,
+    spec: Any,
+    vocab: Vocabulary | None,
+    *,
+    trigger: str | None = None,
+    prefix: str = "",
+    deadline: Deadline,
+    max_seconds: float = DEFAULT_MAX_SECONDS,
+    names_tokens: bool = True,
+    **budgets: int,
+) -> BaseCompiledGrammar:
+    """``compile_grammar_def`` after resolving the grammar's special tokens
+    (``special.resolve_special_tokens``): compiled against the vocabulary view in which the
+    ``<X>`` it names are allowable and its ``!<X>`` are token edges; with a ``!<X>``, the
+    grammar's ``matches`` reads a text form of it (built on first use, within
+    ``max_seconds`` of its own).
+
+    Args:
+        parsed: the grammar as its front end read it.
+        spec: the spec the result carries.
+        vocab: the vocabulary (None: only ``matches`` works).
+        trigger: free text up to and including it first (as ``compile_grammar``).
+        prefix: literal text before the grammar (as ``compile_grammar``).
+        deadline: the compile's CPU-time budget.
+        max_seconds: the CPU-time budget of the text form's compile.
+        names_tokens: False when the text cannot name a token (skips the walk).
+        **budgets: ``max_states``, ``max_configs``, ``max_items`` (as ``compile_grammar_def``).
+
+    Raises:
+        InvalidGrammarError, GrammarTooComplexError: as ``compile_grammar``.
+    """
+    gdef, negated, base_vocab = parsed, frozenset(), vocab
+    if names_tokens:
+        gdef, named, negated = resolve_special_tokens(parsed, vocab)
+        if vocab is not None and (named or negated):  # named ones allowable, as markers
+            vocab = vocab.with_special_tokens(named, reserve_markers=bool(negated))
+    grammar = compile_grammar_def(
+        gdef, spec, vocab, trigger=trigger, prefix=prefix, deadline=deadline, **budgets
+    )
+    if negated:  # matches() reads each !<X> as text (special.resolve_special_tokens)
+        text_form = resolve_special_tokens(parsed, base_vocab, as_text=True).gdef
+
+        def membership() -> BaseCompiledGrammar:
+            return compile_grammar_def(
+                text_form,
+                spec,
+                None,
+                trigger=trigger,
+                prefix=prefix,
+                deadline=Deadline(max_seconds),
+                **budgets,
+            )
+
+        grammar.membership = functools.cache(membership)
     return grammar
 
 

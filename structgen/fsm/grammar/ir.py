@@ -141,9 +141,11 @@ class SpecialToken(Expr):
 
     Attributes:
         text: the token's text (``<|name|>``), or None when given by id.
-        token_id: the id (``<[id]>``), or None when given by text.
+        token_id: the id (``<[id]>``), or None when given by text or as a list.
         negated: ``!<...>``: any token but that one.
         line, column: where it is written (1-based), for error messages.
+        token_ids: llguidance's ``<[^a,b-c]>`` (negated, no ``text`` or ``token_id``): the
+            ids excluded, ranges written out.
     """
 
     text: str | None
@@ -151,3 +153,4 @@ class SpecialToken(Expr):
     negated: bool = False
     line: int = 0
     column: int = 0
+    token_ids: tuple[int, ...] = ()

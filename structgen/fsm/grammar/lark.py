@@ -9,7 +9,8 @@ ranges, ``/regex/`` with flags ``i`` and ``s``; ``%ignore``; ``%import common.NA
 (``-> ALIAS``) and ``%import common (A, B)`` for the usual terminals (``COMMON``, written
 here); ``%json { schema }`` embeds a JSON Schema (structgen's ``JsonSchema`` with its
 defaults: compact whitespace) as a regular sub-language; special tokens ``<[id]>``,
-``<name>``, ``<|name|>`` (``special``); ``//`` comments.
+``<name>``, ``<|name|>``, ``!<...>`` (any one token but that one) and llguidance's
+``<[^1,5-7]>`` (any one token but those) (``special``); ``//`` comments.
 
 Refused with ``UnsupportedGrammarError`` (construct and line:column): templates
 (``name{x}:``), ``%declare``, ``%override``, ``%extend``, imports from other modules,
@@ -24,7 +25,7 @@ import re
 from ...errors import InvalidGrammarError, StructgenError, UnsupportedGrammarError
 from ..regex.escape import escape_class_char, escape_literal
 from .ir import Alt, Embedded, Expr, GrammarDef, Literal, Pattern, Ref, Repeat, Seq
-from .special import special_token_node
+from .special import SPECIAL_TOKEN_TEXT, special_token_node
 
 __all__ = ["parse_lark", "COMMON"]
 
@@ -69,8 +70,8 @@ _TOKEN = re.compile(
     |(?P<regexp>/(?!/)(?:\\.|[^/\\\n])+/[a-z]*)
     |(?P<name>[A-Za-z_][A-Za-z0-9_]*)
     |(?P<number>[0-9]+)
-    |(?P<special>!?<(?:\[[0-9]+\]|\|[^|<>\s]+\||[^<>\s"'|\[\]]+)>)
-    |(?P<op>->|\.\.|[:|()\[\]?*+~.,{}!])""",
+    |(?P<special>{special})
+    |(?P<op>->|\.\.|[:|()\[\]?*+~.,{}!])""".replace("{special}", SPECIAL_TOKEN_TEXT),
     re.VERBOSE,
 )
 

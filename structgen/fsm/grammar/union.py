@@ -60,9 +60,9 @@ class GrammarAlternatives(Grammar):
             if hit is not None:
                 _cache.move_to_end(key)
                 return hit
-        from .compile import compile_grammar_def
+        from .compile import compile_with_tokens
 
-        grammar = compile_grammar_def(
+        grammar = compile_with_tokens(  # a grammar option may name special tokens
             _union(self.options),
             self,
             vocab,

@@ -18,7 +18,9 @@ completion of ``s`` tokenized greedily (longest vocabulary token first), and (2)
 that is not short enough, an exact breadth-first search over token edges (bounded to
 ``max_search_states`` expanded states). Where the bounded search gives up, the token is
 refused (conservative, still sound); otherwise the budgeted mask is exact: a token is
-allowed iff acceptance is reachable in the remaining budget after it.
+allowed iff acceptance is reachable in the remaining budget after it. A wildcard marker in
+a byte completion (a grammar's ``!<X>``, ``token_index.py``) is tokenized as one token,
+the first usable one that is not X.
 
 Cost. Byte completions and witnesses are memoised per state in one table shared by all
 matchers of a token index (``budget_for``). A state whose successors all have witnesses
@@ -35,6 +37,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .token_index import pack_bitmask
+from .vocabulary import MARKER_BYTE, WILDCARD_BYTE, wildcard_ids
 
 __all__ = ["CompletionBudget", "budget_for", "INF"]
 
@@ -42,6 +45,8 @@ INF = 1 << 30
 MAX_BYTE_BFS_STATES = 2048  # states one shortest-completion search expands before settling
 # bytes the depth-first completion tries first (higher = earlier): what closes a JSON document
 _CLOSING = {ord(c): 10 - i for i, c in enumerate('"}]0 e')}
+
+_WILDCARD = bytes([MARKER_BYTE, WILDCARD_BYTE])  # how a wildcard marker starts
 
 _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _tables_lock = threading.Lock()
@@ -82,6 +87,7 @@ class CompletionBudget:
             if data and tid not in banned and data not in usable:
                 usable[data] = tid
         self._token_of = usable
+        self._usable_ids = sorted(usable.values())  # what a wildcard edge may take
         self._max_len = max((len(t) for t in usable), default=1)
         self._byte_dist: dict[int, int] = {}
         self._byte_next: dict[int, int] = {}
@@ -261,6 +267,13 @@ class CompletionBudget:
     def _greedy_tokens(self, data: bytes) -> list[int] | None:
         ids, i = [], 0
         while i < len(data):
+            if data.startswith(_WILDCARD, i):  # a grammar's !<X>: one token but X
+                end = data.find(MARKER_BYTE, i + 2)
+                if end < 0:
+                    return None
+                ids.append(self._wildcard_token(wildcard_ids(data[i + 2 : end])))
+                i = end + 1
+                continue
             for n in range(min(self._max_len, len(data) - i), 0, -1):
                 tid = self._token_of.get(data[i : i + n])
                 if tid is not None:
@@ -270,6 +283,12 @@ class CompletionBudget:
             else:
                 return None
         return ids
+
+    def _wildcard_token(self, excluded: frozenset[int]) -> int:
+        """A token a wildcard edge excluding ``excluded`` takes: the first usable one
+        (-1 when every usable token is excluded).
+        """
+        return next((t for t in self._usable_ids if t not in excluded), -1)
 
     # ---- witnesses -------------------------------------------------------------
 
@@ -305,6 +324,9 @@ class CompletionBudget:
         states = [state]
         for tid in ids:
             states.append(int(self._index.token_next_state(states[-1], int(tid))))
+            if states[-1] < 0:  # never for a byte completion; kept sound regardless
+                self._upper[state] = INF
+                return INF
         self._record(states, 0)
         return self._upper[state]
 

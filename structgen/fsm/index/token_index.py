@@ -8,6 +8,16 @@ time in proportion to the live prefixes, not to vocabulary size x longest token.
 DFA rows met on the way are built lazily (``ByteDFA.row_tables`` / ``gather``). Masks
 are packed as int32 words, token ``i`` at bit ``i % 32`` of word ``i // 32``
 (least-significant bit first).
+
+Wildcard edges (a grammar's ``!<X>``: any one token but X; llguidance's ``<[^X,Y]>``: but
+any of several). In a marker view of the vocabulary (``Vocabulary.is_marker_view``) a
+state may have a path over the reserved bytes ``wildcard_marker(X)`` to a state ``t``; no
+token spells them, so the trie walk never takes it. Instead every allowable token but X
+(``Vocabulary.allowable``: ordinary tokens and the special tokens the grammar names) is
+allowed there as one token, leading to ``t``: exactly one token is consumed, whatever its
+bytes. A token that both spells a byte path (to ``u``) and takes a wildcard edge (to
+``t``), or takes two edges, leads to the union of those states (``dfa.union_state``), so
+the automaton stays deterministic over tokens.
 """
 
 from __future__ import annotations
@@ -20,12 +30,15 @@ from ..regex.dfa import ByteDFA
 from .lexical_masks import split_key
 from .masks import row_form
 from .trie import set_bits, walk_bytes
-from .vocabulary import Vocabulary
+from .vocabulary import MARKER_BYTE, WILDCARD_BYTE, Vocabulary, wildcard_ids
 
 __all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
 
 MAX_CACHE_BYTES = 256 << 20
 MAX_STEP_MEMO = 1 << 16  # memoised (state, token) steps per index (~10 MB at most)
+_DIGITS = tuple(range(0x30, 0x3A))  # bytes of a wildcard marker's ids
+_SEPARATORS = (ord(","), ord("-"))  # between ids, inside a range of ids
+_ID_BYTES = (*_DIGITS, *_SEPARATORS)
 
 
 def pack_bitmask(allowed: np.ndarray, num_words: int | None = None) -> np.ndarray:
@@ -87,6 +100,8 @@ class TokenIndex:
         self._lexical = getattr(vocab, "lexical_masks", None) if splits else None
         self._lexical_keys: dict[int, tuple[bytes, int] | None] = {}  # state -> key
         self._head_digests: dict[int, bytes] = {}  # term -> head_key digest (this arena)
+        self._reads_wildcards = vocab.is_marker_view
+        self._wildcards: dict[int, tuple[tuple[frozenset[int], int], ...]] = {}
 
     def next_states(self, state: int) -> np.ndarray:
         """int32 ``[vocab_size]``: state after each token from ``state``, -1 = not allowed.
@@ -208,6 +223,48 @@ class TokenIndex:
         self._trie.walk(self.dfa, state, nxt, mask)  # never-allowed ids are not in the trie
         return mask
 
+    def wildcards(self, state: int) -> tuple[tuple[frozenset[int], int], ...]:
+        """``(excluded ids, target state)`` of each wildcard edge out of ``state`` (the
+        module docstring; empty outside a marker view). Memoised per state.
+
+        Raises: only ``GrammarTooComplexError`` when a row on the marker's path exceeds a
+        budget.
+        """
+        if not self._reads_wildcards:
+            return ()
+        hit = self._wildcards.get(state)
+        if hit is None:
+            hit = self._wildcards[state] = _wildcard_edges(self.dfa, state)
+        return hit
+
+    def _union(self, a: int, b: int) -> int:
+        """The state of a token that leads to ``a`` and to ``b`` (-1: dead)."""
+        if a < 0 or a == b:
+            return b
+        if b < 0:
+            return a
+        return int(self.dfa.union_state(a, b))
+
+    def _add_wildcards(self, state: int, mask: np.ndarray, nxt: np.ndarray | None) -> np.ndarray:
+        """``mask`` with the tokens of ``state``'s wildcard edges added (a new array when
+        there are any); ``nxt`` (if given) updated to where each leads.
+        """
+        edges = self.wildcards(state)
+        if not edges:
+            return mask
+        allowable = self.vocab.allowable
+        merged = np.zeros(allowable.shape[0], bool)
+        for excluded, target in edges:
+            sel = allowable.copy()
+            sel[[i for i in excluded if i < sel.shape[0]]] = False
+            merged |= sel
+            if nxt is not None:
+                cur = nxt[sel]
+                for other in np.unique(cur[(cur >= 0) & (cur != target)]).tolist():
+                    nxt[sel & (nxt == other)] = self._union(other, target)
+                nxt[sel & (nxt < 0)] = target
+        return mask | pack_bitmask(merged, self.num_words)
+
     def _walk(self, state: int, nxt: np.ndarray | None) -> np.ndarray:
         """The read-only mask of ``state``; fills ``nxt`` (if given) as ``next_states``."""
         mask = None
@@ -215,6 +272,8 @@ class TokenIndex:
             mask = self._walk_split(state)
         if mask is None:
             mask = self._walk_whole(state, nxt)
+        if self._reads_wildcards:
+            mask = self._add_wildcards(state, mask, nxt)
         if self.dfa.is_accepting(state):
             if nxt is not None:
                 nxt[self._eos] = state
@@ -235,15 +294,21 @@ class TokenIndex:
             return nxt
         row = self._rows.get(state)
         if row is not None:
-            nxt = int(row[token_id])
+            nxt = int(row[token_id])  # wildcard edges included
         else:
             mask = self._masks.get(state)
             if mask is None:
                 nxt = self.dfa.walk(state, self.vocab.token_bytes[token_id])
             elif not (int(mask[token_id >> 5]) >> (token_id & 31)) & 1:
-                nxt = -1
+                nxt = -2  # refused by the cached mask (wildcard edges included)
             else:
                 nxt = walk_bytes(self.dfa, state, self.vocab.token_bytes[token_id])  # rows built
+            if nxt == -2:
+                nxt = -1
+            else:
+                for excluded, target in self.wildcards(state):
+                    if token_id not in excluded:
+                        nxt = self._union(nxt, target)
         if len(self.steps) >= MAX_STEP_MEMO:
             self.steps.clear()
         self.steps[key] = nxt
@@ -253,6 +318,39 @@ class TokenIndex:
     def num_cached_states(self) -> int:
         """States with a cached mask or next-state row."""
         return len(self._masks.keys() | self._rows.keys())
+
+
+def _wildcard_edges(dfa, state: int) -> tuple[tuple[frozenset[int], int], ...]:
+    """Every ``(ids, target)`` such that ``wildcard_marker(ids)`` leads from ``state`` to
+    ``target`` (a depth-first walk over the marker's digits, commas and dashes; no marker
+    is a prefix of another, so each path ends at one ``0xFF``).
+    """
+    s = dfa.step(state, MARKER_BYTE)
+    if s < 0:
+        return ()
+    s = dfa.step(s, WILDCARD_BYTE)
+    if s < 0:
+        return ()
+    out = []
+    nodes: list[tuple[int, int]] = []  # (byte, parent node): the paths walked, shared
+    stack = [(s, -1)]  # (state, node of the last byte read; -1: none yet)
+    while stack:
+        cur, node = stack.pop()
+        after_digit = node >= 0 and nodes[node][0] not in _SEPARATORS
+        if after_digit:
+            end = dfa.step(cur, MARKER_BYTE)
+            if end >= 0:
+                written, back = bytearray(), node
+                while back >= 0:
+                    written.append(nodes[back][0])
+                    back = nodes[back][1]
+                out.append((wildcard_ids(bytes(reversed(written))), end))
+        for byte in _ID_BYTES if after_digit else _DIGITS:
+            nxt = dfa.step(cur, byte)
+            if nxt >= 0:
+                nodes.append((byte, node))
+                stack.append((nxt, len(nodes) - 1))
+    return tuple(sorted(out, key=lambda e: (sorted(e[0]), e[1])))
 
 
 def _remember(cache: OrderedDict, key: int, value: np.ndarray, bound: int) -> None:

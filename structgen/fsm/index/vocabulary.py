@@ -14,6 +14,9 @@ tag's begin) is compiled against ``Vocabulary.with_special_tokens(ids)``: a view
 each named token's bytes are its *marker* (``special_token_marker``: ``0xFF``, the id in
 decimal digits, ``0xFF``; ``0xFF`` never occurs in UTF-8), so the byte automata and the
 token trie name it, while every text class of a grammar (valid UTF-8 only) excludes it.
+A grammar's ``!<X>`` (any one token but X) is the *wildcard marker* of X
+(``wildcard_marker``: ``0xFF``, ``!``, the id, ``0xFF``), which no token spells: the token
+index reads it as an edge taken by exactly one token (``token_index.py``).
 """
 
 from __future__ import annotations
@@ -29,9 +32,18 @@ import numpy as np
 from .lexical_masks import LexicalMaskCache
 from .trie import TokenTrie
 
-__all__ = ["Vocabulary", "bytes_to_unicode", "special_token_marker", "MARKER_BYTE"]
+__all__ = [
+    "Vocabulary",
+    "bytes_to_unicode",
+    "special_token_marker",
+    "wildcard_marker",
+    "wildcard_ids",
+    "MARKER_BYTE",
+    "WILDCARD_BYTE",
+]
 
 MARKER_BYTE = 0xFF  # opens and closes a special token's marker (never a byte of UTF-8)
+WILDCARD_BYTE = ord("!")  # second byte of a wildcard marker (a special marker has a digit)
 
 
 def special_token_marker(token_id: int) -> bytes:
@@ -40,6 +52,38 @@ def special_token_marker(token_id: int) -> bytes:
     each other, and no UTF-8 text holds one).
     """
     return bytes([MARKER_BYTE]) + str(int(token_id)).encode("ascii") + bytes([MARKER_BYTE])
+
+
+def wildcard_marker(token_ids: int | Iterable[int]) -> bytes:
+    """The reserved bytes that stand for ``!<token_id>`` (any one token but that one; or
+    but any of several, llguidance's ``<[^a,b-c]>``) in a grammar: ``0xFF``, ``!``, the
+    sorted distinct ids in decimal ASCII, runs of consecutive ids as ``first-last``,
+    separated by ``,``, then ``0xFF``. No token of a ``with_special_tokens`` view holds
+    them; ``TokenIndex`` turns them into a token edge.
+    """
+    ids = [int(token_ids)] if isinstance(token_ids, int) else sorted(set(map(int, token_ids)))
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    body = ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs).encode("ascii")
+    return bytes([MARKER_BYTE, WILDCARD_BYTE]) + body + bytes([MARKER_BYTE])
+
+
+def wildcard_ids(body: bytes) -> frozenset[int]:
+    """The ids a wildcard marker's body writes (the bytes between ``0xFF !`` and ``0xFF``:
+    ``b"1,3-5"`` -> {1, 3, 4, 5}); the inverse of ``wildcard_marker``.
+
+    Raises:
+        ValueError: a body ``wildcard_marker`` does not write.
+    """
+    out: set[int] = set()
+    for item in body.split(b","):
+        lo, _, hi = item.partition(b"-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return frozenset(out)
 
 
 _BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
@@ -77,7 +121,11 @@ class Vocabulary:
     Attributes:
         vocab_size: ``len(token_bytes)``.
         fingerprint: sha256 hex over token bytes, EOS and special ids (cache key).
+        is_marker_view: True for a ``with_special_tokens`` view (no token holds ``0xFF``,
+            so a grammar's markers are reserved; its token indexes read wildcard markers).
     """
+
+    is_marker_view = False
 
     def __init__(
         self,
@@ -145,7 +193,9 @@ class Vocabulary:
             out.setdefault(self.token_bytes[i].decode("utf-8", "replace"), i)
         return out
 
-    def with_special_tokens(self, token_ids: Iterable[int]) -> Vocabulary:
+    def with_special_tokens(
+        self, token_ids: Iterable[int], *, reserve_markers: bool = False
+    ) -> Vocabulary:
         """The view of this vocabulary in which the special tokens ``token_ids`` are
         allowable, each as its marker (``special_token_marker``), cached per id set.
 
@@ -155,15 +205,18 @@ class Vocabulary:
 
         Args:
             token_ids: ids in ``special_token_ids`` and not EOS.
+            reserve_markers: build the view even when ``token_ids`` is empty (a grammar
+                with ``!<...>``: its wildcard markers must not be spelled by tokens).
 
         Returns:
-            ``self`` when ``token_ids`` is empty, else the view (its own fingerprint).
+            ``self`` when ``token_ids`` is empty and ``reserve_markers`` is False, else the
+            view (its own fingerprint).
 
         Raises:
             ValueError: an id that is not a special token, or is an EOS id.
         """
         ids = frozenset(int(i) for i in token_ids)
-        if not ids:
+        if not ids and not reserve_markers:
             return self
         bad = sorted(i for i in ids if i not in self.special_token_ids or i in self.eos_token_ids)
         if bad:
@@ -175,8 +228,18 @@ class Vocabulary:
             for i in ids:
                 data[i] = special_token_marker(i)
             view = Vocabulary(data, self.eos_token_ids, self.special_token_ids - ids)
+            view.is_marker_view = True
             views[ids] = view
         return view
+
+    @cached_property
+    def allowable(self) -> np.ndarray:
+        """Bool ``[vocab_size]``, read-only: the ids a grammar may allow as ordinary tokens
+        (not ``never`` of ``index_tables``); what a grammar's ``!<X>`` allows, X aside.
+        """
+        out = ~self.index_tables[0]
+        out.setflags(write=False)
+        return out
 
     @cached_property
     def token_trie(self) -> TokenTrie:

@@ -147,6 +147,21 @@ class ByteDFA:
         """The arena term of ``state`` (what the head/exit split of masks keys on)."""
         return self._terms[state]
 
+    def union_state(self, a: int, b: int) -> int:
+        """The state whose language is the union of states ``a``'s and ``b``'s (the term
+        ``ALT(term(a), term(b))``): where one token takes two paths (``TokenIndex``'s
+        wildcard edges). A new state makes the automaton incomplete again.
+        """
+        if a == b:
+            return a
+        with self._lock:
+            num = self.num_states
+            sid = self._state_of(self.arena.alt([self._terms[a], self._terms[b]]))
+            if self.num_states > num:
+                self._complete = False
+                self._dense = None
+            return sid
+
     # ---- construction --------------------------------------------------------------
 
     def _state_of(self, term: int) -> int:

@@ -206,10 +206,10 @@ def compile_with_grammars(
     gdef.rules = {name: _frozen(e) for name, e in gdef.rules.items()}
     gdef.terminals = {name: _frozen(e) for name, e in gdef.terminals.items()}
     gdef.rules[_START] = _frozen(start)
-    gdef, named = resolve_special_tokens(gdef, vocab)  # special tokens inside the contents
+    gdef, named, negated = resolve_special_tokens(gdef, vocab)  # tokens in the contents
     ids = set(special_tokens.values()) | set(named)
-    if ids and vocab is not None:
-        vocab = vocab.with_special_tokens(ids)
+    if (ids or negated) and vocab is not None:  # matches() reads !<X> as its wildcard marker
+        vocab = vocab.with_special_tokens(ids, reserve_markers=bool(negated))
     spec = tag.portable()
     lowered = lower_grammar(gdef)
     if isinstance(lowered, LoweredRegex):

@@ -18,7 +18,13 @@ from structgen.fsm.grammar import compile_grammar, detect_syntax
         ('root ::= "a"{3,1}', "gbnf", InvalidGrammarError, "1:13"),
         ('root ::= "a" (= "b")', "ebnf", UnsupportedGrammarError, "1:14"),
         ('root ::= "a"\nroot ::= "b"', "gbnf", InvalidGrammarError, "2:1"),  # llama.cpp: last wins
-        ('root ::= "a" !<[7]>', "gbnf", UnsupportedGrammarError, "1:14"),  # any token but one
+        ('root ::= "a" !<[7]', "gbnf", InvalidGrammarError, "1:14"),  # !<...>: any token but one
+        ('root ::= "a"\n  ! <[7]>', "ebnf", InvalidGrammarError, "2:3"),
+        ('start: "a" !<>', "lark", InvalidGrammarError, "1:13"),  # at the empty <>
+        ('start: "a" ! "b"', "lark", InvalidGrammarError, "1:12"),
+        ("root ::= !<x>", "gbnf", InvalidGrammarError, "1:10"),  # a name needs a vocabulary
+        ('root ::= "a"\n  <[^7,3-1]>', "gbnf", InvalidGrammarError, "2:3"),  # empty range
+        ("start: <[^]>", "lark", InvalidGrammarError, "1:8"),
         ('start: a\na: "x" )', "lark", InvalidGrammarError, "2:8"),
         ("start: b\n", "lark", InvalidGrammarError, "1:8"),  # undefined rule
         ('start: A\nA: "a" A\n', "lark", InvalidGrammarError, "2:1"),  # recursive terminal

@@ -11,14 +11,15 @@ every array reached through object properties (nested arrays excluded):
 * **distinct**: the first item equal to an earlier one (JSON equality) marks a loop;
   it and every item after it are dropped;
 * **written together**: an item's *anchors* are its string values (case-folded) found
-  in the text and its numbers found among the text's numerals
+  in the text as whole words, its ISO dates and times where the text writes them in any notation
+  ``structgen.fsm.dates`` reads, and its numbers found among the text's numerals
   (``structgen.fsm.numerals.numeral_spans``), each an occurrence as a range of words; an
   item with two or more anchors is supported when one occurrence per anchor can be
   chosen, no two overlapping (one span of the text is one value), such that in text
   order at most ``MAX_ITEM_GAP`` words lie between neighbours. A list in a text writes
   each record's parts next to each other ("metformin 500 mg", "AI 131 BOM to LHR");
   an invented item pairs parts from different places. An item with fewer than two
-  anchors (a value not written as such, e.g. a normalised date, is no anchor) is kept.
+  anchors (a value the text does not write is no anchor) is kept.
 
 The array keeps its supported items in order; when that leaves fewer than its
 ``minItems``, the earliest dropped items (before a repeat) come back until it has
@@ -36,6 +37,7 @@ from typing import Any
 
 import jsonschema
 
+from structgen.fsm.dates import dates, times
 from structgen.fsm.numerals import numeral_spans
 
 __all__ = ["MAX_ITEM_GAP", "trim_items", "item_supported"]
@@ -44,6 +46,9 @@ MAX_ITEM_GAP = 4  # words allowed between neighbouring parts of one item
 _MAX_ASSIGNMENTS = 4096  # occurrence combinations tried per item
 _MAX_REF_DEPTH = 32
 _WORD = re.compile(r"[^\W_]+")
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_ISO_TIME = re.compile(r"[0-9]{2}:[0-9]{2}(?::[0-9]{2})?")
+_DATE_WORDS = 6  # most words of one written date or time ("the 9th of July 2026")
 
 
 def _resolve(root: Any, sub: Any) -> Any:
@@ -68,6 +73,7 @@ class _Words:
         self.starts = [s for s, _ in found]
         self.ends = [e for _, e in found]
         self.numerals = numeral_spans(text)
+        self._iso: dict[str, list[tuple[int, int, int, int]]] = {}
 
     def words(self, start: int, end: int) -> tuple[int, int] | None:
         """The range of word indices a character range covers (None: no word in it)."""
@@ -81,13 +87,15 @@ class _Words:
             needle = value.strip()
             if not needle:
                 return []
+            if _ISO_DATE.fullmatch(needle) or _ISO_TIME.fullmatch(needle):
+                found = list(self._written_as(needle))
             hay = self.text
             if self.folded is not None:
                 hay, needle = self.folded, needle.casefold()
             at = hay.find(needle)
             while at >= 0:
                 span = self.words(at, at + len(needle))
-                if span is not None:
+                if span is not None and _bounded(hay, at, at + len(needle)):
                     found.append((*span, at, at + len(needle)))
                 at = hay.find(needle, at + 1)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -99,7 +107,34 @@ class _Words:
                 span = self.words(start, end)
                 if span is not None and any(v == number for v in values):
                     found.append((*span, start, end))
+        return list(dict.fromkeys(found))
+
+    def _written_as(self, iso: str) -> list[tuple[int, int, int, int]]:
+        """Where the text writes a date or time in any notation: the runs of at most
+        ``_DATE_WORDS`` words that ``structgen.fsm.dates`` reads as ``iso`` and no
+        shorter run inside reads so.
+        """
+        if iso in self._iso:
+            return self._iso[iso]
+        read = dates if _ISO_DATE.fullmatch(iso) else times
+        found: list[tuple[int, int, int, int]] = []
+        self._iso[iso] = found
+        for i, start in enumerate(self.starts):
+            for j in range(i, min(i + _DATE_WORDS, len(self.starts))):
+                if iso in read(self.text[start : self.ends[j]]):
+                    if j == i or iso not in read(self.text[self.starts[i + 1] : self.ends[j]]):
+                        found.append((i, j, start, self.ends[j]))  # no shorter run reads it
+                    break
         return found
+
+
+def _bounded(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` neither starts nor ends inside a word ("fra" is not in
+    "Frankfurt").
+    """
+    before = start > 0 and text[start - 1].isalnum() and text[start].isalnum()
+    after = end < len(text) and text[end].isalnum() and text[end - 1].isalnum()
+    return not (before or after)
 
 
 def _leaves(value: Any) -> list[Any]:

@@ -177,9 +177,12 @@ def item_supported(item: Any, words: _Words, max_gap: int = MAX_ITEM_GAP) -> boo
 def _trimmed(items: list[Any], min_items: int, words: _Words) -> list[Any]:
     """The items kept (module docstring)."""
     seen: list[Any] = []
+    keys: set[str] = set()
     for item in items:
-        if item in seen:  # a loop: this item and every one after it
+        key = json.dumps(item, sort_keys=True)  # JSON equality: true is not 1
+        if key in keys:  # a loop: this item and every one after it
             break
+        keys.add(key)
         seen.append(item)
     kept = [k for k, item in enumerate(seen) if item_supported(item, words)]
     for k in range(len(seen)):

@@ -79,6 +79,7 @@ def test_repeats_end_the_array_and_scalar_items_are_kept():
     schema = {"type": "object", "properties": {"tags": {"type": "array", "items": {}}}}
     value, _ = trim_items(schema, "red, blue", {"tags": ["red", "blue", "red", "green"]})
     assert value == {"tags": ["red", "blue"]}  # one anchor per item: only the repeat rule
+    assert trim_items(schema, "1 true", {"tags": [1, True, "1"]})[0] == {"tags": [1, True, "1"]}
 
 
 def test_values_are_whole_words_and_dates_in_any_notation():

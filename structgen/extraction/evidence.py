@@ -35,6 +35,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   matches a stem of it), is null: the model copied a value the text gives to another
   field into one the text does not give (``"rsvp_by"`` = the event's date).
 
+* **array items**: items the text does not support are dropped (``items.trim_items``:
+  from the first repeat of an earlier item on, and items whose parts the text writes
+  apart), run after the rules above.
+
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
 and ``EVIDENCE_DEFAULT`` is the measured default (``benchmarks/RESULTS.md``).
@@ -50,6 +54,7 @@ from typing import Any
 
 import jsonschema
 
+from structgen.extraction.items import trim_items
 from structgen.fsm.numerals import numeral_spans
 
 __all__ = ["EVIDENCE_DEFAULT", "apply_evidence", "name_stems", "option_stems", "stem"]
@@ -302,7 +307,8 @@ def _kind(root: Any, sub: Any) -> tuple[str | None, dict]:
 
 def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
     """One finished object with its boolean, number and enum fields decided by the
-    text's mentions of their names and options (module docstring).
+    text's mentions of their names and options, and its arrays' unsupported items
+    dropped (module docstring).
 
     Args:
         schema: the JSON Schema (a dict) ``value`` is valid under.
@@ -311,7 +317,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
 
     Returns:
         ``(object, changed)``: the object (a new dict where a field changed) and the
-        dotted paths of the fields changed, in schema order.
+        dotted paths of the fields changed, in schema order (arrays trimmed last).
     """
     if not isinstance(schema, dict) or not isinstance(value, dict):
         return value, []
@@ -372,9 +378,8 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             changed.append(path + name)
 
     walk(schema, out, "", 0)
-    if not changed:
-        return value, []
     checker = jsonschema.validators.validator_for(schema)(schema)
-    if not checker.is_valid(out):
-        return value, []
-    return out, changed
+    if not changed or not checker.is_valid(out):
+        out, changed = value, []
+    trimmed, dropped = trim_items(schema, text, out)
+    return trimmed, changed + dropped

@@ -74,9 +74,9 @@ def extract(
             without a negation makes a boolean true, with one false; a number takes the
             numeral next to its name's mention; an enum takes the one option the text
             mentions when the model's is unmentioned; a nullable field copying a
-            sibling's value, its name nowhere in the text, is null), where the text
-            settles them; no model call. None:
-            ``EVIDENCE_DEFAULT``.
+            sibling's value, its name nowhere in the text, is null; an array loses the
+            items the text does not support, ``structgen.extraction.items``), where the
+            text settles them; no model call. None: ``EVIDENCE_DEFAULT``.
         return_details: return an :class:`~structgen.extraction.result.ExtractionResult`
             (value, truncated, finish_reason, raw_text, copied_fields) per text instead
             of the bare value.

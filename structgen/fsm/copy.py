@@ -23,7 +23,10 @@ already holds ``base`` entries; the JSON Schema converter appends them
 (``json_schema.copy``). ``with_copy(spec, sources)`` puts a constraint under copy: a JSON
 Schema's eligible values, a regex intersected with the spans of the raw text, or (no
 constraint) a span of the raw text; the DSL's ``gen(copy_from=...)`` and the server's
-``copy_from`` use it.
+``copy_from`` use it. Its parts serve the other users: ``span_definitions`` (the raw
+texts' spans appended to a definitions list), ``intersect`` (an ``INTERSECT`` definition)
+and ``matches_nothing`` (the emptiness check before a copy is kept); a template's
+``copy_from`` (``lang.template``) intersects each copied hole with the spans this way.
 """
 
 from __future__ import annotations

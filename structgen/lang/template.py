@@ -3,7 +3,8 @@ r"""Templates: fixed text with typed holes, compiled into ONE regex and run as o
 ::
 
     t = structgen.template("Name: {name}\nAge: {age:int}\nCity: {city:regex=[A-Z][a-z]+}")
-    values = t.run(prompt="Maria Lopez, 34, lives in Lyon.\n")   # {"name": ..., "age": 34, ...}
+    text = "Maria Lopez, 34, lives in Lyon."
+    values = t.run(prompt=text + "\n", copy_from=text)   # {"name": ..., "age": 34, ...}
 
 This module is the template's IR and its pure lowering (holes to one regex, output text
 back to typed values); it imports no runner, state or backend. ``run`` belongs to
@@ -20,6 +21,13 @@ template's next literal character; a hole at the very end stops at a newline),
 ``{name:choice=a|b|c}``, ``{name:regex=PATTERN}`` (braces in PATTERN must balance),
 ``{name:json}`` / ``{name:json=Key}`` (the schema or pydantic model passed to
 ``structgen.template`` as keyword ``name`` / ``Key``). ``{{`` and ``}}`` are literal braces.
+
+Copying (``t.copy_from(text)``, ``t.run(..., copy_from=text)``): each ``str``, ``int``,
+``float`` and ``regex`` hole becomes the intersection of its own regex with the spans of
+the source text (``structgen.fsm.copy``'s substring automaton, an ``INTERSECT``
+definition per hole, the automaton's definitions shared by all of them), so its value is
+a run of whole words of the text; the fixed text is not constrained and is still
+jump-forwarded; ``bool``, ``choice`` and ``json`` holes are unchanged.
 """
 
 from __future__ import annotations
@@ -189,7 +197,11 @@ class Template(ExprSource):
     Attributes:
         holes: the holes, in order.
         prefix: fixed text before the first hole (sent as part of the prompt).
-        pattern: the regex of the rest (what the engine is constrained to).
+        pattern: the regex of the rest, the holes' own regexes (no copying).
+        constraint: the ``Regex`` spec the rest is generated under: ``pattern``, or with
+            :meth:`copy_from` the copied holes' intersections (in ``definitions``).
+        copied: names of the holes copied from :attr:`sources` (empty without copying).
+        sources: the texts given to :meth:`copy_from` (empty without copying).
 
     Raises:
         RequestError: malformed template (unbalanced braces, bad or duplicate hole).
@@ -239,7 +251,9 @@ class Template(ExprSource):
         number) keeps its own pattern; :attr:`copied` names the holes that are copied.
 
         ``s += form.copy_from(text)`` appends it to a program;
-        ``form.run(..., copy_from=text)`` runs it.
+        ``form.run(..., copy_from=text)`` runs it. It runs on a local engine: the
+        intersections have no regex text, so ``OpenAIBackend`` raises
+        ``UnsupportedRegexError`` for it.
 
         Args:
             text: the source text, or a list of texts (a span of any of them).

@@ -23,7 +23,10 @@ already holds ``base`` entries; the JSON Schema converter appends them
 (``json_schema.copy``). ``with_copy(spec, sources)`` puts a constraint under copy: a JSON
 Schema's eligible values, a regex intersected with the spans of the raw text, or (no
 constraint) a span of the raw text; the DSL's ``gen(copy_from=...)`` and the server's
-``copy_from`` use it.
+``copy_from`` use it. Its parts serve the other users: ``span_definitions`` (the raw
+texts' spans appended to a definitions list), ``intersect`` (an ``INTERSECT`` definition)
+and ``matches_nothing`` (the emptiness check before a copy is kept); a template's
+``copy_from`` (``lang.template``) intersects each copied hole with the spans this way.
 """
 
 from __future__ import annotations
@@ -33,10 +36,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import RequestError
+from ..errors import GrammarTooComplexError, RequestError
 from .regex.anchors import strip_end_anchors
 from .regex.definitions import INTERSECT, PLACEHOLDER_BASE
 from .regex.escape import escape_literal
+from .regex.parse import lower
+from .regex.terms import TermArena
 from .spec import Regex
 
 __all__ = [
@@ -46,6 +51,9 @@ __all__ = [
     "with_copy",
     "as_sources",
     "CopiedRegex",
+    "span_definitions",
+    "intersect",
+    "matches_nothing",
 ]
 
 
@@ -201,9 +209,14 @@ def as_sources(copy_from: Any) -> tuple[str, ...]:
     Raises:
         RequestError: not a string or a non-empty list of strings.
     """
-    sources = (copy_from,) if isinstance(copy_from, str) else tuple(copy_from or ())
+    if isinstance(copy_from, str):
+        sources: tuple = (copy_from,)
+    else:
+        sources = tuple(copy_from) if isinstance(copy_from, (list, tuple)) else ()
     if not sources or not all(isinstance(t, str) for t in sources):
-        raise RequestError("copy_from must be a text or a non-empty list of texts")
+        raise RequestError(
+            f"copy_from must be a text or a non-empty list of texts, got {type(copy_from).__name__}"
+        )
     return sources
 
 
@@ -251,6 +264,27 @@ def with_copy(spec: Any, sources: tuple[str, ...]) -> Any:
             f"copy_from applies to a JSON Schema, a regex or free text, not {spec!r}"
         )
     defs = list(spec.definitions) if spec is not None else []
+    spans = span_definitions(sources, defs)
+    if spec is None:
+        return CopiedRegex(spans, None, tuple(defs), None, tuple(sources))
+    # a definition keeps its anchors: the spec's are removed first
+    top = intersect(defs, [strip_end_anchors(spec.pattern)[0], spans])
+    return CopiedRegex(top, spec.trigger, tuple(defs), spec, tuple(sources))
+
+
+def span_definitions(sources: tuple[str, ...], defs: list[str]) -> str:
+    """Append the definitions of the raw texts' spans to ``defs`` (mutated).
+
+    Args:
+        sources: the source texts (a text without spans contributes nothing).
+        defs: the definitions list the pattern will be lowered with.
+
+    Returns:
+        The pattern of the spans of any source (a placeholder, or their alternation).
+
+    Raises:
+        RequestError: no source has a span (all empty or whitespace only).
+    """
     roots = []
     for text in sources:
         automaton = SubstringAutomaton(text)
@@ -261,13 +295,38 @@ def with_copy(spec: Any, sources: tuple[str, ...]) -> Any:
         roots.append(root)
     if not roots:
         raise RequestError("copy_from has no span to copy (empty or whitespace only)")
-    spans = roots[0] if len(roots) == 1 else "(?:" + "|".join(roots) + ")"
-    if spec is None:
-        return CopiedRegex(spans, None, tuple(defs), None, tuple(sources))
-    defs.append(strip_end_anchors(spec.pattern)[0])  # a definition keeps its anchors
-    defs.append(spans)
-    defs.append(
-        INTERSECT + chr(PLACEHOLDER_BASE + len(defs) - 2) + chr(PLACEHOLDER_BASE + len(defs) - 1)
-    )
-    top = chr(PLACEHOLDER_BASE + len(defs) - 1)
-    return CopiedRegex(top, spec.trigger, tuple(defs), spec, tuple(sources))
+    return roots[0] if len(roots) == 1 else "(?:" + "|".join(roots) + ")"
+
+
+def intersect(defs: list[str], texts: list[str]) -> str:
+    """Append ``texts`` to ``defs`` (mutated), each as a definition of its own, then their
+    ``INTERSECT`` definition.
+
+    Args:
+        defs: the definitions list the pattern will be lowered with.
+        texts: two or more regex texts (which may refer to earlier definitions).
+
+    Returns:
+        The placeholder of the intersection.
+    """
+    placeholders = []
+    for text in texts:
+        defs.append(text)
+        placeholders.append(chr(PLACEHOLDER_BASE + len(defs) - 1))
+    defs.append(INTERSECT + "".join(placeholders))
+    return chr(PLACEHOLDER_BASE + len(defs) - 1)
+
+
+def matches_nothing(pattern: str, defs: list[str]) -> bool:
+    """True when ``pattern`` (over the definitions ``defs``) matches no string, or when
+    that is not decided within the term arena's budget (the caller then keeps its
+    constraint without the copy).
+
+    Raises:
+        RegexError, UnsupportedRegexError: as ``regex.parse.lower``.
+    """
+    try:
+        arena = TermArena()
+        return arena.is_empty(lower(pattern, arena, definitions=defs))
+    except GrammarTooComplexError:
+        return True

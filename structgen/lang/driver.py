@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generator
 
 from structgen.errors import ExtractionError, RequestError
-from structgen.fsm.spec import Regex
 from structgen.lang.expr import (
     Concat,
     Expr,
@@ -184,7 +183,7 @@ def _template(state: Any, t: TemplateFill) -> Steps:
     if tpl.prefix:
         state._append(tpl.prefix)
     params = SamplingParams(max_tokens=t.max_tokens, temperature=t.temperature)
-    text, out = yield from _generate(state, Regex(tpl.pattern), params, t.token_healing, "template")
+    text, out = yield from _generate(state, tpl.constraint, params, t.token_healing, "template")
     res = tpl.parse(text)
     res.output = out
     if t.result_name is not None:

@@ -14,6 +14,7 @@ r"""The user-facing entry points: ``@structgen.function`` programs and ``structg
 
     form = structgen.template("Name: {name}\nAge: {age:int}\n")
     form.run(prompt="Maria Lopez, 34.\n")         # {"name": "Maria Lopez", "age": 34}
+    form.run(prompt=..., copy_from=text)          # holes are spans of text
 
 Programs and templates are the user-facing entry points: they build a
 :class:`~structgen.lang.state.ProgramState` on a backend, whose ``+=`` hands each
@@ -233,6 +234,7 @@ class TemplateProgram(Template):
         max_tokens: int = 1024,
         temperature: float = 0.0,
         token_healing: bool = True,
+        copy_from: str | list[str] | None = None,
     ) -> TemplateResult:
         """Fill the template after ``prompt`` in one constrained request.
 
@@ -243,16 +245,20 @@ class TemplateProgram(Template):
             max_tokens: budget of the whole fill.
             temperature: 0 (default) is greedy.
             token_healing: heal the boundary between the prompt and the template.
+            copy_from: a source text (or texts): the ``str``, ``int``, ``float`` and
+                ``regex`` holes are spans of it (:meth:`~Template.copy_from`); None: not.
 
         Returns:
             The typed values by hole name (``.text``: the filled template; ``.output``:
-            the RequestOutput, with ``metrics``).
+            the RequestOutput, with ``metrics``; ``.copied``: the holes copied).
 
         Raises:
-            RequestError: the request failed or its output is incomplete.
+            RequestError: the request failed or its output is incomplete; ``copy_from``
+                is not a text or a non-empty list of texts, or has no span.
         """
+        tpl = self if copy_from is None else self.copy_from(copy_from)
         state = ProgramState(as_backend(backend))
-        body = E.TemplateFill(self, max_tokens, temperature, token_healing, result_name=_RESULT)
+        body = E.TemplateFill(tpl, max_tokens, temperature, token_healing, result_name=_RESULT)
         if isinstance(prompt, (list, tuple)):
             for m in prompt:
                 state += getattr(E, m["role"])(m["content"])

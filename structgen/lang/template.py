@@ -3,7 +3,8 @@ r"""Templates: fixed text with typed holes, compiled into ONE regex and run as o
 ::
 
     t = structgen.template("Name: {name}\nAge: {age:int}\nCity: {city:regex=[A-Z][a-z]+}")
-    values = t.run(prompt="Maria Lopez, 34, lives in Lyon.\n")   # {"name": ..., "age": 34, ...}
+    text = "Maria Lopez, 34, lives in Lyon."
+    values = t.run(prompt=text + "\n", copy_from=text)   # {"name": ..., "age": 34, ...}
 
 This module is the template's IR and its pure lowering (holes to one regex, output text
 back to typed values); it imports no runner, state or backend. ``run`` belongs to
@@ -20,18 +21,27 @@ template's next literal character; a hole at the very end stops at a newline),
 ``{name:choice=a|b|c}``, ``{name:regex=PATTERN}`` (braces in PATTERN must balance),
 ``{name:json}`` / ``{name:json=Key}`` (the schema or pydantic model passed to
 ``structgen.template`` as keyword ``name`` / ``Key``). ``{{`` and ``}}`` are literal braces.
+
+Copying (``t.copy_from(text)``, ``t.run(..., copy_from=text)``): each ``str``, ``int``,
+``float`` and ``regex`` hole becomes the intersection of its own regex with the spans of
+the source text (``structgen.fsm.copy``'s substring automaton, an ``INTERSECT``
+definition per hole, the automaton's definitions shared by all of them), so its value is
+a run of whole words of the text; the fixed text is not constrained and is still
+jump-forwarded; ``bool``, ``choice`` and ``json`` holes are unchanged.
 """
 
 from __future__ import annotations
 
+import copy as _copy
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from structgen.errors import RequestError
 from structgen.fsm.regex.anchors import strip_end_anchors
 from structgen.fsm.regex.escape import escape_class_char, escape_literal
+from structgen.fsm.spec import Regex
 from structgen.lang.expr import ExprSource, TemplateFill
 from structgen.runtime.outputs import RequestOutput
 
@@ -41,6 +51,7 @@ _INT = r"-?(?:0|[1-9][0-9]{0,17})"
 _FLOAT = r"-?(?:0|[1-9][0-9]{0,15})(?:\.[0-9]{1,8})?"
 _BOOL = r"(?:true|false)"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_COPIED_KINDS = ("str", "int", "float", "regex")  # Template.copy_from: holes that copy
 
 
 @dataclass(frozen=True)
@@ -87,10 +98,13 @@ class Hole:
 
 
 class TemplateResult(dict):
-    """The typed values by hole name; ``.text`` is the filled template, ``.output`` the run."""
+    """The typed values by hole name; ``.text`` is the filled template, ``.output`` the run,
+    ``.copied`` the names of the holes copied from the source text (``Template.copy_from``).
+    """
 
     text: str = ""
     output: RequestOutput | None = None
+    copied: tuple[str, ...] = ()
 
 
 def _parse(source: str, schemas: dict[str, Any]) -> list[str | Hole]:
@@ -183,7 +197,11 @@ class Template(ExprSource):
     Attributes:
         holes: the holes, in order.
         prefix: fixed text before the first hole (sent as part of the prompt).
-        pattern: the regex of the rest (what the engine is constrained to).
+        pattern: the regex of the rest, the holes' own regexes (no copying).
+        constraint: the ``Regex`` spec the rest is generated under: ``pattern``, or with
+            :meth:`copy_from` the copied holes' intersections (in ``definitions``).
+        copied: names of the holes copied from :attr:`sources` (empty without copying).
+        sources: the texts given to :meth:`copy_from` (empty without copying).
 
     Raises:
         RequestError: malformed template (unbalanced braces, bad or duplicate hole).
@@ -198,10 +216,11 @@ class Template(ExprSource):
         self.holes = [h for h in items if isinstance(h, Hole)]
         self.prefix = items[0] if isinstance(items[0], str) else ""
         rest = items[1:] if self.prefix else items
-        constraint, parser = [], []
+        pieces: list[str | tuple[Hole, str]] = []  # escaped fixed text, (hole, its regex)
+        parser = []
         for k, item in enumerate(rest):
             if isinstance(item, str):
-                constraint.append(escape_literal(item))
+                pieces.append(escape_literal(item))
                 parser.append(re.escape(item))
                 continue
             nxt = rest[k + 1] if k + 1 < len(rest) else None
@@ -210,13 +229,65 @@ class Template(ExprSource):
                     f"template: str hole {item.name!r} must be followed by fixed text"
                 )
             pat = item.pattern(nxt[0] if isinstance(nxt, str) else None, max_chars)
-            constraint.append(pat)
+            pieces.append((item, pat))
             parser.append(f"(?P<{item.name}>{pat})")
-        self.pattern = "".join(constraint)
+        self._pieces = tuple(pieces)
+        self.pattern = "".join(p if isinstance(p, str) else p[1] for p in pieces)
+        self.constraint = Regex(self.pattern)
+        self.copied: tuple[str, ...] = ()
+        self.sources: tuple[str, ...] = ()
         self._parser = re.compile("".join(parser), re.DOTALL)
 
     def __repr__(self) -> str:
         return f"Template({self.source!r})"
+
+    def copy_from(self, text: str | Sequence[str]) -> Template:
+        """This template with its ``str``, ``int``, ``float`` and ``regex`` holes copied
+        from ``text``: each such hole's value is a span of the text (``structgen.fsm.copy``:
+        whole words, no whitespace at its ends, never empty) that also matches the hole's
+        own pattern (their intersection). Fixed text, ``bool``, ``choice`` and ``json``
+        holes are unchanged (a span must not force ``"no"`` out of ``"not"``). A hole whose
+        intersection is empty for this text (an ``int`` hole and a text without a
+        number) keeps its own pattern; :attr:`copied` names the holes that are copied.
+
+        ``s += form.copy_from(text)`` appends it to a program;
+        ``form.run(..., copy_from=text)`` runs it. It runs on a local engine: the
+        intersections have no regex text, so ``OpenAIBackend`` raises
+        ``UnsupportedRegexError`` for it.
+
+        Args:
+            text: the source text, or a list of texts (a span of any of them).
+
+        Returns:
+            A new template of the same class (this one is unchanged).
+
+        Raises:
+            RequestError: ``text`` is not a string or a non-empty list of strings, or has
+                no span (empty or whitespace only).
+        """
+        from structgen.fsm.copy import as_sources, intersect, matches_nothing, span_definitions
+
+        sources = as_sources(text)
+        defs: list[str] = []
+        spans = span_definitions(sources, defs)
+        parts, copied = [], []
+        for piece in self._pieces:
+            if isinstance(piece, str) or piece[0].kind not in _COPIED_KINDS:
+                parts.append(piece if isinstance(piece, str) else piece[1])
+                continue
+            hole, pat = piece
+            num_defs = len(defs)
+            both = intersect(defs, [pat, spans])
+            if matches_nothing(both, defs):
+                del defs[num_defs:]  # nothing to copy here: the hole keeps its pattern
+                parts.append(pat)
+            else:
+                parts.append(both)
+                copied.append(hole.name)
+        new = _copy.copy(self)
+        new.constraint = Regex("".join(parts), None, tuple(defs))
+        new.copied, new.sources = tuple(copied), sources
+        return new
 
     def as_expr(self) -> TemplateFill:
         """The template as a program expression (``s += t``): captures every hole.
@@ -238,4 +309,5 @@ class Template(ExprSource):
             raise RequestError(f"output does not match the template: {generated!r}")
         res = TemplateResult({h.name: h.convert(m.group(h.name)) for h in self.holes})
         res.text = self.prefix + generated
+        res.copied = self.copied
         return res

@@ -61,7 +61,10 @@ def test_parallel_fork():
 
 def test_template_form():
     out = run_example("template_form.py")
-    assert re.search(r"'age': \d+", out) and "'employed': " in out
+    # copy_from=text: the name and city are spans of the text and the age is its numeral
+    assert re.search(r"'name': '[^']*Maria[^']*'", out) and "'age': 34," in out
+    assert "'city': 'Lyon'" in out and "'employed': " in out
+    assert "copied: name, age, city" in out
     passes = re.search(r"generated (\d+) tokens in (\d+) forward passes", out)
     assert int(passes.group(1)) > int(passes.group(2))
 

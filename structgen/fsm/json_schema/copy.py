@@ -38,15 +38,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from ...errors import GrammarTooComplexError, InvalidSchemaError
-from ..copy import SubstringAutomaton, json_string_content, text_units
+from ...errors import InvalidSchemaError
+from ..copy import SubstringAutomaton, intersect, json_string_content, matches_nothing, text_units
 from ..dates import dates, times
 from ..nesting import MAX_SCHEMA_DEPTH, check_depth
 from ..numerals import json_numeral, numerals
-from ..regex.definitions import INTERSECT, PLACEHOLDER_BASE
 from ..regex.escape import escape_literal
-from ..regex.parse import lower as lower_regex
-from ..regex.terms import TermArena
 from ..spec import JsonSchema, LoweredRegex, schema_for
 
 __all__ = ["COPY_KEYWORD", "CopyJsonSchema", "CopyPlan", "DECLINED", "pop_copy_flag"]
@@ -168,17 +165,12 @@ class CopyPlan:
         base = string_regex(conv, schema, pointer)
         if base is None:
             return None
-        both = _intersect(conv, [base, spans])
+        both = intersect(conv.sharing.definitions, [base, spans])
         if set(schema) <= {"type", "minLength", "maxLength"}:  # decided without a search
             lo, hi = int(schema.get("minLength", 0)), schema.get("maxLength")
             return both if self._has_span_length(lo, hi) else None
-        try:
-            arena = TermArena()
-            root = lower_regex(both, arena, definitions=conv.sharing.definitions)
-            empty = arena.is_empty(root)
-        except GrammarTooComplexError:
-            empty = True  # undecided within budget: keep the field's own grammar
-        return None if empty else both
+        # undecided within budget counts as empty: keep the field's own grammar
+        return None if matches_nothing(both, conv.sharing.definitions) else both
 
     def _has_span_length(self, lo: int, hi: int | None) -> bool:
         """True when some span of a source has ``lo`` to ``hi`` code points (None: no bound)."""
@@ -222,19 +214,6 @@ class CopyPlan:
         if hi is not None and hi <= bound or int(rest.get("minItems", 0)) > bound:
             return DECLINED
         return conv.convert({**rest, "maxItems": bound}, pointer, refs)
-
-
-def _intersect(conv, texts: list[str]) -> str:
-    """The placeholder of a new ``INTERSECT`` definition of ``texts`` (each placed as a
-    definition of its own first).
-    """
-    defs = conv.sharing.definitions
-    placeholders = []
-    for text in texts:
-        defs.append(text)
-        placeholders.append(chr(PLACEHOLDER_BASE + len(defs) - 1))
-    defs.append(INTERSECT + "".join(placeholders))
-    return chr(PLACEHOLDER_BASE + len(defs) - 1)
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,19 @@ one may be absent), then required keys that ``properties`` does not list, in
   passes ``allow_extra_properties=True``: keys spelled canonically (``json.dumps``
   escapes) that differ from every listed name, valued by that schema.
 
+So a listed name is written at most once, as its own member: an extra key equal to it
+would make the parsed object (last value wins) differ from the one the grammar checked.
+``""`` is an extra key like any other (JSON and JSON Schema allow it) unless listed or
+refused by ``propertyNames``. Extra keys may repeat one another (no automaton keeps an
+unbounded set of keys distinct); a repeated extra key is valued by the same subschema each
+time, so the parsed object stays valid, but for property counts (below).
+
 ``propertyNames`` filters the listed keys (checked with ``jsonschema``) and spells the
-extra keys when no listed name satisfies it. ``minProperties``/``maxProperties`` are
-exact when the listed keys are all required (the count moves to the extras) or when
-there are no extras (the allowed subsets of optional keys are listed).
+extra keys: its strings intersected with the canonical keys outside the listed names.
+``minProperties``/``maxProperties`` are exact when the listed keys are all required (the
+count moves to the extras) or when there are no extras (the allowed subsets of optional
+keys are listed); they count written members, so where a minimum needs two extra keys or
+more, two equal ones count twice although the parsed object holds one (not refused).
 ``dependentRequired``/``dependentSchemas``/``dependencies`` split the object into
 branches (``dependencies``), each lowered here.
 """
@@ -226,20 +235,17 @@ def _extra_pair(
     )
     if value is None or names_schema is False:
         return None
-    if names_schema is not None and names_schema is not True:
-        if any(conv.is_valid(name, names_schema) for name in listed):
-            conv.unsupported(
-                "propertyNames",
-                pointer,
-                "extra keys must both match propertyNames and differ from listed keys",
-            )
-        names = dict(names_schema) if isinstance(names_schema, dict) else {}
-        names.setdefault("type", "string")
-        key = conv.convert(names, pointer + "/propertyNames", refs)
-        if key is None:
-            return None
-    else:  # one shared definition per name list (every recursion depth lists the same)
-        key = '"' + _unlisted_key(conv, listed) + '"'
+    if names_schema in (None, True, {}):  # one shared definition per name list
+        return '"' + _unlisted_key(conv, listed) + '"' + ws + ":" + ws + value
+    names = dict(names_schema) if isinstance(names_schema, dict) else {}
+    names.setdefault("type", "string")
+    key = conv.convert(names, pointer + "/propertyNames", refs)
+    if key is None:
+        return None
+    if listed:  # a listed name is its member's key only: never an extra one too
+        from . import boolean_ops  # it lowers objects too (canonical mode)
+
+        key = boolean_ops.intersection(conv, [key, '"' + _unlisted_key(conv, listed) + '"'])
     return key + ws + ":" + ws + value
 
 

@@ -41,6 +41,19 @@ SCHEMAS = {
     },
     "names-any": {"type": "object", "properties": {"a": INT}, "propertyNames": {}},
     "names-required": {"type": "object", "required": ["a"], "propertyNames": {"pattern": "^[az]$"}},
+    "names-pattern": {
+        "type": "object",
+        "properties": {"a": INT},
+        "patternProperties": {"^[ab]": INT},
+        "propertyNames": {"maxLength": 1},
+    },
+    "names-pattern-closed": {
+        "type": "object",
+        "patternProperties": {"^[ab]": INT},
+        "additionalProperties": False,
+        "propertyNames": {"not": {"const": "b"}},
+    },
+    "names-false": {"type": "object", "properties": {"a": INT}, "propertyNames": False},
     "empty-declared": {"type": "object", "properties": {"": INT}},
     "dependent": {"type": "object", "properties": {"a": INT}, "dependentRequired": {"a": ["z"]}},
 }

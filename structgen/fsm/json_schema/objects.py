@@ -119,11 +119,14 @@ def _key_not_in(names: tuple[str, ...], tail: str) -> str:
     return build(trie)
 
 
-def _matches(pattern: str, name: str) -> bool:
+def _matches(pattern: str, name: str, unknown: bool = False) -> bool:
+    """Whether ``pattern`` finds a match in ``name`` (``unknown`` when Python's ``re``
+    cannot read the pattern).
+    """
     try:
         return re.search(pattern, name) is not None
     except re.error:
-        return False
+        return unknown
 
 
 def object_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) -> str | None:
@@ -197,7 +200,8 @@ def _extra_pair(
             )
         from . import boolean_ops  # it lowers objects too (canonical mode)
 
-        hits_listed = any(_matches(p, name) for p in patterns for name in listed)
+        # a listed name a pattern may match is left out of the pattern's keys
+        hits_listed = any(_matches(p, name, True) for p in patterns for name in listed)
         unlisted = _unlisted_key(conv, listed) if hits_listed or open_extra else None
         bodies = {
             q: pattern_to_string_body(q, f"{pointer}/patternProperties/{_escape_ptr(q)}")

@@ -250,7 +250,10 @@ def smollm2_tokenizer() -> Any:
     if isinstance(tok, PreTrainedTokenizerFast):
         return tok
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok.backend_tokenizer, bos_token=tok.bos_token, eos_token=tok.eos_token
+        tokenizer_object=tok.backend_tokenizer,
+        bos_token=tok.bos_token,
+        eos_token=tok.eos_token,
+        chat_template=tok.chat_template,  # bench_extract's xgrammar peer renders the messages
     )
 
 

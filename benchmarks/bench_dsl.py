@@ -156,15 +156,15 @@ def healed_prompt_and_pattern(engine, tpl) -> tuple[list[int], tuple[str, str]]:
 def transformers_xgrammar_runner(engine, tpl) -> Runner:
     """Greedy KV-cached transformers loop with xgrammar's bitmask on every step."""
     import xgrammar as xgr
-    from transformers import LlamaForCausalLM
+    from bench_maskbench import smollm2_tokenizer
+    from bench_models import _hf_llama
+
+    from structgen.runtime.loader import load_model
 
     loaded = engine.loaded
-    model = LlamaForCausalLM(loaded.config).to(torch.float32).eval()
-    missing, _ = model.load_state_dict(loaded.model.state_dict(), strict=False)
-    assert not [m for m in missing if "rotary" not in m and "lm_head" not in m], missing
-    if loaded.config.tie_word_embeddings:
-        model.tie_weights()
-    tok = engine.tokenizer
+    # the float weights (the engine's own may be quantized: EngineConfig quantization "auto")
+    model = _hf_llama(load_model(None, torch.float32, "cpu"))
+    tok = smollm2_tokenizer()  # the same tokenizer as a transformers one, which xgrammar takes
     ids, (pattern, removed) = healed_prompt_and_pattern(engine, tpl)
     info = xgr.TokenizerInfo.from_huggingface(
         tok, vocab_size=loaded.config.vocab_size, stop_token_ids=list(loaded.eos_token_ids)

@@ -38,8 +38,8 @@ the old scoring (``compile_json_schema`` defaults, keys in schema order only) an
 
 Run:  python benchmarks/bench_maskbench.py [--sample] [--workers 2] [--timeout 60]
           [--subsets A,B] [--label TEXT] [--no-append] [--jsonl PATH]
-Peers: pip install -e .[bench] (llguidance; xgrammar, which needs apache-tvm-ffi; each is
-skipped where it fails to load).
+Peers: pip install torch==2.13.0 && pip install -r benchmarks/requirements-peers.txt
+(llguidance and xgrammar pinned; an engine that fails to load is left out of the tables).
 """
 
 from __future__ import annotations
@@ -250,7 +250,10 @@ def smollm2_tokenizer() -> Any:
     if isinstance(tok, PreTrainedTokenizerFast):
         return tok
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok.backend_tokenizer, bos_token=tok.bos_token, eos_token=tok.eos_token
+        tokenizer_object=tok.backend_tokenizer,
+        bos_token=tok.bos_token,
+        eos_token=tok.eos_token,
+        chat_template=tok.chat_template,  # bench_extract's xgrammar peer renders the messages
     )
 
 

@@ -359,13 +359,18 @@ def _hf_generate_folder(folder: Path, tokens: int, load_model) -> dict:
 
 def _hf_llama(loaded):
     """transformers' LlamaForCausalLM (fp32) holding structgen's loaded (dequantized) SmolLM2
-    weights.
+    weights. A GGUF file's config is structgen's ``ModelConfig``, which transformers 5 no
+    longer takes: it becomes the ``LlamaConfig`` of the same fields.
     """
-    from transformers import LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedConfig
 
-    model = LlamaForCausalLM(loaded.config).float().eval()
-    model.load_state_dict(loaded.model.state_dict(), strict=False)
-    if loaded.config.tie_word_embeddings:
+    config = loaded.config
+    if not isinstance(config, PreTrainedConfig):
+        config = LlamaConfig(**{k: v for k, v in config.to_dict().items() if k != "model_type"})
+    model = LlamaForCausalLM(config).float().eval()
+    missing, _ = model.load_state_dict(loaded.model.state_dict(), strict=False)
+    assert not [m for m in missing if "rotary" not in m and "lm_head" not in m], missing
+    if config.tie_word_embeddings:
         model.tie_weights()
     return model
 

@@ -56,6 +56,20 @@ def test_structgen_scores_a_schema_exactly():
     assert rec["compile_s"] > 0 and rec["ttfm_s"] >= rec["compile_s"]
 
 
+@pytest.mark.parametrize("name", ["llguidance", "xgrammar"])
+def test_peer_scores_a_schema_exactly(name):
+    """The peer engine classes against the pinned peers (benchmarks/requirements-peers.txt):
+    an API change of theirs would turn this schema's record into "crashed" or "refused"."""
+    pytest.importorskip(name)
+    from benchmarks.support import build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer()
+    tests = [(v, t, tok.encode(t, add_special_tokens=False)) for v, t, _ in _tests(DOC)]
+    rec = bench.score(bench.ENGINES[name](tok), OBJECT, tests)
+    assert rec["status"] == "compiled", rec
+    assert (rec["valid_rejected"], rec["invalid_accepted"]) == (0, 0), rec
+
+
 def test_structgen_refusal_names_the_keyword():
     schema = {"type": "string", "pattern": "(a)\\1"}  # a backreference: never regular
     rec = bench.score(bench.Structgen(None), schema, [(True, '"aa"', [])])

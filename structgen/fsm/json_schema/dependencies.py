@@ -13,17 +13,17 @@ has only the present branch; dependencies a merged P brings in are split in turn
 Not enforced (``UnsupportedSchemaError(keyword, pointer)`` when strict, with the object
 schema's pointer and the trigger key in the detail; else a warning and the dependency is
 ignored): more than ``MAX_DEPENDENCY_BRANCHES`` branches, more than
-``MAX_DEPENDENCY_STEPS`` dependencies applied in one object, a part that cannot be merged
-into the object schema, and a trigger key that is neither listed nor required where
-``patternProperties`` or ``propertyNames`` decide the extra keys (those extras cannot be
-told to leave out one key). Keywords of another draft than the document's are unknown
-keywords (the converter reports them before the object is lowered).
+``MAX_DEPENDENCY_STEPS`` dependencies applied in one object, and a part that cannot be
+merged into the object schema. A trigger that is neither listed nor required is left out
+of the extra keys of its absent branch too, whatever decides them (``additionalProperties``,
+``patternProperties``, ``propertyNames``): ``objects`` writes no extra key equal to a listed
+name, a ``false`` property included. Keywords of another draft than the document's are
+unknown keywords (the converter reports them before the object is lowered).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, NamedTuple
 
 from ...errors import UnsupportedSchemaError
@@ -92,27 +92,6 @@ def _split(conv: ConvertContext, schema: dict, pointer: str) -> tuple[dict, list
     return base, deps
 
 
-def _matches(pattern: str, name: str) -> bool:
-    try:
-        return re.search(pattern, name) is not None
-    except re.error:
-        return True  # cannot tell: assume it may
-
-
-def _extras_may_spell(conv: ConvertContext, schema: dict, name: str) -> bool:
-    """True when ``name`` is neither listed nor required and the extra keys are decided by
-    ``patternProperties`` or ``propertyNames`` (they cannot leave out one key).
-    """
-    if name in (schema.get("properties") or {}) or name in schema.get("required", ()):
-        return False
-    if any(_matches(p, name) for p in schema.get("patternProperties") or {}):
-        return True
-    names = schema.get("propertyNames")
-    extra = schema.get("additionalProperties")
-    extras = extra is not False and (extra is not None or conv.allow_extra)
-    return extras and names not in (None, True, {}) and conv.is_valid(name, names)
-
-
 def _present(
     conv: ConvertContext, branch: _Branch, dep: _Dep, key: tuple[str, str]
 ) -> _Branch | None:
@@ -149,8 +128,6 @@ def _problem(
     required = dep.trigger in branch.schema.get("required", ())
     if not required and num_branches >= MAX_DEPENDENCY_BRANCHES:
         return f"more than {MAX_DEPENDENCY_BRANCHES} combinations of trigger keys"
-    if _extras_may_spell(conv, branch.schema, dep.trigger):
-        return "not a listed key, and extra keys follow patternProperties or propertyNames"
     return ""
 
 

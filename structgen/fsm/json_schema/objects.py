@@ -15,10 +15,19 @@ one may be absent), then required keys that ``properties`` does not list, in
   passes ``allow_extra_properties=True``: keys spelled canonically (``json.dumps``
   escapes) that differ from every listed name, valued by that schema.
 
-``propertyNames`` filters the listed keys (checked with ``jsonschema``) and spells the
-extra keys when no listed name satisfies it. ``minProperties``/``maxProperties`` are
-exact when the listed keys are all required (the count moves to the extras) or when
-there are no extras (the allowed subsets of optional keys are listed).
+So a listed name is written at most once, as its own member: an extra key equal to it
+would make the parsed object (last value wins) differ from the one the grammar checked.
+``""`` is an extra key like any other (JSON and JSON Schema allow it) unless listed or
+refused by ``propertyNames``. Extra keys may repeat one another (no automaton keeps an
+unbounded set of keys distinct); a repeated extra key is valued by the same subschema each
+time, so the parsed object stays valid, but for property counts (below).
+
+``propertyNames`` filters the listed keys (checked with ``jsonschema``) and narrows every
+extra key above: each key regex intersected with the strings it allows.
+``minProperties``/``maxProperties`` are exact when the listed keys are all required (the
+count moves to the extras) or when there are no extras (the allowed subsets of optional
+keys are listed); they count written members, so where a minimum needs two extra keys or
+more, two equal ones count twice although the parsed object holds one (not refused).
 ``dependentRequired``/``dependentSchemas``/``dependencies`` split the object into
 branches (``dependencies``), each lowered here.
 """
@@ -110,11 +119,14 @@ def _key_not_in(names: tuple[str, ...], tail: str) -> str:
     return build(trie)
 
 
-def _matches(pattern: str, name: str) -> bool:
+def _matches(pattern: str, name: str, unknown: bool = False) -> bool:
+    """Whether ``pattern`` finds a match in ``name`` (``unknown`` when Python's ``re``
+    cannot read the pattern).
+    """
     try:
         return re.search(pattern, name) is not None
     except re.error:
-        return False
+        return unknown
 
 
 def object_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) -> str | None:
@@ -174,11 +186,11 @@ def _extra_pair(
     ws = conv.ws
     patterns: dict = schema.get("patternProperties", {}) or {}
     extra = schema.get("additionalProperties")
-    names_schema = schema.get("propertyNames")
     if patterns:
+        every, named = _names_key(conv, schema, pointer, refs)
+        if not every and named is None:
+            return None
         open_extra = extra is not False and (extra is not None or conv.allow_extra)
-        if names_schema is not None:
-            conv.unsupported("propertyNames", pointer, "propertyNames next to patternProperties")
         distinct = len({json.dumps(v, sort_keys=True) for v in patterns.values()}) > 1
         if distinct and not patterns_disjoint(list(patterns), pointer):
             conv.unsupported(
@@ -188,7 +200,8 @@ def _extra_pair(
             )
         from . import boolean_ops  # it lowers objects too (canonical mode)
 
-        hits_listed = any(_matches(p, name) for p in patterns for name in listed)
+        # a listed name a pattern may match is left out of the pattern's keys
+        hits_listed = any(_matches(p, name, True) for p in patterns for name in listed)
         unlisted = _unlisted_key(conv, listed) if hits_listed or open_extra else None
         bodies = {
             q: pattern_to_string_body(q, f"{pointer}/patternProperties/{_escape_ptr(q)}")
@@ -203,7 +216,7 @@ def _extra_pair(
                 key = keys[0] if len(keys) == 1 else "(?:" + "|".join(keys) + ")"
                 if hits_listed:  # a listed name is valued by its property (and the pattern)
                     key = boolean_ops.intersection(conv, [key, unlisted])
-                pairs.append('"' + key + '"' + ws + ":" + ws + value)
+                pairs.append(_named(conv, '"' + key + '"', named) + ws + ":" + ws + value)
         if open_extra:  # keys matching no pattern and no listed name: additionalProperties
             value = conv.convert_member(
                 True if extra is None else extra, pointer + "/additionalProperties", refs
@@ -213,7 +226,7 @@ def _extra_pair(
                 key = boolean_ops.intersection(
                     conv, [unlisted, boolean_ops.complement(conv, matched)]
                 )
-                pairs.append('"' + key + '"' + ws + ":" + ws + value)
+                pairs.append(_named(conv, '"' + key + '"', named) + ws + ":" + ws + value)
         if not pairs:
             return None
         return pairs[0] if len(pairs) == 1 else "(?:" + "|".join(pairs) + ")"
@@ -224,23 +237,39 @@ def _extra_pair(
     value = conv.convert_member(
         True if extra is None else extra, pointer + "/additionalProperties", refs
     )
-    if value is None or names_schema is False:
+    if value is None:
         return None
-    if names_schema is not None and names_schema is not True:
-        if any(conv.is_valid(name, names_schema) for name in listed):
-            conv.unsupported(
-                "propertyNames",
-                pointer,
-                "extra keys must both match propertyNames and differ from listed keys",
-            )
-        names = dict(names_schema) if isinstance(names_schema, dict) else {}
-        names.setdefault("type", "string")
-        key = conv.convert(names, pointer + "/propertyNames", refs)
-        if key is None:
-            return None
-    else:  # one shared definition per name list (every recursion depth lists the same)
-        key = '"' + _unlisted_key(conv, listed) + '"'
-    return key + ws + ":" + ws + value
+    every, named = _names_key(conv, schema, pointer, refs)
+    if every:  # one shared definition per name list
+        return '"' + _unlisted_key(conv, listed) + '"' + ws + ":" + ws + value
+    if named is None:
+        return None
+    if listed:  # a listed name is its member's key only: never an extra one too
+        named = _named(conv, '"' + _unlisted_key(conv, listed) + '"', named)
+    return named + ws + ":" + ws + value
+
+
+def _names_key(
+    conv: ConvertContext, schema: dict, pointer: str, refs: tuple
+) -> tuple[bool, str | None]:
+    """``(every, key)``: whether ``propertyNames`` allows every key, else the regex of the
+    quoted keys it allows (None: no key).
+    """
+    names = schema.get("propertyNames")
+    if names in (None, True, {}):
+        return True, None
+    if not isinstance(names, dict):  # false
+        return False, None
+    return False, conv.convert({"type": "string", **names}, pointer + "/propertyNames", refs)
+
+
+def _named(conv: ConvertContext, key: str, named: str | None) -> str:
+    """``key`` (a quoted-key regex) narrowed to the keys ``propertyNames`` allows."""
+    if named is None:
+        return key
+    from . import boolean_ops  # it lowers objects too (canonical mode)
+
+    return boolean_ops.intersection(conv, [key, named])
 
 
 def _unlisted_key(conv: ConvertContext, listed: list[str]) -> str:

@@ -1,0 +1,116 @@
+"""Extra (undeclared) keys under ``allow_extra_properties=True``: never a declared name.
+
+An object's extra keys are the JSON strings outside its declared names (``properties``
+and ``required``), spelled canonically; ``propertyNames`` narrows them further. A repeated
+declared key would make the parsed object (last value wins) differ from the one the
+grammar checked, so it is never generated. ``""`` is a key like any other: an extra key
+where the schema allows extra keys, unless declared or refused by ``propertyNames``.
+Extra keys may repeat one another (no automaton keeps an unbounded set of keys
+distinct); both values then follow the same subschema.
+
+Reference: ``jsonschema`` on every object of at most three members over the declared
+names, a new name and ``""`` (brute force): a text the grammar matches has no repeated
+declared key and parses to a valid instance; a valid instance without repeated keys,
+written in the canonical order (``benchmarks.corpus.canonical``), is matched.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import jsonschema
+import pytest
+
+from benchmarks.corpus import canonical, dump
+from structgen.fsm import compile_json_schema
+
+INT = {"type": "integer"}
+STR = {"type": "string"}
+SCHEMAS = {
+    "open": {"type": "object", "properties": {"a": INT}},
+    "required": {"type": "object", "properties": {"a": INT, "b": STR}, "required": ["b"]},
+    "additional": {"type": "object", "properties": {"a": INT}, "additionalProperties": STR},
+    "pattern": {"type": "object", "properties": {"a": INT}, "patternProperties": {"^a|^z": INT}},
+    "names-max": {"type": "object", "properties": {"a": INT}, "propertyNames": {"maxLength": 1}},
+    "names-min": {"type": "object", "properties": {"a": INT}, "propertyNames": {"minLength": 1}},
+    "names-enum": {
+        "type": "object",
+        "properties": {"a": INT},
+        "propertyNames": {"enum": ["a", "z"]},
+    },
+    "names-any": {"type": "object", "properties": {"a": INT}, "propertyNames": {}},
+    "names-required": {"type": "object", "required": ["a"], "propertyNames": {"pattern": "^[az]$"}},
+    "names-pattern": {
+        "type": "object",
+        "properties": {"a": INT},
+        "patternProperties": {"^[ab]": INT},
+        "propertyNames": {"maxLength": 1},
+    },
+    "names-pattern-closed": {
+        "type": "object",
+        "patternProperties": {"^[ab]": INT},
+        "additionalProperties": False,
+        "propertyNames": {"not": {"const": "b"}},
+    },
+    "names-false": {"type": "object", "properties": {"a": INT}, "propertyNames": False},
+    "empty-declared": {"type": "object", "properties": {"": INT}},
+    "dependent": {"type": "object", "properties": {"a": INT}, "dependentRequired": {"a": ["z"]}},
+}
+KEYS = ["a", "b", "z", ""]
+VALUES = ["1", '"x"']
+
+
+def _texts() -> list[str]:
+    out = []
+    for n in range(4):
+        for keys in itertools.product(KEYS, repeat=n):
+            for values in itertools.product(VALUES, repeat=n):
+                out.append("{" + ",".join(f'"{k}":{v}' for k, v in zip(keys, values)) + "}")
+    return out
+
+
+TEXTS = _texts()
+
+
+def _declared(schema: dict) -> set[str]:
+    return set(schema.get("properties", {})) | set(schema.get("required", []))
+
+
+@pytest.mark.parametrize("name", SCHEMAS)
+def test_extra_keys_against_jsonschema(name: str) -> None:
+    schema = SCHEMAS[name]
+    grammar = compile_json_schema(schema, allow_extra_properties=True)
+    validator = jsonschema.Draft202012Validator(schema)
+    declared = _declared(schema)
+    for text in TEXTS:
+        keys = [k for k, _ in json.loads(text, object_pairs_hook=lambda pairs: pairs)]
+        repeated = {k for k in keys if keys.count(k) > 1}
+        instance = json.loads(text)
+        if grammar.matches(text):
+            assert not repeated & declared, f"{text}: a declared key written twice"
+            assert validator.is_valid(instance), f"{text}: matched but invalid"
+        elif not repeated and validator.is_valid(instance):
+            assert dump(canonical(instance, schema, schema)) != text, f"{text}: valid, refused"
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_named_cases(strict: bool) -> None:
+    open_object = compile_json_schema(
+        {"type": "object", "properties": {"a": INT}}, allow_extra_properties=True, strict=strict
+    )
+    assert not open_object.matches('{"a":1,"a":2}')
+    assert not open_object.matches('{"a":1,"a":"x"}')
+    assert not open_object.matches('{"b":1,"a":2}')  # a declared key is written in its place
+    assert open_object.matches('{"a":1,"b":2}')  # a new key
+    assert open_object.matches('{"a":1,"":2}')  # "" is a key JSON and the schema allow
+    assert not open_object.matches('{"a":1,"\\u0061":2}')  # extra keys are spelled canonically
+    named = compile_json_schema(
+        {"type": "object", "properties": {"a": INT}, "propertyNames": {"minLength": 1}},
+        allow_extra_properties=True,
+        strict=strict,
+    )
+    assert named.matches('{"a":1,"b":2}')
+    assert not named.matches('{"a":1,"a":2}')
+    assert not named.matches('{"a":1,"":2}')  # propertyNames refuses ""
+    assert not named.warnings

@@ -30,6 +30,13 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   one option is mentioned in a clause without a negation, that option is the value;
   otherwise the model's value stays. Options are never matched inside a word ("low"
   is not in "below").
+* **repeat**: a number field that is not nullable and holds the same value as an
+  earlier sibling number field (schema order, after the number rule), where the text
+  writes that value as one numeral only, copied its sibling's numeral (a 135M model
+  writes ``"systolic": 142, "diastolic": 142`` for "BP 142/91"): it takes the numeral
+  the text writes next, in the same clause with at most two words between ("118 over
+  76"), when a reading of it fits the field's type and bounds and no sibling holds it.
+  A value the text writes twice, or whose next numeral does not fit, stays.
 * **null**: a nullable string or number field whose value equals a sibling field's
   value (after the rules above), and whose name the text never mentions (no text word
   matches a stem of it), is null: the model copied a value the text gives to another
@@ -74,6 +81,7 @@ _WORD = re.compile(r"[^\W_]+")
 _CLAUSE = re.compile(r"[.;!?,()\[\]·|\n]+(?:\s|$)|[;!?()\[\]·|\n]")
 _WINDOW_BOOL = 4
 _WINDOW_NUMBER = 3
+_GAP_REPEAT = 2  # words between a repeated numeral and the next one ("118 over 76")
 _MAX_REF_DEPTH = 32
 
 
@@ -263,6 +271,52 @@ def _number_value(doc: _Text, spans: list, stems: list[str], sub: dict) -> Decim
     return None if best is None else best[2]
 
 
+def _repeated_numbers(
+    root: Any, sub: dict, node: dict, doc: _Text, spans: list
+) -> dict[str, Decimal]:
+    """The repeat rule of the module docstring: ``{field: new value}`` for the
+    non-nullable number fields of one object that repeat an earlier sibling's value the
+    text writes once, each taking the numeral the text writes next after it.
+    """
+    found: dict[str, Decimal] = {}
+    held: list[tuple[str, Decimal]] = []  # number siblings so far, schema order
+    for name, prop in (sub.get("properties") or {}).items():
+        kind, branch = _kind(root, prop)
+        current = node.get(name)
+        if kind != "number" or not _scalar(current) or isinstance(current, str):
+            continue
+        value = Decimal(str(current))
+        earlier = any(v == value for _, v in held)
+        held.append((name, value))
+        if not earlier or _nullable(root, prop):
+            continue
+        places = [k for k, (_, _, values) in enumerate(spans) if value in values]
+        if len(places) != 1 or places[0] + 1 >= len(spans):
+            continue  # written twice (both may be right) or never: the model decides
+        start, end, _ = spans[places[0]]
+        n_start, n_end, n_values = spans[places[0] + 1]
+        last, first = doc.word_at(max(start, end - 1)), doc.word_at(n_start)
+        if first >= len(doc.words) or doc.words[first][3] != doc.words[last][3]:
+            continue  # the next numeral is in another clause
+        if first - last - 1 > _GAP_REPEAT:
+            continue
+        taken = {v for _, v in held} | set(_node_numbers(node))
+        fitting = [v for v in n_values if _accepts(branch, v) and v not in taken]
+        if fitting:
+            found[name] = fitting[0]
+            held[-1] = (name, fitting[0])
+    return found
+
+
+def _node_numbers(node: dict) -> list[Decimal]:
+    """The number values (not booleans) directly in one object."""
+    return [
+        Decimal(str(v))
+        for v in node.values()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    ]
+
+
 def _resolve(root: Any, sub: Any) -> Any:
     for _ in range(_MAX_REF_DEPTH):
         if not (isinstance(sub, dict) and isinstance(sub.get("$ref"), str)):
@@ -364,6 +418,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             ):
                 continue
             node[name] = new
+            changed.append(path + name)
+        for name, num in _repeated_numbers(schema, sub, node, doc, spans).items():
+            node[name] = int(num) if num == num.to_integral_value() else float(num)
             changed.append(path + name)
         copied = [
             name

@@ -272,3 +272,93 @@ def test_extract_applies_the_evidence_by_default(tiny_engine):
     for text, res, want in zip(texts, raw, got):
         value, _ = apply_evidence(BOOL, text, res.value)
         assert value == want  # the pass is exactly apply_evidence on the model's object
+
+
+BP = {
+    "type": "object",
+    "properties": {
+        "bp": {
+            "type": "object",
+            "properties": {
+                "systolic": {"type": "integer", "minimum": 50, "maximum": 260},
+                "diastolic": {"type": "integer", "minimum": 30, "maximum": 160},
+                "pulse": {"type": ["integer", "null"]},
+            },
+            "required": ["systolic", "diastolic"],
+        }
+    },
+    "required": ["bp"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [("Seen today. BP 142/91, stable.", 91), ("blood pressure 118 over 76. Fine.", 76)],
+)
+def test_a_number_repeating_its_siblings_numeral_takes_the_next_one(text, want):
+    before = {"bp": {"systolic": 142 if "142" in text else 118, "diastolic": 0}}
+    before["bp"]["diastolic"] = before["bp"]["systolic"]
+    value, changed = apply_evidence(BP, text, before)
+    assert value == {"bp": {**before["bp"], "diastolic": want}}
+    assert changed == ["bp.diastolic"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "BP 142/142 today.",  # the text writes the value twice: both may be right
+        "BP 142. Then 91.",  # the next numeral is in another clause
+        "BP 142 was taken again later 91.",  # more than two words between
+        "BP 142/12 today.",  # 12 is below diastolic's minimum
+        "BP 142.",  # no numeral after it
+    ],
+)
+def test_repeat_rule_does_not_fire(text):
+    before = {"bp": {"systolic": 142, "diastolic": 142}}
+    assert apply_evidence(BP, text, before) == (before, [])
+
+
+def test_repeat_rule_leaves_nullable_fields_to_the_null_rule():
+    before = {"bp": {"systolic": 142, "diastolic": 91, "pulse": 142}}
+    value, changed = apply_evidence(BP, "Pressure 142/91 and 77.", before)
+    assert value == {"bp": {"systolic": 142, "diastolic": 91, "pulse": None}}  # null rule
+    assert changed == ["bp.pulse"]
+
+
+def _repeat_reference(text: str, a: int, b: int) -> int:
+    """Brute-force reading of the repeat rule for texts of integers and words with ``,``
+    and ``.`` clause breaks: the diastolic value the rule gives ``{systolic: a,
+    diastolic: b}``.
+    """
+    if a != b:
+        return b
+    words = []  # (word, clause number)
+    clause = 0
+    for t in re.findall(r"[0-9]+|[a-z]+|[.,]", text):
+        if t in ".,":
+            clause += 1
+        else:
+            words.append((t, clause))
+    places = [k for k, (t, _) in enumerate(words) if t.isdigit() and int(t) == a]
+    if len(places) != 1:
+        return b
+    nxt = next((k for k in range(places[0] + 1, len(words)) if words[k][0].isdigit()), None)
+    if nxt is None or words[nxt][1] != words[places[0]][1] or nxt - places[0] - 1 > 2:
+        return b
+    n = int(words[nxt][0])
+    return n if 30 <= n <= 160 and n != a else b
+
+
+def test_repeat_rule_matches_a_brute_force_reading():
+    rng = random.Random(11)
+    vocab = ["120", "80", "95", "20", "120/80", "95/20", "over", "bp", "and", "then", ",", "."]
+    for _ in range(400):
+        text = " ".join(rng.choice(vocab) for _ in range(rng.randint(1, 9)))
+        text = text.replace(" ,", ",").replace(" .", ".")
+        if re.search(r"[0-9] [0-9]", text):
+            continue  # "120 95" is one numeral with two readings (numeral_spans)
+        a = int(rng.choice(["120", "80", "95"]))
+        b = a if rng.random() < 0.8 else 100
+        before = {"bp": {"systolic": a, "diastolic": b}}
+        value, _ = apply_evidence(BP, text, before)
+        assert value["bp"]["diastolic"] == _repeat_reference(text, a, b), (text, a, b)

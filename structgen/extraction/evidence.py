@@ -30,6 +30,13 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   one option is mentioned in a clause without a negation, that option is the value;
   otherwise the model's value stays. Options are never matched inside a word ("low"
   is not in "below").
+* **span start**: a string field (not enum or const) whose value the text writes
+  only inside longer chunks (every occurrence directly preceded, with no space, by
+  letters, digits, ``_`` or ``-``, ``.``, ``@``, ``#``, ``+``, ``&``) starts where that
+  chunk starts (its leading punctuation skipped), when every occurrence gives the same
+  extension and the field's schema accepts it (formats checked): greedy copying
+  commits to a start late (``"0932"`` for "SUP-0932", ``"alsayed@crescent.example"``
+  for "fatima.alsayed@crescent.example"). A value that starts a chunk somewhere stays.
 * **repeat**: a number field that is not nullable and holds the same value as an
   earlier sibling number field (schema order, after the number rule), where the text
   writes that value as one numeral only, copied its sibling's numeral (a 135M model
@@ -81,6 +88,7 @@ _WORD = re.compile(r"[^\W_]+")
 _CLAUSE = re.compile(r"[.;!?,()\[\]·|\n]+(?:\s|$)|[;!?()\[\]·|\n]")
 _WINDOW_BOOL = 4
 _WINDOW_NUMBER = 3
+_JOINED = re.compile(r"[^\W]|[-.@#+&]")  # characters a chunk of the text is made of
 _GAP_REPEAT = 2  # words between a repeated numeral and the next one ("118 over 76")
 _MAX_REF_DEPTH = 32
 
@@ -308,6 +316,40 @@ def _repeated_numbers(
     return found
 
 
+def _span_start(root: Any, prop: Any, value: Any, text: str) -> str | None:
+    """The span-start rule of the module docstring: the value extended to the start of
+    the chunk the text writes it in, or None (no change).
+    """
+    sub = _resolve(root, prop)
+    if not isinstance(value, str) or not value.strip() or not isinstance(sub, dict):
+        return None
+    types = sub.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    if types - {"null"} != {"string"} or "enum" in sub or "const" in sub:
+        return None
+    found: set[str] = set()
+    at = text.find(value)
+    while at >= 0:
+        start = at
+        while start > 0 and _JOINED.fullmatch(text[start - 1]):
+            start -= 1
+        while start < at and not text[start].isalnum():
+            start += 1  # leading punctuation of the chunk ("(", "-") is not copied
+        if start == at:
+            return None  # this occurrence starts a chunk: the value may be right
+        found.add(text[start:at] + value)
+        at = text.find(value, at + 1)
+    if len(found) != 1:
+        return None
+    (new,) = found
+    try:
+        cls = jsonschema.validators.validator_for(root)
+        ok = cls(sub, format_checker=cls.FORMAT_CHECKER).is_valid(new)
+    except Exception:  # a subschema that does not stand alone (a $ref inside)
+        return None
+    return new if ok else None
+
+
 def _node_numbers(node: dict) -> list[Decimal]:
     """The number values (not booleans) directly in one object."""
     return [
@@ -419,6 +461,11 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 continue
             node[name] = new
             changed.append(path + name)
+        for name, prop in (sub.get("properties") or {}).items():
+            started = _span_start(schema, prop, node.get(name), text)
+            if started is not None:
+                node[name] = started
+                changed.append(path + name)
         for name, num in _repeated_numbers(schema, sub, node, doc, spans).items():
             node[name] = int(num) if num == num.to_integral_value() else float(num)
             changed.append(path + name)

@@ -362,3 +362,79 @@ def test_repeat_rule_matches_a_brute_force_reading():
         before = {"bp": {"systolic": a, "diastolic": b}}
         value, _ = apply_evidence(BP, text, before)
         assert value["bp"]["diastolic"] == _repeat_reference(text, a, b), (text, a, b)
+
+
+CODES = {
+    "type": "object",
+    "properties": {
+        "ticket_id": {"type": "string", "maxLength": 12},
+        "email": {"type": ["string", "null"], "format": "email"},
+        "level": {"type": "string", "enum": ["low", "high"]},
+        "code": {"type": "string", "pattern": "^[0-9]+$"},
+    },
+    "required": ["ticket_id"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        ("Ticket SUP-0932 opened.", {"ticket_id": "0932"}, {"ticket_id": "SUP-0932"}),
+        ("Ref (88-17) noted.", {"ticket_id": "17"}, {"ticket_id": "88-17"}),
+        (
+            "Write to fatima.alsayed@crescent.example today.",
+            {"ticket_id": "x", "email": "alsayed@crescent.example"},
+            {"ticket_id": "x", "email": "fatima.alsayed@crescent.example"},
+        ),
+    ],
+)
+def test_a_string_copied_from_inside_a_chunk_starts_where_the_chunk_starts(text, before, after):
+    value, changed = apply_evidence(CODES, text, before)
+    assert value == after
+    assert changed == [k for k in after if after[k] != before.get(k)]
+
+
+@pytest.mark.parametrize(
+    ("text", "before"),
+    [
+        ("Ticket 0932, see SUP-0932.", {"ticket_id": "0932"}),  # one occurrence starts a chunk
+        ("Codes A-17 and B-17.", {"ticket_id": "17"}),  # two different extensions
+        ("Ticket VERYLONGPREFIX-0932.", {"ticket_id": "0932"}),  # over maxLength
+        ("Ticket SUP/0932 or it's x.", {"ticket_id": "0932"}),  # "/" joins no chunk
+        ("Alert: veryhigh.", {"ticket_id": "Q1", "level": "high"}),  # an enum
+        ("Code SUP-0932.", {"ticket_id": "Q1", "code": "0932"}),  # against its pattern
+    ],
+)
+def test_span_start_rule_does_not_fire(text, before):
+    assert apply_evidence(CODES, text, before) == (before, [])
+
+
+def _span_start_reference(text: str, value: str) -> str:
+    """Brute force: every occurrence of ``value``; the chunk around it is the longest run
+    of letters, digits and ``_-.@#+&`` ending where the occurrence starts, less its
+    leading non-alphanumerics.
+    """
+    news = set()
+    for at in [i for i in range(len(text)) if text.startswith(value, i)]:
+        best = at
+        for s in range(at, -1, -1):
+            if all(c.isalnum() or c in "_-.@#+&" for c in text[s:at]):
+                best = s
+        while best < at and not text[best].isalnum():
+            best += 1
+        if best == at:
+            return value
+        news.add(text[best:at] + value)
+    return news.pop() if len(news) == 1 and len(next(iter(news))) <= 12 else value
+
+
+def test_span_start_rule_matches_a_brute_force_reading():
+    rng = random.Random(5)
+    vocab = ["SUP", "-", "0932", "17", ".", "x", " ", " ", "(", "/", "#", "a"]
+    for _ in range(400):
+        text = "".join(rng.choice(vocab) for _ in range(rng.randint(1, 10)))
+        value = rng.choice(["0932", "17", "x", "a17"])
+        if value not in text:
+            continue
+        got, _ = apply_evidence(CODES, text, {"ticket_id": value})
+        assert got["ticket_id"] == _span_start_reference(text, value), (text, value)

@@ -30,6 +30,12 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   one option is mentioned in a clause without a negation, that option is the value;
   otherwise the model's value stays. Options are never matched inside a word ("low"
   is not in "below").
+* **separator**: a number field whose value equals a numeral only in that numeral's
+  decimal-separator reading, written with trailing zeros (``48`` from "€48,000", ``1.8``
+  from "1.800 EUR"), while its other reading is a whole number (``48000``, ``1800``:
+  ``structgen.fsm.numerals`` reads "48,000" both ways) takes the whole reading, when
+  every such numeral agrees and the field's type and bounds accept it: the model
+  stopped at the separator, and no one writes 48 as "48,000".
 * **span start**: a string field (not enum or const) whose value the text writes
   only inside longer chunks (every occurrence directly preceded, with no space, by
   letters, digits, ``_`` or ``-``, ``.``, ``@``, ``#``, ``+``, ``&``) starts where that
@@ -316,6 +322,33 @@ def _repeated_numbers(
     return found
 
 
+def _grouped_reading(root: Any, prop: Any, value: Any, spans: list) -> Decimal | None:
+    """The separator rule of the module docstring: the thousands reading of the numeral
+    whose decimal reading with trailing zeros ``value`` equals, or None (no change).
+    """
+    kind, branch = _kind(root, prop)
+    if kind != "number" or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = Decimal(str(value))
+    found: set[Decimal] = set()
+    for _, _, values in spans:
+        if number not in values:
+            continue
+        zeroed = [
+            r
+            for r in values
+            if r == number and int(r.as_tuple().exponent) < 0 and r.as_tuple().digits[-1] == 0
+        ]
+        whole = [r for r in values if r != number and int(r.as_tuple().exponent) >= 0]
+        if not zeroed or len(whole) != 1:
+            return None  # some numeral reads as the value plainly: the model decides
+        found.add(whole[0])
+    if len(found) != 1:
+        return None
+    (grouped,) = found
+    return grouped if _accepts(branch, grouped) else None
+
+
 def _span_start(root: Any, prop: Any, value: Any, text: str) -> str | None:
     """The span-start rule of the module docstring: the value extended to the start of
     the chunk the text writes it in, or None (no change).
@@ -462,6 +495,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             node[name] = new
             changed.append(path + name)
         for name, prop in (sub.get("properties") or {}).items():
+            grouped = _grouped_reading(schema, prop, node.get(name), spans)
+            if grouped is not None:
+                node[name] = int(grouped)
+                changed.append(path + name)
             started = _span_start(schema, prop, node.get(name), text)
             if started is not None:
                 node[name] = started

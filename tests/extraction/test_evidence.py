@@ -438,3 +438,54 @@ def test_span_start_rule_matches_a_brute_force_reading():
             continue
         got, _ = apply_evidence(CODES, text, {"ticket_id": value})
         assert got["ticket_id"] == _span_start_reference(text, value), (text, value)
+
+
+PAY = {
+    "type": "object",
+    "properties": {
+        "salary_min": {"type": "number"},
+        "salary_max": {"type": "number", "maximum": 50000},
+    },
+    "required": ["salary_min"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        ("Salary €42,000 to €48,000.", {"salary_min": 42, "salary_max": 48},
+         {"salary_min": 42000, "salary_max": 48000}),
+        ("Pay: 1.800 to 2.100 EUR.", {"salary_min": 1.8, "salary_max": 2.1},
+         {"salary_min": 1800, "salary_max": 2100}),
+    ],
+)  # fmt: skip
+def test_a_number_read_at_the_separator_takes_the_whole_reading(text, before, after):
+    value, changed = apply_evidence(PAY, text, before)
+    assert value == after
+    assert changed == [k for k in after if after[k] != before[k]]
+
+
+@pytest.mark.parametrize(
+    ("text", "before"),
+    [
+        ("Pay 1.8 or 1.800 EUR.", {"salary_min": 1.8}),  # 1.8 is also written plainly
+        ("Pay 1.85 EUR.", {"salary_min": 1.85}),  # no trailing zero: a real decimal
+        ("Up to 60,000.", {"salary_min": 1, "salary_max": 60}),  # over salary_max's maximum
+    ],
+)
+def test_separator_rule_does_not_fire(text, before):
+    assert apply_evidence(PAY, text, before) == (before, [])
+
+
+def test_separator_rule_matches_a_brute_force_reading():
+    rng = random.Random(3)
+    for _ in range(200):
+        head = str(rng.randint(1, 999))
+        tail = rng.choice(["000", "500", "050", "250", "125"])
+        sep = rng.choice([",", "."])
+        text = f"Pay {head}{sep}{tail} a year."
+        decimal = Decimal(f"{head}.{tail}")
+        value, _ = apply_evidence(PAY, text, {"salary_min": float(decimal)})
+        # the decimal reading has trailing zeros exactly when the tail ends in 0
+        want = int(head + tail) if tail.endswith("0") else float(decimal)
+        assert value["salary_min"] == want, text

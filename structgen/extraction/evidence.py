@@ -30,6 +30,26 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   one option is mentioned in a clause without a negation, that option is the value;
   otherwise the model's value stays. Options are never matched inside a word ("low"
   is not in "below").
+* **separator**: a number field whose value equals a numeral only in that numeral's
+  decimal-separator reading, written with trailing zeros (``48`` from "€48,000", ``1.8``
+  from "1.800 EUR"), while its other reading is a whole number (``48000``, ``1800``:
+  ``structgen.fsm.numerals`` reads "48,000" both ways) takes the whole reading, when
+  every such numeral agrees and the field's type and bounds accept it: the model
+  stopped at the separator, and no one writes 48 as "48,000".
+* **span start**: a string field (not enum or const) whose value the text writes
+  only inside longer chunks (every occurrence directly preceded, with no space, by
+  letters, digits, ``_`` or ``-``, ``.``, ``@``, ``#``, ``+``, ``&``) starts where that
+  chunk starts (its leading punctuation skipped), when every occurrence gives the same
+  extension and the field's schema accepts it (formats checked): greedy copying
+  commits to a start late (``"0932"`` for "SUP-0932", ``"alsayed@crescent.example"``
+  for "fatima.alsayed@crescent.example"). A value that starts a chunk somewhere stays.
+* **repeat**: a number field that is not nullable and holds the same value as an
+  earlier sibling number field (schema order, after the number rule), where the text
+  writes that value as one numeral only, copied its sibling's numeral (a 135M model
+  writes ``"systolic": 142, "diastolic": 142`` for "BP 142/91"): it takes the numeral
+  the text writes next, in the same clause with at most two words between ("118 over
+  76"), when a reading of it fits the field's type and bounds and no sibling holds it.
+  A value the text writes twice, or whose next numeral does not fit, stays.
 * **null**: a nullable string or number field whose value equals a sibling field's
   value (after the rules above), and whose name the text never mentions (no text word
   matches a stem of it), is null: the model copied a value the text gives to another
@@ -74,6 +94,8 @@ _WORD = re.compile(r"[^\W_]+")
 _CLAUSE = re.compile(r"[.;!?,()\[\]·|\n]+(?:\s|$)|[;!?()\[\]·|\n]")
 _WINDOW_BOOL = 4
 _WINDOW_NUMBER = 3
+_JOINED = re.compile(r"[^\W]|[-.@#+&]")  # characters a chunk of the text is made of
+_GAP_REPEAT = 2  # words between a repeated numeral and the next one ("118 over 76")
 _MAX_REF_DEPTH = 32
 
 
@@ -263,6 +285,113 @@ def _number_value(doc: _Text, spans: list, stems: list[str], sub: dict) -> Decim
     return None if best is None else best[2]
 
 
+def _repeated_numbers(
+    root: Any, sub: dict, node: dict, doc: _Text, spans: list
+) -> dict[str, Decimal]:
+    """The repeat rule of the module docstring: ``{field: new value}`` for the
+    non-nullable number fields of one object that repeat an earlier sibling's value the
+    text writes once, each taking the numeral the text writes next after it.
+    """
+    found: dict[str, Decimal] = {}
+    held: list[tuple[str, Decimal]] = []  # number siblings so far, schema order
+    for name, prop in (sub.get("properties") or {}).items():
+        kind, branch = _kind(root, prop)
+        current = node.get(name)
+        if kind != "number" or not _scalar(current) or isinstance(current, str):
+            continue
+        value = Decimal(str(current))
+        earlier = any(v == value for _, v in held)
+        held.append((name, value))
+        if not earlier or _nullable(root, prop):
+            continue
+        places = [k for k, (_, _, values) in enumerate(spans) if value in values]
+        if len(places) != 1 or places[0] + 1 >= len(spans):
+            continue  # written twice (both may be right) or never: the model decides
+        start, end, _ = spans[places[0]]
+        n_start, n_end, n_values = spans[places[0] + 1]
+        last, first = doc.word_at(max(start, end - 1)), doc.word_at(n_start)
+        if first >= len(doc.words) or doc.words[first][3] != doc.words[last][3]:
+            continue  # the next numeral is in another clause
+        if first - last - 1 > _GAP_REPEAT:
+            continue
+        taken = {v for _, v in held} | set(_node_numbers(node))
+        fitting = [v for v in n_values if _accepts(branch, v) and v not in taken]
+        if fitting:
+            found[name] = fitting[0]
+            held[-1] = (name, fitting[0])
+    return found
+
+
+def _grouped_reading(root: Any, prop: Any, value: Any, spans: list) -> Decimal | None:
+    """The separator rule of the module docstring: the thousands reading of the numeral
+    whose decimal reading with trailing zeros ``value`` equals, or None (no change).
+    """
+    kind, branch = _kind(root, prop)
+    if kind != "number" or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = Decimal(str(value))
+    found: set[Decimal] = set()
+    for _, _, values in spans:
+        if number not in values:
+            continue
+        zeroed = [
+            r
+            for r in values
+            if r == number and int(r.as_tuple().exponent) < 0 and r.as_tuple().digits[-1] == 0
+        ]
+        whole = [r for r in values if r != number and int(r.as_tuple().exponent) >= 0]
+        if not zeroed or len(whole) != 1:
+            return None  # some numeral reads as the value plainly: the model decides
+        found.add(whole[0])
+    if len(found) != 1:
+        return None
+    (grouped,) = found
+    return grouped if _accepts(branch, grouped) else None
+
+
+def _span_start(root: Any, prop: Any, value: Any, text: str) -> str | None:
+    """The span-start rule of the module docstring: the value extended to the start of
+    the chunk the text writes it in, or None (no change).
+    """
+    sub = _resolve(root, prop)
+    if not isinstance(value, str) or not value.strip() or not isinstance(sub, dict):
+        return None
+    types = sub.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    if types - {"null"} != {"string"} or "enum" in sub or "const" in sub:
+        return None
+    found: set[str] = set()
+    at = text.find(value)
+    while at >= 0:
+        start = at
+        while start > 0 and _JOINED.fullmatch(text[start - 1]):
+            start -= 1
+        while start < at and not text[start].isalnum():
+            start += 1  # leading punctuation of the chunk ("(", "-") is not copied
+        if start == at:
+            return None  # this occurrence starts a chunk: the value may be right
+        found.add(text[start:at] + value)
+        at = text.find(value, at + 1)
+    if len(found) != 1:
+        return None
+    (new,) = found
+    try:
+        cls = jsonschema.validators.validator_for(root)
+        ok = cls(sub, format_checker=cls.FORMAT_CHECKER).is_valid(new)
+    except Exception:  # a subschema that does not stand alone (a $ref inside)
+        return None
+    return new if ok else None
+
+
+def _node_numbers(node: dict) -> list[Decimal]:
+    """The number values (not booleans) directly in one object."""
+    return [
+        Decimal(str(v))
+        for v in node.values()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    ]
+
+
 def _resolve(root: Any, sub: Any) -> Any:
     for _ in range(_MAX_REF_DEPTH):
         if not (isinstance(sub, dict) and isinstance(sub.get("$ref"), str)):
@@ -364,6 +493,18 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             ):
                 continue
             node[name] = new
+            changed.append(path + name)
+        for name, prop in (sub.get("properties") or {}).items():
+            grouped = _grouped_reading(schema, prop, node.get(name), spans)
+            if grouped is not None:
+                node[name] = int(grouped)
+                changed.append(path + name)
+            started = _span_start(schema, prop, node.get(name), text)
+            if started is not None:
+                node[name] = started
+                changed.append(path + name)
+        for name, num in _repeated_numbers(schema, sub, node, doc, spans).items():
+            node[name] = int(num) if num == num.to_integral_value() else float(num)
             changed.append(path + name)
         copied = [
             name

@@ -73,8 +73,12 @@ def extract(
             them (``structgen.extraction.evidence``: a mention of the field's name
             without a negation makes a boolean true, with one false; a number takes the
             numeral next to its name's mention; an enum takes the one option the text
-            mentions when the model's is unmentioned; a nullable field copying a
-            sibling's value, its name nowhere in the text, is null; an array loses the
+            mentions when the model's is unmentioned; a number read at a separator
+            takes the numeral's whole reading (48000, not 48, from "48,000"); a string
+            copied from inside a chunk starts where the chunk does ("SUP-0932"); a
+            number repeating a sibling's numeral takes the next one ("142/91"); a
+            nullable field copying a sibling's value, its name nowhere in the text, is
+            null; an array loses the
             items the text does not support, ``structgen.extraction.items``), where the
             text settles them; no model call. None: ``EVIDENCE_DEFAULT``.
         return_details: return an :class:`~structgen.extraction.result.ExtractionResult`

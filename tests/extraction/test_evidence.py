@@ -272,3 +272,220 @@ def test_extract_applies_the_evidence_by_default(tiny_engine):
     for text, res, want in zip(texts, raw, got):
         value, _ = apply_evidence(BOOL, text, res.value)
         assert value == want  # the pass is exactly apply_evidence on the model's object
+
+
+BP = {
+    "type": "object",
+    "properties": {
+        "bp": {
+            "type": "object",
+            "properties": {
+                "systolic": {"type": "integer", "minimum": 50, "maximum": 260},
+                "diastolic": {"type": "integer", "minimum": 30, "maximum": 160},
+                "pulse": {"type": ["integer", "null"]},
+            },
+            "required": ["systolic", "diastolic"],
+        }
+    },
+    "required": ["bp"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [("Seen today. BP 142/91, stable.", 91), ("blood pressure 118 over 76. Fine.", 76)],
+)
+def test_a_number_repeating_its_siblings_numeral_takes_the_next_one(text, want):
+    before = {"bp": {"systolic": 142 if "142" in text else 118, "diastolic": 0}}
+    before["bp"]["diastolic"] = before["bp"]["systolic"]
+    value, changed = apply_evidence(BP, text, before)
+    assert value == {"bp": {**before["bp"], "diastolic": want}}
+    assert changed == ["bp.diastolic"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "BP 142/142 today.",  # the text writes the value twice: both may be right
+        "BP 142. Then 91.",  # the next numeral is in another clause
+        "BP 142 was taken again later 91.",  # more than two words between
+        "BP 142/12 today.",  # 12 is below diastolic's minimum
+        "BP 142.",  # no numeral after it
+    ],
+)
+def test_repeat_rule_does_not_fire(text):
+    before = {"bp": {"systolic": 142, "diastolic": 142}}
+    assert apply_evidence(BP, text, before) == (before, [])
+
+
+def test_repeat_rule_leaves_nullable_fields_to_the_null_rule():
+    before = {"bp": {"systolic": 142, "diastolic": 91, "pulse": 142}}
+    value, changed = apply_evidence(BP, "Pressure 142/91 and 77.", before)
+    assert value == {"bp": {"systolic": 142, "diastolic": 91, "pulse": None}}  # null rule
+    assert changed == ["bp.pulse"]
+
+
+def _repeat_reference(text: str, a: int, b: int) -> int:
+    """Brute-force reading of the repeat rule for texts of integers and words with ``,``
+    and ``.`` clause breaks: the diastolic value the rule gives ``{systolic: a,
+    diastolic: b}``.
+    """
+    if a != b:
+        return b
+    words = []  # (word, clause number)
+    clause = 0
+    for t in re.findall(r"[0-9]+|[a-z]+|[.,]", text):
+        if t in ".,":
+            clause += 1
+        else:
+            words.append((t, clause))
+    places = [k for k, (t, _) in enumerate(words) if t.isdigit() and int(t) == a]
+    if len(places) != 1:
+        return b
+    nxt = next((k for k in range(places[0] + 1, len(words)) if words[k][0].isdigit()), None)
+    if nxt is None or words[nxt][1] != words[places[0]][1] or nxt - places[0] - 1 > 2:
+        return b
+    n = int(words[nxt][0])
+    return n if 30 <= n <= 160 and n != a else b
+
+
+def test_repeat_rule_matches_a_brute_force_reading():
+    rng = random.Random(11)
+    vocab = ["120", "80", "95", "20", "120/80", "95/20", "over", "bp", "and", "then", ",", "."]
+    for _ in range(400):
+        text = " ".join(rng.choice(vocab) for _ in range(rng.randint(1, 9)))
+        text = text.replace(" ,", ",").replace(" .", ".")
+        if re.search(r"[0-9] [0-9]", text):
+            continue  # "120 95" is one numeral with two readings (numeral_spans)
+        a = int(rng.choice(["120", "80", "95"]))
+        b = a if rng.random() < 0.8 else 100
+        before = {"bp": {"systolic": a, "diastolic": b}}
+        value, _ = apply_evidence(BP, text, before)
+        assert value["bp"]["diastolic"] == _repeat_reference(text, a, b), (text, a, b)
+
+
+CODES = {
+    "type": "object",
+    "properties": {
+        "ticket_id": {"type": "string", "maxLength": 12},
+        "email": {"type": ["string", "null"], "format": "email"},
+        "level": {"type": "string", "enum": ["low", "high"]},
+        "code": {"type": "string", "pattern": "^[0-9]+$"},
+    },
+    "required": ["ticket_id"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        ("Ticket SUP-0932 opened.", {"ticket_id": "0932"}, {"ticket_id": "SUP-0932"}),
+        ("Ref (88-17) noted.", {"ticket_id": "17"}, {"ticket_id": "88-17"}),
+        (
+            "Write to fatima.alsayed@crescent.example today.",
+            {"ticket_id": "x", "email": "alsayed@crescent.example"},
+            {"ticket_id": "x", "email": "fatima.alsayed@crescent.example"},
+        ),
+    ],
+)
+def test_a_string_copied_from_inside_a_chunk_starts_where_the_chunk_starts(text, before, after):
+    value, changed = apply_evidence(CODES, text, before)
+    assert value == after
+    assert changed == [k for k in after if after[k] != before.get(k)]
+
+
+@pytest.mark.parametrize(
+    ("text", "before"),
+    [
+        ("Ticket 0932, see SUP-0932.", {"ticket_id": "0932"}),  # one occurrence starts a chunk
+        ("Codes A-17 and B-17.", {"ticket_id": "17"}),  # two different extensions
+        ("Ticket VERYLONGPREFIX-0932.", {"ticket_id": "0932"}),  # over maxLength
+        ("Ticket SUP/0932 or it's x.", {"ticket_id": "0932"}),  # "/" joins no chunk
+        ("Alert: veryhigh.", {"ticket_id": "Q1", "level": "high"}),  # an enum
+        ("Code SUP-0932.", {"ticket_id": "Q1", "code": "0932"}),  # against its pattern
+    ],
+)
+def test_span_start_rule_does_not_fire(text, before):
+    assert apply_evidence(CODES, text, before) == (before, [])
+
+
+def _span_start_reference(text: str, value: str) -> str:
+    """Brute force: every occurrence of ``value``; the chunk around it is the longest run
+    of letters, digits and ``_-.@#+&`` ending where the occurrence starts, less its
+    leading non-alphanumerics.
+    """
+    news = set()
+    for at in [i for i in range(len(text)) if text.startswith(value, i)]:
+        best = at
+        for s in range(at, -1, -1):
+            if all(c.isalnum() or c in "_-.@#+&" for c in text[s:at]):
+                best = s
+        while best < at and not text[best].isalnum():
+            best += 1
+        if best == at:
+            return value
+        news.add(text[best:at] + value)
+    return news.pop() if len(news) == 1 and len(next(iter(news))) <= 12 else value
+
+
+def test_span_start_rule_matches_a_brute_force_reading():
+    rng = random.Random(5)
+    vocab = ["SUP", "-", "0932", "17", ".", "x", " ", " ", "(", "/", "#", "a"]
+    for _ in range(400):
+        text = "".join(rng.choice(vocab) for _ in range(rng.randint(1, 10)))
+        value = rng.choice(["0932", "17", "x", "a17"])
+        if value not in text:
+            continue
+        got, _ = apply_evidence(CODES, text, {"ticket_id": value})
+        assert got["ticket_id"] == _span_start_reference(text, value), (text, value)
+
+
+PAY = {
+    "type": "object",
+    "properties": {
+        "salary_min": {"type": "number"},
+        "salary_max": {"type": "number", "maximum": 50000},
+    },
+    "required": ["salary_min"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        ("Salary €42,000 to €48,000.", {"salary_min": 42, "salary_max": 48},
+         {"salary_min": 42000, "salary_max": 48000}),
+        ("Pay: 1.800 to 2.100 EUR.", {"salary_min": 1.8, "salary_max": 2.1},
+         {"salary_min": 1800, "salary_max": 2100}),
+    ],
+)  # fmt: skip
+def test_a_number_read_at_the_separator_takes_the_whole_reading(text, before, after):
+    value, changed = apply_evidence(PAY, text, before)
+    assert value == after
+    assert changed == [k for k in after if after[k] != before[k]]
+
+
+@pytest.mark.parametrize(
+    ("text", "before"),
+    [
+        ("Pay 1.8 or 1.800 EUR.", {"salary_min": 1.8}),  # 1.8 is also written plainly
+        ("Pay 1.85 EUR.", {"salary_min": 1.85}),  # no trailing zero: a real decimal
+        ("Up to 60,000.", {"salary_min": 1, "salary_max": 60}),  # over salary_max's maximum
+    ],
+)
+def test_separator_rule_does_not_fire(text, before):
+    assert apply_evidence(PAY, text, before) == (before, [])
+
+
+def test_separator_rule_matches_a_brute_force_reading():
+    rng = random.Random(3)
+    for _ in range(200):
+        head = str(rng.randint(1, 999))
+        tail = rng.choice(["000", "500", "050", "250", "125"])
+        sep = rng.choice([",", "."])
+        text = f"Pay {head}{sep}{tail} a year."
+        decimal = Decimal(f"{head}.{tail}")
+        value, _ = apply_evidence(PAY, text, {"salary_min": float(decimal)})
+        # the decimal reading has trailing zeros exactly when the tail ends in 0
+        want = int(head + tail) if tail.endswith("0") else float(decimal)
+        assert value["salary_min"] == want, text

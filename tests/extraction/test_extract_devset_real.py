@@ -28,10 +28,13 @@ ASSERTED = {
     "appointment-01": ["/client_name", "/provider", "/date", "/kind"],
     "shipping_notice-01": ["/carrier", "/recipient/name", "/estimated_delivery"],
     "support_ticket-01": ["/ticket_id", "/customer_name", "/priority"],
+    # greedy writes "0932" for "SUP-0932": the evidence pass's span-start rule
+    "support_ticket-02": ["/ticket_id"],
     # greedy fills medications to maxItems (6); the item rule closes them at the text's
-    # count: one item, and none for "takes no regular medication"
-    "medical_note-01": ["/patient_name", "/medications"],
-    "medical_note-02": ["/patient_name", "/medications"],
+    # count: one item, and none for "takes no regular medication"; greedy copies the
+    # systolic numeral into diastolic ("BP 142/91"): the repeat rule takes the next one
+    "medical_note-01": ["/patient_name", "/medications", "/blood_pressure/diastolic"],
+    "medical_note-02": ["/patient_name", "/medications", "/blood_pressure/diastolic"],
 }
 
 

@@ -63,18 +63,14 @@ def bench_structgen(engine, n_tokens: int, repeats: int = 3) -> dict:
 
 
 def bench_transformers(
-    loaded, dtype: torch.dtype, n_tokens: int, prompt_ids: list[int], repeats: int = 3
+    dtype: torch.dtype, n_tokens: int, prompt_ids: list[int], repeats: int = 3
 ) -> dict:
-    """transformers ``generate`` (greedy, its default dynamic cache) on the same weights, best of
-    ``repeats``.
+    """transformers ``generate`` (greedy, its default dynamic cache) on the packaged model's
+    float weights cast to ``dtype``, best of ``repeats``.
     """
-    from transformers import LlamaForCausalLM
+    from bench_models import _hf_llama
 
-    model = LlamaForCausalLM(loaded.config).to(dtype).eval()
-    missing, _ = model.load_state_dict(loaded.model.state_dict(), strict=False)
-    assert not [m for m in missing if "rotary" not in m and "lm_head" not in m], missing
-    if loaded.config.tie_word_embeddings:
-        model.tie_weights()
+    model = _hf_llama().to(dtype)
     ids = torch.tensor([prompt_ids])
     kw = dict(do_sample=False, pad_token_id=0, eos_token_id=None)
     ttfts, rates = [], []
@@ -435,7 +431,7 @@ def _transformers_rows(Engine, args, decode: dict) -> list[tuple[str, str, str, 
         engine = Engine(dtype=dt)
         sg = bench_structgen(engine, args.tokens)
         hf = bench_transformers(
-            engine.loaded, engine.config.torch_dtype, args.tokens, engine.encode_prompt(PROMPT)
+            engine.config.torch_dtype, args.tokens, engine.encode_prompt(PROMPT)
         )
         decode[dt] = (sg, hf)
         rows.append(

@@ -357,11 +357,17 @@ def _hf_generate_folder(folder: Path, tokens: int, load_model) -> dict:
     return {"weight_mb": wb / 2**20, **r}
 
 
-def _hf_llama(loaded):
+def _hf_llama(loaded=None):
     """transformers' LlamaForCausalLM (fp32) holding structgen's loaded (dequantized) SmolLM2
-    weights. A GGUF file's config is structgen's ``ModelConfig``, which transformers 5 no
-    longer takes: it becomes the ``LlamaConfig`` of the same fields.
+    weights (None: the packaged model loaded with float weights; an engine's own ``loaded``
+    may hold quantized linears under the default ``quantization="auto"``). A GGUF file's
+    config is structgen's ``ModelConfig``, which transformers 5 no longer takes: it becomes
+    the ``LlamaConfig`` of the same fields.
     """
+    if loaded is None:
+        from structgen.runtime.loader import load_model
+
+        loaded = load_model(None, torch.float32, "cpu")
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedConfig
 
     config = loaded.config

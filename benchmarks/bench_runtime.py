@@ -102,11 +102,9 @@ class _track_kv_peak:
 
 
 def _transformers_throughput(engine: Engine, prompts: list[list[int]], outs: list[int]) -> float:
-    from transformers import LlamaForCausalLM
+    from bench_models import _hf_llama
 
-    model = LlamaForCausalLM(engine.loaded.config).eval()
-    model.load_state_dict(engine.loaded.model.state_dict(), strict=False)
-    model.tie_weights()
+    model = _hf_llama()  # float weights: the engine's may be quantized (quantization "auto")
     width = max(len(p) for p in prompts)
     ids = torch.zeros((len(prompts), width), dtype=torch.int64)
     mask = torch.zeros_like(ids)
@@ -309,9 +307,7 @@ def _decode_rows(rows: list) -> str:
     for dt in ("float32", "bfloat16"):
         engine = Engine(dtype=dt)
         sg = bench_structgen(engine, 64)
-        hf = bench_transformers(
-            engine.loaded, engine.config.torch_dtype, 64, engine.encode_prompt(PROMPT)
-        )
+        hf = bench_transformers(engine.config.torch_dtype, 64, engine.encode_prompt(PROMPT))
         rows.append(
             (
                 f"4. batch-1 decode tok/s {dt} (vs transformers)",

@@ -22,8 +22,15 @@
  * rounding at the end. Layouts are row-major with the row strides given (elements).
  *
  * AVX2+FMA paths chosen at run time (__builtin_cpu_supports) where the loops are hot
- * (attention dot products, weighted sums, exp), portable scalar code otherwise. OpenMP
- * parallel regions only when the work is large enough to pay for the fork/join.
+ * (attention dot products, weighted sums, exp), portable scalar code otherwise.
+ *
+ * Threads: each op is a ``*_body`` that shares its loops among the threads of the enclosing
+ * OpenMP parallel region (orphaned ``omp for``) and returns after the loop's barrier, its
+ * output complete for every thread; the fused decode step calls the bodies from its one
+ * region. Outside any region the calling thread runs all of it. The op itself opens a region
+ * for one call, and only when the work is large enough to pay for the fork/join. Every output
+ * element is computed by one thread in the same order whatever the split, so results do not
+ * depend on the thread count.
  * Included by cpuops.c (the Python bindings, structgen.runtime.cpu._cpuops) and by
  * decodestep.c (the fused decode step); everything here is static.
  */
@@ -43,11 +50,10 @@
 #define PAR_MIN_WORK 65536 /* elements below which a region runs on one thread */
 
 /* ------------------------------------------------------------------ add_rms_norm */
-static void add_rms_norm(void *res, long rs, const void *delta, long ds, const void *w, void *out,
-                         long os, int T, int H, float eps, int dt, int threads) {
-    (void)threads;
+static void add_rms_norm_body(void *res, long rs, const void *delta, long ds, const void *w,
+                              void *out, long os, int T, int H, float eps, int dt) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(threads) if ((long)T * H >= PAR_MIN_WORK)
+#pragma omp for schedule(static)
 #endif
     for (int t = 0; t < T; t++) {
         double ss = 0.0;
@@ -66,6 +72,15 @@ static void add_rms_norm(void *res, long rs, const void *delta, long ds, const v
             sg_st(out, (size_t)t * os + i, sg_ld(w, i, dt) * n, dt);
         }
     }
+}
+
+static inline void add_rms_norm(void *res, long rs, const void *delta, long ds, const void *w, void *out,
+                         long os, int T, int H, float eps, int dt, int threads) {
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) if ((long)T * H >= PAR_MIN_WORK)
+#endif
+    add_rms_norm_body(res, rs, delta, ds, w, out, os, T, H, eps, dt);
 }
 
 /* ------------------------------------------------------------------ rope_store_kv */
@@ -90,13 +105,13 @@ static void rope_head(void *x, size_t off, const void *cs, const void *sn, size_
     }
 }
 
-static void rope_store_kv(void *q, long qs, void *k, long ks, const void *v, long vs,
-                          const void *cos_t, const void *sin_t, const void *qnw, const void *knw, float eps, void *kc, void *vc,
-                          const int64_t *slots, int T, int H, int KVH, int d, int dt, int threads) {
-    (void)threads;
+static void rope_store_kv_body(void *q, long qs, void *k, long ks, const void *v, long vs,
+                               const void *cos_t, const void *sin_t, const void *qnw,
+                               const void *knw, float eps, void *kc, void *vc,
+                               const int64_t *slots, int T, int H, int KVH, int d, int dt) {
     int items = H + KVH;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(threads) if ((long)T * items * d >= PAR_MIN_WORK)
+#pragma omp for schedule(static)
 #endif
     for (long it = 0; it < (long)T * items; it++) {
         int t = (int)(it / items), h = (int)(it % items);
@@ -113,6 +128,18 @@ static void rope_store_kv(void *q, long qs, void *k, long ks, const void *v, lon
         memcpy((char *)kc + dst * (dt ? 2 : 4), (const char *)k + koff * (dt ? 2 : 4), bytes);
         memcpy((char *)vc + dst * (dt ? 2 : 4), (const char *)v + voff * (dt ? 2 : 4), bytes);
     }
+}
+
+static inline void rope_store_kv(void *q, long qs, void *k, long ks, const void *v, long vs,
+                          const void *cos_t, const void *sin_t, const void *qnw, const void *knw,
+                          float eps, void *kc, void *vc, const int64_t *slots, int T, int H,
+                          int KVH, int d, int dt, int threads) {
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) if ((long)T * (H + KVH) * d >= PAR_MIN_WORK)
+#endif
+    rope_store_kv_body(q, qs, k, ks, v, vs, cos_t, sin_t, qnw, knw, eps, kc, vc, slots, T, H, KVH,
+                       d, dt);
 }
 
 /* ------------------------------------------------------------------ paged_attention */
@@ -204,16 +231,15 @@ static void attend_chunk(const void *q, size_t qoff, int G, const void *kc, cons
 
 #define KEY_CHUNK 256 /* keys per work item: long sequences split over the threads */
 
-static void paged_attention(const void *q, long qs, const void *kc, const void *vc, const int64_t *pt,
-                            long pt_stride, const int64_t *seq, const int64_t *pos, int ps,
-                            int T, int H, int KVH, int d, float scale, int window, void *out,
-                            int dt, int threads) {
-    int group = H / KVH;
-    int G = group <= MAX_GROUP ? group : 1; /* query heads per work item (one KV head's group) */
-    int per_token = H / G;
-    /* work items: (token, head group, key chunk), in that order */
-    long *first = (long *)malloc(sizeof(long) * ((size_t)T + 1)); /* first item of each token */
-    if (!first) return;
+/* query heads per work item: one KV head's group, or 1 when the group is over MAX_GROUP */
+static inline int attn_heads_per_item(int H, int KVH) {
+    return H / KVH <= MAX_GROUP ? H / KVH : 1;
+}
+
+/* The work items of a call, in (token, head group, key chunk) order: first[t] is token t's first
+ * item, first[T] the count (first: T + 1 longs). Returns the work (keys x heads x head_dim). */
+static long attn_items(long *first, const int64_t *pos, int T, int H, int KVH, int d, int window) {
+    int per_token = H / attn_heads_per_item(H, KVH);
     long work = 0;
     first[0] = 0;
     for (int t = 0; t < T; t++) {
@@ -221,86 +247,118 @@ static void paged_attention(const void *q, long qs, const void *kc, const void *
         first[t + 1] = first[t] + (long)per_token * ((hi - lo) / KEY_CHUNK + 1);
         work += (long)(hi - lo + 1) * H * d;
     }
+    return work;
+}
+
+/* floats of partial results per work item: m[G], l[G], acc[G * d] */
+static inline size_t attn_item_floats(int H, int KVH, int d) {
+    return (size_t)attn_heads_per_item(H, KVH) * (d + 2);
+}
+
+/* The items of ``first`` (attn_items) shared dynamically, then each (token, head group)'s chunks
+ * merged; part: attn_item_floats x first[T] floats, shared by the team. */
+static void paged_attention_body(const void *q, long qs, const void *kc, const void *vc,
+                                 const int64_t *pt, long pt_stride, const int64_t *seq,
+                                 const int64_t *pos, int ps, int T, int H, int KVH, int d,
+                                 float scale, int window, void *out, int dt, const long *first,
+                                 float *part) {
+    static __thread float sc[KEY_CHUNK * MAX_GROUP]; /* one chunk's scores, per thread */
+    int group = H / KVH, G = attn_heads_per_item(H, KVH), per_token = H / G;
     long items = first[T];
-    size_t stride = (size_t)G * (d + 2); /* per item: m[G], l[G], acc[G * d] */
-    float *part = (float *)malloc(sizeof(float) * stride * (size_t)items);
-    if (!part) {
-        free(first);
-        return;
-    }
-    (void)threads;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads) if (work >= PAR_MIN_WORK)
-#endif
-    {
-        float *sc = (float *)malloc(sizeof(float) * KEY_CHUNK * G);
-        int t = 0;
+    size_t stride = attn_item_floats(H, KVH, d);
+    int t = 0;
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-        for (long it = 0; it < items; it++) {
-            while (it >= first[t + 1]) t++;
-            while (it < first[t]) t--;
-            int hi = (int)pos[t], lo = window > 0 && hi - window + 1 > 0 ? hi - window + 1 : 0;
-            long nc = (first[t + 1] - first[t]) / per_token, k = it - first[t];
-            int hg = (int)(k / nc), c = (int)(k % nc);
-            int c_lo = lo + c * KEY_CHUNK, c_hi = c_lo + KEY_CHUNK - 1 < hi ? c_lo + KEY_CHUNK - 1 : hi;
-            float *pm = part + stride * (size_t)it;
-            if (sc) attend_chunk(q, (size_t)t * qs + (size_t)hg * G * d, G, kc, vc,
-                                 pt + (size_t)seq[t] * pt_stride, ps, KVH, hg * G / group, d, c_lo, c_hi,
-                                 scale, sc, pm, pm + G, pm + 2 * G, dt);
-        }
-        free(sc);
+    for (long it = 0; it < items; it++) {
+        while (it >= first[t + 1]) t++;
+        while (it < first[t]) t--;
+        int hi = (int)pos[t], lo = window > 0 && hi - window + 1 > 0 ? hi - window + 1 : 0;
+        long nc = (first[t + 1] - first[t]) / per_token, k = it - first[t];
+        int hg = (int)(k / nc), c = (int)(k % nc);
+        int c_lo = lo + c * KEY_CHUNK, c_hi = c_lo + KEY_CHUNK - 1 < hi ? c_lo + KEY_CHUNK - 1 : hi;
+        float *pm = part + stride * (size_t)it;
+        attend_chunk(q, (size_t)t * qs + (size_t)hg * G * d, G, kc, vc,
+                     pt + (size_t)seq[t] * pt_stride, ps, KVH, hg * G / group, d, c_lo, c_hi,
+                     scale, sc, pm, pm + G, pm + 2 * G, dt);
+    }
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
-        for (long th = 0; th < (long)T * per_token; th++) { /* merge each (token, head group)'s chunks */
-            int tt = (int)(th / per_token), hg = (int)(th % per_token);
-            long nc = (first[tt + 1] - first[tt]) / per_token, base = first[tt] + (long)hg * nc;
-            for (int g = 0; g < G; g++) {
-                float mx = -INFINITY, den = 0.f, o[MAX_HEAD_DIM];
-                for (long c = 0; c < nc; c++) {
-                    float mc = part[stride * (size_t)(base + c) + g];
-                    mx = mc > mx ? mc : mx;
-                }
-                memset(o, 0, sizeof(float) * d);
-                for (long c = 0; c < nc; c++) {
-                    const float *pc = part + stride * (size_t)(base + c);
-                    float w = expf(pc[g] - mx);
-                    den += w * pc[G + g];
-                    for (int i = 0; i < d; i++) o[i] += w * pc[2 * G + g * d + i];
-                }
-                size_t ooff = ((size_t)tt * H + (size_t)hg * G + g) * d;
-                for (int i = 0; i < d; i++) sg_st(out, ooff + i, o[i] / den, dt);
+    for (long th = 0; th < (long)T * per_token; th++) { /* merge each (token, head group)'s chunks */
+        int tt = (int)(th / per_token), hg = (int)(th % per_token);
+        long nc = (first[tt + 1] - first[tt]) / per_token, base = first[tt] + (long)hg * nc;
+        for (int g = 0; g < G; g++) {
+            float mx = -INFINITY, den = 0.f, o[MAX_HEAD_DIM];
+            for (long c = 0; c < nc; c++) {
+                float mc = part[stride * (size_t)(base + c) + g];
+                mx = mc > mx ? mc : mx;
             }
+            memset(o, 0, sizeof(float) * d);
+            for (long c = 0; c < nc; c++) {
+                const float *pc = part + stride * (size_t)(base + c);
+                float w = expf(pc[g] - mx);
+                den += w * pc[G + g];
+                for (int i = 0; i < d; i++) o[i] += w * pc[2 * G + g * d + i];
+            }
+            size_t ooff = ((size_t)tt * H + (size_t)hg * G + g) * d;
+            for (int i = 0; i < d; i++) sg_st(out, ooff + i, o[i] / den, dt);
         }
+    }
+}
+
+static inline void paged_attention(const void *q, long qs, const void *kc, const void *vc, const int64_t *pt,
+                            long pt_stride, const int64_t *seq, const int64_t *pos, int ps,
+                            int T, int H, int KVH, int d, float scale, int window, void *out,
+                            int dt, int threads) {
+    long *first = (long *)malloc(sizeof(long) * ((size_t)T + 1));
+    if (!first) return;
+    long work = attn_items(first, pos, T, H, KVH, d, window);
+    float *part = (float *)malloc(sizeof(float) * attn_item_floats(H, KVH, d) * (size_t)first[T]);
+    if (part) {
+        (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) if (work >= PAR_MIN_WORK)
+#endif
+        paged_attention_body(q, qs, kc, vc, pt, pt_stride, seq, pos, ps, T, H, KVH, d, scale,
+                             window, out, dt, first, part);
     }
     free(part);
     free(first);
 }
 
 /* ------------------------------------------------------------------ silu_mul */
-static void silu_mul(const void *g_, long gs, const void *u, long us, void *out, long os, int T,
+#define SILU_CHUNK 256 /* elements per work item (and per exp call) */
+
+static void silu_mul_body(const void *g_, long gs, const void *u, long us, void *out, long os,
+                          int T, int I, int dt) {
+    int chunks = (I + SILU_CHUNK - 1) / SILU_CHUNK;
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (long it = 0; it < (long)T * chunks; it++) { /* (token, chunk of SILU_CHUNK) */
+        int t = (int)(it / chunks), i0 = (int)(it % chunks) * SILU_CHUNK;
+        int n = I - i0 < SILU_CHUNK ? I - i0 : SILU_CHUNK;
+        float g[SILU_CHUNK], e[SILU_CHUNK];
+        for (int i = 0; i < n; i++) {
+            g[i] = sg_ld(g_, (size_t)t * gs + i0 + i, dt);
+            e[i] = -g[i];
+        }
+        sg_exp_inplace(e, n);
+        for (int i = 0; i < n; i++) {
+            float s = sg_round(g[i] / (1.0f + e[i]), dt);
+            sg_st(out, (size_t)t * os + i0 + i, s * sg_ld(u, (size_t)t * us + i0 + i, dt), dt);
+        }
+    }
+}
+
+static inline void silu_mul(const void *g_, long gs, const void *u, long us, void *out, long os, int T,
                      int I, int dt, int threads) {
     (void)threads;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(threads) if ((long)T * I >= PAR_MIN_WORK)
+#pragma omp parallel num_threads(threads) if ((long)T * I >= PAR_MIN_WORK)
 #endif
-    for (int t = 0; t < T; t++) {
-        float g[256], e[256];
-        for (int i0 = 0; i0 < I; i0 += 256) {
-            int n = I - i0 < 256 ? I - i0 : 256;
-            for (int i = 0; i < n; i++) {
-                g[i] = sg_ld(g_, (size_t)t * gs + i0 + i, dt);
-                e[i] = -g[i];
-            }
-            sg_exp_inplace(e, n);
-            for (int i = 0; i < n; i++) {
-                float s = sg_round(g[i] / (1.0f + e[i]), dt);
-                sg_st(out, (size_t)t * os + i0 + i, s * sg_ld(u, (size_t)t * us + i0 + i, dt), dt);
-            }
-        }
-    }
+    silu_mul_body(g_, gs, u, us, out, os, T, I, dt);
 }
 
 #endif /* SG_CPUOPS_CORE_H */

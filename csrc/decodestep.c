@@ -80,70 +80,91 @@ typedef struct {
 
 #define LP(f) ((void *)(intptr_t)ly[f])
 
-/* y [T, N] (row stride ldy, dt) = x32 [T, K] @ W.T (+ b) for the matmul whose weight, bias,
- * format word, scales and mins pointers are p[LP_W .. LP_MN]; yf: fp32 scratch [T, N] for a
- * quantized matmul's output in bf16, with a bias or strided (ldy > N; float weights need
- * ldy == N) */
-static void mm_part(const float *x32, const int64_t *p, void *y, int N, int ldy, int K, float *yf,
-                    const step_dims *s) {
+/* One thread's scratch: its fp32 copy of a matmul's input xf [T, kmax] (bf16 x), its fp32
+ * output rows yf [T, nmax] (see mm_part) and the activation side of quantized matmuls, each
+ * computed by every thread for itself (the same values: no barrier needed to share them). */
+typedef struct {
+    float *xf, *yf;
+    q_act a;
+} thread_scratch;
+
+/* This thread's share of y [T, N] (row stride ldy, dt) = x32 [T, K] @ W.T (+ b) for the matmul
+ * whose weight, bias, format word, scales and mins pointers are p[LP_W .. LP_MN]. Float weights
+ * (ldy == N): blocks of rows shared by dense_mm_body, which returns after its barrier (1);
+ * quantized: this thread's rows (team_rows) through the fp32 scratch ts->yf where the output is
+ * bf16, has a bias or is strided, then rounded and biased here, with no barrier (0). */
+static int mm_part(const float *x32, const int64_t *p, void *y, int N, int ldy, int K,
+                   thread_scratch *ts, const step_dims *s) {
     const void *w = (const void *)(intptr_t)p[LP_W], *b = (const void *)(intptr_t)p[LP_B];
     const void *sc = (const void *)(intptr_t)p[LP_S], *mn = (const void *)(intptr_t)p[LP_MN];
     int64_t fmt = p[LP_FMT];
-    int kind = FMT_KIND(fmt);
+    int kind = FMT_KIND(fmt), gs = FMT_GROUP(fmt), q8 = FMT_Q8(fmt), f16 = FMT_SCALE_F16(fmt);
     if (kind == FMT_FLOAT) {
-        dense_mm(x32, w, s->dt, b, y, s->T, N, K, s->threads);
-        return;
+        dense_mm_body(x32, w, s->dt, b, y, s->T, N, K);
+        return 1;
     }
+    int n0, n1;
+    team_rows(N, &n0, &n1);
+    if (n0 >= n1) return 0;
     int direct = !s->dt && !b && ldy == N; /* fp32 without bias: the kernel writes y itself */
-    float *out = direct ? (float *)y : yf;
+    float *out = direct ? (float *)y : ts->yf;
+    q_act_prep(x32, s->T, K, gs, kind == FMT_INT4, q8, &ts->a);
     if (kind == FMT_INT4)
-        int4_mm(x32, w, sc, mn, FMT_SCALE_F16(fmt), out, s->T, N, K, FMT_GROUP(fmt), FMT_Q8(fmt),
-                s->threads);
+        int4_rows(x32, w, sc, mn, f16, out, s->T, N, K, gs, q8, &ts->a, n0, n1);
     else
-        int8_mm(x32, w, sc, FMT_SCALE_F16(fmt), out, s->T, N, K, FMT_GROUP(fmt), FMT_Q8(fmt),
-                s->threads);
-    if (direct) return;
+        int8_rows(x32, w, sc, f16, out, s->T, N, K, gs, q8, &ts->a, n0, n1);
+    if (direct) return 0;
     for (int t = 0; t < s->T; t++) {
         const float *o = out + (size_t)t * N;
         if (!s->dt) { /* fp32 (+ bias) */
             float *yo = (float *)y + (size_t)t * ldy;
-            for (int j = 0; j < N; j++) yo[j] = b ? o[j] + ((const float *)b)[j] : o[j];
+            for (int j = n0; j < n1; j++) yo[j] = b ? o[j] + ((const float *)b)[j] : o[j];
             continue;
         }
         uint16_t *yo = (uint16_t *)y + (size_t)t * ldy; /* bf16: round, add the bias, round */
-        for (int j = 0; j < N; j++) {
+        for (int j = n0; j < n1; j++) {
             uint16_t r = sg_float_to_bf16(o[j]);
             yo[j] = b ? sg_float_to_bf16(sg_bf16_to_float(r) + sg_ld(b, j, 1)) : r;
         }
     }
+    return 0;
 }
 
 /* y [T, N] = x [T, K] (dt, contiguous) @ W.T (+ b) for the matmul whose weight pointer is in
  * field wf of layer row ly (its bias at wf + 1, format word, scales and mins at ff, ff + 1,
  * ff + 2), or, where pf >= 0 and part 0 of the parts at field pf has rows, for each part in
- * turn into its band of columns; xf: fp32 scratch [T, K] for a bf16 x, yf: fp32 scratch
- * [T, N] (see mm_part) */
+ * turn into its band of columns. Called by every thread of the region; returns after a barrier,
+ * y complete. */
 static void mm(const int64_t *ly, int wf, int ff, int pf, const void *x, void *y, int N, int K,
-               float *xf, float *yf, const step_dims *s) {
-    const float *x32 = x_as_fp32(x, K, s->dt, s->T, K, xf);
+               thread_scratch *ts, const step_dims *s) {
+    const float *x32 = x_as_fp32(x, K, s->dt, s->T, K, ts->xf);
+    int synced;
     if (pf >= 0 && ly[pf + LP_N]) {
         size_t es = s->dt ? 2 : 4;
         int col = 0;
+        synced = 1;
         for (int i = 0; i < MAX_PARTS && ly[pf + i * LP_COUNT + LP_N]; i++) {
-            const int64_t *p = ly + pf + i * LP_COUNT;
-            mm_part(x32, p, (char *)y + es * col, (int)p[LP_N], N, K, yf, s);
+            const int64_t *p = ly + pf + i * LP_COUNT; /* parts write disjoint columns */
+            synced = mm_part(x32, p, (char *)y + es * col, (int)p[LP_N], N, K, ts, s);
             col += (int)p[LP_N];
         }
-        return;
+    } else {
+        int64_t p[LP_COUNT] = {ly[wf], ly[wf + 1], ly[ff], ly[ff + 1], ly[ff + 2], N};
+        synced = mm_part(x32, p, y, N, N, K, ts, s);
     }
-    int64_t p[LP_COUNT] = {ly[wf], ly[wf + 1], ly[ff], ly[ff + 1], ly[ff + 2], N};
-    mm_part(x32, p, y, N, N, K, yf, s);
+    if (!synced) {
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+    }
 }
 
-/* The layers of ``table`` over res; the last layer's MLP output goes to mlp. 0, or -1 when out
- * of memory (nothing written then). */
+/* The layers of ``table`` over res; the last layer's MLP output goes to mlp. One OpenMP parallel
+ * region for the whole step: its threads run every op's share (the ``*_body`` kernels, orphaned
+ * work-sharing loops) and meet at a barrier between dependent ops. 0, or -1 when out of memory
+ * (nothing written then). */
 static int decode_layers(const int64_t *table, int L, void *res, void *mlp, const step_dims *s) {
-    int T = s->T, H = s->H, d = s->d, I = s->I, dt = s->dt, th = s->threads;
+    int T = s->T, H = s->H, d = s->d, I = s->I, dt = s->dt, th = s->threads < 1 ? 1 : s->threads;
     int nqkv = (s->NH + 2 * s->KVH) * d, nq = s->NH * d, kmax = H;
     size_t es = dt ? 2 : 4;
     if (nq > kmax) kmax = nq;
@@ -152,30 +173,66 @@ static int decode_layers(const int64_t *table, int L, void *res, void *mlp, cons
     size_t n_gu = (size_t)T * 2 * I, n_act = (size_t)T * I;
     size_t nmax = (size_t)nqkv > 2 * (size_t)I ? (size_t)nqkv : 2 * (size_t)I;
     if ((size_t)H > nmax) nmax = H;
+    long first[MAX_M + 1]; /* attention work items: the most (no window) size the partials */
+    attn_items(first, s->pos, T, s->NH, s->KVH, d, 0);
+    size_t n_part = attn_item_floats(s->NH, s->KVH, d) * (size_t)first[T];
+    /* per thread: xf, yf, xsum, xdiff (groups of >= 8), xd (blocks of 32), then xq */
+    size_t n_thread = (size_t)T * (kmax + nmax + 2 * (kmax / 8 + 1) + kmax / 32 + 1);
+    size_t f_thread = n_thread + ((size_t)T * kmax + 3) / 4; /* in floats, xq included */
     char *ws = (char *)malloc(es * (2 * n_h + n_qkv + n_att + n_gu + n_act) +
-                              sizeof(float) * T * (kmax + nmax));
-    if (!ws) return -1;
+                              sizeof(float) * (n_part + f_thread * th));
+    thread_scratch *scr = (thread_scratch *)malloc(sizeof(thread_scratch) * th);
+    if (!ws || !scr) {
+        free(ws);
+        free(scr);
+        return -1;
+    }
     char *h = ws, *o = h + es * n_h, *qkv = o + es * n_h, *att = qkv + es * n_qkv;
     char *gu = att + es * n_att, *act = gu + es * n_gu;
-    float *xf = (float *)(act + es * n_act), *yf = xf + (size_t)T * kmax;
+    float *part = (float *)(act + es * n_act), *thr = part + n_part;
+    for (int i = 0; i < th; i++) {
+        float *f = thr + f_thread * i;
+        scr[i].xf = f;
+        scr[i].yf = f + (size_t)T * kmax;
+        scr[i].a.xsum = scr[i].yf + (size_t)T * nmax;
+        scr[i].a.xdiff = scr[i].a.xsum + (size_t)T * (kmax / 8 + 1);
+        scr[i].a.xd = scr[i].a.xdiff + (size_t)T * (kmax / 8 + 1);
+        scr[i].a.xq = (int8_t *)(scr[i].a.xd + (size_t)T * (kmax / 32 + 1));
+    }
+    (void)sg_use_avx2(); /* the ISA decided before the threads read it */
 #if SG_X86
     use_avx2 = sg_use_avx2() && __builtin_cpu_supports("f16c"); /* the quantized kernel's ISA */
 #endif
-    for (int l = 0; l < L; l++) {
-        const int64_t *ly = table + (size_t)l * LF_COUNT;
-        add_rms_norm(res, H, l ? mlp : NULL, H, LP(LF_IN_NORM), h, H, T, H, s->eps, dt, th);
-        mm(ly, LF_QKV_W, LF_QKV_FMT, LF_QKV_PARTS, h, qkv, nqkv, H, xf, yf, s);
-        rope_store_kv(qkv, nqkv, qkv + es * nq, nqkv, qkv + es * (nq + (size_t)s->KVH * d), nqkv,
-                      s->cos_t, s->sin_t, LP(LF_Q_NORM), LP(LF_K_NORM), s->qk_eps, LP(LF_K_CACHE),
-                      LP(LF_V_CACHE), s->slots, T, s->NH, s->KVH, d, dt, th);
-        paged_attention(qkv, nqkv, LP(LF_K_CACHE), LP(LF_V_CACHE), s->pt, s->pt_stride, s->seq,
-                        s->pos, s->ps, T, s->NH, s->KVH, d, s->scale, (int)ly[LF_WINDOW], att, dt, th);
-        mm(ly, LF_O_W, LF_O_FMT, -1, att, o, H, nq, xf, yf, s);
-        add_rms_norm(res, H, o, H, LP(LF_POST_NORM), h, H, T, H, s->eps, dt, th);
-        mm(ly, LF_GU_W, LF_GU_FMT, LF_GU_PARTS, h, gu, 2 * I, H, xf, yf, s);
-        silu_mul(gu, 2 * I, gu + es * I, 2 * I, act, I, T, I, dt, th);
-        mm(ly, LF_DOWN_W, LF_DOWN_FMT, -1, act, mlp, H, I, xf, yf, s);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(th)
+#endif
+    {
+#ifdef _OPENMP
+        thread_scratch *ts = scr + omp_get_thread_num();
+#else
+        thread_scratch *ts = scr;
+#endif
+        long tfirst[MAX_M + 1]; /* this layer's attention work items, computed by each thread */
+        for (int l = 0; l < L; l++) {
+            const int64_t *ly = table + (size_t)l * LF_COUNT;
+            add_rms_norm_body(res, H, l ? mlp : NULL, H, LP(LF_IN_NORM), h, H, T, H, s->eps, dt);
+            mm(ly, LF_QKV_W, LF_QKV_FMT, LF_QKV_PARTS, h, qkv, nqkv, H, ts, s);
+            rope_store_kv_body(qkv, nqkv, qkv + es * nq, nqkv,
+                               qkv + es * (nq + (size_t)s->KVH * d), nqkv, s->cos_t, s->sin_t,
+                               LP(LF_Q_NORM), LP(LF_K_NORM), s->qk_eps, LP(LF_K_CACHE),
+                               LP(LF_V_CACHE), s->slots, T, s->NH, s->KVH, d, dt);
+            attn_items(tfirst, s->pos, T, s->NH, s->KVH, d, (int)ly[LF_WINDOW]);
+            paged_attention_body(qkv, nqkv, LP(LF_K_CACHE), LP(LF_V_CACHE), s->pt, s->pt_stride,
+                                 s->seq, s->pos, s->ps, T, s->NH, s->KVH, d, s->scale,
+                                 (int)ly[LF_WINDOW], att, dt, tfirst, part);
+            mm(ly, LF_O_W, LF_O_FMT, -1, att, o, H, nq, ts, s);
+            add_rms_norm_body(res, H, o, H, LP(LF_POST_NORM), h, H, T, H, s->eps, dt);
+            mm(ly, LF_GU_W, LF_GU_FMT, LF_GU_PARTS, h, gu, 2 * I, H, ts, s);
+            silu_mul_body(gu, 2 * I, gu + es * I, 2 * I, act, I, T, I, dt);
+            mm(ly, LF_DOWN_W, LF_DOWN_FMT, -1, act, mlp, H, I, ts, s);
+        }
     }
+    free(scr);
     free(ws);
     return 0;
 }

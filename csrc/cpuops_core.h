@@ -50,28 +50,32 @@
 #define PAR_MIN_WORK 65536 /* elements below which a region runs on one thread */
 
 /* ------------------------------------------------------------------ add_rms_norm */
+/* row t of add_rms_norm */
+static inline void add_rms_norm_row(void *res, long rs, const void *delta, long ds, const void *w,
+                                    void *out, long os, int t, int H, float eps, int dt) {
+    double ss = 0.0;
+    float h;
+    for (int i = 0; i < H; i++) {
+        h = sg_ld(res, (size_t)t * rs + i, dt);
+        if (delta) {
+            h = sg_round(h + sg_ld(delta, (size_t)t * ds + i, dt), dt);
+            sg_st(res, (size_t)t * rs + i, h, dt);
+        }
+        ss += (double)h * h;
+    }
+    float r = 1.0f / sqrtf((float)(ss / H) + eps);
+    for (int i = 0; i < H; i++) {
+        float n = sg_round(sg_ld(res, (size_t)t * rs + i, dt) * r, dt);
+        sg_st(out, (size_t)t * os + i, sg_ld(w, i, dt) * n, dt);
+    }
+}
+
 static void add_rms_norm_body(void *res, long rs, const void *delta, long ds, const void *w,
                               void *out, long os, int T, int H, float eps, int dt) {
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
-    for (int t = 0; t < T; t++) {
-        double ss = 0.0;
-        float h;
-        for (int i = 0; i < H; i++) {
-            h = sg_ld(res, (size_t)t * rs + i, dt);
-            if (delta) {
-                h = sg_round(h + sg_ld(delta, (size_t)t * ds + i, dt), dt);
-                sg_st(res, (size_t)t * rs + i, h, dt);
-            }
-            ss += (double)h * h;
-        }
-        float r = 1.0f / sqrtf((float)(ss / H) + eps);
-        for (int i = 0; i < H; i++) {
-            float n = sg_round(sg_ld(res, (size_t)t * rs + i, dt) * r, dt);
-            sg_st(out, (size_t)t * os + i, sg_ld(w, i, dt) * n, dt);
-        }
-    }
+    for (int t = 0; t < T; t++) add_rms_norm_row(res, rs, delta, ds, w, out, os, t, H, eps, dt);
 }
 
 static inline void add_rms_norm(void *res, long rs, const void *delta, long ds, const void *w, void *out,
@@ -105,6 +109,13 @@ static void rope_head(void *x, size_t off, const void *cs, const void *sn, size_
     }
 }
 
+/* head h (of KVH) of token t's vector at src[off ..] to its cache slot */
+static inline void kv_store(void *cache, const void *src, size_t off, const int64_t *slots, int t,
+                            int KVH, int h, int d, int dt) {
+    size_t es = dt ? 2 : 4, dst = ((size_t)slots[t] * KVH + h) * d;
+    memcpy((char *)cache + dst * es, (const char *)src + off * es, (size_t)d * es);
+}
+
 static void rope_store_kv_body(void *q, long qs, void *k, long ks, const void *v, long vs,
                                const void *cos_t, const void *sin_t, const void *qnw,
                                const void *knw, float eps, void *kc, void *vc,
@@ -123,10 +134,8 @@ static void rope_store_kv_body(void *q, long qs, void *k, long ks, const void *v
         h -= H;
         size_t koff = (size_t)t * ks + (size_t)h * d;
         rope_head(k, koff, cos_t, sin_t, coff, knw, eps, d, dt);
-        size_t dst = ((size_t)slots[t] * KVH + h) * d, voff = (size_t)t * vs + (size_t)h * d;
-        size_t bytes = (size_t)d * (dt ? 2 : 4);
-        memcpy((char *)kc + dst * (dt ? 2 : 4), (const char *)k + koff * (dt ? 2 : 4), bytes);
-        memcpy((char *)vc + dst * (dt ? 2 : 4), (const char *)v + voff * (dt ? 2 : 4), bytes);
+        kv_store(kc, k, koff, slots, t, KVH, h, d, dt);
+        kv_store(vc, v, (size_t)t * vs + (size_t)h * d, slots, t, KVH, h, d, dt);
     }
 }
 
@@ -255,8 +264,31 @@ static inline size_t attn_item_floats(int H, int KVH, int d) {
     return (size_t)attn_heads_per_item(H, KVH) * (d + 2);
 }
 
-/* The items of ``first`` (attn_items) shared dynamically, then each (token, head group)'s chunks
- * merged; part: attn_item_floats x first[T] floats, shared by the team. */
+/* Merge the nc chunks' partials (from item base) of token tt, head group hg into out */
+static void attn_merge(const float *part, size_t stride, long base, long nc, int G, int H, int d,
+                       int tt, int hg, void *out, int dt) {
+    for (int g = 0; g < G; g++) {
+        float mx = -INFINITY, den = 0.f, o[MAX_HEAD_DIM];
+        for (long c = 0; c < nc; c++) {
+            float mc = part[stride * (size_t)(base + c) + g];
+            mx = mc > mx ? mc : mx;
+        }
+        memset(o, 0, sizeof(float) * d);
+        for (long c = 0; c < nc; c++) {
+            const float *pc = part + stride * (size_t)(base + c);
+            float w = expf(pc[g] - mx);
+            den += w * pc[G + g];
+            for (int i = 0; i < d; i++) o[i] += w * pc[2 * G + g * d + i];
+        }
+        size_t ooff = ((size_t)tt * H + (size_t)hg * G + g) * d;
+        for (int i = 0; i < d; i++) sg_st(out, ooff + i, o[i] / den, dt);
+    }
+}
+
+/* The items of ``first`` (attn_items) shared dynamically; a (token, head group) of one chunk is
+ * merged by the item's thread, those of several chunks in a second shared loop (only run when
+ * there are any: one barrier fewer for short sequences). part: attn_item_floats x first[T]
+ * floats, shared by the team. */
 static void paged_attention_body(const void *q, long qs, const void *kc, const void *vc,
                                  const int64_t *pt, long pt_stride, const int64_t *seq,
                                  const int64_t *pos, int ps, int T, int H, int KVH, int d,
@@ -281,29 +313,16 @@ static void paged_attention_body(const void *q, long qs, const void *kc, const v
         attend_chunk(q, (size_t)t * qs + (size_t)hg * G * d, G, kc, vc,
                      pt + (size_t)seq[t] * pt_stride, ps, KVH, hg * G / group, d, c_lo, c_hi,
                      scale, sc, pm, pm + G, pm + 2 * G, dt);
+        if (nc == 1) attn_merge(part, stride, it, 1, G, H, d, t, hg, out, dt);
     }
+    if (items == (long)T * per_token) return; /* every (token, head group) one chunk: merged */
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
     for (long th = 0; th < (long)T * per_token; th++) { /* merge each (token, head group)'s chunks */
         int tt = (int)(th / per_token), hg = (int)(th % per_token);
         long nc = (first[tt + 1] - first[tt]) / per_token, base = first[tt] + (long)hg * nc;
-        for (int g = 0; g < G; g++) {
-            float mx = -INFINITY, den = 0.f, o[MAX_HEAD_DIM];
-            for (long c = 0; c < nc; c++) {
-                float mc = part[stride * (size_t)(base + c) + g];
-                mx = mc > mx ? mc : mx;
-            }
-            memset(o, 0, sizeof(float) * d);
-            for (long c = 0; c < nc; c++) {
-                const float *pc = part + stride * (size_t)(base + c);
-                float w = expf(pc[g] - mx);
-                den += w * pc[G + g];
-                for (int i = 0; i < d; i++) o[i] += w * pc[2 * G + g * d + i];
-            }
-            size_t ooff = ((size_t)tt * H + (size_t)hg * G + g) * d;
-            for (int i = 0; i < d; i++) sg_st(out, ooff + i, o[i] / den, dt);
-        }
+        if (nc > 1) attn_merge(part, stride, base, nc, G, H, d, tt, hg, out, dt);
     }
 }
 
@@ -330,16 +349,13 @@ static inline void paged_attention(const void *q, long qs, const void *kc, const
 /* ------------------------------------------------------------------ silu_mul */
 #define SILU_CHUNK 256 /* elements per work item (and per exp call) */
 
-static void silu_mul_body(const void *g_, long gs, const void *u, long us, void *out, long os,
-                          int T, int I, int dt) {
-    int chunks = (I + SILU_CHUNK - 1) / SILU_CHUNK;
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-    for (long it = 0; it < (long)T * chunks; it++) { /* (token, chunk of SILU_CHUNK) */
-        int t = (int)(it / chunks), i0 = (int)(it % chunks) * SILU_CHUNK;
-        int n = I - i0 < SILU_CHUNK ? I - i0 : SILU_CHUNK;
-        float g[SILU_CHUNK], e[SILU_CHUNK];
+/* out[t, i0 .. i1) of silu_mul, i0 a multiple of 8: pieces of up to SILU_CHUNK through one exp
+ * call each (each element takes the same exp path, vector or scalar tail, whatever the split) */
+static inline void silu_mul_cols(const void *g_, long gs, const void *u, long us, void *out,
+                                 long os, int t, int i0, int i1, int dt) {
+    float g[SILU_CHUNK], e[SILU_CHUNK];
+    for (; i0 < i1; i0 += SILU_CHUNK) {
+        int n = i1 - i0 < SILU_CHUNK ? i1 - i0 : SILU_CHUNK;
         for (int i = 0; i < n; i++) {
             g[i] = sg_ld(g_, (size_t)t * gs + i0 + i, dt);
             e[i] = -g[i];
@@ -349,6 +365,18 @@ static void silu_mul_body(const void *g_, long gs, const void *u, long us, void 
             float s = sg_round(g[i] / (1.0f + e[i]), dt);
             sg_st(out, (size_t)t * os + i0 + i, s * sg_ld(u, (size_t)t * us + i0 + i, dt), dt);
         }
+    }
+}
+
+static void silu_mul_body(const void *g_, long gs, const void *u, long us, void *out, long os,
+                          int T, int I, int dt) {
+    int chunks = (I + SILU_CHUNK - 1) / SILU_CHUNK;
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (long it = 0; it < (long)T * chunks; it++) { /* (token, chunk of SILU_CHUNK) */
+        int t = (int)(it / chunks), i0 = (int)(it % chunks) * SILU_CHUNK;
+        silu_mul_cols(g_, gs, u, us, out, os, t, i0, i0 + SILU_CHUNK < I ? i0 + SILU_CHUNK : I, dt);
     }
 }
 

@@ -137,15 +137,18 @@ def main() -> None:
     if importlib.util.find_spec("llama_cpp") is not None:
         timers["llama.cpp"] = _llama_cpp_timer()
     times = {k: [] for k in timers}
+    rounds = {k: [] for k in timers}  # per round: the median of that round
     with _busy_loops(args.busy):
         for r in range(args.rounds):
             for k, fn in timers.items():
-                times[k] += [fn() for _ in range(args.per_round)]
+                got = [fn() for _ in range(args.per_round)]
+                times[k] += got
+                rounds[k].append(statistics.median(got))
             on()
-            _table(times, args, f"after round {r + 1}")
+            _table(times, rounds, args, f"after round {r + 1}")
 
 
-def _table(times: dict, args, note: str) -> None:
+def _table(times: dict, rounds: dict, args, note: str) -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     ref = med.get("llama.cpp")
     print(
@@ -162,9 +165,10 @@ def _table(times: dict, args, note: str) -> None:
     for k in med:
         if k.endswith(" baseline"):
             new = k[: -len(" baseline")]
+            paired = statistics.median(b / n for b, n in zip(rounds[k], rounds[new]))
             print(
-                f"{new}: baseline / this build = {med[k] / med[new]:.2f} (median), "
-                f"{low[k] / low[new]:.2f} (best)"
+                f"{new}: baseline / this build = {med[k] / med[new]:.2f} (medians), "
+                f"{paired:.2f} (median of per-round ratios), {low[k] / low[new]:.2f} (best)"
             )
     print(flush=True)
 

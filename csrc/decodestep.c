@@ -41,6 +41,16 @@
  * quantized matmul (the kernel call the per-op path makes for that member, so bit for bit
  * the same) into the next rows-wide band of the slot's output columns.
  *
+ * Threads: the whole step is one OpenMP parallel region of ``threads`` threads (llama.cpp's
+ * way: threads held across the graph, a barrier between dependent ops) instead of a region per
+ * op: about 150 fork/joins per step of a 30-layer model, each a chance for a thread of a loaded
+ * machine to be descheduled or asleep when the next op needs it. Each layer is five phases
+ * ending at a barrier (see layer()); every thread computes the small serial pieces (residual
+ * add, RMS norm, the int8 activation quantization, the bf16 -> fp32 input copy) for itself
+ * rather than waiting for one thread to publish them. Every output element is still computed
+ * by one thread with the arithmetic of the per-op kernels, so the result does not depend on
+ * the thread count (tests/runtime/cpu/test_decode_step_threads.py, with set_stagger).
+ *
  * Exposed as structgen.runtime.cpu._decodestep (METH_FASTCALL, raw pointers as ints).
  */
 #define PY_SSIZE_T_CLEAN

@@ -95,6 +95,12 @@ static void team_rows(int N, int *n0, int *n1) {
 
 /* x [M, K] -> xq int8 [M, K], xd [M, K/32]: per block of 32, d = max|x| / 127, q = round(x / d). */
 static void quantize_q8(const float *x, int8_t *xq, float *xd, int M, int K) {
+#if SG_X86
+    if (use_avx2) {
+        quantize_q8_avx2(x, xq, xd, M, K);
+        return;
+    }
+#endif
     for (int m = 0; m < M; m++)
         for (int b = 0; b < K; b += 32) {
             const float *xb = x + (size_t)m * K + b;

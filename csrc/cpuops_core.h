@@ -78,8 +78,8 @@ static void add_rms_norm_body(void *res, long rs, const void *delta, long ds, co
     for (int t = 0; t < T; t++) add_rms_norm_row(res, rs, delta, ds, w, out, os, t, H, eps, dt);
 }
 
-static inline void add_rms_norm(void *res, long rs, const void *delta, long ds, const void *w, void *out,
-                         long os, int T, int H, float eps, int dt, int threads) {
+static inline void add_rms_norm(void *res, long rs, const void *delta, long ds, const void *w,
+                                void *out, long os, int T, int H, float eps, int dt, int threads) {
     (void)threads;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads) if ((long)T * H >= PAR_MIN_WORK)
@@ -319,17 +319,17 @@ static void paged_attention_body(const void *q, long qs, const void *kc, const v
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
-    for (long th = 0; th < (long)T * per_token; th++) { /* merge each (token, head group)'s chunks */
+    for (long th = 0; th < (long)T * per_token; th++) { /* (token, head group)s of chunks */
         int tt = (int)(th / per_token), hg = (int)(th % per_token);
         long nc = (first[tt + 1] - first[tt]) / per_token, base = first[tt] + (long)hg * nc;
         if (nc > 1) attn_merge(part, stride, base, nc, G, H, d, tt, hg, out, dt);
     }
 }
 
-static inline void paged_attention(const void *q, long qs, const void *kc, const void *vc, const int64_t *pt,
-                            long pt_stride, const int64_t *seq, const int64_t *pos, int ps,
-                            int T, int H, int KVH, int d, float scale, int window, void *out,
-                            int dt, int threads) {
+static inline void paged_attention(const void *q, long qs, const void *kc, const void *vc,
+                                   const int64_t *pt, long pt_stride, const int64_t *seq,
+                                   const int64_t *pos, int ps, int T, int H, int KVH, int d,
+                                   float scale, int window, void *out, int dt, int threads) {
     long *first = (long *)malloc(sizeof(long) * ((size_t)T + 1));
     if (!first) return;
     long work = attn_items(first, pos, T, H, KVH, d, window);
@@ -380,8 +380,8 @@ static void silu_mul_body(const void *g_, long gs, const void *u, long us, void 
     }
 }
 
-static inline void silu_mul(const void *g_, long gs, const void *u, long us, void *out, long os, int T,
-                     int I, int dt, int threads) {
+static inline void silu_mul(const void *g_, long gs, const void *u, long us, void *out, long os,
+                            int T, int I, int dt, int threads) {
     (void)threads;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads) if ((long)T * I >= PAR_MIN_WORK)

@@ -300,8 +300,8 @@ static void dense_mm_body(const float *xf, const void *w, int bf16, const void *
 }
 
 /* dense_mm_body in a parallel region of its own */
-static inline void dense_mm(const float *xf, const void *w, int bf16, const void *bias, void *y, int M,
-                     int N, int K, int threads) {
+static inline void dense_mm(const float *xf, const void *w, int bf16, const void *bias, void *y,
+                            int M, int N, int K, int threads) {
     (void)threads;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads > 0 ? threads : 1)

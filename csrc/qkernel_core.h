@@ -2,9 +2,9 @@
  * csrc/qkernel.c): Q8 activation quantization and int4_mm / int8_mm over rows split across
  * OpenMP threads. Each matmul is an activation side prepared once (q_act_prep) and row ranges
  * (int4_rows / int8_rows) that threads run independently; the fused decode step runs them in its
- * own parallel region (team_rows). Included by qkernel.c (its Python bindings, structgen.runtime.cpu._qkernel)
- * and by decodestep.c (the fused decode step); everything here is static, and each including
- * module holds its own ISA switch (use_avx2). */
+ * own parallel region (team_rows). Included by qkernel.c (its Python bindings,
+ * structgen.runtime.cpu._qkernel) and by decodestep.c (the fused decode step); everything here
+ * is static, and each including module holds its own ISA switch (use_avx2). */
 #ifndef STRUCTGEN_QKERNEL_CORE_H
 #define STRUCTGEN_QKERNEL_CORE_H
 
@@ -212,8 +212,8 @@ static void int8_rows(const float *x, const int8_t *q, const void *sc, int f16, 
 
 /* y [M, N] = x [M, K] @ dequant(W).T over nt threads (rows split); scales and mins: fp16
  * (f16 = 1) or fp32 [N, K/gs] */
-static inline void int4_mm(const float *x, const uint8_t *q, const void *sc, const void *mn, int f16, float *y,
-                    int M, int N, int K, int gs, int q8, int nt) {
+static inline void int4_mm(const float *x, const uint8_t *q, const void *sc, const void *mn,
+                           int f16, float *y, int M, int N, int K, int gs, int q8, int nt) {
     q_act a;
     if (q_act_alloc(&a, M, K, gs, 1, q8)) return;
     q_act_prep(x, M, K, gs, 1, q8, &a);
@@ -221,8 +221,8 @@ static inline void int4_mm(const float *x, const uint8_t *q, const void *sc, con
     q_act_free(&a);
 }
 
-static inline void int8_mm(const float *x, const int8_t *q, const void *sc, int f16, float *y, int M, int N, int K,
-                    int gs, int q8, int nt) {
+static inline void int8_mm(const float *x, const int8_t *q, const void *sc, int f16, float *y,
+                           int M, int N, int K, int gs, int q8, int nt) {
     q_act a;
     if (q_act_alloc(&a, M, K, gs, 0, q8)) return;
     q_act_prep(x, M, K, gs, 0, q8, &a);

@@ -46,6 +46,10 @@
 #endif
 #include "sg_simd.h"
 
+#ifndef SG_ITEM_HOOK
+#define SG_ITEM_HOOK() /* decodestep.c: its test hook, at each attention work item */
+#endif
+
 #define MAX_HEAD_DIM 512
 #define PAR_MIN_WORK 65536 /* elements below which a region runs on one thread */
 
@@ -285,24 +289,30 @@ static void attn_merge(const float *part, size_t stride, long base, long nc, int
     }
 }
 
-/* The items of ``first`` (attn_items) shared dynamically; a (token, head group) of one chunk is
- * merged by the item's thread, those of several chunks in a second shared loop (only run when
- * there are any: one barrier fewer for short sequences). part: attn_item_floats x first[T]
- * floats, shared by the team. */
-static void paged_attention_body(const void *q, long qs, const void *kc, const void *vc,
-                                 const int64_t *pt, long pt_stride, const int64_t *seq,
-                                 const int64_t *pos, int ps, int T, int H, int KVH, int d,
-                                 float scale, int window, void *out, int dt, const long *first,
-                                 float *part) {
+/* true when some (token, head group) spans several key chunks: paged_attention_merge has work */
+static inline int attn_needs_merge(const long *first, int T, int H, int KVH) {
+    return first[T] != (long)T * (H / attn_heads_per_item(H, KVH));
+}
+
+/* The items of ``first`` (attn_items) shared dynamically among the team, without a barrier at the
+ * end; a (token, head group) of one chunk is merged into out by the item's thread, the others
+ * (attn_needs_merge) by paged_attention_merge after a barrier. part: attn_item_floats x
+ * first[T] floats, shared by the team. */
+static void paged_attention_items(const void *q, long qs, const void *kc, const void *vc,
+                                  const int64_t *pt, long pt_stride, const int64_t *seq,
+                                  const int64_t *pos, int ps, int T, int H, int KVH, int d,
+                                  float scale, int window, void *out, int dt, const long *first,
+                                  float *part) {
     static __thread float sc[KEY_CHUNK * MAX_GROUP]; /* one chunk's scores, per thread */
     int group = H / KVH, G = attn_heads_per_item(H, KVH), per_token = H / G;
     long items = first[T];
     size_t stride = attn_item_floats(H, KVH, d);
     int t = 0;
 #ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait
 #endif
     for (long it = 0; it < items; it++) {
+        SG_ITEM_HOOK();
         while (it >= first[t + 1]) t++;
         while (it < first[t]) t--;
         int hi = (int)pos[t], lo = window > 0 && hi - window + 1 > 0 ? hi - window + 1 : 0;
@@ -315,11 +325,18 @@ static void paged_attention_body(const void *q, long qs, const void *kc, const v
                      scale, sc, pm, pm + G, pm + 2 * G, dt);
         if (nc == 1) attn_merge(part, stride, it, 1, G, H, d, t, hg, out, dt);
     }
-    if (items == (long)T * per_token) return; /* every (token, head group) one chunk: merged */
+}
+
+/* The (token, head group)s of several chunks merged from the partials of paged_attention_items
+ * (all written: after a barrier), shared among the team, without a barrier at the end. */
+static void paged_attention_merge(int T, int H, int KVH, int d, void *out, int dt,
+                                  const long *first, const float *part) {
+    int G = attn_heads_per_item(H, KVH), per_token = H / G;
+    size_t stride = attn_item_floats(H, KVH, d);
 #ifdef _OPENMP
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
 #endif
-    for (long th = 0; th < (long)T * per_token; th++) { /* (token, head group)s of chunks */
+    for (long th = 0; th < (long)T * per_token; th++) {
         int tt = (int)(th / per_token), hg = (int)(th % per_token);
         long nc = (first[tt + 1] - first[tt]) / per_token, base = first[tt] + (long)hg * nc;
         if (nc > 1) attn_merge(part, stride, base, nc, G, H, d, tt, hg, out, dt);
@@ -339,8 +356,16 @@ static inline void paged_attention(const void *q, long qs, const void *kc, const
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads) if (work >= PAR_MIN_WORK)
 #endif
-        paged_attention_body(q, qs, kc, vc, pt, pt_stride, seq, pos, ps, T, H, KVH, d, scale,
-                             window, out, dt, first, part);
+    {
+        paged_attention_items(q, qs, kc, vc, pt, pt_stride, seq, pos, ps, T, H, KVH, d, scale,
+                              window, out, dt, first, part);
+        if (attn_needs_merge(first, T, H, KVH)) {
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+            paged_attention_merge(T, H, KVH, d, out, dt, first, part);
+        }
+    }
     }
     free(part);
     free(first);

@@ -55,8 +55,12 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <time.h>
 
+static void stagger(void);
+#define SG_ITEM_HOOK() stagger() /* a late thread's attention items are late too */
 #include "cpuops_core.h"
 #include "dense_core.h"
 #include "qkernel_core.h"
@@ -87,6 +91,7 @@ typedef struct {
     float eps, qk_eps, scale;
     const void *cos_t, *sin_t;
     const int64_t *slots, *pt, *seq, *pos;
+    struct step_barrier *bar; /* the step's barrier (decode_layers) */
 } step_dims;
 
 #define LP(f) ((void *)(intptr_t)ly[f])
@@ -103,8 +108,9 @@ typedef struct {
     int prep_ok, prep_gs, prep_int4, prep_q8;
 } thread_scratch;
 
-/* Test hook (set_stagger): thread stagger_thread sleeps stagger_us at the start of every phase,
- * so that a missing barrier shows up as a wrong result instead of a rare race. */
+/* Test hook (set_stagger): thread stagger_thread sleeps stagger_us at the start of every phase
+ * and of every attention work item it takes, so that a missing barrier shows up as a wrong
+ * result instead of a rare race. */
 static int stagger_thread = -1, stagger_us = 0;
 
 static void stagger(void) {
@@ -199,11 +205,43 @@ static const float *mm_input(const void *x, int K, thread_scratch *ts, const ste
     return x_as_fp32(x, K, s->dt, s->T, K, ts->xf);
 }
 
-#define BARRIER() _Pragma("omp barrier")
-#ifndef _OPENMP
-#undef BARRIER
-#define BARRIER()
+/* The step's barrier: OpenMP's (libgomp) spins for a long while (GOMP_SPINCOUNT, ~300k
+ * pauses) before it sleeps, which on a loaded machine burns the time slice its late partner
+ * thread needs. This one spins SPIN_PAUSES pauses (a few microseconds: a quiet machine's waits
+ * end there), then yields the CPU between checks. A centralized counter with a generation
+ * number; the last thread to arrive resets the count and releases the others. Acquire/release
+ * order makes every write before the barrier visible after it. One per call (on its stack). */
+typedef struct step_barrier {
+    atomic_int count, gen;
+} step_barrier;
+
+#define SPIN_PAUSES 4000
+
+static void barrier_wait(step_barrier *b) {
+#ifdef _OPENMP
+    int n = omp_get_num_threads();
+#else
+    int n = 1;
 #endif
+    if (n == 1) return;
+    int g = atomic_load_explicit(&b->gen, memory_order_relaxed);
+    if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) == n - 1) {
+        atomic_store_explicit(&b->count, 0, memory_order_relaxed);
+        atomic_store_explicit(&b->gen, g + 1, memory_order_release);
+        return;
+    }
+    for (int i = 0; atomic_load_explicit(&b->gen, memory_order_acquire) == g; i++) {
+        if (i < SPIN_PAUSES) {
+#if SG_X86
+            _mm_pause();
+#endif
+        } else {
+            sched_yield();
+        }
+    }
+}
+
+#define BARRIER() barrier_wait(s->bar)
 
 #define COL_UNIT 64 /* columns per unit of the gate/up split (a multiple of 8: see silu_mul_cols) */
 
@@ -211,7 +249,8 @@ static const float *mm_input(const void *x, int K, thread_scratch *ts, const ste
  * several attention key chunks):
  *   A  this thread's res += delta, h = norm(res) (all of it, privately); its whole heads of
  *      qkv = h @ W_qkv.T, then their q/k norm and rotary, K/V to the cache          | barrier
- *   B  attention work items shared dynamically (paged_attention_body)              | barrier(s)
+ *   B  attention work items shared dynamically (paged_attention_items, then _merge
+ *      where a sequence spans several key chunks)                                | barrier(s)
  *   C  its rows of o = attn @ W_o.T                                                 | barrier
  *   D  res += o, h = norm(res) privately; its columns j of gate and up (units of COL_UNIT),
  *      then act[:, j] = silu(gate) * up                                             | barrier
@@ -250,9 +289,14 @@ static void layer(const int64_t *ly, int first_layer, void *mlp, void *qkv, void
     stagger();
     long first[MAX_M + 1];
     attn_items(first, s->pos, T, NH, KVH, d, (int)ly[LF_WINDOW]);
-    paged_attention_body(qkv, nqkv, LP(LF_K_CACHE), LP(LF_V_CACHE), s->pt, s->pt_stride, s->seq,
-                         s->pos, s->ps, T, NH, KVH, d, s->scale, (int)ly[LF_WINDOW], att, dt,
-                         first, part);
+    paged_attention_items(qkv, nqkv, LP(LF_K_CACHE), LP(LF_V_CACHE), s->pt, s->pt_stride, s->seq,
+                          s->pos, s->ps, T, NH, KVH, d, s->scale, (int)ly[LF_WINDOW], att, dt,
+                          first, part);
+    BARRIER();
+    if (attn_needs_merge(first, T, NH, KVH)) {
+        paged_attention_merge(T, NH, KVH, d, att, dt, first, part);
+        BARRIER();
+    }
     /* C */
     stagger();
     x32 = mm_input(att, nq, ts, s);
@@ -285,7 +329,13 @@ static void layer(const int64_t *ly, int first_layer, void *mlp, void *qkv, void
  * region for the whole step (see layer): its threads each own a share of every matmul's rows and
  * meet at a barrier only where one op reads what others wrote. 0, or -1 when out of memory
  * (nothing written then). */
-static int decode_layers(const int64_t *table, int L, void *res, void *mlp, const step_dims *s) {
+static int decode_layers(const int64_t *table, int L, void *res, void *mlp, const step_dims *dims) {
+    step_barrier bar;
+    atomic_init(&bar.count, 0);
+    atomic_init(&bar.gen, 0);
+    step_dims sd = *dims;
+    sd.bar = &bar;
+    const step_dims *s = &sd;
     int T = s->T, H = s->H, d = s->d, I = s->I, dt = s->dt, th = s->threads < 1 ? 1 : s->threads;
     int nqkv = (s->NH + 2 * s->KVH) * d, nq = s->NH * d, kmax = H;
     size_t es = dt ? 2 : 4;

@@ -22,8 +22,15 @@
  * rounding at the end. Layouts are row-major with the row strides given (elements).
  *
  * AVX2+FMA paths chosen at run time (__builtin_cpu_supports) where the loops are hot
- * (attention dot products, weighted sums, exp), portable scalar code otherwise. OpenMP
- * parallel regions only when the work is large enough to pay for the fork/join.
+ * (attention dot products, weighted sums, exp), portable scalar code otherwise.
+ *
+ * Threads: each op is a ``*_body`` that shares its loops among the threads of the enclosing
+ * OpenMP parallel region (orphaned ``omp for``) and returns after the loop's barrier, its
+ * output complete for every thread; the fused decode step calls the bodies from its one
+ * region. Outside any region the calling thread runs all of it. The op itself opens a region
+ * for one call, and only when the work is large enough to pay for the fork/join. Every output
+ * element is computed by one thread in the same order whatever the split, so results do not
+ * depend on the thread count.
  * Included by cpuops.c (the Python bindings, structgen.runtime.cpu._cpuops) and by
  * decodestep.c (the fused decode step); everything here is static.
  */
@@ -39,33 +46,49 @@
 #endif
 #include "sg_simd.h"
 
+#ifndef SG_ITEM_HOOK
+#define SG_ITEM_HOOK() /* decodestep.c: its test hook, at each attention work item */
+#endif
+
 #define MAX_HEAD_DIM 512
 #define PAR_MIN_WORK 65536 /* elements below which a region runs on one thread */
 
 /* ------------------------------------------------------------------ add_rms_norm */
-static void add_rms_norm(void *res, long rs, const void *delta, long ds, const void *w, void *out,
-                         long os, int T, int H, float eps, int dt, int threads) {
+/* row t of add_rms_norm */
+static inline void add_rms_norm_row(void *res, long rs, const void *delta, long ds, const void *w,
+                                    void *out, long os, int t, int H, float eps, int dt) {
+    double ss = 0.0;
+    float h;
+    for (int i = 0; i < H; i++) {
+        h = sg_ld(res, (size_t)t * rs + i, dt);
+        if (delta) {
+            h = sg_round(h + sg_ld(delta, (size_t)t * ds + i, dt), dt);
+            sg_st(res, (size_t)t * rs + i, h, dt);
+        }
+        ss += (double)h * h;
+    }
+    float r = 1.0f / sqrtf((float)(ss / H) + eps);
+    for (int i = 0; i < H; i++) {
+        float n = sg_round(sg_ld(res, (size_t)t * rs + i, dt) * r, dt);
+        sg_st(out, (size_t)t * os + i, sg_ld(w, i, dt) * n, dt);
+    }
+}
+
+static void add_rms_norm_body(void *res, long rs, const void *delta, long ds, const void *w,
+                              void *out, long os, int T, int H, float eps, int dt) {
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (int t = 0; t < T; t++) add_rms_norm_row(res, rs, delta, ds, w, out, os, t, H, eps, dt);
+}
+
+static inline void add_rms_norm(void *res, long rs, const void *delta, long ds, const void *w,
+                                void *out, long os, int T, int H, float eps, int dt, int threads) {
     (void)threads;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(threads) if ((long)T * H >= PAR_MIN_WORK)
+#pragma omp parallel num_threads(threads) if ((long)T * H >= PAR_MIN_WORK)
 #endif
-    for (int t = 0; t < T; t++) {
-        double ss = 0.0;
-        float h;
-        for (int i = 0; i < H; i++) {
-            h = sg_ld(res, (size_t)t * rs + i, dt);
-            if (delta) {
-                h = sg_round(h + sg_ld(delta, (size_t)t * ds + i, dt), dt);
-                sg_st(res, (size_t)t * rs + i, h, dt);
-            }
-            ss += (double)h * h;
-        }
-        float r = 1.0f / sqrtf((float)(ss / H) + eps);
-        for (int i = 0; i < H; i++) {
-            float n = sg_round(sg_ld(res, (size_t)t * rs + i, dt) * r, dt);
-            sg_st(out, (size_t)t * os + i, sg_ld(w, i, dt) * n, dt);
-        }
-    }
+    add_rms_norm_body(res, rs, delta, ds, w, out, os, T, H, eps, dt);
 }
 
 /* ------------------------------------------------------------------ rope_store_kv */
@@ -90,13 +113,20 @@ static void rope_head(void *x, size_t off, const void *cs, const void *sn, size_
     }
 }
 
-static void rope_store_kv(void *q, long qs, void *k, long ks, const void *v, long vs,
-                          const void *cos_t, const void *sin_t, const void *qnw, const void *knw, float eps, void *kc, void *vc,
-                          const int64_t *slots, int T, int H, int KVH, int d, int dt, int threads) {
-    (void)threads;
+/* head h (of KVH) of token t's vector at src[off ..] to its cache slot */
+static inline void kv_store(void *cache, const void *src, size_t off, const int64_t *slots, int t,
+                            int KVH, int h, int d, int dt) {
+    size_t es = dt ? 2 : 4, dst = ((size_t)slots[t] * KVH + h) * d;
+    memcpy((char *)cache + dst * es, (const char *)src + off * es, (size_t)d * es);
+}
+
+static void rope_store_kv_body(void *q, long qs, void *k, long ks, const void *v, long vs,
+                               const void *cos_t, const void *sin_t, const void *qnw,
+                               const void *knw, float eps, void *kc, void *vc,
+                               const int64_t *slots, int T, int H, int KVH, int d, int dt) {
     int items = H + KVH;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(threads) if ((long)T * items * d >= PAR_MIN_WORK)
+#pragma omp for schedule(static)
 #endif
     for (long it = 0; it < (long)T * items; it++) {
         int t = (int)(it / items), h = (int)(it % items);
@@ -108,11 +138,21 @@ static void rope_store_kv(void *q, long qs, void *k, long ks, const void *v, lon
         h -= H;
         size_t koff = (size_t)t * ks + (size_t)h * d;
         rope_head(k, koff, cos_t, sin_t, coff, knw, eps, d, dt);
-        size_t dst = ((size_t)slots[t] * KVH + h) * d, voff = (size_t)t * vs + (size_t)h * d;
-        size_t bytes = (size_t)d * (dt ? 2 : 4);
-        memcpy((char *)kc + dst * (dt ? 2 : 4), (const char *)k + koff * (dt ? 2 : 4), bytes);
-        memcpy((char *)vc + dst * (dt ? 2 : 4), (const char *)v + voff * (dt ? 2 : 4), bytes);
+        kv_store(kc, k, koff, slots, t, KVH, h, d, dt);
+        kv_store(vc, v, (size_t)t * vs + (size_t)h * d, slots, t, KVH, h, d, dt);
     }
+}
+
+static inline void rope_store_kv(void *q, long qs, void *k, long ks, const void *v, long vs,
+                          const void *cos_t, const void *sin_t, const void *qnw, const void *knw,
+                          float eps, void *kc, void *vc, const int64_t *slots, int T, int H,
+                          int KVH, int d, int dt, int threads) {
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) if ((long)T * (H + KVH) * d >= PAR_MIN_WORK)
+#endif
+    rope_store_kv_body(q, qs, k, ks, v, vs, cos_t, sin_t, qnw, knw, eps, kc, vc, slots, T, H, KVH,
+                       d, dt);
 }
 
 /* ------------------------------------------------------------------ paged_attention */
@@ -204,16 +244,15 @@ static void attend_chunk(const void *q, size_t qoff, int G, const void *kc, cons
 
 #define KEY_CHUNK 256 /* keys per work item: long sequences split over the threads */
 
-static void paged_attention(const void *q, long qs, const void *kc, const void *vc, const int64_t *pt,
-                            long pt_stride, const int64_t *seq, const int64_t *pos, int ps,
-                            int T, int H, int KVH, int d, float scale, int window, void *out,
-                            int dt, int threads) {
-    int group = H / KVH;
-    int G = group <= MAX_GROUP ? group : 1; /* query heads per work item (one KV head's group) */
-    int per_token = H / G;
-    /* work items: (token, head group, key chunk), in that order */
-    long *first = (long *)malloc(sizeof(long) * ((size_t)T + 1)); /* first item of each token */
-    if (!first) return;
+/* query heads per work item: one KV head's group, or 1 when the group is over MAX_GROUP */
+static inline int attn_heads_per_item(int H, int KVH) {
+    return H / KVH <= MAX_GROUP ? H / KVH : 1;
+}
+
+/* The work items of a call, in (token, head group, key chunk) order: first[t] is token t's first
+ * item, first[T] the count (first: T + 1 longs). Returns the work (keys x heads x head_dim). */
+static long attn_items(long *first, const int64_t *pos, int T, int H, int KVH, int d, int window) {
+    int per_token = H / attn_heads_per_item(H, KVH);
     long work = 0;
     first[0] = 0;
     for (int t = 0; t < T; t++) {
@@ -221,86 +260,158 @@ static void paged_attention(const void *q, long qs, const void *kc, const void *
         first[t + 1] = first[t] + (long)per_token * ((hi - lo) / KEY_CHUNK + 1);
         work += (long)(hi - lo + 1) * H * d;
     }
-    long items = first[T];
-    size_t stride = (size_t)G * (d + 2); /* per item: m[G], l[G], acc[G * d] */
-    float *part = (float *)malloc(sizeof(float) * stride * (size_t)items);
-    if (!part) {
-        free(first);
-        return;
+    return work;
+}
+
+/* floats of partial results per work item: m[G], l[G], acc[G * d] */
+static inline size_t attn_item_floats(int H, int KVH, int d) {
+    return (size_t)attn_heads_per_item(H, KVH) * (d + 2);
+}
+
+/* Merge the nc chunks' partials (from item base) of token tt, head group hg into out */
+static void attn_merge(const float *part, size_t stride, long base, long nc, int G, int H, int d,
+                       int tt, int hg, void *out, int dt) {
+    for (int g = 0; g < G; g++) {
+        float mx = -INFINITY, den = 0.f, o[MAX_HEAD_DIM];
+        for (long c = 0; c < nc; c++) {
+            float mc = part[stride * (size_t)(base + c) + g];
+            mx = mc > mx ? mc : mx;
+        }
+        memset(o, 0, sizeof(float) * d);
+        for (long c = 0; c < nc; c++) {
+            const float *pc = part + stride * (size_t)(base + c);
+            float w = expf(pc[g] - mx);
+            den += w * pc[G + g];
+            for (int i = 0; i < d; i++) o[i] += w * pc[2 * G + g * d + i];
+        }
+        size_t ooff = ((size_t)tt * H + (size_t)hg * G + g) * d;
+        for (int i = 0; i < d; i++) sg_st(out, ooff + i, o[i] / den, dt);
     }
-    (void)threads;
+}
+
+/* true when some (token, head group) spans several key chunks: paged_attention_merge has work */
+static inline int attn_needs_merge(const long *first, int T, int H, int KVH) {
+    return first[T] != (long)T * (H / attn_heads_per_item(H, KVH));
+}
+
+/* The items of ``first`` (attn_items) shared dynamically among the team, without a barrier at the
+ * end; a (token, head group) of one chunk is merged into out by the item's thread, the others
+ * (attn_needs_merge) by paged_attention_merge after a barrier. part: attn_item_floats x
+ * first[T] floats, shared by the team. */
+static void paged_attention_items(const void *q, long qs, const void *kc, const void *vc,
+                                  const int64_t *pt, long pt_stride, const int64_t *seq,
+                                  const int64_t *pos, int ps, int T, int H, int KVH, int d,
+                                  float scale, int window, void *out, int dt, const long *first,
+                                  float *part) {
+    static __thread float sc[KEY_CHUNK * MAX_GROUP]; /* one chunk's scores, per thread */
+    int group = H / KVH, G = attn_heads_per_item(H, KVH), per_token = H / G;
+    long items = first[T];
+    size_t stride = attn_item_floats(H, KVH, d);
+    int t = 0;
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1) nowait
+#endif
+    for (long it = 0; it < items; it++) {
+        SG_ITEM_HOOK();
+        while (it >= first[t + 1]) t++;
+        while (it < first[t]) t--;
+        int hi = (int)pos[t], lo = window > 0 && hi - window + 1 > 0 ? hi - window + 1 : 0;
+        long nc = (first[t + 1] - first[t]) / per_token, k = it - first[t];
+        int hg = (int)(k / nc), c = (int)(k % nc);
+        int c_lo = lo + c * KEY_CHUNK, c_hi = c_lo + KEY_CHUNK - 1 < hi ? c_lo + KEY_CHUNK - 1 : hi;
+        float *pm = part + stride * (size_t)it;
+        attend_chunk(q, (size_t)t * qs + (size_t)hg * G * d, G, kc, vc,
+                     pt + (size_t)seq[t] * pt_stride, ps, KVH, hg * G / group, d, c_lo, c_hi,
+                     scale, sc, pm, pm + G, pm + 2 * G, dt);
+        if (nc == 1) attn_merge(part, stride, it, 1, G, H, d, t, hg, out, dt);
+    }
+}
+
+/* The (token, head group)s of several chunks merged from the partials of paged_attention_items
+ * (all written: after a barrier), shared among the team, without a barrier at the end. */
+static void paged_attention_merge(int T, int H, int KVH, int d, void *out, int dt,
+                                  const long *first, const float *part) {
+    int G = attn_heads_per_item(H, KVH), per_token = H / G;
+    size_t stride = attn_item_floats(H, KVH, d);
+#ifdef _OPENMP
+#pragma omp for schedule(static) nowait
+#endif
+    for (long th = 0; th < (long)T * per_token; th++) {
+        int tt = (int)(th / per_token), hg = (int)(th % per_token);
+        long nc = (first[tt + 1] - first[tt]) / per_token, base = first[tt] + (long)hg * nc;
+        if (nc > 1) attn_merge(part, stride, base, nc, G, H, d, tt, hg, out, dt);
+    }
+}
+
+static inline void paged_attention(const void *q, long qs, const void *kc, const void *vc,
+                                   const int64_t *pt, long pt_stride, const int64_t *seq,
+                                   const int64_t *pos, int ps, int T, int H, int KVH, int d,
+                                   float scale, int window, void *out, int dt, int threads) {
+    long *first = (long *)malloc(sizeof(long) * ((size_t)T + 1));
+    if (!first) return;
+    long work = attn_items(first, pos, T, H, KVH, d, window);
+    float *part = (float *)malloc(sizeof(float) * attn_item_floats(H, KVH, d) * (size_t)first[T]);
+    if (part) {
+        (void)threads;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads) if (work >= PAR_MIN_WORK)
 #endif
     {
-        float *sc = (float *)malloc(sizeof(float) * KEY_CHUNK * G);
-        int t = 0;
+        paged_attention_items(q, qs, kc, vc, pt, pt_stride, seq, pos, ps, T, H, KVH, d, scale,
+                              window, out, dt, first, part);
+        if (attn_needs_merge(first, T, H, KVH)) {
 #ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
+#pragma omp barrier
 #endif
-        for (long it = 0; it < items; it++) {
-            while (it >= first[t + 1]) t++;
-            while (it < first[t]) t--;
-            int hi = (int)pos[t], lo = window > 0 && hi - window + 1 > 0 ? hi - window + 1 : 0;
-            long nc = (first[t + 1] - first[t]) / per_token, k = it - first[t];
-            int hg = (int)(k / nc), c = (int)(k % nc);
-            int c_lo = lo + c * KEY_CHUNK, c_hi = c_lo + KEY_CHUNK - 1 < hi ? c_lo + KEY_CHUNK - 1 : hi;
-            float *pm = part + stride * (size_t)it;
-            if (sc) attend_chunk(q, (size_t)t * qs + (size_t)hg * G * d, G, kc, vc,
-                                 pt + (size_t)seq[t] * pt_stride, ps, KVH, hg * G / group, d, c_lo, c_hi,
-                                 scale, sc, pm, pm + G, pm + 2 * G, dt);
+            paged_attention_merge(T, H, KVH, d, out, dt, first, part);
         }
-        free(sc);
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (long th = 0; th < (long)T * per_token; th++) { /* merge each (token, head group)'s chunks */
-            int tt = (int)(th / per_token), hg = (int)(th % per_token);
-            long nc = (first[tt + 1] - first[tt]) / per_token, base = first[tt] + (long)hg * nc;
-            for (int g = 0; g < G; g++) {
-                float mx = -INFINITY, den = 0.f, o[MAX_HEAD_DIM];
-                for (long c = 0; c < nc; c++) {
-                    float mc = part[stride * (size_t)(base + c) + g];
-                    mx = mc > mx ? mc : mx;
-                }
-                memset(o, 0, sizeof(float) * d);
-                for (long c = 0; c < nc; c++) {
-                    const float *pc = part + stride * (size_t)(base + c);
-                    float w = expf(pc[g] - mx);
-                    den += w * pc[G + g];
-                    for (int i = 0; i < d; i++) o[i] += w * pc[2 * G + g * d + i];
-                }
-                size_t ooff = ((size_t)tt * H + (size_t)hg * G + g) * d;
-                for (int i = 0; i < d; i++) sg_st(out, ooff + i, o[i] / den, dt);
-            }
-        }
+    }
     }
     free(part);
     free(first);
 }
 
 /* ------------------------------------------------------------------ silu_mul */
-static void silu_mul(const void *g_, long gs, const void *u, long us, void *out, long os, int T,
-                     int I, int dt, int threads) {
-    (void)threads;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(threads) if ((long)T * I >= PAR_MIN_WORK)
-#endif
-    for (int t = 0; t < T; t++) {
-        float g[256], e[256];
-        for (int i0 = 0; i0 < I; i0 += 256) {
-            int n = I - i0 < 256 ? I - i0 : 256;
-            for (int i = 0; i < n; i++) {
-                g[i] = sg_ld(g_, (size_t)t * gs + i0 + i, dt);
-                e[i] = -g[i];
-            }
-            sg_exp_inplace(e, n);
-            for (int i = 0; i < n; i++) {
-                float s = sg_round(g[i] / (1.0f + e[i]), dt);
-                sg_st(out, (size_t)t * os + i0 + i, s * sg_ld(u, (size_t)t * us + i0 + i, dt), dt);
-            }
+#define SILU_CHUNK 256 /* elements per work item (and per exp call) */
+
+/* out[t, i0 .. i1) of silu_mul, i0 a multiple of 8: pieces of up to SILU_CHUNK through one exp
+ * call each (each element takes the same exp path, vector or scalar tail, whatever the split) */
+static inline void silu_mul_cols(const void *g_, long gs, const void *u, long us, void *out,
+                                 long os, int t, int i0, int i1, int dt) {
+    float g[SILU_CHUNK], e[SILU_CHUNK];
+    for (; i0 < i1; i0 += SILU_CHUNK) {
+        int n = i1 - i0 < SILU_CHUNK ? i1 - i0 : SILU_CHUNK;
+        for (int i = 0; i < n; i++) {
+            g[i] = sg_ld(g_, (size_t)t * gs + i0 + i, dt);
+            e[i] = -g[i];
+        }
+        sg_exp_inplace(e, n);
+        for (int i = 0; i < n; i++) {
+            float s = sg_round(g[i] / (1.0f + e[i]), dt);
+            sg_st(out, (size_t)t * os + i0 + i, s * sg_ld(u, (size_t)t * us + i0 + i, dt), dt);
         }
     }
+}
+
+static void silu_mul_body(const void *g_, long gs, const void *u, long us, void *out, long os,
+                          int T, int I, int dt) {
+    int chunks = (I + SILU_CHUNK - 1) / SILU_CHUNK;
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (long it = 0; it < (long)T * chunks; it++) { /* (token, chunk of SILU_CHUNK) */
+        int t = (int)(it / chunks), i0 = (int)(it % chunks) * SILU_CHUNK;
+        silu_mul_cols(g_, gs, u, us, out, os, t, i0, i0 + SILU_CHUNK < I ? i0 + SILU_CHUNK : I, dt);
+    }
+}
+
+static inline void silu_mul(const void *g_, long gs, const void *u, long us, void *out, long os,
+                            int T, int I, int dt, int threads) {
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) if ((long)T * I >= PAR_MIN_WORK)
+#endif
+    silu_mul_body(g_, gs, u, us, out, os, T, I, dt);
 }
 
 #endif /* SG_CPUOPS_CORE_H */

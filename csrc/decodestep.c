@@ -41,11 +41,26 @@
  * quantized matmul (the kernel call the per-op path makes for that member, so bit for bit
  * the same) into the next rows-wide band of the slot's output columns.
  *
+ * Threads: the whole step is one OpenMP parallel region of ``threads`` threads (llama.cpp's
+ * way: threads held across the graph, a barrier between dependent ops) instead of a region per
+ * op: about 150 fork/joins per step of a 30-layer model, each a chance for a thread of a loaded
+ * machine to be descheduled or asleep when the next op needs it. Each layer is five phases
+ * ending at a barrier (see layer()); every thread computes the small serial pieces (residual
+ * add, RMS norm, the int8 activation quantization, the bf16 -> fp32 input copy) for itself
+ * rather than waiting for one thread to publish them. Every output element is still computed
+ * by one thread with the arithmetic of the per-op kernels, so the result does not depend on
+ * the thread count (tests/runtime/cpu/test_decode_step_threads.py, with set_stagger).
+ *
  * Exposed as structgen.runtime.cpu._decodestep (METH_FASTCALL, raw pointers as ints).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
 
+static void stagger(void);
+#define SG_ITEM_HOOK() stagger() /* a late thread's attention items are late too */
 #include "cpuops_core.h"
 #include "dense_core.h"
 #include "qkernel_core.h"
@@ -76,74 +91,252 @@ typedef struct {
     float eps, qk_eps, scale;
     const void *cos_t, *sin_t;
     const int64_t *slots, *pt, *seq, *pos;
+    struct step_barrier *bar; /* the step's barrier (decode_layers) */
 } step_dims;
 
 #define LP(f) ((void *)(intptr_t)ly[f])
 
-/* y [T, N] (row stride ldy, dt) = x32 [T, K] @ W.T (+ b) for the matmul whose weight, bias,
- * format word, scales and mins pointers are p[LP_W .. LP_MN]; yf: fp32 scratch [T, N] for a
- * quantized matmul's output in bf16, with a bias or strided (ldy > N; float weights need
- * ldy == N) */
-static void mm_part(const float *x32, const int64_t *p, void *y, int N, int ldy, int K, float *yf,
-                    const step_dims *s) {
+/* One thread's scratch: its own copy of the residual stream res [T, H] and of the normed
+ * activations h [T, H] (dt; every thread computes the norms itself, the same values, so they
+ * need no barrier), its fp32 copy of a matmul's input xf [T, kmax] (bf16 x), its fp32 output
+ * rows yf [T, nmax] (see mm_rows) and the activation side of a quantized matmul (q_act, kept
+ * for the next matmul over the same input while prep_ok). */
+typedef struct {
+    void *res, *h;
+    float *xf, *yf;
+    q_act a;
+    int prep_ok, prep_gs, prep_int4, prep_q8;
+} thread_scratch;
+
+/* Test hook (set_stagger): thread stagger_thread sleeps stagger_us at the start of every phase
+ * and of every attention work item it takes, so that a missing barrier shows up as a wrong
+ * result instead of a rare race. */
+static int stagger_thread = -1, stagger_us = 0;
+
+static void stagger(void) {
+#ifdef _OPENMP
+    if (stagger_us > 0 && omp_get_thread_num() == stagger_thread) {
+        struct timespec ts = {0, (long)stagger_us * 1000L};
+        nanosleep(&ts, NULL);
+    }
+#endif
+}
+
+/* This thread's share [*u0, *u1) of n units: contiguous, as even as it goes */
+static void team_range(int n, int *u0, int *u1) {
+#ifdef _OPENMP
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+    int t = 0, nt = 1;
+#endif
+    int per = (n + nt - 1) / nt;
+    long a = (long)t * per, b = a + per;
+    *u0 = a < n ? (int)a : n;
+    *u1 = b < n ? (int)b : n;
+}
+
+/* Rows [n0, n1) of y [T, N] (row stride ldy, dt) = x32 [T, K] @ W.T (+ b), on this thread alone,
+ * for the matmul whose weight, bias, format word, scales and mins pointers are p[LP_W .. LP_MN]:
+ * float weights (ldy == N) by dense_rows; quantized ones by int4_rows / int8_rows into ts->yf
+ * where the output is bf16, has a bias or is strided, then rounded and biased as
+ * QuantLinear.forward does. */
+static void mm_rows(const float *x32, const int64_t *p, void *y, int N, int ldy, int K, int n0,
+                    int n1, thread_scratch *ts, const step_dims *s) {
     const void *w = (const void *)(intptr_t)p[LP_W], *b = (const void *)(intptr_t)p[LP_B];
     const void *sc = (const void *)(intptr_t)p[LP_S], *mn = (const void *)(intptr_t)p[LP_MN];
     int64_t fmt = p[LP_FMT];
-    int kind = FMT_KIND(fmt);
+    int kind = FMT_KIND(fmt), gs = FMT_GROUP(fmt), q8 = FMT_Q8(fmt), f16 = FMT_SCALE_F16(fmt);
+    if (n0 >= n1) return;
     if (kind == FMT_FLOAT) {
-        dense_mm(x32, w, s->dt, b, y, s->T, N, K, s->threads);
+        dense_rows(x32, w, s->dt, b, y, s->T, N, K, n0, n1);
         return;
     }
     int direct = !s->dt && !b && ldy == N; /* fp32 without bias: the kernel writes y itself */
-    float *out = direct ? (float *)y : yf;
-    if (kind == FMT_INT4)
-        int4_mm(x32, w, sc, mn, FMT_SCALE_F16(fmt), out, s->T, N, K, FMT_GROUP(fmt), FMT_Q8(fmt),
-                s->threads);
+    float *out = direct ? (float *)y : ts->yf;
+    int int4 = kind == FMT_INT4;
+    if (!(ts->prep_ok && ts->prep_gs == gs && ts->prep_int4 == int4 && ts->prep_q8 == q8)) {
+        q_act_prep(x32, s->T, K, gs, int4, q8, &ts->a);
+        ts->prep_ok = 1, ts->prep_gs = gs, ts->prep_int4 = int4, ts->prep_q8 = q8;
+    }
+    if (int4)
+        int4_rows(x32, w, sc, mn, f16, out, s->T, N, K, gs, q8, &ts->a, n0, n1);
     else
-        int8_mm(x32, w, sc, FMT_SCALE_F16(fmt), out, s->T, N, K, FMT_GROUP(fmt), FMT_Q8(fmt),
-                s->threads);
+        int8_rows(x32, w, sc, f16, out, s->T, N, K, gs, q8, &ts->a, n0, n1);
     if (direct) return;
     for (int t = 0; t < s->T; t++) {
         const float *o = out + (size_t)t * N;
         if (!s->dt) { /* fp32 (+ bias) */
             float *yo = (float *)y + (size_t)t * ldy;
-            for (int j = 0; j < N; j++) yo[j] = b ? o[j] + ((const float *)b)[j] : o[j];
+            for (int j = n0; j < n1; j++) yo[j] = b ? o[j] + ((const float *)b)[j] : o[j];
             continue;
         }
         uint16_t *yo = (uint16_t *)y + (size_t)t * ldy; /* bf16: round, add the bias, round */
-        for (int j = 0; j < N; j++) {
+        for (int j = n0; j < n1; j++) {
             uint16_t r = sg_float_to_bf16(o[j]);
             yo[j] = b ? sg_float_to_bf16(sg_bf16_to_float(r) + sg_ld(b, j, 1)) : r;
         }
     }
 }
 
-/* y [T, N] = x [T, K] (dt, contiguous) @ W.T (+ b) for the matmul whose weight pointer is in
- * field wf of layer row ly (its bias at wf + 1, format word, scales and mins at ff, ff + 1,
- * ff + 2), or, where pf >= 0 and part 0 of the parts at field pf has rows, for each part in
- * turn into its band of columns; xf: fp32 scratch [T, K] for a bf16 x, yf: fp32 scratch
- * [T, N] (see mm_part) */
-static void mm(const int64_t *ly, int wf, int ff, int pf, const void *x, void *y, int N, int K,
-               float *xf, float *yf, const step_dims *s) {
-    const float *x32 = x_as_fp32(x, K, s->dt, s->T, K, xf);
+/* Columns [c0, c1) of y [T, N] = x32 [T, K] @ W.T (+ b) on this thread alone, for the matmul
+ * whose weight pointer is in field wf of layer row ly (its bias at wf + 1, format word, scales
+ * and mins at ff, ff + 1, ff + 2), or, where pf >= 0 and part 0 of the parts at field pf has
+ * rows, for each part's share of [c0, c1) within its band of columns. */
+static void mm_cols(const int64_t *ly, int wf, int ff, int pf, const float *x32, void *y, int N,
+                    int K, int c0, int c1, thread_scratch *ts, const step_dims *s) {
     if (pf >= 0 && ly[pf + LP_N]) {
         size_t es = s->dt ? 2 : 4;
         int col = 0;
         for (int i = 0; i < MAX_PARTS && ly[pf + i * LP_COUNT + LP_N]; i++) {
             const int64_t *p = ly + pf + i * LP_COUNT;
-            mm_part(x32, p, (char *)y + es * col, (int)p[LP_N], N, K, yf, s);
-            col += (int)p[LP_N];
+            int np = (int)p[LP_N], a = c0 > col ? c0 : col, b = c1 < col + np ? c1 : col + np;
+            if (a < b) mm_rows(x32, p, (char *)y + es * col, np, N, K, a - col, b - col, ts, s);
+            col += np;
         }
         return;
     }
     int64_t p[LP_COUNT] = {ly[wf], ly[wf + 1], ly[ff], ly[ff + 1], ly[ff + 2], N};
-    mm_part(x32, p, y, N, N, K, yf, s);
+    mm_rows(x32, p, y, N, N, K, c0, c1, ts, s);
 }
 
-/* The layers of ``table`` over res; the last layer's MLP output goes to mlp. 0, or -1 when out
- * of memory (nothing written then). */
-static int decode_layers(const int64_t *table, int L, void *res, void *mlp, const step_dims *s) {
-    int T = s->T, H = s->H, d = s->d, I = s->I, dt = s->dt, th = s->threads;
+/* x [T, K] in dt as this thread's fp32 matmul input (a new input: the q_act kept is stale) */
+static const float *mm_input(const void *x, int K, thread_scratch *ts, const step_dims *s) {
+    ts->prep_ok = 0;
+    return x_as_fp32(x, K, s->dt, s->T, K, ts->xf);
+}
+
+/* The step's barrier: OpenMP's (libgomp) spins for a long while (GOMP_SPINCOUNT, ~300k
+ * pauses) before it sleeps, which on a loaded machine burns the time slice its late partner
+ * thread needs. This one spins SPIN_PAUSES pauses (a few microseconds: a quiet machine's waits
+ * end there), then yields the CPU between checks. A centralized counter with a generation
+ * number; the last thread to arrive resets the count and releases the others. Acquire/release
+ * order makes every write before the barrier visible after it. One per call (on its stack). */
+typedef struct step_barrier {
+    atomic_int count, gen;
+} step_barrier;
+
+#define SPIN_PAUSES 4000
+
+static void barrier_wait(step_barrier *b) {
+#ifdef _OPENMP
+    int n = omp_get_num_threads();
+#else
+    int n = 1;
+#endif
+    if (n == 1) return;
+    int g = atomic_load_explicit(&b->gen, memory_order_relaxed);
+    if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) == n - 1) {
+        atomic_store_explicit(&b->count, 0, memory_order_relaxed);
+        atomic_store_explicit(&b->gen, g + 1, memory_order_release);
+        return;
+    }
+    for (int i = 0; atomic_load_explicit(&b->gen, memory_order_acquire) == g; i++) {
+        if (i < SPIN_PAUSES) {
+#if SG_X86
+            _mm_pause();
+#endif
+        } else {
+            sched_yield();
+        }
+    }
+}
+
+#define BARRIER() barrier_wait(s->bar)
+
+#define COL_UNIT 64 /* columns per unit of the gate/up split (a multiple of 8: see silu_mul_cols) */
+
+/* One layer, run by every thread of the region; five barriers (six when a sequence spans
+ * several attention key chunks):
+ *   A  this thread's res += delta, h = norm(res) (all of it, privately); its whole heads of
+ *      qkv = h @ W_qkv.T, then their q/k norm and rotary, K/V to the cache          | barrier
+ *   B  attention work items shared dynamically (paged_attention_items, then _merge
+ *      where a sequence spans several key chunks)                                | barrier(s)
+ *   C  its rows of o = attn @ W_o.T                                                 | barrier
+ *   D  res += o, h = norm(res) privately; its columns j of gate and up (units of COL_UNIT),
+ *      then act[:, j] = silu(gate) * up                                             | barrier
+ *   E  its rows of mlp = act @ W_down.T                                             | barrier */
+static void layer(const int64_t *ly, int first_layer, void *mlp, void *qkv, void *att, void *o,
+                  void *gu, void *act, float *part, thread_scratch *ts, const step_dims *s) {
+    int T = s->T, H = s->H, d = s->d, I = s->I, dt = s->dt, NH = s->NH, KVH = s->KVH;
+    int nqkv = (NH + 2 * KVH) * d, nq = NH * d, u0, u1, n0, n1;
+    size_t es = dt ? 2 : 4;
+    char *k = (char *)qkv + es * nq, *v = (char *)qkv + es * (nq + (size_t)KVH * d);
+    /* A */
+    stagger();
+    for (int t = 0; t < T; t++)
+        add_rms_norm_row(ts->res, H, first_layer ? NULL : mlp, H, LP(LF_IN_NORM), ts->h, H, t, H,
+                         s->eps, dt);
+    const float *x32 = mm_input(ts->h, H, ts, s);
+    team_range(NH + 2 * KVH, &u0, &u1); /* whole heads: q, then k, then v */
+    mm_cols(ly, LF_QKV_W, LF_QKV_FMT, LF_QKV_PARTS, x32, qkv, nqkv, H, u0 * d, u1 * d, ts, s);
+    for (int hd = u0; hd < u1; hd++)
+        for (int t = 0; t < T; t++) {
+            size_t coff = (size_t)t * d, off = (size_t)t * nqkv;
+            if (hd < NH) {
+                rope_head(qkv, off + (size_t)hd * d, s->cos_t, s->sin_t, coff, LP(LF_Q_NORM),
+                          s->qk_eps, d, dt);
+            } else if (hd < NH + KVH) {
+                size_t koff = off + (size_t)(hd - NH) * d;
+                rope_head(k, koff, s->cos_t, s->sin_t, coff, LP(LF_K_NORM), s->qk_eps, d, dt);
+                kv_store(LP(LF_K_CACHE), k, koff, s->slots, t, KVH, hd - NH, d, dt);
+            } else {
+                size_t voff = off + (size_t)(hd - NH - KVH) * d;
+                kv_store(LP(LF_V_CACHE), v, voff, s->slots, t, KVH, hd - NH - KVH, d, dt);
+            }
+        }
+    BARRIER();
+    /* B */
+    stagger();
+    long first[MAX_M + 1];
+    attn_items(first, s->pos, T, NH, KVH, d, (int)ly[LF_WINDOW]);
+    paged_attention_items(qkv, nqkv, LP(LF_K_CACHE), LP(LF_V_CACHE), s->pt, s->pt_stride, s->seq,
+                          s->pos, s->ps, T, NH, KVH, d, s->scale, (int)ly[LF_WINDOW], att, dt,
+                          first, part);
+    BARRIER();
+    if (attn_needs_merge(first, T, NH, KVH)) {
+        paged_attention_merge(T, NH, KVH, d, att, dt, first, part);
+        BARRIER();
+    }
+    /* C */
+    stagger();
+    x32 = mm_input(att, nq, ts, s);
+    team_rows(H, &n0, &n1);
+    mm_cols(ly, LF_O_W, LF_O_FMT, -1, x32, o, H, nq, n0, n1, ts, s);
+    BARRIER();
+    /* D */
+    stagger();
+    for (int t = 0; t < T; t++)
+        add_rms_norm_row(ts->res, H, o, H, LP(LF_POST_NORM), ts->h, H, t, H, s->eps, dt);
+    x32 = mm_input(ts->h, H, ts, s);
+    team_range((I + COL_UNIT - 1) / COL_UNIT, &u0, &u1);
+    int j0 = u0 * COL_UNIT, j1 = u1 * COL_UNIT < I ? u1 * COL_UNIT : I;
+    if (j0 < j1) {
+        mm_cols(ly, LF_GU_W, LF_GU_FMT, LF_GU_PARTS, x32, gu, 2 * I, H, j0, j1, ts, s);
+        mm_cols(ly, LF_GU_W, LF_GU_FMT, LF_GU_PARTS, x32, gu, 2 * I, H, I + j0, I + j1, ts, s);
+        for (int t = 0; t < T; t++)
+            silu_mul_cols(gu, 2 * I, (char *)gu + es * I, 2 * I, act, I, t, j0, j1, dt);
+    }
+    BARRIER();
+    /* E */
+    stagger();
+    x32 = mm_input(act, I, ts, s);
+    team_rows(H, &n0, &n1);
+    mm_cols(ly, LF_DOWN_W, LF_DOWN_FMT, -1, x32, mlp, H, I, n0, n1, ts, s);
+    BARRIER();
+}
+
+/* The layers of ``table`` over res; the last layer's MLP output goes to mlp. One OpenMP parallel
+ * region for the whole step (see layer): its threads each own a share of every matmul's rows and
+ * meet at a barrier only where one op reads what others wrote. 0, or -1 when out of memory
+ * (nothing written then). */
+static int decode_layers(const int64_t *table, int L, void *res, void *mlp, const step_dims *dims) {
+    step_barrier bar;
+    atomic_init(&bar.count, 0);
+    atomic_init(&bar.gen, 0);
+    step_dims sd = *dims;
+    sd.bar = &bar;
+    const step_dims *s = &sd;
+    int T = s->T, H = s->H, d = s->d, I = s->I, dt = s->dt, th = s->threads < 1 ? 1 : s->threads;
     int nqkv = (s->NH + 2 * s->KVH) * d, nq = s->NH * d, kmax = H;
     size_t es = dt ? 2 : 4;
     if (nq > kmax) kmax = nq;
@@ -152,30 +345,58 @@ static int decode_layers(const int64_t *table, int L, void *res, void *mlp, cons
     size_t n_gu = (size_t)T * 2 * I, n_act = (size_t)T * I;
     size_t nmax = (size_t)nqkv > 2 * (size_t)I ? (size_t)nqkv : 2 * (size_t)I;
     if ((size_t)H > nmax) nmax = H;
-    char *ws = (char *)malloc(es * (2 * n_h + n_qkv + n_att + n_gu + n_act) +
-                              sizeof(float) * T * (kmax + nmax));
-    if (!ws) return -1;
-    char *h = ws, *o = h + es * n_h, *qkv = o + es * n_h, *att = qkv + es * n_qkv;
-    char *gu = att + es * n_att, *act = gu + es * n_gu;
-    float *xf = (float *)(act + es * n_act), *yf = xf + (size_t)T * kmax;
+    long first[MAX_M + 1]; /* attention work items: the most (no window) size the partials */
+    attn_items(first, s->pos, T, s->NH, s->KVH, d, 0);
+    size_t n_part = attn_item_floats(s->NH, s->KVH, d) * (size_t)first[T];
+    /* per thread, in floats: res and h (dt), xf, yf, xsum, xdiff (groups of >= 8 columns),
+     * xd (blocks of 32), xq (int8) */
+    size_t n_rh = (2 * n_h * es + 3) / 4, n_grp = (size_t)T * (kmax / 8 + 1);
+    size_t f_thread = n_rh + (size_t)T * (kmax + nmax) + 2 * n_grp + (size_t)T * (kmax / 32 + 1) +
+                      ((size_t)T * kmax + 3) / 4 + 16;
+    char *ws = (char *)malloc(es * (n_qkv + n_att + n_h + n_gu + n_act) +
+                              sizeof(float) * (n_part + f_thread * th));
+    thread_scratch *scr = (thread_scratch *)malloc(sizeof(thread_scratch) * th);
+    if (!ws || !scr) {
+        free(ws);
+        free(scr);
+        return -1;
+    }
+    char *qkv = ws, *att = qkv + es * n_qkv, *o = att + es * n_att, *gu = o + es * n_h;
+    char *act = gu + es * n_gu;
+    float *part = (float *)(act + es * n_act), *thr = part + n_part;
+    for (int i = 0; i < th; i++) {
+        float *f = thr + f_thread * i;
+        scr[i].res = f;
+        scr[i].h = (char *)f + es * n_h;
+        scr[i].xf = f + n_rh;
+        scr[i].yf = scr[i].xf + (size_t)T * kmax;
+        scr[i].a.xsum = scr[i].yf + (size_t)T * nmax;
+        scr[i].a.xdiff = scr[i].a.xsum + n_grp;
+        scr[i].a.xd = scr[i].a.xdiff + n_grp;
+        scr[i].a.xq = (int8_t *)(scr[i].a.xd + (size_t)T * (kmax / 32 + 1));
+        scr[i].prep_ok = 0;
+    }
 #if SG_X86
     use_avx2 = sg_use_avx2() && __builtin_cpu_supports("f16c"); /* the quantized kernel's ISA */
 #endif
-    for (int l = 0; l < L; l++) {
-        const int64_t *ly = table + (size_t)l * LF_COUNT;
-        add_rms_norm(res, H, l ? mlp : NULL, H, LP(LF_IN_NORM), h, H, T, H, s->eps, dt, th);
-        mm(ly, LF_QKV_W, LF_QKV_FMT, LF_QKV_PARTS, h, qkv, nqkv, H, xf, yf, s);
-        rope_store_kv(qkv, nqkv, qkv + es * nq, nqkv, qkv + es * (nq + (size_t)s->KVH * d), nqkv,
-                      s->cos_t, s->sin_t, LP(LF_Q_NORM), LP(LF_K_NORM), s->qk_eps, LP(LF_K_CACHE),
-                      LP(LF_V_CACHE), s->slots, T, s->NH, s->KVH, d, dt, th);
-        paged_attention(qkv, nqkv, LP(LF_K_CACHE), LP(LF_V_CACHE), s->pt, s->pt_stride, s->seq,
-                        s->pos, s->ps, T, s->NH, s->KVH, d, s->scale, (int)ly[LF_WINDOW], att, dt, th);
-        mm(ly, LF_O_W, LF_O_FMT, -1, att, o, H, nq, xf, yf, s);
-        add_rms_norm(res, H, o, H, LP(LF_POST_NORM), h, H, T, H, s->eps, dt, th);
-        mm(ly, LF_GU_W, LF_GU_FMT, LF_GU_PARTS, h, gu, 2 * I, H, xf, yf, s);
-        silu_mul(gu, 2 * I, gu + es * I, 2 * I, act, I, T, I, dt, th);
-        mm(ly, LF_DOWN_W, LF_DOWN_FMT, -1, act, mlp, H, I, xf, yf, s);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(th)
+#endif
+    {
+#ifdef _OPENMP
+        thread_scratch *ts = scr + omp_get_thread_num();
+#else
+        thread_scratch *ts = scr;
+#endif
+        memcpy(ts->res, res, es * n_h); /* res is only read until the end */
+        for (int l = 0; l < L; l++)
+            layer(table + (size_t)l * LF_COUNT, l == 0, mlp, qkv, att, o, gu, act, part, ts, s);
+#ifdef _OPENMP
+        if (omp_get_thread_num() == 0)
+#endif
+            memcpy(res, ts->res, es * n_h); /* after the last barrier: no thread reads res */
     }
+    free(scr);
     free(ws);
     return 0;
 }
@@ -212,10 +433,23 @@ static PyObject *py_decode_layers(PyObject *self, PyObject *const *args, Py_ssiz
     Py_RETURN_NONE;
 }
 
+/* set_stagger(thread, us): the test hook above (us 0: off) */
+static PyObject *py_set_stagger(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    long long v[2];
+    if (sg_get_args(args, nargs, 2, v, "set_stagger")) return NULL;
+    stagger_thread = (int)v[0];
+    stagger_us = v[1] > 0 && v[1] < 1000000 ? (int)v[1] : 0;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"decode_layers", (PyCFunction)(void (*)(void))py_decode_layers, METH_FASTCALL,
      "decode_layers(table, L, res, mlp, T, H, NH, KVH, d, I, eps, qk_eps, scale, cos, sin, slots, "
      "pt, pt_stride, seq, pos, page_size, dt, threads)"},
+    {"set_stagger", (PyCFunction)(void (*)(void))py_set_stagger, METH_FASTCALL,
+     "set_stagger(thread, us): tests only; thread `thread` sleeps `us` microseconds at the start "
+     "of every phase of a step (0: off)"},
     SG_ISA_METHODS,
     {NULL, NULL, 0, NULL},
 };

@@ -4,7 +4,8 @@
  * fit in cache, so its speed is memory bandwidth. torch's CPU linear runs M = 1 on one
  * thread (MKL's sgemv), and M = 2..8 (speculative verification, jump-forward runs) through a
  * GEMM that packs the weight first, about 2x the traffic of one pass. This kernel streams W
- * once for all M rows and splits W's rows over OpenMP threads, so both cores pull from memory.
+ * once for all M rows and splits W's rows over OpenMP threads, so both cores pull from memory
+ * (dense_mm_body shares them among the threads of an enclosing region: the fused decode step).
  *
  * Register blocking (AVX2 path), so that M = 2..8 costs little more than M = 1: one
  * specialised loop per (M, bf16) takes R weight rows at a time (R_FOR_M: 4 for M <= 2, 3 for
@@ -271,27 +272,41 @@ static const float *x_as_fp32(const void *x, long long ldx, int bf16, int M, int
     return buf;
 }
 
-/* y = x @ w.T (+ bias), all in dt (bf16 != 0: bf16, else fp32); see the header comment */
-static void dense_mm(const float *xf, const void *w, int bf16, const void *bias, void *y, int M,
-                     int N, int K, int threads) {
-    int blocks = (N + ROW_BLOCK - 1) / ROW_BLOCK;
-    (void)threads;
+/* y[:, n0:n1) of y = x @ w.T (+ bias), all in dt (bf16 != 0: bf16, else fp32); see the header
+ * comment. Each output element is computed the same way whatever the range. */
+static void dense_rows(const float *xf, const void *w, int bf16, const void *bias, void *y, int M,
+                       int N, int K, int n0, int n1) {
 #if SG_X86
-    const rows_fn avx2 = sg_use_avx2() ? pick_avx2(bf16, M, K) : NULL;
-#endif
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : 1)
-#endif
-    for (int b = 0; b < blocks; b++) {
-        int n0 = b * ROW_BLOCK, n1 = n0 + ROW_BLOCK < N ? n0 + ROW_BLOCK : N;
-#if SG_X86
-        if (avx2) {
-            avx2(xf, w, bias, y, N, K, n0, n1);
-            continue;
-        }
-#endif
-        rows_scalar(xf, w, bf16, bias, y, M, N, K, n0, n1);
+    if (sg_use_avx2()) {
+        pick_avx2(bf16, M, K)(xf, w, bias, y, N, K, n0, n1);
+        return;
     }
+#endif
+    rows_scalar(xf, w, bf16, bias, y, M, N, K, n0, n1);
+}
+
+/* dense_rows over all N rows, blocks of ROW_BLOCK rows shared among the threads of the enclosing
+ * parallel region (orphaned omp for: outside a region the caller runs them all); returns after
+ * the loop's barrier. */
+static void dense_mm_body(const float *xf, const void *w, int bf16, const void *bias, void *y,
+                          int M, int N, int K) {
+    int blocks = (N + ROW_BLOCK - 1) / ROW_BLOCK;
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (int b = 0; b < blocks; b++)
+        dense_rows(xf, w, bf16, bias, y, M, N, K, b * ROW_BLOCK,
+                   (b + 1) * ROW_BLOCK < N ? (b + 1) * ROW_BLOCK : N);
+}
+
+/* dense_mm_body in a parallel region of its own */
+static inline void dense_mm(const float *xf, const void *w, int bf16, const void *bias, void *y,
+                            int M, int N, int K, int threads) {
+    (void)threads;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads > 0 ? threads : 1)
+#endif
+    dense_mm_body(xf, w, bf16, bias, y, M, N, K);
 }
 
 #endif /* SG_DENSE_CORE_H */

@@ -1,8 +1,10 @@
 /* The matmul core of structgen's CPU weight-only quantized kernels (layouts and arithmetic: see
  * csrc/qkernel.c): Q8 activation quantization and int4_mm / int8_mm over rows split across
- * OpenMP threads. Included by qkernel.c (its Python bindings, structgen.runtime.cpu._qkernel)
- * and by decodestep.c (the fused decode step); everything here is static, and each including
- * module holds its own ISA switch (use_avx2). */
+ * OpenMP threads. Each matmul is an activation side prepared once (q_act_prep) and row ranges
+ * (int4_rows / int8_rows) that threads run independently; the fused decode step runs them in its
+ * own parallel region (team_rows). Included by qkernel.c (its Python bindings,
+ * structgen.runtime.cpu._qkernel) and by decodestep.c (the fused decode step); everything here
+ * is static, and each including module holds its own ISA switch (use_avx2). */
 #ifndef STRUCTGEN_QKERNEL_CORE_H
 #define STRUCTGEN_QKERNEL_CORE_H
 
@@ -57,36 +59,48 @@ static float scale_at(const void *s, int f16, size_t i) {
 
 static int use_avx2 = 0;
 
-/* Split [0, N) into nt contiguous row ranges (multiples of 8 rows) and run fn on each. */
-#define SPLIT_ROWS(NT, N, CALL)                                                                        \
-    do {                                                                                               \
-        int nt_ = (NT) < 1 ? 1 : (NT);                                                                 \
-        if (nt_ == 1) {                                                                                \
-            int n0 = 0, n1 = (N);                                                                      \
-            CALL;                                                                                      \
-        } else {                                                                                       \
-            SPLIT_PARALLEL(nt_, N, CALL);                                                              \
-        }                                                                                              \
-    } while (0)
-
+/* This thread's share [*n0, *n1) of N weight rows in the enclosing OpenMP team: contiguous
+ * ranges of a multiple of 8 rows (all of them outside a region); possibly empty. */
+static void team_rows(int N, int *n0, int *n1) {
 #ifdef _OPENMP
-#define SPLIT_PARALLEL(NT, N, CALL)                                                                    \
-    _Pragma("omp parallel num_threads(nt_)") {                                                        \
-        int t_ = omp_get_thread_num(), T_ = omp_get_num_threads();                                     \
-        int per_ = (((N) + T_ - 1) / T_ + 7) & ~7;                                                     \
-        int n0 = t_ * per_, n1 = n0 + per_ > (N) ? (N) : n0 + per_;                                    \
-        if (n0 < n1) { CALL; }                                                                         \
-    }
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
 #else
-#define SPLIT_PARALLEL(NT, N, CALL)                                                                    \
-    {                                                                                                  \
-        int n0 = 0, n1 = (N);                                                                          \
-        CALL;                                                                                          \
-    }
+    int t = 0, nt = 1;
+#endif
+    int per = ((N + nt - 1) / nt + 7) & ~7;
+    long a = (long)t * per, b = a + per;
+    *n0 = a < N ? (int)a : N;
+    *n1 = b < N ? (int)b : N;
+}
+
+/* Run CALL (which uses n0, n1) over this thread's rows, with NT threads in a region of its own */
+#ifdef _OPENMP
+#define SPLIT_ROWS(NT, N, CALL)                                                                    \
+    do {                                                                                           \
+        int nt_ = (NT) < 1 ? 1 : (NT);                                                             \
+        _Pragma("omp parallel num_threads(nt_) if (nt_ > 1)") {                                    \
+            int n0, n1;                                                                            \
+            team_rows(N, &n0, &n1);                                                                \
+            if (n0 < n1) { CALL; }                                                                 \
+        }                                                                                          \
+    } while (0)
+#else
+#define SPLIT_ROWS(NT, N, CALL)                                                                    \
+    do {                                                                                           \
+        int n0 = 0, n1 = (N);                                                                      \
+        (void)(NT);                                                                                \
+        CALL;                                                                                      \
+    } while (0)
 #endif
 
 /* x [M, K] -> xq int8 [M, K], xd [M, K/32]: per block of 32, d = max|x| / 127, q = round(x / d). */
 static void quantize_q8(const float *x, int8_t *xq, float *xd, int M, int K) {
+#if SG_X86
+    if (use_avx2) {
+        quantize_q8_avx2(x, xq, xd, M, K);
+        return;
+    }
+#endif
     for (int m = 0; m < M; m++)
         for (int b = 0; b < K; b += 32) {
             const float *xb = x + (size_t)m * K + b;
@@ -98,81 +112,122 @@ static void quantize_q8(const float *x, int8_t *xq, float *xd, int M, int K) {
         }
 }
 
-/* scales and mins: fp16 (f16 = 1) or fp32 [N, K/gs] */
-static void int4_mm(const float *x, const uint8_t *q, const void *sc, const void *mn, int f16, float *y,
-                    int M, int N, int K, int gs, int q8, int nt) {
+/* The activation side of a quantized matmul over x [M, K]: group sums xsum [M, K/gs] (int4),
+ * and with q8 the int8 activations xq [M, K], their block scales xd [M, K/32] and (int4) xdiff
+ * [M, K/gs]; NULL where unused. */
+typedef struct {
+    float *xsum, *xdiff, *xd;
+    int8_t *xq;
+} q_act;
+
+/* Fill a (its buffers sized as above) for x: what every row range of the matmul reads. */
+static void q_act_prep(const float *x, int M, int K, int gs, int int4, int q8, const q_act *a) {
     int G = K / gs;
-    float *xsum = (float *)malloc(sizeof(float) * (size_t)M * G);
-    int8_t *xq = q8 ? (int8_t *)malloc((size_t)M * K) : NULL;
-    float *xd = q8 ? (float *)malloc(sizeof(float) * (size_t)M * (K / 32)) : NULL;
-    for (int m = 0; m < M; m++)
-        for (int g = 0; g < G; g++) {
-            float s = 0.f;
-            for (int k = g * gs; k < (g + 1) * gs; k++) s += x[(size_t)m * K + k];
-            xsum[m * G + g] = s;
-        }
-    /* Q8: xdiff = sum(x) - sum(xd * xq) per group. The int4 codes q (0..15) are not centred, so the
-     * integer dots use q and the tail adds 8 * scale * xdiff: the result is that of centred codes
-     * (q - 8) times the quantized x plus (min + 8 * scale) * sum(x), halving the Q8 rounding error. */
-    float *xdiff = q8 ? (float *)malloc(sizeof(float) * (size_t)M * G) : NULL;
-    if (q8) {
-        quantize_q8(x, xq, xd, M, K);
+    if (int4)
+        for (int m = 0; m < M; m++)
+            for (int g = 0; g < G; g++) {
+                float s = 0.f;
+                for (int k = g * gs; k < (g + 1) * gs; k++) s += x[(size_t)m * K + k];
+                a->xsum[m * G + g] = s;
+            }
+    if (!q8) return;
+    quantize_q8(x, a->xq, a->xd, M, K);
+    /* int4 Q8: xdiff = sum(x) - sum(xd * xq) per group. The int4 codes q (0..15) are not
+     * centred, so the integer dots use q and the tail adds 8 * scale * xdiff: the result is that
+     * of centred codes (q - 8) times the quantized x plus (min + 8 * scale) * sum(x), halving the
+     * Q8 rounding error. */
+    if (int4)
         for (int m = 0; m < M; m++)
             for (int g = 0; g < G; g++) {
                 float s = 0.f;
                 for (int b = g * gs; b < (g + 1) * gs; b += 32) {
                     int32_t t = 0;
-                    for (int j = 0; j < 32; j++) t += xq[(size_t)m * K + b + j];
-                    s += xd[(size_t)m * (K / 32) + b / 32] * (float)t;
+                    for (int j = 0; j < 32; j++) t += a->xq[(size_t)m * K + b + j];
+                    s += a->xd[(size_t)m * (K / 32) + b / 32] * (float)t;
                 }
-                xdiff[m * G + g] = xsum[m * G + g] - s;
+                a->xdiff[m * G + g] = a->xsum[m * G + g] - s;
             }
+}
+
+/* Allocate a's buffers for M x K (group gs); 0, or -1 when out of memory (a then freed) */
+static int q_act_alloc(q_act *a, int M, int K, int gs, int int4, int q8) {
+    size_t mg = (size_t)M * (K / gs);
+    a->xsum = int4 ? (float *)malloc(sizeof(float) * mg) : NULL;
+    a->xdiff = int4 && q8 ? (float *)malloc(sizeof(float) * mg) : NULL;
+    a->xq = q8 ? (int8_t *)malloc((size_t)M * K) : NULL;
+    a->xd = q8 ? (float *)malloc(sizeof(float) * (size_t)M * (K / 32)) : NULL;
+    if ((int4 && !a->xsum) || (int4 && q8 && !a->xdiff) || (q8 && (!a->xq || !a->xd))) {
+        free(a->xsum), free(a->xdiff), free(a->xq), free(a->xd);
+        return -1;
     }
+    return 0;
+}
+
+static void q_act_free(q_act *a) { free(a->xsum), free(a->xdiff), free(a->xq), free(a->xd); }
+
+/* y[:, n0:n1] of int4_mm, its activation side a prepared (q_act_prep); scales and mins: fp16
+ * (f16 = 1) or fp32 [N, K/gs] */
+static void int4_rows(const float *x, const uint8_t *q, const void *sc, const void *mn, int f16,
+                      float *y, int M, int N, int K, int gs, int q8, const q_act *a, int n0,
+                      int n1) {
+    int G = K / gs;
     for (int m0 = 0; m0 < M; m0 += MAX_M) {
         int mm = M - m0 < MAX_M ? M - m0 : MAX_M;
-        const float *xm = x + (size_t)m0 * K, *xs = xsum + (size_t)m0 * G;
-        const float *xdf = q8 ? xdiff + (size_t)m0 * G : NULL;
-        const int8_t *xqm = q8 ? xq + (size_t)m0 * K : NULL;
-        const float *xdm = q8 ? xd + (size_t)m0 * (K / 32) : NULL;
+        const float *xm = x + (size_t)m0 * K, *xs = a->xsum + (size_t)m0 * G;
+        const float *xdf = q8 ? a->xdiff + (size_t)m0 * G : NULL;
+        const int8_t *xqm = q8 ? a->xq + (size_t)m0 * K : NULL;
+        const float *xdm = q8 ? a->xd + (size_t)m0 * (K / 32) : NULL;
         float *ym = y + (size_t)m0 * N;
 #if SG_X86
         if (use_avx2) {
-            SPLIT_ROWS(nt, N, int4_rows_avx2(xm, xqm, xdm, xs, xdf, q, sc, mn, f16, ym, mm, N, K, gs, n0, n1));
+            int4_rows_avx2(xm, xqm, xdm, xs, xdf, q, sc, mn, f16, ym, mm, N, K, gs, n0, n1);
             continue;
         }
 #endif
-        if (q8) SPLIT_ROWS(nt, N, int4q8_rows_scalar(xqm, xdm, xs, xdf, q, sc, mn, f16, ym, mm, N, K, gs, n0, n1));
-        else SPLIT_ROWS(nt, N, int4_rows_scalar(xm, xs, q, sc, mn, f16, ym, mm, N, K, gs, n0, n1));
+        if (q8) int4q8_rows_scalar(xqm, xdm, xs, xdf, q, sc, mn, f16, ym, mm, N, K, gs, n0, n1);
+        else int4_rows_scalar(xm, xs, q, sc, mn, f16, ym, mm, N, K, gs, n0, n1);
     }
-    free(xsum);
-    free(xdiff);
-    free(xq);
-    free(xd);
 }
 
-static void int8_mm(const float *x, const int8_t *q, const void *sc, int f16, float *y, int M, int N, int K,
-                    int gs, int q8, int nt) {
-    int8_t *xq = q8 ? (int8_t *)malloc((size_t)M * K) : NULL;
-    float *xd = q8 ? (float *)malloc(sizeof(float) * (size_t)M * (K / 32)) : NULL;
-    if (q8) quantize_q8(x, xq, xd, M, K);
+/* y[:, n0:n1] of int8_mm, its activation side a prepared */
+static void int8_rows(const float *x, const int8_t *q, const void *sc, int f16, float *y, int M,
+                      int N, int K, int gs, int q8, const q_act *a, int n0, int n1) {
     for (int m0 = 0; m0 < M; m0 += MAX_M) {
         int mm = M - m0 < MAX_M ? M - m0 : MAX_M;
         const float *xm = x + (size_t)m0 * K;
-        const int8_t *xqm = q8 ? xq + (size_t)m0 * K : NULL;
-        const float *xdm = q8 ? xd + (size_t)m0 * (K / 32) : NULL;
+        const int8_t *xqm = q8 ? a->xq + (size_t)m0 * K : NULL;
+        const float *xdm = q8 ? a->xd + (size_t)m0 * (K / 32) : NULL;
         float *ym = y + (size_t)m0 * N;
 #if SG_X86
         if (use_avx2) {
-            if (gs % 32 == 0) SPLIT_ROWS(nt, N, int8_blocks_avx2(xm, xqm, xdm, q, sc, f16, ym, mm, N, K, gs, n0, n1));
-            else SPLIT_ROWS(nt, N, int8_rows_avx2(xm, q, sc, f16, ym, mm, N, K, gs, n0, n1));
+            if (gs % 32 == 0) int8_blocks_avx2(xm, xqm, xdm, q, sc, f16, ym, mm, N, K, gs, n0, n1);
+            else int8_rows_avx2(xm, q, sc, f16, ym, mm, N, K, gs, n0, n1);
             continue;
         }
 #endif
-        if (q8) SPLIT_ROWS(nt, N, int8q8_rows_scalar(xqm, xdm, q, sc, f16, ym, mm, N, K, gs, n0, n1));
-        else SPLIT_ROWS(nt, N, int8_rows_scalar(xm, q, sc, f16, ym, mm, N, K, gs, n0, n1));
+        if (q8) int8q8_rows_scalar(xqm, xdm, q, sc, f16, ym, mm, N, K, gs, n0, n1);
+        else int8_rows_scalar(xm, q, sc, f16, ym, mm, N, K, gs, n0, n1);
     }
-    free(xq);
-    free(xd);
+}
+
+/* y [M, N] = x [M, K] @ dequant(W).T over nt threads (rows split); scales and mins: fp16
+ * (f16 = 1) or fp32 [N, K/gs] */
+static inline void int4_mm(const float *x, const uint8_t *q, const void *sc, const void *mn,
+                           int f16, float *y, int M, int N, int K, int gs, int q8, int nt) {
+    q_act a;
+    if (q_act_alloc(&a, M, K, gs, 1, q8)) return;
+    q_act_prep(x, M, K, gs, 1, q8, &a);
+    SPLIT_ROWS(nt, N, int4_rows(x, q, sc, mn, f16, y, M, N, K, gs, q8, &a, n0, n1));
+    q_act_free(&a);
+}
+
+static inline void int8_mm(const float *x, const int8_t *q, const void *sc, int f16, float *y,
+                           int M, int N, int K, int gs, int q8, int nt) {
+    q_act a;
+    if (q_act_alloc(&a, M, K, gs, 0, q8)) return;
+    q_act_prep(x, M, K, gs, 0, q8, &a);
+    SPLIT_ROWS(nt, N, int8_rows(x, q, sc, f16, y, M, N, K, gs, q8, &a, n0, n1));
+    q_act_free(&a);
 }
 
 #endif /* STRUCTGEN_QKERNEL_CORE_H */

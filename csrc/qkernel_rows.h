@@ -302,6 +302,37 @@ SGQ_AVX2 static void q8_row_all(const void *qr, const int8_t *xq, const float *x
     }
 }
 
+/* quantize_q8 (qkernel_core.h) with the same results: the block maximum of |x| is exact in any
+ * order (a NaN is skipped in both), x * id is the same fp32 product, and the conversion rounds
+ * to nearest even as lrintf does in the default rounding mode (finite inputs). */
+SGQ_AVX2 static void quantize_q8_avx2(const float *x, int8_t *xq, float *xd, int M, int K) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); /* undo the packs' lanes */
+    for (int m = 0; m < M; m++)
+        for (int b = 0; b < K; b += 32) {
+            const float *xb = x + (size_t)m * K + b;
+            __m256 v[4], mx = _mm256_setzero_ps();
+            for (int i = 0; i < 4; i++) {
+                v[i] = _mm256_loadu_ps(xb + 8 * i);
+                mx = _mm256_max_ps(_mm256_and_ps(v[i], abs_mask), mx); /* NaN lanes keep mx */
+            }
+            __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+            h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+            h = _mm_max_ss(h, _mm_movehdup_ps(h));
+            float amax = _mm_cvtss_f32(h);
+            float d = amax / 127.f, id = amax > 0.f ? 127.f / amax : 0.f;
+            xd[(size_t)m * (K / 32) + b / 32] = d;
+            __m256 idv = _mm256_set1_ps(id);
+            __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], idv));
+            __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], idv));
+            __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v[2], idv));
+            __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v[3], idv));
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+            _mm256_storeu_si256((__m256i *)(xq + (size_t)m * K + b),
+                                _mm256_permutevar8x32_epi32(p, order));
+        }
+}
+
 /* fp16 [G] -> fp32 per block [G * bpg] (each group's value repeated over its blocks). */
 SGQ_AVX2 static inline void expand_scales(const uint16_t *h, float *dsb, int G, int bpg) {
     if (bpg == 1) {

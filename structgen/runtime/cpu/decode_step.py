@@ -7,7 +7,10 @@ layer (checks, a ``torch.empty`` per output, argument conversion). :class:`Decod
 collects once what every layer's kernels need (weight, norm and KV-cache pointers, the
 sliding window) into an int64 table; a step is then one call that runs the same kernels
 in the same order as the per-op path (``DecoderLayer.forward_residual``), so the results
-are equal bit for bit.
+are equal bit for bit. Its ``torch.get_num_threads()`` threads are held for the whole step in
+one OpenMP parallel region (a barrier between dependent ops, not a fork/join per op); every
+output element is computed by one thread with the per-op arithmetic, so the result does not
+depend on the thread count.
 
 It applies to Llama-style decoders (:class:`~structgen.runtime.models.decoder.DecoderLayer`
 with :class:`~structgen.runtime.models.decoder.DecoderAttention` and a SiLU

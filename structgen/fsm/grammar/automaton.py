@@ -80,7 +80,8 @@ class GrammarAutomaton:
         self._completions = None
         self._live: dict[tuple[int, int], bool] = {}
         self._classes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, list[int]]] = {}
-        self._joint: dict[tuple, tuple[np.ndarray, np.ndarray, list[list[int]]]] = {}
+        self._joint: dict[tuple, tuple[np.ndarray, np.ndarray, list[list[int]], list[int]]] = {}
+        self._live_bytes: dict[tuple[int, int], int] = {}  # (terminal, lexer state) -> bits
         self._moves: dict[tuple[int, int, int], tuple[int, bool]] = {}  # see _move
         # configuration -> the one whose row first reached it (see _shared_targets)
         self._parent: dict[int, int] = {}
@@ -299,11 +300,14 @@ class GrammarAutomaton:
         self, states: tuple[tuple[int, int], ...]
     ) -> tuple[np.ndarray, np.ndarray, list[list[int]], list[int]]:
         """``(live bytes, class of each, next lexer state of every lexeme per class, a byte
-        of each class)`` of the lexer states ``states`` (``(terminal, lexer state)`` per lexeme) read together:
-        the classes are the bytes on which every lexeme moves alike (memoised, as
-        ``_classes_of``: configurations that differ only in their chart nodes share it).
+        of each class)`` of the lexer states ``states`` (``(terminal, lexer state)`` per
+        lexeme) read together: the classes are the bytes on which every lexeme moves alike
+        (memoised, as ``_classes_of``: configurations that differ only in their chart nodes
+        share it).
         """
         hit = self._joint.get(states)
+        if hit is None:
+            hit = self._disjoint_classes_of(states)
         if hit is None:
             moves = np.stack([self.lexers[t].row(s) for t, s in states])  # [k, 256]
             cols = np.flatnonzero((moves >= 0).any(axis=0))
@@ -316,6 +320,44 @@ class GrammarAutomaton:
             else:
                 hit = (cols, cols, [], [])
             self._joint[states] = hit
+        return hit
+
+    def _disjoint_classes_of(
+        self, states: tuple[tuple[int, int], ...]
+    ) -> tuple[np.ndarray, np.ndarray, list[list[int]], list[int]] | None:
+        """``_joint_classes_of``'s answer when the lexer states' live bytes are pairwise
+        disjoint (a lexeme in progress and the lexemes started after it, each starting with
+        its own bytes): each lexeme's classes (``_classes_of``, memoised) with every other
+        lexeme dead on them, so no joint comparison of rows (memoised in ``_joint``); None
+        otherwise.
+        """
+        seen = 0
+        parts = []
+        for t, s in states:
+            part = self._classes_of(t, s)
+            live = self._live_bytes.get((t, s))
+            if live is None:
+                live = 0
+                for b in part[0].tolist():
+                    live |= 1 << b
+                self._live_bytes[(t, s)] = live
+            if seen & live:
+                return None
+            seen |= live
+            parts.append(part)
+        k = len(states)
+        reps: list[list[int]] = []
+        firsts: list[int] = []
+        inverses = []
+        for i, (_, inverse, own, own_firsts) in enumerate(parts):
+            inverses.append(inverse + len(reps))
+            for r in own:
+                moved = [-1] * k
+                moved[i] = r
+                reps.append(moved)
+            firsts.extend(own_firsts)
+        hit = (np.concatenate([p[0] for p in parts]), np.concatenate(inverses), reps, firsts)
+        self._joint[states] = hit
         return hit
 
     def _build_row(self, state: int) -> None:
@@ -358,7 +400,7 @@ class GrammarAutomaton:
         self._slot[state] = slot
 
     def _shared_targets(self, lexemes, parent: int, moved, firsts: list[int]) -> list[int]:
-        """Targets per class of the configuration ``lexemes`` (its classes' moves
+        r"""Targets per class of the configuration ``lexemes`` (its classes' moves
         ``moved`` and a byte of each, ``firsts``), reusing the built row of ``parent``
         where that is exact.
 
@@ -366,7 +408,7 @@ class GrammarAutomaton:
         and ``parent``'s lexemes differ in one lexeme only, ``(t, node, s)`` here against
         ``(t, node, p)`` there, a byte ``b`` on which ``t``'s lexer moves ``s`` and ``p``
         to the same state (both dead, say) moves both configurations to the same target:
-        ``parent``'s row at ``b``. The counts of a bounded repetition (``[ \\t]{0,20}``:
+        ``parent``'s row at ``b``. The counts of a bounded repetition (``[ \t]{0,20}``:
         one lexer state per count, each started lexeme the same) then cost one parser step
         per row, for the byte that moves the count, instead of one per byte class.
         """

@@ -131,3 +131,37 @@ def test_shared_rows_equal_parser_steps_smollm2_vocab(k, smollm2_vocab):
     lead = max(len(d) - len(d.lstrip(b" \t")) for d in smollm2_vocab.token_bytes)
     near = [0, 1, k - lead - 1, k - lead, k - lead + 1, k - 1, k]
     assert _check(smollm2_vocab, k, _counts(k, near)[::3], walk_steps=1, seed=k) > 0
+
+
+@pytest.mark.parametrize("name", ["json", "json_arr", "c"])
+def test_joint_byte_classes_match_lexer_rows(name):
+    """Every memoised joint byte-class answer (``_disjoint_classes_of``'s concatenation or
+    the row comparison) agrees with the lexers' rows byte by byte: the live bytes exactly,
+    each byte's class holding its moves, classes distinct, the class byte inside it."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "fixtures" / "gbnf" / f"{name}.gbnf").read_text()
+    vocab = Vocabulary(SMALL_TOKENS, eos_token_ids=[0])
+    grammar = compile_grammar(text, vocab, syntax="gbnf")
+    dfa = grammar.dfa
+    sample = {
+        "json": b'{"a": [1, {"b": "c"}],\n  "d":\t-2}',
+        "json_arr": b'[\n{"a": [1, {"b": "c"}]},\n  "d"]',
+        "c": b"int f(int a){a = a+1;}",
+    }[name]
+    state = dfa.initial
+    for b in sample:  # builds rows (and their joint classes) along a text of the grammar
+        dfa.row(state)
+        state = dfa.step(state, b)
+        if state < 0:
+            break
+    assert dfa._joint
+    for states, (cols, inverse, reps, firsts) in dfa._joint.items():
+        moves = np.stack([dfa.lexers[t].row(s) for t, s in states])  # [k, 256]
+        live = np.flatnonzero((moves >= 0).any(axis=0))
+        assert sorted(cols.tolist()) == live.tolist()
+        for j, b in enumerate(cols.tolist()):
+            assert reps[inverse[j]] == moves[:, b].tolist()
+        assert len({tuple(r) for r in reps}) == len(reps)
+        for c, b in enumerate(firsts):
+            assert reps[c] == moves[:, b].tolist()

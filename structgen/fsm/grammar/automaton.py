@@ -56,9 +56,6 @@ class GrammarAutomaton:
         max_states: budget of rows built (``GrammarTooComplexError`` past it).
         lead_in: a ``ByteDFA`` of the text read before the grammar starts (free text up
             to a trigger, or a literal prefix; its end leads to the root node), or None.
-        share_rows: reuse the row of the configuration that first reached a new one where
-            that is exact (``_shared_targets``); False computes every class by a parser
-            step (the reference the tests compare with). The rows are equal either way.
 
     Attributes:
         initial: the start state (0).
@@ -71,20 +68,15 @@ class GrammarAutomaton:
         ignore: list[int],
         max_states: int = DEFAULT_MAX_CONFIGS,
         lead_in: ByteDFA | None = None,
-        share_rows: bool = True,
     ) -> None:
         self.charts = charts
-        self.share_rows = share_rows
         self.lexers = lexers if lead_in is None else [*lexers, lead_in]
         self._trigger = -1 if lead_in is None else len(lexers)
         self._completions = None
         self._live: dict[tuple[int, int], bool] = {}
         self._classes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, list[int]]] = {}
-        self._joint: dict[tuple, tuple[np.ndarray, np.ndarray, list[list[int]], list[int]]] = {}
-        self._live_bytes: dict[tuple[int, int], int] = {}  # (terminal, lexer state) -> bits
+        self._joint: dict[tuple, tuple[np.ndarray, np.ndarray, list[list[int]]]] = {}
         self._moves: dict[tuple[int, int, int], tuple[int, bool]] = {}  # see _move
-        # configuration -> the one whose row first reached it (see _shared_targets)
-        self._parent: dict[int, int] = {}
         self.ignore = frozenset(ignore)
         self.max_states = max_states
         self.initial = 0
@@ -281,33 +273,29 @@ class GrammarAutomaton:
             end = node if t in self.ignore or t == self._trigger else self.charts.scan(node, t)
         return end, self._live_after(t, s2)
 
-    def _classes_of(self, t: int, s: int) -> tuple[np.ndarray, np.ndarray, list[int], list[int]]:
-        """``(live bytes, class of each, next lexer state per class, a byte of each class)``
-        of state ``s`` of terminal ``t``'s DFA (memoised: configurations that differ only in
-        their chart node share it).
+    def _classes_of(self, t: int, s: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """``(live bytes, class of each, next lexer state per class)`` of state ``s`` of
+        terminal ``t``'s DFA (memoised: configurations that differ only in their chart
+        node share it).
         """
         key = (t, s)
         hit = self._classes.get(key)
         if hit is None:
             moves = self.lexers[t].row(s)
             cols = np.flatnonzero(moves >= 0)
-            reps, first, inverse = np.unique(moves[cols], return_index=True, return_inverse=True)
-            hit = (cols, inverse.reshape(-1), reps.tolist(), cols[first].tolist())
-            self._classes[key] = hit
+            reps, inverse = np.unique(moves[cols], return_inverse=True)
+            hit = self._classes[key] = (cols, inverse.reshape(-1), reps.tolist())
         return hit
 
     def _joint_classes_of(
         self, states: tuple[tuple[int, int], ...]
-    ) -> tuple[np.ndarray, np.ndarray, list[list[int]], list[int]]:
-        """``(live bytes, class of each, next lexer state of every lexeme per class, a byte
-        of each class)`` of the lexer states ``states`` (``(terminal, lexer state)`` per
-        lexeme) read together: the classes are the bytes on which every lexeme moves alike
-        (memoised, as ``_classes_of``: configurations that differ only in their chart nodes
-        share it).
+    ) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
+        """``(live bytes, class of each, next lexer state of every lexeme per class)`` of
+        the lexer states ``states`` (``(terminal, lexer state)`` per lexeme) read together:
+        the classes are the bytes on which every lexeme moves alike (memoised, as
+        ``_classes_of``: configurations that differ only in their chart nodes share it).
         """
         hit = self._joint.get(states)
-        if hit is None:
-            hit = self._disjoint_classes_of(states)
         if hit is None:
             moves = np.stack([self.lexers[t].row(s) for t, s in states])  # [k, 256]
             cols = np.flatnonzero((moves >= 0).any(axis=0))
@@ -316,48 +304,10 @@ class GrammarAutomaton:
                 keys = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1])))
                 _, first, inverse = np.unique(keys.ravel(), return_index=True, return_inverse=True)
                 reps = moves[:, cols[first]].T.tolist()  # [classes, k]
-                hit = (cols, inverse.reshape(-1), reps, cols[first].tolist())
+                hit = (cols, inverse.reshape(-1), reps)
             else:
-                hit = (cols, cols, [], [])
+                hit = (cols, cols, [])
             self._joint[states] = hit
-        return hit
-
-    def _disjoint_classes_of(
-        self, states: tuple[tuple[int, int], ...]
-    ) -> tuple[np.ndarray, np.ndarray, list[list[int]], list[int]] | None:
-        """``_joint_classes_of``'s answer when the lexer states' live bytes are pairwise
-        disjoint (a lexeme in progress and the lexemes started after it, each starting with
-        its own bytes): each lexeme's classes (``_classes_of``, memoised) with every other
-        lexeme dead on them, so no joint comparison of rows (memoised in ``_joint``); None
-        otherwise.
-        """
-        seen = 0
-        parts = []
-        for t, s in states:
-            part = self._classes_of(t, s)
-            live = self._live_bytes.get((t, s))
-            if live is None:
-                live = 0
-                for b in part[0].tolist():
-                    live |= 1 << b
-                self._live_bytes[(t, s)] = live
-            if seen & live:
-                return None
-            seen |= live
-            parts.append(part)
-        k = len(states)
-        reps: list[list[int]] = []
-        firsts: list[int] = []
-        inverses = []
-        for i, (_, inverse, own, own_firsts) in enumerate(parts):
-            inverses.append(inverse + len(reps))
-            for r in own:
-                moved = [-1] * k
-                moved[i] = r
-                reps.append(moved)
-            firsts.extend(own_firsts)
-        hit = (np.concatenate([p[0] for p in parts]), np.concatenate(inverses), reps, firsts)
-        self._joint[states] = hit
         return hit
 
     def _build_row(self, state: int) -> None:
@@ -367,25 +317,15 @@ class GrammarAutomaton:
                 "simplify the grammar or shorten the output"
             )
         lexemes = self._configs[state]
-        known = len(self._configs)
         if len(lexemes) == 1:  # inside one lexeme: its DFA state's byte classes, cached
             t, _, s = lexemes[0]
-            cols, inverse, reps, firsts = self._classes_of(t, s)
-            moved = [[m] for m in reps]
+            cols, inverse, reps = self._classes_of(t, s)
+            targets = [self._step(lexemes, [m]) for m in reps]
         elif lexemes:
-            states = tuple((t, s) for t, _, s in lexemes)
-            cols, inverse, moved, firsts = self._joint_classes_of(states)
+            cols, inverse, reps = self._joint_classes_of(tuple((t, s) for t, _, s in lexemes))
+            targets = [self._step(lexemes, m) for m in reps]
         else:
-            moved = firsts = []
-        parent = self._parent.pop(state, -1)
-        if parent >= 0 and self.share_rows and self._slot[parent] >= 0:
-            targets = self._shared_targets(lexemes, parent, moved, firsts)
-        else:
-            targets = [self._step(lexemes, m) for m in moved]
-        if self.share_rows:
-            for sid in targets:
-                if sid >= known:  # first reached by this row: it may share its work
-                    self._parent[sid] = state
+            targets = []
         slot = self._num_rows  # written only now: a step that raised leaves no partial row
         if slot >= self._rows.shape[0]:
             rows = np.full((self._rows.shape[0] * 2, 256), -1, np.int32)
@@ -398,38 +338,6 @@ class GrammarAutomaton:
             row[cols] = np.array(targets, np.int32)[inverse]
         self._num_rows += 1
         self._slot[state] = slot
-
-    def _shared_targets(self, lexemes, parent: int, moved, firsts: list[int]) -> list[int]:
-        r"""Targets per class of the configuration ``lexemes`` (its classes' moves
-        ``moved`` and a byte of each, ``firsts``), reusing the built row of ``parent``
-        where that is exact.
-
-        A target is the configuration of the moved lexemes (``_step``), so when ``lexemes``
-        and ``parent``'s lexemes differ in one lexeme only, ``(t, node, s)`` here against
-        ``(t, node, p)`` there, a byte ``b`` on which ``t``'s lexer moves ``s`` and ``p``
-        to the same state (both dead, say) moves both configurations to the same target:
-        ``parent``'s row at ``b``. The counts of a bounded repetition (``[ \t]{0,20}``:
-        one lexer state per count, each started lexeme the same) then cost one parser step
-        per row, for the byte that moves the count, instead of one per byte class.
-        """
-        above = self._configs[parent]
-        if len(above) != len(lexemes):
-            return [self._step(lexemes, m) for m in moved]
-        diff = -1
-        for i, (x, y) in enumerate(zip(lexemes, above, strict=True)):
-            if x != y:
-                if diff >= 0 or x[:2] != y[:2]:
-                    return [self._step(lexemes, m) for m in moved]
-                diff = i
-        if diff < 0:  # same lexemes (the accepting flag differs): the same row
-            diff = 0
-        t, _, p = above[diff]
-        theirs = self.lexers[t].row(p)  # built: parent's row was
-        row = self._rows[self._slot[parent]]
-        return [
-            int(row[b]) if m[diff] == theirs[b] else self._step(lexemes, m)
-            for m, b in zip(moved, firsts, strict=True)
-        ]
 
     # ---- the ByteDFA interface ----------------------------------------------------------
 

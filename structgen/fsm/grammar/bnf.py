@@ -8,7 +8,8 @@ The dialect read (llama.cpp's ``grammars/README.md``; XGrammar's EBNF is the sam
 * ``( ... )`` groups, ``|``, postfix ``*``, ``+``, ``?``, ``{m}``, ``{m,}``, ``{m,n}``,
   ``{,n}``;
 * special tokens ``<[id]>``, ``<name>``, ``<|name|>``, ``!<...>`` (any one token but
-  that one) and llguidance's ``<[^1,5-7]>`` (any one token but those) (``special``);
+  that one) and llguidance's ``<[^1,5-7]>`` (any one token but those), ``<[*]>`` (any
+  one token) and ``<[1,5-7]>`` (one token among those) (``special``);
 * ``#`` comments to the end of the line; EBNF also ``/* ... */`` comments and
   ``'single-quoted'`` strings.
 

@@ -365,15 +365,15 @@ def compile_with_tokens(
     Raises:
         InvalidGrammarError, GrammarTooComplexError: as ``compile_grammar``.
     """
-    gdef, negated, base_vocab = parsed, frozenset(), vocab
+    gdef, has_edges, base_vocab = parsed, False, vocab
     if names_tokens:
-        gdef, named, negated = resolve_special_tokens(parsed, vocab)
-        if vocab is not None and (named or negated):  # named ones allowable, as markers
-            vocab = vocab.with_special_tokens(named, reserve_markers=bool(negated))
+        gdef, named, _, has_edges = resolve_special_tokens(parsed, vocab)
+        if vocab is not None and (named or has_edges):  # named ones allowable, as markers
+            vocab = vocab.with_special_tokens(named, reserve_markers=has_edges)
     grammar = compile_grammar_def(
         gdef, spec, vocab, trigger=trigger, prefix=prefix, deadline=deadline, **budgets
     )
-    if negated:  # matches() reads each !<X> as text (special.resolve_special_tokens)
+    if has_edges:  # matches() reads each token edge as text (special.resolve_special_tokens)
         text_form = resolve_special_tokens(parsed, base_vocab, as_text=True).gdef
 
         def membership() -> BaseCompiledGrammar:

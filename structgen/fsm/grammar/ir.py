@@ -144,8 +144,10 @@ class SpecialToken(Expr):
         token_id: the id (``<[id]>``), or None when given by text or as a list.
         negated: ``!<...>``: any token but that one.
         line, column: where it is written (1-based), for error messages.
-        token_ids: llguidance's ``<[^a,b-c]>`` (negated, no ``text`` or ``token_id``): the
-            ids excluded, ranges written out.
+        token_ids: with ``is_list``, the ids listed, ranges written out: excluded
+            (``negated``: llguidance's ``<[^a,b-c]>``; none: its ``<[*]>``, any one token)
+            or the only ones allowed (llguidance's ``<[a,b-c]>``).
+        is_list: one of llguidance's list forms (no ``text`` or ``token_id``).
     """
 
     text: str | None
@@ -154,3 +156,4 @@ class SpecialToken(Expr):
     line: int = 0
     column: int = 0
     token_ids: tuple[int, ...] = ()
+    is_list: bool = False

@@ -10,7 +10,8 @@ ranges, ``/regex/`` with flags ``i`` and ``s``; ``%ignore``; ``%import common.NA
 here); ``%json { schema }`` embeds a JSON Schema (structgen's ``JsonSchema`` with its
 defaults: compact whitespace) as a regular sub-language; special tokens ``<[id]>``,
 ``<name>``, ``<|name|>``, ``!<...>`` (any one token but that one) and llguidance's
-``<[^1,5-7]>`` (any one token but those) (``special``); ``//`` comments.
+``<[^1,5-7]>`` (any one token but those), ``<[*]>`` (any one token) and ``<[1,5-7]>``
+(one token among those) (``special``); ``//`` comments.
 
 Refused with ``UnsupportedGrammarError`` (construct and line:column): templates
 (``name{x}:``), ``%declare``, ``%override``, ``%extend``, imports from other modules,

@@ -1,7 +1,7 @@
 """Special tokens in grammars: the token syntax of the front ends, and its resolution.
 
 Every dialect (Lark, GBNF, EBNF) reads, where an item may stand (llama.cpp's syntax, and
-llguidance's ``<[^...]>``):
+llguidance's ``<[^...]>``, ``<[*]>`` and ``<[...]>`` lists):
 
 * ``<[123]>``: the token with id 123;
 * ``<name>`` / ``<|name|>``: the special token whose text is exactly that
@@ -15,7 +15,17 @@ llguidance's ``<[^...]>``):
   run of tokens up to the first ``</think>``; ``!<X> "a"`` is one token then ``a``, never
   two tokens whose bytes happen to be one token's;
 * ``<[^1,5-7]>`` (llguidance's spelling): exactly one token that is none of those ids
-  (a list of ids and inclusive ranges), otherwise as ``!<...>``.
+  (a list of ids and inclusive ranges), otherwise as ``!<...>``;
+* ``<[*]>`` (llguidance's): exactly one token, any that ``!<...>`` may take (llguidance
+  also allows every special token and EOS there);
+* ``<[1,5-7]>`` (llguidance's; a list with a ``,`` or a range): exactly one token among
+  those ids. An ordinary id is allowed unless it holds ``0xFF``; a special id listed is
+  named (allowable, so ``!<...>`` elsewhere may take it too); an EOS id is an error (the
+  output ends where the grammar may end). A single ``<[id]>`` stays a special token.
+
+A malformed ``<[...]>`` (empty, a range whose end is below its start, ``*`` beside ids,
+``<[^*]>``, ``!`` before a list, an empty item, more than ``MAX_EXCLUDED`` ids) is an
+``InvalidGrammarError`` naming its line:column.
 
 A quoted string is always characters. ``resolve_special_tokens`` replaces each
 ``SpecialToken`` node: ``<X>`` by X's marker bytes (``index.vocabulary.special_token_marker``,
@@ -23,10 +33,13 @@ a ``RAW_BYTES`` definition), ``!<X>`` by X's wildcard marker (``wildcard_marker`
 the grammar is compiled against the vocabulary view in which the named tokens are
 allowable and no token spells a marker (``Vocabulary.with_special_tokens``): the mask
 allows a named id exactly where the grammar has it, and ``index.token_index.TokenIndex``
-reads a wildcard marker as a token edge (every allowable token but X, one token).
+reads a wildcard marker as a token edge (every allowable token but X, one token). ``<[*]>``
+is the wildcard marker excluding nothing, ``<[1,5-7]>`` the one that lists the ids it
+allows (``wildcard_marker(ids, only=True)``): all three are token edges.
 
 ``matches(text)`` has no tokens: it reads ``<X>`` as X's marker bytes and ``!<X>`` as one
-or more characters, or the marker of a special token the grammar names other than X
+or more characters, or the marker of a special token the grammar names other than X (a
+list ``<[...]>``: or the marker of a special token it lists; ``<[*]>``: of any named one)
 (``resolve_special_tokens(as_text=True)``; ``compile_grammar`` builds that grammar on
 the first ``matches`` call). An output the matcher accepts matches (named special tokens
 written as their markers) when each ``!<X>`` token holds whole characters; one character
@@ -57,39 +70,56 @@ __all__ = [
 
 _ANY_TEXT = r"[\s\S]+"  # what matches() reads for ``!<X>``: one or more characters
 
-# ``!?<[id]>``, ``<|name|>`` or ``<name>`` (no whitespace, quotes or angle brackets inside),
-# or llguidance's ``<[^a,b-c]>``
-SPECIAL_TOKEN_TEXT = (
-    r"<\[\^[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*\]>"
-    r"|!?<(?:\[[0-9]+\]|\|[^|<>\s]+\||[^<>\s\"'|\[\]]+)>"
-)
+# ``!?<[...]>`` (an id, or llguidance's ``^``-lists, ``*`` and lists; ``special_token_node``
+# reads the inside, so a malformed one is an error at its place, not a lexer error),
+# ``<|name|>`` or ``<name>`` (no whitespace, quotes or angle brackets inside). No ``#`` or
+# space: Lark's lexer embeds it in a verbose pattern.
+SPECIAL_TOKEN_TEXT = r"!?<(?:\[[^\]<>\s\"']*\]|\|[^|<>\s]+\||[^<>\s\"'|\[\]]+)>"
+_ID_LIST = re.compile(r"[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*")
 SPECIAL_TOKEN = re.compile(SPECIAL_TOKEN_TEXT)
-MAX_EXCLUDED = 1 << 18  # ids one ``<[^...]>`` may exclude, ranges counted out
+MAX_EXCLUDED = 1 << 18  # ids one ``<[^...]>`` or ``<[...]>`` may list, ranges counted out
 
 
 def special_token_node(written: str, line: int, column: int) -> SpecialToken:
     """The node of a match of ``SPECIAL_TOKEN`` written at ``line:column``.
 
     Raises:
-        InvalidGrammarError: a ``<[^...]>`` range whose end is below its start, or one that
-            lists more than ``MAX_EXCLUDED`` ids (with the line:column).
+        InvalidGrammarError: a malformed ``<[...]>`` (the module docstring), with the
+            line:column.
     """
-    if written.startswith("<[^"):
-        ids: set[int] = set()
-        for item in written[3:-2].split(","):
-            lo, _, hi = item.partition("-")
-            first, last = int(lo), int(hi or lo)
-            if last < first or len(ids) + last - first >= MAX_EXCLUDED:
-                raise InvalidGrammarError(
-                    f"{written} at {line}:{column}: the range {item} is empty or too large"
-                )
-            ids.update(range(first, last + 1))
-        return SpecialToken(None, None, True, line, column, tuple(sorted(ids)))
     negated = written.startswith("!")
     body = written[1:] if negated else written
-    if body.startswith("<["):
-        return SpecialToken(None, int(body[2:-2]), negated, line, column)
-    return SpecialToken(body, None, negated, line, column)
+    if not body.startswith("<["):
+        return SpecialToken(body, None, negated, line, column)
+    inside = body[2:-2]
+    if inside.isdigit():
+        return SpecialToken(None, int(inside), negated, line, column)
+
+    def bad(why: str) -> InvalidGrammarError:
+        return InvalidGrammarError(f"{written} at {line}:{column}: {why}")
+
+    if negated:
+        raise bad("'!' takes one token (!<[id]>); write <[^a,b-c]> for any token but several")
+    if inside == "*":
+        return SpecialToken(None, None, True, line, column, (), True)
+    excluded = inside.startswith("^")
+    listed = inside[1:] if excluded else inside
+    if listed == "*":
+        raise bad("excludes every token (<[*]> is any one token)")
+    if "*" in listed:
+        raise bad("'*' (any one token) stands alone: <[*]>")
+    if not listed:
+        raise bad("lists no token")
+    if not _ID_LIST.fullmatch(listed):
+        raise bad("expected token ids and ranges separated by ',' (<[1,5-7]>, <[^1,5-7]>)")
+    ids: set[int] = set()
+    for item in listed.split(","):
+        lo, _, hi = item.partition("-")
+        first, last = int(lo), int(hi or lo)
+        if last < first or len(ids) + last - first >= MAX_EXCLUDED:
+            raise bad(f"the range {item} is empty or too large")
+        ids.update(range(first, last + 1))
+    return SpecialToken(None, None, excluded, line, column, tuple(sorted(ids)), True)
 
 
 def marker_embedded(token_id: int, what: str) -> Embedded:
@@ -102,14 +132,18 @@ class ResolvedTokens(NamedTuple):
 
     Attributes:
         gdef: the grammar with every ``SpecialToken`` replaced.
-        named: the ids written as ``<...>`` (allowable: compile against
-            ``vocab.with_special_tokens(named, reserve_markers=bool(negated))``).
-        negated: the ids written as ``!<...>``.
+        named: the ids written as ``<...>``, and the special ids a ``<[a,b-c]>`` lists
+            (allowable: compile against
+            ``vocab.with_special_tokens(named, reserve_markers=has_edges)``).
+        negated: the ids written as ``!<...>`` or excluded by ``<[^...]>``.
+        has_edges: the grammar has a token edge (``!<...>``, ``<[^...]>``, ``<[*]>`` or
+            ``<[a,b-c]>``).
     """
 
     gdef: GrammarDef
     named: frozenset[int]
     negated: frozenset[int]
+    has_edges: bool
 
 
 def resolve_special_tokens(
@@ -120,7 +154,9 @@ def resolve_special_tokens(
     ``<X>`` becomes X's marker (``special_token_marker``). ``!<X>`` becomes X's wildcard
     marker (``wildcard_marker``: the token index allows any one allowable token but X
     there), or with ``as_text`` the language ``matches()`` reads for it: one or more
-    characters, or the marker of a special token the grammar names other than X.
+    characters, or the marker of a special token the grammar names other than X. ``<[*]>``
+    is the marker excluding nothing, ``<[a,b-c]>`` the one allowing only those ids (as
+    text: one or more characters, or the marker of a special token it lists).
 
     Args:
         gdef: the parsed grammar (not mutated).
@@ -134,7 +170,8 @@ def resolve_special_tokens(
     Raises:
         InvalidGrammarError: an unknown name, a name without a vocabulary, an id outside
             the vocabulary, for ``<...>`` an id that is not a special token or is an EOS
-            token (the output ends where the grammar may end), each with its line:column.
+            token (the output ends where the grammar may end), an EOS id in a
+            ``<[a,b-c]>``, each with its line:column.
     """
     named: set[int] = set()
     negated: set[int] = set()
@@ -175,41 +212,60 @@ def resolve_special_tokens(
         return tid
 
     def token_ids(node: SpecialToken) -> tuple[int, ...]:
-        if not node.token_ids:
+        if not node.is_list:
             return (token_id(node),)
-        if vocab is not None and node.token_ids[-1] >= vocab.vocab_size:
+        ids = node.token_ids
+        if vocab is not None and ids and ids[-1] >= vocab.vocab_size:
             written, where = _written(node)
             raise InvalidGrammarError(
                 f"special token {written} at {where}: the vocabulary has {vocab.vocab_size} tokens"
             )
-        return node.token_ids
+        if vocab is not None and not node.negated and vocab.eos_token_ids & set(ids):
+            written, where = _written(node)
+            raise InvalidGrammarError(
+                f"{written} at {where} lists an end-of-sequence token; the output ends "
+                "wherever the grammar may end, without naming it"
+            )
+        return ids
+
+    has_edges = False
 
     def collect(node: SpecialToken) -> Expr:
-        (negated if node.negated else named).update(token_ids(node))
+        nonlocal has_edges
+        ids = token_ids(node)
+        has_edges |= node.negated or node.is_list
+        if node.negated:
+            negated.update(ids)
+        elif not node.is_list:
+            named.update(ids)
+        elif vocab is not None:  # a list names the special tokens it holds
+            named.update(vocab.special_token_ids.intersection(ids))
         return node
 
     def resolve(node: SpecialToken) -> Expr:
         ids = token_ids(node)
         what = "{} at {}".format(*_written(node))
-        if not node.negated:
+        if not node.negated and not node.is_list:
             return marker_embedded(ids[0], what)
         if not as_text:
-            return _raw_embedded(wildcard_marker(ids), what)
-        others = [marker_embedded(i, f"<[{i}]>") for i in sorted(named - set(ids))]
+            return _raw_embedded(wildcard_marker(ids, only=not node.negated), what)
+        markers = sorted(named - set(ids)) if node.negated else sorted(named & set(ids))
+        others = [marker_embedded(i, f"<[{i}]>") for i in markers]
         return Alt((Pattern(_ANY_TEXT), *others)) if others else Pattern(_ANY_TEXT)
 
     _map_special(gdef, collect)
-    if not named and not negated:
-        return ResolvedTokens(gdef, frozenset(), frozenset())
-    return ResolvedTokens(_map_special(gdef, resolve), frozenset(named), frozenset(negated))
+    if not named and not has_edges:
+        return ResolvedTokens(gdef, frozenset(), frozenset(), False)
+    resolved = _map_special(gdef, resolve)
+    return ResolvedTokens(resolved, frozenset(named), frozenset(negated), has_edges)
 
 
 def _written(node: SpecialToken) -> tuple[str, str]:
     """``(the token as written, its line:column)`` for messages."""
     where = f"{node.line}:{node.column}"
-    if node.token_ids:
+    if node.is_list:
         listed = ",".join(map(str, node.token_ids[:4])) + ("..." * (len(node.token_ids) > 4))
-        return f"<[^{listed}]>", where
+        return f"<[{'^' * node.negated}{listed or '*'}]>", where
     body = f"<[{node.token_id}]>" if node.text is None else node.text
     return ("!" if node.negated else "") + body, where
 

@@ -37,7 +37,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .token_index import pack_bitmask
-from .vocabulary import MARKER_BYTE, WILDCARD_BYTE, wildcard_ids
+from .vocabulary import MARKER_BYTE, ONLY_BYTE, WILDCARD_BYTE, wildcard_ids
 
 __all__ = ["CompletionBudget", "budget_for", "INF"]
 
@@ -47,6 +47,7 @@ MAX_BYTE_BFS_STATES = 2048  # states one shortest-completion search expands befo
 _CLOSING = {ord(c): 10 - i for i, c in enumerate('"}]0 e')}
 
 _WILDCARD = bytes([MARKER_BYTE, WILDCARD_BYTE])  # how a wildcard marker starts
+_ONLY = bytes([MARKER_BYTE, ONLY_BYTE])  # how one listing the ids it allows starts
 
 _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _tables_lock = threading.Lock()
@@ -76,6 +77,7 @@ class CompletionBudget:
         self._dfa = index.dfa
         vocab = index.vocab
         self._vocab_size = vocab.vocab_size
+        self._allowable = vocab.allowable
         self._num_words = (vocab.vocab_size + 31) // 32
         self._eos = np.array(sorted(vocab.eos_token_ids), np.int64)
         self.max_search_states = max_search_states
@@ -267,11 +269,12 @@ class CompletionBudget:
     def _greedy_tokens(self, data: bytes) -> list[int] | None:
         ids, i = [], 0
         while i < len(data):
-            if data.startswith(_WILDCARD, i):  # a grammar's !<X>: one token but X
+            only = data.startswith(_ONLY, i)  # <[a,b-c]>: one token among those
+            if only or data.startswith(_WILDCARD, i):  # !<X>: one token but X
                 end = data.find(MARKER_BYTE, i + 2)
                 if end < 0:
                     return None
-                ids.append(self._wildcard_token(wildcard_ids(data[i + 2 : end])))
+                ids.append(self._wildcard_token(wildcard_ids(data[i + 2 : end]), only))
                 i = end + 1
                 continue
             for n in range(min(self._max_len, len(data) - i), 0, -1):
@@ -284,11 +287,13 @@ class CompletionBudget:
                 return None
         return ids
 
-    def _wildcard_token(self, excluded: frozenset[int]) -> int:
-        """A token a wildcard edge excluding ``excluded`` takes: the first usable one
-        (-1 when every usable token is excluded).
+    def _wildcard_token(self, ids: frozenset[int], only: bool) -> int:
+        """A token a wildcard edge excluding ``ids`` (with ``only``: allowing only ``ids``)
+        takes: the first usable (or allowable) one, -1 when there is none.
         """
-        return next((t for t in self._usable_ids if t not in excluded), -1)
+        if only:
+            return next((t for t in sorted(ids) if self._allowable[t]), -1)
+        return next((t for t in self._usable_ids if t not in ids), -1)
 
     # ---- witnesses -------------------------------------------------------------
 

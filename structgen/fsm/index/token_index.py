@@ -17,7 +17,9 @@ token spells them, so the trie walk never takes it. Instead every allowable toke
 allowed there as one token, leading to ``t``: exactly one token is consumed, whatever its
 bytes. A token that both spells a byte path (to ``u``) and takes a wildcard edge (to
 ``t``), or takes two edges, leads to the union of those states (``dfa.union_state``), so
-the automaton stays deterministic over tokens.
+the automaton stays deterministic over tokens. ``<[*]>`` (any one token) is the edge
+that excludes nothing; llguidance's ``<[1,5-7]>`` (its marker written with ``=``) the
+edge only the allowable tokens among those ids take.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from ..regex.dfa import ByteDFA
 from .lexical_masks import split_key
 from .masks import row_form
 from .trie import set_bits, walk_bytes
-from .vocabulary import MARKER_BYTE, WILDCARD_BYTE, Vocabulary, wildcard_ids
+from .vocabulary import MARKER_BYTE, ONLY_BYTE, WILDCARD_BYTE, Vocabulary, wildcard_ids
 
 __all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
 
@@ -101,7 +103,7 @@ class TokenIndex:
         self._lexical_keys: dict[int, tuple[bytes, int] | None] = {}  # state -> key
         self._head_digests: dict[int, bytes] = {}  # term -> head_key digest (this arena)
         self._reads_wildcards = vocab.is_marker_view
-        self._wildcards: dict[int, tuple[tuple[frozenset[int], int], ...]] = {}
+        self._wildcards: dict[int, tuple[tuple[frozenset[int], bool, int], ...]] = {}
 
     def next_states(self, state: int) -> np.ndarray:
         """int32 ``[vocab_size]``: state after each token from ``state``, -1 = not allowed.
@@ -223,9 +225,10 @@ class TokenIndex:
         self._trie.walk(self.dfa, state, nxt, mask)  # never-allowed ids are not in the trie
         return mask
 
-    def wildcards(self, state: int) -> tuple[tuple[frozenset[int], int], ...]:
-        """``(excluded ids, target state)`` of each wildcard edge out of ``state`` (the
-        module docstring; empty outside a marker view). Memoised per state.
+    def wildcards(self, state: int) -> tuple[tuple[frozenset[int], bool, int], ...]:
+        """``(ids, only, target state)`` of each wildcard edge out of ``state`` (the module
+        docstring; empty outside a marker view): ``ids`` are excluded, or with ``only`` the
+        only ones that may take it. Memoised per state.
 
         Raises: only ``GrammarTooComplexError`` when a row on the marker's path exceeds a
         budget.
@@ -254,9 +257,14 @@ class TokenIndex:
             return mask
         allowable = self.vocab.allowable
         merged = np.zeros(allowable.shape[0], bool)
-        for excluded, target in edges:
-            sel = allowable.copy()
-            sel[[i for i in excluded if i < sel.shape[0]]] = False
+        for ids, only, target in edges:
+            listed = [i for i in ids if i < allowable.shape[0]]
+            if only:
+                sel = np.zeros_like(allowable)
+                sel[listed] = allowable[listed]
+            else:
+                sel = allowable.copy()
+                sel[listed] = False
             merged |= sel
             if nxt is not None:
                 cur = nxt[sel]
@@ -306,8 +314,8 @@ class TokenIndex:
             if nxt == -2:
                 nxt = -1
             else:
-                for excluded, target in self.wildcards(state):
-                    if token_id not in excluded:
+                for ids, only, target in self.wildcards(state):
+                    if (token_id in ids) == only:
                         nxt = self._union(nxt, target)
         if len(self.steps) >= MAX_STEP_MEMO:
             self.steps.clear()
@@ -320,37 +328,38 @@ class TokenIndex:
         return len(self._masks.keys() | self._rows.keys())
 
 
-def _wildcard_edges(dfa, state: int) -> tuple[tuple[frozenset[int], int], ...]:
-    """Every ``(ids, target)`` such that ``wildcard_marker(ids)`` leads from ``state`` to
-    ``target`` (a depth-first walk over the marker's digits, commas and dashes; no marker
-    is a prefix of another, so each path ends at one ``0xFF``).
+def _wildcard_edges(dfa, state: int) -> tuple[tuple[frozenset[int], bool, int], ...]:
+    """Every ``(ids, only, target)`` such that ``wildcard_marker(ids, only=only)`` leads
+    from ``state`` to ``target`` (a depth-first walk over the marker's digits, commas and
+    dashes; no marker is a prefix of another, so each path ends at one ``0xFF``).
     """
     s = dfa.step(state, MARKER_BYTE)
     if s < 0:
         return ()
-    s = dfa.step(s, WILDCARD_BYTE)
-    if s < 0:
-        return ()
     out = []
-    nodes: list[tuple[int, int]] = []  # (byte, parent node): the paths walked, shared
-    stack = [(s, -1)]  # (state, node of the last byte read; -1: none yet)
-    while stack:
-        cur, node = stack.pop()
-        after_digit = node >= 0 and nodes[node][0] not in _SEPARATORS
-        if after_digit:
-            end = dfa.step(cur, MARKER_BYTE)
-            if end >= 0:
-                written, back = bytearray(), node
-                while back >= 0:
-                    written.append(nodes[back][0])
-                    back = nodes[back][1]
-                out.append((wildcard_ids(bytes(reversed(written))), end))
-        for byte in _ID_BYTES if after_digit else _DIGITS:
-            nxt = dfa.step(cur, byte)
-            if nxt >= 0:
-                nodes.append((byte, node))
-                stack.append((nxt, len(nodes) - 1))
-    return tuple(sorted(out, key=lambda e: (sorted(e[0]), e[1])))
+    for lead, only in ((WILDCARD_BYTE, False), (ONLY_BYTE, True)):
+        start = dfa.step(s, lead)
+        if start < 0:
+            continue
+        nodes: list[tuple[int, int]] = []  # (byte, parent node): the paths walked, shared
+        stack = [(start, -1)]  # (state, node of the last byte read; -1: none yet)
+        while stack:
+            cur, node = stack.pop()
+            after_digit = node >= 0 and nodes[node][0] not in _SEPARATORS
+            if after_digit or (node < 0 and not only):  # ``0xFF ! 0xFF``: excludes none
+                end = dfa.step(cur, MARKER_BYTE)
+                if end >= 0:
+                    written, back = bytearray(), node
+                    while back >= 0:
+                        written.append(nodes[back][0])
+                        back = nodes[back][1]
+                    out.append((wildcard_ids(bytes(reversed(written))), only, end))
+            for byte in _ID_BYTES if after_digit else _DIGITS:
+                nxt = dfa.step(cur, byte)
+                if nxt >= 0:
+                    nodes.append((byte, node))
+                    stack.append((nxt, len(nodes) - 1))
+    return tuple(sorted(out, key=lambda e: (e[1], sorted(e[0]), e[2])))
 
 
 def _remember(cache: OrderedDict, key: int, value: np.ndarray, bound: int) -> None:

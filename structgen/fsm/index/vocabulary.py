@@ -16,7 +16,10 @@ decimal digits, ``0xFF``; ``0xFF`` never occurs in UTF-8), so the byte automata 
 token trie name it, while every text class of a grammar (valid UTF-8 only) excludes it.
 A grammar's ``!<X>`` (any one token but X) is the *wildcard marker* of X
 (``wildcard_marker``: ``0xFF``, ``!``, the id, ``0xFF``), which no token spells: the token
-index reads it as an edge taken by exactly one token (``token_index.py``).
+index reads it as an edge taken by exactly one token (``token_index.py``). llguidance's
+``<[*]>`` (any one token) is the marker excluding nothing (``0xFF ! 0xFF``), and its
+``<[1,5-7]>`` (one token among those ids) the marker written with ``=`` for ``!``
+(``wildcard_marker(ids, only=True)``): only those ids take the edge.
 """
 
 from __future__ import annotations
@@ -40,10 +43,12 @@ __all__ = [
     "wildcard_ids",
     "MARKER_BYTE",
     "WILDCARD_BYTE",
+    "ONLY_BYTE",
 ]
 
 MARKER_BYTE = 0xFF  # opens and closes a special token's marker (never a byte of UTF-8)
 WILDCARD_BYTE = ord("!")  # second byte of a wildcard marker (a special marker has a digit)
+ONLY_BYTE = ord("=")  # second byte of a wildcard marker that lists the ids it allows
 
 
 def special_token_marker(token_id: int) -> bytes:
@@ -54,14 +59,21 @@ def special_token_marker(token_id: int) -> bytes:
     return bytes([MARKER_BYTE]) + str(int(token_id)).encode("ascii") + bytes([MARKER_BYTE])
 
 
-def wildcard_marker(token_ids: int | Iterable[int]) -> bytes:
+def wildcard_marker(token_ids: int | Iterable[int], *, only: bool = False) -> bytes:
     """The reserved bytes that stand for ``!<token_id>`` (any one token but that one; or
-    but any of several, llguidance's ``<[^a,b-c]>``) in a grammar: ``0xFF``, ``!``, the
-    sorted distinct ids in decimal ASCII, runs of consecutive ids as ``first-last``,
-    separated by ``,``, then ``0xFF``. No token of a ``with_special_tokens`` view holds
-    them; ``TokenIndex`` turns them into a token edge.
+    but any of several, llguidance's ``<[^a,b-c]>``; or, with no ids, any one token,
+    llguidance's ``<[*]>``) in a grammar: ``0xFF``, ``!``, the sorted distinct ids in
+    decimal ASCII, runs of consecutive ids as ``first-last``, separated by ``,``, then
+    ``0xFF``. With ``only`` (llguidance's ``<[a,b-c]>``: one token among those ids) the
+    second byte is ``=`` (``ONLY_BYTE``) and ``token_ids`` must not be empty. No token of
+    a ``with_special_tokens`` view holds them; ``TokenIndex`` turns them into a token edge.
+
+    Raises:
+        ValueError: ``only`` with no ids.
     """
     ids = [int(token_ids)] if isinstance(token_ids, int) else sorted(set(map(int, token_ids)))
+    if only and not ids:
+        raise ValueError("a wildcard marker that lists the ids it allows needs at least one")
     runs: list[list[int]] = []
     for i in ids:
         if runs and runs[-1][1] == i - 1:
@@ -69,18 +81,20 @@ def wildcard_marker(token_ids: int | Iterable[int]) -> bytes:
         else:
             runs.append([i, i])
     body = ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs).encode("ascii")
-    return bytes([MARKER_BYTE, WILDCARD_BYTE]) + body + bytes([MARKER_BYTE])
+    lead = ONLY_BYTE if only else WILDCARD_BYTE
+    return bytes([MARKER_BYTE, lead]) + body + bytes([MARKER_BYTE])
 
 
 def wildcard_ids(body: bytes) -> frozenset[int]:
-    """The ids a wildcard marker's body writes (the bytes between ``0xFF !`` and ``0xFF``:
-    ``b"1,3-5"`` -> {1, 3, 4, 5}); the inverse of ``wildcard_marker``.
+    """The ids a wildcard marker's body writes (the bytes between ``0xFF !`` or ``0xFF =``
+    and ``0xFF``: ``b"1,3-5"`` -> {1, 3, 4, 5}; ``b""`` -> none); the inverse of
+    ``wildcard_marker``.
 
     Raises:
         ValueError: a body ``wildcard_marker`` does not write.
     """
     out: set[int] = set()
-    for item in body.split(b","):
+    for item in body.split(b",") if body else ():
         lo, _, hi = item.partition(b"-")
         out.update(range(int(lo), int(hi or lo) + 1))
     return frozenset(out)

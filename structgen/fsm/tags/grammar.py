@@ -206,10 +206,10 @@ def compile_with_grammars(
     gdef.rules = {name: _frozen(e) for name, e in gdef.rules.items()}
     gdef.terminals = {name: _frozen(e) for name, e in gdef.terminals.items()}
     gdef.rules[_START] = _frozen(start)
-    gdef, named, negated = resolve_special_tokens(gdef, vocab)  # tokens in the contents
+    gdef, named, _, has_edges = resolve_special_tokens(gdef, vocab)  # tokens in the contents
     ids = set(special_tokens.values()) | set(named)
-    if (ids or negated) and vocab is not None:  # matches() reads !<X> as its wildcard marker
-        vocab = vocab.with_special_tokens(ids, reserve_markers=bool(negated))
+    if (ids or has_edges) and vocab is not None:  # matches() reads !<X> as its wildcard marker
+        vocab = vocab.with_special_tokens(ids, reserve_markers=has_edges)
     spec = tag.portable()
     lowered = lower_grammar(gdef)
     if isinstance(lowered, LoweredRegex):

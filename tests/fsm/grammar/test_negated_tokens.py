@@ -12,6 +12,7 @@ finished), acceptance over every sequence of up to four tokens.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 
@@ -126,8 +127,12 @@ def _allowed(matcher, n: int) -> set[int]:
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_masks_and_acceptance_match_the_token_reference(vocab: Vocabulary, case: int) -> None:
     text, syntax, reference, _ = CASES[case]
-    pattern = regex.compile(reference)
-    grammar = compile_grammar(text, vocab, syntax=syntax)
+    check_reference(compile_grammar(text, vocab, syntax=syntax), regex.compile(reference), text)
+
+
+def check_reference(grammar, pattern, text: str) -> None:
+    """Acceptance over every sequence of up to four tokens of ``IDS`` and masks at every
+    prefix of up to three the reference can continue, against ``pattern`` (written out)."""
     seen = 0
     for n in range(5):
         for seq in itertools.product(IDS, repeat=n):
@@ -173,8 +178,11 @@ def test_exactly_one_token_before_the_text(vocab: Vocabulary) -> None:
 def test_budget_masks_are_exact(vocab: Vocabulary, case: int) -> None:
     """With ``max_tokens`` the mask allows a token iff a member within the budget follows."""
     text, syntax, reference, _ = CASES[case]
-    pattern = regex.compile(reference)
-    grammar = compile_grammar(text, vocab, syntax=syntax)
+    check_budget(compile_grammar(text, vocab, syntax=syntax), regex.compile(reference))
+
+
+def check_budget(grammar, pattern) -> None:
+    """Masks under ``max_tokens`` 1 to 4 at every prefix of a member within the budget."""
     for budget in (1, 2, 3, 4):
         members = {
             seq
@@ -281,23 +289,7 @@ def test_smollm2_masks_brute_force(smollm2_tokenizer, smollm2_vocab) -> None:
     special = vocab.special_token_texts
     start, repo = special["<|im_start|>"], special["<repo_name>"]
     tokens = vocab.token_bytes
-    texts = [written([t], tokens, vocab.special_token_ids) for t in range(vocab.vocab_size)]
-    eos = vocab.eos_token_ids
-
-    def check(grammar, pattern, prefix: list[int]) -> set[int]:
-        m = grammar.matcher()
-        assert all(m.advance(t) for t in prefix), prefix
-        head = written(prefix, tokens, vocab.special_token_ids)
-        expected = {
-            t
-            for t in range(vocab.vocab_size)
-            if t not in eos and pattern.fullmatch(head + texts[t], partial=True)
-        }
-        if pattern.fullmatch(head):
-            expected |= eos
-        got = _allowed(m, vocab.vocab_size)
-        assert got == expected, (prefix, sorted(got ^ expected)[:10])
-        return got
+    check = functools.partial(check_all_tokens, vocab)
 
     enc = lambda s: smollm2_tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
     grammar = compile_grammar(
@@ -337,6 +329,34 @@ def test_smollm2_masks_brute_force(smollm2_tokenizer, smollm2_vocab) -> None:
         theirs = _allowed_tensor(buf, vocab.vocab_size)
         assert ours == theirs - vocab.special_token_ids - holds_ff, ours_text
         assert not excluded & (ours | theirs) and len(ours) > 40_000
+
+
+_WRITTEN: dict[str, list[str]] = {}  # vocabulary fingerprint -> each token written out
+
+
+def check_all_tokens(vocab: Vocabulary, grammar, pattern, prefix: list[int]) -> set[int]:
+    """The mask after ``prefix`` over every token of ``vocab`` against the written-out
+    reference ``pattern`` (EOS where it matches whole); the allowed ids."""
+    m = grammar.matcher()
+    assert all(m.advance(t) for t in prefix), prefix
+    texts = _WRITTEN.get(vocab.fingerprint)
+    if texts is None:  # each token written out once per vocabulary
+        ids = range(vocab.vocab_size)
+        texts = _WRITTEN[vocab.fingerprint] = [
+            written([t], vocab.token_bytes, vocab.special_token_ids) for t in ids
+        ]
+    head = written(prefix, vocab.token_bytes, vocab.special_token_ids)
+    eos = vocab.eos_token_ids
+    expected = {
+        t
+        for t in range(vocab.vocab_size)
+        if t not in eos and pattern.fullmatch(head + texts[t], partial=True)
+    }
+    if pattern.fullmatch(head):
+        expected |= eos
+    got = _allowed(m, vocab.vocab_size)
+    assert got == expected, (prefix, sorted(got ^ expected)[:10])
+    return got
 
 
 def _allowed_tensor(buf: torch.Tensor, n: int) -> set[int]:

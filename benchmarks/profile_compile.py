@@ -75,15 +75,18 @@ def measure(sample, vocab, repeat: int):
 
 def interleaved(items, engines: dict, repeat: int) -> dict[str, dict[str, float]]:
     """``{engine: {item name: best process seconds}}``: each item compiled by every engine
-    in turn, ``repeat`` rounds; an engine that fails on an item has no entry for it.
+    in turn, ``repeat`` rounds, the order rotated each round (the first compile of a
+    round runs measurably slower on this host); an engine that fails on an item has no
+    entry for it.
 
     ``items`` are ``(name, payload)``; ``engines`` map a name to ``compile(payload)``.
     """
     best: dict[str, dict[str, float]] = {e: {} for e in engines}
     for name, payload in items:
         failed: set[str] = set()
-        for _ in range(repeat):
-            for eng, compile_one in engines.items():
+        order = list(engines.items())
+        for r in range(repeat):
+            for eng, compile_one in order[r % len(order) :] + order[: r % len(order)]:
                 if eng in failed:
                     continue
                 try:

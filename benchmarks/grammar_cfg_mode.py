@@ -337,13 +337,16 @@ class _StructgenGbnf(_Structgen):
 
 
 class _LLGuidanceGbnf(_LLGuidance):
-    """llguidance on ``llguidance.gbnf_to_lark``'s translation (its terminals are greedy
-    lexemes, not GBNF's character-level rules: a valid text may be rejected)."""
+    """llguidance on ``llguidance.gbnf_to_lark``'s translation of a GBNF file (its
+    terminals are greedy lexemes, not GBNF's character-level rules: a valid text may be
+    rejected); a ``.lark`` file is read as it is."""
 
     def supports(self, path: Path) -> bool:
         return True
 
     def compile(self, text: str, path: Path):
+        if path.suffix == ".lark":  # Lark read as it is
+            return super().compile(text, path)
         from llguidance.gbnf_to_lark import gbnf_to_lark
 
         return super().compile(gbnf_to_lark(text), path)

@@ -15,9 +15,12 @@ Modes:
     ``--repeat`` process times. p50 / p99 over the schemas each engine compiled and over
     the schemas every engine compiled (the ratio of record), the slowest ratios to
     llguidance.
-  * ``--grammars``: ``benchmarks/data/grammars/*`` compiled by ``grammar_cfg_mode``'s
-    engines (structgen's grammar cache cleared before each compile), interleaved, best of
-    ``--repeat``; the ratio to llguidance (Lark files) or XGrammar (GBNF files).
+  * ``--grammars``: ``benchmarks/data/grammars/*`` and llama.cpp's grammars
+    (``tests/fixtures/gbnf/*.gbnf``, rows ``fixtures/NAME``) compiled by
+    ``grammar_cfg_mode``'s engines (structgen's grammar cache cleared before each compile;
+    llguidance reads GBNF through ``llguidance.gbnf_to_lark``, the translation timed with
+    it), interleaved, best of ``--repeat``; the ratio to llguidance, XGrammar's time on
+    the GBNF files beside it.
 
 ``--profile`` adds a cProfile of one structgen pass sorted by cumulative time (with
 ``--names``: only those schemas / grammar files). ``--jsonl PATH`` writes the per-item
@@ -72,15 +75,18 @@ def measure(sample, vocab, repeat: int):
 
 def interleaved(items, engines: dict, repeat: int) -> dict[str, dict[str, float]]:
     """``{engine: {item name: best process seconds}}``: each item compiled by every engine
-    in turn, ``repeat`` rounds; an engine that fails on an item has no entry for it.
+    in turn, ``repeat`` rounds, the order rotated each round (the first compile of a
+    round runs measurably slower on this host); an engine that fails on an item has no
+    entry for it.
 
     ``items`` are ``(name, payload)``; ``engines`` map a name to ``compile(payload)``.
     """
     best: dict[str, dict[str, float]] = {e: {} for e in engines}
     for name, payload in items:
         failed: set[str] = set()
-        for _ in range(repeat):
-            for eng, compile_one in engines.items():
+        order = list(engines.items())
+        for r in range(repeat):
+            for eng, compile_one in order[r % len(order) :] + order[: r % len(order)]:
                 if eng in failed:
                     continue
                 try:
@@ -156,43 +162,49 @@ def run_maskbench(args) -> tuple[dict, list[str]]:
 
 def run_grammars(args) -> tuple[dict, list[str]]:
     """Interleaved compile times of the grammar files (module docstring)."""
-    from grammar_cfg_mode import DATA, _LLGuidance, _Structgen, _XGrammar
+    from grammar_cfg_mode import DATA, GBNF_FIXTURES, _LLGuidanceGbnf, _Structgen, _XGrammar
 
     tok = smollm2_tokenizer()
     engines = []
-    for cls in (_Structgen, _LLGuidance, _XGrammar):
+    for cls in (_Structgen, _LLGuidanceGbnf, _XGrammar):
         try:
             engines.append(cls(tok))
         except Exception as exc:  # noqa: BLE001 - a peer not installed
             print(f"{cls.name}: not loaded ({type(exc).__name__}: {exc})")
     names = _names(args)
-    paths = [p for p in sorted(DATA.iterdir()) if names is None or p.name in names]
+    paths = sorted(DATA.iterdir()) + sorted(GBNF_FIXTURES.glob("*.gbnf"))
+    paths = [p for p in paths if names is None or _key(p) in names or p.name in names]
     best: dict[str, dict[str, float]] = {e.name: {} for e in engines}
     for path in paths:
         text = path.read_text(encoding="utf-8")
         sub = interleaved(
-            [(path.name, text)],
+            [(_key(path), text)],
             {e.name: (lambda t, e=e, p=path: e.compile(t, p)) for e in engines if e.supports(path)},
             args.repeat,
         )
         for eng, times in sub.items():
             best[eng].update(times)
     lines = [
-        "| grammar | structgen ms | peer | peer ms | structgen / peer |",
+        "| grammar | structgen ms | llguidance ms | structgen / llguidance | xgrammar ms |",
         "|---|---|---|---|---|",
     ]
+    fmt = lambda v: "n/a" if v is None else f"{v * 1e3:.2f}"  # noqa: E731
     for path in paths:
-        s = best.get("structgen", {}).get(path.name)
-        peer = "llguidance" if path.suffix == ".lark" else "xgrammar"
-        p = best.get(peer, {}).get(path.name)
+        s = best.get("structgen", {}).get(_key(path))
+        p = best.get("llguidance", {}).get(_key(path))
+        x = best.get("xgrammar", {}).get(_key(path))
         ratio = f"{s / p:.2f}x" if s is not None and p else "n/a"
-        fmt = lambda v: "n/a" if v is None else f"{v * 1e3:.2f}"  # noqa: E731
-        lines.append(f"| {path.name} | {fmt(s)} | {peer} | {fmt(p)} | {ratio} |")
+        lines.append(f"| {_key(path)} | {fmt(s)} | {fmt(p)} | {ratio} | {fmt(x)} |")
     if args.profile:
         sg = next(e for e in engines if e.name == "structgen")
         texts = [(p, p.read_text(encoding="utf-8")) for p in paths]
         _profile(lambda: [sg.compile(t, p) for _ in range(10) for p, t in texts])
     return best, lines
+
+
+def _key(path: Path) -> str:
+    """A grammar's row name: ``fixtures/c.gbnf`` for llama.cpp's, the file name otherwise."""
+    return f"fixtures/{path.name}" if path.parent.name == "gbnf" else path.name
 
 
 def _quiet(fn, payload) -> None:
@@ -229,7 +241,11 @@ def main(argv=None) -> None:
         default=0,
         help="first N per subset (0: the sample's 60)",
     )
-    ap.add_argument("--grammars", action="store_true", help="benchmarks/data/grammars/*")
+    ap.add_argument(
+        "--grammars",
+        action="store_true",
+        help="benchmarks/data/grammars/* and tests/fixtures/gbnf/*",
+    )
     ap.add_argument("--engines", default="structgen,llguidance,xgrammar")
     ap.add_argument("--names", default="", help="comma-separated items (sub/name or file name)")
     ap.add_argument("--jsonl", type=Path, default=None, help="per-item best ms written here")

@@ -40,7 +40,7 @@ from .earley import DEFAULT_MAX_ITEMS, EarleyCharts
 from .ir import GrammarDef
 from .lark import parse_lark
 from .lower import CfgGrammar, lower_grammar
-from .special import resolve_special_tokens
+from .special import SPECIAL_TOKEN, resolve_special_tokens
 
 __all__ = ["compile_grammar", "parse_grammar", "detect_syntax", "CompiledCFG", "SYNTAXES"]
 
@@ -324,7 +324,9 @@ def compile_grammar(
         max_states=max_states,
         max_configs=max_configs,
         max_items=max_items,
-        names_tokens="<" in text,  # every special-token form starts with '<'
+        # the readers make a SpecialToken only from a SPECIAL_TOKEN match in the text, so
+        # without one (a "<" operator in a literal is not) the walk finds nothing
+        names_tokens=SPECIAL_TOKEN.search(text) is not None,
     )
     with _lock:
         _cache[key] = grammar

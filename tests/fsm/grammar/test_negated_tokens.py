@@ -469,3 +469,23 @@ def test_wildcard_marker_round_trip() -> None:
     for _ in range(200):
         ids = {rng.randrange(40) for _ in range(rng.randint(1, 12))}
         assert wildcard_ids(wildcard_marker(ids)[2:-1]) == ids
+
+
+def test_special_token_walk_only_when_the_text_names_one(vocab: Vocabulary, monkeypatch) -> None:
+    """A ``<`` that names no token (an operator in a literal) skips the special-token walk;
+    every written form that names one still takes it."""
+    from structgen.fsm.grammar import compile as grammar_compile
+
+    def walked(*args, **kwargs):
+        raise AssertionError("special-token walk")
+
+    monkeypatch.setattr(grammar_compile, "resolve_special_tokens", walked)
+    grammar_compile.clear_cache()
+    g = compile_grammar('start: "a" ("<" | "<>" | "< b >") "b"', vocab, syntax="lark")
+    assert g.matches("a<b") and g.matches("a<>b") and not g.matches("a>b")
+    assert compile_grammar('root ::= "(" [<] ")"', vocab, syntax="gbnf").matches("(<)")
+    for form in ("<tool_call>", "<|im_start|>", "<[2]>", "!<tool_call>", "<[^1,2-3]>"):
+        with pytest.raises(AssertionError, match="special-token walk"):
+            compile_grammar(f'start: "a" {form}', vocab, syntax="lark")
+        with pytest.raises(AssertionError, match="special-token walk"):
+            compile_grammar(f'root ::= "a" {form}', vocab, syntax="gbnf")

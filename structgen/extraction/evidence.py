@@ -21,7 +21,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
 * **number** (``integer`` / ``number``): a text word matching any of the name's words
   is a mention, and so is an alias of one (``_NUMBER_ALIASES``: ``old`` and ``aged``
   for ``age``, as in "58 years old" and "a forty-six-year-old"; ``min``,
-  ``hr``/``hrs``, ``sec`` for ``minutes``, ``hours``, ``seconds``); the numeral
+  ``hr``/``hrs``, ``sec`` for ``minutes``, ``hours``, ``seconds``; ``people``,
+  ``persons``, ``adults`` for ``guests``; ``people``, ``persons``, ``portions`` for
+  ``servings``; ``stars`` for ``rating``); the numeral
   (``structgen.fsm.numerals.numeral_spans``) nearest to a mention, in the same clause
   and at most three words away, whose reading the field's type and bounds accept, is
   the value (a tie goes to the numeral before the mention: English writes "4 guests").
@@ -108,10 +110,14 @@ _CLAUSE = re.compile(r"[.;!?,()\[\]·|\n]+(?:\s|$)|[;!?()\[\]·|\n]")
 # and a lowercase letter, with only spaces or tabs around it
 _SOFT_WRAP = re.compile(r"(?<=[^\W_])([ \t]*)\n(?=[ \t]*[^\W\d_])")
 # words that mention a field whose name holds the key (both as ``stem`` gives them) in
-# the number rule: how English writes an age ("58 years old", "aged 58") and the usual
-# abbreviations of time units ("50 min", "2 hrs")
+# the number rule: how English writes an age ("58 years old", "aged 58"), the usual
+# abbreviations of time units ("50 min", "2 hrs") and the nouns English counts guests,
+# servings and ratings in ("four people", "feeds six people", "four stars")
 _NUMBER_ALIASES = {
     "age": frozenset({"old", "aged"}),
+    "guest": frozenset({"peopl", "person", "adult"}),
+    "serv": frozenset({"peopl", "person", "portion"}),
+    "rat": frozenset({"star"}),
     "minut": frozenset({"min"}),
     "hour": frozenset({"hr", "hrs"}),
     "second": frozenset({"sec"}),

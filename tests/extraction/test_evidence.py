@@ -497,6 +497,9 @@ NOTE = {
         "age": {"type": "integer", "minimum": 0, "maximum": 120},
         "duration_minutes": {"type": ["integer", "null"]},
         "follow_up_weeks": {"type": ["integer", "null"], "maximum": 104},
+        "guests": {"type": "integer", "minimum": 1},
+        "servings": {"type": "integer", "minimum": 1},
+        "rating": {"type": "integer", "minimum": 1, "maximum": 5},
     },
     "required": ["age"],
 }
@@ -510,9 +513,15 @@ NOTE = {
         ("Seen today: aged 71, no pain; 5 mg.", {"age": 5}, {"age": 71}),
         ("Session 17:45; 50 min; room 3.", {"age": 3, "duration_minutes": 17},
          {"age": 3, "duration_minutes": 50}),
+        ("Room for four people from the 12th.", {"age": 9, "guests": 12},
+         {"age": 9, "guests": 4}),
+        ("Soup. Feeds six people; 1 pot.", {"age": 9, "servings": 1},
+         {"age": 9, "servings": 6}),
+        ("After 8 months I give it four stars out of 5.", {"age": 9, "rating": 5},
+         {"age": 9, "rating": 4}),
     ],
 )  # fmt: skip
-def test_ages_and_abbreviated_units_are_mentions(text, before, after):
+def test_aliases_are_mentions(text, before, after):
     value, changed = apply_evidence(NOTE, text, before)
     assert value == after
     assert changed == [k for k in after if after[k] != before.get(k)]

@@ -8,20 +8,27 @@ rules, stated on the field's name (its key split at ``_``, case changes and digi
 word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
 ``included``, ``required``, ``number`` do not count):
 
-* **boolean**: the text *mentions* the field when all the name's words occur (as stems,
-  or one stem the prefix of the other, four letters at least) within a window of four
-  words. A mention in a clause (text between ``.``, ``;``, ``!``, ``?``, ``,``, ``(``,
-  ``)``, ``·``, ``|`` and line breaks) with a negation (``no``, ``not``, ``without``,
-  ``never``, ``none``, ``non``, ``n't``, ``ex``, ``former``, ``quit``, ...) reads false,
-  one without reads true; the field is true when some mention reads true, false when
-  every mention reads false.
+* **boolean**: the text *mentions* the field when all the name's words occur (as
+  stems, or one stem the prefix of the other, four letters at least) within a window
+  of four words. A mention in a clause (text between ``.``, ``;``, ``!``, ``?``,
+  ``,``, ``(``, ``)``, ``·``, ``|`` and line breaks, except a soft wrap: a line break
+  between a letter or digit and a lowercase letter, as a hard-wrapped paragraph has,
+  ``unwrapped``) with a negation (``no``, ``not``, ``without``, ``never``, ``none``,
+  ``non``, ``n't``, ``ex``, ``former``, ``quit``, ...) reads false, one without reads
+  true; the field is true when some mention reads true, false when every mention reads
+  false.
   Unmentioned: the model's value stays.
-* **number** (``integer`` / ``number``): a text word matching any of the name's words is
-  a mention; the numeral (``structgen.fsm.numerals.numeral_spans``) nearest to a
-  mention, in the same clause and at most three words away, whose reading the field's
-  type and bounds accept, is the value (a tie goes to the numeral before the mention:
-  English writes "4 guests"). Unmentioned, or when two sibling number fields would take
-  the same numeral: the model's value stays.
+* **number** (``integer`` / ``number``): a text word matching any of the name's words
+  is a mention, and so is an alias of one (``_NUMBER_ALIASES``: ``old`` and ``aged``
+  for ``age``, as in "58 years old" and "a forty-six-year-old"; ``min``,
+  ``hr``/``hrs``, ``sec`` for ``minutes``, ``hours``, ``seconds``; ``people``,
+  ``persons``, ``adults`` for ``guests``; ``people``, ``persons``, ``portions`` for
+  ``servings``; ``stars`` for ``rating``); the numeral
+  (``structgen.fsm.numerals.numeral_spans``) nearest to a mention, in the same clause
+  and at most three words away, whose reading the field's type and bounds accept, is
+  the value (a tie goes to the numeral before the mention: English writes "4 guests").
+  Unmentioned, or when two sibling number fields would take the same numeral: the
+  model's value stays.
 * **enum** (string options): an option is *mentioned* where its words (split at
   non-letters and underscores, as the text's words are, each reduced to a stem) occur
   as consecutive words of one clause; a mention inside a longer option's mention does
@@ -77,7 +84,14 @@ import jsonschema
 from structgen.extraction.items import trim_items
 from structgen.fsm.numerals import numeral_spans
 
-__all__ = ["EVIDENCE_DEFAULT", "apply_evidence", "name_stems", "option_stems", "stem"]
+__all__ = [
+    "EVIDENCE_DEFAULT",
+    "apply_evidence",
+    "name_stems",
+    "option_stems",
+    "stem",
+    "unwrapped",
+]
 
 EVIDENCE_DEFAULT = True
 
@@ -92,6 +106,22 @@ _NEGATIONS = frozenset(
 _SUFFIXES = ("ations", "ation", "ings", "ing", "ers", "er", "ies", "es", "ed", "s", "e", "y")
 _WORD = re.compile(r"[^\W_]+")
 _CLAUSE = re.compile(r"[.;!?,()\[\]·|\n]+(?:\s|$)|[;!?()\[\]·|\n]")
+# a line break inside a sentence (a hard-wrapped paragraph): between a letter or digit
+# and a lowercase letter, with only spaces or tabs around it
+_SOFT_WRAP = re.compile(r"(?<=[^\W_])([ \t]*)\n(?=[ \t]*[^\W\d_])")
+# words that mention a field whose name holds the key (both as ``stem`` gives them) in
+# the number rule: how English writes an age ("58 years old", "aged 58"), the usual
+# abbreviations of time units ("50 min", "2 hrs") and the nouns English counts guests,
+# servings and ratings in ("four people", "feeds six people", "four stars")
+_NUMBER_ALIASES = {
+    "age": frozenset({"old", "aged"}),
+    "guest": frozenset({"peopl", "person", "adult"}),
+    "serv": frozenset({"peopl", "person", "portion"}),
+    "rat": frozenset({"star"}),
+    "minut": frozenset({"min"}),
+    "hour": frozenset({"hr", "hrs"}),
+    "second": frozenset({"sec"}),
+}
 _WINDOW_BOOL = 4
 _WINDOW_NUMBER = 3
 _JOINED = re.compile(r"[^\W]|[-.@#+&]")  # characters a chunk of the text is made of
@@ -108,6 +138,20 @@ def stem(word: str) -> str:
         if w.endswith(suf) and len(w) - len(suf) >= 3:
             return w[: -len(suf)]
     return w
+
+
+def unwrapped(text: str) -> str:
+    """``text`` with every soft line wrap written as a space, so that a clause does not
+    end there: a line break between a letter or digit and a lowercase letter, with only
+    spaces or tabs around it (``in eight`` / ``weeks`` on two lines of a hard-wrapped
+    paragraph). A blank line, punctuation before the break or a capital after it keep
+    the break. Same length as ``text``, so offsets carry over.
+    """
+
+    def space(m: re.Match) -> str:
+        return m.group(1) + (" " if text[m.end() :].lstrip(" \t")[:1].islower() else "\n")
+
+    return _SOFT_WRAP.sub(space, text)
 
 
 def name_stems(key: str) -> list[str]:
@@ -139,7 +183,7 @@ class _Text:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        bounds = [m.start() for m in _CLAUSE.finditer(text)]
+        bounds = [m.start() for m in _CLAUSE.finditer(unwrapped(text))]
         self.words: list[tuple[str, int, int, int]] = []  # (stem, start, end, clause)
         self.raw: list[str] = []
         clause = 0
@@ -228,8 +272,15 @@ def _scalar(value: Any) -> bool:
 
 
 def _mentions(doc: _Text, stems: list[str]) -> list[int]:
-    """Indices of the text's words that match some of a field name's stems."""
-    return [k for k, (w, *_) in enumerate(doc.words) if any(_matches(w, s) for s in stems)]
+    """Indices of the text's words that match some of a field name's stems, or are one of
+    a stem's aliases (``_NUMBER_ALIASES``: "old" for ``age``, "min" for ``minutes``).
+    """
+    aliases = frozenset().union(*(_NUMBER_ALIASES.get(s, ()) for s in stems))
+    return [
+        k
+        for k, (w, *_) in enumerate(doc.words)
+        if w in aliases or any(_matches(w, s) for s in stems)
+    ]
 
 
 def _nullable(root: Any, sub: Any) -> bool:

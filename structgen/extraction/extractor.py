@@ -72,7 +72,8 @@ def extract(
         evidence: decide boolean, number and enum fields by where the text mentions
             them (``structgen.extraction.evidence``: a mention of the field's name
             without a negation makes a boolean true, with one false; a number takes the
-            numeral next to its name's mention; an enum takes the one option the text
+            numeral next to its name's mention (or an alias's: "58 years old" for
+            ``age``); an enum takes the one option the text
             mentions when the model's is unmentioned; a number read at a separator
             takes the numeral's whole reading (48000, not 48, from "48,000"); a string
             copied from inside a chunk starts where the chunk does ("SUP-0932"); a

@@ -489,3 +489,102 @@ def test_separator_rule_matches_a_brute_force_reading():
         # the decimal reading has trailing zeros exactly when the tail ends in 0
         want = int(head + tail) if tail.endswith("0") else float(decimal)
         assert value["salary_min"] == want, text
+
+
+NOTE = {
+    "type": "object",
+    "properties": {
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "duration_minutes": {"type": ["integer", "null"]},
+        "follow_up_weeks": {"type": ["integer", "null"], "maximum": 104},
+        "guests": {"type": "integer", "minimum": 1},
+        "servings": {"type": "integer", "minimum": 1},
+        "rating": {"type": "integer", "minimum": 1, "maximum": 5},
+    },
+    "required": ["age"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        ("Robert Klein, 58 years old. Visit 2026-02-11.", {"age": 2}, {"age": 58}),
+        ("Grace, a forty-six-year-old teacher, 20 minutes away.", {"age": 20}, {"age": 46}),
+        ("Seen today: aged 71, no pain; 5 mg.", {"age": 5}, {"age": 71}),
+        ("Session 17:45; 50 min; room 3.", {"age": 3, "duration_minutes": 17},
+         {"age": 3, "duration_minutes": 50}),
+        ("Room for four people from the 12th.", {"age": 9, "guests": 12},
+         {"age": 9, "guests": 4}),
+        ("Soup. Feeds six people; 1 pot.", {"age": 9, "servings": 1},
+         {"age": 9, "servings": 6}),
+        ("After 8 months I give it four stars out of 5.", {"age": 9, "rating": 5},
+         {"age": 9, "rating": 4}),
+    ],
+)  # fmt: skip
+def test_aliases_are_mentions(text, before, after):
+    value, changed = apply_evidence(NOTE, text, before)
+    assert value == after
+    assert changed == [k for k in after if after[k] != before.get(k)]
+
+
+@pytest.mark.parametrize(
+    ("text", "before"),
+    [
+        ("Maria, 34; the flat is old, 80 m2.", {"age": 34}),  # "old" in another clause
+        ("Room 3, 20 min walk; aged well.", {"age": 3}),  # "aged" next to no numeral
+        ("Minimum 5, max 9.", {"age": 1, "duration_minutes": None}),  # "min" alone: no alias
+    ],
+)
+def test_age_and_unit_aliases_do_not_fire(text, before):
+    value, _ = apply_evidence(NOTE, text, before)
+    assert value["age"] == before["age"]
+    assert value.get("duration_minutes") == before.get("duration_minutes")
+
+
+@pytest.mark.parametrize(
+    ("sep", "want"),
+    [
+        (" ", 8),
+        ("\n", 8),  # a soft wrap inside a sentence
+        (" \n\t", 8),
+        ("\n\n", 14),  # a paragraph break ends the clause
+        (".\n", 14),
+    ],
+)
+def test_a_line_wrapped_sentence_is_one_clause(sep, want):
+    text = f"Seen on the 14th.\nShe comes back in eight{sep}weeks for a review."
+    value, _ = apply_evidence(NOTE, text, {"age": 40, "follow_up_weeks": 14})
+    assert value["follow_up_weeks"] == want
+
+
+def test_a_line_break_before_a_capital_ends_the_clause():
+    text = "Review in 6\nWeeks: none planned."
+    assert apply_evidence(NOTE, text, {"age": 40, "follow_up_weeks": 2})[0]["follow_up_weeks"] == 2
+
+
+def _unwrapped_reference(text: str) -> str:
+    """Brute force: each line break whose nearest non-blank (space, tab) characters are a
+    letter or digit before it, on its line, and a lowercase letter after it, on the next
+    line, becomes a space.
+    """
+    out = list(text)
+    for i, c in enumerate(text):
+        if c != "\n":
+            continue
+        before = text[:i].rstrip(" \t")
+        after = text[i + 1 :].lstrip(" \t")
+        if before and after and before[-1].isalnum() and after[0].islower():
+            out[i] = " "
+    return "".join(out)
+
+
+def test_unwrapped_matches_a_brute_force_reading():
+    from structgen.extraction.evidence import unwrapped
+
+    rng = random.Random(11)
+    alphabet = ["a", "B", "7", "\n", "\n", " ", "\t", ".", "é", "É", "_", "ß"]
+    for _ in range(1500):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        got = unwrapped(text)
+        assert got == _unwrapped_reference(text), repr(text)
+        assert len(got) == len(text)

@@ -267,6 +267,13 @@ def test_dialects_read_the_same_grammar(vocab: Vocabulary) -> None:
         ("root ::= 'a' !<[2]>* <[2]>", "ebnf"),
         ('start: "a" !<tool_call>* <tool_call>\n', "lark"),
     ]
+    check_dialects_agree(vocab, texts)
+
+
+def check_dialects_agree(vocab: Vocabulary, texts: list[tuple[str, str]]) -> None:
+    """The grammars ``(text, syntax)`` accept the same prefix of every 3-token walk over
+    ``IDS`` and give the same mask where each stops.
+    """
     grammars = [compile_grammar(t, vocab, syntax=s) for t, s in texts]
     for seq in itertools.product(IDS, repeat=3):
         results = []

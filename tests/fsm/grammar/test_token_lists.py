@@ -27,6 +27,7 @@ from .test_negated_tokens import (
     _allowed_tensor,
     check_all_tokens,
     check_budget,
+    check_dialects_agree,
     check_reference,
     lit,
     tok,
@@ -135,16 +136,7 @@ def test_dialects_read_the_same_grammar(vocab: Vocabulary) -> None:
         ("root ::= 'a' <[*]> <[2,4-5]>", "ebnf"),
         ('start: "a" <[*]> <[2,4-5]>\n', "lark"),
     ]
-    grammars = [compile_grammar(t, vocab, syntax=s) for t, s in texts]
-    for seq in itertools.product(IDS, repeat=3):
-        results = []
-        for grammar in grammars:
-            m = grammar.matcher()
-            n = 0
-            while n < len(seq) and m.advance(seq[n]):
-                n += 1
-            results.append((n, frozenset(_allowed(m, len(TOKENS)))))
-        assert len(set(results)) == 1, seq
+    check_dialects_agree(vocab, texts)
 
 
 def test_matches_reads_text(vocab: Vocabulary) -> None:

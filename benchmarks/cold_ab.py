@@ -55,9 +55,9 @@ def _load_checkout(name: str, root: Path):
     return mod
 
 
-class _StructgenOf:
+class _StructgenOf(bg.Structgen):
     """bench_grammar's cold-empty structgen engine over one package (``structgen`` or a
-    baseline loaded by ``_load_checkout``)."""
+    baseline loaded by ``_load_checkout``): its matcher, mask and accept, its own compile."""
 
     def __init__(self, name: str, pkg: str, tok) -> None:
         import importlib
@@ -73,24 +73,17 @@ class _StructgenOf:
         self.fsm.clear_cache()
         self.vocab.lexical_masks.clear()
 
-    def schema(self, schema):
+    def compile(self, schema):  # bench_grammar's compile, through this package
         self._fresh()
         return self.fsm.compile_json_schema(
             schema, self.vocab, strict=False, allow_extra_properties=True
         )
 
+    schema = compile
+
     def gbnf(self, text: str):
         self._fresh()
         return self.fsm.compile_grammar(text, self.vocab, syntax="gbnf")
-
-    def matcher(self, g):
-        return g.matcher()
-
-    def mask(self, m, buf):
-        m.fill_bitmask(buf, 0)
-
-    def accept(self, m, t):
-        return m.advance(t)
 
 
 class _LLGuidance(bg.LLGuidance):

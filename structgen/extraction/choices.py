@@ -23,6 +23,8 @@ from typing import Any
 
 import jsonschema
 
+from structgen.extraction.refs import MAX_REF_DEPTH
+from structgen.extraction.refs import resolve as _resolve
 from structgen.extraction.spans import common_prefix, mean_logprob
 from structgen.runtime.sampling_params import SamplingParams
 
@@ -30,23 +32,6 @@ __all__ = ["choose_options", "option_fields", "value_spans"]
 
 _SCORE = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
 _DECODER = json.JSONDecoder()
-_MAX_REF_DEPTH = 32
-
-
-def _resolve(root: Any, sub: Any) -> Any:
-    """``sub`` with local ``$ref`` s followed (``{}`` for a reference that does not resolve)."""
-    for _ in range(_MAX_REF_DEPTH):
-        if not (isinstance(sub, dict) and isinstance(sub.get("$ref"), str)):
-            return sub
-        ref = sub["$ref"]
-        if not ref.startswith("#"):
-            return {}
-        node: Any = root
-        for part in [p for p in ref[1:].split("/") if p]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            node = node.get(part) if isinstance(node, dict) else None
-        sub = node if isinstance(node, dict) else {}
-    return {}
 
 
 def _options(root: Any, sub: Any) -> list[Any] | None:
@@ -87,7 +72,7 @@ def option_fields(schema: Any) -> dict[tuple[str, ...], list[Any]]:
 
     def walk(sub: Any, path: tuple[str, ...], depth: int) -> None:
         sub = _resolve(schema, sub)
-        if not isinstance(sub, dict) or depth > _MAX_REF_DEPTH:
+        if not isinstance(sub, dict) or depth > MAX_REF_DEPTH:
             return
         for name, prop in (sub.get("properties") or {}).items():
             opts = _options(schema, prop)

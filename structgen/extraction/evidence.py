@@ -82,6 +82,8 @@ from typing import Any
 import jsonschema
 
 from structgen.extraction.items import trim_items
+from structgen.extraction.refs import MAX_REF_DEPTH
+from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.numerals import numeral_spans
 
 __all__ = [
@@ -126,7 +128,6 @@ _WINDOW_BOOL = 4
 _WINDOW_NUMBER = 3
 _JOINED = re.compile(r"[^\W]|[-.@#+&]")  # characters a chunk of the text is made of
 _GAP_REPEAT = 2  # words between a repeated numeral and the next one ("118 over 76")
-_MAX_REF_DEPTH = 32
 
 
 def stem(word: str) -> str:
@@ -443,21 +444,6 @@ def _node_numbers(node: dict) -> list[Decimal]:
     ]
 
 
-def _resolve(root: Any, sub: Any) -> Any:
-    for _ in range(_MAX_REF_DEPTH):
-        if not (isinstance(sub, dict) and isinstance(sub.get("$ref"), str)):
-            return sub
-        node: Any = root
-        for part in [p for p in sub["$ref"].lstrip("#").split("/") if p]:
-            node = (
-                node.get(part.replace("~1", "/").replace("~0", "~"))
-                if isinstance(node, dict)
-                else None
-            )
-        sub = node if isinstance(node, dict) else {}
-    return {}
-
-
 def _kind(root: Any, sub: Any) -> tuple[str | None, dict]:
     """``("boolean" | "number" | "enum" | None, the non-null branch)`` of a property's
     subschema; "enum" is an ``enum`` with at least two string options.
@@ -508,7 +494,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
 
     def walk(sub: Any, node: dict, path: str, depth: int) -> None:
         sub = _resolve(schema, sub)
-        if not isinstance(sub, dict) or depth > _MAX_REF_DEPTH:
+        if not isinstance(sub, dict) or depth > MAX_REF_DEPTH:
             return
         numbers: dict[str, Decimal] = {}
         for name, prop in (sub.get("properties") or {}).items():

@@ -37,6 +37,8 @@ from typing import Any
 
 import jsonschema
 
+from structgen.extraction.refs import MAX_REF_DEPTH
+from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.dates import dates, times
 from structgen.fsm.numerals import numeral_spans
 
@@ -44,23 +46,10 @@ __all__ = ["MAX_ITEM_GAP", "trim_items", "item_supported"]
 
 MAX_ITEM_GAP = 4  # words allowed between neighbouring parts of one item
 _MAX_ASSIGNMENTS = 4096  # occurrence combinations tried per item
-_MAX_REF_DEPTH = 32
 _WORD = re.compile(r"[^\W_]+")
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _ISO_TIME = re.compile(r"[0-9]{2}:[0-9]{2}(?::[0-9]{2})?")
 _DATE_WORDS = 6  # most words of one written date or time ("the 9th of July 2026")
-
-
-def _resolve(root: Any, sub: Any) -> Any:
-    for _ in range(_MAX_REF_DEPTH):
-        if not (isinstance(sub, dict) and isinstance(sub.get("$ref"), str)):
-            return sub
-        node: Any = root
-        for part in [p for p in sub["$ref"].lstrip("#").split("/") if p]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            node = node.get(part) if isinstance(node, dict) else None
-        sub = node if isinstance(node, dict) else {}
-    return {}
 
 
 class _Words:
@@ -214,7 +203,7 @@ def trim_items(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
 
     def walk(sub: Any, node: dict, path: str, depth: int) -> None:
         sub = _resolve(schema, sub)
-        if not isinstance(sub, dict) or depth > _MAX_REF_DEPTH:
+        if not isinstance(sub, dict) or depth > MAX_REF_DEPTH:
             return
         branches = [sub] + [b for k in ("anyOf", "oneOf") for b in sub.get(k) or ()]
         for branch in branches:

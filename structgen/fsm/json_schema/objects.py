@@ -26,8 +26,9 @@ time, so the parsed object stays valid, but for property counts (below).
 extra key above: each key regex intersected with the strings it allows.
 ``minProperties``/``maxProperties`` are exact when the listed keys are all required (the
 count moves to the extras) or when there are no extras (the allowed subsets of optional
-keys are listed); they count written members, so where a minimum needs two extra keys or
-more, two equal ones count twice although the parsed object holds one (not refused).
+keys are listed). They count written members: where a minimum needs two extra keys or
+more, two equal ones would count twice although the parsed object holds one (extra keys may
+repeat, above), so such a minimum compiles with a warning naming it.
 ``dependentRequired``/``dependentSchemas``/``dependencies`` split the object into
 branches (``dependencies``), each lowered here.
 """
@@ -304,6 +305,14 @@ def _counted(
     vacuous = lo <= num_req and (hi is None or (pair is None and hi >= len(members)))
     if vacuous:
         return _members(members, pair, 0, None, sep, _sharer(conv))
+    if pair is not None and lo - len(members) >= 2:
+        note = (
+            f"minProperties at {pointer or '#'} counts written members: its {lo - len(members)} "
+            "undeclared keys are assumed distinct (the grammar cannot keep arbitrary keys "
+            "apart, and two equal ones would count twice where the parsed object holds one)"
+        )
+        if note not in conv.warnings:
+            conv.warnings.append(note)
     if num_opt == 0:
         return _members(
             members,

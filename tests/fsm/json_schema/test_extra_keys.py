@@ -114,3 +114,28 @@ def test_named_cases(strict: bool) -> None:
     assert not named.matches('{"a":1,"a":2}')
     assert not named.matches('{"a":1,"":2}')  # propertyNames refuses ""
     assert not named.warnings
+
+
+@pytest.mark.parametrize("listed", [0, 1])
+def test_min_properties_needing_two_extra_keys(listed: int) -> None:
+    """Two equal extra keys would count twice where the parsed object holds one: a minimum
+    that needs two undeclared keys or more compiles (exact for distinct keys) with a
+    warning naming the keyword and its pointer; one extra key is exact, no warning."""
+    props = {"a": INT} if listed else {}
+    inner = {
+        "type": "object",
+        "properties": props,
+        "required": list(props),
+        "minProperties": 2 + listed,
+        "additionalProperties": INT,
+    }
+    schema = {"type": "object", "properties": {"o": inner}, "required": ["o"]}
+    head = '{"o":{"a":1,' if listed else '{"o":{'
+    counted = compile_json_schema(schema, allow_extra_properties=True)
+    assert [w for w in counted.warnings if "minProperties at /properties/o" in w]
+    assert counted.matches(head + '"y":1,"z":2}}')  # two distinct extra keys: valid
+    assert not counted.matches(head + '"z":1}}')  # too few
+    inner["minProperties"] = 1 + listed  # one extra key: exact, nothing to note
+    exact = compile_json_schema(schema, allow_extra_properties=True)
+    assert not exact.warnings
+    assert exact.matches(head + '"z":1}}') and not exact.matches(head.rstrip(",") + "}}")

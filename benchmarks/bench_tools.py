@@ -31,8 +31,10 @@ before the runs).
 
 Peer: XGrammar's ``compile_structural_tag`` of the same hermes constraint (its
 ``format`` tree, the calls' schemas as ``json_schema`` contents), its cache off, to its
-first mask, interleaved with structgen's runs. llguidance is not a peer here: its lazy
-lexemes could write the free text, but no equivalent grammar was written.
+first mask, interleaved with structgen's runs; llguidance's Lark of the same constraint
+(``llguidance_lark``: each call's arguments as ``%json``, ``auto``'s free text a lazy
+rule up to ``<tool_call>`` then text without it), a fresh ``LLMatcher`` to its first
+mask, in the same loop.
 
 Run:  OMP_NUM_THREADS=2 PYTHONPATH=. python benchmarks/bench_tools.py [--out benchmarks/RESULTS.md]
       [--compile-only] (only the 128-tool compile table)
@@ -309,6 +311,45 @@ def xgrammar_once(compiler, info, tag_json: str, bitmask) -> float:
     return time.perf_counter() - t0
 
 
+def llguidance_lark(tools: list[dict], choice: str) -> str:
+    """The same hermes constraint as llguidance Lark: one rule per call (its fixed texts,
+    its arguments as ``%json``); ``auto``: free text up to each call's tag a lazy lexeme,
+    the text after the last call one without ``<tool_call>`` (llguidance's ``&`` and
+    ``~``); ``required``: calls separated by a newline."""
+    lines = [
+        'call: "<tool_call>\\n{\\"name\\": " ('
+        + " | ".join(f"f{i}" for i in range(len(tools)))
+        + ")"
+    ]
+    for i, t in enumerate(tools):
+        head = json.dumps(json.dumps(t["function"]["name"]) + ', "arguments": ')
+        schema = json.dumps(t["function"].get("parameters") or {"type": "object"})
+        lines.append(f'f{i}: {head} a{i} "}}\\n</tool_call>"')
+        lines.append(f"a{i}: %json {schema}")
+    if choice == "auto":  # text up to the first tag (a lazy lexeme), a call, again
+        lines[0] = lines[0].replace('call: "<tool_call>', 'call: open "')
+        lines.insert(0, "start: call* TEXT")
+        lines.append(r"open[lazy]: /(?s:.*)<tool_call>/")
+        lines.append(r"TEXT: /(?s:.*)/ & ~/(?s:.*<tool_call>.*)/")
+    else:
+        lines.insert(0, 'start: call ("\\n" call)*')
+    return "\n".join(lines) + "\n"
+
+
+def llguidance_once(tokenizer, lark: str, bitmask) -> float:
+    """Seconds from the Lark text to llguidance's first mask (a fresh matcher: no cache)."""
+    import llguidance
+    import llguidance.torch
+
+    t0 = time.perf_counter()
+    matcher = llguidance.LLMatcher(tokenizer, llguidance.LLMatcher.grammar_from_lark(lark))
+    llguidance.torch.fill_next_token_bitmask(matcher, bitmask, 0)
+    elapsed = time.perf_counter() - t0
+    if matcher.is_error():
+        raise RuntimeError(f"llguidance: {matcher.get_error()}")
+    return elapsed
+
+
 def clear_caches() -> None:
     from structgen.fsm.compiler import clear_cache
     from structgen.tools import constraint
@@ -333,8 +374,9 @@ def compile_times(
     warm_runs: int = 30,
     tags: bool = True,
 ) -> dict:
-    """``{choice: (cold s, warm s, xgrammar s or None)}``: medians, the peers interleaved
-    in one loop (cold structgen, warm structgen x ``warm_runs``, XGrammar cold); and
+    """``{choice: (cold s, warm s, xgrammar s or None, llguidance s or None)}``: medians,
+    the peers interleaved in one loop (cold structgen, warm structgen x ``warm_runs``,
+    XGrammar cold, llguidance cold); and
     ``"tag"``: ``tag_times`` of the same tools (when ``tags``: once per vocabulary)."""
     import torch
 
@@ -352,6 +394,16 @@ def compile_times(
             )
         except ImportError:
             xg = None
+    llg = None
+    if hf_tok is not None:
+        try:
+            import llguidance.hf
+            import llguidance.torch
+
+            lt = llguidance.hf.from_tokenizer(hf_tok)
+            llg = (lt, llguidance.torch.allocate_token_bitmask(1, lt.vocab_size))
+        except ImportError:
+            llg = None
     out = {}
     if tags:
         out["tag"] = tag_times(tools, vocab, mask, warm_runs)
@@ -365,7 +417,8 @@ def compile_times(
             }
         ).encode()
         tag_json = xgrammar_tag(tools, choice)
-        cold, warm, peer = [], [], []
+        lark = llguidance_lark(tools, choice)
+        cold, warm, peer, peer_llg = [], [], [], []
         compile_once(body, template, vocab, mask)  # the vocabulary's token trie: once a process
         for _ in range(repeats):
             clear_caches()
@@ -373,10 +426,13 @@ def compile_times(
             warm += [compile_once(body, template, vocab, mask) for _ in range(warm_runs)]
             if xg is not None:
                 peer.append(xgrammar_once(xg[0], xg[1], tag_json, xg[2]))
+            if llg is not None:
+                peer_llg.append(llguidance_once(llg[0], lark, llg[1]))
         out[choice] = (
             statistics.median(cold),
             statistics.median(warm),
             statistics.median(peer) if peer else None,
+            statistics.median(peer_llg) if peer_llg else None,
         )
     return out
 
@@ -525,13 +581,19 @@ def report(results, compiles, tiny_sets, smol_sets, _vocab_cls) -> str:
         "structgen cache cleared; targets: cold <= 1 s, warm <= 10 ms):",
         "",
         "| vocabulary | format | tool_choice | cold s | warm ms | cold target met "
-        "| warm target met | XGrammar structural tag, s (no cache) | XGrammar / structgen cold |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| warm target met | XGrammar structural tag, s (no cache) | XGrammar / structgen cold "
+        "| llguidance Lark + %json, s (fresh matcher) | llguidance / structgen cold |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (vocab, fmt), by_choice in compiles.items():
         for choice in ("auto", "required"):
-            cold, warm, peer = by_choice[choice]
+            cold, warm, peer, peer_llg = by_choice[choice]
             shown = f"{peer:.3f} | {peer / cold:.2f}x" if peer is not None else "- | -"
+            shown += (
+                f" | {peer_llg:.3f} | {peer_llg / cold:.2f}x"
+                if peer_llg is not None
+                else " | - | -"
+            )
             lines.append(
                 f"| {vocab} | {fmt} | {choice} | {cold:.3f} | {warm * 1000:.2f} "
                 f"| {'yes' if cold <= 1 else 'no'} | {'yes' if warm <= 0.01 else 'no'} "
@@ -568,7 +630,7 @@ def plot(compiles) -> None:
     labels, cold, warm = [], [], []
     for (vocab, fmt), by_choice in compiles.items():
         for choice in ("auto", "required"):
-            c, w, _peer = by_choice[choice]
+            c, w = by_choice[choice][:2]
             labels.append(f"{vocab}\n{fmt}/{choice}")
             cold.append(c)
             warm.append(w * 1000)

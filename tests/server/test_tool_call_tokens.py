@@ -238,3 +238,31 @@ def test_call_then_content(tag_tokenizer, tag_server):
             entry[1] += (tc.function.arguments or "") if tc.function else ""
     assert content == msg.content
     assert streamed_calls == {0: [call.function.name, call.function.arguments]}
+
+
+def test_grammar_with_token_edges_through_the_client(tag_tokenizer, tag_server):
+    """A chat completion whose ``structured_outputs`` / ``ebnf`` grammar holds a special
+    token by name, ``!<...>`` (one token but that one), ``<[id]>`` of an ordinary token and
+    ``<[*]>``: the returned tokens (logprobs) are exactly that shape, the special tokens
+    written as themselves, each edge one token."""
+    oa = openai.OpenAI(base_url=tag_server + "/v1", api_key="x", max_retries=0, timeout=60)
+    z = tag_tokenizer.encode("Z", add_special_tokens=False)
+    assert len(z) == 1
+    begin_id = tag_tokenizer.convert_tokens_to_ids(BEGIN)
+    grammar = f'root ::= "A" <tool_call> !<tool_call> !<[{begin_id}]> <[{z[0]}]> <[*]> </tool_call>'
+    kw = {
+        "model": "tiny-qwen",
+        "messages": [{"role": "user", "content": "Go."}],
+        "max_tokens": 20,
+        "temperature": 0,
+        "logprobs": True,
+        # pull the sampler towards the excluded token: the mask must still refuse it
+        "logit_bias": {str(begin_id): 50},
+    }
+    for extra in ({"structured_outputs": {"grammar": grammar}}, {"ebnf": grammar}):
+        r = oa.chat.completions.create(**kw, extra_body=extra)
+        tokens = [t.token for t in r.choices[0].logprobs.content]
+        assert r.choices[0].finish_reason == "stop", tokens
+        assert len(tokens) == 7, tokens  # every edge took exactly one token
+        assert tokens[:2] == ["A", BEGIN] and tokens[4] == "Z" and tokens[6] == END, tokens
+        assert BEGIN not in tokens[2:4], tokens

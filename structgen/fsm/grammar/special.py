@@ -8,8 +8,8 @@ llguidance's ``<[^...]>``, ``<[*]>`` and ``<[...]>`` lists):
   (``<tool_call>``, ``<|python_tag|>``), looked up in the vocabulary at compile;
 * ``!<[123]>``, ``!<name>``, ``!<|name|>``: exactly one token that is not that one (any
   id may be excluded, an ordinary or EOS one too). It allows the ordinary tokens and the
-  special tokens the grammar names elsewhere, never another special token, EOS as one
-  of its tokens, nor an ordinary token holding the byte ``0xFF`` (llguidance's
+  special tokens the grammar names elsewhere (ordinary tokens holding the byte ``0xFF``
+  included), never another special token nor EOS as one of its tokens (llguidance's
   ``<[^id]>`` allows every other id, special and EOS included; llama.cpp documents
   ``!<...>`` as any token but that one). So ``<think> !<</think>>* </think>`` is any
   run of tokens up to the first ``</think>``; ``!<X> "a"`` is one token then ``a``, never
@@ -19,9 +19,12 @@ llguidance's ``<[^...]>``, ``<[*]>`` and ``<[...]>`` lists):
 * ``<[*]>`` (llguidance's): exactly one token, any that ``!<...>`` may take (llguidance
   also allows every special token and EOS there);
 * ``<[1,5-7]>`` (llguidance's; a list with a ``,`` or a range): exactly one token among
-  those ids. An ordinary id is allowed unless it holds ``0xFF``; a special id listed is
-  named (allowable, so ``!<...>`` elsewhere may take it too); an EOS id is an error (the
-  output ends where the grammar may end). A single ``<[id]>`` stays a special token.
+  those ids. A special id listed is named (allowable, so ``!<...>`` elsewhere may take it
+  too); an EOS id is an error (the output ends where the grammar may end). A single
+  ``<[id]>`` naming an ordinary token is the list of that one id (llguidance's reading);
+  naming a special token, it is that special token. Without a vocabulary ``<[id]>`` is
+  read as a special token (``matches()`` of a grammar compiled with no vocabulary).
+  llguidance skips empty items (``<[1,]>``, ``<[1,,2]>``); here they are an error.
 
 A malformed ``<[...]>`` (empty, a range whose end is below its start, ``*`` beside ids,
 ``<[^*]>``, ``!`` before a list, an empty item, more than ``MAX_EXCLUDED`` ids) is an
@@ -169,9 +172,8 @@ def resolve_special_tokens(
 
     Raises:
         InvalidGrammarError: an unknown name, a name without a vocabulary, an id outside
-            the vocabulary, for ``<...>`` an id that is not a special token or is an EOS
-            token (the output ends where the grammar may end), an EOS id in a
-            ``<[a,b-c]>``, each with its line:column.
+            the vocabulary, for ``<...>`` an EOS token (the output ends where the grammar
+            may end), an EOS id in a ``<[a,b-c]>``, each with its line:column.
     """
     named: set[int] = set()
     negated: set[int] = set()
@@ -199,11 +201,6 @@ def resolve_special_tokens(
                 )
         if node.negated:  # any id may be excluded (an EOS id: any one token)
             return tid
-        if vocab is not None and tid not in vocab.special_token_ids:
-            raise InvalidGrammarError(
-                f"{written} at {where} names token {tid}, which is not a special token; "
-                'write its text as a string ("...")'
-            )
         if vocab is not None and tid in vocab.eos_token_ids:
             raise InvalidGrammarError(
                 f"{written} at {where} names an end-of-sequence token; the output ends "
@@ -228,10 +225,22 @@ def resolve_special_tokens(
             )
         return ids
 
+    def as_list(node: SpecialToken) -> SpecialToken:
+        """A ``<[id]>`` naming an ordinary token as the list of that one id."""
+        tid = node.token_id
+        if vocab is None or node.negated or node.is_list or tid is None:
+            return node
+        if not 0 <= tid < vocab.vocab_size or tid in vocab.special_token_ids:
+            return node
+        if tid in vocab.eos_token_ids:
+            return node
+        return replace(node, token_id=None, token_ids=(tid,), is_list=True)
+
     has_edges = False
 
     def collect(node: SpecialToken) -> Expr:
         nonlocal has_edges
+        node = as_list(node)
         ids = token_ids(node)
         has_edges |= node.negated or node.is_list
         if node.negated:
@@ -243,6 +252,7 @@ def resolve_special_tokens(
         return node
 
     def resolve(node: SpecialToken) -> Expr:
+        node = as_list(node)
         ids = token_ids(node)
         what = "{} at {}".format(*_written(node))
         if not node.negated and not node.is_list:

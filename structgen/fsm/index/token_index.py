@@ -13,7 +13,8 @@ Wildcard edges (a grammar's ``!<X>``: any one token but X; llguidance's ``<[^X,Y
 any of several). In a marker view of the vocabulary (``Vocabulary.is_marker_view``) a
 state may have a path over the reserved bytes ``wildcard_marker(X)`` to a state ``t``; no
 token spells them, so the trie walk never takes it. Instead every allowable token but X
-(``Vocabulary.allowable``: ordinary tokens and the special tokens the grammar names) is
+(``Vocabulary.allowable``: ordinary tokens, those holding ``0xFF`` included, and the
+special tokens the grammar names) is
 allowed there as one token, leading to ``t``: exactly one token is consumed, whatever its
 bytes. A token that both spells a byte path (to ``u``) and takes a wildcard edge (to
 ``t``), or takes two edges, leads to the union of those states (``dfa.union_state``), so
@@ -103,6 +104,7 @@ class TokenIndex:
         self._lexical_keys: dict[int, tuple[bytes, int] | None] = {}  # state -> key
         self._head_digests: dict[int, bytes] = {}  # term -> head_key digest (this arena)
         self._reads_wildcards = vocab.is_marker_view
+        self._edge_only = vocab.edge_only_ids  # allowable, but to wildcard edges only
         self._wildcards: dict[int, tuple[tuple[frozenset[int], bool, int], ...]] = {}
 
     def next_states(self, state: int) -> np.ndarray:
@@ -294,7 +296,10 @@ class TokenIndex:
         when ``state`` has one, else one walk over the token's bytes). Raises: only
         ``GrammarTooComplexError`` when a walk discovers states past a budget.
         """
-        if not 0 <= token_id < self.vocab.vocab_size or self._never[token_id]:
+        if not 0 <= token_id < self.vocab.vocab_size:
+            return -1
+        edge_only = token_id in self._edge_only  # no byte path: only a wildcard edge
+        if self._never[token_id] and not edge_only:
             return -1
         key = (state, token_id)
         nxt = self.steps.get(key)
@@ -305,10 +310,12 @@ class TokenIndex:
             nxt = int(row[token_id])  # wildcard edges included
         else:
             mask = self._masks.get(state)
-            if mask is None:
-                nxt = self.dfa.walk(state, self.vocab.token_bytes[token_id])
-            elif not (int(mask[token_id >> 5]) >> (token_id & 31)) & 1:
+            if mask is not None and not (int(mask[token_id >> 5]) >> (token_id & 31)) & 1:
                 nxt = -2  # refused by the cached mask (wildcard edges included)
+            elif edge_only:
+                nxt = -1
+            elif mask is None:
+                nxt = self.dfa.walk(state, self.vocab.token_bytes[token_id])
             else:
                 nxt = walk_bytes(self.dfa, state, self.vocab.token_bytes[token_id])  # rows built
             if nxt == -2:

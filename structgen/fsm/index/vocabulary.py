@@ -137,9 +137,12 @@ class Vocabulary:
         fingerprint: sha256 hex over token bytes, EOS and special ids (cache key).
         is_marker_view: True for a ``with_special_tokens`` view (no token holds ``0xFF``,
             so a grammar's markers are reserved; its token indexes read wildcard markers).
+        edge_only_ids: in a view, the ordinary tokens of the base vocabulary holding
+            ``0xFF``: empty here (never on a byte path), allowable to wildcard edges only.
     """
 
     is_marker_view = False
+    edge_only_ids: frozenset[int] = frozenset()
 
     def __init__(
         self,
@@ -214,8 +217,11 @@ class Vocabulary:
         allowable, each as its marker (``special_token_marker``), cached per id set.
 
         Every other token keeps its bytes, but ordinary tokens holding the byte ``0xFF``
-        (byte-fallback ``<0xFF>``; never part of UTF-8 text) become unusable (empty), so
-        no sequence of ordinary tokens spells a marker. EOS ids stay EOS (not allowable).
+        (byte-fallback ``<0xFF>``; never part of UTF-8 text) spell nothing (empty bytes),
+        so no sequence of ordinary tokens spells a marker; they stay allowable
+        (``edge_only_ids``): a wildcard edge (``!<X>``, ``<[*]>``, ``<[^...]>``, a list
+        naming them) takes them as one token, as llguidance does, and no byte path does.
+        EOS ids stay EOS (not allowable).
 
         Args:
             token_ids: ids in ``special_token_ids`` and not EOS.
@@ -239,19 +245,30 @@ class Vocabulary:
         view = views.get(ids)
         if view is None:
             data = [b"" if MARKER_BYTE in t else t for t in self.token_bytes]
+            banned = self.special_token_ids | self.eos_token_ids
+            edge_only = frozenset(
+                i for i, t in enumerate(self.token_bytes) if MARKER_BYTE in t and i not in banned
+            )
             for i in ids:
                 data[i] = special_token_marker(i)
             view = Vocabulary(data, self.eos_token_ids, self.special_token_ids - ids)
             view.is_marker_view = True
+            if edge_only:  # the view's bytes do not show them: the fingerprint must
+                view.edge_only_ids = edge_only
+                view.fingerprint = hashlib.sha256(
+                    f"{view.fingerprint};edge-only {sorted(edge_only)}".encode()
+                ).hexdigest()
             views[ids] = view
         return view
 
     @cached_property
     def allowable(self) -> np.ndarray:
         """Bool ``[vocab_size]``, read-only: the ids a grammar may allow as ordinary tokens
-        (not ``never`` of ``index_tables``); what a grammar's ``!<X>`` allows, X aside.
+        (not ``never`` of ``index_tables``) and ``edge_only_ids``; what a grammar's
+        ``!<X>`` allows, X aside.
         """
         out = ~self.index_tables[0]
+        out[sorted(self.edge_only_ids)] = True
         out.setflags(write=False)
         return out
 

@@ -35,7 +35,7 @@ TOKENS = [
     b"<",
     b"tool_call>",
     b"ab",
-    b"\xff",  # byte fallback: unusable in a grammar naming tokens (it could spell a marker)
+    b"\xff",  # byte fallback: no byte path in a grammar naming tokens; a token edge takes it
     b"(",
     b")",
 ]
@@ -68,9 +68,9 @@ def tok(t: int) -> str:
 
 
 def wild(excluded: int, named=()) -> str:
-    """``!<excluded>``: one whole ordinary token (no 0xFF byte) or named special token."""
+    """``!<excluded>``: one whole ordinary token (0xFF bytes too) or named special token."""
     others = "".join("|" + chr(0xE000 + t) for t in named if t != excluded)
-    return f"(?:(?<={BOUNDARY})|^)(?:[\\x00-\\xfe]+{others}){BOUNDARY}"
+    return f"(?:(?<={BOUNDARY})|^)(?:[\\x00-\\xff]+{others}){BOUNDARY}"
 
 
 def wild_but(ordinary: list[int], named=()) -> str:
@@ -166,7 +166,8 @@ def test_exactly_one_token_before_the_text(vocab: Vocabulary) -> None:
         ([4], False),
         ([2, 4], False),  # the excluded token
         ([1, 4], False),  # a special token the grammar does not name
-        ([9, 4], False),  # a 0xFF byte
+        ([9, 4], True),  # a 0xFF byte: one ordinary token (never a byte path)
+        ([9, 9, 4], False),
     ):
         m = grammar.matcher()
         assert (all(m.advance(t) for t in seq) and m.is_accepting()) == ok, seq
@@ -217,7 +218,7 @@ def test_validate_rollback_and_fork_agree_with_advance(vocab: Vocabulary) -> Non
                 walk.append(rng.choice(allowed))
                 assert m.advance(walk[-1])
             fresh = grammar.matcher()
-            assert fresh.validate(walk + [9]) == len(walk)  # 9 (a 0xFF byte): never
+            assert fresh.validate(walk + [1]) == len(walk)  # 1 (special, not named): never
             for k in range(len(walk), 0, -1):
                 m.rollback(1)
                 assert _allowed(m, len(TOKENS)) == masks[k - 1], (text, walk, k)
@@ -290,12 +291,11 @@ def check_dialects_agree(vocab: Vocabulary, texts: list[tuple[str, str]]) -> Non
 def test_smollm2_masks_brute_force(smollm2_tokenizer, smollm2_vocab) -> None:
     """Every one of SmolLM2's 49,152 tokens at states of ``!<X>`` grammars, against the
     written-out reference; the ordinary tokens ``!<X>`` allows are llguidance's
-    ``<[^X]>`` minus special tokens and the 0xFF byte (llguidance also allows every other
+    ``<[^X]>`` minus special tokens (llguidance also allows every other
     special token and EOS there; structgen only those the grammar names)."""
     vocab = smollm2_vocab
     special = vocab.special_token_texts
     start, repo = special["<|im_start|>"], special["<repo_name>"]
-    tokens = vocab.token_bytes
     check = functools.partial(check_all_tokens, vocab)
 
     enc = lambda s: smollm2_tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
@@ -323,7 +323,6 @@ def test_smollm2_masks_brute_force(smollm2_tokenizer, smollm2_vocab) -> None:
     import llguidance.torch
 
     lt = llguidance.hf.from_tokenizer(smollm2_tokenizer)
-    holds_ff = {t for t in range(vocab.vocab_size) if 0xFF in tokens[t]}
     for ours_text, theirs_text, excluded in (
         ('root ::= !<[1]> "x"', 'start: <[^1]> "x"', {1}),
         ('start: <[^1,3-5,300]> "x"\n', 'start: <[^1,3-5,300]> "x"', {1, 3, 4, 5, 300}),
@@ -334,7 +333,7 @@ def test_smollm2_masks_brute_force(smollm2_tokenizer, smollm2_vocab) -> None:
         buf = llguidance.torch.allocate_token_bitmask(1, lt.vocab_size)
         llguidance.torch.fill_next_token_bitmask(peer, buf, 0)
         theirs = _allowed_tensor(buf, vocab.vocab_size)
-        assert ours == theirs - vocab.special_token_ids - holds_ff, ours_text
+        assert ours == theirs - vocab.special_token_ids, ours_text
         assert not excluded & (ours | theirs) and len(ours) > 40_000
 
 
@@ -397,7 +396,7 @@ def test_budget_witness_crosses_token_edges(vocab: Vocabulary) -> None:
     budget = CompletionBudget(grammar.token_index, max_search_states=1)
     assert budget.upper(grammar.token_index.dfa.initial) == 31
     m = grammar.matcher(max_tokens=31)
-    assert _allowed(m, len(TOKENS)) == {5, 6, 7, 8, 10, 11}  # ordinary tokens but "a"
+    assert _allowed(m, len(TOKENS)) == {5, 6, 7, 8, 9, 10, 11}  # ordinary tokens but "a"
     for _ in range(30):
         assert m.advance(8)
     assert _allowed(m, len(TOKENS)) == {4}

@@ -3,9 +3,10 @@ grammars (Lark, GBNF, EBNF).
 
 Reference: as ``test_negated_tokens`` (token sequences written out with a boundary after
 every token, one private character per special token): ``<[*]>`` is one whole token that
-``!<X>`` may take with nothing excluded (an ordinary token without the byte 0xFF, or a
-special token the grammar names); ``<[...]>`` one whole token among the listed ids (a
-listed special token is named; a listed ordinary token holding 0xFF is never allowed).
+``!<X>`` may take with nothing excluded (an ordinary token, one holding the byte 0xFF
+too, or a special token the grammar names); ``<[...]>`` one whole token among the listed
+ids (a listed special token is named), and so is a single ``<[id]>`` naming an ordinary
+token.
 """
 
 from __future__ import annotations
@@ -44,12 +45,8 @@ def vocab() -> Vocabulary:
 
 
 def only(ids, tokens=TOKENS, special=SPECIAL) -> str:
-    """``<[ids]>``: one whole token among ``ids`` (none holding 0xFF)."""
-    texts = "|".join(
-        regex.escape(written([t], tokens, special)[:-1])
-        for t in ids
-        if t in special or 0xFF not in tokens[t]
-    )
+    """``<[ids]>``: one whole token among ``ids``."""
+    texts = "|".join(regex.escape(written([t], tokens, special)[:-1]) for t in ids)
     return f"(?:(?<={BOUNDARY})|^)(?:{texts}){BOUNDARY}"
 
 
@@ -70,7 +67,9 @@ CASES = [  # (grammar, syntax, reference pattern, special ids the grammar names)
         f"{tok(2)}(?:{only([5, 6, 7, 10])})*{tok(2)}",
         (2,),
     ),
-    ('root ::= <[8-9]> "a"', "gbnf", only([8, 9]) + lit("a"), ()),  # 9 holds 0xFF: never
+    ('root ::= <[8-9]> "a"', "gbnf", only([8, 9]) + lit("a"), ()),  # 9 holds 0xFF
+    ('root ::= <[9]> "a" <[4]>', "gbnf", only([9]) + lit("a") + only([4]), ()),  # ordinary ids
+    ("start: (<[5]> | <[8]>)+ <[3]>\n", "lark", f"(?:{only([5])}|{only([8])})+{tok(3)}", (3,)),
     (  # !<X> takes the special token a list names
         "start: <[3,4]> !<tool_call>\n",
         "lark",
@@ -92,7 +91,7 @@ def test_masks_and_acceptance_match_the_token_reference(vocab: Vocabulary, case:
     check_reference(compile_grammar(text, vocab, syntax=syntax), regex.compile(reference), text)
 
 
-@pytest.mark.parametrize("case", [2, 3, 6])
+@pytest.mark.parametrize("case", [2, 3, 5, 8])
 def test_budget_masks_are_exact(vocab: Vocabulary, case: int) -> None:
     text, syntax, reference, _ = CASES[case]
     check_budget(compile_grammar(text, vocab, syntax=syntax), regex.compile(reference))
@@ -107,7 +106,8 @@ def test_budget_masks_are_exact(vocab: Vocabulary, case: int) -> None:
                 ([8, 4], True),  # "ab" as the one token, then "a"
                 ([4, 5, 4], False),  # two tokens, though "ab" is one token's text
                 ([1, 4], False),  # a special token nothing names
-                ([9, 4], False),  # a 0xFF byte
+                ([9, 4], True),  # a 0xFF byte: one token
+                ([9, 9, 4], False),
                 ([4], False),
             ],
         ),
@@ -205,8 +205,9 @@ def test_marker_forms() -> None:
 def test_smollm2_masks_brute_force(smollm2_tokenizer, smollm2_vocab) -> None:
     """Every one of SmolLM2's 49,152 tokens at states of ``<[*]>`` and list grammars,
     against the written-out reference, and against llguidance's own masks for the same
-    grammar: a list allows exactly llguidance's ids (0xFF-holding ones aside); ``<[*]>``
-    llguidance's minus special tokens and EOS (which structgen allows only where named)."""
+    grammar: a list (or a single ordinary ``<[id]>``) allows exactly llguidance's ids;
+    ``<[*]>`` llguidance's minus special tokens and EOS (which structgen allows only where
+    named)."""
     vocab = smollm2_vocab
     tokens, special = vocab.token_bytes, vocab.special_token_ids
     repo = vocab.special_token_texts["<repo_name>"]
@@ -232,11 +233,13 @@ def test_smollm2_masks_brute_force(smollm2_tokenizer, smollm2_vocab) -> None:
     import llguidance.torch
 
     lt = llguidance.hf.from_tokenizer(smollm2_tokenizer)
-    holds_ff = {t for t in range(vocab.vocab_size) if 0xFF in tokens[t]}
     for text, drop in (
-        ('start: <[*]> "x"', special | vocab.eos_token_ids | holds_ff),
-        ('start: <[1,3-5,300,1000-1010]> "x"', holds_ff),
-        ('start: <[7-9]> "x"', holds_ff),
+        ('start: <[*]> "x"', special | vocab.eos_token_ids),
+        ('start: <[1,3-5,300,1000-1010]> "x"', set()),
+        ('start: <[7-9]> "x"', set()),
+        ('start: <[300]> "x"', set()),  # one ordinary id
+        ('start: <[4000-4000]> "x"', set()),
+        ('start: <[12000-12003]> "x"', set()),
     ):
         ours = _allowed(compile_grammar(text + "\n", vocab).matcher(), vocab.vocab_size)
         peer = llguidance.LLMatcher(lt, llguidance.LLMatcher.grammar_from_lark(text))
@@ -245,3 +248,71 @@ def test_smollm2_masks_brute_force(smollm2_tokenizer, smollm2_vocab) -> None:
         theirs = _allowed_tensor(buf, vocab.vocab_size)
         assert ours == theirs - drop, text
         assert ours
+
+
+@pytest.fixture(scope="module")
+def byte_fallback_tokenizer():
+    """A SentencePiece-style BPE with byte fallback (``<0x00>`` .. ``<0xFF>``, so tokens
+    holding 0x80..0xFF alone), built in memory with the ``tokenizers`` library."""
+    tokenizers = pytest.importorskip("tokenizers")
+    transformers = pytest.importorskip("transformers")
+    pieces = {"<unk>": 0, "<s>": 1, "</s>": 2, "<tool_call>": 3}
+    pieces.update({f"<0x{b:02X}>": 4 + b for b in range(256)})
+    for piece in ("a", "b", "ab", "▁a", "x", "▁"):
+        pieces[piece] = len(pieces)
+    model = tokenizers.models.BPE(
+        vocab=pieces, merges=[("a", "b"), ("▁", "a")], byte_fallback=True, unk_token="<unk>"
+    )
+    tok = tokenizers.Tokenizer(model)
+    tok.decoder = tokenizers.decoders.Sequence(
+        [
+            tokenizers.decoders.Replace("▁", " "),
+            tokenizers.decoders.ByteFallback(),
+            tokenizers.decoders.Fuse(),
+        ]
+    )
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        additional_special_tokens=["<tool_call>"],
+    )
+
+
+def test_byte_fallback_masks_match_llguidance(byte_fallback_tokenizer) -> None:
+    """Token edges over a byte-fallback vocabulary against llguidance's own masks, before
+    and after the ``<0xFF>`` token: the ordinary tokens agree exactly (those holding 0xFF
+    included); llguidance's ``<[*]>`` / ``<[^...]>`` also allow every special token and
+    EOS, which structgen allows only where the grammar names them."""
+    pytest.importorskip("llguidance")
+    import llguidance
+    import llguidance.hf
+    import llguidance.torch
+
+    vocab = Vocabulary.from_tokenizer(byte_fallback_tokenizer)
+    lt = llguidance.hf.from_tokenizer(byte_fallback_tokenizer)
+    ff, x = 4 + 0xFF, byte_fallback_tokenizer.convert_tokens_to_ids("x")
+    assert vocab.token_bytes[ff] == b"\xff" and lt.vocab_size == vocab.vocab_size
+    drop = vocab.special_token_ids | vocab.eos_token_ids
+    for ours_text, theirs_text, drops in (
+        ('start: <[*]> "x"', 'start: <[*]> "x"', drop),
+        ('start: !<[5]> "x"', 'start: <[^5]> "x"', drop),
+        ('start: <[^3,100-120]> "x"', 'start: <[^3,100-120]> "x"', drop),
+        (f'start: <[{ff}]> "x"', f'start: <[{ff}]> "x"', set()),
+        (f'start: <[{ff - 1}-{ff}]> "x"', f'start: <[{ff - 1}-{ff}]> "x"', set()),
+    ):
+        ours_m = compile_grammar(ours_text + "\n", vocab).matcher()
+        peer = llguidance.LLMatcher(lt, llguidance.LLMatcher.grammar_from_lark(theirs_text))
+        buf = llguidance.torch.allocate_token_bitmask(1, lt.vocab_size)
+        llguidance.torch.fill_next_token_bitmask(peer, buf, 0)
+        theirs = _allowed_tensor(buf, vocab.vocab_size)
+        ours = _allowed(ours_m, vocab.vocab_size)
+        assert ours == theirs - drops, (ours_text, sorted(ours ^ theirs)[:8])
+        assert ff in ours
+        assert ours_m.advance(ff) and peer.consume_token(ff)
+        llguidance.torch.fill_next_token_bitmask(peer, buf, 0)
+        # "x" as its token or its byte-fallback token <0x78> (llguidance: the first only)
+        assert _allowed(ours_m, vocab.vocab_size) == {x, 4 + ord("x")}
+        assert _allowed_tensor(buf, vocab.vocab_size) == {x}
+        assert not ours_m.fork().advance(ff) and ours_m.advance(x) and ours_m.is_accepting()

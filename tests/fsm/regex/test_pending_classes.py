@@ -83,3 +83,23 @@ def test_accepts_reads_through_pending_classes() -> None:
     dfa.row_tables(s)  # the string state's row: every live class PENDING
     for text in ('{"k":"\u00e9\\n","n":-5}', '{"k":"a","n":1}', '{"k":"\x01","n":1}'):
         assert dfa.accepts(text.encode()) == (re.fullmatch(PATTERN, text) is not None), text
+
+
+def test_long_alternation_members_by_byte_match_a_filter() -> None:
+    """``TermArena._alt_members`` of an alternation with many members (grouped by first-byte
+    mask) gives, for every byte, exactly the members that byte can start, in member order;
+    and the derivatives built on it match Python's ``re`` on every one-byte step."""
+    from structgen.fsm.regex.terms import ALT
+
+    pattern = r"(?:ab|ac|b[0-9]|cd|c|d+|e|f[a-f]|g|[a-c]x|[b-e]y|h|\xc3\xa9|zz)q"
+    dfa = regex_to_dfa(pattern, eager_rows=0)
+    arena = dfa.arena
+    alts = [t for t in range(arena.num_terms) if arena.kind[t] == ALT and len(arena.args[t]) >= 8]
+    assert alts
+    for t in alts:
+        members = arena.args[t]
+        for b in range(256):
+            want = tuple(u for u in members if (arena.first[u] >> b) & 1)
+            assert arena._alt_members(t, b) == want, (t, b)
+    for text in ("abq", "b7q", "ddddq", "fcq", "axq", "eyq", "\u00e9q", "zzq", "zq", "b", "q"):
+        assert dfa.accepts(text.encode()) == (re.fullmatch(pattern, text) is not None), text

@@ -50,7 +50,7 @@ import numpy as np
 
 from ...errors import GrammarTooComplexError
 from ..deadline import Deadline
-from .terms import EMPTY, TermArena, refine_classes
+from .terms import BYTES, CONCAT, EMPTY, EPS, TermArena, refine_classes
 
 __all__ = ["ByteDFA", "DEFAULT_MAX_STATES", "DEFAULT_MAX_SECONDS", "PENDING"]
 
@@ -254,6 +254,8 @@ class ByteDFA:
         first = arena.first[term]
         slot = self._new_row_slot()
         row = self._rows[slot]
+        if first & (first - 1) == 0 and first and self._literal_row(state, term, first, slot):
+            return
         if first & (first - 1) == 0:  # at most one byte can start it (a literal)
             classes = [(first.bit_length() - 1, first.bit_length() - 1)] if first else []
         else:
@@ -276,6 +278,34 @@ class ByteDFA:
             self._num_out[state] = int((row >= 0).sum())
         self._num_rows += 1
         self._slot[state] = slot
+
+    def _literal_row(self, state: int, term: int, first: int, slot: int) -> bool:
+        """Build the row of ``state`` in row slot ``slot`` when its term is one byte ``b``
+        (``first`` is ``1 << b``) or ``CONCAT(b, tail)``: the derivative by ``b`` is ``EPS``
+        or ``tail`` itself (what ``TermArena.derivative`` gives, without its calls and walk
+        of the spine). False (nothing written) for any other term (a repetition or
+        alternation that only ``b`` can start): the general build. Property names and other
+        literals of a schema build one such row per byte.
+        """
+        arena = self.arena
+        kind = arena.kind
+        k = kind[term]
+        if k == BYTES:
+            d = EPS
+        elif k == CONCAT and kind[arena.args[term][0]] == BYTES:
+            d = arena.args[term][1]  # the head is one byte: not nullable, first == first(h)
+        else:
+            return False
+        b = first.bit_length() - 1
+        row = self._rows[slot]
+        row[:] = -1  # a slot left by a build that raised is reused
+        if not arena.is_empty(d):  # the tail of a term with intersection or complement
+            row[b] = self._state_of(d)
+        elif arena.has_boolean(term):
+            self._num_out[state] = 0
+        self._num_rows += 1
+        self._slot[state] = slot
+        return True
 
     def _derive_class(self, state: int, byte: int) -> None:
         """Derive the ``PENDING`` class of ``byte`` in the row of ``state`` (under the lock)."""

@@ -84,7 +84,7 @@ MAX_DEPTH = 100_000  # nesting of concatenation heads, alternations and repetiti
 _SPINE_MAX = 256  # concat re-associates a head spine up to this long; longer: kept as head
 _SHALLOW = 64  # a term this deep is derived (front, derivative) recursively; deeper first
 # gets its subterms' results bottom-up from an explicit stack (_bottom_up)
-_ALT_INDEX_MIN = 8  # alternations with more items get a first-byte index
+_ALT_INDEX_MIN = 8  # alternations with more items group their members by first-byte mask
 MAX_EMPTY_CHECKS = 200_000  # derivative states one emptiness search may visit
 EMPTY_SEARCH_SECONDS = 10.0  # CPU seconds of one emptiness search outside a compile's budget
 

@@ -25,6 +25,10 @@
  *            called to derive the class of byte b in the row of s.
  *   returns the number of live nodes visited.
  *
+ *   walk_fused(same arguments) -> the same, with a missing row built by row_tables(s, b), b the
+ *   byte read from s: one call builds the row (its classes PENDING) and derives b's class
+ *   (ByteDFA.row_tables takes both), where walk makes two (row_tables(s), then (s, b)).
+ *
  *   walk_bytes(data, state, row_tables) -> state after the bytes, -1 if dead (one token's
  *   step when its mask is known: the rows on its path were built by the mask's walk).
  *
@@ -142,7 +146,7 @@ static inline const int32_t *row_of(const Tables *t, long s) {
 static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
                 const int32_t *token, Py_ssize_t n, int32_t *stack, const int32_t **rowp,
                 Py_ssize_t stack_n, int32_t *out, uint32_t *mask, Py_ssize_t vocab, long state,
-                Tables *t, PyObject *fn) {
+                Tables *t, PyObject *fn, int fused) {
     long visited = 0;
     for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
     PyThreadState *ts = PyEval_SaveThread();
@@ -161,7 +165,8 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
             row = row_of(t, s);
             if (!row) { /* not built yet: build it, refetch the tables, drop cached rows */
                 PyEval_RestoreThread(ts);
-                if (tables_fetch(t, fn, s) < 0) return -1;
+                /* fused: one call builds the row and derives the class of the byte read */
+                if (tables_fetch_byte(t, fn, s, fused ? byte[i] : -1) < 0) return -1;
                 for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
                 row = row_of(t, s);
                 if (!row) {
@@ -217,11 +222,11 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
     return visited;
 }
 
-static PyObject *walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
+static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused) {
     if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError,
-                        "walk(byte, depth, skip, token, stack, out, mask, state, row_tables)");
+        PyErr_Format(PyExc_TypeError,
+                     "%s(byte, depth, skip, token, stack, out, mask, state, row_tables)",
+                     fused ? "walk_fused" : "walk");
         return NULL;
     }
     long state = PyLong_AsLong(args[7]);
@@ -258,7 +263,7 @@ static PyObject *walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
             } else {
                 visited = run(b[0].buf, b[1].buf, b[2].buf, b[3].buf, n, b[4].buf, rowp,
                               stack_n, has_out ? b[5].buf : NULL, b[6].buf, vocab, state, &t,
-                              args[8]);
+                              args[8], fused);
                 PyMem_Free(rowp);
             }
         }
@@ -268,6 +273,19 @@ static PyObject *walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
         if (k != 5 || has_out) PyBuffer_Release(&b[k]);
     if (visited < 0) return NULL;
     return PyLong_FromLong(visited);
+}
+
+static PyObject *walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    return walk_impl(args, nargs, 0);
+}
+
+/* walk_fused: walk with a missing row built by row_tables(s, b) (b the byte read from s),
+ * one call that builds the row lazily and derives b's class (ByteDFA.row_tables), where walk
+ * calls row_tables(s) and then row_tables(s, b) for the PENDING entry it finds. */
+static PyObject *walk_fused(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    return walk_impl(args, nargs, 1);
 }
 
 /* walk_bytes(data, state, row_tables) -> the state after reading data from state, -1 if it
@@ -487,6 +505,8 @@ static PyMethodDef methods[] = {
      "fill_row(dst, tensor, row, words | forms, state) -> bool | None: write one mask row"},
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
      "walk(byte, depth, skip, token, stack, out, mask, state, row_tables) -> live nodes"},
+    {"walk_fused", (PyCFunction)(void (*)(void))walk_fused, METH_FASTCALL,
+     "walk_fused(...): walk, a missing row built with row_tables(s, b) -> live nodes"},
     {"row_form", row_form, METH_O, "row_form(mask) -> bytes | (mask, address, n) | None"},
     {NULL, NULL, 0, NULL},
 };

@@ -107,23 +107,28 @@ def head_key(arena, head: int, max_depth: int, memo: dict[int, bytes]) -> bytes 
             stack.extend(missing)
             continue
         stack.pop()
-        h = hashlib.blake2b(bytes((k,)), digest_size=16)
         a = args[u]
         if k == BYTES:
-            h.update(a[0].to_bytes(32, "little"))
+            data = a[0].to_bytes(32, "little")
         elif k == CONCAT:
-            h.update(memo[a[0]] + memo[a[1]])
+            data = memo[a[0]] + memo[a[1]]
         elif k == ALT:
-            h.update(b"".join(sorted(memo[c] for c in a)))
+            data = b"".join(sorted([memo[c] for c in a]))
         elif k == REPEAT:
-            h.update(memo[a[0]] + a[1].to_bytes(8, "little", signed=True))
-            h.update(a[2].to_bytes(8, "little", signed=True))
+            data = (
+                memo[a[0]]
+                + a[1].to_bytes(8, "little", signed=True)
+                + a[2].to_bytes(8, "little", signed=True)
+            )
         elif k == UNTIL:
-            h.update(len(a[0]).to_bytes(4, "little") + a[0] + a[1].to_bytes(4, "little"))
-            h.update(memo[a[2]])
+            data = len(a[0]).to_bytes(4, "little") + a[0] + a[1].to_bytes(4, "little")
+            data += memo[a[2]]
         elif k in (AND, NOT):  # callers never pass them; kept distinct all the same
-            h.update(b"".join(memo[c] for c in a))
-        memo[u] = h.digest()
+            data = b"".join([memo[c] for c in a])
+        else:
+            data = b""
+        # one call over the kind byte and the payload (the digest incremental updates give)
+        memo[u] = hashlib.blake2b(bytes((k,)) + data, digest_size=16).digest()
     if top is head:
         return memo[head]
     return hashlib.blake2b(b"*" + memo[top], digest_size=16).digest()

@@ -52,6 +52,15 @@ def _tables(dfa):
 _c = _EXT  # the C walk in use, None: numpy (use_extension; tests swap it)
 
 
+def _walk_c(dfa):
+    """The C walk for ``dfa``: ``walk_fused`` (a missing row built with the byte read, one
+    callback) when ``dfa.row_tables`` takes ``(state, byte)`` (``ByteDFA``), else ``walk``.
+    """
+    if _READS_PENDING and getattr(dfa, "row_tables_builds_and_derives", False):
+        return getattr(_c, "walk_fused", _c.walk)
+    return _c.walk
+
+
 def use_extension(enabled: bool) -> None:
     """Walk in C (the default, where built) or with numpy, for the process. Raises: never."""
     global _c
@@ -225,7 +234,7 @@ class TokenTrie:
         if self.num_nodes:
             if _c is not None:
                 stack = np.empty(self.max_depth + 1, np.int32)
-                _c.walk(
+                _walk_c(dfa)(
                     self.byte,
                     self.depth,
                     self.skip,

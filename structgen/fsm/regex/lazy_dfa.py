@@ -50,7 +50,7 @@ import numpy as np
 
 from ...errors import GrammarTooComplexError
 from ..deadline import Deadline
-from .terms import EMPTY, TermArena, refine_classes
+from .terms import BYTES, CONCAT, EMPTY, EPS, TermArena, refine_classes
 
 __all__ = ["ByteDFA", "DEFAULT_MAX_STATES", "DEFAULT_MAX_SECONDS", "PENDING"]
 
@@ -62,7 +62,7 @@ PENDING = -2  # a row entry whose byte class is not derived yet (rows built for 
 def _mask_bits(mask: int) -> np.ndarray:
     """Bool ``[256]``: the bytes in a 256-bit ``int`` mask."""
     raw = np.frombuffer(mask.to_bytes(32, "little"), np.uint8)
-    return np.unpackbits(raw, bitorder="little").astype(bool)
+    return np.unpackbits(raw, bitorder="little").view(bool)  # 0 / 1 bytes: valid bools
 
 
 class ByteDFA:
@@ -78,7 +78,11 @@ class ByteDFA:
 
     Attributes:
         initial: the start state (always 0).
+        row_tables_builds_and_derives: ``row_tables(state, byte)`` builds a missing row and
+            derives ``byte``'s class in one call (the C walk ``walk_fused`` relies on it).
     """
+
+    row_tables_builds_and_derives = True
 
     def __init__(
         self,
@@ -101,7 +105,8 @@ class ByteDFA:
         self._steps: dict[int, int] = {}  # (state << 8 | byte) -> state, for walks
         # state -> [classes, class of each byte (-1: none), derived flags, classes left]
         self._pending: dict[int, list] = {}
-        self._class_of: dict[int, list[int]] = {}  # id(classes of _partitions) -> [256]
+        # id(classes of _partitions) -> (class of each byte [256], row template int32 [256])
+        self._class_of: dict[int, tuple[list[int], np.ndarray]] = {}
         cap = 64
         self._rows = np.full((cap, 256), -1, np.int32)  # [row slot, byte] -> state
         self._slot = np.full(cap, -1, np.int64)  # [state] -> row slot, -1 = not built
@@ -219,6 +224,22 @@ class ByteDFA:
         self._partitions[key] = out
         return out
 
+    def _class_table(self, classes: list[tuple[int, object]]) -> tuple[list[int], np.ndarray]:
+        """``(class of each byte (-1: none), row template)`` of a ``_live_classes`` list: the
+        template is int32 ``[256]``, ``PENDING`` on the classes' bytes and -1 elsewhere (a
+        lazily built row is one copy of it). Cached per list (the lists are cached and kept
+        by ``_partitions``, so their ids stay theirs).
+        """
+        hit = self._class_of.get(id(classes))
+        if hit is not None:
+            return hit
+        table = np.full(256, -1, np.int32)
+        for k, (_, where) in enumerate(classes):
+            table[where] = k
+        template = np.where(table >= 0, np.int32(PENDING), np.int32(-1)).astype(np.int32)
+        hit = self._class_of[id(classes)] = (table.tolist(), template)
+        return hit
+
     def _build_row(self, state: int, lazy: bool = False) -> None:
         """Build the row of ``state``; ``lazy``: live classes left ``PENDING`` (a literal's
         one class and terms with intersection or complement are derived at once).
@@ -233,27 +254,22 @@ class ByteDFA:
         first = arena.first[term]
         slot = self._new_row_slot()
         row = self._rows[slot]
-        row[:] = -1  # dead; a slot left by a build that raised is reused
+        if first & (first - 1) == 0 and first and self._literal_row(state, term, first, slot):
+            return
         if first & (first - 1) == 0:  # at most one byte can start it (a literal)
             classes = [(first.bit_length() - 1, first.bit_length() - 1)] if first else []
         else:
             classes = self._live_classes(term, first)
         boolean = arena.has_boolean(term)
         if lazy and len(classes) > 1 and not boolean:
-            for _, where in classes:
-                row[where] = PENDING
-            class_of = self._class_of.get(id(classes))
-            if class_of is None:
-                class_of = [-1] * 256
-                for k, (_, where) in enumerate(classes):
-                    for byte in [where] if isinstance(where, int) else np.flatnonzero(where):
-                        class_of[int(byte)] = k
-                self._class_of[id(classes)] = class_of
+            class_of, template = self._class_table(classes)
+            row[:] = template  # PENDING on the live classes' bytes, dead elsewhere
             # before the slot is published
             self._pending[state] = [classes, class_of, bytearray(len(classes)), len(classes)]
             self._num_rows += 1
             self._slot[state] = slot
             return
+        row[:] = -1  # dead; a slot left by a build that raised is reused
         for b, where in classes:
             d = arena.derivative(term, b)
             if d != EMPTY and not arena.is_empty(d):
@@ -262,6 +278,34 @@ class ByteDFA:
             self._num_out[state] = int((row >= 0).sum())
         self._num_rows += 1
         self._slot[state] = slot
+
+    def _literal_row(self, state: int, term: int, first: int, slot: int) -> bool:
+        """Build the row of ``state`` in row slot ``slot`` when its term is one byte ``b``
+        (``first`` is ``1 << b``) or ``CONCAT(b, tail)``: the derivative by ``b`` is ``EPS``
+        or ``tail`` itself (what ``TermArena.derivative`` gives, without its calls and walk
+        of the spine). False (nothing written) for any other term (a repetition or
+        alternation that only ``b`` can start): the general build. Property names and other
+        literals of a schema build one such row per byte.
+        """
+        arena = self.arena
+        kind = arena.kind
+        k = kind[term]
+        if k == BYTES:
+            d = EPS
+        elif k == CONCAT and kind[arena.args[term][0]] == BYTES:
+            d = arena.args[term][1]  # the head is one byte: not nullable, first == first(h)
+        else:
+            return False
+        b = first.bit_length() - 1
+        row = self._rows[slot]
+        row[:] = -1  # a slot left by a build that raised is reused
+        if not arena.is_empty(d):  # the tail of a term with intersection or complement
+            row[b] = self._state_of(d)
+        elif arena.has_boolean(term):
+            self._num_out[state] = 0
+        self._num_rows += 1
+        self._slot[state] = slot
+        return True
 
     def _derive_class(self, state: int, byte: int) -> None:
         """Derive the ``PENDING`` class of ``byte`` in the row of ``state`` (under the lock)."""

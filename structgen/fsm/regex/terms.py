@@ -84,7 +84,7 @@ MAX_DEPTH = 100_000  # nesting of concatenation heads, alternations and repetiti
 _SPINE_MAX = 256  # concat re-associates a head spine up to this long; longer: kept as head
 _SHALLOW = 64  # a term this deep is derived (front, derivative) recursively; deeper first
 # gets its subterms' results bottom-up from an explicit stack (_bottom_up)
-_ALT_INDEX_MIN = 8  # alternations with more items get a first-byte index
+_ALT_INDEX_MIN = 8  # alternations with more items group their members by first-byte mask
 MAX_EMPTY_CHECKS = 200_000  # derivative states one emptiness search may visit
 EMPTY_SEARCH_SECONDS = 10.0  # CPU seconds of one emptiness search outside a compile's budget
 
@@ -142,7 +142,7 @@ class TermArena:
         self._ids: dict[tuple, int] = {}
         self._deriv: dict[int, int] = {}
         self._front: dict[int, frozenset[int]] = {}
-        self._alt_index: dict[int, list[tuple[int, ...]]] = {}
+        self._alt_index: dict[int, list[tuple[int, tuple[int, ...]]]] = {}  # (mask, members)
         self._kmp: dict[bytes, list[dict[int, int]]] = {}
         self._single: list[int | None] = [None] * 256  # byteset of each single byte
         self._num_boolean = 0  # AND / NOT terms interned: emptiness is syntactic while 0
@@ -747,23 +747,27 @@ class TermArena:
             self._bottom_up_active = False
 
     def _alt_members(self, t: int, b: int) -> tuple[int, ...]:
+        """The members of alternation ``t`` that byte ``b`` can start (all of them for a
+        short one): for a long one, its members grouped by first-byte mask once (in order
+        of first appearance) and the groups whose mask holds ``b`` joined. Cost per call:
+        the number of distinct masks, not a 256-bucket index (whose build walked every
+        byte of every member's mask: hundreds of microseconds for a string's character
+        alternation, paid by every new arena).
+        """
         members = self.args[t]
         if len(members) < _ALT_INDEX_MIN:
             return members
-        index = self._alt_index.get(t)
-        if index is None:
+        groups = self._alt_index.get(t)
+        if groups is None:
             by_mask: dict[int, list[int]] = {}
             for u in members:
                 by_mask.setdefault(self.first[u], []).append(u)
-            buckets: list[list[int]] = [[] for _ in range(256)]
-            for mask, us in by_mask.items():
-                while mask:
-                    low = mask & -mask
-                    buckets[low.bit_length() - 1].extend(us)
-                    mask ^= low
-            index = [tuple(bk) for bk in buckets]
-            self._alt_index[t] = index
-        return index[b]
+            groups = self._alt_index[t] = [(mask, tuple(us)) for mask, us in by_mask.items()]
+        out: tuple[int, ...] = ()
+        for mask, us in groups:
+            if (mask >> b) & 1:
+                out += us
+        return out
 
     def front(self, t: int) -> frozenset[int]:
         """Byte masks that can decide the first byte of ``t``: their refinement is a

@@ -121,3 +121,54 @@ def test_literal_and_class_rows_match_single_steps() -> None:
                 todo.append(t)
     assert twin.num_rows_built == 0
     assert len(paths) == dfa.num_states
+
+
+@pytest.mark.parametrize("name", list(SCHEMAS))
+def test_fused_walk_equals_two_call_walk(smollm2_vocab, name) -> None:
+    """``walk_fused`` (a missing row built and the read byte's class derived in one
+    ``row_tables(s, b)`` call) leaves the same masks, next states and row tables, PENDING
+    entries included, as ``walk`` (``row_tables(s)`` then ``row_tables(s, b)``), on twin
+    automata of a real schema over SmolLM2's trie; and it is the walk ``ByteDFA`` gets."""
+    if not hasattr(trie._EXT, "walk_fused"):
+        pytest.skip("C walk not built")
+    schema, text = SCHEMAS[name]
+    data = text.encode()
+    tt = smollm2_vocab.token_trie
+    clear_cache()
+    pattern = compile_json_schema(schema, smollm2_vocab)
+    dfas = [
+        regex_to_dfa(pattern.pattern, definitions=pattern.definitions or None, eager_rows=0)
+        for _ in range(2)
+    ]
+    assert trie._walk_c(dfas[0]) is trie._EXT.walk_fused
+    calls = [0, 0]
+    for k, (dfa, fn) in enumerate(zip(dfas, [trie._EXT.walk, trie._EXT.walk_fused])):
+        tables = dfa.row_tables
+
+        def counted(state=-1, byte=-1, tables=tables, k=k):
+            calls[k] += 1
+            return tables(state, byte)
+
+        outs = []
+        for cut in sorted({0, 3, len(data) // 2, len(data) - 3}):
+            state = dfa.walk(dfa.initial, data[:cut])
+            out = np.full(smollm2_vocab.vocab_size, -1, np.int32)
+            mask = np.zeros((smollm2_vocab.vocab_size + 31) // 32, np.int32)
+            stack = np.empty(tt.max_depth + 1, np.int32)
+            fn(tt.byte, tt.depth, tt.skip, tt.token, stack, out, mask, state, counted)
+            outs.append((out, mask))
+        dfa.outs = outs
+    a, b = dfas
+    for (out_a, mask_a), (out_b, mask_b) in zip(a.outs, b.outs):
+        assert np.array_equal(mask_a, mask_b) and np.array_equal(out_a, out_b)
+    assert a.num_states == b.num_states and a.num_rows_built == b.num_rows_built
+    rows_a, slot_a = a.row_tables()
+    rows_b, slot_b = b.row_tables()
+    n = a.num_states
+    assert np.array_equal(slot_a[:n], slot_b[:n])
+    assert np.array_equal(rows_a[: a.num_rows_built], rows_b[: b.num_rows_built])
+    # never more callbacks for the same work; fewer where a row with several live classes
+    # (a string's) is built during the walk
+    assert calls[1] <= calls[0]
+    if name == "flat":
+        assert calls[1] < calls[0]

@@ -83,3 +83,65 @@ def test_accepts_reads_through_pending_classes() -> None:
     dfa.row_tables(s)  # the string state's row: every live class PENDING
     for text in ('{"k":"\u00e9\\n","n":-5}', '{"k":"a","n":1}', '{"k":"\x01","n":1}'):
         assert dfa.accepts(text.encode()) == (re.fullmatch(PATTERN, text) is not None), text
+
+
+def test_long_alternation_members_by_byte_match_a_filter() -> None:
+    """``TermArena._alt_members`` of an alternation with many members (grouped by first-byte
+    mask) gives, for every byte, exactly the members that byte can start, in member order;
+    and the derivatives built on it match Python's ``re`` on every one-byte step."""
+    from structgen.fsm.regex.terms import ALT
+
+    pattern = r"(?:ab|ac|b[0-9]|cd|c|d+|e|f[a-f]|g|[a-c]x|[b-e]y|h|\xc3\xa9|zz)q"
+    dfa = regex_to_dfa(pattern, eager_rows=0)
+    arena = dfa.arena
+    alts = [t for t in range(arena.num_terms) if arena.kind[t] == ALT and len(arena.args[t]) >= 8]
+    assert alts
+    for t in alts:
+        members = arena.args[t]
+        for b in range(256):
+            want = tuple(u for u in members if (arena.first[u] >> b) & 1)
+            assert arena._alt_members(t, b) == want, (t, b)
+    for text in ("abq", "b7q", "ddddq", "fcq", "axq", "eyq", "\u00e9q", "zzq", "zq", "b", "q"):
+        assert dfa.accepts(text.encode()) == (re.fullmatch(pattern, text) is not None), text
+
+
+def test_literal_rows_equal_the_general_build() -> None:
+    """A row whose term is one byte or ``CONCAT(byte, tail)`` (``ByteDFA._literal_row``, no
+    derivative call) equals the general build's (the same term's row in a twin automaton
+    whose literal shortcut is off): the tail's state, accepting flag and live-byte count;
+    a tail with an empty intersection (``xy & xz``) gives a dead byte and a count of 0."""
+    from structgen.fsm.regex.lazy_dfa import ByteDFA
+    from structgen.fsm.regex.terms import TermArena
+
+    def build(literal: bool, dead_root: bool = False):
+        arena = TermArena()
+        empty_and = arena.intersect([arena.bytes_then(b"xy", 1), arena.bytes_then(b"xz", 1)])
+        if dead_root:  # a root term "ab" then an empty intersection: reachable only here
+            root = arena.bytes_then(b"ab", empty_and)
+        else:
+            ys = arena.repeat(arena.byteset(1 << ord("y")), 0, -1)  # y*
+            live_and = arena.intersect([arena.bytes_then(b"xy", 1), arena.bytes_then(b"x", ys)])
+            live_and = arena.alt([live_and, arena.bytes_then(b"q", 1)])
+            root = arena.alt(
+                [
+                    arena.bytes_then(b"cd", live_and),
+                    arena.bytes_then(b'{"name":', arena.repeat(arena.byteset(1 << 0xFF), 1, 3)),
+                ]
+            )
+        dfa = ByteDFA(arena, root)
+        if not literal:
+            dfa._literal_row = lambda *args: False
+        return dfa
+
+    for dead_root in (False, True):
+        fast, slow = build(True, dead_root), build(False, dead_root)
+        assert fast.explore() and slow.explore()
+        assert fast.num_states == slow.num_states
+        assert np.array_equal(fast.transitions, slow.transitions)
+        assert np.array_equal(fast.accepting, slow.accepting)
+        assert np.array_equal(fast.num_out, slow.num_out)
+    assert fast.row(fast.initial)[ord("a")] == -1 and fast.num_out[fast.initial] == 0
+    fast, slow = build(True), build(False)
+    for text, ok in ((b"cdxy", True), (b"cdx", False), (b"cdq", True), (b"cd", False)):
+        assert fast.accepts(text) == slow.accepts(text) == ok, text
+    assert fast.accepts(b'{"name":\xff\xff') and not fast.accepts(b'{"name":')

@@ -17,7 +17,8 @@ token layer uses (``row``, ``row_tables``, ``gather``, ``step``, ``walk``, ``acc
 (calling back into Python only for rows not built yet), masks are cached per
 configuration, and ``fsm.matcher.Matcher`` (rollback, fork, validate, budget-aware
 closing, forced bytes) works unchanged. A row costs one parser step per byte class
-(bytes on which every lexeme's DFA moves alike).
+(bytes on which every lexeme's DFA moves alike), memoised on the lexemes the class moves
+(rows whose configurations differ only in lexemes dead on a class share its step).
 
 A configuration inside one lexeme splits its token mask as a regex state does
 (``index.lexical_masks``): ``lexical_key`` keys the lexeme's lexer state with the bytes that

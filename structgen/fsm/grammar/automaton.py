@@ -17,7 +17,8 @@ token layer uses (``row``, ``row_tables``, ``gather``, ``step``, ``walk``, ``acc
 (calling back into Python only for rows not built yet), masks are cached per
 configuration, and ``fsm.matcher.Matcher`` (rollback, fork, validate, budget-aware
 closing, forced bytes) works unchanged. A row costs one parser step per byte class
-(bytes on which every lexeme's DFA moves alike).
+(bytes on which every lexeme's DFA moves alike), memoised on the lexemes the class moves
+(rows whose configurations differ only in lexemes dead on a class share its step).
 
 A configuration inside one lexeme splits its token mask as a regex state does
 (``index.lexical_masks``): ``lexical_key`` keys the lexeme's lexer state with the bytes that
@@ -75,8 +76,9 @@ class GrammarAutomaton:
         self._completions = None
         self._live: dict[tuple[int, int], bool] = {}
         self._classes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, list[int]]] = {}
-        self._joint: dict[tuple, tuple[np.ndarray, np.ndarray, list[list[int]]]] = {}
+        self._joint: dict[tuple, tuple[np.ndarray, np.ndarray, list[list[tuple[int, int]]]]] = {}
         self._moves: dict[tuple[int, int, int], tuple[int, bool]] = {}  # see _move
+        self._steps: dict[tuple[tuple[int, int, int], ...], int] = {}  # see _step
         self.ignore = frozenset(ignore)
         self.max_states = max_states
         self.initial = 0
@@ -239,18 +241,25 @@ class GrammarAutomaton:
             self._live[key] = hit
         return hit
 
-    def _step(self, lexemes, moved: list[int]) -> int:
-        """The configuration after a byte on which lexeme ``i`` moves to ``moved[i]``."""
+    def _step(self, moved: tuple[tuple[int, int, int], ...]) -> int:
+        """The configuration after a byte that moves the lexemes ``moved`` (each
+        ``(terminal, node, next lexer state)``; the lexemes that die on it left out).
+
+        Memoised on ``moved``: the result depends on the moved lexemes alone (a dead
+        lexeme adds nothing), so configurations that differ only in lexemes dead on a
+        byte class (e.g. the counts of a blank run ``{0,n}`` on a non-blank byte, whose lexemes
+        started after the count move alike) share one parser step.
+        """
+        hit = self._steps.get(moved)
+        if hit is not None:
+            return hit
         out: list[tuple[int, int, int]] = []
         ended: set[int] = set()
         moves = self._moves
-        for (t, node, _), s2 in zip(lexemes, moved, strict=True):
-            if s2 < 0:
-                continue
-            key = (t, node, s2)
+        for key in moved:
             hit = moves.get(key)
             if hit is None:
-                hit = moves[key] = self._move(t, node, s2)
+                hit = moves[key] = self._move(*key)
             if hit[0] >= 0:
                 ended.add(hit[0])
             if hit[1]:
@@ -260,7 +269,8 @@ class GrammarAutomaton:
         for node in ended:
             out.extend(self._starts_of(node))
             accepting = accepting or final[node]
-        return self._config_of(out, accepting)
+        sid = self._steps[moved] = self._config_of(out, accepting)
+        return sid
 
     def _move(self, t: int, node: int, s2: int) -> tuple[int, bool]:
         """``(end, live)`` of lexeme ``(t, node)`` moved to lexer state ``s2`` (memoised
@@ -289,8 +299,9 @@ class GrammarAutomaton:
 
     def _joint_classes_of(
         self, states: tuple[tuple[int, int], ...]
-    ) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
-        """``(live bytes, class of each, next lexer state of every lexeme per class)`` of
+    ) -> tuple[np.ndarray, np.ndarray, list[list[tuple[int, int]]]]:
+        """``(live bytes, class of each, (lexeme index, next lexer state) of each lexeme
+        that moves, per class)`` of
         the lexer states ``states`` (``(terminal, lexer state)`` per lexeme) read together:
         the classes are the bytes on which every lexeme moves alike (memoised, as
         ``_classes_of``: configurations that differ only in their chart nodes share it).
@@ -303,7 +314,10 @@ class GrammarAutomaton:
                 keys = np.ascontiguousarray(moves[:, cols].T)  # [live bytes, k]
                 keys = keys.view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1])))
                 _, first, inverse = np.unique(keys.ravel(), return_index=True, return_inverse=True)
-                reps = moves[:, cols[first]].T.tolist()  # [classes, k]
+                reps = [
+                    [(i, s2) for i, s2 in enumerate(m) if s2 >= 0]
+                    for m in moves[:, cols[first]].T.tolist()
+                ]  # per class: (lexeme index, next lexer state) of the lexemes it moves
                 hit = (cols, inverse.reshape(-1), reps)
             else:
                 hit = (cols, cols, [])
@@ -318,12 +332,17 @@ class GrammarAutomaton:
             )
         lexemes = self._configs[state]
         if len(lexemes) == 1:  # inside one lexeme: its DFA state's byte classes, cached
-            t, _, s = lexemes[0]
+            t, node, s = lexemes[0]
             cols, inverse, reps = self._classes_of(t, s)
-            targets = [self._step(lexemes, [m]) for m in reps]
+            step = self._step
+            targets = [step(((t, node, m),)) for m in reps]
         elif lexemes:
             cols, inverse, reps = self._joint_classes_of(tuple((t, s) for t, _, s in lexemes))
-            targets = [self._step(lexemes, m) for m in reps]
+            step = self._step
+            targets = [
+                step(tuple([(lexemes[i][0], lexemes[i][1], s2) for i, s2 in alive]))
+                for alive in reps
+            ]
         else:
             targets = []
         slot = self._num_rows  # written only now: a step that raised leaves no partial row

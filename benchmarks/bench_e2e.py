@@ -306,8 +306,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5, help="fresh processes per load figure")
     ap.add_argument(
         "--sections",
-        default="transformers,llama_cpp,prefill,load",
-        help="comma list of: transformers, llama_cpp, prefill, load",
+        default="transformers,folders,llama_cpp,prefill,load",
+        help="comma list of: transformers, folders, llama_cpp, prefill, load",
     )
     ap.add_argument(
         "--load-quantization",
@@ -325,6 +325,8 @@ def main() -> None:
     decode = {}
     if "transformers" in sections:
         rows += _transformers_rows(Engine, args, decode)
+    if "folders" in sections:
+        rows += _float_folder_rows(args)
     has_lc = importlib.util.find_spec("llama_cpp") is not None
     if {"llama_cpp", "prefill"} & sections:
         engine = Engine()  # the default configuration
@@ -470,6 +472,106 @@ def _transformers_rows(Engine, args, decode: dict) -> list[tuple[str, str, str, 
                 )
             )
         del engine
+    return rows
+
+
+def write_float_folder(folder: Path, dtype: torch.dtype) -> Path:
+    """Save the packaged model, dequantized, as a Hugging Face folder in ``dtype``:
+    ``config.json`` (``torch_dtype`` = ``dtype``), ``model.safetensors`` and the tokenizer
+    files. Returns ``folder``.
+    """
+    from bench_models import _hf_llama
+
+    from structgen.runtime.loader.tokenizer import load_tokenizer
+
+    model = _hf_llama().to(dtype)
+    model.config.torch_dtype = dtype
+    model.save_pretrained(str(folder), safe_serialization=True)
+    load_tokenizer().save_pretrained(str(folder))
+    return folder
+
+
+def _decode_once(run, n_tokens: int) -> float:
+    """Decode tokens/s of one greedy ``run(max_tokens)`` call: ``n_tokens`` minus a
+    1-token run (the prompt's prefill and first token), over the extra time.
+    """
+    t0 = time.perf_counter()
+    run(1)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    n = run(n_tokens)
+    return (n - 1) / max(time.perf_counter() - t0 - first, 1e-9)
+
+
+def bench_float_folders(dtypes: list[str], n_tokens: int, repeats: int) -> dict:
+    """Issue #21's bf16 target and its fp32 neighbour: the packaged model dequantized and
+    saved as a ``dtype`` safetensors folder, loaded by ``Engine(folder)`` in its default
+    configuration and by transformers in ``dtype``; batch 1, greedy, ``n_tokens`` tokens,
+    EOS banned, the same prompt ids; the systems interleaved, ``repeats`` rounds.
+
+    Returns ``{dtype: {"structgen": [tok/s per round], "transformers": [...],
+    "resolved": "dtype=..., quantization=..., activation_dtype=..."}}``.
+    """
+    from transformers import AutoModelForCausalLM
+
+    from structgen import Engine, SamplingParams
+
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        systems = {}
+        for dt in dtypes:
+            folder = write_float_folder(Path(tmp) / dt, getattr(torch, dt))
+            engine = Engine(str(folder))
+            ids = engine.encode_prompt(PROMPT)
+            hf = AutoModelForCausalLM.from_pretrained(str(folder), dtype=getattr(torch, dt))
+            hf.eval()
+            hf_ids = torch.tensor([ids])
+            kw = dict(do_sample=False, pad_token_id=0, eos_token_id=None)
+
+            def sg_run(n, engine=engine):
+                p = SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True)
+                return len(engine.generate([PROMPT], p)[0].token_ids)
+
+            def hf_run(n, hf=hf, hf_ids=hf_ids, kw=kw):
+                with torch.no_grad():
+                    o = hf.generate(hf_ids, max_new_tokens=n, min_new_tokens=n, **kw)
+                return o.shape[1] - hf_ids.shape[1]
+
+            sg_run(4)
+            hf_run(4)  # warm-up
+            c = engine.config
+            out[dt] = {
+                "structgen": [],
+                "transformers": [],
+                "resolved": f"dtype={c.dtype}, quantization={c.quantization}, "
+                f"activation_dtype={c.activation_dtype}",
+            }
+            systems[dt] = (sg_run, hf_run)
+        for _ in range(repeats):
+            for dt, (sg_run, hf_run) in systems.items():
+                out[dt]["structgen"].append(_decode_once(sg_run, n_tokens))
+                out[dt]["transformers"].append(_decode_once(hf_run, n_tokens))
+    return out
+
+
+def _float_folder_rows(args) -> list[tuple[str, str, str, str]]:
+    """Table rows of :func:`bench_float_folders` (medians; the bf16 target >= 2.5x)."""
+    res = bench_float_folders(["bfloat16", "float32"], args.tokens, args.repeats)
+    rows = []
+    for dt, r in res.items():
+        sg, hf = _median(r["structgen"]), _median(r["transformers"])
+        target = " (target >= 2.5x: " + _check(sg / hf, 2.5, True) + ")" if dt == "bfloat16" else ""
+        rows.append(
+            (
+                f"decode tok/s, {dt} safetensors folder, `Engine(folder)` default "
+                f"({r['resolved']}) vs transformers {dt}, median of {args.repeats} "
+                f"(runs: {', '.join(f'{x:.0f}' for x in r['structgen'])} vs "
+                f"{', '.join(f'{x:.0f}' for x in r['transformers'])})",
+                f"{sg:.1f}",
+                f"{hf:.1f}",
+                f"{sg / hf:.2f}x{target}",
+            )
+        )
     return rows
 
 

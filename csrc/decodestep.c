@@ -216,6 +216,7 @@ typedef struct step_barrier {
 } step_barrier;
 
 #define SPIN_PAUSES 4000
+static int spin_pauses = SPIN_PAUSES; /* set_spin: benchmarks' A/B of the spin length */
 
 static void barrier_wait(step_barrier *b) {
 #ifdef _OPENMP
@@ -231,7 +232,7 @@ static void barrier_wait(step_barrier *b) {
         return;
     }
     for (int i = 0; atomic_load_explicit(&b->gen, memory_order_acquire) == g; i++) {
-        if (i < SPIN_PAUSES) {
+        if (i < spin_pauses) {
 #if SG_X86
             _mm_pause();
 #endif
@@ -443,6 +444,14 @@ static PyObject *py_set_stagger(PyObject *self, PyObject *const *args, Py_ssize_
     Py_RETURN_NONE;
 }
 
+static PyObject *py_set_spin(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    long long v[1];
+    if (sg_get_args(args, nargs, 1, v, "set_spin")) return NULL;
+    spin_pauses = v[0] < 0 ? SPIN_PAUSES : v[0] > 100000000 ? 100000000 : (int)v[0];
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"decode_layers", (PyCFunction)(void (*)(void))py_decode_layers, METH_FASTCALL,
      "decode_layers(table, L, res, mlp, T, H, NH, KVH, d, I, eps, qk_eps, scale, cos, sin, slots, "
@@ -450,6 +459,9 @@ static PyMethodDef methods[] = {
     {"set_stagger", (PyCFunction)(void (*)(void))py_set_stagger, METH_FASTCALL,
      "set_stagger(thread, us): tests only; thread `thread` sleeps `us` microseconds at the start "
      "of every phase of a step (0: off)"},
+    {"set_spin", (PyCFunction)(void (*)(void))py_set_spin, METH_FASTCALL,
+     "set_spin(pauses): benchmarks only; pauses a barrier waiter spins before it yields "
+     "(negative: the default, 4000)"},
     SG_ISA_METHODS,
     {NULL, NULL, 0, NULL},
 };

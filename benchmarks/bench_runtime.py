@@ -230,7 +230,7 @@ def main() -> None:
     )
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "RESULTS.md"))
     args = ap.parse_args()
-    n = args.requests or (16 if args.quick else 64)
+    n = args.requests if args.requests is not None else (16 if args.quick else 64)
     if n < 1:
         ap.error(f"--requests must be >= 1, got {n}")
     todo = {int(w) for w in args.workloads.split(",")}

@@ -13,7 +13,7 @@ Measured in one run, against the baselines named in each table:
   5. KV memory at the peak of workload 1: bytes holding live tokens / bytes allocated,
      vs a static batch x max_len allocation.
 
-Run:  python benchmarks/bench_runtime.py [--quick] [--workloads 1,2,3,4]
+Run:  python benchmarks/bench_runtime.py [--quick] [--requests N] [--workloads 1,2,3,4]
           [--out benchmarks/RESULTS.md]
 """
 
@@ -216,6 +216,12 @@ def profile_decode(engine: Engine, steps: int = 32) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="16 requests, shorter runs")
+    ap.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        help="requests of workload 1 (default 64, 16 with --quick; #21 also targets 8)",
+    )
     ap.add_argument("--batch1-sample", type=int, default=4)
     ap.add_argument(
         "--workloads",
@@ -224,7 +230,9 @@ def main() -> None:
     )
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "RESULTS.md"))
     args = ap.parse_args()
-    n = 16 if args.quick else 64
+    n = args.requests if args.requests is not None else (16 if args.quick else 64)
+    if n < 1:
+        ap.error(f"--requests must be >= 1, got {n}")
     todo = {int(w) for w in args.workloads.split(",")}
 
     def factory(**kw):

@@ -421,8 +421,9 @@ def rescore_numbers(path: Path, docs: list[scoring.Document], messages: list[Any
     """The structgen peers of an earlier ``--json`` file (run with ``evidence: false,
     score_numbers: false``) with each copied number chosen again among the text's
     numerals by score (``structgen.extraction.numbers``), then the evidence pass: what
-    ``extract()`` at its defaults returns for the same greedy generations (both passes
-    run on each output as it finishes). Returns rows named ``PEER+numbers``.
+    ``extract(score_numbers=True)`` returns for the same greedy generations (both passes
+    run on each output as it finishes, with ``score_numbers=True``). Returns rows named
+    ``PEER+numbers``.
     """
     from structgen import Engine
     from structgen.extraction.copy import copy_constraint

@@ -31,7 +31,7 @@ __all__ = [
 
 DEFAULT_EXTRACT_MAX_TOKENS = 512
 SCORE_OPTIONS_DEFAULT = False  # enum/boolean values by score (benchmarks/RESULTS.md)
-SCORE_NUMBERS_DEFAULT = True  # copied numbers as whole numerals by score (RESULTS.md)
+SCORE_NUMBERS_DEFAULT = False  # whole-numeral scoring: not yet measured (RESULTS.md)
 
 
 def extract(

@@ -9,10 +9,11 @@ numeral. ``choose_numbers`` revisits each copied number field of the greedy obje
 ``number`` or ``integer``, nullable or not): every numeral of the text that the object
 stays valid with is scored, in the context the model wrote the value in (the prompt
 and the output up to the value, then the numeral as JSON and the structural character
-the output wrote after it), by the mean log-probability of its tokens, as
-``choose_options`` scores enum options; all candidates of a batch go in one batch of
-prompt-log-prob requests whose shared prefixes the radix cache computes once. The best
-numeral replaces the value (a tie keeps greedy's); the fields after it keep what
+the output wrote after it), by the summed log-probability of its tokens (the mean,
+as ``choose_options`` scores enum options, favours longer numerals: a confident second
+digit raises it, so "4" weeks lost to "10"; benchmarks/RESULTS.md); all candidates of
+a batch go in one batch of prompt-log-prob requests whose shared prefixes the radix
+cache computes once. The best numeral replaces the value (a tie keeps greedy's); the fields after it keep what
 greedy wrote. A ``null`` greedy wrote stays null (the field's absence is not a numeral
 to score against).
 """
@@ -172,7 +173,7 @@ def choose_numbers(
     pos = 0
     for i, keys, cands, fulls, firsts in jobs:
         scores = [
-            mean_logprob(out, full, first)
+            mean_logprob(out, full, first) * max(1, len(full) - first)
             for out, full, first in zip(outs[pos : pos + len(fulls)], fulls, firsts)
         ]
         pos += len(fulls)

@@ -1,7 +1,7 @@
 """Copied numbers chosen as whole numerals by score (structgen.extraction.numbers): the
 number fields found in a schema, the candidates (against ``numerals``), the numeral
 chosen against a stand-in model whose preferred value is known (the expected value of a
-small text), and on the tiny random Llama against the mean log-probabilities of every
+small text), and on the tiny random Llama against the summed log-probabilities of every
 candidate computed from full prompt log-probs (no shared-prefix start)."""
 
 from __future__ import annotations
@@ -63,13 +63,26 @@ def test_uncopied_null_unparsable_and_unchanged_outputs_are_left_alone():
     assert out == '{"name":"R","age":2}' and engine.requests == 0
 
 
-def test_on_the_tiny_model_the_choice_is_the_best_mean_logprob(tiny_engine):
+def _sum_from_full_logprobs(engine, prefix, value, tail):
+    """Reference: summed log-prob of the tokens after ``prefix``'s (the mean times
+    their count, from a request that asks for every prompt log-prob)."""
+    tok = engine.tokenizer
+    base = tok.encode(prefix, add_special_tokens=False)
+    full = tok.encode(prefix + json.dumps(value) + tail, add_special_tokens=False)
+    first = 0
+    while first < min(len(base), len(full)) and base[first] == full[first]:
+        first += 1
+    first = max(1, min(first, len(full) - 1))
+    return _mean_from_full_logprobs(engine, prefix, value, tail) * (len(full) - first)
+
+
+def test_on_the_tiny_model_the_choice_is_the_best_summed_logprob(tiny_engine):
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     text = "It costs 12 or 7 or 305."
     prompt = "Text: " + text + " JSON:"
     (out,) = choose_numbers(tiny_engine, schema, [prompt], ['{"n":7}'], [text], [("n",)])
     scores = {
-        c: _mean_from_full_logprobs(tiny_engine, prompt + '{"n":', c, "}") for c in (12, 7, 305)
+        c: _sum_from_full_logprobs(tiny_engine, prompt + '{"n":', c, "}") for c in (12, 7, 305)
     }
     assert json.loads(out)["n"] == max(scores, key=scores.get)
 

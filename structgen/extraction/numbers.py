@@ -13,9 +13,9 @@ the output wrote after it), by the summed log-probability of its tokens (the mea
 as ``choose_options`` scores enum options, favours longer numerals: a confident second
 digit raises it, so "4" weeks lost to "10"; benchmarks/RESULTS.md); all candidates of
 a batch go in one batch of prompt-log-prob requests whose shared prefixes the radix
-cache computes once. The best numeral replaces the value (a tie keeps greedy's); the fields after it keep what
-greedy wrote. A ``null`` greedy wrote stays null (the field's absence is not a numeral
-to score against).
+cache computes once. The best numeral replaces the value (a tie keeps greedy's); the
+fields after it keep what greedy wrote. A ``null`` greedy wrote stays null (the
+field's absence is not a numeral to score against).
 """
 
 from __future__ import annotations

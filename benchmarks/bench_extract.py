@@ -417,6 +417,36 @@ def rescore_evidence(path: Path, docs: list[scoring.Document]) -> dict:
     return _rescored(path, docs, "evidence", fix)
 
 
+def rescore_numbers(path: Path, docs: list[scoring.Document], messages: list[Any]) -> dict:
+    """The structgen peers of an earlier ``--json`` file (run with ``evidence: false,
+    score_numbers: false``) with each copied number chosen again among the text's
+    numerals by score (``structgen.extraction.numbers``), then the evidence pass: what
+    ``extract(score_numbers=True)`` returns for the same greedy generations (both passes
+    run on each output as it finishes, with ``score_numbers=True``). Returns rows named
+    ``PEER+numbers``.
+    """
+    from structgen import Engine
+    from structgen.extraction.copy import copy_constraint
+    from structgen.extraction.evidence import apply_evidence
+    from structgen.extraction.numbers import choose_numbers
+
+    engine = Engine()
+
+    def fix(i: int, doc: scoring.Document, rec: dict) -> dict:
+        if rec["finish_reason"] in ("stop", "length") and rec["raw_text"]:
+            copied = copy_constraint(doc.schema, doc.text).copied_fields
+            (raw,) = choose_numbers(
+                engine, doc.schema, [messages[i]], [rec["raw_text"]], [doc.text], [copied]
+            )
+            if raw != rec["raw_text"]:
+                rec["raw_text"], rec["value"] = raw, json.loads(raw)
+        if rec["value"] is not None:
+            rec["value"], _ = apply_evidence(doc.schema, doc.text, rec["value"])
+        return rec
+
+    return _rescored(path, docs, "numbers", fix)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--peers", default="structgen,structgen-nocopy,llama.cpp,xgrammar")
@@ -440,6 +470,9 @@ def main() -> None:
     ap.add_argument("--rescore-evidence", type=Path, default=None,
                     help="an earlier --json run with evidence off: apply the evidence rules "
                     "to its structgen peers' outputs (no generation)")  # fmt: skip
+    ap.add_argument("--rescore-numbers", type=Path, default=None,
+                    help="an earlier --json run with evidence and score_numbers off: choose "
+                    "its copied numbers by score, then apply the evidence rules")  # fmt: skip
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--job", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
@@ -474,6 +507,16 @@ def main() -> None:
         ids = {r["id"] for row in json.loads(args.rescore_evidence.read_text()).values()
                for r in row["per_doc"]}  # fmt: skip
         rows = rescore_evidence(args.rescore_evidence, [d for d in docs if d.id in ids])
+        print(table(rows))
+        if args.json:
+            args.json.write_text(json.dumps(rows, ensure_ascii=False, indent=1))
+        return
+    if args.rescore_numbers is not None:
+        ids = {r["id"] for row in json.loads(args.rescore_numbers.read_text()).values()
+               for r in row["per_doc"]}  # fmt: skip
+        docs = [d for d in docs if d.id in ids]
+        msgs = [extraction_messages(d.schema, d.text, **style) for d in docs]
+        rows = rescore_numbers(args.rescore_numbers, docs, msgs)
         print(table(rows))
         if args.json:
             args.json.write_text(json.dumps(rows, ensure_ascii=False, indent=1))

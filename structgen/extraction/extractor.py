@@ -12,6 +12,7 @@ from structgen.errors import ExtractionError, ExtractionTruncatedWarning, Gramma
 from structgen.extraction.choices import choose_options
 from structgen.extraction.copy import CopyConstraint, copy_constraint
 from structgen.extraction.evidence import EVIDENCE_DEFAULT, apply_evidence
+from structgen.extraction.numbers import choose_numbers
 from structgen.extraction.prompt import extraction_messages
 from structgen.extraction.result import ExtractionResult
 from structgen.extraction.spans import choose_span_ends
@@ -21,10 +22,16 @@ from structgen.runtime.sampling_params import SamplingParams
 if TYPE_CHECKING:
     from structgen.runtime.engine import Engine
 
-__all__ = ["extract", "DEFAULT_EXTRACT_MAX_TOKENS", "SCORE_OPTIONS_DEFAULT"]
+__all__ = [
+    "extract",
+    "DEFAULT_EXTRACT_MAX_TOKENS",
+    "SCORE_OPTIONS_DEFAULT",
+    "SCORE_NUMBERS_DEFAULT",
+]
 
 DEFAULT_EXTRACT_MAX_TOKENS = 512
 SCORE_OPTIONS_DEFAULT = False  # enum/boolean values by score (benchmarks/RESULTS.md)
+SCORE_NUMBERS_DEFAULT = False  # whole-numeral scoring: not yet measured (RESULTS.md)
 
 
 def extract(
@@ -37,6 +44,7 @@ def extract(
     copy: bool | None = None,
     score_span_ends: bool = False,
     score_options: bool | None = None,
+    score_numbers: bool | None = None,
     evidence: bool | None = None,
     return_details: bool = False,
     on_result: Callable[[int, Any], None] | None = None,
@@ -69,6 +77,10 @@ def extract(
             option in the context it was written in (``structgen.extraction.choices``;
             a few scoring requests per document as it finishes) instead of greedy's
             first-token choice; None: ``SCORE_OPTIONS_DEFAULT``.
+        score_numbers: choose each copied number among the text's numerals by the
+            model's score of each whole numeral (``structgen.extraction.numbers``; one
+            batch of scoring requests per document as it finishes) instead of greedy's
+            first digit; None: ``SCORE_NUMBERS_DEFAULT``.
         evidence: decide boolean, number and enum fields by where the text mentions
             them (``structgen.extraction.evidence``: a mention of the field's name
             without a negation makes a boolean true, with one false; a number takes the
@@ -115,9 +127,16 @@ def extract(
     results: list[Any] = [None] * len(prompts)
     scored = copy is not False and score_span_ends
     options = SCORE_OPTIONS_DEFAULT if score_options is None else score_options
+    numbers = SCORE_NUMBERS_DEFAULT if score_numbers is None else score_numbers
     by_text = EVIDENCE_DEFAULT if evidence is None else evidence
 
     def finish(i: int, out: Any) -> None:
+        if numbers and plans[i].copied_fields and out.finish_reason in ("stop", "length"):
+            if out.text:
+                (text_i,) = choose_numbers(
+                    engine, sd, [prompts[i]], [out.text], [texts[i]], [plans[i].copied_fields]
+                )
+                out = dataclasses.replace(out, text=text_i)
         if options and out.finish_reason in ("stop", "length") and out.text:
             (text_i,) = choose_options(engine, sd, [prompts[i]], [out.text])
             out = dataclasses.replace(out, text=text_i)

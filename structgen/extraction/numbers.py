@@ -1,0 +1,201 @@
+"""Copied numbers chosen as whole numerals by score, not by greedy's first digit.
+
+Under a copy constraint a number field may only take the numerals the text writes
+(``structgen.fsm.numerals``), but greedy decoding writes the first digit before it
+knows which numeral it writes: for "58 years old ... 2026-02-11" an age's grammar is
+``(?:58|2|11|...)``, this model starts ages with ``2``, and ``2`` closes as a whole
+numeral. ``choose_numbers`` revisits each copied number field of the greedy objects
+(``number_fields``: a property reached through objects whose subschema is a
+``number`` or ``integer``, nullable or not): every numeral of the text that the object
+stays valid with is scored, in the context the model wrote the value in (the prompt
+and the output up to the value, then the numeral as JSON and the structural character
+the output wrote after it), by the summed log-probability of its tokens (the mean,
+as ``choose_options`` scores enum options, favours longer numerals: a confident second
+digit raises it, so "4" weeks lost to "10"; benchmarks/RESULTS.md); all candidates of
+a batch go in one batch of prompt-log-prob requests whose shared prefixes the radix
+cache computes once. The best numeral replaces the value (a tie keeps greedy's); the
+fields after it keep what greedy wrote. A ``null`` greedy wrote stays null (the
+field's absence is not a numeral to score against).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from decimal import Decimal
+from typing import Any
+
+import jsonschema
+
+from structgen.extraction.choices import _SCORE, _get, _same, _template, value_spans
+from structgen.extraction.refs import MAX_REF_DEPTH
+from structgen.extraction.refs import resolve as _resolve
+from structgen.extraction.spans import common_prefix, mean_logprob
+from structgen.fsm.numerals import json_numeral, numerals
+
+__all__ = ["choose_numbers", "number_fields", "numeral_candidates", "MAX_NUMERAL_CANDIDATES"]
+
+MAX_NUMERAL_CANDIDATES = 32  # numerals scored per field (first written first)
+
+
+def _is_number(root: Any, sub: Any) -> bool:
+    sub = _resolve(root, sub)
+    if not isinstance(sub, dict) or "const" in sub or "enum" in sub:
+        return False
+    for key in ("anyOf", "oneOf"):
+        branches = sub.get(key)
+        if isinstance(branches, list) and len(branches) == 2:
+            rest = [b for b in (_resolve(root, b) for b in branches) if b != {"type": "null"}]
+            if len(rest) == 1 and isinstance(rest[0], dict):
+                sub = rest[0]
+                break
+    types = sub.get("type")
+    types = [types] if isinstance(types, str) else list(types or ())
+    return bool(types) and set(types) <= {"number", "integer", "null"} and types != ["null"]
+
+
+def number_fields(schema: Any) -> list[tuple[str, ...]]:
+    """The number and integer fields of ``schema`` reached through object properties only.
+
+    Args:
+        schema: a JSON Schema dict (local ``$ref`` s followed).
+
+    Returns:
+        Key paths, in schema order (items of arrays are not included).
+    """
+    out: list[tuple[str, ...]] = []
+
+    def walk(sub: Any, path: tuple[str, ...], depth: int) -> None:
+        sub = _resolve(schema, sub)
+        if not isinstance(sub, dict) or depth > MAX_REF_DEPTH:
+            return
+        for name, prop in (sub.get("properties") or {}).items():
+            if _is_number(schema, prop):
+                out.append(path + (name,))
+            else:
+                walk(prop, path + (name,), depth + 1)
+
+    walk(schema, (), 0)
+    return out
+
+
+def numeral_candidates(text: str) -> list[Any]:
+    """The numerals ``text`` writes as JSON values (int where integral), first written
+    first, without repeats, at most ``MAX_NUMERAL_CANDIDATES``.
+
+    Args:
+        text: the source text.
+
+    Returns:
+        ``int`` or ``float`` values, as the copy grammar writes them (``json_numeral``).
+    """
+    out: dict[str, Any] = {}
+    for v in numerals(text):
+        lit = json_numeral(v)
+        if lit not in out:
+            out[lit] = int(v) if v == v.to_integral_value() else float(Decimal(lit))
+    return list(out.values())[:MAX_NUMERAL_CANDIDATES]
+
+
+def choose_numbers(
+    engine: Any,
+    schema: Any,
+    prompts: list[Any],
+    raw_texts: list[str],
+    texts: list[str],
+    copied: list[tuple[str, ...]],
+) -> list[str]:
+    """The generated JSON texts with each copied number field decided among the text's
+    numerals by score (module docstring).
+
+    Args:
+        engine: the engine (``tokenizer``, ``generate``).
+        schema: the JSON Schema the objects are valid under (a dict).
+        prompts: each document's chat messages, or a plain prompt string.
+        raw_texts: each document's generated JSON text (one that does not parse as an
+            object, or an empty one, is left as it is).
+        texts: each document's source text (the numerals come from it).
+        copied: each document's copy-constrained field paths (``field_path``: ``a.b``);
+            only those number fields are revisited.
+
+    Returns:
+        The texts; where another numeral scored higher, the object written again
+        compactly (``separators=(",", ":")``, keys in their order) with that numeral.
+    """
+    fields = number_fields(schema) if isinstance(schema, dict) else []
+    checker = jsonschema.validators.validator_for(schema)(schema) if fields else None
+    jobs = []  # (document, keys, candidates, candidate ids, first scored position)
+    values: list[Any] = [None] * len(raw_texts)
+    for i, raw in enumerate(raw_texts):
+        if not fields or not raw:
+            continue
+        try:
+            values[i] = json.loads(raw)
+            spans = value_spans(raw)
+        except ValueError:
+            continue
+        cands_all = numeral_candidates(texts[i])
+        context = None
+        for keys in fields:
+            present, current = _get(values[i], keys)
+            if (
+                ".".join(keys) not in copied[i]
+                or not present
+                or keys not in spans
+                or isinstance(current, bool)
+                or not isinstance(current, (int, float))
+            ):
+                continue
+            cands = [c for c in cands_all if _valid_with(checker, values[i], keys, c)]
+            if not any(_same(c, current) for c in cands):
+                cands.append(current)
+            if len(cands) < 2:
+                continue
+            start, end = spans[keys]
+            if context is None:
+                context = _template(engine, prompts[i])
+            tail = raw[end : end + 1]
+            base = engine.tokenizer.encode(context + raw[:start], add_special_tokens=False)
+            fulls = [
+                engine.tokenizer.encode(
+                    context + raw[:start] + json.dumps(c) + tail, add_special_tokens=False
+                )
+                for c in cands
+            ]
+            firsts = [max(1, min(common_prefix(base, f), len(f) - 1)) for f in fulls]
+            jobs.append((i, keys, cands, fulls, firsts))
+    if not jobs:
+        return list(raw_texts)
+    requests = [f for job in jobs for f in job[3]]
+    params = [dataclasses.replace(_SCORE, prompt_logprobs_start=s) for job in jobs for s in job[4]]
+    outs = engine.generate(requests, params)
+    out_texts = list(raw_texts)
+    pos = 0
+    for i, keys, cands, fulls, firsts in jobs:
+        scores = [
+            mean_logprob(out, full, first) * max(1, len(full) - first)
+            for out, full, first in zip(outs[pos : pos + len(fulls)], fulls, firsts)
+        ]
+        pos += len(fulls)
+        _, current = _get(values[i], keys)
+        now = next(k for k, c in enumerate(cands) if _same(c, current))
+        best = max(range(len(cands)), key=lambda k: (scores[k], k == now, -k))
+        if best == now:  # a tie keeps greedy's value
+            continue
+        values[i] = _with(values[i], keys, cands[best])
+        out_texts[i] = json.dumps(values[i], ensure_ascii=False, separators=(",", ":"))
+    return out_texts
+
+
+def _with(value: Any, keys: tuple[str, ...], new: Any) -> Any:
+    """A copy of ``value`` with the field at ``keys`` set to ``new``."""
+    trial = json.loads(json.dumps(value))
+    node = trial
+    for key in keys[:-1]:
+        node = node[key]
+    node[keys[-1]] = new
+    return trial
+
+
+def _valid_with(checker: Any, value: Any, keys: tuple[str, ...], new: Any) -> bool:
+    return checker.is_valid(_with(value, keys, new))

@@ -35,8 +35,10 @@ KINDS = ("arrays", "objects", "allOf", "$ref", "pattern")
 def case_text(kind: str, n: int) -> str:
     """The JSON text of the ``kind`` schema nested ``n`` deep (built as text, no recursion)."""
     if kind == "arrays":
-        return '{"type":"array","minItems":1,"maxItems":1,"items":' * n + '{"type":"integer"}' + (
-            "}" * n
+        return (
+            '{"type":"array","minItems":1,"maxItems":1,"items":' * n
+            + '{"type":"integer"}'
+            + ("}" * n)
         )
     if kind == "objects":
         return '{"type":"object","required":["a"],"properties":{"a":' * n + (
@@ -46,9 +48,7 @@ def case_text(kind: str, n: int) -> str:
         return '{"allOf":[' * n + '{"type":"array","items":{"type":"integer"}}' + "]}" * n
     if kind == "$ref":
         defs = ",".join(f'"d{i}":{{"$ref":"#/$defs/d{i + 1}"}}' for i in range(n))
-        return (
-            '{"$defs":{' + defs + f',"d{n}":{{"type":"integer"}}}},"$ref":"#/$defs/d0"}}'
-        )
+        return '{"$defs":{' + defs + f',"d{n}":{{"type":"integer"}}}},"$ref":"#/$defs/d0"}}'
     if kind == "pattern":
         return json.dumps({"type": "string", "pattern": "^" + "(" * n + "a" + ")" * n + "$"})
     raise ValueError(kind)
@@ -142,7 +142,7 @@ def main() -> None:
             f"## bench_depth: nested schemas and patterns ({time.strftime('%Y-%m-%d %H:%M')} UTC)",
             "",
             "Command: `python benchmarks/" + " ".join([Path(__file__).name, *sys.argv[1:]]) + "`",
-            "(seconds: compile + first mask, wall, in a fresh process per cell; SmolLM2 vocabulary)",
+            "(compile + first mask, wall seconds, a fresh process per cell; SmolLM2 vocabulary)",
             "",
             *rows,
             "",

@@ -32,28 +32,10 @@ def tiny_tokenizer():
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tmp_path_factory, tiny_tokenizer):
     """A Hugging Face folder: tiny random LlamaConfig (GQA 4/2) + safetensors + tokenizer."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from tests.tiny_llama import save_tiny_llama
 
     path = tmp_path_factory.mktemp("tiny_llama")
-    config = LlamaConfig(
-        vocab_size=len(tiny_tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=False,
-        bos_token_id=tiny_tokenizer.bos_token_id,
-        eos_token_id=tiny_tokenizer.eos_token_id,
-    )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config).eval()
-    model.save_pretrained(path, safe_serialization=True)
-    tiny_tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_llama(path, tiny_tokenizer, rms_norm_eps=1e-5)
 
 
 @pytest.fixture(scope="session")

@@ -14,35 +14,25 @@ import pytest
 import torch
 
 from structgen import Engine, Regex, SamplingParams
+from tests.tiny_llama import save_tiny_llama
 
 NUM_PADDED = 96
 
 
 @pytest.fixture(scope="module")
 def padded_dir(tmp_path_factory, tiny_tokenizer):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    path = tmp_path_factory.mktemp("padded_vocab")
     n = len(tiny_tokenizer)
-    config = LlamaConfig(
-        vocab_size=n + NUM_PADDED,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=False,
-        bos_token_id=tiny_tokenizer.bos_token_id,
-        eos_token_id=tiny_tokenizer.eos_token_id,
-    )
-    torch.manual_seed(3)
-    model = LlamaForCausalLM(config).eval()
-    with torch.no_grad():
+
+    def boost_padded(model):
         model.lm_head.weight[n:] *= 40.0  # the padded ids would win almost every draw
-    model.save_pretrained(path, safe_serialization=True)
-    tiny_tokenizer.save_pretrained(path)
-    return path
+
+    return save_tiny_llama(
+        tmp_path_factory.mktemp("padded_vocab"),
+        tiny_tokenizer,
+        seed=3,
+        vocab_size=n + NUM_PADDED,
+        edit=boost_padded,
+    )
 
 
 def _prompts(count: int) -> list[list[int]]:

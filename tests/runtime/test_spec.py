@@ -15,6 +15,7 @@ from structgen import Engine, JsonSchema, Regex, SamplingParams
 from structgen.errors import ConfigError
 from structgen.runtime.speculative import PROPOSERS, BaseProposer, Proposal, register_proposer
 from tests.runtime.test_engine import assert_no_leak
+from tests.tiny_llama import DRAFT, save_tiny_llama
 
 PROMPTS = [
     "Maria Lopez, 34, works as a nurse in Lyon. Maria Lopez, 34,",
@@ -45,25 +46,8 @@ SETTINGS = {"dtype": "float32", "page_size": 4, "max_batch_tokens": 24, "chunked
 @pytest.fixture(scope="session")
 def tiny_draft_dir(tmp_path_factory, tiny_tokenizer):
     """A second, smaller tiny random Llama (other seed) with the same tokenizer."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     path = tmp_path_factory.mktemp("tiny_draft")
-    config = LlamaConfig(
-        vocab_size=len(tiny_tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=512,
-        tie_word_embeddings=False,
-        bos_token_id=tiny_tokenizer.bos_token_id,
-        eos_token_id=tiny_tokenizer.eos_token_id,
-    )
-    torch.manual_seed(1)
-    LlamaForCausalLM(config).eval().save_pretrained(path, safe_serialization=True)
-    tiny_tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_llama(path, tiny_tokenizer, seed=1, base=DRAFT)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from scipy.stats import chi2_contingency
 
 from structgen import Engine, Regex, SamplingParams
 from tests.runtime.test_engine import assert_no_leak
+from tests.tiny_llama import DRAFT, save_tiny_llama
 
 N = 600  # samples per arm
 LENGTH = 5
@@ -18,27 +19,8 @@ PROMPT = "abcabcabcabcabcab"
 
 @pytest.fixture(scope="module")
 def tiny_draft_dir(tmp_path_factory, tiny_tokenizer):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     path = tmp_path_factory.mktemp("tiny_draft_dist")
-    config = LlamaConfig(
-        vocab_size=len(tiny_tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=512,
-        tie_word_embeddings=False,
-        initializer_range=0.2,
-        bos_token_id=tiny_tokenizer.bos_token_id,
-        eos_token_id=tiny_tokenizer.eos_token_id,
-    )
-    torch.manual_seed(2)
-    LlamaForCausalLM(config).eval().save_pretrained(path, safe_serialization=True)
-    tiny_tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_llama(path, tiny_tokenizer, seed=2, base=DRAFT, initializer_range=0.2)
 
 
 def _sample(engine: Engine, first_seed: int, **kw) -> list[str]:

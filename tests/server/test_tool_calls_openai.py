@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.server.conftest import in_process_server
+from tests.tiny_llama import save_tiny_llama
 
 openai = pytest.importorskip("openai")
 jsonschema = pytest.importorskip("jsonschema")
@@ -48,26 +49,9 @@ MSGS = [{"role": "user", "content": "Weather in Lyon?"}]
 def tiny_qwen_dir(tokenizer, path: Path) -> Path:
     """A tiny random Llama (2048 positions: the byte-level tiny tokenizer spells the tools
     section in ~600 tokens) with the Qwen-style chat template."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+    return save_tiny_llama(
+        path, tokenizer, max_position_embeddings=2048, chat_template=QWEN.read_text()
     )
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).eval().save_pretrained(path, safe_serialization=True)
-    tokenizer.save_pretrained(path)
-    (path / "chat_template.jinja").write_text(QWEN.read_text())
-    return path
 
 
 @pytest.fixture(scope="module")

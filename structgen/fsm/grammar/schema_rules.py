@@ -38,6 +38,10 @@ __all__ = ["compile_recursive_schema", "regex_expr", "rules_grammar"]
 
 _BRACES = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
 _ESCAPE_LEN = {"x": 4, "u": 6, "U": 10}
+# A run of characters each of which is one literal atom: no metacharacter, no placeholder.
+_PLAIN_RUN = re.compile("[^" + re.escape("\\[]()|*+?{") + chr(PLACEHOLDER_BASE) + "-\U0010ffff]+")
+_PLACEHOLDERS = re.compile("[" + chr(PLACEHOLDER_BASE) + "-\U0010ffff]")
+_CHECK_EVERY = 4096  # loop steps between two looks at the compile's deadline
 
 
 def _has_ref(node: Any) -> bool:
@@ -130,19 +134,31 @@ def _seq(text: str, items: list[tuple[Expr | None, int, int]]) -> Expr:
     return out[0] if len(out) == 1 else Seq(tuple(out))
 
 
-def regex_expr(text: str, rule_of: dict[int, str]) -> Expr:
+def regex_expr(text: str, rule_of: dict[int, str], deadline: Deadline | None = None) -> Expr:
     """The grammar expression of regex ``text`` (structgen's dialect, as the JSON Schema
     converter writes it) in which placeholder ``PLACEHOLDER_BASE + i`` for ``i`` in
     ``rule_of`` is a reference to rule ``rule_of[i]``; every part without one is kept as
-    regex text (``Pattern``). Iterative: nesting depth costs no recursion.
+    regex text (``Pattern``). Iterative: nesting depth costs no recursion; a run of literal
+    characters is read in one step.
 
     Raises:
         UnsupportedSchemaError: a rule placeholder inside a group with inline flags.
+        GrammarTooComplexError: ``deadline`` (the compile's CPU-time budget) expired.
     """
     stack = [_Frame(0)]
     i, n = 0, len(text)
+    steps = 0
     while i < n:
+        steps += 1
+        if deadline is not None and steps % _CHECK_EVERY == 0:
+            deadline.check("reading the recursive schema's rules")
         c = text[i]
+        run = _PLAIN_RUN.match(text, i)
+        if run is not None and run.end() - i > 1:
+            # all but the last character: a quantifier after the run binds to that one only
+            stack[-1].items.append((None, i, run.end() - 1))
+            i = run.end() - 1
+            continue
         if c == "(":
             j = i + 1
             if text.startswith("?:", j):
@@ -218,17 +234,24 @@ def regex_expr(text: str, rule_of: dict[int, str]) -> Expr:
     return options[0] if len(options) == 1 else Alt(tuple(options))
 
 
-def rules_grammar(pattern: str, definitions: list[str], rules: set[int]) -> GrammarDef:
+def rules_grammar(
+    pattern: str, definitions: list[str], rules: set[int], deadline: Deadline | None = None
+) -> GrammarDef:
     """The ``GrammarDef`` of a rules-mode conversion: start rule ``root``.
 
     Args:
         pattern: the root's regex text.
         definitions: the converter's definitions (rule slots included).
         rules: the indices of the rule slots (``RefSharing.rules``).
+        deadline: the compile's CPU-time budget, checked as the definitions are read.
+
+    Raises:
+        GrammarTooComplexError: ``deadline`` expired.
+        UnsupportedSchemaError: as ``regex_expr``.
     """
     num = len(definitions)
     refs = [
-        {ord(c) - PLACEHOLDER_BASE for c in d if 0 <= ord(c) - PLACEHOLDER_BASE < num}
+        {ord(c) - PLACEHOLDER_BASE for c in _PLACEHOLDERS.findall(d)} & set(range(num))
         for d in definitions
     ]
     grammar_level = set(rules)  # the rules and every definition that reaches one
@@ -241,9 +264,9 @@ def rules_grammar(pattern: str, definitions: list[str], rules: set[int]) -> Gram
                 changed = True
     rule_of = {i: f"d{i}" for i in sorted(grammar_level)}
     gdef = GrammarDef(start="root", syntax="json-schema")
-    gdef.rules["root"] = regex_expr(pattern, rule_of)
+    gdef.rules["root"] = regex_expr(pattern, rule_of, deadline)
     for i in sorted(grammar_level):
-        gdef.rules[rule_of[i]] = regex_expr(definitions[i], rule_of)
+        gdef.rules[rule_of[i]] = regex_expr(definitions[i], rule_of, deadline)
     gdef.definitions = tuple("" if i in grammar_level else d for i, d in enumerate(definitions))
     return gdef
 
@@ -309,9 +332,9 @@ def compile_recursive_schema(
     definitions = conv.sharing.definitions
     if not conv.sharing.rules:
         return LoweredRegex(pattern, tuple(definitions), tuple(conv.warnings))
-    gdef = rules_grammar(pattern, definitions, conv.sharing.rules)
-    gdef.warnings = list(conv.warnings)
     deadline = Deadline(max_seconds)
+    gdef = rules_grammar(pattern, definitions, conv.sharing.rules, deadline)
+    gdef.warnings = list(conv.warnings)
     try:
         return compile_grammar_def(
             gdef, spec, vocab, trigger=spec.trigger, max_states=max_states, deadline=deadline

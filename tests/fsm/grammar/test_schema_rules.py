@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 import torch
 
-from structgen.errors import InvalidGrammarError, UnsupportedSchemaError
+from structgen.errors import GrammarTooComplexError, InvalidGrammarError, UnsupportedSchemaError
 from structgen.fsm import Vocabulary, compile_json_schema
 from structgen.fsm.compiler import CompiledGrammar
+from structgen.fsm.deadline import Deadline
 from structgen.fsm.grammar.compile import CompiledCFG
 from structgen.fsm.grammar.ir import Alt, Pattern, Ref, Repeat, Seq
-from structgen.fsm.grammar.schema_rules import regex_expr
+from structgen.fsm.grammar.schema_rules import regex_expr, rules_grammar
 from structgen.fsm.spec import JsonSchema
 from tests.conftest import have_smollm2
 
@@ -166,6 +167,25 @@ def test_regex_expr_keeps_regular_runs_as_text():
     assert expr == Alt(
         (Seq((Pattern(r"\["), Repeat(inner, 0, 1), Pattern(r"\]"))), Pattern(r"a[b\]]{2}"))
     )
+
+
+def test_regex_expr_quantifier_after_a_literal_run_binds_to_its_last_character():
+    rule = chr(0xF0000 + 3)
+    expr = regex_expr("abc+" + rule + "xy(z" + rule + ")?", {3: "d3"})
+    ref = Ref("d3", 0, 0)
+    assert expr == Seq(
+        (Pattern("abc+"), ref, Pattern("xy"), Repeat(Seq((Pattern("z"), ref)), 0, 1))
+    )
+    assert regex_expr("ab(?:cd)*e", {}) == Pattern("ab(?:cd)*e")
+
+
+def test_rules_grammar_checks_the_compile_budget():
+    rule = chr(0xF0000 + 1)
+    definitions = ["", "(?:a" + rule + ")?" + "b" * 20_000 + "(?:c|d)" * 5_000]
+    with pytest.raises(GrammarTooComplexError, match="max_seconds"):
+        rules_grammar("x" + rule, definitions, {1}, Deadline(0.0))
+    gdef = rules_grammar("x" + rule, definitions, {1}, Deadline(60.0))
+    assert set(gdef.rules) == {"root", "d1"}
 
 
 SMALL = [

@@ -609,7 +609,8 @@ static PyObject *core_build_row(Core *c, PyObject *args) {
     }
     PyObject *result = NULL;
     IVec scratch = {0}, ended = {0};
-    int32_t *lexemes = NULL, *vec = NULL;
+    int32_t *lexemes = NULL, *vec = NULL, **moved = NULL;
+    int16_t **cls = NULL;
     if (slot < 0 || (slot + 1) * 256 * 4 > rows.len) {
         PyErr_SetString(PyExc_IndexError, "build_row: slot past the rows array");
         goto done;
@@ -625,6 +626,18 @@ static PyObject *core_build_row(Core *c, PyObject *args) {
     for (Py_ssize_t i = 0; i < k; i++)
         if (lexeme_moves(c, owner, lexemes[i]) < 0)
             goto done;
+    /* each lexeme's byte classes and moved lexemes: malloc'd blocks that stay put while the
+     * steps below intern new lexemes (the tables holding the pointers may move) */
+    cls = malloc((size_t)(k ? k : 1) * sizeof(int16_t *));
+    moved = malloc((size_t)(k ? k : 1) * sizeof(int32_t *));
+    if (cls == NULL || moved == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        cls[i] = c->ls[c->lex[lexemes[i]].ls].cls;
+        moved[i] = c->lex[lexemes[i]].moved;
+    }
     int32_t out[256];
     int32_t *prev = vec, *cur = vec + k;
     Py_ssize_t n_prev = -1;
@@ -632,10 +645,9 @@ static PyObject *core_build_row(Core *c, PyObject *args) {
     for (int b = 0; b < 256; b++) {
         Py_ssize_t n = 0;
         for (Py_ssize_t i = 0; i < k; i++) {
-            const Lexeme *lx = &c->lex[lexemes[i]];
-            int16_t cl = c->ls[lx->ls].cls[b];
+            int16_t cl = cls[i][b];
             if (cl >= 0)
-                cur[n++] = lx->moved[cl];
+                cur[n++] = moved[i][cl];
         }
         if (n == 0) {
             out[b] = -1;
@@ -662,6 +674,8 @@ done:
     free(ended.d);
     free(lexemes);
     free(vec);
+    free(cls);
+    free(moved);
     PyBuffer_Release(&rows);
     PyBuffer_Release(&acc);
     return result;

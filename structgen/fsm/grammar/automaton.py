@@ -399,11 +399,15 @@ class GrammarAutomaton:
                 f"the grammar's automaton exceeds {self.max_states} states (rows built); "
                 "simplify the grammar or shorten the output"
             )
-        if self._core is not None:
-            slot = self._reserve_row()
-            self._reserve_states(256)  # a row finds at most one configuration per byte
-            self._core.build_row(self, state, self._rows, slot, self._accepting)
-            self._num_rows += 1
+        core = self._core
+        if core is not None:
+            slot = self._num_rows
+            if slot >= self._rows.shape[0]:
+                self._reserve_row()
+            if core.num_configs + 256 > self._slot.shape[0]:
+                self._reserve_states(256)  # a row finds at most one configuration per byte
+            core.build_row(self, state, self._rows, slot, self._accepting)
+            self._num_rows = slot + 1
             self._slot[state] = slot
             return
         lexemes = self._configs[state]
@@ -475,8 +479,10 @@ class GrammarAutomaton:
         ``state >= 0``: ``(rows int32 [slots, 256], slot int64 [capacity])``, read-only
         views (as ``ByteDFA.row_tables``, the C token-trie walk's callback).
         """
-        if state >= 0:
-            self.row(state)
+        if state >= 0 and self._slot[state] < 0:
+            with self._lock:
+                if self._slot[state] < 0:
+                    self._build_row(state)
         tables = self._tables
         if tables is None or tables[0].base is not self._rows or tables[1].base is not self._slot:
             rows, slot = self._rows.view(), self._slot.view()

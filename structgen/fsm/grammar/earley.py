@@ -80,7 +80,7 @@ class EarleyCharts:
         self._by_own: dict[tuple[frozenset, bool], int] = {}
         self._predicted_memo: dict[int, frozenset[tuple[int, int, int]]] = {}
         # (nonterminal, origin node) -> what completing it there adds (``_close_own``)
-        self._completed: dict[tuple[int, int], tuple[frozenset, frozenset[int]]] = {}
+        self._completed: dict[tuple[int, int], tuple[frozenset, frozenset[int], frozenset]] = {}
         self._completed_items = 0  # items held by _completed (a cache: emptied past the bound)
         self.max_completed_items = max_items
         self.root = self._node([(0, 0, SELF)])
@@ -99,27 +99,47 @@ class EarleyCharts:
         answers a repeated closure without the ``SELF`` part.
         """
         rhs = self._rhs
+        if len(kernel) == 1 and kernel[0][2] != SELF and kernel[0][1] == len(rhs[kernel[0][0]]):
+            # one complete item (a lexeme scanned at the end of a production): its closure
+            # is its completion's, memoised; no set is copied
+            p, _, origin = kernel[0]
+            key = (self._lhs[p], origin)
+            done = self._completed.get(key)
+            if done is None:
+                done = self._completion(key)
+            final = kernel[0] == (0, 1, 0) or (0, 1, 0) in done[0]
+            nid = self._by_own.get((done[2], final))
+            if nid is None:
+                nid = self._intern_node(done[2], done[1], final, ())
+            return nid
         items: set[tuple[int, int, int]] = set()
         waits: set[int] = set()  # nonterminals the items with an origin wait on
+        live: set[tuple[int, int, int]] = set()  # the incomplete ones among ``items``
         roots = [item[:2] for item in kernel if item[2] == SELF]  # the root's kernel only
-        self._close_own([item for item in kernel if item[2] != SELF], items, waits, True)
-        live_own = frozenset(item for item in items if item[1] < len(rhs[item[0]]))
+        self._close_own([item for item in kernel if item[2] != SELF], items, waits, True, live)
+        live_own = frozenset(live)
         if not roots:
             final = (0, 1, 0) in items
             nid = self._by_own.get((live_own, final))
             if nid is not None:
                 return nid
-            live_set = set(live_own)
-            for sym in waits:
-                live_set |= self._predicted(sym)
-        else:
-            selfs = self._self_closure([(p, dot, SELF) for p, dot in roots])
-            # the root: the parse may end where it starts when the start rule is nullable
-            final = (0, 1, 0) in items or (not self.items and (0, 1, SELF) in selfs)
-            live_set = set(live_own)
-            for sym in waits:
-                live_set |= self._predicted(sym)
-            live_set.update(item for item in selfs if item[1] < len(rhs[item[0]]))
+            return self._intern_node(live_own, waits, final, ())
+        selfs = self._self_closure([(p, dot, SELF) for p, dot in roots])
+        # the root: the parse may end where it starts when the start rule is nullable
+        final = (0, 1, 0) in items or (not self.items and (0, 1, SELF) in selfs)
+        return self._intern_node(
+            live_own, waits, final, [item for item in selfs if item[1] < len(rhs[item[0]])]
+        )
+
+    def _intern_node(self, live_own: frozenset, waits, final: bool, roots) -> int:
+        """The node of the incomplete items with an origin ``live_own``, the ``SELF`` items
+        predicted for the nonterminals ``waits`` and the root's own ``SELF`` items ``roots``
+        (interned; indexed by ``(live_own, final)`` unless it is the root).
+        """
+        live_set = set(live_own)
+        for sym in waits:
+            live_set |= self._predicted(sym)
+        live_set.update(roots)
         # completed items have done their work (the items they advance are in the set): a
         # node is its incomplete items and whether the parse may end here, so parses that
         # differ only in what they just completed share one node
@@ -134,13 +154,19 @@ class EarleyCharts:
         return nid
 
     def _close_own(
-        self, seeds: list[tuple[int, int, int]], items: set, waits: set[int], compute: bool
+        self,
+        seeds: list[tuple[int, int, int]],
+        items: set,
+        waits: set[int],
+        compute: bool,
+        live: set,
     ) -> None:
         """Close the items with an origin ``seeds`` under nullable advance and completion,
-        into ``items`` (in place), adding the nonterminals the incomplete ones wait on to
-        ``waits``. A completion of nonterminal ``A`` begun at node ``o`` adds the memoised
-        closure ``_completed[(A, o)]`` (computed here first when ``compute``; else, while
-        computing one, expanded in place unless memoised): the closure of a set is the union
+        into ``items`` (in place), adding the incomplete ones to ``live`` and the
+        nonterminals they wait on to ``waits``. A completion of nonterminal ``A`` begun at
+        node ``o`` adds the memoised closure ``_completed[(A, o)]`` (computed here first when
+        ``compute``; else, while computing one, expanded in place unless memoised): the
+        closure of a set is the union
         of its items' closures, and what completing ``A`` at ``o`` adds depends on node
         ``o`` alone (built nodes never change), so a completion cascade repeated at the same
         origin (each character of an identifier completing it again) is one set union.
@@ -155,6 +181,7 @@ class EarleyCharts:
             p, dot, origin = agenda.pop()
             body = rhs[p]
             if dot < len(body):
+                live.add((p, dot, origin))
                 sym = body[dot]
                 if sym >= 0:
                     waits.add(sym)
@@ -171,6 +198,7 @@ class EarleyCharts:
             if done is not None:
                 items |= done[0]
                 waits |= done[1]
+                live |= done[2]
                 continue
             for q, qdot, qorigin in self.waiting[origin].get(key[0], ()):
                 item = self._item(q, qdot + 1, origin if qorigin == SELF else qorigin)
@@ -178,12 +206,13 @@ class EarleyCharts:
                     items.add(item)
                     agenda.append(item)
 
-    def _completion(self, key: tuple[int, int]) -> tuple[frozenset, frozenset[int]]:
-        """``(items, waits)`` of completing nonterminal ``key[0]`` begun at node ``key[1]``:
-        the items waiting for it there advanced, closed (``_close_own``), and the
-        nonterminals the incomplete ones wait on; memoised in ``_completed`` (emptied when
-        it would hold more than ``max_completed_items`` items, ``max_items`` by default: a
-        cache, so memory stays bounded as the charts' own items are).
+    def _completion(self, key: tuple[int, int]) -> tuple[frozenset, frozenset[int], frozenset]:
+        """``(items, waits, live)`` of completing nonterminal ``key[0]`` begun at node
+        ``key[1]``: the items waiting for it there advanced, closed (``_close_own``), the
+        nonterminals the incomplete ones wait on and the incomplete ones; memoised in
+        ``_completed`` (emptied when it would hold more than ``max_completed_items`` items,
+        ``max_items`` by default: a cache, so memory stays bounded as the charts' own items
+        are).
         """
         lhs, origin = key
         seeds = [
@@ -192,8 +221,9 @@ class EarleyCharts:
         ]
         items: set[tuple[int, int, int]] = set()
         waits: set[int] = set()
-        self._close_own(seeds, items, waits, False)
-        done = (frozenset(items), frozenset(waits))
+        live: set[tuple[int, int, int]] = set()
+        self._close_own(seeds, items, waits, False, live)
+        done = (frozenset(items), frozenset(waits), frozenset(live))
         self._completed_items += len(items)
         if self._completed_items > self.max_completed_items:
             self._completed.clear()

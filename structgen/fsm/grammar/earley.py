@@ -13,7 +13,9 @@ Closure follows Earley with Aycock and Horspool's treatment of nullable symbols:
 before a nullable symbol (a nullable nonterminal, or a terminal whose regex accepts the
 empty string) is also advanced over it at prediction, so completions of productions
 predicted in the same node never need to be replayed. Left recursion is only more items
-in one node, never a loop.
+in one node, never a loop. An item's origin is the first node whose completion of its
+nonterminal equals the origin's (``_canonical``), so the elements of a list after the first
+one reuse its nodes.
 
 Follows: Earley (1970), Aycock & Horspool, "Practical Earley Parsing" (2002).
 """
@@ -83,6 +85,8 @@ class EarleyCharts:
         self._completed: dict[tuple[int, int], tuple[frozenset, frozenset[int], frozenset]] = {}
         self._completed_items = 0  # items held by _completed (a cache: emptied past the bound)
         self.max_completed_items = max_items
+        self._canon: dict[tuple[int, int], int] = {}  # (nonterminal, node) -> canonical node
+        self._canon_of: dict[tuple[int, frozenset], int] = {}  # (nonterminal, seeds) -> node
         self.root = self._node([(0, 0, SELF)])
 
     # ---- nodes -------------------------------------------------------------------
@@ -296,19 +300,45 @@ class EarleyCharts:
         symbol, finishing ``p`` finishes that item, so ``p`` may as well have started
         where that item did. Equal futures then give equal items: a run of ``- - - x``
         or of a right-recursive list stays in one chart node instead of one per level.
+        The origin is then made canonical (``_canonical``).
         """
         rhs = self._rhs
-        if dot != len(rhs[p]) - 1:
-            return (p, dot, origin)
         lhs = self._lhs[p]
+        if dot != len(rhs[p]) - 1:
+            return (p, dot, self._canonical(lhs, origin))
         while True:
             above = self.waiting[origin].get(lhs)
             if above is None or len(above) != 1:
-                return (p, dot, origin)
+                return (p, dot, self._canonical(lhs, origin))
             q, qdot, qorigin = above[0]
             if qorigin == SELF or self._lhs[q] != lhs or qdot != len(rhs[q]) - 1:
-                return (p, dot, origin)
+                return (p, dot, self._canonical(lhs, origin))
             origin = qorigin
+
+    def _canonical(self, lhs: int, origin: int) -> int:
+        """The first node seen whose completion of ``lhs`` is ``origin``'s (memoised).
+
+        Completing ``lhs`` begun at a node advances the items waiting for it there, with a
+        ``SELF`` origin read as that node; two nodes with the same advanced items (e.g.
+        the root and the node after the first element of a left-recursive list ``x*``,
+        whose items waiting for ``x`` both advance to ``star -> star x .`` begun at the
+        root) give the same completion, so an item of ``lhs`` has the same future begun
+        at either, and one of them stands for both: the items of the second element are
+        those of the first, and its chart nodes are shared instead of built again.
+        """
+        key = (lhs, origin)
+        hit = self._canon.get(key)
+        if hit is None:
+            if lhs == self.cfg.start:  # S' is never waited for: keep the root's marker
+                hit = origin
+            else:
+                seeds = frozenset(
+                    (q, qdot + 1, origin if qorigin == SELF else qorigin)
+                    for q, qdot, qorigin in self.waiting[origin].get(lhs, ())
+                )
+                hit = self._canon_of.setdefault((lhs, seeds), origin)
+            self._canon[key] = hit
+        return hit
 
     def scan(self, node: int, terminal: int) -> int:
         """The node after one lexeme of ``terminal`` read at ``node`` (memoised).

@@ -109,7 +109,9 @@ class GrammarAutomaton:
         self._lock = threading.RLock()
         # lexemes each node starts: (terminal, node, initial lexer state), when it can move
         self._starts: dict[int, tuple[tuple[int, int, int], ...]] = {}
-        self._movable = [bool((d.row(d.initial) >= 0).any()) for d in self.lexers]
+        # a lexer that cannot move from its start never starts a lexeme (``_live_after``:
+        # read from its first bytes, no row built)
+        self._movable = [self._live_after(t, d.initial) for t, d in enumerate(self.lexers)]
         self._configs: list[tuple[tuple[int, int, int], ...]] = []
         self._ids: dict[tuple, int] = {}
         cap = 64

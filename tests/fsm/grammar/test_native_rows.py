@@ -135,3 +135,16 @@ def test_budget_error_in_a_c_row_leaves_it_unbuilt() -> None:
     assert nat._slot[failed] < 0  # not published
     charts.max_items = budget
     assert _same_automaton(ref, nat, 800) == 800
+
+
+def test_lexer_rows_built_on_demand() -> None:
+    """A compile builds the rows of the lexers the start expects and no other; a lexer's
+    "can start a lexeme" (read from its first bytes) equals its first row's."""
+    built = _compiled((DATA / "sql_select.lark").read_text(), "lark")
+    charts = built.charts
+    expected = set(charts.expected[charts.root]) | set(built.ignore)
+    for t, lexer in enumerate(built.lexers):
+        if t not in expected:
+            assert lexer.num_rows_built == 0, t
+    for t, lexer in enumerate(built.lexers):
+        assert built._movable[t] == bool((lexer.row(lexer.initial) >= 0).any()), t

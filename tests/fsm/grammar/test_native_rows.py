@@ -17,6 +17,7 @@ import pytest
 from structgen.errors import GrammarTooComplexError
 from structgen.fsm.grammar import compile_grammar
 from structgen.fsm.grammar.automaton import HAVE_C_ROWS, GrammarAutomaton
+from structgen.fsm.grammar.compile import clear_cache
 from tests.fsm.grammar._grammars import ARITHMETIC, BALANCED, NESTED_LISTS, STATEMENTS
 
 pytestmark = pytest.mark.skipif(not HAVE_C_ROWS, reason="the _cfgrows C extension is not built")
@@ -140,6 +141,7 @@ def test_budget_error_in_a_c_row_leaves_it_unbuilt() -> None:
 def test_lexer_rows_built_on_demand() -> None:
     """A compile builds the rows of the lexers the start expects and no other; a lexer's
     "can start a lexeme" (read from its first bytes) equals its first row's."""
+    clear_cache()  # a fresh compile: the cached one's lexers were walked by other tests
     built = _compiled((DATA / "sql_select.lark").read_text(), "lark")
     charts = built.charts
     expected = set(charts.expected[charts.root]) | set(built.ignore)

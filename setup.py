@@ -38,6 +38,15 @@ setup(
             extra_compile_args=["-O3", "-std=c11"],
             optional=True,
         ),
+        # csrc/cfgrows.c -> structgen.fsm.grammar._cfgrows: the grammar automaton's
+        # configuration step and row building (structgen/fsm/grammar/automaton.py, whose
+        # Python path is the fallback)
+        Extension(
+            "structgen.fsm.grammar._cfgrows",
+            sources=["csrc/cfgrows.c"],
+            extra_compile_args=["-O3", "-std=c11"],
+            optional=True,
+        ),
         # csrc/regexlower.c -> structgen.fsm.regex._regexlower: the token loop of the regex
         # lowering (structgen/fsm/regex/lower.py, whose Python loop is the fallback)
         Extension(

@@ -9,8 +9,9 @@ compile (structgen: ``clear_cache`` and the lexical cache's unpinned entries, as
 bench_grammar's cold-empty). Timed: ``fill_bitmask`` before each token with
 ``time.thread_time`` (what load on shared cores distorts least); the collector is frozen
 after the setup. Workloads: the five schemas of ``data/cold_schemas.json`` (compact
-instances) and llama.cpp's grammars of ``tests/fixtures/gbnf`` (``--gbnf-sweep``'s valid
-texts, the first 600 tokens; llguidance reads ``gbnf_to_lark``'s translation).
+instances), llama.cpp's grammars of ``tests/fixtures/gbnf`` (``--gbnf-sweep``'s valid
+texts, the first 600 tokens; llguidance reads ``gbnf_to_lark``'s translation) and the
+grammars of ``bench_grammar.py --grammars`` (``cfg:<file>``, its valid texts, 600 tokens).
 
 Per workload and engine, from its pass with the least compile + masks + advances CPU time
 (load only adds time): cold mask mean and p99 per token (us) and that total (ms); and the
@@ -85,6 +86,10 @@ class _StructgenOf(bg.Structgen):
         self._fresh()
         return self.fsm.compile_grammar(text, self.vocab, syntax="gbnf")
 
+    def lark(self, text: str):
+        self._fresh()
+        return self.fsm.compile_grammar(text, self.vocab, syntax="lark")
+
 
 class _LLGuidance(bg.LLGuidance):
     def schema(self, schema):
@@ -94,6 +99,9 @@ class _LLGuidance(bg.LLGuidance):
         from llguidance.gbnf_to_lark import gbnf_to_lark
 
         return self.llg.grammar_from("lark", gbnf_to_lark(text))
+
+    def lark(self, text: str):
+        return self.llg.grammar_from("lark", text)
 
 
 def _workloads(tok, only: set[str] | None):
@@ -105,6 +113,11 @@ def _workloads(tok, only: set[str] | None):
         text = (gm.GBNF_FIXTURES / f"{name}.gbnf").read_text(encoding="utf-8")
         ids = tok.encode(valid, add_special_tokens=False)[:MAX_FORCED]
         out.append((f"gbnf:{name}", "gbnf", text, ids))
+    for name, valid in gm._valid_texts().items():  # bench_grammar --grammars' files
+        path = gm.DATA / name
+        ids = tok.encode(valid, add_special_tokens=False)[:MAX_FORCED]
+        kind = "lark" if path.suffix == ".lark" else "gbnf"
+        out.append((f"cfg:{name}", kind, path.read_text(encoding="utf-8"), ids))
     return [w for w in out if only is None or w[0] in only or w[0].split(":")[-1] in only]
 
 

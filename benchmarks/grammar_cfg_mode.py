@@ -1,8 +1,8 @@
 """``bench_grammar.py --grammars``: context-free grammars, structgen vs llguidance / XGrammar.
 
-The grammars are the files in ``benchmarks/data/grammars/`` (Lark for llguidance, GBNF for
-XGrammar; structgen reads both). Each has a long valid text written below (>= 500
-tokens) that every engine is forced through token by token:
+The grammars are the files in ``benchmarks/data/grammars/`` (structgen and llguidance read
+both, llguidance GBNF through ``gbnf_to_lark``; XGrammar the GBNF files). Each has a long
+valid text written below (>= 500 tokens) that every engine is forced through token by token:
 
 * compile: best of 3, engines interleaved per grammar (no caches: structgen's cleared);
 * cold mask: each mask of the first pass (a fresh compile: nothing built yet), mean;
@@ -119,6 +119,10 @@ class _StructgenWhole(_Structgen):
 
 
 class _LLGuidance:
+    """llguidance on the Lark files as they are and on ``llguidance.gbnf_to_lark``'s
+    translation of the GBNF files (its terminals are greedy lexemes, not GBNF's
+    character-level rules: a valid text may be rejected, which the row reports)."""
+
     name = "llguidance"
 
     def __init__(self, tok):
@@ -131,9 +135,13 @@ class _LLGuidance:
         self.words = (self.tok.vocab_size + 31) // 32
 
     def supports(self, path: Path) -> bool:
-        return path.suffix == ".lark"
+        return path.suffix in (".lark", ".gbnf")
 
     def compile(self, text: str, path: Path):
+        if path.suffix == ".gbnf":  # the translation is timed with the compile
+            from llguidance.gbnf_to_lark import gbnf_to_lark
+
+            text = gbnf_to_lark(text)
         grm = self.llg.LLMatcher.grammar_from_lark(text)
         m = self.llg.LLMatcher(self.tok, grm)
         if m.is_error():
@@ -337,19 +345,11 @@ class _StructgenGbnf(_Structgen):
 
 
 class _LLGuidanceGbnf(_LLGuidance):
-    """llguidance on ``llguidance.gbnf_to_lark``'s translation of a GBNF file (its
-    terminals are greedy lexemes, not GBNF's character-level rules: a valid text may be
-    rejected); a ``.lark`` file is read as it is."""
+    """llguidance on every file of ``--gbnf-sweep`` (``_LLGuidance`` reads GBNF through
+    ``llguidance.gbnf_to_lark``)."""
 
     def supports(self, path: Path) -> bool:
         return True
-
-    def compile(self, text: str, path: Path):
-        if path.suffix == ".lark":  # Lark read as it is
-            return super().compile(text, path)
-        from llguidance.gbnf_to_lark import gbnf_to_lark
-
-        return super().compile(gbnf_to_lark(text), path)
 
 
 REPEATS = 3  # --gbnf-sweep: fresh compiles per grammar and engine (cold passes)

@@ -20,6 +20,13 @@ closing, forced bytes) works unchanged. A row costs one parser step per byte cla
 (bytes on which every lexeme's DFA moves alike), memoised on the lexemes the class moves
 (rows whose configurations differ only in lexemes dead on a class share its step).
 
+With the C extension built (``csrc/cfgrows.c``, ``native=True``: the default when it is), the
+configurations, lexemes, byte classes and step memo are C tables and a row is built there;
+Python is called back only for what is new (a lexer state's row and flags, the chart node
+after a lexeme ends, the lexemes a node starts: ``_c_*``). The Python path below is the
+reference and the fallback; both give the same automaton up to the numbering of its
+configurations (``tests/fsm/grammar/test_native_rows.py``).
+
 A configuration inside one lexeme splits its token mask as a regex state does
 (``index.lexical_masks``): ``lexical_key`` keys the lexeme's lexer state with the bytes that
 can start what follows the lexeme, so the tokens that stay inside it come from the
@@ -37,12 +44,19 @@ import threading
 
 import numpy as np
 
-from ...errors import GrammarTooComplexError
+from ...errors import ConfigError, GrammarTooComplexError
 from ..index.lexical_masks import MIN_HEAD_BYTES, split_key
 from ..regex.lazy_dfa import ByteDFA
 from .earley import EarleyCharts
 
-__all__ = ["GrammarAutomaton", "DEFAULT_MAX_CONFIGS"]
+try:  # optional C extension built by setup.py (csrc/cfgrows.c)
+    from . import _cfgrows as _EXT
+except ImportError:  # pragma: no cover - exercised when the extension is missing
+    _EXT = None
+
+__all__ = ["GrammarAutomaton", "DEFAULT_MAX_CONFIGS", "HAVE_C_ROWS"]
+
+HAVE_C_ROWS = _EXT is not None  # the C row builder is built
 
 DEFAULT_MAX_CONFIGS = 200_000  # rows built (1 KiB each)
 
@@ -57,9 +71,13 @@ class GrammarAutomaton:
         max_states: budget of rows built (``GrammarTooComplexError`` past it).
         lead_in: a ``ByteDFA`` of the text read before the grammar starts (free text up
             to a trigger, or a literal prefix; its end leads to the root node), or None.
+        native: build rows in C (``csrc/cfgrows.c``); None: when the extension is built.
 
     Attributes:
         initial: the start state (0).
+
+    Raises:
+        ConfigError: ``native=True`` without the C extension built.
     """
 
     def __init__(
@@ -69,7 +87,13 @@ class GrammarAutomaton:
         ignore: list[int],
         max_states: int = DEFAULT_MAX_CONFIGS,
         lead_in: ByteDFA | None = None,
+        native: bool | None = None,
     ) -> None:
+        if native and _EXT is None:
+            raise ConfigError(
+                "GrammarAutomaton(native=True): the C extension _cfgrows is not built"
+            )
+        self._core = _EXT.Core() if (HAVE_C_ROWS if native is None else native) else None
         self.charts = charts
         self.lexers = lexers if lead_in is None else [*lexers, lead_in]
         self._trigger = -1 if lead_in is None else len(lexers)
@@ -85,7 +109,9 @@ class GrammarAutomaton:
         self._lock = threading.RLock()
         # lexemes each node starts: (terminal, node, initial lexer state), when it can move
         self._starts: dict[int, tuple[tuple[int, int, int], ...]] = {}
-        self._movable = [bool((d.row(d.initial) >= 0).any()) for d in self.lexers]
+        # a lexer that cannot move from its start never starts a lexeme (``_live_after``:
+        # read from its first bytes, no row built)
+        self._movable = [self._live_after(t, d.initial) for t, d in enumerate(self.lexers)]
         self._configs: list[tuple[tuple[int, int, int], ...]] = []
         self._ids: dict[tuple, int] = {}
         cap = 64
@@ -106,7 +132,14 @@ class GrammarAutomaton:
     @property
     def num_states(self) -> int:
         """Configurations discovered so far."""
+        if self._core is not None:
+            return self._core.num_configs
         return len(self._configs)
+
+    @property
+    def native(self) -> bool:
+        """True when rows are built in C (``csrc/cfgrows.c``)."""
+        return self._core is not None
 
     @property
     def num_rows_built(self) -> int:
@@ -147,7 +180,13 @@ class GrammarAutomaton:
             return self._completions.from_state(state)
 
     def lexemes(self, state: int) -> tuple[tuple[int, int, int], ...]:
-        """The ``(terminal, node, lexer state)`` lexemes in progress (tests, debugging)."""
+        """The ``(terminal, node, lexer state)`` lexemes in progress, sorted.
+
+        Raises:
+            IndexError: no configuration ``state``.
+        """
+        if self._core is not None:
+            return self._core.config(state)
         return self._configs[state]
 
     def lexical_key(self, state: int, max_depth: int) -> tuple[bytes, int] | None:
@@ -165,7 +204,7 @@ class GrammarAutomaton:
         Raises:
             GrammarTooComplexError: the Earley item budget is exceeded (scanning a lexeme).
         """
-        lexemes = self._configs[state]
+        lexemes = self.lexemes(state)
         with self._lock:  # the lexers' shared arena and the charts are used under it
             firsts = [self._first(t, s) for t, _, s in lexemes]
             for i, (t, node, s) in enumerate(lexemes):
@@ -205,6 +244,9 @@ class GrammarAutomaton:
         return hit
 
     def _config_of(self, lexemes, accepting: bool) -> int:
+        if self._core is not None:
+            self._reserve_states(1)
+            return self._core.intern(lexemes, accepting, self._accepting)
         key = (tuple(sorted(set(lexemes))), accepting)
         sid = self._ids.get(key)
         if sid is not None:
@@ -212,17 +254,46 @@ class GrammarAutomaton:
         if not key[0] and not accepting:
             return -1
         sid = len(self._configs)
-        if sid >= self._slot.shape[0]:
-            cap = self._slot.shape[0] * 2
+        self._reserve_states(1)
+        self._ids[key] = sid
+        self._configs.append(key[0])
+        self._accepting[sid] = accepting
+        return sid
+
+    def _reserve_states(self, extra: int) -> None:
+        """Grow ``_slot`` and ``_accepting`` to hold ``extra`` more configurations."""
+        need = self.num_states + extra
+        if need > self._slot.shape[0]:
+            cap = self._slot.shape[0]
+            while cap < need:
+                cap *= 2
             for name, fill in (("_slot", -1), ("_accepting", False)):
                 old = getattr(self, name)
                 new = np.full(cap, fill, old.dtype)
                 new[: old.shape[0]] = old
                 setattr(self, name, new)
-        self._ids[key] = sid
-        self._configs.append(key[0])
-        self._accepting[sid] = accepting
-        return sid
+
+    # the C row builder's callbacks (csrc/cfgrows.c), under the lock as _build_row
+
+    def _c_lexer_row(self, t: int, s: int) -> bytes:
+        """int32 ``[256]`` next states of state ``s`` of terminal ``t``'s lexer, as bytes."""
+        return np.ascontiguousarray(self.lexers[t].row(s), np.int32).tobytes()
+
+    def _c_lexer_flags(self, t: int, s: int) -> int:
+        """Bit 0: state ``s`` of terminal ``t``'s lexer accepts; bit 1: it can go on."""
+        return int(self.lexers[t].is_accepting(s)) | 2 * int(self._live_after(t, s))
+
+    def _c_end(self, t: int, node: int) -> int:
+        """The chart node after a lexeme of terminal ``t`` begun at ``node`` ends (the node
+        itself for an ``%ignore`` lexeme or the lead-in).
+        """
+        return node if t in self.ignore or t == self._trigger else self.charts.scan(node, t)
+
+    def _c_node(self, node: int) -> tuple[tuple[tuple[int, int], ...], bool]:
+        """``((terminal, initial lexer state), ...)`` of the lexemes ``node`` starts, and
+        whether the parse may end at ``node``.
+        """
+        return tuple((t, s) for t, _, s in self._starts_of(node)), self.charts.final[node]
 
     def _live_after(self, t: int, s: int) -> bool:
         """True when state ``s`` of terminal ``t``'s DFA has a way on (a live byte): read
@@ -330,6 +401,17 @@ class GrammarAutomaton:
                 f"the grammar's automaton exceeds {self.max_states} states (rows built); "
                 "simplify the grammar or shorten the output"
             )
+        core = self._core
+        if core is not None:
+            slot = self._num_rows
+            if slot >= self._rows.shape[0]:
+                self._reserve_row()
+            if core.num_configs + 256 > self._slot.shape[0]:
+                self._reserve_states(256)  # a row finds at most one configuration per byte
+            core.build_row(self, state, self._rows, slot, self._accepting)
+            self._num_rows = slot + 1
+            self._slot[state] = slot
+            return
         lexemes = self._configs[state]
         if len(lexemes) == 1:  # inside one lexeme: its DFA state's byte classes, cached
             t, node, s = lexemes[0]
@@ -345,11 +427,7 @@ class GrammarAutomaton:
             ]
         else:
             targets = []
-        slot = self._num_rows  # written only now: a step that raised leaves no partial row
-        if slot >= self._rows.shape[0]:
-            rows = np.full((self._rows.shape[0] * 2, 256), -1, np.int32)
-            rows[:slot] = self._rows[:slot]
-            self._rows = rows
+        slot = self._reserve_row()  # written only now: a step that raised leaves no partial row
         row = self._rows[slot]  # -1 from np.full: no slot is written before it is published
         if len(targets) == 1:
             row[cols] = targets[0]
@@ -357,6 +435,15 @@ class GrammarAutomaton:
             row[cols] = np.array(targets, np.int32)[inverse]
         self._num_rows += 1
         self._slot[state] = slot
+
+    def _reserve_row(self) -> int:
+        """The slot of the next row built (``_rows`` grown to hold it)."""
+        slot = self._num_rows
+        if slot >= self._rows.shape[0]:
+            rows = np.full((self._rows.shape[0] * 2, 256), -1, np.int32)
+            rows[:slot] = self._rows[:slot]
+            self._rows = rows
+        return slot
 
     # ---- the ByteDFA interface ----------------------------------------------------------
 
@@ -368,7 +455,7 @@ class GrammarAutomaton:
             return a
         with self._lock:
             accepting = bool(self._accepting[a] or self._accepting[b])
-            return self._config_of(self._configs[a] + self._configs[b], accepting)
+            return self._config_of(self.lexemes(a) + self.lexemes(b), accepting)
 
     def row(self, state: int) -> np.ndarray:
         """int32 ``[256]``: next state per byte (-1 = dead), built on first use.
@@ -394,8 +481,10 @@ class GrammarAutomaton:
         ``state >= 0``: ``(rows int32 [slots, 256], slot int64 [capacity])``, read-only
         views (as ``ByteDFA.row_tables``, the C token-trie walk's callback).
         """
-        if state >= 0:
-            self.row(state)
+        if state >= 0 and self._slot[state] < 0:
+            with self._lock:
+                if self._slot[state] < 0:
+                    self._build_row(state)
         tables = self._tables
         if tables is None or tables[0].base is not self._rows or tables[1].base is not self._slot:
             rows, slot = self._rows.view(), self._slot.view()

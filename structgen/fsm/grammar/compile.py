@@ -213,9 +213,10 @@ def _lexer(
         raise InvalidGrammarError(
             f"a terminal of the grammar is not a usable regex: {exc}"
         ) from exc
-    dfa = ByteDFA(arena, root, max_states=max_states, max_seconds=deadline.remaining())
-    dfa.explore(max_rows=1, deadline=deadline)
-    return dfa
+    # no row built here: the automaton builds a lexer's rows when a configuration holding
+    # one of its states needs them (a grammar's keywords and operators are mostly not
+    # expected at the start)
+    return ByteDFA(arena, root, max_states=max_states, max_seconds=deadline.remaining())
 
 
 def _lexers(cfg: CfgGrammar, max_states: int, deadline: Deadline) -> list[ByteDFA | None]:

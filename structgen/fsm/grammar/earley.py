@@ -13,7 +13,9 @@ Closure follows Earley with Aycock and Horspool's treatment of nullable symbols:
 before a nullable symbol (a nullable nonterminal, or a terminal whose regex accepts the
 empty string) is also advanced over it at prediction, so completions of productions
 predicted in the same node never need to be replayed. Left recursion is only more items
-in one node, never a loop.
+in one node, never a loop. An item's origin is the first node whose completion of its
+nonterminal equals the origin's (``_canonical``), so the elements of a list after the first
+one reuse its nodes.
 
 Follows: Earley (1970), Aycock & Horspool, "Practical Earley Parsing" (2002).
 """
@@ -80,9 +82,11 @@ class EarleyCharts:
         self._by_own: dict[tuple[frozenset, bool], int] = {}
         self._predicted_memo: dict[int, frozenset[tuple[int, int, int]]] = {}
         # (nonterminal, origin node) -> what completing it there adds (``_close_own``)
-        self._completed: dict[tuple[int, int], tuple[frozenset, frozenset[int]]] = {}
+        self._completed: dict[tuple[int, int], tuple[frozenset, frozenset[int], frozenset]] = {}
         self._completed_items = 0  # items held by _completed (a cache: emptied past the bound)
         self.max_completed_items = max_items
+        self._canon: dict[tuple[int, int], int] = {}  # (nonterminal, node) -> canonical node
+        self._canon_of: dict[tuple[int, frozenset], int] = {}  # (nonterminal, seeds) -> node
         self.root = self._node([(0, 0, SELF)])
 
     # ---- nodes -------------------------------------------------------------------
@@ -99,27 +103,47 @@ class EarleyCharts:
         answers a repeated closure without the ``SELF`` part.
         """
         rhs = self._rhs
+        if len(kernel) == 1 and kernel[0][2] != SELF and kernel[0][1] == len(rhs[kernel[0][0]]):
+            # one complete item (a lexeme scanned at the end of a production): its closure
+            # is its completion's, memoised; no set is copied
+            p, _, origin = kernel[0]
+            key = (self._lhs[p], origin)
+            done = self._completed.get(key)
+            if done is None:
+                done = self._completion(key)
+            final = kernel[0] == (0, 1, 0) or (0, 1, 0) in done[0]
+            nid = self._by_own.get((done[2], final))
+            if nid is None:
+                nid = self._intern_node(done[2], done[1], final, ())
+            return nid
         items: set[tuple[int, int, int]] = set()
         waits: set[int] = set()  # nonterminals the items with an origin wait on
+        live: set[tuple[int, int, int]] = set()  # the incomplete ones among ``items``
         roots = [item[:2] for item in kernel if item[2] == SELF]  # the root's kernel only
-        self._close_own([item for item in kernel if item[2] != SELF], items, waits, True)
-        live_own = frozenset(item for item in items if item[1] < len(rhs[item[0]]))
+        self._close_own([item for item in kernel if item[2] != SELF], items, waits, True, live)
+        live_own = frozenset(live)
         if not roots:
             final = (0, 1, 0) in items
             nid = self._by_own.get((live_own, final))
             if nid is not None:
                 return nid
-            live_set = set(live_own)
-            for sym in waits:
-                live_set |= self._predicted(sym)
-        else:
-            selfs = self._self_closure([(p, dot, SELF) for p, dot in roots])
-            # the root: the parse may end where it starts when the start rule is nullable
-            final = (0, 1, 0) in items or (not self.items and (0, 1, SELF) in selfs)
-            live_set = set(live_own)
-            for sym in waits:
-                live_set |= self._predicted(sym)
-            live_set.update(item for item in selfs if item[1] < len(rhs[item[0]]))
+            return self._intern_node(live_own, waits, final, ())
+        selfs = self._self_closure([(p, dot, SELF) for p, dot in roots])
+        # the root: the parse may end where it starts when the start rule is nullable
+        final = (0, 1, 0) in items or (not self.items and (0, 1, SELF) in selfs)
+        return self._intern_node(
+            live_own, waits, final, [item for item in selfs if item[1] < len(rhs[item[0]])]
+        )
+
+    def _intern_node(self, live_own: frozenset, waits, final: bool, roots) -> int:
+        """The node of the incomplete items with an origin ``live_own``, the ``SELF`` items
+        predicted for the nonterminals ``waits`` and the root's own ``SELF`` items ``roots``
+        (interned; indexed by ``(live_own, final)`` unless it is the root).
+        """
+        live_set = set(live_own)
+        for sym in waits:
+            live_set |= self._predicted(sym)
+        live_set.update(roots)
         # completed items have done their work (the items they advance are in the set): a
         # node is its incomplete items and whether the parse may end here, so parses that
         # differ only in what they just completed share one node
@@ -134,13 +158,19 @@ class EarleyCharts:
         return nid
 
     def _close_own(
-        self, seeds: list[tuple[int, int, int]], items: set, waits: set[int], compute: bool
+        self,
+        seeds: list[tuple[int, int, int]],
+        items: set,
+        waits: set[int],
+        compute: bool,
+        live: set,
     ) -> None:
         """Close the items with an origin ``seeds`` under nullable advance and completion,
-        into ``items`` (in place), adding the nonterminals the incomplete ones wait on to
-        ``waits``. A completion of nonterminal ``A`` begun at node ``o`` adds the memoised
-        closure ``_completed[(A, o)]`` (computed here first when ``compute``; else, while
-        computing one, expanded in place unless memoised): the closure of a set is the union
+        into ``items`` (in place), adding the incomplete ones to ``live`` and the
+        nonterminals they wait on to ``waits``. A completion of nonterminal ``A`` begun at
+        node ``o`` adds the memoised closure ``_completed[(A, o)]`` (computed here first when
+        ``compute``; else, while computing one, expanded in place unless memoised): the
+        closure of a set is the union
         of its items' closures, and what completing ``A`` at ``o`` adds depends on node
         ``o`` alone (built nodes never change), so a completion cascade repeated at the same
         origin (each character of an identifier completing it again) is one set union.
@@ -155,6 +185,7 @@ class EarleyCharts:
             p, dot, origin = agenda.pop()
             body = rhs[p]
             if dot < len(body):
+                live.add((p, dot, origin))
                 sym = body[dot]
                 if sym >= 0:
                     waits.add(sym)
@@ -171,6 +202,7 @@ class EarleyCharts:
             if done is not None:
                 items |= done[0]
                 waits |= done[1]
+                live |= done[2]
                 continue
             for q, qdot, qorigin in self.waiting[origin].get(key[0], ()):
                 item = self._item(q, qdot + 1, origin if qorigin == SELF else qorigin)
@@ -178,12 +210,13 @@ class EarleyCharts:
                     items.add(item)
                     agenda.append(item)
 
-    def _completion(self, key: tuple[int, int]) -> tuple[frozenset, frozenset[int]]:
-        """``(items, waits)`` of completing nonterminal ``key[0]`` begun at node ``key[1]``:
-        the items waiting for it there advanced, closed (``_close_own``), and the
-        nonterminals the incomplete ones wait on; memoised in ``_completed`` (emptied when
-        it would hold more than ``max_completed_items`` items, ``max_items`` by default: a
-        cache, so memory stays bounded as the charts' own items are).
+    def _completion(self, key: tuple[int, int]) -> tuple[frozenset, frozenset[int], frozenset]:
+        """``(items, waits, live)`` of completing nonterminal ``key[0]`` begun at node
+        ``key[1]``: the items waiting for it there advanced, closed (``_close_own``), the
+        nonterminals the incomplete ones wait on and the incomplete ones; memoised in
+        ``_completed`` (emptied when it would hold more than ``max_completed_items`` items,
+        ``max_items`` by default: a cache, so memory stays bounded as the charts' own items
+        are).
         """
         lhs, origin = key
         seeds = [
@@ -192,8 +225,9 @@ class EarleyCharts:
         ]
         items: set[tuple[int, int, int]] = set()
         waits: set[int] = set()
-        self._close_own(seeds, items, waits, False)
-        done = (frozenset(items), frozenset(waits))
+        live: set[tuple[int, int, int]] = set()
+        self._close_own(seeds, items, waits, False, live)
+        done = (frozenset(items), frozenset(waits), frozenset(live))
         self._completed_items += len(items)
         if self._completed_items > self.max_completed_items:
             self._completed.clear()
@@ -266,19 +300,45 @@ class EarleyCharts:
         symbol, finishing ``p`` finishes that item, so ``p`` may as well have started
         where that item did. Equal futures then give equal items: a run of ``- - - x``
         or of a right-recursive list stays in one chart node instead of one per level.
+        The origin is then made canonical (``_canonical``).
         """
         rhs = self._rhs
-        if dot != len(rhs[p]) - 1:
-            return (p, dot, origin)
         lhs = self._lhs[p]
+        if dot != len(rhs[p]) - 1:
+            return (p, dot, self._canonical(lhs, origin))
         while True:
             above = self.waiting[origin].get(lhs)
             if above is None or len(above) != 1:
-                return (p, dot, origin)
+                return (p, dot, self._canonical(lhs, origin))
             q, qdot, qorigin = above[0]
             if qorigin == SELF or self._lhs[q] != lhs or qdot != len(rhs[q]) - 1:
-                return (p, dot, origin)
+                return (p, dot, self._canonical(lhs, origin))
             origin = qorigin
+
+    def _canonical(self, lhs: int, origin: int) -> int:
+        """The first node seen whose completion of ``lhs`` is ``origin``'s (memoised).
+
+        Completing ``lhs`` begun at a node advances the items waiting for it there, with a
+        ``SELF`` origin read as that node; two nodes with the same advanced items (e.g.
+        the root and the node after the first element of a left-recursive list ``x*``,
+        whose items waiting for ``x`` both advance to ``star -> star x .`` begun at the
+        root) give the same completion, so an item of ``lhs`` has the same future begun
+        at either, and one of them stands for both: the items of the second element are
+        those of the first, and its chart nodes are shared instead of built again.
+        """
+        key = (lhs, origin)
+        hit = self._canon.get(key)
+        if hit is None:
+            if lhs == self.cfg.start:  # S' is never waited for: keep the root's marker
+                hit = origin
+            else:
+                seeds = frozenset(
+                    (q, qdot + 1, origin if qorigin == SELF else qorigin)
+                    for q, qdot, qorigin in self.waiting[origin].get(lhs, ())
+                )
+                hit = self._canon_of.setdefault((lhs, seeds), origin)
+            self._canon[key] = hit
+        return hit
 
     def scan(self, node: int, terminal: int) -> int:
         """The node after one lexeme of ``terminal`` read at ``node`` (memoised).

@@ -44,10 +44,10 @@ def _breadth_first(automaton: GrammarAutomaton, rows: int) -> GrammarAutomaton:
 def test_memoised_step_builds_the_unmemoised_automaton(name: str, rows: int) -> None:
     built = compile_grammar((FIXTURES / f"{name}.gbnf").read_text(), syntax="gbnf").dfa
     charts, lexers, ignore = built.charts, built.lexers, sorted(built.ignore)
-    reference = GrammarAutomaton(charts, lexers, ignore)
+    reference = GrammarAutomaton(charts, lexers, ignore, native=False)  # the Python step
     reference._steps = _NoMemo()
     reference = _breadth_first(reference, rows)
-    memoised = _breadth_first(GrammarAutomaton(charts, lexers, ignore), rows)
+    memoised = _breadth_first(GrammarAutomaton(charts, lexers, ignore, native=False), rows)
     assert memoised.num_rows_built == reference.num_rows_built
     assert memoised._configs == reference._configs
     np.testing.assert_array_equal(memoised.accepting, reference.accepting)

@@ -1,0 +1,789 @@
+/* The grammar automaton's configuration step and row building in C
+ * (structgen/fsm/grammar/automaton.py, GrammarAutomaton; its Python path is the reference).
+ *
+ * Why: a context-free grammar's cold mask is mostly building automaton rows, and in Python a
+ * row costs tens of microseconds of interpreter work whatever it finds in the memos (the
+ * joint byte classes' key tuple, one memoised step per class, interning a configuration as a
+ * sorted tuple of tuples, the numpy row write). Here the configurations, their lexemes, the
+ * byte classes of each lexer state and the step memo are C tables; Python is called back only
+ * for what is new: a lexer state's row and flags (the regex layer's lazy ByteDFA), the chart
+ * node after a lexeme ends (the Earley parser) and the lexemes a chart node starts.
+ *
+ * A lexeme is (terminal t, chart node, lexer state s), interned to an id. A configuration is a
+ * sorted (by (t, node, s)), duplicate-free list of lexeme ids plus an accepting flag, interned
+ * to an id in order of discovery. The step of a configuration on a byte b: the lexemes whose
+ * lexer state moves on b, each to (t, node, s2); the result keeps the moved lexemes that can
+ * go on (live), adds the lexemes started at the node after each moved lexeme that accepts
+ * there, and is accepting when one such node is final. It depends on the moved lexemes alone,
+ * so it is memoised on their ids in configuration order (automaton.py's _step memo).
+ *
+ *   Core()
+ *   core.intern(triples, accepting, acc) -> configuration id, or -1 for the dead configuration
+ *       triples   iterable of (t, node, s) int triples; accepting bool
+ *       acc       writable numpy bool [capacity]: acc[id] written for a new configuration
+ *   core.build_row(owner, state, rows, slot, acc) -> None
+ *       owner     the GrammarAutomaton; called back:
+ *                   owner._c_lexer_row(t, s) -> bytes, int32 [256] next lexer state (-1 dead)
+ *                   owner._c_lexer_flags(t, s) -> int, bit 0 accepting, bit 1 live (a way on)
+ *                   owner._c_end(t, node) -> the node after lexeme t ends at node
+ *                   owner._c_node(node) -> (((t, initial lexer state), ...), final)
+ *       state     the configuration whose row is built
+ *       rows      writable int32 [slots, 256]: rows[slot] is written (next configuration per
+ *                 byte, -1 dead), only once every step succeeded
+ *       acc       as for intern; needs room for 256 new configurations past num_configs
+ *   core.config(id) -> ((t, node, s), ...)
+ *   core.num_configs, core.num_steps (memoised steps), core.num_lexemes
+ * Exceptions of the callbacks propagate (GrammarTooComplexError from the Earley budget): what
+ * was interned before stays consistent, the row is not written. The GIL is held throughout.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- growable int32 vectors -------------------------------------------------------- */
+
+typedef struct {
+    int32_t *d;
+    Py_ssize_t n, cap;
+} IVec;
+
+static int ivec_reserve(IVec *v, Py_ssize_t extra) {
+    if (v->n + extra <= v->cap)
+        return 0;
+    Py_ssize_t cap = v->cap ? v->cap : 64;
+    while (cap < v->n + extra)
+        cap *= 2;
+    int32_t *d = realloc(v->d, (size_t)cap * sizeof(int32_t));
+    if (d == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    v->d = d;
+    v->cap = cap;
+    return 0;
+}
+
+static int ivec_push(IVec *v, int32_t x) {
+    if (ivec_reserve(v, 1) < 0)
+        return -1;
+    v->d[v->n++] = x;
+    return 0;
+}
+
+/* grow a dense array of records to hold index n (zero-filled) */
+static int grow(void **p, Py_ssize_t *cap, Py_ssize_t n, size_t size) {
+    if (n < *cap)
+        return 0;
+    Py_ssize_t c = *cap ? *cap : 64;
+    while (c <= n)
+        c *= 2;
+    char *q = realloc(*p, (size_t)c * size);
+    if (q == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(q + (size_t)*cap * size, 0, (size_t)(c - *cap) * size);
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static inline uint64_t mix(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+/* ---- map of int triples -> int32 (open addressing; a < 0 marks a free entry) ---------- */
+
+typedef struct {
+    int32_t a, b, c, v;
+} E3;
+
+typedef struct {
+    E3 *e;
+    size_t cap, n;
+} Map3;
+
+static inline size_t h3(int32_t a, int32_t b, int32_t c) {
+    return (size_t)mix(((uint64_t)(uint32_t)a * 0x9e3779b97f4a7c15ULL) ^
+                       ((uint64_t)(uint32_t)b << 21) ^ ((uint64_t)(uint32_t)c << 42) ^ (uint32_t)c);
+}
+
+static int32_t map3_get(const Map3 *m, int32_t a, int32_t b, int32_t c) {
+    if (m->cap == 0)
+        return -1;
+    size_t mask = m->cap - 1;
+    for (size_t i = h3(a, b, c) & mask;; i = (i + 1) & mask) {
+        const E3 *e = &m->e[i];
+        if (e->a < 0)
+            return -1;
+        if (e->a == a && e->b == b && e->c == c)
+            return e->v;
+    }
+}
+
+static int map3_put(Map3 *m, int32_t a, int32_t b, int32_t c, int32_t v) {
+    if (2 * (m->n + 1) > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 256;
+        E3 *e = malloc(cap * sizeof(E3));
+        if (e == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t i = 0; i < cap; i++)
+            e[i].a = -1;
+        for (size_t j = 0; j < m->cap; j++) {
+            if (m->e[j].a < 0)
+                continue;
+            size_t i = h3(m->e[j].a, m->e[j].b, m->e[j].c) & (cap - 1);
+            while (e[i].a >= 0)
+                i = (i + 1) & (cap - 1);
+            e[i] = m->e[j];
+        }
+        free(m->e);
+        m->e = e;
+        m->cap = cap;
+    }
+    size_t mask = m->cap - 1;
+    size_t i = h3(a, b, c) & mask;
+    while (m->e[i].a >= 0)
+        i = (i + 1) & mask;
+    m->e[i] = (E3){a, b, c, v};
+    m->n++;
+    return 0;
+}
+
+/* ---- map of int32 sequences -> int32 (keys kept in a pool) -------------------------- */
+
+typedef struct {
+    uint64_t h;
+    int32_t off, len, v, used;
+} EV;
+
+typedef struct {
+    EV *e;
+    size_t cap, n;
+    IVec pool;
+} MapV;
+
+static uint64_t hseq(const int32_t *k, Py_ssize_t len) {
+    uint64_t h = 0x243f6a8885a308d3ULL ^ (uint64_t)len;
+    for (Py_ssize_t i = 0; i < len; i++)
+        h = mix(h ^ ((uint64_t)(uint32_t)k[i] + 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1)));
+    return h;
+}
+
+static int32_t mapv_get(const MapV *m, const int32_t *k, Py_ssize_t len, uint64_t h) {
+    if (m->cap == 0)
+        return INT32_MIN;
+    size_t mask = m->cap - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        const EV *e = &m->e[i];
+        if (!e->used)
+            return INT32_MIN;
+        if (e->h == h && e->len == len && memcmp(m->pool.d + e->off, k, (size_t)len * 4) == 0)
+            return e->v;
+    }
+}
+
+static int mapv_put(MapV *m, const int32_t *k, Py_ssize_t len, uint64_t h, int32_t v) {
+    if (2 * (m->n + 1) > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 256;
+        EV *e = calloc(cap, sizeof(EV));
+        if (e == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t j = 0; j < m->cap; j++) {
+            if (!m->e[j].used)
+                continue;
+            size_t i = m->e[j].h & (cap - 1);
+            while (e[i].used)
+                i = (i + 1) & (cap - 1);
+            e[i] = m->e[j];
+        }
+        free(m->e);
+        m->e = e;
+        m->cap = cap;
+    }
+    if (ivec_reserve(&m->pool, len) < 0)
+        return -1;
+    int32_t off = (int32_t)m->pool.n;
+    memcpy(m->pool.d + off, k, (size_t)len * 4);
+    m->pool.n += len;
+    size_t mask = m->cap - 1;
+    size_t i = h & mask;
+    while (m->e[i].used)
+        i = (i + 1) & mask;
+    m->e[i] = (EV){h, off, (int32_t)len, v, 1};
+    m->n++;
+    return 0;
+}
+
+/* ---- the core ---------------------------------------------------------------------- */
+
+enum { UNKNOWN = -2 };
+
+typedef struct { /* a lexer state (t, s) */
+    int32_t t, s;
+    int32_t flags;  /* UNKNOWN, else bit 0 accepting, bit 1 live */
+    int32_t ncls;   /* UNKNOWN until its row is read */
+    int16_t *cls;   /* [256]: class of each byte, -1 dead */
+    int32_t *next;  /* [ncls]: next lexer state of each class */
+} LState;
+
+typedef struct { /* a lexeme (t, node, s) */
+    int32_t t, node, s, ls;
+    int32_t end;    /* UNKNOWN, else the node after it ends here (unused unless accepting) */
+    int32_t *moved; /* [ncls of ls]: the lexeme after each class, or NULL */
+} Lexeme;
+
+typedef struct { /* a chart node */
+    int32_t known, final, off, len; /* its starts: lexeme ids starts.d[off .. off + len) */
+} Node;
+
+typedef struct {
+    PyObject_HEAD
+    Map3 ls_ids, lex_ids, ends;
+    LState *ls;
+    Py_ssize_t n_ls, cap_ls;
+    Lexeme *lex;
+    Py_ssize_t n_lex, cap_lex;
+    Node *nodes;
+    Py_ssize_t cap_nodes;
+    IVec starts;
+    IVec cfg_off, cfg_len, cfg_lex; /* configurations: lexeme ids cfg_lex[off .. off + len) */
+    MapV cfgs, steps;
+} Core;
+
+static int32_t lstate_of(Core *c, int32_t t, int32_t s) {
+    int32_t id = map3_get(&c->ls_ids, t, s, 0);
+    if (id >= 0)
+        return id;
+    id = (int32_t)c->n_ls;
+    if (grow((void **)&c->ls, &c->cap_ls, id, sizeof(LState)) < 0)
+        return -1;
+    c->ls[id] = (LState){t, s, UNKNOWN, UNKNOWN, NULL, NULL};
+    if (map3_put(&c->ls_ids, t, s, 0, id) < 0)
+        return -1;
+    c->n_ls++;
+    return id;
+}
+
+static int32_t lexeme_of(Core *c, int32_t t, int32_t node, int32_t s) {
+    int32_t id = map3_get(&c->lex_ids, t, node, s);
+    if (id >= 0)
+        return id;
+    int32_t ls = lstate_of(c, t, s);
+    if (ls < 0)
+        return -1;
+    id = (int32_t)c->n_lex;
+    if (grow((void **)&c->lex, &c->cap_lex, id, sizeof(Lexeme)) < 0)
+        return -1;
+    c->lex[id] = (Lexeme){t, node, s, ls, UNKNOWN, NULL};
+    if (map3_put(&c->lex_ids, t, node, s, id) < 0)
+        return -1;
+    c->n_lex++;
+    return id;
+}
+
+static int call_int(PyObject *owner, const char *name, int32_t a, int32_t b, int32_t *out) {
+    PyObject *r = PyObject_CallMethod(owner, name, "ii", a, b);
+    if (r == NULL)
+        return -1;
+    long v = PyLong_AsLong(r);
+    Py_DECREF(r);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = (int32_t)v;
+    return 0;
+}
+
+/* the byte classes of lexer state ls (its row read from Python once) */
+static int lstate_row(Core *c, PyObject *owner, int32_t ls) {
+    if (c->ls[ls].ncls != UNKNOWN)
+        return 0;
+    PyObject *r = PyObject_CallMethod(owner, "_c_lexer_row", "ii", c->ls[ls].t, c->ls[ls].s);
+    if (r == NULL)
+        return -1;
+    if (!PyBytes_Check(r) || PyBytes_GET_SIZE(r) != 256 * 4) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_TypeError, "_c_lexer_row must return 1024 bytes (int32 [256])");
+        return -1;
+    }
+    int32_t row[256];
+    memcpy(row, PyBytes_AS_STRING(r), sizeof row);
+    Py_DECREF(r);
+    int16_t *cls = malloc(256 * sizeof(int16_t));
+    int32_t *next = malloc(256 * sizeof(int32_t));
+    if (cls == NULL || next == NULL) {
+        free(cls);
+        free(next);
+        PyErr_NoMemory();
+        return -1;
+    }
+    int32_t n = 0;
+    for (int b = 0; b < 256; b++) {
+        if (row[b] < 0) {
+            cls[b] = -1;
+            continue;
+        }
+        int32_t k = 0;
+        while (k < n && next[k] != row[b])
+            k++;
+        if (k == n)
+            next[n++] = row[b];
+        cls[b] = (int16_t)k;
+    }
+    LState *st = &c->ls[ls];
+    st->cls = cls;
+    st->next = next;
+    st->ncls = n;
+    return 0;
+}
+
+/* the lexeme after each class of lexeme id (interned once) */
+static int lexeme_moves(Core *c, PyObject *owner, int32_t id) {
+    if (c->lex[id].moved != NULL)
+        return 0;
+    int32_t ls = c->lex[id].ls;
+    if (lstate_row(c, owner, ls) < 0)
+        return -1;
+    int32_t n = c->ls[ls].ncls;
+    int32_t *moved = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (moved == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int32_t k = 0; k < n; k++) {
+        /* c->lex and c->ls may move while interning: read through the tables each time */
+        int32_t m = lexeme_of(c, c->lex[id].t, c->lex[id].node, c->ls[c->lex[id].ls].next[k]);
+        if (m < 0) {
+            free(moved);
+            return -1;
+        }
+        moved[k] = m;
+    }
+    c->lex[id].moved = moved;
+    return 0;
+}
+
+static int node_info(Core *c, PyObject *owner, int32_t node) {
+    if (grow((void **)&c->nodes, &c->cap_nodes, node, sizeof(Node)) < 0)
+        return -1;
+    if (c->nodes[node].known)
+        return 0;
+    PyObject *r = PyObject_CallMethod(owner, "_c_node", "i", node);
+    if (r == NULL)
+        return -1;
+    PyObject *starts, *final;
+    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_TypeError, "_c_node must return (starts, final)");
+        return -1;
+    }
+    starts = PySequence_Fast(PyTuple_GET_ITEM(r, 0), "_c_node: starts must be a sequence");
+    final = PyTuple_GET_ITEM(r, 1);
+    if (starts == NULL) {
+        Py_DECREF(r);
+        return -1;
+    }
+    int is_final = PyObject_IsTrue(final);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(starts);
+    IVec ids = {0};
+    int rc = is_final < 0 ? -1 : 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        int t, s;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(starts, i), "ii", &t, &s)) {
+            rc = -1;
+            break;
+        }
+        int32_t id = lexeme_of(c, t, node, s);
+        rc = id < 0 ? -1 : ivec_push(&ids, id);
+    }
+    Py_DECREF(starts);
+    Py_DECREF(r);
+    if (rc == 0 && ivec_reserve(&c->starts, ids.n) == 0) {
+        Node *nd = &c->nodes[node];
+        nd->off = (int32_t)c->starts.n;
+        nd->len = (int32_t)ids.n;
+        nd->final = is_final;
+        if (ids.n)
+            memcpy(c->starts.d + c->starts.n, ids.d, (size_t)ids.n * 4);
+        c->starts.n += ids.n;
+        nd->known = 1;
+    } else {
+        rc = -1;
+    }
+    free(ids.d);
+    return rc;
+}
+
+static inline int lex_less(const Lexeme *x, const Lexeme *y) {
+    if (x->t != y->t)
+        return x->t < y->t;
+    if (x->node != y->node)
+        return x->node < y->node;
+    return x->s < y->s;
+}
+
+/* intern the lexemes ids[0 .. n) (sorted here, duplicates dropped) with accepting; writes
+ * acc[id] for a new configuration; -1 for the dead one, -3 on error */
+static int32_t intern_config(Core *c, int32_t *ids, Py_ssize_t n, int accepting, char *acc,
+                             Py_ssize_t acc_cap) {
+    for (Py_ssize_t i = 1; i < n; i++) { /* insertion sort by (t, node, s): n is small */
+        int32_t x = ids[i];
+        Py_ssize_t j = i;
+        while (j > 0 && lex_less(&c->lex[x], &c->lex[ids[j - 1]])) {
+            ids[j] = ids[j - 1];
+            j--;
+        }
+        ids[j] = x;
+    }
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (m == 0 || ids[i] != ids[m - 1])
+            ids[m++] = ids[i];
+    if (m == 0 && !accepting)
+        return -1;
+    ids[m] = accepting; /* the key: lexeme ids then the flag (room reserved by the caller) */
+    uint64_t h = hseq(ids, m + 1);
+    int32_t sid = mapv_get(&c->cfgs, ids, m + 1, h);
+    if (sid != INT32_MIN)
+        return sid;
+    sid = (int32_t)c->cfg_off.n;
+    if (sid >= acc_cap) {
+        PyErr_SetString(PyExc_RuntimeError, "accepting array too small for a new configuration");
+        return -3;
+    }
+    if (ivec_reserve(&c->cfg_lex, m) < 0 || ivec_push(&c->cfg_off, (int32_t)c->cfg_lex.n) < 0)
+        return -3;
+    if (ivec_push(&c->cfg_len, (int32_t)m) < 0) {
+        c->cfg_off.n--;
+        return -3;
+    }
+    memcpy(c->cfg_lex.d + c->cfg_lex.n, ids, (size_t)m * 4);
+    c->cfg_lex.n += m;
+    if (mapv_put(&c->cfgs, ids, m + 1, h, sid) < 0) {
+        c->cfg_off.n--;
+        c->cfg_len.n--;
+        c->cfg_lex.n -= m;
+        return -3;
+    }
+    acc[sid] = (char)(accepting != 0);
+    return sid;
+}
+
+/* the configuration after a byte that moves the lexemes moved[0 .. n) (memoised); -3 on error */
+static int32_t step(Core *c, PyObject *owner, const int32_t *moved, Py_ssize_t n, IVec *scratch,
+                    IVec *ended, char *acc, Py_ssize_t acc_cap) {
+    uint64_t h = hseq(moved, n);
+    int32_t hit = mapv_get(&c->steps, moved, n, h);
+    if (hit != INT32_MIN)
+        return hit;
+    scratch->n = 0;
+    int accepting = 0;
+    ended->n = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t id = moved[i];
+        LState *st = &c->ls[c->lex[id].ls];
+        if (st->flags == UNKNOWN) {
+            int32_t f;
+            if (call_int(owner, "_c_lexer_flags", st->t, st->s, &f) < 0)
+                return -3;
+            st = &c->ls[c->lex[id].ls];
+            st->flags = f;
+        }
+        int32_t flags = st->flags;
+        if (flags & 1) {
+            Lexeme *lx = &c->lex[id];
+            if (lx->end == UNKNOWN) {
+                int32_t end = map3_get(&c->ends, lx->t, lx->node, 0);
+                if (end < 0) {
+                    if (call_int(owner, "_c_end", lx->t, lx->node, &end) < 0)
+                        return -3;
+                    if (map3_put(&c->ends, c->lex[id].t, c->lex[id].node, 0, end) < 0)
+                        return -3;
+                }
+                c->lex[id].end = end;
+            }
+            int32_t end = c->lex[id].end;
+            Py_ssize_t k = 0;
+            while (k < ended->n && ended->d[k] != end)
+                k++;
+            if (k == ended->n && ivec_push(ended, end) < 0)
+                return -3;
+        }
+        if ((flags & 2) && ivec_push(scratch, id) < 0)
+            return -3;
+    }
+    for (Py_ssize_t k = 0; k < ended->n; k++) {
+        if (node_info(c, owner, ended->d[k]) < 0)
+            return -3;
+        Node *nd = &c->nodes[ended->d[k]];
+        accepting |= nd->final;
+        if (ivec_reserve(scratch, nd->len) < 0)
+            return -3;
+        memcpy(scratch->d + scratch->n, c->starts.d + nd->off, (size_t)nd->len * 4);
+        scratch->n += nd->len;
+    }
+    if (ivec_reserve(scratch, 1) < 0) /* room for the key's flag */
+        return -3;
+    int32_t sid = intern_config(c, scratch->d, scratch->n, accepting, acc, acc_cap);
+    if (sid == -3)
+        return -3;
+    if (mapv_put(&c->steps, moved, n, h, sid) < 0)
+        return -3;
+    return sid;
+}
+
+static int get_writable(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *what) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if (view->itemsize != itemsize) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_TypeError, "%s: wrong item size", what);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *core_intern(Core *c, PyObject *args) {
+    PyObject *triples, *acc_obj;
+    int accepting;
+    if (!PyArg_ParseTuple(args, "OpO", &triples, &accepting, &acc_obj))
+        return NULL;
+    PyObject *seq = PySequence_Fast(triples, "intern: triples must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_buffer acc;
+    if (get_writable(acc_obj, &acc, 1, "acc") < 0) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int32_t *ids = malloc((size_t)(n + 1) * sizeof(int32_t));
+    int32_t sid = -3;
+    if (ids == NULL) {
+        PyErr_NoMemory();
+    } else {
+        Py_ssize_t i = 0;
+        for (; i < n; i++) {
+            int t, node, s;
+            if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "iii", &t, &node, &s))
+                break;
+            if ((ids[i] = lexeme_of(c, t, node, s)) < 0)
+                break;
+        }
+        if (i == n)
+            sid = intern_config(c, ids, n, accepting, acc.buf, acc.len);
+    }
+    free(ids);
+    PyBuffer_Release(&acc);
+    Py_DECREF(seq);
+    return sid == -3 ? NULL : PyLong_FromLong(sid);
+}
+
+static PyObject *core_build_row(Core *c, PyObject *args) {
+    PyObject *owner, *rows_obj, *acc_obj;
+    int state;
+    Py_ssize_t slot;
+    if (!PyArg_ParseTuple(args, "OiOnO", &owner, &state, &rows_obj, &slot, &acc_obj))
+        return NULL;
+    if (state < 0 || state >= c->cfg_off.n) {
+        PyErr_Format(PyExc_IndexError, "build_row: no configuration %d", state);
+        return NULL;
+    }
+    Py_buffer rows, acc;
+    if (get_writable(rows_obj, &rows, 4, "rows") < 0)
+        return NULL;
+    if (get_writable(acc_obj, &acc, 1, "acc") < 0) {
+        PyBuffer_Release(&rows);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    IVec scratch = {0}, ended = {0};
+    int32_t *lexemes = NULL, *vec = NULL, **moved = NULL;
+    int16_t **cls = NULL;
+    if (slot < 0 || (slot + 1) * 256 * 4 > rows.len) {
+        PyErr_SetString(PyExc_IndexError, "build_row: slot past the rows array");
+        goto done;
+    }
+    Py_ssize_t k = c->cfg_len.d[state];
+    lexemes = malloc((size_t)(k ? k : 1) * sizeof(int32_t));
+    vec = malloc((size_t)(k ? k : 1) * 2 * sizeof(int32_t));
+    if (lexemes == NULL || vec == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(lexemes, c->cfg_lex.d + c->cfg_off.d[state], (size_t)k * 4);
+    for (Py_ssize_t i = 0; i < k; i++)
+        if (lexeme_moves(c, owner, lexemes[i]) < 0)
+            goto done;
+    /* each lexeme's byte classes and moved lexemes: malloc'd blocks that stay put while the
+     * steps below intern new lexemes (the tables holding the pointers may move) */
+    cls = malloc((size_t)(k ? k : 1) * sizeof(int16_t *));
+    moved = malloc((size_t)(k ? k : 1) * sizeof(int32_t *));
+    if (cls == NULL || moved == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        cls[i] = c->ls[c->lex[lexemes[i]].ls].cls;
+        moved[i] = c->lex[lexemes[i]].moved;
+    }
+    int32_t out[256];
+    int32_t *prev = vec, *cur = vec + k;
+    Py_ssize_t n_prev = -1;
+    int32_t prev_target = -1;
+    for (int b = 0; b < 256; b++) {
+        Py_ssize_t n = 0;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            int16_t cl = cls[i][b];
+            if (cl >= 0)
+                cur[n++] = moved[i][cl];
+        }
+        if (n == 0) {
+            out[b] = -1;
+            continue;
+        }
+        if (n == n_prev && memcmp(cur, prev, (size_t)n * 4) == 0) {
+            out[b] = prev_target;
+            continue;
+        }
+        int32_t target = step(c, owner, cur, n, &scratch, &ended, acc.buf, acc.len);
+        if (target == -3)
+            goto done;
+        out[b] = prev_target = target;
+        int32_t *t = prev;
+        prev = cur;
+        cur = t;
+        n_prev = n;
+    }
+    memcpy((int32_t *)rows.buf + slot * 256, out, sizeof out);
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    free(scratch.d);
+    free(ended.d);
+    free(lexemes);
+    free(vec);
+    free(cls);
+    free(moved);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&acc);
+    return result;
+}
+
+static PyObject *core_config(Core *c, PyObject *arg) {
+    Py_ssize_t sid = PyLong_AsSsize_t(arg);
+    if (sid == -1 && PyErr_Occurred())
+        return NULL;
+    if (sid < 0 || sid >= c->cfg_off.n) {
+        PyErr_Format(PyExc_IndexError, "config: no configuration %zd", sid);
+        return NULL;
+    }
+    Py_ssize_t n = c->cfg_len.d[sid];
+    const int32_t *ids = c->cfg_lex.d + c->cfg_off.d[sid];
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Lexeme *lx = &c->lex[ids[i]];
+        PyObject *t = Py_BuildValue("(iii)", lx->t, lx->node, lx->s);
+        if (t == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
+static PyObject *core_counts(Core *c, void *which) {
+    switch ((intptr_t)which) {
+    case 0:
+        return PyLong_FromSsize_t(c->cfg_off.n);
+    case 1:
+        return PyLong_FromSize_t(c->steps.n);
+    default:
+        return PyLong_FromSsize_t(c->n_lex);
+    }
+}
+
+static void core_dealloc(Core *c) {
+    for (Py_ssize_t i = 0; i < c->n_ls; i++) {
+        free(c->ls[i].cls);
+        free(c->ls[i].next);
+    }
+    for (Py_ssize_t i = 0; i < c->n_lex; i++)
+        free(c->lex[i].moved);
+    free(c->ls);
+    free(c->lex);
+    free(c->nodes);
+    free(c->ls_ids.e);
+    free(c->lex_ids.e);
+    free(c->ends.e);
+    free(c->starts.d);
+    free(c->cfg_off.d);
+    free(c->cfg_len.d);
+    free(c->cfg_lex.d);
+    free(c->cfgs.e);
+    free(c->cfgs.pool.d);
+    free(c->steps.e);
+    free(c->steps.pool.d);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static PyMethodDef core_methods[] = {
+    {"intern", (PyCFunction)core_intern, METH_VARARGS,
+     "intern(triples, accepting, acc) -> configuration id (-1: dead)"},
+    {"build_row", (PyCFunction)core_build_row, METH_VARARGS,
+     "build_row(owner, state, rows, slot, acc): write rows[slot], the row of state"},
+    {"config", (PyCFunction)core_config, METH_O, "config(id) -> ((t, node, s), ...)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef core_getset[] = {
+    {"num_configs", (getter)core_counts, NULL, "configurations interned", (void *)0},
+    {"num_steps", (getter)core_counts, NULL, "steps memoised", (void *)1},
+    {"num_lexemes", (getter)core_counts, NULL, "lexemes interned", (void *)2},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject CoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "structgen.fsm.grammar._cfgrows.Core",
+    .tp_basicsize = sizeof(Core),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The grammar automaton's configurations, lexemes and step memo (see the module).",
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)core_dealloc,
+    .tp_methods = core_methods,
+    .tp_getset = core_getset,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_cfgrows",
+    "The grammar automaton's configuration step and row building (csrc/cfgrows.c).", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__cfgrows(void) {
+    if (PyType_Ready(&CoreType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&CoreType);
+    if (PyModule_AddObject(m, "Core", (PyObject *)&CoreType) < 0) {
+        Py_DECREF(&CoreType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

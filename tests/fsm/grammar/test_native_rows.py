@@ -1,0 +1,152 @@
+"""The grammar automaton's rows built in C (``csrc/cfgrows.c``) equal the Python reference.
+
+Both automata share one grammar's charts and lexers; walked breadth-first from the start,
+each configuration of the C-built automaton must hold the same lexemes and accepting flag
+as its twin in the Python one, and every byte must lead to twins (the configuration ids
+may be numbered differently: a one-to-one map is built and checked as the walk goes). Also:
+``union_state``, and a budget error raised by the Earley parser in the middle of a C row
+(the row stays unbuilt and the automaton goes on correctly once the budget allows it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from structgen.errors import GrammarTooComplexError
+from structgen.fsm.grammar import compile_grammar
+from structgen.fsm.grammar.automaton import HAVE_C_ROWS, GrammarAutomaton
+from structgen.fsm.grammar.compile import clear_cache
+from tests.fsm.grammar._grammars import ARITHMETIC, BALANCED, NESTED_LISTS, STATEMENTS
+
+pytestmark = pytest.mark.skipif(not HAVE_C_ROWS, reason="the _cfgrows C extension is not built")
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gbnf"
+DATA = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "grammars"
+
+
+def _twins(built, native: bool) -> GrammarAutomaton:
+    """A fresh automaton over ``built``'s charts and lexers (its lead-in kept)."""
+    lexers, lead_in = built.lexers, None
+    if built.trigger_id >= 0:
+        lexers, lead_in = lexers[: built.trigger_id], lexers[built.trigger_id]
+    return GrammarAutomaton(
+        built.charts, lexers, sorted(built.ignore), lead_in=lead_in, native=native
+    )
+
+
+def _same_automaton(ref: GrammarAutomaton, nat: GrammarAutomaton, rows: int) -> int:
+    """Walk both breadth-first over ``rows`` rows, asserting twins; the rows compared."""
+    twin = {ref.initial: nat.initial}
+    queue, done = [ref.initial], 0
+    while done < len(queue) and done < rows:
+        a = queue[done]
+        b = twin[a]
+        done += 1
+        assert nat.lexemes(b) == ref.lexemes(a)
+        assert nat.is_accepting(b) == ref.is_accepting(a)
+        ra, rb = ref.row(a).tolist(), nat.row(b).tolist()
+        for byte in range(256):
+            x, y = ra[byte], rb[byte]
+            assert (x < 0) == (y < 0), (a, byte)
+            if x < 0:
+                continue
+            if x in twin:
+                assert twin[x] == y, (a, byte)
+            else:
+                twin[x] = y
+                queue.append(x)
+    assert len(set(twin.values())) == len(twin)  # one-to-one
+    return done
+
+
+def _compiled(source: str, syntax: str, **kwargs):
+    return compile_grammar(source, syntax=syntax, **kwargs).dfa
+
+
+CASES = {
+    **{
+        f"gbnf:{n}": ((FIXTURES / f"{n}.gbnf").read_text(), "gbnf")
+        for n in ("c", "json", "json_arr")
+    },
+    **{
+        f"data:{p.name}": (p.read_text(), "lark" if p.suffix == ".lark" else "gbnf")
+        for p in sorted(DATA.iterdir())
+    },
+    "arithmetic": (ARITHMETIC, "lark"),
+    "balanced": (BALANCED, "lark"),
+    "nested_lists": (NESTED_LISTS, "lark"),
+    "statements": (STATEMENTS, "lark"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_c_rows_build_the_python_automaton(name: str) -> None:
+    source, syntax = CASES[name]
+    built = _compiled(source, syntax)
+    if not isinstance(built, GrammarAutomaton):
+        pytest.skip("a regular grammar: a plain DFA, no grammar automaton")
+    ref, nat = _twins(built, native=False), _twins(built, native=True)
+    assert nat.native and not ref.native
+    assert _same_automaton(ref, nat, 600) >= min(600, ref.num_states)
+
+
+def test_c_rows_with_a_trigger_lead_in() -> None:
+    built = _compiled(ARITHMETIC, "lark", trigger="<calc>")
+    assert built.trigger_id >= 0
+    _same_automaton(_twins(built, native=False), _twins(built, native=True), 400)
+
+
+def test_union_state_matches() -> None:
+    built = _compiled(STATEMENTS, "lark")
+    ref, nat = _twins(built, native=False), _twins(built, native=True)
+    a, b = ref.walk(ref.initial, b"x = 1"), nat.walk(nat.initial, b"x = 1")
+    c, d = ref.walk(ref.initial, b"if (y"), nat.walk(nat.initial, b"if (y")
+    u, v = ref.union_state(a, c), nat.union_state(b, d)
+    assert nat.lexemes(v) == ref.lexemes(u)
+    assert nat.is_accepting(v) == ref.is_accepting(u)
+    assert nat.union_state(b, b) == b
+    for text in (b" + 2;", b") {}", b" == 3) { z = 4; }"):
+        x, y = ref.walk(u, text), nat.walk(v, text)
+        assert (x < 0) == (y < 0)
+        if x >= 0:
+            assert nat.lexemes(y) == ref.lexemes(x)
+            assert nat.is_accepting(y) == ref.is_accepting(x)
+
+
+def test_budget_error_in_a_c_row_leaves_it_unbuilt() -> None:
+    source = (FIXTURES / "c.gbnf").read_text()
+    ref = _twins(_compiled(source, "gbnf"), native=False)
+    built = _compiled(source, "gbnf")
+    nat = _twins(built, native=True)
+    charts = built.charts
+    budget = charts.max_items
+    charts.max_items = charts.num_items  # the next new chart node raises
+    failed = None
+    for state in range(10_000):
+        if state >= nat.num_states:
+            break
+        try:
+            nat.row(state)
+        except GrammarTooComplexError:
+            failed = state
+            break
+    assert failed is not None, "no row needed a new chart node"
+    assert nat._slot[failed] < 0  # not published
+    charts.max_items = budget
+    assert _same_automaton(ref, nat, 800) == 800
+
+
+def test_lexer_rows_built_on_demand() -> None:
+    """A compile builds the rows of the lexers the start expects and no other; a lexer's
+    "can start a lexeme" (read from its first bytes) equals its first row's."""
+    clear_cache()  # a fresh compile: the cached one's lexers were walked by other tests
+    built = _compiled((DATA / "sql_select.lark").read_text(), "lark")
+    charts = built.charts
+    expected = set(charts.expected[charts.root]) | set(built.ignore)
+    for t, lexer in enumerate(built.lexers):
+        if t not in expected:
+            assert lexer.num_rows_built == 0, t
+    for t, lexer in enumerate(built.lexers):
+        assert built._movable[t] == bool((lexer.row(lexer.initial) >= 0).any()), t

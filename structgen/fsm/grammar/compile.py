@@ -424,7 +424,7 @@ def compile_grammar_def(
     """
     from ..spec import LoweredRegex
 
-    lowered = lower_grammar(gdef)
+    lowered = lower_grammar(gdef, deadline)
     if isinstance(lowered, LoweredRegex):
         if prefix:
             lowered = lowered._replace(

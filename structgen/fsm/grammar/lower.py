@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import GrammarTooComplexError, InvalidGrammarError
+from ..deadline import NEVER, Deadline
 from ..regex.definitions import PLACEHOLDER_BASE
 from ..regex.escape import escape_literal
 from ..spec import LoweredRegex
@@ -27,6 +28,7 @@ from .ir import Alt, Embedded, Expr, GrammarDef, Literal, Pattern, Ref, Repeat, 
 __all__ = ["CfgGrammar", "lower_grammar", "MAX_RULES"]
 
 MAX_RULES = 100_000  # productions of one grammar (bounded repetitions expand linearly)
+_CHECK_EVERY = 1024  # productions added between two checks of the deadline
 
 
 @dataclass
@@ -266,8 +268,9 @@ class _Lowering:
 class _Productions:
     """Builds a ``CfgGrammar`` from the non-regular rules."""
 
-    def __init__(self, low: _Lowering) -> None:
+    def __init__(self, low: _Lowering, deadline: Deadline = NEVER) -> None:
         self.low = low
+        self.deadline = deadline
         self.cfg = CfgGrammar()
         self.nt: dict[str, int] = {}
         self.terms: dict[tuple[str, tuple[str, ...]], int] = {}
@@ -290,6 +293,8 @@ class _Productions:
     def add(self, lhs: int, rhs: tuple[int, ...]) -> None:
         if len(self.cfg.lhs) >= MAX_RULES:
             raise GrammarTooComplexError(f"the grammar expands to more than {MAX_RULES} rules")
+        if len(self.cfg.lhs) % _CHECK_EVERY == 0:
+            self.deadline.check("lowering the grammar to productions")
         self.cfg.lhs.append(lhs)
         self.cfg.rhs.append(rhs)
 
@@ -377,6 +382,7 @@ class _Productions:
             if name in done:
                 continue
             done.add(name)
+            self.deadline.check("lowering the grammar to productions")
             lhs = self.nonterminal(name)
             for alt in self.alternatives(g.rules[name], name):
                 self.add(lhs, alt)
@@ -405,8 +411,9 @@ def _refs(expr: Expr):
             stack.append(e.item)
 
 
-def lower_grammar(gdef: GrammarDef) -> LoweredRegex | CfgGrammar:
-    """Lower a parsed grammar (module docstring).
+def lower_grammar(gdef: GrammarDef, deadline: Deadline = NEVER) -> LoweredRegex | CfgGrammar:
+    """Lower a parsed grammar (module docstring); ``deadline``, the compile's CPU-time
+    budget, is checked per rule and every ``_CHECK_EVERY`` productions.
 
     Returns:
         ``LoweredRegex`` when the start rule is regular, else a ``CfgGrammar``.
@@ -414,7 +421,7 @@ def lower_grammar(gdef: GrammarDef) -> LoweredRegex | CfgGrammar:
     Raises:
         InvalidGrammarError: an undefined name (with its line:column), a recursive
             terminal, a missing start rule.
-        GrammarTooComplexError: more than ``MAX_RULES`` productions.
+        GrammarTooComplexError: more than ``MAX_RULES`` productions; ``deadline`` expires.
     """
     low = _Lowering(gdef)
     low.check_refs()
@@ -428,4 +435,5 @@ def lower_grammar(gdef: GrammarDef) -> LoweredRegex | CfgGrammar:
             text, needs = text + run, needs | run_needs
         pattern, definitions = low.defs.bundle(text, needs)
         return LoweredRegex(pattern, definitions, tuple(gdef.warnings))
-    return _Productions(low).build()
+    deadline.check("lowering the grammar")
+    return _Productions(low, deadline).build()

@@ -400,3 +400,21 @@ def test_untyped_values_in_a_rules_schema_nest_to_any_depth():
     assert not compile_json_schema(flat).matches('{"meta":' + "[" * 12 + "]" * 12 + "}")
     unused_cycle = {**flat, "$defs": {"t": {"properties": {"t": {"$ref": "#/$defs/t"}}}}}
     assert isinstance(compile_json_schema(unused_cycle), CompiledGrammar)  # no cycle reached
+
+
+def test_lowering_checks_the_compile_budget():
+    """MaskBench JsonSchemaStore theme.json: after its 3 MB of rules are read back (~8 CPU s,
+    budgeted since ``test_rules_grammar_checks_the_compile_budget``), lowering them took ~4
+    CPU s more before ``max_seconds`` was next checked. The lowering now checks it too."""
+    from structgen.fsm.grammar.lower import lower_grammar
+    from tests.fsm.grammar.test_shared_lexers import _recursive_schema_gdef
+
+    with pytest.raises(GrammarTooComplexError, match=r"lowering the grammar.*max_seconds=0"):
+        compile_json_schema(TREE, max_seconds=0)  # too small to reach regex_expr's check
+    _, gdef = _recursive_schema_gdef()  # a rules-mode GrammarDef
+    with pytest.raises(GrammarTooComplexError, match="lowering the grammar"):
+        lower_grammar(gdef, Deadline(0.0))
+    grammar = compile_json_schema(TREE)  # the default budget: compiles, as jsonschema says
+    for value in ({"v": 1, "kids": [{"v": 2, "kids": []}]}, {"kids": []}):
+        text = json.dumps(value, separators=(",", ":"))
+        assert grammar.matches(text) == jsonschema.Draft202012Validator(TREE).is_valid(value)

@@ -149,7 +149,7 @@ def _both_ways(name: str):
     both = [compile_grammar_def(gdef, None, None, deadline=deadline)]
     real_lower = grammar_compile.lower_grammar
     try:  # the per-terminal path: the same grammar without recorded sources
-        grammar_compile.lower_grammar = lambda g: _per_terminal(real_lower(g))
+        grammar_compile.lower_grammar = lambda g, *rest: _per_terminal(real_lower(g, *rest))
         both.append(compile_grammar_def(gdef, None, None, deadline=deadline))
     finally:
         grammar_compile.lower_grammar = real_lower

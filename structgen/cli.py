@@ -37,7 +37,8 @@ def load_schema(path: str) -> dict:
 
     from structgen.fsm import compile_json_schema
     from structgen.fsm.json_schema.check import check_schema
-    from structgen.fsm.nesting import MAX_SCHEMA_DEPTH, check_depth, loads
+    from structgen.fsm.json_schema.ids import check_schema_depth
+    from structgen.fsm.nesting import loads
 
     p = Path(path)
     if not p.is_file():
@@ -51,7 +52,7 @@ def load_schema(path: str) -> dict:
     if not isinstance(schema, (dict, bool)):
         raise CliError(f"schema file {path} must hold a JSON object")
     try:
-        check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")  # before any recursive walk
+        check_schema_depth(schema)  # before any recursive walk
         if isinstance(schema, dict):
             check_schema(schema)  # jsonschema's verdict, at any depth
     except InvalidSchemaError as exc:

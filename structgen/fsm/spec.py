@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 from ..errors import GrammarTooComplexError, InvalidSchemaError, RequestError, UnsupportedRegexError
 from .base import BaseCompiledGrammar
-from .nesting import MAX_SCHEMA_DEPTH, check_depth, dumps, loads
+from .nesting import dumps, loads
 
 __all__ = [
     "BaseSpec",
@@ -184,9 +184,10 @@ class JsonSchema(RegexSpec):
         """The schema checked against its metaschema, then converted (``json_schema``)."""
         from .json_schema import CONVERT_MAX_SECONDS, json_schema_to_shared
         from .json_schema.check import check_schema
+        from .json_schema.ids import check_schema_depth
 
         schema = schema_for(self.schema)
-        check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")  # before any walk of it
+        check_schema_depth(schema)  # before any walk of it
         if isinstance(schema, dict):
             check_schema(schema)  # jsonschema's verdict; common schemas by a fast table
         warnings: list[str] = []
@@ -214,10 +215,13 @@ class JsonSchema(RegexSpec):
 
         Raises:
             InvalidSchemaError: the schema is not a dict, bool, JSON text or model class.
-            GrammarTooComplexError: the schema nests deeper than ``MAX_SCHEMA_DEPTH``.
+            GrammarTooComplexError: the schema nests deeper than ``MAX_SCHEMA_DEPTH``
+                (arrays/objects, or subschemas counting ``$ref``: ``check_schema_depth``).
         """
         schema = schema_for(self.schema)
-        depth = check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")  # before any other walk
+        from .json_schema.ids import check_schema_depth
+
+        depth = check_schema_depth(schema)  # before any other walk
         options = (
             self.whitespace,
             self.strict,

@@ -98,6 +98,19 @@ def test_deep_schema_file_is_one_line(tmp_path, capsys, depth, expected):
 
 
 @pytest.mark.timeout(60)
+def test_ref_chain_schema_file_is_one_line(tmp_path, capsys):
+    """A schema file whose 100,000-long ``$ref`` chain passes the depth limit prints one
+    error line naming the limit and the pointer (#20)."""
+    defs = ",".join(f'"d{i}":{{"$ref":"#/$defs/d{i + 1}"}}' for i in range(100_000))
+    path = tmp_path / "chain.json"
+    path.write_text('{"$defs":{' + defs + ',"d100000":{"type":"integer"}},"$ref":"#/$defs/d0"}')
+    assert main(["extract", "--schema", str(path), "--text", "x"]) == 2
+    err = capsys.readouterr().err
+    line = _one_error_line(err)
+    assert "depth limit" in line and line.endswith("at /$defs/d4999"), err
+
+
+@pytest.mark.timeout(60)
 def test_deep_invalid_schema_file_names_the_pointer(tmp_path, capsys):
     path = tmp_path / "deep.json"
     path.write_text('{"items": ' * 400 + '{"type": "strnig"}' + "}" * 400)

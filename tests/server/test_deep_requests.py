@@ -1,6 +1,7 @@
-"""Deep input over HTTP (#20): a 100,000-deep JSON body, a schema past the depth limit and
-a pattern or regex with 20,000 nested groups each answer 400 with a message naming the
-limit (and the schema's pointer), and the server then answers the next request."""
+"""Deep input over HTTP (#20): a 100,000-deep JSON body, a schema past the depth limit (by
+nesting or by a ``$ref`` chain) and a pattern or regex with 20,000 nested groups each answer
+400 with a message naming the limit (and the schema's pointer), and the server then answers
+the next request."""
 
 from __future__ import annotations
 
@@ -47,6 +48,20 @@ def test_schema_past_the_depth_limit_is_400_with_pointer(client):
     assert r.status_code == 400, r.text
     message = r.json()["error"]["message"]
     assert f"more than {MAX_SCHEMA_DEPTH}" in message and "/items/items" in message, message
+    _next_request_works(client)
+
+
+@pytest.mark.timeout(60)
+def test_ref_chain_100000_is_400_with_pointer(client):
+    """A 100,000-long ``$ref`` chain nests without JSON nesting: 400 naming the limit and
+    the pointer where the chain passes it, then the next request is served."""
+    defs = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(100_000)}
+    defs["d100000"] = {"type": "integer"}
+    r = _post_schema(client, {"$defs": defs, "$ref": "#/$defs/d0"})
+    assert r.status_code == 400, r.text
+    message = r.json()["error"]["message"]
+    assert f"more than {MAX_SCHEMA_DEPTH}" in message, message
+    assert message.endswith(f"at /$defs/d{MAX_SCHEMA_DEPTH - 1}"), message
     _next_request_works(client)
 
 

@@ -301,12 +301,12 @@ def compile_recursive_schema(
     from ..json_schema import DEFAULT_MAX_RECURSION_DEPTH
     from ..json_schema.check import check_schema
     from ..json_schema.convert import JsonSchemaConverter
-    from ..nesting import MAX_SCHEMA_DEPTH, check_depth
+    from ..json_schema.ids import check_schema_depth
     from ..spec import LoweredRegex, schema_for
     from .compile import compile_grammar_def
 
     schema = schema_for(spec.schema)
-    check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")
+    check_schema_depth(schema)
     if not _has_ref(schema):
         return None
     if isinstance(schema, dict):

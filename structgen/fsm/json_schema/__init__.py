@@ -51,10 +51,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..nesting import MAX_SCHEMA_DEPTH, check_depth
 from ..regex.definitions import expand_shared
 from ..spec import schema_for
 from .convert import ANY_VALUE_DEPTH, CONVERT_MAX_SECONDS, FLEXIBLE_WS_MAX, JsonSchemaConverter
+from .ids import check_schema_depth
 
 __all__ = [
     "json_schema_to_regex",
@@ -132,12 +132,13 @@ def json_schema_to_shared(
     Raises:
         UnsupportedSchemaError, InvalidSchemaError: as ``json_schema_to_regex``.
         GrammarTooComplexError: the conversion ran past ``max_convert_seconds``; the schema
-            nests deeper than ``nesting.MAX_SCHEMA_DEPTH`` arrays/objects.
+            nests deeper than ``nesting.MAX_SCHEMA_DEPTH`` arrays/objects, or subschemas
+            counting ``$ref`` (``ids.check_schema_depth``).
     """
     if max_recursion_depth < 1:
         raise ValueError(f"max_recursion_depth must be >= 1, got {max_recursion_depth}")
     schema = schema_for(schema)
-    check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")
+    check_schema_depth(schema)
     conv = JsonSchemaConverter(
         schema,
         whitespace=whitespace,

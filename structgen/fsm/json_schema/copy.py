@@ -41,10 +41,10 @@ from typing import Any
 from ...errors import InvalidSchemaError
 from ..copy import SubstringAutomaton, intersect, json_string_content, matches_nothing, text_units
 from ..dates import dates, times
-from ..nesting import MAX_SCHEMA_DEPTH, check_depth
 from ..numerals import json_numeral, numerals
 from ..regex.escape import escape_literal
 from ..spec import JsonSchema, LoweredRegex, schema_for
+from .ids import check_schema_depth
 
 __all__ = ["COPY_KEYWORD", "CopyJsonSchema", "CopyPlan", "DECLINED", "pop_copy_flag"]
 
@@ -239,7 +239,7 @@ class CopyJsonSchema(JsonSchema):
         from .convert import JsonSchemaConverter
 
         schema = schema_for(self.schema)
-        check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")
+        check_schema_depth(schema)
         if isinstance(schema, dict):
             check_schema(schema)
         conv = JsonSchemaConverter(

@@ -35,10 +35,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
-from ...errors import InvalidSchemaError, UnsupportedSchemaError
+from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
+from ..nesting import MAX_SCHEMA_DEPTH, _abbreviated, check_depth
 from .check import validator_class
 
-__all__ = ["RefIndex", "pointer_of"]
+__all__ = ["RefIndex", "check_schema_depth", "pointer_of"]
 
 _IN_VALUE = frozenset(
     {
@@ -81,6 +82,7 @@ _LEGACY = {
     "Draft7Validator": "$id",
 }
 _MISSING = object()
+_DEFINITIONS = ("$defs", "definitions")  # entered only through $ref (check_ref_depth)
 
 
 def pointer_of(tokens: tuple) -> str:
@@ -108,6 +110,118 @@ def _pointer_tokens(fragment: str) -> tuple | None:
     if not fragment.startswith("/"):
         return None
     return tuple(t.replace("~1", "/").replace("~0", "~") for t in fragment[1:].split("/"))
+
+
+def _local_target(root: Any, ref: str) -> tuple[Any, str, bool] | None:
+    """The subschema a ``#``-pointer ``$ref`` names in ``root``, its JSON pointer, and
+    whether it lies in an embedded resource (a schema on the way, or the target, has its
+    own ``$id``); None for any other reference (an anchor, another document) or a pointer
+    to nothing.
+    """
+    tokens = _pointer_tokens(ref[1:]) if ref.startswith("#") else None
+    if tokens is None:
+        return None
+    target, embedded = root, False
+    for t in tokens:
+        target = _step(target, t)
+        if target is _MISSING:
+            return None
+        embedded = embedded or (isinstance(target, dict) and _has_own_id(target))
+    return target, "".join(_token(t) for t in tokens), embedded
+
+
+def _has_own_id(node: dict) -> bool:
+    """``node`` starts an embedded resource (``$id``, or draft 3/4's ``id``, that is not an
+    anchor): ``#`` references below it are relative to that resource, not to the root.
+    """
+    return any(
+        isinstance(node.get(key), str) and not node[key].startswith("#") for key in ("$id", "id")
+    )
+
+
+def check_ref_depth(root: Any, limit: int = MAX_SCHEMA_DEPTH) -> None:
+    """Refuse a document in which some chain of subschemas, following ``$ref``, nests more
+    than ``limit`` deep, before any walk of the whole document: a ``$ref`` chain nests
+    without JSON nesting (``check_depth`` cannot see it), and a 100,000-long one must not
+    cost the full walks of the conversion (``RefIndex``, the recursive groups) first.
+
+    Depth counts subschemas as the converter does: the root is 1, a subschema one more than
+    the schema holding it, a ``$ref`` target one more than the schema whose ``$ref`` names
+    it. The walk starts at the root and enters ``$defs``/``definitions`` only through
+    ``$ref`` (definitions nothing refers to are never converted); it is iterative, visits
+    each subschema once (a cycle or a shared target is not walked again) and follows only
+    ``#``-pointer references outside embedded resources (exactly the root's pointers; the
+    others are resolved by ``RefIndex`` and bounded by the converter's own depth check).
+    Each path it walks exists in the document, so it never refuses a document whose
+    subschemas nest at most ``limit`` deep. A path of plain nesting past ``limit`` ends the
+    walk without an error: ``check_depth`` names it in its own terms.
+
+    Args:
+        root: the schema document (dict or bool); not modified.
+        limit: the deepest nesting allowed (``nesting.MAX_SCHEMA_DEPTH``).
+
+    Raises:
+        GrammarTooComplexError: naming the limit and the JSON pointer of the first
+            subschema past it (``MAX_SCHEMA_DEPTH``, counting ``$ref``).
+    """
+    if not isinstance(root, dict):
+        return
+    legacy = validator_class(root)[0].__name__ in _LEGACY  # $ref overrides its siblings
+    seen: set[int] = set()
+    # subschema, its depth, link to its pointer (piece, parent link), $ref hops on the path,
+    # inside an embedded resource
+    stack: list[tuple[Any, int, Any, bool, bool]] = [(root, 1, None, False, False)]
+    while stack:
+        node, depth, link, via_ref, embedded = stack.pop()
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        if depth > limit:
+            if not via_ref:
+                return  # plain nesting: check_depth's error
+            pieces: list[str] = []
+            while link is not None:
+                piece, link = link
+                pieces.append(piece)
+            raise GrammarTooComplexError(
+                f"subschemas nest more than {limit} deep (the depth limit, MAX_SCHEMA_DEPTH, "
+                f"counting $ref), at {_abbreviated(''.join(reversed(pieces)))}"
+            )
+        seen.add(id(node))
+        ref = node.get("$ref")
+        for key, val in () if legacy and isinstance(ref, str) else node.items():
+            if isinstance(val, dict) and key in _IN_VALUE:
+                children: Any = ((_token(key), val),)
+            elif isinstance(val, list) and key in _IN_ARRAY:
+                children = ((f"{_token(key)}/{i}", sub) for i, sub in enumerate(val))
+            elif isinstance(val, dict) and key in _IN_MAP and key not in _DEFINITIONS:
+                children = ((_token(key) + _token(name), sub) for name, sub in val.items())
+            else:
+                continue
+            for piece, sub in children:
+                inner = embedded or (isinstance(sub, dict) and _has_own_id(sub))
+                stack.append((sub, depth + 1, (piece, link), via_ref, inner))
+        target = None if embedded or not isinstance(ref, str) else _local_target(root, ref)
+        if target is not None:  # walked first: a chain is refused after `limit` steps
+            sub, pointer, inner = target
+            stack.append((sub, depth + 1, (pointer, None), True, inner))
+
+
+def check_schema_depth(schema: Any) -> int:
+    """The depth checks a JSON Schema gets before any other walk of it: ``$ref`` chains
+    (``check_ref_depth``), then the JSON nesting (``nesting.check_depth``).
+
+    Args:
+        schema: the schema document (dict or bool).
+
+    Returns:
+        Its JSON nesting (containers), as ``check_depth`` gives it.
+
+    Raises:
+        GrammarTooComplexError: subschemas nest deeper than ``MAX_SCHEMA_DEPTH`` counting
+            ``$ref``, or the document nests deeper than ``MAX_SCHEMA_DEPTH`` arrays/objects.
+    """
+    check_ref_depth(schema)
+    return check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")
 
 
 _APPLICATORS = frozenset(

@@ -109,13 +109,105 @@ def test_depth_100000_names_the_limit(kind):
 
 @pytest.mark.timeout(60)
 def test_ref_chain_past_the_limit_names_it():
-    """A ``$ref`` chain nests without JSON nesting: the converter's own budget refuses it.
-
-    The conversion's time budget is raised (within the hang guard) so that a loaded machine
-    reaches the depth limit, the budget under test, rather than the 10 s default."""
+    """A ``$ref`` chain nests without JSON nesting: refused naming the limit and where."""
     schema, _ = _refs(MAX_SCHEMA_DEPTH + 10)
+    with pytest.raises(GrammarTooComplexError, match="MAX_SCHEMA_DEPTH") as info:
+        compile_json_schema(schema)
+    assert str(info.value).endswith(f"at /$defs/d{MAX_SCHEMA_DEPTH - 1}")
+
+
+@pytest.mark.timeout(60)
+def test_ref_chain_100000_is_refused_before_the_conversion(monkeypatch):
+    """The 100,000-long chain is refused by ``check_ref_depth``'s walk along the chain,
+    before any walk of the whole document (the converter's ``RefIndex`` is never built)."""
+    from structgen.fsm.json_schema import ids
+
+    def no_index(*args, **kwargs):
+        raise AssertionError("the conversion started")
+
+    monkeypatch.setattr(ids.RefIndex, "__init__", no_index)
+    schema, _ = _refs(100_000)
+    with pytest.raises(GrammarTooComplexError, match="more than 5000 deep .*counting \\$ref"):
+        compile_json_schema(schema)
+
+
+@pytest.mark.timeout(60)
+def test_ref_chain_at_the_limit_compiles_and_matches():
+    """The longest chain within the limit compiles (the root, d0 ... d4997, the array's
+    ``items``: 5,000 subschemas); one reference more is refused where the converter's own
+    count refuses it (``/$defs/d4998/items``, checked with the early walk switched off)."""
+    schema, text = _refs(MAX_SCHEMA_DEPTH - 3)
+    grammar = compile_json_schema(schema)
+    for k, leaf, valid in CASES["$ref"](MAX_SCHEMA_DEPTH - 3):
+        assert grammar.matches(text(k, leaf)) is valid, (k, leaf)
+    with pytest.raises(GrammarTooComplexError, match="MAX_SCHEMA_DEPTH") as info:
+        compile_json_schema(_refs(MAX_SCHEMA_DEPTH - 2)[0])
+    assert str(info.value).endswith(f"at /$defs/d{MAX_SCHEMA_DEPTH - 2}/items")
+
+
+@pytest.mark.timeout(60)
+def test_ref_chain_in_an_embedded_resource_meets_the_converter_limit():
+    """References relative to an embedded resource (``$id``) are not followed by the early
+    walk; the converter's own depth check refuses the chain, at the same count."""
+    defs = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(MAX_SCHEMA_DEPTH + 10)}
+    defs[f"d{MAX_SCHEMA_DEPTH + 10}"] = {"type": "integer"}
+    resource = {"$id": "https://example.com/r", "$defs": defs, "$ref": "#/$defs/d0"}
+    schema = {"$defs": {"r": resource}, "$ref": "https://example.com/r"}
+    with pytest.raises(GrammarTooComplexError, match="MAX_SCHEMA_DEPTH") as info:
+        compile_json_schema(schema, max_convert_seconds=50.0)  # a loaded machine: the depth
+    # root, r, then d0 ... d4997: 5,000 subschemas; d4998 is the first past the limit
+    assert str(info.value).endswith(f"at /$defs/r/$defs/d{MAX_SCHEMA_DEPTH - 2}")
+
+
+def _chain(n: int, hop: str = "$ref") -> dict:
+    """``n`` definitions, each referring to the next (``hop``: "$ref", or "anyOf" for two
+    references to it: 2^n paths), the last an integer."""
+    defs: dict = {}
+    for i in range(n):
+        ref = {"$ref": f"#/$defs/d{i + 1}"}
+        defs[f"d{i}"] = ref if hop == "$ref" else {"anyOf": [ref, dict(ref)]}
+    defs[f"d{n}"] = {"type": "integer"}
+    return defs
+
+
+@pytest.mark.timeout(60)
+def test_check_ref_depth_boundary_cycles_and_unused_definitions():
+    from structgen.fsm.json_schema.ids import check_ref_depth
+
+    limit = 100
+    check_ref_depth({"$defs": _chain(limit - 2), "$ref": "#/$defs/d0"}, limit)
+    with pytest.raises(GrammarTooComplexError, match=f"more than {limit} deep") as info:
+        check_ref_depth({"$defs": _chain(limit - 1), "$ref": "#/$defs/d0"}, limit)
+    assert str(info.value).endswith(f"at /$defs/d{limit - 1}")
+    # definitions no subschema refers to are never converted: not walked
+    check_ref_depth({"$defs": _chain(10 * limit), "type": "integer"}, limit)
+    # a cycle is walked once; so is a target two references share (2^30 paths)
+    tree = {
+        "$defs": {"t": {"type": "array", "items": {"$ref": "#/$defs/t"}}},
+        "properties": {"a": {"$ref": "#/$defs/t"}, "b": {"$ref": "#"}},
+    }
+    check_ref_depth(tree, limit)
+    check_ref_depth({"$defs": _chain(30, "anyOf"), "$ref": "#/$defs/d0"}, limit)
+    with pytest.raises(GrammarTooComplexError, match="counting \\$ref"):
+        check_ref_depth({"$defs": _chain(10 * limit, "anyOf"), "$ref": "#/$defs/d0"}, limit)
+
+
+@pytest.mark.timeout(60)
+def test_check_ref_depth_skips_what_the_draft_ignores():
+    """Draft 7: the siblings of ``$ref`` are ignored, so a chain below one is not walked;
+    the same document in draft 2020-12 is refused."""
+    from structgen.fsm.json_schema.ids import check_ref_depth
+
+    limit = 100
+    schema = {
+        "$defs": {**_chain(2 * limit), "leaf": {"type": "integer"}},
+        "$ref": "#/$defs/leaf",
+        "properties": {"a": {"$ref": "#/$defs/d0"}},
+    }
     with pytest.raises(GrammarTooComplexError, match="MAX_SCHEMA_DEPTH"):
-        compile_json_schema(schema, max_convert_seconds=50.0)
+        check_ref_depth(schema, limit)
+    draft7 = "http://json-schema.org/draft-07/schema#"
+    check_ref_depth({"$schema": draft7, **schema}, limit)
 
 
 @pytest.mark.timeout(60)

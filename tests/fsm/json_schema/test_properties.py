@@ -13,6 +13,7 @@ schema either compiles (then every keyword is enforced) or raises
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from fractions import Fraction
@@ -302,3 +303,27 @@ def test_bounded_numbers_exponent_spellings_exact() -> None:
                 assert (bounds, text) == ({"exclusiveMinimum": 100, "maximum": 1e20}, "1e+20")
         assert accepted > 0, bounds
     assert compile_json_schema({"type": "number", "minimum": 0}).matches("1e+16")
+
+
+def test_keys_are_written_in_schema_order() -> None:
+    """The documented layout (README, ``objects``): the members of ``properties`` in the
+    schema's order (not sorted, not the instance's), then required keys ``properties``
+    does not list in ``required`` order, then extra keys. ``jsonschema`` accepts every
+    order of the members; the grammar exactly one: the schema's."""
+    schema = {
+        "type": "object",
+        "properties": {"z": {"type": "integer"}, "a": {"type": "integer"}, "m": {}},
+        "required": ["q", "m", "p"],
+    }
+    value = {"z": 1, "a": 2, "m": "x", "q": None, "p": [], "extra": True}
+    grammar = compile_json_schema(schema, allow_extra_properties=True)
+    accepted = []
+    for order in itertools.permutations(value):
+        ordered = {k: value[k] for k in order}
+        assert jsonschema.Draft202012Validator(schema).is_valid(ordered)
+        if grammar.matches(json.dumps(ordered, separators=(",", ":"))):
+            accepted.append(order)
+    assert accepted == [("z", "a", "m", "q", "p", "extra")]
+    # optional members keep their places when others are absent
+    assert grammar.matches('{"a":2,"m":1,"q":0,"p":0}')
+    assert not grammar.matches('{"m":1,"a":2,"q":0,"p":0}')

@@ -146,13 +146,6 @@ static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
     return py_isa(self, NULL);
 }
 
-static PyObject *py_set_q8_tile(PyObject *self, PyObject *arg) {
-    int want = PyObject_IsTrue(arg);
-    if (want < 0) return NULL;
-    q8_tile = want;
-    return PyBool_FromLong(q8_tile);
-}
-
 static PyMethodDef methods[] = {
     {"int4_mm", (PyCFunction)(void (*)(void))py_int4_mm, METH_FASTCALL,
      "int4_mm(x, q, scales, mins, y, M, N, K, group, scale_f16, q8, threads): y = x @ dequant(W).T (pointers; q8: int8 activations)"},
@@ -162,8 +155,6 @@ static PyMethodDef methods[] = {
      "int4_dequant(q, scales, mins, out, n0, n1, K, group, scale_f16): rows n0..n1 as fp32 (pointers)"},
     {"int8_dequant", (PyCFunction)(void (*)(void))py_int8_dequant, METH_FASTCALL,
      "int8_dequant(q, scales, out, n0, n1, K, group, scale_f16): rows n0..n1 as fp32 (pointers)"},
-    {"set_q8_tile", py_set_q8_tile, METH_O,
-     "set_q8_tile(on): int4 Q8 prefill in tiles of two weight rows (bit-identical; default on); returns it"},
     {"isa", py_isa, METH_NOARGS, "the instruction set in use: 'avx2' or 'scalar'"},
     {"set_isa", py_set_isa, METH_O, "set_isa(use_simd): use AVX2 if asked and supported; returns isa()"},
     {NULL, NULL, 0, NULL},

@@ -302,72 +302,6 @@ SGQ_AVX2 static void q8_row_all(const void *qr, const int8_t *xq, const float *x
     }
 }
 
-/* Two weight rows per tile (q8_tile, on by default; set_q8_tile turns it off for comparisons):
- * the int4 Q8 dot products of up to Q8_ROWS activation rows with weight rows n and n + 1, each
- * activation load and each weight unpack used twice. Bit-identical to q8_rows_dot: every
- * accumulator u is its own FMA chain over blocks u, u + QU, ... (then, for u = 0, the blocks past
- * the last whole run of QU), so the chains are run one u after another (8 live accumulators,
- * no spills) and combined ((a0 + a1) + a2) + a3 as there, whatever M is or where a row sits. */
-static int q8_tile = 1;
-
-SGQ_AVX2 static inline __attribute__((always_inline)) void q8_tile2_step(
-    __m256 acc[Q8_ROWS][2], const uint8_t *qr0, const uint8_t *qr1, const int8_t *xq, const float *xd,
-    const float *dsb0, const float *dsb1, int K, int KB, int bi, const int MM) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i w0 = q8_weights(qr0, bi, 1), w1 = q8_weights(qr1, bi, 1);
-    const float d0 = dsb0[bi], d1 = dsb1[bi];
-    for (int m = 0; m < MM; m++) {
-        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)m * K + (size_t)bi * 32));
-        const float dx = xd[(size_t)m * KB + bi];
-        __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(w0, xv), ones);
-        __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(w1, xv), ones);
-        acc[m][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(d0 * dx), acc[m][0]);
-        acc[m][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(d1 * dx), acc[m][1]);
-    }
-}
-
-SGQ_AVX2 static inline __attribute__((always_inline)) void q8_tile2_dot(
-    const uint8_t *qr0, const uint8_t *qr1, const int8_t *xq, const float *xd, const float *dsb0,
-    const float *dsb1, int K, int KB, float res[Q8_ROWS][2], const int MM) {
-    __m256 part[QU][Q8_ROWS][2];
-    const int KB4 = KB - KB % QU; /* blocks in whole runs of QU */
-    for (int u = 0; u < QU; u++) {
-        __m256 acc[Q8_ROWS][2];
-        for (int m = 0; m < Q8_ROWS; m++) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
-        for (int bi = u; bi < KB4; bi += QU) q8_tile2_step(acc, qr0, qr1, xq, xd, dsb0, dsb1, K, KB, bi, MM);
-        if (u == 0)
-            for (int bi = KB4; bi < KB; bi++) q8_tile2_step(acc, qr0, qr1, xq, xd, dsb0, dsb1, K, KB, bi, MM);
-        for (int m = 0; m < MM; m++) part[u][m][0] = acc[m][0], part[u][m][1] = acc[m][1];
-    }
-    for (int m = 0; m < MM; m++)
-        for (int j = 0; j < 2; j++)
-            res[m][j] = hsum8(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(part[0][m][j], part[1][m][j]), part[2][m][j]),
-                                            part[3][m][j]));
-}
-
-/* y[m, n + j] = (Q8 dot of row m with int4 weight row n + j) + tail_j[m], j = 0, 1, all M rows */
-SGQ_AVX2 static void q8_tile2_all(const uint8_t *qr0, const uint8_t *qr1, const int8_t *xq, const float *xd,
-                                  const float *dsb0, const float *dsb1, const float *tail0, const float *tail1,
-                                  float *y, int M, int N, int K, int n) {
-    int KB = K / 32;
-    for (int m0 = 0; m0 < M; m0 += Q8_ROWS) {
-        float res[Q8_ROWS][2];
-        int mm = M - m0 >= Q8_ROWS ? Q8_ROWS : M - m0;
-        const int8_t *xm = xq + (size_t)m0 * K;
-        const float *dm = xd + (size_t)m0 * KB;
-        switch (mm) {
-            case 1: q8_tile2_dot(qr0, qr1, xm, dm, dsb0, dsb1, K, KB, res, 1); break;
-            case 2: q8_tile2_dot(qr0, qr1, xm, dm, dsb0, dsb1, K, KB, res, 2); break;
-            case 3: q8_tile2_dot(qr0, qr1, xm, dm, dsb0, dsb1, K, KB, res, 3); break;
-            default: q8_tile2_dot(qr0, qr1, xm, dm, dsb0, dsb1, K, KB, res, 4); break;
-        }
-        for (int m = 0; m < mm; m++) {
-            y[(size_t)(m0 + m) * N + n] = res[m][0] + tail0[m0 + m];
-            y[(size_t)(m0 + m) * N + n + 1] = res[m][1] + tail1[m0 + m];
-        }
-    }
-}
-
 /* quantize_q8 (qkernel_core.h) with the same results: the block maximum of |x| is exact in any
  * order (a NaN is skipped in both), x * id is the same fp32 product, and the conversion rounds
  * to nearest even as lrintf does in the default rounding mode (finite inputs). */
@@ -425,28 +359,6 @@ SGQ_AVX2 static inline __m256 load8_scales(const void *p, int f16, int g) {
                : _mm256_loadu_ps((const float *)p + g);
 }
 
-/* Weight row n's per-block scales dsb [K/32] and tail[m] = sum over groups of min * xsum
- * (+ 8 * scale * xdiff on the Q8 path), m < M. */
-SGQ_AVX2 static inline void int4_row_prep(const float *xsum, const float *xd8, const void *sc, const void *mn,
-                                          int f16, int M, int G, int bpg, int n, float *dsb, float *tail) {
-    size_t ssz = f16 ? 2 : 4;
-    const void *sr = (const char *)sc + (size_t)n * G * ssz, *mr = (const char *)mn + (size_t)n * G * ssz;
-    for (int m = 0; m < M; m++) {
-        const float *xs = xsum + (size_t)m * G, *xf = xd8 + (size_t)m * G;
-        __m256 t = _mm256_setzero_ps();
-        int g = 0;
-        for (; g + 8 <= G; g += 8) {
-            t = _mm256_fmadd_ps(load8_scales(mr, f16, g), _mm256_loadu_ps(xs + g), t);
-            t = _mm256_fmadd_ps(load8_scales(sr, f16, g), _mm256_loadu_ps(xf + g), t);
-        }
-        float ts = hsum8(t);
-        for (; g < G; g++) ts += scale_at(mr, f16, g) * xs[g] + scale_at(sr, f16, g) * xf[g];
-        tail[m] = ts;
-    }
-    if (f16) expand_scales((const uint16_t *)sr, dsb, G, bpg);
-    else expand_scales_f32((const float *)sr, dsb, G, bpg);
-}
-
 /* int4 rows n0..n1; xq/xd non-NULL selects the Q8 path. xsumt: [G, MAX_M] group sums of x. */
 SGQ_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const float *xd, const float *xsum,
                                    const float *xdiff, const uint8_t *q, const void *sc, const void *mn, int f16,
@@ -457,21 +369,25 @@ SGQ_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const floa
     const __m128i lomask = _mm_set1_epi8(0x0F);
     const __m256i ones = _mm256_set1_epi16(1);
     (void)ones;
-    float dsb1[KB + 8], tail1[MAX_M];
     for (int n = n0; n < n1; n++) {
         const uint8_t *qr = q + (size_t)n * (K / 2);
         size_t ssz = f16 ? 2 : 4;
-        if (xq && q8_tile && n + 1 < n1) { /* rows n and n + 1 in one tile (q8_tile2_all) */
-            int4_row_prep(xsum, xd8, sc, mn, f16, M, G, bpg, n + 1, dsb1, tail1);
-            float tail0[MAX_M];
-            int4_row_prep(xsum, xd8, sc, mn, f16, M, G, bpg, n, dsb, tail0);
-            q8_tile2_all(qr, qr + K / 2, xq, xd, dsb, dsb1, tail0, tail1, y, M, N, K, n);
-            n++;
-            continue;
-        }
-        (void)ssz;
+        const void *sr = (const char *)sc + (size_t)n * G * ssz, *mr = (const char *)mn + (size_t)n * G * ssz;
         float tail[MAX_M]; /* sum over groups of min * xsum (+ 8 * scale * xdiff on the Q8 path) */
-        int4_row_prep(xsum, xd8, sc, mn, f16, M, G, bpg, n, dsb, tail);
+        for (int m = 0; m < M; m++) {
+            const float *xs = xsum + (size_t)m * G, *xf = xd8 + (size_t)m * G;
+            __m256 t = _mm256_setzero_ps();
+            int g = 0;
+            for (; g + 8 <= G; g += 8) {
+                t = _mm256_fmadd_ps(load8_scales(mr, f16, g), _mm256_loadu_ps(xs + g), t);
+                t = _mm256_fmadd_ps(load8_scales(sr, f16, g), _mm256_loadu_ps(xf + g), t);
+            }
+            float ts = hsum8(t);
+            for (; g < G; g++) ts += scale_at(mr, f16, g) * xs[g] + scale_at(sr, f16, g) * xf[g];
+            tail[m] = ts;
+        }
+        if (f16) expand_scales((const uint16_t *)sr, dsb, G, bpg);
+        else expand_scales_f32((const float *)sr, dsb, G, bpg);
         if (xq) {
             q8_row_all(qr, xq, xd, dsb, tail, y, M, N, K, n, 1);
         } else {

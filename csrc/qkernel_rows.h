@@ -383,7 +383,9 @@ SGQ_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const floa
                 t = _mm256_fmadd_ps(load8_scales(sr, f16, g), _mm256_loadu_ps(xf + g), t);
             }
             float ts = hsum8(t);
-            for (; g < G; g++) ts += scale_at(mr, f16, g) * xs[g] + scale_at(sr, f16, g) * xf[g];
+            for (; g < G; g++) /* F16C conversion: exact, as scale_at's (NaN payloads aside) */
+                ts += (f16 ? h2f(((const uint16_t *)mr)[g]) : ((const float *)mr)[g]) * xs[g] +
+                      (f16 ? h2f(((const uint16_t *)sr)[g]) : ((const float *)sr)[g]) * xf[g];
             tail[m] = ts;
         }
         if (f16) expand_scales((const uint16_t *)sr, dsb, G, bpg);

@@ -503,30 +503,18 @@ def main() -> None:
             for d in docs
         ],
     }
-    if args.rescore_evidence is not None:
-        ids = {r["id"] for row in json.loads(args.rescore_evidence.read_text()).values()
-               for r in row["per_doc"]}  # fmt: skip
-        rows = rescore_evidence(args.rescore_evidence, [d for d in docs if d.id in ids])
-        print(table(rows))
-        if args.json:
-            args.json.write_text(json.dumps(rows, ensure_ascii=False, indent=1))
-        return
-    if args.rescore_numbers is not None:
-        ids = {r["id"] for row in json.loads(args.rescore_numbers.read_text()).values()
-               for r in row["per_doc"]}  # fmt: skip
+    rescores = [
+        (args.rescore_evidence, lambda path, ds, msgs: rescore_evidence(path, ds)),
+        (args.rescore_numbers, rescore_numbers),
+        (args.rescore_options, rescore_options),
+    ]
+    for path, rescore in rescores:
+        if path is None:
+            continue
+        ids = {r["id"] for row in json.loads(path.read_text()).values() for r in row["per_doc"]}
         docs = [d for d in docs if d.id in ids]
         msgs = [extraction_messages(d.schema, d.text, **style) for d in docs]
-        rows = rescore_numbers(args.rescore_numbers, docs, msgs)
-        print(table(rows))
-        if args.json:
-            args.json.write_text(json.dumps(rows, ensure_ascii=False, indent=1))
-        return
-    if args.rescore_options is not None:
-        ids = {r["id"] for row in json.loads(args.rescore_options.read_text()).values()
-               for r in row["per_doc"]}  # fmt: skip
-        docs = [d for d in docs if d.id in ids]
-        msgs = [extraction_messages(d.schema, d.text, **style) for d in docs]
-        rows = rescore_options(args.rescore_options, docs, msgs)
+        rows = rescore(path, docs, msgs)
         print(table(rows))
         if args.json:
             args.json.write_text(json.dumps(rows, ensure_ascii=False, indent=1))

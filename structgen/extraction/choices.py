@@ -160,7 +160,7 @@ def choose_options(engine: Any, schema: Any, prompts: list[Any], raw_texts: list
         compactly (``separators=(",", ":")``, keys in their order) with that option.
     """
     fields = option_fields(schema) if isinstance(schema, dict) else {}
-    jobs = []  # (document, keys, options, candidate ids, first scored position)
+    jobs: list[CandidateJob] = []
     values: list[Any] = [None] * len(raw_texts)
     for i, raw in enumerate(raw_texts):
         if not fields or not raw:
@@ -175,48 +175,116 @@ def choose_options(engine: Any, schema: Any, prompts: list[Any], raw_texts: list
             present, current = _get(values[i], keys)
             if not present or keys not in spans or not any(_same(o, current) for o in options):
                 continue
-            start, end = spans[keys]
             if context is None:
                 context = _template(engine, prompts[i])
-            tail = raw[end : end + 1]
-            base = engine.tokenizer.encode(context + raw[:start], add_special_tokens=False)
-            fulls = [
-                engine.tokenizer.encode(
-                    context + raw[:start] + json.dumps(o, ensure_ascii=False) + tail,
-                    add_special_tokens=False,
-                )
-                for o in options
-            ]
-            firsts = [max(1, min(common_prefix(base, f), len(f) - 1)) for f in fulls]
-            jobs.append((i, keys, options, fulls, firsts))
-    if not jobs:
-        return list(raw_texts)
-    requests = [f for job in jobs for f in job[3]]
-    params = [dataclasses.replace(_SCORE, prompt_logprobs_start=s) for job in jobs for s in job[4]]
-    outs = engine.generate(requests, params)
-    checker = jsonschema.validators.validator_for(schema)(schema)
+            jobs.append(CandidateJob(i, keys, list(options), context, raw, spans[keys]))
+    checker = jsonschema.validators.validator_for(schema)(schema) if jobs else None
     out_texts = list(raw_texts)
+    for job, best in zip(jobs, best_candidates(engine, jobs, values, summed=False)):
+        if best is None:
+            continue
+        trial = _with(values[job.doc], job.keys, best)
+        if checker.is_valid(trial):
+            values[job.doc] = trial
+            out_texts[job.doc] = json.dumps(trial, ensure_ascii=False, separators=(",", ":"))
+    return out_texts
+
+
+@dataclasses.dataclass(frozen=True)
+class CandidateJob:
+    """One field of one generated object whose value is decided among candidates.
+
+    Attributes:
+        doc: the document's index in the batch.
+        keys: the field's key path (object properties).
+        candidates: the JSON values scored (greedy's value among them).
+        context: the prompt's text as the model read it (``_template``).
+        raw: the generated JSON text.
+        span: ``(start, end)`` character offsets of the field's value in ``raw``
+            (``value_spans``).
+    """
+
+    doc: int
+    keys: tuple[str, ...]
+    candidates: list[Any]
+    context: str
+    raw: str
+    span: tuple[int, int]
+
+
+def best_candidates(
+    engine: Any, jobs: list[CandidateJob], values: list[Any], *, summed: bool
+) -> list[Any]:
+    """Each job's best-scoring candidate, or ``None`` where greedy's value wins.
+
+    Every candidate is scored in the context greedy wrote the value in: the prompt and
+    ``raw`` up to the value, then the candidate as JSON and the one structural character
+    ``raw`` wrote after the value; its tokens' log-probabilities from the first token where
+    the candidate's ids leave the context's are averaged (``summed=False``, as ``select``
+    scores options) or summed (``summed=True``, which does not favour longer candidates).
+    All candidates of all jobs go to ``engine.generate`` as one batch of prompt-log-prob
+    requests (the radix cache computes their shared prefixes once).
+
+    Args:
+        engine: the engine (``tokenizer``, ``generate``).
+        jobs: the fields to decide; each job's candidates hold greedy's value.
+        values: each document's parsed object (``values[job.doc]``).
+        summed: sum rather than average the candidate's token log-probabilities.
+
+    Returns:
+        One entry per job: the winning candidate, or ``None`` where greedy's value scores
+        highest (a tie keeps greedy's; between others the first listed wins).
+
+    Raises:
+        ValueError: a job's candidates do not hold the value at its keys.
+    """
+    if not jobs:
+        return []
+    fulls_all, firsts_all = [], []
+    for job in jobs:
+        start, end = job.span
+        prefix = job.context + job.raw[:start]
+        tail = job.raw[end : end + 1]
+        base = engine.tokenizer.encode(prefix, add_special_tokens=False)
+        fulls = [
+            engine.tokenizer.encode(
+                prefix + json.dumps(c, ensure_ascii=False) + tail, add_special_tokens=False
+            )
+            for c in job.candidates
+        ]
+        fulls_all.append(fulls)
+        firsts_all.append([max(1, min(common_prefix(base, f), len(f) - 1)) for f in fulls])
+    requests = [f for fulls in fulls_all for f in fulls]
+    params = [dataclasses.replace(_SCORE, prompt_logprobs_start=s) for fs in firsts_all for s in fs]
+    outs = engine.generate(requests, params)
+    best_out: list[Any] = []
     pos = 0
-    for i, keys, options, fulls, firsts in jobs:
+    for job, fulls, firsts in zip(jobs, fulls_all, firsts_all):
         scores = [
-            mean_logprob(out, full, first)
+            mean_logprob(out, full, first) * (max(1, len(full) - first) if summed else 1)
             for out, full, first in zip(outs[pos : pos + len(fulls)], fulls, firsts)
         ]
         pos += len(fulls)
-        _, current = _get(values[i], keys)
-        now = next(k for k, o in enumerate(options) if _same(o, current))
-        best = max(range(len(options)), key=lambda k: (scores[k], k == now, -k))
-        if best == now:  # a tie keeps greedy's value
-            continue
-        trial = json.loads(json.dumps(values[i]))
-        node = trial
-        for key in keys[:-1]:
-            node = node[key]
-        node[keys[-1]] = options[best]
-        if checker.is_valid(trial):
-            values[i] = trial
-            out_texts[i] = json.dumps(trial, ensure_ascii=False, separators=(",", ":"))
-    return out_texts
+        _, current = _get(values[job.doc], job.keys)
+        now = next((k for k, c in enumerate(job.candidates) if _same(c, current)), None)
+        if now is None:
+            raise ValueError(
+                f"best_candidates: the candidates of field {'.'.join(job.keys)!r} "
+                f"(document {job.doc}) do not hold its value {current!r}"
+            )
+        best = max(range(len(scores)), key=lambda k: (scores[k], k == now, -k))
+        best_out.append(None if best == now else job.candidates[best])
+    return best_out
+
+
+def _with(value: Any, keys: tuple[str, ...], new: Any) -> Any:
+    """A copy of ``value`` with the field at ``keys`` set to ``new``."""
+    trial = json.loads(json.dumps(value))
+    node = trial
+    for key in keys[:-1]:
+        node = node[key]
+    node[keys[-1]] = new
+    return trial
 
 
 def _same(a: Any, b: Any) -> bool:

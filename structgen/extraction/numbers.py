@@ -20,17 +20,23 @@ field's absence is not a numeral to score against).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from decimal import Decimal
 from typing import Any
 
 import jsonschema
 
-from structgen.extraction.choices import _SCORE, _get, _same, _template, value_spans
+from structgen.extraction.choices import (
+    CandidateJob,
+    _get,
+    _same,
+    _template,
+    _with,
+    best_candidates,
+    value_spans,
+)
 from structgen.extraction.refs import MAX_REF_DEPTH
 from structgen.extraction.refs import resolve as _resolve
-from structgen.extraction.spans import common_prefix, mean_logprob
 from structgen.fsm.numerals import json_numeral, numerals
 
 __all__ = ["choose_numbers", "number_fields", "numeral_candidates", "MAX_NUMERAL_CANDIDATES"]
@@ -124,7 +130,7 @@ def choose_numbers(
     """
     fields = number_fields(schema) if isinstance(schema, dict) else []
     checker = jsonschema.validators.validator_for(schema)(schema) if fields else None
-    jobs = []  # (document, keys, candidates, candidate ids, first scored position)
+    jobs: list[CandidateJob] = []
     values: list[Any] = [None] * len(raw_texts)
     for i, raw in enumerate(raw_texts):
         if not fields or not raw:
@@ -151,50 +157,17 @@ def choose_numbers(
                 cands.append(current)
             if len(cands) < 2:
                 continue
-            start, end = spans[keys]
             if context is None:
                 context = _template(engine, prompts[i])
-            tail = raw[end : end + 1]
-            base = engine.tokenizer.encode(context + raw[:start], add_special_tokens=False)
-            fulls = [
-                engine.tokenizer.encode(
-                    context + raw[:start] + json.dumps(c) + tail, add_special_tokens=False
-                )
-                for c in cands
-            ]
-            firsts = [max(1, min(common_prefix(base, f), len(f) - 1)) for f in fulls]
-            jobs.append((i, keys, cands, fulls, firsts))
-    if not jobs:
-        return list(raw_texts)
-    requests = [f for job in jobs for f in job[3]]
-    params = [dataclasses.replace(_SCORE, prompt_logprobs_start=s) for job in jobs for s in job[4]]
-    outs = engine.generate(requests, params)
+            jobs.append(CandidateJob(i, keys, cands, context, raw, spans[keys]))
     out_texts = list(raw_texts)
-    pos = 0
-    for i, keys, cands, fulls, firsts in jobs:
-        scores = [
-            mean_logprob(out, full, first) * max(1, len(full) - first)
-            for out, full, first in zip(outs[pos : pos + len(fulls)], fulls, firsts)
-        ]
-        pos += len(fulls)
-        _, current = _get(values[i], keys)
-        now = next(k for k, c in enumerate(cands) if _same(c, current))
-        best = max(range(len(cands)), key=lambda k: (scores[k], k == now, -k))
-        if best == now:  # a tie keeps greedy's value
+    # a document's later fields are set on its object with the earlier ones replaced
+    for job, best in zip(jobs, best_candidates(engine, jobs, values, summed=True)):
+        if best is None:
             continue
-        values[i] = _with(values[i], keys, cands[best])
-        out_texts[i] = json.dumps(values[i], ensure_ascii=False, separators=(",", ":"))
+        values[job.doc] = _with(values[job.doc], job.keys, best)
+        out_texts[job.doc] = json.dumps(values[job.doc], ensure_ascii=False, separators=(",", ":"))
     return out_texts
-
-
-def _with(value: Any, keys: tuple[str, ...], new: Any) -> Any:
-    """A copy of ``value`` with the field at ``keys`` set to ``new``."""
-    trial = json.loads(json.dumps(value))
-    node = trial
-    for key in keys[:-1]:
-        node = node[key]
-    node[keys[-1]] = new
-    return trial
 
 
 def _valid_with(checker: Any, value: Any, keys: tuple[str, ...], new: Any) -> bool:

@@ -204,3 +204,51 @@ def test_engine_extract_passes_the_scoring_options_through(tiny_engine, monkeypa
     got = tiny_engine.extract({"type": "object"}, "t", score_options=True, score_span_ends=True)
     assert got == "sentinel"
     assert seen["score_options"] is True and seen["score_span_ends"] is True
+
+
+class LengthEngine(PreferringEngine):
+    """Stand-in model over characters: every scored token has log-prob -1, so a
+    candidate's mean is -1 whatever its length and its sum is minus its scored length."""
+
+    def __init__(self):
+        super().__init__({})
+
+    def generate(self, requests, params):
+        outs = []
+        for ids, p in zip(requests, params):
+            lps = [None] * p.prompt_logprobs_start + [
+                {t: -1.0} for t in ids[p.prompt_logprobs_start :]
+            ]
+            outs.append(RequestOutput(text="", finish_reason="length", prompt_logprobs=lps))
+        return outs
+
+
+def _job(value, keys, candidates):
+    from structgen.extraction.choices import CandidateJob
+
+    raw = json.dumps(value, separators=(",", ":"))
+    return CandidateJob(0, keys, candidates, "ctx ", raw, value_spans(raw)[keys])
+
+
+def test_best_candidates_sum_prefers_the_shortest_and_a_mean_tie_keeps_greedys():
+    """Hand-computed: under -1 per character ``1`` (sum -2 with the ``}``) beats ``10``
+    and ``123`` (-3, -4); every mean is -1, a tie, so greedy's ``123`` stays."""
+    from structgen.extraction.choices import best_candidates
+
+    value = {"n": 123}
+    jobs = [_job(value, ("n",), [10, 1, 123])]
+    assert best_candidates(LengthEngine(), jobs, [value], summed=True) == [1]
+    assert best_candidates(LengthEngine(), jobs, [value], summed=False) == [None]
+    assert best_candidates(LengthEngine(), [], [], summed=True) == []
+
+
+def test_best_candidates_follows_the_preferred_value_and_refuses_a_missing_greedy_value():
+    from structgen.extraction.choices import best_candidates
+
+    value = {"a": {"n": 5}, "b": "x"}
+    engine = PreferringEngine({"n": 58})
+    assert best_candidates(engine, [_job(value, ("a", "n"), [2, 58, 5])], [value], summed=True) == [
+        58
+    ]
+    with pytest.raises(ValueError, match="'a.n'"):
+        best_candidates(engine, [_job(value, ("a", "n"), [2, 58])], [value], summed=True)

@@ -46,7 +46,7 @@ import numpy as np
 
 from ...errors import ConfigError, GrammarTooComplexError
 from ..index.lexical_masks import MIN_HEAD_BYTES, split_key
-from ..regex.lazy_dfa import ByteDFA
+from ..regex.lazy_dfa import ByteDFA, rows_holding
 from .earley import EarleyCharts
 
 try:  # optional C extension built by setup.py (csrc/cfgrows.c)
@@ -438,12 +438,8 @@ class GrammarAutomaton:
 
     def _reserve_row(self) -> int:
         """The slot of the next row built (``_rows`` grown to hold it)."""
-        slot = self._num_rows
-        if slot >= self._rows.shape[0]:
-            rows = np.full((self._rows.shape[0] * 2, 256), -1, np.int32)
-            rows[:slot] = self._rows[:slot]
-            self._rows = rows
-        return slot
+        self._rows = rows_holding(self._rows, self._num_rows)
+        return self._num_rows
 
     # ---- the ByteDFA interface ----------------------------------------------------------
 

@@ -52,7 +52,7 @@ from ...errors import GrammarTooComplexError
 from ..deadline import Deadline
 from .terms import BYTES, CONCAT, EMPTY, EPS, TermArena, refine_classes
 
-__all__ = ["ByteDFA", "DEFAULT_MAX_STATES", "DEFAULT_MAX_SECONDS", "PENDING"]
+__all__ = ["ByteDFA", "DEFAULT_MAX_STATES", "DEFAULT_MAX_SECONDS", "PENDING", "rows_holding"]
 
 DEFAULT_MAX_STATES = 200_000
 DEFAULT_MAX_SECONDS = 10.0  # CPU seconds of the compiling thread (deadline.Deadline)
@@ -63,6 +63,17 @@ def _mask_bits(mask: int) -> np.ndarray:
     """Bool ``[256]``: the bytes in a 256-bit ``int`` mask."""
     raw = np.frombuffer(mask.to_bytes(32, "little"), np.uint8)
     return np.unpackbits(raw, bitorder="little").view(bool)  # 0 / 1 bytes: valid bools
+
+
+def rows_holding(rows: np.ndarray, slot: int) -> np.ndarray:
+    """A byte-row table (``[capacity, 256]`` int32, -1 where unbuilt) with room for row
+    ``slot``: ``rows`` itself, or a copy of its first ``slot`` rows at twice the capacity.
+    """
+    if slot < rows.shape[0]:
+        return rows
+    grown = np.full((rows.shape[0] * 2, 256), -1, np.int32)
+    grown[:slot] = rows[:slot]
+    return grown
 
 
 class ByteDFA:
@@ -191,12 +202,8 @@ class ByteDFA:
             setattr(self, name, new)
 
     def _new_row_slot(self) -> int:
-        slot = self._num_rows
-        if slot >= self._rows.shape[0]:
-            rows = np.full((self._rows.shape[0] * 2, 256), -1, np.int32)
-            rows[:slot] = self._rows[:slot]
-            self._rows = rows
-        return slot
+        self._rows = rows_holding(self._rows, self._num_rows)
+        return self._num_rows
 
     def _live_classes(self, term: int, first: int) -> list[tuple[int, object]]:
         """(representative byte, where in a row) per class of ``first`` (the bytes that can

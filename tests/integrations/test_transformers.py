@@ -8,10 +8,11 @@ import re
 import jsonschema
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
 from structgen.fsm import Vocabulary, compile_json_schema
 from structgen.integrations.transformers import StructgenLogitsProcessor, logits_processor
+from tests.tiny_llama import DRAFT, tiny_llama
 
 SCHEMA = {
     "type": "object",
@@ -26,19 +27,9 @@ SCHEMA = {
 
 
 def _tiny_llama(vocab_size: int, eos: int, seed: int = 0) -> LlamaForCausalLM:
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=512,
-        eos_token_id=eos,
-        bos_token_id=eos,
+    return tiny_llama(
+        seed=seed, base=DRAFT, vocab_size=vocab_size, eos_token_id=eos, bos_token_id=eos
     )
-    torch.manual_seed(seed)
-    return LlamaForCausalLM(config).eval()
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,12 @@ import json
 import shutil
 
 import pytest
-import torch
 
 from benchmarks.support import CHATML, TINY_CORPUS
 from structgen import Engine, Regex, SamplingParams
 from structgen.errors import ConfigError, ModelLoadError
 from structgen.runtime.loader.tokenizer import load_hf_tokenizer, load_tokenizer
+from tests.tiny_llama import DRAFT, tiny_llama
 
 TEXTS = [
     "Maria Lopez, 34, works as a nurse in Lyon.",
@@ -26,22 +26,15 @@ TEXTS = [
 
 
 def _tiny_llama(path, vocab_size: int, bos: int | None, eos: int | None) -> None:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
+    model = tiny_llama(
+        base=DRAFT,
         vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
         max_position_embeddings=256,
         tie_word_embeddings=True,
         bos_token_id=bos,
         eos_token_id=eos,
     )
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(path, safe_serialization=True)
+    model.save_pretrained(path, safe_serialization=True)
 
 
 @pytest.fixture(scope="module")

@@ -218,9 +218,9 @@ class JsonSchema(RegexSpec):
             GrammarTooComplexError: the schema nests deeper than ``MAX_SCHEMA_DEPTH``
                 (arrays/objects, or subschemas counting ``$ref``: ``check_schema_depth``).
         """
-        schema = schema_for(self.schema)
         from .json_schema.ids import check_schema_depth
 
+        schema = schema_for(self.schema)
         depth = check_schema_depth(schema)  # before any other walk
         options = (
             self.whitespace,

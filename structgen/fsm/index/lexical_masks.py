@@ -206,7 +206,7 @@ class LexicalMaskCache:
         self._pinned: dict[tuple[bytes, int], np.ndarray] = {}
         self._bytes = 0
         self._exits: OrderedDict[int, tuple | None] = OrderedDict()
-        self._flat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._sets: tuple[np.ndarray, np.ndarray] | None = None  # see _token_sets
         self._prepared = False
         self.hits = 0
         self.misses = 0
@@ -230,15 +230,11 @@ class LexicalMaskCache:
             if exit_mask in self._exits:
                 self._exits.move_to_end(exit_mask)
                 return self._exits[exit_mask]
-            flat, owner, offsets = self._token_bytes_flat()
-            table = np.frombuffer(exit_mask.to_bytes(32, "little"), np.uint8)
-            hit = np.unpackbits(table, bitorder="little").astype(bool)[flat]
-            holds = np.zeros(self.vocab.vocab_size, bool)
-            holds[owner[hit]] = True
+            holds = self.tokens_holding(exit_mask)
             never = self.vocab.index_tables[0]
             holds &= ~never
             full = self.vocab.token_trie
-            lengths = np.diff(offsets)
+            lengths = self._token_sets()[1]
             # the exit trie has at most the exit tokens' bytes as nodes: reject early
             if int(lengths[holds].sum()) * _MAX_EXIT_FRACTION >= full.num_nodes:
                 out = None
@@ -255,18 +251,37 @@ class LexicalMaskCache:
                 self._exits.popitem(last=False)
             return out
 
-    def _token_bytes_flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(all token bytes concatenated uint8, owning token id of each byte int64,
-        offsets int64 ``[vocab_size + 1]``), built once.
+    def tokens_holding(self, byte_mask: int) -> np.ndarray:
+        """Bool ``[vocab_size]``: the tokens with at least one byte in ``byte_mask`` (a
+        256-bit mask); the empty tokens and the never-allowed ones included as their bytes
+        say. One AND per 64-byte word of ``byte_mask`` that holds a byte, over the
+        per-token byte sets (built once). Raises: never.
         """
-        if self._flat is None:
+        sets = self._token_sets()[0]
+        holds = np.zeros(sets.shape[1], bool)
+        for w in range(4):
+            word = (byte_mask >> (64 * w)) & 0xFFFF_FFFF_FFFF_FFFF
+            if word:
+                holds |= (sets[w] & np.uint64(word)) != 0
+        return holds
+
+    def _token_sets(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the bytes of each token as a 256-bit set, uint64 ``[4, vocab_size]`` (byte ``b``
+        is bit ``b % 64`` of row ``b // 64``), the byte length of each token int64
+        ``[vocab_size]``), built once per vocabulary.
+        """
+        if self._sets is None:
             tb = self.vocab.token_bytes
             lengths = np.fromiter(map(len, tb), np.int64, len(tb))
-            flat = np.frombuffer(b"".join(tb), np.uint8)
+            flat = np.frombuffer(b"".join(tb), np.uint8).astype(np.int64)
             owner = np.repeat(np.arange(len(tb), dtype=np.int64), lengths)
-            offsets = np.concatenate([[0], np.cumsum(lengths)])
-            self._flat = (flat, owner, offsets)
-        return self._flat
+            sets = np.zeros((4, len(tb)), np.uint64)
+            bits = np.left_shift(np.uint64(1), (flat & 63).astype(np.uint64))
+            np.bitwise_or.at(sets, (flat >> 6, owner), bits)
+            sets.setflags(write=False)
+            lengths.setflags(write=False)
+            self._sets = (sets, lengths)
+        return self._sets
 
     # ---- entries -------------------------------------------------------------------
 

@@ -235,3 +235,27 @@ def test_whole_rows_for_a_walk_without_pending(vocab, monkeypatch) -> None:
     for prefix in (b'["', b'["a\\u00', b'["x","\xc3'):
         _check(g, vocab, prefix)
     assert not g.dfa._pending  # every row built whole
+
+
+def test_exit_tables_hold_exactly_the_tokens_with_an_exit_byte(vocab) -> None:
+    """``tokens_holding`` (the per-token byte sets) and ``exit_tables`` against brute force:
+    for exit sets in each of the four 64-byte words, across two of them and all 256 bytes,
+    a token is held iff one of its bytes is in the set; the exit trie holds exactly the
+    allowable ones (the mask's tokens are its tokens), or the split is refused."""
+    lex = vocab.lexical_masks
+    never = vocab.index_tables[0]
+    rng = random.Random(1)
+    sets = [1 << ord('"'), (1 << ord('"')) | (1 << ord("\\")), 1 << 0x80, 1 << 0xFF]
+    sets += [1 << 0x1F | 1 << 200, (1 << 256) - 1]
+    sets += [sum(1 << b for b in rng.sample(range(256), 3)) for _ in range(6)]
+    for exit_mask in sets:
+        want = np.array([any((exit_mask >> b) & 1 for b in t) for t in vocab.token_bytes])
+        assert np.array_equal(lex.tokens_holding(exit_mask), want), hex(exit_mask)
+        tables = lex.exit_tables(exit_mask)
+        if tables is None:
+            continue
+        trie, packed = tables
+        held = np.unpackbits(packed.view(np.uint8), bitorder="little")[: vocab.vocab_size]
+        assert np.array_equal(held.astype(bool), want & ~never), hex(exit_mask)
+        in_trie = set(trie.token[trie.token >= 0].tolist()) | set(trie.dups[:, 0].tolist())
+        assert in_trie == set(np.flatnonzero(want & ~never).tolist()), hex(exit_mask)

@@ -431,13 +431,9 @@ def decimal_multiple_regex(step: Fraction) -> str | None:
             by_residues.setdefault(need, []).append(str(f).zfill(c) if c else "")
     parts = []
     for need, fractions in by_residues.items():
-        if m == 1:
-            whole = "(?:0|[1-9][0-9]*)"
-        else:
-            positive = _residue_regex(m, need)
-            if positive is None:
-                return None
-            whole = _alt((["0"] if 0 in need else []) + [positive])
+        whole = _residues_regex(m, need)
+        if whole is None:
+            return None
         zero = "0" * c
         texts = [t.rstrip("0") + "0*" for t in fractions if t != zero]
         if zero in fractions:
@@ -446,3 +442,24 @@ def decimal_multiple_regex(step: Fraction) -> str | None:
         parts.append(whole + ("(?:%s)?" % suffix if zero in fractions else suffix))
     regex = "-?" + _alt(parts)
     return regex if len(regex) <= MAX_MULTIPLE_REGEX else None
+
+
+def _residues_regex(m: int, need: frozenset[int]) -> str | None:
+    """Non-negative integers (no leading zero) whose remainder modulo ``m`` is in ``need``;
+    None when ``_residue_regex`` is too large. Where ``m`` divides ``10**n`` only the last
+    ``n`` digits matter (as in ``integer_multiple_regex``): the numbers below ``10**n``
+    listed, the others as any leading digits and the ``n``-digit tails in ``need``.
+    """
+    if m == 1:
+        return "(?:0|[1-9][0-9]*)"
+    rest, width = m, 0
+    while rest % 2 == 0 or rest % 5 == 0:
+        rest //= 2 if rest % 2 == 0 else 5
+    if rest == 1:
+        while 10**width % m:
+            width += 1
+        tails = [str(v).zfill(width) for v in range(10**width) if v % m in need]
+        short = [str(v) for v in range(10**width) if v % m in need]
+        return _alt(["[1-9][0-9]*(?:%s)" % "|".join(tails)] + short)
+    positive = _residue_regex(m, need)
+    return None if positive is None else _alt((["0"] if 0 in need else []) + [positive])

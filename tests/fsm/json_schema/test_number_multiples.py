@@ -48,7 +48,7 @@ def _canonical_text(v) -> str:
     return str(v) if isinstance(v, int) else format(v.normalize(), "f")
 
 
-STEPS = ["0.5", "0.25", "0.75", "2.5", "0.3", "0.125"]
+STEPS = ["0.5", "0.25", "0.75", "2.5", "12.5", "0.8", "0.3", "0.125"]
 EXACT_SCHEMAS = [
     *({"type": "number", "multipleOf": float(step)} for step in STEPS),
     {"type": "number", "multipleOf": 0.5, "minimum": -2, "exclusiveMaximum": 10.5},
@@ -98,7 +98,9 @@ def test_the_issue_example_against_7_and_7_0():
     assert not grammar.matches("7.50") and not grammar.matches("75e-1")  # other spellings
 
 
-@pytest.mark.parametrize("step", ["0.5", "0.25", "0.75", "2.5", "0.3", "0.125", "1/3", "0.001"])
+@pytest.mark.parametrize(
+    "step", ["0.5", "0.25", "0.75", "2.5", "12.5", "0.8", "0.3", "0.125", "1/3", "0.001"]
+)
 def test_decimal_multiple_regex_brute_force(step):
     """Every spelling ``-?d+(.d+)?`` of 0..30 with up to 3 fraction digits: matched exactly
     when its value is a multiple of ``step`` (exact arithmetic)."""

@@ -268,8 +268,9 @@ def _parse(pattern: str, pointer: str) -> tuple[list, int]:
             with syntax only ``re`` reads (``compile_regex``'s errors, word for word).
         UnsupportedSchemaError: (keyword ``pattern``) the pattern does not parse.
     """
-    if "(" in pattern and _nesting(pattern) > RE_MAX_NESTING:
-        check_nesting(pattern)
+    depth = _nesting(pattern) if "(" in pattern else 0
+    if depth > RE_MAX_NESTING:
+        check_nesting(pattern, depth=depth)
         tree = plain_tree(pattern, MAX_NESTING)
         if tree is not None:
             return tree, 0

@@ -151,8 +151,57 @@ def _present_dependencies(
     return out
 
 
-def _canonical(instance: Any, schema: Any, index: RefIndex, ints: bool) -> Any:
+_CONSTRUCTS = ("not", "if", "oneOf")  # where the compiler may write canonical mode
+
+
+def _construct_levels(branches: list[dict], index: RefIndex) -> tuple[tuple[str, ...], ...]:
+    """``K`` per nesting level (0..10) below a ``not``/``if``/``oneOf`` among ``branches`` (the
+    subschemas merged at one place), as the compiler orders keys in that construct's canonical
+    mode (``boolean_ops._walk_keys``, here over all of ``branches``); empty without one."""
+    from structgen.fsm.json_schema.boolean_ops import _walk_keys
+
+    for b in branches:
+        if any(k in b for k in _CONSTRUCTS):
+            return _walk_keys(branches, index.resolve, 10)
+    return ()
+
+
+_KEY_KEYWORDS = (
+    "properties",
+    "patternProperties",
+    "required",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "propertyNames",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    *_CONSTRUCTS,
+    "anyOf",
+)
+
+
+def _orders_keys(schema: dict) -> bool:
+    """Whether ``schema`` says anything about an object's keys (else the compiler's grammar
+    for it takes the keys in any order outside a construct's canonical mode)."""
+    return any(k in schema for k in _KEY_KEYWORDS)
+
+
+def _canonical(
+    instance: Any, schema: Any, index: RefIndex, ints: bool, levels: tuple = (), level: int = 0
+) -> Any:
+    """``canonical`` below ``schema``; ``levels``: the key order per nesting level of the
+    enclosing ``not``/``if``/``oneOf`` (``level`` containers below it), which orders the keys
+    of objects whose schemas say nothing about keys (none, or ``{"type": "object"}``): inside
+    the construct's canonical mode the compiler writes such an object's keys of that level
+    in that order, then the others; elsewhere it takes them in any order."""
     branches = _branches(schema, index, 0, instance)
+    if not levels:
+        levels, level = _construct_levels(branches, index), 0
+    if isinstance(instance, dict) and levels and not any(_orders_keys(b) for b in branches):
+        known = levels[min(level, len(levels) - 1)]
+        keys = [k for k in known if k in instance] + [k for k in instance if k not in known]
+        return {k: _canonical(instance[k], None, index, ints, levels, level + 1) for k in keys}
     if isinstance(instance, dict):
         order: list[str] = []
         props: dict[str, Any] = {}
@@ -172,7 +221,14 @@ def _canonical(instance: Any, schema: Any, index: RefIndex, ints: bool) -> Any:
                 order.append(k)
         keys = [k for k in order if k in instance] + [k for k in instance if k not in order]
         return {
-            k: _canonical(instance[k], props[k] if k in props else _extra(k, branches), index, ints)
+            k: _canonical(
+                instance[k],
+                props[k] if k in props else _extra(k, branches),
+                index,
+                ints,
+                levels,
+                level + 1,
+            )
             for k in keys
         }
     if isinstance(instance, list):
@@ -187,7 +243,7 @@ def _canonical(instance: Any, schema: Any, index: RefIndex, ints: bool) -> Any:
                     sub = b["items"]
                 if sub is not None:
                     break
-            out.append(_canonical(item, sub, index, ints))
+            out.append(_canonical(item, sub, index, ints, levels, level + 1))
         return out
     return canonical_number(instance, ints)
 

@@ -172,3 +172,33 @@ def test_undeclared_keys_follow_their_additional_or_pattern_properties_schema():
     assert dump(out) == '{"id":1,"host":{"token":"t","expires":5},"x-y":{"b":2,"a":1}}'
     assert compile_json_schema(schema).matches(dump(out))
     assert jsonschema.Draft202012Validator(schema).is_valid(out)
+
+
+def test_keyless_objects_inside_a_construct_follow_its_key_order():
+    """Inside an overlapping ``oneOf`` (canonical mode) the compiler writes the keys of an
+    object no schema orders (here untyped ``items``) in the construct's per-level order
+    (``boolean_ops._walk_keys``: ``points`` before ``qid``, as ``zones`` declares them at
+    that level), at every depth; the instance order is rejected, the canonical one kept
+    (MaskBench Github_medium o57539, #20)."""
+    zone = {
+        "type": "object",
+        "properties": {"points": {"type": "integer"}, "qid": {"type": "string"}},
+    }
+    schema = {
+        "type": "object",
+        "properties": {
+            "groups": {"type": "array", "items": {}},
+            "zones": {"type": "array", "items": zone},
+        },
+        "oneOf": [{"required": ["groups"]}, {"required": ["zones"]}],
+    }
+    value = {"groups": [{"qid": "a", "points": 1, "x": [{"qid": "b", "points": 2}]}]}
+    assert jsonschema.Draft202012Validator(schema).is_valid(value)
+    grammar = compile_json_schema(schema, allow_extra_properties=True)
+    text = dump(canonical(value, schema, schema))
+    assert text == '{"groups":[{"points":1,"qid":"a","x":[{"points":2,"qid":"b"}]}]}'
+    assert grammar.matches(text) and not grammar.matches(dump(value))
+    # outside a construct such objects keep the instance's order (any order is taken)
+    plain = {k: v for k, v in schema.items() if k != "oneOf"}
+    assert dump(canonical(value, plain, plain)) == dump(value)
+    assert compile_json_schema(plain, allow_extra_properties=True).matches(dump(value))

@@ -87,3 +87,19 @@ def test_schema_1000_deep_is_served(client):
     assert r.status_code == 200, r.text
     text = r.json()["choices"][0]["text"]
     assert text and set(text) == {"["}, text  # the grammar forces the brackets
+
+
+@pytest.mark.timeout(60)
+def test_pattern_1000_deep_is_served_and_100000_is_400(client):
+    """A schema ``pattern`` 1,000 groups deep compiles (the output follows it); 100,000
+    deep answers 400 with ``compile_regex``'s limit, and the next request is served."""
+    deep = "^" + "(" * 1000 + "ab" + ")" * 1000 + "$"
+    r = _post_schema(client, {"type": "string", "pattern": deep}, max_tokens=8)
+    assert r.status_code == 200, r.text
+    text = r.json()["choices"][0]["text"]
+    assert '"ab"'.startswith(text) and text, text
+    deeper = "(" * 100_000 + "a" + ")" * 100_000
+    r = _post_schema(client, {"type": "string", "pattern": deeper})
+    assert r.status_code == 400, r.text
+    assert "MAX_NESTING" in r.json()["error"]["message"]
+    _next_request_works(client)

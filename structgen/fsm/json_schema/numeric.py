@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-__all__ = ["integer_range_regex", "integer_bounds"]
+__all__ = ["integer_range_regex", "integer_bounds", "decimal_multiple_regex"]
 
 
 def _digit_class(lo: int, hi: int) -> str:
@@ -304,8 +304,9 @@ def _star(r: str) -> str:
     return "" if not r else "(?:%s)*" % r
 
 
-def _residue_regex(k: int) -> str | None:
-    """Positive decimal integers (no leading zero) divisible by ``k``, by state elimination.
+def _residue_regex(k: int, residues: frozenset[int] = frozenset({0})) -> str | None:
+    """Positive decimal integers (no leading zero) whose remainder modulo ``k`` is one of
+    ``residues`` (default: divisible by ``k``), by state elimination.
 
     Returns None when the regex would exceed ``MAX_MULTIPLE_REGEX`` characters.
     """
@@ -326,7 +327,8 @@ def _residue_regex(k: int) -> str | None:
         starts.setdefault(d % k, []).append(d)
     for t, ds in starts.items():
         add(k, t, "[" + "".join(map(str, ds)) + "]" if len(ds) > 1 else str(ds[0]))
-    add(0, k + 1, "")
+    for r in residues:
+        add(r, k + 1, "")
     remaining = set(range(k))
     while remaining:  # eliminate the residue state whose removal writes the least text
 
@@ -385,3 +387,79 @@ def enumerate_multiples(k: int, lo: int | None, hi: int | None) -> list[int] | N
     if (hi - first) // k + 1 > MAX_ENUMERATED_MULTIPLES:
         return None
     return list(range(first, hi + 1, k))
+
+
+MAX_FRACTION_DIGITS = 3  # decimal_multiple_regex lists the 10**c fraction prefixes
+
+
+def decimal_multiple_regex(step: Fraction) -> str | None:
+    r"""JSON numbers without exponent (``-?(0|[1-9][0-9]*)(\.[0-9]+)?``, ``-0`` and trailing
+    zeros included) whose value is a multiple of ``step`` (> 0), e.g. ``0.5``, ``0.25``,
+    ``0.75``, ``2.5``, ``1/3``; None when the regex would be too large.
+
+    Exact: a finite decimal is a multiple of ``p/q`` (lowest terms) exactly when it is a
+    multiple of ``P/10**c``, ``q = q' * 2**a * 5**b`` with ``q'`` prime to 10 and
+    ``c = max(a, b)`` (``q'`` must divide the multiplier: ``1/3``'s decimal multiples are
+    the integers). With ``I`` the integer part and ``f`` the first ``c`` fraction digits
+    (padded with zeros), ``x`` is such a multiple when the digits after those ``c`` are
+    zeros and ``I * 10**c + f`` is divisible by ``P``, a condition on ``I mod m`` for
+    ``m = P / gcd(P, 10**c)``: per set of residues, the integer parts with those
+    residues (``_residue_regex``) and the fractions ``f`` that need them.
+    None past ``MAX_FRACTION_DIGITS`` fraction digits, past ``MAX_RESIDUE_MODULUS`` for
+    ``m``, or past ``MAX_MULTIPLE_REGEX`` characters.
+    """
+    if step <= 0:
+        raise ValueError(f"multipleOf must be positive, got {step}")
+    q = step.denominator
+    twos = fives = 0
+    while q % 2 == 0:
+        q, twos = q // 2, twos + 1
+    while q % 5 == 0:
+        q, fives = q // 5, fives + 1
+    reduced = step * q  # the decimal multiples of step: those of reduced (q is prime to 10)
+    c = max(twos, fives)
+    big = int(reduced * 10**c)  # reduced = big / 10**c
+    if c > MAX_FRACTION_DIGITS:
+        return None
+    m = big // math.gcd(big, 10**c)
+    if m > MAX_RESIDUE_MODULUS:
+        return None
+    by_residues: dict[frozenset[int], list[str]] = {}
+    for f in range(10**c):
+        need = frozenset(i for i in range(m) if (i * 10**c + f) % big == 0)
+        if need:
+            by_residues.setdefault(need, []).append(str(f).zfill(c) if c else "")
+    parts = []
+    for need, fractions in by_residues.items():
+        whole = _residues_regex(m, need)
+        if whole is None:
+            return None
+        zero = "0" * c
+        texts = [t.rstrip("0") + "0*" for t in fractions if t != zero]
+        if zero in fractions:
+            texts.append("0+")
+        suffix = r"\." + _alt(texts)
+        parts.append(whole + ("(?:%s)?" % suffix if zero in fractions else suffix))
+    regex = "-?" + _alt(parts)
+    return regex if len(regex) <= MAX_MULTIPLE_REGEX else None
+
+
+def _residues_regex(m: int, need: frozenset[int]) -> str | None:
+    """Non-negative integers (no leading zero) whose remainder modulo ``m`` is in ``need``;
+    None when ``_residue_regex`` is too large. Where ``m`` divides ``10**n`` only the last
+    ``n`` digits matter (as in ``integer_multiple_regex``): the numbers below ``10**n``
+    listed, the others as any leading digits and the ``n``-digit tails in ``need``.
+    """
+    if m == 1:
+        return "(?:0|[1-9][0-9]*)"
+    rest, width = m, 0
+    while rest % 2 == 0 or rest % 5 == 0:
+        rest //= 2 if rest % 2 == 0 else 5
+    if rest == 1:
+        while 10**width % m:
+            width += 1
+        tails = [str(v).zfill(width) for v in range(10**width) if v % m in need]
+        short = [str(v) for v in range(10**width) if v % m in need]
+        return _alt(["[1-9][0-9]*(?:%s)" % "|".join(tails)] + short)
+    positive = _residue_regex(m, need)
+    return None if positive is None else _alt((["0"] if 0 in need else []) + [positive])

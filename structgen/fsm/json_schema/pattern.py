@@ -10,17 +10,20 @@ before (after) it; ``$`` is the end of the string, as in ECMA-262 (Python's ``re
 also matches it before a final newline). ``\d``, ``\w`` and ``\s`` use ASCII semantics
 (ECMA without the ``u`` flag, except that ``\s`` is ASCII whitespace only). Anchors
 elsewhere than at the ends of a top-level alternative (groups at its ends opened) are
-unsupported, as is ``(?i)``. The pattern is parsed with Python ``re`` syntax.
+unsupported, as is ``(?i)``. The pattern is parsed with Python ``re`` syntax (by ``re``'s
+parser, or past the depth it reads by ``regex.lower.plain_tree``), and the tree is
+translated with an explicit stack: a pattern nests as deep as ``compile_regex`` takes.
 """
 
 from __future__ import annotations
 
 import re
 
-from ...errors import UnsupportedSchemaError
+from ...errors import GrammarTooComplexError, UnsupportedSchemaError
 from ..regex.anchors import strip_end_anchors
 from ..regex.escape import RESERVED_FROM, escape_class_char, escape_literal
-from ..regex.parse import MAXREPEAT, parse
+from ..regex.lower import plain_tree
+from ..regex.parse import MAX_NESTING, MAXREPEAT, RE_MAX_NESTING, _nesting, check_nesting, parse
 from ..regex.parse import sre_constants as C
 from ..regex.utf8 import valid_ranges
 
@@ -136,26 +139,57 @@ def _class_ranges(items, pointer: str) -> list[tuple[int, int]]:
 
 
 def _translate(items, pointer: str) -> str:
-    out = []
-    for op, av in items:
+    """JSON-body regex of parse ``items`` (no anchors among them), without recursion: each
+    group, alternation and repetition is a frame of an explicit stack, so a pattern nested
+    as deep as ``plain_tree`` reads it (``MAX_NESTING``) is translated.
+
+    Raises:
+        UnsupportedSchemaError: an anchor, ``(?i)``, a construct with no automaton form, or
+            a character class that matches nothing.
+    """
+    # frame: [alternatives (item lists), index of the current one, finished texts,
+    #         parts of the current one, index of the next item, how the texts combine]
+    root: list = [[items], 0, [], [], 0, None]
+    stack = [root]
+    while True:
+        frame = stack[-1]
+        seqs, k, done, parts, i, how = frame
+        seq = seqs[k]
+        if i == len(seq):
+            done.append("".join(parts))
+            if k + 1 < len(seqs):
+                frame[1:5] = [k + 1, done, [], 0]
+                continue
+            stack.pop()
+            text = "|".join(done)
+            if how is None:
+                return text
+            if how == "|" or not _one_group(seq):  # (a lone group is one already)
+                text = "(?:" + text + ")"
+            if how not in ("(", "|"):
+                text += how  # a repetition's quantifier
+            stack[-1][3].append(text)
+            continue
+        frame[4] = i + 1
+        op, av = seq[i]
         if op == C.LITERAL:
-            out.append(_encoded_alternatives([(av, av)], pointer))
+            parts.append(_encoded_alternatives([(av, av)], pointer))
         elif op == C.NOT_LITERAL:
-            out.append(_encoded_alternatives(_complement([(av, av)]), pointer))
+            parts.append(_encoded_alternatives(_complement([(av, av)]), pointer))
         elif op == C.ANY:
-            out.append(_encoded_alternatives(_complement([(0x0A, 0x0A)]), pointer))
+            parts.append(_encoded_alternatives(_complement([(0x0A, 0x0A)]), pointer))
         elif op == C.IN:
-            out.append(_encoded_alternatives(_class_ranges(av, pointer), pointer))
+            parts.append(_encoded_alternatives(_class_ranges(av, pointer), pointer))
         elif op == C.SUBPATTERN:
             if av[1] & re.IGNORECASE:
                 raise UnsupportedSchemaError("pattern", pointer, _NO_IGNORECASE)
-            out.append("(?:" + _translate(av[-1], pointer) + ")")
+            stack.append([[av[-1]], 0, [], [], 0, "("])
         elif op == C.BRANCH:
-            out.append("(?:" + "|".join(_translate(b, pointer) for b in av[1]) + ")")
+            stack.append([list(av[1]), 0, [], [], 0, "|"])
         elif op in (C.MAX_REPEAT, C.MIN_REPEAT) or op == getattr(C, "POSSESSIVE_REPEAT", None):
             lo, hi, sub = av
-            body = "(?:" + _translate(sub, pointer) + ")"
-            out.append(body + ("{%d,}" % lo if hi == MAXREPEAT else "{%d,%d}" % (lo, hi)))
+            quantifier = "{%d,}" % lo if hi == MAXREPEAT else "{%d,%d}" % (lo, hi)
+            stack.append([[sub], 0, [], [], 0, quantifier])
         elif op == C.AT:
             raise UnsupportedSchemaError(
                 "pattern",
@@ -166,7 +200,13 @@ def _translate(items, pointer: str) -> str:
         else:
             what = _NOT_REGULAR.get(str(op), f"the regex construct {op}")
             raise UnsupportedSchemaError("pattern", pointer, f"{what} has no finite-automaton form")
-    return "".join(out)
+
+
+def _one_group(seq: list) -> bool:
+    """True when the items ``seq`` of a group or repetition translate to one parenthesised
+    group already (a lone group or alternation): no group of its own is needed.
+    """
+    return len(seq) == 1 and seq[0][0] in (C.SUBPATTERN, C.BRANCH)
 
 
 # sre opcodes _translate meets that no automaton can express, in words
@@ -196,17 +236,14 @@ def top_level_branches(pattern: str, pointer: str) -> list[list]:
     are opened (``_open_ends``).
 
     Raises:
+        GrammarTooComplexError: the pattern nests parentheses too deep (``_parse``).
         UnsupportedSchemaError: (keyword ``pattern``) the pattern does not parse, has
             anchors under the multiline flag (``(?m)``: ``^`` would be any line's start)
             or is case-insensitive (``(?i)``).
     """
-    try:
-        parsed = parse(pattern)
-    except ValueError as exc:
-        raise UnsupportedSchemaError("pattern", pointer, f"{pattern[:80]!r}: {exc}") from exc
-    if parsed.state.flags & re.IGNORECASE:
+    tree, flags = _parse(pattern, pointer)
+    if flags & re.IGNORECASE:
         raise UnsupportedSchemaError("pattern", pointer, f"{pattern!r}: {_NO_IGNORECASE}")
-    tree = list(parsed)
     opened = _open_ends(tree) if strip_end_anchors(pattern)[1] is not None else None
     if opened is not None:
         branches = opened
@@ -216,11 +253,34 @@ def top_level_branches(pattern: str, pointer: str) -> list[list]:
         branches = [tree[:-1] + list(b) for b in tree[-1][1][1]]
     else:
         branches = [tree]
-    if parsed.state.flags & re.MULTILINE and any(
-        op == C.AT for b in branches for op, _ in b[:1] + b[-1:]
-    ):
+    if flags & re.MULTILINE and any(op == C.AT for b in branches for op, _ in b[:1] + b[-1:]):
         raise UnsupportedSchemaError("pattern", pointer, f"{pattern!r}: anchors under (?m)")
     return branches
+
+
+def _parse(pattern: str, pointer: str) -> tuple[list, int]:
+    """``(parse items, global flags)`` of ``pattern``: ``re``'s parser, or where the
+    parentheses nest deeper than it reads (``RE_MAX_NESTING``), ``plain_tree`` (no
+    recursion, plain syntax and end anchors, up to ``MAX_NESTING`` as ``compile_regex``).
+
+    Raises:
+        GrammarTooComplexError: nested past ``MAX_NESTING``, or past ``RE_MAX_NESTING``
+            with syntax only ``re`` reads (``compile_regex``'s errors, word for word).
+        UnsupportedSchemaError: (keyword ``pattern``) the pattern does not parse.
+    """
+    depth = _nesting(pattern) if "(" in pattern else 0
+    if depth > RE_MAX_NESTING:
+        check_nesting(pattern, depth=depth)
+        tree = plain_tree(pattern, MAX_NESTING)
+        if tree is not None:
+            return tree, 0
+    try:
+        parsed = parse(pattern)
+    except GrammarTooComplexError:
+        raise
+    except ValueError as exc:
+        raise UnsupportedSchemaError("pattern", pointer, f"{pattern[:80]!r}: {exc}") from exc
+    return list(parsed), parsed.state.flags
 
 
 def _open_ends(tree: list) -> list[list] | None:
@@ -264,6 +324,8 @@ def pattern_to_string_body(pattern: str, pointer: str) -> str:
     """Regex for the JSON-encoded body (between the quotes) of strings matching ``pattern``.
 
     Raises:
+        GrammarTooComplexError: the pattern nests parentheses past ``MAX_NESTING`` (or past
+            ``RE_MAX_NESTING`` with syntax only ``re`` reads), as ``compile_regex``.
         UnsupportedSchemaError: (keyword ``pattern``) unparsable pattern or a feature
             with no finite-automaton translation; the message names the pattern.
     """

@@ -20,7 +20,10 @@ and ``d.dddeE`` (``json.dumps``'s spelling of large and small floats) where the 
 band ``[10**E, 10**(E+1))`` is in range. Other exponent spellings are rejected even when in
 range, so no out-of-range value is ever accepted. With ``multipleOf`` = 1, 0.1, 0.01,
 ... (exact decimal steps) no exponent spelling is produced. Other ``multipleOf`` values on
-numbers: spellings of integer multiples only (``6``, ``6.0``), or strict error.
+numbers: integer steps, the spellings of integer multiples only (``6``, ``6.0``); other
+steps (``0.5``, ``0.25``, ``2.5``), every spelling without an exponent whose value is a
+multiple (``numeric.decimal_multiple_regex``; within bounds: its intersection with the
+range's spellings), or, where that regex is too large, strict error.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..regex.escape import escape_literal
 from .context import ConvertContext
 from .formats import DRAFT_FORMATS, FORMATS, UNDECIDABLE
 from .numeric import (
+    decimal_multiple_regex,
     decimal_range_regex,
     enumerate_multiples,
     integer_bounds,
@@ -179,6 +183,17 @@ def number_regex(conv: ConvertContext, schema: dict, pointer: str) -> str | None
         if step.denominator == 1:
             whole = integer_regex(conv, schema, pointer)
             return None if whole is None else whole + r"(?:\.0+)?"
+        multiples = decimal_multiple_regex(step)
+        if multiples is not None and not bounded:
+            return multiples
+        if multiples is not None and hasattr(conv, "sharing"):
+            lo, lo_incl, hi, hi_incl = number_bounds(schema)
+            in_range = decimal_range_regex(lo, lo_incl, hi, hi_incl)
+            if in_range is None:
+                return None
+            from .boolean_ops import intersection  # it lowers scalars too (canonical mode)
+
+            return intersection(conv, [in_range, multiples])
         conv.unsupported("multipleOf", pointer, f"multipleOf {schema['multipleOf']} on numbers")
     if not bounded:
         return NUMBER

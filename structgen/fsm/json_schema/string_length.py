@@ -22,7 +22,7 @@ Sizes are capped (``MAX_NFA_STATES``, ``MAX_PRODUCT_STATES``): past them,
 from __future__ import annotations
 
 from ...errors import UnsupportedSchemaError
-from ..regex.parse import MAXREPEAT
+from ..regex.parse import MAXREPEAT, RE_MAX_NESTING, _nesting
 from ..regex.parse import sre_constants as C
 from .context import ConvertContext
 from .pattern import (
@@ -176,6 +176,10 @@ def _build_nfa(
     ``whole`` is the JSON-body regex of the language (the start state's continuation;
     with ``with_rest`` False, no continuation texts and ``whole`` is empty).
     """
+    if "(" in regex and _nesting(regex) > RE_MAX_NESTING:  # ``_NFA.seq`` recurses per group
+        raise Unrepresentable(
+            f"the pattern nests groups deeper than {RE_MAX_NESTING} (RE_MAX_NESTING)"
+        )
     branches = top_level_branches(regex, pointer)
     nfa = _NFA(pointer, with_rest)
     start, final = nfa.new(), nfa.new()

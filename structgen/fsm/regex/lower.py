@@ -43,7 +43,7 @@ except ImportError:  # pragma: no cover - exercised when the extension is missin
 # the C path hard-codes these (csrc/regexlower.c)
 assert (EMPTY, EPS, CONCAT, INF, MAX_DEPTH, _SPINE_MAX) == (0, 1, 3, -1, 100_000, 256)
 
-__all__ = ["fast_lower", "HAVE_C_LOWER", "use_extension"]
+__all__ = ["fast_lower", "plain_tree", "HAVE_C_LOWER", "use_extension"]
 
 HAVE_C_LOWER = _EXT is not None  # the extension is built
 _c = _EXT  # the C token loop in use, None: the Python loop (use_extension)
@@ -136,6 +136,76 @@ def fast_lower(
         return _Parser(text, toks, close, lowering, memo).run()
     except _Bail:
         return None
+
+
+# the plain tokens plus the anchors ``^ $ \A \Z`` (group 15), for ``plain_tree``
+_TREE_TOKEN = re.compile(_TOKEN.pattern + r"|(\^|\$|\\[AZ])", re.VERBOSE)
+_ANCHORS = {
+    "^": C.AT_BEGINNING,
+    "$": C.AT_END,
+    "\\A": C.AT_BEGINNING_STRING,
+    "\\Z": C.AT_END_STRING,
+}
+
+
+def plain_tree(text: str, max_nesting: int) -> list | None:
+    r"""``re``'s parse tree of a plain-syntax ``text`` (this module's syntax plus the anchors
+    ``^ $ \A \Z`` as ``AT`` items), read without recursion; None where ``re`` must parse it.
+
+    The items have ``re._parser``'s shapes (``LITERAL``, ``ANY``, ``IN``, ``SUBPATTERN``
+    ``(None, 0, 0, items)``, ``BRANCH`` ``(None, alternatives)``, ``MAX_REPEAT`` /
+    ``MIN_REPEAT`` ``(lo, hi, [item])`` with ``MAXREPEAT`` for no bound, ``AT``), without
+    ``re``'s rewrites (common prefixes of alternatives are not factored out, single
+    characters are not merged into classes): the same language. It serves texts deeper
+    than ``re``'s recursive parser reads (``parse.RE_MAX_NESTING``), up to ``max_nesting``.
+
+    Raises:
+        never (None: syntax left to ``re``, unbalanced parentheses, nesting past
+        ``max_nesting``).
+    """
+    toks = list(_TREE_TOKEN.finditer(text))
+    try:
+        _match_groups(toks, len(text), max_nesting)
+        frames: list[tuple[list, list]] = []  # (alternatives, items) of each open group
+        alts: list[list] = []
+        items: list[tuple] = []
+        quantifiable = False
+        for m in toks:
+            kind = m.lastindex
+            if kind == 14:
+                items.extend((C.LITERAL, ord(c)) for c in m.group(14))
+            elif kind == 4:
+                frames.append((alts, items))
+                alts, items = [], []
+            elif kind == 5:
+                inner = [(C.BRANCH, (None, alts + [items]))] if alts else items
+                alts, items = frames.pop()
+                items.append((C.SUBPATTERN, (None, 0, 0, inner)))
+            elif kind == 6:
+                alts.append(items)
+                items = []
+            elif kind == 12:
+                if not quantifiable:
+                    raise _Bail  # nothing to repeat, or a repeated repeat
+                lo, hi = _bounds(m)
+                op = C.MIN_REPEAT if m.group(12) else C.MAX_REPEAT
+                items.append((op, (lo, _MAXREPEAT if hi == INF else hi, [items.pop()])))
+            elif kind == 15:
+                items.append((C.AT, _ANCHORS[m.group(15)]))
+            elif kind == 13:
+                items.append((C.ANY, None))
+            elif kind == 1:
+                esc = m.group(1)
+                if esc[1] in _CATEGORY_ESCAPES:
+                    items.append((C.IN, [(C.CATEGORY, _CATEGORIES[esc[1]])]))
+                else:
+                    items.append((C.LITERAL, _escape_code(esc)))
+            else:
+                items.append((C.IN, _class_items(m.group(2) == "^", m.group(3))))
+            quantifiable = kind in (1, 3, 5, 13, 14)
+    except _Bail:
+        return None
+    return [(C.BRANCH, (None, alts + [items]))] if alts else items
 
 
 def _match_groups(toks, length: int, max_nesting: int) -> dict[int, int]:
@@ -314,17 +384,7 @@ class _Parser:
         return hit
 
     def _repeat(self, atom: int, m) -> int:
-        op = m.group(7)
-        if op is not None:
-            lo, hi = _REPEATS[op]
-        elif m.group(11) is not None:
-            lo, hi = 0, int(m.group(11))
-        else:
-            lo = int(m.group(8))
-            hi = lo if m.group(9) is None else (INF if m.group(10) == "" else int(m.group(10)))
-        if lo >= _MAXREPEAT or hi >= _MAXREPEAT or (hi != INF and hi < lo):
-            raise _Bail
-        return self.arena.repeat(atom, lo, hi)
+        return self.arena.repeat(atom, *_bounds(m))
 
     def _atom(self, m) -> int:
         low = self.low
@@ -339,30 +399,53 @@ class _Parser:
         return self._class(m.group(2) == "^", m.group(3))
 
     def _class(self, negate: bool, body: str) -> int:
-        if any(s in body for s in _NESTED_SET) or not body:
-            raise _Bail
-        parts = list(_CLASS_ITEM.finditer(body))
-        if sum(m.end() - m.start() for m in parts) != len(body):
-            raise _Bail  # an escape re reads otherwise (\b, \0, \N{...}, ...)
-        items: list[tuple] = [(C.NEGATE, None)] if negate else []
-        k = 0
-        while k < len(parts):
-            cp = _class_code(parts[k])
-            if k + 2 < len(parts) and parts[k + 1].group(7) == "-":
-                hi = _class_code(parts[k + 2])
-                if cp is None or hi is None or hi < cp:
-                    raise _Bail  # a category in a range, or a reversed range: re's error
-                items.append((C.RANGE, (cp, hi)))
-                k += 3
-                continue
-            items.append(
-                (C.CATEGORY, _CATEGORIES[parts[k].group(6)]) if cp is None else (C.LITERAL, cp)
-            )
-            k += 1
+        items = _class_items(negate, body)
         top = max((av for op, av in items if op == C.LITERAL), default=0)
         if top >= PLACEHOLDER_BASE:  # (a range is never a placeholder: large classes stay here)
             raise _Bail  # a placeholder in a class: re's path handles (or refuses) it
         return self.low.charset(items)
+
+
+def _bounds(m) -> tuple[int, int]:
+    """``(lo, hi)`` of a quantifier token (``hi`` INF: unbounded); _Bail where ``re`` errs."""
+    op = m.group(7)
+    if op is not None:
+        lo, hi = _REPEATS[op]
+    elif m.group(11) is not None:
+        lo, hi = 0, int(m.group(11))
+    else:
+        lo = int(m.group(8))
+        hi = lo if m.group(9) is None else (INF if m.group(10) == "" else int(m.group(10)))
+    if lo >= _MAXREPEAT or hi >= _MAXREPEAT or (hi != INF and hi < lo):
+        raise _Bail
+    return lo, hi
+
+
+def _class_items(negate: bool, body: str) -> list[tuple]:
+    """``re``'s class items (``NEGATE``, ``LITERAL``, ``RANGE``, ``CATEGORY``) of a class
+    token's body; _Bail for what ``re`` reads otherwise or refuses.
+    """
+    if any(s in body for s in _NESTED_SET) or not body:
+        raise _Bail
+    parts = list(_CLASS_ITEM.finditer(body))
+    if sum(m.end() - m.start() for m in parts) != len(body):
+        raise _Bail  # an escape re reads otherwise (\b, \0, \N{...}, ...)
+    items: list[tuple] = [(C.NEGATE, None)] if negate else []
+    k = 0
+    while k < len(parts):
+        cp = _class_code(parts[k])
+        if k + 2 < len(parts) and parts[k + 1].group(7) == "-":
+            hi = _class_code(parts[k + 2])
+            if cp is None or hi is None or hi < cp:
+                raise _Bail  # a category in a range, or a reversed range: re's error
+            items.append((C.RANGE, (cp, hi)))
+            k += 3
+            continue
+        items.append(
+            (C.CATEGORY, _CATEGORIES[parts[k].group(6)]) if cp is None else (C.LITERAL, cp)
+        )
+        k += 1
+    return items
 
 
 def _escape_code(esc: str) -> int:

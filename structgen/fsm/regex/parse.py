@@ -110,14 +110,15 @@ def parse(pattern: str):
         raise RegexError(f"cannot parse regex {pattern!r}: {exc}") from exc
 
 
-def check_nesting(pattern: str, limit: int = MAX_NESTING) -> None:
+def check_nesting(pattern: str, limit: int = MAX_NESTING, depth: int | None = None) -> None:
     """Raise unless ``pattern``'s parentheses nest at most ``limit`` deep (and at most
-    ``MAX_NESTING``).
+    ``MAX_NESTING``); ``depth``: its nesting where the caller has counted it already.
 
     Raises:
         GrammarTooComplexError: naming the depth and the limit that applies.
     """
-    depth = _nesting(pattern)
+    if depth is None:
+        depth = _nesting(pattern)
     if depth > MAX_NESTING:
         raise GrammarTooComplexError(
             f"regex nests parentheses {depth} levels deep (the limit is MAX_NESTING="

@@ -86,11 +86,8 @@ def test_draft4_integer_valued_floats_are_their_own_instances():
     assert not compile_json_schema(later).matches("7.0")  # draft 2020-12: 7.0 is 7
 
 
-def test_one_of_with_a_number_step_is_refused_by_the_numeric_lowering():
-    # multipleOf 0.5 on numbers has no exact regex yet (scalars): refused, not approximated
-    schema = {"oneOf": [{"type": "integer"}, {"type": "number", "multipleOf": 0.5}]}
-    with pytest.raises(UnsupportedSchemaError, match="multipleOf"):
-        compile_json_schema(schema)
+# (the issue's oneOf of an integer and a number multipleOf 0.5 is exact now:
+# tests/fsm/json_schema/test_number_multiples.py)
 
 
 def test_not_required_against_an_object_with_extra_keys():

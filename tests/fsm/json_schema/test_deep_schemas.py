@@ -269,3 +269,76 @@ def test_deep_values_name_the_limit(key):
     assert grammar.matches("[" * MAX_VALUE_DEPTH + "1" + "]" * MAX_VALUE_DEPTH)
     with pytest.raises(GrammarTooComplexError, match=f"{key} values nest more than"):
         compile_json_schema({key: wrap(deep)})
+
+
+# (pattern, strings) for the JSON ``pattern`` nested in groups: each core is searched as
+# ``re.search`` does (anchors at its ends, classes, escapes, repetitions, alternation)
+_PATTERN_CORES = [
+    r"^[a-c]+\d{2,3}$",
+    r"a|b$",
+    r"^x(y|z)*?$",
+    r"\.[^\s]",
+    r"^(ab|c)+$",
+    r'["\\]\n?',
+    r"^\w{2}(-\w{2})?$",
+]
+_PATTERN_STRINGS = [
+    "", "a", "b", "ab", "abc", "c", "ab12", "ab1234", "xab123", "x", "xy", "xyzzy", "xq",
+    ".", "a.b", ". ", "abcab", "cc", 'q"', "\\\n", "en", "en-GB", "en-", "ba",
+]  # fmt: skip
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("depth", [0, 250, 1000, MAX_NESTING - 10])
+def test_pattern_nested_deep_matches_re(depth):
+    """``pattern`` wrapped in ``depth`` groups (past ``RE_MAX_NESTING``: read by
+    ``plain_tree`` and translated without recursion) matches what ``re.search`` matches
+    with the core alone (the same language; ``re`` cannot parse 1,000 levels)."""
+    for core in _PATTERN_CORES:
+        grammar = compile_json_schema(
+            {"type": "string", "pattern": "(?:" * depth + core + ")" * depth}
+        )
+        for s in _PATTERN_STRINGS:
+            expected = bool(re.search(core, s))
+            assert grammar.matches(json.dumps(s)) is expected, (depth, core, s)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("depth", [90, 1000])
+def test_pattern_nested_repeats_and_alternations(depth):
+    """Optional groups and alternations nested ``depth`` deep in a ``pattern``; ``re`` is
+    the reference where it parses the pattern, else the flat pattern of the same language."""
+    pattern = "^" + "(?:" * depth + "a" + ")?" * depth + "(b|" * depth + "c" + ")" * depth + "$"
+    grammar = compile_json_schema({"type": "string", "pattern": pattern})
+    reference = re.compile(pattern if depth <= 90 else "^a?(b|c)$")
+    for s in ["ab", "b", "ac", "c", "aab", "a", "", "abc", "bc", "xb"]:
+        assert grammar.matches(json.dumps(s)) is bool(reference.search(s)), s
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("depth", [20_000, 100_000])
+def test_pattern_past_max_nesting_gets_compile_regexs_error(depth):
+    """Past ``MAX_NESTING`` a schema ``pattern`` gets ``compile_regex``'s own error, word
+    for word (a ``GrammarTooComplexError``, not an unsupported-keyword error)."""
+    deep = "(" * depth + "a" + ")" * depth
+    with pytest.raises(GrammarTooComplexError) as regex_error:
+        compile_regex(deep)
+    with pytest.raises(GrammarTooComplexError) as schema_error:
+        compile_json_schema({"type": "string", "pattern": deep})
+    assert str(schema_error.value) == str(regex_error.value)
+    assert f"MAX_NESTING={MAX_NESTING}" in str(schema_error.value)
+
+
+@pytest.mark.timeout(60)
+def test_pattern_deep_next_to_length_bounds_is_a_clear_refusal():
+    """``minLength`` with a pattern past ``RE_MAX_NESTING``: the exact product (a recursive
+    NFA build) is refused naming the limit under ``strict``; otherwise the bound is ignored
+    with that warning and the pattern still holds."""
+    from structgen.errors import UnsupportedSchemaError
+
+    schema = {"type": "string", "pattern": "^" + "(" * 1000 + "a|b" + ")" * 1000, "minLength": 2}
+    with pytest.raises(UnsupportedSchemaError, match="RE_MAX_NESTING"):
+        compile_json_schema(schema)
+    grammar = compile_json_schema(schema, strict=False)
+    assert any("RE_MAX_NESTING" in w for w in grammar.warnings)
+    assert grammar.matches('"ax"') and not grammar.matches('"xa"')

@@ -31,6 +31,10 @@
  *       rows      writable int32 [slots, 256]: rows[slot] is written (next configuration per
  *                 byte, -1 dead), only once every step succeeded
  *       acc       as for intern; needs room for 256 new configurations past num_configs
+ *   core.set_groups(groups) -> None, before anything is interned
+ *       groups    ints: groups[t] the lexer of terminal t; terminals of one group share one
+ *                 automaton (fsm/grammar/lexers.py), so its lexer states, their rows and byte
+ *                 classes are read once for all of them; without it each terminal is its own
  *   core.config(id) -> ((t, node, s), ...)
  *   core.num_configs, core.num_steps (memoised steps), core.num_lexemes
  * Exceptions of the callbacks propagate (GrammarTooComplexError from the Earley budget): what
@@ -260,17 +264,29 @@ typedef struct {
     IVec starts;
     IVec cfg_off, cfg_len, cfg_lex; /* configurations: lexeme ids cfg_lex[off .. off + len) */
     MapV cfgs, steps;
+    int32_t *groups; /* [n_groups]: the lexer (shared automaton) of each terminal; NULL: t */
+    Py_ssize_t n_groups;
 } Core;
 
+/* the lexer state s of terminal t, keyed by t's lexer: terminals sharing one automaton
+ * share its states (the callbacks are asked with the first terminal that met the state) */
 static int32_t lstate_of(Core *c, int32_t t, int32_t s) {
-    int32_t id = map3_get(&c->ls_ids, t, s, 0);
+    int32_t g = t;
+    if (c->groups != NULL) {
+        if (t < 0 || t >= c->n_groups) {
+            PyErr_Format(PyExc_IndexError, "terminal %d has no lexer group", t);
+            return -1;
+        }
+        g = c->groups[t];
+    }
+    int32_t id = map3_get(&c->ls_ids, g, s, 0);
     if (id >= 0)
         return id;
     id = (int32_t)c->n_ls;
     if (grow((void **)&c->ls, &c->cap_ls, id, sizeof(LState)) < 0)
         return -1;
     c->ls[id] = (LState){t, s, UNKNOWN, UNKNOWN, NULL, NULL};
-    if (map3_put(&c->ls_ids, t, s, 0, id) < 0)
+    if (map3_put(&c->ls_ids, g, s, 0, id) < 0)
         return -1;
     c->n_ls++;
     return id;
@@ -681,6 +697,36 @@ done:
     return result;
 }
 
+static PyObject *core_set_groups(Core *c, PyObject *arg) {
+    if (c->n_ls > 0) {
+        PyErr_SetString(PyExc_RuntimeError, "set_groups: lexer states already interned");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(arg, "set_groups: groups must be a sequence of ints");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int32_t *groups = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (groups == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long g = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (g == -1 && PyErr_Occurred()) {
+            free(groups);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        groups[i] = (int32_t)g;
+    }
+    Py_DECREF(seq);
+    free(c->groups);
+    c->groups = groups;
+    c->n_groups = n;
+    Py_RETURN_NONE;
+}
+
 static PyObject *core_config(Core *c, PyObject *arg) {
     Py_ssize_t sid = PyLong_AsSsize_t(arg);
     if (sid == -1 && PyErr_Occurred())
@@ -738,6 +784,7 @@ static void core_dealloc(Core *c) {
     free(c->cfgs.pool.d);
     free(c->steps.e);
     free(c->steps.pool.d);
+    free(c->groups);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -747,6 +794,8 @@ static PyMethodDef core_methods[] = {
     {"build_row", (PyCFunction)core_build_row, METH_VARARGS,
      "build_row(owner, state, rows, slot, acc): write rows[slot], the row of state"},
     {"config", (PyCFunction)core_config, METH_O, "config(id) -> ((t, node, s), ...)"},
+    {"set_groups", (PyCFunction)core_set_groups, METH_O,
+     "set_groups(groups): groups[t] the lexer of terminal t (before anything is interned)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -97,6 +97,14 @@ class GrammarAutomaton:
         self.charts = charts
         self.lexers = lexers if lead_in is None else [*lexers, lead_in]
         self._trigger = -1 if lead_in is None else len(lexers)
+        # terminals whose lexers are one shared automaton (``lexers.TerminalLexer``) share
+        # its states: their rows, byte classes and liveness are keyed by (group, state)
+        groups: dict[int, int] = {}
+        self._group = [
+            groups.setdefault(id(getattr(d, "dfa", d)), len(groups)) for d in self.lexers
+        ]
+        if self._core is not None:
+            self._core.set_groups(self._group)
         self._completions = None
         self._live: dict[tuple[int, int], bool] = {}
         self._classes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, list[int]]] = {}
@@ -300,7 +308,7 @@ class GrammarAutomaton:
         from its term's ``first`` (exact without intersection or complement, so no lexer
         row is built for a state the walk may never enter), else from its row.
         """
-        key = (t, s)
+        key = (self._group[t], s)
         hit = self._live.get(key)
         if hit is None:
             lexer = self.lexers[t]
@@ -359,7 +367,7 @@ class GrammarAutomaton:
         terminal ``t``'s DFA (memoised: configurations that differ only in their chart
         node share it).
         """
-        key = (t, s)
+        key = (self._group[t], s)
         hit = self._classes.get(key)
         if hit is None:
             moves = self.lexers[t].row(s)

@@ -139,14 +139,22 @@ def test_budget_error_in_a_c_row_leaves_it_unbuilt() -> None:
 
 
 def test_lexer_rows_built_on_demand() -> None:
-    """A compile builds the rows of the lexers the start expects and no other; a lexer's
-    "can start a lexeme" (read from its first bytes) equals its first row's."""
+    """A compile builds the lexer rows of the terminals the start expects and no other (the
+    terminals share one automaton: the rows built are those of the expected terminals'
+    start states); a lexer's "can start a lexeme" (read from its first bytes) equals its
+    first row's."""
     clear_cache()  # a fresh compile: the cached one's lexers were walked by other tests
     built = _compiled((DATA / "sql_select.lark").read_text(), "lark")
     charts = built.charts
     expected = set(charts.expected[charts.root]) | set(built.ignore)
+    shared = built.lexers[0].dfa
+    assert all(lexer.dfa is shared for lexer in built.lexers)
+    starts = {built.lexers[t].initial for t in expected}
+    assert 0 < shared.num_rows_built <= len(starts)
+    rows = {s for s in range(shared.num_states) if built.lexers[0].has_row(s)}
+    assert rows <= starts
     for t, lexer in enumerate(built.lexers):
-        if t not in expected:
-            assert lexer.num_rows_built == 0, t
+        if t not in expected and lexer.initial not in starts:
+            assert not lexer.has_row(lexer.initial), t
     for t, lexer in enumerate(built.lexers):
         assert built._movable[t] == bool((lexer.row(lexer.initial) >= 0).any()), t

@@ -31,6 +31,14 @@
  *       rows      writable int32 [slots, 256]: rows[slot] is written (next configuration per
  *                 byte, -1 dead), only once every step succeeded
  *       acc       as for intern; needs room for 256 new configurations past num_configs
+ *   core.attach(owner) -> None: the GrammarAutomaton whose rows row_tables builds (a weak
+ *       reference: the automaton holds the core)
+ *   core.row_tables(state=-1) -> (rows, slot): GrammarAutomaton.row_tables without the
+ *       interpreter on the common path: the row of state built in C under owner._lock into
+ *       owner._rows[owner._num_rows] (owner._slot[state] published last, owner._num_rows
+ *       advanced), when the tables have room and owner.max_states allows; else, and for the
+ *       read-only views when the arrays changed, owner._row_tables_py(state) (the Python
+ *       path: it grows the tables, raises the budget error)
  *   core.set_groups(groups) -> None, before anything is interned
  *       groups    ints: groups[t] the lexer of terminal t; terminals of one group share one
  *                 automaton (fsm/grammar/lexers.py), so its lexer states, their rows and byte
@@ -266,6 +274,8 @@ typedef struct {
     MapV cfgs, steps;
     int32_t *groups; /* [n_groups]: the lexer (shared automaton) of each terminal; NULL: t */
     Py_ssize_t n_groups;
+    PyObject *owner;                       /* weak reference to the GrammarAutomaton (attach) */
+    PyObject *tables, *rows_seen, *slot_seen; /* row_tables' last answer and its arrays */
 } Core;
 
 /* the lexer state s of terminal t, keyed by t's lexer: terminals sharing one automaton
@@ -606,31 +616,14 @@ static PyObject *core_intern(Core *c, PyObject *args) {
     return sid == -3 ? NULL : PyLong_FromLong(sid);
 }
 
-static PyObject *core_build_row(Core *c, PyObject *args) {
-    PyObject *owner, *rows_obj, *acc_obj;
-    int state;
-    Py_ssize_t slot;
-    if (!PyArg_ParseTuple(args, "OiOnO", &owner, &state, &rows_obj, &slot, &acc_obj))
-        return NULL;
-    if (state < 0 || state >= c->cfg_off.n) {
-        PyErr_Format(PyExc_IndexError, "build_row: no configuration %d", state);
-        return NULL;
-    }
-    Py_buffer rows, acc;
-    if (get_writable(rows_obj, &rows, 4, "rows") < 0)
-        return NULL;
-    if (get_writable(acc_obj, &acc, 1, "acc") < 0) {
-        PyBuffer_Release(&rows);
-        return NULL;
-    }
-    PyObject *result = NULL;
+/* write the row of configuration state into row (int32 [256]), only once every step succeeded;
+ * acc: the accepting array, acc_cap its length. 0, or -1 with an exception set */
+static int build_row_into(Core *c, PyObject *owner, int32_t state, int32_t *row, char *acc,
+                          Py_ssize_t acc_cap) {
+    int rc = -1;
     IVec scratch = {0}, ended = {0};
     int32_t *lexemes = NULL, *vec = NULL, **moved = NULL;
     int16_t **cls = NULL;
-    if (slot < 0 || (slot + 1) * 256 * 4 > rows.len) {
-        PyErr_SetString(PyExc_IndexError, "build_row: slot past the rows array");
-        goto done;
-    }
     Py_ssize_t k = c->cfg_len.d[state];
     lexemes = malloc((size_t)(k ? k : 1) * sizeof(int32_t));
     vec = malloc((size_t)(k ? k : 1) * 2 * sizeof(int32_t));
@@ -673,7 +666,7 @@ static PyObject *core_build_row(Core *c, PyObject *args) {
             out[b] = prev_target;
             continue;
         }
-        int32_t target = step(c, owner, cur, n, &scratch, &ended, acc.buf, acc.len);
+        int32_t target = step(c, owner, cur, n, &scratch, &ended, acc, acc_cap);
         if (target == -3)
             goto done;
         out[b] = prev_target = target;
@@ -682,9 +675,8 @@ static PyObject *core_build_row(Core *c, PyObject *args) {
         cur = t;
         n_prev = n;
     }
-    memcpy((int32_t *)rows.buf + slot * 256, out, sizeof out);
-    result = Py_None;
-    Py_INCREF(result);
+    memcpy(row, out, sizeof out);
+    rc = 0;
 done:
     free(scratch.d);
     free(ended.d);
@@ -692,9 +684,245 @@ done:
     free(vec);
     free(cls);
     free(moved);
+    return rc;
+}
+
+static PyObject *core_build_row(Core *c, PyObject *args) {
+    PyObject *owner, *rows_obj, *acc_obj;
+    int state;
+    Py_ssize_t slot;
+    if (!PyArg_ParseTuple(args, "OiOnO", &owner, &state, &rows_obj, &slot, &acc_obj))
+        return NULL;
+    if (state < 0 || state >= c->cfg_off.n) {
+        PyErr_Format(PyExc_IndexError, "build_row: no configuration %d", state);
+        return NULL;
+    }
+    Py_buffer rows, acc;
+    if (get_writable(rows_obj, &rows, 4, "rows") < 0)
+        return NULL;
+    if (get_writable(acc_obj, &acc, 1, "acc") < 0) {
+        PyBuffer_Release(&rows);
+        return NULL;
+    }
+    int rc = -1;
+    if (slot < 0 || (slot + 1) * 256 * 4 > rows.len)
+        PyErr_SetString(PyExc_IndexError, "build_row: slot past the rows array");
+    else
+        rc = build_row_into(c, owner, state, (int32_t *)rows.buf + slot * 256, acc.buf, acc.len);
     PyBuffer_Release(&rows);
     PyBuffer_Release(&acc);
-    return result;
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ---- row_tables in C: the token-trie walk's callback without the interpreter ------------ */
+
+static PyObject *S_slot, *S_rows, *S_acc, *S_num_rows, *S_max_states, *S_lock, *S_slow,
+    *S_acquire, *S_release;
+
+/* the owner (a GrammarAutomaton) of an attached core, a new reference; NULL with an error */
+static PyObject *owner_of(Core *c) {
+    if (c->owner == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "row_tables: the core is not attached");
+        return NULL;
+    }
+    PyObject *owner = PyWeakref_GetObject(c->owner);
+    if (owner == NULL)
+        return NULL;
+    if (owner == Py_None) {
+        PyErr_SetString(PyExc_RuntimeError, "row_tables: the automaton is gone");
+        return NULL;
+    }
+    Py_INCREF(owner);
+    return owner;
+}
+
+static int attr_ssize(PyObject *owner, PyObject *name, Py_ssize_t *out) {
+    PyObject *v = PyObject_GetAttr(owner, name);
+    if (v == NULL)
+        return -1;
+    *out = PyLong_AsSsize_t(v);
+    Py_DECREF(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* slot[state] of the owner's current _slot array: >= 0 built, -1 not, -2 out of range,
+ * -3 error */
+static Py_ssize_t slot_of(PyObject *owner, int32_t state) {
+    PyObject *arr = PyObject_GetAttr(owner, S_slot);
+    if (arr == NULL)
+        return -3;
+    Py_buffer v;
+    if (PyObject_GetBuffer(arr, &v, PyBUF_C_CONTIGUOUS) < 0) {
+        Py_DECREF(arr);
+        return -3;
+    }
+    Py_ssize_t out = -2;
+    if (v.itemsize == 8 && state < v.len / 8)
+        out = ((const int64_t *)v.buf)[state] >= 0 ? ((const int64_t *)v.buf)[state] : -1;
+    PyBuffer_Release(&v);
+    Py_DECREF(arr);
+    return out;
+}
+
+/* build the row of state in C under the owner's lock when the tables have room and the row
+ * budget allows: 1 built (or found built), 0 not tried (the Python path must grow a table or
+ * raise the budget error), -1 error (the row left unbuilt) */
+static int fast_build(Core *c, PyObject *owner, int32_t state) {
+    PyObject *lock = PyObject_GetAttr(owner, S_lock);
+    if (lock == NULL)
+        return -1;
+    PyObject *r = PyObject_CallMethodNoArgs(lock, S_acquire);
+    if (r == NULL) {
+        Py_DECREF(lock);
+        return -1;
+    }
+    Py_DECREF(r);
+    int rc = -1;
+    PyObject *slot_arr = NULL, *rows_arr = NULL, *acc_arr = NULL;
+    Py_buffer sv = {0}, rv = {0}, av = {0};
+    Py_ssize_t num_rows, max_states;
+    if (attr_ssize(owner, S_num_rows, &num_rows) < 0 ||
+        attr_ssize(owner, S_max_states, &max_states) < 0)
+        goto unlock;
+    slot_arr = PyObject_GetAttr(owner, S_slot);
+    rows_arr = slot_arr ? PyObject_GetAttr(owner, S_rows) : NULL;
+    acc_arr = rows_arr ? PyObject_GetAttr(owner, S_acc) : NULL;
+    if (acc_arr == NULL)
+        goto unlock;
+    if (get_writable(slot_arr, &sv, 8, "_slot") < 0)
+        goto unlock;
+    if (get_writable(rows_arr, &rv, 4, "_rows") < 0)
+        goto unlock;
+    if (get_writable(acc_arr, &av, 1, "_accepting") < 0)
+        goto unlock;
+    int64_t *slot = sv.buf;
+    Py_ssize_t cap = sv.len / 8;
+    if (state < 0 || state >= c->cfg_off.n || state >= cap) {
+        PyErr_Format(PyExc_IndexError, "row_tables: no configuration %d", state);
+        goto unlock;
+    }
+    if (slot[state] >= 0) {
+        rc = 1; /* built meanwhile */
+        goto unlock;
+    }
+    if (num_rows >= max_states || num_rows >= rv.len / 1024 || c->cfg_off.n + 256 > cap ||
+        c->cfg_off.n + 256 > av.len) {
+        rc = 0; /* the Python path grows the tables or raises the budget error */
+        goto unlock;
+    }
+    if (build_row_into(c, owner, state, (int32_t *)rv.buf + num_rows * 256, av.buf, av.len) < 0)
+        goto unlock;
+    PyObject *n = PyLong_FromSsize_t(num_rows + 1);
+    if (n == NULL || PyObject_SetAttr(owner, S_num_rows, n) < 0) {
+        Py_XDECREF(n);
+        goto unlock;
+    }
+    Py_DECREF(n);
+    slot[state] = num_rows; /* published last, as the Python path */
+    rc = 1;
+unlock:
+    if (sv.obj)
+        PyBuffer_Release(&sv);
+    if (rv.obj)
+        PyBuffer_Release(&rv);
+    if (av.obj)
+        PyBuffer_Release(&av);
+    Py_XDECREF(slot_arr);
+    Py_XDECREF(rows_arr);
+    Py_XDECREF(acc_arr);
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb); /* release the lock whatever happened */
+    r = PyObject_CallMethodNoArgs(lock, S_release);
+    Py_DECREF(lock);
+    if (r == NULL) {
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(tb);
+        return -1;
+    }
+    Py_DECREF(r);
+    PyErr_Restore(et, ev, tb);
+    return rc;
+}
+
+static PyObject *core_row_tables(Core *c, PyObject *const *args, Py_ssize_t nargs) {
+    long state = -1;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "row_tables(state=-1) takes at most one argument");
+        return NULL;
+    }
+    if (nargs == 1) {
+        state = PyLong_AsLong(args[0]);
+        if (state == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    PyObject *owner = owner_of(c);
+    if (owner == NULL)
+        return NULL;
+    PyObject *out = NULL;
+    int slow = 0;
+    if (state >= 0) {
+        Py_ssize_t at = slot_of(owner, (int32_t)state);
+        if (at == -3)
+            goto done;
+        if (at == -1) {
+            int rc = fast_build(c, owner, (int32_t)state);
+            if (rc < 0)
+                goto done;
+            slow = rc == 0;
+        } else if (at == -2) {
+            slow = 1; /* out of range: the Python path raises */
+        }
+    }
+    if (!slow && c->tables != NULL) {
+        PyObject *rows = PyObject_GetAttr(owner, S_rows);
+        PyObject *slot = rows ? PyObject_GetAttr(owner, S_slot) : NULL;
+        int same = slot != NULL && rows == c->rows_seen && slot == c->slot_seen;
+        Py_XDECREF(rows);
+        Py_XDECREF(slot);
+        if (slot == NULL)
+            goto done;
+        if (same) {
+            out = c->tables;
+            Py_INCREF(out);
+            goto done;
+        }
+    }
+    /* the Python path: builds what the fast path did not, and the read-only views */
+    PyObject *arg = PyLong_FromLong(slow ? state : -1L);
+    if (arg == NULL)
+        goto done;
+    out = PyObject_CallMethodOneArg(owner, S_slow, arg);
+    Py_DECREF(arg);
+    if (out != NULL) {
+        PyObject *rows = PyObject_GetAttr(owner, S_rows);
+        PyObject *slot = rows ? PyObject_GetAttr(owner, S_slot) : NULL;
+        if (slot == NULL) {
+            Py_XDECREF(rows);
+            Py_CLEAR(out);
+            goto done;
+        }
+        Py_XSETREF(c->rows_seen, rows);
+        Py_XSETREF(c->slot_seen, slot);
+        Py_INCREF(out);
+        Py_XSETREF(c->tables, out);
+    }
+done:
+    Py_DECREF(owner);
+    return out;
+}
+
+static PyObject *core_attach(Core *c, PyObject *owner) {
+    PyObject *ref = PyWeakref_NewRef(owner, NULL);
+    if (ref == NULL)
+        return NULL;
+    Py_XSETREF(c->owner, ref);
+    Py_CLEAR(c->tables);
+    Py_CLEAR(c->rows_seen);
+    Py_CLEAR(c->slot_seen);
+    Py_RETURN_NONE;
 }
 
 static PyObject *core_set_groups(Core *c, PyObject *arg) {
@@ -785,6 +1013,10 @@ static void core_dealloc(Core *c) {
     free(c->steps.e);
     free(c->steps.pool.d);
     free(c->groups);
+    Py_XDECREF(c->owner);
+    Py_XDECREF(c->tables);
+    Py_XDECREF(c->rows_seen);
+    Py_XDECREF(c->slot_seen);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -794,6 +1026,10 @@ static PyMethodDef core_methods[] = {
     {"build_row", (PyCFunction)core_build_row, METH_VARARGS,
      "build_row(owner, state, rows, slot, acc): write rows[slot], the row of state"},
     {"config", (PyCFunction)core_config, METH_O, "config(id) -> ((t, node, s), ...)"},
+    {"attach", (PyCFunction)core_attach, METH_O,
+     "attach(owner): row_tables builds the rows of owner (held by a weak reference)"},
+    {"row_tables", (PyCFunction)(void (*)(void))core_row_tables, METH_FASTCALL,
+     "row_tables(state=-1) -> (rows, slot): GrammarAutomaton.row_tables, the row built in C"},
     {"set_groups", (PyCFunction)core_set_groups, METH_O,
      "set_groups(groups): groups[t] the lexer of terminal t (before anything is interned)"},
     {NULL, NULL, 0, NULL},
@@ -823,6 +1059,17 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__cfgrows(void) {
+    struct {
+        PyObject **slot;
+        const char *name;
+    } names[] = {{&S_slot, "_slot"},         {&S_rows, "_rows"},
+                 {&S_acc, "_accepting"},     {&S_num_rows, "_num_rows"},
+                 {&S_max_states, "max_states"}, {&S_lock, "_lock"},
+                 {&S_slow, "_row_tables_py"}, {&S_acquire, "acquire"},
+                 {&S_release, "release"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (*names[i].slot == NULL && (*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL)
+            return NULL;
     if (PyType_Ready(&CoreType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);

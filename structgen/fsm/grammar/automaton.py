@@ -134,6 +134,11 @@ class GrammarAutomaton:
             self._config_of(self._starts_of(charts.root), charts.final[charts.root])
         else:
             self._config_of(((self._trigger, charts.root, lead_in.initial),), False)
+        if self._core is not None:
+            # the token-trie walk's callback in C: a missing row built there under the lock,
+            # the interpreter entered only to grow the tables (``_row_tables_py``)
+            self._core.attach(self)
+            self.row_tables = self._core.row_tables
 
     # ---- views ---------------------------------------------------------------------
 
@@ -468,9 +473,7 @@ class GrammarAutomaton:
             GrammarTooComplexError: a budget (rows, Earley items, a lexer's) is exceeded.
         """
         if self._slot[state] < 0:
-            with self._lock:
-                if self._slot[state] < 0:
-                    self._build_row(state)
+            self.row_tables(state)  # builds it (in C when native)
         row = self._rows[self._slot[state]]
         row.flags.writeable = False
         return row
@@ -483,7 +486,12 @@ class GrammarAutomaton:
     def row_tables(self, state: int = -1) -> tuple[np.ndarray, np.ndarray]:
         """The tables as they are now, after building the row of ``state`` when
         ``state >= 0``: ``(rows int32 [slots, 256], slot int64 [capacity])``, read-only
-        views (as ``ByteDFA.row_tables``, the C token-trie walk's callback).
+        views (as ``ByteDFA.row_tables``, the C token-trie walk's callback). Native, the
+        instance's ``row_tables`` is ``Core.row_tables`` (``csrc/cfgrows.c``): the same
+        answer, the row built without the interpreter when the tables have room.
+
+        Raises:
+            GrammarTooComplexError: a budget (rows, Earley items, a lexer's) is exceeded.
         """
         if state >= 0 and self._slot[state] < 0:
             with self._lock:
@@ -496,6 +504,8 @@ class GrammarAutomaton:
             slot.flags.writeable = False
             tables = self._tables = (rows, slot)
         return tables
+
+    _row_tables_py = row_tables  # the Python path (native: what ``Core.row_tables`` falls back on)
 
     def gather(self, states: np.ndarray, data: np.ndarray) -> np.ndarray:
         """int32 ``[n]``: next state of ``states[i]`` on byte ``data[i]`` (-1 = dead)."""

@@ -2,9 +2,9 @@
 
 A *configuration* is the set of lexemes in progress: ``(terminal, node, lexer state)``
 triples, where ``node`` is the Earley chart node (``earley.py``) at which the lexeme
-started and ``lexer state`` a state of that terminal's ``ByteDFA`` (the regex layer's
-lazy byte automaton, one per terminal), plus whether the bytes so far are a complete
-parse. Reading a byte steps every lexeme's DFA; a lexeme whose DFA accepts may end there
+started and ``lexer state`` a state of that terminal's lexer (the regex layer's lazy
+``ByteDFA``, one for all the terminals of a grammar: ``lexers.TerminalLexer``), plus
+whether the bytes so far are a complete parse. Reading a byte steps every lexeme's DFA; a lexeme whose DFA accepts may end there
 (the parser scans it: ``EarleyCharts.scan``, which for an ``%ignore`` lexeme is the node
 itself), and every node reached that way starts the lexemes it expects. Ending a lexeme
 and going on with it are both kept, so the automaton reads the language exactly (every
@@ -23,7 +23,10 @@ closing, forced bytes) works unchanged. A row costs one parser step per byte cla
 With the C extension built (``csrc/cfgrows.c``, ``native=True``: the default when it is), the
 configurations, lexemes, byte classes and step memo are C tables and a row is built there;
 Python is called back only for what is new (a lexer state's row and flags, the chart node
-after a lexeme ends, the lexemes a node starts: ``_c_*``). The Python path below is the
+after a lexeme ends, the lexemes a node starts: ``_c_*``), and the token-trie walk's
+``row_tables`` callback is ``Core.row_tables``, which builds a missing row without the
+interpreter (Python entered only to grow the tables or raise the row budget:
+``_row_tables_py``). The Python path below is the
 reference and the fallback; both give the same automaton up to the numbering of its
 configurations (``tests/fsm/grammar/test_native_rows.py``).
 

@@ -1068,7 +1068,8 @@ PyMODINIT_FUNC PyInit__cfgrows(void) {
                  {&S_slow, "_row_tables_py"}, {&S_acquire, "acquire"},
                  {&S_release, "release"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (*names[i].slot == NULL && (*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL)
+        if (*names[i].slot == NULL &&
+            (*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL)
             return NULL;
     if (PyType_Ready(&CoreType) < 0)
         return NULL;

@@ -5,10 +5,11 @@ triples, where ``node`` is the Earley chart node (``earley.py``) at which the le
 started and ``lexer state`` a state of that terminal's lexer (the regex layer's lazy
 ``ByteDFA``, one for all the terminals of a grammar: ``lexers.TerminalLexer``), plus
 whether the bytes so far are a complete parse. Reading a byte steps every lexeme's DFA;
-a lexeme whose DFA accepts may end there (the parser scans it: ``EarleyCharts.scan``, which for an ``%ignore`` lexeme is the node
-itself), and every node reached that way starts the lexemes it expects. Ending a lexeme
-and going on with it are both kept, so the automaton reads the language exactly (every
-split of the text into lexemes is tried; Lark's ``lexer="dynamic_complete"``).
+a lexeme whose DFA accepts may end there (the parser scans it: ``EarleyCharts.scan``,
+which for an ``%ignore`` lexeme is the node itself), and every node reached that way
+starts the lexemes it expects. Ending a lexeme and going on with it are both kept, so the
+automaton reads the language exactly (every split of the text into lexemes is tried;
+Lark's ``lexer="dynamic_complete"``).
 
 Configurations are interned, so the result is a deterministic automaton whose states are
 configurations, built row by row on demand. It offers the ``ByteDFA`` interface the

@@ -32,7 +32,8 @@
  *                 byte, -1 dead), only once every step succeeded
  *       acc       as for intern; needs room for 256 new configurations past num_configs
  *   core.attach(owner) -> None: the GrammarAutomaton whose rows row_tables builds (a weak
- *       reference: the automaton holds the core)
+ *       reference: the automaton holds the core) and its lock (owner._lock, held strongly);
+ *       the buffers of its tables are held while they are its tables
  *   core.row_tables(state=-1) -> (rows, slot): GrammarAutomaton.row_tables without the
  *       interpreter on the common path: the row of state built in C under owner._lock into
  *       owner._rows[owner._num_rows] (owner._slot[state] published last, owner._num_rows
@@ -260,6 +261,17 @@ typedef struct { /* a chart node */
     int32_t known, final, off, len; /* its starts: lexeme ids starts.d[off .. off + len) */
 } Node;
 
+typedef struct { /* a buffer held on an array while the owner keeps that array */
+    PyObject *obj;
+    Py_buffer view;
+} Held;
+
+typedef struct { /* the byte classes of a tuple of lexer states read together */
+    int16_t cls[256];   /* joint class of each byte, -1 where no lexer state moves */
+    int32_t ncls, k;    /* classes; lexer states */
+    int16_t *lexcls;    /* [ncls * k]: each lexer state's own class on the joint class (-1) */
+} Joint;
+
 typedef struct {
     PyObject_HEAD
     Map3 ls_ids, lex_ids, ends;
@@ -274,7 +286,12 @@ typedef struct {
     MapV cfgs, steps;
     int32_t *groups; /* [n_groups]: the lexer (shared automaton) of each terminal; NULL: t */
     Py_ssize_t n_groups;
+    MapV joint_ids;  /* lexer-state ids of a configuration, in its order -> joint classes */
+    Joint *joints;
+    Py_ssize_t n_joints, cap_joints;
     PyObject *owner;                       /* weak reference to the GrammarAutomaton (attach) */
+    PyObject *lock;                        /* its _lock (attach) */
+    Held held_slot, held_rows, held_acc;   /* its tables' buffers, while they are its tables */
     PyObject *tables, *rows_seen, *slot_seen; /* row_tables' last answer and its arrays */
 } Core;
 
@@ -616,6 +633,59 @@ static PyObject *core_intern(Core *c, PyObject *args) {
     return sid == -3 ? NULL : PyLong_FromLong(sid);
 }
 
+/* the joint byte classes of the lexer states of lexemes[0 .. k) (their rows read first):
+ * bytes on which every lexer state moves alike share a class; memoised on the lexer-state
+ * ids, so configurations that differ only in chart nodes (the same lexers at another
+ * nesting) share it. The index into c->joints, or -1 with an exception set */
+static int32_t joint_of(Core *c, const int32_t *lexemes, Py_ssize_t k, int32_t *key) {
+    for (Py_ssize_t i = 0; i < k; i++)
+        key[i] = c->lex[lexemes[i]].ls;
+    uint64_t h = hseq(key, k);
+    int32_t hit = mapv_get(&c->joint_ids, key, k, h);
+    if (hit != INT32_MIN)
+        return hit;
+    int32_t id = (int32_t)c->n_joints;
+    if (grow((void **)&c->joints, &c->cap_joints, id, sizeof(Joint)) < 0)
+        return -1;
+    Joint *j = &c->joints[id];
+    int16_t *lexcls = malloc((size_t)256 * (size_t)(k ? k : 1) * sizeof(int16_t));
+    if (lexcls == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int32_t n = 0;
+    for (int b = 0; b < 256; b++) {
+        int16_t *mine = lexcls + (size_t)n * k; /* the candidate new class's vector */
+        int live = 0;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            mine[i] = c->ls[key[i]].cls[b];
+            live |= mine[i] >= 0;
+        }
+        if (!live) {
+            j->cls[b] = -1;
+            continue;
+        }
+        int32_t m = 0; /* an earlier class with the same vector (classes are few) */
+        while (m < n && memcmp(lexcls + (size_t)m * k, mine, (size_t)k * sizeof(int16_t)) != 0)
+            m++;
+        if (m == n)
+            n++;
+        j->cls[b] = (int16_t)m;
+    }
+    int16_t *fit = realloc(lexcls, (size_t)(n ? n : 1) * (size_t)(k ? k : 1) * sizeof(int16_t));
+    if (fit != NULL) /* shrunk to the classes found (a failed shrink keeps the block) */
+        lexcls = fit;
+    j->ncls = n;
+    j->k = (int32_t)k;
+    j->lexcls = lexcls;
+    if (mapv_put(&c->joint_ids, key, k, h, id) < 0) {
+        free(lexcls);
+        return -1;
+    }
+    c->n_joints++;
+    return id;
+}
+
 /* write the row of configuration state into row (int32 [256]), only once every step succeeded;
  * acc: the accepting array, acc_cap its length. 0, or -1 with an exception set */
 static int build_row_into(Core *c, PyObject *owner, int32_t state, int32_t *row, char *acc,
@@ -623,7 +693,6 @@ static int build_row_into(Core *c, PyObject *owner, int32_t state, int32_t *row,
     int rc = -1;
     IVec scratch = {0}, ended = {0};
     int32_t *lexemes = NULL, *vec = NULL, **moved = NULL;
-    int16_t **cls = NULL;
     Py_ssize_t k = c->cfg_len.d[state];
     lexemes = malloc((size_t)(k ? k : 1) * sizeof(int32_t));
     vec = malloc((size_t)(k ? k : 1) * 2 * sizeof(int32_t));
@@ -635,46 +704,36 @@ static int build_row_into(Core *c, PyObject *owner, int32_t state, int32_t *row,
     for (Py_ssize_t i = 0; i < k; i++)
         if (lexeme_moves(c, owner, lexemes[i]) < 0)
             goto done;
-    /* each lexeme's byte classes and moved lexemes: malloc'd blocks that stay put while the
-     * steps below intern new lexemes (the tables holding the pointers may move) */
-    cls = malloc((size_t)(k ? k : 1) * sizeof(int16_t *));
+    /* the joint classes of the lexemes' lexer states, and each lexeme's moved lexemes:
+     * malloc'd blocks that stay put while the steps below intern new lexemes (the tables
+     * holding the pointers may move) */
     moved = malloc((size_t)(k ? k : 1) * sizeof(int32_t *));
-    if (cls == NULL || moved == NULL) {
+    if (moved == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t i = 0; i < k; i++) {
-        cls[i] = c->ls[c->lex[lexemes[i]].ls].cls;
+    for (Py_ssize_t i = 0; i < k; i++)
         moved[i] = c->lex[lexemes[i]].moved;
-    }
-    int32_t out[256];
-    int32_t *prev = vec, *cur = vec + k;
-    Py_ssize_t n_prev = -1;
-    int32_t prev_target = -1;
-    for (int b = 0; b < 256; b++) {
+    int32_t jid = joint_of(c, lexemes, k, vec);
+    if (jid < 0)
+        goto done;
+    const Joint *j = &c->joints[jid]; /* the steps below add no joint: c->joints stays put */
+    const int16_t *lexcls = j->lexcls, *jcls = j->cls;
+    int32_t ncls = j->ncls, target[256];
+    for (int32_t m = 0; m < ncls; m++) {
         Py_ssize_t n = 0;
         for (Py_ssize_t i = 0; i < k; i++) {
-            int16_t cl = cls[i][b];
+            int16_t cl = lexcls[(size_t)m * k + i];
             if (cl >= 0)
-                cur[n++] = moved[i][cl];
+                vec[n++] = moved[i][cl];
         }
-        if (n == 0) {
-            out[b] = -1;
-            continue;
-        }
-        if (n == n_prev && memcmp(cur, prev, (size_t)n * 4) == 0) {
-            out[b] = prev_target;
-            continue;
-        }
-        int32_t target = step(c, owner, cur, n, &scratch, &ended, acc, acc_cap);
-        if (target == -3)
+        target[m] = step(c, owner, vec, n, &scratch, &ended, acc, acc_cap);
+        if (target[m] == -3)
             goto done;
-        out[b] = prev_target = target;
-        int32_t *t = prev;
-        prev = cur;
-        cur = t;
-        n_prev = n;
     }
+    int32_t out[256];
+    for (int b = 0; b < 256; b++)
+        out[b] = jcls[b] >= 0 ? target[jcls[b]] : -1;
     memcpy(row, out, sizeof out);
     rc = 0;
 done:
@@ -682,7 +741,6 @@ done:
     free(ended.d);
     free(lexemes);
     free(vec);
-    free(cls);
     free(moved);
     return rc;
 }
@@ -747,58 +805,70 @@ static int attr_ssize(PyObject *owner, PyObject *name, Py_ssize_t *out) {
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
+/* h holds a writable buffer on now (the owner's current array; itemsize checked): kept while
+ * the owner keeps that array (the tables are replaced, never resized, and only under the
+ * owner's lock), taken again when it changed. 0, or -1 with an exception set */
+static int held_on(Held *h, PyObject *now, Py_ssize_t itemsize, const char *what) {
+    if (h->obj == now)
+        return 0;
+    if (h->obj != NULL) {
+        PyBuffer_Release(&h->view);
+        Py_CLEAR(h->obj);
+    }
+    if (get_writable(now, &h->view, itemsize, what) < 0)
+        return -1;
+    Py_INCREF(now);
+    h->obj = now;
+    return 0;
+}
+
+static void held_clear(Held *h) {
+    if (h->obj != NULL) {
+        PyBuffer_Release(&h->view);
+        Py_CLEAR(h->obj);
+    }
+}
+
+/* the owner's array attribute name held in h; 0, or -1 with an exception set */
+static int held_attr(Held *h, PyObject *owner, PyObject *name, Py_ssize_t itemsize) {
+    PyObject *now = PyObject_GetAttr(owner, name);
+    if (now == NULL)
+        return -1;
+    int rc = held_on(h, now, itemsize, PyUnicode_AsUTF8(name));
+    Py_DECREF(now);
+    return rc;
+}
+
 /* slot[state] of the owner's current _slot array: >= 0 built, -1 not, -2 out of range,
  * -3 error */
-static Py_ssize_t slot_of(PyObject *owner, int32_t state) {
-    PyObject *arr = PyObject_GetAttr(owner, S_slot);
-    if (arr == NULL)
+static Py_ssize_t slot_of(Core *c, PyObject *owner, int32_t state) {
+    if (held_attr(&c->held_slot, owner, S_slot, 8) < 0)
         return -3;
-    Py_buffer v;
-    if (PyObject_GetBuffer(arr, &v, PyBUF_C_CONTIGUOUS) < 0) {
-        Py_DECREF(arr);
-        return -3;
-    }
-    Py_ssize_t out = -2;
-    if (v.itemsize == 8 && state < v.len / 8)
-        out = ((const int64_t *)v.buf)[state] >= 0 ? ((const int64_t *)v.buf)[state] : -1;
-    PyBuffer_Release(&v);
-    Py_DECREF(arr);
-    return out;
+    const int64_t *slot = c->held_slot.view.buf;
+    if (state >= c->held_slot.view.len / 8)
+        return -2;
+    return slot[state] >= 0 ? slot[state] : -1;
 }
 
 /* build the row of state in C under the owner's lock when the tables have room and the row
  * budget allows: 1 built (or found built), 0 not tried (the Python path must grow a table or
  * raise the budget error), -1 error (the row left unbuilt) */
 static int fast_build(Core *c, PyObject *owner, int32_t state) {
-    PyObject *lock = PyObject_GetAttr(owner, S_lock);
-    if (lock == NULL)
+    PyObject *r = PyObject_CallMethodNoArgs(c->lock, S_acquire);
+    if (r == NULL)
         return -1;
-    PyObject *r = PyObject_CallMethodNoArgs(lock, S_acquire);
-    if (r == NULL) {
-        Py_DECREF(lock);
-        return -1;
-    }
     Py_DECREF(r);
     int rc = -1;
-    PyObject *slot_arr = NULL, *rows_arr = NULL, *acc_arr = NULL;
-    Py_buffer sv = {0}, rv = {0}, av = {0};
     Py_ssize_t num_rows, max_states;
     if (attr_ssize(owner, S_num_rows, &num_rows) < 0 ||
         attr_ssize(owner, S_max_states, &max_states) < 0)
         goto unlock;
-    slot_arr = PyObject_GetAttr(owner, S_slot);
-    rows_arr = slot_arr ? PyObject_GetAttr(owner, S_rows) : NULL;
-    acc_arr = rows_arr ? PyObject_GetAttr(owner, S_acc) : NULL;
-    if (acc_arr == NULL)
+    if (held_attr(&c->held_slot, owner, S_slot, 8) < 0 ||
+        held_attr(&c->held_rows, owner, S_rows, 4) < 0 ||
+        held_attr(&c->held_acc, owner, S_acc, 1) < 0)
         goto unlock;
-    if (get_writable(slot_arr, &sv, 8, "_slot") < 0)
-        goto unlock;
-    if (get_writable(rows_arr, &rv, 4, "_rows") < 0)
-        goto unlock;
-    if (get_writable(acc_arr, &av, 1, "_accepting") < 0)
-        goto unlock;
-    int64_t *slot = sv.buf;
-    Py_ssize_t cap = sv.len / 8;
+    int64_t *slot = c->held_slot.view.buf;
+    Py_ssize_t cap = c->held_slot.view.len / 8, acc_len = c->held_acc.view.len;
     if (state < 0 || state >= c->cfg_off.n || state >= cap) {
         PyErr_Format(PyExc_IndexError, "row_tables: no configuration %d", state);
         goto unlock;
@@ -807,12 +877,14 @@ static int fast_build(Core *c, PyObject *owner, int32_t state) {
         rc = 1; /* built meanwhile */
         goto unlock;
     }
-    if (num_rows >= max_states || num_rows >= rv.len / 1024 || c->cfg_off.n + 256 > cap ||
-        c->cfg_off.n + 256 > av.len) {
+    if (num_rows >= max_states || num_rows >= c->held_rows.view.len / 1024 ||
+        c->cfg_off.n + 256 > cap || c->cfg_off.n + 256 > acc_len) {
         rc = 0; /* the Python path grows the tables or raises the budget error */
         goto unlock;
     }
-    if (build_row_into(c, owner, state, (int32_t *)rv.buf + num_rows * 256, av.buf, av.len) < 0)
+    /* the held views stay the owner's tables while the lock is held (no growth meanwhile) */
+    if (build_row_into(c, owner, state, (int32_t *)c->held_rows.view.buf + num_rows * 256,
+                       c->held_acc.view.buf, acc_len) < 0)
         goto unlock;
     PyObject *n = PyLong_FromSsize_t(num_rows + 1);
     if (n == NULL || PyObject_SetAttr(owner, S_num_rows, n) < 0) {
@@ -822,20 +894,10 @@ static int fast_build(Core *c, PyObject *owner, int32_t state) {
     Py_DECREF(n);
     slot[state] = num_rows; /* published last, as the Python path */
     rc = 1;
-unlock:
-    if (sv.obj)
-        PyBuffer_Release(&sv);
-    if (rv.obj)
-        PyBuffer_Release(&rv);
-    if (av.obj)
-        PyBuffer_Release(&av);
-    Py_XDECREF(slot_arr);
-    Py_XDECREF(rows_arr);
-    Py_XDECREF(acc_arr);
+unlock:;
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb); /* release the lock whatever happened */
-    r = PyObject_CallMethodNoArgs(lock, S_release);
-    Py_DECREF(lock);
+    r = PyObject_CallMethodNoArgs(c->lock, S_release);
     if (r == NULL) {
         Py_XDECREF(et);
         Py_XDECREF(ev);
@@ -864,7 +926,7 @@ static PyObject *core_row_tables(Core *c, PyObject *const *args, Py_ssize_t narg
     PyObject *out = NULL;
     int slow = 0;
     if (state >= 0) {
-        Py_ssize_t at = slot_of(owner, (int32_t)state);
+        Py_ssize_t at = slot_of(c, owner, (int32_t)state);
         if (at == -3)
             goto done;
         if (at == -1) {
@@ -915,10 +977,19 @@ done:
 }
 
 static PyObject *core_attach(Core *c, PyObject *owner) {
-    PyObject *ref = PyWeakref_NewRef(owner, NULL);
-    if (ref == NULL)
+    PyObject *lock = PyObject_GetAttr(owner, S_lock);
+    if (lock == NULL)
         return NULL;
+    PyObject *ref = PyWeakref_NewRef(owner, NULL);
+    if (ref == NULL) {
+        Py_DECREF(lock);
+        return NULL;
+    }
     Py_XSETREF(c->owner, ref);
+    Py_XSETREF(c->lock, lock);
+    held_clear(&c->held_slot);
+    held_clear(&c->held_rows);
+    held_clear(&c->held_acc);
     Py_CLEAR(c->tables);
     Py_CLEAR(c->rows_seen);
     Py_CLEAR(c->slot_seen);
@@ -1013,7 +1084,16 @@ static void core_dealloc(Core *c) {
     free(c->steps.e);
     free(c->steps.pool.d);
     free(c->groups);
+    for (Py_ssize_t i = 0; i < c->n_joints; i++)
+        free(c->joints[i].lexcls);
+    free(c->joints);
+    free(c->joint_ids.e);
+    free(c->joint_ids.pool.d);
     Py_XDECREF(c->owner);
+    Py_XDECREF(c->lock);
+    held_clear(&c->held_slot);
+    held_clear(&c->held_rows);
+    held_clear(&c->held_acc);
     Py_XDECREF(c->tables);
     Py_XDECREF(c->rows_seen);
     Py_XDECREF(c->slot_seen);

@@ -16,9 +16,11 @@ Measured per engine:
     beside the canonical tokens lying wholly inside forced text for structgen and xgrammar.
 
 Run:  python benchmarks/bench_grammar.py [--quick] [--per-subset 4] [--out benchmarks/RESULTS.md]
-      python benchmarks/bench_grammar.py --gbnf-sweep  (llama.cpp's grammars/*.gbnf, #24)
-      python benchmarks/bench_grammar.py --grammars [--cold-engines a,b]  (context-free
-      grammars: grammar_cfg_mode.py; structgen-whole, the shared head parts off, when named)
+      python benchmarks/bench_grammar.py --gbnf-sweep [--gbnf-names json,c] [--tokenizers T]
+      (llama.cpp's grammars/*.gbnf, #24: structgen, llguidance, XGrammar)
+      python benchmarks/bench_grammar.py --grammars [--cold-engines a,b] [--tokenizers T]
+      (context-free grammars: grammar_cfg_mode.py; structgen-whole, the shared head parts
+      off, when named; T: smollm2 (the default in these two modes), bpe150k or both)
       python benchmarks/bench_grammar.py --batch [--batch-size 64] [--batch-threads 2]
       (batch mode: 64 matchers over 64 distinct MaskBench schemas stepping together, cold-empty
       and warm, alone and overlapped with a simulated 5 / 30 ms forward; compile apart)
@@ -1349,6 +1351,9 @@ def main(argv=None) -> None:
         help="llama.cpp's grammars/*.gbnf (tests/fixtures/gbnf): structgen vs llguidance",
     )
     ap.add_argument(
+        "--gbnf-names", default="", help="comma-separated llama.cpp grammars (--gbnf-sweep)"
+    )
+    ap.add_argument(
         "--batch", action="store_true", help="batch mode only: 64 schemas stepping together"
     )
     ap.add_argument("--batch-size", type=int, default=BATCH_SIZE)
@@ -1361,18 +1366,22 @@ def main(argv=None) -> None:
         "--cold-engines", default="", help="comma-separated engines (--cold, --grammars)"
     )
     args = ap.parse_args(argv)
-    if args.grammars:
-        from grammar_cfg_mode import run_grammars
+    if args.grammars or args.gbnf_sweep:  # SmolLM2 unless --tokenizers says otherwise
+        from grammar_cfg_mode import run_gbnf_sweep, run_grammars
 
-        cmd = "python benchmarks/bench_grammar.py " + " ".join(argv or sys.argv[1:])
+        cmd = ("python benchmarks/bench_grammar.py " + " ".join(argv or sys.argv[1:])).strip()
         names = args.cold_engines.split(",") if args.cold_engines else None
-        print(run_grammars(smollm2_tokenizer(), args.out, cmd.strip(), names))
-        return
-    if args.gbnf_sweep:
-        from grammar_cfg_mode import run_gbnf_sweep
-
-        cmd = "python benchmarks/bench_grammar.py " + " ".join(argv or sys.argv[1:])
-        print(run_gbnf_sweep(smollm2_tokenizer(), args.out, cmd.strip()))
+        which = args.tokenizers or "smollm2"
+        for key, make in (("smollm2", smollm2_tokenizer), ("bpe150k", bpe_150k_tokenizer)):
+            if which not in (key, "both"):
+                continue
+            tok = make()
+            label = "SmolLM2 49k" if key == "smollm2" else tok.bench_label
+            if args.grammars:
+                print(run_grammars(tok, args.out, cmd, names, label))
+            else:
+                only = args.gbnf_names.split(",") if args.gbnf_names else None
+                print(run_gbnf_sweep(tok, args.out, cmd, names, label, only))
         return
     if args.batch:
         main_batch(args)

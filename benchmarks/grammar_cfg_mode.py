@@ -15,6 +15,7 @@ valid text written below (>= 500 tokens) that every engine is forced through tok
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import time
 from pathlib import Path
@@ -240,10 +241,16 @@ def plot_rows(rows, path: Path) -> str:
     return f"plot: {path.name}"
 
 
-def run_grammars(tokenizer, out: Path, cmd: str, names: list[str] | None = None) -> str:
+def run_grammars(
+    tokenizer,
+    out: Path,
+    cmd: str,
+    names: list[str] | None = None,
+    label: str = "SmolLM2 49k",
+) -> str:
     """Measure every grammar file on every engine that reads it; append to ``out``.
     ``names``: the engines to run, in that order (default: structgen and the peers;
-    ``structgen-whole`` only when named)."""
+    ``structgen-whole`` only when named); ``label``: the tokenizer, for the title."""
     engines = []
     classes = (_Structgen, _StructgenWhole, _LLGuidance, _XGrammar)
     if names:  # in the order named (the cold passes run in that order)
@@ -303,7 +310,7 @@ def run_grammars(tokenizer, out: Path, cmd: str, names: list[str] | None = None)
     table = head + "\n".join("| " + " | ".join(r) + " |" for r in rows)
     figure = plot_rows(rows, out.parent / "bench_grammar_cfg.png")
     section = (
-        f"## Context-free grammars ({time.strftime('%Y-%m-%d')}, SmolLM2 49k)\n\n"
+        f"## Context-free grammars ({time.strftime('%Y-%m-%d')}, {label})\n\n"
         f"Command: `{cmd}`\n\n{table}\n\n{figure}\n"
     )
     with open(out, "a") as f:
@@ -344,6 +351,18 @@ class _StructgenGbnf(_Structgen):
         return True
 
 
+class _XGrammarGbnf(_XGrammar):
+    """XGrammar on every file of ``--gbnf-sweep``. Its EBNF parser refuses an empty first
+    alternative (llama.cpp's ``ws ::= | " " | ...``): written ``""`` (the same language;
+    the rewrite is timed with the compile)."""
+
+    def supports(self, path: Path) -> bool:
+        return True
+
+    def compile(self, text: str, path: Path):
+        return super().compile(re.sub(r"::=(\s*)\|", r'::=\1"" |', text), path)
+
+
 class _LLGuidanceGbnf(_LLGuidance):
     """llguidance on every file of ``--gbnf-sweep`` (``_LLGuidance`` reads GBNF through
     ``llguidance.gbnf_to_lark``)."""
@@ -355,19 +374,33 @@ class _LLGuidanceGbnf(_LLGuidance):
 REPEATS = 3  # --gbnf-sweep: fresh compiles per grammar and engine (cold passes)
 
 
-def run_gbnf_sweep(tokenizer, out: Path, cmd: str) -> str:
+def run_gbnf_sweep(
+    tokenizer,
+    out: Path,
+    cmd: str,
+    names: list[str] | None = None,
+    label: str = "SmolLM2 49k",
+    grammars: list[str] | None = None,
+) -> str:
     """Compile time (best of 3), cold mask per token (each of 3 fresh compiles forced
     through the valid text, the median of their means) and warm mask per token (a second
-    pass, median) of every llama.cpp grammar, structgen and llguidance interleaved in the
-    same run; appends a section to ``out`` and returns it."""
+    pass, median) of every llama.cpp grammar, structgen, llguidance and XGrammar
+    interleaved in the same run; appends a section to ``out`` and returns it.
+    ``names``: the engines (default all three); ``label``: the tokenizer, for the title;
+    ``grammars``: the llama.cpp grammars by stem (default all)."""
     engines = []
-    for cls in (_StructgenGbnf, _LLGuidanceGbnf):
+    classes = (_StructgenGbnf, _LLGuidanceGbnf, _XGrammarGbnf)
+    if names:
+        classes = tuple(c for c in classes if c.name in names)
+    for cls in classes:
         try:
             engines.append(cls(tokenizer))
         except Exception as exc:  # not installed
             print(f"{cls.name}: {type(exc).__name__}: {exc}")
     rows = []
     for name, valid in _gbnf_valid_texts().items():
+        if grammars and name not in grammars:
+            continue
         path = GBNF_FIXTURES / f"{name}.gbnf"
         text = path.read_text(encoding="utf-8")
         ids = tokenizer.encode(valid, add_special_tokens=False)[:MAX_FORCED]
@@ -412,7 +445,7 @@ def run_gbnf_sweep(tokenizer, out: Path, cmd: str) -> str:
     )
     table = head + "\n".join("| " + " | ".join(r) + " |" for r in rows)
     section = (
-        f"## #24: llama.cpp grammars sweep ({time.strftime('%Y-%m-%d')}, SmolLM2 49k)\n\n"
+        f"## #24: llama.cpp grammars sweep ({time.strftime('%Y-%m-%d')}, {label})\n\n"
         f"Command: `{cmd}`\n\n{table}\n"
     )
     with open(out, "a") as f:

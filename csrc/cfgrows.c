@@ -31,6 +31,19 @@
  *       rows      writable int32 [slots, 256]: rows[slot] is written (next configuration per
  *                 byte, -1 dead), only once every step succeeded
  *       acc       as for intern; needs room for 256 new configurations past num_configs
+ *   core.attach(owner) -> None: the GrammarAutomaton whose rows row_tables builds (a weak
+ *       reference: the automaton holds the core) and its lock (owner._lock, held strongly);
+ *       the buffers of its tables are held while they are its tables
+ *   core.row_tables(state=-1) -> (rows, slot): GrammarAutomaton.row_tables without the
+ *       interpreter on the common path: the row of state built in C under owner._lock into
+ *       owner._rows[owner._num_rows] (owner._slot[state] published last, owner._num_rows
+ *       advanced), when the tables have room and owner.max_states allows; else, and for the
+ *       read-only views when the arrays changed, owner._row_tables_py(state) (the Python
+ *       path: it grows the tables, raises the budget error)
+ *   core.set_groups(groups) -> None, before anything is interned
+ *       groups    ints: groups[t] the lexer of terminal t; terminals of one group share one
+ *                 automaton (fsm/grammar/lexers.py), so its lexer states, their rows and byte
+ *                 classes are read once for all of them; without it each terminal is its own
  *   core.config(id) -> ((t, node, s), ...)
  *   core.num_configs, core.num_steps (memoised steps), core.num_lexemes
  * Exceptions of the callbacks propagate (GrammarTooComplexError from the Earley budget): what
@@ -248,6 +261,17 @@ typedef struct { /* a chart node */
     int32_t known, final, off, len; /* its starts: lexeme ids starts.d[off .. off + len) */
 } Node;
 
+typedef struct { /* a buffer held on an array while the owner keeps that array */
+    PyObject *obj;
+    Py_buffer view;
+} Held;
+
+typedef struct { /* the byte classes of a tuple of lexer states read together */
+    int16_t cls[256];   /* joint class of each byte, -1 where no lexer state moves */
+    int32_t ncls, k;    /* classes; lexer states */
+    int16_t *lexcls;    /* [ncls * k]: each lexer state's own class on the joint class (-1) */
+} Joint;
+
 typedef struct {
     PyObject_HEAD
     Map3 ls_ids, lex_ids, ends;
@@ -260,17 +284,36 @@ typedef struct {
     IVec starts;
     IVec cfg_off, cfg_len, cfg_lex; /* configurations: lexeme ids cfg_lex[off .. off + len) */
     MapV cfgs, steps;
+    int32_t *groups; /* [n_groups]: the lexer (shared automaton) of each terminal; NULL: t */
+    Py_ssize_t n_groups;
+    MapV joint_ids;  /* lexer-state ids of a configuration, in its order -> joint classes */
+    Joint *joints;
+    Py_ssize_t n_joints, cap_joints;
+    PyObject *owner;                       /* weak reference to the GrammarAutomaton (attach) */
+    PyObject *lock;                        /* its _lock (attach) */
+    Held held_slot, held_rows, held_acc;   /* its tables' buffers, while they are its tables */
+    PyObject *tables, *rows_seen, *slot_seen; /* row_tables' last answer and its arrays */
 } Core;
 
+/* the lexer state s of terminal t, keyed by t's lexer: terminals sharing one automaton
+ * share its states (the callbacks are asked with the first terminal that met the state) */
 static int32_t lstate_of(Core *c, int32_t t, int32_t s) {
-    int32_t id = map3_get(&c->ls_ids, t, s, 0);
+    int32_t g = t;
+    if (c->groups != NULL) {
+        if (t < 0 || t >= c->n_groups) {
+            PyErr_Format(PyExc_IndexError, "terminal %d has no lexer group", t);
+            return -1;
+        }
+        g = c->groups[t];
+    }
+    int32_t id = map3_get(&c->ls_ids, g, s, 0);
     if (id >= 0)
         return id;
     id = (int32_t)c->n_ls;
     if (grow((void **)&c->ls, &c->cap_ls, id, sizeof(LState)) < 0)
         return -1;
     c->ls[id] = (LState){t, s, UNKNOWN, UNKNOWN, NULL, NULL};
-    if (map3_put(&c->ls_ids, t, s, 0, id) < 0)
+    if (map3_put(&c->ls_ids, g, s, 0, id) < 0)
         return -1;
     c->n_ls++;
     return id;
@@ -590,6 +633,118 @@ static PyObject *core_intern(Core *c, PyObject *args) {
     return sid == -3 ? NULL : PyLong_FromLong(sid);
 }
 
+/* the joint byte classes of the lexer states of lexemes[0 .. k) (their rows read first):
+ * bytes on which every lexer state moves alike share a class; memoised on the lexer-state
+ * ids, so configurations that differ only in chart nodes (the same lexers at another
+ * nesting) share it. The index into c->joints, or -1 with an exception set */
+static int32_t joint_of(Core *c, const int32_t *lexemes, Py_ssize_t k, int32_t *key) {
+    for (Py_ssize_t i = 0; i < k; i++)
+        key[i] = c->lex[lexemes[i]].ls;
+    uint64_t h = hseq(key, k);
+    int32_t hit = mapv_get(&c->joint_ids, key, k, h);
+    if (hit != INT32_MIN)
+        return hit;
+    int32_t id = (int32_t)c->n_joints;
+    if (grow((void **)&c->joints, &c->cap_joints, id, sizeof(Joint)) < 0)
+        return -1;
+    Joint *j = &c->joints[id];
+    int16_t *lexcls = malloc((size_t)256 * (size_t)(k ? k : 1) * sizeof(int16_t));
+    if (lexcls == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int32_t n = 0;
+    for (int b = 0; b < 256; b++) {
+        int16_t *mine = lexcls + (size_t)n * k; /* the candidate new class's vector */
+        int live = 0;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            mine[i] = c->ls[key[i]].cls[b];
+            live |= mine[i] >= 0;
+        }
+        if (!live) {
+            j->cls[b] = -1;
+            continue;
+        }
+        int32_t m = 0; /* an earlier class with the same vector (classes are few) */
+        while (m < n && memcmp(lexcls + (size_t)m * k, mine, (size_t)k * sizeof(int16_t)) != 0)
+            m++;
+        if (m == n)
+            n++;
+        j->cls[b] = (int16_t)m;
+    }
+    int16_t *fit = realloc(lexcls, (size_t)(n ? n : 1) * (size_t)(k ? k : 1) * sizeof(int16_t));
+    if (fit != NULL) /* shrunk to the classes found (a failed shrink keeps the block) */
+        lexcls = fit;
+    j->ncls = n;
+    j->k = (int32_t)k;
+    j->lexcls = lexcls;
+    if (mapv_put(&c->joint_ids, key, k, h, id) < 0) {
+        free(lexcls);
+        return -1;
+    }
+    c->n_joints++;
+    return id;
+}
+
+/* write the row of configuration state into row (int32 [256]), only once every step succeeded;
+ * acc: the accepting array, acc_cap its length. 0, or -1 with an exception set */
+static int build_row_into(Core *c, PyObject *owner, int32_t state, int32_t *row, char *acc,
+                          Py_ssize_t acc_cap) {
+    int rc = -1;
+    IVec scratch = {0}, ended = {0};
+    int32_t *lexemes = NULL, *vec = NULL, **moved = NULL;
+    Py_ssize_t k = c->cfg_len.d[state];
+    lexemes = malloc((size_t)(k ? k : 1) * sizeof(int32_t));
+    vec = malloc((size_t)(k ? k : 1) * 2 * sizeof(int32_t));
+    if (lexemes == NULL || vec == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(lexemes, c->cfg_lex.d + c->cfg_off.d[state], (size_t)k * 4);
+    for (Py_ssize_t i = 0; i < k; i++)
+        if (lexeme_moves(c, owner, lexemes[i]) < 0)
+            goto done;
+    /* the joint classes of the lexemes' lexer states, and each lexeme's moved lexemes:
+     * malloc'd blocks that stay put while the steps below intern new lexemes (the tables
+     * holding the pointers may move) */
+    moved = malloc((size_t)(k ? k : 1) * sizeof(int32_t *));
+    if (moved == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < k; i++)
+        moved[i] = c->lex[lexemes[i]].moved;
+    int32_t jid = joint_of(c, lexemes, k, vec);
+    if (jid < 0)
+        goto done;
+    const Joint *j = &c->joints[jid]; /* the steps below add no joint: c->joints stays put */
+    const int16_t *lexcls = j->lexcls, *jcls = j->cls;
+    int32_t ncls = j->ncls, target[256];
+    for (int32_t m = 0; m < ncls; m++) {
+        Py_ssize_t n = 0;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            int16_t cl = lexcls[(size_t)m * k + i];
+            if (cl >= 0)
+                vec[n++] = moved[i][cl];
+        }
+        target[m] = step(c, owner, vec, n, &scratch, &ended, acc, acc_cap);
+        if (target[m] == -3)
+            goto done;
+    }
+    int32_t out[256];
+    for (int b = 0; b < 256; b++)
+        out[b] = jcls[b] >= 0 ? target[jcls[b]] : -1;
+    memcpy(row, out, sizeof out);
+    rc = 0;
+done:
+    free(scratch.d);
+    free(ended.d);
+    free(lexemes);
+    free(vec);
+    free(moved);
+    return rc;
+}
+
 static PyObject *core_build_row(Core *c, PyObject *args) {
     PyObject *owner, *rows_obj, *acc_obj;
     int state;
@@ -607,78 +762,268 @@ static PyObject *core_build_row(Core *c, PyObject *args) {
         PyBuffer_Release(&rows);
         return NULL;
     }
-    PyObject *result = NULL;
-    IVec scratch = {0}, ended = {0};
-    int32_t *lexemes = NULL, *vec = NULL, **moved = NULL;
-    int16_t **cls = NULL;
-    if (slot < 0 || (slot + 1) * 256 * 4 > rows.len) {
+    int rc = -1;
+    if (slot < 0 || (slot + 1) * 256 * 4 > rows.len)
         PyErr_SetString(PyExc_IndexError, "build_row: slot past the rows array");
-        goto done;
-    }
-    Py_ssize_t k = c->cfg_len.d[state];
-    lexemes = malloc((size_t)(k ? k : 1) * sizeof(int32_t));
-    vec = malloc((size_t)(k ? k : 1) * 2 * sizeof(int32_t));
-    if (lexemes == NULL || vec == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    memcpy(lexemes, c->cfg_lex.d + c->cfg_off.d[state], (size_t)k * 4);
-    for (Py_ssize_t i = 0; i < k; i++)
-        if (lexeme_moves(c, owner, lexemes[i]) < 0)
-            goto done;
-    /* each lexeme's byte classes and moved lexemes: malloc'd blocks that stay put while the
-     * steps below intern new lexemes (the tables holding the pointers may move) */
-    cls = malloc((size_t)(k ? k : 1) * sizeof(int16_t *));
-    moved = malloc((size_t)(k ? k : 1) * sizeof(int32_t *));
-    if (cls == NULL || moved == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < k; i++) {
-        cls[i] = c->ls[c->lex[lexemes[i]].ls].cls;
-        moved[i] = c->lex[lexemes[i]].moved;
-    }
-    int32_t out[256];
-    int32_t *prev = vec, *cur = vec + k;
-    Py_ssize_t n_prev = -1;
-    int32_t prev_target = -1;
-    for (int b = 0; b < 256; b++) {
-        Py_ssize_t n = 0;
-        for (Py_ssize_t i = 0; i < k; i++) {
-            int16_t cl = cls[i][b];
-            if (cl >= 0)
-                cur[n++] = moved[i][cl];
-        }
-        if (n == 0) {
-            out[b] = -1;
-            continue;
-        }
-        if (n == n_prev && memcmp(cur, prev, (size_t)n * 4) == 0) {
-            out[b] = prev_target;
-            continue;
-        }
-        int32_t target = step(c, owner, cur, n, &scratch, &ended, acc.buf, acc.len);
-        if (target == -3)
-            goto done;
-        out[b] = prev_target = target;
-        int32_t *t = prev;
-        prev = cur;
-        cur = t;
-        n_prev = n;
-    }
-    memcpy((int32_t *)rows.buf + slot * 256, out, sizeof out);
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    free(scratch.d);
-    free(ended.d);
-    free(lexemes);
-    free(vec);
-    free(cls);
-    free(moved);
+    else
+        rc = build_row_into(c, owner, state, (int32_t *)rows.buf + slot * 256, acc.buf, acc.len);
     PyBuffer_Release(&rows);
     PyBuffer_Release(&acc);
-    return result;
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ---- row_tables in C: the token-trie walk's callback without the interpreter ------------ */
+
+static PyObject *S_slot, *S_rows, *S_acc, *S_num_rows, *S_max_states, *S_lock, *S_slow,
+    *S_acquire, *S_release;
+
+/* the owner (a GrammarAutomaton) of an attached core, a new reference; NULL with an error */
+static PyObject *owner_of(Core *c) {
+    if (c->owner == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "row_tables: the core is not attached");
+        return NULL;
+    }
+    PyObject *owner = PyWeakref_GetObject(c->owner);
+    if (owner == NULL)
+        return NULL;
+    if (owner == Py_None) {
+        PyErr_SetString(PyExc_RuntimeError, "row_tables: the automaton is gone");
+        return NULL;
+    }
+    Py_INCREF(owner);
+    return owner;
+}
+
+static int attr_ssize(PyObject *owner, PyObject *name, Py_ssize_t *out) {
+    PyObject *v = PyObject_GetAttr(owner, name);
+    if (v == NULL)
+        return -1;
+    *out = PyLong_AsSsize_t(v);
+    Py_DECREF(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* h holds a writable buffer on now (the owner's current array; itemsize checked): kept while
+ * the owner keeps that array (the tables are replaced, never resized, and only under the
+ * owner's lock), taken again when it changed. 0, or -1 with an exception set */
+static int held_on(Held *h, PyObject *now, Py_ssize_t itemsize, const char *what) {
+    if (h->obj == now)
+        return 0;
+    if (h->obj != NULL) {
+        PyBuffer_Release(&h->view);
+        Py_CLEAR(h->obj);
+    }
+    if (get_writable(now, &h->view, itemsize, what) < 0)
+        return -1;
+    Py_INCREF(now);
+    h->obj = now;
+    return 0;
+}
+
+static void held_clear(Held *h) {
+    if (h->obj != NULL) {
+        PyBuffer_Release(&h->view);
+        Py_CLEAR(h->obj);
+    }
+}
+
+/* the owner's array attribute name held in h; 0, or -1 with an exception set */
+static int held_attr(Held *h, PyObject *owner, PyObject *name, Py_ssize_t itemsize) {
+    PyObject *now = PyObject_GetAttr(owner, name);
+    if (now == NULL)
+        return -1;
+    int rc = held_on(h, now, itemsize, PyUnicode_AsUTF8(name));
+    Py_DECREF(now);
+    return rc;
+}
+
+/* slot[state] of the owner's current _slot array: >= 0 built, -1 not, -2 out of range,
+ * -3 error */
+static Py_ssize_t slot_of(Core *c, PyObject *owner, int32_t state) {
+    if (held_attr(&c->held_slot, owner, S_slot, 8) < 0)
+        return -3;
+    const int64_t *slot = c->held_slot.view.buf;
+    if (state >= c->held_slot.view.len / 8)
+        return -2;
+    return slot[state] >= 0 ? slot[state] : -1;
+}
+
+/* build the row of state in C under the owner's lock when the tables have room and the row
+ * budget allows: 1 built (or found built), 0 not tried (the Python path must grow a table or
+ * raise the budget error), -1 error (the row left unbuilt) */
+static int fast_build(Core *c, PyObject *owner, int32_t state) {
+    PyObject *r = PyObject_CallMethodNoArgs(c->lock, S_acquire);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    int rc = -1;
+    Py_ssize_t num_rows, max_states;
+    if (attr_ssize(owner, S_num_rows, &num_rows) < 0 ||
+        attr_ssize(owner, S_max_states, &max_states) < 0)
+        goto unlock;
+    if (held_attr(&c->held_slot, owner, S_slot, 8) < 0 ||
+        held_attr(&c->held_rows, owner, S_rows, 4) < 0 ||
+        held_attr(&c->held_acc, owner, S_acc, 1) < 0)
+        goto unlock;
+    int64_t *slot = c->held_slot.view.buf;
+    Py_ssize_t cap = c->held_slot.view.len / 8, acc_len = c->held_acc.view.len;
+    if (state < 0 || state >= c->cfg_off.n || state >= cap) {
+        PyErr_Format(PyExc_IndexError, "row_tables: no configuration %d", state);
+        goto unlock;
+    }
+    if (slot[state] >= 0) {
+        rc = 1; /* built meanwhile */
+        goto unlock;
+    }
+    if (num_rows >= max_states || num_rows >= c->held_rows.view.len / 1024 ||
+        c->cfg_off.n + 256 > cap || c->cfg_off.n + 256 > acc_len) {
+        rc = 0; /* the Python path grows the tables or raises the budget error */
+        goto unlock;
+    }
+    /* the held views stay the owner's tables while the lock is held (no growth meanwhile) */
+    if (build_row_into(c, owner, state, (int32_t *)c->held_rows.view.buf + num_rows * 256,
+                       c->held_acc.view.buf, acc_len) < 0)
+        goto unlock;
+    PyObject *n = PyLong_FromSsize_t(num_rows + 1);
+    if (n == NULL || PyObject_SetAttr(owner, S_num_rows, n) < 0) {
+        Py_XDECREF(n);
+        goto unlock;
+    }
+    Py_DECREF(n);
+    slot[state] = num_rows; /* published last, as the Python path */
+    rc = 1;
+unlock:;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb); /* release the lock whatever happened */
+    r = PyObject_CallMethodNoArgs(c->lock, S_release);
+    if (r == NULL) {
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(tb);
+        return -1;
+    }
+    Py_DECREF(r);
+    PyErr_Restore(et, ev, tb);
+    return rc;
+}
+
+static PyObject *core_row_tables(Core *c, PyObject *const *args, Py_ssize_t nargs) {
+    long state = -1;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "row_tables(state=-1) takes at most one argument");
+        return NULL;
+    }
+    if (nargs == 1) {
+        state = PyLong_AsLong(args[0]);
+        if (state == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    PyObject *owner = owner_of(c);
+    if (owner == NULL)
+        return NULL;
+    PyObject *out = NULL;
+    int slow = 0;
+    if (state >= 0) {
+        Py_ssize_t at = slot_of(c, owner, (int32_t)state);
+        if (at == -3)
+            goto done;
+        if (at == -1) {
+            int rc = fast_build(c, owner, (int32_t)state);
+            if (rc < 0)
+                goto done;
+            slow = rc == 0;
+        } else if (at == -2) {
+            slow = 1; /* out of range: the Python path raises */
+        }
+    }
+    if (!slow && c->tables != NULL) {
+        PyObject *rows = PyObject_GetAttr(owner, S_rows);
+        PyObject *slot = rows ? PyObject_GetAttr(owner, S_slot) : NULL;
+        int same = slot != NULL && rows == c->rows_seen && slot == c->slot_seen;
+        Py_XDECREF(rows);
+        Py_XDECREF(slot);
+        if (slot == NULL)
+            goto done;
+        if (same) {
+            out = c->tables;
+            Py_INCREF(out);
+            goto done;
+        }
+    }
+    /* the Python path: builds what the fast path did not, and the read-only views */
+    PyObject *arg = PyLong_FromLong(slow ? state : -1L);
+    if (arg == NULL)
+        goto done;
+    out = PyObject_CallMethodOneArg(owner, S_slow, arg);
+    Py_DECREF(arg);
+    if (out != NULL) {
+        PyObject *rows = PyObject_GetAttr(owner, S_rows);
+        PyObject *slot = rows ? PyObject_GetAttr(owner, S_slot) : NULL;
+        if (slot == NULL) {
+            Py_XDECREF(rows);
+            Py_CLEAR(out);
+            goto done;
+        }
+        Py_XSETREF(c->rows_seen, rows);
+        Py_XSETREF(c->slot_seen, slot);
+        Py_INCREF(out);
+        Py_XSETREF(c->tables, out);
+    }
+done:
+    Py_DECREF(owner);
+    return out;
+}
+
+static PyObject *core_attach(Core *c, PyObject *owner) {
+    PyObject *lock = PyObject_GetAttr(owner, S_lock);
+    if (lock == NULL)
+        return NULL;
+    PyObject *ref = PyWeakref_NewRef(owner, NULL);
+    if (ref == NULL) {
+        Py_DECREF(lock);
+        return NULL;
+    }
+    Py_XSETREF(c->owner, ref);
+    Py_XSETREF(c->lock, lock);
+    held_clear(&c->held_slot);
+    held_clear(&c->held_rows);
+    held_clear(&c->held_acc);
+    Py_CLEAR(c->tables);
+    Py_CLEAR(c->rows_seen);
+    Py_CLEAR(c->slot_seen);
+    Py_RETURN_NONE;
+}
+
+static PyObject *core_set_groups(Core *c, PyObject *arg) {
+    if (c->n_ls > 0) {
+        PyErr_SetString(PyExc_RuntimeError, "set_groups: lexer states already interned");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(arg, "set_groups: groups must be a sequence of ints");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int32_t *groups = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (groups == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long g = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (g == -1 && PyErr_Occurred()) {
+            free(groups);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        groups[i] = (int32_t)g;
+    }
+    Py_DECREF(seq);
+    free(c->groups);
+    c->groups = groups;
+    c->n_groups = n;
+    Py_RETURN_NONE;
 }
 
 static PyObject *core_config(Core *c, PyObject *arg) {
@@ -738,6 +1083,20 @@ static void core_dealloc(Core *c) {
     free(c->cfgs.pool.d);
     free(c->steps.e);
     free(c->steps.pool.d);
+    free(c->groups);
+    for (Py_ssize_t i = 0; i < c->n_joints; i++)
+        free(c->joints[i].lexcls);
+    free(c->joints);
+    free(c->joint_ids.e);
+    free(c->joint_ids.pool.d);
+    Py_XDECREF(c->owner);
+    Py_XDECREF(c->lock);
+    held_clear(&c->held_slot);
+    held_clear(&c->held_rows);
+    held_clear(&c->held_acc);
+    Py_XDECREF(c->tables);
+    Py_XDECREF(c->rows_seen);
+    Py_XDECREF(c->slot_seen);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -747,6 +1106,12 @@ static PyMethodDef core_methods[] = {
     {"build_row", (PyCFunction)core_build_row, METH_VARARGS,
      "build_row(owner, state, rows, slot, acc): write rows[slot], the row of state"},
     {"config", (PyCFunction)core_config, METH_O, "config(id) -> ((t, node, s), ...)"},
+    {"attach", (PyCFunction)core_attach, METH_O,
+     "attach(owner): row_tables builds the rows of owner (held by a weak reference)"},
+    {"row_tables", (PyCFunction)(void (*)(void))core_row_tables, METH_FASTCALL,
+     "row_tables(state=-1) -> (rows, slot): GrammarAutomaton.row_tables, the row built in C"},
+    {"set_groups", (PyCFunction)core_set_groups, METH_O,
+     "set_groups(groups): groups[t] the lexer of terminal t (before anything is interned)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -774,6 +1139,18 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__cfgrows(void) {
+    struct {
+        PyObject **slot;
+        const char *name;
+    } names[] = {{&S_slot, "_slot"},         {&S_rows, "_rows"},
+                 {&S_acc, "_accepting"},     {&S_num_rows, "_num_rows"},
+                 {&S_max_states, "max_states"}, {&S_lock, "_lock"},
+                 {&S_slow, "_row_tables_py"}, {&S_acquire, "acquire"},
+                 {&S_release, "release"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (*names[i].slot == NULL &&
+            (*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL)
+            return NULL;
     if (PyType_Ready(&CoreType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);

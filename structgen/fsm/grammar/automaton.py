@@ -2,13 +2,14 @@
 
 A *configuration* is the set of lexemes in progress: ``(terminal, node, lexer state)``
 triples, where ``node`` is the Earley chart node (``earley.py``) at which the lexeme
-started and ``lexer state`` a state of that terminal's ``ByteDFA`` (the regex layer's
-lazy byte automaton, one per terminal), plus whether the bytes so far are a complete
-parse. Reading a byte steps every lexeme's DFA; a lexeme whose DFA accepts may end there
-(the parser scans it: ``EarleyCharts.scan``, which for an ``%ignore`` lexeme is the node
-itself), and every node reached that way starts the lexemes it expects. Ending a lexeme
-and going on with it are both kept, so the automaton reads the language exactly (every
-split of the text into lexemes is tried; Lark's ``lexer="dynamic_complete"``).
+started and ``lexer state`` a state of that terminal's lexer (the regex layer's lazy
+``ByteDFA``, one for all the terminals of a grammar: ``lexers.TerminalLexer``), plus
+whether the bytes so far are a complete parse. Reading a byte steps every lexeme's DFA;
+a lexeme whose DFA accepts may end there (the parser scans it: ``EarleyCharts.scan``,
+which for an ``%ignore`` lexeme is the node itself), and every node reached that way
+starts the lexemes it expects. Ending a lexeme and going on with it are both kept, so the
+automaton reads the language exactly (every split of the text into lexemes is tried;
+Lark's ``lexer="dynamic_complete"``).
 
 Configurations are interned, so the result is a deterministic automaton whose states are
 configurations, built row by row on demand. It offers the ``ByteDFA`` interface the
@@ -23,7 +24,10 @@ closing, forced bytes) works unchanged. A row costs one parser step per byte cla
 With the C extension built (``csrc/cfgrows.c``, ``native=True``: the default when it is), the
 configurations, lexemes, byte classes and step memo are C tables and a row is built there;
 Python is called back only for what is new (a lexer state's row and flags, the chart node
-after a lexeme ends, the lexemes a node starts: ``_c_*``). The Python path below is the
+after a lexeme ends, the lexemes a node starts: ``_c_*``), and the token-trie walk's
+``row_tables`` callback is ``Core.row_tables``, which builds a missing row without the
+interpreter (Python entered only to grow the tables or raise the row budget:
+``_row_tables_py``). The Python path below is the
 reference and the fallback; both give the same automaton up to the numbering of its
 configurations (``tests/fsm/grammar/test_native_rows.py``).
 
@@ -97,6 +101,14 @@ class GrammarAutomaton:
         self.charts = charts
         self.lexers = lexers if lead_in is None else [*lexers, lead_in]
         self._trigger = -1 if lead_in is None else len(lexers)
+        # terminals whose lexers are one shared automaton (``lexers.TerminalLexer``) share
+        # its states: their rows, byte classes and liveness are keyed by (group, state)
+        groups: dict[int, int] = {}
+        self._group = [
+            groups.setdefault(id(getattr(d, "dfa", d)), len(groups)) for d in self.lexers
+        ]
+        if self._core is not None:
+            self._core.set_groups(self._group)
         self._completions = None
         self._live: dict[tuple[int, int], bool] = {}
         self._classes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, list[int]]] = {}
@@ -126,6 +138,11 @@ class GrammarAutomaton:
             self._config_of(self._starts_of(charts.root), charts.final[charts.root])
         else:
             self._config_of(((self._trigger, charts.root, lead_in.initial),), False)
+        if self._core is not None:
+            # the token-trie walk's callback in C: a missing row built there under the lock,
+            # the interpreter entered only to grow the tables (``_row_tables_py``)
+            self._core.attach(self)
+            self.row_tables = self._core.row_tables
 
     # ---- views ---------------------------------------------------------------------
 
@@ -300,7 +317,7 @@ class GrammarAutomaton:
         from its term's ``first`` (exact without intersection or complement, so no lexer
         row is built for a state the walk may never enter), else from its row.
         """
-        key = (t, s)
+        key = (self._group[t], s)
         hit = self._live.get(key)
         if hit is None:
             lexer = self.lexers[t]
@@ -359,7 +376,7 @@ class GrammarAutomaton:
         terminal ``t``'s DFA (memoised: configurations that differ only in their chart
         node share it).
         """
-        key = (t, s)
+        key = (self._group[t], s)
         hit = self._classes.get(key)
         if hit is None:
             moves = self.lexers[t].row(s)
@@ -460,9 +477,7 @@ class GrammarAutomaton:
             GrammarTooComplexError: a budget (rows, Earley items, a lexer's) is exceeded.
         """
         if self._slot[state] < 0:
-            with self._lock:
-                if self._slot[state] < 0:
-                    self._build_row(state)
+            self.row_tables(state)  # builds it (in C when native)
         row = self._rows[self._slot[state]]
         row.flags.writeable = False
         return row
@@ -475,7 +490,12 @@ class GrammarAutomaton:
     def row_tables(self, state: int = -1) -> tuple[np.ndarray, np.ndarray]:
         """The tables as they are now, after building the row of ``state`` when
         ``state >= 0``: ``(rows int32 [slots, 256], slot int64 [capacity])``, read-only
-        views (as ``ByteDFA.row_tables``, the C token-trie walk's callback).
+        views (as ``ByteDFA.row_tables``, the C token-trie walk's callback). Native, the
+        instance's ``row_tables`` is ``Core.row_tables`` (``csrc/cfgrows.c``): the same
+        answer, the row built without the interpreter when the tables have room.
+
+        Raises:
+            GrammarTooComplexError: a budget (rows, Earley items, a lexer's) is exceeded.
         """
         if state >= 0 and self._slot[state] < 0:
             with self._lock:
@@ -488,6 +508,8 @@ class GrammarAutomaton:
             slot.flags.writeable = False
             tables = self._tables = (rows, slot)
         return tables
+
+    _row_tables_py = row_tables  # the Python path (native: what ``Core.row_tables`` falls back on)
 
     def gather(self, states: np.ndarray, data: np.ndarray) -> np.ndarray:
         """int32 ``[n]``: next state of ``states[i]`` on byte ``data[i]`` (-1 = dead)."""

@@ -39,6 +39,7 @@ from .bnf import parse_bnf
 from .earley import DEFAULT_MAX_ITEMS, EarleyCharts
 from .ir import GrammarDef
 from .lark import parse_lark
+from .lexers import SharedLexers, TerminalLexer
 from .lower import CfgGrammar, lower_grammar
 from .special import SPECIAL_TOKEN, resolve_special_tokens
 
@@ -170,7 +171,8 @@ def _lexer(
     deadline: Deadline,
     shared: SharedDefinitions | None = None,
     source: tuple[str, frozenset[int]] | None = None,
-) -> ByteDFA | None:
+    lexers: SharedLexers | None = None,
+) -> ByteDFA | TerminalLexer | None:
     """The lexer DFA of one terminal, or None when its language is empty (the productions
     that use it can never finish: ``EarleyCharts`` drops them, as a JSON Schema's
     unsatisfiable property value drops that property).
@@ -184,6 +186,8 @@ def _lexer(
             ``source`` (the same terminal in that numbering) the lexer is built on them,
             else ``pattern`` is compiled on its own. The same language either way.
         source: ``(pattern, needs)`` of the terminal in ``shared``'s numbering.
+        lexers: with ``shared``, the terminals' one automaton (a ``TerminalLexer`` of it is
+            returned); else a ``ByteDFA`` of the terminal's own.
 
     Raises:
         InvalidGrammarError: the terminal's regex does not parse.
@@ -216,15 +220,21 @@ def _lexer(
     # no row built here: the automaton builds a lexer's rows when a configuration holding
     # one of its states needs them (a grammar's keywords and operators are mostly not
     # expected at the start)
+    if lexers is not None:
+        return lexers(arena, root)
     return ByteDFA(arena, root, max_states=max_states, max_seconds=deadline.remaining())
 
 
-def _lexers(cfg: CfgGrammar, max_states: int, deadline: Deadline) -> list[ByteDFA | None]:
+def _lexers(
+    cfg: CfgGrammar, max_states: int, deadline: Deadline
+) -> list[ByteDFA | TerminalLexer | None]:
     """The lexer DFA of every terminal (None: an empty language, as ``_lexer``).
 
     The terminals share one ``TermArena`` and each shared definition is lowered once for
     all of them (``parse.SharedDefinitions``), instead of once per terminal that bundles
-    it: the same terms, so the same languages. The automaton uses its lexers under its own
+    it: the same terms, so the same languages; and one ``ByteDFA`` over that arena, each
+    terminal's lexer a ``TerminalLexer`` started at its term (``lexers.py``: a term two
+    terminals reach has one row). The automaton uses its lexers under its own
     lock only, which makes the shared arena safe. Without recorded sources (a
     ``CfgGrammar`` built elsewhere) each terminal is compiled on its own.
 
@@ -235,8 +245,9 @@ def _lexers(cfg: CfgGrammar, max_states: int, deadline: Deadline) -> list[ByteDF
     if len(cfg.sources) != len(cfg.terminals):
         return [_lexer(p, d, max_states, deadline) for p, d in cfg.terminals]
     shared = SharedDefinitions(TermArena(), cfg.definitions, deadline)
+    one = SharedLexers(max_states, deadline.remaining())
     return [
-        _lexer(p, d, max_states, deadline, shared=shared, source=src)
+        _lexer(p, d, max_states, deadline, shared=shared, source=src, lexers=one)
         for (p, d), src in zip(cfg.terminals, cfg.sources)
     ]
 

@@ -88,7 +88,11 @@ class Completions:
                 for p in charts.productions_of(lhs):
                     parts = []
                     for sym in cfg.rhs[p]:
-                        part = best[sym] if sym >= 0 else self.lexer_tail(-1 - sym, 0)
+                        part = (
+                            best[sym]
+                            if sym >= 0
+                            else self.lexer_tail(-1 - sym, self.a.lexers[-1 - sym].initial)
+                        )
                         if part is None:
                             break
                         parts.append(part)
@@ -105,7 +109,10 @@ class Completions:
         if hit is None:
             rhs = self.charts.cfg.rhs[p]
             hit = b"".join(
-                self._nt_min[s] if s >= 0 else self.lexer_tail(-1 - s, 0) for s in rhs[dot:]
+                self._nt_min[s]
+                if s >= 0
+                else self.lexer_tail(-1 - s, self.a.lexers[-1 - s].initial)
+                for s in rhs[dot:]
             )
             self._seq[key] = hit
         return hit

@@ -163,6 +163,24 @@ class ByteDFA:
         """The arena term of ``state`` (what the head/exit split of masks keys on)."""
         return self._terms[state]
 
+    def state_of_term(self, term: int) -> int:
+        """The state of arena term ``term``, added when new: another start of this automaton
+        (a grammar's terminals share one arena and one automaton, each read from its own
+        term: ``fsm.grammar.lexers``). A new state makes the automaton incomplete again.
+
+        Raises:
+            ValueError: ``term`` is ``EMPTY`` (no state: every state can still accept).
+        """
+        if term == EMPTY:
+            raise ValueError("state_of_term: EMPTY has no state")
+        with self._lock:
+            num = self.num_states
+            sid = self._state_of(term)
+            if self.num_states > num:
+                self._complete = False
+                self._dense = None
+            return sid
+
     def union_state(self, a: int, b: int) -> int:
         """The state whose language is the union of states ``a``'s and ``b``'s (the term
         ``ALT(term(a), term(b))``): where one token takes two paths (``TokenIndex``'s

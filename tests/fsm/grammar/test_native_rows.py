@@ -139,14 +139,92 @@ def test_budget_error_in_a_c_row_leaves_it_unbuilt() -> None:
 
 
 def test_lexer_rows_built_on_demand() -> None:
-    """A compile builds the rows of the lexers the start expects and no other; a lexer's
-    "can start a lexeme" (read from its first bytes) equals its first row's."""
+    """A compile builds the lexer rows of the terminals the start expects and no other (the
+    terminals share one automaton: the rows built are those of the expected terminals'
+    start states); a lexer's "can start a lexeme" (read from its first bytes) equals its
+    first row's."""
     clear_cache()  # a fresh compile: the cached one's lexers were walked by other tests
     built = _compiled((DATA / "sql_select.lark").read_text(), "lark")
     charts = built.charts
     expected = set(charts.expected[charts.root]) | set(built.ignore)
+    shared = built.lexers[0].dfa
+    assert all(lexer.dfa is shared for lexer in built.lexers)
+    starts = {built.lexers[t].initial for t in expected}
+    assert 0 < shared.num_rows_built <= len(starts)
+    rows = {s for s in range(shared.num_states) if built.lexers[0].has_row(s)}
+    assert rows <= starts
     for t, lexer in enumerate(built.lexers):
-        if t not in expected:
-            assert lexer.num_rows_built == 0, t
+        if t not in expected and lexer.initial not in starts:
+            assert not lexer.has_row(lexer.initial), t
     for t, lexer in enumerate(built.lexers):
         assert built._movable[t] == bool((lexer.row(lexer.initial) >= 0).any()), t
+
+
+def test_row_tables_callback_is_c_and_answers_as_python() -> None:
+    """Native, the token-trie walk's callback is ``Core.row_tables``: it builds a missing row
+    (through the table growths: far more rows than the first capacity) and answers the
+    same read-only views as the Python path, one tuple while no table grew."""
+    built = _compiled((FIXTURES / "json.gbnf").read_text(), "gbnf")
+    ref, nat = _twins(built, native=False), _twins(built, native=True)
+    assert type(nat.row_tables).__name__ == "builtin_function_or_method"
+    assert _same_automaton(ref, nat, 700) == 700  # row() builds through row_tables
+    rows, slot = nat.row_tables()
+    assert not rows.flags.writeable and not slot.flags.writeable
+    assert rows.base is nat._rows and slot.base is nat._slot
+    assert nat.row_tables() is nat.row_tables(0)  # built: the cached answer
+    state = next(s for s in range(nat.num_states) if nat._slot[s] < 0)
+    rows, slot = nat.row_tables(state)
+    assert slot[state] >= 0 and nat.num_rows_built == 701
+    assert rows[slot[state]].tolist() == nat.row(state).tolist()
+    with pytest.raises(IndexError):
+        nat.row_tables(10**9)
+
+
+def test_row_budget_raised_through_the_c_callback() -> None:
+    """``max_states`` reached, the C callback leaves the row to the Python path, which
+    raises ``GrammarTooComplexError`` and builds nothing."""
+    built = _compiled((FIXTURES / "json.gbnf").read_text(), "gbnf")
+    nat = _twins(built, native=True)
+    nat.max_states = 5
+    with pytest.raises(GrammarTooComplexError):
+        for state in range(10_000):
+            nat.row_tables(state)
+    assert nat.num_rows_built == 5
+    assert nat._slot[state] < 0
+
+
+def test_rows_built_from_two_threads() -> None:
+    """Two threads building rows through the C callback (its lock is the automaton's) give
+    the Python reference's automaton."""
+    import threading
+
+    built = _compiled((FIXTURES / "c.gbnf").read_text(), "gbnf")
+    ref, nat = _twins(built, native=False), _twins(built, native=True)
+    errors: list[BaseException] = []
+
+    def build(order: int) -> None:
+        try:
+            for text in (b"int f(int a){return a+1;}", b"while(x<3){x = x*2;}")[::order]:
+                state = nat.initial
+                for byte in text * 3:
+                    if state < 0:
+                        break
+                    state = int(nat.row_tables(state)[0][nat._slot[state]][byte])
+        except BaseException as exc:  # re-raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build, args=(k,)) for k in (1, -1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert _same_automaton(ref, nat, 500) >= min(500, ref.num_states)
+
+
+def test_row_tables_after_the_automaton_is_gone() -> None:
+    """The core holds its automaton weakly: its callback then raises, never crashes."""
+    built = _compiled(ARITHMETIC, "lark")
+    callback = _twins(built, native=True).row_tables
+    with pytest.raises(RuntimeError, match="gone"):
+        callback(0)

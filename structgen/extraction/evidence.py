@@ -124,6 +124,25 @@ _NUMBER_ALIASES = {
     "hour": frozenset({"hr", "hrs"}),
     "second": frozenset({"sec"}),
 }
+# currency symbols as mentions of an enum's ISO 4217 code options ("£489,950": GBP)
+_CURRENCY_SYMBOLS = {
+    "EUR": ("€",),
+    "GBP": ("£",),
+    "USD": ("$",),
+    "JPY": ("¥", "円"),
+    "CNY": ("¥", "元"),
+    "INR": ("₹",),
+    "KRW": ("₩",),
+    "RUB": ("₽",),
+    "TRY": ("₺",),
+    "ILS": ("₪",),
+    "VND": ("₫",),
+    "PHP": ("₱",),
+    "THB": ("฿",),
+    "UAH": ("₴",),
+    "NGN": ("₦",),
+}
+_COPULAS = frozenset("is are was were be".split())
 _WINDOW_BOOL = 4
 _WINDOW_NUMBER = 3
 _JOINED = re.compile(r"[^\W]|[-.@#+&]")  # characters a chunk of the text is made of
@@ -202,22 +221,37 @@ class _Text:
                 return k
         return len(self.words)
 
+    def is_negation(self, j: int) -> bool:
+        """Whether word ``j`` is a negation (``_NEGATIONS``, ``...n't``, the ``t`` of
+        ``don't`` as the word split leaves it).
+        """
+        raw, start = self.raw[j], self.words[j][1]
+        return (
+            raw in _NEGATIONS
+            or raw.endswith("n't")
+            or raw == "t"
+            and j > 0
+            and (self.text[start - 1 : start] in "'’" and self.raw[j - 1].endswith("n"))
+        )
+
     def negated(self, k: int) -> bool:
         """Whether word ``k``'s clause holds a negation."""
         clause = self.words[k][3]
-        for j, (_, start, _, c) in enumerate(self.words):
-            if c != clause:
-                continue
-            raw = self.raw[j]
-            if (
-                raw in _NEGATIONS
-                or raw.endswith("n't")
-                or raw == "t"
-                and j > 0
-                and (self.text[start - 1 : start] in "'’" and self.raw[j - 1].endswith("n"))
-            ):
-                return True
-        return False
+        return any(c == clause and self.is_negation(j) for j, (*_, c) in enumerate(self.words))
+
+    def negates(self, a: int, b: int) -> bool:
+        """Whether the mention of words ``a..b`` is negated: a negation before it in its
+        clause ("not a feature request", "no dress code"), or right after it as its
+        predicate ("remote: no", "remote is not possible"); a negation later in the
+        clause is about something else ("a feature request and not an emergency").
+        """
+        clause = self.words[a][3]
+        if any(self.words[j][3] == clause and self.is_negation(j) for j in range(a)):
+            return True
+        after = [j for j in (b + 1, b + 2) if j < len(self.words) and self.words[j][3] == clause]
+        if after and self.is_negation(after[0]):
+            return True
+        return len(after) == 2 and self.raw[after[0]] in _COPULAS and self.is_negation(after[1])
 
 
 def _bool_value(doc: _Text, stems: list[str]) -> bool | None:
@@ -240,8 +274,14 @@ def _bool_value(doc: _Text, stems: list[str]) -> bool | None:
     return any(readings)
 
 
-def _enum_value(doc: _Text, options: list[str], current: Any) -> str | None:
-    """The enum rule of the module docstring; None when it does not decide the field."""
+def _enum_value(
+    doc: _Text, options: list[str], current: Any, denied: bool = False
+) -> tuple[bool, str | None]:
+    """The enum rule of the module docstring: ``(decided, value)``; ``(False, None)``
+    when it does not decide the field. ``denied``: the field is nullable and the text
+    mentions its name only negated ("No dress code"), so with no option affirmed and the
+    model's option unmentioned the value is null.
+    """
     stems = {o: option_stems(o) for o in options}
     spans: dict[str, list[tuple[int, int]]] = {o: [] for o in options}
     for o, ws in stems.items():
@@ -251,6 +291,8 @@ def _enum_value(doc: _Text, options: list[str], current: Any) -> str | None:
                 doc.words[k + i][0] == ws[i] for i in range(n)
             ):
                 spans[o].append((k, k + n - 1))
+    for o, k in _symbol_mentions(doc, options):
+        spans[o].append((k, k))
     every = [(a, b) for found in spans.values() for a, b in found]
     kept = {
         o: [
@@ -261,11 +303,37 @@ def _enum_value(doc: _Text, options: list[str], current: Any) -> str | None:
         for o, found in spans.items()
     }
     if isinstance(current, str) and kept.get(current):
-        return None
-    affirmed = [o for o in options if any(not doc.negated(a) for a, _ in kept[o])]
+        return False, None
+    affirmed = [o for o in options if any(not doc.negates(a, b) for a, b in kept[o])]
+    if not affirmed and denied and current is not None:
+        return True, None
     if len(affirmed) != 1 or affirmed[0] == current:
-        return None
-    return affirmed[0]
+        return False, None
+    return True, affirmed[0]
+
+
+def _symbol_mentions(doc: _Text, options: list[str]) -> list[tuple[str, int]]:
+    """``(option, word index)`` of each currency symbol in the text that stands for one
+    ISO 4217 option (``_CURRENCY_SYMBOLS``; a symbol two options share mentions neither,
+    ``$`` after a letter is another dollar: ``A$``, ``HK$``, but ``US$``); the index is
+    the word after the symbol (the amount), else the last word.
+    """
+    if not doc.words:
+        return []
+    by_symbol: dict[str, list[str]] = {}
+    for o in options:
+        for sym in _CURRENCY_SYMBOLS.get(o.upper(), ()):
+            by_symbol.setdefault(sym, []).append(o)
+    found = []
+    for sym, opts in by_symbol.items():
+        if len(opts) != 1:
+            continue
+        for m in re.finditer(re.escape(sym), doc.text):
+            before = doc.text[max(0, m.start() - 2) : m.start()]
+            if sym == "$" and before[-1:].isalpha() and before != "US":
+                continue
+            found.append((opts[0], min(doc.word_at(m.end()), len(doc.words) - 1)))
+    return found
 
 
 def _scalar(value: Any) -> bool:
@@ -509,8 +577,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                     changed.append(path + name)
             elif kind == "enum" and (node.get(name) is None or isinstance(node[name], str)):
                 options = list(dict.fromkeys(o for o in branch["enum"] if isinstance(o, str)))
-                found_e = _enum_value(doc, options, node.get(name))
-                if found_e is not None:
+                denied = _nullable(schema, prop) and _bool_value(doc, stems) is False
+                decided, found_e = _enum_value(doc, options, node.get(name), denied)
+                if decided:
                     node[name] = found_e
                     changed.append(path + name)
             elif kind == "number" and stems:

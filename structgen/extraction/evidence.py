@@ -32,11 +32,16 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
 * **enum** (string options): an option is *mentioned* where its words (split at
   non-letters and underscores, as the text's words are, each reduced to a stem) occur
   as consecutive words of one clause; a mention inside a longer option's mention does
-  not count ("premium economy" is not a mention of ``economy``). When the model's
-  value (a string option, null, or the field left out) is not mentioned and exactly
-  one option is mentioned in a clause without a negation, that option is the value;
-  otherwise the model's value stays. Options are never matched inside a word ("low"
-  is not in "below").
+  not count ("premium economy" is not a mention of ``economy``); a currency symbol
+  mentions the one ISO 4217 code option it stands for ("£489,950": ``GBP``;
+  ``_CURRENCY_SYMBOLS``). When the model's value (a string option, null, or the field
+  left out) is not mentioned and exactly one option is mentioned without a negation
+  (one before the mention in its clause, or right after it as its predicate: "not a
+  feature request", "remote: no", "remote is not possible"; "a feature request and
+  not an emergency" affirms it), that option is the value; when none is and the field
+  is nullable and its name is mentioned only negated ("No dress code", as the boolean
+  rule reads it), the value is null; otherwise the model's value stays. Options are
+  never matched inside a word ("low" is not in "below").
 * **separator**: a number field whose value equals a numeral only in that numeral's
   decimal-separator reading, written with trailing zeros (``48`` from "€48,000", ``1.8``
   from "1.800 EUR"), while its other reading is a whole number (``48000``, ``1800``:
@@ -57,6 +62,13 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   the text writes next, in the same clause with at most two words between ("118 over
   76"), when a reading of it fits the field's type and bounds and no sibling holds it.
   A value the text writes twice, or whose next numeral does not fit, stays.
+* **string repeat**: a string field with a ``pattern`` (an airport code, say) that
+  holds the same value as an earlier sibling string field (``"from_airport": "FRA",
+  "to_airport": "FRA"`` for "FRA → New York JFK"), where the text writes that value
+  once as one word, takes the first word the text writes after it, in the same clause
+  with at most two words between, that its schema accepts and no sibling holds. This
+  rule also runs on each object item of an array (the other rules do not: a mention
+  does not say which item it belongs to).
 * **null**: a nullable string or number field whose value equals a sibling field's
   value (after the rules above), and whose name the text never mentions (no text word
   matches a stem of it), is null: the model copied a value the text gives to another
@@ -442,6 +454,47 @@ def _repeated_numbers(
     return found
 
 
+def _repeated_strings(root: Any, sub: dict, node: dict, doc: _Text) -> dict[str, str]:
+    """The string repeat rule of the module docstring: ``{field: new value}`` for the
+    string fields with a ``pattern`` of one object that repeat an earlier sibling's
+    value the text writes once (as one word), each taking the first word the text writes
+    after it, in the same clause with at most ``_GAP_REPEAT`` words between, that the
+    field's schema accepts and no sibling holds.
+    """
+    found: dict[str, str] = {}
+    held: list[str] = []  # string siblings so far, schema order
+    for name, prop in (sub.get("properties") or {}).items():
+        branch = _resolve(root, prop)
+        current = node.get(name)
+        if not isinstance(current, str) or not isinstance(branch, dict):
+            continue
+        earlier = current in held
+        held.append(current)
+        if not earlier or "pattern" not in branch or "enum" in branch or "const" in branch:
+            continue
+        places = [k for k, (_, a, b, _) in enumerate(doc.words) if doc.text[a:b] == current]
+        if len(places) != 1:
+            continue  # written twice (both may be right) or not as one word
+        k = places[0]
+        clause = doc.words[k][3]
+        for j in range(k + 1, min(len(doc.words), k + 2 + _GAP_REPEAT)):
+            if doc.words[j][3] != clause:
+                break
+            word = doc.text[doc.words[j][1] : doc.words[j][2]]
+            if word in held or word in node.values():
+                continue
+            try:
+                cls = jsonschema.validators.validator_for(root)
+                ok = cls(branch, format_checker=cls.FORMAT_CHECKER).is_valid(word)
+            except Exception:  # a subschema that does not stand alone (a $ref inside)
+                break
+            if ok:
+                found[name] = word
+                held[-1] = word
+                break
+    return found
+
+
 def _grouped_reading(root: Any, prop: Any, value: Any, spans: list) -> Decimal | None:
     """The separator rule of the module docstring: the thousands reading of the numeral
     whose decimal reading with trailing zeros ``value`` equals, or None (no change).
@@ -588,6 +641,14 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                     numbers[name] = found_n
             elif isinstance(node[name], dict):
                 walk(prop, node[name], f"{path}{name}.", depth + 1)
+            elif isinstance(node[name], list):  # items: only the string repeat rule
+                arr = _resolve(schema, prop)
+                items = _resolve(schema, arr.get("items")) if isinstance(arr, dict) else None
+                for i, item in enumerate(node[name]):
+                    if isinstance(items, dict) and isinstance(item, dict):
+                        for key, new in _repeated_strings(schema, items, item, doc).items():
+                            item[key] = new
+                            changed.append(f"{path}{name}[{i}].{key}")
         shared = [v for v in numbers.values()]
         for name, num in numbers.items():
             if shared.count(num) > 1:
@@ -611,6 +672,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 changed.append(path + name)
         for name, num in _repeated_numbers(schema, sub, node, doc, spans).items():
             node[name] = int(num) if num == num.to_integral_value() else float(num)
+            changed.append(path + name)
+        for name, new_s in _repeated_strings(schema, sub, node, doc).items():
+            node[name] = new_s
             changed.append(path + name)
         copied = [
             name

@@ -660,3 +660,61 @@ def test_unwrapped_matches_a_brute_force_reading():
         got = unwrapped(text)
         assert got == _unwrapped_reference(text), repr(text)
         assert len(got) == len(text)
+
+
+LEGS = {
+    "type": "object",
+    "properties": {
+        "home": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        "away": {"type": "string"},
+        "segments": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "from_airport": {"type": "string", "pattern": "^[A-Z]{3}$"},
+                    "to_airport": {"type": "string", "pattern": "^[A-Z]{3}$"},
+                    "note": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+
+
+KEPT = [{"from_airport": "FRA", "to_airport": "FRA"}]
+
+
+@pytest.mark.parametrize(
+    ("text", "segments"),
+    [
+        # written once, the next word its pattern accepts within two words: taken
+        (
+            "Flight LH 401 Frankfurt FRA → New York JFK, 9 Oct.",
+            [{"from_airport": "FRA", "to_airport": "JFK"}],
+        ),  # fmt: skip
+        ("From FRA to JFK.", [{"from_airport": "FRA", "to_airport": "JFK"}]),
+        # not decided (three words between; the next fitting word in another clause):
+        # the item keeps FRA twice, which the text writes once, so the item rule
+        # (items.trim_items) drops it
+        ("From FRA to lovely New York JFK.", []),
+        ("From FRA, then JFK.", []),
+        # the repeated value written twice: both may be right, the model decides
+        ("FRA to FRA, a round trip.", KEPT),
+    ],
+)
+def test_string_repeat_takes_the_next_fitting_word(text, segments):
+    value, changed = apply_evidence(LEGS, text, {"segments": KEPT})
+    assert value == {"segments": segments}
+    assert ("segments[0].to_airport" in changed) == (segments[:1] != KEPT[:1] and segments != [])
+
+
+def test_string_repeat_needs_a_pattern_and_skips_held_values():
+    # no pattern on "away": a repeated free string stays
+    before = {"home": "FRA", "away": "FRA"}
+    assert apply_evidence(LEGS, "From FRA to JFK.", before) == (before, [])
+    # the next word is a sibling's value: the word after it is taken
+    before = {"segments": [{"from_airport": "CPH", "to_airport": "CPH", "note": "ARN"}]}
+    value, changed = apply_evidence(LEGS, "CPH ARN OSL.", before)
+    assert value == {"segments": [{"from_airport": "CPH", "to_airport": "OSL", "note": "ARN"}]}
+    assert changed == ["segments[0].to_airport"]

@@ -28,7 +28,7 @@ document submitted at once; structgen only, the others run one at a time). Accur
 scored on the batched pass (the batch-1 pass for the peers without batching).
 
 Run:  python benchmarks/bench_extract.py [--peers structgen,llama.cpp,xgrammar]
-      [--baseline-checkout DIR] [--limit N] [--batch1-docs 8] [--prompt-style NAME]
+      [--baseline-checkout DIR] [--limit N] [--ids ID,ID] [--batch1-docs 8] [--prompt-style NAME]
       [--extract-kwargs '{"score_options": true}'] [--rescore-evidence RUN.json]
       [--json FILE] [--plot benchmarks/bench_extract.png]
 """
@@ -89,7 +89,12 @@ def _structgen_worker(job: dict, nocopy: bool) -> dict:
     details = "return_details" in sig
     if details:
         kw["return_details"] = True
-    params = SamplingParams(max_tokens=job["max_tokens"], temperature=0.0)
+    sampling = job.get("sampling_kwargs") or {}
+    if job["max_tokens"] == getattr(extractor, "DEFAULT_EXTRACT_MAX_TOKENS", None) and not sampling:
+        params = None  # extract's own default settings: what the measurement is of
+    else:
+        params = SamplingParams(**{"max_tokens": job["max_tokens"], "temperature": 0.0, **sampling})
+        notes.extend([f"SamplingParams kwargs {sampling}"] if sampling else [])
     t0 = time.perf_counter()
     engine = Engine(**job.get("engine_kwargs", {}))
     load_s = time.perf_counter() - t0
@@ -453,12 +458,17 @@ def main() -> None:
     ap.add_argument("--baseline-checkout", type=Path, default=None,
                     help="a structgen checkout to measure as the 'baseline' peer")  # fmt: skip
     ap.add_argument("--limit", type=int, default=None, help="only the first N documents")
+    ap.add_argument("--ids", default=None,
+                    help="only these documents (ids, comma-separated)")  # fmt: skip
     ap.add_argument("--batch1-docs", type=int, default=8, help="0: accuracy only (batched)")
     ap.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
     ap.add_argument("--prompt-style", default=None, help="a style of extraction_messages")
     ap.add_argument("--extract-kwargs", type=json.loads, default=None,
                     help='more keyword arguments of the structgen peers\' extract (JSON, e.g. '
                     '\'{"score_options": true}\')')  # fmt: skip
+    ap.add_argument("--sampling-kwargs", type=json.loads, default=None,
+                    help="SamplingParams of the structgen peers instead of extract's default "
+                    "(JSON, e.g. '{\"presence_penalty\": 1.0}'); greedy")  # fmt: skip
     ap.add_argument("--engine-kwargs", type=json.loads, default=None,
                     help="keyword arguments of the structgen peers' Engine (JSON, e.g. "
                     '\'{"quantization": null}\' for float32 weights)')  # fmt: skip
@@ -486,6 +496,12 @@ def main() -> None:
     if args.limit:  # every domain first, then the rest: a prefix covers all domains
         by_rank = sorted(range(len(docs)), key=lambda i: (int(docs[i].id[-2:]), i))
         docs = [docs[i] for i in sorted(by_rank[: args.limit])]
+    if args.ids:
+        wanted = set(args.ids.split(","))
+        unknown = wanted - {d.id for d in docs}
+        if unknown:
+            raise SystemExit(f"--ids: no such document(s) {sorted(unknown)}")
+        docs = [d for d in docs if d.id in wanted]
     style = {} if args.prompt_style is None else {"style": args.prompt_style}
     job = {
         "max_tokens": args.max_tokens,
@@ -493,6 +509,7 @@ def main() -> None:
         "prompt_style": args.prompt_style,
         "extract_kwargs": args.extract_kwargs or {},
         "engine_kwargs": args.engine_kwargs or {},
+        "sampling_kwargs": args.sampling_kwargs or {},
         "docs": [
             {
                 "id": d.id,

@@ -32,11 +32,16 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
 * **enum** (string options): an option is *mentioned* where its words (split at
   non-letters and underscores, as the text's words are, each reduced to a stem) occur
   as consecutive words of one clause; a mention inside a longer option's mention does
-  not count ("premium economy" is not a mention of ``economy``). When the model's
-  value (a string option, null, or the field left out) is not mentioned and exactly
-  one option is mentioned in a clause without a negation, that option is the value;
-  otherwise the model's value stays. Options are never matched inside a word ("low"
-  is not in "below").
+  not count ("premium economy" is not a mention of ``economy``); a currency symbol
+  mentions the one ISO 4217 code option it stands for ("£489,950": ``GBP``;
+  ``_CURRENCY_SYMBOLS``). When the model's value (a string option, null, or the field
+  left out) is not mentioned and exactly one option is mentioned without a negation
+  (one before the mention in its clause, or right after it as its predicate: "not a
+  feature request", "remote: no", "remote is not possible"; "a feature request and
+  not an emergency" affirms it), that option is the value; when none is and the field
+  is nullable and its name is mentioned only negated ("No dress code", as the boolean
+  rule reads it), the value is null; otherwise the model's value stays. Options are
+  never matched inside a word ("low" is not in "below").
 * **separator**: a number field whose value equals a numeral only in that numeral's
   decimal-separator reading, written with trailing zeros (``48`` from "€48,000", ``1.8``
   from "1.800 EUR"), while its other reading is a whole number (``48000``, ``1800``:
@@ -57,6 +62,13 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   the text writes next, in the same clause with at most two words between ("118 over
   76"), when a reading of it fits the field's type and bounds and no sibling holds it.
   A value the text writes twice, or whose next numeral does not fit, stays.
+* **string repeat**: a string field with a ``pattern`` (an airport code, say) that
+  holds the same value as an earlier sibling string field (``"from_airport": "FRA",
+  "to_airport": "FRA"`` for "FRA → New York JFK"), where the text writes that value
+  once as one word, takes the first word the text writes after it, in the same clause
+  with at most two words between, that its schema accepts and no sibling holds. This
+  rule also runs on each object item of an array (the other rules do not: a mention
+  does not say which item it belongs to).
 * **null**: a nullable string or number field whose value equals a sibling field's
   value (after the rules above), and whose name the text never mentions (no text word
   matches a stem of it), is null: the model copied a value the text gives to another
@@ -124,6 +136,25 @@ _NUMBER_ALIASES = {
     "hour": frozenset({"hr", "hrs"}),
     "second": frozenset({"sec"}),
 }
+# currency symbols as mentions of an enum's ISO 4217 code options ("£489,950": GBP)
+_CURRENCY_SYMBOLS = {
+    "EUR": ("€",),
+    "GBP": ("£",),
+    "USD": ("$",),
+    "JPY": ("¥", "円"),
+    "CNY": ("¥", "元"),
+    "INR": ("₹",),
+    "KRW": ("₩",),
+    "RUB": ("₽",),
+    "TRY": ("₺",),
+    "ILS": ("₪",),
+    "VND": ("₫",),
+    "PHP": ("₱",),
+    "THB": ("฿",),
+    "UAH": ("₴",),
+    "NGN": ("₦",),
+}
+_COPULAS = frozenset("is are was were be".split())
 _WINDOW_BOOL = 4
 _WINDOW_NUMBER = 3
 _JOINED = re.compile(r"[^\W]|[-.@#+&]")  # characters a chunk of the text is made of
@@ -202,22 +233,37 @@ class _Text:
                 return k
         return len(self.words)
 
+    def is_negation(self, j: int) -> bool:
+        """Whether word ``j`` is a negation (``_NEGATIONS``, ``...n't``, the ``t`` of
+        ``don't`` as the word split leaves it).
+        """
+        raw, start = self.raw[j], self.words[j][1]
+        return (
+            raw in _NEGATIONS
+            or raw.endswith("n't")
+            or raw == "t"
+            and j > 0
+            and (self.text[start - 1 : start] in "'’" and self.raw[j - 1].endswith("n"))
+        )
+
     def negated(self, k: int) -> bool:
         """Whether word ``k``'s clause holds a negation."""
         clause = self.words[k][3]
-        for j, (_, start, _, c) in enumerate(self.words):
-            if c != clause:
-                continue
-            raw = self.raw[j]
-            if (
-                raw in _NEGATIONS
-                or raw.endswith("n't")
-                or raw == "t"
-                and j > 0
-                and (self.text[start - 1 : start] in "'’" and self.raw[j - 1].endswith("n"))
-            ):
-                return True
-        return False
+        return any(c == clause and self.is_negation(j) for j, (*_, c) in enumerate(self.words))
+
+    def negates(self, a: int, b: int) -> bool:
+        """Whether the mention of words ``a..b`` is negated: a negation before it in its
+        clause ("not a feature request", "no dress code"), or right after it as its
+        predicate ("remote: no", "remote is not possible"); a negation later in the
+        clause is about something else ("a feature request and not an emergency").
+        """
+        clause = self.words[a][3]
+        if any(self.words[j][3] == clause and self.is_negation(j) for j in range(a)):
+            return True
+        after = [j for j in (b + 1, b + 2) if j < len(self.words) and self.words[j][3] == clause]
+        if after and self.is_negation(after[0]):
+            return True
+        return len(after) == 2 and self.raw[after[0]] in _COPULAS and self.is_negation(after[1])
 
 
 def _bool_value(doc: _Text, stems: list[str]) -> bool | None:
@@ -240,8 +286,14 @@ def _bool_value(doc: _Text, stems: list[str]) -> bool | None:
     return any(readings)
 
 
-def _enum_value(doc: _Text, options: list[str], current: Any) -> str | None:
-    """The enum rule of the module docstring; None when it does not decide the field."""
+def _enum_value(
+    doc: _Text, options: list[str], current: Any, denied: bool = False
+) -> tuple[bool, str | None]:
+    """The enum rule of the module docstring: ``(decided, value)``; ``(False, None)``
+    when it does not decide the field. ``denied``: the field is nullable and the text
+    mentions its name only negated ("No dress code"), so with no option affirmed and the
+    model's option unmentioned the value is null.
+    """
     stems = {o: option_stems(o) for o in options}
     spans: dict[str, list[tuple[int, int]]] = {o: [] for o in options}
     for o, ws in stems.items():
@@ -251,6 +303,8 @@ def _enum_value(doc: _Text, options: list[str], current: Any) -> str | None:
                 doc.words[k + i][0] == ws[i] for i in range(n)
             ):
                 spans[o].append((k, k + n - 1))
+    for o, k in _symbol_mentions(doc, options):
+        spans[o].append((k, k))
     every = [(a, b) for found in spans.values() for a, b in found]
     kept = {
         o: [
@@ -261,11 +315,37 @@ def _enum_value(doc: _Text, options: list[str], current: Any) -> str | None:
         for o, found in spans.items()
     }
     if isinstance(current, str) and kept.get(current):
-        return None
-    affirmed = [o for o in options if any(not doc.negated(a) for a, _ in kept[o])]
+        return False, None
+    affirmed = [o for o in options if any(not doc.negates(a, b) for a, b in kept[o])]
+    if not affirmed and denied and current is not None:
+        return True, None
     if len(affirmed) != 1 or affirmed[0] == current:
-        return None
-    return affirmed[0]
+        return False, None
+    return True, affirmed[0]
+
+
+def _symbol_mentions(doc: _Text, options: list[str]) -> list[tuple[str, int]]:
+    """``(option, word index)`` of each currency symbol in the text that stands for one
+    ISO 4217 option (``_CURRENCY_SYMBOLS``; a symbol two options share mentions neither,
+    ``$`` after a letter is another dollar: ``A$``, ``HK$``, but ``US$``); the index is
+    the word after the symbol (the amount), else the last word.
+    """
+    if not doc.words:
+        return []
+    by_symbol: dict[str, list[str]] = {}
+    for o in options:
+        for sym in _CURRENCY_SYMBOLS.get(o.upper(), ()):
+            by_symbol.setdefault(sym, []).append(o)
+    found = []
+    for sym, opts in by_symbol.items():
+        if len(opts) != 1:
+            continue
+        for m in re.finditer(re.escape(sym), doc.text):
+            before = doc.text[max(0, m.start() - 2) : m.start()]
+            if sym == "$" and before[-1:].isalpha() and before != "US":
+                continue
+            found.append((opts[0], min(doc.word_at(m.end()), len(doc.words) - 1)))
+    return found
 
 
 def _scalar(value: Any) -> bool:
@@ -371,6 +451,47 @@ def _repeated_numbers(
         if fitting:
             found[name] = fitting[0]
             held[-1] = (name, fitting[0])
+    return found
+
+
+def _repeated_strings(root: Any, sub: dict, node: dict, doc: _Text) -> dict[str, str]:
+    """The string repeat rule of the module docstring: ``{field: new value}`` for the
+    string fields with a ``pattern`` of one object that repeat an earlier sibling's
+    value the text writes once (as one word), each taking the first word the text writes
+    after it, in the same clause with at most ``_GAP_REPEAT`` words between, that the
+    field's schema accepts and no sibling holds.
+    """
+    found: dict[str, str] = {}
+    held: list[str] = []  # string siblings so far, schema order
+    for name, prop in (sub.get("properties") or {}).items():
+        branch = _resolve(root, prop)
+        current = node.get(name)
+        if not isinstance(current, str) or not isinstance(branch, dict):
+            continue
+        earlier = current in held
+        held.append(current)
+        if not earlier or "pattern" not in branch or "enum" in branch or "const" in branch:
+            continue
+        places = [k for k, (_, a, b, _) in enumerate(doc.words) if doc.text[a:b] == current]
+        if len(places) != 1:
+            continue  # written twice (both may be right) or not as one word
+        k = places[0]
+        clause = doc.words[k][3]
+        for j in range(k + 1, min(len(doc.words), k + 2 + _GAP_REPEAT)):
+            if doc.words[j][3] != clause:
+                break
+            word = doc.text[doc.words[j][1] : doc.words[j][2]]
+            if word in held or word in node.values():
+                continue
+            try:
+                cls = jsonschema.validators.validator_for(root)
+                ok = cls(branch, format_checker=cls.FORMAT_CHECKER).is_valid(word)
+            except Exception:  # a subschema that does not stand alone (a $ref inside)
+                break
+            if ok:
+                found[name] = word
+                held[-1] = word
+                break
     return found
 
 
@@ -509,8 +630,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                     changed.append(path + name)
             elif kind == "enum" and (node.get(name) is None or isinstance(node[name], str)):
                 options = list(dict.fromkeys(o for o in branch["enum"] if isinstance(o, str)))
-                found_e = _enum_value(doc, options, node.get(name))
-                if found_e is not None:
+                denied = _nullable(schema, prop) and _bool_value(doc, stems) is False
+                decided, found_e = _enum_value(doc, options, node.get(name), denied)
+                if decided:
                     node[name] = found_e
                     changed.append(path + name)
             elif kind == "number" and stems:
@@ -519,6 +641,14 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                     numbers[name] = found_n
             elif isinstance(node[name], dict):
                 walk(prop, node[name], f"{path}{name}.", depth + 1)
+            elif isinstance(node[name], list):  # items: only the string repeat rule
+                arr = _resolve(schema, prop)
+                items = _resolve(schema, arr.get("items")) if isinstance(arr, dict) else None
+                for i, item in enumerate(node[name]):
+                    if isinstance(items, dict) and isinstance(item, dict):
+                        for key, new in _repeated_strings(schema, items, item, doc).items():
+                            item[key] = new
+                            changed.append(f"{path}{name}[{i}].{key}")
         shared = [v for v in numbers.values()]
         for name, num in numbers.items():
             if shared.count(num) > 1:
@@ -542,6 +672,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 changed.append(path + name)
         for name, num in _repeated_numbers(schema, sub, node, doc, spans).items():
             node[name] = int(num) if num == num.to_integral_value() else float(num)
+            changed.append(path + name)
+        for name, new_s in _repeated_strings(schema, sub, node, doc).items():
+            node[name] = new_s
             changed.append(path + name)
         copied = [
             name

@@ -91,7 +91,7 @@ ENUM_BEFORE = {"priority": "medium", "cabin": "business", "carrier": None}
 def _reference_enum(text: str, options: list[str], current) -> str | None:
     """A brute-force reading of the enum rule on the text's raw words (no stems): which
     options occur as consecutive lowercased words outside a longer option's occurrence,
-    in a clause without a negation word."""
+    with no negation word before them in their clause nor right after them."""
     clauses = re.split(r"[.;,!?()\n]", text.lower())
     mentioned, affirmed = set(), set()
     for clause in clauses:
@@ -104,7 +104,7 @@ def _reference_enum(text: str, options: list[str], current) -> str | None:
             if any(x <= a and b <= y and y - x > b - a for x, y, _ in hits):
                 continue
             mentioned.add(o)
-            if not {"no", "not", "never", "without"} & set(words):
+            if not {"no", "not", "never", "without"} & set(words[:a] + words[b : b + 1]):
                 affirmed.add(o)
     if current in mentioned or len(affirmed) != 1:
         return None
@@ -178,6 +178,78 @@ def test_enum_rule_matches_a_brute_force_reading():
             fired += ref is not None
             assert value[name] == want, (text, name)
     assert fired > 50
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # a negation later in the clause is about something else
+        ("This is a feature request and not an emergency.", "feature_request"),
+        # negated before the mention, or right after it as its predicate: no decision
+        ("Not a feature request, really.", "billing"),
+        ("Feature request: no.", "billing"),
+        ("The feature request is not urgent.", "billing"),
+    ],
+)
+def test_enum_negation_is_scoped_to_the_mention(text, want):
+    schema = {
+        "type": "object",
+        "properties": {"category": {"enum": ["billing", "feature_request"]}},
+    }
+    assert apply_evidence(schema, text, {"category": "billing"})[0] == {"category": want}
+
+
+CURRENCY = {"type": "object", "properties": {"currency": {"enum": ["EUR", "USD", "GBP", "JPY"]}}}
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("Offered at £489,950.", "GBP"),
+        ("Two drills at 189,00 € each.", "EUR"),
+        ("Price: US$ 40.", "USD"),
+        ("Price: $40.", "USD"),
+        ("Price: A$40, HK$300.", "EUR"),  # other dollars: not USD
+        ("£10 or €12.", "EUR"),  # two options mentioned: the model's stays
+        ("Total ¥3,000.", "JPY"),
+        ("No amount given.", "EUR"),
+    ],
+)
+def test_currency_symbols_mention_their_iso_code_option(text, want):
+    assert apply_evidence(CURRENCY, text, {"currency": "EUR"})[0] == {"currency": want}
+
+
+def test_currency_symbol_two_options_share_mentions_neither():
+    schema = {"type": "object", "properties": {"currency": {"enum": ["USD", "JPY", "CNY"]}}}
+    assert apply_evidence(schema, "Total ¥3,000.", {"currency": "USD"})[0] == {"currency": "USD"}
+
+
+DRESS = {
+    "type": "object",
+    "properties": {
+        "dress_code": {"enum": ["casual", "smart casual", "formal", None]},
+        "theme": {"enum": ["casual", "formal"]},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # the name mentioned only negated, no option mentioned: null (not for the
+        # non-nullable theme, whose name is not mentioned)
+        ("No dress code, friends welcome.", {"dress_code": None, "theme": "casual"}),
+        # an option mentioned: the option rule decides
+        ("No dress code. Formal evening.", {"dress_code": "formal", "theme": "formal"}),
+        # the name mentioned without a negation: the model's value stays
+        ("Dress code: whatever you like.", {"dress_code": "casual", "theme": "casual"}),
+        # the model's option is mentioned: it stays
+        ("No dress code; casual is fine.", {"dress_code": "casual", "theme": "casual"}),
+    ],
+)
+def test_nullable_enum_whose_name_the_text_denies_is_null(text, want):
+    before = {"dress_code": "casual", "theme": "casual"}
+    assert apply_evidence(DRESS, text, before)[0] == want
 
 
 def test_enum_change_that_breaks_the_schema_is_dropped():
@@ -588,3 +660,61 @@ def test_unwrapped_matches_a_brute_force_reading():
         got = unwrapped(text)
         assert got == _unwrapped_reference(text), repr(text)
         assert len(got) == len(text)
+
+
+LEGS = {
+    "type": "object",
+    "properties": {
+        "home": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        "away": {"type": "string"},
+        "segments": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "from_airport": {"type": "string", "pattern": "^[A-Z]{3}$"},
+                    "to_airport": {"type": "string", "pattern": "^[A-Z]{3}$"},
+                    "note": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+
+
+KEPT = [{"from_airport": "FRA", "to_airport": "FRA"}]
+
+
+@pytest.mark.parametrize(
+    ("text", "segments"),
+    [
+        # written once, the next word its pattern accepts within two words: taken
+        (
+            "Flight LH 401 Frankfurt FRA → New York JFK, 9 Oct.",
+            [{"from_airport": "FRA", "to_airport": "JFK"}],
+        ),  # fmt: skip
+        ("From FRA to JFK.", [{"from_airport": "FRA", "to_airport": "JFK"}]),
+        # not decided (three words between; the next fitting word in another clause):
+        # the item keeps FRA twice, which the text writes once, so the item rule
+        # (items.trim_items) drops it
+        ("From FRA to lovely New York JFK.", []),
+        ("From FRA, then JFK.", []),
+        # the repeated value written twice: both may be right, the model decides
+        ("FRA to FRA, a round trip.", KEPT),
+    ],
+)
+def test_string_repeat_takes_the_next_fitting_word(text, segments):
+    value, changed = apply_evidence(LEGS, text, {"segments": KEPT})
+    assert value == {"segments": segments}
+    assert ("segments[0].to_airport" in changed) == (segments[:1] != KEPT[:1] and segments != [])
+
+
+def test_string_repeat_needs_a_pattern_and_skips_held_values():
+    # no pattern on "away": a repeated free string stays
+    before = {"home": "FRA", "away": "FRA"}
+    assert apply_evidence(LEGS, "From FRA to JFK.", before) == (before, [])
+    # the next word is a sibling's value: the word after it is taken
+    before = {"segments": [{"from_airport": "CPH", "to_airport": "CPH", "note": "ARN"}]}
+    value, changed = apply_evidence(LEGS, "CPH ARN OSL.", before)
+    assert value == {"segments": [{"from_airport": "CPH", "to_airport": "OSL", "note": "ARN"}]}
+    assert changed == ["segments[0].to_airport"]

@@ -282,6 +282,13 @@ def compile_spec(
         return CompiledGrammar(spec.portable(), lowered, dfa, vocab)
 
     budgets = (max_states, max_seconds, max_convert_seconds)
+    if isinstance(spec, JsonSchema) and isinstance(spec.schema, (dict, bool)):
+        from .json_schema.ids import schema_depth_checked
+
+        # the depth check walks the document once, not at each of the compile's four
+        # entry points (cache_key, compile_recursive_schema, lower, json_schema_to_shared)
+        with schema_depth_checked(spec.schema):
+            return _cached((spec.cache_key(), budgets, _fingerprint(vocab)), build)
     return _cached((spec.cache_key(), budgets, _fingerprint(vocab)), build)
 
 

@@ -32,6 +32,9 @@ when the document has no embedded resource, where that is exact.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
@@ -39,7 +42,7 @@ from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSch
 from ..nesting import MAX_SCHEMA_DEPTH, _abbreviated, check_depth
 from .check import validator_class
 
-__all__ = ["RefIndex", "check_schema_depth", "pointer_of"]
+__all__ = ["RefIndex", "check_schema_depth", "pointer_of", "schema_depth_checked"]
 
 _IN_VALUE = frozenset(
     {
@@ -220,8 +223,43 @@ def check_schema_depth(schema: Any) -> int:
         GrammarTooComplexError: subschemas nest deeper than ``MAX_SCHEMA_DEPTH`` counting
             ``$ref``, or the document nests deeper than ``MAX_SCHEMA_DEPTH`` arrays/objects.
     """
+    done = _CHECKED.get()
+    if done is not None and done[0] is schema:
+        return done[1]  # inside schema_depth_checked(schema): checked once already
     check_ref_depth(schema)
     return check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")
+
+
+# (schema, its depth) while schema_depth_checked(schema) runs: the entry points of one
+# compile (cache_key, compile_recursive_schema, lower, json_schema_to_shared) each call
+# check_schema_depth on the same object, and the document is not modified meanwhile.
+_CHECKED: ContextVar[tuple[Any, int] | None] = ContextVar("schema_depth_checked", default=None)
+
+
+@contextmanager
+def schema_depth_checked(schema: Any) -> Iterator[int]:
+    """Run ``check_schema_depth(schema)`` once; inside the block, further calls on this same
+    object (``is``) return its result without walking the document again.
+
+    For one compile of an unmodified document (``compiler.compile_spec``): a caller that
+    changes ``schema`` inside the block must not use it. Context-local (threads and tasks
+    each see their own), and nested blocks restore the outer one on exit.
+
+    Args:
+        schema: the schema document (dict or bool).
+
+    Yields:
+        Its JSON nesting (containers), as ``check_schema_depth`` returns it.
+
+    Raises:
+        GrammarTooComplexError: as ``check_schema_depth``, on entry.
+    """
+    depth = check_schema_depth(schema)
+    token = _CHECKED.set((schema, depth))
+    try:
+        yield depth
+    finally:
+        _CHECKED.reset(token)
 
 
 _APPLICATORS = frozenset(

@@ -353,12 +353,6 @@ static inline void expand_scales_f32(const float *s, float *dsb, int G, int bpg)
         for (int j = 0; j < bpg; j++) dsb[g * bpg + j] = s[g];
 }
 
-/* 8 scales (fp16 or fp32) from index g as fp32 */
-SGQ_AVX2 static inline __m256 load8_scales(const void *p, int f16, int g) {
-    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + g)))
-               : _mm256_loadu_ps((const float *)p + g);
-}
-
 /* int4 rows n0..n1; xq/xd non-NULL selects the Q8 path. xsumt: [G, MAX_M] group sums of x. */
 SGQ_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const float *xd, const float *xsum,
                                    const float *xdiff, const uint8_t *q, const void *sc, const void *mn, int f16,

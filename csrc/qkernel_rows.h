@@ -353,18 +353,12 @@ static inline void expand_scales_f32(const float *s, float *dsb, int G, int bpg)
         for (int j = 0; j < bpg; j++) dsb[g * bpg + j] = s[g];
 }
 
-/* 8 scales (fp16 or fp32) from index g as fp32 */
-SGQ_AVX2 static inline __m256 load8_scales(const void *p, int f16, int g) {
-    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + g)))
-               : _mm256_loadu_ps((const float *)p + g);
-}
-
 /* int4 rows n0..n1; xq/xd non-NULL selects the Q8 path. xsumt: [G, MAX_M] group sums of x. */
 SGQ_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const float *xd, const float *xsum,
                                    const float *xdiff, const uint8_t *q, const void *sc, const void *mn, int f16,
                                    float *y, int M, int N, int K, int gs, int n0, int n1) {
     int G = K / gs, KB = K / 32, bpg = gs / 32;
-    float dsb[KB + 8], xd8[M * G + 1];
+    float dsb_buf[KB + 8], xd8[M * G + 1], mn32[G + 8], sc32[G + 8];
     for (int i = 0; i < M * G; i++) xd8[i] = xdiff ? 8.f * xdiff[i] : 0.f;
     const __m128i lomask = _mm_set1_epi8(0x0F);
     const __m256i ones = _mm256_set1_epi16(1);
@@ -373,23 +367,30 @@ SGQ_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const floa
         const uint8_t *qr = q + (size_t)n * (K / 2);
         size_t ssz = f16 ? 2 : 4;
         const void *sr = (const char *)sc + (size_t)n * G * ssz, *mr = (const char *)mn + (size_t)n * G * ssz;
+        /* row n's mins and scales in fp32, converted once for its M activation rows (F16C: exact, as
+         * scale_at's, NaN payloads aside); fp32 tables are read in place */
+        const float *mnf = (const float *)mr, *scf = (const float *)sr;
+        if (f16) {
+            expand_scales((const uint16_t *)mr, mn32, G, 1);
+            expand_scales((const uint16_t *)sr, sc32, G, 1);
+            mnf = mn32, scf = sc32;
+        }
         float tail[MAX_M]; /* sum over groups of min * xsum (+ 8 * scale * xdiff on the Q8 path) */
         for (int m = 0; m < M; m++) {
             const float *xs = xsum + (size_t)m * G, *xf = xd8 + (size_t)m * G;
             __m256 t = _mm256_setzero_ps();
             int g = 0;
             for (; g + 8 <= G; g += 8) {
-                t = _mm256_fmadd_ps(load8_scales(mr, f16, g), _mm256_loadu_ps(xs + g), t);
-                t = _mm256_fmadd_ps(load8_scales(sr, f16, g), _mm256_loadu_ps(xf + g), t);
+                t = _mm256_fmadd_ps(_mm256_loadu_ps(mnf + g), _mm256_loadu_ps(xs + g), t);
+                t = _mm256_fmadd_ps(_mm256_loadu_ps(scf + g), _mm256_loadu_ps(xf + g), t);
             }
             float ts = hsum8(t);
-            for (; g < G; g++) /* F16C conversion: exact, as scale_at's (NaN payloads aside) */
-                ts += (f16 ? h2f(((const uint16_t *)mr)[g]) : ((const float *)mr)[g]) * xs[g] +
-                      (f16 ? h2f(((const uint16_t *)sr)[g]) : ((const float *)sr)[g]) * xf[g];
+            for (; g < G; g++) ts += mnf[g] * xs[g] + scf[g] * xf[g];
             tail[m] = ts;
         }
-        if (f16) expand_scales((const uint16_t *)sr, dsb, G, bpg);
-        else expand_scales_f32((const float *)sr, dsb, G, bpg);
+        const float *dsb = dsb_buf; /* per block: the group's scale */
+        if (bpg == 1) dsb = scf;
+        else expand_scales_f32(scf, dsb_buf, G, bpg);
         if (xq) {
             q8_row_all(qr, xq, xd, dsb, tail, y, M, N, K, n, 1);
         } else {

@@ -87,11 +87,16 @@ class _Definitions:
             self.needs.append(block)
         return pattern.translate(shift), block
 
-    def seed(self, texts: tuple[str, ...]) -> None:
+    def seed(self, texts: tuple[str, ...], deadline: Deadline = NEVER) -> None:
         """Start with ``texts`` as definitions ``0..n-1`` (each refers to earlier ones only,
         as ``GrammarDef.definitions``); an empty text is a slot no pattern refers to.
+
+        Raises:
+            GrammarTooComplexError: ``deadline`` expired (checked every ``_CHECK_EVERY`` texts).
         """
-        for text in texts:
+        for k, text in enumerate(texts):
+            if k and k % _CHECK_EVERY == 0:
+                deadline.check("lowering the grammar")
             self.seeded = len(self.texts)  # the earlier ones
             self.needs.append(self.needs_of(text) | {len(self.texts)})
             self.texts.append(text)
@@ -114,10 +119,10 @@ class _Definitions:
 
 
 class _Lowering:
-    def __init__(self, gdef: GrammarDef) -> None:
+    def __init__(self, gdef: GrammarDef, deadline: Deadline = NEVER) -> None:
         self.g = gdef
         self.defs = _Definitions()
-        self.defs.seed(gdef.definitions)
+        self.defs.seed(gdef.definitions, deadline)
         self.term_regex: dict[str, tuple[str, frozenset[int]]] = {}
         self.rule_regex: dict[tuple[str, bool], tuple[str, frozenset[int]]] = {}
         self.ignore: tuple[str, frozenset[int]] | None = None
@@ -423,7 +428,7 @@ def lower_grammar(gdef: GrammarDef, deadline: Deadline = NEVER) -> LoweredRegex 
             terminal, a missing start rule.
         GrammarTooComplexError: more than ``MAX_RULES`` productions; ``deadline`` expires.
     """
-    low = _Lowering(gdef)
+    low = _Lowering(gdef, deadline)
     low.check_refs()
     for name in gdef.terminals:
         low.terminal(name)  # recursive terminals are refused even when unused

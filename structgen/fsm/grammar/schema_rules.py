@@ -250,18 +250,22 @@ def rules_grammar(
         UnsupportedSchemaError: as ``regex_expr``.
     """
     num = len(definitions)
-    refs = [
-        {ord(c) - PLACEHOLDER_BASE for c in _PLACEHOLDERS.findall(d)} & set(range(num))
-        for d in definitions
-    ]
-    grammar_level = set(rules)  # the rules and every definition that reaches one
-    changed = True
-    while changed:
-        changed = False
-        for i, found in enumerate(refs):
-            if i not in grammar_level and found & grammar_level:
+    users: list[list[int]] = [[] for _ in range(num)]  # users[j]: the definitions naming j
+    for i, text in enumerate(definitions):
+        if deadline is not None and i and i % _CHECK_EVERY == 0:
+            deadline.check("reading the recursive schema's rules")
+        for c in set(_PLACEHOLDERS.findall(text)):
+            j = ord(c) - PLACEHOLDER_BASE
+            if j < num:
+                users[j].append(i)
+    # the rules and every definition that reaches one: reverse reachability from the rules
+    grammar_level = set(rules)
+    todo = list(rules)
+    while todo:
+        for i in users[todo.pop()]:
+            if i not in grammar_level:
                 grammar_level.add(i)
-                changed = True
+                todo.append(i)
     rule_of = {i: f"d{i}" for i in sorted(grammar_level)}
     gdef = GrammarDef(start="root", syntax="json-schema")
     gdef.rules["root"] = regex_expr(pattern, rule_of, deadline)

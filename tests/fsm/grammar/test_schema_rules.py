@@ -23,6 +23,7 @@ from structgen.fsm.compiler import CompiledGrammar
 from structgen.fsm.deadline import Deadline
 from structgen.fsm.grammar.compile import CompiledCFG
 from structgen.fsm.grammar.ir import Alt, Pattern, Ref, Repeat, Seq
+from structgen.fsm.grammar.lower import _Definitions
 from structgen.fsm.grammar.schema_rules import regex_expr, rules_grammar
 from structgen.fsm.spec import JsonSchema
 from tests.conftest import have_smollm2
@@ -186,6 +187,37 @@ def test_rules_grammar_checks_the_compile_budget():
         rules_grammar("x" + rule, definitions, {1}, Deadline(0.0))
     gdef = rules_grammar("x" + rule, definitions, {1}, Deadline(60.0))
     assert set(gdef.rules) == {"root", "d1"}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_rules_grammar_lifts_exactly_the_definitions_reaching_a_rule(seed):
+    """The grammar-level definitions are the rules and every definition that reaches one,
+    checked against the fixed point written out (random reference graphs, cycles too)."""
+    rng = random.Random(seed)
+    num = 60
+    refs = [set(rng.sample(range(num), rng.randint(0, 3))) for _ in range(num)]
+    definitions = ["a" + "".join(chr(0xF0000 + j) for j in sorted(r)) for r in refs]
+    rules = set(rng.sample(range(num), 3))
+    level = set(rules)
+    while True:
+        more = {i for i, r in enumerate(refs) if r & level} - level
+        if not more:
+            break
+        level |= more
+    gdef = rules_grammar("x", definitions, rules)
+    assert set(gdef.rules) == {"root"} | {f"d{i}" for i in level}
+    assert [i for i, d in enumerate(gdef.definitions) if d == ""] == sorted(level)
+
+
+def test_lowering_checks_the_budget_while_seeding_definitions():
+    """Seeding a grammar's many definitions (a large rules-mode schema) spends the compile's
+    budget too: an expired one stops it at the first check, not after the whole closure."""
+    texts = tuple("a" + chr(0xF0000 + i - 1) if i else "a" for i in range(3000))
+    with pytest.raises(GrammarTooComplexError, match="lowering the grammar"):
+        _Definitions().seed(texts, Deadline(0.0))
+    defs = _Definitions()
+    defs.seed(texts, Deadline(60.0))
+    assert defs.needs[2999] == frozenset(range(3000))
 
 
 SMALL = [

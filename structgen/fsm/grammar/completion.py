@@ -46,6 +46,10 @@ class Completions:
 
     # ---- yields --------------------------------------------------------------------
 
+    def terminal_min(self, t: int) -> bytes | None:
+        """Shortest bytes terminal ``t`` matches (from its lexer's start state)."""
+        return self.lexer_tail(t, self.a.lexers[t].initial)
+
     def lexer_tail(self, t: int, s: int) -> bytes | None:
         """Shortest bytes from state ``s`` of terminal ``t``'s DFA to acceptance."""
         key = (t, s)
@@ -88,11 +92,7 @@ class Completions:
                 for p in charts.productions_of(lhs):
                     parts = []
                     for sym in cfg.rhs[p]:
-                        part = (
-                            best[sym]
-                            if sym >= 0
-                            else self.lexer_tail(-1 - sym, self.a.lexers[-1 - sym].initial)
-                        )
+                        part = best[sym] if sym >= 0 else self.terminal_min(-1 - sym)
                         if part is None:
                             break
                         parts.append(part)
@@ -109,10 +109,7 @@ class Completions:
         if hit is None:
             rhs = self.charts.cfg.rhs[p]
             hit = b"".join(
-                self._nt_min[s]
-                if s >= 0
-                else self.lexer_tail(-1 - s, self.a.lexers[-1 - s].initial)
-                for s in rhs[dot:]
+                self._nt_min[s] if s >= 0 else self.terminal_min(-1 - s) for s in rhs[dot:]
             )
             self._seq[key] = hit
         return hit

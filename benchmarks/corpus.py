@@ -157,12 +157,13 @@ _CONSTRUCTS = ("not", "if", "oneOf")  # where the compiler may write canonical m
 def _construct_levels(branches: list[dict], index: RefIndex) -> tuple[tuple[str, ...], ...]:
     """``K`` per nesting level (0..10) below a ``not``/``if``/``oneOf`` among ``branches`` (the
     subschemas merged at one place), as the compiler orders keys in that construct's canonical
-    mode (``boolean_ops._walk_keys``, here over all of ``branches``); empty without one."""
-    from structgen.fsm.json_schema.boolean_ops import _walk_keys
+    mode (``boolean_ops.canonical_key_levels``, here over all of ``branches``); empty without
+    one."""
+    from structgen.fsm.json_schema.boolean_ops import canonical_key_levels
 
     for b in branches:
         if any(k in b for k in _CONSTRUCTS):
-            return _walk_keys(branches, index.resolve, 10)
+            return canonical_key_levels(branches, index.resolve, 10)
     return ()
 
 

@@ -177,7 +177,7 @@ def test_undeclared_keys_follow_their_additional_or_pattern_properties_schema():
 def test_keyless_objects_inside_a_construct_follow_its_key_order():
     """Inside an overlapping ``oneOf`` (canonical mode) the compiler writes the keys of an
     object no schema orders (here untyped ``items``) in the construct's per-level order
-    (``boolean_ops._walk_keys``: ``points`` before ``qid``, as ``zones`` declares them at
+    (``boolean_ops.canonical_key_levels``: ``points`` before ``qid``, as ``zones`` declares them at
     that level), at every depth; the instance order is rejected, the canonical one kept
     (MaskBench Github_medium o57539, #20)."""
     zone = {

@@ -29,7 +29,7 @@ operands are converted in *canonical mode* (``Canon``):
   ``required``, ``dependentRequired``, transitively through ``$ref``), in one order per
   nesting level (objects ``d`` containers below the construct's value): every object
   schema's own key order where the operands' objects of that level agree (a topological
-  sort, ties and conflicts to the first appearance; ``_walk_keys``), then the names
+  sort, ties and conflicts to the first appearance; ``canonical_key_levels``), then the names
   declared only at other levels. ``U``'s objects have keys of ``K`` in their level's
   order, then keys outside ``K`` (canonically spelled, any order); every
   object schema is rewritten to list the keys of ``K`` it accepts (its ``properties``;
@@ -90,7 +90,7 @@ class Canon:
 
     Attributes:
         levels: ``K`` per nesting level (``levels[d]``: the order of the keys of objects
-            ``d`` containers below the construct's value; ``_walk_keys``), each holding
+            ``d`` containers below the construct's value; ``canonical_key_levels``), each holding
             every declared key.
         tags: per level, part of every memo key converted there (equal where the orders
             of that level and every deeper one are equal).
@@ -176,7 +176,7 @@ _VALUE_KEYS = ("additionalProperties", "unevaluatedProperties", "propertyNames")
 _ITEM_KEYS = ("items", "prefixItems", "additionalItems", "unevaluatedItems", "contains")
 
 
-def _walk_keys(node: Any, resolve, depth: int) -> tuple[tuple[str, ...], ...]:
+def canonical_key_levels(node: Any, resolve, depth: int) -> tuple[tuple[str, ...], ...]:
     """``K`` per nesting level ``0..depth``: the property names declared under ``node``
     (following ``$ref``), each level in one order that keeps, where the schemas of that
     level agree, every object's own key order.
@@ -194,6 +194,14 @@ def _walk_keys(node: Any, resolve, depth: int) -> tuple[tuple[str, ...], ...]:
     schema's own keys, then its combinator operands, then its other subschemas. Every
     level lists every name (those not declared at a level after its own, by first
     appearance anywhere), so no declared key is ever outside ``K``.
+
+    Args: ``node`` a schema (dict), a list of schemas, or any JSON value (non-schema
+    values contribute nothing); ``resolve(ref, base)`` returns the schema a ``$ref``
+    string points to (a reference it cannot resolve is skipped here: the converter
+    reports it where the reference is compiled); ``depth`` the deepest level kept.
+    Returns a tuple of ``depth + 1`` tuples of names. Raises nothing of its own. Used by
+    the canonical mode of ``not``/``oneOf``/``if`` and by the benchmarks' canonical
+    instance writer (``benchmarks/corpus.py``), which must order keys the same way.
     """
     first: list[dict[str, int]] = [{} for _ in range(depth + 1)]
     after: list[dict[str, set[str]]] = [{} for _ in range(depth + 1)]
@@ -393,7 +401,8 @@ class _Mode:
         conv = self.conv
         self.saved = (conv.canon, conv.ws)
         if conv.canon is None:
-            conv.canon = _canon(_walk_keys(self.operands, conv.resolve, canon_depth(conv)))
+            levels = canonical_key_levels(self.operands, conv.resolve, canon_depth(conv))
+            conv.canon = _canon(levels)
             conv.ws = ""
         return conv.canon
 

@@ -18,7 +18,7 @@ Per workload and engine, from its pass with the least compile + masks + advances
 warm mask median (us, wall clock: the instance forced again through a grammar it built).
 
     PYTHONPATH=. python benchmarks/cold_ab.py --baseline /work/main [--passes 9]
-        [--only flat,c,...]
+        [--only flat,c,...] [--tokenizer smollm2|bpe150k]
 """
 
 from __future__ import annotations
@@ -168,9 +168,12 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, required=True, help="checkout to compare with")
     ap.add_argument("--passes", type=int, default=9)
     ap.add_argument("--only", default="", help="comma-separated workload names")
+    ap.add_argument(
+        "--tokenizer", choices=["smollm2", "bpe150k"], default="smollm2", help="vocabulary"
+    )
     args = ap.parse_args()
     _load_checkout("structgen_base", args.baseline)
-    tok = bg.smollm2_tokenizer()
+    tok = bg.bpe_150k_tokenizer() if args.tokenizer == "bpe150k" else bg.smollm2_tokenizer()
     engines = [_StructgenOf("old", "structgen_base", tok), _StructgenOf("new", "structgen", tok)]
     try:
         engines.append(_LLGuidance(tok))

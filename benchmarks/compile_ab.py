@@ -7,6 +7,7 @@ compiles) after them; process time, best of ``--repeat`` per engine.
 
     PYTHONPATH=. python benchmarks/compile_ab.py --baseline /work/main [--repeat 15]
         [--names sql_select.lark,c_statements.lark,arithmetic.lark,json.gbnf]
+        [--tokenizer smollm2|bpe150k]
 """
 
 from __future__ import annotations
@@ -31,9 +32,12 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, required=True, help="checkout to compare with")
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--names", default=NAMES, help="comma-separated files of data/grammars")
+    ap.add_argument(
+        "--tokenizer", choices=["smollm2", "bpe150k"], default="smollm2", help="vocabulary"
+    )
     args = ap.parse_args()
     ca._load_checkout("structgen_base", args.baseline)
-    tok = bg.smollm2_tokenizer()
+    tok = bg.bpe_150k_tokenizer() if args.tokenizer == "bpe150k" else bg.smollm2_tokenizer()
     old = ca._StructgenOf("old", "structgen_base", tok)
     new = ca._StructgenOf("new", "structgen", tok)
     llg = ca._LLGuidance(tok)

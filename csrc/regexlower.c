@@ -169,21 +169,23 @@ static PyObject *alt_members(Ctx *cx, PyObject *members) {
     return result;
 }
 
-static int cmp_ssize(const void *a, const void *b) {
-    Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
+/* a term: its id, and the int object that names it (borrowed: the arena's or the caller's,
+ * reused in the tuples built from it, as the Python constructors reuse their ints) */
+typedef struct {
+    Py_ssize_t id;
+    PyObject *obj;
+} Member;
+
+static int cmp_member(const void *a, const void *b) {
+    Py_ssize_t x = ((const Member *)a)->id, y = ((const Member *)b)->id;
     return (x > y) - (x < y);
 }
 
-/* a tuple of the terms ids[0..n) as ints: new reference */
-static PyObject *term_tuple(const Py_ssize_t *ids, Py_ssize_t n) {
+/* a tuple of the terms ms[0..n): new reference */
+static PyObject *term_tuple(const Member *ms, Py_ssize_t n) {
     PyObject *tup = PyTuple_New(n);
-    for (Py_ssize_t k = 0; tup != NULL && k < n; k++) {
-        PyObject *v = PyLong_FromSsize_t(ids[k]);
-        if (v == NULL)
-            Py_CLEAR(tup);
-        else
-            PyTuple_SET_ITEM(tup, k, v);
-    }
+    for (Py_ssize_t k = 0; tup != NULL && k < n; k++)
+        PyTuple_SET_ITEM(tup, k, Py_NewRef(ms[k].obj));
     return tup;
 }
 
@@ -201,10 +203,10 @@ static PyObject *alt(Ctx *cx, PyObject *items) {
         else
             cap++;
     }
-    Py_ssize_t *flat = PyMem_Malloc(sizeof(Py_ssize_t) * cap);
+    Member *flat = PyMem_Malloc(sizeof(Member) * cap);
     if (flat == NULL)
         return PyErr_NoMemory();
-    PyObject *mask = NULL, *result = NULL;
+    PyObject *mask = NULL, *result = NULL, *bs = NULL;
     for (Py_ssize_t k = 0; k < n; k++) {
         Py_ssize_t t = ix(PyList_GET_ITEM(items, k));
         long kt = PyLong_AsLong(PyList_GET_ITEM(cx->kind, t));
@@ -218,7 +220,7 @@ static PyObject *alt(Ctx *cx, PyObject *items) {
                     if (mask == NULL)
                         goto done;
                 } else {
-                    flat[num++] = u;
+                    flat[num++] = (Member){u, PyTuple_GET_ITEM(a, j)};
                 }
             }
         } else if (kt == K_BYTES) {
@@ -227,37 +229,36 @@ static PyObject *alt(Ctx *cx, PyObject *items) {
             if (mask == NULL)
                 goto done;
         } else if (t != T_EMPTY) {
-            flat[num++] = t;
+            flat[num++] = (Member){t, PyList_GET_ITEM(items, k)};
         }
     }
     if (mask != NULL) {
-        PyObject *bs = byteset(cx, mask);
+        bs = byteset(cx, mask);  /* held until the members' tuple is built */
         if (bs == NULL)
             goto done;
         Py_ssize_t b = ix(bs);
-        Py_DECREF(bs);
         if (b != T_EMPTY)
-            flat[num++] = b;
+            flat[num++] = (Member){b, bs};
     }
-    qsort(flat, num, sizeof(Py_ssize_t), cmp_ssize);
+    qsort(flat, num, sizeof(Member), cmp_member);
     Py_ssize_t m = 0;
     for (Py_ssize_t k = 0; k < num; k++)
-        if (m == 0 || flat[m - 1] != flat[k])
+        if (m == 0 || flat[m - 1].id != flat[k].id)
             flat[m++] = flat[k];
     num = m;
-    if (num > 1 && flat[0] == T_EPS) {  /* sorted: EPS (1) leads when present */
+    if (num > 1 && flat[0].id == T_EPS) {  /* sorted: EPS (1) leads when present */
         int other_nullable = 0;
         for (Py_ssize_t k = 1; k < num && !other_nullable; k++)
-            other_nullable = nullable_of(cx, flat[k]);
+            other_nullable = nullable_of(cx, flat[k].id);
         if (other_nullable) {
-            memmove(flat, flat + 1, sizeof(Py_ssize_t) * (num - 1));
+            memmove(flat, flat + 1, sizeof(Member) * (num - 1));
             num--;
         }
     }
     if (num == 0) {
         result = PyLong_FromLong(T_EMPTY);
     } else if (num == 1) {
-        result = PyLong_FromSsize_t(flat[0]);
+        result = Py_NewRef(flat[0].obj);
     } else {
         PyObject *members = term_tuple(flat, num);
         if (members != NULL)
@@ -266,6 +267,7 @@ static PyObject *alt(Ctx *cx, PyObject *items) {
     }
 done:
     Py_XDECREF(mask);
+    Py_XDECREF(bs);
     PyMem_Free(flat);
     return result;
 }
@@ -448,7 +450,7 @@ static PyObject *import_node(Ctx *cx, PyObject *node, PyObject **ids, Py_ssize_t
     if (k == K_ALT) {  /* the members sorted again by their ids in this arena */
         PyObject *pos = PyTuple_GET_ITEM(node, 1);
         Py_ssize_t m = PyTuple_GET_SIZE(pos);
-        Py_ssize_t *members = PyMem_Malloc(sizeof(Py_ssize_t) * (m + 1));
+        Member *members = PyMem_Malloc(sizeof(Member) * (m + 1));
         if (members == NULL)
             return PyErr_NoMemory();
         PyObject *result = NULL;
@@ -457,10 +459,10 @@ static PyObject *import_node(Ctx *cx, PyObject *node, PyObject **ids, Py_ssize_t
             PyObject *t = recipe_at(ids, n, PyTuple_GET_ITEM(pos, j), fixed);
             if (t == NULL)
                 break;
-            members[j] = ix(t);
+            members[j] = (Member){ix(t), t};
         }
         if (j == m) {
-            qsort(members, m, sizeof(Py_ssize_t), cmp_ssize);
+            qsort(members, m, sizeof(Member), cmp_member);
             PyObject *tup = term_tuple(members, m);
             result = tup ? alt_members(cx, tup) : NULL;
             Py_XDECREF(tup);

@@ -1,27 +1,32 @@
 /* structgen's one-pass regex lowering in C: the token loop of structgen/fsm/regex/lower.py
- * (tokenizer, group matching, the parser over the shared group memo) and the arena's
- * concatenation constructors (regex/terms.py TermArena.concat / _concat2 / bytes_then), writing
- * the same terms, in the same order, into the same Python-level arena.
+ * (tokenizer, group matching, the parser over the shared group memo) and the arena's smart
+ * constructors (regex/terms.py TermArena), writing the same terms, in the same order, into the
+ * same Python-level arena.
  *
  * Why: a JSON Schema compile spends most of its time lowering the converter's regex texts to
  * arena terms; in Python that is a few microseconds per token and per new term (interpreter
  * dispatch around tuple keys, dict lookups and list appends). Here the same operations run
- * without the interpreter; the rarely met parts stay in Python and are called back (classes,
- * escapes, non-ASCII literals: memoised per text; alternation and counted repetition: the
- * arena's own smart constructors).
+ * without the interpreter, the arena's smart constructors included (byteset, alt, alt_members,
+ * repeat, _concat2: the same keys, values and interning order as terms.py) and the import of
+ * the atom recipes kept across compiles (recipes.py import_term). Only the rare parts stay in
+ * Python and are called back: an atom not in the recipe cache (helper.atom), a quantified
+ * single character (helper._literal), a literal stretch holding a lone surrogate
+ * (helper._stretch), an UNTIL node (arena.until) and the arena's budget errors (arena._add).
  *
- *   lower(text, helper, memo, max_nesting, arena, low) -> int term, or None
+ *   lower(text, helper, memo, max_nesting, arena, low[, atom_recipes]) -> int term, or None
  *     text        the regex (str), plain syntax as regex/lower.py's docstring lists it
- *     helper      the Python _Parser of text: helper._literal_items(run) (a non-ASCII literal
- *                 run -> list of bytes and terms), helper._literal(char) -> term, helper.atom(text)
- *                 (an escape, class or '.' token -> term; may raise regex/lower.py _Bail)
+ *     helper      the Python _Parser of text (the callbacks above; helper.atom may raise
+ *                 regex/lower.py _Bail)
  *     memo        dict shared by the texts of one pattern (same keys and values as the
  *                 Python parser writes: group text -> term or tuple of items, literal
  *                 character / escape / class text -> term)
  *     max_nesting deepest group nesting taken (deeper: None)
  *     arena       the TermArena: its lists kind/args/nullable/first/depth, dict _ids, list
- *                 _single, int max_terms and methods alt/repeat/byteset/_add are used
- *     low         the regex/parse.py _Lowering: low.check_deadline() is called every 1024 tokens
+ *                 _single, int max_terms and methods until/_add are used
+ *     low         the regex/parse.py _Lowering: low.shared (the definitions' terms, for
+ *                 placeholders in literal runs); low.check_deadline() every 1024 tokens
+ *     atom_recipes regex/lower.py _ATOM_RECIPES (escape / class / '.' text -> recipe tuple or
+ *                 term int); absent: every atom is asked of helper.atom
  *   None means: syntax left to re's parser (the caller's fallback), exactly where the Python
  *   path returns None. Exceptions of the callbacks and the arena propagate
  *   (GrammarTooComplexError for the term, nesting and time budgets).
@@ -36,12 +41,16 @@
 
 #include "regex_tokens.h"
 
-enum { T_EMPTY = 0, T_EPS = 1, K_CONCAT = 3, MAX_DEPTH = 100000, SPINE0 = 256, SPINE_MAX = 256 };
+enum { T_EMPTY = 0, T_EPS = 1, K_BYTES = 2, K_CONCAT = 3, K_ALT = 4, K_REPEAT = 5, K_UNTIL = 6,
+       MAX_DEPTH = 100000, SPINE0 = 256, SPINE_MAX = 256,
+       PLACEHOLDER_BASE = 0xF0000 };
 typedef struct {
     PyObject *ids, *kind, *args, *nullable, *first, *depth, *single;  /* borrowed */
     Py_ssize_t max_terms;
     PyObject *arena, *helper, *memo, *low, *text;                     /* borrowed */
-    PyObject *concat_kind;                                            /* owned: int 3 */
+    PyObject *recipes;  /* borrowed: lower.py's _ATOM_RECIPES, or NULL (always ask helper.atom) */
+    PyObject *shared;   /* owned: low.shared, the definitions' terms placeholders stand for */
+    PyObject *k_bytes, *k_concat, *k_alt, *k_repeat;                  /* owned: ints 2 3 4 5 */
 } Ctx;
 
 /* ---- arena constructors (regex/terms.py TermArena) ------------------------------ */
@@ -50,52 +59,250 @@ static long term_kind(Ctx *cx, PyObject *t) {
     return PyLong_AsLong(PyList_GET_ITEM(cx->kind, PyLong_AsSsize_t(t)));
 }
 
+static Py_ssize_t ix(PyObject *t) { return PyLong_AsSsize_t(t); }
+
+/* arena._ids[key] if interned: new reference; NULL without an error set if not */
+static PyObject *lookup(Ctx *cx, PyObject *key) {
+    PyObject *hit = PyDict_GetItemWithError(cx->ids, key);
+    Py_XINCREF(hit);
+    return hit;
+}
+
+/* arena._add(key, kind, args, nullable, first, depth) for a key not interned: new reference.
+ * Past the depth or term budget the arena's own _add is called, which raises its error. */
+static PyObject *add(Ctx *cx, PyObject *key, PyObject *kind, PyObject *args, int null,
+                     PyObject *first, long depth) {
+    PyObject *dep = PyLong_FromLong(depth);
+    if (dep == NULL)
+        return NULL;
+    PyObject *nul = null ? Py_True : Py_False, *result;
+    Py_ssize_t tid = PyList_GET_SIZE(cx->kind);
+    if (depth > MAX_DEPTH || tid >= cx->max_terms) {
+        result = PyObject_CallMethod(cx->arena, "_add", "OOOOOO", key, kind, args, nul, first, dep);
+    } else {
+        result = PyLong_FromSsize_t(tid);
+        if (result == NULL || PyDict_SetItem(cx->ids, key, result) < 0
+            || PyList_Append(cx->kind, kind) < 0 || PyList_Append(cx->args, args) < 0
+            || PyList_Append(cx->nullable, nul) < 0 || PyList_Append(cx->first, first) < 0
+            || PyList_Append(cx->depth, dep) < 0)
+            Py_CLEAR(result);
+    }
+    Py_DECREF(dep);
+    return result;
+}
+
+static long depth_of(Ctx *cx, Py_ssize_t t) {
+    return PyLong_AsLong(PyList_GET_ITEM(cx->depth, t));
+}
+
+static int nullable_of(Ctx *cx, Py_ssize_t t) {
+    return PyList_GET_ITEM(cx->nullable, t) == Py_True;
+}
+
 /* _concat2(h, t): new reference */
 static PyObject *concat2(Ctx *cx, PyObject *h, PyObject *t) {
-    PyObject *key = PyTuple_Pack(3, cx->concat_kind, h, t);
+    PyObject *key = PyTuple_Pack(3, cx->k_concat, h, t);
     if (key == NULL)
         return NULL;
-    PyObject *hit = PyDict_GetItemWithError(cx->ids, key);
-    if (hit != NULL) {
+    PyObject *hit = lookup(cx, key);
+    if (hit != NULL || PyErr_Occurred()) {
         Py_DECREF(key);
-        Py_INCREF(hit);
         return hit;
     }
-    if (PyErr_Occurred()) {
-        Py_DECREF(key);
-        return NULL;
-    }
-    Py_ssize_t hi = PyLong_AsSsize_t(h), ti = PyLong_AsSsize_t(t);
-    int nh = PyObject_IsTrue(PyList_GET_ITEM(cx->nullable, hi));
-    int nt = PyObject_IsTrue(PyList_GET_ITEM(cx->nullable, ti));
+    Py_ssize_t hi = ix(h), ti = ix(t);
+    int nh = nullable_of(cx, hi), nt = nullable_of(cx, ti);
     PyObject *fh = PyList_GET_ITEM(cx->first, hi);
-    PyObject *first = nh ? PyNumber_Or(fh, PyList_GET_ITEM(cx->first, ti)) : (Py_INCREF(fh), fh);
-    long dh = PyLong_AsLong(PyList_GET_ITEM(cx->depth, hi)) + 1;
-    long dt = PyLong_AsLong(PyList_GET_ITEM(cx->depth, ti));
-    long depth = dh > dt ? dh : dt;
-    PyObject *args = PyTuple_Pack(2, h, t);
-    PyObject *dep = PyLong_FromLong(depth);
-    PyObject *result = NULL;
-    if (first == NULL || args == NULL || dep == NULL)
-        goto done;
-    PyObject *null = (nh && nt) ? Py_True : Py_False;
-    Py_ssize_t tid = PyList_GET_SIZE(cx->kind);
-    if (depth > MAX_DEPTH || tid >= cx->max_terms) {  /* the arena raises its budget error */
-        result = PyObject_CallMethod(cx->arena, "_add", "OOOOOO", key, cx->concat_kind, args,
-                                     null, first, dep);
-        goto done;
-    }
-    result = PyLong_FromSsize_t(tid);
-    if (result == NULL || PyDict_SetItem(cx->ids, key, result) < 0
-        || PyList_Append(cx->kind, cx->concat_kind) < 0 || PyList_Append(cx->args, args) < 0
-        || PyList_Append(cx->nullable, null) < 0 || PyList_Append(cx->first, first) < 0
-        || PyList_Append(cx->depth, dep) < 0)
-        Py_CLEAR(result);
-done:
+    PyObject *first = nh ? PyNumber_Or(fh, PyList_GET_ITEM(cx->first, ti)) : Py_NewRef(fh);
+    long dh = depth_of(cx, hi) + 1, dt = depth_of(cx, ti);
+    PyObject *args = PyTuple_Pack(2, h, t), *result = NULL;
+    if (first != NULL && args != NULL)
+        result = add(cx, key, cx->k_concat, args, nh && nt, first, dh > dt ? dh : dt);
     Py_DECREF(key);
     Py_XDECREF(first);
     Py_XDECREF(args);
-    Py_XDECREF(dep);
+    return result;
+}
+
+/* byteset(mask): one byte out of the 256-bit int mask, EMPTY for 0; new reference */
+static PyObject *byteset(Ctx *cx, PyObject *mask) {
+    int nonzero = PyObject_IsTrue(mask);
+    if (nonzero <= 0)
+        return nonzero < 0 ? NULL : PyLong_FromLong(T_EMPTY);
+    PyObject *key = PyTuple_Pack(2, cx->k_bytes, mask);
+    if (key == NULL)
+        return NULL;
+    PyObject *result = lookup(cx, key);
+    if (result == NULL && !PyErr_Occurred()) {
+        PyObject *args = PyTuple_Pack(1, mask);
+        if (args != NULL)
+            result = add(cx, key, cx->k_bytes, args, 0, mask, 0);
+        Py_XDECREF(args);
+    }
+    Py_DECREF(key);
+    return result;
+}
+
+/* alt_members(members): the ALT term of a sorted, distinct, flat tuple (terms.py); new ref */
+static PyObject *alt_members(Ctx *cx, PyObject *members) {
+    PyObject *key = PyTuple_Pack(2, cx->k_alt, members);
+    if (key == NULL)
+        return NULL;
+    PyObject *result = lookup(cx, key);
+    if (result != NULL || PyErr_Occurred()) {
+        Py_DECREF(key);
+        return result;
+    }
+    PyObject *first = PyLong_FromLong(0);
+    int null = 0;
+    long depth = 0;
+    for (Py_ssize_t k = 0; first != NULL && k < PyTuple_GET_SIZE(members); k++) {
+        Py_ssize_t t = ix(PyTuple_GET_ITEM(members, k));
+        Py_SETREF(first, PyNumber_Or(first, PyList_GET_ITEM(cx->first, t)));
+        null = null || nullable_of(cx, t);
+        long d = depth_of(cx, t);
+        depth = d > depth ? d : depth;
+    }
+    if (first != NULL)
+        result = add(cx, key, cx->k_alt, members, null, first, depth + 1);
+    Py_DECREF(key);
+    Py_XDECREF(first);
+    return result;
+}
+
+/* a term: its id, and the int object that names it (borrowed: the arena's or the caller's,
+ * reused in the tuples built from it, as the Python constructors reuse their ints) */
+typedef struct {
+    Py_ssize_t id;
+    PyObject *obj;
+} Member;
+
+static int cmp_member(const void *a, const void *b) {
+    Py_ssize_t x = ((const Member *)a)->id, y = ((const Member *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/* a tuple of the terms ms[0..n): new reference */
+static PyObject *term_tuple(const Member *ms, Py_ssize_t n) {
+    PyObject *tup = PyTuple_New(n);
+    for (Py_ssize_t k = 0; tup != NULL && k < n; k++)
+        PyTuple_SET_ITEM(tup, k, Py_NewRef(ms[k].obj));
+    return tup;
+}
+
+/* alt(items): terms.py TermArena.alt for a list: flattened, byte sets merged into one,
+ * EPS dropped beside a nullable member, sorted and deduplicated; new reference */
+static PyObject *alt(Ctx *cx, PyObject *items) {
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    if (n == 1)
+        return Py_NewRef(PyList_GET_ITEM(items, 0));
+    Py_ssize_t cap = 16, num = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t t = ix(PyList_GET_ITEM(items, k));
+        if (term_kind(cx, PyList_GET_ITEM(items, k)) == K_ALT)
+            cap += PyTuple_GET_SIZE(PyList_GET_ITEM(cx->args, t));
+        else
+            cap++;
+    }
+    Member *flat = PyMem_Malloc(sizeof(Member) * cap);
+    if (flat == NULL)
+        return PyErr_NoMemory();
+    PyObject *mask = NULL, *result = NULL, *bs = NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t t = ix(PyList_GET_ITEM(items, k));
+        long kt = PyLong_AsLong(PyList_GET_ITEM(cx->kind, t));
+        PyObject *a = PyList_GET_ITEM(cx->args, t);
+        if (kt == K_ALT) {
+            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(a); j++) {
+                Py_ssize_t u = ix(PyTuple_GET_ITEM(a, j));
+                if (PyLong_AsLong(PyList_GET_ITEM(cx->kind, u)) == K_BYTES) {
+                    PyObject *m = PyTuple_GET_ITEM(PyList_GET_ITEM(cx->args, u), 0);
+                    Py_XSETREF(mask, mask == NULL ? Py_NewRef(m) : PyNumber_Or(mask, m));
+                    if (mask == NULL)
+                        goto done;
+                } else {
+                    flat[num++] = (Member){u, PyTuple_GET_ITEM(a, j)};
+                }
+            }
+        } else if (kt == K_BYTES) {
+            PyObject *m = PyTuple_GET_ITEM(a, 0);
+            Py_XSETREF(mask, mask == NULL ? Py_NewRef(m) : PyNumber_Or(mask, m));
+            if (mask == NULL)
+                goto done;
+        } else if (t != T_EMPTY) {
+            flat[num++] = (Member){t, PyList_GET_ITEM(items, k)};
+        }
+    }
+    if (mask != NULL) {
+        bs = byteset(cx, mask);  /* held until the members' tuple is built */
+        if (bs == NULL)
+            goto done;
+        Py_ssize_t b = ix(bs);
+        if (b != T_EMPTY)
+            flat[num++] = (Member){b, bs};
+    }
+    qsort(flat, num, sizeof(Member), cmp_member);
+    Py_ssize_t m = 0;
+    for (Py_ssize_t k = 0; k < num; k++)
+        if (m == 0 || flat[m - 1].id != flat[k].id)
+            flat[m++] = flat[k];
+    num = m;
+    if (num > 1 && flat[0].id == T_EPS) {  /* sorted: EPS (1) leads when present */
+        int other_nullable = 0;
+        for (Py_ssize_t k = 1; k < num && !other_nullable; k++)
+            other_nullable = nullable_of(cx, flat[k].id);
+        if (other_nullable) {
+            memmove(flat, flat + 1, sizeof(Member) * (num - 1));
+            num--;
+        }
+    }
+    if (num == 0) {
+        result = PyLong_FromLong(T_EMPTY);
+    } else if (num == 1) {
+        result = Py_NewRef(flat[0].obj);
+    } else {
+        PyObject *members = term_tuple(flat, num);
+        if (members != NULL)
+            result = alt_members(cx, members);
+        Py_XDECREF(members);
+    }
+done:
+    Py_XDECREF(mask);
+    Py_XDECREF(bs);
+    PyMem_Free(flat);
+    return result;
+}
+
+/* repeat(x, lo, hi): x{lo,hi} kept as a count (hi INF: unbounded), terms.py; new reference */
+static PyObject *repeat(Ctx *cx, PyObject *x, long long lo, long long hi) {
+    if (hi != INF && hi < lo)
+        return PyLong_FromLong(T_EMPTY);
+    Py_ssize_t xi = ix(x);
+    if (xi == T_EMPTY)
+        return PyLong_FromLong(lo == 0 ? T_EPS : T_EMPTY);
+    if (xi == T_EPS || hi == 0)
+        return PyLong_FromLong(T_EPS);
+    if (nullable_of(cx, xi))
+        lo = 0;
+    if (lo == 1 && hi == 1)
+        return Py_NewRef(x);
+    if (PyLong_AsLong(PyList_GET_ITEM(cx->kind, xi)) == K_REPEAT) {
+        PyObject *a = PyList_GET_ITEM(cx->args, xi);  /* (y*){lo,hi} == y* for hi >= 1 */
+        if (PyLong_AsLong(PyTuple_GET_ITEM(a, 1)) == 0 && PyLong_AsLong(PyTuple_GET_ITEM(a, 2)) == INF)
+            return Py_NewRef(x);
+    }
+    PyObject *plo = PyLong_FromLongLong(lo), *phi = PyLong_FromLongLong(hi);
+    PyObject *key = (plo && phi) ? PyTuple_Pack(4, cx->k_repeat, x, plo, phi) : NULL;
+    PyObject *result = key ? lookup(cx, key) : NULL;
+    if (key != NULL && result == NULL && !PyErr_Occurred()) {
+        PyObject *args = PyTuple_Pack(3, x, plo, phi);
+        if (args != NULL)
+            result = add(cx, key, cx->k_repeat, args, lo == 0, PyList_GET_ITEM(cx->first, xi),
+                         depth_of(cx, xi) + 1);
+        Py_XDECREF(args);
+    }
+    Py_XDECREF(plo);
+    Py_XDECREF(phi);
+    Py_XDECREF(key);
     return result;
 }
 
@@ -165,7 +372,7 @@ static PyObject *bytes_then(Ctx *cx, PyObject *data, PyObject *tail) {
             PyObject *bit = (mask && shift) ? PyNumber_Lshift(mask, shift) : NULL;
             Py_XDECREF(mask);
             Py_XDECREF(shift);
-            h = bit ? PyObject_CallMethod(cx->arena, "byteset", "O", bit) : NULL;
+            h = bit ? byteset(cx, bit) : NULL;
             Py_XDECREF(bit);
             if (h == NULL || PyList_SetItem(cx->single, b[k], h) < 0) {  /* steals h */
                 Py_DECREF(result);
@@ -208,7 +415,93 @@ static PyObject *close_alt(Ctx *cx, PyObject *alts, PyObject *items) {
         return NULL;
     }
     Py_DECREF(last);
-    return PyObject_CallMethod(cx->arena, "alt", "O", alts);
+    return alt(cx, alts);
+}
+
+/* ---- recipes (regex/recipes.py import_term) --------------------------------------- */
+
+/* position i of a recipe: ids[i], or EMPTY / EPS for -2 / -1; borrowed */
+static PyObject *recipe_at(PyObject **ids, Py_ssize_t n, PyObject *pos, PyObject *fixed[2]) {
+    Py_ssize_t i = PyLong_AsSsize_t(pos);
+    if (i >= n || i < -2) {
+        PyErr_SetString(PyExc_ValueError, "recipe position out of range");
+        return NULL;
+    }
+    return i >= 0 ? ids[i] : fixed[i + 2];
+}
+
+/* one recipe node interned from the terms of the nodes before it: new reference */
+static PyObject *import_node(Ctx *cx, PyObject *node, PyObject **ids, Py_ssize_t n,
+                             PyObject *fixed[2]) {
+    long k = PyLong_AsLong(PyTuple_GET_ITEM(node, 0));
+    if (k == K_BYTES)
+        return byteset(cx, PyTuple_GET_ITEM(node, 1));
+    if (k == K_CONCAT) {
+        PyObject *h = recipe_at(ids, n, PyTuple_GET_ITEM(node, 1), fixed);
+        PyObject *t = h ? recipe_at(ids, n, PyTuple_GET_ITEM(node, 2), fixed) : NULL;
+        return t ? concat2(cx, h, t) : NULL;
+    }
+    if (k == K_REPEAT) {
+        PyObject *x = recipe_at(ids, n, PyTuple_GET_ITEM(node, 1), fixed);
+        long long lo = PyLong_AsLongLong(PyTuple_GET_ITEM(node, 2));
+        long long hi = PyLong_AsLongLong(PyTuple_GET_ITEM(node, 3));
+        return x == NULL || PyErr_Occurred() ? NULL : repeat(cx, x, lo, hi);
+    }
+    if (k == K_ALT) {  /* the members sorted again by their ids in this arena */
+        PyObject *pos = PyTuple_GET_ITEM(node, 1);
+        Py_ssize_t m = PyTuple_GET_SIZE(pos);
+        Member *members = PyMem_Malloc(sizeof(Member) * (m + 1));
+        if (members == NULL)
+            return PyErr_NoMemory();
+        PyObject *result = NULL;
+        Py_ssize_t j = 0;
+        for (; j < m; j++) {
+            PyObject *t = recipe_at(ids, n, PyTuple_GET_ITEM(pos, j), fixed);
+            if (t == NULL)
+                break;
+            members[j] = (Member){ix(t), t};
+        }
+        if (j == m) {
+            qsort(members, m, sizeof(Member), cmp_member);
+            PyObject *tup = term_tuple(members, m);
+            result = tup ? alt_members(cx, tup) : NULL;
+            Py_XDECREF(tup);
+        }
+        PyMem_Free(members);
+        return result;
+    }
+    /* UNTIL (trigger, k, cont): the arena's own constructor */
+    PyObject *cont = recipe_at(ids, n, PyTuple_GET_ITEM(node, 3), fixed);
+    return cont ? PyObject_CallMethod(cx->arena, "until", "OOO", PyTuple_GET_ITEM(node, 1), cont,
+                                      PyTuple_GET_ITEM(node, 2))
+                : NULL;
+}
+
+/* import_term(arena, recipe): the recipe's nodes interned bottom-up, the last one's term;
+ * new reference */
+static PyObject *import_recipe(Ctx *cx, PyObject *recipe) {
+    Py_ssize_t n = PyTuple_GET_SIZE(recipe);
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "an empty recipe");
+        return NULL;
+    }
+    PyObject **ids = PyMem_Calloc(n, sizeof(PyObject *));
+    if (ids == NULL)
+        return PyErr_NoMemory();
+    PyObject *fixed[2] = {PyLong_FromLong(T_EMPTY), PyLong_FromLong(T_EPS)};
+    Py_ssize_t k = 0;
+    for (; k < n; k++) {
+        ids[k] = import_node(cx, PyTuple_GET_ITEM(recipe, k), ids, k, fixed);
+        if (ids[k] == NULL)
+            break;
+    }
+    PyObject *result = k == n ? Py_NewRef(ids[n - 1]) : NULL;
+    for (Py_ssize_t j = 0; j < n; j++)
+        Py_XDECREF(ids[j]);
+    Py_DECREF(fixed[0]);
+    Py_DECREF(fixed[1]);
+    PyMem_Free(ids);
+    return result;
 }
 
 /* ---- the parser (_Parser.run) ----------------------------------------------------- */
@@ -230,6 +523,41 @@ static int extend(PyObject *list, PyObject *seqobj) {
     return PyList_SetSlice(list, n, n, seqobj);
 }
 
+/* the UTF-8 bytes of run[a:b] appended to items; the helper's term for a text with a lone
+ * surrogate (_Parser._stretch); -1 on error */
+static int stretch(Ctx *cx, PyObject *items, PyObject *run, Py_ssize_t a, Py_ssize_t b) {
+    PyObject *text = PyUnicode_Substring(run, a, b);
+    if (text == NULL)
+        return -1;
+    PyObject *data = PyUnicode_AsUTF8String(text);
+    if (data == NULL && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+        PyErr_Clear();
+        data = PyObject_CallMethod(cx->helper, "_stretch", "O", text);
+    }
+    Py_DECREF(text);
+    return append_steal(items, data);
+}
+
+/* a non-ASCII literal run's items (_Parser._literal_items): the stretches between
+ * placeholders as bytes, each placeholder's definition term; -1 on error */
+static int literal_items_unicode(Ctx *cx, PyObject *items, PyObject *run) {
+    int kind = PyUnicode_KIND(run);
+    const void *data = PyUnicode_DATA(run);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(run), start = 0;
+    Py_ssize_t num_shared = PyList_GET_SIZE(cx->shared);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t i = (Py_ssize_t)PyUnicode_READ(kind, data, k) - PLACEHOLDER_BASE;
+        if (i < 0 || i >= num_shared)
+            continue;
+        if (k > start && stretch(cx, items, run, start, k) < 0)
+            return -1;
+        if (PyList_Append(items, PyList_GET_ITEM(cx->shared, i)) < 0)
+            return -1;
+        start = k + 1;
+    }
+    return start < n ? stretch(cx, items, run, start, n) : 0;
+}
+
 /* a literal run's sequence items appended to items (_Parser._literal_items); -1 on error */
 static int literal_items(Ctx *cx, PyObject *items, Py_ssize_t a, Py_ssize_t b) {
     PyObject *run = slice(cx, a, b);
@@ -239,9 +567,7 @@ static int literal_items(Ctx *cx, PyObject *items, Py_ssize_t a, Py_ssize_t b) {
     if (PyUnicode_IS_ASCII(run)) {
         rc = append_steal(items, PyBytes_FromStringAndSize((const char *)PyUnicode_DATA(run), b - a));
     } else {
-        PyObject *more = PyObject_CallMethod(cx->helper, "_literal_items", "O", run);
-        rc = more == NULL ? -1 : extend(items, more);
-        Py_XDECREF(more);
+        rc = literal_items_unicode(cx, items, run);
     }
     Py_DECREF(run);
     return rc;
@@ -262,6 +588,27 @@ static PyObject *memo_or(Ctx *cx, PyObject *key, const char *method) {
     return term;
 }
 
+/* an escape, class or '.' token's term (_Parser.atom), memoised in memo: a recipe kept in
+ * _ATOM_RECIPES is imported here, anything else asked of helper.atom; new reference */
+static PyObject *atom(Ctx *cx, PyObject *key) {
+    PyObject *hit = PyDict_GetItemWithError(cx->memo, key);
+    if (hit != NULL || PyErr_Occurred())
+        return Py_XNewRef(hit);
+    PyObject *recipe = cx->recipes ? PyDict_GetItemWithError(cx->recipes, key) : NULL;
+    PyObject *term;
+    if (recipe != NULL && PyLong_CheckExact(recipe)) {
+        term = Py_NewRef(recipe);
+    } else if (recipe != NULL && PyTuple_CheckExact(recipe)) {
+        Py_INCREF(recipe);  /* held while importing */
+        term = import_recipe(cx, recipe);
+        Py_DECREF(recipe);
+    } else {
+        term = PyErr_Occurred() ? NULL : PyObject_CallMethod(cx->helper, "atom", "O", key);
+    }
+    if (term != NULL && PyDict_SetItem(cx->memo, key, term) < 0)
+        Py_CLEAR(term);
+    return term;
+}
 
 typedef struct {
     PyObject *alts, *items;
@@ -377,8 +724,7 @@ static int on_quant(Parser *ps, Py_ssize_t i) {
         return 1;  /* nothing to repeat, a repeated repeat, or re's error */
     ps->quantifiable = 0;
     Py_ssize_t last = PyList_GET_SIZE(ps->items) - 1;
-    PyObject *term = PyObject_CallMethod(ps->cx->arena, "repeat", "OLL",
-                                         PyList_GET_ITEM(ps->items, last), m->lo, m->hi);
+    PyObject *term = repeat(ps->cx, PyList_GET_ITEM(ps->items, last), m->lo, m->hi);
     return term == NULL ? -1 : PyList_SetItem(ps->items, last, term);  /* steals term */
 }
 
@@ -387,7 +733,7 @@ static int on_atom(Parser *ps, Py_ssize_t i) {
     PyObject *key = slice(ps->cx, ps->toks[i].start, ps->toks[i].end);
     if (key == NULL)
         return -1;
-    PyObject *term = memo_or(ps->cx, key, "atom");
+    PyObject *term = atom(ps->cx, key);
     Py_DECREF(key);
     ps->quantifiable = 1;
     return append_steal(ps->items, term);
@@ -445,7 +791,7 @@ static PyObject *run(Ctx *cx, const Token *toks, Py_ssize_t n, const Py_ssize_t 
 static PyObject *get_attr(PyObject *obj, const char *name, PyTypeObject *type) {
     PyObject *v = PyObject_GetAttrString(obj, name);
     if (v != NULL && type != NULL && !PyObject_TypeCheck(v, type)) {
-        PyErr_Format(PyExc_TypeError, "arena.%s has the wrong type", name);
+        PyErr_Format(PyExc_TypeError, "%s has the wrong type", name);
         Py_CLEAR(v);
     }
     return v;
@@ -453,12 +799,14 @@ static PyObject *get_attr(PyObject *obj, const char *name, PyTypeObject *type) {
 
 static PyObject *py_lower(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "lower(text, helper, memo, max_nesting, arena, low)");
+    if (nargs != 6 && nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "lower(text, helper, memo, max_nesting, arena, low[, atom_recipes])");
         return NULL;
     }
-    if (!PyUnicode_Check(args[0]) || !PyDict_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "lower: text must be str and memo a dict");
+    if (!PyUnicode_Check(args[0]) || !PyDict_Check(args[2])
+        || (nargs == 7 && !PyDict_Check(args[6]))) {
+        PyErr_SetString(PyExc_TypeError, "lower: text must be str, memo and atom_recipes dicts");
         return NULL;
     }
     Ctx cx = {0};
@@ -470,7 +818,9 @@ static PyObject *py_lower(PyObject *self, PyObject *const *args, Py_ssize_t narg
         return NULL;
     cx.arena = args[4];
     cx.low = args[5];
-    PyObject *owned[8] = {0};
+    cx.recipes = nargs == 7 ? args[6] : NULL;
+    enum { NUM_OWNED = 12 };
+    PyObject *owned[NUM_OWNED] = {0};
     PyObject *result = NULL, *mt = NULL;
     Token *toks = NULL;
     Py_ssize_t *close = NULL, n = 0;
@@ -481,8 +831,12 @@ static PyObject *py_lower(PyObject *self, PyObject *const *args, Py_ssize_t narg
     owned[4] = cx.first = get_attr(cx.arena, "first", &PyList_Type);
     owned[5] = cx.depth = get_attr(cx.arena, "depth", &PyList_Type);
     owned[6] = cx.single = get_attr(cx.arena, "_single", &PyList_Type);
-    owned[7] = cx.concat_kind = PyLong_FromLong(K_CONCAT);
-    for (int k = 0; k < 8; k++)
+    owned[7] = cx.k_concat = PyLong_FromLong(K_CONCAT);
+    owned[8] = cx.k_bytes = PyLong_FromLong(K_BYTES);
+    owned[9] = cx.k_alt = PyLong_FromLong(K_ALT);
+    owned[10] = cx.k_repeat = PyLong_FromLong(K_REPEAT);
+    owned[11] = cx.shared = get_attr(cx.low, "shared", &PyList_Type);
+    for (int k = 0; k < NUM_OWNED; k++)
         if (owned[k] == NULL)
             goto done;
     if (PyList_GET_SIZE(cx.single) != 256) {
@@ -502,7 +856,7 @@ static PyObject *py_lower(PyObject *self, PyObject *const *args, Py_ssize_t narg
     }
     result = run(&cx, toks, n, close);
 done:
-    for (int k = 0; k < 8; k++)
+    for (int k = 0; k < NUM_OWNED; k++)
         Py_XDECREF(owned[k]);
     Py_XDECREF(mt);
     PyMem_Free(toks);

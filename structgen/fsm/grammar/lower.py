@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ...errors import GrammarTooComplexError, InvalidGrammarError
 from ..deadline import NEVER, Deadline
-from ..regex.definitions import PLACEHOLDER_BASE
+from ..regex.definitions import PLACEHOLDER_BASE, placeholder_indices
 from ..regex.escape import escape_literal
 from ..spec import LoweredRegex
 from .ir import Alt, Embedded, Expr, GrammarDef, Literal, Pattern, Ref, Repeat, Seq
@@ -108,8 +108,8 @@ class _Definitions:
         """The seeded definitions ``text`` refers to, with their own needs."""
         if not self.seeded:
             return frozenset()
-        found = {ord(c) - PLACEHOLDER_BASE for c in text if ord(c) >= PLACEHOLDER_BASE}
-        return frozenset().union(*(self.needs[i] for i in found if i < self.seeded))
+        found = placeholder_indices(text, self.seeded)
+        return frozenset().union(*(self.needs[i] for i in found))
 
     def bundle(self, pattern: str, needs: frozenset[int]) -> tuple[str, tuple[str, ...]]:
         """``pattern`` with only the definitions it needs, renumbered in order."""

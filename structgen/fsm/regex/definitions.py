@@ -23,6 +23,8 @@ otherwise: literal text in that range is always written as escapes (so neither a
 
 from __future__ import annotations
 
+import re
+
 from ...errors import GrammarTooComplexError, UnsupportedRegexError
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "RAW_BYTES",
     "raw_bytes",
     "boolean_operands",
+    "placeholder_indices",
     "expand_shared",
 ]
 
@@ -43,6 +46,18 @@ MAX_EXPANDED_CHARS = 20_000_000
 INTERSECT = chr(0xFFFFE)  # a definition "INTERSECT p1 p2 ...": the intersection
 COMPLEMENT = chr(0xFFFFF)  # a definition "COMPLEMENT p": the complement
 RAW_BYTES = chr(0xFFFFD)  # a definition "RAW_BYTES c1 c2 ...": the bytes ord(c1), ord(c2), ...
+_AT_OR_PAST_BASE = re.compile(f"[{chr(PLACEHOLDER_BASE)}-{chr(0x10FFFF)}]")
+
+
+def placeholder_indices(text: str, num_defined: int) -> set[int]:
+    """The definitions ``i`` with ``0 <= i < num_defined`` whose placeholder ``text`` holds
+    (what ``{ord(c) - PLACEHOLDER_BASE for c in text}`` keeps of that range, without a
+    Python step per character: an ASCII text answers at once). Raises: never.
+    """
+    if text.isascii():
+        return set()
+    found = {ord(c) - PLACEHOLDER_BASE for c in set(_AT_OR_PAST_BASE.findall(text))}
+    return {i for i in found if i < num_defined}
 
 
 def raw_bytes(text: str) -> bytes | None:

@@ -34,14 +34,17 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 from .definitions import PLACEHOLDER_BASE
 from .recipes import export_term, import_term
-from .terms import _SPINE_MAX, CONCAT, EMPTY, EPS, INF, MAX_DEPTH
+from .terms import _SPINE_MAX, ALT, BYTES, CONCAT, EMPTY, EPS, INF, MAX_DEPTH, REPEAT, UNTIL
 
 try:  # optional C extension built by setup.py (csrc/regexlower.c)
     from . import _regexlower as _EXT
 except ImportError:  # pragma: no cover - exercised when the extension is missing
     _EXT = None
 # the C path hard-codes these (csrc/regexlower.c)
-assert (EMPTY, EPS, CONCAT, INF, MAX_DEPTH, _SPINE_MAX) == (0, 1, 3, -1, 100_000, 256)
+assert (EMPTY, EPS, BYTES, CONCAT, ALT, REPEAT, UNTIL, INF, MAX_DEPTH, _SPINE_MAX) == (
+    (0, 1, 2, 3, 4, 5, 6, -1, 100_000, 256)
+)
+assert PLACEHOLDER_BASE == 0xF0000
 
 __all__ = ["fast_lower", "plain_tree", "HAVE_C_LOWER", "use_extension"]
 
@@ -127,6 +130,7 @@ def fast_lower(
                 max_nesting,
                 lowering.arena,
                 lowering,
+                _ATOM_RECIPES,
             )
         except _Bail:
             return None

@@ -25,7 +25,13 @@ except ImportError:  # pragma: no cover - Python 3.10
 from ...errors import GrammarTooComplexError, RegexError, UnsupportedRegexError
 from ..deadline import NEVER, Deadline
 from .anchors import strip_end_anchors
-from .definitions import INTERSECT, PLACEHOLDER_BASE, boolean_operands, raw_bytes
+from .definitions import (
+    INTERSECT,
+    PLACEHOLDER_BASE,
+    boolean_operands,
+    placeholder_indices,
+    raw_bytes,
+)
 from .lower import fast_lower
 from .terms import EPS, INF, TermArena, byte_range_mask
 from .utf8 import MAX_CODE_POINT, utf8_sequences, valid_ranges
@@ -452,8 +458,7 @@ class SharedDefinitions:
             return set(boolean[1])
         if raw_bytes(text) is not None:
             return set()
-        num = len(self.texts)
-        return {ord(c) - PLACEHOLDER_BASE for c in text if 0 <= ord(c) - PLACEHOLDER_BASE < num}
+        return placeholder_indices(text, len(self.texts))
 
     def lower(self, pattern: str, needs: frozenset[int] | set[int]) -> int | None:
         """The term of ``pattern`` (fullmatch), lowering the definitions ``needs`` first.

@@ -17,6 +17,9 @@ first, which decides per value:
   longest numeral;
 * an ``array`` whose items are copied values gets at most as many items as there are
   candidates (numerals for numbers, non-space units of the text for strings);
+* an ``array`` of flat objects led by a copied string gets its items in text order
+  (``copy_items``: each item's first field starts after the previous item's ends), so
+  that no mention is written twice and the items are at most the text's mentions;
 * ``enum``, ``const``, ``boolean``, ``null``, objects and combinators are never
   copy-constrained (a span must not force ``"low"`` out of ``"below"``); their subschemas
   are decided on their own.

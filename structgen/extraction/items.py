@@ -21,7 +21,7 @@ every array reached through object properties (nested arrays excluded):
   an invented item pairs parts from different places. An item with fewer than two
   anchors (a value the text does not write is no anchor) is kept;
 * **one mention, one record**: an item that repeats, in the same field, a string or
-  number of the item before it that the text writes only once copied it from that item
+  number of an earlier item (kept or not) that the text writes only once copied it
   (``{"name": "Review", "dose_mg": 10}`` after ``{"name": "lisinopril", "dose_mg": 10}``
   from "lisinopril 10 mg daily. ... Review in 4 weeks"): it is dropped.
 
@@ -168,13 +168,13 @@ def item_supported(item: Any, words: _Words, max_gap: int = MAX_ITEM_GAP) -> boo
 
 
 def copies_previous(item: Any, previous: Any, words: _Words) -> bool:
-    """Whether ``item`` repeats a value of ``previous`` (the item before it) in the same
+    """Whether ``item`` repeats a value of ``previous`` (an item before it) in the same
     field where the text writes that value once: one mention is one record's part, so
     the later item copied it rather than read it.
 
     Args:
         item: one array item.
-        previous: the item before it in the array.
+        previous: an item before it in the array.
         words: the text, as ``_Words``.
 
     Returns:
@@ -205,7 +205,8 @@ def _trimmed(items: list[Any], min_items: int, words: _Words) -> list[Any]:
     kept = [
         k
         for k, item in enumerate(seen)
-        if item_supported(item, words) and not (k and copies_previous(item, seen[k - 1], words))
+        if item_supported(item, words)
+        and not any(copies_previous(item, seen[j], words) for j in range(k))
     ]
     for k in range(len(seen)):
         if len(kept) >= min_items:

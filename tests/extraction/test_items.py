@@ -168,6 +168,17 @@ def test_an_item_copying_a_value_the_text_writes_once_is_dropped():
     assert not copies_previous(
         {"name": "Review", "dose_mg": 4}, {"name": "x", "dose_mg": 10}, words
     )
+    # an earlier item claims the mention even when it is not the one just before:
+    # "Review"/10 (4 words from "10", so written together) repeats lisinopril's 10
+    loop = [
+        {"name": "lisinopril", "dose_mg": 10},
+        {"name": "daily", "dose_mg": 142},
+        {"name": "smoker", "dose_mg": 142},
+        {"name": "Review", "dose_mg": 10},
+    ]
+    note = "BP 142/91. Current medication: lisinopril 10 mg daily. Non-smoker. Review in 4 weeks."
+    out, _ = trim_items(MEDS, note, {"medications": loop})
+    assert out["medications"] == [{"name": "lisinopril", "dose_mg": 10}]
     # the same value written twice belongs to two records: both items are kept
     twice = "Meds: metformin 500 mg, aspirin 75 mg, then 500 mg of vitamin C."
     rows = [{"name": "metformin", "dose_mg": 500}, {"name": "vitamin C", "dose_mg": 500}]

@@ -19,7 +19,11 @@ every array reached through object properties (nested arrays excluded):
   order at most ``MAX_ITEM_GAP`` words lie between neighbours. A list in a text writes
   each record's parts next to each other ("metformin 500 mg", "AI 131 BOM to LHR");
   an invented item pairs parts from different places. An item with fewer than two
-  anchors (a value the text does not write is no anchor) is kept.
+  anchors (a value the text does not write is no anchor) is kept;
+* **one mention, one record**: an item that repeats, in the same field, a string or
+  number of an earlier item (kept or not) that the text writes only once copied it
+  (``{"name": "Review", "dose_mg": 10}`` after ``{"name": "lisinopril", "dose_mg": 10}``
+  from "lisinopril 10 mg daily. ... Review in 4 weeks"): it is dropped.
 
 The array keeps its supported items in order; when that leaves fewer than its
 ``minItems``, the earliest dropped items (before a repeat) come back until it has
@@ -42,7 +46,7 @@ from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.dates import dates, times
 from structgen.fsm.numerals import numeral_spans
 
-__all__ = ["MAX_ITEM_GAP", "trim_items", "item_supported"]
+__all__ = ["MAX_ITEM_GAP", "trim_items", "item_supported", "copies_previous"]
 
 MAX_ITEM_GAP = 4  # words allowed between neighbouring parts of one item
 _MAX_ASSIGNMENTS = 4096  # occurrence combinations tried per item
@@ -163,6 +167,31 @@ def item_supported(item: Any, words: _Words, max_gap: int = MAX_ITEM_GAP) -> boo
     return False
 
 
+def copies_previous(item: Any, previous: Any, words: _Words) -> bool:
+    """Whether ``item`` repeats a value of ``previous`` (an item before it) in the same
+    field where the text writes that value once: one mention is one record's part, so
+    the later item copied it rather than read it.
+
+    Args:
+        item: one array item.
+        previous: an item before it in the array.
+        words: the text, as ``_Words``.
+
+    Returns:
+        True when some field of both objects holds the same string or number (booleans
+        and nulls are not mentions) and the text writes it exactly once.
+    """
+    if not isinstance(item, dict) or not isinstance(previous, dict):
+        return False
+    for key, value in item.items():
+        if value is None or isinstance(value, (bool, dict, list)) or key not in previous:
+            continue
+        same = previous[key]
+        if type(same) is type(value) and same == value and len(words.occurrences(value)) == 1:
+            return True
+    return False
+
+
 def _trimmed(items: list[Any], min_items: int, words: _Words) -> list[Any]:
     """The items kept (module docstring)."""
     seen: list[Any] = []
@@ -173,7 +202,12 @@ def _trimmed(items: list[Any], min_items: int, words: _Words) -> list[Any]:
             break
         keys.add(key)
         seen.append(item)
-    kept = [k for k, item in enumerate(seen) if item_supported(item, words)]
+    kept = [
+        k
+        for k, item in enumerate(seen)
+        if item_supported(item, words)
+        and not any(copies_previous(item, seen[j], words) for j in range(k))
+    ]
     for k in range(len(seen)):
         if len(kept) >= min_items:
             break

@@ -56,3 +56,28 @@ def test_dev_documents_give_the_expected_values(extracted, doc_id):
     wrong = [(p, verdicts[p].expected, verdicts[p].predicted) for p in ASSERTED[doc_id]
              if not verdicts[p].right]  # fmt: skip
     assert not wrong, wrong
+
+
+def test_array_of_objects_follows_the_text(smollm2_engine):
+    """Greedy under the copy grammar, before the evidence pass: the ingredients are
+    written in the text's order, each name a new mention (no loop back to an earlier
+    one), and the array is closed long before ``maxItems`` (12); the first item is the
+    text's first ingredient."""
+    from structgen.fsm.copy import text_units
+
+    doc = next(d for d in scoring.load_documents() if d.id == "recipe-05")
+    res = smollm2_engine.extract(doc.schema, doc.text, evidence=False, return_details=True)
+    assert res.finish_reason == "stop"
+    assert any(f.startswith("ingredients[]") for f in res.copied_fields)
+    items = res.value["ingredients"]
+    assert items[0]["name"] == "arborio rice"
+    assert 1 <= len(items) <= 6
+    units = text_units(doc.text)
+    starts = [sum(len(u) for u in units[:k]) for k in range(len(units) + 1)]
+    last_end = -1
+    for item in items:  # each lead placed after the previous one's end (first fit)
+        at = next(
+            (s for s in starts if s > last_end and doc.text.startswith(item["name"], s)), None
+        )
+        assert at is not None, (item, items)
+        last_end = at + len(item["name"]) - 1

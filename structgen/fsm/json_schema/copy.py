@@ -17,6 +17,9 @@ first, which decides per value:
   longest numeral;
 * an ``array`` whose items are copied values gets at most as many items as there are
   candidates (numerals for numbers, non-space units of the text for strings);
+* an ``array`` of flat objects led by a copied string gets its items in text order
+  (``copy_items``: each item's first field starts after the previous item's ends), so
+  that no mention is written twice and the items are at most the text's mentions;
 * ``enum``, ``const``, ``boolean``, ``null``, objects and combinators are never
   copy-constrained (a span must not force ``"low"`` out of ``"below"``); their subschemas
   are decided on their own.
@@ -44,6 +47,7 @@ from ..dates import dates, times
 from ..numerals import json_numeral, numerals
 from ..regex.escape import escape_literal
 from ..spec import JsonSchema, LoweredRegex, schema_for
+from .copy_items import ordered_items
 from .ids import check_schema_depth
 
 __all__ = ["COPY_KEYWORD", "CopyJsonSchema", "CopyPlan", "DECLINED", "pop_copy_flag"]
@@ -98,6 +102,8 @@ class CopyPlan:
         self.copied: list[str] = []
         self._scope: list[bool] = []
         self._spans: str | None = None
+        self._ordering: set[str] = set()  # arrays being converted without the order
+        self.ordered: list[str] = []  # arrays whose items follow the text's order
 
     def lower(self, conv, rest: dict, pointer: str, refs: tuple[str, ...]) -> Any:
         """The regex of ``rest`` under the copy constraint, or ``DECLINED``.
@@ -205,6 +211,8 @@ class CopyPlan:
             return DECLINED
         item_types = items.get("type")
         item_types = [item_types] if isinstance(item_types, str) else list(item_types or ())
+        if item_types == ["object"]:
+            return self._object_items(conv, rest, pointer, refs)
         if not item_types or not set(item_types) <= _COPY_TYPES:
             return DECLINED
         bound = self.num_units if item_types == ["string"] else len(self.numbers)
@@ -214,6 +222,27 @@ class CopyPlan:
         if hi is not None and hi <= bound or int(rest.get("minItems", 0)) > bound:
             return DECLINED
         return conv.convert({**rest, "maxItems": bound}, pointer, refs)
+
+    def _object_items(self, conv, rest: dict, pointer: str, refs: tuple[str, ...]) -> Any:
+        """An array of objects with its items in text order (``copy_items``), or
+        ``DECLINED`` where that does not apply.
+        """
+        if len(self.sources) != 1 or pointer in self._ordering:
+            return DECLINED
+        self._ordering.add(pointer)
+        try:
+            array_text = conv.convert(dict(rest), pointer, refs)
+        finally:
+            self._ordering.discard(pointer)
+        if array_text is None:
+            return None
+        ordered = ordered_items(
+            conv, array_text, self.sources[0], rest["items"], rest.get("minItems", 0)
+        )
+        if ordered is None:
+            return array_text
+        self.ordered.append(pointer)
+        return ordered
 
 
 @dataclass(frozen=True)

@@ -251,6 +251,22 @@ def _force(eng, grammar, ids) -> tuple[list[float], int]:
     return times, len(ids)
 
 
+def _row(grammar, engine, compiled, cold_s, warm, n_forced, n_ok) -> tuple[str, ...]:
+    """One table row: ``compiled`` is ``compile_times``' ``(grammar, cpu_s, wall_s)``,
+    ``cold_s`` the cold mean (s), ``warm`` the warm pass's per-token times (s)."""
+    _, cpu_s, wall_s = compiled
+    ok = "yes" if n_ok == n_forced else f"rejected at token {n_ok}"
+    return (
+        grammar,
+        engine,
+        f"{cpu_s * 1e3:.2f}",
+        f"{wall_s * 1e3:.2f}",
+        f"{cold_s * 1e6:.1f}",
+        f"{statistics.median(warm) * 1e6:.2f}",
+        f"{n_forced} / {ok}",
+    )
+
+
 def plot_rows(rows, path: Path) -> str:
     """Compile ms, cold mean us and warm median us per grammar and engine (log scale),
     as three panels; returns a line for the report.
@@ -331,22 +347,11 @@ def run_grammars(
                     err = f"error: {type(got).__name__}: {got}"[:80]
                     rows.append((name, eng.name, err, "", "", "", ""))
                     continue
-                _, cpu_s, wall_s = got
                 fresh = eng.compile(text, path)  # cold: nothing built yet
                 cold, n_ok = _force(eng, fresh, ids)
                 warm, _ = _force(eng, fresh, ids)
-                ok = "yes" if n_ok == len(ids) else f"rejected at token {n_ok}"
-                rows.append(
-                    (
-                        name,
-                        eng.name,
-                        f"{cpu_s * 1e3:.2f}",
-                        f"{wall_s * 1e3:.2f}",
-                        f"{statistics.fmean(cold) * 1e6:.1f}",
-                        f"{statistics.median(warm) * 1e6:.2f}",
-                        f"{len(ids)} / {ok}",
-                    )
-                )
+                cold_s = statistics.fmean(cold)
+                rows.append(_row(name, eng.name, got, cold_s, warm, len(ids), n_ok))
                 print(rows[-1], flush=True)
     finally:
         gc.unfreeze()
@@ -472,22 +477,11 @@ def run_gbnf_sweep(
                 err = f"error: {type(got).__name__}: {got}"[:90]
                 rows.append((name, eng.name, err, "", "", "", ""))
                 continue
-            _, cpu_s, wall_s = got
             colds = runs[eng.name]
             warm, _ = _force(eng, colds[-1][2], ids)
             n_ok = colds[-1][1]
-            ok = "yes" if n_ok == len(ids) else f"rejected at token {n_ok}"
-            rows.append(
-                (
-                    name,
-                    eng.name,
-                    f"{cpu_s * 1e3:.2f}",
-                    f"{wall_s * 1e3:.2f}",
-                    f"{statistics.median(r[0] for r in colds) * 1e6:.1f}",
-                    f"{statistics.median(warm) * 1e6:.2f}",
-                    f"{len(ids)} / {ok}",
-                )
-            )
+            cold_s = statistics.median(r[0] for r in colds)
+            rows.append(_row(name, eng.name, got, cold_s, warm, len(ids), n_ok))
             print(rows[-1], flush=True)
     gc.unfreeze()
     head = (

@@ -19,8 +19,9 @@ Run:  python benchmarks/bench_grammar.py [--quick] [--per-subset 4] [--out bench
       python benchmarks/bench_grammar.py --gbnf-sweep [--gbnf-names json,c] [--tokenizers T]
       (llama.cpp's grammars/*.gbnf, #24: structgen, llguidance, XGrammar)
       python benchmarks/bench_grammar.py --grammars [--cold-engines a,b] [--tokenizers T]
-      (context-free grammars: grammar_cfg_mode.py; structgen-whole, the shared head parts
-      off, when named; T: smollm2 (the default in these two modes), bpe150k or both)
+      (context-free grammars: grammar_cfg_mode.py, compile by process CPU time, best of 7,
+      collector frozen after setup; structgen-whole, the shared head parts off, when named;
+      T: smollm2 (the default in these two modes), bpe150k or both)
       python benchmarks/bench_grammar.py --batch [--batch-size 64] [--batch-threads 2]
       (batch mode: 64 matchers over 64 distinct MaskBench schemas stepping together, cold-empty
       and warm, alone and overlapped with a simulated 5 / 30 ms forward; compile apart)

@@ -4,7 +4,9 @@ The grammars are the files in ``benchmarks/data/grammars/`` (structgen and llgui
 both, llguidance GBNF through ``gbnf_to_lark``; XGrammar the GBNF files). Each has a long
 valid text written below (>= 500 tokens) that every engine is forced through token by token:
 
-* compile: best of 3, engines interleaved per grammar (no caches: structgen's cleared);
+* compile: ``compile_times``: process CPU time, best of ``COMPILE_REPEAT`` (7), the engines
+  interleaved per grammar in a rotated order, the collector frozen after the tokenizer and
+  vocabulary setup (no caches: structgen's cleared); the best wall clock is a column beside;
 * cold mask: each mask of the first pass (a fresh compile: nothing built yet), mean;
 * warm mask: each mask of a second pass with a new matcher on the same compile, median;
 * the valid text must be accepted (a rejection is reported, not timed past it); the first
@@ -14,7 +16,9 @@ valid text written below (>= 500 tokens) that every engine is forced through tok
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import re
 import statistics
 import time
@@ -24,6 +28,8 @@ import torch
 
 DATA = Path(__file__).resolve().parent / "data" / "grammars"
 MAX_FORCED = 600  # tokens forced per text (a prefix of the valid text: masks stay defined)
+COMPILE_REPEAT = 7  # compiles per grammar and engine; the best one is reported
+PLOT_COLUMNS = (2, 4, 5)  # run_grammars' row cells plotted: compile CPU, cold mean, warm median
 
 
 def _valid_texts() -> dict[str, str]:
@@ -186,6 +192,51 @@ class _XGrammar:
         return m.accept_token(t)
 
 
+def compile_times(engines, text: str, path: Path, repeat: int = COMPILE_REPEAT, clocks=None):
+    """Compile ``text`` (the grammar file ``path``) ``repeat`` times with every engine that
+    supports it, the engines interleaved (round ``r`` starts at engine ``r mod n``), and keep
+    each engine's best times.
+
+    Timed with ``time.process_time`` (CPU seconds of the whole process, so an engine that
+    compiles on a worker thread is charged too; what load on shared cores distorts least)
+    and, separately, ``time.perf_counter`` (wall seconds); each is the minimum over the
+    ``repeat`` compiles, so a collection or a load spike in some of them is dropped. The
+    collector runs ``gc.collect()`` once first (an earlier grammar's garbage is not charged to
+    this one's first compile); the caller freezes what its setup built (``gc.freeze()``).
+    ``clocks``: ``(cpu, wall)`` callables returning seconds (tests pass fakes).
+
+    Returns ``{engine name: (grammar, cpu_s, wall_s)}``, the grammar from the first compile,
+    or ``{engine name: exception}`` for an engine whose compile raised (not retried). Raises
+    ``ValueError`` when ``repeat`` < 1.
+    """
+    if repeat < 1:
+        from structgen.errors import ConfigError
+
+        raise ConfigError(f"compile_times: repeat must be >= 1, got {repeat}")
+    cpu, wall = clocks or (time.process_time, time.perf_counter)
+    active = [eng for eng in engines if eng.supports(path)]
+    out: dict[str, object] = {}
+    gc.collect()
+    for r in range(repeat):
+        k = r % len(active) if active else 0
+        for eng in active[k:] + active[:k]:
+            if isinstance(out.get(eng.name), Exception):
+                continue
+            c0, w0 = cpu(), wall()
+            try:
+                g = eng.compile(text, path)
+            except Exception as exc:  # an unsupported construct, a peer's refusal
+                out[eng.name] = exc
+                continue
+            c, w = cpu() - c0, wall() - w0
+            if eng.name in out:
+                g0, c_best, w_best = out[eng.name]
+                out[eng.name] = (g0, min(c_best, c), min(w_best, w))
+            else:
+                out[eng.name] = (g, c, w)
+    return out
+
+
 def _force(eng, grammar, ids) -> tuple[list[float], int]:
     """Per-token mask times (s) forcing ``ids``, and how many tokens were accepted."""
     buf = torch.zeros((1, eng.words), dtype=torch.int32)
@@ -198,6 +249,22 @@ def _force(eng, grammar, ids) -> tuple[list[float], int]:
         if not eng.accept(m, t):
             return times, i
     return times, len(ids)
+
+
+def _row(grammar, engine, compiled, cold_s, warm, n_forced, n_ok) -> tuple[str, ...]:
+    """One table row: ``compiled`` is ``compile_times``' ``(grammar, cpu_s, wall_s)``,
+    ``cold_s`` the cold mean (s), ``warm`` the warm pass's per-token times (s)."""
+    _, cpu_s, wall_s = compiled
+    ok = "yes" if n_ok == n_forced else f"rejected at token {n_ok}"
+    return (
+        grammar,
+        engine,
+        f"{cpu_s * 1e3:.2f}",
+        f"{wall_s * 1e3:.2f}",
+        f"{cold_s * 1e6:.1f}",
+        f"{statistics.median(warm) * 1e6:.2f}",
+        f"{n_forced} / {ok}",
+    )
 
 
 def plot_rows(rows, path: Path) -> str:
@@ -218,8 +285,8 @@ def plot_rows(rows, path: Path) -> str:
     width = 0.8 / len(engines)
     for ax, col, title in zip(
         axes,
-        (2, 3, 4),
-        ("compile ms (best of 3)", "cold mask mean us", "warm mask median us"),
+        PLOT_COLUMNS,
+        (f"compile CPU ms (best of {COMPILE_REPEAT})", "cold mask mean us", "warm mask median us"),
         strict=True,
     ):
         for k, eng in enumerate(engines):
@@ -248,7 +315,8 @@ def run_grammars(
     names: list[str] | None = None,
     label: str = "SmolLM2 49k",
 ) -> str:
-    """Measure every grammar file on every engine that reads it; append to ``out``.
+    """Measure every grammar file on every engine that reads it (compile: ``compile_times``,
+    the collector frozen after the engines' setup); append to ``out``.
     ``names``: the engines to run, in that order (default: structgen and the peers;
     ``structgen-whole`` only when named); ``label``: the tokenizer, for the title."""
     engines = []
@@ -262,56 +330,43 @@ def run_grammars(
             engines.append(cls(tokenizer))
         except Exception as exc:  # not installed
             print(f"{cls.name}: {type(exc).__name__}: {exc}")
+    gc.collect()  # what the tokenizer and vocabulary setup left is not charged to a compile
+    gc.freeze()
     rows = []
-    for name, valid in _valid_texts().items():
-        path = DATA / name
-        text = path.read_text(encoding="utf-8")
-        ids = tokenizer.encode(valid, add_special_tokens=False)[:MAX_FORCED]
-        compiled, compile_s = {}, {}
-        for _ in range(3):  # interleaved best of 3
+    try:
+        for name, valid in _valid_texts().items():
+            path = DATA / name
+            text = path.read_text(encoding="utf-8")
+            ids = tokenizer.encode(valid, add_special_tokens=False)[:MAX_FORCED]
+            compiled = compile_times(engines, text, path)
             for eng in engines:
-                if not eng.supports(path):
+                got = compiled.get(eng.name)
+                if got is None:
                     continue
-                try:
-                    t0 = time.perf_counter()
-                    g = eng.compile(text, path)
-                    dt = time.perf_counter() - t0
-                except Exception as exc:
-                    compiled[eng.name] = exc
+                if isinstance(got, Exception):
+                    err = f"error: {type(got).__name__}: {got}"[:80]
+                    rows.append((name, eng.name, err, "", "", "", ""))
                     continue
-                compile_s[eng.name] = min(compile_s.get(eng.name, dt), dt)
-                compiled.setdefault(eng.name, g)
-        for eng in engines:
-            g = compiled.get(eng.name)
-            if g is None:
-                continue
-            if isinstance(g, Exception):
-                rows.append((name, eng.name, f"error: {type(g).__name__}: {g}"[:80], "", "", ""))
-                continue
-            fresh = eng.compile(text, path)  # cold: nothing built yet
-            cold, n_ok = _force(eng, fresh, ids)
-            warm, _ = _force(eng, fresh, ids)
-            ok = "yes" if n_ok == len(ids) else f"rejected at token {n_ok}"
-            rows.append(
-                (
-                    name,
-                    eng.name,
-                    f"{compile_s[eng.name] * 1e3:.2f}",
-                    f"{statistics.fmean(cold) * 1e6:.1f}",
-                    f"{statistics.median(warm) * 1e6:.2f}",
-                    f"{len(ids)} / {ok}",
-                )
-            )
-            print(rows[-1], flush=True)
+                fresh = eng.compile(text, path)  # cold: nothing built yet
+                cold, n_ok = _force(eng, fresh, ids)
+                warm, _ = _force(eng, fresh, ids)
+                cold_s = statistics.fmean(cold)
+                rows.append(_row(name, eng.name, got, cold_s, warm, len(ids), n_ok))
+                print(rows[-1], flush=True)
+    finally:
+        gc.unfreeze()
     head = (
-        "| grammar | engine | compile ms (best of 3) | cold mask mean us | warm mask median us "
-        "| tokens forced / accepted |\n|---|---|---|---|---|---|\n"
+        f"| grammar | engine | compile CPU ms (best of {COMPILE_REPEAT}) "
+        f"| compile wall ms (best of {COMPILE_REPEAT}) | cold mask mean us "
+        "| warm mask median us | tokens forced / accepted |\n|---|---|---|---|---|---|---|\n"
     )
     table = head + "\n".join("| " + " | ".join(r) + " |" for r in rows)
     figure = plot_rows(rows, out.parent / "bench_grammar_cfg.png")
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     section = (
-        f"## Context-free grammars ({time.strftime('%Y-%m-%d')}, {label})\n\n"
-        f"Command: `{cmd}`\n\n{table}\n\n{figure}\n"
+        f"## Context-free grammars ({time.strftime('%Y-%m-%d %H:%M')}, {label})\n\n"
+        f"Command: `{cmd}`\n\nLoad average at the end (1/5/15 min): {load}\n\n"
+        f"{table}\n\n{figure}\n"
     )
     with open(out, "a") as f:
         f.write("\n" + section)
@@ -382,12 +437,13 @@ def run_gbnf_sweep(
     label: str = "SmolLM2 49k",
     grammars: list[str] | None = None,
 ) -> str:
-    """Compile time (best of 3), cold mask per token (each of 3 fresh compiles forced
-    through the valid text, the median of their means) and warm mask per token (a second
-    pass, median) of every llama.cpp grammar, structgen, llguidance and XGrammar
-    interleaved in the same run; appends a section to ``out`` and returns it.
-    ``names``: the engines (default all three); ``label``: the tokenizer, for the title;
-    ``grammars``: the llama.cpp grammars by stem (default all)."""
+    """Compile time (``compile_times``: CPU and wall, best of 7, the collector frozen after
+    the engines' setup), cold mask per token (each of 3 fresh compiles forced through the
+    valid text, the median of their means) and warm mask per token (a second pass, median)
+    of every llama.cpp grammar, structgen, llguidance and XGrammar interleaved in the same
+    run; appends a section to ``out`` and returns it. ``names``: the engines (default all
+    three); ``label``: the tokenizer, for the title; ``grammars``: the llama.cpp grammars by
+    stem (default all)."""
     engines = []
     classes = (_StructgenGbnf, _LLGuidanceGbnf, _XGrammarGbnf)
     if names:
@@ -397,6 +453,8 @@ def run_gbnf_sweep(
             engines.append(cls(tokenizer))
         except Exception as exc:  # not installed
             print(f"{cls.name}: {type(exc).__name__}: {exc}")
+    gc.collect()  # what the tokenizer and vocabulary setup left is not charged to a compile
+    gc.freeze()
     rows = []
     for name, valid in _gbnf_valid_texts().items():
         if grammars and name not in grammars:
@@ -404,44 +462,32 @@ def run_gbnf_sweep(
         path = GBNF_FIXTURES / f"{name}.gbnf"
         text = path.read_text(encoding="utf-8")
         ids = tokenizer.encode(valid, add_special_tokens=False)[:MAX_FORCED]
+        compiled = compile_times(engines, text, path)
         runs: dict[str, list] = {eng.name: [] for eng in engines}
         for _ in range(REPEATS):  # engines interleaved; each repeat a fresh compile
             for eng in engines:
-                if isinstance(runs[eng.name], Exception):
+                if isinstance(compiled.get(eng.name, None), Exception):
                     continue
-                try:
-                    t0 = time.perf_counter()
-                    g = eng.compile(text, path)
-                    dt = time.perf_counter() - t0
-                except Exception as exc:
-                    runs[eng.name] = exc
-                    continue
+                g = eng.compile(text, path)
                 cold, n_ok = _force(eng, g, ids)  # cold: nothing built yet
-                runs[eng.name].append((dt, statistics.fmean(cold), n_ok, g))
+                runs[eng.name].append((statistics.fmean(cold), n_ok, g))
         for eng in engines:
-            got = runs[eng.name]
+            got = compiled[eng.name]
             if isinstance(got, Exception):
-                rows.append(
-                    (name, eng.name, f"error: {type(got).__name__}: {got}"[:90], "", "", "")
-                )
+                err = f"error: {type(got).__name__}: {got}"[:90]
+                rows.append((name, eng.name, err, "", "", "", ""))
                 continue
-            warm, _ = _force(eng, got[-1][3], ids)
-            n_ok = got[-1][2]
-            ok = "yes" if n_ok == len(ids) else f"rejected at token {n_ok}"
-            rows.append(
-                (
-                    name,
-                    eng.name,
-                    f"{min(r[0] for r in got) * 1e3:.2f}",
-                    f"{statistics.median(r[1] for r in got) * 1e6:.1f}",
-                    f"{statistics.median(warm) * 1e6:.2f}",
-                    f"{len(ids)} / {ok}",
-                )
-            )
+            colds = runs[eng.name]
+            warm, _ = _force(eng, colds[-1][2], ids)
+            n_ok = colds[-1][1]
+            cold_s = statistics.median(r[0] for r in colds)
+            rows.append(_row(name, eng.name, got, cold_s, warm, len(ids), n_ok))
             print(rows[-1], flush=True)
+    gc.unfreeze()
     head = (
-        "| grammar | engine | compile ms (best of 3) | cold mask mean us (median of 3) "
-        "| warm mask median us | tokens forced / accepted |\n|---|---|---|---|---|---|\n"
+        f"| grammar | engine | compile CPU ms (best of {COMPILE_REPEAT}) "
+        f"| compile wall ms (best of {COMPILE_REPEAT}) | cold mask mean us (median of 3) "
+        "| warm mask median us | tokens forced / accepted |\n|---|---|---|---|---|---|---|\n"
     )
     table = head + "\n".join("| " + " | ".join(r) + " |" for r in rows)
     section = (

@@ -15,8 +15,10 @@ So for a state whose term holds such repetitions (``hi >= MIN_SHARED_HI``, withi
 bytes of its start), the mask is the mask of the canonical state (those repetitions made
 unbounded: one state for every count, its few rows shared) for the tokens with runs of
 those classes of at most ``hi``, and a walk of the state itself over a trie of the other
-tokens (a 49k vocabulary has 3 tokens with 62 or more label bytes in a row: ``-`` x 64).
-Exact by the argument above. Terms with intersection or complement are left alone (the
+tokens (a 49k vocabulary has 3 tokens with 62 or more label bytes in a row: ``-`` x 64),
+stepped byte by byte without building rows, a run of one byte through a count read in one
+``run_derivative`` (``X{lo,hi} c`` by ``b^m`` is ``X{lo-m,hi-m} c``). Exact by the argument
+above. Terms with intersection or complement are left alone (the
 argument needs monotone operators).
 
 Per vocabulary (``run_lengths``, ``long_run_tables``): each token's longest run of a byte
@@ -30,16 +32,25 @@ import threading
 
 import numpy as np
 
-from ..regex.terms import ALT, BYTES, CONCAT, INF, REPEAT
+from ..regex.terms import ALT, BYTES, CONCAT, EMPTY, EPS, INF, REPEAT
 from .trie import TokenTrie, set_bits
 
-__all__ = ["MIN_SHARED_HI", "REACH", "CountView", "long_run_tables", "run_lengths", "walk_steps"]
+__all__ = [
+    "MIN_SHARED_HI",
+    "REACH",
+    "CountView",
+    "long_run_tables",
+    "run_derivative",
+    "run_lengths",
+    "walk_steps",
+]
 
 MIN_SHARED_HI = 16  # repetitions X{lo,hi} of a byte class with a finite hi this large or more
 REACH = 2  # ... starting this many non-nullable heads or fewer from a state's start
 _MAX_LONG_TOKENS = 512  # past this many tokens with a longer run the split does not pay
 _MAX_DEPTH = 64  # terms nested deeper are left as they are (exact: nothing changes)
 _MAX_SPINE = 64  # concatenation heads looked at per spine
+_MIN_JUMP = 4  # runs of one byte this long or longer are read in one run_derivative
 _LOCK = threading.Lock()
 
 
@@ -130,28 +141,87 @@ def _sorted_runs(vocab, mask: int) -> np.ndarray:
     return hit
 
 
-def walk_steps(trie: TokenTrie, dfa, state: int, mask: np.ndarray) -> None:
-    """Set in ``mask`` (packed int32, in place) the tokens of ``trie`` live from ``state``,
-    stepping ``dfa`` byte by byte (``ByteDFA.step``: one derivative per new transition, no
-    row built): for a trie of a few dozen tokens whose states no other walk meets (the
-    long runs). Raises: ``GrammarTooComplexError`` when a new state exceeds a budget.
+def run_derivative(arena, t: int, b: int, m: int) -> int | None:
+    """The derivative of term ``t`` by ``m`` copies of byte ``b`` in one go, for the shapes
+    a run through a count takes: ``t`` a byte class, ``X{lo,hi}`` of a byte class, such a
+    repetition followed by a tail that ``b`` cannot start, a byte class followed by any
+    such shape, or an alternation of them (``d(X{lo,hi} c, b^m)`` is
+    ``X{max(lo-m,0),hi-m} c`` while ``m <= hi``, else ``EMPTY``). None for any other shape
+    (step byte by byte). Terms without intersection or complement only. Raises:
+    ``GrammarTooComplexError`` only from the arena's term budget.
     """
-    nodes = trie.__dict__.get("_lists")
-    if nodes is None:
-        nodes = trie.__dict__["_lists"] = (
-            trie.byte.tolist(),
-            trie.depth.tolist(),
-            trie.skip.tolist(),
-            trie.token.tolist(),
-        )
-    byte, depth, skip, token = nodes
+    while True:
+        if m == 0:
+            return t
+        if not (arena.first[t] >> b) & 1:
+            return EMPTY
+        k, args = arena.kind[t], arena.args[t]
+        if k == BYTES:
+            return EPS if m == 1 else EMPTY
+        if k == ALT:
+            parts = [run_derivative(arena, u, b, m) for u in args]
+            return None if None in parts else arena.alt(parts)
+        tail = EPS
+        if k == CONCAT:
+            t, tail = args
+            k, args = arena.kind[t], arena.args[t]
+            if k == BYTES:  # the byte is read by the head: the rest of the run by the tail
+                t, m = tail, m - 1
+                continue
+            if (arena.first[tail] >> b) & 1:
+                return None
+        if k != REPEAT or arena.kind[args[0]] != BYTES:
+            return None
+        x, lo, hi = args
+        if hi != INF and m > hi:
+            return EMPTY
+        return arena.concat(arena.repeat(x, max(lo - m, 0), INF if hi == INF else hi - m), tail)
+
+
+def _trie_lists(trie: TokenTrie) -> tuple[list[int], ...]:
+    """``(byte, depth, skip, token, chain)`` of ``trie`` as lists; ``chain[i]``: how many
+    nodes from ``i`` on carry ``i``'s byte, one below the other, each but the last with no
+    other child (a run of one byte inside the tokens). Cached on the trie.
+    """
+    lists = trie.__dict__.get("_count_lists")
+    if lists is None:
+        byte, depth, skip = trie.byte.tolist(), trie.depth.tolist(), trie.skip.tolist()
+        n = trie.num_nodes
+        chain = [1] * n
+        for i in range(n - 2, -1, -1):
+            if byte[i + 1] == byte[i] and depth[i + 1] == depth[i] + 1 and skip[i + 1] == skip[i]:
+                chain[i] = chain[i + 1] + 1
+        lists = trie.__dict__["_count_lists"] = (byte, depth, skip, trie.token.tolist(), chain)
+    return lists
+
+
+def walk_steps(trie: TokenTrie, dfa, state: int, mask: np.ndarray) -> None:
+    """Set in ``mask`` (packed int32, in place) the tokens of ``trie`` live from ``state``
+    (a ``ByteDFA`` state without intersection or complement), stepping ``dfa`` byte by byte
+    (``ByteDFA.step``: one derivative per new transition, no row built) and taking a run of
+    one byte through a count in one ``run_derivative``: for the few tokens with long runs,
+    whose states no other walk meets. Raises: ``GrammarTooComplexError`` when a new state
+    exceeds a budget.
+    """
+    byte, depth, skip, token, chain = _trie_lists(trie)
+    arena = dfa.arena
     stack = [state] * (trie.max_depth + 1)
     live = []
     i, n = 0, trie.num_nodes
-    step = dfa.step
     while i < n:
-        d = depth[i]
-        nxt = step(stack[d - 1], byte[i])
+        d, m = depth[i], chain[i]
+        if m >= _MIN_JUMP:
+            t = run_derivative(arena, dfa.term(stack[d - 1]), byte[i], m)
+            if t is not None:
+                reach = m if t != EMPTY else _live_run(arena, dfa.term(stack[d - 1]), byte[i], m)
+                live += [token[j] for j in range(i, i + reach) if token[j] >= 0]
+                if reach < m:
+                    i = skip[i]
+                    continue
+                stack[d + m - 1] = dfa.state_of_term(t)
+                i += m
+                continue
+        nxt = dfa.step(stack[d - 1], byte[i])
         if nxt < 0:
             i = skip[i]
             continue
@@ -163,6 +233,20 @@ def walk_steps(trie: TokenTrie, dfa, state: int, mask: np.ndarray) -> None:
         held = set(live)
         live += [dup for dup, holder in trie.dups.tolist() if holder in held]
     set_bits(mask, np.array(live, np.int64))
+
+
+def _live_run(arena, t: int, b: int, m: int) -> int:
+    """The longest ``j < m`` with ``run_derivative(arena, t, b, j)`` not ``EMPTY`` (it is
+    ``EMPTY`` at ``m``; liveness only shrinks as the run grows): a binary search.
+    """
+    lo, hi = 0, m  # live at lo, dead at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if run_derivative(arena, t, b, mid) == EMPTY:
+            hi = mid
+        else:
+            lo = mid
+    return lo
 
 
 class CountView:

@@ -17,7 +17,12 @@ import numpy as np
 import pytest
 
 from structgen.fsm import Vocabulary, clear_cache, compile_json_schema, compile_regex
-from structgen.fsm.index.count_masks import CountView, long_run_tables, run_lengths
+from structgen.fsm.index.count_masks import (
+    CountView,
+    long_run_tables,
+    run_derivative,
+    run_lengths,
+)
 from structgen.fsm.index.lexical_masks import LexicalMaskCache
 from structgen.fsm.regex.dfa import regex_to_dfa
 
@@ -162,3 +167,32 @@ def test_domain_label_and_counts_on_smollm2(smollm2_vocab) -> None:
         )
     ]
     assert sum(served) >= 4
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"[a-z-]{0,61}[a-z]x|y",
+        r"a[a-z-]{3,40}\.(?:[a-z]{2,9}!)*",
+        r"(?:[a-z-]{0,20}[a-z])?\.|-{5,9}",
+        r"--[a-z-]{2,12}",
+        r"-*x",
+    ],
+)
+def test_run_derivative_equals_derivatives_byte_by_byte(pattern) -> None:
+    """One ``run_derivative`` by ``b^m`` is the term of ``m`` derivatives by ``b`` (or None:
+    a shape it leaves to single steps), for every run length up to past the bound."""
+    dfa = regex_to_dfa(pattern, eager_rows=0)
+    arena = dfa.arena
+    start = dfa.term(dfa.initial)
+    seen = 0
+    for t in (start, arena.derivative(start, ord("a"))):
+        for b in b"-ax.":
+            stepped = t
+            for m in range(70):
+                jumped = run_derivative(arena, t, b, m)
+                if jumped is not None:
+                    seen += 1
+                    assert jumped == stepped, (pattern, t, chr(b), m)
+                stepped = arena.derivative(stepped, b)
+    assert seen

@@ -12,7 +12,8 @@ bound never binds inside the token; the converse holds as ``C[X{lo,hi}]``'s lang
 contained in ``C[X{lo,INF}]``'s.
 
 So for a state whose term holds such repetitions (``hi >= MIN_SHARED_HI``, within ``REACH``
-bytes of its start), the mask is the mask of the canonical state (those repetitions made
+heads of its start, of a class some token holds ``MIN_RUN`` bytes of in a row: else a walk
+meets few count states and there is nothing to share), the mask is the mask of the canonical state (those repetitions made
 unbounded: one state for every count, its few rows shared) for the tokens with runs of
 those classes of at most ``hi``, and a walk of the state itself over a trie of the other
 tokens (a 49k vocabulary has 3 tokens with 62 or more label bytes in a row: ``-`` x 64),
@@ -36,6 +37,7 @@ from ..regex.terms import ALT, BYTES, CONCAT, EMPTY, EPS, INF, REPEAT
 from .trie import TokenTrie, set_bits
 
 __all__ = [
+    "MIN_RUN",
     "MIN_SHARED_HI",
     "REACH",
     "CountView",
@@ -47,6 +49,8 @@ __all__ = [
 
 MIN_SHARED_HI = 16  # repetitions X{lo,hi} of a byte class with a finite hi this large or more
 REACH = 2  # ... starting this many non-nullable heads or fewer from a state's start
+MIN_RUN = 8  # ... of a class some token holds this many bytes of in a row (else few count
+# states are met per walk: nothing to share)
 _MAX_LONG_TOKENS = 512  # past this many tokens with a longer run the split does not pay
 _MAX_DEPTH = 64  # terms nested deeper are left as they are (exact: nothing changes)
 _MAX_SPINE = 64  # concatenation heads looked at per spine
@@ -254,14 +258,18 @@ class CountView:
 
     Args:
         arena: the ``TermArena`` of the automaton.
+        vocab: the ``Vocabulary`` of the masks: a class is shared only when some token holds
+            ``MIN_RUN`` of its bytes in a row (``run_lengths``).
         reach: repetitions behind more non-nullable heads than this are left as they are
             (exact either way: this bounds the terms looked at per state; a repetition
             further on comes to the front in the states the walk meets).
     """
 
-    def __init__(self, arena, reach: int = REACH) -> None:
+    def __init__(self, arena, vocab, reach: int = REACH) -> None:
         self.arena = arena
+        self.vocab = vocab
         self.reach = reach
+        self._worth: dict[int, bool] = {}  # class mask -> some token has MIN_RUN in a row
         self._memo: dict[tuple[int, int], tuple[int, frozenset]] = {}
         self._plain: dict[int, int] = {}  # term -> largest budget at which nothing changes
         self._num_scanned = 0  # terms of the arena looked at for a repetition to share
@@ -281,7 +289,7 @@ class CountView:
             try:
                 while True:
                     t = kind.index(REPEAT, t) + 1  # the list's own search: the repetitions
-                    if _shared(arena, args[t - 1]):
+                    if self._shared(args[t - 1]):
                         self._has_candidates = True
                         break
             except ValueError:  # no repetition left
@@ -306,7 +314,7 @@ class CountView:
         args = arena.args[t]
         if k == REPEAT:
             x, lo, hi = args
-            if _shared(arena, args):
+            if self._shared(args):
                 out = (arena.repeat(x, lo, INF), frozenset([(arena.args[x][0], hi)]))
             elif arena.kind[x] != BYTES:
                 body, bounds = self._canon(x, budget)
@@ -339,10 +347,18 @@ class CountView:
             self._plain[t] = budget
         return out
 
-
-def _shared(arena, args: tuple) -> bool:
-    """True for the arguments ``(x, lo, hi)`` of a repetition ``CountView`` makes unbounded:
-    ``x`` one byte class, ``hi`` finite and at least ``MIN_SHARED_HI``.
-    """
-    x, _, hi = args
-    return hi != INF and hi >= MIN_SHARED_HI and arena.kind[x] == BYTES
+    def _shared(self, args: tuple) -> bool:
+        """True for the arguments ``(x, lo, hi)`` of a repetition made unbounded: ``x`` one
+        byte class some token holds ``MIN_RUN`` bytes of in a row, ``hi`` finite and at
+        least ``MIN_SHARED_HI``.
+        """
+        x, _, hi = args
+        arena = self.arena
+        if hi == INF or hi < MIN_SHARED_HI or arena.kind[x] != BYTES:
+            return False
+        mask = arena.args[x][0]
+        worth = self._worth.get(mask)
+        if worth is None:
+            runs = _sorted_runs(self.vocab, mask)
+            worth = self._worth[mask] = bool(runs.shape[0]) and int(runs[-1]) >= MIN_RUN
+        return worth

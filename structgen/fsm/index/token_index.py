@@ -109,7 +109,7 @@ class TokenIndex:
         self._wildcards: dict[int, tuple[tuple[frozenset[int], bool, int], ...]] = {}
         # masks shared across the counts of X{lo,hi} (count_masks.py): regex automata only
         counted = isinstance(dfa, ByteDFA) and not self._reads_wildcards
-        self._counts = CountView(dfa.arena) if counted else None
+        self._counts = CountView(dfa.arena, vocab) if counted else None
 
     def next_states(self, state: int) -> np.ndarray:
         """int32 ``[vocab_size]``: state after each token from ``state``, -1 = not allowed.

@@ -108,10 +108,10 @@ def test_canonical_leaves_other_terms_alone(vocab) -> None:
     count's canonical term is unbounded and its own canonical term."""
     for pattern in (r"[a-z]*!", r"[a-z]{0,15}!", r"(?:ab){0,40}!", r"[a-z]+"):
         g = compile_regex(pattern, vocab)
-        view = CountView(g.dfa.arena)
+        view = CountView(g.dfa.arena, vocab)
         assert view.canonical(g.dfa.term(g.dfa.initial))[1] == frozenset(), pattern
     g = compile_regex(r"[a-z]{3,40}!", vocab)
-    view = CountView(g.dfa.arena)
+    view = CountView(g.dfa.arena, vocab)
     canon, bounds = view.canonical(g.dfa.term(g.dfa.initial))
     assert bounds == frozenset({(sum(1 << b for b in range(97, 123)), 40)})
     assert view.canonical(canon) == (canon, frozenset())

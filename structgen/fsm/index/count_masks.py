@@ -13,14 +13,14 @@ contained in ``C[X{lo,INF}]``'s.
 
 So for a state whose term holds such repetitions (``hi >= MIN_SHARED_HI``, within ``REACH``
 heads of its start, of a class some token holds ``MIN_RUN`` bytes of in a row: else a walk
-meets few count states and there is nothing to share), the mask is the mask of the canonical state (those repetitions made
-unbounded: one state for every count, its few rows shared) for the tokens with runs of
-those classes of at most ``hi``, and a walk of the state itself over a trie of the other
-tokens (a 49k vocabulary has 3 tokens with 62 or more label bytes in a row: ``-`` x 64),
-stepped byte by byte without building rows, a run of one byte through a count read in one
-``run_derivative`` (``X{lo,hi} c`` by ``b^m`` is ``X{lo-m,hi-m} c``). Exact by the argument
-above. Terms with intersection or complement are left alone (the
-argument needs monotone operators).
+meets few count states and there is nothing to share), the mask is the mask of the
+canonical state (those repetitions made unbounded: one state for every count, its few rows
+shared) for the tokens with runs of those classes of at most ``hi``, and a walk of the
+state itself over a trie of the other tokens (a 49k vocabulary has 3 tokens with 62 or more
+label bytes in a row: ``-`` x 64), stepped byte by byte without building rows, a run of one
+byte through a count read in one ``run_derivative`` (``X{lo,hi} c`` by ``b^m`` is
+``X{lo-m,hi-m} c``). Exact by the argument above. Terms with intersection or complement
+are left alone (the argument needs monotone operators).
 
 Per vocabulary (``run_lengths``, ``long_run_tables``): each token's longest run of a byte
 class, and the trie and packed mask of the tokens with a longer run than a bound, computed
@@ -54,6 +54,7 @@ MIN_RUN = 8  # ... of a class some token holds this many bytes of in a row (else
 _MAX_LONG_TOKENS = 512  # past this many tokens with a longer run the split does not pay
 _MAX_DEPTH = 64  # terms nested deeper are left as they are (exact: nothing changes)
 _MAX_SPINE = 64  # concatenation heads looked at per spine
+_MAX_MEMBERS = 32  # alternations with more members are left as they are (and not looked at)
 _MIN_JUMP = 4  # runs of one byte this long or longer are read in one run_derivative
 _LOCK = threading.Lock()
 
@@ -304,6 +305,8 @@ class CountView:
         arena = self.arena
         k = arena.kind[t]
         if budget <= 0 or k not in (REPEAT, ALT, CONCAT) or arena.depth[t] > _MAX_DEPTH:
+            return t, frozenset()
+        if k == ALT and len(arena.args[t]) > _MAX_MEMBERS:  # a character class's alternation
             return t, frozenset()
         if self._plain.get(t, 0) >= budget:
             return t, frozenset()

@@ -273,8 +273,6 @@ class CountView:
         self._worth: dict[int, bool] = {}  # class mask -> some token has MIN_RUN in a row
         self._memo: dict[tuple[int, int], tuple[int, frozenset]] = {}
         self._plain: dict[int, int] = {}  # term -> largest budget at which nothing changes
-        self._num_scanned = 0  # terms of the arena looked at for a repetition to share
-        self._has_candidates = False  # the arena holds a repetition canonical() changes
 
     def canonical(self, term: int) -> tuple[int, frozenset[tuple[int, int]]]:
         """``(canonical term, bounds)``: ``term`` with every repetition ``X{lo,hi}`` of a
@@ -284,19 +282,8 @@ class CountView:
         budget.
         """
         arena = self.arena
-        if not self._has_candidates:  # the terms new since the last call: one to share?
-            kind, args, t = arena.kind, arena.args, self._num_scanned
-            self._num_scanned = arena.num_terms
-            try:
-                while True:
-                    t = kind.index(REPEAT, t) + 1  # the list's own search: the repetitions
-                    if self._shared(args[t - 1]):
-                        self._has_candidates = True
-                        break
-            except ValueError:  # no repetition left
-                pass
-            if not self._has_candidates:
-                return term, frozenset()
+        if arena.max_byte_count < MIN_SHARED_HI:  # no repetition to share (O(1))
+            return term, frozenset()
         if arena.has_boolean(term):
             return term, frozenset()
         return self._canon(term, self.reach)

@@ -271,6 +271,9 @@ class CountView:
         self.vocab = vocab
         self.reach = reach
         self._worth: dict[int, bool] = {}  # class mask -> some token has MIN_RUN in a row
+        # the terms interned before (the compile: the C lowering interns without repeat(),
+        # so arena.max_byte_count only sees the derivatives' repetitions) hold one to share
+        self._compiled_counts = _holds_count(arena)
         self._memo: dict[tuple[int, int], tuple[int, frozenset]] = {}
         self._plain: dict[int, int] = {}  # term -> largest budget at which nothing changes
 
@@ -282,8 +285,8 @@ class CountView:
         budget.
         """
         arena = self.arena
-        if arena.max_byte_count < MIN_SHARED_HI:  # no repetition to share (O(1))
-            return term, frozenset()
+        if not self._compiled_counts and arena.max_byte_count < MIN_SHARED_HI:
+            return term, frozenset()  # no repetition to share
         if arena.has_boolean(term):
             return term, frozenset()
         return self._canon(term, self.reach)
@@ -352,3 +355,17 @@ class CountView:
             runs = _sorted_runs(self.vocab, mask)
             worth = self._worth[mask] = bool(runs.shape[0]) and int(runs[-1]) >= MIN_RUN
         return worth
+
+
+def _holds_count(arena) -> bool:
+    """True when ``arena`` holds a repetition ``X{lo,hi}`` of a byte class with a finite
+    ``hi >= MIN_SHARED_HI`` (one pass over its repetitions, found by the list's own search).
+    """
+    kind, args = arena.kind, arena.args
+    i = -1
+    for _ in range(kind.count(REPEAT)):
+        i = kind.index(REPEAT, i + 1)
+        x, _, hi = args[i]
+        if hi != INF and hi >= MIN_SHARED_HI and kind[x] == BYTES:
+            return True
+    return False

@@ -123,8 +123,9 @@ class TermArena:
 
     Attributes:
         max_byte_count: the largest finite upper bound ``hi`` of a repetition
-            ``X{lo,hi}`` of a byte class interned so far (0: none); what
-            ``fsm.index.count_masks`` checks before looking into a state's term.
+            ``X{lo,hi}`` of a byte class interned by :meth:`repeat` (0: none; the C
+            lowering interns its own); what ``fsm.index.count_masks`` checks before looking
+            into a state's term.
         deadline: the compile's ``deadline.Deadline`` (CPU time), past which an
             ``is_empty`` search raises ``GrammarTooComplexError`` (the automaton sets it
             while it builds under a budget); None: each search gets ``search_seconds`` CPU

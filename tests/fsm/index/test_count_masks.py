@@ -25,6 +25,7 @@ from structgen.fsm.index.count_masks import (
 )
 from structgen.fsm.index.lexical_masks import LexicalMaskCache
 from structgen.fsm.regex.dfa import regex_to_dfa
+from tests.fsm._reference import brute_force_mask
 
 
 def _vocab() -> Vocabulary:
@@ -50,19 +51,6 @@ def vocab() -> Vocabulary:
     return v
 
 
-def _brute_force(grammar, vocab, prefix: bytes) -> np.ndarray:
-    ref = regex_to_dfa(grammar.pattern, definitions=grammar.definitions or None, eager_rows=0)
-    start = ref.walk(ref.initial, prefix)
-    assert start >= 0, prefix
-    never, eos = vocab.index_tables
-    allowed = np.zeros(vocab.vocab_size, bool)
-    for t, data in enumerate(vocab.token_bytes):
-        if not never[t] and data:
-            allowed[t] = ref.walk(start, data) >= 0
-    allowed[eos] = ref.is_accepting(start)
-    return allowed
-
-
 def _check(grammar, vocab, prefix: bytes) -> bool:
     """The grammar's mask after ``prefix`` equals brute force; True when the shared-count
     path served it (the state's term has a repetition to share and few long-run tokens)."""
@@ -72,7 +60,7 @@ def _check(grammar, vocab, prefix: bytes) -> bool:
     shared = bool(bounds) and long_run_tables(vocab, bounds) is not None
     mask = index.bitmask(state)
     got = np.unpackbits(mask.view(np.uint8), bitorder="little")[: vocab.vocab_size].astype(bool)
-    want = _brute_force(grammar, vocab, prefix)
+    want = brute_force_mask(grammar, vocab, prefix)
     assert np.array_equal(got, want), (prefix, np.flatnonzero(got != want)[:10])
     return shared
 

@@ -209,10 +209,20 @@ def walk_steps(trie: TokenTrie, dfa, state: int, mask: np.ndarray) -> None:
     exceeds a budget.
     """
     byte, depth, skip, token, chain = _trie_lists(trie)
+    with dfa.lock:  # run_derivative builds terms in the automaton's arena
+        live = _live_tokens(dfa, state, trie.max_depth, byte, depth, skip, token, chain)
+    if trie.dups.shape[0]:
+        held = set(live)
+        live += [dup for dup, holder in trie.dups.tolist() if holder in held]
+    set_bits(mask, np.array(live, np.int64))
+
+
+def _live_tokens(dfa, state, max_depth, byte, depth, skip, token, chain) -> list[int]:
+    """The token ids of ``walk_steps``' trie (its node lists) live from ``state``."""
     arena = dfa.arena
-    stack = [state] * (trie.max_depth + 1)
+    stack = [state] * (max_depth + 1)
     live = []
-    i, n = 0, trie.num_nodes
+    i, n = 0, len(byte)
     while i < n:
         d, m = depth[i], chain[i]
         if m >= _MIN_JUMP:
@@ -234,10 +244,7 @@ def walk_steps(trie: TokenTrie, dfa, state: int, mask: np.ndarray) -> None:
         if token[i] >= 0:
             live.append(token[i])
         i += 1
-    if trie.dups.shape[0]:
-        held = set(live)
-        live += [dup for dup, holder in trie.dups.tolist() if holder in held]
-    set_bits(mask, np.array(live, np.int64))
+    return live
 
 
 def _live_run(arena, t: int, b: int, m: int) -> int:

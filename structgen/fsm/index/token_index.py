@@ -228,7 +228,8 @@ class TokenIndex:
         of those classes, and a walk of ``state`` over the trie of the others; None when
         the state has no such repetition (or too many tokens have long runs).
         """
-        canon, bounds = self._counts.canonical(self.dfa.term(state))
+        with self.dfa.lock:  # the canonical term is built in the automaton's arena
+            canon, bounds = self._counts.canonical(self.dfa.term(state))
         if not bounds:
             return None
         tables = long_run_tables(self.vocab, bounds)

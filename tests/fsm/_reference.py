@@ -1,4 +1,5 @@
-"""jsonschema as the reference for the fsm's JSON Schema tests."""
+"""References for the fsm's tests: jsonschema for JSON Schema, a brute-force token walk for
+masks."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 from typing import Any
 
 import jsonschema
+import numpy as np
 
 
 def jsonschema_valid(schema: Any, instance: Any) -> bool:
@@ -22,3 +24,21 @@ def assert_agrees_with_jsonschema(grammar, schema: Any, good: list[str], bad: li
     for text in bad:
         assert not jsonschema_valid(schema, json.loads(text)), text
         assert not grammar.matches(text), text
+
+
+def brute_force_mask(grammar, vocab, prefix: bytes) -> np.ndarray:
+    """bool ``[vocab_size]``: the tokens allowed after ``prefix`` by brute force: every token's
+    bytes walked through an independent automaton of ``grammar``'s pattern that builds no row
+    (``ByteDFA.step``), allowed iff the walk stays alive; EOS iff the state accepts."""
+    from structgen.fsm.regex.dfa import regex_to_dfa
+
+    ref = regex_to_dfa(grammar.pattern, definitions=grammar.definitions or None, eager_rows=0)
+    start = ref.walk(ref.initial, prefix)
+    assert start >= 0, prefix
+    never, eos = vocab.index_tables
+    allowed = np.zeros(vocab.vocab_size, bool)
+    for t, data in enumerate(vocab.token_bytes):
+        if not never[t] and data:
+            allowed[t] = ref.walk(start, data) >= 0
+    allowed[eos] = ref.is_accepting(start)
+    return allowed

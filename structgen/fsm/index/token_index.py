@@ -30,6 +30,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..regex.dfa import ByteDFA
+from .count_masks import CountView, long_run_tables, walk_steps
 from .lexical_masks import split_key
 from .masks import row_form
 from .trie import set_bits, walk_bytes
@@ -106,6 +107,9 @@ class TokenIndex:
         self._reads_wildcards = vocab.is_marker_view
         self._edge_only = vocab.edge_only_ids  # allowable, but to wildcard edges only
         self._wildcards: dict[int, tuple[tuple[frozenset[int], bool, int], ...]] = {}
+        # masks shared across the counts of X{lo,hi} (count_masks.py): regex automata only
+        counted = isinstance(dfa, ByteDFA) and not self._reads_wildcards
+        self._counts = CountView(dfa.arena, vocab) if counted else None
 
     def next_states(self, state: int) -> np.ndarray:
         """int32 ``[vocab_size]``: state after each token from ``state``, -1 = not allowed.
@@ -218,6 +222,24 @@ class TokenIndex:
         lex.put(key, mask & ~holds)
         return mask
 
+    def _walk_counts(self, state: int) -> np.ndarray | None:
+        """The mask of ``state`` from the mask of its canonical state (``count_masks.py``:
+        bounded repetitions of byte classes made unbounded) for the tokens with short runs
+        of those classes, and a walk of ``state`` over the trie of the others; None when
+        the state has no such repetition (or too many tokens have long runs).
+        """
+        with self.dfa.lock:  # the canonical term is built in the automaton's arena
+            canon, bounds = self._counts.canonical(self.dfa.term(state))
+        if not bounds:
+            return None
+        tables = long_run_tables(self.vocab, bounds)
+        if tables is None:
+            return None
+        long_trie, long = tables
+        mask = self.bitmask(self.dfa.state_of_term(canon)) & ~long
+        walk_steps(long_trie, self.dfa, state, mask)
+        return mask
+
     def _walk_whole(self, state: int, nxt: np.ndarray | None) -> np.ndarray:
         """The whole trie walked from ``state`` (its row built whole first: the first
         level reads nearly every byte class); a fresh int32 mask.
@@ -278,7 +300,9 @@ class TokenIndex:
     def _walk(self, state: int, nxt: np.ndarray | None) -> np.ndarray:
         """The read-only mask of ``state``; fills ``nxt`` (if given) as ``next_states``."""
         mask = None
-        if nxt is None and self._lexical is not None:
+        if nxt is None and self._counts is not None:
+            mask = self._walk_counts(state)
+        if mask is None and nxt is None and self._lexical is not None:
             mask = self._walk_split(state)
         if mask is None:
             mask = self._walk_whole(state, nxt)

@@ -155,6 +155,14 @@ class ByteDFA:
         view.flags.writeable = False
         return view
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The automaton's reentrant lock: every change of its tables and of its arena is
+        made under it; code that builds terms in ``arena`` itself (``fsm.index.count_masks``)
+        holds it too.
+        """
+        return self._lock
+
     def is_accepting(self, state: int) -> bool:
         """True when ``state`` accepts (the bytes read so far are a match). Raises: never."""
         return bool(self._accepting[state])

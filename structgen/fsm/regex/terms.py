@@ -122,6 +122,10 @@ class TermArena:
         max_empty_checks: bound on the derivative states one ``is_empty`` search visits.
 
     Attributes:
+        max_byte_count: the largest finite upper bound ``hi`` of a repetition
+            ``X{lo,hi}`` of a byte class interned by :meth:`repeat` (0: none; the C
+            lowering interns its own); what ``fsm.index.count_masks`` checks before looking
+            into a state's term.
         deadline: the compile's ``deadline.Deadline`` (CPU time), past which an
             ``is_empty`` search raises ``GrammarTooComplexError`` (the automaton sets it
             while it builds under a budget); None: each search gets ``search_seconds`` CPU
@@ -152,6 +156,7 @@ class TermArena:
         self._subsumed: dict[tuple[int, int], bool] = {}
         self._min_len: dict[int, int] = {}
         self._bottom_up_active = False  # _bottom_up is filling a cache
+        self.max_byte_count = 0  # the largest finite hi of a repetition of a byte class
         self.deadline: Deadline | None = None  # CPU-time bound on is_empty's searches
         self.search_seconds = EMPTY_SEARCH_SECONDS
 
@@ -313,6 +318,8 @@ class TermArena:
             return x
         if self.kind[x] == REPEAT and self.args[x][1:] == (0, INF):
             return x  # (y*){lo,hi} == y* for hi >= 1
+        if hi != INF and hi > self.max_byte_count and self.kind[x] == BYTES:
+            self.max_byte_count = hi
         return self._intern(
             (REPEAT, x, lo, hi), REPEAT, (x, lo, hi), lo == 0, self.first[x], 1 + self.depth[x]
         )

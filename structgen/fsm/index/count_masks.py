@@ -1,0 +1,378 @@
+"""Masks shared across the counts of a bounded repetition of a byte class (``CountView``).
+
+Why: a state inside ``X{lo,hi}`` (``X`` one byte class, say a domain label's
+``[A-Za-z0-9-]{0,61}``) is a new automaton state at every count, and the first mask of each
+walks the token trie through states of its own (one per count again, each row built from
+derivatives in Python). But a token reads few bytes: a token whose longest run of ``X``
+bytes is ``r <= hi`` is a prefix of the language of ``C[X{lo,hi}]`` (any context ``C``
+without intersection or complement) exactly when it is a prefix of ``C[X{lo,INF}]``: the
+copies of the repetition the token reads lie in one run of ``X`` bytes, at most ``r <= hi``
+of them (the part of a copy after the token's end can be cut back to ``lo``), so the upper
+bound never binds inside the token; the converse holds as ``C[X{lo,hi}]``'s language is
+contained in ``C[X{lo,INF}]``'s.
+
+So for a state whose term holds such repetitions (``hi >= MIN_SHARED_HI``, within ``REACH``
+heads of its start, of a class some token holds ``MIN_RUN`` bytes of in a row: else a walk
+meets few count states and there is nothing to share), the mask is the mask of the
+canonical state (those repetitions made unbounded: one state for every count, its few rows
+shared) for the tokens with runs of those classes of at most ``hi``, and a walk of the
+state itself over a trie of the other tokens (a 49k vocabulary has 3 tokens with 62 or more
+label bytes in a row: ``-`` x 64), stepped byte by byte without building rows, a run of one
+byte through a count read in one ``run_derivative`` (``X{lo,hi} c`` by ``b^m`` is
+``X{lo-m,hi-m} c``). Exact by the argument above. Terms with intersection or complement
+are left alone (the argument needs monotone operators).
+
+Per vocabulary (``run_lengths``, ``long_run_tables``): each token's longest run of a byte
+class, and the trie and packed mask of the tokens with a longer run than a bound, computed
+once per (class, set of tokens) and kept on the ``Vocabulary``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..regex.terms import ALT, BYTES, CONCAT, EMPTY, EPS, INF, REPEAT
+from .trie import TokenTrie, set_bits
+
+__all__ = [
+    "MIN_RUN",
+    "MIN_SHARED_HI",
+    "REACH",
+    "CountView",
+    "long_run_tables",
+    "run_derivative",
+    "run_lengths",
+    "walk_steps",
+]
+
+MIN_SHARED_HI = 16  # repetitions X{lo,hi} of a byte class with a finite hi this large or more
+REACH = 2  # ... starting this many non-nullable heads or fewer from a state's start
+MIN_RUN = 8  # ... of a class some token holds this many bytes of in a row (else few count
+# states are met per walk: nothing to share)
+_MAX_LONG_TOKENS = 512  # past this many tokens with a longer run the split does not pay
+_MAX_DEPTH = 64  # terms nested deeper are left as they are (exact: nothing changes)
+_MAX_SPINE = 64  # concatenation heads looked at per spine
+_MAX_MEMBERS = 32  # alternations with more members are left as they are (and not looked at)
+_MIN_JUMP = 4  # runs of one byte this long or longer are read in one run_derivative
+_LOCK = threading.Lock()
+
+
+def _flat_tokens(vocab) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(flat bytes uint8 [total], start int64 [n], length int64 [n])`` of every token,
+    built once per vocabulary.
+    """
+    cached = vocab.__dict__.get("_count_flat")
+    if cached is None:
+        lengths = np.fromiter(map(len, vocab.token_bytes), np.int64, vocab.vocab_size)
+        flat = np.frombuffer(b"".join(vocab.token_bytes), np.uint8)
+        starts = np.cumsum(lengths) - lengths
+        cached = vocab.__dict__["_count_flat"] = (flat, starts, lengths)
+    return cached
+
+
+def run_lengths(vocab, byte_mask: int) -> np.ndarray:
+    """int32 ``[vocab_size]``: each token's longest run of consecutive bytes in
+    ``byte_mask`` (a 256-bit mask); 0 for tokens without such a byte. Cached per
+    vocabulary and mask. Raises: never.
+    """
+    with _LOCK:
+        table = vocab.__dict__.setdefault("_count_runs", {})
+        hit = table.get(byte_mask)
+        if hit is not None:
+            return hit
+        flat, starts, lengths = _flat_tokens(vocab)
+        lut = np.unpackbits(
+            np.frombuffer(byte_mask.to_bytes(32, "little"), np.uint8), bitorder="little"
+        ).astype(bool)
+        inside = lut[flat]
+        idx = np.arange(flat.shape[0], dtype=np.int64)
+        last_break = np.where(inside, -1, idx)  # a byte outside the class breaks a run
+        nonempty = lengths > 0
+        first = starts[nonempty]
+        last_break[first] = np.maximum(last_break[first], first - 1)  # so does a token start
+        run = idx - np.maximum.accumulate(last_break) if flat.shape[0] else idx
+        out = np.zeros(vocab.vocab_size, np.int32)
+        if first.shape[0]:
+            out[nonempty] = np.maximum.reduceat(run, first)
+        out.setflags(write=False)
+        table[byte_mask] = out
+        return out
+
+
+def long_run_tables(
+    vocab, bounds: frozenset[tuple[int, int]]
+) -> tuple[TokenTrie, np.ndarray] | None:
+    """The trie of the allowable tokens whose longest run of ``mask``'s bytes exceeds
+    ``hi`` for some ``(mask, hi)`` of ``bounds`` (256-bit masks, counts), and the packed
+    int32 ``[words]`` mask of those tokens; None when they are more than
+    ``_MAX_LONG_TOKENS``. Cached per vocabulary and token set. Raises: never.
+    """
+    least: dict[int, int] = {}
+    for mask, hi in bounds:
+        least[mask] = min(hi, least.get(mask, hi))
+    key = []  # (mask, how many tokens have a longer run): the same tokens, the same key
+    for mask, hi in sorted(least.items()):
+        ordered = _sorted_runs(vocab, mask)
+        key.append((mask, ordered.shape[0] - int(np.searchsorted(ordered, hi, "right"))))
+    key = tuple(key)
+    tables = vocab.__dict__.setdefault("_count_long", {})
+    if key in tables:
+        return tables[key]
+    if sum(n for _, n in key) > _MAX_LONG_TOKENS:
+        out = None
+    else:
+        from .token_index import pack_bitmask  # token_index imports this module
+
+        long = np.zeros(vocab.vocab_size, bool)
+        for mask, hi in least.items():
+            long |= run_lengths(vocab, mask) > hi
+        long &= ~vocab.index_tables[0]
+        packed = pack_bitmask(long)
+        packed.setflags(write=False)
+        out = (TokenTrie.build(vocab.token_bytes, ~long), packed)
+    with _LOCK:
+        tables[key] = out
+    return out
+
+
+def _sorted_runs(vocab, mask: int) -> np.ndarray:
+    """``run_lengths(vocab, mask)`` sorted (cached per vocabulary and mask)."""
+    table = vocab.__dict__.setdefault("_count_sorted_runs", {})
+    hit = table.get(mask)
+    if hit is None:
+        hit = table[mask] = np.sort(run_lengths(vocab, mask))
+    return hit
+
+
+def run_derivative(arena, t: int, b: int, m: int) -> int | None:
+    """The derivative of term ``t`` by ``m`` copies of byte ``b`` in one go, for the shapes
+    a run through a count takes: ``t`` a byte class, ``X{lo,hi}`` of a byte class, such a
+    repetition followed by a tail that ``b`` cannot start, a byte class followed by any
+    such shape, or an alternation of them (``d(X{lo,hi} c, b^m)`` is
+    ``X{max(lo-m,0),hi-m} c`` while ``m <= hi``, else ``EMPTY``). None for any other shape
+    (step byte by byte). Terms without intersection or complement only. Raises:
+    ``GrammarTooComplexError`` only from the arena's term budget.
+    """
+    while True:
+        if m == 0:
+            return t
+        if not (arena.first[t] >> b) & 1:
+            return EMPTY
+        k, args = arena.kind[t], arena.args[t]
+        if k == BYTES:
+            return EPS if m == 1 else EMPTY
+        if k == ALT:
+            parts = [run_derivative(arena, u, b, m) for u in args]
+            return None if None in parts else arena.alt(parts)
+        tail = EPS
+        if k == CONCAT:
+            t, tail = args
+            k, args = arena.kind[t], arena.args[t]
+            if k == BYTES:  # the byte is read by the head: the rest of the run by the tail
+                t, m = tail, m - 1
+                continue
+            if (arena.first[tail] >> b) & 1:
+                return None
+        if k != REPEAT or arena.kind[args[0]] != BYTES:
+            return None
+        x, lo, hi = args
+        if hi != INF and m > hi:
+            return EMPTY
+        return arena.concat(arena.repeat(x, max(lo - m, 0), INF if hi == INF else hi - m), tail)
+
+
+def _trie_lists(trie: TokenTrie) -> tuple[list[int], ...]:
+    """``(byte, depth, skip, token, chain)`` of ``trie`` as lists; ``chain[i]``: how many
+    nodes from ``i`` on carry ``i``'s byte, one below the other, each but the last with no
+    other child (a run of one byte inside the tokens). Cached on the trie.
+    """
+    lists = trie.__dict__.get("_count_lists")
+    if lists is None:
+        byte, depth, skip = trie.byte.tolist(), trie.depth.tolist(), trie.skip.tolist()
+        n = trie.num_nodes
+        chain = [1] * n
+        for i in range(n - 2, -1, -1):
+            if byte[i + 1] == byte[i] and depth[i + 1] == depth[i] + 1 and skip[i + 1] == skip[i]:
+                chain[i] = chain[i + 1] + 1
+        lists = trie.__dict__["_count_lists"] = (byte, depth, skip, trie.token.tolist(), chain)
+    return lists
+
+
+def walk_steps(trie: TokenTrie, dfa, state: int, mask: np.ndarray) -> None:
+    """Set in ``mask`` (packed int32, in place) the tokens of ``trie`` live from ``state``
+    (a ``ByteDFA`` state without intersection or complement), stepping ``dfa`` byte by byte
+    (``ByteDFA.step``: one derivative per new transition, no row built) and taking a run of
+    one byte through a count in one ``run_derivative``: for the few tokens with long runs,
+    whose states no other walk meets. Raises: ``GrammarTooComplexError`` when a new state
+    exceeds a budget.
+    """
+    byte, depth, skip, token, chain = _trie_lists(trie)
+    with dfa.lock:  # run_derivative builds terms in the automaton's arena
+        live = _live_tokens(dfa, state, trie.max_depth, byte, depth, skip, token, chain)
+    if trie.dups.shape[0]:
+        held = set(live)
+        live += [dup for dup, holder in trie.dups.tolist() if holder in held]
+    set_bits(mask, np.array(live, np.int64))
+
+
+def _live_tokens(dfa, state, max_depth, byte, depth, skip, token, chain) -> list[int]:
+    """The token ids of ``walk_steps``' trie (its node lists) live from ``state``."""
+    arena = dfa.arena
+    stack = [state] * (max_depth + 1)
+    live = []
+    i, n = 0, len(byte)
+    while i < n:
+        d, m = depth[i], chain[i]
+        if m >= _MIN_JUMP:
+            t = run_derivative(arena, dfa.term(stack[d - 1]), byte[i], m)
+            if t is not None:
+                reach = m if t != EMPTY else _live_run(arena, dfa.term(stack[d - 1]), byte[i], m)
+                live += [token[j] for j in range(i, i + reach) if token[j] >= 0]
+                if reach < m:
+                    i = skip[i]
+                    continue
+                stack[d + m - 1] = dfa.state_of_term(t)
+                i += m
+                continue
+        nxt = dfa.step(stack[d - 1], byte[i])
+        if nxt < 0:
+            i = skip[i]
+            continue
+        stack[d] = nxt
+        if token[i] >= 0:
+            live.append(token[i])
+        i += 1
+    return live
+
+
+def _live_run(arena, t: int, b: int, m: int) -> int:
+    """The longest ``j < m`` with ``run_derivative(arena, t, b, j)`` not ``EMPTY`` (it is
+    ``EMPTY`` at ``m``; liveness only shrinks as the run grows): a binary search.
+    """
+    lo, hi = 0, m  # live at lo, dead at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if run_derivative(arena, t, b, mid) == EMPTY:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+class CountView:
+    """The canonical term of a regex state for its mask (the module docstring), per arena.
+
+    Args:
+        arena: the ``TermArena`` of the automaton.
+        vocab: the ``Vocabulary`` of the masks: a class is shared only when some token holds
+            ``MIN_RUN`` of its bytes in a row (``run_lengths``).
+        reach: repetitions behind more non-nullable heads than this are left as they are
+            (exact either way: this bounds the terms looked at per state; a repetition
+            further on comes to the front in the states the walk meets).
+    """
+
+    def __init__(self, arena, vocab, reach: int = REACH) -> None:
+        self.arena = arena
+        self.vocab = vocab
+        self.reach = reach
+        self._worth: dict[int, bool] = {}  # class mask -> some token has MIN_RUN in a row
+        # the terms interned before (the compile: the C lowering interns without repeat(),
+        # so arena.max_byte_count only sees the derivatives' repetitions) hold one to share
+        self._compiled_counts = _holds_count(arena)
+        self._memo: dict[tuple[int, int], tuple[int, frozenset]] = {}
+        self._plain: dict[int, int] = {}  # term -> largest budget at which nothing changes
+
+    def canonical(self, term: int) -> tuple[int, frozenset[tuple[int, int]]]:
+        """``(canonical term, bounds)``: ``term`` with every repetition ``X{lo,hi}`` of a
+        byte class ``X`` with a finite ``hi >= MIN_SHARED_HI`` within ``reach`` heads of the
+        start made ``X{lo,INF}``, and ``(mask of X, hi)`` of each; ``(term, frozenset())``
+        when there is none. Raises: ``GrammarTooComplexError`` only from the arena's term
+        budget.
+        """
+        arena = self.arena
+        if not self._compiled_counts and arena.max_byte_count < MIN_SHARED_HI:
+            return term, frozenset()  # no repetition to share
+        if arena.has_boolean(term):
+            return term, frozenset()
+        return self._canon(term, self.reach)
+
+    def _canon(self, t: int, budget: int) -> tuple[int, frozenset]:
+        arena = self.arena
+        k = arena.kind[t]
+        if budget <= 0 or k not in (REPEAT, ALT, CONCAT) or arena.depth[t] > _MAX_DEPTH:
+            return t, frozenset()
+        if k == ALT and len(arena.args[t]) > _MAX_MEMBERS:  # a character class's alternation
+            return t, frozenset()
+        if self._plain.get(t, 0) >= budget:
+            return t, frozenset()
+        key = (t, budget)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        args = arena.args[t]
+        if k == REPEAT:
+            x, lo, hi = args
+            if self._shared(args):
+                out = (arena.repeat(x, lo, INF), frozenset([(arena.args[x][0], hi)]))
+            elif arena.kind[x] != BYTES:
+                body, bounds = self._canon(x, budget)
+                out = (arena.repeat(body, lo, hi), bounds) if bounds else (t, frozenset())
+            else:
+                out = (t, frozenset())
+        elif k == ALT:
+            plain = self._plain
+            parts = [(u, ()) if plain.get(u, 0) >= budget else self._canon(u, budget) for u in args]
+            bounds = frozenset().union(*(c for _, c in parts))
+            out = (arena.alt([u for u, _ in parts]), bounds) if bounds else (t, frozenset())
+        else:
+            heads: list[tuple[int, frozenset]] = []
+            cur, left = t, budget
+            while arena.kind[cur] == CONCAT and left > 0 and len(heads) < _MAX_SPINE:
+                h, cur = arena.args[cur]
+                heads.append(self._canon(h, left))
+                left -= not arena.nullable[h]
+            tail, bounds = self._canon(cur, left) if left > 0 else (cur, frozenset())
+            bounds = bounds.union(*(c for _, c in heads))
+            if bounds:
+                for h, _ in reversed(heads):
+                    tail = arena.concat(h, tail)
+                out = (tail, bounds)
+            else:
+                out = (t, frozenset())
+        if out[1]:
+            self._memo[key] = out
+        else:
+            self._plain[t] = budget
+        return out
+
+    def _shared(self, args: tuple) -> bool:
+        """True for the arguments ``(x, lo, hi)`` of a repetition made unbounded: ``x`` one
+        byte class some token holds ``MIN_RUN`` bytes of in a row, ``hi`` finite and at
+        least ``MIN_SHARED_HI``.
+        """
+        x, _, hi = args
+        arena = self.arena
+        if hi == INF or hi < MIN_SHARED_HI or arena.kind[x] != BYTES:
+            return False
+        mask = arena.args[x][0]
+        worth = self._worth.get(mask)
+        if worth is None:
+            runs = _sorted_runs(self.vocab, mask)
+            worth = self._worth[mask] = bool(runs.shape[0]) and int(runs[-1]) >= MIN_RUN
+        return worth
+
+
+def _holds_count(arena) -> bool:
+    """True when ``arena`` holds a repetition ``X{lo,hi}`` of a byte class with a finite
+    ``hi >= MIN_SHARED_HI`` (one pass over its repetitions, found by the list's own search).
+    """
+    kind, args = arena.kind, arena.args
+    i = -1
+    for _ in range(kind.count(REPEAT)):
+        i = kind.index(REPEAT, i + 1)
+        x, _, hi = args[i]
+        if hi != INF and hi >= MIN_SHARED_HI and kind[x] == BYTES:
+            return True
+    return False

@@ -23,7 +23,8 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   for ``age``, as in "58 years old" and "a forty-six-year-old"; ``min``,
   ``hr``/``hrs``, ``sec`` for ``minutes``, ``hours``, ``seconds``; ``people``,
   ``persons``, ``adults`` for ``guests``; ``people``, ``persons``, ``portions`` for
-  ``servings``; ``stars`` for ``rating``); the numeral
+  ``servings``; ``stars`` for ``rating``; ``square``, ``sq``, ``sqm`` for ``m2``, as
+  in "31 square metres" and "162 sq m"); the numeral
   (``structgen.fsm.numerals.numeral_spans``) nearest to a mention, in the same clause
   and at most three words away, whose reading the field's type and bounds accept, is
   the value (a tie goes to the numeral before the mention: English writes "4 guests").
@@ -36,9 +37,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   mentions the one ISO 4217 code option it stands for ("£489,950": ``GBP``;
   ``_CURRENCY_SYMBOLS``). When the model's value (a string option, null, or the field
   left out) is not mentioned and exactly one option is mentioned without a negation
-  (one before the mention in its clause, or right after it as its predicate: "not a
-  feature request", "remote: no", "remote is not possible"; "a feature request and
-  not an emergency" affirms it), that option is the value; when none is and the field
+  (one before the mention in its clause with at most two words between, or right after
+  it as its predicate: "not a feature request", "remote: no", "remote is not
+  possible"; "a feature request and not an emergency" and "cannot log in to her
+  account", a negated verb, affirm it), that option is the value; when none is and the field
   is nullable and its name is mentioned only negated ("No dress code", as the boolean
   rule reads it), the value is null; otherwise the model's value stays. Options are
   never matched inside a word ("low" is not in "below").
@@ -69,6 +71,19 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   with at most two words between, that its schema accepts and no sibling holds. This
   rule also runs on each object item of an array (the other rules do not: a mention
   does not say which item it belongs to).
+* **amount**: a number field named for money (``labels.is_amount_field``: ``price``,
+  ``total``, ``amount``, ``cost``, ``fee``, ``paid``, ...) whose value is none of the
+  readings of the numerals the text writes with a currency mark (``labels.amount_spans``:
+  "£489,950", "CHF 1'150'000"), where exactly one such numeral fits the field's type and
+  bounds, takes that numeral (the model copied the area, 162, as the price).
+* **identifier**: a string field named for an identifier (``labels.identifier_field``:
+  ``invoice_number``, ``booking_reference``, ``ticket_id``) takes the one identifier the
+  text writes right after the field's label (``labels.identifier_candidates``: "invoice
+  BL-778", "booking code LM55RT") when the model's value differs and the field's schema
+  accepts it; with none or two different ones, the model's value stays.
+* **identifier null**: a nullable number field whose value the text writes only inside
+  chunks a sibling string field holds (17 in "#88-17", the ``ticket_id``) is null: that
+  numeral is part of another field's identifier.
 * **null**: a nullable string or number field whose value equals a sibling field's
   value (after the rules above), and whose name the text never mentions (no text word
   matches a stem of it), is null: the model copied a value the text gives to another
@@ -94,6 +109,12 @@ from typing import Any
 import jsonschema
 
 from structgen.extraction.items import trim_items
+from structgen.extraction.labels import (
+    amount_spans,
+    identifier_candidates,
+    identifier_field,
+    is_amount_field,
+)
 from structgen.extraction.refs import MAX_REF_DEPTH
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.numerals import numeral_spans
@@ -135,6 +156,7 @@ _NUMBER_ALIASES = {
     "minut": frozenset({"min"}),
     "hour": frozenset({"hr", "hrs"}),
     "second": frozenset({"sec"}),
+    "m2": frozenset({"squar", "sq", "sqm"}),
 }
 # currency symbols as mentions of an enum's ISO 4217 code options ("£489,950": GBP)
 _CURRENCY_SYMBOLS = {
@@ -159,6 +181,7 @@ _WINDOW_BOOL = 4
 _WINDOW_NUMBER = 3
 _JOINED = re.compile(r"[^\W]|[-.@#+&]")  # characters a chunk of the text is made of
 _GAP_REPEAT = 2  # words between a repeated numeral and the next one ("118 over 76")
+_GAP_NEGATION = 2  # words between a negation and the option it negates ("not a feature request")
 
 
 def stem(word: str) -> str:
@@ -258,7 +281,8 @@ class _Text:
         clause is about something else ("a feature request and not an emergency").
         """
         clause = self.words[a][3]
-        if any(self.words[j][3] == clause and self.is_negation(j) for j in range(a)):
+        before = range(max(0, a - 1 - _GAP_NEGATION), a)
+        if any(self.words[j][3] == clause and self.is_negation(j) for j in before):
             return True
         after = [j for j in (b + 1, b + 2) if j < len(self.words) and self.words[j][3] == clause]
         if after and self.is_negation(after[0]):
@@ -548,12 +572,77 @@ def _span_start(root: Any, prop: Any, value: Any, text: str) -> str | None:
     if len(found) != 1:
         return None
     (new,) = found
+    return new if _schema_accepts(root, sub, new) else None
+
+
+def _schema_accepts(root: Any, sub: Any, value: Any) -> bool:
+    """Whether ``sub`` (a property's subschema, ``$ref`` resolved) accepts ``value``,
+    formats checked; False for a subschema that does not stand alone.
+    """
     try:
         cls = jsonschema.validators.validator_for(root)
-        ok = cls(sub, format_checker=cls.FORMAT_CHECKER).is_valid(new)
+        return cls(sub, format_checker=cls.FORMAT_CHECKER).is_valid(value)
     except Exception:  # a subschema that does not stand alone (a $ref inside)
+        return False
+
+
+def _amount_value(root: Any, prop: Any, name: str, value: Any, amounts: list) -> Decimal | None:
+    """The amount rule of the module docstring: the one currency-marked numeral a money
+    field may hold, when the model's value is none of them; else None (no change).
+    """
+    kind, branch = _kind(root, prop)
+    if kind != "number" or not _scalar(value) or isinstance(value, str):
         return None
-    return new if ok else None
+    if not is_amount_field(name_stems(name)):
+        return None
+    number = Decimal(str(value))
+    if any(number in values for _, _, values in amounts):
+        return None
+    fitting = [[v for v in values if _accepts(branch, v)] for _, _, values in amounts]
+    distinct = {f[0] for f in fitting if f}
+    return distinct.pop() if len(distinct) == 1 else None
+
+
+def _identifier_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str | None:
+    """The identifier rule of the module docstring: the one identifier the text writes
+    after the field's label, when the model's value differs; else None (no change).
+    """
+    sub = _resolve(root, prop)
+    if not isinstance(value, str) or not isinstance(sub, dict) or not identifier_field(name):
+        return None
+    if "enum" in sub or "const" in sub or "format" in sub:
+        return None
+    found = identifier_candidates(text, name, stem)
+    if len(found) != 1 or found[0] == value:
+        return None
+    return found[0] if _schema_accepts(root, sub, found[0]) else None
+
+
+def _inside_sibling(root: Any, prop: Any, name: str, node: dict, text: str, spans: list) -> bool:
+    """The identifier null rule of the module docstring: whether a nullable number field
+    holds a numeral the text writes only inside a chunk that a sibling string field holds
+    ("88-17" as ``ticket_id``: 17 is not the ``order_number``).
+    """
+    value = node.get(name)
+    kind, _ = _kind(root, prop)
+    if kind != "number" or not _scalar(value) or isinstance(value, str):
+        return False
+    if not _nullable(root, prop):
+        return False
+    held = {v for k, v in node.items() if k != name and isinstance(v, str) and v}
+    places = [(a, b) for a, b, values in spans if Decimal(str(value)) in values]
+    if not places:
+        return False
+    for a, b in places:
+        start, end = a, b
+        while start > 0 and _JOINED.fullmatch(text[start - 1]):
+            start -= 1
+        while end < len(text) and _JOINED.fullmatch(text[end]):
+            end += 1
+        chunk = text[start:end].strip("-.#@+&")
+        if chunk == text[a:b] or not any(chunk in h for h in held):
+            return False
+    return True
 
 
 def _node_numbers(node: dict) -> list[Decimal]:
@@ -610,6 +699,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         return value, []
     doc = _Text(text)
     spans = numeral_spans(text)
+    amounts = amount_spans(text)
     out = json.loads(json.dumps(value))
     changed: list[str] = []
 
@@ -662,6 +752,14 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             node[name] = new
             changed.append(path + name)
         for name, prop in (sub.get("properties") or {}).items():
+            amount = _amount_value(schema, prop, name, node.get(name), amounts)
+            if amount is not None:
+                node[name] = int(amount) if amount == amount.to_integral_value() else float(amount)
+                changed.append(path + name)
+            labelled = _identifier_value(schema, prop, name, node.get(name), text)
+            if labelled is not None:
+                node[name] = labelled
+                changed.append(path + name)
             grouped = _grouped_reading(schema, prop, node.get(name), spans)
             if grouped is not None:
                 node[name] = int(grouped)
@@ -683,6 +781,11 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             and _nullable(schema, prop)
             and not _mentions(doc, name_stems(name))
             and any(k != name and _scalar(v) and v == node[name] for k, v in node.items())
+        ]
+        copied += [
+            name
+            for name, prop in (sub.get("properties") or {}).items()
+            if name not in copied and _inside_sibling(schema, prop, name, node, text, spans)
         ]
         for name in copied:  # a sibling's value for a field the text never names
             node[name] = None

@@ -17,7 +17,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``non``, ``n't``, ``ex``, ``former``, ``quit``, ...) reads false, one without reads
   true; the field is true when some mention reads true, false when every mention reads
   false.
-  Unmentioned: the model's value stays.
+  Unmentioned: the model's value stays. A field whose first name word is ``park`` is
+  also mentioned by ``garage`` and ``carport`` (``_BOOLEAN_ALIASES``: "a double
+  garage" is parking).
 * **number** (``integer`` / ``number``): a text word matching any of the name's words
   is a mention, and so is an alias of one (``_NUMBER_ALIASES``: ``old`` and ``aged``
   for ``age``, as in "58 years old" and "a forty-six-year-old"; ``min``,
@@ -29,7 +31,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   and at most three words away, whose reading the field's type and bounds accept, is
   the value (a tie goes to the numeral before the mention: English writes "4 guests").
   Unmentioned, or when two sibling number fields would take the same numeral: the
-  model's value stays.
+  model's value stays; a nullable number field that no numeral decides and whose
+  name's words the text mentions only in clauses with a negation ("Rate and
+  experience are not stated") is null (**denied number**).
 * **enum** (string options): an option is *mentioned* where its words (split at
   non-letters and underscores, as the text's words are, each reduced to a stem) occur
   as consecutive words of one clause; a mention inside a longer option's mention does
@@ -75,7 +79,8 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``total``, ``amount``, ``cost``, ``fee``, ``paid``, ...) whose value is none of the
   readings of the numerals the text writes with a currency mark (``labels.amount_spans``:
   "£489,950", "CHF 1'150'000"), where exactly one such numeral fits the field's type and
-  bounds, takes that numeral (the model copied the area, 162, as the price).
+  bounds, takes that numeral (the model copied the area, 162, as the price); a nullable
+  one does so from null too (the model wrote null for "bought ... for €49").
 * **identifier**: a string field named for an identifier (``labels.identifier_field``:
   ``invoice_number``, ``booking_reference``, ``ticket_id``) takes the one identifier the
   text writes right after the field's label (``labels.identifier_candidates``: "invoice
@@ -84,6 +89,13 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
 * **identifier null**: a nullable number field whose value the text writes only inside
   chunks a sibling string field holds (17 in "#88-17", the ``ticket_id``) is null: that
   numeral is part of another field's identifier.
+* **date order**: when two ``format: date`` fields of one object hold the same date
+  and the text writes exactly as many dates (every reading ``structgen.fsm.dates``
+  gives) as the object has date fields, the date fields take them in text order (an
+  event's ``date`` and ``rsvp_by``, a booking's ``check_in`` and ``check_out``).
+* **date null**: a nullable string field without ``format`` or ``pattern``, its name
+  nowhere in the text, whose value reads as a date or time (``fsm.dates``) that a
+  sibling field holds is null (an appointment's ``location`` = "11 a.m.", the ``time``).
 * **null**: a nullable string or number field whose value equals a sibling field's
   value (after the rules above), and whose name the text never mentions (no text word
   matches a stem of it), is null: the model copied a value the text gives to another
@@ -117,6 +129,7 @@ from structgen.extraction.labels import (
 )
 from structgen.extraction.refs import MAX_REF_DEPTH
 from structgen.extraction.refs import resolve as _resolve
+from structgen.fsm.dates import dates, times
 from structgen.fsm.numerals import numeral_spans
 
 __all__ = [
@@ -158,6 +171,9 @@ _NUMBER_ALIASES = {
     "second": frozenset({"sec"}),
     "m2": frozenset({"squar", "sq", "sqm"}),
 }
+# words that mention a boolean field whose name's first word is the key: a garage is
+# parking ("a double garage", "no garage")
+_BOOLEAN_ALIASES = {"park": frozenset({"garag", "carport"})}
 # currency symbols as mentions of an enum's ISO 4217 code options ("£489,950": GBP)
 _CURRENCY_SYMBOLS = {
     "EUR": ("€",),
@@ -296,7 +312,7 @@ def _bool_value(doc: _Text, stems: list[str]) -> bool | None:
         return None
     readings = []
     for k, (w, _, _, clause) in enumerate(doc.words):
-        if not _matches(w, stems[0]):
+        if not (_matches(w, stems[0]) or w in _BOOLEAN_ALIASES.get(stems[0], ())):
             continue
         window = [
             j
@@ -591,12 +607,12 @@ def _amount_value(root: Any, prop: Any, name: str, value: Any, amounts: list) ->
     field may hold, when the model's value is none of them; else None (no change).
     """
     kind, branch = _kind(root, prop)
-    if kind != "number" or not _scalar(value) or isinstance(value, str):
+    if kind != "number" or isinstance(value, (str, bool)) or not is_amount_field(name_stems(name)):
         return None
-    if not is_amount_field(name_stems(name)):
+    if value is None and not _nullable(root, prop):
         return None
-    number = Decimal(str(value))
-    if any(number in values for _, _, values in amounts):
+    number = None if value is None else Decimal(str(value))
+    if number is not None and any(number in values for _, _, values in amounts):
         return None
     fitting = [[v for v in values if _accepts(branch, v)] for _, _, values in amounts]
     distinct = {f[0] for f in fitting if f}
@@ -643,6 +659,55 @@ def _inside_sibling(root: Any, prop: Any, name: str, node: dict, text: str, span
         if chunk == text[a:b] or not any(chunk in h for h in held):
             return False
     return True
+
+
+def _denied(doc: _Text, stems: list[str], root: Any, prop: Any) -> bool:
+    """The denied-number rule of the module docstring: a nullable field whose name's
+    words the text mentions, every mention in a clause with a negation.
+    """
+    if not _nullable(root, prop):
+        return False
+    mentions = [k for k, (w, *_) in enumerate(doc.words) if any(_matches(w, s) for s in stems)]
+    return bool(mentions) and all(doc.negated(k) for k in mentions)
+
+
+def _is_date_field(root: Any, prop: Any) -> bool:
+    sub = _resolve(root, prop)
+    if not isinstance(sub, dict) or sub.get("format") != "date" or "enum" in sub:
+        return False
+    types = sub.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    return types - {"null"} == {"string"}
+
+
+def _dates_in_order(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
+    """The date-order rule of the module docstring: ``{field: new date}`` when two date
+    fields of one object hold the same date and the text writes exactly as many dates
+    (every reading, ``fsm.dates``) as the object has date fields, taken in text order.
+    """
+    names = [k for k, p in (sub.get("properties") or {}).items() if _is_date_field(root, p)]
+    held = [node.get(k) for k in names]
+    if len(names) < 2 or not any(isinstance(v, str) and held.count(v) > 1 for v in held):
+        return {}
+    written = dates(text)
+    if len(written) != len(names):
+        return {}
+    return {k: d for k, d, v in zip(names, written, held) if d != v}
+
+
+def _a_siblings_date(root: Any, prop: Any, name: str, node: dict, doc: _Text) -> bool:
+    """The date-null rule of the module docstring: whether a nullable plain string field
+    holds a date or time (as ``fsm.dates`` reads it) that a sibling field holds.
+    """
+    value, sub = node.get(name), _resolve(root, prop)
+    if not isinstance(value, str) or not isinstance(sub, dict) or not _nullable(root, prop):
+        return False
+    if any(k in sub for k in ("format", "pattern", "enum", "const")):
+        return False
+    if _mentions(doc, name_stems(name)):
+        return False  # the text names the field: the model decides
+    read = set(dates(value)) | set(times(value))
+    return any(k != name and isinstance(v, str) and v in read for k, v in node.items())
 
 
 def _node_numbers(node: dict) -> list[Decimal]:
@@ -729,6 +794,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 found_n = _number_value(doc, spans, stems, branch)
                 if found_n is not None:
                     numbers[name] = found_n
+                elif node[name] is not None and _denied(doc, stems, schema, prop):
+                    node[name] = None
+                    changed.append(path + name)
             elif isinstance(node[name], dict):
                 walk(prop, node[name], f"{path}{name}.", depth + 1)
             elif isinstance(node[name], list):  # items: only the string repeat rule
@@ -774,6 +842,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         for name, new_s in _repeated_strings(schema, sub, node, doc).items():
             node[name] = new_s
             changed.append(path + name)
+        for name, new_d in _dates_in_order(schema, sub, node, text).items():
+            node[name] = new_d
+            changed.append(path + name)
         copied = [
             name
             for name, prop in (sub.get("properties") or {}).items()
@@ -785,7 +856,11 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         copied += [
             name
             for name, prop in (sub.get("properties") or {}).items()
-            if name not in copied and _inside_sibling(schema, prop, name, node, text, spans)
+            if name not in copied
+            and (
+                _inside_sibling(schema, prop, name, node, text, spans)
+                or _a_siblings_date(schema, prop, name, node, doc)
+            )
         ]
         for name in copied:  # a sibling's value for a field the text never names
             node[name] = None

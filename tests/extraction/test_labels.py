@@ -219,3 +219,104 @@ def test_area_is_mentioned_by_square_metres():
     new, changed = apply_evidence(schema, text, {"price": 1950000, "area_m2": 1950000})
     assert new == {"price": 1950000, "area_m2": 31} and changed == ["area_m2"]
     assert Decimal(31) in {v for _, _, vs in numeral_spans(text) for v in vs}
+
+
+EVENT = {
+    "type": "object",
+    "properties": {
+        "date": {"type": "string", "format": "date"},
+        "time": {"type": "string", "pattern": "^[0-2][0-9]:[0-5][0-9]$"},
+        "rsvp_by": {"type": ["string", "null"], "format": "date"},
+        "location": {"type": ["string", "null"]},
+        "years_experience": {"type": ["integer", "null"]},
+        "has_parking": {"type": "boolean"},
+        "price_paid": {"type": ["number", "null"]},
+    },
+    "required": ["date", "time"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        # two date fields on one date, two dates written: text order
+        (
+            "Gala on 2026-04-25 at 19:00. RSVP by 2026-04-10.",
+            {"date": "2026-04-10", "rsvp_by": "2026-04-10"},
+            {"date": "2026-04-25", "rsvp_by": "2026-04-10"},
+        ),
+        (
+            "31/10/2026, doors 21:30. Reply before 20/10/2026.",
+            {"date": "2026-10-20", "rsvp_by": "2026-10-20"},
+            {"date": "2026-10-31", "rsvp_by": "2026-10-20"},
+        ),
+        # three dates written for two fields: no decision
+        (
+            "1 May 2026, 2 May 2026 or 3 May 2026; RSVP soon.",
+            {"date": "2026-05-01", "rsvp_by": "2026-05-01"},
+            {"date": "2026-05-01", "rsvp_by": "2026-05-01"},
+        ),
+        # different dates: the rule does not apply
+        (
+            "Gala on 2026-04-25. RSVP by 2026-04-10.",
+            {"date": "2026-04-10", "rsvp_by": "2026-04-25"},
+            {"date": "2026-04-10", "rsvp_by": "2026-04-25"},
+        ),
+    ],
+)
+def test_date_fields_on_one_date_take_the_texts_dates_in_order(text, before, after):
+    value = {**before, "time": "19:00"}
+    new, _ = apply_evidence(EVENT, text, value)
+    assert {k: new.get(k) for k in after} == after
+    jsonschema.validate(new, EVENT, format_checker=jsonschema.FormatChecker())
+
+
+@pytest.mark.parametrize(
+    ("location", "want"),
+    [
+        ("Saturday 7 March 2026", None),  # the date field's date
+        ("11 a.m.", None),  # the time field's time
+        ("Elm Street", "Elm Street"),
+        ("8 March 2026", "8 March 2026"),  # a date no sibling holds
+    ],
+)
+def test_a_nullable_string_holding_a_siblings_date_is_null(location, want):
+    text = "Haircut on Saturday 7 March 2026 at 11 a.m., Elm Street."
+    value = {"date": "2026-03-07", "time": "11:00", "location": location}
+    assert apply_evidence(EVENT, text, value)[0]["location"] == want
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("Rate and experience are not stated.", None),  # every mention negated
+        ("No experience required (0 years).", 0),  # a numeral next to a mention decides
+        ("Some experience helps; 5 years.", 5),
+        ("Senior role.", 5),  # unmentioned: the model's value
+    ],
+)
+def test_a_nullable_number_whose_name_is_only_denied_is_null(text, want):
+    value = {"date": "2026-01-01", "time": "10:00", "years_experience": 5}
+    assert apply_evidence(EVENT, text, value)[0]["years_experience"] == want
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("Detached house with a double garage.", True),
+        ("Flat, no garage, no carport.", False),
+        ("Street parking only, no garage.", True),  # one mention reads true
+    ],
+)
+def test_a_garage_mentions_parking(text, want):
+    value = {"date": "2026-01-01", "time": "10:00", "has_parking": not want}
+    assert apply_evidence(EVENT, text, value)[0]["has_parking"] is want
+
+
+def test_a_nullable_amount_left_null_takes_the_one_amount():
+    base = {"date": "2026-01-01", "time": "10:00"}
+    text = "Earbuds bought by me for €49. Battery dies in 1 hour."
+    assert apply_evidence(EVENT, text, {**base, "price_paid": None})[0]["price_paid"] == 49
+    assert apply_evidence(EVENT, text, base)[0]["price_paid"] == 49  # left out
+    two = "Bought for €49, now €39."
+    assert apply_evidence(EVENT, two, {**base, "price_paid": None})[0]["price_paid"] is None

@@ -86,6 +86,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   text writes right after the field's label (``labels.identifier_candidates``: "invoice
   BL-778", "booking code LM55RT") when the model's value differs and the field's schema
   accepts it; with none or two different ones, the model's value stays.
+* **phone**: a string field named for a phone number (``labels.phone_field``) takes the
+  one phone number the text writes (``labels.phone_runs``) when the model's value is
+  none of them ("1234 or wei.zhang@lantern." for "0755 8888 1234"); with two or more,
+  the model's value stays.
 * **identifier null**: a nullable number field whose value the text writes only inside
   chunks a sibling string field holds (17 in "#88-17", the ``ticket_id``) is null: that
   numeral is part of another field's identifier.
@@ -126,6 +130,8 @@ from structgen.extraction.labels import (
     identifier_candidates,
     identifier_field,
     is_amount_field,
+    phone_field,
+    phone_runs,
 )
 from structgen.extraction.refs import MAX_REF_DEPTH
 from structgen.extraction.refs import resolve as _resolve
@@ -634,6 +640,21 @@ def _identifier_value(root: Any, prop: Any, name: str, value: Any, text: str) ->
     return found[0] if _schema_accepts(root, sub, found[0]) else None
 
 
+def _phone_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str | None:
+    """The phone rule of the module docstring: the one phone number the text writes,
+    when the model's value is none of them; else None (no change).
+    """
+    sub = _resolve(root, prop)
+    if not isinstance(value, str) or not isinstance(sub, dict) or not phone_field(name):
+        return None
+    if any(k in sub for k in ("enum", "const", "format")):
+        return None
+    found = phone_runs(text)
+    if len(found) != 1 or value in found:
+        return None
+    return found[0] if _schema_accepts(root, sub, found[0]) else None
+
+
 def _inside_sibling(root: Any, prop: Any, name: str, node: dict, text: str, spans: list) -> bool:
     """The identifier null rule of the module docstring: whether a nullable number field
     holds a numeral the text writes only inside a chunk that a sibling string field holds
@@ -825,6 +846,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 node[name] = int(amount) if amount == amount.to_integral_value() else float(amount)
                 changed.append(path + name)
             labelled = _identifier_value(schema, prop, name, node.get(name), text)
+            labelled = labelled or _phone_value(schema, prop, name, node.get(name), text)
             if labelled is not None:
                 node[name] = labelled
                 changed.append(path + name)

@@ -19,6 +19,14 @@ Two readings of a text that the evidence pass (``structgen.extraction.evidence``
   ISO 4217 code (``EUR``, ``CHF``, ...) or ``kr`` (not inside a longer word: ``USDC``
   is none) directly before or after, one space at most between ("£489,950",
   "CHF 1'150'000", "1 950 000 SEK", "1,299 kr", "EUR1,250").
+* **phone numbers**: a field whose name holds ``phone``, ``tel``, ``telephone``,
+  ``mobile`` or ``cell`` holds a phone number; ``phone_runs`` gives the runs of digits,
+  spaces and ``().-/`` (a leading ``+`` or ``(`` kept, balanced parentheses, one line)
+  with 7 to 15 digits (E.164's most) that ``fsm.dates`` does not read as a date; a
+  run is maximal, its trailing non-digits dropped, and one whose first character a
+  letter, digit, ``_``, ``+`` or ``(`` follows, or whose last digit a letter or ``_``
+  precedes, is none: "+359 2 555 0143", "(04) 123 4567",
+  "512-555-0176".
 """
 
 from __future__ import annotations
@@ -26,9 +34,17 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
+from structgen.fsm.dates import dates
 from structgen.fsm.numerals import numeral_spans
 
-__all__ = ["identifier_candidates", "identifier_field", "amount_spans", "is_amount_field"]
+__all__ = [
+    "identifier_candidates",
+    "identifier_field",
+    "amount_spans",
+    "is_amount_field",
+    "phone_field",
+    "phone_runs",
+]
 
 _ID_WORDS = frozenset("id number no nr num ref reference code".split())
 _LABEL_ID_WORDS = frozenset({"ref", "reference"})  # identifier words that label on their own
@@ -43,6 +59,8 @@ _MARK_AFTER = re.compile(rf"^ ?{_MARK}")
 # money words in a number field's name (its words as ``evidence.stem`` gives them)
 _AMOUNT_STEMS = frozenset("pric total amount cost fee paid rent charg budget".split())
 _NAME_WORD = re.compile(r"[A-Za-z]+")
+_PHONE_WORDS = frozenset("phone tel telephone mobile cell".split())
+_PHONE = re.compile(r"(?<![\w+(])[+(]?\d[\d ().\-/]*")
 _FILLER = re.compile(
     r"[ \t]*(?:(?:no|nr|number|num|ref|reference|code|id)\b\.?[ \t]*)?[:#°]?[ \t]*", re.I
 )
@@ -109,3 +127,25 @@ def amount_spans(text: str) -> list[tuple[int, int, tuple[Decimal, ...]]]:
         if _MARK_BEFORE.search(text[max(0, start - 5) : start])
         or _MARK_AFTER.match(text[end : end + 5])
     ]
+
+
+def phone_field(key: str) -> bool:
+    """Whether a field's name holds a phone word (``phone``, ``agent_tel``, ``mobile``)."""
+    return any(w in _PHONE_WORDS for w in _name_words(key))
+
+
+def phone_runs(text: str) -> list[str]:
+    """The phone numbers ``text`` writes (module docstring), distinct, in text order."""
+    found: list[str] = []
+    for m in _PHONE.finditer(text):
+        run = re.sub(r"\D+$", "", m.group())
+        end = m.start() + len(run)
+        if re.match(r"\w", text[end : end + 1]):
+            continue  # a letter touches its last digit: part of a longer chunk
+        digits = sum(c.isdigit() for c in run)
+        if run.count("(") != run.count(")") or "\n" in run or not 7 <= digits <= 15:
+            continue
+        if dates(run) or run in found:
+            continue
+        found.append(run)
+    return found

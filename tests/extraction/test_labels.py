@@ -15,6 +15,7 @@ from structgen.extraction.labels import (
     identifier_candidates,
     identifier_field,
     is_amount_field,
+    phone_runs,
 )
 from structgen.fsm.numerals import numeral_spans
 
@@ -320,3 +321,82 @@ def test_a_nullable_amount_left_null_takes_the_one_amount():
     assert apply_evidence(EVENT, text, base)[0]["price_paid"] == 49  # left out
     two = "Bought for €49, now €39."
     assert apply_evidence(EVENT, two, {**base, "price_paid": None})[0]["price_paid"] is None
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("Dr. Petrova, Sofia. elena@q.example, +359 2 555 0143", ["+359 2 555 0143"]),
+        ("Signature · phone (04) 123 4567 · fatima@c.example", ["(04) 123 4567"]),
+        ("reachable at 512-555-0176 on weekdays", ["512-555-0176"]),
+        ("Visit 2026-04-08, ref 4471, 1.250,00 EUR", []),  # a date, 4 digits, a price
+        ("Parcel 00370730253827161 or JD0146000062", []),  # 17 digits; letters touch
+        ("Call 555-0199 or 555-0199 or (555 0100", ["555-0199"]),  # distinct; unbalanced
+    ],
+)
+def test_phone_runs(text, want):
+    assert phone_runs(text) == want
+
+
+def _phone_reference(text: str) -> list[str]:
+    """A left-to-right reading: a run starts at a digit, or at ``+``/``(`` before a
+    digit, where no letter, digit, ``_``, ``+`` or ``(`` precedes it, and takes every
+    following digit, space and ``().-/``; its trailing non-digits are cut; a letter or
+    ``_`` right after its last digit drops it; kept with balanced parentheses, no line
+    break, 7-15 digits and no date."""
+    from structgen.fsm.dates import dates
+
+    ok = set("0123456789 ().-/")
+    out: list[str] = []
+    n, i = len(text), 0
+    while i < n:
+        c = text[i]
+        starts = c.isdigit() or c in "+(" and text[i + 1 : i + 2].isdigit()
+        if not starts or i > 0 and (text[i - 1].isalnum() or text[i - 1] in "_+("):
+            i += 1
+            continue
+        k = i + 1
+        while k < n and text[k] in ok:
+            k += 1
+        run = text[i:k]
+        while run and not run[-1].isdigit():
+            run = run[:-1]
+        after = text[i + len(run) : i + len(run) + 1]
+        touched = after.isalnum() or after == "_"
+        digits = sum(d.isdigit() for d in run)
+        if not touched and run.count("(") == run.count(")") and 7 <= digits <= 15:
+            if not dates(run) and run not in out:
+                out.append(run)
+        i = k
+    return out
+
+
+def test_phone_runs_match_a_brute_force_reading():
+    rng = random.Random(11)
+    vocab = ["555", "0199", "+44", "(04)", "12", "-", " ", "/", "x", "2026", "tel", "."]
+    fired = 0
+    for _ in range(500):
+        text = "".join(rng.choice(vocab) for _ in range(rng.randint(1, 9)))
+        got = phone_runs(text)
+        assert got == _phone_reference(text), text
+        fired += len(got)
+    assert fired > 50
+
+
+def test_phone_rule():
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "agent": {
+                "type": ["object", "null"],
+                "properties": {"name": {"type": "string"}, "phone": {"type": "string"}},
+            },
+        },
+    }
+    text = "Maria Gonzalez, reachable at 512-555-0176; 185 square metres."
+    value = {"name": "M", "agent": {"name": "Maria Gonzalez", "phone": "185\nsquare"}}
+    new, changed = apply_evidence(schema, text, value)
+    assert new["agent"]["phone"] == "512-555-0176" and changed == ["agent.phone"]
+    two = "Call 512-555-0176 or 512-555-0177."
+    assert apply_evidence(schema, two, value)[0] == value

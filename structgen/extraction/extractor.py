@@ -95,7 +95,9 @@ def extract(
             copied from inside a chunk starts where the chunk does ("SUP-0932"); a
             number repeating a sibling's numeral takes the next one ("142/91"); a
             nullable field copying a sibling's value, its name nowhere in the text, is
-            null; an array loses the
+            null; a money, identifier or phone field takes the one amount, labelled
+            identifier or phone number the text writes (``labels.py``); two date
+            fields on one date take the text's dates in order; an array loses the
             items the text does not support, ``structgen.extraction.items``), where the
             text settles them; no model call. None: ``EVIDENCE_DEFAULT``.
         write_nulls: generate under the schema with every property that accepts null

@@ -17,18 +17,23 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``non``, ``n't``, ``ex``, ``former``, ``quit``, ...) reads false, one without reads
   true; the field is true when some mention reads true, false when every mention reads
   false.
-  Unmentioned: the model's value stays.
+  Unmentioned: the model's value stays. A field whose first name word is ``park`` is
+  also mentioned by ``garage`` and ``carport`` (``_BOOLEAN_ALIASES``: "a double
+  garage" is parking).
 * **number** (``integer`` / ``number``): a text word matching any of the name's words
   is a mention, and so is an alias of one (``_NUMBER_ALIASES``: ``old`` and ``aged``
   for ``age``, as in "58 years old" and "a forty-six-year-old"; ``min``,
   ``hr``/``hrs``, ``sec`` for ``minutes``, ``hours``, ``seconds``; ``people``,
   ``persons``, ``adults`` for ``guests``; ``people``, ``persons``, ``portions`` for
-  ``servings``; ``stars`` for ``rating``); the numeral
+  ``servings``; ``stars`` for ``rating``; ``square``, ``sq``, ``sqm`` for ``m2``, as
+  in "31 square metres" and "162 sq m"); the numeral
   (``structgen.fsm.numerals.numeral_spans``) nearest to a mention, in the same clause
   and at most three words away, whose reading the field's type and bounds accept, is
   the value (a tie goes to the numeral before the mention: English writes "4 guests").
   Unmentioned, or when two sibling number fields would take the same numeral: the
-  model's value stays.
+  model's value stays; a nullable number field that no numeral decides and whose
+  name's words the text mentions only in clauses with a negation ("Rate and
+  experience are not stated") is null (**denied number**).
 * **enum** (string options): an option is *mentioned* where its words (split at
   non-letters and underscores, as the text's words are, each reduced to a stem) occur
   as consecutive words of one clause; a mention inside a longer option's mention does
@@ -36,9 +41,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   mentions the one ISO 4217 code option it stands for ("£489,950": ``GBP``;
   ``_CURRENCY_SYMBOLS``). When the model's value (a string option, null, or the field
   left out) is not mentioned and exactly one option is mentioned without a negation
-  (one before the mention in its clause, or right after it as its predicate: "not a
-  feature request", "remote: no", "remote is not possible"; "a feature request and
-  not an emergency" affirms it), that option is the value; when none is and the field
+  (one before the mention in its clause with at most two words between, or right after
+  it as its predicate: "not a feature request", "remote: no", "remote is not
+  possible"; "a feature request and not an emergency" and "cannot log in to her
+  account", a negated verb, affirm it), that option is the value; when none is and the field
   is nullable and its name is mentioned only negated ("No dress code", as the boolean
   rule reads it), the value is null; otherwise the model's value stays. Options are
   never matched inside a word ("low" is not in "below").
@@ -69,6 +75,31 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   with at most two words between, that its schema accepts and no sibling holds. This
   rule also runs on each object item of an array (the other rules do not: a mention
   does not say which item it belongs to).
+* **amount**: a number field named for money (``labels.is_amount_field``: ``price``,
+  ``total``, ``amount``, ``cost``, ``fee``, ``paid``, ...) whose value is none of the
+  readings of the numerals the text writes with a currency mark (``labels.amount_spans``:
+  "£489,950", "CHF 1'150'000"), where exactly one such numeral fits the field's type and
+  bounds, takes that numeral (the model copied the area, 162, as the price); a nullable
+  one does so from null too (the model wrote null for "bought ... for €49").
+* **identifier**: a string field named for an identifier (``labels.identifier_field``:
+  ``invoice_number``, ``booking_reference``, ``ticket_id``) takes the one identifier the
+  text writes right after the field's label (``labels.identifier_candidates``: "invoice
+  BL-778", "booking code LM55RT") when the model's value differs and the field's schema
+  accepts it; with none or two different ones, the model's value stays.
+* **phone**: a string field named for a phone number (``labels.phone_field``) takes the
+  one phone number the text writes (``labels.phone_runs``) when the model's value is
+  none of them ("1234 or wei.zhang@lantern." for "0755 8888 1234"); with two or more,
+  the model's value stays.
+* **identifier null**: a nullable number field whose value the text writes only inside
+  chunks a sibling string field holds (17 in "#88-17", the ``ticket_id``) is null: that
+  numeral is part of another field's identifier.
+* **date order**: when two ``format: date`` fields of one object hold the same date
+  and the text writes exactly as many dates (every reading ``structgen.fsm.dates``
+  gives) as the object has date fields, the date fields take them in text order (an
+  event's ``date`` and ``rsvp_by``, a booking's ``check_in`` and ``check_out``).
+* **date null**: a nullable string field without ``format`` or ``pattern``, its name
+  nowhere in the text, whose value reads as a date or time (``fsm.dates``) that a
+  sibling field holds is null (an appointment's ``location`` = "11 a.m.", the ``time``).
 * **null**: a nullable string or number field whose value equals a sibling field's
   value (after the rules above), and whose name the text never mentions (no text word
   matches a stem of it), is null: the model copied a value the text gives to another
@@ -94,8 +125,17 @@ from typing import Any
 import jsonschema
 
 from structgen.extraction.items import trim_items
+from structgen.extraction.labels import (
+    amount_spans,
+    identifier_candidates,
+    identifier_field,
+    is_amount_field,
+    phone_field,
+    phone_runs,
+)
 from structgen.extraction.refs import MAX_REF_DEPTH
 from structgen.extraction.refs import resolve as _resolve
+from structgen.fsm.dates import dates, times
 from structgen.fsm.numerals import numeral_spans
 
 __all__ = [
@@ -135,7 +175,11 @@ _NUMBER_ALIASES = {
     "minut": frozenset({"min"}),
     "hour": frozenset({"hr", "hrs"}),
     "second": frozenset({"sec"}),
+    "m2": frozenset({"squar", "sq", "sqm"}),
 }
+# words that mention a boolean field whose name's first word is the key: a garage is
+# parking ("a double garage", "no garage")
+_BOOLEAN_ALIASES = {"park": frozenset({"garag", "carport"})}
 # currency symbols as mentions of an enum's ISO 4217 code options ("£489,950": GBP)
 _CURRENCY_SYMBOLS = {
     "EUR": ("€",),
@@ -159,6 +203,7 @@ _WINDOW_BOOL = 4
 _WINDOW_NUMBER = 3
 _JOINED = re.compile(r"[^\W]|[-.@#+&]")  # characters a chunk of the text is made of
 _GAP_REPEAT = 2  # words between a repeated numeral and the next one ("118 over 76")
+_GAP_NEGATION = 2  # words between a negation and the option it negates ("not a feature request")
 
 
 def stem(word: str) -> str:
@@ -258,7 +303,8 @@ class _Text:
         clause is about something else ("a feature request and not an emergency").
         """
         clause = self.words[a][3]
-        if any(self.words[j][3] == clause and self.is_negation(j) for j in range(a)):
+        before = range(max(0, a - 1 - _GAP_NEGATION), a)
+        if any(self.words[j][3] == clause and self.is_negation(j) for j in before):
             return True
         after = [j for j in (b + 1, b + 2) if j < len(self.words) and self.words[j][3] == clause]
         if after and self.is_negation(after[0]):
@@ -272,7 +318,7 @@ def _bool_value(doc: _Text, stems: list[str]) -> bool | None:
         return None
     readings = []
     for k, (w, _, _, clause) in enumerate(doc.words):
-        if not _matches(w, stems[0]):
+        if not (_matches(w, stems[0]) or w in _BOOLEAN_ALIASES.get(stems[0], ())):
             continue
         window = [
             j
@@ -548,12 +594,141 @@ def _span_start(root: Any, prop: Any, value: Any, text: str) -> str | None:
     if len(found) != 1:
         return None
     (new,) = found
+    return new if _schema_accepts(root, sub, new) else None
+
+
+def _schema_accepts(root: Any, sub: Any, value: Any) -> bool:
+    """Whether ``sub`` (a property's subschema, ``$ref`` resolved) accepts ``value``,
+    formats checked; False for a subschema that does not stand alone.
+    """
     try:
         cls = jsonschema.validators.validator_for(root)
-        ok = cls(sub, format_checker=cls.FORMAT_CHECKER).is_valid(new)
+        return cls(sub, format_checker=cls.FORMAT_CHECKER).is_valid(value)
     except Exception:  # a subschema that does not stand alone (a $ref inside)
+        return False
+
+
+def _amount_value(root: Any, prop: Any, name: str, value: Any, amounts: list) -> Decimal | None:
+    """The amount rule of the module docstring: the one currency-marked numeral a money
+    field may hold, when the model's value is none of them; else None (no change).
+    """
+    kind, branch = _kind(root, prop)
+    if kind != "number" or isinstance(value, (str, bool)) or not is_amount_field(name_stems(name)):
         return None
-    return new if ok else None
+    if value is None and not _nullable(root, prop):
+        return None
+    number = None if value is None else Decimal(str(value))
+    if number is not None and any(number in values for _, _, values in amounts):
+        return None
+    fitting = [[v for v in values if _accepts(branch, v)] for _, _, values in amounts]
+    distinct = {f[0] for f in fitting if f}
+    return distinct.pop() if len(distinct) == 1 else None
+
+
+def _identifier_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str | None:
+    """The identifier rule of the module docstring: the one identifier the text writes
+    after the field's label, when the model's value differs; else None (no change).
+    """
+    sub = _resolve(root, prop)
+    if not isinstance(value, str) or not isinstance(sub, dict) or not identifier_field(name):
+        return None
+    if "enum" in sub or "const" in sub or "format" in sub:
+        return None
+    found = identifier_candidates(text, name, stem)
+    if len(found) != 1 or found[0] == value:
+        return None
+    return found[0] if _schema_accepts(root, sub, found[0]) else None
+
+
+def _phone_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str | None:
+    """The phone rule of the module docstring: the one phone number the text writes,
+    when the model's value is none of them; else None (no change).
+    """
+    sub = _resolve(root, prop)
+    if not isinstance(value, str) or not isinstance(sub, dict) or not phone_field(name):
+        return None
+    if any(k in sub for k in ("enum", "const", "format")):
+        return None
+    found = phone_runs(text)
+    if len(found) != 1 or value in found:
+        return None
+    return found[0] if _schema_accepts(root, sub, found[0]) else None
+
+
+def _inside_sibling(root: Any, prop: Any, name: str, node: dict, text: str, spans: list) -> bool:
+    """The identifier null rule of the module docstring: whether a nullable number field
+    holds a numeral the text writes only inside a chunk that a sibling string field holds
+    ("88-17" as ``ticket_id``: 17 is not the ``order_number``).
+    """
+    value = node.get(name)
+    kind, _ = _kind(root, prop)
+    if kind != "number" or not _scalar(value) or isinstance(value, str):
+        return False
+    if not _nullable(root, prop):
+        return False
+    held = {v for k, v in node.items() if k != name and isinstance(v, str) and v}
+    places = [(a, b) for a, b, values in spans if Decimal(str(value)) in values]
+    if not places:
+        return False
+    for a, b in places:
+        start, end = a, b
+        while start > 0 and _JOINED.fullmatch(text[start - 1]):
+            start -= 1
+        while end < len(text) and _JOINED.fullmatch(text[end]):
+            end += 1
+        chunk = text[start:end].strip("-.#@+&")
+        if chunk == text[a:b] or not any(chunk in h for h in held):
+            return False
+    return True
+
+
+def _denied(doc: _Text, stems: list[str], root: Any, prop: Any) -> bool:
+    """The denied-number rule of the module docstring: a nullable field whose name's
+    words the text mentions, every mention in a clause with a negation.
+    """
+    if not _nullable(root, prop):
+        return False
+    mentions = [k for k, (w, *_) in enumerate(doc.words) if any(_matches(w, s) for s in stems)]
+    return bool(mentions) and all(doc.negated(k) for k in mentions)
+
+
+def _is_date_field(root: Any, prop: Any) -> bool:
+    sub = _resolve(root, prop)
+    if not isinstance(sub, dict) or sub.get("format") != "date" or "enum" in sub:
+        return False
+    types = sub.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    return types - {"null"} == {"string"}
+
+
+def _dates_in_order(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
+    """The date-order rule of the module docstring: ``{field: new date}`` when two date
+    fields of one object hold the same date and the text writes exactly as many dates
+    (every reading, ``fsm.dates``) as the object has date fields, taken in text order.
+    """
+    names = [k for k, p in (sub.get("properties") or {}).items() if _is_date_field(root, p)]
+    held = [node.get(k) for k in names]
+    if len(names) < 2 or not any(isinstance(v, str) and held.count(v) > 1 for v in held):
+        return {}
+    written = dates(text)
+    if len(written) != len(names):
+        return {}
+    return {k: d for k, d, v in zip(names, written, held) if d != v}
+
+
+def _a_siblings_date(root: Any, prop: Any, name: str, node: dict, doc: _Text) -> bool:
+    """The date-null rule of the module docstring: whether a nullable plain string field
+    holds a date or time (as ``fsm.dates`` reads it) that a sibling field holds.
+    """
+    value, sub = node.get(name), _resolve(root, prop)
+    if not isinstance(value, str) or not isinstance(sub, dict) or not _nullable(root, prop):
+        return False
+    if any(k in sub for k in ("format", "pattern", "enum", "const")):
+        return False
+    if _mentions(doc, name_stems(name)):
+        return False  # the text names the field: the model decides
+    read = set(dates(value)) | set(times(value))
+    return any(k != name and isinstance(v, str) and v in read for k, v in node.items())
 
 
 def _node_numbers(node: dict) -> list[Decimal]:
@@ -610,6 +785,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         return value, []
     doc = _Text(text)
     spans = numeral_spans(text)
+    amounts = amount_spans(text)
     out = json.loads(json.dumps(value))
     changed: list[str] = []
 
@@ -639,6 +815,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 found_n = _number_value(doc, spans, stems, branch)
                 if found_n is not None:
                     numbers[name] = found_n
+                elif node[name] is not None and _denied(doc, stems, schema, prop):
+                    node[name] = None
+                    changed.append(path + name)
             elif isinstance(node[name], dict):
                 walk(prop, node[name], f"{path}{name}.", depth + 1)
             elif isinstance(node[name], list):  # items: only the string repeat rule
@@ -662,6 +841,15 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             node[name] = new
             changed.append(path + name)
         for name, prop in (sub.get("properties") or {}).items():
+            amount = _amount_value(schema, prop, name, node.get(name), amounts)
+            if amount is not None:
+                node[name] = int(amount) if amount == amount.to_integral_value() else float(amount)
+                changed.append(path + name)
+            labelled = _identifier_value(schema, prop, name, node.get(name), text)
+            labelled = labelled or _phone_value(schema, prop, name, node.get(name), text)
+            if labelled is not None:
+                node[name] = labelled
+                changed.append(path + name)
             grouped = _grouped_reading(schema, prop, node.get(name), spans)
             if grouped is not None:
                 node[name] = int(grouped)
@@ -676,6 +864,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         for name, new_s in _repeated_strings(schema, sub, node, doc).items():
             node[name] = new_s
             changed.append(path + name)
+        for name, new_d in _dates_in_order(schema, sub, node, text).items():
+            node[name] = new_d
+            changed.append(path + name)
         copied = [
             name
             for name, prop in (sub.get("properties") or {}).items()
@@ -683,6 +874,15 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             and _nullable(schema, prop)
             and not _mentions(doc, name_stems(name))
             and any(k != name and _scalar(v) and v == node[name] for k, v in node.items())
+        ]
+        copied += [
+            name
+            for name, prop in (sub.get("properties") or {}).items()
+            if name not in copied
+            and (
+                _inside_sibling(schema, prop, name, node, text, spans)
+                or _a_siblings_date(schema, prop, name, node, doc)
+            )
         ]
         for name in copied:  # a sibling's value for a field the text never names
             node[name] = None

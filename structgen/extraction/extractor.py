@@ -12,6 +12,7 @@ from structgen.errors import ExtractionError, ExtractionTruncatedWarning, Gramma
 from structgen.extraction.choices import choose_options
 from structgen.extraction.copy import CopyConstraint, copy_constraint
 from structgen.extraction.evidence import EVIDENCE_DEFAULT, apply_evidence
+from structgen.extraction.nulls import nullable_required
 from structgen.extraction.numbers import choose_numbers
 from structgen.extraction.prompt import extraction_messages
 from structgen.extraction.result import ExtractionResult
@@ -27,11 +28,13 @@ __all__ = [
     "DEFAULT_EXTRACT_MAX_TOKENS",
     "SCORE_OPTIONS_DEFAULT",
     "SCORE_NUMBERS_DEFAULT",
+    "WRITE_NULLS_DEFAULT",
 ]
 
 DEFAULT_EXTRACT_MAX_TOKENS = 512
 SCORE_OPTIONS_DEFAULT = False  # enum/boolean values by score (benchmarks/RESULTS.md)
 SCORE_NUMBERS_DEFAULT = False  # whole-numeral scoring: not yet measured (RESULTS.md)
+WRITE_NULLS_DEFAULT = False  # every nullable property written (nulls.py; RESULTS.md)
 
 
 def extract(
@@ -46,6 +49,7 @@ def extract(
     score_options: bool | None = None,
     score_numbers: bool | None = None,
     evidence: bool | None = None,
+    write_nulls: bool | None = None,
     return_details: bool = False,
     on_result: Callable[[int, Any], None] | None = None,
 ) -> Any:
@@ -91,9 +95,15 @@ def extract(
             copied from inside a chunk starts where the chunk does ("SUP-0932"); a
             number repeating a sibling's numeral takes the next one ("142/91"); a
             nullable field copying a sibling's value, its name nowhere in the text, is
-            null; an array loses the
+            null; a money, identifier or phone field takes the one amount, labelled
+            identifier or phone number the text writes (``labels.py``); two date
+            fields on one date take the text's dates in order; an array loses the
             items the text does not support, ``structgen.extraction.items``), where the
             text settles them; no model call. None: ``EVIDENCE_DEFAULT``.
+        write_nulls: generate under the schema with every property that accepts null
+            made required (``structgen.extraction.nulls``), so that the model decides
+            each such field's value or null instead of leaving it out; the result is
+            valid under ``schema`` either way. None: ``WRITE_NULLS_DEFAULT``.
         return_details: return an :class:`~structgen.extraction.result.ExtractionResult`
             (value, truncated, finish_reason, raw_text, copied_fields) per text instead
             of the bare value.
@@ -118,8 +128,10 @@ def extract(
     model_cls = schema if isinstance(schema, type) and hasattr(schema, "model_validate") else None
     sd = schema_for(schema)
     params = params or SamplingParams(max_tokens=DEFAULT_EXTRACT_MAX_TOKENS, temperature=0.0)
+    nulls = WRITE_NULLS_DEFAULT if write_nulls is None else write_nulls
+    gsd = nullable_required(sd) if nulls else sd  # the schema generated under
     plans, grammars = zip(
-        *(_compiled(copy_constraint(sd, t, copy), sd, engine.vocab) for t in texts)
+        *(_compiled(copy_constraint(gsd, t, copy), gsd, engine.vocab) for t in texts)
     )
     plans = list(plans)
     grammars = list(grammars)

@@ -91,7 +91,8 @@ ENUM_BEFORE = {"priority": "medium", "cabin": "business", "carrier": None}
 def _reference_enum(text: str, options: list[str], current) -> str | None:
     """A brute-force reading of the enum rule on the text's raw words (no stems): which
     options occur as consecutive lowercased words outside a longer option's occurrence,
-    with no negation word before them in their clause nor right after them."""
+    with no negation word among the three words before them in their clause nor right
+    after them."""
     clauses = re.split(r"[.;,!?()\n]", text.lower())
     mentioned, affirmed = set(), set()
     for clause in clauses:
@@ -104,7 +105,8 @@ def _reference_enum(text: str, options: list[str], current) -> str | None:
             if any(x <= a and b <= y and y - x > b - a for x, y, _ in hits):
                 continue
             mentioned.add(o)
-            if not {"no", "not", "never", "without"} & set(words[:a] + words[b : b + 1]):
+            near = words[max(0, a - 3) : a] + words[b : b + 1]
+            if not {"no", "not", "never", "without"} & set(near):
                 affirmed.add(o)
     if current in mentioned or len(affirmed) != 1:
         return None
@@ -189,6 +191,9 @@ def test_enum_rule_matches_a_brute_force_reading():
         ("Not a feature request, really.", "billing"),
         ("Feature request: no.", "billing"),
         ("The feature request is not urgent.", "billing"),
+        # a negation more than two words before the mention negates a verb, not it
+        ("She cannot log in to her feature request page.", "feature_request"),
+        ("Not really a feature request.", "billing"),
     ],
 )
 def test_enum_negation_is_scoped_to_the_mention(text, want):
@@ -472,7 +477,7 @@ def test_a_string_copied_from_inside_a_chunk_starts_where_the_chunk_starts(text,
         ("Ticket 0932, see SUP-0932.", {"ticket_id": "0932"}),  # one occurrence starts a chunk
         ("Codes A-17 and B-17.", {"ticket_id": "17"}),  # two different extensions
         ("Ticket VERYLONGPREFIX-0932.", {"ticket_id": "0932"}),  # over maxLength
-        ("Ticket SUP/0932 or it's x.", {"ticket_id": "0932"}),  # "/" joins no chunk
+        ("Case SUP/0932 or it's x.", {"ticket_id": "0932"}),  # "/" joins no chunk
         ("Alert: veryhigh.", {"ticket_id": "Q1", "level": "high"}),  # an enum
         ("Code SUP-0932.", {"ticket_id": "Q1", "code": "0932"}),  # against its pattern
     ],
@@ -630,7 +635,7 @@ def test_a_line_wrapped_sentence_is_one_clause(sep, want):
 
 
 def test_a_line_break_before_a_capital_ends_the_clause():
-    text = "Review in 6\nWeeks: none planned."
+    text = "Review in 6\nWeeks: to be planned."  # no negation: the denied rule stays out
     assert apply_evidence(NOTE, text, {"age": 40, "follow_up_weeks": 2})[0]["follow_up_weeks"] == 2
 
 

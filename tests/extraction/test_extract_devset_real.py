@@ -35,6 +35,13 @@ ASSERTED = {
     # systolic numeral into diastolic ("BP 142/91"): the repeat rule takes the next one
     "medical_note-01": ["/patient_name", "/medications", "/blood_pressure/diastolic"],
     "medical_note-02": ["/patient_name", "/medications", "/blood_pressure/diastolic"],
+    # greedy copies the area (162) as the price and writes no parking for "a double
+    # garage": the amount rule takes the one currency-marked numeral ("£489,950"), a
+    # garage mentions parking
+    "property_listing-03": ["/price", "/currency", "/has_parking"],
+    # greedy copies the vendor as the invoice number: the identifier rule takes the one
+    # identifier after its label ("invoice BL-778")
+    "invoice-02": ["/invoice_number", "/vendor", "/due_date"],
 }
 
 

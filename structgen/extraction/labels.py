@@ -1,0 +1,151 @@
+"""Values the text marks for a field: an identifier after its label, an amount by its currency.
+
+Two readings of a text that the evidence pass (``structgen.extraction.evidence``) uses:
+
+* **identifiers**: a field whose name ends in an identifier word (``_ID_WORDS``:
+  ``id``, ``number``, ``no``, ``nr``, ``num``, ``ref``, ``reference``, ``code``) holds an
+  identifier, and English writes one right after its label: "Invoice BL-778",
+  "INVOICE No. 2026-0415", "Booking reference QX7P2M", "booking code LM55RT", "Ticket
+  T-4471". ``identifier_candidates`` gives the chunks (letters, digits and ``-``, ``_``,
+  ``/``, ``.`` with no space, at least one digit, trailing ``.`` dropped) the text writes
+  directly after a word matching one of the name's words (``invoice``, ``booking``,
+  ``ticket``, and ``reference`` / ``ref``, which label on their own; a weaker
+  identifier word only when the name has no other word),
+  with at most one identifier word (``No.``, ``number``, ``ref.``, ``code``) and one of
+  ``:``, ``#``, ``°`` between. A name word that is only an identifier word (``postal_code``'s
+  ``code``) is no label on its own when the name has another word.
+* **amounts**: ``amount_spans`` gives the numerals (``structgen.fsm.numerals``) written
+  with a currency mark next to them: a currency symbol (``$``, ``€``, ``£``, ...) or an
+  ISO 4217 code (``EUR``, ``CHF``, ...) or ``kr`` (not inside a longer word: ``USDC``
+  is none) directly before or after, one space at most between ("£489,950",
+  "CHF 1'150'000", "1 950 000 SEK", "1,299 kr", "EUR1,250").
+* **phone numbers**: a field whose name holds ``phone``, ``tel``, ``telephone``,
+  ``mobile`` or ``cell`` holds a phone number; ``phone_runs`` gives the runs of digits,
+  spaces and ``().-/`` (a leading ``+`` or ``(`` kept, balanced parentheses, one line)
+  with 7 to 15 digits (E.164's most) that ``fsm.dates`` does not read as a date; a
+  run is maximal, its trailing non-digits dropped, and one whose first character a
+  letter, digit, ``_``, ``+`` or ``(`` follows, or whose last digit a letter or ``_``
+  precedes, is none: "+359 2 555 0143", "(04) 123 4567",
+  "512-555-0176".
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+from structgen.fsm.dates import dates
+from structgen.fsm.numerals import numeral_spans
+
+__all__ = [
+    "identifier_candidates",
+    "identifier_field",
+    "amount_spans",
+    "is_amount_field",
+    "phone_field",
+    "phone_runs",
+]
+
+_ID_WORDS = frozenset("id number no nr num ref reference code".split())
+_LABEL_ID_WORDS = frozenset({"ref", "reference"})  # identifier words that label on their own
+_SYMBOLS = "$€£¥₹₩₽₺₪₫₱฿₴₦円元"
+_CODES = (
+    "EUR USD GBP CHF JPY CNY SEK NOK DKK PLN CZK HUF AUD CAD NZD INR KRW RUB TRY ILS "
+    "VND PHP THB UAH NGN BRL MXN ZAR SGD HKD"
+).split()
+_MARK = rf"(?:[{re.escape(_SYMBOLS)}]|(?<![^\W\d_])(?:{'|'.join(_CODES)}|kr)(?![^\W\d_]))"
+_MARK_BEFORE = re.compile(rf"{_MARK} ?$")
+_MARK_AFTER = re.compile(rf"^ ?{_MARK}")
+# money words in a number field's name (its words as ``evidence.stem`` gives them)
+_AMOUNT_STEMS = frozenset("pric total amount cost fee paid rent charg budget".split())
+_NAME_WORD = re.compile(r"[A-Za-z]+")
+_PHONE_WORDS = frozenset("phone tel telephone mobile cell".split())
+_PHONE = re.compile(r"(?<![\w+(])[+(]?\d[\d ().\-/]*")
+_FILLER = re.compile(
+    r"[ \t]*(?:(?:no|nr|number|num|ref|reference|code|id)\b\.?[ \t]*)?[:#°]?[ \t]*", re.I
+)
+_CHUNK = re.compile(r"[^\W_](?:[\w\-/.]*[^\W_])?")
+
+
+def _name_words(key: str) -> list[str]:
+    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", key)
+    return [w.lower() for w in _NAME_WORD.findall(spaced)]
+
+
+def identifier_field(key: str) -> bool:
+    """Whether a field's name ends in an identifier word (``invoice_number``,
+    ``booking_reference``, ``ticket_id``, ``tracking_no``).
+    """
+    words = _name_words(key)
+    return bool(words) and words[-1] in _ID_WORDS
+
+
+def identifier_candidates(text: str, key: str, stem) -> list[str]:
+    """The identifiers ``text`` writes after a label of the field ``key`` (module
+    docstring), distinct, in text order.
+
+    Args:
+        text: the document.
+        key: the field's name; must satisfy ``identifier_field``.
+        stem: the word stemmer the mentions are compared with (``evidence.stem``).
+
+    Returns:
+        The candidate chunks; empty when the text writes none.
+    """
+    words = _name_words(key)
+    labels = [stem(w) for w in words if w not in _ID_WORDS or w in _LABEL_ID_WORDS]
+    labels = labels or [stem(words[-1])]
+    found: list[str] = []
+    for m in re.finditer(r"[^\W\d_]+", text):
+        w = stem(m.group())
+        if not any(w == s or len(s) >= 4 and w.startswith(s) for s in labels):
+            continue
+        at = _FILLER.match(text, m.end()).end()
+        chunk = _CHUNK.match(text, at)
+        if chunk is None or not any(c.isdigit() for c in chunk.group()):
+            continue
+        value = chunk.group().rstrip(".")
+        if value not in found:
+            found.append(value)
+    return found
+
+
+def is_amount_field(stems: list[str]) -> bool:
+    """Whether a number field's name (its stems) names an amount of money (``price``,
+    ``total``, ``amount``, ``cost``, ``fee``, ``price_paid``, ``rent``, ...).
+    """
+    return any(s in _AMOUNT_STEMS for s in stems)
+
+
+def amount_spans(text: str) -> list[tuple[int, int, tuple[Decimal, ...]]]:
+    """The numerals of ``text`` written with a currency mark (module docstring), as
+    ``numeral_spans`` gives them: ``(start, end, readings)``, in text order.
+    """
+    return [
+        (start, end, values)
+        for start, end, values in numeral_spans(text)
+        if _MARK_BEFORE.search(text[max(0, start - 5) : start])
+        or _MARK_AFTER.match(text[end : end + 5])
+    ]
+
+
+def phone_field(key: str) -> bool:
+    """Whether a field's name holds a phone word (``phone``, ``agent_tel``, ``mobile``)."""
+    return any(w in _PHONE_WORDS for w in _name_words(key))
+
+
+def phone_runs(text: str) -> list[str]:
+    """The phone numbers ``text`` writes (module docstring), distinct, in text order."""
+    found: list[str] = []
+    for m in _PHONE.finditer(text):
+        run = re.sub(r"\D+$", "", m.group())
+        end = m.start() + len(run)
+        if re.match(r"\w", text[end : end + 1]):
+            continue  # a letter touches its last digit: part of a longer chunk
+        digits = sum(c.isdigit() for c in run)
+        if run.count("(") != run.count(")") or "\n" in run or not 7 <= digits <= 15:
+            continue
+        if dates(run) or run in found:
+            continue
+        found.append(run)
+    return found

@@ -3,7 +3,7 @@
 Above the runtime and the grammar layer: it builds the prompt (``prompt.py``), compiles
 the schema's spec (``structgen.fsm.spec.JsonSchema``) and generates with any engine that
 has ``vocab``, ``make_request`` and ``run_requests`` (``extractor.py``); ``result.py``
-holds ``ExtractionResult``; ``copy.py``, ``spans.py``, ``choices.py``, ``evidence.py`` and
+holds ``ExtractionResult``; ``copy.py``, ``spans.py``, ``choices.py``, ``evidence/`` and
 ``items.py`` (array items the text does not support, dropped) refine what greedy writes.
 ``Engine.extract`` calls :func:`extract`.
 """

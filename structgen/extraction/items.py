@@ -28,7 +28,7 @@ every array reached through object properties (nested arrays excluded):
 The array keeps its supported items in order; when that leaves fewer than its
 ``minItems``, the earliest dropped items (before a repeat) come back until it has
 them. A change is kept only when the whole object stays valid under the schema
-(``jsonschema``). No model call. ``apply_evidence`` (``evidence.py``) runs it last.
+(``jsonschema``). No model call. ``apply_evidence`` (``evidence/``) runs it last.
 """
 
 from __future__ import annotations

@@ -1,0 +1,140 @@
+"""Boolean, number, enum and null values decided by where the text mentions them.
+
+A 135M model writing JSON under a grammar has two systematic failures that the text
+itself can settle: it writes ``false`` for most booleans whatever the text says, and it
+picks the wrong one of the text's numerals for a number field (``"guests": 12`` for
+"two guests"). ``apply_evidence`` revisits such fields of a finished object with two
+rules, stated on the field's name (its key split at ``_``, case changes and digits, each
+word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
+``included``, ``required``, ``number`` do not count):
+
+* **boolean**: the text *mentions* the field when all the name's words occur (as
+  stems, or one stem the prefix of the other, four letters at least) within a window
+  of four words. A mention in a clause (text between ``.``, ``;``, ``!``, ``?``,
+  ``,``, ``(``, ``)``, ``·``, ``|`` and line breaks, except a soft wrap: a line break
+  between a letter or digit and a lowercase letter, as a hard-wrapped paragraph has,
+  ``unwrapped``) with a negation (``no``, ``not``, ``without``, ``never``, ``none``,
+  ``non``, ``n't``, ``ex``, ``former``, ``quit``, ...) reads false, one without reads
+  true; the field is true when some mention reads true, false when every mention reads
+  false.
+  Unmentioned: the model's value stays. A field whose first name word is ``park`` is
+  also mentioned by ``garage`` and ``carport`` (``_BOOLEAN_ALIASES``: "a double
+  garage" is parking).
+* **number** (``integer`` / ``number``): a text word matching any of the name's words
+  is a mention, and so is an alias of one (``_NUMBER_ALIASES``: ``old`` and ``aged``
+  for ``age``, as in "58 years old" and "a forty-six-year-old"; ``min``,
+  ``hr``/``hrs``, ``sec`` for ``minutes``, ``hours``, ``seconds``; ``people``,
+  ``persons``, ``adults`` for ``guests``; ``people``, ``persons``, ``portions`` for
+  ``servings``; ``stars`` for ``rating``; ``square``, ``sq``, ``sqm`` for ``m2``, as
+  in "31 square metres" and "162 sq m"); the numeral
+  (``structgen.fsm.numerals.numeral_spans``) nearest to a mention, in the same clause
+  and at most three words away, whose reading the field's type and bounds accept, is
+  the value (a tie goes to the numeral before the mention: English writes "4 guests").
+  Unmentioned, or when two sibling number fields would take the same numeral: the
+  model's value stays; a nullable number field that no numeral decides and whose
+  name's words the text mentions only in clauses with a negation ("Rate and
+  experience are not stated") is null (**denied number**).
+* **enum** (string options): an option is *mentioned* where its words (split at
+  non-letters and underscores, as the text's words are, each reduced to a stem) occur
+  as consecutive words of one clause; a mention inside a longer option's mention does
+  not count ("premium economy" is not a mention of ``economy``); a currency symbol
+  mentions the one ISO 4217 code option it stands for ("£489,950": ``GBP``;
+  ``_CURRENCY_SYMBOLS``). When the model's value (a string option, null, or the field
+  left out) is not mentioned and exactly one option is mentioned without a negation
+  (one before the mention in its clause with at most two words between, or right after
+  it as its predicate: "not a feature request", "remote: no", "remote is not
+  possible"; "a feature request and not an emergency" and "cannot log in to her
+  account", a negated verb, affirm it), that option is the value; when none is and the field
+  is nullable and its name is mentioned only negated ("No dress code", as the boolean
+  rule reads it), the value is null; otherwise the model's value stays. Options are
+  never matched inside a word ("low" is not in "below").
+* **separator**: a number field whose value equals a numeral only in that numeral's
+  decimal-separator reading, written with trailing zeros (``48`` from "€48,000", ``1.8``
+  from "1.800 EUR"), while its other reading is a whole number (``48000``, ``1800``:
+  ``structgen.fsm.numerals`` reads "48,000" both ways) takes the whole reading, when
+  every such numeral agrees and the field's type and bounds accept it: the model
+  stopped at the separator, and no one writes 48 as "48,000".
+* **span start**: a string field (not enum or const) whose value the text writes
+  only inside longer chunks (every occurrence directly preceded, with no space, by
+  letters, digits, ``_`` or ``-``, ``.``, ``@``, ``#``, ``+``, ``&``) starts where that
+  chunk starts (its leading punctuation skipped), when every occurrence gives the same
+  extension and the field's schema accepts it (formats checked): greedy copying
+  commits to a start late (``"0932"`` for "SUP-0932", ``"alsayed@crescent.example"``
+  for "fatima.alsayed@crescent.example"). A value that starts a chunk somewhere stays.
+* **repeat**: a number field that is not nullable and holds the same value as an
+  earlier sibling number field (schema order, after the number rule), where the text
+  writes that value as one numeral only, copied its sibling's numeral (a 135M model
+  writes ``"systolic": 142, "diastolic": 142`` for "BP 142/91"): it takes the numeral
+  the text writes next, in the same clause with at most two words between ("118 over
+  76"), when a reading of it fits the field's type and bounds and no sibling holds it.
+  A value the text writes twice, or whose next numeral does not fit, stays.
+* **string repeat**: a string field with a ``pattern`` (an airport code, say) that
+  holds the same value as an earlier sibling string field (``"from_airport": "FRA",
+  "to_airport": "FRA"`` for "FRA → New York JFK"), where the text writes that value
+  once as one word, takes the first word the text writes after it, in the same clause
+  with at most two words between, that its schema accepts and no sibling holds. This
+  rule also runs on each object item of an array (the other rules do not: a mention
+  does not say which item it belongs to).
+* **amount**: a number field named for money (``labels.is_amount_field``: ``price``,
+  ``total``, ``amount``, ``cost``, ``fee``, ``paid``, ...) whose value is none of the
+  readings of the numerals the text writes with a currency mark (``labels.amount_spans``:
+  "£489,950", "CHF 1'150'000"), where exactly one such numeral fits the field's type and
+  bounds, takes that numeral (the model copied the area, 162, as the price); a nullable
+  one does so from null too (the model wrote null for "bought ... for €49").
+* **identifier**: a string field named for an identifier (``labels.identifier_field``:
+  ``invoice_number``, ``booking_reference``, ``ticket_id``) takes the one identifier the
+  text writes right after the field's label (``labels.identifier_candidates``: "invoice
+  BL-778", "booking code LM55RT") when the model's value differs and the field's schema
+  accepts it; with none or two different ones, the model's value stays.
+* **phone**: a string field named for a phone number (``labels.phone_field``) takes the
+  one phone number the text writes (``labels.phone_runs``) when the model's value is
+  none of them ("1234 or wei.zhang@lantern." for "0755 8888 1234"); with two or more,
+  the model's value stays.
+* **identifier null**: a nullable number field whose value the text writes only inside
+  chunks a sibling string field holds (17 in "#88-17", the ``ticket_id``) is null: that
+  numeral is part of another field's identifier.
+* **date order**: when two ``format: date`` fields of one object hold the same date
+  and the text writes exactly as many dates (every reading ``structgen.fsm.dates``
+  gives) as the object has date fields, the date fields take them in text order (an
+  event's ``date`` and ``rsvp_by``, a booking's ``check_in`` and ``check_out``).
+* **date null**: a nullable string field without ``format`` or ``pattern``, its name
+  nowhere in the text, whose value reads as a date or time (``fsm.dates``) that a
+  sibling field holds is null (an appointment's ``location`` = "11 a.m.", the ``time``).
+* **null**: a nullable string or number field whose value equals a sibling field's
+  value (after the rules above), and whose name the text never mentions (no text word
+  matches a stem of it), is null: the model copied a value the text gives to another
+  field into one the text does not give (``"rsvp_by"`` = the event's date).
+
+* **array items**: items the text does not support are dropped (``items.trim_items``:
+  from the first repeat of an earlier item on, and items whose parts the text writes
+  apart), run after the rules above.
+
+A replacement is kept only when the object stays valid under the schema (``jsonschema``).
+The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
+and ``EVIDENCE_DEFAULT`` is the measured default (``benchmarks/RESULTS.md``).
+
+Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the names
+(``stem``, ``unwrapped``, ``name_stems``, ``option_stems``, words, clauses, negations),
+``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
+boolean and enum rules (currency symbols included), ``numbers.py`` the number,
+separator, repeat, amount and denied-number rules, ``strings.py`` the span-start,
+string repeat, identifier and phone rules, ``dates.py`` the date order and date null
+rules, ``nulls.py`` the null and identifier null rules, and ``apply.py`` the driver,
+``apply_evidence``, which this package re-exports.
+"""
+
+from __future__ import annotations
+
+from structgen.extraction.evidence.apply import apply_evidence
+from structgen.extraction.evidence.text import name_stems, option_stems, stem, unwrapped
+
+__all__ = [
+    "EVIDENCE_DEFAULT",
+    "apply_evidence",
+    "name_stems",
+    "option_stems",
+    "stem",
+    "unwrapped",
+]
+
+EVIDENCE_DEFAULT = True

@@ -1,0 +1,153 @@
+"""The evidence pass's driver: ``apply_evidence`` runs the rules over one object.
+
+Each object of the schema is walked once: the boolean, enum and number rules in schema
+order (``options``, ``numbers``), then per field the amount, identifier, phone, separator
+and span-start rules, then the repeat, string repeat and date order rules, then the null
+rules (``nulls``); last, unsupported array items are dropped (``items.trim_items``). The
+rules: the package docstring, ``structgen.extraction.evidence``.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import jsonschema
+
+from structgen.extraction.evidence.dates import _dates_in_order
+from structgen.extraction.evidence.fields import _kind, _nullable
+from structgen.extraction.evidence.nulls import _copied_nulls
+from structgen.extraction.evidence.numbers import (
+    _amount_value,
+    _denied,
+    _grouped_reading,
+    _number_value,
+    _repeated_numbers,
+)
+from structgen.extraction.evidence.options import _bool_value, _enum_value
+from structgen.extraction.evidence.strings import (
+    _identifier_value,
+    _phone_value,
+    _repeated_strings,
+    _span_start,
+)
+from structgen.extraction.evidence.text import _Text, name_stems
+from structgen.extraction.items import trim_items
+from structgen.extraction.labels import amount_spans
+from structgen.extraction.refs import MAX_REF_DEPTH
+from structgen.extraction.refs import resolve as _resolve
+from structgen.fsm.numerals import numeral_spans
+
+
+def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
+    """One finished object with its boolean, number and enum fields decided by the
+    text's mentions of their names and options, and its arrays' unsupported items
+    dropped (package docstring).
+
+    Args:
+        schema: the JSON Schema (a dict) ``value`` is valid under.
+        text: the document the object was extracted from.
+        value: the extracted object (a dict; anything else is returned as it is).
+
+    Returns:
+        ``(object, changed)``: the object (a new dict where a field changed) and the
+        dotted paths of the fields changed, in schema order (arrays trimmed last).
+    """
+    if not isinstance(schema, dict) or not isinstance(value, dict):
+        return value, []
+    doc = _Text(text)
+    spans = numeral_spans(text)
+    amounts = amount_spans(text)
+    out = json.loads(json.dumps(value))
+    changed: list[str] = []
+
+    def walk(sub: Any, node: dict, path: str, depth: int) -> None:
+        sub = _resolve(schema, sub)
+        if not isinstance(sub, dict) or depth > MAX_REF_DEPTH:
+            return
+        numbers: dict[str, Decimal] = {}
+        for name, prop in (sub.get("properties") or {}).items():
+            kind, branch = _kind(schema, prop)
+            if name not in node and kind != "enum":
+                continue
+            stems = name_stems(name)
+            if kind == "boolean" and isinstance(node[name], bool):
+                found = _bool_value(doc, stems)
+                if found is not None and found != node[name]:
+                    node[name] = found
+                    changed.append(path + name)
+            elif kind == "enum" and (node.get(name) is None or isinstance(node[name], str)):
+                options = list(dict.fromkeys(o for o in branch["enum"] if isinstance(o, str)))
+                denied = _nullable(schema, prop) and _bool_value(doc, stems) is False
+                decided, found_e = _enum_value(doc, options, node.get(name), denied)
+                if decided:
+                    node[name] = found_e
+                    changed.append(path + name)
+            elif kind == "number" and stems:
+                found_n = _number_value(doc, spans, stems, branch)
+                if found_n is not None:
+                    numbers[name] = found_n
+                elif node[name] is not None and _denied(doc, stems, schema, prop):
+                    node[name] = None
+                    changed.append(path + name)
+            elif isinstance(node[name], dict):
+                walk(prop, node[name], f"{path}{name}.", depth + 1)
+            elif isinstance(node[name], list):  # items: only the string repeat rule
+                arr = _resolve(schema, prop)
+                items = _resolve(schema, arr.get("items")) if isinstance(arr, dict) else None
+                for i, item in enumerate(node[name]):
+                    if isinstance(items, dict) and isinstance(item, dict):
+                        for key, new in _repeated_strings(schema, items, item, doc).items():
+                            item[key] = new
+                            changed.append(f"{path}{name}[{i}].{key}")
+        shared = [v for v in numbers.values()]
+        for name, num in numbers.items():
+            if shared.count(num) > 1:
+                continue  # two siblings point at one numeral: the model decides
+            new: Any = int(num) if num == num.to_integral_value() else float(num)
+            current = node[name]
+            if isinstance(current, bool) or (
+                isinstance(current, (int, float)) and Decimal(str(current)) == num
+            ):
+                continue
+            node[name] = new
+            changed.append(path + name)
+        for name, prop in (sub.get("properties") or {}).items():
+            amount = _amount_value(schema, prop, name, node.get(name), amounts)
+            if amount is not None:
+                node[name] = int(amount) if amount == amount.to_integral_value() else float(amount)
+                changed.append(path + name)
+            labelled = _identifier_value(schema, prop, name, node.get(name), text)
+            labelled = labelled or _phone_value(schema, prop, name, node.get(name), text)
+            if labelled is not None:
+                node[name] = labelled
+                changed.append(path + name)
+            grouped = _grouped_reading(schema, prop, node.get(name), spans)
+            if grouped is not None:
+                node[name] = int(grouped)
+                changed.append(path + name)
+            started = _span_start(schema, prop, node.get(name), text)
+            if started is not None:
+                node[name] = started
+                changed.append(path + name)
+        for name, num in _repeated_numbers(schema, sub, node, doc, spans).items():
+            node[name] = int(num) if num == num.to_integral_value() else float(num)
+            changed.append(path + name)
+        for name, new_s in _repeated_strings(schema, sub, node, doc).items():
+            node[name] = new_s
+            changed.append(path + name)
+        for name, new_d in _dates_in_order(schema, sub, node, text).items():
+            node[name] = new_d
+            changed.append(path + name)
+        copied = _copied_nulls(schema, sub, node, doc, text, spans)
+        for name in copied:  # a sibling's value for a field the text never names
+            node[name] = None
+            changed.append(path + name)
+
+    walk(schema, out, "", 0)
+    checker = jsonschema.validators.validator_for(schema)(schema)
+    if not changed or not checker.is_valid(out):
+        out, changed = value, []
+    trimmed, dropped = trim_items(schema, text, out)
+    return trimmed, changed + dropped

@@ -1,0 +1,123 @@
+"""The boolean and enum rules of ``structgen.extraction.evidence``.
+
+A boolean field is decided by the text's mentions of its name and the negations in their
+clauses (``_bool_value``, with ``_BOOLEAN_ALIASES``); a string enum by the one option the
+text mentions un-negated (``_enum_value``), a currency symbol mentioning the ISO 4217 code
+option it stands for (``_symbol_mentions``, ``_CURRENCY_SYMBOLS``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from structgen.extraction.evidence.text import _matches, _Text, option_stems
+
+# words that mention a boolean field whose name's first word is the key: a garage is
+# parking ("a double garage", "no garage")
+_BOOLEAN_ALIASES = {"park": frozenset({"garag", "carport"})}
+
+
+# currency symbols as mentions of an enum's ISO 4217 code options ("£489,950": GBP)
+_CURRENCY_SYMBOLS = {
+    "EUR": ("€",),
+    "GBP": ("£",),
+    "USD": ("$",),
+    "JPY": ("¥", "円"),
+    "CNY": ("¥", "元"),
+    "INR": ("₹",),
+    "KRW": ("₩",),
+    "RUB": ("₽",),
+    "TRY": ("₺",),
+    "ILS": ("₪",),
+    "VND": ("₫",),
+    "PHP": ("₱",),
+    "THB": ("฿",),
+    "UAH": ("₴",),
+    "NGN": ("₦",),
+}
+
+
+_WINDOW_BOOL = 4
+
+
+def _bool_value(doc: _Text, stems: list[str]) -> bool | None:
+    """The boolean rule of the package docstring; None when the text does not mention it."""
+    if not stems:
+        return None
+    readings = []
+    for k, (w, _, _, clause) in enumerate(doc.words):
+        if not (_matches(w, stems[0]) or w in _BOOLEAN_ALIASES.get(stems[0], ())):
+            continue
+        window = [
+            j
+            for j in range(max(0, k - _WINDOW_BOOL), min(len(doc.words), k + _WINDOW_BOOL + 1))
+            if doc.words[j][3] == clause
+        ]
+        if all(any(_matches(doc.words[j][0], s) for j in window) for s in stems[1:]):
+            readings.append(not doc.negated(k))
+    if not readings:
+        return None
+    return any(readings)
+
+
+def _enum_value(
+    doc: _Text, options: list[str], current: Any, denied: bool = False
+) -> tuple[bool, str | None]:
+    """The enum rule of the package docstring: ``(decided, value)``; ``(False, None)``
+    when it does not decide the field. ``denied``: the field is nullable and the text
+    mentions its name only negated ("No dress code"), so with no option affirmed and the
+    model's option unmentioned the value is null.
+    """
+    stems = {o: option_stems(o) for o in options}
+    spans: dict[str, list[tuple[int, int]]] = {o: [] for o in options}
+    for o, ws in stems.items():
+        n = len(ws)
+        for k in range(len(doc.words) - n + 1) if n else ():
+            if doc.words[k][3] == doc.words[k + n - 1][3] and all(
+                doc.words[k + i][0] == ws[i] for i in range(n)
+            ):
+                spans[o].append((k, k + n - 1))
+    for o, k in _symbol_mentions(doc, options):
+        spans[o].append((k, k))
+    every = [(a, b) for found in spans.values() for a, b in found]
+    kept = {
+        o: [
+            (a, b)
+            for a, b in found
+            if not any(x <= a and b <= y and y - x > b - a for x, y in every)
+        ]
+        for o, found in spans.items()
+    }
+    if isinstance(current, str) and kept.get(current):
+        return False, None
+    affirmed = [o for o in options if any(not doc.negates(a, b) for a, b in kept[o])]
+    if not affirmed and denied and current is not None:
+        return True, None
+    if len(affirmed) != 1 or affirmed[0] == current:
+        return False, None
+    return True, affirmed[0]
+
+
+def _symbol_mentions(doc: _Text, options: list[str]) -> list[tuple[str, int]]:
+    """``(option, word index)`` of each currency symbol in the text that stands for one
+    ISO 4217 option (``_CURRENCY_SYMBOLS``; a symbol two options share mentions neither,
+    ``$`` after a letter is another dollar: ``A$``, ``HK$``, but ``US$``); the index is
+    the word after the symbol (the amount), else the last word.
+    """
+    if not doc.words:
+        return []
+    by_symbol: dict[str, list[str]] = {}
+    for o in options:
+        for sym in _CURRENCY_SYMBOLS.get(o.upper(), ()):
+            by_symbol.setdefault(sym, []).append(o)
+    found = []
+    for sym, opts in by_symbol.items():
+        if len(opts) != 1:
+            continue
+        for m in re.finditer(re.escape(sym), doc.text):
+            before = doc.text[max(0, m.start() - 2) : m.start()]
+            if sym == "$" and before[-1:].isalpha() and before != "US":
+                continue
+            found.append((opts[0], min(doc.word_at(m.end()), len(doc.words) - 1)))
+    return found

@@ -1,0 +1,184 @@
+"""How the evidence rules read a text and a field's name.
+
+The text's words (``_Text``: each word's stem, offsets and clause number; clauses end at
+``.``, ``;``, ``,``, brackets, ``·``, ``|`` and hard line breaks, not at a soft wrap,
+``unwrapped``), negations in a clause, the stems of a field name's words
+(``name_stems``) and of an enum option's (``option_stems``), and the words that mention a
+field (``_mentions``, with ``_NUMBER_ALIASES``). The rules: ``structgen.extraction.evidence``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_GENERIC = frozenset(
+    "has have is are was can may allowed allow included include includes required "
+    "require needed number num no nr count id of the a an in on at per to for by with".split()
+)
+
+
+_NEGATIONS = frozenset(
+    "no not without never none non nothing neither nor cannot cant isnt doesnt dont "
+    "wont wasnt arent excluded excluding ex former quit stopped".split()
+)
+
+
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ers", "er", "ies", "es", "ed", "s", "e", "y")
+
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+_CLAUSE = re.compile(r"[.;!?,()\[\]·|\n]+(?:\s|$)|[;!?()\[\]·|\n]")
+
+
+# a line break inside a sentence (a hard-wrapped paragraph): between a letter or digit
+# and a lowercase letter, with only spaces or tabs around it
+_SOFT_WRAP = re.compile(r"(?<=[^\W_])([ \t]*)\n(?=[ \t]*[^\W\d_])")
+
+
+# words that mention a field whose name holds the key (both as ``stem`` gives them) in
+# the number rule: how English writes an age ("58 years old", "aged 58"), the usual
+# abbreviations of time units ("50 min", "2 hrs") and the nouns English counts guests,
+# servings and ratings in ("four people", "feeds six people", "four stars")
+_NUMBER_ALIASES = {
+    "age": frozenset({"old", "aged"}),
+    "guest": frozenset({"peopl", "person", "adult"}),
+    "serv": frozenset({"peopl", "person", "portion"}),
+    "rat": frozenset({"star"}),
+    "minut": frozenset({"min"}),
+    "hour": frozenset({"hr", "hrs"}),
+    "second": frozenset({"sec"}),
+    "m2": frozenset({"squar", "sq", "sqm"}),
+}
+
+
+_COPULAS = frozenset("is are was were be".split())
+
+
+_JOINED = re.compile(r"[^\W]|[-.@#+&]")  # characters a chunk of the text is made of
+
+
+_GAP_REPEAT = 2  # words between a repeated numeral and the next one ("118 over 76")
+
+
+_GAP_NEGATION = 2  # words between a negation and the option it negates ("not a feature request")
+
+
+def stem(word: str) -> str:
+    """``word`` lowercased with one common English suffix removed (at least three letters
+    stay): ``servings`` and ``serves`` -> ``serv``, ``smoker`` -> ``smok``.
+    """
+    w = word.lower()
+    for suf in _SUFFIXES:
+        if w.endswith(suf) and len(w) - len(suf) >= 3:
+            return w[: -len(suf)]
+    return w
+
+
+def unwrapped(text: str) -> str:
+    """``text`` with every soft line wrap written as a space, so that a clause does not
+    end there: a line break between a letter or digit and a lowercase letter, with only
+    spaces or tabs around it (``in eight`` / ``weeks`` on two lines of a hard-wrapped
+    paragraph). A blank line, punctuation before the break or a capital after it keep
+    the break. Same length as ``text``, so offsets carry over.
+    """
+
+    def space(m: re.Match) -> str:
+        return m.group(1) + (" " if text[m.end() :].lstrip(" \t")[:1].islower() else "\n")
+
+    return _SOFT_WRAP.sub(space, text)
+
+
+def name_stems(key: str) -> list[str]:
+    """The stems of a field name's words that count for a mention (package docstring):
+    ``breakfast_included`` -> ``["breakfast"]``, ``area_m2`` -> ``["area", "m2"]``.
+    """
+    spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", key)
+    words = [w for w in re.split(r"[\W_]+", spaced) if w]
+    return [stem(w) for w in words if w.lower() not in _GENERIC and len(w) >= 2]
+
+
+def option_stems(option: str) -> list[str]:
+    """The stems of an enum option's words, split as the text's words are (a value, not
+    an identifier: ``PostNord`` stays one word), as a mention must show them in order:
+    ``"feature_request"`` -> ``["featur", "request"]``, ``"La Poste"`` -> ``["la", "post"]``.
+    """
+    return [stem(w) for w in _WORD.findall(unicodedata.normalize("NFKC", option))]
+
+
+def _matches(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    return len(short) >= 4 and long_.startswith(short)
+
+
+class _Text:
+    """A text as normalised words with their offsets and clause numbers."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        bounds = [m.start() for m in _CLAUSE.finditer(unwrapped(text))]
+        self.words: list[tuple[str, int, int, int]] = []  # (stem, start, end, clause)
+        self.raw: list[str] = []
+        clause = 0
+        for m in _WORD.finditer(text):
+            while clause < len(bounds) and bounds[clause] < m.start():
+                clause += 1
+            word = unicodedata.normalize("NFKC", m.group()).lower()
+            self.words.append((stem(word), m.start(), m.end(), clause))
+            self.raw.append(word)
+
+    def word_at(self, offset: int) -> int:
+        """The index of the word holding (or first after) a character offset."""
+        for k, (_, _start, end, _) in enumerate(self.words):
+            if end > offset:
+                return k
+        return len(self.words)
+
+    def is_negation(self, j: int) -> bool:
+        """Whether word ``j`` is a negation (``_NEGATIONS``, ``...n't``, the ``t`` of
+        ``don't`` as the word split leaves it).
+        """
+        raw, start = self.raw[j], self.words[j][1]
+        return (
+            raw in _NEGATIONS
+            or raw.endswith("n't")
+            or raw == "t"
+            and j > 0
+            and (self.text[start - 1 : start] in "'’" and self.raw[j - 1].endswith("n"))
+        )
+
+    def negated(self, k: int) -> bool:
+        """Whether word ``k``'s clause holds a negation."""
+        clause = self.words[k][3]
+        return any(c == clause and self.is_negation(j) for j, (*_, c) in enumerate(self.words))
+
+    def negates(self, a: int, b: int) -> bool:
+        """Whether the mention of words ``a..b`` is negated: a negation before it in its
+        clause ("not a feature request", "no dress code"), or right after it as its
+        predicate ("remote: no", "remote is not possible"); a negation later in the
+        clause is about something else ("a feature request and not an emergency").
+        """
+        clause = self.words[a][3]
+        before = range(max(0, a - 1 - _GAP_NEGATION), a)
+        if any(self.words[j][3] == clause and self.is_negation(j) for j in before):
+            return True
+        after = [j for j in (b + 1, b + 2) if j < len(self.words) and self.words[j][3] == clause]
+        if after and self.is_negation(after[0]):
+            return True
+        return len(after) == 2 and self.raw[after[0]] in _COPULAS and self.is_negation(after[1])
+
+
+def _mentions(doc: _Text, stems: list[str]) -> list[int]:
+    """Indices of the text's words that match some of a field name's stems, or are one of
+    a stem's aliases (``_NUMBER_ALIASES``: "old" for ``age``, "min" for ``minutes``).
+    """
+    aliases = frozenset().union(*(_NUMBER_ALIASES.get(s, ()) for s in stems))
+    return [
+        k
+        for k, (w, *_) in enumerate(doc.words)
+        if w in aliases or any(_matches(w, s) for s in stems)
+    ]

@@ -16,6 +16,7 @@ import pytest
 from structgen.fsm import clear_cache, compile_json_schema
 from structgen.fsm.index import trie
 from structgen.fsm.regex.dfa import regex_to_dfa
+from tests.fsm._reference import brute_force_mask
 
 SCHEMAS = {
     # literal keys, a string, an integer, a boolean: literal rows and live-class rows
@@ -47,21 +48,6 @@ SCHEMAS = {
 }
 
 
-def _brute_force(grammar, vocab, prefix: bytes) -> tuple[np.ndarray, int]:
-    """bool ``[vocab_size]``: the allowed tokens after ``prefix`` by the brute-force walk."""
-    ref = regex_to_dfa(grammar.pattern, definitions=grammar.definitions or None, eager_rows=0)
-    start = ref.walk(ref.initial, prefix)
-    assert start >= 0
-    never, eos = vocab.index_tables
-    allowed = np.zeros(vocab.vocab_size, bool)
-    for t, data in enumerate(vocab.token_bytes):
-        if not never[t] and data:
-            allowed[t] = ref.walk(start, data) >= 0
-    allowed[eos] = ref.is_accepting(start)
-    assert ref.num_rows_built == 0  # the reference never used the row builder
-    return allowed, start
-
-
 def _unpack(mask: np.ndarray, n: int) -> np.ndarray:
     return np.unpackbits(mask.view(np.uint8), bitorder="little")[:n].astype(bool)
 
@@ -89,7 +75,7 @@ def test_cold_masks_match_brute_force(smollm2_vocab, monkeypatch, name, walk) ->
         state = dfa.walk(dfa.initial, data[:cut])
         assert state >= 0, cut
         got = _unpack(index.bitmask(state), smollm2_vocab.vocab_size)
-        want, _ = _brute_force(grammar, smollm2_vocab, data[:cut])
+        want = brute_force_mask(grammar, smollm2_vocab, data[:cut])
         assert np.array_equal(got, want), (name, cut, np.flatnonzero(got != want)[:10])
         assert want.any()
         nxt = index.next_states(state)  # the row form of the same walk agrees

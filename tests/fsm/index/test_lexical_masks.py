@@ -25,6 +25,7 @@ from structgen.fsm import (
 )
 from structgen.fsm.index.lexical_masks import LexicalMaskCache, head_key
 from structgen.fsm.regex.dfa import regex_to_dfa
+from tests.fsm._reference import brute_force_mask
 
 
 def _vocab() -> Vocabulary:
@@ -50,25 +51,12 @@ def vocab() -> Vocabulary:
     return v
 
 
-def _brute_force(grammar, vocab, prefix: bytes) -> np.ndarray:
-    ref = regex_to_dfa(grammar.pattern, definitions=grammar.definitions or None, eager_rows=0)
-    start = ref.walk(ref.initial, prefix)
-    assert start >= 0, prefix
-    never, eos = vocab.index_tables
-    allowed = np.zeros(vocab.vocab_size, bool)
-    for t, data in enumerate(vocab.token_bytes):
-        if not never[t] and data:
-            allowed[t] = ref.walk(start, data) >= 0
-    allowed[eos] = ref.is_accepting(start)
-    return allowed
-
-
 def _check(grammar, vocab, prefix: bytes) -> np.ndarray:
     """The grammar's mask after ``prefix`` equals brute force; returns it unpacked."""
     state = grammar.dfa.walk(grammar.dfa.initial, prefix)
     mask = grammar.token_index.bitmask(state)
     got = np.unpackbits(mask.view(np.uint8), bitorder="little")[: vocab.vocab_size].astype(bool)
-    want = _brute_force(grammar, vocab, prefix)
+    want = brute_force_mask(grammar, vocab, prefix)
     assert np.array_equal(got, want), (prefix, np.flatnonzero(got != want)[:10])
     return got
 

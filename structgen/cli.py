@@ -321,7 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--schema", required=True, help="JSON Schema file")
     src = ex.add_mutually_exclusive_group()
     src.add_argument("--text", help="the text to extract from")
-    src.add_argument("--input", help="a text file, or a .jsonl file (one result line per line)")
+    src.add_argument(
+        "--input", help="a text file, or a .jsonl file (one result line per non-blank line)"
+    )
     ex.add_argument("--output", default=None, help="write the results here (default: stdout)")
     ex.add_argument("--model", default=None, help="a .gguf file or HF folder (default: SmolLM2)")
     ex.add_argument("--max-tokens", type=int, default=512)

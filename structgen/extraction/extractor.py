@@ -8,7 +8,12 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from structgen.errors import ExtractionError, ExtractionTruncatedWarning, GrammarTooComplexError
+from structgen.errors import (
+    ExtractionError,
+    ExtractionTruncatedWarning,
+    GrammarTooComplexError,
+    RequestError,
+)
 from structgen.extraction.choices import choose_options
 from structgen.extraction.copy import CopyConstraint, copy_constraint
 from structgen.extraction.evidence import EVIDENCE_DEFAULT, apply_evidence
@@ -122,9 +127,22 @@ def extract(
         ExtractionError: an output failed, or was cut by ``max_tokens`` before its JSON
             was complete; carries the raw text and finish reason. Never returns a half
             object.
+            An empty or whitespace-only text fails this way too, without model work.
+        RequestError: a text is not a string.
     """
     single = isinstance(text, str)
     texts = [text] if single else list(text)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise RequestError(f"extract: text {i} is a {type(t).__name__}, not a string")
+    if any(not t.strip() for t in texts):
+        return _without_empty(
+            texts, single, errors, on_result,
+            lambda kept, report: extract(
+                engine, schema, kept, instructions, params, "return", copy, score_span_ends,
+                score_options, score_numbers, evidence, write_nulls, return_details, report,
+            ),
+        )  # fmt: skip
     model_cls = schema if isinstance(schema, type) and hasattr(schema, "model_validate") else None
     sd = schema_for(schema)
     params = params or SamplingParams(max_tokens=DEFAULT_EXTRACT_MAX_TOKENS, temperature=0.0)
@@ -170,6 +188,42 @@ def extract(
     for i, out in enumerate(outputs):
         if results[i] is None:
             finish(i, out)
+    if errors != "return":
+        failed = next((r for r in results if isinstance(r, ExtractionError)), None)
+        if failed is not None:
+            raise failed
+    return results[0] if single else results
+
+
+def _without_empty(
+    texts: list[str],
+    single: bool,
+    errors: str,
+    on_result: Callable[[int, Any], None] | None,
+    run: Callable[[list[str], Callable[[int, Any], None] | None], list[Any]],
+) -> Any:
+    """The results of ``extract`` where some texts are empty or whitespace: each such text gets an
+    ExtractionError in its place without any model work (there is nothing to copy or read
+    a value from, and a model asked anyway makes a record up); ``run(kept, report)``
+    extracts the others (``errors="return"``), ``report(j, result)`` forwarding kept text
+    ``j``'s result to ``on_result`` under its index in ``texts``.
+
+    Raises:
+        ExtractionError: the first failed text in input order, unless ``errors="return"``.
+    """
+    results: list[Any] = [None] * len(texts)
+    kept = [i for i, t in enumerate(texts) if t.strip()]
+    for i, t in enumerate(texts):
+        if not t.strip():
+            results[i] = ExtractionError(
+                f"text {i} is empty: there is nothing to extract from", finish_reason="error"
+            )
+            if on_result is not None:
+                on_result(i, results[i])
+    if kept:
+        report = None if on_result is None else (lambda j, r: on_result(kept[j], r))
+        for i, r in zip(kept, run([texts[i] for i in kept], report)):
+            results[i] = r
     if errors != "return":
         failed = next((r for r in results if isinstance(r, ExtractionError)), None)
         if failed is not None:

@@ -111,3 +111,30 @@ def test_a_cut_output_that_is_not_json_still_raises_in_details_mode(tiny_engine)
     )
     assert isinstance(err, ExtractionError) and err.finish_reason == "length"
     assert "max_tokens" in str(err)
+
+
+def test_an_empty_text_fails_in_its_place_without_model_work(tiny_engine):
+    """An empty or whitespace text gets an ExtractionError at its index (the others are
+    extracted exactly as alone, ``on_result`` sees every index once); ``errors="raise"``
+    raises it; a text that is not a string is a RequestError."""
+    from structgen.errors import RequestError
+
+    params = SamplingParams(max_tokens=24, temperature=0.0)
+    texts = ["Ann, 3.", "", "Cy, 7.", " \n\t"]
+    seen = []
+    got = extract(
+        tiny_engine, Person, texts, params=params, errors="return",
+        on_result=lambda i, r: seen.append((i, r)),
+    )  # fmt: skip
+    assert sorted(i for i, _ in seen) == [0, 1, 2, 3]
+    assert all(got[i] is r for i, r in seen)
+    for i in (1, 3):
+        assert isinstance(got[i], ExtractionError) and f"text {i} is empty" in str(got[i])
+    assert got[0] == extract(tiny_engine, Person, "Ann, 3.", params=params)
+    assert got[2] == extract(tiny_engine, Person, "Cy, 7.", params=params)
+    with pytest.raises(ExtractionError, match="text 0 is empty"):
+        extract(tiny_engine, Person, "  ", params=params)
+    with pytest.raises(ExtractionError, match="text 1 is empty"):
+        extract(tiny_engine, Person, ["Ann, 3.", ""], params=params)
+    with pytest.raises(RequestError, match="text 1 is a int"):
+        extract(tiny_engine, Person, ["Ann, 3.", 5], params=params)

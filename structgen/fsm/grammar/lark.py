@@ -249,9 +249,7 @@ class _Parser:
 
     def expansions(self, nested: bool = False) -> Expr:
         alts = [self.expansion(nested)]
-        while self.peek() is not None and self.peek().text == "|":
-            if self.peek().first and nested:
-                raise self.error("a new line inside brackets")
+        while self.peek() is not None and self.peek().text == "|":  # "|" may start a line
             self.i += 1
             alts.append(self.expansion(nested))
         return alts[0] if len(alts) == 1 else Alt(tuple(alts))

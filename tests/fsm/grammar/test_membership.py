@@ -212,3 +212,32 @@ def test_lark_json_embeds_a_schema(text, ok):
     values = [json.loads(a.split(":", 1)[1]) for a in text.split("</call>")[:-1]] if tree_ok else []
     valid = tree_ok and all(jsonschema.Draft202012Validator(schema).is_valid(v) for v in values)
     assert valid is ok
+
+
+LINE_START_BARS = [
+    'start: "a" (\n  | "b")\n',  # an empty first alternative inside brackets
+    'start: ("a"\n  | "b")\n',
+    'start: ["a"\n  | "b"] "c"\n',
+    'start: "x"\n  | ("a"\n     | "b")\n',
+    'start: item+\nitem: ("a"\n      | "b" "c"\n      | "d")\n',
+]
+
+
+@pytest.mark.parametrize("grammar", LINE_START_BARS)
+def test_a_bar_starting_a_line_inside_brackets_matches_lark(grammar):
+    """Lark reads a ``|`` at the start of a line as an alternative anywhere, brackets
+    included (its grammar's ``_VBAR: _NL? "|"``); membership equals lark's on every short
+    text over the grammar's letters."""
+    import itertools
+
+    ref = lark.Lark(grammar, parser="earley", lexer="dynamic_complete")
+    ours = compile_grammar(grammar, syntax="lark")
+    for n in range(4):
+        for letters in itertools.product("abcdx", repeat=n):
+            text = "".join(letters)
+            try:
+                ref.parse(text)
+                want = True
+            except lark.exceptions.LarkError:
+                want = False
+            assert ours.matches(text) == want, (grammar, text)

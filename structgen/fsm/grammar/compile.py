@@ -21,7 +21,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from ...errors import InvalidGrammarError, RegexError
+from ...errors import InvalidGrammarError, RegexError, StructgenError
 from ..base import BaseCompiledGrammar
 from ..compiler import AutomatonGrammar, CompiledGrammar
 from ..deadline import Deadline
@@ -37,7 +37,7 @@ from ..regex.terms import EMPTY, EPS, TermArena
 from .automaton import DEFAULT_MAX_CONFIGS, GrammarAutomaton
 from .bnf import parse_bnf
 from .earley import DEFAULT_MAX_ITEMS, EarleyCharts
-from .ir import GrammarDef
+from .ir import Alt, Expr, GrammarDef, Pattern, Repeat, Seq
 from .lark import parse_lark
 from .lexers import SharedLexers, TerminalLexer
 from .lower import CfgGrammar, lower_grammar
@@ -433,6 +433,62 @@ def compile_grammar_def(
     Raises:
         InvalidGrammarError, GrammarTooComplexError: as ``compile_grammar``.
     """
+    try:
+        return _compile_def(
+            gdef, spec, vocab, trigger, prefix, max_states, deadline, max_configs, max_items
+        )
+    except InvalidGrammarError as exc:
+        if isinstance(exc.__cause__, RegexError):  # name the user's regex that fails, if one
+            located = regex_error(gdef)
+            if located is not None:
+                raise located from exc.__cause__
+        raise
+
+
+def regex_error(gdef: GrammarDef) -> InvalidGrammarError | None:
+    """The error naming the first regex written in the grammar text (a ``Pattern`` with a
+    ``line``) that does not compile on its own, with its line:column; None when each does
+    (the failure is elsewhere). Called only after a compile failed. Raises: never.
+    """
+    for expr in (*gdef.terminals.values(), *gdef.rules.values()):
+        for pattern in _patterns(expr):
+            try:
+                regex_to_dfa(pattern.regex)
+            except RegexError as exc:
+                return InvalidGrammarError(
+                    f"the regex at {pattern.line}:{pattern.column} is not usable: {exc}"
+                )
+            except StructgenError:  # a budget: not this regex's syntax
+                continue
+    return None
+
+
+def _patterns(expr: Expr):
+    """Every ``Pattern`` with a position in ``expr`` (iterative)."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Pattern):
+            if e.line:
+                yield e
+        elif isinstance(e, (Seq, Alt)):
+            stack.extend(reversed(e.items))
+        elif isinstance(e, Repeat):
+            stack.append(e.item)
+
+
+def _compile_def(
+    gdef: GrammarDef,
+    spec: Any,
+    vocab: Vocabulary | None,
+    trigger: str | None,
+    prefix: str,
+    max_states: int,
+    deadline: Deadline,
+    max_configs: int,
+    max_items: int,
+) -> BaseCompiledGrammar:
+    """``compile_grammar_def``'s work (its errors uninterpreted)."""
     from ..spec import LoweredRegex
 
     lowered = lower_grammar(gdef, deadline)

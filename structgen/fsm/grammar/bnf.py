@@ -42,7 +42,7 @@ from .special import SPECIAL_TOKEN, special_token_node
 
 __all__ = ["parse_bnf", "MAX_NESTING"]
 
-MAX_NESTING = 200  # nested groups in one rule
+MAX_NESTING = 200  # nested groups in one rule; repetition operators on one item
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
 _ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "'": "'", "[": "[", "]": "]"}
 _ESCAPES.update({"-": "-", "^": "^", "/": "/", "0": "\0"})
@@ -261,19 +261,19 @@ class _Reader:
         raise self.error(f"unexpected {c!r}: expected a string, a character class, a name or '('")
 
     def postfix(self, item: Expr) -> Expr:
+        num_ops = 0
         while True:
             c = self.peek()
-            if c == "*":
-                item = Repeat(item, 0, None)
-            elif c == "+":
-                item = Repeat(item, 1, None)
-            elif c == "?":
-                item = Repeat(item, 0, 1)
-            elif c == "{":
+            if not c or c not in "*+?{":
+                return item
+            num_ops += 1
+            if num_ops > MAX_NESTING:
+                raise self.error(f"more than {MAX_NESTING} repetition operators on one item")
+            if c == "{":
                 item = self.braces(item)
                 continue
-            else:
-                return item
+            lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[c]
+            item = Repeat(item, lo, hi)
             self.pos += 1
 
     def braces(self, item: Expr) -> Expr:

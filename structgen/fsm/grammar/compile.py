@@ -17,11 +17,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import sys
 import threading
 from collections import OrderedDict
 from typing import Any
 
-from ...errors import InvalidGrammarError, RegexError, StructgenError
+from ...errors import GrammarTooComplexError, InvalidGrammarError, RegexError, StructgenError
 from ..base import BaseCompiledGrammar
 from ..compiler import AutomatonGrammar, CompiledGrammar
 from ..deadline import Deadline
@@ -431,7 +432,8 @@ def compile_grammar_def(
         max_items: budget of Earley items.
 
     Raises:
-        InvalidGrammarError, GrammarTooComplexError: as ``compile_grammar``.
+        InvalidGrammarError, GrammarTooComplexError: as ``compile_grammar`` (a grammar that
+            nests too deeply for the recursive lowering: ``GrammarTooComplexError``).
     """
     try:
         return _compile_def(
@@ -443,6 +445,11 @@ def compile_grammar_def(
             if located is not None:
                 raise located from exc.__cause__
         raise
+    except RecursionError:  # lowering recurses per rule reference, group and repetition
+        raise GrammarTooComplexError(
+            "the grammar nests too deeply to compile (rule references, groups or repetitions "
+            f"inside one another, about {sys.getrecursionlimit() // 4} levels); flatten it"
+        ) from None
 
 
 def regex_error(gdef: GrammarDef) -> InvalidGrammarError | None:

@@ -29,7 +29,9 @@ from ..regex.parse import MAXREPEAT
 from .ir import Alt, Embedded, Expr, GrammarDef, Literal, Pattern, Ref, Repeat, Seq
 from .special import SPECIAL_TOKEN_TEXT, special_token_node
 
-__all__ = ["parse_lark", "COMMON"]
+__all__ = ["parse_lark", "COMMON", "MAX_NESTING"]
+
+MAX_NESTING = 200  # ( and [ groups nested in one rule (the reader recurses per level)
 
 # lark's common.lark terminals, as regexes of structgen's dialect (written here)
 _INT = r"[0-9]+"
@@ -100,6 +102,7 @@ class _Parser:
         self.gdef = GrammarDef(syntax="lark")
         self.num_anonymous = 0
         self.ignored: list[tuple[Ref, _Token]] = []  # %ignore NAME, checked after parsing
+        self.depth = 0  # ( and [ open around the item read
         self._tokenize()
 
     def _tokenize(self) -> None:
@@ -325,7 +328,11 @@ class _Parser:
             raise self.error("expected an item")
         self.i += 1
         if tok.text in ("(", "["):
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise self.error(f"groups nest deeper than {MAX_NESTING}", tok)
             inner = self.expansions(nested=True)
+            self.depth -= 1
             close = ")" if tok.text == "(" else "]"
             end = self.peek()
             if end is None or end.text != close:

@@ -256,6 +256,8 @@ class _Reader:
             raise self.error("a GBNF string is written in double quotes ('...' is EBNF's)")
         if self.text.startswith("::=", self.pos):
             raise self.error("'::=' without a rule name before it")
+        if c == "=":
+            raise self.error("unexpected '=': a rule is defined with '::='")
         if c in "*+?{":
             raise self.error(f"{c!r} repeats nothing: it follows no string, class, name or ')'")
         raise self.error(f"unexpected {c!r}: expected a string, a character class, a name or '('")

@@ -19,15 +19,18 @@ its own line (a raw new line inside one is an unterminated string or class, as X
 reads it; llama.cpp reads on, into the next rules). EBNF, as XGrammar, refuses an empty
 alternative (``"a" |``, an empty rule body: write ``""``); GBNF allows it, as llama.cpp.
 A repetition count is ``{m}``, ``{m,}``, ``{m,n}`` or ``{,n}`` of ASCII digits below
-``MAXREPEAT``. XGrammar's lookahead assertions
-``(= ...)`` and tag dispatch are refused with ``UnsupportedGrammarError``.
+``MAXREPEAT``. XGrammar's lookahead assertions ``(= ...)`` and tag dispatch are refused
+with ``UnsupportedGrammarError``. Every error names what is wrong and its line:column (an
+unterminated string, class or group at its start; ``tests/fsm/grammar/test_malformed.py``).
 
 Against llama.cpp's own reader (every ``grammars/*.gbnf`` of llama.cpp reads the same
-here: ``tests/fixtures/gbnf``): names may also hold ``_``, escapes also ``\- \^ \/ \0
-\'``, and left recursion is parsed (llama.cpp refuses it); a rule defined twice is an
-``InvalidGrammarError`` (llama.cpp keeps the last definition); ``!<token>`` allows only
-the ordinary tokens and the special tokens the grammar names (llama.cpp: every token but
-that one).
+here: ``tests/fixtures/gbnf``; case by case in ``test_malformed.py``): names may also hold
+``_``, escapes also ``\- \^ \/ \0 \'``, ``{,n}`` is read (llama.cpp needs the minimum),
+and left recursion is parsed (llama.cpp refuses it, and ``"a"**``); a rule defined twice,
+a range out of order (``[z-a]``) and a raw new line in a string or class are
+``InvalidGrammarError`` (llama.cpp keeps the last definition, reads an empty range, reads
+across the line); ``!<token>`` allows only the ordinary tokens and the special tokens the
+grammar names (llama.cpp: every token but that one).
 """
 
 from __future__ import annotations

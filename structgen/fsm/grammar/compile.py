@@ -38,10 +38,10 @@ from ..regex.terms import EMPTY, EPS, TermArena
 from .automaton import DEFAULT_MAX_CONFIGS, GrammarAutomaton
 from .bnf import parse_bnf
 from .earley import DEFAULT_MAX_ITEMS, EarleyCharts
-from .ir import Alt, Expr, GrammarDef, Pattern, Repeat, Seq
+from .ir import GrammarDef, Pattern
 from .lark import parse_lark
 from .lexers import SharedLexers, TerminalLexer
-from .lower import CfgGrammar, lower_grammar
+from .lower import CfgGrammar, lower_grammar, nodes_of
 from .special import SPECIAL_TOKEN, resolve_special_tokens
 
 __all__ = ["compile_grammar", "parse_grammar", "detect_syntax", "CompiledCFG", "SYNTAXES"]
@@ -457,31 +457,22 @@ def regex_error(gdef: GrammarDef) -> InvalidGrammarError | None:
     ``line``) that does not compile on its own, with its line:column; None when each does
     (the failure is elsewhere). Called only after a compile failed. Raises: never.
     """
-    for expr in (*gdef.terminals.values(), *gdef.rules.values()):
-        for pattern in _patterns(expr):
-            try:
-                regex_to_dfa(pattern.regex)
-            except RegexError as exc:
-                return InvalidGrammarError(
-                    f"the regex at {pattern.line}:{pattern.column} is not usable: {exc}"
-                )
-            except StructgenError:  # a budget: not this regex's syntax
-                continue
+    written = [
+        p
+        for expr in (*gdef.terminals.values(), *gdef.rules.values())
+        for p in nodes_of(expr, Pattern)
+        if p.line
+    ]
+    for pattern in sorted(written, key=lambda p: (p.line, p.column)):
+        try:
+            regex_to_dfa(pattern.regex)
+        except RegexError as exc:
+            return InvalidGrammarError(
+                f"the regex at {pattern.line}:{pattern.column} is not usable: {exc}"
+            )
+        except StructgenError:  # a budget: not this regex's syntax
+            continue
     return None
-
-
-def _patterns(expr: Expr):
-    """Every ``Pattern`` with a position in ``expr`` (iterative)."""
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, Pattern):
-            if e.line:
-                yield e
-        elif isinstance(e, (Seq, Alt)):
-            stack.extend(reversed(e.items))
-        elif isinstance(e, Repeat):
-            stack.append(e.item)
 
 
 def _compile_def(

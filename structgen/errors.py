@@ -18,6 +18,7 @@ __all__ = [
     "SchemaError",
     "InvalidSchemaError",
     "UnsupportedSchemaError",
+    "UnsatisfiableSchemaError",
     "RegexError",
     "UnsupportedRegexError",
     "GrammarTooComplexError",
@@ -80,6 +81,27 @@ class UnsupportedSchemaError(SchemaError):
             msg += f": {detail}"
         StructgenError.__init__(self, msg)
         self.pointer = pointer
+
+
+class UnsatisfiableSchemaError(UnsupportedSchemaError):
+    """The schema accepts no value, so nothing can be generated from it.
+
+    Attributes:
+        keyword: the keyword that leaves no value (``"enum"`` for ``{"enum": []}``,
+            ``"maximum"`` for a ``minimum`` above it); ``"false"`` when no single keyword
+            is the cause.
+        pointer: JSON pointer of the subschema that holds it.
+        detail: what leaves no value ("" if no cause was found).
+    """
+
+    def __init__(self, keyword: str, pointer: str = "", detail: str = "") -> None:
+        self.keyword = keyword
+        self.detail = detail
+        self.pointer = pointer
+        msg = "the schema accepts no value"
+        if detail:
+            msg += f": {detail} at {pointer or '#'}"
+        StructgenError.__init__(self, msg)
 
 
 class RegexError(StructgenError, ValueError):

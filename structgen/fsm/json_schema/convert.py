@@ -31,6 +31,7 @@ from .combine import (
 )
 from .copy import DECLINED, pop_copy_flag
 from .dependencies import DEPENDENCY_KEYWORDS
+from .empty import empty_schema_error
 from .ids import RefIndex
 from .objects import object_regex
 from .pattern import JSON_CHAR
@@ -50,6 +51,7 @@ FLEXIBLE_WS_MAX = 12
 _SCALARS = ('"' + JSON_CHAR + '*"', NUMBER, "true", "false", "null")
 ANY_VALUE_DEPTH = 10  # as deep as recursive $ref unrolls by default (max_recursion_depth)
 CONVERT_MAX_SECONDS = 10.0  # CPU seconds, as the DFA's budget (see benchmarks/RESULTS.md, wp_8)
+_MAX_EMPTY_RECORDED = 256  # empty subschemas kept for the error message (empty.py)
 # the keywords the converter lowers; the draft's others are refused (see ``vocabulary``)
 _KNOWN = frozenset(
     {
@@ -139,6 +141,7 @@ class JsonSchemaConverter:
         self.max_depth = max_recursion_depth
         self.warnings: list[str] = []
         self._cut_at: str | None = None
+        self._empty: list[tuple[str, Any]] = []  # subschemas found empty (empty.py)
         self.canon: boolean_ops.Canon | None = None  # canonical mode (boolean_ops)
         self.copy = None  # copy.CopyPlan: values copied from source texts (CopyJsonSchema)
         self.rules = False  # recursive $refs as grammar rules (fsm.grammar.schema_rules)
@@ -182,7 +185,7 @@ class JsonSchemaConverter:
             self.warnings.append(unknown_warning(key, pointers, self._draft))
         if regex is None:
             if self._cut_at is None:
-                raise UnsupportedSchemaError("false", "", "the schema accepts no value")
+                raise empty_schema_error(self._empty, self.root)
             raise UnsupportedSchemaError(
                 "$ref",
                 self._cut_at or "",
@@ -288,8 +291,12 @@ class JsonSchemaConverter:
                 # shared: the levels above then embed a placeholder, not this whole text
                 # (every enclosing level's text would copy it: quadratic in the depth)
                 text = fresh_stack(self._convert, schema, pointer, refs)
-                return text if text is None else self._share_text(text)
-            return self._convert(schema, pointer, refs)
+                text = text if text is None else self._share_text(text)
+            else:
+                text = self._convert(schema, pointer, refs)
+            if text is None and len(self._empty) < _MAX_EMPTY_RECORDED:
+                self._empty.append((pointer, schema))
+            return text
         finally:
             self._nesting -= 1
 

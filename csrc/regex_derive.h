@@ -2,13 +2,16 @@
  * TermArena.derivative and TermArena.front), for the lazy DFA's row builder
  * (structgen/fsm/regex/lazy_dfa.py: one row per new state, one derivative per byte class).
  *
- *   derivative(arena, t, b) -> int term
+ *   context(arena) -> capsule
+ *     the arena's lists and caches, held once (TermArena keeps it as _cctx: the lists are
+ *     only ever appended to, never replaced); every call below takes the arena and it.
+ *   derivative(arena, context, t, b) -> int term
  *     TermArena.derivative(t, b) for a term of kind BYTES, CONCAT, ALT or REPEAT: the same
  *     recursion and simplifications, the smart constructors of csrc/regex_arena.h, so the
  *     same terms are interned in the same order as the Python method (same ids); every
  *     derivative taken on the way is stored in arena._deriv (key t << 8 | b), as there.
  *     Subterms of kind UNTIL, AND or NOT are handed to arena.derivative (Python).
- *   front(arena, t) -> frozenset of int masks
+ *   front(arena, context, t) -> frozenset of int masks
  *     TermArena.front(t), stored in arena._front for t and every subterm on the way, as there.
  *
  * Both are called by the Python methods after their own checks (first byte, cache, depth: a
@@ -317,47 +320,81 @@ store:
     return result;
 }
 
+/* ---- the module's functions: a context per arena, then calls over it ------------------ */
+
+static const char CONTEXT_NAME[] = "structgen.regex_derive.context";
+
+static void context_free(PyObject *capsule) {
+    Deriv *dv = PyCapsule_GetPointer(capsule, CONTEXT_NAME);
+    if (dv != NULL) {
+        deriv_close(dv);
+        PyMem_Free(dv);
+    }
+}
+
+/* context(arena) -> capsule: the arena's tables and caches held once (the arena keeps it as
+ * _cctx; it holds no reference to the arena itself) */
+static PyObject *py_context(PyObject *self, PyObject *arena) {
+    (void)self;
+    Deriv *dv = PyMem_Malloc(sizeof *dv);
+    if (dv == NULL)
+        return PyErr_NoMemory();
+    if (deriv_open(dv, arena) < 0) {
+        deriv_close(dv);
+        PyMem_Free(dv);
+        return NULL;
+    }
+    dv->cx.arena = NULL;  /* borrowed per call */
+    PyObject *capsule = PyCapsule_New(dv, CONTEXT_NAME, context_free);
+    if (capsule == NULL) {
+        deriv_close(dv);
+        PyMem_Free(dv);
+    }
+    return capsule;
+}
+
+/* the context of args[1] for the arena args[0], term args[2] checked; NULL on error */
+static Deriv *context_of(PyObject *const *args, Py_ssize_t *t) {
+    Deriv *dv = PyCapsule_GetPointer(args[1], CONTEXT_NAME);
+    if (dv == NULL)
+        return NULL;
+    *t = PyLong_CheckExact(args[2]) ? PyLong_AsSsize_t(args[2]) : -1;
+    if (*t < 0 || *t >= PyList_GET_SIZE(dv->cx.kind)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "not a term of this arena");
+        return NULL;
+    }
+    dv->cx.arena = args[0];
+    return dv;
+}
+
 static PyObject *py_derivative(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 3 || !PyLong_CheckExact(args[1]) || !PyLong_CheckExact(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "derivative(arena, t: int, b: int)");
+    if (nargs != 4 || !PyLong_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "derivative(arena, context, t: int, b: int)");
         return NULL;
     }
-    long b = PyLong_AsLong(args[2]);
-    Py_ssize_t t = PyLong_AsSsize_t(args[1]);
-    if (PyErr_Occurred())
+    Py_ssize_t t;
+    long b = PyLong_AsLong(args[3]);
+    if (b == -1 && PyErr_Occurred())
         return NULL;
-    Deriv dv;
-    PyObject *result = NULL;
-    if (deriv_open(&dv, args[0]) == 0) {
-        if (b < 0 || b > 255 || t < 0 || t >= PyList_GET_SIZE(dv.cx.kind))
-            PyErr_Format(PyExc_ValueError, "derivative: term %zd or byte %ld out of range", t, b);
-        else
-            result = derive(&dv, args[1], (int)b);
+    if (b < 0 || b > 255) {
+        PyErr_Format(PyExc_ValueError, "derivative: byte %ld out of range", b);
+        return NULL;
     }
-    deriv_close(&dv);
-    return result;
+    Deriv *dv = context_of(args, &t);
+    return dv == NULL ? NULL : derive(dv, args[2], (int)b);
 }
 
 static PyObject *py_front(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 2 || !PyLong_CheckExact(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "front(arena, t: int)");
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "front(arena, context, t: int)");
         return NULL;
     }
-    Py_ssize_t t = PyLong_AsSsize_t(args[1]);
-    if (t == -1 && PyErr_Occurred())
-        return NULL;
-    Deriv dv;
-    PyObject *result = NULL;
-    if (deriv_open(&dv, args[0]) == 0) {
-        if (t < 0 || t >= PyList_GET_SIZE(dv.cx.kind))
-            PyErr_Format(PyExc_ValueError, "front: term %zd out of range", t);
-        else
-            result = front_of(&dv, args[1]);
-    }
-    deriv_close(&dv);
-    return result;
+    Py_ssize_t t;
+    Deriv *dv = context_of(args, &t);
+    return dv == NULL ? NULL : front_of(dv, args[2]);
 }
 
 #endif  /* SG_REGEX_DERIVE_H */

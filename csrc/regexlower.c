@@ -480,10 +480,12 @@ done:
 static PyMethodDef methods[] = {
     {"lower", (PyCFunction)(void (*)(void))py_lower, METH_FASTCALL,
      "lower(text, helper, memo, max_nesting, arena, low) -> term or None (see csrc/regexlower.c)"},
+    {"context", py_context, METH_O,
+     "context(arena) -> capsule: the arena's tables for derivative and front"},
     {"derivative", (PyCFunction)(void (*)(void))py_derivative, METH_FASTCALL,
-     "derivative(arena, t, b) -> term: TermArena.derivative in C (see csrc/regex_derive.h)"},
+     "derivative(arena, context, t, b) -> term: TermArena.derivative in C (csrc/regex_derive.h)"},
     {"front", (PyCFunction)(void (*)(void))py_front, METH_FASTCALL,
-     "front(arena, t) -> frozenset: TermArena.front in C (see csrc/regex_derive.h)"},
+     "front(arena, context, t) -> frozenset: TermArena.front in C (csrc/regex_derive.h)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -62,7 +62,7 @@ try:  # optional C extension built by setup.py (csrc/regexlower.c, csrc/regex_de
     from . import _regexlower as _EXT
 except ImportError:  # pragma: no cover - exercised when the extension is missing
     _EXT = None
-if not hasattr(_EXT, "derivative"):  # pragma: no cover - a build older than the derivatives
+if not hasattr(_EXT, "context"):  # pragma: no cover - a build older than the derivatives
     _EXT = None
 
 __all__ = [
@@ -179,6 +179,13 @@ class TermArena:
         self.max_byte_count = 0  # the largest finite hi of a repetition of a byte class
         self.deadline: Deadline | None = None  # CPU-time bound on is_empty's searches
         self.search_seconds = EMPTY_SEARCH_SECONDS
+        self._cctx = None  # the C derivatives' view of the lists and caches above (_context)
+
+    def _context(self):
+        """The C derivatives' context of this arena (made once: its lists are only appended
+        to); what ``derivative`` and ``front`` pass to ``csrc/regex_derive.h``."""
+        self._cctx = _EXT.context(self)
+        return self._cctx
 
     @property
     def num_terms(self) -> int:
@@ -683,7 +690,7 @@ class TermArena:
         kind, args = self.kind, self.args
         k = kind[t]
         if k <= REPEAT and _c is not None:  # BYTES, CONCAT, ALT, REPEAT: in C (same terms)
-            return _c.derivative(self, t, b)
+            return _c.derivative(self, self._cctx or self._context(), t, b)
         if k == BYTES:
             result = EPS
         elif k == REPEAT:
@@ -811,7 +818,7 @@ class TermArena:
         kind, args = self.kind, self.args
         k = kind[t]
         if k != UNTIL and _c is not None:  # in C (the same sets, built in the same order)
-            return _c.front(self, t)
+            return _c.front(self, self._cctx or self._context(), t)
         if k == BYTES:
             result = frozenset(args[t])
         elif k == REPEAT:

@@ -11,6 +11,12 @@
  *     same terms are interned in the same order as the Python method (same ids); every
  *     derivative taken on the way is stored in arena._deriv (key t << 8 | b), as there.
  *     Subterms of kind UNTIL, AND or NOT are handed to arena.derivative (Python).
+ *   fill_row(arena, context, t, row, ids, state_of) -> None
+ *     ByteDFA._build_row's whole row of term t in an arena without AND / NOT: the row (a
+ *     writable int32 [256]) set to -1, then each live class of first(t) in the refinement of
+ *     front(t) (by lowest byte, as _live_classes) to the state of the derivative by its lowest byte: ids
+ *     (ByteDFA._ids) read, state_of (ByteDFA._state_of) called for a new term; a literal's row
+ *     (one byte, or CONCAT(byte, tail)) without a derivative, as _literal_row.
  *   front(arena, context, t) -> frozenset of int masks
  *     TermArena.front(t), stored in arena._front for t and every subterm on the way, as there.
  *
@@ -24,7 +30,7 @@
 
 #include "regex_arena.h"
 
-enum { ALT_INDEX_MIN = 8, K_AND = 7, K_NOT = 8 };
+enum { ALT_INDEX_MIN = 8, K_AND = 7, K_NOT = 8, SHALLOW = 64 /* terms.py _SHALLOW */ };
 
 typedef struct {
     Ctx cx;                 /* the constructors' view of the arena (owned references) */
@@ -320,6 +326,174 @@ store:
     return result;
 }
 
+/* ---- whole rows (lazy_dfa.py ByteDFA._build_row, _literal_row) ------------------------ */
+
+typedef struct {
+    uint64_t w[4];
+} Mask256;
+
+static int mask_of(PyObject *v, Mask256 *m) {
+    unsigned char buf[32];
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyLong_AsNativeBytes(v, buf, sizeof buf,
+                             Py_ASNATIVEBYTES_LITTLE_ENDIAN | Py_ASNATIVEBYTES_UNSIGNED_BUFFER) < 0)
+        return -1;
+#else
+    if (_PyLong_AsByteArray((PyLongObject *)v, buf, sizeof buf, 1, 0) < 0)
+        return -1;
+#endif
+    for (int k = 0; k < 4; k++) {
+        uint64_t x = 0;
+        for (int j = 7; j >= 0; j--)
+            x = (x << 8) | buf[8 * k + j];
+        m->w[k] = x;
+    }
+    return 0;
+}
+
+static int mask_lowest(const Mask256 *m) {
+    for (int k = 0; k < 4; k++)
+        if (m->w[k])
+            return 64 * k + __builtin_ctzll(m->w[k]);
+    return -1;
+}
+
+/* derivative / front of a term the row builder starts from: the Python method for a term
+ * deeper than SHALLOW (it fills its subterms' results bottom-up first), else here; new ref */
+static PyObject *derive_top(Deriv *dv, PyObject *t, int b) {
+    if (depth_of(&dv->cx, ix(t)) > SHALLOW)
+        return PyObject_CallMethod(dv->cx.arena, "derivative", "Oi", t, b);
+    return derive(dv, t, b);
+}
+
+static PyObject *front_top(Deriv *dv, PyObject *t) {
+    if (depth_of(&dv->cx, ix(t)) > SHALLOW)
+        return PyObject_CallMethod(dv->cx.arena, "front", "O", t);
+    return front_of(dv, t);
+}
+
+static int cmp_lowest(const void *a, const void *b) {  /* classes are disjoint: no ties */
+    return mask_lowest((const Mask256 *)a) - mask_lowest((const Mask256 *)b);
+}
+
+/* the state of term d (ids.get(d), else state_of(d): a new state); -1 on error */
+static long state_id(PyObject *d, PyObject *ids, PyObject *state_of) {
+    PyObject *sid = PyDict_GetItemWithError(ids, d);
+    if (sid != NULL)
+        return PyLong_AsLong(sid);
+    if (PyErr_Occurred())
+        return -1;
+    sid = PyObject_CallOneArg(state_of, d);
+    long v = sid ? PyLong_AsLong(sid) : -1;
+    Py_XDECREF(sid);
+    return v;
+}
+
+/* the row of term t (no AND / NOT in the arena) into row[256]: -1, then for each live class
+ * of first(t) in the refinement of front(t) (by lowest byte, as lazy_dfa.py
+ * _live_classes) the state
+ * of the derivative by the class's lowest byte; a literal (one byte b, or CONCAT(b, tail))
+ * takes EPS / tail without a derivative, as _literal_row. 0, or -1 with an error set. */
+static int fill_row(Deriv *dv, PyObject *t, int32_t *row, PyObject *ids, PyObject *state_of) {
+    Ctx *cx = &dv->cx;
+    Py_ssize_t ti = ix(t);
+    Mask256 first;
+    if (mask_of(PyList_GET_ITEM(cx->first, ti), &first) < 0)
+        return -1;
+    for (int b = 0; b < 256; b++)
+        row[b] = -1;
+    int num_bits = 0;
+    for (int k = 0; k < 4; k++)
+        num_bits += __builtin_popcountll(first.w[k]);
+    if (num_bits == 0)
+        return 0;
+    long kind = term_kind(cx, t);
+    if (num_bits == 1) {
+        int b = mask_lowest(&first);
+        PyObject *d = NULL;
+        if (kind == K_BYTES) {
+            d = PyLong_FromLong(T_EPS);
+        } else if (kind == K_CONCAT) {
+            PyObject *a = PyList_GET_ITEM(cx->args, ti);
+            if (term_kind(cx, PyTuple_GET_ITEM(a, 0)) == K_BYTES)
+                d = Py_NewRef(PyTuple_GET_ITEM(a, 1));
+        }
+        if (d == NULL && PyErr_Occurred())
+            return -1;
+        if (d == NULL)
+            d = derive_top(dv, t, b);  /* a repetition or alternation only b can start */
+        if (d == NULL)
+            return -1;
+        long sid = ix(d) == T_EMPTY ? -1 : state_id(d, ids, state_of);
+        Py_DECREF(d);
+        if (sid == -1 && PyErr_Occurred())
+            return -1;
+        row[b] = (int32_t)sid;
+        return 0;
+    }
+    PyObject *front = front_top(dv, t);
+    if (front == NULL)
+        return -1;
+    Mask256 *classes = PyMem_Malloc(sizeof(Mask256) * 257);
+    PyObject *it = classes ? PyObject_GetIter(front) : NULL;
+    Py_DECREF(front);
+    if (it == NULL) {
+        PyMem_Free(classes);
+        return classes ? -1 : (PyErr_NoMemory(), -1);
+    }
+    int n = 1, rc = 0;
+    classes[0] = first;
+    PyObject *item;
+    while (rc == 0 && (item = PyIter_Next(it)) != NULL) {  /* refine_classes(first, front) */
+        Mask256 m;
+        rc = mask_of(item, &m);
+        Py_DECREF(item);
+        int num = n;
+        n = 0;
+        Mask256 refined[257];
+        for (int c = 0; rc == 0 && c < num; c++) {
+            Mask256 in, out;
+            int any_in = 0, any_out = 0;
+            for (int k = 0; k < 4; k++) {
+                in.w[k] = classes[c].w[k] & m.w[k];
+                out.w[k] = classes[c].w[k] ^ in.w[k];
+                any_in |= in.w[k] != 0;
+                any_out |= out.w[k] != 0;
+            }
+            if (any_in && any_out) {
+                refined[n++] = in;
+                refined[n++] = out;
+            } else {
+                refined[n++] = classes[c];
+            }
+        }
+        memcpy(classes, refined, sizeof(Mask256) * n);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        rc = -1;
+    qsort(classes, n, sizeof(Mask256), cmp_lowest);  /* by lowest byte, as _live_classes */
+    for (int c = 0; rc == 0 && c < n; c++) {
+        int b = mask_lowest(&classes[c]);
+        PyObject *d = derive_top(dv, t, b);
+        if (d == NULL) {
+            rc = -1;
+            break;
+        }
+        long sid = ix(d) == T_EMPTY ? -1 : state_id(d, ids, state_of);
+        Py_DECREF(d);
+        if (sid == -1 && PyErr_Occurred()) {
+            rc = -1;
+            break;
+        }
+        for (int k = 0; k < 4; k++)
+            for (uint64_t w = classes[c].w[k]; w; w &= w - 1)
+                row[64 * k + __builtin_ctzll(w)] = (int32_t)sid;
+    }
+    PyMem_Free(classes);
+    return rc;
+}
+
 /* ---- the module's functions: a context per arena, then calls over it ------------------ */
 
 static const char CONTEXT_NAME[] = "structgen.regex_derive.context";
@@ -395,6 +569,31 @@ static PyObject *py_front(PyObject *self, PyObject *const *args, Py_ssize_t narg
     Py_ssize_t t;
     Deriv *dv = context_of(args, &t);
     return dv == NULL ? NULL : front_of(dv, args[2]);
+}
+
+/* fill_row(arena, context, t, row, ids, state_of) -> None; row: writable int32 [256] */
+static PyObject *py_fill_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6 || !PyDict_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "fill_row(arena, context, t, row, ids: dict, state_of)");
+        return NULL;
+    }
+    Py_ssize_t t;
+    Deriv *dv = context_of(args, &t);
+    if (dv == NULL)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[3], &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return NULL;
+    int rc = -1;
+    if (view.itemsize != 4 || view.len != 256 * 4 || view.format == NULL
+        || (strcmp(view.format, "i") != 0 && strcmp(view.format, "=i") != 0
+            && strcmp(view.format, "<i") != 0))
+        PyErr_SetString(PyExc_ValueError, "fill_row: row must be a contiguous int32 [256]");
+    else
+        rc = fill_row(dv, args[2], (int32_t *)view.buf, args[4], args[5]);
+    PyBuffer_Release(&view);
+    return rc < 0 ? NULL : Py_NewRef(Py_None);
 }
 
 #endif  /* SG_REGEX_DERIVE_H */

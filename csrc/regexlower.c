@@ -484,6 +484,8 @@ static PyMethodDef methods[] = {
      "context(arena) -> capsule: the arena's tables for derivative and front"},
     {"derivative", (PyCFunction)(void (*)(void))py_derivative, METH_FASTCALL,
      "derivative(arena, context, t, b) -> term: TermArena.derivative in C (csrc/regex_derive.h)"},
+    {"fill_row", (PyCFunction)(void (*)(void))py_fill_row, METH_FASTCALL,
+     "fill_row(arena, context, t, row, ids, state_of): a whole DFA row (csrc/regex_derive.h)"},
     {"front", (PyCFunction)(void (*)(void))py_front, METH_FASTCALL,
      "front(arena, context, t) -> frozenset: TermArena.front in C (csrc/regex_derive.h)"},
     {NULL, NULL, 0, NULL},

@@ -183,7 +183,8 @@ class TermArena:
 
     def _context(self):
         """The C derivatives' context of this arena (made once: its lists are only appended
-        to); what ``derivative`` and ``front`` pass to ``csrc/regex_derive.h``."""
+        to); what ``derivative`` and ``front`` pass to ``csrc/regex_derive.h``.
+        """
         self._cctx = _EXT.context(self)
         return self._cctx
 

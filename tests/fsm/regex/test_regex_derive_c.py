@@ -18,9 +18,11 @@ import numpy as np
 import pytest
 
 from structgen.errors import StructgenError
+from structgen.fsm import clear_cache, compile_json_schema, compiler
 from structgen.fsm.json_schema import json_schema_to_shared
 from structgen.fsm.regex import lower, terms
 from structgen.fsm.regex.dfa import regex_to_dfa
+from tests.fsm._reference import brute_force_mask
 
 from .test_lower import CORNERS, _random_regex, converter_texts
 
@@ -129,3 +131,50 @@ def test_converter_output(monkeypatch) -> None:
     for texts in converter_texts(2):
         *defs, pattern = texts
         _assert_same(monkeypatch, pattern, defs or None, max_rows=300)
+
+
+def _unpack(mask: np.ndarray, n: int) -> np.ndarray:
+    return np.unpackbits(mask.view(np.uint8), bitorder="little")[:n].astype(bool)
+
+
+def _cold_masks(schema, text: str, vocab, use_c: bool, monkeypatch) -> list[np.ndarray]:
+    """The mask before every byte of ``text`` of a grammar compiled afresh (rows built by
+    the masks themselves: the token-trie walk's lazy rows and ``fill_row``)."""
+    monkeypatch.setattr(terms, "_c", terms._EXT if use_c else None)
+    lower._ATOM_RECIPES.clear()
+    clear_cache()
+    grammar = compile_json_schema(schema, vocab)
+    index, dfa = grammar.token_index, grammar.dfa
+    data = text.encode()
+    state, masks = dfa.initial, []
+    for k in range(len(data) + 1):
+        masks.append(_unpack(index.bitmask(state), vocab.vocab_size))
+        if k < len(data):
+            state = dfa.step(state, data[k])
+            assert state >= 0, (text, k)
+    return masks
+
+
+@pytest.mark.slow
+def test_cold_masks_equal_python_rows_and_brute_force(smollm2_vocab, monkeypatch) -> None:
+    """SmolLM2's real vocabulary, the cold benchmark's schemas: the mask at every byte of the
+    instance equals the one built with Python rows (the recursive schema's grammar automaton
+    included: its lexers are ``ByteDFA`` s); at a few cuts the regex schemas' equal brute
+    force (every token's bytes walked through an automaton that builds no row)."""
+    if not COLD_SCHEMAS.exists():
+        pytest.skip(f"{COLD_SCHEMAS} not found")
+    monkeypatch.setattr(compiler, "_apply_env", lambda: None)  # keep the switch set here
+    for name, case in json.loads(COLD_SCHEMAS.read_text()).items():
+        text = json.dumps(case["instance"], separators=(",", ":"))
+        got = _cold_masks(case["schema"], text, smollm2_vocab, True, monkeypatch)
+        want = _cold_masks(case["schema"], text, smollm2_vocab, False, monkeypatch)
+        for k, (a, b) in enumerate(zip(got, want)):
+            assert np.array_equal(a, b), (name, k, np.flatnonzero(a != b)[:10])
+        clear_cache()
+        grammar = compile_json_schema(case["schema"], smollm2_vocab)
+        if not hasattr(grammar, "pattern"):  # a grammar automaton (recursive): no regex twin
+            continue
+        data = text.encode()
+        for cut in sorted({0, 2, len(data) // 3, len(data) // 2, len(data) - 1}):
+            ref = brute_force_mask(grammar, smollm2_vocab, data[:cut])
+            assert np.array_equal(got[cut], ref), (name, cut, np.flatnonzero(got[cut] != ref))

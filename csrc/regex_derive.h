@@ -39,18 +39,23 @@ typedef struct {
     PyObject *alt_index;    /* owned: arena._alt_index */
 } Deriv;
 
+/* the 256-bit mask int v as 32 little-endian bytes; 0, or -1 with an error set */
+static int mask_bytes(PyObject *v, unsigned char buf[32]) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyLong_AsNativeBytes(v, buf, 32,
+                                Py_ASNATIVEBYTES_LITTLE_ENDIAN | Py_ASNATIVEBYTES_UNSIGNED_BUFFER)
+                   < 0
+               ? -1
+               : 0;
+#else
+    return _PyLong_AsByteArray((PyLongObject *)v, buf, 32, 1, 0) < 0 ? -1 : 0;
+#endif
+}
+
 /* bit b of the 256-bit mask int: 1 / 0, -1 on error */
 static int mask_bit(PyObject *mask, int b) {
     unsigned char buf[32];
-#if PY_VERSION_HEX >= 0x030D0000
-    if (PyLong_AsNativeBytes(mask, buf, sizeof buf,
-                             Py_ASNATIVEBYTES_LITTLE_ENDIAN | Py_ASNATIVEBYTES_UNSIGNED_BUFFER) < 0)
-        return -1;
-#else
-    if (_PyLong_AsByteArray((PyLongObject *)mask, buf, sizeof buf, 1, 0) < 0)
-        return -1;
-#endif
-    return (buf[b >> 3] >> (b & 7)) & 1;
+    return mask_bytes(mask, buf) < 0 ? -1 : (buf[b >> 3] >> (b & 7)) & 1;
 }
 
 static void deriv_close(Deriv *dv) {
@@ -334,14 +339,8 @@ typedef struct {
 
 static int mask_of(PyObject *v, Mask256 *m) {
     unsigned char buf[32];
-#if PY_VERSION_HEX >= 0x030D0000
-    if (PyLong_AsNativeBytes(v, buf, sizeof buf,
-                             Py_ASNATIVEBYTES_LITTLE_ENDIAN | Py_ASNATIVEBYTES_UNSIGNED_BUFFER) < 0)
+    if (mask_bytes(v, buf) < 0)
         return -1;
-#else
-    if (_PyLong_AsByteArray((PyLongObject *)v, buf, sizeof buf, 1, 0) < 0)
-        return -1;
-#endif
     for (int k = 0; k < 4; k++) {
         uint64_t x = 0;
         for (int j = 7; j >= 0; j--)

@@ -48,11 +48,12 @@ setup(
             optional=True,
         ),
         # csrc/regexlower.c -> structgen.fsm.regex._regexlower: the token loop of the regex
-        # lowering (structgen/fsm/regex/lower.py, whose Python loop is the fallback)
+        # lowering (structgen/fsm/regex/lower.py, whose Python loop is the fallback), the
+        # derivatives and DFA rows (terms.py, lazy_dfa.py: their Python methods the fallback)
         Extension(
             "structgen.fsm.regex._regexlower",
             sources=["csrc/regexlower.c"],
-            depends=["csrc/regex_tokens.h"],
+            depends=["csrc/regex_tokens.h", "csrc/regex_arena.h", "csrc/regex_derive.h"],
             extra_compile_args=["-O3", "-std=c11"],
             optional=True,
         ),

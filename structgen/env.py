@@ -118,7 +118,8 @@ VARIABLES: tuple[EnvVar, ...] = (
         "0/1",
         "1",
         "each `compile_*` call",
-        "the C loop lowering regex text to automaton terms (`csrc/regexlower.c`); `0`: Python",
+        "the C loops lowering regex text to automaton terms and building the lazy DFA's "
+        "derivatives and rows (`csrc/regexlower.c`); `0`: Python",
     ),
     EnvVar(
         "STRUCTGEN_CACHE_DIR",
@@ -162,7 +163,7 @@ class Settings:
         cpu_ops: the fused CPU ops on.
         decode_step: the fused decode step on.
         tokentrie: the grammar's C token-trie walk and mask writer on.
-        regexlower: the grammar's C regex-lowering loop on.
+        regexlower: the grammar's C regex lowering, derivatives and DFA rows on.
         cache_dir: the loader's cache directory.
     """
 

@@ -33,6 +33,7 @@ from .index.vocabulary import Vocabulary
 from .json_schema import CONVERT_MAX_SECONDS
 from .matcher import Matcher
 from .regex import lower as regex_lower
+from .regex import terms as regex_terms
 from .regex.definitions import expand_shared
 from .regex.dfa import (
     DEFAULT_EAGER_ROWS,
@@ -167,7 +168,7 @@ def clear_cache() -> None:
 # structgen.env setting -> the switches it sets; and each setting as last applied
 _SWITCHES = {
     "tokentrie": (trie.use_extension, masks.use_extension),
-    "regexlower": (regex_lower.use_extension,),
+    "regexlower": (regex_lower.use_extension, regex_terms.use_extension),
 }
 _applied = dict.fromkeys(_SWITCHES, True)
 

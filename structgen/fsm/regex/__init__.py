@@ -8,8 +8,10 @@ Modules, in pipeline order:
   ``csrc/regexlower.c`` -> ``_regexlower``; the Python loop is the fallback);
 * ``recipes``: terms carried across arenas (kept between compiles);
 * ``utf8``: code-point ranges -> UTF-8 byte-range sequences;
-* ``terms``: the hash-consed byte-level terms and their derivatives (``TermArena``);
-* ``lazy_dfa``: the byte DFA whose states are derivatives, built on demand (``ByteDFA``);
+* ``terms``: the hash-consed byte-level terms and their derivatives (``TermArena``; the
+  derivatives and fronts of plain terms in C, ``csrc/regex_derive.h`` in ``_regexlower``);
+* ``lazy_dfa``: the byte DFA whose states are derivatives, built on demand (``ByteDFA``; a
+  whole row in one C call, ``fill_row``, where the arena holds no intersection or complement);
 * ``dfa``: the entry point, ``regex_to_dfa``;
 * ``definitions``: shared definitions referred to by placeholder code points;
 * ``escape``: literal text written as regex syntax (``escape_literal``).

@@ -50,6 +50,7 @@ import numpy as np
 
 from ...errors import GrammarTooComplexError
 from ..deadline import Deadline
+from . import terms
 from .terms import BYTES, CONCAT, EMPTY, EPS, TermArena, refine_classes
 
 __all__ = ["ByteDFA", "DEFAULT_MAX_STATES", "DEFAULT_MAX_SECONDS", "PENDING", "rows_holding"]
@@ -233,7 +234,8 @@ class ByteDFA:
 
     def _live_classes(self, term: int, first: int) -> list[tuple[int, object]]:
         """(representative byte, where in a row) per class of ``first`` (the bytes that can
-        start ``term``) in the refinement of ``term``'s front masks; "where" is the byte itself
+        start ``term``) in the refinement of ``term``'s front masks, by representative (its
+        lowest byte); "where" is the byte itself
         for a one-byte class, else a bool ``[256]`` of the class's bytes.
 
         The bytes outside ``first`` have an ``EMPTY`` derivative, so they need no class: a
@@ -245,7 +247,9 @@ class ByteDFA:
         if hit is not None:
             return hit
         out: list[tuple[int, object]] = []
-        for c in refine_classes(first, front):
+        # by lowest byte: the refinement is unique, the order its masks come in is not (equal
+        # fronts iterate in the order their sets were built), so rows derive in one order
+        for c in sorted(refine_classes(first, front), key=lambda c: c & -c):
             rep = (c & -c).bit_length() - 1
             if c & (c - 1) == 0:
                 out.append((rep, rep))
@@ -287,6 +291,14 @@ class ByteDFA:
         first = arena.first[term]
         slot = self._new_row_slot()
         row = self._rows[slot]
+        c = terms._c
+        if c is not None and not arena._num_boolean and (not lazy or first & (first - 1) == 0):
+            # the whole row in C (csrc/regex_derive.h fill_row: the same derivatives, in the
+            # same order, as below); a lazy row with several classes stays PENDING below
+            c.fill_row(arena, arena._cctx or arena._context(), term, row, self._ids, self._state_of)
+            self._num_rows += 1
+            self._slot[state] = slot
+            return
         if first & (first - 1) == 0 and first and self._literal_row(state, term, first, slot):
             return
         if first & (first - 1) == 0:  # at most one byte can start it (a literal)

@@ -58,6 +58,13 @@ import heapq
 from ...errors import GrammarTooComplexError
 from ..deadline import Deadline
 
+try:  # optional C extension built by setup.py (csrc/regexlower.c, csrc/regex_derive.h)
+    from . import _regexlower as _EXT
+except ImportError:  # pragma: no cover - exercised when the extension is missing
+    _EXT = None
+if not hasattr(_EXT, "context"):  # pragma: no cover - a build older than the derivatives
+    _EXT = None
+
 __all__ = [
     "TermArena",
     "EMPTY",
@@ -73,6 +80,7 @@ __all__ = [
     "MAX_DEPTH",
     "byte_range_mask",
     "refine_classes",
+    "use_extension",
 ]
 
 EMPTY, EPS = 0, 1
@@ -87,6 +95,18 @@ _SHALLOW = 64  # a term this deep is derived (front, derivative) recursively; de
 _ALT_INDEX_MIN = 8  # alternations with more items group their members by first-byte mask
 MAX_EMPTY_CHECKS = 200_000  # derivative states one emptiness search may visit
 EMPTY_SEARCH_SECONDS = 10.0  # CPU seconds of one emptiness search outside a compile's budget
+
+
+_c = _EXT  # the C derivatives and fronts in use, None: Python's (use_extension)
+
+
+def use_extension(enabled: bool) -> None:
+    """Take derivatives and fronts in C (the default, where built: ``csrc/regex_derive.h``,
+    the same terms interned in the same order) or in Python, for the process; ``compile_*``
+    applies ``structgen.env``'s ``regexlower`` setting. Raises: never.
+    """
+    global _c
+    _c = _EXT if enabled else None
 
 
 def refine_classes(start: int, masks) -> list[int]:
@@ -159,6 +179,14 @@ class TermArena:
         self.max_byte_count = 0  # the largest finite hi of a repetition of a byte class
         self.deadline: Deadline | None = None  # CPU-time bound on is_empty's searches
         self.search_seconds = EMPTY_SEARCH_SECONDS
+        self._cctx = None  # the C derivatives' view of the lists and caches above (_context)
+
+    def _context(self):
+        """The C derivatives' context of this arena (made once: its lists are only appended
+        to); what ``derivative`` and ``front`` pass to ``csrc/regex_derive.h``.
+        """
+        self._cctx = _EXT.context(self)
+        return self._cctx
 
     @property
     def num_terms(self) -> int:
@@ -662,6 +690,8 @@ class TermArena:
             return self._deriv[key]
         kind, args = self.kind, self.args
         k = kind[t]
+        if k <= REPEAT and _c is not None:  # BYTES, CONCAT, ALT, REPEAT: in C (same terms)
+            return _c.derivative(self, self._cctx or self._context(), t, b)
         if k == BYTES:
             result = EPS
         elif k == REPEAT:
@@ -788,6 +818,8 @@ class TermArena:
             return self._front[t]
         kind, args = self.kind, self.args
         k = kind[t]
+        if k != UNTIL and _c is not None:  # in C (the same sets, built in the same order)
+            return _c.front(self, self._cctx or self._context(), t)
         if k == BYTES:
             result = frozenset(args[t])
         elif k == REPEAT:

@@ -1,0 +1,598 @@
+/* Brzozowski derivatives and fronts of arena terms in C (structgen/fsm/regex/terms.py
+ * TermArena.derivative and TermArena.front), for the lazy DFA's row builder
+ * (structgen/fsm/regex/lazy_dfa.py: one row per new state, one derivative per byte class).
+ *
+ *   context(arena) -> capsule
+ *     the arena's lists and caches, held once (TermArena keeps it as _cctx: the lists are
+ *     only ever appended to, never replaced); every call below takes the arena and it.
+ *   derivative(arena, context, t, b) -> int term
+ *     TermArena.derivative(t, b) for a term of kind BYTES, CONCAT, ALT or REPEAT: the same
+ *     recursion and simplifications, the smart constructors of csrc/regex_arena.h, so the
+ *     same terms are interned in the same order as the Python method (same ids); every
+ *     derivative taken on the way is stored in arena._deriv (key t << 8 | b), as there.
+ *     Subterms of kind UNTIL, AND or NOT are handed to arena.derivative (Python).
+ *   fill_row(arena, context, t, row, ids, state_of) -> None
+ *     ByteDFA._build_row's whole row of term t in an arena without AND / NOT: the row (a
+ *     writable int32 [256]) set to -1, then each live class of first(t) in the refinement of
+ *     front(t) (by lowest byte, as _live_classes) to the state of the derivative by its lowest byte: ids
+ *     (ByteDFA._ids) read, state_of (ByteDFA._state_of) called for a new term; a literal's row
+ *     (one byte, or CONCAT(byte, tail)) without a derivative, as _literal_row.
+ *   front(arena, context, t) -> frozenset of int masks
+ *     TermArena.front(t), stored in arena._front for t and every subterm on the way, as there.
+ *
+ * Both are called by the Python methods after their own checks (first byte, cache, depth: a
+ * term deeper than terms.py's _SHALLOW has its subterms' results cached bottom-up first), so
+ * the recursion here is at most _SHALLOW levels deep. Exceptions of the arena (its term and
+ * depth budgets, GrammarTooComplexError) propagate. The GIL is held.
+ */
+#ifndef SG_REGEX_DERIVE_H
+#define SG_REGEX_DERIVE_H
+
+#include "regex_arena.h"
+
+enum { ALT_INDEX_MIN = 8, K_AND = 7, K_NOT = 8, SHALLOW = 64 /* terms.py _SHALLOW */ };
+
+typedef struct {
+    Ctx cx;                 /* the constructors' view of the arena (owned references) */
+    PyObject *deriv;        /* owned: arena._deriv */
+    PyObject *front;        /* owned: arena._front */
+    PyObject *alt_index;    /* owned: arena._alt_index */
+} Deriv;
+
+/* the 256-bit mask int v as 32 little-endian bytes; 0, or -1 with an error set */
+static int mask_bytes(PyObject *v, unsigned char buf[32]) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyLong_AsNativeBytes(v, buf, 32,
+                                Py_ASNATIVEBYTES_LITTLE_ENDIAN | Py_ASNATIVEBYTES_UNSIGNED_BUFFER)
+                   < 0
+               ? -1
+               : 0;
+#else
+    return _PyLong_AsByteArray((PyLongObject *)v, buf, 32, 1, 0) < 0 ? -1 : 0;
+#endif
+}
+
+/* bit b of the 256-bit mask int: 1 / 0, -1 on error */
+static int mask_bit(PyObject *mask, int b) {
+    unsigned char buf[32];
+    return mask_bytes(mask, buf) < 0 ? -1 : (buf[b >> 3] >> (b & 7)) & 1;
+}
+
+static void deriv_close(Deriv *dv) {
+    Ctx *cx = &dv->cx;
+    PyObject *owned[] = {cx->ids, cx->kind, cx->args, cx->nullable, cx->first, cx->depth,
+                         cx->single, cx->k_bytes, cx->k_concat, cx->k_alt, cx->k_repeat,
+                         dv->deriv, dv->front, dv->alt_index};
+    for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++)
+        Py_XDECREF(owned[k]);
+}
+
+static PyObject *attr_of(PyObject *obj, const char *name, PyTypeObject *type) {
+    PyObject *v = PyObject_GetAttrString(obj, name);
+    if (v != NULL && !PyObject_TypeCheck(v, type)) {
+        PyErr_Format(PyExc_TypeError, "arena.%s has the wrong type", name);
+        Py_CLEAR(v);
+    }
+    return v;
+}
+
+/* the arena's tables and caches; 0, or -1 with an error set (deriv_close in both cases) */
+static int deriv_open(Deriv *dv, PyObject *arena) {
+    memset(dv, 0, sizeof *dv);
+    Ctx *cx = &dv->cx;
+    cx->arena = arena;
+    if ((cx->ids = attr_of(arena, "_ids", &PyDict_Type)) == NULL
+        || (cx->kind = attr_of(arena, "kind", &PyList_Type)) == NULL
+        || (cx->args = attr_of(arena, "args", &PyList_Type)) == NULL
+        || (cx->nullable = attr_of(arena, "nullable", &PyList_Type)) == NULL
+        || (cx->first = attr_of(arena, "first", &PyList_Type)) == NULL
+        || (cx->depth = attr_of(arena, "depth", &PyList_Type)) == NULL
+        || (cx->single = attr_of(arena, "_single", &PyList_Type)) == NULL
+        || (dv->deriv = attr_of(arena, "_deriv", &PyDict_Type)) == NULL
+        || (dv->front = attr_of(arena, "_front", &PyDict_Type)) == NULL
+        || (dv->alt_index = attr_of(arena, "_alt_index", &PyDict_Type)) == NULL
+        || (cx->k_bytes = PyLong_FromLong(K_BYTES)) == NULL
+        || (cx->k_concat = PyLong_FromLong(K_CONCAT)) == NULL
+        || (cx->k_alt = PyLong_FromLong(K_ALT)) == NULL
+        || (cx->k_repeat = PyLong_FromLong(K_REPEAT)) == NULL)
+        return -1;
+    PyObject *mt = PyObject_GetAttrString(arena, "max_terms");
+    if (mt == NULL)
+        return -1;
+    cx->max_terms = PyLong_AsSsize_t(mt);
+    Py_DECREF(mt);
+    return cx->max_terms == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* repeat(x, lo, hi) as TermArena.repeat, with its record of the largest finite count of a
+ * byte class (arena.max_byte_count) when it interns one; new reference */
+static PyObject *repeat_counted(Deriv *dv, PyObject *x, long long lo, long long hi) {
+    Ctx *cx = &dv->cx;
+    PyObject *r = repeat(cx, x, lo, hi);
+    if (r == NULL || hi == INF || term_kind(cx, r) != K_REPEAT || term_kind(cx, x) != K_BYTES
+        || PyTuple_GET_ITEM(PyList_GET_ITEM(cx->args, ix(r)), 0) != x)
+        return r;  /* not interned by this call's own path (the body is x only there) */
+    PyObject *cur = PyObject_GetAttrString(cx->arena, "max_byte_count");
+    long long c = cur ? PyLong_AsLongLong(cur) : -1;
+    Py_XDECREF(cur);
+    int rc = (c == -1 && PyErr_Occurred()) ? -1 : 0;
+    if (rc == 0 && hi > c) {
+        PyObject *v = PyLong_FromLongLong(hi);
+        rc = v ? PyObject_SetAttrString(cx->arena, "max_byte_count", v) : -1;
+        Py_XDECREF(v);
+    }
+    if (rc < 0)
+        Py_CLEAR(r);
+    return r;
+}
+
+static PyObject *derive(Deriv *dv, PyObject *t, int b);
+
+/* *acc |= f (Python's ``acc |= f`` on a set: the same insertion order); -1 on error */
+static int ior(PyObject **acc, PyObject *f) {
+    PyObject *r = PyNumber_InPlaceOr(*acc, f);
+    if (r == NULL)
+        return -1;
+    Py_SETREF(*acc, r);
+    return 0;
+}
+
+/* the members of alternation t that byte b can start (TermArena._alt_members): a tuple,
+ * new reference */
+static PyObject *alt_members_of(Deriv *dv, PyObject *t, int b) {
+    PyObject *members = PyList_GET_ITEM(dv->cx.args, ix(t));
+    if (PyTuple_GET_SIZE(members) < ALT_INDEX_MIN)
+        return Py_NewRef(members);
+    PyObject *groups = PyDict_GetItemWithError(dv->alt_index, t);
+    if (groups == NULL) {  /* the grouping is built once, in Python */
+        return PyErr_Occurred() ? NULL
+                                : PyObject_CallMethod(dv->cx.arena, "_alt_members", "Oi", t, b);
+    }
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t k = 0; out != NULL && k < PyList_GET_SIZE(groups); k++) {
+        PyObject *g = PyList_GET_ITEM(groups, k);
+        int in = mask_bit(PyTuple_GET_ITEM(g, 0), b);
+        if (in < 0 || (in && extend(out, PyTuple_GET_ITEM(g, 1)) < 0))
+            Py_CLEAR(out);
+    }
+    if (out == NULL)
+        return NULL;
+    PyObject *tup = PyList_AsTuple(out);
+    Py_DECREF(out);
+    return tup;
+}
+
+/* d(x{lo,hi}) = d(x) x{lo-1,hi-1}: the rest interned first, as in Python */
+static PyObject *derive_repeat(Deriv *dv, PyObject *a, int b) {
+    PyObject *x = PyTuple_GET_ITEM(a, 0);
+    long long lo = PyLong_AsLongLong(PyTuple_GET_ITEM(a, 1));
+    long long hi = PyLong_AsLongLong(PyTuple_GET_ITEM(a, 2));
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *rest = repeat_counted(dv, x, lo > 0 ? lo - 1 : 0, hi == INF ? INF : hi - 1);
+    if (rest == NULL)
+        return NULL;
+    PyObject *d = derive(dv, x, b), *result = NULL;
+    if (d != NULL)
+        result = concat(&dv->cx, d, rest);
+    Py_XDECREF(d);
+    Py_DECREF(rest);
+    return result;
+}
+
+/* d(a | b | ...) = da | db | ... over the members b can start */
+static PyObject *derive_alt(Deriv *dv, PyObject *t, int b) {
+    PyObject *members = alt_members_of(dv, t, b);
+    if (members == NULL)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(members);
+    PyObject *parts = PyList_New(n), *result = NULL;
+    Py_ssize_t k = 0;
+    for (; parts != NULL && k < n; k++) {
+        PyObject *d = derive(dv, PyTuple_GET_ITEM(members, k), b);
+        if (d == NULL)
+            break;
+        PyList_SET_ITEM(parts, k, d);
+    }
+    if (parts != NULL && k == n)
+        result = alt(&dv->cx, parts);
+    Py_XDECREF(parts);
+    Py_DECREF(members);
+    return result;
+}
+
+/* d(h1 h2 ... hn) walking the spine while heads are nullable (no recursion on the tail) */
+static PyObject *derive_concat(Deriv *dv, PyObject *t, int b) {
+    Ctx *cx = &dv->cx;
+    PyObject *parts = PyList_New(0), *cur = t;
+    if (parts == NULL)
+        return NULL;
+    for (;;) {
+        if (term_kind(cx, cur) != K_CONCAT) {
+            if (append_steal(parts, derive(dv, cur, b)) < 0)
+                goto fail;
+            break;
+        }
+        PyObject *a = PyList_GET_ITEM(cx->args, ix(cur));
+        PyObject *h = PyTuple_GET_ITEM(a, 0), *tail = PyTuple_GET_ITEM(a, 1);
+        Py_ssize_t hi = ix(h);
+        int in = mask_bit(PyList_GET_ITEM(cx->first, hi), b);
+        if (in < 0)
+            goto fail;
+        if (in) {
+            PyObject *d = derive(dv, h, b);
+            PyObject *c = d ? concat(cx, d, tail) : NULL;
+            Py_XDECREF(d);
+            if (append_steal(parts, c) < 0)
+                goto fail;
+        }
+        if (!nullable_of(cx, hi))
+            break;
+        cur = tail;
+    }
+    PyObject *result = alt(cx, parts);
+    Py_DECREF(parts);
+    return result;
+fail:
+    Py_DECREF(parts);
+    return NULL;
+}
+
+/* TermArena.derivative(t, b): new reference */
+static PyObject *derive(Deriv *dv, PyObject *t, int b) {
+    Ctx *cx = &dv->cx;
+    Py_ssize_t ti = ix(t);
+    int in = mask_bit(PyList_GET_ITEM(cx->first, ti), b);
+    if (in <= 0)
+        return in < 0 ? NULL : PyLong_FromLong(T_EMPTY);
+    PyObject *key = PyLong_FromSsize_t((ti << 8) | b);
+    if (key == NULL)
+        return NULL;
+    PyObject *hit = PyDict_GetItemWithError(dv->deriv, key);
+    if (hit != NULL || PyErr_Occurred()) {
+        Py_DECREF(key);
+        return Py_XNewRef(hit);
+    }
+    PyObject *result;
+    switch (term_kind(cx, t)) {
+    case K_BYTES:
+        result = PyLong_FromLong(T_EPS);
+        break;
+    case K_REPEAT:
+        result = derive_repeat(dv, PyList_GET_ITEM(cx->args, ti), b);
+        break;
+    case K_ALT:
+        result = derive_alt(dv, t, b);
+        break;
+    case K_CONCAT:
+        result = derive_concat(dv, t, b);
+        break;
+    default:  /* UNTIL, AND, NOT: the Python method (it stores its result) */
+        Py_DECREF(key);
+        return PyObject_CallMethod(cx->arena, "derivative", "Oi", t, b);
+    }
+    if (result != NULL && PyDict_SetItem(dv->deriv, key, result) < 0)
+        Py_CLEAR(result);
+    Py_DECREF(key);
+    return result;
+}
+
+/* TermArena.front(t): a frozenset of int masks, new reference; stored in arena._front */
+static PyObject *front_of(Deriv *dv, PyObject *t) {
+    PyObject *hit = PyDict_GetItemWithError(dv->front, t);
+    if (hit != NULL || PyErr_Occurred())
+        return Py_XNewRef(hit);
+    Ctx *cx = &dv->cx;
+    Py_ssize_t ti = ix(t);
+    PyObject *a = PyList_GET_ITEM(cx->args, ti), *acc = NULL, *result = NULL;
+    long k = term_kind(cx, t);
+    if (k == K_UNTIL)  /* the KMP step: the Python method */
+        return PyObject_CallMethod(cx->arena, "front", "O", t);
+    if ((acc = PySet_New(NULL)) == NULL)
+        return NULL;
+    int rc = 0;
+    if (k == K_BYTES) {
+        rc = PySet_Add(acc, PyTuple_GET_ITEM(a, 0));
+    } else if (k == K_REPEAT) {
+        Py_DECREF(acc);
+        result = front_of(dv, PyTuple_GET_ITEM(a, 0));
+        goto store;
+    } else if (k == K_ALT || k == K_AND || k == K_NOT) {
+        for (Py_ssize_t j = 0; rc == 0 && j < PyTuple_GET_SIZE(a); j++) {
+            PyObject *f = front_of(dv, PyTuple_GET_ITEM(a, j));
+            rc = f ? ior(&acc, f) : -1;
+            Py_XDECREF(f);
+        }
+    } else if (k == K_CONCAT) {
+        PyObject *cur = t;
+        for (;;) {
+            if (term_kind(cx, cur) != K_CONCAT) {
+                PyObject *f = front_of(dv, cur);
+                rc = f ? ior(&acc, f) : -1;
+                Py_XDECREF(f);
+                break;
+            }
+            PyObject *ca = PyList_GET_ITEM(cx->args, ix(cur));
+            PyObject *h = PyTuple_GET_ITEM(ca, 0);
+            PyObject *f = front_of(dv, h);
+            rc = f ? ior(&acc, f) : -1;
+            Py_XDECREF(f);
+            if (rc < 0 || !nullable_of(cx, ix(h)))
+                break;
+            cur = PyTuple_GET_ITEM(ca, 1);
+        }
+    }
+    if (rc == 0)
+        result = PyFrozenSet_New(acc);
+    Py_DECREF(acc);
+store:
+    if (result != NULL && PyDict_SetItem(dv->front, t, result) < 0)
+        Py_CLEAR(result);
+    return result;
+}
+
+/* ---- whole rows (lazy_dfa.py ByteDFA._build_row, _literal_row) ------------------------ */
+
+typedef struct {
+    uint64_t w[4];
+} Mask256;
+
+static int mask_of(PyObject *v, Mask256 *m) {
+    unsigned char buf[32];
+    if (mask_bytes(v, buf) < 0)
+        return -1;
+    for (int k = 0; k < 4; k++) {
+        uint64_t x = 0;
+        for (int j = 7; j >= 0; j--)
+            x = (x << 8) | buf[8 * k + j];
+        m->w[k] = x;
+    }
+    return 0;
+}
+
+static int mask_lowest(const Mask256 *m) {
+    for (int k = 0; k < 4; k++)
+        if (m->w[k])
+            return 64 * k + __builtin_ctzll(m->w[k]);
+    return -1;
+}
+
+/* derivative / front of a term the row builder starts from: the Python method for a term
+ * deeper than SHALLOW (it fills its subterms' results bottom-up first), else here; new ref */
+static PyObject *derive_top(Deriv *dv, PyObject *t, int b) {
+    if (depth_of(&dv->cx, ix(t)) > SHALLOW)
+        return PyObject_CallMethod(dv->cx.arena, "derivative", "Oi", t, b);
+    return derive(dv, t, b);
+}
+
+static PyObject *front_top(Deriv *dv, PyObject *t) {
+    if (depth_of(&dv->cx, ix(t)) > SHALLOW)
+        return PyObject_CallMethod(dv->cx.arena, "front", "O", t);
+    return front_of(dv, t);
+}
+
+static int cmp_lowest(const void *a, const void *b) {  /* classes are disjoint: no ties */
+    return mask_lowest((const Mask256 *)a) - mask_lowest((const Mask256 *)b);
+}
+
+/* the state of term d (ids.get(d), else state_of(d): a new state); -1 on error */
+static long state_id(PyObject *d, PyObject *ids, PyObject *state_of) {
+    PyObject *sid = PyDict_GetItemWithError(ids, d);
+    if (sid != NULL)
+        return PyLong_AsLong(sid);
+    if (PyErr_Occurred())
+        return -1;
+    sid = PyObject_CallOneArg(state_of, d);
+    long v = sid ? PyLong_AsLong(sid) : -1;
+    Py_XDECREF(sid);
+    return v;
+}
+
+/* the row of term t (no AND / NOT in the arena) into row[256]: -1, then for each live class
+ * of first(t) in the refinement of front(t) (by lowest byte, as lazy_dfa.py
+ * _live_classes) the state
+ * of the derivative by the class's lowest byte; a literal (one byte b, or CONCAT(b, tail))
+ * takes EPS / tail without a derivative, as _literal_row. 0, or -1 with an error set. */
+static int fill_row(Deriv *dv, PyObject *t, int32_t *row, PyObject *ids, PyObject *state_of) {
+    Ctx *cx = &dv->cx;
+    Py_ssize_t ti = ix(t);
+    Mask256 first;
+    if (mask_of(PyList_GET_ITEM(cx->first, ti), &first) < 0)
+        return -1;
+    for (int b = 0; b < 256; b++)
+        row[b] = -1;
+    int num_bits = 0;
+    for (int k = 0; k < 4; k++)
+        num_bits += __builtin_popcountll(first.w[k]);
+    if (num_bits == 0)
+        return 0;
+    long kind = term_kind(cx, t);
+    if (num_bits == 1) {
+        int b = mask_lowest(&first);
+        PyObject *d = NULL;
+        if (kind == K_BYTES) {
+            d = PyLong_FromLong(T_EPS);
+        } else if (kind == K_CONCAT) {
+            PyObject *a = PyList_GET_ITEM(cx->args, ti);
+            if (term_kind(cx, PyTuple_GET_ITEM(a, 0)) == K_BYTES)
+                d = Py_NewRef(PyTuple_GET_ITEM(a, 1));
+        }
+        if (d == NULL && PyErr_Occurred())
+            return -1;
+        if (d == NULL)
+            d = derive_top(dv, t, b);  /* a repetition or alternation only b can start */
+        if (d == NULL)
+            return -1;
+        long sid = ix(d) == T_EMPTY ? -1 : state_id(d, ids, state_of);
+        Py_DECREF(d);
+        if (sid == -1 && PyErr_Occurred())
+            return -1;
+        row[b] = (int32_t)sid;
+        return 0;
+    }
+    PyObject *front = front_top(dv, t);
+    if (front == NULL)
+        return -1;
+    Mask256 *classes = PyMem_Malloc(sizeof(Mask256) * 257);
+    PyObject *it = classes ? PyObject_GetIter(front) : NULL;
+    Py_DECREF(front);
+    if (it == NULL) {
+        PyMem_Free(classes);
+        return classes ? -1 : (PyErr_NoMemory(), -1);
+    }
+    int n = 1, rc = 0;
+    classes[0] = first;
+    PyObject *item;
+    while (rc == 0 && (item = PyIter_Next(it)) != NULL) {  /* refine_classes(first, front) */
+        Mask256 m;
+        rc = mask_of(item, &m);
+        Py_DECREF(item);
+        int num = n;
+        n = 0;
+        Mask256 refined[257];
+        for (int c = 0; rc == 0 && c < num; c++) {
+            Mask256 in, out;
+            int any_in = 0, any_out = 0;
+            for (int k = 0; k < 4; k++) {
+                in.w[k] = classes[c].w[k] & m.w[k];
+                out.w[k] = classes[c].w[k] ^ in.w[k];
+                any_in |= in.w[k] != 0;
+                any_out |= out.w[k] != 0;
+            }
+            if (any_in && any_out) {
+                refined[n++] = in;
+                refined[n++] = out;
+            } else {
+                refined[n++] = classes[c];
+            }
+        }
+        memcpy(classes, refined, sizeof(Mask256) * n);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        rc = -1;
+    qsort(classes, n, sizeof(Mask256), cmp_lowest);  /* by lowest byte, as _live_classes */
+    for (int c = 0; rc == 0 && c < n; c++) {
+        int b = mask_lowest(&classes[c]);
+        PyObject *d = derive_top(dv, t, b);
+        if (d == NULL) {
+            rc = -1;
+            break;
+        }
+        long sid = ix(d) == T_EMPTY ? -1 : state_id(d, ids, state_of);
+        Py_DECREF(d);
+        if (sid == -1 && PyErr_Occurred()) {
+            rc = -1;
+            break;
+        }
+        for (int k = 0; k < 4; k++)
+            for (uint64_t w = classes[c].w[k]; w; w &= w - 1)
+                row[64 * k + __builtin_ctzll(w)] = (int32_t)sid;
+    }
+    PyMem_Free(classes);
+    return rc;
+}
+
+/* ---- the module's functions: a context per arena, then calls over it ------------------ */
+
+static const char CONTEXT_NAME[] = "structgen.regex_derive.context";
+
+static void context_free(PyObject *capsule) {
+    Deriv *dv = PyCapsule_GetPointer(capsule, CONTEXT_NAME);
+    if (dv != NULL) {
+        deriv_close(dv);
+        PyMem_Free(dv);
+    }
+}
+
+/* context(arena) -> capsule: the arena's tables and caches held once (the arena keeps it as
+ * _cctx; it holds no reference to the arena itself) */
+static PyObject *py_context(PyObject *self, PyObject *arena) {
+    (void)self;
+    Deriv *dv = PyMem_Malloc(sizeof *dv);
+    if (dv == NULL)
+        return PyErr_NoMemory();
+    if (deriv_open(dv, arena) < 0) {
+        deriv_close(dv);
+        PyMem_Free(dv);
+        return NULL;
+    }
+    dv->cx.arena = NULL;  /* borrowed per call */
+    PyObject *capsule = PyCapsule_New(dv, CONTEXT_NAME, context_free);
+    if (capsule == NULL) {
+        deriv_close(dv);
+        PyMem_Free(dv);
+    }
+    return capsule;
+}
+
+/* the context of args[1] for the arena args[0], term args[2] checked; NULL on error */
+static Deriv *context_of(PyObject *const *args, Py_ssize_t *t) {
+    Deriv *dv = PyCapsule_GetPointer(args[1], CONTEXT_NAME);
+    if (dv == NULL)
+        return NULL;
+    *t = PyLong_CheckExact(args[2]) ? PyLong_AsSsize_t(args[2]) : -1;
+    if (*t < 0 || *t >= PyList_GET_SIZE(dv->cx.kind)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "not a term of this arena");
+        return NULL;
+    }
+    dv->cx.arena = args[0];
+    return dv;
+}
+
+static PyObject *py_derivative(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4 || !PyLong_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "derivative(arena, context, t: int, b: int)");
+        return NULL;
+    }
+    Py_ssize_t t;
+    long b = PyLong_AsLong(args[3]);
+    if (b == -1 && PyErr_Occurred())
+        return NULL;
+    if (b < 0 || b > 255) {
+        PyErr_Format(PyExc_ValueError, "derivative: byte %ld out of range", b);
+        return NULL;
+    }
+    Deriv *dv = context_of(args, &t);
+    return dv == NULL ? NULL : derive(dv, args[2], (int)b);
+}
+
+static PyObject *py_front(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "front(arena, context, t: int)");
+        return NULL;
+    }
+    Py_ssize_t t;
+    Deriv *dv = context_of(args, &t);
+    return dv == NULL ? NULL : front_of(dv, args[2]);
+}
+
+/* fill_row(arena, context, t, row, ids, state_of) -> None; row: writable int32 [256] */
+static PyObject *py_fill_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6 || !PyDict_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "fill_row(arena, context, t, row, ids: dict, state_of)");
+        return NULL;
+    }
+    Py_ssize_t t;
+    Deriv *dv = context_of(args, &t);
+    if (dv == NULL)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[3], &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return NULL;
+    int rc = -1;
+    if (view.itemsize != 4 || view.len != 256 * 4 || view.format == NULL
+        || (strcmp(view.format, "i") != 0 && strcmp(view.format, "=i") != 0
+            && strcmp(view.format, "<i") != 0))
+        PyErr_SetString(PyExc_ValueError, "fill_row: row must be a contiguous int32 [256]");
+    else
+        rc = fill_row(dv, args[2], (int32_t *)view.buf, args[4], args[5]);
+    PyBuffer_Release(&view);
+    return rc < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+#endif  /* SG_REGEX_DERIVE_H */

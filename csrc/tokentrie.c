@@ -55,6 +55,9 @@
  *   taken from the dict forms (TokenIndex.fill_forms: state -> [form, used], used set to
  *   True here); None without writing when dst is current but state has no entry.
  *
+ *   bind_tensor_type(torch.Tensor) -> bool: fill_row reads _version and data_ptr() of a
+ *   tensor of exactly that type through the type's own descriptors (see bound_type).
+ *
  * Errors: ValueError on inconsistent arrays, IndexError for a row outside (fill_row);
  * exceptions of row_tables propagate (GrammarTooComplexError from a DFA budget). walk
  * releases the GIL while it steps through built rows (threads filling masks of different
@@ -347,11 +350,62 @@ static PyObject *walk_bytes(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 static PyObject *str_version, *str_data_ptr; /* interned at module init */
 
+/* The tensor type bound by bind_tensor_type (torch.Tensor) and the descriptors its _version
+ * and data_ptr resolve to, valid while the type's version tag is `bound_tag` (CPython gives
+ * a type a new tag whenever it or a base is modified: a patched attribute is seen). For a
+ * tensor of exactly that type the checks call the descriptors directly, skipping the
+ * attribute lookup and the bound-method call (~50 ns of ~290 ns; benchmarks/RESULTS.md);
+ * the descriptors' C getters are what the lookup would call, so the values are the same.
+ * Any other tensor (a subclass, Parameter), or a type modified since: the generic lookup. */
+static PyTypeObject *bound_type;
+static PyObject *bound_version, *bound_data_ptr;
+static unsigned int bound_tag;
+
+/* Resolve the descriptors on bound_type again; 1 when both are the C kinds expected (a
+ * getset_descriptor, a method_descriptor) and the tag is known, else 0 (generic path). */
+static int bind_descriptors(void) {
+    Py_CLEAR(bound_version);
+    Py_CLEAR(bound_data_ptr);
+    bound_tag = 0;
+    if (!bound_type) return 0;
+    PyObject *v = PyObject_GetAttr((PyObject *)bound_type, str_version);
+    PyObject *d = v ? PyObject_GetAttr((PyObject *)bound_type, str_data_ptr) : NULL;
+    if (!v || !d || !Py_IS_TYPE(v, &PyGetSetDescr_Type) || !Py_IS_TYPE(d, &PyMethodDescr_Type)) {
+        PyErr_Clear();
+        Py_XDECREF(v);
+        Py_XDECREF(d);
+        return 0;
+    }
+    bound_version = v;
+    bound_data_ptr = d;
+    bound_tag = bound_type->tp_version_tag; /* assigned by the lookups; 0: none, generic */
+    return bound_tag != 0;
+}
+
+/* bind_tensor_type(type) -> bool: see bound_type; True when the direct path is armed. */
+static PyObject *bind_tensor_type(PyObject *self, PyObject *type) {
+    (void)self;
+    if (!PyType_Check(type)) {
+        PyErr_SetString(PyExc_TypeError, "bind_tensor_type: expected a type");
+        return NULL;
+    }
+    Py_INCREF(type);
+    Py_XSETREF(bound_type, (PyTypeObject *)type);
+    return PyBool_FromLong(bind_descriptors());
+}
+
 /* 1 when attribute or method result `value` of the tensor equals `expected`, 0 when not, -1
  * with an error set. method: call it (data_ptr()), else read the attribute (_version). */
 static int same_as(PyObject *tensor, PyObject *name, int method, PyObject *expected) {
-    PyObject *value = method ? PyObject_CallMethodNoArgs(tensor, name)
-                             : PyObject_GetAttr(tensor, name);
+    PyObject *value;
+    if (Py_TYPE(tensor) == bound_type && bound_tag
+        && (bound_type->tp_version_tag == bound_tag || bind_descriptors())) {
+        value = method ? PyObject_Vectorcall(bound_data_ptr, &tensor, 1, NULL)
+                       : Py_TYPE(bound_version)->tp_descr_get(bound_version, tensor,
+                                                              (PyObject *)bound_type);
+    } else {
+        value = method ? PyObject_CallMethodNoArgs(tensor, name) : PyObject_GetAttr(tensor, name);
+    }
     if (!value) return -1;
     int eq = PyObject_RichCompareBool(value, expected, Py_EQ);
     Py_DECREF(value);
@@ -508,6 +562,8 @@ static PyMethodDef methods[] = {
     {"walk_fused", (PyCFunction)(void (*)(void))walk_fused, METH_FASTCALL,
      "walk_fused(...): walk, a missing row built with row_tables(s, b) -> live nodes"},
     {"row_form", row_form, METH_O, "row_form(mask) -> bytes | (mask, address, n) | None"},
+    {"bind_tensor_type", bind_tensor_type, METH_O,
+     "bind_tensor_type(torch.Tensor) -> bool: fill_row's checks call its descriptors directly"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,11 +17,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import sys
 import threading
 from collections import OrderedDict
 from typing import Any
 
-from ...errors import InvalidGrammarError, RegexError
+from ...errors import GrammarTooComplexError, InvalidGrammarError, RegexError, StructgenError
 from ..base import BaseCompiledGrammar
 from ..compiler import AutomatonGrammar, CompiledGrammar
 from ..deadline import Deadline
@@ -37,10 +38,10 @@ from ..regex.terms import EMPTY, EPS, TermArena
 from .automaton import DEFAULT_MAX_CONFIGS, GrammarAutomaton
 from .bnf import parse_bnf
 from .earley import DEFAULT_MAX_ITEMS, EarleyCharts
-from .ir import GrammarDef
+from .ir import GrammarDef, Pattern
 from .lark import parse_lark
 from .lexers import SharedLexers, TerminalLexer
-from .lower import CfgGrammar, lower_grammar
+from .lower import CfgGrammar, lower_grammar, nodes_of
 from .special import SPECIAL_TOKEN, resolve_special_tokens
 
 __all__ = ["compile_grammar", "parse_grammar", "detect_syntax", "CompiledCFG", "SYNTAXES"]
@@ -431,8 +432,61 @@ def compile_grammar_def(
         max_items: budget of Earley items.
 
     Raises:
-        InvalidGrammarError, GrammarTooComplexError: as ``compile_grammar``.
+        InvalidGrammarError, GrammarTooComplexError: as ``compile_grammar`` (a grammar that
+            nests too deeply for the recursive lowering: ``GrammarTooComplexError``).
     """
+    try:
+        return _compile_def(
+            gdef, spec, vocab, trigger, prefix, max_states, deadline, max_configs, max_items
+        )
+    except InvalidGrammarError as exc:
+        if isinstance(exc.__cause__, RegexError):  # name the user's regex that fails, if one
+            located = regex_error(gdef)
+            if located is not None:
+                raise located from exc.__cause__
+        raise
+    except RecursionError:  # lowering recurses per rule reference, group and repetition
+        raise GrammarTooComplexError(
+            "the grammar nests too deeply to compile (rule references, groups or repetitions "
+            f"inside one another, about {sys.getrecursionlimit() // 4} levels); flatten it"
+        ) from None
+
+
+def regex_error(gdef: GrammarDef) -> InvalidGrammarError | None:
+    """The error naming the first regex written in the grammar text (a ``Pattern`` with a
+    ``line``) that does not compile on its own, with its line:column; None when each does
+    (the failure is elsewhere). Called only after a compile failed. Raises: never.
+    """
+    written = [
+        p
+        for expr in (*gdef.terminals.values(), *gdef.rules.values())
+        for p in nodes_of(expr, Pattern)
+        if p.line
+    ]
+    for pattern in sorted(written, key=lambda p: (p.line, p.column)):
+        try:
+            regex_to_dfa(pattern.regex)
+        except RegexError as exc:
+            return InvalidGrammarError(
+                f"the regex at {pattern.line}:{pattern.column} is not usable: {exc}"
+            )
+        except StructgenError:  # a budget: not this regex's syntax
+            continue
+    return None
+
+
+def _compile_def(
+    gdef: GrammarDef,
+    spec: Any,
+    vocab: Vocabulary | None,
+    trigger: str | None,
+    prefix: str,
+    max_states: int,
+    deadline: Deadline,
+    max_configs: int,
+    max_items: int,
+) -> BaseCompiledGrammar:
+    """``compile_grammar_def``'s work (its errors uninterpreted)."""
     from ..spec import LoweredRegex
 
     lowered = lower_grammar(gdef, deadline)

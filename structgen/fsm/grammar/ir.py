@@ -45,9 +45,18 @@ class Literal(Expr):
 
 @dataclass(frozen=True)
 class Pattern(Expr):
-    """A regex fragment in structgen's dialect (Python ``re``, fullmatch), one terminal."""
+    """A regex fragment in structgen's dialect (Python ``re``, fullmatch), one terminal.
+
+    Attributes:
+        regex: the regex text.
+        line, column: where a regex written by the user (Lark ``/.../``) is, 1-based, for
+            the error of one that does not parse (``compile.regex_error``); 0 for one a
+            front end wrote. Not compared: equal regexes are one terminal.
+    """
 
     regex: str
+    line: int = field(default=0, compare=False)
+    column: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)

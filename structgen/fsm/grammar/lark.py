@@ -25,10 +25,13 @@ import re
 
 from ...errors import InvalidGrammarError, StructgenError, UnsupportedGrammarError
 from ..regex.escape import escape_class_char, escape_literal
+from ..regex.parse import MAXREPEAT
 from .ir import Alt, Embedded, Expr, GrammarDef, Literal, Pattern, Ref, Repeat, Seq
 from .special import SPECIAL_TOKEN_TEXT, special_token_node
 
-__all__ = ["parse_lark", "COMMON"]
+__all__ = ["parse_lark", "COMMON", "MAX_NESTING"]
+
+MAX_NESTING = 200  # ( and [ groups nested in one rule (the reader recurses per level)
 
 # lark's common.lark terminals, as regexes of structgen's dialect (written here)
 _INT = r"[0-9]+"
@@ -98,6 +101,8 @@ class _Parser:
         self.i = 0
         self.gdef = GrammarDef(syntax="lark")
         self.num_anonymous = 0
+        self.ignored: list[tuple[Ref, _Token]] = []  # %ignore NAME, checked after parsing
+        self.depth = 0  # ( and [ open around the item read
         self._tokenize()
 
     def _tokenize(self) -> None:
@@ -105,7 +110,7 @@ class _Parser:
         while pos < len(text):
             m = _TOKEN.match(text, pos)
             if m is None:
-                raise self.error_at(pos, line, pos - line_start + 1, "unexpected character")
+                raise self.error_at(pos, line, pos - line_start + 1, _no_token(text, pos))
             kind = m.lastgroup
             if kind == "nl":
                 line, line_start, first = line + 1, m.end(), True
@@ -141,9 +146,15 @@ class _Parser:
     def error(self, message: str, tok: _Token | None = None) -> InvalidGrammarError:
         tok = tok or self.peek()
         if tok is None:
-            line = self.text.count("\n") + 1
-            return InvalidGrammarError(f"Lark syntax error at {line}:end: {message}")
+            return InvalidGrammarError(
+                f"Lark syntax error at {self.end_of_text()}: {message} (at the end of the text)"
+            )
         return self.error_at(tok.pos, tok.line, tok.col, message)
+
+    def end_of_text(self) -> str:
+        """``line:column`` just past the text's last character."""
+        line = self.text.count("\n") + 1
+        return f"{line}:{len(self.text) - (self.text.rfind(chr(10)) + 1) + 1}"
 
     def unsupported(self, what: str, tok: _Token) -> UnsupportedGrammarError:
         return UnsupportedGrammarError(f"{what} at {tok.line}:{tok.col} is not supported")
@@ -155,7 +166,7 @@ class _Parser:
     def take(self, text: str | None = None, kind: str | None = None) -> _Token:
         tok = self.peek()
         if tok is None or (text is not None and tok.text != text) or (kind and tok.kind != kind):
-            raise self.error(f"expected {text or kind}")
+            raise self.error(f"expected {text!r}" if text else f"expected a {kind}")
         self.i += 1
         return tok
 
@@ -168,19 +179,34 @@ class _Parser:
     def parse(self) -> GrammarDef:
         while self.peek() is not None:
             tok = self.peek()
+            if tok.text in (")", "]"):
+                opener = "(" if tok.text == ")" else "["
+                raise self.error(f"unbalanced {tok.text!r}: no {opener!r} is open", tok)
             if not tok.first:
                 raise self.error("expected a definition at the start of a line")
             if tok.kind == "directive":
                 self.directive()
             else:
                 self.definition()
+        for ref, tok in self.ignored:
+            if ref.name in self.gdef.rules:
+                raise self.error(f"%ignore takes a terminal; {ref.name} is a rule", tok)
+            if ref.name not in self.gdef.terminals:
+                raise self.error(f"%ignore names undefined terminal {ref.name!r}", tok)
         return self.gdef
 
     def definition(self) -> None:
         tok = self.peek()
         if tok.text in ("?", "!"):
             self.i += 1
-        name_tok = self.take(kind="name")
+        name_tok = self.peek()
+        if name_tok is None or name_tok.kind != "name":
+            what = "'|' may start a continuation line" if tok.kind != "name" else ""
+            raise self.error(
+                "expected a rule or terminal name at the start of a line"
+                + (f" ({what})" if what else "")
+            )
+        self.i += 1
         name = name_tok.text
         if self.peek() is not None and self.peek().text == "{":
             raise self.unsupported("a template rule", name_tok)
@@ -200,9 +226,13 @@ class _Parser:
     def directive(self) -> None:
         tok = self.take(kind="directive")
         if tok.text == "%ignore":
+            item_tok = self.peek()
+            if item_tok is None or item_tok.first:
+                raise self.error("%ignore needs a terminal or a pattern after it", tok)
             item = self.expansions()
-            if isinstance(item, Ref) and item.name[:1].isupper():
+            if isinstance(item, Ref):
                 self.gdef.ignore.append(item.name)
+                self.ignored.append((item, item_tok))
             else:
                 self.num_anonymous += 1
                 name = f"__IGNORE_{self.num_anonymous}"
@@ -285,6 +315,8 @@ class _Parser:
             if self.peek() is not None and self.peek().text == "..":
                 self.i += 1
                 hi = int(self.take(kind="number").text)
+            if hi >= MAXREPEAT:
+                raise self.error(f"repetition count too large (the limit is {MAXREPEAT - 1})", tok)
             if hi < lo:
                 raise self.error(f"repetition ~ {lo}..{hi} has max < min", tok)
             return Repeat(atom, lo, hi)
@@ -295,14 +327,23 @@ class _Parser:
         if tok is None:
             raise self.error("expected an item")
         self.i += 1
-        if tok.text == "(":
+        if tok.text in ("(", "["):
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise self.error(f"groups nest deeper than {MAX_NESTING}", tok)
             inner = self.expansions(nested=True)
-            self.take(")")
-            return inner
-        if tok.text == "[":
-            inner = self.expansions(nested=True)
-            self.take("]")
-            return Repeat(inner, 0, 1)
+            self.depth -= 1
+            close = ")" if tok.text == "(" else "]"
+            end = self.peek()
+            if end is None or end.text != close:
+                got = (
+                    f"the text ends at {self.end_of_text()}"
+                    if end is None
+                    else (f"{end.text!r} at {end.line}:{end.col}")
+                )
+                raise self.error(f"unbalanced {tok.text!r}: {got} before its {close!r}", tok)
+            self.i += 1
+            return inner if close == ")" else Repeat(inner, 0, 1)
         if tok.kind == "string":
             nxt = self.peek()
             if nxt is not None and nxt.text == "..":
@@ -341,7 +382,7 @@ class _Parser:
             raise self.unsupported(f"regex flag {''.join(sorted(bad))!r}", tok)
         if flags:
             body = f"(?{''.join(sorted(flags))}:{body})"
-        return Pattern(body)
+        return Pattern(body, tok.line, tok.col)
 
     def embedded_json(self, tok: _Token) -> Embedded:
         from ..spec import JsonSchema
@@ -352,6 +393,18 @@ class _Parser:
         except StructgenError as exc:
             raise InvalidGrammarError(f"{where}: {exc}") from exc
         return Embedded(lowered.pattern, lowered.definitions, where)
+
+
+def _no_token(text: str, pos: int) -> str:
+    """Why no token of the grammar's syntax starts at ``pos``."""
+    c = text[pos]
+    if c == '"':
+        return "unterminated string: its line ends before the closing '\"'"
+    if c == "/":
+        return "unterminated regex: its line ends before the closing '/'"
+    if c == "%":
+        return "a directive needs a lowercase name after '%'"
+    return f"unexpected character {c!r}"
 
 
 def parse_lark(text: str, start: str | None = None) -> GrammarDef:

@@ -25,7 +25,7 @@ from ..regex.escape import escape_literal
 from ..spec import LoweredRegex
 from .ir import Alt, Embedded, Expr, GrammarDef, Literal, Pattern, Ref, Repeat, Seq
 
-__all__ = ["CfgGrammar", "lower_grammar", "MAX_RULES"]
+__all__ = ["CfgGrammar", "lower_grammar", "nodes_of", "MAX_RULES"]
 
 MAX_RULES = 100_000  # productions of one grammar (bounded repetitions expand linearly)
 _CHECK_EVERY = 1024  # productions added between two checks of the deadline
@@ -131,12 +131,12 @@ class _Lowering:
 
     # ---- checks ---------------------------------------------------------------
 
-    def check_refs(self) -> None:
+    def checknodes_of(self) -> None:
         g = self.g
         if g.start not in g.rules:
             raise InvalidGrammarError(f"the grammar has no start rule {g.start!r}")
         for name, expr in g.terminals.items():
-            for ref in _refs(expr):
+            for ref in nodes_of(expr):
                 if ref.name in g.rules:
                     raise InvalidGrammarError(
                         f"terminal {name} refers to rule {ref.name!r} at "
@@ -147,7 +147,7 @@ class _Lowering:
                         f"undefined terminal {ref.name!r} at {ref.line}:{ref.column}"
                     )
         for expr in g.rules.values():
-            for ref in _refs(expr):
+            for ref in nodes_of(expr):
                 if ref.name not in g.rules and ref.name not in g.terminals:
                     raise InvalidGrammarError(
                         f"undefined rule {ref.name!r} at {ref.line}:{ref.column}"
@@ -234,7 +234,7 @@ class _Lowering:
         """``regular[name]``: the rule reaches no cycle of rule references."""
         g = self.g
         deps = {
-            name: sorted({r.name for r in _refs(e) if r.name in g.rules})
+            name: sorted({r.name for r in nodes_of(e) if r.name in g.rules})
             for name, e in g.rules.items()
         }
         state: dict[str, int] = {}  # 1 = on the stack, 2 = done
@@ -265,7 +265,7 @@ class _Lowering:
         hit = self._is_regular.get(id(expr))
         if hit is not None and hit[0] is expr:  # the node kept alive, so its id is its own
             return hit[1]
-        found = all(r.name in self.g.terminals or self.regular[r.name] for r in _refs(expr))
+        found = all(r.name in self.g.terminals or self.regular[r.name] for r in nodes_of(expr))
         self._is_regular[id(expr)] = (expr, found)
         return found
 
@@ -391,7 +391,7 @@ class _Productions:
             lhs = self.nonterminal(name)
             for alt in self.alternatives(g.rules[name], name):
                 self.add(lhs, alt)
-            for ref in _refs(g.rules[name]):
+            for ref in nodes_of(g.rules[name]):
                 if ref.name in g.rules and not self.low.regular[ref.name]:
                     todo.append(ref.name)
         for name in g.ignore:
@@ -403,12 +403,14 @@ class _Productions:
         return cfg
 
 
-def _refs(expr: Expr):
-    """Every ``Ref`` in ``expr`` (iterative, so deep expressions do not recurse)."""
+def nodes_of(expr: Expr, kind: type = Ref):
+    """Every node of type ``kind`` (a leaf type: ``Ref``, ``Pattern``, ...) in ``expr``, last
+    item first (iterative, so deep expressions do not recurse). Raises: never.
+    """
     stack = [expr]
     while stack:
         e = stack.pop()
-        if isinstance(e, Ref):
+        if isinstance(e, kind):
             yield e
         elif isinstance(e, (Seq, Alt)):
             stack.extend(e.items)
@@ -429,7 +431,7 @@ def lower_grammar(gdef: GrammarDef, deadline: Deadline = NEVER) -> LoweredRegex 
         GrammarTooComplexError: more than ``MAX_RULES`` productions; ``deadline`` expires.
     """
     low = _Lowering(gdef, deadline)
-    low.check_refs()
+    low.checknodes_of()
     for name in gdef.terminals:
         low.terminal(name)  # recursive terminals are refused even when unused
     low.find_regular()

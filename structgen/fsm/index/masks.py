@@ -10,7 +10,9 @@ read once and kept as a destination tuple ``(tensor, version, base, rows, stride
 with the same version counter (bumped by every in-place op, metadata ones such as
 ``resize_``, ``t_`` or ``as_strided_`` included) and the same data pointer (a swapped or
 reallocated storage), then write with one C call (``fill_row`` in ``csrc/tokentrie.c``:
-the check, a memcpy, and a memset of the words past the vocabulary) or, without the
+the check, a memcpy, and a memset of the words past the vocabulary; for a tensor of exactly
+``torch.Tensor`` the check calls the type's ``_version`` and ``data_ptr`` descriptors
+directly, ``bind_tensor_type``) or, without the
 extension, through a cached numpy view of the tensor. The matcher hands ``fill_row`` each
 state's mask in the form ``row_form`` chose once per state (``TokenIndex.fill_form``): a
 mask with few nonzero words as (index, word) pairs, so the write reads a few bytes instead
@@ -47,6 +49,8 @@ __all__ = ["last", "fill_row", "write", "describe", "forget", "row_form", "use_e
 # ``monkeypatch.setattr``.
 fill_row = getattr(trie._EXT, "fill_row", None)
 _row_form_c = getattr(trie._EXT, "row_form", None)  # row_form in one C pass; None: numpy
+if hasattr(trie._EXT, "bind_tensor_type"):  # checks of a plain tensor skip the attribute lookup
+    trie._EXT.bind_tensor_type(torch.Tensor)
 
 _NONE = (None, -1, -1, 0, 0, 0)
 last: tuple = _NONE  # the C writer's destination: (tensor, version, base, rows, stride, cols)
@@ -137,7 +141,9 @@ def write(bitmask: torch.Tensor, row: int, words: np.ndarray | None) -> None:
             return
         if dst[1] is not None:
             last = dst
-        fill(dst, bitmask, row, words)
+        if not fill(dst, bitmask, row, words):  # the C checks disagree with describe's reads
+            last = _NONE  # (a tensor attribute shadowed on the instance): the torch way
+            _write_torch(bitmask, row, words)
         return
     dst = _last_np
     if not (dst[0] is bitmask and dst[1] == bitmask._version and dst[2] == bitmask.data_ptr()):

@@ -122,6 +122,56 @@ def test_cached_destination_follows_in_place_changes(writer, change) -> None:
         assert torch.equal(bm, want), (change, row)
 
 
+class _Subclass(torch.Tensor):
+    """A tensor subclass: fill_row's checks take the generic attribute lookup for it."""
+
+
+@pytest.mark.parametrize("kind", ["plain", "subclass", "parameter"])
+@pytest.mark.parametrize(
+    "change", ["none", "zero_", "storage reallocated", "type patched", "data_ptr shadowed"]
+)
+def test_checks_by_tensor_type_follow_changes(writer, kind, change) -> None:
+    """The C checks read a plain tensor's ``_version`` / ``data_ptr`` through the type's
+    descriptors (``bind_tensor_type``), any other tensor by attribute lookup: each write
+    equals torch indexing, whatever changed between writes, the storage reallocated under
+    the tensor (no version bump) and a patched ``torch.Tensor`` included."""
+    rng = np.random.default_rng(7)
+    bm = torch.full((3, 6), -1, dtype=torch.int32)
+    if kind == "subclass":
+        bm = bm.as_subclass(_Subclass)
+    elif kind == "parameter":
+        bm = torch.nn.Parameter(bm, requires_grad=False)
+    masks.write(bm, 1, _words(rng, 6))  # caches bm's layout
+    try:
+        if change == "zero_":
+            with torch.no_grad():
+                bm.zero_()  # the version bumps
+        elif change == "storage reallocated":
+            storage = bm.untyped_storage()
+            before = bm.data_ptr()
+            if writer == "numpy":  # its cached numpy view pins the storage's size
+                with pytest.raises(RuntimeError, match="not resizable"):
+                    storage.resize_(storage.nbytes() * 64)
+                return
+            storage.resize_(storage.nbytes() * 64)  # a new allocation, the same version
+            assert bm.data_ptr() != before
+        elif change == "type patched":
+            torch.Tensor._structgen_test_attr = 1  # a new type version tag
+        elif change == "data_ptr shadowed":
+            if kind != "plain":  # C's attribute lookup would trust the shadow, as describe
+                pytest.skip("only a plain tensor's checks bypass the instance attribute")
+            bm.data_ptr = lambda: 4096  # describe() reads this; C the real pointer
+            bm.zero_()  # the version bumps: the next write describes bm again
+        for row in (0, 2, 1, 0):
+            words = _words(rng, 5)
+            want = _expected(bm.detach().as_subclass(torch.Tensor), row, words)
+            masks.write(bm, row, words)
+            assert torch.equal(bm.detach().as_subclass(torch.Tensor), want), (kind, change, row)
+    finally:
+        if change == "type patched":
+            del torch.Tensor._structgen_test_attr
+
+
 def test_forget_after_data_swap(writer) -> None:
     """``tensor.data = ...`` bumps no version: documented, and ``forget`` handles it."""
     rng = np.random.default_rng(2)

@@ -44,6 +44,16 @@ setup(
         Extension(
             "structgen.fsm.grammar._cfgrows",
             sources=["csrc/cfgrows.c"],
+            depends=["csrc/sg_intmaps.h"],
+            extra_compile_args=["-O3", "-std=c11"],
+            optional=True,
+        ),
+        # csrc/earley.c -> structgen.fsm.grammar._earley: the Earley charts' scan step
+        # (structgen/fsm/grammar/earley.py, whose Python path is the reference and fallback)
+        Extension(
+            "structgen.fsm.grammar._earley",
+            sources=["csrc/earley.c"],
+            depends=["csrc/sg_intmaps.h"],
             extra_compile_args=["-O3", "-std=c11"],
             optional=True,
         ),

@@ -8,8 +8,9 @@ of this checkout's ``earley.py`` and of a baseline's (``--baseline DIR``: its
 lowered grammar), alternated with the order rotated, ``--repeat`` times each; the table
 gives each one's least thread CPU time. Both must return the same node for every scan
 and build the same nodes (items, ``final``, expected terminals): the run stops otherwise.
-This is the cost a C port of ``scan`` would take down, measured without the token-trie
-walk and the lexers around it.
+This checkout's charts run twice: its Python reference (``native=False``) and, when the C
+extension is built, its C charts (``csrc/earley.c``); both must match the baseline's nodes.
+This is the Earley cost alone, measured without the token-trie walk and the lexers around it.
 
     PYTHONPATH=. python benchmarks/earley_replay.py --baseline /work/main
         [--only cfg:json.gbnf,gbnf:c] [--tokenizer smollm2|bpe150k] [--repeat 15]
@@ -55,6 +56,14 @@ def _record(eng, kind, spec, ids) -> tuple[tuple, dict, list[tuple[int, int]]]:
     def recording_init(self, *args, **kwargs):
         made.append((args, kwargs))
         init(self, *args, **kwargs)
+        if "scan" in vars(self):  # the C charts' method, set on the instance
+            native_scan = self.scan
+
+            def recording_native_scan(node, terminal):
+                calls.append((node, terminal))
+                return native_scan(node, terminal)
+
+            self.scan = recording_native_scan
 
     def recording_scan(self, node, terminal):
         calls.append((node, terminal))
@@ -76,8 +85,8 @@ def _nodes(charts) -> list[tuple]:
     ]
 
 
-def _replay(mod, args, kwargs, calls) -> tuple[float, list[int], object]:
-    charts = mod.EarleyCharts(*args, **kwargs)
+def _replay(make, args, kwargs, calls) -> tuple[float, list[int], object]:
+    charts = make(*args, **kwargs)
     gc.collect()
     t0 = time.thread_time()
     out = [charts.scan(node, t) for node, t in calls]
@@ -95,30 +104,42 @@ def main() -> None:
     tok = bg.bpe_150k_tokenizer() if args.tokenizer == "bpe150k" else bg.smollm2_tokenizer()
     eng = ca._StructgenOf("new", "structgen", tok)
     work = ca._workloads(tok, set(args.only.split(",")))
-    print("| workload | scans | nodes | baseline ms | this ms | this / baseline | this us / scan |")
-    print("|---|---|---|---|---|---|---|")
+    makers = {
+        "base": base.EarleyCharts,
+        "python": lambda *a, **k: earley.EarleyCharts(*a, **k, native=False),
+    }
+    if earley.HAVE_C_EARLEY:
+        makers["C"] = lambda *a, **k: earley.EarleyCharts(*a, **k, native=True)
+    keys = list(makers)
+    print(
+        "| workload | scans | nodes | "
+        + " | ".join(f"{k} ms" for k in keys)
+        + " | python / base | C / python | C us / scan |"
+    )
+    print("|---" * (len(keys) + 6) + "|")
     for name, kind, spec, ids in work:
         cargs, ckwargs, calls = _record(eng, kind, spec, ids)
         gc.collect()
         gc.freeze()
-        best = {"base": float("inf"), "this": float("inf")}
+        best = dict.fromkeys(keys, float("inf"))
         runs = {}
         for r in range(args.repeat):
-            order = (
-                (("base", base), ("this", earley)) if r % 2 else (("this", earley), ("base", base))
-            )
-            for key, mod in order:
-                dt, out, charts = _replay(mod, cargs, ckwargs, calls)
+            for key in keys[r % len(keys) :] + keys[: r % len(keys)]:  # order rotated
+                dt, out, charts = _replay(makers[key], cargs, ckwargs, calls)
                 best[key] = min(best[key], dt)
                 runs[key] = (out, charts)
-        (out_b, charts_b), (out_t, charts_t) = runs["base"], runs["this"]
-        if out_b != out_t or _nodes(charts_b) != _nodes(charts_t):
-            raise SystemExit(f"{name}: the two parsers built different nodes")
+        out_b, charts_b = runs["base"]
+        for key in keys[1:]:
+            if runs[key][0] != out_b or _nodes(runs[key][1]) != _nodes(charts_b):
+                raise SystemExit(f"{name}: {key} built other nodes than the baseline")
         gc.unfreeze()
-        b, t = best["base"] * 1e3, best["this"] * 1e3
+        ms = {k: v * 1e3 for k, v in best.items()}
+        c = ms.get("C", float("nan"))
         print(
-            f"| {name} | {len(calls)} | {charts_t.num_nodes} | {b:.2f} | {t:.2f} | "
-            f"{t / b:.2f}x | {t * 1e3 / len(calls):.1f} |",
+            f"| {name} | {len(calls)} | {charts_b.num_nodes} | "
+            + " | ".join(f"{ms[k]:.2f}" for k in keys)
+            + f" | {ms['python'] / ms['base']:.2f}x | {c / ms['python']:.3f}x"
+            + f" | {c * 1e3 / len(calls):.2f} |",
             flush=True,
         )
 

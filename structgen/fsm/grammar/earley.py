@@ -17,15 +17,27 @@ in one node, never a loop. An item's origin is the first node whose completion o
 nonterminal equals the origin's (``_canonical``), so the elements of a list after the first
 one reuse its nodes.
 
+With the C extension built (``csrc/earley.c``, ``native=True``: the default when it is),
+``scan`` and the tables it fills run in C, step for step this module's algorithm (the same
+nodes, in the same order: ``tests/fsm/grammar/test_native_earley.py``); the Python path is
+the reference and the fallback.
+
 Follows: Earley (1970), Aycock & Horspool, "Practical Earley Parsing" (2002).
 """
 
 from __future__ import annotations
 
-from ...errors import GrammarTooComplexError, InvalidGrammarError
+from ...errors import ConfigError, GrammarTooComplexError, InvalidGrammarError
 from .lower import CfgGrammar
 
-__all__ = ["EarleyCharts", "SELF", "DEFAULT_MAX_ITEMS"]
+try:
+    from . import _earley as _EXT
+except ImportError:  # the C extension is optional: the Python path below is the reference
+    _EXT = None
+
+HAVE_C_EARLEY = _EXT is not None
+
+__all__ = ["EarleyCharts", "SELF", "DEFAULT_MAX_ITEMS", "HAVE_C_EARLEY"]
 
 SELF = -1
 DEFAULT_MAX_ITEMS = 2_000_000  # Earley items over all nodes of one grammar's parser
@@ -40,14 +52,21 @@ class EarleyCharts:
         max_items: budget of items over all nodes built.
         empty_terminals: terminal ids whose regex matches no string; the productions
             that use one are dropped (they never finish).
+        native: scan in C (``csrc/earley.c``); None: when the extension is built.
 
     Attributes:
         root: the node at the start of the input (id 0).
+        items: per node, its incomplete items (a frozenset of ``(p, dot, origin)``).
+        waiting: per node, ``{symbol: [its items waiting on symbol, in sorted order]}``.
+        expected: per node, the sorted terminal ids it can scan.
+        final: per node, whether the parse may end there.
+        max_items: the item budget (settable).
         max_completed_items: bound on the items the completion memo holds (``_completion``;
-            ``max_items`` by default).
+            ``max_items`` by default; settable).
 
     Raises:
         InvalidGrammarError: the start rule derives no string.
+        ConfigError: ``native=True`` without the C extension built.
     """
 
     def __init__(
@@ -56,10 +75,13 @@ class EarleyCharts:
         nullable_terminals: set[int],
         max_items: int = DEFAULT_MAX_ITEMS,
         empty_terminals: set[int] | frozenset[int] = frozenset(),
+        native: bool | None = None,
     ) -> None:
+        if native and _EXT is None:
+            raise ConfigError("EarleyCharts(native=True): the C extension _earley is not built")
         self.cfg = cfg
-        self.max_items = max_items
-        self.num_items = 0
+        self._max_items = max_items
+        self._num_items = 0
         num_nt = len(cfg.names)
         dead = {-1 - t for t in empty_terminals}  # symbols of the empty terminals
         productive = _productive(cfg, num_nt, dead)
@@ -84,10 +106,67 @@ class EarleyCharts:
         # (nonterminal, origin node) -> what completing it there adds (``_close_own``)
         self._completed: dict[tuple[int, int], tuple[frozenset, frozenset[int], frozenset]] = {}
         self._completed_items = 0  # items held by _completed (a cache: emptied past the bound)
-        self.max_completed_items = max_items
+        self._max_completed = max_items
         self._canon: dict[tuple[int, int], int] = {}  # (nonterminal, node) -> canonical node
         self._canon_of: dict[tuple[int, frozenset], int] = {}  # (nonterminal, seeds) -> node
-        self.root = self._node([(0, 0, SELF)])
+        self._core = None
+        if HAVE_C_EARLEY if native is None else native:
+            self._native_tables(cfg, num_nt, nullable_terminals, max_items)
+        else:
+            self.root = self._node([(0, 0, SELF)])
+
+    def _native_tables(self, cfg: CfgGrammar, num_nt: int, nullable_terminals, max_items) -> None:
+        """The charts in C (``csrc/earley.c``): ``scan`` is the C method; ``items`` and
+        ``waiting`` are read from its tables on demand.
+        """
+        num_t = len(cfg.terminals)
+        self._core = core = _EXT.Charts(
+            [tuple(body) for body in self._rhs],
+            list(self._lhs),
+            self._by_lhs,
+            bytes(self._nullable(s) for s in range(num_nt)),
+            bytes(t in nullable_terminals for t in range(num_t)),
+            cfg.start,
+            max_items,
+            GrammarTooComplexError,
+        )
+        self.scan = core.scan  # the C method itself: no Python frame per scan
+        self.expected, self.final = core.expected, core.final
+        self.items = _NodeTable(core.items, core)
+        self.waiting = _NodeTable(core.waiting, core)
+        self.root = 0
+
+    @property
+    def native(self) -> bool:
+        """Whether ``scan`` runs in C."""
+        return self._core is not None
+
+    @property
+    def num_items(self) -> int:
+        """Items over all nodes built."""
+        return self._num_items if self._core is None else self._core.num_items
+
+    @property
+    def max_items(self) -> int:
+        """The item budget (settable: a smaller one holds from the next new node on)."""
+        return self._max_items if self._core is None else self._core.max_items
+
+    @max_items.setter
+    def max_items(self, value: int) -> None:
+        if self._core is not None:
+            self._core.max_items = value
+        self._max_items = value
+
+    @property
+    def max_completed_items(self) -> int:
+        """Bound on the items the completion memo holds (settable)."""
+        return self._max_completed if self._core is None else self._core.max_completed_items
+
+    @max_completed_items.setter
+    def max_completed_items(self, value: int) -> None:
+        if self._core is not None:
+            self._core.max_completed_items = value
+        self._max_completed = value
 
     # ---- nodes -------------------------------------------------------------------
 
@@ -229,7 +308,7 @@ class EarleyCharts:
         self._close_own(seeds, items, waits, False, live)
         done = (frozenset(items), frozenset(waits), frozenset(live))
         self._completed_items += len(items)
-        if self._completed_items > self.max_completed_items:
+        if self._completed_items > self._max_completed:
             self._completed.clear()
             self._completed_items = len(items)
         self._completed[key] = done
@@ -238,15 +317,18 @@ class EarleyCharts:
     def _new_node(self, live: frozenset, final: bool) -> int:
         """Append the node of the incomplete items ``live`` (not interned yet)."""
         rhs = self._rhs
-        self.num_items += len(live)
-        if self.num_items > self.max_items:
+        self._num_items += len(live)
+        if self._num_items > self._max_items:
             raise GrammarTooComplexError(
-                f"the grammar's parser exceeds {self.max_items} Earley items; "
+                f"the grammar's parser exceeds {self._max_items} Earley items; "
                 "simplify the grammar or shorten the output"
             )
         nid = len(self.items)
         waiting: dict[int, list[tuple[int, int, int]]] = {}
-        for item in live:
+        # in sorted order: the waiting lists decide which origin ``_canonical`` sees first,
+        # so a set's iteration order would make node ids depend on hashing (the C charts
+        # follow the same order)
+        for item in sorted(live):
             waiting.setdefault(rhs[item[0]][item[1]], []).append(item)
         self.items.append(live)
         self.waiting.append(waiting)
@@ -364,6 +446,27 @@ class EarleyCharts:
     def num_nodes(self) -> int:
         """Nodes built so far."""
         return len(self.items)
+
+
+class _NodeTable:
+    """A per-node table of the C charts read as a list (``items[n]``, ``waiting[n]``): each
+    entry built from the C tables when read (the budget paths and tests read a few).
+    """
+
+    def __init__(self, read, core) -> None:
+        self._read, self._core = read, core
+
+    def __len__(self) -> int:
+        return self._core.num_nodes
+
+    def __getitem__(self, node: int):
+        return self._read(node)
+
+    def __iter__(self):
+        return (self._read(n) for n in range(self._core.num_nodes))
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other)
 
 
 def _productive(

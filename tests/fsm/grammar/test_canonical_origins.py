@@ -17,7 +17,7 @@ from pathlib import Path
 import lark
 import pytest
 
-from structgen.fsm.grammar import compile_grammar
+from structgen.fsm.grammar import compile_grammar, earley
 from structgen.fsm.grammar.compile import clear_cache
 from structgen.fsm.grammar.earley import EarleyCharts
 from tests.fsm.grammar._gbnf_lark import gbnf_to_lark
@@ -76,6 +76,7 @@ def test_second_list_element_builds_no_chart_node(monkeypatch) -> None:
     clear_cache()
     try:
         with monkeypatch.context() as patch:  # without the merge: the root's element differs
+            patch.setattr(earley, "HAVE_C_EARLEY", False)  # the Python charts, patchable
             patch.setattr(EarleyCharts, "_canonical", _identity)
             assert nodes(b"x = (1);") < nodes(b"x = (1);" + b" y = (22);" * 5)
     finally:
@@ -111,6 +112,7 @@ def test_c_declarations_match_lark_and_the_uncanonical_charts(seed, monkeypatch)
     clear_cache()  # the compile cache must not keep the charts built without the merge
     try:
         with monkeypatch.context() as patch:
+            patch.setattr(earley, "HAVE_C_EARLEY", False)  # the Python charts, patchable
             patch.setattr(EarleyCharts, "_canonical", _identity)
             plain = compile_grammar(C_GBNF, syntax="gbnf")
             plain_got = [plain.matches(t) for t in texts]

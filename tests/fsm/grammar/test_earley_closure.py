@@ -53,7 +53,12 @@ def _both(name: str) -> tuple[EarleyCharts, EarleyCharts]:
     automaton = compile_grammar((FIXTURES / f"{name}.gbnf").read_text(), syntax="gbnf").dfa
     charts = automaton.charts
     nullable = {t for t in range(len(automaton.lexers)) if charts._nullable(-1 - t)}
-    return EarleyCharts(charts.cfg, nullable), _PlainCharts(charts.cfg, nullable)
+    # both in Python: this is the reference the C charts are checked against
+    # (test_native_earley.py)
+    return (
+        EarleyCharts(charts.cfg, nullable, native=False),
+        _PlainCharts(charts.cfg, nullable, native=False),
+    )
 
 
 @pytest.mark.parametrize("bound", [None, 40])  # 40: the completion memo emptied often

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from structgen.errors import (
@@ -131,6 +131,11 @@ def extract(
         RequestError: a text is not a string.
     """
     single = isinstance(text, str)
+    not_a_list = isinstance(text, (bytes, bytearray, dict)) or not isinstance(text, Iterable)
+    if not single and not_a_list:
+        raise RequestError(
+            f"extract: text must be a string or a list of strings, not a {type(text).__name__}"
+        )
     texts = [text] if single else list(text)
     for i, t in enumerate(texts):
         if not isinstance(t, str):

@@ -138,3 +138,6 @@ def test_an_empty_text_fails_in_its_place_without_model_work(tiny_engine):
         extract(tiny_engine, Person, ["Ann, 3.", ""], params=params)
     with pytest.raises(RequestError, match="text 1 is a int"):
         extract(tiny_engine, Person, ["Ann, 3.", 5], params=params)
+    for bad in (None, 5, b"Ann, 3.", {"text": "Ann, 3."}):
+        with pytest.raises(RequestError, match="a string or a list of strings"):
+            extract(tiny_engine, Person, bad, params=params)

@@ -75,8 +75,11 @@ def _print_warnings(what: str, warnings: Sequence[str]) -> None:
     """One ``structgen: warning:`` line on stderr per compile warning of ``what``
     (an ignored unknown keyword, an approximated construct).
     """
+    from structgen.fsm.base import NO_EXTRA_NOTE
+
     for w in warnings:
-        print(f"structgen: warning: {what}: {w}", file=sys.stderr, flush=True)
+        if w != NO_EXTRA_NOTE:  # extraction's documented default
+            print(f"structgen: warning: {what}: {w}", file=sys.stderr, flush=True)
 
 
 def _read_texts(args: argparse.Namespace) -> tuple[list[str], list[int] | None]:
@@ -132,7 +135,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
-    from structgen.errors import ExtractionTruncatedWarning
+    from structgen.errors import ExtractionTruncatedWarning, GrammarWarning
     from structgen.extraction import extract
     from structgen.runtime.sampling_params import SamplingParams
 
@@ -177,6 +180,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
         if kept:
             with warnings.catch_warnings():  # reported above, one line per text
                 warnings.simplefilter("ignore", ExtractionTruncatedWarning)
+                warnings.simplefilter("ignore", GrammarWarning)  # printed by load_schema
                 extract(engine, schema, [texts[i] for i in kept], params=params, errors="return",
                         return_details=True, copy=False if args.no_copy else None,
                         on_result=lambda j, res: on_result(kept[j], res))  # fmt: skip
@@ -256,6 +260,9 @@ def _where_list(indices: list[int], where: Any, most: int = 10) -> str:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """``structgen generate``: print the generated text."""
+    import warnings
+
+    from structgen.errors import GrammarWarning
     from structgen.fsm.spec import Choice, JsonSchema, Regex
     from structgen.runtime.sampling_params import SamplingParams
 
@@ -282,7 +289,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     )
     engine = _engine(args)
     prompt = [{"role": "user", "content": args.prompt}] if not args.raw else args.prompt
-    out = engine.generate([prompt], params, constraint)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GrammarWarning)  # printed when the file was read
+        out = engine.generate([prompt], params, constraint)[0]
     if out.finish_reason == "error":
         raise CliError(f"generation failed: {out.error}", code=1)
     print(out.text, flush=True)

@@ -35,6 +35,7 @@ __all__ = [
     "InvalidGrammarError",
     "UnsupportedGrammarError",
     "ExtractionTruncatedWarning",
+    "GrammarWarning",
 ]
 
 
@@ -205,6 +206,14 @@ class InvalidGrammarError(StructgenError, ValueError):
 
 class UnsupportedGrammarError(InvalidGrammarError):
     """A grammar uses a construct structgen does not implement (named with its line:column)."""
+
+
+class GrammarWarning(UserWarning):
+    """A part of a constraint was ignored or approximated (an unknown JSON Schema keyword,
+    with a "did you mean" for a near miss; a format that is only an annotation; a
+    recursion unrolled); the message names it and its JSON pointer or line:column.
+    Issued once per distinct message when a request compiles its constraint.
+    """
 
 
 class ExtractionTruncatedWarning(UserWarning):

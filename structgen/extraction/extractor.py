@@ -245,12 +245,14 @@ def _compiled(plan: CopyConstraint, schema: Any, vocab: Any) -> tuple[CopyConstr
         GrammarTooComplexError: the schema's own grammar is too complex.
     """
     try:
-        return plan, plan.spec.compile(vocab)
+        grammar = plan.spec.compile(vocab)
     except GrammarTooComplexError:
         if not plan.copied_fields:
             raise
-    plain = copy_constraint(schema, "", False)
-    return plain, plain.spec.compile(vocab)
+        plan = copy_constraint(schema, "", False)
+        grammar = plan.spec.compile(vocab)
+    grammar.emit_warnings(stacklevel=4)  # at extract's caller
+    return plan, grammar
 
 
 def _with_evidence(schema: Any, text: str, raw: str) -> str:

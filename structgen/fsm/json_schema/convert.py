@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
+from ..base import NO_EXTRA_NOTE
 from ..deadline import Deadline
 from ..nesting import MAX_SCHEMA_DEPTH, MAX_VALUE_DEPTH, SEGMENT, fresh_stack, json_depth
 from . import boolean_ops
@@ -211,9 +212,8 @@ class JsonSchemaConverter:
 
     def note_no_extra(self) -> None:
         """Record (once) that objects are generated without the extra keys they allow."""
-        note = "objects whose additionalProperties is not false are generated without extra keys"
-        if note not in self.warnings:
-            self.warnings.append(note)
+        if NO_EXTRA_NOTE not in self.warnings:
+            self.warnings.append(NO_EXTRA_NOTE)
 
     def keywords_of(self, schema: dict, pointer: str) -> dict:
         """``schema`` without its annotations and unknown keywords (``vocabulary.kind_of``

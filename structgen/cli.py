@@ -64,10 +64,22 @@ def load_schema(path: str) -> dict:
     except StructgenError as exc:
         raise CliError(f"schema {path}: {exc}") from None
     try:
-        compile_json_schema(schema, allow_extra_properties=False)
+        grammar = compile_json_schema(schema, allow_extra_properties=False)
     except StructgenError as exc:
         raise CliError(f"schema {path}: {exc}") from None
+    _print_warnings(f"schema {path}", grammar.warnings)
     return schema
+
+
+def _print_warnings(what: str, warnings: Sequence[str]) -> None:
+    """One ``structgen: warning:`` line on stderr per compile warning of ``what``
+    (an ignored unknown keyword, an approximated construct).
+    """
+    from structgen.fsm.base import NO_EXTRA_NOTE
+
+    for w in warnings:
+        if w != NO_EXTRA_NOTE:  # extraction's documented default
+            print(f"structgen: warning: {what}: {w}", file=sys.stderr, flush=True)
 
 
 def _read_texts(args: argparse.Namespace) -> tuple[list[str], list[int] | None]:
@@ -123,16 +135,19 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
-    from structgen.errors import ExtractionTruncatedWarning
+    from structgen.errors import ExtractionTruncatedWarning, GrammarWarning
     from structgen.extraction import extract
     from structgen.runtime.sampling_params import SamplingParams
 
     schema = load_schema(args.schema)
     texts, lines = _read_texts(args)
-    out = _open_output(args.output)
-    engine = _engine(args)
-    params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0)
     where = (lambda i: f"{args.input}:{lines[i]}") if lines is not None else (lambda i: "text")
+    if lines is None and not texts[0].strip():
+        raise CliError("the text is empty: there is nothing to extract from", code=1)
+    out = _open_output(args.output)
+    kept = [i for i, t in enumerate(texts) if t.strip()]  # blank JSON lines: errors, no model
+    engine = _engine(args) if kept else None
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0)
     pending: dict[int, Any] = {}
     written = 0
     failed: list[int] = []
@@ -154,15 +169,21 @@ def cmd_extract(args: argparse.Namespace) -> int:
             )
         pending[i] = res
         while written in pending:  # input order: write the finished prefix
-            _write_result(out, pending.pop(written), lines is not None)
+            _write_result(out, pending.pop(written), None if lines is None else where(written))
             written += 1
 
     t0 = time.perf_counter()
     try:
-        with warnings.catch_warnings():  # reported above, one line per text
-            warnings.simplefilter("ignore", ExtractionTruncatedWarning)
-            extract(engine, schema, texts, params=params, errors="return", return_details=True,
-                    copy=False if args.no_copy else None, on_result=on_result)  # fmt: skip
+        for i, t in enumerate(texts):
+            if not t.strip():
+                on_result(i, ExtractionError("the text is empty: there is nothing to extract from"))
+        if kept:
+            with warnings.catch_warnings():  # reported above, one line per text
+                warnings.simplefilter("ignore", ExtractionTruncatedWarning)
+                warnings.simplefilter("ignore", GrammarWarning)  # printed by load_schema
+                extract(engine, schema, [texts[i] for i in kept], params=params, errors="return",
+                        return_details=True, copy=False if args.no_copy else None,
+                        on_result=lambda j, res: on_result(kept[j], res))  # fmt: skip
     finally:
         bar.close()
         if out is not sys.stdout:
@@ -197,9 +218,10 @@ def _grammar(path: str, syntax: str):
         raise CliError(f"--grammar: cannot read {path}: {exc.strerror}") from None
     spec = Grammar(text, syntax=syntax)
     try:
-        spec.compile(None)
+        grammar = spec.compile(None)
     except StructgenError as exc:
         raise CliError(f"--grammar {path}: {exc}") from None
+    _print_warnings(f"--grammar {path}", grammar.warnings)
     return spec
 
 
@@ -213,14 +235,16 @@ def _open_output(path: str | None) -> Any:
         raise CliError(f"cannot write --output {path}: {exc.strerror}") from None
 
 
-def _write_result(out: Any, res: Any, is_jsonl: bool) -> None:
-    """One result line: the object, or for a failed JSON Lines text its error line; a
-    failed single text raises CliError.
+def _write_result(out: Any, res: Any, where: str | None) -> None:
+    """One result line: the object, or for a failed JSON Lines text (``where`` is its
+    ``FILE:LINE``) its error line ``{"error", "raw_text"}``; a failed single text
+    (``where`` None) raises CliError.
     """
     if isinstance(res, ExtractionError):
-        if not is_jsonl:
-            raise CliError(f"{res} (raw output: {res.raw_text!r})", code=1)
-        value: Any = {"error": str(res), "raw_text": res.raw_text}
+        if where is None:
+            raw = f" (raw output: {res.raw_text!r})" if res.raw_text else ""
+            raise CliError(f"{res}{raw}", code=1)
+        value: Any = {"error": f"{where}: {res}", "raw_text": res.raw_text}
     else:
         value = res.value
         if hasattr(value, "model_dump"):
@@ -236,6 +260,9 @@ def _where_list(indices: list[int], where: Any, most: int = 10) -> str:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """``structgen generate``: print the generated text."""
+    import warnings
+
+    from structgen.errors import GrammarWarning
     from structgen.fsm.spec import Choice, JsonSchema, Regex
     from structgen.runtime.sampling_params import SamplingParams
 
@@ -262,7 +289,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     )
     engine = _engine(args)
     prompt = [{"role": "user", "content": args.prompt}] if not args.raw else args.prompt
-    out = engine.generate([prompt], params, constraint)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", GrammarWarning)  # printed when the file was read
+        out = engine.generate([prompt], params, constraint)[0]
     if out.finish_reason == "error":
         raise CliError(f"generation failed: {out.error}", code=1)
     print(out.text, flush=True)
@@ -322,7 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
     src = ex.add_mutually_exclusive_group()
     src.add_argument("--text", help="the text to extract from")
     src.add_argument(
-        "--input", help="a text file, or a .jsonl file (one result line per non-blank line)"
+        "--input",
+        help="a text file (the whole file is one document), or a .jsonl file (one document "
+        "per non-blank line: a JSON string or an object with 'text'; one result line each)",
     )
     ex.add_argument("--output", default=None, help="write the results here (default: stdout)")
     ex.add_argument("--model", default=None, help="a .gguf file or HF folder (default: SmolLM2)")

@@ -18,6 +18,7 @@ __all__ = [
     "SchemaError",
     "InvalidSchemaError",
     "UnsupportedSchemaError",
+    "UnsatisfiableSchemaError",
     "RegexError",
     "UnsupportedRegexError",
     "GrammarTooComplexError",
@@ -34,6 +35,7 @@ __all__ = [
     "InvalidGrammarError",
     "UnsupportedGrammarError",
     "ExtractionTruncatedWarning",
+    "GrammarWarning",
 ]
 
 
@@ -80,6 +82,27 @@ class UnsupportedSchemaError(SchemaError):
             msg += f": {detail}"
         StructgenError.__init__(self, msg)
         self.pointer = pointer
+
+
+class UnsatisfiableSchemaError(UnsupportedSchemaError):
+    """The schema accepts no value, so nothing can be generated from it.
+
+    Attributes:
+        keyword: the keyword that leaves no value (``"enum"`` for ``{"enum": []}``,
+            ``"maximum"`` for a ``minimum`` above it); ``"false"`` when no single keyword
+            is the cause.
+        pointer: JSON pointer of the subschema that holds it.
+        detail: what leaves no value ("" if no cause was found).
+    """
+
+    def __init__(self, keyword: str, pointer: str = "", detail: str = "") -> None:
+        self.keyword = keyword
+        self.detail = detail
+        self.pointer = pointer
+        msg = "the schema accepts no value"
+        if detail:
+            msg += f": {detail} at {pointer or '#'}"
+        StructgenError.__init__(self, msg)
 
 
 class RegexError(StructgenError, ValueError):
@@ -183,6 +206,14 @@ class InvalidGrammarError(StructgenError, ValueError):
 
 class UnsupportedGrammarError(InvalidGrammarError):
     """A grammar uses a construct structgen does not implement (named with its line:column)."""
+
+
+class GrammarWarning(UserWarning):
+    """A part of a constraint was ignored or approximated (an unknown JSON Schema keyword,
+    with a "did you mean" for a near miss; a format that is only an annotation; a
+    recursion unrolled); the message names it and its JSON pointer or line:column.
+    Issued once per distinct message when a request compiles its constraint.
+    """
 
 
 class ExtractionTruncatedWarning(UserWarning):

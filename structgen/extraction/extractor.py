@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from structgen.errors import (
@@ -131,6 +131,11 @@ def extract(
         RequestError: a text is not a string.
     """
     single = isinstance(text, str)
+    not_a_list = isinstance(text, (bytes, bytearray, dict)) or not isinstance(text, Iterable)
+    if not single and not_a_list:
+        raise RequestError(
+            f"extract: text must be a string or a list of strings, not a {type(text).__name__}"
+        )
     texts = [text] if single else list(text)
     for i, t in enumerate(texts):
         if not isinstance(t, str):
@@ -240,12 +245,14 @@ def _compiled(plan: CopyConstraint, schema: Any, vocab: Any) -> tuple[CopyConstr
         GrammarTooComplexError: the schema's own grammar is too complex.
     """
     try:
-        return plan, plan.spec.compile(vocab)
+        grammar = plan.spec.compile(vocab)
     except GrammarTooComplexError:
         if not plan.copied_fields:
             raise
-    plain = copy_constraint(schema, "", False)
-    return plain, plain.spec.compile(vocab)
+        plan = copy_constraint(schema, "", False)
+        grammar = plan.spec.compile(vocab)
+    grammar.emit_warnings(stacklevel=4)  # at extract's caller
+    return plan, grammar
 
 
 def _with_evidence(schema: Any, text: str, raw: str) -> str:

@@ -17,10 +17,12 @@ its own vocabulary; ``OpenAIBackend`` sends its wire form).
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..errors import GrammarWarning
 from .grammar_pool import fill_rows_serial
 
 if TYPE_CHECKING:
@@ -144,6 +146,11 @@ class BaseMatcher(ABC):
         """Back to the initial state with nothing accepted."""
 
 
+# the compile note of a schema whose objects allow unlisted keys: generated without them
+# (the documented default, ``allow_extra_properties=False``), so not worth a Python warning
+NO_EXTRA_NOTE = "objects whose additionalProperties is not false are generated without extra keys"
+
+
 class BaseCompiledGrammar(ABC):
     """A constraint compiled for one vocabulary (or for none: then only ``matches`` works).
 
@@ -157,6 +164,16 @@ class BaseCompiledGrammar(ABC):
 
     spec: Any
     warnings: list[str]
+
+    def emit_warnings(self, stacklevel: int = 2) -> None:
+        """Issue each of ``warnings`` as a :class:`~structgen.errors.GrammarWarning`
+        (Python's default filters show a distinct message once per call site), except
+        ``NO_EXTRA_NOTE``, which states the documented default. Raises: never (unless a
+        warning filter turns warnings into errors).
+        """
+        for message in self.warnings:
+            if message != NO_EXTRA_NOTE:
+                warnings.warn(GrammarWarning(message), stacklevel=stacklevel + 1)
 
     @abstractmethod
     def matches(self, text: str | bytes) -> bool:

@@ -20,7 +20,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ..env import read as read_setting
-from ..errors import ConfigError, NoVocabularyError, RegexError, UnsupportedSchemaError
+from ..errors import (
+    ConfigError,
+    NoVocabularyError,
+    RegexError,
+    UnsatisfiableSchemaError,
+)
 from .base import BaseCompiledGrammar
 from .index import masks, trie
 from .index.token_index import TokenIndex
@@ -279,7 +284,9 @@ def compile_spec(
         except RegexError as exc:  # a schema whose oneOf/not/if leaves no value (#20)
             if not isinstance(spec, JsonSchema) or "matches no string" not in str(exc):
                 raise
-            raise UnsupportedSchemaError("false", "", "the schema accepts no value") from exc
+            raise UnsatisfiableSchemaError(
+                "false", "", "its oneOf, not or if/then/else leave no value"
+            ) from exc
         return CompiledGrammar(spec.portable(), lowered, dfa, vocab)
 
     budgets = (max_states, max_seconds, max_convert_seconds)

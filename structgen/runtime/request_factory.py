@@ -101,7 +101,11 @@ class RequestFactory:
         if term is not None:
             # compiled over the vocabulary; jump-forward re-encodes text
             self._require_tokenizer("a constraint")
-            grammar = term if isinstance(term, BaseCompiledGrammar) else term.compile(self.vocab)
+            if isinstance(term, BaseCompiledGrammar):
+                grammar = term
+            else:
+                grammar = term.compile(self.vocab)
+                grammar.emit_warnings(stacklevel=4)  # at the caller of generate()
         reqs = []
         for i in range(params.n):
             p = params

@@ -3,11 +3,15 @@
 Field names follow the OpenAI API; structgen's additions (``regex``, ``choice`` and
 vLLM's extra sampling fields) are documented in :mod:`structgen.server`. Unknown fields
 are accepted and ignored, as vLLM and SGLang do, so clients that send newer OpenAI
-fields keep working. Responses are plain dicts built in ``serving.py``.
+fields keep working; each request's ignored top-level fields are logged (a warning on the
+``structgen.server`` logger, with the known field a misspelling most resembles).
+Responses are plain dicts built in ``serving.py``.
 """
 
 from __future__ import annotations
 
+import difflib
+import logging
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -19,8 +23,11 @@ __all__ = [
     "CompletionRequest",
     "ResponseFormat",
     "Tool",
+    "ignored_fields_message",
     "parse_request",
 ]
+
+log = logging.getLogger("structgen.server")
 
 
 class APIError(Exception):
@@ -246,10 +253,27 @@ def parse_request(model: type[BaseModel], data: Any) -> Any:
     if not isinstance(data, dict):
         raise APIError("the request body must be a JSON object")
     try:
-        return model.model_validate(data)
+        req = model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         param = _loc(err.get("loc", ()))
         raise APIError(
             f"invalid field {param!r}: {err.get('msg')}", param=param or None, code="invalid_value"
         ) from None
+    if req.model_extra:
+        log.warning("%s", ignored_fields_message(model, req.model_extra))
+    return req
+
+
+def ignored_fields_message(model: type[BaseModel], extra: dict) -> str:
+    """The log line for a request's top-level fields ``model`` does not know (accepted
+    and ignored, as vLLM does), each with the known field it most resembles, if any.
+    """
+    known = set()
+    for name, info in model.model_fields.items():
+        known.add(info.alias or name)
+    parts = []
+    for key in sorted(extra):
+        near = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.75)
+        parts.append(f"{key!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+    return "the request's fields " + ", ".join(parts) + " are not known and were ignored"

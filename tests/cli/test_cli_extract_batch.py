@@ -88,6 +88,50 @@ def test_a_failed_text_is_an_error_line_and_the_batch_goes_on(run, tmp_path):
     assert "Traceback" not in cap.err
 
 
+def test_blank_texts_are_error_lines_named_by_their_line(run, tmp_path):
+    code, cap = run(["1", "  ", "3", {"text": ""}])
+    assert code == 1
+    rows = [json.loads(ln) for ln in cap.out.splitlines()]
+    inp = tmp_path / "in.jsonl"
+    assert rows[0] == {"n": 1, "ok": True} and rows[2] == {"n": 3, "ok": True}
+    assert rows[1]["error"] == f"{inp}:2: the text is empty: there is nothing to extract from"
+    assert rows[3]["error"].startswith(f"{inp}:4: the text is empty")
+    assert f"2 failed ({inp}:2, {inp}:4)" in cap.err
+
+
+def test_only_blank_texts_never_load_the_model(tmp_path, monkeypatch, capsys):
+    def no_model(args):
+        raise AssertionError("the model was loaded for blank texts")
+
+    monkeypatch.setattr(cli, "_engine", no_model)
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps(SCHEMA))
+    inp = tmp_path / "in.jsonl"
+    inp.write_text('""\n" "\n')
+    assert cli.main(["extract", "--schema", str(schema), "--input", str(inp)]) == 1
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    code = cli.main(["extract", "--schema", str(schema), "--text", "  "])
+    err = capsys.readouterr().err
+    assert code == 1 and "the text is empty" in err and "raw output" not in err
+
+
+def test_schema_warnings_are_printed(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_engine", lambda args: ReversedEngine())
+    schema = tmp_path / "s.json"
+    schema.write_text(
+        json.dumps(
+            {
+                **SCHEMA,
+                "properties": {**SCHEMA["properties"], "n": {"type": "integer", "maxValue": 3}},
+            }
+        )
+    )
+    assert cli.main(["extract", "--schema", str(schema), "--text", "7"]) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out) == {"n": 7, "ok": True}
+    assert f"structgen: warning: schema {schema}: " in cap.err and "'maxValue'" in cap.err
+
+
 def test_output_file(run, tmp_path):
     out = tmp_path / "out.jsonl"
     code, cap = run(["2", "4"], "--output", str(out))

@@ -138,3 +138,31 @@ def test_an_empty_text_fails_in_its_place_without_model_work(tiny_engine):
         extract(tiny_engine, Person, ["Ann, 3.", ""], params=params)
     with pytest.raises(RequestError, match="text 1 is a int"):
         extract(tiny_engine, Person, ["Ann, 3.", 5], params=params)
+    for bad in (None, 5, b"Ann, 3.", {"text": "Ann, 3."}):
+        with pytest.raises(RequestError, match="a string or a list of strings"):
+            extract(tiny_engine, Person, bad, params=params)
+
+
+def test_ignored_keywords_warn_the_caller_once(tiny_engine):
+    """An unknown keyword (a misspelling) reaches the user of generate and extract as a
+    GrammarWarning naming it, once per distinct message; the documented default note
+    (objects generated without unlisted keys) does not."""
+    from structgen.errors import GrammarWarning
+    from structgen.fsm.spec import JsonSchema
+
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLen": 5}},
+        "required": ["name"],
+    }
+    params = SamplingParams(max_tokens=16, temperature=0.0)
+    for run in (
+        lambda: extract(tiny_engine, schema, ["Ann, 3.", "Bo, 4."], params=params),
+        lambda: tiny_engine.generate(["hi"], params, JsonSchema(schema)),
+    ):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            run()
+        got = [str(w.message) for w in caught if issubclass(w.category, GrammarWarning)]
+        assert len(got) == 1, got
+        assert "'maxLen'" in got[0] and "maxLength" in got[0]

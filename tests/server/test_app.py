@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 
 CHAT = "/v1/chat/completions"
@@ -305,3 +306,21 @@ def test_completion_logprob_start_len_reuses_cache(client):
         assert abs(g - w) < 1e-4
     bad = client.post(COMP, json={**base, "prompt": prompt, "logprob_start_len": -1})
     assert bad.status_code == 400 and "logprob_start_len" in bad.text
+
+
+def test_unknown_fields_are_ignored_and_logged(client, caplog):
+    body = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 2,
+        "guided_jsn": {"type": "integer"},
+        "x_client_tag": 1,
+    }
+    with caplog.at_level(logging.WARNING, logger="structgen.server"):
+        r = client.post("/v1/chat/completions", json=body)
+    assert r.status_code == 200
+    lines = [rec.getMessage() for rec in caplog.records if rec.name == "structgen.server"]
+    assert len(lines) == 1
+    assert "'guided_jsn' (did you mean 'guided_json'?)" in lines[0]
+    assert "'x_client_tag'" in lines[0] and "were ignored" in lines[0]
+    assert "'x_client_tag' (did you mean" not in lines[0]

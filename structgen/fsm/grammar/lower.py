@@ -149,8 +149,10 @@ class _Lowering:
         for expr in g.rules.values():
             for ref in nodes_of(expr):
                 if ref.name not in g.rules and ref.name not in g.terminals:
+                    # in Lark an uppercase name is a terminal
+                    kind = "terminal" if g.syntax == "lark" and ref.name[:1].isupper() else "rule"
                     raise InvalidGrammarError(
-                        f"undefined rule {ref.name!r} at {ref.line}:{ref.column}"
+                        f"undefined {kind} {ref.name!r} at {ref.line}:{ref.column}"
                     )
         for name in g.ignore:
             if name not in g.terminals:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
+from ..base import NO_EXTRA_NOTE
 from ..deadline import Deadline
 from ..nesting import MAX_SCHEMA_DEPTH, MAX_VALUE_DEPTH, SEGMENT, fresh_stack, json_depth
 from . import boolean_ops
@@ -31,6 +32,7 @@ from .combine import (
 )
 from .copy import DECLINED, pop_copy_flag
 from .dependencies import DEPENDENCY_KEYWORDS
+from .empty import empty_schema_error
 from .ids import RefIndex
 from .objects import object_regex
 from .pattern import JSON_CHAR
@@ -50,6 +52,7 @@ FLEXIBLE_WS_MAX = 12
 _SCALARS = ('"' + JSON_CHAR + '*"', NUMBER, "true", "false", "null")
 ANY_VALUE_DEPTH = 10  # as deep as recursive $ref unrolls by default (max_recursion_depth)
 CONVERT_MAX_SECONDS = 10.0  # CPU seconds, as the DFA's budget (see benchmarks/RESULTS.md, wp_8)
+_MAX_EMPTY_RECORDED = 256  # empty subschemas kept for the error message (empty.py)
 # the keywords the converter lowers; the draft's others are refused (see ``vocabulary``)
 _KNOWN = frozenset(
     {
@@ -139,6 +142,7 @@ class JsonSchemaConverter:
         self.max_depth = max_recursion_depth
         self.warnings: list[str] = []
         self._cut_at: str | None = None
+        self._empty: list[tuple[str, Any]] = []  # subschemas found empty (empty.py)
         self.canon: boolean_ops.Canon | None = None  # canonical mode (boolean_ops)
         self.copy = None  # copy.CopyPlan: values copied from source texts (CopyJsonSchema)
         self.rules = False  # recursive $refs as grammar rules (fsm.grammar.schema_rules)
@@ -182,7 +186,7 @@ class JsonSchemaConverter:
             self.warnings.append(unknown_warning(key, pointers, self._draft))
         if regex is None:
             if self._cut_at is None:
-                raise UnsupportedSchemaError("false", "", "the schema accepts no value")
+                raise empty_schema_error(self._empty, self.root)
             raise UnsupportedSchemaError(
                 "$ref",
                 self._cut_at or "",
@@ -208,9 +212,8 @@ class JsonSchemaConverter:
 
     def note_no_extra(self) -> None:
         """Record (once) that objects are generated without the extra keys they allow."""
-        note = "objects whose additionalProperties is not false are generated without extra keys"
-        if note not in self.warnings:
-            self.warnings.append(note)
+        if NO_EXTRA_NOTE not in self.warnings:
+            self.warnings.append(NO_EXTRA_NOTE)
 
     def keywords_of(self, schema: dict, pointer: str) -> dict:
         """``schema`` without its annotations and unknown keywords (``vocabulary.kind_of``
@@ -288,8 +291,12 @@ class JsonSchemaConverter:
                 # shared: the levels above then embed a placeholder, not this whole text
                 # (every enclosing level's text would copy it: quadratic in the depth)
                 text = fresh_stack(self._convert, schema, pointer, refs)
-                return text if text is None else self._share_text(text)
-            return self._convert(schema, pointer, refs)
+                text = text if text is None else self._share_text(text)
+            else:
+                text = self._convert(schema, pointer, refs)
+            if text is None and len(self._empty) < _MAX_EMPTY_RECORDED:
+                self._empty.append((pointer, schema))
+            return text
         finally:
             self._nesting -= 1
 

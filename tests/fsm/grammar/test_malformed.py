@@ -94,6 +94,8 @@ MALFORMED = [
     ('start: "a" B\nB: /(b/', "lark", E, "2:4", "regex at 2:4 is not usable"),
     ("start: A\nA: /a**/", "lark", E, "2:4", "multiple repeat"),
     ("start: b", "lark", E, "1:8", "undefined rule 'b'"),
+    ("start: VAL", "lark", E, "1:8", "undefined terminal 'VAL'"),
+    ('root ::= "a" VAL', "ebnf", E, "1:14", "undefined rule 'VAL'"),
     ('start: "a"\n%ignore', "lark", E, "2:1", "%ignore needs a terminal"),
     ('start: "a"\n%ignore WS', "lark", E, "2:9", "undefined terminal 'WS'"),
     ('start: "a"\n%ignore ws\nws: " "', "lark", E, "2:9", "ws is a rule"),

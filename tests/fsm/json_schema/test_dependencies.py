@@ -311,5 +311,5 @@ def test_unsatisfiable_property_counts() -> None:
     }
     grammar = compile_json_schema(schema, allow_extra_properties=True)
     assert_agrees_with_jsonschema(grammar, schema, ["{}", '{"b":1}'], ['{"a":1}', '{"a":1,"b":1}'])
-    with pytest.raises(UnsupportedSchemaError, match="'false'"):
+    with pytest.raises(UnsupportedSchemaError, match="'required' lists 2 properties, above"):
         compile_json_schema({"type": "object", "required": ["a", "b"], "maxProperties": 1})

@@ -452,6 +452,35 @@ def rescore_numbers(path: Path, docs: list[scoring.Document], messages: list[Any
     return _rescored(path, docs, "numbers", fix)
 
 
+def rescore_overlaps(path: Path, docs: list[scoring.Document], messages: list[Any]) -> dict:
+    """The structgen peers of an earlier ``--json`` file (run with ``evidence: false``)
+    with one field of each pair of copied string fields holding the same span moved by
+    score (``structgen.extraction.overlaps``), then the evidence pass: what
+    ``extract(score_overlaps=True)`` returns for the same greedy generations. Returns rows
+    named ``PEER+overlaps``.
+    """
+    from structgen import Engine
+    from structgen.extraction.copy import copy_constraint
+    from structgen.extraction.evidence import apply_evidence
+    from structgen.extraction.overlaps import choose_overlaps
+
+    engine = Engine()
+
+    def fix(i: int, doc: scoring.Document, rec: dict) -> dict:
+        if rec["finish_reason"] in ("stop", "length") and rec["raw_text"]:
+            copied = copy_constraint(doc.schema, doc.text).copied_fields
+            (raw,) = choose_overlaps(
+                engine, doc.schema, [messages[i]], [rec["raw_text"]], [doc.text], [copied]
+            )
+            if raw != rec["raw_text"]:
+                rec["raw_text"], rec["value"] = raw, json.loads(raw)
+        if rec["value"] is not None:
+            rec["value"], _ = apply_evidence(doc.schema, doc.text, rec["value"])
+        return rec
+
+    return _rescored(path, docs, "overlaps", fix)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--peers", default="structgen,structgen-nocopy,llama.cpp,xgrammar")
@@ -480,6 +509,10 @@ def main() -> None:
     ap.add_argument("--rescore-evidence", type=Path, default=None,
                     help="an earlier --json run with evidence off: apply the evidence rules "
                     "to its structgen peers' outputs (no generation)")  # fmt: skip
+    ap.add_argument("--rescore-overlaps", type=Path, default=None,
+                    help="an earlier --json run with evidence off: move one of each pair of "
+                    "string fields holding the same span by score, then apply the evidence "
+                    "rules")  # fmt: skip
     ap.add_argument("--rescore-numbers", type=Path, default=None,
                     help="an earlier --json run with evidence and score_numbers off: choose "
                     "its copied numbers by score, then apply the evidence rules")  # fmt: skip
@@ -524,6 +557,7 @@ def main() -> None:
         (args.rescore_evidence, lambda path, ds, msgs: rescore_evidence(path, ds)),
         (args.rescore_numbers, rescore_numbers),
         (args.rescore_options, rescore_options),
+        (args.rescore_overlaps, rescore_overlaps),
     ]
     for path, rescore in rescores:
         if path is None:

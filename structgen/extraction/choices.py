@@ -217,13 +217,7 @@ def best_candidates(
 ) -> list[Any]:
     """Each job's best-scoring candidate, or ``None`` where greedy's value wins.
 
-    Every candidate is scored in the context greedy wrote the value in: the prompt and
-    ``raw`` up to the value, then the candidate as JSON and the one structural character
-    ``raw`` wrote after the value; its tokens' log-probabilities from the first token where
-    the candidate's ids leave the context's are averaged (``summed=False``, as ``select``
-    scores options) or summed (``summed=True``, which does not favour longer candidates).
-    All candidates of all jobs go to ``engine.generate`` as one batch of prompt-log-prob
-    requests (the radix cache computes their shared prefixes once).
+    The candidates are scored by ``candidate_scores``.
 
     Args:
         engine: the engine (``tokenizer``, ``generate``).
@@ -237,6 +231,51 @@ def best_candidates(
 
     Raises:
         ValueError: a job's candidates do not hold the value at its keys.
+    """
+    best_out: list[Any] = []
+    for job, scores in zip(jobs, candidate_scores(engine, jobs, summed=summed)):
+        now = current_index(job, values)
+        best = max(range(len(scores)), key=lambda k: (scores[k], k == now, -k))
+        best_out.append(None if best == now else job.candidates[best])
+    return best_out
+
+
+def current_index(job: CandidateJob, values: list[Any]) -> int:
+    """The index in ``job.candidates`` of the value the document's object holds at
+    ``job.keys``.
+
+    Raises:
+        ValueError: the candidates do not hold that value.
+    """
+    _, current = _get(values[job.doc], job.keys)
+    now = next((k for k, c in enumerate(job.candidates) if _same(c, current)), None)
+    if now is None:
+        raise ValueError(
+            f"best_candidates: the candidates of field {'.'.join(job.keys)!r} "
+            f"(document {job.doc}) do not hold its value {current!r}"
+        )
+    return now
+
+
+def candidate_scores(engine: Any, jobs: list[CandidateJob], *, summed: bool) -> list[list[float]]:
+    """The model's score of every candidate of every job.
+
+    Every candidate is scored in the context greedy wrote the value in: the prompt and
+    ``raw`` up to the value, then the candidate as JSON and the one structural character
+    ``raw`` wrote after the value; its tokens' log-probabilities from the first token where
+    the candidate's ids leave the context's are averaged (``summed=False``, as ``select``
+    scores options) or summed (``summed=True``, which does not favour longer candidates).
+    All candidates of all jobs go to ``engine.generate`` as one batch of prompt-log-prob
+    requests (the radix cache computes their shared prefixes once).
+
+    Args:
+        engine: the engine (``tokenizer``, ``generate``).
+        jobs: the fields to score.
+        summed: sum rather than average the candidate's token log-probabilities.
+
+    Returns:
+        One list per job, one float per candidate in its order (``-inf`` where the
+        scoring request failed).
     """
     if not jobs:
         return []
@@ -257,24 +296,17 @@ def best_candidates(
     requests = [f for fulls in fulls_all for f in fulls]
     params = [dataclasses.replace(_SCORE, prompt_logprobs_start=s) for fs in firsts_all for s in fs]
     outs = engine.generate(requests, params)
-    best_out: list[Any] = []
+    scores_out: list[list[float]] = []
     pos = 0
-    for job, fulls, firsts in zip(jobs, fulls_all, firsts_all):
-        scores = [
-            mean_logprob(out, full, first) * (max(1, len(full) - first) if summed else 1)
-            for out, full, first in zip(outs[pos : pos + len(fulls)], fulls, firsts)
-        ]
+    for fulls, firsts in zip(fulls_all, firsts_all):
+        scores_out.append(
+            [
+                mean_logprob(out, full, first) * (max(1, len(full) - first) if summed else 1)
+                for out, full, first in zip(outs[pos : pos + len(fulls)], fulls, firsts)
+            ]
+        )
         pos += len(fulls)
-        _, current = _get(values[job.doc], job.keys)
-        now = next((k for k, c in enumerate(job.candidates) if _same(c, current)), None)
-        if now is None:
-            raise ValueError(
-                f"best_candidates: the candidates of field {'.'.join(job.keys)!r} "
-                f"(document {job.doc}) do not hold its value {current!r}"
-            )
-        best = max(range(len(scores)), key=lambda k: (scores[k], k == now, -k))
-        best_out.append(None if best == now else job.candidates[best])
-    return best_out
+    return scores_out
 
 
 def _with(value: Any, keys: tuple[str, ...], new: Any) -> Any:

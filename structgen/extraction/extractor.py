@@ -19,6 +19,7 @@ from structgen.extraction.copy import CopyConstraint, copy_constraint
 from structgen.extraction.evidence import EVIDENCE_DEFAULT, apply_evidence
 from structgen.extraction.nulls import nullable_required
 from structgen.extraction.numbers import choose_numbers
+from structgen.extraction.overlaps import choose_overlaps
 from structgen.extraction.prompt import extraction_messages
 from structgen.extraction.result import ExtractionResult
 from structgen.extraction.spans import choose_span_ends
@@ -33,12 +34,14 @@ __all__ = [
     "DEFAULT_EXTRACT_MAX_TOKENS",
     "SCORE_OPTIONS_DEFAULT",
     "SCORE_NUMBERS_DEFAULT",
+    "SCORE_OVERLAPS_DEFAULT",
     "WRITE_NULLS_DEFAULT",
 ]
 
 DEFAULT_EXTRACT_MAX_TOKENS = 512
 SCORE_OPTIONS_DEFAULT = False  # enum/boolean values by score (benchmarks/RESULTS.md)
 SCORE_NUMBERS_DEFAULT = False  # whole-numeral scoring: not yet measured (RESULTS.md)
+SCORE_OVERLAPS_DEFAULT = False  # overlapping string fields moved by score (RESULTS.md)
 WRITE_NULLS_DEFAULT = False  # every nullable property written (nulls.py; RESULTS.md)
 
 
@@ -57,6 +60,7 @@ def extract(
     write_nulls: bool | None = None,
     return_details: bool = False,
     on_result: Callable[[int, Any], None] | None = None,
+    score_overlaps: bool | None = None,
 ) -> Any:
     """Extract one schema-valid object per text, greedily, under the schema's grammar.
 
@@ -115,6 +119,11 @@ def extract(
         on_result: called on this thread as ``on_result(index, result)`` as soon as each
             text finishes (completion order, not input order), with what the returned
             list holds at that index (an ExtractionError too, whatever ``errors`` says).
+        score_overlaps: where two copied string fields hold the same span of the text
+            (or one inside the other), move the one the model prefers least to its
+            best-scored other span (``structgen.extraction.overlaps``; one batch of
+            scoring requests per such document as it finishes); None:
+            ``SCORE_OVERLAPS_DEFAULT``.
 
     Returns:
         A dict (or a pydantic instance when ``schema`` is a model class) per text, or an
@@ -146,6 +155,7 @@ def extract(
             lambda kept, report: extract(
                 engine, schema, kept, instructions, params, "return", copy, score_span_ends,
                 score_options, score_numbers, evidence, write_nulls, return_details, report,
+                score_overlaps=score_overlaps,
             ),
         )  # fmt: skip
     model_cls = schema if isinstance(schema, type) and hasattr(schema, "model_validate") else None
@@ -163,12 +173,19 @@ def extract(
     scored = copy is not False and score_span_ends
     options = SCORE_OPTIONS_DEFAULT if score_options is None else score_options
     numbers = SCORE_NUMBERS_DEFAULT if score_numbers is None else score_numbers
+    overlaps = SCORE_OVERLAPS_DEFAULT if score_overlaps is None else score_overlaps
     by_text = EVIDENCE_DEFAULT if evidence is None else evidence
 
     def finish(i: int, out: Any) -> None:
         if numbers and plans[i].copied_fields and out.finish_reason in ("stop", "length"):
             if out.text:
                 (text_i,) = choose_numbers(
+                    engine, sd, [prompts[i]], [out.text], [texts[i]], [plans[i].copied_fields]
+                )
+                out = dataclasses.replace(out, text=text_i)
+        if overlaps and plans[i].copied_fields and out.finish_reason in ("stop", "length"):
+            if out.text:
+                (text_i,) = choose_overlaps(
                     engine, sd, [prompts[i]], [out.text], [texts[i]], [plans[i].copied_fields]
                 )
                 out = dataclasses.replace(out, text=text_i)

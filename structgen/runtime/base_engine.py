@@ -116,11 +116,12 @@ class BaseEngine(RequestFactory, abc.ABC):
         score_options: bool | None = None,
         evidence: bool | None = None,
         score_numbers: bool | None = None,
+        score_overlaps: bool | None = None,
     ) -> Any:
         """Extract a schema-valid object from each text (see
         :func:`structgen.extraction.extract`: ``copy`` (copy constraints),
-        ``score_span_ends``, ``score_options``, ``score_numbers`` and ``evidence`` as
-        there).
+        ``score_span_ends``, ``score_options``, ``score_numbers``, ``score_overlaps`` and
+        ``evidence`` as there).
         """
         from structgen.extraction import extract
 
@@ -135,6 +136,7 @@ class BaseEngine(RequestFactory, abc.ABC):
             score_span_ends=score_span_ends,
             score_options=score_options,
             score_numbers=score_numbers,
+            score_overlaps=score_overlaps,
             evidence=evidence,
             return_details=return_details,
         )

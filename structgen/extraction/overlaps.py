@@ -1,0 +1,280 @@
+"""String fields that hold the same span of the text, one of them chosen again by score.
+
+Two string fields of one record name different things (a company and a city, a title
+and a company, a guest and a hotel), so they never hold the same span of the text, nor
+one inside the other; but a small model that copies spans often writes a sibling's span
+into a field ("company": "Wei Zhang" beside "full_name": "Wei Zhang"; "title":
+"Northwind Logistics" beside "company": "Northwind"). ``choose_overlaps`` finds such
+pairs among the copied string fields reached through objects that do not accept null
+(``overlapping_pairs``: equal after case folding and whitespace collapsing, or one inside
+the other at word boundaries; a nullable field copying a sibling's value is left to the
+evidence pass, which makes it null where the text does not name it) and moves one field
+of each pair to another span. Each field of a pair gets candidates: the spans of the
+text of up to ``MAX_SPAN_WORDS`` words inside one clause (``text_spans``) that restate no
+other string field's value (``restates``: overlap it, or write its date or time in
+another notation), with which the object stays valid under the schema; each candidate
+and the field's own value are scored in the context the model wrote the value in, by
+the mean log-probability of their tokens and the closing quote
+(``choices.candidate_scores``, as ``choose_options`` scores options); all candidates of
+a document go in one batch of prompt-log-prob requests. The field
+whose own value the model prefers least over its best candidate (the smaller margin)
+takes that candidate; the other keeps its value. The fields after it keep what greedy
+wrote. Arrays are left alone (items are trimmed by ``items.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import jsonschema
+
+from structgen.extraction.choices import (
+    CandidateJob,
+    _template,
+    _with,
+    candidate_scores,
+    value_spans,
+)
+from structgen.extraction.evidence.fields import _nullable
+from structgen.extraction.refs import resolve as _resolve
+from structgen.fsm.dates import dates, times
+
+__all__ = [
+    "choose_overlaps",
+    "overlapping_pairs",
+    "overlaps",
+    "restates",
+    "string_values",
+    "text_spans",
+    "MAX_SPAN_WORDS",
+    "MAX_SPAN_CANDIDATES",
+]
+
+MAX_SPAN_WORDS = 5  # words in one candidate span
+MAX_SPAN_CANDIDATES = 96  # candidates scored per field (first written first)
+# a candidate neither starts nor ends with one of these lowercase words
+_EDGE_WORDS = frozenset(
+    "a an the at by for from in on of to with and or is are was as via per".split()
+)
+_CLAUSE_END = ".,;:!?)]}"  # a word ending in one of these ends its clause
+_OPEN = "([{\"'“‘«"
+_CLOSE = ".,;:!?)]}\"'”’»"
+
+
+def _norm(s: str) -> str:
+    return " ".join(s.casefold().split())
+
+
+def overlaps(a: str, b: str) -> bool:
+    """Whether two strings are equal, or one is inside the other at word boundaries,
+    after case folding and whitespace collapsing (an empty string overlaps nothing).
+    """
+    a, b = _norm(a), _norm(b)
+    if not a or not b:
+        return False
+    short, long = (a, b) if len(a) <= len(b) else (b, a)
+    return re.search(r"(?<!\w)" + re.escape(short) + r"(?!\w)", long) is not None
+
+
+def restates(span: str, value: str) -> bool:
+    """Whether ``span`` overlaps ``value`` (``overlaps``) or writes it as a date or a
+    time in another notation (``fsm.dates``: "14 June 2026" restates "2026-06-14").
+    """
+    return overlaps(span, value) or value in dates(span) or value in times(span)
+
+
+def string_values(value: Any) -> dict[tuple[str, ...], str]:
+    """The string values of ``value`` reached through object properties only.
+
+    Args:
+        value: a parsed JSON value.
+
+    Returns:
+        Key path -> string, in the object's order (items of arrays are not included).
+    """
+    out: dict[tuple[str, ...], str] = {}
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        if isinstance(node, dict):
+            for key, sub in node.items():
+                walk(sub, path + (key,))
+        elif isinstance(node, str) and path:
+            out[path] = node
+
+    walk(value, ())
+    return out
+
+
+def overlapping_pairs(
+    strings: dict[tuple[str, ...], str], eligible: set[tuple[str, ...]]
+) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """The pairs of fields whose strings overlap (``overlaps``), both in ``eligible``.
+
+    Args:
+        strings: key path -> string (``string_values``).
+        eligible: the fields that may be moved (the copied ones).
+
+    Returns:
+        ``(first, second)`` key paths in the order of ``strings``, pairs in that order.
+    """
+    keys = [k for k in strings if k in eligible]
+    return [
+        (a, b)
+        for i, a in enumerate(keys)
+        for b in keys[i + 1 :]
+        if overlaps(strings[a], strings[b])
+    ]
+
+
+def text_spans(text: str, max_words: int = MAX_SPAN_WORDS) -> list[str]:
+    """The candidate spans of ``text``: runs of 1 to ``max_words`` whitespace-separated
+    words inside one clause (a word ending in ``.,;:!?)]}`` or a line break ends one),
+    without the first word's opening or the last word's closing punctuation, neither
+    starting nor ending with a lowercase function word, holding at least one word with
+    an uppercase letter or a digit (the names, products and codes string fields hold).
+
+    Args:
+        text: the source text.
+        max_words: most words in a span.
+
+    Returns:
+        Distinct spans (each a substring of ``text``), first written first.
+    """
+    words = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    out: dict[str, None] = {}
+    for i, (start, _) in enumerate(words):
+        while start < words[i][1] and text[start] in _OPEN:
+            start += 1
+        for j in range(i, min(len(words), i + max_words)):
+            if j > i and (
+                text[words[j - 1][1] - 1] in _CLAUSE_END
+                or "\n" in text[words[j - 1][1] : words[j][0]]
+            ):
+                break
+            end = words[j][1]
+            while end > start and text[end - 1] in _CLOSE:
+                end -= 1
+            span = text[start:end]
+            parts = span.split()
+            if (
+                not parts
+                or parts[0] in _EDGE_WORDS
+                or parts[-1] in _EDGE_WORDS
+                or not any(c.isupper() or c.isdigit() for c in span)
+            ):
+                continue
+            out.setdefault(span, None)
+    return list(out)
+
+
+def choose_overlaps(
+    engine: Any,
+    schema: Any,
+    prompts: list[Any],
+    raw_texts: list[str],
+    texts: list[str],
+    copied: list[tuple[str, ...]],
+) -> list[str]:
+    """The generated JSON texts with one field of each overlapping pair of copied string
+    fields moved to another span of the text (module docstring).
+
+    Args:
+        engine: the engine (``tokenizer``, ``generate``).
+        schema: the JSON Schema the objects are valid under (a dict).
+        prompts: each document's chat messages, or a plain prompt string.
+        raw_texts: each document's generated JSON text (one that does not parse as an
+            object, or an empty one, is left as it is).
+        texts: each document's source text (the candidate spans come from it).
+        copied: each document's copy-constrained field paths (``field_path``: ``a.b``).
+
+    Returns:
+        The texts; where a field moved, the object written again compactly
+        (``separators=(",", ":")``, keys in their order).
+    """
+    if not isinstance(schema, dict):
+        return list(raw_texts)
+    checker = jsonschema.validators.validator_for(schema)(
+        schema, format_checker=jsonschema.validators.validator_for(schema).FORMAT_CHECKER
+    )
+    out_texts = list(raw_texts)
+    for i, raw in enumerate(raw_texts):
+        if not raw:
+            continue
+        try:
+            value = json.loads(raw)
+            spans = value_spans(raw)
+        except ValueError:
+            continue
+        strings = string_values(value)
+        eligible = {
+            k
+            for k in strings
+            if ".".join(k) in copied[i] and k in spans and not _nullable_at(schema, k)
+        }
+        pairs = overlapping_pairs(strings, eligible)
+        if not pairs:
+            continue
+        value = _moved(engine, checker, prompts[i], raw, texts[i], value, strings, pairs, spans)
+        out_texts[i] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return out_texts
+
+
+def _nullable_at(schema: Any, keys: tuple[str, ...]) -> bool:
+    """Whether the property at ``keys`` (through ``properties``) accepts null; True where
+    the path is not found (such a field is not moved).
+    """
+    sub: Any = schema
+    for key in keys:
+        sub = _resolve(schema, sub)
+        props = sub.get("properties") if isinstance(sub, dict) else None
+        if not isinstance(props, dict) or key not in props:
+            return True
+        sub = props[key]
+    return _nullable(schema, sub)
+
+
+def _moved(
+    engine: Any,
+    checker: Any,
+    prompt: Any,
+    raw: str,
+    text: str,
+    value: Any,
+    strings: dict[tuple[str, ...], str],
+    pairs: list[tuple[tuple[str, ...], tuple[str, ...]]],
+    spans: dict[tuple[str, ...], tuple[int, int]],
+) -> Any:
+    """``value`` with one field of each pair moved (``choose_overlaps``' rule)."""
+    context = _template(engine, prompt)
+    all_spans = text_spans(text)
+    jobs: list[CandidateJob] = []
+    for keys in dict.fromkeys(k for pair in pairs for k in pair):
+        others = [s for k, s in strings.items() if k != keys]
+        cands = [
+            c
+            for c in all_spans
+            if not any(restates(c, s) for s in others) and checker.is_valid(_with(value, keys, c))
+        ][:MAX_SPAN_CANDIDATES]
+        jobs.append(CandidateJob(0, keys, [strings[keys], *cands], context, raw, spans[keys]))
+    scored = {
+        job.keys: (job, scores)
+        for job, scores in zip(jobs, candidate_scores(engine, jobs, summed=False))
+    }
+    moved: set[tuple[str, ...]] = set()
+    for a, b in pairs:
+        if a in moved or b in moved:
+            continue
+        margins = {}
+        for keys in (a, b):
+            job, scores = scored[keys]
+            if len(scores) > 1:
+                best = max(range(1, len(scores)), key=lambda k: (scores[k], -k))
+                margins[keys] = (scores[0] - scores[best], job.candidates[best])
+        if not margins:
+            continue
+        keys = min(margins, key=lambda k: margins[k][0])
+        value = _with(value, keys, margins[keys][1])
+        moved.add(keys)
+    return value

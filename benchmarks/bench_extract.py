@@ -27,9 +27,19 @@ first ``--batch1-docs`` documents, after one untimed extraction) and batched (ev
 document submitted at once; structgen only, the others run one at a time). Accuracy is
 scored on the batched pass (the batch-1 pass for the peers without batching).
 
+A streamed run (``--jsonl-dir DIR``) is for long batch-1 runs that may be cut: the peers
+named run in one process, one document at a time (every domain's first document first),
+interleaved (document ``i`` rotates the peers' order by ``i``, so their seconds are
+same-load), each record appended to ``DIR/PEER.jsonl`` as it finishes (value, raw text,
+finish reason, seconds, load average; llama.cpp's also its completion tokens and, beside
+structgen, whether its prompt ids were structgen's); ``--resume`` skips the documents a
+file holds, ``--score-only`` scores the files as they are (the documents they hold), with
+``score_peer`` as every other run, plus a per-document seconds table.
+
 Run:  python benchmarks/bench_extract.py [--peers structgen,llama.cpp,xgrammar]
       [--baseline-checkout DIR] [--limit N] [--ids ID,ID] [--batch1-docs 8] [--prompt-style NAME]
       [--extract-kwargs '{"score_options": true}'] [--rescore-evidence RUN.json]
+      [--llama-threads 2] [--jsonl-dir DIR [--resume] [--score-only]]
       [--json FILE] [--plot benchmarks/bench_extract.png]
 """
 

@@ -33,7 +33,7 @@ interleaved (document ``i`` rotates the peers' order by ``i``, so their seconds 
 same-load), each record appended to ``DIR/PEER.jsonl`` as it finishes (value, raw text,
 finish reason, seconds, load average; llama.cpp's also its completion tokens and, beside
 structgen, whether its prompt ids were structgen's); ``--resume`` skips the documents a
-file holds, ``--score-only`` scores the files as they are (the documents they hold), with
+file holds, ``--score-only`` scores the files as they are (the documents every peer's holds), with
 ``score_peer`` as every other run, plus a per-document seconds table.
 
 Run:  python benchmarks/bench_extract.py [--peers structgen,llama.cpp,xgrammar]
@@ -387,7 +387,8 @@ def stream_documents(
     try:
         for peer, f in files.items():
             start = {"event": "start", "load_s": peers[peer]["load_s"],
-                     "notes": peers[peer]["notes"], "time": stamp()}  # fmt: skip
+                     "notes": peers[peer]["notes"], "time": stamp(),
+                     "interleaved_with": [p for p in names if p != peer]}  # fmt: skip
             f.write(json.dumps(start) + "\n")
             f.flush()
             if len(done[peer]) < len(docs) and docs:
@@ -438,8 +439,12 @@ def streamed_result(path: Path, docs: list[scoring.Document]) -> tuple[list, dic
     by_id, starts = read_streamed(path)
     have = [d for d in docs if d.id in by_id]
     records = [by_id[d.id] for d in have]
+    mates = starts[-1].get("interleaved_with") if starts else None
+    how = "not recorded with what" if mates is None else "alone in its process"
+    if mates:
+        how = f"interleaved with {', '.join(mates)}"
     notes = [*(starts[-1]["notes"] if starts else []),
-             f"streamed: {len(have)}/{len(docs)} documents, batch 1, interleaved"]  # fmt: skip
+             f"streamed: {len(have)}/{len(docs)} documents, batch 1, {how}"]  # fmt: skip
     res = {"load_s": starts[-1]["load_s"] if starts else 0.0, "batch1": records,
            "results": records, "batched_s_per_doc": None, "notes": notes}  # fmt: skip
     return have, res
@@ -683,9 +688,15 @@ def streamed(args: argparse.Namespace, peers: list[str], job: dict, docs: list) 
         job["docs"] = sorted(job["docs"], key=lambda d: rank[d["id"]])
         job.update(peers=peers, jsonl_dir=str(args.jsonl_dir.resolve()), resume=args.resume)
         run_peer("streamed", job, ROOT)
+    paths = {peer: args.jsonl_dir / f"{peer.replace('/', '_')}.jsonl" for peer in peers}
+    held = {peer: set(read_streamed(path)[0]) for peer, path in paths.items()}
+    common = set.intersection(*held.values()) if held else set()
+    docs = [d for d in docs if d.id in common]  # every peer on the same documents
+    print(f"scored on the {len(docs)} documents every peer holds "
+          f"({', '.join(f'{p}: {len(h)}' for p, h in held.items())})")  # fmt: skip
     rows: dict[str, dict] = {}
     for peer in peers:
-        have, res = streamed_result(args.jsonl_dir / f"{peer.replace('/', '_')}.jsonl", docs)
+        have, res = streamed_result(paths[peer], docs)
         if not have:
             print(f"{peer}: no document in {args.jsonl_dir}", file=sys.stderr)
             continue

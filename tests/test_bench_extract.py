@@ -113,6 +113,8 @@ def test_a_streamed_run_is_written_as_it_goes_resumed_and_scored(tmp_path):
         assert [r["id"] for r in res["results"]] == [d.id for d in docs] and have == docs
         assert all(r["s"] >= 0 and "load_avg" in r for r in res["results"])
         rows[peer] = dict(bench.score_peer(have, res), per_doc=res["results"])
+        mate = "llama.cpp" if peer == "structgen" else "structgen"
+        assert res["notes"][-1] == f"streamed: 4/4 documents, batch 1, interleaved with {mate}"
     fields = [len(scoring.score_document(d.schema, d.expected, None)) for d in docs]
     assert rows["structgen"]["fields_right"] == sum(fields) == rows["structgen"]["fields"]
     assert rows["llama.cpp"]["fields_right"] == sum(fields) - fields[1]

@@ -27,9 +27,19 @@ first ``--batch1-docs`` documents, after one untimed extraction) and batched (ev
 document submitted at once; structgen only, the others run one at a time). Accuracy is
 scored on the batched pass (the batch-1 pass for the peers without batching).
 
+A streamed run (``--jsonl-dir DIR``) is for long batch-1 runs that may be cut: the peers
+named run in one process, one document at a time (every domain's first document first),
+interleaved (document ``i`` rotates the peers' order by ``i``, so their seconds are
+same-load), each record appended to ``DIR/PEER.jsonl`` as it finishes (value, raw text,
+finish reason, seconds, load average; llama.cpp's also its completion tokens and, beside
+structgen, whether its prompt ids were structgen's); ``--resume`` skips the documents a
+file holds, ``--score-only`` scores the files as they are (the documents every peer's holds), with
+``score_peer`` as every other run, plus a per-document seconds table.
+
 Run:  python benchmarks/bench_extract.py [--peers structgen,llama.cpp,xgrammar]
       [--baseline-checkout DIR] [--limit N] [--ids ID,ID] [--batch1-docs 8] [--prompt-style NAME]
       [--extract-kwargs '{"score_options": true}'] [--rescore-evidence RUN.json]
+      [--llama-threads 2] [--jsonl-dir DIR [--resume] [--score-only]]
       [--json FILE] [--plot benchmarks/bench_extract.png]
 """
 
@@ -65,11 +75,18 @@ def _record(doc: dict, value: Any, raw: str, finish: str | None, error: str | No
             "error": error}  # fmt: skip
 
 
-def _structgen_worker(job: dict, nocopy: bool) -> dict:
+def _structgen_setup(job: dict, nocopy: bool) -> dict:
+    """structgen's engine and ``one(doc) -> record`` (one extraction, batch 1) for ``job``.
+
+    Returns:
+        ``{"engine", "one", "load_s", "notes", "kw", "params", "details"}``: ``load_s`` the
+        seconds of ``Engine(...)``, ``notes`` what differs from ``extract``'s defaults,
+        ``kw`` and ``params`` what ``one`` passes to ``extract``, ``details`` whether it
+        asks for ``return_details``.
+    """
     from structgen import Engine, SamplingParams
     from structgen.errors import ExtractionError
     from structgen.extraction import extractor
-    from structgen.fsm.spec import JsonSchema
 
     style = job.get("prompt_style")
     if style is not None:  # a prompt experiment: every extraction gets that style
@@ -109,6 +126,19 @@ def _structgen_worker(job: dict, nocopy: bool) -> dict:
             return _record(doc, _plain(res.value), res.raw_text, res.finish_reason, None)
         return _record(doc, _plain(res), json.dumps(_plain(res)), "stop", None)
 
+    return {"engine": engine, "one": one, "load_s": load_s, "notes": notes, "kw": kw,
+            "params": params, "details": details}  # fmt: skip
+
+
+def _structgen_worker(job: dict, nocopy: bool) -> dict:
+    from structgen.errors import ExtractionError
+    from structgen.extraction import extractor
+    from structgen.fsm.spec import JsonSchema
+
+    sg = _structgen_setup(job, nocopy)
+    engine, one, load_s, notes = sg["engine"], sg["one"], sg["load_s"], sg["notes"]
+    kw, params, details = sg["kw"], sg["params"], sg["details"]
+    sig = inspect.signature(extractor.extract).parameters
     docs = job["docs"]
     if job["batch1_docs"]:
         one(docs[0])  # warm: grammar compiled, kernels and caches touched
@@ -153,14 +183,25 @@ def _plain(value: Any) -> Any:
     return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
 
 
-def _llama_cpp_worker(job: dict) -> dict:
+def _llama_cpp_setup(job: dict, reference_ids: Any = None) -> dict:
+    """llama-cpp-python on the packaged GGUF file and ``one(doc) -> record`` for ``job``.
+
+    ``job["llama_threads"]`` (default 2) sets ``n_threads`` and ``n_threads_batch``. With
+    ``reference_ids`` (``messages -> token ids``, e.g. structgen's
+    ``engine.apply_chat_template``), each chat record gets ``same_prompt_ids``: whether
+    the prompt llama.cpp evaluated (its chat template from the GGUF) is those ids.
+
+    Returns:
+        ``{"one", "load_s", "notes"}``.
+    """
     from llama_cpp import Llama, LlamaGrammar
 
     from structgen.runtime.loader import default_model_path
 
+    threads = job.get("llama_threads", 2)
     t0 = time.perf_counter()
-    llm = Llama(model_path=str(default_model_path()), n_ctx=4096, n_threads=2,
-                n_threads_batch=2, verbose=False)  # fmt: skip
+    llm = Llama(model_path=str(default_model_path()), n_ctx=4096, n_threads=threads,
+                n_threads_batch=threads, verbose=False)  # fmt: skip
     load_s = time.perf_counter() - t0
 
     def one(doc: dict) -> dict:
@@ -180,9 +221,21 @@ def _llama_cpp_worker(job: dict) -> dict:
             )
             choice = out["choices"][0]
             text = choice["message"]["content"] or ""
-        return _parsed(doc, text, choice["finish_reason"])
+        rec = _parsed(doc, text, choice["finish_reason"])
+        rec["completion_tokens"] = out["usage"]["completion_tokens"]
+        if reference_ids is not None and not isinstance(msgs, str):
+            n = out["usage"]["prompt_tokens"]
+            rec["same_prompt_ids"] = [int(t) for t in llm.input_ids[:n]] == list(
+                reference_ids(msgs)
+            )
+        return rec
 
-    return _sequential(job, one, load_s)
+    return {"one": one, "load_s": load_s, "notes": [f"llama.cpp n_threads={threads}"]}
+
+
+def _llama_cpp_worker(job: dict) -> dict:
+    ll = _llama_cpp_setup(job)
+    return _sequential(job, ll["one"], ll["load_s"], ll["notes"])
 
 
 def _parsed(doc: dict, text: str, finish: str | None) -> dict:
@@ -192,7 +245,7 @@ def _parsed(doc: dict, text: str, finish: str | None) -> dict:
         return _record(doc, None, text, finish, f"not JSON: {exc}")
 
 
-def _sequential(job: dict, one: Any, load_s: float) -> dict:
+def _sequential(job: dict, one: Any, load_s: float, notes: list[str] | None = None) -> dict:
     docs = job["docs"]
     one(docs[0])  # warm
     results = []
@@ -206,11 +259,16 @@ def _sequential(job: dict, one: Any, load_s: float) -> dict:
         "batch1": results[: job["batch1_docs"]],
         "results": results,
         "batched_s_per_doc": None,
-        "notes": ["no batching: one document at a time"],
+        "notes": [*(notes or []), "no batching: one document at a time"],
     }
 
 
-def _xgrammar_worker(job: dict) -> dict:
+def _xgrammar_setup(job: dict) -> dict:
+    """transformers + XGrammar on the GGUF's weights and ``one(doc) -> record`` for ``job``.
+
+    Returns:
+        ``{"one", "load_s", "notes"}``.
+    """
     import torch
     import xgrammar as xgr
     from bench_maskbench import smollm2_tokenizer
@@ -256,12 +314,170 @@ def _xgrammar_worker(job: dict) -> dict:
             inp = torch.tensor([[t]])
         return _parsed(doc, tok.decode(out), finish)
 
-    return _sequential(job, one, load_s)
+    return {"one": one, "load_s": load_s, "notes": []}
+
+
+def _xgrammar_worker(job: dict) -> dict:
+    xg = _xgrammar_setup(job)
+    return _sequential(job, xg["one"], xg["load_s"], xg["notes"])
+
+
+# ------------------------------------------------------------------ streamed runs
+STREAMED_PEERS = ("structgen", "structgen-nocopy", "llama.cpp", "xgrammar")
+
+
+def read_streamed(path: Path) -> tuple[dict[str, dict], list[dict]]:
+    """The records of a streamed peer's jsonl file.
+
+    Returns:
+        ``(by_id, starts)``: the last record of each document id, and the ``"start"``
+        events (one per run or resumed run: ``load_s``, ``notes``, ``time``).
+
+    Raises:
+        SystemExit: a line that is not JSON (named by file and line number).
+    """
+    by_id: dict[str, dict] = {}
+    starts: list[dict] = []
+    if not path.exists():
+        return by_id, starts
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"{path}:{n}: not a JSON record ({exc})") from exc
+        if rec.get("event") == "start":
+            starts.append(rec)
+        elif "id" in rec:
+            by_id[rec["id"]] = rec
+    return by_id, starts
+
+
+def stream_documents(
+    docs: list[dict], peers: dict[str, dict], out_dir: Path, resume: bool, log: Any = print
+) -> None:
+    """Run every peer on every document, one document at a time, interleaved: document
+    ``i`` runs the peers in an order rotated by ``i``, so each peer goes first as often
+    (same-load seconds per document). Each record (``_record``'s fields plus ``s``, the
+    document's wall seconds, ``load_avg``, the 1-minute load average after it, and
+    ``time``, UTC) is appended to ``out_dir/PEER.jsonl`` and flushed as it finishes.
+
+    Args:
+        docs: the job's documents (``id``, ``schema``, ``text``, ``messages``).
+        peers: peer name -> ``{"one", "load_s", "notes"}`` (a ``_*_setup`` result).
+        out_dir: the folder of the jsonl files (made if missing).
+        resume: skip the documents a peer's file already holds; without it a peer's
+            file must not exist yet.
+        log: called with one line per document and peer.
+
+    Raises:
+        SystemExit: a file exists and ``resume`` is false.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {peer: out_dir / f"{peer.replace('/', '_')}.jsonl" for peer in peers}
+    done: dict[str, set[str]] = {}
+    for peer, path in paths.items():
+        if path.exists() and not resume:
+            raise SystemExit(f"{path} exists: pass --resume to continue that run, or remove it")
+        done[peer] = set(read_streamed(path)[0])
+    stamp = lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # noqa: E731
+    names = list(peers)
+    files = {peer: open(path, "a", encoding="utf-8") for peer, path in paths.items()}  # noqa: SIM115
+    try:
+        for peer, f in files.items():
+            start = {"event": "start", "load_s": peers[peer]["load_s"],
+                     "notes": peers[peer]["notes"], "time": stamp(),
+                     "interleaved_with": [p for p in names if p != peer]}  # fmt: skip
+            f.write(json.dumps(start) + "\n")
+            f.flush()
+            if len(done[peer]) < len(docs) and docs:
+                peers[peer]["one"](docs[0])  # warm, untimed, not recorded
+        for i, doc in enumerate(docs):
+            for peer in names[i % len(names) :] + names[: i % len(names)]:
+                if doc["id"] in done[peer]:
+                    continue
+                t = time.perf_counter()
+                rec = peers[peer]["one"](doc)
+                rec["s"] = time.perf_counter() - t
+                rec["load_avg"] = os.getloadavg()[0]
+                rec["time"] = stamp()
+                files[peer].write(json.dumps(rec, ensure_ascii=False) + "\n")
+                files[peer].flush()
+                os.fsync(files[peer].fileno())
+                log(f"{doc['id']:<24} {peer:<16} {rec['s']:7.2f} s  {rec['finish_reason']}  "
+                    f"load {rec['load_avg']:.1f}")  # fmt: skip
+    finally:
+        for f in files.values():
+            f.close()
+
+
+def _streamed_worker(job: dict) -> None:
+    """Set up every peer of ``job["peers"]`` in this process and stream them (above);
+    structgen first, so llama.cpp's prompt ids are checked against its chat template."""
+    peers: dict[str, dict] = {}
+    reference_ids = None
+    for peer in sorted(job["peers"], key=lambda p: not p.startswith("structgen")):
+        if peer in ("structgen", "structgen-nocopy"):
+            peers[peer] = _structgen_setup(job, nocopy=peer == "structgen-nocopy")
+            reference_ids = peers[peer]["engine"].apply_chat_template
+        elif peer == "llama.cpp":
+            peers[peer] = _llama_cpp_setup(job, reference_ids)
+        elif peer == "xgrammar":
+            peers[peer] = _xgrammar_setup(job)
+        else:
+            raise SystemExit(f"a streamed run takes the peers {STREAMED_PEERS}, not {peer!r}")
+    peers = {p: peers[p] for p in job["peers"]}  # the order asked for
+    stream_documents(job["docs"], peers, Path(job["jsonl_dir"]), job["resume"],
+                     lambda line: print(line, flush=True))  # fmt: skip
+
+
+def streamed_result(path: Path, docs: list[scoring.Document]) -> tuple[list, dict]:
+    """A streamed peer's file as ``score_peer`` input: the documents it holds (in
+    ``docs`` order) and ``{"load_s", "batch1", "results", ...}`` with every record as a
+    batch-1 one (its ``s``); ``load_s`` of the last start."""
+    by_id, starts = read_streamed(path)
+    have = [d for d in docs if d.id in by_id]
+    records = [by_id[d.id] for d in have]
+    mates = starts[-1].get("interleaved_with") if starts else None
+    how = "not recorded with what" if mates is None else "alone in its process"
+    if mates:
+        how = f"interleaved with {', '.join(mates)}"
+    notes = [*(starts[-1]["notes"] if starts else []),
+             f"streamed: {len(have)}/{len(docs)} documents, batch 1, {how}"]  # fmt: skip
+    res = {"load_s": starts[-1]["load_s"] if starts else 0.0, "batch1": records,
+           "results": records, "batched_s_per_doc": None, "notes": notes}  # fmt: skip
+    return have, res
+
+
+def seconds_table(rows: dict[str, dict]) -> str:
+    """Per-document seconds of streamed peers (rows with ``per_doc`` records carrying
+    ``s`` and ``load_avg``): mean, median, the median of each document's ratio to
+    structgen's seconds on the same document, and the load averages seen."""
+    import statistics
+
+    ref = {r["id"]: r["s"] for r in rows.get("structgen", {}).get("per_doc", [])}
+    lines = ["| peer | documents | mean s/doc | median s/doc | median per-document ratio "
+             "to structgen | load average (min-max) |", "|" + "---|" * 6]  # fmt: skip
+    for name, row in rows.items():
+        recs = row["per_doc"]
+        secs = [r["s"] for r in recs]
+        ratios = [r["s"] / ref[r["id"]] for r in recs if ref.get(r["id"])]
+        loads = [r["load_avg"] for r in recs if "load_avg" in r]
+        ratio = f"{statistics.median(ratios):.2f}x" if ratios and name != "structgen" else "-"
+        load = f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-"
+        lines.append(f"| {name} | {len(recs)} | {statistics.mean(secs):.2f} | "
+                     f"{statistics.median(secs):.2f} | {ratio} | {load} |")  # fmt: skip
+    return "\n".join(lines)
 
 
 def worker(peer: str, job_path: str, out_path: str) -> None:
     """Run one peer on a job file; write its results as JSON (the parent scores them)."""
     job = json.loads(Path(job_path).read_text())
+    if peer == "streamed":  # the records are in the jsonl files
+        _streamed_worker(job)
+        Path(out_path).write_text("{}")
+        return
     if peer in ("structgen", "structgen-nocopy", "baseline"):
         res = _structgen_worker(job, nocopy=peer == "structgen-nocopy")
     elif peer == "llama.cpp":
@@ -481,6 +697,48 @@ def rescore_overlaps(path: Path, docs: list[scoring.Document], messages: list[An
     return _rescored(path, docs, "overlaps", fix)
 
 
+def peer_messages(doc: scoring.Document, style: str | None = None) -> list[dict] | str:
+    """The messages every peer gets for ``doc``: exactly what ``extract`` builds (its
+    prompt of the schema as ``schema_for`` reads it, no instructions), or the prompt
+    experiment ``style``."""
+    from structgen.extraction import extraction_messages
+    from structgen.fsm.spec import schema_for
+
+    kw = {} if style is None else {"style": style}
+    return extraction_messages(schema_for(doc.schema), doc.text, **kw)
+
+
+def streamed(args: argparse.Namespace, peers: list[str], job: dict, docs: list) -> None:
+    """``--jsonl-dir``: run (unless ``--score-only``) and score a streamed run."""
+    if "llama.cpp" in peers and importlib.util.find_spec("llama_cpp") is None:
+        raise SystemExit("llama.cpp: not installed; run benchmarks/install_llama_cpp.sh")
+    if not args.score_only:  # every domain's first document first: a cut run is balanced
+        rank = {d.id: (int(d.id[-2:]), i) for i, d in enumerate(docs)}
+        job["docs"] = sorted(job["docs"], key=lambda d: rank[d["id"]])
+        job.update(peers=peers, jsonl_dir=str(args.jsonl_dir.resolve()), resume=args.resume)
+        run_peer("streamed", job, ROOT)
+    paths = {peer: args.jsonl_dir / f"{peer.replace('/', '_')}.jsonl" for peer in peers}
+    held = {peer: set(read_streamed(path)[0]) for peer, path in paths.items()}
+    common = set.intersection(*held.values()) if held else set()
+    docs = [d for d in docs if d.id in common]  # every peer on the same documents
+    print(f"scored on the {len(docs)} documents every peer holds "
+          f"({', '.join(f'{p}: {len(h)}' for p, h in held.items())})")  # fmt: skip
+    rows: dict[str, dict] = {}
+    for peer in peers:
+        have, res = streamed_result(paths[peer], docs)
+        if not have:
+            print(f"{peer}: no document in {args.jsonl_dir}", file=sys.stderr)
+            continue
+        rows[peer] = score_peer(have, res)
+        rows[peer]["per_doc"] = res["results"]
+        print(peer, {k: v for k, v in rows[peer].items() if k != "per_doc"}, flush=True)
+    print(table(rows))
+    print()
+    print(seconds_table(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, ensure_ascii=False, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--peers", default="structgen,structgen-nocopy,llama.cpp,xgrammar")
@@ -501,6 +759,22 @@ def main() -> None:
     ap.add_argument("--engine-kwargs", type=json.loads, default=None,
                     help="keyword arguments of the structgen peers' Engine (JSON, e.g. "
                     '\'{"quantization": null}\' for float32 weights)')  # fmt: skip
+    ap.add_argument("--llama-threads", type=int, default=2,
+                    help="llama.cpp's n_threads and n_threads_batch")  # fmt: skip
+    ap.add_argument("--jsonl-dir", type=Path, default=None,
+                    help="streamed run: the peers in one process, one document at a time, "
+                    "interleaved, each record appended to DIR/PEER.jsonl as it finishes "
+                    "(batch 1 only); scored from those files")  # fmt: skip
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --jsonl-dir: skip the documents a peer's file already holds",
+    )
+    ap.add_argument(
+        "--score-only",
+        action="store_true",
+        help="with --jsonl-dir: score the files as they are, run nothing",
+    )
     ap.add_argument("--json", type=Path, default=None, help="write every figure here")
     ap.add_argument("--plot", type=Path, default=None)
     ap.add_argument("--rescore-options", type=Path, default=None,
@@ -523,8 +797,6 @@ def main() -> None:
     if args.worker:
         worker(args.worker, args.job, args.result)
         return
-    from structgen.extraction import extraction_messages
-
     docs = scoring.load_documents()
     if args.limit:  # every domain first, then the rest: a prefix covers all domains
         by_rank = sorted(range(len(docs)), key=lambda i: (int(docs[i].id[-2:]), i))
@@ -535,9 +807,9 @@ def main() -> None:
         if unknown:
             raise SystemExit(f"--ids: no such document(s) {sorted(unknown)}")
         docs = [d for d in docs if d.id in wanted]
-    style = {} if args.prompt_style is None else {"style": args.prompt_style}
     job = {
         "max_tokens": args.max_tokens,
+        "llama_threads": args.llama_threads,
         "batch1_docs": min(args.batch1_docs, len(docs)),
         "prompt_style": args.prompt_style,
         "extract_kwargs": args.extract_kwargs or {},
@@ -548,7 +820,7 @@ def main() -> None:
                 "id": d.id,
                 "schema": d.schema,
                 "text": d.text,
-                "messages": extraction_messages(d.schema, d.text, **style),
+                "messages": peer_messages(d, args.prompt_style),
             }  # fmt: skip
             for d in docs
         ],
@@ -564,13 +836,16 @@ def main() -> None:
             continue
         ids = {r["id"] for row in json.loads(path.read_text()).values() for r in row["per_doc"]}
         docs = [d for d in docs if d.id in ids]
-        msgs = [extraction_messages(d.schema, d.text, **style) for d in docs]
+        msgs = [peer_messages(d, args.prompt_style) for d in docs]
         rows = rescore(path, docs, msgs)
         print(table(rows))
         if args.json:
             args.json.write_text(json.dumps(rows, ensure_ascii=False, indent=1))
         return
     peers = [p for p in args.peers.split(",") if p]
+    if args.jsonl_dir is not None:
+        streamed(args, peers, job, docs)
+        return
     if args.baseline_checkout is not None and "baseline" not in peers:
         peers.append("baseline")
     rows: dict[str, dict] = {}

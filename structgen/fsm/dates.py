@@ -19,7 +19,9 @@ them, and the copy constraint (``json_schema.copy``) allows them beside the span
 ``2:15 pm``, ``11 a.m.``, ``14h30``, ``7 o'clock`` (as written: no am/pm guessed),
 ``noon`` and ``midnight``.
 
-Both return distinct values in the order of their first occurrence.
+Both return distinct values in the order of their first occurrence. ``date_time_parts(text)``
+gives where numeric dates write their month and day and clock times their hours, minutes
+and seconds: digits that are not numbers of their own (``numerals`` skips them).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 
-__all__ = ["dates", "times"]
+__all__ = ["dates", "times", "date_time_parts"]
 
 _MONTHS = {
     name: i + 1
@@ -173,3 +175,24 @@ def times(text: str) -> list[str]:
         found.append((m.start(), _hhmm(0 if m[1].lower() == "midnight" else 12, 0)))
     found.sort(key=lambda p: p[0])
     return list(dict.fromkeys(v for _, vs in found for v in vs))
+
+
+def date_time_parts(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` writes the month and day of a numeric date (``2024-11-30``,
+    ``23.12.2026``, ``06/15/2026``: the four-digit year is not a part, a year is a number
+    of its own) and the hour, minute and second of a clock time (``19:30``, ``9:30:15``,
+    ``14h30``).
+
+    Args:
+        text: any text.
+
+    Returns:
+        ``(start, end)`` character offsets of each such digit group, in no particular order.
+    """
+    parts: list[tuple[int, int]] = []
+    for pattern, groups in ((_ISO, (2, 3)), (_DMY_DOT, (1, 2)), (_AMBIGUOUS, (1, 3))):
+        for m in pattern.finditer(text):
+            parts.extend(m.span(g) for g in groups)
+    for m in _CLOCK.finditer(text):
+        parts.extend(m.span(g) for g in ("h", "m", "s") if m[g] is not None)
+    return parts

@@ -5,7 +5,9 @@ separators (``1,250``, ``1.250``, ``1 250``, ``1'250``) and a decimal point or c
 (``3.5``, ``3,5``, ``1.250,75``), a leading currency sign or sign stripped (``$-12.50``
 gives 12.5 and -12.5: the sign is kept as a second reading, since a text writes ``-`` as a
 dash too), and English number words (``three``, ``forty-one``, ``two hundred and five``,
-``one thousand two hundred``, ``a dozen``). A separator group reads as thousands when
+``one thousand two hundred``, ``a dozen``); the month and day of a numeric date and the
+parts of a clock time are not numerals (``2024-11-30`` writes 2024 only, ``19:30`` none:
+``dates.date_time_parts``). A separator group reads as thousands when
 every group after the first has exactly three digits and the first has at most three;
 otherwise a comma or point before the last group is the decimal mark.
 
@@ -19,6 +21,8 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 from typing import Any
+
+from .dates import date_time_parts
 
 __all__ = ["numerals", "numeral_spans", "json_numeral"]
 
@@ -132,6 +136,20 @@ def _flush(phrases: list[list[Any]], phrase: list[Any]) -> list[Any]:
     return []
 
 
+def _without_date_parts(text: str) -> str:
+    """``text`` with the digits of date and time parts (``dates.date_time_parts``: the
+    ``11`` and ``30`` of ``2024-11-30``, the ``19`` of ``19:30``) blanked, offsets kept:
+    a quantity is never read from inside a date or a time.
+    """
+    parts = date_time_parts(text)
+    if not parts:
+        return text
+    chars = list(text)
+    for start, end in parts:
+        chars[start:end] = " " * (end - start)
+    return "".join(chars)
+
+
 def numeral_spans(text: str) -> list[tuple[int, int, tuple[Decimal, ...]]]:
     """Where ``text`` writes each numeral, with its readings.
 
@@ -144,7 +162,7 @@ def numeral_spans(text: str) -> list[tuple[int, int, tuple[Decimal, ...]]]:
         (``numerals``' rules: ``3.500`` as 3500 and 3.5, ``-12`` as -12 and 12).
     """
     found: list[tuple[int, int, tuple[Decimal, ...]]] = []
-    for m in _DIGITS.finditer(text):
+    for m in _DIGITS.finditer(_without_date_parts(text)):
         run = m.group().rstrip(",.' \u00a0\u202f")
         before = text[max(0, m.start() - 2) : m.start()]
         values: list[Decimal] = []
@@ -169,7 +187,7 @@ def numerals(text: str) -> list[Decimal]:
         The values as ``Decimal`` (exact: ``1.10`` stays 1.10, compared numerically).
     """
     found: list[Decimal] = []
-    for m in _DIGITS.finditer(text):
+    for m in _DIGITS.finditer(_without_date_parts(text)):
         run = m.group().rstrip(",.' \u00a0\u202f")
         before = text[max(0, m.start() - 2) : m.start()]
         values = _digit_values(run)

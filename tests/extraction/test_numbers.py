@@ -46,10 +46,11 @@ def test_the_whole_numeral_replaces_greedys_first_digit():
     engine = PreferringEngine({"age": 58})
     (out,) = choose_numbers(engine, SCHEMA, ["p "], [raw], [TEXT], [("age", "visit.weeks")])
     assert json.loads(out) == {**json.loads(raw), "age": 58}
-    # age: numerals within 0..120 (58, 2, 11, 4 and greedy's own); weeks: every
-    # integer numeral; price is not copied here, so it is not scored
+    # age: numerals within 0..120 (58, 4: the date's month and day are not numerals) and
+    # greedy's own 2; weeks: every integer numeral; price is not copied, so not scored
     ints = [c for c in numeral_candidates(TEXT) if isinstance(c, int)]
-    assert engine.requests == len([c for c in ints if 0 <= c <= 120]) + len(ints)
+    assert ints == [58, 2026, 4]
+    assert engine.requests == len([c for c in ints if 0 <= c <= 120]) + 1 + len(ints)
 
 
 def test_uncopied_null_unparsable_and_unchanged_outputs_are_left_alone():

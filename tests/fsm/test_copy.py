@@ -18,7 +18,7 @@ from structgen.fsm import compile_json_schema
 from structgen.fsm.compiler import compile_spec
 from structgen.fsm.copy import SubstringAutomaton, text_units
 from structgen.fsm.json_schema.copy import CopyJsonSchema
-from structgen.fsm.numerals import json_numeral, numerals
+from structgen.fsm.numerals import json_numeral, numeral_spans, numerals
 
 TRICKY = 'Zoë "Z" O\'Neil paid\t$1,250.50 at C:\\shop\\x\nline two: Zoë again.'
 
@@ -131,6 +131,25 @@ def test_numerals_normalised() -> None:
         "205",
     ]
     assert json_numeral(Decimal("0.050")) == "0.05"
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Delivered 2024-11-30: 5 packs", ["2024", "5"]),
+        ("on 23.12.2026, 3 guests", ["2026", "3"]),
+        ("06/15/2026 or 11-02-2026, room 12", ["2026", "12"]),
+        ("at 19:30 for 4 people, back by 9:05:30 or 14h30", ["4"]),
+        ("2024 sales: 11 units, 30 returns", ["2024", "11", "30"]),  # no date: all numbers
+        ("score 3-2, pages 10-12", ["3", "2", "10", "12"]),
+    ],
+)
+def test_date_and_time_parts_are_not_numerals(text, expected) -> None:
+    """The month and day of a numeric date and the parts of a clock time are never a
+    number of their own (a quantity read from '2024-11-30' was 11); the year is."""
+    assert [json_numeral(v) for v in numerals(text)] == expected
+    spans = [text[a:b] for a, b, _ in numeral_spans(text)]
+    assert list(dict.fromkeys(json_numeral(v) for s in spans for v in numerals(s))) == expected
 
 
 @pytest.mark.parametrize(

@@ -723,3 +723,42 @@ def test_string_repeat_needs_a_pattern_and_skips_held_values():
     value, changed = apply_evidence(LEGS, "CPH ARN OSL.", before)
     assert value == {"segments": [{"from_airport": "CPH", "to_airport": "OSL", "note": "ARN"}]}
     assert changed == ["segments[0].to_airport"]
+
+
+CONTACT = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "email": {"type": ["string", "null"], "format": "email"},
+        "phone": {"type": "string"},
+    },
+    "required": ["name", "email", "phone"],
+}
+
+
+@pytest.mark.parametrize(
+    "text,value,want",
+    [  # denied and absent from the text: null
+        ("Alice Wong. No email given.", "alice@x.org", None),
+        ("Alice Wong, email not provided, phone 555-0101.", "aw@gmail.com", None),
+        # the text writes the value, or mentions the name without a negation: kept
+        ("Alice Wong. No email given, use alice@x.org.", "alice@x.org", "alice@x.org"),
+        ("Alice Wong, email alice@x.org.", "alice@x.org", "alice@x.org"),
+        ("Alice Wong, phone 555-0101.", "aw@gmail.com", "aw@gmail.com"),  # unmentioned
+    ],
+)
+def test_a_nullable_string_the_text_denies_and_never_writes_is_null(text, value, want):
+    got, changed = apply_evidence(
+        CONTACT, text, {"name": "Alice Wong", "email": value, "phone": "1"}
+    )
+    assert got["email"] == want
+    assert ("email" in changed) == (want is None)
+
+
+def test_a_denied_string_that_is_not_nullable_is_kept():
+    got, changed = apply_evidence(
+        CONTACT,
+        "Alice Wong. No phone given.",
+        {"name": "Alice Wong", "email": None, "phone": "555"},
+    )
+    assert got["phone"] == "555" and changed == []

@@ -33,7 +33,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   Unmentioned, or when two sibling number fields would take the same numeral: the
   model's value stays; a nullable number field that no numeral decides and whose
   name's words the text mentions only in clauses with a negation ("Rate and
-  experience are not stated") is null (**denied number**).
+  experience are not stated") is null (**denied number**); so is a nullable string field
+  whose value the text does not write and whose name the text mentions only negated ("No
+  email given": the model's address was invented) (**denied string**).
 * **enum** (string options): an option is *mentioned* where its words (split at
   non-letters and underscores, as the text's words are, each reduced to a stem) occur
   as consecutive words of one clause; a mention inside a longer option's mention does

@@ -91,6 +91,15 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 elif node[name] is not None and _denied(doc, stems, schema, prop):
                     node[name] = None
                     changed.append(path + name)
+            elif (
+                kind is None
+                and isinstance(node[name], str)
+                and node[name] not in text
+                and stems
+                and _denied(doc, stems, schema, prop)
+            ):  # denied string: "No email given", the model's address is not in the text
+                node[name] = None
+                changed.append(path + name)
             elif isinstance(node[name], dict):
                 walk(prop, node[name], f"{path}{name}.", depth + 1)
             elif isinstance(node[name], list):  # items: only the string repeat rule

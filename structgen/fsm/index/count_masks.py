@@ -57,8 +57,6 @@ _MAX_SPINE = 64  # concatenation heads looked at per spine
 _MAX_MEMBERS = 32  # alternations with more members are left as they are (and not looked at)
 _MIN_JUMP = 4  # runs of one byte this long or longer are read in one run_derivative
 _LOCK = threading.Lock()
-_NESTED = (REPEAT, ALT, CONCAT)  # the kinds ``_canon`` looks into (any other: unchanged)
-_NONE: frozenset = frozenset()
 
 
 def _flat_tokens(vocab) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -324,65 +322,30 @@ class CountView:
             else:
                 out = (t, frozenset())
         elif k == ALT:
-            plain, kind = self._plain, arena.kind
-            parts = [
-                (u, ())
-                if kind[u] not in _NESTED or plain.get(u, 0) >= budget
-                else self._canon(u, budget)
-                for u in args
-            ]
+            plain = self._plain
+            parts = [(u, ()) if plain.get(u, 0) >= budget else self._canon(u, budget) for u in args]
             bounds = frozenset().union(*(c for _, c in parts))
             out = (arena.alt([u for u, _ in parts]), bounds) if bounds else (t, frozenset())
         else:
-            return self._canon_spine(t, budget)
+            heads: list[tuple[int, frozenset]] = []
+            cur, left = t, budget
+            while arena.kind[cur] == CONCAT and left > 0 and len(heads) < _MAX_SPINE:
+                h, cur = arena.args[cur]
+                heads.append(self._canon(h, left))
+                left -= not arena.nullable[h]
+            tail, bounds = self._canon(cur, left) if left > 0 else (cur, frozenset())
+            bounds = bounds.union(*(c for _, c in heads))
+            if bounds:
+                for h, _ in reversed(heads):
+                    tail = arena.concat(h, tail)
+                out = (tail, bounds)
+            else:
+                out = (t, frozenset())
         if out[1]:
             self._memo[key] = out
         else:
             self._plain[t] = budget
         return out
-
-    def _canon_spine(self, t: int, budget: int) -> tuple[int, frozenset]:
-        """``_canon`` of a concatenation ``t``: its heads ``h1 h2 ... tail`` canonical with
-        the budget left before each, concatenated back when one changed.
-
-        Every suffix of the spine walked is memoised with its own budget (``_memo`` or
-        ``_plain``), and the walk stops at a suffix memoised before: the derivative of
-        ``h r`` is ``h' r``, so a new state's term shares its suffix ``r`` with the state
-        before it and costs one new head, not the whole spine again (a format's object is a
-        spine of ~80 heads). The terms are those of the plain fold (``tests``: the same ids
-        as it on the cold schemas and random regexes).
-        """
-        arena, memo, plain = self.arena, self._memo, self._plain
-        kind, args, nullable = arena.kind, arena.args, arena.nullable
-        spine: list[tuple[int, int]] = []  # (suffix, budget) walked, outermost first
-        heads: list[tuple[int, frozenset]] = []  # each suffix's head, canonical
-        cur, left = t, budget
-        tail: tuple[int, frozenset] | None = None
-        while kind[cur] == CONCAT and left > 0 and len(heads) < _MAX_SPINE:
-            if spine:  # t itself was looked up by _canon
-                if plain.get(cur, 0) >= left:
-                    tail = (cur, frozenset())
-                    break
-                tail = memo.get((cur, left))
-                if tail is not None:
-                    break
-            h, rest = args[cur]
-            spine.append((cur, left))
-            heads.append(self._canon(h, left) if kind[h] in _NESTED else (h, _NONE))
-            cur = rest
-            left -= not nullable[h]
-        if tail is None:
-            tail = self._canon(cur, left) if left > 0 else (cur, frozenset())
-        term, bounds = tail
-        for (suffix, b), (h, c) in zip(reversed(spine), reversed(heads)):
-            bounds = bounds | c if c else bounds
-            if bounds:
-                term = arena.concat(h, term)
-                memo[(suffix, b)] = (term, bounds)
-            else:
-                term = suffix
-                plain[suffix] = b
-        return term, bounds
 
     def _shared(self, args: tuple) -> bool:
         """True for the arguments ``(x, lo, hi)`` of a repetition made unbounded: ``x`` one

@@ -11,9 +11,7 @@ states of a domain label (``[A-Za-z0-9-]{0,61}``) and a ``{n,m}`` pattern.
 
 from __future__ import annotations
 
-import json
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,10 +25,7 @@ from structgen.fsm.index.count_masks import (
 )
 from structgen.fsm.index.lexical_masks import LexicalMaskCache
 from structgen.fsm.regex.dfa import regex_to_dfa
-from structgen.fsm.regex.terms import CONCAT
 from tests.fsm._reference import brute_force_mask
-
-COLD_SCHEMAS = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "cold_schemas.json"
 
 
 def _vocab() -> Vocabulary:
@@ -189,97 +184,3 @@ def test_run_derivative_equals_derivatives_byte_by_byte(pattern) -> None:
                     assert jumped == stepped, (pattern, t, chr(b), m)
                 stepped = arena.derivative(stepped, b)
     assert seen
-
-
-class _FoldView(CountView):
-    """Reference: the spine folded whole on every call (suffixes neither looked up nor
-    memoised), as before the suffix memo."""
-
-    def _canon_spine(self, t: int, budget: int) -> tuple[int, frozenset]:
-        arena = self.arena
-        heads: list[tuple[int, frozenset]] = []
-        cur, left = t, budget
-        while arena.kind[cur] == CONCAT and left > 0 and len(heads) < 64:
-            h, cur = arena.args[cur]
-            heads.append(self._canon(h, left))
-            left -= not arena.nullable[h]
-        tail, bounds = self._canon(cur, left) if left > 0 else (cur, frozenset())
-        bounds = bounds.union(*(c for _, c in heads))
-        if not bounds:
-            self._plain[t] = budget
-            return t, frozenset()
-        for h, _ in reversed(heads):
-            tail = arena.concat(h, tail)
-        self._memo[(t, budget)] = (tail, bounds)
-        return tail, bounds
-
-
-def _state_terms(grammar, limit: int) -> list[int]:
-    """The terms of the first ``limit`` states of ``grammar``'s automaton, breadth first
-    over every byte (rows built on the way)."""
-    dfa = grammar.dfa
-    seen, queue = {dfa.initial}, [dfa.initial]
-    for state in queue:
-        if len(queue) >= limit:
-            break
-        for b in range(256):
-            nxt = dfa.step(state, b)
-            if nxt >= 0 and nxt not in seen:
-                seen.add(nxt)
-                queue.append(nxt)
-    return [dfa.term(s) for s in queue[:limit]]
-
-
-def _assert_same_canonical(arena, vocab, terms: list[int]) -> int:
-    """The suffix-memoised ``canonical`` gives the reference fold's terms and bounds on
-    ``terms`` (the reference runs first: the view then interns no new term, so its terms are
-    structurally the fold's); returns how many had bounds."""
-    want = [_FoldView(arena, vocab).canonical(t) for t in terms]
-    size = len(arena.kind)
-    view = CountView(arena, vocab)
-    got = [view.canonical(t) for t in terms]
-    assert got == want
-    assert len(arena.kind) == size
-    return sum(bool(b) for _, b in want)
-
-
-def _random_count_regex(rng: random.Random) -> str:
-    atoms = ["[a-z]", "[a-z0-9-]", "[0-9]", "[abx]", "ab", r"\."]
-    parts = []
-    for _ in range(rng.randint(2, 7)):
-        atom = rng.choice(atoms)
-        lo = rng.randint(0, 3)
-        hi = rng.choice([lo + 1, 16, 20, 40, 61])
-        part = f"{atom}{{{lo},{hi}}}" if rng.random() < 0.7 else f"{atom}*"
-        if rng.random() < 0.3:
-            part = f"(?:{part}{rng.choice(atoms)})?"
-        if rng.random() < 0.2:
-            part = f"(?:{part}|{rng.choice(atoms)}{{0,{rng.randint(16, 30)}}})"
-        parts.append(part)
-    return "".join(parts) + "!"
-
-
-def test_suffix_memo_gives_the_fold_on_random_regexes(vocab) -> None:
-    rng = random.Random(22)
-    with_bounds = 0
-    for _ in range(40):
-        pattern = _random_count_regex(rng)
-        g = compile_regex(pattern, vocab)
-        with_bounds += _assert_same_canonical(g.dfa.arena, vocab, _state_terms(g, 120))
-    assert with_bounds > 100  # the shared counts were met, not only plain terms
-
-
-@pytest.mark.slow
-def test_suffix_memo_gives_the_fold_on_cold_schemas(smollm2_vocab) -> None:
-    cases = json.loads(COLD_SCHEMAS.read_text())
-    with_bounds = 0
-    for case in cases.values():
-        clear_cache()
-        g = compile_json_schema(case["schema"], smollm2_vocab)
-        if not hasattr(g.dfa, "arena"):
-            continue  # a grammar automaton (the recursive schema): no regex terms
-        text = json.dumps(case["instance"], separators=(",", ":")).encode()
-        states = [g.dfa.walk(g.dfa.initial, text[:i]) for i in range(len(text) + 1)]
-        terms = [g.dfa.term(s) for s in states if s >= 0] + _state_terms(g, 300)
-        with_bounds += _assert_same_canonical(g.dfa.arena, smollm2_vocab, terms)
-    assert with_bounds > 0  # the formats schema's hostname and email counts

@@ -638,25 +638,22 @@ def rescore_evidence(path: Path, docs: list[scoring.Document]) -> dict:
     return _rescored(path, docs, "evidence", fix)
 
 
-def rescore_numbers(path: Path, docs: list[scoring.Document], messages: list[Any]) -> dict:
-    """The structgen peers of an earlier ``--json`` file (run with ``evidence: false,
-    score_numbers: false``) with each copied number chosen again among the text's
-    numerals by score (``structgen.extraction.numbers``), then the evidence pass: what
-    ``extract(score_numbers=True)`` returns for the same greedy generations (both passes
-    run on each output as it finishes, with ``score_numbers=True``). Returns rows named
-    ``PEER+numbers``.
-    """
+def _rescore_scored(
+    path: Path, docs: list[scoring.Document], messages: list[Any], name: str, choose: Any
+) -> dict:
+    """The structgen peers of an earlier ``--json`` file with ``choose`` (a scored pass
+    of ``structgen.extraction`` taking ``engine, schema, prompts, raw_texts, texts,
+    copied_fields``) run on each output, then the evidence pass. Rows ``PEER+name``."""
     from structgen import Engine
     from structgen.extraction.copy import copy_constraint
     from structgen.extraction.evidence import apply_evidence
-    from structgen.extraction.numbers import choose_numbers
 
     engine = Engine()
 
     def fix(i: int, doc: scoring.Document, rec: dict) -> dict:
         if rec["finish_reason"] in ("stop", "length") and rec["raw_text"]:
             copied = copy_constraint(doc.schema, doc.text).copied_fields
-            (raw,) = choose_numbers(
+            (raw,) = choose(
                 engine, doc.schema, [messages[i]], [rec["raw_text"]], [doc.text], [copied]
             )
             if raw != rec["raw_text"]:
@@ -665,7 +662,20 @@ def rescore_numbers(path: Path, docs: list[scoring.Document], messages: list[Any
             rec["value"], _ = apply_evidence(doc.schema, doc.text, rec["value"])
         return rec
 
-    return _rescored(path, docs, "numbers", fix)
+    return _rescored(path, docs, name, fix)
+
+
+def rescore_numbers(path: Path, docs: list[scoring.Document], messages: list[Any]) -> dict:
+    """The structgen peers of an earlier ``--json`` file (run with ``evidence: false,
+    score_numbers: false``) with each copied number chosen again among the text's
+    numerals by score (``structgen.extraction.numbers``), then the evidence pass: what
+    ``extract(score_numbers=True)`` returns for the same greedy generations (both passes
+    run on each output as it finishes, with ``score_numbers=True``). Returns rows named
+    ``PEER+numbers``.
+    """
+    from structgen.extraction.numbers import choose_numbers
+
+    return _rescore_scored(path, docs, messages, "numbers", choose_numbers)
 
 
 def rescore_overlaps(path: Path, docs: list[scoring.Document], messages: list[Any]) -> dict:
@@ -675,26 +685,9 @@ def rescore_overlaps(path: Path, docs: list[scoring.Document], messages: list[An
     ``extract(score_overlaps=True)`` returns for the same greedy generations. Returns rows
     named ``PEER+overlaps``.
     """
-    from structgen import Engine
-    from structgen.extraction.copy import copy_constraint
-    from structgen.extraction.evidence import apply_evidence
     from structgen.extraction.overlaps import choose_overlaps
 
-    engine = Engine()
-
-    def fix(i: int, doc: scoring.Document, rec: dict) -> dict:
-        if rec["finish_reason"] in ("stop", "length") and rec["raw_text"]:
-            copied = copy_constraint(doc.schema, doc.text).copied_fields
-            (raw,) = choose_overlaps(
-                engine, doc.schema, [messages[i]], [rec["raw_text"]], [doc.text], [copied]
-            )
-            if raw != rec["raw_text"]:
-                rec["raw_text"], rec["value"] = raw, json.loads(raw)
-        if rec["value"] is not None:
-            rec["value"], _ = apply_evidence(doc.schema, doc.text, rec["value"])
-        return rec
-
-    return _rescored(path, docs, "overlaps", fix)
+    return _rescore_scored(path, docs, messages, "overlaps", choose_overlaps)
 
 
 def peer_messages(doc: scoring.Document, style: str | None = None) -> list[dict] | str:

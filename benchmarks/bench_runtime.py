@@ -75,6 +75,7 @@ def alternate_runs(runs: dict[str, Callable[[], float]], repeats: int) -> dict[s
     for r in range(repeats):
         for name in names if r % 2 == 0 else names[::-1]:
             out[name].append(runs[name]())
+            print(f"round {r + 1}/{repeats} {name}: {out[name][-1]:.2f}", flush=True)
     return out
 
 

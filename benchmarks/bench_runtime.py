@@ -22,8 +22,10 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -34,6 +36,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_e2e import PROMPT, bench_structgen, bench_transformers  # noqa: E402
 
 from structgen import Engine, SamplingParams  # noqa: E402
+from structgen.errors import ConfigError  # noqa: E402
 
 WORDS = (
     "the model reads pages of text and the cache keeps what was computed before so that "
@@ -46,17 +49,69 @@ def _random_prompt_ids(engine: Engine, rng: random.Random, n_tokens: int) -> lis
     return engine.tokenizer.encode(text, add_special_tokens=False)[:n_tokens]
 
 
-def workload_throughput(engine: Engine, n: int, batch1_sample: int, seed: int = 0) -> dict:
+def alternate_runs(runs: dict[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
+    """Call each of ``runs`` ``repeats`` times, interleaved so that every one sees the same load.
+
+    The order reverses every other round (A B, B A, A B, ...), so a load that drifts during
+    the benchmark weighs on each run alike.
+
+    Args:
+        runs: name -> a callable returning one measurement (here tokens/s, a float).
+        repeats: rounds, >= 1.
+
+    Returns:
+        name -> the ``repeats`` measurements in the order they were taken.
+
+    Raises:
+        ConfigError: ``repeats`` < 1 or no runs.
+    """
+    if repeats < 1 or not runs:
+        raise ConfigError(
+            f"alternate_runs: need repeats >= 1 and at least one run, got repeats={repeats}, "
+            f"runs={list(runs)}"
+        )
+    out: dict[str, list[float]] = {name: [] for name in runs}
+    names = list(runs)
+    for r in range(repeats):
+        for name in names if r % 2 == 0 else names[::-1]:
+            out[name].append(runs[name]())
+            print(f"round {r + 1}/{repeats} {name}: {out[name][-1]:.2f}", flush=True)
+    return out
+
+
+def workload_throughput(
+    engine: Engine, n: int, batch1_sample: int, seed: int = 0, repeats: int = 1
+) -> dict:
+    """Workload 1: structgen's continuous batching vs transformers' batched ``generate``.
+
+    With ``repeats`` > 1 the two engines alternate (``alternate_runs``) on the same requests
+    and the reported rates are medians; structgen's prefix cache is flushed before each run.
+    Returns rates in output tokens/s; ``*_runs`` hold every run's rate in the order taken.
+    """
     rng = random.Random(seed)
     prompts = [_random_prompt_ids(engine, rng, rng.randint(100, 800)) for _ in range(n)]
     outs = [rng.randint(50, 300) for _ in range(n)]
     params = [SamplingParams(max_tokens=m, temperature=0.0, ignore_eos=True) for m in outs]
-    peak = _track_kv_peak(engine)
-    t0 = time.perf_counter()
-    res = engine.generate(prompts, params, use_tqdm=True)
-    sg_time = time.perf_counter() - t0
-    kv = peak.stop()
-    total_out = sum(len(r.token_ids) for r in res)
+    kv_peaks: list[float] = []
+    hf_model = []
+
+    def structgen_run() -> float:
+        engine.flush_cache()
+        peak = _track_kv_peak(engine)
+        t0 = time.perf_counter()
+        res = engine.generate(prompts, params, use_tqdm=True)
+        dt = time.perf_counter() - t0
+        kv_peaks.append(peak.stop())
+        return sum(len(r.token_ids) for r in res) / dt
+
+    def transformers_run() -> float:
+        if not hf_model:
+            from bench_models import _hf_llama
+
+            hf_model.append(_hf_llama())  # float weights: the engine's may be quantized
+        return _transformers_throughput(hf_model[0], prompts, outs)
+
+    rates = alternate_runs({"structgen": structgen_run, "transformers": transformers_run}, repeats)
     # structgen batch-1 on a sample
     b1_tokens, b1_time = 0, 0.0
     for p, sp in zip(prompts[:batch1_sample], params[:batch1_sample]):
@@ -64,17 +119,18 @@ def workload_throughput(engine: Engine, n: int, batch1_sample: int, seed: int = 
         t0 = time.perf_counter()
         b1_tokens += len(engine.generate([p], sp)[0].token_ids)
         b1_time += time.perf_counter() - t0
-    hf_tps = _transformers_throughput(engine, prompts, outs)
     max_len = max(len(p) + m for p, m in zip(prompts, outs))
     static_live = sum(len(p) + m for p, m in zip(prompts, outs)) / (n * max_len)
     return {
-        "structgen_tps": total_out / sg_time,
-        "batch1_tps": b1_tokens / b1_time,
-        "hf_tps": hf_tps,
-        "kv_live_fraction": kv,
+        "structgen_tps": statistics.median(rates["structgen"]),
+        "batch1_tps": b1_tokens / b1_time if b1_time else float("nan"),
+        "hf_tps": statistics.median(rates["transformers"]),
+        "structgen_runs": rates["structgen"],
+        "hf_runs": rates["transformers"],
+        "kv_live_fraction": kv_peaks[0],
         "static_live_fraction": static_live,
         "n": n,
-        "output_tokens": total_out,
+        "output_tokens": sum(outs),
     }
 
 
@@ -101,10 +157,7 @@ class _track_kv_peak:
         return self.best[1]
 
 
-def _transformers_throughput(engine: Engine, prompts: list[list[int]], outs: list[int]) -> float:
-    from bench_models import _hf_llama
-
-    model = _hf_llama()  # float weights: the engine's may be quantized (quantization "auto")
+def _transformers_throughput(model, prompts: list[list[int]], outs: list[int]) -> float:
     width = max(len(p) for p in prompts)
     ids = torch.zeros((len(prompts), width), dtype=torch.int64)
     mask = torch.zeros_like(ids)
@@ -224,6 +277,12 @@ def main() -> None:
     )
     ap.add_argument("--batch1-sample", type=int, default=4)
     ap.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="workload 1: runs per engine, structgen and transformers alternating; medians",
+    )
+    ap.add_argument(
         "--workloads",
         default="1,2,3,4",
         help="comma-separated workloads to run (5, KV memory, comes with 1)",
@@ -233,6 +292,8 @@ def main() -> None:
     n = args.requests if args.requests is not None else (16 if args.quick else 64)
     if n < 1:
         ap.error(f"--requests must be >= 1, got {n}")
+    if args.repeats < 1:
+        ap.error(f"--repeats must be >= 1, got {args.repeats}")
     todo = {int(w) for w in args.workloads.split(",")}
 
     def factory(**kw):
@@ -240,7 +301,7 @@ def main() -> None:
 
     rows = []
     if 1 in todo:
-        rows += _throughput_rows(factory, n, args.batch1_sample)
+        rows += _throughput_rows(factory, n, args.batch1_sample, args.repeats)
     if 2 in todo:
         sp = workload_shared_prefix(factory, 8 if args.quick else 32)
         rows.append(
@@ -281,10 +342,18 @@ def main() -> None:
         )
 
 
-def _throughput_rows(factory, n: int, batch1_sample: int) -> list[tuple[str, str, str, str]]:
+def _throughput_rows(
+    factory, n: int, batch1_sample: int, repeats: int = 1
+) -> list[tuple[str, str, str, str]]:
     """Rows of workloads 1 (throughput) and 5 (KV memory at its peak)."""
     engine = factory()
-    tp = workload_throughput(engine, n, batch1_sample)
+    tp = workload_throughput(engine, n, batch1_sample, repeats=repeats)
+    if repeats > 1:
+        pairs = zip(tp["structgen_runs"], tp["hf_runs"])
+        print(
+            "workload 1 runs, structgen / transformers tok/s in the order taken: "
+            + ", ".join(f"{a:.1f} / {b:.1f}" for a, b in pairs)
+        )
     return [
         (
             f"1. throughput tok/s, {n} req (vs transformers batched)",

@@ -69,6 +69,13 @@
 #include <stdint.h>
 #include <string.h>
 
+/* walk_direct's row builder, with csrc/regex_derive.h's derivatives (that header's module
+ * functions and the lowering's helpers are unused here) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "dfa_rows.h"
+#pragma GCC diagnostic pop
+
 typedef struct {
     Py_buffer rows, slot;
     int held;
@@ -117,6 +124,29 @@ static int tables_fetch_byte(Tables *t, PyObject *fn, long s, long b) {
 
 static int tables_fetch(Tables *t, PyObject *fn, long s) { return tables_fetch_byte(t, fn, s, -1); }
 
+/* Hold the ByteDFA's own _rows and _slot as they are now (after dfa_build), read-only. */
+static int tables_direct(Tables *t, DfaView *v) {
+    tables_release(t);
+    if (PyObject_GetBuffer(v->arr[DV_ROWS], &t->rows, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (PyObject_GetBuffer(v->arr[DV_SLOT], &t->slot, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&t->rows);
+        return -1;
+    }
+    t->held = 1;
+    return 0;
+}
+
+/* The work of row_tables(s, b) (b >= 0) or row_tables(s) (b < 0): in C when view is given and
+ * dfa_build takes it (a direct build implies the fused call), else through fn. */
+static int tables_build(Tables *t, PyObject *fn, DfaView *v, long s, long b) {
+    if (v && b >= 0) {
+        int done = dfa_build(v, s, (int)b);
+        if (done < 0) return -1;
+        if (done) return tables_direct(t, v);
+    }
+    return tables_fetch_byte(t, fn, s, b);
+}
+
 #define PENDING (-2) /* a row entry whose byte class is not derived yet (ByteDFA.PENDING) */
 
 static int get(PyObject *obj, Py_buffer *b, int writable, Py_ssize_t itemsize, const char *name) {
@@ -149,7 +179,7 @@ static inline const int32_t *row_of(const Tables *t, long s) {
 static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
                 const int32_t *token, Py_ssize_t n, int32_t *stack, const int32_t **rowp,
                 Py_ssize_t stack_n, int32_t *out, uint32_t *mask, Py_ssize_t vocab, long state,
-                Tables *t, PyObject *fn, int fused) {
+                Tables *t, PyObject *fn, int fused, DfaView *view) {
     long visited = 0;
     for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
     PyThreadState *ts = PyEval_SaveThread();
@@ -169,7 +199,7 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
             if (!row) { /* not built yet: build it, refetch the tables, drop cached rows */
                 PyEval_RestoreThread(ts);
                 /* fused: one call builds the row and derives the class of the byte read */
-                if (tables_fetch_byte(t, fn, s, fused ? byte[i] : -1) < 0) return -1;
+                if (tables_build(t, fn, view, s, fused ? byte[i] : -1) < 0) return -1;
                 for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
                 row = row_of(t, s);
                 if (!row) {
@@ -184,7 +214,7 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
         if (nxt == PENDING) { /* derive the byte's class, refetch the tables, drop cached rows */
             int32_t s = stack[d - 1];
             PyEval_RestoreThread(ts);
-            if (tables_fetch_byte(t, fn, s, byte[i]) < 0) return -1;
+            if (tables_build(t, fn, view, s, byte[i]) < 0) return -1;
             for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
             row = row_of(t, s);
             if (!row || row[byte[i]] == PENDING) {
@@ -225,11 +255,11 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
     return visited;
 }
 
-static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused) {
-    if (nargs != 9) {
+static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, int direct) {
+    if (nargs != 9 + direct) {
         PyErr_Format(PyExc_TypeError,
-                     "%s(byte, depth, skip, token, stack, out, mask, state, row_tables)",
-                     fused ? "walk_fused" : "walk");
+                     "%s(byte, depth, skip, token, stack, out, mask, state, row_tables%s)",
+                     direct ? "walk_direct" : fused ? "walk_fused" : "walk", direct ? ", dfa" : "");
         return NULL;
     }
     long state = PyLong_AsLong(args[7]);
@@ -252,7 +282,13 @@ static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused) {
     }
     long visited = -1;
     Tables t = {.held = 0};
-    if (got == 7) {
+    DfaView view, *vp = NULL;
+    int ready = got == 7;
+    if (ready && direct) { /* the ByteDFA's tables, closed below whether or not it opened */
+        vp = &view;
+        ready = dfa_open(vp, args[9]) == 0;
+    }
+    if (ready) {
         Py_ssize_t n = b[0].len, vocab = has_out ? b[5].len / 4 : b[6].len / 4 * 32;
         if (b[1].len != 4 * n || b[2].len != 4 * n || b[3].len != 4 * n || b[4].len < 4) {
             PyErr_SetString(PyExc_ValueError, "byte, depth, skip, token: one entry per node");
@@ -266,12 +302,13 @@ static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused) {
             } else {
                 visited = run(b[0].buf, b[1].buf, b[2].buf, b[3].buf, n, b[4].buf, rowp,
                               stack_n, has_out ? b[5].buf : NULL, b[6].buf, vocab, state, &t,
-                              args[8], fused);
+                              args[8], fused, vp);
                 PyMem_Free(rowp);
             }
         }
     }
     tables_release(&t);
+    if (vp) dfa_close(vp);
     for (int k = 0; k < got; k++)
         if (k != 5 || has_out) PyBuffer_Release(&b[k]);
     if (visited < 0) return NULL;
@@ -280,7 +317,7 @@ static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused) {
 
 static PyObject *walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    return walk_impl(args, nargs, 0);
+    return walk_impl(args, nargs, 0, 0);
 }
 
 /* walk_fused: walk with a missing row built by row_tables(s, b) (b the byte read from s),
@@ -288,7 +325,15 @@ static PyObject *walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
  * calls row_tables(s) and then row_tables(s, b) for the PENDING entry it finds. */
 static PyObject *walk_fused(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    return walk_impl(args, nargs, 1);
+    return walk_impl(args, nargs, 1, 0);
+}
+
+/* walk_direct: walk_fused whose missing rows and pending classes of a ByteDFA `dfa` (args[9])
+ * are built in C over its own tables (csrc/dfa_rows.h), row_tables called only where
+ * dfa_build does not take the build (an arena with AND / NOT, the row budget reached). */
+static PyObject *walk_direct(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    return walk_impl(args, nargs, 1, 1);
 }
 
 /* walk_bytes(data, state, row_tables) -> the state after reading data from state, -1 if it
@@ -561,6 +606,8 @@ static PyMethodDef methods[] = {
      "walk(byte, depth, skip, token, stack, out, mask, state, row_tables) -> live nodes"},
     {"walk_fused", (PyCFunction)(void (*)(void))walk_fused, METH_FASTCALL,
      "walk_fused(...): walk, a missing row built with row_tables(s, b) -> live nodes"},
+    {"walk_direct", (PyCFunction)(void (*)(void))walk_direct, METH_FASTCALL,
+     "walk_direct(..., row_tables, dfa): walk_fused, a ByteDFA's rows built in C -> live nodes"},
     {"row_form", row_form, METH_O, "row_form(mask) -> bytes | (mask, address, n) | None"},
     {"bind_tensor_type", bind_tensor_type, METH_O,
      "bind_tensor_type(torch.Tensor) -> bool: fill_row's checks call its descriptors directly"},
@@ -574,7 +621,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tokentrie",
 PyMODINIT_FUNC PyInit__tokentrie(void) {
     str_version = PyUnicode_InternFromString("_version");
     str_data_ptr = PyUnicode_InternFromString("data_ptr");
-    if (!str_version || !str_data_ptr) return NULL;
+    if (!str_version || !str_data_ptr || dfa_rows_init() < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     /* the walks read PENDING row entries (ByteDFA rows built for them): an extension without
      * this constant would take them for dead bytes, so trie.py builds whole rows for it */

@@ -29,8 +29,15 @@
  *   byte read from s: one call builds the row (its classes PENDING) and derives b's class
  *   (ByteDFA.row_tables takes both), where walk makes two (row_tables(s), then (s, b)).
  *
+ *   walk_direct(same arguments, dfa) -> the same as walk_fused for a ByteDFA dfa, whose missing
+ *   rows and pending classes are built here in C over its own tables (csrc/dfa_rows.h: the
+ *   same rows, state ids and order as row_tables(s, b)); row_tables is called only where that
+ *   builder declines (an arena with AND / NOT terms, the row budget reached).
+ *
  *   walk_bytes(data, state, row_tables) -> state after the bytes, -1 if dead (one token's
  *   step when its mask is known: the rows on its path were built by the mask's walk).
+ *   walk_bytes_direct(data, state, row_tables, dfa) -> the same, a ByteDFA's tables read and
+ *   its rows built as walk_direct's.
  *
  *   fill_row(dst, tensor, row, words) -> bool: the per-token write of a packed mask into
  *   one row of a CPU int32 bitmask tensor (Matcher.fill_bitmask, structgen/fsm/index/masks.py).
@@ -294,7 +301,7 @@ static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, i
             PyErr_SetString(PyExc_ValueError, "byte, depth, skip, token: one entry per node");
         } else if (b[6].len / 4 < (vocab + 31) / 32) {
             PyErr_SetString(PyExc_ValueError, "mask: fewer than ceil(len(out) / 32) words");
-        } else if (tables_fetch(&t, args[8], -1) == 0) {
+        } else if ((vp ? tables_direct(&t, vp) : tables_fetch(&t, args[8], -1)) == 0) {
             Py_ssize_t stack_n = b[4].len / 4;
             const int32_t **rowp = PyMem_Malloc((size_t)stack_n * sizeof(*rowp));
             if (!rowp) {
@@ -336,12 +343,43 @@ static PyObject *walk_direct(PyObject *self, PyObject *const *args, Py_ssize_t n
     return walk_impl(args, nargs, 1, 1);
 }
 
+/* Hold a ByteDFA's own _rows and _slot (walk_bytes_direct's first look, no callback). */
+static int tables_of_dfa(Tables *t, PyObject *dfa) {
+    PyObject *rows = PyObject_GetAttrString(dfa, "_rows");
+    PyObject *slot = rows ? PyObject_GetAttrString(dfa, "_slot") : NULL;
+    int rc = -1;
+    if (slot) {
+        tables_release(t);
+        if (PyObject_GetBuffer(rows, &t->rows, PyBUF_C_CONTIGUOUS) == 0) {
+            if (PyObject_GetBuffer(slot, &t->slot, PyBUF_C_CONTIGUOUS) == 0) {
+                t->held = 1;
+                rc = 0;
+            } else {
+                PyBuffer_Release(&t->rows);
+            }
+        }
+    }
+    Py_XDECREF(rows);
+    Py_XDECREF(slot);
+    return rc;
+}
+
+/* The entry of byte b in the held row of state s: the entry, PENDING, or -3 when the row is
+ * not built. */
+static inline int32_t entry_of(const Tables *t, long s, int b) {
+    const int32_t *row = row_of(t, s);
+    return row ? row[b] : -3;
+}
+
 /* walk_bytes(data, state, row_tables) -> the state after reading data from state, -1 if it
- * dies (ByteDFA.walk over built rows; rows missing on the way are built via row_tables). */
-static PyObject *walk_bytes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "walk_bytes(data, state, row_tables)");
+ * dies (ByteDFA.walk over built rows; rows missing on the way are built via row_tables).
+ * walk_bytes_direct(data, state, row_tables, dfa): the same with a ByteDFA's tables read
+ * directly and its missing rows and pending classes built in C (csrc/dfa_rows.h, opened on
+ * the first build), row_tables called only where dfa_build does not take the build. */
+static PyObject *walk_bytes_impl(PyObject *const *args, Py_ssize_t nargs, int direct) {
+    if (nargs != 3 + direct) {
+        PyErr_SetString(PyExc_TypeError, direct ? "walk_bytes_direct(data, state, row_tables, dfa)"
+                                                : "walk_bytes(data, state, row_tables)");
         return NULL;
     }
     long s = PyLong_AsLong(args[1]);
@@ -349,36 +387,34 @@ static PyObject *walk_bytes(PyObject *self, PyObject *const *args, Py_ssize_t na
     Py_buffer data;
     if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
     Tables t = {.held = 0};
-    int failed = tables_fetch(&t, args[2], -1) < 0;
+    DfaView view, *vp = NULL;
+    int failed = (direct ? tables_of_dfa(&t, args[3]) : tables_fetch(&t, args[2], -1)) < 0;
     const uint8_t *p = data.buf;
     for (Py_ssize_t i = 0; !failed && s >= 0 && i < data.len; i++) {
-        Py_ssize_t n_slot = t.slot.len / 8, n_rows = t.rows.len / (256 * 4);
-        int64_t r = s < n_slot ? ((const int64_t *)t.slot.buf)[s] : -1;
-        if (r < 0 || r >= n_rows) {
+        int32_t nxt = entry_of(&t, s, p[i]);
+        if (nxt == -3 && !direct) { /* not built: row_tables(s), then its byte if pending */
             if (tables_fetch(&t, args[2], s) < 0) {
                 failed = 1;
                 break;
             }
-            n_slot = t.slot.len / 8;
-            n_rows = t.rows.len / (256 * 4);
-            r = s < n_slot ? ((const int64_t *)t.slot.buf)[s] : -1;
-            if (r < 0 || r >= n_rows) {
+            nxt = entry_of(&t, s, p[i]);
+            if (nxt == -3) {
                 PyErr_Format(PyExc_ValueError, "row_tables(%ld) did not build the row", s);
                 failed = 1;
                 break;
             }
         }
-        int32_t nxt = ((const int32_t *)t.rows.buf)[r * 256 + p[i]];
-        if (nxt == PENDING) {
-            if (tables_fetch_byte(&t, args[2], s, p[i]) < 0) {
+        if (nxt == -3 || nxt == PENDING) { /* build the row / derive the byte's class */
+            if (direct && !vp) {
+                vp = &view;
+                failed = dfa_open(vp, args[3]) < 0;
+            }
+            if (failed || tables_build(&t, args[2], vp, s, p[i]) < 0) {
                 failed = 1;
                 break;
             }
-            n_slot = t.slot.len / 8;
-            n_rows = t.rows.len / (256 * 4);
-            r = s < n_slot ? ((const int64_t *)t.slot.buf)[s] : -1;
-            nxt = (r < 0 || r >= n_rows) ? PENDING : ((const int32_t *)t.rows.buf)[r * 256 + p[i]];
-            if (nxt == PENDING) {
+            nxt = entry_of(&t, s, p[i]);
+            if (nxt == -3 || nxt == PENDING) {
                 PyErr_Format(PyExc_ValueError, "row_tables(%ld, %d) did not derive the class", s,
                              (int)p[i]);
                 failed = 1;
@@ -388,9 +424,20 @@ static PyObject *walk_bytes(PyObject *self, PyObject *const *args, Py_ssize_t na
         s = nxt;
     }
     tables_release(&t);
+    if (vp) dfa_close(vp);
     PyBuffer_Release(&data);
     if (failed) return NULL;
     return PyLong_FromLong(s < 0 ? -1 : s);
+}
+
+static PyObject *walk_bytes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    return walk_bytes_impl(args, nargs, 0);
+}
+
+static PyObject *walk_bytes_direct(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    return walk_bytes_impl(args, nargs, 1);
 }
 
 static PyObject *str_version, *str_data_ptr; /* interned at module init */
@@ -600,6 +647,8 @@ static PyObject *row_form(PyObject *self, PyObject *mask) {
 static PyMethodDef methods[] = {
     {"walk_bytes", (PyCFunction)(void (*)(void))walk_bytes, METH_FASTCALL,
      "walk_bytes(data, state, row_tables) -> state after data, -1 if it dies"},
+    {"walk_bytes_direct", (PyCFunction)(void (*)(void))walk_bytes_direct, METH_FASTCALL,
+     "walk_bytes_direct(data, state, row_tables, dfa): walk_bytes, a ByteDFA's rows built in C"},
     {"fill_row", (PyCFunction)(void (*)(void))fill_row, METH_FASTCALL,
      "fill_row(dst, tensor, row, words | forms, state) -> bool | None: write one mask row"},
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,

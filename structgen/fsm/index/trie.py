@@ -154,11 +154,14 @@ def set_bits(mask: np.ndarray, ids: np.ndarray) -> None:
 
 def walk_bytes(dfa, state: int, data: bytes) -> int:
     """``dfa.walk(state, data)`` (-1 if it dies), through built rows in C where the
-    extension is built (rows missing on the way are built). Raises: GrammarTooComplexError
-    when building a row exceeds a budget.
+    extension is built (rows missing on the way are built: in C for a ``ByteDFA`` whose C
+    walk is ``walk_direct``, see ``_walk_c``). Raises: GrammarTooComplexError when building
+    a row exceeds a budget.
     """
     if _c is None:
         return dfa.walk(state, data)
+    if _walk_c(dfa) is getattr(_c, "walk_direct", None) and hasattr(_c, "walk_bytes_direct"):
+        return _c.walk_bytes_direct(data, int(state), _tables(dfa), dfa)
     return _c.walk_bytes(data, int(state), _tables(dfa))
 
 

@@ -1,10 +1,12 @@
-"""The C walk's own row builder (``walk_direct``, ``csrc/dfa_rows.h``) against the callback.
+"""The C walks' own row builder (``walk_direct``, ``walk_bytes_direct``, ``csrc/dfa_rows.h``)
+against the callback.
 
 ``walk_direct`` builds a ``ByteDFA``'s missing rows and derives its ``PENDING`` classes in C
 over the automaton's own tables, where ``walk_fused`` calls ``ByteDFA.row_tables(state,
-byte)`` (Python) for each. The reference is ``walk_fused``: twin automata of one pattern
-(built with no rows) walk the same states over SmolLM2's trie, one with each walk, and after
-every walk their masks, next states, arenas (every term, in interning order) and tables
+byte)`` (Python) for each (``walk_bytes_direct`` / ``walk_bytes`` likewise for one token).
+The reference is the callback: twin automata of one pattern (built with no rows) step the
+same tokens and walk the same states over SmolLM2's trie, one each way, and after every
+step and walk their results, next states, arenas (every term, in interning order) and tables
 (terms, row slots, rows with their ``PENDING`` entries, accepting flags, live-byte counts,
 rows left pending) must be equal; then every row is completed (``ByteDFA.row``: the C walk's
 ``_pending`` entries rebuilt from the rows) and compared again. Patterns: the cold
@@ -70,9 +72,11 @@ def _walk(dfa: ByteDFA, tt, state: int, direct: bool) -> tuple[np.ndarray, np.nd
     return out, mask
 
 
-def _compare_walks(tt, pattern: str, definitions, prefixes: list[bytes]) -> int:
-    """Twin automata walked at the states after ``prefixes``, then breadth-first over the
-    states the walks found (up to MAX_STATES_WALKED walks); returns the walks compared."""
+def _compare_walks(vocab, pattern: str, definitions, prefixes: list[bytes]) -> int:
+    """Twin automata at the states after ``prefixes``: 30 random tokens stepped from each
+    (``walk_bytes``), then masks walked there and breadth-first over the states found (up to
+    MAX_STATES_WALKED walks) over ``vocab``'s trie; returns the walks compared."""
+    tt = vocab.token_trie
     # the first compile of a pattern fills process-wide caches (byte-class recipes) that
     # change the interning order of later ones: twins are the two compiles after it
     _, ref, new = (
@@ -97,6 +101,19 @@ def _compare_walks(tt, pattern: str, definitions, prefixes: list[bytes]) -> int:
         assert new.walk(new.initial, p) == s
         if s >= 0 and s not in starts:
             starts.append(s)
+    rng = random.Random(len(pattern))
+    tokens = [t for t in vocab.token_bytes if t]
+    for s in starts[:20]:  # single tokens first (walk_bytes builds their rows, cold)
+        for data in rng.sample(tokens, 30):
+            got = []
+            for dfa, direct in ((ref, False), (new, True)):
+                trie.use_direct_rows(direct)
+                try:
+                    got.append(trie.walk_bytes(dfa, s, data))
+                finally:
+                    trie.use_direct_rows(True)
+            assert got[0] == got[1], (pattern[:80], s, data)
+            assert _tables(ref) == _tables(new), (pattern[:80], s, data)
     walked, k = 0, 0
     while walked < MAX_STATES_WALKED:
         if k < len(starts):
@@ -136,7 +153,7 @@ def test_direct_rows_equal_callback_rows_on_cold_schemas(smollm2_vocab, name) ->
     pattern, definitions = _schema_pattern(entry["schema"], smollm2_vocab)
     text = json.dumps(entry["instance"], separators=(",", ":")).encode()
     prefixes = [text[:i] for i in range(len(text) + 1)]
-    assert _compare_walks(smollm2_vocab.token_trie, pattern, definitions, prefixes) > 10
+    assert _compare_walks(smollm2_vocab, pattern, definitions, prefixes) > 10
 
 
 @pytest.mark.slow
@@ -159,7 +176,7 @@ def test_direct_rows_equal_callback_rows_on_maskbench(smollm2_vocab, subset) -> 
         if valid:
             text = json.dumps(valid[0], separators=(",", ":")).encode()
             prefixes += [text[:i] for i in range(1, len(text) + 1, 3)]
-        _compare_walks(smollm2_vocab.token_trie, *got, prefixes)
+        _compare_walks(smollm2_vocab, *got, prefixes)
         compared += 1
         if compared == 2:
             break
@@ -188,10 +205,9 @@ def _random_regex(rng: random.Random, depth: int = 0) -> str:
 
 def test_direct_rows_equal_callback_rows_on_random_regexes(smollm2_vocab) -> None:
     rng = random.Random(2022)
-    tt = smollm2_vocab.token_trie
     for _ in range(30):
         pattern = "".join(_random_regex(rng) for _ in range(rng.randint(1, 4)))
-        _compare_walks(tt, pattern, None, [b""])
+        _compare_walks(smollm2_vocab, pattern, None, [b""])
 
 
 def test_direct_rows_hand_back_an_intersection(smollm2_vocab) -> None:
@@ -200,7 +216,7 @@ def test_direct_rows_hand_back_an_intersection(smollm2_vocab) -> None:
     p = [chr(PLACEHOLDER_BASE + i) for i in range(3)]
     definitions = ["[a-z]{2,9}", "(?:ab|cd|ef)+", INTERSECT + p[0] + p[1]]
     pattern = f'"{p[2]}"|[0-9]+{p[0]}'
-    assert _compare_walks(smollm2_vocab.token_trie, pattern, definitions, [b"", b'"', b'"ab']) > 3
+    assert _compare_walks(smollm2_vocab, pattern, definitions, [b"", b'"', b'"ab']) > 3
 
 
 @pytest.mark.slow

@@ -15,6 +15,8 @@
  *     b's class derived, or b's pending class derived); 0: not taken here (the arena holds
  *     AND / NOT terms, or the row budget is reached: the caller calls row_tables(s, b), whose
  *     Python path decides emptiness or raises the budget error); -1 with an error set.
+ *   dfa_build(view, s, -1) -> the same for ByteDFA.row(s): the row of s built whole, or
+ *     its pending classes all derived (by lowest byte, as _derive_all).
  *
  * The interpreter is entered only to grow a table (ByteDFA._grow_states, _new_row_slot: each
  * doubles it), for a term deeper than regex_derive.h's SHALLOW or of kind UNTIL (as there), and
@@ -178,7 +180,7 @@ static int dfa_mark_pending(DfaView *v, long s, int left) {
     return rc;
 }
 
-/* dfa_build's work, under the lock */
+/* dfa_build's work (b >= 0) or dfa_build_whole's (b < 0), under the lock */
 static int dfa_build_locked(DfaView *v, long s, int b) {
     PyObject *nb = PyObject_GetAttr(v->arena, dv_str_num_boolean);
     long boolean = nb ? PyLong_AsLong(nb) : -1;
@@ -189,7 +191,7 @@ static int dfa_build_locked(DfaView *v, long s, int b) {
         return 0;  /* emptiness is not syntactic: the Python path */
     if (dfa_arrays(v) < 0)
         return -1;
-    if (s < 0 || s >= PyList_GET_SIZE(v->terms) || b < 0 || b > 255) {
+    if (s < 0 || s >= PyList_GET_SIZE(v->terms) || b > 255) {
         PyErr_Format(PyExc_ValueError, "walk_direct: no state %ld / byte %d", s, b);
         return -1;
     }
@@ -214,7 +216,7 @@ static int dfa_build_locked(DfaView *v, long s, int b) {
                 return -1;
         }
         int32_t *row = (int32_t *)v->buf[DV_ROWS].buf + (Py_ssize_t)num_rows * 256;
-        left = row_fill(v->dv, t, row, dfa_state_id, v, b);  /* may grow the state arrays */
+        left = row_fill(v->dv, t, row, dfa_state_id, v, b);  /* b < 0: whole (not lazy) */
         if (left < 0)
             return -1;
         nr = PyLong_FromLong(num_rows + 1);
@@ -231,15 +233,26 @@ static int dfa_build_locked(DfaView *v, long s, int b) {
         return -1;
     }
     int32_t *row = (int32_t *)v->buf[DV_ROWS].buf + slot * 256;
-    if (row[b] != ROW_PENDING)
-        return 1;  /* derived meanwhile (another thread) */
-    left = row_derive_class(v->dv, t, row, b, dfa_state_id, v);
+    if (b >= 0) {
+        if (row[b] != ROW_PENDING)
+            return 1;  /* derived meanwhile (another thread) */
+        left = row_derive_class(v->dv, t, row, b, dfa_state_id, v);
+    } else {  /* every pending class by lowest byte (_derive_all: classes in that order) */
+        left = 0;
+        for (int c = 0; c < 256 && left >= 0; c++)
+            if (row[c] == ROW_PENDING)
+                left = row_derive_class(v->dv, t, row, c, dfa_state_id, v);
+        if (left > 0) {
+            PyErr_SetString(PyExc_SystemError, "dfa_rows: a class left pending");
+            return -1;
+        }
+    }
     if (left < 0)
         return -1;
     return dfa_mark_pending(v, s, left) < 0 ? -1 : 1;
 }
 
-/* See the header: 1 done, 0 not taken here, -1 with an error set. */
+/* See the header: 1 done, 0 not taken here, -1 with an error set. b < 0: dfa_build_whole. */
 static int dfa_build(DfaView *v, long s, int b) {
     PyObject *r = PyObject_CallMethodNoArgs(v->lock, dv_str_acquire);
     if (r == NULL)

@@ -38,6 +38,8 @@
  *   step when its mask is known: the rows on its path were built by the mask's walk).
  *   walk_bytes_direct(data, state, row_tables, dfa) -> the same, a ByteDFA's tables read and
  *   its rows built as walk_direct's.
+ *   build_row_direct(dfa, state) -> True when ByteDFA.row(state)'s work (the whole row) was
+ *   done in C as walk_direct's builds, False when declined (the caller calls dfa.row(state)).
  *
  *   fill_row(dst, tensor, row, words) -> bool: the per-token write of a packed mask into
  *   one row of a CPU int32 bitmask tensor (Matcher.fill_bitmask, structgen/fsm/index/masks.py).
@@ -440,6 +442,24 @@ static PyObject *walk_bytes_direct(PyObject *self, PyObject *const *args, Py_ssi
     return walk_bytes_impl(args, nargs, 1);
 }
 
+/* build_row_direct(dfa, state) -> bool: ByteDFA.row(state)'s work (the row whole, no
+ * PENDING entry) done in C over dfa's tables (csrc/dfa_rows.h); False when that builder
+ * declines (an arena with AND / NOT terms, the row budget reached): call dfa.row(state). */
+static PyObject *build_row_direct(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "build_row_direct(dfa, state)");
+        return NULL;
+    }
+    long s = PyLong_AsLong(args[1]);
+    if (s == -1 && PyErr_Occurred()) return NULL;
+    DfaView view;
+    int done = dfa_open(&view, args[0]) < 0 ? -1 : dfa_build(&view, s, -1);
+    dfa_close(&view);
+    if (done < 0) return NULL;
+    return PyBool_FromLong(done);
+}
+
 static PyObject *str_version, *str_data_ptr; /* interned at module init */
 
 /* The tensor type bound by bind_tensor_type (torch.Tensor) and the descriptors its _version
@@ -647,6 +667,8 @@ static PyObject *row_form(PyObject *self, PyObject *mask) {
 static PyMethodDef methods[] = {
     {"walk_bytes", (PyCFunction)(void (*)(void))walk_bytes, METH_FASTCALL,
      "walk_bytes(data, state, row_tables) -> state after data, -1 if it dies"},
+    {"build_row_direct", (PyCFunction)(void (*)(void))build_row_direct, METH_FASTCALL,
+     "build_row_direct(dfa, state) -> bool: a ByteDFA's whole row built in C (False: declined)"},
     {"walk_bytes_direct", (PyCFunction)(void (*)(void))walk_bytes_direct, METH_FASTCALL,
      "walk_bytes_direct(data, state, row_tables, dfa): walk_bytes, a ByteDFA's rows built in C"},
     {"fill_row", (PyCFunction)(void (*)(void))fill_row, METH_FASTCALL,

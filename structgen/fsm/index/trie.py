@@ -38,6 +38,7 @@ except ImportError:  # pragma: no cover - exercised when the extension is missin
 __all__ = [
     "TokenTrie",
     "HAVE_C_WALK",
+    "build_row",
     "set_bits",
     "use_direct_rows",
     "use_extension",
@@ -163,6 +164,20 @@ def walk_bytes(dfa, state: int, data: bytes) -> int:
     if _walk_c(dfa) is getattr(_c, "walk_direct", None) and hasattr(_c, "walk_bytes_direct"):
         return _c.walk_bytes_direct(data, int(state), _tables(dfa), dfa)
     return _c.walk_bytes(data, int(state), _tables(dfa))
+
+
+def build_row(dfa, state: int) -> None:
+    """``dfa.row(state)``'s work (the row of ``state`` whole, no ``PENDING`` entry), done in
+    C (``build_row_direct``, ``csrc/dfa_rows.h``: the same rows and state ids) for a
+    ``ByteDFA`` whose C walk is ``walk_direct`` (``_walk_c``), else by ``dfa.row``.
+
+    Raises:
+        GrammarTooComplexError: building the row exceeded a budget.
+    """
+    if _c is not None and hasattr(_c, "build_row_direct") and _walk_c(dfa) is _c.walk_direct:
+        if dfa.has_whole_row(state) or _c.build_row_direct(dfa, int(state)):
+            return
+    dfa.row(state)
 
 
 class TokenTrie:

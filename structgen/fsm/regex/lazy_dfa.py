@@ -414,6 +414,12 @@ class ByteDFA:
         row.flags.writeable = False
         return row
 
+    def has_whole_row(self, state: int) -> bool:
+        """True when the row of ``state`` is built with no ``PENDING`` entry (``row`` would
+        build nothing). Raises: never.
+        """
+        return self._slot[state] >= 0 and state not in self._pending
+
     def ensure_rows(self, states: np.ndarray) -> None:
         """Build the rows of every state in ``states`` (int ``[n]``) that lacks one."""
         missing = states[self._slot[states] < 0]

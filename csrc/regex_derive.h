@@ -17,6 +17,10 @@
  *     front(t) (by lowest byte, as _live_classes) to the state of the derivative by its lowest byte: ids
  *     (ByteDFA._ids) read, state_of (ByteDFA._state_of) called for a new term; a literal's row
  *     (one byte, or CONCAT(byte, tail)) without a derivative, as _literal_row.
+ *   The row builder itself (row_fill, for fill_row and csrc/dfa_rows.h) takes the state of a
+ *   term from a StateIdFn (Python's _state_of here, dfa_rows.h's C one there) and can build a
+ *   lazy row for the token-trie walk (ROW_PENDING classes, one derived: _build_row(lazy=True)
+ *   then _derive_class); row_derive_class derives one pending class later.
  *   front(arena, context, t) -> frozenset of int masks
  *     TermArena.front(t), stored in arena._front for t and every subterm on the way, as there.
  *

@@ -253,3 +253,46 @@ def test_direct_rows_masks_along_cold_instances(smollm2_tokenizer, smollm2_vocab
     assert len(masks[0]) == len(masks[1]) == len(ids)
     for k, (a, b) in enumerate(zip(*masks)):
         assert np.array_equal(a, b), (name, k)
+
+
+@pytest.mark.slow
+def test_direct_rows_from_threads_give_the_serial_masks(smollm2_vocab) -> None:
+    """Four threads walk masks of one cold automaton at once (``walk_direct`` releases the
+    GIL between builds and takes the automaton's lock for each): every mask equals the one a
+    serial walk through the callback gives on a twin (the token sets, whatever the state
+    numbering the interleaving gives)."""
+    import threading
+
+    entry = COLD["formats"]
+    pattern, definitions = _schema_pattern(entry["schema"], smollm2_vocab)
+    text = json.dumps(entry["instance"], separators=(",", ":")).encode()
+    prefixes = [text[:i] for i in range(0, len(text) + 1, 2)]
+    _, ref, new = (
+        regex_to_dfa(pattern, definitions=definitions or None, eager_rows=0) for _ in range(3)
+    )
+    starts = [(ref.walk(ref.initial, p), new.walk(new.initial, p)) for p in prefixes]
+    tt = smollm2_vocab.token_trie
+    want = [_walk(ref, tt, s, direct=False)[1] for s, _ in starts]
+    got: dict[int, np.ndarray] = {}
+    errors: list[BaseException] = []
+
+    def work(k0: int) -> None:
+        try:
+            for k in range(k0, len(starts), 4):
+                mask = np.zeros((tt.vocab_size + 31) // 32, np.int32)
+                tt.walk(new, starts[k][1], None, mask)
+                got[k] = mask
+        except BaseException as exc:  # re-raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for k, mask in enumerate(want):
+        assert np.array_equal(mask, got[k]), (k, prefixes[k])
+    for s in range(new.num_states):  # the tables stay consistent: every row completes
+        trie.build_row(new, s)
+        assert new.has_whole_row(s)

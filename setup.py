@@ -35,6 +35,12 @@ setup(
         Extension(
             "structgen.fsm.index._tokentrie",
             sources=["csrc/tokentrie.c"],
+            depends=[
+                "csrc/dfa_rows.h",
+                "csrc/regex_derive.h",
+                "csrc/regex_arena.h",
+                "csrc/regex_tokens.h",
+            ],
             extra_compile_args=["-O3", "-std=c11"],
             optional=True,
         ),

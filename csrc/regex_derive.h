@@ -17,6 +17,10 @@
  *     front(t) (by lowest byte, as _live_classes) to the state of the derivative by its lowest byte: ids
  *     (ByteDFA._ids) read, state_of (ByteDFA._state_of) called for a new term; a literal's row
  *     (one byte, or CONCAT(byte, tail)) without a derivative, as _literal_row.
+ *   The row builder itself (row_fill, for fill_row and csrc/dfa_rows.h) takes the state of a
+ *   term from a StateIdFn (Python's _state_of here, dfa_rows.h's C one there) and can build a
+ *   lazy row for the token-trie walk (ROW_PENDING classes, one derived: _build_row(lazy=True)
+ *   then _derive_class); row_derive_class derives one pending class later.
  *   front(arena, context, t) -> frozenset of int masks
  *     TermArena.front(t), stored in arena._front for t and every subterm on the way, as there.
  *
@@ -30,7 +34,8 @@
 
 #include "regex_arena.h"
 
-enum { ALT_INDEX_MIN = 8, K_AND = 7, K_NOT = 8, SHALLOW = 64 /* terms.py _SHALLOW */ };
+enum { ALT_INDEX_MIN = 8, K_AND = 7, K_NOT = 8, SHALLOW = 64 /* terms.py _SHALLOW */,
+       ROW_PENDING = -2 /* lazy_dfa.py PENDING: a row entry whose class is not derived yet */ };
 
 typedef struct {
     Ctx cx;                 /* the constructors' view of the arena (owned references) */
@@ -375,25 +380,101 @@ static int cmp_lowest(const void *a, const void *b) {  /* classes are disjoint: 
     return mask_lowest((const Mask256 *)a) - mask_lowest((const Mask256 *)b);
 }
 
-/* the state of term d (ids.get(d), else state_of(d): a new state); -1 on error */
-static long state_id(PyObject *d, PyObject *ids, PyObject *state_of) {
-    PyObject *sid = PyDict_GetItemWithError(ids, d);
+/* A row's state ids: state_id(env, d) is the state of term d, added when new (ByteDFA._state_of);
+ * -1 with an error set on failure. */
+typedef long (*StateIdFn)(void *env, PyObject *d);
+
+typedef struct {
+    PyObject *ids, *state_of;  /* borrowed: ByteDFA._ids and ByteDFA._state_of */
+} PyStateIds;
+
+/* the state of term d through Python (ids.get(d), else state_of(d): a new state) */
+static long py_state_id(void *env, PyObject *d) {
+    PyStateIds *p = env;
+    PyObject *sid = PyDict_GetItemWithError(p->ids, d);
     if (sid != NULL)
         return PyLong_AsLong(sid);
     if (PyErr_Occurred())
         return -1;
-    sid = PyObject_CallOneArg(state_of, d);
+    sid = PyObject_CallOneArg(p->state_of, d);
     long v = sid ? PyLong_AsLong(sid) : -1;
     Py_XDECREF(sid);
     return v;
 }
 
-/* the row of term t (no AND / NOT in the arena) into row[256]: -1, then for each live class
- * of first(t) in the refinement of front(t) (by lowest byte, as lazy_dfa.py
- * _live_classes) the state
- * of the derivative by the class's lowest byte; a literal (one byte b, or CONCAT(b, tail))
- * takes EPS / tail without a derivative, as _literal_row. 0, or -1 with an error set. */
-static int fill_row(Deriv *dv, PyObject *t, int32_t *row, PyObject *ids, PyObject *state_of) {
+/* row[where] = the state of the derivative of t by byte b (-1 when EMPTY) for every byte of
+ * `where`; 0, or -1 with an error set */
+static int derive_into(Deriv *dv, PyObject *t, int b, const Mask256 *where, int32_t *row,
+                       StateIdFn state_id, void *env) {
+    PyObject *d = derive_top(dv, t, b);
+    if (d == NULL)
+        return -1;
+    long sid = ix(d) == T_EMPTY ? -1 : state_id(env, d);
+    Py_DECREF(d);
+    if (sid == -1 && PyErr_Occurred())
+        return -1;
+    for (int k = 0; k < 4; k++)
+        for (uint64_t w = where->w[k]; w; w &= w - 1)
+            row[64 * k + __builtin_ctzll(w)] = (int32_t)sid;
+    return 0;
+}
+
+/* The refinement of first by the masks of front(t) (lazy_dfa.py _live_classes): into
+ * classes[0 .. *n) (room for 257), by lowest byte. 0, or -1 with an error set. */
+static int row_classes(Deriv *dv, PyObject *t, const Mask256 *first, Mask256 *classes, int *n) {
+    PyObject *front = front_top(dv, t);
+    if (front == NULL)
+        return -1;
+    PyObject *it = PyObject_GetIter(front);
+    Py_DECREF(front);
+    if (it == NULL)
+        return -1;
+    int num = 1, rc = 0;
+    classes[0] = *first;
+    PyObject *item;
+    while (rc == 0 && (item = PyIter_Next(it)) != NULL) {  /* refine_classes(first, front) */
+        Mask256 m;
+        rc = mask_of(item, &m);
+        Py_DECREF(item);
+        int was = num;
+        num = 0;
+        Mask256 refined[257];
+        for (int c = 0; rc == 0 && c < was; c++) {
+            Mask256 in, out;
+            int any_in = 0, any_out = 0;
+            for (int k = 0; k < 4; k++) {
+                in.w[k] = classes[c].w[k] & m.w[k];
+                out.w[k] = classes[c].w[k] ^ in.w[k];
+                any_in |= in.w[k] != 0;
+                any_out |= out.w[k] != 0;
+            }
+            if (any_in && any_out) {
+                refined[num++] = in;
+                refined[num++] = out;
+            } else {
+                refined[num++] = classes[c];
+            }
+        }
+        memcpy(classes, refined, sizeof(Mask256) * num);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        return -1;
+    qsort(classes, num, sizeof(Mask256), cmp_lowest);  /* by lowest byte, as _live_classes */
+    *n = num;
+    return rc;
+}
+
+/* The row of term t (no AND / NOT in the arena) into row[256]: -1, then for each live class
+ * of first(t) in the refinement of front(t) (by lowest byte, as lazy_dfa.py _live_classes)
+ * the state of the derivative by the class's lowest byte; a literal (one byte b, or
+ * CONCAT(b, tail)) takes EPS / tail without a derivative, as _literal_row.
+ * lazy_byte >= 0: a row for the token-trie walk (ByteDFA._build_row(lazy=True), then
+ * _derive_class(lazy_byte)): with several classes every live byte is ROW_PENDING and only the
+ * class of lazy_byte (if live) is derived. Returns the number of classes left ROW_PENDING
+ * (0: the row is whole), or -1 with an error set. */
+static int row_fill(Deriv *dv, PyObject *t, int32_t *row, StateIdFn state_id, void *env,
+                    int lazy_byte) {
     Ctx *cx = &dv->cx;
     Py_ssize_t ti = ix(t);
     Mask256 first;
@@ -419,78 +500,78 @@ static int fill_row(Deriv *dv, PyObject *t, int32_t *row, PyObject *ids, PyObjec
         }
         if (d == NULL && PyErr_Occurred())
             return -1;
-        if (d == NULL)
-            d = derive_top(dv, t, b);  /* a repetition or alternation only b can start */
-        if (d == NULL)
-            return -1;
-        long sid = ix(d) == T_EMPTY ? -1 : state_id(d, ids, state_of);
+        if (d == NULL)  /* a repetition or alternation only b can start */
+            return derive_into(dv, t, b, &first, row, state_id, env) < 0 ? -1 : 0;
+        long sid = ix(d) == T_EMPTY ? -1 : state_id(env, d);
         Py_DECREF(d);
         if (sid == -1 && PyErr_Occurred())
             return -1;
         row[b] = (int32_t)sid;
         return 0;
     }
-    PyObject *front = front_top(dv, t);
-    if (front == NULL)
-        return -1;
     Mask256 *classes = PyMem_Malloc(sizeof(Mask256) * 257);
-    PyObject *it = classes ? PyObject_GetIter(front) : NULL;
-    Py_DECREF(front);
-    if (it == NULL) {
-        PyMem_Free(classes);
-        return classes ? -1 : (PyErr_NoMemory(), -1);
+    if (classes == NULL) {
+        PyErr_NoMemory();
+        return -1;
     }
-    int n = 1, rc = 0;
-    classes[0] = first;
-    PyObject *item;
-    while (rc == 0 && (item = PyIter_Next(it)) != NULL) {  /* refine_classes(first, front) */
-        Mask256 m;
-        rc = mask_of(item, &m);
-        Py_DECREF(item);
-        int num = n;
-        n = 0;
-        Mask256 refined[257];
-        for (int c = 0; rc == 0 && c < num; c++) {
-            Mask256 in, out;
-            int any_in = 0, any_out = 0;
-            for (int k = 0; k < 4; k++) {
-                in.w[k] = classes[c].w[k] & m.w[k];
-                out.w[k] = classes[c].w[k] ^ in.w[k];
-                any_in |= in.w[k] != 0;
-                any_out |= out.w[k] != 0;
-            }
-            if (any_in && any_out) {
-                refined[n++] = in;
-                refined[n++] = out;
-            } else {
-                refined[n++] = classes[c];
-            }
-        }
-        memcpy(classes, refined, sizeof(Mask256) * n);
-    }
-    Py_DECREF(it);
-    if (PyErr_Occurred())
-        rc = -1;
-    qsort(classes, n, sizeof(Mask256), cmp_lowest);  /* by lowest byte, as _live_classes */
-    for (int c = 0; rc == 0 && c < n; c++) {
-        int b = mask_lowest(&classes[c]);
-        PyObject *d = derive_top(dv, t, b);
-        if (d == NULL) {
-            rc = -1;
-            break;
-        }
-        long sid = ix(d) == T_EMPTY ? -1 : state_id(d, ids, state_of);
-        Py_DECREF(d);
-        if (sid == -1 && PyErr_Occurred()) {
-            rc = -1;
-            break;
-        }
+    int n = 0, rc = row_classes(dv, t, &first, classes, &n);
+    if (rc == 0 && lazy_byte >= 0 && n > 1) {  /* ROW_PENDING classes, lazy_byte's derived */
         for (int k = 0; k < 4; k++)
-            for (uint64_t w = classes[c].w[k]; w; w &= w - 1)
-                row[64 * k + __builtin_ctzll(w)] = (int32_t)sid;
+            for (uint64_t w = first.w[k]; w; w &= w - 1)
+                row[64 * k + __builtin_ctzll(w)] = ROW_PENDING;
+        int c = 0;
+        while (c < n && !((classes[c].w[lazy_byte >> 6] >> (lazy_byte & 63)) & 1))
+            c++;
+        rc = n;
+        if (c < n) {
+            rc = derive_into(dv, t, mask_lowest(&classes[c]), &classes[c], row, state_id, env);
+            rc = rc < 0 ? -1 : n - 1;
+        }
+    } else {
+        for (int c = 0; rc == 0 && c < n; c++)
+            rc = derive_into(dv, t, mask_lowest(&classes[c]), &classes[c], row, state_id, env);
     }
     PyMem_Free(classes);
     return rc;
+}
+
+/* Derive the ROW_PENDING class of byte b in row (built by row_fill with its classes pending;
+ * ByteDFA._derive_class): the class is the bytes of first(t) inside exactly the masks of
+ * front(t) that b is in (its class in the refinement), derived by its lowest byte. Returns the
+ * number of ROW_PENDING entries left in the row, or -1 with an error set. */
+static inline int row_derive_class(Deriv *dv, PyObject *t, int32_t *row, int b, StateIdFn state_id,
+                            void *env) {
+    if (row[b] == ROW_PENDING) {
+        Mask256 cls;
+        if (mask_of(PyList_GET_ITEM(dv->cx.first, ix(t)), &cls) < 0)
+            return -1;
+        PyObject *front = front_top(dv, t);
+        PyObject *it = front ? PyObject_GetIter(front) : NULL;
+        Py_XDECREF(front);
+        if (it == NULL)
+            return -1;
+        PyObject *item;
+        int rc = 0;
+        while (rc == 0 && (item = PyIter_Next(it)) != NULL) {
+            Mask256 m;
+            rc = mask_of(item, &m);
+            Py_DECREF(item);
+            if (rc < 0)
+                break;
+            int in = (m.w[b >> 6] >> (b & 63)) & 1;
+            for (int k = 0; k < 4; k++)
+                cls.w[k] &= in ? m.w[k] : ~m.w[k];
+        }
+        Py_DECREF(it);
+        if (rc < 0 || PyErr_Occurred())
+            return -1;
+        if (derive_into(dv, t, mask_lowest(&cls), &cls, row, state_id, env) < 0)
+            return -1;
+    }
+    int left = 0;
+    for (int k = 0; k < 256; k++)
+        left += row[k] == ROW_PENDING;
+    return left;
 }
 
 /* ---- the module's functions: a context per arena, then calls over it ------------------ */
@@ -589,8 +670,10 @@ static PyObject *py_fill_row(PyObject *self, PyObject *const *args, Py_ssize_t n
         || (strcmp(view.format, "i") != 0 && strcmp(view.format, "=i") != 0
             && strcmp(view.format, "<i") != 0))
         PyErr_SetString(PyExc_ValueError, "fill_row: row must be a contiguous int32 [256]");
-    else
-        rc = fill_row(dv, args[2], (int32_t *)view.buf, args[4], args[5]);
+    else {
+        PyStateIds env = {args[4], args[5]};
+        rc = row_fill(dv, args[2], (int32_t *)view.buf, py_state_id, &env, -1);
+    }
     PyBuffer_Release(&view);
     return rc < 0 ? NULL : Py_NewRef(Py_None);
 }

@@ -29,8 +29,17 @@
  *   byte read from s: one call builds the row (its classes PENDING) and derives b's class
  *   (ByteDFA.row_tables takes both), where walk makes two (row_tables(s), then (s, b)).
  *
+ *   walk_direct(same arguments, dfa) -> the same as walk_fused for a ByteDFA dfa, whose missing
+ *   rows and pending classes are built here in C over its own tables (csrc/dfa_rows.h: the
+ *   same rows, state ids and order as row_tables(s, b)); row_tables is called only where that
+ *   builder declines (an arena with AND / NOT terms, the row budget reached).
+ *
  *   walk_bytes(data, state, row_tables) -> state after the bytes, -1 if dead (one token's
  *   step when its mask is known: the rows on its path were built by the mask's walk).
+ *   walk_bytes_direct(data, state, row_tables, dfa) -> the same, a ByteDFA's tables read and
+ *   its rows built as walk_direct's.
+ *   build_row_direct(dfa, state) -> True when ByteDFA.row(state)'s work (the whole row) was
+ *   done in C as walk_direct's builds, False when declined (the caller calls dfa.row(state)).
  *
  *   fill_row(dst, tensor, row, words) -> bool: the per-token write of a packed mask into
  *   one row of a CPU int32 bitmask tensor (Matcher.fill_bitmask, structgen/fsm/index/masks.py).
@@ -68,6 +77,13 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+/* walk_direct's row builder, with csrc/regex_derive.h's derivatives (that header's module
+ * functions and the lowering's helpers are unused here) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "dfa_rows.h"
+#pragma GCC diagnostic pop
 
 typedef struct {
     Py_buffer rows, slot;
@@ -117,6 +133,29 @@ static int tables_fetch_byte(Tables *t, PyObject *fn, long s, long b) {
 
 static int tables_fetch(Tables *t, PyObject *fn, long s) { return tables_fetch_byte(t, fn, s, -1); }
 
+/* Hold the ByteDFA's own _rows and _slot as they are now (after dfa_build), read-only. */
+static int tables_direct(Tables *t, DfaView *v) {
+    tables_release(t);
+    if (PyObject_GetBuffer(v->arr[DV_ROWS], &t->rows, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (PyObject_GetBuffer(v->arr[DV_SLOT], &t->slot, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&t->rows);
+        return -1;
+    }
+    t->held = 1;
+    return 0;
+}
+
+/* The work of row_tables(s, b) (b >= 0) or row_tables(s) (b < 0): in C when view is given and
+ * dfa_build takes it (a direct build implies the fused call), else through fn. */
+static int tables_build(Tables *t, PyObject *fn, DfaView *v, long s, long b) {
+    if (v && b >= 0) {
+        int done = dfa_build(v, s, (int)b);
+        if (done < 0) return -1;
+        if (done) return tables_direct(t, v);
+    }
+    return tables_fetch_byte(t, fn, s, b);
+}
+
 #define PENDING (-2) /* a row entry whose byte class is not derived yet (ByteDFA.PENDING) */
 
 static int get(PyObject *obj, Py_buffer *b, int writable, Py_ssize_t itemsize, const char *name) {
@@ -149,7 +188,7 @@ static inline const int32_t *row_of(const Tables *t, long s) {
 static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
                 const int32_t *token, Py_ssize_t n, int32_t *stack, const int32_t **rowp,
                 Py_ssize_t stack_n, int32_t *out, uint32_t *mask, Py_ssize_t vocab, long state,
-                Tables *t, PyObject *fn, int fused) {
+                Tables *t, PyObject *fn, int fused, DfaView *view) {
     long visited = 0;
     for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
     PyThreadState *ts = PyEval_SaveThread();
@@ -169,7 +208,7 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
             if (!row) { /* not built yet: build it, refetch the tables, drop cached rows */
                 PyEval_RestoreThread(ts);
                 /* fused: one call builds the row and derives the class of the byte read */
-                if (tables_fetch_byte(t, fn, s, fused ? byte[i] : -1) < 0) return -1;
+                if (tables_build(t, fn, view, s, fused ? byte[i] : -1) < 0) return -1;
                 for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
                 row = row_of(t, s);
                 if (!row) {
@@ -184,7 +223,7 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
         if (nxt == PENDING) { /* derive the byte's class, refetch the tables, drop cached rows */
             int32_t s = stack[d - 1];
             PyEval_RestoreThread(ts);
-            if (tables_fetch_byte(t, fn, s, byte[i]) < 0) return -1;
+            if (tables_build(t, fn, view, s, byte[i]) < 0) return -1;
             for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
             row = row_of(t, s);
             if (!row || row[byte[i]] == PENDING) {
@@ -225,11 +264,11 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
     return visited;
 }
 
-static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused) {
-    if (nargs != 9) {
+static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, int direct) {
+    if (nargs != 9 + direct) {
         PyErr_Format(PyExc_TypeError,
-                     "%s(byte, depth, skip, token, stack, out, mask, state, row_tables)",
-                     fused ? "walk_fused" : "walk");
+                     "%s(byte, depth, skip, token, stack, out, mask, state, row_tables%s)",
+                     direct ? "walk_direct" : fused ? "walk_fused" : "walk", direct ? ", dfa" : "");
         return NULL;
     }
     long state = PyLong_AsLong(args[7]);
@@ -252,13 +291,19 @@ static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused) {
     }
     long visited = -1;
     Tables t = {.held = 0};
-    if (got == 7) {
+    DfaView view, *vp = NULL;
+    int ready = got == 7;
+    if (ready && direct) { /* the ByteDFA's tables, closed below whether or not it opened */
+        vp = &view;
+        ready = dfa_open(vp, args[9]) == 0;
+    }
+    if (ready) {
         Py_ssize_t n = b[0].len, vocab = has_out ? b[5].len / 4 : b[6].len / 4 * 32;
         if (b[1].len != 4 * n || b[2].len != 4 * n || b[3].len != 4 * n || b[4].len < 4) {
             PyErr_SetString(PyExc_ValueError, "byte, depth, skip, token: one entry per node");
         } else if (b[6].len / 4 < (vocab + 31) / 32) {
             PyErr_SetString(PyExc_ValueError, "mask: fewer than ceil(len(out) / 32) words");
-        } else if (tables_fetch(&t, args[8], -1) == 0) {
+        } else if ((vp ? tables_direct(&t, vp) : tables_fetch(&t, args[8], -1)) == 0) {
             Py_ssize_t stack_n = b[4].len / 4;
             const int32_t **rowp = PyMem_Malloc((size_t)stack_n * sizeof(*rowp));
             if (!rowp) {
@@ -266,12 +311,13 @@ static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused) {
             } else {
                 visited = run(b[0].buf, b[1].buf, b[2].buf, b[3].buf, n, b[4].buf, rowp,
                               stack_n, has_out ? b[5].buf : NULL, b[6].buf, vocab, state, &t,
-                              args[8], fused);
+                              args[8], fused, vp);
                 PyMem_Free(rowp);
             }
         }
     }
     tables_release(&t);
+    if (vp) dfa_close(vp);
     for (int k = 0; k < got; k++)
         if (k != 5 || has_out) PyBuffer_Release(&b[k]);
     if (visited < 0) return NULL;
@@ -280,7 +326,7 @@ static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused) {
 
 static PyObject *walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    return walk_impl(args, nargs, 0);
+    return walk_impl(args, nargs, 0, 0);
 }
 
 /* walk_fused: walk with a missing row built by row_tables(s, b) (b the byte read from s),
@@ -288,15 +334,54 @@ static PyObject *walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
  * calls row_tables(s) and then row_tables(s, b) for the PENDING entry it finds. */
 static PyObject *walk_fused(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    return walk_impl(args, nargs, 1);
+    return walk_impl(args, nargs, 1, 0);
+}
+
+/* walk_direct: walk_fused whose missing rows and pending classes of a ByteDFA `dfa` (args[9])
+ * are built in C over its own tables (csrc/dfa_rows.h), row_tables called only where
+ * dfa_build does not take the build (an arena with AND / NOT, the row budget reached). */
+static PyObject *walk_direct(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    return walk_impl(args, nargs, 1, 1);
+}
+
+/* Hold a ByteDFA's own _rows and _slot (walk_bytes_direct's first look, no callback). */
+static int tables_of_dfa(Tables *t, PyObject *dfa) {
+    PyObject *rows = PyObject_GetAttrString(dfa, "_rows");
+    PyObject *slot = rows ? PyObject_GetAttrString(dfa, "_slot") : NULL;
+    int rc = -1;
+    if (slot) {
+        tables_release(t);
+        if (PyObject_GetBuffer(rows, &t->rows, PyBUF_C_CONTIGUOUS) == 0) {
+            if (PyObject_GetBuffer(slot, &t->slot, PyBUF_C_CONTIGUOUS) == 0) {
+                t->held = 1;
+                rc = 0;
+            } else {
+                PyBuffer_Release(&t->rows);
+            }
+        }
+    }
+    Py_XDECREF(rows);
+    Py_XDECREF(slot);
+    return rc;
+}
+
+/* The entry of byte b in the held row of state s: the entry, PENDING, or -3 when the row is
+ * not built. */
+static inline int32_t entry_of(const Tables *t, long s, int b) {
+    const int32_t *row = row_of(t, s);
+    return row ? row[b] : -3;
 }
 
 /* walk_bytes(data, state, row_tables) -> the state after reading data from state, -1 if it
- * dies (ByteDFA.walk over built rows; rows missing on the way are built via row_tables). */
-static PyObject *walk_bytes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "walk_bytes(data, state, row_tables)");
+ * dies (ByteDFA.walk over built rows; rows missing on the way are built via row_tables).
+ * walk_bytes_direct(data, state, row_tables, dfa): the same with a ByteDFA's tables read
+ * directly and its missing rows and pending classes built in C (csrc/dfa_rows.h, opened on
+ * the first build), row_tables called only where dfa_build does not take the build. */
+static PyObject *walk_bytes_impl(PyObject *const *args, Py_ssize_t nargs, int direct) {
+    if (nargs != 3 + direct) {
+        PyErr_SetString(PyExc_TypeError, direct ? "walk_bytes_direct(data, state, row_tables, dfa)"
+                                                : "walk_bytes(data, state, row_tables)");
         return NULL;
     }
     long s = PyLong_AsLong(args[1]);
@@ -304,36 +389,34 @@ static PyObject *walk_bytes(PyObject *self, PyObject *const *args, Py_ssize_t na
     Py_buffer data;
     if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
     Tables t = {.held = 0};
-    int failed = tables_fetch(&t, args[2], -1) < 0;
+    DfaView view, *vp = NULL;
+    int failed = (direct ? tables_of_dfa(&t, args[3]) : tables_fetch(&t, args[2], -1)) < 0;
     const uint8_t *p = data.buf;
     for (Py_ssize_t i = 0; !failed && s >= 0 && i < data.len; i++) {
-        Py_ssize_t n_slot = t.slot.len / 8, n_rows = t.rows.len / (256 * 4);
-        int64_t r = s < n_slot ? ((const int64_t *)t.slot.buf)[s] : -1;
-        if (r < 0 || r >= n_rows) {
+        int32_t nxt = entry_of(&t, s, p[i]);
+        if (nxt == -3 && !direct) { /* not built: row_tables(s), then its byte if pending */
             if (tables_fetch(&t, args[2], s) < 0) {
                 failed = 1;
                 break;
             }
-            n_slot = t.slot.len / 8;
-            n_rows = t.rows.len / (256 * 4);
-            r = s < n_slot ? ((const int64_t *)t.slot.buf)[s] : -1;
-            if (r < 0 || r >= n_rows) {
+            nxt = entry_of(&t, s, p[i]);
+            if (nxt == -3) {
                 PyErr_Format(PyExc_ValueError, "row_tables(%ld) did not build the row", s);
                 failed = 1;
                 break;
             }
         }
-        int32_t nxt = ((const int32_t *)t.rows.buf)[r * 256 + p[i]];
-        if (nxt == PENDING) {
-            if (tables_fetch_byte(&t, args[2], s, p[i]) < 0) {
+        if (nxt == -3 || nxt == PENDING) { /* build the row / derive the byte's class */
+            if (direct && !vp) {
+                vp = &view;
+                failed = dfa_open(vp, args[3]) < 0;
+            }
+            if (failed || tables_build(&t, args[2], vp, s, p[i]) < 0) {
                 failed = 1;
                 break;
             }
-            n_slot = t.slot.len / 8;
-            n_rows = t.rows.len / (256 * 4);
-            r = s < n_slot ? ((const int64_t *)t.slot.buf)[s] : -1;
-            nxt = (r < 0 || r >= n_rows) ? PENDING : ((const int32_t *)t.rows.buf)[r * 256 + p[i]];
-            if (nxt == PENDING) {
+            nxt = entry_of(&t, s, p[i]);
+            if (nxt == -3 || nxt == PENDING) {
                 PyErr_Format(PyExc_ValueError, "row_tables(%ld, %d) did not derive the class", s,
                              (int)p[i]);
                 failed = 1;
@@ -343,9 +426,38 @@ static PyObject *walk_bytes(PyObject *self, PyObject *const *args, Py_ssize_t na
         s = nxt;
     }
     tables_release(&t);
+    if (vp) dfa_close(vp);
     PyBuffer_Release(&data);
     if (failed) return NULL;
     return PyLong_FromLong(s < 0 ? -1 : s);
+}
+
+static PyObject *walk_bytes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    return walk_bytes_impl(args, nargs, 0);
+}
+
+static PyObject *walk_bytes_direct(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    return walk_bytes_impl(args, nargs, 1);
+}
+
+/* build_row_direct(dfa, state) -> bool: ByteDFA.row(state)'s work (the row whole, no
+ * PENDING entry) done in C over dfa's tables (csrc/dfa_rows.h); False when that builder
+ * declines (an arena with AND / NOT terms, the row budget reached): call dfa.row(state). */
+static PyObject *build_row_direct(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "build_row_direct(dfa, state)");
+        return NULL;
+    }
+    long s = PyLong_AsLong(args[1]);
+    if (s == -1 && PyErr_Occurred()) return NULL;
+    DfaView view;
+    int done = dfa_open(&view, args[0]) < 0 ? -1 : dfa_build(&view, s, -1);
+    dfa_close(&view);
+    if (done < 0) return NULL;
+    return PyBool_FromLong(done);
 }
 
 static PyObject *str_version, *str_data_ptr; /* interned at module init */
@@ -555,12 +667,18 @@ static PyObject *row_form(PyObject *self, PyObject *mask) {
 static PyMethodDef methods[] = {
     {"walk_bytes", (PyCFunction)(void (*)(void))walk_bytes, METH_FASTCALL,
      "walk_bytes(data, state, row_tables) -> state after data, -1 if it dies"},
+    {"build_row_direct", (PyCFunction)(void (*)(void))build_row_direct, METH_FASTCALL,
+     "build_row_direct(dfa, state) -> bool: a ByteDFA's whole row built in C (False: declined)"},
+    {"walk_bytes_direct", (PyCFunction)(void (*)(void))walk_bytes_direct, METH_FASTCALL,
+     "walk_bytes_direct(data, state, row_tables, dfa): walk_bytes, a ByteDFA's rows built in C"},
     {"fill_row", (PyCFunction)(void (*)(void))fill_row, METH_FASTCALL,
      "fill_row(dst, tensor, row, words | forms, state) -> bool | None: write one mask row"},
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
      "walk(byte, depth, skip, token, stack, out, mask, state, row_tables) -> live nodes"},
     {"walk_fused", (PyCFunction)(void (*)(void))walk_fused, METH_FASTCALL,
      "walk_fused(...): walk, a missing row built with row_tables(s, b) -> live nodes"},
+    {"walk_direct", (PyCFunction)(void (*)(void))walk_direct, METH_FASTCALL,
+     "walk_direct(..., row_tables, dfa): walk_fused, a ByteDFA's rows built in C -> live nodes"},
     {"row_form", row_form, METH_O, "row_form(mask) -> bytes | (mask, address, n) | None"},
     {"bind_tensor_type", bind_tensor_type, METH_O,
      "bind_tensor_type(torch.Tensor) -> bool: fill_row's checks call its descriptors directly"},
@@ -574,7 +692,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tokentrie",
 PyMODINIT_FUNC PyInit__tokentrie(void) {
     str_version = PyUnicode_InternFromString("_version");
     str_data_ptr = PyUnicode_InternFromString("data_ptr");
-    if (!str_version || !str_data_ptr) return NULL;
+    if (!str_version || !str_data_ptr || dfa_rows_init() < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     /* the walks read PENDING row entries (ByteDFA rows built for them): an extension without
      * this constant would take them for dead bytes, so trie.py builds whole rows for it */

@@ -33,7 +33,7 @@ from ..regex.dfa import ByteDFA
 from .count_masks import CountView, long_run_tables, walk_steps
 from .lexical_masks import split_key
 from .masks import row_form
-from .trie import set_bits, walk_bytes
+from .trie import build_row, set_bits, walk_bytes
 from .vocabulary import MARKER_BYTE, ONLY_BYTE, WILDCARD_BYTE, Vocabulary, wildcard_ids
 
 __all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
@@ -244,7 +244,7 @@ class TokenIndex:
         """The whole trie walked from ``state`` (its row built whole first: the first
         level reads nearly every byte class); a fresh int32 mask.
         """
-        self.dfa.row(state)
+        build_row(self.dfa, state)
         mask = np.zeros(self.num_words, np.int32)
         self._trie.walk(self.dfa, state, nxt, mask)  # never-allowed ids are not in the trie
         return mask

@@ -35,7 +35,15 @@ try:  # optional C extension built by setup.py (csrc/tokentrie.c)
 except ImportError:  # pragma: no cover - exercised when the extension is missing
     _EXT = None
 
-__all__ = ["TokenTrie", "HAVE_C_WALK", "set_bits", "use_extension", "walk_bytes"]
+__all__ = [
+    "TokenTrie",
+    "HAVE_C_WALK",
+    "build_row",
+    "set_bits",
+    "use_direct_rows",
+    "use_extension",
+    "walk_bytes",
+]
 
 HAVE_C_WALK = _EXT is not None  # the extension is built
 # the extension reads PENDING row entries (csrc/tokentrie.c); an older build gets whole rows
@@ -53,12 +61,28 @@ _c = _EXT  # the C walk in use, None: numpy (use_extension; tests swap it)
 
 
 def _walk_c(dfa):
-    """The C walk for ``dfa``: ``walk_fused`` (a missing row built with the byte read, one
-    callback) when ``dfa.row_tables`` takes ``(state, byte)`` (``ByteDFA``), else ``walk``.
+    """The C walk for ``dfa``: ``walk_direct`` (called with ``dfa`` as a last argument: its
+    missing rows and ``PENDING`` classes built in C over its own tables, ``csrc/dfa_rows.h``)
+    when ``dfa.rows_buildable_in_c()``; else ``walk_fused`` (a missing row built with the
+    byte read, one ``row_tables(state, byte)`` callback) when ``dfa.row_tables`` takes
+    ``(state, byte)`` (``ByteDFA``); else ``walk``.
     """
     if _READS_PENDING and getattr(dfa, "row_tables_builds_and_derives", False):
+        if _direct and hasattr(_c, "walk_direct") and dfa.rows_buildable_in_c():
+            return _c.walk_direct
         return getattr(_c, "walk_fused", _c.walk)
     return _c.walk
+
+
+_direct = True  # walk_direct where it applies (use_direct_rows; tests compare both)
+
+
+def use_direct_rows(enabled: bool) -> None:
+    """Build a ``ByteDFA``'s rows inside the C walk (``walk_direct``, the default) or
+    through its ``row_tables`` callback (``walk_fused``), for the process. Raises: never.
+    """
+    global _direct
+    _direct = enabled
 
 
 def use_extension(enabled: bool) -> None:
@@ -131,12 +155,29 @@ def set_bits(mask: np.ndarray, ids: np.ndarray) -> None:
 
 def walk_bytes(dfa, state: int, data: bytes) -> int:
     """``dfa.walk(state, data)`` (-1 if it dies), through built rows in C where the
-    extension is built (rows missing on the way are built). Raises: GrammarTooComplexError
-    when building a row exceeds a budget.
+    extension is built (rows missing on the way are built: in C for a ``ByteDFA`` whose C
+    walk is ``walk_direct``, see ``_walk_c``). Raises: GrammarTooComplexError when building
+    a row exceeds a budget.
     """
     if _c is None:
         return dfa.walk(state, data)
+    if _walk_c(dfa) is getattr(_c, "walk_direct", None) and hasattr(_c, "walk_bytes_direct"):
+        return _c.walk_bytes_direct(data, int(state), _tables(dfa), dfa)
     return _c.walk_bytes(data, int(state), _tables(dfa))
+
+
+def build_row(dfa, state: int) -> None:
+    """``dfa.row(state)``'s work (the row of ``state`` whole, no ``PENDING`` entry), done in
+    C (``build_row_direct``, ``csrc/dfa_rows.h``: the same rows and state ids) for a
+    ``ByteDFA`` whose C walk is ``walk_direct`` (``_walk_c``), else by ``dfa.row``.
+
+    Raises:
+        GrammarTooComplexError: building the row exceeded a budget.
+    """
+    if _c is not None and hasattr(_c, "build_row_direct") and _walk_c(dfa) is _c.walk_direct:
+        if dfa.has_whole_row(state) or _c.build_row_direct(dfa, int(state)):
+            return
+    dfa.row(state)
 
 
 class TokenTrie:
@@ -234,17 +275,12 @@ class TokenTrie:
         if self.num_nodes:
             if _c is not None:
                 stack = np.empty(self.max_depth + 1, np.int32)
-                _walk_c(dfa)(
-                    self.byte,
-                    self.depth,
-                    self.skip,
-                    self.token,
-                    stack,
-                    out,
-                    mask,
-                    int(state),
-                    _tables(dfa),
-                )
+                fn = _walk_c(dfa)
+                args = [self.byte, self.depth, self.skip, self.token, stack, out, mask]
+                args += [int(state), _tables(dfa)]
+                if fn is getattr(_c, "walk_direct", None):
+                    args.append(dfa)
+                fn(*args)
             else:
                 if out is None:
                     out = np.full(self.vocab_size, -1, np.int32)

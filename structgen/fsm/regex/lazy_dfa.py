@@ -36,7 +36,10 @@ meets the bytes of a few children only, so the UTF-8 lead classes of a string st
 are never derived unless a token holds such a byte. ``row``, ``gather``, ``step``, ``walk``
 and ``explore`` never show ``PENDING``: they derive what they read (``row`` and ``gather``
 the whole row). Terms with intersection or complement get whole rows (their live-byte
-count is read from the row).
+count is read from the row). The C walk ``walk_direct`` does the work of
+``row_tables(state, byte)`` itself over these tables (``csrc/dfa_rows.h``, the same terms,
+rows and state ids in the same order), leaving a ``_pending`` entry None that
+``_pending_entry`` rebuilds from the row.
 
 Thread safety: every mutation happens under one lock; reads of built rows are
 lock-free (a row is written before its slot is published).
@@ -352,9 +355,25 @@ class ByteDFA:
         self._slot[state] = slot
         return True
 
+    def _pending_entry(self, state: int) -> list | None:
+        """The ``_pending`` entry of ``state`` (under the lock), None when its row has no
+        ``PENDING`` class. An entry None (a row the C token-trie walk built or derived a class
+        of, ``csrc/dfa_rows.h``) is rebuilt from the row: a class is derived when its
+        representative byte's entry is not ``PENDING`` (a class is written whole).
+        """
+        entry = self._pending.get(state)
+        if entry is None and state in self._pending:
+            term = self._terms[state]
+            classes = self._live_classes(term, self.arena.first[term])
+            class_of, _ = self._class_table(classes)
+            row = self._rows[self._slot[state]]
+            derived = bytearray(int(row[b]) != PENDING for b, _ in classes)
+            entry = self._pending[state] = [classes, class_of, derived, derived.count(0)]
+        return entry
+
     def _derive_class(self, state: int, byte: int) -> None:
         """Derive the ``PENDING`` class of ``byte`` in the row of ``state`` (under the lock)."""
-        entry = self._pending.get(state)
+        entry = self._pending_entry(state)
         if entry is None:
             return
         classes, class_of, derived, _ = entry
@@ -372,7 +391,7 @@ class ByteDFA:
 
     def _derive_all(self, state: int) -> None:
         """Derive every ``PENDING`` class of the row of ``state`` (under the lock)."""
-        entry = self._pending.get(state)
+        entry = self._pending_entry(state)
         if entry is None:
             return
         for k, (b, _) in enumerate(entry[0]):
@@ -394,6 +413,12 @@ class ByteDFA:
         row = self._rows[self._slot[state]]
         row.flags.writeable = False
         return row
+
+    def has_whole_row(self, state: int) -> bool:
+        """True when the row of ``state`` is built with no ``PENDING`` entry (``row`` would
+        build nothing). Raises: never.
+        """
+        return self._slot[state] >= 0 and state not in self._pending
 
     def ensure_rows(self, states: np.ndarray) -> None:
         """Build the rows of every state in ``states`` (int ``[n]``) that lacks one."""
@@ -439,6 +464,15 @@ class ByteDFA:
             slot.flags.writeable = False
             tables = self._tables = (rows, slot)
         return tables
+
+    def rows_buildable_in_c(self) -> bool:
+        """True when the C token-trie walk may build this automaton's rows over its own
+        tables (``walk_direct``, ``csrc/dfa_rows.h``: the same rows, state ids and order as
+        ``row_tables(state, byte)``): the C derivatives are in use (``terms.use_extension``).
+        Rows of an arena with intersection or complement still go through ``row_tables``
+        (decided per row in C). Raises: never.
+        """
+        return terms._c is not None
 
     def row_tables_whole(self, state: int = -1) -> tuple[np.ndarray, np.ndarray]:
         """``row_tables`` with the row of ``state`` built whole (no ``PENDING`` entry in

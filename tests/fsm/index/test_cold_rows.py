@@ -114,7 +114,8 @@ def test_fused_walk_equals_two_call_walk(smollm2_vocab, name) -> None:
     """``walk_fused`` (a missing row built and the read byte's class derived in one
     ``row_tables(s, b)`` call) leaves the same masks, next states and row tables, PENDING
     entries included, as ``walk`` (``row_tables(s)`` then ``row_tables(s, b)``), on twin
-    automata of a real schema over SmolLM2's trie; and it is the walk ``ByteDFA`` gets."""
+    automata of a real schema over SmolLM2's trie; and it is the walk ``ByteDFA`` gets when
+    ``walk_direct`` is off."""
     if not hasattr(trie._EXT, "walk_fused"):
         pytest.skip("C walk not built")
     schema, text = SCHEMAS[name]
@@ -126,7 +127,11 @@ def test_fused_walk_equals_two_call_walk(smollm2_vocab, name) -> None:
         regex_to_dfa(pattern.pattern, definitions=pattern.definitions or None, eager_rows=0)
         for _ in range(2)
     ]
-    assert trie._walk_c(dfas[0]) is trie._EXT.walk_fused
+    trie.use_direct_rows(False)  # walk_direct (test_direct_rows.py) off: the callback walk
+    try:
+        assert trie._walk_c(dfas[0]) is trie._EXT.walk_fused
+    finally:
+        trie.use_direct_rows(True)
     calls = [0, 0]
     for k, (dfa, fn) in enumerate(zip(dfas, [trie._EXT.walk, trie._EXT.walk_fused])):
         tables = dfa.row_tables

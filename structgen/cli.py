@@ -295,6 +295,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if out.finish_reason == "error":
         raise CliError(f"generation failed: {out.error}", code=1)
     print(out.text, flush=True)
+    if out.finish_reason == "length":
+        what = "the constraint was not complete" if constraint is not None else "no stop"
+        print(
+            f"structgen: warning: cut by max_tokens={args.max_tokens} ({what}); "
+            "raise --max-tokens for the whole output",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -127,7 +127,8 @@ def extract(
 
     Returns:
         A dict (or a pydantic instance when ``schema`` is a model class) per text, or an
-        ExtractionResult with ``return_details``: one for a single text, a list for a list.
+        ExtractionResult with ``return_details``: one for a single text, a list for a list
+        (an empty list for an empty list, the schema still checked).
 
     Raises:
         InvalidSchemaError, UnsupportedSchemaError: the schema cannot be compiled
@@ -160,6 +161,9 @@ def extract(
         )  # fmt: skip
     model_cls = schema if isinstance(schema, type) and hasattr(schema, "model_validate") else None
     sd = schema_for(schema)
+    if not texts:
+        _compiled(copy_constraint(sd, "", False), sd, engine.vocab)  # a bad schema fails
+        return []
     params = params or SamplingParams(max_tokens=DEFAULT_EXTRACT_MAX_TOKENS, temperature=0.0)
     nulls = WRITE_NULLS_DEFAULT if write_nulls is None else write_nulls
     gsd = nullable_required(sd) if nulls else sd  # the schema generated under

@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from structgen.env import read_env
-from structgen.errors import ConfigError
+from structgen.errors import ConfigError, StructgenError
 from structgen.runtime.base_engine import BaseEngine
 from structgen.runtime.config import EngineConfig
 from structgen.runtime.engine_loop import EngineLoop
@@ -234,15 +234,21 @@ class Engine(BaseEngine):
             SchemaError, RegexError: a constraint does not compile.
             ConfigError: a request needs text (a text or chat prompt, a constraint, stop
                 strings) and the model was loaded without a tokenizer.
+            With several prompts these name the prompt (``prompt I of N: ...``); no
+            request of the call runs.
         """
         prompts = self._prompt_list(prompts)
         n = len(prompts)
         params_list = self._per_prompt(params or SamplingParams(), n, "params", lambda v: False)
         cons_list = self._per_prompt(constraint, n, "constraint", lambda v: False)
-        groups = [
-            self._make_requests(p, sp or SamplingParams(), c)
-            for p, sp, c in zip(prompts, params_list, cons_list)
-        ]
+        groups = []
+        for i, (p, sp, c) in enumerate(zip(prompts, params_list, cons_list)):
+            try:
+                groups.append(self._make_requests(p, sp or SamplingParams(), c))
+            except StructgenError as exc:
+                if n > 1 and len(exc.args) == 1 and isinstance(exc.args[0], str):
+                    exc.args = (f"prompt {i} of {n}: {exc.args[0]}",)
+                raise
         reqs = [r for g in groups for r in g]
         for req in reqs:
             self.scheduler.add(req)

@@ -196,7 +196,13 @@ class Scheduler:
         req.num_tree_pages = len(pages)
 
     def _drop_pages(self, req: Request, cache_it: bool) -> None:
-        """Give back every page of ``req``: cached ones unlocked, own ones freed."""
+        """Give back every page of ``req``: cached ones unlocked, own ones freed.
+
+        A request whose pages were already given back (released once, then aborted by a
+        caller that saw it finish) holds none: nothing to do.
+        """
+        if not req.page_table and req.cache_node is None:
+            return
         if self.cache is not None and cache_it and req.num_computed_tokens > 0:
             self._cache_computed(req)
         self.pool.free(req.page_table[req.num_tree_pages :])

@@ -28,11 +28,12 @@ from structgen.errors import (
     SchemaError,
     StructgenError,
 )
+from structgen.fsm.base import NO_EXTRA_NOTE
 from structgen.fsm.nesting import loads
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.sampling_params import SamplingParams
 from structgen.server.metrics import ServerMetrics
-from structgen.server.protocol import APIError
+from structgen.server.protocol import APIError, log
 
 __all__ = [
     "Branch",
@@ -338,7 +339,10 @@ def _copied(req: Any, found: tuple[str, Any] | None) -> Any:
 
 
 async def compile_constraint(state: ServerState, term: Any, param: str) -> Any:
-    """Compile ``term`` for the model's vocabulary on the compile thread.
+    """Compile ``term`` for the model's vocabulary on the compile thread. What the
+    compiler ignored (an unknown keyword such as a misspelt ``maxLen``, with its JSON
+    pointer and nearest known keyword) is logged on the ``structgen.server`` logger, one
+    line per request, as ignored request fields are.
 
     Raises:
         APIError: 400 with the compiler's message (keyword and JSON pointer for schemas).
@@ -347,7 +351,11 @@ async def compile_constraint(state: ServerState, term: Any, param: str) -> Any:
         return None
     loop = asyncio.get_running_loop()
     try:
-        return await loop.run_in_executor(state.compile_pool, term.compile, state.vocab)
+        grammar = await loop.run_in_executor(state.compile_pool, term.compile, state.vocab)
+        ignored = [m for m in grammar.warnings if m != NO_EXTRA_NOTE]
+        if ignored:
+            log.warning("%s: %s", param, "; ".join(ignored))
+        return grammar
     except SchemaError as exc:
         raise APIError(f"{param}: {exc}", param=param, code="invalid_schema") from None
     except RegexError as exc:

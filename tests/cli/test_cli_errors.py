@@ -117,3 +117,20 @@ def test_deep_invalid_schema_file_names_the_pointer(tmp_path, capsys):
     assert main(["extract", "--schema", str(path), "--text", "x"]) == 2
     line = _one_error_line(capsys.readouterr().err)
     assert "not a valid JSON Schema at " + "/items" * 400 + "/type" in line, line
+
+
+@pytest.mark.parametrize(
+    ("extra", "what"),
+    [([], "no stop"), (["--regex", "a{200}"], "the constraint was not complete")],
+)
+def test_generate_says_when_max_tokens_cut_the_output(tiny_llama_dir, capsys, extra, what):
+    """A ``generate`` output stopped by ``--max-tokens`` is printed (exit 0) and reported
+    on stderr, as ``extract`` reports its cuts; an output that ended by itself is not."""
+    argv = ["generate", "--model", str(tiny_llama_dir), "--prompt", "x", "--raw"]
+    assert main([*argv, "--max-tokens", "3", *extra]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip()
+    assert f"cut by max_tokens=3 ({what})" in captured.err
+    assert main([*argv, "--max-tokens", "3", "--regex", "a"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "a\n" and "cut by" not in captured.err

@@ -117,7 +117,7 @@ def test_an_empty_text_fails_in_its_place_without_model_work(tiny_engine):
     """An empty or whitespace text gets an ExtractionError at its index (the others are
     extracted exactly as alone, ``on_result`` sees every index once); ``errors="raise"``
     raises it; a text that is not a string is a RequestError."""
-    from structgen.errors import RequestError
+    from structgen.errors import InvalidSchemaError, RequestError
 
     params = SamplingParams(max_tokens=24, temperature=0.0)
     texts = ["Ann, 3.", "", "Cy, 7.", " \n\t"]
@@ -138,6 +138,9 @@ def test_an_empty_text_fails_in_its_place_without_model_work(tiny_engine):
         extract(tiny_engine, Person, ["Ann, 3.", ""], params=params)
     with pytest.raises(RequestError, match="text 1 is a int"):
         extract(tiny_engine, Person, ["Ann, 3.", 5], params=params)
+    assert extract(tiny_engine, Person, [], params=params) == []
+    with pytest.raises(InvalidSchemaError, match="/type"):
+        extract(tiny_engine, {"type": "strng"}, [], params=params)
     for bad in (None, 5, b"Ann, 3.", {"text": "Ann, 3."}):
         with pytest.raises(RequestError, match="a string or a list of strings"):
             extract(tiny_engine, Person, bad, params=params)

@@ -194,6 +194,21 @@ def test_bad_requests_raise_clear_errors(tiny_engine, prompts, params):
         tiny_engine.generate(prompts, params)
 
 
+def test_a_bad_prompt_or_constraint_among_several_is_named(tiny_engine):
+    """With several prompts, a refused one is named by its index (no request runs);
+    alone, the message is the bare one."""
+    from structgen.errors import InvalidSchemaError
+    from structgen.fsm.spec import JsonSchema, Regex
+
+    with pytest.raises(RequestError, match="^prompt 1 of 2: prompt is empty"):
+        tiny_engine.generate(["hi", ""], GREEDY)
+    with pytest.raises(InvalidSchemaError, match="^prompt 1 of 2: .*/type"):
+        tiny_engine.generate(["a", "b"], GREEDY, [Regex("[0-9]+"), JsonSchema({"type": "strng"})])
+    with pytest.raises(RequestError, match="^prompt is empty"):
+        tiny_engine.generate([""], GREEDY)
+    assert_no_leak(tiny_engine)
+
+
 def test_unknown_engine_setting_is_named(tiny_llama_dir):
     from structgen.errors import ConfigError
 

@@ -72,3 +72,25 @@ def test_cache_with_pressure_keeps_greedy_output(engines, tiny_engine, settings)
     if "max_kv_tokens" in settings:
         assert engine.stats()["preemptions"] > 0  # the pressure case really preempted
     assert_no_leak(engine)
+
+
+def test_listener_raising_on_final_output_leaves_engine_whole(engines):
+    """A listener that raises on a request's final output (the CLI raising CliError for a
+    failed single text) makes the loop abort requests already released: the exception
+    propagates as itself, no page is freed twice, and the engine serves the next call."""
+    engine = engines(prefix_cache=True)
+    ref = [o.token_ids for o in engine.generate(PROMPTS[:2], GREEDY)]
+
+    class Stop(Exception):
+        pass
+
+    def listener(_i, out):
+        if out.finish_reason is not None:
+            raise Stop
+
+    reqs = [engine.make_request(p, GREEDY) for p in PROMPTS[:2]]
+    with pytest.raises(Stop):
+        engine.run_requests(reqs, listener)
+    assert_no_leak(engine)
+    assert [o.token_ids for o in engine.generate(PROMPTS[:2], GREEDY)] == ref
+    assert_no_leak(engine)

@@ -324,3 +324,26 @@ def test_unknown_fields_are_ignored_and_logged(client, caplog):
     assert "'guided_jsn' (did you mean 'guided_json'?)" in lines[0]
     assert "'x_client_tag'" in lines[0] and "were ignored" in lines[0]
     assert "'x_client_tag' (did you mean" not in lines[0]
+
+
+def test_ignored_schema_keywords_are_logged(client, caplog):
+    """A misspelt keyword in ``response_format``'s schema (ignored, as JSON Schema says)
+    is logged with its pointer and the keyword it resembles; a clean schema logs
+    nothing."""
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLen": 3}}}
+    body = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 2,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}},
+    }
+    with caplog.at_level(logging.WARNING, logger="structgen.server"):
+        assert client.post("/v1/chat/completions", json=body).status_code == 200
+    lines = [rec.getMessage() for rec in caplog.records if rec.name == "structgen.server"]
+    assert len(lines) == 1 and lines[0].startswith("response_format")
+    assert "'maxLen'" in lines[0] and "maxLength" in lines[0] and "/properties/a" in lines[0]
+    caplog.clear()
+    del schema["properties"]["a"]["maxLen"]
+    with caplog.at_level(logging.WARNING, logger="structgen.server"):
+        assert client.post("/v1/chat/completions", json=body).status_code == 200
+    assert not [r for r in caplog.records if r.name == "structgen.server"]

@@ -13,6 +13,11 @@ in one batch of prompt-log-prob requests whose shared prefixes the radix cache c
 once. The best option replaces the value when the object stays valid under the schema
 (``jsonschema``); the fields after it keep what greedy wrote (they were generated after
 greedy's choice).
+
+The module also holds what the other scoring passes (``numbers.py``, ``spans.py``,
+``overlaps.py``) share: ``revise_outputs`` (the walk over the generated outputs),
+``CandidateJob`` and ``candidate_scores`` / ``best_candidates`` (a field's candidates
+scored in context), ``common_prefix`` and ``mean_logprob``.
 """
 
 from __future__ import annotations
@@ -178,10 +183,15 @@ def revise_outputs(
             ``score``).
         score: ``score(jobs, values)``: one result per job, in order; ``values`` holds each
             document's parsed object before any decision (None where it was skipped).
+            Without it a job scores itself in ``decide`` (``choose_overlaps``: one job,
+            and one scoring batch, per document).
 
     Returns:
         The texts; where a job decided the object again, the object written compactly
         (``separators=(",", ":")``, keys in their order).
+
+    Raises:
+        Nothing of its own: what ``plan``, ``score`` or ``decide`` raise propagates.
     """
     values: list[Any] = [None] * len(raw_texts)
     jobs: list[tuple[int, Any]] = []

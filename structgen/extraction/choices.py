@@ -13,22 +13,34 @@ in one batch of prompt-log-prob requests whose shared prefixes the radix cache c
 once. The best option replaces the value when the object stays valid under the schema
 (``jsonschema``); the fields after it keep what greedy wrote (they were generated after
 greedy's choice).
+
+The module also holds what the other scoring passes (``numbers.py``, ``spans.py``,
+``overlaps.py``) share: ``revise_outputs`` (the walk over the generated outputs),
+``CandidateJob`` and ``candidate_scores`` / ``best_candidates`` (a field's candidates
+scored in context), ``common_prefix`` and ``mean_logprob``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import jsonschema
 
 from structgen.extraction.refs import MAX_REF_DEPTH
 from structgen.extraction.refs import resolve as _resolve
-from structgen.extraction.spans import common_prefix, mean_logprob
 from structgen.runtime.sampling_params import SamplingParams
 
-__all__ = ["choose_options", "option_fields", "value_spans"]
+__all__ = [
+    "choose_options",
+    "option_fields",
+    "value_spans",
+    "revise_outputs",
+    "common_prefix",
+    "mean_logprob",
+]
 
 _SCORE = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
 _DECODER = json.JSONDecoder()
@@ -144,6 +156,67 @@ def _get(value: Any, keys: tuple[str, ...]) -> tuple[bool, Any]:
     return True, node
 
 
+def revise_outputs(
+    raw_texts: list[str],
+    plan: Callable[[int, Any, str, dict[tuple[str, ...], tuple[int, int]]], Iterable[Any]],
+    decide: Callable[[Any, Any, Any], Any],
+    score: Callable[[list[Any], list[Any]], Sequence[Any]] | None = None,
+) -> list[str]:
+    """The generated JSON texts with fields decided again: the walk over the outputs that
+    ``choose_options``, ``choose_numbers`` (``numbers.py``), ``choose_span_ends``
+    (``spans.py``) and ``choose_overlaps`` (``overlaps.py``) share.
+
+    Every text that parses as a JSON object (``json.loads`` and ``value_spans``) is
+    planned, in order; an empty text or one that does not parse is left as it is. When
+    any job was planned, ``score`` is called once with all of them (so their scoring
+    requests go in one batch); then each job, in order, is decided on its document's
+    object as the earlier jobs left it. A document whose object was decided again is
+    written compactly.
+
+    Args:
+        raw_texts: each document's generated JSON text.
+        plan: ``plan(doc, value, raw, spans)``: the jobs of one document (the fields to
+            decide), given its index, parsed object, text and ``value_spans``.
+        decide: ``decide(job, result, value)``: the document's object with the job's
+            field decided (a new object; ``value`` is not changed), or None to keep
+            ``value``; ``result`` is the job's entry of ``score``'s list (None without
+            ``score``).
+        score: ``score(jobs, values)``: one result per job, in order; ``values`` holds each
+            document's parsed object before any decision (None where it was skipped).
+            Without it a job scores itself in ``decide`` (``choose_overlaps``: one job,
+            and one scoring batch, per document).
+
+    Returns:
+        The texts; where a job decided the object again, the object written compactly
+        (``separators=(",", ":")``, keys in their order).
+
+    Raises:
+        Nothing of its own: what ``plan``, ``score`` or ``decide`` raise propagates.
+    """
+    values: list[Any] = [None] * len(raw_texts)
+    jobs: list[tuple[int, Any]] = []
+    for doc, raw in enumerate(raw_texts):
+        if not raw:
+            continue
+        try:
+            value = json.loads(raw)
+            spans = value_spans(raw)
+        except ValueError:
+            continue
+        values[doc] = value
+        jobs.extend((doc, job) for job in plan(doc, value, raw, spans))
+    if not jobs:
+        return list(raw_texts)
+    results = score([job for _, job in jobs], values) if score is not None else [None] * len(jobs)
+    out_texts = list(raw_texts)
+    for (doc, job), result in zip(jobs, results):
+        new = decide(job, result, values[doc])
+        if new is not None:
+            values[doc] = new
+            out_texts[doc] = json.dumps(new, ensure_ascii=False, separators=(",", ":"))
+    return out_texts
+
+
 def choose_options(engine: Any, schema: Any, prompts: list[Any], raw_texts: list[str]) -> list[str]:
     """The generated JSON texts with each choice field's value decided by score (module
     docstring).
@@ -160,34 +233,32 @@ def choose_options(engine: Any, schema: Any, prompts: list[Any], raw_texts: list
         compactly (``separators=(",", ":")``, keys in their order) with that option.
     """
     fields = option_fields(schema) if isinstance(schema, dict) else {}
-    jobs: list[CandidateJob] = []
-    values: list[Any] = [None] * len(raw_texts)
-    for i, raw in enumerate(raw_texts):
-        if not fields or not raw:
-            continue
-        try:
-            values[i] = json.loads(raw)
-            spans = value_spans(raw)
-        except ValueError:
-            continue
+    if not fields:
+        return list(raw_texts)
+    checker = None
+
+    def plan(i: int, value: Any, raw: str, spans: dict) -> Iterable[CandidateJob]:
         context = None
         for keys, options in fields.items():
-            present, current = _get(values[i], keys)
+            present, current = _get(value, keys)
             if not present or keys not in spans or not any(_same(o, current) for o in options):
                 continue
             if context is None:
                 context = _template(engine, prompts[i])
-            jobs.append(CandidateJob(i, keys, list(options), context, raw, spans[keys]))
-    checker = jsonschema.validators.validator_for(schema)(schema) if jobs else None
-    out_texts = list(raw_texts)
-    for job, best in zip(jobs, best_candidates(engine, jobs, values, summed=False)):
+            yield CandidateJob(i, keys, list(options), context, raw, spans[keys])
+
+    def score(jobs: list[CandidateJob], values: list[Any]) -> list[Any]:
+        nonlocal checker
+        checker = jsonschema.validators.validator_for(schema)(schema)
+        return best_candidates(engine, jobs, values, summed=False)
+
+    def decide(job: CandidateJob, best: Any, value: Any) -> Any:
         if best is None:
-            continue
-        trial = _with(values[job.doc], job.keys, best)
-        if checker.is_valid(trial):
-            values[job.doc] = trial
-            out_texts[job.doc] = json.dumps(trial, ensure_ascii=False, separators=(",", ":"))
-    return out_texts
+            return None
+        trial = _with(value, job.keys, best)
+        return trial if checker.is_valid(trial) else None
+
+    return revise_outputs(raw_texts, plan, decide, score)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,6 +326,24 @@ def current_index(job: CandidateJob, values: list[Any]) -> int:
             f"(document {job.doc}) do not hold its value {current!r}"
         )
     return now
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """The length of the longest common prefix of two token-id lists."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def mean_logprob(out: Any, full: list[int], start: int) -> float:
+    """Mean log-probability of ``full[start:]`` (``-inf`` when the request failed)."""
+    if out.finish_reason == "error" or out.prompt_logprobs is None:
+        return float("-inf")
+    lps = [out.prompt_logprobs[j][full[j]] for j in range(start, len(full))]
+    return sum(lps) / max(1, len(lps))
 
 
 def candidate_scores(engine: Any, jobs: list[CandidateJob], *, summed: bool) -> list[list[float]]:

@@ -181,17 +181,10 @@ def extract(
     by_text = EVIDENCE_DEFAULT if evidence is None else evidence
 
     def finish(i: int, out: Any) -> None:
-        if numbers and plans[i].copied_fields and out.finish_reason in ("stop", "length"):
-            if out.text:
-                (text_i,) = choose_numbers(
-                    engine, sd, [prompts[i]], [out.text], [texts[i]], [plans[i].copied_fields]
-                )
-                out = dataclasses.replace(out, text=text_i)
-        if overlaps and plans[i].copied_fields and out.finish_reason in ("stop", "length"):
-            if out.text:
-                (text_i,) = choose_overlaps(
-                    engine, sd, [prompts[i]], [out.text], [texts[i]], [plans[i].copied_fields]
-                )
+        copied = plans[i].copied_fields
+        for on, choose in ((numbers, choose_numbers), (overlaps, choose_overlaps)):
+            if on and copied and out.finish_reason in ("stop", "length") and out.text:
+                (text_i,) = choose(engine, sd, [prompts[i]], [out.text], [texts[i]], [copied])
                 out = dataclasses.replace(out, text=text_i)
         if options and out.finish_reason in ("stop", "length") and out.text:
             (text_i,) = choose_options(engine, sd, [prompts[i]], [out.text])

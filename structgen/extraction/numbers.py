@@ -20,7 +20,7 @@ field's absence is not a numeral to score against).
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -33,7 +33,7 @@ from structgen.extraction.choices import (
     _template,
     _with,
     best_candidates,
-    value_spans,
+    revise_outputs,
 )
 from structgen.extraction.refs import MAX_REF_DEPTH
 from structgen.extraction.refs import resolve as _resolve
@@ -129,21 +129,15 @@ def choose_numbers(
         compactly (``separators=(",", ":")``, keys in their order) with that numeral.
     """
     fields = number_fields(schema) if isinstance(schema, dict) else []
-    checker = jsonschema.validators.validator_for(schema)(schema) if fields else None
-    jobs: list[CandidateJob] = []
-    values: list[Any] = [None] * len(raw_texts)
-    for i, raw in enumerate(raw_texts):
-        if not fields or not raw:
-            continue
-        try:
-            values[i] = json.loads(raw)
-            spans = value_spans(raw)
-        except ValueError:
-            continue
+    if not fields:
+        return list(raw_texts)
+    checker = jsonschema.validators.validator_for(schema)(schema)
+
+    def plan(i: int, value: Any, raw: str, spans: dict) -> Iterable[CandidateJob]:
         cands_all = numeral_candidates(texts[i])
         context = None
         for keys in fields:
-            present, current = _get(values[i], keys)
+            present, current = _get(value, keys)
             if (
                 ".".join(keys) not in copied[i]
                 or not present
@@ -152,22 +146,23 @@ def choose_numbers(
                 or not isinstance(current, (int, float))
             ):
                 continue
-            cands = [c for c in cands_all if _valid_with(checker, values[i], keys, c)]
+            cands = [c for c in cands_all if _valid_with(checker, value, keys, c)]
             if not any(_same(c, current) for c in cands):
                 cands.append(current)
             if len(cands) < 2:
                 continue
             if context is None:
                 context = _template(engine, prompts[i])
-            jobs.append(CandidateJob(i, keys, cands, context, raw, spans[keys]))
-    out_texts = list(raw_texts)
-    # a document's later fields are set on its object with the earlier ones replaced
-    for job, best in zip(jobs, best_candidates(engine, jobs, values, summed=True)):
-        if best is None:
-            continue
-        values[job.doc] = _with(values[job.doc], job.keys, best)
-        out_texts[job.doc] = json.dumps(values[job.doc], ensure_ascii=False, separators=(",", ":"))
-    return out_texts
+            yield CandidateJob(i, keys, cands, context, raw, spans[keys])
+
+    def score(jobs: list[CandidateJob], values: list[Any]) -> list[Any]:
+        return best_candidates(engine, jobs, values, summed=True)
+
+    def decide(job: CandidateJob, best: Any, value: Any) -> Any:
+        # a document's later fields are set on its object with the earlier ones replaced
+        return None if best is None else _with(value, job.keys, best)
+
+    return revise_outputs(raw_texts, plan, decide, score)
 
 
 def _valid_with(checker: Any, value: Any, keys: tuple[str, ...], new: Any) -> bool:

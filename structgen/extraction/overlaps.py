@@ -24,7 +24,6 @@ wrote. Arrays are left alone (items are trimmed by ``items.py``).
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -35,7 +34,7 @@ from structgen.extraction.choices import (
     _template,
     _with,
     candidate_scores,
-    value_spans,
+    revise_outputs,
 )
 from structgen.extraction.evidence.fields import _nullable
 from structgen.extraction.refs import resolve as _resolve
@@ -198,15 +197,8 @@ def choose_overlaps(
     checker = jsonschema.validators.validator_for(schema)(
         schema, format_checker=jsonschema.validators.validator_for(schema).FORMAT_CHECKER
     )
-    out_texts = list(raw_texts)
-    for i, raw in enumerate(raw_texts):
-        if not raw:
-            continue
-        try:
-            value = json.loads(raw)
-            spans = value_spans(raw)
-        except ValueError:
-            continue
+
+    def plan(i: int, value: Any, raw: str, spans: dict) -> list[tuple]:
         strings = string_values(value)
         eligible = {
             k
@@ -214,11 +206,13 @@ def choose_overlaps(
             if ".".join(k) in copied[i] and k in spans and not _nullable_at(schema, k)
         }
         pairs = overlapping_pairs(strings, eligible)
-        if not pairs:
-            continue
-        value = _moved(engine, checker, prompts[i], raw, texts[i], value, strings, pairs, spans)
-        out_texts[i] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return out_texts
+        return [(i, raw, strings, pairs, spans)] if pairs else []
+
+    def decide(job: tuple, _: None, value: Any) -> Any:
+        i, raw, strings, pairs, spans = job
+        return _moved(engine, checker, prompts[i], raw, texts[i], value, strings, pairs, spans)
+
+    return revise_outputs(raw_texts, plan, decide)
 
 
 def _nullable_at(schema: Any, keys: tuple[str, ...]) -> bool:

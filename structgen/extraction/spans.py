@@ -19,20 +19,19 @@ benchmarks/RESULTS.md, "Copy constraints").
 
 from __future__ import annotations
 
-import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import jsonschema
 
+from structgen.extraction.choices import _with, common_prefix, mean_logprob, revise_outputs
 from structgen.fsm.copy import json_string_content, text_units
 from structgen.runtime.sampling_params import SamplingParams
 
 __all__ = [
     "choose_span_ends",
     "span_candidates",
-    "common_prefix",
-    "mean_logprob",
     "MAX_EXTRA_UNITS",
 ]
 
@@ -113,16 +112,9 @@ def choose_span_ends(
         The texts; where a longer span scored higher, the object written again compactly
         (``separators=(",", ":")``, keys in their order) with that span.
     """
-    values = []
-    for raw in raw_texts:
-        try:
-            values.append(json.loads(raw))
-        except ValueError:
-            values.append(None)
-    jobs = []  # (document, keys, candidates, base ids, candidate ids)
-    for i, (value, raw) in enumerate(zip(values, raw_texts)):
-        if not isinstance(value, dict):
-            continue
+    checker = None
+
+    def plan(i: int, value: Any, raw: str, _: dict) -> Iterable[tuple]:
         template = None
         for keys, current in _string_paths(value, copied[i]):
             cands = span_candidates(current, texts[i])
@@ -145,59 +137,43 @@ def choose_span_ends(
                 )
                 for c in cands
             ]
-            jobs.append((i, keys, cands, base, fulls))
-    if not jobs:
-        return list(raw_texts)
-    requests, params = [], []
-    for _, _, _, base, fulls in jobs:
-        for full in fulls:
-            first = common_prefix(base, full)
-            requests.append(full)
-            params.append(_with_start(max(1, first)))
-    outs = engine.generate(requests, params)
-    checker = jsonschema.validators.validator_for(schema)(schema)
-    out_texts = list(raw_texts)
-    pos = 0
-    for i, keys, cands, base, fulls in jobs:
-        scores = []
-        for full, out in zip(fulls, outs[pos : pos + len(fulls)]):
-            scores.append(mean_logprob(out, full, max(1, common_prefix(base, full))))
-        pos += len(fulls)
+            yield (keys, cands, base, fulls)  # (keys, candidates, base ids, candidate ids)
+
+    def score(jobs: list[tuple], values: list[Any]) -> list[list[float]]:
+        nonlocal checker
+        requests, params = [], []
+        for _, _, base, fulls in jobs:
+            for full in fulls:
+                first = common_prefix(base, full)
+                requests.append(full)
+                params.append(_with_start(max(1, first)))
+        outs = engine.generate(requests, params)
+        checker = jsonschema.validators.validator_for(schema)(schema)
+        scores_all = []
+        pos = 0
+        for _, _, base, fulls in jobs:
+            scores = []
+            for full, out in zip(fulls, outs[pos : pos + len(fulls)]):
+                scores.append(mean_logprob(out, full, max(1, common_prefix(base, full))))
+            pos += len(fulls)
+            scores_all.append(scores)
+        return scores_all
+
+    def decide(job: tuple, scores: list[float], value: Any) -> Any:
+        keys, cands, _, _ = job
         order = sorted(range(len(cands)), key=lambda k: (-scores[k], k))
         for k in order:
             if k == 0:
                 break
-            trial = json.loads(json.dumps(values[i]))
-            node = trial
-            for key in keys[:-1]:
-                node = node[key]
-            node[keys[-1]] = cands[k]
+            trial = _with(value, keys, cands[k])
             if checker.is_valid(trial):
-                values[i] = trial
-                out_texts[i] = json.dumps(trial, ensure_ascii=False, separators=(",", ":"))
-                break
-    return out_texts
+                return trial
+        return None
+
+    return revise_outputs(raw_texts, plan, decide, score)
 
 
 def _with_start(start: int) -> SamplingParams:
     import dataclasses
 
     return dataclasses.replace(_SCORE, prompt_logprobs_start=start)
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """The length of the longest common prefix of two token-id lists."""
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def mean_logprob(out: Any, full: list[int], start: int) -> float:
-    """Mean log-probability of ``full[start:]`` (``-inf`` when the request failed)."""
-    if out.finish_reason == "error" or out.prompt_logprobs is None:
-        return float("-inf")
-    lps = [out.prompt_logprobs[j][full[j]] for j in range(start, len(full))]
-    return sum(lps) / max(1, len(lps))

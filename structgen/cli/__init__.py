@@ -130,11 +130,9 @@ def cmd_extract(args: argparse.Namespace) -> int:
     for a text that failed, and a progress bar and a summary on stderr). An output cut by
     ``max_tokens`` that the grammar had closed is printed and reported on stderr.
     """
-    import time
     import warnings
 
-    from tqdm import tqdm
-
+    from structgen.cli.batch import BatchWriter
     from structgen.errors import ExtractionTruncatedWarning, GrammarWarning
     from structgen.extraction import extract
     from structgen.runtime.sampling_params import SamplingParams
@@ -148,58 +146,29 @@ def cmd_extract(args: argparse.Namespace) -> int:
     kept = [i for i, t in enumerate(texts) if t.strip()]  # blank JSON lines: errors, no model
     engine = _engine(args) if kept else None
     params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0)
-    pending: dict[int, Any] = {}
-    written = 0
-    failed: list[int] = []
-    truncated: list[int] = []
-    bar = tqdm(total=len(texts), desc="extract", unit="doc", file=sys.stderr,
-               disable=lines is None)  # fmt: skip
-
-    def on_result(i: int, res: Any) -> None:
-        nonlocal written
-        bar.update(1)
-        if isinstance(res, ExtractionError):
-            failed.append(i)
-        elif res.truncated:
-            truncated.append(i)
-            bar.write(
-                f"structgen: warning: {where(i)}: cut by max_tokens={args.max_tokens}; "
-                "the grammar closed the JSON early, so later fields may be shortened",
-                file=sys.stderr,
-            )
-        pending[i] = res
-        while written in pending:  # input order: write the finished prefix
-            _write_result(out, pending.pop(written), None if lines is None else where(written))
-            written += 1
-
-    t0 = time.perf_counter()
+    batch = BatchWriter(lambda res, name: _write_result(out, res, name), len(texts), where,
+                        lines is not None, args.max_tokens)  # fmt: skip
     try:
         for i, t in enumerate(texts):
             if not t.strip():
-                on_result(i, ExtractionError("the text is empty: there is nothing to extract from"))
+                batch.on_result(
+                    i, ExtractionError("the text is empty: there is nothing to extract from")
+                )
         if kept:
             with warnings.catch_warnings():  # reported above, one line per text
                 warnings.simplefilter("ignore", ExtractionTruncatedWarning)
                 warnings.simplefilter("ignore", GrammarWarning)  # printed by load_schema
                 extract(engine, schema, [texts[i] for i in kept], params=params, errors="return",
                         return_details=True, copy=False if args.no_copy else None,
-                        on_result=lambda j, res: on_result(kept[j], res))  # fmt: skip
+                        on_result=lambda j, res: batch.on_result(kept[j], res))  # fmt: skip
     finally:
-        bar.close()
+        batch.close()
         if out is not sys.stdout:
             out.close()
-    elapsed = time.perf_counter() - t0
     if lines is not None:
-        summary = (
-            f"{len(texts)} documents in {elapsed:.1f} s ({len(texts) / elapsed:.2f} documents/s)"
-        )
-        if truncated:
-            summary += f"; {len(truncated)} cut by max_tokens ({_where_list(truncated, where)})"
-        if failed:
-            summary += f"; {len(failed)} failed ({_where_list(failed, where)})"
-        print(f"structgen: {summary}", file=sys.stderr, flush=True)
-    if failed:
-        raise CliError(f"{len(failed)} of {len(texts)} extractions failed", code=1)
+        print(f"structgen: {batch.summary()}", file=sys.stderr, flush=True)
+    if batch.failed:
+        raise CliError(f"{len(batch.failed)} of {len(texts)} extractions failed", code=1)
     return 0
 
 
@@ -251,11 +220,6 @@ def _write_result(out: Any, res: Any, where: str | None) -> None:
             value = value.model_dump(mode="json")
     out.write(json.dumps(value, ensure_ascii=False) + "\n")
     out.flush()
-
-
-def _where_list(indices: list[int], where: Any, most: int = 10) -> str:
-    shown = ", ".join(where(i) for i in sorted(indices)[:most])
-    return shown + (", ..." if len(indices) > most else "")
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

@@ -30,6 +30,8 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   (``structgen.fsm.numerals.numeral_spans``) nearest to a mention, in the same clause
   and at most three words away, whose reading the field's type and bounds accept, is
   the value (a tie goes to the numeral before the mention: English writes "4 guests").
+  A numeral that is one end of a range ("between 128 and 136 systolic") is not a
+  candidate: neither end is the value of a plain field.
   Unmentioned, or when two sibling number fields would take the same numeral: the
   model's value stays; a nullable number field that no numeral decides and whose
   name's words the text mentions only in clauses with a negation ("Rate and
@@ -77,6 +79,30 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   with at most two words between, that its schema accepts and no sibling holds. This
   rule also runs on each object item of an array (the other rules do not: a mention
   does not say which item it belongs to).
+* **range**: two sibling number fields named ``X_min`` and ``X_max`` (or ``minimum`` /
+  ``maximum``, at either end of the name) take the two ends of the one range the text
+  writes (two numerals joined only by ``to``, ``-``, ``–``, ``—`` or ``between ... and``,
+  currency marks and line breaks around the joiner allowed, the first below the second),
+  looking only in clauses that mention ``X`` when the text mentions it ("Salary €42,000 to
+  €48,000": the model wrote ``"salary_min": 3``, the experience); with no such range or
+  two, the model's values stay.
+* **name run**: a free string field (no ``enum``, ``const``, ``format`` or ``pattern``)
+  whose value starts with a capitalised word and that the text writes with capitalised
+  words right next to it (one space between; not a sentence's or label's first word,
+  not a capitalised function word such as "The" or "Her", not after a value ending in
+  ``.``) takes those words, up to three on each side, when every occurrence of the value
+  gives the same run and no sibling's value is added ("Sakuragaoka" -> "Hotel
+  Sakuragaoka", "Northwind" -> "Northwind Logistics": greedy copying stops or starts
+  inside a name).
+* **sibling cut**: a free string field whose value holds another string field's value
+  (not an ``enum`` or ``const`` option) after its first word, at word boundaries, ran on
+  past its end ("Sofia. elena.petrova@quantix.example", "... reception at Hotel Sakuragaoka
+  on 2026-05-09, 17:30"): it is cut before the first such value, at the last clause break
+  (``. ``, ``, ``, ``; ``, `` - ``) before it when there is one ("Dmitri Volkov, booking
+  code LM55RT" -> "Dmitri Volkov"), trailing punctuation and function words dropped
+  ("... reception at" -> "... reception"), when the text writes the rest and the schema
+  accepts it. Runs after the name-run rule, so a sibling extended to "Hotel Sakuragaoka"
+  cuts at its start.
 * **amount**: a number field named for money (``labels.is_amount_field``: ``price``,
   ``total``, ``amount``, ``cost``, ``fee``, ``paid``, ...) whose value is none of the
   readings of the numerals the text writes with a currency mark (``labels.amount_spans``:
@@ -119,10 +145,10 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 (``stem``, ``unwrapped``, ``name_stems``, ``option_stems``, words, clauses, negations),
 ``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
 boolean and enum rules (currency symbols included), ``numbers.py`` the number,
-separator, repeat, amount and denied-number rules, ``strings.py`` the span-start,
-string repeat, identifier and phone rules, ``dates.py`` the date order and date null
-rules, ``nulls.py`` the null and identifier null rules, and ``apply.py`` the driver,
-``apply_evidence``, which this package re-exports.
+separator, repeat, range, amount and denied-number rules, ``strings.py`` the span-start,
+name-run, sibling-cut, string repeat, identifier and phone rules, ``dates.py`` the date
+order and date null rules, ``nulls.py`` the null and identifier null rules, and
+``apply.py`` the driver, ``apply_evidence``, which this package re-exports.
 """
 
 from __future__ import annotations

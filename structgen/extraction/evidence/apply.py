@@ -1,8 +1,9 @@
 """The evidence pass's driver: ``apply_evidence`` runs the rules over one object.
 
 Each object of the schema is walked once: the boolean, enum and number rules in schema
-order (``options``, ``numbers``), then per field the amount, identifier, phone, separator
-and span-start rules, then the repeat, string repeat and date order rules, then the null
+order (``options``, ``numbers``), then per field the amount, identifier, phone, separator,
+span-start and name-run rules, then the repeat, range, string repeat, sibling-cut and date
+order rules, then the null
 rules (``nulls``); last, unsupported array items are dropped (``items.trim_items``). The
 rules: the package docstring, ``structgen.extraction.evidence``.
 """
@@ -23,13 +24,16 @@ from structgen.extraction.evidence.numbers import (
     _denied,
     _grouped_reading,
     _number_value,
+    _range_values,
     _repeated_numbers,
 )
 from structgen.extraction.evidence.options import _bool_value, _enum_value
 from structgen.extraction.evidence.strings import (
+    _capital_run,
     _identifier_value,
     _phone_value,
     _repeated_strings,
+    _sibling_cut,
     _span_start,
 )
 from structgen.extraction.evidence.text import _Text, name_stems
@@ -140,10 +144,20 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             if started is not None:
                 node[name] = started
                 changed.append(path + name)
+            run = _capital_run(schema, sub, name, node, text)
+            if run is not None:
+                node[name] = run
+                changed.append(path + name)
         for name, num in _repeated_numbers(schema, sub, node, doc, spans).items():
             node[name] = int(num) if num == num.to_integral_value() else float(num)
             changed.append(path + name)
+        for name, num in _range_values(schema, sub, node, doc, spans).items():
+            node[name] = int(num) if num == num.to_integral_value() else float(num)
+            changed.append(path + name)
         for name, new_s in _repeated_strings(schema, sub, node, doc).items():
+            node[name] = new_s
+            changed.append(path + name)
+        for name, new_s in _sibling_cut(schema, sub, node, text).items():
             node[name] = new_s
             changed.append(path + name)
         for name, new_d in _dates_in_order(schema, sub, node, text).items():

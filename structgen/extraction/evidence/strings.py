@@ -4,11 +4,14 @@ A value the text writes only inside longer chunks starts where the chunk starts
 (``_span_start``); a patterned field repeating a sibling's value takes the next word
 (``_repeated_strings``); an identifier field takes the one identifier after its label
 (``_identifier_value``) and a phone field the one phone number (``_phone_value``), both
-read by ``structgen.extraction.labels``.
+read by ``structgen.extraction.labels``; a name the model cut short takes the capitalised
+words next to it (``_capital_run``) and a value running on into a sibling's value is cut
+before it (``_sibling_cut``).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jsonschema
@@ -22,6 +25,29 @@ from structgen.extraction.labels import (
     phone_runs,
 )
 from structgen.extraction.refs import resolve as _resolve
+
+# capitalised words that do not continue a name, and the words a value cut before a
+# sibling's value does not end with ("... reception at")
+_FUNCTION_WORDS = frozenset(
+    "the a an and or of at on in to for from by with via as is are was were be "
+    "her his its our your their my we i he she it they you this that these those".split()
+)
+
+_MAX_RUN_WORDS = 3  # capitalised words the name-run rule adds on each side
+
+_WORD_CHAR = re.compile(r"[^\W_]")
+
+_WORD_BEFORE = re.compile(r"([^\W\d_][\w'’&-]*) $")  # a word, one space, then the value
+
+_WORD_AFTER = re.compile(r" ([^\W\d_][\w'’&-]*[^\W_])(?![\w'’&-])")
+
+# a sentence starts at the given offset: the text's start, or after ". ", "! ", "? ", ": "
+# or a line break
+_SENTENCE_START = re.compile(r"(?:\A|[.!?:\n]\s*|\n)\s*\Z")
+
+_CLAUSE_BREAK = re.compile(r"[.,;|·]\s|\s[—–-]\s")  # "Sofia. elena@...", "Volkov, booking"
+
+_TRAILING = " \t\n,.;:|·-–—(/"
 
 
 def _repeated_strings(root: Any, sub: dict, node: dict, doc: _Text) -> dict[str, str]:
@@ -122,3 +148,123 @@ def _phone_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str 
     if len(found) != 1 or value in found:
         return None
     return found[0] if _schema_accepts(root, sub, found[0]) else None
+
+
+def _free_string(root: Any, prop: Any) -> dict | None:
+    """A property's subschema when it is a free string (type string, maybe nullable; no
+    ``enum``, ``const``, ``format`` or ``pattern``), else None.
+    """
+    sub = _resolve(root, prop)
+    if not isinstance(sub, dict) or any(k in sub for k in ("enum", "const", "format", "pattern")):
+        return None
+    types = sub.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    return sub if types - {"null"} == {"string"} else None
+
+
+def _sibling_strings(root: Any, sub: dict, node: dict, name: str) -> list[str]:
+    """The values (two characters at least) of ``node``'s other string fields that are
+    not ``enum`` or ``const`` (an option is a label, not a span of the text).
+    """
+    props = sub.get("properties") or {}
+    found = []
+    for key, value in node.items():
+        branch = _resolve(root, props.get(key))
+        if key == name or not isinstance(value, str) or len(value.strip()) < 2:
+            continue
+        if isinstance(branch, dict) and "enum" not in branch and "const" not in branch:
+            found.append(value)
+    return found
+
+
+def _name_word(word: str) -> bool:
+    """Whether a text word can continue a name: capitalised with a lowercase letter
+    ("Hotel", "McKay"), not a capitalised function word ("The", "Her").
+    """
+    return (
+        word[:1].isupper()
+        and any(c.islower() for c in word)
+        and word.lower() not in _FUNCTION_WORDS
+    )
+
+
+def _capital_run(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
+    """The name-run rule of the package docstring: the value extended over the
+    capitalised words the text writes right before and after it, or None (no change).
+    """
+    prop = (sub.get("properties") or {}).get(name)
+    if _free_string(root, prop) is None:
+        return None
+    value = node.get(name)
+    if not isinstance(value, str) or not _name_word(value.split()[0] if value.split() else ""):
+        return None
+    found: set[str] = set()
+    for m in re.finditer(re.escape(value), text):
+        start, end = m.start(), m.end()
+        if _WORD_CHAR.match(text[start - 1 : start]) or _WORD_CHAR.match(text[end : end + 1]):
+            continue  # inside a word
+        for _ in range(_MAX_RUN_WORDS):
+            before = _WORD_BEFORE.search(text, 0, start)
+            if before is None or not _name_word(before.group(1)):
+                break
+            if _SENTENCE_START.search(text, 0, before.start(1)):
+                break  # the sentence's first word is capitalised anyway
+            start = before.start(1)
+        last = text[start:end].split()[-1]
+        for _ in range(_MAX_RUN_WORDS):
+            after = _WORD_AFTER.match(text, end)
+            if after is None or not _name_word(last) or not last[-1].isalnum():
+                break  # "Highland Print Co. Three": the sentence ended
+            if not _name_word(after.group(1)):
+                break
+            end, last = after.end(1), after.group(1)
+        found.add(text[start:end])
+    if len(found) != 1:
+        return None  # not written, or written with different neighbours
+    (new,) = found
+    # a sibling holding the whole new value ran on past its own end (the cut rule's case)
+    siblings = [s for s in _sibling_strings(root, sub, node, name) if new not in s]
+    if new == value or any(s in new and s not in value for s in siblings):
+        return None
+    if any(w in s for w in new.replace(value, " ").split() for s in siblings):
+        return None  # the added words are a sibling's
+    return new if _schema_accepts(root, _resolve(root, prop), new) else None
+
+
+def _sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
+    """The sibling-cut rule of the package docstring: ``{field: new value}`` for the free
+    string fields of one object whose value runs on into a sibling's value, cut before
+    it (trailing punctuation and function words dropped).
+    """
+    found: dict[str, str] = {}
+    for name, prop in (sub.get("properties") or {}).items():
+        branch = _free_string(root, prop)
+        value = node.get(name)
+        if branch is None or not isinstance(value, str):
+            continue
+        cuts = [
+            m.start()
+            for s in _sibling_strings(root, sub, node, name)
+            if s not in value[: len(s)]
+            for m in re.finditer(re.escape(s), value)
+            if m.start() > 0
+            and not _WORD_CHAR.match(value[m.start() - 1])
+            and not _WORD_CHAR.match(value[m.end() : m.end() + 1])
+        ]
+        if not cuts:
+            continue
+        head = value[: min(cuts)]
+        breaks = list(_CLAUSE_BREAK.finditer(head))
+        if breaks and breaks[-1].start() > 0:
+            head = head[: breaks[-1].start()]  # "..., booking code LM55RT": the clause goes
+        while True:
+            stripped = head.rstrip(_TRAILING)
+            words = stripped.split()
+            if words and words[-1].lower() in _FUNCTION_WORDS:
+                stripped = stripped[: len(stripped) - len(words[-1])]
+            if stripped == head:
+                break
+            head = stripped
+        if head and head in text and _schema_accepts(root, branch, head):
+            found[name] = head
+    return found

@@ -1,0 +1,213 @@
+"""The evidence pass's range, name-run and sibling-cut rules (``structgen.extraction.evidence``):
+hand-checked cases, and the name-run rule against a brute-force reading of the words.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from structgen.extraction.evidence import apply_evidence
+
+JOB = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"},
+        "company": {"type": "string"},
+        "salary_min": {"type": ["integer", "null"]},
+        "salary_max": {"type": ["integer", "null"]},
+        "years": {"type": ["integer", "null"]},
+    },
+    "required": ["title"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        (  # the model read the first end as the experience, left the top out
+            "Salary €42,000 to €48,000 a year. At least 3 years.",
+            {"title": "Clerk", "salary_min": 3, "salary_max": 48000},
+            {"title": "Clerk", "salary_min": 42000, "salary_max": 48000},
+        ),
+        (  # "between ... and", a line break before the second end
+            "A gross salary between €65,000 and\n€80,000 depending on experience.",
+            {"title": "Clerk", "salary_min": 65000, "salary_max": None},
+            {"title": "Clerk", "salary_min": 65000, "salary_max": 80000},
+        ),
+        (
+            "Pay: 15 - 18 per hour.",
+            {"title": "Clerk", "salary_min": 18, "salary_max": 18},
+            {"title": "Clerk", "salary_min": 15, "salary_max": 18},
+        ),
+        (  # of two ranges, the one in the clause naming the salary
+            "Forecasts one to two days ahead; salary 50 to 60 per hour.",
+            {"title": "Clerk", "salary_min": 1, "salary_max": 2},
+            {"title": "Clerk", "salary_min": 50, "salary_max": 60},
+        ),
+    ],
+)
+def test_a_min_max_pair_takes_the_range_the_text_writes(text, before, after):
+    value, changed = apply_evidence(JOB, text, before)
+    assert value == after
+    assert changed == [k for k in after if after[k] != before.get(k)]
+
+
+PAY = {
+    "type": "object",
+    "properties": {"pay_min": {"type": "integer"}, "pay_max": {"type": "integer"}},
+    "required": ["pay_min", "pay_max"],
+}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Offered 42,000 and 48,000.",  # "and" without "between"
+        "Offered 48,000 to 42,000.",  # not rising
+        "Offered 10 to 20 or 30 to 40.",  # two ranges, the name mentioned nowhere
+        "Offered 42,000, then 48,000.",  # not a joiner
+    ],
+)
+def test_range_rule_does_not_fire(text):
+    before = {"pay_min": 1, "pay_max": 2}
+    assert apply_evidence(PAY, text, before) == (before, [])
+
+
+def test_a_range_end_is_not_a_plain_fields_value():
+    # "between 128 and 136 systolic": neither end is the reading, the model's value stays
+    schema = {
+        "type": "object",
+        "properties": {"systolic": {"type": "integer"}},
+        "required": ["systolic"],
+    }
+    text = "Readings between 128 and 136 systolic. Today it was 134/84."
+    assert apply_evidence(schema, text, {"systolic": 134}) == ({"systolic": 134}, [])
+    # a plain mention still decides
+    assert apply_evidence(schema, "It was 131 systolic.", {"systolic": 134}) == (
+        {"systolic": 131},
+        ["systolic"],
+    )
+
+
+EVENT = {
+    "type": "object",
+    "properties": {
+        "event_name": {"type": "string"},
+        "venue": {"type": "string"},
+        "date": {"type": "string", "format": "date"},
+        "kind": {"enum": ["party", "contract", "other"]},
+        "city": {"type": ["string", "null"]},
+        "email": {"type": ["string", "null"]},
+        "code": {"type": "string", "pattern": "^[A-Z]+$"},
+    },
+    "required": ["event_name"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        (  # the venue starts late, the name runs on into it and the date
+            "The family invites you to the wedding reception at Hotel Sakura on 2026-05-09.",
+            {
+                "event_name": "the wedding reception at Hotel Sakura on 2026-05-09",
+                "venue": "Sakura",
+                "date": "2026-05-09",
+            },
+            {"event_name": "the wedding reception", "venue": "Hotel Sakura", "date": "2026-05-09"},
+        ),
+        (  # a name cut short at its second word
+            "Northwind Logistics is hiring.",
+            {"event_name": "Northwind"},
+            {"event_name": "Northwind Logistics"},
+        ),
+        (  # across a sentence end into a sibling's value
+            "Quantix Labs, Sofia. elena@quantix.example, +359 2 555",
+            {
+                "event_name": "Quantix Labs",
+                "city": "Sofia. elena@quantix.example",
+                "email": "elena@quantix.example",
+            },
+            {"event_name": "Quantix Labs", "city": "Sofia", "email": "elena@quantix.example"},
+        ),
+        (  # the sibling's clause goes with it
+            "Ticket for Dmitri Volkov, booking code LMRT. Flight LH 401.",
+            {"event_name": "Dmitri Volkov, booking code LMRT", "code": "LMRT"},
+            {"event_name": "Dmitri Volkov", "code": "LMRT"},
+        ),
+    ],
+)
+def test_name_runs_and_sibling_cuts(text, before, after):
+    value, changed = apply_evidence(EVENT, text, before)
+    assert value == after
+    assert sorted(changed) == sorted(k for k in after if after[k] != before.get(k))
+
+
+@pytest.mark.parametrize(
+    ("text", "before"),
+    [
+        ("Call Hannah Wright today.", {"event_name": "Hannah Wright"}),  # sentence start
+        ("Vendor: Highland Print Co. Three boxes.", {"event_name": "Highland Print Co."}),
+        ("Agent: Lukas Frei, 061.", {"event_name": "Lukas Frei"}),  # a label, not a name
+        ("Trip to Paris Orly and Paris.", {"event_name": "Paris"}),  # two neighbourhoods
+        ("Dinner at The Ivy tonight.", {"event_name": "Ivy"}),  # "The": a function word
+        (  # the added word is a sibling's value
+            "Meet at Gala Grand Hall tonight.",
+            {"event_name": "Grand Hall", "venue": "Gala"},
+        ),
+        (  # an option is not a span: "contract" is the enum's
+            "Remote contract role.",
+            {"event_name": "Remote contract role", "kind": "contract"},
+        ),
+        (  # a sibling at the value's start: the container may be right
+            "Grand Hall, City Museum.",
+            {"event_name": "x", "venue": "Grand Hall, City Museum", "city": "Grand Hall"},
+        ),
+    ],
+)
+def test_name_run_and_sibling_cut_do_not_fire(text, before):
+    assert apply_evidence(EVENT, text, before) == (before, [])
+
+
+_FUNCTION = {"the", "at", "on", "her"}
+
+
+def _run_reference(words: list[str], value_at: int, value_len: int) -> str:
+    """Brute force over a space-joined word list: extend left over capitalised words with
+    a lowercase letter that are not function words, not the first word; then right the
+    same way while the value's last word is such a word too (at most 3 each side).
+    """
+
+    def name_word(w: str) -> bool:
+        return w[:1].isupper() and any(c.islower() for c in w) and w.lower() not in _FUNCTION
+
+    lo, hi = value_at, value_at + value_len
+    for _ in range(3):
+        if lo - 1 >= 1 and name_word(words[lo - 1]):
+            lo -= 1
+    for _ in range(3):
+        if hi < len(words) and name_word(words[hi - 1]) and name_word(words[hi]):
+            hi += 1
+    return " ".join(words[lo:hi])
+
+
+def test_name_run_matches_a_brute_force_reading():
+    rng = random.Random(23)
+    vocab = ["Hotel", "Grand", "Sakura", "at", "on", "the", "The", "Her", "lamp", "Nimbus"]
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+    checked = 0
+    for _ in range(600):
+        words = [rng.choice(vocab) for _ in range(rng.randint(2, 9))]
+        value_at = rng.randrange(len(words))
+        value_len = rng.randint(1, min(2, len(words) - value_at))
+        value = " ".join(words[value_at : value_at + value_len])
+        text = " ".join(words)
+        if text.count(value) != 1 or not value[0].isupper() or value.split()[0] in ("The", "Her"):
+            continue  # the reference reads one place; the rule starts only at a name word
+        # a word repeated inside the found run would count as a second occurrence
+        got, _ = apply_evidence(schema, text, {"name": value})
+        assert got["name"] == _run_reference(words, value_at, value_len), (text, value)
+        checked += 1
+    assert checked > 100

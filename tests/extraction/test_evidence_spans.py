@@ -211,3 +211,120 @@ def test_name_run_matches_a_brute_force_reading():
         assert got["name"] == _run_reference(words, value_at, value_len), (text, value)
         checked += 1
     assert checked > 100
+
+
+BAGS = {
+    "type": "object",
+    "properties": {
+        "checked_bags": {"type": "integer", "minimum": 0, "maximum": 6},
+        "pets": {"type": ["integer", "null"]},
+        "seats": {"type": "integer", "minimum": 1},
+    },
+    "required": ["checked_bags"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        ("Premium economy, no checked baggage.", {"checked_bags": 5}, {"checked_bags": 0}),
+        # nullable: the denied-number rule makes it null, not 0
+        (
+            "No pets. No checked bags.",
+            {"checked_bags": 2, "pets": 1},
+            {"checked_bags": 0, "pets": None},
+        ),
+    ],
+)
+def test_a_count_the_text_denies_is_zero(text, before, after):
+    value, changed = apply_evidence(BAGS, text, before)
+    assert value == after
+    assert sorted(changed) == sorted(k for k in after if after[k] != before.get(k))
+
+
+@pytest.mark.parametrize(
+    ("text", "before"),
+    [
+        ("Two checked bags, no fees.", {"checked_bags": 2}),  # the numeral decides
+        ("Checked bags: see below. No fees.", {"checked_bags": 1}),  # one mention not negated
+        ("No seats left.", {"checked_bags": 1, "seats": 2}),  # minimum 1: 0 is not a count
+    ],
+)
+def test_denied_count_does_not_fire(text, before):
+    assert apply_evidence(BAGS, text, before) == (before, [])
+
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "full_name": {"type": "string"},
+        "provider": {"type": "string"},
+        "company": {"type": "string"},
+        "job_title": {"type": ["string", "null"]},
+        "city": {"type": ["string", "null"]},
+    },
+    "required": ["full_name"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        (
+            "E-ticket for Mr. Dmitri Volkov, booking code LM55RT.",
+            {"full_name": "E-ticket for Mr. Dmitri Volkov"},
+            {"full_name": "Dmitri Volkov"},
+        ),
+        ("Mrs Ana Souza, 71.", {"full_name": "Mrs Ana Souza"}, {"full_name": "Ana Souza"}),
+        (
+            "Name: Siobhán O'Connor | Company: Tidewater | Title: Data Engineer | City: Cork",
+            {"full_name": "Siobhán O'Connor", "company": "Tidewater", "city": "Cork"},
+            {
+                "full_name": "Siobhán O'Connor",
+                "company": "Tidewater",
+                "city": "Cork",
+                "job_title": "Data Engineer",
+            },
+        ),
+        (
+            "Job title: Office Manager. Call us.",
+            {"full_name": "Fatima", "job_title": None},
+            {"full_name": "Fatima", "job_title": "Office Manager"},
+        ),
+    ],
+)
+def test_honorifics_and_labels(text, before, after):
+    value, changed = apply_evidence(PERSON, text, before)
+    assert value == after
+    assert sorted(changed) == sorted(k for k in after if after[k] != before.get(k))
+
+
+@pytest.mark.parametrize(
+    ("text", "before"),
+    [
+        ("With Dr. Sato today.", {"full_name": "x", "provider": "Dr. Sato"}),  # "Dr." stays
+        ("Mr. Bean's cafe.", {"full_name": "Mr. Bean's cafe"}),  # no name ends the value
+        # the model's value stays; a label naming two fields (``title``) decides nothing
+        (
+            "Title: Data Engineer | City: Cork",
+            {"full_name": "x", "job_title": "Engineer", "city": "Cork"},
+        ),
+        ("Job title: Boss: Chief", {"full_name": "x"}),  # no separator after the value
+        ("Company: Tidewater", {"full_name": "x", "city": None, "company": "Tidewater"}),
+        ("City: Tidewater", {"full_name": "x", "company": "Tidewater"}),  # a sibling's value
+    ],
+)
+def test_honorific_and_label_do_not_fire(text, before):
+    assert apply_evidence(PERSON, text, before) == (before, [])
+
+
+def test_a_label_naming_two_fields_decides_neither():
+    schema = {
+        "type": "object",
+        "properties": {
+            "job_title": {"type": ["string", "null"]},
+            "page_title": {"type": ["string", "null"]},
+        },
+    }
+    assert apply_evidence(schema, "Title: Boss", {}) == ({}, [])
+    assert apply_evidence(schema, "Job title: Boss", {}) == ({"job_title": "Boss"}, ["job_title"])

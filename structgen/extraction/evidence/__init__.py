@@ -37,7 +37,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   name's words the text mentions only in clauses with a negation ("Rate and
   experience are not stated") is null (**denied number**); so is a nullable string field
   whose value the text does not write and whose name the text mentions only negated ("No
-  email given": the model's address was invented) (**denied string**).
+  email given": the model's address was invented) (**denied string**); a non-nullable
+  integer field that no numeral decides, whose bounds take 0 and whose name the text
+  mentions only negated is 0 ("no checked baggage": **denied count**).
 * **enum** (string options): an option is *mentioned* where its words (split at
   non-letters and underscores, as the text's words are, each reduced to a stem) occur
   as consecutive words of one clause; a mention inside a longer option's mention does
@@ -103,6 +105,15 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ("... reception at" -> "... reception"), when the text writes the rest and the schema
   accepts it. Runs after the name-run rule, so a sibling extended to "Hotel Sakuragaoka"
   cuts at its start.
+* **honorific**: a free string field whose value ends with "Mr.", "Mrs.", "Ms.", "Miss"
+  or "Mx" and a name of capitalised words takes the name ("E-ticket for Mr. Dmitri
+  Volkov" -> "Dmitri Volkov"); "Dr." stays ("Dr. Sato" is how a provider is named).
+* **label**: a free string field the model left null or out takes the value the text
+  writes after the one label naming it ("Title: Data Engineer |" for ``job_title``:
+  ``Label: value`` at the text's or a sentence's start or after ``|``, ``;``, ``·`` or a
+  line break, the value ending before one of them, ``,`` or a sentence end), when the
+  label's words are words of the field's name ending with its last word, no other field
+  of the object is named by that label, and no sibling holds the value.
 * **amount**: a number field named for money (``labels.is_amount_field``: ``price``,
   ``total``, ``amount``, ``cost``, ``fee``, ``paid``, ...) whose value is none of the
   readings of the numerals the text writes with a currency mark (``labels.amount_spans``:
@@ -145,10 +156,11 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 (``stem``, ``unwrapped``, ``name_stems``, ``option_stems``, words, clauses, negations),
 ``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
 boolean and enum rules (currency symbols included), ``numbers.py`` the number,
-separator, repeat, range, amount and denied-number rules, ``strings.py`` the span-start,
-name-run, sibling-cut, string repeat, identifier and phone rules, ``dates.py`` the date
-order and date null rules, ``nulls.py`` the null and identifier null rules, and
-``apply.py`` the driver, ``apply_evidence``, which this package re-exports.
+separator, repeat, range, amount, denied-number and denied-count rules, ``strings.py``
+the span-start, name-run, sibling-cut, honorific, label, string repeat, identifier and
+phone rules, ``dates.py`` the date order and date null rules, ``nulls.py`` the null and
+identifier null rules, and ``apply.py`` the driver, ``apply_evidence``, which this
+package re-exports.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Each object of the schema is walked once: the boolean, enum and number rules in schema
 order (``options``, ``numbers``), then per field the amount, identifier, phone, separator,
-span-start and name-run rules, then the repeat, range, string repeat, sibling-cut and date
-order rules, then the null
+span-start, name-run and label rules, then the repeat, range, string repeat, sibling-cut,
+honorific and date order rules, then the null
 rules (``nulls``); last, unsupported array items are dropped (``items.trim_items``). The
 rules: the package docstring, ``structgen.extraction.evidence``.
 """
@@ -22,6 +22,7 @@ from structgen.extraction.evidence.nulls import _copied_nulls
 from structgen.extraction.evidence.numbers import (
     _amount_value,
     _denied,
+    _denied_count,
     _grouped_reading,
     _number_value,
     _range_values,
@@ -29,8 +30,10 @@ from structgen.extraction.evidence.numbers import (
 )
 from structgen.extraction.evidence.options import _bool_value, _enum_value
 from structgen.extraction.evidence.strings import (
+    _after_honorific,
     _capital_run,
     _identifier_value,
+    _label_value,
     _phone_value,
     _repeated_strings,
     _sibling_cut,
@@ -95,6 +98,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 elif node[name] is not None and _denied(doc, stems, schema, prop):
                     node[name] = None
                     changed.append(path + name)
+                elif node[name] != 0 and _denied_count(doc, stems, schema, prop):
+                    node[name] = 0  # "no checked baggage": a count the text denies
+                    changed.append(path + name)
             elif (
                 kind is None
                 and isinstance(node[name], str)
@@ -144,7 +150,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             if started is not None:
                 node[name] = started
                 changed.append(path + name)
-            run = _capital_run(schema, sub, name, node, text)
+            run = _capital_run(schema, sub, name, node, text) or _label_value(
+                schema, sub, name, node, text
+            )
             if run is not None:
                 node[name] = run
                 changed.append(path + name)
@@ -160,6 +168,11 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         for name, new_s in _sibling_cut(schema, sub, node, text).items():
             node[name] = new_s
             changed.append(path + name)
+        for name, prop in (sub.get("properties") or {}).items():
+            titled = _after_honorific(schema, prop, node.get(name))
+            if titled is not None:
+                node[name] = titled
+                changed.append(path + name)
         for name, new_d in _dates_in_order(schema, sub, node, text).items():
             node[name] = new_d
             changed.append(path + name)

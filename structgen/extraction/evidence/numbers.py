@@ -5,7 +5,8 @@ of a numeral the model stopped at the separator of (``_grouped_reading``), the n
 numeral for a field repeating a sibling's (``_repeated_numbers``), the one currency-marked
 numeral for a money field (``_amount_value``, marks read by ``labels.amount_spans``), the
 two ends of a range for a ``X_min`` / ``X_max`` pair (``_range_values``, ranges read by
-``_ranges``), and null for a nullable field the text mentions only negated (``_denied``).
+``_ranges``), and null for a nullable field the text mentions only negated (``_denied``), 0 for such
+an integer count that is not nullable (``_denied_count``).
 """
 
 from __future__ import annotations
@@ -204,11 +205,28 @@ def _amount_value(root: Any, prop: Any, name: str, value: Any, amounts: list) ->
     return distinct.pop() if len(distinct) == 1 else None
 
 
+def _denied_count(doc: _Text, stems: list[str], root: Any, prop: Any) -> bool:
+    """The denied-count rule of the package docstring: a non-nullable integer field whose
+    bounds take 0 and whose name's words the text mentions only negated.
+    """
+    kind, branch = _kind(root, prop)
+    types = branch.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    if kind != "number" or "integer" not in types or _nullable(root, prop):
+        return False
+    return _accepts(branch, Decimal(0)) and _all_negated(doc, stems)
+
+
 def _denied(doc: _Text, stems: list[str], root: Any, prop: Any) -> bool:
     """The denied-number rule of the package docstring: a nullable field whose name's
     words the text mentions, every mention in a clause with a negation.
     """
-    if not _nullable(root, prop):
-        return False
+    return _nullable(root, prop) and _all_negated(doc, stems)
+
+
+def _all_negated(doc: _Text, stems: list[str]) -> bool:
+    """Whether the text mentions some of the name's words, every mention in a clause with
+    a negation.
+    """
     mentions = [k for k, (w, *_) in enumerate(doc.words) if any(_matches(w, s) for s in stems)]
     return bool(mentions) and all(doc.negated(k) for k in mentions)

@@ -6,7 +6,8 @@ A value the text writes only inside longer chunks starts where the chunk starts
 (``_identifier_value``) and a phone field the one phone number (``_phone_value``), both
 read by ``structgen.extraction.labels``; a name the model cut short takes the capitalised
 words next to it (``_capital_run``) and a value running on into a sibling's value is cut
-before it (``_sibling_cut``).
+before it (``_sibling_cut``); a courtesy title before a name goes (``_after_honorific``)
+and a field left null takes the value after the one label naming it (``_label_value``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import jsonschema
 
 from structgen.extraction.evidence.fields import _schema_accepts
-from structgen.extraction.evidence.text import _GAP_REPEAT, _JOINED, _Text, stem
+from structgen.extraction.evidence.text import _GAP_REPEAT, _JOINED, _Text, name_stems, stem
 from structgen.extraction.labels import (
     identifier_candidates,
     identifier_field,
@@ -44,6 +45,19 @@ _WORD_AFTER = re.compile(r" ([^\W\d_][\w'’&-]*[^\W_])(?![\w'’&-])")
 # a sentence starts at the given offset: the text's start, or after ". ", "! ", "? ", ": "
 # or a line break
 _SENTENCE_START = re.compile(r"(?:\A|[.!?:\n]\s*|\n)\s*\Z")
+
+# a courtesy title before a name that ends the value ("E-ticket for Mr. Dmitri Volkov");
+# "Dr." stays: a provider is "Dr. Sato"
+_HONORIFIC = re.compile(r"(?<![^\W_])(?:Mr|Mrs|Ms|Miss|Mx)\.? +(\S+(?: +\S+){0,3})\Z")
+
+# "Label: value" between separators (start of text, "|", ";", "·", a line break or a
+# sentence end before; a separator or ", " after)
+_LABEL = re.compile(
+    r"(?:\A|[|;·\n]|[.!?] )[ \t]*([^\W\d_][^\W\d_ ]*(?: [^\W\d_]+){0,2}):[ \t]+"
+    r"([^|;·\n,.:]*[^\W_](?:\.[^\W_]+)*)[ \t]*(?=\Z|[|;·\n,]|[.!?](?:\s|\Z))"
+)
+
+_WORD_CHAR_RUN = re.compile(r"[^\W_]+")
 
 _CLAUSE_BREAK = re.compile(r"[.,;|·]\s|\s[—–-]\s")  # "Sofia. elena@...", "Volkov, booking"
 
@@ -268,3 +282,51 @@ def _sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
         if head and head in text and _schema_accepts(root, branch, head):
             found[name] = head
     return found
+
+
+def _after_honorific(root: Any, prop: Any, value: Any) -> str | None:
+    """The honorific rule of the package docstring: the name after "Mr.", "Mrs.", "Ms.",
+    "Miss" or "Mx" that ends the value, or None (no change).
+    """
+    branch = _free_string(root, prop)
+    if branch is None or not isinstance(value, str):
+        return None
+    m = _HONORIFIC.search(value)
+    if m is None or not all(_name_word(w) for w in m.group(1).split()):
+        return None
+    new = m.group(1)
+    return new if _schema_accepts(root, branch, new) else None
+
+
+def _label_value(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
+    """The label rule of the package docstring: for a free string field the model left
+    null or out, the value the text writes after the one label naming it ("Title: Data
+    Engineer |" for ``job_title``), or None (no change).
+    """
+    props = sub.get("properties") or {}
+    branch = _free_string(root, props.get(name))
+    if branch is None or node.get(name) is not None:
+        return None
+    found = {
+        m.group(2)
+        for m in _LABEL.finditer(text)
+        if _names_label(name, m.group(1)) and sum(_names_label(k, m.group(1)) for k in props) == 1
+    }
+    if len(found) != 1:
+        return None
+    (new,) = found
+    if new in _sibling_strings(root, sub, node, name):
+        return None
+    return new if _schema_accepts(root, branch, new) else None
+
+
+def _names_label(name: str, label: str) -> bool:
+    """Whether a label's words name the field: each matches a word of the name (as
+    stems), the last the name's last ("Title" for ``job_title``, not for ``title_case``).
+    """
+    words, label_words = name_stems(name), [stem(w) for w in _WORD_CHAR_RUN.findall(label)]
+    return (
+        bool(words and label_words)
+        and label_words[-1] == words[-1]
+        and all(w in words for w in label_words)
+    )

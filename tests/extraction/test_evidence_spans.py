@@ -328,3 +328,57 @@ def test_a_label_naming_two_fields_decides_neither():
     }
     assert apply_evidence(schema, "Title: Boss", {}) == ({}, [])
     assert apply_evidence(schema, "Job title: Boss", {}) == ({"job_title": "Boss"}, ["job_title"])
+
+
+PLACE = {
+    "type": "object",
+    "properties": {
+        "location": {"type": ["string", "null"]},
+        "company": {"type": "string"},
+        "city": {"type": "string"},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        (
+            "It lasts 30 minutes at Bright Smile Dental, Elm Street.",
+            {"location": "Elm Street"},
+            {"location": "Bright Smile Dental, Elm Street"},
+        ),
+        (
+            "Clinic: Paws & Claws, Brno.",
+            {"location": "Brno"},
+            {"location": "Paws & Claws, Brno"},
+        ),
+        (
+            "Doors open at 19:00, Grand Hall, City Museum",
+            {"location": "Grand Hall"},
+            {"location": "Grand Hall, City Museum"},
+        ),
+    ],
+)
+def test_a_place_takes_the_whole_place_list(text, before, after):
+    value, changed = apply_evidence(PLACE, text, before)
+    assert value == after
+    assert changed == ["location"]
+
+
+@pytest.mark.parametrize(
+    ("text", "before"),
+    [
+        # a part is a sibling's value
+        (
+            "Wanted at Greenleaf Pharmacy, Dublin.",
+            {"location": "Dublin", "company": "Greenleaf Pharmacy"},
+        ),
+        ("We met in Lyon, France and Spain.", {"location": "Lyon"}),  # the sentence goes on
+        ("Lyon, France. Paris.", {"city": "Lyon"}),  # ``city`` is not a place field's name
+        ("Grand Hall, City Museum.", {"location": "City Museum"}),  # a sentence's first word
+        ("In Lyon, France. Later Lyon.", {"location": "Lyon"}),  # written alone elsewhere
+    ],
+)
+def test_place_list_does_not_fire(text, before):
+    assert apply_evidence(PLACE, text, before) == (before, [])

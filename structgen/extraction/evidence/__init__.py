@@ -96,6 +96,13 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   gives the same run and no sibling's value is added ("Sakuragaoka" -> "Hotel
   Sakuragaoka", "Northwind" -> "Northwind Logistics": greedy copying stops or starts
   inside a name).
+* **place list**: a free string field named for a place (a word of its name ``location``,
+  ``venue``, ``address`` or ``place``) whose value the text writes as one part of a
+  comma-joined list of names ending the sentence or clause ("at Bright Smile Dental, Elm
+  Street.", "Clinic: Paws & Claws, Brno."; each part one to four capitalised words, ``&``
+  or numbers; a part starting the sentence is not taken) takes the whole list, when every
+  occurrence gives the same list and no part holds a sibling's value ("Greenleaf
+  Pharmacy, Dublin" stays "Dublin" where the company is "Greenleaf Pharmacy").
 * **sibling cut**: a free string field whose value holds another string field's value
   (not an ``enum`` or ``const`` option) after its first word, at word boundaries, ran on
   past its end ("Sofia. elena.petrova@quantix.example", "... reception at Hotel Sakuragaoka
@@ -157,10 +164,10 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 ``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
 boolean and enum rules (currency symbols included), ``numbers.py`` the number,
 separator, repeat, range, amount, denied-number and denied-count rules, ``strings.py``
-the span-start, name-run, sibling-cut, honorific, label, string repeat, identifier and
-phone rules, ``dates.py`` the date order and date null rules, ``nulls.py`` the null and
-identifier null rules, and ``apply.py`` the driver, ``apply_evidence``, which this
-package re-exports.
+the span-start, name-run, place-list, sibling-cut, honorific, label, string repeat,
+identifier and phone rules, ``dates.py`` the date order and date null rules,
+``nulls.py`` the null and identifier null rules, and ``apply.py`` the driver,
+``apply_evidence``, which this package re-exports.
 """
 
 from __future__ import annotations

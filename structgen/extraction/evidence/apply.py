@@ -2,10 +2,10 @@
 
 Each object of the schema is walked once: the boolean, enum and number rules in schema
 order (``options``, ``numbers``), then per field the amount, identifier, phone, separator,
-span-start, name-run and label rules, then the repeat, range, string repeat, sibling-cut,
-honorific and date order rules, then the null
-rules (``nulls``); last, unsupported array items are dropped (``items.trim_items``). The
-rules: the package docstring, ``structgen.extraction.evidence``.
+span-start, name-run, label and place-list rules, then the repeat, range, string repeat,
+sibling-cut, honorific and date order rules, then the null rules (``nulls``); last,
+unsupported array items are dropped (``items.trim_items``). The rules: the package
+docstring, ``structgen.extraction.evidence``.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from structgen.extraction.evidence.strings import (
     _identifier_value,
     _label_value,
     _phone_value,
+    _place_list,
     _repeated_strings,
     _sibling_cut,
     _span_start,
@@ -150,8 +151,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             if started is not None:
                 node[name] = started
                 changed.append(path + name)
-            run = _capital_run(schema, sub, name, node, text) or _label_value(
-                schema, sub, name, node, text
+            run = (
+                _capital_run(schema, sub, name, node, text)
+                or _label_value(schema, sub, name, node, text)
+                or _place_list(schema, sub, name, node, text)
             )
             if run is not None:
                 node[name] = run

@@ -7,7 +7,9 @@ A value the text writes only inside longer chunks starts where the chunk starts
 read by ``structgen.extraction.labels``; a name the model cut short takes the capitalised
 words next to it (``_capital_run``) and a value running on into a sibling's value is cut
 before it (``_sibling_cut``); a courtesy title before a name goes (``_after_honorific``)
-and a field left null takes the value after the one label naming it (``_label_value``).
+and a field left null takes the value after the one label naming it (``_label_value``); a
+place field takes the whole comma-joined list of place names it is written in
+(``_place_list``).
 """
 
 from __future__ import annotations
@@ -58,6 +60,17 @@ _LABEL = re.compile(
 )
 
 _WORD_CHAR_RUN = re.compile(r"[^\W_]+")
+
+# a place field's name words (``text.stem``) and the parts of a comma-joined place list
+_PLACE_STEMS = frozenset({"loc", "venu", "addres", "plac"})
+
+_STRICT_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+
+_PART_AFTER = re.compile(r", ([^\W\d_][^,.;:|·()\n]*[^\W_])")
+
+_SENTENCE_START_STRICT = re.compile(r"(?:\A|[.!?\n])\s*\Z")  # a label's value may start a list
+
+_LIST_END = re.compile(r"[ \t]*(?:\Z|[.;|·\n])")
 
 _CLAUSE_BREAK = re.compile(r"[.,;|·]\s|\s[—–-]\s")  # "Sofia. elena@...", "Volkov, booking"
 
@@ -330,3 +343,58 @@ def _names_label(name: str, label: str) -> bool:
         and label_words[-1] == words[-1]
         and all(w in words for w in label_words)
     )
+
+
+def _place_list(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
+    """The place-list rule of the package docstring: a place field's value extended to
+    the whole comma-joined list of names it is written in, or None (no change).
+    """
+    props = sub.get("properties") or {}
+    value = node.get(name)
+    if _free_string(root, props.get(name)) is None or not isinstance(value, str):
+        return None
+    if not _PLACE_STEMS.intersection(name_stems(name)) or _place_part(value) is None:
+        return None
+    found: set[str] = set()
+    for m in re.finditer(re.escape(value), text):
+        start, end = m.start(), m.end()
+        if _WORD_CHAR.match(text[start - 1 : start]) or _WORD_CHAR.match(text[end : end + 1]):
+            continue  # inside a word
+        if _WORD_BEFORE.search(text, 0, start) or _WORD_AFTER.match(text, end):
+            return None  # a name runs on past the value: the name-run rule's case
+        while text[:start].endswith(", "):
+            words = text[: start - 2].split(" ")
+            size = next((n for n in range(4, 0, -1) if _place_part(" ".join(words[-n:]))), 0)
+            first = start - 2 - len(" ".join(words[-size:]))
+            if not size or _SENTENCE_START_STRICT.search(text, 0, first):
+                break  # no name before the comma, or one that starts the sentence
+            start = first
+        while (after := _PART_AFTER.match(text, end)) and _place_part(after.group(1)):
+            end = after.end(1)
+        if not _LIST_END.match(text, end):
+            return None  # the sentence goes on after the last part: not a place list
+        found.add(text[start:end])
+    if len(found) != 1:
+        return None
+    (new,) = found
+    parts = new.split(", ")
+    siblings = _sibling_strings(root, sub, node, name)
+    if new == value or any(s in p for s in siblings for p in parts):
+        return None  # a part is a sibling's ("Greenleaf Pharmacy, Dublin": the company)
+    return new if _schema_accepts(root, _resolve(root, props[name]), new) else None
+
+
+def _place_part(part: str) -> str | None:
+    """``part`` when it is one part of a place list: one to four words, each a name
+    word, ``&`` or a number, the first a name word ("Paws & Claws", "Elm Street").
+    """
+    words = part.split(" ")
+    ok = (
+        0 < len(words) <= 4
+        and _STRICT_WORD.fullmatch(words[0]) is not None
+        and _name_word(words[0])
+        and all(
+            w == "&" or w.isdigit() or _STRICT_WORD.fullmatch(w) and _name_word(w) for w in words
+        )
+    )
+    return part if ok else None

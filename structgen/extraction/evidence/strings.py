@@ -204,6 +204,18 @@ def _sibling_strings(root: Any, sub: dict, node: dict, name: str) -> list[str]:
     return found
 
 
+def _word_spans(value: str, text: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` offsets of ``value`` in ``text`` where it is not inside a
+    word (no letter or digit right before or after).
+    """
+    return [
+        (m.start(), m.end())
+        for m in re.finditer(re.escape(value), text)
+        if not _WORD_CHAR.match(text[m.start() - 1 : m.start()])
+        and not _WORD_CHAR.match(text[m.end() : m.end() + 1])
+    ]
+
+
 def _name_word(word: str) -> bool:
     """Whether a text word can continue a name: capitalised with a lowercase letter
     ("Hotel", "McKay"), not a capitalised function word ("The", "Her").
@@ -226,10 +238,7 @@ def _capital_run(root: Any, sub: dict, name: str, node: dict, text: str) -> str 
     if not isinstance(value, str) or not _name_word(value.split()[0] if value.split() else ""):
         return None
     found: set[str] = set()
-    for m in re.finditer(re.escape(value), text):
-        start, end = m.start(), m.end()
-        if _WORD_CHAR.match(text[start - 1 : start]) or _WORD_CHAR.match(text[end : end + 1]):
-            continue  # inside a word
+    for start, end in _word_spans(value, text):
         for _ in range(_MAX_RUN_WORDS):
             before = _WORD_BEFORE.search(text, 0, start)
             if before is None or not _name_word(before.group(1)):
@@ -270,13 +279,11 @@ def _sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
         if branch is None or not isinstance(value, str):
             continue
         cuts = [
-            m.start()
+            start
             for s in _sibling_strings(root, sub, node, name)
             if s not in value[: len(s)]
-            for m in re.finditer(re.escape(s), value)
-            if m.start() > 0
-            and not _WORD_CHAR.match(value[m.start() - 1])
-            and not _WORD_CHAR.match(value[m.end() : m.end() + 1])
+            for start, _ in _word_spans(s, value)
+            if start > 0
         ]
         if not cuts:
             continue
@@ -356,10 +363,7 @@ def _place_list(root: Any, sub: dict, name: str, node: dict, text: str) -> str |
     if not _PLACE_STEMS.intersection(name_stems(name)) or _place_part(value) is None:
         return None
     found: set[str] = set()
-    for m in re.finditer(re.escape(value), text):
-        start, end = m.start(), m.end()
-        if _WORD_CHAR.match(text[start - 1 : start]) or _WORD_CHAR.match(text[end : end + 1]):
-            continue  # inside a word
+    for start, end in _word_spans(value, text):
         if _WORD_BEFORE.search(text, 0, start) or _WORD_AFTER.match(text, end):
             return None  # a name runs on past the value: the name-run rule's case
         while text[:start].endswith(", "):

@@ -382,3 +382,26 @@ def test_a_place_takes_the_whole_place_list(text, before, after):
 )
 def test_place_list_does_not_fire(text, before):
     assert apply_evidence(PLACE, text, before) == (before, [])
+
+
+RECIPE = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"},
+        "code": {"type": "string"},
+        "servings": {"type": "integer"},
+    },
+}
+
+
+def test_a_string_running_into_a_sibling_numbers_numeral_is_cut():
+    text = "Quick garlic prawns for two: twenty minutes, easy."
+    before = {"title": "Quick garlic prawns for two", "servings": 2}
+    assert apply_evidence(RECIPE, text, before) == (
+        {"title": "Quick garlic prawns", "servings": 2},
+        ["title"],
+    )
+    # a numeral inside a chunk is an identifier's part; another number is no sibling's
+    for title in ("Case 88-17 review", "Trailblazer 40L backpack", "Meetup 12 at noon"):
+        before = {"title": title, "servings": 17}
+        assert apply_evidence(RECIPE, title + ".", before) == (before, [])

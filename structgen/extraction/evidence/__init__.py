@@ -111,7 +111,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   code LM55RT" -> "Dmitri Volkov"), trailing punctuation and function words dropped
   ("... reception at" -> "... reception"), when the text writes the rest and the schema
   accepts it. Runs after the name-run rule, so a sibling extended to "Hotel Sakuragaoka"
-  cuts at its start.
+  cuts at its start. A numeral written as its own word (a space before it) whose reading
+  a sibling number field holds cuts the same way ("Quick garlic prawns for two", with
+  ``servings`` 2).
 * **honorific**: a free string field whose value ends with "Mr.", "Mrs.", "Ms.", "Miss"
   or "Mx" and a name of capitalised words takes the name ("E-ticket for Mr. Dmitri
   Volkov" -> "Dmitri Volkov"); "Dr." stays ("Dr. Sato" is how a provider is named).

@@ -19,7 +19,7 @@ from typing import Any
 
 import jsonschema
 
-from structgen.extraction.evidence.fields import _schema_accepts
+from structgen.extraction.evidence.fields import _node_numbers, _schema_accepts
 from structgen.extraction.evidence.text import _GAP_REPEAT, _JOINED, _Text, name_stems, stem
 from structgen.extraction.labels import (
     identifier_candidates,
@@ -28,6 +28,7 @@ from structgen.extraction.labels import (
     phone_runs,
 )
 from structgen.extraction.refs import resolve as _resolve
+from structgen.fsm.numerals import numeral_spans
 
 # capitalised words that do not continue a name, and the words a value cut before a
 # sibling's value does not end with ("... reception at")
@@ -285,6 +286,12 @@ def _sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
             for start, _ in _word_spans(s, value)
             if start > 0
         ]
+        held = set(_node_numbers(node))
+        cuts += [  # "Quick garlic prawns for two": the servings' numeral
+            start
+            for start, _, readings in numeral_spans(value)
+            if value[start - 1 : start].isspace() and held.intersection(readings)
+        ]  # a numeral inside a chunk ("88-17") is part of an identifier, not a value
         if not cuts:
             continue
         head = value[: min(cuts)]

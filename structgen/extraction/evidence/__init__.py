@@ -166,8 +166,9 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 ``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
 boolean and enum rules (currency symbols included), ``numbers.py`` the number,
 separator, repeat, range, amount, denied-number and denied-count rules, ``strings.py``
-the span-start, name-run, place-list, sibling-cut, honorific, label, string repeat,
-identifier and phone rules, ``dates.py`` the date order and date null rules,
+the span-start, label, string repeat, identifier and phone rules, ``names.py`` the
+name-run, place-list, sibling-cut and honorific rules (where a copied name starts and
+ends), ``dates.py`` the date order and date null rules,
 ``nulls.py`` the null and identifier null rules, and ``apply.py`` the driver,
 ``apply_evidence``, which this package re-exports.
 """

@@ -18,6 +18,12 @@ import jsonschema
 
 from structgen.extraction.evidence.dates import _dates_in_order
 from structgen.extraction.evidence.fields import _kind, _nullable
+from structgen.extraction.evidence.names import (
+    _after_honorific,
+    _capital_run,
+    _place_list,
+    _sibling_cut,
+)
 from structgen.extraction.evidence.nulls import _copied_nulls
 from structgen.extraction.evidence.numbers import (
     _amount_value,
@@ -30,14 +36,10 @@ from structgen.extraction.evidence.numbers import (
 )
 from structgen.extraction.evidence.options import _bool_value, _enum_value
 from structgen.extraction.evidence.strings import (
-    _after_honorific,
-    _capital_run,
     _identifier_value,
     _label_value,
     _phone_value,
-    _place_list,
     _repeated_strings,
-    _sibling_cut,
     _span_start,
 )
 from structgen.extraction.evidence.text import _Text, name_stems

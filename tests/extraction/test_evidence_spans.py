@@ -10,6 +10,14 @@ import pytest
 
 from structgen.extraction.evidence import apply_evidence
 
+
+def _assert_changes(schema: dict, text: str, before: dict, after: dict) -> None:
+    """The pass turns ``before`` into ``after`` and names exactly the fields it changed."""
+    value, changed = apply_evidence(schema, text, before)
+    assert value == after
+    assert sorted(changed) == sorted(k for k in after if after[k] != before.get(k))
+
+
 JOB = {
     "type": "object",
     "properties": {
@@ -49,9 +57,7 @@ JOB = {
     ],
 )
 def test_a_min_max_pair_takes_the_range_the_text_writes(text, before, after):
-    value, changed = apply_evidence(JOB, text, before)
-    assert value == after
-    assert changed == [k for k in after if after[k] != before.get(k)]
+    _assert_changes(JOB, text, before, after)
 
 
 PAY = {
@@ -140,9 +146,7 @@ EVENT = {
     ],
 )
 def test_name_runs_and_sibling_cuts(text, before, after):
-    value, changed = apply_evidence(EVENT, text, before)
-    assert value == after
-    assert sorted(changed) == sorted(k for k in after if after[k] != before.get(k))
+    _assert_changes(EVENT, text, before, after)
 
 
 @pytest.mark.parametrize(
@@ -237,9 +241,7 @@ BAGS = {
     ],
 )
 def test_a_count_the_text_denies_is_zero(text, before, after):
-    value, changed = apply_evidence(BAGS, text, before)
-    assert value == after
-    assert sorted(changed) == sorted(k for k in after if after[k] != before.get(k))
+    _assert_changes(BAGS, text, before, after)
 
 
 @pytest.mark.parametrize(
@@ -294,9 +296,7 @@ PERSON = {
     ],
 )
 def test_honorifics_and_labels(text, before, after):
-    value, changed = apply_evidence(PERSON, text, before)
-    assert value == after
-    assert sorted(changed) == sorted(k for k in after if after[k] != before.get(k))
+    _assert_changes(PERSON, text, before, after)
 
 
 @pytest.mark.parametrize(
@@ -361,9 +361,7 @@ PLACE = {
     ],
 )
 def test_a_place_takes_the_whole_place_list(text, before, after):
-    value, changed = apply_evidence(PLACE, text, before)
-    assert value == after
-    assert changed == ["location"]
+    _assert_changes(PLACE, text, before, after)
 
 
 @pytest.mark.parametrize(

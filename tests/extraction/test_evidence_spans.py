@@ -153,6 +153,7 @@ def test_name_runs_and_sibling_cuts(text, before, after):
     ("text", "before"),
     [
         ("Call Hannah Wright today.", {"event_name": "Hannah Wright"}),  # sentence start
+        ("Ask for Hannah Wright Monday.", {"event_name": "Hannah Wright"}),  # a day's name
         ("Vendor: Highland Print Co. Three boxes.", {"event_name": "Highland Print Co."}),
         ("Agent: Lukas Frei, 061.", {"event_name": "Lukas Frei"}),  # a label, not a name
         ("Trip to Paris Orly and Paris.", {"event_name": "Paris"}),  # two neighbourhoods

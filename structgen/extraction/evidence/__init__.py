@@ -91,11 +91,11 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
 * **name run**: a free string field (no ``enum``, ``const``, ``format`` or ``pattern``)
   whose value starts with a capitalised word and that the text writes with capitalised
   words right next to it (one space between; not a sentence's or label's first word,
-  not a capitalised function word such as "The" or "Her", not after a value ending in
-  ``.``) takes those words, up to three on each side, when every occurrence of the value
-  gives the same run and no sibling's value is added ("Sakuragaoka" -> "Hotel
-  Sakuragaoka", "Northwind" -> "Northwind Logistics": greedy copying stops or starts
-  inside a name).
+  not a capitalised function word such as "The" or "Her" or a day or month name, not
+  after a value ending in ``.``) takes those words, up to three on each side, when every
+  occurrence of the value gives the same run and no sibling's value is added
+  ("Sakuragaoka" -> "Hotel Sakuragaoka", "Northwind" -> "Northwind Logistics": greedy
+  copying stops or starts inside a name).
 * **place list**: a free string field named for a place (a word of its name ``location``,
   ``venue``, ``address`` or ``place``) whose value the text writes as one part of a
   comma-joined list of names ending the sentence or clause ("at Bright Smile Dental, Elm

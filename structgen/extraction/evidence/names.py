@@ -24,6 +24,12 @@ _FUNCTION_WORDS = frozenset(
     "her his its our your their my we i he she it they you this that these those".split()
 )
 
+# capitalised words of a date, not of a name ("Call Hannah Wright Monday")
+_CALENDAR_WORDS = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday january february march april "
+    "may june july august september october november december".split()
+)
+
 _MAX_RUN_WORDS = 3  # capitalised words the name-run rule adds on each side
 
 _WORD_CHAR = re.compile(r"[^\W_]")
@@ -70,12 +76,14 @@ def _word_spans(value: str, text: str) -> list[tuple[int, int]]:
 
 def _name_word(word: str) -> bool:
     """Whether a text word can continue a name: capitalised with a lowercase letter
-    ("Hotel", "McKay"), not a capitalised function word ("The", "Her").
+    ("Hotel", "McKay"), not a capitalised function word ("The", "Her") or a day or month
+    name.
     """
     return (
         word[:1].isupper()
         and any(c.islower() for c in word)
         and word.lower() not in _FUNCTION_WORDS
+        and word.lower() not in _CALENDAR_WORDS
     )
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "identifier_candidates",
     "identifier_field",
     "amount_spans",
+    "CURRENCY_MARK",
     "is_amount_field",
     "phone_field",
     "phone_runs",
@@ -54,6 +55,8 @@ _CODES = (
     "VND PHP THB UAH NGN BRL MXN ZAR SGD HKD"
 ).split()
 _MARK = rf"(?:[{re.escape(_SYMBOLS)}]|(?<![^\W\d_])(?:{'|'.join(_CODES)}|kr)(?![^\W\d_]))"
+# a currency mark: a symbol ("€"), an ISO 4217 code or "kr", not inside a word
+CURRENCY_MARK = re.compile(_MARK)
 _MARK_BEFORE = re.compile(rf"{_MARK} ?$")
 _MARK_AFTER = re.compile(rf"^ ?{_MARK}")
 # money words in a number field's name (its words as ``evidence.stem`` gives them)

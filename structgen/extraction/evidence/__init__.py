@@ -30,12 +30,16 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   (``structgen.fsm.numerals.numeral_spans``) nearest to a mention, in the same clause
   and at most three words away, whose reading the field's type and bounds accept, is
   the value (a tie goes to the numeral before the mention: English writes "4 guests").
+  A numeral that is one end of a range ("between 128 and 136 systolic") is not a
+  candidate: neither end is the value of a plain field.
   Unmentioned, or when two sibling number fields would take the same numeral: the
   model's value stays; a nullable number field that no numeral decides and whose
   name's words the text mentions only in clauses with a negation ("Rate and
   experience are not stated") is null (**denied number**); so is a nullable string field
   whose value the text does not write and whose name the text mentions only negated ("No
-  email given": the model's address was invented) (**denied string**).
+  email given": the model's address was invented) (**denied string**); a non-nullable
+  integer field that no numeral decides, whose bounds take 0 and whose name the text
+  mentions only negated is 0 ("no checked baggage": **denied count**).
 * **enum** (string options): an option is *mentioned* where its words (split at
   non-letters and underscores, as the text's words are, each reduced to a stem) occur
   as consecutive words of one clause; a mention inside a longer option's mention does
@@ -77,6 +81,48 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   with at most two words between, that its schema accepts and no sibling holds. This
   rule also runs on each object item of an array (the other rules do not: a mention
   does not say which item it belongs to).
+* **range**: two sibling number fields named ``X_min`` and ``X_max`` (or ``minimum`` /
+  ``maximum``, at either end of the name) take the two ends of the one range the text
+  writes (two numerals joined only by ``to``, ``-``, ``–``, ``—`` or ``between ... and``,
+  currency marks and line breaks around the joiner allowed, the first below the second),
+  looking only in clauses that mention ``X`` when the text mentions it ("Salary €42,000 to
+  €48,000": the model wrote ``"salary_min": 3``, the experience); with no such range or
+  two, the model's values stay.
+* **name run**: a free string field (no ``enum``, ``const``, ``format`` or ``pattern``)
+  whose value starts with a capitalised word and that the text writes with capitalised
+  words right next to it (one space between; not a sentence's or label's first word,
+  not a capitalised function word such as "The" or "Her" or a day or month name, not
+  after a value ending in ``.``) takes those words, up to three on each side, when every
+  occurrence of the value gives the same run and no sibling's value is added
+  ("Sakuragaoka" -> "Hotel Sakuragaoka", "Northwind" -> "Northwind Logistics": greedy
+  copying stops or starts inside a name).
+* **place list**: a free string field named for a place (a word of its name ``location``,
+  ``venue``, ``address`` or ``place``) whose value the text writes as one part of a
+  comma-joined list of names ending the sentence or clause ("at Bright Smile Dental, Elm
+  Street.", "Clinic: Paws & Claws, Brno."; each part one to four capitalised words, ``&``
+  or numbers; a part starting the sentence is not taken) takes the whole list, when every
+  occurrence gives the same list and no part holds a sibling's value ("Greenleaf
+  Pharmacy, Dublin" stays "Dublin" where the company is "Greenleaf Pharmacy").
+* **sibling cut**: a free string field whose value holds another string field's value
+  (not an ``enum`` or ``const`` option) after its first word, at word boundaries, ran on
+  past its end ("Sofia. elena.petrova@quantix.example", "... reception at Hotel Sakuragaoka
+  on 2026-05-09, 17:30"): it is cut before the first such value, at the last clause break
+  (``. ``, ``, ``, ``; ``, `` - ``) before it when there is one ("Dmitri Volkov, booking
+  code LM55RT" -> "Dmitri Volkov"), trailing punctuation and function words dropped
+  ("... reception at" -> "... reception"), when the text writes the rest and the schema
+  accepts it. Runs after the name-run rule, so a sibling extended to "Hotel Sakuragaoka"
+  cuts at its start. A numeral written as its own word (a space before it) whose reading
+  a sibling number field holds cuts the same way ("Quick garlic prawns for two", with
+  ``servings`` 2).
+* **honorific**: a free string field whose value ends with "Mr.", "Mrs.", "Ms.", "Miss"
+  or "Mx" and a name of capitalised words takes the name ("E-ticket for Mr. Dmitri
+  Volkov" -> "Dmitri Volkov"); "Dr." stays ("Dr. Sato" is how a provider is named).
+* **label**: a free string field the model left null or out takes the value the text
+  writes after the one label naming it ("Title: Data Engineer |" for ``job_title``:
+  ``Label: value`` at the text's or a sentence's start or after ``|``, ``;``, ``·`` or a
+  line break, the value ending before one of them, ``,`` or a sentence end), when the
+  label's words are words of the field's name ending with its last word, no other field
+  of the object is named by that label, and no sibling holds the value.
 * **amount**: a number field named for money (``labels.is_amount_field``: ``price``,
   ``total``, ``amount``, ``cost``, ``fee``, ``paid``, ...) whose value is none of the
   readings of the numerals the text writes with a currency mark (``labels.amount_spans``:
@@ -119,9 +165,11 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 (``stem``, ``unwrapped``, ``name_stems``, ``option_stems``, words, clauses, negations),
 ``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
 boolean and enum rules (currency symbols included), ``numbers.py`` the number,
-separator, repeat, amount and denied-number rules, ``strings.py`` the span-start,
-string repeat, identifier and phone rules, ``dates.py`` the date order and date null
-rules, ``nulls.py`` the null and identifier null rules, and ``apply.py`` the driver,
+separator, repeat, range, amount, denied-number and denied-count rules, ``strings.py``
+the span-start, label, string repeat, identifier and phone rules, ``names.py`` the
+name-run, place-list, sibling-cut and honorific rules (where a copied name starts and
+ends), ``dates.py`` the date order and date null rules,
+``nulls.py`` the null and identifier null rules, and ``apply.py`` the driver,
 ``apply_evidence``, which this package re-exports.
 """
 

@@ -1,10 +1,11 @@
 """The evidence pass's driver: ``apply_evidence`` runs the rules over one object.
 
 Each object of the schema is walked once: the boolean, enum and number rules in schema
-order (``options``, ``numbers``), then per field the amount, identifier, phone, separator
-and span-start rules, then the repeat, string repeat and date order rules, then the null
-rules (``nulls``); last, unsupported array items are dropped (``items.trim_items``). The
-rules: the package docstring, ``structgen.extraction.evidence``.
+order (``options``, ``numbers``), then per field the amount, identifier, phone, separator,
+span-start, name-run, label and place-list rules, then the repeat, range, string repeat,
+sibling-cut, honorific and date order rules, then the null rules (``nulls``); last,
+unsupported array items are dropped (``items.trim_items``). The rules: the package
+docstring, ``structgen.extraction.evidence``.
 """
 
 from __future__ import annotations
@@ -17,17 +18,26 @@ import jsonschema
 
 from structgen.extraction.evidence.dates import _dates_in_order
 from structgen.extraction.evidence.fields import _kind, _nullable
+from structgen.extraction.evidence.names import (
+    _after_honorific,
+    _capital_run,
+    _place_list,
+    _sibling_cut,
+)
 from structgen.extraction.evidence.nulls import _copied_nulls
 from structgen.extraction.evidence.numbers import (
     _amount_value,
     _denied,
+    _denied_count,
     _grouped_reading,
     _number_value,
+    _range_values,
     _repeated_numbers,
 )
 from structgen.extraction.evidence.options import _bool_value, _enum_value
 from structgen.extraction.evidence.strings import (
     _identifier_value,
+    _label_value,
     _phone_value,
     _repeated_strings,
     _span_start,
@@ -91,6 +101,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 elif node[name] is not None and _denied(doc, stems, schema, prop):
                     node[name] = None
                     changed.append(path + name)
+                elif node[name] != 0 and _denied_count(doc, stems, schema, prop):
+                    node[name] = 0  # "no checked baggage": a count the text denies
+                    changed.append(path + name)
             elif (
                 kind is None
                 and isinstance(node[name], str)
@@ -140,12 +153,31 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             if started is not None:
                 node[name] = started
                 changed.append(path + name)
+            run = (
+                _capital_run(schema, sub, name, node, text)
+                or _label_value(schema, sub, name, node, text)
+                or _place_list(schema, sub, name, node, text)
+            )
+            if run is not None:
+                node[name] = run
+                changed.append(path + name)
         for name, num in _repeated_numbers(schema, sub, node, doc, spans).items():
+            node[name] = int(num) if num == num.to_integral_value() else float(num)
+            changed.append(path + name)
+        for name, num in _range_values(schema, sub, node, doc, spans).items():
             node[name] = int(num) if num == num.to_integral_value() else float(num)
             changed.append(path + name)
         for name, new_s in _repeated_strings(schema, sub, node, doc).items():
             node[name] = new_s
             changed.append(path + name)
+        for name, new_s in _sibling_cut(schema, sub, node, text).items():
+            node[name] = new_s
+            changed.append(path + name)
+        for name, prop in (sub.get("properties") or {}).items():
+            titled = _after_honorific(schema, prop, node.get(name))
+            if titled is not None:
+                node[name] = titled
+                changed.append(path + name)
         for name, new_d in _dates_in_order(schema, sub, node, text).items():
             node[name] = new_d
             changed.append(path + name)

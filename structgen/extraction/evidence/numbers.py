@@ -3,27 +3,47 @@
 The numeral nearest a mention of the field's name (``_number_value``), the whole reading
 of a numeral the model stopped at the separator of (``_grouped_reading``), the next
 numeral for a field repeating a sibling's (``_repeated_numbers``), the one currency-marked
-numeral for a money field (``_amount_value``, marks read by ``labels.amount_spans``), and
-null for a nullable field the text mentions only negated (``_denied``).
+numeral for a money field (``_amount_value``, marks read by ``labels.amount_spans``), the
+two ends of a range for a ``X_min`` / ``X_max`` pair (``_range_values``, ranges read by
+``_ranges``), and null for a nullable field the text mentions only negated (``_denied``), 0 for such
+an integer count that is not nullable (``_denied_count``).
 """
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any
 
 from structgen.extraction.evidence.fields import _accepts, _kind, _node_numbers, _nullable, _scalar
-from structgen.extraction.evidence.text import _GAP_REPEAT, _matches, _mentions, _Text, name_stems
-from structgen.extraction.labels import is_amount_field
+from structgen.extraction.evidence.text import (
+    _GAP_REPEAT,
+    _matches,
+    _mentions,
+    _Text,
+    name_stems,
+)
+from structgen.extraction.labels import CURRENCY_MARK, is_amount_field
 
 _WINDOW_NUMBER = 3
+
+# what joins the two ends of a range ("65,000 to 80,000", "15 - 18", "between 1 and 3")
+_RANGE_JOINERS = frozenset({"to", "-", "–", "—", "and"})
+
+_BETWEEN = re.compile(r"\bbetween\s*\S*\s*$", re.IGNORECASE)
+
+# the stems (``text.stem``) that name a range's ends in a field name
+_RANGE_ENDS = {"min": "min", "minimum": "min", "max": "max", "maximum": "max"}
 
 
 def _number_value(doc: _Text, spans: list, stems: list[str], sub: dict) -> Decimal | None:
     """The number rule of the package docstring; None when no mention decides it."""
     mentions = _mentions(doc, stems)
+    in_range = {k for pair in _ranges(doc, spans) for k in pair}
     best: tuple[int, int, Decimal] | None = None
-    for start, end, values in spans:
+    for index, (start, end, values) in enumerate(spans):
+        if index in in_range:
+            continue  # one end of "65 to 80": neither is the value of a plain field
         first, last = doc.word_at(start), doc.word_at(max(start, end - 1))
         if first >= len(doc.words):
             continue
@@ -40,6 +60,68 @@ def _number_value(doc: _Text, spans: list, stems: list[str], sub: dict) -> Decim
             if best is None or rank < best[:2]:
                 best = (*rank, fitting[0])
     return None if best is None else best[2]
+
+
+def _ranges(doc: _Text, spans: list) -> list[tuple[int, int]]:
+    """Index pairs ``(i, i + 1)`` of ``spans`` that the text writes as a range, only a
+    joiner between them: "42,000 to 48,000", "€15 - €18", "between 65,000 and 80,000"
+    (currency marks, spaces and line breaks around the joiner allowed), the first
+    reading below the second.
+    """
+    found: list[tuple[int, int]] = []
+    for i in range(len(spans) - 1):
+        (a_start, a_end, a_values), (b_start, _, b_values) = spans[i], spans[i + 1]
+        between = CURRENCY_MARK.sub(" ", doc.text[a_end:b_start]).strip().lower()
+        if between not in _RANGE_JOINERS:
+            continue
+        if between == "and" and not _BETWEEN.search(doc.text[:a_start]):
+            continue
+        if a_values and b_values and min(a_values) < max(b_values):
+            found.append((i, i + 1))
+    return found
+
+
+def _range_values(root: Any, sub: dict, node: dict, doc: _Text, spans: list) -> dict[str, Decimal]:
+    """The range rule of the package docstring: ``{field: new value}`` for a pair of
+    sibling number fields named ``X_min`` / ``X_max`` (``min``/``max``, ``minimum``/
+    ``maximum``, either end of the name) that take the two ends of the one range the text
+    writes (in a clause mentioning ``X`` when the text mentions it).
+    """
+    props = sub.get("properties") or {}
+    ends: dict[tuple[str, ...], dict[str, str]] = {}
+    for name, prop in props.items():
+        kind, _ = _kind(root, prop)
+        stems = name_stems(name)
+        marks = [s for s in stems if s in _RANGE_ENDS]
+        if kind != "number" or len(marks) != 1:
+            continue
+        base = tuple(s for s in stems if s not in _RANGE_ENDS)
+        ends.setdefault(base, {})[_RANGE_ENDS[marks[0]]] = name
+    found: dict[str, Decimal] = {}
+    for base, pair in ends.items():
+        if set(pair) != {"min", "max"}:
+            continue
+        (_, lo_sub), (_, hi_sub) = _kind(root, props[pair["min"]]), _kind(root, props[pair["max"]])
+        clauses = {doc.words[k][3] for k in _mentions(doc, list(base))} if base else set()
+        readings: set[tuple[Decimal, Decimal]] = set()
+        for i, j in _ranges(doc, spans):
+            at = doc.word_at(spans[i][0])
+            if clauses and (at >= len(doc.words) or doc.words[at][3] not in clauses):
+                continue
+            lo = [v for v in spans[i][2] if _accepts(lo_sub, v)]
+            hi = [v for v in spans[j][2] if _accepts(hi_sub, v)]
+            if lo and hi and lo[0] < hi[0]:
+                readings.add((lo[0], hi[0]))
+        if len(readings) != 1:
+            continue  # no range, or two: the model decides
+        ((lo_v, hi_v),) = readings
+        for end, value in (("min", lo_v), ("max", hi_v)):
+            current = node.get(pair[end])
+            if isinstance(current, bool) or not (
+                isinstance(current, (int, float)) and Decimal(str(current)) == value
+            ):
+                found[pair[end]] = value
+    return found
 
 
 def _repeated_numbers(
@@ -123,11 +205,28 @@ def _amount_value(root: Any, prop: Any, name: str, value: Any, amounts: list) ->
     return distinct.pop() if len(distinct) == 1 else None
 
 
+def _denied_count(doc: _Text, stems: list[str], root: Any, prop: Any) -> bool:
+    """The denied-count rule of the package docstring: a non-nullable integer field whose
+    bounds take 0 and whose name's words the text mentions only negated.
+    """
+    kind, branch = _kind(root, prop)
+    types = branch.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    if kind != "number" or "integer" not in types or _nullable(root, prop):
+        return False
+    return _accepts(branch, Decimal(0)) and _all_negated(doc, stems)
+
+
 def _denied(doc: _Text, stems: list[str], root: Any, prop: Any) -> bool:
     """The denied-number rule of the package docstring: a nullable field whose name's
     words the text mentions, every mention in a clause with a negation.
     """
-    if not _nullable(root, prop):
-        return False
+    return _nullable(root, prop) and _all_negated(doc, stems)
+
+
+def _all_negated(doc: _Text, stems: list[str]) -> bool:
+    """Whether the text mentions some of the name's words, every mention in a clause with
+    a negation.
+    """
     mentions = [k for k, (w, *_) in enumerate(doc.words) if any(_matches(w, s) for s in stems)]
     return bool(mentions) and all(doc.negated(k) for k in mentions)

@@ -4,17 +4,20 @@ A value the text writes only inside longer chunks starts where the chunk starts
 (``_span_start``); a patterned field repeating a sibling's value takes the next word
 (``_repeated_strings``); an identifier field takes the one identifier after its label
 (``_identifier_value``) and a phone field the one phone number (``_phone_value``), both
-read by ``structgen.extraction.labels``.
+read by ``structgen.extraction.labels``; a field left null takes the value after the one
+label naming it (``_label_value``). Where a copied name starts and ends (name run, place
+list, sibling cut, honorific): ``names.py``.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jsonschema
 
 from structgen.extraction.evidence.fields import _schema_accepts
-from structgen.extraction.evidence.text import _GAP_REPEAT, _JOINED, _Text, stem
+from structgen.extraction.evidence.text import _GAP_REPEAT, _JOINED, _Text, name_stems, stem
 from structgen.extraction.labels import (
     identifier_candidates,
     identifier_field,
@@ -22,6 +25,15 @@ from structgen.extraction.labels import (
     phone_runs,
 )
 from structgen.extraction.refs import resolve as _resolve
+
+# "Label: value" between separators (start of text, "|", ";", "·", a line break or a
+# sentence end before; a separator or ", " after)
+_LABEL = re.compile(
+    r"(?:\A|[|;·\n]|[.!?] )[ \t]*([^\W\d_][^\W\d_ ]*(?: [^\W\d_]+){0,2}):[ \t]+"
+    r"([^|;·\n,.:]*[^\W_](?:\.[^\W_]+)*)[ \t]*(?=\Z|[|;·\n,]|[.!?](?:\s|\Z))"
+)
+
+_WORD_CHAR_RUN = re.compile(r"[^\W_]+")
 
 
 def _repeated_strings(root: Any, sub: dict, node: dict, doc: _Text) -> dict[str, str]:
@@ -122,3 +134,64 @@ def _phone_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str 
     if len(found) != 1 or value in found:
         return None
     return found[0] if _schema_accepts(root, sub, found[0]) else None
+
+
+def _free_string(root: Any, prop: Any) -> dict | None:
+    """A property's subschema when it is a free string (type string, maybe nullable; no
+    ``enum``, ``const``, ``format`` or ``pattern``), else None.
+    """
+    sub = _resolve(root, prop)
+    if not isinstance(sub, dict) or any(k in sub for k in ("enum", "const", "format", "pattern")):
+        return None
+    types = sub.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    return sub if types - {"null"} == {"string"} else None
+
+
+def _sibling_strings(root: Any, sub: dict, node: dict, name: str) -> list[str]:
+    """The values (two characters at least) of ``node``'s other string fields that are
+    not ``enum`` or ``const`` (an option is a label, not a span of the text).
+    """
+    props = sub.get("properties") or {}
+    found = []
+    for key, value in node.items():
+        branch = _resolve(root, props.get(key))
+        if key == name or not isinstance(value, str) or len(value.strip()) < 2:
+            continue
+        if isinstance(branch, dict) and "enum" not in branch and "const" not in branch:
+            found.append(value)
+    return found
+
+
+def _label_value(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
+    """The label rule of the package docstring: for a free string field the model left
+    null or out, the value the text writes after the one label naming it ("Title: Data
+    Engineer |" for ``job_title``), or None (no change).
+    """
+    props = sub.get("properties") or {}
+    branch = _free_string(root, props.get(name))
+    if branch is None or node.get(name) is not None:
+        return None
+    found = {
+        m.group(2)
+        for m in _LABEL.finditer(text)
+        if _names_label(name, m.group(1)) and sum(_names_label(k, m.group(1)) for k in props) == 1
+    }
+    if len(found) != 1:
+        return None
+    (new,) = found
+    if new in _sibling_strings(root, sub, node, name):
+        return None
+    return new if _schema_accepts(root, branch, new) else None
+
+
+def _names_label(name: str, label: str) -> bool:
+    """Whether a label's words name the field: each matches a word of the name (as
+    stems), the last the name's last ("Title" for ``job_title``, not for ``title_case``).
+    """
+    words, label_words = name_stems(name), [stem(w) for w in _WORD_CHAR_RUN.findall(label)]
+    return (
+        bool(words and label_words)
+        and label_words[-1] == words[-1]
+        and all(w in words for w in label_words)
+    )

@@ -1,0 +1,236 @@
+"""Where a copied name starts and ends: rules of ``structgen.extraction.evidence``.
+
+A name the model cut short takes the capitalised words next to it (``_capital_run``); a
+place field takes the whole comma-joined list of place names it is written in
+(``_place_list``); a value running on into a sibling's value is cut before it
+(``_sibling_cut``); a courtesy title before a name goes (``_after_honorific``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from structgen.extraction.evidence.fields import _node_numbers, _schema_accepts
+from structgen.extraction.evidence.strings import _free_string, _sibling_strings
+from structgen.extraction.evidence.text import name_stems
+from structgen.extraction.refs import resolve as _resolve
+from structgen.fsm.numerals import numeral_spans
+
+# capitalised words that do not continue a name, and the words a value cut before a
+# sibling's value does not end with ("... reception at")
+_FUNCTION_WORDS = frozenset(
+    "the a an and or of at on in to for from by with via as is are was were be "
+    "her his its our your their my we i he she it they you this that these those".split()
+)
+
+# capitalised words of a date, not of a name ("Call Hannah Wright Monday")
+_CALENDAR_WORDS = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday january february march april "
+    "may june july august september october november december".split()
+)
+
+_MAX_RUN_WORDS = 3  # capitalised words the name-run rule adds on each side
+
+_WORD_CHAR = re.compile(r"[^\W_]")
+
+_WORD_BEFORE = re.compile(r"([^\W\d_][\w'’&-]*) $")  # a word, one space, then the value
+
+_WORD_AFTER = re.compile(r" ([^\W\d_][\w'’&-]*[^\W_])(?![\w'’&-])")
+
+# a sentence starts at the given offset: the text's start, or after ". ", "! ", "? ", ": "
+# or a line break
+_SENTENCE_START = re.compile(r"(?:\A|[.!?:\n]\s*|\n)\s*\Z")
+
+# a courtesy title before a name that ends the value ("E-ticket for Mr. Dmitri Volkov");
+# "Dr." stays: a provider is "Dr. Sato"
+_HONORIFIC = re.compile(r"(?<![^\W_])(?:Mr|Mrs|Ms|Miss|Mx)\.? +(\S+(?: +\S+){0,3})\Z")
+
+# a place field's name words (``text.stem``) and the parts of a comma-joined place list
+_PLACE_STEMS = frozenset({"loc", "venu", "addres", "plac"})
+
+_STRICT_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+
+_PART_AFTER = re.compile(r", ([^\W\d_][^,.;:|·()\n]*[^\W_])")
+
+_SENTENCE_START_STRICT = re.compile(r"(?:\A|[.!?\n])\s*\Z")  # a label's value may start a list
+
+_LIST_END = re.compile(r"[ \t]*(?:\Z|[.;|·\n])")
+
+_CLAUSE_BREAK = re.compile(r"[.,;|·]\s|\s[—–-]\s")  # "Sofia. elena@...", "Volkov, booking"
+
+_TRAILING = " \t\n,.;:|·-–—(/"
+
+
+def _word_spans(value: str, text: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` offsets of ``value`` in ``text`` where it is not inside a
+    word (no letter or digit right before or after).
+    """
+    return [
+        (m.start(), m.end())
+        for m in re.finditer(re.escape(value), text)
+        if not _WORD_CHAR.match(text[m.start() - 1 : m.start()])
+        and not _WORD_CHAR.match(text[m.end() : m.end() + 1])
+    ]
+
+
+def _name_word(word: str) -> bool:
+    """Whether a text word can continue a name: capitalised with a lowercase letter
+    ("Hotel", "McKay"), not a capitalised function word ("The", "Her") or a day or month
+    name.
+    """
+    return (
+        word[:1].isupper()
+        and any(c.islower() for c in word)
+        and word.lower() not in _FUNCTION_WORDS
+        and word.lower() not in _CALENDAR_WORDS
+    )
+
+
+def _capital_run(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
+    """The name-run rule of the package docstring: the value extended over the
+    capitalised words the text writes right before and after it, or None (no change).
+    """
+    prop = (sub.get("properties") or {}).get(name)
+    if _free_string(root, prop) is None:
+        return None
+    value = node.get(name)
+    if not isinstance(value, str) or not _name_word(value.split()[0] if value.split() else ""):
+        return None
+    found: set[str] = set()
+    for start, end in _word_spans(value, text):
+        for _ in range(_MAX_RUN_WORDS):
+            before = _WORD_BEFORE.search(text, 0, start)
+            if before is None or not _name_word(before.group(1)):
+                break
+            if _SENTENCE_START.search(text, 0, before.start(1)):
+                break  # the sentence's first word is capitalised anyway
+            start = before.start(1)
+        last = text[start:end].split()[-1]
+        for _ in range(_MAX_RUN_WORDS):
+            after = _WORD_AFTER.match(text, end)
+            if after is None or not _name_word(last) or not last[-1].isalnum():
+                break  # "Highland Print Co. Three": the sentence ended
+            if not _name_word(after.group(1)):
+                break
+            end, last = after.end(1), after.group(1)
+        found.add(text[start:end])
+    if len(found) != 1:
+        return None  # not written, or written with different neighbours
+    (new,) = found
+    # a sibling holding the whole new value ran on past its own end (the cut rule's case)
+    siblings = [s for s in _sibling_strings(root, sub, node, name) if new not in s]
+    if new == value or any(s in new and s not in value for s in siblings):
+        return None
+    if any(w in s for w in new.replace(value, " ").split() for s in siblings):
+        return None  # the added words are a sibling's
+    return new if _schema_accepts(root, _resolve(root, prop), new) else None
+
+
+def _sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
+    """The sibling-cut rule of the package docstring: ``{field: new value}`` for the free
+    string fields of one object whose value runs on into a sibling's value, cut before
+    it (trailing punctuation and function words dropped).
+    """
+    found: dict[str, str] = {}
+    for name, prop in (sub.get("properties") or {}).items():
+        branch = _free_string(root, prop)
+        value = node.get(name)
+        if branch is None or not isinstance(value, str):
+            continue
+        cuts = [
+            start
+            for s in _sibling_strings(root, sub, node, name)
+            if s not in value[: len(s)]
+            for start, _ in _word_spans(s, value)
+            if start > 0
+        ]
+        held = set(_node_numbers(node))
+        cuts += [  # "Quick garlic prawns for two": the servings' numeral
+            start
+            for start, _, readings in numeral_spans(value)
+            if value[start - 1 : start].isspace() and held.intersection(readings)
+        ]  # a numeral inside a chunk ("88-17") is part of an identifier, not a value
+        if not cuts:
+            continue
+        head = value[: min(cuts)]
+        breaks = list(_CLAUSE_BREAK.finditer(head))
+        if breaks and breaks[-1].start() > 0:
+            head = head[: breaks[-1].start()]  # "..., booking code LM55RT": the clause goes
+        while True:
+            stripped = head.rstrip(_TRAILING)
+            words = stripped.split()
+            if words and words[-1].lower() in _FUNCTION_WORDS:
+                stripped = stripped[: len(stripped) - len(words[-1])]
+            if stripped == head:
+                break
+            head = stripped
+        if head and head in text and _schema_accepts(root, branch, head):
+            found[name] = head
+    return found
+
+
+def _after_honorific(root: Any, prop: Any, value: Any) -> str | None:
+    """The honorific rule of the package docstring: the name after "Mr.", "Mrs.", "Ms.",
+    "Miss" or "Mx" that ends the value, or None (no change).
+    """
+    branch = _free_string(root, prop)
+    if branch is None or not isinstance(value, str):
+        return None
+    m = _HONORIFIC.search(value)
+    if m is None or not all(_name_word(w) for w in m.group(1).split()):
+        return None
+    new = m.group(1)
+    return new if _schema_accepts(root, branch, new) else None
+
+
+def _place_list(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
+    """The place-list rule of the package docstring: a place field's value extended to
+    the whole comma-joined list of names it is written in, or None (no change).
+    """
+    props = sub.get("properties") or {}
+    value = node.get(name)
+    if _free_string(root, props.get(name)) is None or not isinstance(value, str):
+        return None
+    if not _PLACE_STEMS.intersection(name_stems(name)) or _place_part(value) is None:
+        return None
+    found: set[str] = set()
+    for start, end in _word_spans(value, text):
+        if _WORD_BEFORE.search(text, 0, start) or _WORD_AFTER.match(text, end):
+            return None  # a name runs on past the value: the name-run rule's case
+        while text[:start].endswith(", "):
+            words = text[: start - 2].split(" ")
+            size = next((n for n in range(4, 0, -1) if _place_part(" ".join(words[-n:]))), 0)
+            first = start - 2 - len(" ".join(words[-size:]))
+            if not size or _SENTENCE_START_STRICT.search(text, 0, first):
+                break  # no name before the comma, or one that starts the sentence
+            start = first
+        while (after := _PART_AFTER.match(text, end)) and _place_part(after.group(1)):
+            end = after.end(1)
+        if not _LIST_END.match(text, end):
+            return None  # the sentence goes on after the last part: not a place list
+        found.add(text[start:end])
+    if len(found) != 1:
+        return None
+    (new,) = found
+    parts = new.split(", ")
+    siblings = _sibling_strings(root, sub, node, name)
+    if new == value or any(s in p for s in siblings for p in parts):
+        return None  # a part is a sibling's ("Greenleaf Pharmacy, Dublin": the company)
+    return new if _schema_accepts(root, _resolve(root, props[name]), new) else None
+
+
+def _place_part(part: str) -> str | None:
+    """``part`` when it is one part of a place list: one to four words, each a name
+    word, ``&`` or a number, the first a name word ("Paws & Claws", "Elm Street").
+    """
+    words = part.split(" ")
+    ok = (
+        0 < len(words) <= 4
+        and _STRICT_WORD.fullmatch(words[0]) is not None
+        and _name_word(words[0])
+        and all(
+            w == "&" or w.isdigit() or _STRICT_WORD.fullmatch(w) and _name_word(w) for w in words
+        )
+    )
+    return part if ok else None

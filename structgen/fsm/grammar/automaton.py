@@ -139,6 +139,11 @@ class GrammarAutomaton:
         else:
             self._config_of(((self._trigger, charts.root, lead_in.initial),), False)
         if self._core is not None:
+            if charts.native:  # lexeme ends by a C call to the C charts' scan (``_c_end``'s)
+                own_end = bytes(
+                    t in self.ignore or t == self._trigger for t in range(len(self.lexers))
+                )
+                self._core.set_charts(charts._core, own_end)
             # the token-trie walk's callback in C: a missing row built there under the lock,
             # the interpreter entered only to grow the tables (``_row_tables_py``)
             self._core.attach(self)
@@ -302,7 +307,8 @@ class GrammarAutomaton:
 
     def _c_end(self, t: int, node: int) -> int:
         """The chart node after a lexeme of terminal ``t`` begun at ``node`` ends (the node
-        itself for an ``%ignore`` lexeme or the lead-in).
+        itself for an ``%ignore`` lexeme or the lead-in). Not called over C charts: the C
+        core calls their scan itself (``set_charts``).
         """
         return node if t in self.ignore or t == self._trigger else self.charts.scan(node, t)
 

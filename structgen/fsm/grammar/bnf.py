@@ -35,6 +35,7 @@ grammar names (llama.cpp: every token but that one).
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from ...errors import InvalidGrammarError, UnsupportedGrammarError
@@ -57,16 +58,20 @@ class _Reader:
         self.text = text
         self.pos = 0
         self.syntax = syntax
+        self._newlines: list[int] | None = None  # offsets of the text's "\n", on first use
 
     def where(self, pos: int | None = None) -> str:
-        pos = self.pos if pos is None else pos
-        line = self.text.count("\n", 0, pos) + 1
-        col = pos - (self.text.rfind("\n", 0, pos) + 1) + 1
+        line, col = self.line_col(self.pos if pos is None else pos)
         return f"{line}:{col}"
 
     def line_col(self, pos: int) -> tuple[int, int]:
-        line, col = self.where(pos).split(":")
-        return int(line), int(col)
+        """1-based line and column of offset ``pos`` (a binary search over the text's line
+        breaks: every reference is located, so a rescan per call would be quadratic).
+        """
+        if self._newlines is None:
+            self._newlines = [m.start() for m in re.finditer("\n", self.text)]
+        line = bisect.bisect_left(self._newlines, pos)
+        return line + 1, pos - (self._newlines[line - 1] + 1 if line else 0) + 1
 
     def error(self, message: str, pos: int | None = None) -> InvalidGrammarError:
         pos = self.pos if pos is None else pos

@@ -469,35 +469,52 @@ class _NodeTable:
         return list(self) == list(other)
 
 
+def _derivers(cfg: CfgGrammar, num_nt: int, usable) -> list[bool]:
+    """Per nonterminal: does it derive a string of terminal symbols ``s`` with ``usable(s)``?
+
+    A worklist over the productions (each counts the nonterminal occurrences not known to
+    derive yet), linear in the grammar's size: a chain of 10,000 rules is one pass, not
+    10,000. Raises: never.
+    """
+    derives = [False] * num_nt
+    pending = [-1] * len(cfg.lhs)  # per production: nonterminals left; -1: never finishes
+    users: list[list[int]] = [[] for _ in range(num_nt)]  # productions, per occurrence
+    agenda: list[int] = []
+    for p, (lhs, rhs) in enumerate(zip(cfg.lhs, cfg.rhs, strict=True)):
+        if not all(s >= 0 or usable(s) for s in rhs):
+            continue
+        count = 0
+        for s in rhs:
+            if s >= 0:
+                users[s].append(p)
+                count += 1
+        pending[p] = count
+        if count == 0 and not derives[lhs]:
+            derives[lhs] = True
+            agenda.append(lhs)
+    lhs_of = cfg.lhs
+    while agenda:
+        for p in users[agenda.pop()]:
+            if pending[p] > 0:
+                pending[p] -= 1
+                if pending[p] == 0 and not derives[lhs_of[p]]:
+                    derives[lhs_of[p]] = True
+                    agenda.append(lhs_of[p])
+    return derives
+
+
 def _productive(
     cfg: CfgGrammar, num_nt: int, dead: set[int] | frozenset[int] = frozenset()
 ) -> list[bool]:
     """Nonterminals that derive at least one string (terminals do, but the ``dead``
     terminal symbols, whose language is empty).
     """
-    productive = [False] * num_nt
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in zip(cfg.lhs, cfg.rhs, strict=True):
-            if not productive[lhs] and all(
-                (s < 0 and s not in dead) or (s >= 0 and productive[s]) for s in rhs
-            ):
-                productive[lhs] = changed = True
-    return productive
+    return _derivers(cfg, num_nt, lambda s: s not in dead)
 
 
 def _nullable(cfg: CfgGrammar, num_nt: int, nullable_terminals: set[int]):
     """A predicate: does symbol ``s`` derive the empty string?"""
-    nt = [False] * num_nt
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in zip(cfg.lhs, cfg.rhs, strict=True):
-            if not nt[lhs] and all(
-                (s >= 0 and nt[s]) or (s < 0 and (-1 - s) in nullable_terminals) for s in rhs
-            ):
-                nt[lhs] = changed = True
+    nt = _derivers(cfg, num_nt, lambda s: (-1 - s) in nullable_terminals)
     terms = frozenset(nullable_terminals)
 
     def nullable(s: int) -> bool:

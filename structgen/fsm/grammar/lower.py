@@ -16,7 +16,9 @@ Both give the semantics of ``ir``'s module docstring.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from ...errors import GrammarTooComplexError, InvalidGrammarError
 from ..deadline import NEVER, Deadline
@@ -29,6 +31,7 @@ __all__ = ["CfgGrammar", "lower_grammar", "nodes_of", "MAX_RULES"]
 
 MAX_RULES = 100_000  # productions of one grammar (bounded repetitions expand linearly)
 _CHECK_EVERY = 1024  # productions added between two checks of the deadline
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -62,18 +65,28 @@ class CfgGrammar:
 
 
 class _Definitions:
-    """Shared regex definitions with their transitive needs, bundled per terminal."""
+    """Shared regex definitions, bundled per terminal with what they need.
+
+    Each definition records the definitions its text refers to directly (``refs``); what a
+    pattern needs transitively is found when it is bundled (``closure``), so a chain of
+    10,000 rules, each referring to the next, costs linear time and memory instead of a
+    set of every definition below it per definition. A ``needs`` set passed around while
+    the regex text is built holds the definitions that text refers to (directly, or through
+    a definition it holds, which ``closure`` follows alike).
+    """
 
     def __init__(self) -> None:
         self.texts: list[str] = []
-        self.needs: list[frozenset[int]] = []
+        self.refs: list[frozenset[int]] = []  # per definition: the definitions it needs
 
     def add(self, text: str, needs: frozenset[int]) -> tuple[str, frozenset[int]]:
-        """A placeholder for ``text`` (which needs ``needs``) and its own needs."""
+        """A placeholder for ``text`` (which needs ``needs``) and the needs of the
+        placeholder (the new definition itself).
+        """
         i = len(self.texts)
         self.texts.append(text)
-        self.needs.append(needs | {i})
-        return chr(PLACEHOLDER_BASE + i), self.needs[i]
+        self.refs.append(needs)
+        return chr(PLACEHOLDER_BASE + i), frozenset((i,))
 
     def add_block(self, pattern: str, defs: tuple[str, ...]) -> tuple[str, frozenset[int]]:
         """Append ``defs`` (which refer to each other by their own numbers) and shift
@@ -84,7 +97,7 @@ class _Definitions:
         block = frozenset(range(base, base + len(defs)))
         for d in defs:
             self.texts.append(d.translate(shift))
-            self.needs.append(block)
+            self.refs.append(block)
         return pattern.translate(shift), block
 
     def seed(self, texts: tuple[str, ...], deadline: Deadline = NEVER) -> None:
@@ -98,22 +111,39 @@ class _Definitions:
             if k and k % _CHECK_EVERY == 0:
                 deadline.check("lowering the grammar")
             self.seeded = len(self.texts)  # the earlier ones
-            self.needs.append(self.needs_of(text) | {len(self.texts)})
+            self.refs.append(self.needs_of(text))
             self.texts.append(text)
         self.seeded = len(self.texts)
 
     seeded = 0
 
     def needs_of(self, text: str) -> frozenset[int]:
-        """The seeded definitions ``text`` refers to, with their own needs."""
+        """The seeded definitions ``text`` refers to."""
         if not self.seeded:
             return frozenset()
-        found = placeholder_indices(text, self.seeded)
-        return frozenset().union(*(self.needs[i] for i in found))
+        return frozenset(placeholder_indices(text, self.seeded))
 
-    def bundle(self, pattern: str, needs: frozenset[int]) -> tuple[str, tuple[str, ...]]:
-        """``pattern`` with only the definitions it needs, renumbered in order."""
-        order = sorted(needs)
+    def closure(self, needs: frozenset[int] | set[int]) -> frozenset[int]:
+        """``needs`` with every definition they need in turn (iterative). Raises: never."""
+        if not needs:
+            return frozenset()
+        seen = set(needs)
+        todo = list(seen)
+        refs = self.refs
+        while todo:
+            new = refs[todo.pop()] - seen
+            if new:
+                seen |= new
+                todo.extend(new)
+        return frozenset(seen)
+
+    def bundle(
+        self, pattern: str, needs: frozenset[int], closed: bool = False
+    ) -> tuple[str, tuple[str, ...]]:
+        """``pattern`` with only the definitions it needs (``needs`` and theirs; ``closed``:
+        ``needs`` holds them all already), renumbered in order.
+        """
+        order = sorted(needs if closed else self.closure(needs))
         shift = {PLACEHOLDER_BASE + old: PLACEHOLDER_BASE + new for new, old in enumerate(order)}
         return pattern.translate(shift), tuple(self.texts[i].translate(shift) for i in order)
 
@@ -128,6 +158,8 @@ class _Lowering:
         self.ignore: tuple[str, frozenset[int]] | None = None
         self.regular: dict[str, bool] = {}
         self._is_regular: dict[int, tuple[Expr, bool]] = {}  # id(expr) -> (expr, regular?)
+        # the terminals being lowered, outermost first -> their place (``_terminal_steps``)
+        self._open_terms: dict[str, int] = {}
 
     # ---- checks ---------------------------------------------------------------
 
@@ -159,20 +191,19 @@ class _Lowering:
                 raise InvalidGrammarError(f"%ignore names undefined terminal {name!r}")
 
     # ---- regex text -------------------------------------------------------------
+    # The regex text of a rule or terminal needs the texts of the regular rules and
+    # terminals it refers to: a chain of references can be as long as the grammar, so
+    # these walks are generators driven by ``_drive`` (an explicit stack), never Python
+    # recursion; ``_open_terms`` holds the terminals being lowered, outermost first.
 
-    def terminal(self, name: str, stack: tuple[str, ...] = ()) -> tuple[str, frozenset[int]]:
+    def terminal(self, name: str) -> tuple[str, frozenset[int]]:
+        """The placeholder of terminal ``name``'s regex and the definitions it needs.
+
+        Raises:
+            InvalidGrammarError: the terminal is recursive.
+        """
         hit = self.term_regex.get(name)
-        if hit is not None:
-            return hit
-        if name in stack:
-            line, col = self.g.positions.get(name, (0, 0))
-            raise InvalidGrammarError(
-                f"terminal {name} at {line}:{col} is recursive ({' -> '.join(stack)} -> "
-                f"{name}); make it a rule (lowercase name)"
-            )
-        text, needs = self.regex(self.g.terminals[name], False, (*stack, name))
-        hit = self.term_regex[name] = self.defs.add(text, needs)
-        return hit
+        return hit if hit is not None else _drive(self._terminal_steps(name))
 
     def ignore_run(self) -> tuple[str, frozenset[int]]:
         if self.ignore is None:
@@ -182,53 +213,108 @@ class _Lowering:
             self.ignore = self.defs.add(text, needs)
         return self.ignore
 
-    def regex(
-        self, expr: Expr, in_rule: bool, stack: tuple[str, ...] = (), lead: bool = True
-    ) -> tuple[str, frozenset[int]]:
+    def regex(self, expr: Expr, in_rule: bool, lead: bool = True) -> tuple[str, frozenset[int]]:
         """Regex text of a regular ``expr`` and the definitions it needs; in a rule,
         ignore runs precede each terminal occurrence, except (``lead=False``) those that
         can only stand at the very start of the text: a parser terminal starts after any
         number of ignore lexemes anyway (``automaton``), so a leading run there would
-        only read the same whitespace two ways.
+        only read the same whitespace two ways. Iterative (``_drive``): any depth of
+        references and nesting.
+
+        Raises:
+            InvalidGrammarError: a recursive terminal.
         """
-        if isinstance(expr, (Literal, Pattern, Embedded)) or (
-            isinstance(expr, Ref) and expr.name in self.g.terminals
-        ):
-            if isinstance(expr, Literal):
-                text, needs = escape_literal(expr.text), frozenset()
-            elif isinstance(expr, Pattern):
-                text, needs = "(?:" + expr.regex + ")", self.defs.needs_of(expr.regex)
-            elif isinstance(expr, Embedded):
-                text, needs = self.defs.add_block(expr.pattern, expr.definitions)
-                text = "(?:" + text + ")"
-            else:
-                text, needs = self.terminal(expr.name, stack)
-            if in_rule and self.g.ignore and lead:
-                run, run_needs = self.ignore_run()
-                return run + text, needs | run_needs
-            return text, needs
-        if isinstance(expr, Ref):  # a regular rule
-            return self.rule(expr.name, lead)
-        if isinstance(expr, Seq):
-            parts = [self.regex(x, in_rule, stack, lead or i > 0) for i, x in enumerate(expr.items)]
-            needs = frozenset().union(*(n for _, n in parts))
-            return "(?:" + "".join(p for p, _ in parts) + ")", needs
-        if isinstance(expr, Alt):
-            parts = [self.regex(x, in_rule, stack, lead) for x in expr.items]
-            needs = frozenset().union(*(n for _, n in parts))
-            return "(?:" + "|".join(p for p, _ in parts) + ")", needs
+        hit = self._leaf(expr, in_rule, lead)
+        return hit if hit is not None else _drive(self._regex_steps(expr, in_rule, lead))
+
+    def rule(self, name: str, lead: bool = True) -> tuple[str, frozenset[int]]:
+        """The placeholder of regular rule ``name``'s regex and the definitions it needs."""
+        hit = self.rule_regex.get((name, lead))
+        return hit if hit is not None else _drive(self._rule_steps(name, lead))
+
+    def _terminal_steps(self, name: str):
+        hit = self.term_regex.get(name)
+        if hit is not None:
+            return hit
+        if name in self._open_terms:
+            line, col = self.g.positions.get(name, (0, 0))
+            path = [*self._open_terms][self._open_terms[name] :] + [name]
+            if len(path) > 12:  # a long cycle: its ends
+                path[5:-5] = [f"... {len(path) - 10} more"]
+            raise InvalidGrammarError(
+                f"terminal {name} at {line}:{col} is recursive ({' -> '.join(path)}); "
+                "make it a rule (lowercase name)"
+            )
+        self._open_terms[name] = len(self._open_terms)
+        text, needs = yield self._regex_steps(self.g.terminals[name], False, True)
+        del self._open_terms[name]
+        hit = self.term_regex[name] = self.defs.add(text, needs)
+        return hit
+
+    def _rule_steps(self, name: str, lead: bool):
+        hit = self.rule_regex.get((name, lead))
+        if hit is None:
+            text, needs = yield self._regex_steps(self.g.rules[name], True, lead)
+            hit = self.rule_regex[(name, lead)] = self.defs.add(text, needs)
+        return hit
+
+    def _leaf(self, expr: Expr, in_rule: bool, lead: bool) -> tuple[str, frozenset[int]] | None:
+        """``regex`` of a leaf or of a reference already lowered, without a walk; None for
+        the others (a group, a repetition, a reference not lowered yet).
+        """
+        if isinstance(expr, Ref):
+            if expr.name in self.g.terminals:
+                hit = self.term_regex.get(expr.name)
+                return None if hit is None else self._leading_ignore(*hit, in_rule, lead)
+            return self.rule_regex.get((expr.name, lead))  # a regular rule
+        if isinstance(expr, Literal):
+            return self._leading_ignore(escape_literal(expr.text), frozenset(), in_rule, lead)
+        if isinstance(expr, Pattern):
+            text, needs = "(?:" + expr.regex + ")", self.defs.needs_of(expr.regex)
+            return self._leading_ignore(text, needs, in_rule, lead)
+        if isinstance(expr, Embedded):
+            text, needs = self.defs.add_block(expr.pattern, expr.definitions)
+            return self._leading_ignore("(?:" + text + ")", needs, in_rule, lead)
+        return None
+
+    def _regex_steps(self, expr: Expr, in_rule: bool, lead: bool):
+        """``regex``'s work as ``_drive`` steps: yields the walk of each part it needs."""
+        hit = self._leaf(expr, in_rule, lead)
+        if hit is not None:
+            return hit
+        if isinstance(expr, Ref):
+            if expr.name in self.g.terminals:
+                text, needs = yield self._terminal_steps(expr.name)
+                return self._leading_ignore(text, needs, in_rule, lead)
+            return (yield self._rule_steps(expr.name, lead))  # a regular rule
+        if isinstance(expr, (Seq, Alt)):
+            is_seq = isinstance(expr, Seq)
+            texts, needs = [], frozenset()
+            for i, x in enumerate(expr.items):
+                x_lead = lead or (is_seq and i > 0)
+                part = self._leaf(x, in_rule, x_lead)
+                if part is None:
+                    part = yield self._regex_steps(x, in_rule, x_lead)
+                texts.append(part[0])
+                needs |= part[1]
+            return "(?:" + ("" if is_seq else "|").join(texts) + ")", needs
         if isinstance(expr, Repeat):
-            text, needs = self.regex(expr.item, in_rule, stack)
+            part = self._leaf(expr.item, in_rule, True)
+            text, needs = (
+                part if part is not None else (yield self._regex_steps(expr.item, in_rule, True))
+            )
             hi = "" if expr.hi is None else str(expr.hi)
             return f"(?:{text}){{{expr.lo},{hi}}}", needs
         raise AssertionError(f"unknown expression {expr!r}")
 
-    def rule(self, name: str, lead: bool = True) -> tuple[str, frozenset[int]]:
-        hit = self.rule_regex.get((name, lead))
-        if hit is None:
-            text, needs = self.regex(self.g.rules[name], True, (), lead)
-            hit = self.rule_regex[(name, lead)] = self.defs.add(text, needs)
-        return hit
+    def _leading_ignore(
+        self, text: str, needs: frozenset[int], in_rule: bool, lead: bool
+    ) -> tuple[str, frozenset[int]]:
+        """A terminal occurrence's text with the ignore run before it, in a rule."""
+        if in_rule and self.g.ignore and lead:
+            run, run_needs = self.ignore_run()
+            return run + text, needs | run_needs
+        return text, needs
 
     # ---- recursion ----------------------------------------------------------------
 
@@ -306,8 +392,9 @@ class _Productions:
         self.cfg.rhs.append(rhs)
 
     def terminal_of(self, expr: Expr) -> int:
-        text, needs = self.low.regex(expr, True, (), False)
-        key = self.low.defs.bundle(text, needs)
+        text, needs = self.low.regex(expr, True, False)
+        needs = self.low.defs.closure(needs)
+        key = self.low.defs.bundle(text, needs, closed=True)
         t = self.terms.get(key)
         if t is None:
             t = self.terms[key] = len(self.cfg.terminals)
@@ -315,7 +402,13 @@ class _Productions:
             self.cfg.sources.append((text, needs))
         return -1 - t
 
-    def symbol(self, expr: Expr, owner: str) -> int:
+    # ``symbol``, ``repeat`` and ``alternatives`` recurse into nested groups: generators
+    # driven by ``_drive``, so the nesting a grammar may have is not the Python stack's
+
+    def _symbol_steps(self, expr: Expr, owner: str):
+        """The symbol standing for ``expr`` in a production of ``owner`` (a nonterminal, a
+        terminal, or a helper nonterminal whose productions are added here).
+        """
         if isinstance(expr, Ref) and expr.name in self.low.g.rules:
             if not self.low.regular[expr.name]:
                 return self.nonterminal(expr.name)
@@ -327,14 +420,14 @@ class _Productions:
             return hit
         helper = self.helpers[key] = self.fresh(owner, "")
         if isinstance(expr, Repeat):
-            self.repeat(helper, expr, owner)
+            yield self._repeat_steps(helper, expr, owner)
         else:
-            for alt in self.alternatives(expr, owner):
+            for alt in (yield self._alternatives_steps(expr, owner)):
                 self.add(helper, alt)
         return helper
 
-    def repeat(self, helper: int, expr: Repeat, owner: str) -> None:
-        x = self.symbol(expr.item, owner)
+    def _repeat_steps(self, helper: int, expr: Repeat, owner: str):
+        x = yield self._symbol_steps(expr.item, owner)
         head = (x,) * expr.lo
         if expr.hi is None:  # helper -> x^lo star; star -> ε | star x (left recursion)
             star = self.fresh(owner, "*")
@@ -351,30 +444,45 @@ class _Productions:
             tail = opt
         self.add(helper, head if tail is None else (*head, tail))
 
-    def alternatives(self, expr: Expr, owner: str) -> list[tuple[int, ...]]:
-        if isinstance(expr, Alt):
-            return [a for x in expr.items for a in self.alternatives(x, owner)]
-        items = list(expr.items) if isinstance(expr, Seq) else [expr]
-        flat: list[Expr] = []
-        while items:  # inline nested sequences
-            x = items.pop(0)
-            if isinstance(x, Seq):
-                items[:0] = list(x.items)
+    def _alternatives_steps(self, expr: Expr, owner: str):
+        """The right-hand sides of ``expr`` read as a rule body of ``owner``: one per
+        alternative (nested alternations flattened first, in order), each a sequence whose
+        runs of regular items are one terminal each.
+        """
+        bodies, todo = [], [expr]
+        while todo:
+            x = todo.pop()
+            if isinstance(x, Alt):
+                todo.extend(reversed(x.items))
             else:
-                flat.append(x)
-        out: list[int] = []
-        run: list[Expr] = []
-        for x in flat:  # a run of regular items is one terminal
-            if self.low.is_regular(x):
-                run.append(x)
-                continue
+                bodies.append(x)
+        rhs: list[tuple[int, ...]] = []
+        for body in bodies:
+            items = list(body.items) if isinstance(body, Seq) else [body]
+            flat: list[Expr] = []
+            while items:  # inline nested sequences
+                x = items.pop(0)
+                if isinstance(x, Seq):
+                    items[:0] = list(x.items)
+                else:
+                    flat.append(x)
+            out: list[int] = []
+            run: list[Expr] = []
+            for x in flat:  # a run of regular items is one terminal
+                if self.low.is_regular(x):
+                    run.append(x)
+                    continue
+                if run:
+                    out.append(self.terminal_of(run[0] if len(run) == 1 else Seq(tuple(run))))
+                    run = []
+                if isinstance(x, Ref) and x.name in self.low.g.rules:  # a recursive rule
+                    out.append(self.nonterminal(x.name))
+                else:
+                    out.append((yield self._symbol_steps(x, owner)))
             if run:
                 out.append(self.terminal_of(run[0] if len(run) == 1 else Seq(tuple(run))))
-                run = []
-            out.append(self.symbol(x, owner))
-        if run:
-            out.append(self.terminal_of(run[0] if len(run) == 1 else Seq(tuple(run))))
-        return [tuple(out)]
+            rhs.append(tuple(out))
+        return rhs
 
     def build(self) -> CfgGrammar:
         g = self.low.g
@@ -391,18 +499,46 @@ class _Productions:
             done.add(name)
             self.deadline.check("lowering the grammar to productions")
             lhs = self.nonterminal(name)
-            for alt in self.alternatives(g.rules[name], name):
+            for alt in _drive(self._alternatives_steps(g.rules[name], name)):
                 self.add(lhs, alt)
             for ref in nodes_of(g.rules[name]):
                 if ref.name in g.rules and not self.low.regular[ref.name]:
                     todo.append(ref.name)
         for name in g.ignore:
             text, needs = self.low.terminal(name)
+            needs = self.low.defs.closure(needs)
             cfg.ignore.append(len(cfg.terminals))
             cfg.terminals.append(self.low.defs.bundle(text, needs))
             cfg.sources.append((text, needs))
         cfg.definitions = tuple(self.low.defs.texts)
         return cfg
+
+
+def _drive(steps: Generator[Generator, Any, _T]) -> _T:
+    """Run a recursion written as a generator without the Python stack: ``steps`` yields
+    the generator of each sub-result it needs and is sent that result back (a sub-generator
+    may yield in turn); returns ``steps``' own return value.
+
+    Raises:
+        Whatever a step raises.
+    """
+    try:  # most walks finish at once (no part needs a walk of its own)
+        sub = steps.send(None)
+    except StopIteration as done:
+        return done.value
+    stack = [steps, sub]
+    value = None
+    while True:
+        try:
+            sub = stack[-1].send(value)
+        except StopIteration as done:
+            stack.pop()
+            if not stack:
+                return done.value
+            value = done.value
+            continue
+        stack.append(sub)
+        value = None
 
 
 def nodes_of(expr: Expr, kind: type = Ref):

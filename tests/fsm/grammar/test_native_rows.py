@@ -18,6 +18,7 @@ from structgen.errors import GrammarTooComplexError
 from structgen.fsm.grammar import compile_grammar
 from structgen.fsm.grammar.automaton import HAVE_C_ROWS, GrammarAutomaton
 from structgen.fsm.grammar.compile import clear_cache
+from structgen.fsm.grammar.earley import EarleyCharts
 from tests.fsm.grammar._grammars import ARITHMETIC, BALANCED, NESTED_LISTS, STATEMENTS
 
 pytestmark = pytest.mark.skipif(not HAVE_C_ROWS, reason="the _cfgrows C extension is not built")
@@ -96,6 +97,38 @@ def test_c_rows_with_a_trigger_lead_in() -> None:
     built = _compiled(ARITHMETIC, "lark", trigger="<calc>")
     assert built.trigger_id >= 0
     _same_automaton(_twins(built, native=False), _twins(built, native=True), 400)
+
+
+@pytest.mark.parametrize(
+    ("name", "trigger"), [("statements", None), ("arithmetic", "<calc>"), ("gbnf:c", None)]
+)
+def test_lexeme_ends_by_a_c_call_equal_the_callback(name, trigger, monkeypatch) -> None:
+    """Over C charts the row builder reaches a lexeme's end node by a C call to their scan
+    (``Core.set_charts``: ``_c_end`` is never called, ``%ignore`` lexemes and the lead-in end
+    at their own node); over Python charts it calls ``_c_end``. Same automaton."""
+    source, syntax = CASES[name]
+    built = _compiled(source, syntax, trigger=trigger)
+    cfg = built.charts.cfg
+    nullable = {t for t in range(len(cfg.terminals)) if built.charts._nullable(-1 - t)}
+    lexers, lead_in = built.lexers, None
+    if built.trigger_id >= 0:
+        lexers, lead_in = lexers[: built.trigger_id], lexers[built.trigger_id]
+    callers = []  # the automaton of each _c_end call
+    real = GrammarAutomaton._c_end
+    monkeypatch.setattr(
+        GrammarAutomaton,
+        "_c_end",
+        lambda self, t, node: callers.append(self) or real(self, t, node),
+    )
+
+    def automaton(native_charts: bool) -> GrammarAutomaton:
+        charts = EarleyCharts(cfg, nullable, native=native_charts)
+        return GrammarAutomaton(charts, lexers, sorted(built.ignore), lead_in=lead_in)
+
+    direct, called = automaton(True), automaton(False)
+    assert direct.charts.native and not called.charts.native
+    assert _same_automaton(called, direct, 500) >= min(500, called.num_states)
+    assert callers and all(a is called for a in callers)
 
 
 def test_union_state_matches() -> None:

@@ -217,7 +217,7 @@ def test_lowering_checks_the_budget_while_seeding_definitions():
         _Definitions().seed(texts, Deadline(0.0))
     defs = _Definitions()
     defs.seed(texts, Deadline(60.0))
-    assert defs.needs[2999] == frozenset(range(3000))
+    assert defs.closure({2999}) == frozenset(range(3000))
 
 
 SMALL = [

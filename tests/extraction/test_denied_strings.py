@@ -51,7 +51,7 @@ DENIALS = [  # (text, the span of it a copying model wrote as the email)
 ]
 
 
-def _obj(value: str, **more: str) -> dict:
+def _obj(value: str | None, **more: str) -> dict:
     return {"name": "Anna Berg", "product": "one laptop stand", "email": value, **more}
 
 
@@ -88,6 +88,13 @@ def test_a_denied_field_whose_shape_the_value_has_is_kept():
     text = "Anna Berg. No email given, use anna@x.org."
     got, changed = apply_evidence(SHAPED, text, {"name": "Anna Berg", "email": "anna@x.org"})
     assert got["email"] == "anna@x.org" and changed == []
+
+
+@pytest.mark.parametrize("after", ["none", "n/a", "not given", "no"])
+def test_a_label_followed_by_a_denial_gives_no_value(after):
+    text = f"Anna Berg bought one laptop stand. Email: {after}"
+    got, changed = apply_evidence(NULLABLE, text, _obj(None))  # the label rule's case
+    assert got["email"] is None and changed == []
 
 
 def test_a_required_denied_string_is_kept():

@@ -126,7 +126,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``Label: value`` at the text's or a sentence's start or after ``|``, ``;``, ``·`` or a
   line break, the value ending before one of them, ``,`` or a sentence end), when the
   label's words are words of the field's name ending with its last word, no other field
-  of the object is named by that label, and no sibling holds the value.
+  of the object is named by that label, and no sibling holds the value; a value that
+  starts with a negation or is "n/a" ("Email: none") is no value (the denied string
+  rule reads it).
 * **amount**: a number field named for money (``labels.is_amount_field``: ``price``,
   ``total``, ``amount``, ``cost``, ``fee``, ``paid``, ...) whose value is none of the
   readings of the numerals the text writes with a currency mark (``labels.amount_spans``:

@@ -36,8 +36,12 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   model's value stays; a nullable number field that no numeral decides and whose
   name's words the text mentions only in clauses with a negation ("Rate and
   experience are not stated") is null (**denied number**); so is a nullable string field
-  whose value the text does not write and whose name the text mentions only negated ("No
-  email given": the model's address was invented) (**denied string**); a non-nullable
+  whose name the text mentions only negated ("No email given", "she left no email",
+  "without email", "Email: none") and whose value the text does not write (the model's
+  address was invented) or writes while the field gives its values no ``format`` or
+  ``pattern`` (under copy constraints every value is a span of the text: "bought one
+  laptop stand" for "she left no email") (**denied string**; a string field the schema
+  does not require is left out on the same evidence); a non-nullable
   integer field that no numeral decides, whose bounds take 0 and whose name the text
   mentions only negated is 0 ("no checked baggage": **denied count**).
 * **enum** (string options): an option is *mentioned* where its words (split at
@@ -122,7 +126,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``Label: value`` at the text's or a sentence's start or after ``|``, ``;``, ``·`` or a
   line break, the value ending before one of them, ``,`` or a sentence end), when the
   label's words are words of the field's name ending with its last word, no other field
-  of the object is named by that label, and no sibling holds the value.
+  of the object is named by that label, and no sibling holds the value; a value that
+  starts with a negation or is "n/a" ("Email: none") is no value (the denied string
+  rule reads it).
 * **amount**: a number field named for money (``labels.is_amount_field``: ``price``,
   ``total``, ``amount``, ``cost``, ``fee``, ``paid``, ...) whose value is none of the
   readings of the numerals the text writes with a currency mark (``labels.amount_spans``:

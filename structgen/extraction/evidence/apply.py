@@ -24,7 +24,7 @@ from structgen.extraction.evidence.names import (
     _place_list,
     _sibling_cut,
 )
-from structgen.extraction.evidence.nulls import _copied_nulls
+from structgen.extraction.evidence.nulls import _clear, _copied_nulls, _denied_string
 from structgen.extraction.evidence.numbers import (
     _amount_value,
     _denied,
@@ -104,14 +104,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 elif node[name] != 0 and _denied_count(doc, stems, schema, prop):
                     node[name] = 0  # "no checked baggage": a count the text denies
                     changed.append(path + name)
-            elif (
-                kind is None
-                and isinstance(node[name], str)
-                and node[name] not in text
-                and stems
-                and _denied(doc, stems, schema, prop)
-            ):  # denied string: "No email given", the model's address is not in the text
-                node[name] = None
+            elif _denied_string(schema, sub, name, prop, node[name], doc):
+                # denied string: "No email given", "she left no email"
+                _clear(schema, prop, node, name)
                 changed.append(path + name)
             elif isinstance(node[name], dict):
                 walk(prop, node[name], f"{path}{name}.", depth + 1)

@@ -4,7 +4,11 @@ A nullable field whose value equals a sibling's, its name nowhere in the text, c
 that sibling (null); a nullable number the text writes only inside a chunk a sibling
 string field holds is part of that identifier (identifier null, ``_inside_sibling``); a
 nullable plain string holding a sibling's date or time (date null,
-``structgen.extraction.evidence.dates``). ``_copied_nulls`` gathers them for one object.
+``structgen.extraction.evidence.dates``). ``_copied_nulls`` gathers them for one object;
+``_denied_string`` is the denied string rule, which treats a field the schema lets an
+object leave out (not ``required``) as nullable: the field is then left out
+(``_clearable``, ``_clear``). The null rule does not (a schema without ``required`` would
+lose every field equal to a sibling's).
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from typing import Any
 
 from structgen.extraction.evidence.dates import _a_siblings_date
 from structgen.extraction.evidence.fields import _kind, _nullable, _scalar
+from structgen.extraction.evidence.numbers import _all_negated
 from structgen.extraction.evidence.text import _JOINED, _mentions, _Text, name_stems
+from structgen.extraction.refs import resolve as _resolve
 
 
 def _inside_sibling(root: Any, prop: Any, name: str, node: dict, text: str, spans: list) -> bool:
@@ -68,3 +74,46 @@ def _copied_nulls(
         )
     ]
     return copied
+
+
+def _clearable(root: Any, sub: dict, name: str, prop: Any) -> bool:
+    """Whether an object's field may be null or left out (not in ``sub``'s ``required``)."""
+    return _nullable(root, prop) or name not in (sub.get("required") or ())
+
+
+def _clear(root: Any, prop: Any, node: dict, name: str) -> None:
+    """Set a nullable field to null, else leave it out (``_clearable`` said one holds)."""
+    if _nullable(root, prop):
+        node[name] = None
+    else:
+        node.pop(name, None)
+
+
+def _shaped(root: Any, prop: Any) -> bool:
+    """Whether a string field's subschema (or a branch of it) gives its values a shape
+    (``format`` or ``pattern``), which the grammar made the value have.
+    """
+    sub = _resolve(root, prop)
+    if not isinstance(sub, dict):
+        return False
+    branches = [_resolve(root, b) for key in ("anyOf", "oneOf") for b in sub.get(key) or ()]
+    return any(isinstance(b, dict) and ("format" in b or "pattern" in b) for b in [sub, *branches])
+
+
+def _denied_string(root: Any, sub: dict, name: str, prop: Any, value: Any, doc: _Text) -> bool:
+    """The denied string rule of the package docstring: whether a string field that may be
+    null or left out (``_clearable``) is cleared because the text mentions its name only
+    negated ("No email given", "she left no email", "without email", "Email: none") and
+    its value has no evidence of being that field: the text does not write it (the model
+    invented an address), or writes it but the field gives its values no shape
+    (``format``, ``pattern``) that the value then had to have. A copied plain string is
+    some other words of the text ("bought one laptop stand" for "she left no email":
+    under copy constraints every value is a span of the text, so the model's choice
+    between null and a span is no evidence).
+    """
+    if _kind(root, prop)[0] is not None or not isinstance(value, str):
+        return False
+    stems = name_stems(name)
+    if not stems or not _clearable(root, sub, name, prop) or not _all_negated(doc, stems):
+        return False
+    return value not in doc.text or not _shaped(root, prop)

@@ -180,9 +180,17 @@ def _label_value(root: Any, sub: dict, name: str, node: dict, text: str) -> str 
     if len(found) != 1:
         return None
     (new,) = found
-    if new in _sibling_strings(root, sub, node, name):
+    if new in _sibling_strings(root, sub, node, name) or _denial(new):
         return None
     return new if _schema_accepts(root, branch, new) else None
+
+
+def _denial(value: str) -> bool:
+    """Whether a labelled value says the field has none ("Email: none", "Email: not
+    given", "Email: n/a"): it starts with a negation (``_Text.is_negation``) or is n/a.
+    """
+    words = _Text(value)
+    return bool(words.words) and words.is_negation(0) or value.strip().lower() == "n/a"
 
 
 def _names_label(name: str, label: str) -> bool:

@@ -28,10 +28,9 @@ value's first word, after the opening quote), and only ``MAX_SCORED_SPANS`` are 
 in full: the spans written as names (``proper_span``) first, each kind by how likely
 its first token is there. A field's move needs only its own best
 candidate in the shortlist (a margin can only grow when a sibling's best is cut, so a
-field that did not move still does not); on the dev set the shortlist of 8 gives the
-unfiltered decision on every affected document (benchmarks/RESULTS.md) at about a
-tenth of the requests (each scoring request recomputes up to a page of the shared
-prefix, since the prefix cache shares whole pages only).
+field that did not move still does not). Fewer scoring requests is the whole gain:
+each recomputes up to a page of the shared prefix (the prefix cache shares whole pages
+only) besides its own tokens; the dev-set effect is in benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations

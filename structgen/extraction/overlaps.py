@@ -21,16 +21,18 @@ whose own value the model prefers least over its best candidate (the smaller mar
 takes that candidate; the other keeps its value. The fields after it keep what greedy
 wrote. Arrays are left alone (items are trimmed by ``items.py``).
 
-Before that scoring, each field's candidates are shortlisted (``shortlist_spans``, on
-by default: ``MAX_SCORED_SPANS`` per field): one request per field, batched, reads the
-model's distribution over the first token where the candidates' token ids part (the
-value's first word, after the opening quote), and only ``MAX_SCORED_SPANS`` are scored
-in full: the spans written as names (``proper_span``) first, each kind by how likely
-its first token is there. A field's move needs only its own best
-candidate in the shortlist (a margin can only grow when a sibling's best is cut, so a
-field that did not move still does not). Fewer scoring requests is the whole gain:
-each recomputes up to a page of the shared prefix (the prefix cache shares whole pages
-only) besides its own tokens; the dev-set effect is in benchmarks/RESULTS.md.
+``choose_overlaps(..., shortlist=k)`` shortlists each field's candidates first
+(``shortlist_spans``; off by default, so ``extract(score_overlaps=True)`` scores every
+candidate): one request per field, batched, reads the model's distribution over the
+first token where the candidates' token ids part (the value's first word, after the
+opening quote), and only ``k`` are scored in full: the spans written as names
+(``proper_span``) first, each kind by how likely its first token is there. The pair's
+decision is the unfiltered one when the field that moves keeps its best candidate in
+its shortlist; when a field's best is cut, its margin grows and the sibling may move
+instead. On the dev set (benchmarks/RESULTS.md, #23 o23) ``k = MAX_SCORED_SPANS`` kept
+9 of the unfiltered rule's 10 gained fields but lost 3 right ones (a job title's best
+span, not written as a name, was cut, so the company or location moved), at about 2.8x
+less scoring time: not the default.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ __all__ = [
 
 MAX_SPAN_WORDS = 5  # words in one candidate span
 MAX_SPAN_CANDIDATES = 96  # candidates per field before the shortlist (first written first)
-MAX_SCORED_SPANS = 8  # candidates per field scored in full after the shortlist (RESULTS.md)
+MAX_SCORED_SPANS = 8  # shortlist measured on the dev set (RESULTS.md, #23 o23)
 FIRST_TOKEN_TOP = 20  # first tokens read per field (SamplingParams' most); others rank last
 # a candidate neither starts nor ends with one of these lowercase words
 _EDGE_WORDS = frozenset(
@@ -197,7 +199,7 @@ def choose_overlaps(
     raw_texts: list[str],
     texts: list[str],
     copied: list[tuple[str, ...]],
-    shortlist: int | None = MAX_SCORED_SPANS,
+    shortlist: int | None = None,
 ) -> list[str]:
     """The generated JSON texts with one field of each overlapping pair of copied string
     fields moved to another span of the text (module docstring).
@@ -211,7 +213,7 @@ def choose_overlaps(
         texts: each document's source text (the candidate spans come from it).
         copied: each document's copy-constrained field paths (``field_path``: ``a.b``).
         shortlist: candidates per field scored in full after the first-token shortlist
-            (``shortlist_spans``); None scores every candidate (the unfiltered rule).
+            (``shortlist_spans``); None (the default) scores every candidate.
 
     Returns:
         The texts; where a field moved, the object written again compactly

@@ -378,11 +378,14 @@ def test_on_the_tiny_model_the_shortlist_follows_transformers_logits(tiny_engine
         assert short.candidates == [job.candidates[c] for c in [0, *sorted(order[:4])]]
 
 
-def test_choose_overlaps_shortlists_by_default():
+def test_choose_overlaps_shortlist_counts():
     text = TINY_TEXT  # many more spans than MAX_SCORED_SPANS per field
     raw = '{"full_name":"Ana Lee","company":"Ana Lee"}'
     engine = FirstTokenEngine({"company": "Kite Labs"}, {"K": -0.5, "A": -1.0})
-    (out,) = choose_overlaps(engine, SCHEMA, ["p "], [raw], [text], [COPIED])
+    (out,) = choose_overlaps(engine, SCHEMA, ["p "], [raw], [text], [COPIED], MAX_SCORED_SPANS)
     assert engine.first_batches == [2]  # one first-token request per field, one batch
     assert engine.requests == 2 * (1 + MAX_SCORED_SPANS)  # greedy's value + the shortlist
     assert json.loads(out) == {"full_name": "Ana Lee", "company": "Kite Labs"}
+    engine = FirstTokenEngine({"company": "Kite Labs"}, {"K": -0.5, "A": -1.0})
+    choose_overlaps(engine, SCHEMA, ["p "], [raw], [text], [COPIED])  # default: unfiltered
+    assert engine.first_batches == [] and engine.requests > 2 * (1 + MAX_SCORED_SPANS)

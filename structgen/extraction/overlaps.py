@@ -21,18 +21,18 @@ whose own value the model prefers least over its best candidate (the smaller mar
 takes that candidate; the other keeps its value. The fields after it keep what greedy
 wrote. Arrays are left alone (items are trimmed by ``items.py``).
 
-``choose_overlaps(..., shortlist=k)`` shortlists each field's candidates first
-(``shortlist_spans``; off by default, so ``extract(score_overlaps=True)`` scores every
-candidate): one request per field, batched, reads the model's distribution over the
-first token where the candidates' token ids part (the value's first word, after the
-opening quote), and only ``k`` are scored in full: the spans written as names
-(``proper_span``) first, each kind by how likely its first token is there. The pair's
+Before that scoring, each field's candidates are shortlisted (``shortlist_spans``;
+``choose_overlaps(..., shortlist=None)`` scores every candidate): one request per field,
+batched, reads the model's top ``FIRST_TOKEN_TOP`` tokens where the candidates' token
+ids part (the value's first word, after the opening quote), and only the
+``MAX_SCORED_SPANS`` whose token there is likeliest are scored in full. The pair's
 decision is the unfiltered one when the field that moves keeps its best candidate in
 its shortlist; when a field's best is cut, its margin grows and the sibling may move
-instead. On the dev set (benchmarks/RESULTS.md, #23 o23) ``k = MAX_SCORED_SPANS`` kept
-9 of the unfiltered rule's 10 gained fields but lost 3 right ones (a job title's best
-span, not written as a name, was cut, so the company or location moved), at about 2.8x
-less scoring time: not the default.
+instead. On the dev set (benchmarks/RESULTS.md, #23 o23) the shortlist of 8 kept all 10
+fields the unfiltered rule gained, gained one more and lost none, with about 2.5x fewer
+scoring requests (each recomputes up to a page of the shared prefix, since the prefix
+cache shares whole pages only). A variant ranking spans written as names first lost 3
+right fields and is not used.
 """
 
 from __future__ import annotations
@@ -66,7 +66,6 @@ __all__ = [
     "string_values",
     "text_spans",
     "shortlist_spans",
-    "proper_span",
     "MAX_SPAN_WORDS",
     "MAX_SPAN_CANDIDATES",
     "MAX_SCORED_SPANS",
@@ -75,7 +74,7 @@ __all__ = [
 
 MAX_SPAN_WORDS = 5  # words in one candidate span
 MAX_SPAN_CANDIDATES = 96  # candidates per field before the shortlist (first written first)
-MAX_SCORED_SPANS = 8  # shortlist measured on the dev set (RESULTS.md, #23 o23)
+MAX_SCORED_SPANS = 8  # candidates per field scored in full (RESULTS.md, #23 o23)
 FIRST_TOKEN_TOP = 20  # first tokens read per field (SamplingParams' most); others rank last
 # a candidate neither starts nor ends with one of these lowercase words
 _EDGE_WORDS = frozenset(
@@ -199,7 +198,7 @@ def choose_overlaps(
     raw_texts: list[str],
     texts: list[str],
     copied: list[tuple[str, ...]],
-    shortlist: int | None = None,
+    shortlist: int | None = MAX_SCORED_SPANS,
 ) -> list[str]:
     """The generated JSON texts with one field of each overlapping pair of copied string
     fields moved to another span of the text (module docstring).
@@ -213,7 +212,7 @@ def choose_overlaps(
         texts: each document's source text (the candidate spans come from it).
         copied: each document's copy-constrained field paths (``field_path``: ``a.b``).
         shortlist: candidates per field scored in full after the first-token shortlist
-            (``shortlist_spans``); None (the default) scores every candidate.
+            (``shortlist_spans``); None scores every candidate (the unfiltered rule).
 
     Returns:
         The texts; where a field moved, the object written again compactly
@@ -320,18 +319,6 @@ def _moved(
     return value
 
 
-def proper_span(span: str) -> bool:
-    """Whether ``span`` is written as a name, code or number: every word holds an
-    uppercase letter or a digit, except lowercase function words between two such words
-    ("Bank of Lyon", "SD-55012", "Ahmed Khalil"; not "Your suite is reserved").
-    """
-    words = span.split()
-    return bool(words) and all(
-        any(c.isupper() or c.isdigit() for c in w) or (0 < i < len(words) - 1 and w in _EDGE_WORDS)
-        for i, w in enumerate(words)
-    )
-
-
 def shortlist_spans(engine: Any, jobs: list[CandidateJob], k: int) -> list[CandidateJob]:
     """Each job's candidates cut to greedy's value and the ``k`` others whose first
     token the model rates likeliest (module docstring).
@@ -339,10 +326,9 @@ def shortlist_spans(engine: Any, jobs: list[CandidateJob], k: int) -> list[Candi
     Every candidate is written as ``candidate_scores`` writes it (the prompt and ``raw``
     up to the value, the candidate as JSON, the structural character after it); where
     the candidates' token ids part (their longest common prefix), one request per job
-    reads the model's ``FIRST_TOKEN_TOP`` likeliest next tokens. Candidates written as
-    a name (``proper_span``) rank before the others; within each kind a candidate ranks
-    by its token's log-probability there (a token outside those ranks last; ties keep
-    the text's order). All jobs' requests go to ``engine.generate`` as one batch.
+    reads the model's ``FIRST_TOKEN_TOP`` likeliest next tokens; a candidate ranks by
+    its token's log-probability there (a token outside those ranks last; ties keep the
+    text's order). All jobs' requests go to ``engine.generate`` as one batch.
 
     Args:
         engine: the engine (``tokenizer``, ``generate``).
@@ -378,14 +364,8 @@ def shortlist_spans(engine: Any, jobs: list[CandidateJob], k: int) -> list[Candi
         if out.finish_reason == "error" or not out.logprobs:
             continue
         first = out.logprobs[0]
-        cands = jobs[j].candidates
         rank = sorted(
-            range(1, len(fulls)),
-            key=lambda c: (
-                not proper_span(cands[c]),
-                -first.get(fulls[c][part], float("-inf")),
-                c,
-            ),
+            range(1, len(fulls)), key=lambda c: (-first.get(fulls[c][part], float("-inf")), c)
         )
         keep = [0, *sorted(rank[:k])]
         job = jobs[j]

@@ -25,7 +25,6 @@ from structgen.extraction.overlaps import (
     choose_overlaps,
     overlapping_pairs,
     overlaps,
-    proper_span,
     restates,
     shortlist_spans,
     string_values,
@@ -250,38 +249,9 @@ def _shortlist_ref(job, first, k):
     top = dict(sorted(first.items(), key=lambda cv: -cv[1])[:FIRST_TOKEN_TOP])
     others = sorted(
         range(1, len(texts)),
-        key=lambda c: (
-            not _proper_ref(job.candidates[c]),
-            -top.get(texts[c][part], float("-inf")),
-            c,
-        ),
+        key=lambda c: (-top.get(texts[c][part], float("-inf")), c),
     )
     return [job.candidates[c] for c in [0, *sorted(others[:k])]]
-
-
-def _proper_ref(span):
-    """Brute force: no word lacks an uppercase letter and a digit, except function words
-    with such words on both sides."""
-    words = span.split()
-    edge = set("a an the at by for from in on of to with and or is are was as via per".split())
-    cased = [any(ch.isupper() or ch.isdigit() for ch in w) for w in words]
-    return bool(words) and all(
-        cased[i] or (w in edge and any(cased[:i]) and any(cased[i + 1 :]) and 0 < i)
-        for i, w in enumerate(words)
-    )
-
-
-def test_proper_spans():
-    for span, want in [("Ahmed Khalil", True), ("SD-55012", True), ("Bank of Lyon", True),
-                       ("Your suite is reserved", False), ("of Lyon", False), ("Lyon of", False),
-                       ("14 June", True), ("", False), ("the", False), ("Bo and the Ox", True),
-                       ("Bo and", False), ("Ana lee", False)]:  # fmt: skip
-        assert proper_span(span) == want == _proper_ref(span), span
-    rng = random.Random(5)
-    vocab = ["Ana", "of", "the", "lee", "X-1", "7", "and", "suite"]
-    for _ in range(500):
-        span = " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 5)))
-        assert proper_span(span) == _proper_ref(span), span
 
 
 def _job(keys, candidates, raw, context="p "):
@@ -369,23 +339,19 @@ def test_on_the_tiny_model_the_shortlist_follows_transformers_logits(tiny_engine
         assert any(f[part] in top for f in fulls[1:])
         order = sorted(
             range(1, len(fulls)),
-            key=lambda c: (
-                not _proper_ref(job.candidates[c]),
-                -top.get(fulls[c][part], float("-inf")),
-                c,
-            ),
+            key=lambda c: (-top.get(fulls[c][part], float("-inf")), c),
         )
         assert short.candidates == [job.candidates[c] for c in [0, *sorted(order[:4])]]
 
 
-def test_choose_overlaps_shortlist_counts():
+def test_choose_overlaps_shortlists_by_default():
     text = TINY_TEXT  # many more spans than MAX_SCORED_SPANS per field
     raw = '{"full_name":"Ana Lee","company":"Ana Lee"}'
     engine = FirstTokenEngine({"company": "Kite Labs"}, {"K": -0.5, "A": -1.0})
-    (out,) = choose_overlaps(engine, SCHEMA, ["p "], [raw], [text], [COPIED], MAX_SCORED_SPANS)
+    (out,) = choose_overlaps(engine, SCHEMA, ["p "], [raw], [text], [COPIED])  # default
     assert engine.first_batches == [2]  # one first-token request per field, one batch
     assert engine.requests == 2 * (1 + MAX_SCORED_SPANS)  # greedy's value + the shortlist
     assert json.loads(out) == {"full_name": "Ana Lee", "company": "Kite Labs"}
     engine = FirstTokenEngine({"company": "Kite Labs"}, {"K": -0.5, "A": -1.0})
-    choose_overlaps(engine, SCHEMA, ["p "], [raw], [text], [COPIED])  # default: unfiltered
+    choose_overlaps(engine, SCHEMA, ["p "], [raw], [text], [COPIED], shortlist=None)
     assert engine.first_batches == [] and engine.requests > 2 * (1 + MAX_SCORED_SPANS)

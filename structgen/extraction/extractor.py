@@ -121,8 +121,9 @@ def extract(
             list holds at that index (an ExtractionError too, whatever ``errors`` says).
         score_overlaps: where two copied string fields hold the same span of the text
             (or one inside the other), move the one the model prefers least to its
-            best-scored other span (``structgen.extraction.overlaps``; one batch of
-            scoring requests per such document as it finishes); None:
+            best-scored other span (``structgen.extraction.overlaps``; per such
+            document as it finishes, one batch of first-token requests that shortlists
+            8 spans per field, then one batch scoring them); None:
             ``SCORE_OVERLAPS_DEFAULT``.
 
     Returns:

@@ -3,7 +3,10 @@ overlap test against a brute-force reading (word-bounded containment over every 
 word runs), the candidate spans against a brute-force enumeration of word runs, the
 pair rule against a stand-in model whose preferred values are known, and on the tiny
 random Llama the moved field's value against the mean log-probabilities of every
-candidate computed from full prompt log-probs (no shared-prefix start)."""
+candidate computed from full prompt log-probs (no shared-prefix start). The first-token
+shortlist: against a brute-force ranking on a stand-in model whose first-token
+log-probs are known, on the tiny random Llama against transformers' logits, and the
+shortlisted move against the unfiltered scorer's (``shortlist=None``) on the stand-in."""
 
 from __future__ import annotations
 
@@ -11,15 +14,23 @@ import json
 import random
 import re
 
+import pytest
+
+from structgen.errors import ConfigError
+from structgen.extraction.choices import CandidateJob, value_spans
 from structgen.extraction.overlaps import (
+    FIRST_TOKEN_TOP,
+    MAX_SCORED_SPANS,
     MAX_SPAN_WORDS,
     choose_overlaps,
     overlapping_pairs,
     overlaps,
     restates,
+    shortlist_spans,
     string_values,
     text_spans,
 )
+from structgen.runtime.outputs import RequestOutput
 from tests.extraction.test_choices import PreferringEngine, _mean_from_full_logprobs
 
 SCHEMA = {
@@ -161,7 +172,7 @@ def test_no_pair_uncopied_unparsable_outputs_are_left_alone():
 def test_candidates_overlap_no_other_field_and_keep_the_object_valid():
     raw = '{"full_name":"Wei Zhang","company":"Wei Zhang","city":"Shenzhen"}'
     engine = PreferringEngine({})
-    choose_overlaps(engine, SCHEMA, ["p "], [raw], [TEXT], [COPIED])
+    choose_overlaps(engine, SCHEMA, ["p "], [raw], [TEXT], [COPIED], shortlist=None)
     others = {"full_name": ["Shenzhen"], "company": ["Shenzhen"]}
     want = sum(
         1
@@ -203,3 +214,144 @@ def test_engine_extract_passes_score_overlaps_through(tiny_engine, monkeypatch):
     monkeypatch.setattr(extraction, "extract", lambda e, s, t, **kw: seen.update(kw))
     tiny_engine.extract({"type": "object"}, "t", score_overlaps=True)
     assert seen["score_overlaps"] is True
+
+
+class FirstTokenEngine(PreferringEngine):
+    """``PreferringEngine`` that also answers a one-token request asking for ``logprobs``:
+    its top ``logprobs`` alternatives from ``first`` (character -> log-prob), the same
+    whatever the prompt; records each batch's number of such requests."""
+
+    def __init__(self, liked, first):
+        super().__init__(liked)
+        self.first = first
+        self.first_batches = []
+
+    def generate(self, requests, params):
+        if not all(p.logprobs is not None for p in params):
+            return super().generate(requests, params)
+        self.first_batches.append(len(requests))
+        top = sorted(self.first.items(), key=lambda cv: -cv[1])
+        outs = []
+        for p in params:
+            d = {ord(c): v for c, v in top[: p.logprobs]}
+            outs.append(RequestOutput(text="", finish_reason="length", logprobs=[d]))
+        return outs
+
+
+def _shortlist_ref(job, first, k):
+    """Brute force: greedy's value, then the k others with the likeliest character where
+    all candidates' JSON texts part (outside the top FIRST_TOKEN_TOP: last), ties in
+    order; kept in their order."""
+    texts = [json.dumps(c) for c in job.candidates]
+    part = 0
+    while all(len(t) > part for t in texts) and len({t[part] for t in texts}) == 1:
+        part += 1
+    top = dict(sorted(first.items(), key=lambda cv: -cv[1])[:FIRST_TOKEN_TOP])
+    others = sorted(
+        range(1, len(texts)),
+        key=lambda c: (-top.get(texts[c][part], float("-inf")), c),
+    )
+    return [job.candidates[c] for c in [0, *sorted(others[:k])]]
+
+
+def _job(keys, candidates, raw, context="p "):
+    return CandidateJob(0, keys, candidates, context, raw, value_spans(raw)[keys])
+
+
+def test_shortlist_keeps_the_likeliest_first_tokens_in_one_batch():
+    rng = random.Random(23)
+    raw = '{"full_name":"Wei Zhang","company":"Wei Zhang"}'
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    first = {c: -rng.uniform(0.1, 9.0) for c in letters}  # 26 > FIRST_TOKEN_TOP
+    names = [rng.choice(letters) + rng.choice("aeiou") + rng.choice("nrst") for _ in range(40)]
+    jobs = [
+        _job(("full_name",), ["Wei Zhang", *names[:30]], raw),
+        _job(("company",), ["Wei Zhang", *names[10:]], raw),
+        _job(("company",), ["Wei Zhang", "Ann", "Bo"], raw),  # k or fewer others: as is
+        _job(("company",), ["Wei Zhang", "Wei", "Weis", "Wei Z", "Wen"], raw),  # part at 'i'
+    ]
+    for k in (1, 3, 8):
+        engine = FirstTokenEngine({}, {**first, "i": -1.0, "s": -2.0, "n": -0.5})
+        got = shortlist_spans(engine, jobs, k)
+        assert engine.first_batches == [len([j for j in jobs if len(j.candidates) > k + 1])]
+        for job, short in zip(jobs, got):
+            want = _shortlist_ref(job, {**first, "i": -1.0, "s": -2.0, "n": -0.5}, k)
+            assert short.candidates == want and short.keys == job.keys and short.span == job.span
+    assert shortlist_spans(PreferringEngine({}), jobs, 1) == jobs  # no log-probs: unfiltered
+
+
+def test_the_shortlisted_move_on_a_stand_in_model():
+    text = "Contacts: Wei Zhang; Lantern Robotics; Mira Osei; Kofi Boateng; Ana Silva; Zed Co."
+    raw = '{"full_name":"Wei Zhang","company":"Wei Zhang"}'
+    liked = {"full_name": "Wei Zhang", "company": "Lantern Robotics"}
+    schema = {k: v for k, v in SCHEMA.items() if k != "required"}
+    # 'L' among the likeliest first tokens: the unfiltered best is shortlisted (with
+    # 'Lantern', the span before it with the same first token), same move;
+    # 'L' outside them: the company moves to the shortlist's best ('Mira', the first span
+    # in text order with the likeliest first token), never to an unscored span
+    for first, want in (({"L": -0.5, "M": -1.0}, "Lantern Robotics"), ({"M": -0.5}, "Mira")):
+        engine = FirstTokenEngine(liked, first)
+        (full,) = choose_overlaps(engine, schema, ["p "], [raw], [text], [COPIED], shortlist=None)
+        (short,) = choose_overlaps(engine, schema, ["p "], [raw], [text], [COPIED], shortlist=2)
+        assert json.loads(full) == {"full_name": "Wei Zhang", "company": "Lantern Robotics"}
+        assert json.loads(short) == {"full_name": "Wei Zhang", "company": want}
+
+
+def test_shortlist_must_be_none_or_a_positive_int():
+    raw = '{"full_name":"Wei Zhang","company":"Wei Zhang"}'
+    for bad in (0, -1, True, 2.5, "8"):
+        with pytest.raises(ConfigError, match="shortlist"):
+            choose_overlaps(PreferringEngine({}), SCHEMA, ["p"], [raw], [TEXT], [COPIED], bad)
+
+
+TINY_TEXT = (
+    "Ana Lee met Bo Chen of Kite Labs at Rome Cafe on Main Street, with Dee Moss, Eli Park, "
+    "Fay Ruiz and Gus Hale from Nova Inc. Later Ivy Stone joined from Orbit Media."
+)
+
+
+def test_on_the_tiny_model_the_shortlist_follows_transformers_logits(tiny_engine, tiny_llama_dir):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(str(tiny_llama_dir), torch_dtype=torch.float32)
+    prompt = "Text: " + TINY_TEXT + " JSON:"
+    raw = '{"a":"Ana Lee","b":"Ana Lee"}'
+    cands = [c for c in text_spans(TINY_TEXT) if not overlaps(c, "Ana Lee")]
+    jobs = [_job(key, ["Ana Lee", *cands], raw, prompt) for key in (("a",), ("b",))]
+    got = shortlist_spans(tiny_engine, jobs, 4)
+    tok = tiny_engine.tokenizer
+    for job, short in zip(jobs, got):
+        start, end = job.span
+        fulls = [
+            tok.encode(prompt + raw[:start] + json.dumps(c) + raw[end], add_special_tokens=False)
+            for c in job.candidates
+        ]
+        part = 0
+        while all(len(f) > part for f in fulls) and len({f[part] for f in fulls}) == 1:
+            part += 1
+        with torch.no_grad():
+            logits = hf(torch.tensor([fulls[0][:part]])).logits[0, -1]
+        logp = torch.log_softmax(logits.double(), -1)
+        top = dict(zip(*(t.tolist() for t in reversed(logp.topk(FIRST_TOKEN_TOP)))))
+        # the random model's top tokens hold at least one candidate's: the ranking is
+        # not text order alone
+        assert any(f[part] in top for f in fulls[1:])
+        order = sorted(
+            range(1, len(fulls)),
+            key=lambda c: (-top.get(fulls[c][part], float("-inf")), c),
+        )
+        assert short.candidates == [job.candidates[c] for c in [0, *sorted(order[:4])]]
+
+
+def test_choose_overlaps_shortlists_by_default():
+    text = TINY_TEXT  # many more spans than MAX_SCORED_SPANS per field
+    raw = '{"full_name":"Ana Lee","company":"Ana Lee"}'
+    engine = FirstTokenEngine({"company": "Kite Labs"}, {"K": -0.5, "A": -1.0})
+    (out,) = choose_overlaps(engine, SCHEMA, ["p "], [raw], [text], [COPIED])  # default
+    assert engine.first_batches == [2]  # one first-token request per field, one batch
+    assert engine.requests == 2 * (1 + MAX_SCORED_SPANS)  # greedy's value + the shortlist
+    assert json.loads(out) == {"full_name": "Ana Lee", "company": "Kite Labs"}
+    engine = FirstTokenEngine({"company": "Kite Labs"}, {"K": -0.5, "A": -1.0})
+    choose_overlaps(engine, SCHEMA, ["p "], [raw], [text], [COPIED], shortlist=None)
+    assert engine.first_batches == [] and engine.requests > 2 * (1 + MAX_SCORED_SPANS)

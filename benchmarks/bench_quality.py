@@ -26,7 +26,7 @@ for ``--noise-seeds`` seeds, and the same on (b). A kernel change whose (a) NLL 
 than that spread cannot be told from a summation-order change.
 
     PYTHONPATH=. OMP_NUM_THREADS=2 nice -n 10 python benchmarks/bench_quality.py \
-        [--chunk 512] [--noise-seeds 4]
+        [--chunk 512] [--noise-seeds 4] [--engines-only]
 
 Results: benchmarks/RESULTS.md, "#21: a quality figure for the default's int8 activations".
 """
@@ -92,6 +92,18 @@ def llama_cpp_logprobs(path: str, chunks: list[list[int]], chunk: int) -> torch.
     return torch.cat(out)
 
 
+def llama_cpp_row(lps: dict, model_path: str | None, chunks: list[list[int]], chunk: int):
+    """Add llama.cpp's row (d) to ``lps`` if llama-cpp-python is installed."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        print("llama.cpp: llama-cpp-python not installed, row skipped")
+        return
+    if model_path is None:
+        from structgen.runtime.loader import default_model_path
+
+        model_path = default_model_path()
+    lps["(d) llama.cpp, same GGUF file"] = llama_cpp_logprobs(str(model_path), chunks, chunk)
+
+
 def model_rows(model, chunks: list[list[int]], vocab: int, perturb: int | None = None):
     """Yield, per chunk, ``[n-1, vocab]`` float64 log-softmax rows predicting tokens 1..n-1 of
     the chunk (one ragged forward each, from an empty KV pool). ``perturb``: a seed; layer 0's
@@ -129,6 +141,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--chunk", type=int, default=512, help="tokens per chunk (<= 512)")
     ap.add_argument("--noise-seeds", type=int, default=4)
+    ap.add_argument(
+        "--engines-only",
+        action="store_true",
+        help="(a)-(c) perplexities only: no llama.cpp, no full-vocabulary section (a build A/B)",
+    )
     ap.add_argument("--max-text-tokens", type=int, default=None, help="score a prefix only")
     args = ap.parse_args()
     t_start = time.perf_counter()
@@ -152,17 +169,8 @@ def main() -> None:
     )
 
     lps = {k: engine_logprobs(e, chunks) for k, e in engines.items()}
-    model_path = a.config.model
-    if model_path is None:
-        from structgen.runtime.loader import default_model_path
-
-        model_path = default_model_path()
-    if importlib.util.find_spec("llama_cpp") is not None:
-        lps["(d) llama.cpp, same GGUF file"] = llama_cpp_logprobs(
-            str(model_path), chunks, args.chunk
-        )
-    else:
-        print("llama.cpp: llama-cpp-python not installed, row skipped")
+    if not args.engines_only:
+        llama_cpp_row(lps, a.config.model, chunks, args.chunk)
 
     ref = nll(lps[kc])
     print("\n| system | NLL (nats/token) | perplexity | perplexity / (c) | mean |Δ lp| vs (c) |")
@@ -172,6 +180,9 @@ def main() -> None:
         d = float((lp - lps[kc]).abs().mean())
         print(f"| {k} | {n:.5f} | {math.exp(n):.4f} | {math.exp(n - ref):.5f} | {d:.4f} |")
 
+    if args.engines_only:
+        print(f"\ntotal {time.perf_counter() - t_start:.0f} s wall")
+        return
     # Full-vocabulary comparison on the engines' own models (every row's logits).
     vocab = a.vocab_size
     models = {k: e.loaded.model for k, e in engines.items()}

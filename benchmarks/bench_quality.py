@@ -26,7 +26,7 @@ for ``--noise-seeds`` seeds, and the same on (b). A kernel change whose (a) NLL 
 than that spread cannot be told from a summation-order change.
 
     PYTHONPATH=. OMP_NUM_THREADS=2 nice -n 10 python benchmarks/bench_quality.py \
-        [--chunk 512] [--noise-seeds 4] [--engines-only]
+        [--chunk 512] [--noise-seeds 4] [--engines-only | --noise-only]
 
 Results: benchmarks/RESULTS.md, "#21: a quality figure for the default's int8 activations".
 """
@@ -137,6 +137,25 @@ def nll(lp: torch.Tensor) -> float:
     return float(-lp.mean())
 
 
+def print_noise(models: dict, chunks: list[list[int]], vocab: int, num_seeds: int) -> None:
+    """Print each model's NLL unperturbed and with one op perturbed by 1e-7 relative (layer 0's
+    o_proj output, per seed): the noise scale of a numerically neutral change."""
+    print("\n| path | unperturbed NLL | perturbed NLL per seed | spread (max - min) |")
+    print("|---|---|---|---|")
+    for k, model in models.items():
+        base, *seeds = (
+            nll(torch.cat([chosen(r, x) for r, x in zip(rows, chunks, strict=True)]))
+            for rows in (
+                model_rows(model, chunks, vocab, seed) for seed in (None, *range(num_seeds))
+            )
+        )
+        allv = [base, *seeds]
+        print(
+            f"| {k} | {base:.5f} | {', '.join(f'{s:.5f}' for s in seeds)} | "
+            f"{max(allv) - min(allv):.5f} |"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--chunk", type=int, default=512, help="tokens per chunk (<= 512)")
@@ -145,6 +164,11 @@ def main() -> None:
         "--engines-only",
         action="store_true",
         help="(a)-(c) perplexities only: no llama.cpp, no full-vocabulary section (a build A/B)",
+    )
+    ap.add_argument(
+        "--noise-only",
+        action="store_true",
+        help="only the noise table's (a) row (a build A/B of the int8 path's distribution)",
     )
     ap.add_argument("--max-text-tokens", type=int, default=None, help="score a prefix only")
     args = ap.parse_args()
@@ -168,6 +192,9 @@ def main() -> None:
         f"{args.chunk}, {num_scored} tokens scored; torch threads {torch.get_num_threads()}"
     )
 
+    if args.noise_only:
+        print_noise({ka: a.loaded.model}, chunks, a.vocab_size, args.noise_seeds)
+        return
     lps = {k: engine_logprobs(e, chunks) for k, e in engines.items()}
     if not args.engines_only:
         llama_cpp_row(lps, a.config.model, chunks, args.chunk)
@@ -216,23 +243,8 @@ def main() -> None:
         f"NLL(a) - NLL(b) = {nll(lps[ka]) - nll(lps[kb]):+.5f}"
     )
 
-    # Noise scale: one op's output perturbed by 1e-7 relative, per seed.
     if args.noise_seeds:
-        print("\n| path | unperturbed NLL | perturbed NLL per seed | spread (max - min) |")
-        print("|---|---|---|---|")
-        for k in (ka, kb):
-            base, *seeds = (
-                nll(torch.cat([chosen(r, x) for r, x in zip(rows, chunks, strict=True)]))
-                for rows in (
-                    model_rows(models[k], chunks, vocab, seed)
-                    for seed in (None, *range(args.noise_seeds))
-                )
-            )
-            allv = [base, *seeds]
-            print(
-                f"| {k} | {base:.5f} | {', '.join(f'{s:.5f}' for s in seeds)} | "
-                f"{max(allv) - min(allv):.5f} |"
-            )
+        print_noise({k: models[k] for k in (ka, kb)}, chunks, vocab, args.noise_seeds)
     print(f"\ntotal {time.perf_counter() - t_start:.0f} s wall")
 
 

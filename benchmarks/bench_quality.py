@@ -1,7 +1,7 @@
 """Quality of the default engine's int8 activations: perplexity of a fixed English text.
 
 One process, the packaged SmolLM2-135M-Instruct Q4_1 GGUF file, the same token ids for every
-system (the text of ``benchmarks/data/quality/public_domain_en.txt``, ~2,000 tokens, cut into
+system (the text of ``benchmarks/data/quality/public_domain_en.txt``, 2,302 tokens, cut into
 chunks of ``--chunk`` tokens with no overlap; each chunk is scored from an empty context, so
 its first token is not scored):
 

@@ -25,7 +25,9 @@ forced again through a grammar it built).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import importlib
 import importlib.util
 import json
 import statistics
@@ -75,21 +77,43 @@ class _StructgenOf(bg.Structgen):
         self.fsm.clear_cache()
         self.vocab.lexical_masks.clear()
 
+    @contextlib.contextmanager
+    def _own_name(self):
+        """While compiling, ``structgen`` names this package: the C row builder finds the C
+        charts' API by that absolute name (``PyCapsule_Import`` of
+        ``structgen.fsm.grammar._earley._C_API``, ``csrc/sg_earley_api.h``), so a baseline
+        loaded as ``structgen_base`` would otherwise get the other checkout's charts type.
+        """
+        name = self.fsm.__name__.split(".")[0]
+        if name == "structgen":
+            yield
+            return
+        own = sys.modules["structgen"]
+        importlib.import_module(f"{name}.fsm.grammar._earley")
+        sys.modules["structgen"] = sys.modules[name]
+        try:
+            yield
+        finally:
+            sys.modules["structgen"] = own
+
     def compile(self, schema):  # bench_grammar's compile, through this package
         self._fresh()
-        return self.fsm.compile_json_schema(
-            schema, self.vocab, strict=False, allow_extra_properties=True
-        )
+        with self._own_name():
+            return self.fsm.compile_json_schema(
+                schema, self.vocab, strict=False, allow_extra_properties=True
+            )
 
     schema = compile
 
     def gbnf(self, text: str):
         self._fresh()
-        return self.fsm.compile_grammar(text, self.vocab, syntax="gbnf")
+        with self._own_name():
+            return self.fsm.compile_grammar(text, self.vocab, syntax="gbnf")
 
     def lark(self, text: str):
         self._fresh()
-        return self.fsm.compile_grammar(text, self.vocab, syntax="lark")
+        with self._own_name():
+            return self.fsm.compile_grammar(text, self.vocab, syntax="lark")
 
 
 class _LLGuidance(bg.LLGuidance):

@@ -223,7 +223,12 @@ def _write_result(out: Any, res: Any, where: str | None) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    """``structgen generate``: print the generated text."""
+    """``structgen generate``: print the generated text.
+
+    Returns 0, or raises CliError (exit 1) after printing an output that ``--max-tokens``
+    cut before it matched the constraint; a cut that the budget-aware matcher closed
+    validly, or an unconstrained one, is a warning on stderr.
+    """
     import warnings
 
     from structgen.errors import GrammarWarning
@@ -259,14 +264,24 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if out.finish_reason == "error":
         raise CliError(f"generation failed: {out.error}", code=1)
     print(out.text, flush=True)
-    if out.finish_reason == "length":
-        what = "the constraint was not complete" if constraint is not None else "no stop"
+    if out.finish_reason != "length":
+        return 0
+    cut = f"structgen: warning: cut by max_tokens={args.max_tokens}"
+    if constraint is None:
+        print(f"{cut}; raise --max-tokens for a longer output", file=sys.stderr)
+        return 0
+    if constraint.compile(engine.vocab).matches(out.text):  # compiled above: a cache hit
         print(
-            f"structgen: warning: cut by max_tokens={args.max_tokens} ({what}); "
-            "raise --max-tokens for the whole output",
+            f"{cut}: the constraint closed the output early (valid, but it may be shorter "
+            "than without the limit); raise --max-tokens for the whole output",
             file=sys.stderr,
         )
-    return 0
+        return 0
+    raise CliError(
+        f"cut by max_tokens={args.max_tokens} before the output matched the constraint "
+        "(printed above, incomplete); raise --max-tokens",
+        code=1,
+    )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -339,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.set_defaults(func=cmd_extract)
 
     ge = sub.add_parser("generate", help="generate text, optionally under a constraint")
-    ge.add_argument("--prompt", required=True)
+    ge.add_argument("--prompt", required=True, help="the user message (sent as is with --raw)")
     cons = ge.add_mutually_exclusive_group()
     cons.add_argument("--regex")
     cons.add_argument("--schema", help="JSON Schema file")
@@ -354,9 +369,17 @@ def build_parser() -> argparse.ArgumentParser:
     ge.add_argument("--raw", action="store_true", help="send the prompt as is, no chat template")
     ge.add_argument("--model", default=None)
     ge.add_argument("--quantization", default=None, help=_QUANTIZATION_HELP)
-    ge.add_argument("--max-tokens", type=int, default=256)
-    ge.add_argument("--temperature", type=float, default=0.0)
-    ge.add_argument("--seed", type=int, default=None)
+    ge.add_argument(
+        "--max-tokens",
+        type=int,
+        default=256,
+        help="most tokens to generate (default 256); under a constraint the output closes "
+        "within it where it can",
+    )
+    ge.add_argument(
+        "--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)"
+    )
+    ge.add_argument("--seed", type=int, default=None, help="sampling seed (reproducible output)")
     ge.set_defaults(func=cmd_generate)
 
     se = sub.add_parser("serve", help="run the OpenAI-compatible HTTP server")

@@ -234,7 +234,7 @@ class Engine(BaseEngine):
             SchemaError, RegexError: a constraint does not compile.
             ConfigError: a request needs text (a text or chat prompt, a constraint, stop
                 strings) and the model was loaded without a tokenizer.
-            With several prompts these name the prompt (``prompt I of N: ...``); no
+            With several prompts these name the prompt (``prompts[I] (of N): ...``); no
             request of the call runs.
         """
         prompts = self._prompt_list(prompts)
@@ -247,7 +247,7 @@ class Engine(BaseEngine):
                 groups.append(self._make_requests(p, sp or SamplingParams(), c))
             except StructgenError as exc:
                 if n > 1 and len(exc.args) == 1 and isinstance(exc.args[0], str):
-                    exc.args = (f"prompt {i} of {n}: {exc.args[0]}",)
+                    exc.args = (f"prompts[{i}] (of {n}): {exc.args[0]}",)
                 raise
         reqs = [r for g in groups for r in g]
         for req in reqs:

@@ -119,18 +119,23 @@ def test_deep_invalid_schema_file_names_the_pointer(tmp_path, capsys):
     assert "not a valid JSON Schema at " + "/items" * 400 + "/type" in line, line
 
 
-@pytest.mark.parametrize(
-    ("extra", "what"),
-    [([], "no stop"), (["--regex", "a{200}"], "the constraint was not complete")],
-)
-def test_generate_says_when_max_tokens_cut_the_output(tiny_llama_dir, capsys, extra, what):
-    """A ``generate`` output stopped by ``--max-tokens`` is printed (exit 0) and reported
-    on stderr, as ``extract`` reports its cuts; an output that ended by itself is not."""
+def test_generate_says_when_max_tokens_cut_the_output(tiny_llama_dir, capsys):
+    """A ``generate`` output stopped by ``--max-tokens`` is printed and reported: without a
+    constraint, or closed validly by the budget-aware matcher, as a stderr warning (exit
+    0); cut before it matches the constraint, as an error (exit 1), as ``extract`` does;
+    an output that ended by itself is not reported."""
     argv = ["generate", "--model", str(tiny_llama_dir), "--prompt", "x", "--raw"]
-    assert main([*argv, "--max-tokens", "3", *extra]) == 0
+    assert main([*argv, "--max-tokens", "3"]) == 0
     captured = capsys.readouterr()
-    assert captured.out.strip()
-    assert f"cut by max_tokens=3 ({what})" in captured.err
+    assert captured.out.strip() and "cut by max_tokens=3; raise" in captured.err
+    assert main([*argv, "--max-tokens", "3", "--regex", "a{1,200}"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "aaa\n"
+    assert "cut by max_tokens=3: the constraint closed the output early" in captured.err
+    assert main([*argv, "--max-tokens", "3", "--regex", "a{200}"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith("a") and len(captured.err.strip().splitlines()) == 1
+    assert "before the output matched the constraint" in captured.err
     assert main([*argv, "--max-tokens", "3", "--regex", "a"]) == 0
     captured = capsys.readouterr()
     assert captured.out == "a\n" and "cut by" not in captured.err

@@ -200,9 +200,9 @@ def test_a_bad_prompt_or_constraint_among_several_is_named(tiny_engine):
     from structgen.errors import InvalidSchemaError
     from structgen.fsm.spec import JsonSchema, Regex
 
-    with pytest.raises(RequestError, match="^prompt 1 of 2: prompt is empty"):
+    with pytest.raises(RequestError, match=r"^prompts\[1\] \(of 2\): prompt is empty"):
         tiny_engine.generate(["hi", ""], GREEDY)
-    with pytest.raises(InvalidSchemaError, match="^prompt 1 of 2: .*/type"):
+    with pytest.raises(InvalidSchemaError, match=r"^prompts\[1\] \(of 2\): .*/type"):
         tiny_engine.generate(["a", "b"], GREEDY, [Regex("[0-9]+"), JsonSchema({"type": "strng"})])
     with pytest.raises(RequestError, match="^prompt is empty"):
         tiny_engine.generate([""], GREEDY)

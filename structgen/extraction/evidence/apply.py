@@ -126,7 +126,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         for name, num in numbers.items():
             if shared.count(num) > 1:
                 continue  # two siblings point at one numeral: the model decides
-            new: Any = int(num) if num == num.to_integral_value() else float(num)
+            new: Any = _plain(num)
             current = node[name]
             if isinstance(current, bool) or (
                 isinstance(current, (int, float)) and Decimal(str(current)) == num
@@ -137,7 +137,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         for name, prop in (sub.get("properties") or {}).items():
             amount = _amount_value(schema, prop, name, node.get(name), amounts)
             if amount is not None:
-                node[name] = int(amount) if amount == amount.to_integral_value() else float(amount)
+                node[name] = _plain(amount)
                 changed.append(path + name)
             labelled = _identifier_value(schema, prop, name, node.get(name), text)
             labelled = labelled or _phone_value(schema, prop, name, node.get(name), text)
@@ -161,10 +161,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 node[name] = run
                 changed.append(path + name)
         for name, num in _repeated_numbers(schema, sub, node, doc, spans).items():
-            node[name] = int(num) if num == num.to_integral_value() else float(num)
+            node[name] = _plain(num)
             changed.append(path + name)
         for name, num in _range_values(schema, sub, node, doc, spans).items():
-            node[name] = int(num) if num == num.to_integral_value() else float(num)
+            node[name] = _plain(num)
             changed.append(path + name)
         for name, new_s in _repeated_strings(schema, sub, node, doc).items():
             node[name] = new_s

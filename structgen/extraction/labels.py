@@ -27,6 +27,13 @@ Two readings of a text that the evidence pass (``structgen.extraction.evidence``
   letter, digit, ``_``, ``+`` or ``(`` follows, or whose last digit a letter or ``_``
   precedes, is none: "+359 2 555 0143", "(04) 123 4567",
   "512-555-0176".
+* **foreign spans**: ``foreign_spans`` gives where the text writes digits that belong to
+  a phone number (``phone_spans``), an e-mail address, an identifier (a chunk of
+  letters, digits and ``-``, ``_``, ``/``, ``.``, ``#`` with no space that starts with a
+  letter or ``#`` and holds a digit: "SUP-0932", "#88-17", "LM55RT"), a date
+  (``fsm.dates.date_spans``: "June 1, 2019", "2026-05-09") or a clock time
+  (``fsm.dates.date_time_parts``: "17:30"): such digits are not a count, an age or an
+  amount.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from structgen.fsm.dates import dates
+from structgen.fsm.dates import date_spans, date_time_parts, dates
 from structgen.fsm.numerals import numeral_spans
 
 __all__ = [
@@ -43,8 +50,10 @@ __all__ = [
     "amount_spans",
     "CURRENCY_MARK",
     "is_amount_field",
+    "foreign_spans",
     "phone_field",
     "phone_runs",
+    "phone_spans",
 ]
 
 _ID_WORDS = frozenset("id number no nr num ref reference code".split())
@@ -67,6 +76,9 @@ _PHONE = re.compile(r"(?<![\w+(])[+(]?\d[\d ().\-/]*")
 _FILLER = re.compile(
     r"[ \t]*(?:(?:no|nr|number|num|ref|reference|code|id)\b\.?[ \t]*)?[:#°]?[ \t]*", re.I
 )
+_EMAIL = re.compile(r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+")
+# an identifier: starts with a letter or "#", holds a digit, no space ("SUP-0932", "#88-17")
+_ID_CHUNK = re.compile(r"(?<![\w#\-/.])(?:#|[^\W\d_])[\w\-/.#]*?\d[\w\-/.#]*")
 _CHUNK = re.compile(r"[^\W_](?:[\w\-/.]*[^\W_])?")
 
 
@@ -139,7 +151,14 @@ def phone_field(key: str) -> bool:
 
 def phone_runs(text: str) -> list[str]:
     """The phone numbers ``text`` writes (module docstring), distinct, in text order."""
-    found: list[str] = []
+    return list(dict.fromkeys(text[a:b] for a, b in phone_spans(text)))
+
+
+def phone_spans(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` writes a phone number (module docstring): ``(start, end)`` character
+    offsets of each occurrence, in text order.
+    """
+    found: list[tuple[int, int]] = []
     for m in _PHONE.finditer(text):
         run = re.sub(r"\D+$", "", m.group())
         end = m.start() + len(run)
@@ -148,7 +167,27 @@ def phone_runs(text: str) -> list[str]:
         digits = sum(c.isdigit() for c in run)
         if run.count("(") != run.count(")") or "\n" in run or not 7 <= digits <= 15:
             continue
-        if dates(run) or run in found:
+        if dates(run):
             continue
-        found.append(run)
+        found.append((m.start(), end))
     return found
+
+
+def foreign_spans(text: str, identifiers: bool = True) -> list[tuple[int, int]]:
+    """Where ``text`` writes digits of a phone number, an e-mail address, an identifier
+    or a date or clock time (module docstring).
+
+    Args:
+        text: any text.
+        identifiers: whether identifiers count (not for a field that holds one:
+            ``order_number`` is 4471 in "Order #4471").
+
+    Returns:
+        ``(start, end)`` character offsets, in text order; spans may overlap.
+    """
+    spans = phone_spans(text)
+    spans += [m.span() for m in _EMAIL.finditer(text)]
+    if identifiers:
+        spans += [m.span() for m in _ID_CHUNK.finditer(text)]
+    spans += date_spans(text) + date_time_parts(text)
+    return sorted(spans)

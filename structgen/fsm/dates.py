@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 
-__all__ = ["dates", "times", "date_time_parts"]
+__all__ = ["dates", "times", "date_spans", "date_time_parts"]
 
 _MONTHS = {
     name: i + 1
@@ -196,3 +196,18 @@ def date_time_parts(text: str) -> list[tuple[int, int]]:
     for m in _CLOCK.finditer(text):
         parts.extend(m.span(g) for g in ("h", "m", "s") if m[g] is not None)
     return parts
+
+
+def date_spans(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` writes a whole date, its year included when written ("June 1,
+    2019", "1st of June", "2024-11-30", "23.12.2026", "06/15/2026"): the spans ``dates``
+    reads, unlike ``date_time_parts``, which gives only a numeric date's month and day.
+
+    Args:
+        text: any text.
+
+    Returns:
+        ``(start, end)`` character offsets of each date, in text order.
+    """
+    patterns = (_ISO, _DMY_DOT, _AMBIGUOUS, _DAY_MONTH, _MONTH_DAY)
+    return sorted({m.span() for p in patterns for m in p.finditer(text)})

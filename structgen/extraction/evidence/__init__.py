@@ -147,6 +147,20 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
 * **identifier null**: a nullable number field whose value the text writes only inside
   chunks a sibling string field holds (17 in "#88-17", the ``ticket_id``) is null: that
   numeral is part of another field's identifier.
+* **foreign numeral**: a number field whose value the text writes only inside a phone
+  number, an e-mail address, an identifier or a date (``labels.foreign_spans``: the 555
+  and 134 of "555 0134", the 1 of "+1 555 0134", the 17 of "#88-17", the 1 and 2019 of
+  "June 1, 2019"), or that the text does not write while it writes no numeral at all
+  ("age unknown"), is not the field's: a nullable one is null, another takes the one
+  numeral written outside such spans that fits its type and bounds and no sibling holds
+  ("John Park, 41, ... +1 555 0134": 41), else keeps its value. A field named for a date
+  part (``day``, ``month``, ``year``, ``hour``, ``time``, ...) is left alone, and a field
+  named for an identifier (``order_number``) reads identifiers as its own ("Order #4471").
+  A value not written while the text writes other numerals stays (it may be derived).
+* **phone fragment**: a phone field (``labels.phone_field``; no ``enum``, ``const``,
+  ``format`` or ``pattern``) whose value holds fewer than seven digits while the text
+  writes no phone number (``labels.phone_runs``) is null, or left out when the schema
+  does not require it: the "1" of "June 1" is no phone number.
 * **date order**: when two ``format: date`` fields of one object hold the same date
   and the text writes exactly as many dates (every reading ``structgen.fsm.dates``
   gives) as the object has date fields, the date fields take them in text order (an
@@ -171,9 +185,9 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 (``stem``, ``unwrapped``, ``name_stems``, ``option_stems``, words, clauses, negations),
 ``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
 boolean and enum rules (currency symbols included), ``numbers.py`` the number,
-separator, repeat, range, amount, denied-number and denied-count rules, ``strings.py``
-the span-start, label, string repeat, identifier and phone rules, ``names.py`` the
-name-run, place-list, sibling-cut and honorific rules (where a copied name starts and
+separator, repeat, range, amount, denied-number, denied-count and foreign numeral rules,
+``strings.py`` the span-start, label, string repeat, identifier, phone and phone fragment
+rules, ``names.py`` the name-run, place-list, sibling-cut and honorific rules (where a copied name starts and
 ends), ``dates.py`` the date order and date null rules,
 ``nulls.py`` the null and identifier null rules, and ``apply.py`` the driver,
 ``apply_evidence``, which this package re-exports.

@@ -3,7 +3,8 @@
 Each object of the schema is walked once: the boolean, enum and number rules in schema
 order (``options``, ``numbers``), then per field the amount, identifier, phone, separator,
 span-start, name-run, label and place-list rules, then the repeat, range, string repeat,
-sibling-cut, honorific and date order rules, then the null rules (``nulls``); last,
+sibling-cut, honorific and date order rules, then per field the foreign numeral and
+phone fragment rules, then the null rules (``nulls``); last,
 unsupported array items are dropped (``items.trim_items``). The rules: the package
 docstring, ``structgen.extraction.evidence``.
 """
@@ -24,11 +25,12 @@ from structgen.extraction.evidence.names import (
     _place_list,
     _sibling_cut,
 )
-from structgen.extraction.evidence.nulls import _clear, _copied_nulls, _denied_string
+from structgen.extraction.evidence.nulls import _clear, _clearable, _copied_nulls, _denied_string
 from structgen.extraction.evidence.numbers import (
     _amount_value,
     _denied,
     _denied_count,
+    _foreign_value,
     _grouped_reading,
     _number_value,
     _range_values,
@@ -38,13 +40,14 @@ from structgen.extraction.evidence.options import _bool_value, _enum_value
 from structgen.extraction.evidence.strings import (
     _identifier_value,
     _label_value,
+    _not_a_phone,
     _phone_value,
     _repeated_strings,
     _span_start,
 )
 from structgen.extraction.evidence.text import _Text, name_stems
 from structgen.extraction.items import trim_items
-from structgen.extraction.labels import amount_spans
+from structgen.extraction.labels import amount_spans, foreign_spans
 from structgen.extraction.refs import MAX_REF_DEPTH
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.numerals import numeral_spans
@@ -69,6 +72,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
     doc = _Text(text)
     spans = numeral_spans(text)
     amounts = amount_spans(text)
+    foreign = (foreign_spans(text), foreign_spans(text, identifiers=False))
     out = json.loads(json.dumps(value))
     changed: list[str] = []
 
@@ -122,7 +126,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         for name, num in numbers.items():
             if shared.count(num) > 1:
                 continue  # two siblings point at one numeral: the model decides
-            new: Any = int(num) if num == num.to_integral_value() else float(num)
+            new: Any = _plain(num)
             current = node[name]
             if isinstance(current, bool) or (
                 isinstance(current, (int, float)) and Decimal(str(current)) == num
@@ -133,7 +137,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         for name, prop in (sub.get("properties") or {}).items():
             amount = _amount_value(schema, prop, name, node.get(name), amounts)
             if amount is not None:
-                node[name] = int(amount) if amount == amount.to_integral_value() else float(amount)
+                node[name] = _plain(amount)
                 changed.append(path + name)
             labelled = _identifier_value(schema, prop, name, node.get(name), text)
             labelled = labelled or _phone_value(schema, prop, name, node.get(name), text)
@@ -157,10 +161,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 node[name] = run
                 changed.append(path + name)
         for name, num in _repeated_numbers(schema, sub, node, doc, spans).items():
-            node[name] = int(num) if num == num.to_integral_value() else float(num)
+            node[name] = _plain(num)
             changed.append(path + name)
         for name, num in _range_values(schema, sub, node, doc, spans).items():
-            node[name] = int(num) if num == num.to_integral_value() else float(num)
+            node[name] = _plain(num)
             changed.append(path + name)
         for name, new_s in _repeated_strings(schema, sub, node, doc).items():
             node[name] = new_s
@@ -176,6 +180,16 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         for name, new_d in _dates_in_order(schema, sub, node, text).items():
             node[name] = new_d
             changed.append(path + name)
+        for name, prop in (sub.get("properties") or {}).items():
+            decided, num_f = _foreign_value(schema, prop, name, node, spans, foreign)
+            if decided:  # a numeral of a phone, e-mail, identifier or date: not this field
+                node[name] = None if num_f is None else _plain(num_f)
+                changed.append(path + name)
+            elif _not_a_phone(schema, prop, name, node.get(name), text) and _clearable(
+                schema, sub, name, prop
+            ):
+                _clear(schema, prop, node, name)  # "1" of "June 1" is no phone number
+                changed.append(path + name)
         copied = _copied_nulls(schema, sub, node, doc, text, spans)
         for name in copied:  # a sibling's value for a field the text never names
             node[name] = None
@@ -187,3 +201,8 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         out, changed = value, []
     trimmed, dropped = trim_items(schema, text, out)
     return trimmed, changed + dropped
+
+
+def _plain(num: Decimal) -> int | float:
+    """A Decimal as the JSON number it stands for (an int when whole)."""
+    return int(num) if num == num.to_integral_value() else float(num)

@@ -6,7 +6,9 @@ numeral for a field repeating a sibling's (``_repeated_numbers``), the one curre
 numeral for a money field (``_amount_value``, marks read by ``labels.amount_spans``), the
 two ends of a range for a ``X_min`` / ``X_max`` pair (``_range_values``, ranges read by
 ``_ranges``), and null for a nullable field the text mentions only negated (``_denied``), 0 for such
-an integer count that is not nullable (``_denied_count``).
+an integer count that is not nullable (``_denied_count``), and no numeral of a phone
+number, e-mail address, identifier or date for an unrelated field (``_foreign_value``,
+spans read by ``labels.foreign_spans``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from structgen.extraction.evidence.text import (
     _Text,
     name_stems,
 )
-from structgen.extraction.labels import CURRENCY_MARK, is_amount_field
+from structgen.extraction.labels import CURRENCY_MARK, identifier_field, is_amount_field
 
 _WINDOW_NUMBER = 3
 
@@ -230,3 +232,46 @@ def _all_negated(doc: _Text, stems: list[str]) -> bool:
     """
     mentions = [k for k, (w, *_) in enumerate(doc.words) if any(_matches(w, s) for s in stems)]
     return bool(mentions) and all(doc.negated(k) for k in mentions)
+
+
+# name stems of number fields that a date's or time's parts may fill ("day", "hour")
+_DATE_PART_STEMS = frozenset("day month year hour minut second date time".split())
+
+
+def _foreign_value(
+    root: Any, prop: Any, name: str, node: dict, spans: list, foreign: tuple[list, list]
+) -> tuple[bool, Decimal | None]:
+    """The foreign numeral rule of the package docstring: ``(True, new value)`` for a
+    number field whose value the text writes only inside a phone number, e-mail address,
+    identifier or date (``foreign``: ``labels.foreign_spans`` with and without
+    identifiers; no rule for a field named for a date part, identifiers not for a field
+    named for an identifier) or, when the text writes no numeral at all, nowhere; the new
+    value is None for a nullable field, else the one numeral written outside such spans
+    that fits the field and no sibling holds. ``(False, None)``: no change.
+    """
+    value = node.get(name)
+    kind, branch = _kind(root, prop)
+    if kind != "number" or not _scalar(value) or isinstance(value, str):
+        return False, None
+    if any(s in _DATE_PART_STEMS for s in name_stems(name)):
+        return False, None
+    number = Decimal(str(value))
+    foreign_here = foreign[1] if identifier_field(name) else foreign[0]
+
+    def inside(start: int, end: int) -> bool:
+        return any(a <= start and end <= b for a, b in foreign_here)
+
+    places = [(a, b) for a, b, values in spans if number in values]
+    if places and not all(inside(a, b) for a, b in places):
+        return False, None  # written as a numeral of its own somewhere
+    if not places and spans:
+        return False, None  # not written, but the text has numerals: it may be derived
+    if _nullable(root, prop):
+        return True, None
+    taken = set(_node_numbers({k: v for k, v in node.items() if k != name}))
+    free = set()
+    for a, b, values in spans:
+        fitting = [v for v in values if _accepts(branch, v) and v not in taken]
+        if fitting and not inside(a, b):
+            free.add(fitting[0])
+    return (True, free.pop()) if len(free) == 1 else (False, None)

@@ -4,7 +4,8 @@ A value the text writes only inside longer chunks starts where the chunk starts
 (``_span_start``); a patterned field repeating a sibling's value takes the next word
 (``_repeated_strings``); an identifier field takes the one identifier after its label
 (``_identifier_value``) and a phone field the one phone number (``_phone_value``), both
-read by ``structgen.extraction.labels``; a field left null takes the value after the one
+read by ``structgen.extraction.labels``, and holds no fragment of another number
+(``_not_a_phone``); a field left null takes the value after the one
 label naming it (``_label_value``). Where a copied name starts and ends (name run, place
 list, sibling cut, honorific): ``names.py``.
 """
@@ -203,3 +204,16 @@ def _names_label(name: str, label: str) -> bool:
         and label_words[-1] == words[-1]
         and all(w in words for w in label_words)
     )
+
+
+def _not_a_phone(root: Any, prop: Any, name: str, value: Any, text: str) -> bool:
+    """The phone fragment rule of the package docstring: whether a phone field's value
+    holds fewer digits than a phone number has (7, ``labels.phone_runs``) while the text
+    writes no phone number: the "1" of "June 1", a fragment of another number.
+    """
+    sub = _resolve(root, prop)
+    if not isinstance(value, str) or not isinstance(sub, dict) or not phone_field(name):
+        return False
+    if any(k in sub for k in ("enum", "const", "format", "pattern")):
+        return False
+    return sum(c.isdigit() for c in value) < 7 and not phone_runs(text)

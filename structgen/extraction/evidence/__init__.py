@@ -187,10 +187,10 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 boolean and enum rules (currency symbols included), ``numbers.py`` the number,
 separator, repeat, range, amount, denied-number, denied-count and foreign numeral rules,
 ``strings.py`` the span-start, label, string repeat, identifier, phone and phone fragment
-rules, ``names.py`` the name-run, place-list, sibling-cut and honorific rules (where a copied name starts and
-ends), ``dates.py`` the date order and date null rules,
-``nulls.py`` the null and identifier null rules, and ``apply.py`` the driver,
-``apply_evidence``, which this package re-exports.
+rules, ``names.py`` the name-run, place-list, sibling-cut and honorific rules (where a
+copied name starts and ends), ``dates.py`` the date order and date null rules, ``nulls.py``
+the null and identifier null rules, and ``apply.py`` the driver, ``apply_evidence``, which
+this package re-exports.
 """
 
 from __future__ import annotations

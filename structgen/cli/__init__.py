@@ -67,19 +67,16 @@ def load_schema(path: str) -> dict:
         grammar = compile_json_schema(schema, allow_extra_properties=False)
     except StructgenError as exc:
         raise CliError(f"schema {path}: {exc}") from None
-    _print_warnings(f"schema {path}", grammar.warnings)
+    _print_warnings(f"schema {path}", grammar.reported_warnings)
     return schema
 
 
 def _print_warnings(what: str, warnings: Sequence[str]) -> None:
-    """One ``structgen: warning:`` line on stderr per compile warning of ``what``
+    """One ``structgen: warning:`` line on stderr per reported compile warning of ``what``
     (an ignored unknown keyword, an approximated construct).
     """
-    from structgen.fsm.base import NO_EXTRA_NOTE
-
     for w in warnings:
-        if w != NO_EXTRA_NOTE:  # extraction's documented default
-            print(f"structgen: warning: {what}: {w}", file=sys.stderr, flush=True)
+        print(f"structgen: warning: {what}: {w}", file=sys.stderr, flush=True)
 
 
 def _read_texts(args: argparse.Namespace) -> tuple[list[str], list[int] | None]:
@@ -190,7 +187,7 @@ def _grammar(path: str, syntax: str):
         grammar = spec.compile(None)
     except StructgenError as exc:
         raise CliError(f"--grammar {path}: {exc}") from None
-    _print_warnings(f"--grammar {path}", grammar.warnings)
+    _print_warnings(f"--grammar {path}", grammar.reported_warnings)
     return spec
 
 

@@ -165,15 +165,20 @@ class BaseCompiledGrammar(ABC):
     spec: Any
     warnings: list[str]
 
-    def emit_warnings(self, stacklevel: int = 2) -> None:
-        """Issue each of ``warnings`` as a :class:`~structgen.errors.GrammarWarning`
-        (Python's default filters show a distinct message once per call site), except
-        ``NO_EXTRA_NOTE``, which states the documented default. Raises: never (unless a
-        warning filter turns warnings into errors).
+    @property
+    def reported_warnings(self) -> list[str]:
+        """``warnings`` less ``NO_EXTRA_NOTE`` (it states the documented default): what the
+        API, the CLI and the server report to the user.
         """
-        for message in self.warnings:
-            if message != NO_EXTRA_NOTE:
-                warnings.warn(GrammarWarning(message), stacklevel=stacklevel + 1)
+        return [m for m in self.warnings if m != NO_EXTRA_NOTE]
+
+    def emit_warnings(self, stacklevel: int = 2) -> None:
+        """Issue each of ``reported_warnings`` as a :class:`~structgen.errors.GrammarWarning`
+        (Python's default filters show a distinct message once per call site). Raises:
+        never (unless a warning filter turns warnings into errors).
+        """
+        for message in self.reported_warnings:
+            warnings.warn(GrammarWarning(message), stacklevel=stacklevel + 1)
 
     @abstractmethod
     def matches(self, text: str | bytes) -> bool:

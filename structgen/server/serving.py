@@ -28,7 +28,6 @@ from structgen.errors import (
     SchemaError,
     StructgenError,
 )
-from structgen.fsm.base import NO_EXTRA_NOTE
 from structgen.fsm.nesting import loads
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.sampling_params import SamplingParams
@@ -352,9 +351,8 @@ async def compile_constraint(state: ServerState, term: Any, param: str) -> Any:
     loop = asyncio.get_running_loop()
     try:
         grammar = await loop.run_in_executor(state.compile_pool, term.compile, state.vocab)
-        ignored = [m for m in grammar.warnings if m != NO_EXTRA_NOTE]
-        if ignored:
-            log.warning("%s: %s", param, "; ".join(ignored))
+        if grammar.reported_warnings:
+            log.warning("%s: %s", param, "; ".join(grammar.reported_warnings))
         return grammar
     except SchemaError as exc:
         raise APIError(f"{param}: {exc}", param=param, code="invalid_schema") from None

@@ -13,7 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from structgen.errors import ExtractionError, InvalidSchemaError, StructgenError
+from structgen.errors import (
+    ExtractionError,
+    InvalidSchemaError,
+    StructgenError,
+    UnsupportedSchemaError,
+)
 
 __all__ = ["main"]
 
@@ -35,10 +40,10 @@ def load_schema(path: str) -> dict:
     """
     import jsonschema
 
-    from structgen.fsm import compile_json_schema
     from structgen.fsm.json_schema.check import check_schema
     from structgen.fsm.json_schema.ids import check_schema_depth
     from structgen.fsm.nesting import loads
+    from structgen.fsm.spec import JsonSchema
 
     p = Path(path)
     if not p.is_file():
@@ -63,6 +68,16 @@ def load_schema(path: str) -> dict:
         ) from None
     except StructgenError as exc:
         raise CliError(f"schema {path}: {exc}") from None
+    spec = JsonSchema(schema, allow_extra_properties=False)
+    try:
+        spec.lower()  # torch-free: a keyword structgen refuses fails here, in a second
+    except UnsupportedSchemaError as exc:
+        if exc.keyword != "$ref":  # recursion the regex path cuts: the grammar path decides
+            raise CliError(f"schema {path}: {exc}") from None
+    except StructgenError as exc:
+        raise CliError(f"schema {path}: {exc}") from None
+    from structgen.fsm import compile_json_schema  # imports torch (the token layer)
+
     try:
         grammar = compile_json_schema(schema, allow_extra_properties=False)
     except StructgenError as exc:
@@ -131,14 +146,17 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
     from structgen.cli.batch import BatchWriter
     from structgen.errors import ExtractionTruncatedWarning, GrammarWarning
-    from structgen.extraction import extract
-    from structgen.runtime.sampling_params import SamplingParams
 
+    if args.text is not None and not args.text.strip():  # before the schema's compile
+        raise CliError("the text is empty: there is nothing to extract from", code=1)
     schema = load_schema(args.schema)
     texts, lines = _read_texts(args)
     where = (lambda i: f"{args.input}:{lines[i]}") if lines is not None else (lambda i: "text")
     if lines is None and not texts[0].strip():
         raise CliError("the text is empty: there is nothing to extract from", code=1)
+    from structgen.extraction import extract  # imports torch: after every input check
+    from structgen.runtime.sampling_params import SamplingParams
+
     out = _open_output(args.output)
     kept = [i for i, t in enumerate(texts) if t.strip()]  # blank JSON lines: errors, no model
     engine = _engine(args) if kept else None
@@ -182,8 +200,11 @@ def _grammar(path: str, syntax: str):
             text = f.read()
     except OSError as exc:
         raise CliError(f"--grammar: cannot read {path}: {exc.strerror}") from None
+    from structgen.fsm.grammar import parse_grammar
+
     spec = Grammar(text, syntax=syntax)
     try:
+        parse_grammar(text, syntax)  # torch-free: a syntax error is named in a second
         grammar = spec.compile(None)
     except StructgenError as exc:
         raise CliError(f"--grammar {path}: {exc}") from None
@@ -230,13 +251,17 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     from structgen.errors import GrammarWarning
     from structgen.fsm.spec import Choice, JsonSchema, Regex
-    from structgen.runtime.sampling_params import SamplingParams
 
+    if not args.prompt.strip():
+        raise CliError("--prompt is empty: give the text to generate from")
     constraint = None
     if args.regex is not None:
-        from structgen.fsm import compile_regex
+        from structgen.fsm.regex.parse import parse
 
         try:
+            parse(args.regex)  # torch-free: a syntax error is named in a second
+            from structgen.fsm import compile_regex
+
             compile_regex(args.regex)
         except StructgenError as exc:
             raise CliError(f"--regex: {exc}") from None
@@ -250,6 +275,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         constraint = Choice(options)
     elif args.grammar is not None:
         constraint = _grammar(args.grammar, args.syntax)
+    from structgen.runtime.sampling_params import SamplingParams
+
     params = SamplingParams(
         max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed
     )

@@ -80,6 +80,11 @@ def test_missing_input(tmp_path, capsys):
     assert "input file not found" in _one_error_line(capsys.readouterr().err)
 
 
+def test_empty_prompt(capsys):
+    assert main(["generate", "--prompt", " ", "--regex", "a"]) == 2
+    assert "--prompt is empty" in _one_error_line(capsys.readouterr().err)
+
+
 def test_bad_regex(tmp_path, capsys):
     assert main(["generate", "--prompt", "x", "--regex", "(a"]) == 2
     assert "--regex" in _one_error_line(capsys.readouterr().err)

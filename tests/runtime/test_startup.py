@@ -95,3 +95,43 @@ def test_import_and_cli_help_do_not_load_torch():
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split() == ["False", "True", "True"]
+
+
+def test_cli_input_errors_do_not_load_torch(tmp_path):
+    """A bad schema file, regex, grammar file, empty text or prompt is named before torch
+    (seconds to import) loads: each error below leaves torch out of ``sys.modules``."""
+    (tmp_path / "refused.json").write_text(
+        '{"type": "object", "properties": {"a": {"type": "string", "format": "regex"}}}'
+    )
+    (tmp_path / "ok.json").write_text('{"type": "object"}')
+    (tmp_path / "bad.lark").write_text('start: "a" (b\nb: "c"\n')
+    cases = [
+        ["extract", "--schema", "nope.json", "--text", "x"],
+        ["extract", "--schema", "refused.json", "--text", "x"],
+        ["extract", "--schema", "ok.json", "--text", " "],
+        ["generate", "--prompt", "x", "--regex", "(a"],
+        ["generate", "--prompt", "x", "--grammar", "bad.lark"],
+        ["generate", "--prompt", "", "--regex", "a"],
+    ]
+    child = (
+        "import sys, contextlib, io\n"
+        "from structgen.cli import main\n"
+        f"for argv in {cases!r}:\n"
+        "    err = io.StringIO()\n"
+        "    with contextlib.redirect_stderr(err):\n"
+        "        code = main(argv)\n"
+        "    print(code, 'torch' in sys.modules, err.getvalue().startswith('structgen: error:'))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(
+        [sys.executable, "-c", child],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [line.split() for line in run.stdout.splitlines()]
+    assert [r[1:] for r in rows] == [["False", "True"]] * len(cases), run.stdout
+    assert all(r[0] in ("1", "2") for r in rows), run.stdout

@@ -7,16 +7,13 @@ a plain ``ByteDFA``, today's path and speed, as a ``compiler.CompiledGrammar``) 
 ``EarleyCharts``; the two meet in a ``GrammarAutomaton`` (``automaton.py``), which the
 token layer drives like any ``ByteDFA`` (``TokenIndex`` masks, the regex ``Matcher``).
 
-``syntax="auto"``: text with ``::=`` rules is GBNF (start ``root``; EBNF is read by the
-same parser), text with ``name:`` rules at line starts is Lark (start ``start``); text
-with both, or neither, raises ``InvalidGrammarError`` asking for ``syntax=``.
+Reading the text (``parse_grammar``, ``syntax="auto"``) is ``front.py``'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 import sys
 import threading
 from collections import OrderedDict
@@ -36,56 +33,16 @@ from ..regex.escape import escape_literal
 from ..regex.parse import SharedDefinitions
 from ..regex.terms import EMPTY, EPS, TermArena
 from .automaton import DEFAULT_MAX_CONFIGS, GrammarAutomaton
-from .bnf import parse_bnf
 from .earley import DEFAULT_MAX_ITEMS, EarleyCharts
+from .front import SYNTAXES, detect_syntax, parse_grammar
 from .ir import GrammarDef, Pattern
-from .lark import parse_lark
 from .lexers import SharedLexers, TerminalLexer
 from .lower import CfgGrammar, lower_grammar, nodes_of
 from .special import SPECIAL_TOKEN, resolve_special_tokens
 
 __all__ = ["compile_grammar", "parse_grammar", "detect_syntax", "CompiledCFG", "SYNTAXES"]
 
-SYNTAXES = ("auto", "lark", "gbnf", "ebnf")
 CACHE_SIZE = 64
-_BNF_RULE = re.compile(r"^[ \t]*[A-Za-z_][A-Za-z0-9_-]*[ \t]*::=", re.MULTILINE)
-_LARK_RULE = re.compile(r"^[?!]?[A-Za-z_][A-Za-z0-9_]*(?:\.\d+)?[ \t]*:(?!:)", re.MULTILINE)
-
-
-def detect_syntax(text: str) -> str:
-    """``"gbnf"`` or ``"lark"`` for ``syntax="auto"`` (module docstring).
-
-    Raises:
-        InvalidGrammarError: both or neither kind of rule is present.
-    """
-    bnf, lark = bool(_BNF_RULE.search(text)), bool(_LARK_RULE.search(text))
-    if bnf and not lark:
-        return "gbnf"
-    if lark and not bnf:
-        return "lark"
-    what = "both '::=' rules and 'name:' rules" if bnf else "no 'name ::=' or 'name:' rule"
-    raise InvalidGrammarError(
-        f"cannot tell the grammar's syntax (it has {what}); pass syntax='lark', 'gbnf' or 'ebnf'"
-    )
-
-
-def parse_grammar(text: str, syntax: str = "auto", start: str | None = None) -> GrammarDef:
-    """The ``GrammarDef`` of ``text`` read as ``syntax``.
-
-    Raises:
-        InvalidGrammarError: an unknown ``syntax``, a syntax error (line:column), or an
-            ambiguous ``"auto"``.
-        UnsupportedGrammarError: a construct the dialect's reader refuses.
-    """
-    if not isinstance(text, str):
-        raise InvalidGrammarError(f"grammar text must be a str, got {type(text).__name__}")
-    if syntax not in SYNTAXES:
-        raise InvalidGrammarError(f"unknown grammar syntax {syntax!r}; expected one of {SYNTAXES}")
-    if syntax == "auto":
-        syntax = detect_syntax(text)
-    if syntax == "lark":
-        return parse_lark(text, start)
-    return parse_bnf(text, syntax, start)
 
 
 class CompiledCFG(AutomatonGrammar):

@@ -103,6 +103,7 @@ class _Parser:
         self.num_anonymous = 0
         self.ignored: list[tuple[Ref, _Token]] = []  # %ignore NAME, checked after parsing
         self.depth = 0  # ( and [ open around the item read
+        self.open_groups: list[_Token] = []  # their tokens, innermost last (for errors)
         self._tokenize()
 
     def _tokenize(self) -> None:
@@ -141,7 +142,13 @@ class _Parser:
 
     def error_at(self, pos: int, line: int, col: int, message: str) -> InvalidGrammarError:
         snippet = self.text[pos : pos + 20].split("\n")[0]
-        return InvalidGrammarError(f"Lark syntax error at {line}:{col}: {message} (at {snippet!r})")
+        where = ""
+        if self.open_groups:  # an unclosed group is the likelier mistake than the token
+            g = self.open_groups[-1]
+            where = f"; the {g.text!r} opened at {g.line}:{g.col} is not closed before it"
+        return InvalidGrammarError(
+            f"Lark syntax error at {line}:{col}: {message} (at {snippet!r}){where}"
+        )
 
     def error(self, message: str, tok: _Token | None = None) -> InvalidGrammarError:
         tok = tok or self.peek()
@@ -331,7 +338,9 @@ class _Parser:
             self.depth += 1
             if self.depth > MAX_NESTING:
                 raise self.error(f"groups nest deeper than {MAX_NESTING}", tok)
+            self.open_groups.append(tok)
             inner = self.expansions(nested=True)
+            self.open_groups.pop()
             self.depth -= 1
             close = ")" if tok.text == "(" else "]"
             end = self.peek()

@@ -81,6 +81,7 @@ MALFORMED = [
     ('start: ("a"]', "lark", E, "1:8", "unbalanced '(': ']' at 1:12"),
     ('start: "a")', "lark", E, "1:11", "unbalanced ')'"),
     ('start: "a"\nb: "b" ]', "lark", E, "2:8", "unbalanced ']'"),
+    ('start: "a" (b\nb: "c"', "lark", E, "2:2", "the '(' opened at 1:12 is not closed"),
     ('start "a"', "lark", E, "1:7", "expected ':'"),
     ('start: "a"\n  "b"', "lark", E, "2:3", "'|' may start a continuation line"),
     ('start: "a" ~', "lark", E, "1:13", "expected a number (at the end of the text)"),

@@ -19,7 +19,10 @@
  *   levels: "maybe", the caller canonicalises); False: none.
  *
  * Errors: TypeError for arguments of the wrong type, IndexError for a term outside the
- * arena. The GIL is held throughout; nothing is written.
+ * arena. The GIL is held throughout; nothing is written. Called without the automaton's lock:
+ * a term and its subterms were appended to all four lists before the term's id was handed out,
+ * so the walk reads only terms below the shortest list's length (another thread may be
+ * between two appends of a new term).
  */
 #ifndef SG_COUNT_REACH_H
 #define SG_COUNT_REACH_H
@@ -35,6 +38,7 @@ enum {
 
 typedef struct {
     PyObject *kind, *args, *nullable, *depth; /* borrowed lists */
+    Py_ssize_t n; /* terms complete in all four lists (another thread may be mid-intern) */
     long min_hi, max_depth, max_members, max_spine;
     long visits;
 } Reach;
@@ -52,7 +56,7 @@ static Py_ssize_t reach_arg(PyObject *args, Py_ssize_t k) {
 static int reach_term(Reach *r, Py_ssize_t t, long budget, int level) {
     if (budget <= 0)
         return 0;
-    if (t < 0 || t >= PyList_GET_SIZE(r->kind)) {
+    if (t < 0 || t >= r->n) {
         PyErr_Format(PyExc_IndexError, "count_reach: term %zd outside the arena", t);
         return 0;
     }
@@ -68,7 +72,7 @@ static int reach_term(Reach *r, Py_ssize_t t, long budget, int level) {
     }
     if (k == CR_REPEAT) { /* (x, lo, hi) */
         Py_ssize_t x = reach_arg(a, 0);
-        if (x < 0 || x >= PyList_GET_SIZE(r->kind))
+        if (x < 0 || x >= r->n)
             return 0;
         if (reach_long(r->kind, x) == CR_BYTES) {
             long hi = (long)reach_arg(a, 2);
@@ -88,7 +92,7 @@ static int reach_term(Reach *r, Py_ssize_t t, long budget, int level) {
     Py_ssize_t cur = t; /* a concatenation: its spine's heads, then what is left of it */
     long left = budget, heads = 0;
     while (left > 0 && heads < r->max_spine) {
-        if (cur < 0 || cur >= PyList_GET_SIZE(r->kind) || reach_long(r->kind, cur) != CR_CONCAT)
+        if (cur < 0 || cur >= r->n || reach_long(r->kind, cur) != CR_CONCAT)
             break;
         PyObject *ca = PyList_GET_ITEM(r->args, cur);
         if (!PyTuple_CheckExact(ca) || PyTuple_GET_SIZE(ca) != 2) {
@@ -116,13 +120,10 @@ static PyObject *count_reach(PyObject *self, PyObject *const *args, Py_ssize_t n
                         "(min_hi, max_depth, max_members, max_spine))");
         return NULL;
     }
-    Reach r = {args[0], args[1], args[2], args[3], 0, 0, 0, 0, 0};
-    Py_ssize_t n = PyList_GET_SIZE(r.kind);
-    if (PyList_GET_SIZE(r.args) < n || PyList_GET_SIZE(r.nullable) < n
-        || PyList_GET_SIZE(r.depth) < n) {
-        PyErr_SetString(PyExc_TypeError, "count_reach: the arena's lists differ in length");
-        return NULL;
-    }
+    Reach r = {args[0], args[1], args[2], args[3], PyList_GET_SIZE(args[0]), 0, 0, 0, 0, 0};
+    for (int k = 1; k < 4; k++) /* a term and its subterms are complete in all four */
+        if (PyList_GET_SIZE(args[k]) < r.n)
+            r.n = PyList_GET_SIZE(args[k]);
     long *lim[4] = {&r.min_hi, &r.max_depth, &r.max_members, &r.max_spine};
     for (int k = 0; k < 4; k++) {
         *lim[k] = PyLong_AsLong(PyTuple_GET_ITEM(args[6], k));

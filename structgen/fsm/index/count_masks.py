@@ -301,7 +301,8 @@ class CountView:
         repetition ``X{lo,hi}`` of a byte class with a finite ``hi >= MIN_SHARED_HI`` within
         ``reach`` heads of the start, by ``_canon``'s own walk (in C, ``csrc/count_reach.h``:
         nothing interned, the ``MIN_RUN`` test of the vocabulary left out). True when there
-        may be one (always without the C extension). Raises: never.
+        may be one (always without the C extension). Raises: ``IndexError`` for a term
+        not in the arena (never for a state's term).
         """
         if not self._compiled_counts and self.arena.max_byte_count < MIN_SHARED_HI:
             return False  # no repetition to share

@@ -37,6 +37,7 @@ setup(
             sources=["csrc/tokentrie.c"],
             depends=[
                 "csrc/dfa_rows.h",
+                "csrc/count_reach.h",
                 "csrc/regex_derive.h",
                 "csrc/regex_arena.h",
                 "csrc/regex_tokens.h",

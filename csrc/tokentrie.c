@@ -64,6 +64,9 @@
  *   taken from the dict forms (TokenIndex.fill_forms: state -> [form, used], used set to
  *   True here); None without writing when dst is current but state has no entry.
  *
+ *   count_reach(kind, args, nullable, depth, t, budget, limits) -> bool: whether a regex
+ *   state's term meets a bounded repetition CountView.canonical would share (csrc/count_reach.h).
+ *
  *   bind_tensor_type(torch.Tensor) -> bool: fill_row reads _version and data_ptr() of a
  *   tensor of exactly that type through the type's own descriptors (see bound_type).
  *
@@ -84,6 +87,7 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "dfa_rows.h"
 #pragma GCC diagnostic pop
+#include "count_reach.h"
 
 typedef struct {
     Py_buffer rows, slot;
@@ -679,6 +683,8 @@ static PyMethodDef methods[] = {
      "walk_fused(...): walk, a missing row built with row_tables(s, b) -> live nodes"},
     {"walk_direct", (PyCFunction)(void (*)(void))walk_direct, METH_FASTCALL,
      "walk_direct(..., row_tables, dfa): walk_fused, a ByteDFA's rows built in C -> live nodes"},
+    {"count_reach", (PyCFunction)(void (*)(void))count_reach, METH_FASTCALL,
+     "count_reach(kind, args, nullable, depth, t, budget, limits) -> bool (csrc/count_reach.h)"},
     {"row_form", row_form, METH_O, "row_form(mask) -> bytes | (mask, address, n) | None"},
     {"bind_tensor_type", bind_tensor_type, METH_O,
      "bind_tensor_type(torch.Tensor) -> bool: fill_row's checks call its descriptors directly"},

@@ -22,6 +22,10 @@ byte through a count read in one ``run_derivative`` (``X{lo,hi} c`` by ``b^m`` i
 ``X{lo-m,hi-m} c``). Exact by the argument above. Terms with intersection or complement
 are left alone (the argument needs monotone operators).
 
+Most states have no such repetition within reach: ``CountView.may_share`` answers that in
+one C call (``csrc/count_reach.h``: ``canonical``'s walk without interning, the vocabulary's
+test left out), so ``canonical`` runs only where a repetition is met.
+
 Per vocabulary (``run_lengths``, ``long_run_tables``): each token's longest run of a byte
 class, and the trie and packed mask of the tokens with a longer run than a bound, computed
 once per (class, set of tokens) and kept on the ``Vocabulary``.
@@ -35,6 +39,11 @@ import numpy as np
 
 from ..regex.terms import ALT, BYTES, CONCAT, EMPTY, EPS, INF, REPEAT
 from .trie import TokenTrie, set_bits
+
+try:  # optional C extension built by setup.py (csrc/tokentrie.c, csrc/count_reach.h)
+    from ._tokentrie import count_reach as _count_reach
+except ImportError:  # pragma: no cover - exercised when the extension is missing or older
+    _count_reach = None
 
 __all__ = [
     "MIN_RUN",
@@ -283,6 +292,25 @@ class CountView:
         self._compiled_counts = _holds_count(arena)
         self._memo: dict[tuple[int, int], tuple[int, frozenset]] = {}
         self._plain: dict[int, int] = {}  # term -> largest budget at which nothing changes
+        # what count_reach reads: the arena's lists (only ever appended to) and _canon's bounds
+        self._lists = (arena.kind, arena.args, arena.nullable, arena.depth)
+        self._limits = (MIN_SHARED_HI, _MAX_DEPTH, _MAX_MEMBERS, _MAX_SPINE)
+
+    def may_share(self, term: int) -> bool:
+        """False when ``canonical(term)`` is ``(term, frozenset())`` for certain: no
+        repetition ``X{lo,hi}`` of a byte class with a finite ``hi >= MIN_SHARED_HI`` within
+        ``reach`` heads of the start, by ``_canon``'s own walk (in C, ``csrc/count_reach.h``:
+        nothing interned, the ``MIN_RUN`` test of the vocabulary left out). True when there
+        may be one (always without the C extension). Raises: ``IndexError`` for a term
+        not in the arena (never for a state's term).
+        """
+        if not self._compiled_counts and self.arena.max_byte_count < MIN_SHARED_HI:
+            return False  # no repetition to share
+        reach = _count_reach
+        if reach is None:
+            return True
+        kind, args, nullable, depth = self._lists
+        return reach(kind, args, nullable, depth, term, self.reach, self._limits)
 
     def canonical(self, term: int) -> tuple[int, frozenset[tuple[int, int]]]:
         """``(canonical term, bounds)``: ``term`` with every repetition ``X{lo,hi}`` of a
@@ -292,8 +320,8 @@ class CountView:
         budget.
         """
         arena = self.arena
-        if not self._compiled_counts and arena.max_byte_count < MIN_SHARED_HI:
-            return term, frozenset()  # no repetition to share
+        if not self.may_share(term):
+            return term, frozenset()
         if arena.has_boolean(term):
             return term, frozenset()
         return self._canon(term, self.reach)

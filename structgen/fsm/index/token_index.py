@@ -228,8 +228,11 @@ class TokenIndex:
         of those classes, and a walk of ``state`` over the trie of the others; None when
         the state has no such repetition (or too many tokens have long runs).
         """
+        counts, term = self._counts, self.dfa.term(state)
+        if not counts.may_share(term):  # most states: one C call, no lock
+            return None
         with self.dfa.lock:  # the canonical term is built in the automaton's arena
-            canon, bounds = self._counts.canonical(self.dfa.term(state))
+            canon, bounds = counts.canonical(term)
         if not bounds:
             return None
         tables = long_run_tables(self.vocab, bounds)

@@ -194,6 +194,9 @@ def _quant_matmul(mod, fused: bool, dtype, watch: _Watch):
         )
         f16 = sc.dtype is torch.float16
         fmt = _FMT_INT4 | int(f16) << 2 | int(q8) << 3 | g << 4
+        if ok:  # the kernel reads the tile table (csrc/qkernel.c), not scales / mins
+            tiles = lin.scale_tiles()
+            watch.keep(lin.__dict__, "_scale_tiles", tensor=False)
     else:
         groups = sc.shape[1] if sc.dim() == 2 else 0
         ok = (
@@ -215,7 +218,9 @@ def _quant_matmul(mod, fused: bool, dtype, watch: _Watch):
         bias.dtype != dtype or not bias.is_contiguous() or bias.device.type != "cpu"
     ):
         return None
-    return [_ptr(q), _ptr(bias), fmt, _ptr(sc), _ptr(mn[0] if mn else None)], (n, k), tensors
+    if lin.kind == "int4":  # fields: the tile table in place of scales, mins unused
+        return [_ptr(q), _ptr(bias), fmt, _ptr(tiles), 0], (n, k), [*tensors, tiles]
+    return [_ptr(q), _ptr(bias), fmt, _ptr(sc), 0], (n, k), tensors
 
 
 def _matmul(mod, fused: bool, dtype, watch: _Watch):
@@ -351,7 +356,8 @@ class DecodeStepPlan:
             weight and bias, o weight and bias, post-attention norm, gate/up weight and bias,
             down weight and bias, K and V cache, q/k norm weights (0 where absent), window,
             then per matmul (qkv, o, gate/up, down) its format word (0 float; int4 / int8 with
-            scale dtype, int8-activation flag and group), scales and mins pointers, then for
+            scale dtype, int8-activation flag and group), scales and mins pointers (int4: its
+            ``QuantLinear.scale_tiles`` table, then 0), then for
             qkv and gate/up 3 parts of 6 fields (weight, bias, format word, scales, mins, rows;
             all 0 where the slot is one fused matmul, else its unfused members' quantized
             matmuls, the slot's own fields then 0).

@@ -4,8 +4,8 @@ Each shape is first compared between the two builds for M = 1..17 and the full M
 the largest difference relative to the largest output where a change moves bits on purpose),
 then both are timed interleaved 7 times on one thread (``time.thread_time``, medians, each
 sample ``reps`` calls). Random data, seeded; ``int4_mm`` with fp16 scales and mins, group 32, int8
-activations (the default engine's matmuls): the prefill shapes at M = 256 and the decode shapes of
-a batch of 8 and of 64 (SmolLM2-135M's gate/up, down, qkv and o).
+activations (the default engine's matmuls): SmolLM2-135M's gate/up, down, qkv and o at M = 256
+(prefill chunks), its gate/up and down at M = 1, 8 and 64 (decode batches).
 
 Builds before and after the int4 tile table (#21) are both read: the old one takes ``scales,
 mins`` pointers, the new one the tile table (``formats.int4_scale_tiles``).
@@ -28,7 +28,7 @@ import structgen.runtime.cpu._qkernel as new
 from structgen.runtime.quantization.formats import int4_scale_tiles
 
 SHAPES = [(256, 3072, 576), (256, 576, 1536), (256, 960, 576), (256, 576, 576)]
-SHAPES += [(m, n, k) for m in (8, 64) for n, k in ((3072, 576), (576, 1536))]
+SHAPES += [(m, n, k) for m in (1, 8, 64) for n, k in ((3072, 576), (576, 1536))]
 
 
 def load(path: str):

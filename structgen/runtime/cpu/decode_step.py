@@ -84,6 +84,9 @@ def _kv_ptrs(kv: KVPool) -> list[int]:
     return [t.data_ptr() for t in kv.k] + [t.data_ptr() for t in kv.v]
 
 
+_VERSION = operator.attrgetter("_version")
+
+
 class _Watch:
     """What a plan points at, and a cheap check that it still does (module/parameter identity, data
     pointers).
@@ -100,6 +103,8 @@ class _Watch:
         self.setting_objs: list = []  # ... and these attributes these values
         self.setting_get: list = []
         self.setting_vals: list = []
+        self.versioned: list[torch.Tensor] = []  # ... and these tensors these versions
+        self.versions: list[int] = []
 
     def keep(self, container, key, tensor: bool = True):
         obj = container[key]
@@ -117,6 +122,14 @@ class _Watch:
         self.setting_get.append(operator.attrgetter(attr))
         self.setting_vals.append(getattr(obj, attr))
 
+    def version(self, tensor: torch.Tensor) -> None:
+        """``tensor`` must not change in place (``_version``): what the plan holds is derived from
+        its values (an int4 weight's tile table from its scales and mins), not read through its
+        pointer.
+        """
+        self.versioned.append(tensor)
+        self.versions.append(tensor._version)
+
     def fused(self, proj) -> None:
         """What ``FusedProjection.valid`` checks: each member's weight is still its view of the
         fused weight.
@@ -129,6 +142,7 @@ class _Watch:
             all(map(operator.is_, map(operator.getitem, self.containers, self.keys), self.objs))
             and list(map(torch.Tensor.data_ptr, self.tensors)) == self.ptrs
             and list(map(operator.call, self.setting_get, self.setting_objs)) == self.setting_vals
+            and list(map(_VERSION, self.versioned)) == self.versions
         )
 
 
@@ -194,9 +208,11 @@ def _quant_matmul(mod, fused: bool, dtype, watch: _Watch):
         )
         f16 = sc.dtype is torch.float16
         fmt = _FMT_INT4 | int(f16) << 2 | int(q8) << 3 | g << 4
-        if ok:  # the kernel reads the tile table (csrc/qkernel.c), not scales / mins
-            tiles = lin.scale_tiles()
+        if ok:  # the kernel reads the tile table (csrc/qkernel.c), not scales / mins: a copy,
+            tiles = lin.scale_tiles()  # so an in-place change of either must rebuild the plan
             watch.keep(lin.__dict__, "_scale_tiles", tensor=False)
+            watch.version(sc)
+            watch.version(mn[0])
     else:
         groups = sc.shape[1] if sc.dim() == 2 else 0
         ok = (

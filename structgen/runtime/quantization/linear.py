@@ -433,9 +433,10 @@ class QuantLinear(nn.Module):
     def scale_tiles(self) -> torch.Tensor:
         """An int4 "rows" weight's ``scales`` and ``mins`` as the C kernel reads them:
         :func:`~structgen.runtime.quantization.formats.int4_scale_tiles` ``[ceil(N/8), G, 2, 8]``
-        in their dtype, made at the first call and kept while both tensors keep their storage
-        and version (an in-place change, e.g. ``load_state_dict``, or a replaced buffer makes a
-        new one).
+        in their dtype, made at the first call and kept while ``scales`` and ``mins`` are the same
+        tensor objects at the same version (an in-place change, e.g. ``load_state_dict``, or a
+        replaced buffer makes a new one; the tensors are held, not their addresses, so a new
+        buffer allocated where a freed one was is not mistaken for it).
 
         Raises:
             ValueError: the module is not int4 (``int4_scale_tiles``'s error for other tables).
@@ -444,11 +445,17 @@ class QuantLinear(nn.Module):
         if self.kind != "int4":
             raise ValueError(f"scale_tiles: {self.kind} weights have no mins (int4 only)")
         sc, mn = b["scales"], b["mins"]
-        key = (sc.data_ptr(), sc._version, mn.data_ptr(), mn._version)
-        kept = self.__dict__.get("_scale_tiles")
-        if kept is None or kept[0] != key:
-            kept = self.__dict__["_scale_tiles"] = (key, int4_scale_tiles(sc, mn))
-        return kept[1]
+        kept = self.__dict__.get("_scale_tiles")  # (scales, its version, mins, its version, tiles)
+        if (
+            kept is None
+            or kept[0] is not sc
+            or kept[2] is not mn
+            or kept[1] != sc._version
+            or kept[3] != mn._version
+        ):
+            tiles = int4_scale_tiles(sc, mn)
+            kept = self.__dict__["_scale_tiles"] = (sc, sc._version, mn, mn._version, tiles)
+        return kept[4]
 
     def _cached_scale_zeros(self, dtype: torch.dtype) -> torch.Tensor:
         """The torch layout's ``[G, N, 2]`` (scale, zero) table in ``dtype``, built once per dtype

@@ -361,3 +361,26 @@ def test_int4_scale_tiles_layout():
     assert lin.scale_tiles() is first and torch.equal(first, tiles)
     lin.load_state_dict({**lin.state_dict(), "scales": s * 2})  # copied in place
     assert torch.equal(lin.scale_tiles(), int4_scale_tiles(s * 2, mn))
+
+
+@needs_kernel
+def test_int4_scale_tiles_follow_replaced_buffers():
+    """A replaced ``scales`` / ``mins`` buffer (a new tensor, which may sit at a freed one's address
+    with the same version) gets a new tile table, and the matmul reads it: the table is keyed by
+    the tensors themselves, not by their addresses."""
+    g = torch.Generator().manual_seed(6)
+    n, k = 19, 64
+    q = torch.randint(0, 16, (n, k), generator=g, dtype=torch.uint8)
+    s, mn = torch.rand(n, 2, generator=g).half(), -torch.rand(n, 2, generator=g).half()
+    lin = _set_activation_dtype(
+        QuantLinear.from_int4_rows(pack_int4_rows(q), s.clone(), mn.clone()), torch.float32
+    )
+    x = torch.randn(3, k, generator=g)
+    for step in range(2, 7):
+        lin(x)  # a table is made for the current buffers
+        for name, value in (("scales", s * step), ("mins", mn * step)):
+            lin._buffers[name] = None  # the old buffer is freed ...
+            lin._buffers[name] = torch.empty_like(value).copy_(value)  # ... a new one made
+        assert torch.equal(lin.scale_tiles(), int4_scale_tiles(lin.scales, lin.mins))
+        wd = dequantize_int4(q, lin.scales.t(), lin.mins.t())
+        _close(lin(x), _ref(x, wd), 1e-6, x, wd)

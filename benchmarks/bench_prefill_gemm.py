@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 import structgen.runtime.cpu.quant as Q
+from structgen.runtime.quantization.formats import int4_scale_tiles
 
 SHAPES = [(256, 3072, 576), (256, 576, 1536), (256, 960, 576), (256, 576, 576)]
 
@@ -29,11 +30,12 @@ def bench(m: int, n: int, k: int, reps: int = 7) -> tuple[float, float]:
     q = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8)
     s = (torch.rand(n, k // 32) * 0.01).half()
     mn = (-torch.rand(n, k // 32) * 0.01).half()
+    tiles = int4_scale_tiles(s, mn)  # made once per weight, as QuantLinear.scale_tiles
     w = torch.randn(n, k)
     a, b = [], []
     for _ in range(reps):
         t = time.thread_time()
-        Q.int4_mm(x, q, s, mn, 32, True)
+        Q.int4_mm(x, q, s, mn, 32, True, tiles)
         a.append(time.thread_time() - t)
         t = time.thread_time()
         F.linear(x, w)

@@ -28,7 +28,8 @@
  * (qkernel_core.h: int4 "rows" with fp16 or fp32 scales and mins, from int4-gNN, GGUF Q4_0/Q4_1
  * and Q4_K;
  * row-major int8 with fp16/fp32 scales, from int8 and GGUF Q8_0), with the weight's scales
- * (and mins) pointers in LF_*_S / LF_*_MN and, for int8 activations (Q8_0-style, per row and
+ * pointer in LF_*_S (int4: its tile table of mins and scales, see qkernel.c; LF_*_MN is not
+ * read, 0) and, for int8 activations (Q8_0-style, per row and
  * per block of 32), the q8 bit. A quantized matmul's fp32 output is rounded to dt and its
  * bias then added in dt, as QuantLinear.forward does. The caller
  * (structgen/runtime/cpu/decode_step.py) checks all of it once per plan.
@@ -143,7 +144,7 @@ static void team_range(int n, int *u0, int *u1) {
 static void mm_rows(const float *x32, const int64_t *p, void *y, int N, int ldy, int K, int n0,
                     int n1, thread_scratch *ts, const step_dims *s) {
     const void *w = (const void *)(intptr_t)p[LP_W], *b = (const void *)(intptr_t)p[LP_B];
-    const void *sc = (const void *)(intptr_t)p[LP_S], *mn = (const void *)(intptr_t)p[LP_MN];
+    const void *sc = (const void *)(intptr_t)p[LP_S]; /* int4: the tile table */
     int64_t fmt = p[LP_FMT];
     int kind = FMT_KIND(fmt), gs = FMT_GROUP(fmt), q8 = FMT_Q8(fmt), f16 = FMT_SCALE_F16(fmt);
     if (n0 >= n1) return;
@@ -159,7 +160,7 @@ static void mm_rows(const float *x32, const int64_t *p, void *y, int N, int ldy,
         ts->prep_ok = 1, ts->prep_gs = gs, ts->prep_int4 = int4, ts->prep_q8 = q8;
     }
     if (int4)
-        int4_rows(x32, w, sc, mn, f16, out, s->T, N, K, gs, q8, &ts->a, n0, n1);
+        int4_rows(x32, w, sc, f16, out, s->T, N, K, gs, q8, &ts->a, n0, n1);
     else
         int8_rows(x32, w, sc, f16, out, s->T, N, K, gs, q8, &ts->a, n0, n1);
     if (direct) return;

@@ -6,6 +6,11 @@
  *         in its low nibble and weight j + 16 in its high nibble (ggml's block order); scales and
  *         mins [N, K/gs], fp16 or fp32 (a scale_f16 flag; fp32 holds GGUF Q4_K's d * sc and
  *         -dmin * m exactly): w = scale * q + min (gs a multiple of 32).
+ *   int4 tile table (what the matmul reads; the [N, K/gs] tables serve int4_dequant): the mins
+ *         and scales of 8 weight rows side by side, [ceil(N/8), K/gs, 2, 8] in their dtype:
+ *         tiles[t, g, 0, r] = mins[8 t + r, g], tiles[t, g, 1, r] = scales[8 t + r, g] (rows past N:
+ *         0), built once per weight (structgen/runtime/quantization/formats.py, int4_scale_tiles),
+ *         so the tail sum over g of min * xsum (+ 8 * scale * xdiff) runs 8 weight rows per vector.
  *   int8: q int8 [N, K]; scales [N, K/gs] (fp16 or fp32): w = scale * q (gs = K: per channel;
  *         gs a multiple of 8 otherwise, 32 for Q8_0).
  * Activations fp32 [M, K] row-major, output fp32 [M, N] row-major (overwritten).
@@ -76,15 +81,15 @@ static int get_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, vo
 }
 
 static PyObject *py_int4_mm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    void *p[5];
+    void *p[4]; /* x, q, tiles, y */
     long long v[7]; /* M, N, K, gs, scale_f16, q8, threads */
-    if (get_args(args, nargs, 12, p, 5, v) < 0) return NULL;
+    if (get_args(args, nargs, 11, p, 4, v) < 0) return NULL;
     if (v[3] <= 0 || v[3] % 32 || v[2] % v[3] || v[0] < 0 || v[1] < 0) {
         PyErr_SetString(PyExc_ValueError, "int4_mm: group size must be a positive multiple of 32 dividing K");
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    int4_mm(p[0], p[1], p[2], p[3], (int)v[4], p[4], (int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[5], (int)v[6]);
+    int4_mm(p[0], p[1], p[2], (int)v[4], p[3], (int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[5], (int)v[6]);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
@@ -148,7 +153,7 @@ static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"int4_mm", (PyCFunction)(void (*)(void))py_int4_mm, METH_FASTCALL,
-     "int4_mm(x, q, scales, mins, y, M, N, K, group, scale_f16, q8, threads): y = x @ dequant(W).T (pointers; q8: int8 activations)"},
+     "int4_mm(x, q, tiles, y, M, N, K, group, scale_f16, q8, threads): y = x @ dequant(W).T (pointers; tiles: the [ceil(N/8), K/group, 2, 8] mins/scales table; q8: int8 activations)"},
     {"int8_mm", (PyCFunction)(void (*)(void))py_int8_mm, METH_FASTCALL,
      "int8_mm(x, q, scales, y, M, N, K, group, scale_f16, q8, threads): y = x @ dequant(W).T (pointers; q8: int8 activations)"},
     {"int4_dequant", (PyCFunction)(void (*)(void))py_int4_dequant, METH_FASTCALL,

@@ -165,9 +165,9 @@ static int q_act_alloc(q_act *a, int M, int K, int gs, int int4, int q8) {
 
 static void q_act_free(q_act *a) { free(a->xsum), free(a->xdiff), free(a->xq), free(a->xd); }
 
-/* y[:, n0:n1] of int4_mm, its activation side a prepared (q_act_prep); scales and mins: fp16
- * (f16 = 1) or fp32 [N, K/gs] */
-static void int4_rows(const float *x, const uint8_t *q, const void *sc, const void *mn, int f16,
+/* y[:, n0:n1] of int4_mm, its activation side a prepared (q_act_prep); tiles: the weight's tile
+ * table of mins and scales [ceil(N/8), K/gs, 2, 8], fp16 (f16 = 1) or fp32 (layout: qkernel.c) */
+static void int4_rows(const float *x, const uint8_t *q, const void *tiles, int f16,
                       float *y, int M, int N, int K, int gs, int q8, const q_act *a, int n0,
                       int n1) {
     int G = K / gs;
@@ -180,12 +180,12 @@ static void int4_rows(const float *x, const uint8_t *q, const void *sc, const vo
         float *ym = y + (size_t)m0 * N;
 #if SG_X86
         if (use_avx2) {
-            int4_rows_avx2(xm, xqm, xdm, xs, xdf, q, sc, mn, f16, ym, mm, N, K, gs, n0, n1);
+            int4_rows_avx2(xm, xqm, xdm, xs, xdf, q, tiles, f16, ym, mm, N, K, gs, n0, n1);
             continue;
         }
 #endif
-        if (q8) int4q8_rows_scalar(xqm, xdm, xs, xdf, q, sc, mn, f16, ym, mm, N, K, gs, n0, n1);
-        else int4_rows_scalar(xm, xs, q, sc, mn, f16, ym, mm, N, K, gs, n0, n1);
+        if (q8) int4q8_rows_scalar(xqm, xdm, xs, xdf, q, tiles, f16, ym, mm, N, K, gs, n0, n1);
+        else int4_rows_scalar(xm, xs, q, tiles, f16, ym, mm, N, K, gs, n0, n1);
     }
 }
 
@@ -210,14 +210,14 @@ static void int8_rows(const float *x, const int8_t *q, const void *sc, int f16, 
     }
 }
 
-/* y [M, N] = x [M, K] @ dequant(W).T over nt threads (rows split); scales and mins: fp16
- * (f16 = 1) or fp32 [N, K/gs] */
-static inline void int4_mm(const float *x, const uint8_t *q, const void *sc, const void *mn,
-                           int f16, float *y, int M, int N, int K, int gs, int q8, int nt) {
+/* y [M, N] = x [M, K] @ dequant(W).T over nt threads (rows split); tiles: the weight's tile table
+ * of mins and scales (int4_rows), fp16 (f16 = 1) or fp32 */
+static inline void int4_mm(const float *x, const uint8_t *q, const void *tiles, int f16, float *y,
+                           int M, int N, int K, int gs, int q8, int nt) {
     q_act a;
     if (q_act_alloc(&a, M, K, gs, 1, q8)) return;
     q_act_prep(x, M, K, gs, 1, q8, &a);
-    SPLIT_ROWS(nt, N, int4_rows(x, q, sc, mn, f16, y, M, N, K, gs, q8, &a, n0, n1));
+    SPLIT_ROWS(nt, N, int4_rows(x, q, tiles, f16, y, M, N, K, gs, q8, &a, n0, n1));
     q_act_free(&a);
 }
 

@@ -6,11 +6,38 @@
 
 /* ---------------------------------------------------------------- scalar reference path */
 
-static void int4_rows_scalar(const float *x, const float *xsum, const uint8_t *q, const void *sc,
-                             const void *mn, int f16, float *y, int M, int N, int K, int gs, int n0, int n1) {
+/* Tile tb's mins and scales in fp32, mnT / scT [G][8] (lane r: weight row 8 tb + r), from the
+ * tile table [ceil(N/8), G, 2, 8] (fp16 or fp32; see the layout comment in qkernel.c). */
+static void tile_tables_scalar(const void *tiles, int f16, int G, size_t tb, float *mnT, float *scT) {
+    for (int g = 0; g < G; g++)
+        for (int r = 0; r < 8; r++) {
+            mnT[g * 8 + r] = scale_at(tiles, f16, (tb * G + g) * 16 + r);
+            scT[g * 8 + r] = scale_at(tiles, f16, (tb * G + g) * 16 + 8 + r);
+        }
+}
+
+/* The int4 tail of activation row m and lane r, summed over g = 0..G-1 in order: min * xsum, then
+ * (Q8 path, xd8 non-NULL) 8 * scale * xdiff, each one fused multiply-add (tile_tail_avx2's lanes). */
+static float tile_tail_scalar(const float *mnT, const float *scT, const float *xsum, const float *xd8,
+                              int G, int m, int r) {
+    float t = 0.f;
+    for (int g = 0; g < G; g++) {
+        t = fmaf(mnT[g * 8 + r], xsum[m * G + g], t);
+        if (xd8) t = fmaf(scT[g * 8 + r], xd8[m * G + g], t);
+    }
+    return t;
+}
+
+/* Exact float32 int4 rows: per group scale * sum(q * x), plus the tile tail (the AVX2 block sums
+ * differ from these in float summation order only; the tail is the same float). */
+static void int4_rows_scalar(const float *x, const float *xsum, const uint8_t *q, const void *tiles,
+                             int f16, float *y, int M, int N, int K, int gs, int n0, int n1) {
     int G = K / gs;
+    float mnT[G * 8 + 1], scT[G * 8 + 1];
     for (int n = n0; n < n1; n++) {
         const uint8_t *qr = q + (size_t)n * (K / 2);
+        int r = n % 8;
+        if (n == n0 || r == 0) tile_tables_scalar(tiles, f16, G, (size_t)n / 8, mnT, scT);
         for (int m = 0; m < M; m++) {
             const float *xr = x + (size_t)m * K;
             float acc = 0.f;
@@ -22,9 +49,9 @@ static void int4_rows_scalar(const float *x, const float *xsum, const uint8_t *q
                         dot += (float)(qb[j] & 0xF) * xr[b + j] + (float)(qb[j] >> 4) * xr[b + j + 16];
                     }
                 }
-                acc += scale_at(sc, f16, (size_t)n * G + g) * dot + scale_at(mn, f16, (size_t)n * G + g) * xsum[m * G + g];
+                acc += scT[g * 8 + r] * dot;
             }
-            y[(size_t)m * N + n] = acc;
+            y[(size_t)m * N + n] = acc + tile_tail_scalar(mnT, scT, xsum, NULL, G, m, r);
         }
     }
 }
@@ -47,28 +74,40 @@ static void int8_rows_scalar(const float *x, const int8_t *q, const void *sc, in
     }
 }
 
-/* Scalar Q8-activation rows (same arithmetic as the AVX2 ones up to float summation order). */
-static void int4q8_rows_scalar(const int8_t *xq, const float *xd, const float *xsum, const float *xdiff, const uint8_t *q,
-                               const void *sc, const void *mn, int f16, float *y, int M, int N, int K, int gs,
-                               int n0, int n1) {
-    int G = K / gs, KB = K / 32;
+/* Scalar Q8-activation int4 rows, bit for bit the AVX2 ones (int4_rows_avx2): per block of 32 the
+ * integer dots of lanes l = 0..7 (weights 4l..4l+3, as madd leaves them), each lane accumulated
+ * with a fused multiply-add into accumulator bi % 4 (blocks past the last whole run of 4: 0),
+ * the accumulators combined ((a0 + a1) + a2) + a3, the lanes ((l0 + l1) + (l2 + l3)) +
+ * ((l4 + l5) + (l6 + l7)) (reduce8_avx2's order), plus the tile tail. */
+static void int4q8_rows_scalar(const int8_t *xq, const float *xd, const float *xsum, const float *xdiff,
+                               const uint8_t *q, const void *tiles, int f16, float *y, int M, int N, int K,
+                               int gs, int n0, int n1) {
+    int G = K / gs, KB = K / 32, bpg = gs / 32, KBU = KB - KB % 4;
+    float mnT[G * 8 + 1], scT[G * 8 + 1], xd8[M * G + 1];
+    for (int i = 0; i < M * G; i++) xd8[i] = 8.f * xdiff[i];
     for (int n = n0; n < n1; n++) {
         const uint8_t *qr = q + (size_t)n * (K / 2);
+        int r = n % 8;
+        if (n == n0 || r == 0) tile_tables_scalar(tiles, f16, G, (size_t)n / 8, mnT, scT);
         for (int m = 0; m < M; m++) {
-            float acc = 0.f;
-            for (int g = 0; g < G; g++) {
-                float part = 0.f;
-                for (int b = g * gs; b < (g + 1) * gs; b += 32) {
+            const int8_t *xm = xq + (size_t)m * K;
+            float acc[4][8] = {{0.f}};
+            for (int bi = 0; bi < KB; bi++) {
+                float dx = scT[(bi / bpg) * 8 + r] * xd[(size_t)m * KB + bi];
+                int u = bi < KBU ? bi % 4 : 0;
+                for (int l = 0; l < 8; l++) {
                     int32_t dot = 0;
-                    for (int j = 0; j < 16; j++)
-                        dot += (qr[b / 2 + j] & 0xF) * xq[(size_t)m * K + b + j] +
-                               (qr[b / 2 + j] >> 4) * xq[(size_t)m * K + b + j + 16];
-                    part += (float)dot * xd[(size_t)m * KB + b / 32];
+                    for (int j = 4 * l; j < 4 * l + 4; j++) {
+                        int w = j < 16 ? qr[bi * 16 + j] & 0xF : qr[bi * 16 + j - 16] >> 4;
+                        dot += w * xm[bi * 32 + j];
+                    }
+                    acc[u][l] = fmaf((float)dot, dx, acc[u][l]);
                 }
-                float d = scale_at(sc, f16, (size_t)n * G + g);
-                acc += d * part + scale_at(mn, f16, (size_t)n * G + g) * xsum[m * G + g] + 8.f * d * xdiff[m * G + g];
             }
-            y[(size_t)m * N + n] = acc;
+            float s[8];
+            for (int l = 0; l < 8; l++) s[l] = ((acc[0][l] + acc[1][l]) + acc[2][l]) + acc[3][l];
+            float v = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+            y[(size_t)m * N + n] = v + tile_tail_scalar(mnT, scT, xsum, xd8, G, m, r);
         }
     }
 }
@@ -193,7 +232,7 @@ SGQ_AVX2 static void int8_rows_avx2(const float *x, const int8_t *q, const void 
         __m256 t1 = _mm256_mul_ps(w2, _mm256_loadu_ps(xb + 16));                                       \
         t0 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xb + 8), t0);                                         \
         t1 = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xb + 24), t1);                                        \
-        acc[m][u] = _mm256_fmadd_ps(_mm256_add_ps(t0, t1), _mm256_set1_ps(dsb[bi + u]), acc[m][u]);    \
+        acc[m][u] = _mm256_fmadd_ps(_mm256_add_ps(t0, t1), _mm256_set1_ps(dsb[(size_t)(bi + u) * ds]), acc[m][u]); \
     }
 
 
@@ -268,38 +307,51 @@ SGQ_AVX2 static inline __attribute__((always_inline)) __m256i q8_weights(const v
     return _mm256_loadu_si256((const __m256i *)((const int8_t *)qr + (size_t)bi * 32));
 }
 
+/* res[m] = ((a0 + a1) + a2) + a3 of activation row m against weight row qr (lanes not yet summed);
+ * block bi's weight scale is dsb[bi * ds] */
 SGQ_AVX2 static inline __attribute__((always_inline)) void q8_rows_dot(
-    const void *qr, const int8_t *xq, const float *xd, const float *dsb, int K, int KB, float *res,
-    const int MM, const int int4) {
+    const void *qr, const int8_t *xq, const float *xd, const float *dsb, int ds, int K, int KB,
+    __m256 *res, const int MM, const int int4) {
     __m256 acc[Q8_ROWS][QU];
     for (int m = 0; m < Q8_ROWS; m++)
         for (int u = 0; u < QU; u++) acc[m][u] = _mm256_setzero_ps();
     int bi = 0;
     for (; bi + QU <= KB; bi += QU)
         for (int u = 0; u < QU; u++)
-            q8_block_dot(acc, q8_weights(qr, bi + u, int4), xq, xd, dsb[bi + u], K, KB, bi + u, u, MM, !int4);
-    for (; bi < KB; bi++) q8_block_dot(acc, q8_weights(qr, bi, int4), xq, xd, dsb[bi], K, KB, bi, 0, MM, !int4);
+            q8_block_dot(acc, q8_weights(qr, bi + u, int4), xq, xd, dsb[(size_t)(bi + u) * ds], K, KB, bi + u, u,
+                         MM, !int4);
+    for (; bi < KB; bi++)
+        q8_block_dot(acc, q8_weights(qr, bi, int4), xq, xd, dsb[(size_t)bi * ds], K, KB, bi, 0, MM, !int4);
     for (int m = 0; m < MM; m++)
-        res[m] = hsum8(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[m][0], acc[m][1]), acc[m][2]), acc[m][3]));
+        res[m] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[m][0], acc[m][1]), acc[m][2]), acc[m][3]);
 }
 
-/* y[m, n] = (Q8 dot of row m with weight row n) + tail[m], for all M activation rows */
-SGQ_AVX2 static void q8_row_all(const void *qr, const int8_t *xq, const float *xd, const float *dsb,
-                                const float *tail, float *y, int M, int N, int K, int n, const int int4) {
+/* The lanes of res[m] (Q8 dots of activation rows m0.. with weight row qr) for all M rows: up to
+ * Q8_ROWS rows per pass over the weight row */
+SGQ_AVX2 static inline __attribute__((always_inline)) void q8_rows_vec(
+    const void *qr, const int8_t *xq, const float *xd, const float *dsb, int ds, __m256 *res, int M,
+    int K, const int int4) {
     int KB = K / 32;
     for (int m0 = 0; m0 < M; m0 += Q8_ROWS) {
-        float res[Q8_ROWS];
         int mm = M - m0 >= Q8_ROWS ? Q8_ROWS : M - m0;
         const int8_t *xm = xq + (size_t)m0 * K;
         const float *dm = xd + (size_t)m0 * KB;
         switch (mm) {
-            case 1: q8_rows_dot(qr, xm, dm, dsb, K, KB, res, 1, int4); break;
-            case 2: q8_rows_dot(qr, xm, dm, dsb, K, KB, res, 2, int4); break;
-            case 3: q8_rows_dot(qr, xm, dm, dsb, K, KB, res, 3, int4); break;
-            default: q8_rows_dot(qr, xm, dm, dsb, K, KB, res, 4, int4); break;
+            case 1: q8_rows_dot(qr, xm, dm, dsb, ds, K, KB, res + m0, 1, int4); break;
+            case 2: q8_rows_dot(qr, xm, dm, dsb, ds, K, KB, res + m0, 2, int4); break;
+            case 3: q8_rows_dot(qr, xm, dm, dsb, ds, K, KB, res + m0, 3, int4); break;
+            default: q8_rows_dot(qr, xm, dm, dsb, ds, K, KB, res + m0, 4, int4); break;
         }
-        for (int m = 0; m < mm; m++) y[(size_t)(m0 + m) * N + n] = res[m] + tail[m0 + m];
     }
+}
+
+/* y[m, n] = (Q8 dot of row m with int8 weight row n), for all M activation rows (lanes summed by
+ * hsum8 per pair) */
+SGQ_AVX2 static void q8_row_all(const void *qr, const int8_t *xq, const float *xd, const float *dsb,
+                                float *y, int M, int N, int K, int n) {
+    __m256 res[MAX_M];
+    q8_rows_vec(qr, xq, xd, dsb, 1, res, M, K, 0);
+    for (int m = 0; m < M; m++) y[(size_t)m * N + n] = hsum8(res[m]);
 }
 
 /* quantize_q8 (qkernel_core.h) with the same results: the block maximum of |x| is exact in any
@@ -353,47 +405,102 @@ static inline void expand_scales_f32(const float *s, float *dsb, int G, int bpg)
         for (int j = 0; j < bpg; j++) dsb[g * bpg + j] = s[g];
 }
 
-/* int4 rows n0..n1; xq/xd non-NULL selects the Q8 path. xsumt: [G, MAX_M] group sums of x. */
+/* Tile tb's mins and scales as fp32 [G][8] (tile_tables_scalar's values: F16C is exact). */
+SGQ_AVX2 static inline void tile_tables_avx2(const void *tiles, int f16, int G, size_t tb, float *mnT, float *scT) {
+    if (f16) {
+        const uint16_t *t = (const uint16_t *)tiles + tb * G * 16;
+        for (int g = 0; g < G; g++) {
+            _mm256_storeu_ps(mnT + g * 8, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(t + g * 16))));
+            _mm256_storeu_ps(scT + g * 8, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(t + g * 16 + 8))));
+        }
+        return;
+    }
+    const float *t = (const float *)tiles + tb * G * 16;
+    for (int g = 0; g < G; g++) {
+        _mm256_storeu_ps(mnT + g * 8, _mm256_loadu_ps(t + g * 16));
+        _mm256_storeu_ps(scT + g * 8, _mm256_loadu_ps(t + g * 16 + 8));
+    }
+}
+
+/* tail[m], lane r: the int4 tail of activation row m and weight row 8 tb + r, summed over
+ * g = 0..G-1 in order (min * xsum, then 8 * scale * xdiff where xd8 is non-NULL), one fused
+ * multiply-add each: 8 weight rows per vector, the same float for every M (tile_tail_scalar). */
+SGQ_AVX2 static inline void tile_tail_avx2(const float *mnT, const float *scT, const float *xsum,
+                                           const float *xd8, int M, int G, __m256 *tail) {
+    for (int m = 0; m < M; m++) tail[m] = _mm256_setzero_ps();
+    for (int g = 0; g < G; g++) {
+        __m256 mn = _mm256_loadu_ps(mnT + g * 8), sc = _mm256_loadu_ps(scT + g * 8);
+        for (int m = 0; m < M; m++) {
+            tail[m] = _mm256_fmadd_ps(mn, _mm256_set1_ps(xsum[m * G + g]), tail[m]);
+            if (xd8) tail[m] = _mm256_fmadd_ps(sc, _mm256_set1_ps(xd8[m * G + g]), tail[m]);
+        }
+    }
+}
+
+/* Lane r of the result: the sum of v[r]'s 8 lanes, ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)):
+ * the horizontal sums of 8 (activation row, weight row) pairs in 6 hadds, 2 permutes and an add
+ * instead of 8 hsum8s. */
+SGQ_AVX2 static inline __m256 reduce8_avx2(const __m256 *v) {
+    __m256 h01 = _mm256_hadd_ps(v[0], v[1]), h23 = _mm256_hadd_ps(v[2], v[3]);
+    __m256 h45 = _mm256_hadd_ps(v[4], v[5]), h67 = _mm256_hadd_ps(v[6], v[7]);
+    __m256 a = _mm256_hadd_ps(h01, h23), b = _mm256_hadd_ps(h45, h67);
+    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+
+/* int4 rows n0..n1 a tile of 8 weight rows at a time; xq/xd non-NULL selects the Q8 path. The
+ * tile's mins and scales come from the tile table (layout: qkernel.c), its tail by tile_tail_avx2;
+ * on the Q8 path the 8 rows' lanes are summed together (reduce8_avx2) and the tail added as a
+ * vector. int4q8_rows_scalar computes the same floats. */
 SGQ_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const float *xd, const float *xsum,
-                                   const float *xdiff, const uint8_t *q, const void *sc, const void *mn, int f16,
+                                   const float *xdiff, const uint8_t *q, const void *tiles, int f16,
                                    float *y, int M, int N, int K, int gs, int n0, int n1) {
     int G = K / gs, KB = K / 32, bpg = gs / 32;
-    float dsb_buf[KB + 8], xd8[M * G + 1], mn32[G + 8], sc32[G + 8];
+    float mnT[G * 8], scT[G * 8], dsb_buf[bpg == 1 ? 1 : KB * 8], xd8[M * G + 1];
     for (int i = 0; i < M * G; i++) xd8[i] = xdiff ? 8.f * xdiff[i] : 0.f;
     const __m128i lomask = _mm_set1_epi8(0x0F);
-    const __m256i ones = _mm256_set1_epi16(1);
-    (void)ones;
-    for (int n = n0; n < n1; n++) {
-        const uint8_t *qr = q + (size_t)n * (K / 2);
-        size_t ssz = f16 ? 2 : 4;
-        const void *sr = (const char *)sc + (size_t)n * G * ssz, *mr = (const char *)mn + (size_t)n * G * ssz;
-        /* row n's mins and scales in fp32, converted once for its M activation rows (F16C: exact, as
-         * scale_at's, NaN payloads aside); fp32 tables are read in place */
-        const float *mnf = (const float *)mr, *scf = (const float *)sr;
-        if (f16) {
-            expand_scales((const uint16_t *)mr, mn32, G, 1);
-            expand_scales((const uint16_t *)sr, sc32, G, 1);
-            mnf = mn32, scf = sc32;
+    const int ds = 8; /* dsb + r: weight row r's block scales, stride 8 */
+    for (int tb = n0 / 8; tb * 8 < n1; tb++) {
+        int r0 = n0 > tb * 8 ? n0 - tb * 8 : 0, r1 = n1 < tb * 8 + 8 ? n1 - tb * 8 : 8;
+        tile_tables_avx2(tiles, f16, G, (size_t)tb, mnT, scT);
+        __m256 tailv[MAX_M];
+        tile_tail_avx2(mnT, scT, xsum, xdiff ? xd8 : NULL, M, G, tailv);
+        const float *dsbT = scT; /* [KB][8]: each block's scale, for the tile's 8 rows */
+        if (bpg > 1) {
+            for (int bi = 0; bi < KB; bi++) _mm256_storeu_ps(dsb_buf + bi * 8, _mm256_loadu_ps(scT + (bi / bpg) * 8));
+            dsbT = dsb_buf;
         }
-        float tail[MAX_M]; /* sum over groups of min * xsum (+ 8 * scale * xdiff on the Q8 path) */
-        for (int m = 0; m < M; m++) {
-            const float *xs = xsum + (size_t)m * G, *xf = xd8 + (size_t)m * G;
-            __m256 t = _mm256_setzero_ps();
-            int g = 0;
-            for (; g + 8 <= G; g += 8) {
-                t = _mm256_fmadd_ps(_mm256_loadu_ps(mnf + g), _mm256_loadu_ps(xs + g), t);
-                t = _mm256_fmadd_ps(_mm256_loadu_ps(scf + g), _mm256_loadu_ps(xf + g), t);
-            }
-            float ts = hsum8(t);
-            for (; g < G; g++) ts += mnf[g] * xs[g] + scf[g] * xf[g];
-            tail[m] = ts;
-        }
-        const float *dsb = dsb_buf; /* per block: the group's scale */
-        if (bpg == 1) dsb = scf;
-        else expand_scales_f32(scf, dsb_buf, G, bpg);
         if (xq) {
-            q8_row_all(qr, xq, xd, dsb, tail, y, M, N, K, n, 1);
-        } else {
+            __m256 sums[8][MAX_M];
+            for (int r = 0; r < 8; r++) {
+                if (r < r0 || r >= r1) {
+                    for (int m = 0; m < M; m++) sums[r][m] = _mm256_setzero_ps();
+                    continue;
+                }
+                q8_rows_vec(q + (size_t)(tb * 8 + r) * (K / 2), xq, xd, dsbT + r, ds, sums[r], M, K, 1);
+            }
+            for (int m = 0; m < M; m++) {
+                __m256 v[8];
+                for (int r = 0; r < 8; r++) v[r] = sums[r][m];
+                __m256 res = _mm256_add_ps(reduce8_avx2(v), tailv[m]);
+                float *ym = y + (size_t)m * N + (size_t)tb * 8;
+                if (r0 == 0 && r1 == 8) {
+                    _mm256_storeu_ps(ym, res);
+                } else {
+                    float lanes[8];
+                    _mm256_storeu_ps(lanes, res);
+                    for (int r = r0; r < r1; r++) ym[r] = lanes[r];
+                }
+            }
+            continue;
+        }
+        float tails[MAX_M][8];
+        for (int m = 0; m < M; m++) _mm256_storeu_ps(tails[m], tailv[m]);
+        for (int r = r0; r < r1; r++) {
+            int n = tb * 8 + r;
+            const uint8_t *qr = q + (size_t)n * (K / 2);
+            const float *dsb = dsbT + r;
+            float tail[MAX_M];
+            for (int m = 0; m < M; m++) tail[m] = tails[m][r];
             SWITCH_M(UNPACK_INT4_F32, DOT_F32_STEP)
         }
     }
@@ -405,8 +512,7 @@ SGQ_AVX2 static void int8_blocks_avx2(const float *x, const int8_t *xq, const fl
     int G = K / gs, KB = K / 32, bpg = gs / 32;
     float dsb[KB + 8];
     const float tail[MAX_M] = {0};
-    const __m256i ones = _mm256_set1_epi16(1);
-    (void)ones;
+    const int ds = 1;
     for (int n = n0; n < n1; n++) {
         const int8_t *qr = q + (size_t)n * K;
         if (f16) {
@@ -415,7 +521,7 @@ SGQ_AVX2 static void int8_blocks_avx2(const float *x, const int8_t *xq, const fl
             expand_scales_f32((const float *)sc + (size_t)n * G, dsb, G, bpg);
         }
         if (xq) {
-            q8_row_all(qr, xq, xd, dsb, tail, y, M, N, K, n, 0);
+            q8_row_all(qr, xq, xd, dsb, y, M, N, K, n);
         } else {
             SWITCH_M(UNPACK_INT8_F32, DOT_F32_STEP)
         }

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import jsonschema
 import pytest
 from pydantic import BaseModel, Field
 
-from structgen import SamplingParams
+from structgen import Choice, Regex, SamplingParams
 from structgen.errors import ExtractionError
 
 pytestmark = pytest.mark.slow
@@ -114,10 +117,51 @@ def test_truncated_output_raises_with_raw_text(smollm2_engine):
     assert info.value.raw_text.startswith("{")
 
 
+def _top2_margins(out) -> list[float]:
+    """Per generated position, the chosen token's logprob lead over the runner-up (``inf``
+    where one token was possible)."""
+    tops = [sorted(top.values(), reverse=True) + [float("-inf")] for top in out.logprobs]
+    return [t[0] - t[1] for t in tops]
+
+
 def test_unconstrained_generation_and_chat(smollm2_engine):
+    """A chat question, no constraint: the greedy answer's 8 tokens, each >= 1.0 logprob ahead
+    of the runner-up on every build and activation dtype (benchmarks/greedy_margins.py)."""
     out = smollm2_engine.generate(
-        [[{"role": "user", "content": "What is the capital of France?"}]],
-        SamplingParams(max_tokens=24, temperature=0.0),
+        [[{"role": "user", "content": "What is the chemical symbol for gold?"}]],
+        SamplingParams(max_tokens=8, temperature=0.0, logprobs=2),
     )[0]
-    assert "Paris" in out.text
+    assert out.text == "The chemical symbol for gold is Au."
+    assert min(_top2_margins(out)) >= 1.0, (out.text, out.logprobs)
     assert out.metrics.ttft_s > 0 and out.metrics.num_generated_tokens == len(out.token_ids)
+
+
+def _readme_generate_example() -> tuple[str, str]:
+    """README's ``outs = engine.generate(...)`` statement and the text its comment says
+    ``print(outs[0].text)`` shows."""
+    readme = (ROOT / "README.md").read_text()
+    call = re.search(r"^outs = engine\.generate\(\n.*?^\)\n", readme, re.M | re.S)
+    shown = re.search(r"^print\(outs\[0\]\.text\) +# (.+)$", readme, re.M)
+    assert call and shown, "README lost its engine.generate example or its printed text"
+    return call.group(0), shown.group(1)
+
+
+def test_readme_generate_example(smollm2_engine):
+    """README's generate example (chat and raw prompts, regex and choice constraints) prints
+    what README shows, with a margin: the greedy answer leads the runner-up token by >= 1.0
+    logprob at every position, so a numerically neutral change of the int8-activation path
+    (it moves logprobs by up to ~1, benchmarks/q8_sensitivity.py) cannot flip it. Run with
+    ``logprobs=2`` added, which changes no sampled token; margins per candidate prompt and
+    build: benchmarks/greedy_margins.py."""
+    call, shown = _readme_generate_example()
+    api = SimpleNamespace(
+        SamplingParams=functools.partial(SamplingParams, logprobs=2), Regex=Regex, Choice=Choice
+    )
+    scope = {"engine": smollm2_engine, "structgen": api}
+    exec(call, scope)
+    outs = scope["outs"]
+    assert outs[0].text == shown
+    assert outs[1].text in (" yes", " no") and outs[1].finish_reason == "stop"
+    for out in outs:
+        assert out.metrics.ttft_s > 0 and out.metrics.num_generated_tokens == len(out.token_ids)
+        assert min(_top2_margins(out)) >= 1.0, (out.text, out.logprobs)

@@ -84,6 +84,9 @@ def _kv_ptrs(kv: KVPool) -> list[int]:
     return [t.data_ptr() for t in kv.k] + [t.data_ptr() for t in kv.v]
 
 
+_VERSION = operator.attrgetter("_version")
+
+
 class _Watch:
     """What a plan points at, and a cheap check that it still does (module/parameter identity, data
     pointers).
@@ -100,6 +103,8 @@ class _Watch:
         self.setting_objs: list = []  # ... and these attributes these values
         self.setting_get: list = []
         self.setting_vals: list = []
+        self.versioned: list[torch.Tensor] = []  # ... and these tensors these versions
+        self.versions: list[int] = []
 
     def keep(self, container, key, tensor: bool = True):
         obj = container[key]
@@ -117,6 +122,14 @@ class _Watch:
         self.setting_get.append(operator.attrgetter(attr))
         self.setting_vals.append(getattr(obj, attr))
 
+    def version(self, tensor: torch.Tensor) -> None:
+        """``tensor`` must not change in place (``_version``): what the plan holds is derived from
+        its values (an int4 weight's tile table from its scales and mins), not read through its
+        pointer.
+        """
+        self.versioned.append(tensor)
+        self.versions.append(tensor._version)
+
     def fused(self, proj) -> None:
         """What ``FusedProjection.valid`` checks: each member's weight is still its view of the
         fused weight.
@@ -129,6 +142,7 @@ class _Watch:
             all(map(operator.is_, map(operator.getitem, self.containers, self.keys), self.objs))
             and list(map(torch.Tensor.data_ptr, self.tensors)) == self.ptrs
             and list(map(operator.call, self.setting_get, self.setting_objs)) == self.setting_vals
+            and list(map(_VERSION, self.versioned)) == self.versions
         )
 
 
@@ -194,6 +208,11 @@ def _quant_matmul(mod, fused: bool, dtype, watch: _Watch):
         )
         f16 = sc.dtype is torch.float16
         fmt = _FMT_INT4 | int(f16) << 2 | int(q8) << 3 | g << 4
+        if ok:  # the kernel reads the tile table (csrc/qkernel.c), not scales / mins: a copy,
+            tiles = lin.scale_tiles()  # so an in-place change of either must rebuild the plan
+            watch.keep(lin.__dict__, "_scale_tiles", tensor=False)
+            watch.version(sc)
+            watch.version(mn[0])
     else:
         groups = sc.shape[1] if sc.dim() == 2 else 0
         ok = (
@@ -215,7 +234,9 @@ def _quant_matmul(mod, fused: bool, dtype, watch: _Watch):
         bias.dtype != dtype or not bias.is_contiguous() or bias.device.type != "cpu"
     ):
         return None
-    return [_ptr(q), _ptr(bias), fmt, _ptr(sc), _ptr(mn[0] if mn else None)], (n, k), tensors
+    if lin.kind == "int4":  # fields: the tile table in place of scales, mins unused
+        return [_ptr(q), _ptr(bias), fmt, _ptr(tiles), 0], (n, k), [*tensors, tiles]
+    return [_ptr(q), _ptr(bias), fmt, _ptr(sc), 0], (n, k), tensors
 
 
 def _matmul(mod, fused: bool, dtype, watch: _Watch):
@@ -351,7 +372,8 @@ class DecodeStepPlan:
             weight and bias, o weight and bias, post-attention norm, gate/up weight and bias,
             down weight and bias, K and V cache, q/k norm weights (0 where absent), window,
             then per matmul (qkv, o, gate/up, down) its format word (0 float; int4 / int8 with
-            scale dtype, int8-activation flag and group), scales and mins pointers, then for
+            scale dtype, int8-activation flag and group), scales and mins pointers (int4: its
+            ``QuantLinear.scale_tiles`` table, then 0), then for
             qkv and gate/up 3 parts of 6 fields (weight, bias, format word, scales, mins, rows;
             all 0 where the slot is one fused matmul, else its unfused members' quantized
             matmuls, the slot's own fields then 0).

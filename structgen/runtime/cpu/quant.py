@@ -3,7 +3,8 @@
 At small batch (``M <= MAX_M`` rows of activations, i.e. decode) ``y = x @ dequant(W).T`` runs
 in our AVX2/FMA kernel (scalar fallback on other CPUs) over the layouts of
 :mod:`structgen.runtime.quantization.formats`: int4 "rows" (:func:`~.formats.pack_int4_rows`,
-fp16 ``scales``/``mins`` ``[N, G]``) and row-major int8 (per channel or grouped, fp16 or fp32
+fp16 ``scales``/``mins`` ``[N, G]``, read by the kernel as their tile table
+:func:`~.formats.int4_scale_tiles`) and row-major int8 (per channel or grouped, fp16 or fp32
 ``scales`` ``[N, G]``). With int8 activations (``q8``) the kernel serves every ``M`` (prefill
 chunks and decode batches above ``MAX_M`` included: it re-streams the weight per 8 rows and
 measured as fast as the tiles on prefill), so the Q8 arithmetic of a row never depends on the
@@ -29,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from structgen.errors import KernelArgumentError
+from structgen.runtime.quantization.formats import int4_scale_tiles
 
 try:  # built by setup.py; optional
     from structgen.runtime.cpu import _qkernel as _lib
@@ -161,6 +163,31 @@ def _check_int4(
         )
 
 
+def _int4_tiles(
+    fn: str, scales: torch.Tensor, mins: torch.Tensor, tiles: torch.Tensor | None
+) -> torch.Tensor:
+    """``tiles`` checked against ``scales`` (what ``_qkernel`` reads), or built from ``scales``
+    and ``mins`` when None.
+    """
+    if tiles is None:
+        return int4_scale_tiles(scales, mins)
+    n, g = scales.shape
+    if not (
+        tiles.dtype is scales.dtype
+        and tuple(tiles.shape) == ((n + 7) // 8, g, 2, 8)
+        and tiles.is_contiguous()
+        and tiles.is_cpu
+    ):
+        raise _bad(
+            fn,
+            f"tiles [ceil(N/8), K/group, 2, 8] = [{(n + 7) // 8}, {g}, 2, 8] contiguous on CPU "
+            "in the dtype of scales (formats.int4_scale_tiles)",
+            tiles=tiles,
+            scales=scales,
+        )
+    return tiles
+
+
 def _check_int8(fn: str, x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor) -> None:
     """Raise :class:`KernelArgumentError` unless the row-major int8 arguments are what ``_qkernel``
     reads.
@@ -197,6 +224,7 @@ def int4_mm(
     mins: torch.Tensor,
     group: int,
     q8: bool = False,
+    tiles: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``[M, N]`` float32 ``x @ dequant(W).T`` in the C kernel, any ``M`` (re-streams W per 8 rows).
 
@@ -209,6 +237,9 @@ def int4_mm(
         group: the inputs per scale, a multiple of 32 dividing ``K``.
         q8: quantize ``x`` to int8 per block of 32 (llama.cpp's Q8_0 activations) and use
             integer dot products (faster, relative error ~1e-3); False: exact float32.
+        tiles: ``scales`` and ``mins`` as the kernel reads them,
+            :func:`~structgen.runtime.quantization.formats.int4_scale_tiles` ``[ceil(N/8),
+            K/group, 2, 8]`` (a module keeps its own); None: built here for this call.
 
     Returns:
         ``[M, N]`` float32.
@@ -217,6 +248,7 @@ def int4_mm(
         KernelArgumentError: an argument of the wrong shape, dtype, layout or device.
     """
     _check_int4("int4_mm", x, q, scales, mins, group)
+    tiles = _int4_tiles("int4_mm", scales, mins, tiles)
     x = _x32(x)
     m, k = x.shape
     n = q.shape[0]
@@ -224,8 +256,7 @@ def int4_mm(
     _lib.int4_mm(
         x.data_ptr(),
         q.data_ptr(),
-        scales.data_ptr(),
-        mins.data_ptr(),
+        tiles.data_ptr(),
         y.data_ptr(),
         m,
         n,
@@ -347,17 +378,18 @@ def int4_linear(
     mins: torch.Tensor,
     group: int,
     q8: bool = False,
+    tiles: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``x`` ``[M, K]`` -> float32 ``[M, N]``: with ``q8`` the kernel for every ``M`` (each row
     quantized and summed the same way whatever ``M``, so a row's result does not depend on the
     batch it is in); in float32 the kernel for ``M <= MAX_M``, dequantized tiles + float32 BLAS
-    above.
+    above. ``tiles``: as :func:`int4_mm` takes them.
 
     Raises:
         KernelArgumentError: arguments as :func:`int4_mm` rejects them.
     """
     if q8 or x.shape[0] <= MAX_M:
-        return int4_mm(x, q, scales, mins, group, q8)
+        return int4_mm(x, q, scales, mins, group, q8, tiles)
     _check_int4("int4_linear", x, q, scales, mins, group)
     return _tiled(x, q.shape[0], lambda a, b: _int4_dequant_rows(q, scales, mins, group, a, b))
 

@@ -10,7 +10,9 @@ Two layouts, both along the input dimension ``K`` of a ``[N, K]`` linear weight:
   ``mins = -z * scales``; GGUF Q4_1 is this layout with group 32 (``d``, ``m``), Q4_0 has
   ``mins = -8 * d``. On CPU ``q`` is kept packed either in the "rows" layout our C kernel streams
   (:func:`pack_int4_rows`: ggml's block order, scales/mins ``[N, G]``) or, when that kernel is not
-  built, for ``torch.ops.aten._weight_int4pack_mm_for_cpu`` (:func:`pack_int4`).
+  built, for ``torch.ops.aten._weight_int4pack_mm_for_cpu`` (:func:`pack_int4`). The C kernel
+  reads the rows layout's scales and mins as a tile table (:func:`int4_scale_tiles`: 8 weight
+  rows side by side per group), made once per weight.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = [
     "int8_from_group_major",
     "pack_int4_rows",
     "unpack_int4_rows",
+    "int4_scale_tiles",
 ]
 
 
@@ -162,3 +165,33 @@ def unpack_int4_rows(packed: torch.Tensor) -> torch.Tensor:
     n, half = packed.shape
     pv = packed.reshape(n, half // 16, 16)
     return torch.cat((pv & 0x0F, pv >> 4), dim=-1).reshape(n, half * 2)
+
+
+def int4_scale_tiles(scales: torch.Tensor, mins: torch.Tensor) -> torch.Tensor:
+    """The C kernel's tile table of an int4 "rows" weight's mins and scales: 8 weight rows side by
+    side per group, so the kernel sums ``min * xsum`` (+ ``8 * scale * xdiff``) over the groups
+    for 8 rows per vector (csrc/qkernel.c).
+
+    Args:
+        scales: ``[N, G]`` float16 or float32.
+        mins: ``[N, G]``, the dtype of ``scales``.
+
+    Returns:
+        ``[ceil(N / 8), G, 2, 8]`` contiguous, the dtype of ``scales``:
+        ``tiles[t, g, 0, r] = mins[8 t + r, g]``, ``tiles[t, g, 1, r] = scales[8 t + r, g]``,
+        0 for rows past ``N``.
+
+    Raises:
+        ValueError: ``scales`` and ``mins`` are not 2-D of one shape and dtype.
+    """
+    if scales.dim() != 2 or mins.shape != scales.shape or mins.dtype != scales.dtype:
+        raise ValueError(
+            "int4_scale_tiles: scales and mins must be [N, G] of one dtype, got "
+            f"{scales.dtype} {tuple(scales.shape)} and {mins.dtype} {tuple(mins.shape)}"
+        )
+    n, g = scales.shape
+    nt = (n + 7) // 8
+    table = torch.zeros(nt * 8, 2, g, dtype=scales.dtype, device=scales.device)  # [8 nt, 2, G]
+    table[:n, 0] = mins
+    table[:n, 1] = scales
+    return table.reshape(nt, 8, 2, g).permute(0, 3, 2, 1).contiguous()  # [nt, G, 2, 8]

@@ -46,6 +46,7 @@ from structgen.runtime.quantization.formats import (
     dequantize_int4,
     dequantize_int8,
     int4_scale_and_zeros,
+    int4_scale_tiles,
     int8_from_group_major,
     int8_to_group_major,
     pack_int4,
@@ -364,6 +365,7 @@ class QuantLinear(nn.Module):
                 self.mins,
                 self.group_size,
                 _q8(x2, self.activation_dtype),
+                self.scale_tiles(),
             ).to(x2.dtype)
         elif self.int4_layout == "torch" and x2.device.type == "cpu":
             y = int4_matmul(
@@ -421,10 +423,39 @@ class QuantLinear(nn.Module):
         b = self._buffers
         q8 = (self.activation_dtype or x2.dtype) != torch.float32
         if self.kind == "int4":
-            y = cpu_quant.int4_linear(x2, b["qweight"], b["scales"], b["mins"], self.group_size, q8)
+            y = cpu_quant.int4_linear(
+                x2, b["qweight"], b["scales"], b["mins"], self.group_size, q8, self.scale_tiles()
+            )
         else:
             y = cpu_quant.int8_linear(x2, b["qweight"], b["scales"], q8)
         return y if y.dtype == x2.dtype else y.to(x2.dtype)
+
+    def scale_tiles(self) -> torch.Tensor:
+        """An int4 "rows" weight's ``scales`` and ``mins`` as the C kernel reads them:
+        :func:`~structgen.runtime.quantization.formats.int4_scale_tiles` ``[ceil(N/8), G, 2, 8]``
+        in their dtype, made at the first call and kept while ``scales`` and ``mins`` are the same
+        tensor objects at the same version (an in-place change, e.g. ``load_state_dict``, or a
+        replaced buffer makes a new one; the tensors are held, not their addresses, so a new
+        buffer allocated where a freed one was is not mistaken for it).
+
+        Raises:
+            ValueError: the module is not int4 (``int4_scale_tiles``'s error for other tables).
+        """
+        b = self._buffers
+        if self.kind != "int4":
+            raise ValueError(f"scale_tiles: {self.kind} weights have no mins (int4 only)")
+        sc, mn = b["scales"], b["mins"]
+        kept = self.__dict__.get("_scale_tiles")  # (scales, its version, mins, its version, tiles)
+        if (
+            kept is None
+            or kept[0] is not sc
+            or kept[2] is not mn
+            or kept[1] != sc._version
+            or kept[3] != mn._version
+        ):
+            tiles = int4_scale_tiles(sc, mn)
+            kept = self.__dict__["_scale_tiles"] = (sc, sc._version, mn, mn._version, tiles)
+        return kept[4]
 
     def _cached_scale_zeros(self, dtype: torch.dtype) -> torch.Tensor:
         """The torch layout's ``[G, N, 2]`` (scale, zero) table in ``dtype``, built once per dtype

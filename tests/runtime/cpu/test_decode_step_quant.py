@@ -20,6 +20,7 @@ import torch
 from structgen.runtime.cpu import decode_step, dense
 from structgen.runtime.cpu import ops as cpu_ops
 from structgen.runtime.cpu import quant as cpu_quant
+from structgen.runtime.models.testing import PagedSequences
 from structgen.runtime.quantization.linear import QuantLinear, apply_activation_dtype
 from tests.runtime.cpu.test_decode_step import _scenario
 
@@ -229,3 +230,36 @@ def test_unfused_members_run_as_parts(tmp_path_factory, monkeypatch, dtype):
     finally:
         for layer, (qkv, gate_up) in zip(layers, saved):
             layer.self_attn.qkv, layer.mlp.gate_up = qkv, gate_up
+
+
+@pytest.mark.parametrize("activation", ["int8", "float32"])
+def test_in_place_change_of_int4_scales_reaches_the_fused_step(
+    tmp_path_factory, monkeypatch, activation
+):
+    """The fused step reads an int4 weight's tile table, a copy of its scales and mins made with
+    the plan: scales and mins changed in place between two decode steps on one KV pool (as
+    ``load_state_dict`` copies) must rebuild the plan, so the step equals the per-op path, which
+    rebuilds its table on the tensors' new version."""
+    model = _model(tmp_path_factory, "qwen3", "Q4_1", torch.float32)
+    apply_activation_dtype(model, activation)
+    mods = [m for m in model.modules() if isinstance(m, QuantLinear)]
+
+    def run() -> torch.Tensor:
+        seqs = PagedSequences(model, num_pages=64, page_size=4)
+        seqs.step({0: [5, 6, 7, 8, 9]})
+        seqs.step({0: [10]})  # fused: the plan and its tile tables are made
+        with torch.no_grad():
+            for m in mods:  # exact in fp16: x2 then x0.5
+                m.scales.mul_(2.0)
+                m.mins.mul_(2.0)
+        out = seqs.step({0: [11]})[0]
+        with torch.no_grad():
+            for m in mods:
+                m.scales.mul_(0.5)
+                m.mins.mul_(0.5)
+        return out
+
+    fused = run()
+    monkeypatch.setattr(decode_step, "_ENABLED", False)
+    per_op = run()
+    assert torch.equal(fused, per_op)

@@ -13,6 +13,7 @@ from structgen.runtime.cpu import quant as cpu_quant
 from structgen.runtime.quantization.formats import (
     dequantize_int4,
     dequantize_int8,
+    int4_scale_tiles,
     pack_int4_rows,
     quantize_int4,
     quantize_int8,
@@ -307,3 +308,79 @@ def test_q8_rows_do_not_depend_on_the_batch(isa, kind):
     torch.testing.assert_close(
         alone, exact, rtol=0.05, atol=0.3
     )  # Q8 rounding, outputs ~N(0, 14^2)
+
+
+@needs_kernel
+@pytest.mark.parametrize("scale_dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("n,k,group", [(37, 576, 32), (21, 256, 64), (8, 96, 32)])
+def test_int4_q8_scalar_path_equals_avx2_bit_for_bit(scale_dtype, n, k, group):
+    """The int4 Q8 path computes one float per (activation row, weight row) on both ISAs: the
+    scalar fallback repeats the AVX2 lanes' integer dots, fused multiply-adds, accumulator and
+    lane order and the tile tail's order (csrc/qkernel_rows.h), for fp16 and fp32 (Q4_K) tables,
+    ragged last tiles and every M."""
+    if cpu_quant._lib.set_isa(True) != "avx2":
+        pytest.skip("no AVX2 here")
+    g = torch.Generator().manual_seed(n + k + group)
+    q = torch.randint(0, 16, (n, k), generator=g, dtype=torch.uint8)
+    st = (torch.rand(n, k // group, generator=g) * 0.02 + 0.001).to(scale_dtype)
+    mt = (-torch.rand(n, k // group, generator=g) * 0.1).to(scale_dtype)
+    x = torch.randn(20, k, generator=g) * 3
+    packed = pack_int4_rows(q)
+    try:
+        for m in (1, 3, 8, 20):
+            cpu_quant._lib.set_isa(True)
+            simd = cpu_quant.int4_mm(x[:m], packed, st, mt, group, q8=True)
+            cpu_quant._lib.set_isa(False)
+            scalar = cpu_quant.int4_mm(x[:m], packed, st, mt, group, q8=True)
+            assert torch.equal(simd, scalar), f"M={m}: max diff {(simd - scalar).abs().max()}"
+    finally:
+        cpu_quant._lib.set_isa(True)
+    wd = dequantize_int4(q, st.t().float(), mt.t().float())
+    _close(simd, _int4_q8_ref(x, q, st.t().float(), mt.t().float()), 1e-6, x, wd)
+
+
+def test_int4_scale_tiles_layout():
+    """``tiles[t, g, 0, r] = mins[8t + r, g]``, ``tiles[t, g, 1, r] = scales[8t + r, g]``, zero
+    past N; a QuantLinear rebuilds its table when its scales change in place."""
+    g = torch.Generator().manual_seed(5)
+    s, mn = torch.rand(19, 6, generator=g).half(), -torch.rand(19, 6, generator=g).half()
+    tiles = int4_scale_tiles(s, mn)
+    assert tiles.shape == (3, 6, 2, 8) and tiles.dtype == torch.float16 and tiles.is_contiguous()
+    for row in range(24):
+        t, r = divmod(row, 8)
+        want_mn = mn[row] if row < 19 else torch.zeros(6, dtype=torch.float16)
+        want_s = s[row] if row < 19 else torch.zeros(6, dtype=torch.float16)
+        assert torch.equal(tiles[t, :, 0, r], want_mn) and torch.equal(tiles[t, :, 1, r], want_s)
+    with pytest.raises(ValueError, match="int4_scale_tiles"):
+        int4_scale_tiles(s, mn.float())
+    if not cpu_quant.available():
+        return
+    packed = pack_int4_rows(torch.zeros(19, 192, dtype=torch.uint8))
+    lin = QuantLinear.from_int4_rows(packed, s.clone(), mn.clone())
+    first = lin.scale_tiles()
+    assert lin.scale_tiles() is first and torch.equal(first, tiles)
+    lin.load_state_dict({**lin.state_dict(), "scales": s * 2})  # copied in place
+    assert torch.equal(lin.scale_tiles(), int4_scale_tiles(s * 2, mn))
+
+
+@needs_kernel
+def test_int4_scale_tiles_follow_replaced_buffers():
+    """A replaced ``scales`` / ``mins`` buffer (a new tensor, which may sit at a freed one's address
+    with the same version) gets a new tile table, and the matmul reads it: the table is keyed by
+    the tensors themselves, not by their addresses."""
+    g = torch.Generator().manual_seed(6)
+    n, k = 19, 64
+    q = torch.randint(0, 16, (n, k), generator=g, dtype=torch.uint8)
+    s, mn = torch.rand(n, 2, generator=g).half(), -torch.rand(n, 2, generator=g).half()
+    lin = _set_activation_dtype(
+        QuantLinear.from_int4_rows(pack_int4_rows(q), s.clone(), mn.clone()), torch.float32
+    )
+    x = torch.randn(3, k, generator=g)
+    for step in range(2, 7):
+        lin(x)  # a table is made for the current buffers
+        for name, value in (("scales", s * step), ("mins", mn * step)):
+            lin._buffers[name] = None  # the old buffer is freed ...
+            lin._buffers[name] = torch.empty_like(value).copy_(value)  # ... a new one made
+        assert torch.equal(lin.scale_tiles(), int4_scale_tiles(lin.scales, lin.mins))
+        wd = dequantize_int4(q, lin.scales.t(), lin.mins.t())
+        _close(lin(x), _ref(x, wd), 1e-6, x, wd)

@@ -129,6 +129,15 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   of the object is named by that label, and no sibling holds the value; a value that
   starts with a negation or is "n/a" ("Email: none") is no value (the denied string
   rule reads it).
+* **appositive**: a free string field named for a person's role (the last word of its
+  name ``title``, ``role``, ``position``, ``occupation`` or ``designation``) that the
+  model left null or out takes the phrase the text writes right after a sibling name
+  field's value (a key with the word ``name``), after ", " and before " at " or ", "
+  ("Dr. Elena Petrova, Head of Research at Quantix Labs": "Head of Research"; "Fatima
+  Al-Sayed, Office Manager, Crescent Dental Clinic"), when its words are capitalised
+  (function words and ``&`` inside), every occurrence of the name gives the same phrase,
+  and the phrase neither is nor holds a sibling's value ("Ana Ruiz, Verde Foods, Madrid"
+  with ``company`` "Verde Foods" gives nothing).
 * **amount**: a number field named for money (``labels.is_amount_field``: ``price``,
   ``total``, ``amount``, ``cost``, ``fee``, ``paid``, ...) whose value is none of the
   readings of the numerals the text writes with a currency mark (``labels.amount_spans``:
@@ -187,10 +196,10 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 boolean and enum rules (currency symbols included), ``numbers.py`` the number,
 separator, repeat, range, amount, denied-number, denied-count and foreign numeral rules,
 ``strings.py`` the span-start, label, string repeat, identifier, phone and phone fragment
-rules, ``names.py`` the name-run, place-list, sibling-cut and honorific rules (where a
-copied name starts and ends), ``dates.py`` the date order and date null rules, ``nulls.py``
-the null and identifier null rules, and ``apply.py`` the driver, ``apply_evidence``, which
-this package re-exports.
+rules, ``names.py`` the name-run, place-list, sibling-cut, honorific and appositive
+rules (where a copied name starts and ends), ``dates.py`` the date order and date null
+rules, ``nulls.py`` the null and identifier null rules, and ``apply.py`` the driver,
+``apply_evidence``, which this package re-exports.
 """
 
 from __future__ import annotations

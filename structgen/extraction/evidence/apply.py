@@ -2,7 +2,7 @@
 
 Each object of the schema is walked once: the boolean, enum and number rules in schema
 order (``options``, ``numbers``), then per field the amount, identifier, phone, separator,
-span-start, name-run, label and place-list rules, then the repeat, range, string repeat,
+span-start, name-run, label, appositive and place-list rules, then the repeat, range, string repeat,
 sibling-cut, honorific and date order rules, then per field the foreign numeral and
 phone fragment rules, then the null rules (``nulls``); last,
 unsupported array items are dropped (``items.trim_items``). The rules: the package
@@ -21,6 +21,7 @@ from structgen.extraction.evidence.dates import _dates_in_order
 from structgen.extraction.evidence.fields import _kind, _nullable
 from structgen.extraction.evidence.names import (
     _after_honorific,
+    _appositive_role,
     _capital_run,
     _place_list,
     _sibling_cut,
@@ -155,6 +156,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             run = (
                 _capital_run(schema, sub, name, node, text)
                 or _label_value(schema, sub, name, node, text)
+                or _appositive_role(schema, sub, name, node, text)
                 or _place_list(schema, sub, name, node, text)
             )
             if run is not None:

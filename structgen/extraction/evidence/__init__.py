@@ -170,6 +170,11 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``format`` or ``pattern``) whose value holds fewer than seven digits while the text
   writes no phone number (``labels.phone_runs``) is null, or left out when the schema
   does not require it: the "1" of "June 1" is no phone number.
+* **e-mail shape**: a string field named for an e-mail address (``labels.email_field``;
+  no ``enum``, ``const``, ``format`` or ``pattern``) whose value has no ``@`` ("email":
+  "Carlos Diaz", a sibling's name) takes the one address the text writes that no sibling
+  holds (``labels.email_addresses``); when the text writes no address it is null, or
+  left out when the schema does not require it; with two or more, the value stays.
 * **date order**: when two ``format: date`` fields of one object hold the same date
   and the text writes exactly as many dates (every reading ``structgen.fsm.dates``
   gives) as the object has date fields, the date fields take them in text order (an
@@ -195,11 +200,11 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 ``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
 boolean and enum rules (currency symbols included), ``numbers.py`` the number,
 separator, repeat, range, amount, denied-number, denied-count and foreign numeral rules,
-``strings.py`` the span-start, label, string repeat, identifier, phone and phone fragment
-rules, ``names.py`` the name-run, place-list, sibling-cut, honorific and appositive
-rules (where a copied name starts and ends), ``dates.py`` the date order and date null
-rules, ``nulls.py`` the null and identifier null rules, and ``apply.py`` the driver,
-``apply_evidence``, which this package re-exports.
+``strings.py`` the span-start, label, string repeat, identifier, phone, phone fragment
+and e-mail shape rules, ``names.py`` the name-run, place-list, sibling-cut, honorific and
+appositive rules (where a copied name starts and ends), ``dates.py`` the date order and
+date null rules, ``nulls.py`` the null and identifier null rules, and ``apply.py`` the
+driver, ``apply_evidence``, which this package re-exports.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
-"""The evidence pass's e-mail shape rule (``structgen.extraction.evidence``): an e-mail
-field holding no address takes the one address the text writes, or is null / left out;
+"""The evidence pass's e-mail shape and contact rules (``structgen.extraction.evidence``):
+an e-mail field holding no address takes the one address the text writes, or is null /
+left out; a contact object left null takes the name written before the one phone number;
 hand-checked cases (the reference is the value a reader takes from the text)."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -96,3 +99,71 @@ def test_email_words_and_addresses():
     assert email_field("work_mail") and not email_field("mailbox") and not email_field("name")
     text = "a.b+c@x-y.example, then d@e.org. Not: f@g, @h.example"
     assert email_addresses(text) == ["a.b+c@x-y.example", "d@e.org"]
+
+
+LISTING = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "agent": {
+            "type": ["object", "null"],
+            "properties": {"name": {"type": "string"}, "phone": {"type": "string"}},
+            "required": ["name", "phone"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["city", "agent"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "agent"),
+    [
+        (
+            "House in Leeds, four bedrooms. Call Hannah Wright, 0113 496 0000, to arrange a visit.",
+            {"name": "Hannah Wright", "phone": "0113 496 0000"},
+        ),
+        (
+            "Townhouse, Basel. CHF 1'150'000. Agent: Lukas Frei, 061 555 12 34.",
+            {"name": "Lukas Frei", "phone": "061 555 12 34"},
+        ),
+        (
+            "Flat in Porto. Contact agent Rui Costa on +351 22 000 4411.",
+            {"name": "Rui Costa", "phone": "+351 22 000 4411"},
+        ),
+        (
+            "In Austin. Showings through the listing agent, Maria Gonzalez, reachable at "
+            "512-555-0176 on weekdays.",
+            {"name": "Maria Gonzalez", "phone": "512-555-0176"},
+        ),
+    ],
+)
+def test_a_contact_left_null_takes_the_name_before_the_one_phone_number(text, agent):
+    value, changed = apply_evidence(LISTING, text, {"city": "Leeds", "agent": None})
+    assert value["agent"] == agent and "agent" in changed
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Studio in Uppsala. Private sale, no agent. Owner Eva Berg, 070 123 45 67.",  # denied
+        "Flat in Porto. Call Rui Costa, 22 000 4411, or Ana Lima, 22 000 5522.",  # two phones
+        "Flat in Porto. Call us on 22 000 4411.",  # no name before the number
+        "Flat in Porto. Call Rui, 22 000 4411.",  # one word is not a full name
+        "Flat in Porto.\nRui Costa, 22 000 4411.",  # a sentence's first word may be any word
+        "Flat in Porto, 78 square metres, two bedrooms.",  # no phone number
+    ],
+)
+def test_contact_rule_does_not_fire(text):
+    value, changed = apply_evidence(LISTING, text, {"city": "Porto", "agent": None})
+    assert value["agent"] is None and "agent" not in changed
+
+
+def test_contact_rule_leaves_a_written_contact_and_other_objects_alone():
+    text = "Flat in Porto. Call Rui Costa, 22 000 4411."
+    written = {"city": "Porto", "agent": {"name": "Ana Lima", "phone": "22 000 4411"}}
+    assert apply_evidence(LISTING, text, written)[0]["agent"] == written["agent"]
+    schema = json.loads(json.dumps(LISTING))
+    schema["properties"]["agent"]["properties"]["email"] = {"type": "string"}
+    schema["properties"]["agent"]["required"].append("email")  # not a name-and-phone pair
+    assert apply_evidence(schema, text, {"city": "Porto", "agent": None})[0]["agent"] is None

@@ -175,6 +175,14 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   "Carlos Diaz", a sibling's name) takes the one address the text writes that no sibling
   holds (``labels.email_addresses``); when the text writes no address it is null, or
   left out when the schema does not require it; with two or more, the value stays.
+* **contact**: a nullable object field the model left null or out whose two required
+  properties are a free string field named for a name (a key with the word ``name``) and a
+  phone field takes the name and phone number the text writes together ("Call Hannah
+  Wright, 0113 496 0000, to arrange a viewing", "Agent: Lukas Frei, 061 555 12 34",
+  "agent Rui Costa on +351 ...": two or three capitalised name words, a comma, "on",
+  "at" or "reachable at" between; a sentence's first word is not taken), when the text
+  writes exactly one phone number that no sibling holds and does not mention the field's
+  name only negated ("Private sale, no agent"; ``evidence.contacts``).
 * **date order**: when two ``format: date`` fields of one object hold the same date
   and the text writes exactly as many dates (every reading ``structgen.fsm.dates``
   gives) as the object has date fields, the date fields take them in text order (an
@@ -203,8 +211,8 @@ separator, repeat, range, amount, denied-number, denied-count and foreign numera
 ``strings.py`` the span-start, label, string repeat, identifier, phone, phone fragment
 and e-mail shape rules, ``names.py`` the name-run, place-list, sibling-cut, honorific and
 appositive rules (where a copied name starts and ends), ``dates.py`` the date order and
-date null rules, ``nulls.py`` the null and identifier null rules, and ``apply.py`` the
-driver, ``apply_evidence``, which this package re-exports.
+date null rules, ``contacts.py`` the contact rule, ``nulls.py`` the null and identifier
+null rules, and ``apply.py`` the driver, ``apply_evidence``, which this package re-exports.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Each object of the schema is walked once: the boolean, enum and number rules in 
 order (``options``, ``numbers``), then per field the amount, identifier, phone, separator,
 span-start, name-run, label, appositive and place-list rules, then the repeat, range,
 string repeat, sibling-cut, honorific and date order rules, then per field the foreign
-numeral, phone fragment and e-mail shape rules, then the null rules (``nulls``); last,
+numeral, phone fragment and e-mail shape rules, then the contact rule (``contacts``), then
+the null rules (``nulls``); last,
 unsupported array items are dropped (``items.trim_items``). The rules: the package
 docstring, ``structgen.extraction.evidence``.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 import jsonschema
 
+from structgen.extraction.evidence.contacts import _contact_object
 from structgen.extraction.evidence.dates import _dates_in_order
 from structgen.extraction.evidence.fields import _kind, _nullable
 from structgen.extraction.evidence.names import (
@@ -201,6 +203,11 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 elif shaped and _clearable(schema, sub, name, prop):
                     _clear(schema, prop, node, name)
                     changed.append(path + name)
+        for name in sub.get("properties") or {}:
+            contact = _contact_object(schema, sub, name, node, doc)
+            if contact is not None:  # "Call Hannah Wright, 0113 496 0000": the agent
+                node[name] = contact
+                changed.append(path + name)
         copied = _copied_nulls(schema, sub, node, doc, text, spans)
         for name in copied:  # a sibling's value for a field the text never names
             node[name] = None

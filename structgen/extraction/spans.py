@@ -24,8 +24,9 @@ with no such continuation in the text costs nothing.
 
 ``extract`` runs it on each output as it finishes with ``score_span_ends=True``, the
 measured default ``SCORE_SPAN_ENDS_DEFAULT`` (benchmarks/RESULTS.md, #23 q23: on the dev
-set's greedy outputs +4 fields, none lost, no expected record changed; an earlier version,
-mean log-probability over extensions by any unit, changed no value on other documents).
+set's greedy outputs +4 fields, none lost, no right value of an expected record changed; an
+earlier version, mean log-probability over extensions by any unit, changed no value on
+other documents).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import jsonschema
 
 from structgen.extraction.choices import _template, _with, common_prefix, revise_outputs
 from structgen.extraction.evidence.names import _FUNCTION_WORDS
+from structgen.extraction.evidence.strings import _free_string
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.copy import json_string_content
 from structgen.runtime.sampling_params import SamplingParams
@@ -94,17 +96,6 @@ def span_candidates(value: str, text: str, max_words: int = MAX_EXTRA_WORDS) -> 
     return out
 
 
-def _free_string(root: Any, sub: Any) -> bool:
-    """Whether ``sub`` is a string schema a span may extend (no enum, const, format or
-    pattern, where an extension would never be the value).
-    """
-    sub = _resolve(root, sub)
-    if not isinstance(sub, dict) or any(k in sub for k in ("enum", "const", "format", "pattern")):
-        return False
-    types = sub.get("type")
-    return types == "string" or (isinstance(types, list) and "string" in types)
-
-
 def _subschema(root: Any, keys: tuple[str, ...]) -> Any:
     node = root
     for k in keys:
@@ -147,7 +138,7 @@ def choose_span_ends(
             current = raw[start:end]
             if keys not in paths or not current.startswith('"'):
                 continue
-            if not _free_string(schema, _subschema(schema, keys)):
+            if _free_string(schema, _subschema(schema, keys)) is None:
                 continue
             cands = span_candidates(json.loads(current), texts[i])
             if len(cands) < 2:

@@ -39,6 +39,7 @@ file holds, ``--score-only`` scores the files as they are (the documents every p
 Run:  python benchmarks/bench_extract.py [--peers structgen,llama.cpp,xgrammar]
       [--baseline-checkout DIR] [--limit N] [--ids ID,ID] [--batch1-docs 8] [--prompt-style NAME]
       [--extract-kwargs '{"score_options": true}'] [--rescore-evidence RUN.json]
+      [--rescore-span-ends RUN.json]
       [--llama-threads 2] [--jsonl-dir DIR [--resume] [--score-only]]
       [--json FILE] [--plot benchmarks/bench_extract.png]
 """
@@ -690,6 +691,18 @@ def rescore_overlaps(path: Path, docs: list[scoring.Document], messages: list[An
     return _rescore_scored(path, docs, messages, "overlaps", choose_overlaps)
 
 
+def rescore_span_ends(path: Path, docs: list[scoring.Document], messages: list[Any]) -> dict:
+    """The structgen peers of an earlier ``--json`` file (run with ``evidence: false,
+    score_span_ends: false``) with each copied string's end decided by the model's
+    probability that it ends there (``structgen.extraction.spans``), then the evidence
+    pass: what the default ``extract`` returns for the same greedy generations. Returns
+    rows named ``PEER+span_ends``.
+    """
+    from structgen.extraction.spans import choose_span_ends
+
+    return _rescore_scored(path, docs, messages, "span_ends", choose_span_ends)
+
+
 def peer_messages(doc: scoring.Document, style: str | None = None) -> list[dict] | str:
     """The messages every peer gets for ``doc``: exactly what ``extract`` builds (its
     prompt of the schema as ``schema_for`` reads it, no instructions), or the prompt
@@ -780,6 +793,10 @@ def main() -> None:
                     help="an earlier --json run with evidence off: move one of each pair of "
                     "string fields holding the same span by score, then apply the evidence "
                     "rules")  # fmt: skip
+    ap.add_argument("--rescore-span-ends", type=Path, default=None,
+                    help="an earlier --json run with evidence and span-end scoring off: "
+                    "decide where each copied string ends by score, then apply the evidence "
+                    "rules")  # fmt: skip
     ap.add_argument("--rescore-numbers", type=Path, default=None,
                     help="an earlier --json run with evidence and score_numbers off: choose "
                     "its copied numbers by score, then apply the evidence rules")  # fmt: skip
@@ -823,6 +840,7 @@ def main() -> None:
         (args.rescore_numbers, rescore_numbers),
         (args.rescore_options, rescore_options),
         (args.rescore_overlaps, rescore_overlaps),
+        (args.rescore_span_ends, rescore_span_ends),
     ]
     for path, rescore in rescores:
         if path is None:

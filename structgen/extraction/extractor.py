@@ -22,7 +22,7 @@ from structgen.extraction.numbers import choose_numbers
 from structgen.extraction.overlaps import choose_overlaps
 from structgen.extraction.prompt import extraction_messages
 from structgen.extraction.result import ExtractionResult
-from structgen.extraction.spans import choose_span_ends
+from structgen.extraction.spans import SCORE_SPAN_ENDS_DEFAULT, choose_span_ends
 from structgen.fsm.spec import schema_for
 from structgen.runtime.sampling_params import SamplingParams
 
@@ -35,6 +35,7 @@ __all__ = [
     "SCORE_OPTIONS_DEFAULT",
     "SCORE_NUMBERS_DEFAULT",
     "SCORE_OVERLAPS_DEFAULT",
+    "SCORE_SPAN_ENDS_DEFAULT",
     "WRITE_NULLS_DEFAULT",
 ]
 
@@ -53,7 +54,7 @@ def extract(
     params: SamplingParams | None = None,
     errors: str = "raise",
     copy: bool | None = None,
-    score_span_ends: bool = False,
+    score_span_ends: bool | None = None,
     score_options: bool | None = None,
     score_numbers: bool | None = None,
     evidence: bool | None = None,
@@ -82,10 +83,12 @@ def extract(
         copy: copy constraints (``structgen.extraction.copy``): True copies string and
             number values from the text (where it has one that fits), False never, None
             the default (``COPY_DEFAULT``); ``x-structgen-copy`` per field overrides it.
-        score_span_ends: decide where each copied string ends by the model's score of
-            the candidate spans (``structgen.extraction.spans``; one more batch of
-            scoring requests, so results are reported once all texts finish) instead of
-            greedy's stop.
+        score_span_ends: decide where each copied string ends by the model's
+            probability that it ends there, against the spans extending it by lowercase
+            head words ("Nimbus" -> "Nimbus router"; ``structgen.extraction.spans``; per
+            document as it finishes, one batch of scoring requests when a copied value
+            has such a continuation in the text) instead of greedy's stop; None:
+            ``SCORE_SPAN_ENDS_DEFAULT``.
         score_options: choose each enum and boolean value by the model's score of every
             option in the context it was written in (``structgen.extraction.choices``;
             a few scoring requests per document as it finishes) instead of greedy's
@@ -175,7 +178,7 @@ def extract(
     grammars = list(grammars)
     prompts = [extraction_messages(sd, t, instructions) for t in texts]
     results: list[Any] = [None] * len(prompts)
-    scored = copy is not False and score_span_ends
+    span_ends = SCORE_SPAN_ENDS_DEFAULT if score_span_ends is None else score_span_ends
     options = SCORE_OPTIONS_DEFAULT if score_options is None else score_options
     numbers = SCORE_NUMBERS_DEFAULT if score_numbers is None else score_numbers
     overlaps = SCORE_OVERLAPS_DEFAULT if score_overlaps is None else score_overlaps
@@ -183,7 +186,12 @@ def extract(
 
     def finish(i: int, out: Any) -> None:
         copied = plans[i].copied_fields
-        for on, choose in ((numbers, choose_numbers), (overlaps, choose_overlaps)):
+        scored = (
+            (span_ends, choose_span_ends),
+            (numbers, choose_numbers),
+            (overlaps, choose_overlaps),
+        )
+        for on, choose in scored:
             if on and copied and out.finish_reason in ("stop", "length") and out.text:
                 (text_i,) = choose(engine, sd, [prompts[i]], [out.text], [texts[i]], [copied])
                 out = dataclasses.replace(out, text=text_i)
@@ -196,15 +204,7 @@ def extract(
         if on_result is not None:
             on_result(i, results[i])
 
-    streamed = on_result is not None and not scored
-    outputs = _run(engine, prompts, params, grammars, finish if streamed else None)
-    if scored:  # where each copied string ends (spans.py), then the results
-        raw = [out.text if out.finish_reason == "stop" else "" for out in outputs]
-        raw = choose_span_ends(engine, sd, prompts, raw, texts, [p.copied_fields for p in plans])
-        outputs = [
-            dataclasses.replace(out, text=r) if out.finish_reason == "stop" else out
-            for out, r in zip(outputs, raw)
-        ]
+    outputs = _run(engine, prompts, params, grammars, finish if on_result is not None else None)
     for i, out in enumerate(outputs):
         if results[i] is None:
             finish(i, out)

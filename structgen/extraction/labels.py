@@ -51,6 +51,8 @@ __all__ = [
     "CURRENCY_MARK",
     "is_amount_field",
     "foreign_spans",
+    "email_addresses",
+    "email_field",
     "phone_field",
     "phone_runs",
     "phone_spans",
@@ -147,6 +149,21 @@ def amount_spans(text: str) -> list[tuple[int, int, tuple[Decimal, ...]]]:
 def phone_field(key: str) -> bool:
     """Whether a field's name holds a phone word (``phone``, ``agent_tel``, ``mobile``)."""
     return any(w in _PHONE_WORDS for w in _name_words(key))
+
+
+def email_field(key: str) -> bool:
+    """Whether a field's name holds an e-mail word (``email``, ``contact_mail``,
+    ``e_mail``).
+    """
+    words = _name_words(key)
+    return any(w in ("email", "mail") for w in words) or "e_mail" in key.lower()
+
+
+def email_addresses(text: str) -> list[str]:
+    """The e-mail addresses ``text`` writes (a local part, ``@``, a dotted domain;
+    trailing ``.`` and ``-`` dropped), distinct, in text order.
+    """
+    return list(dict.fromkeys(m.group().rstrip(".-") for m in _EMAIL.finditer(text)))
 
 
 def phone_runs(text: str) -> list[str]:

@@ -1,91 +1,107 @@
-"""Where a copied string ends: candidate spans scored by the model, not greedy's first stop.
+"""Where a copied string ends: the model's probability that the value ends there, not
+greedy's first stop.
 
-Greedy decoding under a span automaton (``structgen.fsm.copy``) closes the string at the
-first boundary where the closing quote is the likeliest token (``"Aiko"`` for
-``"Aiko Tanaka"``). ``choose_span_ends`` revisits each copied string value of the
-greedy objects: the candidates are the value itself and the spans of the text that
-extend one of its occurrences by up to ``MAX_EXTRA_UNITS`` units (``fsm.copy.text_units``)
-on the same line; each is scored, in the context the model wrote the value in (the
-prompt and the output up to the value's opening quote, then the candidate, its closing
-quote and the structural characters the output wrote after it), by the mean
-log-probability of its tokens, as ``select`` scores options (``structgen.lang``); all
-candidates of all documents go in one batch of prompt-log-prob requests whose shared
-prefixes the radix cache computes once. The best candidate replaces the value when the
-object stays valid under the schema (``jsonschema``); the fields after it keep what
-greedy wrote. ``extract`` runs it with ``score_span_ends=True`` (off by default: on the
-test documents it changed no value and cost about as much as the generation itself,
-benchmarks/RESULTS.md, "Copy constraints").
+Greedy decoding under a span automaton (``structgen.fsm.copy``) closes a string at the
+first boundary where the closing quote is the likeliest token, which cuts a name before
+its head noun: ``"Nimbus"`` for "Her Nimbus router drops the Wi-Fi", ``"Aurora"`` for
+"his Aurora desk lamp", ``"Trailblazer 40L"`` for "the Trailblazer 40L backpack".
+``choose_span_ends`` revisits each copied free string value (no ``enum``, ``const``,
+``format`` or ``pattern``) of the finished objects. Its candidates (``span_candidates``)
+are the value and the spans that extend an occurrence of it by one to
+``MAX_EXTRA_WORDS`` words of the same clause, each a lowercase word of letters that is
+not a function word (``the``, ``at``, ``for``, ``is``, ...; ``evidence.names``): the
+head nouns a greedy stop leaves behind, never a prepositional phrase ("Head of Research
+at Quantix Labs"), a capitalised name ("00-950 Warszawa") or a number. Each candidate is
+written in the context the model wrote the value in (the prompt and the output up to
+the value's opening quote, then the candidate, its closing quote and the structural
+characters the output wrote after it) and scored by the log-probability of the tokens
+from its closing quote on: the model's probability that the value ends there. The
+candidate that ends most surely replaces the value when it ends more surely than the
+value itself and the object stays valid under the schema (``jsonschema``); the fields
+after it keep what greedy wrote. All candidates of a batch go in one batch of
+prompt-log-prob requests whose shared prefixes the radix cache computes once; a value
+with no such continuation in the text costs nothing.
+
+``extract`` runs it on each output as it finishes with ``score_span_ends=True``, the
+measured default ``SCORE_SPAN_ENDS_DEFAULT`` (benchmarks/RESULTS.md, #23 q23: on the dev
+set's greedy outputs +4 fields, none lost, no right value of an expected record changed; an
+earlier version, mean log-probability over extensions by any unit, changed no value on
+other documents).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
 
 import jsonschema
 
-from structgen.extraction.choices import _with, common_prefix, mean_logprob, revise_outputs
-from structgen.fsm.copy import json_string_content, text_units
+from structgen.extraction.choices import _template, _with, common_prefix, revise_outputs
+from structgen.extraction.evidence.names import _FUNCTION_WORDS
+from structgen.extraction.evidence.strings import _free_string
+from structgen.extraction.refs import resolve as _resolve
+from structgen.fsm.copy import json_string_content
 from structgen.runtime.sampling_params import SamplingParams
 
 __all__ = [
     "choose_span_ends",
     "span_candidates",
-    "MAX_EXTRA_UNITS",
+    "MAX_EXTRA_WORDS",
+    "SCORE_SPAN_ENDS_DEFAULT",
 ]
 
-MAX_EXTRA_UNITS = 6  # units a candidate may add after the greedy value
+SCORE_SPAN_ENDS_DEFAULT = True  # measured: RESULTS.md, #23 q23
+MAX_EXTRA_WORDS = 3  # words a candidate may add after the value
 _STRUCTURAL = re.compile(r'"[,}\]:]*"?')
 _SCORE = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
+# one space, then a lowercase word of letters (inner hyphens and apostrophes allowed)
+_HEAD_WORD = re.compile(r" ([^\W\d_]+(?:[-'’][^\W\d_]+)*)(?![\w'’-])")
 
 
-def span_candidates(value: str, text: str, max_extra: int = MAX_EXTRA_UNITS) -> list[str]:
-    """``value`` and the spans of ``text`` extending an occurrence of it to the right.
+def span_candidates(value: str, text: str, max_words: int = MAX_EXTRA_WORDS) -> list[str]:
+    """``value`` and the spans of ``text`` extending an occurrence of it by head words.
+
+    An occurrence counts where the text has no letter or digit right before or after it;
+    it is extended by one to ``max_words`` words, each one space after the last and a
+    lowercase word of letters (no digit, no capital first letter) that is not a function
+    word (``evidence.names._FUNCTION_WORDS``); a punctuation mark, a line break, a
+    capitalised word, a number or a function word ends the extension.
 
     Args:
-        value: the greedy value (a span of ``text``).
+        value: the value (a span of ``text``; one that is not is returned alone).
         text: the source text.
-        max_extra: most units added.
+        max_words: most words added.
 
     Returns:
-        Distinct candidates, ``value`` first; an extension never crosses a line break
-        and never ends in whitespace.
+        Distinct candidates, ``value`` first, then each occurrence's extensions in text
+        order, shortest first.
     """
-    units = text_units(text)
-    starts = [0]
-    for u in units:
-        starts.append(starts[-1] + len(u))
-    ends = {e: k for k, e in enumerate(starts)}  # unit boundary offset -> unit index
     out = [value]
+    if not value:
+        return out
     for m in re.finditer(re.escape(value), text):
-        k = ends.get(m.end())
-        if m.start() not in ends or k is None:
+        s, pos = m.start(), m.end()
+        if (s > 0 and text[s - 1].isalnum()) or (pos < len(text) and text[pos].isalnum()):
             continue
-        for extra in range(1, max_extra + 1):
-            if k + extra > len(units) or "\n" in units[k + extra - 1]:
+        for _ in range(max_words):
+            w = _HEAD_WORD.match(text, pos)
+            if w is None or not w.group(1)[0].islower() or w.group(1) in _FUNCTION_WORDS:
                 break
-            if units[k + extra - 1].isspace():
-                continue
-            cand = text[m.start() : starts[k + extra]]
-            if cand not in out:
-                out.append(cand)
+            pos = w.end()
+            if text[s:pos] not in out:
+                out.append(text[s:pos])
     return out
 
 
-def _string_paths(value: Any, paths: tuple[str, ...]) -> list[tuple[list[str], str]]:
-    """(key path, string) of each copied string field reachable through objects only."""
-    out = []
-    for path in paths:
-        if "[]" in path or path.startswith("/"):
-            continue
-        keys = path.split(".") if path else []
-        node = value
-        for k in keys:
-            node = node.get(k) if isinstance(node, dict) else None
-        if keys and isinstance(node, str):
-            out.append((keys, node))
-    return out
+def _subschema(root: Any, keys: tuple[str, ...]) -> Any:
+    node = root
+    for k in keys:
+        node = _resolve(root, node)
+        node = (node.get("properties") or {}).get(k) if isinstance(node, dict) else None
+    return node
 
 
 def choose_span_ends(
@@ -96,74 +112,67 @@ def choose_span_ends(
     texts: list[str],
     copied: list[tuple[str, ...]],
 ) -> list[str]:
-    """The generated JSON texts with each copied string's end decided by score (module
-    docstring).
+    """The generated JSON texts with each copied string's end decided by the model's
+    probability that the value ends there (module docstring).
 
     Args:
         engine: the engine (``tokenizer``, ``generate``).
         schema: the JSON Schema the objects are valid under (a dict).
-        prompts: each document's chat messages.
+        prompts: each document's chat messages (or prompt string).
         raw_texts: each document's generated JSON text (one that does not parse as an
             object is left as it is).
         texts: each document's source text.
-        copied: each document's copied field paths (``extraction.copy.field_path``).
+        copied: each document's copied field paths (``extraction.copy.field_path``);
+            fields reached through objects only (``a.b``) are revisited.
 
     Returns:
-        The texts; where a longer span scored higher, the object written again compactly
-        (``separators=(",", ":")``, keys in their order) with that span.
+        The texts; where a longer span ends more surely, the object written again
+        compactly (``separators=(",", ":")``, keys in their order) with that span.
     """
-    checker = None
+    checker = jsonschema.validators.validator_for(schema)(schema)
 
-    def plan(i: int, value: Any, raw: str, _: dict) -> Iterable[tuple]:
+    def plan(i: int, value: Any, raw: str, spans: dict) -> Iterable[tuple]:
         template = None
-        for keys, current in _string_paths(value, copied[i]):
-            cands = span_candidates(current, texts[i])
-            written = '"' + json_string_content(current) + '"'
-            key = '"' + json_string_content(keys[-1]) + '":'
-            at = raw.find(key + written)
-            if len(cands) < 2 or at < 0:
+        paths = {tuple(p.split(".")) for p in copied[i] if p and "[]" not in p}
+        for keys, (start, end) in spans.items():
+            current = raw[start:end]
+            if keys not in paths or not current.startswith('"'):
+                continue
+            if _free_string(schema, _subschema(schema, keys)) is None:
+                continue
+            cands = span_candidates(json.loads(current), texts[i])
+            if len(cands) < 2:
                 continue
             if template is None:
-                template = engine.tokenizer.apply_chat_template(
-                    prompts[i], tokenize=False, add_generation_prompt=True
-                )
-            start = at + len(key) + 1  # after the opening quote
-            tail = _STRUCTURAL.match(raw, start + len(written) - 2).group()
-            base = engine.tokenizer.encode(template + raw[:start], add_special_tokens=False)
-            fulls = [
-                engine.tokenizer.encode(
-                    template + raw[:start] + json_string_content(c) + tail,
-                    add_special_tokens=False,
-                )
-                for c in cands
-            ]
-            yield (keys, cands, base, fulls)  # (keys, candidates, base ids, candidate ids)
+                template = _template(engine, prompts[i])
+            prefix = template + raw[: start + 1]  # up to the opening quote
+            tail = _STRUCTURAL.match(raw, end - 1).group()
+            fulls, closes = [], []
+            for c in cands:
+                body = prefix + json_string_content(c)
+                full = engine.tokenizer.encode(body + tail, add_special_tokens=False)
+                mid = engine.tokenizer.encode(body, add_special_tokens=False)
+                fulls.append(full)
+                closes.append(max(1, min(common_prefix(mid, full), len(full) - 1)))
+            yield (keys, cands, fulls, closes)
 
     def score(jobs: list[tuple], values: list[Any]) -> list[list[float]]:
-        nonlocal checker
-        requests, params = [], []
-        for _, _, base, fulls in jobs:
-            for full in fulls:
-                first = common_prefix(base, full)
-                requests.append(full)
-                params.append(_with_start(max(1, first)))
+        requests = [f for job in jobs for f in job[2]]
+        params = [dataclasses.replace(_SCORE, prompt_logprobs_start=c) for j in jobs for c in j[3]]
         outs = engine.generate(requests, params)
-        checker = jsonschema.validators.validator_for(schema)(schema)
-        scores_all = []
-        pos = 0
-        for _, _, base, fulls in jobs:
-            scores = []
-            for full, out in zip(fulls, outs[pos : pos + len(fulls)]):
-                scores.append(mean_logprob(out, full, max(1, common_prefix(base, full))))
-            pos += len(fulls)
-            scores_all.append(scores)
+        scores_all, pos = [], 0
+        for _, cands, fulls, closes in jobs:
+            scores_all.append(
+                [_closing_logprob(o, f, c) for o, f, c in zip(outs[pos:], fulls, closes)]
+            )
+            pos += len(cands)
         return scores_all
 
     def decide(job: tuple, scores: list[float], value: Any) -> Any:
         keys, cands, _, _ = job
-        order = sorted(range(len(cands)), key=lambda k: (-scores[k], k))
+        order = sorted(range(1, len(cands)), key=lambda k: (-scores[k], k))
         for k in order:
-            if k == 0:
+            if scores[k] <= scores[0]:
                 break
             trial = _with(value, keys, cands[k])
             if checker.is_valid(trial):
@@ -173,7 +182,10 @@ def choose_span_ends(
     return revise_outputs(raw_texts, plan, decide, score)
 
 
-def _with_start(start: int) -> SamplingParams:
-    import dataclasses
-
-    return dataclasses.replace(_SCORE, prompt_logprobs_start=start)
+def _closing_logprob(out: Any, full: list[int], start: int) -> float:
+    """Summed log-probability of ``full[start:]`` (the closing quote and what follows it),
+    ``-inf`` when the scoring request failed.
+    """
+    if out.finish_reason == "error" or out.prompt_logprobs is None:
+        return float("-inf")
+    return sum(out.prompt_logprobs[j][full[j]] for j in range(start, len(full)))

@@ -112,7 +112,7 @@ class BaseEngine(RequestFactory, abc.ABC):
         errors: str = "raise",
         copy: bool | None = None,
         return_details: bool = False,
-        score_span_ends: bool = False,
+        score_span_ends: bool | None = None,
         score_options: bool | None = None,
         evidence: bool | None = None,
         score_numbers: bool | None = None,

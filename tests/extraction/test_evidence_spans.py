@@ -404,3 +404,98 @@ def test_a_string_running_into_a_sibling_numbers_numeral_is_cut():
     for title in ("Case 88-17 review", "Trailblazer 40L backpack", "Meetup 12 at noon"):
         before = {"title": title, "servings": 17}
         assert apply_evidence(RECIPE, title + ".", before) == (before, [])
+
+
+CONTACT = {
+    "type": "object",
+    "properties": {
+        "full_name": {"type": "string"},
+        "company": {"type": "string"},
+        "job_title": {"type": ["string", "null"]},
+        "city": {"type": ["string", "null"]},
+    },
+    "required": ["full_name", "company"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        (  # "Name, Role at Company"; the model left the role null
+            "Dr. Elena Petrova, Head of Research at Quantix Labs, Sofia. e@q.example",
+            {"full_name": "Elena Petrova", "company": "Quantix Labs", "job_title": None},
+            {
+                "full_name": "Elena Petrova",
+                "company": "Quantix Labs",
+                "job_title": "Head of Research",
+            },
+        ),
+        (  # "Name, Role, Company"; the model left the role out
+            "Signature: — Fatima Al-Sayed, Office Manager, Crescent Dental Clinic · phone 4567",
+            {"full_name": "Fatima Al-Sayed", "company": "Crescent Dental Clinic"},
+            {
+                "full_name": "Fatima Al-Sayed",
+                "company": "Crescent Dental Clinic",
+                "job_title": "Office Manager",
+            },
+        ),
+        (  # the company wrong: the role is still the phrase after the name
+            "Ravi Iyer, Chief Financial Officer at Ganga Steel, Pune.",
+            {"full_name": "Ravi Iyer", "company": "Pune", "job_title": None},
+            {"full_name": "Ravi Iyer", "company": "Pune", "job_title": "Chief Financial Officer"},
+        ),
+    ],
+)
+def test_a_role_left_null_takes_the_appositive_after_the_name(text, before, after):
+    _assert_changes(CONTACT, text, before, after)
+
+
+@pytest.mark.parametrize(
+    ("text", "before"),
+    [
+        # no comma after the name
+        (
+            "Met Carlos Mendoza at the trade fair. He runs sales for Verde Foods.",
+            {"full_name": "Carlos Mendoza", "company": "Verde Foods", "job_title": None},
+        ),
+        # a lowercase phrase after the name is no role
+        (
+            "Please add my new details: Wei Zhang, now at Lantern Robotics in Shenzhen.",
+            {"full_name": "Wei Zhang", "company": "Lantern Robotics", "job_title": None},
+        ),
+        # the phrase after the name is the company's value ("Name, Company, City")
+        (
+            "Ana Ruiz, Verde Foods, Madrid.",
+            {"full_name": "Ana Ruiz", "company": "Verde Foods", "job_title": None},
+        ),
+        # the role is already written
+        (
+            "Ana Ruiz, Head of Sales at Verde Foods, Madrid.",
+            {"full_name": "Ana Ruiz", "company": "Verde Foods", "job_title": "Sales Lead"},
+        ),
+        # the phrase ends the sentence: no " at " or ", " after it
+        (
+            "Ana Ruiz, Head of Sales.",
+            {"full_name": "Ana Ruiz", "company": "Verde Foods", "job_title": None},
+        ),
+        # two different phrases after the name's two mentions
+        (
+            "Ana Ruiz, Head of Sales at Verde Foods. Later: Ana Ruiz, Chief Executive, Agro SA.",
+            {"full_name": "Ana Ruiz", "company": "Verde Foods", "job_title": None},
+        ),
+    ],
+)
+def test_appositive_role_does_not_fire(text, before):
+    value, changed = apply_evidence(CONTACT, text, before)
+    assert "job_title" not in changed and value.get("job_title") == before.get("job_title")
+
+
+def test_appositive_role_needs_a_field_named_for_a_role():
+    schema = {
+        "type": "object",
+        "properties": {"full_name": {"type": "string"}, "city": {"type": ["string", "null"]}},
+        "required": ["full_name"],
+    }
+    value, changed = apply_evidence(schema, "Ana Ruiz, Head of Sales at Verde Foods.", {
+        "full_name": "Ana Ruiz", "city": None})  # fmt: skip
+    assert value["city"] is None and "city" not in changed

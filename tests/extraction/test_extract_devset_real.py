@@ -27,7 +27,8 @@ ASSERTED = {
     "hotel_booking-01": ["/guest_name", "/hotel", "/check_in", "/check_out", "/room_type"],
     "appointment-01": ["/client_name", "/provider", "/date", "/kind"],
     "shipping_notice-01": ["/carrier", "/recipient/name", "/estimated_delivery"],
-    "support_ticket-01": ["/ticket_id", "/customer_name", "/priority"],
+    # greedy stops at "Nimbus" for "Her Nimbus router drops ...": span ends by the model
+    "support_ticket-01": ["/ticket_id", "/customer_name", "/priority", "/product"],
     # greedy writes "0932" for "SUP-0932": the evidence pass's span-start rule
     "support_ticket-02": ["/ticket_id"],
     # greedy fills medications to maxItems (6); the item rule closes them at the text's

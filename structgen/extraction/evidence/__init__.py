@@ -129,6 +129,15 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   of the object is named by that label, and no sibling holds the value; a value that
   starts with a negation or is "n/a" ("Email: none") is no value (the denied string
   rule reads it).
+* **appositive**: a free string field named for a person's role (the last word of its
+  name ``title``, ``role``, ``position``, ``occupation`` or ``designation``) that the
+  model left null or out takes the phrase the text writes right after a sibling name
+  field's value (a key with the word ``name``), after ", " and before " at " or ", "
+  ("Dr. Elena Petrova, Head of Research at Quantix Labs": "Head of Research"; "Fatima
+  Al-Sayed, Office Manager, Crescent Dental Clinic"), when its words are capitalised
+  (function words and ``&`` inside), every occurrence of the name gives the same phrase,
+  and the phrase neither is nor holds a sibling's value ("Ana Ruiz, Verde Foods, Madrid"
+  with ``company`` "Verde Foods" gives nothing).
 * **amount**: a number field named for money (``labels.is_amount_field``: ``price``,
   ``total``, ``amount``, ``cost``, ``fee``, ``paid``, ...) whose value is none of the
   readings of the numerals the text writes with a currency mark (``labels.amount_spans``:
@@ -161,6 +170,19 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``format`` or ``pattern``) whose value holds fewer than seven digits while the text
   writes no phone number (``labels.phone_runs``) is null, or left out when the schema
   does not require it: the "1" of "June 1" is no phone number.
+* **e-mail shape**: a string field named for an e-mail address (``labels.email_field``;
+  no ``enum``, ``const``, ``format`` or ``pattern``) whose value has no ``@`` ("email":
+  "Carlos Diaz", a sibling's name) takes the one address the text writes that no sibling
+  holds (``labels.email_addresses``); when the text writes no address it is null, or
+  left out when the schema does not require it; with two or more, the value stays.
+* **contact**: a nullable object field the model left null or out whose two required
+  properties are a free string field named for a name (a key with the word ``name``) and a
+  phone field takes the name and phone number the text writes together ("Call Hannah
+  Wright, 0113 496 0000, to arrange a viewing", "Agent: Lukas Frei, 061 555 12 34",
+  "agent Rui Costa on +351 ...": two or three capitalised name words, a comma, "on",
+  "at" or "reachable at" between; a sentence's first word is not taken), when the text
+  writes exactly one phone number that no sibling holds and does not mention the field's
+  name only negated ("Private sale, no agent"; ``evidence.contacts``).
 * **date order**: when two ``format: date`` fields of one object hold the same date
   and the text writes exactly as many dates (every reading ``structgen.fsm.dates``
   gives) as the object has date fields, the date fields take them in text order (an
@@ -186,11 +208,11 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 ``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
 boolean and enum rules (currency symbols included), ``numbers.py`` the number,
 separator, repeat, range, amount, denied-number, denied-count and foreign numeral rules,
-``strings.py`` the span-start, label, string repeat, identifier, phone and phone fragment
-rules, ``names.py`` the name-run, place-list, sibling-cut and honorific rules (where a
-copied name starts and ends), ``dates.py`` the date order and date null rules, ``nulls.py``
-the null and identifier null rules, and ``apply.py`` the driver, ``apply_evidence``, which
-this package re-exports.
+``strings.py`` the span-start, label, string repeat, identifier, phone, phone fragment
+and e-mail shape rules, ``names.py`` the name-run, place-list, sibling-cut, honorific and
+appositive rules (where a copied name starts and ends), ``dates.py`` the date order and
+date null rules, ``contacts.py`` the contact rule, ``nulls.py`` the null and identifier
+null rules, and ``apply.py`` the driver, ``apply_evidence``, which this package re-exports.
 """
 
 from __future__ import annotations

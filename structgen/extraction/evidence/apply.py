@@ -2,9 +2,10 @@
 
 Each object of the schema is walked once: the boolean, enum and number rules in schema
 order (``options``, ``numbers``), then per field the amount, identifier, phone, separator,
-span-start, name-run, label and place-list rules, then the repeat, range, string repeat,
-sibling-cut, honorific and date order rules, then per field the foreign numeral and
-phone fragment rules, then the null rules (``nulls``); last,
+span-start, name-run, label, appositive and place-list rules, then the repeat, range,
+string repeat, sibling-cut, honorific and date order rules, then per field the foreign
+numeral, phone fragment and e-mail shape rules, then the contact rule (``contacts``), then
+the null rules (``nulls``); last,
 unsupported array items are dropped (``items.trim_items``). The rules: the package
 docstring, ``structgen.extraction.evidence``.
 """
@@ -17,10 +18,12 @@ from typing import Any
 
 import jsonschema
 
+from structgen.extraction.evidence.contacts import _contact_object
 from structgen.extraction.evidence.dates import _dates_in_order
 from structgen.extraction.evidence.fields import _kind, _nullable
 from structgen.extraction.evidence.names import (
     _after_honorific,
+    _appositive_role,
     _capital_run,
     _place_list,
     _sibling_cut,
@@ -38,6 +41,7 @@ from structgen.extraction.evidence.numbers import (
 )
 from structgen.extraction.evidence.options import _bool_value, _enum_value
 from structgen.extraction.evidence.strings import (
+    _email_shape,
     _identifier_value,
     _label_value,
     _not_a_phone,
@@ -155,6 +159,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             run = (
                 _capital_run(schema, sub, name, node, text)
                 or _label_value(schema, sub, name, node, text)
+                or _appositive_role(schema, sub, name, node, text)
                 or _place_list(schema, sub, name, node, text)
             )
             if run is not None:
@@ -189,6 +194,19 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 schema, sub, name, prop
             ):
                 _clear(schema, prop, node, name)  # "1" of "June 1" is no phone number
+                changed.append(path + name)
+            else:  # an e-mail field holding no address: "email": "Carlos Diaz"
+                shaped, address = _email_shape(schema, sub, name, node, text)
+                if shaped and address is not None:
+                    node[name] = address
+                    changed.append(path + name)
+                elif shaped and _clearable(schema, sub, name, prop):
+                    _clear(schema, prop, node, name)
+                    changed.append(path + name)
+        for name in sub.get("properties") or {}:
+            contact = _contact_object(schema, sub, name, node, doc)
+            if contact is not None:  # "Call Hannah Wright, 0113 496 0000": the agent
+                node[name] = contact
                 changed.append(path + name)
         copied = _copied_nulls(schema, sub, node, doc, text, spans)
         for name in copied:  # a sibling's value for a field the text never names

@@ -3,7 +3,9 @@
 A name the model cut short takes the capitalised words next to it (``_capital_run``); a
 place field takes the whole comma-joined list of place names it is written in
 (``_place_list``); a value running on into a sibling's value is cut before it
-(``_sibling_cut``); a courtesy title before a name goes (``_after_honorific``).
+(``_sibling_cut``); a courtesy title before a name goes (``_after_honorific``); a role
+left null takes the appositive after a name ("Elena Petrova, Head of Research at ...":
+``_appositive_role``).
 """
 
 from __future__ import annotations
@@ -234,3 +236,44 @@ def _place_part(part: str) -> str | None:
         )
     )
     return part if ok else None
+
+
+# a field named for a person's role (the last word of its name) and one named for a name
+_ROLE_WORDS = frozenset({"title", "role", "position", "occupation", "designation"})
+
+# ", Head of Research at ..." / ", Office Manager, ...": an appositive after a name, its
+# words capitalised or lowercase function words, ending before " at " or ", "
+_APPOSITIVE = re.compile(r", ([^\W\d_][\w'’&-]*(?: [^\W\d_][\w'’&-]*){0,4})(?= at |, )")
+
+
+def _appositive_role(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
+    """The appositive rule of the package docstring: for a free string field named for a
+    role (``job_title``, ``role``, ``position``) that the model left null or out, the
+    phrase the text writes right after a sibling name field's value, between commas or
+    before " at " ("Dr. Elena Petrova, Head of Research at Quantix Labs": "Head of
+    Research"), or None (no change).
+    """
+    props = sub.get("properties") or {}
+    branch = _free_string(root, props.get(name))
+    words = name.lower().split("_")
+    if branch is None or node.get(name) is not None or words[-1] not in _ROLE_WORDS:
+        return None
+    siblings = _sibling_strings(root, sub, node, name)
+    found: set[str] = set()
+    for key, value in node.items():
+        if key == name or "name" not in key.lower().split("_") or value not in siblings:
+            continue
+        for _, end in _word_spans(value, text):
+            m = _APPOSITIVE.match(text, end)
+            if m is None:
+                continue
+            parts = m.group(1).split(" ")
+            inner_ok = all(_name_word(w) or w in _FUNCTION_WORDS or w == "&" for w in parts)
+            if _name_word(parts[0]) and _name_word(parts[-1]) and inner_ok:
+                found.add(m.group(1))
+    if len(found) != 1:
+        return None
+    (new,) = found
+    if any(new in s or s in new for s in siblings):
+        return None  # the phrase is (or holds) another field's value: "Name, Company, City"
+    return new if _schema_accepts(root, branch, new) else None

@@ -20,6 +20,8 @@ import jsonschema
 from structgen.extraction.evidence.fields import _schema_accepts
 from structgen.extraction.evidence.text import _GAP_REPEAT, _JOINED, _Text, name_stems, stem
 from structgen.extraction.labels import (
+    email_addresses,
+    email_field,
     identifier_candidates,
     identifier_field,
     phone_field,
@@ -217,3 +219,25 @@ def _not_a_phone(root: Any, prop: Any, name: str, value: Any, text: str) -> bool
     if any(k in sub for k in ("enum", "const", "format", "pattern")):
         return False
     return sum(c.isdigit() for c in value) < 7 and not phone_runs(text)
+
+
+def _email_shape(root: Any, sub: dict, name: str, node: dict, text: str) -> tuple[bool, Any]:
+    """The e-mail shape rule of the package docstring: ``(decided, value)`` for a free
+    string field named for an e-mail address whose value has no ``@`` ("Carlos Diaz"):
+    the one address the text writes that no sibling holds, else None (the caller clears
+    the field where the schema lets it); ``(False, None)`` when the rule does not apply.
+    """
+    prop = (sub.get("properties") or {}).get(name)
+    value = node.get(name)
+    if not isinstance(value, str) or "@" in value or not email_field(name):
+        return False, None
+    branch = _resolve(root, prop)
+    if not isinstance(branch, dict) or any(k in branch for k in ("enum", "const", "format")):
+        return False, None
+    if "pattern" in branch:
+        return False, None
+    held = set(_sibling_strings(root, sub, node, name))
+    free = [a for a in email_addresses(text) if a not in held]
+    if len(free) == 1 and _schema_accepts(root, branch, free[0]):
+        return True, free[0]
+    return (True, None) if not email_addresses(text) else (False, None)

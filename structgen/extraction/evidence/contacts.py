@@ -1,0 +1,91 @@
+"""The contact rule of ``structgen.extraction.evidence``: a contact object the model left
+null takes the one phone number the text writes and the name written right before it.
+
+A listing's ``agent`` (``{"name", "phone"}``) is a person the text names next to a phone
+number ("Call Hannah Wright, 0113 496 0000, to arrange a viewing"; "Agent: Lukas Frei,
+061 555 12 34"); a 135M model often writes ``null`` for the whole object although both
+values are there. ``_contact_object`` reads them from the text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from structgen.extraction.evidence.fields import _nullable, _schema_accepts
+from structgen.extraction.evidence.names import _SENTENCE_START_STRICT, _name_word
+from structgen.extraction.evidence.options import _bool_value
+from structgen.extraction.evidence.strings import _free_string
+from structgen.extraction.evidence.text import _Text, name_stems
+from structgen.extraction.labels import phone_field, phone_spans
+from structgen.extraction.refs import resolve as _resolve
+
+# between a name and its phone number: a comma, or "on", "at", "reachable at", "tel."
+_JOINER = re.compile(r",? (?:(?:on|at|reachable|via|phone|tel)\.?:? )*\Z", re.I)
+_MAX_NAME_WORDS = 3
+_LAST_WORD = re.compile(r"(?<![\w'’&-])([^\W\d_][\w'’&-]*)\Z")  # a whole word ending the text
+
+
+def _name_before(text: str, end: int) -> str | None:
+    """The two or three capitalised name words (``names._name_word``) the text writes
+    right before offset ``end`` (one space between them), less a first word that starts a
+    sentence ("Call Hannah Wright"; not one after a label's colon, "Agent: Lukas Frei"),
+    or None.
+    """
+    words: list[int] = []  # start offsets
+    pos = end
+    while len(words) < _MAX_NAME_WORDS:
+        m = _LAST_WORD.search(text, 0, pos)
+        if m is None or not _name_word(m.group(1)):
+            break
+        words.insert(0, m.start(1))
+        if m.start(1) < 2 or text[m.start(1) - 1] != " " or text[m.start(1) - 2] == " ":
+            break
+        pos = m.start(1) - 1
+    if words and _SENTENCE_START_STRICT.search(text, 0, words[0]):
+        words = words[1:]  # "Call Hannah Wright": a sentence's first word is capitalised anyway
+    return text[words[0] : end] if len(words) >= 2 else None
+
+
+def _contact_object(root: Any, sub: dict, name: str, node: dict, doc: _Text) -> dict | None:
+    """For a nullable object field the model left null or out whose properties are one
+    free string field named for a name (a key with the word ``name``) and one phone field
+    (``labels.phone_field``), both required, the object of the name and the phone number
+    the text writes right after it (a comma, "on", "at", "reachable at" between), when the
+    text writes exactly one phone number, no other string field of ``node`` holds it, the
+    text does not mention the field's name only negated ("Private sale, no agent"), and
+    the schema accepts the object; else None.
+    """
+    prop = _resolve(root, (sub.get("properties") or {}).get(name))
+    if node.get(name) is not None or not isinstance(prop, dict) or not _nullable(root, prop):
+        return None
+    props = prop.get("properties") or {}
+    if len(props) != 2 or set(prop.get("required") or ()) != set(props):
+        return None
+    name_keys = [
+        k for k in props if "name" in k.lower().split("_") and _free_string(root, props[k])
+    ]
+    phone_keys = [k for k in props if phone_field(k)]
+    if len(name_keys) != 1 or len(phone_keys) != 1 or name_keys == phone_keys:
+        return None
+    if _bool_value(doc, name_stems(name)) is False:
+        return None  # "no agent"
+    text = doc.text
+    spans = phone_spans(text)
+    if len({text[a:b] for a, b in spans}) != 1:
+        return None
+    held = {v for v in node.values() if isinstance(v, str)}
+    if text[spans[0][0] : spans[0][1]] in held:
+        return None
+    found = set()
+    for start, end in spans:
+        joiner = _JOINER.search(text, max(0, start - 40), start)
+        person = _name_before(text, joiner.start()) if joiner else None
+        if person is not None:
+            found.add((person, text[start:end]))
+    if len(found) != 1:
+        return None
+    ((person, phone),) = found
+    new = {name_keys[0]: person, phone_keys[0]: phone}
+    new = {k: new[k] for k in props}  # the schema's order
+    return new if _schema_accepts(root, prop, new) else None

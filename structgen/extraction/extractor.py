@@ -42,7 +42,7 @@ __all__ = [
 DEFAULT_EXTRACT_MAX_TOKENS = 512
 SCORE_OPTIONS_DEFAULT = False  # enum/boolean values by score (benchmarks/RESULTS.md)
 SCORE_NUMBERS_DEFAULT = False  # whole-numeral scoring: not yet measured (RESULTS.md)
-SCORE_OVERLAPS_DEFAULT = False  # overlapping string fields moved by score (RESULTS.md)
+SCORE_OVERLAPS_DEFAULT = True  # overlapping string fields moved by score (RESULTS.md, s23)
 WRITE_NULLS_DEFAULT = False  # every nullable property written (nulls.py; RESULTS.md)
 
 
@@ -126,8 +126,12 @@ def extract(
             (or one inside the other), move the one the model prefers least to its
             best-scored other span (``structgen.extraction.overlaps``; per such
             document as it finishes, one batch of first-token requests that shortlists
-            8 spans per field, then one batch scoring them); None:
-            ``SCORE_OVERLAPS_DEFAULT``.
+            8 spans per field, then one batch scoring them: about 20 short requests
+            over the prompt the prefix cache already holds, ~110 tokens computed for
+            contact_card-04, under half of one 400-token prefill; documents without
+            such a pair cost nothing). None: ``SCORE_OVERLAPS_DEFAULT`` (on: +11 right
+            fields on the dev set, none lost, benchmarks/RESULTS.md #23 c23/o23/s23);
+            False turns it off.
 
     Returns:
         A dict (or a pydantic instance when ``schema`` is a model class) per text, or an

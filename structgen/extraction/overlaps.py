@@ -30,9 +30,15 @@ decision is the unfiltered one when the field that moves keeps its best candidat
 its shortlist; when a field's best is cut, its margin grows and the sibling may move
 instead. On the dev set (benchmarks/RESULTS.md, #23 o23) the shortlist of 8 kept all 10
 fields the unfiltered rule gained, gained one more and lost none, with about 2.5x fewer
-scoring requests (each recomputes up to a page of the shared prefix, since the prefix
-cache shares whole pages only). A variant ranking spans written as names first lost 3
-right fields and is not used.
+scoring requests. A variant ranking spans written as names first lost 3 right fields
+and is not used.
+
+Cost (RESULTS.md, #23 s23): the scoring requests of a document run in one step (the
+scheduler does not hold a request back for a page its ``prompt_logprobs_start`` keeps
+it from reusing) and each computes only its own tokens (the prefix cache serves the
+partial last page of the shared prefix as a copy): ~110 tokens for contact_card-04's
+20 requests, under half the CPU time of one 400-token prefill. So ``extract`` runs it
+by default (``SCORE_OVERLAPS_DEFAULT``).
 """
 
 from __future__ import annotations

@@ -120,7 +120,8 @@ class BaseEngine(RequestFactory, abc.ABC):
     ) -> Any:
         """Extract a schema-valid object from each text (see
         :func:`structgen.extraction.extract`: ``copy`` (copy constraints),
-        ``score_span_ends``, ``score_options``, ``score_numbers``, ``score_overlaps`` and
+        ``score_span_ends``, ``score_options``, ``score_numbers``, ``score_overlaps`` (on by
+        default: overlapping copied string fields moved by score; False turns it off) and
         ``evidence`` as there).
         """
         from structgen.extraction import extract

@@ -140,6 +140,8 @@ class Engine(BaseEngine):
             max_running_requests=self.config.max_running_requests,
             max_model_len=max_model_len,
             policy=self.config.schedule_policy,
+            # a tensor-parallel group's other ranks hold their own KV: no page copies there
+            partial_pages=self.config.tensor_parallel_size == 1,
         )
         self._ids = itertools.count()
         self.step_context = StepContext(

@@ -209,6 +209,26 @@ class KVPool:
         """Return pages to the free list (the caller must own them)."""
         self._free.extend(reversed(pages))
 
+    def copy_page_prefix(self, src: int, dst: int, num_tokens: int) -> None:
+        """Copy the K and V of the first ``num_tokens`` slots of page ``src`` into page
+        ``dst`` (every layer): a request starts from a copy of a cached page's leading
+        tokens (``RadixCache.match_prefix_partial``) instead of recomputing them.
+
+        Args:
+            src: a page with storage (the tree's, read only).
+            dst: another page with storage, owned by the caller.
+            num_tokens: slots to copy, ``0 <= num_tokens <= page_size``.
+
+        Raises:
+            AssertionError: an internal caller passed a page without storage, the same
+                page twice or a bad count (runtime invariants).
+        """
+        assert 0 < src < self._reserved and 0 < dst < self._reserved and src != dst
+        assert 0 <= num_tokens <= self.page_size
+        tensors = self.k if self.v_views_k else self.k + self.v
+        for t in tensors:  # [pages, page_size, heads, head_dim]
+            t[dst, :num_tokens].copy_(t[src, :num_tokens])
+
     # -------------------------------------------------------------------- views
     def k_slots(self, layer: int) -> torch.Tensor:
         """Layer's K cache as ``[num_reserved_pages * page_size, num_kv_heads, head_dim]``

@@ -14,10 +14,17 @@ request reuses the matched pages as they are (it appends to none of them) and
 computes everything after them into fresh pages of its own.
 
 Why: a page is then either wholly the tree's (shared, read-only, never written
-again) or wholly one request's (private, being written). Nothing needs copy-on-write
-or a partial-page copy kernel, a page has a single owner, and a reference count per
-*node* (not per page) is enough. The cost is recomputing fewer than ``page_size``
-tokens per request (the partial last page of a cached prefix is never reused).
+again) or wholly one request's (private, being written). A page has a single owner,
+and a reference count per *node* (not per page) is enough.
+
+Partial last page: ``match_prefix_partial`` also names the tree page whose leading
+tokens continue the whole-page match (fewer than ``page_size`` of them: the first
+page of a child edge that starts like the request's next tokens and then parts). The
+caller copies those slots' KV into a fresh page of its own (``KVPool.copy_page_prefix``)
+instead of recomputing them: copy-on-write at page granularity, so the tree's page is
+only read and the ownership rules below are unchanged. Without it, each request
+recomputes up to ``page_size - 1`` tokens of a cached prefix (many scoring requests
+that part inside one page: extraction's candidate scoring, forks, ``select``).
 
 Ownership contract
 ------------------
@@ -198,6 +205,51 @@ class RadixCache:
         """
         node, matched_len, pages = self._walk(self._whole_pages(token_ids), self._tick())
         return pages, matched_len, node
+
+    def match_prefix_partial(
+        self, token_ids: list[int]
+    ) -> tuple[list[int], int, Node, tuple[Node, int] | None]:
+        """``match_prefix``, and where the tree continues the match inside one page.
+
+        After the whole-page match ends at ``node``, the child edge of ``node`` whose
+        first page shares the longest run of leading tokens with the rest of
+        ``token_ids`` (1 to ``page_size - 1`` tokens; the first such child on a tie) is
+        the partial tail: its first page's first ``num_tokens`` slots hold the KV of
+        exactly those tokens in this context. The tail's edge is split after its first
+        page (as ``match_prefix`` splits where a match ends) and that one-page node is
+        stamped as used with the match (LRU). Nothing is locked: to read the tail page,
+        ``inc_ref`` the tail node (a child of ``node``) until the copy is done.
+
+        Args:
+            token_ids: the request's tokens (what the cache may serve of them).
+
+        Returns:
+            ``(pages, matched_len, node, tail)``: the first three as ``match_prefix``
+            returns them; ``tail`` is ``(tail_node, num_tokens)`` (the page is
+            ``tail_node.pages[0]``), or None when no child shares a first token.
+
+        Raises:
+            Never.
+        """
+        now = self._tick()
+        node, matched_len, pages = self._walk(self._whole_pages(token_ids), now)
+        rest = token_ids[matched_len : matched_len + self.page_size - 1]
+        best, best_len = None, 0
+        if rest:
+            for child in node.children.values():
+                n = 0
+                for a, b in zip(child.key, rest):
+                    if a != b:
+                        break
+                    n += 1
+                if n > best_len:
+                    best, best_len = child, n
+        if best is None:
+            return pages, matched_len, node, None
+        if len(best.pages) > 1:
+            best = self._split(best, 1)
+        best.last_access = now  # as new as its parent's stamp: the LRU order holds
+        return pages, matched_len, node, (best, best_len)
 
     # ------------------------------------------------------------------ locks
 

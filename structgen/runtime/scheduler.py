@@ -8,10 +8,14 @@ a prefill chunk, one sampled token, jump-forward text). Each step:
 2. waiting requests are admitted while the token budget, ``max_running_requests`` and
    KV pages allow, in ``"lpm"`` order (longest cached prefix first, as SGLang does) or
    ``"fcfs"``. An admitted request starts from its longest prefix in the
-   :class:`RadixCache` (those pages are shared and locked, not recomputed). A request
+   :class:`RadixCache` (those pages are shared and locked, not recomputed); with
+   ``partial_pages`` it also starts from a copy of the leading slots of the cached page
+   that continues that prefix inside one page (``RadixCache.match_prefix_partial``,
+   ``KVPool.copy_page_prefix``), so only its own tokens are computed. A request
    whose next uncached page is being computed right now by another request waits one
    step, so requests sharing a prefix (``n`` branches, a common system prompt) compute
-   it once;
+   it once; one that may not be served that page from the cache (``max_cached_prefix``
+   ends before it: prompt log-probs wanted there) does not wait for it;
 3. when pages run out, unlocked cached pages are evicted (LRU), then the most recently
    admitted running request is preempted (its computed prefix goes into the cache, so
    its recompute is mostly cache hits).
@@ -103,6 +107,9 @@ class Scheduler:
         max_running_requests: most running requests.
         max_model_len: context limit of the model, tokens.
         policy: ``"lpm"`` (longest prefix match first) or ``"fcfs"``.
+        partial_pages: start admitted requests from a copy of a cached partial last page
+            (module docstring); only where ``pool`` is the one KV store of the model
+            (not a tensor-parallel group, whose other ranks hold their own).
     """
 
     def __init__(
@@ -114,8 +121,10 @@ class Scheduler:
         max_running_requests: int,
         max_model_len: int,
         policy: str = "lpm",
+        partial_pages: bool = False,
     ) -> None:
         self.pool = pool
+        self.partial_pages = partial_pages
         self.cache = cache
         self.max_batch_tokens = max_batch_tokens
         self.chunked_prefill_tokens = chunked_prefill_tokens
@@ -127,6 +136,7 @@ class Scheduler:
         self._failed: list[Request] = []
         self.num_prompt_tokens = 0  # all prompt tokens admitted since start
         self.num_prefix_hit_tokens = 0  # of which served from the cache
+        self.num_partial_hit_tokens = 0  # of which copied from a cached partial page
         self.num_preemptions = 0
 
     # ------------------------------------------------------------------ queues
@@ -271,14 +281,24 @@ class Scheduler:
                 budget -= n
         return budget
 
+    def _cache_limit(self, req: Request) -> int:
+        """Most leading tokens of ``req`` the cache may serve (>= 1 is left to compute)."""
+        end = req.num_tokens - 1
+        if req.max_cached_prefix is not None:
+            end = min(end, req.max_cached_prefix)
+        return end
+
     def _match(self, req: Request) -> tuple[list[int], int, object]:
         """Longest cached prefix of the request's known tokens, keeping >= 1 to compute."""
         if self.cache is None or not req.uses_prefix_cache:
             return [], 0, None
-        end = req.num_tokens - 1
-        if req.max_cached_prefix is not None:
-            end = min(end, req.max_cached_prefix)
-        return self.cache.match_prefix(req.token_slice(0, end))
+        return self.cache.match_prefix(req.token_slice(0, self._cache_limit(req)))
+
+    def _match_partial(self, req: Request) -> tuple[list[int], int, object, tuple | None]:
+        """``_match`` plus the cached partial page continuing it (None: no such page)."""
+        if not self.partial_pages or self.cache is None or not req.uses_prefix_cache:
+            return (*self._match(req), None)
+        return self.cache.match_prefix_partial(req.token_slice(0, self._cache_limit(req)))
 
     def _busy_pages(self) -> set[tuple[int, ...]]:
         """First uncached page of every running request still computing its prompt."""
@@ -301,26 +321,37 @@ class Scheduler:
             if budget <= 0 or len(self.running) >= self.max_running_requests:
                 break
             # match again: pages matched for ordering may have been evicted since
-            pages, length, node = self._match(req)
+            pages, length, node, tail = self._match_partial(req)
             key = tuple(req.token_slice(length, length + size)) if self.cache is not None else ()
-            if len(key) == size and key in busy:
+            if len(key) == size and length + size <= self._cache_limit(req) and key in busy:
                 continue  # another request computes this page right now: reuse it next step
             if node is not None:
                 self.cache.inc_ref(node)
                 req.cache_node = node
             req.page_table = list(pages)
             req.num_tree_pages = len(pages)
-            req.num_computed_tokens = length
+            copied = 0
+            if tail is not None:  # lock the tail page while pages are found and copied
+                self.cache.inc_ref(tail[0])
+                copied = tail[1]
+            req.num_computed_tokens = length + copied
             n = self._chunk(req, budget)
-            if not self._grow(req, length + n):
+            grown = self._grow(req, length + copied + n)
+            if grown and copied:
+                self.pool.copy_page_prefix(tail[0].pages[0], req.page_table[len(pages)], copied)
+            if tail is not None:
+                self.cache.dec_ref(tail[0])
+            if not grown:
                 self._drop_pages(req, cache_it=False)
                 req.num_computed_tokens = 0
                 break
+            length += copied
             if not req.was_admitted:
                 req.was_admitted = True
                 req.num_cached_tokens = min(length, len(req.prompt_token_ids))
                 self.num_prompt_tokens += len(req.prompt_token_ids)
                 self.num_prefix_hit_tokens += req.num_cached_tokens
+                self.num_partial_hit_tokens += min(copied, req.num_cached_tokens)
             self.waiting.remove(req)
             req.status = RequestStatus.RUNNING
             self.running.append(req)

@@ -216,6 +216,34 @@ def test_engine_extract_passes_score_overlaps_through(tiny_engine, monkeypatch):
     assert seen["score_overlaps"] is True
 
 
+def test_extract_scores_overlaps_by_default_and_false_turns_it_off(tiny_engine, monkeypatch):
+    """The default of ``extract`` runs the pass on each document with copied fields;
+    ``score_overlaps=False`` does not (the pass itself is replaced by a recorder)."""
+    import structgen.extraction.extractor as extractor
+    from structgen.runtime.sampling_params import SamplingParams
+
+    assert extractor.SCORE_OVERLAPS_DEFAULT is True
+    calls = []
+
+    def record(engine, schema, prompts, raw_texts, texts, copied):
+        calls.append((texts, copied))
+        return list(raw_texts)
+
+    monkeypatch.setattr(extractor, "choose_overlaps", record)
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "company": {"type": "string"}},
+        "required": ["name", "company"],
+    }
+    text = "Wei Zhang works at Lantern Robotics."
+    params = SamplingParams(max_tokens=48, temperature=0.0)
+    tiny_engine.extract(schema, text, params=params, errors="return")
+    assert len(calls) == 1 and calls[0][0] == [text] and calls[0][1] != [[]]
+    calls.clear()
+    tiny_engine.extract(schema, text, params=params, errors="return", score_overlaps=False)
+    assert calls == []
+
+
 class FirstTokenEngine(PreferringEngine):
     """``PreferringEngine`` that also answers a one-token request asking for ``logprobs``:
     its top ``logprobs`` alternatives from ``first`` (character -> log-prob), the same

@@ -237,3 +237,20 @@ def test_engine_default_capacity_follows_the_formula(tiny_llama_dir, monkeypatch
     assert eng.pool.num_usable_pages == -(-want // 4)
     assert eng.pool.is_growable and eng.pool.num_reserved_pages <= eng.pool.num_pages
     assert torch.equal(eng.pool.k[0][0], torch.zeros_like(eng.pool.k[0][0]))  # scratch page
+
+
+@pytest.mark.parametrize("latent", [False, True])
+def test_copy_page_prefix_copies_only_the_leading_slots_of_every_layer(latent):
+    gen = torch.Generator().manual_seed(0)
+    pool = LatentKVPool(3, 8, 4, 6, 2) if latent else KVPool(3, 8, 4, 2, 5)
+    src, dst = pool.alloc(2)
+    for t in pool.k + ([] if pool.v_views_k else pool.v):
+        t.copy_(torch.randn(t.shape, generator=gen))
+    before = [t.clone() for t in pool.k + pool.v]
+    pool.copy_page_prefix(src, dst, 3)
+    for old, new in zip(before, pool.k + pool.v):
+        ref = old.clone()
+        ref[dst, :3] = old[src, :3]  # the reference: those slots, nothing else
+        assert torch.equal(new, ref)
+    with pytest.raises(AssertionError):
+        pool.copy_page_prefix(src, src, 1)

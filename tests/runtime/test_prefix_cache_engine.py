@@ -94,3 +94,30 @@ def test_listener_raising_on_final_output_leaves_engine_whole(engines):
     assert_no_leak(engine)
     assert [o.token_ids for o in engine.generate(PROMPTS[:2], GREEDY)] == ref
     assert_no_leak(engine)
+
+
+def test_partial_page_copy_gives_the_logits_of_recomputing(engines):
+    """Requests that part from a cached prompt inside a page start from a copy of that
+    page's leading slots (``Scheduler(partial_pages=True)``); their prompt log-probs and
+    first-token log-probs, in float32, equal those of an engine without a prefix cache."""
+    prompts = [SYSTEM + q for q in (" Maria Lopez", " Maria L.", " Mario", " Lyon, France")]
+    cached, plain = engines(prefix_cache=True), engines(prefix_cache=False)
+    start = len(cached.encode_prompt(SYSTEM)) - 1  # log-probs of the last tokens only
+    params = SamplingParams(
+        max_tokens=1, temperature=0.0, logprobs=5, prompt_logprobs=5, prompt_logprobs_start=start
+    )
+    assert cached.scheduler.partial_pages
+    cached.generate([SYSTEM + " Maria Lopez, 34"], GREEDY)  # its pages go into the tree
+    outs = cached.generate(prompts, params)
+    refs = plain.generate(prompts, params)
+    assert cached.scheduler.num_partial_hit_tokens > 0  # the copy really served tokens
+    assert all(o.metrics.cached_tokens % 4 for o in outs[:2])  # a partial page's worth
+    for out, ref in zip(outs, refs):
+        assert out.token_ids == ref.token_ids
+        got = [d for d in out.prompt_logprobs if d] + list(out.logprobs)
+        want = [d for d in ref.prompt_logprobs if d] + list(ref.logprobs)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.keys() == w.keys()
+            assert max(abs(g[t] - w[t]) for t in w) < 1e-4
+    assert_no_leak(cached)

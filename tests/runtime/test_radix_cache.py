@@ -137,6 +137,38 @@ def test_match_splits_edge_at_page_boundary_and_node_is_lockable():
     _no_leak(pool, cache, [])
 
 
+def test_match_prefix_partial_names_the_page_continuing_the_match():
+    pool, cache = _cache(page_size=4)
+    cache.insert([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], pool.alloc(3))  # pages 1, 2, 3
+    cache.insert([1, 2, 3, 4, 5, 6, 9, 9], [1] + pool.alloc(1))  # page 4 under [1..4]
+    # whole page [1..4], then 5, 6, 7 go on inside page 2 (the first child with the run)
+    pages, n, node, tail = cache.match_prefix_partial([1, 2, 3, 4, 5, 6, 7, 0, 0])
+    assert (pages, n, node.key) == ([1], 4, (1, 2, 3, 4))
+    tail_node, k = tail
+    assert (tail_node.pages, k, tail_node.parent) == ([2], 3, node)
+    # the tail's edge was split after its first page; pages and matches are unchanged
+    assert tail_node.key == (5, 6, 7, 8) and [c.pages for c in tail_node.children.values()] == [[3]]
+    assert cache.match_prefix([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0])[:2] == ([1, 2, 3], 12)
+    # a tie (5, 6 shared by both children) names the first child; 9 leads to page 4
+    assert cache.match_prefix_partial([1, 2, 3, 4, 5, 6, 0])[3][0].pages == [2]
+    assert cache.match_prefix_partial([1, 2, 3, 4, 5, 6, 9])[3][0].pages == [4]
+    # only up to page_size - 1 tokens are read past the match; no shared first token: None
+    assert cache.match_prefix_partial([1, 2, 3, 4, 5, 6, 7])[3][1] == 3
+    assert cache.match_prefix_partial([1, 2, 3, 4, 8])[3] is None
+    assert cache.match_prefix_partial([1, 2, 3, 4])[3] is None
+    assert cache.match_prefix_partial([7])[1:] == (0, cache.root, None)
+    _, n, _, (root_tail, k) = cache.match_prefix_partial([1, 2, 9])
+    assert (n, root_tail.pages, k) == (0, [1], 2)
+    # a locked tail survives eviction; unlocked, it goes as any cached page
+    _, _, _, (tail_node, _) = cache.match_prefix_partial([1, 2, 3, 4, 5, 6, 9, 0])
+    cache.inc_ref(tail_node)
+    cache.evict(10)
+    assert tail_node.pages == [4] and cache.num_cached_pages == 2
+    cache.dec_ref(tail_node)
+    _check_tree(cache)
+    _no_leak(pool, cache, [])
+
+
 def test_insert_passing_tree_pages_returns_only_true_duplicates():
     pool, cache = _cache()
     cache.insert([1, 2, 3, 4], pool.alloc(2))  # pages [1, 2]
@@ -331,6 +363,32 @@ class RadixCacheMachine(RuleBasedStateMachine):
             node_path_len += len(node.key)
             node = node.parent
         assert node_path_len == n
+
+    @rule(tokens=tokens_st)
+    def match_partial(self, tokens):
+        """``match_prefix_partial`` against the reference: the cached one-page extensions
+        of the whole-page match, ranked by the run they share with the next tokens."""
+        pages, n, _, tail = self.cache.match_prefix_partial(tokens)
+        assert (pages, n) == self._ref_match(tokens)
+        self._ref_touch(tokens, n)
+        rest = tokens[n : n + PAGE_SIZE - 1]
+
+        def run(key: tuple[int, ...]) -> int:
+            m = 0
+            while m < len(rest) and key[n + m] == rest[m]:
+                m += 1
+            return m
+
+        exts = [k for k in self.ref if len(k) == n + PAGE_SIZE and list(k[:n]) == tokens[:n]]
+        best = max((run(k) for k in exts), default=0)
+        if best == 0:
+            assert tail is None
+            return
+        tail_node, m = tail
+        assert m == best
+        (key,) = [k for k in exts if run(k) == best and self.ref[k][0] == tail_node.pages[0]]
+        assert tail_node.pages == [self.ref[key][0]]
+        self.ref[key][1] = self.clock  # stamped with the match
 
     @rule(tokens=tokens_st)
     def insert_fresh(self, tokens):

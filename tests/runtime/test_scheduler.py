@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from structgen.runtime.detokenizer import IncrementalDetokenizer
 from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.request import Request, RequestStatus
@@ -101,3 +103,85 @@ def test_release_returns_every_page():
     for r in reqs:
         s.release(r)
     assert pool.num_free_pages == pool.num_usable_pages and not s.has_unfinished
+
+
+def _cached_scheduler(page_size: int = 4, partial_pages: bool = True):
+    from structgen.runtime.radix_cache import RadixCache
+
+    pool = KVPool(1, 20, page_size, 1, 2)
+    cache = RadixCache(pool)
+    return pool, cache, Scheduler(pool, cache, 64, 64, 8, 64, partial_pages=partial_pages)
+
+
+def _finish(s: Scheduler, req: Request) -> None:
+    req.status = RequestStatus.FINISHED
+    s.release(req)
+
+
+def test_partial_page_copy_starts_a_request_inside_a_cached_page():
+    pool, cache, s = _cached_scheduler()
+    a = _req("a", 10)  # tokens 1..10: pages [1..4], [5..8] cached at finish
+    s.add(a)
+    _apply(s.schedule())
+    for t in pool.k + pool.v:  # stand-in KV: slot value = its page * 100 + offset
+        t.copy_(torch.arange(t.shape[0] * 4).view(-1, 4, 1, 1).expand_as(t).float())
+    cache_pages = list(a.page_table[:2])
+    _finish(s, a)
+    b = _req("b", 9)
+    b.prompt_token_ids = [1, 2, 3, 4, 5, 6, 7, 99, 98]  # parts from a's at token 8
+    s.add(b)
+    plan = s.schedule()
+    # pages [1..4] shared; 5, 6, 7 copied from a's second page into b's own; 2 computed
+    assert [(r.request_id, n) for r, n in plan] == [("b", 2)]
+    assert b.num_computed_tokens == 7 and b.num_tree_pages == 1
+    assert b.page_table[0] == cache_pages[0] and b.page_table[1] not in cache_pages
+    own = b.page_table[1]
+    for t in pool.k + pool.v:
+        assert t[own, :3, 0, 0].tolist() == [cache_pages[1] * 4 + i for i in range(3)]
+    assert s.num_prefix_hit_tokens == 7 and s.num_partial_hit_tokens == 3
+    _pages_accounted(pool, [_Held(cache), _Held(None, b.page_table[b.num_tree_pages :])])
+    _apply(plan)
+    _finish(s, b)
+    assert cache.num_evictable_pages == cache.num_cached_pages  # no lock left behind
+    _pages_accounted(pool, [_Held(cache)])
+
+
+class _Held:
+    """The tree's pages (or a request's own pages), as an owner for ``_pages_accounted``."""
+
+    def __init__(self, cache, pages: list[int] | None = None) -> None:
+        from tests.runtime.test_radix_cache import _tree_pages
+
+        self.page_table = _tree_pages(cache) if cache is not None else pages
+
+
+def test_without_partial_pages_a_request_starts_at_the_page_boundary():
+    pool, cache, s = _cached_scheduler(partial_pages=False)
+    a = _req("a", 10)
+    s.add(a)
+    _apply(s.schedule())
+    _finish(s, a)
+    b = _req("b", 9)
+    b.prompt_token_ids = [1, 2, 3, 4, 5, 6, 7, 99, 98]
+    s.add(b)
+    assert [(r.request_id, n) for r, n in s.schedule()] == [("b", 5)]
+    assert s.num_partial_hit_tokens == 0
+
+
+def test_request_does_not_wait_for_a_busy_page_it_may_not_reuse():
+    """Prompt log-probs wanted inside the page another request is computing: the cache
+    could never serve that page to it, so it runs in the same step (it used to wait one
+    step per such request: a batch of scoring requests ran one per step)."""
+    pool, cache, s = _cached_scheduler(partial_pages=False)
+    a, b, c = _req("a", 9), _req("b", 9), _req("c", 9)
+    c.max_cached_prefix = 3  # log-probs from position 4 on: no page of it is ever served
+    for r in (a, b, c):
+        s.add(r)
+    plan = s.schedule()
+    # b waits for a's pages (it may reuse them); c does not
+    assert [(r.request_id, n) for r, n in plan] == [("a", 9), ("c", 9)]
+    _apply(plan)
+    for r, _ in plan:
+        s._on_computed(r)  # finished prefill pages go into the tree
+    plan = s.schedule()
+    assert [(r.request_id, n) for r, n in plan] == [("b", 1)]  # 8 tokens served from a's

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from ...errors import GrammarTooComplexError, InvalidGrammarError
 from ..deadline import NEVER, Deadline
-from ..regex.definitions import PLACEHOLDER_BASE, placeholder_indices
+from ..regex.definitions import PLACEHOLDER_BASE, placeholder_indices, renumber_placeholders
 from ..regex.escape import escape_literal
 from ..spec import LoweredRegex
 from .ir import Alt, Embedded, Expr, GrammarDef, Literal, Pattern, Ref, Repeat, Seq
@@ -96,9 +96,9 @@ class _Definitions:
         shift = {PLACEHOLDER_BASE + i: PLACEHOLDER_BASE + base + i for i in range(len(defs))}
         block = frozenset(range(base, base + len(defs)))
         for d in defs:
-            self.texts.append(d.translate(shift))
+            self.texts.append(renumber_placeholders(d, shift))
             self.refs.append(block)
-        return pattern.translate(shift), block
+        return renumber_placeholders(pattern, shift), block
 
     def seed(self, texts: tuple[str, ...], deadline: Deadline = NEVER) -> None:
         """Start with ``texts`` as definitions ``0..n-1`` (each refers to earlier ones only,
@@ -145,7 +145,10 @@ class _Definitions:
         """
         order = sorted(needs if closed else self.closure(needs))
         shift = {PLACEHOLDER_BASE + old: PLACEHOLDER_BASE + new for new, old in enumerate(order)}
-        return pattern.translate(shift), tuple(self.texts[i].translate(shift) for i in order)
+        texts = self.texts
+        return renumber_placeholders(pattern, shift), tuple(
+            renumber_placeholders(texts[i], shift) for i in order
+        )
 
 
 class _Lowering:
@@ -350,12 +353,34 @@ class _Lowering:
                     stack.append((nxt, iter(deps[nxt])))
 
     def is_regular(self, expr: Expr) -> bool:
-        hit = self._is_regular.get(id(expr))
-        if hit is not None and hit[0] is expr:  # the node kept alive, so its id is its own
+        """True when every reference in ``expr`` is a terminal or a regular rule (after
+        ``find_regular``). Each node is decided once, from its items' answers (post-order,
+        iterative), and remembered, so the nested groups that the productions ask about one
+        after the other cost one walk in all, not one each. Raises: never.
+        """
+        memo = self._is_regular  # id(node) -> (node, answer): the node kept alive owns its id
+        hit = memo.get(id(expr))
+        if hit is not None:
             return hit[1]
-        found = all(r.name in self.g.terminals or self.regular[r.name] for r in nodes_of(expr))
-        self._is_regular[id(expr)] = (expr, found)
-        return found
+        terminals, regular = self.g.terminals, self.regular
+        stack: list[tuple[Expr, bool]] = [(expr, False)]
+        while stack:
+            node, items_done = stack.pop()
+            if id(node) in memo:
+                continue
+            if isinstance(node, Ref):
+                found = node.name in terminals or regular[node.name]
+            elif isinstance(node, (Seq, Alt, Repeat)):
+                items = (node.item,) if isinstance(node, Repeat) else node.items
+                if not items_done:
+                    stack.append((node, True))
+                    stack.extend((x, False) for x in items)
+                    continue
+                found = all(memo[id(x)][1] for x in items)
+            else:  # a literal, a pattern, an embedded regex: no reference
+                found = True
+            memo[id(node)] = (node, found)
+        return memo[id(expr)][1]
 
 
 class _Productions:

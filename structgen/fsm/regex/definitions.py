@@ -37,6 +37,7 @@ __all__ = [
     "raw_bytes",
     "boolean_operands",
     "placeholder_indices",
+    "renumber_placeholders",
     "expand_shared",
 ]
 
@@ -58,6 +59,34 @@ def placeholder_indices(text: str, num_defined: int) -> set[int]:
         return set()
     found = {ord(c) - PLACEHOLDER_BASE for c in set(_AT_OR_PAST_BASE.findall(text))}
     return {i for i in found if i < num_defined}
+
+
+_MAX_REPLACED = 16  # placeholders moved by ``str.replace`` (past it: one ``translate``)
+
+
+def renumber_placeholders(text: str, table: dict[int, int]) -> str:
+    """``text.translate(table)`` for a table of placeholder code points (old -> new), the
+    same string, without ``translate``'s dictionary lookup per character of a non-ASCII
+    text: an ASCII text has no placeholder, and each placeholder the text holds that moves
+    is one ``str.replace`` when no new code point is one the text holds (replacements in any
+    order then give ``translate``'s result); otherwise, or past ``_MAX_REPLACED`` moves, it
+    is ``translate``. Raises: never.
+    """
+    if text.isascii():
+        return text
+    present = set(_AT_OR_PAST_BASE.findall(text))
+    moves = []
+    for c in present:
+        new = table.get(ord(c))
+        if new is not None and new != ord(c):
+            moves.append((c, chr(new)))
+    if not moves:
+        return text
+    if len(moves) > _MAX_REPLACED or any(new in present for _, new in moves):
+        return text.translate(table)
+    for old, new in moves:
+        text = text.replace(old, new)
+    return text
 
 
 def raw_bytes(text: str) -> bytes | None:

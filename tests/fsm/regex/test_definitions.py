@@ -1,4 +1,5 @@
-"""``definitions.placeholder_indices`` against the per-character reference it replaces."""
+"""``definitions.placeholder_indices`` and ``renumber_placeholders`` against the per-character
+references they replace (a scan, ``str.translate``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from structgen.fsm.regex.definitions import (
     PLACEHOLDER_BASE,
     RAW_BYTES,
     placeholder_indices,
+    renumber_placeholders,
 )
 
 
@@ -40,3 +42,36 @@ def test_placeholder_indices_equal_the_per_character_scan() -> None:
 
 def test_ascii_text_holds_none() -> None:
     assert placeholder_indices("(?:a|b)*" * 100, 10) == set()
+
+
+def test_renumber_placeholders_equals_translate() -> None:
+    """Tables as ``lower._Definitions`` builds them (needed definitions numbered in order),
+    and others: permutations whose new code points the text holds, identities, more moves
+    than ``str.replace`` takes, marker code points, ASCII and empty texts.
+    """
+    rng = random.Random(11)
+    slots = [PLACEHOLDER_BASE + i for i in range(40)]
+    alphabet = ["a", "(", "|", "\\", "é", INTERSECT, COMPLEMENT, RAW_BYTES] + [
+        chr(c) for c in slots
+    ]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        kind = rng.randrange(4)
+        if kind == 0:  # the bundle's table: a sorted subset numbered from 0
+            order = sorted(rng.sample(range(40), rng.randint(0, 40)))
+            table = {
+                PLACEHOLDER_BASE + old: PLACEHOLDER_BASE + new for new, old in enumerate(order)
+            }
+        elif kind == 1:  # a permutation (new code points the text may hold)
+            perm = slots[:]
+            rng.shuffle(perm)
+            table = dict(zip(slots, perm))
+        elif kind == 2:  # a shift up (add_block's)
+            base = rng.randint(0, 50)
+            table = {c: c + base for c in slots}
+        else:  # a partial identity
+            table = {c: c for c in rng.sample(slots, 5)}
+        assert renumber_placeholders(text, table) == text.translate(table), (text, table)
+    many = "".join(chr(c) for c in slots) * 3
+    table = {c: c + 100 for c in slots}
+    assert renumber_placeholders(many, table) == many.translate(table)

@@ -148,6 +148,10 @@ def split_key(
         after: None for a regex state; for a lexer state, the 256-bit mask of the bytes
             that can start what follows the lexeme's end.
 
+    ``CONCAT(x, CONCAT(x{lo,hi}, r))`` with ``hi`` at least ``max_depth`` splits as
+    ``x{lo+1,hi+1} r``, keyed as ``x*`` (both heads have the same prefixes no longer than
+    a token), not as ``x`` followed by exits as wide as ``first(x)``.
+
     Returns:
         None when ``term`` holds an intersection or complement, when it is no ``CONCAT``
         and ``after`` is None, when fewer than ``MIN_HEAD_BYTES`` bytes can start the head,
@@ -157,6 +161,12 @@ def split_key(
         return None
     if arena.kind[term] == CONCAT:
         head, rest = arena.args[term]
+        if arena.kind[rest] == CONCAT:  # x x{lo,hi} r (one or more x: a key or a minLength
+            star, tail = arena.args[rest]  # string) splits as x{lo+1,hi+1} r, keyed as x*
+            if arena.kind[star] == REPEAT:
+                x, _, hi = arena.args[star]
+                if x == head and (hi == INF or hi >= max_depth):
+                    head, rest = star, tail
         exits = arena.first[rest]
         if after is not None and arena.nullable[rest]:
             exits |= after

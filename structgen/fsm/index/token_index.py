@@ -30,6 +30,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..regex.dfa import ByteDFA
+from ..regex.terms import ALT
 from .count_masks import CountView, long_run_tables, walk_steps
 from .lexical_masks import split_key
 from .masks import row_form
@@ -222,6 +223,41 @@ class TokenIndex:
         lex.put(key, mask & ~holds)
         return mask
 
+    def _walk_alt(self, state: int) -> np.ndarray | None:
+        """The mask of a state whose term is an alternation with a member that splits
+        (``lexical_key``: a wide head, e.g. the inside of a JSON string, whose exit tokens
+        have a small trie) as the union of its members' masks: each such member's from its
+        own state (its head part from the shared cache), the other members' from the
+        state of their alternation (a walk over the few first bytes they can start).
+        Exact: a token is live from ``a | b`` iff it is live from ``a`` or from ``b``
+        (every state's term, boolean-free here, can still accept). None when the state is
+        no such alternation (a key of an object with extra keys allowed, part-way through a
+        declared name, is one: the declared rests | any string's rest).
+        Raises: ``GrammarTooComplexError`` as ``bitmask``.
+        """
+        if self._keys_own or self._lexical is None:
+            return None
+        dfa = self.dfa
+        arena, term = dfa.arena, dfa.term(state)
+        if arena.kind[term] != ALT or arena.has_boolean(term):
+            return None
+        depth, lex = self._trie.max_depth, self._lexical
+        lex.ensure_prepared()
+        wide, narrow = [], []
+        for u in arena.args[term]:
+            key = split_key(arena, u, depth, self._head_digests)
+            splits = key is not None and lex.exit_tables(key[1]) is not None
+            (wide if splits else narrow).append(u)
+        if not wide:
+            return None
+        if narrow:
+            with dfa.lock:  # the alternation of the rest is built in the automaton's arena
+                wide.append(arena.alt(narrow))
+        mask = np.zeros(self.num_words, np.int32)
+        for u in wide:
+            mask |= self.bitmask(dfa.state_of_term(u))
+        return mask
+
     def _walk_counts(self, state: int) -> np.ndarray | None:
         """The mask of ``state`` from the mask of its canonical state (``count_masks.py``:
         bounded repetitions of byte classes made unbounded) for the tokens with short runs
@@ -307,6 +343,8 @@ class TokenIndex:
             mask = self._walk_counts(state)
         if mask is None and nxt is None and self._lexical is not None:
             mask = self._walk_split(state)
+            if mask is None:
+                mask = self._walk_alt(state)
         if mask is None:
             mask = self._walk_whole(state, nxt)
         if self._reads_wildcards:

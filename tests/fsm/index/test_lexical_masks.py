@@ -247,3 +247,34 @@ def test_exit_tables_hold_exactly_the_tokens_with_an_exit_byte(vocab) -> None:
         assert np.array_equal(held.astype(bool), want & ~never), hex(exit_mask)
         in_trie = set(trie.token[trie.token >= 0].tolist()) | set(trie.dups[:, 0].tolist())
         assert in_trie == set(np.flatnonzero(want & ~never).tolist()), hex(exit_mask)
+
+
+def test_key_part_way_through_a_declared_name_and_a_nonempty_string(vocab, monkeypatch) -> None:
+    """A key with extra keys allowed, each followed by its own value: part-way through a
+    declared name the state is ``rest of the name | any key's rest`` (an alternation, masked
+    as the union of its members'), and any key's rest is ``c c* r`` (split as ``c+ r``,
+    keyed as the plain string's ``c*``); a ``minLength: 1`` string likewise. Every mask
+    equals brute force.
+    """
+    from structgen.fsm.index import token_index
+
+    used = []
+    walk_alt = token_index.TokenIndex._walk_alt
+
+    def spy(self, state):
+        mask = walk_alt(self, state)
+        used.append(mask is not None)
+        return mask
+
+    monkeypatch.setattr(token_index.TokenIndex, "_walk_alt", spy)
+    g = compile_regex(r'\{"(title":"[^"\\]*"\}|titleCase":[0-9]+\]|[^"\\][^"\\]*":\[\])', vocab)
+    prefixes = (b'{"', b'{"t', b'{"ti', b'{"title', b'{"titleC', b'{"x', b'{"tx', b'{"title":"a')
+    for prefix in prefixes:
+        _check(g, vocab, prefix)
+    assert any(used)
+    plain = compile_json_schema({"type": "string"}, vocab)
+    _check(plain, vocab, b'"')
+    hits = vocab.lexical_masks.hits
+    nonempty = compile_json_schema({"type": "string", "minLength": 1}, vocab)
+    _check(nonempty, vocab, b'"')  # c c* '"': the plain string's entry
+    assert vocab.lexical_masks.hits == hits + 1

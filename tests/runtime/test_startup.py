@@ -75,6 +75,22 @@ def test_default_engine_imports_no_transformers(tmp_path):
     _start(tmp_path)
 
 
+def _child(code: str, cwd: Path | None = None) -> str:
+    """The stdout of ``python -c code`` in a fresh process on this checkout (asserts it
+    exited 0)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
 def test_import_and_cli_help_do_not_load_torch():
     """``import structgen``, the spec classes and ``structgen --help`` stay light: torch
     (and the compiler behind it) is imported on first use of an engine or a compile,
@@ -89,12 +105,7 @@ def test_import_and_cli_help_do_not_load_torch():
         "from structgen.fsm import compile_regex\n"
         "print(compile_regex('a+').matches('aa'), 'torch' in sys.modules)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    run = subprocess.run(
-        [sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.split() == ["False", "True", "True"]
+    assert _child(child).split() == ["False", "True", "True"]
 
 
 def test_cli_input_errors_do_not_load_torch(tmp_path):
@@ -122,16 +133,6 @@ def test_cli_input_errors_do_not_load_torch(tmp_path):
         "        code = main(argv)\n"
         "    print(code, 'torch' in sys.modules, err.getvalue().startswith('structgen: error:'))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    run = subprocess.run(
-        [sys.executable, "-c", child],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    rows = [line.split() for line in run.stdout.splitlines()]
-    assert [r[1:] for r in rows] == [["False", "True"]] * len(cases), run.stdout
-    assert all(r[0] in ("1", "2") for r in rows), run.stdout
+    rows = [line.split() for line in _child(child, cwd=tmp_path).splitlines()]
+    assert [r[1:] for r in rows] == [["False", "True"]] * len(cases), rows
+    assert all(r[0] in ("1", "2") for r in rows), rows

@@ -102,8 +102,7 @@ class _Parser:
         self.gdef = GrammarDef(syntax="lark")
         self.num_anonymous = 0
         self.ignored: list[tuple[Ref, _Token]] = []  # %ignore NAME, checked after parsing
-        self.depth = 0  # ( and [ open around the item read
-        self.open_groups: list[_Token] = []  # their tokens, innermost last (for errors)
+        self.open_groups: list[_Token] = []  # ( and [ open around the item, innermost last
         self._tokenize()
 
     def _tokenize(self) -> None:
@@ -335,13 +334,11 @@ class _Parser:
             raise self.error("expected an item")
         self.i += 1
         if tok.text in ("(", "["):
-            self.depth += 1
-            if self.depth > MAX_NESTING:
+            if len(self.open_groups) >= MAX_NESTING:
                 raise self.error(f"groups nest deeper than {MAX_NESTING}", tok)
             self.open_groups.append(tok)
             inner = self.expansions(nested=True)
             self.open_groups.pop()
-            self.depth -= 1
             close = ")" if tok.text == "(" else "]"
             end = self.peek()
             if end is None or end.text != close:

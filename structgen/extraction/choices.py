@@ -183,8 +183,7 @@ def revise_outputs(
             ``score``).
         score: ``score(jobs, values)``: one result per job, in order; ``values`` holds each
             document's parsed object before any decision (None where it was skipped).
-            Without it a job scores itself in ``decide`` (``choose_overlaps``: one job,
-            and one scoring batch, per document).
+            Without it a job scores itself in ``decide``.
 
     Returns:
         The texts; where a job decided the object again, the object written compactly

@@ -37,6 +37,7 @@ __all__ = [
     "SCORE_OVERLAPS_DEFAULT",
     "SCORE_SPAN_ENDS_DEFAULT",
     "WRITE_NULLS_DEFAULT",
+    "FINISH_CHUNK",
 ]
 
 DEFAULT_EXTRACT_MAX_TOKENS = 512
@@ -44,6 +45,7 @@ SCORE_OPTIONS_DEFAULT = False  # enum/boolean values by score (benchmarks/RESULT
 SCORE_NUMBERS_DEFAULT = False  # whole-numeral scoring: not yet measured (RESULTS.md)
 SCORE_OVERLAPS_DEFAULT = True  # overlapping string fields moved by score (RESULTS.md, s23)
 WRITE_NULLS_DEFAULT = False  # every nullable property written (nulls.py; RESULTS.md)
+FINISH_CHUNK = 16  # with on_result: finished documents scored together (RESULTS.md, v23)
 
 
 def extract(
@@ -66,9 +68,12 @@ def extract(
     """Extract one schema-valid object per text, greedily, under the schema's grammar.
 
     All texts run as one continuously batched job; calls from several threads batch
-    together (``engine.run_requests`` is thread-safe). An output cut by ``max_tokens`` is
-    still a complete object when the grammar's token budget closed the JSON in time: it
-    is returned (its later fields may be shortened) and an
+    together (``engine.run_requests`` is thread-safe). The scoring passes (span ends,
+    numbers, overlaps, options) then run once per pass over all finished texts, so each
+    pass's scoring requests go in one batch (with ``on_result``: per chunk of up to
+    ``FINISH_CHUNK`` finished texts); a text's result is the one it gets alone. An output
+    cut by ``max_tokens`` is still a complete object when the grammar's token budget
+    closed the JSON in time: it is returned (its later fields may be shortened) and an
     :class:`~structgen.errors.ExtractionTruncatedWarning` naming the text's index is
     emitted.
 
@@ -85,17 +90,16 @@ def extract(
             the default (``COPY_DEFAULT``); ``x-structgen-copy`` per field overrides it.
         score_span_ends: decide where each copied string ends by the model's
             probability that it ends there, against the spans extending it by lowercase
-            head words ("Nimbus" -> "Nimbus router"; ``structgen.extraction.spans``; per
-            document as it finishes, one batch of scoring requests when a copied value
-            has such a continuation in the text) instead of greedy's stop; None:
-            ``SCORE_SPAN_ENDS_DEFAULT``.
+            head words ("Nimbus" -> "Nimbus router"; ``structgen.extraction.spans``; scoring
+            requests where a copied value has such a continuation in the text) instead
+            of greedy's stop; None: ``SCORE_SPAN_ENDS_DEFAULT``.
         score_options: choose each enum and boolean value by the model's score of every
             option in the context it was written in (``structgen.extraction.choices``;
-            a few scoring requests per document as it finishes) instead of greedy's
+            a few scoring requests per document) instead of greedy's
             first-token choice; None: ``SCORE_OPTIONS_DEFAULT``.
         score_numbers: choose each copied number among the text's numerals by the
             model's score of each whole numeral (``structgen.extraction.numbers``; one
-            batch of scoring requests per document as it finishes) instead of greedy's
+            scoring request per numeral) instead of greedy's
             first digit; None: ``SCORE_NUMBERS_DEFAULT``.
         evidence: decide boolean, number and enum fields by where the text mentions
             them (``structgen.extraction.evidence``: a mention of the field's name
@@ -120,13 +124,16 @@ def extract(
             (value, truncated, finish_reason, raw_text, copied_fields) per text instead
             of the bare value.
         on_result: called on this thread as ``on_result(index, result)`` as soon as each
-            text finishes (completion order, not input order), with what the returned
-            list holds at that index (an ExtractionError too, whatever ``errors`` says).
+            text's result is ready (completion order, not input order), with what the
+            returned list holds at that index (an ExtractionError too, whatever
+            ``errors`` says); results come in chunks of up to ``FINISH_CHUNK`` finished
+            texts (the last chunk when the job ends), which the scoring passes revise
+            together.
         score_overlaps: where two copied string fields hold the same span of the text
             (or one inside the other), move the one the model prefers least to its
-            best-scored other span (``structgen.extraction.overlaps``; per such
-            document as it finishes, one batch of first-token requests that shortlists
-            8 spans per field, then one batch scoring them: about 20 short requests
+            best-scored other span (``structgen.extraction.overlaps``; one batch of
+            first-token requests that shortlists 8 spans per field, then one batch
+            scoring them, for all such documents together: about 20 short requests
             over the prompt the prefix cache already holds, ~110 tokens computed for
             contact_card-04, under half of one 400-token prefill; documents without
             such a pair cost nothing). None: ``SCORE_OVERLAPS_DEFAULT`` (on: +11 right
@@ -188,35 +195,62 @@ def extract(
     overlaps = SCORE_OVERLAPS_DEFAULT if score_overlaps is None else score_overlaps
     by_text = EVIDENCE_DEFAULT if evidence is None else evidence
 
-    def finish(i: int, out: Any) -> None:
-        copied = plans[i].copied_fields
+    def finish(done: list[tuple[int, Any]]) -> None:
+        """Each finished output of ``done`` (index, output) through the scoring passes,
+        each pass once over all of them (one batch of scoring requests per stage), then
+        its result recorded and reported.
+        """
+        idx = [i for i, _ in done]
+        outs = [out for _, out in done]
         scored = (
             (span_ends, choose_span_ends),
             (numbers, choose_numbers),
             (overlaps, choose_overlaps),
         )
         for on, choose in scored:
-            if on and copied and out.finish_reason in ("stop", "length") and out.text:
-                (text_i,) = choose(engine, sd, [prompts[i]], [out.text], [texts[i]], [copied])
-                out = dataclasses.replace(out, text=text_i)
-        if options and out.finish_reason in ("stop", "length") and out.text:
-            (text_i,) = choose_options(engine, sd, [prompts[i]], [out.text])
-            out = dataclasses.replace(out, text=text_i)
-        if by_text and out.finish_reason in ("stop", "length") and out.text:
-            out = dataclasses.replace(out, text=_with_evidence(sd, texts[i], out.text))
-        results[i] = _result(out, i, model_cls, sd, return_details, plans[i].copied_fields)
-        if on_result is not None:
-            on_result(i, results[i])
+            todo = [k for k, i in enumerate(idx) if on and plans[i].copied_fields and _ok(outs[k])]
+            if todo:
+                new = choose(
+                    engine, sd, [prompts[idx[k]] for k in todo], [outs[k].text for k in todo],
+                    [texts[idx[k]] for k in todo], [plans[idx[k]].copied_fields for k in todo],
+                )  # fmt: skip
+                for k, text_k in zip(todo, new):
+                    outs[k] = dataclasses.replace(outs[k], text=text_k)
+        todo = [k for k in range(len(idx)) if options and _ok(outs[k])]
+        if todo:
+            new = choose_options(
+                engine, sd, [prompts[idx[k]] for k in todo], [outs[k].text for k in todo]
+            )
+            for k, text_k in zip(todo, new):
+                outs[k] = dataclasses.replace(outs[k], text=text_k)
+        for i, out in zip(idx, outs):
+            if by_text and _ok(out):
+                out = dataclasses.replace(out, text=_with_evidence(sd, texts[i], out.text))
+            results[i] = _result(out, i, model_cls, sd, return_details, plans[i].copied_fields)
+            if on_result is not None:
+                on_result(i, results[i])
 
-    outputs = _run(engine, prompts, params, grammars, finish if on_result is not None else None)
-    for i, out in enumerate(outputs):
-        if results[i] is None:
-            finish(i, out)
+    pending: list[tuple[int, Any]] = []  # finished outputs waiting for their chunk
+
+    def finished(i: int, out: Any) -> None:
+        pending.append((i, out))
+        if len(pending) >= FINISH_CHUNK:
+            chunk = pending[:]
+            pending.clear()
+            finish(chunk)
+
+    outputs = _run(engine, prompts, params, grammars, finished if on_result is not None else None)
+    finish([(i, out) for i, out in enumerate(outputs) if results[i] is None])
     if errors != "return":
         failed = next((r for r in results if isinstance(r, ExtractionError)), None)
         if failed is not None:
             raise failed
     return results[0] if single else results
+
+
+def _ok(out: Any) -> bool:
+    """Whether an output is one the scoring passes revise (stopped or cut, with text)."""
+    return out.finish_reason in ("stop", "length") and bool(out.text)
 
 
 def _without_empty(

@@ -15,8 +15,9 @@ other string field's value (``restates``: overlap it, or write its date or time 
 another notation), with which the object stays valid under the schema; each candidate
 and the field's own value are scored in the context the model wrote the value in, by
 the mean log-probability of their tokens and the closing quote
-(``choices.candidate_scores``, as ``choose_options`` scores options); all candidates of
-a document go in one batch of prompt-log-prob requests. The field
+(``choices.candidate_scores``, as ``choose_options`` scores options); the candidates of
+all the documents given go in one batch of prompt-log-prob requests (the jobs are
+planned across documents and scored through ``revise_outputs``' ``score``). The field
 whose own value the model prefers least over its best candidate (the smaller margin)
 takes that candidate; the other keeps its value. The fields after it keep what greedy
 wrote. Arrays are left alone (items are trimmed by ``items.py``).
@@ -24,7 +25,8 @@ wrote. Arrays are left alone (items are trimmed by ``items.py``).
 Before that scoring, each field's candidates are shortlisted (``shortlist_spans``;
 ``choose_overlaps(..., shortlist=None)`` scores every candidate): one request per field,
 batched, reads the model's top ``FIRST_TOKEN_TOP`` tokens where the candidates' token
-ids part (the value's first word, after the opening quote), and only the
+ids part (the value's first word, after the opening quote; every document's requests
+in one batch), and only the
 ``MAX_SCORED_SPANS`` whose token there is likeliest are scored in full. The pair's
 decision is the unfiltered one when the field that moves keeps its best candidate in
 its shortlist; when a field's best is cut, its margin grows and the sibling may move
@@ -247,15 +249,28 @@ def choose_overlaps(
             if ".".join(k) in copied[i] and k in spans and not _nullable_at(schema, k)
         }
         pairs = overlapping_pairs(strings, eligible)
-        return [(i, raw, strings, pairs, spans)] if pairs else []
+        if not pairs:
+            return []
+        jobs = _candidate_jobs(engine, checker, i, prompts[i], raw, texts[i], value, strings,
+                               pairs, spans)  # fmt: skip
+        return [(pairs, jobs)]
 
-    def decide(job: tuple, _: None, value: Any) -> Any:
-        i, raw, strings, pairs, spans = job
-        return _moved(
-            engine, checker, prompts[i], raw, texts[i], value, strings, pairs, spans, shortlist
-        )
+    def score(docs: list[tuple], _: list[Any]) -> list[dict]:
+        flat = [job for _, jobs in docs for job in jobs]
+        if shortlist is not None:
+            flat = shortlist_spans(engine, flat, shortlist)  # one batch for every document
+        scores = candidate_scores(engine, flat, summed=False)  # one batch for every document
+        out, pos = [], 0
+        for _, jobs in docs:
+            n = len(jobs)
+            out.append({j.keys: (j, s) for j, s in zip(flat[pos : pos + n], scores[pos : pos + n])})
+            pos += n
+        return out
 
-    return revise_outputs(raw_texts, plan, decide)
+    def decide(doc: tuple, scored: dict, value: Any) -> Any:
+        return _moved(value, doc[0], scored)
+
+    return revise_outputs(raw_texts, plan, decide, score)
 
 
 def _nullable_at(schema: Any, keys: tuple[str, ...]) -> bool:
@@ -272,9 +287,10 @@ def _nullable_at(schema: Any, keys: tuple[str, ...]) -> bool:
     return _nullable(schema, sub)
 
 
-def _moved(
+def _candidate_jobs(
     engine: Any,
     checker: Any,
+    doc: int,
     prompt: Any,
     raw: str,
     text: str,
@@ -282,9 +298,11 @@ def _moved(
     strings: dict[tuple[str, ...], str],
     pairs: list[tuple[tuple[str, ...], tuple[str, ...]]],
     spans: dict[tuple[str, ...], tuple[int, int]],
-    shortlist: int | None,
-) -> Any:
-    """``value`` with one field of each pair moved (``choose_overlaps``' rule)."""
+) -> list[CandidateJob]:
+    """One ``CandidateJob`` per field of ``pairs`` (first named first) of document ``doc``:
+    its own value, then the spans of ``text`` that restate no other string field and keep
+    the object valid (at most ``MAX_SPAN_CANDIDATES``; ``choose_overlaps``' rule).
+    """
     context = _template(engine, prompt)
     all_spans = text_spans(text)
     jobs: list[CandidateJob] = []
@@ -295,13 +313,18 @@ def _moved(
             for c in all_spans
             if not any(restates(c, s) for s in others) and checker.is_valid(_with(value, keys, c))
         ][:MAX_SPAN_CANDIDATES]
-        jobs.append(CandidateJob(0, keys, [strings[keys], *cands], context, raw, spans[keys]))
-    if shortlist is not None:
-        jobs = shortlist_spans(engine, jobs, shortlist)
-    scored = {
-        job.keys: (job, scores)
-        for job, scores in zip(jobs, candidate_scores(engine, jobs, summed=False))
-    }
+        jobs.append(CandidateJob(doc, keys, [strings[keys], *cands], context, raw, spans[keys]))
+    return jobs
+
+
+def _moved(
+    value: Any,
+    pairs: list[tuple[tuple[str, ...], tuple[str, ...]]],
+    scored: dict[tuple[str, ...], tuple[CandidateJob, list[float]]],
+) -> Any:
+    """``value`` with one field of each pair moved (``choose_overlaps``' rule), given each
+    field's job and its candidates' scores (``scored``: key path -> ``(job, scores)``).
+    """
     moved: set[tuple[str, ...]] = set()
     for a, b in pairs:
         if a in moved or b in moved:

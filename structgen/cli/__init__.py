@@ -13,12 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from structgen.errors import (
-    ExtractionError,
-    InvalidSchemaError,
-    StructgenError,
-    UnsupportedSchemaError,
-)
+from structgen.errors import ExtractionError, InvalidSchemaError, StructgenError
 
 __all__ = ["main"]
 
@@ -43,7 +38,7 @@ def load_schema(path: str) -> dict:
     from structgen.fsm.json_schema.check import check_schema
     from structgen.fsm.json_schema.ids import check_schema_depth
     from structgen.fsm.nesting import loads
-    from structgen.fsm.spec import JsonSchema
+    from structgen.fsm.spec import JsonSchema, lower_spec
 
     p = Path(path)
     if not p.is_file():
@@ -69,17 +64,14 @@ def load_schema(path: str) -> dict:
     except StructgenError as exc:
         raise CliError(f"schema {path}: {exc}") from None
     spec = JsonSchema(schema, allow_extra_properties=False)
-    try:
-        spec.lower()  # torch-free: a keyword structgen refuses fails here, in a second
-    except UnsupportedSchemaError as exc:
-        if exc.keyword != "$ref":  # recursion the regex path cuts: the grammar path decides
-            raise CliError(f"schema {path}: {exc}") from None
+    try:  # torch-free: a keyword structgen refuses fails here, in a second
+        lowered = lower_spec(spec)  # what the compile compiles, so it is not lowered twice
     except StructgenError as exc:
         raise CliError(f"schema {path}: {exc}") from None
-    from structgen.fsm import compile_json_schema  # imports torch (the token layer)
+    from structgen.fsm.compiler import compile_spec  # imports torch (the token layer)
 
     try:
-        grammar = compile_json_schema(schema, allow_extra_properties=False)
+        grammar = compile_spec(spec, None, lowered=lowered)
     except StructgenError as exc:
         raise CliError(f"schema {path}: {exc}") from None
     _print_warnings(f"schema {path}", grammar.reported_warnings)

@@ -60,7 +60,7 @@ from structgen.extraction.choices import (
     candidate_scores,
     revise_outputs,
 )
-from structgen.extraction.evidence.fields import _nullable
+from structgen.extraction.evidence.fields import is_nullable
 from structgen.extraction.refs import resolve as _resolve
 from structgen.extraction.spans import common_prefix
 from structgen.fsm.dates import dates, times
@@ -284,7 +284,7 @@ def _nullable_at(schema: Any, keys: tuple[str, ...]) -> bool:
         if not isinstance(props, dict) or key not in props:
             return True
         sub = props[key]
-    return _nullable(schema, sub)
+    return is_nullable(schema, sub)
 
 
 def _candidate_jobs(

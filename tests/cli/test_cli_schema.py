@@ -7,7 +7,7 @@ import json
 import jsonschema
 import pytest
 
-from structgen.cli import load_schema
+from structgen.cli.inputs import load_schema
 from structgen.fsm import clear_cache
 from structgen.fsm.json_schema.convert import JsonSchemaConverter
 from structgen.fsm.spec import JsonSchema

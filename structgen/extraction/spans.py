@@ -39,9 +39,10 @@ from typing import Any
 
 import jsonschema
 
-from structgen.extraction.choices import _template, _with, common_prefix, revise_outputs
+from structgen.extraction.choices import common_prefix, revise_outputs, with_field
 from structgen.extraction.evidence.fields import free_string_schema
 from structgen.extraction.evidence.names import FUNCTION_WORDS
+from structgen.extraction.prompt import prompt_text
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.copy import json_string_content
 from structgen.runtime.sampling_params import SamplingParams
@@ -144,7 +145,7 @@ def choose_span_ends(
             if len(cands) < 2:
                 continue
             if template is None:
-                template = _template(engine, prompts[i])
+                template = prompt_text(engine, prompts[i])
             prefix = template + raw[: start + 1]  # up to the opening quote
             tail = _STRUCTURAL.match(raw, end - 1).group()
             fulls, closes = [], []
@@ -174,7 +175,7 @@ def choose_span_ends(
         for k in order:
             if scores[k] <= scores[0]:
                 break
-            trial = _with(value, keys, cands[k])
+            trial = with_field(value, keys, cands[k])
             if checker.is_valid(trial):
                 return trial
         return None

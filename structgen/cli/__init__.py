@@ -1,7 +1,9 @@
 """The ``structgen`` command: ``extract`` (schema-driven extraction), ``generate``, ``serve``.
 
-Errors print one line on stderr (``structgen: error: ...``) and exit non-zero, never a
-traceback: 2 for bad input (schema, arguments), 1 for failures while running.
+This module holds the parser, the three commands and ``main``; ``structgen.cli.inputs``
+reads and checks their inputs before any model loads. Errors print one line on stderr
+(``structgen: error: ...``) and exit non-zero, never a traceback: 2 for bad input (schema,
+arguments), 1 for failures while running.
 """
 
 from __future__ import annotations
@@ -10,121 +12,12 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from structgen.errors import (
-    ExtractionError,
-    InvalidSchemaError,
-    StructgenError,
-    UnsupportedSchemaError,
-)
+from structgen.cli.inputs import CliError, load_schema, open_output, read_constraint, read_texts
+from structgen.errors import ExtractionError, StructgenError
 
 __all__ = ["main"]
-
-
-class CliError(Exception):
-    """A user-facing CLI failure with its exit code."""
-
-    def __init__(self, message: str, code: int = 2) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def load_schema(path: str) -> dict:
-    """Read and check a schema file before any model is loaded.
-
-    Raises:
-        CliError: file missing, not JSON, not valid against its metaschema, or using a
-            keyword structgen cannot enforce (named with its JSON pointer).
-    """
-    import jsonschema
-
-    from structgen.fsm.json_schema.check import check_schema
-    from structgen.fsm.json_schema.ids import check_schema_depth
-    from structgen.fsm.nesting import loads
-    from structgen.fsm.spec import JsonSchema
-
-    p = Path(path)
-    if not p.is_file():
-        raise CliError(f"schema file not found: {path}")
-    try:
-        schema = loads(p.read_text(encoding="utf-8"))  # any nesting, up to its depth limit
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CliError(f"schema file {path} is not valid JSON: {exc}") from None
-    except StructgenError as exc:
-        raise CliError(f"schema file {path}: {exc}") from None
-    if not isinstance(schema, (dict, bool)):
-        raise CliError(f"schema file {path} must hold a JSON object")
-    try:
-        check_schema_depth(schema)  # before any recursive walk
-        if isinstance(schema, dict):
-            check_schema(schema)  # jsonschema's verdict, at any depth
-    except InvalidSchemaError as exc:
-        cause = exc.__cause__
-        detail = cause.message if isinstance(cause, jsonschema.SchemaError) else str(exc)
-        raise CliError(
-            f"schema {path} is not a valid JSON Schema at {exc.pointer or '/'}: {detail}"
-        ) from None
-    except StructgenError as exc:
-        raise CliError(f"schema {path}: {exc}") from None
-    spec = JsonSchema(schema, allow_extra_properties=False)
-    try:
-        spec.lower()  # torch-free: a keyword structgen refuses fails here, in a second
-    except UnsupportedSchemaError as exc:
-        if exc.keyword != "$ref":  # recursion the regex path cuts: the grammar path decides
-            raise CliError(f"schema {path}: {exc}") from None
-    except StructgenError as exc:
-        raise CliError(f"schema {path}: {exc}") from None
-    from structgen.fsm import compile_json_schema  # imports torch (the token layer)
-
-    try:
-        grammar = compile_json_schema(schema, allow_extra_properties=False)
-    except StructgenError as exc:
-        raise CliError(f"schema {path}: {exc}") from None
-    _print_warnings(f"schema {path}", grammar.reported_warnings)
-    return schema
-
-
-def _print_warnings(what: str, warnings: Sequence[str]) -> None:
-    """One ``structgen: warning:`` line on stderr per reported compile warning of ``what``
-    (an ignored unknown keyword, an approximated construct).
-    """
-    for w in warnings:
-        print(f"structgen: warning: {what}: {w}", file=sys.stderr, flush=True)
-
-
-def _read_texts(args: argparse.Namespace) -> tuple[list[str], list[int] | None]:
-    """Texts to extract from, and for JSON Lines input each text's line number (one result
-    line per text); None for a single text.
-    """
-    if args.text is not None:
-        return [args.text], None
-    if args.input is not None:
-        p = Path(args.input)
-        if not p.is_file():
-            raise CliError(f"input file not found: {args.input}")
-        content = p.read_text(encoding="utf-8")
-        if p.suffix == ".jsonl":
-            texts, lines = [], []
-            for n, line in enumerate(content.splitlines(), 1):
-                if not line.strip():
-                    continue
-                try:
-                    item = json.loads(line)
-                except json.JSONDecodeError:
-                    raise CliError(f"{args.input}:{n}: not a JSON line") from None
-                if isinstance(item, dict) and isinstance(item.get("text"), str):
-                    item = item["text"]
-                if not isinstance(item, str):
-                    raise CliError(f"{args.input}:{n}: expected a string or an object with 'text'")
-                texts.append(item)
-                lines.append(n)
-            return texts, lines
-        return [content], None
-    if sys.stdin is None or sys.stdin.isatty():
-        raise CliError("no input: give --text, --input FILE, or pipe text on stdin")
-    return [sys.stdin.read()], None
 
 
 def _engine(args: argparse.Namespace) -> Any:
@@ -150,14 +43,14 @@ def cmd_extract(args: argparse.Namespace) -> int:
     if args.text is not None and not args.text.strip():  # before the schema's compile
         raise CliError("the text is empty: there is nothing to extract from", code=1)
     schema = load_schema(args.schema)
-    texts, lines = _read_texts(args)
+    texts, lines = read_texts(args)
     where = (lambda i: f"{args.input}:{lines[i]}") if lines is not None else (lambda i: "text")
     if lines is None and not texts[0].strip():
         raise CliError("the text is empty: there is nothing to extract from", code=1)
     from structgen.extraction import extract  # imports torch: after every input check
     from structgen.runtime.sampling_params import SamplingParams
 
-    out = _open_output(args.output)
+    out = open_output(args.output)
     kept = [i for i, t in enumerate(texts) if t.strip()]  # blank JSON lines: errors, no model
     engine = _engine(args) if kept else None
     params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0)
@@ -185,41 +78,6 @@ def cmd_extract(args: argparse.Namespace) -> int:
     if batch.failed:
         raise CliError(f"{len(batch.failed)} of {len(texts)} extractions failed", code=1)
     return 0
-
-
-def _grammar(path: str, syntax: str):
-    """The ``Grammar`` spec of a grammar file, compiled once to check it.
-
-    Raises:
-        CliError: the file cannot be read, or the grammar does not compile.
-    """
-    from structgen.fsm.spec import Grammar
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise CliError(f"--grammar: cannot read {path}: {exc.strerror}") from None
-    from structgen.fsm.grammar import parse_grammar
-
-    spec = Grammar(text, syntax=syntax)
-    try:
-        parse_grammar(text, syntax)  # torch-free: a syntax error is named in a second
-        grammar = spec.compile(None)
-    except StructgenError as exc:
-        raise CliError(f"--grammar {path}: {exc}") from None
-    _print_warnings(f"--grammar {path}", grammar.reported_warnings)
-    return spec
-
-
-def _open_output(path: str | None) -> Any:
-    """``--output FILE`` opened for writing (before the model loads), or stdout."""
-    if path is None:
-        return sys.stdout
-    try:
-        return open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed by cmd_extract
-    except OSError as exc:
-        raise CliError(f"cannot write --output {path}: {exc.strerror}") from None
 
 
 def _write_result(out: Any, res: Any, where: str | None) -> None:
@@ -250,31 +108,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     import warnings
 
     from structgen.errors import GrammarWarning
-    from structgen.fsm.spec import Choice, JsonSchema, Regex
 
     if not args.prompt.strip():
         raise CliError("--prompt is empty: give the text to generate from")
-    constraint = None
-    if args.regex is not None:
-        from structgen.fsm.regex.parse import parse
-
-        try:
-            parse(args.regex)  # torch-free: a syntax error is named in a second
-            from structgen.fsm import compile_regex
-
-            compile_regex(args.regex)
-        except StructgenError as exc:
-            raise CliError(f"--regex: {exc}") from None
-        constraint = Regex(args.regex)
-    elif args.schema is not None:
-        constraint = JsonSchema(load_schema(args.schema))
-    elif args.choice is not None:
-        options = [c for c in args.choice.split(",") if c]
-        if not options:
-            raise CliError("--choice needs comma-separated options")
-        constraint = Choice(options)
-    elif args.grammar is not None:
-        constraint = _grammar(args.grammar, args.syntax)
+    constraint = read_constraint(args)
     from structgen.runtime.sampling_params import SamplingParams
 
     params = SamplingParams(

@@ -29,6 +29,7 @@ from typing import Any
 
 import jsonschema
 
+from structgen.extraction.prompt import prompt_text
 from structgen.extraction.refs import MAX_REF_DEPTH
 from structgen.extraction.refs import resolve as _resolve
 from structgen.runtime.sampling_params import SamplingParams
@@ -40,6 +41,9 @@ __all__ = [
     "revise_outputs",
     "common_prefix",
     "mean_logprob",
+    "field_value",
+    "with_field",
+    "same_json",
 ]
 
 _SCORE = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
@@ -147,7 +151,10 @@ def value_spans(raw: str) -> dict[tuple[str, ...], tuple[int, int]]:
     return out
 
 
-def _get(value: Any, keys: tuple[str, ...]) -> tuple[bool, Any]:
+def field_value(value: Any, keys: tuple[str, ...]) -> tuple[bool, Any]:
+    """``(True, the value at keys)`` where ``value`` holds that path of object keys, else
+    ``(False, None)``. Raises nothing.
+    """
     node = value
     for k in keys:
         if not isinstance(node, dict) or k not in node:
@@ -239,11 +246,11 @@ def choose_options(engine: Any, schema: Any, prompts: list[Any], raw_texts: list
     def plan(i: int, value: Any, raw: str, spans: dict) -> Iterable[CandidateJob]:
         context = None
         for keys, options in fields.items():
-            present, current = _get(value, keys)
-            if not present or keys not in spans or not any(_same(o, current) for o in options):
+            present, current = field_value(value, keys)
+            if not present or keys not in spans or not any(same_json(o, current) for o in options):
                 continue
             if context is None:
-                context = _template(engine, prompts[i])
+                context = prompt_text(engine, prompts[i])
             yield CandidateJob(i, keys, list(options), context, raw, spans[keys])
 
     def score(jobs: list[CandidateJob], values: list[Any]) -> list[Any]:
@@ -254,7 +261,7 @@ def choose_options(engine: Any, schema: Any, prompts: list[Any], raw_texts: list
     def decide(job: CandidateJob, best: Any, value: Any) -> Any:
         if best is None:
             return None
-        trial = _with(value, job.keys, best)
+        trial = with_field(value, job.keys, best)
         return trial if checker.is_valid(trial) else None
 
     return revise_outputs(raw_texts, plan, decide, score)
@@ -268,7 +275,7 @@ class CandidateJob:
         doc: the document's index in the batch.
         keys: the field's key path (object properties).
         candidates: the JSON values scored (greedy's value among them).
-        context: the prompt's text as the model read it (``_template``).
+        context: the prompt's text as the model read it (``prompt.prompt_text``).
         raw: the generated JSON text.
         span: ``(start, end)`` character offsets of the field's value in ``raw``
             (``value_spans``).
@@ -317,8 +324,8 @@ def current_index(job: CandidateJob, values: list[Any]) -> int:
     Raises:
         ValueError: the candidates do not hold that value.
     """
-    _, current = _get(values[job.doc], job.keys)
-    now = next((k for k, c in enumerate(job.candidates) if _same(c, current)), None)
+    _, current = field_value(values[job.doc], job.keys)
+    now = next((k for k, c in enumerate(job.candidates) if same_json(c, current)), None)
     if now is None:
         raise ValueError(
             f"best_candidates: the candidates of field {'.'.join(job.keys)!r} "
@@ -397,8 +404,17 @@ def candidate_scores(engine: Any, jobs: list[CandidateJob], *, summed: bool) -> 
     return scores_out
 
 
-def _with(value: Any, keys: tuple[str, ...], new: Any) -> Any:
-    """A copy of ``value`` with the field at ``keys`` set to ``new``."""
+def with_field(value: Any, keys: tuple[str, ...], new: Any) -> Any:
+    """A deep copy of ``value`` with the field at ``keys`` set to ``new``.
+
+    Args:
+        value: a JSON object (dicts and lists, JSON values).
+        keys: the path of object keys to the field; every key but the last must exist.
+        new: the field's new value.
+
+    Raises:
+        KeyError, TypeError: ``keys[:-1]`` is not a path of objects in ``value``.
+    """
     trial = json.loads(json.dumps(value))
     node = trial
     for key in keys[:-1]:
@@ -407,13 +423,6 @@ def _with(value: Any, keys: tuple[str, ...], new: Any) -> Any:
     return trial
 
 
-def _same(a: Any, b: Any) -> bool:
-    """JSON equality (``True`` is not ``1``)."""
+def same_json(a: Any, b: Any) -> bool:
+    """JSON equality of two values (``True`` is not ``1``, ``1`` is not ``1.0``)."""
     return type(a) is type(b) and a == b
-
-
-def _template(engine: Any, prompt: Any) -> str:
-    """The prompt's text as the model read it (the chat template applied to messages)."""
-    if isinstance(prompt, str):
-        return prompt
-    return engine.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)

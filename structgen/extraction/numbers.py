@@ -28,13 +28,13 @@ import jsonschema
 
 from structgen.extraction.choices import (
     CandidateJob,
-    _get,
-    _same,
-    _template,
-    _with,
     best_candidates,
+    field_value,
     revise_outputs,
+    same_json,
+    with_field,
 )
+from structgen.extraction.prompt import prompt_text
 from structgen.extraction.refs import MAX_REF_DEPTH
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.numerals import json_numeral, numerals
@@ -137,7 +137,7 @@ def choose_numbers(
         cands_all = numeral_candidates(texts[i])
         context = None
         for keys in fields:
-            present, current = _get(value, keys)
+            present, current = field_value(value, keys)
             if (
                 ".".join(keys) not in copied[i]
                 or not present
@@ -147,12 +147,12 @@ def choose_numbers(
             ):
                 continue
             cands = [c for c in cands_all if _valid_with(checker, value, keys, c)]
-            if not any(_same(c, current) for c in cands):
+            if not any(same_json(c, current) for c in cands):
                 cands.append(current)
             if len(cands) < 2:
                 continue
             if context is None:
-                context = _template(engine, prompts[i])
+                context = prompt_text(engine, prompts[i])
             yield CandidateJob(i, keys, cands, context, raw, spans[keys])
 
     def score(jobs: list[CandidateJob], values: list[Any]) -> list[Any]:
@@ -160,10 +160,10 @@ def choose_numbers(
 
     def decide(job: CandidateJob, best: Any, value: Any) -> Any:
         # a document's later fields are set on its object with the earlier ones replaced
-        return None if best is None else _with(value, job.keys, best)
+        return None if best is None else with_field(value, job.keys, best)
 
     return revise_outputs(raw_texts, plan, decide, score)
 
 
 def _valid_with(checker: Any, value: Any, keys: tuple[str, ...], new: Any) -> bool:
-    return checker.is_valid(_with(value, keys, new))
+    return checker.is_valid(with_field(value, keys, new))

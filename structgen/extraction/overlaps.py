@@ -55,12 +55,12 @@ import jsonschema
 from structgen.errors import ConfigError
 from structgen.extraction.choices import (
     CandidateJob,
-    _template,
-    _with,
     candidate_scores,
     revise_outputs,
+    with_field,
 )
-from structgen.extraction.evidence.fields import _nullable
+from structgen.extraction.evidence.fields import is_nullable
+from structgen.extraction.prompt import prompt_text
 from structgen.extraction.refs import resolve as _resolve
 from structgen.extraction.spans import common_prefix
 from structgen.fsm.dates import dates, times
@@ -284,7 +284,7 @@ def _nullable_at(schema: Any, keys: tuple[str, ...]) -> bool:
         if not isinstance(props, dict) or key not in props:
             return True
         sub = props[key]
-    return _nullable(schema, sub)
+    return is_nullable(schema, sub)
 
 
 def _candidate_jobs(
@@ -303,7 +303,7 @@ def _candidate_jobs(
     its own value, then the spans of ``text`` that restate no other string field and keep
     the object valid (at most ``MAX_SPAN_CANDIDATES``; ``choose_overlaps``' rule).
     """
-    context = _template(engine, prompt)
+    context = prompt_text(engine, prompt)
     all_spans = text_spans(text)
     jobs: list[CandidateJob] = []
     for keys in dict.fromkeys(k for pair in pairs for k in pair):
@@ -311,7 +311,8 @@ def _candidate_jobs(
         cands = [
             c
             for c in all_spans
-            if not any(restates(c, s) for s in others) and checker.is_valid(_with(value, keys, c))
+            if not any(restates(c, s) for s in others)
+            and checker.is_valid(with_field(value, keys, c))
         ][:MAX_SPAN_CANDIDATES]
         jobs.append(CandidateJob(doc, keys, [strings[keys], *cands], context, raw, spans[keys]))
     return jobs
@@ -338,7 +339,7 @@ def _moved(
         if not margins:
             continue
         keys = min(margins, key=lambda k: margins[k][0])
-        value = _with(value, keys, margins[keys][1])
+        value = with_field(value, keys, margins[keys][1])
         moved.add(keys)
     return value
 

@@ -8,7 +8,14 @@ import json
 import re
 from typing import Any
 
-__all__ = ["extraction_messages", "field_list", "schema_example", "PROMPT_STYLES", "DEFAULT_STYLE"]
+__all__ = [
+    "extraction_messages",
+    "field_list",
+    "schema_example",
+    "prompt_text",
+    "PROMPT_STYLES",
+    "DEFAULT_STYLE",
+]
 
 PROMPT_STYLES = ("schema", "fields", "fields+example", "plain")
 DEFAULT_STYLE = "schema"
@@ -66,6 +73,21 @@ def extraction_messages(
         msgs.append({"role": "assistant", "content": json.dumps(example, ensure_ascii=False)})
     msgs.append({"role": "user", "content": user})
     return msgs
+
+
+def prompt_text(engine: Any, prompt: list[dict] | str) -> str:
+    """The prompt's text as the model read it: the chat template applied to messages.
+
+    Args:
+        engine: the engine whose tokenizer's chat template renders ``prompt``.
+        prompt: chat messages (``extraction_messages``), or a string (returned as is).
+
+    Returns:
+        The text, the generation prompt included; the scoring passes continue it.
+    """
+    if isinstance(prompt, str):
+        return prompt
+    return engine.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
 
 
 def field_list(schema: dict, indent: str = "") -> str:

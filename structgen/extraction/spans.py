@@ -39,9 +39,10 @@ from typing import Any
 
 import jsonschema
 
-from structgen.extraction.choices import _template, _with, common_prefix, revise_outputs
-from structgen.extraction.evidence.names import _FUNCTION_WORDS
-from structgen.extraction.evidence.strings import _free_string
+from structgen.extraction.choices import common_prefix, revise_outputs, with_field
+from structgen.extraction.evidence.fields import free_string_schema
+from structgen.extraction.evidence.names import FUNCTION_WORDS
+from structgen.extraction.prompt import prompt_text
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.copy import json_string_content
 from structgen.runtime.sampling_params import SamplingParams
@@ -67,7 +68,7 @@ def span_candidates(value: str, text: str, max_words: int = MAX_EXTRA_WORDS) -> 
     An occurrence counts where the text has no letter or digit right before or after it;
     it is extended by one to ``max_words`` words, each one space after the last and a
     lowercase word of letters (no digit, no capital first letter) that is not a function
-    word (``evidence.names._FUNCTION_WORDS``); a punctuation mark, a line break, a
+    word (``evidence.names.FUNCTION_WORDS``); a punctuation mark, a line break, a
     capitalised word, a number or a function word ends the extension.
 
     Args:
@@ -88,7 +89,7 @@ def span_candidates(value: str, text: str, max_words: int = MAX_EXTRA_WORDS) -> 
             continue
         for _ in range(max_words):
             w = _HEAD_WORD.match(text, pos)
-            if w is None or not w.group(1)[0].islower() or w.group(1) in _FUNCTION_WORDS:
+            if w is None or not w.group(1)[0].islower() or w.group(1) in FUNCTION_WORDS:
                 break
             pos = w.end()
             if text[s:pos] not in out:
@@ -138,13 +139,13 @@ def choose_span_ends(
             current = raw[start:end]
             if keys not in paths or not current.startswith('"'):
                 continue
-            if _free_string(schema, _subschema(schema, keys)) is None:
+            if free_string_schema(schema, _subschema(schema, keys)) is None:
                 continue
             cands = span_candidates(json.loads(current), texts[i])
             if len(cands) < 2:
                 continue
             if template is None:
-                template = _template(engine, prompts[i])
+                template = prompt_text(engine, prompts[i])
             prefix = template + raw[: start + 1]  # up to the opening quote
             tail = _STRUCTURAL.match(raw, end - 1).group()
             fulls, closes = [], []
@@ -174,7 +175,7 @@ def choose_span_ends(
         for k in order:
             if scores[k] <= scores[0]:
                 break
-            trial = _with(value, keys, cands[k])
+            trial = with_field(value, keys, cands[k])
             if checker.is_valid(trial):
                 return trial
         return None

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..env import read as read_setting
 from ..errors import (
@@ -42,7 +42,10 @@ from .regex.dfa import (
     ByteDFA,
     regex_to_dfa,
 )
-from .spec import Choice, JsonSchema, LoweredRegex, Regex, RegexSpec, schema_for
+from .spec import Choice, JsonSchema, LoweredRegex, Regex, RegexSpec, lower_spec, schema_for
+
+if TYPE_CHECKING:
+    from .grammar.schema_rules import SchemaRules
 
 __all__ = [
     "CompiledGrammar",
@@ -222,6 +225,7 @@ def compile_spec(
     max_seconds: float = DEFAULT_MAX_SECONDS,
     max_convert_seconds: float = CONVERT_MAX_SECONDS,
     grammar_cache_bytes: int | None = None,
+    lowered: LoweredRegex | SchemaRules | None = None,
 ) -> CompiledGrammar:
     """Compile a ``RegexSpec`` for ``vocab`` (cached by ``spec.cache_key()``, the budgets
     and the vocabulary).
@@ -241,6 +245,10 @@ def compile_spec(
             sharing off), as ``EngineConfig.grammar_cache_bytes`` sets it for an engine. It
             holds for every later compile of the vocabulary and is not part of the cache
             key (masks are the same with any bound).
+        lowered: ``structgen.fsm.spec.lower_spec(spec, max_convert_seconds=...)`` under
+            the same ``max_convert_seconds`` when the caller already has it (a torch-free
+            precheck): compiled instead of lowering ``spec`` again; None: lowered here.
+            Used only on a cache miss.
 
     Returns:
         The grammar; its ``spec`` is ``spec.portable()`` (picklable). The budgets are
@@ -256,27 +264,21 @@ def compile_spec(
         _set_lexical_cache_bytes(vocab, grammar_cache_bytes)
 
     def build() -> CompiledGrammar:  # a cache hit skips the lowering (and a metaschema check)
-        lowered = None
-        if type(spec) is JsonSchema and spec.max_recursion_depth is None:
-            from .grammar.schema_rules import compile_recursive_schema  # $ref cycles: rules
+        lowering = lowered
+        if lowering is None:
+            lowering = lower_spec(spec, max_convert_seconds=max_convert_seconds)
+        if not isinstance(lowering, LoweredRegex):  # a recursive JsonSchema's rules
+            from .grammar.schema_rules import compile_schema_rules
 
-            lowered = compile_recursive_schema(
-                spec.portable(),
-                vocab,
-                max_states=max_states,
-                max_seconds=max_seconds,
-                max_convert_seconds=max_convert_seconds,
+            return compile_schema_rules(
+                lowering, spec.portable(), vocab, max_states=max_states, max_seconds=max_seconds
             )
-            if lowered is not None and not isinstance(lowered, LoweredRegex):
-                return lowered
-        if lowered is None:
-            lowered = spec.lower(max_convert_seconds=max_convert_seconds)
         eager_rows = JSON_EAGER_ROWS if isinstance(spec, JsonSchema) else DEFAULT_EAGER_ROWS
         try:
             dfa = regex_to_dfa(
-                lowered.pattern,
+                lowering.pattern,
                 trigger=spec.trigger,
-                definitions=list(lowered.definitions) or None,
+                definitions=list(lowering.definitions) or None,
                 eager_rows=eager_rows,
                 max_states=max_states,
                 max_seconds=max_seconds,
@@ -287,14 +289,14 @@ def compile_spec(
             raise UnsatisfiableSchemaError(
                 "false", "", "its oneOf, not or if/then/else leave no value"
             ) from exc
-        return CompiledGrammar(spec.portable(), lowered, dfa, vocab)
+        return CompiledGrammar(spec.portable(), lowering, dfa, vocab)
 
     budgets = (max_states, max_seconds, max_convert_seconds)
     if isinstance(spec, JsonSchema) and isinstance(spec.schema, (dict, bool)):
         from .json_schema.ids import schema_depth_checked
 
         # the depth check walks the document once, not at each of the compile's four
-        # entry points (cache_key, compile_recursive_schema, lower, json_schema_to_shared)
+        # entry points (cache_key, lower_recursive_schema, lower, json_schema_to_shared)
         with schema_depth_checked(spec.schema):
             return _cached((spec.cache_key(), budgets, _fingerprint(vocab)), build)
     return _cached((spec.cache_key(), budgets, _fingerprint(vocab)), build)

@@ -45,6 +45,7 @@ __all__ = [
     "to_constraint",
     "spec_of",
     "schema_for",
+    "lower_spec",
     "Grammar",
     "TagStructure",
     "StructuralTag",
@@ -417,6 +418,38 @@ def schema_for(model_or_schema: Any) -> dict | bool:
         "expected a JSON Schema dict or a pydantic model class, got "
         f"{type(model_or_schema).__name__}"
     )
+
+
+def lower_spec(spec: RegexSpec, *, max_convert_seconds: float | None = None) -> Any:
+    """What ``structgen.fsm.compiler.compile_spec`` compiles for ``spec``, lowered without
+    importing torch: a caller checks a spec early (the CLI, before the model loads) and
+    hands the result to ``compile_spec(spec, vocab, lowered=...)``, which then does not
+    lower it again.
+
+    Args:
+        spec: a regex spec.
+        max_convert_seconds: CPU-time budget of a JSON Schema's conversion (None: the
+            default, ``CONVERT_MAX_SECONDS``); pass ``compile_spec``'s value.
+
+    Returns:
+        For a ``JsonSchema`` (not a subclass) with ``max_recursion_depth`` None and a
+        ``$ref``: ``lower_recursive_schema``'s ``SchemaRules`` where a ``$ref`` cycle is
+        reached, else its ``LoweredRegex``; for any other spec ``spec.lower(...)``.
+
+    Raises:
+        StructgenError: the spec cannot be lowered (as ``compile``: InvalidSchemaError,
+            UnsupportedSchemaError, GrammarTooComplexError, ...).
+    """
+    from .json_schema import CONVERT_MAX_SECONDS
+
+    seconds = CONVERT_MAX_SECONDS if max_convert_seconds is None else max_convert_seconds
+    if type(spec) is JsonSchema and spec.max_recursion_depth is None:
+        from .grammar.schema_rules import lower_recursive_schema  # $ref cycles: rules
+
+        lowered = lower_recursive_schema(spec.portable(), max_convert_seconds=seconds)
+        if lowered is not None:
+            return lowered
+    return spec.lower(max_convert_seconds=seconds)
 
 
 @dataclass(frozen=True)

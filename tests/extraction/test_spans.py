@@ -15,7 +15,7 @@ import torch
 
 from structgen import SamplingParams
 from structgen.extraction import extract, extraction_messages
-from structgen.extraction.evidence.names import _FUNCTION_WORDS
+from structgen.extraction.evidence.names import FUNCTION_WORDS
 from structgen.extraction.spans import choose_span_ends, span_candidates
 
 TEXT = "Ticket 12: her Nimbus router drops the signal, says Ann Lee."
@@ -76,7 +76,7 @@ def _reference_candidates(value: str, text: str, max_words: int = 3) -> list[str
                 not word
                 or word[-1] in "-'’"
                 or not word[0].islower()
-                or word in _FUNCTION_WORDS
+                or word in FUNCTION_WORDS
                 or (nxt and (nxt.isalnum() or nxt in "_-'’"))
             ):
                 break

@@ -114,11 +114,16 @@ def test_cli_input_errors_do_not_load_torch(tmp_path):
     (tmp_path / "refused.json").write_text(
         '{"type": "object", "properties": {"a": {"type": "string", "format": "regex"}}}'
     )
+    (tmp_path / "refused_recursive.json").write_text(
+        '{"$defs": {"n": {"type": "object", "properties": {"c": {"$ref": "#/$defs/n"}, '
+        '"r": {"type": "string", "format": "regex"}}}}, "$ref": "#/$defs/n"}'
+    )
     (tmp_path / "ok.json").write_text('{"type": "object"}')
     (tmp_path / "bad.lark").write_text('start: "a" (b\nb: "c"\n')
     cases = [
         ["extract", "--schema", "nope.json", "--text", "x"],
         ["extract", "--schema", "refused.json", "--text", "x"],
+        ["extract", "--schema", "refused_recursive.json", "--text", "x"],
         ["extract", "--schema", "ok.json", "--text", " "],
         ["generate", "--prompt", "x", "--regex", "(a"],
         ["generate", "--prompt", "x", "--grammar", "bad.lark"],

@@ -20,7 +20,7 @@ import jsonschema
 
 from structgen.extraction.evidence.contacts import _contact_object
 from structgen.extraction.evidence.dates import _dates_in_order
-from structgen.extraction.evidence.fields import _kind, _nullable
+from structgen.extraction.evidence.fields import _kind, is_nullable
 from structgen.extraction.evidence.names import (
     _after_honorific,
     _appositive_role,
@@ -39,7 +39,7 @@ from structgen.extraction.evidence.numbers import (
     _range_values,
     _repeated_numbers,
 )
-from structgen.extraction.evidence.options import _bool_value, _enum_value
+from structgen.extraction.evidence.options import _enum_value, bool_value
 from structgen.extraction.evidence.strings import (
     _email_shape,
     _identifier_value,
@@ -49,7 +49,7 @@ from structgen.extraction.evidence.strings import (
     _repeated_strings,
     _span_start,
 )
-from structgen.extraction.evidence.text import _Text, name_stems
+from structgen.extraction.evidence.text import TextWords, name_stems
 from structgen.extraction.items import trim_items
 from structgen.extraction.labels import amount_spans, foreign_spans
 from structgen.extraction.refs import MAX_REF_DEPTH
@@ -73,7 +73,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
     """
     if not isinstance(schema, dict) or not isinstance(value, dict):
         return value, []
-    doc = _Text(text)
+    doc = TextWords(text)
     spans = numeral_spans(text)
     amounts = amount_spans(text)
     foreign = (foreign_spans(text), foreign_spans(text, identifiers=False))
@@ -91,13 +91,13 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 continue
             stems = name_stems(name)
             if kind == "boolean" and isinstance(node[name], bool):
-                found = _bool_value(doc, stems)
+                found = bool_value(doc, stems)
                 if found is not None and found != node[name]:
                     node[name] = found
                     changed.append(path + name)
             elif kind == "enum" and (node.get(name) is None or isinstance(node[name], str)):
                 options = list(dict.fromkeys(o for o in branch["enum"] if isinstance(o, str)))
-                denied = _nullable(schema, prop) and _bool_value(doc, stems) is False
+                denied = is_nullable(schema, prop) and bool_value(doc, stems) is False
                 decided, found_e = _enum_value(doc, options, node.get(name), denied)
                 if decided:
                     node[name] = found_e

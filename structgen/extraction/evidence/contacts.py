@@ -12,11 +12,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from structgen.extraction.evidence.fields import _nullable, _schema_accepts
-from structgen.extraction.evidence.names import _SENTENCE_START_STRICT, _name_word
-from structgen.extraction.evidence.options import _bool_value
-from structgen.extraction.evidence.strings import _free_string
-from structgen.extraction.evidence.text import _Text, name_stems
+from structgen.extraction.evidence.fields import free_string_schema, is_nullable, schema_accepts
+from structgen.extraction.evidence.names import SENTENCE_START_STRICT, is_name_word
+from structgen.extraction.evidence.options import bool_value
+from structgen.extraction.evidence.text import TextWords, name_stems
 from structgen.extraction.labels import phone_field, phone_spans
 from structgen.extraction.refs import resolve as _resolve
 
@@ -27,7 +26,7 @@ _LAST_WORD = re.compile(r"(?<![\w'’&-])([^\W\d_][\w'’&-]*)\Z")  # a whole wo
 
 
 def _name_before(text: str, end: int) -> str | None:
-    """The two or three capitalised name words (``names._name_word``) the text writes
+    """The two or three capitalised name words (``names.is_name_word``) the text writes
     right before offset ``end`` (one space between them), less a first word that starts a
     sentence ("Call Hannah Wright"; not one after a label's colon, "Agent: Lukas Frei"),
     or None.
@@ -36,18 +35,18 @@ def _name_before(text: str, end: int) -> str | None:
     pos = end
     while len(words) < _MAX_NAME_WORDS:
         m = _LAST_WORD.search(text, 0, pos)
-        if m is None or not _name_word(m.group(1)):
+        if m is None or not is_name_word(m.group(1)):
             break
         words.insert(0, m.start(1))
         if m.start(1) < 2 or text[m.start(1) - 1] != " " or text[m.start(1) - 2] == " ":
             break
         pos = m.start(1) - 1
-    if words and _SENTENCE_START_STRICT.search(text, 0, words[0]):
+    if words and SENTENCE_START_STRICT.search(text, 0, words[0]):
         words = words[1:]  # "Call Hannah Wright": a sentence's first word is capitalised anyway
     return text[words[0] : end] if len(words) >= 2 else None
 
 
-def _contact_object(root: Any, sub: dict, name: str, node: dict, doc: _Text) -> dict | None:
+def _contact_object(root: Any, sub: dict, name: str, node: dict, doc: TextWords) -> dict | None:
     """For a nullable object field the model left null or out whose properties are one
     free string field named for a name (a key with the word ``name``) and one phone field
     (``labels.phone_field``), both required, the object of the name and the phone number
@@ -57,18 +56,18 @@ def _contact_object(root: Any, sub: dict, name: str, node: dict, doc: _Text) -> 
     the schema accepts the object; else None.
     """
     prop = _resolve(root, (sub.get("properties") or {}).get(name))
-    if node.get(name) is not None or not isinstance(prop, dict) or not _nullable(root, prop):
+    if node.get(name) is not None or not isinstance(prop, dict) or not is_nullable(root, prop):
         return None
     props = prop.get("properties") or {}
     if len(props) != 2 or set(prop.get("required") or ()) != set(props):
         return None
     name_keys = [
-        k for k in props if "name" in k.lower().split("_") and _free_string(root, props[k])
+        k for k in props if "name" in k.lower().split("_") and free_string_schema(root, props[k])
     ]
     phone_keys = [k for k in props if phone_field(k)]
     if len(name_keys) != 1 or len(phone_keys) != 1 or name_keys == phone_keys:
         return None
-    if _bool_value(doc, name_stems(name)) is False:
+    if bool_value(doc, name_stems(name)) is False:
         return None  # "no agent"
     text = doc.text
     spans = phone_spans(text)
@@ -88,4 +87,4 @@ def _contact_object(root: Any, sub: dict, name: str, node: dict, doc: _Text) -> 
     ((person, phone),) = found
     new = {name_keys[0]: person, phone_keys[0]: phone}
     new = {k: new[k] for k in props}  # the schema's order
-    return new if _schema_accepts(root, prop, new) else None
+    return new if schema_accepts(root, prop, new) else None

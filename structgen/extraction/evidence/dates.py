@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from structgen.extraction.evidence.fields import _nullable
-from structgen.extraction.evidence.text import _mentions, _Text, name_stems
+from structgen.extraction.evidence.fields import is_nullable
+from structgen.extraction.evidence.text import TextWords, _mentions, name_stems
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.dates import dates, times
 
@@ -40,12 +40,12 @@ def _dates_in_order(root: Any, sub: dict, node: dict, text: str) -> dict[str, st
     return {k: d for k, d, v in zip(names, written, held) if d != v}
 
 
-def _a_siblings_date(root: Any, prop: Any, name: str, node: dict, doc: _Text) -> bool:
+def _a_siblings_date(root: Any, prop: Any, name: str, node: dict, doc: TextWords) -> bool:
     """The date-null rule of the package docstring: whether a nullable plain string field
     holds a date or time (as ``fsm.dates`` reads it) that a sibling field holds.
     """
     value, sub = node.get(name), _resolve(root, prop)
-    if not isinstance(value, str) or not isinstance(sub, dict) or not _nullable(root, prop):
+    if not isinstance(value, str) or not isinstance(sub, dict) or not is_nullable(root, prop):
         return False
     if any(k in sub for k in ("format", "pattern", "enum", "const")):
         return False

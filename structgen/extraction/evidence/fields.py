@@ -1,8 +1,8 @@
 """What the evidence rules read of a field's subschema (local ``$ref`` resolved).
 
 Its kind (``_kind``: boolean, number or string enum, and the non-null branch), whether it
-takes null (``_nullable``), whether its type and bounds accept a number (``_accepts``) or
-the whole subschema, formats checked, a value (``_schema_accepts``), and the numbers one
+takes null (``is_nullable``), whether its type and bounds accept a number (``_accepts``) or
+the whole subschema, formats checked, a value (``schema_accepts``), and the numbers one
 object holds (``_node_numbers``).
 """
 
@@ -20,8 +20,17 @@ def _scalar(value: Any) -> bool:
     return isinstance(value, (str, int, float)) and not isinstance(value, bool)
 
 
-def _nullable(root: Any, sub: Any) -> bool:
-    """Whether a property's subschema accepts null (type, enum or an anyOf/oneOf branch)."""
+def is_nullable(root: Any, sub: Any) -> bool:
+    """Whether a property's subschema accepts null (type, enum or an anyOf/oneOf branch).
+
+    Args:
+        root: the whole schema (a ``$ref`` in ``sub`` resolves against it).
+        sub: the property's subschema (any JSON value; not a dict: False).
+
+    Returns:
+        True when ``type`` is or lists ``"null"``, ``enum`` holds null, or an ``anyOf`` /
+        ``oneOf`` branch is nullable. Raises nothing for a malformed subschema.
+    """
     sub = _resolve(root, sub)
     if not isinstance(sub, dict):
         return False
@@ -31,7 +40,28 @@ def _nullable(root: Any, sub: Any) -> bool:
     if isinstance(sub.get("enum"), list) and None in sub["enum"]:
         return True
     branches = [b for key in ("anyOf", "oneOf") for b in sub.get(key) or ()]
-    return any(_nullable(root, b) for b in branches)
+    return any(is_nullable(root, b) for b in branches)
+
+
+def free_string_schema(root: Any, prop: Any) -> dict | None:
+    """A property's subschema when it is a free string, else None.
+
+    A free string has type ``string`` (maybe with ``null``) and none of ``enum``,
+    ``const``, ``format`` or ``pattern``: its value may be any span of the text.
+
+    Args:
+        root: the whole schema (a ``$ref`` in ``prop`` resolves against it).
+        prop: the property's subschema (any JSON value; not a dict: None).
+
+    Returns:
+        The resolved subschema (a dict), or None. Raises nothing.
+    """
+    sub = _resolve(root, prop)
+    if not isinstance(sub, dict) or any(k in sub for k in ("enum", "const", "format", "pattern")):
+        return None
+    types = sub.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    return sub if types - {"null"} == {"string"} else None
 
 
 def _accepts(sub: dict, value: Decimal) -> bool:
@@ -50,9 +80,18 @@ def _accepts(sub: dict, value: Decimal) -> bool:
     )
 
 
-def _schema_accepts(root: Any, sub: Any, value: Any) -> bool:
+def schema_accepts(root: Any, sub: Any, value: Any) -> bool:
     """Whether ``sub`` (a property's subschema, ``$ref`` resolved) accepts ``value``,
     formats checked; False for a subschema that does not stand alone.
+
+    Args:
+        root: the whole schema (picks the validator class by its ``$schema``).
+        sub: the subschema to validate against.
+        value: the JSON value.
+
+    Returns:
+        ``jsonschema``'s verdict with its format checker; False where validation raises
+        (a ``$ref`` that only resolves inside ``root``). Raises nothing.
     """
     try:
         cls = jsonschema.validators.validator_for(root)

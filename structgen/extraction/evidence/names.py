@@ -13,15 +13,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from structgen.extraction.evidence.fields import _node_numbers, _schema_accepts
-from structgen.extraction.evidence.strings import _free_string, _sibling_strings
+from structgen.extraction.evidence.fields import _node_numbers, free_string_schema, schema_accepts
+from structgen.extraction.evidence.strings import _sibling_strings
 from structgen.extraction.evidence.text import name_stems
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.numerals import numeral_spans
 
-# capitalised words that do not continue a name, and the words a value cut before a
-# sibling's value does not end with ("... reception at")
-_FUNCTION_WORDS = frozenset(
+# English function words (lowercase): capitalised, they do not continue a name
+# (``is_name_word``); a value cut before a sibling's value does not end with one ("...
+# reception at"); a span's extension stops at one (``structgen.extraction.spans``)
+FUNCTION_WORDS = frozenset(
     "the a an and or of at on in to for from by with via as is are was were be "
     "her his its our your their my we i he she it they you this that these those".split()
 )
@@ -55,7 +56,10 @@ _STRICT_WORD = re.compile(r"[^\W\d_][\w'’-]*")
 
 _PART_AFTER = re.compile(r", ([^\W\d_][^,.;:|·()\n]*[^\W_])")
 
-_SENTENCE_START_STRICT = re.compile(r"(?:\A|[.!?\n])\s*\Z")  # a label's value may start a list
+# a sentence or line starts at the end offset of a search (``.search(text, 0, offset)``):
+# the text's start, or after ".", "!", "?" or a line break, spaces allowed; unlike
+# ``_SENTENCE_START`` not after ":", where a label's value may start a list
+SENTENCE_START_STRICT = re.compile(r"(?:\A|[.!?\n])\s*\Z")
 
 _LIST_END = re.compile(r"[ \t]*(?:\Z|[.;|·\n])")
 
@@ -76,15 +80,18 @@ def _word_spans(value: str, text: str) -> list[tuple[int, int]]:
     ]
 
 
-def _name_word(word: str) -> bool:
+def is_name_word(word: str) -> bool:
     """Whether a text word can continue a name: capitalised with a lowercase letter
-    ("Hotel", "McKay"), not a capitalised function word ("The", "Her") or a day or month
-    name.
+    ("Hotel", "McKay"), not a capitalised function word ("The", "Her": ``FUNCTION_WORDS``)
+    or a day or month name.
+
+    Args:
+        word: one word as the text writes it (any string; empty: False).
     """
     return (
         word[:1].isupper()
         and any(c.islower() for c in word)
-        and word.lower() not in _FUNCTION_WORDS
+        and word.lower() not in FUNCTION_WORDS
         and word.lower() not in _CALENDAR_WORDS
     )
 
@@ -94,16 +101,16 @@ def _capital_run(root: Any, sub: dict, name: str, node: dict, text: str) -> str 
     capitalised words the text writes right before and after it, or None (no change).
     """
     prop = (sub.get("properties") or {}).get(name)
-    if _free_string(root, prop) is None:
+    if free_string_schema(root, prop) is None:
         return None
     value = node.get(name)
-    if not isinstance(value, str) or not _name_word(value.split()[0] if value.split() else ""):
+    if not isinstance(value, str) or not is_name_word(value.split()[0] if value.split() else ""):
         return None
     found: set[str] = set()
     for start, end in _word_spans(value, text):
         for _ in range(_MAX_RUN_WORDS):
             before = _WORD_BEFORE.search(text, 0, start)
-            if before is None or not _name_word(before.group(1)):
+            if before is None or not is_name_word(before.group(1)):
                 break
             if _SENTENCE_START.search(text, 0, before.start(1)):
                 break  # the sentence's first word is capitalised anyway
@@ -111,9 +118,9 @@ def _capital_run(root: Any, sub: dict, name: str, node: dict, text: str) -> str 
         last = text[start:end].split()[-1]
         for _ in range(_MAX_RUN_WORDS):
             after = _WORD_AFTER.match(text, end)
-            if after is None or not _name_word(last) or not last[-1].isalnum():
+            if after is None or not is_name_word(last) or not last[-1].isalnum():
                 break  # "Highland Print Co. Three": the sentence ended
-            if not _name_word(after.group(1)):
+            if not is_name_word(after.group(1)):
                 break
             end, last = after.end(1), after.group(1)
         found.add(text[start:end])
@@ -126,7 +133,7 @@ def _capital_run(root: Any, sub: dict, name: str, node: dict, text: str) -> str 
         return None
     if any(w in s for w in new.replace(value, " ").split() for s in siblings):
         return None  # the added words are a sibling's
-    return new if _schema_accepts(root, _resolve(root, prop), new) else None
+    return new if schema_accepts(root, _resolve(root, prop), new) else None
 
 
 def _sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
@@ -136,7 +143,7 @@ def _sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
     """
     found: dict[str, str] = {}
     for name, prop in (sub.get("properties") or {}).items():
-        branch = _free_string(root, prop)
+        branch = free_string_schema(root, prop)
         value = node.get(name)
         if branch is None or not isinstance(value, str):
             continue
@@ -162,12 +169,12 @@ def _sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
         while True:
             stripped = head.rstrip(_TRAILING)
             words = stripped.split()
-            if words and words[-1].lower() in _FUNCTION_WORDS:
+            if words and words[-1].lower() in FUNCTION_WORDS:
                 stripped = stripped[: len(stripped) - len(words[-1])]
             if stripped == head:
                 break
             head = stripped
-        if head and head in text and _schema_accepts(root, branch, head):
+        if head and head in text and schema_accepts(root, branch, head):
             found[name] = head
     return found
 
@@ -176,14 +183,14 @@ def _after_honorific(root: Any, prop: Any, value: Any) -> str | None:
     """The honorific rule of the package docstring: the name after "Mr.", "Mrs.", "Ms.",
     "Miss" or "Mx" that ends the value, or None (no change).
     """
-    branch = _free_string(root, prop)
+    branch = free_string_schema(root, prop)
     if branch is None or not isinstance(value, str):
         return None
     m = _HONORIFIC.search(value)
-    if m is None or not all(_name_word(w) for w in m.group(1).split()):
+    if m is None or not all(is_name_word(w) for w in m.group(1).split()):
         return None
     new = m.group(1)
-    return new if _schema_accepts(root, branch, new) else None
+    return new if schema_accepts(root, branch, new) else None
 
 
 def _place_list(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
@@ -192,7 +199,7 @@ def _place_list(root: Any, sub: dict, name: str, node: dict, text: str) -> str |
     """
     props = sub.get("properties") or {}
     value = node.get(name)
-    if _free_string(root, props.get(name)) is None or not isinstance(value, str):
+    if free_string_schema(root, props.get(name)) is None or not isinstance(value, str):
         return None
     if not _PLACE_STEMS.intersection(name_stems(name)) or _place_part(value) is None:
         return None
@@ -204,7 +211,7 @@ def _place_list(root: Any, sub: dict, name: str, node: dict, text: str) -> str |
             words = text[: start - 2].split(" ")
             size = next((n for n in range(4, 0, -1) if _place_part(" ".join(words[-n:]))), 0)
             first = start - 2 - len(" ".join(words[-size:]))
-            if not size or _SENTENCE_START_STRICT.search(text, 0, first):
+            if not size or SENTENCE_START_STRICT.search(text, 0, first):
                 break  # no name before the comma, or one that starts the sentence
             start = first
         while (after := _PART_AFTER.match(text, end)) and _place_part(after.group(1)):
@@ -219,7 +226,7 @@ def _place_list(root: Any, sub: dict, name: str, node: dict, text: str) -> str |
     siblings = _sibling_strings(root, sub, node, name)
     if new == value or any(s in p for s in siblings for p in parts):
         return None  # a part is a sibling's ("Greenleaf Pharmacy, Dublin": the company)
-    return new if _schema_accepts(root, _resolve(root, props[name]), new) else None
+    return new if schema_accepts(root, _resolve(root, props[name]), new) else None
 
 
 def _place_part(part: str) -> str | None:
@@ -230,9 +237,9 @@ def _place_part(part: str) -> str | None:
     ok = (
         0 < len(words) <= 4
         and _STRICT_WORD.fullmatch(words[0]) is not None
-        and _name_word(words[0])
+        and is_name_word(words[0])
         and all(
-            w == "&" or w.isdigit() or _STRICT_WORD.fullmatch(w) and _name_word(w) for w in words
+            w == "&" or w.isdigit() or _STRICT_WORD.fullmatch(w) and is_name_word(w) for w in words
         )
     )
     return part if ok else None
@@ -254,7 +261,7 @@ def _appositive_role(root: Any, sub: dict, name: str, node: dict, text: str) -> 
     Research"), or None (no change).
     """
     props = sub.get("properties") or {}
-    branch = _free_string(root, props.get(name))
+    branch = free_string_schema(root, props.get(name))
     words = name.lower().split("_")
     if branch is None or node.get(name) is not None or words[-1] not in _ROLE_WORDS:
         return None
@@ -268,12 +275,12 @@ def _appositive_role(root: Any, sub: dict, name: str, node: dict, text: str) -> 
             if m is None:
                 continue
             parts = m.group(1).split(" ")
-            inner_ok = all(_name_word(w) or w in _FUNCTION_WORDS or w == "&" for w in parts)
-            if _name_word(parts[0]) and _name_word(parts[-1]) and inner_ok:
+            inner_ok = all(is_name_word(w) or w in FUNCTION_WORDS or w == "&" for w in parts)
+            if is_name_word(parts[0]) and is_name_word(parts[-1]) and inner_ok:
                 found.add(m.group(1))
     if len(found) != 1:
         return None
     (new,) = found
     if any(new in s or s in new for s in siblings):
         return None  # the phrase is (or holds) another field's value: "Name, Company, City"
-    return new if _schema_accepts(root, branch, new) else None
+    return new if schema_accepts(root, branch, new) else None

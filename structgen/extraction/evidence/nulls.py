@@ -17,9 +17,9 @@ from decimal import Decimal
 from typing import Any
 
 from structgen.extraction.evidence.dates import _a_siblings_date
-from structgen.extraction.evidence.fields import _kind, _nullable, _scalar
+from structgen.extraction.evidence.fields import _kind, _scalar, is_nullable
 from structgen.extraction.evidence.numbers import _all_negated
-from structgen.extraction.evidence.text import _JOINED, _mentions, _Text, name_stems
+from structgen.extraction.evidence.text import _JOINED, TextWords, _mentions, name_stems
 from structgen.extraction.refs import resolve as _resolve
 
 
@@ -32,7 +32,7 @@ def _inside_sibling(root: Any, prop: Any, name: str, node: dict, text: str, span
     kind, _ = _kind(root, prop)
     if kind != "number" or not _scalar(value) or isinstance(value, str):
         return False
-    if not _nullable(root, prop):
+    if not is_nullable(root, prop):
         return False
     held = {v for k, v in node.items() if k != name and isinstance(v, str) and v}
     places = [(a, b) for a, b, values in spans if Decimal(str(value)) in values]
@@ -51,7 +51,7 @@ def _inside_sibling(root: Any, prop: Any, name: str, node: dict, text: str, span
 
 
 def _copied_nulls(
-    schema: Any, sub: dict, node: dict, doc: _Text, text: str, spans: list
+    schema: Any, sub: dict, node: dict, doc: TextWords, text: str, spans: list
 ) -> list[str]:
     """The null, identifier null and date null rules of the package docstring: the
     fields of one object (schema order) to set to null, after the rules above.
@@ -60,7 +60,7 @@ def _copied_nulls(
         name
         for name, prop in (sub.get("properties") or {}).items()
         if _scalar(node.get(name))
-        and _nullable(schema, prop)
+        and is_nullable(schema, prop)
         and not _mentions(doc, name_stems(name))
         and any(k != name and _scalar(v) and v == node[name] for k, v in node.items())
     ]
@@ -78,12 +78,12 @@ def _copied_nulls(
 
 def _clearable(root: Any, sub: dict, name: str, prop: Any) -> bool:
     """Whether an object's field may be null or left out (not in ``sub``'s ``required``)."""
-    return _nullable(root, prop) or name not in (sub.get("required") or ())
+    return is_nullable(root, prop) or name not in (sub.get("required") or ())
 
 
 def _clear(root: Any, prop: Any, node: dict, name: str) -> None:
     """Set a nullable field to null, else leave it out (``_clearable`` said one holds)."""
-    if _nullable(root, prop):
+    if is_nullable(root, prop):
         node[name] = None
     else:
         node.pop(name, None)
@@ -100,7 +100,7 @@ def _shaped(root: Any, prop: Any) -> bool:
     return any(isinstance(b, dict) and ("format" in b or "pattern" in b) for b in [sub, *branches])
 
 
-def _denied_string(root: Any, sub: dict, name: str, prop: Any, value: Any, doc: _Text) -> bool:
+def _denied_string(root: Any, sub: dict, name: str, prop: Any, value: Any, doc: TextWords) -> bool:
     """The denied string rule of the package docstring: whether a string field that may be
     null or left out (``_clearable``) is cleared because the text mentions its name only
     negated ("No email given", "she left no email", "without email", "Email: none") and

@@ -17,12 +17,18 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from structgen.extraction.evidence.fields import _accepts, _kind, _node_numbers, _nullable, _scalar
+from structgen.extraction.evidence.fields import (
+    _accepts,
+    _kind,
+    _node_numbers,
+    _scalar,
+    is_nullable,
+)
 from structgen.extraction.evidence.text import (
     _GAP_REPEAT,
+    TextWords,
     _matches,
     _mentions,
-    _Text,
     name_stems,
 )
 from structgen.extraction.labels import CURRENCY_MARK, identifier_field, is_amount_field
@@ -38,7 +44,7 @@ _BETWEEN = re.compile(r"\bbetween\s*\S*\s*$", re.IGNORECASE)
 _RANGE_ENDS = {"min": "min", "minimum": "min", "max": "max", "maximum": "max"}
 
 
-def _number_value(doc: _Text, spans: list, stems: list[str], sub: dict) -> Decimal | None:
+def _number_value(doc: TextWords, spans: list, stems: list[str], sub: dict) -> Decimal | None:
     """The number rule of the package docstring; None when no mention decides it."""
     mentions = _mentions(doc, stems)
     in_range = {k for pair in _ranges(doc, spans) for k in pair}
@@ -64,7 +70,7 @@ def _number_value(doc: _Text, spans: list, stems: list[str], sub: dict) -> Decim
     return None if best is None else best[2]
 
 
-def _ranges(doc: _Text, spans: list) -> list[tuple[int, int]]:
+def _ranges(doc: TextWords, spans: list) -> list[tuple[int, int]]:
     """Index pairs ``(i, i + 1)`` of ``spans`` that the text writes as a range, only a
     joiner between them: "42,000 to 48,000", "€15 - €18", "between 65,000 and 80,000"
     (currency marks, spaces and line breaks around the joiner allowed), the first
@@ -83,7 +89,9 @@ def _ranges(doc: _Text, spans: list) -> list[tuple[int, int]]:
     return found
 
 
-def _range_values(root: Any, sub: dict, node: dict, doc: _Text, spans: list) -> dict[str, Decimal]:
+def _range_values(
+    root: Any, sub: dict, node: dict, doc: TextWords, spans: list
+) -> dict[str, Decimal]:
     """The range rule of the package docstring: ``{field: new value}`` for a pair of
     sibling number fields named ``X_min`` / ``X_max`` (``min``/``max``, ``minimum``/
     ``maximum``, either end of the name) that take the two ends of the one range the text
@@ -127,7 +135,7 @@ def _range_values(root: Any, sub: dict, node: dict, doc: _Text, spans: list) -> 
 
 
 def _repeated_numbers(
-    root: Any, sub: dict, node: dict, doc: _Text, spans: list
+    root: Any, sub: dict, node: dict, doc: TextWords, spans: list
 ) -> dict[str, Decimal]:
     """The repeat rule of the package docstring: ``{field: new value}`` for the
     non-nullable number fields of one object that repeat an earlier sibling's value the
@@ -143,7 +151,7 @@ def _repeated_numbers(
         value = Decimal(str(current))
         earlier = any(v == value for _, v in held)
         held.append((name, value))
-        if not earlier or _nullable(root, prop):
+        if not earlier or is_nullable(root, prop):
             continue
         places = [k for k, (_, _, values) in enumerate(spans) if value in values]
         if len(places) != 1 or places[0] + 1 >= len(spans):
@@ -197,7 +205,7 @@ def _amount_value(root: Any, prop: Any, name: str, value: Any, amounts: list) ->
     kind, branch = _kind(root, prop)
     if kind != "number" or isinstance(value, (str, bool)) or not is_amount_field(name_stems(name)):
         return None
-    if value is None and not _nullable(root, prop):
+    if value is None and not is_nullable(root, prop):
         return None
     number = None if value is None else Decimal(str(value))
     if number is not None and any(number in values for _, _, values in amounts):
@@ -207,26 +215,26 @@ def _amount_value(root: Any, prop: Any, name: str, value: Any, amounts: list) ->
     return distinct.pop() if len(distinct) == 1 else None
 
 
-def _denied_count(doc: _Text, stems: list[str], root: Any, prop: Any) -> bool:
+def _denied_count(doc: TextWords, stems: list[str], root: Any, prop: Any) -> bool:
     """The denied-count rule of the package docstring: a non-nullable integer field whose
     bounds take 0 and whose name's words the text mentions only negated.
     """
     kind, branch = _kind(root, prop)
     types = branch.get("type")
     types = {types} if isinstance(types, str) else set(types or ())
-    if kind != "number" or "integer" not in types or _nullable(root, prop):
+    if kind != "number" or "integer" not in types or is_nullable(root, prop):
         return False
     return _accepts(branch, Decimal(0)) and _all_negated(doc, stems)
 
 
-def _denied(doc: _Text, stems: list[str], root: Any, prop: Any) -> bool:
+def _denied(doc: TextWords, stems: list[str], root: Any, prop: Any) -> bool:
     """The denied-number rule of the package docstring: a nullable field whose name's
     words the text mentions, every mention in a clause with a negation.
     """
-    return _nullable(root, prop) and _all_negated(doc, stems)
+    return is_nullable(root, prop) and _all_negated(doc, stems)
 
 
-def _all_negated(doc: _Text, stems: list[str]) -> bool:
+def _all_negated(doc: TextWords, stems: list[str]) -> bool:
     """Whether the text mentions some of the name's words, every mention in a clause with
     a negation.
     """
@@ -266,7 +274,7 @@ def _foreign_value(
         return False, None  # written as a numeral of its own somewhere
     if not places and spans:
         return False, None  # not written, but the text has numerals: it may be derived
-    if _nullable(root, prop):
+    if is_nullable(root, prop):
         return True, None
     taken = set(_node_numbers({k: v for k, v in node.items() if k != name}))
     free = set()

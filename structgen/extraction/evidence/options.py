@@ -1,7 +1,7 @@
 """The boolean and enum rules of ``structgen.extraction.evidence``.
 
 A boolean field is decided by the text's mentions of its name and the negations in their
-clauses (``_bool_value``, with ``_BOOLEAN_ALIASES``); a string enum by the one option the
+clauses (``bool_value``, with ``_BOOLEAN_ALIASES``); a string enum by the one option the
 text mentions un-negated (``_enum_value``), a currency symbol mentioning the ISO 4217 code
 option it stands for (``_symbol_mentions``, ``_CURRENCY_SYMBOLS``).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from structgen.extraction.evidence.text import _matches, _Text, option_stems
+from structgen.extraction.evidence.text import TextWords, _matches, option_stems
 
 # words that mention a boolean field whose name's first word is the key: a garage is
 # parking ("a double garage", "no garage")
@@ -41,8 +41,19 @@ _CURRENCY_SYMBOLS = {
 _WINDOW_BOOL = 4
 
 
-def _bool_value(doc: _Text, stems: list[str]) -> bool | None:
-    """The boolean rule of the package docstring; None when the text does not mention it."""
+def bool_value(doc: TextWords, stems: list[str]) -> bool | None:
+    """The boolean rule of the package docstring.
+
+    Args:
+        doc: the text's words.
+        stems: the field name's stems (``text.name_stems``); the first may also be
+            mentioned by its aliases (``_BOOLEAN_ALIASES``).
+
+    Returns:
+        True when some mention is in a clause without a negation, False when every
+        mention is negated, None when the text does not mention the field (or ``stems``
+        is empty).
+    """
     if not stems:
         return None
     readings = []
@@ -62,7 +73,7 @@ def _bool_value(doc: _Text, stems: list[str]) -> bool | None:
 
 
 def _enum_value(
-    doc: _Text, options: list[str], current: Any, denied: bool = False
+    doc: TextWords, options: list[str], current: Any, denied: bool = False
 ) -> tuple[bool, str | None]:
     """The enum rule of the package docstring: ``(decided, value)``; ``(False, None)``
     when it does not decide the field. ``denied``: the field is nullable and the text
@@ -99,7 +110,7 @@ def _enum_value(
     return True, affirmed[0]
 
 
-def _symbol_mentions(doc: _Text, options: list[str]) -> list[tuple[str, int]]:
+def _symbol_mentions(doc: TextWords, options: list[str]) -> list[tuple[str, int]]:
     """``(option, word index)`` of each currency symbol in the text that stands for one
     ISO 4217 option (``_CURRENCY_SYMBOLS``; a symbol two options share mentions neither,
     ``$`` after a letter is another dollar: ``A$``, ``HK$``, but ``US$``); the index is

@@ -17,8 +17,8 @@ from typing import Any
 
 import jsonschema
 
-from structgen.extraction.evidence.fields import _schema_accepts
-from structgen.extraction.evidence.text import _GAP_REPEAT, _JOINED, _Text, name_stems, stem
+from structgen.extraction.evidence.fields import free_string_schema, schema_accepts
+from structgen.extraction.evidence.text import _GAP_REPEAT, _JOINED, TextWords, name_stems, stem
 from structgen.extraction.labels import (
     email_addresses,
     email_field,
@@ -39,7 +39,7 @@ _LABEL = re.compile(
 _WORD_CHAR_RUN = re.compile(r"[^\W_]+")
 
 
-def _repeated_strings(root: Any, sub: dict, node: dict, doc: _Text) -> dict[str, str]:
+def _repeated_strings(root: Any, sub: dict, node: dict, doc: TextWords) -> dict[str, str]:
     """The string repeat rule of the package docstring: ``{field: new value}`` for the
     string fields with a ``pattern`` of one object that repeat an earlier sibling's
     value the text writes once (as one word), each taking the first word the text writes
@@ -106,7 +106,7 @@ def _span_start(root: Any, prop: Any, value: Any, text: str) -> str | None:
     if len(found) != 1:
         return None
     (new,) = found
-    return new if _schema_accepts(root, sub, new) else None
+    return new if schema_accepts(root, sub, new) else None
 
 
 def _identifier_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str | None:
@@ -121,7 +121,7 @@ def _identifier_value(root: Any, prop: Any, name: str, value: Any, text: str) ->
     found = identifier_candidates(text, name, stem)
     if len(found) != 1 or found[0] == value:
         return None
-    return found[0] if _schema_accepts(root, sub, found[0]) else None
+    return found[0] if schema_accepts(root, sub, found[0]) else None
 
 
 def _phone_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str | None:
@@ -136,19 +136,7 @@ def _phone_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str 
     found = phone_runs(text)
     if len(found) != 1 or value in found:
         return None
-    return found[0] if _schema_accepts(root, sub, found[0]) else None
-
-
-def _free_string(root: Any, prop: Any) -> dict | None:
-    """A property's subschema when it is a free string (type string, maybe nullable; no
-    ``enum``, ``const``, ``format`` or ``pattern``), else None.
-    """
-    sub = _resolve(root, prop)
-    if not isinstance(sub, dict) or any(k in sub for k in ("enum", "const", "format", "pattern")):
-        return None
-    types = sub.get("type")
-    types = {types} if isinstance(types, str) else set(types or ())
-    return sub if types - {"null"} == {"string"} else None
+    return found[0] if schema_accepts(root, sub, found[0]) else None
 
 
 def _sibling_strings(root: Any, sub: dict, node: dict, name: str) -> list[str]:
@@ -172,7 +160,7 @@ def _label_value(root: Any, sub: dict, name: str, node: dict, text: str) -> str 
     Engineer |" for ``job_title``), or None (no change).
     """
     props = sub.get("properties") or {}
-    branch = _free_string(root, props.get(name))
+    branch = free_string_schema(root, props.get(name))
     if branch is None or node.get(name) is not None:
         return None
     found = {
@@ -185,14 +173,14 @@ def _label_value(root: Any, sub: dict, name: str, node: dict, text: str) -> str 
     (new,) = found
     if new in _sibling_strings(root, sub, node, name) or _denial(new):
         return None
-    return new if _schema_accepts(root, branch, new) else None
+    return new if schema_accepts(root, branch, new) else None
 
 
 def _denial(value: str) -> bool:
     """Whether a labelled value says the field has none ("Email: none", "Email: not
-    given", "Email: n/a"): it starts with a negation (``_Text.is_negation``) or is n/a.
+    given", "Email: n/a"): it starts with a negation (``TextWords.is_negation``) or is n/a.
     """
-    words = _Text(value)
+    words = TextWords(value)
     return bool(words.words) and words.is_negation(0) or value.strip().lower() == "n/a"
 
 
@@ -238,6 +226,6 @@ def _email_shape(root: Any, sub: dict, name: str, node: dict, text: str) -> tupl
         return False, None
     held = set(_sibling_strings(root, sub, node, name))
     free = [a for a in email_addresses(text) if a not in held]
-    if len(free) == 1 and _schema_accepts(root, branch, free[0]):
+    if len(free) == 1 and schema_accepts(root, branch, free[0]):
         return True, free[0]
     return (True, None) if not email_addresses(text) else (False, None)

@@ -1,6 +1,6 @@
 """How the evidence rules read a text and a field's name.
 
-The text's words (``_Text``: each word's stem, offsets and clause number; clauses end at
+The text's words (``TextWords``: each word's stem, offsets and clause number; clauses end at
 ``.``, ``;``, ``,``, brackets, ``·``, ``|`` and hard line breaks, not at a soft wrap,
 ``unwrapped``), negations in a clause, the stems of a field name's words
 (``name_stems``) and of an enum option's (``option_stems``), and the words that mention a
@@ -115,8 +115,20 @@ def _matches(a: str, b: str) -> bool:
     return len(short) >= 4 and long_.startswith(short)
 
 
-class _Text:
-    """A text as normalised words with their offsets and clause numbers."""
+class TextWords:
+    """A text as normalised words with their offsets and clause numbers.
+
+    Args:
+        text: the text (any string).
+
+    Attributes:
+        text: the text as given.
+        words: one ``(stem, start, end, clause)`` per word (a run of letters and
+            digits): its stem (``stem`` of its NFKC lowercase form), its character offsets
+            in ``text`` and its clause's number (clauses as the module docstring says,
+            counted from 0).
+        raw: each word's NFKC lowercase form, parallel to ``words``.
+    """
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -172,7 +184,7 @@ class _Text:
         return len(after) == 2 and self.raw[after[0]] in _COPULAS and self.is_negation(after[1])
 
 
-def _mentions(doc: _Text, stems: list[str]) -> list[int]:
+def _mentions(doc: TextWords, stems: list[str]) -> list[int]:
     """Indices of the text's words that match some of a field name's stems, or are one of
     a stem's aliases (``_NUMBER_ALIASES``: "old" for ``age``, "min" for ``minutes``).
     """

@@ -1,6 +1,7 @@
 """Recursive JSON Schemas as grammar rules: each ``$ref`` cycle becomes a rule, not an unrolling.
 
-``JsonSchema(..., max_recursion_depth=None)`` (the default) compiles here first. The
+``JsonSchema(..., max_recursion_depth=None)`` (the default) is lowered here first
+(``lower_recursive_schema``, torch-free; ``compile_schema_rules`` compiles its rules). The
 converter runs in *rules* mode (``JsonSchemaConverter.rules``): a ``$ref`` that reaches
 itself is converted once into a definition slot whose placeholder the recursion refers
 back to (``RefSharing.reserve``), so the definitions form cycles. The definitions that
@@ -27,14 +28,21 @@ refused under ``strict``.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...errors import InvalidGrammarError, StructgenError, UnsupportedSchemaError
 from ..deadline import Deadline
 from ..regex.definitions import PLACEHOLDER_BASE
+from ..spec import LoweredRegex
 from .ir import Alt, Expr, GrammarDef, Pattern, Ref, Repeat, Seq
 
-__all__ = ["compile_recursive_schema", "regex_expr", "rules_grammar"]
+__all__ = [
+    "SchemaRules",
+    "compile_schema_rules",
+    "lower_recursive_schema",
+    "regex_expr",
+    "rules_grammar",
+]
 
 _BRACES = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
 _ESCAPE_LEN = {"x": 4, "u": 6, "U": 10}
@@ -275,39 +283,46 @@ def rules_grammar(
     return gdef
 
 
-def compile_recursive_schema(
-    spec: Any,
-    vocab: Any,
-    *,
-    max_states: int,
-    max_seconds: float,
-    max_convert_seconds: float,
-) -> Any:
-    """Compile a ``JsonSchema`` spec whose ``$ref`` recurses as a context-free grammar.
+class SchemaRules(NamedTuple):
+    """A rules-mode conversion that reached a ``$ref`` cycle: the grammar rules to compile.
+
+    Attributes:
+        pattern: the root's regex text.
+        definitions: the converter's definitions, rule slots included (``LoweredRegex``).
+        rules: the indices of the rule slots (``RefSharing.rules``), never empty.
+        warnings: messages about schema parts that were ignored or approximated.
+    """
+
+    pattern: str
+    definitions: tuple[str, ...]
+    rules: frozenset[int]
+    warnings: tuple[str, ...] = ()
+
+
+def lower_recursive_schema(
+    spec: Any, *, max_convert_seconds: float
+) -> SchemaRules | LoweredRegex | None:
+    """Convert a ``JsonSchema`` spec in rules mode (the first half of its compile; no torch).
 
     Args:
         spec: the ``JsonSchema`` (``max_recursion_depth`` None).
-        vocab: the vocabulary, or None.
-        max_states: state budget of each lexer DFA.
-        max_seconds: CPU-time budget of the compile (CPU seconds of the compiling thread).
-        max_convert_seconds: CPU-time budget of the conversion.
+        max_convert_seconds: CPU-time budget of the conversion (CPU seconds).
 
     Returns:
-        A ``compile.CompiledCFG`` whose ``spec`` is ``spec``; or, when no ``$ref``
-        recurses, the schema's ``LoweredRegex`` (the regular conversion), or None when
-        the schema holds no ``$ref`` at all (convert it as usual).
+        ``SchemaRules`` when a ``$ref`` cycle is reached (``compile_schema_rules`` compiles
+        them); the schema's ``LoweredRegex`` when no ``$ref`` recurses (the regular
+        conversion's text); None when the schema holds no ``$ref`` at all (convert it as
+        usual, ``JsonSchema.lower``).
 
     Raises:
-        InvalidSchemaError, UnsupportedSchemaError: as the regular conversion; also a
-            recursive schema that accepts no finite value.
-        GrammarTooComplexError: a budget is exceeded.
+        InvalidSchemaError, UnsupportedSchemaError: as the regular conversion.
+        GrammarTooComplexError: the schema nests too deep, or the budget is exceeded.
     """
     from ..json_schema import DEFAULT_MAX_RECURSION_DEPTH
     from ..json_schema.check import check_schema
     from ..json_schema.convert import JsonSchemaConverter
     from ..json_schema.ids import check_schema_depth
-    from ..spec import LoweredRegex, schema_for
-    from .compile import compile_grammar_def
+    from ..spec import schema_for
 
     schema = schema_for(spec.schema)
     check_schema_depth(schema)
@@ -333,12 +348,36 @@ def compile_recursive_schema(
     conv, pattern = converted(None)
     if conv.sharing.rules == {conv.any_rule_slot}:  # no $ref cycle reached: a regex after all
         conv, pattern = converted(False)
-    definitions = conv.sharing.definitions
+    definitions = tuple(conv.sharing.definitions)
     if not conv.sharing.rules:
-        return LoweredRegex(pattern, tuple(definitions), tuple(conv.warnings))
+        return LoweredRegex(pattern, definitions, tuple(conv.warnings))
+    return SchemaRules(pattern, definitions, frozenset(conv.sharing.rules), tuple(conv.warnings))
+
+
+def compile_schema_rules(
+    rules: SchemaRules, spec: Any, vocab: Any, *, max_states: int, max_seconds: float
+) -> Any:
+    """Compile a recursive ``JsonSchema``'s rules as a context-free grammar.
+
+    Args:
+        rules: ``lower_recursive_schema(spec, ...)``.
+        spec: the ``JsonSchema`` (``max_recursion_depth`` None), the grammar's ``spec``.
+        vocab: the vocabulary, or None.
+        max_states: state budget of each lexer DFA.
+        max_seconds: CPU-time budget of the compile (CPU seconds of the compiling thread).
+
+    Returns:
+        A ``compile.CompiledCFG`` whose ``spec`` is ``spec``.
+
+    Raises:
+        UnsupportedSchemaError: the recursive schema accepts no finite value.
+        GrammarTooComplexError: a budget is exceeded.
+    """
+    from .compile import compile_grammar_def
+
     deadline = Deadline(max_seconds)
-    gdef = rules_grammar(pattern, definitions, conv.sharing.rules, deadline)
-    gdef.warnings = list(conv.warnings)
+    gdef = rules_grammar(rules.pattern, list(rules.definitions), set(rules.rules), deadline)
+    gdef.warnings = list(rules.warnings)
     try:
         return compile_grammar_def(
             gdef, spec, vocab, trigger=spec.trigger, max_states=max_states, deadline=deadline

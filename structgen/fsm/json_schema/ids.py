@@ -231,7 +231,7 @@ def check_schema_depth(schema: Any) -> int:
 
 
 # (schema, its depth) while schema_depth_checked(schema) runs: the entry points of one
-# compile (cache_key, compile_recursive_schema, lower, json_schema_to_shared) each call
+# compile (cache_key, lower_recursive_schema, lower, json_schema_to_shared) each call
 # check_schema_depth on the same object, and the document is not modified meanwhile.
 _CHECKED: ContextVar[tuple[Any, int] | None] = ContextVar("schema_depth_checked", default=None)
 

@@ -27,25 +27,11 @@ import torch
 from structgen.fsm import Vocabulary, clear_cache, compile_json_schema
 from structgen.fsm.grammar import automaton, compile_grammar
 from tests.fsm.grammar._grammars import ARITHMETIC, JSON_GBNF, NESTED_LISTS, STATEMENTS
+from tests.fsm.json_schema.test_recursion import LINKED, MUTUAL, TREE
 
 ROOT = Path(__file__).resolve().parents[3]
 COLD = json.loads((ROOT / "benchmarks" / "data" / "cold_schemas.json").read_text())
 FIXTURES = ROOT / "tests" / "fixtures" / "gbnf"
-
-TREE = {
-    "$defs": {
-        "node": {
-            "type": "object",
-            "properties": {
-                "value": {"type": "integer"},
-                "kind": {"enum": ["leaf", "branch"]},
-                "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]},
-            },
-            "required": ["value", "next"],
-        }
-    },
-    "$ref": "#/$defs/node",
-}
 
 
 def _schemas():
@@ -53,6 +39,8 @@ def _schemas():
         (COLD["recursive"]["schema"], True),
         (COLD["recursive"]["schema"], False),
         (TREE, True),
+        (LINKED, False),
+        (MUTUAL, True),
     ]
 
 
@@ -139,7 +127,9 @@ def _instance_step(allowed: list[int], vocab, rest: bytes) -> int | None:
 
 
 @pytest.mark.parametrize("extra", [True, False])
-@pytest.mark.parametrize("schema", [COLD["recursive"]["schema"], TREE], ids=["recursive", "tree"])
+@pytest.mark.parametrize(
+    "schema", [COLD["recursive"]["schema"], TREE, LINKED], ids=["recursive", "tree", "linked"]
+)
 def test_masks_with_literal_rows_equal_masks_without(schema, extra, monkeypatch):
     # two vocabularies: each grammar has its own shared lexical cache
     vocab = Vocabulary(_TOKENS, eos_token_ids=[0])

@@ -51,6 +51,7 @@ import numpy as np
 from ...errors import ConfigError, GrammarTooComplexError
 from ..index.lexical_masks import MIN_HEAD_BYTES, split_key
 from ..regex.lazy_dfa import ByteDFA, rows_holding
+from ..regex.terms import BYTES, CONCAT, EPS
 from .earley import EarleyCharts
 
 try:  # optional C extension built by setup.py (csrc/cfgrows.c)
@@ -298,8 +299,14 @@ class GrammarAutomaton:
     # the C row builder's callbacks (csrc/cfgrows.c), under the lock as _build_row
 
     def _c_lexer_row(self, t: int, s: int) -> bytes:
-        """int32 ``[256]`` next states of state ``s`` of terminal ``t``'s lexer, as bytes."""
-        return np.ascontiguousarray(self.lexers[t].row(s), np.int32).tobytes()
+        """int32 ``[256]`` next states of state ``s`` of terminal ``t``'s lexer, as bytes
+        (a literal byte's row from its term, ``_literal_row``; else the lexer's own row).
+        """
+        lexer = self.lexers[t]
+        row = _literal_row(lexer, s)
+        if row is None:
+            row = np.ascontiguousarray(lexer.row(s), np.int32).tobytes()
+        return row
 
     def _c_lexer_flags(self, t: int, s: int) -> int:
         """Bit 0: state ``s`` of terminal ``t``'s lexer accepts; bit 1: it can go on."""
@@ -538,3 +545,40 @@ class GrammarAutomaton:
         """Whole-string membership."""
         state = self.walk(self.initial, data)
         return state >= 0 and bool(self._accepting[state])
+
+
+_DEAD_ROW = b"\xff" * 1024  # int32 [256] of -1
+
+
+def _literal_row(lexer, s: int) -> bytes | None:
+    """The row of lexer state ``s`` as ``_c_lexer_row`` returns it, when its term is one
+    byte ``b`` followed by ``rest`` (``CONCAT(BYTES({b}), rest)``, no intersection or
+    complement; ``BYTES({b})`` alone: ``rest`` is ``EPS``): ``b`` leads to the state of
+    ``rest`` and every other byte is dead, which is the lexer's own row (the derivative by
+    ``b`` is ``concat(EPS, rest) = rest``, by any other byte ``EMPTY``; a boolean-free term
+    other than ``EMPTY`` can still accept, so ``rest`` has a state). Built without the
+    lexer's row machinery (~17 us a row there, in the cold masks of a grammar's keys and
+    punctuation): the state of ``rest`` is interned in the lexer's automaton
+    (``state_of_term``: the id its own row gives, states being interned by term); the
+    automaton's row of ``s`` stays unbuilt until something asks for it. None for any other
+    term. Raises: never.
+    """
+    arena = lexer.arena
+    term = lexer.term(s)
+    kind = arena.kind[term]
+    if kind == BYTES:  # the last byte of a literal: what follows is EPS
+        head, rest = term, EPS
+    elif kind == CONCAT:
+        head, rest = arena.args[term]
+        if arena.kind[head] != BYTES:
+            return None
+    else:
+        return None
+    mask = arena.args[head][0]
+    if mask & (mask - 1) or arena.has_boolean(term):
+        return None
+    b = mask.bit_length() - 1
+    row = bytearray(_DEAD_ROW)
+    dfa = getattr(lexer, "dfa", lexer)  # a TerminalLexer's shared automaton, or a ByteDFA
+    row[4 * b : 4 * b + 4] = dfa.state_of_term(rest).to_bytes(4, "little")
+    return bytes(row)

@@ -280,10 +280,12 @@ class TokenIndex:
         return mask
 
     def _walk_whole(self, state: int, nxt: np.ndarray | None) -> np.ndarray:
-        """The whole trie walked from ``state`` (its row built whole first: the first
-        level reads nearly every byte class); a fresh int32 mask.
+        """The whole trie walked from ``state`` (a regex state's row built whole first: the
+        first level reads nearly every byte class; an automaton that keys its own states,
+        a grammar's, builds whole rows in the walk's callback anyway); a fresh int32 mask.
         """
-        build_row(self.dfa, state)
+        if not self._keys_own:
+            build_row(self.dfa, state)
         mask = np.zeros(self.num_words, np.int32)
         self._trie.walk(self.dfa, state, nxt, mask)  # never-allowed ids are not in the trie
         return mask

@@ -277,6 +277,7 @@ def compile_spec(
                 lowered.pattern,
                 trigger=spec.trigger,
                 definitions=list(lowered.definitions) or None,
+                reusable=lowered.reusable,
                 eager_rows=eager_rows,
                 max_states=max_states,
                 max_seconds=max_seconds,

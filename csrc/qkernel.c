@@ -94,6 +94,20 @@ static PyObject *py_int4_mm(PyObject *self, PyObject *const *args, Py_ssize_t na
     Py_RETURN_NONE;
 }
 
+static PyObject *py_int4t_mm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    void *p[4]; /* x, q (int4 tiles), tiles (mins and scales), y */
+    long long v[6]; /* M, N, K, gs, scale_f16, threads */
+    if (get_args(args, nargs, 10, p, 4, v) < 0) return NULL;
+    if (v[3] <= 0 || v[3] % 32 || v[2] % v[3] || v[0] < 0 || v[1] < 0) {
+        PyErr_SetString(PyExc_ValueError, "int4t_mm: group size must be a positive multiple of 32 dividing K");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    int4t_mm(p[0], p[1], p[2], (int)v[4], p[3], (int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[5]);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_int8_mm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     void *p[4];
     long long v[7]; /* M, N, K, gs, scale_f16, q8, threads */
@@ -154,6 +168,8 @@ static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
 static PyMethodDef methods[] = {
     {"int4_mm", (PyCFunction)(void (*)(void))py_int4_mm, METH_FASTCALL,
      "int4_mm(x, q, tiles, y, M, N, K, group, scale_f16, q8, threads): y = x @ dequant(W).T (pointers; tiles: the [ceil(N/8), K/group, 2, 8] mins/scales table; q8: int8 activations)"},
+    {"int4t_mm", (PyCFunction)(void (*)(void))py_int4t_mm, METH_FASTCALL,
+     "int4t_mm(x, q, tiles, y, M, N, K, group, scale_f16, threads): y = x @ dequant(W).T with int8 activations (pointers; q: the int4 tile layout [ceil(N/8), K/32, 4, 8, 4], qkernel_tiles.h)"},
     {"int8_mm", (PyCFunction)(void (*)(void))py_int8_mm, METH_FASTCALL,
      "int8_mm(x, q, scales, y, M, N, K, group, scale_f16, q8, threads): y = x @ dequant(W).T (pointers; q8: int8 activations)"},
     {"int4_dequant", (PyCFunction)(void (*)(void))py_int4_dequant, METH_FASTCALL,

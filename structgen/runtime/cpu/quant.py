@@ -43,6 +43,7 @@ __all__ = [
     "int4_dequant_rows",
     "int4_linear",
     "int4_mm",
+    "int4t_mm",
     "int8_linear",
     "int8_mm",
     "isa",
@@ -264,6 +265,57 @@ def int4_mm(
         group,
         int(scales.dtype == torch.float16),
         int(q8),
+        _threads(),
+    )
+    return y
+
+
+def int4t_mm(
+    x: torch.Tensor,
+    q: torch.Tensor,
+    scales: torch.Tensor,
+    mins: torch.Tensor,
+    group: int,
+    tiles: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``[M, N]`` float32 ``x @ dequant(W).T`` with int8 activations (Q8_0, as ``int4_mm(...,
+    q8=True)``) over the int4 tile layout: 8 output columns per vector (csrc/qkernel_tiles.h).
+    Any ``M``; each row's result is the same float for every ``M``, thread count and scalar/AVX2.
+
+    Args:
+        x: ``[M, K]`` float activations on CPU (converted to float32).
+        q: uint8 ``[8 * ceil(N / 8), K / 2]`` from
+            :func:`~structgen.runtime.quantization.formats.pack_int4_tiles`, contiguous.
+        scales: fp16 or fp32 ``[N, K/group]`` contiguous.
+        mins: ``[N, K/group]`` contiguous, the dtype of ``scales``.
+        group: the inputs per scale, a multiple of 32 dividing ``K``.
+        tiles: ``scales`` and ``mins`` as the kernel reads them (``int4_scale_tiles``); None:
+            built here for this call.
+
+    Returns:
+        ``[M, N]`` float32.
+
+    Raises:
+        KernelArgumentError: an argument of the wrong shape, dtype, layout or device.
+    """
+    n = scales.shape[0] if scales.dim() == 2 else 0
+    if q.dim() != 2 or q.shape[0] != 8 * ((n + 7) // 8):
+        raise _bad("int4t_mm", "q [8 * ceil(N/8), K/2] (pack_int4_tiles)", q=q, scales=scales)
+    _check_int4("int4t_mm", x, q[:n], scales, mins, group)  # the first N rows: [N, K/2]
+    tiles = _int4_tiles("int4t_mm", scales, mins, tiles)
+    x = _x32(x)
+    m, k = x.shape
+    y = torch.empty(m, n, dtype=torch.float32)
+    _lib.int4t_mm(
+        x.data_ptr(),
+        q.data_ptr(),
+        tiles.data_ptr(),
+        y.data_ptr(),
+        m,
+        n,
+        k,
+        group,
+        int(scales.dtype == torch.float16),
         _threads(),
     )
     return y

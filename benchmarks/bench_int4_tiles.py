@@ -43,11 +43,11 @@ def bench(m: int, n: int, k: int) -> tuple[float, float, int]:
         lib.int4_mm(ptr[0], ptr[1], ptr[3], ptr[4], m, n, k, 32, 1, 1, 1)
 
     def tile_kernel():
-        lib.int4t_mm(ptr[0], ptr[2], ptr[3], ptr[5], m, n, k, 32, 1, 1)
+        lib.int4t_mm(ptr[0], ptr[2], ptr[3], ptr[5], m, n, k, 32, 1, 1, 1)
 
     rows_kernel(), tile_kernel()
     assert torch.equal(ya, Q.int4_mm(x, q, s, mn, 32, True, tiles))
-    assert torch.equal(yb, Q.int4t_mm(x, qt, s, mn, 32, tiles))
+    assert torch.equal(yb, Q.int4t_mm(x, qt, s, mn, 32, True, tiles))
     reps = max(1, (256 * 576 * 576) // (m * n * k))
     ta, tb = [], []
     for _ in range(7):

@@ -43,6 +43,8 @@ __all__ = [
     "int4_dequant_rows",
     "int4_linear",
     "int4_mm",
+    "int4t_dequant_rows",
+    "int4t_linear",
     "int4t_mm",
     "int8_linear",
     "int8_mm",
@@ -276,11 +278,12 @@ def int4t_mm(
     scales: torch.Tensor,
     mins: torch.Tensor,
     group: int,
+    q8: bool = False,
     tiles: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``[M, N]`` float32 ``x @ dequant(W).T`` with int8 activations (Q8_0, as ``int4_mm(...,
-    q8=True)``) over the int4 tile layout: 8 output columns per vector (csrc/qkernel_tiles.h).
-    Any ``M``; each row's result is the same float for every ``M``, thread count and scalar/AVX2.
+    """``[M, N]`` float32 ``x @ dequant(W).T`` over the int4 tile layout: 8 output columns per
+    vector (csrc/qkernel_tiles.h), any ``M``; each row's result is the same float for every
+    ``M``, thread count and instruction set (scalar or AVX2).
 
     Args:
         x: ``[M, K]`` float activations on CPU (converted to float32).
@@ -289,6 +292,8 @@ def int4t_mm(
         scales: fp16 or fp32 ``[N, K/group]`` contiguous.
         mins: ``[N, K/group]`` contiguous, the dtype of ``scales``.
         group: the inputs per scale, a multiple of 32 dividing ``K``.
+        q8: int8 activations per block of 32 (as :func:`int4_mm`; integer block dots, 8 columns
+            per instruction); False: exact float32.
         tiles: ``scales`` and ``mins`` as the kernel reads them (``int4_scale_tiles``); None:
             built here for this call.
 
@@ -298,13 +303,11 @@ def int4t_mm(
     Raises:
         KernelArgumentError: an argument of the wrong shape, dtype, layout or device.
     """
-    n = scales.shape[0] if scales.dim() == 2 else 0
-    if q.dim() != 2 or q.shape[0] != 8 * ((n + 7) // 8):
-        raise _bad("int4t_mm", "q [8 * ceil(N/8), K/2] (pack_int4_tiles)", q=q, scales=scales)
-    _check_int4("int4t_mm", x, q[:n], scales, mins, group)  # the first N rows: [N, K/2]
+    _check_int4t("int4t_mm", x, q, scales, mins, group)
     tiles = _int4_tiles("int4t_mm", scales, mins, tiles)
     x = _x32(x)
     m, k = x.shape
+    n = scales.shape[0]
     y = torch.empty(m, n, dtype=torch.float32)
     _lib.int4t_mm(
         x.data_ptr(),
@@ -316,9 +319,61 @@ def int4t_mm(
         k,
         group,
         int(scales.dtype == torch.float16),
+        int(q8),
         _threads(),
     )
     return y
+
+
+def _check_int4t(
+    fn: str, x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int
+) -> None:
+    """Raise :class:`KernelArgumentError` unless the int4 tile-layout arguments are what
+    ``_qkernel`` reads (``q`` ``[8 ceil(N/8), K/2]``, the rest as :func:`_check_int4`).
+    """
+    n = scales.shape[0] if scales.dim() == 2 else 0
+    if q.dim() != 2 or q.shape[0] != 8 * ((n + 7) // 8):
+        raise _bad(fn, "q [8 * ceil(N/8), K/2] (pack_int4_tiles)", q=q, scales=scales)
+    _check_int4(fn, x, q[:n], scales, mins, group)  # its first N rows: [N, K/2]
+
+
+def int4t_dequant_rows(
+    q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int, n0: int, n1: int
+) -> torch.Tensor:
+    """Rows ``n0:n1`` of an int4 tile-layout weight (:func:`int4t_mm`'s ``q``) as float32
+    ``[n1 - n0, K]`` (C).
+
+    Raises:
+        KernelArgumentError: arguments as :func:`int4t_mm` rejects them, or not
+            ``0 <= n0 <= n1 <= N``.
+    """
+    k = q.shape[1] * 2 if q.dim() == 2 else 0
+    x = q.new_empty(0, k, dtype=torch.float32)
+    _check_int4t("int4t_dequant_rows", x, q, scales, mins, group)
+    if not 0 <= n0 <= n1 <= scales.shape[0]:
+        raise KernelArgumentError(
+            f"int4t_dequant_rows: rows {n0}:{n1} outside the weight's {scales.shape[0]} rows"
+        )
+    return _int4t_dequant_rows(q, scales, mins, group, n0, n1)
+
+
+def _int4t_dequant_rows(
+    q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int, n0: int, n1: int
+) -> torch.Tensor:
+    k = q.shape[1] * 2
+    out = torch.empty(n1 - n0, k, dtype=torch.float32)
+    _lib.int4t_dequant(
+        q.data_ptr(),
+        scales.data_ptr(),
+        mins.data_ptr(),
+        out.data_ptr(),
+        n0,
+        n1,
+        k,
+        group,
+        int(scales.dtype == torch.float16),
+    )
+    return out
 
 
 def int8_mm(
@@ -444,6 +499,29 @@ def int4_linear(
         return int4_mm(x, q, scales, mins, group, q8, tiles)
     _check_int4("int4_linear", x, q, scales, mins, group)
     return _tiled(x, q.shape[0], lambda a, b: _int4_dequant_rows(q, scales, mins, group, a, b))
+
+
+def int4t_linear(
+    x: torch.Tensor,
+    q: torch.Tensor,
+    scales: torch.Tensor,
+    mins: torch.Tensor,
+    group: int,
+    q8: bool = False,
+    tiles: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """:func:`int4_linear` for the int4 tile layout (:func:`int4t_mm`'s ``q``): with ``q8`` the
+    tile kernel for every ``M``; in float32 the kernel for ``M <= MAX_M``, dequantized tiles +
+    float32 BLAS above.
+
+    Raises:
+        KernelArgumentError: arguments as :func:`int4t_mm` rejects them.
+    """
+    if q8 or x.shape[0] <= MAX_M:
+        return int4t_mm(x, q, scales, mins, group, q8, tiles)
+    _check_int4t("int4t_linear", x, q, scales, mins, group)
+    n = scales.shape[0]
+    return _tiled(x, n, lambda a, b: _int4t_dequant_rows(q, scales, mins, group, a, b))
 
 
 def int8_linear(

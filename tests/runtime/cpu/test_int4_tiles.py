@@ -62,8 +62,13 @@ def test_tile_kernel_matches_reference(isa, n, k, group, fp32):
     x = torch.randn(11, k, generator=torch.Generator().manual_seed(k))
     wd = dequantize_int4(q, s, mn)
     st, mt = s.t().contiguous(), mn.t().contiguous()
-    got = cpu_quant.int4t_mm(x, tiles, st, mt, group)
+    exact = cpu_quant.int4t_mm(x, tiles, st, mt, group)  # float32 activations
+    _close(exact, _ref(x, wd), 1e-6, x, wd)
+    _close(cpu_quant.int4t_linear(x, tiles, st, mt, group), _ref(x, wd), 1e-6, x, wd)  # BLAS
+    assert torch.equal(cpu_quant.int4t_dequant_rows(tiles, st, mt, group, 0, n), wd.float())
+    got = cpu_quant.int4t_mm(x, tiles, st, mt, group, True)
     assert got.shape == (11, n) and got.dtype == torch.float32
+    assert torch.equal(cpu_quant.int4t_linear(x, tiles, st, mt, group, True), got)
     _close(got, _int4_q8_ref(x, q, s, mn), 1e-6, x, wd)
     if n >= 32:  # the Q8 rounding's own error against exact x
         exact = _ref(x, wd)
@@ -79,17 +84,18 @@ def test_tile_kernel_rows_independent_of_batch_and_threads():
     x = torch.randn(64, k, generator=torch.Generator().manual_seed(3)) * 3
     cpu_quant.set_threads(1)
     try:
-        full = cpu_quant.int4t_mm(x, tiles, st, mt, group)
+        full = cpu_quant.int4t_mm(x, tiles, st, mt, group, True)
         for m in (1, 3, 8, 17):
-            assert torch.equal(cpu_quant.int4t_mm(x[-m:], tiles, st, mt, group), full[-m:])
+            assert torch.equal(cpu_quant.int4t_mm(x[-m:], tiles, st, mt, group, True), full[-m:])
         cpu_quant.set_threads(2)
-        assert torch.equal(cpu_quant.int4t_mm(x, tiles, st, mt, group), full)
+        assert torch.equal(cpu_quant.int4t_mm(x, tiles, st, mt, group, True), full)
     finally:
         cpu_quant.set_threads(None)
 
 
 @needs_kernel
 def test_tile_kernel_scalar_equals_avx2():
+    """Q8 and exact float32 paths, bit for bit (fused multiply-adds in the same order)."""
     if cpu_quant._lib.set_isa(True) != "avx2":
         pytest.skip("no AVX2 here")
     n, k, group = 45, 320, 64
@@ -97,13 +103,21 @@ def test_tile_kernel_scalar_equals_avx2():
     st, mt = s.t().contiguous(), mn.t().contiguous()
     tab = int4_scale_tiles(st, mt)
     x = torch.randn(13, k, generator=torch.Generator().manual_seed(5))
-    simd = cpu_quant.int4t_mm(x, tiles, st, mt, group, tab)
+    simd = [
+        cpu_quant.int4t_mm(x[:r], tiles, st, mt, group, q8, tab)
+        for q8 in (True, False)
+        for r in (3, 13)
+    ]
     try:
         cpu_quant._lib.set_isa(False)
-        scalar = cpu_quant.int4t_mm(x, tiles, st, mt, group, tab)
+        scalar = [
+            cpu_quant.int4t_mm(x[:r], tiles, st, mt, group, q8, tab)
+            for q8 in (True, False)
+            for r in (3, 13)
+        ]
     finally:
         cpu_quant._lib.set_isa(True)
-    assert torch.equal(simd, scalar)
+    assert all(torch.equal(a, b) for a, b in zip(simd, scalar))
 
 
 @needs_kernel

@@ -397,9 +397,9 @@ class QuantLinear(nn.Module):
         """
         shape = x.shape
         x2 = x if x.dim() == 2 else x.reshape(-1, shape[-1])  # [M, K]
-        if use_triton(x2) and self.int4_layout == "tiles":
-            self._untile()
         if use_triton(x2) and self._triton_layout():
+            if self.int4_layout == "tiles":
+                self._untile()
             y = self._triton_forward(x2)
         elif (
             self.use_kernel
@@ -444,12 +444,13 @@ class QuantLinear(nn.Module):
         self.int4_layout = "rows"
 
     def _triton_layout(self) -> bool:
-        """Whether the Triton ``quant_matmul`` kernel reads this module's buffers as they are
-        (row-major int8, int4 ``"rows"``; not torch's packed int4 nor group-major int8).
+        """Whether the Triton ``quant_matmul`` kernel reads this module's buffers (row-major
+        int8, int4 ``"rows"``, or ``"tiles"`` once turned into ``"rows"`` by :meth:`_untile`; not
+        torch's packed int4 nor group-major int8).
         """
         if self.kind == "int8":
             return self.qweight.dim() == 2
-        return self.int4_layout == "rows"
+        return self.int4_layout in ("rows", "tiles")
 
     def _triton_forward(self, x2: torch.Tensor) -> torch.Tensor:
         """``[M, K]`` -> ``[M, N]`` in ``x2``'s dtype through the Triton ``quant_matmul`` kernel."""

@@ -601,8 +601,8 @@ class FusedQuantProjection:
     At batch 1 each kernel call costs its Python wrapper and an OpenMP fork/join on top of
     streaming its weight; one call over the concatenated rows saves two of them for q/k/v and
     one for gate/up, per layer. Only for members in the C kernel's row-major layouts (int8
-    with ``[N, G]`` scales, int4 ``"tiles"`` whose members' output sizes are multiples of 8),
-    where stacking output rows is a concatenation.
+    with ``[N, G]`` scales, int4 ``"rows"``, int4 ``"tiles"`` whose members' output sizes are
+    multiples of 8), where stacking output rows is a concatenation.
     The members' buffers (and biases) become views into the fused ones, so memory is not
     doubled and ``state_dict`` is unchanged; should a member's buffer be replaced (``.to()``,
     ``load_state_dict``), :meth:`valid` turns False and callers use the members again.
@@ -662,8 +662,9 @@ class FusedQuantProjection:
         )
         if not same:
             return None
-        if first.kind == "int4" and (
-            first.int4_layout != "tiles" or any(lin.out_features % 8 for lin in linears)
+        if first.kind == "int4" and not (
+            first.int4_layout == "rows"
+            or (first.int4_layout == "tiles" and all(lin.out_features % 8 == 0 for lin in linears))
         ):  # tiles of 8 rows stack as rows only when no member pads its last tile
             return None
         return FusedQuantProjection(linears)

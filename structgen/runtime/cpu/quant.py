@@ -354,26 +354,7 @@ def int4t_dequant_rows(
         raise KernelArgumentError(
             f"int4t_dequant_rows: rows {n0}:{n1} outside the weight's {scales.shape[0]} rows"
         )
-    return _int4t_dequant_rows(q, scales, mins, group, n0, n1)
-
-
-def _int4t_dequant_rows(
-    q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int, n0: int, n1: int
-) -> torch.Tensor:
-    k = q.shape[1] * 2
-    out = torch.empty(n1 - n0, k, dtype=torch.float32)
-    _lib.int4t_dequant(
-        q.data_ptr(),
-        scales.data_ptr(),
-        mins.data_ptr(),
-        out.data_ptr(),
-        n0,
-        n1,
-        k,
-        group,
-        int(scales.dtype == torch.float16),
-    )
-    return out
+    return _int4_dequant_rows(q, scales, mins, group, n0, n1, tiled=True)
 
 
 def int8_mm(
@@ -434,11 +415,20 @@ def int4_dequant_rows(
 
 
 def _int4_dequant_rows(
-    q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int, n0: int, n1: int
+    q: torch.Tensor,
+    scales: torch.Tensor,
+    mins: torch.Tensor,
+    group: int,
+    n0: int,
+    n1: int,
+    tiled: bool = False,
 ) -> torch.Tensor:
+    """Rows ``n0:n1`` as float32 of an int4 weight in the "rows" layout, or (``tiled``) the
+    tile layout; arguments checked by the caller.
+    """
     k = q.shape[1] * 2
     out = torch.empty(n1 - n0, k, dtype=torch.float32)
-    _lib.int4_dequant(
+    (_lib.int4t_dequant if tiled else _lib.int4_dequant)(
         q.data_ptr(),
         scales.data_ptr(),
         mins.data_ptr(),
@@ -521,7 +511,7 @@ def int4t_linear(
         return int4t_mm(x, q, scales, mins, group, q8, tiles)
     _check_int4t("int4t_linear", x, q, scales, mins, group)
     n = scales.shape[0]
-    return _tiled(x, n, lambda a, b: _int4t_dequant_rows(q, scales, mins, group, a, b))
+    return _tiled(x, n, lambda a, b: _int4_dequant_rows(q, scales, mins, group, a, b, tiled=True))
 
 
 def int8_linear(

@@ -25,8 +25,8 @@
  * norms, biases and the KV cache in one dtype dt (0 fp32, 1 bf16), row-major and contiguous.
  * Each of the four matmuls has a format word (LF_*_FMT, fmt_* below): float weights in dt
  * (dense_core.h), or structgen's quantized layouts run by the quantized kernel
- * (qkernel_core.h: int4 "rows" with fp16 or fp32 scales and mins, from int4-gNN, GGUF Q4_0/Q4_1
- * and Q4_K;
+ * (qkernel_core.h: int4 "tiles" (qkernel_tiles.h, FMT_INT4T, what QuantLinear stores on CPU)
+ * or "rows" with fp16 or fp32 scales and mins, from int4-gNN, GGUF Q4_0/Q4_1 and Q4_K;
  * row-major int8 with fp16/fp32 scales, from int8 and GGUF Q8_0), with the weight's scales
  * pointer in LF_*_S (int4: its tile table of mins and scales, see qkernel.c; LF_*_MN is not
  * read, 0) and, for int8 activations (Q8_0-style, per row and
@@ -80,7 +80,7 @@ enum { LP_W, LP_B, LP_FMT, LP_S, LP_MN, LP_N, LP_COUNT };
 #define MAX_PARTS 3
 
 /* A matmul's format word: kind | scale_f16 << 2 | q8 << 3 | group << 4 */
-enum { FMT_FLOAT = 0, FMT_INT4 = 1, FMT_INT8 = 2 };
+enum { FMT_FLOAT = 0, FMT_INT4 = 1, FMT_INT8 = 2, FMT_INT4T = 3 };
 #define FMT_KIND(f) ((int)((f) & 3))
 #define FMT_SCALE_F16(f) ((int)(((f) >> 2) & 1))
 #define FMT_Q8(f) ((int)(((f) >> 3) & 1))
@@ -154,12 +154,14 @@ static void mm_rows(const float *x32, const int64_t *p, void *y, int N, int ldy,
     }
     int direct = !s->dt && !b && ldy == N; /* fp32 without bias: the kernel writes y itself */
     float *out = direct ? (float *)y : ts->yf;
-    int int4 = kind == FMT_INT4;
+    int int4 = kind == FMT_INT4 || kind == FMT_INT4T;
     if (!(ts->prep_ok && ts->prep_gs == gs && ts->prep_int4 == int4 && ts->prep_q8 == q8)) {
         q_act_prep(x32, s->T, K, gs, int4, q8, &ts->a);
         ts->prep_ok = 1, ts->prep_gs = gs, ts->prep_int4 = int4, ts->prep_q8 = q8;
     }
-    if (int4)
+    if (kind == FMT_INT4T)
+        int4t_rows(x32, w, sc, f16, out, s->T, N, K, gs, q8, &ts->a, n0, n1);
+    else if (int4)
         int4_rows(x32, w, sc, f16, out, s->T, N, K, gs, q8, &ts->a, n0, n1);
     else
         int8_rows(x32, w, sc, f16, out, s->T, N, K, gs, q8, &ts->a, n0, n1);

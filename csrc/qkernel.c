@@ -50,6 +50,20 @@ static void int4_dequant(const uint8_t *q, const void *sc, const void *mn, int f
     }
 }
 
+/* Rows [n0, n1) of an int4 tile-layout weight (qkernel_tiles.h) as fp32 [n1 - n0, K] */
+static void int4t_dequant(const uint8_t *q, const void *sc, const void *mn, int f16, float *out, int n0, int n1,
+                          int K, int gs) {
+    int G = K / gs;
+    for (int n = n0; n < n1; n++) {
+        const uint8_t *qt = q + (size_t)(n / 8) * TILE_BYTES(K);
+        float *o = out + (size_t)(n - n0) * K;
+        for (int g = 0; g < G; g++) {
+            float d = scale_at(sc, f16, (size_t)n * G + g), mg = scale_at(mn, f16, (size_t)n * G + g);
+            for (int k = g * gs; k < (g + 1) * gs; k++) o[k] = d * (float)tile_code(qt, n % 8, k) + mg;
+        }
+    }
+}
+
 static void int8_dequant(const int8_t *q, const void *sc, int f16, float *out, int n0, int n1, int K, int gs) {
     int G = K / gs;
     for (int n = n0; n < n1; n++) {
@@ -94,6 +108,20 @@ static PyObject *py_int4_mm(PyObject *self, PyObject *const *args, Py_ssize_t na
     Py_RETURN_NONE;
 }
 
+static PyObject *py_int4t_mm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    void *p[4]; /* x, q (int4 tiles), tiles (mins and scales), y */
+    long long v[7]; /* M, N, K, gs, scale_f16, q8, threads */
+    if (get_args(args, nargs, 11, p, 4, v) < 0) return NULL;
+    if (v[3] <= 0 || v[3] % 32 || v[2] % v[3] || v[0] < 0 || v[1] < 0) {
+        PyErr_SetString(PyExc_ValueError, "int4t_mm: group size must be a positive multiple of 32 dividing K");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    int4t_mm(p[0], p[1], p[2], (int)v[4], p[3], (int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[5], (int)v[6]);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_int8_mm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     void *p[4];
     long long v[7]; /* M, N, K, gs, scale_f16, q8, threads */
@@ -118,6 +146,20 @@ static PyObject *py_int4_dequant(PyObject *self, PyObject *const *args, Py_ssize
     }
     Py_BEGIN_ALLOW_THREADS
     int4_dequant(p[0], p[1], p[2], (int)v[4], p[3], (int)v[0], (int)v[1], (int)v[2], (int)v[3]);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_int4t_dequant(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    void *p[4];
+    long long v[5]; /* n0, n1, K, gs, scale_f16 */
+    if (get_args(args, nargs, 9, p, 4, v) < 0) return NULL;
+    if (v[3] <= 0 || v[3] % 32 || v[2] % v[3]) {
+        PyErr_SetString(PyExc_ValueError, "int4t_dequant: group size must be a positive multiple of 32 dividing K");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    int4t_dequant(p[0], p[1], p[2], (int)v[4], p[3], (int)v[0], (int)v[1], (int)v[2], (int)v[3]);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
@@ -154,6 +196,10 @@ static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
 static PyMethodDef methods[] = {
     {"int4_mm", (PyCFunction)(void (*)(void))py_int4_mm, METH_FASTCALL,
      "int4_mm(x, q, tiles, y, M, N, K, group, scale_f16, q8, threads): y = x @ dequant(W).T (pointers; tiles: the [ceil(N/8), K/group, 2, 8] mins/scales table; q8: int8 activations)"},
+    {"int4t_mm", (PyCFunction)(void (*)(void))py_int4t_mm, METH_FASTCALL,
+     "int4t_mm(x, q, tiles, y, M, N, K, group, scale_f16, q8, threads): y = x @ dequant(W).T (pointers; q: the int4 tile layout [ceil(N/8), K/32, 4, 8, 4], qkernel_tiles.h; q8: int8 activations)"},
+    {"int4t_dequant", (PyCFunction)(void (*)(void))py_int4t_dequant, METH_FASTCALL,
+     "int4t_dequant(q, scales, mins, out, n0, n1, K, group, scale_f16): rows n0..n1 of an int4 tile-layout weight as fp32 (pointers)"},
     {"int8_mm", (PyCFunction)(void (*)(void))py_int8_mm, METH_FASTCALL,
      "int8_mm(x, q, scales, y, M, N, K, group, scale_f16, q8, threads): y = x @ dequant(W).T (pointers; q8: int8 activations)"},
     {"int4_dequant", (PyCFunction)(void (*)(void))py_int4_dequant, METH_FASTCALL,

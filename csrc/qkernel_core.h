@@ -55,6 +55,7 @@ static float scale_at(const void *s, int f16, size_t i) {
 }
 
 #include "qkernel_rows.h"
+#include "qkernel_tiles.h"
 
 
 static int use_avx2 = 0;
@@ -218,6 +219,32 @@ static inline void int4_mm(const float *x, const uint8_t *q, const void *tiles, 
     if (q_act_alloc(&a, M, K, gs, 1, q8)) return;
     q_act_prep(x, M, K, gs, 1, q8, &a);
     SPLIT_ROWS(nt, N, int4_rows(x, q, tiles, f16, y, M, N, K, gs, q8, &a, n0, n1));
+    q_act_free(&a);
+}
+
+/* y[:, n0:n1] of int4t_mm, its activation side a prepared (xsum; with q8 also xq, xd, xdiff); q:
+ * the int4 tile layout (qkernel_tiles.h), tiles: the tile table of mins and scales (int4_rows) */
+static void int4t_rows(const float *x, const uint8_t *q, const void *tiles, int f16, float *y, int M,
+                       int N, int K, int gs, int q8, const q_act *a, int n0, int n1) {
+#if SG_X86
+    if (use_avx2) {
+        if (q8) int4t_rows_avx2(a->xq, a->xd, a->xsum, a->xdiff, q, tiles, f16, y, M, N, K, gs, n0, n1);
+        else int4t_exact_rows_avx2(x, a->xsum, q, tiles, f16, y, M, N, K, gs, n0, n1);
+        return;
+    }
+#endif
+    if (q8) int4t_rows_scalar(a->xq, a->xd, a->xsum, a->xdiff, q, tiles, f16, y, M, N, K, gs, n0, n1);
+    else int4t_exact_rows_scalar(x, a->xsum, q, tiles, f16, y, M, N, K, gs, n0, n1);
+}
+
+/* y [M, N] = x [M, K] @ dequant(W).T, W in the int4 tile layout, over nt threads (N split on
+ * multiples of 8): any M, each row's floats independent of M and nt; q8: int8 activations */
+static inline void int4t_mm(const float *x, const uint8_t *q, const void *tiles, int f16, float *y,
+                            int M, int N, int K, int gs, int q8, int nt) {
+    q_act a;
+    if (q_act_alloc(&a, M, K, gs, 1, q8)) return;
+    q_act_prep(x, M, K, gs, 1, q8, &a);
+    SPLIT_ROWS(nt, N, int4t_rows(x, q, tiles, f16, y, M, N, K, gs, q8, &a, n0, n1));
     q_act_free(&a);
 }
 

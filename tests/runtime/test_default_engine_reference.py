@@ -50,7 +50,7 @@ def engine():
 
 def _quant_linears(engine: Engine) -> list[QuantLinear]:
     mods = [m for m in engine.loaded.model.modules() if isinstance(m, QuantLinear)]
-    assert mods and {(m.kind, m.int4_layout) for m in mods} == {("int4", "rows")}
+    assert mods and {(m.kind, m.int4_layout) for m in mods} == {("int4", "tiles")}
     return mods
 
 
@@ -59,7 +59,7 @@ def _weight(lin: QuantLinear) -> torch.Tensor:
     tables (not the matmul's tile table) and equals the formula bit for bit (cpu/test_quant.py),
     at ~20x its speed."""
     n = lin.out_features
-    w = cpu_quant.int4_dequant_rows(lin.qweight, lin.scales, lin.mins, lin.group_size, 0, n)
+    w = cpu_quant.int4t_dequant_rows(lin.qweight, lin.scales, lin.mins, lin.group_size, 0, n)
     return w.double()
 
 

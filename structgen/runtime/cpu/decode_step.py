@@ -19,10 +19,10 @@ Qwen2, Qwen3, SmolLM2) in fp32 or bf16 on CPU, for steps of at most 8 tokens (de
 short jump-forward runs, speculative verification), with the attention backend ``"auto"``.
 Each matmul may be float (``Linear`` / ``FusedProjection`` in the model dtype) or quantized in
 the C kernel's layouts (``QuantLinear`` / ``FusedQuantProjection`` with ``use_kernel``: int4
-"rows" from ``int4-gNN`` and GGUF Q4_0/Q4_1 (fp16 scales and mins) and Q4_K (fp32), row-major
-int8 from ``int8``, GGUF Q8_0 and Q6_K); q/k/v or gate/up left unfused because their
-quantized kinds differ (a Q6_K v next to Q4_K q/k in llama.cpp's Q4_K_M files) run as parts of
-their slot, each member's own matmul into its band of the slot's columns; a
+"tiles" (or "rows") from ``int4-gNN`` and GGUF Q4_0/Q4_1 (fp16 scales and mins) and Q4_K
+(fp32), row-major int8 from ``int8``, GGUF Q8_0 and Q6_K); q/k/v or gate/up left unfused
+because their quantized kinds differ (a Q6_K v next to Q4_K q/k in llama.cpp's Q4_K_M files)
+run as parts of their slot, each member's own matmul into its band of the slot's columns; a
 quantized matmul runs the kernel ``QuantLinear`` calls (``csrc/qkernel_core.h``) with the
 module's ``activation_dtype`` (int8 activations per row and block of 32, or exact float32).
 Anything else (sharded layers, torch-layout quantized ones, MoE, MLA, fp16, longer steps, a
@@ -146,7 +146,7 @@ class _Watch:
         )
 
 
-_FMT_INT4, _FMT_INT8 = 1, 2  # csrc/decodestep.c FMT_*
+_FMT_INT4, _FMT_INT8, _FMT_INT4T = 1, 2, 3  # csrc/decodestep.c FMT_*
 
 
 def _float_matmul(mod, fused: bool, dtype, watch: _Watch):
@@ -175,7 +175,8 @@ def _float_matmul(mod, fused: bool, dtype, watch: _Watch):
 
 def _quant_matmul(mod, fused: bool, dtype, watch: _Watch):
     """The same for a quantized ``QuantLinear`` / ``FusedQuantProjection`` in the C kernel's
-    layouts (int4 "rows", row-major int8), read as ``QuantLinear._kernel_forward`` reads them.
+    layouts (int4 "tiles" or "rows", row-major int8), read as ``QuantLinear._kernel_forward``
+    reads them.
     """
     from structgen.runtime.cpu import quant
     from structgen.runtime.quantization.linear import FusedQuantProjection, QuantLinear
@@ -197,17 +198,18 @@ def _quant_matmul(mod, fused: bool, dtype, watch: _Watch):
     n, k, g = lin.out_features, lin.in_features, lin.group_size
     q8 = (act.activation_dtype or dtype) != torch.float32
     if lin.kind == "int4":
+        tiled = lin.int4_layout == "tiles"  # else "rows" (after a Triton call)
         ok = (
-            lin.int4_layout == "rows"
+            lin.int4_layout in ("rows", "tiles")
             and q.dtype is torch.uint8
-            and tuple(q.shape) == (n, k // 2)
+            and tuple(q.shape) == ((8 * ((n + 7) // 8) if tiled else n), k // 2)
             and g % 32 == 0
             and k % g == 0
             and sc.dtype in (torch.float16, torch.float32)
             and all(t.dtype is sc.dtype and tuple(t.shape) == (n, k // g) for t in (sc, *mn))
         )
         f16 = sc.dtype is torch.float16
-        fmt = _FMT_INT4 | int(f16) << 2 | int(q8) << 3 | g << 4
+        fmt = (_FMT_INT4T if tiled else _FMT_INT4) | int(f16) << 2 | int(q8) << 3 | g << 4
         if ok:  # the kernel reads the tile table (csrc/qkernel.c), not scales / mins: a copy,
             tiles = lin.scale_tiles()  # so an in-place change of either must rebuild the plan
             watch.keep(lin.__dict__, "_scale_tiles", tensor=False)

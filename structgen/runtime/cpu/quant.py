@@ -43,6 +43,9 @@ __all__ = [
     "int4_dequant_rows",
     "int4_linear",
     "int4_mm",
+    "int4t_dequant_rows",
+    "int4t_linear",
+    "int4t_mm",
     "int8_linear",
     "int8_mm",
     "isa",
@@ -269,6 +272,91 @@ def int4_mm(
     return y
 
 
+def int4t_mm(
+    x: torch.Tensor,
+    q: torch.Tensor,
+    scales: torch.Tensor,
+    mins: torch.Tensor,
+    group: int,
+    q8: bool = False,
+    tiles: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``[M, N]`` float32 ``x @ dequant(W).T`` over the int4 tile layout: 8 output columns per
+    vector (csrc/qkernel_tiles.h), any ``M``; each row's result is the same float for every
+    ``M``, thread count and instruction set (scalar or AVX2).
+
+    Args:
+        x: ``[M, K]`` float activations on CPU (converted to float32).
+        q: uint8 ``[8 * ceil(N / 8), K / 2]`` from
+            :func:`~structgen.runtime.quantization.formats.pack_int4_tiles`, contiguous.
+        scales: fp16 or fp32 ``[N, K/group]`` contiguous.
+        mins: ``[N, K/group]`` contiguous, the dtype of ``scales``.
+        group: the inputs per scale, a multiple of 32 dividing ``K``.
+        q8: int8 activations per block of 32 (as :func:`int4_mm`; integer block dots, 8 columns
+            per instruction); False: exact float32.
+        tiles: ``scales`` and ``mins`` as the kernel reads them (``int4_scale_tiles``); None:
+            built here for this call.
+
+    Returns:
+        ``[M, N]`` float32.
+
+    Raises:
+        KernelArgumentError: an argument of the wrong shape, dtype, layout or device.
+    """
+    _check_int4t("int4t_mm", x, q, scales, mins, group)
+    tiles = _int4_tiles("int4t_mm", scales, mins, tiles)
+    x = _x32(x)
+    m, k = x.shape
+    n = scales.shape[0]
+    y = torch.empty(m, n, dtype=torch.float32)
+    _lib.int4t_mm(
+        x.data_ptr(),
+        q.data_ptr(),
+        tiles.data_ptr(),
+        y.data_ptr(),
+        m,
+        n,
+        k,
+        group,
+        int(scales.dtype == torch.float16),
+        int(q8),
+        _threads(),
+    )
+    return y
+
+
+def _check_int4t(
+    fn: str, x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int
+) -> None:
+    """Raise :class:`KernelArgumentError` unless the int4 tile-layout arguments are what
+    ``_qkernel`` reads (``q`` ``[8 ceil(N/8), K/2]``, the rest as :func:`_check_int4`).
+    """
+    n = scales.shape[0] if scales.dim() == 2 else 0
+    if q.dim() != 2 or q.shape[0] != 8 * ((n + 7) // 8):
+        raise _bad(fn, "q [8 * ceil(N/8), K/2] (pack_int4_tiles)", q=q, scales=scales)
+    _check_int4(fn, x, q[:n], scales, mins, group)  # its first N rows: [N, K/2]
+
+
+def int4t_dequant_rows(
+    q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int, n0: int, n1: int
+) -> torch.Tensor:
+    """Rows ``n0:n1`` of an int4 tile-layout weight (:func:`int4t_mm`'s ``q``) as float32
+    ``[n1 - n0, K]`` (C).
+
+    Raises:
+        KernelArgumentError: arguments as :func:`int4t_mm` rejects them, or not
+            ``0 <= n0 <= n1 <= N``.
+    """
+    k = q.shape[1] * 2 if q.dim() == 2 else 0
+    x = q.new_empty(0, k, dtype=torch.float32)
+    _check_int4t("int4t_dequant_rows", x, q, scales, mins, group)
+    if not 0 <= n0 <= n1 <= scales.shape[0]:
+        raise KernelArgumentError(
+            f"int4t_dequant_rows: rows {n0}:{n1} outside the weight's {scales.shape[0]} rows"
+        )
+    return _int4_dequant_rows(q, scales, mins, group, n0, n1, tiled=True)
+
+
 def int8_mm(
     x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, q8: bool = False
 ) -> torch.Tensor:
@@ -327,11 +415,20 @@ def int4_dequant_rows(
 
 
 def _int4_dequant_rows(
-    q: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group: int, n0: int, n1: int
+    q: torch.Tensor,
+    scales: torch.Tensor,
+    mins: torch.Tensor,
+    group: int,
+    n0: int,
+    n1: int,
+    tiled: bool = False,
 ) -> torch.Tensor:
+    """Rows ``n0:n1`` as float32 of an int4 weight in the "rows" layout, or (``tiled``) the
+    tile layout; arguments checked by the caller.
+    """
     k = q.shape[1] * 2
     out = torch.empty(n1 - n0, k, dtype=torch.float32)
-    _lib.int4_dequant(
+    (_lib.int4t_dequant if tiled else _lib.int4_dequant)(
         q.data_ptr(),
         scales.data_ptr(),
         mins.data_ptr(),
@@ -392,6 +489,29 @@ def int4_linear(
         return int4_mm(x, q, scales, mins, group, q8, tiles)
     _check_int4("int4_linear", x, q, scales, mins, group)
     return _tiled(x, q.shape[0], lambda a, b: _int4_dequant_rows(q, scales, mins, group, a, b))
+
+
+def int4t_linear(
+    x: torch.Tensor,
+    q: torch.Tensor,
+    scales: torch.Tensor,
+    mins: torch.Tensor,
+    group: int,
+    q8: bool = False,
+    tiles: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """:func:`int4_linear` for the int4 tile layout (:func:`int4t_mm`'s ``q``): with ``q8`` the
+    tile kernel for every ``M``; in float32 the kernel for ``M <= MAX_M``, dequantized tiles +
+    float32 BLAS above.
+
+    Raises:
+        KernelArgumentError: arguments as :func:`int4t_mm` rejects them.
+    """
+    if q8 or x.shape[0] <= MAX_M:
+        return int4t_mm(x, q, scales, mins, group, q8, tiles)
+    _check_int4t("int4t_linear", x, q, scales, mins, group)
+    n = scales.shape[0]
+    return _tiled(x, n, lambda a, b: _int4_dequant_rows(q, scales, mins, group, a, b, tiled=True))
 
 
 def int8_linear(

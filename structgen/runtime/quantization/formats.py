@@ -32,6 +32,8 @@ __all__ = [
     "pack_int4_rows",
     "unpack_int4_rows",
     "int4_scale_tiles",
+    "pack_int4_tiles",
+    "unpack_int4_tiles",
 ]
 
 
@@ -195,3 +197,55 @@ def int4_scale_tiles(scales: torch.Tensor, mins: torch.Tensor) -> torch.Tensor:
     table[:n, 0] = mins
     table[:n, 1] = scales
     return table.reshape(nt, 8, 2, g).permute(0, 3, 2, 1).contiguous()  # [nt, G, 2, 8]
+
+
+def pack_int4_tiles(packed: torch.Tensor) -> torch.Tensor:
+    """Regroup an int4 "rows" weight (:func:`pack_int4_rows`) into the C kernel's int4 tiles: 8
+    weight rows interleaved 4 packed bytes at a time, so one 32-byte vector holds 4 codes of each
+    of 8 output columns (csrc/qkernel_tiles.h).
+
+    Args:
+        packed: uint8 ``[N, K / 2]`` in the rows layout (``K % 32 == 0``).
+
+    Returns:
+        uint8 ``[8 * ceil(N / 8), K / 2]`` contiguous, read as ``[ceil(N / 8), K / 32, 4, 8, 4]``:
+        ``[t, b, j, c, i]`` is byte ``4 j + i`` of block ``b`` of row ``8 t + c`` (zero codes for
+        rows past ``N``). Lossless; :func:`unpack_int4_tiles` inverts it.
+
+    Raises:
+        ValueError: ``packed`` is not uint8 ``[N, K / 2]`` with ``K % 32 == 0``.
+    """
+    if packed.dtype != torch.uint8 or packed.dim() != 2 or packed.shape[1] % 16:
+        raise ValueError(
+            "pack_int4_tiles: expected uint8 [N, K/2] with K % 32 == 0 (pack_int4_rows), got "
+            f"{packed.dtype} {tuple(packed.shape)}"
+        )
+    n, half = packed.shape
+    nt = (n + 7) // 8
+    rows = packed.new_zeros(nt * 8, half)  # [8 nt, K/2]
+    rows[:n] = packed
+    tiles = rows.reshape(nt, 8, half // 16, 4, 4).permute(0, 2, 3, 1, 4)  # [nt, K/32, 4, 8, 4]
+    return tiles.reshape(nt * 8, half).contiguous()
+
+
+def unpack_int4_tiles(tiles: torch.Tensor, n: int) -> torch.Tensor:
+    """Inverse of :func:`pack_int4_tiles`: ``[8 * ceil(N / 8), K / 2]`` -> the rows layout
+    ``[N, K / 2]`` (the first ``n`` rows).
+
+    Raises:
+        ValueError: ``tiles`` is not uint8 ``[8 * ceil(n / 8), K / 2]`` with ``K % 32 == 0``.
+    """
+    if (
+        tiles.dtype != torch.uint8
+        or tiles.dim() != 2
+        or tiles.shape[0] != 8 * ((n + 7) // 8)
+        or tiles.shape[1] % 16
+    ):
+        raise ValueError(
+            f"unpack_int4_tiles: expected uint8 [8 * ceil({n} / 8), K/2] with K % 32 == 0, got "
+            f"{tiles.dtype} {tuple(tiles.shape)}"
+        )
+    rows8, half = tiles.shape
+    nt = rows8 // 8
+    rows = tiles.reshape(nt, half // 16, 4, 8, 4).permute(0, 3, 1, 2, 4)  # [nt, 8, K/32, 4, 4]
+    return rows.reshape(rows8, half)[:n].contiguous()

@@ -53,6 +53,23 @@ def _copy_field(dst: torch.Tensor, blocks: torch.Tensor, lo: int, hi: int) -> No
                 return
 
 
+def _copy_tiles(dst: torch.Tensor, blocks: torch.Tensor, lo: int, hi: int) -> None:
+    """Copy the 16 quant bytes ``lo:hi`` of every block of ``blocks`` (``[8 T, G, bytes]``
+    uint8, ``T`` tiles of 8 rows) into ``dst`` (uint8 ``[8 T, K/2]`` contiguous) in the int4 tile
+    layout (:func:`~.formats.pack_int4_tiles`: ``[T, G, 4, 8, 4]``), as :func:`_copy_field` does
+    (the widest words the field and the address allow: runs of 4 bytes stay together).
+    """
+    n, g, size = blocks.shape
+    for dtype, width in ((torch.int32, 4), (torch.int16, 2), (torch.uint8, 1)):
+        if lo % width == 0 and hi % width == 0 and size % width == 0:
+            if blocks.data_ptr() % width == 0:
+                words = blocks.view(dtype)[..., lo // width : hi // width]  # [8T, G, 16/w]
+                src = words.reshape(n // 8, 8, g, 4, 4 // width)  # [T, c, G, j, i/w]
+                tiles = dst.view(dtype).view(n // 8, g, 4, 8, 4 // width)  # [T, G, j, c, i/w]
+                tiles.permute(0, 3, 1, 2, 4).copy_(src)
+                return
+
+
 def _f16(blocks: torch.Tensor, start: int) -> torch.Tensor:
     return blocks[..., start : start + 2].contiguous().view(torch.float16).squeeze(-1)  # [N, G]
 
@@ -111,7 +128,7 @@ def native_module(
         return QuantEmbedding(q, s, dtype) if embedding else QuantLinear.from_int8(q, s, bias)
     if embedding or not can_pack_int4(shape[0], shape[1], 32):
         return None
-    if cpu_quant.available():  # the kernel's rows layout is the blocks' own: copy, no repack
+    if cpu_quant.available():  # the kernel's tile layout is the blocks' bytes regrouped
         return native_group([(raw, shape, rows, bias)], type_name)[0]
     q, s, m = repack_q4(raw, shape, type_name)
     if rows is not None:
@@ -126,8 +143,9 @@ def native_group(parts: list[tuple], type_name: str) -> list[QuantLinear] | None
     written this way are joined by ``FusedQuantProjection`` without a copy. Each member's
     blocks are copied once from the file's bytes into the C kernel's layout, which for these
     types is the blocks' own: Q8_0 quants to int8 ``[N, K]``, Q4_0/Q4_1 quant bytes to the
-    int4 "rows" layout ``[N, K/2]`` (:func:`~.formats.pack_int4_rows`), the fp16 ``d``
-    (and ``m``; Q4_0: ``-8 d``) to ``[N, K/32]``; nothing is unpacked or dequantized.
+    int4 tile layout ``[8 ceil(N/8), K/2]`` (:func:`~.formats.pack_int4_tiles`: the "rows"
+    layout's 4-byte runs of 8 rows side by side), the fp16 ``d`` (and ``m``; Q4_0: ``-8 d``)
+    to ``[N, K/32]``; nothing is unpacked or dequantized.
 
     Args:
         parts: per member ``(raw bytes, numpy shape [N, K], row order or None, bias or None)``;
@@ -150,32 +168,36 @@ def native_group(parts: list[tuple], type_name: str) -> list[QuantLinear] | None
         return None
     total, g = sum(p[1][0] for p in parts), k // 32
     int8 = type_name == "Q8_0"
+    qrows = [p[1][0] if int8 else 8 * ((p[1][0] + 7) // 8) for p in parts]  # int4: whole tiles
     q_all = torch.empty(
-        (total, k) if int8 else (total, k // 2), dtype=torch.int8 if int8 else torch.uint8
+        (sum(qrows), k) if int8 else (sum(qrows), k // 2),
+        dtype=torch.int8 if int8 else torch.uint8,
     )
     s_all = torch.empty((total, g), dtype=torch.float16)
     m_all = None if int8 else torch.empty((total, g), dtype=torch.float16)
-    out, start = [], 0
-    for raw, shape, rows, bias in parts:
+    out, start, qstart = [], 0, 0
+    for (raw, shape, rows, bias), nq in zip(parts, qrows):
         n = shape[0]
-        q, sc = q_all[start : start + n], s_all[start : start + n]
+        q, sc = q_all[qstart : qstart + nq], s_all[start : start + n]
         b = _blocks(raw, shape, {"Q8_0": 34, "Q4_1": 20, "Q4_0": 18}[type_name])  # [N, G, bytes]
         if rows is not None:
             b = b.index_select(0, rows)  # one copy of this member's blocks, rows in order
-        _copy_field(sc, b, 0, 2)
+        if nq > n:  # int4: zero codes for the rows of the last tile past N
+            b = torch.cat((b, b.new_zeros(nq - n, *b.shape[1:])))
+        _copy_field(sc, b[:n], 0, 2)
         if int8:
             _copy_field(q, b, 2, 34)
             out.append(QuantLinear.from_int8(q, sc, bias))
         else:
             mn = m_all[start : start + n]
             if type_name == "Q4_1":
-                _copy_field(mn, b, 2, 4)
-                _copy_field(q, b, 4, 20)
+                _copy_field(mn, b[:n], 2, 4)
+                _copy_tiles(q, b, 4, 20)
             else:
                 torch.mul(sc, -8.0, out=mn)  # exact: a power-of-two scaling of an fp16 value
-                _copy_field(q, b, 2, 18)
-            out.append(QuantLinear.from_int4_rows(q, sc, mn, bias))
-        start += n
+                _copy_tiles(q, b, 2, 18)
+            out.append(QuantLinear.from_int4_tiles(q, sc, mn, bias))
+        start, qstart = start + n, qstart + nq
     return out
 
 

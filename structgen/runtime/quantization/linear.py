@@ -5,14 +5,16 @@ activations stay in the model's float dtype. CPU matmuls (chosen by measurement,
 see ``benchmarks/bench_models.py`` and its section of ``benchmarks/RESULTS.md``):
 
 * with our C kernel built (:mod:`~structgen.runtime.cpu.quant`, the default):
-  int4 weights are stored in its "rows" layout (:func:`~.formats.pack_int4_rows`, fp16
-  ``scales``/``mins`` ``[N, G]``) and grouped int8 (GGUF Q8_0) row-major ``[N, K]``; at
-  ``M <= 8`` activation rows (decode) the AVX2 kernel runs, above that tiles of the weight are
-  dequantized in C for a float32 ``F.linear``. With ``activation_dtype`` float32 (or None and
-  float32 inputs) the kernel is exact in float32; otherwise (the bfloat16 default) it
-  quantizes activations to int8 per block of 32, as llama.cpp does (Q8_0 activations), and
-  uses integer dot products (faster; relative error ~1e-2 of a random-input output, the
-  bf16-activation error of torch's kernels being of the same order).
+  int4 weights are stored in its tile layout (:func:`~.formats.pack_int4_tiles`: the "rows"
+  layout of :func:`~.formats.pack_int4_rows` regrouped 8 output rows at a time, fp16
+  ``scales``/``mins`` ``[N, G]``; ``int4_layout == "tiles"``) and grouped int8 (GGUF Q8_0)
+  row-major ``[N, K]``; at ``M <= 8`` activation rows (decode) the AVX2 kernel runs, above that
+  tiles of the weight are dequantized in C for a float32 ``F.linear``. With
+  ``activation_dtype`` float32 (or None and float32 inputs) the kernel is exact in float32;
+  otherwise (the bfloat16 default) it quantizes activations to int8 per block of 32, as
+  llama.cpp does (Q8_0 activations), and uses integer dot products (faster; relative error
+  ~1e-2 of a random-input output, the bf16-activation error of torch's kernels being of the
+  same order).
 * without it (no compiler at install; one warning): int8 per output channel through
   ``torch.ops.aten._weight_int8pack_mm``; grouped int8 stored group-major (``[G, N, K/G]``),
   one ``_weight_int8pack_mm`` per group, summed in float32; int4 grouped through
@@ -28,7 +30,8 @@ C kernel), ``"float32"`` makes every path exact, ``"auto"`` leaves the modules a
 
 On CUDA (or under ``attention_backend("triton")``) row-major int8 and int4 "rows" weights run
 the Triton ``quant_matmul`` kernel (``structgen.kernels.quant_matmul``) on the buffers as they
-are; on other devices, and for torch's packed int4 or group-major int8 (layouts chosen only
+are (an int4 "tiles" weight is turned back into "rows" at its first such call); on other
+devices, and for torch's packed int4 or group-major int8 (layouts chosen only
 without the C kernel), the weight is dequantized for ``F.linear``.
 """
 
@@ -51,7 +54,9 @@ from structgen.runtime.quantization.formats import (
     int8_to_group_major,
     pack_int4,
     pack_int4_rows,
+    pack_int4_tiles,
     unpack_int4_rows,
+    unpack_int4_tiles,
 )
 
 __all__ = [
@@ -192,8 +197,11 @@ class QuantLinear(nn.Module):
         kind: ``"int8"`` or ``"int4"``.
         in_features, out_features: K, N.
         group_size: inputs per scale (K for int8 per channel).
-        int4_layout: ``"rows"`` (our C kernel's, scales/mins ``[N, G]``) or ``"torch"``
-            (``_weight_int4pack_mm_for_cpu``'s, scales/mins ``[G, N]``); chosen at build time.
+        int4_layout: ``"tiles"`` (our C kernel's, :func:`~.formats.pack_int4_tiles`, qweight
+            ``[8 ceil(N/8), K/2]``, scales/mins ``[N, G]``), ``"rows"`` (the Triton kernel's,
+            :func:`~.formats.pack_int4_rows`, ``[N, K/2]``) or ``"torch"``
+            (``_weight_int4pack_mm_for_cpu``'s, scales/mins ``[G, N]``); chosen at build time
+            (``"tiles"`` becomes ``"rows"`` at the first Triton call).
     """
 
     activation_dtype: torch.dtype | None = torch.bfloat16
@@ -255,8 +263,8 @@ class QuantLinear(nn.Module):
             )
         m = cls("int4", k, n, group, bias)
         if cpu_quant.available() and group % 32 == 0:
-            m.int4_layout, m.use_kernel = "rows", True
-            m.register_buffer("qweight", pack_int4_rows(q))
+            m.int4_layout, m.use_kernel = "tiles", True
+            m.register_buffer("qweight", pack_int4_tiles(pack_int4_rows(q)))
             m.register_buffer("scales", scales.half().t().contiguous())  # [N, G]
             m.register_buffer("mins", mins.half().t().contiguous())
             return m
@@ -272,10 +280,11 @@ class QuantLinear(nn.Module):
         mins: torch.Tensor,
         bias: torch.Tensor | None = None,
     ) -> "QuantLinear":
-        """From weights already in the C kernel's int4 "rows" layout, kept as given (no copy).
+        """From weights in the int4 "rows" layout, regrouped into the C kernel's tiles
+        (:func:`~.formats.pack_int4_tiles`; ``packed`` itself is not kept).
 
         Args:
-            packed: uint8 ``[N, K/2]`` (:func:`~.formats.pack_int4_rows`), contiguous.
+            packed: uint8 ``[N, K/2]`` (:func:`~.formats.pack_int4_rows`).
             scales: ``[N, K/32]``, contiguous: fp16 (GGUF Q4_0/Q4_1), or fp32, kept as
                 fp32 (GGUF Q4_K's ``d * sc``, which fp16 cannot hold exactly).
             mins: ``[N, K/32]``, contiguous, stored in the dtype ``scales`` is stored in
@@ -285,17 +294,56 @@ class QuantLinear(nn.Module):
         Raises:
             ValueError: the C kernel is not available, or the shapes do not match.
         """
-        n, half = packed.shape
+        if packed.dim() != 2 or packed.dtype != torch.uint8 or packed.shape[1] % 16:
+            raise ValueError(
+                f"packed must be uint8 [N, K/2] with K % 32 == 0, got {packed.dtype} "
+                f"{list(packed.shape)}"
+            )
+        return cls.from_int4_tiles(pack_int4_tiles(packed), scales, mins, bias)
+
+    @classmethod
+    def from_int4_tiles(
+        cls,
+        tiles: torch.Tensor,
+        scales: torch.Tensor,
+        mins: torch.Tensor,
+        bias: torch.Tensor | None = None,
+    ) -> "QuantLinear":
+        """From weights already in the C kernel's int4 tile layout, kept as given (no copy).
+
+        Args:
+            tiles: uint8 ``[8 * ceil(N/8), K/2]`` (:func:`~.formats.pack_int4_tiles`),
+                contiguous.
+            scales: ``[N, K/32]`` as :meth:`from_int4_rows` takes them (``N`` is read here).
+            mins: ``[N, K/32]``, the same.
+            bias: optional ``[N]``.
+
+        Raises:
+            ValueError: the C kernel is not available, or the shapes do not match.
+        """
         if not cpu_quant.available():
-            raise ValueError("the int4 rows layout needs the C kernel (structgen.runtime.cpu)")
+            raise ValueError("the int4 tile layout needs the C kernel (structgen.runtime.cpu)")
+        n = scales.shape[0] if scales.dim() == 2 else 0
+        half = tiles.shape[1] if tiles.dim() == 2 else 0
+        if (
+            tiles.dtype != torch.uint8
+            or tiles.dim() != 2
+            or tiles.shape[0] != 8 * ((n + 7) // 8)
+            or half % 16
+            or n == 0
+        ):
+            raise ValueError(
+                f"tiles must be uint8 [8 * ceil(N/8), K/2] for the scales' N = {n}, got "
+                f"{tiles.dtype} {list(tiles.shape)}"
+            )
         if scales.shape != (n, half * 2 // 32) or mins.shape != scales.shape:
             raise ValueError(
                 f"scales and mins must be [N, K/32] = {[n, half * 2 // 32]}, got "
                 f"{list(scales.shape)} and {list(mins.shape)}"
             )
         m = cls("int4", half * 2, n, 32, bias)
-        m.int4_layout, m.use_kernel = "rows", True
-        m.register_buffer("qweight", packed.contiguous())
+        m.int4_layout, m.use_kernel = "tiles", True
+        m.register_buffer("qweight", tiles.contiguous())
         m._register_int4_scales(scales, mins)
         return m
 
@@ -322,8 +370,11 @@ class QuantLinear(nn.Module):
         """``[N, K]`` float32 weight (the reference the matmul must match)."""
         if self.kind == "int8":
             return _dequantize_int8_any(self.qweight, self.scales)
-        if self.int4_layout == "rows":
-            return dequantize_int4(unpack_int4_rows(self.qweight), self.scales.t(), self.mins.t())
+        if self.int4_layout in ("rows", "tiles"):
+            rows = self.qweight
+            if self.int4_layout == "tiles":
+                rows = unpack_int4_tiles(rows, self.out_features)
+            return dequantize_int4(unpack_int4_rows(rows), self.scales.t(), self.mins.t())
         eye = torch.eye(self.in_features, dtype=torch.float32, device=self.qweight.device)
         sz = int4_scale_and_zeros(self.scales, self.mins, torch.float32)
         return (
@@ -347,6 +398,8 @@ class QuantLinear(nn.Module):
         shape = x.shape
         x2 = x if x.dim() == 2 else x.reshape(-1, shape[-1])  # [M, K]
         if use_triton(x2) and self._triton_layout():
+            if self.int4_layout == "tiles":
+                self._untile()
             y = self._triton_forward(x2)
         elif (
             self.use_kernel
@@ -357,8 +410,8 @@ class QuantLinear(nn.Module):
             y = self._kernel_forward(x2)  # the decode hot path: as few Python steps as possible
         elif self.kind == "int8":
             y = int8_matmul(x2, self.qweight, self.scales, self.activation_dtype)
-        elif self.int4_layout == "rows" and _use_kernel(x2):
-            y = cpu_quant.int4_linear(
+        elif self.int4_layout == "tiles" and _use_kernel(x2):
+            y = cpu_quant.int4t_linear(
                 x2,
                 self.qweight,
                 self.scales,
@@ -383,13 +436,21 @@ class QuantLinear(nn.Module):
             y = y + self.bias
         return y if x.dim() == 2 else y.reshape(*shape[:-1], self.out_features)
 
+    def _untile(self) -> None:
+        """Turn an int4 "tiles" weight back into the "rows" layout the Triton kernel reads (once:
+        the buffer is replaced, so a fused projection over it falls back to its members).
+        """
+        self._buffers["qweight"] = unpack_int4_tiles(self._buffers["qweight"], self.out_features)
+        self.int4_layout = "rows"
+
     def _triton_layout(self) -> bool:
-        """Whether the Triton ``quant_matmul`` kernel reads this module's buffers as they are
-        (row-major int8, int4 ``"rows"``; not torch's packed int4 nor group-major int8).
+        """Whether the Triton ``quant_matmul`` kernel reads this module's buffers (row-major
+        int8, int4 ``"rows"``, or ``"tiles"`` once turned into ``"rows"`` by :meth:`_untile`; not
+        torch's packed int4 nor group-major int8).
         """
         if self.kind == "int8":
             return self.qweight.dim() == 2
-        return self.int4_layout == "rows"
+        return self.int4_layout in ("rows", "tiles")
 
     def _triton_forward(self, x2: torch.Tensor) -> torch.Tensor:
         """``[M, K]`` -> ``[M, N]`` in ``x2``'s dtype through the Triton ``quant_matmul`` kernel."""
@@ -423,7 +484,10 @@ class QuantLinear(nn.Module):
         b = self._buffers
         q8 = (self.activation_dtype or x2.dtype) != torch.float32
         if self.kind == "int4":
-            y = cpu_quant.int4_linear(
+            linear = (
+                cpu_quant.int4t_linear if self.int4_layout == "tiles" else cpu_quant.int4_linear
+            )
+            y = linear(
                 x2, b["qweight"], b["scales"], b["mins"], self.group_size, q8, self.scale_tiles()
             )
         else:
@@ -431,7 +495,7 @@ class QuantLinear(nn.Module):
         return y if y.dtype == x2.dtype else y.to(x2.dtype)
 
     def scale_tiles(self) -> torch.Tensor:
-        """An int4 "rows" weight's ``scales`` and ``mins`` as the C kernel reads them:
+        """An int4 "tiles" or "rows" weight's ``scales`` and ``mins`` as the C kernel reads them:
         :func:`~structgen.runtime.quantization.formats.int4_scale_tiles` ``[ceil(N/8), G, 2, 8]``
         in their dtype, made at the first call and kept while ``scales`` and ``mins`` are the same
         tensor objects at the same version (an in-place change, e.g. ``load_state_dict``, or a
@@ -537,7 +601,8 @@ class FusedQuantProjection:
     At batch 1 each kernel call costs its Python wrapper and an OpenMP fork/join on top of
     streaming its weight; one call over the concatenated rows saves two of them for q/k/v and
     one for gate/up, per layer. Only for members in the C kernel's row-major layouts (int8
-    with ``[N, G]`` scales, int4 ``"rows"``), where stacking output rows is a concatenation.
+    with ``[N, G]`` scales, int4 ``"rows"``, int4 ``"tiles"`` whose members' output sizes are
+    multiples of 8), where stacking output rows is a concatenation.
     The members' buffers (and biases) become views into the fused ones, so memory is not
     doubled and ``state_dict`` is unchanged; should a member's buffer be replaced (``.to()``,
     ``load_state_dict``), :meth:`valid` turns False and callers use the members again.
@@ -595,7 +660,12 @@ class FusedQuantProjection:
             and lin.scales.dtype == first.scales.dtype
             for lin in linears
         )
-        if not same or (first.kind == "int4" and first.int4_layout != "rows"):
+        if not same:
+            return None
+        if first.kind == "int4" and not (
+            first.int4_layout == "rows"
+            or (first.int4_layout == "tiles" and all(lin.out_features % 8 == 0 for lin in linears))
+        ):  # tiles of 8 rows stack as rows only when no member pads its last tile
             return None
         return FusedQuantProjection(linears)
 

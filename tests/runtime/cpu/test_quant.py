@@ -215,12 +215,16 @@ def test_quant_modules_use_kernel_layouts():
         torch.randn(3, 192, generator=g),
     )
     lin = _set_activation_dtype(QuantLinear.quantize(w, b, "int4", 64), torch.float32)
-    assert lin.int4_layout == "rows" and lin.scales.shape == (48, 3)
+    assert lin.int4_layout == "tiles" and lin.scales.shape == (48, 3)
+    assert lin.qweight.shape == (48, 96)  # 6 tiles of 8 rows
     wd = lin.dequantized_weight()
     _close(lin(x), _ref(x, wd) + b, 1e-6, x, wd)
     fast = _set_activation_dtype(lin, torch.bfloat16)(x)  # default: Q8 activations
     q, s, mn = quantize_int4(w, 64)
     _close(fast, _int4_q8_ref(x, q, s, mn) + b, 1e-6, x, wd)
+    lin._untile()  # the Triton kernel's "rows" layout (its first call does this), same weight
+    assert lin.int4_layout == "rows" and torch.equal(lin.dequantized_weight(), wd)
+    _close(lin(x), _int4_q8_ref(x, q, s, mn) + b, 1e-6, x, wd)
     assert (
         QuantLinear.quantize(w, None, "int4", 64)(x.bfloat16()).dtype == torch.bfloat16
     )  # a bf16 model's

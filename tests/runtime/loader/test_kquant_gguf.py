@@ -154,7 +154,7 @@ def test_kquant_gguf_bfloat16_weights_are_rounded_reference(kquant_model, tmp_pa
 
 def test_kquant_gguf_native_keeps_q6_k_and_q4_k(kquant_model, tmp_path, monkeypatch):
     """``quantization="gguf"`` on a Q4_K_M file: Q6_K matrices (v, down, the tied embedding) are
-    int8 group-16 modules, Q4_K ones (q, k, o, gate, up) int4 "rows" group-32 modules with
+    int8 group-16 modules, Q4_K ones (q, k, o, gate, up) int4 "tiles" group-32 modules with
     float32 scales and mins, every weight ggml's to the bit (q/k in transformers' row order);
     with float32 activations the model matches transformers."""
     from structgen.runtime.cpu import quant as cpu_quant
@@ -179,7 +179,7 @@ def test_kquant_gguf_native_keeps_q6_k_and_q4_k(kquant_model, tmp_path, monkeypa
     for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.o_proj", "mlp.gate_proj"):
         mod = mods[f"model.layers.1.{name}"]
         assert isinstance(mod, QuantLinear) and mod.kind == "int4" and mod.group_size == 32
-        assert mod.int4_layout == "rows" and mod.scales.dtype == torch.float32
+        assert mod.int4_layout == "tiles" and mod.scales.dtype == torch.float32
         ref = layer.get_submodule(name).weight.detach()
         assert torch.equal(mod.dequantized_weight(), ref)  # ggml's = loader.dequant's
     _set_activation_dtype(native, torch.float32)

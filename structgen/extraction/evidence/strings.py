@@ -6,7 +6,8 @@ A value the text writes only inside longer chunks starts where the chunk starts
 (``_identifier_value``) and a phone field the one phone number (``_phone_value``), both
 read by ``structgen.extraction.labels``, and holds no fragment of another number
 (``_not_a_phone``); a field left null takes the value after the one
-label naming it (``_label_value``). Where a copied name starts and ends (name run, place
+label naming it (``_label_value``); a ``format: uri`` field holds a URL the text writes
+(``_uri_shape``). Where a copied name starts and ends (name run, place
 list, sibling cut, honorific): ``names.py``.
 """
 
@@ -37,6 +38,12 @@ _LABEL = re.compile(
 )
 
 _WORD_CHAR_RUN = re.compile(r"[^\W_]+")
+
+# a URL as a text writes it: a scheme, "://", then no space or quote (trailing sentence
+# punctuation is not part of it: ``urls``)
+_URL = re.compile(r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s<>\"'`]+")
+
+_URI_FORMATS = frozenset({"uri", "iri"})
 
 
 def _repeated_strings(root: Any, sub: dict, node: dict, doc: TextWords) -> dict[str, str]:
@@ -229,3 +236,46 @@ def _email_shape(root: Any, sub: dict, name: str, node: dict, text: str) -> tupl
     if len(free) == 1 and schema_accepts(root, branch, free[0]):
         return True, free[0]
     return (True, None) if not email_addresses(text) else (False, None)
+
+
+def urls(text: str) -> list[str]:
+    """The URLs ``text`` writes (a scheme, ``://``, no spaces; a trailing ``.``, ``,``,
+    ``;``, ``:``, ``!``, ``?`` or unmatched ``)`` dropped), distinct, in text order.
+    """
+    found = []
+    for m in _URL.finditer(text):
+        url = m.group().rstrip(".,;:!?")
+        while url.endswith(")") and url.count(")") > url.count("("):
+            url = url[:-1].rstrip(".,;:!?")
+        found.append(url)
+    return list(dict.fromkeys(found))
+
+
+def _uri_shape(root: Any, sub: dict, name: str, node: dict, text: str) -> tuple[bool, Any]:
+    """The URI shape rule of the package docstring: ``(decided, value)`` for a string
+    field of ``format: uri`` (or ``iri``) whose value is no URL the text writes
+    (``"keynote:"``, a scheme the grammar let through): the one URL the text writes that
+    no sibling holds, else None when the text writes no URL (the caller clears the field
+    where the schema lets it); ``(False, None)`` when the rule does not apply.
+
+    Args:
+        root: the whole schema.
+        sub: the object's subschema.
+        name: the field's name.
+        node: the object.
+        text: the document.
+    """
+    value = node.get(name)
+    branch = _resolve(root, (sub.get("properties") or {}).get(name))
+    if not isinstance(value, str) or not isinstance(branch, dict):
+        return False, None
+    if branch.get("format") not in _URI_FORMATS or any(k in branch for k in ("enum", "const")):
+        return False, None
+    written = urls(text)
+    if value in written:
+        return False, None
+    held = set(_sibling_strings(root, sub, node, name))
+    free = [u for u in written if u not in held]
+    if len(free) == 1 and schema_accepts(root, branch, free[0]):
+        return True, free[0]
+    return (True, None) if not written else (False, None)

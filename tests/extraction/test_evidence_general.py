@@ -172,3 +172,48 @@ def test_a_uri_field_holds_a_url_of_the_text(text, before, after):
 )
 def test_urls_as_the_text_writes_them(text, found):
     assert urls(text) == found
+
+
+CONTACT = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "email": {"type": ["string", "null"], "format": "email"},
+        "reply_to": {"type": "string", "format": "email"},
+    },
+    "required": ["name", "email"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        # the text writes no address: an invented one is null (nullable) / left out
+        (
+            "Please contact Élodie Marchand at 06 12 34 56 78.",
+            {"name": "Élodie Marchand", "email": "elodemarchand@gmail.com", "reply_to": "a@b.co"},
+            {"name": "Élodie Marchand", "email": None},
+        ),
+        # the text writes one address: that one
+        (
+            "Finder: Mateo Rossi (mateo.rossi@example.net).",
+            {"name": "Mateo Rossi", "email": "mateo@example.com"},
+            {"name": "Mateo Rossi", "email": "mateo.rossi@example.net"},
+        ),
+        # an address the text writes (case aside): unchanged
+        (
+            "Write to Ana.Ruiz@Example.org today.",
+            {"name": "Ana Ruiz", "email": "ana.ruiz@example.org"},
+            {"name": "Ana Ruiz", "email": "ana.ruiz@example.org"},
+        ),
+        # two addresses, neither held: the rule does not decide
+        (
+            "Either a@x.example or b@y.example.",
+            {"name": "Ana", "email": "c@z.example"},
+            {"name": "Ana", "email": "c@z.example"},
+        ),
+    ],
+)
+def test_an_invented_email_address_goes(text, before, after):
+    out, _ = apply_evidence(CONTACT, text, before)
+    assert out == after

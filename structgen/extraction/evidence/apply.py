@@ -43,6 +43,7 @@ from structgen.extraction.evidence.options import _enum_items, _enum_value, bool
 from structgen.extraction.evidence.strings import (
     _email_shape,
     _identifier_value,
+    _invented_email,
     _label_value,
     _not_a_phone,
     _phone_value,
@@ -204,6 +205,8 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 shaped, address = _email_shape(schema, sub, name, node, text)
                 if not shaped:  # a URI field holding no URL of the text: "keynote:"
                     shaped, address = _uri_shape(schema, sub, name, node, text)
+                if not shaped:  # an address the text does not write: invented
+                    shaped, address = _invented_email(schema, sub, name, node, text)
                 if shaped and address is not None:
                     node[name] = address
                     changed.append(path + name)

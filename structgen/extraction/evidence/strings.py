@@ -7,7 +7,8 @@ A value the text writes only inside longer chunks starts where the chunk starts
 read by ``structgen.extraction.labels``, and holds no fragment of another number
 (``_not_a_phone``); a field left null takes the value after the one
 label naming it (``_label_value``); a ``format: uri`` field holds a URL the text writes
-(``_uri_shape``). Where a copied name starts and ends (name run, place
+(``_uri_shape``), an e-mail field no address the text does not write (``_invented_email``).
+Where a copied name starts and ends (name run, place
 list, sibling cut, honorific): ``names.py``.
 """
 
@@ -279,3 +280,40 @@ def _uri_shape(root: Any, sub: dict, name: str, node: dict, text: str) -> tuple[
     if len(free) == 1 and schema_accepts(root, branch, free[0]):
         return True, free[0]
     return (True, None) if not written else (False, None)
+
+
+def _invented_email(root: Any, sub: dict, name: str, node: dict, text: str) -> tuple[bool, Any]:
+    """The invented e-mail rule of the package docstring: ``(decided, value)`` for a field
+    named for an e-mail address or of ``format: email`` holding an address the text does
+    not write (case ignored; the grammar's fallback where the text has no address to copy):
+    the one address the text writes that no sibling holds, else None when the text writes
+    no address nor the value's local part as a word (an address spelt out in words is the
+    model's to read; the caller clears the field where the schema lets it);
+    ``(False, None)`` when the rule does not apply.
+
+    Args:
+        root: the whole schema.
+        sub: the object's subschema.
+        name: the field's name.
+        node: the object.
+        text: the document.
+    """
+    value = node.get(name)
+    branch = _resolve(root, (sub.get("properties") or {}).get(name))
+    if not isinstance(value, str) or "@" not in value or not isinstance(branch, dict):
+        return False, None
+    if not (email_field(name) or branch.get("format") in ("email", "idn-email")):
+        return False, None
+    if any(k in branch for k in ("enum", "const")):
+        return False, None
+    written = email_addresses(text)
+    if value.casefold() in {a.casefold() for a in written}:
+        return False, None
+    held = set(_sibling_strings(root, sub, node, name))
+    free = [a for a in written if a not in held]
+    if len(free) == 1 and schema_accepts(root, branch, free[0]):
+        return True, free[0]
+    local = value.split("@", 1)[0]
+    if written or re.search(rf"(?<![^\W_]){re.escape(local)}(?![^\W_])", text, re.I):
+        return False, None  # its local part is written: "alice.wong at gmail"
+    return True, None

@@ -252,6 +252,18 @@ def urls(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def _one_free(
+    root: Any, sub: dict, node: dict, name: str, branch: dict, written: list[str]
+) -> str | None:
+    """The one value of ``written`` (addresses, URLs the text writes) that no sibling of
+    field ``name`` holds and ``branch`` (the field's subschema) accepts; None when there
+    is not exactly one such value.
+    """
+    held = set(_sibling_strings(root, sub, node, name))
+    free = [w for w in written if w not in held]
+    return free[0] if len(free) == 1 and schema_accepts(root, branch, free[0]) else None
+
+
 def _uri_shape(root: Any, sub: dict, name: str, node: dict, text: str) -> tuple[bool, Any]:
     """The URI shape rule of the package docstring: ``(decided, value)`` for a string
     field of ``format: uri`` (or ``iri``) whose value is no URL the text writes
@@ -275,10 +287,9 @@ def _uri_shape(root: Any, sub: dict, name: str, node: dict, text: str) -> tuple[
     written = urls(text)
     if value in written:
         return False, None
-    held = set(_sibling_strings(root, sub, node, name))
-    free = [u for u in written if u not in held]
-    if len(free) == 1 and schema_accepts(root, branch, free[0]):
-        return True, free[0]
+    free = _one_free(root, sub, node, name, branch, written)
+    if free is not None:
+        return True, free
     return (True, None) if not written else (False, None)
 
 
@@ -309,10 +320,9 @@ def _invented_email(root: Any, sub: dict, name: str, node: dict, text: str) -> t
     written = email_addresses(text)
     if value.casefold() in {a.casefold() for a in written}:
         return False, None
-    held = set(_sibling_strings(root, sub, node, name))
-    free = [a for a in written if a not in held]
-    if len(free) == 1 and schema_accepts(root, branch, free[0]):
-        return True, free[0]
+    free = _one_free(root, sub, node, name, branch, written)
+    if free is not None:
+        return True, free
     local = value.split("@", 1)[0]
     if written or re.search(rf"(?<![^\W_]){re.escape(local)}(?![^\W_])", text, re.I):
         return False, None  # its local part is written: "alice.wong at gmail"

@@ -217,3 +217,25 @@ CONTACT = {
 def test_an_invented_email_address_goes(text, before, after):
     out, _ = apply_evidence(CONTACT, text, before)
     assert out == after
+
+
+RETURN = {
+    "type": "object",
+    "properties": {"order": {"type": "integer"}, "pickup_requested": {"type": "boolean"}},
+    "required": ["order", "pickup_requested"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        # "requested", like "required" and "needed", need not be written for a mention
+        ("Order 4471902. No courier pickup needed.", True, False),
+        ("Order 118274; she drops the parcel off herself, so no pickup.", True, False),
+        ("Order 90311. Please arrange a pickup from his address.", False, True),
+        ("Order 90311, sent back by post.", True, True),  # unmentioned: the model's value
+    ],
+)
+def test_a_requested_boolean_follows_its_mention(text, before, after):
+    out, _ = apply_evidence(RETURN, text, {"order": 1, "pickup_requested": before})
+    assert out["pickup_requested"] is after

@@ -41,6 +41,7 @@ Run:  python benchmarks/bench_extract.py [--peers structgen,llama.cpp,xgrammar]
       [--extract-kwargs '{"score_options": true}'] [--rescore-evidence RUN.json]
       [--rescore-span-ends RUN.json]
       [--llama-threads 2] [--jsonl-dir DIR [--resume] [--score-only]]
+      [--data-dir benchmarks/data/extraction_holdout]
       [--json FILE] [--plot benchmarks/bench_extract.png]
 """
 
@@ -750,6 +751,10 @@ def main() -> None:
     ap.add_argument("--peers", default="structgen,structgen-nocopy,llama.cpp,xgrammar")
     ap.add_argument("--baseline-checkout", type=Path, default=None,
                     help="a structgen checkout to measure as the 'baseline' peer")  # fmt: skip
+    ap.add_argument("--data-dir", type=Path, default=scoring.DATA_DIR,
+                    help="the documents.jsonl + schemas/ folder to run (default: the dev set, "
+                    "benchmarks/data/extraction; the held-out set is "
+                    "benchmarks/data/extraction_holdout)")  # fmt: skip
     ap.add_argument("--limit", type=int, default=None, help="only the first N documents")
     ap.add_argument("--ids", default=None,
                     help="only these documents (ids, comma-separated)")  # fmt: skip
@@ -807,7 +812,7 @@ def main() -> None:
     if args.worker:
         worker(args.worker, args.job, args.result)
         return
-    docs = scoring.load_documents()
+    docs = scoring.load_documents(args.data_dir)
     if args.limit:  # every domain first, then the rest: a prefix covers all domains
         by_rank = sorted(range(len(docs)), key=lambda i: (int(docs[i].id[-2:]), i))
         docs = [docs[i] for i in sorted(by_rank[: args.limit])]

@@ -11,7 +11,8 @@ them, and the copy constraint (``json_schema.copy``) allows them beside the span
   ``23.12.2026`` (day first), and ``06/15/2026`` or ``11-02-2026`` where the order is
   ambiguous: every reading that is a real date (month-day and day-month);
 * dates with an English month name or its three-letter abbreviation, either order, with
-  ordinals and ``of``: ``7 March 2026``, ``the 9th of July 2026``, ``March 7, 2026``,
+  ordinals (``9th``, or in words: ``the twentieth of October 2026``, ``May twenty-first``)
+  and ``of``: ``7 March 2026``, ``the 9th of July 2026``, ``March 7, 2026``,
   ``Mar. 7th 2026``; without a year (``November 2``), once per four-digit year
   (1900-2099) the text writes.
 
@@ -52,7 +53,24 @@ _MONTHS = {
     for name in names
 }
 _MONTH = r"(?P<{}>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
-_DAY = r"(?P<{}>[0-3]?[0-9])(?:st|nd|rd|th)?"
+_ORDINAL_UNITS = (
+    "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
+    "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth".split()
+)
+# a day of the month written as an English ordinal word: "twentieth", "twenty-first"
+_ORDINAL_DAYS = {
+    **{w: i + 1 for i, w in enumerate(_ORDINAL_UNITS)},
+    "twentieth": 20,
+    **{f"twenty{sep}{w}": 21 + i for i, w in enumerate(_ORDINAL_UNITS[:9]) for sep in "- "},
+    "thirtieth": 30,
+    "thirty-first": 31,
+    "thirty first": 31,
+}
+_DAY = (
+    r"(?:(?P<{0}>[0-3]?[0-9])(?:st|nd|rd|th)?|(?P<{0}w>"
+    + "|".join(re.escape(w) for w in sorted(_ORDINAL_DAYS, key=len, reverse=True))
+    + r"))"
+)
 _YEAR = r"(?P<{}>(?:19|20)[0-9]{{2}})"
 _B = r"(?<![0-9A-Za-z])"  # no letter or digit before
 _E = r"(?![0-9A-Za-z])"  # nor after
@@ -98,6 +116,19 @@ _OCLOCK = re.compile(_B + r"(?P<h>1[0-2]|0?[1-9])\s*o'?\s?clock\b", re.IGNORECAS
 _NAMED = re.compile(r"\b(noon|midday|midnight)\b", re.IGNORECASE)
 
 
+def _named_month_dates(text: str) -> list[re.Match]:
+    """The matches of ``_DAY_MONTH`` and ``_MONTH_DAY`` in ``text``; a day in words before
+    its month counts only with ``of`` ("the second of May", not "the second may be").
+    """
+    found = []
+    for pattern in (_DAY_MONTH, _MONTH_DAY):
+        for m in pattern.finditer(text):
+            if pattern is _DAY_MONTH and m["dw"] and not re.search(r"\sof\s", m[0], re.I):
+                continue
+            found.append(m)
+    return found
+
+
 def _iso(year: int, month: int, day: int) -> str | None:
     try:
         return _dt.date(year, month, day).isoformat()
@@ -125,11 +156,11 @@ def dates(text: str) -> list[str]:
         found.append((m.start(), _iso(y, a, b)))
         found.append((m.start() + 0.5, _iso(y, b, a)))
     years = list(dict.fromkeys(int(y) for y in _YEARS.findall(text)))
-    for pattern in (_DAY_MONTH, _MONTH_DAY):
-        for m in pattern.finditer(text):
-            month, day = _MONTHS[m["m"].lower()], int(m["d"])
-            for y in [int(m["y"])] if m["y"] else years:
-                found.append((m.start(), _iso(y, month, day)))
+    for m in _named_month_dates(text):
+        month = _MONTHS[m["m"].lower()]
+        day = int(m["d"]) if m["d"] else _ORDINAL_DAYS[re.sub(r"\s+", " ", m["dw"].lower())]
+        for y in [int(m["y"])] if m["y"] else years:
+            found.append((m.start(), _iso(y, month, day)))
     found.sort(key=lambda p: p[0])
     return list(dict.fromkeys(v for _, v in found if v is not None))
 
@@ -209,5 +240,5 @@ def date_spans(text: str) -> list[tuple[int, int]]:
     Returns:
         ``(start, end)`` character offsets of each date, in text order.
     """
-    patterns = (_ISO, _DMY_DOT, _AMBIGUOUS, _DAY_MONTH, _MONTH_DAY)
-    return sorted({m.span() for p in patterns for m in p.finditer(text)})
+    numeric = [m.span() for p in (_ISO, _DMY_DOT, _AMBIGUOUS) for m in p.finditer(text)]
+    return sorted({*numeric, *(m.span() for m in _named_month_dates(text))})

@@ -744,7 +744,15 @@ CONTACT = {
         # the text writes the value, or mentions the name without a negation: kept
         ("Alice Wong. No email given, use alice@x.org.", "alice@x.org", "alice@x.org"),
         ("Alice Wong, email alice@x.org.", "alice@x.org", "alice@x.org"),
-        ("Alice Wong, phone 555-0101.", "aw@gmail.com", "aw@gmail.com"),  # unmentioned
+        # unmentioned, so the denied rule does not fire; the address is nowhere in the text,
+        # so the invented e-mail rule (test_evidence_general.py) makes it null
+        ("Alice Wong, phone 555-0101.", "aw@gmail.com", None),
+        # unmentioned and its local part written (an address spelt out): kept
+        (
+            "Alice Wong (alice.wong at gmail), phone 555-0101.",
+            "alice.wong@gmail.com",
+            "alice.wong@gmail.com",
+        ),
     ],
 )
 def test_a_nullable_string_the_text_denies_and_never_writes_is_null(text, value, want):

@@ -20,6 +20,15 @@ def _ordinal(n: int) -> str:
     return str(n) + ("th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th"))
 
 
+# the days of a month as English ordinal words, written out by hand (the reference)
+ORDINAL_WORDS = [
+    None, "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth",
+    "ninth", "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth",
+    "sixteenth", "seventeenth", "eighteenth", "nineteenth", "twentieth", "twenty-first",
+    "twenty-second", "twenty-third", "twenty-fourth", "twenty-fifth", "twenty-sixth",
+    "twenty-seventh", "twenty-eighth", "twenty-ninth", "thirtieth", "thirty-first",
+]  # fmt: skip
+
 NOTATIONS = [
     lambda d: d.isoformat(),
     lambda d: d.strftime("%Y/%m/%d"),
@@ -31,6 +40,9 @@ NOTATIONS = [
     lambda d: f"{d.strftime('%B')} {d.day}, {d.year}",
     lambda d: f"{d.strftime('%b')}. {_ordinal(d.day)} {d.year}",
     lambda d: f"{d.strftime('%A')} {d.day} {d.strftime('%b').upper()} {d.year}",
+    lambda d: f"the {ORDINAL_WORDS[d.day]} of {d.strftime('%B')} {d.year}",
+    lambda d: f"{d.strftime('%B')} {ORDINAL_WORDS[d.day].replace('-', ' ')}, {d.year}",
+    lambda d: f"The {ORDINAL_WORDS[d.day].title()} of {d.strftime('%b')} {d.year}",
 ]
 
 
@@ -56,7 +68,15 @@ def test_a_date_without_year_takes_the_texts_years():
 
 @pytest.mark.parametrize(
     "text",
-    ["the 31st of February 2026", "13/13/2026", "order 2026-1234", "ISBN 12.34.5678", "may 40"],
+    [
+        "the 31st of February 2026",
+        "13/13/2026",
+        "order 2026-1234",
+        "ISBN 12.34.5678",
+        "may 40",
+        "the thirtieth of February 2026",
+        "the second may be late in 2026",  # a day in words before its month needs "of"
+    ],
 )
 def test_no_date(text):
     assert dates(text) == []

@@ -58,6 +58,12 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   is nullable and its name is mentioned only negated ("No dress code", as the boolean
   rule reads it), the value is null; otherwise the model's value stays. Options are
   never matched inside a word ("low" is not in "below").
+* **enum array**: an array whose items are string enum options holds the options the
+  text mentions without a negation (as the enum rule reads mentions), in the order of
+  their first mention, when that differs from the model's array and fits ``minItems`` /
+  ``maxItems``: a model listing the schema's options, or closing the array at once,
+  takes "GPS navigation and one child seat" as ``["gps", "child_seat"]``, and "No
+  extras requested" as ``[]``.
 * **separator**: a number field whose value equals a numeral only in that numeral's
   decimal-separator reading, written with trailing zeros (``48`` from "€48,000", ``1.8``
   from "1.800 EUR"), while its other reading is a whole number (``48000``, ``1800``:
@@ -175,6 +181,15 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   "Carlos Diaz", a sibling's name) takes the one address the text writes that no sibling
   holds (``labels.email_addresses``); when the text writes no address it is null, or
   left out when the schema does not require it; with two or more, the value stays.
+* **invented e-mail**: a field named for an e-mail address or of ``format: email``
+  holding an address the text does not write (case ignored; the grammar's fallback when
+  the text has no address to copy) takes the one address the text writes that no
+  sibling holds; when the text writes no address, nor the value's local part as a word
+  (an address spelt out), it is null, or left out when the schema does not require it.
+* **URI shape**: a ``format: uri`` (or ``iri``) field whose value is no URL the text
+  writes (``"keynote:"``: a scheme the grammar let through) takes the one URL the text
+  writes that no sibling holds (``strings.urls``); when the text writes no URL it is
+  null, or left out when the schema does not require it.
 * **contact**: a nullable object field the model left null or out whose two required
   properties are a free string field named for a name (a key with the word ``name``) and a
   phone field takes the name and phone number the text writes together ("Call Hannah
@@ -186,7 +201,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
 * **date order**: when two ``format: date`` fields of one object hold the same date
   and the text writes exactly as many dates (every reading ``structgen.fsm.dates``
   gives) as the object has date fields, the date fields take them in text order (an
-  event's ``date`` and ``rsvp_by``, a booking's ``check_in`` and ``check_out``).
+  event's ``date`` and ``rsvp_by``, a booking's ``check_in`` and ``check_out``); the
+  same over the date fields of an object and the objects nested in it (not in arrays),
+  in schema order, when some of them are nested (a rental's ``pickup.date`` and
+  ``return_date``).
 * **date null**: a nullable string field without ``format`` or ``pattern``, its name
   nowhere in the text, whose value reads as a date or time (``fsm.dates``) that a
   sibling field holds is null (an appointment's ``location`` = "11 a.m.", the ``time``).
@@ -206,13 +224,14 @@ and ``EVIDENCE_DEFAULT`` is the measured default (``benchmarks/RESULTS.md``).
 Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the names
 (``stem``, ``unwrapped``, ``name_stems``, ``option_stems``, words, clauses, negations),
 ``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
-boolean and enum rules (currency symbols included), ``numbers.py`` the number,
+boolean, enum and enum array rules (currency symbols included), ``numbers.py`` the number,
 separator, repeat, range, amount, denied-number, denied-count and foreign numeral rules,
-``strings.py`` the span-start, label, string repeat, identifier, phone, phone fragment
-and e-mail shape rules, ``names.py`` the name-run, place-list, sibling-cut, honorific and
-appositive rules (where a copied name starts and ends), ``dates.py`` the date order and
-date null rules, ``contacts.py`` the contact rule, ``nulls.py`` the null and identifier
-null rules, and ``apply.py`` the driver, ``apply_evidence``, which this package re-exports.
+``strings.py`` the span-start, label, string repeat, identifier, phone, phone fragment,
+e-mail shape, invented e-mail and URI shape rules, ``names.py`` the name-run,
+place-list, sibling-cut, honorific and appositive rules (where a copied name starts and
+ends), ``dates.py`` the date order and date null rules, ``contacts.py`` the contact
+rule, ``nulls.py`` the null and identifier null rules, and ``apply.py`` the driver,
+``apply_evidence``, which this package re-exports.
 """
 
 from __future__ import annotations

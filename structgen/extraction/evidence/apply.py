@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 
 from structgen.extraction.evidence.contacts import _contact_object
-from structgen.extraction.evidence.dates import _dates_in_order
+from structgen.extraction.evidence.dates import _dates_in_order, _nested_dates_in_order
 from structgen.extraction.evidence.fields import _kind, is_nullable
 from structgen.extraction.evidence.names import (
     _after_honorific,
@@ -39,15 +39,17 @@ from structgen.extraction.evidence.numbers import (
     _range_values,
     _repeated_numbers,
 )
-from structgen.extraction.evidence.options import _enum_value, bool_value
+from structgen.extraction.evidence.options import _enum_items, _enum_value, bool_value
 from structgen.extraction.evidence.strings import (
     _email_shape,
     _identifier_value,
+    _invented_email,
     _label_value,
     _not_a_phone,
     _phone_value,
     _repeated_strings,
     _span_start,
+    _uri_shape,
 )
 from structgen.extraction.evidence.text import TextWords, name_stems
 from structgen.extraction.items import trim_items
@@ -118,9 +120,13 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 changed.append(path + name)
             elif isinstance(node[name], dict):
                 walk(prop, node[name], f"{path}{name}.", depth + 1)
-            elif isinstance(node[name], list):  # items: only the string repeat rule
+            elif isinstance(node[name], list):  # items: the enum-array and string repeat rules
                 arr = _resolve(schema, prop)
                 items = _resolve(schema, arr.get("items")) if isinstance(arr, dict) else None
+                mentioned = _enum_items(doc, items, arr, node[name]) if items else None
+                if mentioned is not None:
+                    node[name] = mentioned
+                    changed.append(path + name)
                 for i, item in enumerate(node[name]):
                     if isinstance(items, dict) and isinstance(item, dict):
                         for key, new in _repeated_strings(schema, items, item, doc).items():
@@ -197,6 +203,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 changed.append(path + name)
             else:  # an e-mail field holding no address: "email": "Carlos Diaz"
                 shaped, address = _email_shape(schema, sub, name, node, text)
+                if not shaped:  # a URI field holding no URL of the text: "keynote:"
+                    shaped, address = _uri_shape(schema, sub, name, node, text)
+                if not shaped:  # an address the text does not write: invented
+                    shaped, address = _invented_email(schema, sub, name, node, text)
                 if shaped and address is not None:
                     node[name] = address
                     changed.append(path + name)
@@ -214,6 +224,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             changed.append(path + name)
 
     walk(schema, out, "", 0)
+    changed += _nested_dates_in_order(schema, schema, out, text)
     checker = jsonschema.validators.validator_for(schema)(schema)
     if not changed or not checker.is_valid(out):
         out, changed = value, []

@@ -3,7 +3,8 @@
 A boolean field is decided by the text's mentions of its name and the negations in their
 clauses (``bool_value``, with ``_BOOLEAN_ALIASES``); a string enum by the one option the
 text mentions un-negated (``_enum_value``), a currency symbol mentioning the ISO 4217 code
-option it stands for (``_symbol_mentions``, ``_CURRENCY_SYMBOLS``).
+option it stands for (``_symbol_mentions``, ``_CURRENCY_SYMBOLS``); an array of string
+enum options by the options the text mentions un-negated (``_enum_items``).
 """
 
 from __future__ import annotations
@@ -80,9 +81,26 @@ def _enum_value(
     mentions its name only negated ("No dress code"), so with no option affirmed and the
     model's option unmentioned the value is null.
     """
-    stems = {o: option_stems(o) for o in options}
+    kept = _option_mentions(doc, options)
+    if isinstance(current, str) and kept.get(current):
+        return False, None
+    affirmed = [o for o in options if any(not doc.negates(a, b) for a, b in kept[o])]
+    if not affirmed and denied and current is not None:
+        return True, None
+    if len(affirmed) != 1 or affirmed[0] == current:
+        return False, None
+    return True, affirmed[0]
+
+
+def _option_mentions(doc: TextWords, options: list[str]) -> dict[str, list[tuple[int, int]]]:
+    """Where the text mentions each option: ``{option: [(first word, last word), ...]}``,
+    the option's words (``option_stems``) in order within one clause, or a currency
+    symbol standing for it; a mention inside a longer option's mention does not count
+    ("free" inside "gluten free").
+    """
     spans: dict[str, list[tuple[int, int]]] = {o: [] for o in options}
-    for o, ws in stems.items():
+    for o in options:
+        ws = option_stems(o)
         n = len(ws)
         for k in range(len(doc.words) - n + 1) if n else ():
             if doc.words[k][3] == doc.words[k + n - 1][3] and all(
@@ -92,22 +110,46 @@ def _enum_value(
     for o, k in _symbol_mentions(doc, options):
         spans[o].append((k, k))
     every = [(a, b) for found in spans.values() for a, b in found]
-    kept = {
-        o: [
-            (a, b)
-            for a, b in found
-            if not any(x <= a and b <= y and y - x > b - a for x, y in every)
-        ]
-        for o, found in spans.items()
+    inside = {
+        (a, b) for a, b in every if any(x <= a and b <= y and y - x > b - a for x, y in every)
     }
-    if isinstance(current, str) and kept.get(current):
-        return False, None
-    affirmed = [o for o in options if any(not doc.negates(a, b) for a, b in kept[o])]
-    if not affirmed and denied and current is not None:
-        return True, None
-    if len(affirmed) != 1 or affirmed[0] == current:
-        return False, None
-    return True, affirmed[0]
+    return {o: [ab for ab in found if ab not in inside] for o, found in spans.items()}
+
+
+def _enum_items(doc: TextWords, items: dict, array: dict, current: Any) -> list[str] | None:
+    """The enum-array rule of the package docstring: an array of string enum options holds
+    the options the text mentions un-negated (``_option_mentions``), in the order of their
+    first mention ("GPS navigation and one child seat": ``["gps", "child_seat"]``), not
+    the options it leaves unmentioned (a model listing the schema's options) nor
+    nothing when it mentions some.
+
+    Args:
+        doc: the text's words.
+        items: the array's item subschema (``$ref`` resolved).
+        array: the array's subschema (``minItems``, ``maxItems``).
+        current: the array as extracted.
+
+    Returns:
+        The new array, or None where the rule does not apply (items not all string
+        options, the array already holds exactly the mentioned options, or the mentioned
+        options do not fit ``minItems``/``maxItems``).
+    """
+    options = items.get("enum")
+    if not isinstance(current, list) or not isinstance(options, list) or not options:
+        return None
+    if not all(isinstance(o, str) for o in options) or not all(isinstance(v, str) for v in current):
+        return None
+    mentions = _option_mentions(doc, list(dict.fromkeys(options)))
+    first = {
+        o: min(a for a, b in found if not doc.negates(a, b))
+        for o, found in mentions.items()
+        if any(not doc.negates(a, b) for a, b in found)
+    }
+    new = sorted(first, key=first.__getitem__)
+    lo, hi = array.get("minItems", 0), array.get("maxItems")
+    if set(new) == set(current) or len(new) < lo or (isinstance(hi, int) and len(new) > hi):
+        return None
+    return new
 
 
 def _symbol_mentions(doc: TextWords, options: list[str]) -> list[tuple[str, int]]:

@@ -6,7 +6,9 @@ A value the text writes only inside longer chunks starts where the chunk starts
 (``_identifier_value``) and a phone field the one phone number (``_phone_value``), both
 read by ``structgen.extraction.labels``, and holds no fragment of another number
 (``_not_a_phone``); a field left null takes the value after the one
-label naming it (``_label_value``). Where a copied name starts and ends (name run, place
+label naming it (``_label_value``); a ``format: uri`` field holds a URL the text writes
+(``_uri_shape``), an e-mail field no address the text does not write (``_invented_email``).
+Where a copied name starts and ends (name run, place
 list, sibling cut, honorific): ``names.py``.
 """
 
@@ -37,6 +39,12 @@ _LABEL = re.compile(
 )
 
 _WORD_CHAR_RUN = re.compile(r"[^\W_]+")
+
+# a URL as a text writes it: a scheme, "://", then no space or quote (trailing sentence
+# punctuation is not part of it: ``urls``)
+_URL = re.compile(r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s<>\"'`]+")
+
+_URI_FORMATS = frozenset({"uri", "iri"})
 
 
 def _repeated_strings(root: Any, sub: dict, node: dict, doc: TextWords) -> dict[str, str]:
@@ -229,3 +237,93 @@ def _email_shape(root: Any, sub: dict, name: str, node: dict, text: str) -> tupl
     if len(free) == 1 and schema_accepts(root, branch, free[0]):
         return True, free[0]
     return (True, None) if not email_addresses(text) else (False, None)
+
+
+def urls(text: str) -> list[str]:
+    """The URLs ``text`` writes (a scheme, ``://``, no spaces; a trailing ``.``, ``,``,
+    ``;``, ``:``, ``!``, ``?`` or unmatched ``)`` dropped), distinct, in text order.
+    """
+    found = []
+    for m in _URL.finditer(text):
+        url = m.group().rstrip(".,;:!?")
+        while url.endswith(")") and url.count(")") > url.count("("):
+            url = url[:-1].rstrip(".,;:!?")
+        found.append(url)
+    return list(dict.fromkeys(found))
+
+
+def _one_free(
+    root: Any, sub: dict, node: dict, name: str, branch: dict, written: list[str]
+) -> str | None:
+    """The one value of ``written`` (addresses, URLs the text writes) that no sibling of
+    field ``name`` holds and ``branch`` (the field's subschema) accepts; None when there
+    is not exactly one such value.
+    """
+    held = set(_sibling_strings(root, sub, node, name))
+    free = [w for w in written if w not in held]
+    return free[0] if len(free) == 1 and schema_accepts(root, branch, free[0]) else None
+
+
+def _uri_shape(root: Any, sub: dict, name: str, node: dict, text: str) -> tuple[bool, Any]:
+    """The URI shape rule of the package docstring: ``(decided, value)`` for a string
+    field of ``format: uri`` (or ``iri``) whose value is no URL the text writes
+    (``"keynote:"``, a scheme the grammar let through): the one URL the text writes that
+    no sibling holds, else None when the text writes no URL (the caller clears the field
+    where the schema lets it); ``(False, None)`` when the rule does not apply.
+
+    Args:
+        root: the whole schema.
+        sub: the object's subschema.
+        name: the field's name.
+        node: the object.
+        text: the document.
+    """
+    value = node.get(name)
+    branch = _resolve(root, (sub.get("properties") or {}).get(name))
+    if not isinstance(value, str) or not isinstance(branch, dict):
+        return False, None
+    if branch.get("format") not in _URI_FORMATS or any(k in branch for k in ("enum", "const")):
+        return False, None
+    written = urls(text)
+    if value in written:
+        return False, None
+    free = _one_free(root, sub, node, name, branch, written)
+    if free is not None:
+        return True, free
+    return (True, None) if not written else (False, None)
+
+
+def _invented_email(root: Any, sub: dict, name: str, node: dict, text: str) -> tuple[bool, Any]:
+    """The invented e-mail rule of the package docstring: ``(decided, value)`` for a field
+    named for an e-mail address or of ``format: email`` holding an address the text does
+    not write (case ignored; the grammar's fallback where the text has no address to copy):
+    the one address the text writes that no sibling holds, else None when the text writes
+    no address nor the value's local part as a word (an address spelt out in words is the
+    model's to read; the caller clears the field where the schema lets it);
+    ``(False, None)`` when the rule does not apply.
+
+    Args:
+        root: the whole schema.
+        sub: the object's subschema.
+        name: the field's name.
+        node: the object.
+        text: the document.
+    """
+    value = node.get(name)
+    branch = _resolve(root, (sub.get("properties") or {}).get(name))
+    if not isinstance(value, str) or "@" not in value or not isinstance(branch, dict):
+        return False, None
+    if not (email_field(name) or branch.get("format") in ("email", "idn-email")):
+        return False, None
+    if any(k in branch for k in ("enum", "const")):
+        return False, None
+    written = email_addresses(text)
+    if value.casefold() in {a.casefold() for a in written}:
+        return False, None
+    free = _one_free(root, sub, node, name, branch, written)
+    if free is not None:
+        return True, free
+    local = value.split("@", 1)[0]
+    if written or re.search(rf"(?<![^\W_]){re.escape(local)}(?![^\W_])", text, re.I):
+        return False, None  # its local part is written: "alice.wong at gmail"
+    return True, None

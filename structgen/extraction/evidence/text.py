@@ -13,7 +13,7 @@ import re
 import unicodedata
 
 _GENERIC = frozenset(
-    "has have is are was can may allowed allow included include includes required "
+    "has have is are was can may allowed allow included include includes required requested "
     "require needed number num no nr count id of the a an in on at per to for by with".split()
 )
 

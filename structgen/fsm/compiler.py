@@ -279,6 +279,7 @@ def compile_spec(
                 lowering.pattern,
                 trigger=spec.trigger,
                 definitions=list(lowering.definitions) or None,
+                reusable=lowering.reusable,
                 eager_rows=eager_rows,
                 max_states=max_states,
                 max_seconds=max_seconds,

@@ -72,11 +72,14 @@ class LoweredRegex(NamedTuple):
             ``PLACEHOLDER_BASE + i`` (``regex.definitions``) stands for ``definitions[i]``.
         definitions: shared subpatterns, each referring only to earlier ones.
         warnings: messages about spec parts that were ignored or approximated.
+        reusable: indices of ``definitions`` whose language is the same in every spec that
+            writes their texts (lowered once per process: ``regex.reused``).
     """
 
     pattern: str
     definitions: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    reusable: frozenset[int] = frozenset()
 
     def text(self) -> str:
         """The pattern with every definition written out (one regex text).
@@ -192,6 +195,7 @@ class JsonSchema(RegexSpec):
         if isinstance(schema, dict):
             check_schema(schema)  # jsonschema's verdict; common schemas by a fast table
         warnings: list[str] = []
+        reusable: set[int] = set()
         pattern, definitions = json_schema_to_shared(
             schema,
             whitespace=self.whitespace,
@@ -202,8 +206,9 @@ class JsonSchema(RegexSpec):
             max_convert_seconds=CONVERT_MAX_SECONDS
             if max_convert_seconds is None
             else max_convert_seconds,
+            reusable=reusable,
         )
-        return LoweredRegex(pattern, tuple(definitions), tuple(warnings))
+        return LoweredRegex(pattern, tuple(definitions), tuple(warnings), frozenset(reusable))
 
     def portable(self) -> JsonSchema:
         """This spec with its schema as a dict or bool (``schema_for``)."""

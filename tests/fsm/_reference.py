@@ -32,7 +32,11 @@ def brute_force_mask(grammar, vocab, prefix: bytes) -> np.ndarray:
     (``ByteDFA.step``), allowed iff the walk stays alive; EOS iff the state accepts."""
     from structgen.fsm.regex.dfa import regex_to_dfa
 
-    ref = regex_to_dfa(grammar.pattern, definitions=grammar.definitions or None, eager_rows=0)
+    # the pattern as compiled, its definitions shared (written out, the "any JSON value"
+    # chain of a schema with extra properties would be tens of MB): lowered afresh here,
+    # none of them taken from the process's store of reusable definitions (regex.reused)
+    pattern = getattr(grammar, "source_pattern", None) or grammar.pattern
+    ref = regex_to_dfa(pattern, definitions=grammar.definitions or None, eager_rows=0)
     start = ref.walk(ref.initial, prefix)
     assert start >= 0, prefix
     never, eos = vocab.index_tables

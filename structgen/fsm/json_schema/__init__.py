@@ -120,8 +120,13 @@ def json_schema_to_shared(
     max_recursion_depth: int = DEFAULT_MAX_RECURSION_DEPTH,
     warnings: list[str] | None = None,
     max_convert_seconds: float = CONVERT_MAX_SECONDS,
+    reusable: set[int] | None = None,
 ) -> tuple[str, list[str]]:
     """Like ``json_schema_to_regex``, with ``$ref`` expansions kept as shared definitions.
+
+    ``reusable`` (mutated) receives the indices of the definitions whose language is the
+    same in every schema (the "any JSON value" chain: ``regex_to_dfa(..., reusable=...)``
+    lowers them once per process, ``regex.reused``).
 
     Returns:
         ``(pattern, definitions)``: regex texts in which the raw code point
@@ -150,4 +155,6 @@ def json_schema_to_shared(
     regex = conv.convert_root()
     if warnings is not None:
         warnings.extend(conv.warnings)
+    if reusable is not None:
+        reusable.update(conv.sharing.reusable)
     return regex, conv.sharing.definitions

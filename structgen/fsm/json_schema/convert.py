@@ -540,7 +540,8 @@ class JsonSchemaConverter:
 
     def any_value(self, depth: int) -> str:
         """Any JSON value nested at most ``depth`` containers deep (one shared definition
-        per depth: schemas use it many times, and its text is long).
+        per depth: schemas use it many times, and its text is long; the same in every schema
+        of the same whitespace, so stored as reusable: ``regex.reused``).
         """
         if self.canon is not None:  # canonical mode: U, at least as deep as any U around
             return boolean_ops.universe_here(self)
@@ -549,7 +550,7 @@ class JsonSchemaConverter:
         found, text = self.sharing.lookup(("any", depth))
         if found:
             return text
-        return self.sharing.store(("any", depth), self._any_value_text(depth))
+        return self.sharing.store(("any", depth), self._any_value_text(depth), reusable=True)
 
     def _any_value_rule(self) -> str:
         """Any JSON value at any depth, as one grammar rule (``any_rule``): the rule's

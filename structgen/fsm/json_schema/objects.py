@@ -71,6 +71,9 @@ def _escape_classes(escapes: list[str]) -> list[str]:
 
 
 CANON_CHAR = "(?:" + "|".join(['[^"\\\\\\x00-\\x1f]'] + _escape_classes(_ESCAPES)) + ")"
+_ALL_ESCAPES = _escape_classes(_ESCAPES)
+_NON_ASCII = "[\\x80-\\U0010ffff]"  # every non-ASCII character (UTF-8: no surrogate)
+_NON_ASCII_UNIT = "(?:" + "|".join([_NON_ASCII, *_ALL_ESCAPES]) + ")"
 MAX_SUBSETS = 256
 SHARE_MIN_CHARS = 64  # member tails at least this long become shared definitions
 # (WashingtonPost's recursive content objects copy every expansion's tails; the figures for
@@ -82,27 +85,65 @@ def _units(name: str) -> list[str]:
 
 
 @lru_cache(maxsize=4096)
-def _unit_not_in(excluded: frozenset[str]) -> str:
+def _unit_not_in(excluded: frozenset[str], other: str = _NON_ASCII_UNIT) -> str:
+    """One canonically spelled character of a JSON string body other than the ``excluded``
+    units (characters, or ``json.dumps`` escapes).
+
+    Where every excluded character is ASCII (key names usually are) it is written as the
+    ASCII characters left, as a small class of ranges, then, when no escape is excluded,
+    ``other``: the text of ``_NON_ASCII_UNIT`` (the other characters and every escape), or
+    the placeholder of a shared definition of it. A key trie writes one of these per node;
+    a negated class per node was a distinct class of ~30 UTF-8 terms each and ~80
+    characters more text per node (``benchmarks/RESULTS.md``, #22 g2). Same language
+    either way (the same term: alternations flatten).
+    """
     plain = sorted(u for u in excluded if len(u) == 1)
+    escapes = _escape_classes([e for e in _ESCAPES if e not in excluded])
+    if all(u < "\x80" for u in plain):
+        left = [c for c in range(0x20, 0x80) if chr(c) not in '"\\' and chr(c) not in plain]
+        rest = other if escapes == _ALL_ESCAPES else _alt_text([_NON_ASCII, *escapes])
+        return _alt_text([_byte_class(left), rest] if left else [rest])
     cls = '[^"\\\\\\x00-\\x1f' + "".join("\\" + c if c in "\\]^-[" else c for c in plain) + "]"
-    return (
-        "(?:" + "|".join([cls] + _escape_classes([e for e in _ESCAPES if e not in excluded])) + ")"
-    )
+    return "(?:" + "|".join([cls] + escapes) + ")"
 
 
-def key_not_in(names: list[str], tail: str = CANON_CHAR + "*") -> str:
+def _alt_text(options: list[str]) -> str:
+    return "(?:" + "|".join(options) + ")"
+
+
+def _byte_class(codes: list[int]) -> str:
+    r"""A class of the printable ASCII ``codes`` (ascending, non-empty, 0x20-0x7f) as ranges,
+    each end written as itself (``\x7f`` and the class's own syntax escaped): short, as a
+    trie writes one per node.
+    """
+    parts, start = [], codes[0]
+    for prev, c in zip(codes, codes[1:] + [-1]):
+        if c != prev + 1:
+            parts.append(_class_char(start) + ("-" + _class_char(prev) if prev > start else ""))
+            start = c
+    return "[" + "".join(parts) + "]"
+
+
+def _class_char(code: int) -> str:
+    if code == 0x7F:
+        return "\\x7f"
+    return "\\" + chr(code) if chr(code) in "\\]^-[" else chr(code)
+
+
+def key_not_in(names: list[str], tail: str = CANON_CHAR + "*", other: str = _NON_ASCII_UNIT) -> str:
     """Regex for canonically spelled JSON string bodies that equal none of ``names``.
 
     ``tail`` is the text written for "any further characters" after a character that
-    leaves the name trie (once per trie node: a shared definition's placeholder keeps
-    the text short). Memoised: a definition expanded at many recursion depths lists the
+    leaves the name trie, ``other`` the text for a non-ASCII character or an escape
+    (``_NON_ASCII_UNIT``), both once per trie node: a shared definition's placeholder keeps
+    the text short. Memoised: a definition expanded at many recursion depths lists the
     same names.
     """
-    return _key_not_in(tuple(names), tail)
+    return _key_not_in(tuple(names), tail, other)
 
 
 @lru_cache(maxsize=1024)
-def _key_not_in(names: tuple[str, ...], tail: str) -> str:
+def _key_not_in(names: tuple[str, ...], tail: str, other: str) -> str:
     trie: dict = {}
     for name in names:
         node = trie
@@ -112,7 +153,7 @@ def _key_not_in(names: tuple[str, ...], tail: str) -> str:
 
     def build(node: dict) -> str:
         children = {u: c for u, c in node.items() if u}
-        alts = [_unit_not_in(frozenset(children)) + tail]
+        alts = [_unit_not_in(frozenset(children), other) + tail]
         alts += [escape_literal(u) + build(c) for u, c in children.items()]
         body = "(?:" + "|".join(alts) + ")"
         return body if "" in node else body + "?"
@@ -279,10 +320,14 @@ def _unlisted_key(conv: ConvertContext, listed: list[str]) -> str:
     """
     found, body = conv.sharing.lookup(("key_not_in", tuple(listed)))
     if not found:
+        # the same in every schema: kept across compiles (regex.reused)
         tail = conv.sharing.lookup(("canon_tail",))[1] or conv.sharing.store(
-            ("canon_tail",), "(?:" + CANON_CHAR + "*)"
+            ("canon_tail",), "(?:" + CANON_CHAR + "*)", reusable=True
         )
-        body = conv.sharing.store(("key_not_in", tuple(listed)), key_not_in(listed, tail))
+        other = conv.sharing.lookup(("non_ascii_unit",))[1] or conv.sharing.store(
+            ("non_ascii_unit",), _NON_ASCII_UNIT, reusable=True
+        )
+        body = conv.sharing.store(("key_not_in", tuple(listed)), key_not_in(listed, tail, other))
     return body
 
 

@@ -61,6 +61,7 @@ class RefSharing:
         self._memo: dict[tuple, str | None] = {}
         self.definitions: list[str] = []
         self.rules: set[int] = set()  # definitions that are grammar rules (reserve)
+        self.reusable: set[int] = set()  # definitions the same in every schema (store)
 
     def reachable(self, ref: str) -> frozenset[str]:
         """Every reference reachable from the target of ``ref`` (itself if recursive)."""
@@ -176,8 +177,12 @@ class RefSharing:
             return True, self._memo[key]
         return False, None
 
-    def store(self, key: tuple, text: str | None) -> str | None:
-        """Record an expansion; returns what the caller writes (placeholder or text)."""
+    def store(self, key: tuple, text: str | None, reusable: bool = False) -> str | None:
+        """Record an expansion; returns what the caller writes (placeholder or text).
+
+        ``reusable``: the text's language does not depend on the schema (it refers only to
+        definitions stored as reusable too): ``regex.reused`` keeps its terms per process.
+        """
         if text is not None and len(text) > INLINE_MAX:
             if len(self.definitions) >= MAX_DEFINITIONS:
                 raise GrammarTooComplexError(
@@ -185,6 +190,8 @@ class RefSharing:
                     "lower max_recursion_depth"
                 )
             self.definitions.append(text)
+            if reusable:
+                self.reusable.add(len(self.definitions) - 1)
             text = chr(PLACEHOLDER_BASE + len(self.definitions) - 1)
         self._memo[key] = text
         return text

@@ -41,6 +41,7 @@ def regex_to_dfa(
     eager_rows: int = DEFAULT_EAGER_ROWS,
     definitions: list[str] | None = None,
     deadline: Deadline | None = None,
+    reusable: frozenset[int] = frozenset(),
 ) -> ByteDFA:
     """Compile a Python regex (fullmatch semantics) to a lazily built ``ByteDFA``.
 
@@ -58,6 +59,8 @@ def regex_to_dfa(
             (``json_schema_to_shared``; see ``parse.lower``).
         deadline: the budget of a larger compile this one is part of (a grammar's
             lexer); None: ``Deadline(max_seconds)``.
+        reusable: indices of ``definitions`` the same in every spec that writes them,
+            lowered once per process (``parse.lower``, ``reused``).
 
     Raises:
         RegexError: the pattern does not parse, or matches no string at all; an empty
@@ -69,7 +72,7 @@ def regex_to_dfa(
     if deadline is None:
         deadline = Deadline(max_seconds)
     arena = TermArena()
-    root = lower(pattern, arena, deadline=deadline, definitions=definitions)
+    root = lower(pattern, arena, deadline=deadline, definitions=definitions, reusable=reusable)
     arena.deadline = deadline  # emptiness searches share the compile's budget
     if root == EMPTY or arena.is_empty(root):
         raise RegexError(f"regex {pattern!r} matches no string")

@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 from ...errors import GrammarTooComplexError, RegexError, UnsupportedRegexError
 from ..deadline import NEVER, Deadline
+from . import reused
 from .anchors import strip_end_anchors
 from .definitions import (
     INTERSECT,
@@ -357,6 +358,7 @@ def lower(
     arena: TermArena,
     deadline: Deadline = NEVER,
     definitions: list[str] | None = None,
+    reusable: frozenset[int] | set[int] = frozenset(),
 ) -> int:
     """Parse ``pattern`` and lower it to a term of ``arena`` (fullmatch semantics).
 
@@ -373,6 +375,10 @@ def lower(
             definitions, the raw code point ``PLACEHOLDER_BASE + i`` stands for
             ``definitions[i]``; a boolean definition is the intersection or complement
             of earlier ones. Without it every code point is itself.
+        reusable: indices of ``definitions`` whose language is the same in every spec that
+            writes their texts (the JSON Schema converter's "any JSON value" chain). When
+            ``arena`` is empty they are lowered first, as a run kept per process
+            (``reused``): a later spec with the same run restores its terms instead.
 
     Returns:
         The root term id of ``pattern`` in ``arena``.
@@ -387,9 +393,36 @@ def lower(
     shared: list[int] = []
     memo: dict[str, int] = {}  # group text -> term (``lower.fast_lower``), same placeholders
     texts = list(definitions or ())
+    ready = _reused_terms(texts, reusable, arena, deadline) if reusable else {}
     for i, text in enumerate(texts):
-        shared.append(_lower_definition(text, i, arena, deadline, shared, memo))
+        term = ready.get(i)
+        shared.append(
+            _lower_definition(text, i, arena, deadline, shared, memo) if term is None else term
+        )
     return _lower_text(pattern, arena, deadline, shared, memo, True)
+
+
+def _reused_terms(
+    texts: list[str], reusable: frozenset[int] | set[int], arena: TermArena, deadline: Deadline
+) -> dict[int, int]:
+    """Definition index -> term of the ``reusable`` definitions, restored from the process's
+    run (``reused``) or lowered first into the empty ``arena`` and kept; empty when the
+    arena holds terms already or the run refers outside itself (lowered as usual then).
+    """
+    order = sorted(i for i in reusable if 0 <= i < len(texts))
+    key = reused.run_key(texts, order) if order and arena.is_fresh else None
+    if key is None:
+        return {}
+    terms = reused.restore(key, arena)
+    if terms is None:
+        run = reused.lowering_texts(key)
+        if run is None:
+            return {}
+        terms, memo = [], {}  # a memo of the run's own: lowering it depends on its texts only
+        for k, text in enumerate(run):
+            terms.append(_lower_definition(text, k, arena, deadline, terms, memo))
+        reused.keep(key, arena, terms)
+    return dict(zip(order, terms))
 
 
 def _lower_definition(

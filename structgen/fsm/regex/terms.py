@@ -181,6 +181,77 @@ class TermArena:
         self.search_seconds = EMPTY_SEARCH_SECONDS
         self._cctx = None  # the C derivatives' view of the lists and caches above (_context)
 
+    # the fields ``snapshot`` copies (values immutable: a shallow copy is a copy), those it
+    # requires empty (filled by derivatives and fronts, never by lowering), and the settings
+    # that belong to one arena (never copied); tests check that they name every field
+    _TERM_FIELDS = ("kind", "args", "nullable", "first", "depth", "_single")
+    _MEMO_FIELDS = ("_ids", "_has_boolean", "_empty", "_subsumed", "_min_len")
+    _SCALAR_FIELDS = ("_num_boolean", "_universe", "max_byte_count")
+    _DERIVED_FIELDS = ("_deriv", "_front", "_alt_index", "_kmp", "_cctx")
+    _SETTING_FIELDS = (
+        "max_terms",
+        "max_empty_checks",
+        "deadline",
+        "search_seconds",
+        "_bottom_up_active",
+    )
+
+    @property
+    def is_fresh(self) -> bool:
+        """True while the arena holds only ``EMPTY`` and ``EPS`` and nothing derived (what
+        :meth:`restore` needs).
+        """
+        return (
+            len(self.kind) == 2
+            and not self._ids
+            and not any(getattr(self, name) for name in self._DERIVED_FIELDS)
+        )
+
+    def snapshot(self) -> TermArena:
+        """A copy of this arena's terms, for :meth:`restore` into empty arenas (the
+        per-process store of schema-independent definitions, ``regex.reused``).
+
+        Copied: every term with its ``nullable``, ``first`` and ``depth``, the hash-consing
+        table and the memos lowering may fill; the copy has the default budgets. Only an
+        arena that has been lowered into, not derived, can be copied: derivatives, fronts,
+        alternation indexes and trigger tables are not.
+
+        Raises:
+            ValueError: a derivative, front, alternation index, trigger table or C context
+                is held already.
+        """
+        copy = TermArena()
+        copy.restore(self)
+        return copy
+
+    def restore(self, source: TermArena) -> None:
+        """Make this empty arena hold exactly ``source``'s terms, under the same ids (the
+        state ``source`` reached, from empty, by the lowering that built it).
+
+        Args:
+            source: an arena with no derivative, front, alternation index, trigger table or
+                C context (a :meth:`snapshot`, or an arena only lowered into).
+
+        Raises:
+            ValueError: this arena holds terms or cached derivatives already, or ``source``
+                holds cached derivatives.
+            GrammarTooComplexError: ``source`` holds more terms than ``max_terms``.
+        """
+        if not self.is_fresh:
+            raise ValueError("the arena restored into holds terms or derivatives already")
+        if any(getattr(source, name) for name in self._DERIVED_FIELDS):
+            raise ValueError("the source arena holds derivatives, fronts or a C context")
+        if source.num_terms > self.max_terms:
+            raise GrammarTooComplexError(
+                f"regex automaton needs more than {self.max_terms} terms; simplify the pattern"
+            )
+        for name in self._TERM_FIELDS:
+            setattr(self, name, list(getattr(source, name)))
+        for name in self._MEMO_FIELDS:
+            setattr(self, name, dict(getattr(source, name)))
+        for name in self._SCALAR_FIELDS:
+            setattr(self, name, getattr(source, name))
+
     def _context(self):
         """The C derivatives' context of this arena (made once: its lists are only appended
         to); what ``derivative`` and ``front`` pass to ``csrc/regex_derive.h``.

@@ -139,3 +139,31 @@ def test_min_properties_needing_two_extra_keys(listed: int) -> None:
     exact = compile_json_schema(schema, allow_extra_properties=True)
     assert not exact.warnings
     assert exact.matches(head + '"z":1}}') and not exact.matches(head.rstrip(",") + "}}")
+
+
+def test_a_key_tries_unit_is_the_negated_class_term() -> None:
+    """``objects._unit_not_in`` writes "one character other than these" as an ASCII class
+    plus one shared non-ASCII-or-escape group: the very term (one id in one arena) of the
+    negated class it replaced, for random excluded sets (ASCII, escapes, non-ASCII)."""
+    import random
+
+    from structgen.fsm.json_schema import objects
+    from structgen.fsm.regex import parse
+    from structgen.fsm.regex.terms import TermArena
+
+    def negated_class(excluded: frozenset[str]) -> str:  # the former text
+        plain = sorted(u for u in excluded if len(u) == 1)
+        cls = '[^"\\\\\\x00-\\x1f' + "".join("\\" + c if c in "\\]^-[" else c for c in plain)
+        escapes = objects._escape_classes([e for e in objects._ESCAPES if e not in excluded])
+        return "(?:" + "|".join([cls + "]", *escapes]) + ")"
+
+    rng = random.Random(3)
+    ascii_units = [chr(c) for c in range(0x20, 0x80) if chr(c) not in '"\\']
+    pool = ascii_units + objects._ESCAPES[:10] + ["é", "☃"]
+    cases = [frozenset(ascii_units), frozenset()]
+    for k in [1, 2, 3, 5, 20, 90] * 40:
+        cases.append(frozenset(rng.sample(pool, k)))
+    for excluded in cases:
+        arena = TermArena()
+        want = parse.lower(negated_class(excluded), arena)
+        assert parse.lower(objects._unit_not_in(excluded), arena) == want, sorted(excluded)

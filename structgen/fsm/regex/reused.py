@@ -1,0 +1,136 @@
+"""Definitions lowered once per process: reusable definitions restored from an arena snapshot.
+
+A spec's converter may know that some of its shared definitions (``definitions``) say the
+same thing in every spec: the JSON Schema converter's "any JSON value" chain
+(``json_schema.convert``'s ``any_value``: eleven definitions of 127-273 characters, one per
+nesting level, written for every object that allows extra properties and every untyped
+value) depends on the whitespace option only, yet lowering it was about a quarter of a flat
+schema's compile (``benchmarks/RESULTS.md``). It marks them *reusable*; ``parse.lower``
+then lowers them first, into the still empty arena, and here keeps a snapshot of that arena
+(``TermArena.snapshot``) under their texts, so the next spec that writes the same texts
+restores it (``TermArena.restore``, a copy of a few hundred list items) instead of lowering.
+
+Exact: the key is the reusable definitions' texts, their placeholders renumbered to their
+order among themselves (``run_key``); a run is kept only when they refer to nothing else
+(``lowering_texts``), and it is lowered before anything else, into an empty arena, with a
+group memo of its own. Lowering it thus depends on those texts alone, and the arena a
+snapshot restores is the arena the lowering would build: the same terms under the same ids,
+hence the same automaton (character classes come from ``lower``'s atom recipes either way;
+whether an atom was built or imported can change the ids its intermediate terms took, never
+a language: ``tests/fsm/regex/test_reused.py`` compares the arenas and the masks). The store survives ``clear_cache``, as the atom recipes do: it holds no
+vocabulary and no per-schema term. Bounded: ``MAX_ENTRIES`` runs (one per whitespace
+option in use), the least recently used dropped first.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+
+from .definitions import PLACEHOLDER_BASE, renumber_placeholders
+from .terms import TermArena
+
+__all__ = [
+    "run_key",
+    "lowering_texts",
+    "restore",
+    "keep",
+    "clear",
+    "num_entries",
+    "MAX_ENTRIES",
+    "MAX_RUN",
+    "RUN_BASE",
+]
+
+MAX_ENTRIES = 16  # runs kept (each a few hundred terms: ~0.1 MB)
+MAX_RUN = 4096  # definitions in one run (the any-value chain has eleven)
+RUN_BASE = 0x100000  # a run member's placeholder in a key (plane 16: never a placeholder)
+# a placeholder or boolean / raw-bytes marker (definitions) left in a key: outside the run
+_OUTSIDE = re.compile(f"[{chr(PLACEHOLDER_BASE)}-{chr(RUN_BASE - 1)}]")
+
+_lock = threading.Lock()  # compiles run on several threads (server, grammar pool)
+_store: OrderedDict[tuple[str, ...], tuple[TermArena, tuple[int, ...]]] = OrderedDict()
+
+
+def run_key(texts: list[str], order: list[int]) -> tuple[str, ...] | None:
+    """The key of the reusable definitions ``order`` of ``texts``: their texts with the
+    placeholder of ``order[k]`` renumbered to ``RUN_BASE + k`` (plane 16: reserved, never a
+    placeholder; converter output writes every code point at or above
+    ``escape.RESERVED_FROM`` as an escape, so nothing else there is raw).
+
+    Cheap (one substring search per earlier member of the run, no scan per character): a
+    text that refers outside the run keeps a placeholder, which no kept key holds
+    (``lowering_texts`` refuses such a run before it is kept).
+
+    Args:
+        texts: every definition of the spec (placeholders as in ``parse.lower``).
+        order: the reusable ones' indices, ascending.
+
+    Returns:
+        The key, or None for a run longer than ``MAX_RUN``. Raises: never.
+    """
+    if len(order) > MAX_RUN:
+        return None
+    key = []
+    for k, i in enumerate(order):
+        text = texts[i]
+        if not text.isascii():
+            for j in range(k):
+                placeholder = chr(PLACEHOLDER_BASE + order[j])
+                if placeholder in text:
+                    text = text.replace(placeholder, chr(RUN_BASE + j))
+        key.append(text)
+    return tuple(key)
+
+
+def lowering_texts(key: tuple[str, ...]) -> list[str] | None:
+    """The run's texts to lower, member ``k``'s placeholder ``PLACEHOLDER_BASE + k``; None
+    when a text refers outside the run or is a boolean or raw-bytes definition (a code
+    point of the placeholder range left: the run is lowered as usual, never kept).
+    Raises: never.
+    """
+    if any(_OUTSIDE.search(text) for text in key):
+        return None
+    table = {RUN_BASE + k: PLACEHOLDER_BASE + k for k in range(len(key))}
+    return [renumber_placeholders(text, table) for text in key]
+
+
+def restore(key: tuple[str, ...], arena: TermArena) -> list[int] | None:
+    """The terms of the run ``key`` restored into the empty ``arena``, or None when the
+    store does not hold it (the caller lowers it, then ``keep``).
+
+    Raises:
+        GrammarTooComplexError: the run holds more terms than ``arena.max_terms``.
+    """
+    with _lock:
+        hit = _store.get(key)
+        if hit is None:
+            return None
+        _store.move_to_end(key)
+    snapshot, terms = hit
+    arena.restore(snapshot)
+    return list(terms)
+
+
+def keep(key: tuple[str, ...], arena: TermArena, terms: list[int]) -> None:
+    """Keep a snapshot of ``arena``, which holds exactly the run ``key`` lowered from empty
+    (``terms``: each definition's term). Raises: never.
+    """
+    entry = (arena.snapshot(), tuple(terms))
+    with _lock:
+        _store[key] = entry
+        _store.move_to_end(key)
+        while len(_store) > MAX_ENTRIES:
+            _store.popitem(last=False)
+
+
+def clear() -> None:
+    """Drop every kept run (tests; a cold start of the process). Raises: never."""
+    with _lock:
+        _store.clear()
+
+
+def num_entries() -> int:
+    """Runs kept now. Raises: never."""
+    return len(_store)

@@ -170,6 +170,8 @@ class CopyPlan:
             if written:
                 content = "(?:" + content + "|" + "|".join(map(escape_literal, written)) + ")"
         spans = '"' + content + '"'
+        if set(schema) <= {"type", "minLength", "maxLength"} and self._every_span_fits(schema):
+            return spans  # the length keywords hold for every span: nothing to intersect
         base = string_regex(conv, schema, pointer)
         if base is None:
             return None
@@ -180,6 +182,15 @@ class CopyPlan:
         # undecided within budget counts as empty: keep the field's own grammar
         defs = conv.sharing.definitions
         return None if matches_nothing(both, defs, conv.sharing.reusable) else both
+
+    def _every_span_fits(self, schema: dict) -> bool:
+        """True when every span of every source has ``minLength..maxLength`` code points:
+        spans are not empty, and none is longer than its source.
+        """
+        hi = schema.get("maxLength")
+        return int(schema.get("minLength", 0)) <= 1 and (
+            hi is None or all(len(text) <= int(hi) for text in self.sources)
+        )
 
     def _has_span_length(self, lo: int, hi: int | None) -> bool:
         """True when some span of a source has ``lo`` to ``hi`` code points (None: no bound)."""

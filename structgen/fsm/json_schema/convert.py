@@ -12,6 +12,7 @@ enforced and how is described in the package docstring.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
@@ -50,6 +51,7 @@ __all__ = [
 
 FLEXIBLE_WS_MAX = 12
 _SCALARS = ('"' + JSON_CHAR + '*"', NUMBER, "true", "false", "null")
+_ANY_SCALAR = "(?:" + "|".join(_SCALARS) + ")"
 ANY_VALUE_DEPTH = 10  # as deep as recursive $ref unrolls by default (max_recursion_depth)
 CONVERT_MAX_SECONDS = 10.0  # CPU seconds, as the DFA's budget (see benchmarks/RESULTS.md, wp_8)
 _MAX_EMPTY_RECORDED = 256  # empty subschemas kept for the error message (empty.py)
@@ -97,6 +99,17 @@ _TYPES = TYPES
 def _alt(options: list[str]) -> str:
     options = list(dict.fromkeys(options))
     return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
+
+
+@lru_cache(maxsize=256)
+def _any_value_body(ws: str, inner: str) -> str:
+    """A scalar, or an array or object whose values are ``inner`` (a placeholder: the same
+    few texts in every schema of one whitespace, so written once per process).
+    """
+    array = "\\[" + ws + "(?:" + inner + "(?:" + ws + "," + ws + inner + ")*" + ws + ")?\\]"
+    pair = '"' + JSON_CHAR + '*"' + ws + ":" + ws + inner
+    obj = "\\{" + ws + "(?:" + pair + "(?:" + ws + "," + ws + pair + ")*" + ws + ")?\\}"
+    return _alt([*_SCALARS, array, obj])
 
 
 def _check_value_depth(schema: dict, pointer: str) -> None:
@@ -566,13 +579,9 @@ class JsonSchemaConverter:
 
     def _any_value_text(self, depth: int) -> str:
         if depth <= 0:
-            return _alt(list(_SCALARS))
+            return _ANY_SCALAR
         return self._any_value_body(self.any_value(depth - 1))
 
     def _any_value_body(self, inner: str) -> str:
         """A scalar, or an array or object whose values are ``inner``."""
-        ws = self.ws
-        array = "\\[" + ws + "(?:" + inner + "(?:" + ws + "," + ws + inner + ")*" + ws + ")?\\]"
-        pair = '"' + JSON_CHAR + '*"' + ws + ":" + ws + inner
-        obj = "\\{" + ws + "(?:" + pair + "(?:" + ws + "," + ws + pair + ")*" + ws + ")?\\}"
-        return _alt([*_SCALARS, array, obj])
+        return _any_value_body(self.ws, inner)

@@ -19,10 +19,11 @@ group memo of its own. Lowering it thus depends on those texts alone, and the ar
 snapshot restores is the arena the lowering would build: the same terms under the same ids,
 hence the same automaton (character classes come from ``lower``'s atom recipes either way;
 whether an atom was built or imported can change the ids its intermediate terms took, never
-a language: ``tests/fsm/regex/test_reused.py`` compares the arenas and the masks). The
-store survives ``clear_cache``, as the atom recipes do: it holds no vocabulary and no
-per-schema term. Bounded: ``MAX_ENTRIES`` runs (one per whitespace option and set of
-bounded strings in use), the least recently used dropped first.
+a language: ``tests/fsm/regex/test_reused.py`` compares the arenas and the masks).
+
+The store survives ``clear_cache``, as the atom recipes do: it holds no vocabulary and no
+per-schema term. Bounded: ``MAX_ENTRIES`` runs (one per whitespace option and mix of
+reusable definitions in use), the least recently used dropped first.
 """
 
 from __future__ import annotations

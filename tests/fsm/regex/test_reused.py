@@ -95,12 +95,26 @@ def test_restored_run_is_the_arena_lowering_builds(whitespace) -> None:
     assert _shape(old, old_root, table) == _shape(restored, again, table)
 
 
+PREFIXES = [b"{", b'{"name":"a","tags":[', b'{"name":"a","x":{"y":[{"', b'{"name":"","']
+PREFIXES += [b'{"name":"a","z":' + b'{"k":[' * 4, b'{"name":"a","tags":[[[[[[[[[[', b'{"n']
+PREFIXES += [b'{"name":"a","ta', '{"name":"a","é'.encode(), b'{"name":"a","t\\u00']
+
+
 def test_masks_equal_brute_force_cold_and_restored() -> None:
-    vocab = _vocab()
-    prefixes = [b"{", b'{"name":"a","tags":[', b'{"name":"a","x":{"y":[{"', b'{"name":"","']
-    prefixes += [b'{"name":"a","z":' + b'{"k":[' * 4, b'{"name":"a","tags":[[[[[[[[[[']
+    _check_masks(_vocab(), PREFIXES)
+
+
+@pytest.mark.slow
+def test_masks_equal_brute_force_on_smollm2(smollm2_vocab) -> None:
+    _check_masks(smollm2_vocab, PREFIXES[1:4] + PREFIXES[6:9])
+
+
+def _check_masks(vocab, prefixes: list[bytes]) -> None:
+    """Compiled with the store empty (the run lowered, then kept) and again (restored): the
+    masks after each prefix equal brute force (an automaton lowered without the store)."""
     for round_ in ("lowered", "restored"):
         clear_cache()
+        vocab.lexical_masks.clear()
         grammar = compile_json_schema(SCHEMA, vocab, allow_extra_properties=True)
         assert reused.num_entries() == 1, round_
         for prefix in prefixes:

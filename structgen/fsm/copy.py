@@ -317,16 +317,21 @@ def intersect(defs: list[str], texts: list[str]) -> str:
     return chr(PLACEHOLDER_BASE + len(defs) - 1)
 
 
-def matches_nothing(pattern: str, defs: list[str]) -> bool:
+def matches_nothing(
+    pattern: str, defs: list[str], reusable: frozenset[int] | set[int] = frozenset()
+) -> bool:
     """True when ``pattern`` (over the definitions ``defs``) matches no string, or when
     that is not decided within the term arena's budget (the caller then keeps its
     constraint without the copy).
+
+    ``reusable``: indices of ``defs`` the same in every spec (``regex.reused``: lowered once
+    per process, restored after).
 
     Raises:
         RegexError, UnsupportedRegexError: as ``regex.parse.lower``.
     """
     try:
         arena = TermArena()
-        return arena.is_empty(lower(pattern, arena, definitions=defs))
+        return arena.is_empty(lower(pattern, arena, definitions=defs, reusable=reusable))
     except GrammarTooComplexError:
         return True

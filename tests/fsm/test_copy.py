@@ -19,7 +19,9 @@ from structgen.fsm.compiler import compile_spec
 from structgen.fsm.copy import SubstringAutomaton, text_units
 from structgen.fsm.json_schema.copy import CopyJsonSchema
 from structgen.fsm.numerals import json_numeral, numeral_spans, numerals
+from structgen.fsm.regex.definitions import INTERSECT
 
+LYON = 'Zoë "Z" O\'Neil, 4 Rue Bleue, Lyon 69001'
 TRICKY = 'Zoë "Z" O\'Neil paid\t$1,250.50 at C:\\shop\\x\nline two: Zoë again.'
 
 
@@ -101,6 +103,21 @@ def test_copied_string_is_intersected_with_its_own_grammar() -> None:
     spec, grammar = _string_grammar(text, {"maxLength": 4})
     for value in _spans(text):
         assert grammar.matches(_doc("v", value)) == (len(value) <= 4), value
+
+
+@pytest.mark.parametrize("lo,hi", [(0, 12), (1, 60), (0, None), (1, None), (2, 60), (0, 20)])
+@pytest.mark.parametrize("text", ["Aiko Tanaka, Osaka", LYON])
+def test_length_only_field_needs_no_intersection_when_every_span_fits(text, lo, hi) -> None:
+    """Texts shorter and longer than maxLength; brute force over the spans either way."""
+    field = {"minLength": lo} if hi is None else {"minLength": lo, "maxLength": hi}
+    spec, grammar = _string_grammar(text, field)
+    fits = lo <= 1 and (hi is None or len(text) <= hi)
+    assert (INTERSECT not in "".join(spec.lower().definitions)) == fits
+    every = {text[i:j] for i in range(len(text)) for j in range(i + 1, len(text) + 1)}
+    spans = _spans(text)
+    for value in every | {"", "Bakery"}:
+        allowed = value in spans and lo <= len(value) <= (hi or len(value))
+        assert grammar.matches(_doc("v", value)) == allowed, value
 
 
 def test_empty_intersection_falls_back_to_the_field_grammar() -> None:

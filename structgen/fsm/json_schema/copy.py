@@ -59,6 +59,8 @@ _COPY_TYPES = frozenset({"string", "number", "integer"})
 _PLANS: OrderedDict[tuple, tuple[str, ...]] = OrderedDict()  # cache key -> copied pointers
 _PLANS_LOCK = threading.Lock()
 _PLANS_SIZE = 256
+_LOWERED: OrderedDict[tuple, LoweredRegex] = OrderedDict()  # cache key -> lowering (same lock)
+_LOWERED_SIZE = 8  # copy_constraint's copied_fields, then compile: one document's two asks
 
 
 def pop_copy_flag(schema: dict, pointer: str) -> bool | None:
@@ -168,6 +170,8 @@ class CopyPlan:
             if written:
                 content = "(?:" + content + "|" + "|".join(map(escape_literal, written)) + ")"
         spans = '"' + content + '"'
+        if set(schema) <= {"type", "minLength", "maxLength"} and self._every_span_fits(schema):
+            return spans  # the length keywords hold for every span: nothing to intersect
         base = string_regex(conv, schema, pointer)
         if base is None:
             return None
@@ -176,7 +180,17 @@ class CopyPlan:
             lo, hi = int(schema.get("minLength", 0)), schema.get("maxLength")
             return both if self._has_span_length(lo, hi) else None
         # undecided within budget counts as empty: keep the field's own grammar
-        return None if matches_nothing(both, conv.sharing.definitions) else both
+        defs = conv.sharing.definitions
+        return None if matches_nothing(both, defs, conv.sharing.reusable) else both
+
+    def _every_span_fits(self, schema: dict) -> bool:
+        """True when every span of every source has ``minLength..maxLength`` code points:
+        spans are not empty, and none is longer than its source.
+        """
+        hi = schema.get("maxLength")
+        return int(schema.get("minLength", 0)) <= 1 and (
+            hi is None or all(len(text) <= int(hi) for text in self.sources)
+        )
 
     def _has_span_length(self, lo: int, hi: int | None) -> bool:
         """True when some span of a source has ``lo`` to ``hi`` code points (None: no bound)."""
@@ -262,7 +276,28 @@ class CopyJsonSchema(JsonSchema):
     copy_default: bool = True
 
     def lower(self, *, max_convert_seconds: float | None = None) -> LoweredRegex:
-        """The schema converted with a ``CopyPlan`` over ``copy_from``."""
+        """The schema converted with a ``CopyPlan`` over ``copy_from``; the last
+        ``_LOWERED_SIZE`` lowerings are kept (``copied_fields`` then ``compile`` lower one
+        document's spec once).
+        """
+        key = self.cache_key()
+        with _PLANS_LOCK:
+            hit = _LOWERED.get(key)
+            if hit is not None:
+                _LOWERED.move_to_end(key)
+                return hit
+        lowered, copied = self._convert(max_convert_seconds)
+        with _PLANS_LOCK:
+            _PLANS[key] = copied
+            while len(_PLANS) > _PLANS_SIZE:
+                _PLANS.popitem(last=False)
+            _LOWERED[key] = lowered
+            while len(_LOWERED) > _LOWERED_SIZE:
+                _LOWERED.popitem(last=False)
+        return lowered
+
+    def _convert(self, max_convert_seconds: float | None) -> tuple[LoweredRegex, tuple[str, ...]]:
+        """``(lowering, copied pointers)`` of one conversion (no cache)."""
         from . import CONVERT_MAX_SECONDS
         from .check import check_schema
         from .convert import JsonSchemaConverter
@@ -281,11 +316,14 @@ class CopyJsonSchema(JsonSchema):
         )
         conv.copy = CopyPlan(tuple(self.copy_from), self.copy_default)
         pattern = conv.convert_root()
-        with _PLANS_LOCK:
-            _PLANS[self.cache_key()] = tuple(conv.copy.copied)
-            while len(_PLANS) > _PLANS_SIZE:
-                _PLANS.popitem(last=False)
-        return LoweredRegex(pattern, tuple(conv.sharing.definitions), tuple(conv.warnings))
+        sharing = conv.sharing
+        lowered = LoweredRegex(
+            pattern,
+            tuple(sharing.definitions),
+            tuple(conv.warnings),
+            frozenset(sharing.reusable),
+        )
+        return lowered, tuple(conv.copy.copied)
 
     def copied_fields(self) -> tuple[str, ...]:
         """JSON pointers (in the schema) of the values this spec copy-constrains, e.g.

@@ -21,7 +21,12 @@ Sizes are capped (``MAX_NFA_STATES``, ``MAX_PRODUCT_STATES``): past them,
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from types import SimpleNamespace
+
 from ...errors import UnsupportedSchemaError
+from ..regex.definitions import PLACEHOLDER_BASE, renumber_many, renumber_placeholders
 from ..regex.parse import MAXREPEAT, RE_MAX_NESTING, _nesting
 from ..regex.parse import sre_constants as C
 from .context import ConvertContext
@@ -34,6 +39,7 @@ from .pattern import (
     split_anchors,
     top_level_branches,
 )
+from .refs import INLINE_MAX, RefSharing
 
 __all__ = [
     "bounded_string_body",
@@ -41,10 +47,13 @@ __all__ = [
     "Unrepresentable",
     "MAX_NFA_STATES",
     "MAX_PRODUCT_STATES",
+    "MAX_BODIES",
+    "clear_bodies",
 ]
 
 MAX_NFA_STATES = 4000
 MAX_PRODUCT_STATES = 40_000
+MAX_BODIES = 32  # bounded bodies kept per process (an email body of maxLength 80: ~15k texts)
 _ALL = [(0, 0x10FFFF)]
 
 
@@ -226,13 +235,20 @@ def bounded_string_body(
     """Regex for the JSON string bodies matching ``regex`` with ``lo..hi`` characters.
 
     Args:
-        conv: the converter (its ``sharing`` stores the product states as definitions).
+        conv: the converter (its ``sharing`` stores the product states as definitions,
+            marked reusable: ``regex.reused`` lowers them once per process).
         regex: the ``pattern`` (search semantics, ``^``/``$`` at branch ends) or a
             ``format`` regex (``anchored=True``: fullmatch), over decoded characters.
         anchored: True for a ``format`` regex (fullmatch), False for a ``pattern``.
         lo: ``minLength``.
         hi: ``maxLength`` (None: no upper bound).
         pointer: JSON pointer of the string schema (for errors).
+
+    The body does not depend on the schema around it: it is built once per process into a
+    sharing of its own and kept (``MAX_BODIES``, least recently used dropped first); each
+    call replays the kept definitions into ``conv.sharing`` in the order the build stored
+    them, skipping keys ``conv.sharing`` holds already and renumbering placeholders, which
+    gives exactly the definitions a build into ``conv.sharing`` would append.
 
     Returns:
         The body regex (between the quotes), or None when no string qualifies.
@@ -241,6 +257,91 @@ def bounded_string_body(
         Unrepresentable: no exact finite form within the limits (caller reports it).
         UnsupportedSchemaError: the pattern does not parse.
     """
+    key = (regex, anchored, lo, hi)
+    with _BODIES_LOCK:
+        hit = _BODIES.get(key)
+        if hit is not None:
+            _BODIES.move_to_end(key)
+    if hit is None:
+        local = SimpleNamespace(sharing=_RecordingSharing())
+        body = _build_body(local, regex, anchored, lo, hi, pointer)
+        hit = (body, tuple(local.sharing.stored))
+        with _BODIES_LOCK:
+            _BODIES[key] = hit
+            while len(_BODIES) > MAX_BODIES:
+                _BODIES.popitem(last=False)
+    replayed = _replay(conv, *hit)
+    if replayed is _NOT_REPLAYED:  # a key held inline by conv.sharing: build in place
+        return _build_body(conv, regex, anchored, lo, hi, pointer)
+    return replayed
+
+
+_BODIES: OrderedDict[tuple, tuple[str | None, tuple]] = OrderedDict()
+_BODIES_LOCK = threading.Lock()  # conversions run on several threads (server, grammar pool)
+_NOT_REPLAYED = object()
+
+
+def clear_bodies() -> None:
+    """Drop every kept bounded body (tests; a cold start). Raises: never."""
+    with _BODIES_LOCK:
+        _BODIES.clear()
+
+
+class _RecordingSharing(RefSharing):
+    """A ``RefSharing`` of its own for one bounded body, recording every ``store`` in order
+    as ``(key, text)`` (text as given: a placeholder or inline text comes back).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.stored: list[tuple[tuple, str]] = []
+
+    def store(self, key: tuple, text: str | None, reusable: bool = False) -> str | None:
+        self.stored.append((key, text))
+        return super().store(key, text, reusable)
+
+
+def _replay(conv: ConvertContext, body: str | None, stored: tuple) -> object:
+    """The kept ``(body, stored)`` written into ``conv.sharing`` (see
+    ``bounded_string_body``); ``_NOT_REPLAYED`` when ``conv.sharing`` holds a key with
+    another form than the build gave it (inline vs definition), where a build in place
+    would write other texts.
+    """
+    if body is None:
+        return None
+    sharing = conv.sharing
+    for key, text in stored:  # checked before anything is stored
+        found, shared = sharing.lookup(key)
+        is_placeholder = len(shared or "") == 1 and ord(shared) >= PLACEHOLDER_BASE
+        if found and (not is_placeholder if len(text) > INLINE_MAX else shared != text):
+            return _NOT_REPLAYED
+    table: dict[int, int] = {}  # the build's placeholder -> conv's (predicted, checked)
+    targets: list[str | None] = []  # per stored entry: conv's placeholder, None: inline
+    local = PLACEHOLDER_BASE
+    num_new = 0
+    for key, text in stored:
+        found, shared = sharing.lookup(key)
+        if len(text) <= INLINE_MAX:
+            targets.append(None)
+            continue
+        if not found:
+            shared = chr(PLACEHOLDER_BASE + len(sharing.definitions) + num_new)
+            num_new += 1
+        table[local] = ord(shared)
+        targets.append(None if found else shared)
+        local += 1
+    texts = renumber_many([text for _, text in stored], table)
+    for (key, _), text, target in zip(stored, texts, targets):
+        if not sharing.lookup(key)[0]:
+            placed = sharing.store(key, text, reusable=True)
+            assert target is None or placed == target, "replayed placeholder mismatch"
+    return renumber_placeholders(body, table)
+
+
+def _build_body(
+    conv, regex: str, anchored: bool, lo: int, hi: int | None, pointer: str
+) -> str | None:
+    """``bounded_string_body`` built into ``conv.sharing`` (no cache)."""
     nfa, start, final, whole = _build_nfa(regex, anchored, pointer, hi is None)
     shortest = _shortest(nfa, start, final)
     if shortest is None:
@@ -330,7 +431,7 @@ def _char(conv: ConvertContext, ranges: tuple, pointer: str) -> str:
     parts = (["[" + _class_text(big) + "]"] if big else []) + (
         [_encoded_alternatives(small, pointer)] if small else []
     )
-    return conv.sharing.store(key, "(?:" + "|".join(parts) + ")")
+    return conv.sharing.store(key, "(?:" + "|".join(parts) + ")", reusable=True)
 
 
 MAX_PAIR_STATES = 100_000

@@ -5,7 +5,9 @@ same thing in every spec: the JSON Schema converter's "any JSON value" chain
 (``json_schema.convert``'s ``any_value``: eleven definitions of 127-273 characters, one per
 nesting level, written for every object that allows extra properties and every untyped
 value) depends on the whitespace option only, yet lowering it was about a quarter of a flat
-schema's compile (``benchmarks/RESULTS.md``). It marks them *reusable*; ``parse.lower``
+schema's compile (``benchmarks/RESULTS.md``); a string ``format`` or ``pattern`` with a
+length (``json_schema.string_length``: ~15k definitions for an email of maxLength 80) is the
+same in every schema and every copy constraint's document. It marks them *reusable*; ``parse.lower``
 then lowers them first, into the still empty arena, and here keeps a snapshot of that arena
 (``TermArena.snapshot``) under their texts, so the next spec that writes the same texts
 restores it (``TermArena.restore``, a copy of a few hundred list items) instead of lowering.
@@ -30,7 +32,7 @@ import re
 import threading
 from collections import OrderedDict
 
-from .definitions import PLACEHOLDER_BASE, renumber_placeholders
+from .definitions import PLACEHOLDER_BASE, renumber_many, renumber_placeholders
 from .terms import TermArena
 
 __all__ = [
@@ -46,7 +48,8 @@ __all__ = [
 ]
 
 MAX_ENTRIES = 16  # runs kept (each a few hundred terms: ~0.1 MB)
-MAX_RUN = 4096  # definitions in one run (the any-value chain has eleven)
+MAX_RUN = 65_536  # definitions in one run (the any-value chain has eleven; a bounded
+# string body, ``json_schema.string_length``, ~15k for an email of maxLength 80)
 RUN_BASE = 0x100000  # a run member's placeholder in a key (plane 16: never a placeholder)
 # a placeholder or boolean / raw-bytes marker (definitions) left in a key: outside the run
 _OUTSIDE = re.compile(f"[{chr(PLACEHOLDER_BASE)}-{chr(RUN_BASE - 1)}]")
@@ -61,9 +64,9 @@ def run_key(texts: list[str], order: list[int]) -> tuple[str, ...] | None:
     placeholder; converter output writes every code point at or above
     ``escape.RESERVED_FROM`` as an escape, so nothing else there is raw).
 
-    Cheap (one substring search per earlier member of the run, no scan per character): a
-    text that refers outside the run keeps a placeholder, which no kept key holds
-    (``lowering_texts`` refuses such a run before it is kept).
+    Linear in the texts (``renumber_many``: one pass over them all): a text that refers
+    outside the run keeps a placeholder, which no kept key holds (``lowering_texts``
+    refuses such a run before it is kept).
 
     Args:
         texts: every definition of the spec (placeholders as in ``parse.lower``).
@@ -74,15 +77,8 @@ def run_key(texts: list[str], order: list[int]) -> tuple[str, ...] | None:
     """
     if len(order) > MAX_RUN:
         return None
-    key = []
-    for k, i in enumerate(order):
-        text = texts[i]
-        if not text.isascii():
-            for j in range(k):
-                placeholder = chr(PLACEHOLDER_BASE + order[j])
-                if placeholder in text:
-                    text = text.replace(placeholder, chr(RUN_BASE + j))
-        key.append(text)
+    table = {PLACEHOLDER_BASE + i: RUN_BASE + k for k, i in enumerate(order)}
+    key = renumber_many([texts[i] for i in order], table)
     return tuple(key)
 
 

@@ -252,24 +252,7 @@ def int4_mm(
     """
     _check_int4("int4_mm", x, q, scales, mins, group)
     tiles = _int4_tiles("int4_mm", scales, mins, tiles)
-    x = _x32(x)
-    m, k = x.shape
-    n = q.shape[0]
-    y = torch.empty(m, n, dtype=torch.float32)
-    _lib.int4_mm(
-        x.data_ptr(),
-        q.data_ptr(),
-        tiles.data_ptr(),
-        y.data_ptr(),
-        m,
-        n,
-        k,
-        group,
-        int(scales.dtype == torch.float16),
-        int(q8),
-        _threads(),
-    )
-    return y
+    return _int4_call(_lib.int4_mm, x, q, tiles, q.shape[0], group, scales.dtype, q8)
 
 
 def int4t_mm(
@@ -305,23 +288,18 @@ def int4t_mm(
     """
     _check_int4t("int4t_mm", x, q, scales, mins, group)
     tiles = _int4_tiles("int4t_mm", scales, mins, tiles)
+    return _int4_call(_lib.int4t_mm, x, q, tiles, scales.shape[0], group, scales.dtype, q8)
+
+
+def _int4_call(
+    fn, x: torch.Tensor, q: torch.Tensor, tiles: torch.Tensor, n: int, group: int, dtype, q8: bool
+) -> torch.Tensor:
+    """``[M, n]`` float32 from the checked int4 kernel ``fn`` (rows or tiles layout)."""
     x = _x32(x)
     m, k = x.shape
-    n = scales.shape[0]
     y = torch.empty(m, n, dtype=torch.float32)
-    _lib.int4t_mm(
-        x.data_ptr(),
-        q.data_ptr(),
-        tiles.data_ptr(),
-        y.data_ptr(),
-        m,
-        n,
-        k,
-        group,
-        int(scales.dtype == torch.float16),
-        int(q8),
-        _threads(),
-    )
+    fn(x.data_ptr(), q.data_ptr(), tiles.data_ptr(), y.data_ptr(), m, n, k, group,
+       int(dtype == torch.float16), int(q8), _threads())  # fmt: skip
     return y
 
 

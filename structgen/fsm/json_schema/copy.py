@@ -35,6 +35,7 @@ Without sources (plain ``JsonSchema``) the keyword is accepted and has no effect
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -46,6 +47,8 @@ from ..copy import SubstringAutomaton, intersect, json_string_content, matches_n
 from ..dates import dates, times
 from ..numerals import json_numeral, numerals
 from ..regex.escape import escape_literal
+from ..regex.parse import lower
+from ..regex.terms import EMPTY, TermArena
 from ..spec import JsonSchema, LoweredRegex, schema_for
 from .copy_items import ordered_items
 from .ids import check_schema_depth
@@ -175,6 +178,9 @@ class CopyPlan:
         base = string_regex(conv, schema, pointer)
         if base is None:
             return None
+        enumerated = self._enumerated(conv, schema, base)
+        if enumerated is not _TOO_MANY:
+            return enumerated
         both = intersect(conv.sharing.definitions, [base, spans])
         if set(schema) <= {"type", "minLength", "maxLength"}:  # decided without a search
             lo, hi = int(schema.get("minLength", 0)), schema.get("maxLength")
@@ -182,6 +188,35 @@ class CopyPlan:
         # undecided within budget counts as empty: keep the field's own grammar
         defs = conv.sharing.definitions
         return None if matches_nothing(both, defs, conv.sharing.reusable) else both
+
+    def _enumerated(self, conv, schema: dict, base: str) -> Any:
+        """The field's copied language decided by enumeration: the spans of the sources (and,
+        with a ``format``/``pattern``, the normalised dates and times) that ``base`` accepts,
+        as a trie-shaped alternation of their JSON string contents; None when no candidate
+        is accepted (the field keeps its own grammar); ``_TOO_MANY`` when the sources have
+        more than ``ENUMERATE_MAX_SPANS`` candidate spans (the caller intersects instead).
+
+        The same language as ``INTERSECT(base, spans)``: a candidate is a span
+        (``copy.SubstringAutomaton``: it starts and ends at a non-space unit, at most
+        ``maxLength`` code points when bounded, longer ones ``base`` rejects anyway),
+        written as the span automaton writes it, and kept when ``base`` accepts it.
+        """
+        hi = schema.get("maxLength")
+        hi = None if hi is None else int(hi)
+        candidates = _candidate_spans(self.sources, hi, ENUMERATE_MAX_SPANS)
+        if candidates is None:
+            return _TOO_MANY
+        accepts = _base_acceptor(conv, schema, base)
+        accepted = [units for units in candidates if accepts("".join(units))]
+        if "format" in schema or "pattern" in schema:
+            accepted += [
+                [json_string_content(v)]
+                for v in self.dates_and_times
+                if accepts(json_string_content(v))
+            ]
+        if not accepted:
+            return None
+        return '"' + _trie_regex(accepted) + '"'
 
     def _every_span_fits(self, schema: dict) -> bool:
         """True when every span of every source has ``minLength..maxLength`` code points:
@@ -257,6 +292,112 @@ class CopyPlan:
             return array_text
         self.ordered.append(pointer)
         return ordered
+
+
+_TOO_MANY = object()  # CopyPlan._enumerated: more candidate spans than enumerated
+ENUMERATE_MAX_SPANS = 20_000  # candidate spans per field decided by enumeration, else INTERSECT
+_ACCEPTORS: OrderedDict[tuple, Any] = OrderedDict()  # string keywords -> acceptor
+_ACCEPTORS_SIZE = 64
+
+
+def _candidate_spans(
+    sources: tuple[str, ...], max_chars: int | None, limit: int
+) -> list[tuple[str, ...]] | None:
+    """The distinct spans of ``sources`` of at most ``max_chars`` code points (None: any),
+    each as its units written as JSON string content, or None past ``limit`` candidates.
+    """
+    seen: set[str] = set()
+    out: list[tuple[str, ...]] = []
+    visited = 0
+    for text in sources:
+        units = text_units(text)
+        written = [json_string_content(u) for u in units]
+        for i, first in enumerate(units):
+            if first.isspace():
+                continue
+            size = 0
+            for j in range(i, len(units)):
+                size += len(units[j])
+                if max_chars is not None and size > max_chars:
+                    break
+                visited += 1
+                if visited > limit:
+                    return None
+                if units[j].isspace():
+                    continue
+                key = "".join(units[i : j + 1])
+                if key not in seen:
+                    seen.add(key)
+                    out.append(tuple(written[i : j + 1]))
+    return out
+
+
+class _Acceptor:
+    """Membership in one string field's own grammar (``base``, quotes included): its
+    terms lowered once into a private ``TermArena``, whose memoised derivatives make the
+    DFA; text-independent, kept per process (``_ACCEPTORS``) by the field's keywords.
+    """
+
+    def __init__(self, base: str, definitions: list[str]) -> None:
+        self.arena = TermArena()
+        self.root = self.arena.derivative(lower(base, self.arena, definitions=definitions), 34)
+        self.lock = threading.Lock()
+
+    def __call__(self, content: str) -> bool:
+        """True when ``"content"`` (JSON string content, unquoted) is in the language."""
+        arena = self.arena
+        with self.lock:
+            t = self.root
+            for b in content.encode("utf-8", "surrogatepass"):
+                t = arena.derivative(t, b)
+                if t == EMPTY:
+                    return False
+            return arena.nullable[arena.derivative(t, 34)]
+
+
+def _base_acceptor(conv, schema: dict, base: str) -> _Acceptor:
+    """The ``_Acceptor`` of ``base``, the grammar ``string_regex`` wrote for the string
+    keywords ``schema`` under ``conv`` (its language depends on those and ``strict`` only).
+    """
+    key = (json.dumps(schema, sort_keys=True, default=str), bool(conv.strict))
+    with _PLANS_LOCK:
+        hit = _ACCEPTORS.get(key)
+        if hit is not None:
+            _ACCEPTORS.move_to_end(key)
+            return hit
+    acceptor = _Acceptor(base, list(conv.sharing.definitions))
+    with _PLANS_LOCK:
+        _ACCEPTORS[key] = acceptor
+        while len(_ACCEPTORS) > _ACCEPTORS_SIZE:
+            _ACCEPTORS.popitem(last=False)
+    return acceptor
+
+
+def _trie_regex(words: list) -> str:
+    """An alternation of ``words`` (each a non-empty sequence of literal pieces) shaped as
+    their trie: one branch per distinct piece after a shared prefix, written once.
+    """
+    root: dict = {}
+    for word in words:
+        node = root
+        for piece in word:
+            node = node.setdefault(piece, {})
+        node[""] = None  # a word ends here (no piece is empty)
+    done: dict[int, str] = {}
+    stack = [(root, False)]
+    while stack:  # post-order, no recursion: a span may have hundreds of units
+        node, expanded = stack.pop()
+        children = [(p, c) for p, c in node.items() if c is not None]
+        if not expanded:
+            stack.append((node, True))
+            stack.extend((c, False) for _, c in children)
+            continue
+        alts = [escape_literal(p) + done[id(c)] for p, c in sorted(children, key=lambda x: x[0])]
+        if "" in node:
+            done[id(node)] = "(?:" + "|".join(alts) + ")?" if alts else ""
+        else:
+            done[id(node)] = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+    return done[id(root)]
 
 
 @dataclass(frozen=True)

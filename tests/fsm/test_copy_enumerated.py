@@ -148,3 +148,19 @@ def test_masks_equal_the_intersection_path(field, values, monkeypatch) -> None:
             data = data[len(tok) :]
         assert _bitmask(m_new, len(tokens)) == _bitmask(m_old, len(tokens))
     assert checked >= 3
+
+
+@pytest.mark.parametrize(
+    "field",
+    [{"format": "no-such-format", "maxLength": 12}, {"pattern": "^(?=A)[A-Z0-9]+$"}],
+    ids=["unknown-format", "lookahead-pattern"],
+)
+def test_warnings_equal_the_intersection_path_when_cached(field, monkeypatch) -> None:
+    text = TEXTS[1]
+    spec = CopyJsonSchema(_schema(field), copy_from=(text,), strict=False)
+    monkeypatch.setattr(copy_module, "ENUMERATE_MAX_SPANS", 0)
+    expected = spec._convert(None)[0].warnings
+    assert expected
+    monkeypatch.setattr(copy_module, "ENUMERATE_MAX_SPANS", 20_000)
+    for _ in range(2):  # the second conversion replays the cached acceptor's warnings
+        assert spec._convert(None)[0].warnings == expected

@@ -5,8 +5,10 @@ converter (``convert.JsonSchemaConverter``) hands every subschema to ``CopyPlan.
 first, which decides per value:
 
 * a ``string`` value becomes a span of a source (``structgen.fsm.copy``), intersected
-  with the field's own grammar (``pattern``, ``format``, ``minLength``/``maxLength``) by
-  an ``INTERSECT`` definition (``terms`` ``AND``) when it has one; a field with a
+  with the field's own grammar (``pattern``, ``format``, ``minLength``/``maxLength``) when
+  it has one: by enumeration where the sources have at most ``ENUMERATE_MAX_SPANS``
+  candidate spans (the accepted spans as a trie-shaped alternation, no ``AND`` term),
+  else by an ``INTERSECT`` definition (``terms`` ``AND``); a field with a
   ``format`` or ``pattern`` may also be one of the dates and times the sources write,
   normalised to ISO 8601 (``structgen.fsm.dates``: ``7 March 2026`` as ``2026-03-07``,
   ``2:15 pm`` as ``14:15`` and ``14:15:00``), so that a date field copies the text's date

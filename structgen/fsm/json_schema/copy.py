@@ -5,8 +5,10 @@ converter (``convert.JsonSchemaConverter``) hands every subschema to ``CopyPlan.
 first, which decides per value:
 
 * a ``string`` value becomes a span of a source (``structgen.fsm.copy``), intersected
-  with the field's own grammar (``pattern``, ``format``, ``minLength``/``maxLength``) by
-  an ``INTERSECT`` definition (``terms`` ``AND``) when it has one; a field with a
+  with the field's own grammar (``pattern``, ``format``, ``minLength``/``maxLength``) when
+  it has one: by enumeration where the sources have at most ``ENUMERATE_MAX_SPANS``
+  candidate spans (the accepted spans as a trie-shaped alternation, no ``AND`` term),
+  else by an ``INTERSECT`` definition (``terms`` ``AND``); a field with a
   ``format`` or ``pattern`` may also be one of the dates and times the sources write,
   normalised to ISO 8601 (``structgen.fsm.dates``: ``7 March 2026`` as ``2026-03-07``,
   ``2:15 pm`` as ``14:15`` and ``14:15:00``), so that a date field copies the text's date
@@ -35,6 +37,7 @@ Without sources (plain ``JsonSchema``) the keyword is accepted and has no effect
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -46,6 +49,8 @@ from ..copy import SubstringAutomaton, intersect, json_string_content, matches_n
 from ..dates import dates, times
 from ..numerals import json_numeral, numerals
 from ..regex.escape import escape_literal
+from ..regex.parse import lower
+from ..regex.terms import EMPTY, TermArena
 from ..spec import JsonSchema, LoweredRegex, schema_for
 from .copy_items import ordered_items
 from .ids import check_schema_depth
@@ -162,26 +167,59 @@ class CopyPlan:
 
         if not self.automata:
             return None
+        if set(schema) <= {"type"}:  # every span is a JSON string: nothing to intersect
+            return '"' + self._spans_text(conv) + '"'
+        if set(schema) <= {"type", "minLength", "maxLength"} and self._every_span_fits(schema):
+            return '"' + self._spans_text(conv) + '"'  # the length keywords hold for every span
+        hi = None if schema.get("maxLength") is None else int(schema["maxLength"])
+        if getattr(conv, "canon", None) is None and _enumerable(
+            self.sources, hi, ENUMERATE_MAX_SPANS
+        ):
+            return self._enumerated(conv, schema, pointer, hi)
         content = self._spans_text(conv)
-        if set(schema) <= {"type"}:
-            return '"' + content + '"'  # every span is a JSON string: nothing to intersect
         if "format" in schema or "pattern" in schema:  # also the dates and times, normalised
             written = [json_string_content(v) for v in self.dates_and_times]
             if written:
                 content = "(?:" + content + "|" + "|".join(map(escape_literal, written)) + ")"
         spans = '"' + content + '"'
-        if set(schema) <= {"type", "minLength", "maxLength"} and self._every_span_fits(schema):
-            return spans  # the length keywords hold for every span: nothing to intersect
         base = string_regex(conv, schema, pointer)
         if base is None:
             return None
         both = intersect(conv.sharing.definitions, [base, spans])
         if set(schema) <= {"type", "minLength", "maxLength"}:  # decided without a search
-            lo, hi = int(schema.get("minLength", 0)), schema.get("maxLength")
+            lo = int(schema.get("minLength", 0))
             return both if self._has_span_length(lo, hi) else None
         # undecided within budget counts as empty: keep the field's own grammar
         defs = conv.sharing.definitions
         return None if matches_nothing(both, defs, conv.sharing.reusable) else both
+
+    def _enumerated(self, conv, schema: dict, pointer: str, hi: int | None) -> str | None:
+        """The field's copied language decided by enumeration: the spans of the sources (and,
+        with a ``format``/``pattern``, the normalised dates and times) that the field's own
+        grammar accepts, as a trie-shaped alternation of their JSON string contents; None
+        when none is (the field keeps its own grammar).
+
+        The same language as ``INTERSECT(own grammar, spans)``: a candidate is a span
+        (``copy.SubstringAutomaton``: it starts and ends at a non-space unit; at most
+        ``maxLength`` code points when bounded, longer ones the grammar rejects anyway),
+        written as the span automaton writes it. The grammar is ``_Acceptor``'s, built once
+        per process for the field's keywords, with the warnings its conversion records.
+        """
+        acceptor, warnings = _base_acceptor(conv, schema, pointer)
+        for note in warnings:
+            if note not in conv.warnings:
+                conv.warnings.append(note)
+        if acceptor is None:
+            return None
+        accepted = acceptor.spans(self.sources, hi)
+        if "format" in schema or "pattern" in schema:
+            for value in self.dates_and_times:
+                written = json_string_content(value)
+                if acceptor.accepts(written):
+                    accepted.append((written,))
+        if not accepted:
+            return None
+        return '"' + _trie_regex(accepted) + '"'
 
     def _every_span_fits(self, schema: dict) -> bool:
         """True when every span of every source has ``minLength..maxLength`` code points:
@@ -257,6 +295,148 @@ class CopyPlan:
             return array_text
         self.ordered.append(pointer)
         return ordered
+
+
+ENUMERATE_MAX_SPANS = 20_000  # candidate spans per field decided by enumeration, else INTERSECT
+_ACCEPTORS: OrderedDict[tuple, tuple[Any, tuple[str, ...]]] = OrderedDict()  # (same lock)
+_ACCEPTORS_SIZE = 256
+_QUOTE = 0x22
+
+
+def _enumerable(sources: tuple[str, ...], max_chars: int | None, limit: int) -> bool:
+    """True when ``sources`` have at most ``limit`` candidate spans (a non-space first unit,
+    at most ``max_chars`` code points; None: any length).
+    """
+    count = 0
+    for text in sources:
+        sizes = [len(u) for u in text_units(text)]
+        spaces = [u.isspace() for u in text_units(text)]
+        for i in range(len(sizes)):
+            if spaces[i]:
+                continue
+            if max_chars is None:
+                count += len(sizes) - i
+            else:
+                size, j = 0, i
+                while j < len(sizes) and size + sizes[j] <= max_chars:
+                    size += sizes[j]
+                    j += 1
+                count += j - i
+            if count > limit:
+                return False
+    return True
+
+
+class _Acceptor:
+    """Membership in one string field's own grammar (``base``, quotes included): its terms
+    lowered once into a private ``TermArena``, whose memoised derivatives are the DFA.
+    Text-independent: kept per process (``_ACCEPTORS``) by the field's keywords.
+    """
+
+    def __init__(self, base: str, definitions: list[str]) -> None:
+        self.arena = TermArena()
+        self.start = self.arena.derivative(lower(base, self.arena, definitions=definitions), _QUOTE)
+        self.lock = threading.Lock()  # the arena grows as derivatives are taken
+
+    def accepts(self, content: str) -> bool:
+        """True when ``"content"`` (JSON string content, unquoted) is in the language."""
+        with self.lock:
+            t = self._read(self.start, content.encode("utf-8", "surrogatepass"))
+            return t != EMPTY and self.arena.nullable[self.arena.derivative(t, _QUOTE)]
+
+    def _read(self, t: int, data: bytes) -> int:
+        for b in data:
+            t = self.arena.derivative(t, b)
+            if t == EMPTY:
+                break
+        return t
+
+    def spans(self, sources: tuple[str, ...], max_chars: int | None) -> list[tuple[str, ...]]:
+        """The distinct spans of ``sources`` (at most ``max_chars`` code points; None: any)
+        whose JSON string content the grammar accepts, each as its units' contents; read
+        from each first unit onwards, one unit at a time, until the grammar is dead.
+        """
+        seen: set[str] = set()
+        out: list[tuple[str, ...]] = []
+        arena = self.arena
+        with self.lock:
+            for text in sources:
+                units = text_units(text)
+                written = [json_string_content(u) for u in units]
+                data = [w.encode("utf-8", "surrogatepass") for w in written]
+                for i, first in enumerate(units):
+                    if first.isspace():
+                        continue
+                    t, size = self.start, 0
+                    for j in range(i, len(units)):
+                        size += len(units[j])
+                        if max_chars is not None and size > max_chars:
+                            break
+                        t = self._read(t, data[j])
+                        if t == EMPTY:
+                            break
+                        if units[j].isspace() or not arena.nullable[arena.derivative(t, _QUOTE)]:
+                            continue
+                        key = "".join(units[i : j + 1])
+                        if key not in seen:
+                            seen.add(key)
+                            out.append(tuple(written[i : j + 1]))
+        return out
+
+
+def _base_acceptor(conv, schema: dict, pointer: str) -> tuple[_Acceptor | None, tuple[str, ...]]:
+    """``(acceptor, warnings)`` of the grammar ``string_regex`` writes for the string
+    keywords ``schema`` at ``pointer`` (None: it accepts nothing), and the warnings that
+    conversion records; cached per process by what they depend on (keywords, pointer,
+    ``strict``). Raises what ``string_regex`` raises (strict: unsupported keywords).
+    """
+    from .scalars import string_regex
+
+    key = (pointer, json.dumps(schema, sort_keys=True, default=str), bool(conv.strict))
+    with _PLANS_LOCK:
+        hit = _ACCEPTORS.get(key)
+        if hit is not None:
+            _ACCEPTORS.move_to_end(key)
+            return hit
+    recorded, conv.warnings = conv.warnings, []
+    try:
+        base = string_regex(conv, schema, pointer)
+        warnings = tuple(conv.warnings)
+    finally:
+        conv.warnings = recorded
+    acceptor = None if base is None else _Acceptor(base, list(conv.sharing.definitions))
+    with _PLANS_LOCK:
+        _ACCEPTORS[key] = (acceptor, warnings)
+        while len(_ACCEPTORS) > _ACCEPTORS_SIZE:
+            _ACCEPTORS.popitem(last=False)
+    return acceptor, warnings
+
+
+def _trie_regex(words: list) -> str:
+    """An alternation of ``words`` (each a non-empty sequence of literal pieces) shaped as
+    their trie: one branch per distinct piece after a shared prefix, written once.
+    """
+    root: dict = {}
+    for word in words:
+        node = root
+        for piece in word:
+            node = node.setdefault(piece, {})
+        node[""] = None  # a word ends here (no piece is empty)
+    done: dict[int, str] = {}
+    stack = [(root, False)]
+    while stack:  # post-order, no recursion: a span may have hundreds of units
+        node, expanded = stack.pop()
+        children = [(p, c) for p, c in node.items() if c is not None]
+        if not expanded:
+            stack.append((node, True))
+            stack.extend((c, False) for _, c in children)
+            continue
+        alts = [escape_literal(p) + done[id(c)] for p, c in sorted(children, key=lambda x: x[0])]
+        if "" in node:
+            done[id(node)] = "(?:" + "|".join(alts) + ")?" if alts else ""
+        else:
+            done[id(node)] = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+    return done[id(root)]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,166 @@
+"""A copied string field with its own grammar (``format``, ``pattern``, lengths) decided by
+enumerating the text's spans (``json_schema.copy.CopyPlan._enumerated``) has exactly the
+language of the ``INTERSECT`` of its grammar and the span automaton (the path kept for
+texts with too many spans): checked over every substring of the text, the normalised
+dates and times and strings absent from the text, against that path and, for patterns
+and lengths, against a brute force (``re.fullmatch`` and ``len`` on the span rule);
+masks equal to that path's at every step of a few documents on a hand-built vocabulary.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+
+import structgen.fsm.json_schema.copy as copy_module
+from structgen.fsm import Vocabulary
+from structgen.fsm.compiler import compile_spec
+from structgen.fsm.dates import dates, times
+from structgen.fsm.json_schema.copy import CopyJsonSchema
+from structgen.fsm.regex.definitions import INTERSECT
+from structgen.fsm.spec import Regex
+from tests.extraction._copy_reference import spans
+
+TEXTS = [
+    'Mail Zoë "Z" O\'Neil at zoe.oneil@example.com or z_o@mail.example.org; '
+    "web https://example.org/a?b=1&c=%20 (C:\\shop\\x\nline). Due 7 March 2026, 2:15 pm.",
+    "Ref AB12, ab34 and CD-56; call 555-0100. Ünïcode ÄB99 tab\there.",
+    "short",
+]
+FIELDS = [
+    {"format": "email", "maxLength": 80},
+    {"format": "email"},
+    {"format": "uri"},
+    {"format": "date"},
+    {"format": "date", "maxLength": 10},
+    {"format": "date-time"},
+    {"pattern": "^[A-Z]{2}[0-9]+$"},
+    {"pattern": "^[A-Za-z]+$", "minLength": 3, "maxLength": 6},
+    {"pattern": '^[^"]+$', "maxLength": 12},
+    {"maxLength": 10},
+    {"minLength": 4, "maxLength": 20},
+    {"minLength": 3},
+]
+
+
+def _schema(field: dict) -> dict:
+    return {
+        "type": "object",
+        "properties": {"v": {"type": "string", **field}},
+        "required": ["v"],
+    }
+
+
+def _lowered(text: str, field: dict, enumerate_max: int, monkeypatch):
+    """The lowering without caches, with ``ENUMERATE_MAX_SPANS`` set (0: the INTERSECT path)."""
+    monkeypatch.setattr(copy_module, "ENUMERATE_MAX_SPANS", enumerate_max)
+    spec = CopyJsonSchema(_schema(field), copy_from=(text,))
+    lowered, copied = spec._convert(None)
+    return lowered, copied
+
+
+def _grammar(lowered, vocab=None):
+    return compile_spec(Regex(lowered.pattern, None, lowered.definitions), vocab)
+
+
+def _doc(value: str) -> str:
+    return json.dumps({"v": value}, ensure_ascii=False, separators=(",", ":"))
+
+
+def _candidates(text: str) -> set[str]:
+    every = {text[i:j] for i in range(len(text)) for j in range(i + 1, len(text) + 1)}
+    return every | set(dates(text)) | set(times(text)) | {"", "Bakery", "bob@example.com", "ZZ1"}
+
+
+@pytest.mark.parametrize("field", FIELDS, ids=lambda f: json.dumps(f, sort_keys=True))
+@pytest.mark.parametrize("text", TEXTS, ids=["contact", "refs", "short"])
+def test_enumerated_language_equals_the_intersection(text, field, monkeypatch) -> None:
+    enumerated, copied = _lowered(text, field, 20_000, monkeypatch)
+    intersected, copied_before = _lowered(text, field, 0, monkeypatch)
+    assert copied == copied_before
+    assert INTERSECT not in "".join(enumerated.definitions)
+    new, old = _grammar(enumerated), _grammar(intersected)
+    text_spans = spans(text)
+    norm = set(dates(text)) | set(times(text)) if {"format", "pattern"} & set(field) else set()
+    for value in sorted(_candidates(text)):
+        doc = _doc(value)
+        got = new.matches(doc)
+        assert got == old.matches(doc), (value, got)
+        if "format" in field or not copied:
+            continue  # formats: the INTERSECT path is the reference
+        lo, hi = field.get("minLength", 0), field.get("maxLength", len(value))
+        fits = lo <= len(value) <= hi
+        if "pattern" in field:
+            fits = fits and re.fullmatch(field["pattern"], value) is not None
+        assert got == (fits and value in text_spans | norm), value
+
+
+def test_too_many_spans_keep_the_intersection(monkeypatch) -> None:
+    text = " ".join(f"w{i}" for i in range(300))  # 300 words: ~180k spans, none bounded
+    lowered, copied = _lowered(text, {"pattern": "^w[0-9]+$"}, 20_000, monkeypatch)
+    assert copied == ("/properties/v",) and INTERSECT in "".join(lowered.definitions)
+    grammar = _grammar(lowered)
+    assert grammar.matches(_doc("w17")) and not grammar.matches(_doc("w300"))
+
+
+def test_nothing_accepted_keeps_the_field_grammar(monkeypatch) -> None:
+    lowered, copied = _lowered("no digits here", {"pattern": "^[0-9]{3}$"}, 20_000, monkeypatch)
+    assert copied == ()
+    assert _grammar(lowered).matches(_doc("123"))
+
+
+def _bitmask(matcher, n: int) -> list[bool]:
+    buf = torch.zeros((1, (n + 31) // 32), dtype=torch.int32)
+    matcher.fill_bitmask(buf, 0)
+    return [bool((int(buf[0, t // 32]) >> (t % 32)) & 1) for t in range(n)]
+
+
+@pytest.mark.parametrize(
+    "field,values",
+    [
+        ({"format": "email", "maxLength": 80}, ["zoe.oneil@example.com", "o@mail.example.org"]),
+        ({"pattern": "^[A-Z]{2}[0-9]+$"}, ["AB12"]),
+        ({"maxLength": 10}, ['"Z" O\'Neil', "2:15 pm"]),
+        ({"format": "date"}, ["2026-03-07"]),
+    ],
+)
+def test_masks_equal_the_intersection_path(field, values, monkeypatch) -> None:
+    text = TEXTS[0] + " " + TEXTS[1]
+    pieces = sorted({u for t in (text, *values) for u in re.findall(r"\w+|\W", t)})
+    tokens = [b"<eos>"] + [bytes([b]) for b in range(32, 127)] + [b"\\n", b'":"', b'{"v":"']
+    tokens += [p.encode() for p in pieces if len(p.encode()) > 1]
+    vocab = Vocabulary(tokens, eos_token_ids=[0], special_token_ids=[0])
+    new = _grammar(_lowered(text, field, 20_000, monkeypatch)[0], vocab)
+    old = _grammar(_lowered(text, field, 0, monkeypatch)[0], vocab)
+    by_bytes = {t: i for i, t in enumerate(tokens)}
+    checked = 0
+    for value in values:
+        m_new, m_old = new.matcher(), old.matcher()
+        data = _doc(value).encode()
+        while data:  # greedy longest-token tokenisation
+            tok = max((t for t in by_bytes if t and data.startswith(t)), key=len)
+            assert _bitmask(m_new, len(tokens)) == _bitmask(m_old, len(tokens)), data
+            checked += 1
+            assert m_new.advance(by_bytes[tok]) and m_old.advance(by_bytes[tok])
+            data = data[len(tok) :]
+        assert _bitmask(m_new, len(tokens)) == _bitmask(m_old, len(tokens))
+    assert checked >= 3
+
+
+@pytest.mark.parametrize(
+    "field",
+    [{"format": "no-such-format", "maxLength": 12}, {"pattern": "^(?=A)[A-Z0-9]+$"}],
+    ids=["unknown-format", "lookahead-pattern"],
+)
+def test_warnings_equal_the_intersection_path_when_cached(field, monkeypatch) -> None:
+    text = TEXTS[1]
+    spec = CopyJsonSchema(_schema(field), copy_from=(text,), strict=False)
+    monkeypatch.setattr(copy_module, "ENUMERATE_MAX_SPANS", 0)
+    expected = spec._convert(None)[0].warnings
+    assert expected
+    monkeypatch.setattr(copy_module, "ENUMERATE_MAX_SPANS", 20_000)
+    for _ in range(2):  # the second conversion replays the cached acceptor's warnings
+        assert spec._convert(None)[0].warnings == expected

@@ -110,11 +110,18 @@ def check_depth(value: Any, limit: int, what: str) -> int:
     """
     depth, pointer = json_depth(value, limit)
     if depth > limit:
-        raise GrammarTooComplexError(
-            f"{what} nests more than {limit} arrays/objects deep (the depth limit), at "
-            f"{_abbreviated(pointer)}"
-        )
+        raise too_deep(what, limit, pointer)
     return depth
+
+
+def too_deep(what: str, limit: int, pointer: str) -> GrammarTooComplexError:
+    """The error :func:`check_depth` raises for ``value`` nesting past ``limit`` containers
+    at ``pointer`` (the JSON pointer of its first container past the limit).
+    """
+    return GrammarTooComplexError(
+        f"{what} nests more than {limit} arrays/objects deep (the depth limit), at "
+        f"{_abbreviated(pointer)}"
+    )
 
 
 def _abbreviated(pointer: str, keep: int = 6) -> str:

@@ -39,10 +39,17 @@ from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
 from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
-from ..nesting import MAX_SCHEMA_DEPTH, _abbreviated, check_depth
+from ..nesting import MAX_SCHEMA_DEPTH, _abbreviated, _pointer, too_deep
 from .check import validator_class
 
-__all__ = ["RefIndex", "check_schema_depth", "pointer_of", "schema_depth_checked"]
+__all__ = [
+    "RefIndex",
+    "check_schema_depth",
+    "pointer_of",
+    "schema_depth_checked",
+    "schema_has_ref",
+    "schema_nesting",
+]
 
 _IN_VALUE = frozenset(
     {
@@ -144,9 +151,10 @@ def _has_own_id(node: dict) -> bool:
 
 def check_ref_depth(root: Any, limit: int = MAX_SCHEMA_DEPTH) -> None:
     """Refuse a document in which some chain of subschemas, following ``$ref``, nests more
-    than ``limit`` deep, before any walk of the whole document: a ``$ref`` chain nests
-    without JSON nesting (``check_depth`` cannot see it), and a 100,000-long one must not
-    cost the full walks of the conversion (``RefIndex``, the recursive groups) first.
+    than ``limit`` deep, before the conversion's walks of the whole document: a ``$ref``
+    chain nests without JSON nesting (``check_depth`` cannot see it), and a 100,000-long one
+    must not cost the full walks of the conversion (``RefIndex``, the recursive groups)
+    first (``check_schema_depth`` runs it after one linear walk, ``schema_nesting``).
 
     Depth counts subschemas as the converter does: the root is 1, a subschema one more than
     the schema holding it, a ``$ref`` target one more than the schema whose ``$ref`` names
@@ -209,9 +217,69 @@ def check_ref_depth(root: Any, limit: int = MAX_SCHEMA_DEPTH) -> None:
             stack.append((sub, depth + 1, (pointer, None), True, inner))
 
 
+def schema_nesting(schema: Any, limit: int) -> tuple[int, str, bool]:
+    """The JSON nesting of a schema document and whether it holds a ``$ref``, in one walk.
+
+    Args:
+        schema: the schema document (any decoded JSON value); not modified.
+        limit: stop at the first container nested deeper than this.
+
+    Returns:
+        ``(depth, pointer, has_ref)``: ``nesting.json_depth(schema, limit)``'s containers and
+        JSON pointer, and whether some object anywhere in the document (in any keyword, at
+        any depth) holds a string ``$ref``; True as well when the walk stopped at ``limit``
+        (not every object was seen). Iterative. Raises: never.
+    """
+    best, best_link, has_ref = 0, None, False
+    # node, depth of its parent, link to it: (key, the parent's link) (a reversed pointer)
+    stack: list[tuple[Any, int, Any]] = [(schema, 0, None)]
+    while stack:
+        node, depth, link = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.items()
+            if not has_ref and isinstance(node.get("$ref"), str):
+                has_ref = True
+        elif isinstance(node, list):
+            children = enumerate(node)
+        else:
+            continue
+        depth += 1
+        if depth > best:
+            best, best_link = depth, link
+            if depth > limit:
+                has_ref = True  # unknown: not every object was seen
+                break
+        for k, v in children:
+            if isinstance(v, (dict, list)):
+                stack.append((v, depth, (k, link)))
+    tokens: list = []
+    while best_link is not None:
+        key, best_link = best_link
+        tokens.append(key)
+    return best, _pointer(tokens[::-1]), has_ref
+
+
+def _checked(schema: Any) -> tuple[int, bool]:
+    """``check_schema_depth``'s checks; returns the nesting and ``schema_nesting``'s
+    ``has_ref``.
+    """
+    done = _CHECKED.get()
+    if done is not None and done[0] is schema:
+        return done[1], done[2]  # inside schema_depth_checked(schema): checked once already
+    depth, pointer, has_ref = schema_nesting(schema, MAX_SCHEMA_DEPTH)
+    if has_ref:  # without a $ref, check_ref_depth never refuses (every path is plain nesting)
+        check_ref_depth(schema)
+    if depth > MAX_SCHEMA_DEPTH:
+        raise too_deep("JSON Schema", MAX_SCHEMA_DEPTH, pointer)
+    return depth, has_ref
+
+
 def check_schema_depth(schema: Any) -> int:
     """The depth checks a JSON Schema gets before any other walk of it: ``$ref`` chains
-    (``check_ref_depth``), then the JSON nesting (``nesting.check_depth``).
+    (``check_ref_depth``), then the JSON nesting (``nesting.check_depth``'s check and
+    error). One walk (``schema_nesting``) measures the nesting and looks for a ``$ref``
+    first; ``check_ref_depth``, which can refuse only a path through a ``$ref``, walks only a
+    document that holds one.
 
     Args:
         schema: the schema document (dict or bool).
@@ -223,23 +291,33 @@ def check_schema_depth(schema: Any) -> int:
         GrammarTooComplexError: subschemas nest deeper than ``MAX_SCHEMA_DEPTH`` counting
             ``$ref``, or the document nests deeper than ``MAX_SCHEMA_DEPTH`` arrays/objects.
     """
-    done = _CHECKED.get()
-    if done is not None and done[0] is schema:
-        return done[1]  # inside schema_depth_checked(schema): checked once already
-    check_ref_depth(schema)
-    return check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")
+    return _checked(schema)[0]
 
 
-# (schema, its depth) while schema_depth_checked(schema) runs: the entry points of one
+def schema_has_ref(schema: Any) -> bool:
+    """Whether some object of the document, anywhere, holds a string ``$ref``
+    (``schema_nesting``'s walk; inside ``schema_depth_checked(schema)`` its result, with no
+    walk).
+
+    Raises:
+        GrammarTooComplexError: as ``check_schema_depth`` (its checks run first).
+    """
+    return _checked(schema)[1]
+
+
+# (schema, its depth, has_ref) while schema_depth_checked(schema) runs: the entry points of one
 # compile (cache_key, lower_recursive_schema, lower, json_schema_to_shared) each call
 # check_schema_depth on the same object, and the document is not modified meanwhile.
-_CHECKED: ContextVar[tuple[Any, int] | None] = ContextVar("schema_depth_checked", default=None)
+_CHECKED: ContextVar[tuple[Any, int, bool] | None] = ContextVar(
+    "schema_depth_checked", default=None
+)
 
 
 @contextmanager
 def schema_depth_checked(schema: Any) -> Iterator[int]:
     """Run ``check_schema_depth(schema)`` once; inside the block, further calls on this same
-    object (``is``) return its result without walking the document again.
+    object (``is``), and ``schema_has_ref``, return its results without walking the
+    document again.
 
     For one compile of an unmodified document (``compiler.compile_spec``): a caller that
     changes ``schema`` inside the block must not use it. Context-local (threads and tasks
@@ -254,8 +332,8 @@ def schema_depth_checked(schema: Any) -> Iterator[int]:
     Raises:
         GrammarTooComplexError: as ``check_schema_depth``, on entry.
     """
-    depth = check_schema_depth(schema)
-    token = _CHECKED.set((schema, depth))
+    depth, has_ref = _checked(schema)
+    token = _CHECKED.set((schema, depth, has_ref))
     try:
         yield depth
     finally:

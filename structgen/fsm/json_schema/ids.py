@@ -71,6 +71,7 @@ _IN_ARRAY = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
 _IN_MAP = frozenset(
     {"$defs", "definitions", "dependentSchemas", "patternProperties", "properties", "dependencies"}
 )
+_SUBSCHEMA_KEYS = _IN_VALUE | _IN_ARRAY | _IN_MAP
 # siblings of a draft 3-7 $ref that stay (never validated; pointers may lead through them)
 _KEPT_BESIDE_REF = frozenset(
     {
@@ -110,6 +111,15 @@ def _step(node: Any, token: str) -> Any:
 
 def _token(key: str) -> str:
     return "/" + key.replace("~", "~0").replace("/", "~1")
+
+
+def _tokens_of(pointer: str) -> tuple:
+    """The keys/indices (as strings) of a JSON pointer this module built (``_token``'s
+    escapes, no percent-encoding); ``_token``'s inverse.
+    """
+    if not pointer:
+        return ()
+    return tuple(t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/"))
 
 
 def _pointer_tokens(fragment: str) -> tuple | None:
@@ -434,44 +444,49 @@ class RefIndex:
 
     def _walk(self, root: Any) -> Any:
         out: dict = {}
-        base = ""
-        self._resources[base] = ()
-        stack = [(root, out, "root", (), base, "")]  # ..., tokens, base, their pointer
+        self._resources[""] = ()
+        legacy, origin, sites = self.legacy, self.origin, self._sites
+        drop = (self._id_key, "$anchor", "$dynamicAnchor")
+        stack = [(root, out, "root", "", "")]  # node, holder, slot, base, its JSON pointer
         while stack:
-            node, holder, slot, tokens, base, ptr = stack.pop()
+            node, holder, slot, base, ptr = stack.pop()
             if not isinstance(node, dict):
                 holder[slot] = node
                 continue
-            base = self._own_base(node, base, tokens)
-            drop = {self._id_key, "$anchor", "$dynamicAnchor"}
-            copy = {k: v for k, v in node.items() if k not in drop}
+            if drop[0] in node or drop[1] in node or drop[2] in node:
+                base = self._own_base(node, base, _tokens_of(ptr))
+                copy = {k: v for k, v in node.items() if k not in drop}
+            else:  # nothing to register or drop (most schemas)
+                copy = node.copy()
             holder[slot] = copy
-            self.origin[id(copy)] = ptr  # built one token per level: linear in the depth
-            if isinstance(node.get("$ref"), str):
-                self._sites.append((copy, node["$ref"], base, False))
-                if self.legacy and len(copy) > 1:
+            origin[id(copy)] = ptr  # built one token per level: linear in the depth
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                sites.append((copy, ref, base, False))
+                if legacy and len(copy) > 1:
                     self._overridden.append(copy)
-            elif isinstance(node.get("$dynamicRef"), str) and not self.legacy:
-                self._sites.append((copy, node["$dynamicRef"], base, True))
-            if not self.legacy and ("unevaluatedProperties" in node or "unevaluatedItems" in node):
+            elif not legacy and isinstance(node.get("$dynamicRef"), str):
+                sites.append((copy, node["$dynamicRef"], base, True))
+            if not legacy and ("unevaluatedProperties" in node or "unevaluatedItems" in node):
                 self._unevaluated.append(copy)
-            if isinstance(node.get("$dynamicAnchor"), str) and not self.legacy:
+            if not legacy and isinstance(node.get("$dynamicAnchor"), str):
                 name = node["$dynamicAnchor"]
                 self._dynamic[name] = self._dynamic.get(name, 0) + 1
             for key, val in node.items():
+                if key not in _SUBSCHEMA_KEYS:
+                    continue
+                at = ptr + "/" + key  # _token(key): no keyword holds "~" or "/"
                 if key in _IN_VALUE and isinstance(val, (dict, bool)):
-                    stack.append((val, copy, key, tokens + (key,), base, ptr + _token(key)))
+                    stack.append((val, copy, key, base, at))
                 elif key in _IN_ARRAY and isinstance(val, list):
                     copy[key] = items = list(val)
                     for i, sub in enumerate(val):
-                        at = ptr + _token(key) + "/" + str(i)
-                        stack.append((sub, items, i, tokens + (key, str(i)), base, at))
+                        stack.append((sub, items, i, base, at + "/" + str(i)))
                 elif key in _IN_MAP and isinstance(val, dict):
                     copy[key] = members = dict(val)
                     for name, sub in val.items():
                         if isinstance(sub, (dict, bool)):
-                            at = ptr + _token(key) + _token(name)
-                            stack.append((sub, members, name, tokens + (key, name), base, at))
+                            stack.append((sub, members, name, base, at + _token(name)))
         return out["root"]
 
     def _rewrite(self, copy: dict, ref: str, base: str, dynamic: bool) -> None:

@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
 from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
-from ..nesting import MAX_SCHEMA_DEPTH, _abbreviated, _pointer, too_deep
+from ..nesting import MAX_SCHEMA_DEPTH, _abbreviated, json_depth_holding, too_deep
 from .check import validator_class
 
 __all__ = [
@@ -238,35 +238,10 @@ def schema_nesting(schema: Any, limit: int) -> tuple[int, str, bool]:
         ``(depth, pointer, has_ref)``: ``nesting.json_depth(schema, limit)``'s containers and
         JSON pointer, and whether some object anywhere in the document (in any keyword, at
         any depth) holds a string ``$ref``; True as well when the walk stopped at ``limit``
-        (not every object was seen). Iterative. Raises: never.
+        (not every object was seen): ``nesting.json_depth_holding``. Iterative.
+        Raises: never.
     """
-    best, best_link, has_ref = 0, None, False
-    # node, depth of its parent, link to it: (key, the parent's link) (a reversed pointer)
-    stack: list[tuple[Any, int, Any]] = [(schema, 0, None)]
-    while stack:
-        node, depth, link = stack.pop()
-        if isinstance(node, dict):
-            children: Any = node.items()
-            if not has_ref and isinstance(node.get("$ref"), str):
-                has_ref = True
-        elif isinstance(node, list):
-            children = enumerate(node)
-        else:
-            continue
-        depth += 1
-        if depth > best:
-            best, best_link = depth, link
-            if depth > limit:
-                has_ref = True  # unknown: not every object was seen
-                break
-        for k, v in children:
-            if isinstance(v, (dict, list)):
-                stack.append((v, depth, (k, link)))
-    tokens: list = []
-    while best_link is not None:
-        key, best_link = best_link
-        tokens.append(key)
-    return best, _pointer(tokens[::-1]), has_ref
+    return json_depth_holding(schema, limit, "$ref")
 
 
 def _checked(schema: Any) -> tuple[int, bool]:

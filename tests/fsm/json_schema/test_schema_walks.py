@@ -2,7 +2,8 @@
 ``check_schema_depth`` built on it give what the separate walks gave; ``RefIndex``'s walk
 gives what its former walk gave.
 
-Reference: ``nesting.json_depth`` (depth and pointer), a plain search of every object for a
+Reference: a breadth-first count of levels and ``nesting.json_depth`` (depth and pointer; it
+and ``schema_nesting`` share ``json_depth_holding``), a plain search of every object for a
 string ``$ref`` (the former ``schema_rules._has_ref``), and the former
 ``check_schema_depth``: ``check_ref_depth`` on every document, then ``nesting.check_depth``;
 ``RefIndex`` with its former ``_walk`` (``_FormerWalk``, as on main 4719932).
@@ -38,6 +39,17 @@ def _has_ref(node) -> bool:
         elif isinstance(cur, list):
             stack.extend(cur)
     return False
+
+
+def _levels(node) -> int:
+    """Containers nested in ``node``, level by level (breadth first)."""
+    level, n = [node], 0
+    while True:
+        level = [c for c in level if isinstance(c, (dict, list))]
+        if not level:
+            return n
+        n += 1
+        level = [v for c in level for v in (c.values() if isinstance(c, dict) else c)]
 
 
 def _old_check(schema) -> int | str:
@@ -101,6 +113,7 @@ def test_schema_nesting_and_depth_checks_equal_the_separate_walks() -> None:
         for limit in (MAX_SCHEMA_DEPTH, 2):
             depth, pointer, has_ref = ids.schema_nesting(doc, limit)
             assert (depth, pointer) == json_depth(doc, limit)
+            assert depth == min(_levels(doc), limit + 1)
             assert has_ref == (depth > limit or _has_ref(doc))
         want = _old_check(doc)
         assert _new_check(doc) == want

@@ -16,6 +16,8 @@ Both give the semantics of ``ir``'s module docstring.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -27,7 +29,7 @@ from ..regex.escape import escape_literal
 from ..spec import LoweredRegex
 from .ir import Alt, Embedded, Expr, GrammarDef, Literal, Pattern, Ref, Repeat, Seq
 
-__all__ = ["CfgGrammar", "lower_grammar", "nodes_of", "MAX_RULES"]
+__all__ = ["CfgGrammar", "lower_grammar", "nodes_of", "clear_closed", "MAX_RULES"]
 
 MAX_RULES = 100_000  # productions of one grammar (bounded repetitions expand linearly)
 _CHECK_EVERY = 1024  # productions added between two checks of the deadline
@@ -523,6 +525,8 @@ class _Productions:
                 continue
             done.add(name)
             self.deadline.check("lowering the grammar to productions")
+            if name in g.closed and self._add_closed(name, g.closed[name]):
+                continue  # it refers to no other rule
             lhs = self.nonterminal(name)
             for alt in _drive(self._alternatives_steps(g.rules[name], name)):
                 self.add(lhs, alt)
@@ -537,6 +541,86 @@ class _Productions:
             cfg.sources.append((text, needs))
         cfg.definitions = tuple(self.low.defs.texts)
         return cfg
+
+    def _add_closed(self, name: str, key: str) -> bool:
+        """Add closed rule ``name``'s productions and terminals from the process's store
+        (``_closed_fragment``): the very productions ``build``'s walk of it would add, in the
+        same order, over the same terminals (a terminal already known keeps its id), its
+        helpers numbered as the walk numbers them: the grammar the walk builds. False
+        (nothing added) when the rule is not one the store can hold (the caller walks it).
+
+        Raises:
+            GrammarTooComplexError: as ``add``.
+        """
+        if self.low.g.ignore:  # ignore runs would be part of its terminals
+            return False
+        frag = _closed_fragment(key, name, self.low.g.rules[name])
+        if frag is None:
+            return False
+        suffixes, lhs, rhs, terminals = frag
+        # the helpers numbered as the walk would number them (``fresh``, in creation order)
+        nts = [-1, self.nonterminal(name), *(self.fresh(name, x) for x in suffixes)]
+        ts = []
+        for key_t in terminals:
+            t = self.terms.get(key_t)
+            if t is None:
+                t = self.terms[key_t] = len(self.cfg.terminals)
+                self.cfg.terminals.append(key_t)
+                self.cfg.sources.append((key_t[0], frozenset()))
+            ts.append(t)
+        for left, right in zip(lhs, rhs):
+            self.add(nts[left], tuple(nts[x] if x >= 0 else -1 - ts[-1 - x] for x in right))
+        return True
+
+
+_CLOSED_MAX = 16  # closed rules kept per process (one per whitespace option in use)
+_closed_lock = threading.Lock()
+_closed: OrderedDict[tuple[str, str], tuple | None] = OrderedDict()
+
+
+def _closed_fragment(key: str, name: str, expr: Expr) -> tuple | None:
+    """The productions of closed rule ``name`` (``GrammarDef.closed``: its expression
+    ``expr`` is determined by ``key``) lowered on their own, kept per process: ``(suffixes,
+    lhs, rhs, terminals)`` in the rule's own numbering (nonterminal 1 is the rule, 0 the
+    augmented start, whose production is left out; nonterminal ``k + 1`` its ``k``-th
+    helper, named ``name#k`` + ``suffixes[k - 1]``), or None when ``expr`` is regular,
+    refers to another rule or a terminal needs a definition.
+
+    The rule's walk depends only on ``expr`` (it refers to nothing else), so these are the
+    productions a grammar's own walk of it adds; it survives ``clear_cache`` as the atom
+    recipes and ``regex.reused`` do (no vocabulary, no per-schema part). Bounded:
+    ``_CLOSED_MAX`` entries, least recently used dropped. Raises: never for a closed rule
+    (a rule that is not one gives None).
+    """
+    with _closed_lock:
+        if (key, name) in _closed:
+            _closed.move_to_end((key, name))
+            return _closed[(key, name)]
+    sub = GrammarDef(start=name, syntax="closed")
+    sub.rules[name] = expr
+    frag = None
+    if all(r.name == name for r in nodes_of(expr)):
+        low = _Lowering(sub)
+        low.find_regular()
+        if not low.regular[name]:
+            cfg = _Productions(low).build()
+            if not cfg.definitions and not any(needs for _, needs in cfg.sources):
+                # a helper is ``name#k`` + suffix, k counting from 1 in creation order
+                suffixes = tuple(
+                    n[len(name) + 1 + len(str(k)) :] for k, n in enumerate(cfg.names[2:], 1)
+                )
+                frag = (suffixes, tuple(cfg.lhs[1:]), tuple(cfg.rhs[1:]), tuple(cfg.terminals))
+    with _closed_lock:
+        _closed[(key, name)] = frag
+        while len(_closed) > _CLOSED_MAX:
+            _closed.popitem(last=False)
+    return frag
+
+
+def clear_closed() -> None:
+    """Drop every kept closed rule (tests; a cold start of the process). Raises: never."""
+    with _closed_lock:
+        _closed.clear()
 
 
 def _drive(steps: Generator[Generator, Any, _T]) -> _T:

@@ -28,6 +28,7 @@ refused under ``strict``.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from ...errors import InvalidGrammarError, StructgenError, UnsupportedSchemaError
@@ -243,7 +244,11 @@ def regex_expr(text: str, rule_of: dict[int, str], deadline: Deadline | None = N
 
 
 def rules_grammar(
-    pattern: str, definitions: list[str], rules: set[int], deadline: Deadline | None = None
+    pattern: str,
+    definitions: list[str],
+    rules: set[int],
+    deadline: Deadline | None = None,
+    any_rule: int | None = None,
 ) -> GrammarDef:
     """The ``GrammarDef`` of a rules-mode conversion: start rule ``root``.
 
@@ -252,6 +257,10 @@ def rules_grammar(
         definitions: the converter's definitions (rule slots included).
         rules: the indices of the rule slots (``RefSharing.rules``).
         deadline: the compile's CPU-time budget, checked as the definitions are read.
+        any_rule: the slot of the "any JSON value" rule (``SchemaRules.any_rule``), or
+            None. When its text refers to no definition but itself, its expression is read
+            once per process (``_closed_expr``) and the rule is marked closed
+            (``GrammarDef.closed``: ``lower`` takes its productions from its store).
 
     Raises:
         GrammarTooComplexError: ``deadline`` expired.
@@ -278,9 +287,25 @@ def rules_grammar(
     gdef = GrammarDef(start="root", syntax="json-schema")
     gdef.rules["root"] = regex_expr(pattern, rule_of, deadline)
     for i in sorted(grammar_level):
-        gdef.rules[rule_of[i]] = regex_expr(definitions[i], rule_of, deadline)
+        text = definitions[i]
+        refs = {ord(c) - PLACEHOLDER_BASE for c in _PLACEHOLDERS.findall(text)}
+        if i == any_rule and refs <= {i}:  # a closed rule: kept per process
+            gdef.rules[rule_of[i]] = _closed_expr(text, rule_of[i], i)
+            gdef.closed[rule_of[i]] = text
+            continue
+        gdef.rules[rule_of[i]] = regex_expr(text, rule_of, deadline)
     gdef.definitions = tuple("" if i in grammar_level else d for i, d in enumerate(definitions))
     return gdef
+
+
+@lru_cache(maxsize=16)
+def _closed_expr(text: str, name: str, index: int) -> Expr:
+    """``regex_expr`` of a rule text that refers to no definition but itself (placeholder
+    ``index``, rule ``name``), kept per process: the "any JSON value" rule's text is the
+    same in every schema of one whitespace option (and slot). Expressions are immutable,
+    so grammars may share one. Raises: as ``regex_expr``.
+    """
+    return regex_expr(text, {index: name})
 
 
 class SchemaRules(NamedTuple):
@@ -291,12 +316,15 @@ class SchemaRules(NamedTuple):
         definitions: the converter's definitions, rule slots included (``LoweredRegex``).
         rules: the indices of the rule slots (``RefSharing.rules``), never empty.
         warnings: messages about schema parts that were ignored or approximated.
+        any_rule: the slot of the "any JSON value" rule among ``rules``
+            (``JsonSchemaConverter.any_rule_slot``), or None.
     """
 
     pattern: str
     definitions: tuple[str, ...]
     rules: frozenset[int]
     warnings: tuple[str, ...] = ()
+    any_rule: int | None = None
 
 
 def lower_recursive_schema(
@@ -351,7 +379,10 @@ def lower_recursive_schema(
     definitions = tuple(conv.sharing.definitions)
     if not conv.sharing.rules:
         return LoweredRegex(pattern, definitions, tuple(conv.warnings))
-    return SchemaRules(pattern, definitions, frozenset(conv.sharing.rules), tuple(conv.warnings))
+    any_rule = conv.any_rule_slot if conv.any_rule_slot in conv.sharing.rules else None
+    return SchemaRules(
+        pattern, definitions, frozenset(conv.sharing.rules), tuple(conv.warnings), any_rule
+    )
 
 
 def compile_schema_rules(
@@ -376,7 +407,9 @@ def compile_schema_rules(
     from .compile import compile_grammar_def
 
     deadline = Deadline(max_seconds)
-    gdef = rules_grammar(rules.pattern, list(rules.definitions), set(rules.rules), deadline)
+    gdef = rules_grammar(
+        rules.pattern, list(rules.definitions), set(rules.rules), deadline, rules.any_rule
+    )
     gdef.warnings = list(rules.warnings)
     try:
         return compile_grammar_def(

@@ -165,6 +165,22 @@ class _Lowering:
         self._is_regular: dict[int, tuple[Expr, bool]] = {}  # id(expr) -> (expr, regular?)
         # the terminals being lowered, outermost first -> their place (``_terminal_steps``)
         self._open_terms: dict[str, int] = {}
+        self._refs: dict[str, tuple[Ref, ...]] = {}  # rule name -> its references
+
+    def refs_of(self, name: str) -> tuple[Ref, ...]:
+        """The references in rule ``name``'s expression (``nodes_of``'s order), walked once
+        per lowering; a closed rule's from the process's store (``_closed_entry``).
+        Raises: never.
+        """
+        hit = self._refs.get(name)
+        if hit is None:
+            g = self.g
+            if name in g.closed:
+                hit = _closed_entry(g.closed[name], name, g.rules[name])[0]
+            else:
+                hit = tuple(nodes_of(g.rules[name]))
+            self._refs[name] = hit
+        return hit
 
     # ---- checks ---------------------------------------------------------------
 
@@ -183,8 +199,8 @@ class _Lowering:
                     raise InvalidGrammarError(
                         f"undefined terminal {ref.name!r} at {ref.line}:{ref.column}"
                     )
-        for expr in g.rules.values():
-            for ref in nodes_of(expr):
+        for rule in g.rules:
+            for ref in self.refs_of(rule):
                 if ref.name not in g.rules and ref.name not in g.terminals:
                     # in Lark an uppercase name is a terminal
                     kind = "terminal" if g.syntax == "lark" and ref.name[:1].isupper() else "rule"
@@ -327,8 +343,8 @@ class _Lowering:
         """``regular[name]``: the rule reaches no cycle of rule references."""
         g = self.g
         deps = {
-            name: sorted({r.name for r in nodes_of(e) if r.name in g.rules})
-            for name, e in g.rules.items()
+            name: sorted({r.name for r in self.refs_of(name) if r.name in g.rules})
+            for name in g.rules
         }
         state: dict[str, int] = {}  # 1 = on the stack, 2 = done
         for root in g.rules:
@@ -530,7 +546,7 @@ class _Productions:
             lhs = self.nonterminal(name)
             for alt in _drive(self._alternatives_steps(g.rules[name], name)):
                 self.add(lhs, alt)
-            for ref in nodes_of(g.rules[name]):
+            for ref in self.low.refs_of(name):
                 if ref.name in g.rules and not self.low.regular[ref.name]:
                     todo.append(ref.name)
         for name in g.ignore:
@@ -544,7 +560,7 @@ class _Productions:
 
     def _add_closed(self, name: str, key: str) -> bool:
         """Add closed rule ``name``'s productions and terminals from the process's store
-        (``_closed_fragment``): the very productions ``build``'s walk of it would add, in the
+        (``_closed_entry``): the very productions ``build``'s walk of it would add, in the
         same order, over the same terminals (a terminal already known keeps its id), its
         helpers numbered as the walk numbers them: the grammar the walk builds. False
         (nothing added) when the rule is not one the store can hold (the caller walks it).
@@ -554,7 +570,7 @@ class _Productions:
         """
         if self.low.g.ignore:  # ignore runs would be part of its terminals
             return False
-        frag = _closed_fragment(key, name, self.low.g.rules[name])
+        frag = _closed_entry(key, name, self.low.g.rules[name])[1]
         if frag is None:
             return False
         suffixes, lhs, rhs, terminals = frag
@@ -568,23 +584,31 @@ class _Productions:
                 self.cfg.terminals.append(key_t)
                 self.cfg.sources.append((key_t[0], frozenset()))
             ts.append(t)
-        for left, right in zip(lhs, rhs):
-            self.add(nts[left], tuple(nts[x] if x >= 0 else -1 - ts[-1 - x] for x in right))
+        cfg = self.cfg
+        if len(cfg.lhs) + len(lhs) > MAX_RULES:
+            raise GrammarTooComplexError(f"the grammar expands to more than {MAX_RULES} rules")
+        self.deadline.check("lowering the grammar to productions")
+        cfg.lhs.extend(nts[left] for left in lhs)
+        syms = {
+            **{k: v for k, v in enumerate(nts) if k},
+            **{-1 - k: -1 - t for k, t in enumerate(ts)},
+        }
+        cfg.rhs.extend(tuple(syms[x] for x in right) for right in rhs)
         return True
 
 
 _CLOSED_MAX = 16  # closed rules kept per process (one per whitespace option in use)
 _closed_lock = threading.Lock()
-_closed: OrderedDict[tuple[str, str], tuple | None] = OrderedDict()
+_closed: OrderedDict[tuple[str, str], tuple] = OrderedDict()
 
 
-def _closed_fragment(key: str, name: str, expr: Expr) -> tuple | None:
-    """The productions of closed rule ``name`` (``GrammarDef.closed``: its expression
-    ``expr`` is determined by ``key``) lowered on their own, kept per process: ``(suffixes,
-    lhs, rhs, terminals)`` in the rule's own numbering (nonterminal 1 is the rule, 0 the
-    augmented start, whose production is left out; nonterminal ``k + 1`` its ``k``-th
-    helper, named ``name#k`` + ``suffixes[k - 1]``), or None when ``expr`` is regular,
-    refers to another rule or a terminal needs a definition.
+def _closed_entry(key: str, name: str, expr: Expr) -> tuple[tuple[Ref, ...], tuple | None]:
+    """Closed rule ``name`` (``GrammarDef.closed``: its expression ``expr`` is determined by
+    ``key``) lowered on its own, kept per process: its references (``nodes_of(expr)``) and
+    its productions ``(suffixes, lhs, rhs, terminals)`` in the rule's own numbering
+    (nonterminal 1 is the rule, 0 the augmented start, whose production is left out;
+    nonterminal ``k + 1`` its ``k``-th helper, named ``name#k`` + ``suffixes[k - 1]``), those
+    None when ``expr`` is regular, refers to another rule or a terminal needs a definition.
 
     The rule's walk depends only on ``expr`` (it refers to nothing else), so these are the
     productions a grammar's own walk of it adds; it survives ``clear_cache`` as the atom
@@ -598,8 +622,9 @@ def _closed_fragment(key: str, name: str, expr: Expr) -> tuple | None:
             return _closed[(key, name)]
     sub = GrammarDef(start=name, syntax="closed")
     sub.rules[name] = expr
+    refs = tuple(nodes_of(expr))
     frag = None
-    if all(r.name == name for r in nodes_of(expr)):
+    if all(r.name == name for r in refs):
         low = _Lowering(sub)
         low.find_regular()
         if not low.regular[name]:
@@ -611,10 +636,10 @@ def _closed_fragment(key: str, name: str, expr: Expr) -> tuple | None:
                 )
                 frag = (suffixes, tuple(cfg.lhs[1:]), tuple(cfg.rhs[1:]), tuple(cfg.terminals))
     with _closed_lock:
-        _closed[(key, name)] = frag
+        entry = _closed[(key, name)] = (refs, frag)
         while len(_closed) > _CLOSED_MAX:
             _closed.popitem(last=False)
-    return frag
+    return entry
 
 
 def clear_closed() -> None:

@@ -2,7 +2,7 @@
 
 ``schema_rules.rules_grammar`` marks the rule closed (it refers to nothing but itself) and
 reads its text once per process (``_closed_expr``); ``lower._Productions`` then adds its
-productions and terminals from the process's store (``_closed_fragment``) instead of
+productions and terminals from the process's store (``_closed_entry``) instead of
 walking it. References:
 
 * the lowering: the ``CfgGrammar`` equals, field by field (helper names included), the one
@@ -91,11 +91,12 @@ def test_closed_store_is_bounded_and_refuses_what_it_cannot_hold():
 
     lower.clear_closed()
     # a rule that refers to another rule, a regular rule: not held, the walk lowers them
-    assert lower._closed_fragment("k1", "a", Seq((Pattern("x"), Ref("b", 0, 0)))) is None
-    assert lower._closed_fragment("k2", "a", Pattern("x")) is None
+    assert lower._closed_entry("k1", "a", Seq((Pattern("x"), Ref("b", 0, 0))))[1] is None
+    assert lower._closed_entry("k2", "a", Pattern("x"))[1] is None
     for k in range(lower._CLOSED_MAX + 5):
         expr = Seq((Pattern(f"x{k}"), Ref("a", 0, 0)))  # a rule of no finite string: fine
-        assert lower._closed_fragment(f"t{k}", "a", expr) is not None
+        refs, frag = lower._closed_entry(f"t{k}", "a", expr)
+        assert refs == (Ref("a", 0, 0),) and frag is not None
     assert len(lower._closed) == lower._CLOSED_MAX
 
 
@@ -147,7 +148,7 @@ def _reference(schema, vocab, monkeypatch):
 
     with monkeypatch.context() as m:
         m.setattr(schema_rules, "rules_grammar", lambda p, d, r, dl=None, a=None: real(p, d, r, dl))
-        m.setattr(lower, "_closed_fragment", unused)
+        m.setattr(lower, "_closed_entry", unused)
         clear_cache()
         return compile_json_schema(schema, vocab, strict=False, allow_extra_properties=True)
 

@@ -19,7 +19,10 @@ reached after all, the schema is converted again without it). A schema without a
 ``$ref`` gives its ``LoweredRegex`` back (the same text the regular conversion writes), and
 compiles to a plain DFA as before, its untyped values unrolled to ``ANY_VALUE_DEPTH`` (a
 rule there would make every schema with an untyped value a grammar, at a grammar's compile
-and mask cost). Operands of ``not``, non-disjoint ``oneOf`` and ``if`` stay depth-bounded
+and mask cost). That rule is the same text in every schema of one whitespace option and
+refers to nothing but itself: it is read back once per process (``_closed_expr``) and marked
+closed (``GrammarDef.closed``), so ``lower`` takes its productions from its per-process store
+instead of walking it. Operands of ``not``, non-disjoint ``oneOf`` and ``if`` stay depth-bounded
 (complement is not defined for context-free languages): the converter's canonical mode
 unrolls their references to ``DEFAULT_MAX_RECURSION_DEPTH`` as before, with its warning,
 refused under ``strict``.

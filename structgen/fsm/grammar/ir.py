@@ -136,6 +136,9 @@ class GrammarDef:
             per-process store under ``(text, name)`` instead of walking it
             (``schema_rules``: the "any JSON value" rule, the same in every schema of one
             whitespace option); empty for grammar text.
+        reusable: indices of ``definitions`` whose language is the same in every grammar
+            that writes their texts and that refer only to one another (``LoweredRegex
+            .reusable``): the lexers keep their terms per process (``regex.reused``).
     """
 
     rules: dict[str, Expr] = field(default_factory=dict)
@@ -147,6 +150,7 @@ class GrammarDef:
     warnings: list[str] = field(default_factory=list)
     definitions: tuple[str, ...] = ()
     closed: dict[str, str] = field(default_factory=dict)
+    reusable: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,11 @@ class CfgGrammar:
         sources: per terminal, ``(pattern, needs)`` in that numbering: the pattern with
             placeholders of ``definitions`` and the definitions it needs (transitively),
             so the lexers can lower each definition once (empty when not recorded).
+        reusable: indices of ``definitions`` whose language is the same in every grammar
+            that writes their texts (``GrammarDef.reusable``).
+        seeds: the patterns of the closed rules' terminals (``GrammarDef.closed``), the
+            same in every grammar that has those rules: with ``reusable``, the lexers
+            lower them first, as a run kept per process (``parse.SharedDefinitions``).
     """
 
     terminals: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
@@ -64,6 +69,8 @@ class CfgGrammar:
     start: int = 0
     definitions: tuple[str, ...] = ()
     sources: list[tuple[str, frozenset[int]]] = field(default_factory=list)
+    reusable: frozenset[int] = frozenset()
+    seeds: tuple[str, ...] = ()
 
 
 class _Definitions:
@@ -556,6 +563,7 @@ class _Productions:
             cfg.terminals.append(self.low.defs.bundle(text, needs))
             cfg.sources.append((text, needs))
         cfg.definitions = tuple(self.low.defs.texts)
+        cfg.reusable = frozenset(g.reusable)  # seeded first: the same indices
         return cfg
 
     def _add_closed(self, name: str, key: str) -> bool:
@@ -585,6 +593,7 @@ class _Productions:
                 self.cfg.sources.append((key_t[0], frozenset()))
             ts.append(t)
         cfg = self.cfg
+        cfg.seeds += tuple(text for text, _ in terminals)
         if len(cfg.lhs) + len(lhs) > MAX_RULES:
             raise GrammarTooComplexError(f"the grammar expands to more than {MAX_RULES} rules")
         self.deadline.check("lowering the grammar to productions")

@@ -252,6 +252,7 @@ def rules_grammar(
     rules: set[int],
     deadline: Deadline | None = None,
     any_rule: int | None = None,
+    reusable: frozenset[int] | set[int] = frozenset(),
 ) -> GrammarDef:
     """The ``GrammarDef`` of a rules-mode conversion: start rule ``root``.
 
@@ -264,6 +265,8 @@ def rules_grammar(
             None. When its text refers to no definition but itself, its expression is read
             once per process (``_closed_expr``) and the rule is marked closed
             (``GrammarDef.closed``: ``lower`` takes its productions from its store).
+        reusable: the definitions the converter stored as reusable
+            (``SchemaRules.reusable``): ``GrammarDef.reusable``, less any a rule reaches.
 
     Raises:
         GrammarTooComplexError: ``deadline`` expired.
@@ -298,6 +301,7 @@ def rules_grammar(
             continue
         gdef.rules[rule_of[i]] = regex_expr(text, rule_of, deadline)
     gdef.definitions = tuple("" if i in grammar_level else d for i, d in enumerate(definitions))
+    gdef.reusable = frozenset(i for i in reusable if i not in grammar_level and 0 <= i < num)
     return gdef
 
 
@@ -321,6 +325,8 @@ class SchemaRules(NamedTuple):
         warnings: messages about schema parts that were ignored or approximated.
         any_rule: the slot of the "any JSON value" rule among ``rules``
             (``JsonSchemaConverter.any_rule_slot``), or None.
+        reusable: the definitions stored as reusable (``RefSharing.reusable``: the same
+            language in every schema that writes their texts).
     """
 
     pattern: str
@@ -328,6 +334,7 @@ class SchemaRules(NamedTuple):
     rules: frozenset[int]
     warnings: tuple[str, ...] = ()
     any_rule: int | None = None
+    reusable: frozenset[int] = frozenset()
 
 
 def lower_recursive_schema(
@@ -384,7 +391,12 @@ def lower_recursive_schema(
         return LoweredRegex(pattern, definitions, tuple(conv.warnings))
     any_rule = conv.any_rule_slot if conv.any_rule_slot in conv.sharing.rules else None
     return SchemaRules(
-        pattern, definitions, frozenset(conv.sharing.rules), tuple(conv.warnings), any_rule
+        pattern,
+        definitions,
+        frozenset(conv.sharing.rules),
+        tuple(conv.warnings),
+        any_rule,
+        frozenset(conv.sharing.reusable),
     )
 
 
@@ -411,7 +423,12 @@ def compile_schema_rules(
 
     deadline = Deadline(max_seconds)
     gdef = rules_grammar(
-        rules.pattern, list(rules.definitions), set(rules.rules), deadline, rules.any_rule
+        rules.pattern,
+        list(rules.definitions),
+        set(rules.rules),
+        deadline,
+        rules.any_rule,
+        rules.reusable,
     )
     gdef.warnings = list(rules.warnings)
     try:

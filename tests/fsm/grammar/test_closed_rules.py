@@ -11,6 +11,10 @@ walking it. References:
   whitespace options;
 * the language: instances with untyped values nested to depth 30 that ``jsonschema``
   accepts are matched, and mutations it rejects are not;
+* the lexers: with the closed rule's terminals and the reusable definitions lowered first as
+  a run kept per process (``CfgGrammar.seeds``, ``SharedDefinitions``), every terminal's
+  term has the structure (``test_reused._shape``) of the term lowered without the run, the
+  run lowered then restored (the same arena, list by list);
 * the masks: along the cold recursive schema's instance and random walks through extra
   properties, each token's bit (the tiny vocabulary, and SmolLM2's 49k tokens: slow)
   equals the token's bytes walked one at a time through the automaton of the same schema
@@ -29,14 +33,18 @@ import torch
 
 from structgen.fsm import Vocabulary, clear_cache, compile_json_schema
 from structgen.fsm.deadline import Deadline
+from structgen.fsm.grammar import compile as grammar_compile
 from structgen.fsm.grammar import lower, schema_rules
 from structgen.fsm.grammar.lower import lower_grammar
 from structgen.fsm.grammar.schema_rules import lower_recursive_schema, rules_grammar
+from structgen.fsm.regex import parse, reused
+from structgen.fsm.regex.terms import TermArena
 from structgen.fsm.spec import JsonSchema
 from tests.conftest import have_smollm2
 from tests.fsm._reference import jsonschema_valid
 from tests.fsm.grammar.test_schema_rules import UNTYPED, _any_value, _mutations, _valid
 from tests.fsm.json_schema.test_recursion import MUTUAL, TREE
+from tests.fsm.regex.test_reused import _shape
 
 ROOT = Path(__file__).resolve().parents[3]
 COLD = json.loads((ROOT / "benchmarks" / "data" / "cold_schemas.json").read_text())
@@ -58,6 +66,7 @@ def _lowered(rules, closed: bool):
         set(rules.rules),
         Deadline(10),
         rules.any_rule if closed else None,
+        rules.reusable if closed else frozenset(),
     )
     assert bool(gdef.closed) == closed
     return gdef, lower_grammar(gdef, Deadline(10))
@@ -65,6 +74,40 @@ def _lowered(rules, closed: bool):
 
 def _fields(cfg):
     return (cfg.terminals, cfg.ignore, cfg.lhs, cfg.rhs, cfg.names, cfg.start)
+
+
+def _terms(cfg, seeded: bool) -> tuple[TermArena, list[int]]:
+    reusable, seeds = (cfg.reusable, cfg.seeds) if seeded else (frozenset(), ())
+    shared = parse.SharedDefinitions(TermArena(), cfg.definitions, Deadline(10), reusable, seeds)
+    return shared.arena, [shared.lower(*src) for src in cfg.sources]
+
+
+@pytest.mark.parametrize("whitespace", ["compact", "flexible"])
+def test_seeded_lexers_lower_the_same_terms(whitespace):
+    reused.clear()
+    for name, schema in SCHEMAS.items():
+        rules = _rules(schema, whitespace)
+        _, cfg = _lowered(rules, closed=True)
+        assert cfg.seeds and cfg.reusable, name  # the extra keys' tail and unit
+        plain, want = _terms(cfg, seeded=False)
+        before = reused.num_entries()
+        lowered, got = _terms(cfg, seeded=True)  # lowered first, then kept
+        again_arena, again = _terms(cfg, seeded=True)  # restored
+        assert reused.num_entries() <= before + 1
+        assert again == got
+        for field in ("kind", "args", "nullable", "first", "depth"):
+            assert getattr(again_arena, field) == getattr(lowered, field), (name, field)
+        table: dict = {}
+        for t, (a, b) in enumerate(zip(want, got)):
+            assert _shape(plain, a, table) == _shape(lowered, b, table), (name, t)
+    keys = [k for k in reused._store if k[0] == "lexers"]
+    assert len(keys) == 1  # one run: the same texts in every schema of this whitespace
+    # _lexers builds on it: the terminals' roots are the seeded terms
+    rules = _rules(RECURSIVE, whitespace)
+    _, cfg = _lowered(rules, closed=True)
+    lexers = grammar_compile._lexers(cfg, 10_000, Deadline(10))
+    _, got = _terms(cfg, seeded=True)
+    assert [lx.term(lx.initial) for lx in lexers] == got
 
 
 @pytest.mark.parametrize("whitespace", ["compact", "flexible", 2])
@@ -140,14 +183,19 @@ def _bits(matcher, vocab) -> np.ndarray:
 
 
 def _reference(schema, vocab, monkeypatch):
-    """The schema compiled with the store unused (its any-value rule walked)."""
+    """The schema compiled with the stores unused: its any-value rule walked, every lexer
+    lowered in its arena (no closed rule, no reusable definition, no seed run restored).
+    """
     real = schema_rules.rules_grammar
+
+    def walked(pattern, definitions, rules, deadline=None, any_rule=None, reusable=()):
+        return real(pattern, definitions, rules, deadline)
 
     def unused(*args):
         raise AssertionError("the reference took a rule from the store")
 
     with monkeypatch.context() as m:
-        m.setattr(schema_rules, "rules_grammar", lambda p, d, r, dl=None, a=None: real(p, d, r, dl))
+        m.setattr(schema_rules, "rules_grammar", walked)
         m.setattr(lower, "_closed_entry", unused)
         clear_cache()
         return compile_json_schema(schema, vocab, strict=False, allow_extra_properties=True)

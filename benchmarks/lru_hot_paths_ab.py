@@ -1,12 +1,13 @@
 """Cache hits of two checkouts on SmolLM2's vocabulary, same process: the hottest LRU caches.
 
-Four hit paths, each timed for the baseline's package (``_load_checkout``) and this
+Five hit paths, each timed for the baseline's package (``_load_checkout``) and this
 checkout's, alternated, ``perf_counter``, median of ``RUNS`` runs of ``LOOPS`` passes over
-the same warm keys; both must return the same values. Paths: ``TokenIndex.bitmask`` (the
-mask cache of a JSON schema's states), ``TokenIndex.next_states`` (the row cache),
-``TokenIndex.token_next_state`` past the step memo (the row cache, read without
-refreshing), ``LexicalMaskCache.get`` (head parts) and ``compile_json_schema`` of a cached
-schema (the compiler's grammar cache). Prints a markdown table (ns per hit, new / base).
+the same warm keys; both must return the same values. The grammar: the contact-card
+dev-set schema. Paths: ``TokenIndex.bitmask`` (the mask cache), ``TokenIndex.next_states``
+(the row cache), ``TokenIndex.token_next_state`` past the step memo (the row cache, read
+without refreshing), ``LexicalMaskCache.get`` (head parts) and ``compile_json_schema`` of a
+cached schema (the compiler's grammar cache). Prints a markdown table (ns per hit,
+new / base).
 
     PYTHONPATH=. python benchmarks/lru_hot_paths_ab.py /work/main
 """
@@ -14,6 +15,7 @@ schema (the compiler's grammar cache). Prints a markdown table (ns per hit, new 
 from __future__ import annotations
 
 import importlib
+import json
 import statistics
 import sys
 import time
@@ -28,15 +30,7 @@ from benchmarks.support import smollm2_tokenizer  # noqa: E402
 
 RUNS = 9
 LOOPS = 20
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 20},
-        "age": {"type": "integer"},
-        "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}},
-    },
-    "required": ["name", "age", "tags"],
-}
+SCHEMA = json.loads((ROOT / "benchmarks/data/extraction/schemas/contact_card.json").read_text())
 
 
 def _paths(pkg: str, tok) -> dict:

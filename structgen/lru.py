@@ -85,13 +85,8 @@ class LRUCache(Generic[K, V]):
 
         Raises: never (``key`` must be hashable).
         """
-        with self._lock:  # _get's body, inlined (the hot path of most caches)
-            data = self._data
-            value = data.get(key, _MISSING)
-            if value is _MISSING:
-                return default
-            data.move_to_end(key)
-            return value
+        with self._lock:
+            return self._get(key, default)
 
     def _get(self, key: K, default: Any = None) -> V | Any:
         data = self._data
@@ -184,9 +179,7 @@ class LRUCache(Generic[K, V]):
 
     @max_entries.setter
     def max_entries(self, bound: int | None) -> None:
-        with self._locked():
-            self._max_entries = _bound("max_entries", bound)
-            self._evict()
+        self._rebound("max_entries", bound)
 
     @property
     def max_bytes(self) -> int | None:
@@ -199,11 +192,14 @@ class LRUCache(Generic[K, V]):
 
     @max_bytes.setter
     def max_bytes(self, bound: int | None) -> None:
-        with self._locked():
-            self._max_bytes = _bound("max_bytes", bound)
-            self._evict()
+        self._rebound("max_bytes", bound)
 
     # ---- internals -----------------------------------------------------------------
+
+    def _rebound(self, name: str, bound: int | None) -> None:
+        with self._locked():
+            setattr(self, f"_{name}", _bound(name, bound))
+            self._evict()
 
     def _locked(self):
         return self._lock if self._lock is not None else _NO_LOCK

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -167,31 +168,24 @@ def test_concurrent_get_and_put_keep_the_bounds_and_the_values() -> None:
 
 
 def _hammer(cache: LRUCache) -> None:
-    errors: list[BaseException] = []
     start = threading.Barrier(6)
 
     def work(seed: int) -> None:
         rng = random.Random(seed)
-        try:
-            start.wait()
-            for _ in range(20000):
-                key = rng.randrange(200)
-                if rng.random() < 0.6:
-                    value = cache.get(key)
-                    assert value is None or value == str(key) * (key % 7 + 1)
-                elif rng.random() < 0.9:
-                    cache.put(key, str(key) * (key % 7 + 1))
-                else:
-                    cache.pop(key)
-                assert len(cache) <= 64
-        except BaseException as exc:  # noqa: BLE001 - reported on the main thread
-            errors.append(exc)
+        start.wait()
+        for _ in range(60000):
+            key = rng.randrange(200)
+            if rng.random() < 0.6:
+                value = cache.get(key)
+                assert value is None or value == str(key) * (key % 7 + 1)
+            elif rng.random() < 0.9:
+                cache.put(key, str(key) * (key % 7 + 1))
+            else:
+                cache.pop(key)
+            assert len(cache) <= 64
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    with ThreadPoolExecutor(6) as pool:
+        for done in [pool.submit(work, seed) for seed in range(6)]:
+            done.result()  # a worker's exception is raised here
     assert len(cache) <= 64
     assert cache.num_bytes == sum(len(cache.peek(k)) for k in cache) <= 64 * 40

@@ -17,6 +17,7 @@ from structgen.extraction.prompt import (
     field_list,
     schema_example,
 )
+from tests.fsm.grammar.test_lexical_split import TREE  # a recursive schema
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = sorted((ROOT / "benchmarks" / "data" / "extraction" / "schemas").glob("*.json"))
@@ -112,36 +113,17 @@ def test_dev_set_prompts_are_unchanged():
         assert hashlib.sha256(dump).hexdigest()[:16] == PROMPT_DIGESTS[path.stem], path.stem
 
 
-RECURSIVE = {
-    "type": "object",
-    "properties": {
-        "root": {"$ref": "#/$defs/node"},
-        "again": {"$ref": "#"},
-    },
-    "required": ["root"],
-    "$defs": {
-        "node": {
-            "type": "object",
-            "properties": {
-                "name": {"type": "string"},
-                "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
-            },
-            "required": ["name"],
-        }
-    },
-}
-
-
 def test_a_recursive_schema_is_expanded_once_per_path():
     """References read as extraction.refs reads them ("#" is the root); an object already
     expanded on the way down is named, not expanded again (no RecursionError)."""
-    assert field_list(RECURSIVE).splitlines() == [
-        "- root: object",
-        "  - name: string",
-        "  - children: list of objects (optional)",
-        "- again: object (optional)",
-    ]
-    example = schema_example(RECURSIVE)
-    assert example == {"root": {"name": "Name", "children": []}, "again": {}}
-    del example["again"]  # an object on the path has no example of its own
-    jsonschema.validate(example, RECURSIVE)
+    assert field_list(TREE).splitlines() == ["- name: string", "- children: list of objects"]
+    example = schema_example(TREE)
+    assert example == {"name": "Name", "children": []}
+    jsonschema.validate(example, TREE)
+    to_root = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "again": {"$ref": "#"}},
+        "required": ["a"],
+    }
+    assert field_list(to_root).splitlines() == ["- a: string", "- again: object (optional)"]
+    assert schema_example(to_root) == {"a": "A", "again": {}}

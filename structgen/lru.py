@@ -1,4 +1,4 @@
-"""A bounded least-recently-used cache (``LRUCache``), the one the caches of structgen use.
+"""A bounded least-recently-used cache (``LRUCache``), the one structgen's caches are built on.
 
 An entry is "used" when ``get`` finds it or ``put`` stores it; past a bound the least
 recently used entries are dropped first. Bounds: a number of entries, a number of bytes
@@ -42,7 +42,8 @@ class LRUCache(Generic[K, V]):
             considered. It should clear whatever made it True (a second chance): after one
             full round of spares in one eviction pass, entries are dropped unasked.
         on_evict: called as ``on_evict(key, value)`` for each entry a bound drops (not for
-            ``pop`` or ``clear``), inside the cache's lock.
+            ``pop`` or ``clear``), inside the cache's lock: it (and ``spare``) must not call
+            the cache.
         lock: True: every method holds the cache's own lock. False: no lock (the owner
             serialises every access).
 

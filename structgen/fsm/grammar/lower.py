@@ -16,13 +16,12 @@ Both give the semantics of ``ir``'s module docstring.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ...errors import GrammarTooComplexError, InvalidGrammarError
+from ...lru import LRUCache
 from ..deadline import NEVER, Deadline
 from ..regex.definitions import PLACEHOLDER_BASE, placeholder_indices, renumber_placeholders
 from ..regex.escape import escape_literal
@@ -607,8 +606,7 @@ class _Productions:
 
 
 _CLOSED_MAX = 16  # closed rules kept per process (one per whitespace option in use)
-_closed_lock = threading.Lock()
-_closed: OrderedDict[tuple[str, str], tuple] = OrderedDict()
+_closed: LRUCache[tuple[str, str], tuple] = LRUCache(_CLOSED_MAX)
 
 
 def _closed_entry(key: str, name: str, expr: Expr) -> tuple[tuple[Ref, ...], tuple | None]:
@@ -625,10 +623,9 @@ def _closed_entry(key: str, name: str, expr: Expr) -> tuple[tuple[Ref, ...], tup
     ``_CLOSED_MAX`` entries, least recently used dropped. Raises: never for a closed rule
     (a rule that is not one gives None).
     """
-    with _closed_lock:
-        if (key, name) in _closed:
-            _closed.move_to_end((key, name))
-            return _closed[(key, name)]
+    hit = _closed.get((key, name))
+    if hit is not None:
+        return hit
     sub = GrammarDef(start=name, syntax="closed")
     sub.rules[name] = expr
     refs = tuple(nodes_of(expr))
@@ -644,17 +641,14 @@ def _closed_entry(key: str, name: str, expr: Expr) -> tuple[tuple[Ref, ...], tup
                     n[len(name) + 1 + len(str(k)) :] for k, n in enumerate(cfg.names[2:], 1)
                 )
                 frag = (suffixes, tuple(cfg.lhs[1:]), tuple(cfg.rhs[1:]), tuple(cfg.terminals))
-    with _closed_lock:
-        entry = _closed[(key, name)] = (refs, frag)
-        while len(_closed) > _CLOSED_MAX:
-            _closed.popitem(last=False)
+    entry = (refs, frag)
+    _closed.put((key, name), entry)
     return entry
 
 
 def clear_closed() -> None:
     """Drop every kept closed rule (tests; a cold start of the process). Raises: never."""
-    with _closed_lock:
-        _closed.clear()
+    _closed.clear()
 
 
 def _drive(steps: Generator[Generator, Any, _T]) -> _T:

@@ -201,7 +201,7 @@ def _lexers(
     """
     if len(cfg.sources) != len(cfg.terminals):
         return [_lexer(p, d, max_states, deadline) for p, d in cfg.terminals]
-    shared = SharedDefinitions(TermArena(), cfg.definitions, deadline)
+    shared = SharedDefinitions(TermArena(), cfg.definitions, deadline, cfg.reusable, cfg.seeds)
     one = SharedLexers(max_states, deadline.remaining())
     return [
         _lexer(p, d, max_states, deadline, shared=shared, source=src, lexers=one)

@@ -56,19 +56,6 @@ _PLACEHOLDERS = re.compile("[" + chr(PLACEHOLDER_BASE) + "-\U0010ffff]")
 _CHECK_EVERY = 4096  # loop steps between two looks at the compile's deadline
 
 
-def _has_ref(node: Any) -> bool:
-    stack = [node]
-    while stack:
-        cur = stack.pop()
-        if isinstance(cur, dict):
-            if isinstance(cur.get("$ref"), str):
-                return True
-            stack.extend(cur.values())
-        elif isinstance(cur, list):
-            stack.extend(cur)
-    return False
-
-
 def _has_cycle(conv: Any) -> bool:
     """True when some ``$ref`` of the converter's document reaches itself (the schema
     will likely compile as rules: its untyped values may then be one rule too).
@@ -359,12 +346,11 @@ def lower_recursive_schema(
     from ..json_schema import DEFAULT_MAX_RECURSION_DEPTH
     from ..json_schema.check import check_schema
     from ..json_schema.convert import JsonSchemaConverter
-    from ..json_schema.ids import check_schema_depth
+    from ..json_schema.ids import schema_has_ref
     from ..spec import schema_for
 
     schema = schema_for(spec.schema)
-    check_schema_depth(schema)
-    if not _has_ref(schema):
+    if not schema_has_ref(schema):  # check_schema_depth's checks first
         return None
     if isinstance(schema, dict):
         check_schema(schema)

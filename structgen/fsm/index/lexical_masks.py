@@ -82,10 +82,17 @@ def head_key(arena, head: int, max_depth: int, memo: dict[int, bytes]) -> bytes 
         max_depth: the vocabulary's longest token, in bytes.
         memo: term -> digest, per arena (filled here).
 
+    Terms an arena shares with a snapshot (``TermArena.shared_prefix``: the same terms
+    under the same ids in every arena restored from it) take their digest from, and give
+    it to, the snapshot's memo: the JSON string interior of every schema is digested once
+    per process, not once per compile. ``memo`` gets them all the same, so which heads
+    exceed ``_MAX_KEY_NODES`` does not change.
+
     Returns:
         The digest, or None when ``head`` has more than ``_MAX_KEY_NODES`` new subterms.
     """
     kind, args = arena.kind, arena.args
+    shared_terms, shared = arena.shared_prefix or (0, None)
     top = head
     if kind[head] == REPEAT:
         x, lo, hi = args[head]
@@ -98,6 +105,12 @@ def head_key(arena, head: int, max_depth: int, memo: dict[int, bytes]) -> bytes 
         if u in memo:
             stack.pop()
             continue
+        if u < shared_terms:
+            digest = shared.get(u)
+            if digest is not None:
+                memo[u] = digest
+                stack.pop()
+                continue
         k = kind[u]
         children = _children(k, args[u])
         missing = [c for c in children if c not in memo]
@@ -130,6 +143,8 @@ def head_key(arena, head: int, max_depth: int, memo: dict[int, bytes]) -> bytes 
             data = b""
         # one call over the kind byte and the payload (the digest incremental updates give)
         memo[u] = hashlib.blake2b(bytes((k,)) + data, digest_size=16).digest()
+        if u < shared_terms:
+            shared[u] = memo[u]
     if top is head:
         return memo[head]
     return hashlib.blake2b(b"*" + memo[top], digest_size=16).digest()

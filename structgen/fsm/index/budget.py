@@ -73,6 +73,46 @@ def budget_for(index) -> CompletionBudget:
         return table
 
 
+class _VocabTokens:
+    """What a budget reads of a vocabulary's tokens, built once per vocabulary (a document's
+    copy grammar gets a fresh token index, hence a fresh budget, but the same vocabulary).
+
+    Attributes:
+        token_of: bytes -> the first usable token id spelling them (not special, not EOS).
+        usable_ids: sorted ids of ``token_of`` (what a wildcard edge may take).
+        max_len: bytes of the longest usable token.
+        byte_token: per byte value, its one-byte usable token id or -1 (the quick walk's
+            edges).
+    """
+
+    def __init__(self, vocab) -> None:
+        usable: dict[bytes, int] = {}
+        banned = vocab.special_token_ids | vocab.eos_token_ids
+        for tid, data in enumerate(vocab.token_bytes):
+            if data and tid not in banned and data not in usable:
+                usable[data] = tid
+        self.token_of = usable
+        self.usable_ids = sorted(usable.values())
+        self.max_len = max((len(t) for t in usable), default=1)
+        self.byte_token = [usable.get(bytes([b]), -1) for b in range(256)]
+
+
+_vocab_tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_vocab_lock = threading.Lock()  # not _tables_lock: budget_for holds that one while building
+
+
+def _vocab_tokens(vocab) -> _VocabTokens:
+    """The shared ``_VocabTokens`` of ``vocab`` (built on first use)."""
+    with _vocab_lock:
+        try:
+            hit = _vocab_tables.get(vocab)
+        except TypeError:  # a vocabulary that takes no weak reference: not shared
+            return _VocabTokens(vocab)
+        if hit is None:
+            hit = _vocab_tables[vocab] = _VocabTokens(vocab)
+        return hit
+
+
 class CompletionBudget:
     """Memoised fewest-tokens-to-acceptance bounds over a ``TokenIndex``.
 
@@ -94,16 +134,11 @@ class CompletionBudget:
         self.max_search_states = max_search_states
         self._max_cached_rows = max_cached_rows
         self._lock = threading.RLock()
-        usable: dict[bytes, int] = {}
-        banned = vocab.special_token_ids | vocab.eos_token_ids
-        for tid, data in enumerate(vocab.token_bytes):
-            if data and tid not in banned and data not in usable:
-                usable[data] = tid
-        self._token_of = usable
-        self._usable_ids = sorted(usable.values())  # what a wildcard edge may take
-        self._max_len = max((len(t) for t in usable), default=1)
-        # the token of each byte b, or -1: the quick walk's edges (one token per byte)
-        self._byte_token = [usable.get(bytes([b]), -1) for b in range(256)]
+        tokens = _vocab_tokens(vocab)
+        self._token_of = tokens.token_of
+        self._usable_ids = tokens.usable_ids
+        self._max_len = tokens.max_len
+        self._byte_token = tokens.byte_token
         self._quick: dict[int, int] = {}
         self._byte_dist: dict[int, int] = {}
         self._byte_next: dict[int, int] = {}
@@ -157,7 +192,7 @@ class CompletionBudget:
             hit = self._masks.get(key)
             if hit is not None:
                 return hit
-            succ, _, inverse = self._successors(state)
+            succ, valid, targets = self._successors(state)
             if worst is None:
                 worst = max((self._quick_of(z) for z in succ.tolist()), default=0)
                 self._worst[state] = worst
@@ -165,8 +200,7 @@ class CompletionBudget:
                     return None
             ok = np.fromiter((self._within(int(z), remaining - 1) for z in succ), bool, succ.size)
             allowed = np.zeros(self._vocab_size, bool)
-            sel = inverse >= 0
-            allowed[sel] = ok[inverse[sel]]
+            allowed[valid] = ok[np.searchsorted(succ, targets)]
             if self._dfa.is_accepting(state):
                 allowed[self._eos] = True
             packed = pack_bitmask(allowed, self._num_words)
@@ -450,19 +484,18 @@ class CompletionBudget:
         return bool(found)
 
     def _successors(self, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(distinct next states, one token to each, per-token index into them or -1)."""
+        """(distinct next states int32 ``[m]``, the non-EOS tokens that lead on bool
+        ``[vocab_size]``, where each of them leads int32 ``[count]``), LRU-cached.
+        """
         hit = self._rows.get(state)
         if hit is not None:
             self._rows.move_to_end(state)
             return hit
-        row = np.array(self._index.next_states(state), np.int64)
-        row[self._eos] = -1
+        row = self._index.next_states(state)
         valid = row >= 0
-        succ, first, inv = np.unique(row[valid], return_index=True, return_inverse=True)
-        inverse = np.full(self._vocab_size, -1, np.int32)
-        inverse[valid] = inv.reshape(-1)
-        tokens = np.nonzero(valid)[0][first]
-        hit = (succ, tokens, inverse)
+        valid[self._eos] = False
+        targets = row[valid]
+        hit = (np.unique(targets), valid, targets)
         self._rows[state] = hit
         if len(self._rows) > self._max_cached_rows:
             self._rows.popitem(last=False)

@@ -25,7 +25,9 @@
 #ifndef STRUCTGEN_QKERNEL_TILES_H
 #define STRUCTGEN_QKERNEL_TILES_H
 
-#define TILE_ROWS 4 /* activation rows sharing one unpack of a weight tile's block (2, 3: no faster) */
+/* Activation rows sharing one unpack of a weight tile's block: 8 int16 sums live plus the quad's
+ * codes (13 ymm registers); 8 measured faster than 4 and 6 (benchmarks/RESULTS.md, session 22 k2) */
+#define TILE_ROWS 8
 
 /* Bytes of one tile (8 weight rows) of a K-input weight: 8 * K / 2 */
 #define TILE_BYTES(K) ((size_t)(K) * 4)
@@ -118,14 +120,22 @@ SGQ_AVX2 static inline void tile_store(float *ym, __m256 v, int c0, int c1) {
     for (int c = c0; c < c1; c++) ym[c] = lanes[c];
 }
 
+/* Pin v to a register at this point of the program (an empty asm; volatile and the memory
+ * clobber keep the pins in order with the activation loads). Without it gcc (12, -O3)
+ * reassociates each row's int16 sums into a tree over all 8 products of the block and computes
+ * every row's products first, keeping them live at once: 4 rows spilled ~65 ymm values per block
+ * to the stack. The integers are the same in any order (no int16 sum saturates or wraps). */
+#define TILE_PIN(v) __asm__ volatile("" : "+x"(v) : : "memory")
+
 /* acc[m] (m < MM) += the block dots of activation rows xq + m K with the 8 columns of tile block
- * qb, scaled by scv * xd[m] (the arithmetic in the comment at the top). */
+ * qb, scaled by scv * xd[m] (the arithmetic in the comment at the top). One quad at a time: its
+ * low and high codes, then per row two products added into the row's int16 sum, pinned there
+ * (TILE_PIN), so what is live is the MM sums, the quad's codes and the mask. */
 SGQ_AVX2 static inline __attribute__((always_inline)) void tile_block_dot(
     __m256 *acc, const uint8_t *qb, const int8_t *xq, const float *xd, __m256 scv, int K, int KB,
     const int MM) {
-    const __m256i lomask = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i lomask = _mm256_set1_epi8(0x0F);
     __m256i s16[TILE_ROWS];
-    for (int m = 0; m < MM; m++) s16[m] = _mm256_setzero_si256();
     for (int j = 0; j < 4; j++) {
         __m256i raw = _mm256_loadu_si256((const __m256i *)(qb + j * 32));
         __m256i lo = _mm256_and_si256(raw, lomask);
@@ -135,13 +145,14 @@ SGQ_AVX2 static inline __attribute__((always_inline)) void tile_block_dot(
             int32_t a, b;
             memcpy(&a, xb + 4 * j, 4);
             memcpy(&b, xb + 16 + 4 * j, 4);
-            __m256i plo = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(a));
-            __m256i phi = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(b));
-            s16[m] = _mm256_add_epi16(s16[m], _mm256_add_epi16(plo, phi));
+            __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(a)),
+                                         _mm256_maddubs_epi16(hi, _mm256_set1_epi32(b)));
+            s16[m] = j ? _mm256_add_epi16(s16[m], p) : p;
+            if (MM > 2) TILE_PIN(s16[m]);
         }
     }
     for (int m = 0; m < MM; m++) {
-        __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[m], ones));
+        __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[m], _mm256_set1_epi16(1)));
         acc[m] = _mm256_fmadd_ps(dot, _mm256_mul_ps(scv, _mm256_set1_ps(xd[(size_t)m * KB])), acc[m]);
     }
 }
@@ -179,10 +190,10 @@ SGQ_AVX2 static void int4t_rows_avx2(const int8_t *xq, const float *xd, const fl
             const float *dm = xd + (size_t)m0 * KB;
             __m256 acc[TILE_ROWS], tail[TILE_ROWS];
             switch (mm) {
-                case 1: tile_rows_dot(acc, qt, xm, dm, scT, K, bpg, 1); break;
-                case 2: tile_rows_dot(acc, qt, xm, dm, scT, K, bpg, 2); break;
-                case 3: tile_rows_dot(acc, qt, xm, dm, scT, K, bpg, 3); break;
-                default: tile_rows_dot(acc, qt, xm, dm, scT, K, bpg, 4); break;
+#define TILE_CASE(R) case R: tile_rows_dot(acc, qt, xm, dm, scT, K, bpg, R); break;
+                TILE_CASE(1) TILE_CASE(2) TILE_CASE(3) TILE_CASE(4) TILE_CASE(5) TILE_CASE(6) TILE_CASE(7)
+#undef TILE_CASE
+                default: tile_rows_dot(acc, qt, xm, dm, scT, K, bpg, TILE_ROWS); break;
             }
             tile_tail_avx2(mnT, scT, xsum + (size_t)m0 * G, xd8 + (size_t)m0 * G, mm, G, tail);
             for (int m = 0; m < mm; m++) {

@@ -8,6 +8,8 @@ import json
 import re
 from typing import Any
 
+from structgen.extraction.refs import resolve
+
 __all__ = [
     "extraction_messages",
     "field_list",
@@ -102,19 +104,8 @@ def field_list(schema: dict, indent: str = "") -> str:
 
 
 def _resolve(root: dict, sub: Any) -> dict:
-    seen = 0
-    while isinstance(sub, dict) and isinstance(sub.get("$ref"), str) and seen < 32:
-        ref, seen = sub["$ref"], seen + 1
-        if not ref.startswith("#/"):
-            return {}
-        node: Any = root
-        for part in ref[2:].split("/"):
-            node = (
-                node.get(part.replace("~1", "/").replace("~0", "~"), {})
-                if isinstance(node, dict)
-                else {}
-            )
-        sub = node
+    """``refs.resolve`` as an object schema: ``{}`` (no facts) for any other result."""
+    sub = resolve(root, sub)
     return sub if isinstance(sub, dict) else {}
 
 
@@ -158,8 +149,12 @@ def _describe(root: dict, sub: dict) -> str:
     return text + (" or null" if "null" in types and len(types) > 1 else "")
 
 
-def _field_lines(root: dict, sub: dict, indent: str) -> list[str]:
+def _field_lines(root: dict, sub: dict, indent: str, path: tuple[int, ...] = ()) -> list[str]:
+    """The lines of ``sub``'s properties; an object already expanded on ``path`` (the ids
+    of the enclosing objects: a recursive schema) is named but not expanded again.
+    """
     sub = _resolve(root, sub)
+    path = (*path, id(sub))
     required = set(sub.get("required", []))
     lines = []
     for name, prop in (sub.get("properties") or {}).items():
@@ -167,11 +162,12 @@ def _field_lines(root: dict, sub: dict, indent: str) -> list[str]:
         opt = "" if name in required else " (optional)"
         lines.append(f"{indent}- {name}: {_describe(root, p)}{opt}")
         if "object" in _types(p) and p.get("properties"):
-            lines.extend(_field_lines(root, p, indent + "  "))
+            if id(p) not in path:
+                lines.extend(_field_lines(root, p, indent + "  ", path))
         elif "array" in _types(p):
             items = _resolve(root, p.get("items", {}))
-            if "object" in _types(items) and items.get("properties"):
-                lines.extend(_field_lines(root, items, indent + "  "))
+            if "object" in _types(items) and items.get("properties") and id(items) not in path:
+                lines.extend(_field_lines(root, items, indent + "  ", path))
     return lines
 
 
@@ -179,13 +175,16 @@ def schema_example(schema: dict) -> dict:
     """A small object shaped like the schema's (every property, one array item), with
     made-up values of the right types: what the one-shot example answers.
     """
-    return _example(schema, schema, "value")
+    return _example(schema, schema, "value", ())
 
 
 _PATTERN_TRIES = ("ABC", "AB12", "12:30", "A1", "abc", "1234", "X")
 
 
-def _example(root: dict, sub: Any, name: str) -> Any:
+def _example(root: dict, sub: Any, name: str, path: tuple[int, ...]) -> Any:
+    """An example value of ``sub``; an object already on ``path`` (the ids of the
+    enclosing objects: a recursive schema) is ``{}``, and a list of such objects ``[]``.
+    """
     sub = _resolve(root, sub)
     if "enum" in sub and isinstance(sub["enum"], list) and sub["enum"]:
         return next((v for v in sub["enum"] if v is not None), sub["enum"][0])
@@ -194,10 +193,15 @@ def _example(root: dict, sub: Any, name: str) -> Any:
     types = [t for t in _types(sub) if t != "null"] or ["string"]
     t = types[0]
     if t == "object":
+        if id(sub) in path:
+            return {}
         props = sub.get("properties") or {}
-        return {k: _example(root, v, k) for k, v in props.items()}
+        return {k: _example(root, v, k, (*path, id(sub))) for k, v in props.items()}
     if t == "array":
-        return [_example(root, sub.get("items", {}), name)]
+        items = sub.get("items", {})
+        if id(_resolve(root, items)) in path:
+            return []  # a list of an enclosing object
+        return [_example(root, items, name, path)]
     if t == "boolean":
         return True
     if t in ("integer", "number"):

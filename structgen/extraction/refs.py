@@ -1,8 +1,9 @@
 """Local ``$ref`` resolution for the extraction passes that walk a JSON Schema.
 
-The choice scorer (``choices``), the evidence pass (``evidence``) and the array-item rule
-(``items``) read a schema's properties through its local references (``#/...``, JSON
-Pointer escapes ``~1`` and ``~0``). They never compile the schema (``structgen.fsm`` does,
+The choice scorer (``choices``), the evidence pass (``evidence``), the array-item rule
+(``items``) and the prompt's field list and example (``prompt``) read a schema's
+properties through its local references (``#/...``, JSON Pointer escapes ``~1`` and
+``~0``). They never compile the schema (``structgen.fsm`` does,
 with full ``$id`` resolution); a reference they cannot follow reads as ``{}`` (no facts).
 """
 

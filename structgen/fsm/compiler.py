@@ -15,7 +15,6 @@ stays until the environment says otherwise.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +25,7 @@ from ..errors import (
     RegexError,
     UnsatisfiableSchemaError,
 )
+from ..lru import LRUCache
 from .base import BaseCompiledGrammar
 from .index import masks, trie
 from .index.token_index import TokenIndex
@@ -158,14 +158,13 @@ class CompiledGrammar(AutomatonGrammar):
         )
 
 
-_cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
-_lock = threading.Lock()
+_cache: LRUCache[tuple, CompiledGrammar] = LRUCache(CACHE_SIZE)
+_lock = threading.Lock()  # the C-loop switches of _apply_env
 
 
 def clear_cache() -> None:
     """Drop every cached compiled grammar."""
-    with _lock:
-        _cache.clear()
+    _cache.clear()
 
 
 # structgen.env setting -> the switches it sets; and each setting as last applied
@@ -193,16 +192,11 @@ def _apply_env() -> None:
 
 def _cached(key: tuple, build) -> CompiledGrammar:
     _apply_env()
-    with _lock:
-        hit = _cache.get(key)
-        if hit is not None:
-            _cache.move_to_end(key)
-            return hit
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit
     grammar = build()
-    with _lock:
-        _cache[key] = grammar
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
+    _cache.put(key, grammar)
     return grammar
 
 

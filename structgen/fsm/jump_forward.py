@@ -37,12 +37,12 @@ Applying a plan (the engine)::
 from __future__ import annotations
 
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..lru import LRUCache
 from .matcher import Matcher
 
 __all__ = ["JumpForwardPlan", "plan_jump_forward", "complete_utf8_prefix_len"]
@@ -83,7 +83,8 @@ def complete_utf8_prefix_len(data: bytes) -> int:
     return n
 
 
-_boundary_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per token index
+# per token index; unlocked: a matcher (and its token index) is used by one thread at a time
+_boundary_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _BOUNDARY_CACHE_SIZE = 4096
 
 
@@ -221,7 +222,7 @@ def _safe_prefix_len(matcher, state_after, text, ids, encode, vocab) -> int:
         return len(ids)  # nothing can follow
     cache = _boundary_caches.get(matcher._index)
     if cache is None:
-        cache = _boundary_caches[matcher._index] = OrderedDict()
+        cache = _boundary_caches[matcher._index] = LRUCache(_BOUNDARY_CACHE_SIZE, lock=False)
     key = (state_after, text.encode("utf-8")[-32:], len(ids), encode)
     hit = cache.get(key)
     if hit is not None:
@@ -238,7 +239,5 @@ def _safe_prefix_len(matcher, state_after, text, ids, encode, vocab) -> int:
         keep = n
         if keep == 0:
             break
-    cache[key] = len(ids) - keep
-    if len(cache) > _BOUNDARY_CACHE_SIZE:
-        cache.popitem(last=False)
+    cache.put(key, len(ids) - keep)
     return keep

@@ -42,6 +42,7 @@ __all__ = [
     "MAX_VALUE_DEPTH",
     "SEGMENT",
     "json_depth",
+    "json_depth_holding",
     "check_depth",
     "loads",
     "dumps",
@@ -69,13 +70,24 @@ def json_depth(value: Any, limit: int | None = None) -> tuple[int, str]:
         limit: stop at the first container nested deeper than this (its depth and pointer
             are returned); None: walk everything.
     """
-    best, best_link = 0, None
+    return json_depth_holding(value, limit, None)[:2]
+
+
+def json_depth_holding(value: Any, limit: int | None, key: str | None) -> tuple[int, str, bool]:
+    """:func:`json_depth`'s ``(depth, pointer)`` and, in the same walk, whether some object
+    of ``value`` (at any depth) holds a string under ``key``: True as well when the walk
+    stopped at ``limit`` (not every object was seen); False when ``key`` is None.
+    Iterative. Raises: never.
+    """
+    best, best_link, holds = 0, None, False
     # node, depth of its parent, link to it: (key, the parent's link) (a reversed pointer)
     stack: list[tuple[Any, int, Any]] = [(value, 0, None)]
     while stack:
         node, depth, link = stack.pop()
         if isinstance(node, dict):
             children: Any = node.items()
+            if key is not None and not holds and isinstance(node.get(key), str):
+                holds = True
         elif isinstance(node, list):
             children = enumerate(node)
         else:
@@ -84,15 +96,16 @@ def json_depth(value: Any, limit: int | None = None) -> tuple[int, str]:
         if depth > best:
             best, best_link = depth, link
             if limit is not None and depth > limit:
+                holds = key is not None  # unknown: not every object was seen
                 break
         for k, v in children:
             if isinstance(v, (dict, list)):
                 stack.append((v, depth, (k, link)))
     tokens: list = []
     while best_link is not None:
-        key, best_link = best_link
-        tokens.append(key)
-    return best, _pointer(tokens[::-1])
+        k, best_link = best_link
+        tokens.append(k)
+    return best, _pointer(tokens[::-1]), holds
 
 
 def check_depth(value: Any, limit: int, what: str) -> int:
@@ -110,11 +123,18 @@ def check_depth(value: Any, limit: int, what: str) -> int:
     """
     depth, pointer = json_depth(value, limit)
     if depth > limit:
-        raise GrammarTooComplexError(
-            f"{what} nests more than {limit} arrays/objects deep (the depth limit), at "
-            f"{_abbreviated(pointer)}"
-        )
+        raise too_deep(what, limit, pointer)
     return depth
+
+
+def too_deep(what: str, limit: int, pointer: str) -> GrammarTooComplexError:
+    """The error :func:`check_depth` raises for ``value`` nesting past ``limit`` containers
+    at ``pointer`` (the JSON pointer of its first container past the limit).
+    """
+    return GrammarTooComplexError(
+        f"{what} nests more than {limit} arrays/objects deep (the depth limit), at "
+        f"{_abbreviated(pointer)}"
+    )
 
 
 def _abbreviated(pointer: str, keep: int = 6) -> str:

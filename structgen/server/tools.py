@@ -57,15 +57,14 @@ generated; an invalid one is a 400 naming ``tools[i]``, the tool and the JSON po
 from __future__ import annotations
 
 import asyncio
-import collections
 import functools
 import hashlib
 import json
-import threading
 from typing import Any
 
 from pydantic import TypeAdapter
 
+from structgen.lru import LRUCache
 from structgen.server.protocol import APIError, NamedToolChoice, Tool
 from structgen.tools.parser import collect
 
@@ -224,11 +223,7 @@ def plan_key(
 
 def cached_plan(key: tuple) -> ToolPlan | None:
     """The plan stored under ``key`` (``plan_key``), or None."""
-    with _LOCK:
-        plan = _PLANS.get(key)
-        if plan is not None:
-            _PLANS.move_to_end(key)
-        return plan
+    return _PLANS.get(key)
 
 
 def plan_tools(
@@ -261,10 +256,7 @@ def plan_tools(
     plan = cached_plan(key)
     if plan is None:
         plan = _plan(tools, choice, parallel, template)
-        with _LOCK:
-            _PLANS[key] = plan
-            while len(_PLANS) > _MAX_PLANS:
-                _PLANS.popitem(last=False)
+        _PLANS.put(key, plan)
     return plan
 
 
@@ -292,9 +284,9 @@ async def plan_tools_async(
 
 
 _TOOLS_JSON = TypeAdapter(list[Tool])
-_PLANS: collections.OrderedDict[tuple, ToolPlan] = collections.OrderedDict()
 _MAX_PLANS = 64  # plans kept (least recently used dropped): the same tools again are warm
-_LOCK = threading.Lock()  # plans are made on the compile thread and read on the loop
+# locked: plans are made on the compile thread and read on the loop
+_PLANS: LRUCache[tuple, ToolPlan] = LRUCache(_MAX_PLANS)
 
 
 def _plan(tools: list[Tool], choice: Any, parallel: bool | None, template: str | None) -> ToolPlan:

@@ -141,9 +141,9 @@ def test_clear_cache_drops_every_grammar_cache():
     text = 'root ::= "a" root | "b"'
     first = compile_grammar(text, syntax="gbnf")
     assert compile_grammar(text, syntax="gbnf") is first  # cached
-    cfg_compile._cache[("probe",)] = first
-    union._cache[("probe",)] = first
-    tag_grammar._cache[("probe",)] = first
+    cfg_compile._cache.put(("probe",), first)
+    union._cache.put(("probe",), first)
+    tag_grammar._cache.put(("probe",), first)
     clear_cache()
     assert not cfg_compile._cache and not union._cache and not tag_grammar._cache
     again = compile_grammar(text, syntax="gbnf")

@@ -18,38 +18,38 @@ from typing import Any
 
 import jsonschema
 
-from structgen.extraction.evidence.contacts import _contact_object
-from structgen.extraction.evidence.dates import _dates_in_order, _nested_dates_in_order
-from structgen.extraction.evidence.fields import _kind, is_nullable
+from structgen.extraction.evidence.contacts import contact_object
+from structgen.extraction.evidence.dates import dates_in_order, nested_dates_in_order
+from structgen.extraction.evidence.fields import field_kind, is_nullable
 from structgen.extraction.evidence.names import (
-    _after_honorific,
-    _appositive_role,
-    _capital_run,
-    _place_list,
-    _sibling_cut,
+    after_honorific,
+    appositive_role,
+    capital_run,
+    place_list,
+    sibling_cut,
 )
-from structgen.extraction.evidence.nulls import _clear, _clearable, _copied_nulls, _denied_string
+from structgen.extraction.evidence.nulls import clear_field, clearable, copied_nulls, denied_string
 from structgen.extraction.evidence.numbers import (
-    _amount_value,
-    _denied,
-    _denied_count,
-    _foreign_value,
-    _grouped_reading,
-    _number_value,
-    _range_values,
-    _repeated_numbers,
+    amount_value,
+    denied_count,
+    denied_number,
+    foreign_value,
+    grouped_reading,
+    number_value,
+    range_values,
+    repeated_numbers,
 )
-from structgen.extraction.evidence.options import _enum_items, _enum_value, bool_value
+from structgen.extraction.evidence.options import bool_value, enum_items, enum_value
 from structgen.extraction.evidence.strings import (
-    _email_shape,
-    _identifier_value,
-    _invented_email,
-    _label_value,
-    _not_a_phone,
-    _phone_value,
-    _repeated_strings,
-    _span_start,
-    _uri_shape,
+    email_shape,
+    identifier_value,
+    invented_email,
+    label_value,
+    not_a_phone,
+    phone_value,
+    repeated_strings,
+    span_start,
+    uri_shape,
 )
 from structgen.extraction.evidence.text import TextWords, name_stems
 from structgen.extraction.items import trim_items
@@ -88,7 +88,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             return
         numbers: dict[str, Decimal] = {}
         for name, prop in (sub.get("properties") or {}).items():
-            kind, branch = _kind(schema, prop)
+            kind, branch = field_kind(schema, prop)
             if name not in node and kind != "enum":
                 continue
             stems = name_stems(name)
@@ -100,36 +100,36 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             elif kind == "enum" and (node.get(name) is None or isinstance(node[name], str)):
                 options = list(dict.fromkeys(o for o in branch["enum"] if isinstance(o, str)))
                 denied = is_nullable(schema, prop) and bool_value(doc, stems) is False
-                decided, found_e = _enum_value(doc, options, node.get(name), denied)
+                decided, found_e = enum_value(doc, options, node.get(name), denied)
                 if decided:
                     node[name] = found_e
                     changed.append(path + name)
             elif kind == "number" and stems:
-                found_n = _number_value(doc, spans, stems, branch)
+                found_n = number_value(doc, spans, stems, branch)
                 if found_n is not None:
                     numbers[name] = found_n
-                elif node[name] is not None and _denied(doc, stems, schema, prop):
+                elif node[name] is not None and denied_number(doc, stems, schema, prop):
                     node[name] = None
                     changed.append(path + name)
-                elif node[name] != 0 and _denied_count(doc, stems, schema, prop):
+                elif node[name] != 0 and denied_count(doc, stems, schema, prop):
                     node[name] = 0  # "no checked baggage": a count the text denies
                     changed.append(path + name)
-            elif _denied_string(schema, sub, name, prop, node[name], doc):
+            elif denied_string(schema, sub, name, prop, node[name], doc):
                 # denied string: "No email given", "she left no email"
-                _clear(schema, prop, node, name)
+                clear_field(schema, prop, node, name)
                 changed.append(path + name)
             elif isinstance(node[name], dict):
                 walk(prop, node[name], f"{path}{name}.", depth + 1)
             elif isinstance(node[name], list):  # items: the enum-array and string repeat rules
                 arr = _resolve(schema, prop)
                 items = _resolve(schema, arr.get("items")) if isinstance(arr, dict) else None
-                mentioned = _enum_items(doc, items, arr, node[name]) if items else None
+                mentioned = enum_items(doc, items, arr, node[name]) if items else None
                 if mentioned is not None:
                     node[name] = mentioned
                     changed.append(path + name)
                 for i, item in enumerate(node[name]):
                     if isinstance(items, dict) and isinstance(item, dict):
-                        for key, new in _repeated_strings(schema, items, item, doc).items():
+                        for key, new in repeated_strings(schema, items, item, doc).items():
                             item[key] = new
                             changed.append(f"{path}{name}[{i}].{key}")
         shared = [v for v in numbers.values()]
@@ -145,86 +145,86 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             node[name] = new
             changed.append(path + name)
         for name, prop in (sub.get("properties") or {}).items():
-            amount = _amount_value(schema, prop, name, node.get(name), amounts)
+            amount = amount_value(schema, prop, name, node.get(name), amounts)
             if amount is not None:
                 node[name] = _plain(amount)
                 changed.append(path + name)
-            labelled = _identifier_value(schema, prop, name, node.get(name), text)
-            labelled = labelled or _phone_value(schema, prop, name, node.get(name), text)
+            labelled = identifier_value(schema, prop, name, node.get(name), text)
+            labelled = labelled or phone_value(schema, prop, name, node.get(name), text)
             if labelled is not None:
                 node[name] = labelled
                 changed.append(path + name)
-            grouped = _grouped_reading(schema, prop, node.get(name), spans)
+            grouped = grouped_reading(schema, prop, node.get(name), spans)
             if grouped is not None:
                 node[name] = int(grouped)
                 changed.append(path + name)
-            started = _span_start(schema, prop, node.get(name), text)
+            started = span_start(schema, prop, node.get(name), text)
             if started is not None:
                 node[name] = started
                 changed.append(path + name)
             run = (
-                _capital_run(schema, sub, name, node, text)
-                or _label_value(schema, sub, name, node, text)
-                or _appositive_role(schema, sub, name, node, text)
-                or _place_list(schema, sub, name, node, text)
+                capital_run(schema, sub, name, node, text)
+                or label_value(schema, sub, name, node, text)
+                or appositive_role(schema, sub, name, node, text)
+                or place_list(schema, sub, name, node, text)
             )
             if run is not None:
                 node[name] = run
                 changed.append(path + name)
-        for name, num in _repeated_numbers(schema, sub, node, doc, spans).items():
+        for name, num in repeated_numbers(schema, sub, node, doc, spans).items():
             node[name] = _plain(num)
             changed.append(path + name)
-        for name, num in _range_values(schema, sub, node, doc, spans).items():
+        for name, num in range_values(schema, sub, node, doc, spans).items():
             node[name] = _plain(num)
             changed.append(path + name)
-        for name, new_s in _repeated_strings(schema, sub, node, doc).items():
+        for name, new_s in repeated_strings(schema, sub, node, doc).items():
             node[name] = new_s
             changed.append(path + name)
-        for name, new_s in _sibling_cut(schema, sub, node, text).items():
+        for name, new_s in sibling_cut(schema, sub, node, text).items():
             node[name] = new_s
             changed.append(path + name)
         for name, prop in (sub.get("properties") or {}).items():
-            titled = _after_honorific(schema, prop, node.get(name))
+            titled = after_honorific(schema, prop, node.get(name))
             if titled is not None:
                 node[name] = titled
                 changed.append(path + name)
-        for name, new_d in _dates_in_order(schema, sub, node, text).items():
+        for name, new_d in dates_in_order(schema, sub, node, text).items():
             node[name] = new_d
             changed.append(path + name)
         for name, prop in (sub.get("properties") or {}).items():
-            decided, num_f = _foreign_value(schema, prop, name, node, spans, foreign)
+            decided, num_f = foreign_value(schema, prop, name, node, spans, foreign)
             if decided:  # a numeral of a phone, e-mail, identifier or date: not this field
                 node[name] = None if num_f is None else _plain(num_f)
                 changed.append(path + name)
-            elif _not_a_phone(schema, prop, name, node.get(name), text) and _clearable(
+            elif not_a_phone(schema, prop, name, node.get(name), text) and clearable(
                 schema, sub, name, prop
             ):
-                _clear(schema, prop, node, name)  # "1" of "June 1" is no phone number
+                clear_field(schema, prop, node, name)  # "1" of "June 1" is no phone number
                 changed.append(path + name)
             else:  # an e-mail field holding no address: "email": "Carlos Diaz"
-                shaped, address = _email_shape(schema, sub, name, node, text)
+                shaped, address = email_shape(schema, sub, name, node, text)
                 if not shaped:  # a URI field holding no URL of the text: "keynote:"
-                    shaped, address = _uri_shape(schema, sub, name, node, text)
+                    shaped, address = uri_shape(schema, sub, name, node, text)
                 if not shaped:  # an address the text does not write: invented
-                    shaped, address = _invented_email(schema, sub, name, node, text)
+                    shaped, address = invented_email(schema, sub, name, node, text)
                 if shaped and address is not None:
                     node[name] = address
                     changed.append(path + name)
-                elif shaped and _clearable(schema, sub, name, prop):
-                    _clear(schema, prop, node, name)
+                elif shaped and clearable(schema, sub, name, prop):
+                    clear_field(schema, prop, node, name)
                     changed.append(path + name)
         for name in sub.get("properties") or {}:
-            contact = _contact_object(schema, sub, name, node, doc)
+            contact = contact_object(schema, sub, name, node, doc)
             if contact is not None:  # "Call Hannah Wright, 0113 496 0000": the agent
                 node[name] = contact
                 changed.append(path + name)
-        copied = _copied_nulls(schema, sub, node, doc, text, spans)
+        copied = copied_nulls(schema, sub, node, doc, text, spans)
         for name in copied:  # a sibling's value for a field the text never names
             node[name] = None
             changed.append(path + name)
 
     walk(schema, out, "", 0)
-    changed += _nested_dates_in_order(schema, schema, out, text)
+    changed += nested_dates_in_order(schema, schema, out, text)
     checker = jsonschema.validators.validator_for(schema)(schema)
     if not changed or not checker.is_valid(out):
         out, changed = value, []

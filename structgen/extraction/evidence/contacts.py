@@ -4,7 +4,7 @@ null takes the one phone number the text writes and the name written right befor
 A listing's ``agent`` (``{"name", "phone"}``) is a person the text names next to a phone
 number ("Call Hannah Wright, 0113 496 0000, to arrange a viewing"; "Agent: Lukas Frei,
 061 555 12 34"); a 135M model often writes ``null`` for the whole object although both
-values are there. ``_contact_object`` reads them from the text.
+values are there. ``contact_object`` reads them from the text.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _name_before(text: str, end: int) -> str | None:
     return text[words[0] : end] if len(words) >= 2 else None
 
 
-def _contact_object(root: Any, sub: dict, name: str, node: dict, doc: TextWords) -> dict | None:
+def contact_object(root: Any, sub: dict, name: str, node: dict, doc: TextWords) -> dict | None:
     """For a nullable object field the model left null or out whose properties are one
     free string field named for a name (a key with the word ``name``) and one phone field
     (``labels.phone_field``), both required, the object of the name and the phone number

@@ -1,10 +1,10 @@
 """The date rules of ``structgen.extraction.evidence``.
 
 Two ``format: date`` fields on one date take the text's dates in order
-(``_dates_in_order``, and ``_nested_dates_in_order`` for the date fields of an object and
+(``dates_in_order``, and ``nested_dates_in_order`` for the date fields of an object and
 the objects nested in it: ``pickup.date`` and ``return_date``); a nullable plain string
 field holding a sibling's date or time, its name nowhere in the text, is null
-(``_a_siblings_date``). Dates and times are read by
+(``a_siblings_date``). Dates and times are read by
 ``structgen.fsm.dates``.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from structgen.extraction.evidence.fields import is_nullable
-from structgen.extraction.evidence.text import TextWords, _mentions, name_stems
+from structgen.extraction.evidence.text import TextWords, name_mentions, name_stems
 from structgen.extraction.refs import MAX_REF_DEPTH
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.dates import dates, times
@@ -28,7 +28,7 @@ def _is_date_field(root: Any, prop: Any) -> bool:
     return types - {"null"} == {"string"}
 
 
-def _dates_in_order(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
+def dates_in_order(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
     """The date-order rule of the package docstring: ``{field: new date}`` when two date
     fields of one object hold the same date and the text writes exactly as many dates
     (every reading, ``fsm.dates``) as the object has date fields, taken in text order.
@@ -43,7 +43,7 @@ def _dates_in_order(root: Any, sub: dict, node: dict, text: str) -> dict[str, st
     return {k: d for k, d, v in zip(names, written, held) if d != v}
 
 
-def _nested_dates_in_order(root: Any, schema: Any, value: dict, text: str) -> list[str]:
+def nested_dates_in_order(root: Any, schema: Any, value: dict, text: str) -> list[str]:
     """The date-order rule across nested objects (package docstring): the date fields of
     ``value`` and of the objects nested in it (not inside arrays), in schema order
     (``pickup.date``, ``return_date``), taken as one list; where two of them hold the
@@ -76,7 +76,7 @@ def _nested_dates_in_order(root: Any, schema: Any, value: dict, text: str) -> li
     held = [holder.get(key) for holder, key, _ in fields]
     nested = any("." in path for *_, path in fields)
     if len(fields) < 2 or not nested:
-        return []  # one object's date fields: ``_dates_in_order``
+        return []  # one object's date fields: ``dates_in_order``
     if not any(isinstance(v, str) and held.count(v) > 1 for v in held):
         return []
     written = dates(text)
@@ -90,7 +90,7 @@ def _nested_dates_in_order(root: Any, schema: Any, value: dict, text: str) -> li
     return changed
 
 
-def _a_siblings_date(root: Any, prop: Any, name: str, node: dict, doc: TextWords) -> bool:
+def a_siblings_date(root: Any, prop: Any, name: str, node: dict, doc: TextWords) -> bool:
     """The date-null rule of the package docstring: whether a nullable plain string field
     holds a date or time (as ``fsm.dates`` reads it) that a sibling field holds.
     """
@@ -99,7 +99,7 @@ def _a_siblings_date(root: Any, prop: Any, name: str, node: dict, doc: TextWords
         return False
     if any(k in sub for k in ("format", "pattern", "enum", "const")):
         return False
-    if _mentions(doc, name_stems(name)):
+    if name_mentions(doc, name_stems(name)):
         return False  # the text names the field: the model decides
     read = set(dates(value)) | set(times(value))
     return any(k != name and isinstance(v, str) and v in read for k, v in node.items())

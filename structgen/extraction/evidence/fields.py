@@ -1,9 +1,9 @@
 """What the evidence rules read of a field's subschema (local ``$ref`` resolved).
 
-Its kind (``_kind``: boolean, number or string enum, and the non-null branch), whether it
-takes null (``is_nullable``), whether its type and bounds accept a number (``_accepts``) or
+Its kind (``field_kind``: boolean, number or string enum, and the non-null branch), whether it
+takes null (``is_nullable``), whether its type and bounds accept a number (``accepts_number``) or
 the whole subschema, formats checked, a value (``schema_accepts``), and the numbers one
-object holds (``_node_numbers``).
+object holds (``node_numbers``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import jsonschema
 from structgen.extraction.refs import resolve as _resolve
 
 
-def _scalar(value: Any) -> bool:
+def is_scalar(value: Any) -> bool:
+    """Whether ``value`` is a string or a number (a bool is not). Raises: never."""
     return isinstance(value, (str, int, float)) and not isinstance(value, bool)
 
 
@@ -64,7 +65,11 @@ def free_string_schema(root: Any, prop: Any) -> dict | None:
     return sub if types - {"null"} == {"string"} else None
 
 
-def _accepts(sub: dict, value: Decimal) -> bool:
+def accepts_number(sub: dict, value: Decimal) -> bool:
+    """Whether a number subschema (resolved, a dict) allows ``value``: its ``type``
+    (an integer type refuses a fraction), ``minimum``/``maximum`` and numeric
+    ``exclusiveMinimum``/``exclusiveMaximum``; other keywords are not read. Raises: never.
+    """
     types = sub.get("type")
     types = [types] if isinstance(types, str) else list(types or ())
     if "integer" in types and "number" not in types and value != value.to_integral_value():
@@ -100,7 +105,7 @@ def schema_accepts(root: Any, sub: Any, value: Any) -> bool:
         return False
 
 
-def _node_numbers(node: dict) -> list[Decimal]:
+def node_numbers(node: dict) -> list[Decimal]:
     """The number values (not booleans) directly in one object."""
     return [
         Decimal(str(v))
@@ -109,7 +114,7 @@ def _node_numbers(node: dict) -> list[Decimal]:
     ]
 
 
-def _kind(root: Any, sub: Any) -> tuple[str | None, dict]:
+def field_kind(root: Any, sub: Any) -> tuple[str | None, dict]:
     """``("boolean" | "number" | "enum" | None, the non-null branch)`` of a property's
     subschema; "enum" is an ``enum`` with at least two string options.
     """
@@ -125,7 +130,7 @@ def _kind(root: Any, sub: Any) -> tuple[str | None, dict]:
             rest = [b for b in (_resolve(root, b) for b in branches) if b != {"type": "null"}]
             if len(rest) != 1 or not isinstance(rest[0], dict):
                 return None, {}
-            return _kind(root, rest[0])
+            return field_kind(root, rest[0])
     types = sub.get("type")
     types = {types} if isinstance(types, str) else set(types or ())
     main = types - {"null"}

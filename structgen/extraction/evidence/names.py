@@ -1,11 +1,11 @@
 """Where a copied name starts and ends: rules of ``structgen.extraction.evidence``.
 
-A name the model cut short takes the capitalised words next to it (``_capital_run``); a
+A name the model cut short takes the capitalised words next to it (``capital_run``); a
 place field takes the whole comma-joined list of place names it is written in
-(``_place_list``); a value running on into a sibling's value is cut before it
-(``_sibling_cut``); a courtesy title before a name goes (``_after_honorific``); a role
+(``place_list``); a value running on into a sibling's value is cut before it
+(``sibling_cut``); a courtesy title before a name goes (``after_honorific``); a role
 left null takes the appositive after a name ("Elena Petrova, Head of Research at ...":
-``_appositive_role``).
+``appositive_role``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from structgen.extraction.evidence.fields import _node_numbers, free_string_schema, schema_accepts
-from structgen.extraction.evidence.strings import _sibling_strings
+from structgen.extraction.evidence.fields import free_string_schema, node_numbers, schema_accepts
+from structgen.extraction.evidence.strings import sibling_strings
 from structgen.extraction.evidence.text import name_stems
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.numerals import numeral_spans
@@ -96,7 +96,7 @@ def is_name_word(word: str) -> bool:
     )
 
 
-def _capital_run(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
+def capital_run(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
     """The name-run rule of the package docstring: the value extended over the
     capitalised words the text writes right before and after it, or None (no change).
     """
@@ -128,7 +128,7 @@ def _capital_run(root: Any, sub: dict, name: str, node: dict, text: str) -> str 
         return None  # not written, or written with different neighbours
     (new,) = found
     # a sibling holding the whole new value ran on past its own end (the cut rule's case)
-    siblings = [s for s in _sibling_strings(root, sub, node, name) if new not in s]
+    siblings = [s for s in sibling_strings(root, sub, node, name) if new not in s]
     if new == value or any(s in new and s not in value for s in siblings):
         return None
     if any(w in s for w in new.replace(value, " ").split() for s in siblings):
@@ -136,7 +136,7 @@ def _capital_run(root: Any, sub: dict, name: str, node: dict, text: str) -> str 
     return new if schema_accepts(root, _resolve(root, prop), new) else None
 
 
-def _sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
+def sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
     """The sibling-cut rule of the package docstring: ``{field: new value}`` for the free
     string fields of one object whose value runs on into a sibling's value, cut before
     it (trailing punctuation and function words dropped).
@@ -149,12 +149,12 @@ def _sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
             continue
         cuts = [
             start
-            for s in _sibling_strings(root, sub, node, name)
+            for s in sibling_strings(root, sub, node, name)
             if s not in value[: len(s)]
             for start, _ in _word_spans(s, value)
             if start > 0
         ]
-        held = set(_node_numbers(node))
+        held = set(node_numbers(node))
         cuts += [  # "Quick garlic prawns for two": the servings' numeral
             start
             for start, _, readings in numeral_spans(value)
@@ -179,7 +179,7 @@ def _sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
     return found
 
 
-def _after_honorific(root: Any, prop: Any, value: Any) -> str | None:
+def after_honorific(root: Any, prop: Any, value: Any) -> str | None:
     """The honorific rule of the package docstring: the name after "Mr.", "Mrs.", "Ms.",
     "Miss" or "Mx" that ends the value, or None (no change).
     """
@@ -193,7 +193,7 @@ def _after_honorific(root: Any, prop: Any, value: Any) -> str | None:
     return new if schema_accepts(root, branch, new) else None
 
 
-def _place_list(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
+def place_list(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
     """The place-list rule of the package docstring: a place field's value extended to
     the whole comma-joined list of names it is written in, or None (no change).
     """
@@ -223,7 +223,7 @@ def _place_list(root: Any, sub: dict, name: str, node: dict, text: str) -> str |
         return None
     (new,) = found
     parts = new.split(", ")
-    siblings = _sibling_strings(root, sub, node, name)
+    siblings = sibling_strings(root, sub, node, name)
     if new == value or any(s in p for s in siblings for p in parts):
         return None  # a part is a sibling's ("Greenleaf Pharmacy, Dublin": the company)
     return new if schema_accepts(root, _resolve(root, props[name]), new) else None
@@ -253,7 +253,7 @@ _ROLE_WORDS = frozenset({"title", "role", "position", "occupation", "designation
 _APPOSITIVE = re.compile(r", ([^\W\d_][\w'’&-]*(?: [^\W\d_][\w'’&-]*){0,4})(?= at |, )")
 
 
-def _appositive_role(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
+def appositive_role(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
     """The appositive rule of the package docstring: for a free string field named for a
     role (``job_title``, ``role``, ``position``) that the model left null or out, the
     phrase the text writes right after a sibling name field's value, between commas or
@@ -265,7 +265,7 @@ def _appositive_role(root: Any, sub: dict, name: str, node: dict, text: str) -> 
     words = name.lower().split("_")
     if branch is None or node.get(name) is not None or words[-1] not in _ROLE_WORDS:
         return None
-    siblings = _sibling_strings(root, sub, node, name)
+    siblings = sibling_strings(root, sub, node, name)
     found: set[str] = set()
     for key, value in node.items():
         if key == name or "name" not in key.lower().split("_") or value not in siblings:

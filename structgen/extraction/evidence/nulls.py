@@ -4,10 +4,10 @@ A nullable field whose value equals a sibling's, its name nowhere in the text, c
 that sibling (null); a nullable number the text writes only inside a chunk a sibling
 string field holds is part of that identifier (identifier null, ``_inside_sibling``); a
 nullable plain string holding a sibling's date or time (date null,
-``structgen.extraction.evidence.dates``). ``_copied_nulls`` gathers them for one object;
-``_denied_string`` is the denied string rule, which treats a field the schema lets an
+``structgen.extraction.evidence.dates``). ``copied_nulls`` gathers them for one object;
+``denied_string`` is the denied string rule, which treats a field the schema lets an
 object leave out (not ``required``) as nullable: the field is then left out
-(``_clearable``, ``_clear``). The null rule does not (a schema without ``required`` would
+(``clearable``, ``clear_field``). The null rule does not (a schema without ``required`` would
 lose every field equal to a sibling's).
 """
 
@@ -16,10 +16,10 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from structgen.extraction.evidence.dates import _a_siblings_date
-from structgen.extraction.evidence.fields import _kind, _scalar, is_nullable
-from structgen.extraction.evidence.numbers import _all_negated
-from structgen.extraction.evidence.text import _JOINED, TextWords, _mentions, name_stems
+from structgen.extraction.evidence.dates import a_siblings_date
+from structgen.extraction.evidence.fields import field_kind, is_nullable, is_scalar
+from structgen.extraction.evidence.numbers import all_negated
+from structgen.extraction.evidence.text import JOINED, TextWords, name_mentions, name_stems
 from structgen.extraction.refs import resolve as _resolve
 
 
@@ -29,8 +29,8 @@ def _inside_sibling(root: Any, prop: Any, name: str, node: dict, text: str, span
     ("88-17" as ``ticket_id``: 17 is not the ``order_number``).
     """
     value = node.get(name)
-    kind, _ = _kind(root, prop)
-    if kind != "number" or not _scalar(value) or isinstance(value, str):
+    kind, _ = field_kind(root, prop)
+    if kind != "number" or not is_scalar(value) or isinstance(value, str):
         return False
     if not is_nullable(root, prop):
         return False
@@ -40,9 +40,9 @@ def _inside_sibling(root: Any, prop: Any, name: str, node: dict, text: str, span
         return False
     for a, b in places:
         start, end = a, b
-        while start > 0 and _JOINED.fullmatch(text[start - 1]):
+        while start > 0 and JOINED.fullmatch(text[start - 1]):
             start -= 1
-        while end < len(text) and _JOINED.fullmatch(text[end]):
+        while end < len(text) and JOINED.fullmatch(text[end]):
             end += 1
         chunk = text[start:end].strip("-.#@+&")
         if chunk == text[a:b] or not any(chunk in h for h in held):
@@ -50,7 +50,7 @@ def _inside_sibling(root: Any, prop: Any, name: str, node: dict, text: str, span
     return True
 
 
-def _copied_nulls(
+def copied_nulls(
     schema: Any, sub: dict, node: dict, doc: TextWords, text: str, spans: list
 ) -> list[str]:
     """The null, identifier null and date null rules of the package docstring: the
@@ -59,10 +59,10 @@ def _copied_nulls(
     copied = [
         name
         for name, prop in (sub.get("properties") or {}).items()
-        if _scalar(node.get(name))
+        if is_scalar(node.get(name))
         and is_nullable(schema, prop)
-        and not _mentions(doc, name_stems(name))
-        and any(k != name and _scalar(v) and v == node[name] for k, v in node.items())
+        and not name_mentions(doc, name_stems(name))
+        and any(k != name and is_scalar(v) and v == node[name] for k, v in node.items())
     ]
     copied += [
         name
@@ -70,19 +70,19 @@ def _copied_nulls(
         if name not in copied
         and (
             _inside_sibling(schema, prop, name, node, text, spans)
-            or _a_siblings_date(schema, prop, name, node, doc)
+            or a_siblings_date(schema, prop, name, node, doc)
         )
     ]
     return copied
 
 
-def _clearable(root: Any, sub: dict, name: str, prop: Any) -> bool:
+def clearable(root: Any, sub: dict, name: str, prop: Any) -> bool:
     """Whether an object's field may be null or left out (not in ``sub``'s ``required``)."""
     return is_nullable(root, prop) or name not in (sub.get("required") or ())
 
 
-def _clear(root: Any, prop: Any, node: dict, name: str) -> None:
-    """Set a nullable field to null, else leave it out (``_clearable`` said one holds)."""
+def clear_field(root: Any, prop: Any, node: dict, name: str) -> None:
+    """Set a nullable field to null, else leave it out (``clearable`` said one holds)."""
     if is_nullable(root, prop):
         node[name] = None
     else:
@@ -100,9 +100,9 @@ def _shaped(root: Any, prop: Any) -> bool:
     return any(isinstance(b, dict) and ("format" in b or "pattern" in b) for b in [sub, *branches])
 
 
-def _denied_string(root: Any, sub: dict, name: str, prop: Any, value: Any, doc: TextWords) -> bool:
+def denied_string(root: Any, sub: dict, name: str, prop: Any, value: Any, doc: TextWords) -> bool:
     """The denied string rule of the package docstring: whether a string field that may be
-    null or left out (``_clearable``) is cleared because the text mentions its name only
+    null or left out (``clearable``) is cleared because the text mentions its name only
     negated ("No email given", "she left no email", "without email", "Email: none") and
     its value has no evidence of being that field: the text does not write it (the model
     invented an address), or writes it but the field gives its values no shape
@@ -111,9 +111,9 @@ def _denied_string(root: Any, sub: dict, name: str, prop: Any, value: Any, doc: 
     under copy constraints every value is a span of the text, so the model's choice
     between null and a span is no evidence).
     """
-    if _kind(root, prop)[0] is not None or not isinstance(value, str):
+    if field_kind(root, prop)[0] is not None or not isinstance(value, str):
         return False
     stems = name_stems(name)
-    if not stems or not _clearable(root, sub, name, prop) or not _all_negated(doc, stems):
+    if not stems or not clearable(root, sub, name, prop) or not all_negated(doc, stems):
         return False
     return value not in doc.text or not _shaped(root, prop)

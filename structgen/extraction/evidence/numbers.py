@@ -1,14 +1,14 @@
 """The number rules of ``structgen.extraction.evidence``.
 
-The numeral nearest a mention of the field's name (``_number_value``), the whole reading
-of a numeral the model stopped at the separator of (``_grouped_reading``), the next
-numeral for a field repeating a sibling's (``_repeated_numbers``), the one currency-marked
-numeral for a money field (``_amount_value``, marks read by ``labels.amount_spans``), the
-two ends of a range for a ``X_min`` / ``X_max`` pair (``_range_values``, ranges read by
-``_ranges``), and null for a nullable field the text mentions only negated (``_denied``), 0 for such
-an integer count that is not nullable (``_denied_count``), and no numeral of a phone
-number, e-mail address, identifier or date for an unrelated field (``_foreign_value``,
-spans read by ``labels.foreign_spans``).
+The numeral nearest a mention of the field's name (``number_value``), the whole reading
+of a numeral the model stopped at the separator of (``grouped_reading``), the next
+numeral for a field repeating a sibling's (``repeated_numbers``), the one currency-marked
+numeral for a money field (``amount_value``, marks read by ``labels.amount_spans``), the
+two ends of a range for a ``X_min`` / ``X_max`` pair (``range_values``, ranges read by
+``_ranges``), and null for a nullable field the text mentions only negated
+(``denied_number``), 0 for such an integer count that is not nullable (``denied_count``),
+and no numeral of a phone number, e-mail address, identifier or date for an unrelated field
+(``foreign_value``, spans read by ``labels.foreign_spans``).
 """
 
 from __future__ import annotations
@@ -18,18 +18,18 @@ from decimal import Decimal
 from typing import Any
 
 from structgen.extraction.evidence.fields import (
-    _accepts,
-    _kind,
-    _node_numbers,
-    _scalar,
+    accepts_number,
+    field_kind,
     is_nullable,
+    is_scalar,
+    node_numbers,
 )
 from structgen.extraction.evidence.text import (
-    _GAP_REPEAT,
+    GAP_REPEAT,
     TextWords,
-    _matches,
-    _mentions,
+    name_mentions,
     name_stems,
+    stems_match,
 )
 from structgen.extraction.labels import CURRENCY_MARK, identifier_field, is_amount_field
 
@@ -44,9 +44,9 @@ _BETWEEN = re.compile(r"\bbetween\s*\S*\s*$", re.IGNORECASE)
 _RANGE_ENDS = {"min": "min", "minimum": "min", "max": "max", "maximum": "max"}
 
 
-def _number_value(doc: TextWords, spans: list, stems: list[str], sub: dict) -> Decimal | None:
+def number_value(doc: TextWords, spans: list, stems: list[str], sub: dict) -> Decimal | None:
     """The number rule of the package docstring; None when no mention decides it."""
-    mentions = _mentions(doc, stems)
+    mentions = name_mentions(doc, stems)
     in_range = {k for pair in _ranges(doc, spans) for k in pair}
     best: tuple[int, int, Decimal] | None = None
     for index, (start, end, values) in enumerate(spans):
@@ -55,7 +55,7 @@ def _number_value(doc: TextWords, spans: list, stems: list[str], sub: dict) -> D
         first, last = doc.word_at(start), doc.word_at(max(start, end - 1))
         if first >= len(doc.words):
             continue
-        fitting = [v for v in values if _accepts(sub, v)]
+        fitting = [v for v in values if accepts_number(sub, v)]
         if not fitting:
             continue
         for k in mentions:
@@ -89,7 +89,7 @@ def _ranges(doc: TextWords, spans: list) -> list[tuple[int, int]]:
     return found
 
 
-def _range_values(
+def range_values(
     root: Any, sub: dict, node: dict, doc: TextWords, spans: list
 ) -> dict[str, Decimal]:
     """The range rule of the package docstring: ``{field: new value}`` for a pair of
@@ -100,7 +100,7 @@ def _range_values(
     props = sub.get("properties") or {}
     ends: dict[tuple[str, ...], dict[str, str]] = {}
     for name, prop in props.items():
-        kind, _ = _kind(root, prop)
+        kind, _ = field_kind(root, prop)
         stems = name_stems(name)
         marks = [s for s in stems if s in _RANGE_ENDS]
         if kind != "number" or len(marks) != 1:
@@ -111,15 +111,18 @@ def _range_values(
     for base, pair in ends.items():
         if set(pair) != {"min", "max"}:
             continue
-        (_, lo_sub), (_, hi_sub) = _kind(root, props[pair["min"]]), _kind(root, props[pair["max"]])
-        clauses = {doc.words[k][3] for k in _mentions(doc, list(base))} if base else set()
+        (_, lo_sub), (_, hi_sub) = (
+            field_kind(root, props[pair["min"]]),
+            field_kind(root, props[pair["max"]]),
+        )
+        clauses = {doc.words[k][3] for k in name_mentions(doc, list(base))} if base else set()
         readings: set[tuple[Decimal, Decimal]] = set()
         for i, j in _ranges(doc, spans):
             at = doc.word_at(spans[i][0])
             if clauses and (at >= len(doc.words) or doc.words[at][3] not in clauses):
                 continue
-            lo = [v for v in spans[i][2] if _accepts(lo_sub, v)]
-            hi = [v for v in spans[j][2] if _accepts(hi_sub, v)]
+            lo = [v for v in spans[i][2] if accepts_number(lo_sub, v)]
+            hi = [v for v in spans[j][2] if accepts_number(hi_sub, v)]
             if lo and hi and lo[0] < hi[0]:
                 readings.add((lo[0], hi[0]))
         if len(readings) != 1:
@@ -134,7 +137,7 @@ def _range_values(
     return found
 
 
-def _repeated_numbers(
+def repeated_numbers(
     root: Any, sub: dict, node: dict, doc: TextWords, spans: list
 ) -> dict[str, Decimal]:
     """The repeat rule of the package docstring: ``{field: new value}`` for the
@@ -144,9 +147,9 @@ def _repeated_numbers(
     found: dict[str, Decimal] = {}
     held: list[tuple[str, Decimal]] = []  # number siblings so far, schema order
     for name, prop in (sub.get("properties") or {}).items():
-        kind, branch = _kind(root, prop)
+        kind, branch = field_kind(root, prop)
         current = node.get(name)
-        if kind != "number" or not _scalar(current) or isinstance(current, str):
+        if kind != "number" or not is_scalar(current) or isinstance(current, str):
             continue
         value = Decimal(str(current))
         earlier = any(v == value for _, v in held)
@@ -161,21 +164,21 @@ def _repeated_numbers(
         last, first = doc.word_at(max(start, end - 1)), doc.word_at(n_start)
         if first >= len(doc.words) or doc.words[first][3] != doc.words[last][3]:
             continue  # the next numeral is in another clause
-        if first - last - 1 > _GAP_REPEAT:
+        if first - last - 1 > GAP_REPEAT:
             continue
-        taken = {v for _, v in held} | set(_node_numbers(node))
-        fitting = [v for v in n_values if _accepts(branch, v) and v not in taken]
+        taken = {v for _, v in held} | set(node_numbers(node))
+        fitting = [v for v in n_values if accepts_number(branch, v) and v not in taken]
         if fitting:
             found[name] = fitting[0]
             held[-1] = (name, fitting[0])
     return found
 
 
-def _grouped_reading(root: Any, prop: Any, value: Any, spans: list) -> Decimal | None:
+def grouped_reading(root: Any, prop: Any, value: Any, spans: list) -> Decimal | None:
     """The separator rule of the package docstring: the thousands reading of the numeral
     whose decimal reading with trailing zeros ``value`` equals, or None (no change).
     """
-    kind, branch = _kind(root, prop)
+    kind, branch = field_kind(root, prop)
     if kind != "number" or isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     number = Decimal(str(value))
@@ -195,14 +198,14 @@ def _grouped_reading(root: Any, prop: Any, value: Any, spans: list) -> Decimal |
     if len(found) != 1:
         return None
     (grouped,) = found
-    return grouped if _accepts(branch, grouped) else None
+    return grouped if accepts_number(branch, grouped) else None
 
 
-def _amount_value(root: Any, prop: Any, name: str, value: Any, amounts: list) -> Decimal | None:
+def amount_value(root: Any, prop: Any, name: str, value: Any, amounts: list) -> Decimal | None:
     """The amount rule of the package docstring: the one currency-marked numeral a money
     field may hold, when the model's value is none of them; else None (no change).
     """
-    kind, branch = _kind(root, prop)
+    kind, branch = field_kind(root, prop)
     if kind != "number" or isinstance(value, (str, bool)) or not is_amount_field(name_stems(name)):
         return None
     if value is None and not is_nullable(root, prop):
@@ -210,35 +213,35 @@ def _amount_value(root: Any, prop: Any, name: str, value: Any, amounts: list) ->
     number = None if value is None else Decimal(str(value))
     if number is not None and any(number in values for _, _, values in amounts):
         return None
-    fitting = [[v for v in values if _accepts(branch, v)] for _, _, values in amounts]
+    fitting = [[v for v in values if accepts_number(branch, v)] for _, _, values in amounts]
     distinct = {f[0] for f in fitting if f}
     return distinct.pop() if len(distinct) == 1 else None
 
 
-def _denied_count(doc: TextWords, stems: list[str], root: Any, prop: Any) -> bool:
+def denied_count(doc: TextWords, stems: list[str], root: Any, prop: Any) -> bool:
     """The denied-count rule of the package docstring: a non-nullable integer field whose
     bounds take 0 and whose name's words the text mentions only negated.
     """
-    kind, branch = _kind(root, prop)
+    kind, branch = field_kind(root, prop)
     types = branch.get("type")
     types = {types} if isinstance(types, str) else set(types or ())
     if kind != "number" or "integer" not in types or is_nullable(root, prop):
         return False
-    return _accepts(branch, Decimal(0)) and _all_negated(doc, stems)
+    return accepts_number(branch, Decimal(0)) and all_negated(doc, stems)
 
 
-def _denied(doc: TextWords, stems: list[str], root: Any, prop: Any) -> bool:
+def denied_number(doc: TextWords, stems: list[str], root: Any, prop: Any) -> bool:
     """The denied-number rule of the package docstring: a nullable field whose name's
     words the text mentions, every mention in a clause with a negation.
     """
-    return is_nullable(root, prop) and _all_negated(doc, stems)
+    return is_nullable(root, prop) and all_negated(doc, stems)
 
 
-def _all_negated(doc: TextWords, stems: list[str]) -> bool:
+def all_negated(doc: TextWords, stems: list[str]) -> bool:
     """Whether the text mentions some of the name's words, every mention in a clause with
     a negation.
     """
-    mentions = [k for k, (w, *_) in enumerate(doc.words) if any(_matches(w, s) for s in stems)]
+    mentions = [k for k, (w, *_) in enumerate(doc.words) if any(stems_match(w, s) for s in stems)]
     return bool(mentions) and all(doc.negated(k) for k in mentions)
 
 
@@ -246,7 +249,7 @@ def _all_negated(doc: TextWords, stems: list[str]) -> bool:
 _DATE_PART_STEMS = frozenset("day month year hour minut second date time".split())
 
 
-def _foreign_value(
+def foreign_value(
     root: Any, prop: Any, name: str, node: dict, spans: list, foreign: tuple[list, list]
 ) -> tuple[bool, Decimal | None]:
     """The foreign numeral rule of the package docstring: ``(True, new value)`` for a
@@ -258,8 +261,8 @@ def _foreign_value(
     that fits the field and no sibling holds. ``(False, None)``: no change.
     """
     value = node.get(name)
-    kind, branch = _kind(root, prop)
-    if kind != "number" or not _scalar(value) or isinstance(value, str):
+    kind, branch = field_kind(root, prop)
+    if kind != "number" or not is_scalar(value) or isinstance(value, str):
         return False, None
     if any(s in _DATE_PART_STEMS for s in name_stems(name)):
         return False, None
@@ -276,10 +279,10 @@ def _foreign_value(
         return False, None  # not written, but the text has numerals: it may be derived
     if is_nullable(root, prop):
         return True, None
-    taken = set(_node_numbers({k: v for k, v in node.items() if k != name}))
+    taken = set(node_numbers({k: v for k, v in node.items() if k != name}))
     free = set()
     for a, b, values in spans:
-        fitting = [v for v in values if _accepts(branch, v) and v not in taken]
+        fitting = [v for v in values if accepts_number(branch, v) and v not in taken]
         if fitting and not inside(a, b):
             free.add(fitting[0])
     return (True, free.pop()) if len(free) == 1 else (False, None)

@@ -2,9 +2,9 @@
 
 A boolean field is decided by the text's mentions of its name and the negations in their
 clauses (``bool_value``, with ``_BOOLEAN_ALIASES``); a string enum by the one option the
-text mentions un-negated (``_enum_value``), a currency symbol mentioning the ISO 4217 code
+text mentions un-negated (``enum_value``), a currency symbol mentioning the ISO 4217 code
 option it stands for (``_symbol_mentions``, ``_CURRENCY_SYMBOLS``); an array of string
-enum options by the options the text mentions un-negated (``_enum_items``).
+enum options by the options the text mentions un-negated (``enum_items``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from structgen.extraction.evidence.text import TextWords, _matches, option_stems
+from structgen.extraction.evidence.text import TextWords, option_stems, stems_match
 
 # words that mention a boolean field whose name's first word is the key: a garage is
 # parking ("a double garage", "no garage")
@@ -59,21 +59,21 @@ def bool_value(doc: TextWords, stems: list[str]) -> bool | None:
         return None
     readings = []
     for k, (w, _, _, clause) in enumerate(doc.words):
-        if not (_matches(w, stems[0]) or w in _BOOLEAN_ALIASES.get(stems[0], ())):
+        if not (stems_match(w, stems[0]) or w in _BOOLEAN_ALIASES.get(stems[0], ())):
             continue
         window = [
             j
             for j in range(max(0, k - _WINDOW_BOOL), min(len(doc.words), k + _WINDOW_BOOL + 1))
             if doc.words[j][3] == clause
         ]
-        if all(any(_matches(doc.words[j][0], s) for j in window) for s in stems[1:]):
+        if all(any(stems_match(doc.words[j][0], s) for j in window) for s in stems[1:]):
             readings.append(not doc.negated(k))
     if not readings:
         return None
     return any(readings)
 
 
-def _enum_value(
+def enum_value(
     doc: TextWords, options: list[str], current: Any, denied: bool = False
 ) -> tuple[bool, str | None]:
     """The enum rule of the package docstring: ``(decided, value)``; ``(False, None)``
@@ -116,7 +116,7 @@ def _option_mentions(doc: TextWords, options: list[str]) -> dict[str, list[tuple
     return {o: [ab for ab in found if ab not in inside] for o, found in spans.items()}
 
 
-def _enum_items(doc: TextWords, items: dict, array: dict, current: Any) -> list[str] | None:
+def enum_items(doc: TextWords, items: dict, array: dict, current: Any) -> list[str] | None:
     """The enum-array rule of the package docstring: an array of string enum options holds
     the options the text mentions un-negated (``_option_mentions``), in the order of their
     first mention ("GPS navigation and one child seat": ``["gps", "child_seat"]``), not

@@ -1,13 +1,13 @@
 """The string rules of ``structgen.extraction.evidence``.
 
 A value the text writes only inside longer chunks starts where the chunk starts
-(``_span_start``); a patterned field repeating a sibling's value takes the next word
-(``_repeated_strings``); an identifier field takes the one identifier after its label
-(``_identifier_value``) and a phone field the one phone number (``_phone_value``), both
+(``span_start``); a patterned field repeating a sibling's value takes the next word
+(``repeated_strings``); an identifier field takes the one identifier after its label
+(``identifier_value``) and a phone field the one phone number (``phone_value``), both
 read by ``structgen.extraction.labels``, and holds no fragment of another number
-(``_not_a_phone``); a field left null takes the value after the one
-label naming it (``_label_value``); a ``format: uri`` field holds a URL the text writes
-(``_uri_shape``), an e-mail field no address the text does not write (``_invented_email``).
+(``not_a_phone``); a field left null takes the value after the one
+label naming it (``label_value``); a ``format: uri`` field holds a URL the text writes
+(``uri_shape``), an e-mail field no address the text does not write (``invented_email``).
 Where a copied name starts and ends (name run, place
 list, sibling cut, honorific): ``names.py``.
 """
@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema
 
 from structgen.extraction.evidence.fields import free_string_schema, schema_accepts
-from structgen.extraction.evidence.text import _GAP_REPEAT, _JOINED, TextWords, name_stems, stem
+from structgen.extraction.evidence.text import GAP_REPEAT, JOINED, TextWords, name_stems, stem
 from structgen.extraction.labels import (
     email_addresses,
     email_field,
@@ -47,11 +47,11 @@ _URL = re.compile(r"(?<![\w+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s<>\"'`]+")
 _URI_FORMATS = frozenset({"uri", "iri"})
 
 
-def _repeated_strings(root: Any, sub: dict, node: dict, doc: TextWords) -> dict[str, str]:
+def repeated_strings(root: Any, sub: dict, node: dict, doc: TextWords) -> dict[str, str]:
     """The string repeat rule of the package docstring: ``{field: new value}`` for the
     string fields with a ``pattern`` of one object that repeat an earlier sibling's
     value the text writes once (as one word), each taking the first word the text writes
-    after it, in the same clause with at most ``_GAP_REPEAT`` words between, that the
+    after it, in the same clause with at most ``GAP_REPEAT`` words between, that the
     field's schema accepts and no sibling holds.
     """
     found: dict[str, str] = {}
@@ -70,7 +70,7 @@ def _repeated_strings(root: Any, sub: dict, node: dict, doc: TextWords) -> dict[
             continue  # written twice (both may be right) or not as one word
         k = places[0]
         clause = doc.words[k][3]
-        for j in range(k + 1, min(len(doc.words), k + 2 + _GAP_REPEAT)):
+        for j in range(k + 1, min(len(doc.words), k + 2 + GAP_REPEAT)):
             if doc.words[j][3] != clause:
                 break
             word = doc.text[doc.words[j][1] : doc.words[j][2]]
@@ -88,7 +88,7 @@ def _repeated_strings(root: Any, sub: dict, node: dict, doc: TextWords) -> dict[
     return found
 
 
-def _span_start(root: Any, prop: Any, value: Any, text: str) -> str | None:
+def span_start(root: Any, prop: Any, value: Any, text: str) -> str | None:
     """The span-start rule of the package docstring: the value extended to the start of
     the chunk the text writes it in, or None (no change).
     """
@@ -103,7 +103,7 @@ def _span_start(root: Any, prop: Any, value: Any, text: str) -> str | None:
     at = text.find(value)
     while at >= 0:
         start = at
-        while start > 0 and _JOINED.fullmatch(text[start - 1]):
+        while start > 0 and JOINED.fullmatch(text[start - 1]):
             start -= 1
         while start < at and not text[start].isalnum():
             start += 1  # leading punctuation of the chunk ("(", "-") is not copied
@@ -117,7 +117,7 @@ def _span_start(root: Any, prop: Any, value: Any, text: str) -> str | None:
     return new if schema_accepts(root, sub, new) else None
 
 
-def _identifier_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str | None:
+def identifier_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str | None:
     """The identifier rule of the package docstring: the one identifier the text writes
     after the field's label, when the model's value differs; else None (no change).
     """
@@ -132,7 +132,7 @@ def _identifier_value(root: Any, prop: Any, name: str, value: Any, text: str) ->
     return found[0] if schema_accepts(root, sub, found[0]) else None
 
 
-def _phone_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str | None:
+def phone_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str | None:
     """The phone rule of the package docstring: the one phone number the text writes,
     when the model's value is none of them; else None (no change).
     """
@@ -147,7 +147,7 @@ def _phone_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str 
     return found[0] if schema_accepts(root, sub, found[0]) else None
 
 
-def _sibling_strings(root: Any, sub: dict, node: dict, name: str) -> list[str]:
+def sibling_strings(root: Any, sub: dict, node: dict, name: str) -> list[str]:
     """The values (two characters at least) of ``node``'s other string fields that are
     not ``enum`` or ``const`` (an option is a label, not a span of the text).
     """
@@ -162,7 +162,7 @@ def _sibling_strings(root: Any, sub: dict, node: dict, name: str) -> list[str]:
     return found
 
 
-def _label_value(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
+def label_value(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
     """The label rule of the package docstring: for a free string field the model left
     null or out, the value the text writes after the one label naming it ("Title: Data
     Engineer |" for ``job_title``), or None (no change).
@@ -179,7 +179,7 @@ def _label_value(root: Any, sub: dict, name: str, node: dict, text: str) -> str 
     if len(found) != 1:
         return None
     (new,) = found
-    if new in _sibling_strings(root, sub, node, name) or _denial(new):
+    if new in sibling_strings(root, sub, node, name) or _denial(new):
         return None
     return new if schema_accepts(root, branch, new) else None
 
@@ -204,7 +204,7 @@ def _names_label(name: str, label: str) -> bool:
     )
 
 
-def _not_a_phone(root: Any, prop: Any, name: str, value: Any, text: str) -> bool:
+def not_a_phone(root: Any, prop: Any, name: str, value: Any, text: str) -> bool:
     """The phone fragment rule of the package docstring: whether a phone field's value
     holds fewer digits than a phone number has (7, ``labels.phone_runs``) while the text
     writes no phone number: the "1" of "June 1", a fragment of another number.
@@ -217,7 +217,7 @@ def _not_a_phone(root: Any, prop: Any, name: str, value: Any, text: str) -> bool
     return sum(c.isdigit() for c in value) < 7 and not phone_runs(text)
 
 
-def _email_shape(root: Any, sub: dict, name: str, node: dict, text: str) -> tuple[bool, Any]:
+def email_shape(root: Any, sub: dict, name: str, node: dict, text: str) -> tuple[bool, Any]:
     """The e-mail shape rule of the package docstring: ``(decided, value)`` for a free
     string field named for an e-mail address whose value has no ``@`` ("Carlos Diaz"):
     the one address the text writes that no sibling holds, else None (the caller clears
@@ -232,7 +232,7 @@ def _email_shape(root: Any, sub: dict, name: str, node: dict, text: str) -> tupl
         return False, None
     if "pattern" in branch:
         return False, None
-    held = set(_sibling_strings(root, sub, node, name))
+    held = set(sibling_strings(root, sub, node, name))
     free = [a for a in email_addresses(text) if a not in held]
     if len(free) == 1 and schema_accepts(root, branch, free[0]):
         return True, free[0]
@@ -259,12 +259,12 @@ def _one_free(
     field ``name`` holds and ``branch`` (the field's subschema) accepts; None when there
     is not exactly one such value.
     """
-    held = set(_sibling_strings(root, sub, node, name))
+    held = set(sibling_strings(root, sub, node, name))
     free = [w for w in written if w not in held]
     return free[0] if len(free) == 1 and schema_accepts(root, branch, free[0]) else None
 
 
-def _uri_shape(root: Any, sub: dict, name: str, node: dict, text: str) -> tuple[bool, Any]:
+def uri_shape(root: Any, sub: dict, name: str, node: dict, text: str) -> tuple[bool, Any]:
     """The URI shape rule of the package docstring: ``(decided, value)`` for a string
     field of ``format: uri`` (or ``iri``) whose value is no URL the text writes
     (``"keynote:"``, a scheme the grammar let through): the one URL the text writes that
@@ -293,7 +293,7 @@ def _uri_shape(root: Any, sub: dict, name: str, node: dict, text: str) -> tuple[
     return (True, None) if not written else (False, None)
 
 
-def _invented_email(root: Any, sub: dict, name: str, node: dict, text: str) -> tuple[bool, Any]:
+def invented_email(root: Any, sub: dict, name: str, node: dict, text: str) -> tuple[bool, Any]:
     """The invented e-mail rule of the package docstring: ``(decided, value)`` for a field
     named for an e-mail address or of ``format: email`` holding an address the text does
     not write (case ignored; the grammar's fallback where the text has no address to copy):

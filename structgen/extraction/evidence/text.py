@@ -4,7 +4,7 @@ The text's words (``TextWords``: each word's stem, offsets and clause number; cl
 ``.``, ``;``, ``,``, brackets, ``·``, ``|`` and hard line breaks, not at a soft wrap,
 ``unwrapped``), negations in a clause, the stems of a field name's words
 (``name_stems``) and of an enum option's (``option_stems``), and the words that mention a
-field (``_mentions``, with ``_NUMBER_ALIASES``). The rules: ``structgen.extraction.evidence``.
+field (``name_mentions``, with ``_NUMBER_ALIASES``). The rules: ``structgen.extraction.evidence``.
 """
 
 from __future__ import annotations
@@ -57,10 +57,10 @@ _NUMBER_ALIASES = {
 _COPULAS = frozenset("is are was were be".split())
 
 
-_JOINED = re.compile(r"[^\W]|[-.@#+&]")  # characters a chunk of the text is made of
+JOINED = re.compile(r"[^\W]|[-.@#+&]")  # characters a chunk of the text is made of
 
 
-_GAP_REPEAT = 2  # words between a repeated numeral and the next one ("118 over 76")
+GAP_REPEAT = 2  # words between a repeated numeral and the next one ("118 over 76")
 
 
 _GAP_NEGATION = 2  # words between a negation and the option it negates ("not a feature request")
@@ -108,7 +108,10 @@ def option_stems(option: str) -> list[str]:
     return [stem(w) for w in _WORD.findall(unicodedata.normalize("NFKC", option))]
 
 
-def _matches(a: str, b: str) -> bool:
+def stems_match(a: str, b: str) -> bool:
+    """Whether two stems name the same word: equal, or the shorter one (4 characters or
+    more) starts the longer. Raises: never.
+    """
     if a == b:
         return True
     short, long_ = (a, b) if len(a) <= len(b) else (b, a)
@@ -184,7 +187,7 @@ class TextWords:
         return len(after) == 2 and self.raw[after[0]] in _COPULAS and self.is_negation(after[1])
 
 
-def _mentions(doc: TextWords, stems: list[str]) -> list[int]:
+def name_mentions(doc: TextWords, stems: list[str]) -> list[int]:
     """Indices of the text's words that match some of a field name's stems, or are one of
     a stem's aliases (``_NUMBER_ALIASES``: "old" for ``age``, "min" for ``minutes``).
     """
@@ -192,5 +195,5 @@ def _mentions(doc: TextWords, stems: list[str]) -> list[int]:
     return [
         k
         for k, (w, *_) in enumerate(doc.words)
-        if w in aliases or any(_matches(w, s) for s in stems)
+        if w in aliases or any(stems_match(w, s) for s in stems)
     ]

@@ -15,11 +15,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from ...errors import GrammarTooComplexError, InvalidGrammarError, RegexError, StructgenError
+from ...lru import LRUCache
 from ..base import BaseCompiledGrammar
 from ..compiler import AutomatonGrammar, CompiledGrammar
 from ..deadline import Deadline
@@ -207,7 +206,7 @@ def _lexers(
     """
     if len(cfg.sources) != len(cfg.terminals):
         return [_lexer(p, d, max_states, deadline) for p, d in cfg.terminals]
-    shared = SharedDefinitions(TermArena(), cfg.definitions, deadline)
+    shared = SharedDefinitions(TermArena(), cfg.definitions, deadline, cfg.reusable, cfg.seeds)
     one = SharedLexers(max_states, deadline.remaining())
     return [
         _lexer(p, d, max_states, deadline, shared=shared, source=src, lexers=one)
@@ -230,8 +229,7 @@ def _lead_in(trigger: str | None, prefix: str) -> ByteDFA | None:
     return ByteDFA(arena, arena.until(data, EPS))
 
 
-_cache: OrderedDict[tuple, BaseCompiledGrammar] = OrderedDict()
-_lock = threading.Lock()
+_cache: LRUCache[tuple, BaseCompiledGrammar] = LRUCache(CACHE_SIZE)
 
 
 def compile_grammar(
@@ -285,11 +283,9 @@ def compile_grammar(
         raise InvalidGrammarError("a grammar takes a trigger or a prefix, not both")
     fingerprint = None if vocab is None else vocab.fingerprint
     key = (spec.cache_key(), max_states, max_seconds, max_configs, max_items, fingerprint)
-    with _lock:
-        hit = _cache.get(key)
-        if hit is not None:
-            _cache.move_to_end(key)
-            return hit
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit
     deadline = Deadline(max_seconds)
     grammar = compile_with_tokens(
         parse_grammar(text, syntax, start),
@@ -306,10 +302,7 @@ def compile_grammar(
         # without one (a "<" operator in a literal is not) the walk finds nothing
         names_tokens=SPECIAL_TOKEN.search(text) is not None,
     )
-    with _lock:
-        _cache[key] = grammar
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
+    _cache.put(key, grammar)
     return grammar
 
 
@@ -503,5 +496,4 @@ def _compile_def(
 
 def clear_cache() -> None:
     """Drop every cached compiled grammar."""
-    with _lock:
-        _cache.clear()
+    _cache.clear()

@@ -130,6 +130,15 @@ class GrammarDef:
         definitions: shared regex definitions that ``Pattern`` texts may refer to by
             placeholders (``structgen.fsm.regex.definitions``; a JSON Schema's regular
             parts, ``schema_rules``); empty for grammar text.
+        closed: rule name -> a text that determines the rule's expression exactly (the
+            same text, the same expression), for a rule that refers to no rule but itself
+            and to no definition: ``lower`` may take its productions and terminals from a
+            per-process store under ``(text, name)`` instead of walking it
+            (``schema_rules``: the "any JSON value" rule, the same in every schema of one
+            whitespace option); empty for grammar text.
+        reusable: indices of ``definitions`` whose language is the same in every grammar
+            that writes their texts and that refer only to one another (``LoweredRegex
+            .reusable``): the lexers keep their terms per process (``regex.reused``).
     """
 
     rules: dict[str, Expr] = field(default_factory=dict)
@@ -140,6 +149,8 @@ class GrammarDef:
     syntax: str = ""
     warnings: list[str] = field(default_factory=list)
     definitions: tuple[str, ...] = ()
+    closed: dict[str, str] = field(default_factory=dict)
+    reusable: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

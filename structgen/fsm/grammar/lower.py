@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ...errors import GrammarTooComplexError, InvalidGrammarError
+from ...lru import LRUCache
 from ..deadline import NEVER, Deadline
 from ..regex.definitions import PLACEHOLDER_BASE, placeholder_indices, renumber_placeholders
 from ..regex.escape import escape_literal
 from ..spec import LoweredRegex
 from .ir import Alt, Embedded, Expr, GrammarDef, Literal, Pattern, Ref, Repeat, Seq
 
-__all__ = ["CfgGrammar", "lower_grammar", "nodes_of", "MAX_RULES"]
+__all__ = ["CfgGrammar", "lower_grammar", "nodes_of", "clear_closed", "MAX_RULES"]
 
 MAX_RULES = 100_000  # productions of one grammar (bounded repetitions expand linearly)
 _CHECK_EVERY = 1024  # productions added between two checks of the deadline
@@ -52,6 +53,11 @@ class CfgGrammar:
         sources: per terminal, ``(pattern, needs)`` in that numbering: the pattern with
             placeholders of ``definitions`` and the definitions it needs (transitively),
             so the lexers can lower each definition once (empty when not recorded).
+        reusable: indices of ``definitions`` whose language is the same in every grammar
+            that writes their texts (``GrammarDef.reusable``).
+        seeds: the patterns of the closed rules' terminals (``GrammarDef.closed``), the
+            same in every grammar that has those rules: with ``reusable``, the lexers
+            lower them first, as a run kept per process (``parse.SharedDefinitions``).
     """
 
     terminals: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
@@ -62,6 +68,8 @@ class CfgGrammar:
     start: int = 0
     definitions: tuple[str, ...] = ()
     sources: list[tuple[str, frozenset[int]]] = field(default_factory=list)
+    reusable: frozenset[int] = frozenset()
+    seeds: tuple[str, ...] = ()
 
 
 class _Definitions:
@@ -163,6 +171,22 @@ class _Lowering:
         self._is_regular: dict[int, tuple[Expr, bool]] = {}  # id(expr) -> (expr, regular?)
         # the terminals being lowered, outermost first -> their place (``_terminal_steps``)
         self._open_terms: dict[str, int] = {}
+        self._refs: dict[str, tuple[Ref, ...]] = {}  # rule name -> its references
+
+    def refs_of(self, name: str) -> tuple[Ref, ...]:
+        """The references in rule ``name``'s expression (``nodes_of``'s order), walked once
+        per lowering; a closed rule's from the process's store (``_closed_entry``).
+        Raises: never.
+        """
+        hit = self._refs.get(name)
+        if hit is None:
+            g = self.g
+            if name in g.closed:
+                hit = _closed_entry(g.closed[name], name, g.rules[name])[0]
+            else:
+                hit = tuple(nodes_of(g.rules[name]))
+            self._refs[name] = hit
+        return hit
 
     # ---- checks ---------------------------------------------------------------
 
@@ -181,8 +205,8 @@ class _Lowering:
                     raise InvalidGrammarError(
                         f"undefined terminal {ref.name!r} at {ref.line}:{ref.column}"
                     )
-        for expr in g.rules.values():
-            for ref in nodes_of(expr):
+        for rule in g.rules:
+            for ref in self.refs_of(rule):
                 if ref.name not in g.rules and ref.name not in g.terminals:
                     # in Lark an uppercase name is a terminal
                     kind = "terminal" if g.syntax == "lark" and ref.name[:1].isupper() else "rule"
@@ -325,8 +349,8 @@ class _Lowering:
         """``regular[name]``: the rule reaches no cycle of rule references."""
         g = self.g
         deps = {
-            name: sorted({r.name for r in nodes_of(e) if r.name in g.rules})
-            for name, e in g.rules.items()
+            name: sorted({r.name for r in self.refs_of(name) if r.name in g.rules})
+            for name in g.rules
         }
         state: dict[str, int] = {}  # 1 = on the stack, 2 = done
         for root in g.rules:
@@ -523,10 +547,12 @@ class _Productions:
                 continue
             done.add(name)
             self.deadline.check("lowering the grammar to productions")
+            if name in g.closed and self._add_closed(name, g.closed[name]):
+                continue  # it refers to no other rule
             lhs = self.nonterminal(name)
             for alt in _drive(self._alternatives_steps(g.rules[name], name)):
                 self.add(lhs, alt)
-            for ref in nodes_of(g.rules[name]):
+            for ref in self.low.refs_of(name):
                 if ref.name in g.rules and not self.low.regular[ref.name]:
                     todo.append(ref.name)
         for name in g.ignore:
@@ -536,7 +562,93 @@ class _Productions:
             cfg.terminals.append(self.low.defs.bundle(text, needs))
             cfg.sources.append((text, needs))
         cfg.definitions = tuple(self.low.defs.texts)
+        cfg.reusable = frozenset(g.reusable)  # seeded first: the same indices
         return cfg
+
+    def _add_closed(self, name: str, key: str) -> bool:
+        """Add closed rule ``name``'s productions and terminals from the process's store
+        (``_closed_entry``): the very productions ``build``'s walk of it would add, in the
+        same order, over the same terminals (a terminal already known keeps its id), its
+        helpers numbered as the walk numbers them: the grammar the walk builds. False
+        (nothing added) when the rule is not one the store can hold (the caller walks it).
+
+        Raises:
+            GrammarTooComplexError: as ``add``.
+        """
+        if self.low.g.ignore:  # ignore runs would be part of its terminals
+            return False
+        frag = _closed_entry(key, name, self.low.g.rules[name])[1]
+        if frag is None:
+            return False
+        suffixes, lhs, rhs, terminals = frag
+        # the helpers numbered as the walk would number them (``fresh``, in creation order)
+        nts = [-1, self.nonterminal(name), *(self.fresh(name, x) for x in suffixes)]
+        ts = []
+        for key_t in terminals:
+            t = self.terms.get(key_t)
+            if t is None:
+                t = self.terms[key_t] = len(self.cfg.terminals)
+                self.cfg.terminals.append(key_t)
+                self.cfg.sources.append((key_t[0], frozenset()))
+            ts.append(t)
+        cfg = self.cfg
+        cfg.seeds += tuple(text for text, _ in terminals)
+        if len(cfg.lhs) + len(lhs) > MAX_RULES:
+            raise GrammarTooComplexError(f"the grammar expands to more than {MAX_RULES} rules")
+        self.deadline.check("lowering the grammar to productions")
+        cfg.lhs.extend(nts[left] for left in lhs)
+        syms = {
+            **{k: v for k, v in enumerate(nts) if k},
+            **{-1 - k: -1 - t for k, t in enumerate(ts)},
+        }
+        cfg.rhs.extend(tuple(syms[x] for x in right) for right in rhs)
+        return True
+
+
+_CLOSED_MAX = 16  # closed rules kept per process (one per whitespace option in use)
+_closed: LRUCache[tuple[str, str], tuple] = LRUCache(_CLOSED_MAX)
+
+
+def _closed_entry(key: str, name: str, expr: Expr) -> tuple[tuple[Ref, ...], tuple | None]:
+    """Closed rule ``name`` (``GrammarDef.closed``: its expression ``expr`` is determined by
+    ``key``) lowered on its own, kept per process: its references (``nodes_of(expr)``) and
+    its productions ``(suffixes, lhs, rhs, terminals)`` in the rule's own numbering
+    (nonterminal 1 is the rule, 0 the augmented start, whose production is left out;
+    nonterminal ``k + 1`` its ``k``-th helper, named ``name#k`` + ``suffixes[k - 1]``), those
+    None when ``expr`` is regular, refers to another rule or a terminal needs a definition.
+
+    The rule's walk depends only on ``expr`` (it refers to nothing else), so these are the
+    productions a grammar's own walk of it adds; it survives ``clear_cache`` as the atom
+    recipes and ``regex.reused`` do (no vocabulary, no per-schema part). Bounded:
+    ``_CLOSED_MAX`` entries, least recently used dropped. Raises: never for a closed rule
+    (a rule that is not one gives None).
+    """
+    hit = _closed.get((key, name))
+    if hit is not None:
+        return hit
+    sub = GrammarDef(start=name, syntax="closed")
+    sub.rules[name] = expr
+    refs = tuple(nodes_of(expr))
+    frag = None
+    if all(r.name == name for r in refs):
+        low = _Lowering(sub)
+        low.find_regular()
+        if not low.regular[name]:
+            cfg = _Productions(low).build()
+            if not cfg.definitions and not any(needs for _, needs in cfg.sources):
+                # a helper is ``name#k`` + suffix, k counting from 1 in creation order
+                suffixes = tuple(
+                    n[len(name) + 1 + len(str(k)) :] for k, n in enumerate(cfg.names[2:], 1)
+                )
+                frag = (suffixes, tuple(cfg.lhs[1:]), tuple(cfg.rhs[1:]), tuple(cfg.terminals))
+    entry = (refs, frag)
+    _closed.put((key, name), entry)
+    return entry
+
+
+def clear_closed() -> None:
+    """Drop every kept closed rule (tests; a cold start of the process). Raises: never."""
+    _closed.clear()
 
 
 def _drive(steps: Generator[Generator, Any, _T]) -> _T:

@@ -19,7 +19,10 @@ reached after all, the schema is converted again without it). A schema without a
 ``$ref`` gives its ``LoweredRegex`` back (the same text the regular conversion writes), and
 compiles to a plain DFA as before, its untyped values unrolled to ``ANY_VALUE_DEPTH`` (a
 rule there would make every schema with an untyped value a grammar, at a grammar's compile
-and mask cost). Operands of ``not``, non-disjoint ``oneOf`` and ``if`` stay depth-bounded
+and mask cost). That rule is the same text in every schema of one whitespace option and
+refers to nothing but itself: it is read back once per process (``_closed_expr``) and marked
+closed (``GrammarDef.closed``), so ``lower`` takes its productions from its per-process store
+instead of walking it. Operands of ``not``, non-disjoint ``oneOf`` and ``if`` stay depth-bounded
 (complement is not defined for context-free languages): the converter's canonical mode
 unrolls their references to ``DEFAULT_MAX_RECURSION_DEPTH`` as before, with its warning,
 refused under ``strict``.
@@ -28,6 +31,7 @@ refused under ``strict``.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from ...errors import InvalidGrammarError, StructgenError, UnsupportedSchemaError
@@ -50,19 +54,6 @@ _ESCAPE_LEN = {"x": 4, "u": 6, "U": 10}
 _PLAIN_RUN = re.compile("[^" + re.escape("\\[]()|*+?{") + chr(PLACEHOLDER_BASE) + "-\U0010ffff]+")
 _PLACEHOLDERS = re.compile("[" + chr(PLACEHOLDER_BASE) + "-\U0010ffff]")
 _CHECK_EVERY = 4096  # loop steps between two looks at the compile's deadline
-
-
-def _has_ref(node: Any) -> bool:
-    stack = [node]
-    while stack:
-        cur = stack.pop()
-        if isinstance(cur, dict):
-            if isinstance(cur.get("$ref"), str):
-                return True
-            stack.extend(cur.values())
-        elif isinstance(cur, list):
-            stack.extend(cur)
-    return False
 
 
 def _has_cycle(conv: Any) -> bool:
@@ -243,7 +234,12 @@ def regex_expr(text: str, rule_of: dict[int, str], deadline: Deadline | None = N
 
 
 def rules_grammar(
-    pattern: str, definitions: list[str], rules: set[int], deadline: Deadline | None = None
+    pattern: str,
+    definitions: list[str],
+    rules: set[int],
+    deadline: Deadline | None = None,
+    any_rule: int | None = None,
+    reusable: frozenset[int] | set[int] = frozenset(),
 ) -> GrammarDef:
     """The ``GrammarDef`` of a rules-mode conversion: start rule ``root``.
 
@@ -252,6 +248,12 @@ def rules_grammar(
         definitions: the converter's definitions (rule slots included).
         rules: the indices of the rule slots (``RefSharing.rules``).
         deadline: the compile's CPU-time budget, checked as the definitions are read.
+        any_rule: the slot of the "any JSON value" rule (``SchemaRules.any_rule``), or
+            None. When its text refers to no definition but itself, its expression is read
+            once per process (``_closed_expr``) and the rule is marked closed
+            (``GrammarDef.closed``: ``lower`` takes its productions from its store).
+        reusable: the definitions the converter stored as reusable
+            (``SchemaRules.reusable``): ``GrammarDef.reusable``, less any a rule reaches.
 
     Raises:
         GrammarTooComplexError: ``deadline`` expired.
@@ -278,9 +280,26 @@ def rules_grammar(
     gdef = GrammarDef(start="root", syntax="json-schema")
     gdef.rules["root"] = regex_expr(pattern, rule_of, deadline)
     for i in sorted(grammar_level):
-        gdef.rules[rule_of[i]] = regex_expr(definitions[i], rule_of, deadline)
+        text = definitions[i]
+        refs = {ord(c) - PLACEHOLDER_BASE for c in _PLACEHOLDERS.findall(text)}
+        if i == any_rule and refs <= {i}:  # a closed rule: kept per process
+            gdef.rules[rule_of[i]] = _closed_expr(text, rule_of[i], i)
+            gdef.closed[rule_of[i]] = text
+            continue
+        gdef.rules[rule_of[i]] = regex_expr(text, rule_of, deadline)
     gdef.definitions = tuple("" if i in grammar_level else d for i, d in enumerate(definitions))
+    gdef.reusable = frozenset(i for i in reusable if i not in grammar_level and 0 <= i < num)
     return gdef
+
+
+@lru_cache(maxsize=16)
+def _closed_expr(text: str, name: str, index: int) -> Expr:
+    """``regex_expr`` of a rule text that refers to no definition but itself (placeholder
+    ``index``, rule ``name``), kept per process: the "any JSON value" rule's text is the
+    same in every schema of one whitespace option (and slot). Expressions are immutable,
+    so grammars may share one. Raises: as ``regex_expr``.
+    """
+    return regex_expr(text, {index: name})
 
 
 class SchemaRules(NamedTuple):
@@ -291,12 +310,18 @@ class SchemaRules(NamedTuple):
         definitions: the converter's definitions, rule slots included (``LoweredRegex``).
         rules: the indices of the rule slots (``RefSharing.rules``), never empty.
         warnings: messages about schema parts that were ignored or approximated.
+        any_rule: the slot of the "any JSON value" rule among ``rules``
+            (``JsonSchemaConverter.any_rule_slot``), or None.
+        reusable: the definitions stored as reusable (``RefSharing.reusable``: the same
+            language in every schema that writes their texts).
     """
 
     pattern: str
     definitions: tuple[str, ...]
     rules: frozenset[int]
     warnings: tuple[str, ...] = ()
+    any_rule: int | None = None
+    reusable: frozenset[int] = frozenset()
 
 
 def lower_recursive_schema(
@@ -321,12 +346,11 @@ def lower_recursive_schema(
     from ..json_schema import DEFAULT_MAX_RECURSION_DEPTH
     from ..json_schema.check import check_schema
     from ..json_schema.convert import JsonSchemaConverter
-    from ..json_schema.ids import check_schema_depth
+    from ..json_schema.ids import schema_has_ref
     from ..spec import schema_for
 
     schema = schema_for(spec.schema)
-    check_schema_depth(schema)
-    if not _has_ref(schema):
+    if not schema_has_ref(schema):  # check_schema_depth's checks first
         return None
     if isinstance(schema, dict):
         check_schema(schema)
@@ -351,7 +375,15 @@ def lower_recursive_schema(
     definitions = tuple(conv.sharing.definitions)
     if not conv.sharing.rules:
         return LoweredRegex(pattern, definitions, tuple(conv.warnings))
-    return SchemaRules(pattern, definitions, frozenset(conv.sharing.rules), tuple(conv.warnings))
+    any_rule = conv.any_rule_slot if conv.any_rule_slot in conv.sharing.rules else None
+    return SchemaRules(
+        pattern,
+        definitions,
+        frozenset(conv.sharing.rules),
+        tuple(conv.warnings),
+        any_rule,
+        frozenset(conv.sharing.reusable),
+    )
 
 
 def compile_schema_rules(
@@ -376,7 +408,14 @@ def compile_schema_rules(
     from .compile import compile_grammar_def
 
     deadline = Deadline(max_seconds)
-    gdef = rules_grammar(rules.pattern, list(rules.definitions), set(rules.rules), deadline)
+    gdef = rules_grammar(
+        rules.pattern,
+        list(rules.definitions),
+        set(rules.rules),
+        deadline,
+        rules.any_rule,
+        rules.reusable,
+    )
     gdef.warnings = list(rules.warnings)
     try:
         return compile_grammar_def(

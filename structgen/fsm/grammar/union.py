@@ -12,12 +12,11 @@ and pickling work as for a grammar.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from ...errors import RequestError, UnsupportedGrammarError
+from ...lru import LRUCache
 from ..deadline import Deadline
 from ..regex.dfa import DEFAULT_MAX_SECONDS
 from ..spec import Grammar, Regex
@@ -26,14 +25,12 @@ from .ir import Alt, Expr, GrammarDef, Literal, Pattern, Ref, Repeat, Seq
 __all__ = ["GrammarAlternatives"]
 
 CACHE_SIZE = 64
-_cache: OrderedDict[tuple, Any] = OrderedDict()
-_lock = threading.Lock()
+_cache: LRUCache[tuple, Any] = LRUCache(CACHE_SIZE)
 
 
 def clear_cache() -> None:
     """Drop every cached compiled grammar of this module."""
-    with _lock:
-        _cache.clear()
+    _cache.clear()
 
 
 @dataclass(frozen=True)
@@ -55,11 +52,9 @@ class GrammarAlternatives(Grammar):
     def compile(self, vocab: Any) -> Any:
         """Compile for ``vocab`` (cached by ``cache_key`` and the vocabulary)."""
         key = (self.cache_key(), None if vocab is None else vocab.fingerprint)
-        with _lock:
-            hit = _cache.get(key)
-            if hit is not None:
-                _cache.move_to_end(key)
-                return hit
+        hit = _cache.get(key)
+        if hit is not None:
+            return hit
         from .compile import compile_with_tokens
 
         grammar = compile_with_tokens(  # a grammar option may name special tokens
@@ -70,10 +65,7 @@ class GrammarAlternatives(Grammar):
             prefix=self.prefix,
             deadline=Deadline(DEFAULT_MAX_SECONDS),
         )
-        with _lock:
-            _cache[key] = grammar
-            while len(_cache) > CACHE_SIZE:
-                _cache.popitem(last=False)
+        _cache.put(key, grammar)
         return grammar
 
     def cache_key(self) -> tuple:

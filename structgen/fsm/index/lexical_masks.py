@@ -47,11 +47,11 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 
 import numpy as np
 
 from ...errors import ConfigError
+from ...lru import LRUCache
 from ..regex.terms import ALT, AND, BYTES, CONCAT, INF, NOT, REPEAT, UNTIL
 from .trie import TokenTrie
 
@@ -67,6 +67,7 @@ DEFAULT_CAPACITY_BYTES = 64 << 20  # ~10,000 masks at 49k tokens, ~3,500 at 150k
 MIN_HEAD_BYTES = 16  # a head that fewer bytes can start is walked whole (cheap already)
 _MAX_EXIT_FRACTION = 8  # split only when the exit trie has < 1/8 of the trie's nodes
 _MAX_EXIT_SETS = 256  # exit-byte sets whose tries are kept per vocabulary
+_ABSENT = object()  # an exit set not kept (None is a kept answer)
 _MAX_KEY_NODES = 4096  # heads larger than this are not keyed (the digest walk is bounded)
 
 
@@ -81,10 +82,17 @@ def head_key(arena, head: int, max_depth: int, memo: dict[int, bytes]) -> bytes 
         max_depth: the vocabulary's longest token, in bytes.
         memo: term -> digest, per arena (filled here).
 
+    Terms an arena shares with a snapshot (``TermArena.shared_prefix``: the same terms
+    under the same ids in every arena restored from it) take their digest from, and give
+    it to, the snapshot's memo: the JSON string interior of every schema is digested once
+    per process, not once per compile. ``memo`` gets them all the same, so which heads
+    exceed ``_MAX_KEY_NODES`` does not change.
+
     Returns:
         The digest, or None when ``head`` has more than ``_MAX_KEY_NODES`` new subterms.
     """
     kind, args = arena.kind, arena.args
+    shared_terms, shared = arena.shared_prefix or (0, None)
     top = head
     if kind[head] == REPEAT:
         x, lo, hi = args[head]
@@ -97,6 +105,12 @@ def head_key(arena, head: int, max_depth: int, memo: dict[int, bytes]) -> bytes 
         if u in memo:
             stack.pop()
             continue
+        if u < shared_terms:
+            digest = shared.get(u)
+            if digest is not None:
+                memo[u] = digest
+                stack.pop()
+                continue
         k = kind[u]
         children = _children(k, args[u])
         missing = [c for c in children if c not in memo]
@@ -129,6 +143,8 @@ def head_key(arena, head: int, max_depth: int, memo: dict[int, bytes]) -> bytes 
             data = b""
         # one call over the kind byte and the payload (the digest incremental updates give)
         memo[u] = hashlib.blake2b(bytes((k,)) + data, digest_size=16).digest()
+        if u < shared_terms:
+            shared[u] = memo[u]
     if top is head:
         return memo[head]
     return hashlib.blake2b(b"*" + memo[top], digest_size=16).digest()
@@ -211,11 +227,12 @@ class LexicalMaskCache:
         self.vocab = vocab
         self.auto_prepare = auto_prepare
         self.capacity_bytes = int(capacity_bytes)
-        self._lock = threading.RLock()
-        self._parts: OrderedDict[tuple[bytes, int], np.ndarray] = OrderedDict()
+        self._lock = threading.RLock()  # the two caches below are unlocked: this lock
+        self._parts: LRUCache[tuple[bytes, int], np.ndarray] = LRUCache(
+            max_bytes=self.capacity_bytes, lock=False
+        )
         self._pinned: dict[tuple[bytes, int], np.ndarray] = {}
-        self._bytes = 0
-        self._exits: OrderedDict[int, tuple | None] = OrderedDict()
+        self._exits: LRUCache[int, tuple | None] = LRUCache(_MAX_EXIT_SETS, lock=False)
         self._sets: tuple[np.ndarray, np.ndarray] | None = None  # see _token_sets
         self._prepared = False
         self.hits = 0
@@ -237,9 +254,9 @@ class LexicalMaskCache:
         Built once per exit set (vectorised over the vocabulary's bytes). Raises: never.
         """
         with self._lock:
-            if exit_mask in self._exits:
-                self._exits.move_to_end(exit_mask)
-                return self._exits[exit_mask]
+            out = self._exits.get(exit_mask, _ABSENT)
+            if out is not _ABSENT:
+                return out
             holds = self.tokens_holding(exit_mask)
             never = self.vocab.index_tables[0]
             holds &= ~never
@@ -256,9 +273,7 @@ class LexicalMaskCache:
                 packed = np.packbits(padded, bitorder="little").view("<i4").astype(np.int32)
                 packed.setflags(write=False)
                 out = (sub, packed)
-            self._exits[exit_mask] = out
-            if len(self._exits) > _MAX_EXIT_SETS:
-                self._exits.popitem(last=False)
+            self._exits.put(exit_mask, out)
             return out
 
     def tokens_holding(self, byte_mask: int) -> np.ndarray:
@@ -302,9 +317,9 @@ class LexicalMaskCache:
         with self._lock:
             part = self._pinned.get(key)
             if part is None:
-                part = self._parts.get(key)
+                part = self._parts.peek(key)
                 if part is not None:
-                    self._parts.move_to_end(key)
+                    self._parts.touch(key)  # peek and touch: get without a Python call
             if part is None:
                 self.misses += 1
             else:
@@ -319,25 +334,19 @@ class LexicalMaskCache:
         with self._lock:
             if key in self._pinned or key in self._parts or self.capacity_bytes <= 0:
                 return
-            self._parts[key] = part
-            self._bytes += part.nbytes
-            while self._bytes > self.capacity_bytes and self._parts:
-                _, old = self._parts.popitem(last=False)
-                self._bytes -= old.nbytes
+            self._parts.put(key, part)
 
     def pin(self, key: tuple[bytes, int]) -> None:
         """Move the entry of ``key`` (if present) among the pinned ones. Raises: never."""
         with self._lock:
             part = self._parts.pop(key, None)
             if part is not None:
-                self._bytes -= part.nbytes
                 self._pinned[key] = part
 
     def clear(self) -> None:
         """Drop every unpinned entry (the pinned per-vocabulary ones stay). Raises: never."""
         with self._lock:
             self._parts.clear()
-            self._bytes = 0
 
     def set_capacity(self, capacity_bytes: int) -> None:
         """Set the byte bound of the unpinned entries (evicting down to it).
@@ -349,9 +358,7 @@ class LexicalMaskCache:
             raise ConfigError(f"grammar_cache_bytes must be >= 0, got {capacity_bytes}")
         with self._lock:
             self.capacity_bytes = int(capacity_bytes)
-            while self._bytes > self.capacity_bytes and self._parts:
-                _, old = self._parts.popitem(last=False)
-                self._bytes -= old.nbytes
+            self._parts.max_bytes = self.capacity_bytes
 
     def reset_stats(self) -> None:
         """Zero ``hits`` and ``misses``. Raises: never."""
@@ -365,7 +372,7 @@ class LexicalMaskCache:
         with self._lock:
             lookups = self.hits + self.misses
             return {
-                "lexical_cache_bytes": self._bytes,
+                "lexical_cache_bytes": self._parts.num_bytes,
                 "lexical_cache_entries": len(self._parts),
                 "lexical_cache_pinned": len(self._pinned),
                 "lexical_cache_hits": self.hits,
@@ -376,7 +383,7 @@ class LexicalMaskCache:
     @property
     def num_bytes(self) -> int:
         """Bytes held by the unpinned entries."""
-        return self._bytes
+        return self._parts.num_bytes
 
     def ensure_prepared(self) -> None:
         """``prepare`` once, when ``auto_prepare`` is set. Raises: as ``prepare``."""

@@ -25,10 +25,9 @@ edge only the allowable tokens among those ids take.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import numpy as np
 
+from ...lru import LRUCache
 from ..regex.dfa import ByteDFA
 from ..regex.terms import ALT
 from .count_masks import CountView, long_run_tables, walk_steps
@@ -85,6 +84,13 @@ class TokenIndex:
         self.num_words = (vocab.vocab_size + 31) // 32
         if max_cached_states is None:  # a cached row costs ~4 bytes per token
             max_cached_states = max(64, min(8192, MAX_CACHE_BYTES // (4 * vocab.vocab_size + 4)))
+        # unlocked: a token index is used by one thread at a time (grammar_pool.py)
+        self._rows: LRUCache[int, np.ndarray] = LRUCache(max(0, max_cached_states), lock=False)
+        # state -> [mask in masks.row_form, used since the last eviction pass]; a
+        # subset of _masks (dropped with it); see fill_form
+        self.fill_forms: dict[int, list] = {}
+        spare, drop = _second_chance(self.fill_forms)
+        self._masks: LRUCache[int, np.ndarray] = LRUCache(spare=spare, on_evict=drop, lock=False)
         self.max_cached_states = max_cached_states
         self.max_cached_masks = max(
             max_cached_states, min(1 << 16, MAX_CACHE_BYTES // (4 * self.num_words + 64))
@@ -92,12 +98,7 @@ class TokenIndex:
         self._trie = vocab.token_trie
         # ids never allowed, and EOS: shared per vocabulary
         self._never, self._eos = vocab.index_tables
-        self._rows: OrderedDict[int, np.ndarray] = OrderedDict()
-        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self.steps: dict[tuple[int, int], int] = {}  # (state, token) -> state / -1
-        # state -> [mask in masks.row_form, used since the last eviction pass]; a
-        # subset of _masks (dropped with it); see fill_form
-        self.fill_forms: dict[int, list] = {}
         # shared head parts: automata of derivative terms, and automata that key their
         # states themselves (a grammar automaton's lexemes: ``lexical_key(state, depth)``)
         self._keys_own = hasattr(dfa, "lexical_key")
@@ -121,16 +122,16 @@ class TokenIndex:
         Raises:
             GrammarTooComplexError: building a DFA row exceeded a budget.
         """
-        hit = self._rows.get(state)
+        hit = self._rows.peek(state)
         if hit is not None:
-            self._rows.move_to_end(state)
+            self._rows.touch(state)  # peek and touch: get without a Python call (hot)
             return hit
         nxt = np.full(self.vocab.vocab_size, -1, np.int32)
         mask = self._walk(state, nxt)
         nxt.setflags(write=False)
-        _remember(self._rows, state, nxt, self.max_cached_states)
+        self._rows.put(state, nxt)
         if state not in self._masks:
-            self._remember_mask(state, mask)
+            self._masks.put(state, mask)
         return nxt
 
     def bitmask(self, state: int) -> np.ndarray:
@@ -139,12 +140,12 @@ class TokenIndex:
         Raises:
             GrammarTooComplexError: building a DFA row exceeded a budget.
         """
-        hit = self._masks.get(state)
+        hit = self._masks.peek(state)
         if hit is not None:
-            self._masks.move_to_end(state)
+            self._masks.touch(state)  # peek and touch: get without a Python call (hot)
             return hit
         mask = self._walk(state, None)
-        self._remember_mask(state, mask)
+        self._masks.put(state, mask)
         return mask
 
     def fill_form(self, state: int) -> list:
@@ -163,21 +164,27 @@ class TokenIndex:
                 self.fill_forms[state] = form
         return form
 
-    def _remember_mask(self, state: int, mask: np.ndarray) -> None:
-        """Cache ``mask``; evict the least recently used masks past the bound, sparing once
-        (and moving to the back) those whose fill form was used since the last pass.
+    @property
+    def max_cached_states(self) -> int:
+        """Bound on the cached next-state rows (setting it evicts down to it)."""
+        return self._rows.max_entries
+
+    @max_cached_states.setter
+    def max_cached_states(self, bound: int) -> None:
+        self._rows.max_entries = max(0, bound)
+
+    @property
+    def max_cached_masks(self) -> int:
+        """Bound on the cached masks (at least 1 is kept; setting it evicts down to it):
+        least recently used first, sparing once (and moving to the back) those whose fill
+        form was used since the last pass.
         """
-        masks, forms = self._masks, self.fill_forms
-        masks[state] = mask
-        while len(masks) > max(1, self.max_cached_masks):
-            old, value = masks.popitem(last=False)
-            form = forms.get(old)
-            if old == state or (form is not None and form[1]):
-                if form is not None:
-                    form[1] = False
-                masks[old] = value
-                continue
-            forms.pop(old, None)
+        return self._max_cached_masks
+
+    @max_cached_masks.setter
+    def max_cached_masks(self, bound: int) -> None:
+        self._max_cached_masks = bound
+        self._masks.max_entries = max(1, bound)
 
     def lexical_key(self, state: int) -> tuple[bytes, int] | None:
         """``(head digest, exit mask)``: the key of ``state``'s head part in the
@@ -372,11 +379,11 @@ class TokenIndex:
         nxt = self.steps.get(key)
         if nxt is not None:
             return nxt
-        row = self._rows.get(state)
+        row = self._rows.peek(state)
         if row is not None:
             nxt = int(row[token_id])  # wildcard edges included
         else:
-            mask = self._masks.get(state)
+            mask = self._masks.peek(state)
             if mask is not None and not (int(mask[token_id >> 5]) >> (token_id & 31)) & 1:
                 nxt = -2  # refused by the cached mask (wildcard edges included)
             elif edge_only:
@@ -399,7 +406,7 @@ class TokenIndex:
     @property
     def num_cached_states(self) -> int:
         """States with a cached mask or next-state row."""
-        return len(self._masks.keys() | self._rows.keys())
+        return len(set(self._masks).union(self._rows))
 
 
 def _wildcard_edges(dfa, state: int) -> tuple[tuple[frozenset[int], bool, int], ...]:
@@ -436,7 +443,20 @@ def _wildcard_edges(dfa, state: int) -> tuple[tuple[frozenset[int], bool, int], 
     return tuple(sorted(out, key=lambda e: (e[1], sorted(e[0]), e[2])))
 
 
-def _remember(cache: OrderedDict, key: int, value: np.ndarray, bound: int) -> None:
-    cache[key] = value
-    if len(cache) > bound:
-        cache.popitem(last=False)
+def _second_chance(forms: dict[int, list]):
+    """The mask cache's ``spare`` and ``on_evict`` over ``forms`` (``fill_forms``): a mask
+    whose form was used since the last pass is spared once (its flag cleared); an evicted
+    mask's form goes with it. Closures over the dict, not the index: no reference cycle.
+    """
+
+    def spare(state: int, mask: np.ndarray) -> bool:
+        form = forms.get(state)
+        if form is not None and form[1]:
+            form[1] = False
+            return True
+        return False
+
+    def drop(state: int, mask: np.ndarray) -> None:
+        forms.pop(state, None)
+
+    return spare, drop

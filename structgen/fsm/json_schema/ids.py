@@ -39,10 +39,17 @@ from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
 from ...errors import GrammarTooComplexError, InvalidSchemaError, UnsupportedSchemaError
-from ..nesting import MAX_SCHEMA_DEPTH, _abbreviated, check_depth
+from ..nesting import MAX_SCHEMA_DEPTH, _abbreviated, json_depth_holding, too_deep
 from .check import validator_class
 
-__all__ = ["RefIndex", "check_schema_depth", "pointer_of", "schema_depth_checked"]
+__all__ = [
+    "RefIndex",
+    "check_schema_depth",
+    "pointer_of",
+    "schema_depth_checked",
+    "schema_has_ref",
+    "schema_nesting",
+]
 
 _IN_VALUE = frozenset(
     {
@@ -64,6 +71,7 @@ _IN_ARRAY = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
 _IN_MAP = frozenset(
     {"$defs", "definitions", "dependentSchemas", "patternProperties", "properties", "dependencies"}
 )
+_SUBSCHEMA_KEYS = _IN_VALUE | _IN_ARRAY | _IN_MAP
 # siblings of a draft 3-7 $ref that stay (never validated; pointers may lead through them)
 _KEPT_BESIDE_REF = frozenset(
     {
@@ -105,6 +113,15 @@ def _token(key: str) -> str:
     return "/" + key.replace("~", "~0").replace("/", "~1")
 
 
+def _tokens_of(pointer: str) -> tuple:
+    """The keys/indices (as strings) of a JSON pointer this module built (``_token``'s
+    escapes, no percent-encoding); ``_token``'s inverse.
+    """
+    if not pointer:
+        return ()
+    return tuple(t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/"))
+
+
 def _pointer_tokens(fragment: str) -> tuple | None:
     """Tokens of a (percent-encoded) fragment JSON pointer; None when it is not a pointer."""
     fragment = unquote(fragment)
@@ -144,9 +161,10 @@ def _has_own_id(node: dict) -> bool:
 
 def check_ref_depth(root: Any, limit: int = MAX_SCHEMA_DEPTH) -> None:
     """Refuse a document in which some chain of subschemas, following ``$ref``, nests more
-    than ``limit`` deep, before any walk of the whole document: a ``$ref`` chain nests
-    without JSON nesting (``check_depth`` cannot see it), and a 100,000-long one must not
-    cost the full walks of the conversion (``RefIndex``, the recursive groups) first.
+    than ``limit`` deep, before the conversion's walks of the whole document: a ``$ref``
+    chain nests without JSON nesting (``check_depth`` cannot see it), and a 100,000-long one
+    must not cost the full walks of the conversion (``RefIndex``, the recursive groups)
+    first (``check_schema_depth`` runs it after one linear walk, ``schema_nesting``).
 
     Depth counts subschemas as the converter does: the root is 1, a subschema one more than
     the schema holding it, a ``$ref`` target one more than the schema whose ``$ref`` names
@@ -209,9 +227,44 @@ def check_ref_depth(root: Any, limit: int = MAX_SCHEMA_DEPTH) -> None:
             stack.append((sub, depth + 1, (pointer, None), True, inner))
 
 
+def schema_nesting(schema: Any, limit: int) -> tuple[int, str, bool]:
+    """The JSON nesting of a schema document and whether it holds a ``$ref``, in one walk.
+
+    Args:
+        schema: the schema document (any decoded JSON value); not modified.
+        limit: stop at the first container nested deeper than this.
+
+    Returns:
+        ``(depth, pointer, has_ref)``: ``nesting.json_depth(schema, limit)``'s containers and
+        JSON pointer, and whether some object anywhere in the document (in any keyword, at
+        any depth) holds a string ``$ref``; True as well when the walk stopped at ``limit``
+        (not every object was seen): ``nesting.json_depth_holding``. Iterative.
+        Raises: never.
+    """
+    return json_depth_holding(schema, limit, "$ref")
+
+
+def _checked(schema: Any) -> tuple[int, bool]:
+    """``check_schema_depth``'s checks; returns the nesting and ``schema_nesting``'s
+    ``has_ref``.
+    """
+    done = _CHECKED.get()
+    if done is not None and done[0] is schema:
+        return done[1], done[2]  # inside schema_depth_checked(schema): checked once already
+    depth, pointer, has_ref = schema_nesting(schema, MAX_SCHEMA_DEPTH)
+    if has_ref:  # without a $ref, check_ref_depth never refuses (every path is plain nesting)
+        check_ref_depth(schema)
+    if depth > MAX_SCHEMA_DEPTH:
+        raise too_deep("JSON Schema", MAX_SCHEMA_DEPTH, pointer)
+    return depth, has_ref
+
+
 def check_schema_depth(schema: Any) -> int:
     """The depth checks a JSON Schema gets before any other walk of it: ``$ref`` chains
-    (``check_ref_depth``), then the JSON nesting (``nesting.check_depth``).
+    (``check_ref_depth``), then the JSON nesting (``nesting.check_depth``'s check and
+    error). One walk (``schema_nesting``) measures the nesting and looks for a ``$ref``
+    first; ``check_ref_depth``, which can refuse only a path through a ``$ref``, walks only a
+    document that holds one.
 
     Args:
         schema: the schema document (dict or bool).
@@ -223,23 +276,33 @@ def check_schema_depth(schema: Any) -> int:
         GrammarTooComplexError: subschemas nest deeper than ``MAX_SCHEMA_DEPTH`` counting
             ``$ref``, or the document nests deeper than ``MAX_SCHEMA_DEPTH`` arrays/objects.
     """
-    done = _CHECKED.get()
-    if done is not None and done[0] is schema:
-        return done[1]  # inside schema_depth_checked(schema): checked once already
-    check_ref_depth(schema)
-    return check_depth(schema, MAX_SCHEMA_DEPTH, "JSON Schema")
+    return _checked(schema)[0]
 
 
-# (schema, its depth) while schema_depth_checked(schema) runs: the entry points of one
+def schema_has_ref(schema: Any) -> bool:
+    """Whether some object of the document, anywhere, holds a string ``$ref``
+    (``schema_nesting``'s walk; inside ``schema_depth_checked(schema)`` its result, with no
+    walk).
+
+    Raises:
+        GrammarTooComplexError: as ``check_schema_depth`` (its checks run first).
+    """
+    return _checked(schema)[1]
+
+
+# (schema, its depth, has_ref) while schema_depth_checked(schema) runs: the entry points of one
 # compile (cache_key, lower_recursive_schema, lower, json_schema_to_shared) each call
 # check_schema_depth on the same object, and the document is not modified meanwhile.
-_CHECKED: ContextVar[tuple[Any, int] | None] = ContextVar("schema_depth_checked", default=None)
+_CHECKED: ContextVar[tuple[Any, int, bool] | None] = ContextVar(
+    "schema_depth_checked", default=None
+)
 
 
 @contextmanager
 def schema_depth_checked(schema: Any) -> Iterator[int]:
     """Run ``check_schema_depth(schema)`` once; inside the block, further calls on this same
-    object (``is``) return its result without walking the document again.
+    object (``is``), and ``schema_has_ref``, return its results without walking the
+    document again.
 
     For one compile of an unmodified document (``compiler.compile_spec``): a caller that
     changes ``schema`` inside the block must not use it. Context-local (threads and tasks
@@ -254,8 +317,8 @@ def schema_depth_checked(schema: Any) -> Iterator[int]:
     Raises:
         GrammarTooComplexError: as ``check_schema_depth``, on entry.
     """
-    depth = check_schema_depth(schema)
-    token = _CHECKED.set((schema, depth))
+    depth, has_ref = _checked(schema)
+    token = _CHECKED.set((schema, depth, has_ref))
     try:
         yield depth
     finally:
@@ -356,44 +419,49 @@ class RefIndex:
 
     def _walk(self, root: Any) -> Any:
         out: dict = {}
-        base = ""
-        self._resources[base] = ()
-        stack = [(root, out, "root", (), base, "")]  # ..., tokens, base, their pointer
+        self._resources[""] = ()
+        legacy, origin, sites = self.legacy, self.origin, self._sites
+        drop = (self._id_key, "$anchor", "$dynamicAnchor")
+        stack = [(root, out, "root", "", "")]  # node, holder, slot, base, its JSON pointer
         while stack:
-            node, holder, slot, tokens, base, ptr = stack.pop()
+            node, holder, slot, base, ptr = stack.pop()
             if not isinstance(node, dict):
                 holder[slot] = node
                 continue
-            base = self._own_base(node, base, tokens)
-            drop = {self._id_key, "$anchor", "$dynamicAnchor"}
-            copy = {k: v for k, v in node.items() if k not in drop}
+            if drop[0] in node or drop[1] in node or drop[2] in node:
+                base = self._own_base(node, base, _tokens_of(ptr))
+                copy = {k: v for k, v in node.items() if k not in drop}
+            else:  # nothing to register or drop (most schemas)
+                copy = node.copy()
             holder[slot] = copy
-            self.origin[id(copy)] = ptr  # built one token per level: linear in the depth
-            if isinstance(node.get("$ref"), str):
-                self._sites.append((copy, node["$ref"], base, False))
-                if self.legacy and len(copy) > 1:
+            origin[id(copy)] = ptr  # built one token per level: linear in the depth
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                sites.append((copy, ref, base, False))
+                if legacy and len(copy) > 1:
                     self._overridden.append(copy)
-            elif isinstance(node.get("$dynamicRef"), str) and not self.legacy:
-                self._sites.append((copy, node["$dynamicRef"], base, True))
-            if not self.legacy and ("unevaluatedProperties" in node or "unevaluatedItems" in node):
+            elif not legacy and isinstance(node.get("$dynamicRef"), str):
+                sites.append((copy, node["$dynamicRef"], base, True))
+            if not legacy and ("unevaluatedProperties" in node or "unevaluatedItems" in node):
                 self._unevaluated.append(copy)
-            if isinstance(node.get("$dynamicAnchor"), str) and not self.legacy:
+            if not legacy and isinstance(node.get("$dynamicAnchor"), str):
                 name = node["$dynamicAnchor"]
                 self._dynamic[name] = self._dynamic.get(name, 0) + 1
             for key, val in node.items():
+                if key not in _SUBSCHEMA_KEYS:
+                    continue
+                at = ptr + "/" + key  # _token(key): no keyword holds "~" or "/"
                 if key in _IN_VALUE and isinstance(val, (dict, bool)):
-                    stack.append((val, copy, key, tokens + (key,), base, ptr + _token(key)))
+                    stack.append((val, copy, key, base, at))
                 elif key in _IN_ARRAY and isinstance(val, list):
                     copy[key] = items = list(val)
                     for i, sub in enumerate(val):
-                        at = ptr + _token(key) + "/" + str(i)
-                        stack.append((sub, items, i, tokens + (key, str(i)), base, at))
+                        stack.append((sub, items, i, base, at + "/" + str(i)))
                 elif key in _IN_MAP and isinstance(val, dict):
                     copy[key] = members = dict(val)
                     for name, sub in val.items():
                         if isinstance(sub, (dict, bool)):
-                            at = ptr + _token(key) + _token(name)
-                            stack.append((sub, members, name, tokens + (key, name), base, at))
+                            stack.append((sub, members, name, base, at + _token(name)))
         return out["root"]
 
     def _rewrite(self, copy: dict, ref: str, base: str, dynamic: bool) -> None:

@@ -21,11 +21,10 @@ Sizes are capped (``MAX_NFA_STATES``, ``MAX_PRODUCT_STATES``): past them,
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from types import SimpleNamespace
 
 from ...errors import UnsupportedSchemaError
+from ...lru import LRUCache
 from ..regex.definitions import PLACEHOLDER_BASE, renumber_many, renumber_placeholders
 from ..regex.parse import MAXREPEAT, RE_MAX_NESTING, _nesting
 from ..regex.parse import sre_constants as C
@@ -258,33 +257,26 @@ def bounded_string_body(
         UnsupportedSchemaError: the pattern does not parse.
     """
     key = (regex, anchored, lo, hi)
-    with _BODIES_LOCK:
-        hit = _BODIES.get(key)
-        if hit is not None:
-            _BODIES.move_to_end(key)
+    hit = _BODIES.get(key)
     if hit is None:
         local = SimpleNamespace(sharing=_RecordingSharing())
         body = _build_body(local, regex, anchored, lo, hi, pointer)
         hit = (body, tuple(local.sharing.stored))
-        with _BODIES_LOCK:
-            _BODIES[key] = hit
-            while len(_BODIES) > MAX_BODIES:
-                _BODIES.popitem(last=False)
+        _BODIES.put(key, hit)
     replayed = _replay(conv, *hit)
     if replayed is _NOT_REPLAYED:  # a key held inline by conv.sharing: build in place
         return _build_body(conv, regex, anchored, lo, hi, pointer)
     return replayed
 
 
-_BODIES: OrderedDict[tuple, tuple[str | None, tuple]] = OrderedDict()
-_BODIES_LOCK = threading.Lock()  # conversions run on several threads (server, grammar pool)
+# locked: conversions run on several threads (server, grammar pool)
+_BODIES: LRUCache[tuple, tuple[str | None, tuple]] = LRUCache(MAX_BODIES)
 _NOT_REPLAYED = object()
 
 
 def clear_bodies() -> None:
     """Drop every kept bounded body (tests; a cold start). Raises: never."""
-    with _BODIES_LOCK:
-        _BODIES.clear()
+    _BODIES.clear()
 
 
 class _RecordingSharing(RefSharing):

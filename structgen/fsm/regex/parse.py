@@ -462,6 +462,10 @@ def _lower_text(
     return term
 
 
+# any raw code point a definition reference or marker uses (a seed must have none)
+_PLACEHOLDER_OR_MARKER = re.compile(f"[{chr(PLACEHOLDER_BASE)}-\U0010ffff]")
+
+
 class SharedDefinitions:
     """Definitions lowered at most once into one arena for many patterns that use them.
 
@@ -472,18 +476,59 @@ class SharedDefinitions:
     Every term lives in ``arena``: the automata built on them share it (and so must be
     used under one lock).
 
+    With ``reusable`` and ``seeds`` and ``arena`` empty, the reusable definitions (as
+    ``lower``'s) and the seed patterns (texts without placeholders, the same in every
+    grammar that has them: a closed rule's terminals, ``lower.CfgGrammar.seeds``) are
+    lowered first, as one run kept per process (``reused``, keyed by their texts), so a
+    later grammar with the same run restores their terms instead of lowering them.
+
     Args:
         arena: the arena every term is interned in (mutated).
         texts: the definitions; each refers to earlier ones only.
         deadline: the compile's CPU-time ``deadline.Deadline``, past which lowering raises.
+        reusable: indices of ``texts`` whose language is the same in every spec that writes
+            their texts (``lower``'s ``reusable``).
+        seeds: patterns without placeholders to lower with them.
     """
 
-    def __init__(self, arena: TermArena, texts: tuple[str, ...] | list[str], deadline: Deadline):
+    def __init__(
+        self,
+        arena: TermArena,
+        texts: tuple[str, ...] | list[str],
+        deadline: Deadline,
+        reusable: frozenset[int] | set[int] = frozenset(),
+        seeds: tuple[str, ...] = (),
+    ):
         self.arena = arena
         self.texts = list(texts)
         self.deadline = deadline
         self._terms: list[int | None] = [None] * len(self.texts)
         self._memo: dict[str, int] = {}
+        self._seeded: dict[str, int] = {}  # seed pattern -> its term
+        if (reusable or seeds) and arena.is_fresh:
+            self._seed(reusable, seeds)
+
+    def _seed(self, reusable: frozenset[int] | set[int], seeds: tuple[str, ...]) -> None:
+        """Restore (or lower first and keep) the run of ``reusable`` and ``seeds``."""
+        order = sorted(i for i in reusable if 0 <= i < len(self.texts))
+        run = reused.run_key(self.texts, order) if order else ()
+        if run is None or (run and reused.lowering_texts(run) is None):
+            order, run = [], ()  # refers outside itself: lowered as usual, on need
+        seeds = tuple(dict.fromkeys(p for p in seeds if not _PLACEHOLDER_OR_MARKER.search(p)))
+        if not order and not seeds:
+            return
+        key = ("lexers", run, seeds)  # never a ``lower`` run's key (those hold texts only)
+        terms = reused.restore(key, self.arena)
+        if terms is None:
+            terms, memo = [], {}  # a memo of the run's own: lowering it depends on its texts
+            for k, text in enumerate(reused.lowering_texts(run) or ()):
+                terms.append(_lower_definition(text, k, self.arena, self.deadline, terms, memo))
+            for text in seeds:
+                terms.append(_lower_text(text, self.arena, self.deadline, [], memo, True))
+            reused.keep(key, self.arena, terms)
+        for i, term in zip(order, terms):
+            self._terms[i] = term
+        self._seeded = dict(zip(seeds, terms[len(order) :]))
 
     def _refs(self, text: str) -> set[int]:
         boolean = boolean_operands(text, len(self.texts))
@@ -507,6 +552,10 @@ class SharedDefinitions:
         Raises:
             RegexError, UnsupportedRegexError, GrammarTooComplexError: as ``lower``.
         """
+        if not needs:
+            seeded = self._seeded.get(pattern)
+            if seeded is not None:
+                return seeded
         terms = self._terms
         for i in sorted(needs):
             if terms[i] is None:

@@ -151,6 +151,10 @@ class TermArena:
             while it builds under a budget); None: each search gets ``search_seconds`` CPU
             seconds of its own (matching, masks), so that no search runs unbounded.
         search_seconds: CPU-time bound of one ``is_empty`` search while ``deadline`` is None.
+        shared_prefix: ``(n, memo)`` for a :meth:`snapshot` and every arena restored from
+            it: terms ``0 .. n-1`` are the snapshot's, under the same ids, and ``memo``
+            (term id < n -> 16-byte digest, ``lexical_masks.head_key``'s) is one dict they
+            all share; None for any other arena.
     """
 
     def __init__(
@@ -180,6 +184,9 @@ class TermArena:
         self.deadline: Deadline | None = None  # CPU-time bound on is_empty's searches
         self.search_seconds = EMPTY_SEARCH_SECONDS
         self._cctx = None  # the C derivatives' view of the lists and caches above (_context)
+        # (n, memo): terms 0..n-1 are those of a snapshot, in every arena restored from it,
+        # and memo (term -> digest, shared by those arenas) is lexical_masks.head_key's
+        self.shared_prefix: tuple[int, dict[int, bytes]] | None = None
 
     # the fields ``snapshot`` copies (values immutable: a shallow copy is a copy), those it
     # requires empty (filled by derivatives and fronts, never by lowering), and the settings
@@ -188,6 +195,7 @@ class TermArena:
     _MEMO_FIELDS = ("_ids", "_has_boolean", "_empty", "_subsumed", "_min_len")
     _SCALAR_FIELDS = ("_num_boolean", "_universe", "max_byte_count")
     _DERIVED_FIELDS = ("_deriv", "_front", "_alt_index", "_kmp", "_cctx")
+    _SHARED_FIELDS = ("shared_prefix",)  # one object for a snapshot and its restored arenas
     _SETTING_FIELDS = (
         "max_terms",
         "max_empty_checks",
@@ -214,7 +222,10 @@ class TermArena:
         Copied: every term with its ``nullable``, ``first`` and ``depth``, the hash-consing
         table and the memos lowering may fill; the copy has the default budgets. Only an
         arena that has been lowered into, not derived, can be copied: derivatives, fronts,
-        alternation indexes and trigger tables are not.
+        alternation indexes and trigger tables are not. The copy gets a new
+        ``shared_prefix``: its terms, with a memo of their ``lexical_masks.head_key``
+        digests that every arena restored from it shares (a pure function of terms that are
+        the same in all of them).
 
         Raises:
             ValueError: a derivative, front, alternation index, trigger table or C context
@@ -222,6 +233,7 @@ class TermArena:
         """
         copy = TermArena()
         copy.restore(self)
+        copy.shared_prefix = (copy.num_terms, {})
         return copy
 
     def restore(self, source: TermArena) -> None:
@@ -251,6 +263,7 @@ class TermArena:
             setattr(self, name, dict(getattr(source, name)))
         for name in self._SCALAR_FIELDS:
             setattr(self, name, getattr(source, name))
+        self.shared_prefix = source.shared_prefix  # the same terms 0..n-1: the same memo
 
     def _context(self):
         """The C derivatives' context of this arena (made once: its lists are only appended

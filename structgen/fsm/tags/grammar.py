@@ -13,12 +13,11 @@ parts).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 from ...errors import InvalidGrammarError, UnsupportedGrammarError
+from ...lru import LRUCache
 from ..base import BaseCompiledGrammar
 from ..deadline import Deadline
 from ..grammar.ir import Alt, Embedded, Expr, GrammarDef, Ref, Repeat, Seq
@@ -36,14 +35,12 @@ from .lower import Builder
 __all__ = ["has_grammar", "compile_with_grammars"]
 
 CACHE_SIZE = 32
-_cache: OrderedDict[tuple, BaseCompiledGrammar] = OrderedDict()
-_lock = threading.Lock()
+_cache: LRUCache[tuple, BaseCompiledGrammar] = LRUCache(CACHE_SIZE)
 
 
 def clear_cache() -> None:
     """Drop every cached compiled grammar of this module."""
-    with _lock:
-        _cache.clear()
+    _cache.clear()
 
 
 _START = "_st_start"
@@ -194,11 +191,9 @@ def compile_with_grammars(
 
     fingerprint = None if vocab is None else vocab.fingerprint
     key = (tag.cache_key(), tuple(sorted(special_tokens.items())), fingerprint, max_seconds)
-    with _lock:
-        hit = _cache.get(key)
-        if hit is not None:
-            _cache.move_to_end(key)
-            return hit
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit
     deadline = Deadline(max_seconds)
     composer = _Composer(Builder(None, special_tokens))
     start = composer.expr(tag.format)
@@ -228,8 +223,5 @@ def compile_with_grammars(
         dfa.row(dfa.initial)
         deadline.check("compiling the structural tag")
         grammar = CompiledCFG(spec, lowered, dfa, vocab, gdef.warnings)
-    with _lock:
-        _cache[key] = grammar
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
+    _cache.put(key, grammar)
     return grammar

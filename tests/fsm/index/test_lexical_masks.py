@@ -278,3 +278,38 @@ def test_key_part_way_through_a_declared_name_and_a_nonempty_string(vocab, monke
     nonempty = compile_json_schema({"type": "string", "minLength": 1}, vocab)
     _check(nonempty, vocab, b'"')  # c c* '"': the plain string's entry
     assert vocab.lexical_masks.hits == hits + 1
+
+
+def test_head_digests_shared_with_a_snapshot_equal_the_arenas_own(vocab) -> None:
+    """Arenas restored from one snapshot of the reused definitions (``regex.reused``)
+    share ``head_key``'s digests of its terms; each digest equals the one the arena alone
+    computes (reference: the same call with no shared memo), for every term of three
+    schemas' arenas, the shared ones written by one arena and read by the next."""
+    schemas = [
+        {"type": "object", "properties": {"a": {"type": "string"}}},
+        {"type": "array", "items": {"type": "object", "properties": {"b": {"type": "integer"}}}},
+        {"anyOf": [{"type": "object"}, {"type": "string", "minLength": 2}]},
+    ]
+    arenas = []
+    for schema in schemas * 2:
+        clear_cache()
+        vocab.lexical_masks.clear()
+        g = compile_json_schema(schema, vocab, allow_extra_properties=True)
+        _check(g, vocab, b"")
+        arenas.append(g.dfa.arena)
+    restored = [a for a in arenas if a.shared_prefix is not None]
+    assert len(restored) >= 5  # the first compile lowers the run, the others restore it
+    n, shared = restored[0].shared_prefix
+    assert all(a.shared_prefix[1] is shared for a in restored)
+    for arena in restored:
+        own = arena.shared_prefix
+        for u in range(2, arena.num_terms):
+            got = head_key(arena, u, 8, {})
+            arena.shared_prefix = None
+            try:
+                want = head_key(arena, u, 8, {})
+            finally:
+                arena.shared_prefix = own
+            assert got == want, u
+    assert 0 < len(shared) <= n
+    assert set(shared) == set(range(2, n))  # every shared term digested once, kept

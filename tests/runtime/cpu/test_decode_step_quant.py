@@ -263,3 +263,37 @@ def test_in_place_change_of_int4_scales_reaches_the_fused_step(
     monkeypatch.setattr(decode_step, "_ENABLED", False)
     per_op = run()
     assert torch.equal(fused, per_op)
+
+
+def test_fused_int4_tiles_step_with_columns_starting_mid_tile(tmp_path_factory, monkeypatch):
+    """Qwen3 with 8 heads of 12 dims on 4 threads: the step splits q/k/v by whole heads (12:
+    3 per thread), so thread 1 starts at column 36 of q, an int4 tile weight (FMT_INT4T), inside
+    its 8-column tile 4 (k and v, 24 rows, stay int8, so q/k/v run as parts of the slot). The tile
+    kernel computes the whole tile and stores only the thread's columns: logits and cache equal
+    the per-op path (whole weights) bit for bit."""
+    import transformers
+
+    from structgen.runtime.loader import load_model
+    from structgen.runtime.quantization.linear import apply_activation_dtype
+    from tests.runtime.test_loader import tiny_tokenizer
+    from tests.runtime.test_models_families import BASE, hf_model
+
+    kw = dict(BASE, hidden_size=128, intermediate_size=256, num_attention_heads=8)
+    config = transformers.Qwen3Config(num_key_value_heads=2, head_dim=12, **kw)
+    folder = tmp_path_factory.mktemp("qwen3_d12")
+    hf_model(config).save_pretrained(str(folder))
+    tiny_tokenizer().save_pretrained(str(folder))
+    model = load_model(str(folder), torch.float32, "cpu", quantization="int4-g32").model
+    attn = model.model.layers[0].self_attn
+    assert (attn.q_proj.kind, attn.q_proj.int4_layout, attn.q_proj.out_features) == (
+        "int4",
+        "tiles",
+        96,
+    )
+    apply_activation_dtype(model, "int8")
+    before = torch.get_num_threads()
+    torch.set_num_threads(4)  # team_range(12 heads, 4 threads): heads 0, 3, 6, 9 start a share
+    try:
+        _fused_vs_per_op(model, monkeypatch)
+    finally:
+        torch.set_num_threads(before)

@@ -77,7 +77,8 @@ def test_tile_kernel_matches_reference(isa, n, k, group, fp32):
 
 @needs_kernel
 def test_tile_kernel_rows_independent_of_batch_and_threads():
-    """Row m's float is the same for M = 1, 3, 8, 17 and 64 and for 1 or 2 threads."""
+    """Row m's float is the same for M = 1..9, 17 and 64 (every group size of the kernel's 8-row
+    blocking and a ragged last group) and for 1 or 2 threads."""
     n, k, group = 83, 192, 32
     q, s, mn, _, tiles = _weight(n, k, group, 7)
     st, mt = s.t().contiguous(), mn.t().contiguous()
@@ -85,7 +86,7 @@ def test_tile_kernel_rows_independent_of_batch_and_threads():
     cpu_quant.set_threads(1)
     try:
         full = cpu_quant.int4t_mm(x, tiles, st, mt, group, True)
-        for m in (1, 3, 8, 17):
+        for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 17):
             assert torch.equal(cpu_quant.int4t_mm(x[-m:], tiles, st, mt, group, True), full[-m:])
         cpu_quant.set_threads(2)
         assert torch.equal(cpu_quant.int4t_mm(x, tiles, st, mt, group, True), full)

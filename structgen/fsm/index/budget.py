@@ -9,23 +9,31 @@ not counted: an engine that stops on ``max_tokens`` without sampling EOS (struct
 transformers' ``max_new_tokens``) gets an accepted document after at most N tokens. An
 engine whose EOS token consumes one unit of the same budget passes ``max_tokens - 1``.
 
-Soundness. Every budget decision rests on ``upper[s]``: the length of a *known* token
-path from state ``s`` to acceptance (a witness). When a witness is recorded, every state
-along it gets an upper bound no larger than its remaining part, so a state with
-``upper[s] <= r`` always has a token to a state with ``upper <= r - 1``: masking never
-leaves a request with no way to finish in time. Witnesses come from (1) the shortest byte
-completion of ``s`` tokenized greedily (longest vocabulary token first), and (2) where
-that is not short enough, an exact breadth-first search over token edges (bounded to
-``max_search_states`` expanded states). Where the bounded search gives up, the token is
-refused (conservative, still sound); otherwise the budgeted mask is exact: a token is
-allowed iff acceptance is reachable in the remaining budget after it. A wildcard marker in
-a byte completion (a grammar's ``!<X>``, ``token_index.py``) is tokenized as one token,
-the first usable one that is not X.
+Soundness. Every budget decision rests on witnesses: the length of a *known* token path
+from state ``s`` to acceptance, an upper bound on the fewest tokens. When a witness is
+recorded, every state along it gets a bound no larger than its remaining part, so a state
+with a witness ``<= r`` always has a token to a state with a witness ``<= r - 1``: masking
+never leaves a request with no way to finish in time. Witnesses come from (1) a quick walk
+(``_quick_walk``): depth-first over one-byte tokens, closing bytes first, each edge taken
+with the token index's ``token_next_state``; (2) the shortest byte completion of ``s``
+tokenized greedily (longest vocabulary token first); (3) where neither is short enough, an
+exact breadth-first search over token edges (bounded to ``max_search_states`` expanded
+states). Where the bounded search gives up, the token is refused (conservative, still
+sound); otherwise the budgeted mask is exact: a token is allowed iff acceptance is
+reachable in the remaining budget after it. The quick walk only ever proves tokens
+allowed, so it changes the cost, never the mask. A wildcard marker in a byte completion (a
+grammar's ``!<X>``, ``token_index.py``) is tokenized as one token, the first usable one
+that is not X.
 
-Cost. Byte completions and witnesses are memoised per state in one table shared by all
-matchers of a token index (``budget_for``). A state whose successors all have witnesses
-shorter than the remaining budget returns the unbudgeted mask without further work, so a
-generous budget costs one dictionary lookup per step once the state was seen.
+Cost. Witnesses are memoised per state in one table shared by all matchers of a token
+index (``budget_for``). A step first asks every successor state for its quick witness
+(about one derivative per state the walk has not met: a walk stops at the first state
+with a witness, so the walks of sibling successors share their tails); when all are below
+the remaining budget (the usual case: the budget is not tight) the unbudgeted mask is
+returned, and a revisit with as much budget left is one dictionary lookup. Only a tight
+budget pays for the shortest completions (breadth-first over byte rows: with intersection
+terms, emptiness searches per row) and the token searches, for the successors the quick
+walk does not prove.
 """
 
 from __future__ import annotations
@@ -43,8 +51,12 @@ __all__ = ["CompletionBudget", "budget_for", "INF"]
 
 INF = 1 << 30
 MAX_BYTE_BFS_STATES = 2048  # states one shortest-completion search expands before settling
+MAX_QUICK_STATES = 4096  # states one quick walk (``_quick_of``) visits before giving up
 # bytes the depth-first completion tries first (higher = earlier): what closes a JSON document
 _CLOSING = {ord(c): 10 - i for i, c in enumerate('"}]0 e')}
+# bytes the quick walk tries first, in order, before the rest of a state's row: what closes
+# a JSON value, an array, an object, then what leads on to a required key or a value
+_QUICK_FIRST = tuple(ord(c) for c in '"}],0e:')
 
 _WILDCARD = bytes([MARKER_BYTE, WILDCARD_BYTE])  # how a wildcard marker starts
 _ONLY = bytes([MARKER_BYTE, ONLY_BYTE])  # how one listing the ids it allows starts
@@ -60,6 +72,46 @@ def budget_for(index) -> CompletionBudget:
         if table is None:
             table = _tables[index] = CompletionBudget(index)
         return table
+
+
+class _VocabTokens:
+    """What a budget reads of a vocabulary's tokens, built once per vocabulary (a document's
+    copy grammar gets a fresh token index, hence a fresh budget, but the same vocabulary).
+
+    Attributes:
+        token_of: bytes -> the first usable token id spelling them (not special, not EOS).
+        usable_ids: sorted ids of ``token_of`` (what a wildcard edge may take).
+        max_len: bytes of the longest usable token.
+        byte_token: per byte value, its one-byte usable token id or -1 (the quick walk's
+            edges).
+    """
+
+    def __init__(self, vocab) -> None:
+        usable: dict[bytes, int] = {}
+        banned = vocab.special_token_ids | vocab.eos_token_ids
+        for tid, data in enumerate(vocab.token_bytes):
+            if data and tid not in banned and data not in usable:
+                usable[data] = tid
+        self.token_of = usable
+        self.usable_ids = sorted(usable.values())
+        self.max_len = max((len(t) for t in usable), default=1)
+        self.byte_token = [usable.get(bytes([b]), -1) for b in range(256)]
+
+
+_vocab_tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_vocab_lock = threading.Lock()  # not _tables_lock: budget_for holds that one while building
+
+
+def _vocab_tokens(vocab) -> _VocabTokens:
+    """The shared ``_VocabTokens`` of ``vocab`` (built on first use)."""
+    with _vocab_lock:
+        try:
+            hit = _vocab_tables.get(vocab)
+        except TypeError:  # a vocabulary that takes no weak reference: not shared
+            return _VocabTokens(vocab)
+        if hit is None:
+            hit = _vocab_tables[vocab] = _VocabTokens(vocab)
+        return hit
 
 
 class CompletionBudget:
@@ -83,14 +135,12 @@ class CompletionBudget:
         self.max_search_states = max_search_states
         self._max_cached_rows = max_cached_rows
         self._lock = threading.RLock()
-        usable: dict[bytes, int] = {}
-        banned = vocab.special_token_ids | vocab.eos_token_ids
-        for tid, data in enumerate(vocab.token_bytes):
-            if data and tid not in banned and data not in usable:
-                usable[data] = tid
-        self._token_of = usable
-        self._usable_ids = sorted(usable.values())  # what a wildcard edge may take
-        self._max_len = max((len(t) for t in usable), default=1)
+        tokens = _vocab_tokens(vocab)
+        self._token_of = tokens.token_of
+        self._usable_ids = tokens.usable_ids
+        self._max_len = tokens.max_len
+        self._byte_token = tokens.byte_token
+        self._quick: dict[int, int] = {}
         self._byte_dist: dict[int, int] = {}
         self._byte_next: dict[int, int] = {}
         self._upper: dict[int, int] = {}
@@ -125,8 +175,15 @@ class CompletionBudget:
             return u if u <= limit else INF
 
     def mask(self, state: int, remaining: int) -> np.ndarray | None:
-        """Packed int32 mask of the tokens allowed from ``state`` with ``remaining`` tokens
-        left, or None when it equals the unbudgeted mask. Raises: never.
+        """Packed int32 ``[ceil(vocab_size / 32)]`` mask of the tokens allowed from
+        ``state`` with ``remaining`` tokens left, or None when it equals the unbudgeted
+        mask (every successor has a witness of at most ``remaining - 1`` tokens).
+
+        Exact (a token is allowed iff acceptance is reachable within ``remaining - 1``
+        tokens after it; EOS iff ``state`` is accepting) unless a bounded token search gave
+        up, where the token is refused: then a sound subset that still holds a token with a
+        witness whenever ``state`` has one of at most ``remaining`` tokens. Raises: never
+        (beyond ``GrammarTooComplexError`` from building automaton rows).
         """
         with self._lock:
             worst = self._worst.get(state)
@@ -136,16 +193,15 @@ class CompletionBudget:
             hit = self._masks.get(key)
             if hit is not None:
                 return hit
-            succ, _, inverse = self._successors(state)
+            succ, valid, targets = self._successors(state)
             if worst is None:
-                worst = max((self._upper_of(int(z)) for z in succ), default=0)
+                worst = max((self._quick_of(z) for z in succ.tolist()), default=0)
                 self._worst[state] = worst
                 if worst <= remaining - 1:
                     return None
             ok = np.fromiter((self._within(int(z), remaining - 1) for z in succ), bool, succ.size)
             allowed = np.zeros(self._vocab_size, bool)
-            sel = inverse >= 0
-            allowed[sel] = ok[inverse[sel]]
+            allowed[valid] = ok[np.searchsorted(succ, targets)]
             if self._dfa.is_accepting(state):
                 allowed[self._eos] = True
             packed = pack_bitmask(allowed, self._num_words)
@@ -154,6 +210,87 @@ class CompletionBudget:
             if len(self._masks) > 1024:
                 self._masks.popitem(last=False)
             return packed
+
+    # ---- quick witnesses ------------------------------------------------------
+
+    def _quick_of(self, state: int) -> int:
+        """Tokens of a known path from ``state`` to acceptance, found cheaply (``INF`` if
+        none): the best witness recorded, else a depth-first walk (``_quick_walk``).
+        """
+        q = self._quick.get(state)
+        if q is None:
+            q = self._quick_walk(state)
+        u = self._upper.get(state, INF)
+        return q if q < u else u
+
+    def _quick_walk(self, start: int) -> int:
+        """A witness from ``start``: a depth-first walk over one-byte tokens, closing bytes
+        first (``_QUICK_FIRST``), that stops at an accepting state or one with a witness;
+        each edge is taken with ``token_next_state``, so the path is a real token path and
+        its length an upper bound, recorded for every state along it. Only the bytes tried
+        are derived (a state's whole row is built when none of its closing bytes leads on):
+        no breadth-first search, so a step costs about one derivative per new state.
+        Bounded to ``MAX_QUICK_STATES`` states (then ``INF``: the exact path decides).
+        """
+        if self._dfa.is_accepting(start):
+            self._quick[start] = 0
+            return 0
+        seen = {start}
+        stack = [(start, self._quick_moves(start))]
+        tail = -1
+        while stack and len(seen) <= MAX_QUICK_STATES:
+            y, moves = stack[-1]
+            z = next(moves, -1)
+            if z < 0:
+                stack.pop()
+                continue
+            if z in seen:
+                continue
+            if self._dfa.is_accepting(z):
+                tail = 0
+            else:
+                known = min(self._quick.get(z, INF), self._upper.get(z, INF))
+                if known < INF:
+                    tail = known
+            if tail >= 0:
+                break
+            seen.add(z)
+            stack.append((z, self._quick_moves(z)))
+        if tail < 0:
+            self._quick[start] = INF
+            return INF
+        n = len(stack)
+        for i, (y, _) in enumerate(stack):
+            value = n - i + tail
+            if value < self._quick.get(y, INF):
+                self._quick[y] = value
+        return self._quick[start]
+
+    def _quick_moves(self, state: int):
+        """The states one single-byte token leads to from ``state``: closing bytes first,
+        then the rest of its row in byte order, then (only where a live byte has no one-byte
+        token: a marker, a vocabulary without it) the successors of every token. A
+        generator: the row is only built when the closing bytes are exhausted.
+        """
+        step, token = self._index.token_next_state, self._byte_token
+        for b in _QUICK_FIRST:
+            if token[b] >= 0:
+                z = int(step(state, token[b]))
+                if z >= 0:
+                    yield z
+        row = self._dfa.row(state)
+        untokened = False  # a live byte no one-byte token takes (a marker: a wildcard edge)
+        for b in np.nonzero(row >= 0)[0].tolist():
+            if b == MARKER_BYTE or token[b] < 0:
+                untokened = True
+                continue
+            if b in _QUICK_FIRST:
+                continue
+            z = int(step(state, token[b]))
+            if z >= 0:
+                yield z
+        if untokened:  # every token's successor (multi-byte tokens, wildcard edges)
+            yield from self._successors(state)[0].tolist()
 
     # ---- byte completions ----------------------------------------------------
 
@@ -338,7 +475,7 @@ class CompletionBudget:
     def _within(self, state: int, k: int) -> bool:
         if k < 0:
             return False
-        if self._upper_of(state) <= k:
+        if self._quick_of(state) <= k or self._upper_of(state) <= k:
             return True
         if self._fails.get(state, -1) >= k:
             return False
@@ -348,19 +485,18 @@ class CompletionBudget:
         return bool(found)
 
     def _successors(self, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(distinct next states, one token to each, per-token index into them or -1)."""
+        """(distinct next states int32 ``[m]``, the non-EOS tokens that lead on bool
+        ``[vocab_size]``, where each of them leads int32 ``[count]``), LRU-cached.
+        """
         hit = self._rows.get(state)
         if hit is not None:
             self._rows.move_to_end(state)
             return hit
-        row = np.array(self._index.next_states(state), np.int64)
-        row[self._eos] = -1
+        row = self._index.next_states(state)
         valid = row >= 0
-        succ, first, inv = np.unique(row[valid], return_index=True, return_inverse=True)
-        inverse = np.full(self._vocab_size, -1, np.int32)
-        inverse[valid] = inv.reshape(-1)
-        tokens = np.nonzero(valid)[0][first]
-        hit = (succ, tokens, inverse)
+        valid[self._eos] = False
+        targets = row[valid]
+        hit = (np.unique(targets), valid, targets)
         self._rows[state] = hit
         if len(self._rows) > self._max_cached_rows:
             self._rows.popitem(last=False)
@@ -384,7 +520,9 @@ class CompletionBudget:
                     if z in parent:
                         continue
                     parent[z] = y
-                    u = self._upper_greedy(z)
+                    u = self._quick_of(z)
+                    if u > k - depth - 1:
+                        u = self._upper_greedy(z)
                     if u <= k - depth - 1:
                         chain = [z]
                         while parent[chain[-1]] >= 0:

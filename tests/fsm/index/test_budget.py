@@ -261,3 +261,114 @@ def test_depth_first_completions_keep_tiny_budgets_sound(
                 assert m.is_terminated() or m.is_accepting()
     finally:
         clear_cache()
+
+
+def _reachable(grammar, limit: int = 4000) -> list[int]:
+    """Every state reachable from the initial one over non-EOS tokens (at most ``limit``)."""
+    index, vocab = grammar.token_index, grammar.token_index.vocab
+    seen, todo = {grammar.dfa.initial}, [grammar.dfa.initial]
+    while todo:
+        row = index.next_states(todo.pop())
+        for t in np.nonzero(row >= 0)[0].tolist():
+            z = int(row[t])
+            if t not in vocab.eos_token_ids and z not in seen:
+                seen.add(z)
+                todo.append(z)
+        assert len(seen) <= limit
+    return sorted(seen)
+
+
+def _exact_budget_grammars(json_vocab: Vocabulary, monkeypatch) -> list:
+    """Small grammars for the exhaustive comparison: nested JSON, alternations a greedy
+    completion misjudges, a copied string field with ``maxLength`` on the ``INTERSECT``
+    path (the per-document AND states the quick walk exists for), a vocabulary without
+    one-byte tokens."""
+    from structgen.fsm.compiler import compile_spec
+    from structgen.fsm.json_schema import copy as copy_mod
+    from structgen.fsm.json_schema.copy import CopyJsonSchema
+
+    monkeypatch.setattr(copy_mod, "ENUMERATE_MAX_SPANS", 0)  # keep the INTERSECT path
+    copied = CopyJsonSchema(
+        {
+            "type": "object",
+            "properties": {"v": {"type": "string", "maxLength": 4}, "n": {"type": "integer"}},
+            "required": ["v", "n"],
+        },
+        copy_from=("ab a1 e 12",),
+    )
+    pairs = [(json_vocab, compile_json_schema(SCHEMA, json_vocab))]
+    pairs.append((json_vocab, compile_spec(copied, json_vocab)))
+    for pattern in (r"(ab|a)*c", r"a{3,6}b|c{2}|(e[0-9]){2,3}\}"):
+        pairs.append((json_vocab, compile_regex(pattern, json_vocab)))
+    bare = Vocabulary(
+        [b"<eos>", b"ab", b"ba", b"abab", b"b", b"aba"], eos_token_ids=[0], special_token_ids=[0]
+    )
+    pairs.append((bare, compile_regex(r"(ab)+a|b{3}", bare)))
+    return pairs
+
+
+def test_budgeted_masks_equal_the_brute_force_on_every_state(json_vocab, monkeypatch) -> None:
+    """For every reachable state and every remaining budget from 0 past the state's need,
+    queried in a shuffled order on a fresh table (generous and tight queries interleaved,
+    so memoised quick walks and searches meet each other): the mask is exactly the tokens
+    after which acceptance is reachable within ``remaining - 1`` tokens (EOS on accepting
+    states), ``within`` is exact, and every quick witness is a real upper bound."""
+    from structgen.fsm import clear_cache
+
+    clear_cache()
+    try:
+        for vocab, grammar in _exact_budget_grammars(json_vocab, monkeypatch):
+            index, dfa = grammar.token_index, grammar.dfa
+            dist = _brute_force_min_tokens(grammar, vocab)
+            states = _reachable(grammar)
+            top = max(d for d in dist.values() if d < INF) + 2
+            queries = [(s, r) for s in states for r in range(top + 1)]
+            queries += [(s, 10_000) for s in states]
+            random.Random(3).shuffle(queries)
+            b = CompletionBudget(index)
+            eos = vocab.eos_token_ids
+            for s, r in queries:
+                row = index.next_states(s)
+                expected = {
+                    t
+                    for t in np.nonzero(row >= 0)[0].tolist()
+                    if (t in eos and dfa.is_accepting(s))
+                    or (t not in eos and dist[int(row[t])] <= r - 1)
+                }
+                words = b.mask(s, r)
+                if words is None:
+                    words = index.bitmask(s)
+                bits = np.unpackbits(np.asarray(words).view(np.uint8), bitorder="little")
+                got = set(np.nonzero(bits[: vocab.vocab_size])[0].tolist())
+                assert got == expected, (s, r, dist[s])
+                if dist[s] <= r and r > 0 and not dfa.is_accepting(s):
+                    assert got  # a feasible request always has a token to finish with
+                assert b.within(s, r) == (dist[s] <= r), (s, r)
+            for s in states:
+                assert b._quick_of(s) >= dist[s]  # a witness: never below the fewest tokens
+    finally:
+        clear_cache()
+
+
+def test_quick_walks_that_give_up_leave_masks_exact(json_vocab, monkeypatch) -> None:
+    """With every quick walk giving up at once (``MAX_QUICK_STATES = 0``), the exact path
+    decides every mask, and the masks are the same as the brute force's."""
+    from structgen.fsm.index import budget as budget_mod
+
+    monkeypatch.setattr(budget_mod, "MAX_QUICK_STATES", 0)
+    grammar = compile_json_schema(SCHEMA, json_vocab)
+    dist = _brute_force_min_tokens(grammar, json_vocab)
+    index = grammar.token_index
+    b = CompletionBudget(index)
+    for s in _reachable(grammar):
+        for r in (dist[s], dist[s] + 1, 40):
+            row = index.next_states(s)
+            words = b.mask(s, r)
+            if words is None:
+                words = index.bitmask(s)
+            bits = np.unpackbits(np.asarray(words).view(np.uint8), bitorder="little")
+            got = set(np.nonzero(bits[: json_vocab.vocab_size])[0].tolist())
+            expected = {
+                t for t in np.nonzero(row >= 0)[0].tolist() if t == 0 or dist[int(row[t])] <= r - 1
+            }
+            assert got == expected, (s, r)

@@ -19,8 +19,9 @@ the mean log-probability of their tokens and the closing quote
 all the documents given go in one batch of prompt-log-prob requests (the jobs are
 planned across documents and scored through ``revise_outputs``' ``score``). The field
 whose own value the model prefers least over its best candidate (the smaller margin)
-takes that candidate; the other keeps its value. The fields after it keep what greedy
-wrote. Arrays are left alone (items are trimmed by ``items.py``).
+takes that candidate; the other keeps its value (a field with no candidate cannot move,
+so its own value is not scored: the sibling with candidates moves). The fields after it
+keep what greedy wrote. Arrays are left alone (items are trimmed by ``items.py``).
 
 Before that scoring, each field's candidates are shortlisted (``shortlist_spans``;
 ``choose_overlaps(..., shortlist=None)`` scores every candidate): one request per field,
@@ -259,7 +260,10 @@ def choose_overlaps(
         flat = [job for _, jobs in docs for job in jobs]
         if shortlist is not None:
             flat = shortlist_spans(engine, flat, shortlist)  # one batch for every document
-        scores = candidate_scores(engine, flat, summed=False)  # one batch for every document
+        # a field with no other candidate never moves (``_moved``): its value is not scored
+        rivals = [job for job in flat if len(job.candidates) > 1]
+        found = iter(candidate_scores(engine, rivals, summed=False))  # one batch for all
+        scores = [next(found) if len(job.candidates) > 1 else [] for job in flat]
         out, pos = [], 0
         for _, jobs in docs:
             n = len(jobs)
@@ -308,12 +312,14 @@ def _candidate_jobs(
     jobs: list[CandidateJob] = []
     for keys in dict.fromkeys(k for pair in pairs for k in pair):
         others = [s for k, s in strings.items() if k != keys]
-        cands = [
-            c
-            for c in all_spans
-            if not any(restates(c, s) for s in others)
-            and checker.is_valid(with_field(value, keys, c))
-        ][:MAX_SPAN_CANDIDATES]
+        cands: list[str] = []
+        for c in all_spans:  # the first MAX_SPAN_CANDIDATES that pass, in text order
+            if any(restates(c, s) for s in others):
+                continue
+            if checker.is_valid(with_field(value, keys, c)):
+                cands.append(c)
+                if len(cands) == MAX_SPAN_CANDIDATES:
+                    break
         jobs.append(CandidateJob(doc, keys, [strings[keys], *cands], context, raw, spans[keys]))
     return jobs
 

@@ -188,6 +188,26 @@ def test_candidates_overlap_no_other_field_and_keep_the_object_valid():
     assert engine.requests == want
 
 
+def test_a_field_without_another_candidate_is_not_scored_and_the_other_moves():
+    schema = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]+$"},
+            "company": {"type": "string", "maxLength": 40},
+        },
+        "required": ["code", "company"],
+    }
+    text = "Order AB-12 from Lantern Robotics, Shenzhen."
+    raw = '{"code":"AB-12","company":"AB-12"}'
+    engine = PreferringEngine({"company": "Lantern Robotics"})
+    (out,) = choose_overlaps(engine, schema, ["p "], [raw], [text], [("code", "company")],
+                             shortlist=None)  # fmt: skip
+    assert json.loads(out) == {"code": "AB-12", "company": "Lantern Robotics"}
+    # code's only valid span is its own value: only company's value and candidates are scored
+    company = [s for s in text_spans(text) if not overlaps(s, "AB-12") and len(s) <= 40]
+    assert "Lantern Robotics" in company and engine.requests == 1 + len(company)
+
+
 def test_on_the_tiny_model_the_move_follows_the_mean_logprobs(tiny_engine):
     schema = {"type": "object", "properties": {"a": {"type": "string"},
               "b": {"type": "string"}}, "required": ["a", "b"]}  # fmt: skip

@@ -10,8 +10,10 @@ masks equal to that path's at every step of a few documents on a hand-built voca
 from __future__ import annotations
 
 import json
+import random
 import re
 
+import jsonschema
 import pytest
 import torch
 
@@ -98,12 +100,149 @@ def test_enumerated_language_equals_the_intersection(text, field, monkeypatch) -
         assert got == (fits and value in text_spans | norm), value
 
 
-def test_too_many_spans_keep_the_intersection(monkeypatch) -> None:
-    text = " ".join(f"w{i}" for i in range(300))  # 300 words: ~180k spans, none bounded
+def test_many_candidate_spans_few_accepted_are_enumerated(monkeypatch) -> None:
+    text = " ".join(f"w{i}" for i in range(300))  # 300 words: ~180k spans, 300 accepted
     lowered, copied = _lowered(text, {"pattern": "^w[0-9]+$"}, 20_000, monkeypatch)
+    assert copied == ("/properties/v",) and INTERSECT not in "".join(lowered.definitions)
+    grammar = _grammar(lowered)
+    assert grammar.matches(_doc("w17")) and grammar.matches(_doc("w299"))
+    assert not grammar.matches(_doc("w300")) and not grammar.matches(_doc("w17 w18"))
+
+
+def test_too_many_accepted_spans_keep_the_intersection(monkeypatch) -> None:
+    text = " ".join(f"w{i}" for i in range(300))  # every run of words: ~45k accepted spans
+    field = {"pattern": "^w[0-9]+( w[0-9]+)*$"}
+    lowered, copied = _lowered(text, field, 20_000, monkeypatch)
     assert copied == ("/properties/v",) and INTERSECT in "".join(lowered.definitions)
     grammar = _grammar(lowered)
-    assert grammar.matches(_doc("w17")) and not grammar.matches(_doc("w300"))
+    assert grammar.matches(_doc("w17 w18 w19")) and not grammar.matches(_doc("w300"))
+    assert not grammar.matches(_doc("w17 w19"))
+
+
+def test_too_many_units_read_keep_the_intersection(monkeypatch) -> None:
+    text = " ".join(f"w{i}" for i in range(300))
+    monkeypatch.setattr(copy_module, "ENUMERATE_MAX_STEPS", 1_000)  # few spans, long runs
+    lowered, copied = _lowered(text, {"pattern": "^w[0-9]+( w[0-9]+)* w7$"}, 20_000, monkeypatch)
+    assert copied == ("/properties/v",) and INTERSECT in "".join(lowered.definitions)
+    assert _grammar(lowered).matches(_doc("w5 w6 w7"))
+
+
+_PHRASES = (
+    "Dr. Aiko Tanaka",
+    "Zoë O'Neil",
+    "Maria Müller",
+    "ÄB99",
+    "AB12",
+    "CD-56",
+    "x7",
+    "call",
+    "555-0100",
+    "+1 (555) 0134",
+    "on 2026-03-07",
+    "2024-02-29",
+    "2026-02-30",
+    "2026-13-01",
+    "7 March 2026",
+    "12/03/2025",
+    "at 2:15 pm",
+    "zoe.oneil@example.com",
+    "https://example.org/a?b=1",
+    "C:\\shop",
+    '"quoted"',
+    "tab\there",
+    "line\n",
+    "the",
+    "a",
+    "of",
+    "and",
+    "metformin 500 mg",
+    "lisinopril 10mg",
+    "BP 142/91",
+    "follow-up in 6 weeks",
+    ";",
+    ",",
+    ".",
+)
+
+
+def _long_text(seed: int, size: int = 1_800) -> str:
+    rng = random.Random(seed)
+    words: list[str] = []
+    while sum(len(w) + 1 for w in words) < size:
+        words.append(rng.choice(_PHRASES))
+    return "".join(w + rng.choice("  \n,") for w in words)
+
+
+def _brute_force(text: str, field: dict) -> tuple[set[str], set[str]]:
+    """``(spans, normalised)``: the field's values among every substring of ``text`` on the
+    span rule (written out here), by ``re.search`` of the anchored pattern / jsonschema's
+    format checker and ``len``; and the normalised dates and times a format or pattern
+    field also takes."""
+    checker = jsonschema.FormatChecker()
+    lo, hi = field.get("minLength", 0), field.get("maxLength", len(text))
+    starts = [k for k in range(len(text) + 1) if k in (0, len(text)) or not (
+        text[k - 1].isalnum() and text[k].isalnum())]  # fmt: skip
+
+    def fits(value: str) -> bool:
+        if not lo <= len(value) <= hi:
+            return False
+        if "pattern" in field and re.search(field["pattern"], value) is None:
+            return False
+        return "format" not in field or checker.conforms(value, field["format"])
+
+    out = set()
+    for a, i in enumerate(starts):
+        if i == len(text) or text[i].isspace():
+            continue
+        for j in starts[a + 1 :]:
+            if not text[j - 1].isspace() and fits(text[i:j]):
+                out.add(text[i:j])
+    extra = set(dates(text)) | set(times(text)) if {"format", "pattern"} & set(field) else set()
+    return out, {v for v in extra if fits(v)}
+
+
+LONG_FIELDS = [
+    {"format": "date"},
+    {"pattern": "^[A-Z][a-z]+ [A-Z][a-z]+$"},
+    {"pattern": "^[0-9]{3}-[0-9]{4}$"},
+    {"pattern": "^[A-Za-z0-9 ]+$", "maxLength": 30},
+    {"pattern": "^[^,;]*[0-9]$", "minLength": 8, "maxLength": 60},
+    {"pattern": "^[A-Za-z]+( [A-Za-z]+)*$"},
+    {"pattern": "^[^;]+$", "maxLength": 90},
+    {"maxLength": 25},
+]
+
+
+@pytest.mark.parametrize("field", LONG_FIELDS, ids=lambda f: json.dumps(f, sort_keys=True))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_long_text_language_equals_brute_force(seed, field, monkeypatch) -> None:
+    text = _long_text(seed)
+    got: list[set[str]] = []
+    spans_of = copy_module._Acceptor.spans
+
+    def recorded(self, *args):
+        out = spans_of(self, *args)
+        got.append(None if out is None else {json.loads('"' + "".join(s) + '"') for s in out})
+        return out
+
+    monkeypatch.setattr(copy_module._Acceptor, "spans", recorded)
+    copy_module._ACCEPTORS.clear()
+    lowered, copied = _lowered(text, field, 20_000, monkeypatch)
+    spans_expected, normalised = _brute_force(text, field)
+    assert INTERSECT not in "".join(lowered.definitions) and len(got) == 1
+    assert got[0] == spans_expected
+    expected = spans_expected | normalised
+    if not expected:
+        assert copied == ()
+        return
+    assert copied == ("/properties/v",)
+    grammar = _grammar(lowered)
+    rng = random.Random(seed)
+    sample = rng.sample(sorted(expected), min(len(expected), 150))
+    assert all(grammar.matches(_doc(v)) for v in sample)
+    others = {text[i : i + n] for i in rng.sample(range(len(text)), 150) for n in (1, 3, 10, 24)}
+    for value in sorted(others - expected):
+        assert not grammar.matches(_doc(value)), value
 
 
 def test_nothing_accepted_keeps_the_field_grammar(monkeypatch) -> None:

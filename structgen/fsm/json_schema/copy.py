@@ -6,9 +6,10 @@ first, which decides per value:
 
 * a ``string`` value becomes a span of a source (``structgen.fsm.copy``), intersected
   with the field's own grammar (``pattern``, ``format``, ``minLength``/``maxLength``) when
-  it has one: by enumeration where the sources have at most ``ENUMERATE_MAX_SPANS``
-  candidate spans (the accepted spans as a trie-shaped alternation, no ``AND`` term),
-  else by an ``INTERSECT`` definition (``terms`` ``AND``); a field with a
+  it has one: by enumeration where the grammar accepts at most ``ENUMERATE_MAX_SPANS``
+  of the sources' spans (read forward from each start until the grammar is dead; the
+  accepted spans as a trie-shaped alternation, no ``AND`` term), else by an
+  ``INTERSECT`` definition (``terms`` ``AND``); a field with a
   ``format`` or ``pattern`` may also be one of the dates and times the sources write,
   normalised to ISO 8601 (``structgen.fsm.dates``: ``7 March 2026`` as ``2026-03-07``,
   ``2:15 pm`` as ``14:15`` and ``14:15:00``), so that a date field copies the text's date
@@ -172,10 +173,10 @@ class CopyPlan:
         if set(schema) <= {"type", "minLength", "maxLength"} and self._every_span_fits(schema):
             return '"' + self._spans_text(conv) + '"'  # the length keywords hold for every span
         hi = None if schema.get("maxLength") is None else int(schema["maxLength"])
-        if getattr(conv, "canon", None) is None and _enumerable(
-            self.sources, hi, ENUMERATE_MAX_SPANS
-        ):
-            return self._enumerated(conv, schema, pointer, hi)
+        if getattr(conv, "canon", None) is None and ENUMERATE_MAX_SPANS > 0:
+            enumerated = self._enumerated(conv, schema, pointer, hi)
+            if enumerated is not _TOO_MANY:
+                return enumerated
         content = self._spans_text(conv)
         if "format" in schema or "pattern" in schema:  # also the dates and times, normalised
             written = [json_string_content(v) for v in self.dates_and_times]
@@ -193,17 +194,21 @@ class CopyPlan:
         defs = conv.sharing.definitions
         return None if matches_nothing(both, defs, conv.sharing.reusable) else both
 
-    def _enumerated(self, conv, schema: dict, pointer: str, hi: int | None) -> str | None:
+    def _enumerated(self, conv, schema: dict, pointer: str, hi: int | None) -> Any:
         """The field's copied language decided by enumeration: the spans of the sources (and,
         with a ``format``/``pattern``, the normalised dates and times) that the field's own
         grammar accepts, as a trie-shaped alternation of their JSON string contents; None
-        when none is (the field keeps its own grammar).
+        when none is (the field keeps its own grammar); ``_TOO_MANY`` when more than
+        ``ENUMERATE_MAX_SPANS`` distinct spans are accepted or finding them reads more than
+        ``ENUMERATE_MAX_STEPS`` units (the caller takes the ``INTERSECT`` path).
 
         The same language as ``INTERSECT(own grammar, spans)``: a candidate is a span
         (``copy.SubstringAutomaton``: it starts and ends at a non-space unit; at most
         ``maxLength`` code points when bounded, longer ones the grammar rejects anyway),
         written as the span automaton writes it. The grammar is ``_Acceptor``'s, built once
-        per process for the field's keywords, with the warnings its conversion records.
+        per process for the field's keywords, with the warnings its conversion records;
+        it reads the text forward from each start until it is dead, so the work is the
+        text's units times the longest live run, not the number of candidate spans.
         """
         acceptor, warnings = _base_acceptor(conv, schema, pointer)
         for note in warnings:
@@ -211,7 +216,9 @@ class CopyPlan:
                 conv.warnings.append(note)
         if acceptor is None:
             return None
-        accepted = acceptor.spans(self.sources, hi)
+        accepted = acceptor.spans(self.sources, hi, ENUMERATE_MAX_SPANS, ENUMERATE_MAX_STEPS)
+        if accepted is None:
+            return _TOO_MANY
         if "format" in schema or "pattern" in schema:
             for value in self.dates_and_times:
                 written = json_string_content(value)
@@ -297,34 +304,15 @@ class CopyPlan:
         return ordered
 
 
-ENUMERATE_MAX_SPANS = 20_000  # candidate spans per field decided by enumeration, else INTERSECT
+# A copied field with its own grammar is decided by enumerating the spans it accepts unless
+# more than ENUMERATE_MAX_SPANS distinct spans are accepted or more than ENUMERATE_MAX_STEPS
+# units are read finding them; then by INTERSECT. 0: never enumerate.
+ENUMERATE_MAX_SPANS = 20_000
+ENUMERATE_MAX_STEPS = 400_000
+_TOO_MANY = object()  # CopyPlan._enumerated: past a limit, take the INTERSECT path
 _ACCEPTORS: OrderedDict[tuple, tuple[Any, tuple[str, ...]]] = OrderedDict()  # (same lock)
 _ACCEPTORS_SIZE = 256
 _QUOTE = 0x22
-
-
-def _enumerable(sources: tuple[str, ...], max_chars: int | None, limit: int) -> bool:
-    """True when ``sources`` have at most ``limit`` candidate spans (a non-space first unit,
-    at most ``max_chars`` code points; None: any length).
-    """
-    count = 0
-    for text in sources:
-        sizes = [len(u) for u in text_units(text)]
-        spaces = [u.isspace() for u in text_units(text)]
-        for i in range(len(sizes)):
-            if spaces[i]:
-                continue
-            if max_chars is None:
-                count += len(sizes) - i
-            else:
-                size, j = 0, i
-                while j < len(sizes) and size + sizes[j] <= max_chars:
-                    size += sizes[j]
-                    j += 1
-                count += j - i
-            if count > limit:
-                return False
-    return True
 
 
 class _Acceptor:
@@ -351,14 +339,26 @@ class _Acceptor:
                 break
         return t
 
-    def spans(self, sources: tuple[str, ...], max_chars: int | None) -> list[tuple[str, ...]]:
+    def spans(
+        self,
+        sources: tuple[str, ...],
+        max_chars: int | None,
+        max_spans: int | None = None,
+        max_steps: int | None = None,
+    ) -> list[tuple[str, ...]] | None:
         """The distinct spans of ``sources`` (at most ``max_chars`` code points; None: any)
-        whose JSON string content the grammar accepts, each as its units' contents; read
-        from each first unit onwards, one unit at a time, until the grammar is dead.
+        whose JSON string content the grammar accepts, each as its units' contents (in the
+        order first met); read from each first unit onwards, one unit at a time, until the
+        grammar is dead or ``max_chars`` is passed.
+
+        Returns:
+            The spans; None when more than ``max_spans`` distinct spans are accepted or
+            more than ``max_steps`` units are read (None: no limit).
         """
         seen: set[str] = set()
         out: list[tuple[str, ...]] = []
         arena = self.arena
+        steps = 0
         with self.lock:
             for text in sources:
                 units = text_units(text)
@@ -372,6 +372,9 @@ class _Acceptor:
                         size += len(units[j])
                         if max_chars is not None and size > max_chars:
                             break
+                        steps += 1
+                        if max_steps is not None and steps > max_steps:
+                            return None
                         t = self._read(t, data[j])
                         if t == EMPTY:
                             break
@@ -379,6 +382,8 @@ class _Acceptor:
                             continue
                         key = "".join(units[i : j + 1])
                         if key not in seen:
+                            if max_spans is not None and len(out) >= max_spans:
+                                return None
                             seen.add(key)
                             out.append(tuple(written[i : j + 1]))
         return out

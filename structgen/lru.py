@@ -118,8 +118,10 @@ class LRUCache(Generic[K, V]):
         return key in self._data
 
     def __len__(self) -> int:
-        """The number of entries held."""
-        return len(self._data)
+        """The number of entries held (read under the lock: a concurrent ``put`` stores
+        before it evicts, so an unlocked read could see one entry past the bound)."""
+        with self._locked():
+            return len(self._data)
 
     def __iter__(self) -> Iterator[K]:
         """The keys, least recently used first."""
@@ -128,8 +130,10 @@ class LRUCache(Generic[K, V]):
 
     @property
     def num_bytes(self) -> int:
-        """Bytes held (sum of ``sizeof`` of the values; 0 without a byte bound)."""
-        return self._bytes
+        """Bytes held (sum of ``sizeof`` of the values; 0 without a byte bound; read under
+        the lock, as ``len``)."""
+        with self._locked():
+            return self._bytes
 
     # ---- updates -------------------------------------------------------------------
 

@@ -119,7 +119,8 @@ class LRUCache(Generic[K, V]):
 
     def __len__(self) -> int:
         """The number of entries held (read under the lock: a concurrent ``put`` stores
-        before it evicts, so an unlocked read could see one entry past the bound)."""
+        before it evicts, so an unlocked read could see one entry past the bound).
+        """
         with self._locked():
             return len(self._data)
 
@@ -131,7 +132,8 @@ class LRUCache(Generic[K, V]):
     @property
     def num_bytes(self) -> int:
         """Bytes held (sum of ``sizeof`` of the values; 0 without a byte bound; read under
-        the lock, as ``len``)."""
+        the lock, as ``len``).
+        """
         with self._locked():
             return self._bytes
 

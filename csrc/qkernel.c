@@ -190,7 +190,19 @@ static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
 #else
     use_avx2 = 0;
 #endif
+    use_vnni = 0;
     return py_isa(self, NULL);
+}
+
+static PyObject *py_vnni(PyObject *self, PyObject *unused) { return PyBool_FromLong(use_vnni); }
+
+static PyObject *py_set_vnni(PyObject *self, PyObject *arg) {
+    int want = PyObject_IsTrue(arg);
+    if (want < 0) return NULL;
+#if SG_X86
+    use_vnni = want && use_avx2 && tile_vnni_supported();
+#endif
+    return py_vnni(self, NULL);
 }
 
 static PyMethodDef methods[] = {
@@ -208,6 +220,9 @@ static PyMethodDef methods[] = {
      "int8_dequant(q, scales, out, n0, n1, K, group, scale_f16): rows n0..n1 as fp32 (pointers)"},
     {"isa", py_isa, METH_NOARGS, "the instruction set in use: 'avx2' or 'scalar'"},
     {"set_isa", py_set_isa, METH_O, "set_isa(use_simd): use AVX2 if asked and supported; returns isa()"},
+    {"vnni", py_vnni, METH_NOARGS, "whether int4t_mm's q8 path uses AVX-VNNI (vpdpbusd)"},
+    {"set_vnni", py_set_vnni, METH_O,
+     "set_vnni(use): use AVX-VNNI for int4t_mm's q8 path if asked, AVX2 is in use, the CPU has it and STRUCTGEN_NO_VNNI is not 1; returns vnni()"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -217,5 +232,6 @@ static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_qkernel",
 
 PyMODINIT_FUNC PyInit__qkernel(void) {
     py_set_isa(NULL, Py_True);
+    py_set_vnni(NULL, Py_True);
     return PyModule_Create(&moddef);
 }

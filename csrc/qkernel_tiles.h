@@ -157,53 +157,104 @@ SGQ_AVX2 static inline __attribute__((always_inline)) void tile_block_dot(
     }
 }
 
-/* acc[m] for MM activation rows (xq, xd at their first row) against all K / 32 blocks of tile qt */
-SGQ_AVX2 static inline __attribute__((always_inline)) void tile_rows_dot(
-    __m256 *acc, const uint8_t *qt, const int8_t *xq, const float *xd, const float *scT, int K, int bpg,
+/* tile_block_dot with vpdpbusd (AVX-VNNI, VEX form): per row one int32 sum of 4 u8 * s8 products
+ * per lane and instruction, the same exact int32 block dot as the maddubs + madd chain (no int16
+ * stage, so nothing can saturate; the AVX2 one cannot either, see the top). */
+#define SGQ_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+SGQ_VNNI static inline __attribute__((always_inline)) void tile_block_dot_vnni(
+    __m256 *acc, const uint8_t *qb, const int8_t *xq, const float *xd, __m256 scv, int K, int KB,
     const int MM) {
-    int KB = K / 32;
-    for (int m = 0; m < MM; m++) acc[m] = _mm256_setzero_ps();
-    for (int g = 0, b = 0; b < KB; g++) {
-        __m256 scv = _mm256_loadu_ps(scT + g * 8);
-        for (int e = b + bpg; b < e; b++)
-            tile_block_dot(acc, qt + (size_t)b * 128, xq + (size_t)b * 32, xd + b, scv, K, KB, MM);
+    const __m256i lomask = _mm256_set1_epi8(0x0F);
+    __m256i s32[TILE_ROWS];
+    for (int m = 0; m < MM; m++) s32[m] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        __m256i raw = _mm256_loadu_si256((const __m256i *)(qb + j * 32));
+        __m256i lo = _mm256_and_si256(raw, lomask);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lomask);
+        for (int m = 0; m < MM; m++) {
+            const int8_t *xb = xq + (size_t)m * K;
+            int32_t a, b;
+            memcpy(&a, xb + 4 * j, 4);
+            memcpy(&b, xb + 16 + 4 * j, 4);
+            s32[m] = _mm256_dpbusd_avx_epi32(s32[m], lo, _mm256_set1_epi32(a));
+            s32[m] = _mm256_dpbusd_avx_epi32(s32[m], hi, _mm256_set1_epi32(b));
+            if (MM > 2) TILE_PIN(s32[m]);
+        }
+    }
+    for (int m = 0; m < MM; m++) {
+        __m256 dot = _mm256_cvtepi32_ps(s32[m]);
+        acc[m] = _mm256_fmadd_ps(dot, _mm256_mul_ps(scv, _mm256_set1_ps(xd[(size_t)m * KB])), acc[m]);
     }
 }
 
-/* AVX2 int4-tile Q8 rows [n0, n1): see the comment at the top. */
-SGQ_AVX2 static void int4t_rows_avx2(const int8_t *xq, const float *xd, const float *xsum, const float *xdiff,
-                                    const uint8_t *q, const void *tiles, int f16, float *y, int M, int N, int K,
-                                    int gs, int n0, int n1) {
-    int G = K / gs, KB = K / 32, bpg = gs / 32;
-    float mnT[G * 8], scT[G * 8];
-    float *xd8 = (float *)malloc(sizeof(float) * ((size_t)M * G + 1));
-    if (!xd8) return;
-    for (size_t i = 0; i < (size_t)M * G; i++) xd8[i] = 8.f * xdiff[i];
-    for (int tb = n0 / 8; tb * 8 < n1; tb++) {
-        const uint8_t *qt = q + (size_t)tb * TILE_BYTES(K);
-        int r0, r1;
-        tile_cols(tb, n0, n1, &r0, &r1);
-        tile_tables_avx2(tiles, f16, G, (size_t)tb, mnT, scT);
-        for (int m0 = 0; m0 < M; m0 += TILE_ROWS) {
-            int mm = M - m0 < TILE_ROWS ? M - m0 : TILE_ROWS;
-            const int8_t *xm = xq + (size_t)m0 * K;
-            const float *dm = xd + (size_t)m0 * KB;
-            __m256 acc[TILE_ROWS], tail[TILE_ROWS];
-            switch (mm) {
-#define TILE_CASE(R) case R: tile_rows_dot(acc, qt, xm, dm, scT, K, bpg, R); break;
-                TILE_CASE(1) TILE_CASE(2) TILE_CASE(3) TILE_CASE(4) TILE_CASE(5) TILE_CASE(6) TILE_CASE(7)
-#undef TILE_CASE
-                default: tile_rows_dot(acc, qt, xm, dm, scT, K, bpg, TILE_ROWS); break;
-            }
-            tile_tail_avx2(mnT, scT, xsum + (size_t)m0 * G, xd8 + (size_t)m0 * G, mm, G, tail);
-            for (int m = 0; m < mm; m++) {
-                __m256 res = _mm256_add_ps(acc[m], tail[m]);
-                float *ym = y + (size_t)(m0 + m) * N + (size_t)tb * 8;
-                tile_store(ym, res, r0, r1);
-            }
-        }
+/* acc[m] for MM activation rows (xq, xd at their first row) against all K / 32 blocks of tile qt,
+ * block dots by BLOCK_DOT (tile_block_dot or tile_block_dot_vnni); ATTR: the ISA of the caller */
+#define TILE_ROWS_DOT(NAME, ATTR, BLOCK_DOT)                                                             \
+    ATTR static inline __attribute__((always_inline)) void NAME(__m256 *acc, const uint8_t *qt,          \
+                                                                const int8_t *xq, const float *xd,       \
+                                                                const float *scT, int K, int bpg,        \
+                                                                const int MM) {                          \
+        int KB = K / 32;                                                                                 \
+        for (int m = 0; m < MM; m++) acc[m] = _mm256_setzero_ps();                                       \
+        for (int g = 0, b = 0; b < KB; g++) {                                                            \
+            __m256 scv = _mm256_loadu_ps(scT + g * 8);                                                   \
+            for (int e = b + bpg; b < e; b++)                                                            \
+                BLOCK_DOT(acc, qt + (size_t)b * 128, xq + (size_t)b * 32, xd + b, scv, K, KB, MM);       \
+        }                                                                                                \
     }
-    free(xd8);
+TILE_ROWS_DOT(tile_rows_dot, SGQ_AVX2, tile_block_dot)
+TILE_ROWS_DOT(tile_rows_dot_vnni, SGQ_VNNI, tile_block_dot_vnni)
+
+/* Int4-tile Q8 rows [n0, n1) (see the comment at the top), row blocks by ROWS_DOT; the AVX2 and
+ * the VNNI instances give the same floats (the same int32 block dots, then the same float ops). */
+#define INT4T_ROWS(NAME, ATTR, ROWS_DOT)                                                                 \
+    ATTR static void NAME(const int8_t *xq, const float *xd, const float *xsum, const float *xdiff,      \
+                          const uint8_t *q, const void *tiles, int f16, float *y, int M, int N, int K,   \
+                          int gs, int n0, int n1) {                                                      \
+        int G = K / gs, KB = K / 32, bpg = gs / 32;                                                      \
+        float mnT[G * 8], scT[G * 8];                                                                    \
+        float *xd8 = (float *)malloc(sizeof(float) * ((size_t)M * G + 1));                               \
+        if (!xd8) return;                                                                                \
+        for (size_t i = 0; i < (size_t)M * G; i++) xd8[i] = 8.f * xdiff[i];                              \
+        for (int tb = n0 / 8; tb * 8 < n1; tb++) {                                                       \
+            const uint8_t *qt = q + (size_t)tb * TILE_BYTES(K);                                          \
+            int r0, r1;                                                                                  \
+            tile_cols(tb, n0, n1, &r0, &r1);                                                             \
+            tile_tables_avx2(tiles, f16, G, (size_t)tb, mnT, scT);                                       \
+            for (int m0 = 0; m0 < M; m0 += TILE_ROWS) {                                                  \
+                int mm = M - m0 < TILE_ROWS ? M - m0 : TILE_ROWS;                                        \
+                const int8_t *xm = xq + (size_t)m0 * K;                                                  \
+                const float *dm = xd + (size_t)m0 * KB;                                                  \
+                __m256 acc[TILE_ROWS], tail[TILE_ROWS];                                                  \
+                switch (mm) {                                                                            \
+                    case 1: ROWS_DOT(acc, qt, xm, dm, scT, K, bpg, 1); break;                            \
+                    case 2: ROWS_DOT(acc, qt, xm, dm, scT, K, bpg, 2); break;                            \
+                    case 3: ROWS_DOT(acc, qt, xm, dm, scT, K, bpg, 3); break;                            \
+                    case 4: ROWS_DOT(acc, qt, xm, dm, scT, K, bpg, 4); break;                            \
+                    case 5: ROWS_DOT(acc, qt, xm, dm, scT, K, bpg, 5); break;                            \
+                    case 6: ROWS_DOT(acc, qt, xm, dm, scT, K, bpg, 6); break;                            \
+                    case 7: ROWS_DOT(acc, qt, xm, dm, scT, K, bpg, 7); break;                            \
+                    default: ROWS_DOT(acc, qt, xm, dm, scT, K, bpg, TILE_ROWS); break;                   \
+                }                                                                                        \
+                tile_tail_avx2(mnT, scT, xsum + (size_t)m0 * G, xd8 + (size_t)m0 * G, mm, G, tail);      \
+                for (int m = 0; m < mm; m++) {                                                           \
+                    __m256 res = _mm256_add_ps(acc[m], tail[m]);                                         \
+                    tile_store(y + (size_t)(m0 + m) * N + (size_t)tb * 8, res, r0, r1);                  \
+                }                                                                                        \
+            }                                                                                            \
+        }                                                                                                \
+        free(xd8);                                                                                       \
+    }
+INT4T_ROWS(int4t_rows_avx2, SGQ_AVX2, tile_rows_dot)
+INT4T_ROWS(int4t_rows_vnni, SGQ_VNNI, tile_rows_dot_vnni)
+
+/* 1 if this CPU runs int4t_rows_vnni (AVX-VNNI, plus int4t_rows_avx2's AVX2 + FMA + F16C) and the
+ * environment does not turn it off (STRUCTGEN_NO_VNNI=1: benchmarks, A/B) */
+static inline int tile_vnni_supported(void) {
+    __builtin_cpu_init();
+    const char *off = getenv("STRUCTGEN_NO_VNNI");
+    return __builtin_cpu_supports("avxvnni") && __builtin_cpu_supports("avx2") &&
+           __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") && !(off && strcmp(off, "1") == 0);
 }
 
 /* AVX2 exact float32 int4-tile rows [n0, n1): int4t_exact_rows_scalar's floats, 8 columns per

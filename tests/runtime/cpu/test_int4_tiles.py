@@ -122,6 +122,46 @@ def test_tile_kernel_scalar_equals_avx2():
 
 
 @needs_kernel
+def test_tile_kernel_every_isa_path_agrees():
+    """Q8 path: AVX-VNNI (vpdpbusd, int32 sums), AVX2 (maddubs, int16 sums) and scalar, bit for
+    bit, for every row count of a row group (1..8) and past it, including the int16 sums' worst
+    case (all codes 15 against x quantized to +-127: 8 * 2 * 15 * 127 = 30480, no saturation)."""
+    lib = cpu_quant._lib
+    n, k, group = 45, 320, 64
+    q, s, mn, _, tiles = _weight(n, k, group, 11)
+    q_max = torch.full((n, k), 15, dtype=torch.uint8)
+    tiles_max = pack_int4_tiles(pack_int4_rows(q_max))
+    st, mt = s.t().contiguous(), mn.t().contiguous()
+    tab = int4_scale_tiles(st, mt)
+    x = torch.randn(17, k, generator=torch.Generator().manual_seed(5))
+    x_max = torch.ones(9, k)
+    x_max[1::2] = -1.0  # quantizes to -127: maddubs' most negative sum
+
+    def run():
+        out = [cpu_quant.int4t_mm(x[:r], tiles, st, mt, group, True, tab) for r in range(1, 18)]
+        return out + [cpu_quant.int4t_mm(x_max, tiles_max, st, mt, group, True, tab)]
+
+    paths = {}
+    try:
+        if lib.set_isa(True) == "avx2":
+            if lib.set_vnni(True):
+                paths["vnni"] = run()
+            lib.set_vnni(False)
+            paths["avx2"] = run()
+        lib.set_isa(False)
+        assert not lib.set_vnni(True)  # VNNI only with AVX2 in use
+        paths["scalar"] = run()
+    finally:
+        lib.set_isa(True)
+        lib.set_vnni(True)
+    ref = paths.pop("scalar")
+    for name, got in paths.items():
+        assert all(torch.equal(a, b) for a, b in zip(got, ref)), name
+    # the worst case is a real one: its dots are 15 * 127 * 32 per block, far from zero
+    assert ref[-1].abs().min() > 0
+
+
+@needs_kernel
 def test_tile_kernel_rejects_bad_arguments():
     q, s, mn, rows, tiles = _weight(19, 64, 32, 1)
     st, mt = s.t().contiguous(), mn.t().contiguous()

@@ -80,3 +80,35 @@ def test_threads_generate_and_run_requests_match_alone(tiny_engine):
             want = alone_gen[i] if kind == "gen" else alone_run[i]
             assert _tokens(outs) == want, f"job {i} ({kind}) differs from alone"
     assert not tiny_engine.scheduler.has_unfinished
+
+
+def test_threads_extract_match_alone(tiny_engine):
+    """``extract`` (generation, then scoring passes through ``generate``) per thread."""
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "kind": {"enum": ["cat", "dog", "fish"]}},
+        "required": ["name", "kind"],
+    }
+    texts = ["Maria has a cat.", "The dog is Rex.", "A fish named Bo.", "Tom owns a dog."]
+    params = SamplingParams(max_tokens=24, temperature=0.0)
+
+    def one(text: str) -> str:
+        (res,) = tiny_engine.extract(schema, [text], params=params, errors="return")
+        return repr(res)
+
+    alone = [one(t) for t in texts]
+    for _ in range(2):
+        out: list = [None] * len(texts)
+
+        def worker(i: int, out: list = out) -> None:
+            try:
+                out[i] = one(texts[i])
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                out[i] = exc
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(texts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert out == alone

@@ -252,8 +252,6 @@ class Engine(BaseEngine):
                     exc.args = (f"prompts[{i}] (of {n}): {exc.args[0]}",)
                 raise
         reqs = [r for g in groups for r in g]
-        for req in reqs:
-            self.scheduler.add(req)
         self._run_until_done(reqs, use_tqdm)
         return [self._group_output(g) for g in groups]
 
@@ -269,19 +267,23 @@ class Engine(BaseEngine):
         return top
 
     def _run_until_done(self, reqs: list[Request], use_tqdm: bool) -> None:
+        """Add ``reqs`` and step until each one finished, through the loop's locked
+        :meth:`EngineLoop.run_until_finished`: callers in other threads (``generate``,
+        ``run_requests``, e.g. ``extract``'s scoring passes) batch with these requests
+        instead of stepping the scheduler concurrently.
+        """
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(reqs), desc="generate", disable=not use_tqdm)
-        done = 0
 
-        def progress(_updated: list[Request]) -> None:
-            nonlocal done
-            now_done = sum(r.status.is_finished for r in reqs)
-            bar.update(now_done - done)
-            done = now_done
+        def progress(_i: int, out: RequestOutput) -> None:
+            if out.finish_reason is not None:
+                bar.update(1)
 
-        self.loop.run_until_idle(progress)
-        bar.close()
+        try:
+            self.loop.run_until_finished(reqs, progress if use_tqdm else None)
+        finally:
+            bar.close()
 
     def run_requests(
         self,

@@ -1,8 +1,8 @@
 """EngineLoop: the one loop that drives ``Engine.step()``, and its snapshot publisher.
 
-Every driver of an engine uses it: offline ``Engine.generate`` (:meth:`EngineLoop.run_until_idle`),
-a DSL program's calls (:meth:`EngineLoop.run_until_finished`, several threads batched
-together), ``AsyncEngine``'s thread and a data-parallel replica's process
+Every driver of an engine uses it: offline ``Engine.generate`` and a DSL program's calls
+(:meth:`EngineLoop.run_until_finished`, several threads batched together under its
+lock), ``AsyncEngine``'s thread and a data-parallel replica's process
 (:meth:`EngineLoop.serve`: a command inbox between steps). Tensor-parallel worker ranks
 replay rank 0's forwards in their own loop (``distributed.worker``).
 

@@ -475,7 +475,8 @@ class DecodeStepPlan:
             cos: ``[T, 1, head_dim]`` (or ``[T, head_dim]``) contiguous rotary cosine table,
                 model dtype.
             sin: the sine table, likewise.
-            batch: the step (``T <= 8``; int64 contiguous metadata).
+            batch: the step (int64 contiguous metadata); ``T`` over ``dense.MAX_ROWS`` runs as
+                consecutive calls of ``MAX_ROWS`` rows, exact since each writes its K/V first.
 
         Returns:
             ``[T, hidden]`` the last layer's MLP output (the per-op path's last ``delta``).
@@ -486,7 +487,7 @@ class DecodeStepPlan:
         """
         if not _step_ok(self, residual, cos, sin, batch):
             raise KernelArgumentError(
-                f"DecodeStepPlan: expected residual [T <= {dense.MAX_ROWS}, {self.dims[0]}] "
+                f"DecodeStepPlan: expected residual [T, {self.dims[0]}] "
                 f"{self.dtype} contiguous, "
                 f"cos/sin [T, 1, {self.dims[3]}] contiguous and int64 contiguous step metadata; "
                 f"got residual "
@@ -500,31 +501,37 @@ class DecodeStepPlan:
         t = residual.shape[0]
         hidden, heads, kv_heads, d, inter = self.dims
         mlp = torch.empty(t, hidden, dtype=self.dtype)
-        _ext.decode_layers(
-            self.table.data_ptr(),
-            self.table.shape[0],
-            residual.data_ptr(),
-            mlp.data_ptr(),
-            t,
-            hidden,
-            heads,
-            kv_heads,
-            d,
-            inter,
-            self.eps,
-            self.qk_eps,
-            self.scale,
-            cos.data_ptr(),
-            sin.data_ptr(),
-            batch.out_slots.data_ptr(),
-            batch.page_table.data_ptr(),
-            batch.page_table.stride(0),
-            batch.seq_ids.data_ptr(),
-            batch.positions.data_ptr(),
-            batch.page_size,
-            _DT[self.dtype],
-            torch.get_num_threads(),
-        )
+        cos, sin = cos.view(t, -1), sin.view(t, -1)
+        # Steps over dense.MAX_ROWS tokens run as consecutive chunks of MAX_ROWS rows: each chunk
+        # writes its K/V into the pool before the next one attends, and a sequence's rows are in
+        # position order, so every row attends to exactly what it would in one call.
+        for i in range(0, t, dense.MAX_ROWS):
+            rows = slice(i, min(i + dense.MAX_ROWS, t))
+            _ext.decode_layers(
+                self.table.data_ptr(),
+                self.table.shape[0],
+                residual[rows].data_ptr(),
+                mlp[rows].data_ptr(),
+                rows.stop - rows.start,
+                hidden,
+                heads,
+                kv_heads,
+                d,
+                inter,
+                self.eps,
+                self.qk_eps,
+                self.scale,
+                cos[rows].data_ptr(),
+                sin[rows].data_ptr(),
+                batch.out_slots[rows].data_ptr(),
+                batch.page_table.data_ptr(),
+                batch.page_table.stride(0),
+                batch.seq_ids[rows].data_ptr(),
+                batch.positions[rows].data_ptr(),
+                batch.page_size,
+                _DT[self.dtype],
+                torch.get_num_threads(),
+            )
         return mlp
 
 
@@ -538,7 +545,7 @@ def _step_ok(
     t, d = residual.shape[0], plan.dims[3]
     ok = cpu_ops._dense  # dtype and contiguous
     return (
-        1 <= t <= dense.MAX_ROWS
+        t >= 1
         and ok(residual, plan.dtype)
         and residual.shape[1] == plan.dims[0]
         and ok(cos, plan.dtype)
@@ -579,9 +586,15 @@ def decode_step(
     Returns:
         ``[T, hidden]`` the last layer's MLP output, or None (nothing computed, nothing written)
         when the kernel is unavailable or turned off, the attention backend is not ``"auto"``,
-        the model or the step is outside what the fused step covers.
+        the model or the step is outside what the fused step covers (over ``dense.MAX_ROWS``
+        tokens only when every sequence extends by one token: runs as chunks of ``MAX_ROWS``).
     """
-    if not (kernel_available() and residual.shape[0] <= dense.MAX_ROWS and cpu_attention(residual)):
+    t = residual.shape[0]
+    if not (
+        kernel_available()
+        and (t <= dense.MAX_ROWS or t == batch.extend_lens.numel())  # small, or one token a row
+        and cpu_attention(residual)
+    ):
         return None
     cached = model.__dict__.get("_decode_step_plan")  # (weakref to the KV pool, plan)
     plan = cached[1] if cached is not None and cached[0]() is kv else None

@@ -156,8 +156,8 @@ def test_replaced_weights_rebuild_or_drop_the_plan(tmp_path_factory, monkeypatch
 
 
 def test_steps_outside_the_fused_step_return_none(tmp_path_factory):
-    """More than 8 tokens, another attention backend, or a model without fused projections: None,
-    and nothing is written."""
+    """More than 8 tokens of one sequence, another attention backend, or a model without fused
+    projections: None, and nothing is written."""
     from structgen.runtime.forward_batch import ForwardBatch
 
     model = _model(tmp_path_factory, "mistral", torch.float32)
@@ -185,3 +185,56 @@ def test_steps_outside_the_fused_step_return_none(tmp_path_factory):
             layer.mlp.gate_up = gate_up
     assert all(torch.equal(a, b) for a, b in zip(kv.k + kv.v, kv_before))
     assert call(1) is not None
+
+
+def _wide_decode(model, groups: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Prefill 12 sequences of different lengths, then 3 decode steps of one token a sequence,
+    each as ``groups`` engine steps (1: 12 rows, over dense.MAX_ROWS; 2: steps of 8 and 4 rows,
+    the float kernel's row blocks: its rounding depends on the rows a call holds).
+    Logits of every decode step, and the K/V cache at the end."""
+    seqs = PagedSequences(model, num_pages=32, page_size=16)  # one page a sequence throughout:
+    prompts = {s: [(7 * s + j) % 250 + 1 for j in range(1 + s)] for s in range(12)}  # same slots
+    out = seqs.step(prompts)
+    last = {s: int(out[s].argmax()) for s in prompts}
+    logits = []
+    for _ in range(3):
+        out = {}
+        for g in range(groups):
+            out.update(
+                seqs.step(
+                    {
+                        s: [(last[s] + s) % 250]
+                        for s in prompts
+                        if groups == 1 or (s < 8) == (g == 0)
+                    }
+                )
+            )
+        logits.append(torch.stack([out[s] for s in prompts]))
+        last = {s: int(out[s].argmax()) for s in prompts}
+    return logits, [t.clone() for t in seqs.kv.k + seqs.kv.v]
+
+
+def test_decode_rows_over_max_rows_run_fused_in_chunks(tmp_path_factory, monkeypatch):
+    """12 decode rows run as fused calls of 8 and 4 rows: the K/V cache equal bit for bit to the
+    per-op path's over the same rows in steps of 8 and 4 (over 8 rows, the per-op path's float
+    matmuls are torch's, another rounding), the logits to rounding (the output projection of 12
+    rows is torch's too); the prefill (many tokens a sequence) stays on the per-op path."""
+    model = _model(tmp_path_factory, "qwen2", torch.float32)  # a sliding layer too
+    calls = []
+    kernel = decode_step._ext.decode_layers
+    monkeypatch.setattr(
+        decode_step,
+        "_ext",
+        type(
+            "Ext", (), {"decode_layers": staticmethod(lambda *a: calls.append(a[4]) or kernel(*a))}
+        ),
+    )
+    fused, fused_kv = _wide_decode(model, 1)
+    assert calls == [dense.MAX_ROWS, 12 - dense.MAX_ROWS] * 3
+    monkeypatch.setattr(decode_step, "_ENABLED", False)
+    per_op, per_op_kv = _wide_decode(model, 2)
+    assert len(calls) == 6
+    for a, b in zip(fused, per_op):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    for a, b in zip(fused_kv, per_op_kv):
+        assert torch.equal(a, b)

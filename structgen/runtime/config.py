@@ -109,6 +109,11 @@ class EngineConfig:
         model: path of a ``.gguf`` file or a Hugging Face folder; None = packaged SmolLM2.
         dtype: compute dtype name: ``"float32"``, ``"bfloat16"``, ``"float16"`` or ``"auto"``
             (float32 on CPU, bfloat16 on CUDA).
+        kv_cache_dtype: storage dtype of the KV cache, independent of ``dtype`` (vLLM's
+            ``kv_cache_dtype``): ``"auto"`` (the compute dtype), ``"float32"``,
+            ``"bfloat16"`` or ``"float16"``. K/V are rounded to it when stored and widened
+            to the compute dtype when read (attention math stays in float32 accumulation);
+            a 16-bit cache halves the memory per token and the bytes attention reads.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
         max_kv_tokens: KV cache capacity in tokens (rounded up to whole pages); None = on
             CPU ``min(max_model_len * max_running_requests, kv_memory_fraction * available
@@ -179,6 +184,7 @@ class EngineConfig:
 
     model: str | None = None
     dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
     device: str = "auto"
     max_kv_tokens: int | None = None
     kv_memory_fraction: float = 0.85
@@ -212,6 +218,11 @@ class EngineConfig:
         if self.dtype != "auto" and self.dtype not in _DTYPES:
             raise ConfigError(
                 f"EngineConfig.dtype must be 'auto' or one of {sorted(_DTYPES)}, got {self.dtype!r}"
+            )
+        if self.kv_cache_dtype != "auto" and self.kv_cache_dtype not in _DTYPES:
+            raise ConfigError(
+                f"EngineConfig.kv_cache_dtype must be 'auto' or one of {sorted(_DTYPES)}, "
+                f"got {self.kv_cache_dtype!r}"
             )
         dev = self.device
         if dev not in ("auto", "cpu") and not dev.startswith("cuda"):
@@ -307,6 +318,9 @@ class EngineConfig:
         dtype = self.dtype
         if dtype == "auto":
             dtype = "bfloat16" if device.startswith("cuda") else "float32"
+        kv_cache_dtype = self.kv_cache_dtype
+        if kv_cache_dtype == "auto":
+            kv_cache_dtype = dtype
         threads = self.grammar_threads
         if threads == "auto":
             threads = min(4, os.cpu_count() or 1) if device.startswith("cuda") else 0
@@ -316,10 +330,20 @@ class EngineConfig:
             on_cpu = device == "cpu" and self.tensor_parallel_size == 1
             quantization = "gguf" if gguf and on_cpu else None
         return dataclasses.replace(
-            self, device=device, dtype=dtype, grammar_threads=threads, quantization=quantization
+            self,
+            device=device,
+            dtype=dtype,
+            kv_cache_dtype=kv_cache_dtype,
+            grammar_threads=threads,
+            quantization=quantization,
         )
 
     @property
     def torch_dtype(self) -> torch.dtype:
         """The compute dtype as a ``torch.dtype`` (call on a resolved config)."""
         return _DTYPES[self.resolved().dtype]
+
+    @property
+    def torch_kv_cache_dtype(self) -> torch.dtype:
+        """The KV cache's storage dtype as a ``torch.dtype`` (``"auto"`` resolved)."""
+        return _DTYPES[self.resolved().kv_cache_dtype]

@@ -52,6 +52,7 @@ def main() -> None:
     ap.add_argument("--per-round", type=int, default=3)
     ap.add_argument("--ppl-tokens", type=int, default=1024)
     ap.add_argument("--rows", default="1,8,64")
+    ap.add_argument("--skip-ppl", action="store_true")
     args = ap.parse_args()
     rows_list = [int(r) for r in args.rows.split(",")]
     n = max(rows_list)
@@ -64,7 +65,7 @@ def main() -> None:
     base = PagedSequences(model, num_pages=pages, page_size=16)
     t0 = time.perf_counter()
     base.step({i: [100 + (7 * i + 13 * j) % 20000 for j in range(args.context)] for i in range(n)})
-    print(f"prefill {n} x {args.context}: {time.perf_counter() - t0:.1f} s")
+    print(f"prefill {n} x {args.context}: {time.perf_counter() - t0:.1f} s", flush=True)
     seqs = {k: _with_kv_dtype(base, d) for k, d in DTYPES.items()}
     times = {(k, r): [] for k in DTYPES for r in rows_list}
     for _ in range(args.rounds):
@@ -89,6 +90,8 @@ def main() -> None:
             + f" | {med['float32'] / med['bfloat16']:.3f} | {med['float32'] / med['float16']:.3f} |"
         )
 
+    if args.skip_ppl:
+        return
     a = engines["float32"]
     ids = a.tokenizer(TEXT.read_text(), add_special_tokens=False).input_ids[: args.ppl_tokens]
     chunks = chunk_ids(ids, 512)

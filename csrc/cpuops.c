@@ -36,13 +36,15 @@ static PyObject *py_rope_store_kv(PyObject *self, PyObject *const *args, Py_ssiz
     Py_BEGIN_ALLOW_THREADS
     rope_store_kv(PTR(0), (long)v[1], PTR(2), (long)v[3], PTR(4), (long)v[5], PTR(6), PTR(7), PTR(8),
                   PTR(9), sg_arg_float(v[10]), PTR(11), PTR(12), (const int64_t *)PTR(13), (int)v[14],
-                  (int)v[15], (int)v[16], (int)v[17], (int)v[18], (int)v[19]);
+                  (int)v[15], (int)v[16], (int)v[17], (int)v[18] & 0xff, (int)v[18] >> 8,
+                  (int)v[19]);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 
 /* paged_attention(q, qs, kc, vc, pt, pt_stride, seq, pos, ps, T, H, KVH, d, scale, window, out,
- *                 dt, threads) */
+ *                 dt, threads); dt = q/out dtype | KV cache dtype << 8 (0 fp32, 1 bf16), as for
+ *                 rope_store_kv */
 static PyObject *py_paged_attention(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     long long v[18];
@@ -55,7 +57,7 @@ static PyObject *py_paged_attention(PyObject *self, PyObject *const *args, Py_ss
     paged_attention(PTR(0), (long)v[1], PTR(2), PTR(3), (const int64_t *)PTR(4), (long)v[5],
                     (const int64_t *)PTR(6), (const int64_t *)PTR(7), (int)v[8], (int)v[9],
                     (int)v[10], (int)v[11], (int)v[12], sg_arg_float(v[13]), (int)v[14], PTR(15),
-                    (int)v[16], (int)v[17]);
+                    (int)v[16] & 0xff, (int)v[16] >> 8, (int)v[17]);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }

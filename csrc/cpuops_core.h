@@ -113,17 +113,24 @@ static void rope_head(void *x, size_t off, const void *cs, const void *sn, size_
     }
 }
 
-/* head h (of KVH) of token t's vector at src[off ..] to its cache slot */
+/* head h (of KVH) of token t's vector at src[off ..] (dtype dt) to its cache slot (dtype kdt:
+ * rounded to nearest even when the cache is narrower, as torch's .to) */
 static inline void kv_store(void *cache, const void *src, size_t off, const int64_t *slots, int t,
-                            int KVH, int h, int d, int dt) {
-    size_t es = dt ? 2 : 4, dst = ((size_t)slots[t] * KVH + h) * d;
-    memcpy((char *)cache + dst * es, (const char *)src + off * es, (size_t)d * es);
+                            int KVH, int h, int d, int dt, int kdt) {
+    size_t dst = ((size_t)slots[t] * KVH + h) * d;
+    if (dt == kdt) {
+        size_t es = dt ? 2 : 4;
+        memcpy((char *)cache + dst * es, (const char *)src + off * es, (size_t)d * es);
+        return;
+    }
+    for (int i = 0; i < d; i++) sg_st(cache, dst + i, sg_ld(src, off + i, dt), kdt);
 }
 
 static void rope_store_kv_body(void *q, long qs, void *k, long ks, const void *v, long vs,
                                const void *cos_t, const void *sin_t, const void *qnw,
                                const void *knw, float eps, void *kc, void *vc,
-                               const int64_t *slots, int T, int H, int KVH, int d, int dt) {
+                               const int64_t *slots, int T, int H, int KVH, int d, int dt,
+                               int kdt) {
     int items = H + KVH;
 #ifdef _OPENMP
 #pragma omp for schedule(static)
@@ -138,21 +145,21 @@ static void rope_store_kv_body(void *q, long qs, void *k, long ks, const void *v
         h -= H;
         size_t koff = (size_t)t * ks + (size_t)h * d;
         rope_head(k, koff, cos_t, sin_t, coff, knw, eps, d, dt);
-        kv_store(kc, k, koff, slots, t, KVH, h, d, dt);
-        kv_store(vc, v, (size_t)t * vs + (size_t)h * d, slots, t, KVH, h, d, dt);
+        kv_store(kc, k, koff, slots, t, KVH, h, d, dt, kdt);
+        kv_store(vc, v, (size_t)t * vs + (size_t)h * d, slots, t, KVH, h, d, dt, kdt);
     }
 }
 
 static inline void rope_store_kv(void *q, long qs, void *k, long ks, const void *v, long vs,
                           const void *cos_t, const void *sin_t, const void *qnw, const void *knw,
                           float eps, void *kc, void *vc, const int64_t *slots, int T, int H,
-                          int KVH, int d, int dt, int threads) {
+                          int KVH, int d, int dt, int kdt, int threads) {
     (void)threads;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads) if ((long)T * (H + KVH) * d >= PAR_MIN_WORK)
 #endif
     rope_store_kv_body(q, qs, k, ks, v, vs, cos_t, sin_t, qnw, knw, eps, kc, vc, slots, T, H, KVH,
-                       d, dt);
+                       d, dt, kdt);
 }
 
 /* ------------------------------------------------------------------ paged_attention */
@@ -200,7 +207,7 @@ __attribute__((target("avx2,fma"))) static void pv_block_avx2(float *acc, const 
  * Dao et al. 2023). sc: scratch of G * (hi-lo+1) floats. */
 static void attend_chunk(const void *q, size_t qoff, int G, const void *kc, const void *vc,
                          const int64_t *pages, int ps, int KVH, int kvh, int d, int lo, int hi,
-                         float scale, float *sc, float *m, float *l, float *acc, int dt) {
+                         float scale, float *sc, float *m, float *l, float *acc, int dt, int kdt) {
     static __thread float qv[MAX_GROUP * MAX_HEAD_DIM];
     int n = hi - lo + 1, j = lo;
     for (int g = 0; g < G; g++)
@@ -210,13 +217,13 @@ static void attend_chunk(const void *q, size_t qoff, int G, const void *kc, cons
         size_t offs[8];
         for (; j + 8 <= hi + 1; j += 8) {
             for (int r = 0; r < 8; r++) offs[r] = kv_off(pages, ps, KVH, kvh, d, j + r);
-            for (int g = 0; g < G; g++) dot8_avx2(qv + g * d, kc, offs, d, dt, sc + (size_t)g * n + (j - lo));
+            for (int g = 0; g < G; g++) dot8_avx2(qv + g * d, kc, offs, d, kdt, sc + (size_t)g * n + (j - lo));
         }
     }
 #endif
     for (; j <= hi; j++) {
         size_t off = kv_off(pages, ps, KVH, kvh, d, j);
-        for (int g = 0; g < G; g++) sc[(size_t)g * n + (j - lo)] = sg_dot(qv + g * d, kc, off, d, dt);
+        for (int g = 0; g < G; g++) sc[(size_t)g * n + (j - lo)] = sg_dot(qv + g * d, kc, off, d, kdt);
     }
     for (int g = 0; g < G; g++) {
         float *row = sc + (size_t)g * n, mx = -INFINITY;
@@ -232,13 +239,13 @@ static void attend_chunk(const void *q, size_t qoff, int G, const void *kc, cons
         for (; j <= hi; j += 8) {
             int nk = hi + 1 - j < 8 ? hi + 1 - j : 8;
             for (int r = 0; r < nk; r++) offs[r] = kv_off(pages, ps, KVH, kvh, d, j + r);
-            for (int g = 0; g < G; g++) pv_block_avx2(acc + g * d, sc + (size_t)g * n + (j - lo), vc, offs, nk, d, dt);
+            for (int g = 0; g < G; g++) pv_block_avx2(acc + g * d, sc + (size_t)g * n + (j - lo), vc, offs, nk, d, kdt);
         }
     }
 #endif
     for (; j <= hi; j++) {
         size_t off = kv_off(pages, ps, KVH, kvh, d, j);
-        for (int g = 0; g < G; g++) sg_axpy(acc + g * d, sc[(size_t)g * n + (j - lo)], vc, off, d, dt);
+        for (int g = 0; g < G; g++) sg_axpy(acc + g * d, sc[(size_t)g * n + (j - lo)], vc, off, d, kdt);
     }
 }
 
@@ -301,8 +308,8 @@ static inline int attn_needs_merge(const long *first, int T, int H, int KVH) {
 static void paged_attention_items(const void *q, long qs, const void *kc, const void *vc,
                                   const int64_t *pt, long pt_stride, const int64_t *seq,
                                   const int64_t *pos, int ps, int T, int H, int KVH, int d,
-                                  float scale, int window, void *out, int dt, const long *first,
-                                  float *part) {
+                                  float scale, int window, void *out, int dt, int kdt,
+                                  const long *first, float *part) {
     static __thread float sc[KEY_CHUNK * MAX_GROUP]; /* one chunk's scores, per thread */
     int group = H / KVH, G = attn_heads_per_item(H, KVH), per_token = H / G;
     long items = first[T];
@@ -322,7 +329,7 @@ static void paged_attention_items(const void *q, long qs, const void *kc, const 
         float *pm = part + stride * (size_t)it;
         attend_chunk(q, (size_t)t * qs + (size_t)hg * G * d, G, kc, vc,
                      pt + (size_t)seq[t] * pt_stride, ps, KVH, hg * G / group, d, c_lo, c_hi,
-                     scale, sc, pm, pm + G, pm + 2 * G, dt);
+                     scale, sc, pm, pm + G, pm + 2 * G, dt, kdt);
         if (nc == 1) attn_merge(part, stride, it, 1, G, H, d, t, hg, out, dt);
     }
 }
@@ -346,7 +353,8 @@ static void paged_attention_merge(int T, int H, int KVH, int d, void *out, int d
 static inline void paged_attention(const void *q, long qs, const void *kc, const void *vc,
                                    const int64_t *pt, long pt_stride, const int64_t *seq,
                                    const int64_t *pos, int ps, int T, int H, int KVH, int d,
-                                   float scale, int window, void *out, int dt, int threads) {
+                                   float scale, int window, void *out, int dt, int kdt,
+                                   int threads) {
     long *first = (long *)malloc(sizeof(long) * ((size_t)T + 1));
     if (!first) return;
     long work = attn_items(first, pos, T, H, KVH, d, window);
@@ -358,7 +366,7 @@ static inline void paged_attention(const void *q, long qs, const void *kc, const
 #endif
     {
         paged_attention_items(q, qs, kc, vc, pt, pt_stride, seq, pos, ps, T, H, KVH, d, scale,
-                              window, out, dt, first, part);
+                              window, out, dt, kdt, first, part);
         if (attn_needs_merge(first, T, H, KVH)) {
 #ifdef _OPENMP
 #pragma omp barrier

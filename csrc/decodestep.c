@@ -87,7 +87,7 @@ enum { FMT_FLOAT = 0, FMT_INT4 = 1, FMT_INT8 = 2, FMT_INT4T = 3 };
 #define FMT_GROUP(f) ((int)((f) >> 4))
 
 typedef struct {
-    int T, H, NH, KVH, d, I, ps, dt, threads;
+    int T, H, NH, KVH, d, I, ps, dt, kdt, threads; /* dt: activations; kdt: KV cache */
     long pt_stride;
     float eps, qk_eps, scale;
     const void *cos_t, *sin_t;
@@ -282,10 +282,10 @@ static void layer(const int64_t *ly, int first_layer, void *mlp, void *qkv, void
             } else if (hd < NH + KVH) {
                 size_t koff = off + (size_t)(hd - NH) * d;
                 rope_head(k, koff, s->cos_t, s->sin_t, coff, LP(LF_K_NORM), s->qk_eps, d, dt);
-                kv_store(LP(LF_K_CACHE), k, koff, s->slots, t, KVH, hd - NH, d, dt);
+                kv_store(LP(LF_K_CACHE), k, koff, s->slots, t, KVH, hd - NH, d, dt, s->kdt);
             } else {
                 size_t voff = off + (size_t)(hd - NH - KVH) * d;
-                kv_store(LP(LF_V_CACHE), v, voff, s->slots, t, KVH, hd - NH - KVH, d, dt);
+                kv_store(LP(LF_V_CACHE), v, voff, s->slots, t, KVH, hd - NH - KVH, d, dt, s->kdt);
             }
         }
     BARRIER();
@@ -295,7 +295,7 @@ static void layer(const int64_t *ly, int first_layer, void *mlp, void *qkv, void
     attn_items(first, s->pos, T, NH, KVH, d, (int)ly[LF_WINDOW]);
     paged_attention_items(qkv, nqkv, LP(LF_K_CACHE), LP(LF_V_CACHE), s->pt, s->pt_stride, s->seq,
                           s->pos, s->ps, T, NH, KVH, d, s->scale, (int)ly[LF_WINDOW], att, dt,
-                          first, part);
+                          s->kdt, first, part);
     BARRIER();
     if (attn_needs_merge(first, T, NH, KVH)) {
         paged_attention_merge(T, NH, KVH, d, att, dt, first, part);
@@ -422,7 +422,7 @@ static PyObject *py_decode_layers(PyObject *self, PyObject *const *args, Py_ssiz
         .scale = sg_arg_float(v[12]),
         .cos_t = PTR(13), .sin_t = PTR(14), .slots = (const int64_t *)PTR(15),
         .pt = (const int64_t *)PTR(16), .pt_stride = (long)v[17], .seq = (const int64_t *)PTR(18),
-        .pos = (const int64_t *)PTR(19), .ps = (int)v[20], .dt = (int)v[21], .threads = (int)v[22],
+        .pos = (const int64_t *)PTR(19), .ps = (int)v[20], .dt = (int)v[21] & 0xff, .kdt = (int)v[21] >> 8, .threads = (int)v[22],
     };
     if (s.T < 1 || s.T > MAX_M || s.H < 1 || s.I < 1 || s.d < 2 || s.d % 2 || s.d > MAX_HEAD_DIM
         || s.KVH < 1 || s.NH % s.KVH || (s.dt != 0 && s.dt != 1) || s.ps < 1 || v[1] < 1) {

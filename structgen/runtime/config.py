@@ -109,6 +109,17 @@ class EngineConfig:
         model: path of a ``.gguf`` file or a Hugging Face folder; None = packaged SmolLM2.
         dtype: compute dtype name: ``"float32"``, ``"bfloat16"``, ``"float16"`` or ``"auto"``
             (float32 on CPU, bfloat16 on CUDA).
+        kv_cache_dtype: storage dtype of the KV cache, independent of ``dtype`` (vLLM's
+            ``kv_cache_dtype``): ``"auto"`` (the compute dtype), ``"float32"``,
+            ``"bfloat16"`` or ``"float16"``. K/V are rounded to it when stored and widened
+            to the compute dtype when read (attention math stays in float32 accumulation);
+            a 16-bit cache halves the memory per token and the bytes attention reads. On CPU
+            the C kernels read fp32 and bf16 caches; a float16 cache takes the slow torch
+            reference paths (about 20-60x slower steps), so use ``"bfloat16"`` there.
+            Measured (SmolLM2-135M Q4_1, int8 activations, context 450, one process): a
+            bfloat16 cache makes decode steps 1.05x (1 row) and 1.19x (8 rows) faster than
+            float32, perplexity +0.04% (512 tokens); ``"auto"`` still means the compute dtype
+            (not switched yet: 64-row timing and the extraction check are pending).
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
         max_kv_tokens: KV cache capacity in tokens (rounded up to whole pages); None = on
             CPU ``min(max_model_len * max_running_requests, kv_memory_fraction * available
@@ -179,6 +190,7 @@ class EngineConfig:
 
     model: str | None = None
     dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
     device: str = "auto"
     max_kv_tokens: int | None = None
     kv_memory_fraction: float = 0.85
@@ -212,6 +224,11 @@ class EngineConfig:
         if self.dtype != "auto" and self.dtype not in _DTYPES:
             raise ConfigError(
                 f"EngineConfig.dtype must be 'auto' or one of {sorted(_DTYPES)}, got {self.dtype!r}"
+            )
+        if self.kv_cache_dtype != "auto" and self.kv_cache_dtype not in _DTYPES:
+            raise ConfigError(
+                f"EngineConfig.kv_cache_dtype must be 'auto' or one of {sorted(_DTYPES)}, "
+                f"got {self.kv_cache_dtype!r}"
             )
         dev = self.device
         if dev not in ("auto", "cpu") and not dev.startswith("cuda"):
@@ -307,6 +324,9 @@ class EngineConfig:
         dtype = self.dtype
         if dtype == "auto":
             dtype = "bfloat16" if device.startswith("cuda") else "float32"
+        kv_cache_dtype = self.kv_cache_dtype
+        if kv_cache_dtype == "auto":
+            kv_cache_dtype = dtype
         threads = self.grammar_threads
         if threads == "auto":
             threads = min(4, os.cpu_count() or 1) if device.startswith("cuda") else 0
@@ -316,10 +336,20 @@ class EngineConfig:
             on_cpu = device == "cpu" and self.tensor_parallel_size == 1
             quantization = "gguf" if gguf and on_cpu else None
         return dataclasses.replace(
-            self, device=device, dtype=dtype, grammar_threads=threads, quantization=quantization
+            self,
+            device=device,
+            dtype=dtype,
+            kv_cache_dtype=kv_cache_dtype,
+            grammar_threads=threads,
+            quantization=quantization,
         )
 
     @property
     def torch_dtype(self) -> torch.dtype:
         """The compute dtype as a ``torch.dtype`` (call on a resolved config)."""
         return _DTYPES[self.resolved().dtype]
+
+    @property
+    def torch_kv_cache_dtype(self) -> torch.dtype:
+        """The KV cache's storage dtype as a ``torch.dtype`` (``"auto"`` resolved)."""
+        return _DTYPES[self.resolved().kv_cache_dtype]

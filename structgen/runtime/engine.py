@@ -118,7 +118,10 @@ class Engine(BaseEngine):
         else:
             # the model shapes its own pool (a compressed latent pool for DeepSeek's MLA)
             self.pool = loaded.model.make_kv_pool(
-                num_pages, self.config.page_size, self._kv_growth_pages()
+                num_pages,
+                self.config.page_size,
+                self._kv_growth_pages(),
+                kv_dtype=self.config.torch_kv_cache_dtype,
             )
             self.runner = ModelRunner(
                 loaded.model,
@@ -182,7 +185,9 @@ class Engine(BaseEngine):
         if self.config.max_kv_tokens is not None:
             return self.config.max_kv_tokens
         page_size = self.config.page_size
-        probe = model.make_kv_pool(2, page_size, growth_pages=2)  # this model's bytes per page
+        probe = model.make_kv_pool(
+            2, page_size, growth_pages=2, kv_dtype=self.config.torch_kv_cache_dtype
+        )  # this model's bytes per page
         per_token = -(-probe.page_nbytes // page_size)  # K and V of every layer, bytes
         del probe
         if self.device.type != "cuda":

@@ -1,7 +1,8 @@
 """KVPool: the paged KV cache of every layer, preallocated or grown on demand.
 
 Layout (per layer): ``k[layer]`` and ``v[layer]`` are tensors of shape
-``[num_reserved_pages, page_size, num_kv_heads, head_dim]`` in the compute dtype. A token's
+``[num_reserved_pages, page_size, num_kv_heads, head_dim]`` in the KV cache dtype
+(``EngineConfig.kv_cache_dtype``; the compute dtype by default). A token's
 *slot* is ``page_id * page_size + offset``; viewing a layer's cache as
 ``[num_reserved_pages * page_size, num_kv_heads, head_dim]`` makes slots direct row indices
 (the layout every attention kernel and the fused CPU decode step index). Page 0 is reserved
@@ -51,7 +52,8 @@ class KVPool:
         page_size: tokens per page.
         num_kv_heads: KV heads per layer.
         head_dim: dimension of one head.
-        dtype: storage dtype (the compute dtype).
+        dtype: storage dtype (``EngineConfig.kv_cache_dtype``: the compute dtype or a
+            narrower one; K/V are rounded to it on store and widened on load).
         device: torch device.
         growth_pages: None preallocates all ``num_pages`` (zero-filled); an int >= 1 makes
             the pool growable: storage for ``growth_pages`` pages (scratch page included) at

@@ -390,6 +390,7 @@ class DecodeStepPlan:
         self.table, self.dims = table, dims
         self.eps, self.qk_eps, self.scale, self.dtype = eps, qk_eps, scale, dtype
         self._watch, self._kv_ptrs = watch, kv_ptrs
+        self.kv_dtype = dtype  # the KV cache's dtype (build sets the pool's)
 
     @staticmethod
     def build(model, kv: KVPool) -> "DecodeStepPlan | None":
@@ -399,7 +400,7 @@ class DecodeStepPlan:
         dtype, layers = model.dtype, model.model.layers
         if (
             dtype not in _DT
-            or kv.dtype != dtype
+            or kv.dtype not in _DT  # the cache's own dtype (kv_cache_dtype), widened on load
             or kv.device.type != "cpu"
             or kv.num_layers != len(layers)
         ):
@@ -449,7 +450,7 @@ class DecodeStepPlan:
             return None
         table = torch.tensor(rows, dtype=torch.int64)
         qk_eps = float(1e-6 if qk_eps is None else qk_eps)
-        return DecodeStepPlan(
+        plan = DecodeStepPlan(
             table,
             (hidden, heads, kv_heads, d, inter),
             float(eps1),
@@ -459,6 +460,8 @@ class DecodeStepPlan:
             watch,
             _kv_ptrs(kv),
         )
+        plan.kv_dtype = kv.dtype
+        return plan
 
     def valid(self, kv: KVPool) -> bool:
         """True while every module, parameter and KV tensor planned for is still in place."""
@@ -529,7 +532,7 @@ class DecodeStepPlan:
                 batch.seq_ids[rows].data_ptr(),
                 batch.positions[rows].data_ptr(),
                 batch.page_size,
-                _DT[self.dtype],
+                _DT[self.dtype] | _DT[self.kv_dtype] << 8,  # compute | KV cache dtype
                 torch.get_num_threads(),
             )
         return mlp

@@ -241,7 +241,8 @@ def rope_store_kv(
         cos: ``[T, d]`` (or ``[T, 1, d]``) rotary cosine table of the tokens' positions, dtype
             of q (rotate-half layout: ``x * cos + rotate_half(x) * sin``).
         sin: the sine table, likewise.
-        k_slots: ``[num_slots, KVH, d]`` a layer's key cache (contiguous), dtype of q.
+        k_slots: ``[num_slots, KVH, d]`` a layer's key cache (contiguous), dtype of q or
+            another (kv_cache_dtype: values rounded to it; the C kernel takes fp32/bf16).
         v_slots: the layer's value cache, likewise.
         out_slots: ``[T]`` int64 slot of each token.
         q_norm: ``[d]`` per-head RMSNorm weight of q applied before the rotation (Qwen3), or
@@ -265,8 +266,9 @@ def rope_store_kv(
         and _rows_ok(v, dtype)
         and _dense(cos, dtype)
         and _dense(sin, dtype)
-        and _dense(k_slots, dtype)
-        and _dense(v_slots, dtype)
+        and k_slots.dtype in _DT
+        and _dense(k_slots, k_slots.dtype)
+        and _dense(v_slots, k_slots.dtype)
         and cos.numel() == t * d
         and sin.numel() == t * d
         and _dense(out_slots, torch.int64)
@@ -302,7 +304,7 @@ def rope_store_kv(
         q.shape[1] // d,
         kv_heads,
         d,
-        _DT[dtype],
+        _DT[dtype] | _DT[k_slots.dtype] << 8,  # the cache's dtype may differ (kv_cache_dtype)
         torch.get_num_threads(),
     )
 
@@ -396,8 +398,9 @@ def paged_attention(
         and _rows_ok(q2, q.dtype)
         and d <= MAX_HEAD_DIM
         and heads % kv_heads == 0
-        and _dense(k_slots, q.dtype)
-        and _dense(v_slots, q.dtype)
+        and k_slots.dtype in _DT
+        and _dense(k_slots, k_slots.dtype)
+        and _dense(v_slots, k_slots.dtype)
         and _dense(page_table, torch.int64)
         and _dense(seq_ids, torch.int64)
         and _dense(positions, torch.int64)
@@ -424,7 +427,7 @@ def paged_attention(
         float(scale),
         int(sliding_window or 0),
         out.data_ptr(),
-        _DT[q.dtype],
+        _DT[q.dtype] | _DT[k_slots.dtype] << 8,  # the cache's dtype may differ
         torch.get_num_threads(),
     )
     return out

@@ -234,18 +234,20 @@ def start_tensor_parallel(config, loaded, device: torch.device, num_pages: int, 
     group.on_failure = workers.describe_failure
     try:
         shard_model(model, group)
-        pool = _make_pool(model, num_pages, config.page_size, tp, 0, device)
+        pool = _make_pool(model, num_pages, config, tp, 0, device)
     except BaseException:
         workers.kill(force=True)
         raise
     return pool, TensorParallelRunner(model, pool, device, group, workers, config.attention_backend)
 
 
-def _make_pool(model, num_pages: int, page_size: int, tp: int, rank: int, device) -> KVPool:
-    """This rank's pool (its KV heads): grown on demand on CPU (rank 0's by its scheduler's
+def _make_pool(model, num_pages: int, config, tp: int, rank: int, device) -> KVPool:
+    """This rank's pool (its KV heads, in the KV cache dtype of ``config``): grown on
+    demand on CPU (rank 0's by its scheduler's
     allocations, the workers' to the page ids of each step), preallocated on CUDA.
     """
     _, kv_n = local_kv_heads(model.num_kv_heads, tp, rank)
+    page_size = config.page_size
     growth = None if torch.device(device).type == "cuda" else -(-KV_GROWTH_TOKENS // page_size)
     return KVPool(
         model.config.num_hidden_layers,
@@ -253,7 +255,7 @@ def _make_pool(model, num_pages: int, page_size: int, tp: int, rank: int, device
         page_size,
         kv_n,
         model.head_dim,
-        model.dtype,
+        config.torch_kv_cache_dtype,
         device,
         max(2, growth) if growth is not None else None,
     )
@@ -297,7 +299,7 @@ def tp_worker_main(
         store.set(f"ready/{rank}", "1")
         group = TPGroup(store, rank, world_size, config.dist_timeout_s, device)
         model = shard_model(loaded.model, group)
-        pool = _make_pool(model, num_pages, config.page_size, world_size, rank, device)
+        pool = _make_pool(model, num_pages, config, world_size, rank, device)
         _worker_loop(model, pool, group, device, config.attention_backend)
     except BaseException:  # noqa: BLE001  (reported to rank 0 through the store, then exit)
         try:

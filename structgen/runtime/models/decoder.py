@@ -331,10 +331,15 @@ class DecoderForCausalLM(nn.Module):
         return head_dim_of(self.config)
 
     def make_kv_pool(
-        self, num_pages: int, page_size: int, growth_pages: int | None = None
+        self,
+        num_pages: int,
+        page_size: int,
+        growth_pages: int | None = None,
+        kv_dtype: torch.dtype | None = None,
     ) -> KVPool:
-        """A KVPool shaped for this model, in its dtype and on its device (``growth_pages``:
-        None preallocates, else the pool grows on demand in chunks of that many pages).
+        """A KVPool shaped for this model, on its device, storing K/V in ``kv_dtype`` (None =
+        the model's dtype) (``growth_pages``: None preallocates, else the pool grows on
+        demand in chunks of that many pages).
         """
         return KVPool(
             self.config.num_hidden_layers,
@@ -342,7 +347,7 @@ class DecoderForCausalLM(nn.Module):
             page_size,
             self.num_kv_heads,
             self.head_dim,
-            self.dtype,
+            kv_dtype or self.dtype,
             self.device,
             growth_pages,
         )

@@ -12,6 +12,8 @@ Multi-token-prediction layers are not loaded (not needed for next-token decoding
 
 from __future__ import annotations
 
+import torch
+
 from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.models.decoder import DecoderForCausalLM
 from structgen.runtime.models.layers import GatedMLP
@@ -92,10 +94,14 @@ class DeepseekV3ForCausalLM(DecoderForCausalLM):
         return self.config.kv_lora_rank + self.config.qk_rope_head_dim
 
     def make_kv_pool(
-        self, num_pages: int, page_size: int, growth_pages: int | None = None
+        self,
+        num_pages: int,
+        page_size: int,
+        growth_pages: int | None = None,
+        kv_dtype: torch.dtype | None = None,
     ) -> KVPool:
-        """A :class:`LatentKVPool` (compressed MLA cache) in the model's dtype and device
-        (``growth_pages`` as for ``KVPool``).
+        """A :class:`LatentKVPool` (compressed MLA cache) in ``kv_dtype`` (None = the
+        model's dtype) on the model's device (``growth_pages`` as for ``KVPool``).
         """
         return LatentKVPool(
             self.config.num_hidden_layers,
@@ -103,7 +109,7 @@ class DeepseekV3ForCausalLM(DecoderForCausalLM):
             page_size,
             self.config.kv_lora_rank,
             self.config.qk_rope_head_dim,
-            self.dtype,
+            kv_dtype or self.dtype,
             self.device,
             growth_pages,
         )

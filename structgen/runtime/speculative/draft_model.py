@@ -88,7 +88,16 @@ class DraftModelProposer(BaseProposer):
         # the model shapes its own pool (as the target's: Engine does the same), grown on
         # demand where the target's is
         self.pool = loaded.model.make_kv_pool(
-            -(-kv_tokens // page_size) + 1, page_size, engine.pool.growth_pages
+            -(-kv_tokens // page_size) + 1,
+            page_size,
+            engine.pool.growth_pages,
+            # a cache dtype apart from the target's compute dtype applies to the draft too;
+            # else the draft's cache follows its own dtype
+            kv_dtype=(
+                engine.config.torch_kv_cache_dtype
+                if engine.config.kv_cache_dtype != engine.config.dtype
+                else None
+            ),
         )
         self.runner = ModelRunner(loaded.model, self.pool, engine.device)
         self.vocab_size = engine.loaded.config.vocab_size  # width of the target's logits

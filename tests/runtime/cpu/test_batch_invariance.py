@@ -13,6 +13,7 @@ model turns into a different token within a few dozen steps often enough to catc
 from __future__ import annotations
 
 import pytest
+import torch
 
 from structgen import Engine, SamplingParams
 from structgen.runtime.cpu import quant as cpu_quant
@@ -36,18 +37,23 @@ def _prompts(n: int) -> list[str]:
     return [" ".join(words[(i * j + 3) % len(words)] for j in range(2 + i % 7)) for i in range(n)]
 
 
+@pytest.mark.parametrize("kv_cache_dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("size", [8, 64])
-def test_greedy_tokens_alone_equal_inside_a_batch(q4_1_gguf, monkeypatch, tmp_path, size):
+def test_greedy_tokens_alone_equal_inside_a_batch(
+    q4_1_gguf, monkeypatch, tmp_path, size, kv_cache_dtype
+):
     monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path / "cache"))
     eng = Engine(
         q4_1_gguf,
         quantization="gguf",
         activation_dtype="int8",
         dtype="float32",
+        kv_cache_dtype=kv_cache_dtype,  # a 16-bit cache rounds per element: no row dependence
         prefix_cache=False,
         max_kv_tokens=8192,
         max_running_requests=64,
     )
+    assert eng.pool.dtype == getattr(torch, kv_cache_dtype)
     params = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
     prompts = _prompts(size)
     batch = [o.token_ids for o in eng.generate(prompts, params)]

@@ -215,3 +215,58 @@ def test_paged_attention_key_chunks(isa, threads, tokens, window):
         torch.set_num_threads(before)
     ref = paged_attention_ref(q, kc, vc, page_table, seq_ids, positions, page_size, 0.125, window)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.bfloat16, torch.float16])
+def test_rope_store_kv_into_a_narrower_cache(isa, monkeypatch, kv_dtype):
+    """fp32 activations into a 16-bit cache (kv_cache_dtype): each stored K/V value is the fp32
+    reference's rounded to the cache dtype (round to nearest even, as torch's ``.to``; bf16: the
+    C kernel, no fallback)."""
+    ref = cpu_ops.rope_store_kv_ref
+    if kv_dtype is torch.bfloat16:
+        monkeypatch.setattr(cpu_ops, "rope_store_kv_ref", None)  # the C kernel must run
+    t, heads, kv_heads, d = 4, 9, 3, 64
+    pos = torch.arange(t) * 7
+    inv = 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))
+    emb = torch.cat((torch.outer(pos.float(), inv),) * 2, -1)
+    slots = torch.tensor([9, 2, 30, 17])
+    a = _qkv(t, heads, kv_heads, d, torch.float32, 3) * 3
+    b = a.clone()
+    kc, vc = (torch.zeros(32, kv_heads, d, dtype=kv_dtype) for _ in range(2))
+    k32, v32 = (torch.zeros(32, kv_heads, d) for _ in range(2))
+    cpu_ops.rope_store_kv(
+        *_split(a, heads, kv_heads, d), emb.cos(), emb.sin(), kc, vc, slots, None, None, 1e-6
+    )
+    ref(*_split(b, heads, kv_heads, d), emb.cos(), emb.sin(), k32, v32, slots, None, None, 1e-6)
+    _close(a, b, 1e-5)  # q stays fp32
+    assert torch.equal(kc, k32.to(kv_dtype)) and torch.equal(vc, v32.to(kv_dtype))
+    assert kc[slots].abs().sum() > 0
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("heads,kv_heads,d", [(9, 3, 64), (4, 1, 20)])
+def test_paged_attention_over_a_narrower_cache(isa, monkeypatch, kv_dtype, heads, kv_heads, d):
+    """fp32 queries over a 16-bit K/V cache: the output is fp32 and equals a float64 reference
+    over the same rounded K/V up to fp32 accumulation (bf16: the C kernel, no fallback)."""
+    if kv_dtype is torch.bfloat16:
+        monkeypatch.setattr(cpu_ops, "_paged_attention_ref", None)  # the C kernel must run
+    g = torch.Generator().manual_seed(heads * d + 1)
+    page_size, num_pages = 4, 24
+    kc = torch.randn(num_pages * page_size, kv_heads, d, generator=g).to(kv_dtype)
+    vc = torch.randn(num_pages * page_size, kv_heads, d, generator=g).to(kv_dtype)
+    page_table = torch.stack([torch.randperm(num_pages, generator=g)[:8] for _ in range(3)])
+    seq_ids = torch.tensor([0, 1, 1, 1, 2])
+    positions = torch.tensor([29, 10, 11, 12, 0])
+    q = torch.randn(5, heads, d, generator=g)
+    out = cpu_ops.paged_attention(q, kc, vc, page_table, seq_ids, positions, page_size, d**-0.5)
+    assert out.dtype == torch.float32
+    ref = torch.empty(5, heads, d, dtype=torch.float64)
+    group = heads // kv_heads
+    for t in range(5):  # brute force in float64 over the rounded cache
+        keys = torch.arange(int(positions[t]) + 1)
+        rows = page_table[seq_ids[t], keys // page_size] * page_size + keys % page_size
+        k, v = kc[rows].double(), vc[rows].double()  # [L, kvh, d]
+        for h in range(heads):
+            s = k[:, h // group] @ q[t, h].double() * d**-0.5
+            ref[t, h] = torch.softmax(s, 0) @ v[:, h // group]
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)

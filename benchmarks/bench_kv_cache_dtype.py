@@ -1,0 +1,110 @@
+"""KV cache dtype (``EngineConfig.kv_cache_dtype``) of the default CPU engine: decode step time
+at 1, 8 and 64 rows, and perplexity, for a float32 / bfloat16 / float16 cache, in one process.
+
+Decode: the packaged SmolLM2-135M Q4_1 GGUF with the default's int8 activations, through
+``PagedSequences``: 64 sequences prefilled once to ``--context`` tokens in a float32 cache,
+copied into a cache of each dtype (rounded as a store would), then steps of the first R
+sequences (one token each) timed round-robin over the dtypes (rounds interleaved, medians).
+
+Perplexity: ``Engine(kv_cache_dtype=...)`` prompt log-probabilities of a prefix of
+``benchmarks/data/quality/public_domain_en.txt`` (``bench_quality.engine_logprobs``).
+
+    PYTHONPATH=.:benchmarks OMP_NUM_THREADS=2 nice -n 10 python benchmarks/bench_kv_cache_dtype.py \
+        [--context 450] [--rounds 5] [--ppl-tokens 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import statistics
+import time
+
+import torch
+
+from structgen import Engine
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _with_kv_dtype(seqs, dtype: torch.dtype):
+    """A copy of ``seqs`` (a ``PagedSequences``) whose cache holds the same K/V in ``dtype``."""
+    new = copy.copy(seqs)
+    kv = new.kv = copy.copy(seqs.kv)
+    kv.k = [t.to(dtype) for t in seqs.kv.k]
+    kv.v = [t.to(dtype) for t in seqs.kv.v]
+    kv.dtype = dtype
+    kv.__dict__.pop("_slot_views", None)
+    new.tokens, new.pages = copy.deepcopy(seqs.tokens), copy.deepcopy(seqs.pages)
+    kv._free = list(seqs.kv._free)
+    return new
+
+
+def main() -> None:
+    from bench_quality import TEXT, chunk_ids, engine_logprobs, nll
+
+    from structgen.runtime.models.testing import PagedSequences
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--context", type=int, default=450)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--per-round", type=int, default=3)
+    ap.add_argument("--ppl-tokens", type=int, default=1024)
+    ap.add_argument("--rows", default="1,8,64")
+    ap.add_argument("--skip-ppl", action="store_true")
+    args = ap.parse_args()
+    rows_list = [int(r) for r in args.rows.split(",")]
+    n = max(rows_list)
+
+    kw = dict(max_kv_tokens=1024, max_running_requests=1, prefix_cache=False)
+    engines = {name: Engine(kv_cache_dtype=name, **kw) for name in DTYPES}
+    assert all(e.pool.dtype is DTYPES[k] for k, e in engines.items())
+    model = engines["float32"].loaded.model
+    pages = n * (-(-(args.context + 64) // 16)) + 8
+    base = PagedSequences(model, num_pages=pages, page_size=16)
+    t0 = time.perf_counter()
+    base.step({i: [100 + (7 * i + 13 * j) % 20000 for j in range(args.context)] for i in range(n)})
+    print(f"prefill {n} x {args.context}: {time.perf_counter() - t0:.1f} s", flush=True)
+    seqs = {k: _with_kv_dtype(base, d) for k, d in DTYPES.items()}
+    times = {(k, r): [] for k in DTYPES for r in rows_list}
+    for _ in range(args.rounds):
+        for r in rows_list:
+            for k, s in seqs.items():
+                tok = {i: [7 + i] for i in range(r)}
+                for _ in range(args.per_round):
+                    t = time.perf_counter()
+                    s.step(tok)
+                    times[k, r].append((time.perf_counter() - t) * 1e3)
+    print(
+        f"\ncontext {args.context}, torch threads {torch.get_num_threads()}, medians of "
+        f"{args.rounds * args.per_round} steps (rounds interleaved)\n"
+    )
+    print("| rows | " + " | ".join(f"{k} ms" for k in DTYPES) + " | f32/bf16 | f32/f16 |")
+    print("|---|" + "---|" * (len(DTYPES) + 2))
+    for r in rows_list:
+        med = {k: statistics.median(times[k, r]) for k in DTYPES}
+        print(
+            f"| {r} | "
+            + " | ".join(f"{med[k]:.2f}" for k in DTYPES)
+            + f" | {med['float32'] / med['bfloat16']:.3f} | {med['float32'] / med['float16']:.3f} |"
+        )
+
+    if args.skip_ppl:
+        return
+    a = engines["float32"]
+    ids = a.tokenizer(TEXT.read_text(), add_special_tokens=False).input_ids[: args.ppl_tokens]
+    chunks = chunk_ids(ids, 512)
+    lps = {k: engine_logprobs(e, chunks) for k, e in engines.items()}
+    ref = nll(lps["float32"])
+    print(f"\nperplexity, {len(ids)} tokens in chunks of 512\n")
+    print("| KV cache | NLL | perplexity | ppl / float32 | mean |Δ lp| vs float32 |")
+    print("|---|---|---|---|---|")
+    for k, lp in lps.items():
+        v = nll(lp)
+        d = float((lp - lps["float32"]).abs().mean())
+        print(f"| {k} | {v:.5f} | {math.exp(v):.4f} | {math.exp(v - ref):.5f} | {d:.5f} |")
+
+
+if __name__ == "__main__":
+    main()

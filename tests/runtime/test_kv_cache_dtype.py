@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -27,3 +29,12 @@ def test_bad_kv_cache_dtype_is_a_config_error(name):
 def test_explicit_kv_cache_dtype(dtype, kv, want):
     cfg = EngineConfig(dtype=dtype, kv_cache_dtype=kv, device="cpu").resolved()
     assert cfg.dtype == dtype and cfg.torch_kv_cache_dtype is want
+
+
+def test_float16_kv_cache_on_cpu_warns_that_it_has_no_kernel():
+    with pytest.warns(UserWarning, match="no CPU kernel"):
+        EngineConfig(kv_cache_dtype="float16", device="cpu").resolved()
+    for kv in ("bfloat16", "float32", "auto"):  # the fast ones stay quiet
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            EngineConfig(kv_cache_dtype=kv, device="cpu").resolved()

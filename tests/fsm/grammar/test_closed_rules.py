@@ -40,6 +40,7 @@ from structgen.fsm.grammar.schema_rules import lower_recursive_schema, rules_gra
 from structgen.fsm.regex import parse, reused
 from structgen.fsm.regex.terms import TermArena
 from structgen.fsm.spec import JsonSchema
+from structgen.kernels.apply_token_bitmask import unpack_bitmask
 from tests.conftest import have_smollm2
 from tests.fsm._reference import jsonschema_valid
 from tests.fsm.grammar.test_schema_rules import UNTYPED, _any_value, _mutations, _valid
@@ -177,9 +178,7 @@ _TOKENS += [bytes([c]) for c in b"abcdefghijklmnopqrstuvwyzABCDEMR0_. "]
 def _bits(matcher, vocab) -> np.ndarray:
     buf = torch.zeros(1, (vocab.vocab_size + 31) // 32, dtype=torch.int32)
     matcher.fill_bitmask(buf, 0)
-    words = buf[0].numpy().view(np.uint32)
-    ids = np.arange(vocab.vocab_size)
-    return ((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)
+    return unpack_bitmask(buf, vocab.vocab_size)[0].numpy()
 
 
 def _reference(schema, vocab, monkeypatch):

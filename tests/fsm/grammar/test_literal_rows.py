@@ -26,6 +26,7 @@ import torch
 
 from structgen.fsm import Vocabulary, clear_cache, compile_json_schema
 from structgen.fsm.grammar import automaton, compile_grammar
+from structgen.kernels.apply_token_bitmask import unpack_bitmask
 from tests.fsm.grammar._grammars import ARITHMETIC, JSON_GBNF, NESTED_LISTS, STATEMENTS
 from tests.fsm.json_schema.test_recursion import LINKED, MUTUAL, TREE
 
@@ -89,9 +90,7 @@ _TOKENS += [bytes([c]) for c in b"cdefghijklmnopqrstuvwyzABCDEFGHIJKLMNOPQRSTUVW
 def _bits(matcher, vocab) -> np.ndarray:
     buf = torch.zeros(1, (vocab.vocab_size + 31) // 32, dtype=torch.int32)
     matcher.fill_bitmask(buf, 0)
-    words = buf[0].numpy().view(np.uint32)
-    ids = np.arange(vocab.vocab_size)
-    return ((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)
+    return unpack_bitmask(buf, vocab.vocab_size)[0].numpy()
 
 
 @contextlib.contextmanager

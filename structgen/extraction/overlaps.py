@@ -49,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import jsonschema
@@ -65,12 +66,16 @@ from structgen.extraction.prompt import prompt_text
 from structgen.extraction.refs import resolve as _resolve
 from structgen.extraction.spans import common_prefix
 from structgen.fsm.dates import dates, times
+from structgen.fsm.numerals import numeral_spans
 from structgen.runtime.sampling_params import SamplingParams
 
 __all__ = [
     "choose_overlaps",
+    "number_values",
     "overlapping_pairs",
     "overlaps",
+    "restated_numbers",
+    "restates_number",
     "restates",
     "string_values",
     "text_spans",
@@ -116,6 +121,72 @@ def restates(span: str, value: str) -> bool:
     return overlaps(span, value) or value in dates(span) or value in times(span)
 
 
+def restates_number(s: str, number: Any) -> bool:
+    """Whether the string ``s`` is, whole, a numeral that reads as ``number``
+    (``fsm.numerals``' readings after case folding and whitespace collapsing: "51",
+    "51.0", "fifty-one" restate 51; "51 Main St" and "5" do not; a bool is no number).
+    """
+    if isinstance(number, bool) or not isinstance(number, (int, float)):
+        return False
+    t = _norm(s)
+    found = numeral_spans(t)
+    if len(found) != 1 or found[0][:2] != (0, len(t)):
+        return False
+    try:
+        return any(v == Decimal(repr(number)) for v in found[0][2])
+    except InvalidOperation:  # nan, inf
+        return False
+
+
+def number_values(value: Any) -> dict[tuple[str, ...], int | float]:
+    """The number values (int or float, not bool) of ``value`` reached through object
+    properties only, as ``string_values``.
+
+    Args:
+        value: a parsed JSON value.
+
+    Returns:
+        Key path -> number, in the object's order.
+    """
+    out: dict[tuple[str, ...], int | float] = {}
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        if isinstance(node, dict):
+            for key, sub in node.items():
+                walk(sub, path + (key,))
+        elif isinstance(node, (int, float)) and not isinstance(node, bool) and path:
+            out[path] = node
+
+    walk(value, ())
+    return out
+
+
+def restated_numbers(
+    strings: dict[tuple[str, ...], str],
+    numbers: dict[tuple[str, ...], int | float],
+    eligible: set[tuple[str, ...]],
+) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """The string fields in ``eligible`` whose string restates a sibling number field's
+    value (``restates_number``; a sibling: the same parent object).
+
+    Args:
+        strings: key path -> string (``string_values``).
+        numbers: key path -> number (``number_values``).
+        eligible: the string fields that may be moved (the copied ones).
+
+    Returns:
+        ``(string field, number field)`` key paths, in the order of ``strings`` then
+        ``numbers``.
+    """
+    return [
+        (a, b)
+        for a in strings
+        if a in eligible
+        for b in numbers
+        if b[:-1] == a[:-1] and restates_number(strings[a], numbers[b])
+    ]
+
+
 def string_values(value: Any) -> dict[tuple[str, ...], str]:
     """The string values of ``value`` reached through object properties only.
 
@@ -159,16 +230,18 @@ def overlapping_pairs(
     ]
 
 
-def text_spans(text: str, max_words: int = MAX_SPAN_WORDS) -> list[str]:
+def text_spans(text: str, max_words: int = MAX_SPAN_WORDS, names_only: bool = True) -> list[str]:
     """The candidate spans of ``text``: runs of 1 to ``max_words`` whitespace-separated
     words inside one clause (a word ending in ``.,;:!?)]}`` or a line break ends one),
     without the first word's opening or the last word's closing punctuation, neither
     starting nor ending with a lowercase function word, holding at least one word with
-    an uppercase letter or a digit (the names, products and codes string fields hold).
+    an uppercase letter or a digit (the names, products and codes string fields hold)
+    unless ``names_only`` is False.
 
     Args:
         text: the source text.
         max_words: most words in a span.
+        names_only: keep only spans with an uppercase letter or a digit.
 
     Returns:
         Distinct spans (each a substring of ``text``), first written first.
@@ -193,7 +266,7 @@ def text_spans(text: str, max_words: int = MAX_SPAN_WORDS) -> list[str]:
                 not parts
                 or parts[0] in _EDGE_WORDS
                 or parts[-1] in _EDGE_WORDS
-                or not any(c.isupper() or c.isdigit() for c in span)
+                or (names_only and not any(c.isupper() or c.isdigit() for c in span))
             ):
                 continue
             out.setdefault(span, None)
@@ -249,11 +322,13 @@ def choose_overlaps(
             for k in strings
             if ".".join(k) in copied[i] and k in spans and not _nullable_at(schema, k)
         }
-        pairs = overlapping_pairs(strings, eligible)
+        numbers = number_values(value)
+        # a restated number's string field moves first: the number field has no job
+        pairs = restated_numbers(strings, numbers, eligible) + overlapping_pairs(strings, eligible)
         if not pairs:
             return []
         jobs = _candidate_jobs(engine, checker, i, prompts[i], raw, texts[i], value, strings,
-                               pairs, spans)  # fmt: skip
+                               numbers, pairs, spans)  # fmt: skip
         return [(pairs, jobs)]
 
     def score(docs: list[tuple], _: list[Any]) -> list[dict]:
@@ -300,21 +375,29 @@ def _candidate_jobs(
     text: str,
     value: Any,
     strings: dict[tuple[str, ...], str],
+    numbers: dict[tuple[str, ...], int | float],
     pairs: list[tuple[tuple[str, ...], tuple[str, ...]]],
     spans: dict[tuple[str, ...], tuple[int, int]],
 ) -> list[CandidateJob]:
-    """One ``CandidateJob`` per field of ``pairs`` (first named first) of document ``doc``:
-    its own value, then the spans of ``text`` that restate no other string field and keep
-    the object valid (at most ``MAX_SPAN_CANDIDATES``; ``choose_overlaps``' rule).
+    """One ``CandidateJob`` per string field of ``pairs`` (first named first; a number
+    field gets none) of document ``doc``: its own value, then the spans of ``text``
+    (``text_spans``; any, not only names, for a field restating a sibling number) that
+    restate no other string field nor a sibling number field (``restates_number``) and
+    keep the object valid (at most ``MAX_SPAN_CANDIDATES``; ``choose_overlaps``' rule).
     """
     context = prompt_text(engine, prompt)
-    all_spans = text_spans(text)
+    # a field restating a sibling number is wrong whatever it names: any span may hold it
+    # ("occupation": "51" beside "age": 51 takes "baker")
+    restating = {a for a, b in pairs if b in numbers}
+    name_spans, all_spans = text_spans(text), text_spans(text, names_only=False)
     jobs: list[CandidateJob] = []
-    for keys in dict.fromkeys(k for pair in pairs for k in pair):
+    for keys in dict.fromkeys(k for pair in pairs for k in pair if k in strings):
         others = [s for k, s in strings.items() if k != keys]
+        siblings = [n for k, n in numbers.items() if k[:-1] == keys[:-1]]
         cands: list[str] = []
-        for c in all_spans:  # the first MAX_SPAN_CANDIDATES that pass, in text order
-            if any(restates(c, s) for s in others):
+        spans_k = all_spans if keys in restating else name_spans
+        for c in spans_k:  # the first MAX_SPAN_CANDIDATES that pass, in text order
+            if any(restates(c, s) for s in others) or any(restates_number(c, n) for n in siblings):
                 continue
             if checker.is_valid(with_field(value, keys, c)):
                 cands.append(c)
@@ -338,6 +421,8 @@ def _moved(
             continue
         margins = {}
         for keys in (a, b):
+            if keys not in scored:  # a number field: never moves
+                continue
             job, scores = scored[keys]
             if len(scores) > 1:
                 best = max(range(1, len(scores)), key=lambda k: (scores[k], -k))

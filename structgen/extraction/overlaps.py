@@ -381,13 +381,14 @@ def _candidate_jobs(
 ) -> list[CandidateJob]:
     """One ``CandidateJob`` per string field of ``pairs`` (first named first; a number
     field gets none) of document ``doc``: its own value, then the spans of ``text``
-    (``text_spans``; any, not only names, for a field restating a sibling number) that
+    (``text_spans``: names; any where no name passes, or for a field restating a sibling
+    number) that
     restate no other string field nor a sibling number field (``restates_number``) and
     keep the object valid (at most ``MAX_SPAN_CANDIDATES``; ``choose_overlaps``' rule).
     """
     context = prompt_text(engine, prompt)
-    # a field restating a sibling number is wrong whatever it names: any span may hold it
-    # ("occupation": "51" beside "age": 51 takes "baker")
+    # names first; any span where no name is left, and for a field restating a sibling
+    # number (it is wrong whatever it names: "occupation": "51" beside "age": 51)
     restating = {a for a, b in pairs if b in numbers}
     name_spans, all_spans = text_spans(text), text_spans(text, names_only=False)
     jobs: list[CandidateJob] = []
@@ -395,14 +396,18 @@ def _candidate_jobs(
         others = [s for k, s in strings.items() if k != keys]
         siblings = [n for k, n in numbers.items() if k[:-1] == keys[:-1]]
         cands: list[str] = []
-        spans_k = all_spans if keys in restating else name_spans
-        for c in spans_k:  # the first MAX_SPAN_CANDIDATES that pass, in text order
-            if any(restates(c, s) for s in others) or any(restates_number(c, n) for n in siblings):
-                continue
-            if checker.is_valid(with_field(value, keys, c)):
-                cands.append(c)
-                if len(cands) == MAX_SPAN_CANDIDATES:
-                    break
+        for spans_k in [all_spans] if keys in restating else [name_spans, all_spans]:
+            for c in spans_k:  # the first MAX_SPAN_CANDIDATES that pass, in text order
+                if any(restates(c, s) for s in others) or any(
+                    restates_number(c, n) for n in siblings
+                ):
+                    continue
+                if checker.is_valid(with_field(value, keys, c)):
+                    cands.append(c)
+                    if len(cands) == MAX_SPAN_CANDIDATES:
+                        break
+            if cands:
+                break
         jobs.append(CandidateJob(doc, keys, [strings[keys], *cands], context, raw, spans[keys]))
     return jobs
 

@@ -500,3 +500,22 @@ def test_a_restated_number_with_no_other_span_or_a_nullable_field_keeps_its_valu
     (out,) = choose_overlaps(engine, PERSON, ["p "], [raw2], ["Tom Berg, 51, 51 Main St, Oslo."],
                              [PERSON_COPIED])  # fmt: skip
     assert out == raw2 and engine.requests == 0
+
+
+def test_an_overlap_takes_no_span_a_sibling_number_was_read_from_and_falls_back_to_any_span():
+    # the Tom Berg case (#23 o2): greedy writes "Berg" as the occupation; "51" (age's
+    # numeral) is no candidate and no name span is left, so any span is a candidate
+    raw = '{"name":"Tom Berg","age":51,"occupation":"Berg","city":"Oslo"}'
+    engine = PreferringEngine({"occupation": "baker"})
+    (out,) = choose_overlaps(engine, PERSON, ["p "], [raw], [PERSON_TEXT], [PERSON_COPIED],
+                             shortlist=None)  # fmt: skip
+    assert json.loads(out) == {"name": "Tom Berg", "age": 51, "occupation": "baker",
+                               "city": "Oslo"}  # fmt: skip
+    # name has a name span left ("Berg" is occupation's, "Tom" overlaps name only), so it
+    # keeps names only; occupation's candidates are every span passing the filters
+    occ = [s for s in text_spans(PERSON_TEXT, names_only=False)
+           if not any(overlaps(s, o) for o in ("Tom Berg", "Oslo")) and s != "51"]  # fmt: skip
+    name = [s for s in text_spans(PERSON_TEXT)
+            if not any(overlaps(s, o) for o in ("Berg", "Oslo")) and s != "51"]  # fmt: skip
+    assert occ == ["baker"] and name == ["Tom"]
+    assert engine.requests == 1 + len(occ) + 1 + len(name)

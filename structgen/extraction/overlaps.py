@@ -87,6 +87,7 @@ __all__ = [
     "overlaps",
     "restated_numbers",
     "restates_number",
+    "stands_alone",
     "restates",
     "string_values",
     "text_spans",
@@ -176,14 +177,19 @@ def restated_numbers(
     strings: dict[tuple[str, ...], str],
     numbers: dict[tuple[str, ...], int | float],
     eligible: set[tuple[str, ...]],
+    text: str,
 ) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
     """The string fields in ``eligible`` whose string restates a sibling number field's
-    value (``restates_number``; a sibling: the same parent object).
+    value (``restates_number``; a sibling: the same parent object) and is written in
+    ``text`` as a numeral of its own (``stands_alone``): a numeral the text writes only
+    inside a longer code ("17" of "Case #88-17") is a truncated code, which the evidence
+    pass extends, not a restated number.
 
     Args:
         strings: key path -> string (``string_values``).
         numbers: key path -> number (``number_values``).
         eligible: the string fields that may be moved (the copied ones).
+        text: the source text.
 
     Returns:
         ``(string field, number field)`` key paths, in the order of ``strings`` then
@@ -194,8 +200,33 @@ def restated_numbers(
         for a in strings
         if a in eligible
         for b in numbers
-        if b[:-1] == a[:-1] and restates_number(strings[a], numbers[b])
+        if b[:-1] == a[:-1]
+        and restates_number(strings[a], numbers[b])
+        and stands_alone(strings[a], text)
     ]
+
+
+_CODE_JOINERS = "-#/_"  # characters that join a numeral into a longer code ("FR-1120", "#88-17")
+
+
+def stands_alone(value: str, text: str) -> bool:
+    """Whether ``text`` writes ``value`` at least once not inside a longer token: neither
+    neighbour is a letter, a digit or a code joiner (``-#/_``), and the character before
+    is no decimal point ("11.75 kg" writes "11.75" alone; "FR-1120" does not write
+    "1120" alone).
+    """
+    start = text.find(value)
+    while value and start >= 0:
+        end = start + len(value)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        if not (
+            before.isalnum() or before in _CODE_JOINERS + "."
+            or after.isalnum() or after in _CODE_JOINERS
+        ):  # fmt: skip
+            return True
+        start = text.find(value, start + 1)
+    return False
 
 
 def string_values(value: Any) -> dict[tuple[str, ...], str]:
@@ -335,7 +366,8 @@ def choose_overlaps(
         }
         numbers = number_values(value)
         # a restated number's string field moves first: the number field has no job
-        pairs = restated_numbers(strings, numbers, eligible) + overlapping_pairs(strings, eligible)
+        pairs = restated_numbers(strings, numbers, eligible, texts[i])
+        pairs += overlapping_pairs(strings, eligible)
         if not pairs:
             return []
         jobs = _candidate_jobs(engine, checker, i, prompts[i], raw, texts[i], value, strings,

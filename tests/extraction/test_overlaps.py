@@ -30,6 +30,7 @@ from structgen.extraction.overlaps import (
     restates,
     restates_number,
     shortlist_spans,
+    stands_alone,
     string_values,
     text_spans,
 )
@@ -455,11 +456,32 @@ def test_restated_numbers_pairs_siblings_only():
     strings, numbers = string_values(value), number_values(value)
     assert numbers == {("age",): 51, ("o", "n"): 7}
     # "o.s" restates 51 but age is not its sibling; "o.t" restates its sibling o.n
-    assert restated_numbers(strings, numbers, set(strings)) == [
+    text = "Tom Berg, 51, Oslo; 7 items"
+    assert restated_numbers(strings, numbers, set(strings), text) == [
         (("occupation",), ("age",)),
         (("o", "t"), ("o", "n")),
     ]
-    assert restated_numbers(strings, numbers, {("city",)}) == []
+    assert restated_numbers(strings, numbers, {("city",)}, text) == []
+    # a numeral the text writes only inside a longer code is a truncated code, not a number
+    assert restated_numbers(strings, numbers, set(strings), "Case #88-51, FR-7, 7b") == []
+
+
+@pytest.mark.parametrize(
+    "value,text,want",
+    [
+        ("51", "Tom Berg, 51, a baker", True),
+        ("51", "aged 51.", True),
+        ("11.75", "Package weight: 11.75 kg.", True),
+        ("17", "Case #88-17 for Amelia", False),
+        ("1120", "ticket FR-1120 opened", False),
+        ("1120", "ticket FR-1120 and order 1120", True),
+        ("5", "v1.5 and 15", False),
+        ("51", "51", True),
+        ("", "anything", False),
+    ],
+)
+def test_stands_alone(value, text, want):
+    assert stands_alone(value, text) is want
     assert number_values({"a": True, "b": [1], "c": 2.5}) == {("c",): 2.5}
 
 

@@ -23,6 +23,17 @@ takes that candidate; the other keeps its value (a field with no candidate canno
 so its own value is not scored: the sibling with candidates moves). The fields after it
 keep what greedy wrote. Arrays are left alone (items are trimmed by ``items.py``).
 
+A number field names a different thing than a string field beside it, too: no
+candidate restates a sibling number field's value as a whole numeral
+(``restates_number``: "51" and "fifty-one" restate 51, "51 Main St" does not), and a
+copied string field that restates one (``restated_numbers``: "occupation": "51" beside
+"age": 51) is paired with it; the number field has no job and never moves, so the
+string field takes its best candidate (none: it keeps its value). Such a field's
+candidates are spans of any kind (``text_spans(..., names_only=False)``), since its
+value is wrong whatever it names; so are the candidates of a field of a string pair
+left with no name span ("Tom Berg, 51, a baker in Oslo.": greedy's "occupation":
+"Berg" beside "name": "Tom Berg" has only "baker" left; #23 o2, RESULTS.md).
+
 Before that scoring, each field's candidates are shortlisted (``shortlist_spans``;
 ``choose_overlaps(..., shortlist=None)`` scores every candidate): one request per field,
 batched, reads the model's top ``FIRST_TOKEN_TOP`` tokens where the candidates' token
@@ -49,6 +60,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import jsonschema
@@ -65,12 +77,17 @@ from structgen.extraction.prompt import prompt_text
 from structgen.extraction.refs import resolve as _resolve
 from structgen.extraction.spans import common_prefix
 from structgen.fsm.dates import dates, times
+from structgen.fsm.numerals import numeral_spans
 from structgen.runtime.sampling_params import SamplingParams
 
 __all__ = [
     "choose_overlaps",
+    "number_values",
     "overlapping_pairs",
     "overlaps",
+    "restated_numbers",
+    "restates_number",
+    "stands_alone",
     "restates",
     "string_values",
     "text_spans",
@@ -116,6 +133,102 @@ def restates(span: str, value: str) -> bool:
     return overlaps(span, value) or value in dates(span) or value in times(span)
 
 
+def restates_number(s: str, number: Any) -> bool:
+    """Whether the string ``s`` is, whole, a numeral that reads as ``number``
+    (``fsm.numerals``' readings after case folding and whitespace collapsing: "51",
+    "51.0", "fifty-one" restate 51; "51 Main St" and "5" do not; a bool is no number).
+    """
+    if isinstance(number, bool) or not isinstance(number, (int, float)):
+        return False
+    t = _norm(s)
+    found = numeral_spans(t)
+    if len(found) != 1 or found[0][:2] != (0, len(t)):
+        return False
+    try:
+        return any(v == Decimal(repr(number)) for v in found[0][2])
+    except InvalidOperation:  # nan, inf
+        return False
+
+
+def number_values(value: Any) -> dict[tuple[str, ...], int | float]:
+    """The number values (int or float, not bool) of ``value`` reached through object
+    properties only, as ``string_values``.
+
+    Args:
+        value: a parsed JSON value.
+
+    Returns:
+        Key path -> number, in the object's order.
+    """
+    out: dict[tuple[str, ...], int | float] = {}
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        if isinstance(node, dict):
+            for key, sub in node.items():
+                walk(sub, path + (key,))
+        elif isinstance(node, (int, float)) and not isinstance(node, bool) and path:
+            out[path] = node
+
+    walk(value, ())
+    return out
+
+
+def restated_numbers(
+    strings: dict[tuple[str, ...], str],
+    numbers: dict[tuple[str, ...], int | float],
+    eligible: set[tuple[str, ...]],
+    text: str,
+) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """The string fields in ``eligible`` whose string restates a sibling number field's
+    value (``restates_number``; a sibling: the same parent object) and is written in
+    ``text`` as a numeral of its own (``stands_alone``): a numeral the text writes only
+    inside a longer code ("17" of "Case #88-17") is a truncated code, which the evidence
+    pass extends, not a restated number.
+
+    Args:
+        strings: key path -> string (``string_values``).
+        numbers: key path -> number (``number_values``).
+        eligible: the string fields that may be moved (the copied ones).
+        text: the source text.
+
+    Returns:
+        ``(string field, number field)`` key paths, in the order of ``strings`` then
+        ``numbers``.
+    """
+    return [
+        (a, b)
+        for a in strings
+        if a in eligible
+        for b in numbers
+        if b[:-1] == a[:-1]
+        and restates_number(strings[a], numbers[b])
+        and stands_alone(strings[a], text)
+    ]
+
+
+_CODE_JOINERS = "-#/_"  # characters that join a numeral into a longer code ("FR-1120", "#88-17")
+
+
+def stands_alone(value: str, text: str) -> bool:
+    """Whether ``text`` writes ``value`` at least once not inside a longer token: neither
+    neighbour is a letter, a digit or a code joiner (``-#/_``), and the character before
+    is no decimal point ("11.75 kg" writes "11.75" alone; "FR-1120" does not write
+    "1120" alone).
+    """
+    start = text.find(value)
+    while value and start >= 0:
+        end = start + len(value)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        if not (
+            before.isalnum() or before in _CODE_JOINERS + "."
+            or after.isalnum() or after in _CODE_JOINERS
+        ):  # fmt: skip
+            return True
+        start = text.find(value, start + 1)
+    return False
+
+
 def string_values(value: Any) -> dict[tuple[str, ...], str]:
     """The string values of ``value`` reached through object properties only.
 
@@ -159,16 +272,18 @@ def overlapping_pairs(
     ]
 
 
-def text_spans(text: str, max_words: int = MAX_SPAN_WORDS) -> list[str]:
+def text_spans(text: str, max_words: int = MAX_SPAN_WORDS, names_only: bool = True) -> list[str]:
     """The candidate spans of ``text``: runs of 1 to ``max_words`` whitespace-separated
     words inside one clause (a word ending in ``.,;:!?)]}`` or a line break ends one),
     without the first word's opening or the last word's closing punctuation, neither
     starting nor ending with a lowercase function word, holding at least one word with
-    an uppercase letter or a digit (the names, products and codes string fields hold).
+    an uppercase letter or a digit (the names, products and codes string fields hold)
+    unless ``names_only`` is False.
 
     Args:
         text: the source text.
         max_words: most words in a span.
+        names_only: keep only spans with an uppercase letter or a digit.
 
     Returns:
         Distinct spans (each a substring of ``text``), first written first.
@@ -193,7 +308,7 @@ def text_spans(text: str, max_words: int = MAX_SPAN_WORDS) -> list[str]:
                 not parts
                 or parts[0] in _EDGE_WORDS
                 or parts[-1] in _EDGE_WORDS
-                or not any(c.isupper() or c.isdigit() for c in span)
+                or (names_only and not any(c.isupper() or c.isdigit() for c in span))
             ):
                 continue
             out.setdefault(span, None)
@@ -249,11 +364,14 @@ def choose_overlaps(
             for k in strings
             if ".".join(k) in copied[i] and k in spans and not _nullable_at(schema, k)
         }
-        pairs = overlapping_pairs(strings, eligible)
+        numbers = number_values(value)
+        # a restated number's string field moves first: the number field has no job
+        pairs = restated_numbers(strings, numbers, eligible, texts[i])
+        pairs += overlapping_pairs(strings, eligible)
         if not pairs:
             return []
         jobs = _candidate_jobs(engine, checker, i, prompts[i], raw, texts[i], value, strings,
-                               pairs, spans)  # fmt: skip
+                               numbers, pairs, spans)  # fmt: skip
         return [(pairs, jobs)]
 
     def score(docs: list[tuple], _: list[Any]) -> list[dict]:
@@ -300,26 +418,39 @@ def _candidate_jobs(
     text: str,
     value: Any,
     strings: dict[tuple[str, ...], str],
+    numbers: dict[tuple[str, ...], int | float],
     pairs: list[tuple[tuple[str, ...], tuple[str, ...]]],
     spans: dict[tuple[str, ...], tuple[int, int]],
 ) -> list[CandidateJob]:
-    """One ``CandidateJob`` per field of ``pairs`` (first named first) of document ``doc``:
-    its own value, then the spans of ``text`` that restate no other string field and keep
-    the object valid (at most ``MAX_SPAN_CANDIDATES``; ``choose_overlaps``' rule).
+    """One ``CandidateJob`` per string field of ``pairs`` (first named first; a number
+    field gets none) of document ``doc``: its own value, then the spans of ``text``
+    (``text_spans``: names; any where no name passes, or for a field restating a sibling
+    number) that
+    restate no other string field nor a sibling number field (``restates_number``) and
+    keep the object valid (at most ``MAX_SPAN_CANDIDATES``; ``choose_overlaps``' rule).
     """
     context = prompt_text(engine, prompt)
-    all_spans = text_spans(text)
+    # names first; any span where no name is left, and for a field restating a sibling
+    # number (it is wrong whatever it names: "occupation": "51" beside "age": 51)
+    restating = {a for a, b in pairs if b in numbers}
+    name_spans, all_spans = text_spans(text), text_spans(text, names_only=False)
     jobs: list[CandidateJob] = []
-    for keys in dict.fromkeys(k for pair in pairs for k in pair):
+    for keys in dict.fromkeys(k for pair in pairs for k in pair if k in strings):
         others = [s for k, s in strings.items() if k != keys]
+        siblings = [n for k, n in numbers.items() if k[:-1] == keys[:-1]]
         cands: list[str] = []
-        for c in all_spans:  # the first MAX_SPAN_CANDIDATES that pass, in text order
-            if any(restates(c, s) for s in others):
-                continue
-            if checker.is_valid(with_field(value, keys, c)):
-                cands.append(c)
-                if len(cands) == MAX_SPAN_CANDIDATES:
-                    break
+        for spans_k in [all_spans] if keys in restating else [name_spans, all_spans]:
+            for c in spans_k:  # the first MAX_SPAN_CANDIDATES that pass, in text order
+                if any(restates(c, s) for s in others) or any(
+                    restates_number(c, n) for n in siblings
+                ):
+                    continue
+                if checker.is_valid(with_field(value, keys, c)):
+                    cands.append(c)
+                    if len(cands) == MAX_SPAN_CANDIDATES:
+                        break
+            if cands:
+                break
         jobs.append(CandidateJob(doc, keys, [strings[keys], *cands], context, raw, spans[keys]))
     return jobs
 
@@ -338,6 +469,8 @@ def _moved(
             continue
         margins = {}
         for keys in (a, b):
+            if keys not in scored:  # a number field: never moves
+                continue
             job, scores = scored[keys]
             if len(scores) > 1:
                 best = max(range(1, len(scores)), key=lambda k: (scores[k], -k))

@@ -23,10 +23,14 @@ from structgen.extraction.overlaps import (
     MAX_SCORED_SPANS,
     MAX_SPAN_WORDS,
     choose_overlaps,
+    number_values,
     overlapping_pairs,
     overlaps,
+    restated_numbers,
     restates,
+    restates_number,
     shortlist_spans,
+    stands_alone,
     string_values,
     text_spans,
 )
@@ -105,7 +109,7 @@ def test_string_values_and_pairs():
     assert overlapping_pairs(strings, {("full_name",), ("o", "x")}) == []
 
 
-def _spans_ref(text, max_words):
+def _spans_ref(text, max_words, names_only=True):
     """Brute force: every run of 1..max_words words not crossing a clause end, edge
     punctuation stripped, then filtered as documented."""
     words = list(re.finditer(r"\S+", text))
@@ -130,7 +134,7 @@ def _spans_ref(text, max_words):
                 parts
                 and parts[0] not in edge
                 and parts[-1] not in edge
-                and any(c.isupper() or c.isdigit() for c in span)
+                and (not names_only or any(c.isupper() or c.isdigit() for c in span))
             ):
                 if span not in out:
                     out.append(span)
@@ -145,6 +149,8 @@ def test_text_spans_against_brute_force():
             got = text_spans(text, n)
             assert got == _spans_ref(text, n), text
             assert all(s in text for s in got)
+            anyspan = text_spans(text, n, names_only=False)
+            assert anyspan == _spans_ref(text, n, names_only=False), text
     assert "Lantern Robotics" in text_spans(TEXT) and "at Lantern" not in text_spans(TEXT)
 
 
@@ -403,3 +409,135 @@ def test_choose_overlaps_shortlists_by_default():
     engine = FirstTokenEngine({"company": "Kite Labs"}, {"K": -0.5, "A": -1.0})
     choose_overlaps(engine, SCHEMA, ["p "], [raw], [text], [COPIED], shortlist=None)
     assert engine.first_batches == [] and engine.requests > 2 * (1 + MAX_SCORED_SPANS)
+
+
+# issue #23 o2: a string field restating a sibling number field's numeral
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 80},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+        "occupation": {"type": "string", "maxLength": 60},
+        "city": {"type": "string", "maxLength": 60},
+    },
+    "required": ["name", "age", "occupation", "city"],
+    "additionalProperties": False,
+}
+PERSON_TEXT = "Tom Berg, 51, a baker in Oslo."
+PERSON_COPIED = ("name", "age", "occupation", "city")
+
+
+@pytest.mark.parametrize(
+    "s,n,want",
+    [
+        ("51", 51, True),
+        (" 51 ", 51, True),
+        ("51.0", 51, True),
+        ("51", 51.0, True),
+        ("fifty-one", 51, True),
+        ("Fifty One", 51, True),
+        ("3.5", 3.5, True),
+        ("51 Main St", 51, False),
+        ("Unit 51", 51, False),
+        ("52", 51, False),
+        ("5", 51, False),
+        ("baker", 51, False),
+        ("", 0, False),
+        ("1", True, False),  # a bool is no number
+        ("51", "51", False),
+    ],
+)
+def test_restates_number(s, n, want):
+    assert restates_number(s, n) is want
+
+
+def test_restated_numbers_pairs_siblings_only():
+    value = {"age": 51, "occupation": "51", "city": "Oslo", "o": {"n": 7, "s": "51", "t": "7"}}
+    strings, numbers = string_values(value), number_values(value)
+    assert numbers == {("age",): 51, ("o", "n"): 7}
+    # "o.s" restates 51 but age is not its sibling; "o.t" restates its sibling o.n
+    text = "Tom Berg, 51, Oslo; 7 items"
+    assert restated_numbers(strings, numbers, set(strings), text) == [
+        (("occupation",), ("age",)),
+        (("o", "t"), ("o", "n")),
+    ]
+    assert restated_numbers(strings, numbers, {("city",)}, text) == []
+    # a numeral the text writes only inside a longer code is a truncated code, not a number
+    assert restated_numbers(strings, numbers, set(strings), "Case #88-51, FR-7, 7b") == []
+
+
+@pytest.mark.parametrize(
+    "value,text,want",
+    [
+        ("51", "Tom Berg, 51, a baker", True),
+        ("51", "aged 51.", True),
+        ("11.75", "Package weight: 11.75 kg.", True),
+        ("17", "Case #88-17 for Amelia", False),
+        ("1120", "ticket FR-1120 opened", False),
+        ("1120", "ticket FR-1120 and order 1120", True),
+        ("5", "v1.5 and 15", False),
+        ("51", "51", True),
+        ("", "anything", False),
+    ],
+)
+def test_stands_alone(value, text, want):
+    assert stands_alone(value, text) is want
+    assert number_values({"a": True, "b": [1], "c": 2.5}) == {("c",): 2.5}
+
+
+def test_a_string_restating_a_sibling_number_moves_and_the_number_stays():
+    raw = '{"name":"Tom Berg","age":51,"occupation":"51","city":"Oslo"}'
+    engine = PreferringEngine({"occupation": "baker"})
+    (out,) = choose_overlaps(engine, PERSON, ["p "], [raw], [PERSON_TEXT], [PERSON_COPIED])
+    assert json.loads(out) == {"name": "Tom Berg", "age": 51, "occupation": "baker",
+                               "city": "Oslo"}  # fmt: skip
+    # even where the model prefers "51" as the occupation: the number field keeps it
+    engine = PreferringEngine({"occupation": "51"})
+    (out,) = choose_overlaps(engine, PERSON, ["p "], [raw], [PERSON_TEXT], [PERSON_COPIED],
+                             shortlist=None)  # fmt: skip
+    got = json.loads(out)
+    assert got["age"] == 51 and got["occupation"] != "51"
+    # candidates restate neither another string field nor the sibling number (brute force)
+    spans = text_spans(PERSON_TEXT, names_only=False)  # any span, not only names
+    assert "baker" in spans and "baker" not in text_spans(PERSON_TEXT)
+    want = [s for s in spans
+            if not any(overlaps(s, o) for o in ("Tom Berg", "Oslo")) and s != "51"]  # fmt: skip
+    assert got["occupation"] in want and engine.requests == 1 + len(want)
+
+
+def test_a_restated_number_with_no_other_span_or_a_nullable_field_keeps_its_value():
+    raw = '{"name":"Tom Berg","age":51,"occupation":"51","city":"Oslo"}'
+    # every other span restates a field: occupation keeps "51", nothing is scored
+    engine = PreferringEngine({"occupation": "baker"})
+    (out,) = choose_overlaps(engine, PERSON, ["p "], [raw], ["Tom Berg, 51, Oslo."],
+                             [PERSON_COPIED])  # fmt: skip
+    assert out == raw and engine.requests == 0
+    # a nullable field is left to the evidence pass, as for string pairs
+    nullable = json.loads(json.dumps(PERSON))
+    nullable["properties"]["occupation"]["type"] = ["string", "null"]
+    (out,) = choose_overlaps(engine, nullable, ["p "], [raw], [PERSON_TEXT], [PERSON_COPIED])
+    assert out == raw and engine.requests == 0
+    # "51 Main St" beside 51 is not a restatement
+    raw2 = '{"name":"Tom Berg","age":51,"occupation":"51 Main St","city":"Oslo"}'
+    (out,) = choose_overlaps(engine, PERSON, ["p "], [raw2], ["Tom Berg, 51, 51 Main St, Oslo."],
+                             [PERSON_COPIED])  # fmt: skip
+    assert out == raw2 and engine.requests == 0
+
+
+def test_an_overlap_takes_no_span_a_sibling_number_was_read_from_and_falls_back_to_any_span():
+    # the Tom Berg case (#23 o2): greedy writes "Berg" as the occupation; "51" (age's
+    # numeral) is no candidate and no name span is left, so any span is a candidate
+    raw = '{"name":"Tom Berg","age":51,"occupation":"Berg","city":"Oslo"}'
+    engine = PreferringEngine({"occupation": "baker"})
+    (out,) = choose_overlaps(engine, PERSON, ["p "], [raw], [PERSON_TEXT], [PERSON_COPIED],
+                             shortlist=None)  # fmt: skip
+    assert json.loads(out) == {"name": "Tom Berg", "age": 51, "occupation": "baker",
+                               "city": "Oslo"}  # fmt: skip
+    # name has a name span left ("Berg" is occupation's, "Tom" overlaps name only), so it
+    # keeps names only; occupation's candidates are every span passing the filters
+    occ = [s for s in text_spans(PERSON_TEXT, names_only=False)
+           if not any(overlaps(s, o) for o in ("Tom Berg", "Oslo")) and s != "51"]  # fmt: skip
+    name = [s for s in text_spans(PERSON_TEXT)
+            if not any(overlaps(s, o) for o in ("Berg", "Oslo")) and s != "51"]  # fmt: skip
+    assert occ == ["baker"] and name == ["Tom"]
+    assert engine.requests == 1 + len(occ) + 1 + len(name)

@@ -5,6 +5,7 @@ on the fields asserted under the dev set's scoring rules."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -32,3 +33,18 @@ def test_overlapping_company_moves_to_the_company_span(smollm2_engine):
         f.pointer: f.right for f in scoring.score_document(doc.schema, doc.expected, res.value)
     }
     assert verdicts["/company"] and verdicts["/full_name"], res.value
+
+
+def test_occupation_takes_no_span_the_age_was_read_from(smollm2_engine):
+    """#23 o2: greedy writes the name's "Berg" as the occupation; main's pass moved it to
+    "51", the age's numeral (no candidate restates a sibling number now), so "baker"."""
+    schema = json.loads((ROOT / "examples" / "schemas" / "person.json").read_text())
+    text = "Tom Berg, 51, a baker in Oslo."
+    greedy = smollm2_engine.extract(schema, text, score_overlaps=False)
+    assert greedy["occupation"] == "Berg"  # what the pass is for (a string pair)
+    assert smollm2_engine.extract(schema, text) == {
+        "name": "Tom Berg",
+        "age": 51,
+        "occupation": "baker",
+        "city": "Oslo",
+    }

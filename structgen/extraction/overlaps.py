@@ -23,16 +23,17 @@ takes that candidate; the other keeps its value (a field with no candidate canno
 so its own value is not scored: the sibling with candidates moves). The fields after it
 keep what greedy wrote. Arrays are left alone (items are trimmed by ``items.py``).
 
-A number field names a different thing than a string field beside it, too: no
-candidate restates a sibling number field's value as a whole numeral
-(``restates_number``: "51" and "fifty-one" restate 51, "51 Main St" does not), and a
-copied string field that restates one (``restated_numbers``: "occupation": "51" beside
-"age": 51) is paired with it; the number field has no job and never moves, so the
-string field takes its best candidate (none: it keeps its value). Such a field's
-candidates are spans of any kind (``text_spans(..., names_only=False)``), since its
-value is wrong whatever it names; so are the candidates of a field of a string pair
-left with no name span ("Tom Berg, 51, a baker in Oslo.": greedy's "occupation":
-"Berg" beside "name": "Tom Berg" has only "baker" left; #23 o2, RESULTS.md).
+A number field names a different thing than a string field beside it, too: no candidate
+restates a sibling number field's value as a whole numeral (``restates_number``: "51"
+and "fifty-one" restate 51, "51 Main St" does not), and a copied string field that
+restates one (``restated_numbers``: "occupation": "51" beside "age": 51, where the text
+writes the numeral alone, ``stands_alone``: "17" of "Case #88-17" is a truncated code
+the evidence pass extends) is paired with it; the number field has no job and never
+moves, so the string field takes its best candidate (none: it keeps its value). Such a
+field's candidates are spans of any kind (``text_spans(..., names_only=False)``), since
+its value is wrong whatever it names; so are the candidates of a field of a string pair
+left with no name span ("Tom Berg, 51, a baker in Oslo.": greedy's "occupation": "Berg"
+beside "name": "Tom Berg" has only "baker" left; #23 o2, RESULTS.md).
 
 Before that scoring, each field's candidates are shortlisted (``shortlist_spans``;
 ``choose_overlaps(..., shortlist=None)`` scores every candidate): one request per field,

@@ -8,6 +8,10 @@
 #   SDIST    optional path to a downloaded llama_cpp_python-0.3.36.tar.gz (offline hosts);
 #            without it pip fetches the sdist from the package index.
 #   FORCE=1  rebuild even if the pinned version is already importable.
+#   CMAKE_ARGS extra CMake flags, appended after -DGGML_NATIVE=ON (the last one wins). On an Intel Xeon
+#            (Sapphire Rapids class) under KVM the native build segfaults inside llama_decode (session 22,
+#            RESULTS.md); build the AVX2 one there with PIP_NO_CACHE_DIR=1 FORCE=1 and
+#            CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON".
 #
 # Idempotent: if `import llama_cpp` already gives the pinned version, nothing is rebuilt
 # (a build takes ~10-20 min on 2 cores).

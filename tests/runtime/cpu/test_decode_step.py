@@ -20,6 +20,20 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def record_fused_calls(monkeypatch) -> list[int]:
+    """Wrap the fused step's C entry point: the returned list gets each call's row count."""
+    calls: list[int] = []
+    kernel = decode_step._ext.decode_layers
+    monkeypatch.setattr(
+        decode_step,
+        "_ext",
+        type(
+            "Ext", (), {"decode_layers": staticmethod(lambda *a: calls.append(a[4]) or kernel(*a))}
+        ),
+    )
+    return calls
+
+
 @pytest.fixture(params=["auto", "scalar"])
 def isa(request):
     """Both paths with the AVX2 loops (where the CPU has them) and with the portable scalar code."""
@@ -91,15 +105,7 @@ def test_fused_step_equals_per_op_path(tmp_path_factory, monkeypatch, isa, famil
     """Llama with q/k/v/o and MLP biases, Qwen2 (q/k/v biases, a sliding layer), Qwen3 (per-head
     q/k norm), Mistral (a window of 5): the same logits and cache, bit for bit, in fp32 and bf16."""
     model = _model(tmp_path_factory, family, dtype)
-    calls = []
-    kernel = decode_step._ext.decode_layers
-    monkeypatch.setattr(
-        decode_step,
-        "_ext",
-        type(
-            "Ext", (), {"decode_layers": staticmethod(lambda *a: calls.append(a[4]) or kernel(*a))}
-        ),
-    )
+    calls = record_fused_calls(monkeypatch)
     fused, fused_kv = _scenario(model)
     assert calls == [
         3,
@@ -220,15 +226,7 @@ def test_decode_rows_over_max_rows_run_fused_in_chunks(tmp_path_factory, monkeyp
     matmuls are torch's, another rounding), the logits to rounding (the output projection of 12
     rows is torch's too); the prefill (many tokens a sequence) stays on the per-op path."""
     model = _model(tmp_path_factory, "qwen2", torch.float32)  # a sliding layer too
-    calls = []
-    kernel = decode_step._ext.decode_layers
-    monkeypatch.setattr(
-        decode_step,
-        "_ext",
-        type(
-            "Ext", (), {"decode_layers": staticmethod(lambda *a: calls.append(a[4]) or kernel(*a))}
-        ),
-    )
+    calls = record_fused_calls(monkeypatch)
     fused, fused_kv = _wide_decode(model, 1)
     assert calls == [dense.MAX_ROWS, 12 - dense.MAX_ROWS] * 3
     monkeypatch.setattr(decode_step, "_ENABLED", False)

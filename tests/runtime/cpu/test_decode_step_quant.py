@@ -22,7 +22,7 @@ from structgen.runtime.cpu import ops as cpu_ops
 from structgen.runtime.cpu import quant as cpu_quant
 from structgen.runtime.models.testing import PagedSequences
 from structgen.runtime.quantization.linear import QuantLinear, apply_activation_dtype
-from tests.runtime.cpu.test_decode_step import _scenario
+from tests.runtime.cpu.test_decode_step import _scenario, record_fused_calls
 
 pytestmark = pytest.mark.skipif(
     not (decode_step.kernel_available() and cpu_quant.available()),
@@ -89,15 +89,7 @@ def _kinds(model) -> set[tuple[str, int]]:
 
 
 def _fused_vs_per_op(model, monkeypatch) -> None:
-    calls = []
-    kernel = decode_step._ext.decode_layers
-    monkeypatch.setattr(
-        decode_step,
-        "_ext",
-        type(
-            "Ext", (), {"decode_layers": staticmethod(lambda *a: calls.append(a[4]) or kernel(*a))}
-        ),
-    )
+    calls = record_fused_calls(monkeypatch)
     fused, fused_kv = _scenario(model)
     assert calls == [3, 3, 3, 4, 8, 1]  # every step of at most 8 tokens ran fused
     monkeypatch.setattr(decode_step, "_ENABLED", False)

@@ -24,23 +24,23 @@ JOBS = [
 ]
 
 
-def _run_threads(engine, call, rounds: int = 3) -> list:
-    """``call(engine, job)`` for every job, each job in its own thread, ``rounds`` times
-    over; returns per round the results (exceptions captured) in job order.
+def _run_threads(engine, call, rounds: int = 3, jobs: list = JOBS) -> list:
+    """``call(engine, job)`` for every job of ``jobs``, each in its own thread, ``rounds``
+    times over; returns per round the results (exceptions captured) in job order.
     """
     results = []
     for _ in range(rounds):
-        out: list = [None] * len(JOBS)
-        start = threading.Barrier(len(JOBS))
+        out: list = [None] * len(jobs)
+        start = threading.Barrier(len(jobs))
 
         def worker(i: int, out: list = out, start: threading.Barrier = start) -> None:
             start.wait()
             try:
-                out[i] = call(engine, JOBS[i])
+                out[i] = call(engine, jobs[i])
             except BaseException as exc:  # noqa: BLE001 - reported by the test
                 out[i] = exc
 
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(JOBS))]
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(jobs))]
         for t in threads:
             t.start()
         for t in threads:
@@ -97,18 +97,5 @@ def test_threads_extract_match_alone(tiny_engine):
         return repr(res)
 
     alone = [one(t) for t in texts]
-    for _ in range(2):
-        out: list = [None] * len(texts)
-
-        def worker(i: int, out: list = out) -> None:
-            try:
-                out[i] = one(texts[i])
-            except BaseException as exc:  # noqa: BLE001 - reported by the test
-                out[i] = exc
-
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(texts))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
+    for out in _run_threads(tiny_engine, lambda _engine, text: one(text), rounds=2, jobs=texts):
         assert out == alone

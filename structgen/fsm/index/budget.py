@@ -40,16 +40,17 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 
 import numpy as np
 
+from ...lru import LRUCache
 from .token_index import pack_bitmask
 from .vocabulary import MARKER_BYTE, ONLY_BYTE, WILDCARD_BYTE, wildcard_ids
 
 __all__ = ["CompletionBudget", "budget_for", "INF"]
 
 INF = 1 << 30
+_MAX_MASKS = 1024  # budgeted masks cached per (state, remaining) (LRU)
 MAX_BYTE_BFS_STATES = 2048  # states one shortest-completion search expands before settling
 MAX_QUICK_STATES = 4096  # states one quick walk (``_quick_of``) visits before giving up
 # bytes the depth-first completion tries first (higher = earlier): what closes a JSON document
@@ -146,8 +147,9 @@ class CompletionBudget:
         self._upper: dict[int, int] = {}
         self._fails: dict[int, int] = {}  # state -> a k with "no path of <= k tokens"
         self._worst: dict[int, int] = {}  # state -> bound on max upper over successors
-        self._rows: OrderedDict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
-        self._masks: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        # both under self._lock
+        self._rows: LRUCache[int, tuple] = LRUCache(max_cached_rows, lock=False)
+        self._masks: LRUCache[tuple[int, int], np.ndarray] = LRUCache(_MAX_MASKS, lock=False)
 
     # ---- public ------------------------------------------------------------
 
@@ -206,9 +208,7 @@ class CompletionBudget:
                 allowed[self._eos] = True
             packed = pack_bitmask(allowed, self._num_words)
             packed.setflags(write=False)
-            self._masks[key] = packed
-            if len(self._masks) > 1024:
-                self._masks.popitem(last=False)
+            self._masks.put(key, packed)
             return packed
 
     # ---- quick witnesses ------------------------------------------------------
@@ -490,16 +490,13 @@ class CompletionBudget:
         """
         hit = self._rows.get(state)
         if hit is not None:
-            self._rows.move_to_end(state)
             return hit
         row = self._index.next_states(state)
         valid = row >= 0
         valid[self._eos] = False
         targets = row[valid]
         hit = (np.unique(targets), valid, targets)
-        self._rows[state] = hit
-        if len(self._rows) > self._max_cached_rows:
-            self._rows.popitem(last=False)
+        self._rows.put(state, hit)
         return hit
 
     def _search(self, start: int, k: int) -> bool | None:

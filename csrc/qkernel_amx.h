@@ -114,7 +114,7 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
     }
     for (size_t i = 0; i < (size_t)M * G; i++) xd8[i] = 8.f * xdiff[i];
     amx_config();
-    int32_t cbuf[AMX_ROWS * 16] __attribute__((aligned(64)));
+    int32_t cbuf[2][AMX_ROWS * 16] __attribute__((aligned(64)));
     for (int tb = n0 / 8; tb * 8 < n1; tb += 2) {
         int has1 = tb + 1 < NT && (tb + 1) * 8 < n1;
         const uint8_t *qt0 = q + (size_t)tb * TILE_BYTES(K);
@@ -147,21 +147,27 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
         _tile_zero(C);                                             \
         _tile_dpbssd(C, A, B);                                     \
     } while (0)
+            /* block b's dots are stored while block b + 1's TDPBSSD runs, and scaled one block
+             * later (from the other buffer), so no load waits on a tile store just issued */
             AMX_ISSUE(0, 1, 2, 0);
-            for (int b = 0; b < KB; b++) {
-                if (b & 1) {
-                    if (b + 1 < KB) AMX_ISSUE(0, 1, 2, b + 1);
-                    _tile_stored(5, cbuf, 64);
-                } else {
-                    if (b + 1 < KB) AMX_ISSUE(3, 4, 5, b + 1);
-                    _tile_stored(2, cbuf, 64);
+            for (int b = 0; b <= KB; b++) {
+                if (b < KB) {
+                    if (b & 1) {
+                        if (b + 1 < KB) AMX_ISSUE(0, 1, 2, b + 1);
+                        _tile_stored(5, cbuf[1], 64);
+                    } else {
+                        if (b + 1 < KB) AMX_ISSUE(3, 4, 5, b + 1);
+                        _tile_stored(2, cbuf[0], 64);
+                    }
                 }
-                int g = b / bpg;
+                if (b == 0) continue;
+                int pb = b - 1, g = pb / bpg;
+                const int32_t *cb = cbuf[pb & 1];
                 __m512 scv = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(scT + g * 8)),
                                                 _mm256_loadu_ps(scT1 + g * 8), 1);
                 for (int m = 0; m < AMX_ROWS; m++) {
-                    __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(cbuf + m * 16));
-                    acc[m] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scv, _mm512_set1_ps(xdl[b * AMX_ROWS + m])), acc[m]);
+                    __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(cb + m * 16));
+                    acc[m] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scv, _mm512_set1_ps(xdl[pb * AMX_ROWS + m])), acc[m]);
                 }
             }
 #undef AMX_ISSUE

@@ -191,6 +191,7 @@ static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
     use_avx2 = 0;
 #endif
     use_vnni = 0;
+    use_amx = 0;
     return py_isa(self, NULL);
 }
 
@@ -203,6 +204,17 @@ static PyObject *py_set_vnni(PyObject *self, PyObject *arg) {
     use_vnni = want && use_avx2 && tile_vnni_supported();
 #endif
     return py_vnni(self, NULL);
+}
+
+static PyObject *py_amx(PyObject *self, PyObject *unused) { return PyBool_FromLong(use_amx); }
+
+static PyObject *py_set_amx(PyObject *self, PyObject *arg) {
+    int want = PyObject_IsTrue(arg);
+    if (want < 0) return NULL;
+#if SG_HAVE_AMX
+    use_amx = want && use_avx2 && amx_supported();
+#endif
+    return py_amx(self, NULL);
 }
 
 static PyMethodDef methods[] = {
@@ -223,6 +235,9 @@ static PyMethodDef methods[] = {
     {"vnni", py_vnni, METH_NOARGS, "whether int4t_mm's q8 path uses AVX-VNNI (vpdpbusd)"},
     {"set_vnni", py_set_vnni, METH_O,
      "set_vnni(use): use AVX-VNNI for int4t_mm's q8 path if asked, AVX2 is in use, the CPU has it and STRUCTGEN_NO_VNNI is not 1; returns vnni()"},
+    {"amx", py_amx, METH_NOARGS, "whether int4t_mm's q8 path uses AMX (TDPBSSD) from 16 rows on"},
+    {"set_amx", py_set_amx, METH_O,
+     "set_amx(use): use AMX for int4t_mm's q8 path at >= 16 rows if asked, AVX2 is in use, the CPU has AMX-INT8 and AVX-512, Linux grants the tile state and STRUCTGEN_NO_AMX is not 1; returns amx()"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -233,5 +248,6 @@ static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_qkernel",
 PyMODINIT_FUNC PyInit__qkernel(void) {
     py_set_isa(NULL, Py_True);
     py_set_vnni(NULL, Py_True);
+    py_set_amx(NULL, Py_True);
     return PyModule_Create(&moddef);
 }

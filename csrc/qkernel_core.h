@@ -56,12 +56,16 @@ static float scale_at(const void *s, int f16, size_t i) {
 
 #include "qkernel_rows.h"
 #include "qkernel_tiles.h"
+#include "qkernel_amx.h"
 
 
 static int use_avx2 = 0;
 /* int4t_rows' Q8 path on AVX-VNNI (int4t_rows_vnni; only with use_avx2, and M > 1: at M = 1 its
  * one vpdpbusd chain per row measured 0.90-1.02x of AVX2's, benchmarks/RESULTS.md session 22 k3) */
 static int use_vnni = 0;
+/* int4t_rows' Q8 path on AMX (int4t_rows_amx) from AMX_MIN_M rows on (only with use_avx2) */
+static int use_amx = 0;
+#define AMX_MIN_M 16
 
 /* This thread's share [*n0, *n1) of N weight rows in the enclosing OpenMP team: contiguous
  * ranges of a multiple of 8 rows (all of them outside a region); possibly empty. */
@@ -231,6 +235,11 @@ static void int4t_rows(const float *x, const uint8_t *q, const void *tiles, int 
                        int N, int K, int gs, int q8, const q_act *a, int n0, int n1) {
 #if SG_X86
     if (use_avx2) {
+#if SG_HAVE_AMX
+        if (q8 && use_amx && M >= AMX_MIN_M &&
+            int4t_rows_amx(a->xq, a->xd, a->xsum, a->xdiff, q, tiles, f16, y, M, N, K, gs, n0, n1) == 0)
+            return;
+#endif
         if (q8 && use_vnni && M > 1) int4t_rows_vnni(a->xq, a->xd, a->xsum, a->xdiff, q, tiles, f16, y, M, N, K, gs, n0, n1);
         else if (q8) int4t_rows_avx2(a->xq, a->xd, a->xsum, a->xdiff, q, tiles, f16, y, M, N, K, gs, n0, n1);
         else int4t_exact_rows_avx2(x, a->xsum, q, tiles, f16, y, M, N, K, gs, n0, n1);

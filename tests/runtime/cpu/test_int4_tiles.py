@@ -162,6 +162,47 @@ def test_tile_kernel_every_isa_path_agrees():
 
 
 @needs_kernel
+@pytest.mark.parametrize(
+    "n,k,group", [(45, 320, 64), (83, 192, 32), (17, 96, 32), (576, 1536, 32), (200, 576, 32)]
+)
+def test_tile_kernel_amx_equals_avx2(n, k, group, monkeypatch):
+    """The AMX path (TDPBSSD block dots, from 16 rows on) gives the AVX2 / VNNI path's floats bit
+    for bit: row groups of 32 with a ragged last one, 4-tile column groups with missing tiles
+    (N = 17, 45, 83, 200 are not multiples of 32), and the column ranges of 2 threads, which start
+    on any multiple of 8."""
+    lib = cpu_quant._lib
+    if lib.set_isa(True) != "avx2" or not lib.set_amx(True):
+        lib.set_amx(True)
+        pytest.skip("no AMX-INT8 (or the kernel refused the tile state) here")
+    q, s, mn, _, tiles = _weight(n, k, group, n + k)
+    st, mt = s.t().contiguous(), mn.t().contiguous()
+    tab = int4_scale_tiles(st, mt)
+    x = torch.randn(100, k, generator=torch.Generator().manual_seed(k)) * 2
+    try:
+        for threads in (1, 2):
+            cpu_quant.set_threads(threads)
+            for m in (16, 17, 33, 64, 100):
+                lib.set_amx(True)
+                amx = cpu_quant.int4t_mm(x[:m], tiles, st, mt, group, True, tab)
+                lib.set_amx(False)
+                ref = cpu_quant.int4t_mm(x[:m], tiles, st, mt, group, True, tab)
+                assert torch.equal(amx, ref), (threads, m)
+        # and the rows of a 100-row call are those of each row alone (the 1-row path)
+        lib.set_amx(True)
+        full = cpu_quant.int4t_mm(x, tiles, st, mt, group, True, tab)
+        for r in (0, 31, 32, 99):
+            assert torch.equal(
+                full[r : r + 1], cpu_quant.int4t_mm(x[r : r + 1], tiles, st, mt, group, True, tab)
+            )
+        monkeypatch.setenv("STRUCTGEN_NO_AMX", "1")
+        assert not lib.set_amx(True)
+    finally:
+        monkeypatch.delenv("STRUCTGEN_NO_AMX", raising=False)
+        cpu_quant.set_threads(None)
+        lib.set_amx(True)
+
+
+@needs_kernel
 def test_tile_kernel_rejects_bad_arguments():
     q, s, mn, rows, tiles = _weight(19, 64, 32, 1)
     st, mt = s.t().contiguous(), mn.t().contiguous()

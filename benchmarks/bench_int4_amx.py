@@ -1,0 +1,88 @@
+"""The int4 tile kernel's AMX path against its AVX2 / AVX-VNNI path, one process, same inputs.
+
+Times ``cpu_quant.int4t_mm`` (int8 activations) with ``_qkernel.set_amx(True)`` and
+``set_amx(False)`` interleaved, best of ``--repeats`` rounds of ``--iters`` calls each, at the
+packaged model's matmul shapes and several row counts M (prefill chunks and wide decode steps),
+checks the two results equal bit for bit, and prints a table with GMAC/s and the ratio. Needs a
+CPU with AMX-INT8 (Intel Sapphire Rapids or later) under Linux; exits with a message otherwise.
+
+    OMP_NUM_THREADS=2 PYTHONPATH=. python benchmarks/bench_int4_amx.py [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import torch
+
+from structgen.runtime.cpu import quant as cpu_quant
+from structgen.runtime.quantization.formats import (
+    int4_scale_tiles,
+    pack_int4_rows,
+    pack_int4_tiles,
+    quantize_int4,
+)
+
+SHAPES = [(3072, 576), (576, 1536), (960, 576), (576, 576)]  # SmolLM2-135M: gate/up, down, qkv, o
+ROWS = [16, 32, 64, 256, 512]
+
+
+def _time(args: tuple, iters: int) -> float:
+    cpu_quant.int4t_mm(*args)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        cpu_quant.int4t_mm(*args)
+    return (time.perf_counter() - t0) / iters
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    lib = cpu_quant._lib
+    if lib is None or lib.set_isa(True) != "avx2" or not lib.set_amx(True):
+        sys.exit("no AMX-INT8 here (or AVX2 off, or the kernel refused the tile state)")
+    lib.set_vnni(True)  # set_isa turns it off
+    cpu_quant.set_threads(args.threads)
+    print(f"threads {args.threads}, AVX-VNNI {lib.vnni()}")
+    print("| N x K | M | AVX2/VNNI ms (GMAC/s) | AMX ms (GMAC/s) | speed-up |")
+    print("|---|---|---|---|---|")
+    for n, k in SHAPES:
+        q, s, mn = quantize_int4(
+            torch.randn(n, k, generator=torch.Generator().manual_seed(n + k)), 32
+        )
+        tiles = pack_int4_tiles(pack_int4_rows(q))
+        st, mt = s.t().contiguous(), mn.t().contiguous()
+        tab = int4_scale_tiles(st, mt)
+        for m in ROWS:
+            x = torch.randn(m, k, generator=torch.Generator().manual_seed(m))
+            best = {True: float("inf"), False: float("inf")}
+            outs = {}
+            for _ in range(args.repeats):
+                for amx in (True, False):
+                    lib.set_amx(amx)
+                    outs[amx] = cpu_quant.int4t_mm(x, tiles, st, mt, 32, True, tab)
+                    best[amx] = min(
+                        best[amx],
+                        _time((x, tiles, st, mt, 32, True, tab), args.iters),
+                    )
+            lib.set_amx(True)
+            if not torch.equal(outs[True], outs[False]):
+                sys.exit(f"AMX and AVX2/VNNI differ at {n}x{k}, M={m}")
+            mac = m * n * k / 1e9
+            a, v = best[True], best[False]
+            cells = [
+                f"{n}x{k}",
+                str(m),
+                f"{v * 1e3:.3f} ({mac / v:.0f})",
+                f"{a * 1e3:.3f} ({mac / a:.0f})",
+            ]
+            print("| " + " | ".join(cells) + f" | {v / a:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

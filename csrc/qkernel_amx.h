@@ -1,0 +1,195 @@
+/* The int4-tile x Q8 matmul on AMX (Intel Advanced Matrix Extensions, TDPBSSD) for many activation
+ * rows (included once from csrc/qkernel_core.h after qkernel_tiles.h, not a public header).
+ *
+ * The same integers and floats as int4t_rows_avx2 / int4t_rows_vnni / int4t_rows_scalar (the
+ * contract at the top of qkernel_tiles.h), so a row's result never depends on which path or how
+ * many rows ran:
+ *   dot[m, c]  = the exact int32 block dot of 32 codes (0..15) and 32 activations (-127..127),
+ *                here one TDPBSSD of a 16 x 32 activation tile and a 32 x 16 weight tile into a
+ *                zeroed int32 tile (integer sums are exact in any order);
+ *   acc[m, c]  = fmaf((float)dot, sc[c, g(b)] * xd[m, b], acc) for b = 0, 1, ... in order;
+ *   y[m, 8t+c] = acc + tile_tail_avx2's tail (float add).
+ * Work unit: a pair of weight tiles (16 output columns) x 16 activation rows. The pair's codes are
+ * unpacked once per call into TDPBSSD's B layout (per block: 8 rows of 64 bytes, row r holding
+ * inputs 4r..4r+3 of the 16 columns; qkernel_tiles.h's tile bytes are already in that order, low
+ * nibbles for inputs 0..15 and high nibbles for 16..31) and reused by every row group. Rows past
+ * M read a zero-padded copy of the activations and are not stored; a missing second tile of the
+ * pair (odd tile count, or past this thread's column range) is zero codes and is not stored.
+ *
+ * Linux only: the kernel must grant the AMX tile state to the process first (arch_prctl
+ * ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); amx_supported() asks once and is 0 where it is refused,
+ * the CPU lacks AMX-INT8 / AVX-512BW, or STRUCTGEN_NO_AMX=1. */
+#ifndef STRUCTGEN_QKERNEL_AMX_H
+#define STRUCTGEN_QKERNEL_AMX_H
+
+#if SG_X86 && defined(__linux__) && (__GNUC__ >= 11 || defined(__clang__))
+#define SG_HAVE_AMX 1
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define SGQ_AMX __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,amx-tile,amx-int8")))
+
+/* Activation rows per AMX tile (its row count) */
+#define AMX_ROWS 16
+
+/* 1 if int4t_rows_amx may run here: the CPU has AMX-TILE, AMX-INT8 and AVX-512 F/BW/DQ/VL, the kernel
+ * granted the tile data state, and STRUCTGEN_NO_AMX is not 1. The CPU and kernel answers are
+ * asked once per process; the environment on every call (set_amx is rare). */
+static int amx_supported(void) {
+    static int granted = -1;
+    const char *off = getenv("STRUCTGEN_NO_AMX");
+    if (off && strcmp(off, "1") == 0) return 0;
+    if (granted < 0) {
+        unsigned a, b, c, d;
+        int cpu = 0;
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
+            __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+            /* CPUID.(EAX=7, ECX=0):EDX bit 24 AMX-TILE, bit 25 AMX-INT8 */
+            __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+            cpu = ((d >> 24) & 1) && ((d >> 25) & 1);
+        }
+        /* ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 */
+        granted = cpu && syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    }
+    return granted;
+}
+
+/* The tile configuration (palette 1), two slots alike: tmm0 / tmm3 activations 16 rows x 32 bytes,
+ * tmm1 / tmm4 weight codes 8 x 64 bytes (32 inputs x 16 columns, 4 inputs per 32-bit lane),
+ * tmm2 / tmm5 the int32 block dots 16 x 16. */
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_tilecfg;
+
+SGQ_AMX static void amx_config(void) {
+    amx_tilecfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int s = 0; s < 6; s += 3) {
+        cfg.colsb[s] = 32, cfg.rows[s] = AMX_ROWS;         /* activations */
+        cfg.colsb[s + 1] = 64, cfg.rows[s + 1] = 8;        /* weight codes */
+        cfg.colsb[s + 2] = 64, cfg.rows[s + 2] = AMX_ROWS; /* int32 block dots */
+    }
+    _tile_loadconfig(&cfg);
+}
+
+/* B tiles of a tile pair, all K / 32 blocks: bt[b * 512 + r * 64 + h * 32 + 4 c + i] = the code of
+ * column c of tile (h ? qt1 : qt0) for input 4 r + i of block b (qt1 NULL: zeros). */
+SGQ_AMX static void amx_unpack_pair(const uint8_t *qt0, const uint8_t *qt1, int KB, uint8_t *bt) {
+    const __m512i lomask = _mm512_set1_epi8(0x0F);
+    for (int b = 0; b < KB; b++)
+        for (int j = 0; j < 4; j++) {
+            __m256i r0 = _mm256_loadu_si256((const __m256i *)(qt0 + (size_t)b * 128 + j * 32));
+            __m256i r1 = qt1 ? _mm256_loadu_si256((const __m256i *)(qt1 + (size_t)b * 128 + j * 32))
+                             : _mm256_setzero_si256();
+            __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1);
+            _mm512_storeu_si512(bt + (size_t)b * 512 + j * 64, _mm512_and_si512(raw, lomask));
+            _mm512_storeu_si512(bt + (size_t)b * 512 + (j + 4) * 64,
+                                _mm512_and_si512(_mm512_srli_epi16(raw, 4), lomask));
+        }
+}
+
+/* Int4-tile Q8 rows [n0, n1) on AMX (arguments as int4t_rows_avx2). Work unit: a pair of weight
+ * tiles (16 columns) x 16 activation rows; two tile slots (tmm0-2, tmm3-5) alternate so block
+ * b + 1's TDPBSSD runs while block b's dots are scaled into the rows' accumulators, in block order.
+ * Returns 0, or -1 when a scratch buffer cannot be allocated (nothing written: the caller runs
+ * another path). */
+SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float *xsum, const float *xdiff,
+                                  const uint8_t *q, const void *tiles, int f16, float *y, int M, int N, int K,
+                                  int gs, int n0, int n1) {
+    int G = K / gs, KB = K / 32, bpg = gs / 32, NT = (N + 7) / 8;
+    float *xd8 = (float *)malloc(sizeof(float) * ((size_t)M * G + 1));
+    uint8_t *bt = (uint8_t *)aligned_alloc(64, (size_t)KB * 512);
+    int8_t *xpad = (int8_t *)aligned_alloc(64, (size_t)AMX_ROWS * K);
+    float *xdl = (float *)malloc(sizeof(float) * (size_t)KB * AMX_ROWS);
+    float *mnT = (float *)malloc(sizeof(float) * (size_t)G * 32), *scT = mnT + G * 8;
+    float *mnT1 = mnT + G * 16, *scT1 = mnT + G * 24;
+    if (!xd8 || !bt || !xpad || !xdl || !mnT) {
+        free(xd8), free(bt), free(xpad), free(xdl), free(mnT);
+        return -1;
+    }
+    for (size_t i = 0; i < (size_t)M * G; i++) xd8[i] = 8.f * xdiff[i];
+    amx_config();
+    int32_t cbuf[2][AMX_ROWS * 16] __attribute__((aligned(64)));
+    for (int tb = n0 / 8; tb * 8 < n1; tb += 2) {
+        int has1 = tb + 1 < NT && (tb + 1) * 8 < n1;
+        const uint8_t *qt0 = q + (size_t)tb * TILE_BYTES(K);
+        amx_unpack_pair(qt0, has1 ? qt0 + TILE_BYTES(K) : NULL, KB, bt);
+        int a0, a1, b0 = 0, b1 = 0;
+        tile_cols(tb, n0, n1, &a0, &a1);
+        tile_tables_avx2(tiles, f16, G, (size_t)tb, mnT, scT);
+        if (has1) {
+            tile_cols(tb + 1, n0, n1, &b0, &b1);
+            tile_tables_avx2(tiles, f16, G, (size_t)tb + 1, mnT1, scT1);
+        } else {
+            memset(scT1, 0, sizeof(float) * G * 8);
+        }
+        for (int m0 = 0; m0 < M; m0 += AMX_ROWS) {
+            int mm = M - m0 < AMX_ROWS ? M - m0 : AMX_ROWS;
+            const int8_t *xa = xq + (size_t)m0 * K;
+            if (mm < AMX_ROWS) {
+                memset(xpad, 0, (size_t)AMX_ROWS * K);
+                memcpy(xpad, xa, (size_t)mm * K);
+                xa = xpad;
+            }
+            for (int b = 0; b < KB; b++)
+                for (int m = 0; m < AMX_ROWS; m++) xdl[b * AMX_ROWS + m] = m < mm ? xd[(size_t)(m0 + m) * KB + b] : 0.f;
+            __m512 acc[AMX_ROWS];
+            for (int m = 0; m < AMX_ROWS; m++) acc[m] = _mm512_setzero_ps();
+#define AMX_ISSUE(A, B, C, blk)                                    \
+    do {                                                           \
+        _tile_loadd(A, xa + (size_t)(blk) * 32, K);                \
+        _tile_loadd(B, bt + (size_t)(blk) * 512, 64);              \
+        _tile_zero(C);                                             \
+        _tile_dpbssd(C, A, B);                                     \
+    } while (0)
+            /* block b's dots are stored while block b + 1's TDPBSSD runs, and scaled one block
+             * later (from the other buffer), so no load waits on a tile store just issued */
+            AMX_ISSUE(0, 1, 2, 0);
+            for (int b = 0; b <= KB; b++) {
+                if (b < KB) {
+                    if (b & 1) {
+                        if (b + 1 < KB) AMX_ISSUE(0, 1, 2, b + 1);
+                        _tile_stored(5, cbuf[1], 64);
+                    } else {
+                        if (b + 1 < KB) AMX_ISSUE(3, 4, 5, b + 1);
+                        _tile_stored(2, cbuf[0], 64);
+                    }
+                }
+                if (b == 0) continue;
+                int pb = b - 1, g = pb / bpg;
+                const int32_t *cb = cbuf[pb & 1];
+                __m512 scv = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(scT + g * 8)),
+                                                _mm256_loadu_ps(scT1 + g * 8), 1);
+                for (int m = 0; m < AMX_ROWS; m++) {
+                    __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(cb + m * 16));
+                    acc[m] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scv, _mm512_set1_ps(xdl[pb * AMX_ROWS + m])), acc[m]);
+                }
+            }
+#undef AMX_ISSUE
+            __m256 tail[AMX_ROWS];
+            tile_tail_avx2(mnT, scT, xsum + (size_t)m0 * G, xd8 + (size_t)m0 * G, mm, G, tail);
+            for (int m = 0; m < mm; m++)
+                tile_store(y + (size_t)(m0 + m) * N + (size_t)tb * 8,
+                           _mm256_add_ps(_mm512_castps512_ps256(acc[m]), tail[m]), a0, a1);
+            if (has1) {
+                tile_tail_avx2(mnT1, scT1, xsum + (size_t)m0 * G, xd8 + (size_t)m0 * G, mm, G, tail);
+                for (int m = 0; m < mm; m++)
+                    tile_store(y + (size_t)(m0 + m) * N + (size_t)(tb + 1) * 8,
+                               _mm256_add_ps(_mm512_extractf32x8_ps(acc[m], 1), tail[m]), b0, b1);
+            }
+        }
+    }
+    _tile_release();
+    free(xd8), free(bt), free(xpad), free(xdl), free(mnT);
+    return 0;
+}
+#else
+#define SG_HAVE_AMX 0
+#endif
+
+#endif /* STRUCTGEN_QKERNEL_AMX_H */

@@ -370,10 +370,11 @@ def candidate_scores(engine: Any, jobs: list[CandidateJob], *, summed: bool) -> 
     + '",' inside "Lantern Robotics" + '",', ``shared_hosts``) sends no request of its own:
     a causal model's rows over the shared ids are the same in the longer request, which
     reads the ``SHARED_TOP`` likeliest tokens per row, so the shorter candidate's last
-    token is read there. Where that token is not among them, the candidate is scored by
-    a request of its own in a second batch. The scores are the same as one request per
-    candidate (up to the float rounding of another batch layout); fewer tokens are
-    computed.
+    token is read there. Where that token is not among them, a second batch reads it
+    alone: a request of the candidate's ids scoring only the last (the prefix cache
+    serves the rest, which the longer request left there). The scores are the same as
+    one request per candidate (up to the float rounding of another batch layout); fewer
+    tokens are computed.
 
     Args:
         engine: the engine (``tokenizer``, ``generate``).
@@ -417,23 +418,30 @@ def candidate_scores(engine: Any, jobs: list[CandidateJob], *, summed: bool) -> 
     ]
     outs = dict(zip(roots, engine.generate([fulls[i] for i in roots], params)))
     scores = [0.0] * len(fulls)
-    missed = []
+    missed: dict[int, list[float]] = {}  # guest -> its tokens' log-probs but the last
     for i, full in enumerate(fulls):
         out = outs[hosts[i]]
         if i not in guests:
             scores[i] = mean_logprob(out, full, firsts[i])
-        elif out.finish_reason == "error" or out.prompt_logprobs is None:
+            continue
+        if out.finish_reason == "error" or out.prompt_logprobs is None:
             scores[i] = float("-inf")
-        elif full[-1] not in (out.prompt_logprobs[len(full) - 1] or {}):
-            missed.append(i)
-        else:  # the host's rows up to the last; the last token's entry of the host's row
-            row = out.prompt_logprobs
-            lps = [row[j][full[j]] for j in range(firsts[i], len(full))]
-            scores[i] = sum(lps) / max(1, len(lps))
-    if missed:
-        params = [dataclasses.replace(_SCORE, prompt_logprobs_start=firsts[i]) for i in missed]
-        for i, out in zip(missed, engine.generate([fulls[i] for i in missed], params)):
-            scores[i] = mean_logprob(out, fulls[i], firsts[i])
+            continue
+        rows = out.prompt_logprobs  # the host's rows hold the guest's tokens but the last
+        lps = [rows[j][full[j]] for j in range(firsts[i], len(full) - 1)]
+        last = (rows[len(full) - 1] or {}).get(full[-1])
+        if last is None:
+            missed[i] = lps
+        else:
+            scores[i] = (sum(lps) + last) / (len(lps) + 1)
+    if missed:  # the last token alone: the host's KV of the rest is in the prefix cache
+        todo = list(missed)
+        params = [
+            dataclasses.replace(_SCORE, prompt_logprobs_start=len(fulls[i]) - 1) for i in todo
+        ]
+        for i, out in zip(todo, engine.generate([fulls[i] for i in todo], params)):
+            last = mean_logprob(out, fulls[i], len(fulls[i]) - 1)
+            scores[i] = (sum(missed[i]) + last) / (len(missed[i]) + 1)
     scores_out: list[list[float]] = []
     pos = 0
     for n in sizes:

@@ -53,7 +53,10 @@ scheduler does not hold a request back for a page its ``prompt_logprobs_start`` 
 it from reusing) and each computes only its own tokens (the prefix cache serves the
 partial last page of the shared prefix as a copy): ~110 tokens for contact_card-04's
 20 requests, under half the CPU time of one 400-token prefill. So ``extract`` runs it
-by default (``SCORE_OVERLAPS_DEFAULT``).
+by default (``SCORE_OVERLAPS_DEFAULT``). A shortlist ranked by first token is mostly
+runs of words from the same word ("Quantix", "Quantix Labs"), and ``candidate_scores``
+reads a run that leads a longer one from the longer one's request (``shared_hosts``),
+so such a group computes about the tokens of its longest run.
 """
 
 from __future__ import annotations

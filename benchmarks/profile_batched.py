@@ -140,11 +140,12 @@ def extract(
 
         def timed(*args, **kwargs):
             t0 = time.thread_time()
-            scoring[0] = key.startswith("scoring")
+            outer = scoring[0]  # sampling runs inside a scoring pass too
+            scoring[0] = outer or key.startswith("scoring")
             try:
                 return fn(*args, **kwargs)
             finally:
-                scoring[0] = False
+                scoring[0] = outer
                 part[key] += time.thread_time() - t0
 
         setattr(module, name, timed)

@@ -101,7 +101,7 @@ def test_seeded_lexers_lower_the_same_terms(whitespace):
         table: dict = {}
         for t, (a, b) in enumerate(zip(want, got)):
             assert _shape(plain, a, table) == _shape(lowered, b, table), (name, t)
-    keys = [k for k in reused._store if k[0] == "lexers"]
+    keys = list(reused._lexer_runs)
     assert len(keys) == 1  # one run: the same texts in every schema of this whitespace
     # _lexers builds on it: the terminals' roots are the seeded terms
     rules = _rules(RECURSIVE, whitespace)

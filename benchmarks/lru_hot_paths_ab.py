@@ -6,8 +6,11 @@ the same warm keys; both must return the same values. The grammar: the contact-c
 dev-set schema. Paths: ``TokenIndex.bitmask`` (the mask cache), ``TokenIndex.next_states``
 (the row cache), ``TokenIndex.token_next_state`` past the step memo (the row cache, read
 without refreshing), ``LexicalMaskCache.get`` (head parts) and ``compile_json_schema`` of a
-cached schema (the compiler's grammar cache). Prints a markdown table (ns per hit,
-new / base).
+cached schema (the compiler's grammar cache); and (``_copy_and_reused_paths``) a copy
+spec's cached ``lower`` and ``copied_fields``, a copied field's cached acceptor
+(``json_schema.copy``'s three caches) and ``regex.reused.restore`` of a kept run of
+``parse.lower`` and of the grammar lexers (a two-definition run: the lookup, not the
+snapshot copy, is most of it). Prints a markdown table (ns per hit, new / base).
 
     PYTHONPATH=. python benchmarks/lru_hot_paths_ab.py /work/main
 """
@@ -71,11 +74,63 @@ def _paths(pkg: str, tok) -> dict:
         return [fsm.compile_json_schema(SCHEMA, vocab) is grammar for _ in range(20)]
 
     return {
+        **_copy_and_reused_paths(pkg),
         "TokenIndex.bitmask": (masks, len(states)),
         "TokenIndex.next_states": (rows, len(states)),
         "TokenIndex.token_next_state": (steps, 10 * len(vocab_ids)),
         "LexicalMaskCache.get": (parts, len(keys)),
         "compile_json_schema (cached)": (compiled, 20),
+    }
+
+
+def _copy_and_reused_paths(pkg: str) -> dict:
+    """Warm callables of ``json_schema.copy``'s and ``regex.reused``'s caches in ``pkg``."""
+    copy = importlib.import_module(f"{pkg}.fsm.json_schema.copy")
+    parse = importlib.import_module(f"{pkg}.fsm.regex.parse")
+    reused = importlib.import_module(f"{pkg}.fsm.regex.reused")
+    terms = importlib.import_module(f"{pkg}.fsm.regex.terms")
+    base = importlib.import_module(f"{pkg}.fsm.regex.definitions").PLACEHOLDER_BASE
+    spec = copy.CopyJsonSchema(SCHEMA, copy_from=("Ann Lee, ann@example.com, +1 555 0100",))
+    spec.lower()
+    field = {"type": "string", "pattern": "[A-Z][a-z]+"}
+
+    class Conv:  # a hit reads only ``strict``
+        strict = False
+
+    key = ("/properties/name", json.dumps(field, sort_keys=True, default=str), False)
+    if hasattr(copy._ACCEPTORS, "put"):
+        copy._ACCEPTORS.put(key, ("acceptor", ()))
+    else:  # a baseline's OrderedDict
+        copy._ACCEPTORS[key] = ("acceptor", ())
+    texts = ["(?:abc|abd)+xyz", "(?:" + chr(base) + "|q)*r"]
+    parse.lower(chr(base + 1), terms.TermArena(), definitions=texts, reusable={0, 1})
+    run = reused.run_key(texts, [0, 1])
+    lexer_key = getattr(reused, "lexer_key", lambda r, s: ("lexers", r, s))(run, ("[0-9]+",))
+    arena = terms.TermArena()
+    kept = parse.lower(chr(base + 1), arena, definitions=texts)
+    reused.keep(lexer_key, arena, [kept])
+
+    def lowered():
+        return [spec.lower().pattern for _ in range(20)]
+
+    def copied():
+        return [spec.copied_fields() for _ in range(20)]
+
+    def acceptors():
+        return [copy._base_acceptor(Conv, field, "/properties/name")[0] for _ in range(20)]
+
+    def runs():
+        return [reused.restore(run, terms.TermArena()) for _ in range(20)]
+
+    def lexer_runs():
+        return [reused.restore(lexer_key, terms.TermArena()) for _ in range(20)]
+
+    return {
+        "CopyJsonSchema.lower (cached)": (lowered, 20),
+        "CopyJsonSchema.copied_fields (cached)": (copied, 20),
+        "copy._base_acceptor (cached)": (acceptors, 20),
+        "reused.restore (lower run)": (runs, 20),
+        "reused.restore (lexers run)": (lexer_runs, 20),
     }
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 
 from structgen.fsm import Vocabulary, clear_cache, compile_json_schema
 from structgen.fsm.grammar import lower
@@ -18,16 +17,11 @@ from structgen.fsm.regex.definitions import PLACEHOLDER_BASE
 from structgen.fsm.regex.terms import TermArena
 from tests.fsm.grammar.test_closed_rules import _TOKENS, COLD, RECURSIVE, _bits, _check, _reference
 from tests.fsm.index.test_lexical_masks import _vocab
-from tests.fsm.regex.test_reused import PREFIXES, _check_masks
-
-
-@pytest.fixture(autouse=True)
-def _empty_store():
-    reused.clear()
-    clear_cache()
-    yield
-    reused.clear()
-    clear_cache()
+from tests.fsm.regex.test_reused import (
+    PREFIXES,
+    _check_masks,
+    _empty_store,  # noqa: F401  (autouse: the store emptied)
+)
 
 
 def _lower_closed_run(k: int) -> None:

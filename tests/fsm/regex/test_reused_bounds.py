@@ -15,7 +15,8 @@ from structgen.fsm.grammar import lower
 from structgen.fsm.regex import parse, reused
 from structgen.fsm.regex.definitions import PLACEHOLDER_BASE
 from structgen.fsm.regex.terms import TermArena
-from tests.fsm.grammar.test_closed_rules import _TOKENS, COLD, RECURSIVE, _bits, _check, _reference
+from tests.fsm.grammar.test_closed_rules import _TOKENS, COLD, RECURSIVE, _check, _reference
+from tests.fsm.grammar.test_literal_rows import _bits
 from tests.fsm.index.test_lexical_masks import _vocab
 from tests.fsm.regex.test_reused import (
     PREFIXES,

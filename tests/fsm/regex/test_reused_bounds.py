@@ -16,7 +16,7 @@ from structgen.fsm.regex import parse, reused
 from structgen.fsm.regex.definitions import PLACEHOLDER_BASE
 from structgen.fsm.regex.terms import TermArena
 from tests.fsm.grammar.test_closed_rules import _TOKENS, COLD, RECURSIVE, _check, _reference
-from tests.fsm.grammar.test_literal_rows import _bits
+from tests.fsm.grammar.test_literal_rows import _bits, _instance_step
 from tests.fsm.index.test_lexical_masks import _vocab
 from tests.fsm.regex.test_reused import (
     PREFIXES,
@@ -83,11 +83,9 @@ def test_lexer_run_masks_equal_the_walked_grammar_after_eviction_and_rebuild(mon
             bits = _bits(got, vocab)
             _check(bits, ref_g, ref, ref_vocab, prefix)
             masks.append(bits)
-            rest = instance[len(prefix) :]
-            fits = [t for t in np.flatnonzero(bits).tolist() if rest.startswith(_TOKENS[t])]
-            tid = max(fits, key=lambda t: len(_TOKENS[t]))
+            tid = _instance_step(np.flatnonzero(bits).tolist(), vocab, instance[len(prefix) :])
             assert got.advance(tid) and ref.advance(tid)
             prefix += _TOKENS[tid]
         seen.append(masks)
     assert len(set(keys)) == 1 and len(seen) == 3
-    assert all(np.array_equal(a, b) for a, b in zip(seen[0], seen[-1]))
+    assert all(np.array_equal(a, b) for a, b in zip(seen[0], seen[-1], strict=True))

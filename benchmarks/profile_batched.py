@@ -1,7 +1,7 @@
 """Where a batched run's prefill goes: the step layout and each kernel's CPU per prompt token.
 
-Two parts, both on the default engine (``Engine(dtype="float32")``: GGUF Q4_1 weights, int8
-activations) and both in thread CPU time of the calling thread (which does its share of every
+Three parts, all on the default engine (``Engine(dtype="float32")``: GGUF Q4_1 weights, int8
+activations) and in thread CPU time of the calling thread (which does its share of every
 OpenMP region), because wall time on a shared machine measures the load, not the work:
 
 1. ``layout``: ``bench_runtime.py --workloads 1``'s requests (same seed, prompts U[100, 800],
@@ -9,10 +9,16 @@ OpenMP region), because wall time on a shared machine measures the load, not the
    how many are prefill tokens and how many decode rows;
 2. ``prefill``: N random 512-token prompts prefilled together (``max_tokens=1``) against one
    alone, interleaved; per prompt token, the calling thread's CPU in each wrapped kernel
-   (``int4_mm``/``int8_mm``: every matmul, lm_head included; the fused C ops) and in all.
+   (``int4_mm``/``int8_mm``: every matmul, lm_head included; the fused C ops) and in all;
+3. ``extract`` (#23): ``bench_extract_batch.py``'s contact cards through ``Engine.extract``,
+   ``--batch1-docs`` one at a time, then ``--docs`` in one call (after one untimed card);
+   per mode, per document: forward passes, tokens computed (prompt chunks, sampled rows,
+   forced jump-forward tokens, the scoring passes' requests), prefix-cache hits, and the
+   calling thread's CPU in the forward, in sampling and masks, in the scoring passes and
+   in ``copy_constraint`` + compile; with ``--steps``, the batched call's steps.
 
     PYTHONPATH=. OMP_NUM_THREADS=2 python benchmarks/profile_batched.py [--requests 8]
-        [--together 4] [--rounds 2] [--parts layout,prefill]
+        [--together 4] [--rounds 2] [--parts layout,prefill] [--docs 16 --batch1-docs 3]
 """
 
 from __future__ import annotations
@@ -104,12 +110,96 @@ def prefill(engine: Engine, together: int, rounds: int) -> None:
             print(f"round {r + 1} {k}x512: {total:.3f} ms/token in all; {parts}", flush=True)
 
 
+def extract(engine: Engine, docs: int, batch1_docs: int, show_steps: bool) -> None:
+    """Print where one batched ``extract`` of ``docs`` contact cards spends its work, per
+    document, against ``batch1_docs`` cards extracted one at a time (thread CPU seconds).
+    """
+    import json
+
+    from bench_extract_batch import ROOT, documents
+
+    import structgen.extraction.extractor as extractor
+    import structgen.runtime.engine as engine_mod
+
+    schema = json.loads((ROOT / "benchmarks/data/extraction/schemas/contact_card.json").read_text())
+    texts = documents(docs + batch1_docs + 1)
+    part: dict[str, float] = collections.defaultdict(float)
+    steps: list[tuple[int, int, int, float]] = []  # rows, tokens, prompt tokens, forward s
+
+    def wrap(module, name: str, key: str):
+        fn = getattr(module, name)
+
+        def timed(*args, **kwargs):
+            t0 = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                part[key] += time.thread_time() - t0
+
+        setattr(module, name, timed)
+        return fn
+
+    execute = engine.runner.execute
+
+    def forward(scheduled):
+        t0 = time.thread_time()
+        out = execute(scheduled)
+        prompt = sum(
+            min(num, max(0, len(r.prompt_token_ids) - r.num_computed_tokens))
+            for r, num in scheduled.scheduled
+        )
+        tokens = sum(num for _, num in scheduled.scheduled)
+        steps.append((len(scheduled.scheduled), tokens, prompt, time.thread_time() - t0))
+        return out
+
+    engine.runner.execute = forward
+    wrap(engine_mod, "sample_tokens", "sampling + masks")
+    for name in ("choose_span_ends", "choose_overlaps", "choose_numbers", "choose_options"):
+        wrap(extractor, name, "scoring passes (forward included)")
+    wrap(extractor, "_compiled", "copy_constraint + compile")
+    wrap(extractor, "copy_constraint", "copy_constraint + compile")
+    engine.extract(schema, texts[0])  # untimed: compile, the shared prefix cached
+    for label, batches in (
+        ("batch 1", [[t] for t in texts[1 : 1 + batch1_docs]]),
+        ("batched", [texts[1 + batch1_docs :]]),
+    ):
+        n = sum(map(len, batches))
+        part.clear()
+        steps.clear()
+        s0 = engine.stats()
+        t0 = time.thread_time()
+        for batch in batches:
+            engine.extract(schema, batch)
+        total = time.thread_time() - t0
+        s1 = engine.stats()
+        rows = sum(r for r, _, _, _ in steps)
+        tokens = sum(t for _, t, _, _ in steps)
+        prompt = sum(p for _, _, p, _ in steps)
+        fwd = sum(f for _, _, _, f in steps)
+        hit = s1["prefix_hit_tokens"] - s0["prefix_hit_tokens"]
+        print(
+            f"{label}, {n} documents, per document: thread CPU {total / n:.3f} s, forward "
+            f"{fwd / n:.3f} s in {len(steps) / n:.2f} passes, {tokens / n:.1f} tokens "
+            f"computed ({prompt / n:.1f} prompt, {(tokens - prompt) / n:.1f} output rows and "
+            f"forced tokens) over {rows / n:.1f} rows, prefix hits {hit / n:.0f} tokens; "
+            + ", ".join(f"{k} {v / n:.3f} s" for k, v in sorted(part.items())),
+            flush=True,
+        )
+        if show_steps and label == "batched":
+            for i, (r, t, p, f) in enumerate(steps):
+                print(f"  step {i}: {r} rows, {t} tokens ({p} prompt), forward {f * 1e3:.0f} ms")
+    del engine.runner.execute
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=8, help="workload 1's requests (layout)")
     ap.add_argument("--together", type=int, default=4, help="512-token prompts in one step")
     ap.add_argument("--rounds", type=int, default=2, help="prefill rounds, order alternating")
-    ap.add_argument("--parts", default="layout,prefill")
+    ap.add_argument("--parts", default="layout,prefill", help="of layout,prefill,extract")
+    ap.add_argument("--docs", type=int, default=16, help="cards in one extract (extract)")
+    ap.add_argument("--batch1-docs", type=int, default=3, help="cards one at a time (extract)")
+    ap.add_argument("--steps", action="store_true", help="the batched call's steps (extract)")
     args = ap.parse_args()
     for name in ("int4_mm", "int8_mm"):
         _wrap(quant, name)
@@ -122,6 +212,8 @@ def main() -> None:
         layout(engine, args.requests)
     if "prefill" in parts:
         prefill(engine, args.together, args.rounds)
+    if "extract" in parts:
+        extract(engine, args.docs, args.batch1_docs, args.steps)
 
 
 if __name__ == "__main__":

@@ -65,6 +65,15 @@ HAVE_C_ROWS = _EXT is not None  # the C row builder is built
 
 DEFAULT_MAX_CONFIGS = 200_000  # rows built (1 KiB each)
 
+# Initial capacities of the row and configuration tables. The rows start unfilled
+# (``np.empty``: a row is written whole before its slot is published, and pages never
+# written are never committed), so a roomy start costs a small grammar nothing, while a
+# 64-row start made a recursive schema's cold request grow the table twice (64 -> 128 ->
+# 256), each growth a fill and a copy and, natively, a round trip through
+# ``_row_tables_py``. The configuration arrays hold ``_ROW_CAPACITY`` states: the C
+# builder wants room for 256 new configurations past the last before each row.
+_ROW_CAPACITY = 1024
+
 
 class GrammarAutomaton:
     """Configurations of a grammar's lexer and parser as a lazy ``ByteDFA`` look-alike.
@@ -127,8 +136,8 @@ class GrammarAutomaton:
         self._movable = [self._live_after(t, d.initial) for t, d in enumerate(self.lexers)]
         self._configs: list[tuple[tuple[int, int, int], ...]] = []
         self._ids: dict[tuple, int] = {}
-        cap = 64
-        self._rows = np.full((cap, 256), -1, np.int32)
+        cap = _ROW_CAPACITY
+        self._rows = np.empty((max(1, min(cap, max_states)), 256), np.int32)
         self._slot = np.full(cap, -1, np.int64)
         self._accepting = np.zeros(cap, bool)
         self._num_rows = 0
@@ -458,7 +467,8 @@ class GrammarAutomaton:
         else:
             targets = []
         slot = self._reserve_row()  # written only now: a step that raised leaves no partial row
-        row = self._rows[slot]  # -1 from np.full: no slot is written before it is published
+        row = self._rows[slot]  # written whole (-1 = dead) before the slot is published
+        row.fill(-1)
         if len(targets) == 1:
             row[cols] = targets[0]
         elif targets:

@@ -139,6 +139,7 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
             for (int b = 0; b < KB; b++)
                 for (int m = 0; m < AMX_ROWS; m++) xdl[b * AMX_ROWS + m] = m < mm ? xd[(size_t)(m0 + m) * KB + b] : 0.f;
             __m512 acc[AMX_ROWS];
+#pragma GCC unroll 16
             for (int m = 0; m < AMX_ROWS; m++) acc[m] = _mm512_setzero_ps();
 #define AMX_ISSUE(A, B, C, blk)                                    \
     do {                                                           \
@@ -165,6 +166,7 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
                 const int32_t *cb = cbuf[pb & 1];
                 __m512 scv = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(scT + g * 8)),
                                                 _mm256_loadu_ps(scT1 + g * 8), 1);
+#pragma GCC unroll 16
                 for (int m = 0; m < AMX_ROWS; m++) {
                     __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(cb + m * 16));
                     acc[m] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scv, _mm512_set1_ps(xdl[pb * AMX_ROWS + m])), acc[m]);
@@ -173,14 +175,18 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
 #undef AMX_ISSUE
             __m256 tail[AMX_ROWS];
             tile_tail_avx2(mnT, scT, xsum + (size_t)m0 * G, xd8 + (size_t)m0 * G, mm, G, tail);
-            for (int m = 0; m < mm; m++)
-                tile_store(y + (size_t)(m0 + m) * N + (size_t)tb * 8,
-                           _mm256_add_ps(_mm512_castps512_ps256(acc[m]), tail[m]), a0, a1);
+#pragma GCC unroll 16
+            for (int m = 0; m < AMX_ROWS; m++)
+                if (m < mm)
+                    tile_store(y + (size_t)(m0 + m) * N + (size_t)tb * 8,
+                               _mm256_add_ps(_mm512_castps512_ps256(acc[m]), tail[m]), a0, a1);
             if (has1) {
                 tile_tail_avx2(mnT1, scT1, xsum + (size_t)m0 * G, xd8 + (size_t)m0 * G, mm, G, tail);
-                for (int m = 0; m < mm; m++)
-                    tile_store(y + (size_t)(m0 + m) * N + (size_t)(tb + 1) * 8,
-                               _mm256_add_ps(_mm512_extractf32x8_ps(acc[m], 1), tail[m]), b0, b1);
+#pragma GCC unroll 16
+                for (int m = 0; m < AMX_ROWS; m++)
+                    if (m < mm)
+                        tile_store(y + (size_t)(m0 + m) * N + (size_t)(tb + 1) * 8,
+                                   _mm256_add_ps(_mm512_extractf32x8_ps(acc[m], 1), tail[m]), b0, b1);
             }
         }
     }

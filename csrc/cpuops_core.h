@@ -230,6 +230,11 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void qk_blocks_
     const float *qv, int G, int d, const void *k, const void *v, const size_t *offs, int nb, int m,
     int kdt, float *sc, size_t n) {
     size_t row_bytes = (size_t)d * (kdt ? 2 : 4);
+    for (int r = 0; r < KV_PREFETCH && r < m; r++) /* the chunk's first keys */
+        for (size_t c = 0; c < row_bytes; c += 64) {
+            _mm_prefetch((const char *)k + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T0);
+            _mm_prefetch((const char *)v + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T1);
+        }
     for (int j = 0; j < nb * 8; j += 4) {
         /* the K and V rows KV_PREFETCH keys ahead, requested now: the page walk defeats the
          * hardware prefetcher at each page boundary and the rows are 1 / KVH of each slot */

@@ -150,10 +150,9 @@ CASES = [
 
 
 def _walk_variants(monkeypatch, dfa, vocab: Vocabulary, state: int) -> dict[str, np.ndarray]:
-    """(next_states, bitmask) of ``state`` by every walk: C (if built; with and without the subtree
-    shortcut), numpy levels, numpy
-    scalar, numpy levels with a scalar tail; the mask alone (no next-state row) and
-    ``token_next_state`` from it must agree."""
+    """(next_states, bitmask) of ``state`` by every walk: C (if built; with and without the
+    subtree shortcut), numpy levels, numpy scalar, numpy levels with a scalar tail; the mask
+    alone (no next-state row) and ``token_next_state`` from it must agree."""
     out = {}
     variants = [
         ("numpy-levels", None, 0, 2500),

@@ -191,8 +191,9 @@ static inline const int32_t *row_of(const Tables *t, long s) {
 
 /* Self-loop byte sets of states met by one walk: loops[s & (LOOP_SLOTS - 1)] holds the bytes b
  * with row[b] == s in s's row when last read (a derived entry never changes, so a set read
- * earlier is a subset of the true one: what the shortcut below needs; the sets are read
- * again after every build, which may derive more of a row's classes). */
+ * earlier is a subset of the true one: what the shortcut below needs; a state's set is read
+ * again after a build in its row, which may derive more of its classes; a build elsewhere
+ * leaves its row as it was). */
 #define LOOP_SLOTS 64
 typedef struct {
     int32_t state; /* -1: empty */
@@ -254,7 +255,7 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
                 /* fused: one call builds the row and derives the class of the byte read */
                 if (tables_build(t, fn, view, s, fused ? byte[i] : -1) < 0) return -1;
                 for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
-                for (int k = 0; k < LOOP_SLOTS; k++) loops[k].state = -1;
+                if (loops[s & (LOOP_SLOTS - 1)].state == s) loops[s & (LOOP_SLOTS - 1)].state = -1;
                 row = row_of(t, s);
                 if (!row) {
                     PyErr_Format(PyExc_ValueError, "row_tables(%d) did not build the row", (int)s);
@@ -270,7 +271,7 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
             PyEval_RestoreThread(ts);
             if (tables_build(t, fn, view, s, byte[i]) < 0) return -1;
             for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
-            for (int k = 0; k < LOOP_SLOTS; k++) loops[k].state = -1;
+            if (loops[s & (LOOP_SLOTS - 1)].state == s) loops[s & (LOOP_SLOTS - 1)].state = -1;
             row = row_of(t, s);
             if (!row || row[byte[i]] == PENDING) {
                 PyErr_Format(PyExc_ValueError, "row_tables(%d, %d) did not derive the class",
@@ -306,7 +307,7 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
         visited++;
         Py_ssize_t end = skip[i];
         if (below && end > i + 1) { /* descendants: do they all stay in nxt? */
-            const int32_t *nrow = rowp[d] ? rowp[d] : row_of(t, nxt);
+            const int32_t *nrow = rowp[d] ? rowp[d] : (rowp[d] = row_of(t, nxt));
             if (nrow) {
                 const uint64_t *lp = loop_bits(loops, nrow, nxt), *bl = below + 4 * i;
                 if (!((bl[0] & ~lp[0]) | (bl[1] & ~lp[1]) | (bl[2] & ~lp[2]) | (bl[3] & ~lp[3]))) {

@@ -291,8 +291,15 @@ class TokenTrie:
                 args += [int(state), _tables(dfa)]
                 if fn is getattr(_c, "walk_direct", None):
                     args.append(dfa)
-                if _below and self.subtree_tables is not None:
-                    args.append(self.subtree_tables)
+                if _below:
+                    # built on a trie's second walk: a trie walked once (an exit part's,
+                    # cold) does not pay the O(N) build for nothing
+                    tables = self.__dict__.get("subtree_tables")
+                    if tables is None and self.__dict__.setdefault("_walks", 0) >= 1:
+                        tables = self.subtree_tables
+                    self.__dict__["_walks"] = self.__dict__.get("_walks", 0) + 1
+                    if tables is not None:
+                        args.append(tables)
                 fn(*args)
             else:
                 if out is None:

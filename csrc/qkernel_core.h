@@ -62,14 +62,15 @@ static float scale_at(const void *s, int f16, size_t i) {
 static int use_avx2 = 0;
 /* int4t_rows' Q8 path on AVX-VNNI (int4t_rows_vnni; only with use_avx2, and M > 1: at M = 1 its
  * one vpdpbusd chain per row measured 0.90-1.02x of AVX2's, benchmarks/RESULTS.md session 22 k3) and
- * int8_rows' (int8q8_rows_vnni, from INT8_VNNI_MIN_M rows on) */
+ * int8_rows' (int8q8_rows_vnni, from INT8_VNNI_MIN_M rows on: at M = 1 it measured 1.01-1.07x
+ * of int8q8_rows_avx2, benchmarks/RESULTS.md session 23 k4) */
 static int use_vnni = 0;
 /* int4t_rows' Q8 path on AMX (int4t_rows_amx) from AMX_MIN_M rows on (only with use_avx2) */
 static int use_amx = 0;
 #define AMX_MIN_M 16
 /* int8_rows' Q8 path on AVX-VNNI (int8q8_rows_vnni) from this many rows on (with use_vnni) */
 #ifndef INT8_VNNI_MIN_M
-#define INT8_VNNI_MIN_M 2
+#define INT8_VNNI_MIN_M 1
 #endif
 
 /* This thread's share [*n0, *n1) of N weight rows in the enclosing OpenMP team: contiguous

@@ -5,6 +5,10 @@ path over 8 rows (the rule before that: ``decode_step`` returns None over 8 toke
 
     PYTHONPATH=. python benchmarks/bench_wide_decode.py [--requests 32] [--max-tokens 24]
         [--repeats 3] [--per-op]
+
+``--steps N``: decode steps alone instead of ``generate`` (the default engine's model under
+``PagedSequences``, ``--requests`` sequences prefilled to 20-26 tokens, then N steps of each rule
+alternating), the medians of one step's time.
 """
 
 from __future__ import annotations
@@ -25,14 +29,44 @@ def _per_op_over_8(model, residual, *args, **kwargs):
     return None if residual.shape[0] > 8 else FUSED(model, residual, *args, **kwargs)
 
 
+def _steps(engine, n: int, reps: int) -> None:
+    import torch
+
+    from structgen.runtime.models.testing import PagedSequences
+
+    model = engine.runner.model
+    seqs = PagedSequences(model, num_pages=2048, page_size=16)
+    out = seqs.step({s: [(13 * s + j) % 1000 + 1 for j in range(20 + s % 7)] for s in range(n)})
+    last = {s: int(out[s].argmax()) for s in out}
+    times: dict[int, list[float]] = {8: [], ONE_CALL: []}
+    with torch.inference_mode():
+        for _ in range(reps):
+            for rows in times:
+                decode_step.MAX_STEP_ROWS = rows
+                t0 = time.perf_counter()
+                out = seqs.step({s: [last[s]] for s in range(n)})
+                times[rows].append(time.perf_counter() - t0)
+                last = {s: int(out[s].argmax()) for s in out}
+    decode_step.MAX_STEP_ROWS = ONE_CALL
+    a, b = statistics.median(times[8]), statistics.median(times[ONE_CALL])
+    print(
+        f"{n} rows, {reps} steps a rule: calls of 8 rows {a * 1e3:.1f} ms, one call "
+        f"{b * 1e3:.1f} ms (medians), one call / calls of 8: {b / a:.3f}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=32)
     ap.add_argument("--max-tokens", type=int, default=24)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--per-op", action="store_true", help="also the per-op path over 8 rows")
+    ap.add_argument("--steps", type=int, default=0, help="time N decode steps a rule instead")
     args = ap.parse_args()
     engine = Engine(prefix_cache=False)
+    if args.steps:
+        _steps(engine, args.requests, args.steps)
+        return
     prompts = [
         [{"role": "user", "content": f"Write a short story number {i} about a cat."}]
         for i in range(args.requests)

@@ -414,6 +414,9 @@ static int decode_layers(const int64_t *table, int L, void *res, void *mlp, cons
 #if SG_X86
     use_avx2 = sg_use_avx2() && __builtin_cpu_supports("f16c"); /* the quantized kernel's ISA */
     use_vnni = use_avx2 && tile_vnni_supported();
+#if SG_HAVE_AMX
+    use_amx = use_avx2 && amx_supported(); /* int4 tiles from AMX_MIN_M rows: wide steps */
+#endif
 #endif
 #ifdef _OPENMP
 #pragma omp parallel num_threads(th)

@@ -7,11 +7,16 @@ checks the two results equal bit for bit, and prints a table with GMAC/s and the
 CPU with AMX-INT8 (Intel Sapphire Rapids or later) under Linux; exits with a message otherwise.
 
     OMP_NUM_THREADS=2 PYTHONPATH=. python benchmarks/bench_int4_amx.py [--threads 2]
+
+``--against PATH ...`` also times other builds of the kernel module (``_qkernel*.so`` files, e.g. of
+another commit's csrc/, built with the same flags) on their AMX path in the same rounds, checks each
+gives this build's floats, and adds a column "this / build i" (> 1: that build is slower).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import time
 
@@ -42,15 +47,27 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rows", type=int, nargs="+", default=ROWS)
+    ap.add_argument("--against", nargs="*", default=[], help="other builds' _qkernel .so files")
     args = ap.parse_args()
     lib = cpu_quant._lib
+    others = []
+    for path in args.against:
+        spec = importlib.util.spec_from_file_location("structgen.runtime.cpu._qkernel", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        if mod.set_isa(True) != "avx2" or not mod.set_amx(True):
+            sys.exit(f"{path}: no AMX path")
+        mod.set_vnni(True)
+        others.append(mod)
     if lib is None or lib.set_isa(True) != "avx2" or not lib.set_amx(True):
         sys.exit("no AMX-INT8 here (or AVX2 off, or the kernel refused the tile state)")
     lib.set_vnni(True)  # set_isa turns it off
     cpu_quant.set_threads(args.threads)
     print(f"threads {args.threads}, AVX-VNNI {lib.vnni()}")
-    print("| N x K | M | AVX2/VNNI ms (GMAC/s) | AMX ms (GMAC/s) | speed-up |")
-    print("|---|---|---|---|---|")
+    extra = "".join(f" build {i + 1} AMX ms | this / build {i + 1} |" for i in range(len(others)))
+    print("| N x K | M | AVX2/VNNI ms (GMAC/s) | AMX ms (GMAC/s) | speed-up |" + extra)
+    print("|---|---|---|---|---|" + "---|---|" * len(others))
     for n, k in SHAPES:
         q, s, mn = quantize_int4(
             torch.randn(n, k, generator=torch.Generator().manual_seed(n + k)), 32
@@ -58,30 +75,36 @@ def main() -> None:
         tiles = pack_int4_tiles(pack_int4_rows(q))
         st, mt = s.t().contiguous(), mn.t().contiguous()
         tab = int4_scale_tiles(st, mt)
-        for m in ROWS:
+        for m in args.rows:
             x = torch.randn(m, k, generator=torch.Generator().manual_seed(m))
-            best = {True: float("inf"), False: float("inf")}
+            runs = ["amx", "vnni"] + [f"build {i + 1}" for i in range(len(others))]
+            best = {r: float("inf") for r in runs}
             outs = {}
             for _ in range(args.repeats):
-                for amx in (True, False):
-                    lib.set_amx(amx)
-                    outs[amx] = cpu_quant.int4t_mm(x, tiles, st, mt, 32, True, tab)
-                    best[amx] = min(
-                        best[amx],
-                        _time((x, tiles, st, mt, 32, True, tab), args.iters),
-                    )
+                for r in runs:
+                    if r in ("amx", "vnni"):
+                        lib.set_amx(r == "amx")
+                    else:  # another build, through the same Python wrapper
+                        cpu_quant._lib = others[runs.index(r) - 2]
+                    outs[r] = cpu_quant.int4t_mm(x, tiles, st, mt, 32, True, tab)
+                    best[r] = min(best[r], _time((x, tiles, st, mt, 32, True, tab), args.iters))
+                    cpu_quant._lib = lib
             lib.set_amx(True)
-            if not torch.equal(outs[True], outs[False]):
-                sys.exit(f"AMX and AVX2/VNNI differ at {n}x{k}, M={m}")
+            if not all(torch.equal(outs["amx"], outs[r]) for r in runs):
+                sys.exit(f"AMX, AVX2/VNNI or another build differ at {n}x{k}, M={m}")
             mac = m * n * k / 1e9
-            a, v = best[True], best[False]
+            a, v = best["amx"], best["vnni"]
             cells = [
                 f"{n}x{k}",
                 str(m),
                 f"{v * 1e3:.3f} ({mac / v:.0f})",
                 f"{a * 1e3:.3f} ({mac / a:.0f})",
             ]
-            print("| " + " | ".join(cells) + f" | {v / a:.2f}x |")
+            for i in range(len(others)):
+                o = best[f"build {i + 1}"]
+                cells += [f"{o * 1e3:.3f}", f"{o / a:.2f}x"]
+            cells.insert(4, f"{v / a:.2f}x")
+            print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

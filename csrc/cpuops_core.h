@@ -164,44 +164,126 @@ static inline void rope_store_kv(void *q, long qs, void *k, long ks, const void 
 
 /* ------------------------------------------------------------------ paged_attention */
 #define MAX_GROUP 16 /* query heads per KV head attended together */
+#define KEY_CHUNK 256 /* keys per work item: long sequences split over the threads */
+#ifndef KV_PREFETCH
+#define KV_PREFETCH 16 /* keys ahead whose K/V rows the score pass requests */
+#endif
 
-/* element offset of key/value position j of KV head kvh, through the sequence's pages */
-static inline size_t kv_off(const int64_t *pages, int ps, int KVH, int kvh, int d, int j) {
-    return (((size_t)pages[j / ps] * ps + j % ps) * KVH + kvh) * d;
+/* element offsets of key/value positions lo .. hi of KV head kvh, through the sequence's pages:
+ * offs[j - lo] (one division for the chunk, then a walk along the pages) */
+static inline void kv_offs(size_t *offs, const int64_t *pages, int ps, int KVH, int kvh, int d,
+                           int lo, int hi) {
+    int p = lo / ps, s = lo % ps;
+    size_t row = (size_t)KVH * d;
+    for (int j = lo; j <= hi; j++) {
+        offs[j - lo] = ((size_t)pages[p] * ps + s) * row + (size_t)kvh * d;
+        if (++s == ps) s = 0, p++;
+    }
 }
 
 #if SG_X86
-/* sc[r] = q . k[offs[r]] for r < 8: one pass over d, the 8 sums reduced together */
-__attribute__((target("avx2,fma"))) static void dot8_avx2(const float *q, const void *k,
-                                                         const size_t *offs, int d, int dt,
-                                                         float *sc) {
-    __m256 a[8];
-    for (int r = 0; r < 8; r++) a[r] = _mm256_setzero_ps();
+/* sc[g * n + r] = q_g . k[offs[r]] for GN (<= 3) heads (q_g at q + g * d) and 4 keys, d % 8 == 0:
+ * each K vector loaded once for the GN heads. Every sum in one fixed order: 8 lanes along d
+ * (FMA), then ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)). GN and kdt are constants where
+ * it is inlined (12 accumulators + GN queries + 1 key: the 16 ymm registers). */
+__attribute__((target("avx2,fma"), always_inline)) static inline void qk_tile_avx2(
+    const float *q, int GN, int d, const void *k, const size_t *offs, int kdt, float *sc, size_t n) {
+    __m256 a[3][4], qv[3];
+    for (int g = 0; g < GN; g++)
+        for (int r = 0; r < 4; r++) a[g][r] = _mm256_setzero_ps();
     for (int i = 0; i < d; i += 8) {
-        __m256 qv = _mm256_loadu_ps(q + i);
-        for (int r = 0; r < 8; r++) a[r] = _mm256_fmadd_ps(qv, sg_load8(k, offs[r] + i, dt), a[r]);
+        for (int g = 0; g < GN; g++) qv[g] = _mm256_loadu_ps(q + (size_t)g * d + i);
+        for (int r = 0; r < 4; r++) {
+            __m256 kv = sg_load8(k, offs[r] + i, kdt);
+            for (int g = 0; g < GN; g++) a[g][r] = _mm256_fmadd_ps(qv[g], kv, a[g][r]);
+        }
     }
-    __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-    __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-    __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    __m256 lo = _mm256_permute2f128_ps(u0, u1, 0x20), hi = _mm256_permute2f128_ps(u0, u1, 0x31);
-    _mm256_storeu_ps(sc, _mm256_add_ps(lo, hi));
+    for (int g = 0; g < GN; g++) {
+        __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(a[g][0], a[g][1]), _mm256_hadd_ps(a[g][2], a[g][3]));
+        _mm_storeu_ps(sc + (size_t)g * n, _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
+    }
 }
 
-/* acc[0..d) += sum_r p[r] * v[offs[r] .. + d) for r < nk, accumulating in registers */
-__attribute__((target("avx2,fma"))) static void pv_block_avx2(float *acc, const float *p,
-                                                             const void *v, const size_t *offs,
-                                                             int nk, int d, int dt) {
-    for (int i = 0; i < d; i += 8) {
-        __m256 a = _mm256_loadu_ps(acc + i);
-        for (int r = 0; r < nk; r++) a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r), sg_load8(v, offs[r] + i, dt), a);
-        _mm256_storeu_ps(acc + i, a);
+/* acc[g * d + i] += sum_{r < nk} p[g * n + r] * v[offs[r] + i] for GN (<= 3) heads and
+ * i in i0 .. i0 + 8 * IB (IB <= 4): each V vector loaded once for the GN heads; every element's
+ * sum in key order r = 0, 1, .. (one FMA each), accumulated in registers. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void pv_tile_avx2(
+    float *acc, int GN, int IB, int d, int i0, const float *p, size_t n, const void *v,
+    const size_t *offs, int nk, int kdt) {
+    __m256 a[3][4], pv[3];
+    for (int g = 0; g < GN; g++)
+        for (int b = 0; b < IB; b++) a[g][b] = _mm256_loadu_ps(acc + (size_t)g * d + i0 + 8 * b);
+    for (int r = 0; r < nk; r++) {
+        for (int g = 0; g < GN; g++) pv[g] = _mm256_broadcast_ss(p + (size_t)g * n + r);
+        for (int b = 0; b < IB; b++) {
+            __m256 vv = sg_load8(v, offs[r] + i0 + 8 * b, kdt);
+            for (int g = 0; g < GN; g++) a[g][b] = _mm256_fmadd_ps(pv[g], vv, a[g][b]);
+        }
+    }
+    for (int g = 0; g < GN; g++)
+        for (int b = 0; b < IB; b++) _mm256_storeu_ps(acc + (size_t)g * d + i0 + 8 * b, a[g][b]);
+}
+
+/* scores of the G heads (qv: G x d) against keys offs[0 .. nb * 8) (nb blocks of 8), into
+ * sc[g * n + ..]: heads in tiles of 3 (then 2 or 1), keys in tiles of 4 */
+__attribute__((target("avx2,fma"), always_inline)) static inline void qk_blocks_avx2(
+    const float *qv, int G, int d, const void *k, const void *v, const size_t *offs, int nb, int m,
+    int kdt, float *sc, size_t n) {
+    size_t row_bytes = (size_t)d * (kdt ? 2 : 4);
+    for (int r = 0; r < KV_PREFETCH && r < m; r++) /* the chunk's first keys */
+        for (size_t c = 0; c < row_bytes; c += 64) {
+            _mm_prefetch((const char *)k + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T0);
+            _mm_prefetch((const char *)v + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T1);
+        }
+    for (int j = 0; j < nb * 8; j += 4) {
+        /* the K and V rows KV_PREFETCH keys ahead, requested now: the page walk defeats the
+         * hardware prefetcher at each page boundary and the rows are 1 / KVH of each slot */
+        for (int r = j + KV_PREFETCH; r < j + KV_PREFETCH + 4 && r < m; r++)
+            for (size_t c = 0; c < row_bytes; c += 64) {
+                _mm_prefetch((const char *)k + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T0);
+                _mm_prefetch((const char *)v + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T1);
+            }
+        int g = 0;
+        for (; g + 3 <= G; g += 3) qk_tile_avx2(qv + (size_t)g * d, 3, d, k, offs + j, kdt, sc + g * n + j, n);
+        if (G - g == 2) qk_tile_avx2(qv + (size_t)g * d, 2, d, k, offs + j, kdt, sc + g * n + j, n);
+        if (G - g == 1) qk_tile_avx2(qv + (size_t)g * d, 1, d, k, offs + j, kdt, sc + g * n + j, n);
     }
 }
+
+/* acc (G x d) += the weights sc (G x n) times V rows offs[0 .. m), d % 8 == 0: keys in blocks of
+ * 8, heads in tiles of 3 (then 2 or 1), head dims in tiles of 32 (then 8) */
+__attribute__((target("avx2,fma"), always_inline)) static inline void pv_blocks_avx2(
+    float *acc, int G, int d, const float *sc, size_t n, const void *v, const size_t *offs, int m,
+    int kdt) {
+    for (int j = 0; j < m; j += 8) {
+        int nk = m - j < 8 ? m - j : 8;
+        for (int g = 0; g < G; g += 3) {
+            float *ag = acc + (size_t)g * d;
+            const float *pg = sc + g * n + j;
+            int i = 0;
+            if (G - g >= 3) {
+                for (; i + 32 <= d; i += 32) pv_tile_avx2(ag, 3, 4, d, i, pg, n, v, offs + j, nk, kdt);
+                for (; i < d; i += 8) pv_tile_avx2(ag, 3, 1, d, i, pg, n, v, offs + j, nk, kdt);
+            } else if (G - g == 2) {
+                for (; i + 32 <= d; i += 32) pv_tile_avx2(ag, 2, 4, d, i, pg, n, v, offs + j, nk, kdt);
+                for (; i < d; i += 8) pv_tile_avx2(ag, 2, 1, d, i, pg, n, v, offs + j, nk, kdt);
+            } else {
+                for (; i + 32 <= d; i += 32) pv_tile_avx2(ag, 1, 4, d, i, pg, n, v, offs + j, nk, kdt);
+                for (; i < d; i += 8) pv_tile_avx2(ag, 1, 1, d, i, pg, n, v, offs + j, nk, kdt);
+            }
+        }
+    }
+}
+
+/* the AVX2 passes of attend_chunk, specialised for the cache dtype */
+__attribute__((target("avx2,fma"))) static void qk_blocks_f32(const float *qv, int G, int d, const void *k, const void *v, const size_t *offs, int nb, int m, float *sc, size_t n) { qk_blocks_avx2(qv, G, d, k, v, offs, nb, m, 0, sc, n); }
+__attribute__((target("avx2,fma"))) static void qk_blocks_bf16(const float *qv, int G, int d, const void *k, const void *v, const size_t *offs, int nb, int m, float *sc, size_t n) { qk_blocks_avx2(qv, G, d, k, v, offs, nb, m, 1, sc, n); }
+__attribute__((target("avx2,fma"))) static void pv_blocks_f32(float *acc, int G, int d, const float *sc, size_t n, const void *v, const size_t *offs, int m) { pv_blocks_avx2(acc, G, d, sc, n, v, offs, m, 0); }
+__attribute__((target("avx2,fma"))) static void pv_blocks_bf16(float *acc, int G, int d, const float *sc, size_t n, const void *v, const size_t *offs, int m) { pv_blocks_avx2(acc, G, d, sc, n, v, offs, m, 1); }
 #endif
 
 /* Partial attention of G query heads (h0 .. h0+G-1 of one token, all on KV head kvh) over key
- * positions lo..hi of one sequence (one chunk): each K/V row is read once for the G heads.
+ * positions lo..hi of one sequence (one chunk): each K/V vector is loaded once for the G heads.
  * Writes, per head g, the chunk's max score m[g], its sum of exp(score - m[g]) l[g], and the
  * unnormalised acc[g*d .. +d) = sum exp(score - m[g]) v (flash-decoding's split-K partials,
  * Dao et al. 2023). sc: scratch of G * (hi-lo+1) floats. */
@@ -209,22 +291,20 @@ static void attend_chunk(const void *q, size_t qoff, int G, const void *kc, cons
                          const int64_t *pages, int ps, int KVH, int kvh, int d, int lo, int hi,
                          float scale, float *sc, float *m, float *l, float *acc, int dt, int kdt) {
     static __thread float qv[MAX_GROUP * MAX_HEAD_DIM];
-    int n = hi - lo + 1, j = lo;
+    static __thread size_t offs[KEY_CHUNK];
+    int n = hi - lo + 1, j = 0;
     for (int g = 0; g < G; g++)
         for (int i = 0; i < d; i++) qv[g * d + i] = sg_ld(q, qoff + (size_t)g * d + i, dt) * scale;
+    kv_offs(offs, pages, ps, KVH, kvh, d, lo, hi);
 #if SG_X86
-    if (sg_use_avx2() && d % 8 == 0) {
-        size_t offs[8];
-        for (; j + 8 <= hi + 1; j += 8) {
-            for (int r = 0; r < 8; r++) offs[r] = kv_off(pages, ps, KVH, kvh, d, j + r);
-            for (int g = 0; g < G; g++) dot8_avx2(qv + g * d, kc, offs, d, kdt, sc + (size_t)g * n + (j - lo));
-        }
+    int vec = sg_use_avx2() && d % 8 == 0;
+    if (vec) {
+        (kdt ? qk_blocks_bf16 : qk_blocks_f32)(qv, G, d, kc, vc, offs, n / 8, n, sc, (size_t)n);
+        j = n / 8 * 8;
     }
 #endif
-    for (; j <= hi; j++) {
-        size_t off = kv_off(pages, ps, KVH, kvh, d, j);
-        for (int g = 0; g < G; g++) sc[(size_t)g * n + (j - lo)] = sg_dot(qv + g * d, kc, off, d, kdt);
-    }
+    for (; j < n; j++)
+        for (int g = 0; g < G; g++) sc[(size_t)g * n + j] = sg_dot(qv + g * d, kc, offs[j], d, kdt);
     for (int g = 0; g < G; g++) {
         float *row = sc + (size_t)g * n, mx = -INFINITY;
         for (int i = 0; i < n; i++) mx = row[i] > mx ? row[i] : mx;
@@ -232,24 +312,16 @@ static void attend_chunk(const void *q, size_t qoff, int G, const void *kc, cons
         l[g] = sg_exp_sub_sum(row, n, mx);
     }
     memset(acc, 0, sizeof(float) * (size_t)G * d);
-    j = lo;
 #if SG_X86
-    if (sg_use_avx2() && d % 8 == 0) {
-        size_t offs[8];
-        for (; j <= hi; j += 8) {
-            int nk = hi + 1 - j < 8 ? hi + 1 - j : 8;
-            for (int r = 0; r < nk; r++) offs[r] = kv_off(pages, ps, KVH, kvh, d, j + r);
-            for (int g = 0; g < G; g++) pv_block_avx2(acc + g * d, sc + (size_t)g * n + (j - lo), vc, offs, nk, d, kdt);
-        }
+    if (vec) {
+        (kdt ? pv_blocks_bf16 : pv_blocks_f32)(acc, G, d, sc, (size_t)n, vc, offs, n);
+        return;
     }
 #endif
-    for (; j <= hi; j++) {
-        size_t off = kv_off(pages, ps, KVH, kvh, d, j);
-        for (int g = 0; g < G; g++) sg_axpy(acc + g * d, sc[(size_t)g * n + (j - lo)], vc, off, d, kdt);
-    }
+    for (j = 0; j < n; j++)
+        for (int g = 0; g < G; g++) sg_axpy(acc + g * d, sc[(size_t)g * n + j], vc, offs[j], d, kdt);
 }
 
-#define KEY_CHUNK 256 /* keys per work item: long sequences split over the threads */
 
 /* query heads per work item: one KV head's group, or 1 when the group is over MAX_GROUP */
 static inline int attn_heads_per_item(int H, int KVH) {

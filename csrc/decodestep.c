@@ -52,6 +52,13 @@
  * by one thread with the arithmetic of the per-op kernels, so the result does not depend on
  * the thread count (tests/runtime/cpu/test_decode_step_threads.py, with set_stagger).
  *
+ * Rows: up to MAX_STEP_ROWS (64) tokens a call (the caller sends more than 8 only as decode rows,
+ * one token a sequence). The matmuls take all of them per weight tile or block of weight rows
+ * (int4 tiles: every row per unpacked tile; float and the row-layout quantized kernels, which take
+ * MAX_M = 8 rows at a time: chunks of 8 rows per block of weight rows, so the weight comes from
+ * memory once a step instead of once per 8 rows); each row's arithmetic is that of a call of its
+ * 8-row chunk (tests/runtime/cpu/test_decode_step*.py: one call == calls of 8 rows, bit for bit).
+ *
  * Exposed as structgen.runtime.cpu._decodestep (METH_FASTCALL, raw pointers as ints).
  */
 #define PY_SSIZE_T_CLEAN
@@ -74,6 +81,14 @@ enum {
     LF_DOWN_FMT, LF_DOWN_S, LF_DOWN_MN,
     LF_QKV_PARTS, LF_GU_PARTS = LF_QKV_PARTS + 3 * 6, LF_COUNT = LF_GU_PARTS + 3 * 6
 };
+
+/* Rows (tokens) one call takes: decode steps of up to 64 sequences run as one call, so each
+ * weight is read from memory once per step and reused for every row from cache. */
+#define MAX_STEP_ROWS 64
+/* Weight rows per block of the row-layout quantized matmuls over more than MAX_M rows (int4_rows,
+ * int8_rows take MAX_M rows at a time): a multiple of 8 (a block's per-element arithmetic is
+ * that of any 8-aligned thread split), 64 rows of K = 1536 int8 being 96 KiB (L2) */
+#define Q_ROW_BLOCK 64
 
 /* One part of a split slot: its fields, from LF_*_PARTS + part * LP_COUNT */
 enum { LP_W, LP_B, LP_FMT, LP_S, LP_MN, LP_N, LP_COUNT };
@@ -149,7 +164,20 @@ static void mm_rows(const float *x32, const int64_t *p, void *y, int N, int ldy,
     int kind = FMT_KIND(fmt), gs = FMT_GROUP(fmt), q8 = FMT_Q8(fmt), f16 = FMT_SCALE_F16(fmt);
     if (n0 >= n1) return;
     if (kind == FMT_FLOAT) {
-        dense_rows(x32, w, s->dt, b, y, s->T, N, K, n0, n1);
+        if (s->T <= MAX_M) {
+            dense_rows(x32, w, s->dt, b, y, s->T, N, K, n0, n1);
+            return;
+        }
+        /* over MAX_M rows: per block of weight rows (read from memory once, then from cache),
+         * the rows in chunks of MAX_M from row 0 (the kernel's rounding depends on the rows a
+         * call holds: these are the chunks of consecutive MAX_M-row steps) */
+        size_t es = s->dt ? 2 : 4;
+        for (int nb = n0; nb < n1; nb += ROW_BLOCK) {
+            int ne = n1 - nb < ROW_BLOCK ? n1 : nb + ROW_BLOCK;
+            for (int m0 = 0; m0 < s->T; m0 += MAX_M)
+                dense_rows(x32 + (size_t)m0 * K, w, s->dt, b, (char *)y + es * (size_t)m0 * N,
+                           s->T - m0 < MAX_M ? s->T - m0 : MAX_M, N, K, nb, ne);
+        }
         return;
     }
     int direct = !s->dt && !b && ldy == N; /* fp32 without bias: the kernel writes y itself */
@@ -159,12 +187,15 @@ static void mm_rows(const float *x32, const int64_t *p, void *y, int N, int ldy,
         q_act_prep(x32, s->T, K, gs, int4, q8, &ts->a);
         ts->prep_ok = 1, ts->prep_gs = gs, ts->prep_int4 = int4, ts->prep_q8 = q8;
     }
-    if (kind == FMT_INT4T)
+    if (kind == FMT_INT4T) /* tile by tile, all T rows per tile (from cache after the first 8) */
         int4t_rows(x32, w, sc, f16, out, s->T, N, K, gs, q8, &ts->a, n0, n1);
-    else if (int4)
-        int4_rows(x32, w, sc, f16, out, s->T, N, K, gs, q8, &ts->a, n0, n1);
-    else
-        int8_rows(x32, w, sc, f16, out, s->T, N, K, gs, q8, &ts->a, n0, n1);
+    else /* these loop over chunks of MAX_M rows outside their weight rows: over MAX_M rows, give
+          * them blocks of Q_ROW_BLOCK weight rows so that the later chunks read them from cache */
+        for (int nb = n0; nb < n1; nb += s->T <= MAX_M ? n1 - n0 : Q_ROW_BLOCK) {
+            int ne = s->T <= MAX_M || n1 - nb < Q_ROW_BLOCK ? n1 : nb + Q_ROW_BLOCK;
+            if (int4) int4_rows(x32, w, sc, f16, out, s->T, N, K, gs, q8, &ts->a, nb, ne);
+            else int8_rows(x32, w, sc, f16, out, s->T, N, K, gs, q8, &ts->a, nb, ne);
+        }
     if (direct) return;
     for (int t = 0; t < s->T; t++) {
         const float *o = out + (size_t)t * N;
@@ -291,7 +322,7 @@ static void layer(const int64_t *ly, int first_layer, void *mlp, void *qkv, void
     BARRIER();
     /* B */
     stagger();
-    long first[MAX_M + 1];
+    long first[MAX_STEP_ROWS + 1];
     attn_items(first, s->pos, T, NH, KVH, d, (int)ly[LF_WINDOW]);
     paged_attention_items(qkv, nqkv, LP(LF_K_CACHE), LP(LF_V_CACHE), s->pt, s->pt_stride, s->seq,
                           s->pos, s->ps, T, NH, KVH, d, s->scale, (int)ly[LF_WINDOW], att, dt,
@@ -349,7 +380,7 @@ static int decode_layers(const int64_t *table, int L, void *res, void *mlp, cons
     size_t n_gu = (size_t)T * 2 * I, n_act = (size_t)T * I;
     size_t nmax = (size_t)nqkv > 2 * (size_t)I ? (size_t)nqkv : 2 * (size_t)I;
     if ((size_t)H > nmax) nmax = H;
-    long first[MAX_M + 1]; /* attention work items: the most (no window) size the partials */
+    long first[MAX_STEP_ROWS + 1]; /* attention work items: the most (no window) size the partials */
     attn_items(first, s->pos, T, s->NH, s->KVH, d, 0);
     size_t n_part = attn_item_floats(s->NH, s->KVH, d) * (size_t)first[T];
     /* per thread, in floats: res and h (dt), xf, yf, xsum, xdiff (groups of >= 8 columns),
@@ -383,6 +414,9 @@ static int decode_layers(const int64_t *table, int L, void *res, void *mlp, cons
 #if SG_X86
     use_avx2 = sg_use_avx2() && __builtin_cpu_supports("f16c"); /* the quantized kernel's ISA */
     use_vnni = use_avx2 && tile_vnni_supported();
+#if SG_HAVE_AMX
+    use_amx = use_avx2 && amx_supported(); /* int4 tiles from AMX_MIN_M rows: wide steps */
+#endif
 #endif
 #ifdef _OPENMP
 #pragma omp parallel num_threads(th)
@@ -424,9 +458,9 @@ static PyObject *py_decode_layers(PyObject *self, PyObject *const *args, Py_ssiz
         .pt = (const int64_t *)PTR(16), .pt_stride = (long)v[17], .seq = (const int64_t *)PTR(18),
         .pos = (const int64_t *)PTR(19), .ps = (int)v[20], .dt = (int)v[21] & 0xff, .kdt = (int)v[21] >> 8, .threads = (int)v[22],
     };
-    if (s.T < 1 || s.T > MAX_M || s.H < 1 || s.I < 1 || s.d < 2 || s.d % 2 || s.d > MAX_HEAD_DIM
+    if (s.T < 1 || s.T > MAX_STEP_ROWS || s.H < 1 || s.I < 1 || s.d < 2 || s.d % 2 || s.d > MAX_HEAD_DIM
         || s.KVH < 1 || s.NH % s.KVH || (s.dt != 0 && s.dt != 1) || s.ps < 1 || v[1] < 1) {
-        PyErr_SetString(PyExc_ValueError, "decode_layers: need 1 <= T <= 8, even head_dim <= 512, "
+        PyErr_SetString(PyExc_ValueError, "decode_layers: need 1 <= T <= 64, even head_dim <= 512, "
                                           "heads % kv_heads == 0, dt 0 or 1");
         return NULL;
     }

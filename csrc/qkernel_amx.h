@@ -105,7 +105,8 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
     float *xd8 = (float *)malloc(sizeof(float) * ((size_t)M * G + 1));
     uint8_t *bt = (uint8_t *)aligned_alloc(64, (size_t)KB * 512);
     int8_t *xpad = (int8_t *)aligned_alloc(64, (size_t)AMX_ROWS * K);
-    float *xdl = (float *)malloc(sizeof(float) * (size_t)KB * AMX_ROWS);
+    int RG = (M + AMX_ROWS - 1) / AMX_ROWS;
+    float *xdl = (float *)malloc(sizeof(float) * (size_t)RG * KB * AMX_ROWS);
     float *mnT = (float *)malloc(sizeof(float) * (size_t)G * 32), *scT = mnT + G * 8;
     float *mnT1 = mnT + G * 16, *scT1 = mnT + G * 24;
     if (!xd8 || !bt || !xpad || !xdl || !mnT) {
@@ -113,6 +114,18 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
         return -1;
     }
     for (size_t i = 0; i < (size_t)M * G; i++) xd8[i] = 8.f * xdiff[i];
+    /* per row group, the rows' activation scales block by block (xdl[(rg * KB + b) * 16 + m], 0
+     * past M) and the last group's zero-padded activations, once for all tile pairs */
+    for (int rg = 0; rg < RG; rg++)
+        for (int b = 0; b < KB; b++)
+            for (int m = 0; m < AMX_ROWS; m++) {
+                int r = rg * AMX_ROWS + m;
+                xdl[((size_t)rg * KB + b) * AMX_ROWS + m] = r < M ? xd[(size_t)r * KB + b] : 0.f;
+            }
+    if (M % AMX_ROWS) {
+        memset(xpad, 0, (size_t)AMX_ROWS * K);
+        memcpy(xpad, xq + (size_t)(M - M % AMX_ROWS) * K, (size_t)(M % AMX_ROWS) * K);
+    }
     amx_config();
     int32_t cbuf[2][AMX_ROWS * 16] __attribute__((aligned(64)));
     for (int tb = n0 / 8; tb * 8 < n1; tb += 2) {
@@ -130,15 +143,10 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
         }
         for (int m0 = 0; m0 < M; m0 += AMX_ROWS) {
             int mm = M - m0 < AMX_ROWS ? M - m0 : AMX_ROWS;
-            const int8_t *xa = xq + (size_t)m0 * K;
-            if (mm < AMX_ROWS) {
-                memset(xpad, 0, (size_t)AMX_ROWS * K);
-                memcpy(xpad, xa, (size_t)mm * K);
-                xa = xpad;
-            }
-            for (int b = 0; b < KB; b++)
-                for (int m = 0; m < AMX_ROWS; m++) xdl[b * AMX_ROWS + m] = m < mm ? xd[(size_t)(m0 + m) * KB + b] : 0.f;
+            const int8_t *xa = mm < AMX_ROWS ? xpad : xq + (size_t)m0 * K;
+            const float *xdg = xdl + (size_t)(m0 / AMX_ROWS) * KB * AMX_ROWS;
             __m512 acc[AMX_ROWS];
+#pragma GCC unroll 16
             for (int m = 0; m < AMX_ROWS; m++) acc[m] = _mm512_setzero_ps();
 #define AMX_ISSUE(A, B, C, blk)                                    \
     do {                                                           \
@@ -165,22 +173,27 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
                 const int32_t *cb = cbuf[pb & 1];
                 __m512 scv = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(scT + g * 8)),
                                                 _mm256_loadu_ps(scT1 + g * 8), 1);
+#pragma GCC unroll 16
                 for (int m = 0; m < AMX_ROWS; m++) {
                     __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(cb + m * 16));
-                    acc[m] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scv, _mm512_set1_ps(xdl[pb * AMX_ROWS + m])), acc[m]);
+                    acc[m] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scv, _mm512_set1_ps(xdg[pb * AMX_ROWS + m])), acc[m]);
                 }
             }
 #undef AMX_ISSUE
             __m256 tail[AMX_ROWS];
             tile_tail_avx2(mnT, scT, xsum + (size_t)m0 * G, xd8 + (size_t)m0 * G, mm, G, tail);
-            for (int m = 0; m < mm; m++)
-                tile_store(y + (size_t)(m0 + m) * N + (size_t)tb * 8,
-                           _mm256_add_ps(_mm512_castps512_ps256(acc[m]), tail[m]), a0, a1);
+#pragma GCC unroll 16
+            for (int m = 0; m < AMX_ROWS; m++)
+                if (m < mm)
+                    tile_store(y + (size_t)(m0 + m) * N + (size_t)tb * 8,
+                               _mm256_add_ps(_mm512_castps512_ps256(acc[m]), tail[m]), a0, a1);
             if (has1) {
                 tile_tail_avx2(mnT1, scT1, xsum + (size_t)m0 * G, xd8 + (size_t)m0 * G, mm, G, tail);
-                for (int m = 0; m < mm; m++)
-                    tile_store(y + (size_t)(m0 + m) * N + (size_t)(tb + 1) * 8,
-                               _mm256_add_ps(_mm512_extractf32x8_ps(acc[m], 1), tail[m]), b0, b1);
+#pragma GCC unroll 16
+                for (int m = 0; m < AMX_ROWS; m++)
+                    if (m < mm)
+                        tile_store(y + (size_t)(m0 + m) * N + (size_t)(tb + 1) * 8,
+                                   _mm256_add_ps(_mm512_extractf32x8_ps(acc[m], 1), tail[m]), b0, b1);
             }
         }
     }

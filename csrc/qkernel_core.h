@@ -61,11 +61,17 @@ static float scale_at(const void *s, int f16, size_t i) {
 
 static int use_avx2 = 0;
 /* int4t_rows' Q8 path on AVX-VNNI (int4t_rows_vnni; only with use_avx2, and M > 1: at M = 1 its
- * one vpdpbusd chain per row measured 0.90-1.02x of AVX2's, benchmarks/RESULTS.md session 22 k3) */
+ * one vpdpbusd chain per row measured 0.90-1.02x of AVX2's, benchmarks/RESULTS.md session 22 k3) and
+ * int8_rows' (int8q8_rows_vnni, from INT8_VNNI_MIN_M rows on: at M = 1 it measured 1.01-1.07x
+ * of int8q8_rows_avx2, benchmarks/RESULTS.md session 23 k4) */
 static int use_vnni = 0;
 /* int4t_rows' Q8 path on AMX (int4t_rows_amx) from AMX_MIN_M rows on (only with use_avx2) */
 static int use_amx = 0;
 #define AMX_MIN_M 16
+/* int8_rows' Q8 path on AVX-VNNI (int8q8_rows_vnni) from this many rows on (with use_vnni) */
+#ifndef INT8_VNNI_MIN_M
+#define INT8_VNNI_MIN_M 1
+#endif
 
 /* This thread's share [*n0, *n1) of N weight rows in the enclosing OpenMP team: contiguous
  * ranges of a multiple of 8 rows (all of them outside a region); possibly empty. */
@@ -197,24 +203,34 @@ static void int4_rows(const float *x, const uint8_t *q, const void *tiles, int f
     }
 }
 
-/* y[:, n0:n1] of int8_mm, its activation side a prepared */
+/* y[:, n0:n1] of int8_mm, its activation side a prepared. Q8 (gs a multiple of 32): every M in
+ * one pass over the weight rows (int8q8_rows_*: each row's floats independent of M, the same on
+ * every path); exact fp32: MAX_M rows at a time. */
 static void int8_rows(const float *x, const int8_t *q, const void *sc, int f16, float *y, int M,
                       int N, int K, int gs, int q8, const q_act *a, int n0, int n1) {
+    if (q8) {
+#if SG_X86
+        if (use_avx2 && use_vnni && M >= INT8_VNNI_MIN_M)
+            int8q8_rows_vnni(a->xq, a->xd, q, sc, f16, y, M, N, K, gs, n0, n1);
+        else if (use_avx2)
+            int8q8_rows_avx2(a->xq, a->xd, q, sc, f16, y, M, N, K, gs, n0, n1);
+        else
+#endif
+            int8q8_rows_scalar(a->xq, a->xd, q, sc, f16, y, M, N, K, gs, n0, n1);
+        return;
+    }
     for (int m0 = 0; m0 < M; m0 += MAX_M) {
         int mm = M - m0 < MAX_M ? M - m0 : MAX_M;
         const float *xm = x + (size_t)m0 * K;
-        const int8_t *xqm = q8 ? a->xq + (size_t)m0 * K : NULL;
-        const float *xdm = q8 ? a->xd + (size_t)m0 * (K / 32) : NULL;
         float *ym = y + (size_t)m0 * N;
 #if SG_X86
         if (use_avx2) {
-            if (gs % 32 == 0) int8_blocks_avx2(xm, xqm, xdm, q, sc, f16, ym, mm, N, K, gs, n0, n1);
+            if (gs % 32 == 0) int8_blocks_avx2(xm, q, sc, f16, ym, mm, N, K, gs, n0, n1);
             else int8_rows_avx2(xm, q, sc, f16, ym, mm, N, K, gs, n0, n1);
             continue;
         }
 #endif
-        if (q8) int8q8_rows_scalar(xqm, xdm, q, sc, f16, ym, mm, N, K, gs, n0, n1);
-        else int8_rows_scalar(xm, q, sc, f16, ym, mm, N, K, gs, n0, n1);
+        int8_rows_scalar(xm, q, sc, f16, ym, mm, N, K, gs, n0, n1);
     }
 }
 

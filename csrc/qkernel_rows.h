@@ -112,23 +112,34 @@ static void int4q8_rows_scalar(const int8_t *xq, const float *xd, const float *x
     }
 }
 
+/* Scalar Q8-activation int8 rows, bit for bit the AVX2 / VNNI ones (int8q8_rows_avx2 /
+ * int8q8_rows_vnni): per block of 32 the exact integer dots of lanes l = 0..7 (weights 4l..4l+3,
+ * as madd / vpdpbusd leave them), each lane accumulated with a fused multiply-add of the block's
+ * scale product (weight scale times xd, one fp32 product) into accumulator bi % 4 (blocks past
+ * the last whole run of 4: 0), the accumulators combined ((a0 + a1) + a2) + a3, the lanes
+ * ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) (hsum8's order). */
 static void int8q8_rows_scalar(const int8_t *xq, const float *xd, const int8_t *q, const void *sc, int f16,
                                float *y, int M, int N, int K, int gs, int n0, int n1) {
-    int G = K / gs, KB = K / 32;
-    for (int n = n0; n < n1; n++)
+    int G = K / gs, KB = K / 32, bpg = gs / 32, KBU = KB - KB % 4;
+    for (int n = n0; n < n1; n++) {
+        const int8_t *qr = q + (size_t)n * K;
         for (int m = 0; m < M; m++) {
-            float acc = 0.f;
-            for (int g = 0; g < G; g++) {
-                float part = 0.f;
-                for (int b = g * gs; b < (g + 1) * gs; b += 32) {
+            const int8_t *xm = xq + (size_t)m * K;
+            float acc[4][8] = {{0.f}};
+            for (int bi = 0; bi < KB; bi++) {
+                float dx = scale_at(sc, f16, (size_t)n * G + bi / bpg) * xd[(size_t)m * KB + bi];
+                int u = bi < KBU ? bi % 4 : 0;
+                for (int l = 0; l < 8; l++) {
                     int32_t dot = 0;
-                    for (int j = 0; j < 32; j++) dot += q[(size_t)n * K + b + j] * xq[(size_t)m * K + b + j];
-                    part += (float)dot * xd[(size_t)m * KB + b / 32];
+                    for (int j = 32 * bi + 4 * l; j < 32 * bi + 4 * l + 4; j++) dot += qr[j] * xm[j];
+                    acc[u][l] = fmaf((float)dot, dx, acc[u][l]);
                 }
-                acc += scale_at(sc, f16, (size_t)n * G + g) * part;
             }
-            y[(size_t)m * N + n] = acc;
+            float s[8];
+            for (int l = 0; l < 8; l++) s[l] = ((acc[0][l] + acc[1][l]) + acc[2][l]) + acc[3][l];
+            y[(size_t)m * N + n] = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
         }
+    }
 }
 
 /* ---------------------------------------------------------------- AVX2 path */
@@ -204,7 +215,8 @@ SGQ_AVX2 static void int8_rows_avx2(const float *x, const int8_t *q, const void 
  * into dsb[K/32] once per row; U independent accumulators per activation row (U = 4 at M = 1)
  * hide the FMA latency. Float path: sum over the block of q * x in fp32 (U, hence the rounding,
  * depends on M). Q8 path (llama.cpp's Q8_0 activations, x ~= xd * xq per block): integer dot
- * products (maddubs / madd) scaled in fp32, in the same order for every M (q8_row_all).
+ * products (maddubs / madd) scaled in fp32, in the same order for every M (int4: q8_rows_vec;
+ * int8: int8q8_rows_avx2 / int8q8_rows_vnni below, the same arithmetic with 8 rows per block load).
  * int4 adds min * sum(x over the group) per group (xsum, exact fp32). */
 #define NACC(MM) ((MM) == 1 ? 4 : (MM) == 2 ? 2 : 1)
 
@@ -276,7 +288,8 @@ SGQ_AVX2 static void int8_rows_avx2(const float *x, const int8_t *q, const void 
  * runs of QU blocks last, the rest into accumulator 0), combined ((a0 + a1) + a2) + a3, then
  * reduced across lanes, whatever M is. Rows are taken up to Q8_ROWS at a time (each weight block
  * unpacked once for them, Q8_ROWS * QU accumulators), so M = 1 and a row inside M = 8 or any
- * prefill chunk give the same float. */
+ * prefill chunk give the same float. Used by the int4 rows layout (int4_rows_avx2); int8 rows take
+ * int8q8_rows_avx2 / int8q8_rows_vnni (below), whose floats are these with int4 = 0. */
 #define QU 4
 #ifndef Q8_ROWS
 #define Q8_ROWS 4 /* activation rows sharing one unpack of a weight block */
@@ -343,15 +356,6 @@ SGQ_AVX2 static inline __attribute__((always_inline)) void q8_rows_vec(
             default: q8_rows_dot(qr, xm, dm, dsb, ds, K, KB, res + m0, 4, int4); break;
         }
     }
-}
-
-/* y[m, n] = (Q8 dot of row m with int8 weight row n), for all M activation rows (lanes summed by
- * hsum8 per pair) */
-SGQ_AVX2 static void q8_row_all(const void *qr, const int8_t *xq, const float *xd, const float *dsb,
-                                float *y, int M, int N, int K, int n) {
-    __m256 res[MAX_M];
-    q8_rows_vec(qr, xq, xd, dsb, 1, res, M, K, 0);
-    for (int m = 0; m < M; m++) y[(size_t)m * N + n] = hsum8(res[m]);
 }
 
 /* quantize_q8 (qkernel_core.h) with the same results: the block maximum of |x| is exact in any
@@ -506,9 +510,10 @@ SGQ_AVX2 static void int4_rows_avx2(const float *x, const int8_t *xq, const floa
     }
 }
 
-/* int8 rows n0..n1 with gs a multiple of 32 (per channel: gs = K); xq/xd non-NULL: Q8 path. */
-SGQ_AVX2 static void int8_blocks_avx2(const float *x, const int8_t *xq, const float *xd, const int8_t *q,
-                                     const void *sc, int f16, float *y, int M, int N, int K, int gs, int n0, int n1) {
+/* Exact float32 int8 rows n0..n1 with gs a multiple of 32 (per channel: gs = K); Q8
+ * activations: int8q8_rows_avx2 / int8q8_rows_vnni. */
+SGQ_AVX2 static void int8_blocks_avx2(const float *x, const int8_t *q, const void *sc, int f16, float *y,
+                                     int M, int N, int K, int gs, int n0, int n1) {
     int G = K / gs, KB = K / 32, bpg = gs / 32;
     float dsb[KB + 8];
     const float tail[MAX_M] = {0};
@@ -520,13 +525,142 @@ SGQ_AVX2 static void int8_blocks_avx2(const float *x, const int8_t *xq, const fl
         } else {
             expand_scales_f32((const float *)sc + (size_t)n * G, dsb, G, bpg);
         }
-        if (xq) {
-            q8_row_all(qr, xq, xd, dsb, y, M, N, K, n);
-        } else {
-            SWITCH_M(UNPACK_INT8_F32, DOT_F32_STEP)
-        }
+        SWITCH_M(UNPACK_INT8_F32, DOT_F32_STEP)
     }
 }
+
+/* ---------------------------------------------------------------- int8 x Q8 rows, rows in registers
+ *
+ * y[m, n] for activation rows m (xq int8 [M, K], block scales xd [M, K/32]) and int8 weight rows n
+ * in [n0, n1), gs a multiple of 32, with the arithmetic of int8q8_rows_scalar (lanes l = 0..7 of a
+ * block: the exact int32 dot of inputs 4l..4l+3; per lane fmaf(dot, dw * xd, acc[bi % 4]); the 4
+ * accumulators ((a0 + a1) + a2) + a3; hsum8), the same floats for every M and row grouping. Each
+ * weight block is loaded once per group of up to I8_ROWS activation rows and dotted against all
+ * of them; the group's scale products dw * xd[m] of a block are one vector multiply (xd transposed
+ * per group once per call, xdT). Two block dots of the same int32s:
+ *   AVX2: maddubs(|w|, sign(x, w)) then madd with ones (int16 pairs at most 2 * 128 * 127 = 32512:
+ *         no saturation; xq is in -127..127, quantize_q8);
+ *   VNNI: vpdpbusd(-128 * sum(w), x + 128, w): the activations offset to unsigned bytes once per
+ *         call (xa), the offset's 128 * sum(w) per lane (one vpdpbusd per block and row group)
+ *         taken back as the dot's starting value, so one instruction per (row, block).
+ * Up to 2 rows, all 4 accumulators of each row stay live (blocks in order, 4 chains); from 3 rows
+ * on, one accumulator per row at a time (pass u: blocks u, u + 4, ..., and for u = 0 then the
+ * blocks past the last whole run of 4), each pass added into the row's sum in order. */
+#define I8_ROWS 8
+#ifndef I8_PREFETCH
+#define I8_PREFETCH 4 /* weight rows ahead that are prefetched */
+#endif
+#define SGQ_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+
+/* Block dots, given the block's weights w: PREP once per (weight row, row group), DOT per row
+ * (xb: the row's 32 activation bytes, xq or the offset xa) */
+#define I8_PREP_AVX2(w) const __m256i wp_ = _mm256_abs_epi8(w);
+#define I8_DOT_AVX2(w, xb)                                                                              \
+    _mm256_madd_epi16(_mm256_maddubs_epi16(wp_, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xb)), w)), \
+                      _mm256_set1_epi16(1))
+#define I8_PREP_VNNI(w)                                                                                 \
+    const __m256i wp_ = _mm256_sub_epi32(                                                               \
+        _mm256_setzero_si256(), _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)0x80), w));
+#define I8_DOT_VNNI(w, xb) _mm256_dpbusd_avx_epi32(wp_, _mm256_loadu_si256((const __m256i *)(xb)), w)
+
+/* acc[m] (m < MM) += block bi's dots of rows xa + m K with weight row qr times sdx[bi * 8 + m] */
+#define I8_STEP(PREP, DOT, acc, bi)                                                                     \
+    {                                                                                                   \
+        __m256i w = _mm256_loadu_si256((const __m256i *)(qr + (size_t)(bi) * 32));                      \
+        PREP(w)                                                                                         \
+        _Pragma("GCC unroll 8") for (int m = 0; m < MM; m++) acc =                                      \
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(DOT(w, xa + (size_t)m * K + (size_t)(bi) * 32)),          \
+                            _mm256_broadcast_ss(sdx + (size_t)(bi) * 8 + m), acc);                      \
+    }
+
+/* res[m] (m < MM, lanes not yet summed) for MM activation rows xa + m K against weight row qr;
+ * sdx[bi * 8 + m]: block bi's scale product for row m */
+#define I8_ROW_DOT(NAME, ATTR, PREP, DOT)                                                               \
+    ATTR static inline __attribute__((always_inline)) void NAME(__m256 *res, const int8_t *qr,          \
+                                                                const int8_t *xa, const float *sdx,     \
+                                                                int K, int KB, const int MM) {          \
+        int KBU = KB - KB % QU;                                                                         \
+        if (MM <= 2) {                                                                                  \
+            __m256 acc[2][QU];                                                                          \
+            for (int m = 0; m < MM; m++)                                                                \
+                for (int u = 0; u < QU; u++) acc[m][u] = _mm256_setzero_ps();                           \
+            int bi = 0;                                                                                 \
+            for (; bi < KBU; bi += QU)                                                                  \
+                _Pragma("GCC unroll 4") for (int u = 0; u < QU; u++) I8_STEP(PREP, DOT, acc[m][u], bi + u) \
+            for (; bi < KB; bi++) I8_STEP(PREP, DOT, acc[m][0], bi)                                     \
+            for (int m = 0; m < MM; m++)                                                                \
+                res[m] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[m][0], acc[m][1]), acc[m][2]), acc[m][3]); \
+            return;                                                                                     \
+        }                                                                                               \
+        for (int u = 0; u < QU; u++) {                                                                  \
+            __m256 acc[I8_ROWS];                                                                        \
+            for (int m = 0; m < MM; m++) acc[m] = _mm256_setzero_ps();                                  \
+            for (int bi = u; bi < KBU; bi += QU) I8_STEP(PREP, DOT, acc[m], bi)                         \
+            if (u == 0)                                                                                 \
+                for (int bi = KBU; bi < KB; bi++) I8_STEP(PREP, DOT, acc[m], bi)                        \
+            for (int m = 0; m < MM; m++) res[m] = u ? _mm256_add_ps(res[m], acc[m]) : acc[m];           \
+        }                                                                                               \
+    }
+I8_ROW_DOT(i8_row_dot_avx2, SGQ_AVX2, I8_PREP_AVX2, I8_DOT_AVX2)
+I8_ROW_DOT(i8_row_dot_vnni, SGQ_VNNI, I8_PREP_VNNI, I8_DOT_VNNI)
+
+/* Int8 Q8 rows [n0, n1) (the arithmetic above), row groups by ROW_DOT; OFFSET: the activations
+ * as unsigned bytes xq + 128 (the VNNI dot). Working tables (xdT, and with OFFSET the offset
+ * bytes) are allocated per call; where that fails, int8q8_rows_scalar gives the same floats. */
+#define INT8Q8_ROWS(NAME, ATTR, ROW_DOT, OFFSET)                                                        \
+    ATTR static void NAME(const int8_t *xq, const float *xd, const int8_t *q, const void *sc, int f16,  \
+                          float *y, int M, int N, int K, int gs, int n0, int n1) {                      \
+        int G = K / gs, KB = K / 32, bpg = gs / 32, MG = (M + I8_ROWS - 1) / I8_ROWS;                   \
+        size_t nxd = (size_t)MG * KB * I8_ROWS;                                                         \
+        float *xdT = (float *)malloc(sizeof(float) * nxd + (OFFSET ? (size_t)M * K : 0));               \
+        if (!xdT) {                                                                                     \
+            int8q8_rows_scalar(xq, xd, q, sc, f16, y, M, N, K, gs, n0, n1);                             \
+            return;                                                                                     \
+        }                                                                                               \
+        for (int g8 = 0; g8 < MG; g8++) /* xdT[g8][bi][r] = xd[8 g8 + r, bi], 0 past M */              \
+            for (int bi = 0; bi < KB; bi++)                                                             \
+                for (int r = 0; r < I8_ROWS; r++) {                                                     \
+                    int m = g8 * I8_ROWS + r;                                                           \
+                    xdT[((size_t)g8 * KB + bi) * I8_ROWS + r] = m < M ? xd[(size_t)m * KB + bi] : 0.f;  \
+                }                                                                                       \
+        const int8_t *xa = xq;                                                                          \
+        if (OFFSET) {                                                                                   \
+            uint8_t *xu = (uint8_t *)(xdT + nxd);                                                       \
+            for (size_t i = 0; i < (size_t)M * K; i++) xu[i] = (uint8_t)xq[i] ^ 0x80u;                  \
+            xa = (const int8_t *)xu;                                                                    \
+        }                                                                                               \
+        float dsb[KB + 8], sdx[KB * I8_ROWS + 8];                                                       \
+        for (int n = n0; n < n1; n++) {                                                                 \
+            const int8_t *qr = q + (size_t)n * K;                                                       \
+            if (n + I8_PREFETCH < n1) /* a later row's lines (the passes below read a row out of order) */ \
+                for (int k = 0; k < K; k += 64) _mm_prefetch((const char *)(qr + (size_t)I8_PREFETCH * K + k), _MM_HINT_T0); \
+            if (f16) expand_scales((const uint16_t *)sc + (size_t)n * G, dsb, G, bpg);                  \
+            else expand_scales_f32((const float *)sc + (size_t)n * G, dsb, G, bpg);                     \
+            for (int g8 = 0; g8 < MG; g8++) {                                                           \
+                int m0 = g8 * I8_ROWS, mm = M - m0 < I8_ROWS ? M - m0 : I8_ROWS;                        \
+                const float *xt = xdT + (size_t)g8 * KB * I8_ROWS;                                      \
+                for (int bi = 0; bi < KB; bi++) /* the scale products dw * xd of the group's rows */   \
+                    _mm256_storeu_ps(sdx + bi * I8_ROWS,                                                \
+                                     _mm256_mul_ps(_mm256_set1_ps(dsb[bi]), _mm256_loadu_ps(xt + bi * I8_ROWS))); \
+                const int8_t *xm = xa + (size_t)m0 * K;                                                 \
+                __m256 res[I8_ROWS];                                                                    \
+                switch (mm) {                                                                           \
+                    case 1: ROW_DOT(res, qr, xm, sdx, K, KB, 1); break;                                 \
+                    case 2: ROW_DOT(res, qr, xm, sdx, K, KB, 2); break;                                 \
+                    case 3: ROW_DOT(res, qr, xm, sdx, K, KB, 3); break;                                 \
+                    case 4: ROW_DOT(res, qr, xm, sdx, K, KB, 4); break;                                 \
+                    case 5: ROW_DOT(res, qr, xm, sdx, K, KB, 5); break;                                 \
+                    case 6: ROW_DOT(res, qr, xm, sdx, K, KB, 6); break;                                 \
+                    case 7: ROW_DOT(res, qr, xm, sdx, K, KB, 7); break;                                 \
+                    default: ROW_DOT(res, qr, xm, sdx, K, KB, I8_ROWS); break;                          \
+                }                                                                                       \
+                for (int m = 0; m < mm; m++) y[(size_t)(m0 + m) * N + n] = hsum8(res[m]);               \
+            }                                                                                           \
+        }                                                                                               \
+        free(xdT);                                                                                      \
+    }
+INT8Q8_ROWS(int8q8_rows_avx2, SGQ_AVX2, i8_row_dot_avx2, 0)
+INT8Q8_ROWS(int8q8_rows_vnni, SGQ_VNNI, i8_row_dot_vnni, 1)
 #endif /* SG_X86 */
 
 #endif /* STRUCTGEN_QKERNEL_ROWS_H */

@@ -160,7 +160,6 @@ SGQ_AVX2 static inline __attribute__((always_inline)) void tile_block_dot(
 /* tile_block_dot with vpdpbusd (AVX-VNNI, VEX form): per row one int32 sum of 4 u8 * s8 products
  * per lane and instruction, the same exact int32 block dot as the maddubs + madd chain (no int16
  * stage, so nothing can saturate; the AVX2 one cannot either, see the top). */
-#define SGQ_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 SGQ_VNNI static inline __attribute__((always_inline)) void tile_block_dot_vnni(
     __m256 *acc, const uint8_t *qb, const int8_t *xq, const float *xd, __m256 scv, int K, int KB,
     const int MM) {
@@ -248,13 +247,20 @@ TILE_ROWS_DOT(tile_rows_dot_vnni, SGQ_VNNI, tile_block_dot_vnni)
 INT4T_ROWS(int4t_rows_avx2, SGQ_AVX2, tile_rows_dot)
 INT4T_ROWS(int4t_rows_vnni, SGQ_VNNI, tile_rows_dot_vnni)
 
-/* 1 if this CPU runs int4t_rows_vnni (AVX-VNNI, plus int4t_rows_avx2's AVX2 + FMA + F16C) and the
- * environment does not turn it off (STRUCTGEN_NO_VNNI=1: benchmarks, A/B) */
+/* 1 if this CPU runs the VNNI kernels (int4t_rows_vnni, int8q8_rows_vnni: AVX-VNNI plus AVX2 +
+ * FMA + F16C) and the environment does not turn them off (STRUCTGEN_NO_VNNI=1: benchmarks, A/B).
+ * Asked once per process (the decode step asks on every call); tests pick paths with
+ * _qkernel.set_vnni. */
 static inline int tile_vnni_supported(void) {
-    __builtin_cpu_init();
-    const char *off = getenv("STRUCTGEN_NO_VNNI");
-    return __builtin_cpu_supports("avxvnni") && __builtin_cpu_supports("avx2") &&
-           __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") && !(off && strcmp(off, "1") == 0);
+    static int answer = -1; /* a race writes the same value */
+    if (answer < 0) {
+        __builtin_cpu_init();
+        const char *off = getenv("STRUCTGEN_NO_VNNI");
+        answer = __builtin_cpu_supports("avxvnni") && __builtin_cpu_supports("avx2") &&
+                 __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+                 !(off && strcmp(off, "1") == 0);
+    }
+    return answer;
 }
 
 /* AVX2 exact float32 int4-tile rows [n0, n1): int4t_exact_rows_scalar's floats, 8 columns per

@@ -6,7 +6,7 @@
  * overhead per level, and a byte-level BPE can have tokens of tens of kilobytes); here it is
  * one table lookup per live prefix. A dead transition skips the node's whole subtree.
  *
- *   walk(byte, depth, skip, token, stack, out, mask, state, row_tables)
+ *   walk(byte, depth, skip, token, stack, out, mask, state, row_tables[, below])
  *     byte   uint8 [N]   the trie nodes in preorder, children by ascending byte
  *     depth  int32 [N]   1 for a token's first byte
  *     skip   int32 [N]   first node after the node's subtree
@@ -23,6 +23,12 @@
  *            once at the start (s = -1) and whenever a state without a built row is met.
  *            A row entry PENDING (-2) is a byte class not derived yet: row_tables(s, b) is
  *            called to derive the class of byte b in the row of s.
+ *     below  None, or a tuple (bytes, ranks, ids): bytes uint64 [N][4] the bytes of each
+ *            node's descendants (descendant_bytes), ranks int32 [N + 1] the number of nodes
+ *            holding a token before each node, ids int32 the token of each such node in
+ *            preorder; given, a live node whose state loops on all the bytes below it
+ *            (row[b] == state) has its descendants' tokens written from ids (all live, all
+ *            in that state), not stepped
  *   returns the number of live nodes visited.
  *
  *   walk_fused(same arguments) -> the same, with a missing row built by row_tables(s, b), b the
@@ -33,6 +39,9 @@
  *   rows and pending classes are built here in C over its own tables (csrc/dfa_rows.h: the
  *   same rows, state ids and order as row_tables(s, b)); row_tables is called only where that
  *   builder declines (an arena with AND / NOT terms, the row budget reached).
+ *
+ *   descendant_bytes(byte, depth, out) -> None: out uint64 [N][4] = the bytes below each
+ *   node (bit b % 64 of word b / 64), walk's below.
  *
  *   walk_bytes(data, state, row_tables) -> state after the bytes, -1 if dead (one token's
  *   step when its mask is known: the rows on its path were built by the mask's walk).
@@ -180,10 +189,39 @@ static inline const int32_t *row_of(const Tables *t, long s) {
     return (r < 0 || r >= n_rows) ? NULL : (const int32_t *)t->rows.buf + r * 256;
 }
 
+/* Self-loop byte sets of states met by one walk: loops[s & (LOOP_SLOTS - 1)] holds the bytes b
+ * with row[b] == s in s's row when last read (a derived entry never changes, so a set read
+ * earlier is a subset of the true one: what the shortcut below needs; a state's set is read
+ * again after a build in its row, which may derive more of its classes; a build elsewhere
+ * leaves its row as it was). */
+#define LOOP_SLOTS 64
+typedef struct {
+    int32_t state; /* -1: empty */
+    uint64_t bits[4];
+} LoopSet;
+
+static inline const uint64_t *loop_bits(LoopSet *loops, const int32_t *row, int32_t s) {
+    LoopSet *e = &loops[s & (LOOP_SLOTS - 1)];
+    if (e->state != s) {
+        e->state = s;
+        for (int w = 0; w < 4; w++) {
+            uint64_t bits = 0;
+            for (int b = 0; b < 64; b++) bits |= (uint64_t)(row[w * 64 + b] == s) << b;
+            e->bits[w] = bits;
+        }
+    }
+    return e->bits;
+}
+
 /* The depth-first loop. stack[d] is the state after the first d bytes of the current path;
  * rowp[d] caches its row (NULL: not looked up yet), so siblings, and a child entered by a
  * self-loop (the inside of a string), read their parent's row without a slot lookup. After
  * row_tables is called again every cached row is dropped (a growth replaces the tables).
+ * below (uint64 [N][4] or NULL): the bytes of each node's descendants (descendant_bytes); a
+ * node whose state loops on every one of them has every descendant live in that same state,
+ * so their tokens (ids[ranks[i + 1]:ranks[skip[i]]]) are written without a DFA step or a
+ * branch per node (the same out, mask and count as stepping them: the inside of a string, an
+ * e-mail's local part, a host name label).
  * The loop reads only the held buffers: the GIL is released for it and taken back to build a
  * missing row (row_tables runs Python) and to set an error. Another thread may grow the DFA
  * meanwhile: a growth replaces its tables (the held buffers keep the old ones alive, their
@@ -192,8 +230,11 @@ static inline const int32_t *row_of(const Tables *t, long s) {
 static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
                 const int32_t *token, Py_ssize_t n, int32_t *stack, const int32_t **rowp,
                 Py_ssize_t stack_n, int32_t *out, uint32_t *mask, Py_ssize_t vocab, long state,
-                Tables *t, PyObject *fn, int fused, DfaView *view) {
+                Tables *t, PyObject *fn, int fused, DfaView *view, const uint64_t *below,
+                const int32_t *ranks, const int32_t *ids, Py_ssize_t n_ids) {
     long visited = 0;
+    LoopSet loops[LOOP_SLOTS];
+    for (int k = 0; k < LOOP_SLOTS; k++) loops[k].state = -1;
     for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
     PyThreadState *ts = PyEval_SaveThread();
     stack[0] = (int32_t)state;
@@ -214,6 +255,7 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
                 /* fused: one call builds the row and derives the class of the byte read */
                 if (tables_build(t, fn, view, s, fused ? byte[i] : -1) < 0) return -1;
                 for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
+                if (loops[s & (LOOP_SLOTS - 1)].state == s) loops[s & (LOOP_SLOTS - 1)].state = -1;
                 row = row_of(t, s);
                 if (!row) {
                     PyErr_Format(PyExc_ValueError, "row_tables(%d) did not build the row", (int)s);
@@ -229,6 +271,7 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
             PyEval_RestoreThread(ts);
             if (tables_build(t, fn, view, s, byte[i]) < 0) return -1;
             for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
+            if (loops[s & (LOOP_SLOTS - 1)].state == s) loops[s & (LOOP_SLOTS - 1)].state = -1;
             row = row_of(t, s);
             if (!row || row[byte[i]] == PENDING) {
                 PyErr_Format(PyExc_ValueError, "row_tables(%d, %d) did not derive the class",
@@ -262,6 +305,36 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
             mask[tok >> 5] |= (uint32_t)1 << (tok & 31);
         }
         visited++;
+        Py_ssize_t end = skip[i];
+        if (below && end > i + 1) { /* descendants: do they all stay in nxt? */
+            const int32_t *nrow = rowp[d] ? rowp[d] : (rowp[d] = row_of(t, nxt));
+            if (nrow) {
+                const uint64_t *lp = loop_bits(loops, nrow, nxt), *bl = below + 4 * i;
+                if (!((bl[0] & ~lp[0]) | (bl[1] & ~lp[1]) | (bl[2] & ~lp[2]) | (bl[3] & ~lp[3]))) {
+                    int32_t a = end > n ? -1 : ranks[i + 1], z = end > n ? -1 : ranks[end];
+                    if (a < 0 || z < a || z > n_ids) {
+                        PyEval_RestoreThread(ts);
+                        PyErr_SetString(PyExc_ValueError, "trie skip or ranks out of range");
+                        return -1;
+                    }
+                    /* the token ids of the subtree, contiguous in ids: no branch per node */
+                    for (int32_t k = a; k < z; k++) {
+                        uint32_t tj = (uint32_t)ids[k];
+                        if (tj >= (uint64_t)vocab) {
+                            PyEval_RestoreThread(ts);
+                            PyErr_SetString(PyExc_ValueError, "trie token id outside out");
+                            return -1;
+                        }
+                        mask[tj >> 5] |= (uint32_t)1 << (tj & 31);
+                    }
+                    if (out)
+                        for (int32_t k = a; k < z; k++) out[ids[k]] = nxt;
+                    visited += (long)(end - i - 1);
+                    i = end;
+                    continue;
+                }
+            }
+        }
         i++;
     }
     PyEval_RestoreThread(ts);
@@ -269,12 +342,13 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
 }
 
 static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, int direct) {
-    if (nargs != 9 + direct) {
+    if (nargs != 9 + direct && nargs != 10 + direct) {
         PyErr_Format(PyExc_TypeError,
-                     "%s(byte, depth, skip, token, stack, out, mask, state, row_tables%s)",
+                     "%s(byte, depth, skip, token, stack, out, mask, state, row_tables%s[, below])",
                      direct ? "walk_direct" : fused ? "walk_fused" : "walk", direct ? ", dfa" : "");
         return NULL;
     }
+    PyObject *below_obj = nargs == 10 + direct ? args[9 + direct] : Py_None;
     long state = PyLong_AsLong(args[7]);
     if (state == -1 && PyErr_Occurred()) return NULL;
     if (state < 0) {
@@ -301,10 +375,31 @@ static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, i
         vp = &view;
         ready = dfa_open(vp, args[9]) == 0;
     }
+    Py_buffer bb, rb, ib;
+    int has_below = 0;
+    if (ready && below_obj != Py_None) {
+        if (!PyTuple_Check(below_obj) || PyTuple_GET_SIZE(below_obj) != 3) {
+            PyErr_SetString(PyExc_TypeError, "below: a tuple (bytes below, ranks, ids)");
+            ready = 0;
+        } else if (get(PyTuple_GET_ITEM(below_obj, 0), &bb, 0, 8, "below") < 0) {
+            ready = 0;
+        } else if (get(PyTuple_GET_ITEM(below_obj, 1), &rb, 0, 4, "ranks") < 0) {
+            PyBuffer_Release(&bb);
+            ready = 0;
+        } else if (get(PyTuple_GET_ITEM(below_obj, 2), &ib, 0, 4, "ids") < 0) {
+            PyBuffer_Release(&bb);
+            PyBuffer_Release(&rb);
+            ready = 0;
+        } else {
+            has_below = 1;
+        }
+    }
     if (ready) {
         Py_ssize_t n = b[0].len, vocab = has_out ? b[5].len / 4 : b[6].len / 4 * 32;
         if (b[1].len != 4 * n || b[2].len != 4 * n || b[3].len != 4 * n || b[4].len < 4) {
             PyErr_SetString(PyExc_ValueError, "byte, depth, skip, token: one entry per node");
+        } else if (has_below && (bb.len != 32 * n || rb.len != 4 * (n + 1))) {
+            PyErr_SetString(PyExc_ValueError, "below: four words per node; ranks: N + 1");
         } else if (b[6].len / 4 < (vocab + 31) / 32) {
             PyErr_SetString(PyExc_ValueError, "mask: fewer than ceil(len(out) / 32) words");
         } else if ((vp ? tables_direct(&t, vp) : tables_fetch(&t, args[8], -1)) == 0) {
@@ -315,12 +410,19 @@ static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, i
             } else {
                 visited = run(b[0].buf, b[1].buf, b[2].buf, b[3].buf, n, b[4].buf, rowp,
                               stack_n, has_out ? b[5].buf : NULL, b[6].buf, vocab, state, &t,
-                              args[8], fused, vp);
+                              args[8], fused, vp, has_below ? bb.buf : NULL,
+                              has_below ? rb.buf : NULL, has_below ? ib.buf : NULL,
+                              has_below ? ib.len / 4 : 0);
                 PyMem_Free(rowp);
             }
         }
     }
     tables_release(&t);
+    if (has_below) {
+        PyBuffer_Release(&bb);
+        PyBuffer_Release(&rb);
+        PyBuffer_Release(&ib);
+    }
     if (vp) dfa_close(vp);
     for (int k = 0; k < got; k++)
         if (k != 5 || has_out) PyBuffer_Release(&b[k]);
@@ -668,7 +770,72 @@ static PyObject *row_form(PyObject *self, PyObject *mask) {
     return out;
 }
 
+/* descendant_bytes(byte, depth, out): out (uint64 [N][4], written) = the bytes of each node's
+ * descendants, bit b % 64 of word b / 64 (a leaf: all zero); byte uint8 [N] and depth int32 [N]
+ * are the trie's preorder layout. ValueError on inconsistent arrays. */
+static PyObject *descendant_bytes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "descendant_bytes(byte, depth, out)");
+        return NULL;
+    }
+    Py_buffer bb, db, ob;
+    if (get(args[0], &bb, 0, 1, "byte") < 0) return NULL;
+    if (get(args[1], &db, 0, 4, "depth") < 0) {
+        PyBuffer_Release(&bb);
+        return NULL;
+    }
+    if (get(args[2], &ob, 1, 8, "out") < 0) {
+        PyBuffer_Release(&bb);
+        PyBuffer_Release(&db);
+        return NULL;
+    }
+    Py_ssize_t n = bb.len;
+    int ok = 0;
+    Py_ssize_t *path = NULL;
+    if (db.len != 4 * n || ob.len != 32 * n) {
+        PyErr_SetString(PyExc_ValueError, "byte, depth, out: one entry (out: four words) per node");
+    } else if (!(path = PyMem_Malloc(((size_t)n + 1) * sizeof(*path)))) {
+        PyErr_NoMemory();
+    } else {
+        const uint8_t *byte = bb.buf;
+        const int32_t *depth = db.buf;
+        uint64_t *out = ob.buf;
+        memset(out, 0, (size_t)ob.len);
+        ok = 1;
+        /* path[k]: the node at depth k + 1 on the current path; a node's bytes go to every
+         * ancestor on the path: its parent's set, which is ORed into the grandparent's when
+         * the parent's subtree closes (popped), and so on up */
+        Py_ssize_t top = 0; /* nodes on the path */
+        for (Py_ssize_t i = 0; i <= n; i++) {
+            int32_t d = i < n ? depth[i] : 1;
+            if (d < 1 || d > top + 1) {
+                PyErr_SetString(PyExc_ValueError, "trie depth does not follow preorder");
+                ok = 0;
+                break;
+            }
+            while (top >= d) { /* close the subtrees of path nodes at depth >= d */
+                Py_ssize_t c = path[--top];
+                if (top > 0) {
+                    uint64_t *p = out + 4 * path[top - 1];
+                    for (int w = 0; w < 4; w++) p[w] |= out[4 * c + w];
+                    p[byte[c] >> 6] |= (uint64_t)1 << (byte[c] & 63);
+                }
+            }
+            if (i < n) path[top++] = i;
+        }
+    }
+    PyMem_Free(path);
+    PyBuffer_Release(&bb);
+    PyBuffer_Release(&db);
+    PyBuffer_Release(&ob);
+    if (!ok) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"descendant_bytes", (PyCFunction)(void (*)(void))descendant_bytes, METH_FASTCALL,
+     "descendant_bytes(byte, depth, out): the bytes below each trie node -> None"},
     {"walk_bytes", (PyCFunction)(void (*)(void))walk_bytes, METH_FASTCALL,
      "walk_bytes(data, state, row_tables) -> state after data, -1 if it dies"},
     {"build_row_direct", (PyCFunction)(void (*)(void))build_row_direct, METH_FASTCALL,

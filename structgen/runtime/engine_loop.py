@@ -157,17 +157,6 @@ class EngineLoop:
         self.engine.abort_request(req)
         self.publisher.publish(req)
 
-    def run_until_idle(self, on_step: Callable[[list[Request]], None] | None = None) -> None:
-        """Step until no request waits or runs (offline generation).
-
-        Args:
-            on_step: called after every step with the requests it updated.
-        """
-        while self.engine.scheduler.has_unfinished:
-            updated = self.step()
-            if on_step is not None:
-                on_step(updated)
-
     def run_until_finished(
         self,
         reqs: Sequence[Request],

@@ -41,6 +41,7 @@ __all__ = [
     "build_row",
     "set_bits",
     "use_direct_rows",
+    "use_subtree_shortcut",
     "use_extension",
     "walk_bytes",
 ]
@@ -75,6 +76,16 @@ def _walk_c(dfa):
 
 
 _direct = True  # walk_direct where it applies (use_direct_rows; tests compare both)
+_below = True  # the C walk's subtree shortcut (use_subtree_shortcut; tests compare both)
+
+
+def use_subtree_shortcut(enabled: bool) -> None:
+    """Let the C walk write the descendants of a node whose state loops on every byte below
+    it by one scan (``TokenTrie.descendant_bytes``, the default) or step each of them, for
+    the process (the same masks and states). Raises: never.
+    """
+    global _below
+    _below = enabled
 
 
 def use_direct_rows(enabled: bool) -> None:
@@ -280,6 +291,15 @@ class TokenTrie:
                 args += [int(state), _tables(dfa)]
                 if fn is getattr(_c, "walk_direct", None):
                     args.append(dfa)
+                if _below:
+                    # built on a trie's second walk: a trie walked once (an exit part's,
+                    # cold) does not pay the O(N) build for nothing
+                    tables = self.__dict__.get("subtree_tables")
+                    if tables is None and self.__dict__.setdefault("_walks", 0) >= 1:
+                        tables = self.subtree_tables
+                    self.__dict__["_walks"] = self.__dict__.get("_walks", 0) + 1
+                    if tables is not None:
+                        args.append(tables)
                 fn(*args)
             else:
                 if out is None:
@@ -292,6 +312,28 @@ class TokenTrie:
                 out[dup] = out[holder]
             words = mask.view(np.uint32)
             set_bits(mask, dup[(words[holder >> 5] >> (holder & 31).astype(np.uint32)) & 1 == 1])
+
+    @cached_property
+    def subtree_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The C walk's subtree shortcut (a live node whose state loops on every byte below
+        it has all its descendants live in that state, their tokens written without a step):
+        ``(below, ranks, ids)``, ``below`` uint64 ``[N, 4]`` the bytes of each node's
+        descendants (bit ``b % 64`` of word ``b // 64``; zero for a leaf), ``ranks`` int32
+        ``[N + 1]`` the number of token-holding nodes before each node, ``ids`` int32 the
+        token of each such node in preorder (the subtree of ``i`` holds
+        ``ids[ranks[i + 1]:ranks[skip[i]]]``). None without the C extension. Raises: never.
+        """
+        if _EXT is None or not hasattr(_EXT, "descendant_bytes"):
+            return None
+        below = np.zeros((self.num_nodes, 4), np.uint64)
+        _EXT.descendant_bytes(self.byte, self.depth, below)
+        holds = self.token >= 0
+        ranks = np.zeros(self.num_nodes + 1, np.int32)
+        np.cumsum(holds, out=ranks[1:])
+        ids = np.ascontiguousarray(self.token[holds], np.int32)
+        for a in (below, ranks, ids):
+            a.flags.writeable = False
+        return below, ranks, ids
 
     @cached_property
     def _levels(self) -> tuple[np.ndarray, ...]:

@@ -40,12 +40,12 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from ...errors import InvalidSchemaError
+from ...lru import LRUCache
 from ..copy import SubstringAutomaton, intersect, json_string_content, matches_nothing, text_units
 from ..dates import dates, times
 from ..numerals import json_numeral, numerals
@@ -62,11 +62,12 @@ COPY_KEYWORD = "x-structgen-copy"
 DECLINED = object()  # CopyPlan.lower: convert the subschema as usual
 _STRUCTURAL = frozenset({"enum", "const", "anyOf", "oneOf", "allOf", "not", "$ref", "if"})
 _COPY_TYPES = frozenset({"string", "number", "integer"})
-_PLANS: OrderedDict[tuple, tuple[str, ...]] = OrderedDict()  # cache key -> copied pointers
-_PLANS_LOCK = threading.Lock()
+# Per-process caches, each safe alone (its own lock): an entry never depends on another
+# cache holding its key (``copied_fields`` converts on a miss of its own).
 _PLANS_SIZE = 256
-_LOWERED: OrderedDict[tuple, LoweredRegex] = OrderedDict()  # cache key -> lowering (same lock)
+_PLANS: LRUCache[tuple, tuple[str, ...]] = LRUCache(_PLANS_SIZE)  # cache key -> copied pointers
 _LOWERED_SIZE = 8  # copy_constraint's copied_fields, then compile: one document's two asks
+_LOWERED: LRUCache[tuple, LoweredRegex] = LRUCache(_LOWERED_SIZE)  # cache key -> lowering
 
 
 def pop_copy_flag(schema: dict, pointer: str) -> bool | None:
@@ -310,8 +311,8 @@ class CopyPlan:
 ENUMERATE_MAX_SPANS = 20_000
 ENUMERATE_MAX_STEPS = 400_000
 _TOO_MANY = object()  # CopyPlan._enumerated: past a limit, take the INTERSECT path
-_ACCEPTORS: OrderedDict[tuple, tuple[Any, tuple[str, ...]]] = OrderedDict()  # (same lock)
 _ACCEPTORS_SIZE = 256
+_ACCEPTORS: LRUCache[tuple, tuple[Any, tuple[str, ...]]] = LRUCache(_ACCEPTORS_SIZE)
 _QUOTE = 0x22
 
 
@@ -398,11 +399,9 @@ def _base_acceptor(conv, schema: dict, pointer: str) -> tuple[_Acceptor | None, 
     from .scalars import string_regex
 
     key = (pointer, json.dumps(schema, sort_keys=True, default=str), bool(conv.strict))
-    with _PLANS_LOCK:
-        hit = _ACCEPTORS.get(key)
-        if hit is not None:
-            _ACCEPTORS.move_to_end(key)
-            return hit
+    hit = _ACCEPTORS.get(key)
+    if hit is not None:
+        return hit
     recorded, conv.warnings = conv.warnings, []
     try:
         base = string_regex(conv, schema, pointer)
@@ -410,10 +409,7 @@ def _base_acceptor(conv, schema: dict, pointer: str) -> tuple[_Acceptor | None, 
     finally:
         conv.warnings = recorded
     acceptor = None if base is None else _Acceptor(base, list(conv.sharing.definitions))
-    with _PLANS_LOCK:
-        _ACCEPTORS[key] = (acceptor, warnings)
-        while len(_ACCEPTORS) > _ACCEPTORS_SIZE:
-            _ACCEPTORS.popitem(last=False)
+    _ACCEPTORS.put(key, (acceptor, warnings))
     return acceptor, warnings
 
 
@@ -466,20 +462,19 @@ class CopyJsonSchema(JsonSchema):
         document's spec once).
         """
         key = self.cache_key()
-        with _PLANS_LOCK:
-            hit = _LOWERED.get(key)
-            if hit is not None:
-                _LOWERED.move_to_end(key)
-                return hit
+        hit = _LOWERED.get(key)
+        if hit is not None:
+            return hit
+        return self._convert_and_keep(key, max_convert_seconds)[0]
+
+    def _convert_and_keep(
+        self, key: tuple, max_convert_seconds: float | None
+    ) -> tuple[LoweredRegex, tuple[str, ...]]:
+        """``_convert``, its lowering and copied pointers kept under ``key``."""
         lowered, copied = self._convert(max_convert_seconds)
-        with _PLANS_LOCK:
-            _PLANS[key] = copied
-            while len(_PLANS) > _PLANS_SIZE:
-                _PLANS.popitem(last=False)
-            _LOWERED[key] = lowered
-            while len(_LOWERED) > _LOWERED_SIZE:
-                _LOWERED.popitem(last=False)
-        return lowered
+        _PLANS.put(key, copied)
+        _LOWERED.put(key, lowered)
+        return lowered, copied
 
     def _convert(self, max_convert_seconds: float | None) -> tuple[LoweredRegex, tuple[str, ...]]:
         """``(lowering, copied pointers)`` of one conversion (no cache)."""
@@ -515,12 +510,9 @@ class CopyJsonSchema(JsonSchema):
         ``("/properties/name", "/properties/age")`` (lowers the spec when not known yet).
         """
         key = self.cache_key()
-        with _PLANS_LOCK:
-            hit = _PLANS.get(key)
-        if hit is None:
-            self.lower()
-            with _PLANS_LOCK:
-                hit = _PLANS.get(key, ())
+        hit = _PLANS.get(key)
+        if hit is None:  # converted here: the lowering may be kept while the plan is not
+            hit = self._convert_and_keep(key, None)[1]
         return hit
 
     def cache_key(self) -> tuple:

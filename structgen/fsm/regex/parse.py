@@ -517,7 +517,7 @@ class SharedDefinitions:
         seeds = tuple(dict.fromkeys(p for p in seeds if not _PLACEHOLDER_OR_MARKER.search(p)))
         if not order and not seeds:
             return
-        key = ("lexers", run, seeds)  # never a ``lower`` run's key (those hold texts only)
+        key = reused.lexer_key(run, seeds)
         terms = reused.restore(key, self.arena)
         if terms is None:
             terms, memo = [], {}  # a memo of the run's own: lowering it depends on its texts

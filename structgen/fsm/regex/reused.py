@@ -22,40 +22,48 @@ whether an atom was built or imported can change the ids its intermediate terms 
 a language: ``tests/fsm/regex/test_reused.py`` compares the arenas and the masks).
 
 The store survives ``clear_cache``, as the atom recipes do: it holds no vocabulary and no
-per-schema term. Bounded: ``MAX_ENTRIES`` runs (one per whitespace option and mix of
-reusable definitions in use), the least recently used dropped first.
+per-schema term. Bounded: ``MAX_ENTRIES`` runs of ``parse.lower`` (one per whitespace option
+and mix of reusable definitions in use: each bounded string body, a ``format`` with its
+length, is its own) and, apart, ``MAX_LEXER_ENTRIES`` runs of the grammar lexers
+(``parse.SharedDefinitions``, keyed by ``lexer_key``: one per whitespace option and set of
+seeds), so a schema mix with many bodies does not drop the lexers' runs; the least recently
+used of each dropped first.
 """
 
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 
+from ...lru import LRUCache
 from .definitions import PLACEHOLDER_BASE, renumber_many, renumber_placeholders
 from .terms import TermArena
 
 __all__ = [
     "run_key",
+    "lexer_key",
     "lowering_texts",
     "restore",
     "keep",
     "clear",
     "num_entries",
     "MAX_ENTRIES",
+    "MAX_LEXER_ENTRIES",
     "MAX_RUN",
     "RUN_BASE",
 ]
 
-MAX_ENTRIES = 16  # runs kept (each a few hundred terms: ~0.1 MB)
+MAX_ENTRIES = 16  # parse.lower's runs kept (each a few hundred terms: ~0.1 MB)
+MAX_LEXER_ENTRIES = 16  # the grammar lexers' runs kept (lexer_key)
 MAX_RUN = 65_536  # definitions in one run (the any-value chain has eleven; a bounded
 # string body, ``json_schema.string_length``, ~15k for an email of maxLength 80)
 RUN_BASE = 0x100000  # a run member's placeholder in a key (plane 16: never a placeholder)
 # a placeholder or boolean / raw-bytes marker (definitions) left in a key: outside the run
 _OUTSIDE = re.compile(f"[{chr(PLACEHOLDER_BASE)}-{chr(RUN_BASE - 1)}]")
 
-_lock = threading.Lock()  # compiles run on several threads (server, grammar pool)
-_store: OrderedDict[tuple[str, ...], tuple[TermArena, tuple[int, ...]]] = OrderedDict()
+_LEXERS = object()  # the first item of a lexer_key (no run key holds it)
+# run key -> (snapshot, each definition's term); locked: compiles run on several threads
+_runs: LRUCache[tuple, tuple[TermArena, tuple[int, ...]]] = LRUCache(MAX_ENTRIES)
+_lexer_runs: LRUCache[tuple, tuple[TermArena, tuple[int, ...]]] = LRUCache(MAX_LEXER_ENTRIES)
 
 
 def run_key(texts: list[str], order: list[int]) -> tuple[str, ...] | None:
@@ -82,6 +90,18 @@ def run_key(texts: list[str], order: list[int]) -> tuple[str, ...] | None:
     return tuple(key)
 
 
+def lexer_key(run: tuple[str, ...], seeds: tuple[str, ...]) -> tuple:
+    """The key of the grammar lexers' run (``parse.SharedDefinitions``): the reusable
+    definitions' ``run_key`` (``()`` for none) and the seed patterns; kept apart from
+    ``parse.lower``'s runs, under ``MAX_LEXER_ENTRIES``. Raises: never.
+    """
+    return (_LEXERS, run, seeds)
+
+
+def _store(key: tuple) -> LRUCache:
+    return _lexer_runs if key and key[0] is _LEXERS else _runs
+
+
 def lowering_texts(key: tuple[str, ...]) -> list[str] | None:
     """The run's texts to lower, member ``k``'s placeholder ``PLACEHOLDER_BASE + k``; None
     when a text refers outside the run or is a boolean or raw-bytes definition (a code
@@ -94,41 +114,34 @@ def lowering_texts(key: tuple[str, ...]) -> list[str] | None:
     return [renumber_placeholders(text, table) for text in key]
 
 
-def restore(key: tuple[str, ...], arena: TermArena) -> list[int] | None:
-    """The terms of the run ``key`` restored into the empty ``arena``, or None when the
-    store does not hold it (the caller lowers it, then ``keep``).
+def restore(key: tuple, arena: TermArena) -> list[int] | None:
+    """The terms of the run ``key`` (``run_key`` or ``lexer_key``) restored into the empty
+    ``arena``, or None when the store does not hold it (the caller lowers it, then ``keep``).
 
     Raises:
         GrammarTooComplexError: the run holds more terms than ``arena.max_terms``.
     """
-    with _lock:
-        hit = _store.get(key)
-        if hit is None:
-            return None
-        _store.move_to_end(key)
+    hit = _store(key).get(key)
+    if hit is None:
+        return None
     snapshot, terms = hit
     arena.restore(snapshot)
     return list(terms)
 
 
-def keep(key: tuple[str, ...], arena: TermArena, terms: list[int]) -> None:
+def keep(key: tuple, arena: TermArena, terms: list[int]) -> None:
     """Keep a snapshot of ``arena``, which holds exactly the run ``key`` lowered from empty
     (``terms``: each definition's term). Raises: never.
     """
-    entry = (arena.snapshot(), tuple(terms))
-    with _lock:
-        _store[key] = entry
-        _store.move_to_end(key)
-        while len(_store) > MAX_ENTRIES:
-            _store.popitem(last=False)
+    _store(key).put(key, (arena.snapshot(), tuple(terms)))
 
 
 def clear() -> None:
     """Drop every kept run (tests; a cold start of the process). Raises: never."""
-    with _lock:
-        _store.clear()
+    _runs.clear()
+    _lexer_runs.clear()
 
 
 def num_entries() -> int:
-    """Runs kept now. Raises: never."""
-    return len(_store)
+    """Runs kept now (both stores). Raises: never."""
+    return len(_runs) + len(_lexer_runs)

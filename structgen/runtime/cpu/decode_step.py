@@ -16,7 +16,9 @@ It applies to Llama-style decoders (:class:`~structgen.runtime.models.decoder.De
 with :class:`~structgen.runtime.models.decoder.DecoderAttention` and a SiLU
 :class:`~structgen.runtime.models.layers.GatedMLP`, q/k/v and gate/up fused: Llama, Mistral,
 Qwen2, Qwen3, SmolLM2) in fp32 or bf16 on CPU, for steps of at most 8 tokens (decode rows,
-short jump-forward runs, speculative verification), with the attention backend ``"auto"``.
+short jump-forward runs, speculative verification) or of one token a sequence (decode rows: up to
+:data:`MAX_STEP_ROWS` in one call, so each weight is read from memory once per step for all of
+them; more as consecutive calls), with the attention backend ``"auto"``.
 Each matmul may be float (``Linear`` / ``FusedProjection`` in the model dtype) or quantized in
 the C kernel's layouts (``QuantLinear`` / ``FusedQuantProjection`` with ``use_kernel``: int4
 "tiles" (or "rows") from ``int4-gNN`` and GGUF Q4_0/Q4_1 (fp16 scales and mins) and Q4_K
@@ -52,7 +54,7 @@ from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.models.attention import cpu_attention
 
-__all__ = ["DecodeStepPlan", "decode_step", "kernel_available", "set_enabled"]
+__all__ = ["MAX_STEP_ROWS", "DecodeStepPlan", "decode_step", "kernel_available", "set_enabled"]
 
 try:  # built by setup.py; optional
     from structgen.runtime.cpu import _decodestep as _ext
@@ -60,6 +62,7 @@ except ImportError:  # pragma: no cover - depends on the build
     _ext = None
 
 _ENABLED = True  # set_enabled (tests patch it)
+MAX_STEP_ROWS = 64  # rows (tokens) of one C call (csrc/decodestep.c MAX_STEP_ROWS)
 _DT = {torch.float32: 0, torch.bfloat16: 1}
 
 
@@ -478,8 +481,9 @@ class DecodeStepPlan:
             cos: ``[T, 1, head_dim]`` (or ``[T, head_dim]``) contiguous rotary cosine table,
                 model dtype.
             sin: the sine table, likewise.
-            batch: the step (int64 contiguous metadata); ``T`` over ``dense.MAX_ROWS`` runs as
-                consecutive calls of ``MAX_ROWS`` rows, exact since each writes its K/V first.
+            batch: the step (int64 contiguous metadata); ``T`` over :data:`MAX_STEP_ROWS` runs
+                as consecutive calls of ``MAX_STEP_ROWS`` rows, exact since each writes its K/V
+                first.
 
         Returns:
             ``[T, hidden]`` the last layer's MLP output (the per-op path's last ``delta``).
@@ -505,11 +509,11 @@ class DecodeStepPlan:
         hidden, heads, kv_heads, d, inter = self.dims
         mlp = torch.empty(t, hidden, dtype=self.dtype)
         cos, sin = cos.view(t, -1), sin.view(t, -1)
-        # Steps over dense.MAX_ROWS tokens run as consecutive chunks of MAX_ROWS rows: each chunk
-        # writes its K/V into the pool before the next one attends, and a sequence's rows are in
-        # position order, so every row attends to exactly what it would in one call.
-        for i in range(0, t, dense.MAX_ROWS):
-            rows = slice(i, min(i + dense.MAX_ROWS, t))
+        # Steps over MAX_STEP_ROWS tokens run as consecutive chunks of MAX_STEP_ROWS rows: each
+        # chunk writes its K/V into the pool before the next one attends, and a sequence's rows
+        # are in position order, so every row attends to exactly what it would in one call.
+        for i in range(0, t, MAX_STEP_ROWS):
+            rows = slice(i, min(i + MAX_STEP_ROWS, t))
             _ext.decode_layers(
                 self.table.data_ptr(),
                 self.table.shape[0],
@@ -590,7 +594,8 @@ def decode_step(
         ``[T, hidden]`` the last layer's MLP output, or None (nothing computed, nothing written)
         when the kernel is unavailable or turned off, the attention backend is not ``"auto"``,
         the model or the step is outside what the fused step covers (over ``dense.MAX_ROWS``
-        tokens only when every sequence extends by one token: runs as chunks of ``MAX_ROWS``).
+        tokens only when every sequence extends by one token: one call for up to
+        :data:`MAX_STEP_ROWS` rows, consecutive calls above).
     """
     t = residual.shape[0]
     if not (

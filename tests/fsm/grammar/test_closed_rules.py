@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from structgen.fsm import Vocabulary, clear_cache, compile_json_schema
 from structgen.fsm.deadline import Deadline
@@ -40,9 +39,9 @@ from structgen.fsm.grammar.schema_rules import lower_recursive_schema, rules_gra
 from structgen.fsm.regex import parse, reused
 from structgen.fsm.regex.terms import TermArena
 from structgen.fsm.spec import JsonSchema
-from structgen.kernels.apply_token_bitmask import unpack_bitmask
 from tests.conftest import have_smollm2
 from tests.fsm._reference import jsonschema_valid
+from tests.fsm.grammar.test_literal_rows import _bits
 from tests.fsm.grammar.test_schema_rules import UNTYPED, _any_value, _mutations, _valid
 from tests.fsm.json_schema.test_recursion import MUTUAL, TREE
 from tests.fsm.regex.test_reused import _shape
@@ -101,7 +100,7 @@ def test_seeded_lexers_lower_the_same_terms(whitespace):
         table: dict = {}
         for t, (a, b) in enumerate(zip(want, got)):
             assert _shape(plain, a, table) == _shape(lowered, b, table), (name, t)
-    keys = [k for k in reused._store if k[0] == "lexers"]
+    keys = list(reused._lexer_runs)
     assert len(keys) == 1  # one run: the same texts in every schema of this whitespace
     # _lexers builds on it: the terminals' roots are the seeded terms
     rules = _rules(RECURSIVE, whitespace)
@@ -173,12 +172,6 @@ _TOKENS = [
     b'"a"', b'"x":', b'e":"', b'"],', b"[{", b'[{"', b"}}", b"]]", b"na", b"me", b"x", b"py",
 ]  # fmt: skip
 _TOKENS += [bytes([c]) for c in b"abcdefghijklmnopqrstuvwyzABCDEMR0_. "]
-
-
-def _bits(matcher, vocab) -> np.ndarray:
-    buf = torch.zeros(1, (vocab.vocab_size + 31) // 32, dtype=torch.int32)
-    matcher.fill_bitmask(buf, 0)
-    return unpack_bitmask(buf, vocab.vocab_size)[0].numpy()
 
 
 def _reference(schema, vocab, monkeypatch):

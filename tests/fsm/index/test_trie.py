@@ -150,9 +150,9 @@ CASES = [
 
 
 def _walk_variants(monkeypatch, dfa, vocab: Vocabulary, state: int) -> dict[str, np.ndarray]:
-    """(next_states, bitmask) of ``state`` by every walk: C (if built), numpy levels, numpy
-    scalar, numpy levels with a scalar tail; the mask alone (no next-state row) and
-    ``token_next_state`` from it must agree."""
+    """(next_states, bitmask) of ``state`` by every walk: C (if built; with and without the
+    subtree shortcut), numpy levels, numpy scalar, numpy levels with a scalar tail; the mask
+    alone (no next-state row) and ``token_next_state`` from it must agree."""
     out = {}
     variants = [
         ("numpy-levels", None, 0, 2500),
@@ -161,9 +161,11 @@ def _walk_variants(monkeypatch, dfa, vocab: Vocabulary, state: int) -> dict[str,
     ]
     if token_trie.HAVE_C_WALK:
         variants.insert(0, ("c", token_trie._c, token_trie._SCALAR_NODES, token_trie._SCALAR_DEPTH))
+        variants.insert(1, ("c-no-shortcut", token_trie._c, 0, 0))  # subtree_tables unused
     for name, ext, nodes, depth in variants:
         with monkeypatch.context() as mp:
             mp.setattr(token_trie, "_c", ext)
+            mp.setattr(token_trie, "_below", name != "c-no-shortcut")
             mp.setattr(token_trie, "_SCALAR_NODES", nodes)
             mp.setattr(token_trie, "_SCALAR_DEPTH", depth)
             index = TokenIndex(dfa, vocab)

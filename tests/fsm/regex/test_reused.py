@@ -134,7 +134,7 @@ def test_store_is_keyed_by_whitespace_and_bounded(monkeypatch) -> None:
         _lower(low, {"reusable": low.reusable})
     assert len(set(keys)) == 3 and keys[0] == keys[3]
     assert reused.num_entries() == 3
-    monkeypatch.setattr(reused, "MAX_ENTRIES", 2)
+    monkeypatch.setattr(reused._runs, "max_entries", 2)
     _lower(_lowered(5), {"reusable": _lowered(5).reusable})
     assert reused.num_entries() == 2  # the least recently used, "flexible" then 3, dropped
     assert reused.restore(keys[0], TermArena()) is not None  # "compact", used last

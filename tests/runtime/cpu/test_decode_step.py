@@ -193,46 +193,76 @@ def test_steps_outside_the_fused_step_return_none(tmp_path_factory):
     assert call(1) is not None
 
 
-def _wide_decode(model, groups: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Prefill 12 sequences of different lengths, then 3 decode steps of one token a sequence,
-    each as ``groups`` engine steps (1: 12 rows, over dense.MAX_ROWS; 2: steps of 8 and 4 rows,
-    the float kernel's row blocks: its rounding depends on the rows a call holds).
-    Logits of every decode step, and the K/V cache at the end."""
-    seqs = PagedSequences(model, num_pages=32, page_size=16)  # one page a sequence throughout:
-    prompts = {s: [(7 * s + j) % 250 + 1 for j in range(1 + s)] for s in range(12)}  # same slots
+def _wide_decode(
+    model, rows: int = 12, group: int | None = None
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Prefill ``rows`` sequences of different lengths (sequence 0 past one attention key chunk,
+    300 tokens, where ``rows`` is over 12), then 3 decode steps of one token a sequence, each as
+    engine steps of at most ``group`` rows (None: one step of all rows; 8: the float kernel's row
+    blocks, whose rounding depends on the rows a call holds). Logits of every decode step, and the
+    K/V cache at the end."""
+    seqs = PagedSequences(model, num_pages=8 * rows + 32, page_size=16)
+    prompts = {s: [(7 * s + j) % 250 + 1 for j in range(1 + s)] for s in range(rows)}
+    if rows > 12:
+        prompts[0] = [(5 * j) % 250 + 1 for j in range(300)]
     out = seqs.step(prompts)
     last = {s: int(out[s].argmax()) for s in prompts}
     logits = []
+    group = group or rows
     for _ in range(3):
         out = {}
-        for g in range(groups):
-            out.update(
-                seqs.step(
-                    {
-                        s: [(last[s] + s) % 250]
-                        for s in prompts
-                        if groups == 1 or (s < 8) == (g == 0)
-                    }
-                )
-            )
+        for g in range(0, rows, group):
+            rows_g = range(g, min(g + group, rows))
+            out.update(seqs.step({s: [(last[s] + s) % 250] for s in rows_g}))
         logits.append(torch.stack([out[s] for s in prompts]))
         last = {s: int(out[s].argmax()) for s in prompts}
     return logits, [t.clone() for t in seqs.kv.k + seqs.kv.v]
 
 
-def test_decode_rows_over_max_rows_run_fused_in_chunks(tmp_path_factory, monkeypatch):
-    """12 decode rows run as fused calls of 8 and 4 rows: the K/V cache equal bit for bit to the
-    per-op path's over the same rows in steps of 8 and 4 (over 8 rows, the per-op path's float
-    matmuls are torch's, another rounding), the logits to rounding (the output projection of 12
-    rows is torch's too); the prefill (many tokens a sequence) stays on the per-op path."""
+def test_decode_rows_over_max_rows_run_fused_in_one_call(tmp_path_factory, monkeypatch):
+    """12 decode rows run as one fused call: the K/V cache equal bit for bit to the per-op path's
+    over the same rows in steps of 8 and 4 (over 8 rows, the per-op path's float matmuls are
+    torch's, another rounding), the logits to rounding (the output projection of 12 rows is
+    torch's too); the prefill (many tokens a sequence) stays on the per-op path."""
     model = _model(tmp_path_factory, "qwen2", torch.float32)  # a sliding layer too
     calls = record_fused_calls(monkeypatch)
-    fused, fused_kv = _wide_decode(model, 1)
-    assert calls == [dense.MAX_ROWS, 12 - dense.MAX_ROWS] * 3
+    fused, fused_kv = _wide_decode(model, 12)
+    assert calls == [12] * 3
     monkeypatch.setattr(decode_step, "_ENABLED", False)
-    per_op, per_op_kv = _wide_decode(model, 2)
-    assert len(calls) == 6
+    per_op, per_op_kv = _wide_decode(model, 12, dense.MAX_ROWS)
+    assert len(calls) == 3
     for a, b in zip(fused, per_op):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
     for a, b in zip(fused_kv, per_op_kv):
         assert torch.equal(a, b)
+
+
+def wide_fused_vs_chunks(model, monkeypatch, rows: int) -> None:
+    """``rows`` decode rows a step in one fused call against the same step in fused calls of 8
+    rows (``MAX_STEP_ROWS`` patched to 8: the previous rule, each row's arithmetic that of the
+    per-op kernels in steps of at most 8 tokens): logits and K/V cache bit for bit; and against
+    the per-op path in engine steps of 8 rows: the cache bit for bit, the logits to rounding (the
+    output projection runs over other rows)."""
+    calls = record_fused_calls(monkeypatch)
+    fused, fused_kv = _wide_decode(model, rows)
+    assert calls == [rows] * 3  # one call a step
+    monkeypatch.setattr(decode_step, "MAX_STEP_ROWS", dense.MAX_ROWS)
+    chunked, chunked_kv = _wide_decode(model, rows)
+    assert calls[3:] == [min(dense.MAX_ROWS, rows - i) for i in range(0, rows, 8)] * 3
+    monkeypatch.setattr(decode_step, "_ENABLED", False)
+    per_op, per_op_kv = _wide_decode(model, rows, dense.MAX_ROWS)
+    monkeypatch.setattr(decode_step, "_ENABLED", True)
+    for a, b, c in zip(fused, chunked, per_op):
+        assert torch.equal(a, b)
+        torch.testing.assert_close(a, c, rtol=1e-5, atol=1e-5)
+    for a, b, c in zip(fused_kv, chunked_kv, per_op_kv):
+        assert torch.equal(a, b) and torch.equal(a, c)
+
+
+@pytest.mark.parametrize("rows", [16, 33, 64])
+@pytest.mark.parametrize("family, dtype", [("qwen2", torch.float32), ("llama", torch.bfloat16)])
+def test_wide_decode_step_in_one_call_equals_chunks_of_8(
+    tmp_path_factory, monkeypatch, isa, family, dtype, rows
+):
+    """Float weights: Qwen2 (a sliding layer) in fp32, Llama with biases in bf16."""
+    wide_fused_vs_chunks(_model(tmp_path_factory, family, dtype), monkeypatch, rows)

@@ -289,3 +289,31 @@ def test_fused_int4_tiles_step_with_columns_starting_mid_tile(tmp_path_factory, 
         _fused_vs_per_op(model, monkeypatch)
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("rows", [16, 33, 64])
+@pytest.mark.parametrize(
+    "quant, activation",
+    [
+        ("int4-g32", "int8"),  # int4 tiles (the CPU default), Q8 activations (qwen3: q/k norms)
+        ("int4-g64", "float32"),  # int4 tiles, exact float32 activations (qwen2)
+        ("Q4_K_M", "int8"),  # int4 rows (fp32 scales, mins), a Q6_K v: q/k/v run as parts
+        ("Q8_0", "float32"),  # int8 blocks of 32
+    ],
+)
+def test_wide_quantized_step_in_one_call_equals_chunks_of_8(
+    tmp_path_factory, monkeypatch, isa, quant, activation, rows
+):
+    """Decode steps of 16, 33 and 64 rows in one fused call: the weight tiles (int4 tiles) and
+    blocks of weight rows (int4 / int8 rows) are shared by all rows, each row's arithmetic that of
+    fused calls of 8 rows and of the per-op path (bit for bit, logits to rounding against the
+    per-op path's other output-projection rows)."""
+    from tests.runtime.cpu.test_decode_step import wide_fused_vs_chunks
+
+    if quant == "Q4_K_M":
+        model = _q4_k_model(tmp_path_factory, torch.float32, "v")
+    else:
+        family = "qwen3" if quant == "int4-g32" else "qwen2"
+        model = _model(tmp_path_factory, family, quant, torch.float32)
+    apply_activation_dtype(model, activation)
+    wide_fused_vs_chunks(model, monkeypatch, rows)

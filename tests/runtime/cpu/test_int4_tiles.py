@@ -152,8 +152,9 @@ def test_tile_kernel_every_isa_path_agrees():
         assert not lib.set_vnni(True)  # VNNI only with AVX2 in use
         paths["scalar"] = run()
     finally:
-        lib.set_isa(True)
+        lib.set_isa(True)  # turns VNNI and AMX off
         lib.set_vnni(True)
+        lib.set_amx(True)
     ref = paths.pop("scalar")
     for name, got in paths.items():
         assert all(torch.equal(a, b) for a, b in zip(got, ref)), name
@@ -200,6 +201,40 @@ def test_tile_kernel_amx_equals_avx2(n, k, group, monkeypatch):
         monkeypatch.delenv("STRUCTGEN_NO_AMX", raising=False)
         cpu_quant.set_threads(None)
         lib.set_amx(True)
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    "n,k,fp32", [(3072, 576, False), (960, 576, True), (576, 576, False), (576, 1536, True)]
+)
+def test_tile_kernel_amx_equals_scalar_at_model_shapes(n, k, fp32):
+    """The AMX path gives the scalar path's floats bit for bit at the packaged model's matmul
+    shapes (SmolLM2-135M: gate/up, qkv, o, down), fp16 and fp32 scale tables, a prefill chunk of
+    300 rows (18 full 16-row groups and a ragged one of 12) and 16, 17, 33 rows, on 2 threads."""
+    lib = cpu_quant._lib
+    if lib.set_isa(True) != "avx2" or not lib.set_amx(True):
+        lib.set_amx(True)
+        pytest.skip("no AMX-INT8 (or the kernel refused the tile state) here")
+    q, s, mn, _, tiles = _weight(n, k, 32, n * 7 + k, fp32)
+    st, mt = s.t().contiguous(), mn.t().contiguous()
+    tab = int4_scale_tiles(st, mt)
+    x = torch.randn(300, k, generator=torch.Generator().manual_seed(n)) * 3
+    rows = (300, 16, 17, 33)
+    try:
+        cpu_quant.set_threads(2)
+        amx = [cpu_quant.int4t_mm(x[:m], tiles, st, mt, 32, True, tab) for m in rows]
+        lib.set_isa(False)
+        ref = [cpu_quant.int4t_mm(x[:m], tiles, st, mt, 32, True, tab) for m in rows]
+    finally:
+        cpu_quant.set_threads(None)
+        lib.set_isa(True)
+        lib.set_vnni(True)
+        lib.set_amx(True)
+    for m, a, b in zip(rows, amx, ref):
+        assert torch.equal(a, b), m
+    # and not vacuous: the rows agree with the float reference to int8-activation accuracy
+    wd = dequantize_int4(q, s, mn)
+    _close(amx[0], _int4_q8_ref(x, q, s, mn), 1e-6, x, wd)
 
 
 @needs_kernel

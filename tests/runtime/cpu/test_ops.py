@@ -217,6 +217,34 @@ def test_paged_attention_key_chunks(isa, threads, tokens, window):
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "heads,kv_heads,d",
+    [(9, 3, 64), (8, 2, 64), (10, 2, 40), (4, 2, 64), (16, 1, 32), (34, 2, 16)],
+)
+def test_paged_attention_group_equals_each_head_alone(isa, kv_dtype, heads, kv_heads, d):
+    """The kernel attends a KV head's query heads together (each K/V vector loaded once for the
+    group, heads in tiles of 3): the result equals, bit for bit, each query head attending on
+    its own over a copy of its KV head (multi-head layout), for groups of 1 .. 17 heads, head
+    dims with and without a 32-wide tail, keys over one chunk (256) and not a multiple of 8."""
+    g = torch.Generator().manual_seed(heads * d)
+    page_size, num_pages = 16, 48
+    kc = torch.randn(num_pages * page_size, kv_heads, d, generator=g).to(kv_dtype)
+    vc = torch.randn(num_pages * page_size, kv_heads, d, generator=g).to(kv_dtype)
+    page_table = torch.stack([torch.randperm(num_pages, generator=g)[:22] for _ in range(2)])
+    seq_ids = torch.tensor([0, 1, 1])
+    positions = torch.tensor([300, 5, 100])
+    q = torch.randn(3, heads, d, generator=g)
+    out = cpu_ops.paged_attention(q, kc, vc, page_table, seq_ids, positions, page_size, d**-0.5)
+    group = heads // kv_heads
+    kc1, vc1 = (c.repeat_interleave(group, dim=1).contiguous() for c in (kc, vc))
+    alone = cpu_ops.paged_attention(q, kc1, vc1, page_table, seq_ids, positions, page_size, d**-0.5)
+    assert torch.equal(out, alone)
+    k32, v32 = kc1.float(), vc1.float()
+    ref = paged_attention_ref(q, k32, v32, page_table, seq_ids, positions, page_size, d**-0.5)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("kv_dtype", [torch.bfloat16, torch.float16])
 def test_rope_store_kv_into_a_narrower_cache(isa, monkeypatch, kv_dtype):
     """fp32 activations into a 16-bit cache (kv_cache_dtype): each stored K/V value is the fp32

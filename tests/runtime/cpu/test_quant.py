@@ -388,3 +388,60 @@ def test_int4_scale_tiles_follow_replaced_buffers():
         assert torch.equal(lin.scale_tiles(), int4_scale_tiles(lin.scales, lin.mins))
         wd = dequantize_int4(q, lin.scales.t(), lin.mins.t())
         _close(lin(x), _ref(x, wd), 1e-6, x, wd)
+
+
+@needs_kernel
+@pytest.mark.parametrize("scale_dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("n,k,group", [(37, 576, 32), (21, 192, 64), (19, 96, None), (9, 32, 32)])
+def test_int8_q8_every_isa_path_agrees(scale_dtype, n, k, group):
+    """The int8 Q8 path computes one float per (activation row, weight row) on every path:
+    AVX-VNNI (vpdpbusd on offset activations), AVX2 (maddubs / madd) and the scalar fallback agree
+    bit for bit for M = 1..9, 17 and 64 (row groups of 8, ragged ones, several groups), on 1 and
+    2 threads, with K / 32 blocks not a multiple of 4 (96, 192), including the int16 sums' worst
+    case (weights -128 against x quantized to +-127: 2 * 128 * 127 = 32512, no saturation); and
+    the result is float32-close to the float64 product of the Q8-rounded x and the weight."""
+    lib = cpu_quant._lib
+    g = torch.Generator().manual_seed(n + k)
+    q, s = quantize_int8(torch.randn(n, k, generator=g), group)
+    s = s.to(scale_dtype)
+    q_min = torch.full((n, k), -128, dtype=torch.int8)
+    x = torch.randn(64, k, generator=g) * 2
+    x[3, :32] = 0.0  # a zero block: xd = 0
+    x_max = torch.ones(9, k)
+    x_max[1::2] = -1.0  # quantizes to -127: the most negative int16 pair sums
+    old = cpu_quant._THREADS
+    rows = list(range(1, 10)) + [17, 64]
+
+    def run():
+        out = [cpu_quant.int8_mm(x[:r], q, s, q8=True) for r in rows]
+        out.append(cpu_quant.int8_mm(x_max, q_min, s, q8=True))
+        cpu_quant.set_threads(2)
+        try:
+            out.append(cpu_quant.int8_mm(x, q, s, q8=True))
+        finally:
+            cpu_quant.set_threads(old)
+        return out
+
+    paths = {}
+    try:
+        if lib.set_isa(True) == "avx2":
+            if lib.set_vnni(True):
+                paths["vnni"] = run()
+            lib.set_vnni(False)
+            paths["avx2"] = run()
+        lib.set_isa(False)
+        assert not lib.set_vnni(True)  # VNNI only with AVX2 in use
+        paths["scalar"] = run()
+    finally:
+        lib.set_isa(True)
+        lib.set_vnni(True)
+    ref = paths.pop("scalar")
+    for name, got in paths.items():
+        assert all(torch.equal(a, b) for a, b in zip(got, ref)), name
+    for r, y in zip(rows, ref):  # each row alone is the same float as inside any batch
+        assert torch.equal(y, ref[-1][:r])
+    wd = dequantize_int8(q, s)
+    _close(ref[-1], _ref(_q8_emulated(x), wd), 1e-6, x, wd)
+    w_min = dequantize_int8(q_min, s)
+    _close(ref[-2], _ref(_q8_emulated(x_max), w_min), 1e-6, x_max, w_min)
+    assert ref[-2].abs().min() > 0  # the worst case is a real one: -128 * 127 * 32 per block

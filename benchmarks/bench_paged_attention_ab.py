@@ -1,0 +1,109 @@
+"""The C paged attention of a decode step, this build against another, interleaved in one process.
+
+SmolLM2-135M's attention shape (9 query heads on 3 KV heads, head_dim 64, 30 layers, pages of
+16): R decode rows, each at position C, through ``_cpuops.paged_attention`` of this tree and of
+``--base`` (another build of ``structgen.runtime.cpu._cpuops``, e.g. main's ``.so``). Each timed
+sample runs all 30 layers (30 separate caches, so the K/V stream from memory as in a real step,
+not from the cache of the previous call). ``--shared P``: the rows share their first P positions'
+pages (a common prompt prefix through the radix cache), the rest their own. Outputs of the two
+builds are checked equal bit for bit. One thread's CPU time per sample, medians of ``--rounds``
+alternating rounds; the ratio base / this is the speed-up.
+
+    PYTHONPATH=. OMP_NUM_THREADS=1 python benchmarks/bench_paged_attention_ab.py \\
+        --base /work/wt-a3-base/structgen/runtime/cpu/_cpuops.cpython-311-x86_64-linux-gnu.so \\
+        [--rows 1,8,64] [--contexts 100,450] [--shared 0] [--dtype fp32|bf16] [--rounds 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.machinery
+import importlib.util
+import statistics
+import time
+
+import torch
+
+H, KVH, D, LAYERS, PS = 9, 3, 64, 30, 16
+_DT = {torch.float32: 0, torch.bfloat16: 1}
+
+
+def _load_ext(path: str):
+    """The extension module built at ``path`` (a second copy of ``_cpuops``, loaded aside)."""
+    name = "structgen.runtime.cpu._cpuops"
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    return importlib.util.module_from_spec(spec)
+
+
+def _case(rows: int, ctx: int, shared: int, dtype: torch.dtype):
+    """(q per layer, k per layer, v per layer, page table, seq ids, positions) of one step."""
+    g = torch.Generator().manual_seed(rows * 1000 + ctx)
+    per_row = (ctx + PS) // PS  # pages of positions 0 .. ctx
+    shared_pages = min(shared // PS, per_row)
+    own = per_row - shared_pages
+    num_pages = shared_pages + rows * own + 1
+    perm = torch.randperm(num_pages, generator=g)  # pages scattered as the pool hands them out
+    table = torch.zeros(rows, per_row, dtype=torch.int64)
+    for r in range(rows):
+        table[r, :shared_pages] = perm[:shared_pages]
+        table[r, shared_pages:] = perm[shared_pages + r * own : shared_pages + (r + 1) * own]
+    qs, ks, vs = [], [], []
+    for _ in range(LAYERS):
+        qs.append(torch.randn(rows, H * D, generator=g).to(dtype))
+        ks.append(torch.randn(num_pages * PS, KVH, D, generator=g).to(dtype))
+        vs.append(torch.randn(num_pages * PS, KVH, D, generator=g).to(dtype))
+    seq = torch.arange(rows, dtype=torch.int64)
+    pos = torch.full((rows,), ctx, dtype=torch.int64)
+    return qs, ks, vs, table, seq, pos
+
+
+def _step(ext, case, outs) -> float:
+    """Thread time (ms) of the 30 layers' attention of one step through ``ext``."""
+    qs, ks, vs, table, seq, pos = case
+    rows = table.shape[0]
+    t0 = time.thread_time()
+    for q, k, v, o in zip(qs, ks, vs, outs):
+        ext.paged_attention(
+            q.data_ptr(), q.stride(0), k.data_ptr(), v.data_ptr(), table.data_ptr(),
+            table.stride(0), seq.data_ptr(), pos.data_ptr(), PS, rows, H, KVH, D,
+            D**-0.5, 0, o.data_ptr(), _DT[q.dtype] | _DT[k.dtype] << 8, 1,
+        )  # fmt: skip
+    return (time.thread_time() - t0) * 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", required=True, help="the other build's _cpuops .so")
+    ap.add_argument("--rows", default="1,8,64")
+    ap.add_argument("--contexts", default="100,450")
+    ap.add_argument("--shared", type=int, default=0, help="positions of a shared prefix")
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--rounds", type=int, default=9)
+    args = ap.parse_args()
+    from structgen.runtime.cpu import _cpuops as new
+
+    base = _load_ext(args.base)
+    dtype = torch.float32 if args.dtype == "fp32" else torch.bfloat16
+    print(f"| rows | context | shared | {args.dtype} base ms | this ms | speed-up |")
+    print("|---|---|---|---|---|---|")
+    for rows in [int(x) for x in args.rows.split(",")]:
+        for ctx in [int(x) for x in args.contexts.split(",")]:
+            case = _case(rows, ctx, min(args.shared, ctx), dtype)
+            outs = {e: [torch.empty(rows, H, D, dtype=dtype) for _ in range(LAYERS)] for e in "bn"}
+            times = {"b": [], "n": []}
+            for i in range(args.rounds + 1):
+                order = [("b", base), ("n", new)] if i % 2 == 0 else [("n", new), ("b", base)]
+                for key, ext in order:
+                    t = _step(ext, case, outs[key])
+                    if i:  # round 0 warms up
+                        times[key].append(t)
+            same = all(torch.equal(a, b) for a, b in zip(outs["b"], outs["n"]))
+            if not same:
+                raise SystemExit(f"rows {rows} context {ctx}: outputs differ between the builds")
+            mb, mn = statistics.median(times["b"]), statistics.median(times["n"])
+            print(f"| {rows} | {ctx} | {args.shared} | {mb:.2f} | {mn:.2f} | {mb / mn:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

@@ -110,14 +110,22 @@ def prefill(engine: Engine, together: int, rounds: int) -> None:
             print(f"round {r + 1} {k}x512: {total:.3f} ms/token in all; {parts}", flush=True)
 
 
-def extract(engine: Engine, docs: int, batch1_docs: int, show_steps: bool) -> None:
+def extract(
+    engine: Engine, docs: int, batch1_docs: int, show_steps: bool, ab_shared: int = 0
+) -> None:
     """Print where one batched ``extract`` of ``docs`` contact cards spends its work, per
     document, against ``batch1_docs`` cards extracted one at a time (thread CPU seconds).
+
+    With ``ab_shared`` rounds, the batched call is run again per round, alternating
+    ``unshared`` (``choices.shared_hosts`` patched to give every candidate a request of its
+    own, the scoring before session 23 e4) and ``shared`` (the default), the prefix cache
+    flushed and the schema prompt cached again before each call.
     """
     import json
 
     from bench_extract_batch import ROOT, documents
 
+    import structgen.extraction.choices as choices
     import structgen.extraction.extractor as extractor
     import structgen.runtime.engine as engine_mod
 
@@ -125,15 +133,19 @@ def extract(engine: Engine, docs: int, batch1_docs: int, show_steps: bool) -> No
     texts = documents(docs + batch1_docs + 1)
     part: dict[str, float] = collections.defaultdict(float)
     steps: list[tuple[int, int, int, float]] = []  # rows, tokens, prompt tokens, forward s
+    scoring = [False, 0]  # inside a scoring pass; tokens computed there
 
     def wrap(module, name: str, key: str):
         fn = getattr(module, name)
 
         def timed(*args, **kwargs):
             t0 = time.thread_time()
+            outer = scoring[0]  # sampling runs inside a scoring pass too
+            scoring[0] = outer or key.startswith("scoring")
             try:
                 return fn(*args, **kwargs)
             finally:
+                scoring[0] = outer
                 part[key] += time.thread_time() - t0
 
         setattr(module, name, timed)
@@ -149,6 +161,7 @@ def extract(engine: Engine, docs: int, batch1_docs: int, show_steps: bool) -> No
             for r, num in scheduled.scheduled
         )
         tokens = sum(num for _, num in scheduled.scheduled)
+        scoring[1] += tokens if scoring[0] else 0
         steps.append((len(scheduled.scheduled), tokens, prompt, time.thread_time() - t0))
         return out
 
@@ -159,13 +172,27 @@ def extract(engine: Engine, docs: int, batch1_docs: int, show_steps: bool) -> No
     wrap(extractor, "_compiled", "copy_constraint + compile")
     wrap(extractor, "copy_constraint", "copy_constraint + compile")
     engine.extract(schema, texts[0])  # untimed: compile, the shared prefix cached
-    for label, batches in (
+    shared_hosts = choices.shared_hosts
+    runs = [
         ("batch 1", [[t] for t in texts[1 : 1 + batch1_docs]]),
         ("batched", [texts[1 + batch1_docs :]]),
-    ):
+    ]
+    runs += [
+        (f"batched {mode}, round {r}", [texts[1 + batch1_docs :]])
+        for r in range(ab_shared)
+        for mode in (("unshared", "shared") if r % 2 == 0 else ("shared", "unshared"))
+    ]
+    for label, batches in runs:
+        if "shared" in label:
+            choices.shared_hosts = (
+                shared_hosts if " shared" in label else (lambda fulls, *_: list(range(len(fulls))))
+            )
+            engine.flush_cache()
+            engine.extract(schema, texts[0])  # untimed: the schema prompt cached again
         n = sum(map(len, batches))
         part.clear()
         steps.clear()
+        scoring[1] = 0
         s0 = engine.stats()
         t0 = time.thread_time()
         for batch in batches:
@@ -181,7 +208,8 @@ def extract(engine: Engine, docs: int, batch1_docs: int, show_steps: bool) -> No
             f"{label}, {n} documents, per document: thread CPU {total / n:.3f} s, forward "
             f"{fwd / n:.3f} s in {len(steps) / n:.2f} passes, {tokens / n:.1f} tokens "
             f"computed ({prompt / n:.1f} prompt, {(tokens - prompt) / n:.1f} output rows and "
-            f"forced tokens) over {rows / n:.1f} rows, prefix hits {hit / n:.0f} tokens; "
+            f"forced tokens; {scoring[1] / n:.1f} by the scoring passes) over {rows / n:.1f} "
+            f"rows, prefix hits {hit / n:.0f} tokens; "
             + ", ".join(f"{k} {v / n:.3f} s" for k, v in sorted(part.items())),
             flush=True,
         )
@@ -189,6 +217,7 @@ def extract(engine: Engine, docs: int, batch1_docs: int, show_steps: bool) -> No
             for i, (r, t, p, f) in enumerate(steps):
                 print(f"  step {i}: {r} rows, {t} tokens ({p} prompt), forward {f * 1e3:.0f} ms")
     del engine.runner.execute
+    choices.shared_hosts = shared_hosts
 
 
 def main() -> None:
@@ -200,6 +229,12 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=16, help="cards in one extract (extract)")
     ap.add_argument("--batch1-docs", type=int, default=3, help="cards one at a time (extract)")
     ap.add_argument("--steps", action="store_true", help="the batched call's steps (extract)")
+    ap.add_argument(
+        "--ab-shared",
+        type=int,
+        default=0,
+        help="rounds of the batched call unshared / shared scoring (extract)",
+    )
     args = ap.parse_args()
     for name in ("int4_mm", "int8_mm"):
         _wrap(quant, name)
@@ -213,7 +248,7 @@ def main() -> None:
     if "prefill" in parts:
         prefill(engine, args.together, args.rounds)
     if "extract" in parts:
-        extract(engine, args.docs, args.batch1_docs, args.steps)
+        extract(engine, args.docs, args.batch1_docs, args.steps, args.ab_shared)
 
 
 if __name__ == "__main__":

@@ -352,6 +352,9 @@ def mean_logprob(out: Any, full: list[int], start: int) -> float:
     return sum(lps) / max(1, len(lps))
 
 
+SHARED_TOP = 20  # log-probs read per row of a request that scores other candidates too
+
+
 def candidate_scores(engine: Any, jobs: list[CandidateJob], *, summed: bool) -> list[list[float]]:
     """The model's score of every candidate of every job.
 
@@ -362,6 +365,16 @@ def candidate_scores(engine: Any, jobs: list[CandidateJob], *, summed: bool) -> 
     scores options) or summed (``summed=True``, which does not favour longer candidates).
     All candidates of all jobs go to ``engine.generate`` as one batch of prompt-log-prob
     requests (the radix cache computes their shared prefixes once).
+
+    A candidate whose ids but the last lead another candidate's of the same job ("Lantern"
+    + '",' inside "Lantern Robotics" + '",', ``shared_hosts``) sends no request of its own:
+    a causal model's rows over the shared ids are the same in the longer request, which
+    reads the ``SHARED_TOP`` likeliest tokens per row, so the shorter candidate's last
+    token is read there. Where that token is not among them, a second batch reads it
+    alone: a request of the candidate's ids scoring only the last (the prefix cache
+    serves the rest, which the longer request left there). The scores are the same as
+    one request per candidate (up to the float rounding of another batch layout); fewer
+    tokens are computed.
 
     Args:
         engine: the engine (``tokenizer``, ``generate``).
@@ -374,34 +387,108 @@ def candidate_scores(engine: Any, jobs: list[CandidateJob], *, summed: bool) -> 
     """
     if not jobs:
         return []
-    fulls_all, firsts_all = [], []
+    fulls, firsts, sizes = [], [], []
     for job in jobs:
         start, end = job.span
         prefix = job.context + job.raw[:start]
         tail = job.raw[end : end + 1]
         base = engine.tokenizer.encode(prefix, add_special_tokens=False)
-        fulls = [
+        ids = [
             engine.tokenizer.encode(
                 prefix + json.dumps(c, ensure_ascii=False) + tail, add_special_tokens=False
             )
             for c in job.candidates
         ]
-        fulls_all.append(fulls)
-        firsts_all.append([max(1, min(common_prefix(base, f), len(f) - 1)) for f in fulls])
-    requests = [f for fulls in fulls_all for f in fulls]
-    params = [dataclasses.replace(_SCORE, prompt_logprobs_start=s) for fs in firsts_all for s in fs]
-    outs = engine.generate(requests, params)
+        fulls.extend(ids)
+        firsts.extend(max(1, min(common_prefix(base, f), len(f) - 1)) for f in ids)
+        sizes.append(len(ids))
+    hosts = shared_hosts(fulls, firsts, sizes)
+    roots = [i for i, h in enumerate(hosts) if h == i]
+    starts = {i: firsts[i] for i in roots}
+    guests = {i for i, h in enumerate(hosts) if h != i}
+    for i in guests:
+        starts[hosts[i]] = min(starts[hosts[i]], firsts[i])
+    # hosts whose guests' last tokens differ from theirs read the top tokens of each row
+    reads = {h for i, h in enumerate(hosts) if fulls[h][len(fulls[i]) - 1] != fulls[i][-1]}
+    params = [
+        dataclasses.replace(
+            _SCORE, prompt_logprobs=SHARED_TOP if i in reads else 0, prompt_logprobs_start=starts[i]
+        )
+        for i in roots
+    ]
+    outs = dict(zip(roots, engine.generate([fulls[i] for i in roots], params)))
+    scores = [0.0] * len(fulls)
+    missed: dict[int, list[float]] = {}  # guest -> its tokens' log-probs but the last
+    for i, full in enumerate(fulls):
+        out = outs[hosts[i]]
+        if i not in guests:
+            scores[i] = mean_logprob(out, full, firsts[i])
+            continue
+        if out.finish_reason == "error" or out.prompt_logprobs is None:
+            scores[i] = float("-inf")
+            continue
+        rows = out.prompt_logprobs  # the host's rows hold the guest's tokens but the last
+        lps = [rows[j][full[j]] for j in range(firsts[i], len(full) - 1)]
+        last = (rows[len(full) - 1] or {}).get(full[-1])
+        if last is None:
+            missed[i] = lps
+        else:
+            scores[i] = (sum(lps) + last) / (len(lps) + 1)
+    if missed:  # the last token alone: the host's KV of the rest is in the prefix cache
+        todo = list(missed)
+        params = [
+            dataclasses.replace(_SCORE, prompt_logprobs_start=len(fulls[i]) - 1) for i in todo
+        ]
+        for i, out in zip(todo, engine.generate([fulls[i] for i in todo], params)):
+            last = mean_logprob(out, fulls[i], len(fulls[i]) - 1)
+            scores[i] = (sum(missed[i]) + last) / (len(missed[i]) + 1)
     scores_out: list[list[float]] = []
     pos = 0
-    for fulls, firsts in zip(fulls_all, firsts_all):
+    for n in sizes:
         scores_out.append(
             [
-                mean_logprob(out, full, first) * (max(1, len(full) - first) if summed else 1)
-                for out, full, first in zip(outs[pos : pos + len(fulls)], fulls, firsts)
+                scores[i] * (max(1, len(fulls[i]) - firsts[i]) if summed else 1)
+                for i in range(pos, pos + n)
             ]
         )
-        pos += len(fulls)
+        pos += n
     return scores_out
+
+
+def shared_hosts(fulls: list[list[int]], firsts: list[int], sizes: list[int]) -> list[int]:
+    """For each candidate, the candidate whose request scores it (itself or a host).
+
+    Candidates are grouped by job (``sizes``: candidates per job, in order). A candidate
+    ``i`` is the guest of a longer candidate ``h`` of its job when ``fulls[i][:-1]`` is a
+    prefix of ``fulls[h]`` and ``h`` holds a row for ``i``'s last token
+    (``len(fulls[h]) >= len(fulls[i])``); a host is itself no guest, and it is the
+    longest such candidate (longest first, then the first listed). ``firsts[i] >= 1``
+    is where ``i``'s scored tokens begin: a candidate whose scored tokens would start
+    at its last token or later still shares (its rows are the host's).
+
+    Args:
+        fulls: every candidate's token ids, jobs one after another.
+        firsts: each candidate's first scored position.
+        sizes: candidates per job.
+
+    Returns:
+        One index per candidate into ``fulls``: ``i`` itself for a request of its own.
+    """
+    hosts = list(range(len(fulls)))
+    pos = 0
+    for n in sizes:
+        order = sorted(range(pos, pos + n), key=lambda i: (-len(fulls[i]), i))
+        roots: list[int] = []
+        for i in order:
+            head = fulls[i][:-1]
+            for r in roots:
+                if len(fulls[r]) >= len(fulls[i]) and fulls[r][: len(head)] == head:
+                    hosts[i] = r
+                    break
+            else:
+                roots.append(i)
+        pos += n
+    return hosts
 
 
 def with_field(value: Any, keys: tuple[str, ...], new: Any) -> Any:

@@ -20,7 +20,9 @@ all the documents given go in one batch of prompt-log-prob requests (the jobs ar
 planned across documents and scored through ``revise_outputs``' ``score``). The field
 whose own value the model prefers least over its best candidate (the smaller margin)
 takes that candidate; the other keeps its value (a field with no candidate cannot move,
-so its own value is not scored: the sibling with candidates moves). The fields after it
+so its own value is not scored: the sibling with candidates moves, and its own value
+is not scored either, since it moves whatever that scores; with one other candidate
+nothing is scored). The fields after it
 keep what greedy wrote. Arrays are left alone (items are trimmed by ``items.py``).
 
 A number field names a different thing than a string field beside it, too: no candidate
@@ -53,7 +55,10 @@ scheduler does not hold a request back for a page its ``prompt_logprobs_start`` 
 it from reusing) and each computes only its own tokens (the prefix cache serves the
 partial last page of the shared prefix as a copy): ~110 tokens for contact_card-04's
 20 requests, under half the CPU time of one 400-token prefill. So ``extract`` runs it
-by default (``SCORE_OVERLAPS_DEFAULT``).
+by default (``SCORE_OVERLAPS_DEFAULT``). A shortlist ranked by first token is mostly
+runs of words from the same word ("Quantix", "Quantix Labs"), and ``candidate_scores``
+reads a run that leads a longer one from the longer one's request (``shared_hosts``),
+so such a group computes about the tokens of its longest run.
 """
 
 from __future__ import annotations
@@ -379,10 +384,26 @@ def choose_overlaps(
         flat = [job for _, jobs in docs for job in jobs]
         if shortlist is not None:
             flat = shortlist_spans(engine, flat, shortlist)  # one batch for every document
-        # a field with no other candidate never moves (``_moved``): its value is not scored
-        rivals = [job for job in flat if len(job.candidates) > 1]
+        # a field with no other candidate never moves (``_moved``): its value is not scored;
+        # nor is the value of a field whose every sibling in a pair cannot move (it moves
+        # to its best candidate whatever its own value scores: only the others are scored)
+        own = [_own_value_needed(pairs, jobs) for pairs, jobs in docs]
+        needed = [j.keys in own[d] for d, (_, jobs) in enumerate(docs) for j in jobs]
+        # (one other candidate: the move is forced, nothing is scored)
+        rivals = [
+            job if need else dataclasses.replace(job, candidates=job.candidates[1:])
+            for job, need in zip(flat, needed)
+            if len(job.candidates) > (1 if need else 2)
+        ]
         found = iter(candidate_scores(engine, rivals, summed=False))  # one batch for all
-        scores = [next(found) if len(job.candidates) > 1 else [] for job in flat]
+        scores = [
+            []
+            if len(job.candidates) == 1
+            else next(found)
+            if need
+            else [float("nan")] + (next(found) if len(job.candidates) > 2 else [0.0])
+            for job, need in zip(flat, needed)
+        ]
         out, pos = [], 0
         for _, jobs in docs:
             n = len(jobs)
@@ -394,6 +415,19 @@ def choose_overlaps(
         return _moved(value, doc[0], scored)
 
     return revise_outputs(raw_texts, plan, decide, score)
+
+
+def _own_value_needed(
+    pairs: list[tuple[tuple[str, ...], tuple[str, ...]]], jobs: list[CandidateJob]
+) -> set[tuple[str, ...]]:
+    """The fields whose own value's score ``_moved`` compares: those paired with a field
+    that has another candidate (its margin is weighed against theirs). A field paired
+    only with fields that cannot move (a number field, or one without other candidates)
+    moves to its best candidate whatever its own value scores (its score is then NaN;
+    with one other candidate nothing is scored: the move is forced).
+    """
+    movable = {job.keys for job in jobs if len(job.candidates) > 1}
+    return {a for a, b in pairs if b in movable} | {b for a, b in pairs if a in movable}
 
 
 def _nullable_at(schema: Any, keys: tuple[str, ...]) -> bool:

@@ -252,3 +252,113 @@ def test_best_candidates_follows_the_preferred_value_and_refuses_a_missing_greed
     ]
     with pytest.raises(ValueError, match="'a.n'"):
         best_candidates(engine, [_job(value, ("a", "n"), [2, 58])], [value], summed=True)
+
+
+class CountingEngine:
+    """The tiny engine, counting the scoring requests and the prompt tokens they compute."""
+
+    def __init__(self, engine):
+        self.engine, self.tokenizer = engine, engine.tokenizer
+        self.requests, self.batches = 0, []
+
+    def generate(self, requests, params):
+        self.requests += len(requests)
+        self.batches.append(len(requests))
+        return self.engine.generate(requests, params)
+
+
+def _word_prefix_jobs():
+    """A job whose candidates run from one word on ("Lantern", "Lantern Robotics", ...),
+    as ``text_spans`` writes them, one whose candidates share no word, and numbers that
+    lead one another (1, 12, 123 in 1234: shared on a tokenizer that splits digits)."""
+    value = {"name": "Wei Zhang", "company": "Wei Zhang", "n": 1234}
+    raw = json.dumps(value, separators=(",", ":"))
+    spans = value_spans(raw)
+    from structgen.extraction.choices import CandidateJob
+
+    ctx = "Text: Wei Zhang, now at Lantern Robotics Shenzhen Ltd in Shenzhen. JSON:"
+    runs = ["Wei Zhang", "Lantern", "Lantern Robotics", "Lantern Robotics Shenzhen",
+            "Lantern Robotics Shenzhen Ltd", "Shenzhen", "Shenzhen Ltd"]  # fmt: skip
+    return (
+        [
+            CandidateJob(0, ("company",), runs, ctx, raw, spans[("company",)]),
+            CandidateJob(0, ("name",), ["Wei Zhang", "Wei", "Zhang"], ctx, raw, spans[("name",)]),
+            CandidateJob(0, ("n",), [1234, 1, 12, 123, 5], ctx, raw, spans[("n",)]),
+        ],
+        ctx,
+        raw,
+    )
+
+
+def _check_shared_scores(engine, jobs, ctx, raw):
+    """Every candidate's ``candidate_scores`` score against the reference's own
+    full-prompt-log-prob request; the counting engine's requests and batches."""
+    from structgen.extraction.choices import candidate_scores
+
+    counting = CountingEngine(engine)
+    got = candidate_scores(counting, jobs, summed=False)
+    for job, scores in zip(jobs, got):
+        start, end = job.span
+        want = [
+            _mean_from_full_logprobs(engine, ctx + raw[:start], c, raw[end : end + 1])
+            for c in job.candidates
+        ]
+        assert scores == pytest.approx(want, abs=1e-4)
+    return counting
+
+
+@pytest.mark.parametrize("top", [20, 0])
+def test_shared_candidate_scores_equal_one_request_per_candidate(tiny_engine, monkeypatch, top):
+    """On the tiny random Llama the scores equal the reference's whether a shorter
+    candidate's last token is among a longer one's row's top 20 or not (top 0: never,
+    so each is scored in a second batch)."""
+    import structgen.extraction.choices as choices
+
+    monkeypatch.setattr(choices, "SHARED_TOP", top)
+    jobs, ctx, raw = _word_prefix_jobs()
+    counting = _check_shared_scores(tiny_engine, jobs, ctx, raw)
+    n = sum(len(j.candidates) for j in jobs)
+    assert counting.requests <= n and counting.batches[0] < n  # 1, 12, 123 read from 1234
+    if top == 0:  # hosts, then the candidates whose last token was not read
+        assert len(counting.batches) == 2 and counting.requests == n
+
+
+def test_shared_candidate_scores_on_the_default_model(smollm2_engine):
+    """On SmolLM2, where a run's closing quote is among a longer run's likeliest next
+    tokens: the scores equal the reference's with fewer requests than candidates."""
+    jobs, ctx, raw = _word_prefix_jobs()
+    counting = _check_shared_scores(smollm2_engine, jobs, ctx, raw)
+    assert counting.requests < sum(len(j.candidates) for j in jobs)
+    assert len(counting.batches) <= 2
+
+
+def test_shared_hosts_against_brute_force():
+    """A candidate shares the longest (then first) candidate of its job that is no guest,
+    holds a row for its last token and starts with its ids but the last; against a
+    brute-force check of that rule on random id lists."""
+    import random
+
+    from structgen.extraction.choices import shared_hosts
+
+    rng = random.Random(0)
+    for _ in range(300):
+        sizes = [rng.randint(1, 6) for _ in range(rng.randint(1, 3))]
+        fulls = [[rng.randint(0, 2) for _ in range(rng.randint(2, 5))] for _ in range(sum(sizes))]
+        hosts = shared_hosts(fulls, [1] * len(fulls), sizes)
+        pos = 0
+        for n in sizes:
+            group = range(pos, pos + n)
+            for i in group:
+                h = hosts[i]
+                assert h in group and hosts[h] == h
+                if h != i:
+                    assert len(fulls[h]) >= len(fulls[i])
+                    assert fulls[h][: len(fulls[i]) - 1] == fulls[i][:-1]
+                else:  # no root could host it: the roots longer than it were checked first
+                    for r in group:
+                        if hosts[r] == r and r != i and (-len(fulls[r]), r) < (-len(fulls[i]), i):
+                            assert not (
+                                len(fulls[r]) >= len(fulls[i])
+                                and fulls[r][: len(fulls[i]) - 1] == fulls[i][:-1]
+                            )
+            pos += n

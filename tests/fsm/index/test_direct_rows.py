@@ -232,24 +232,32 @@ def test_direct_rows_hand_back_an_intersection(smollm2_vocab) -> None:
 def test_direct_rows_masks_along_cold_instances(smollm2_tokenizer, smollm2_vocab, name) -> None:
     """A fresh compile of each cold schema (the recursive one a grammar automaton) forced
     through its instance: every mask equal with and without ``walk_direct``."""
-    entry = COLD[name]
-    ids = smollm2_tokenizer.encode(json.dumps(entry["instance"], separators=(",", ":")))
+    assert_masks_equal_with_and_without(
+        smollm2_tokenizer, smollm2_vocab, COLD[name], trie.use_direct_rows, name
+    )
+
+
+def assert_masks_equal_with_and_without(tokenizer, vocab, entry, toggle, name) -> None:
+    """A fresh compile of ``entry["schema"]`` (caches and the vocabulary's lexical masks
+    cleared) forced through ``entry["instance"]`` with ``toggle(False)`` and ``toggle(True)``
+    (a walk shortcut's switch, left on): every mask along the way equal."""
+    ids = tokenizer.encode(json.dumps(entry["instance"], separators=(",", ":")))
     masks = []
-    for direct in (False, True):
-        trie.use_direct_rows(direct)
+    for on in (False, True):
+        toggle(on)
         try:
             clear_cache()
-            smollm2_vocab.lexical_masks.clear()
-            matcher = compile_json_schema(entry["schema"], smollm2_vocab).matcher()
+            vocab.lexical_masks.clear()
+            matcher = compile_json_schema(entry["schema"], vocab).matcher()
             got = []
             for tid in ids:
-                buf = torch.zeros((1, (smollm2_vocab.vocab_size + 31) // 32), dtype=torch.int32)
+                buf = torch.zeros((1, (vocab.vocab_size + 31) // 32), dtype=torch.int32)
                 matcher.fill_bitmask(buf, 0)
                 got.append(buf[0].numpy().copy())
                 assert matcher.advance(tid)
             masks.append(got)
         finally:
-            trie.use_direct_rows(True)
+            toggle(True)
     assert len(masks[0]) == len(masks[1]) == len(ids)
     for k, (a, b) in enumerate(zip(*masks)):
         assert np.array_equal(a, b), (name, k)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from structgen.fsm import Vocabulary, clear_cache, compile_json_schema
 from structgen.fsm.index import trie
+from tests.fsm.index.test_direct_rows import assert_masks_equal_with_and_without
 
 pytestmark = pytest.mark.skipif(
     not hasattr(trie._EXT, "descendant_bytes"), reason="C walk (descendant_bytes) not built"
@@ -135,27 +135,9 @@ def test_formats_states_by_brute_force(smollm2_vocab) -> None:
 def test_masks_along_cold_instances_equal_without_shortcut(
     smollm2_tokenizer, smollm2_vocab, name
 ) -> None:
-    entry = COLD[name]
-    ids = smollm2_tokenizer.encode(json.dumps(entry["instance"], separators=(",", ":")))
-    masks = []
-    for shortcut in (False, True):
-        trie.use_subtree_shortcut(shortcut)
-        try:
-            clear_cache()
-            smollm2_vocab.lexical_masks.clear()
-            matcher = compile_json_schema(entry["schema"], smollm2_vocab).matcher()
-            got = []
-            for tid in ids:
-                buf = torch.zeros((1, (smollm2_vocab.vocab_size + 31) // 32), dtype=torch.int32)
-                matcher.fill_bitmask(buf, 0)
-                got.append(buf[0].numpy().copy())
-                assert matcher.advance(tid)
-            masks.append(got)
-        finally:
-            trie.use_subtree_shortcut(True)
-    assert len(masks[0]) == len(masks[1]) == len(ids)
-    for k, (a, b) in enumerate(zip(*masks)):
-        assert np.array_equal(a, b), (name, k)
+    assert_masks_equal_with_and_without(
+        smollm2_tokenizer, smollm2_vocab, COLD[name], trie.use_subtree_shortcut, name
+    )
 
 
 def test_inconsistent_tables_raise(smollm2_vocab) -> None:

@@ -18,7 +18,7 @@ from structgen.runtime.quantization.formats import (
     quantize_int4,
     unpack_int4_tiles,
 )
-from tests.runtime.cpu.test_quant import _close, _int4_q8_ref, _ref, isa, needs_kernel
+from tests.runtime.cpu.test_quant import _close, _int4_q8_ref, _ref, isa, isa_paths, needs_kernel
 
 __all__ = ["isa"]  # the fixture, imported for the tests below
 
@@ -126,7 +126,6 @@ def test_tile_kernel_every_isa_path_agrees():
     """Q8 path: AVX-VNNI (vpdpbusd, int32 sums), AVX2 (maddubs, int16 sums) and scalar, bit for
     bit, for every row count of a row group (1..8) and past it, including the int16 sums' worst
     case (all codes 15 against x quantized to +-127: 8 * 2 * 15 * 127 = 30480, no saturation)."""
-    lib = cpu_quant._lib
     n, k, group = 45, 320, 64
     q, s, mn, _, tiles = _weight(n, k, group, 11)
     q_max = torch.full((n, k), 15, dtype=torch.uint8)
@@ -141,20 +140,7 @@ def test_tile_kernel_every_isa_path_agrees():
         out = [cpu_quant.int4t_mm(x[:r], tiles, st, mt, group, True, tab) for r in range(1, 18)]
         return out + [cpu_quant.int4t_mm(x_max, tiles_max, st, mt, group, True, tab)]
 
-    paths = {}
-    try:
-        if lib.set_isa(True) == "avx2":
-            if lib.set_vnni(True):
-                paths["vnni"] = run()
-            lib.set_vnni(False)
-            paths["avx2"] = run()
-        lib.set_isa(False)
-        assert not lib.set_vnni(True)  # VNNI only with AVX2 in use
-        paths["scalar"] = run()
-    finally:
-        lib.set_isa(True)  # turns VNNI and AMX off
-        lib.set_vnni(True)
-        lib.set_amx(True)
+    paths = isa_paths(run)
     ref = paths.pop("scalar")
     for name, got in paths.items():
         assert all(torch.equal(a, b) for a, b in zip(got, ref)), name

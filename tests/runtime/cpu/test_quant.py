@@ -400,7 +400,6 @@ def test_int8_q8_every_isa_path_agrees(scale_dtype, n, k, group):
     2 threads, with K / 32 blocks not a multiple of 4 (96, 192), including the int16 sums' worst
     case (weights -128 against x quantized to +-127: 2 * 128 * 127 = 32512, no saturation); and
     the result is float32-close to the float64 product of the Q8-rounded x and the weight."""
-    lib = cpu_quant._lib
     g = torch.Generator().manual_seed(n + k)
     q, s = quantize_int8(torch.randn(n, k, generator=g), group)
     s = s.to(scale_dtype)
@@ -422,6 +421,24 @@ def test_int8_q8_every_isa_path_agrees(scale_dtype, n, k, group):
             cpu_quant.set_threads(old)
         return out
 
+    paths = isa_paths(run)
+    ref = paths.pop("scalar")
+    for name, got in paths.items():
+        assert all(torch.equal(a, b) for a, b in zip(got, ref)), name
+    for r, y in zip(rows, ref):  # each row alone is the same float as inside any batch
+        assert torch.equal(y, ref[-1][:r])
+    wd = dequantize_int8(q, s)
+    _close(ref[-1], _ref(_q8_emulated(x), wd), 1e-6, x, wd)
+    w_min = dequantize_int8(q_min, s)
+    _close(ref[-2], _ref(_q8_emulated(x_max), w_min), 1e-6, x_max, w_min)
+    assert ref[-2].abs().min() > 0  # the worst case is a real one: -128 * 127 * 32 per block
+
+
+def isa_paths(run) -> dict:
+    """``run()`` on each quantized-kernel ISA path this CPU has: ``"vnni"`` (AVX-VNNI),
+    ``"avx2"`` and ``"scalar"``, in that order; AVX2 and VNNI are turned back on after (and AMX,
+    which ``set_isa`` turns off)."""
+    lib = cpu_quant._lib
     paths = {}
     try:
         if lib.set_isa(True) == "avx2":
@@ -435,13 +452,5 @@ def test_int8_q8_every_isa_path_agrees(scale_dtype, n, k, group):
     finally:
         lib.set_isa(True)
         lib.set_vnni(True)
-    ref = paths.pop("scalar")
-    for name, got in paths.items():
-        assert all(torch.equal(a, b) for a, b in zip(got, ref)), name
-    for r, y in zip(rows, ref):  # each row alone is the same float as inside any batch
-        assert torch.equal(y, ref[-1][:r])
-    wd = dequantize_int8(q, s)
-    _close(ref[-1], _ref(_q8_emulated(x), wd), 1e-6, x, wd)
-    w_min = dequantize_int8(q_min, s)
-    _close(ref[-2], _ref(_q8_emulated(x_max), w_min), 1e-6, x_max, w_min)
-    assert ref[-2].abs().min() > 0  # the worst case is a real one: -128 * 127 * 32 per block
+        lib.set_amx(True)
+    return paths

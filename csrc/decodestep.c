@@ -54,10 +54,10 @@
  *
  * Rows: up to MAX_STEP_ROWS (64) tokens a call (the caller sends more than 8 only as decode rows,
  * one token a sequence). The matmuls take all of them per weight tile or block of weight rows
- * (int4 tiles: every row per unpacked tile; float and the row-layout quantized kernels, which take
- * MAX_M = 8 rows at a time: chunks of 8 rows per block of weight rows, so the weight comes from
- * memory once a step instead of once per 8 rows); each row's arithmetic is that of a call of its
- * 8-row chunk (tests/runtime/cpu/test_decode_step*.py: one call == calls of 8 rows, bit for bit).
+ * (int4 tiles and int8 with int8 activations: every row per weight tile or row; float, int4 rows
+ * and exact-fp32 int8, which take MAX_M = 8 rows at a time: chunks of 8 rows per block of weight
+ * rows, so the weight comes from memory once a step instead of once per 8 rows); each row's
+ * arithmetic is that of a call of its 8-row chunk (tests/runtime/cpu/test_decode_step*.py: one call == calls of 8 rows, bit for bit).
  *
  * Exposed as structgen.runtime.cpu._decodestep (METH_FASTCALL, raw pointers as ints).
  */
@@ -86,7 +86,7 @@ enum {
  * weight is read from memory once per step and reused for every row from cache. */
 #define MAX_STEP_ROWS 64
 /* Weight rows per block of the row-layout quantized matmuls over more than MAX_M rows (int4_rows,
- * int8_rows take MAX_M rows at a time): a multiple of 8 (a block's per-element arithmetic is
+ * and int8_rows with float32 activations, take MAX_M rows at a time): a multiple of 8 (a block's per-element arithmetic is
  * that of any 8-aligned thread split), 64 rows of K = 1536 int8 being 96 KiB (L2) */
 #define Q_ROW_BLOCK 64
 
@@ -189,6 +189,8 @@ static void mm_rows(const float *x32, const int64_t *p, void *y, int N, int ldy,
     }
     if (kind == FMT_INT4T) /* tile by tile, all T rows per tile (from cache after the first 8) */
         int4t_rows(x32, w, sc, f16, out, s->T, N, K, gs, q8, &ts->a, n0, n1);
+    else if (!int4 && q8) /* int8q8_rows_*: one pass over the weight rows for any T */
+        int8_rows(x32, w, sc, f16, out, s->T, N, K, gs, q8, &ts->a, n0, n1);
     else /* these loop over chunks of MAX_M rows outside their weight rows: over MAX_M rows, give
           * them blocks of Q_ROW_BLOCK weight rows so that the later chunks read them from cache */
         for (int nb = n0; nb < n1; nb += s->T <= MAX_M ? n1 - n0 : Q_ROW_BLOCK) {

@@ -57,7 +57,8 @@
  * (int4 tiles and int8 with int8 activations: every row per weight tile or row; float, int4 rows
  * and exact-fp32 int8, which take MAX_M = 8 rows at a time: chunks of 8 rows per block of weight
  * rows, so the weight comes from memory once a step instead of once per 8 rows); each row's
- * arithmetic is that of a call of its 8-row chunk (tests/runtime/cpu/test_decode_step*.py: one call == calls of 8 rows, bit for bit).
+ * arithmetic is that of a call of its 8-row chunk (tests/runtime/cpu/test_decode_step*.py: one
+ * call == calls of 8 rows, bit for bit).
  *
  * Exposed as structgen.runtime.cpu._decodestep (METH_FASTCALL, raw pointers as ints).
  */

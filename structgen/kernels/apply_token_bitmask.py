@@ -5,12 +5,18 @@ Bitmask layout (shared with ``structgen.fsm.Matcher.fill_bitmask``): an int32 te
 bit first) is set when token ``i`` is allowed. Disallowed logits become ``-inf``.
 
 The Triton kernel writes only the disallowed entries (one masked store per vocabulary
-block), so allowed logits and unselected rows are never touched. The torch reference
+block), so allowed logits and unselected rows are never touched. On CPU the bits are unpacked
+and the logits written through numpy (``np.unpackbits`` on the words' little-endian bytes):
+torch's elementwise integer ops there go through its intra-op thread pool, which cost
+milliseconds a call on a small vocabulary-sized mask. The torch reference
 :func:`apply_token_bitmask_ref` is the oracle.
 """
 
 from __future__ import annotations
 
+import sys
+
+import numpy as np
 import torch
 
 from structgen.kernels._triton import (
@@ -83,6 +89,30 @@ def apply_token_bitmask_ref(
         sub = logits[indices]
         sub.masked_fill_(~allowed, float("-inf"))
         logits[indices] = sub
+
+
+_NUMPY_DTYPES = (torch.float32, torch.float64, torch.float16)
+
+
+def _apply_token_bitmask_numpy(
+    logits: torch.Tensor, bitmask: torch.Tensor, indices: torch.Tensor | None
+) -> None:
+    """CPU path of :func:`apply_token_bitmask`: same contract as the reference (``logits``
+    float16/32/64 on CPU, little-endian host; the caller checks).
+    """
+    rows = _check_args(logits, bitmask, indices)
+    vocab = logits.shape[1]
+    if rows == 0 or vocab == 0:
+        return
+    words = bitmask.detach().contiguous().numpy()
+    bits = np.unpackbits(
+        words.view(np.uint8), axis=1, count=min(vocab, 32 * words.shape[1]), bitorder="little"
+    )
+    out = logits.detach().numpy()  # a view: writes land in ``logits``
+    targets = range(rows) if indices is None else indices.tolist()
+    for r, row in enumerate(targets):
+        np.putmask(out[row, : bits.shape[1]], bits[r] == 0, -np.inf)
+        out[row, bits.shape[1] :] = -np.inf  # tokens past 32 * W: disallowed
 
 
 @jit
@@ -160,9 +190,18 @@ def apply_token_bitmask(
     """Mask logits in place with the best backend for their device.
 
     Same contract as :func:`apply_token_bitmask_ref`. ``backend``: ``"auto"`` (Triton on
-    CUDA, torch elsewhere), ``"triton"`` (interpreted on CPU) or ``"torch"``.
+    CUDA; on CPU numpy for float16/32/64 logits, else torch), ``"triton"`` (interpreted on
+    CPU) or ``"torch"`` (the reference).
     """
     if resolve_backend(backend, logits.device) == "triton":
         _apply_token_bitmask_triton(logits, bitmask, indices)
+    elif (
+        backend == "auto"
+        and logits.device.type == "cpu"
+        and bitmask.device.type == "cpu"
+        and logits.dtype in _NUMPY_DTYPES
+        and sys.byteorder == "little"
+    ):
+        _apply_token_bitmask_numpy(logits, bitmask, indices)
     else:
         apply_token_bitmask_ref(logits, bitmask, indices)

@@ -4,6 +4,11 @@ All rows are processed with batched tensor ops; only seeded rows draw their rand
 numbers from their own ``torch.Generator`` (one small draw per seeded row).
 Sampling uses the Gumbel/exponential race (``argmax(p / E)`` with ``E ~ Exp(1)``),
 which samples exactly from ``p`` and needs one uniform draw per token per row.
+
+On CPU the per-step row gather and the greedy argmax go through numpy: torch splits an op over
+a vocabulary-sized tensor (over 32,768 elements) across its intra-op OpenMP pool, and waking
+that pool costs far more than the work (hundreds of microseconds on an idle 2-core machine,
+tens of milliseconds when the cores are busy).
 """
 
 from __future__ import annotations
@@ -12,7 +17,31 @@ import torch
 
 from structgen.runtime.sampling_params import SamplingParams
 
-__all__ = ["sample", "filter_probs"]
+__all__ = ["sample", "filter_probs", "take_rows"]
+
+_NUMPY_DTYPES = (torch.float32, torch.float64)
+
+
+def _numpy_ok(t: torch.Tensor) -> bool:
+    return t.device.type == "cpu" and t.dtype in _NUMPY_DTYPES
+
+
+def take_rows(logits: torch.Tensor, rows: list[int]) -> torch.Tensor:
+    """``logits[rows]``: a new ``[len(rows), V]`` tensor (a copy, never a view).
+
+    Raises:
+        IndexError: a row out of range.
+    """
+    if rows and _numpy_ok(logits):
+        return torch.from_numpy(logits.detach().numpy()[rows])
+    return logits[rows]
+
+
+def _argmax_rows(logits: torch.Tensor) -> torch.Tensor:
+    """``logits.argmax(dim=-1)`` (first maximum; NaN counts as the maximum; int64)."""
+    if logits.shape[0] and logits.shape[1] and _numpy_ok(logits):
+        return torch.from_numpy(logits.detach().numpy().argmax(axis=-1).astype("int64"))
+    return logits.argmax(dim=-1)
 
 
 def filter_probs(probs: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
@@ -57,7 +86,7 @@ def sample(
         rejects it).
     """
     rows = logits.shape[0]
-    greedy_tok = logits.argmax(dim=-1)
+    greedy_tok = _argmax_rows(logits)
     if all(p.is_greedy for p in params):
         return greedy_tok
     temps = torch.tensor(

@@ -23,7 +23,7 @@ from structgen.fsm.jump_forward import plan_jump_forward
 from structgen.kernels.apply_token_bitmask import apply_token_bitmask
 from structgen.runtime.logits_processing import apply_penalties_and_bias, top_logprobs
 from structgen.runtime.request import Request
-from structgen.runtime.sampler import sample
+from structgen.runtime.sampler import sample, take_rows
 
 if TYPE_CHECKING:
     from structgen.runtime.model_runner import ModelOutput
@@ -129,7 +129,7 @@ def sample_tokens(
         for req, first, lo, hi in output.prompt_logprobs:
             record_prompt_logprobs(req, logits[lo:hi], first)
         reqs = [req for req, _ in plain]
-        sample_logits = logits[[lo for _, lo in plain]] if plain else logits[:0]
+        sample_logits = take_rows(logits, [lo for _, lo in plain]) if plain else logits[:0]
         tokens, logprobs = sample_step(sample_logits, reqs, context.eos_token_ids, masks)
         accepted = []
         if specs:

@@ -8,8 +8,12 @@ import pytest
 import torch
 
 from structgen.errors import ConfigError
-from structgen.kernels.apply_token_bitmask import apply_token_bitmask_ref, unpack_bitmask
-from structgen.runtime.sampler import sample
+from structgen.kernels.apply_token_bitmask import (
+    apply_token_bitmask,
+    apply_token_bitmask_ref,
+    unpack_bitmask,
+)
+from structgen.runtime.sampler import sample, take_rows
 from structgen.runtime.sampling_params import SamplingParams
 
 
@@ -48,6 +52,44 @@ def test_bitmask_rows_by_index_and_padded_logits():
     assert torch.equal(logits[[0, 1, 3]], torch.zeros(3, 40))  # other rows untouched
     with pytest.raises(ValueError):
         apply_token_bitmask_ref(logits, bm.to(torch.int64), torch.tensor([0]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize(("vocab", "words"), [(1, 1), (33, 2), (100, 4), (100, 2), (49152, 1536)])
+def test_cpu_bitmask_path_equals_reference(dtype, vocab, words):
+    # the numpy path "auto" takes on CPU vs the torch reference: all rows, rows by index (in
+    # any order, others untouched), bitmasks narrower (missing bits disallowed) and wider than
+    # the logits, the sign bit set
+    g = torch.Generator().manual_seed(vocab + words)
+    bm = torch.randint(-(2**31), 2**31 - 1, (3, words), dtype=torch.int32, generator=g)
+    bm[:, -1] |= torch.tensor(-(2**31), dtype=torch.int32)
+    for indices in (None, torch.tensor([4, 0, 2])):
+        rows = 3 if indices is None else 6
+        logits = torch.randn(rows, vocab, generator=g).to(dtype)
+        ref = logits.clone()
+        apply_token_bitmask_ref(ref, bm, indices)
+        apply_token_bitmask(logits, bm, indices)
+        assert torch.equal(logits, ref)
+
+
+def test_take_rows_and_greedy_match_torch_on_inference_tensors():
+    # the numpy paths on CPU against torch's indexing and argmax: ties (first maximum), NaN
+    # (counts as the maximum), rows of -inf, repeated and unordered rows, a copy not a view
+    with torch.inference_mode():
+        logits = torch.randn(6, 40, generator=torch.Generator().manual_seed(3))
+        logits[1, [5, 9]] = 7.0
+        logits[2, 11] = math.nan
+        logits[3] = -math.inf
+        rows = [4, 1, 1, 0, 2, 3]
+        got = take_rows(logits, rows)
+        assert torch.equal(got.nan_to_num(), logits[rows].nan_to_num())
+        got[0, 0] = 123.0
+        assert logits[4, 0] != 123.0
+        greedy = sample(got, [SamplingParams(temperature=0.0)] * 6, [None] * 6)
+        assert greedy.dtype == torch.int64
+        assert torch.equal(greedy, got.argmax(-1))
+        with pytest.raises(IndexError):
+            take_rows(logits, [6])
 
 
 def test_greedy_and_top_k1_pick_argmax():

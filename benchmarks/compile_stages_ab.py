@@ -5,8 +5,9 @@ its own (thread CPU, ``time.thread_time``), over the same inputs for both checko
 baseline loaded as ``structgen_base``, as ``cold_ab.py`` does), passes interleaved and the
 order alternated each pass; medians. Stages: ``lower_spec`` (schema -> ``SchemaRules``),
 ``rules_grammar`` (-> ``GrammarDef``), ``lower_grammar`` (-> ``CfgGrammar``), ``_lexers``
-(the terminals' lexers), ``EarleyCharts``, and the whole compile (every cache emptied first,
-as cold_ab's cold-empty; no masks).
+(the terminals' lexers), ``EarleyCharts``, the whole compile (every cache emptied first,
+as cold_ab's cold-empty; no masks), and the cold masks: the schema's compact instance forced
+token by token through a fresh compile (compile untimed; ``fill_bitmask`` and ``advance``).
 
     PYTHONPATH=. python benchmarks/compile_stages_ab.py --baseline /work/main [--passes 201]
         [--schema recursive]
@@ -23,15 +24,18 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import benchmarks.bench_grammar as bg  # noqa: E402
 from benchmarks.cold_ab import _load_checkout, _StructgenOf  # noqa: E402
 
 
-def _stages(eng: _StructgenOf, schema) -> dict:
+def _stages(eng: _StructgenOf, schema, ids: list[int]) -> dict:
     """Stage name -> a no-argument callable running that stage of ``eng``'s package on
-    ``schema`` (its inputs built once here)."""
+    ``schema`` (its inputs built once here); one that returns a float returns its own
+    thread-CPU seconds (the cold masks: their compile is not timed)."""
     pkg = eng.fsm.__name__.split(".")[0]
     spec_mod = importlib.import_module(f"{pkg}.fsm.spec")
     rules_mod = importlib.import_module(f"{pkg}.fsm.grammar.schema_rules")
@@ -57,6 +61,17 @@ def _stages(eng: _StructgenOf, schema) -> dict:
         with eng._own_name():
             earley_mod.EarleyCharts(cfg, nullable)
 
+    buf = torch.zeros((1, eng.words), dtype=torch.int32)
+
+    def masks_stage() -> float:
+        m = eng.compile(schema).matcher()
+        t0 = time.thread_time()
+        for t in ids:
+            m.fill_bitmask(buf, 0)
+            if not m.advance(t):
+                raise SystemExit("the instance was refused")
+        return time.thread_time() - t0
+
     return {
         "lower_spec": lambda: spec_mod.lower_spec(
             spec_mod.JsonSchema(schema, strict=False, allow_extra_properties=True)
@@ -66,6 +81,7 @@ def _stages(eng: _StructgenOf, schema) -> dict:
         "_lexers": lexers_stage,
         "EarleyCharts": charts_stage,
         "whole compile": lambda: eng.compile(schema),
+        "cold masks + advances": masks_stage,
     }
 
 
@@ -78,8 +94,11 @@ def main() -> None:
     _load_checkout("structgen_base", args.baseline)
     tok = bg.smollm2_tokenizer()
     engines = [_StructgenOf("old", "structgen_base", tok), _StructgenOf("new", "structgen", tok)]
-    schema = json.loads(bg.COLD_SCHEMAS.read_text())[args.schema]["schema"]
-    stages = {e.name: _stages(e, schema) for e in engines}
+    case = json.loads(bg.COLD_SCHEMAS.read_text())[args.schema]
+    schema = case["schema"]
+    text = json.dumps(case["instance"], separators=(",", ":"))
+    ids = tok.encode(text, add_special_tokens=False)
+    stages = {e.name: _stages(e, schema, ids) for e in engines}
     times = {e.name: {s: [] for s in stages[e.name]} for e in engines}
     for _ in range(5):  # warm: per-process stores filled, as after a first request
         for e in engines:
@@ -91,8 +110,9 @@ def main() -> None:
         for e in engines if p % 2 == 0 else engines[::-1]:
             for name, run in stages[e.name].items():
                 t0 = time.thread_time()
-                run()
-                times[e.name][name].append(time.thread_time() - t0)
+                own = run()
+                took = time.thread_time() - t0
+                times[e.name][name].append(own if isinstance(own, float) else took)
     print("| stage | old us | new us | old / new |")
     print("|---|---|---|---|")
     for name in stages["new"]:

@@ -121,6 +121,8 @@ class GrammarAutomaton:
             self._core.set_groups(self._group)
         self._completions = None
         self._live: dict[tuple[int, int], bool] = {}
+        # (group, lexer state) -> at least MIN_HEAD_BYTES bytes can start it (lexical_key)
+        self._wide: dict[tuple[int, int], bool] = {}
         self._classes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, list[int]]] = {}
         self._joint: dict[tuple, tuple[np.ndarray, np.ndarray, list[list[tuple[int, int]]]]] = {}
         self._moves: dict[tuple[int, int, int], tuple[int, bool]] = {}  # see _move
@@ -237,6 +239,16 @@ class GrammarAutomaton:
             GrammarTooComplexError: the Earley item budget is exceeded (scanning a lexeme).
         """
         lexemes = self.lexemes(state)
+        group, wide = self._group, self._wide
+        for t, _, s in lexemes:  # most configurations have no lexeme split_key would take
+            hit = wide.get((group[t], s))
+            if hit is None:
+                with self._lock:
+                    hit = wide[(group[t], s)] = self._first(t, s).bit_count() >= MIN_HEAD_BYTES
+            if hit:
+                break
+        else:
+            return None
         with self._lock:  # the lexers' shared arena and the charts are used under it
             firsts = [self._first(t, s) for t, _, s in lexemes]
             for i, (t, node, s) in enumerate(lexemes):

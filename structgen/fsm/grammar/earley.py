@@ -90,10 +90,12 @@ class EarleyCharts:
         self._rhs = cfg.rhs
         self._lhs = cfg.lhs
         self._by_lhs: list[list[int]] = [[] for _ in range(num_nt)]
+        by_lhs = self._by_lhs
         for p, (lhs, rhs) in enumerate(zip(cfg.lhs, cfg.rhs, strict=True)):
-            if all((s < 0 and s not in dead) or (s >= 0 and productive[s]) for s in rhs):
-                self._by_lhs[lhs].append(p)  # productions that can finish
-        self._nullable = _nullable(cfg, num_nt, nullable_terminals)
+            if all(productive[s] if s >= 0 else s not in dead for s in rhs):
+                by_lhs[lhs].append(p)  # productions that can finish
+        nullable_nt = _nullable_nonterminals(cfg, num_nt, nullable_terminals)
+        self._nullable = _nullable_predicate(nullable_nt, nullable_terminals)
         self._ids: dict[tuple[frozenset, bool], int] = {}
         self.items: list[frozenset] = []
         self.waiting: list[dict[int, list[tuple[int, int, int]]]] = []
@@ -111,11 +113,13 @@ class EarleyCharts:
         self._canon_of: dict[tuple[int, frozenset], int] = {}  # (nonterminal, seeds) -> node
         self._core = None
         if HAVE_C_EARLEY if native is None else native:
-            self._native_tables(cfg, num_nt, nullable_terminals, max_items)
+            self._native_tables(cfg, num_nt, nullable_terminals, max_items, nullable_nt)
         else:
             self.root = self._node([(0, 0, SELF)])
 
-    def _native_tables(self, cfg: CfgGrammar, num_nt: int, nullable_terminals, max_items) -> None:
+    def _native_tables(
+        self, cfg: CfgGrammar, num_nt: int, nullable_terminals, max_items, nullable_nt
+    ) -> None:
         """The charts in C (``csrc/earley.c``): ``scan`` is the C method; ``items`` and
         ``waiting`` are read from its tables on demand.
         """
@@ -124,7 +128,7 @@ class EarleyCharts:
             [tuple(body) for body in self._rhs],
             list(self._lhs),
             self._by_lhs,
-            bytes(self._nullable(s) for s in range(num_nt)),
+            bytes(nullable_nt),
             bytes(t in nullable_terminals for t in range(num_t)),
             cfg.start,
             max_items,
@@ -469,30 +473,41 @@ class _NodeTable:
         return list(self) == list(other)
 
 
-def _derivers(cfg: CfgGrammar, num_nt: int, usable) -> list[bool]:
-    """Per nonterminal: does it derive a string of terminal symbols ``s`` with ``usable(s)``?
+def _derivers(
+    cfg: CfgGrammar,
+    num_nt: int,
+    dead: set[int] | frozenset[int] = frozenset(),
+    only: set[int] | frozenset[int] | None = None,
+) -> list[bool]:
+    """Per nonterminal: does it derive a string of usable terminal symbols?
 
-    A worklist over the productions (each counts the nonterminal occurrences not known to
-    derive yet), linear in the grammar's size: a chain of 10,000 rules is one pass, not
-    10,000. Raises: never.
+    A terminal symbol ``s`` (``s < 0``) is usable when it is not in ``dead`` and, with
+    ``only`` given, is in ``only``. A worklist over the productions (each counts the
+    nonterminal occurrences not known to derive yet), linear in the grammar's size: a
+    chain of 10,000 rules is one pass, not 10,000. Raises: never.
     """
     derives = [False] * num_nt
-    pending = [-1] * len(cfg.lhs)  # per production: nonterminals left; -1: never finishes
+    lhs_of = cfg.lhs
+    pending = [-1] * len(lhs_of)  # per production: nonterminals left; -1: never finishes
     users: list[list[int]] = [[] for _ in range(num_nt)]  # productions, per occurrence
     agenda: list[int] = []
-    for p, (lhs, rhs) in enumerate(zip(cfg.lhs, cfg.rhs, strict=True)):
-        if not all(s >= 0 or usable(s) for s in rhs):
-            continue
-        count = 0
-        for s in rhs:
-            if s >= 0:
-                users[s].append(p)
-                count += 1
-        pending[p] = count
-        if count == 0 and not derives[lhs]:
-            derives[lhs] = True
-            agenda.append(lhs)
-    lhs_of = cfg.lhs
+    for p, rhs in enumerate(cfg.rhs):
+        if rhs and min(rhs) < 0:  # holds a terminal symbol
+            if only is not None and not only:
+                continue  # no terminal is usable
+            if (dead or only is not None) and not all(
+                s >= 0 or (s not in dead and (only is None or s in only)) for s in rhs
+            ):
+                continue
+            nts = [s for s in rhs if s >= 0]
+        else:
+            nts = rhs
+        for s in nts:
+            users[s].append(p)
+        pending[p] = len(nts)
+        if not nts and not derives[lhs_of[p]]:
+            derives[lhs_of[p]] = True
+            agenda.append(lhs_of[p])
     while agenda:
         for p in users[agenda.pop()]:
             if pending[p] > 0:
@@ -509,12 +524,27 @@ def _productive(
     """Nonterminals that derive at least one string (terminals do, but the ``dead``
     terminal symbols, whose language is empty).
     """
-    return _derivers(cfg, num_nt, lambda s: s not in dead)
+    return _derivers(cfg, num_nt, dead)
+
+
+def _nullable_nonterminals(
+    cfg: CfgGrammar, num_nt: int, nullable_terminals: set[int] | frozenset[int]
+) -> list[bool]:
+    """Per nonterminal: does it derive the empty string? (``nullable_terminals``: the
+    terminal ids whose lexer accepts the empty string.) Raises: never.
+    """
+    return _derivers(cfg, num_nt, only=frozenset(-1 - t for t in nullable_terminals))
 
 
 def _nullable(cfg: CfgGrammar, num_nt: int, nullable_terminals: set[int]):
     """A predicate: does symbol ``s`` derive the empty string?"""
-    nt = _derivers(cfg, num_nt, lambda s: (-1 - s) in nullable_terminals)
+    return _nullable_predicate(
+        _nullable_nonterminals(cfg, num_nt, nullable_terminals), nullable_terminals
+    )
+
+
+def _nullable_predicate(nt: list[bool], nullable_terminals: set[int] | frozenset[int]):
+    """``_nullable``'s predicate over per-nonterminal answers ``nt``."""
     terms = frozenset(nullable_terminals)
 
     def nullable(s: int) -> bool:

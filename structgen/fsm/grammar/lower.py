@@ -582,7 +582,17 @@ class _Productions:
             return False
         suffixes, lhs, rhs, terminals = frag
         # the helpers numbered as the walk would number them (``fresh``, in creation order)
-        nts = [-1, self.nonterminal(name), *(self.fresh(name, x) for x in suffixes)]
+        rule, base, nt = self.nonterminal(name), self.num_fresh, self.nt
+        names = [f"{name}#{base + k}{x}" for k, x in enumerate(suffixes, 1)]
+        if any(n in nt for n in names):  # a rule so named (no reader makes one): as fresh
+            helpers: Any = [self.fresh(name, x) for x in suffixes]
+        else:  # fresh's names and ids, added at once
+            first = len(self.cfg.names)
+            helpers = range(first, first + len(names))
+            nt.update(zip(names, helpers))
+            self.cfg.names.extend(names)
+            self.num_fresh = base + len(names)
+        nts = [-1, rule, *helpers]
         ts = []
         for key_t in terminals:
             t = self.terms.get(key_t)
@@ -596,12 +606,12 @@ class _Productions:
         if len(cfg.lhs) + len(lhs) > MAX_RULES:
             raise GrammarTooComplexError(f"the grammar expands to more than {MAX_RULES} rules")
         self.deadline.check("lowering the grammar to productions")
-        cfg.lhs.extend(nts[left] for left in lhs)
-        syms = {
-            **{k: v for k, v in enumerate(nts) if k},
-            **{-1 - k: -1 - t for k, t in enumerate(ts)},
-        }
-        cfg.rhs.extend(tuple(syms[x] for x in right) for right in rhs)
+        cfg.lhs.extend(map(nts.__getitem__, lhs))
+        # local symbol -> grammar symbol, read by Python's indexing: nonterminal k >= 1 at
+        # k, terminal -1 - k at -1 - k (from the end); 0, the augmented start, is never used
+        syms = [None, *nts[1:], *(-1 - t for t in reversed(ts))]
+        get = syms.__getitem__
+        cfg.rhs.extend(tuple(map(get, right)) for right in rhs)
         return True
 
 

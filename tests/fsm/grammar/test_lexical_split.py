@@ -223,3 +223,41 @@ def test_recursive_schema_on_smollm2_uses_the_pinned_string_entry(smollm2_vocab)
     for prefix in (b'{"name":"Z\xc3\xbcr', b'{"name":"a","children":[{"name":"\\"x'):
         _check(tree, ref, smollm2_vocab, prefix)
     assert lex.hits == hits + 2
+
+
+class _AlwaysWide(dict):
+    """A ``GrammarAutomaton._wide`` that sends every configuration to the full check."""
+
+    def get(self, key, default=None):
+        return True
+
+
+@pytest.mark.parametrize(
+    ("make", "prefixes"),
+    [
+        (_schema(TREE), [b"", b'{"name":"', b'{"name":"a","children":[{"name":"']),
+        (_schema(FOREST), [b"", b'[["a","']),
+        (_lark(WORDS), [b"", b"<ab"]),
+        (_lark(TWO_RUNS), [b"", b"<ab", b"<a|<bcd"]),
+    ],
+)
+def test_narrow_configurations_answer_as_the_full_check(vocab, make, prefixes) -> None:
+    """``lexical_key``'s early None (no lexeme ``MIN_HEAD_BYTES`` bytes can start) gives the
+    key the full per-lexeme check gives, on every configuration one token step reaches from
+    the states after ``prefixes`` (and on those states)."""
+    clear_cache()
+    g = make(vocab)
+    dfa, depth = g.dfa, g.token_index._trie.max_depth
+    starts = [dfa.walk(dfa.initial, p) for p in prefixes]
+    seen = set(starts)
+    for state in starts:
+        seen.update(s for s in (dfa.walk(state, d) for d in vocab.token_bytes if d) if s >= 0)
+    keys = []
+    for state in sorted(seen):
+        dfa._wide = {}
+        fast = dfa.lexical_key(state, depth)
+        dfa._wide = _AlwaysWide()
+        assert dfa.lexical_key(state, depth) == fast, state
+        keys.append(fast)
+    assert None in keys, "no configuration took the early None"
+    assert any(k is not None for k in keys), "no configuration has a key"

@@ -165,12 +165,13 @@ def _runs_above(vocab, mask: int) -> list[int]:
     return hit
 
 
-def class_tables(vocab, byte_mask: int) -> tuple[TokenTrie, np.ndarray]:
-    """The trie of the allowable tokens holding a byte outside ``byte_mask`` (a 256-bit
-    mask), and the packed int32 ``[words]`` mask of the others: the allowable non-empty
-    tokens all of whose bytes are in ``byte_mask``. Cached per vocabulary and mask (built
-    from ``run_lengths``: a token lies in the class when its longest run is its length).
-    Raises: never.
+def class_tables(vocab, byte_mask: int) -> tuple[TokenTrie, np.ndarray, np.ndarray, list[int]]:
+    """Per vocabulary and class (``byte_mask``, a 256-bit mask): the trie of the allowable
+    tokens holding a byte outside the class; the packed int32 ``[words]`` mask of the
+    others, the allowable non-empty tokens all of whose bytes are in it; those tokens' ids
+    (int64 ``[k]``) ordered by first byte, and where each first byte's ids start (a list of
+    257 offsets). Built once (from ``run_lengths``: a token lies in the class when its
+    longest run is its length). Raises: never.
     """
     tables = vocab.__dict__.setdefault("_count_class", {})
     hit = tables.get(byte_mask)
@@ -178,67 +179,94 @@ def class_tables(vocab, byte_mask: int) -> tuple[TokenTrie, np.ndarray]:
         return hit
     from .token_index import pack_bitmask  # token_index imports this module
 
-    lengths = _flat_tokens(vocab)[2]
+    flat, starts, lengths = _flat_tokens(vocab)
     never = vocab.index_tables[0]
     inside = (run_lengths(vocab, byte_mask) == lengths) & (lengths > 0) & ~never
     packed = pack_bitmask(inside)
     packed.setflags(write=False)
-    out = (TokenTrie.build(vocab.token_bytes, inside | never), packed)
+    ids = np.flatnonzero(inside)
+    first = flat[starts[ids]]
+    order = np.argsort(first, kind="stable")
+    ids = ids[order]
+    ids.setflags(write=False)
+    offsets = np.searchsorted(first[order], np.arange(257)).tolist()
+    out = (TokenTrie.build(vocab.token_bytes, inside | never), packed, ids, offsets)
     with _LOCK:
         return tables.setdefault(byte_mask, out)
 
 
-def closed_class(dfa, state: int, byte_mask: int) -> int:
-    """A subset ``B`` of ``byte_mask``'s bytes (a 256-bit mask) such that every state
-    ``dfa`` (a ``ByteDFA``) reaches from ``state`` by a non-empty string of ``B``'s bytes is
-    live: then every token of ``B``'s bytes alone is live from ``state``. Found breadth-first
-    from ``state``: the bytes a state met dies on are dropped and the search starts again
-    (a domain label's first byte: not ``-``), so ``B`` is not always the largest such set
-    (two such sets need not have a union that is one: ``a*|b*``). 0 when none is left, or
-    past ``_MAX_CLOSURE`` states (not looked into further). The rows of the states met
-    are built whole (``trie.build_row``; the walk from ``state`` reads those bytes anyway).
-    Raises: ``GrammarTooComplexError`` when a row exceeds a budget.
+def closed_class(dfa, state: int, byte_mask: int) -> tuple[int, int]:
+    """``(B, F)``: a subset ``B`` of ``byte_mask``'s bytes (a 256-bit mask) and the bytes
+    ``F`` of ``B`` that ``state`` does not die on, such that every state ``dfa`` (a
+    ``ByteDFA``) reaches from ``state`` by a string of ``B``'s bytes starting with one of
+    ``F`` is live: then every token of ``B``'s bytes alone is live from ``state`` exactly
+    when its first byte is in ``F`` (a domain label's first byte: not ``-``). Found
+    breadth-first from the states after ``F``'s bytes: the bytes a state met dies on are
+    dropped from ``B`` and the search starts again, so ``B`` is not always the largest such
+    set (two such sets need not have a union that is one: ``a*|b*``). ``(0, 0)`` when
+    nothing is left, or past ``_MAX_CLOSURE`` states (not looked into further). The rows
+    of the states met are built whole (``trie.build_row``; the walk from ``state`` reads
+    those bytes anyway). Raises: ``GrammarTooComplexError`` when a row exceeds a budget.
     """
     packed = np.frombuffer(byte_mask.to_bytes(32, "little"), np.uint8)
     inside = np.flatnonzero(np.unpackbits(packed, bitorder="little"))
-    seen, todo = {state}, deque([state])
-    while todo:
-        q = todo.popleft()
-        build_row(dfa, q)
-        nxt = dfa.row(q)[inside]
-        live = nxt >= 0
-        if not live.all():  # drop what q dies on, start again
-            inside = inside[live]
-            if not inside.shape[0]:
-                return 0
-            seen, todo = {state}, deque([state])
-            continue
-        for r in set(nxt.tolist()) - seen:
-            if len(seen) >= _MAX_CLOSURE:
-                return 0
-            seen.add(r)
-            todo.append(r)
-    return sum(1 << b for b in inside.tolist())
+    build_row(dfa, state)
+    row = dfa.row(state)
+    while True:
+        first = inside[row[inside] >= 0]
+        if not first.shape[0]:
+            return 0, 0
+        starts = sorted(set(row[first].tolist()))
+        if len(starts) > _MAX_CLOSURE:
+            return 0, 0
+        seen, todo = set(starts), deque(starts)
+        while todo:
+            q = todo.popleft()
+            build_row(dfa, q)
+            nxt = dfa.row(q)[inside]
+            live = nxt >= 0
+            if not live.all():  # drop what q dies on, start again
+                inside = inside[live]
+                break
+            for r in set(nxt.tolist()) - seen:
+                if len(seen) >= _MAX_CLOSURE:
+                    return 0, 0
+                seen.add(r)
+                todo.append(r)
+        else:
+            return sum(1 << b for b in inside.tolist()), sum(1 << b for b in first.tolist())
 
 
 def walk_class(vocab, dfa, state: int, byte_mask: int) -> np.ndarray | None:
     """The packed int32 ``[words]`` mask of the tokens live from ``state`` (a ``ByteDFA``
-    state) as the tokens of the bytes of ``closed_class(dfa, state, byte_mask)`` alone
-    (all live; their mask from ``class_tables``) and a walk over the trie of the others;
-    None when that class is empty or ``_MAX_CLASS_TABLES`` other classes have tables
-    (walk the whole trie). A canonical state's class is the one its counts repeat
-    (``[A-Za-z0-9-]`` of a domain label: 88k of a 150k BPE's tokens lie in it). Exact: the
-    trie walk marks a token live when every step along it is, the same steps.
-    Raises: ``GrammarTooComplexError`` when a row exceeds a budget.
+    state) as the tokens of the bytes of ``closed_class(dfa, state, byte_mask)``'s ``B``
+    alone (live when their first byte is in ``F``: their mask from ``class_tables``, the
+    others' ids cleared) and a walk over the trie of the others; None when ``B`` is empty
+    or ``_MAX_CLASS_TABLES`` other classes have tables (walk the whole trie). A canonical
+    state's class is the one its counts repeat (``[A-Za-z0-9-]`` of a domain label: 88k of
+    a 150k BPE's tokens lie in it). Exact: the trie walk marks a token live when every step
+    along it is, the same steps. Raises: ``GrammarTooComplexError`` when a row exceeds a
+    budget.
     """
-    closed = closed_class(dfa, state, byte_mask)
+    closed, first = closed_class(dfa, state, byte_mask)
     if not closed:
         return None
     known = vocab.__dict__.get("_count_class", {})
     if closed not in known and len(known) >= _MAX_CLASS_TABLES:
         return None
-    trie, inside = class_tables(vocab, closed)
+    trie, inside, ids, offsets = class_tables(vocab, closed)
     mask = inside.copy()
+    dead = closed & ~first
+    if dead:  # the tokens of the class that start with a byte state dies on
+        runs = []
+        while dead:
+            b = (dead & -dead).bit_length() - 1
+            runs.append(ids[offsets[b] : offsets[b + 1]])
+            dead &= dead - 1
+        cut = np.concatenate(runs)
+        if cut.shape[0]:
+            bits = np.left_shift(1, cut & 31).astype(np.uint32)
+            np.bitwise_and.at(mask.view(np.uint32), cut >> 5, ~bits)
     trie.walk(dfa, state, None, mask)
     return mask
 

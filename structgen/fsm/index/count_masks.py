@@ -171,7 +171,7 @@ def class_tables(vocab, byte_mask: int) -> tuple[TokenTrie, np.ndarray, np.ndarr
     others, the allowable non-empty tokens all of whose bytes are in it; those tokens' ids
     (int64 ``[k]``) ordered by first byte, and where each first byte's ids start (a list of
     257 offsets). Built once (from ``run_lengths``: a token lies in the class when its
-    longest run is its length). Raises: never.
+    longest run is its length; the trie cut from ``vocab.token_trie``). Raises: never.
     """
     tables = vocab.__dict__.setdefault("_count_class", {})
     hit = tables.get(byte_mask)
@@ -190,7 +190,7 @@ def class_tables(vocab, byte_mask: int) -> tuple[TokenTrie, np.ndarray, np.ndarr
     ids = ids[order]
     ids.setflags(write=False)
     offsets = np.searchsorted(first[order], np.arange(257)).tolist()
-    out = (TokenTrie.build(vocab.token_bytes, inside | never), packed, ids, offsets)
+    out = (vocab.token_trie.subtrie(~inside), packed, ids, offsets)
     with _LOCK:
         return tables.setdefault(byte_mask, out)
 

@@ -79,7 +79,7 @@ _MAX_SPINE = 64  # concatenation heads looked at per spine
 _MAX_MEMBERS = 32  # alternations with more members are left as they are (and not looked at)
 _MIN_JUMP = 4  # runs of one byte this long or longer are read in one run_derivative
 _MAX_CLOSURE = 8  # states reached by a class's bytes looked at before walking the whole trie
-_MAX_CLASS_TABLES = 16  # classes with tables per vocabulary (one trie of a vocabulary's size each)
+_MAX_CLASS_TABLES = 4  # classes with tables per vocabulary (a trie of up to its size each)
 _LOCK = threading.Lock()
 
 

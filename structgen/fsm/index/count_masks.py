@@ -26,19 +26,29 @@ Most states have no such repetition within reach: ``CountView.may_share`` answer
 one C call (``csrc/count_reach.h``: ``canonical``'s walk without interning, the vocabulary's
 test left out), so ``canonical`` runs only where a repetition is met.
 
-Per vocabulary (``run_lengths``, ``long_run_tables``): each token's longest run of a byte
-class, and the trie and packed mask of the tokens with a longer run than a bound, computed
-once per (class, set of tokens) and kept on the ``Vocabulary``.
+The canonical state's own first mask (``walk_class``): its repeated class ``X`` is most of
+a vocabulary (``[A-Za-z0-9-]``: 88k of a 150k BPE's tokens hold nothing else), and a walk
+from a state that loops on ``X`` visits nearly all of the trie. When every state the bytes
+of ``X`` reach from it is live (``closed_class``: a few states, breadth-first), every token
+of ``X`` alone is live (but those starting with a byte the state itself dies on); their
+mask is a table, and only the trie of the tokens holding another byte is walked. Exact:
+the walk would have stepped through the same live states.
+
+Per vocabulary (``run_lengths``, ``long_run_tables``, ``class_tables``): each token's
+longest run of a byte class, the trie and packed mask of the tokens with a longer run than
+a bound, computed once per (class, set of tokens), and per class the mask of its tokens and
+the trie of the others (at most ``_MAX_CLASS_TABLES`` classes), kept on the ``Vocabulary``.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 
 import numpy as np
 
 from ..regex.terms import ALT, BYTES, CONCAT, EMPTY, EPS, INF, REPEAT
-from .trie import TokenTrie, set_bits
+from .trie import TokenTrie, build_row, set_bits
 
 try:  # optional C extension built by setup.py (csrc/tokentrie.c, csrc/count_reach.h)
     from ._tokentrie import count_reach as _count_reach
@@ -50,9 +60,12 @@ __all__ = [
     "MIN_SHARED_HI",
     "REACH",
     "CountView",
+    "class_tables",
+    "closed_class",
     "long_run_tables",
     "run_derivative",
     "run_lengths",
+    "walk_class",
     "walk_steps",
 ]
 
@@ -65,6 +78,8 @@ _MAX_DEPTH = 64  # terms nested deeper are left as they are (exact: nothing chan
 _MAX_SPINE = 64  # concatenation heads looked at per spine
 _MAX_MEMBERS = 32  # alternations with more members are left as they are (and not looked at)
 _MIN_JUMP = 4  # runs of one byte this long or longer are read in one run_derivative
+_MAX_CLOSURE = 8  # states reached by a class's bytes looked at before walking the whole trie
+_MAX_CLASS_TABLES = 4  # classes with tables per vocabulary (a trie of up to its size each)
 _LOCK = threading.Lock()
 
 
@@ -123,8 +138,8 @@ def long_run_tables(
         least[mask] = min(hi, least.get(mask, hi))
     key = []  # (mask, how many tokens have a longer run): the same tokens, the same key
     for mask, hi in sorted(least.items()):
-        ordered = _sorted_runs(vocab, mask)
-        key.append((mask, ordered.shape[0] - int(np.searchsorted(ordered, hi, "right"))))
+        above = _runs_above(vocab, mask)
+        key.append((mask, above[hi] if hi < len(above) else 0))
     key = tuple(key)
     tables = vocab.__dict__.setdefault("_count_long", {})
     if key in tables:
@@ -146,13 +161,123 @@ def long_run_tables(
     return out
 
 
-def _sorted_runs(vocab, mask: int) -> np.ndarray:
-    """``run_lengths(vocab, mask)`` sorted (cached per vocabulary and mask)."""
-    table = vocab.__dict__.setdefault("_count_sorted_runs", {})
+def _runs_above(vocab, mask: int) -> list[int]:
+    """``above[h]``: how many tokens have a longest run of ``mask``'s bytes
+    (``run_lengths``) longer than ``h``, for ``h`` up to the longest run (a list: read per
+    state without a numpy call; cached per vocabulary and mask).
+    """
+    table = vocab.__dict__.setdefault("_count_runs_above", {})
     hit = table.get(mask)
     if hit is None:
-        hit = table[mask] = np.sort(run_lengths(vocab, mask))
+        counts = np.bincount(run_lengths(vocab, mask))
+        hit = table[mask] = (int(counts.sum()) - np.cumsum(counts)).tolist()
     return hit
+
+
+def class_tables(vocab, byte_mask: int) -> tuple[TokenTrie, np.ndarray, np.ndarray, list[int]]:
+    """Per vocabulary and class (``byte_mask``, a 256-bit mask): the trie of the allowable
+    tokens holding a byte outside the class; the packed int32 ``[words]`` mask of the
+    others, the allowable non-empty tokens all of whose bytes are in it; those tokens' ids
+    (int64 ``[k]``) ordered by first byte, and where each first byte's ids start (a list of
+    257 offsets). Built once (from ``run_lengths``: a token lies in the class when its
+    longest run is its length; the trie cut from ``vocab.token_trie``). Raises: never.
+    """
+    tables = vocab.__dict__.setdefault("_count_class", {})
+    hit = tables.get(byte_mask)
+    if hit is not None:
+        return hit
+    from .token_index import pack_bitmask  # token_index imports this module
+
+    flat, starts, lengths = _flat_tokens(vocab)
+    never = vocab.index_tables[0]
+    inside = (run_lengths(vocab, byte_mask) == lengths) & (lengths > 0) & ~never
+    packed = pack_bitmask(inside)
+    packed.setflags(write=False)
+    ids = np.flatnonzero(inside)
+    first = flat[starts[ids]]
+    order = np.argsort(first, kind="stable")
+    ids = ids[order]
+    ids.setflags(write=False)
+    offsets = np.searchsorted(first[order], np.arange(257)).tolist()
+    out = (vocab.token_trie.subtrie(~inside), packed, ids, offsets)
+    with _LOCK:
+        return tables.setdefault(byte_mask, out)
+
+
+def closed_class(dfa, state: int, byte_mask: int) -> tuple[int, int]:
+    """``(B, F)``: a subset ``B`` of ``byte_mask``'s bytes (a 256-bit mask) and the bytes
+    ``F`` of ``B`` that ``state`` does not die on, such that every state ``dfa`` (a
+    ``ByteDFA``) reaches from ``state`` by a string of ``B``'s bytes starting with one of
+    ``F`` is live: then every token of ``B``'s bytes alone is live from ``state`` exactly
+    when its first byte is in ``F`` (a domain label's first byte: not ``-``). Found
+    breadth-first from the states after ``F``'s bytes: the bytes a state met dies on are
+    dropped from ``B`` and the search starts again, so ``B`` is not always the largest such
+    set (two such sets need not have a union that is one: ``a*|b*``). ``(0, 0)`` when
+    nothing is left, or past ``_MAX_CLOSURE`` states (not looked into further). The rows
+    of the states met are built whole (``trie.build_row``; the walk from ``state`` reads
+    those bytes anyway). Raises: ``GrammarTooComplexError`` when a row exceeds a budget.
+    """
+    packed = np.frombuffer(byte_mask.to_bytes(32, "little"), np.uint8)
+    inside = np.flatnonzero(np.unpackbits(packed, bitorder="little"))
+    build_row(dfa, state)
+    row = dfa.row(state)
+    while True:
+        first = inside[row[inside] >= 0]
+        if not first.shape[0]:
+            return 0, 0
+        starts = sorted(set(row[first].tolist()))
+        if len(starts) > _MAX_CLOSURE:
+            return 0, 0
+        seen, todo = set(starts), deque(starts)
+        while todo:
+            q = todo.popleft()
+            build_row(dfa, q)
+            nxt = dfa.row(q)[inside]
+            live = nxt >= 0
+            if not live.all():  # drop what q dies on, start again
+                inside = inside[live]
+                break
+            for r in set(nxt.tolist()) - seen:
+                if len(seen) >= _MAX_CLOSURE:
+                    return 0, 0
+                seen.add(r)
+                todo.append(r)
+        else:
+            return sum(1 << b for b in inside.tolist()), sum(1 << b for b in first.tolist())
+
+
+def walk_class(vocab, dfa, state: int, byte_mask: int) -> np.ndarray | None:
+    """The packed int32 ``[words]`` mask of the tokens live from ``state`` (a ``ByteDFA``
+    state) as the tokens of the bytes of ``closed_class(dfa, state, byte_mask)``'s ``B``
+    alone (live when their first byte is in ``F``: their mask from ``class_tables``, the
+    others' ids cleared) and a walk over the trie of the others; None when ``B`` is empty
+    or ``_MAX_CLASS_TABLES`` other classes have tables (walk the whole trie). A canonical
+    state's class is the one its counts repeat (``[A-Za-z0-9-]`` of a domain label: 88k of
+    a 150k BPE's tokens lie in it). Exact: the trie walk marks a token live when every step
+    along it is, the same steps. Raises: ``GrammarTooComplexError`` when a row exceeds a
+    budget.
+    """
+    closed, first = closed_class(dfa, state, byte_mask)
+    if not closed:
+        return None
+    known = vocab.__dict__.get("_count_class", {})
+    if closed not in known and len(known) >= _MAX_CLASS_TABLES:
+        return None
+    trie, inside, ids, offsets = class_tables(vocab, closed)
+    mask = inside.copy()
+    dead = closed & ~first
+    if dead:  # the tokens of the class that start with a byte state dies on
+        runs = []
+        while dead:
+            b = (dead & -dead).bit_length() - 1
+            runs.append(ids[offsets[b] : offsets[b + 1]])
+            dead &= dead - 1
+        cut = np.concatenate(runs)
+        if cut.shape[0]:
+            bits = np.left_shift(1, cut & 31).astype(np.uint32)
+            np.bitwise_and.at(mask.view(np.uint32), cut >> 5, ~bits)
+    trie.walk(dfa, state, None, mask)
+    return mask
 
 
 def run_derivative(arena, t: int, b: int, m: int) -> int | None:
@@ -386,9 +511,8 @@ class CountView:
             return False
         mask = arena.args[x][0]
         worth = self._worth.get(mask)
-        if worth is None:
-            runs = _sorted_runs(self.vocab, mask)
-            worth = self._worth[mask] = bool(runs.shape[0]) and int(runs[-1]) >= MIN_RUN
+        if worth is None:  # the longest run is len(above) - 1
+            worth = self._worth[mask] = len(_runs_above(self.vocab, mask)) > MIN_RUN
         return worth
 
 

@@ -25,12 +25,14 @@ edge only the allowable tokens among those ids take.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from ...lru import LRUCache
 from ..regex.dfa import ByteDFA
 from ..regex.terms import ALT
-from .count_masks import CountView, long_run_tables, walk_steps
+from .count_masks import CountView, long_run_tables, walk_class, walk_steps
 from .lexical_masks import split_key
 from .masks import row_form
 from .trie import build_row, set_bits, walk_bytes
@@ -282,8 +284,16 @@ class TokenIndex:
         if tables is None:
             return None
         long_trie, long = tables
-        mask = self.bitmask(self.dfa.state_of_term(canon)) & ~long
-        walk_steps(long_trie, self.dfa, state, mask)
+        canon_state = self.dfa.state_of_term(canon)
+        mask = self._masks.peek(canon_state)
+        if mask is None:  # bitmask's, the canonical state's class first (count_masks.py)
+            mask = self._walk(canon_state, None, {m for m, _ in bounds})
+            self._masks.put(canon_state, mask)
+        else:
+            self._masks.touch(canon_state)
+        mask = mask & ~long
+        if long_trie.num_nodes:
+            walk_steps(long_trie, self.dfa, state, mask)
         return mask
 
     def _walk_whole(self, state: int, nxt: np.ndarray | None) -> np.ndarray:
@@ -345,10 +355,17 @@ class TokenIndex:
                 nxt[sel & (nxt < 0)] = target
         return mask | pack_bitmask(merged, self.num_words)
 
-    def _walk(self, state: int, nxt: np.ndarray | None) -> np.ndarray:
-        """The read-only mask of ``state``; fills ``nxt`` (if given) as ``next_states``."""
+    def _walk(self, state: int, nxt: np.ndarray | None, classes: Iterable[int] = ()) -> np.ndarray:
+        """The read-only mask of ``state``; fills ``nxt`` (if given) as ``next_states``.
+        ``classes``: 256-bit byte masks whose tokens may all be live from ``state`` (a
+        canonical state's repeated classes: ``count_masks.walk_class``, tried first).
+        """
         mask = None
-        if nxt is None and self._counts is not None:
+        for byte_mask in classes if nxt is None else ():
+            mask = walk_class(self.vocab, self.dfa, state, byte_mask)
+            if mask is not None:
+                break
+        if mask is None and nxt is None and self._counts is not None:
             mask = self._walk_counts(state)
         if mask is None and nxt is None and self._lexical is not None:
             mask = self._walk_split(state)

@@ -153,6 +153,20 @@ def _skips(depth: np.ndarray, bfs: np.ndarray, parent_bfs: np.ndarray) -> np.nda
     return best[:n].astype(np.int32)
 
 
+def _breadth_first(depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(bfs, parent_bfs)`` of a trie's preorder ``depth`` (int32 ``[N]``): the nodes
+    breadth-first (by depth, then preorder), and each one's parent as a position in that
+    order (-1 at depth 1).
+    """
+    n = depth.shape[0]
+    bfs = np.argsort(depth, kind="stable")  # breadth-first: by depth, then preorder
+    key = depth.astype(np.int64) * (n + 1) + np.arange(n)
+    parent_key = (depth.astype(np.int64) - 1) * (n + 1) + np.arange(n)
+    parent_bfs = np.searchsorted(key[bfs], parent_key[bfs]) - 1  # last shallower-by-one node
+    parent_bfs[depth[bfs] == 1] = -1
+    return bfs, parent_bfs
+
+
 def set_bits(mask: np.ndarray, ids: np.ndarray) -> None:
     """Set bit ``i % 32`` of word ``i // 32`` of ``mask`` (int32 ``[words]``, in place) for
     every id in ``ids`` (int ``[k]``). Raises: IndexError for an id past the mask.
@@ -254,16 +268,41 @@ class TokenTrie:
         token[node_start[has] + new[has] - 1] = ids_arr[has]
         holder = np.maximum.accumulate(np.where(has, np.arange(len(toks)), 0))
         dups = np.stack([ids_arr[~has], ids_arr[holder[~has]]], axis=1).reshape(-1, 2)
-        n = byte.shape[0]
-        bfs = np.argsort(depth, kind="stable")  # breadth-first: by depth, then preorder
-        key = depth.astype(np.int64) * (n + 1) + np.arange(n)
-        parent_key = (depth.astype(np.int64) - 1) * (n + 1) + np.arange(n)
-        parent_bfs = np.searchsorted(key[bfs], parent_key[bfs]) - 1  # last shallower-by-one node
-        parent_bfs[depth[bfs] == 1] = -1
+        bfs, parent_bfs = _breadth_first(depth)
         skip = _skips(depth, bfs, parent_bfs)
         return cls(
             len(token_bytes), byte, depth, skip, token, dups.astype(np.int64), bfs, parent_bfs
         )
+
+    def subtrie(self, keep: np.ndarray) -> TokenTrie:
+        """The trie of this trie's tokens ``i`` with ``keep[i]`` True: the same as
+        ``TokenTrie.build`` of them (the same arrays), from this trie's preorder layout
+        without sorting the tokens again: the nodes whose subtree holds a kept token.
+
+        Args:
+            keep: bool ``[vocab_size]``; tokens with the same bytes must have the same
+                answer (say, a property of their bytes).
+
+        Raises: ValueError when ``keep`` has the wrong length or splits tokens with the
+        same bytes.
+        """
+        keep = np.asarray(keep, bool)
+        if keep.shape != (self.vocab_size,):
+            raise ValueError(f"keep has shape {keep.shape}, not ({self.vocab_size},)")
+        if self.dups.shape[0] and not np.array_equal(keep[self.dups[:, 0]], keep[self.dups[:, 1]]):
+            raise ValueError("keep splits tokens with the same bytes")
+        holds = self.token >= 0
+        marked = np.zeros(self.num_nodes + 1, np.int64)
+        marked[1:][holds] = keep[self.token[holds]]
+        below = np.cumsum(marked)  # kept tokens before each node (index i: in [0, i))
+        nodes = below[self.skip] - below[:-1] > 0  # a kept token in the node's subtree
+        byte, depth = self.byte[nodes], self.depth[nodes]
+        token = np.where(marked[1:].astype(bool), self.token, -1)[nodes].astype(np.int32)
+        dups = self.dups[keep[self.dups[:, 1]]] if self.dups.shape[0] else self.dups
+        bfs, parent_bfs = _breadth_first(depth)
+        kept_before = np.r_[0, np.cumsum(nodes)].astype(np.int32)
+        skip = kept_before[self.skip[nodes]]  # the first kept node past the subtree
+        return TokenTrie(self.vocab_size, byte, depth, skip, token, dups.copy(), bfs, parent_bfs)
 
     # ---- walking -----------------------------------------------------------------
 

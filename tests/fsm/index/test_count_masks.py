@@ -11,6 +11,7 @@ states of a domain label (``[A-Za-z0-9-]{0,61}``) and a ``{n,m}`` pattern.
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import numpy as np
@@ -19,9 +20,11 @@ import pytest
 from structgen.fsm import Vocabulary, clear_cache, compile_json_schema, compile_regex
 from structgen.fsm.index.count_masks import (
     CountView,
+    closed_class,
     long_run_tables,
     run_derivative,
     run_lengths,
+    walk_class,
 )
 from structgen.fsm.index.lexical_masks import LexicalMaskCache
 from structgen.fsm.regex.dfa import regex_to_dfa
@@ -184,3 +187,147 @@ def test_run_derivative_equals_derivatives_byte_by_byte(pattern) -> None:
                     assert jumped == stepped, (pattern, t, chr(b), m)
                 stepped = arena.derivative(stepped, b)
     assert seen
+
+
+def _class_mask(classes: bytes) -> int:
+    return sum(1 << b for b in classes)
+
+
+def _all_live(dfa, state: int, alphabet: bytes, first: bytes, depth: int) -> bool:
+    """Every string over ``alphabet`` starting with a byte of ``first`` up to ``depth``
+    bytes, and every run of one such byte up to 30, is live from ``state``
+    (``ByteDFA.walk`` string by string)."""
+    runs = [bytes([b]) * n for b in first for n in range(depth + 1, 31)]
+    strings = [
+        bytes(s)
+        for n in range(1, depth + 1)
+        for s in itertools.product(alphabet, repeat=n)
+        if s[0] in first
+    ]
+    return all(dfa.walk(state, s) >= 0 for s in strings + runs)
+
+
+@pytest.mark.parametrize(
+    "pattern, prefix, candidates, want, first",
+    [
+        (r"[a-c](?:[a-c-]*[a-c])?\.x", b"", b"abc-", b"abc-", b"abc"),  # a label: not - first
+        (r"[a-c](?:[a-c-]*[a-c])?\.x", b"a", b"abc-", b"abc-", b"abc-"),  # - inside it
+        (r"[a-c]{0,20}x", b"", b"abc", b"", b""),  # a bounded count dies past its bound
+        (r"[ab-]*[ab]!", b"-", b"ab-", b"ab-", b"ab-"),
+        # the state itself dies on ! (dropped from B: a! is live, a!a is not)
+        (r"[ab-]*[ab]!", b"-", b"ab-!", b"ab-", b"ab-"),
+        (r"(?:ab)*c", b"", b"abc", b"", b""),  # no byte repeats alone
+        (r"a{0,3}b", b"", b"ab", b"", b""),  # a dies after three
+        (r"[ab]*", b"", b"ab", b"ab", b"ab"),
+        (r"a*|b*", b"", b"ab", b"a", b"a"),  # {a} and {b} each, not both: the first kept
+    ],
+)
+def test_closed_class_is_a_live_class(pattern, prefix, candidates, want, first) -> None:
+    """``closed_class`` against brute force: every string over the answer's bytes that
+    starts with one of its first bytes (up to 6 bytes, and every run up to 30) is live, the
+    other first bytes die at once, and every larger subset of the candidates holding the
+    answer has a dead string from those first bytes (the cases leave no larger one)."""
+    dfa = regex_to_dfa(pattern, eager_rows=0)
+    state = dfa.walk(dfa.initial, prefix)
+    got = closed_class(dfa, state, _class_mask(candidates))
+    assert got == (_class_mask(want), _class_mask(first)), (pattern, prefix)
+    if not want:
+        return
+    assert _all_live(dfa, state, want, first, 6)
+    assert all(dfa.walk(state, bytes([b])) < 0 for b in set(want) - set(first))
+    for n in range(len(want) + 1, len(candidates) + 1):
+        for sub in itertools.combinations(candidates, n):
+            if set(want) <= set(sub):
+                lead = bytes(b for b in sub if dfa.walk(state, bytes([b])) >= 0)
+                assert not _all_live(dfa, state, bytes(sub), lead, 6), (pattern, sub)
+
+
+def _canonical_masks_by_class(grammar, vocab, prefixes) -> int:
+    """For each prefix's counted state: its canonical state's mask by ``walk_class`` (when
+    it answers) equals that state's token-by-token walk (``ByteDFA.walk``); how many
+    answered."""
+    dfa, index = grammar.dfa, grammar.token_index
+    never = vocab.index_tables[0]
+    answered = 0
+    for prefix in prefixes:
+        state = dfa.walk(dfa.initial, prefix)
+        canon, bounds = index._counts.canonical(dfa.term(state))
+        if not bounds:
+            continue
+        cs = dfa.state_of_term(canon)
+        for byte_mask in {m for m, _ in bounds}:
+            mask = walk_class(vocab, dfa, cs, byte_mask)
+            if mask is None:
+                continue
+            answered += 1
+            got = np.unpackbits(mask.view(np.uint8), bitorder="little")[: vocab.vocab_size]
+            want = [
+                not never[t] and bool(data) and dfa.walk(cs, data) >= 0
+                for t, data in enumerate(vocab.token_bytes)
+            ]
+            assert np.array_equal(got.astype(bool), np.array(want)), prefix
+    return answered
+
+
+def test_canonical_masks_by_class_equal_token_walks(vocab) -> None:
+    g = compile_regex(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[a-z]{2,20})*!", vocab)
+    prefixes = [b"a", b"ab", b"a-", b"a" * 20, b"a" + b"-" * 44, b"ab."]
+    assert _canonical_masks_by_class(g, vocab, prefixes) >= 4
+    g = compile_regex(r"x[a-c]{20,40}y|x[0-9]{5,30}-", vocab)
+    assert _canonical_masks_by_class(g, vocab, [b"x", b"xa", b"x99"]) >= 1
+
+
+def _bpe150k_vocab() -> Vocabulary:
+    """The 150k byte-level BPE bench_grammar trains (``bpe_150k_tokenizer``), when a run
+    left it in the cache (training takes a minute: skipped otherwise)."""
+    import os
+    from pathlib import Path
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "structgen"
+    found = sorted(cache.glob("bench_bpe150k-*.json"))
+    if not found:
+        pytest.skip("no cached 150k BPE (run benchmarks/bench_grammar.py --tokenizers bpe150k)")
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer.from_file(str(found[0])), eos_token="<|endoftext|>"
+    )
+    return Vocabulary.from_tokenizer(tok)
+
+
+_FORMATS = {
+    "type": "object",
+    "properties": {
+        "email": {"type": "string", "format": "email"},
+        "homepage": {"type": "string", "format": "uri"},
+    },
+    "required": ["email", "homepage"],
+}
+_FORMATS_PREFIXES = (
+    b'{"email":"ada@',
+    b'{"email":"ada@ex',
+    b'{"email":"ada@example',
+    b'{"email":"ada@example.',
+    b'{"email":"ada@ex-am',
+    b'{"email":"a@b.c","homepage":"https://',
+    b'{"email":"a@b.c","homepage":"https://example',
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["smollm2", "bpe150k"])
+def test_formats_counts_on_real_vocabularies(which, request) -> None:
+    """An e-mail's and a URI host's domain labels on both bench tokenizers: the counted
+    states' masks equal brute force, and their canonical states' masks came by class."""
+    if which == "smollm2":
+        real, prefixes, least = request.getfixturevalue("smollm2_vocab"), _FORMATS_PREFIXES, 5
+    else:  # three of them (150k tokens walked in Python per prefix: seconds)
+        real, prefixes, least = _bpe150k_vocab(), _FORMATS_PREFIXES[::3], 2
+    clear_cache()
+    g = compile_json_schema(_FORMATS, real, strict=False)
+    served = [_check(g, real, p) for p in prefixes]
+    assert sum(served) >= least
+    clear_cache()
+    g = compile_json_schema(_FORMATS, real, strict=False)
+    assert _canonical_masks_by_class(g, real, prefixes) >= least

@@ -278,3 +278,39 @@ def test_empty_trie_allows_only_eos() -> None:
     assert vocab.token_trie.num_nodes == 0
     grammar = compile_regex("a?", vocab)
     assert grammar.token_index.next_states(grammar.dfa.initial).tolist() == [0, -1]
+
+
+@pytest.mark.parametrize(
+    "keep_bytes",
+    [
+        lambda b: any(48 <= c <= 57 for c in b),  # holds a digit
+        lambda b: b[:1] == b'"',
+        lambda b: not set(b) <= set(b"abcdefghijklmnopqrstuvwxyz-"),  # a byte outside a class
+        lambda b: sum(b) % 3 == 0,  # scattered (the same bytes: the same answer)
+        lambda b: b in (b'"name', b"\xc3\xa9"),  # only the duplicated ones
+        lambda b: False,
+    ],
+)
+def test_subtrie_equals_build(keep_bytes) -> None:
+    """``TokenTrie.subtrie`` gives the arrays ``TokenTrie.build`` gives for the same
+    tokens (``build``'s layout is checked against brute force by ``test_trie_structure``)."""
+    vocab = _synthetic_vocab(long_sizes=(40, 300))
+    never = vocab.index_tables[0]
+    keep = np.array([bool(b) and keep_bytes(b) for b in vocab.token_bytes])
+    sub = vocab.token_trie.subtrie(keep)
+    ref = token_trie.TokenTrie.build(vocab.token_bytes, never | ~keep)
+    for name in ("byte", "depth", "skip", "token", "dups", "_bfs", "_parent_bfs"):
+        got, want = getattr(sub, name), getattr(ref, name)
+        assert got.dtype == want.dtype and np.array_equal(got, want), name
+    assert sub.max_depth == ref.max_depth and sub.num_nodes == ref.num_nodes
+
+
+def test_subtrie_rejects_bad_keep() -> None:
+    vocab = _synthetic_vocab(long_sizes=(40,))
+    trie = vocab.token_trie
+    with pytest.raises(ValueError, match="shape"):
+        trie.subtrie(np.ones(vocab.vocab_size - 1, bool))
+    keep = np.ones(vocab.vocab_size, bool)
+    keep[int(trie.dups[0, 0])] = False  # one of two ids with the same bytes
+    with pytest.raises(ValueError, match="same bytes"):
+        trie.subtrie(keep)

@@ -94,10 +94,11 @@ SGQ_AMX static void amx_unpack_pair(const uint8_t *qt0, const uint8_t *qt1, int 
 }
 
 /* Int4-tile Q8 rows [n0, n1) on AMX (arguments as int4t_rows_avx2). Work unit: a pair of weight
- * tiles (16 columns) x 16 activation rows; two tile slots (tmm0-2, tmm3-5) alternate so block
- * b + 1's TDPBSSD runs while block b's dots are scaled into the rows' accumulators, in block order.
- * Returns 0, or -1 when a scratch buffer cannot be allocated (nothing written: the caller runs
- * another path). */
+ * tiles (16 columns, lanes 0-7 tile tb and 8-15 tile tb + 1, one zmm per activation row) x 16
+ * activation rows; two tile slots (tmm0-2, tmm3-5) alternate so block b + 1's TDPBSSD runs while
+ * block b's dots are stored, and block b - 1's (stored one block earlier) are scaled into the
+ * rows' accumulators, in block order. Returns 0, or -1 when a scratch buffer cannot be allocated
+ * (nothing written: the caller runs another path). */
 SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float *xsum, const float *xdiff,
                                   const uint8_t *q, const void *tiles, int f16, float *y, int M, int N, int K,
                                   int gs, int n0, int n1) {
@@ -107,12 +108,15 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
     int8_t *xpad = (int8_t *)aligned_alloc(64, (size_t)AMX_ROWS * K);
     int RG = (M + AMX_ROWS - 1) / AMX_ROWS;
     float *xdl = (float *)malloc(sizeof(float) * (size_t)RG * KB * AMX_ROWS);
-    float *mnT = (float *)malloc(sizeof(float) * (size_t)G * 32), *scT = mnT + G * 8;
-    float *mnT1 = mnT + G * 16, *scT1 = mnT + G * 24;
-    if (!xd8 || !bt || !xpad || !xdl || !mnT) {
-        free(xd8), free(bt), free(xpad), free(xdl), free(mnT);
+    /* the pair's tables, 16 lanes per group: mins then scales of tile tb (lanes 0-7) and tb + 1
+     * (8-15, zeros where it is missing); mnT .. scT1 the 8-lane halves tile_tables_avx2 fills */
+    float *tab = (float *)aligned_alloc(64, sizeof(float) * ((size_t)G * 64 + 16));
+    if (!xd8 || !bt || !xpad || !xdl || !tab) {
+        free(xd8), free(bt), free(xpad), free(xdl), free(tab);
         return -1;
     }
+    float *mn16 = tab, *sc16 = tab + (size_t)G * 16, *mnT = tab + (size_t)G * 32, *scT = mnT + G * 8;
+    float *mnT1 = mnT + G * 16, *scT1 = mnT + G * 24;
     for (size_t i = 0; i < (size_t)M * G; i++) xd8[i] = 8.f * xdiff[i];
     /* per row group, the rows' activation scales block by block (xdl[(rg * KB + b) * 16 + m], 0
      * past M) and the last group's zero-padded activations, once for all tile pairs */
@@ -128,26 +132,54 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
     }
     amx_config();
     int32_t cbuf[2][AMX_ROWS * 16] __attribute__((aligned(64)));
+    float tails[AMX_ROWS * 16] __attribute__((aligned(64)));
     for (int tb = n0 / 8; tb * 8 < n1; tb += 2) {
         int has1 = tb + 1 < NT && (tb + 1) * 8 < n1;
         const uint8_t *qt0 = q + (size_t)tb * TILE_BYTES(K);
         amx_unpack_pair(qt0, has1 ? qt0 + TILE_BYTES(K) : NULL, KB, bt);
-        int a0, a1, b0 = 0, b1 = 0;
+        int a0, a1, b0 = 8, b1 = 8;
         tile_cols(tb, n0, n1, &a0, &a1);
         tile_tables_avx2(tiles, f16, G, (size_t)tb, mnT, scT);
         if (has1) {
             tile_cols(tb + 1, n0, n1, &b0, &b1);
             tile_tables_avx2(tiles, f16, G, (size_t)tb + 1, mnT1, scT1);
         } else {
-            memset(scT1, 0, sizeof(float) * G * 8);
+            memset(mnT1, 0, sizeof(float) * G * 16);
         }
+        for (int g = 0; g < G; g++) {
+            _mm512_store_ps(mn16 + g * 16, _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(mnT + g * 8)),
+                                                              _mm256_loadu_ps(mnT1 + g * 8), 1));
+            _mm512_store_ps(sc16 + g * 16, _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(scT + g * 8)),
+                                                              _mm256_loadu_ps(scT1 + g * 8), 1));
+        }
+        /* the pair's columns in y: lanes [a0, a1) and [8 + b0, 8 + b1) */
+        __mmask16 cols = (__mmask16)((((1u << a1) - 1) & ~((1u << a0) - 1)) |
+                                     ((((1u << b1) - 1) & ~((1u << b0) - 1)) << 8));
         for (int m0 = 0; m0 < M; m0 += AMX_ROWS) {
             int mm = M - m0 < AMX_ROWS ? M - m0 : AMX_ROWS;
             const int8_t *xa = mm < AMX_ROWS ? xpad : xq + (size_t)m0 * K;
             const float *xdg = xdl + (size_t)(m0 / AMX_ROWS) * KB * AMX_ROWS;
+            /* the tail first (tile_tail_avx2's float operations, both tiles' lanes at once; rows
+             * past M are zeros), 16 independent chains, kept in tails until the end */
+            const float *xs = xsum + (size_t)m0 * G, *x8 = xd8 + (size_t)m0 * G;
             __m512 acc[AMX_ROWS];
 #pragma GCC unroll 16
             for (int m = 0; m < AMX_ROWS; m++) acc[m] = _mm512_setzero_ps();
+            for (int g = 0; g < G; g++) {
+                __m512 mnv = _mm512_load_ps(mn16 + g * 16), scv = _mm512_load_ps(sc16 + g * 16);
+#pragma GCC unroll 16
+                for (int m = 0; m < AMX_ROWS; m++) {
+                    if (m < mm) {
+                        acc[m] = _mm512_fmadd_ps(mnv, _mm512_set1_ps(xs[m * G + g]), acc[m]);
+                        acc[m] = _mm512_fmadd_ps(scv, _mm512_set1_ps(x8[m * G + g]), acc[m]);
+                    }
+                }
+            }
+#pragma GCC unroll 16
+            for (int m = 0; m < AMX_ROWS; m++) {
+                _mm512_store_ps(tails + m * 16, acc[m]);
+                acc[m] = _mm512_setzero_ps();
+            }
 #define AMX_ISSUE(A, B, C, blk)                                    \
     do {                                                           \
         _tile_loadd(A, xa + (size_t)(blk) * 32, K);                \
@@ -158,7 +190,7 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
             /* block b's dots are stored while block b + 1's TDPBSSD runs, and scaled one block
              * later (from the other buffer), so no load waits on a tile store just issued */
             AMX_ISSUE(0, 1, 2, 0);
-            for (int b = 0; b <= KB; b++) {
+            for (int b = 0, g = 0, gb = 0; b <= KB; b++) {
                 if (b < KB) {
                     if (b & 1) {
                         if (b + 1 < KB) AMX_ISSUE(0, 1, 2, b + 1);
@@ -169,36 +201,28 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
                     }
                 }
                 if (b == 0) continue;
-                int pb = b - 1, g = pb / bpg;
+                /* block pb = b - 1 of group g (gb: its index in the group) */
+                int pb = b - 1;
                 const int32_t *cb = cbuf[pb & 1];
-                __m512 scv = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(scT + g * 8)),
-                                                _mm256_loadu_ps(scT1 + g * 8), 1);
+                const float *xdb = xdg + (size_t)pb * AMX_ROWS;
+                __m512 scv = _mm512_load_ps(sc16 + g * 16);
 #pragma GCC unroll 16
                 for (int m = 0; m < AMX_ROWS; m++) {
                     __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(cb + m * 16));
-                    acc[m] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scv, _mm512_set1_ps(xdg[pb * AMX_ROWS + m])), acc[m]);
+                    acc[m] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scv, _mm512_set1_ps(xdb[m])), acc[m]);
                 }
+                if (++gb == bpg) gb = 0, g++;
             }
 #undef AMX_ISSUE
-            __m256 tail[AMX_ROWS];
-            tile_tail_avx2(mnT, scT, xsum + (size_t)m0 * G, xd8 + (size_t)m0 * G, mm, G, tail);
 #pragma GCC unroll 16
             for (int m = 0; m < AMX_ROWS; m++)
                 if (m < mm)
-                    tile_store(y + (size_t)(m0 + m) * N + (size_t)tb * 8,
-                               _mm256_add_ps(_mm512_castps512_ps256(acc[m]), tail[m]), a0, a1);
-            if (has1) {
-                tile_tail_avx2(mnT1, scT1, xsum + (size_t)m0 * G, xd8 + (size_t)m0 * G, mm, G, tail);
-#pragma GCC unroll 16
-                for (int m = 0; m < AMX_ROWS; m++)
-                    if (m < mm)
-                        tile_store(y + (size_t)(m0 + m) * N + (size_t)(tb + 1) * 8,
-                                   _mm256_add_ps(_mm512_extractf32x8_ps(acc[m], 1), tail[m]), b0, b1);
-            }
+                    _mm512_mask_storeu_ps(y + (size_t)(m0 + m) * N + (size_t)tb * 8, cols,
+                                          _mm512_add_ps(acc[m], _mm512_load_ps(tails + m * 16)));
         }
     }
     _tile_release();
-    free(xd8), free(bt), free(xpad), free(xdl), free(mnT);
+    free(xd8), free(bt), free(xpad), free(xdl), free(tab);
     return 0;
 }
 #else

@@ -69,11 +69,11 @@ SGQ_AMX static void amx_config(void) {
     amx_tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    for (int s = 0; s < 6; s += 3) {
-        cfg.colsb[s] = 32, cfg.rows[s] = AMX_ROWS;         /* activations */
-        cfg.colsb[s + 1] = 64, cfg.rows[s + 1] = 8;        /* weight codes */
-        cfg.colsb[s + 2] = 64, cfg.rows[s + 2] = AMX_ROWS; /* int32 block dots */
+    for (int s = 0; s < 2; s++) {
+        cfg.colsb[s] = 32, cfg.rows[s] = AMX_ROWS; /* activations */
+        cfg.colsb[s + 2] = 64, cfg.rows[s + 2] = 8; /* weight codes */
     }
+    for (int s = 4; s < 8; s++) cfg.colsb[s] = 64, cfg.rows[s] = AMX_ROWS; /* int32 block dots */
     _tile_loadconfig(&cfg);
 }
 
@@ -103,21 +103,20 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
                                   const uint8_t *q, const void *tiles, int f16, float *y, int M, int N, int K,
                                   int gs, int n0, int n1) {
     int G = K / gs, KB = K / 32, bpg = gs / 32, NT = (N + 7) / 8;
-    float *xd8 = (float *)malloc(sizeof(float) * ((size_t)M * G + 1));
     uint8_t *bt = (uint8_t *)aligned_alloc(64, (size_t)KB * 512);
     int8_t *xpad = (int8_t *)aligned_alloc(64, (size_t)AMX_ROWS * K);
     int RG = (M + AMX_ROWS - 1) / AMX_ROWS;
     float *xdl = (float *)malloc(sizeof(float) * (size_t)RG * KB * AMX_ROWS);
+    float *xsl = (float *)malloc(sizeof(float) * (size_t)RG * G * 2 * AMX_ROWS);
     /* the pair's tables, 16 lanes per group: mins then scales of tile tb (lanes 0-7) and tb + 1
      * (8-15, zeros where it is missing); mnT .. scT1 the 8-lane halves tile_tables_avx2 fills */
     float *tab = (float *)aligned_alloc(64, sizeof(float) * ((size_t)G * 64 + 16));
-    if (!xd8 || !bt || !xpad || !xdl || !tab) {
-        free(xd8), free(bt), free(xpad), free(xdl), free(tab);
+    if (!bt || !xpad || !xdl || !tab || !xsl) {
+        free(bt), free(xpad), free(xdl), free(tab), free(xsl);
         return -1;
     }
     float *mn16 = tab, *sc16 = tab + (size_t)G * 16, *mnT = tab + (size_t)G * 32, *scT = mnT + G * 8;
     float *mnT1 = mnT + G * 16, *scT1 = mnT + G * 24;
-    for (size_t i = 0; i < (size_t)M * G; i++) xd8[i] = 8.f * xdiff[i];
     /* per row group, the rows' activation scales block by block (xdl[(rg * KB + b) * 16 + m], 0
      * past M) and the last group's zero-padded activations, once for all tile pairs */
     for (int rg = 0; rg < RG; rg++)
@@ -126,12 +125,20 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
                 int r = rg * AMX_ROWS + m;
                 xdl[((size_t)rg * KB + b) * AMX_ROWS + m] = r < M ? xd[(size_t)r * KB + b] : 0.f;
             }
+    for (int rg = 0; rg < RG; rg++)
+        for (int g = 0; g < G; g++)
+            for (int m = 0; m < AMX_ROWS; m++) {
+                int r = rg * AMX_ROWS + m;
+                float *xv = xsl + ((size_t)rg * G + g) * 2 * AMX_ROWS;
+                xv[m] = r < M ? xsum[(size_t)r * G + g] : 0.f;
+                xv[AMX_ROWS + m] = r < M ? 8.f * xdiff[(size_t)r * G + g] : 0.f;
+            }
     if (M % AMX_ROWS) {
         memset(xpad, 0, (size_t)AMX_ROWS * K);
         memcpy(xpad, xq + (size_t)(M - M % AMX_ROWS) * K, (size_t)(M % AMX_ROWS) * K);
     }
     amx_config();
-    int32_t cbuf[2][AMX_ROWS * 16] __attribute__((aligned(64)));
+    int32_t cbuf[4][AMX_ROWS * 16] __attribute__((aligned(64)));
     float tails[AMX_ROWS * 16] __attribute__((aligned(64)));
     for (int tb = n0 / 8; tb * 8 < n1; tb += 2) {
         int has1 = tb + 1 < NT && (tb + 1) * 8 < n1;
@@ -159,20 +166,19 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
             int mm = M - m0 < AMX_ROWS ? M - m0 : AMX_ROWS;
             const int8_t *xa = mm < AMX_ROWS ? xpad : xq + (size_t)m0 * K;
             const float *xdg = xdl + (size_t)(m0 / AMX_ROWS) * KB * AMX_ROWS;
-            /* the tail first (tile_tail_avx2's float operations, both tiles' lanes at once; rows
-             * past M are zeros), 16 independent chains, kept in tails until the end */
-            const float *xs = xsum + (size_t)m0 * G, *x8 = xd8 + (size_t)m0 * G;
+            /* the tail first (tile_tail_avx2's float operations, both tiles' lanes in one zmm
+             * per row, the rows' 16 chains interleaved), kept in tails until the end */
+            const float *xsg = xsl + (size_t)(m0 / AMX_ROWS) * G * 2 * AMX_ROWS;
             __m512 acc[AMX_ROWS];
 #pragma GCC unroll 16
             for (int m = 0; m < AMX_ROWS; m++) acc[m] = _mm512_setzero_ps();
             for (int g = 0; g < G; g++) {
                 __m512 mnv = _mm512_load_ps(mn16 + g * 16), scv = _mm512_load_ps(sc16 + g * 16);
+                const float *xsv = xsg + g * 2 * AMX_ROWS;
 #pragma GCC unroll 16
                 for (int m = 0; m < AMX_ROWS; m++) {
-                    if (m < mm) {
-                        acc[m] = _mm512_fmadd_ps(mnv, _mm512_set1_ps(xs[m * G + g]), acc[m]);
-                        acc[m] = _mm512_fmadd_ps(scv, _mm512_set1_ps(x8[m * G + g]), acc[m]);
-                    }
+                    acc[m] = _mm512_fmadd_ps(mnv, _mm512_set1_ps(xsv[m]), acc[m]);
+                    acc[m] = _mm512_fmadd_ps(scv, _mm512_set1_ps(xsv[AMX_ROWS + m]), acc[m]);
                 }
             }
 #pragma GCC unroll 16
@@ -187,23 +193,26 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
         _tile_zero(C);                                             \
         _tile_dpbssd(C, A, B);                                     \
     } while (0)
-            /* block b's dots are stored while block b + 1's TDPBSSD runs, and scaled one block
-             * later (from the other buffer), so no load waits on a tile store just issued */
-            AMX_ISSUE(0, 1, 2, 0);
-            for (int b = 0, g = 0, gb = 0; b <= KB; b++) {
-                if (b < KB) {
-                    if (b & 1) {
-                        if (b + 1 < KB) AMX_ISSUE(0, 1, 2, b + 1);
-                        _tile_stored(5, cbuf[1], 64);
-                    } else {
-                        if (b + 1 < KB) AMX_ISSUE(3, 4, 5, b + 1);
-                        _tile_stored(2, cbuf[0], 64);
+/* block b's dots (TDPBSSD issued two blocks earlier) stored, block b + 2's TDPBSSD issued into the
+ * sources block b used, and block b - 2's dots (stored two blocks earlier) scaled */
+#define AMX_STEP(C, A, B, C2)                                      \
+    do {                                                           \
+        _tile_stored(C, cbuf[b & 3], 64);                          \
+        if (b + 2 < KB) AMX_ISSUE(A, B, C2, b + 2);                \
+    } while (0)
+            AMX_ISSUE(0, 2, 4, 0);
+            if (KB > 1) AMX_ISSUE(1, 3, 5, 1);
+            for (int b = 0, g = 0, gb = 0; b < KB + 2; b++) {
+                if (b < KB) switch (b & 3) {
+                        case 0: AMX_STEP(4, 0, 2, 6); break;
+                        case 1: AMX_STEP(5, 1, 3, 7); break;
+                        case 2: AMX_STEP(6, 0, 2, 4); break;
+                        default: AMX_STEP(7, 1, 3, 5); break;
                     }
-                }
-                if (b == 0) continue;
-                /* block pb = b - 1 of group g (gb: its index in the group) */
-                int pb = b - 1;
-                const int32_t *cb = cbuf[pb & 1];
+                if (b < 2) continue;
+                /* block pb = b - 2 of group g (gb: its index in the group) */
+                int pb = b - 2;
+                const int32_t *cb = cbuf[pb & 3];
                 const float *xdb = xdg + (size_t)pb * AMX_ROWS;
                 __m512 scv = _mm512_load_ps(sc16 + g * 16);
 #pragma GCC unroll 16
@@ -213,6 +222,7 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
                 }
                 if (++gb == bpg) gb = 0, g++;
             }
+#undef AMX_STEP
 #undef AMX_ISSUE
 #pragma GCC unroll 16
             for (int m = 0; m < AMX_ROWS; m++)
@@ -222,7 +232,7 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
         }
     }
     _tile_release();
-    free(xd8), free(bt), free(xpad), free(xdl), free(tab);
+    free(bt), free(xpad), free(xdl), free(tab), free(xsl);
     return 0;
 }
 #else

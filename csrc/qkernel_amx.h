@@ -74,7 +74,9 @@ SGQ_AMX static void amx_config(void) {
         cfg.colsb[s + 2] = 64, cfg.rows[s + 2] = 8; /* weight codes */
     }
     for (int s = 4; s < 8; s++) cfg.colsb[s] = 64, cfg.rows[s] = AMX_ROWS; /* int32 block dots */
-    _tile_loadconfig(&cfg);
+    /* not _tile_loadconfig: gcc 12's names only the first 8 bytes of the configuration as its
+     * memory operand, so the stores filling the rest could be removed as dead */
+    __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
 }
 
 /* B tiles of a tile pair, all K / 32 blocks: bt[b * 512 + r * 64 + h * 32 + 4 c + i] = the code of
@@ -169,23 +171,23 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
             /* the tail first (tile_tail_avx2's float operations, both tiles' lanes in one zmm
              * per row, the rows' 16 chains interleaved), kept in tails until the end */
             const float *xsg = xsl + (size_t)(m0 / AMX_ROWS) * G * 2 * AMX_ROWS;
-            __m512 acc[AMX_ROWS];
+            __m512 tl[AMX_ROWS];
 #pragma GCC unroll 16
-            for (int m = 0; m < AMX_ROWS; m++) acc[m] = _mm512_setzero_ps();
+            for (int m = 0; m < AMX_ROWS; m++) tl[m] = _mm512_setzero_ps();
             for (int g = 0; g < G; g++) {
                 __m512 mnv = _mm512_load_ps(mn16 + g * 16), scv = _mm512_load_ps(sc16 + g * 16);
                 const float *xsv = xsg + g * 2 * AMX_ROWS;
 #pragma GCC unroll 16
                 for (int m = 0; m < AMX_ROWS; m++) {
-                    acc[m] = _mm512_fmadd_ps(mnv, _mm512_set1_ps(xsv[m]), acc[m]);
-                    acc[m] = _mm512_fmadd_ps(scv, _mm512_set1_ps(xsv[AMX_ROWS + m]), acc[m]);
+                    tl[m] = _mm512_fmadd_ps(mnv, _mm512_set1_ps(xsv[m]), tl[m]);
+                    tl[m] = _mm512_fmadd_ps(scv, _mm512_set1_ps(xsv[AMX_ROWS + m]), tl[m]);
                 }
             }
 #pragma GCC unroll 16
-            for (int m = 0; m < AMX_ROWS; m++) {
-                _mm512_store_ps(tails + m * 16, acc[m]);
-                acc[m] = _mm512_setzero_ps();
-            }
+            for (int m = 0; m < AMX_ROWS; m++) _mm512_store_ps(tails + m * 16, tl[m]);
+            __m512 acc[AMX_ROWS];
+#pragma GCC unroll 16
+            for (int m = 0; m < AMX_ROWS; m++) acc[m] = _mm512_setzero_ps();
 #define AMX_ISSUE(A, B, C, blk)                                    \
     do {                                                           \
         _tile_loadd(A, xa + (size_t)(blk) * 32, K);                \
@@ -193,34 +195,40 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
         _tile_zero(C);                                             \
         _tile_dpbssd(C, A, B);                                     \
     } while (0)
-/* block b's dots (TDPBSSD issued two blocks earlier) stored, block b + 2's TDPBSSD issued into the
- * sources block b used, and block b - 2's dots (stored two blocks earlier) scaled */
-#define AMX_STEP(C, A, B, C2)                                      \
-    do {                                                           \
-        _tile_stored(C, cbuf[b & 3], 64);                          \
-        if (b + 2 < KB) AMX_ISSUE(A, B, C2, b + 2);                \
+/* step bb: block bb's dots (TDPBSSD issued two blocks earlier) stored from tile C, block bb + 2's
+ * TDPBSSD issued into the sources block bb used (A, B) and dot tile C2, and block bb - 2's dots
+ * (stored two blocks earlier) scaled into the accumulators */
+#define AMX_STEP(bb, C, A, B, C2)                                                                   \
+    do {                                                                                           \
+        if ((bb) < KB) {                                                                           \
+            _tile_stored(C, cbuf[(bb) & 3], 64);                                                   \
+            if ((bb) + 2 < KB) AMX_ISSUE(A, B, C2, (bb) + 2);                                      \
+        }                                                                                          \
+        if ((bb) >= 2 && (bb) < KB + 2) {                                                          \
+            int pb = (bb) - 2;                                                                     \
+            const int32_t *cb = cbuf[pb & 3];                                                      \
+            const float *xdb = xdg + (size_t)pb * AMX_ROWS;                                        \
+            __m512 scv = _mm512_load_ps(scb);                                                      \
+            _Pragma("GCC unroll 16") for (int m = 0; m < AMX_ROWS; m++) {                          \
+                __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(cb + m * 16));                   \
+                acc[m] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scv, _mm512_set1_ps(xdb[m])), acc[m]); \
+            }                                                                                      \
+            if (++gb == bpg) gb = 0, scb += 16;                                                    \
+        }                                                                                          \
     } while (0)
+            /* the tile loads' asm (gcc's _tile_loadd) names no memory operand: every store to bt,
+             * xpad and the tables is made before them */
+            __asm__ volatile("" ::: "memory");
             AMX_ISSUE(0, 2, 4, 0);
             if (KB > 1) AMX_ISSUE(1, 3, 5, 1);
-            for (int b = 0, g = 0, gb = 0; b < KB + 2; b++) {
-                if (b < KB) switch (b & 3) {
-                        case 0: AMX_STEP(4, 0, 2, 6); break;
-                        case 1: AMX_STEP(5, 1, 3, 7); break;
-                        case 2: AMX_STEP(6, 0, 2, 4); break;
-                        default: AMX_STEP(7, 1, 3, 5); break;
-                    }
-                if (b < 2) continue;
-                /* block pb = b - 2 of group g (gb: its index in the group) */
-                int pb = b - 2;
-                const int32_t *cb = cbuf[pb & 3];
-                const float *xdb = xdg + (size_t)pb * AMX_ROWS;
-                __m512 scv = _mm512_load_ps(sc16 + g * 16);
-#pragma GCC unroll 16
-                for (int m = 0; m < AMX_ROWS; m++) {
-                    __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(cb + m * 16));
-                    acc[m] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scv, _mm512_set1_ps(xdb[m])), acc[m]);
-                }
-                if (++gb == bpg) gb = 0, g++;
+            /* scb: the scales of block pb's group; gb: pb's index in the group */
+            const float *scb = sc16;
+            int gb = 0;
+            for (int b = 0; b < KB + 2; b += 4) {
+                AMX_STEP(b, 4, 0, 2, 6);
+                AMX_STEP(b + 1, 5, 1, 3, 7);
+                AMX_STEP(b + 2, 6, 0, 2, 4);
+                AMX_STEP(b + 3, 7, 1, 3, 5);
             }
 #undef AMX_STEP
 #undef AMX_ISSUE

@@ -8,7 +8,10 @@
  *                here one TDPBSSD of a 16 x 32 activation tile and a 32 x 16 weight tile into a
  *                zeroed int32 tile (integer sums are exact in any order);
  *   acc[m, c]  = fmaf((float)dot, sc[c, g(b)] * xd[m, b], acc) for b = 0, 1, ... in order;
- *   y[m, 8t+c] = acc + tile_tail_avx2's tail (float add).
+ *   y[m, 8t+c] = acc + tile_tail_avx2's tail (float add; the tail's fused multiply-adds are
+ *                tile_tail_avx2's, lane for lane).
+ * Per output element these are the 8-lane paths' float operations in the same order; lanes are
+ * independent, so one 16-lane AVX-512 instruction per activation row covers both tiles of a pair.
  * Work unit: a pair of weight tiles (16 output columns) x 16 activation rows. The pair's codes are
  * unpacked once per call into TDPBSSD's B layout (per block: 8 rows of 64 bytes, row r holding
  * inputs 4r..4r+3 of the 16 columns; qkernel_tiles.h's tile bytes are already in that order, low
@@ -56,9 +59,9 @@ static int amx_supported(void) {
     return granted;
 }
 
-/* The tile configuration (palette 1), two slots alike: tmm0 / tmm3 activations 16 rows x 32 bytes,
- * tmm1 / tmm4 weight codes 8 x 64 bytes (32 inputs x 16 columns, 4 inputs per 32-bit lane),
- * tmm2 / tmm5 the int32 block dots 16 x 16. */
+/* The tile configuration (palette 1): tmm0 / tmm1 activations 16 rows x 32 bytes, tmm2 / tmm3
+ * weight codes 8 x 64 bytes (32 inputs x 16 columns, 4 inputs per 32-bit lane), tmm4-7 the int32
+ * block dots 16 x 16. */
 typedef struct {
     uint8_t palette, start_row, reserved[14];
     uint16_t colsb[16];
@@ -97,10 +100,12 @@ SGQ_AMX static void amx_unpack_pair(const uint8_t *qt0, const uint8_t *qt1, int 
 
 /* Int4-tile Q8 rows [n0, n1) on AMX (arguments as int4t_rows_avx2). Work unit: a pair of weight
  * tiles (16 columns, lanes 0-7 tile tb and 8-15 tile tb + 1, one zmm per activation row) x 16
- * activation rows; two tile slots (tmm0-2, tmm3-5) alternate so block b + 1's TDPBSSD runs while
- * block b's dots are stored, and block b - 1's (stored one block earlier) are scaled into the
- * rows' accumulators, in block order. Returns 0, or -1 when a scratch buffer cannot be allocated
- * (nothing written: the caller runs another path). */
+ * activation rows, its 16 accumulators in registers: first the tail (both tiles' lanes at once,
+ * the rows' chains interleaved), then the blocks in order, each block's TDPBSSD issued two blocks
+ * before its dots are stored (sources alternating between two tile pairs, dots rotating over four
+ * tiles) and its dots scaled two blocks after the store; then one masked store of the 16 columns
+ * per row. Returns 0, or -1 when a scratch buffer cannot be allocated (nothing written: the caller
+ * runs another path). */
 SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float *xsum, const float *xdiff,
                                   const uint8_t *q, const void *tiles, int f16, float *y, int M, int N, int K,
                                   int gs, int n0, int n1) {

@@ -164,7 +164,7 @@ def test_tile_kernel_every_isa_path_agrees():
     ],
 )
 def test_tile_kernel_amx_equals_avx2(n, k, group, monkeypatch):
-    """The AMX path (TDPBSSD block dots, from 16 rows on) gives the AVX2 / VNNI path's floats bit
+    """The AMX path (TDPBSSD block dots, from 9 rows on) gives the AVX2 / VNNI path's floats bit
     for bit: row groups of 32 with a ragged last one, 4-tile column groups with missing tiles
     (N = 17, 45, 83, 200 are not multiples of 32), the column ranges of 2 threads, which start
     on any multiple of 8, and block counts K / 32 of 1, 2, 5 and 14 around the kernel's
@@ -180,7 +180,7 @@ def test_tile_kernel_amx_equals_avx2(n, k, group, monkeypatch):
     try:
         for threads in (1, 2):
             cpu_quant.set_threads(threads)
-            for m in (16, 17, 33, 64, 100):
+            for m in (9, 15, 16, 17, 33, 64, 100):
                 lib.set_amx(True)
                 amx = cpu_quant.int4t_mm(x[:m], tiles, st, mt, group, True, tab)
                 lib.set_amx(False)

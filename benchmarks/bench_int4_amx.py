@@ -11,6 +11,15 @@ CPU with AMX-INT8 (Intel Sapphire Rapids or later) under Linux; exits with a mes
 ``--against PATH ...`` also times other builds of the kernel module (``_qkernel*.so`` files, e.g. of
 another commit's csrc/, built with the same flags) on their AMX path in the same rounds, checks each
 gives this build's floats, and adds a column "this / build i" (> 1: that build is slower).
+
+``--ttft N`` instead times the default engine's prefill of an N-token prompt (``max_tokens=1``,
+greedy, the time to the first token) with this build's AMX path and each ``--against`` build's in
+turn, ``--repeats`` interleaved rounds (the KV cache flushed before each), and checks the first
+token and its top-5 log-probabilities are the same for every build.
+
+``--clock thread`` times with the calling thread's CPU time (``time.thread_time``) instead of wall
+time: on a shared, loaded machine it leaves out the time other processes take the core, and with
+``--threads 1`` the calling thread is the only one that runs the kernel.
 """
 
 from __future__ import annotations
@@ -34,12 +43,54 @@ SHAPES = [(3072, 576), (576, 1536), (960, 576), (576, 576)]  # SmolLM2-135M: gat
 ROWS = [16, 32, 64, 256, 512]
 
 
-def _time(args: tuple, iters: int) -> float:
+def _time(args: tuple, iters: int, clock=time.perf_counter) -> float:
     cpu_quant.int4t_mm(*args)
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(iters):
         cpu_quant.int4t_mm(*args)
-    return (time.perf_counter() - t0) / iters
+    return (clock() - t0) / iters
+
+
+def _ttft(n_tokens: int, builds: dict, repeats: int, clock) -> None:
+    """Print the best TTFT of an ``n_tokens`` prompt per build (name -> _qkernel module)."""
+    import random
+
+    from structgen import Engine, SamplingParams
+
+    engine = Engine(dtype="float32")
+    rng = random.Random(0)
+    text = " ".join(str(rng.random()) for _ in range(n_tokens))
+    ids = engine.tokenizer.encode(text, add_special_tokens=False)[:n_tokens]
+    sp = SamplingParams(max_tokens=1, temperature=0.0, ignore_eos=True, logprobs=5)
+    best = {name: float("inf") for name in builds}
+    first = {}
+    lib = cpu_quant._lib
+    try:
+        for r in range(repeats + 1):  # round 0 warms up
+            for name, mod in builds.items():
+                cpu_quant._lib = mod
+                engine.flush_cache()
+                t0 = clock()
+                out = engine.generate([ids], sp)[0]
+                dt = clock() - t0
+                first.setdefault(name, (out.token_ids, out.logprobs))
+                if first[name] != (out.token_ids, out.logprobs):
+                    sys.exit(
+                        f"{name}: the first token or its log-probabilities changed between runs"
+                    )
+                if r:
+                    best[name] = min(best[name], dt)
+    finally:
+        cpu_quant._lib = lib
+    ref = first["this"]
+    for name, got in first.items():
+        if got != ref:
+            sys.exit(f"{name}: a different first token or log-probabilities than this build")
+    print(
+        f"TTFT of {len(ids)} tokens, best of {repeats} (first token {ref[0]}, same for every build)"
+    )
+    for name, t in best.items():
+        print(f"| {name} | {t:.3f} s | this / {name} {t / best['this']:.2f}x |")
 
 
 def main() -> None:
@@ -49,7 +100,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rows", type=int, nargs="+", default=ROWS)
     ap.add_argument("--against", nargs="*", default=[], help="other builds' _qkernel .so files")
+    ap.add_argument(
+        "--clock",
+        choices=["wall", "thread"],
+        default="wall",
+        help="wall time, or the calling thread's CPU time (with --threads 1 on a loaded machine)",
+    )
+    ap.add_argument("--ttft", type=int, default=0, help="time the engine's prefill instead")
     args = ap.parse_args()
+    clock = time.thread_time if args.clock == "thread" else time.perf_counter
     lib = cpu_quant._lib
     others = []
     for path in args.against:
@@ -64,7 +123,12 @@ def main() -> None:
         sys.exit("no AMX-INT8 here (or AVX2 off, or the kernel refused the tile state)")
     lib.set_vnni(True)  # set_isa turns it off
     cpu_quant.set_threads(args.threads)
-    print(f"threads {args.threads}, AVX-VNNI {lib.vnni()}")
+    if args.ttft:
+        torch.set_num_threads(args.threads)
+        builds = {"this": lib} | {f"build {i + 1}": m for i, m in enumerate(others)}
+        _ttft(args.ttft, builds, args.repeats, clock)
+        return
+    print(f"threads {args.threads}, AVX-VNNI {lib.vnni()}, clock {args.clock}")
     extra = "".join(f" build {i + 1} AMX ms | this / build {i + 1} |" for i in range(len(others)))
     print("| N x K | M | AVX2/VNNI ms (GMAC/s) | AMX ms (GMAC/s) | speed-up |" + extra)
     print("|---|---|---|---|---|" + "---|---|" * len(others))
@@ -87,7 +151,9 @@ def main() -> None:
                     else:  # another build, through the same Python wrapper
                         cpu_quant._lib = others[runs.index(r) - 2]
                     outs[r] = cpu_quant.int4t_mm(x, tiles, st, mt, 32, True, tab)
-                    best[r] = min(best[r], _time((x, tiles, st, mt, 32, True, tab), args.iters))
+                    best[r] = min(
+                        best[r], _time((x, tiles, st, mt, 32, True, tab), args.iters, clock)
+                    )
                     cpu_quant._lib = lib
             lib.set_amx(True)
             if not all(torch.equal(outs["amx"], outs[r]) for r in runs):

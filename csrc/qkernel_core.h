@@ -65,9 +65,12 @@ static int use_avx2 = 0;
  * int8_rows' (int8q8_rows_vnni, from INT8_VNNI_MIN_M rows on: at M = 1 it measured 1.01-1.07x
  * of int8q8_rows_avx2, benchmarks/RESULTS.md session 23 k4) */
 static int use_vnni = 0;
-/* int4t_rows' Q8 path on AMX (int4t_rows_amx) from AMX_MIN_M rows on (only with use_avx2) */
+/* int4t_rows' Q8 path on AMX (int4t_rows_amx) from AMX_MIN_M rows on (only with use_avx2): at 9-15
+ * rows (one 16-row tile group, rows past M zeros) it measured 1.02-2.03x of int4t_rows_vnni (whose
+ * ninth row starts a second group of 8) at SmolLM2-135M's shapes, at 8 rows 0.85-1.25x
+ * (benchmarks/RESULTS.md session 24 a5) */
 static int use_amx = 0;
-#define AMX_MIN_M 16
+#define AMX_MIN_M 9
 /* int8_rows' Q8 path on AVX-VNNI (int8q8_rows_vnni) from this many rows on (with use_vnni) */
 #ifndef INT8_VNNI_MIN_M
 #define INT8_VNNI_MIN_M 1

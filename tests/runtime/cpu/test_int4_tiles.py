@@ -150,13 +150,25 @@ def test_tile_kernel_every_isa_path_agrees():
 
 @needs_kernel
 @pytest.mark.parametrize(
-    "n,k,group", [(45, 320, 64), (83, 192, 32), (17, 96, 32), (576, 1536, 32), (200, 576, 32)]
+    "n,k,group",
+    [
+        (45, 320, 64),
+        (83, 192, 32),
+        (17, 96, 32),
+        (576, 1536, 32),
+        (200, 576, 32),
+        (40, 32, 32),
+        (24, 64, 32),
+        (40, 160, 32),
+        (33, 448, 64),
+    ],
 )
 def test_tile_kernel_amx_equals_avx2(n, k, group, monkeypatch):
-    """The AMX path (TDPBSSD block dots, from 16 rows on) gives the AVX2 / VNNI path's floats bit
+    """The AMX path (TDPBSSD block dots, from 9 rows on) gives the AVX2 / VNNI path's floats bit
     for bit: row groups of 32 with a ragged last one, 4-tile column groups with missing tiles
-    (N = 17, 45, 83, 200 are not multiples of 32), and the column ranges of 2 threads, which start
-    on any multiple of 8."""
+    (N = 17, 45, 83, 200 are not multiples of 32), the column ranges of 2 threads, which start
+    on any multiple of 8, and block counts K / 32 of 1, 2, 5 and 14 around the kernel's
+    two-block pipeline and its four-step loop (1 and 2 groups of blocks per scale)."""
     lib = cpu_quant._lib
     if lib.set_isa(True) != "avx2" or not lib.set_amx(True):
         lib.set_amx(True)
@@ -168,7 +180,7 @@ def test_tile_kernel_amx_equals_avx2(n, k, group, monkeypatch):
     try:
         for threads in (1, 2):
             cpu_quant.set_threads(threads)
-            for m in (16, 17, 33, 64, 100):
+            for m in (9, 15, 16, 17, 33, 64, 100):
                 lib.set_amx(True)
                 amx = cpu_quant.int4t_mm(x[:m], tiles, st, mt, group, True, tab)
                 lib.set_amx(False)

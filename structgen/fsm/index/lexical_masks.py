@@ -395,6 +395,9 @@ class LexicalMaskCache:
         converters write (``json_schema.objects.CANON_CHAR`` and
         ``json_schema.pattern.JSON_CHAR``): per-vocabulary preprocessing, once.
 
+        The per-token byte sets of ``tokens_holding`` are built here too (the exit tables of
+        any split read them).
+
         Raises:
             GrammarTooComplexError: never in practice (two small string grammars).
         """
@@ -402,6 +405,7 @@ class LexicalMaskCache:
             if self._prepared:
                 return
             self._prepared = True
+            self._token_sets()
         from ..compiler import compile_regex  # the compiler imports this package
         from ..json_schema.objects import CANON_CHAR
         from ..json_schema.pattern import JSON_CHAR

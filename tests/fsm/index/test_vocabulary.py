@@ -160,9 +160,9 @@ def test_smollm2_vocabulary(smollm2_tokenizer, smollm2_vocab: Vocabulary) -> Non
 def test_prepare_builds_what_first_masks_read_and_masks_stay_exact(byte_level_tokenizer) -> None:
     """``Vocabulary.prepare`` (per-tokenizer preprocessing) builds the id tables, the token
     trie and its C walk's subtree tables, the lexical cache's byte sets and pinned string
-    heads; a schema's first masks then build none of them again (the same objects after), and
-    every mask along an instance equals brute force (``ByteDFA.walk`` of each allowable
-    token's bytes), as on an unprepared vocabulary."""
+    heads (plain and under each bound); a schema's first masks then build none of them
+    again (the same objects after), and every mask along an instance equals brute force
+    (``ByteDFA.walk`` of each allowable token's bytes), as on an unprepared vocabulary."""
     from structgen.fsm import clear_cache, compile_json_schema
 
     vocab = Vocabulary.from_tokenizer(byte_level_tokenizer)
@@ -171,7 +171,8 @@ def test_prepare_builds_what_first_masks_read_and_masks_stay_exact(byte_level_to
     built = {k: vocab.__dict__[k] for k in ("index_tables", "allowable", "token_trie")}
     assert "subtree_tables" in trie.__dict__
     tables, sets = trie.__dict__["subtree_tables"], vocab.lexical_masks._sets
-    assert sets is not None and vocab.lexical_masks.stats()["lexical_cache_pinned"] == 2
+    pinned = vocab.lexical_masks.stats()["lexical_cache_pinned"]
+    assert sets is not None and pinned == 2 + 2 * (trie.max_depth - 1)  # strings, bounded too
 
     schema = {
         "type": "object",
@@ -185,9 +186,9 @@ def test_prepare_builds_what_first_masks_read_and_masks_stay_exact(byte_level_to
         g = compile_json_schema(schema, v)
         m = g.matcher()
         for tid in ids:
-            got = np.unpackbits(
-                g.token_index.bitmask(m.state).view(np.uint8), bitorder="little"
-            )[: v.vocab_size]
+            got = np.unpackbits(g.token_index.bitmask(m.state).view(np.uint8), bitorder="little")[
+                : v.vocab_size
+            ]
             want = [
                 not never[t] and g.dfa.walk(m.state, v.token_bytes[t]) >= 0
                 for t in range(v.vocab_size)

@@ -158,10 +158,13 @@ def _workloads(tok, only: set[str] | None, sample: int = 0):
 
 def _pass(eng, kind, spec, ids, clock=time.thread_time):
     """(mask seconds per token, compile + masks + advances seconds, tokens accepted,
-    compile seconds)."""
+    compile seconds); ``([], inf, -1, nan)`` when the engine refuses the grammar."""
     buf = torch.zeros((1, eng.words), dtype=torch.int32)
     t0 = clock()
-    g = getattr(eng, kind)(spec)
+    try:
+        g = getattr(eng, kind)(spec)
+    except Exception:  # a peer that does not support the schema (llguidance's "not")
+        return [], float("inf"), -1, float("nan")
     total = compile_s = clock() - t0
     m = eng.matcher(g)
     masks, n_ok = [], 0
@@ -180,8 +183,12 @@ def _pass(eng, kind, spec, ids, clock=time.thread_time):
 
 def _warm(eng, kind, spec, ids) -> float:
     """Median seconds of a warm mask: the instance forced a second time through the same
-    compiled grammar (every state's mask built by the first pass), wall clock."""
-    g = getattr(eng, kind)(spec)
+    compiled grammar (every state's mask built by the first pass), wall clock; nan when
+    the engine refuses the grammar."""
+    try:
+        g = getattr(eng, kind)(spec)
+    except Exception:
+        return float("nan")
     _pass_through(eng, g, ids)
     return statistics.median(_pass_through(eng, g, ids))
 
@@ -246,9 +253,8 @@ def main() -> None:
         for p in range(args.passes):
             for eng in engines[p % len(engines) :] + engines[: p % len(engines)]:
                 masks, total, n_ok, compile_s = _pass(eng, kind, spec, ids)
-                res[eng.name].append(
-                    (float(np.mean(masks)), float(np.percentile(masks, 99)), total, n_ok, masks)
-                )
+                mean, p99 = (np.mean(masks), np.percentile(masks, 99)) if masks else (np.nan,) * 2
+                res[eng.name].append((float(mean), float(p99), total, n_ok, masks))
                 compiles[eng.name].append(compile_s)
         # each engine's pass with the least CPU time (what load adds is never negative)
         med = {k: list(min(v, key=lambda r: r[2])) for k, v in res.items()}
@@ -256,7 +262,13 @@ def main() -> None:
         warm = {e.name: _warm(e, kind, spec, ids) for e in engines}
         cells = [
             f"{med[c][0] * 1e6:.1f} / {med[c][1] * 1e6:.0f}"
-            + ("" if med[c][3] == len(ids) else f" (rejected at {med[c][3]})")
+            + (
+                ""
+                if med[c][3] == len(ids)
+                else " (refused)"
+                if med[c][3] < 0
+                else f" (rejected at {med[c][3]})"
+            )
             for c in cols
         ]
         totals = [f"{med[c][2] * 1e3:.2f}" for c in cols]

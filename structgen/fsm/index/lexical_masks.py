@@ -71,6 +71,7 @@ _MAX_EXIT_FRACTION = 8  # split only when the exit trie has < 1/8 of the trie's 
 _MAX_EXIT_SETS = 256  # exit-byte sets whose tries are kept per vocabulary
 _ABSENT = object()  # an exit set not kept (None is a kept answer)
 _MAX_KEY_NODES = 4096  # heads larger than this are not keyed (the digest walk is bounded)
+_MAX_PINNED_BOUND = 128  # bounded string heads pinned up to this bound (a longer one walks)
 
 
 def head_key(
@@ -477,7 +478,8 @@ class LexicalMaskCache:
         ``json_schema.pattern.JSON_CHAR``): per-vocabulary preprocessing, once.
 
         The per-token byte sets of ``tokens_holding`` are built here too (the exit tables of
-        any split read them).
+        any split read them), and each string head under every bound below the longest
+        token (``_pin_bounded``: a ``maxLength`` string's states).
 
         Raises:
             GrammarTooComplexError: never in practice (two small string grammars).
@@ -508,8 +510,10 @@ class LexicalMaskCache:
         below the longest token, ``x`` the string character ``char`` (digest ``x_digest``;
         ``key``: the pinned entry of ``x*``): the ``x*`` part's tokens that start at most
         ``hi`` characters (``unit_counts``), so a bounded string's states share entries
-        instead of walking the trie once per remaining count. Nothing when ``x`` is no
-        prefix code. Raises: never in practice (a one-character automaton).
+        instead of walking the trie once per remaining count. ``hi`` up to
+        ``_MAX_PINNED_BOUND`` (a vocabulary with longer tokens walks the larger bounds).
+        Nothing when ``x`` is no prefix code. Raises: never in practice (a one-character
+        automaton).
         """
         from ..regex.dfa import regex_to_dfa
         from .token_index import pack_bitmask  # token_index imports this module
@@ -526,7 +530,7 @@ class LexicalMaskCache:
         units = np.where(units < 0, np.iinfo(np.int32).max, units)
         depth = self.vocab.token_trie.max_depth
         with self._lock:
-            for hi in range(1, depth):
+            for hi in range(1, min(depth, _MAX_PINNED_BOUND + 1)):
                 part = star & pack_bitmask(units <= hi, star.shape[0])
                 part.setflags(write=False)
                 self._pinned[(repeat_digest(x_digest, hi, depth), key[1])] = part

@@ -28,12 +28,14 @@ Run:  python benchmarks/bench_grammar.py [--quick] [--per-subset 4] [--out bench
 Cold modes only (issue #22: cold-empty, cold-shared, warm; the five schemas of
 benchmarks/data/cold_schemas.json plus the first N MaskBench members per subset):
       python benchmarks/bench_grammar.py --cold [--cold-per-subset 60] [--cold-engines a,b]
+      [--cold-clock cpu|wall] (cold modes by CPU time by default: see COLD_CLOCKS)
 Peers: pip install xgrammar llguidance outlines-core (optional).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -69,15 +71,13 @@ class Structgen:
 
         self.vocab = Vocabulary.from_tokenizer(tok)
         self.words = (self.vocab.vocab_size + 31) // 32
-        # the vocabulary's token trie and id tables, built once per vocabulary (lazily, by the
-        # first compile otherwise: ~0.35 s at 150k tokens), and the pinned head parts of the
-        # JSON string interiors: per-tokenizer preprocessing, as the peers' TokenizerInfo /
-        # LLTokenizer constructors do theirs, not per-schema compile time
-        _ = self.vocab.token_trie, self.vocab.index_tables
-        if self.share_lexical:
-            self.vocab.lexical_masks.prepare()
-        else:
+        if not self.share_lexical:
             self.vocab.lexical_masks = LexicalMaskCache(self.vocab, 0, auto_prepare=False)
+        # the vocabulary's per-tokenizer tables (token trie and its walk's tables, id tables,
+        # the pinned head parts of the JSON string interiors), built lazily by the first
+        # schema's masks otherwise: preprocessing, as the peers' TokenizerInfo / LLTokenizer
+        # constructors do theirs, timed apart, not per-schema time
+        self.vocab.prepare()
 
     def compile(self, schema):
         from structgen.fsm import clear_cache, compile_json_schema
@@ -1103,25 +1103,39 @@ class _Fresh:
         return eng.compile(schema)
 
 
-def force_instance(eng, g, ids, buf) -> tuple[list[float], float, bool]:
+def force_instance(eng, g, ids, buf, clock=time.perf_counter) -> tuple[list[float], float, bool]:
     """(seconds of each ``fill_bitmask``, seconds of all advances, accepted) forcing the token
-    ids ``ids`` through a new matcher of ``g``, a mask before every token."""
+    ids ``ids`` through a new matcher of ``g``, a mask before every token, timed by ``clock``."""
     m = eng.matcher(g)
     masks, adv = [], 0.0
     for t in ids:
-        t0 = time.perf_counter()
+        t0 = clock()
         eng.mask(m, buf)
-        t1 = time.perf_counter()
+        t1 = clock()
         ok = eng.accept(m, t)
-        adv += time.perf_counter() - t1
+        adv += clock() - t1
         masks.append(t1 - t0)
         if not ok:
             return masks, adv, False
     return masks, adv, bool(eng.accepting(m))
 
 
-def cold_run(engines: dict, tok, cases, repeats: int = 3, seed: int = 0) -> dict:
-    """Every engine on every case in each mode, the engines interleaved per case.
+# (compile clock, mask and advance clock) of the cold modes: "cpu" (the default) takes process
+# CPU for a compile (xgrammar compiles on threads) and this thread's CPU for the masks and
+# advances, as cold_ab.py does: on shared, loaded cores the wall clock adds every preemption
+# (several ms) to the token it lands in. "wall": perf_counter for both. Warm is timed by the
+# wall clock either way (a CPU-clock read costs about as much as a warm mask).
+COLD_CLOCKS = {
+    "cpu": (time.process_time, time.thread_time),
+    "wall": (time.perf_counter, time.perf_counter),
+}
+
+
+def cold_run(
+    engines: dict, tok, cases, repeats: int = 3, seed: int = 0, clock: str = "cpu"
+) -> dict:
+    """Every engine on every case in each mode, the engines interleaved per case, the cold
+    modes timed by ``COLD_CLOCKS[clock]``.
 
     Returns ``{mode: {engine: {label: record}}}``, a record holding the per-token mask times
     (median run of ``repeats`` for the five schemas, one run for the rest), the compile, all
@@ -1136,6 +1150,7 @@ def cold_run(engines: dict, tok, cases, repeats: int = 3, seed: int = 0) -> dict
     order["cold-shared"] = shuffled
     fresh = {mode: {n: _Fresh(e, mode) for n, e in engines.items()} for mode in order}
     bufs = {n: torch.zeros((1, e.words), dtype=torch.int32) for n, e in engines.items()}
+    compile_clock, mask_clock = COLD_CLOCKS[clock]
     for mode in ("cold-empty", "cold-shared"):
         if mode == "cold-shared":
             from structgen.fsm import clear_cache
@@ -1152,10 +1167,10 @@ def cold_run(engines: dict, tok, cases, repeats: int = 3, seed: int = 0) -> dict
                 tries = []
                 for _ in range(runs):
                     try:
-                        t0 = time.perf_counter()
+                        t0 = compile_clock()
                         g = fresh[mode][name].compile(schema)
-                        comp = time.perf_counter() - t0
-                        masks, adv, ok = force_instance(eng, g, ids, bufs[name])
+                        comp = compile_clock() - t0
+                        masks, adv, ok = force_instance(eng, g, ids, bufs[name], mask_clock)
                     except BaseException as exc:  # peers' Rust panics are BaseExceptions
                         if isinstance(exc, KeyboardInterrupt):
                             raise
@@ -1189,14 +1204,25 @@ def _common(per_engine: dict, labels) -> list[str]:
     return [lb for lb in labels if all(lb in r and r[lb]["ok"] for r in per_engine.values())]
 
 
-def cold_report(label: str, res: dict, cases, setup_s: dict) -> tuple[list[str], dict]:
+def cold_report(
+    label: str, res: dict, cases, setup_s: dict, clock: str = "cpu"
+) -> tuple[list[str], dict]:
     """Markdown tables of ``cold_run``'s result, and the figures the plot draws."""
     names = list(res["cold-empty"])
     five = [c[0] for c in cases[:5]]
     lines = [f"### {label}: cold modes", ""]
     lines.append(
-        "Per-tokenizer preprocessing (timed apart, once): "
+        "Per-tokenizer preprocessing (timed apart, once, wall clock): "
         + ", ".join(f"{n} {setup_s[n]:.2f} s" for n in names)
+    )
+    timed = (
+        "process CPU for compiles, thread CPU for masks and advances"
+        if clock == "cpu"
+        else "wall clock"
+    )
+    lines.append("")
+    lines.append(
+        f"Cold modes timed by {timed}; warm by the wall clock; the collector frozen after setup."
     )
     lines.append("")
     head = (
@@ -1321,8 +1347,11 @@ def cold_main(args, toks: dict) -> str:
                 if isinstance(exc, KeyboardInterrupt):
                     raise
                 print(f"{cls.name}: {type(exc).__name__}: {exc}", flush=True)
-        res = cold_run(engines, tok, cases)
-        lines, figs[label] = cold_report(label, res, cases, setup_s)
+        gc.collect()  # what setup made is long-lived: no collection walks it per schema
+        gc.freeze()
+        res = cold_run(engines, tok, cases, clock=args.cold_clock)
+        lines, figs[label] = cold_report(label, res, cases, setup_s, args.cold_clock)
+        gc.unfreeze()
         report += lines + [""]
         print("\n".join(lines), flush=True)
     note = cold_plot(figs, args.out.with_name("bench_grammar_cold.png"))
@@ -1365,6 +1394,12 @@ def main(argv=None) -> None:
     )
     ap.add_argument(
         "--cold-engines", default="", help="comma-separated engines (--cold, --grammars)"
+    )
+    ap.add_argument(
+        "--cold-clock",
+        choices=sorted(COLD_CLOCKS),
+        default="cpu",
+        help="--cold: time compiles and masks by CPU time (default) or the wall clock",
     )
     args = ap.parse_args(argv)
     if args.grammars or args.gbnf_sweep:  # SmolLM2 unless --tokenizers says otherwise

@@ -19,7 +19,11 @@ compile CPU over the passes (ms); and the warm mask median (us, wall clock: the 
 forced again through a grammar it built).
 
     PYTHONPATH=. python benchmarks/cold_ab.py --baseline /work/main [--passes 9]
-        [--only flat,c,...] [--tokenizer smollm2|bpe150k]
+        [--only flat,c,...] [--tokenizer smollm2|bpe150k] [--sample N]
+
+``--sample N`` adds the first N MaskBench members per subset (bench_grammar --cold's sample,
+after the workloads ``--only`` keeps) and ends with their pooled figures as bench_grammar
+reports them.
 """
 
 from __future__ import annotations
@@ -69,8 +73,11 @@ class _StructgenOf(bg.Structgen):
         self.name = name
         self.fsm = importlib.import_module(f"{pkg}.fsm")
         self.vocab = self.fsm.Vocabulary.from_tokenizer(tok)
-        _ = self.vocab.token_trie, self.vocab.index_tables
-        self.vocab.lexical_masks.prepare()
+        if hasattr(self.vocab, "prepare"):  # the per-tokenizer step, where the checkout has it
+            self.vocab.prepare()
+        else:
+            _ = self.vocab.token_trie, self.vocab.index_tables
+            self.vocab.lexical_masks.prepare()
         self.words = (self.vocab.vocab_size + 31) // 32
 
     def _fresh(self) -> None:
@@ -129,7 +136,7 @@ class _LLGuidance(bg.LLGuidance):
         return self.llg.grammar_from("lark", text)
 
 
-def _workloads(tok, only: set[str] | None):
+def _workloads(tok, only: set[str] | None, sample: int = 0):
     out = []
     for name, case in json.loads(bg.COLD_SCHEMAS.read_text()).items():
         text = json.dumps(case["instance"], separators=(",", ":"))
@@ -143,15 +150,21 @@ def _workloads(tok, only: set[str] | None):
         ids = tok.encode(valid, add_special_tokens=False)[:MAX_FORCED]
         kind = "lark" if path.suffix == ".lark" else "gbnf"
         out.append((f"cfg:{name}", kind, path.read_text(encoding="utf-8"), ids))
-    return [w for w in out if only is None or w[0] in only or w[0].split(":")[-1] in only]
+    out = [w for w in out if only is None or w[0] in only or w[0].split(":")[-1] in only]
+    for label, schema, text in bg.cold_cases(sample)[5:] if sample else ():
+        out.append((label, "schema", schema, tok.encode(text, add_special_tokens=False)))
+    return out
 
 
 def _pass(eng, kind, spec, ids, clock=time.thread_time):
     """(mask seconds per token, compile + masks + advances seconds, tokens accepted,
-    compile seconds)."""
+    compile seconds); ``([], inf, -1, nan)`` when the engine refuses the grammar."""
     buf = torch.zeros((1, eng.words), dtype=torch.int32)
     t0 = clock()
-    g = getattr(eng, kind)(spec)
+    try:
+        g = getattr(eng, kind)(spec)
+    except Exception:  # a peer that does not support the schema (llguidance's "not")
+        return [], float("inf"), -1, float("nan")
     total = compile_s = clock() - t0
     m = eng.matcher(g)
     masks, n_ok = [], 0
@@ -170,8 +183,12 @@ def _pass(eng, kind, spec, ids, clock=time.thread_time):
 
 def _warm(eng, kind, spec, ids) -> float:
     """Median seconds of a warm mask: the instance forced a second time through the same
-    compiled grammar (every state's mask built by the first pass), wall clock."""
-    g = getattr(eng, kind)(spec)
+    compiled grammar (every state's mask built by the first pass), wall clock; nan when
+    the engine refuses the grammar."""
+    try:
+        g = getattr(eng, kind)(spec)
+    except Exception:
+        return float("nan")
     _pass_through(eng, g, ids)
     return statistics.median(_pass_through(eng, g, ids))
 
@@ -197,6 +214,13 @@ def main() -> None:
     ap.add_argument(
         "--tokenizer", choices=["smollm2", "bpe150k"], default="smollm2", help="vocabulary"
     )
+    ap.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        help="also the first N MaskBench members per subset (bench_grammar --cold's sample), "
+        "then their pooled figures",
+    )
     args = ap.parse_args()
     _load_checkout("structgen_base", args.baseline)
     tok = bg.bpe_150k_tokenizer() if args.tokenizer == "bpe150k" else bg.smollm2_tokenizer()
@@ -206,7 +230,7 @@ def main() -> None:
     except ImportError as exc:
         print(f"llguidance: {exc}")
     only = set(args.only.split(",")) if args.only else None
-    work = _workloads(tok, only)
+    work = _workloads(tok, only, args.sample)
     gc.collect()
     gc.freeze()
     cols = [e.name for e in engines]
@@ -222,22 +246,29 @@ def main() -> None:
         + " | old / new | new / llguidance | total new / llguidance |"
     )
     print("|---" * (4 * len(cols) + 4) + "|")
+    best = {}  # workload -> engine -> its least-CPU pass
     for name, kind, spec, ids in work:
         res = {e.name: [] for e in engines}
         compiles = {e.name: [] for e in engines}
         for p in range(args.passes):
             for eng in engines[p % len(engines) :] + engines[: p % len(engines)]:
                 masks, total, n_ok, compile_s = _pass(eng, kind, spec, ids)
-                res[eng.name].append(
-                    (float(np.mean(masks)), float(np.percentile(masks, 99)), total, n_ok)
-                )
+                mean, p99 = (np.mean(masks), np.percentile(masks, 99)) if masks else (np.nan,) * 2
+                res[eng.name].append((float(mean), float(p99), total, n_ok, masks))
                 compiles[eng.name].append(compile_s)
         # each engine's pass with the least CPU time (what load adds is never negative)
         med = {k: list(min(v, key=lambda r: r[2])) for k, v in res.items()}
+        best[name] = {k: (v[4], v[2], v[3] == len(ids)) for k, v in med.items()}
         warm = {e.name: _warm(e, kind, spec, ids) for e in engines}
         cells = [
             f"{med[c][0] * 1e6:.1f} / {med[c][1] * 1e6:.0f}"
-            + ("" if med[c][3] == len(ids) else f" (rejected at {med[c][3]})")
+            + (
+                ""
+                if med[c][3] == len(ids)
+                else " (refused)"
+                if med[c][3] < 0
+                else f" (rejected at {med[c][3]})"
+            )
             for c in cols
         ]
         totals = [f"{med[c][2] * 1e3:.2f}" for c in cols]
@@ -256,6 +287,30 @@ def main() -> None:
             + f" | {ratio:.2f}x | {peer} | {peer_total} |",
             flush=True,
         )
+    if args.sample:
+        _sample_summary(best, [w[0] for w in work if "/" in w[0]], cols)
+
+
+def _sample_summary(best: dict, labels: list[str], cols: list[str]) -> None:
+    """The MaskBench sample as bench_grammar --cold reports it (over the schemas every engine
+    accepted: median of per-schema mask means, pooled p99, median total), from each engine's
+    least-CPU pass per schema, and the schemas holding new's tokens above its pooled p99."""
+    common = [lb for lb in labels if all(best[lb][c][2] for c in cols)]
+    print(f"\nMaskBench sample: {len(common)} of {len(labels)} schemas accepted by every engine")
+    print("| engine | median of per-schema mean us | pooled p99 us | median total ms |")
+    print("|---|---|---|---|")
+    p99 = {}
+    for c in cols:
+        pooled = np.concatenate([best[lb][c][0] for lb in common]) * 1e6
+        p99[c] = float(np.percentile(pooled, 99))
+        means = [np.mean(best[lb][c][0]) * 1e6 for lb in common]
+        totals = [best[lb][c][1] * 1e3 for lb in common]
+        print(f"| {c} | {np.median(means):.1f} | {p99[c]:.0f} | {np.median(totals):.2f} |")
+    above = {lb: int((np.array(best[lb]["new"][0]) * 1e6 > p99["new"]).sum()) for lb in common}
+    top = sorted(((k, lb) for lb, k in above.items() if k), reverse=True)[:8]
+    print(
+        "new's tokens above its pooled p99, by schema: " + ", ".join(f"{lb} {k}" for k, lb in top)
+    )
 
 
 if __name__ == "__main__":

@@ -102,6 +102,7 @@ class Engine(BaseEngine):
             self.vocab = cached_vocabulary(self.tokenizer, loaded.eos_token_ids, loaded.cache_dir)
             if self.config.grammar_cache_bytes is not None:
                 self.vocab.lexical_masks.set_capacity(self.config.grammar_cache_bytes)
+            self.vocab.prepare()  # per-tokenizer tables now, not in a first request's masks
             # one bound callable: the jump-forward planner caches its boundary probes by it
             self.encode_text = functools.partial(self.tokenizer.encode, add_special_tokens=False)
         max_model_len = loaded.max_model_len

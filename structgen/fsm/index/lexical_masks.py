@@ -60,7 +60,9 @@ __all__ = [
     "DEFAULT_CAPACITY_BYTES",
     "MIN_HEAD_BYTES",
     "head_key",
+    "repeat_digest",
     "split_key",
+    "unit_counts",
 ]
 
 DEFAULT_CAPACITY_BYTES = 64 << 20  # ~10,000 masks at 49k tokens, ~3,500 at 150k
@@ -69,18 +71,28 @@ _MAX_EXIT_FRACTION = 8  # split only when the exit trie has < 1/8 of the trie's 
 _MAX_EXIT_SETS = 256  # exit-byte sets whose tries are kept per vocabulary
 _ABSENT = object()  # an exit set not kept (None is a kept answer)
 _MAX_KEY_NODES = 4096  # heads larger than this are not keyed (the digest walk is bounded)
+_MAX_PINNED_BOUND = 128  # bounded string heads pinned up to this bound (a longer one walks)
 
 
-def head_key(arena, head: int, max_depth: int, memo: dict[int, bytes]) -> bytes | None:
+def head_key(
+    arena,
+    head: int,
+    max_depth: int,
+    memo: dict[int, bytes],
+    bound: tuple[int, int] | None = None,
+) -> bytes | None:
     """16-byte digest of the structure of ``head`` (equal for structurally equal terms of
     any arena; alternation members are ordered by digest, not by arena id), with a top-level
-    ``x{lo,hi}``, ``hi >= max_depth``, keyed as ``x*`` (see the module docstring).
+    ``x{lo,hi}`` keyed by ``x`` and ``hi`` alone (``repeat_digest``: ``x*`` when ``hi >=
+    max_depth``; see the module docstring).
 
     Args:
         arena: the ``TermArena`` of ``head``.
         head: a term without ``AND`` / ``NOT``.
         max_depth: the vocabulary's longest token, in bytes.
         memo: term -> digest, per arena (filled here).
+        bound: ``(x, hi)``: key the head as ``x{lo,hi}`` (a repetition the arena does not
+            hold as one term: ``split_key``'s ``x x{lo,hi-1}``).
 
     Terms an arena shares with a snapshot (``TermArena.shared_prefix``: the same terms
     under the same ids in every arena restored from it) take their digest from, and give
@@ -93,11 +105,11 @@ def head_key(arena, head: int, max_depth: int, memo: dict[int, bytes]) -> bytes 
     """
     kind, args = arena.kind, arena.args
     shared_terms, shared = arena.shared_prefix or (0, None)
-    top = head
-    if kind[head] == REPEAT:
-        x, lo, hi = args[head]
-        if hi == INF or hi >= max_depth:
-            top = x
+    top, hi = head, None
+    if bound is not None:
+        top, hi = bound
+    elif kind[head] == REPEAT:
+        top, _, hi = args[head]
     stack = [top]
     seen = 0
     while stack:  # iterative post-order: heads nest as deep as the arena's MAX_DEPTH
@@ -145,9 +157,20 @@ def head_key(arena, head: int, max_depth: int, memo: dict[int, bytes]) -> bytes 
         memo[u] = hashlib.blake2b(bytes((k,)) + data, digest_size=16).digest()
         if u < shared_terms:
             shared[u] = memo[u]
-    if top is head:
-        return memo[head]
-    return hashlib.blake2b(b"*" + memo[top], digest_size=16).digest()
+    if hi is None:
+        return memo[top]
+    return repeat_digest(memo[top], hi, max_depth)
+
+
+def repeat_digest(x_digest: bytes, hi: int, max_depth: int) -> bytes:
+    """The key digest of a head ``x{lo,hi}`` (any ``lo <= hi``) from ``x``'s digest: the one
+    of ``x*`` when ``hi`` is ``INF`` or at least ``max_depth``, else one of ``x`` and ``hi``.
+    ``lo`` is left out: a word of ``x{k}`` with ``k < lo`` extends to one of ``x{lo}``, so
+    ``x{lo,hi}`` and ``x{0,hi}`` have the same prefixes. Raises: never.
+    """
+    if hi == INF or hi >= max_depth:
+        return hashlib.blake2b(b"*" + x_digest, digest_size=16).digest()
+    return hashlib.blake2b(b"{" + x_digest + hi.to_bytes(8, "little"), digest_size=16).digest()
 
 
 def split_key(
@@ -164,9 +187,9 @@ def split_key(
         after: None for a regex state; for a lexer state, the 256-bit mask of the bytes
             that can start what follows the lexeme's end.
 
-    ``CONCAT(x, CONCAT(x{lo,hi}, r))`` with ``hi`` at least ``max_depth`` splits as
-    ``x{lo+1,hi+1} r``, keyed as ``x*`` (both heads have the same prefixes no longer than
-    a token), not as ``x`` followed by exits as wide as ``first(x)``.
+    ``CONCAT(x, CONCAT(x{lo,hi}, r))`` splits as ``x{lo+1,hi+1} r`` (keyed by
+    ``repeat_digest``: as ``x*`` when ``hi + 1`` is at least ``max_depth``), not as ``x``
+    followed by exits as wide as ``first(x)``.
 
     Returns:
         None when ``term`` holds an intersection or complement, when it is no ``CONCAT``
@@ -175,14 +198,16 @@ def split_key(
     """
     if arena.has_boolean(term):
         return None
+    bound = None
     if arena.kind[term] == CONCAT:
         head, rest = arena.args[term]
         if arena.kind[rest] == CONCAT:  # x x{lo,hi} r (one or more x: a key or a minLength
-            star, tail = arena.args[rest]  # string) splits as x{lo+1,hi+1} r, keyed as x*
+            star, tail = arena.args[rest]  # string) splits as x{lo+1,hi+1} r
             if arena.kind[star] == REPEAT:
                 x, _, hi = arena.args[star]
-                if x == head and (hi == INF or hi >= max_depth):
+                if x == head:
                     head, rest = star, tail
+                    bound = (x, hi if hi == INF else hi + 1)
         exits = arena.first[rest]
         if after is not None and arena.nullable[rest]:
             exits |= after
@@ -192,8 +217,65 @@ def split_key(
         head, exits = term, after
     if arena.first[head].bit_count() < MIN_HEAD_BYTES:
         return None
-    digest = head_key(arena, head, max_depth, memo)
+    digest = head_key(arena, head, max_depth, memo, bound)
     return None if digest is None else (digest, exits)
+
+
+def unit_counts(dfa, flat: np.ndarray, lengths: np.ndarray) -> np.ndarray | None:
+    """How many words of ``dfa``'s language each token starts, read as a sequence of them.
+
+    Args:
+        dfa: a ``ByteDFA`` of a prefix code (no word a prefix of another: a JSON string
+            character, one UTF-8 character or one escape).
+        flat: uint8, the tokens' bytes one after the other.
+        lengths: int64 ``[n]``, each token's length in ``flat``.
+
+    Returns:
+        int32 ``[n]``: the number of words token ``k`` starts (its last one possibly
+        unfinished), -1 where its bytes are no prefix of a sequence of words; None when the
+        language is no prefix code (an accepting state with a live byte, or the empty word
+        accepted), when a byte leads back to the initial state (the start of a word would
+        be ambiguous to count), or when the automaton has more than 4096 states. Exact: a
+        prefix code splits a sequence of its words in one way only.
+
+    Raises:
+        GrammarTooComplexError: building a row exceeded the automaton's budget.
+    """
+    local = {dfa.initial: 0}
+    order = [dfa.initial]
+    rows = []
+    while len(rows) < len(order):
+        s = order[len(rows)]
+        row = dfa.row(s)
+        if dfa.is_accepting(s) and (s == dfa.initial or (row >= 0).any()):
+            return None
+        if (row == dfa.initial).any():  # inside a word: a count from the initial state
+            return None  # would take it for the start of the next one
+        for t in np.unique(row[row >= 0]).tolist():
+            if t not in local:
+                local[t] = len(order)
+                order.append(t)
+        if len(order) > 4096:
+            return None
+        rows.append(row)
+    sink = len(order)
+    # next local state per byte: an accepting state is the end of a word, so the next byte
+    # starts one from the initial state (local 0); the sink stays
+    to_local = np.array([0 if dfa.is_accepting(s) else local[s] for s in order], np.int32)
+    table = np.full((sink + 1, 256), sink, np.int32)
+    for i, row in enumerate(rows):
+        live = row >= 0
+        table[i, live] = to_local[[local[t] for t in row[live].tolist()]]
+    starts = np.cumsum(lengths) - lengths
+    state = np.zeros(lengths.shape[0], np.int32)
+    counts = np.zeros(lengths.shape[0], np.int32)
+    for j in range(int(lengths.max(initial=0))):
+        at = np.flatnonzero(lengths > j)
+        cur = state[at]
+        counts[at] += cur == 0
+        state[at] = table[cur, flat[starts[at] + j]]
+    counts[state == sink] = -1
+    return counts
 
 
 def _children(k: int, a: tuple) -> tuple[int, ...]:
@@ -395,6 +477,10 @@ class LexicalMaskCache:
         converters write (``json_schema.objects.CANON_CHAR`` and
         ``json_schema.pattern.JSON_CHAR``): per-vocabulary preprocessing, once.
 
+        The per-token byte sets of ``tokens_holding`` are built here too (the exit tables of
+        any split read them), and each string head under every bound below the longest
+        token (``_pin_bounded``: a ``maxLength`` string's states).
+
         Raises:
             GrammarTooComplexError: never in practice (two small string grammars).
         """
@@ -402,6 +488,7 @@ class LexicalMaskCache:
             if self._prepared:
                 return
             self._prepared = True
+            self._token_sets()
         from ..compiler import compile_regex  # the compiler imports this package
         from ..json_schema.objects import CANON_CHAR
         from ..json_schema.pattern import JSON_CHAR
@@ -415,3 +502,35 @@ class LexicalMaskCache:
                 continue
             index._walk_split(state)  # a miss stores the head part; a hit finds it
             self.pin(key)
+            star = g.dfa.arena.args[g.dfa.arena.args[g.dfa.term(state)][0]][0]
+            self._pin_bounded(char, index._head_digests[star], key)
+
+    def _pin_bounded(self, char: str, x_digest: bytes, key: tuple[bytes, int]) -> None:
+        """Pin the head part of ``x{lo,hi}`` (a string under ``maxLength``) for every ``hi``
+        below the longest token, ``x`` the string character ``char`` (digest ``x_digest``;
+        ``key``: the pinned entry of ``x*``): the ``x*`` part's tokens that start at most
+        ``hi`` characters (``unit_counts``), so a bounded string's states share entries
+        instead of walking the trie once per remaining count. ``hi`` up to
+        ``_MAX_PINNED_BOUND`` (a vocabulary with longer tokens walks the larger bounds).
+        Nothing when ``x`` is no prefix code. Raises: never in practice (a one-character
+        automaton).
+        """
+        from ..regex.dfa import regex_to_dfa
+        from .token_index import pack_bitmask  # token_index imports this module
+
+        star = self._pinned.get(key)
+        if star is None:
+            return
+        tb = self.vocab.token_bytes
+        lengths = self._token_sets()[1]
+        flat = np.frombuffer(b"".join(tb), np.uint8)
+        units = unit_counts(regex_to_dfa(char, eager_rows=0), flat, lengths)
+        if units is None:
+            return
+        units = np.where(units < 0, np.iinfo(np.int32).max, units)
+        depth = self.vocab.token_trie.max_depth
+        with self._lock:
+            for hi in range(1, min(depth, _MAX_PINNED_BOUND + 1)):
+                part = star & pack_bitmask(units <= hi, star.shape[0])
+                part.setflags(write=False)
+                self._pinned[(repeat_digest(x_digest, hi, depth), key[1])] = part

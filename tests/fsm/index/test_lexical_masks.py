@@ -109,6 +109,46 @@ def test_bounded_string_keys_apart_near_its_bound(vocab) -> None:
     assert lex.stats()["lexical_cache_hits"] == 1
 
 
+@pytest.mark.parametrize("min_length", [0, 1, 3])
+def test_bounded_strings_take_the_pinned_counted_entries(vocab, min_length) -> None:
+    """A string under ``maxLength`` below the longest token (a value's ``JSON_CHAR`` and a
+    pattern-less key's): after ``prepare`` each state inside it takes the pinned entry of its
+    remaining count (``unit_counts`` over the synthetic vocabulary: escapes, UTF-8 cut inside
+    a character), no whole walk, and every mask equals brute force, at any ``minLength``."""
+    lex = vocab.lexical_masks
+    lex.prepare()
+    hits, misses = lex.hits, lex.misses
+    value = {"type": "string", "minLength": min_length, "maxLength": 5}
+    g = compile_json_schema(value, vocab)
+    prefixes = [b'"', b'"a', b'"ab', b'"\\n', b'"\\u00e9x', b'"\xc3\xa9', b'"abcd']
+    for prefix in prefixes:
+        _check(g, vocab, prefix)
+    obj = {"type": "object", "propertyNames": {"maxLength": 4}, "additionalProperties": True}
+    k = compile_json_schema(obj, vocab)
+    for prefix in (b'{"', b'{"a', b'{"ab\\"'):
+        _check(k, vocab, prefix)
+    assert lex.misses == misses and lex.hits >= hits + len(prefixes)
+
+
+def test_unit_counts_against_a_per_token_split() -> None:
+    """``unit_counts`` against splitting each token into JSON string characters by hand (an
+    escape is 2 or 6 bytes, a UTF-8 character 1-4 by its lead byte), -1 for a token no
+    sequence of characters starts with; None for no prefix code or a word's start that
+    comes back (``a*b``)."""
+    from structgen.fsm.index.lexical_masks import unit_counts
+    from structgen.fsm.json_schema.pattern import JSON_CHAR
+
+    tokens = [b"a", b"ab", b'\\"x', b"\\u00", b"\\u00e9z", b"\xc3", b"\xc3\xa9\xc3", b"\xa9", b'"']
+    tokens += [b"\\", b"\\q", b"\x1f", "☃é".encode(), b"xyz\\n\\t"]
+    want = [1, 2, 2, 1, 2, 1, 2, -1, -1, 1, -1, -1, 2, 5]
+    lengths = np.array([len(t) for t in tokens], np.int64)
+    flat = np.frombuffer(b"".join(tokens), np.uint8)
+    got = unit_counts(regex_to_dfa(JSON_CHAR, eager_rows=0), flat, lengths)
+    assert got.tolist() == want
+    assert unit_counts(regex_to_dfa("a|ab", eager_rows=0), flat, lengths) is None
+    assert unit_counts(regex_to_dfa("a*b", eager_rows=0), flat, lengths) is None
+
+
 def test_eviction_and_pinned_entries(vocab) -> None:
     lex = vocab.lexical_masks
     words = (vocab.vocab_size + 31) // 32
@@ -125,7 +165,8 @@ def test_eviction_and_pinned_entries(vocab) -> None:
     assert lex.stats()["lexical_cache_misses"] == 3
     lex.prepare()  # pinned: survive clear() and a zero capacity
     pinned = lex.stats()["lexical_cache_pinned"]
-    assert pinned == 2
+    # the two string interiors, and each under every bound below the longest token
+    assert pinned == 2 + 2 * (vocab.token_trie.max_depth - 1)
     lex.clear()
     lex.set_capacity(0)
     assert lex.stats()["lexical_cache_entries"] == 0

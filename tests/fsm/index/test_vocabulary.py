@@ -155,3 +155,46 @@ def test_smollm2_vocabulary(smollm2_tokenizer, smollm2_vocab: Vocabulary) -> Non
     rng = random.Random(2)
     for text in TEXTS + [_random_text(rng) for _ in range(100)]:
         _check_roundtrip(smollm2_tokenizer, vocab, text, strip_leading_space=False)
+
+
+def test_prepare_builds_what_first_masks_read_and_masks_stay_exact(byte_level_tokenizer) -> None:
+    """``Vocabulary.prepare`` (per-tokenizer preprocessing) builds the id tables, the token
+    trie and its C walk's subtree tables, the lexical cache's byte sets and pinned string
+    heads (plain and under each bound); a schema's first masks then build none of them
+    again (the same objects after), and every mask along an instance equals brute force
+    (``ByteDFA.walk`` of each allowable token's bytes), as on an unprepared vocabulary."""
+    from structgen.fsm import clear_cache, compile_json_schema
+
+    vocab = Vocabulary.from_tokenizer(byte_level_tokenizer)
+    assert vocab.prepare() is vocab and vocab.prepare() is vocab  # idempotent
+    trie = vocab.token_trie
+    built = {k: vocab.__dict__[k] for k in ("index_tables", "allowable", "token_trie")}
+    assert "subtree_tables" in trie.__dict__
+    tables, sets = trie.__dict__["subtree_tables"], vocab.lexical_masks._sets
+    pinned = vocab.lexical_masks.stats()["lexical_cache_pinned"]
+    assert sets is not None and pinned == 2 + 2 * (trie.max_depth - 1)  # strings, bounded too
+
+    schema = {
+        "type": "object",
+        "properties": {"key": {"type": "string"}, "n": {"type": "number"}},
+        "required": ["key", "n"],
+    }
+    ids = byte_level_tokenizer.encode('{"key":"value abc","n":-1.5e3}', add_special_tokens=False)
+    never = vocab.index_tables[0]
+    for v in (vocab, Vocabulary.from_tokenizer(byte_level_tokenizer)):  # prepared, then not
+        clear_cache()
+        g = compile_json_schema(schema, v)
+        m = g.matcher()
+        for tid in ids:
+            got = np.unpackbits(g.token_index.bitmask(m.state).view(np.uint8), bitorder="little")[
+                : v.vocab_size
+            ]
+            want = [
+                not never[t] and g.dfa.walk(m.state, v.token_bytes[t]) >= 0
+                for t in range(v.vocab_size)
+            ]
+            assert got.astype(bool).tolist() == want
+            assert m.advance(tid)
+        assert m.is_accepting()
+    assert all(vocab.__dict__[k] is obj for k, obj in built.items())
+    assert trie.__dict__["subtree_tables"] is tables and vocab.lexical_masks._sets is sets

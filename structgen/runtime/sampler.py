@@ -5,19 +5,27 @@ numbers from their own ``torch.Generator`` (one small draw per seeded row).
 Sampling uses the Gumbel/exponential race (``argmax(p / E)`` with ``E ~ Exp(1)``),
 which samples exactly from ``p`` and needs one uniform draw per token per row.
 
-On CPU the per-step row gather and the greedy argmax go through numpy: torch splits an op over
-a vocabulary-sized tensor (over 32,768 elements) across its intra-op OpenMP pool, and waking
-that pool costs far more than the work (hundreds of microseconds on an idle 2-core machine,
-tens of milliseconds when the cores are busy).
+On CPU the per-step row gather and the greedy argmax go through numpy, and a step of a few rows
+runs its torch ops on the calling thread (``few_rows_serial``): torch splits an op over a
+vocabulary-sized tensor (over 32,768 elements) across its intra-op OpenMP pool, and waking that
+pool costs far more than the work (hundreds of microseconds on an idle 2-core machine, tens of
+milliseconds when the cores are busy).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
 from structgen.runtime.sampling_params import SamplingParams
 
-__all__ = ["sample", "filter_probs", "take_rows"]
+__all__ = ["sample", "filter_probs", "take_rows", "few_rows_serial", "SERIAL_MAX_ROWS"]
+
+SERIAL_MAX_ROWS = 8
+"""Rows up to which ``few_rows_serial`` keeps a CPU step's sampling on one thread (a top-p sort
+of more rows is long enough for the pool to pay)."""
 
 _NUMPY_DTYPES = (torch.float32, torch.float64)
 
@@ -35,6 +43,25 @@ def take_rows(logits: torch.Tensor, rows: list[int]) -> torch.Tensor:
     if rows and _numpy_ok(logits):
         return torch.from_numpy(logits.detach().numpy()[rows])
     return logits[rows]
+
+
+@contextmanager
+def few_rows_serial(logits: torch.Tensor) -> Iterator[None]:
+    """Run the block's torch ops on the calling thread when ``logits`` ``[R, V]`` is on CPU
+    and ``R <= SERIAL_MAX_ROWS`` (``torch.set_num_threads(1)``, restored on exit, also on
+    error); otherwise a no-op. Greedy picks are the same either way; a reduction over a row
+    (a top-p cumulative sum, a normalising sum) may round differently with another split, as
+    it may already with another batch shape.
+    """
+    n = torch.get_num_threads()
+    if logits.device.type != "cpu" or logits.shape[0] > SERIAL_MAX_ROWS or n == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
 
 
 def _argmax_rows(logits: torch.Tensor) -> torch.Tensor:

@@ -23,7 +23,7 @@ from structgen.fsm.jump_forward import plan_jump_forward
 from structgen.kernels.apply_token_bitmask import apply_token_bitmask
 from structgen.runtime.logits_processing import apply_penalties_and_bias, top_logprobs
 from structgen.runtime.request import Request
-from structgen.runtime.sampler import sample, take_rows
+from structgen.runtime.sampler import few_rows_serial, sample, take_rows
 
 if TYPE_CHECKING:
     from structgen.runtime.model_runner import ModelOutput
@@ -166,6 +166,16 @@ def sample_step(
     """
     if not reqs:
         return [], []
+    with few_rows_serial(logits):
+        return _sample_step(logits, reqs, eos_ids, masks)
+
+
+def _sample_step(
+    logits: torch.Tensor,
+    reqs: list[Request],
+    eos_ids: frozenset[int],
+    masks: StepMasks | None,
+) -> tuple[list[int], list[dict[int, float] | None]]:
     vocab_size = logits.shape[1]
     apply_penalties_and_bias(logits, reqs)
     constrained = [r for r, req in enumerate(reqs) if req.matcher is not None]

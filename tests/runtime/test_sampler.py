@@ -159,3 +159,24 @@ def test_sampling_params_defaults_follow_vllm():
     p = SamplingParams(stop="END")
     assert (p.max_tokens, p.temperature, p.top_p, p.top_k, p.min_p) == (256, 1.0, 1.0, -1, 0.0)
     assert p.stop == ("END",) and p.seed is None and p.ignore_eos is False
+
+
+def test_few_rows_serial_restores_threads_and_keeps_greedy():
+    from structgen.runtime.sampler import SERIAL_MAX_ROWS, few_rows_serial
+
+    n = torch.get_num_threads()
+    logits = torch.randn(SERIAL_MAX_ROWS, 64, generator=torch.Generator().manual_seed(1))
+    with few_rows_serial(logits):
+        assert torch.get_num_threads() == 1 or n == 1
+        inside = sample(
+            logits, [SamplingParams(temperature=0.0)] * SERIAL_MAX_ROWS, [None] * SERIAL_MAX_ROWS
+        )
+    assert torch.get_num_threads() == n
+    with pytest.raises(RuntimeError):
+        with few_rows_serial(logits):
+            raise RuntimeError("boom")
+    assert torch.get_num_threads() == n
+    wide = torch.randn(SERIAL_MAX_ROWS + 1, 64)
+    with few_rows_serial(wide):
+        assert torch.get_num_threads() == n
+    assert torch.equal(inside, logits.argmax(-1))

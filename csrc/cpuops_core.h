@@ -282,16 +282,24 @@ __attribute__((target("avx2,fma"))) static void pv_blocks_f32(float *acc, int G,
 __attribute__((target("avx2,fma"))) static void pv_blocks_bf16(float *acc, int G, int d, const float *sc, size_t n, const void *v, const size_t *offs, int m) { pv_blocks_avx2(acc, G, d, sc, n, v, offs, m, 1); }
 #endif
 
+/* a thread's scratch for attend_chunk: one chunk's scores, the scaled queries, the K/V offsets */
+struct attn_scratch {
+    float sc[KEY_CHUNK * MAX_GROUP];
+    float qv[MAX_GROUP * MAX_HEAD_DIM];
+    size_t offs[KEY_CHUNK];
+};
+
 /* Partial attention of G query heads (h0 .. h0+G-1 of one token, all on KV head kvh) over key
  * positions lo..hi of one sequence (one chunk): each K/V vector is loaded once for the G heads.
  * Writes, per head g, the chunk's max score m[g], its sum of exp(score - m[g]) l[g], and the
  * unnormalised acc[g*d .. +d) = sum exp(score - m[g]) v (flash-decoding's split-K partials,
- * Dao et al. 2023). sc: scratch of G * (hi-lo+1) floats. */
+ * Dao et al. 2023). ws: the calling thread's scratch. */
 static void attend_chunk(const void *q, size_t qoff, int G, const void *kc, const void *vc,
                          const int64_t *pages, int ps, int KVH, int kvh, int d, int lo, int hi,
-                         float scale, float *sc, float *m, float *l, float *acc, int dt, int kdt) {
-    static __thread float qv[MAX_GROUP * MAX_HEAD_DIM];
-    static __thread size_t offs[KEY_CHUNK];
+                         float scale, struct attn_scratch *ws, float *m, float *l, float *acc,
+                         int dt, int kdt) {
+    float *qv = ws->qv, *sc = ws->sc;
+    size_t *offs = ws->offs;
     int n = hi - lo + 1, j = 0;
     for (int g = 0; g < G; g++)
         for (int i = 0; i < d; i++) qv[g * d + i] = sg_ld(q, qoff + (size_t)g * d + i, dt) * scale;
@@ -306,8 +314,7 @@ static void attend_chunk(const void *q, size_t qoff, int G, const void *kc, cons
     for (; j < n; j++)
         for (int g = 0; g < G; g++) sc[(size_t)g * n + j] = sg_dot(qv + g * d, kc, offs[j], d, kdt);
     for (int g = 0; g < G; g++) {
-        float *row = sc + (size_t)g * n, mx = -INFINITY;
-        for (int i = 0; i < n; i++) mx = row[i] > mx ? row[i] : mx;
+        float *row = sc + (size_t)g * n, mx = sg_max(row, n);
         m[g] = mx;
         l[g] = sg_exp_sub_sum(row, n, mx);
     }
@@ -382,7 +389,8 @@ static void paged_attention_items(const void *q, long qs, const void *kc, const 
                                   const int64_t *pos, int ps, int T, int H, int KVH, int d,
                                   float scale, int window, void *out, int dt, int kdt,
                                   const long *first, float *part) {
-    static __thread float sc[KEY_CHUNK * MAX_GROUP]; /* one chunk's scores, per thread */
+    static __thread struct attn_scratch scratch;
+    struct attn_scratch *ws = &scratch; /* one TLS lookup per call, not per item */
     int group = H / KVH, G = attn_heads_per_item(H, KVH), per_token = H / G;
     long items = first[T];
     size_t stride = attn_item_floats(H, KVH, d);
@@ -401,7 +409,7 @@ static void paged_attention_items(const void *q, long qs, const void *kc, const 
         float *pm = part + stride * (size_t)it;
         attend_chunk(q, (size_t)t * qs + (size_t)hg * G * d, G, kc, vc,
                      pt + (size_t)seq[t] * pt_stride, ps, KVH, hg * G / group, d, c_lo, c_hi,
-                     scale, sc, pm, pm + G, pm + 2 * G, dt, kdt);
+                     scale, ws, pm, pm + G, pm + 2 * G, dt, kdt);
         if (nc == 1) attn_merge(part, stride, it, 1, G, H, d, t, hg, out, dt);
     }
 }

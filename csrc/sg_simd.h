@@ -147,6 +147,22 @@ __attribute__((target("avx2,fma"))) static float sg_exp_sub_sum_avx2(float *x, i
     return s;
 }
 
+/* the largest of x[0 .. n), n >= 1 (NaNs skipped, as the scalar loop's x > m test does) */
+__attribute__((target("avx2,fma"))) static float sg_max_avx2(const float *x, int n) {
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) { /* max_ps(x, m) keeps m where x is NaN */
+        m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+    }
+    for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+    float t[8], m = -INFINITY;
+    _mm256_storeu_ps(t, _mm256_max_ps(m0, m1));
+    for (int l = 0; l < 8; l++) m = t[l] > m ? t[l] : m;
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
 __attribute__((target("avx2,fma"))) static void sg_exp_inplace_avx2(float *x, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, sg_exp8(_mm256_loadu_ps(x + i)));
@@ -173,6 +189,18 @@ static inline void sg_axpy(float *acc, float a, const void *v, size_t off, int d
     }
 #endif
     for (int i = 0; i < d; i++) acc[i] += a * sg_ld(v, off + i, dt);
+}
+
+/* max of x[0 .. n) (-inf for n = 0; NaNs skipped). Exact whatever the path: a max does not
+ * round, so the lane order does not change it (up to the sign of a zero max, which no
+ * exp(x - m) that follows can tell apart) */
+static inline float sg_max(const float *x, int n) {
+#if SG_X86
+    if (sg_use_avx2()) return sg_max_avx2(x, n);
+#endif
+    float m = -INFINITY;
+    for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
 }
 
 /* x[i] = exp(x[i] - m) for i < n; returns the sum */

@@ -22,7 +22,8 @@
  * rounding at the end. Layouts are row-major with the row strides given (elements).
  *
  * AVX2+FMA paths chosen at run time (__builtin_cpu_supports) where the loops are hot
- * (attention dot products, weighted sums, exp), portable scalar code otherwise.
+ * (attention dot products, weighted sums, exp), portable scalar code otherwise; the attention's
+ * AVX-512 loops, where the CPU has them, compute every lane as the AVX2 loops do (same floats).
  *
  * Threads: each op is a ``*_body`` that shares its loops among the threads of the enclosing
  * OpenMP parallel region (orphaned ``omp for``) and returns after the loop's barrier, its
@@ -164,6 +165,7 @@ static inline void rope_store_kv(void *q, long qs, void *k, long ks, const void 
 
 /* ------------------------------------------------------------------ paged_attention */
 #define MAX_GROUP 16 /* query heads per KV head attended together */
+#define ROW_VECS 24 /* query head vectors (rows x heads) of a tile of rows attended together */
 #define KEY_CHUNK 256 /* keys per work item: long sequences split over the threads */
 #ifndef KV_PREFETCH
 #define KV_PREFETCH 16 /* keys ahead whose K/V rows the score pass requests */
@@ -336,22 +338,99 @@ __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void pv
         }
 }
 
+/* 8 key values at k[off .. off + 8) in both halves of a register (a load, no shuffle for fp32) */
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline __m512 sg_load8x2(
+    const void *k, size_t off, int kdt) {
+    if (kdt) {
+        __m256i h = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)((const uint16_t *)k + off)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps((const float *)k + off))));
+}
+
+/* qk_tile_avx2's sums for two query vectors per register: lanes 0..7 one vector's 8 lanes along
+ * d, lanes 8..15 the next one's (qp: PN (<= 3) pairs, pair p's d / 8 steps of 16 floats at
+ * qp + p * 2 * d), against 8 keys offs[0 .. 8) (each key's 8 values broadcast to both halves):
+ * every lane the same FMA chain as in qk_tile_avx2, then per half the same pairwise sums
+ * (hadd's, emulated within each 128-bit lane by two shuffles and an add; low + high 128 bits).
+ * Writes vector x's scores (x = 2 * p (+1)) to sc + x * ns where want[x]. */
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void qk_pairs_avx512(
+    const float *qp, int PN, int d, const void *k, const size_t *offs, int kdt, float *sc,
+    size_t ns, const unsigned char *want) {
+    __m512 a[3][8], qv[3];
+    for (int p = 0; p < PN; p++)
+        for (int r = 0; r < 8; r++) a[p][r] = _mm512_setzero_ps();
+    for (int i = 0; i < d; i += 8) {
+        for (int p = 0; p < PN; p++) qv[p] = _mm512_loadu_ps(qp + (size_t)p * 2 * d + 2 * i);
+        for (int r = 0; r < 8; r++) {
+            __m512 kv = sg_load8x2(k, offs[r] + i, kdt);
+            for (int p = 0; p < PN; p++) a[p][r] = _mm512_fmadd_ps(qv[p], kv, a[p][r]);
+        }
+    }
+#define SG_HADD512(x, y) _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x88), _mm512_shuffle_ps(x, y, 0xDD))
+    for (int p = 0; p < PN; p++)
+        for (int h = 0; h < 8; h += 4) {
+            __m512 u = SG_HADD512(SG_HADD512(a[p][h], a[p][h + 1]), SG_HADD512(a[p][h + 2], a[p][h + 3]));
+            u = _mm512_add_ps(u, _mm512_shuffle_f32x4(u, u, 0xB1)); /* 128-bit lanes 0 + 1, 2 + 3 */
+            if (want[2 * p]) _mm_storeu_ps(sc + (size_t)2 * p * ns + h, _mm512_castps512_ps128(u));
+            if (want[2 * p + 1])
+                _mm_storeu_ps(sc + (size_t)(2 * p + 1) * ns + h, _mm512_extractf32x4_ps(u, 2));
+        }
+#undef SG_HADD512
+}
+
+/* qk_rows_avx2 on AVX-512 (the same floats): the R * G query vectors in pairs (qp: pair p at
+ * qp + p * 2 * d, as qk_pairs_avx512 reads them; V = R * G vectors, an odd last one paired with a
+ * copy of itself), pairs in tiles of 3, keys in tiles of 8 */
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void qk_rows_avx512(
+    const float *qp, int R, int G, int d, const void *k, const void *v, const size_t *offs,
+    const int *nb, int m, int kdt, float *sc, size_t ns) {
+    size_t row_bytes = (size_t)d * (kdt ? 2 : 4);
+    int V = R * G, P = (V + 1) / 2, jmax = 0;
+    unsigned char want[ROW_VECS + 2];
+    for (int r = 0; r < R; r++) jmax = nb[r] * 8 > jmax ? nb[r] * 8 : jmax;
+    for (int r = 0; r < KV_PREFETCH && r < m; r++) /* the chunk's first keys */
+        for (size_t c = 0; c < row_bytes; c += 64) {
+            _mm_prefetch((const char *)k + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T0);
+            _mm_prefetch((const char *)v + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T1);
+        }
+    for (int j = 0; j < jmax; j += 8) {
+        for (int r = j + KV_PREFETCH; r < j + KV_PREFETCH + 8 && r < m; r++)
+            for (size_t c = 0; c < row_bytes; c += 64) {
+                _mm_prefetch((const char *)k + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T0);
+                _mm_prefetch((const char *)v + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T1);
+            }
+        for (int x = 0; x < 2 * P; x++) want[x] = x < V && j < nb[x / G] * 8;
+        for (int p = 0; p < P; p += 3) {
+            int pn = P - p < 3 ? P - p : 3, any = 0;
+            for (int x = 2 * p; x < 2 * (p + pn); x++) any |= want[x];
+            if (!any) continue;
+            const float *q = qp + (size_t)p * 2 * d;
+            float *s = sc + (size_t)2 * p * ns + j;
+            if (pn == 3) qk_pairs_avx512(q, 3, d, k, offs + j, kdt, s, ns, want + 2 * p);
+            else if (pn == 2) qk_pairs_avx512(q, 2, d, k, offs + j, kdt, s, ns, want + 2 * p);
+            else qk_pairs_avx512(q, 1, d, k, offs + j, kdt, s, ns, want + 2 * p);
+        }
+    }
+}
+
 /* the AVX2 and AVX-512 passes of attend_rows, specialised for the cache dtype */
 __attribute__((target("avx2,fma"))) static void qk_rows_f32(const float *qv, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx2(qv, R, G, d, k, v, offs, nb, m, 0, sc, ns); }
 __attribute__((target("avx2,fma"))) static void qk_rows_bf16(const float *qv, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx2(qv, R, G, d, k, v, offs, nb, m, 1, sc, ns); }
+__attribute__((target("avx512f,avx2,fma"))) static void qk_rows512_f32(const float *qp, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx512(qp, R, G, d, k, v, offs, nb, m, 0, sc, ns); }
+__attribute__((target("avx512f,avx2,fma"))) static void qk_rows512_bf16(const float *qp, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx512(qp, R, G, d, k, v, offs, nb, m, 1, sc, ns); }
 __attribute__((target("avx2,fma"))) static void pv_rows_f32(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx2(acc, as, R, G, d, sc, ns, v, offs, n, m, 0); }
 __attribute__((target("avx2,fma"))) static void pv_rows_bf16(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx2(acc, as, R, G, d, sc, ns, v, offs, n, m, 1); }
 __attribute__((target("avx512f,avx2,fma"))) static void pv_rows512_f32(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx512(acc, as, R, G, d, sc, ns, v, offs, n, m, 0); }
 __attribute__((target("avx512f,avx2,fma"))) static void pv_rows512_bf16(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx512(acc, as, R, G, d, sc, ns, v, offs, n, m, 1); }
 #endif
 
-#define ROW_VECS 24 /* query head vectors (rows x heads) of a tile of rows attended together */
-
 /* a thread's scratch for attend_rows: one chunk's scores and scaled queries of a tile's rows,
  * the K/V offsets */
 struct attn_scratch {
     float sc[KEY_CHUNK * ROW_VECS];
     float qv[ROW_VECS * MAX_HEAD_DIM];
+    float qp[(ROW_VECS + 1) * MAX_HEAD_DIM]; /* qv in pairs (qk_rows_avx512) */
     size_t offs[KEY_CHUNK];
 };
 
@@ -384,7 +463,17 @@ static void attend_rows(const void *q, size_t qoff, size_t qrs, int R, int G, co
     int vec = sg_use_avx2() && d % 8 == 0;
     if (vec) {
         for (int r = 0; r < R; r++) nb[r] = n[r] / 8, j0[r] = n[r] / 8 * 8;
-        (kdt ? qk_rows_bf16 : qk_rows_f32)(qv, R, G, d, kc, vc, offs, nb, nmax, sc, ns);
+        if (sg_use_avx512()) {
+            int V = R * G;
+            float *qp = ws->qp;
+            for (int x = 0; x < V + (V & 1); x++) { /* an odd last vector paired with itself */
+                const float *src = qv + (size_t)(x < V ? x : V - 1) * d;
+                float *dst = qp + (size_t)(x / 2) * 2 * d + (x & 1) * 8;
+                for (int i = 0; i < d; i += 8) memcpy(dst + 2 * i, src + i, 8 * sizeof(float));
+            }
+            (kdt ? qk_rows512_bf16 : qk_rows512_f32)(qp, R, G, d, kc, vc, offs, nb, nmax, sc, ns);
+        } else
+            (kdt ? qk_rows_bf16 : qk_rows_f32)(qv, R, G, d, kc, vc, offs, nb, nmax, sc, ns);
     }
 #endif
     for (int r = 0; r < R; r++)

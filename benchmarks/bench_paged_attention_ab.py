@@ -7,11 +7,13 @@ sample runs all 30 layers (30 separate caches, so the K/V stream from memory as 
 not from the cache of the previous call). ``--shared P``: the rows share their first P positions'
 pages (a common prompt prefix through the radix cache), the rest their own. Outputs of the two
 builds are checked equal bit for bit. One thread's CPU time per sample, medians of ``--rounds``
-alternating rounds; the ratio base / this is the speed-up.
+alternating rounds; the ratio base / this is the speed-up. ``--prefill 128,512``: instead, one
+prompt of T tokens prefilled in one call (token t at position t, keys 0 .. t: the triangle).
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python benchmarks/bench_paged_attention_ab.py \\
         --base /work/wt-a3-base/structgen/runtime/cpu/_cpuops.cpython-311-x86_64-linux-gnu.so \\
         [--rows 1,8,64] [--contexts 100,450] [--shared 0] [--dtype fp32|bf16] [--rounds 9]
+        [--prefill 128,512]
 """
 
 from __future__ import annotations
@@ -58,10 +60,25 @@ def _case(rows: int, ctx: int, shared: int, dtype: torch.dtype):
     return qs, ks, vs, table, seq, pos
 
 
+def _prefill_case(tokens: int, dtype: torch.dtype):
+    """(q, k, v per layer, page table, seq ids, positions) of one prompt of ``tokens`` prefilled
+    in one call: token t at position t."""
+    g = torch.Generator().manual_seed(tokens)
+    num_pages = (tokens + PS - 1) // PS + 1
+    table = torch.randperm(num_pages, generator=g)[None, :].contiguous()
+    qs, ks, vs = [], [], []
+    for _ in range(LAYERS):
+        qs.append(torch.randn(tokens, H * D, generator=g).to(dtype))
+        ks.append(torch.randn(num_pages * PS, KVH, D, generator=g).to(dtype))
+        vs.append(torch.randn(num_pages * PS, KVH, D, generator=g).to(dtype))
+    seq = torch.zeros(tokens, dtype=torch.int64)
+    return qs, ks, vs, table, seq, torch.arange(tokens, dtype=torch.int64)
+
+
 def _step(ext, case, outs) -> float:
     """Thread time (ms) of the 30 layers' attention of one step through ``ext``."""
     qs, ks, vs, table, seq, pos = case
-    rows = table.shape[0]
+    rows = seq.shape[0]
     t0 = time.thread_time()
     for q, k, v, o in zip(qs, ks, vs, outs):
         ext.paged_attention(
@@ -80,29 +97,38 @@ def main() -> None:
     ap.add_argument("--shared", type=int, default=0, help="positions of a shared prefix")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--prefill", default="", help="prompt lengths T: prefill cases instead")
     args = ap.parse_args()
     from structgen.runtime.cpu import _cpuops as new
 
     base = _load_ext(args.base)
     dtype = torch.float32 if args.dtype == "fp32" else torch.bfloat16
-    print(f"| rows | context | shared | {args.dtype} base ms | this ms | speed-up |")
-    print("|---|---|---|---|---|---|")
-    for rows in [int(x) for x in args.rows.split(",")]:
-        for ctx in [int(x) for x in args.contexts.split(",")]:
-            case = _case(rows, ctx, min(args.shared, ctx), dtype)
-            outs = {e: [torch.empty(rows, H, D, dtype=dtype) for _ in range(LAYERS)] for e in "bn"}
-            times = {"b": [], "n": []}
-            for i in range(args.rounds + 1):
-                order = [("b", base), ("n", new)] if i % 2 == 0 else [("n", new), ("b", base)]
-                for key, ext in order:
-                    t = _step(ext, case, outs[key])
-                    if i:  # round 0 warms up
-                        times[key].append(t)
-            same = all(torch.equal(a, b) for a, b in zip(outs["b"], outs["n"]))
-            if not same:
-                raise SystemExit(f"rows {rows} context {ctx}: outputs differ between the builds")
-            mb, mn = statistics.median(times["b"]), statistics.median(times["n"])
-            print(f"| {rows} | {ctx} | {args.shared} | {mb:.2f} | {mn:.2f} | {mb / mn:.2f}x |")
+    if args.prefill:
+        print(f"| prefill tokens | {args.dtype} base ms | this ms | speed-up |")
+        print("|---|---|---|---|")
+        cases = [(f"{t}", _prefill_case(t, dtype)) for t in map(int, args.prefill.split(","))]
+    else:
+        print(f"| rows | context | shared | {args.dtype} base ms | this ms | speed-up |")
+        print("|---|---|---|---|---|---|")
+        cases = [
+            (f"{rows} | {ctx} | {args.shared}", _case(rows, ctx, min(args.shared, ctx), dtype))
+            for rows in map(int, args.rows.split(","))
+            for ctx in map(int, args.contexts.split(","))
+        ]
+    for label, case in cases:
+        rows = case[4].shape[0]
+        outs = {e: [torch.empty(rows, H, D, dtype=dtype) for _ in range(LAYERS)] for e in "bn"}
+        times = {"b": [], "n": []}
+        for i in range(args.rounds + 1):
+            order = [("b", base), ("n", new)] if i % 2 == 0 else [("n", new), ("b", base)]
+            for key, ext in order:
+                t = _step(ext, case, outs[key])
+                if i:  # round 0 warms up
+                    times[key].append(t)
+        if not all(torch.equal(a, b) for a, b in zip(outs["b"], outs["n"])):
+            raise SystemExit(f"{label}: outputs differ between the builds")
+        mb, mn = statistics.median(times["b"]), statistics.median(times["n"])
+        print(f"| {label} | {mb:.2f} | {mn:.2f} | {mb / mn:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@
  * rounding at the end. Layouts are row-major with the row strides given (elements).
  *
  * AVX2+FMA paths chosen at run time (__builtin_cpu_supports) where the loops are hot
- * (attention dot products, weighted sums, exp), portable scalar code otherwise.
+ * (attention dot products, weighted sums, exp), portable scalar code otherwise; the attention's
+ * AVX-512 loops, where the CPU has them, compute every lane as the AVX2 loops do (same floats).
  *
  * Threads: each op is a ``*_body`` that shares its loops among the threads of the enclosing
  * OpenMP parallel region (orphaned ``omp for``) and returns after the loop's barrier, its
@@ -164,6 +165,7 @@ static inline void rope_store_kv(void *q, long qs, void *k, long ks, const void 
 
 /* ------------------------------------------------------------------ paged_attention */
 #define MAX_GROUP 16 /* query heads per KV head attended together */
+#define ROW_VECS 24 /* query head vectors (rows x heads) of a tile of rows attended together */
 #define KEY_CHUNK 256 /* keys per work item: long sequences split over the threads */
 #ifndef KV_PREFETCH
 #define KV_PREFETCH 16 /* keys ahead whose K/V rows the score pass requests */
@@ -224,18 +226,22 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void pv_tile_av
         for (int b = 0; b < IB; b++) _mm256_storeu_ps(acc + (size_t)g * d + i0 + 8 * b, a[g][b]);
 }
 
-/* scores of the G heads (qv: G x d) against keys offs[0 .. nb * 8) (nb blocks of 8), into
- * sc[g * n + ..]: heads in tiles of 3 (then 2 or 1), keys in tiles of 4 */
-__attribute__((target("avx2,fma"), always_inline)) static inline void qk_blocks_avx2(
-    const float *qv, int G, int d, const void *k, const void *v, const size_t *offs, int nb, int m,
-    int kdt, float *sc, size_t n) {
+/* scores of R rows' G heads each (row r's head g at qv + (r * G + g) * d) against keys offs[0 ..),
+ * row r's first nb[r] * 8 keys, into sc[(r * G + g) * ns + ..]: keys in tiles of 4 (outer: each
+ * tile's K rows come into L1 once for the R rows), heads in tiles of 3 (then 2 or 1). m: the
+ * keys of the longest row (prefetched). Each score is qk_tile_avx2's whatever R. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void qk_rows_avx2(
+    const float *qv, int R, int G, int d, const void *k, const void *v, const size_t *offs,
+    const int *nb, int m, int kdt, float *sc, size_t ns) {
     size_t row_bytes = (size_t)d * (kdt ? 2 : 4);
+    int jmax = 0;
+    for (int r = 0; r < R; r++) jmax = nb[r] * 8 > jmax ? nb[r] * 8 : jmax;
     for (int r = 0; r < KV_PREFETCH && r < m; r++) /* the chunk's first keys */
         for (size_t c = 0; c < row_bytes; c += 64) {
             _mm_prefetch((const char *)k + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T0);
             _mm_prefetch((const char *)v + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T1);
         }
-    for (int j = 0; j < nb * 8; j += 4) {
+    for (int j = 0; j < jmax; j += 4) {
         /* the K and V rows KV_PREFETCH keys ahead, requested now: the page walk defeats the
          * hardware prefetcher at each page boundary and the rows are 1 / KVH of each slot */
         for (int r = j + KV_PREFETCH; r < j + KV_PREFETCH + 4 && r < m; r++)
@@ -243,83 +249,263 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void qk_blocks_
                 _mm_prefetch((const char *)k + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T0);
                 _mm_prefetch((const char *)v + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T1);
             }
-        int g = 0;
-        for (; g + 3 <= G; g += 3) qk_tile_avx2(qv + (size_t)g * d, 3, d, k, offs + j, kdt, sc + g * n + j, n);
-        if (G - g == 2) qk_tile_avx2(qv + (size_t)g * d, 2, d, k, offs + j, kdt, sc + g * n + j, n);
-        if (G - g == 1) qk_tile_avx2(qv + (size_t)g * d, 1, d, k, offs + j, kdt, sc + g * n + j, n);
-    }
-}
-
-/* acc (G x d) += the weights sc (G x n) times V rows offs[0 .. m), d % 8 == 0: keys in blocks of
- * 8, heads in tiles of 3 (then 2 or 1), head dims in tiles of 32 (then 8) */
-__attribute__((target("avx2,fma"), always_inline)) static inline void pv_blocks_avx2(
-    float *acc, int G, int d, const float *sc, size_t n, const void *v, const size_t *offs, int m,
-    int kdt) {
-    for (int j = 0; j < m; j += 8) {
-        int nk = m - j < 8 ? m - j : 8;
-        for (int g = 0; g < G; g += 3) {
-            float *ag = acc + (size_t)g * d;
-            const float *pg = sc + g * n + j;
-            int i = 0;
-            if (G - g >= 3) {
-                for (; i + 32 <= d; i += 32) pv_tile_avx2(ag, 3, 4, d, i, pg, n, v, offs + j, nk, kdt);
-                for (; i < d; i += 8) pv_tile_avx2(ag, 3, 1, d, i, pg, n, v, offs + j, nk, kdt);
-            } else if (G - g == 2) {
-                for (; i + 32 <= d; i += 32) pv_tile_avx2(ag, 2, 4, d, i, pg, n, v, offs + j, nk, kdt);
-                for (; i < d; i += 8) pv_tile_avx2(ag, 2, 1, d, i, pg, n, v, offs + j, nk, kdt);
-            } else {
-                for (; i + 32 <= d; i += 32) pv_tile_avx2(ag, 1, 4, d, i, pg, n, v, offs + j, nk, kdt);
-                for (; i < d; i += 8) pv_tile_avx2(ag, 1, 1, d, i, pg, n, v, offs + j, nk, kdt);
-            }
+        for (int r = 0; r < R; r++) {
+            if (j >= nb[r] * 8) continue;
+            const float *q = qv + (size_t)r * G * d;
+            float *s = sc + (size_t)r * G * ns + j;
+            int g = 0;
+            for (; g + 3 <= G; g += 3) qk_tile_avx2(q + (size_t)g * d, 3, d, k, offs + j, kdt, s + g * ns, ns);
+            if (G - g == 2) qk_tile_avx2(q + (size_t)g * d, 2, d, k, offs + j, kdt, s + g * ns, ns);
+            if (G - g == 1) qk_tile_avx2(q + (size_t)g * d, 1, d, k, offs + j, kdt, s + g * ns, ns);
         }
     }
 }
 
-/* the AVX2 passes of attend_chunk, specialised for the cache dtype */
-__attribute__((target("avx2,fma"))) static void qk_blocks_f32(const float *qv, int G, int d, const void *k, const void *v, const size_t *offs, int nb, int m, float *sc, size_t n) { qk_blocks_avx2(qv, G, d, k, v, offs, nb, m, 0, sc, n); }
-__attribute__((target("avx2,fma"))) static void qk_blocks_bf16(const float *qv, int G, int d, const void *k, const void *v, const size_t *offs, int nb, int m, float *sc, size_t n) { qk_blocks_avx2(qv, G, d, k, v, offs, nb, m, 1, sc, n); }
-__attribute__((target("avx2,fma"))) static void pv_blocks_f32(float *acc, int G, int d, const float *sc, size_t n, const void *v, const size_t *offs, int m) { pv_blocks_avx2(acc, G, d, sc, n, v, offs, m, 0); }
-__attribute__((target("avx2,fma"))) static void pv_blocks_bf16(float *acc, int G, int d, const float *sc, size_t n, const void *v, const size_t *offs, int m) { pv_blocks_avx2(acc, G, d, sc, n, v, offs, m, 1); }
+/* row r's acc (G x d, at acc + r * as) += its weights (G x n[r], stride ns, at sc + r * G * ns)
+ * times V rows offs[0 .. n[r]), d % 8 == 0: keys in blocks of 8 (outer: each block's V rows come
+ * into L1 once for the R rows), heads in tiles of 3 (then 2 or 1), head dims in tiles of 32
+ * (then 8); each element's sum the same FMA chain in key order whatever R and the block size */
+__attribute__((target("avx2,fma"), always_inline)) static inline void pv_rows_avx2(
+    float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v,
+    const size_t *offs, const int *n, int m, int kdt) {
+    for (int j = 0; j < m; j += 8)
+        for (int r = 0; r < R; r++) {
+            if (j >= n[r]) continue;
+            int nk = n[r] - j < 8 ? n[r] - j : 8;
+            for (int g = 0; g < G; g += 3) {
+                float *ag = acc + (size_t)r * as + (size_t)g * d;
+                const float *pg = sc + ((size_t)r * G + g) * ns + j;
+                int i = 0;
+                if (G - g >= 3) {
+                    for (; i + 32 <= d; i += 32) pv_tile_avx2(ag, 3, 4, d, i, pg, ns, v, offs + j, nk, kdt);
+                    for (; i < d; i += 8) pv_tile_avx2(ag, 3, 1, d, i, pg, ns, v, offs + j, nk, kdt);
+                } else if (G - g == 2) {
+                    for (; i + 32 <= d; i += 32) pv_tile_avx2(ag, 2, 4, d, i, pg, ns, v, offs + j, nk, kdt);
+                    for (; i < d; i += 8) pv_tile_avx2(ag, 2, 1, d, i, pg, ns, v, offs + j, nk, kdt);
+                } else {
+                    for (; i + 32 <= d; i += 32) pv_tile_avx2(ag, 1, 4, d, i, pg, ns, v, offs + j, nk, kdt);
+                    for (; i < d; i += 8) pv_tile_avx2(ag, 1, 1, d, i, pg, ns, v, offs + j, nk, kdt);
+                }
+            }
+        }
+}
+
+/* pv_tile_avx2 over 16 head dims per register: i in i0 .. i0 + 16 * IB (IB <= 4). Each element's
+ * sum is the same chain of FMAs in key order, so the floats are pv_tile_avx2's. */
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void pv_tile_avx512(
+    float *acc, int GN, int IB, int d, int i0, const float *p, size_t n, const void *v,
+    const size_t *offs, int nk, int kdt) {
+    __m512 a[3][4], pv[3];
+    for (int g = 0; g < GN; g++)
+        for (int b = 0; b < IB; b++) a[g][b] = _mm512_loadu_ps(acc + (size_t)g * d + i0 + 16 * b);
+    for (int r = 0; r < nk; r++) {
+        for (int g = 0; g < GN; g++) pv[g] = _mm512_set1_ps(p[(size_t)g * n + r]);
+        for (int b = 0; b < IB; b++) {
+            __m512 vv = sg_load16(v, offs[r] + i0 + 16 * b, kdt);
+            for (int g = 0; g < GN; g++) a[g][b] = _mm512_fmadd_ps(pv[g], vv, a[g][b]);
+        }
+    }
+    for (int g = 0; g < GN; g++)
+        for (int b = 0; b < IB; b++) _mm512_storeu_ps(acc + (size_t)g * d + i0 + 16 * b, a[g][b]);
+}
+
+#define PV_KEYS_512 16 /* keys per block of pv_rows_avx512 */
+
+/* pv_rows_avx2 for d % 16 == 0 on AVX-512: keys in blocks of PV_KEYS_512, head dims in tiles of
+ * 64 (then 16); the same floats */
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void pv_rows_avx512(
+    float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v,
+    const size_t *offs, const int *n, int m, int kdt) {
+    for (int j = 0; j < m; j += PV_KEYS_512)
+        for (int r = 0; r < R; r++) {
+            if (j >= n[r]) continue;
+            int nk = n[r] - j < PV_KEYS_512 ? n[r] - j : PV_KEYS_512;
+            for (int g = 0; g < G; g += 3) {
+                float *ag = acc + (size_t)r * as + (size_t)g * d;
+                const float *pg = sc + ((size_t)r * G + g) * ns + j;
+                int i = 0;
+                if (G - g >= 3) {
+                    for (; i + 64 <= d; i += 64) pv_tile_avx512(ag, 3, 4, d, i, pg, ns, v, offs + j, nk, kdt);
+                    for (; i < d; i += 16) pv_tile_avx512(ag, 3, 1, d, i, pg, ns, v, offs + j, nk, kdt);
+                } else if (G - g == 2) {
+                    for (; i + 64 <= d; i += 64) pv_tile_avx512(ag, 2, 4, d, i, pg, ns, v, offs + j, nk, kdt);
+                    for (; i < d; i += 16) pv_tile_avx512(ag, 2, 1, d, i, pg, ns, v, offs + j, nk, kdt);
+                } else {
+                    for (; i + 64 <= d; i += 64) pv_tile_avx512(ag, 1, 4, d, i, pg, ns, v, offs + j, nk, kdt);
+                    for (; i < d; i += 16) pv_tile_avx512(ag, 1, 1, d, i, pg, ns, v, offs + j, nk, kdt);
+                }
+            }
+        }
+}
+
+/* 8 key values at k[off .. off + 8) in both halves of a register (a load, no shuffle for fp32) */
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline __m512 sg_load8x2(
+    const void *k, size_t off, int kdt) {
+    if (kdt) {
+        __m256i h = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)((const uint16_t *)k + off)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps((const float *)k + off))));
+}
+
+/* qk_tile_avx2's sums for two query vectors per register: lanes 0..7 one vector's 8 lanes along
+ * d, lanes 8..15 the next one's (qp: PN (<= 3) pairs, pair p's d / 8 steps of 16 floats at
+ * qp + p * 2 * d), against 8 keys offs[0 .. 8) (each key's 8 values broadcast to both halves):
+ * every lane the same FMA chain as in qk_tile_avx2, then per half the same pairwise sums
+ * (hadd's, emulated within each 128-bit lane by two shuffles and an add; low + high 128 bits).
+ * Writes vector x's scores (x = 2 * p (+1)) to sc + x * ns where want[x]. */
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void qk_pairs_avx512(
+    const float *qp, int PN, int d, const void *k, const size_t *offs, int kdt, float *sc,
+    size_t ns, const unsigned char *want) {
+    __m512 a[3][8], qv[3];
+    for (int p = 0; p < PN; p++)
+        for (int r = 0; r < 8; r++) a[p][r] = _mm512_setzero_ps();
+    for (int i = 0; i < d; i += 8) {
+        for (int p = 0; p < PN; p++) qv[p] = _mm512_loadu_ps(qp + (size_t)p * 2 * d + 2 * i);
+        for (int r = 0; r < 8; r++) {
+            __m512 kv = sg_load8x2(k, offs[r] + i, kdt);
+            for (int p = 0; p < PN; p++) a[p][r] = _mm512_fmadd_ps(qv[p], kv, a[p][r]);
+        }
+    }
+#define SG_HADD512(x, y) _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x88), _mm512_shuffle_ps(x, y, 0xDD))
+    for (int p = 0; p < PN; p++)
+        for (int h = 0; h < 8; h += 4) {
+            __m512 u = SG_HADD512(SG_HADD512(a[p][h], a[p][h + 1]), SG_HADD512(a[p][h + 2], a[p][h + 3]));
+            u = _mm512_add_ps(u, _mm512_shuffle_f32x4(u, u, 0xB1)); /* 128-bit lanes 0 + 1, 2 + 3 */
+            if (want[2 * p]) _mm_storeu_ps(sc + (size_t)2 * p * ns + h, _mm512_castps512_ps128(u));
+            if (want[2 * p + 1])
+                _mm_storeu_ps(sc + (size_t)(2 * p + 1) * ns + h, _mm512_extractf32x4_ps(u, 2));
+        }
+#undef SG_HADD512
+}
+
+/* qk_rows_avx2 on AVX-512 (the same floats): the R * G query vectors in pairs (qp: pair p at
+ * qp + p * 2 * d, as qk_pairs_avx512 reads them; V = R * G vectors, an odd last one paired with a
+ * copy of itself), pairs in tiles of 3, keys in tiles of 8 */
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void qk_rows_avx512(
+    const float *qp, int R, int G, int d, const void *k, const void *v, const size_t *offs,
+    const int *nb, int m, int kdt, float *sc, size_t ns) {
+    size_t row_bytes = (size_t)d * (kdt ? 2 : 4);
+    int V = R * G, P = (V + 1) / 2, jmax = 0;
+    unsigned char want[ROW_VECS + 2];
+    for (int r = 0; r < R; r++) jmax = nb[r] * 8 > jmax ? nb[r] * 8 : jmax;
+    for (int r = 0; r < KV_PREFETCH && r < m; r++) /* the chunk's first keys */
+        for (size_t c = 0; c < row_bytes; c += 64) {
+            _mm_prefetch((const char *)k + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T0);
+            _mm_prefetch((const char *)v + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T1);
+        }
+    for (int j = 0; j < jmax; j += 8) {
+        for (int r = j + KV_PREFETCH; r < j + KV_PREFETCH + 8 && r < m; r++)
+            for (size_t c = 0; c < row_bytes; c += 64) {
+                _mm_prefetch((const char *)k + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T0);
+                _mm_prefetch((const char *)v + offs[r] * (kdt ? 2 : 4) + c, _MM_HINT_T1);
+            }
+        for (int x = 0; x < 2 * P; x++) want[x] = x < V && j < nb[x / G] * 8;
+        for (int p = 0; p < P; p += 3) {
+            int pn = P - p < 3 ? P - p : 3, any = 0;
+            for (int x = 2 * p; x < 2 * (p + pn); x++) any |= want[x];
+            if (!any) continue;
+            const float *q = qp + (size_t)p * 2 * d;
+            float *s = sc + (size_t)2 * p * ns + j;
+            if (pn == 3) qk_pairs_avx512(q, 3, d, k, offs + j, kdt, s, ns, want + 2 * p);
+            else if (pn == 2) qk_pairs_avx512(q, 2, d, k, offs + j, kdt, s, ns, want + 2 * p);
+            else qk_pairs_avx512(q, 1, d, k, offs + j, kdt, s, ns, want + 2 * p);
+        }
+    }
+}
+
+/* the AVX2 and AVX-512 passes of attend_rows, specialised for the cache dtype */
+__attribute__((target("avx2,fma"))) static void qk_rows_f32(const float *qv, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx2(qv, R, G, d, k, v, offs, nb, m, 0, sc, ns); }
+__attribute__((target("avx2,fma"))) static void qk_rows_bf16(const float *qv, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx2(qv, R, G, d, k, v, offs, nb, m, 1, sc, ns); }
+__attribute__((target("avx512f,avx2,fma"))) static void qk_rows512_f32(const float *qp, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx512(qp, R, G, d, k, v, offs, nb, m, 0, sc, ns); }
+__attribute__((target("avx512f,avx2,fma"))) static void qk_rows512_bf16(const float *qp, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx512(qp, R, G, d, k, v, offs, nb, m, 1, sc, ns); }
+__attribute__((target("avx2,fma"))) static void pv_rows_f32(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx2(acc, as, R, G, d, sc, ns, v, offs, n, m, 0); }
+__attribute__((target("avx2,fma"))) static void pv_rows_bf16(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx2(acc, as, R, G, d, sc, ns, v, offs, n, m, 1); }
+__attribute__((target("avx512f,avx2,fma"))) static void pv_rows512_f32(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx512(acc, as, R, G, d, sc, ns, v, offs, n, m, 0); }
+__attribute__((target("avx512f,avx2,fma"))) static void pv_rows512_bf16(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx512(acc, as, R, G, d, sc, ns, v, offs, n, m, 1); }
 #endif
 
-/* Partial attention of G query heads (h0 .. h0+G-1 of one token, all on KV head kvh) over key
- * positions lo..hi of one sequence (one chunk): each K/V vector is loaded once for the G heads.
- * Writes, per head g, the chunk's max score m[g], its sum of exp(score - m[g]) l[g], and the
- * unnormalised acc[g*d .. +d) = sum exp(score - m[g]) v (flash-decoding's split-K partials,
- * Dao et al. 2023). sc: scratch of G * (hi-lo+1) floats. */
-static void attend_chunk(const void *q, size_t qoff, int G, const void *kc, const void *vc,
-                         const int64_t *pages, int ps, int KVH, int kvh, int d, int lo, int hi,
-                         float scale, float *sc, float *m, float *l, float *acc, int dt, int kdt) {
-    static __thread float qv[MAX_GROUP * MAX_HEAD_DIM];
-    static __thread size_t offs[KEY_CHUNK];
-    int n = hi - lo + 1, j = 0;
-    for (int g = 0; g < G; g++)
-        for (int i = 0; i < d; i++) qv[g * d + i] = sg_ld(q, qoff + (size_t)g * d + i, dt) * scale;
-    kv_offs(offs, pages, ps, KVH, kvh, d, lo, hi);
+/* a thread's scratch for attend_rows: one chunk's scores and scaled queries of a tile's rows,
+ * the K/V offsets */
+struct attn_scratch {
+    float sc[KEY_CHUNK * ROW_VECS];
+    float qv[ROW_VECS * MAX_HEAD_DIM];
+    float qp[(ROW_VECS + 1) * MAX_HEAD_DIM]; /* qv in pairs (qk_rows_avx512) */
+    size_t offs[KEY_CHUNK];
+};
+
+/* Partial attention of R query rows (tokens of one sequence, row r's queries at q + qoff + r *
+ * qrs), G heads each (h0 .. h0+G-1, all on KV head kvh, R * G <= ROW_VECS), over key positions
+ * lo .. hi[r] of one chunk (lo <= hi[r] < lo + KEY_CHUNK): each K/V vector is loaded once for the
+ * G heads, and each tile of keys into L1 once for the R rows. Writes, per row r and head g, the
+ * chunk's max score m[r * ps + g], its sum of exp(score - max) l[r * ps + g], and the
+ * unnormalised acc[r * ps + g * d .. +d) = sum exp(score - max) v (flash-decoding's split-K
+ * partials, Dao et al. 2023). Every row's arithmetic is the one it has alone (R = 1): its own
+ * keys, the same summation orders; only the loop order across rows changes. ws: the calling
+ * thread's scratch. */
+static void attend_rows(const void *q, size_t qoff, size_t qrs, int R, int G, const void *kc,
+                        const void *vc, const int64_t *pages, int ps, int KVH, int kvh, int d,
+                        int lo, const int *hi, float scale, struct attn_scratch *ws, float *m,
+                        float *l, float *acc, size_t prs, int dt, int kdt) {
+    float *qv = ws->qv, *sc = ws->sc;
+    size_t *offs = ws->offs;
+    int n[ROW_VECS], nb[ROW_VECS], j0[ROW_VECS], nmax = 0;
+    for (int r = 0; r < R; r++) {
+        n[r] = hi[r] - lo + 1, j0[r] = 0;
+        nmax = n[r] > nmax ? n[r] : nmax;
+        for (int g = 0; g < G; g++)
+            for (int i = 0; i < d; i++)
+                qv[((size_t)r * G + g) * d + i] = sg_ld(q, qoff + r * qrs + (size_t)g * d + i, dt) * scale;
+    }
+    size_t ns = (size_t)nmax; /* score stride of a (row, head) */
+    kv_offs(offs, pages, ps, KVH, kvh, d, lo, lo + nmax - 1);
 #if SG_X86
     int vec = sg_use_avx2() && d % 8 == 0;
     if (vec) {
-        (kdt ? qk_blocks_bf16 : qk_blocks_f32)(qv, G, d, kc, vc, offs, n / 8, n, sc, (size_t)n);
-        j = n / 8 * 8;
+        for (int r = 0; r < R; r++) nb[r] = n[r] / 8, j0[r] = n[r] / 8 * 8;
+        if (sg_use_avx512()) {
+            int V = R * G;
+            float *qp = ws->qp;
+            for (int x = 0; x < V + (V & 1); x++) { /* an odd last vector paired with itself */
+                const float *src = qv + (size_t)(x < V ? x : V - 1) * d;
+                float *dst = qp + (size_t)(x / 2) * 2 * d + (x & 1) * 8;
+                for (int i = 0; i < d; i += 8) memcpy(dst + 2 * i, src + i, 8 * sizeof(float));
+            }
+            (kdt ? qk_rows512_bf16 : qk_rows512_f32)(qp, R, G, d, kc, vc, offs, nb, nmax, sc, ns);
+        } else
+            (kdt ? qk_rows_bf16 : qk_rows_f32)(qv, R, G, d, kc, vc, offs, nb, nmax, sc, ns);
     }
 #endif
-    for (; j < n; j++)
-        for (int g = 0; g < G; g++) sc[(size_t)g * n + j] = sg_dot(qv + g * d, kc, offs[j], d, kdt);
-    for (int g = 0; g < G; g++) {
-        float *row = sc + (size_t)g * n, mx = -INFINITY;
-        for (int i = 0; i < n; i++) mx = row[i] > mx ? row[i] : mx;
-        m[g] = mx;
-        l[g] = sg_exp_sub_sum(row, n, mx);
+    for (int r = 0; r < R; r++)
+        for (int j = j0[r]; j < n[r]; j++)
+            for (int g = 0; g < G; g++) {
+                size_t rg = (size_t)r * G + g;
+                sc[rg * ns + j] = sg_dot(qv + rg * d, kc, offs[j], d, kdt);
+            }
+    for (int r = 0; r < R; r++) {
+        for (int g = 0; g < G; g++) {
+            float *row = sc + ((size_t)r * G + g) * ns, mx = sg_max(row, n[r]);
+            m[r * prs + g] = mx;
+            l[r * prs + g] = sg_exp_sub_sum(row, n[r], mx);
+        }
+        memset(acc + r * prs, 0, sizeof(float) * (size_t)G * d);
     }
-    memset(acc, 0, sizeof(float) * (size_t)G * d);
 #if SG_X86
+    if (vec && d % 16 == 0 && sg_use_avx512()) {
+        (kdt ? pv_rows512_bf16 : pv_rows512_f32)(acc, prs, R, G, d, sc, ns, vc, offs, n, nmax);
+        return;
+    }
     if (vec) {
-        (kdt ? pv_blocks_bf16 : pv_blocks_f32)(acc, G, d, sc, (size_t)n, vc, offs, n);
+        (kdt ? pv_rows_bf16 : pv_rows_f32)(acc, prs, R, G, d, sc, ns, vc, offs, n, nmax);
         return;
     }
 #endif
-    for (j = 0; j < n; j++)
-        for (int g = 0; g < G; g++) sg_axpy(acc + g * d, sc[(size_t)g * n + j], vc, offs[j], d, kdt);
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < n[r]; j++)
+            for (int g = 0; g < G; g++) {
+                size_t rg = (size_t)r * G + g;
+                sg_axpy(acc + r * prs + (size_t)g * d, sc[rg * ns + j], vc, offs[j], d, kdt);
+            }
 }
 
 
@@ -345,6 +531,37 @@ static long attn_items(long *first, const int64_t *pos, int T, int H, int KVH, i
 /* floats of partial results per work item: m[G], l[G], acc[G * d] */
 static inline size_t attn_item_floats(int H, int KVH, int d) {
     return (size_t)attn_heads_per_item(H, KVH) * (d + 2);
+}
+
+/* first key of token t (window: keys hi - window + 1 .. hi) */
+static inline int attn_lo(const int64_t *pos, int t, int window) {
+    int hi = (int)pos[t];
+    return window > 0 && hi - window + 1 > 0 ? hi - window + 1 : 0;
+}
+
+/* The tiles of rows of a call (attend_rows): runs of up to ROW_VECS / G consecutive tokens of
+ * one sequence with the same first key and number of key chunks (a prefill chunk's tokens, in
+ * tiles of 8 for groups of 3 heads); tile[i] is tile i's first token, tile[n] = T, and its work
+ * units (head group, key chunk) are ufirst[i] .. ufirst[i + 1). tile, ufirst: T + 1 longs each.
+ * Returns the tile count n. */
+static long attn_tiles(long *tile, long *ufirst, const long *first, const int64_t *seq,
+                       const int64_t *pos, int T, int H, int KVH, int window) {
+    int G = attn_heads_per_item(H, KVH), rmax = ROW_VECS / G;
+    long nt = 0;
+    ufirst[0] = 0;
+    for (int t = 0; t < T;) {
+        int u = t + 1;
+        long items = first[t + 1] - first[t];
+        while (u < T && u - t < rmax && seq[u] == seq[t] && first[u + 1] - first[u] == items &&
+               attn_lo(pos, u, window) == attn_lo(pos, t, window))
+            u++;
+        tile[nt] = t;
+        ufirst[nt + 1] = ufirst[nt] + items;
+        nt++;
+        t = u;
+    }
+    tile[nt] = T;
+    return nt;
 }
 
 /* Merge the nc chunks' partials (from item base) of token tt, head group hg into out */
@@ -373,37 +590,59 @@ static inline int attn_needs_merge(const long *first, int T, int H, int KVH) {
     return first[T] != (long)T * (H / attn_heads_per_item(H, KVH));
 }
 
-/* The items of ``first`` (attn_items) shared dynamically among the team, without a barrier at the
- * end; a (token, head group) of one chunk is merged into out by the item's thread, the others
- * (attn_needs_merge) by paged_attention_merge after a barrier. part: attn_item_floats x
- * first[T] floats, shared by the team. */
-static void paged_attention_items(const void *q, long qs, const void *kc, const void *vc,
+/* The work units of the tiles (attn_tiles; NULL: each token its own tile, ufirst = first) shared
+ * dynamically among the team, without a barrier at the end: a unit is a tile's (head group, key
+ * chunk), its rows' partials written to their items of ``first`` (attn_items); a (token, head
+ * group) of one chunk is merged into out by the unit's thread, the others (attn_needs_merge) by
+ * paged_attention_merge after a barrier. part: attn_item_floats x first[T] floats, shared by the
+ * team. */
+static void paged_attention_tiles(const void *q, long qs, const void *kc, const void *vc,
+                                  const int64_t *pt, long pt_stride, const int64_t *seq,
+                                  const int64_t *pos, int ps, int T, int H, int KVH, int d,
+                                  float scale, int window, void *out, int dt, int kdt,
+                                  const long *first, const long *tile, const long *ufirst,
+                                  long ntiles, float *part) {
+    static __thread struct attn_scratch scratch;
+    struct attn_scratch *ws = &scratch; /* one TLS lookup per call, not per item */
+    int group = H / KVH, G = attn_heads_per_item(H, KVH), per_token = H / G;
+    if (!tile) ufirst = first, ntiles = T;
+    long units = ufirst[ntiles];
+    size_t stride = attn_item_floats(H, KVH, d);
+    long i = 0;
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1) nowait
+#endif
+    for (long u = 0; u < units; u++) {
+        SG_ITEM_HOOK();
+        while (u >= ufirst[i + 1]) i++;
+        while (u < ufirst[i]) i--;
+        int t = tile ? (int)tile[i] : (int)i, R = tile ? (int)(tile[i + 1] - tile[i]) : 1;
+        int lo = attn_lo(pos, t, window), hi[ROW_VECS];
+        long nc = (first[t + 1] - first[t]) / per_token, k = u - ufirst[i];
+        int hg = (int)(k / nc), c = (int)(k % nc), c_lo = lo + c * KEY_CHUNK;
+        for (int r = 0; r < R; r++) {
+            int h = (int)pos[t + r];
+            hi[r] = c_lo + KEY_CHUNK - 1 < h ? c_lo + KEY_CHUNK - 1 : h;
+        }
+        float *pm = part + stride * (size_t)(first[t] + k);
+        size_t prs = stride * (size_t)(first[t + 1] - first[t]); /* the tile's rows' items */
+        attend_rows(q, (size_t)t * qs + (size_t)hg * G * d, (size_t)qs, R, G, kc, vc,
+                    pt + (size_t)seq[t] * pt_stride, ps, KVH, hg * G / group, d, c_lo, hi, scale,
+                    ws, pm, pm + G, pm + 2 * G, prs, dt, kdt);
+        if (nc == 1)
+            for (int r = 0; r < R; r++)
+                attn_merge(part, stride, first[t + r] + k, 1, G, H, d, t + r, hg, out, dt);
+    }
+}
+
+/* paged_attention_tiles with each token its own tile (the fused decode step's rows) */
+static inline void paged_attention_items(const void *q, long qs, const void *kc, const void *vc,
                                   const int64_t *pt, long pt_stride, const int64_t *seq,
                                   const int64_t *pos, int ps, int T, int H, int KVH, int d,
                                   float scale, int window, void *out, int dt, int kdt,
                                   const long *first, float *part) {
-    static __thread float sc[KEY_CHUNK * MAX_GROUP]; /* one chunk's scores, per thread */
-    int group = H / KVH, G = attn_heads_per_item(H, KVH), per_token = H / G;
-    long items = first[T];
-    size_t stride = attn_item_floats(H, KVH, d);
-    int t = 0;
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1) nowait
-#endif
-    for (long it = 0; it < items; it++) {
-        SG_ITEM_HOOK();
-        while (it >= first[t + 1]) t++;
-        while (it < first[t]) t--;
-        int hi = (int)pos[t], lo = window > 0 && hi - window + 1 > 0 ? hi - window + 1 : 0;
-        long nc = (first[t + 1] - first[t]) / per_token, k = it - first[t];
-        int hg = (int)(k / nc), c = (int)(k % nc);
-        int c_lo = lo + c * KEY_CHUNK, c_hi = c_lo + KEY_CHUNK - 1 < hi ? c_lo + KEY_CHUNK - 1 : hi;
-        float *pm = part + stride * (size_t)it;
-        attend_chunk(q, (size_t)t * qs + (size_t)hg * G * d, G, kc, vc,
-                     pt + (size_t)seq[t] * pt_stride, ps, KVH, hg * G / group, d, c_lo, c_hi,
-                     scale, sc, pm, pm + G, pm + 2 * G, dt, kdt);
-        if (nc == 1) attn_merge(part, stride, it, 1, G, H, d, t, hg, out, dt);
-    }
+    paged_attention_tiles(q, qs, kc, vc, pt, pt_stride, seq, pos, ps, T, H, KVH, d, scale, window,
+                          out, dt, kdt, first, NULL, NULL, 0, part);
 }
 
 /* The (token, head group)s of several chunks merged from the partials of paged_attention_items
@@ -427,9 +666,11 @@ static inline void paged_attention(const void *q, long qs, const void *kc, const
                                    const int64_t *pos, int ps, int T, int H, int KVH, int d,
                                    float scale, int window, void *out, int dt, int kdt,
                                    int threads) {
-    long *first = (long *)malloc(sizeof(long) * ((size_t)T + 1));
+    long *first = (long *)malloc(sizeof(long) * 3 * ((size_t)T + 1));
     if (!first) return;
+    long *tile = first + T + 1, *ufirst = tile + T + 1;
     long work = attn_items(first, pos, T, H, KVH, d, window);
+    long ntiles = attn_tiles(tile, ufirst, first, seq, pos, T, H, KVH, window);
     float *part = (float *)malloc(sizeof(float) * attn_item_floats(H, KVH, d) * (size_t)first[T]);
     if (part) {
         (void)threads;
@@ -437,8 +678,8 @@ static inline void paged_attention(const void *q, long qs, const void *kc, const
 #pragma omp parallel num_threads(threads) if (work >= PAR_MIN_WORK)
 #endif
     {
-        paged_attention_items(q, qs, kc, vc, pt, pt_stride, seq, pos, ps, T, H, KVH, d, scale,
-                              window, out, dt, kdt, first, part);
+        paged_attention_tiles(q, qs, kc, vc, pt, pt_stride, seq, pos, ps, T, H, KVH, d, scale,
+                              window, out, dt, kdt, first, tile, ufirst, ntiles, part);
         if (attn_needs_merge(first, T, H, KVH)) {
 #ifdef _OPENMP
 #pragma omp barrier

@@ -41,13 +41,14 @@ static PyObject *py_isa(PyObject *self, PyObject *unused) {
     return PyUnicode_FromString(sg_use_avx2() ? "avx2" : "scalar");
 }
 
-/* set_isa('scalar' | 'auto'): force the portable code (tests), or back to detection */
+/* set_isa('scalar' | 'avx2' | 'auto'): force the portable code or the AVX2 loops without
+ * AVX-512 (tests), or back to detection */
 static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
     (void)self;
     const char *name = PyUnicode_AsUTF8(arg);
     if (!name) return NULL;
     if (sg_set_isa(name) != 0) {
-        PyErr_SetString(PyExc_ValueError, "isa must be 'scalar' or 'auto'");
+        PyErr_SetString(PyExc_ValueError, "isa must be 'scalar', 'avx2' or 'auto'");
         return NULL;
     }
     Py_RETURN_NONE;
@@ -55,6 +56,6 @@ static PyObject *py_set_isa(PyObject *self, PyObject *arg) {
 
 #define SG_ISA_METHODS                                                                  \
     {"isa", py_isa, METH_NOARGS, "the instruction set in use: 'avx2' or 'scalar'"},     \
-        {"set_isa", py_set_isa, METH_O, "force 'scalar' (tests) or back to 'auto'"}
+        {"set_isa", py_set_isa, METH_O, "force 'scalar' or 'avx2' (tests) or back to 'auto'"}
 
 #endif /* SG_PYBIND_H */

@@ -1,5 +1,6 @@
 /* Shared helpers of structgen's CPU kernels: bf16 <-> fp32, run-time ISA choice, and the
- * AVX2+FMA vector loops (dot product, axpy, exp) with portable scalar twins.
+ * AVX2+FMA vector loops (dot product, axpy, exp) with portable scalar twins, and AVX-512F
+ * twins of some that give the same bits.
  *
  * dt: 0 = fp32, 1 = bf16 (stored as uint16, the top half of an fp32; rounding to nearest
  * even, as torch's float -> bfloat16 conversion).
@@ -33,14 +34,35 @@ static inline int sg_use_avx2(void) {
     return sg_isa_avx2;
 }
 
-/* "scalar" forces the portable code (tests), "auto" goes back to detection; -1 if unknown */
+static int sg_isa_avx512 = -1; /* -1: not decided yet */
+
+/* AVX-512F, used where its loops give the AVX2 path's floats bit for bit (sg_exp16, the
+ * attention's weighted sums): only with AVX2 in use */
+static inline int sg_use_avx512(void) {
+    if (sg_isa_avx512 < 0) {
+#if SG_X86
+        sg_isa_avx512 = sg_use_avx2() && __builtin_cpu_supports("avx512f");
+#else
+        sg_isa_avx512 = 0;
+#endif
+    }
+    return sg_isa_avx512;
+}
+
+/* "scalar" forces the portable code (tests), "avx2" the AVX2 loops without AVX-512 (tests: the
+ * AVX-512 loops give the same bits), "auto" goes back to detection; -1 if unknown */
 static inline int sg_set_isa(const char *name) {
     if (strcmp(name, "scalar") == 0) {
-        sg_isa_avx2 = 0;
+        sg_isa_avx2 = sg_isa_avx512 = 0;
+        return 0;
+    }
+    if (strcmp(name, "avx2") == 0) {
+        sg_isa_avx2 = -1;
+        sg_isa_avx512 = 0;
         return 0;
     }
     if (strcmp(name, "auto") == 0) {
-        sg_isa_avx2 = -1;
+        sg_isa_avx2 = sg_isa_avx512 = -1;
         return 0;
     }
     return -1;
@@ -111,6 +133,37 @@ __attribute__((target("avx2,fma"))) static inline __m256 sg_exp8(__m256 x) {
     return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
+/* sg_exp8 on 16 lanes: each lane's value the one sg_exp8 gives (the same operations in the
+ * same order; roundscale with imm 8 is round_ps's nearest-even, maskz the andnot of the underflow
+ * lanes) */
+__attribute__((target("avx512f,avx2,fma"))) static inline __m512 sg_exp16(__m512 x) {
+    const __m512 hi = _mm512_set1_ps(88.3762626647949f), lo = _mm512_set1_ps(-87.3365447504f);
+    __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    x = _mm512_max_ps(_mm512_min_ps(x, hi), lo);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mul_ps((__mmask16)~under, p, _mm512_castsi512_ps(e));
+}
+
+/* 16 values at p[i..i+15] as fp32 */
+__attribute__((target("avx512f,avx2,fma"))) static inline __m512 sg_load16(const void *p, size_t i, int dt) {
+    if (dt) {
+        __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    return _mm512_loadu_ps((const float *)p + i);
+}
+
 __attribute__((target("avx2,fma"))) static float sg_dot_avx2(const float *q, const void *k, size_t off,
                                                             int d, int dt) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
@@ -147,6 +200,44 @@ __attribute__((target("avx2,fma"))) static float sg_exp_sub_sum_avx2(float *x, i
     return s;
 }
 
+/* sg_exp_sub_sum_avx2 with 16 exps per instruction: the same values, and the same sum (each
+ * 16 added to the 8-lane sum as its two halves in order, as the AVX2 loop adds them) */
+__attribute__((target("avx512f,avx2,fma"))) static float sg_exp_sub_sum_avx512(float *x, int n, float m) {
+    __m512 mv = _mm512_set1_ps(m);
+    __m256 sum = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 e = sg_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
+        _mm512_storeu_ps(x + i, e);
+        sum = _mm256_add_ps(sum, _mm512_castps512_ps256(e));
+        sum = _mm256_add_ps(sum, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = sg_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(m)));
+        _mm256_storeu_ps(x + i, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    float s = sg_hsum8(sum);
+    for (; i < n; i++) s += (x[i] = expf(x[i] - m));
+    return s;
+}
+
+/* the largest of x[0 .. n), n >= 1 (NaNs skipped, as the scalar loop's x > m test does) */
+__attribute__((target("avx2,fma"))) static float sg_max_avx2(const float *x, int n) {
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) { /* max_ps(x, m) keeps m where x is NaN */
+        m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+    }
+    for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+    float t[8], m = -INFINITY;
+    _mm256_storeu_ps(t, _mm256_max_ps(m0, m1));
+    for (int l = 0; l < 8; l++) m = t[l] > m ? t[l] : m;
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
 __attribute__((target("avx2,fma"))) static void sg_exp_inplace_avx2(float *x, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, sg_exp8(_mm256_loadu_ps(x + i)));
@@ -175,9 +266,22 @@ static inline void sg_axpy(float *acc, float a, const void *v, size_t off, int d
     for (int i = 0; i < d; i++) acc[i] += a * sg_ld(v, off + i, dt);
 }
 
+/* max of x[0 .. n) (-inf for n = 0; NaNs skipped). Exact whatever the path: a max does not
+ * round, so the lane order does not change it (up to the sign of a zero max, which no
+ * exp(x - m) that follows can tell apart) */
+static inline float sg_max(const float *x, int n) {
+#if SG_X86
+    if (sg_use_avx2()) return sg_max_avx2(x, n);
+#endif
+    float m = -INFINITY;
+    for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
 /* x[i] = exp(x[i] - m) for i < n; returns the sum */
 static inline float sg_exp_sub_sum(float *x, int n, float m) {
 #if SG_X86
+    if (sg_use_avx512()) return sg_exp_sub_sum_avx512(x, n, m);
     if (sg_use_avx2()) return sg_exp_sub_sum_avx2(x, n, m);
 #endif
     float s = 0.f;

@@ -353,17 +353,22 @@ class GrammarAutomaton:
     def _live_after(self, t: int, s: int) -> bool:
         """True when state ``s`` of terminal ``t``'s DFA has a way on (a live byte): read
         from its term's ``first`` (exact without intersection or complement, so no lexer
-        row is built for a state the walk may never enter), else from its row.
+        row is built for a state the walk may never enter), else from its row. Records
+        the state's ``_wide`` flag (``lexical_key``'s) from the same term on the way, so
+        the first key of a configuration finds it without the lock.
         """
         key = (self._group[t], s)
         hit = self._live.get(key)
         if hit is None:
             lexer = self.lexers[t]
             term = lexer.term(s)
+            first = lexer.arena.first[term]
+            # lexical_key's flag of the same state, from the same read (``_first``)
+            self._wide[key] = first.bit_count() >= MIN_HEAD_BYTES
             if lexer.arena.has_boolean(term):
                 hit = bool((lexer.row(s) >= 0).any())
             else:
-                hit = lexer.arena.first[term] != 0
+                hit = first != 0
             self._live[key] = hit
         return hit
 

@@ -733,7 +733,8 @@ static PyObject *fill_row(PyObject *self, PyObject *const *args, Py_ssize_t narg
 /* row_form(mask) -> bytes | tuple: the form masks.row_form gives a cached mask (int32 [n],
  * C-contiguous, never mutated afterwards), in one pass instead of numpy's five calls (a cold
  * mask pays it once per state): bytes of native int32 (word index, word) pairs when at most
- * n / 8 words are nonzero, else (mask, address, n). None for anything else (another dtype,
+ * n / 8 words are nonzero (gathered in the same pass), else (mask, address, n) (the pass
+ * stops at the (n / 8 + 1)-th nonzero word). None for anything else (another dtype,
  * a non-contiguous array): the caller's numpy path handles it. */
 static PyObject *row_form(PyObject *self, PyObject *mask) {
     (void)self;
@@ -749,23 +750,39 @@ static PyObject *row_form(PyObject *self, PyObject *mask) {
         Py_RETURN_NONE;
     }
     const int32_t *w = (const int32_t *)b.buf;
-    Py_ssize_t n = b.len / 4, nonzero = 0;
-    for (Py_ssize_t i = 0; i < n; i++) nonzero += w[i] != 0;
-    PyObject *out;
-    if (8 * nonzero <= n) {
-        out = PyBytes_FromStringAndSize(NULL, 8 * nonzero);
-        if (out) {
-            char *p = PyBytes_AS_STRING(out);
-            for (Py_ssize_t i = 0; i < n; i++) {
-                if (!w[i]) continue;
-                int32_t pair[2] = {(int32_t)i, w[i]};
-                memcpy(p, pair, 8);
-                p += 8;
+    Py_ssize_t n = b.len / 4, cap = n / 8, nonzero = 0; /* sparse: at most n / 8 nonzero */
+    /* one pass: the (index, word) pairs gathered while there are at most cap of them, four
+     * zero words skipped at a time; a dense mask stops at its (cap + 1)-th nonzero word */
+    int32_t local[2 * 256];
+    int32_t *pairs = cap <= 256 ? local : PyMem_Malloc((size_t)cap * 8);
+    if (pairs == NULL) {
+        PyBuffer_Release(&b);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t i = 0;
+    for (; i < n && nonzero <= cap; i++) {
+        if (i + 4 <= n && (i & 3) == 0) {
+            uint64_t lo, hi;
+            memcpy(&lo, w + i, 8);
+            memcpy(&hi, w + i + 2, 8);
+            if (!(lo | hi)) {
+                i += 3;
+                continue;
             }
         }
-    } else {
-        out = Py_BuildValue("(ONn)", mask, PyLong_FromVoidPtr(b.buf), n);
+        if (!w[i]) continue;
+        if (nonzero < cap) {
+            pairs[2 * nonzero] = (int32_t)i;
+            pairs[2 * nonzero + 1] = w[i];
+        }
+        nonzero++;
     }
+    PyObject *out;
+    if (nonzero <= cap)
+        out = PyBytes_FromStringAndSize((const char *)pairs, 8 * nonzero);
+    else
+        out = Py_BuildValue("(ONn)", mask, PyLong_FromVoidPtr(b.buf), n);
+    if (pairs != local) PyMem_Free(pairs);
     PyBuffer_Release(&b);
     return out;
 }

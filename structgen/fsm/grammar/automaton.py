@@ -136,6 +136,10 @@ class GrammarAutomaton:
         # a lexer that cannot move from its start never starts a lexeme (``_live_after``:
         # read from its first bytes, no row built)
         self._movable = [self._live_after(t, d.initial) for t, d in enumerate(self.lexers)]
+        # (terminal, initial lexer state) of the lexers that can move, in terminal order, and
+        # of the ``%ignore`` ones (every node starts those): what ``_starts_of`` reads
+        self._initials = [d.initial for d in self.lexers]
+        self._ignored = [t for t in sorted(self.ignore) if self._movable[t]]
         self._configs: list[tuple[tuple[int, int, int], ...]] = []
         self._ids: dict[tuple, int] = {}
         cap = _ROW_CAPACITY
@@ -282,9 +286,9 @@ class GrammarAutomaton:
     def _starts_of(self, node: int) -> tuple[tuple[int, int, int], ...]:
         hit = self._starts.get(node)
         if hit is None:
-            terms = [*self.charts.expected[node], *sorted(self.ignore)]
-            hit = tuple((t, node, self.lexers[t].initial) for t in terms if self._movable[t])
-            self._starts[node] = hit
+            movable, initials = self._movable, self._initials
+            terms = [t for t in self.charts.expected[node] if movable[t]] + self._ignored
+            hit = self._starts[node] = tuple([(t, node, initials[t]) for t in terms])
         return hit
 
     def _config_of(self, lexemes, accepting: bool) -> int:
@@ -344,22 +348,27 @@ class GrammarAutomaton:
         """``((terminal, initial lexer state), ...)`` of the lexemes ``node`` starts, and
         whether the parse may end at ``node``.
         """
-        return tuple((t, s) for t, _, s in self._starts_of(node)), self.charts.final[node]
+        return tuple([(t, s) for t, _, s in self._starts_of(node)]), self.charts.final[node]
 
     def _live_after(self, t: int, s: int) -> bool:
         """True when state ``s`` of terminal ``t``'s DFA has a way on (a live byte): read
         from its term's ``first`` (exact without intersection or complement, so no lexer
-        row is built for a state the walk may never enter), else from its row.
+        row is built for a state the walk may never enter), else from its row. Records
+        the state's ``_wide`` flag (``lexical_key``'s) from the same term on the way, so
+        the first key of a configuration finds it without the lock.
         """
         key = (self._group[t], s)
         hit = self._live.get(key)
         if hit is None:
             lexer = self.lexers[t]
             term = lexer.term(s)
+            first = lexer.arena.first[term]
+            # lexical_key's flag of the same state, from the same read (``_first``)
+            self._wide[key] = first.bit_count() >= MIN_HEAD_BYTES
             if lexer.arena.has_boolean(term):
                 hit = bool((lexer.row(s) >= 0).any())
             else:
-                hit = lexer.arena.first[term] != 0
+                hit = first != 0
             self._live[key] = hit
         return hit
 
@@ -586,7 +595,8 @@ def _literal_row(lexer, s: int) -> bytes | None:
     term. Raises: never.
     """
     arena = lexer.arena
-    term = lexer.term(s)
+    dfa = getattr(lexer, "dfa", lexer)  # a TerminalLexer's shared automaton, or a ByteDFA
+    term = dfa.term(s)  # (TerminalLexer.term's own read)
     kind = arena.kind[term]
     if kind == BYTES:  # the last byte of a literal: what follows is EPS
         head, rest = term, EPS
@@ -601,6 +611,5 @@ def _literal_row(lexer, s: int) -> bytes | None:
         return None
     b = mask.bit_length() - 1
     row = bytearray(_DEAD_ROW)
-    dfa = getattr(lexer, "dfa", lexer)  # a TerminalLexer's shared automaton, or a ByteDFA
     row[4 * b : 4 * b + 4] = dfa.state_of_term(rest).to_bytes(4, "little")
     return bytes(row)

@@ -369,7 +369,7 @@ class TokenIndex:
             mask = self._walk_counts(state)
         if mask is None and nxt is None and self._lexical is not None:
             mask = self._walk_split(state)
-            if mask is None:
+            if mask is None and not self._keys_own:  # (_walk_alt's own first test)
                 mask = self._walk_alt(state)
         if mask is None:
             mask = self._walk_whole(state, nxt)
@@ -411,7 +411,7 @@ class TokenIndex:
                 nxt = walk_bytes(self.dfa, state, self.vocab.token_bytes[token_id])  # rows built
             if nxt == -2:
                 nxt = -1
-            else:
+            elif self._reads_wildcards:  # (wildcards' own first test)
                 for ids, only, target in self.wildcards(state):
                     if (token_id in ids) == only:
                         nxt = self._union(nxt, target)

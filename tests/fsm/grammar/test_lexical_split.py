@@ -16,7 +16,7 @@ import pytest
 from structgen.fsm import Vocabulary, clear_cache, compile_json_schema, compile_regex
 from structgen.fsm.grammar import compile_grammar
 from structgen.fsm.grammar.compile import CompiledCFG
-from structgen.fsm.index.lexical_masks import LexicalMaskCache
+from structgen.fsm.index.lexical_masks import MIN_HEAD_BYTES, LexicalMaskCache
 from tests.fsm.index.test_lexical_masks import _vocab
 
 # the inside of a JSON string is one lexeme of the first terminal; its head part is the
@@ -261,3 +261,21 @@ def test_narrow_configurations_answer_as_the_full_check(vocab, make, prefixes) -
         keys.append(fast)
     assert None in keys, "no configuration took the early None"
     assert any(k is not None for k in keys), "no configuration has a key"
+
+
+@pytest.mark.parametrize("make", [_schema(TREE), _lark(TWO_RUNS)])
+def test_wide_flags_recorded_with_liveness_match_the_lexer_states(vocab, make) -> None:
+    """The ``_wide`` flags ``_live_after`` records (before any ``lexical_key``) are the
+    lexer states' own: at least ``MIN_HEAD_BYTES`` bytes can start the state."""
+    clear_cache()
+    g = make(vocab)
+    dfa = g.dfa
+    g.token_index.bitmask(dfa.initial)  # rows built: the C core asks every state's flags
+    for d in vocab.token_bytes[:2000]:
+        s = dfa.walk(dfa.initial, d)
+        if s >= 0:
+            g.token_index.bitmask(s)
+    assert len(dfa._wide) > 3
+    terminal_of = {grp: t for t, grp in enumerate(dfa._group)}
+    for (grp, s), wide in dfa._wide.items():
+        assert wide == (dfa._first(terminal_of[grp], s).bit_count() >= MIN_HEAD_BYTES)

@@ -399,6 +399,28 @@ def test_row_form_c_pass_equals_numpy(n) -> None:
     assert c_form(np.zeros(8, np.int32)[::2]) is None  # not contiguous
 
 
+@pytest.mark.parametrize("n", [7, 13, 64, 2050])
+def test_row_form_c_pass_at_every_word_position(n) -> None:
+    """The C pass skips zero words four at a time and stops at the first nonzero word past
+    n / 8: a nonzero word at each position (block starts, ends, the tail past the last whole
+    block), and the threshold reached exactly at the last words, give numpy's form."""
+    c_form = getattr(trie._EXT, "row_form", None)
+    if c_form is None:
+        pytest.skip("the _tokentrie extension with row_form is not built")
+    cases = [[p] for p in range(n)] + [[p, p + 1] for p in range(n - 1)]
+    cases += [list(range(n - k, n)) for k in (n // 8, n // 8 + 1) if 0 < k <= n]
+    cases += [list(range(n // 8 + 1)), list(range(0, n, 8))]
+    for where in cases:
+        mask = np.zeros(n, np.int32)
+        mask[where] = -7 - np.arange(len(where), dtype=np.int32)
+        mask.setflags(write=False)
+        got, want = c_form(mask), masks._row_form_numpy(mask)
+        if isinstance(want, bytes):
+            assert got == want, where
+        else:
+            assert isinstance(got, tuple) and got[0] is mask and got[1:] == want[1:], where
+
+
 def test_fill_row_from_forms_dict() -> None:
     fill = _c_fill()
     mask = np.array([0, 3, 0, 0, 0, 0, 0, 0, 0, 0], np.int32)

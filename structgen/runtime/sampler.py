@@ -71,21 +71,44 @@ def _argmax_rows(logits: torch.Tensor) -> torch.Tensor:
     return logits.argmax(dim=-1)
 
 
+TOP_CANDIDATES = 1024
+"""Probabilities ``filter_probs`` ranks first (``topk``) before sorting a whole row."""
+
+
 def filter_probs(probs: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
-    """Apply top-k, top-p and min-p filtering to ``probs`` ``[R, V]`` (renormalised)."""
-    rows = probs.shape[0]
+    """Apply top-k, top-p and min-p filtering to ``probs`` ``[R, V]`` (renormalised).
+
+    Top-k / top-p rank the ``TOP_CANDIDATES`` largest probabilities of each row first and
+    sort the whole row only when a row's top-k is larger or their mass is under its top-p:
+    the tokens past them are dropped either way (the mass before each already reaches
+    top-p, as a cumulative sum of non-negative terms never decreases), so the kept set and
+    its values are those of the whole-row sort (bit for bit on CPU, whose cumulative sum is
+    sequential; equal values may swap places, as in any unstable sort).
+    """
+    rows, vocab = probs.shape
     dev = probs.device
-    top_k = torch.tensor([p.top_k if p.top_k > 0 else probs.shape[1] for p in params], device=dev)
+    top_k = torch.tensor([p.top_k if p.top_k > 0 else vocab for p in params], device=dev)
     top_p = torch.tensor([p.top_p for p in params], dtype=probs.dtype, device=dev)
     min_p = torch.tensor([p.min_p for p in params], dtype=probs.dtype, device=dev)
-    if bool((top_k < probs.shape[1]).any()) or bool((top_p < 1.0).any()):
-        sorted_p, order = probs.sort(dim=-1, descending=True)  # [R, V]
-        ranks = torch.arange(probs.shape[1], device=dev).expand(rows, -1)
+    need = (top_k < vocab) | (top_p < 1.0)  # rows whose top-k / top-p drops something
+    if bool(need.any()):
+        idx = need.nonzero().flatten()
+        sub, top_k, top_p = probs[idx], top_k[idx], top_p[idx]
+        width = vocab
+        widest_k = max((p.top_k for p in params if 0 < p.top_k < vocab), default=0)
+        if TOP_CANDIDATES < vocab and widest_k <= TOP_CANDIDATES:
+            sorted_p, order = sub.topk(TOP_CANDIDATES, dim=-1)  # [S, C], descending
+            reached = (top_k <= TOP_CANDIDATES) | (sorted_p.cumsum(dim=-1)[:, -1] >= top_p)
+            width = TOP_CANDIDATES if bool(reached.all()) else vocab
+        if width == vocab:
+            sorted_p, order = sub.sort(dim=-1, descending=True)  # [S, V]
+        ranks = torch.arange(width, device=dev).expand(idx.shape[0], -1)
         drop = ranks >= top_k.unsqueeze(1)
         cum = sorted_p.cumsum(dim=-1)
         drop |= (cum - sorted_p) >= top_p.unsqueeze(1)  # keep the smallest set reaching top_p
         sorted_p = sorted_p.masked_fill(drop, 0.0)
-        probs = torch.zeros_like(probs).scatter_(1, order, sorted_p)
+        probs = probs.clone()
+        probs[idx] = torch.zeros_like(sub).scatter_(1, order, sorted_p)
     if bool((min_p > 0).any()):
         cutoff = probs.max(dim=-1, keepdim=True).values * min_p.unsqueeze(1)
         probs = probs.masked_fill(probs < cutoff, 0.0)

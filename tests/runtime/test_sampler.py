@@ -180,3 +180,31 @@ def test_few_rows_serial_restores_threads_and_keeps_greedy():
     with few_rows_serial(wide):
         assert torch.get_num_threads() == n
     assert torch.equal(inside, logits.argmax(-1))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_filter_probs_candidates_equal_whole_row_sort(seed, monkeypatch):
+    # top-k / top-p over the TOP_CANDIDATES largest probabilities vs the whole-row sort (the
+    # candidates made as wide as the row): peaked rows (top-p reached inside the candidates),
+    # a flat row (not reached: the whole row sorted), top-k wider than the candidates, min-p
+    from structgen.runtime import sampler
+    from structgen.runtime.sampler import filter_probs
+
+    g = torch.Generator().manual_seed(seed)
+    vocab = 3000
+    logits = torch.randn(4, vocab, generator=g) * torch.tensor([[4.0], [6.0], [0.01], [3.0]])
+    probs = torch.softmax(logits, dim=-1)
+    cases = [
+        [SamplingParams(temperature=1.0, top_p=0.9)] * 4,
+        [SamplingParams(temperature=1.0, top_k=50, top_p=0.95)] * 4,
+        [SamplingParams(temperature=1.0, top_k=2000)] * 4,
+        [SamplingParams(temperature=1.0, top_p=0.5, min_p=0.01)] * 4,
+        [SamplingParams(temperature=1.0, top_p=0.8)] * 2 + [SamplingParams(temperature=1.0)] * 2,
+    ]
+    for params in cases:
+        monkeypatch.setattr(sampler, "TOP_CANDIDATES", 64)
+        fast = filter_probs(probs.clone(), params)
+        monkeypatch.setattr(sampler, "TOP_CANDIDATES", vocab)
+        whole = filter_probs(probs.clone(), params)
+        assert torch.equal(fast, whole)
+        assert ((fast > 0).sum(-1) >= 1).all()

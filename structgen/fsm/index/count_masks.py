@@ -59,6 +59,7 @@ __all__ = [
     "MIN_RUN",
     "MIN_SHARED_HI",
     "REACH",
+    "TABLE_CLASSES",
     "CountView",
     "class_tables",
     "closed_class",
@@ -80,6 +81,16 @@ _MAX_MEMBERS = 32  # alternations with more members are left as they are (and no
 _MIN_JUMP = 4  # runs of one byte this long or longer are read in one run_derivative
 _MAX_CLOSURE = 8  # states reached by a class's bytes looked at before walking the whole trie
 _MAX_CLASS_TABLES = 4  # classes with tables per vocabulary (a trie of up to its size each)
+
+
+def _byte_mask(chars: bytes) -> int:
+    return sum(1 << b for b in set(chars))
+
+
+_ALNUM = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+# the classes tables are built for, widest first (a state whose closed class holds one uses
+# its table): a domain label's, then what e-mails, URIs, identifiers and words hold
+TABLE_CLASSES = (_byte_mask(_ALNUM + b"-"), _byte_mask(_ALNUM), _byte_mask(_ALNUM[:52]))
 _LOCK = threading.Lock()
 
 
@@ -246,26 +257,31 @@ def closed_class(dfa, state: int, byte_mask: int) -> tuple[int, int]:
             return sum(1 << b for b in inside.tolist()), sum(1 << b for b in first.tolist())
 
 
-def walk_class(vocab, dfa, state: int, byte_mask: int) -> np.ndarray | None:
+def walk_class(vocab, dfa, state: int, byte_mask: int, own: bool = True) -> np.ndarray | None:
     """The packed int32 ``[words]`` mask of the tokens live from ``state`` (a ``ByteDFA``
     state) as the tokens of the bytes of ``closed_class(dfa, state, byte_mask)``'s ``B``
     alone (live when their first byte is in ``F``: their mask from ``class_tables``, the
     others' ids cleared) and a walk over the trie of the others; None when ``B`` is empty
-    or ``_MAX_CLASS_TABLES`` other classes have tables (walk the whole trie). A canonical
-    state's class is the one its counts repeat (``[A-Za-z0-9-]`` of a domain label: 88k of
-    a 150k BPE's tokens lie in it). Exact: the trie walk marks a token live when every step
-    along it is, the same steps. Raises: ``GrammarTooComplexError`` when a row exceeds a
-    budget.
+    or has no table (``_table_class``; ``own`` False: none is built for a class outside
+    ``TABLE_CLASSES``): walk the whole trie. Any class ``C`` within ``B`` does for ``B``
+    (every token of ``C``'s bytes alone is one of ``B``'s; the tokens with a byte outside
+    ``C`` are walked), so a table of ``TABLE_CLASSES`` serves every state whose ``B`` holds
+    it. A canonical state's class is the one its counts repeat (``[A-Za-z0-9-]`` of a
+    domain label: 88k of a 150k BPE's tokens lie in it); another state's, the bytes of a
+    table class it lives on (``TokenIndex._walk_by_class``: an e-mail's local part, a
+    URI's scheme, authority, host and path). Exact: the trie walk marks a token live when
+    every step along it is, the same steps. Raises: ``GrammarTooComplexError`` when a row
+    exceeds a budget.
     """
     closed, first = closed_class(dfa, state, byte_mask)
     if not closed:
         return None
-    known = vocab.__dict__.get("_count_class", {})
-    if closed not in known and len(known) >= _MAX_CLASS_TABLES:
+    table = _table_class(vocab, closed, own)
+    if table is None:
         return None
-    trie, inside, ids, offsets = class_tables(vocab, closed)
+    trie, inside, ids, offsets = class_tables(vocab, table)
     mask = inside.copy()
-    dead = closed & ~first
+    dead = table & ~first
     if dead:  # the tokens of the class that start with a byte state dies on
         runs = []
         while dead:
@@ -278,6 +294,22 @@ def walk_class(vocab, dfa, state: int, byte_mask: int) -> np.ndarray | None:
             np.bitwise_and.at(mask.view(np.uint32), cut >> 5, ~bits)
     trie.walk(dfa, state, None, mask)
     return mask
+
+
+def _table_class(vocab, closed: int, own: bool) -> int | None:
+    """The class whose table serves a state with closed class ``closed`` (``walk_class``):
+    the widest of ``TABLE_CLASSES`` within it, else (with ``own``) ``closed`` itself, while
+    fewer than ``_MAX_CLASS_TABLES`` classes have tables (else the widest class with a table
+    within it); None when there is none (walk the whole trie).
+    """
+    known = vocab.__dict__.get("_count_class", {})
+    want = next((c for c in TABLE_CLASSES if not c & ~closed), closed if own else None)
+    if want is None:
+        return None
+    if want in known or len(known) < _MAX_CLASS_TABLES:
+        return want
+    within = [c for c in known if not c & ~closed]
+    return max(within, key=int.bit_count) if within else None
 
 
 def run_derivative(arena, t: int, b: int, m: int) -> int | None:

@@ -32,12 +32,17 @@ from a state that loops on ``X`` visits nearly all of the trie. When every state
 of ``X`` reach from it is live (``closed_class``: a few states, breadth-first), every token
 of ``X`` alone is live (but those starting with a byte the state itself dies on); their
 mask is a table, and only the trie of the tokens holding another byte is walked. Exact:
-the walk would have stepped through the same live states.
+the walk would have stepped through the same live states. A table of a class within the
+closed one does as well (its tokens are the closed class's; the rest are walked), so the
+tables of ``TABLE_CLASSES`` (``[A-Za-z0-9-]``, ``[A-Za-z]``) serve other states too: an
+e-mail's local part, a URI's scheme, authority, host and path (``TokenIndex._walk_by_class``,
+on a vocabulary where they pay: ``class_tables_pay``).
 
 Per vocabulary (``run_lengths``, ``long_run_tables``, ``class_tables``): each token's
 longest run of a byte class, the trie and packed mask of the tokens with a longer run than
 a bound, computed once per (class, set of tokens), and per class the mask of its tokens and
-the trie of the others (at most ``_MAX_CLASS_TABLES`` classes), kept on the ``Vocabulary``.
+the trie of the others (at most ``_MAX_CLASS_TABLES`` classes; on a 150k BPE ~6 MB each and
+~7 MB of subtree tables once walked twice), kept on the ``Vocabulary``.
 """
 
 from __future__ import annotations

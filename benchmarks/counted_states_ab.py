@@ -4,11 +4,13 @@ two structgen checkouts in one process (thread CPU).
 The baseline (``--baseline DIR``, loaded as ``structgen_base`` as ``cold_ab.py`` does)
 and this checkout compile the formats schema of ``data/cold_schemas.json`` cold-empty and
 force its instance token by token, passes alternated; a token counts when this checkout
-served its mask from a canonical state (``TokenIndex._walk_counts`` answered). Per such
-token: the median over the passes of each checkout's mask time (us), and old / new.
+served its mask from a canonical state (``TokenIndex._walk_counts`` answered), or with
+``--by-class`` by a table class (``TokenIndex._walk_by_class`` answered: an e-mail's local
+part, a URI's states). Per such token: the median over the passes of each checkout's mask
+time (us), and old / new.
 
     PYTHONPATH=. python benchmarks/counted_states_ab.py --baseline DIR [--passes 11]
-        [--tokenizer smollm2|bpe150k]
+        [--tokenizer smollm2|bpe150k] [--by-class]
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, required=True, help="checkout to compare with")
     ap.add_argument("--passes", type=int, default=11)
     ap.add_argument("--tokenizer", choices=["smollm2", "bpe150k"], default="bpe150k")
+    ap.add_argument("--by-class", action="store_true", help="the states _walk_by_class serves")
     args = ap.parse_args()
     ca._load_checkout("structgen_base", args.baseline)
     tok = bg.bpe_150k_tokenizer() if args.tokenizer == "bpe150k" else bg.smollm2_tokenizer()
@@ -55,7 +58,8 @@ def main() -> None:
 
     from structgen.fsm.index.token_index import TokenIndex
 
-    served, plain = set(), TokenIndex._walk_counts
+    which = "_walk_by_class" if args.by_class else "_walk_counts"
+    served, plain = set(), getattr(TokenIndex, which)
     step = [0]
 
     def flagged(self, state):
@@ -64,14 +68,14 @@ def main() -> None:
             served.add(step[0])
         return mask
 
-    TokenIndex._walk_counts = flagged
+    setattr(TokenIndex, which, flagged)
     buf = torch.zeros((1, new.words), dtype=torch.int32)
     m = new.matcher(new.schema(case["schema"]))
     for i, t in enumerate(ids):
         step[0] = i
         new.mask(m, buf)
         new.accept(m, t)
-    TokenIndex._walk_counts = plain
+    setattr(TokenIndex, which, plain)
     gc.collect()
     gc.freeze()
     times = {"old": [], "new": []}

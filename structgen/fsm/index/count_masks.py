@@ -32,12 +32,17 @@ from a state that loops on ``X`` visits nearly all of the trie. When every state
 of ``X`` reach from it is live (``closed_class``: a few states, breadth-first), every token
 of ``X`` alone is live (but those starting with a byte the state itself dies on); their
 mask is a table, and only the trie of the tokens holding another byte is walked. Exact:
-the walk would have stepped through the same live states.
+the walk would have stepped through the same live states. A table of a class within the
+closed one does as well (its tokens are the closed class's; the rest are walked), so the
+tables of ``TABLE_CLASSES`` (``[A-Za-z0-9-]``, ``[A-Za-z]``) serve other states too: an
+e-mail's local part, a URI's scheme, authority, host and path (``TokenIndex._walk_by_class``,
+on a vocabulary where they pay: ``class_tables_pay``).
 
 Per vocabulary (``run_lengths``, ``long_run_tables``, ``class_tables``): each token's
 longest run of a byte class, the trie and packed mask of the tokens with a longer run than
 a bound, computed once per (class, set of tokens), and per class the mask of its tokens and
-the trie of the others (at most ``_MAX_CLASS_TABLES`` classes), kept on the ``Vocabulary``.
+the trie of the others (at most ``_MAX_CLASS_TABLES`` classes; on a 150k BPE ~6 MB each and
+~7 MB of subtree tables once walked twice), kept on the ``Vocabulary``.
 """
 
 from __future__ import annotations
@@ -57,10 +62,13 @@ except ImportError:  # pragma: no cover - exercised when the extension is missin
 
 __all__ = [
     "MIN_RUN",
+    "MIN_CLASS_SHARE",
     "MIN_SHARED_HI",
     "REACH",
+    "TABLE_CLASSES",
     "CountView",
     "class_tables",
+    "class_tables_pay",
     "closed_class",
     "long_run_tables",
     "run_derivative",
@@ -80,6 +88,18 @@ _MAX_MEMBERS = 32  # alternations with more members are left as they are (and no
 _MIN_JUMP = 4  # runs of one byte this long or longer are read in one run_derivative
 _MAX_CLOSURE = 8  # states reached by a class's bytes looked at before walking the whole trie
 _MAX_CLASS_TABLES = 4  # classes with tables per vocabulary (a trie of up to its size each)
+
+
+def _byte_mask(chars: bytes) -> int:
+    return sum(1 << b for b in set(chars))
+
+
+_LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+# the classes tables are built for, widest first (a state whose closed class holds one uses
+# its table): a domain label's (what e-mails, URIs and identifiers hold too), then letters
+# ([A-Za-z0-9] would be a second copy: 88,518 of the label's 88,548 tokens on a 150k BPE)
+TABLE_CLASSES = (_byte_mask(_LETTERS + b"0123456789-"), _byte_mask(_LETTERS))
+MIN_CLASS_SHARE = 0.5  # tables serve other states where this share of tokens is in the first
 _LOCK = threading.Lock()
 
 
@@ -204,6 +224,24 @@ def class_tables(vocab, byte_mask: int) -> tuple[TokenTrie, np.ndarray, np.ndarr
         return tables.setdefault(byte_mask, out)
 
 
+def class_tables_pay(vocab) -> bool:
+    """True when the allowable non-empty tokens of the first ``TABLE_CLASSES`` class alone
+    are at least ``MIN_CLASS_SHARE`` of the vocabulary (a 150k BPE's 59%; SmolLM2's 32%,
+    where its others' trie keeps 72% of the nodes and the closure costs more than the walk
+    saves): then states other than a count's canonical one try the tables
+    (``TokenIndex._walk_by_class``). Cached per vocabulary. Raises: never.
+    """
+    hit = vocab.__dict__.get("_count_class_pay")
+    if hit is None:
+        _, _, lengths = _flat_tokens(vocab)
+        inside = run_lengths(vocab, TABLE_CLASSES[0]) == lengths
+        inside &= (lengths > 0) & ~vocab.index_tables[0]
+        hit = vocab.__dict__["_count_class_pay"] = bool(
+            inside.sum() >= MIN_CLASS_SHARE * vocab.vocab_size
+        )
+    return hit
+
+
 def closed_class(dfa, state: int, byte_mask: int) -> tuple[int, int]:
     """``(B, F)``: a subset ``B`` of ``byte_mask``'s bytes (a 256-bit mask) and the bytes
     ``F`` of ``B`` that ``state`` does not die on, such that every state ``dfa`` (a
@@ -246,26 +284,31 @@ def closed_class(dfa, state: int, byte_mask: int) -> tuple[int, int]:
             return sum(1 << b for b in inside.tolist()), sum(1 << b for b in first.tolist())
 
 
-def walk_class(vocab, dfa, state: int, byte_mask: int) -> np.ndarray | None:
+def walk_class(vocab, dfa, state: int, byte_mask: int, own: bool = True) -> np.ndarray | None:
     """The packed int32 ``[words]`` mask of the tokens live from ``state`` (a ``ByteDFA``
     state) as the tokens of the bytes of ``closed_class(dfa, state, byte_mask)``'s ``B``
     alone (live when their first byte is in ``F``: their mask from ``class_tables``, the
     others' ids cleared) and a walk over the trie of the others; None when ``B`` is empty
-    or ``_MAX_CLASS_TABLES`` other classes have tables (walk the whole trie). A canonical
-    state's class is the one its counts repeat (``[A-Za-z0-9-]`` of a domain label: 88k of
-    a 150k BPE's tokens lie in it). Exact: the trie walk marks a token live when every step
-    along it is, the same steps. Raises: ``GrammarTooComplexError`` when a row exceeds a
-    budget.
+    or has no table (``_table_class``; ``own`` False: none is built for a class outside
+    ``TABLE_CLASSES``): walk the whole trie. Any class ``C`` within ``B`` does for ``B``
+    (every token of ``C``'s bytes alone is one of ``B``'s; the tokens with a byte outside
+    ``C`` are walked), so a table of ``TABLE_CLASSES`` serves every state whose ``B`` holds
+    it. A canonical state's class is the one its counts repeat (``[A-Za-z0-9-]`` of a
+    domain label: 88k of a 150k BPE's tokens lie in it); another state's, the bytes of a
+    table class it lives on (``TokenIndex._walk_by_class``: an e-mail's local part, a
+    URI's scheme, authority, host and path). Exact: the trie walk marks a token live when
+    every step along it is, the same steps. Raises: ``GrammarTooComplexError`` when a row
+    exceeds a budget.
     """
     closed, first = closed_class(dfa, state, byte_mask)
     if not closed:
         return None
-    known = vocab.__dict__.get("_count_class", {})
-    if closed not in known and len(known) >= _MAX_CLASS_TABLES:
+    table = _table_class(vocab, closed, own)
+    if table is None:
         return None
-    trie, inside, ids, offsets = class_tables(vocab, closed)
+    trie, inside, ids, offsets = class_tables(vocab, table)
     mask = inside.copy()
-    dead = closed & ~first
+    dead = table & ~first
     if dead:  # the tokens of the class that start with a byte state dies on
         runs = []
         while dead:
@@ -278,6 +321,22 @@ def walk_class(vocab, dfa, state: int, byte_mask: int) -> np.ndarray | None:
             np.bitwise_and.at(mask.view(np.uint32), cut >> 5, ~bits)
     trie.walk(dfa, state, None, mask)
     return mask
+
+
+def _table_class(vocab, closed: int, own: bool) -> int | None:
+    """The class whose table serves a state with closed class ``closed`` (``walk_class``):
+    the widest of ``TABLE_CLASSES`` within it, else (with ``own``) ``closed`` itself, while
+    fewer than ``_MAX_CLASS_TABLES`` classes have tables (else the widest class with a table
+    within it); None when there is none (walk the whole trie).
+    """
+    known = vocab.__dict__.get("_count_class", {})
+    want = next((c for c in TABLE_CLASSES if not c & ~closed), closed if own else None)
+    if want is None:
+        return None
+    if want in known or len(known) < _MAX_CLASS_TABLES:
+        return want
+    within = [c for c in known if not c & ~closed]
+    return max(within, key=int.bit_count) if within else None
 
 
 def run_derivative(arena, t: int, b: int, m: int) -> int | None:

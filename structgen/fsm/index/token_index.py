@@ -32,7 +32,14 @@ import numpy as np
 from ...lru import LRUCache
 from ..regex.dfa import ByteDFA
 from ..regex.terms import ALT
-from .count_masks import CountView, long_run_tables, walk_class, walk_steps
+from .count_masks import (
+    TABLE_CLASSES,
+    CountView,
+    class_tables_pay,
+    long_run_tables,
+    walk_class,
+    walk_steps,
+)
 from .lexical_masks import split_key
 from .masks import row_form
 from .trie import build_row, set_bits, walk_bytes
@@ -42,6 +49,7 @@ __all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
 
 MAX_CACHE_BYTES = 256 << 20
 MAX_STEP_MEMO = 1 << 16  # memoised (state, token) steps per index (~10 MB at most)
+MIN_CLASS_BYTES = 32  # a state tries a table class when it may start with this many of it
 _DIGITS = tuple(range(0x30, 0x3A))  # bytes of a wildcard marker's ids
 _SEPARATORS = (ord(","), ord("-"))  # between ids, inside a range of ids
 _ID_BYTES = (*_DIGITS, *_SEPARATORS)
@@ -228,7 +236,9 @@ class TokenIndex:
             mask = part.copy()
             exit_trie.walk(self.dfa, state, None, mask)
             return mask
-        mask = self._walk_whole(state, None)
+        mask = self._walk_by_class(state)
+        if mask is None:
+            mask = self._walk_whole(state, None)
         lex.put(key, mask & ~holds)
         return mask
 
@@ -295,6 +305,32 @@ class TokenIndex:
         if long_trie.num_nodes:
             walk_steps(long_trie, self.dfa, state, mask)
         return mask
+
+    def _walk_by_class(self, state: int) -> np.ndarray | None:
+        """The mask of a regex state by ``count_masks.walk_class`` over the bytes of a
+        ``TABLE_CLASSES`` class it may start with (each class widest first, when it may
+        start with ``MIN_CLASS_BYTES`` or more of them: an e-mail's local part, a URI's
+        scheme, authority, host and path; the class's tokens are live without a walk when
+        their closure is), on a vocabulary where the tables pay (``class_tables_pay``);
+        None when none answers (walk the whole trie). No table is built for another class.
+        Raises: ``GrammarTooComplexError`` when a row exceeds a budget.
+        """
+        if self._counts is None:  # regex automata only (rows of their own states)
+            return None
+        dfa = self.dfa
+        starts = dfa.arena.first[dfa.term(state)]
+        tried = 0
+        for table in TABLE_CLASSES:
+            byte_mask = starts & table
+            if byte_mask == tried or byte_mask.bit_count() < MIN_CLASS_BYTES:
+                continue
+            if not class_tables_pay(self.vocab):
+                return None
+            tried = byte_mask
+            mask = walk_class(self.vocab, dfa, state, byte_mask, own=False)
+            if mask is not None:
+                return mask
+        return None
 
     def _walk_whole(self, state: int, nxt: np.ndarray | None) -> np.ndarray:
         """The whole trie walked from ``state`` (a regex state's row built whole first: the
@@ -371,6 +407,8 @@ class TokenIndex:
             mask = self._walk_split(state)
             if mask is None and not self._keys_own:  # (_walk_alt's own first test)
                 mask = self._walk_alt(state)
+        if mask is None and nxt is None:
+            mask = self._walk_by_class(state)
         if mask is None:
             mask = self._walk_whole(state, nxt)
         if self._reads_wildcards:

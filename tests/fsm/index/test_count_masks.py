@@ -19,6 +19,7 @@ import pytest
 
 from structgen.fsm import Vocabulary, clear_cache, compile_json_schema, compile_regex
 from structgen.fsm.index.count_masks import (
+    TABLE_CLASSES,
     CountView,
     closed_class,
     long_run_tables,
@@ -331,3 +332,123 @@ def test_formats_counts_on_real_vocabularies(which, request) -> None:
     clear_cache()
     g = compile_json_schema(_FORMATS, real, strict=False)
     assert _canonical_masks_by_class(g, real, prefixes) >= least
+
+
+def _spy_by_class(monkeypatch) -> list[bool]:
+    """Record, per call of ``TokenIndex._walk_by_class``, whether it answered."""
+    from structgen.fsm.index.token_index import TokenIndex
+
+    seen: list[bool] = []
+    plain = TokenIndex._walk_by_class
+
+    def spy(self, state):
+        mask = plain(self, state)
+        seen.append(mask is not None)
+        return mask
+
+    monkeypatch.setattr(TokenIndex, "_walk_by_class", spy)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "pattern, prefixes, answers",
+    [
+        # an e-mail's local part: lives on [A-Za-z0-9-] and more, loops on them
+        (
+            r"[A-Za-z0-9_%+-]+(?:\.[A-Za-z0-9_%+-]+)*@[a-z]+\.[a-z]{2,6}!",
+            [b"", b"ab", b"ab.", b"a-b", b"ab@", b"ab@x."],
+            True,
+        ),
+        # a URI's scheme (letters first: the [A-Za-z] table), authority and path
+        (
+            r"[A-Za-z][A-Za-z0-9+.-]*://(?:[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-F]{2})*"
+            r"(?:/[A-Za-z0-9._~-]*)*!",
+            [b"", b"ab", b"ab://", b"ab://x%", b"ab://x%4", b"ab://xy/", b"ab://xy/a.b"],
+            True,
+        ),
+        # a class state whose closure dies (3 bytes, then `-`): the whole trie is walked
+        (r"[A-Za-z0-9]{3}(?:-[a-z0-9]+)*!", [b"", b"a", b"ab"], False),
+    ],
+)
+def test_masks_by_table_class_equal_brute_force(
+    vocab, monkeypatch, pattern, prefixes, answers
+) -> None:
+    """A regex state's first mask by a table class it lives on (``_walk_by_class``)
+    equals brute force; it answers for the states whose closure over the class is live,
+    and not for the one whose closure dies."""
+    vocab.__dict__["_count_class_pay"] = True  # its share of class tokens is under half
+    seen = _spy_by_class(monkeypatch)
+    g = compile_regex(pattern, vocab)
+    for p in prefixes:
+        _check(g, vocab, p)
+    assert seen, "never tried"
+    assert any(seen) == answers, seen
+
+
+def test_table_class_choice(vocab) -> None:
+    """The widest ``TABLE_CLASSES`` class within a closed class serves it; another class
+    gets a table only with ``own`` and while fewer than ``_MAX_CLASS_TABLES`` have one,
+    else the widest class with a table within it."""
+    from structgen.fsm.index import count_masks as cm
+
+    label, letters = TABLE_CLASSES
+    vocab.__dict__.pop("_count_class", None)
+    assert cm._table_class(vocab, label | _class_mask(b"._%"), False) == label
+    assert cm._table_class(vocab, letters | _class_mask(b"0"), False) == letters
+    assert cm._table_class(vocab, _class_mask(b"abc"), False) is None
+    assert cm._table_class(vocab, _class_mask(b"abc"), True) == _class_mask(b"abc")
+    for c in (_class_mask(b"ab"), _class_mask(b"xy"), letters, _class_mask(b"019")):
+        cm.class_tables(vocab, c)
+    assert cm._table_class(vocab, _class_mask(b"abc"), True) == _class_mask(b"ab")
+    assert cm._table_class(vocab, label, False) == letters  # full: the widest within
+    assert cm._table_class(vocab, _class_mask(b"cz"), True) is None
+
+
+def test_class_tables_pay_by_share(vocab) -> None:
+    """``class_tables_pay`` against the share of tokens of the label class alone, counted
+    token by token (the synthetic vocabulary's is under half; made over half, it pays)."""
+    from structgen.fsm.index import count_masks as cm
+
+    label = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
+    never = vocab.index_tables[0]
+    share = (
+        sum(bool(t) and not never[i] and set(t) <= label for i, t in enumerate(vocab.token_bytes))
+        / vocab.vocab_size
+    )
+    assert cm.class_tables_pay(vocab) == (share >= cm.MIN_CLASS_SHARE)
+    assert not cm.class_tables_pay(vocab)
+    words = [b"<eos>"] + [bytes([97 + i % 26]) * (1 + i // 26) for i in range(300)]
+    words += [b"x!" * (1 + i) for i in range(200)]
+    assert cm.class_tables_pay(Vocabulary(words, eos_token_ids=[0]))
+    more = words + [b"y!" * (1 + i) for i in range(150)]  # 300 of 651: under half
+    assert not cm.class_tables_pay(Vocabulary(more, eos_token_ids=[0]))
+
+
+_URI_PREFIXES = (
+    b'{"email":"',
+    b'{"email":"a.b',
+    b'{"email":"a@b.c","homepage":"',
+    b'{"email":"a@b.c","homepage":"https',
+    b'{"email":"a@b.c","homepage":"https://',
+    b'{"email":"a@b.c","homepage":"https://example',
+    b'{"email":"a@b.c","homepage":"https://example.org/',
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["smollm2", "bpe150k"])
+def test_formats_by_table_class_on_real_vocabularies(which, request, monkeypatch) -> None:
+    """An e-mail's local part and a URI's scheme, authority, host and path on both bench
+    tokenizers: masks equal brute force, most of them by a table class on the 150k BPE,
+    none on SmolLM2 (its tables do not pay: ``class_tables_pay``)."""
+    if which == "smollm2":
+        real, prefixes, least = request.getfixturevalue("smollm2_vocab"), _URI_PREFIXES, 0
+    else:  # three of them (150k tokens walked in Python per prefix: seconds)
+        real, prefixes, least = _bpe150k_vocab(), _URI_PREFIXES[::3], 3
+    clear_cache()
+    real.lexical_masks.clear()
+    seen = _spy_by_class(monkeypatch)
+    g = compile_json_schema(_FORMATS, real, strict=False)
+    for p in prefixes:
+        _check(g, real, p)
+    assert sum(seen) >= least if least else not any(seen), seen

@@ -9,8 +9,13 @@ sequences (one token each) timed round-robin over the dtypes (rounds interleaved
 Perplexity: ``Engine(kv_cache_dtype=...)`` prompt log-probabilities of a prefix of
 ``benchmarks/data/quality/public_domain_en.txt`` (``bench_quality.engine_logprobs``).
 
+Greedy agreement: ``--greedy-prompts`` consecutive 200-token passages of that text
+continued by ``--greedy-tokens`` greedy tokens with each cache dtype; per
+dtype, the tokens equal to the float32 cache's up to each request's first difference, and the
+requests whose whole continuation is equal.
+
     PYTHONPATH=.:benchmarks OMP_NUM_THREADS=2 nice -n 10 python benchmarks/bench_kv_cache_dtype.py \
-        [--context 450] [--rounds 5] [--ppl-tokens 1024]
+        [--context 450] [--rounds 5] [--ppl-tokens 1024] [--greedy-prompts 8 --greedy-tokens 64]
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import time
 
 import torch
 
-from structgen import Engine
+from structgen import Engine, SamplingParams
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -53,6 +58,8 @@ def main() -> None:
     ap.add_argument("--ppl-tokens", type=int, default=1024)
     ap.add_argument("--rows", default="1,8,64")
     ap.add_argument("--skip-ppl", action="store_true")
+    ap.add_argument("--greedy-prompts", type=int, default=0, help="0: no greedy agreement")
+    ap.add_argument("--greedy-tokens", type=int, default=64)
     args = ap.parse_args()
     rows_list = [int(r) for r in args.rows.split(",")]
     n = max(rows_list)
@@ -90,10 +97,13 @@ def main() -> None:
             + f" | {med['float32'] / med['bfloat16']:.3f} | {med['float32'] / med['float16']:.3f} |"
         )
 
+    a = engines["float32"]
+    all_ids = a.tokenizer(TEXT.read_text(), add_special_tokens=False).input_ids
+    if args.greedy_prompts:
+        _greedy_agreement(engines, all_ids, args)
     if args.skip_ppl:
         return
-    a = engines["float32"]
-    ids = a.tokenizer(TEXT.read_text(), add_special_tokens=False).input_ids[: args.ppl_tokens]
+    ids = all_ids[: args.ppl_tokens]
     chunks = chunk_ids(ids, 512)
     lps = {k: engine_logprobs(e, chunks) for k, e in engines.items()}
     ref = nll(lps["float32"])
@@ -104,6 +114,35 @@ def main() -> None:
         v = nll(lp)
         d = float((lp - lps["float32"]).abs().mean())
         print(f"| {k} | {v:.5f} | {math.exp(v):.4f} | {math.exp(v - ref):.5f} | {d:.5f} |")
+
+
+def _greedy_agreement(engines: dict, ids: list[int], args) -> None:
+    """Greedy continuations of real passages with each cache dtype against the float32 cache's."""
+    prompts = [ids[i * 200 : (i + 1) * 200] for i in range(args.greedy_prompts)]
+    assert all(len(p) == 200 for p in prompts), "text too short for --greedy-prompts"
+    params = SamplingParams(max_tokens=args.greedy_tokens, temperature=0.0, ignore_eos=True)
+    outs = {k: [o.token_ids for o in e.generate(prompts, params)] for k, e in engines.items()}
+    total = args.greedy_prompts * args.greedy_tokens
+    print(
+        f"\ngreedy agreement with the float32 cache, {args.greedy_prompts} passages x "
+        f"{args.greedy_tokens} tokens\n"
+    )
+    print(
+        "| KV cache | tokens equal up to the first difference | equal continuations | "
+        "first differences at |"
+    )
+    print("|---|---|---|---|")
+    for k, got in outs.items():
+        prefix = []
+        for a, b in zip(got, outs["float32"]):
+            n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            prefix.append(n)
+        full = sum(a == b for a, b in zip(got, outs["float32"]))
+        diffs = sorted(n for n in prefix if n < args.greedy_tokens)
+        print(
+            f"| {k} | {sum(prefix)}/{total} ({sum(prefix) / total:.3f}) | "
+            f"{full}/{args.greedy_prompts} | {diffs or '-'} |"
+        )
 
 
 if __name__ == "__main__":

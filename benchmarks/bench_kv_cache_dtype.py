@@ -14,8 +14,15 @@ continued by ``--greedy-tokens`` greedy tokens with each cache dtype; per
 dtype, the tokens equal to the float32 cache's up to each request's first difference, and the
 requests whose whole continuation is equal.
 
+Workload (``--workload-requests N``, alone with ``--rows 0``): ``bench_runtime.py --workloads 1``'s
+N requests (same seed: prompts U[100, 800] tokens, outputs U[50, 300]) through
+``Engine(dtype="float32", kv_cache_dtype=...)``, ``--workload-repeats`` runs of each dtype
+interleaved (``bench_runtime.alternate_runs``, prefix cache flushed before each): output tokens
+per second (medians) and the calling thread's CPU seconds per run.
+
     PYTHONPATH=.:benchmarks OMP_NUM_THREADS=2 nice -n 10 python benchmarks/bench_kv_cache_dtype.py \
         [--context 450] [--rounds 5] [--ppl-tokens 1024] [--greedy-prompts 8 --greedy-tokens 64]
+        [--workload-requests 8 --workload-repeats 3]
 """
 
 from __future__ import annotations
@@ -60,9 +67,22 @@ def main() -> None:
     ap.add_argument("--skip-ppl", action="store_true")
     ap.add_argument("--greedy-prompts", type=int, default=0, help="0: no greedy agreement")
     ap.add_argument("--greedy-tokens", type=int, default=64)
+    ap.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="decode steps in the calling thread's CPU time, not wall time (a loaded machine; "
+        "with OMP_NUM_THREADS=1 it is all of the step's work)",
+    )
+    ap.add_argument("--workload-requests", type=int, default=0, help="0: no workload run")
+    ap.add_argument("--workload-repeats", type=int, default=3)
     args = ap.parse_args()
-    rows_list = [int(r) for r in args.rows.split(",")]
+    rows_list = [int(r) for r in args.rows.split(",") if int(r) > 0]
+    if args.workload_requests:
+        _workload(args.workload_requests, args.workload_repeats)
+    if not rows_list:
+        return
     n = max(rows_list)
+    clock = time.thread_time if args.cpu_time else time.perf_counter
 
     kw = dict(max_kv_tokens=1024, max_running_requests=1, prefix_cache=False)
     engines = {name: Engine(kv_cache_dtype=name, **kw) for name in DTYPES}
@@ -80,11 +100,12 @@ def main() -> None:
             for k, s in seqs.items():
                 tok = {i: [7 + i] for i in range(r)}
                 for _ in range(args.per_round):
-                    t = time.perf_counter()
+                    t = clock()
                     s.step(tok)
-                    times[k, r].append((time.perf_counter() - t) * 1e3)
+                    times[k, r].append((clock() - t) * 1e3)
     print(
-        f"\ncontext {args.context}, torch threads {torch.get_num_threads()}, medians of "
+        f"\ncontext {args.context}, torch threads {torch.get_num_threads()}, "
+        f"{'thread CPU' if args.cpu_time else 'wall'} ms, medians of "
         f"{args.rounds * args.per_round} steps (rounds interleaved)\n"
     )
     print("| rows | " + " | ".join(f"{k} ms" for k in DTYPES) + " | f32/bf16 | f32/f16 |")
@@ -114,6 +135,58 @@ def main() -> None:
         v = nll(lp)
         d = float((lp - lps["float32"]).abs().mean())
         print(f"| {k} | {v:.5f} | {math.exp(v):.4f} | {math.exp(v - ref):.5f} | {d:.5f} |")
+
+
+def _workload(n: int, repeats: int) -> None:
+    """bench_runtime's workload 1 (n requests) with each cache dtype, runs interleaved."""
+    import random
+
+    from bench_runtime import _random_prompt_ids, alternate_runs
+
+    engines = {k: Engine(dtype="float32", kv_cache_dtype=k) for k in DTYPES}
+    rng = random.Random(0)
+    any_engine = engines["float32"]
+    prompts = [_random_prompt_ids(any_engine, rng, rng.randint(100, 800)) for _ in range(n)]
+    outs = [rng.randint(50, 300) for _ in range(n)]
+    params = [SamplingParams(max_tokens=m, temperature=0.0, ignore_eos=True) for m in outs]
+    cpu: dict[str, list[float]] = {k: [] for k in DTYPES}
+    tokens: dict[str, list[list[int]]] = {}
+
+    def run(k: str):
+        def one() -> float:
+            e = engines[k]
+            e.flush_cache()
+            t0, c0 = time.perf_counter(), time.thread_time()
+            res = e.generate(prompts, params)
+            dt, cpu_s = time.perf_counter() - t0, time.thread_time() - c0
+            cpu[k].append(cpu_s)
+            tokens.setdefault(k, [r.token_ids for r in res])
+            return sum(len(r.token_ids) for r in res) / dt
+
+        return one
+
+    for e in engines.values():  # first-use costs (page zeroing, pool growth) out of the runs
+        e.generate(prompts[:1], SamplingParams(max_tokens=2, temperature=0.0))
+    rates = alternate_runs({k: run(k) for k in DTYPES}, repeats)
+    base = statistics.median(rates["float32"])
+    cpu32 = statistics.median(cpu["float32"])
+    print(
+        f"\nworkload 1, {n} requests, {sum(outs)} output tokens, {repeats} runs each interleaved\n"
+    )
+    print(
+        "| KV cache | tok/s (median) | / float32 | thread CPU s (median) | float32 / this | "
+        "greedy tokens equal to float32's |"
+    )
+    print("|---|---|---|---|---|---|")
+    for k in DTYPES:
+        r, c = statistics.median(rates[k]), statistics.median(cpu[k])
+        same = sum(
+            next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), len(a))
+            for a, b in zip(tokens[k], tokens["float32"])
+        )
+        print(
+            f"| {k} | {r:.1f} | {r / base:.3f} | {c:.2f} | {cpu32 / c:.3f} | {same}/{sum(outs)} |"
+        )
 
 
 def _greedy_agreement(engines: dict, ids: list[int], args) -> None:

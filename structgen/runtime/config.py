@@ -115,10 +115,10 @@ class EngineConfig:
             to the compute dtype when read (attention math stays in float32 accumulation);
             a 16-bit cache halves the memory per token and the bytes attention reads. On CPU
             the C kernels read and write fp32, bf16 and fp16 caches (fp16 widened with F16C).
-            Measured (SmolLM2-135M Q4_1, int8 activations, context 450, one process): a
-            bfloat16 cache makes decode steps 1.05x (1 row) and 1.19x (8 rows) faster than
-            float32, perplexity +0.04% (512 tokens); ``"auto"`` still means the compute dtype
-            (not switched yet: 64-row timing and the extraction check are pending).
+            Every cache dtype rounds per element, so greedy output does not depend on batch
+            composition with any of them; ``"auto"`` is the compute dtype (float32 on CPU,
+            exact against the float32 reference) because the 16-bit caches, though faster
+            to read, change some greedy outputs (benchmarks/RESULTS.md, "Session 24, d8").
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
         max_kv_tokens: KV cache capacity in tokens (rounded up to whole pages); None = on
             CPU ``min(max_model_len * max_running_requests, kv_memory_fraction * available

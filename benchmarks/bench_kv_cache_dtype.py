@@ -9,8 +9,20 @@ sequences (one token each) timed round-robin over the dtypes (rounds interleaved
 Perplexity: ``Engine(kv_cache_dtype=...)`` prompt log-probabilities of a prefix of
 ``benchmarks/data/quality/public_domain_en.txt`` (``bench_quality.engine_logprobs``).
 
+Greedy agreement: ``--greedy-prompts`` consecutive 200-token passages of that text
+continued by ``--greedy-tokens`` greedy tokens with each cache dtype; per
+dtype, the tokens equal to the float32 cache's up to each request's first difference, and the
+requests whose whole continuation is equal.
+
+Workload (``--workload-requests N``, alone with ``--rows 0``): ``bench_runtime.py --workloads 1``'s
+N requests (same seed: prompts U[100, 800] tokens, outputs U[50, 300]) through
+``Engine(dtype="float32", kv_cache_dtype=...)``, ``--workload-repeats`` runs of each dtype
+interleaved (``bench_runtime.alternate_runs``, prefix cache flushed before each): output tokens
+per second (medians) and the calling thread's CPU seconds per run.
+
     PYTHONPATH=.:benchmarks OMP_NUM_THREADS=2 nice -n 10 python benchmarks/bench_kv_cache_dtype.py \
-        [--context 450] [--rounds 5] [--ppl-tokens 1024]
+        [--context 450] [--rounds 5] [--ppl-tokens 1024] [--greedy-prompts 8 --greedy-tokens 64]
+        [--workload-requests 8 --workload-repeats 3]
 """
 
 from __future__ import annotations
@@ -23,7 +35,7 @@ import time
 
 import torch
 
-from structgen import Engine
+from structgen import Engine, SamplingParams
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -53,9 +65,24 @@ def main() -> None:
     ap.add_argument("--ppl-tokens", type=int, default=1024)
     ap.add_argument("--rows", default="1,8,64")
     ap.add_argument("--skip-ppl", action="store_true")
+    ap.add_argument("--greedy-prompts", type=int, default=0, help="0: no greedy agreement")
+    ap.add_argument("--greedy-tokens", type=int, default=64)
+    ap.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="decode steps in the calling thread's CPU time, not wall time (a loaded machine; "
+        "with OMP_NUM_THREADS=1 it is all of the step's work)",
+    )
+    ap.add_argument("--workload-requests", type=int, default=0, help="0: no workload run")
+    ap.add_argument("--workload-repeats", type=int, default=3)
     args = ap.parse_args()
-    rows_list = [int(r) for r in args.rows.split(",")]
+    rows_list = [int(r) for r in args.rows.split(",") if int(r) > 0]
+    if args.workload_requests:
+        _workload(args.workload_requests, args.workload_repeats)
+    if not rows_list:
+        return
     n = max(rows_list)
+    clock = time.thread_time if args.cpu_time else time.perf_counter
 
     kw = dict(max_kv_tokens=1024, max_running_requests=1, prefix_cache=False)
     engines = {name: Engine(kv_cache_dtype=name, **kw) for name in DTYPES}
@@ -73,11 +100,12 @@ def main() -> None:
             for k, s in seqs.items():
                 tok = {i: [7 + i] for i in range(r)}
                 for _ in range(args.per_round):
-                    t = time.perf_counter()
+                    t = clock()
                     s.step(tok)
-                    times[k, r].append((time.perf_counter() - t) * 1e3)
+                    times[k, r].append((clock() - t) * 1e3)
     print(
-        f"\ncontext {args.context}, torch threads {torch.get_num_threads()}, medians of "
+        f"\ncontext {args.context}, torch threads {torch.get_num_threads()}, "
+        f"{'thread CPU' if args.cpu_time else 'wall'} ms, medians of "
         f"{args.rounds * args.per_round} steps (rounds interleaved)\n"
     )
     print("| rows | " + " | ".join(f"{k} ms" for k in DTYPES) + " | f32/bf16 | f32/f16 |")
@@ -90,10 +118,13 @@ def main() -> None:
             + f" | {med['float32'] / med['bfloat16']:.3f} | {med['float32'] / med['float16']:.3f} |"
         )
 
+    a = engines["float32"]
+    all_ids = a.tokenizer(TEXT.read_text(), add_special_tokens=False).input_ids
+    if args.greedy_prompts:
+        _greedy_agreement(engines, all_ids, args)
     if args.skip_ppl:
         return
-    a = engines["float32"]
-    ids = a.tokenizer(TEXT.read_text(), add_special_tokens=False).input_ids[: args.ppl_tokens]
+    ids = all_ids[: args.ppl_tokens]
     chunks = chunk_ids(ids, 512)
     lps = {k: engine_logprobs(e, chunks) for k, e in engines.items()}
     ref = nll(lps["float32"])
@@ -104,6 +135,87 @@ def main() -> None:
         v = nll(lp)
         d = float((lp - lps["float32"]).abs().mean())
         print(f"| {k} | {v:.5f} | {math.exp(v):.4f} | {math.exp(v - ref):.5f} | {d:.5f} |")
+
+
+def _workload(n: int, repeats: int) -> None:
+    """bench_runtime's workload 1 (n requests) with each cache dtype, runs interleaved."""
+    import random
+
+    from bench_runtime import _random_prompt_ids, alternate_runs
+
+    engines = {k: Engine(dtype="float32", kv_cache_dtype=k) for k in DTYPES}
+    rng = random.Random(0)
+    any_engine = engines["float32"]
+    prompts = [_random_prompt_ids(any_engine, rng, rng.randint(100, 800)) for _ in range(n)]
+    outs = [rng.randint(50, 300) for _ in range(n)]
+    params = [SamplingParams(max_tokens=m, temperature=0.0, ignore_eos=True) for m in outs]
+    cpu: dict[str, list[float]] = {k: [] for k in DTYPES}
+    tokens: dict[str, list[list[int]]] = {}
+
+    def run(k: str):
+        def one() -> float:
+            e = engines[k]
+            e.flush_cache()
+            t0, c0 = time.perf_counter(), time.thread_time()
+            res = e.generate(prompts, params)
+            dt, cpu_s = time.perf_counter() - t0, time.thread_time() - c0
+            cpu[k].append(cpu_s)
+            tokens.setdefault(k, [r.token_ids for r in res])
+            return sum(len(r.token_ids) for r in res) / dt
+
+        return one
+
+    for e in engines.values():  # first-use costs (page zeroing, pool growth) out of the runs
+        e.generate(prompts[:1], SamplingParams(max_tokens=2, temperature=0.0))
+    rates = alternate_runs({k: run(k) for k in DTYPES}, repeats)
+    base = statistics.median(rates["float32"])
+    cpu32 = statistics.median(cpu["float32"])
+    print(
+        f"\nworkload 1, {n} requests, {sum(outs)} output tokens, {repeats} runs each interleaved\n"
+    )
+    print(
+        "| KV cache | tok/s (median) | / float32 | thread CPU s (median) | float32 / this | "
+        "greedy tokens equal to float32's |"
+    )
+    print("|---|---|---|---|---|---|")
+    for k in DTYPES:
+        r, c = statistics.median(rates[k]), statistics.median(cpu[k])
+        same = sum(
+            next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), len(a))
+            for a, b in zip(tokens[k], tokens["float32"])
+        )
+        print(
+            f"| {k} | {r:.1f} | {r / base:.3f} | {c:.2f} | {cpu32 / c:.3f} | {same}/{sum(outs)} |"
+        )
+
+
+def _greedy_agreement(engines: dict, ids: list[int], args) -> None:
+    """Greedy continuations of real passages with each cache dtype against the float32 cache's."""
+    prompts = [ids[i * 200 : (i + 1) * 200] for i in range(args.greedy_prompts)]
+    assert all(len(p) == 200 for p in prompts), "text too short for --greedy-prompts"
+    params = SamplingParams(max_tokens=args.greedy_tokens, temperature=0.0, ignore_eos=True)
+    outs = {k: [o.token_ids for o in e.generate(prompts, params)] for k, e in engines.items()}
+    total = args.greedy_prompts * args.greedy_tokens
+    print(
+        f"\ngreedy agreement with the float32 cache, {args.greedy_prompts} passages x "
+        f"{args.greedy_tokens} tokens\n"
+    )
+    print(
+        "| KV cache | tokens equal up to the first difference | equal continuations | "
+        "first differences at |"
+    )
+    print("|---|---|---|---|")
+    for k, got in outs.items():
+        prefix = []
+        for a, b in zip(got, outs["float32"]):
+            n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            prefix.append(n)
+        full = sum(a == b for a, b in zip(got, outs["float32"]))
+        diffs = sorted(n for n in prefix if n < args.greedy_tokens)
+        print(
+            f"| {k} | {sum(prefix)}/{total} ({sum(prefix) / total:.3f}) | "
+            f"{full}/{args.greedy_prompts} | {diffs or '-'} |"
+        )
 
 
 if __name__ == "__main__":

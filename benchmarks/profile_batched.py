@@ -15,10 +15,15 @@ OpenMP region), because wall time on a shared machine measures the load, not the
    per mode, per document: forward passes, tokens computed (prompt chunks, sampled rows,
    forced jump-forward tokens, the scoring passes' requests), prefix-cache hits, and the
    calling thread's CPU in the forward, in sampling and masks, in the scoring passes and
-   in ``copy_constraint`` + compile; with ``--steps``, the batched call's steps.
+   in ``copy_constraint`` + compile; with ``--steps``, the batched call's steps;
+4. ``split`` (#21): workload 1's requests generated twice (the second run reported, the pool
+   already grown); the calling thread's CPU in the fused decode step, in each wrapped kernel
+   and in the rest (scheduler, batch metadata, plan checks, sampling, torch glue), per step.
+   With ``OMP_NUM_THREADS=1`` the calling thread does all of the work, so the split holds on a
+   loaded machine.
 
     PYTHONPATH=. OMP_NUM_THREADS=2 python benchmarks/profile_batched.py [--requests 8]
-        [--together 4] [--rounds 2] [--parts layout,prefill] [--docs 16 --batch1-docs 3]
+        [--together 4] [--rounds 2] [--parts layout,prefill,split] [--docs 16 --batch1-docs 3]
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_runtime import _random_prompt_ids  # noqa: E402
 
+import structgen.runtime.cpu.decode_step as decode_step  # noqa: E402
 import structgen.runtime.cpu.ops as cpu_ops  # noqa: E402
 import structgen.runtime.cpu.quant as quant  # noqa: E402
 from structgen import Engine, SamplingParams  # noqa: E402
@@ -54,6 +60,39 @@ def _wrap(module, name: str) -> None:
         return out
 
     setattr(module, name, timed)
+
+
+def split(engine: Engine, n: int) -> None:
+    """Print where a workload-1 run's calling-thread CPU goes: each wrapped kernel and the rest."""
+    rng = random.Random(0)  # bench_runtime.workload_throughput's draw
+    prompts = [_random_prompt_ids(engine, rng, rng.randint(100, 800)) for _ in range(n)]
+    outs = [rng.randint(50, 300) for _ in range(n)]
+    params = [SamplingParams(max_tokens=m, temperature=0.0, ignore_eos=True) for m in outs]
+    steps = [0]
+    step = engine.step
+
+    def counted():
+        steps[0] += 1
+        return step()
+
+    engine.step = counted
+    try:
+        for _ in range(2):  # the first run grows and zeroes the pool
+            engine.flush_cache()
+            CPU.clear()
+            steps[0] = 0
+            t0 = time.thread_time()
+            engine.generate(prompts, params)
+            total = time.thread_time() - t0
+    finally:
+        del engine.step
+    print(f"split: {n} requests, {sum(outs)} output tokens, {steps[0]} steps, calling thread CPU")
+    print("| part | s | share |\n|---|---|---|")
+    for name, s in sorted(CPU.items(), key=lambda kv: -kv[1]):
+        print(f"| {name} | {s:.2f} | {s / total:.1%} |")
+    rest = total - sum(CPU.values())
+    print(f"| rest ({rest / steps[0] * 1e3:.1f} ms / step) | {rest:.2f} | {rest / total:.1%} |")
+    print(f"| total | {total:.2f} | |")
 
 
 def layout(engine: Engine, n: int) -> None:
@@ -225,7 +264,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=8, help="workload 1's requests (layout)")
     ap.add_argument("--together", type=int, default=4, help="512-token prompts in one step")
     ap.add_argument("--rounds", type=int, default=2, help="prefill rounds, order alternating")
-    ap.add_argument("--parts", default="layout,prefill", help="of layout,prefill,extract")
+    ap.add_argument("--parts", default="layout,prefill", help="of layout,prefill,extract,split")
     ap.add_argument("--docs", type=int, default=16, help="cards in one extract (extract)")
     ap.add_argument("--batch1-docs", type=int, default=3, help="cards one at a time (extract)")
     ap.add_argument("--steps", action="store_true", help="the batched call's steps (extract)")
@@ -236,8 +275,9 @@ def main() -> None:
         help="rounds of the batched call unshared / shared scoring (extract)",
     )
     args = ap.parse_args()
-    for name in ("int4_mm", "int8_mm"):
+    for name in ("int4_mm", "int4t_mm", "int8_mm"):
         _wrap(quant, name)
+    _wrap(decode_step.DecodeStepPlan, "_launch")  # the fused decode step's C calls
     for name in ("add_rms_norm", "rope_store_kv", "paged_attention", "silu_mul"):
         _wrap(cpu_ops, name)
     engine = Engine(dtype="float32")
@@ -249,6 +289,8 @@ def main() -> None:
         prefill(engine, args.together, args.rounds)
     if "extract" in parts:
         extract(engine, args.docs, args.batch1_docs, args.steps, args.ab_shared)
+    if "split" in parts:
+        split(engine, args.requests)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ static PyObject *py_rope_store_kv(PyObject *self, PyObject *const *args, Py_ssiz
 }
 
 /* paged_attention(q, qs, kc, vc, pt, pt_stride, seq, pos, ps, T, H, KVH, d, scale, window, out,
- *                 dt, threads); dt = q/out dtype | KV cache dtype << 8 (0 fp32, 1 bf16), as for
+ *                 dt, threads); dt = q/out dtype | KV cache dtype << 8 (0 fp32, 1 bf16, 2 fp16 for the
+ *                 cache only), as for
  *                 rope_store_kv */
 static PyObject *py_paged_attention(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;

@@ -16,7 +16,8 @@
  *                  jump-forward, speculative verification): O(tokens x keys) work
  *   silu_mul       out = silu(gate) * up (gate and up may be two halves of one fused output)
  *
- * Dtypes: activations, norm weights and KV cache all fp32 (dt = 0) or all bf16 (dt = 1);
+ * Dtypes: activations, norm weights and KV cache all fp32 (dt = 0) or all bf16 (dt = 1), or a KV
+ * cache of its own dtype (kdt: fp32, bf16 or fp16 = 2; rounded on store, widened on load);
  * math in fp32. In bf16 the intermediate roundings follow transformers' order where it
  * rounds (normed value before the weight product; silu before the product), elsewhere one
  * rounding at the end. Layouts are row-major with the row strides given (elements).
@@ -188,7 +189,7 @@ static inline void kv_offs(size_t *offs, const int64_t *pages, int ps, int KVH, 
  * each K vector loaded once for the GN heads. Every sum in one fixed order: 8 lanes along d
  * (FMA), then ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)). GN and kdt are constants where
  * it is inlined (12 accumulators + GN queries + 1 key: the 16 ymm registers). */
-__attribute__((target("avx2,fma"), always_inline)) static inline void qk_tile_avx2(
+__attribute__((target("avx2,fma,f16c"), always_inline)) static inline void qk_tile_avx2(
     const float *q, int GN, int d, const void *k, const size_t *offs, int kdt, float *sc, size_t n) {
     __m256 a[3][4], qv[3];
     for (int g = 0; g < GN; g++)
@@ -196,7 +197,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void qk_tile_av
     for (int i = 0; i < d; i += 8) {
         for (int g = 0; g < GN; g++) qv[g] = _mm256_loadu_ps(q + (size_t)g * d + i);
         for (int r = 0; r < 4; r++) {
-            __m256 kv = sg_load8(k, offs[r] + i, kdt);
+            __m256 kv = sg_load8_kv(k, offs[r] + i, kdt);
             for (int g = 0; g < GN; g++) a[g][r] = _mm256_fmadd_ps(qv[g], kv, a[g][r]);
         }
     }
@@ -209,7 +210,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void qk_tile_av
 /* acc[g * d + i] += sum_{r < nk} p[g * n + r] * v[offs[r] + i] for GN (<= 3) heads and
  * i in i0 .. i0 + 8 * IB (IB <= 4): each V vector loaded once for the GN heads; every element's
  * sum in key order r = 0, 1, .. (one FMA each), accumulated in registers. */
-__attribute__((target("avx2,fma"), always_inline)) static inline void pv_tile_avx2(
+__attribute__((target("avx2,fma,f16c"), always_inline)) static inline void pv_tile_avx2(
     float *acc, int GN, int IB, int d, int i0, const float *p, size_t n, const void *v,
     const size_t *offs, int nk, int kdt) {
     __m256 a[3][4], pv[3];
@@ -218,7 +219,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void pv_tile_av
     for (int r = 0; r < nk; r++) {
         for (int g = 0; g < GN; g++) pv[g] = _mm256_broadcast_ss(p + (size_t)g * n + r);
         for (int b = 0; b < IB; b++) {
-            __m256 vv = sg_load8(v, offs[r] + i0 + 8 * b, kdt);
+            __m256 vv = sg_load8_kv(v, offs[r] + i0 + 8 * b, kdt);
             for (int g = 0; g < GN; g++) a[g][b] = _mm256_fmadd_ps(pv[g], vv, a[g][b]);
         }
     }
@@ -230,7 +231,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void pv_tile_av
  * row r's first nb[r] * 8 keys, into sc[(r * G + g) * ns + ..]: keys in tiles of 4 (outer: each
  * tile's K rows come into L1 once for the R rows), heads in tiles of 3 (then 2 or 1). m: the
  * keys of the longest row (prefetched). Each score is qk_tile_avx2's whatever R. */
-__attribute__((target("avx2,fma"), always_inline)) static inline void qk_rows_avx2(
+__attribute__((target("avx2,fma,f16c"), always_inline)) static inline void qk_rows_avx2(
     const float *qv, int R, int G, int d, const void *k, const void *v, const size_t *offs,
     const int *nb, int m, int kdt, float *sc, size_t ns) {
     size_t row_bytes = (size_t)d * (kdt ? 2 : 4);
@@ -265,7 +266,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void qk_rows_av
  * times V rows offs[0 .. n[r]), d % 8 == 0: keys in blocks of 8 (outer: each block's V rows come
  * into L1 once for the R rows), heads in tiles of 3 (then 2 or 1), head dims in tiles of 32
  * (then 8); each element's sum the same FMA chain in key order whatever R and the block size */
-__attribute__((target("avx2,fma"), always_inline)) static inline void pv_rows_avx2(
+__attribute__((target("avx2,fma,f16c"), always_inline)) static inline void pv_rows_avx2(
     float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v,
     const size_t *offs, const int *n, int m, int kdt) {
     for (int j = 0; j < m; j += 8)
@@ -292,7 +293,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void pv_rows_av
 
 /* pv_tile_avx2 over 16 head dims per register: i in i0 .. i0 + 16 * IB (IB <= 4). Each element's
  * sum is the same chain of FMAs in key order, so the floats are pv_tile_avx2's. */
-__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void pv_tile_avx512(
+__attribute__((target("avx512f,avx2,fma,f16c"), always_inline)) static inline void pv_tile_avx512(
     float *acc, int GN, int IB, int d, int i0, const float *p, size_t n, const void *v,
     const size_t *offs, int nk, int kdt) {
     __m512 a[3][4], pv[3];
@@ -313,7 +314,7 @@ __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void pv
 
 /* pv_rows_avx2 for d % 16 == 0 on AVX-512: keys in blocks of PV_KEYS_512, head dims in tiles of
  * 64 (then 16); the same floats */
-__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void pv_rows_avx512(
+__attribute__((target("avx512f,avx2,fma,f16c"), always_inline)) static inline void pv_rows_avx512(
     float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v,
     const size_t *offs, const int *n, int m, int kdt) {
     for (int j = 0; j < m; j += PV_KEYS_512)
@@ -339,8 +340,10 @@ __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void pv
 }
 
 /* 8 key values at k[off .. off + 8) in both halves of a register (a load, no shuffle for fp32) */
-__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline __m512 sg_load8x2(
+__attribute__((target("avx512f,avx2,fma,f16c"), always_inline)) static inline __m512 sg_load8x2(
     const void *k, size_t off, int kdt) {
+    if (kdt == 2)
+        return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)((const uint16_t *)k + off))));
     if (kdt) {
         __m256i h = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)((const uint16_t *)k + off)));
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -354,7 +357,7 @@ __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline __m512 
  * every lane the same FMA chain as in qk_tile_avx2, then per half the same pairwise sums
  * (hadd's, emulated within each 128-bit lane by two shuffles and an add; low + high 128 bits).
  * Writes vector x's scores (x = 2 * p (+1)) to sc + x * ns where want[x]. */
-__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void qk_pairs_avx512(
+__attribute__((target("avx512f,avx2,fma,f16c"), always_inline)) static inline void qk_pairs_avx512(
     const float *qp, int PN, int d, const void *k, const size_t *offs, int kdt, float *sc,
     size_t ns, const unsigned char *want) {
     __m512 a[3][8], qv[3];
@@ -382,7 +385,7 @@ __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void qk
 /* qk_rows_avx2 on AVX-512 (the same floats): the R * G query vectors in pairs (qp: pair p at
  * qp + p * 2 * d, as qk_pairs_avx512 reads them; V = R * G vectors, an odd last one paired with a
  * copy of itself), pairs in tiles of 3, keys in tiles of 8 */
-__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void qk_rows_avx512(
+__attribute__((target("avx512f,avx2,fma,f16c"), always_inline)) static inline void qk_rows_avx512(
     const float *qp, int R, int G, int d, const void *k, const void *v, const size_t *offs,
     const int *nb, int m, int kdt, float *sc, size_t ns) {
     size_t row_bytes = (size_t)d * (kdt ? 2 : 4);
@@ -415,14 +418,18 @@ __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void qk
 }
 
 /* the AVX2 and AVX-512 passes of attend_rows, specialised for the cache dtype */
-__attribute__((target("avx2,fma"))) static void qk_rows_f32(const float *qv, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx2(qv, R, G, d, k, v, offs, nb, m, 0, sc, ns); }
-__attribute__((target("avx2,fma"))) static void qk_rows_bf16(const float *qv, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx2(qv, R, G, d, k, v, offs, nb, m, 1, sc, ns); }
-__attribute__((target("avx512f,avx2,fma"))) static void qk_rows512_f32(const float *qp, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx512(qp, R, G, d, k, v, offs, nb, m, 0, sc, ns); }
-__attribute__((target("avx512f,avx2,fma"))) static void qk_rows512_bf16(const float *qp, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx512(qp, R, G, d, k, v, offs, nb, m, 1, sc, ns); }
-__attribute__((target("avx2,fma"))) static void pv_rows_f32(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx2(acc, as, R, G, d, sc, ns, v, offs, n, m, 0); }
-__attribute__((target("avx2,fma"))) static void pv_rows_bf16(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx2(acc, as, R, G, d, sc, ns, v, offs, n, m, 1); }
-__attribute__((target("avx512f,avx2,fma"))) static void pv_rows512_f32(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx512(acc, as, R, G, d, sc, ns, v, offs, n, m, 0); }
-__attribute__((target("avx512f,avx2,fma"))) static void pv_rows512_bf16(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx512(acc, as, R, G, d, sc, ns, v, offs, n, m, 1); }
+__attribute__((target("avx2,fma,f16c"))) static void qk_rows_f32(const float *qv, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx2(qv, R, G, d, k, v, offs, nb, m, 0, sc, ns); }
+__attribute__((target("avx2,fma,f16c"))) static void qk_rows_bf16(const float *qv, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx2(qv, R, G, d, k, v, offs, nb, m, 1, sc, ns); }
+__attribute__((target("avx2,fma,f16c"))) static void qk_rows_f16(const float *qv, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx2(qv, R, G, d, k, v, offs, nb, m, 2, sc, ns); }
+__attribute__((target("avx512f,avx2,fma,f16c"))) static void qk_rows512_f32(const float *qp, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx512(qp, R, G, d, k, v, offs, nb, m, 0, sc, ns); }
+__attribute__((target("avx512f,avx2,fma,f16c"))) static void qk_rows512_bf16(const float *qp, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx512(qp, R, G, d, k, v, offs, nb, m, 1, sc, ns); }
+__attribute__((target("avx512f,avx2,fma,f16c"))) static void qk_rows512_f16(const float *qp, int R, int G, int d, const void *k, const void *v, const size_t *offs, const int *nb, int m, float *sc, size_t ns) { qk_rows_avx512(qp, R, G, d, k, v, offs, nb, m, 2, sc, ns); }
+__attribute__((target("avx2,fma,f16c"))) static void pv_rows_f32(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx2(acc, as, R, G, d, sc, ns, v, offs, n, m, 0); }
+__attribute__((target("avx2,fma,f16c"))) static void pv_rows_bf16(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx2(acc, as, R, G, d, sc, ns, v, offs, n, m, 1); }
+__attribute__((target("avx2,fma,f16c"))) static void pv_rows_f16(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx2(acc, as, R, G, d, sc, ns, v, offs, n, m, 2); }
+__attribute__((target("avx512f,avx2,fma,f16c"))) static void pv_rows512_f32(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx512(acc, as, R, G, d, sc, ns, v, offs, n, m, 0); }
+__attribute__((target("avx512f,avx2,fma,f16c"))) static void pv_rows512_bf16(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx512(acc, as, R, G, d, sc, ns, v, offs, n, m, 1); }
+__attribute__((target("avx512f,avx2,fma,f16c"))) static void pv_rows512_f16(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx512(acc, as, R, G, d, sc, ns, v, offs, n, m, 2); }
 #endif
 
 /* a thread's scratch for attend_rows: one chunk's scores and scaled queries of a tile's rows,
@@ -471,9 +478,9 @@ static void attend_rows(const void *q, size_t qoff, size_t qrs, int R, int G, co
                 float *dst = qp + (size_t)(x / 2) * 2 * d + (x & 1) * 8;
                 for (int i = 0; i < d; i += 8) memcpy(dst + 2 * i, src + i, 8 * sizeof(float));
             }
-            (kdt ? qk_rows512_bf16 : qk_rows512_f32)(qp, R, G, d, kc, vc, offs, nb, nmax, sc, ns);
+            (kdt == 2 ? qk_rows512_f16 : kdt ? qk_rows512_bf16 : qk_rows512_f32)(qp, R, G, d, kc, vc, offs, nb, nmax, sc, ns);
         } else
-            (kdt ? qk_rows_bf16 : qk_rows_f32)(qv, R, G, d, kc, vc, offs, nb, nmax, sc, ns);
+            (kdt == 2 ? qk_rows_f16 : kdt ? qk_rows_bf16 : qk_rows_f32)(qv, R, G, d, kc, vc, offs, nb, nmax, sc, ns);
     }
 #endif
     for (int r = 0; r < R; r++)
@@ -492,11 +499,11 @@ static void attend_rows(const void *q, size_t qoff, size_t qrs, int R, int G, co
     }
 #if SG_X86
     if (vec && d % 16 == 0 && sg_use_avx512()) {
-        (kdt ? pv_rows512_bf16 : pv_rows512_f32)(acc, prs, R, G, d, sc, ns, vc, offs, n, nmax);
+        (kdt == 2 ? pv_rows512_f16 : kdt ? pv_rows512_bf16 : pv_rows512_f32)(acc, prs, R, G, d, sc, ns, vc, offs, n, nmax);
         return;
     }
     if (vec) {
-        (kdt ? pv_rows_bf16 : pv_rows_f32)(acc, prs, R, G, d, sc, ns, vc, offs, n, nmax);
+        (kdt == 2 ? pv_rows_f16 : kdt ? pv_rows_bf16 : pv_rows_f32)(acc, prs, R, G, d, sc, ns, vc, offs, n, nmax);
         return;
     }
 #endif

@@ -3,7 +3,9 @@
  * twins of some that give the same bits.
  *
  * dt: 0 = fp32, 1 = bf16 (stored as uint16, the top half of an fp32; rounding to nearest
- * even, as torch's float -> bfloat16 conversion).
+ * even, as torch's float -> bfloat16 conversion), 2 = IEEE fp16 (binary16, rounding to nearest
+ * even as torch's float -> float16; KV caches only: sg_ld / sg_st / sg_round / sg_load8_kv and
+ * the attention loops take it, the activation and weight loops do not).
  * exp: range reduction x = n ln2 + r, |r| <= ln2 / 2, then a degree-6 polynomial for e^r
  * (Cephes' expf coefficients), relative error ~2e-7 over [-87, 88]; inputs below -87 give 0.
  */
@@ -26,7 +28,9 @@ static inline int sg_use_avx2(void) {
     if (sg_isa_avx2 < 0) {
 #if SG_X86
         __builtin_cpu_init();
-        sg_isa_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        /* F16C (fp16 KV loads) comes with every AVX2 CPU; checked all the same */
+        sg_isa_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                      __builtin_cpu_supports("f16c");
 #else
         sg_isa_avx2 = 0;
 #endif
@@ -83,19 +87,65 @@ static inline uint16_t sg_float_to_bf16(float f) {
     return (uint16_t)(bits >> 16);
 }
 
+/* IEEE binary16 -> fp32 (exact; subnormals normalised, inf / NaN kept) */
+static inline float sg_f16_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, bits;
+    if (e == 0x1f)
+        bits = sign | 0x7f800000u | (m << 13);
+    else if (e)
+        bits = sign | ((e + 112u) << 23) | (m << 13);
+    else if (!m)
+        bits = sign;
+    else { /* m * 2^-24: shift the leading one up to bit 10 */
+        uint32_t s = 0;
+        while (!(m & 0x400u)) m <<= 1, s++;
+        bits = sign | ((113u - s) << 23) | ((m & 0x3ffu) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* fp32 -> IEEE binary16, round to nearest even in integer arithmetic (no dependence on the FP
+ * environment): overflow to inf from 65520, subnormals below 2^-14, NaN -> quiet NaN */
+static inline uint16_t sg_float_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return sign | 0x7e00u;
+    if (ax >= 0x477ff000u) return sign | 0x7c00u; /* >= 65520 (the tie above 65504) */
+    if (ax >= 0x38800000u) {                       /* >= 2^-14: normal; rebias 127 -> 15 */
+        uint32_t r = ax - 0x38000000u;
+        r += 0xfffu + ((r >> 13) & 1u);
+        return sign | (uint16_t)(r >> 13);
+    }
+    if (ax <= 0x33000000u) return sign; /* <= 2^-25 (the tie with 2^-24 goes to even 0) */
+    uint32_t m = (ax & 0x7fffffu) | 0x800000u, shift = 126u - (ax >> 23); /* 14 .. 24 */
+    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (q & 1u))) q++;
+    return sign | (uint16_t)q; /* q == 0x400 is the smallest normal, correctly encoded */
+}
+
 static inline float sg_ld(const void *p, size_t i, int dt) {
+    if (dt == 2) return sg_f16_to_float(((const uint16_t *)p)[i]);
     return dt ? sg_bf16_to_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
 }
 
 static inline void sg_st(void *p, size_t i, float v, int dt) {
-    if (dt)
+    if (dt == 2)
+        ((uint16_t *)p)[i] = sg_float_to_f16(v);
+    else if (dt)
         ((uint16_t *)p)[i] = sg_float_to_bf16(v);
     else
         ((float *)p)[i] = v;
 }
 
 /* v rounded to the storage dtype (identity for fp32) */
-static inline float sg_round(float v, int dt) { return dt ? sg_bf16_to_float(sg_float_to_bf16(v)) : v; }
+static inline float sg_round(float v, int dt) {
+    if (dt == 2) return sg_f16_to_float(sg_float_to_f16(v));
+    return dt ? sg_bf16_to_float(sg_float_to_bf16(v)) : v;
+}
 
 #if SG_X86
 __attribute__((target("avx2,fma"))) static inline float sg_hsum8(__m256 v) {
@@ -105,13 +155,20 @@ __attribute__((target("avx2,fma"))) static inline float sg_hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* 8 values at p[i..i+7] as fp32 */
+/* 8 values at p[i..i+7] as fp32 (dt 0 or 1) */
 __attribute__((target("avx2,fma"))) static inline __m256 sg_load8(const void *p, size_t i, int dt) {
     if (dt) {
         __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     }
     return _mm256_loadu_ps((const float *)p + i);
+}
+
+/* sg_load8 of a KV cache, fp16 (dt 2: F16C's exact widening) included; its callers carry the
+ * f16c target too (a function apart, so that the weight loops keep plain avx2,fma) */
+__attribute__((target("avx2,fma,f16c"))) static inline __m256 sg_load8_kv(const void *p, size_t i, int dt) {
+    if (dt == 2) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+    return sg_load8(p, i, dt);
 }
 
 __attribute__((target("avx2,fma"))) static inline __m256 sg_exp8(__m256 x) {
@@ -155,8 +212,9 @@ __attribute__((target("avx512f,avx2,fma"))) static inline __m512 sg_exp16(__m512
     return _mm512_maskz_mul_ps((__mmask16)~under, p, _mm512_castsi512_ps(e));
 }
 
-/* 16 values at p[i..i+15] as fp32 */
+/* 16 values at p[i..i+15] as fp32 (dt 2: fp16, AVX-512F's exact widening) */
 __attribute__((target("avx512f,avx2,fma"))) static inline __m512 sg_load16(const void *p, size_t i, int dt) {
+    if (dt == 2) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i)));
     if (dt) {
         __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i));
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -164,26 +222,26 @@ __attribute__((target("avx512f,avx2,fma"))) static inline __m512 sg_load16(const
     return _mm512_loadu_ps((const float *)p + i);
 }
 
-__attribute__((target("avx2,fma"))) static float sg_dot_avx2(const float *q, const void *k, size_t off,
+__attribute__((target("avx2,fma,f16c"))) static float sg_dot_avx2(const float *q, const void *k, size_t off,
                                                             int d, int dt) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     int i = 0;
     for (; i + 16 <= d; i += 16) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), sg_load8(k, off + i, dt), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), sg_load8(k, off + i + 8, dt), a1);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), sg_load8_kv(k, off + i, dt), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), sg_load8_kv(k, off + i + 8, dt), a1);
     }
-    for (; i + 8 <= d; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), sg_load8(k, off + i, dt), a0);
+    for (; i + 8 <= d; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), sg_load8_kv(k, off + i, dt), a0);
     float s = sg_hsum8(_mm256_add_ps(a0, a1));
     for (; i < d; i++) s += q[i] * sg_ld(k, off + i, dt);
     return s;
 }
 
-__attribute__((target("avx2,fma"))) static void sg_axpy_avx2(float *acc, float a, const void *v,
+__attribute__((target("avx2,fma,f16c"))) static void sg_axpy_avx2(float *acc, float a, const void *v,
                                                             size_t off, int d, int dt) {
     __m256 av = _mm256_set1_ps(a);
     int i = 0;
     for (; i + 8 <= d; i += 8)
-        _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(av, sg_load8(v, off + i, dt), _mm256_loadu_ps(acc + i)));
+        _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(av, sg_load8_kv(v, off + i, dt), _mm256_loadu_ps(acc + i)));
     for (; i < d; i++) acc[i] += a * sg_ld(v, off + i, dt);
 }
 

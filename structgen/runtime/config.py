@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,12 +114,11 @@ class EngineConfig:
             ``"bfloat16"`` or ``"float16"``. K/V are rounded to it when stored and widened
             to the compute dtype when read (attention math stays in float32 accumulation);
             a 16-bit cache halves the memory per token and the bytes attention reads. On CPU
-            the C kernels read fp32 and bf16 caches; a float16 cache takes the slow torch
-            reference paths (about 20-60x slower steps), so use ``"bfloat16"`` there.
-            Measured (SmolLM2-135M Q4_1, int8 activations, context 450, one process): a
-            bfloat16 cache makes decode steps 1.05x (1 row) and 1.19x (8 rows) faster than
-            float32, perplexity +0.04% (512 tokens); ``"auto"`` still means the compute dtype
-            (not switched yet: 64-row timing and the extraction check are pending).
+            the C kernels read and write fp32, bf16 and fp16 caches (fp16 widened with F16C).
+            Every cache dtype rounds per element, so greedy output does not depend on batch
+            composition with any of them; ``"auto"`` is the compute dtype (float32 on CPU,
+            exact against the float32 reference) because the 16-bit caches, though faster
+            to read, change some greedy outputs (benchmarks/RESULTS.md, "Session 24, d8").
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
         max_kv_tokens: KV cache capacity in tokens (rounded up to whole pages); None = on
             CPU ``min(max_model_len * max_running_requests, kv_memory_fraction * available
@@ -328,14 +326,6 @@ class EngineConfig:
         kv_cache_dtype = self.kv_cache_dtype
         if kv_cache_dtype == "auto":
             kv_cache_dtype = dtype
-        elif kv_cache_dtype == "float16" and device == "cpu":
-            warnings.warn(
-                "EngineConfig.kv_cache_dtype='float16' has no CPU kernel: attention over a "
-                "float16 cache runs in torch, 20-60x slower; 'bfloat16' is the fast 16-bit KV "
-                "cache on CPU",
-                UserWarning,
-                stacklevel=2,
-            )
         threads = self.grammar_threads
         if threads == "auto":
             threads = min(4, os.cpu_count() or 1) if device.startswith("cuda") else 0

@@ -403,7 +403,7 @@ class DecodeStepPlan:
         dtype, layers = model.dtype, model.model.layers
         if (
             dtype not in _DT
-            or kv.dtype not in _DT  # the cache's own dtype (kv_cache_dtype), widened on load
+            or kv.dtype not in cpu_ops.KV_DT  # the cache's own dtype (kv_cache_dtype), widened
             or kv.device.type != "cpu"
             or kv.num_layers != len(layers)
         ):
@@ -536,7 +536,7 @@ class DecodeStepPlan:
                 batch.seq_ids[rows].data_ptr(),
                 batch.positions[rows].data_ptr(),
                 batch.page_size,
-                _DT[self.dtype] | _DT[self.kv_dtype] << 8,  # compute | KV cache dtype
+                _DT[self.dtype] | cpu_ops.KV_DT[self.kv_dtype] << 8,  # compute | KV cache dtype
                 torch.get_num_threads(),
             )
         return mlp

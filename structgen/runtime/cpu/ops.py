@@ -61,6 +61,8 @@ MISSING_WARNING = (
 )
 _ENABLED = True  # set_enabled (tests patch it)
 _DT = {torch.float32: 0, torch.bfloat16: 1}
+# a KV cache's dtype (kv_cache_dtype, apart from the compute dtype): fp16 too (csrc/sg_simd.h dt 2)
+KV_DT = {**_DT, torch.float16: 2}
 
 
 def set_enabled(enabled: bool) -> None:
@@ -242,7 +244,7 @@ def rope_store_kv(
             of q (rotate-half layout: ``x * cos + rotate_half(x) * sin``).
         sin: the sine table, likewise.
         k_slots: ``[num_slots, KVH, d]`` a layer's key cache (contiguous), dtype of q or
-            another (kv_cache_dtype: values rounded to it; the C kernel takes fp32/bf16).
+            another (kv_cache_dtype: values rounded to it; the C kernel takes fp32/bf16/fp16).
         v_slots: the layer's value cache, likewise.
         out_slots: ``[T]`` int64 slot of each token.
         q_norm: ``[d]`` per-head RMSNorm weight of q applied before the rotation (Qwen3), or
@@ -266,7 +268,7 @@ def rope_store_kv(
         and _rows_ok(v, dtype)
         and _dense(cos, dtype)
         and _dense(sin, dtype)
-        and k_slots.dtype in _DT
+        and k_slots.dtype in KV_DT
         and _dense(k_slots, k_slots.dtype)
         and _dense(v_slots, k_slots.dtype)
         and cos.numel() == t * d
@@ -304,7 +306,7 @@ def rope_store_kv(
         q.shape[1] // d,
         kv_heads,
         d,
-        _DT[dtype] | _DT[k_slots.dtype] << 8,  # the cache's dtype may differ (kv_cache_dtype)
+        _DT[dtype] | KV_DT[k_slots.dtype] << 8,  # the cache's dtype may differ (kv_cache_dtype)
         torch.get_num_threads(),
     )
 
@@ -398,7 +400,7 @@ def paged_attention(
         and _rows_ok(q2, q.dtype)
         and d <= MAX_HEAD_DIM
         and heads % kv_heads == 0
-        and k_slots.dtype in _DT
+        and k_slots.dtype in KV_DT
         and _dense(k_slots, k_slots.dtype)
         and _dense(v_slots, k_slots.dtype)
         and _dense(page_table, torch.int64)
@@ -427,7 +429,7 @@ def paged_attention(
         float(scale),
         int(sliding_window or 0),
         out.data_ptr(),
-        _DT[q.dtype] | _DT[k_slots.dtype] << 8,  # the cache's dtype may differ
+        _DT[q.dtype] | KV_DT[k_slots.dtype] << 8,  # the cache's dtype may differ
         torch.get_num_threads(),
     )
     return out

@@ -24,6 +24,7 @@ class PagedSequences:
         page_size: tokens per page.
         shuffle_pages: hand pages out in a random order (seeded), so tests cover
             non-contiguous page tables.
+        kv_dtype: the pool's storage dtype (None: the model's; as ``kv_cache_dtype``).
     """
 
     def __init__(
@@ -33,10 +34,11 @@ class PagedSequences:
         page_size: int = 4,
         shuffle_pages: bool = True,
         seed: int = 0,
+        kv_dtype: torch.dtype | None = None,
     ) -> None:
         self.model = model
         self.page_size = page_size
-        self.kv: KVPool = model.make_kv_pool(num_pages, page_size)
+        self.kv: KVPool = model.make_kv_pool(num_pages, page_size, kv_dtype=kv_dtype)
         if shuffle_pages:
             random.Random(seed).shuffle(self.kv._free)
         self.tokens: dict[int, list[int]] = {}  # sequence id -> tokens whose K/V are cached

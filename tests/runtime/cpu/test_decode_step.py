@@ -75,11 +75,11 @@ def _model(tmp_path_factory, family: str, dtype: torch.dtype):
     return _MODELS[key]
 
 
-def _scenario(model) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def _scenario(model, kv_dtype=None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Prefill three sequences (35 tokens: per-op path), then steps of 3, 4, 8 and 1 tokens (fused
     where enabled): decode rows, ragged extensions, a full 8-row step. Logits of every step, and
     the K/V cache at the end."""
-    seqs = PagedSequences(model, num_pages=64, page_size=4)
+    seqs = PagedSequences(model, num_pages=64, page_size=4, kv_dtype=kv_dtype)
     prompts = {
         0: [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1, 60, 61],
         1: [5, 17, 99, 3, 42],
@@ -122,6 +122,28 @@ def test_fused_step_equals_per_op_path(tmp_path_factory, monkeypatch, isa, famil
     assert len(calls) == 12
     for a, b, c in zip(fused, per_op, fused_again):
         assert torch.equal(a, b) and torch.equal(a, c)
+    for a, b in zip(fused_kv, per_op_kv):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.bfloat16, torch.float16])
+def test_fused_step_over_a_narrower_cache_equals_per_op_path(
+    tmp_path_factory, monkeypatch, isa, kv_dtype
+):
+    """An fp32 model over a 16-bit cache (kv_cache_dtype): the fused step and the per-op path
+    (its C ops, no torch fallback) store and read the same rounded K/V, bit for bit."""
+    model = _model(tmp_path_factory, "qwen2", torch.float32)
+    monkeypatch.setattr(cpu_ops, "rope_store_kv_ref", None)  # the C kernels must run
+    monkeypatch.setattr(cpu_ops, "_paged_attention_ref", None)
+    calls = record_fused_calls(monkeypatch)
+    fused, fused_kv = _scenario(model, kv_dtype)
+    assert calls == [3, 3, 3, 4, 8, 1]
+    assert all(t.dtype == kv_dtype for t in fused_kv)
+    monkeypatch.setattr(decode_step, "_ENABLED", False)
+    per_op, per_op_kv = _scenario(model, kv_dtype)
+    assert len(calls) == 6
+    for a, b in zip(fused, per_op):
+        assert torch.equal(a, b)
     for a, b in zip(fused_kv, per_op_kv):
         assert torch.equal(a, b)
 

@@ -217,7 +217,7 @@ def test_paged_attention_key_chunks(isa, threads, tokens, window):
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize(
     "heads,kv_heads,d",
     [(9, 3, 64), (8, 2, 64), (10, 2, 40), (4, 2, 64), (16, 1, 32), (34, 2, 16)],
@@ -248,11 +248,10 @@ def test_paged_attention_group_equals_each_head_alone(isa, kv_dtype, heads, kv_h
 @pytest.mark.parametrize("kv_dtype", [torch.bfloat16, torch.float16])
 def test_rope_store_kv_into_a_narrower_cache(isa, monkeypatch, kv_dtype):
     """fp32 activations into a 16-bit cache (kv_cache_dtype): each stored K/V value is the fp32
-    reference's rounded to the cache dtype (round to nearest even, as torch's ``.to``; bf16: the
-    C kernel, no fallback)."""
+    reference's rounded to the cache dtype (round to nearest even, as torch's ``.to``; the C
+    kernel, no fallback)."""
     ref = cpu_ops.rope_store_kv_ref
-    if kv_dtype is torch.bfloat16:
-        monkeypatch.setattr(cpu_ops, "rope_store_kv_ref", None)  # the C kernel must run
+    monkeypatch.setattr(cpu_ops, "rope_store_kv_ref", None)  # the C kernel must run
     t, heads, kv_heads, d = 4, 9, 3, 64
     pos = torch.arange(t) * 7
     inv = 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))
@@ -275,9 +274,8 @@ def test_rope_store_kv_into_a_narrower_cache(isa, monkeypatch, kv_dtype):
 @pytest.mark.parametrize("heads,kv_heads,d", [(9, 3, 64), (4, 1, 20)])
 def test_paged_attention_over_a_narrower_cache(isa, monkeypatch, kv_dtype, heads, kv_heads, d):
     """fp32 queries over a 16-bit K/V cache: the output is fp32 and equals a float64 reference
-    over the same rounded K/V up to fp32 accumulation (bf16: the C kernel, no fallback)."""
-    if kv_dtype is torch.bfloat16:
-        monkeypatch.setattr(cpu_ops, "_paged_attention_ref", None)  # the C kernel must run
+    over the same rounded K/V up to fp32 accumulation (the C kernel, no fallback)."""
+    monkeypatch.setattr(cpu_ops, "_paged_attention_ref", None)  # the C kernel must run
     g = torch.Generator().manual_seed(heads * d + 1)
     page_size, num_pages = 4, 24
     kc = torch.randn(num_pages * page_size, kv_heads, d, generator=g).to(kv_dtype)
@@ -300,7 +298,7 @@ def test_paged_attention_over_a_narrower_cache(isa, monkeypatch, kv_dtype, heads
     torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("heads,kv_heads,d", [(9, 3, 64), (8, 2, 64), (4, 1, 20), (6, 3, 128)])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_paged_attention_rows_independent_of_chunking_and_batch(
@@ -353,7 +351,7 @@ def test_paged_attention_rows_independent_of_chunking_and_batch(
 @pytest.mark.skipif(
     torch.backends.cpu.get_cpu_capability() != "AVX512", reason="no AVX-512 on this CPU"
 )
-@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("heads,kv_heads,d", [(9, 3, 64), (8, 2, 128), (6, 2, 16), (4, 1, 40)])
 def test_paged_attention_avx512_equals_avx2(kv_dtype, heads, kv_heads, d):
     """The AVX-512 loops (exp, weighted sums) give the AVX2 loops' floats bit for bit, on a step
@@ -379,3 +377,45 @@ def test_paged_attention_avx512_equals_avx2(kv_dtype, heads, kv_heads, d):
     k32, v32 = kc.float(), vc.float()
     ref = paged_attention_ref(q, k32, v32, page_table, seq_ids, positions, page_size, d**-0.5)
     torch.testing.assert_close(out["auto"], ref, rtol=1e-5, atol=1e-5)
+
+
+def test_float16_cache_rounding_equals_torch_at_the_edges(monkeypatch):
+    """The C kernel's fp32 -> fp16 store (integer round to nearest even) equals torch's ``.to``
+    bit for bit at the edges: ties at several exponents, the subnormal range and its ties,
+    2^-25 (ties to 0), 65504 .. 65520 (overflow to inf), inf, -0; and attention reads each value
+    back exactly (softmax over one key returns its V row)."""
+    monkeypatch.setattr(cpu_ops, "rope_store_kv_ref", None)  # the C kernel must run
+    monkeypatch.setattr(cpu_ops, "_paged_attention_ref", None)
+    h = torch.arange(0, 0x7C01, dtype=torch.int32)  # every finite fp16 and inf, as bits
+    exact = h.to(torch.int16).view(torch.float16).float()
+    nxt = (h + 1).clamp(max=0x7C00).to(torch.int16).view(torch.float16).float()
+    mid = (exact + nxt) / 2  # exact in fp32: the ties
+    g = torch.Generator().manual_seed(5)
+    between = exact + (nxt - exact) * torch.rand(exact.shape, generator=g)
+    special = torch.tensor(
+        [2.0**-25, 2.0**-25 * 1.0000001, 2.0**-26, 65504.0, 65519.99, 65520.0, 1e6, float("inf")]
+    )
+    vals = torch.cat([exact, mid, between, special])
+    vals = torch.cat([vals, -vals, torch.tensor([-0.0])])
+    d = 16
+    vals = torch.cat([vals, torch.zeros(-len(vals) % d)]).reshape(-1, 1, d)
+    t = vals.shape[0]
+    q, k = torch.zeros(t, d), torch.zeros(t, d)
+    cos, sin = torch.ones(t, d), torch.zeros(t, d)
+    kc, vc = (torch.zeros(t, 1, d, dtype=torch.float16) for _ in range(2))
+    cpu_ops.rope_store_kv(q, k, vals.reshape(t, d), cos, sin, kc, vc, torch.arange(t), None, None)
+    want = vals.to(torch.float16)
+    assert torch.equal(vc.view(torch.int16), want.view(torch.int16))
+    finite = want.isfinite().all(-1).squeeze(1).nonzero().squeeze(1)
+    finite = finite[:: max(1, len(finite) // 300)]  # rows across the whole range
+    out = cpu_ops.paged_attention(  # one key per sequence: out = its V row, widened exactly
+        torch.zeros(len(finite), 1, d),
+        kc,
+        vc,
+        finite.reshape(-1, 1).contiguous(),
+        torch.arange(len(finite)),
+        torch.zeros(len(finite), dtype=torch.int64),
+        1,
+        1.0,
+    )
+    assert torch.equal(out.reshape(-1, d), want[finite].reshape(-1, d).float())

@@ -32,6 +32,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .count_masks import TABLE_CLASSES, class_tables, class_tables_pay
 from .lexical_masks import LexicalMaskCache
 from .trie import TokenTrie
 
@@ -284,9 +285,11 @@ class Vocabulary:
         lazily, inside their own time: ``index_tables``, ``allowable``, ``token_trie`` and its
         C walk's ``subtree_tables``, ``lexical_masks``' per-token byte sets and pinned JSON
         string heads (``LexicalMaskCache.prepare``), and the string states' exit trie with
-        its subtree tables. The per-tokenizer preprocessing step of a vocabulary's load (the
+        its subtree tables, and where they pay (``count_masks.class_tables_pay``: a 150k BPE,
+        not SmolLM2) the class tables of ``count_masks.TABLE_CLASSES`` with their subtree
+        tables. The per-tokenizer preprocessing step of a vocabulary's load (the
         peers' ``TokenizerInfo`` / ``LLTokenizer`` constructors). Cost: ~0.1 s at 49k tokens,
-        ~0.4 s at 150k. Idempotent; thread-safe as the properties are.
+        ~0.5 s at 150k. Idempotent; thread-safe as the properties are.
 
         Args:
             warm_up: also compile two one-string schemas with extra keys allowed: the first
@@ -310,6 +313,9 @@ class Vocabulary:
         quote = lex.exit_tables(1 << ord('"'))  # the exit trie of every string state
         if quote is not None:
             _ = quote[0].subtree_tables
+        if class_tables_pay(self):  # the tables host / e-mail / URI states' masks start from
+            for byte_mask in TABLE_CLASSES:
+                _ = class_tables(self, byte_mask)[0].subtree_tables
         if warm_up:
             from ..compiler import compile_json_schema  # the compiler imports this package
 

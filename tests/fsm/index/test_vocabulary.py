@@ -173,6 +173,10 @@ def test_prepare_builds_what_first_masks_read_and_masks_stay_exact(byte_level_to
     tables, sets = trie.__dict__["subtree_tables"], vocab.lexical_masks._sets
     pinned = vocab.lexical_masks.stats()["lexical_cache_pinned"]
     assert sets is not None and pinned == 2 + 2 * (trie.max_depth - 1)  # strings, bounded too
+    from structgen.fsm.index.count_masks import TABLE_CLASSES, class_tables_pay
+
+    classes = dict(vocab.__dict__.get("_count_class", {}))  # where they pay, all built
+    assert sorted(classes) == (sorted(TABLE_CLASSES) if class_tables_pay(vocab) else [])
 
     schema = {
         "type": "object",
@@ -198,3 +202,4 @@ def test_prepare_builds_what_first_masks_read_and_masks_stay_exact(byte_level_to
         assert m.is_accepting()
     assert all(vocab.__dict__[k] is obj for k, obj in built.items())
     assert trie.__dict__["subtree_tables"] is tables and vocab.lexical_masks._sets is sets
+    assert all(vocab.__dict__["_count_class"][c] is t for c, t in classes.items())

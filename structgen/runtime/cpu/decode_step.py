@@ -15,10 +15,11 @@ depend on the thread count.
 It applies to Llama-style decoders (:class:`~structgen.runtime.models.decoder.DecoderLayer`
 with :class:`~structgen.runtime.models.decoder.DecoderAttention` and a SiLU
 :class:`~structgen.runtime.models.layers.GatedMLP`, q/k/v and gate/up fused: Llama, Mistral,
-Qwen2, Qwen3, SmolLM2) in fp32 or bf16 on CPU, for steps of at most 8 tokens (decode rows,
-short jump-forward runs, speculative verification) or of one token a sequence (decode rows: up to
-:data:`MAX_STEP_ROWS` in one call, so each weight is read from memory once per step for all of
-them; more as consecutive calls), with the attention backend ``"auto"``.
+Qwen2, Qwen3, SmolLM2) in fp32 or bf16 on CPU, for steps of at most 8 tokens or in which every
+sequence extends by at most :data:`MAX_FUSED_EXTEND` (8) tokens (decode rows, short jump-forward
+runs, speculative verification, in any mix: up to :data:`MAX_STEP_ROWS` rows in one call, so each
+weight is read from memory once per step for all of them; more as consecutive calls), with the
+attention backend ``"auto"``.
 Each matmul may be float (``Linear`` / ``FusedProjection`` in the model dtype) or quantized in
 the C kernel's layouts (``QuantLinear`` / ``FusedQuantProjection`` with ``use_kernel``: int4
 "tiles" (or "rows") from ``int4-gNN`` and GGUF Q4_0/Q4_1 (fp16 scales and mins) and Q4_K
@@ -63,6 +64,10 @@ except ImportError:  # pragma: no cover - depends on the build
 
 _ENABLED = True  # set_enabled (tests patch it)
 MAX_STEP_ROWS = 64  # rows (tokens) of one C call (csrc/decodestep.c MAX_STEP_ROWS)
+# Most tokens one sequence brings to a fused step of over dense.MAX_ROWS tokens: decode rows mixed
+# with short jump-forward runs (extraction's batched steps) run fused; a longer extension (a
+# prompt chunk) makes the step per-op, where its prefill matmuls take all its rows at once.
+MAX_FUSED_EXTEND = dense.MAX_ROWS
 _DT = {torch.float32: 0, torch.bfloat16: 1}
 
 
@@ -569,6 +574,12 @@ def _step_ok(
     )
 
 
+def _short_extensions(t: int, batch: ForwardBatch) -> bool:
+    """Whether no sequence of the step brings over :data:`MAX_FUSED_EXTEND` of its ``t`` tokens."""
+    n, most = batch.extend_lens.numel(), MAX_FUSED_EXTEND
+    return t == n or (t <= n * most and int(batch.extend_lens.max()) <= most)
+
+
 def decode_step(
     model,
     residual: torch.Tensor,
@@ -594,13 +605,13 @@ def decode_step(
         ``[T, hidden]`` the last layer's MLP output, or None (nothing computed, nothing written)
         when the kernel is unavailable or turned off, the attention backend is not ``"auto"``,
         the model or the step is outside what the fused step covers (over ``dense.MAX_ROWS``
-        tokens only when every sequence extends by one token: one call for up to
-        :data:`MAX_STEP_ROWS` rows, consecutive calls above).
+        tokens only when no sequence extends by more than :data:`MAX_FUSED_EXTEND` tokens: one
+        call for up to :data:`MAX_STEP_ROWS` rows, consecutive calls above).
     """
     t = residual.shape[0]
     if not (
         kernel_available()
-        and (t <= dense.MAX_ROWS or t == batch.extend_lens.numel())  # small, or one token a row
+        and (t <= dense.MAX_ROWS or _short_extensions(t, batch))
         and cpu_attention(residual)
     ):
         return None

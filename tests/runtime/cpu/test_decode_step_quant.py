@@ -317,3 +317,27 @@ def test_wide_quantized_step_in_one_call_equals_chunks_of_8(
         model = _model(tmp_path_factory, family, quant, torch.float32)
     apply_activation_dtype(model, activation)
     wide_fused_vs_chunks(model, monkeypatch, rows)
+
+
+@pytest.mark.parametrize(
+    "family, quant", [("qwen3", "Q4_1"), ("qwen2", "Q8_0"), ("qwen3", "int4-g32")]
+)
+def test_mixed_quantized_steps_equal_per_op_path(tmp_path_factory, monkeypatch, isa, family, quant):
+    """Decode rows mixed with extensions of up to 8 tokens (T = 24, 19, 81: fused, in calls of up
+    to 64 rows) with int8 activations (the default engine's Q4_1 among them): logits of every
+    token and the K/V cache bit for bit against the per-op path over the same steps."""
+    from tests.runtime.cpu.test_decode_step import mixed_steps
+
+    model = _model(tmp_path_factory, family, quant, torch.float32)
+    apply_activation_dtype(model, "int8")
+    calls = record_fused_calls(monkeypatch)
+    fused, fused_kv = mixed_steps(model)
+    assert calls == [24, 19, 64, 17]
+    monkeypatch.setattr(decode_step, "_ENABLED", False)
+    per_op, per_op_kv = mixed_steps(model)
+    monkeypatch.setattr(decode_step, "_ENABLED", True)
+    assert len(calls) == 4
+    for a, b in zip(fused, per_op):
+        assert torch.equal(a, b)
+    for a, b in zip(fused_kv, per_op_kv):
+        assert torch.equal(a, b)

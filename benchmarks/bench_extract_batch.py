@@ -9,13 +9,15 @@ is different and only the prompt's shared head is in the prefix cache, as for a 
 its own ``extract`` call, after one untimed call; batched: all ``--docs`` in one call
 (``extract``'s continuous batching). Both at ``extract``'s defaults, in one process.
 
-``--ab-fused-extend 1,8``: instead, an A/B in one process of
-``structgen.runtime.cpu.decode_step.MAX_FUSED_EXTEND`` (1: the rule before session 24, a step over
-8 tokens fused only when every sequence brings one token), the values alternated round by round
-(``--rounds``), batch 1 and batched per value, medians; the batched outputs must be equal.
+``--ab-fused-extend 1,8,64``: instead, an A/B in one process of the longest extension a fused
+decode step over 8 tokens takes (``structgen.runtime.cpu.decode_step.MAX_FUSED_EXTEND`` and
+``MAX_FUSED_EXTEND_QUANTIZED`` both set to the value; 1: the rule before session 24, fused only
+when every sequence brings one token; the default engine is all int8-activation quantized, so 64
+is its rule now), the values alternated round by round (``--rounds``), batch 1 and batched per
+value, medians; the batched outputs must be equal.
 
 Run:  python benchmarks/bench_extract_batch.py [--docs 200] [--batch1-docs 10] [--seed 0]
-      [--ab-fused-extend 1,8 --rounds 2]
+      [--ab-fused-extend 1,8,64 --rounds 2]
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def documents(n: int, seed: int = 0) -> list[str]:
 
 
 def ab_fused_extend(engine, schema: dict, texts: list[str], args: argparse.Namespace) -> None:
-    """Print batch 1 and batched s/doc per ``MAX_FUSED_EXTEND`` value (medians over
+    """Print batch 1 and batched s/doc per fused-extension value (medians over
     ``args.rounds`` rounds, the values' order reversed every other round).
 
     Raises:
@@ -79,11 +81,11 @@ def ab_fused_extend(engine, schema: dict, texts: list[str], args: argparse.Names
     b1: dict[int, list[float]] = {v: [] for v in values}
     batched: dict[int, list[float]] = {v: [] for v in values}
     first = None
-    saved = decode_step.MAX_FUSED_EXTEND
+    saved = decode_step.MAX_FUSED_EXTEND, decode_step.MAX_FUSED_EXTEND_QUANTIZED
     try:
         for r in range(args.rounds):
             for v in values if r % 2 == 0 else values[::-1]:
-                decode_step.MAX_FUSED_EXTEND = v
+                decode_step.MAX_FUSED_EXTEND = decode_step.MAX_FUSED_EXTEND_QUANTIZED = v
                 t = time.perf_counter()
                 for text in texts[: args.batch1_docs]:
                     engine.extract(schema, text)
@@ -92,14 +94,14 @@ def ab_fused_extend(engine, schema: dict, texts: list[str], args: argparse.Names
                 out = engine.extract(schema, texts)
                 batched[v].append((time.perf_counter() - t) / len(texts))
                 first = out if first is None else first
-                assert out == first, f"MAX_FUSED_EXTEND={v}: other outputs"
-                print(f"round {r + 1}, MAX_FUSED_EXTEND={v}: batch 1 {b1[v][-1]:.3f}, "
+                assert out == first, f"fused extension <= {v}: other outputs"
+                print(f"round {r + 1}, fused extension <= {v}: batch 1 {b1[v][-1]:.3f}, "
                       f"batched {batched[v][-1]:.3f} s/doc", flush=True)  # fmt: skip
     finally:
-        decode_step.MAX_FUSED_EXTEND = saved
+        decode_step.MAX_FUSED_EXTEND, decode_step.MAX_FUSED_EXTEND_QUANTIZED = saved
     base = statistics.median(batched[values[0]])
     print(
-        f"\n| MAX_FUSED_EXTEND | s/doc batch 1 ({args.batch1_docs} docs) | s/doc batched "
+        f"\n| longest fused extension | s/doc batch 1 ({args.batch1_docs} docs) | s/doc batched "
         f"({len(texts)} at once) | batched speed-up | batched vs {values[0]} |"
         "\n|---|---|---|---|---|"
     )

@@ -9,7 +9,15 @@ is different and only the prompt's shared head is in the prefix cache, as for a 
 its own ``extract`` call, after one untimed call; batched: all ``--docs`` in one call
 (``extract``'s continuous batching). Both at ``extract``'s defaults, in one process.
 
+``--ab-fused-extend 1,8,64``: instead, an A/B in one process of the longest extension a fused
+decode step over 8 tokens takes (``structgen.runtime.cpu.decode_step.MAX_FUSED_EXTEND`` and
+``MAX_FUSED_EXTEND_QUANTIZED`` both set to the value; 1: the rule before session 24, fused only
+when every sequence brings one token; the default engine is all int8-activation quantized, so 64
+is its rule now), the values alternated round by round (``--rounds``), batch 1 and batched per
+value, medians; the batched outputs must be equal.
+
 Run:  python benchmarks/bench_extract_batch.py [--docs 200] [--batch1-docs 10] [--seed 0]
+      [--ab-fused-extend 1,8,64 --rounds 2]
 """
 
 from __future__ import annotations
@@ -58,12 +66,60 @@ def documents(n: int, seed: int = 0) -> list[str]:
     return out
 
 
+def ab_fused_extend(engine, schema: dict, texts: list[str], args: argparse.Namespace) -> None:
+    """Print batch 1 and batched s/doc per fused-extension value (medians over
+    ``args.rounds`` rounds, the values' order reversed every other round).
+
+    Raises:
+        AssertionError: the batched outputs differ between values or rounds.
+    """
+    import statistics
+
+    from structgen.runtime.cpu import decode_step
+
+    values = [int(v) for v in args.ab_fused_extend.split(",")]
+    b1: dict[int, list[float]] = {v: [] for v in values}
+    batched: dict[int, list[float]] = {v: [] for v in values}
+    first = None
+    saved = decode_step.MAX_FUSED_EXTEND, decode_step.MAX_FUSED_EXTEND_QUANTIZED
+    try:
+        for r in range(args.rounds):
+            for v in values if r % 2 == 0 else values[::-1]:
+                decode_step.MAX_FUSED_EXTEND = decode_step.MAX_FUSED_EXTEND_QUANTIZED = v
+                t = time.perf_counter()
+                for text in texts[: args.batch1_docs]:
+                    engine.extract(schema, text)
+                b1[v].append((time.perf_counter() - t) / args.batch1_docs)
+                t = time.perf_counter()
+                out = engine.extract(schema, texts)
+                batched[v].append((time.perf_counter() - t) / len(texts))
+                first = out if first is None else first
+                assert out == first, f"fused extension <= {v}: other outputs"
+                print(f"round {r + 1}, fused extension <= {v}: batch 1 {b1[v][-1]:.3f}, "
+                      f"batched {batched[v][-1]:.3f} s/doc", flush=True)  # fmt: skip
+    finally:
+        decode_step.MAX_FUSED_EXTEND, decode_step.MAX_FUSED_EXTEND_QUANTIZED = saved
+    base = statistics.median(batched[values[0]])
+    print(
+        f"\n| longest fused extension | s/doc batch 1 ({args.batch1_docs} docs) | s/doc batched "
+        f"({len(texts)} at once) | batched speed-up | batched vs {values[0]} |"
+        "\n|---|---|---|---|---|"
+    )
+    for v in values:
+        a, b = statistics.median(b1[v]), statistics.median(batched[v])
+        print(f"| {v} | {a:.3f} | {b:.3f} | {a / b:.2f}x | {base / b:.2f}x |")
+    print("\nbatched outputs equal across values and rounds; load average at the end: "
+          + " / ".join(f"{x:.1f}" for x in os.getloadavg()))  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--docs", type=int, default=200)
     ap.add_argument("--batch1-docs", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--ab-fused-extend", default=None, help="MAX_FUSED_EXTEND values, A/B")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of the A/B")
     args = ap.parse_args()
     from structgen import Engine
 
@@ -71,6 +127,9 @@ def main() -> None:
     texts = documents(args.docs, args.seed)
     engine = Engine()
     engine.extract(schema, texts[0])  # untimed: compile, first prefix
+    if args.ab_fused_extend:
+        ab_fused_extend(engine, schema, texts, args)
+        return
     t = time.perf_counter()
     for text in texts[: args.batch1_docs]:
         engine.extract(schema, text)

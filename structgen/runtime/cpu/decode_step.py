@@ -15,10 +15,12 @@ depend on the thread count.
 It applies to Llama-style decoders (:class:`~structgen.runtime.models.decoder.DecoderLayer`
 with :class:`~structgen.runtime.models.decoder.DecoderAttention` and a SiLU
 :class:`~structgen.runtime.models.layers.GatedMLP`, q/k/v and gate/up fused: Llama, Mistral,
-Qwen2, Qwen3, SmolLM2) in fp32 or bf16 on CPU, for steps of at most 8 tokens (decode rows,
-short jump-forward runs, speculative verification) or of one token a sequence (decode rows: up to
-:data:`MAX_STEP_ROWS` in one call, so each weight is read from memory once per step for all of
-them; more as consecutive calls), with the attention backend ``"auto"``.
+Qwen2, Qwen3, SmolLM2) in fp32 or bf16 on CPU, for steps of at most 8 tokens or in which every
+sequence extends by at most :data:`MAX_FUSED_EXTEND` (8) tokens, or
+:data:`MAX_FUSED_EXTEND_QUANTIZED` (64) where every matmul is quantized over int8 activations
+(decode rows, jump-forward runs, speculative verification, short prompt chunks, in any mix: up
+to :data:`MAX_STEP_ROWS` rows in one call, so each weight is read from memory once per step for
+all of them; more as consecutive calls), with the attention backend ``"auto"``.
 Each matmul may be float (``Linear`` / ``FusedProjection`` in the model dtype) or quantized in
 the C kernel's layouts (``QuantLinear`` / ``FusedQuantProjection`` with ``use_kernel``: int4
 "tiles" (or "rows") from ``int4-gNN`` and GGUF Q4_0/Q4_1 (fp16 scales and mins) and Q4_K
@@ -63,6 +65,14 @@ except ImportError:  # pragma: no cover - depends on the build
 
 _ENABLED = True  # set_enabled (tests patch it)
 MAX_STEP_ROWS = 64  # rows (tokens) of one C call (csrc/decodestep.c MAX_STEP_ROWS)
+# Most tokens one sequence brings to a fused step of over dense.MAX_ROWS tokens: decode rows mixed
+# with short jump-forward runs and scoring requests (extraction's batched steps) run fused; a
+# longer extension (a prompt chunk) makes the step per-op, where its matmuls take all its rows at
+# once. Float weights or float32 activations: 8 (over 8 rows the per-op path's matmuls round
+# otherwise); every matmul quantized over int8 activations (the default engine; the same C kernels
+# either way, each row on its own, bit for bit): 64, one call's rows.
+MAX_FUSED_EXTEND = dense.MAX_ROWS
+MAX_FUSED_EXTEND_QUANTIZED = MAX_STEP_ROWS
 _DT = {torch.float32: 0, torch.bfloat16: 1}
 
 
@@ -150,6 +160,13 @@ class _Watch:
 
 
 _FMT_INT4, _FMT_INT8, _FMT_INT4T = 1, 2, 3  # csrc/decodestep.c FMT_*
+# table fields (_layer_row): (weight, format word) of qkv, o, gate/up, down (weight 0: a slot run
+# as parts), then of the 3 parts of qkv and of gate/up (weight 0: no part); a format word's int8
+# activations flag (0 for float weights)
+_MATMUL_FIELDS = [(1, 15), (3, 18), (6, 21), (8, 24)] + [
+    (base + 6 * i, base + 6 * i + 2) for base in (27, 45) for i in range(3)
+]
+_Q8_FLAG = 1 << 3
 
 
 def _float_matmul(mod, fused: bool, dtype, watch: _Watch):
@@ -394,6 +411,7 @@ class DecodeStepPlan:
         self.eps, self.qk_eps, self.scale, self.dtype = eps, qk_eps, scale, dtype
         self._watch, self._kv_ptrs = watch, kv_ptrs
         self.kv_dtype = dtype  # the KV cache's dtype (build sets the pool's)
+        self.all_q8 = False  # every matmul quantized over int8 activations (build sets it)
 
     @staticmethod
     def build(model, kv: KVPool) -> "DecodeStepPlan | None":
@@ -464,6 +482,9 @@ class DecodeStepPlan:
             _kv_ptrs(kv),
         )
         plan.kv_dtype = kv.dtype
+        weights = table[:, [w for w, _ in _MATMUL_FIELDS]]
+        q8 = table[:, [f for _, f in _MATMUL_FIELDS]] & _Q8_FLAG
+        plan.all_q8 = not bool(((weights != 0) & (q8 == 0)).any())
         return plan
 
     def valid(self, kv: KVPool) -> bool:
@@ -569,6 +590,15 @@ def _step_ok(
     )
 
 
+def _short_extensions(plan: DecodeStepPlan, t: int, batch: ForwardBatch) -> bool:
+    """Whether no sequence of the step brings over :data:`MAX_FUSED_EXTEND` (every matmul of the
+    plan quantized over int8 activations: :data:`MAX_FUSED_EXTEND_QUANTIZED`) of its ``t`` tokens.
+    """
+    n = batch.extend_lens.numel()
+    most = MAX_FUSED_EXTEND_QUANTIZED if plan.all_q8 else MAX_FUSED_EXTEND
+    return t == n or (t <= n * most and int(batch.extend_lens.max()) <= most)
+
+
 def decode_step(
     model,
     residual: torch.Tensor,
@@ -594,15 +624,13 @@ def decode_step(
         ``[T, hidden]`` the last layer's MLP output, or None (nothing computed, nothing written)
         when the kernel is unavailable or turned off, the attention backend is not ``"auto"``,
         the model or the step is outside what the fused step covers (over ``dense.MAX_ROWS``
-        tokens only when every sequence extends by one token: one call for up to
+        tokens only when no sequence extends by more than :data:`MAX_FUSED_EXTEND` tokens, or
+        :data:`MAX_FUSED_EXTEND_QUANTIZED` where every matmul is quantized over int8 activations:
+        one call for up to
         :data:`MAX_STEP_ROWS` rows, consecutive calls above).
     """
     t = residual.shape[0]
-    if not (
-        kernel_available()
-        and (t <= dense.MAX_ROWS or t == batch.extend_lens.numel())  # small, or one token a row
-        and cpu_attention(residual)
-    ):
+    if not (kernel_available() and cpu_attention(residual)):
         return None
     cached = model.__dict__.get("_decode_step_plan")  # (weakref to the KV pool, plan)
     plan = cached[1] if cached is not None and cached[0]() is kv else None
@@ -611,6 +639,8 @@ def decode_step(
             model, kv
         )  # a None plan is not cached: its checks fail at layer 0
         model.__dict__["_decode_step_plan"] = None if plan is None else (weakref.ref(kv), plan)
-    if plan is None or not _step_ok(plan, residual, cos, sin, batch):
+    if plan is None or not (t <= dense.MAX_ROWS or _short_extensions(plan, t, batch)):
+        return None
+    if not _step_ok(plan, residual, cos, sin, batch):
         return None
     return plan._launch(residual, cos, sin, batch)  # checked just above

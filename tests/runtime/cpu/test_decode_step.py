@@ -288,3 +288,48 @@ def test_wide_decode_step_in_one_call_equals_chunks_of_8(
 ):
     """Float weights: Qwen2 (a sliding layer) in fp32, Llama with biases in bf16."""
     wide_fused_vs_chunks(_model(tmp_path_factory, family, dtype), monkeypatch, rows)
+
+
+# Steps mixing decode rows with short extensions (extraction's jump-forward runs and scoring
+# requests): sequence -> tokens it brings. T = 24, T = 19, and T = 81 (two calls: sequence 31's
+# two tokens on rows 63 and 64, either side of the call boundary).
+MIXED_STEPS = (
+    {**{s: 4 for s in range(4)}, **{s: 1 for s in range(4, 12)}},
+    {0: 8, **{s: 1 for s in range(1, 12)}},
+    {0: 3, **{s: 2 for s in range(1, 40)}},
+)
+
+
+def mixed_steps(model, most: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Prefill 40 sequences, one of 70 tokens and the others of 9-24 (the per-op path), then the
+    :data:`MIXED_STEPS`, and one step where a sequence brings ``most + 1`` tokens beside 11 decode
+    rows (``most``: the fused rule's longest extension, so per-op). Logits of every token of the
+    last four steps, and the K/V cache at the end."""
+    seqs = PagedSequences(model, num_pages=192, page_size=16)
+    prompts = {s: [(11 * s + j) % 250 + 1 for j in range(9 + s % 16)] for s in range(40)}
+    prompts[0] = [(5 * j) % 250 + 1 for j in range(70)]
+    seqs.step(prompts)
+    logits = []
+    for i, step in enumerate((*MIXED_STEPS, {0: most + 1, **{s: 1 for s in range(1, 12)}})):
+        chunks = {s: [(7 * s + 3 * j + i) % 250 + 1 for j in range(n)] for s, n in step.items()}
+        out = seqs.step(chunks, all_logits=True)
+        logits.append(torch.cat([out[s] for s in chunks]))
+    return logits, [t.clone() for t in seqs.kv.k + seqs.kv.v]
+
+
+def test_decode_rows_with_short_extensions_run_fused(tmp_path_factory, monkeypatch):
+    """Over 8 tokens, a step of float weights runs fused while no sequence brings more than
+    ``MAX_FUSED_EXTEND`` (8) tokens, in calls of up to 64 rows; a 9-token extension keeps the step
+    per-op. Logits and K/V cache to rounding against the per-op path (its matmuls over 8 rows are
+    torch's); quantized weights (up to 64 tokens, bit for bit) in test_decode_step_quant.py."""
+    model = _model(tmp_path_factory, "qwen2", torch.float32)  # a sliding layer too
+    calls = record_fused_calls(monkeypatch)
+    fused, fused_kv = mixed_steps(model, decode_step.MAX_FUSED_EXTEND)
+    assert calls == [24, 19, 64, 17]
+    monkeypatch.setattr(decode_step, "_ENABLED", False)
+    per_op, per_op_kv = mixed_steps(model, decode_step.MAX_FUSED_EXTEND)
+    assert len(calls) == 4
+    for a, b in zip(fused, per_op):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    for a, b in zip(fused_kv, per_op_kv):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)

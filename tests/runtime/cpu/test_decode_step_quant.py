@@ -88,13 +88,16 @@ def _kinds(model) -> set[tuple[str, int]]:
     }
 
 
-def _fused_vs_per_op(model, monkeypatch) -> None:
+def _fused_vs_per_op(model, monkeypatch, q8: bool) -> None:
+    """``_scenario`` fused and per-op: logits and cache bit for bit. Every step of at most 8
+    tokens runs fused; where every matmul takes int8 activations (``q8``; not Q6_K's groups of
+    16) the prefill too (35 tokens, no sequence over ``MAX_FUSED_EXTEND_QUANTIZED``)."""
     calls = record_fused_calls(monkeypatch)
     fused, fused_kv = _scenario(model)
-    assert calls == [3, 3, 3, 4, 8, 1]  # every step of at most 8 tokens ran fused
+    assert calls == [35] * q8 + [3, 3, 3, 4, 8, 1]
     monkeypatch.setattr(decode_step, "_ENABLED", False)
     per_op, per_op_kv = _scenario(model)
-    assert len(calls) == 6
+    assert len(calls) == 6 + q8
     monkeypatch.setattr(decode_step, "_ENABLED", True)
     for a, b in zip(fused, per_op):
         assert torch.equal(a, b)
@@ -121,7 +124,7 @@ def test_fused_quantized_step_equals_per_op_path(
     model = _model(tmp_path_factory, family, quant, torch.float32)
     assert _kinds(model) == kinds  # every decoder matmul is quantized as named
     apply_activation_dtype(model, activation)
-    _fused_vs_per_op(model, monkeypatch)
+    _fused_vs_per_op(model, monkeypatch, activation == "int8")
 
 
 @pytest.mark.parametrize("activation", ["int8", "float32"])
@@ -132,14 +135,14 @@ def test_fused_quantized_step_q4_k(tmp_path_factory, monkeypatch, isa, activatio
     assert _kinds(model) == {("int4", 32), ("int8", 16)}
     assert model.model.layers[0].self_attn.q_proj.scales.dtype == torch.float32
     apply_activation_dtype(model, activation)
-    _fused_vs_per_op(model, monkeypatch)
+    _fused_vs_per_op(model, monkeypatch, False)  # Q6_K's groups of 16 take float32 activations
 
 
 def test_fused_quantized_step_q4_k_bf16(tmp_path_factory, monkeypatch):
     """The Q4_K + Q6_K model in bf16 with int8 activations."""
     model = _q4_k_model(tmp_path_factory, torch.bfloat16)
     apply_activation_dtype(model, "int8")
-    _fused_vs_per_op(model, monkeypatch)
+    _fused_vs_per_op(model, monkeypatch, False)
 
 
 def _q4_k_model(tmp_path_factory, dtype: torch.dtype, mix: str = "fused"):
@@ -183,7 +186,7 @@ def test_fused_quantized_step_mixed_kinds(tmp_path_factory, monkeypatch, mix, dt
     assert (mlp.up_proj.kind, mlp.down_proj.kind) == ("int8" if mix == "up" else "int4", "int8")
     assert (attn.qkv is None) == (mix == "v") and (mlp.gate_up is None) == (mix == "up")
     apply_activation_dtype(model, activation)
-    _fused_vs_per_op(model, monkeypatch)
+    _fused_vs_per_op(model, monkeypatch, False)  # Q6_K down: float32 activations
 
 
 @pytest.mark.parametrize("quant", ["Q4_1", "Q8_0"])
@@ -191,7 +194,7 @@ def test_fused_quantized_step_bf16(tmp_path_factory, monkeypatch, quant):
     """A bf16 model: each quantized output rounded to bf16, then its bias added and rounded."""
     model = _model(tmp_path_factory, "qwen2", quant, torch.bfloat16)
     apply_activation_dtype(model, "int8")
-    _fused_vs_per_op(model, monkeypatch)
+    _fused_vs_per_op(model, monkeypatch, True)
 
 
 def test_changed_activation_setting_rebuilds_the_plan(tmp_path_factory, monkeypatch):
@@ -203,7 +206,7 @@ def test_changed_activation_setting_rebuilds_the_plan(tmp_path_factory, monkeypa
     apply_activation_dtype(model, "float32")
     exact, _ = _scenario(model)
     assert not torch.equal(q8[-1], exact[-1])
-    _fused_vs_per_op(model, monkeypatch)
+    _fused_vs_per_op(model, monkeypatch, False)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
@@ -218,7 +221,7 @@ def test_unfused_members_run_as_parts(tmp_path_factory, monkeypatch, dtype):
         for layer in layers:
             layer.self_attn.qkv = layer.mlp.gate_up = None
         apply_activation_dtype(model, "int8")
-        _fused_vs_per_op(model, monkeypatch)
+        _fused_vs_per_op(model, monkeypatch, True)
     finally:
         for layer, (qkv, gate_up) in zip(layers, saved):
             layer.self_attn.qkv, layer.mlp.gate_up = qkv, gate_up
@@ -286,7 +289,7 @@ def test_fused_int4_tiles_step_with_columns_starting_mid_tile(tmp_path_factory, 
     before = torch.get_num_threads()
     torch.set_num_threads(4)  # team_range(12 heads, 4 threads): heads 0, 3, 6, 9 start a share
     try:
-        _fused_vs_per_op(model, monkeypatch)
+        _fused_vs_per_op(model, monkeypatch, True)
     finally:
         torch.set_num_threads(before)
 
@@ -317,3 +320,29 @@ def test_wide_quantized_step_in_one_call_equals_chunks_of_8(
         model = _model(tmp_path_factory, family, quant, torch.float32)
     apply_activation_dtype(model, activation)
     wide_fused_vs_chunks(model, monkeypatch, rows)
+
+
+@pytest.mark.parametrize(
+    "family, quant", [("qwen3", "Q4_1"), ("qwen2", "Q8_0"), ("qwen3", "int4-g32")]
+)
+def test_mixed_quantized_steps_equal_per_op_path(tmp_path_factory, monkeypatch, isa, family, quant):
+    """Decode rows mixed with short extensions (T = 24, 19, 81: fused, in calls of up to 64 rows)
+    with int8 activations (the default engine's Q4_1 among them): logits of every token and the
+    K/V cache bit for bit against the per-op path over the same steps; a sequence bringing 65
+    tokens (over ``MAX_FUSED_EXTEND_QUANTIZED``) keeps its step per-op."""
+    from tests.runtime.cpu.test_decode_step import mixed_steps
+
+    model = _model(tmp_path_factory, family, quant, torch.float32)
+    apply_activation_dtype(model, "int8")
+    calls = record_fused_calls(monkeypatch)
+    most = decode_step.MAX_FUSED_EXTEND_QUANTIZED
+    fused, fused_kv = mixed_steps(model, most)
+    assert calls == [24, 19, 64, 17]
+    monkeypatch.setattr(decode_step, "_ENABLED", False)
+    per_op, per_op_kv = mixed_steps(model, most)
+    monkeypatch.setattr(decode_step, "_ENABLED", True)
+    assert len(calls) == 4
+    for a, b in zip(fused, per_op):
+        assert torch.equal(a, b)
+    for a, b in zip(fused_kv, per_op_kv):
+        assert torch.equal(a, b)

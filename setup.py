@@ -122,6 +122,7 @@ setup(
         Extension(
             "structgen.runtime.loader._kquant",
             sources=["csrc/kquant.c"],
+            depends=["csrc/sg_simd.h"],
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
             extra_link_args=["-fopenmp"],
             optional=True,

@@ -24,38 +24,12 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline float fp16_to_fp32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, man = h & 0x3FF, bits;
-    if (exp == 0x1F) {
-        bits = sign | 0x7F800000u | (man << 13); /* inf / nan */
-    } else if (exp != 0) {
-        bits = sign | ((exp + 112) << 23) | (man << 13);
-    } else if (man == 0) {
-        bits = sign;
-    } else { /* subnormal: normalise */
-        exp = 113;
-        while (!(man & 0x400)) {
-            man <<= 1;
-            exp--;
-        }
-        bits = sign | (exp << 23) | ((man & 0x3FF) << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static inline uint16_t fp32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040); /* quiet nan */
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
+#include "sg_simd.h" /* sg_f16_to_float, sg_float_to_bf16 */
 
 static inline float rd16(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, 2);
-    return fp16_to_fp32(h);
+    return sg_f16_to_float(h);
 }
 
 /* each block decoder writes block_elems floats to y */
@@ -178,7 +152,7 @@ static PyObject *py_dequantize(PyObject *self, PyObject *args) {
                 uint16_t *o = (uint16_t *)(uintptr_t)dst_addr + r * row_elems;
                 for (Py_ssize_t b = 0; b < nb; b++) {
                     fn(s + b * bytes, tmp);
-                    for (int j = 0; j < elems; j++) o[b * elems + j] = fp32_to_bf16(tmp[j]);
+                    for (int j = 0; j < elems; j++) o[b * elems + j] = sg_float_to_bf16(tmp[j]);
                 }
             } else {
                 float *o = (float *)(uintptr_t)dst_addr + r * row_elems;

@@ -38,6 +38,17 @@ def _load_ext(path: str):
     return importlib.util.module_from_spec(spec)
 
 
+def _layers(rows: int, num_pages: int, dtype: torch.dtype, g: torch.Generator):
+    """Per layer, ``[rows, H * D]`` queries and ``[num_pages * PS, KVH, D]`` K and V caches,
+    drawn from ``g`` in the order q, k, v of each layer."""
+    qs, ks, vs = [], [], []
+    for _ in range(LAYERS):
+        qs.append(torch.randn(rows, H * D, generator=g).to(dtype))
+        ks.append(torch.randn(num_pages * PS, KVH, D, generator=g).to(dtype))
+        vs.append(torch.randn(num_pages * PS, KVH, D, generator=g).to(dtype))
+    return qs, ks, vs
+
+
 def _case(rows: int, ctx: int, shared: int, dtype: torch.dtype):
     """(q per layer, k per layer, v per layer, page table, seq ids, positions) of one step."""
     g = torch.Generator().manual_seed(rows * 1000 + ctx)
@@ -50,11 +61,7 @@ def _case(rows: int, ctx: int, shared: int, dtype: torch.dtype):
     for r in range(rows):
         table[r, :shared_pages] = perm[:shared_pages]
         table[r, shared_pages:] = perm[shared_pages + r * own : shared_pages + (r + 1) * own]
-    qs, ks, vs = [], [], []
-    for _ in range(LAYERS):
-        qs.append(torch.randn(rows, H * D, generator=g).to(dtype))
-        ks.append(torch.randn(num_pages * PS, KVH, D, generator=g).to(dtype))
-        vs.append(torch.randn(num_pages * PS, KVH, D, generator=g).to(dtype))
+    qs, ks, vs = _layers(rows, num_pages, dtype, g)
     seq = torch.arange(rows, dtype=torch.int64)
     pos = torch.full((rows,), ctx, dtype=torch.int64)
     return qs, ks, vs, table, seq, pos
@@ -66,11 +73,7 @@ def _prefill_case(tokens: int, dtype: torch.dtype):
     g = torch.Generator().manual_seed(tokens)
     num_pages = (tokens + PS - 1) // PS + 1
     table = torch.randperm(num_pages, generator=g)[None, :].contiguous()
-    qs, ks, vs = [], [], []
-    for _ in range(LAYERS):
-        qs.append(torch.randn(tokens, H * D, generator=g).to(dtype))
-        ks.append(torch.randn(num_pages * PS, KVH, D, generator=g).to(dtype))
-        vs.append(torch.randn(num_pages * PS, KVH, D, generator=g).to(dtype))
+    qs, ks, vs = _layers(tokens, num_pages, dtype, g)
     seq = torch.zeros(tokens, dtype=torch.int64)
     return qs, ks, vs, table, seq, torch.arange(tokens, dtype=torch.int64)
 

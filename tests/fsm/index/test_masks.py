@@ -376,6 +376,16 @@ def test_row_forms_write_what_the_mask_says(density, cols) -> None:
     assert torch.equal(bm, want)
 
 
+def _assert_c_form_is_numpys(c_form, mask: np.ndarray, case) -> None:
+    """The C ``row_form`` of ``mask`` is the numpy reference's form: the same sparse bytes,
+    or the dense form on ``mask`` itself with the same fields."""
+    got, want = c_form(mask), masks._row_form_numpy(mask)
+    if isinstance(want, bytes):
+        assert got == want, case
+    else:
+        assert isinstance(got, tuple) and got[0] is mask and got[1:] == want[1:], case
+
+
 @pytest.mark.parametrize("n", [1, 8, 47, 1536])
 def test_row_form_c_pass_equals_numpy(n) -> None:
     """The C ``row_form`` gives the numpy reference's form byte for byte, at every count of
@@ -390,11 +400,7 @@ def test_row_form_c_pass_equals_numpy(n) -> None:
         mask[where] = rng.integers(-(1 << 31), 1 << 31, nonzero, dtype=np.int64).astype(np.int32)
         mask[where[mask[where] == 0]] = 1
         mask.setflags(write=False)
-        got, want = c_form(mask), masks._row_form_numpy(mask)
-        if isinstance(want, bytes):
-            assert got == want, nonzero
-        else:
-            assert isinstance(got, tuple) and got[0] is mask and got[1:] == want[1:], nonzero
+        _assert_c_form_is_numpys(c_form, mask, nonzero)
     assert c_form(np.zeros(4, np.int64)) is None  # another dtype: the numpy path
     assert c_form(np.zeros(8, np.int32)[::2]) is None  # not contiguous
 
@@ -414,11 +420,7 @@ def test_row_form_c_pass_at_every_word_position(n) -> None:
         mask = np.zeros(n, np.int32)
         mask[where] = -7 - np.arange(len(where), dtype=np.int32)
         mask.setflags(write=False)
-        got, want = c_form(mask), masks._row_form_numpy(mask)
-        if isinstance(want, bytes):
-            assert got == want, where
-        else:
-            assert isinstance(got, tuple) and got[0] is mask and got[1:] == want[1:], where
+        _assert_c_form_is_numpys(c_form, mask, where)
 
 
 def test_fill_row_from_forms_dict() -> None:

@@ -280,6 +280,16 @@ def _bpe_texts(paths: list[Path]):
         yield text
 
 
+BPE_CACHE_PREFIX = f"bench_bpe{BPE_VOCAB // 1000}k-"
+"""Start of the cached tokenizer files' names (then the sources' key and ``.json``)."""
+
+
+def bpe_cache_dir() -> Path:
+    """Where ``bpe_150k_tokenizer`` caches its trained tokenizer (``$XDG_CACHE_HOME`` or
+    ``~/.cache``, then ``structgen``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "structgen"
+
+
 def bpe_150k_tokenizer():
     """A 150k-token byte-level BPE trained locally with `tokenizers` (deterministic for a
     given set of files), cached under ~/.cache/structgen keyed by the files and settings;
@@ -300,8 +310,7 @@ def bpe_150k_tokenizer():
             )
         ).encode()
     ).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "structgen"
-    path = cache / f"bench_bpe{BPE_VOCAB // 1000}k-{key}.json"
+    path = bpe_cache_dir() / f"{BPE_CACHE_PREFIX}{key}.json"
     if path.exists():
         tok, how = Tokenizer.from_file(str(path)), f"cached {path.name}"
     else:
@@ -318,7 +327,7 @@ def bpe_150k_tokenizer():
         )
         tok.train_from_iterator(_bpe_texts(paths), trainer)
         how = f"trained in {time.perf_counter() - t0:.0f} s"
-        cache.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         tok.save(str(path))
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
     longest = max(len(t) for t in tok.get_vocab())

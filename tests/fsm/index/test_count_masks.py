@@ -281,11 +281,9 @@ def test_canonical_masks_by_class_equal_token_walks(vocab) -> None:
 def _bpe150k_vocab() -> Vocabulary:
     """The 150k byte-level BPE bench_grammar trains (``bpe_150k_tokenizer``), when a run
     left it in the cache (training takes a minute: skipped otherwise)."""
-    import os
-    from pathlib import Path
+    from benchmarks.bench_grammar import BPE_CACHE_PREFIX, bpe_cache_dir
 
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "structgen"
-    found = sorted(cache.glob("bench_bpe150k-*.json"))
+    found = sorted(bpe_cache_dir().glob(f"{BPE_CACHE_PREFIX}*.json"))
     if not found:
         pytest.skip("no cached 150k BPE (run benchmarks/bench_grammar.py --tokenizers bpe150k)")
     from tokenizers import Tokenizer

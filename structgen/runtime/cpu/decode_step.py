@@ -160,13 +160,7 @@ class _Watch:
 
 
 _FMT_INT4, _FMT_INT8, _FMT_INT4T = 1, 2, 3  # csrc/decodestep.c FMT_*
-# table fields (_layer_row): (weight, format word) of qkv, o, gate/up, down (weight 0: a slot run
-# as parts), then of the 3 parts of qkv and of gate/up (weight 0: no part); a format word's int8
-# activations flag (0 for float weights)
-_MATMUL_FIELDS = [(1, 15), (3, 18), (6, 21), (8, 24)] + [
-    (base + 6 * i, base + 6 * i + 2) for base in (27, 45) for i in range(3)
-]
-_Q8_FLAG = 1 << 3
+_Q8_FLAG = 1 << 3  # a format word's int8 activations flag (0 for float weights)
 
 
 def _float_matmul(mod, fused: bool, dtype, watch: _Watch):
@@ -303,10 +297,13 @@ def _slot(parent, fused_name: str, members: tuple[str, ...], dtype, watch: _Watc
     return [0, 0, 0, 0, 0], (sum(sizes), ins.pop()), tensors, parts, tuple(sizes)
 
 
-def _layer_row(layer, watch: _Watch, dtype) -> tuple[list[int], tuple, list[torch.Tensor]] | None:
-    """One layer's table row, the shape facts all layers must share, and the tensors it points at;
-    None when the layer is not a plain Llama-style block over fused float or quantized weights
-    (or quantized q/k/v, gate/up left unfused: parts of their slot, see :func:`_slot`).
+def _layer_row(
+    layer, watch: _Watch, dtype
+) -> tuple[list[int], tuple, list[torch.Tensor], bool] | None:
+    """One layer's table row, the shape facts all layers must share, the tensors it points at, and
+    whether every matmul runs over int8 activations; None when the layer is not a plain
+    Llama-style block over fused float or quantized weights (or quantized q/k/v, gate/up left
+    unfused: parts of their slot, see :func:`_slot`).
     """
     from structgen.runtime.models.decoder import DecoderAttention, DecoderLayer
     from structgen.runtime.models.layers import GatedMLP
@@ -383,7 +380,14 @@ def _layer_row(layer, watch: _Watch, dtype) -> tuple[list[int], tuple, list[torc
         qkv_shape[1],
         gu_shape[1],
     )
-    return row, shape, t0 + t1 + t2 + t3 + norms
+    # a slot run as parts has weight 0 in its own fields; an unused part has weight 0 too
+    parts = [
+        p[i : i + _PART_FIELDS]
+        for p in (qkv_parts, gu_parts)
+        for i in range(0, len(p), _PART_FIELDS)
+    ]
+    q8 = all(m[2] & _Q8_FLAG for m in (qkv, o, gu, down, *parts) if m[0])
+    return row, shape, t0 + t1 + t2 + t3 + norms, q8
 
 
 class DecodeStepPlan:
@@ -426,13 +430,14 @@ class DecodeStepPlan:
             or kv.num_layers != len(layers)
         ):
             return None
-        watch, rows, shapes = _Watch(), [], set()
+        watch, rows, shapes, all_q8 = _Watch(), [], set(), True
         for i in range(len(layers)):
             watch.keep(layers._modules, str(i), tensor=False)
             got = _layer_row(layers[i], watch, dtype)
             if got is None:
                 return None
-            row, shape, _tensors = got
+            row, shape, _tensors, q8 = got
+            all_q8 = all_q8 and q8
             row[10], row[11] = kv.k_slots(i).data_ptr(), kv.v_slots(i).data_ptr()
             rows.append(row)
             shapes.add(shape)
@@ -482,9 +487,7 @@ class DecodeStepPlan:
             _kv_ptrs(kv),
         )
         plan.kv_dtype = kv.dtype
-        weights = table[:, [w for w, _ in _MATMUL_FIELDS]]
-        q8 = table[:, [f for _, f in _MATMUL_FIELDS]] & _Q8_FLAG
-        plan.all_q8 = not bool(((weights != 0) & (q8 == 0)).any())
+        plan.all_q8 = all_q8
         return plan
 
     def valid(self, kv: KVPool) -> bool:

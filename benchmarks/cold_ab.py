@@ -2,16 +2,17 @@
 
 The baseline checkout (``--baseline DIR``: its ``structgen`` package, C extensions built
 there, loaded under the name ``structgen_base``) and this one are compiled afresh on the
-same workloads, their passes interleaved with llguidance's (the order rotated each
-pass, so no engine always follows the same one) (a new ``LLMatcher`` per pass),
-each instance forced token by token with every per-grammar cache emptied before each
-compile (structgen: ``clear_cache`` and the lexical cache's unpinned entries, as
-bench_grammar's cold-empty). Timed: ``fill_bitmask`` before each token with
-``time.thread_time`` (what load on shared cores distorts least); the collector is frozen
-after the setup. Workloads: the five schemas of ``data/cold_schemas.json`` (compact
-instances), llama.cpp's grammars of ``tests/fixtures/gbnf`` (``--gbnf-sweep``'s valid
-texts, the first 600 tokens; llguidance reads ``gbnf_to_lark``'s translation) and the
-grammars of ``bench_grammar.py --grammars`` (``cfg:<file>``, its valid texts, 600 tokens).
+same workloads, their passes interleaved with llguidance's (the order rotated each pass, so
+no engine always follows the same one) (a new ``LLMatcher`` per pass), each instance forced
+token by token with every per-grammar cache emptied before each compile (structgen:
+``reset``, untimed: ``clear_cache(memos=True)``, ``prepare``'s warm-up and the lexical
+cache's unpinned entries, as bench_grammar's cold-empty). Timed: ``fill_bitmask`` before
+each token with ``time.thread_time`` (what load on shared cores distorts least); the
+collector is frozen after the setup. Workloads: the five schemas of
+``data/cold_schemas.json`` (compact instances), llama.cpp's grammars of
+``tests/fixtures/gbnf`` (``--gbnf-sweep``'s valid texts, the first 600 tokens; llguidance
+reads ``gbnf_to_lark``'s translation) and the grammars of ``bench_grammar.py --grammars``
+(``cfg:<file>``, its valid texts, 600 tokens).
 
 Per workload and engine, from its pass with the least compile + masks + advances CPU time
 (load only adds time): cold mask mean and p99 per token (us) and that total (ms); the least
@@ -82,6 +83,20 @@ class _StructgenOf(bg.Structgen):
 
     def _fresh(self) -> None:
         self.fsm.clear_cache()
+        self.vocab.lexical_masks.clear()
+
+    def reset(self) -> None:
+        """bench_grammar's ``Structgen.reset`` through this package (untimed, before each
+        pass): its per-process memos dropped, then ``prepare``'s warm-up; a checkout without
+        ``clear_cache(memos=...)`` keeps its memos (its later passes reuse a schema's own
+        text and class work: compare such a baseline's compile with care)."""
+        try:
+            self.fsm.clear_cache(memos=True)
+        except TypeError:
+            self.fsm.clear_cache()
+        if hasattr(self.vocab, "prepare"):
+            with self._own_name():
+                self.vocab.prepare()
         self.vocab.lexical_masks.clear()
 
     @contextlib.contextmanager
@@ -160,6 +175,8 @@ def _pass(eng, kind, spec, ids, clock=time.thread_time):
     """(mask seconds per token, compile + masks + advances seconds, tokens accepted,
     compile seconds); ``([], inf, -1, nan)`` when the engine refuses the grammar."""
     buf = torch.zeros((1, eng.words), dtype=torch.int32)
+    if hasattr(eng, "reset"):
+        eng.reset()
     t0 = clock()
     try:
         g = getattr(eng, kind)(spec)

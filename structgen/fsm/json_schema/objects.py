@@ -74,6 +74,7 @@ CANON_CHAR = "(?:" + "|".join(['[^"\\\\\\x00-\\x1f]'] + _escape_classes(_ESCAPES
 _ALL_ESCAPES = _escape_classes(_ESCAPES)
 _NON_ASCII = "[\\x80-\\U0010ffff]"  # every non-ASCII character (UTF-8: no surrogate)
 _NON_ASCII_UNIT = "(?:" + "|".join([_NON_ASCII, *_ALL_ESCAPES]) + ")"
+_KEY_ASCII = [c for c in range(0x20, 0x80) if chr(c) not in '"\\']  # ASCII key units, unescaped
 MAX_SUBSETS = 256
 SHARE_MIN_CHARS = 64  # member tails at least this long become shared definitions
 # (WashingtonPost's recursive content objects copy every expansion's tails; the figures for
@@ -97,12 +98,18 @@ def _unit_not_in(excluded: frozenset[str], other: str = _NON_ASCII_UNIT) -> str:
     characters more text per node (``benchmarks/RESULTS.md``, #22 g2). Same language
     either way (the same term: alternations flatten).
     """
-    plain = sorted(u for u in excluded if len(u) == 1)
-    escapes = _escape_classes([e for e in _ESCAPES if e not in excluded])
+    plain = [u for u in excluded if len(u) == 1]  # the others are escapes
+    escapes = (
+        _escape_classes([e for e in _ESCAPES if e not in excluded])
+        if len(plain) < len(excluded)
+        else _ALL_ESCAPES
+    )
     if all(u < "\x80" for u in plain):
-        left = [c for c in range(0x20, 0x80) if chr(c) not in '"\\' and chr(c) not in plain]
+        codes = {ord(u) for u in plain}
+        left = [c for c in _KEY_ASCII if c not in codes]
         rest = other if escapes == _ALL_ESCAPES else _alt_text([_NON_ASCII, *escapes])
         return _alt_text([_byte_class(left), rest] if left else [rest])
+    plain.sort()
     cls = '[^"\\\\\\x00-\\x1f' + "".join("\\" + c if c in "\\]^-[" else c for c in plain) + "]"
     return "(?:" + "|".join([cls] + escapes) + ")"
 

@@ -34,7 +34,19 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 from .definitions import PLACEHOLDER_BASE
 from .recipes import export_term, import_term
-from .terms import _SPINE_MAX, ALT, BYTES, CONCAT, EMPTY, EPS, INF, MAX_DEPTH, REPEAT, UNTIL
+from .terms import (
+    _SPINE_MAX,
+    ALT,
+    BYTES,
+    CONCAT,
+    EMPTY,
+    EPS,
+    INF,
+    MAX_DEPTH,
+    REPEAT,
+    UNTIL,
+    byte_range_mask,
+)
 
 try:  # optional C extension built by setup.py (csrc/regexlower.c)
     from . import _regexlower as _EXT
@@ -404,6 +416,17 @@ class _Parser:
 
     def _class(self, negate: bool, body: str) -> int:
         items = _class_items(negate, body)
+        if not negate:  # ASCII characters and ranges only: one byte set (what chars() merges)
+            mask = 0
+            for op, av in items:
+                if op == C.LITERAL and av < 0x80:
+                    mask |= 1 << av
+                elif op == C.RANGE and av[1] < 0x80:
+                    mask |= byte_range_mask(*av)
+                else:
+                    break
+            else:
+                return self.arena.byteset(mask)
         top = max((av for op, av in items if op == C.LITERAL), default=0)
         if top >= PLACEHOLDER_BASE:  # (a range is never a placeholder: large classes stay here)
             raise _Bail  # a placeholder in a class: re's path handles (or refuses) it

@@ -81,11 +81,14 @@ class Structgen:
 
     def reset(self):
         """Cold-empty's state before a compile, untimed: the process as setup left it
-        (``clear_cache(memos=True)``: no memo of an earlier compile, each run of a schema
-        pays that schema's own text and class work; then ``prepare``'s warm-up again)."""
+        (``clear_cache(memos=True)``: no memo of an earlier compile; ``prepare``'s warm-up
+        again; ``Vocabulary.clear_tables``: no exit trie or count table an earlier request
+        built), so each run of a schema pays that schema's own text, class and table work.
+        """
         from structgen.fsm import clear_cache
 
         clear_cache(memos=True)
+        self.vocab.clear_tables()
         self.vocab.prepare()
         self.vocab.lexical_masks.clear()
 

@@ -87,13 +87,16 @@ class _StructgenOf(bg.Structgen):
 
     def reset(self) -> None:
         """bench_grammar's ``Structgen.reset`` through this package (untimed, before each
-        pass): its per-process memos dropped, then ``prepare``'s warm-up; a checkout without
-        ``clear_cache(memos=...)`` keeps its memos (its later passes reuse a schema's own
+        pass): its per-process memos dropped, then ``prepare``'s warm-up and
+        ``Vocabulary.clear_tables``; a checkout without ``clear_cache(memos=...)`` or
+        ``clear_tables`` keeps its memos or state tables (its later passes reuse a schema's own
         text and class work: compare such a baseline's compile with care)."""
         try:
             self.fsm.clear_cache(memos=True)
         except TypeError:
             self.fsm.clear_cache()
+        if hasattr(self.vocab, "clear_tables"):
+            self.vocab.clear_tables()
         if hasattr(self.vocab, "prepare"):
             with self._own_name():
                 self.vocab.prepare()

@@ -1,5 +1,6 @@
-"""``clear_cache(memos=True)`` drops every per-process memo of ``fsm._MEMOS``, and grammars
-compiled after it are the same as with the memos kept.
+"""``clear_cache(memos=True)`` drops every per-process memo of ``fsm._MEMOS``,
+``Vocabulary.clear_tables`` every state table built since ``prepare``, and grammars
+compiled after either are the same as with them kept.
 
 Reference: brute force over every token of a synthetic vocabulary, each token walked
 through the same schema's automaton compiled without a vocabulary
@@ -109,3 +110,29 @@ def test_masks_same_with_and_without_memos(vocab) -> None:
         assert warm is not cold
         for p, a in zip(prefixes, got_cold):
             assert np.array_equal(_check(warm, ref, vocab, p), a), p
+
+
+def test_clear_tables_back_to_prepare() -> None:
+    from structgen.fsm.index.count_masks import STATE_TABLES
+
+    vocab = _vocab()
+    vocab.prepare(warm_up=False)
+    exits = vocab.lexical_masks.exit_sets()
+    tables = {name: set(vocab.__dict__.get(name, ())) for name in STATE_TABLES}
+    first = []
+    for schema, prefixes in SCHEMAS:
+        clear_cache()
+        ref = compile_json_schema(schema, None, strict=False, allow_extra_properties=True)
+        g = _compile(schema, vocab)
+        first.append([_check(g, ref, vocab, p) for p in prefixes])
+    assert vocab.lexical_masks.exit_sets() > exits  # the e-mail's and keys' exit sets
+    vocab.clear_tables()
+    assert vocab.lexical_masks.exit_sets() == exits
+    assert {n: set(vocab.__dict__.get(n, ())) for n in STATE_TABLES} == tables
+    assert vocab.lexical_masks.stats()["lexical_cache_entries"] == 0
+    for (schema, prefixes), want in zip(SCHEMAS, first):
+        clear_cache()
+        ref = compile_json_schema(schema, None, strict=False, allow_extra_properties=True)
+        g = _compile(schema, vocab)
+        for p, a in zip(prefixes, want):
+            assert np.array_equal(_check(g, ref, vocab, p), a), p

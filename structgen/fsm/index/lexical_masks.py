@@ -348,7 +348,7 @@ class LexicalMaskCache:
             if int(lengths[holds].sum()) * _MAX_EXIT_FRACTION >= full.num_nodes:
                 out = None
             else:
-                sub = TokenTrie.build(self.vocab.token_bytes, ~holds)
+                sub = TokenTrie.build(self.vocab.token_bytes, ~holds, full.byte_rank)
                 words = (self.vocab.vocab_size + 31) // 32
                 padded = np.zeros(words * 32, bool)
                 padded[: holds.shape[0]] = holds

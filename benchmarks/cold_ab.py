@@ -47,6 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import benchmarks.bench_grammar as bg  # noqa: E402
 import benchmarks.grammar_cfg_mode as gm  # noqa: E402
+from structgen.fsm import _MEMOS  # noqa: E402
+from structgen.fsm.index.count_masks import STATE_TABLES  # noqa: E402
 
 MAX_FORCED = 600
 
@@ -80,6 +82,9 @@ class _StructgenOf(bg.Structgen):
             _ = self.vocab.token_trie, self.vocab.index_tables
             self.vocab.lexical_masks.prepare()
         self.words = (self.vocab.vocab_size + 31) // 32
+        # setup's state tables, for a checkout without Vocabulary.clear_tables
+        self._setup_exits = set(self.vocab.lexical_masks._exits)
+        self._setup_tables = {n: set(self.vocab.__dict__.get(n, ())) for n in STATE_TABLES}
 
     def _fresh(self) -> None:
         self.fsm.clear_cache()
@@ -88,15 +93,27 @@ class _StructgenOf(bg.Structgen):
     def reset(self) -> None:
         """bench_grammar's ``Structgen.reset`` through this package (untimed, before each
         pass): its per-process memos dropped, then ``prepare``'s warm-up and
-        ``Vocabulary.clear_tables``; a checkout without ``clear_cache(memos=...)`` or
-        ``clear_tables`` keeps its memos or state tables (its later passes reuse a schema's own
-        text and class work: compare such a baseline's compile with care)."""
+        ``Vocabulary.clear_tables``; a checkout without them gets the same through its
+        modules' attributes (this checkout's ``fsm._MEMOS``, setup's state tables)."""
         try:
             self.fsm.clear_cache(memos=True)
-        except TypeError:
+        except TypeError:  # an older checkout: this checkout's list, through its modules
             self.fsm.clear_cache()
+            for module, name in _MEMOS:
+                loaded = sys.modules.get(self.fsm.__name__ + module)
+                memo = getattr(loaded, name, None)
+                if memo is not None:
+                    (getattr(memo, "cache_clear", None) or memo.clear)()
         if hasattr(self.vocab, "clear_tables"):
             self.vocab.clear_tables()
+        else:  # the same trim, through the older checkout's attributes
+            exits = self.vocab.lexical_masks._exits
+            for key in [k for k in exits if k not in self._setup_exits]:
+                exits.pop(key)
+            for name, kept in self._setup_tables.items():
+                table = self.vocab.__dict__.get(name, {})
+                for key in [k for k in table if k not in kept]:
+                    table.pop(key)
         if hasattr(self.vocab, "prepare"):
             with self._own_name():
                 self.vocab.prepare()

@@ -18,8 +18,8 @@ past ``num_pages``), copying the old pages to the same rows: page ids and slots 
 only the tensors' addresses do (``k_slots``/``v_slots`` give the current views; the fused
 decode step re-plans when the pointers change). Doubling keeps the pages copied over all growths
 below the pages finally reserved (a batch of many requests grows the pool a few times in its
-first steps; reserved storage is not resident until written, see below). Page ids are handed out in the same order by
-both kinds of pool, so the same alloc/free sequence gives the same ids.
+first steps; reserved storage is not resident until written, see below). Page ids are handed
+out in the same order by both kinds of pool, so the same alloc/free sequence gives the same ids.
 
 Zeroed pages: masked attention multiplies the slots past a sequence's end (a page's tail,
 the scratch page) by a zero probability, which an uninitialised NaN bit pattern would

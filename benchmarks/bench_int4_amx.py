@@ -2,9 +2,10 @@
 
 Times ``cpu_quant.int4t_mm`` (int8 activations) with ``_qkernel.set_amx(True)`` and
 ``set_amx(False)`` interleaved, best of ``--repeats`` rounds of ``--iters`` calls each, at the
-packaged model's matmul shapes and several row counts M (prefill chunks and wide decode steps),
-checks the two results equal bit for bit, and prints a table with GMAC/s and the ratio. Needs a
-CPU with AMX-INT8 (Intel Sapphire Rapids or later) under Linux; exits with a message otherwise.
+packaged model's matmul shapes (or ``--shapes NxK ...``) and several row counts M (prefill chunks
+and wide decode steps), checks the two results equal bit for bit, and prints a table with GMAC/s
+and the ratio. Needs a CPU with AMX-INT8 (Intel Sapphire Rapids or later) under Linux; exits with
+a message otherwise.
 
     OMP_NUM_THREADS=2 PYTHONPATH=. python benchmarks/bench_int4_amx.py [--threads 2]
 
@@ -99,6 +100,12 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rows", type=int, nargs="+", default=ROWS)
+    ap.add_argument(
+        "--shapes",
+        nargs="+",
+        default=[f"{n}x{k}" for n, k in SHAPES],
+        help="weight shapes NxK (default: the packaged model's layer matmuls)",
+    )
     ap.add_argument("--against", nargs="*", default=[], help="other builds' _qkernel .so files")
     ap.add_argument(
         "--clock",
@@ -132,7 +139,13 @@ def main() -> None:
     extra = "".join(f" build {i + 1} AMX ms | this / build {i + 1} |" for i in range(len(others)))
     print("| N x K | M | AVX2/VNNI ms (GMAC/s) | AMX ms (GMAC/s) | speed-up |" + extra)
     print("|---|---|---|---|---|" + "---|---|" * len(others))
-    for n, k in SHAPES:
+    try:
+        shapes = [tuple(int(v) for v in t.split("x")) for t in args.shapes]
+    except ValueError:
+        ap.error(f"--shapes must be NxK, got {args.shapes}")
+    if any(len(t) != 2 or t[0] < 1 or t[1] % 32 for t in shapes):
+        ap.error(f"--shapes must be NxK with K a multiple of 32, got {args.shapes}")
+    for n, k in shapes:
         q, s, mn = quantize_int4(
             torch.randn(n, k, generator=torch.Generator().manual_seed(n + k)), 32
         )

@@ -14,8 +14,9 @@ OpenMP region), because wall time on a shared machine measures the load, not the
    ``--batch1-docs`` one at a time, then ``--docs`` in one call (after one untimed card);
    per mode, per document: forward passes, tokens computed (prompt chunks, sampled rows,
    forced jump-forward tokens, the scoring passes' requests), prefix-cache hits, and the
-   calling thread's CPU in the forward, in sampling and masks, in the scoring passes and
-   in ``copy_constraint`` + compile; with ``--steps``, the batched call's steps;
+   calling thread's CPU in the forward, in sampling and masks (of which the token budget's
+   masks), in the scoring passes, in ``copy_constraint`` + compile and in the KV pool's
+   growth; with ``--steps``, the batched call's steps;
 4. ``split`` (#21): workload 1's requests generated twice (the second run reported, the pool
    already grown); the calling thread's CPU in the fused decode step, in each wrapped kernel
    and in the rest (scheduler, batch metadata, plan checks, sampling, torch glue), per step.
@@ -167,6 +168,8 @@ def extract(
     import structgen.extraction.choices as choices
     import structgen.extraction.extractor as extractor
     import structgen.runtime.engine as engine_mod
+    from structgen.fsm.index.budget import CompletionBudget
+    from structgen.runtime.kv_pool import KVPool
 
     schema = json.loads((ROOT / "benchmarks/data/extraction/schemas/contact_card.json").read_text())
     texts = documents(docs + batch1_docs + 1)
@@ -210,6 +213,10 @@ def extract(
         wrap(extractor, name, "scoring passes (forward included)")
     wrap(extractor, "_compiled", "copy_constraint + compile")
     wrap(extractor, "copy_constraint", "copy_constraint + compile")
+    # inside the parts above: the token budget's masks (every extract request has max_tokens,
+    # so every mask goes through CompletionBudget.mask) and the KV pool's reallocations
+    wrap(CompletionBudget, "mask", "of sampling: token budget masks")
+    wrap(KVPool, "_reserve", "KV pool growth (scheduling)")
     engine.extract(schema, texts[0])  # untimed: compile, the shared prefix cached
     shared_hosts = choices.shared_hosts
     runs = [

@@ -1,24 +1,35 @@
-"""Decode steps of R rows after a C-token context: thread time per step, fp32 against bf16 model
-(the same GGUF, the KV cache and activations in the model's dtype), for a profiler to attach to.
+"""Decode steps of R rows after a C-token context: time per step, fp32 against bf16 model (the
+same GGUF, the KV cache and activations in the model's dtype), for a profiler to attach to.
 
 The packaged SmolLM2-135M Q4_1 GGUF (``quantization="gguf"``, int8 activations: the default
 engine's model) through ``PagedSequences``: R sequences each prefilled with C tokens, then
-``--steps`` decode steps of one token per sequence (R <= 8: the fused decode step; more: the
-per-op path), the two models' steps interleaved (order alternating), medians of the calling
-thread's CPU time (one thread: ``torch.set_num_threads(1)``, so that is all the step's work).
+``--steps`` decode steps of one token per sequence (the fused decode step, one call for up to 64
+rows; the lm_head and the logits included), the cases interleaved (order alternating), medians
+of the calling thread's CPU time (one thread: ``torch.set_num_threads(1)``, so that is all the
+step's work). ``--threads 1,2``: every step is run at each thread count in turn
+(``torch.set_num_threads``) and the medians of wall time are printed too (the other threads'
+work is not in the calling thread's CPU time, so at 2 threads wall time is the figure).
+``--base-ext SO``: every step is also run through another build of
+``structgen.runtime.cpu._decodestep`` (e.g. main's ``.so``, loaded beside this tree's) at the same
+positions (each step's tokens are taken back after it, so every step of every case attends the
+same C + 1 keys), its logits checked equal to this build's bit for bit, and the ratio
+base / this printed (> 1: this build is faster).
 Before the timed steps the process id is written to ``--ready`` and the script sleeps 3 s, so
 ``perf record -p PID`` sees only decode steps:
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python benchmarks/profile_step_rows.py --rows 8 --context 450 \\
-        [--steps 40] [--dtypes fp32,bf16] [--ready /tmp/ready]
+        [--steps 40] [--dtypes fp32,bf16] [--threads 1] [--base-ext SO] [--ready /tmp/ready]
     perf record -F 999 -g -p $(cat /tmp/ready) -- sleep 25   # in another shell
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
+import importlib.util
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -27,24 +38,49 @@ import torch
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
+def _load_ext(path: str):
+    """The ``_decodestep`` extension built at ``path``, loaded beside this tree's."""
+    name = "structgen.runtime.cpu._decodestep"
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--context", type=int, default=450)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--dtypes", default="fp32,bf16", help=f"comma-separated, of {sorted(DTYPES)}")
+    ap.add_argument("--threads", default="1", help="comma-separated thread counts (each >= 1)")
+    ap.add_argument("--base-ext", help="another build's _decodestep .so, run at the same steps")
     ap.add_argument("--ready", help="file the process id is written to before the timed steps")
     args = ap.parse_args()
     names = args.dtypes.split(",")
-    if not names or any(n not in DTYPES for n in names) or args.rows < 1 or args.steps < 2:
-        ap.error("--dtypes must name fp32 / bf16, --rows >= 1, --steps >= 2")
+    threads = [int(t) for t in args.threads.split(",")]
+    if (
+        not names
+        or any(n not in DTYPES for n in names)
+        or args.rows < 1
+        or args.steps < 2
+        or any(t < 1 for t in threads)
+    ):
+        ap.error("--dtypes must name fp32 / bf16, --rows >= 1, --steps >= 2, --threads >= 1")
 
+    from structgen.runtime.cpu import decode_step
     from structgen.runtime.loader import load_model
     from structgen.runtime.models.testing import PagedSequences
     from structgen.runtime.quantization.linear import apply_activation_dtype
 
-    torch.set_num_threads(1)
-    pages = args.rows * (args.context + args.steps + 16) // 16 + 64
+    builds = {"this": decode_step._ext}
+    if args.base_ext:
+        builds["base"] = _load_ext(args.base_ext)
+    rewind = len(builds) > 1
+    torch.set_num_threads(max(threads))
+    steps_kept = 1 if rewind else args.steps * len(threads)
+    pages = args.rows * (args.context + steps_kept + 16) // 16 + 64
     runs = {}
     for name in names:
         model = load_model(None, DTYPES[name], "cpu", "gguf").model
@@ -58,16 +94,43 @@ def main() -> None:
     if args.ready:
         Path(args.ready).write_text(str(os.getpid()))
         time.sleep(3)
-    ms: dict[str, list[float]] = {n: [] for n in names}
+    cases = [(n, t, b) for n in names for t in threads for b in builds]
+    cpu: dict[tuple, list[float]] = {c: [] for c in cases}
+    wall: dict[tuple, list[float]] = {c: [] for c in cases}
     for r in range(args.steps):
-        for name in names if r % 2 == 0 else names[::-1]:
-            c0 = time.thread_time()
-            runs[name].step(tok)
-            ms[name].append((time.thread_time() - c0) * 1e3)
-    med = {n: statistics.median(v) for n, v in ms.items()}
-    cols = "  ".join(f"{n} {med[n]:.2f} ms" for n in names)
-    ratio = f"  fp32/bf16 {med['fp32'] / med['bf16']:.2f}x" if len(med) == 2 else ""
-    print(f"rows {args.rows} context {args.context}: thread time per step  {cols}{ratio}")
+        logits: dict[tuple, torch.Tensor] = {}
+        for name, nt, b in cases if r % 2 == 0 else cases[::-1]:
+            torch.set_num_threads(nt)
+            decode_step._ext = builds[b]
+            c0, w0 = time.thread_time(), time.perf_counter()
+            out = runs[name].step(tok)
+            cpu[(name, nt, b)].append((time.thread_time() - c0) * 1e3)
+            wall[(name, nt, b)].append((time.perf_counter() - w0) * 1e3)
+            if rewind:  # the next case attends the same keys (this step's K/V overwritten)
+                for s in runs[name].tokens.values():
+                    s.pop()
+                logits[(name, nt, b)] = torch.stack([out[i] for i in range(args.rows)])
+        for name, nt, b in cases:
+            if b != "this" and not torch.equal(logits[(name, nt, b)], logits[(name, nt, "this")]):
+                sys.exit(f"{name}, {nt} threads: the {b} build's logits differ from this build's")
+    decode_step._ext = builds["this"]
+    if threads == [1] and not rewind:
+        med = {n: statistics.median(cpu[(n, 1, "this")]) for n in names}
+        cols = "  ".join(f"{n} {med[n]:.2f} ms" for n in names)
+        ratio = f"  fp32/bf16 {med['fp32'] / med['bf16']:.2f}x" if len(med) == 2 else ""
+        print(f"rows {args.rows} context {args.context}: thread time per step  {cols}{ratio}")
+        return
+    print(f"rows {args.rows} context {args.context}, {args.steps} steps a case (medians):")
+    for name, nt, b in cases:
+        w, c = statistics.median(wall[(name, nt, b)]), statistics.median(cpu[(name, nt, b)])
+        line = f"  {name} threads {nt} {b}: wall {w:.2f} ms, calling thread CPU {c:.2f} ms"
+        if b != "this":
+            w0 = statistics.median(wall[(name, nt, "this")])
+            c0 = statistics.median(cpu[(name, nt, "this")])
+            line += f"  (base / this: wall {w / w0:.3f}x, thread CPU {c / c0:.3f}x)"
+        print(line)
+    if rewind:
+        print("  logits of every step equal bit for bit across builds")
 
 
 if __name__ == "__main__":

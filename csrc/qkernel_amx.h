@@ -150,6 +150,11 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
     for (int tb = n0 / 8; tb * 8 < n1; tb += 2) {
         int has1 = tb + 1 < NT && (tb + 1) * 8 < n1;
         const uint8_t *qt0 = q + (size_t)tb * TILE_BYTES(K);
+        /* the next pair's codes (tiles tb + 2 and tb + 3 where they hold columns below n1; their
+         * bytes follow this pair's, 128 per tile and block), requested block by block during this
+         * pair's first row group: a prefetch only, no result depends on it */
+        int nnext = tb + 2 < NT && (tb + 2) * 8 < n1 ? (tb + 3 < NT && (tb + 3) * 8 < n1 ? 2 : 1) : 0;
+        const char *qnext = (const char *)(qt0 + 2 * TILE_BYTES(K));
         amx_unpack_pair(qt0, has1 ? qt0 + TILE_BYTES(K) : NULL, KB, bt);
         int a0, a1, b0 = 8, b1 = 8;
         tile_cols(tb, n0, n1, &a0, &a1);
@@ -206,6 +211,11 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
 #define AMX_STEP(bb, C, A, B, C2)                                                                   \
     do {                                                                                           \
         if ((bb) < KB) {                                                                           \
+            for (int t_ = 0; t_ < pf_tiles; t_++) {                                                \
+                const char *p_ = qnext + (size_t)t_ * TILE_BYTES(K) + (size_t)(bb) * 128;          \
+                _mm_prefetch(p_, _MM_HINT_T1);                                                     \
+                _mm_prefetch(p_ + 64, _MM_HINT_T1);                                                \
+            }                                                                                      \
             _tile_stored(C, cbuf[(bb) & 3], 64);                                                   \
             if ((bb) + 2 < KB) AMX_ISSUE(A, B, C2, (bb) + 2);                                      \
         }                                                                                          \
@@ -226,6 +236,8 @@ SGQ_AMX static int int4t_rows_amx(const int8_t *xq, const float *xd, const float
             __asm__ volatile("" ::: "memory");
             AMX_ISSUE(0, 2, 4, 0);
             if (KB > 1) AMX_ISSUE(1, 3, 5, 1);
+            /* the next pair's tiles to request during this row group's blocks (the first) */
+            int pf_tiles = m0 == 0 ? nnext : 0;
             /* scb: the scales of block pb's group; gb: pb's index in the group */
             const float *scb = sc16;
             int gb = 0;

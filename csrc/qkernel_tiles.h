@@ -32,6 +32,11 @@
 /* Bytes of one tile (8 weight rows) of a K-input weight: 8 * K / 2 */
 #define TILE_BYTES(K) ((size_t)(K) * 4)
 
+/* Tiles ahead whose codes the Q8 tile kernels (int4t_rows_avx2 / _vnni) request at each tile */
+#ifndef TILE_PREFETCH
+#define TILE_PREFETCH 2
+#endif
+
 /* The int4 code of column c, input k (0..K-1) of tile qt */
 static inline int tile_code(const uint8_t *qt, int c, int k) {
     int b = k / 32, kk = k % 32, hi = kk >= 16, j = (kk % 16) / 4, i = kk % 4;
@@ -218,6 +223,9 @@ TILE_ROWS_DOT(tile_rows_dot_vnni, SGQ_VNNI, tile_block_dot_vnni)
         for (int tb = n0 / 8; tb * 8 < n1; tb++) {                                                       \
             const uint8_t *qt = q + (size_t)tb * TILE_BYTES(K);                                          \
             int r0, r1;                                                                                  \
+            if ((tb + TILE_PREFETCH) * 8 < n1) /* a later tile's codes, requested ahead */               \
+                for (size_t c_ = 0; c_ < TILE_BYTES(K); c_ += 64)                                        \
+                    _mm_prefetch((const char *)qt + TILE_PREFETCH * TILE_BYTES(K) + c_, _MM_HINT_T0);    \
             tile_cols(tb, n0, n1, &r0, &r1);                                                             \
             tile_tables_avx2(tiles, f16, G, (size_t)tb, mnT, scT);                                       \
             for (int m0 = 0; m0 < M; m0 += TILE_ROWS) {                                                  \

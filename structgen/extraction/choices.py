@@ -17,7 +17,7 @@ greedy's choice).
 The module also holds what the other scoring passes (``numbers.py``, ``spans.py``,
 ``overlaps.py``) share: ``revise_outputs`` (the walk over the generated outputs),
 ``CandidateJob`` and ``candidate_scores`` / ``best_candidates`` (a field's candidates
-scored in context), ``common_prefix`` and ``mean_logprob``.
+scored in context), ``encode_in_context``, ``common_prefix`` and ``mean_logprob``.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ __all__ = [
     "value_spans",
     "revise_outputs",
     "common_prefix",
+    "encode_in_context",
     "mean_logprob",
     "field_value",
     "with_field",
@@ -334,6 +335,47 @@ def current_index(job: CandidateJob, values: list[Any]) -> int:
     return now
 
 
+def encode_in_context(engine: Any, context: str, texts: Sequence[str]) -> list[list[int]]:
+    """The token ids of ``context + t`` for each of ``texts``: what
+    ``engine.tokenizer.encode(context + t, add_special_tokens=False)`` returns, with the
+    context's head encoded once instead of once per text.
+
+    The head is the context up to the end of its last special token (the chat template's
+    ``<|im_start|>`` before ``assistant``): a tokenizer splits its special tokens out of a
+    text before anything else, so the text before one never tokenizes together with the
+    text after it, and ``ids(head) + ids(rest + t)`` is ``ids(context + t)``. Checked on
+    ``texts[0]`` with one whole encode; where that differs (a tokenizer whose special
+    tokens take the whitespace after them, or without a ``backend_tokenizer``), and where
+    the context has no special token, every text is encoded whole.
+
+    Args:
+        engine: the engine (``tokenizer``).
+        context: the text every one of ``texts`` continues (``prompt.prompt_text``).
+        texts: the continuations.
+
+    Returns:
+        One list of token ids per text, in order. Raises: what the tokenizer raises.
+    """
+    encode = engine.tokenizer.encode
+    whole = [encode(context + t, add_special_tokens=False) for t in texts[:1]]
+    backend = getattr(engine.tokenizer, "backend_tokenizer", None)
+    if len(texts) < 2 or backend is None:
+        return whole + [encode(context + t, add_special_tokens=False) for t in texts[1:]]
+    cut = max(
+        (
+            context.rfind(tok.content) + len(tok.content)
+            for tok in backend.get_added_tokens_decoder().values()
+            if tok.special and not tok.rstrip and tok.content and tok.content in context
+        ),
+        default=0,
+    )
+    head = encode(context[:cut], add_special_tokens=False) if cut else []
+    rest = context[cut:]
+    if not cut or head + encode(rest + texts[0], add_special_tokens=False) != whole[0]:
+        return whole + [encode(context + t, add_special_tokens=False) for t in texts[1:]]
+    return whole + [head + encode(rest + t, add_special_tokens=False) for t in texts[1:]]
+
+
 def common_prefix(a: list[int], b: list[int]) -> int:
     """The length of the longest common prefix of two token-id lists."""
     n = 0
@@ -390,15 +432,13 @@ def candidate_scores(engine: Any, jobs: list[CandidateJob], *, summed: bool) -> 
     fulls, firsts, sizes = [], [], []
     for job in jobs:
         start, end = job.span
-        prefix = job.context + job.raw[:start]
+        head = job.raw[:start]
         tail = job.raw[end : end + 1]
-        base = engine.tokenizer.encode(prefix, add_special_tokens=False)
-        ids = [
-            engine.tokenizer.encode(
-                prefix + json.dumps(c, ensure_ascii=False) + tail, add_special_tokens=False
-            )
-            for c in job.candidates
-        ]
+        base, *ids = encode_in_context(
+            engine,
+            job.context,
+            [head, *(head + json.dumps(c, ensure_ascii=False) + tail for c in job.candidates)],
+        )
         fulls.extend(ids)
         firsts.extend(max(1, min(common_prefix(base, f), len(f) - 1)) for f in ids)
         sizes.append(len(ids))

@@ -75,6 +75,7 @@ from structgen.errors import ConfigError
 from structgen.extraction.choices import (
     CandidateJob,
     candidate_scores,
+    encode_in_context,
     revise_outputs,
     with_field,
 )
@@ -544,14 +545,13 @@ def shortlist_spans(engine: Any, jobs: list[CandidateJob], k: int) -> list[Candi
         if len(job.candidates) <= k + 1:
             continue
         start, end = job.span
-        prefix = job.context + job.raw[:start]
+        head = job.raw[:start]
         tail = job.raw[end : end + 1]
-        fulls = [
-            engine.tokenizer.encode(
-                prefix + json.dumps(c, ensure_ascii=False) + tail, add_special_tokens=False
-            )
-            for c in job.candidates
-        ]
+        fulls = encode_in_context(
+            engine,
+            job.context,
+            [head + json.dumps(c, ensure_ascii=False) + tail for c in job.candidates],
+        )
         part = min(common_prefix(fulls[0], f) for f in fulls[1:])
         todo.append((j, fulls, max(1, min(part, min(len(f) for f in fulls) - 1))))
     if not todo:

@@ -39,7 +39,12 @@ from typing import Any
 
 import jsonschema
 
-from structgen.extraction.choices import common_prefix, revise_outputs, with_field
+from structgen.extraction.choices import (
+    common_prefix,
+    encode_in_context,
+    revise_outputs,
+    with_field,
+)
 from structgen.extraction.evidence.fields import free_string_schema
 from structgen.extraction.evidence.names import FUNCTION_WORDS
 from structgen.extraction.prompt import prompt_text
@@ -146,15 +151,15 @@ def choose_span_ends(
                 continue
             if template is None:
                 template = prompt_text(engine, prompts[i])
-            prefix = template + raw[: start + 1]  # up to the opening quote
+            head = raw[: start + 1]  # up to the opening quote
             tail = _STRUCTURAL.match(raw, end - 1).group()
-            fulls, closes = [], []
-            for c in cands:
-                body = prefix + json_string_content(c)
-                full = engine.tokenizer.encode(body + tail, add_special_tokens=False)
-                mid = engine.tokenizer.encode(body, add_special_tokens=False)
-                fulls.append(full)
-                closes.append(max(1, min(common_prefix(mid, full), len(full) - 1)))
+            bodies = [head + json_string_content(c) for c in cands]
+            ids = encode_in_context(engine, template, [b + t for b in bodies for t in (tail, "")])
+            fulls = ids[0::2]
+            closes = [
+                max(1, min(common_prefix(mid, full), len(full) - 1))
+                for full, mid in zip(fulls, ids[1::2])
+            ]
             yield (keys, cands, fulls, closes)
 
     def score(jobs: list[tuple], values: list[Any]) -> list[list[float]]:

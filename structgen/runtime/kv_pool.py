@@ -13,11 +13,13 @@ Capacity and storage: the pool may hand out page ids ``1 .. num_pages - 1``. A p
 pool (``growth_pages=None``, what CUDA uses: CUDA graphs capture the tensors' pointers)
 holds storage for all of them from the start. A growable pool starts with storage for
 ``growth_pages`` pages and, when :meth:`alloc` needs pages past its storage, reallocates
-each layer's tensors larger (by at least ``growth_pages`` and at least half again, never
+each layer's tensors larger (by at least ``growth_pages`` and at least doubled, never
 past ``num_pages``), copying the old pages to the same rows: page ids and slots never change,
 only the tensors' addresses do (``k_slots``/``v_slots`` give the current views; the fused
-decode step re-plans when the pointers change). Page ids are handed out in the same order by
-both kinds of pool, so the same alloc/free sequence gives the same ids.
+decode step re-plans when the pointers change). Doubling keeps the pages copied over all growths
+below the pages finally reserved (a batch of many requests grows the pool a few times in its
+first steps; reserved storage is not resident until written, see below). Page ids are handed
+out in the same order by both kinds of pool, so the same alloc/free sequence gives the same ids.
 
 Zeroed pages: masked attention multiplies the slots past a sequence's end (a page's tail,
 the scratch page) by a zero probability, which an uninitialised NaN bit pattern would
@@ -139,7 +141,7 @@ class KVPool:
 
     def reserve(self, num_pages: int) -> None:
         """Make sure pages ``0 .. num_pages - 1`` have storage and were zeroed (a growable
-        pool grows by at least ``growth_pages`` and half again, never past ``num_pages``; a
+        pool grows by at least ``growth_pages`` and doubles, never past ``num_pages``; a
         pool that mirrors another's page ids, such as a tensor-parallel worker's, calls it
         before a step).
 
@@ -152,7 +154,7 @@ class KVPool:
         """Storage for pages ``0 .. num_pages - 1`` (at least a chunk more when it grows)."""
         if num_pages <= self._reserved:
             return
-        step = max(self.growth_pages or 1, self._reserved // 2, num_pages - self._reserved)
+        step = max(self.growth_pages or 1, self._reserved, num_pages - self._reserved)
         self._reserve(min(self.num_pages, self._reserved + step))
 
     @property

@@ -2,16 +2,17 @@
 
 The baseline checkout (``--baseline DIR``: its ``structgen`` package, C extensions built
 there, loaded under the name ``structgen_base``) and this one are compiled afresh on the
-same workloads, their passes interleaved with llguidance's (the order rotated each
-pass, so no engine always follows the same one) (a new ``LLMatcher`` per pass),
-each instance forced token by token with every per-grammar cache emptied before each
-compile (structgen: ``clear_cache`` and the lexical cache's unpinned entries, as
-bench_grammar's cold-empty). Timed: ``fill_bitmask`` before each token with
-``time.thread_time`` (what load on shared cores distorts least); the collector is frozen
-after the setup. Workloads: the five schemas of ``data/cold_schemas.json`` (compact
-instances), llama.cpp's grammars of ``tests/fixtures/gbnf`` (``--gbnf-sweep``'s valid
-texts, the first 600 tokens; llguidance reads ``gbnf_to_lark``'s translation) and the
-grammars of ``bench_grammar.py --grammars`` (``cfg:<file>``, its valid texts, 600 tokens).
+same workloads, their passes interleaved with llguidance's (the order rotated each pass, so
+no engine always follows the same one) (a new ``LLMatcher`` per pass), each instance forced
+token by token with every per-grammar cache emptied before each compile (structgen:
+``reset``, untimed: ``clear_cache(memos=True)``, ``prepare``'s warm-up and the lexical
+cache's unpinned entries, as bench_grammar's cold-empty). Timed: ``fill_bitmask`` before
+each token with ``time.thread_time`` (what load on shared cores distorts least); the
+collector is frozen after the setup. Workloads: the five schemas of
+``data/cold_schemas.json`` (compact instances), llama.cpp's grammars of
+``tests/fixtures/gbnf`` (``--gbnf-sweep``'s valid texts, the first 600 tokens; llguidance
+reads ``gbnf_to_lark``'s translation) and the grammars of ``bench_grammar.py --grammars``
+(``cfg:<file>``, its valid texts, 600 tokens).
 
 Per workload and engine, from its pass with the least compile + masks + advances CPU time
 (load only adds time): cold mask mean and p99 per token (us) and that total (ms); the least
@@ -46,6 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import benchmarks.bench_grammar as bg  # noqa: E402
 import benchmarks.grammar_cfg_mode as gm  # noqa: E402
+from structgen.fsm import _MEMOS  # noqa: E402
+from structgen.fsm.index.count_masks import STATE_TABLES  # noqa: E402
 
 MAX_FORCED = 600
 
@@ -79,9 +82,41 @@ class _StructgenOf(bg.Structgen):
             _ = self.vocab.token_trie, self.vocab.index_tables
             self.vocab.lexical_masks.prepare()
         self.words = (self.vocab.vocab_size + 31) // 32
+        # setup's state tables, for a checkout without Vocabulary.clear_tables
+        self._setup_exits = set(self.vocab.lexical_masks._exits)
+        self._setup_tables = {n: set(self.vocab.__dict__.get(n, ())) for n in STATE_TABLES}
 
     def _fresh(self) -> None:
         self.fsm.clear_cache()
+        self.vocab.lexical_masks.clear()
+
+    def reset(self) -> None:
+        """bench_grammar's ``Structgen.reset`` through this package (untimed, before each
+        pass): its per-process memos dropped, then ``prepare``'s warm-up and
+        ``Vocabulary.clear_tables``; a checkout without them gets the same through its
+        modules' attributes (this checkout's ``fsm._MEMOS``, setup's state tables)."""
+        try:
+            self.fsm.clear_cache(memos=True)
+        except TypeError:  # an older checkout: this checkout's list, through its modules
+            self.fsm.clear_cache()
+            for module, name in _MEMOS:
+                loaded = sys.modules.get(self.fsm.__name__ + module)
+                memo = getattr(loaded, name, None)
+                if memo is not None:
+                    (getattr(memo, "cache_clear", None) or memo.clear)()
+        if hasattr(self.vocab, "clear_tables"):
+            self.vocab.clear_tables()
+        else:  # the same trim, through the older checkout's attributes
+            exits = self.vocab.lexical_masks._exits
+            for key in [k for k in exits if k not in self._setup_exits]:
+                exits.pop(key)
+            for name, kept in self._setup_tables.items():
+                table = self.vocab.__dict__.get(name, {})
+                for key in [k for k in table if k not in kept]:
+                    table.pop(key)
+        if hasattr(self.vocab, "prepare"):
+            with self._own_name():
+                self.vocab.prepare()
         self.vocab.lexical_masks.clear()
 
     @contextlib.contextmanager
@@ -160,6 +195,8 @@ def _pass(eng, kind, spec, ids, clock=time.thread_time):
     """(mask seconds per token, compile + masks + advances seconds, tokens accepted,
     compile seconds); ``([], inf, -1, nan)`` when the engine refuses the grammar."""
     buf = torch.zeros((1, eng.words), dtype=torch.int32)
+    if hasattr(eng, "reset"):
+        eng.reset()
     t0 = clock()
     try:
         g = getattr(eng, kind)(spec)

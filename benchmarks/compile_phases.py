@@ -1,16 +1,16 @@
 """Where a cold-empty compile of the five schemas of data/cold_schemas.json spends its time.
 
 Per schema, the mean thread CPU (ms) of bench_grammar's cold-empty compile over ``--repeat``
-compiles (after one unmeasured), and of its phases, each timed by wrapping the function
-that does it: the JSON Schema conversion to regex text (``JsonSchema.lower``, and the
-converter's walk ``JsonSchemaConverter.convert_root`` inside it or in rules mode), the regex
-texts lowered to terms (``regex_to_dfa``'s ``lower``; ``SharedDefinitions.lower`` for a
-grammar's lexers), the eager rows
-(``ByteDFA.explore``), and for a schema whose ``$ref`` recurses the rules read back from
-regex text (``regex_expr``), the grammar's lowering (``lower_grammar``), its lexers
-(``_lexers``) and its Earley tables (``EarleyCharts``). Phases nest where their functions
-do (a grammar's lexers lower regex texts), so they need not add up to the total. Run it from
-each checkout for a before / after.
+compiles (after one unmeasured; each after ``Structgen.reset``, untimed), and of its phases,
+each timed by wrapping the function that does it: the JSON Schema conversion to regex text
+(``JsonSchema.lower``, and the converter's walk ``JsonSchemaConverter.convert_root`` inside
+it or in rules mode), the regex texts lowered to terms (``regex_to_dfa``'s ``lower``;
+``SharedDefinitions.lower`` for a grammar's lexers), the eager rows (``ByteDFA.explore``),
+and for a schema whose ``$ref`` recurses the rules read back from regex text
+(``regex_expr``), the grammar's lowering (``lower_grammar``), its lexers (``_lexers``) and
+its Earley tables (``EarleyCharts``). Phases nest where their functions do (a grammar's
+lexers lower regex texts), so they need not add up to the total. Run it from each checkout
+for a before / after.
 
     PYTHONPATH=. python benchmarks/compile_phases.py [--repeat 20]
 """
@@ -71,6 +71,7 @@ def main() -> None:
         spent.clear()
         total = 0.0
         for _ in range(args.repeat):
+            eng.reset()  # cold-empty: the process as setup left it (untimed)
             t0 = time.thread_time()
             eng.compile(case["schema"])
             total += time.thread_time() - t0

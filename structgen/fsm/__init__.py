@@ -65,14 +65,47 @@ __all__ = [
 ]
 
 
-def clear_cache() -> None:
+# The per-process memos a compile fills and later compiles of any schema reuse (module,
+# attribute: an ``LRUCache``, a dict or an ``lru_cache`` function): the atom recipes of regex
+# lowering, the reusable definitions' arena snapshots, closed rules, the "any value" texts,
+# the key tries' texts of schemas allowing extra keys, bounded string bodies, copy plans.
+_MEMOS = (
+    (".regex.lower", "_ATOM_RECIPES"),
+    (".regex.reused", "_runs"),
+    (".regex.reused", "_lexer_runs"),
+    (".grammar.lower", "_closed"),
+    (".grammar.schema_rules", "_closed_expr"),
+    (".json_schema.convert", "_any_value_body"),
+    (".json_schema.objects", "_unit_not_in"),
+    (".json_schema.objects", "_key_not_in"),
+    (".json_schema.string_length", "_BODIES"),
+    (".json_schema.copy", "_PLANS"),
+    (".json_schema.copy", "_LOWERED"),
+    (".json_schema.copy", "_ACCEPTORS"),
+)
+
+
+def clear_cache(memos: bool = False) -> None:
     """Drop every cached compiled grammar.
 
     Clears the regex / JSON Schema / choice compile cache, the context-free grammar cache
     (``compile_grammar``), the structural-tag grammar cache and the cache of ``select``
     alternatives. The vocabulary's shared lexical mask cache is not a compile cache and
     stays (bound it with ``grammar_cache_bytes``).
+
+    Args:
+        memos: also drop the per-process memos of ``_MEMOS`` (kept otherwise: no
+            vocabulary in them, each bounded), which hold work a compile did for one
+            schema's texts (its key names' classes, its formats' bodies) as well as what
+            every schema shares: the state of a process that has compiled nothing.
+            Benchmarks' cold-empty mode takes it, then ``Vocabulary.prepare`` (its
+            warm-up), so a repeated compile of one schema pays that schema's own work
+            each time. Compiles after it give the same grammars.
+
+    Raises: never.
     """
+    import sys
+
     from .compiler import clear_cache as clear_compiled
     from .grammar.compile import clear_cache as clear_cfg
     from .grammar.union import clear_cache as clear_alternatives
@@ -82,6 +115,12 @@ def clear_cache() -> None:
     clear_cfg()
     clear_alternatives()
     clear_tags()
+    if memos:
+        for module, name in _MEMOS:
+            loaded = sys.modules.get(__name__ + module)  # a module not loaded holds none
+            if loaded is not None:
+                memo = getattr(loaded, name)
+                (getattr(memo, "cache_clear", None) or memo.clear)()
 
 
 def __getattr__(name: str) -> Any:

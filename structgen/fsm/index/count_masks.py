@@ -100,6 +100,10 @@ _LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 # ([A-Za-z0-9] would be a second copy: 88,518 of the label's 88,548 tokens on a 150k BPE)
 TABLE_CLASSES = (_byte_mask(_LETTERS + b"0123456789-"), _byte_mask(_LETTERS))
 MIN_CLASS_SHARE = 0.5  # tables serve other states where this share of tokens is in the first
+# the per-vocabulary tables built on demand for the byte classes and bounds of particular
+# states (attributes of the vocabulary: dicts keyed by class mask / bounds), which
+# ``Vocabulary.clear_tables`` trims back to what ``prepare`` built
+STATE_TABLES = ("_count_runs", "_count_long", "_count_runs_above", "_count_class")
 _LOCK = threading.Lock()
 
 

@@ -348,7 +348,7 @@ class LexicalMaskCache:
             if int(lengths[holds].sum()) * _MAX_EXIT_FRACTION >= full.num_nodes:
                 out = None
             else:
-                sub = TokenTrie.build(self.vocab.token_bytes, ~holds)
+                sub = TokenTrie.build(self.vocab.token_bytes, ~holds, full.byte_rank)
                 words = (self.vocab.vocab_size + 31) // 32
                 padded = np.zeros(words * 32, bool)
                 padded[: holds.shape[0]] = holds
@@ -429,6 +429,19 @@ class LexicalMaskCache:
         """Drop every unpinned entry (the pinned per-vocabulary ones stay). Raises: never."""
         with self._lock:
             self._parts.clear()
+
+    def exit_sets(self) -> frozenset[int]:
+        """The exit-byte sets whose ``exit_tables`` are kept now. Raises: never."""
+        with self._lock:
+            return frozenset(self._exits)
+
+    def drop_exit_tables(self, keep: frozenset[int] = frozenset()) -> None:
+        """Drop the kept ``exit_tables`` of every exit set not in ``keep`` (built again on
+        demand). Raises: never.
+        """
+        with self._lock:
+            for exit_mask in [k for k in self._exits if k not in keep]:
+                self._exits.pop(exit_mask)
 
     def set_capacity(self, capacity_bytes: int) -> None:
         """Set the byte bound of the unpinned entries (evicting down to it).

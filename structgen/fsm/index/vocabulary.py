@@ -32,7 +32,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .count_masks import TABLE_CLASSES, class_tables, class_tables_pay
+from .count_masks import STATE_TABLES, TABLE_CLASSES, class_tables, class_tables_pay
 from .lexical_masks import LexicalMaskCache
 from .trie import TokenTrie
 
@@ -282,14 +282,16 @@ class Vocabulary:
 
     def prepare(self, warm_up: bool = True) -> Vocabulary:
         """Build now the per-vocabulary tables a grammar's first masks would otherwise build
-        lazily, inside their own time: ``index_tables``, ``allowable``, ``token_trie`` and its
-        C walk's ``subtree_tables``, ``lexical_masks``' per-token byte sets and pinned JSON
-        string heads (``LexicalMaskCache.prepare``), and the string states' exit trie with
-        its subtree tables, and where they pay (``count_masks.class_tables_pay``: a 150k BPE,
-        not SmolLM2) the class tables of ``count_masks.TABLE_CLASSES`` with their subtree
-        tables. The per-tokenizer preprocessing step of a vocabulary's load (the
-        peers' ``TokenizerInfo`` / ``LLTokenizer`` constructors). Cost: ~0.1 s at 49k tokens,
-        ~0.5 s at 150k. Idempotent; thread-safe as the properties are.
+        lazily, inside their own time: ``index_tables``, ``allowable``, ``token_trie``
+        and its C walk's ``subtree_tables``, ``lexical_masks``' per-token byte sets and
+        pinned JSON string heads (``LexicalMaskCache.prepare``), and the string states'
+        exit trie with its subtree tables, and the class tables of
+        ``count_masks.TABLE_CLASSES`` (where they pay, ``count_masks.class_tables_pay``:
+        a 150k BPE, with their subtree tables; elsewhere, SmolLM2, the first class's
+        alone, which a host label's count reads). The per-tokenizer preprocessing step
+        of a vocabulary's load (the peers' ``TokenizerInfo`` / ``LLTokenizer``
+        constructors). Cost: ~0.1 s at 49k tokens, ~0.5 s at 150k. Idempotent;
+        thread-safe as the properties are.
 
         Args:
             warm_up: also compile two one-string schemas with extra keys allowed: the first
@@ -316,6 +318,8 @@ class Vocabulary:
         if class_tables_pay(self):  # the tables host / e-mail / URI states' masks start from
             for byte_mask in TABLE_CLASSES:
                 _ = class_tables(self, byte_mask)[0].subtree_tables
+        else:  # a count's canonical state (a host label) reads the first class's tables
+            class_tables(self, TABLE_CLASSES[0])
         if warm_up:
             from ..compiler import compile_json_schema  # the compiler imports this package
 
@@ -326,7 +330,34 @@ class Vocabulary:
                     allow_extra_properties=True,
                 )
                 g.token_index.lexical_key(g.dfa.walk(g.dfa.initial, b'{"%s":"' % name.encode()))
+        if "_prepared_tables" not in self.__dict__:  # the load's own: the first prepare's
+            self._prepared_tables = self._state_table_keys()
         return self
+
+    def _state_table_keys(self) -> dict[str, frozenset]:
+        keys = {name: frozenset(self.__dict__.get(name, ())) for name in STATE_TABLES}
+        keys["exits"] = self.lexical_masks.exit_sets()
+        return keys
+
+    def clear_tables(self) -> None:
+        """Drop the per-vocabulary tables built on demand since ``prepare`` for particular
+        states (``lexical_masks``' exit tries of other exit sets, ``count_masks``'
+        ``STATE_TABLES`` of other classes and bounds) and the lexical cache's unpinned head
+        parts: the vocabulary as its load left it, before any request (everything when
+        ``prepare`` never ran). Benchmarks' cold-empty mode takes it before each compile,
+        so a repeated schema builds its own tables every run. Masks are the same either way
+        (the tables are rebuilt on demand). Raises: never.
+        """
+        kept = self.__dict__.get("_prepared_tables", {})
+        for name in STATE_TABLES:
+            table = self.__dict__.get(name)
+            if table is not None:
+                for key in list(table):
+                    if key not in kept.get(name, ()):
+                        table.pop(key, None)
+        lex = self.lexical_masks
+        lex.drop_exit_tables(kept.get("exits", frozenset()))
+        lex.clear()
 
     @cached_property
     def lexical_masks(self) -> LexicalMaskCache:

@@ -81,7 +81,10 @@ SHARE_MIN_CHARS = 64  # member tails at least this long become shared definition
 
 
 def _units(name: str) -> list[str]:
-    return [json.dumps(ch, ensure_ascii=False)[1:-1] for ch in name]
+    """The characters of ``name`` as ``json.dumps`` (``ensure_ascii=False``) spells them:
+    the quote, the backslash and the control characters escaped, every other one itself.
+    """
+    return [ch if ch >= " " and ch != '"' and ch != "\\" else json.dumps(ch)[1:-1] for ch in name]
 
 
 @lru_cache(maxsize=4096)
@@ -97,31 +100,30 @@ def _unit_not_in(excluded: frozenset[str], other: str = _NON_ASCII_UNIT) -> str:
     characters more text per node (``benchmarks/RESULTS.md``, #22 g2). Same language
     either way (the same term: alternations flatten).
     """
-    plain = sorted(u for u in excluded if len(u) == 1)
-    escapes = _escape_classes([e for e in _ESCAPES if e not in excluded])
+    plain = [u for u in excluded if len(u) == 1]  # the others are escapes
+    escapes = (
+        _escape_classes([e for e in _ESCAPES if e not in excluded])
+        if len(plain) < len(excluded)
+        else _ALL_ESCAPES
+    )
     if all(u < "\x80" for u in plain):
-        left = [c for c in range(0x20, 0x80) if chr(c) not in '"\\' and chr(c) not in plain]
         rest = other if escapes == _ALL_ESCAPES else _alt_text([_NON_ASCII, *escapes])
-        return _alt_text([_byte_class(left), rest] if left else [rest])
+        # the printable ASCII left as a class of ranges, each run between two codes not
+        # left written as its ends (the class's own syntax escaped: one per trie node)
+        parts, start = [], 0x20
+        for hole in sorted({0x22, 0x5C, 0x80, *(ord(u) for u in plain if u >= " ")}):
+            if hole > start:
+                end = hole - 1
+                parts.append(_class_char(start) + ("-" + _class_char(end) if end > start else ""))
+            start = hole + 1
+        return _alt_text(["[" + "".join(parts) + "]", rest] if parts else [rest])
+    plain.sort()
     cls = '[^"\\\\\\x00-\\x1f' + "".join("\\" + c if c in "\\]^-[" else c for c in plain) + "]"
     return "(?:" + "|".join([cls] + escapes) + ")"
 
 
 def _alt_text(options: list[str]) -> str:
     return "(?:" + "|".join(options) + ")"
-
-
-def _byte_class(codes: list[int]) -> str:
-    r"""A class of the printable ASCII ``codes`` (ascending, non-empty, 0x20-0x7f) as ranges,
-    each end written as itself (``\x7f`` and the class's own syntax escaped): short, as a
-    trie writes one per node.
-    """
-    parts, start = [], codes[0]
-    for prev, c in zip(codes, codes[1:] + [-1]):
-        if c != prev + 1:
-            parts.append(_class_char(start) + ("-" + _class_char(prev) if prev > start else ""))
-            start = c
-    return "[" + "".join(parts) + "]"
 
 
 def _class_char(code: int) -> str:

@@ -34,7 +34,19 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 from .definitions import PLACEHOLDER_BASE
 from .recipes import export_term, import_term
-from .terms import _SPINE_MAX, ALT, BYTES, CONCAT, EMPTY, EPS, INF, MAX_DEPTH, REPEAT, UNTIL
+from .terms import (
+    _SPINE_MAX,
+    ALT,
+    BYTES,
+    CONCAT,
+    EMPTY,
+    EPS,
+    INF,
+    MAX_DEPTH,
+    REPEAT,
+    UNTIL,
+    byte_range_mask,
+)
 
 try:  # optional C extension built by setup.py (csrc/regexlower.c)
     from . import _regexlower as _EXT
@@ -403,6 +415,9 @@ class _Parser:
         return self._class(m.group(2) == "^", m.group(3))
 
     def _class(self, negate: bool, body: str) -> int:
+        mask = None if negate else _ascii_class_mask(body)
+        if mask is not None:  # one byte set: the term chars() would merge its ranges to
+            return self.arena.byteset(mask)
         items = _class_items(negate, body)
         top = max((av for op, av in items if op == C.LITERAL), default=0)
         if top >= PLACEHOLDER_BASE:  # (a range is never a placeholder: large classes stay here)
@@ -423,6 +438,57 @@ def _bounds(m) -> tuple[int, int]:
     if lo >= _MAXREPEAT or hi >= _MAXREPEAT or (hi != INF and hi < lo):
         raise _Bail
     return lo, hi
+
+
+_CLASS_PUNCT = frozenset(" !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")  # read as themselves after \\
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _ascii_class_mask(body: str) -> int | None:
+    r"""The 128-bit byte mask of a class body made of ASCII characters, escapes ``\xHH``
+    below 0x80 or ``\`` + punctuation, and ranges ``a-b`` of them (what the key tries and
+    most patterns write), read as ``re`` reads it; None for any other body (``_class_items``
+    reads those: other escapes, a ``-`` that is no range's, ``[``, non-ASCII). Raises: never.
+    """
+    if not body or body[0] == "^" or any(s in body for s in _NESTED_SET):
+        return None  # (a leading ^ would negate the class re reads)
+    codes: list[int] = []  # -1: a range's dash
+    i, n = 0, len(body)
+    while i < n:
+        c = body[i]
+        if c == "\\":
+            d = body[i + 1 : i + 2]
+            if d == "x" and i + 4 <= n and body[i + 2] in _HEX and body[i + 3] in _HEX:
+                code, i = int(body[i + 2 : i + 4], 16), i + 4
+                if code >= 0x80:
+                    return None
+            elif d and d in _CLASS_PUNCT:
+                code, i = ord(d), i + 2
+            else:
+                return None
+        elif c == "-":
+            if not codes or codes[-1] < 0 or i + 1 == n or (len(codes) > 1 and codes[-2] < 0):
+                return None  # a leading, trailing or chained dash: re's other readings
+            codes.append(-1)
+            i += 1
+            continue
+        elif " " <= c < "\x7f" and c != "[":
+            code, i = ord(c), i + 1
+        else:
+            return None
+        codes.append(code)
+    mask, k = 0, 0
+    while k < len(codes):
+        if k + 2 < len(codes) and codes[k + 1] < 0:
+            lo, hi = codes[k], codes[k + 2]
+            if hi < lo:
+                return None  # re's error
+            mask |= byte_range_mask(lo, hi)
+            k += 3
+        else:
+            mask |= 1 << codes[k]
+            k += 1
+    return mask
 
 
 def _class_items(negate: bool, body: str) -> list[tuple]:

@@ -299,10 +299,28 @@ def test_subtrie_equals_build(keep_bytes) -> None:
     keep = np.array([bool(b) and keep_bytes(b) for b in vocab.token_bytes])
     sub = vocab.token_trie.subtrie(keep)
     ref = token_trie.TokenTrie.build(vocab.token_bytes, never | ~keep)
+    # build ordering the tokens by the whole trie's byte_rank (a numpy sort): the same
+    ranked = token_trie.TokenTrie.build(
+        vocab.token_bytes, never | ~keep, vocab.token_trie.byte_rank
+    )
+    for trie in (sub, ranked):
+        for name in ("byte", "depth", "skip", "token", "dups", "_bfs", "_parent_bfs"):
+            got, want = getattr(trie, name), getattr(ref, name)
+            assert got.dtype == want.dtype and np.array_equal(got, want), name
+        assert trie.max_depth == ref.max_depth and trie.num_nodes == ref.num_nodes
+
+
+def test_build_by_rank_falls_back_for_ids_outside() -> None:
+    """``build`` with a rank that leaves a kept id out (-1) sorts by the bytes instead."""
+    vocab = _synthetic_vocab(long_sizes=(40,))
+    never = vocab.index_tables[0]
+    small = token_trie.TokenTrie.build(
+        vocab.token_bytes, never.copy() | (np.arange(never.size) % 2 == 0)
+    )
+    ref = token_trie.TokenTrie.build(vocab.token_bytes, never)
+    got = token_trie.TokenTrie.build(vocab.token_bytes, never, small.byte_rank)
     for name in ("byte", "depth", "skip", "token", "dups", "_bfs", "_parent_bfs"):
-        got, want = getattr(sub, name), getattr(ref, name)
-        assert got.dtype == want.dtype and np.array_equal(got, want), name
-    assert sub.max_depth == ref.max_depth and sub.num_nodes == ref.num_nodes
+        assert np.array_equal(getattr(got, name), getattr(ref, name)), name
 
 
 def test_subtrie_rejects_bad_keep() -> None:

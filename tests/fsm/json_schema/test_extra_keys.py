@@ -167,3 +167,15 @@ def test_a_key_tries_unit_is_the_negated_class_term() -> None:
         arena = TermArena()
         want = parse.lower(negated_class(excluded), arena)
         assert parse.lower(objects._unit_not_in(excluded), arena) == want, sorted(excluded)
+
+
+def test_key_units_are_json_dumps_spelling() -> None:
+    """``objects._units`` spells each character as ``json.dumps`` (``ensure_ascii=False``)
+    does, over the first 0x3000 code points, the surrogates and the last plane's end."""
+    import json
+
+    from structgen.fsm.json_schema import objects
+
+    chars = [chr(c) for c in [*range(0x3000), *range(0xD7F0, 0xE010), *range(0x10FFF0, 0x110000)]]
+    want = [json.dumps(ch, ensure_ascii=False)[1:-1] for ch in chars]
+    assert objects._units("".join(chars)) == want

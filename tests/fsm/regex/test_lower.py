@@ -241,3 +241,29 @@ def test_astral_ranges_stay_on_the_fast_path(use_c: bool) -> None:
     classes (``[\\U00010000-\\U0010ffff]``) do not send the whole text to re's parser."""
     assert _check([r'"[\U00010000-\U0010ffff]+"', r"[\x80-\U0010ffff]x"], use_c) == 2
     assert _check([r"[a\U000f0000]"], use_c) == 0  # a single one is left to re
+
+
+def test_ascii_class_mask_reads_classes_as_re_does() -> None:
+    """``lower._ascii_class_mask`` on seeded random class bodies (ASCII characters, ranges,
+    dashes anywhere, ``\\xHH`` and punctuation escapes, other escapes it leaves alone): each
+    body it reads gives exactly the bytes ``re``'s class matches (every ASCII byte, none
+    above), and ``re`` compiles the class."""
+    from structgen.fsm.regex.lower import _ascii_class_mask
+
+    rng = random.Random(5)
+    pieces = [*"aAzZ09 !~{}.^_", "-", "-", "\\x7f", "\\x41", "\\x80", "\\xe9", "\\-", "\\]"]
+    pieces += ["\\\\", "\\[", "\\^", "\\.", "\\ ", "\\t", "\\d", "[", "é", "a-z", "0-9", "z-a"]
+    read = 0
+    for _ in range(4000):
+        body = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+        mask = _ascii_class_mask(body)
+        if mask is None:
+            continue
+        read += 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pattern = re.compile("[" + body + "]")
+        want = sum(1 << b for b in range(0x80) if pattern.fullmatch(chr(b)))
+        assert mask == want, body
+        assert not any(pattern.fullmatch(ch) for ch in "\x80é☃"), body
+    assert read > 1000

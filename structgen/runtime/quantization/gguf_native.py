@@ -83,10 +83,17 @@ def _f16(blocks: torch.Tensor, start: int) -> torch.Tensor:
 
 
 def repack_q8_0(raw: np.ndarray, shape: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(q int8 [N, K], scales fp16 [N, K/32])`` of a Q8_0 tensor of numpy shape ``[N, K]``."""
-    b = _blocks(raw, shape, 34)
-    q = b[..., 2:34].contiguous().view(torch.int8).reshape(shape)
-    return q, _f16(b, 0).contiguous()
+    """``(q int8 [N, K], scales fp16 [N, K/32])`` of a Q8_0 tensor of numpy shape ``[N, K]``
+    (``raw``: its ``N * K / 32`` blocks of 34 bytes, contiguous; the fields copied as
+    :func:`_copy_field` copies them).
+    """
+    n, k = shape
+    b = raw.reshape(n, k // 32, 34)
+    q = torch.empty(shape, dtype=torch.int8)
+    s = torch.empty((n, k // 32), dtype=torch.float16)
+    _copy_field(q, b, 2, 34)
+    _copy_field(s, b, 0, 2)
+    return q, s
 
 
 def repack_q4(

@@ -56,6 +56,22 @@ def _raw_blocks(type_name: str, n: int, k: int, seed: int) -> np.ndarray:
     return np.ascontiguousarray(raw).reshape(-1).view(np.uint8)
 
 
+def test_repack_q8_0_is_the_ggml_dequantized_weight():
+    """The Q8_0 repack (the reference of the native path below) against gguf's own decoder."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize as gguf_dequantize
+
+    from structgen.runtime.quantization.gguf_native import repack_q8_0
+
+    n, k = 24, 96
+    raw = _raw_blocks("Q8_0", n, k, 3)
+    q, s = repack_q8_0(raw, (n, k))
+    assert (q.dtype, q.shape, s.dtype, s.shape) == (torch.int8, (n, k), torch.float16, (n, k // 32))
+    ref = gguf_dequantize(raw, GGMLQuantizationType.Q8_0)
+    got = q.float() * s.float().repeat_interleave(32, dim=1)
+    assert torch.equal(got, torch.from_numpy(np.asarray(ref, np.float32).reshape(n, k)))
+
+
 @pytest.mark.skipif(not cpu_quant.available(), reason="quantized C kernel not built")
 @pytest.mark.parametrize("type_name", ["Q8_0", "Q4_0", "Q4_1"])
 def test_native_group_equals_the_repacking_path(type_name):

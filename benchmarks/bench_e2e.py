@@ -10,7 +10,9 @@ Measured in one run, same prompt, greedy:
   * ``Engine()`` load in fresh processes, cold (empty structgen cache) and warm, medians of
     ``--repeats``, with llama.cpp's ``Llama(...)`` beside;
   * README's ``structgen extract`` example, process start to JSON printed (warm cache): wall
-    median and maximum resident set (``/usr/bin/time -v``).
+    median and maximum resident set (``/usr/bin/time -v``);
+  * the warm ``Engine()`` by stage (imports, tokenizer, weights, ``prepare``, gc passes:
+    ``load_breakdown.py``), wall and CPU medians of ``--repeats`` fresh processes.
 Targets (issue #21): decode and pp512 >= 1.0x llama.cpp; load <= 2 s cold, <= 0.5 s warm;
 extract <= 3 s wall and <= 700 MB RSS.
 
@@ -182,6 +184,8 @@ def bench_load_and_cli(
     GGUF file itself is in the page cache). Warm: the cache filled. The CLI runs README's
     ``structgen extract`` example, warm, process start to JSON printed. llama.cpp's
     ``Llama(...)`` on the same file in a fresh process (after ``import llama_cpp``), warm.
+    ``stages``: the warm ``Engine()`` by stage (``load_breakdown.breakdown``; None under a
+    ``quantization``, which the breakdown does not pass).
     """
     env0 = dict(os.environ, OMP_NUM_THREADS=str(threads))
     kw = json.dumps({} if quantization is None else {"quantization": quantization})
@@ -197,6 +201,11 @@ def bench_load_and_cli(
             w, r, out = _extract_once(env, quantization)
             cli.append(w)
             rss.append(r)
+        stages = None
+        if quantization is None:
+            from load_breakdown import breakdown
+
+            stages = breakdown(repeats, env)
     lc = []
     if llama_cpp and importlib.util.find_spec("llama_cpp") is not None:
         lc = [_timed_subprocess(LLAMA_LOAD_CODE.format(t=threads), env0) for _ in range(repeats)]
@@ -207,6 +216,7 @@ def bench_load_and_cli(
         "extract_rss_mb": max(rss),
         "extract_output": out,
         "llama_cpp_load_s": _median(lc) if lc else None,
+        "stages": stages,
     }
 
 
@@ -411,6 +421,13 @@ def main() -> None:
 
     header = "| measure | structgen | peer | ratio / target |\n|---|---|---|---|"
     table = header + "\n" + "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)
+    if lo is not None and lo["stages"] is not None:
+        from load_breakdown import markdown
+
+        table += (
+            "\n\nWarm `Engine()` by stage, fresh processes, medians (`load_breakdown.py`):\n\n"
+            + markdown(lo["stages"])
+        )
     print(table)
     if lo is not None:
         print("extract printed:", lo["extract_output"])

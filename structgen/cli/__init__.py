@@ -9,9 +9,11 @@ arguments), 1 for failures while running.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from structgen.cli.inputs import CliError, load_schema, open_output, read_constraint, read_texts
@@ -24,7 +26,43 @@ def _engine(args: argparse.Namespace) -> Any:
     from structgen.runtime.engine import Engine
 
     quantization = getattr(args, "quantization", None)
-    return Engine(args.model, **({} if quantization is None else {"quantization": quantization}))
+    engine = Engine(args.model, **({} if quantization is None else {"quantization": quantization}))
+    after_load = getattr(args, "after_load", None)  # set by _start_up_gc
+    if after_load is not None:
+        after_load()
+    return engine
+
+
+@contextlib.contextmanager
+def _start_up_gc(args: argparse.Namespace) -> Iterator[None]:
+    """A one-shot command's start-up (torch's import, the engine's load) without the cyclic
+    garbage collector, and what it built frozen once the engine is loaded (``gc.freeze``,
+    through ``args.after_load``, which :func:`_engine` calls): later collections of the
+    run do not scan the modules, the model and the vocabulary again.
+
+    On exit the collector is as it was (``gc.unfreeze``, enabled again), so an in-process
+    caller of :func:`main` keeps its own. Nothing is changed where the collector is off or
+    objects are frozen already (the caller's policy). Raises: never.
+    """
+    if not gc.isenabled() or gc.get_freeze_count():
+        yield
+        return
+    frozen = []
+
+    def after_load() -> None:
+        if not frozen:
+            gc.freeze()
+            frozen.append(True)
+            gc.enable()
+
+    gc.disable()
+    args.after_load = after_load
+    try:
+        yield
+    finally:
+        if frozen:
+            gc.unfreeze()
+        gc.enable()
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
@@ -276,8 +314,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 runtime failure, 2 bad input)."""
     args = build_parser().parse_args(argv)
+    one_shot = args.func is not cmd_serve
     try:
-        return args.func(args)
+        with _start_up_gc(args) if one_shot else contextlib.nullcontext():
+            return args.func(args)
     except CliError as exc:
         print(f"structgen: error: {exc}", file=sys.stderr)
         return exc.code

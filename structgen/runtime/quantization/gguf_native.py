@@ -38,36 +38,44 @@ def _blocks(raw: np.ndarray, shape: tuple[int, int], block_bytes: int) -> torch.
         return torch.from_numpy(raw).view(n, k // 32, block_bytes)  # [N, G, bytes]
 
 
-def _copy_field(dst: torch.Tensor, blocks: torch.Tensor, lo: int, hi: int) -> None:
-    """Copy bytes ``lo:hi`` of every block of ``blocks`` (``[N, G, bytes]`` uint8) into the
-    contiguous ``dst`` (``N * G * (hi - lo)`` bytes), as the widest words (4, 2 or 1 bytes)
-    that tile the field and the block and that the address allows: a strided copy of int32
-    elements moves the field about twice as fast as one of bytes, with the same bytes.
+def _words(blocks: np.ndarray, lo: int, hi: int) -> tuple[np.dtype, np.ndarray]:
+    """Bytes ``lo:hi`` of every block of ``blocks`` (``[N, G, bytes]`` uint8, C-contiguous) as
+    the widest words (4, 2 or 1 bytes) that tile the field and the block and that the address
+    allows: ``(word dtype, [N, G, (hi - lo) / width] view)``. A strided copy of int32 elements
+    moves the field about twice as fast as one of bytes, with the same bytes.
     """
-    n, g, size = blocks.shape
-    for dtype, width in ((torch.int32, 4), (torch.int16, 2), (torch.uint8, 1)):
-        if lo % width == 0 and hi % width == 0 and size % width == 0:
-            if blocks.data_ptr() % width == 0:
-                words = blocks.view(dtype)[..., lo // width : hi // width]
-                dst.view(torch.uint8).view(n, g, hi - lo).view(dtype).copy_(words)
-                return
+    for dtype in (np.dtype(np.int32), np.dtype(np.int16)):
+        width = dtype.itemsize
+        if lo % width == 0 and hi % width == 0 and blocks.shape[-1] % width == 0:
+            if blocks.ctypes.data % width == 0:
+                return dtype, blocks.view(dtype)[..., lo // width : hi // width]
+    return np.dtype(np.uint8), blocks[..., lo:hi]
 
 
-def _copy_tiles(dst: torch.Tensor, blocks: torch.Tensor, lo: int, hi: int) -> None:
+def _copy_field(dst: torch.Tensor, blocks: np.ndarray, lo: int, hi: int) -> None:
+    """Copy bytes ``lo:hi`` of every block of ``blocks`` (``[N, G, bytes]`` uint8) into the
+    contiguous ``dst`` (``N * G * (hi - lo)`` bytes), as :func:`_words`.
+
+    numpy's copy (one thread, the GIL released), not torch's: these copies are small, and
+    torch's intra-op pool waits on its other threads (RESULTS "Session 25, t6").
+    """
+    n, g, _ = blocks.shape
+    dtype, words = _words(blocks, lo, hi)
+    np.copyto(dst.numpy().view(np.uint8).reshape(n, g, hi - lo).view(dtype), words)
+
+
+def _copy_tiles(dst: torch.Tensor, blocks: np.ndarray, lo: int, hi: int) -> None:
     """Copy the 16 quant bytes ``lo:hi`` of every block of ``blocks`` (``[8 T, G, bytes]``
     uint8, ``T`` tiles of 8 rows) into ``dst`` (uint8 ``[8 T, K/2]`` contiguous) in the int4 tile
     layout (:func:`~.formats.pack_int4_tiles`: ``[T, G, 4, 8, 4]``), as :func:`_copy_field` does
     (the widest words the field and the address allow: runs of 4 bytes stay together).
     """
-    n, g, size = blocks.shape
-    for dtype, width in ((torch.int32, 4), (torch.int16, 2), (torch.uint8, 1)):
-        if lo % width == 0 and hi % width == 0 and size % width == 0:
-            if blocks.data_ptr() % width == 0:
-                words = blocks.view(dtype)[..., lo // width : hi // width]  # [8T, G, 16/w]
-                src = words.reshape(n // 8, 8, g, 4, 4 // width)  # [T, c, G, j, i/w]
-                tiles = dst.view(dtype).view(n // 8, g, 4, 8, 4 // width)  # [T, G, j, c, i/w]
-                tiles.permute(0, 3, 1, 2, 4).copy_(src)
-                return
+    n, g, _ = blocks.shape
+    dtype, words = _words(blocks, lo, hi)  # [8T, G, 16/w]
+    per = 4 // dtype.itemsize
+    src = words.reshape(n // 8, 8, g, 4, per)  # [T, c, G, j, i/w]
+    tiles = dst.numpy().view(dtype).reshape(n // 8, g, 4, 8, per)  # [T, G, j, c, i/w]
+    np.copyto(tiles.transpose(0, 3, 1, 2, 4), src)
 
 
 def _f16(blocks: torch.Tensor, start: int) -> torch.Tensor:
@@ -75,10 +83,17 @@ def _f16(blocks: torch.Tensor, start: int) -> torch.Tensor:
 
 
 def repack_q8_0(raw: np.ndarray, shape: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(q int8 [N, K], scales fp16 [N, K/32])`` of a Q8_0 tensor of numpy shape ``[N, K]``."""
-    b = _blocks(raw, shape, 34)
-    q = b[..., 2:34].contiguous().view(torch.int8).reshape(shape)
-    return q, _f16(b, 0).contiguous()
+    """``(q int8 [N, K], scales fp16 [N, K/32])`` of a Q8_0 tensor of numpy shape ``[N, K]``
+    (``raw``: its ``N * K / 32`` blocks of 34 bytes, contiguous; the fields copied as
+    :func:`_copy_field` copies them).
+    """
+    n, k = shape
+    b = raw.reshape(n, k // 32, 34)
+    q = torch.empty(shape, dtype=torch.int8)
+    s = torch.empty((n, k // 32), dtype=torch.float16)
+    _copy_field(q, b, 2, 34)
+    _copy_field(s, b, 0, 2)
+    return q, s
 
 
 def repack_q4(
@@ -179,11 +194,12 @@ def native_group(parts: list[tuple], type_name: str) -> list[QuantLinear] | None
     for (raw, shape, rows, bias), nq in zip(parts, qrows):
         n = shape[0]
         q, sc = q_all[qstart : qstart + nq], s_all[start : start + n]
-        b = _blocks(raw, shape, {"Q8_0": 34, "Q4_1": 20, "Q4_0": 18}[type_name])  # [N, G, bytes]
+        size = {"Q8_0": 34, "Q4_1": 20, "Q4_0": 18}[type_name]
+        b = raw.reshape(n, k // 32, size)  # [N, G, bytes], a view of the file's bytes
         if rows is not None:
-            b = b.index_select(0, rows)  # one copy of this member's blocks, rows in order
+            b = b.take(rows.numpy(), axis=0)  # one copy of this member's blocks, rows in order
         if nq > n:  # int4: zero codes for the rows of the last tile past N
-            b = torch.cat((b, b.new_zeros(nq - n, *b.shape[1:])))
+            b = np.concatenate((b, np.zeros((nq - n, *b.shape[1:]), np.uint8)))
         _copy_field(sc, b[:n], 0, 2)
         if int8:
             _copy_field(q, b, 2, 34)

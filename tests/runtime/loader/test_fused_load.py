@@ -47,22 +47,48 @@ def test_fused_group_names_the_members_in_fusion_order():
 _BLOCK_BYTES = {"Q8_0": 34, "Q4_0": 18, "Q4_1": 20}
 
 
-def _raw_blocks(type_name: str, n: int, k: int, seed: int) -> np.ndarray:
+def _raw_blocks(type_name: str, n: int, k: int, seed: int, offset: int = 0) -> np.ndarray:
+    """The blocks of a random ``[n, k]`` weight, starting ``offset`` bytes past an aligned
+    address (1: the copies fall back from int16 / int32 words to bytes)."""
     import gguf
 
     rng = np.random.default_rng(seed)
     w = rng.standard_normal((n, k)).astype(np.float32)
-    raw = gguf.quants.quantize(w, gguf.GGMLQuantizationType[type_name])
-    return np.ascontiguousarray(raw).reshape(-1).view(np.uint8)
+    raw = np.ascontiguousarray(gguf.quants.quantize(w, gguf.GGMLQuantizationType[type_name]))
+    raw = raw.reshape(-1).view(np.uint8)
+    if not offset:
+        return raw
+    out = np.empty(raw.size + 64, np.uint8)
+    start = -out.ctypes.data % 32 + offset
+    out[start : start + raw.size] = raw
+    return out[start : start + raw.size]
+
+
+@pytest.mark.parametrize("offset", [0, 1])
+def test_repack_q8_0_is_the_ggml_dequantized_weight(offset):
+    """The Q8_0 repack (the reference of the native path below) against gguf's own decoder."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize as gguf_dequantize
+
+    from structgen.runtime.quantization.gguf_native import repack_q8_0
+
+    n, k = 24, 96
+    raw = _raw_blocks("Q8_0", n, k, 3, offset)
+    q, s = repack_q8_0(raw, (n, k))
+    assert (q.dtype, q.shape, s.dtype, s.shape) == (torch.int8, (n, k), torch.float16, (n, k // 32))
+    ref = gguf_dequantize(raw, GGMLQuantizationType.Q8_0)
+    got = q.float() * s.float().repeat_interleave(32, dim=1)
+    assert torch.equal(got, torch.from_numpy(np.asarray(ref, np.float32).reshape(n, k)))
 
 
 @pytest.mark.skipif(not cpu_quant.available(), reason="quantized C kernel not built")
+@pytest.mark.parametrize("offset", [0, 1])
 @pytest.mark.parametrize("type_name", ["Q8_0", "Q4_0", "Q4_1"])
-def test_native_group_equals_the_repacking_path(type_name):
+def test_native_group_equals_the_repacking_path(type_name, offset):
     from structgen.runtime.quantization.gguf_native import native_group, repack_q4, repack_q8_0
 
     k, sizes = 64, [48, 16, 32]
-    raws = [_raw_blocks(type_name, n, k, i) for i, n in enumerate(sizes)]
+    raws = [_raw_blocks(type_name, n, k, i, offset) for i, n in enumerate(sizes)]
     rows = [torch.randperm(48, generator=torch.Generator().manual_seed(1)), None, None]
     mods = native_group([(raw, (n, k), r, None) for raw, n, r in zip(raws, sizes, rows)], type_name)
     for raw, n, r, mod in zip(raws, sizes, rows, mods):

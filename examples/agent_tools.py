@@ -1,6 +1,11 @@
 """A small tool-using agent: the model picks a tool, writes its arguments under the tool's
 JSON schema, the program calls the Python function and feeds the result back.
 
+The program shows the mechanics: every call's arguments fit the tool's schema and every
+printed result is what the function returned. The answer is the model's: the packaged
+SmolLM2-135M calls ``add {'a': 1, 'b': 2}`` for this task, so pass a larger model
+(``structgen.set_default_backend(structgen.Engine(PATH))``) for a right one.
+
 Run: python examples/agent_tools.py
 """
 

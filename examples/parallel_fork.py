@@ -1,5 +1,8 @@
 """Fork: sample several answers in one batch (sharing the prompt's KV), then pick one.
 
+Each answer is cut at ``max_tokens=8``; with the packaged SmolLM2-135M they read as
+unfinished phrases (``The Joe's Brewbery is a``).
+
 Run: python examples/parallel_fork.py
 """
 

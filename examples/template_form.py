@@ -2,10 +2,11 @@
 
 ``copy_from=text`` copies the ``str``, ``int``, ``float`` and ``regex`` holes from the
 text: each is a span of it (whole words) that fits the hole, so the model cannot invent an
-age or a city (without it, the packaged SmolLM2 writes ``Age: 25``); the ``bool`` hole is
-chosen freely. A span's ends are chosen greedily, token by token: a free-text hole that the
-model would word differently from the text (``Nurse`` for ``a nurse``) can come out as a
-longer span than meant, so this form asks only for values the text spells out.
+age or a city (without it, the packaged SmolLM2 writes ``Age: 28`` and ``City: Spain``); the
+``bool`` hole is chosen freely. A span's ends are chosen greedily, token by token, so a
+plain ``{name}`` hole runs on past the name (``Maria Lopez, 34, works as a nurse in``): the
+name hole here is a regex of capitalised words, so the copied span ends where the name's
+words do (``Maria Lopez``).
 
 Run: python examples/template_form.py
 """
@@ -15,7 +16,8 @@ from __future__ import annotations
 import structgen
 
 FORM = structgen.template(
-    "Name: {name}\nAge: {age:int}\nCity: {city:regex=[A-Z][a-z]+}\nEmployed: {employed:bool}\n",
+    "Name: {name:regex=[A-Z][a-z]+( [A-Z][a-z]+)*}\nAge: {age:int}\n"
+    "City: {city:regex=[A-Z][a-z]+}\nWorks: {employed:bool}\n",
     max_chars=40,
 )
 

@@ -187,6 +187,8 @@ def extract(
     )
     plans = list(plans)
     grammars = list(grammars)
+    for i, (plan, grammar) in enumerate(zip(plans, grammars)):
+        plans[i], grammars[i] = _fit_budget(plan, grammar, gsd, engine.vocab, params.max_tokens)
     prompts = [extraction_messages(sd, t, instructions) for t in texts]
     results: list[Any] = [None] * len(prompts)
     span_ends = SCORE_SPAN_ENDS_DEFAULT if score_span_ends is None else score_span_ends
@@ -305,6 +307,26 @@ def _compiled(plan: CopyConstraint, schema: Any, vocab: Any) -> tuple[CopyConstr
         plan = copy_constraint(schema, "", False)
         grammar = plan.spec.compile(vocab)
     grammar.emit_warnings(stacklevel=4)  # at extract's caller
+    return plan, grammar
+
+
+def _fit_budget(
+    plan: CopyConstraint, grammar: Any, schema: Any, vocab: Any, max_tokens: int | None
+) -> tuple[CopyConstraint, Any]:
+    """``(plan, grammar)`` unchanged, or the schema's own grammar (no copied fields) when
+    the copy grammar cannot complete its JSON within ``max_tokens`` but the schema's own
+    grammar can: copied spans and numerals can be longer than the shortest values the
+    schema allows, and a matcher whose budget cannot be met ignores it (``Matcher``), so
+    the output would be cut before its JSON closes. Decided per document, as a field
+    without a fitting span is.
+    """
+    if max_tokens is None or not plan.copied_fields:
+        return plan, grammar
+    if grammar.matcher(max_tokens=max_tokens).is_budgeted:
+        return plan, grammar
+    plain, own = _compiled(copy_constraint(schema, "", False), schema, vocab)
+    if own.matcher(max_tokens=max_tokens).is_budgeted:
+        return plain, own
     return plan, grammar
 
 

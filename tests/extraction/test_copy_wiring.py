@@ -55,3 +55,26 @@ def test_field_paths():
     assert field_path("/properties/tags/items") == "tags[]"
     assert field_path("/$defs/x/properties/y") == "/$defs/x/properties/y"
     assert field_path("/properties/a/anyOf/0") == "a"
+
+
+def _fits(schema, text, copy, vocab, n):
+    """True when the document's grammar (copy or not) can close its JSON in ``n`` tokens."""
+    return copy_constraint(schema, text, copy).spec.compile(vocab).matcher(max_tokens=n).is_budgeted
+
+
+def test_copy_grammar_over_budget_falls_back_to_the_schema_grammar(tiny_engine):
+    # the copied spans / numerals need more tokens than the schema's shortest values: at a
+    # budget only the schema's own grammar meets, the copy grammar would be cut before its
+    # JSON closes; extract uses the schema's grammar for that document instead
+    vocab = tiny_engine.vocab
+    n = next(k for k in range(1, 200) if _fits(SCHEMA, TEXT, False, vocab, k))
+    assert not _fits(SCHEMA, TEXT, True, vocab, n)  # the case under test exists
+    params = SamplingParams(max_tokens=n, temperature=0.0)
+    (res,) = tiny_engine.extract(SCHEMA, [TEXT], params=params, return_details=True)
+    assert res.copied_fields == ()
+    assert set(res.value) == set(SCHEMA["required"])
+    # with budget enough for the copy grammar, the copy grammar stays
+    m = next(k for k in range(n, 400) if _fits(SCHEMA, TEXT, True, vocab, k))
+    params = SamplingParams(max_tokens=m, temperature=0.0)
+    (res,) = tiny_engine.extract(SCHEMA, [TEXT], params=params, return_details=True)
+    assert res.copied_fields == ("name", "age")

@@ -242,7 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ex.add_argument("--output", default=None, help="write the results here (default: stdout)")
     ex.add_argument("--model", default=None, help="a .gguf file or HF folder (default: SmolLM2)")
-    ex.add_argument("--max-tokens", type=int, default=512)
+    ex.add_argument(
+        "--max-tokens",
+        type=int,
+        default=512,
+        help="most tokens per document (default 512); the JSON closes within it where the "
+        "schema allows (the output is then marked truncated)",
+    )
     ex.add_argument("--quantization", default=None, help=_QUANTIZATION_HELP)
     ex.add_argument(
         "--no-copy",

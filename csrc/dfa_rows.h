@@ -12,8 +12,8 @@
  *
  *   dfa_open(view, dfa) / dfa_close(view): the ByteDFA's tables held for one walk.
  *   dfa_build(view, s, b) -> 1: row_tables(s, b)'s work done here (the row of s built with
- *     b's class derived, or b's pending class derived); 0: not taken here (the arena holds
- *     AND / NOT terms, or the row budget is reached: the caller calls row_tables(s, b), whose
+ *     b's class derived, or b's pending class derived); 0: not taken here (the state's term
+ *     holds AND / NOT terms, or the row budget is reached: the caller calls row_tables(s, b), whose
  *     Python path decides emptiness or raises the budget error); -1 with an error set.
  *   dfa_build(view, s, -1) -> the same for ByteDFA.row(s): the row of s built whole, or
  *     its pending classes all derived (by lowest byte, as _derive_all).
@@ -42,7 +42,8 @@ enum { DV_ROWS, DV_SLOT, DV_ACCEPTING, DV_NUM_OUT };
 static const char *const DV_NAMES[4] = {"_rows", "_slot", "_accepting", "_num_out"};
 static const Py_ssize_t DV_ITEMSIZE[4] = {4, 8, 1, 4};
 
-static PyObject *dv_str_acquire, *dv_str_release, *dv_str_num_rows, *dv_str_num_boolean;
+static PyObject *dv_str_acquire, *dv_str_release, *dv_str_num_rows, *dv_str_num_boolean,
+    *dv_str_has_boolean;
 
 /* the module's interned names; 0, or -1 with an error set (at module init) */
 static int dfa_rows_init(void) {
@@ -50,7 +51,11 @@ static int dfa_rows_init(void) {
     dv_str_release = PyUnicode_InternFromString("release");
     dv_str_num_rows = PyUnicode_InternFromString("_num_rows");
     dv_str_num_boolean = PyUnicode_InternFromString("_num_boolean");
-    return dv_str_acquire && dv_str_release && dv_str_num_rows && dv_str_num_boolean ? 0 : -1;
+    dv_str_has_boolean = PyUnicode_InternFromString("has_boolean");
+    return dv_str_acquire && dv_str_release && dv_str_num_rows && dv_str_num_boolean &&
+                   dv_str_has_boolean
+               ? 0
+               : -1;
 }
 
 static void dfa_close(DfaView *v) {
@@ -182,20 +187,29 @@ static int dfa_mark_pending(DfaView *v, long s, int left) {
 
 /* dfa_build's work (b >= 0) or dfa_build_whole's (b < 0), under the lock */
 static int dfa_build_locked(DfaView *v, long s, int b) {
-    PyObject *nb = PyObject_GetAttr(v->arena, dv_str_num_boolean);
-    long boolean = nb ? PyLong_AsLong(nb) : -1;
-    Py_XDECREF(nb);
-    if (boolean == -1 && PyErr_Occurred())
-        return -1;
-    if (boolean)
-        return 0;  /* emptiness is not syntactic: the Python path */
-    if (dfa_arrays(v) < 0)
-        return -1;
     if (s < 0 || s >= PyList_GET_SIZE(v->terms) || b > 255) {
         PyErr_Format(PyExc_ValueError, "walk_direct: no state %ld / byte %d", s, b);
         return -1;
     }
     PyObject *t = PyList_GET_ITEM(v->terms, s);
+    PyObject *nb = PyObject_GetAttr(v->arena, dv_str_num_boolean);
+    long boolean = nb ? PyLong_AsLong(nb) : -1;
+    Py_XDECREF(nb);
+    if (boolean == -1 && PyErr_Occurred())
+        return -1;
+    if (boolean) {  /* the arena holds AND / NOT terms: does this state's term? */
+        PyObject *hb = PyObject_CallMethodOneArg(v->arena, dv_str_has_boolean, t);
+        int has = hb ? PyObject_IsTrue(hb) : -1;
+        Py_XDECREF(hb);
+        if (has < 0)
+            return -1;
+        if (has)
+            return 0;  /* emptiness is not syntactic: the Python path */
+        /* a term without AND / NOT: its derivatives hold none, each non-EMPTY one is live,
+         * and its row is what _build_row writes in an arena without them */
+    }
+    if (dfa_arrays(v) < 0)
+        return -1;
     v->dv->cx.arena = v->arena;
     int64_t slot = ((const int64_t *)v->buf[DV_SLOT].buf)[s];
     int left;

@@ -295,9 +295,11 @@ class ByteDFA:
         slot = self._new_row_slot()
         row = self._rows[slot]
         c = terms._c
-        if c is not None and not arena._num_boolean and (not lazy or first & (first - 1) == 0):
+        if c is not None and not arena.has_boolean(term) and (not lazy or first & (first - 1) == 0):
             # the whole row in C (csrc/regex_derive.h fill_row: the same derivatives, in the
-            # same order, as below); a lazy row with several classes stays PENDING below
+            # same order, as below); a lazy row with several classes stays PENDING below. A
+            # term without intersection or complement has none in its derivatives either,
+            # so each non-EMPTY one is live, also in an arena that holds such terms elsewhere
             c.fill_row(arena, arena._cctx or arena._context(), term, row, self._ids, self._state_of)
             self._num_rows += 1
             self._slot[state] = slot
@@ -469,8 +471,8 @@ class ByteDFA:
         """True when the C token-trie walk may build this automaton's rows over its own
         tables (``walk_direct``, ``csrc/dfa_rows.h``: the same rows, state ids and order as
         ``row_tables(state, byte)``): the C derivatives are in use (``terms.use_extension``).
-        Rows of an arena with intersection or complement still go through ``row_tables``
-        (decided per row in C). Raises: never.
+        Rows of states whose term holds an intersection or complement still go through
+        ``row_tables`` (decided per row in C). Raises: never.
         """
         return terms._c is not None
 

@@ -608,8 +608,9 @@ class TermArena:
 
         An alternation is empty when every member is, a concatenation when its head or
         tail is, a repetition when its body is and at least one is required: such a term
-        is decided from its parts (memoised on their own), so a search runs on an
-        intersection or complement alone, never on the whole document around it.
+        is decided from its parts (memoised on their own; at any depth, from an explicit
+        stack, the parts taken in order and the first that decides ends it), so a search
+        runs on an intersection or complement alone, never on the whole document around it.
 
         Raises:
             GrammarTooComplexError: the search visits more than ``max_empty_checks``
@@ -619,19 +620,67 @@ class TermArena:
             return True
         if not self.has_boolean(t):
             return False
-        memo = self._empty
-        hit = memo.get(t)
+        hit = self._empty.get(t)
         if hit is not None:
             return hit
-        if self.depth[t] <= _SHALLOW:
-            parts = self._emptiness_parts(t)
-            if parts is not None:  # decided by the parts (each searched alone, memoised)
-                every, items = parts
-                check = all if every else any
-                result = check(self.is_empty(u) for u in items)
-                memo[t] = result
-                return result
-        return self._search_empty(t)
+        return self._empty_by_parts(t)
+
+    def _known_empty(self, t: int) -> bool | None:
+        """``is_empty(t)`` when it needs no work (``EMPTY``, no ``AND`` / ``NOT``, memoised),
+        else None. Raises: never.
+        """
+        if t == EMPTY:
+            return True
+        if not self.has_boolean(t):
+            return False
+        return self._empty.get(t)
+
+    def _empty_by_parts(self, t: int) -> bool:
+        """``is_empty`` of ``t`` (holding ``AND`` / ``NOT``, not memoised) from its parts
+        (``_emptiness_parts``) down to the intersections and complements, each searched
+        (``_search_empty``); iterative, so any depth. A frame ``[u, every, items, i]``
+        waits on ``items[i]``; an alternation (``every``) is decided by a non-empty member
+        (False), a concatenation by an empty part (True); a term whose items all pass
+        without deciding is ``every``.
+        """
+        memo = self._empty
+        parts = self._emptiness_parts(t)
+        if parts is None:
+            return self._search_empty(t)
+        frames = [[t, parts[0], parts[1], 0]]
+        answer: bool | None = None  # the last finished frame's result, for its parent
+        while frames:
+            frame = frames[-1]
+            u, every, items, i = frame
+            if answer is not None:  # items[i] was a frame of its own: its result
+                if answer is not every:
+                    memo[u] = answer
+                    frames.pop()
+                    continue
+                i += 1
+                answer = None
+            pushed = False
+            while i < len(items):
+                v = items[i]
+                value = self._known_empty(v)
+                if value is None:
+                    sub = self._emptiness_parts(v)
+                    if sub is not None:
+                        frame[3] = i
+                        frames.append([v, sub[0], sub[1], 0])
+                        pushed = True
+                        break
+                    value = self._search_empty(v)
+                if value is not every:
+                    break
+                i += 1
+            if pushed:
+                continue
+            result = (not every) if i < len(items) else every
+            memo[u] = result
+            frames.pop()
+            answer = result
+        return memo[t]
 
     def _emptiness_parts(self, t: int) -> tuple[bool, tuple[int, ...]] | None:
         """How ``t``'s emptiness follows from its parts' without a search of ``t`` itself:

@@ -12,15 +12,16 @@
  *
  *   dfa_open(view, dfa) / dfa_close(view): the ByteDFA's tables held for one walk.
  *   dfa_build(view, s, b) -> 1: row_tables(s, b)'s work done here (the row of s built with
- *     b's class derived, or b's pending class derived); 0: not taken here (the state's term
- *     holds AND / NOT terms, or the row budget is reached: the caller calls row_tables(s, b), whose
- *     Python path decides emptiness or raises the budget error); -1 with an error set.
+ *     b's class derived, or b's pending class derived); 0: not taken here (the row budget is
+ *     reached: the caller calls row_tables(s, b), whose Python path raises the budget
+ *     error); -1 with an error set.
  *   dfa_build(view, s, -1) -> the same for ByteDFA.row(s): the row of s built whole, or
  *     its pending classes all derived (by lowest byte, as _derive_all).
  *
  * The interpreter is entered only to grow a table (ByteDFA._grow_states, _new_row_slot: each
- * doubles it), for a term deeper than regex_derive.h's SHALLOW or of kind UNTIL (as there), and
- * to take and release ByteDFA.lock (every change of the tables is made under it). The GIL is
+ * doubles it), for a term deeper than regex_derive.h's SHALLOW or of kind UNTIL (as there), for
+ * the emptiness of each derivative of a term holding AND / NOT (TermArena.is_empty: such a row
+ * is built whole, as _build_row does) and to take and release ByteDFA.lock (every change of the tables is made under it). The GIL is
  * held throughout.
  */
 #ifndef SG_DFA_ROWS_H
@@ -197,16 +198,16 @@ static int dfa_build_locked(DfaView *v, long s, int b) {
     Py_XDECREF(nb);
     if (boolean == -1 && PyErr_Occurred())
         return -1;
+    int has = 0;
     if (boolean) {  /* the arena holds AND / NOT terms: does this state's term? */
         PyObject *hb = PyObject_CallMethodOneArg(v->arena, dv_str_has_boolean, t);
-        int has = hb ? PyObject_IsTrue(hb) : -1;
+        has = hb ? PyObject_IsTrue(hb) : -1;
         Py_XDECREF(hb);
         if (has < 0)
             return -1;
-        if (has)
-            return 0;  /* emptiness is not syntactic: the Python path */
-        /* a term without AND / NOT: its derivatives hold none, each non-EMPTY one is live,
-         * and its row is what _build_row writes in an arena without them */
+        /* without: its derivatives hold none and each non-EMPTY one is live. With: as
+         * _build_row, the row whole (never PENDING), each derivative's emptiness asked of
+         * arena.is_empty (the Python search), its live-byte count recorded */
     }
     if (dfa_arrays(v) < 0)
         return -1;
@@ -230,9 +231,16 @@ static int dfa_build_locked(DfaView *v, long s, int b) {
                 return -1;
         }
         int32_t *row = (int32_t *)v->buf[DV_ROWS].buf + (Py_ssize_t)num_rows * 256;
-        left = row_fill(v->dv, t, row, dfa_state_id, v, b);  /* b < 0: whole (not lazy) */
+        /* b < 0: whole (not lazy) */
+        left = row_fill(v->dv, t, row, dfa_state_id, v, has ? -1 : b, has);
         if (left < 0)
             return -1;
+        if (has) {
+            int32_t live = 0;
+            for (int c = 0; c < 256; c++)
+                live += row[c] >= 0;
+            ((int32_t *)v->buf[DV_NUM_OUT].buf)[s] = live;
+        }
         nr = PyLong_FromLong(num_rows + 1);
         if (nr == NULL || PyObject_SetAttr(v->dfa, dv_str_num_rows, nr) < 0) {
             Py_XDECREF(nr);

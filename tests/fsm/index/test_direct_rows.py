@@ -227,17 +227,20 @@ def test_direct_rows_hand_back_an_intersection(smollm2_vocab) -> None:
     assert _compare_walks(smollm2_vocab, pattern, definitions, [b"", b'"', b'"ab']) > 3
 
 
-def test_rows_of_terms_without_and_are_built_in_c_in_an_arena_with_and(smollm2_vocab) -> None:
-    """An arena holding ``AND`` terms (an ``INTERSECT`` definition) holds terms without any
-    too (the rest of the pattern): their rows are built in C (``_build_row``'s ``fill_row``,
-    ``walk_direct``'s builder), only the rows of terms holding ``AND`` / ``NOT`` in Python;
-    every table, walk and next state equals a twin's built with no C derivative or row
-    (``terms.use_extension(False)``), and the masks equal brute force (token by token)."""
+def test_rows_in_an_arena_with_and_are_built_in_c(smollm2_vocab) -> None:
+    """An arena holding ``AND`` terms (``INTERSECT`` definitions, one of them empty though
+    not syntactically) and terms without any (the rest of the pattern): every row is built
+    in C (``_build_row``'s ``fill_row``, ``walk_direct``'s builder; a term holding ``AND``
+    its row whole, each derivative's emptiness asked of ``is_empty``), none class by class
+    in Python; every table (live-byte counts included), walk and next state equals a
+    twin's built with no C derivative or row (``terms.use_extension(False)``), and the
+    masks equal brute force (token by token)."""
     from structgen.fsm.regex import terms
 
-    p = [chr(PLACEHOLDER_BASE + i) for i in range(3)]
+    p = [chr(PLACEHOLDER_BASE + i) for i in range(6)]
     definitions = ["[a-z]{2,9}", "(?:ab|cd|ef)+", INTERSECT + p[0] + p[1]]
-    pattern = f'"{p[2]}",[0-9]{{1,5}},"[a-zA-Z ]{{0,40}}"|x[a-z]*y'
+    definitions += ["a(?:aa)*", "(?:aa)+", INTERSECT + p[3] + p[4]]  # odd and even: empty
+    pattern = f'"{p[2]}",[0-9]{{1,5}},"[a-zA-Z ]{{0,40}}"|x[a-z]*y|z{p[5]}q|zcd'
 
     def python_only(fn, *args):
         terms.use_extension(False)
@@ -272,7 +275,7 @@ def test_rows_of_terms_without_and_are_built_in_c_in_an_arena_with_and(smollm2_v
     new._build_row, new._live_classes = recorded_build, recorded_classes
     tt = smollm2_vocab.token_trie
     starts = []
-    for prefix in (b"", b'"', b'"ab', b'"abcd",', b'"ef",12,"', b'"ef",12,"Ab c', b"xq"):
+    for prefix in (b"", b"z", b'"', b'"ab', b'"abcd",', b'"ef",12,"', b'"ef",12,"Ab c', b"xq"):
         s = python_only(ref.walk, ref.initial, prefix)
         assert new.walk(new.initial, prefix) == s >= 0, prefix
         starts.append(s)
@@ -302,9 +305,10 @@ def test_rows_of_terms_without_and_are_built_in_c_in_an_arena_with_and(smollm2_v
                 want[tid] = want[holder]
             assert np.array_equal(want >= 0, out_new >= 0), s
         starts.extend(np.unique(out_new[out_new >= 0]).tolist())
-    assert len(seen) > 20
-    assert built_in_python and all(new.arena.has_boolean(t) for t in built_in_python)
-    assert new.num_rows_built > 2 * len(built_in_python)  # most rows were built in C
+    assert len(seen) > 20 and not built_in_python
+    assert sum(new.arena.has_boolean(new._terms[s]) for s in seen) >= 3
+    z = new.walk(new.initial, b"z")  # "a" leads into the empty intersection only: dead
+    assert new.row(z)[ord("a")] == -1 and new._num_out[z] == 1  # "z" then "cd" only
 
 
 @pytest.mark.slow

@@ -48,7 +48,9 @@ non-empty one for terms without ``AND``/``NOT``, a superset otherwise; every byt
 ``NOT``) and ``depth`` (nesting of heads, alternations and repetitions; at most
 ``MAX_DEPTH``, a budget). ``derivative`` and ``front`` recurse into subterms; for a term
 deeper than ``_SHALLOW`` the results of its subterms are first computed bottom-up from an
-explicit stack, so no Python recursion grows with the depth.
+explicit stack, so no Python recursion grows with the depth; a deep concatenation,
+alternation, intersection or complement is derived by its own branch instead (it recurses
+only into what can start it), at most ``_SHALLOW`` such levels nested.
 """
 
 from __future__ import annotations
@@ -91,6 +93,11 @@ INF = -1
 MAX_DEPTH = 100_000  # nesting of concatenation heads, alternations and repetitions
 _SPINE_MAX = 256  # concat re-associates a head spine up to this long; longer: kept as head
 _SHALLOW = 64  # a term this deep is derived (front, derivative) recursively; deeper first
+# the kinds whose derivative recurses only into what can start it (a concatenation's heads
+# up to the first not nullable, an alternation's members, an intersection's or complement's
+# operands): a deep one (a document's rest after a key) is derived by its branch directly,
+# at most _SHALLOW such levels nested, not bottom-up over its whole spine
+_SPINE_KINDS = frozenset((CONCAT, ALT, AND, NOT))
 # gets its subterms' results bottom-up from an explicit stack (_bottom_up)
 _ALT_INDEX_MIN = 8  # alternations with more items group their members by first-byte mask
 MAX_EMPTY_CHECKS = 200_000  # derivative states one emptiness search may visit
@@ -180,6 +187,7 @@ class TermArena:
         self._subsumed: dict[tuple[int, int], bool] = {}
         self._min_len: dict[int, int] = {}
         self._bottom_up_active = False  # _bottom_up is filling a cache
+        self._deep_levels = 0  # deep spine derivatives nested now (derivative)
         self.max_byte_count = 0  # the largest finite hi of a repetition of a byte class
         self.deadline: Deadline | None = None  # CPU-time bound on is_empty's searches
         self.search_seconds = EMPTY_SEARCH_SECONDS
@@ -202,6 +210,7 @@ class TermArena:
         "deadline",
         "search_seconds",
         "_bottom_up_active",
+        "_deep_levels",
     )
 
     @property
@@ -818,13 +827,27 @@ class TermArena:
         hit = self._deriv.get(key)
         if hit is not None:
             return hit
-        if self.depth[t] > _SHALLOW and not self._bottom_up_active:
+        k = self.kind[t]
+        deep = self.depth[t] > _SHALLOW and not self._bottom_up_active
+        if deep and (k not in _SPINE_KINDS or self._deep_levels >= _SHALLOW):
             self._bottom_up(t, b)
             return self._deriv[key]
-        kind, args = self.kind, self.args
-        k = kind[t]
+        if deep:  # a deep spine: the branches below, each level one frame (see _deep_levels)
+            self._deep_levels += 1
+            try:
+                return self._derivative_here(t, b, key)
+            finally:
+                self._deep_levels -= 1
         if k <= REPEAT and _c is not None:  # BYTES, CONCAT, ALT, REPEAT: in C (same terms)
             return _c.derivative(self, self._cctx or self._context(), t, b)
+        return self._derivative_here(t, b, key)
+
+    def _derivative_here(self, t: int, b: int, key: int) -> int:
+        """``derivative(t, b)`` by the Python branches (recursing into the subterms through
+        ``derivative``), cached under ``key``. Raises: the arena's budget errors.
+        """
+        kind, args = self.kind, self.args
+        k = kind[t]
         if k == BYTES:
             result = EPS
         elif k == REPEAT:

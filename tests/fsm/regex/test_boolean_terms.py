@@ -264,6 +264,42 @@ def test_deep_terms_are_decided_from_the_parts(monkeypatch):
         assert ByteDFA(arena, t).accepts(b"a" * depth + b"b") is not want
 
 
+def test_deep_spine_derivatives_equal_the_bottom_up_ones(monkeypatch):
+    # a deep concatenation / alternation / intersection (a document's rest) is derived by
+    # its own branch, recursing into what can start it, with no bottom-up pass over its
+    # spine; the result (hash-consed) is the very term the bottom-up pass gives
+    from structgen.fsm.regex import terms
+
+    arena = TermArena()
+    a, b, c = (arena.byteset(1 << x) for x in (97, 98, 99))
+    a_star = arena.repeat(a, 0, INF)
+    odd = arena.intersect([a_star, arena.complement(arena.repeat(arena.concat(a, a), 0, INF))])
+    t = c
+    for k in range(3 * terms._SHALLOW):  # nested: each level an alternation (its depth)
+        head = [a, a_star, odd, arena.alt([a, b])][k % 4]
+        t = arena.alt([arena.concat(head, t), arena.concat(b, arena.concat(c, t))])
+    deep = [t, arena.intersect([t, arena.complement(arena.concat(a, a_star))])]
+    assert all(arena.depth[u] > terms._SHALLOW for u in deep)
+    assert all(bin(arena.first[u]).count("1") >= 2 for u in deep)
+    calls: list[int] = []
+    bottom_up = TermArena._bottom_up
+    monkeypatch.setattr(
+        TermArena, "_bottom_up", lambda self, u, x: (calls.append(u), bottom_up(self, u, x))[1]
+    )
+    for u in deep:
+        for x in [x for x in (97, 98, 99) if (arena.first[u] >> x) & 1]:
+            direct = arena.derivative(u, x)
+            assert not calls, (u, x)
+            arena._deriv.clear()
+            arena._deep_levels = terms._SHALLOW  # no direct level left: bottom-up
+            try:
+                assert arena.derivative(u, x) == direct, (u, x)
+            finally:
+                arena._deep_levels = 0
+            assert calls
+            calls.clear()
+
+
 def test_accepts_needs_no_emptiness_search(monkeypatch):
     # matches() walks derivatives past the built transitions: exact (a term matching
     # nothing is never nullable) with no emptiness search, which could run for seconds

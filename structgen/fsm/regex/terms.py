@@ -832,10 +832,19 @@ class TermArena:
         if deep and (k not in _SPINE_KINDS or self._deep_levels >= _SHALLOW):
             self._bottom_up(t, b)
             return self._deriv[key]
-        if deep:  # a deep spine: the branches below, each level one frame (see _deep_levels)
+        if deep:  # a deep spine: one level here (see _deep_levels), its subterms first
             self._deep_levels += 1
             try:
-                return self._derivative_here(t, b, key)
+                # cached first (so C's recursion stops at them), in C or not: the same order
+                for u in self._subterms(t, b):
+                    self.derivative(u, b)
+                if k > REPEAT or _c is None:
+                    return self._derivative_here(t, b, key)
+                self._bottom_up_active = True
+                try:
+                    return _c.derivative(self, self._cctx or self._context(), t, b)
+                finally:
+                    self._bottom_up_active = False
             finally:
                 self._deep_levels -= 1
         if k <= REPEAT and _c is not None:  # BYTES, CONCAT, ALT, REPEAT: in C (same terms)

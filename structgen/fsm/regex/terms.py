@@ -49,8 +49,9 @@ non-empty one for terms without ``AND``/``NOT``, a superset otherwise; every byt
 ``MAX_DEPTH``, a budget). ``derivative`` and ``front`` recurse into subterms; for a term
 deeper than ``_SHALLOW`` the results of its subterms are first computed bottom-up from an
 explicit stack, so no Python recursion grows with the depth; a deep concatenation,
-alternation, intersection or complement is derived by its own branch instead (it recurses
-only into what can start it), at most ``_SHALLOW`` such levels nested.
+alternation, intersection or complement is derived one level at a time instead (the
+derivatives of what can start it first, then its own: a few subterms, not its whole
+nesting), at most ``_SHALLOW`` such levels nested before the bottom-up pass takes over.
 """
 
 from __future__ import annotations

@@ -20,11 +20,12 @@ compile CPU over the passes (ms); and the warm mask median (us, wall clock: the 
 forced again through a grammar it built).
 
     PYTHONPATH=. python benchmarks/cold_ab.py --baseline /work/main [--passes 9]
-        [--only flat,c,...] [--tokenizer smollm2|bpe150k] [--sample N]
+        [--only flat,c,...] [--tokenizer smollm2|bpe150k] [--sample N] [--sample-only a,b]
 
 ``--sample N`` adds the first N MaskBench members per subset (bench_grammar --cold's sample,
 after the workloads ``--only`` keeps) and ends with their pooled figures as bench_grammar
-reports them.
+reports them; ``--sample-only`` keeps the members whose label holds one of the given
+strings (``o12344,JME_15``).
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ class _LLGuidance(bg.LLGuidance):
         return self.llg.grammar_from("lark", text)
 
 
-def _workloads(tok, only: set[str] | None, sample: int = 0):
+def _workloads(tok, only: set[str] | None, sample: int = 0, sample_only: list[str] = ()):
     out = []
     for name, case in json.loads(bg.COLD_SCHEMAS.read_text()).items():
         text = json.dumps(case["instance"], separators=(",", ":"))
@@ -187,6 +188,8 @@ def _workloads(tok, only: set[str] | None, sample: int = 0):
         out.append((f"cfg:{name}", kind, path.read_text(encoding="utf-8"), ids))
     out = [w for w in out if only is None or w[0] in only or w[0].split(":")[-1] in only]
     for label, schema, text in bg.cold_cases(sample)[5:] if sample else ():
+        if sample_only and not any(k in label for k in sample_only):
+            continue
         out.append((label, "schema", schema, tok.encode(text, add_special_tokens=False)))
     return out
 
@@ -258,6 +261,9 @@ def main() -> None:
         help="also the first N MaskBench members per subset (bench_grammar --cold's sample), "
         "then their pooled figures",
     )
+    ap.add_argument(
+        "--sample-only", default="", help="keep the sample members whose label holds one of these"
+    )
     args = ap.parse_args()
     _load_checkout("structgen_base", args.baseline)
     tok = bg.bpe_150k_tokenizer() if args.tokenizer == "bpe150k" else bg.smollm2_tokenizer()
@@ -267,7 +273,8 @@ def main() -> None:
     except ImportError as exc:
         print(f"llguidance: {exc}")
     only = set(args.only.split(",")) if args.only else None
-    work = _workloads(tok, only, args.sample)
+    keep = [k for k in args.sample_only.split(",") if k]
+    work = _workloads(tok, only, args.sample, keep)
     gc.collect()
     gc.freeze()
     cols = [e.name for e in engines]

@@ -12,15 +12,16 @@
  *
  *   dfa_open(view, dfa) / dfa_close(view): the ByteDFA's tables held for one walk.
  *   dfa_build(view, s, b) -> 1: row_tables(s, b)'s work done here (the row of s built with
- *     b's class derived, or b's pending class derived); 0: not taken here (the arena holds
- *     AND / NOT terms, or the row budget is reached: the caller calls row_tables(s, b), whose
- *     Python path decides emptiness or raises the budget error); -1 with an error set.
+ *     b's class derived, or b's pending class derived); 0: not taken here (the row budget is
+ *     reached: the caller calls row_tables(s, b), whose Python path raises the budget
+ *     error); -1 with an error set.
  *   dfa_build(view, s, -1) -> the same for ByteDFA.row(s): the row of s built whole, or
  *     its pending classes all derived (by lowest byte, as _derive_all).
  *
  * The interpreter is entered only to grow a table (ByteDFA._grow_states, _new_row_slot: each
- * doubles it), for a term deeper than regex_derive.h's SHALLOW or of kind UNTIL (as there), and
- * to take and release ByteDFA.lock (every change of the tables is made under it). The GIL is
+ * doubles it), for a term deeper than regex_derive.h's SHALLOW or of kind UNTIL (as there), for
+ * the emptiness of each derivative of a term holding AND / NOT (TermArena.is_empty: such a row
+ * is built whole, as _build_row does) and to take and release ByteDFA.lock (every change of the tables is made under it). The GIL is
  * held throughout.
  */
 #ifndef SG_DFA_ROWS_H
@@ -42,7 +43,8 @@ enum { DV_ROWS, DV_SLOT, DV_ACCEPTING, DV_NUM_OUT };
 static const char *const DV_NAMES[4] = {"_rows", "_slot", "_accepting", "_num_out"};
 static const Py_ssize_t DV_ITEMSIZE[4] = {4, 8, 1, 4};
 
-static PyObject *dv_str_acquire, *dv_str_release, *dv_str_num_rows, *dv_str_num_boolean;
+static PyObject *dv_str_acquire, *dv_str_release, *dv_str_num_rows, *dv_str_num_boolean,
+    *dv_str_has_boolean;
 
 /* the module's interned names; 0, or -1 with an error set (at module init) */
 static int dfa_rows_init(void) {
@@ -50,7 +52,11 @@ static int dfa_rows_init(void) {
     dv_str_release = PyUnicode_InternFromString("release");
     dv_str_num_rows = PyUnicode_InternFromString("_num_rows");
     dv_str_num_boolean = PyUnicode_InternFromString("_num_boolean");
-    return dv_str_acquire && dv_str_release && dv_str_num_rows && dv_str_num_boolean ? 0 : -1;
+    dv_str_has_boolean = PyUnicode_InternFromString("has_boolean");
+    return dv_str_acquire && dv_str_release && dv_str_num_rows && dv_str_num_boolean &&
+                   dv_str_has_boolean
+               ? 0
+               : -1;
 }
 
 static void dfa_close(DfaView *v) {
@@ -182,20 +188,29 @@ static int dfa_mark_pending(DfaView *v, long s, int left) {
 
 /* dfa_build's work (b >= 0) or dfa_build_whole's (b < 0), under the lock */
 static int dfa_build_locked(DfaView *v, long s, int b) {
-    PyObject *nb = PyObject_GetAttr(v->arena, dv_str_num_boolean);
-    long boolean = nb ? PyLong_AsLong(nb) : -1;
-    Py_XDECREF(nb);
-    if (boolean == -1 && PyErr_Occurred())
-        return -1;
-    if (boolean)
-        return 0;  /* emptiness is not syntactic: the Python path */
-    if (dfa_arrays(v) < 0)
-        return -1;
     if (s < 0 || s >= PyList_GET_SIZE(v->terms) || b > 255) {
         PyErr_Format(PyExc_ValueError, "walk_direct: no state %ld / byte %d", s, b);
         return -1;
     }
     PyObject *t = PyList_GET_ITEM(v->terms, s);
+    PyObject *nb = PyObject_GetAttr(v->arena, dv_str_num_boolean);
+    long boolean = nb ? PyLong_AsLong(nb) : -1;
+    Py_XDECREF(nb);
+    if (boolean == -1 && PyErr_Occurred())
+        return -1;
+    int has = 0;
+    if (boolean) {  /* the arena holds AND / NOT terms: does this state's term? */
+        PyObject *hb = PyObject_CallMethodOneArg(v->arena, dv_str_has_boolean, t);
+        has = hb ? PyObject_IsTrue(hb) : -1;
+        Py_XDECREF(hb);
+        if (has < 0)
+            return -1;
+        /* without: its derivatives hold none and each non-EMPTY one is live. With: as
+         * _build_row, the row whole (never PENDING), each derivative's emptiness asked of
+         * arena.is_empty (the Python search), its live-byte count recorded */
+    }
+    if (dfa_arrays(v) < 0)
+        return -1;
     v->dv->cx.arena = v->arena;
     int64_t slot = ((const int64_t *)v->buf[DV_SLOT].buf)[s];
     int left;
@@ -216,9 +231,16 @@ static int dfa_build_locked(DfaView *v, long s, int b) {
                 return -1;
         }
         int32_t *row = (int32_t *)v->buf[DV_ROWS].buf + (Py_ssize_t)num_rows * 256;
-        left = row_fill(v->dv, t, row, dfa_state_id, v, b);  /* b < 0: whole (not lazy) */
+        /* b < 0: whole (not lazy) */
+        left = row_fill(v->dv, t, row, dfa_state_id, v, has ? -1 : b, has);
         if (left < 0)
             return -1;
+        if (has) {
+            int32_t live = 0;
+            for (int c = 0; c < 256; c++)
+                live += row[c] >= 0;
+            ((int32_t *)v->buf[DV_NUM_OUT].buf)[s] = live;
+        }
         nr = PyLong_FromLong(num_rows + 1);
         if (nr == NULL || PyObject_SetAttr(v->dfa, dv_str_num_rows, nr) < 0) {
             Py_XDECREF(nr);

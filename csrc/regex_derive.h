@@ -404,13 +404,29 @@ static long py_state_id(void *env, PyObject *d) {
 
 /* row[where] = the state of the derivative of t by byte b (-1 when EMPTY) for every byte of
  * `where`; 0, or -1 with an error set */
+/* 1 when d is EMPTY, or (check_empty: its row's term holds AND / NOT) arena.is_empty(d) (the
+ * Python search, as _build_row asks it); 0 when d is live; -1 with an error set */
+static int dead_term(Deriv *dv, PyObject *d, int check_empty) {
+    if (ix(d) == T_EMPTY)
+        return 1;
+    if (!check_empty)
+        return 0;
+    PyObject *r = PyObject_CallMethod(dv->cx.arena, "is_empty", "O", d);
+    int dead = r == NULL ? -1 : PyObject_IsTrue(r);
+    Py_XDECREF(r);
+    return dead;
+}
+
 static int derive_into(Deriv *dv, PyObject *t, int b, const Mask256 *where, int32_t *row,
-                       StateIdFn state_id, void *env) {
+                       StateIdFn state_id, void *env, int check_empty) {
     PyObject *d = derive_top(dv, t, b);
     if (d == NULL)
         return -1;
-    long sid = ix(d) == T_EMPTY ? -1 : state_id(env, d);
+    int dead = dead_term(dv, d, check_empty);
+    long sid = dead ? -1 : state_id(env, d);
     Py_DECREF(d);
+    if (dead < 0)
+        return -1;
     if (sid == -1 && PyErr_Occurred())
         return -1;
     for (int k = 0; k < 4; k++)
@@ -474,7 +490,7 @@ static int row_classes(Deriv *dv, PyObject *t, const Mask256 *first, Mask256 *cl
  * class of lazy_byte (if live) is derived. Returns the number of classes left ROW_PENDING
  * (0: the row is whole), or -1 with an error set. */
 static int row_fill(Deriv *dv, PyObject *t, int32_t *row, StateIdFn state_id, void *env,
-                    int lazy_byte) {
+                    int lazy_byte, int check_empty) {
     Ctx *cx = &dv->cx;
     Py_ssize_t ti = ix(t);
     Mask256 first;
@@ -501,10 +517,11 @@ static int row_fill(Deriv *dv, PyObject *t, int32_t *row, StateIdFn state_id, vo
         if (d == NULL && PyErr_Occurred())
             return -1;
         if (d == NULL)  /* a repetition or alternation only b can start */
-            return derive_into(dv, t, b, &first, row, state_id, env) < 0 ? -1 : 0;
-        long sid = ix(d) == T_EMPTY ? -1 : state_id(env, d);
+            return derive_into(dv, t, b, &first, row, state_id, env, check_empty) < 0 ? -1 : 0;
+        int dead = dead_term(dv, d, check_empty);
+        long sid = dead ? -1 : state_id(env, d);
         Py_DECREF(d);
-        if (sid == -1 && PyErr_Occurred())
+        if (dead < 0 || (sid == -1 && PyErr_Occurred()))
             return -1;
         row[b] = (int32_t)sid;
         return 0;
@@ -524,12 +541,14 @@ static int row_fill(Deriv *dv, PyObject *t, int32_t *row, StateIdFn state_id, vo
             c++;
         rc = n;
         if (c < n) {
-            rc = derive_into(dv, t, mask_lowest(&classes[c]), &classes[c], row, state_id, env);
+            rc = derive_into(dv, t, mask_lowest(&classes[c]), &classes[c], row, state_id, env,
+                             check_empty);
             rc = rc < 0 ? -1 : n - 1;
         }
     } else {
         for (int c = 0; rc == 0 && c < n; c++)
-            rc = derive_into(dv, t, mask_lowest(&classes[c]), &classes[c], row, state_id, env);
+            rc = derive_into(dv, t, mask_lowest(&classes[c]), &classes[c], row, state_id, env,
+                             check_empty);
     }
     PyMem_Free(classes);
     return rc;
@@ -565,7 +584,7 @@ static inline int row_derive_class(Deriv *dv, PyObject *t, int32_t *row, int b, 
         Py_DECREF(it);
         if (rc < 0 || PyErr_Occurred())
             return -1;
-        if (derive_into(dv, t, mask_lowest(&cls), &cls, row, state_id, env) < 0)
+        if (derive_into(dv, t, mask_lowest(&cls), &cls, row, state_id, env, 0) < 0)
             return -1;
     }
     int left = 0;
@@ -651,13 +670,19 @@ static PyObject *py_front(PyObject *self, PyObject *const *args, Py_ssize_t narg
     return dv == NULL ? NULL : front_of(dv, args[2]);
 }
 
-/* fill_row(arena, context, t, row, ids, state_of) -> None; row: writable int32 [256] */
+/* fill_row(arena, context, t, row, ids, state_of[, check_empty]) -> None; row: writable
+ * int32 [256]; check_empty true (t holds AND / NOT): a derivative is live only when
+ * arena.is_empty says so, as _build_row's Python loop */
 static PyObject *py_fill_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 6 || !PyDict_Check(args[4])) {
-        PyErr_SetString(PyExc_TypeError, "fill_row(arena, context, t, row, ids: dict, state_of)");
+    if ((nargs != 6 && nargs != 7) || !PyDict_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "fill_row(arena, context, t, row, ids: dict, state_of[, check_empty])");
         return NULL;
     }
+    int check_empty = nargs == 7 ? PyObject_IsTrue(args[6]) : 0;
+    if (check_empty < 0)
+        return NULL;
     Py_ssize_t t;
     Deriv *dv = context_of(args, &t);
     if (dv == NULL)
@@ -672,7 +697,7 @@ static PyObject *py_fill_row(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_ValueError, "fill_row: row must be a contiguous int32 [256]");
     else {
         PyStateIds env = {args[4], args[5]};
-        rc = row_fill(dv, args[2], (int32_t *)view.buf, py_state_id, &env, -1);
+        rc = row_fill(dv, args[2], (int32_t *)view.buf, py_state_id, &env, -1, check_empty);
     }
     PyBuffer_Release(&view);
     return rc < 0 ? NULL : Py_NewRef(Py_None);

@@ -295,10 +295,19 @@ class ByteDFA:
         slot = self._new_row_slot()
         row = self._rows[slot]
         c = terms._c
-        if c is not None and not arena._num_boolean and (not lazy or first & (first - 1) == 0):
+        boolean = arena.has_boolean(term)
+        if c is not None and (boolean or not lazy or first & (first - 1) == 0):
             # the whole row in C (csrc/regex_derive.h fill_row: the same derivatives, in the
-            # same order, as below); a lazy row with several classes stays PENDING below
-            c.fill_row(arena, arena._cctx or arena._context(), term, row, self._ids, self._state_of)
+            # same order, as below); a lazy row with several classes stays PENDING below. A
+            # term without intersection or complement has none in its derivatives either,
+            # so each non-EMPTY one is live; with them (``boolean``: the row whole, as
+            # below) fill_row asks ``is_empty`` of each derivative, in the same order
+            c.fill_row(
+                arena, arena._cctx or arena._context(), term, row, self._ids, self._state_of,
+                boolean,
+            )  # fmt: skip
+            if boolean:  # ``first`` over-approximates: count the live bytes
+                self._num_out[state] = int((row >= 0).sum())
             self._num_rows += 1
             self._slot[state] = slot
             return
@@ -308,7 +317,6 @@ class ByteDFA:
             classes = [(first.bit_length() - 1, first.bit_length() - 1)] if first else []
         else:
             classes = self._live_classes(term, first)
-        boolean = arena.has_boolean(term)
         if lazy and len(classes) > 1 and not boolean:
             class_of, template = self._class_table(classes)
             row[:] = template  # PENDING on the live classes' bytes, dead elsewhere
@@ -469,8 +477,9 @@ class ByteDFA:
         """True when the C token-trie walk may build this automaton's rows over its own
         tables (``walk_direct``, ``csrc/dfa_rows.h``: the same rows, state ids and order as
         ``row_tables(state, byte)``): the C derivatives are in use (``terms.use_extension``).
-        Rows of an arena with intersection or complement still go through ``row_tables``
-        (decided per row in C). Raises: never.
+        The row of a state whose term holds an intersection or complement is built whole
+        there too, the emptiness of each derivative asked of ``TermArena.is_empty``.
+        Raises: never.
         """
         return terms._c is not None
 

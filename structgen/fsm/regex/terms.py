@@ -48,7 +48,10 @@ non-empty one for terms without ``AND``/``NOT``, a superset otherwise; every byt
 ``NOT``) and ``depth`` (nesting of heads, alternations and repetitions; at most
 ``MAX_DEPTH``, a budget). ``derivative`` and ``front`` recurse into subterms; for a term
 deeper than ``_SHALLOW`` the results of its subterms are first computed bottom-up from an
-explicit stack, so no Python recursion grows with the depth.
+explicit stack, so no Python recursion grows with the depth; a deep concatenation,
+alternation, intersection or complement is derived one level at a time instead (the
+derivatives of what can start it first, then its own: a few subterms, not its whole
+nesting), at most ``_SHALLOW`` such levels nested before the bottom-up pass takes over.
 """
 
 from __future__ import annotations
@@ -91,6 +94,11 @@ INF = -1
 MAX_DEPTH = 100_000  # nesting of concatenation heads, alternations and repetitions
 _SPINE_MAX = 256  # concat re-associates a head spine up to this long; longer: kept as head
 _SHALLOW = 64  # a term this deep is derived (front, derivative) recursively; deeper first
+# the kinds whose derivative recurses only into what can start it (a concatenation's heads
+# up to the first not nullable, an alternation's members, an intersection's or complement's
+# operands): a deep one (a document's rest after a key) is derived by its branch directly,
+# at most _SHALLOW such levels nested, not bottom-up over its whole spine
+_SPINE_KINDS = frozenset((CONCAT, ALT, AND, NOT))
 # gets its subterms' results bottom-up from an explicit stack (_bottom_up)
 _ALT_INDEX_MIN = 8  # alternations with more items group their members by first-byte mask
 MAX_EMPTY_CHECKS = 200_000  # derivative states one emptiness search may visit
@@ -180,6 +188,7 @@ class TermArena:
         self._subsumed: dict[tuple[int, int], bool] = {}
         self._min_len: dict[int, int] = {}
         self._bottom_up_active = False  # _bottom_up is filling a cache
+        self._deep_levels = 0  # deep spine derivatives nested now (derivative)
         self.max_byte_count = 0  # the largest finite hi of a repetition of a byte class
         self.deadline: Deadline | None = None  # CPU-time bound on is_empty's searches
         self.search_seconds = EMPTY_SEARCH_SECONDS
@@ -202,6 +211,7 @@ class TermArena:
         "deadline",
         "search_seconds",
         "_bottom_up_active",
+        "_deep_levels",
     )
 
     @property
@@ -608,8 +618,9 @@ class TermArena:
 
         An alternation is empty when every member is, a concatenation when its head or
         tail is, a repetition when its body is and at least one is required: such a term
-        is decided from its parts (memoised on their own), so a search runs on an
-        intersection or complement alone, never on the whole document around it.
+        is decided from its parts (memoised on their own; at any depth, from an explicit
+        stack, the parts taken in order and the first that decides ends it), so a search
+        runs on an intersection or complement alone, never on the whole document around it.
 
         Raises:
             GrammarTooComplexError: the search visits more than ``max_empty_checks``
@@ -619,19 +630,67 @@ class TermArena:
             return True
         if not self.has_boolean(t):
             return False
-        memo = self._empty
-        hit = memo.get(t)
+        hit = self._empty.get(t)
         if hit is not None:
             return hit
-        if self.depth[t] <= _SHALLOW:
-            parts = self._emptiness_parts(t)
-            if parts is not None:  # decided by the parts (each searched alone, memoised)
-                every, items = parts
-                check = all if every else any
-                result = check(self.is_empty(u) for u in items)
-                memo[t] = result
-                return result
-        return self._search_empty(t)
+        return self._empty_by_parts(t)
+
+    def _known_empty(self, t: int) -> bool | None:
+        """``is_empty(t)`` when it needs no work (``EMPTY``, no ``AND`` / ``NOT``, memoised),
+        else None. Raises: never.
+        """
+        if t == EMPTY:
+            return True
+        if not self.has_boolean(t):
+            return False
+        return self._empty.get(t)
+
+    def _empty_by_parts(self, t: int) -> bool:
+        """``is_empty`` of ``t`` (holding ``AND`` / ``NOT``, not memoised) from its parts
+        (``_emptiness_parts``) down to the intersections and complements, each searched
+        (``_search_empty``); iterative, so any depth. A frame ``[u, every, items, i]``
+        waits on ``items[i]``; an alternation (``every``) is decided by a non-empty member
+        (False), a concatenation by an empty part (True); a term whose items all pass
+        without deciding is ``every``.
+        """
+        memo = self._empty
+        parts = self._emptiness_parts(t)
+        if parts is None:
+            return self._search_empty(t)
+        frames = [[t, parts[0], parts[1], 0]]
+        answer: bool | None = None  # the last finished frame's result, for its parent
+        while frames:
+            frame = frames[-1]
+            u, every, items, i = frame
+            if answer is not None:  # items[i] was a frame of its own: its result
+                if answer is not every:
+                    memo[u] = answer
+                    frames.pop()
+                    continue
+                i += 1
+                answer = None
+            pushed = False
+            while i < len(items):
+                v = items[i]
+                value = self._known_empty(v)
+                if value is None:
+                    sub = self._emptiness_parts(v)
+                    if sub is not None:
+                        frame[3] = i
+                        frames.append([v, sub[0], sub[1], 0])
+                        pushed = True
+                        break
+                    value = self._search_empty(v)
+                if value is not every:
+                    break
+                i += 1
+            if pushed:
+                continue
+            result = (not every) if i < len(items) else every
+            memo[u] = result
+            frames.pop()
+            answer = result
+        return memo[t]
 
     def _emptiness_parts(self, t: int) -> tuple[bool, tuple[int, ...]] | None:
         """How ``t``'s emptiness follows from its parts' without a search of ``t`` itself:
@@ -769,13 +828,36 @@ class TermArena:
         hit = self._deriv.get(key)
         if hit is not None:
             return hit
-        if self.depth[t] > _SHALLOW and not self._bottom_up_active:
+        k = self.kind[t]
+        deep = self.depth[t] > _SHALLOW and not self._bottom_up_active
+        if deep and (k not in _SPINE_KINDS or self._deep_levels >= _SHALLOW):
             self._bottom_up(t, b)
             return self._deriv[key]
-        kind, args = self.kind, self.args
-        k = kind[t]
+        if deep:  # a deep spine: one level here (see _deep_levels), its subterms first
+            self._deep_levels += 1
+            try:
+                # cached first (so C's recursion stops at them), in C or not: the same order
+                for u in self._subterms(t, b):
+                    self.derivative(u, b)
+                if k > REPEAT or _c is None:
+                    return self._derivative_here(t, b, key)
+                self._bottom_up_active = True
+                try:
+                    return _c.derivative(self, self._cctx or self._context(), t, b)
+                finally:
+                    self._bottom_up_active = False
+            finally:
+                self._deep_levels -= 1
         if k <= REPEAT and _c is not None:  # BYTES, CONCAT, ALT, REPEAT: in C (same terms)
             return _c.derivative(self, self._cctx or self._context(), t, b)
+        return self._derivative_here(t, b, key)
+
+    def _derivative_here(self, t: int, b: int, key: int) -> int:
+        """``derivative(t, b)`` by the Python branches (recursing into the subterms through
+        ``derivative``), cached under ``key``. Raises: the arena's budget errors.
+        """
+        kind, args = self.kind, self.args
+        k = kind[t]
         if k == BYTES:
             result = EPS
         elif k == REPEAT:

@@ -227,6 +227,90 @@ def test_direct_rows_hand_back_an_intersection(smollm2_vocab) -> None:
     assert _compare_walks(smollm2_vocab, pattern, definitions, [b"", b'"', b'"ab']) > 3
 
 
+def test_rows_in_an_arena_with_and_are_built_in_c(smollm2_vocab) -> None:
+    """An arena holding ``AND`` terms (``INTERSECT`` definitions, one of them empty though
+    not syntactically) and terms without any (the rest of the pattern): every row is built
+    in C (``_build_row``'s ``fill_row``, ``walk_direct``'s builder; a term holding ``AND``
+    its row whole, each derivative's emptiness asked of ``is_empty``), none class by class
+    in Python; every table (live-byte counts included), walk and next state equals a
+    twin's built with no C derivative or row (``terms.use_extension(False)``), and the
+    masks equal brute force (token by token)."""
+    from structgen.fsm.regex import terms
+
+    p = [chr(PLACEHOLDER_BASE + i) for i in range(6)]
+    definitions = ["[a-z]{2,9}", "(?:ab|cd|ef)+", INTERSECT + p[0] + p[1]]
+    definitions += ["a(?:aa)*", "(?:aa)+", INTERSECT + p[3] + p[4]]  # odd and even: empty
+    pattern = f'"{p[2]}",[0-9]{{1,5}},"[a-zA-Z ]{{0,40}}"|x[a-z]*y|z{p[5]}q|zcd'
+
+    def python_only(fn, *args):
+        terms.use_extension(False)
+        try:
+            return fn(*args)
+        finally:
+            terms.use_extension(True)
+
+    def lower():
+        return regex_to_dfa(pattern, definitions=definitions, eager_rows=0)
+
+    lower()  # fills the process-wide recipes: the twins are the compiles after it
+    ref, new = python_only(lower), lower()
+    assert _tables(ref) == _tables(new) and new.arena._num_boolean
+    # the terms whose rows _build_row derives class by class in Python (its _live_classes)
+    built_in_python: list[int] = []
+    building: list[int] = []
+    build_row, live_classes = new._build_row, new._live_classes
+
+    def recorded_build(state, lazy=False):
+        building.append(state)
+        try:
+            return build_row(state, lazy)
+        finally:
+            building.pop()
+
+    def recorded_classes(term, first):
+        if building:
+            built_in_python.append(term)
+        return live_classes(term, first)
+
+    new._build_row, new._live_classes = recorded_build, recorded_classes
+    tt = smollm2_vocab.token_trie
+    starts = []
+    for prefix in (b"", b"z", b'"', b'"ab', b'"abcd",', b'"ef",12,"', b'"ef",12,"Ab c', b"xq"):
+        s = python_only(ref.walk, ref.initial, prefix)
+        assert new.walk(new.initial, prefix) == s >= 0, prefix
+        starts.append(s)
+    seen, k = set(), 0
+    while k < len(starts) and k < 40:
+        s = starts[k]
+        k += 1
+        if s in seen:
+            continue
+        seen.add(s)
+        if k % 2:  # the row whole first, in C (as TokenIndex._walk_whole) or in Python
+            python_only(ref.row, s)
+            if k % 4 == 1:
+                trie.build_row(new, s)
+            else:
+                new.row(s)
+        out_ref, mask_ref = python_only(_walk, ref, tt, s, False)
+        out_new, mask_new = _walk(new, tt, s, True)
+        assert np.array_equal(out_ref, out_new) and np.array_equal(mask_ref, mask_new), s
+        assert _tables(ref) == _tables(new), s
+        if k <= 8:  # brute force: each token's bytes stepped through the reference
+            want = np.array(
+                [ref.walk(s, data) if data else -1 for data in smollm2_vocab.token_bytes]
+            )
+            want[~np.isin(np.arange(want.shape[0]), tt.token[tt.token >= 0])] = -1
+            for tid, holder in tt.dups.tolist():
+                want[tid] = want[holder]
+            assert np.array_equal(want >= 0, out_new >= 0), s
+        starts.extend(np.unique(out_new[out_new >= 0]).tolist())
+    assert len(seen) > 20 and not built_in_python
+    assert sum(new.arena.has_boolean(new._terms[s]) for s in seen) >= 3
+    z = new.walk(new.initial, b"z")  # "a" leads into the empty intersection only: dead
+    assert new.row(z)[ord("a")] == -1 and new._num_out[z] == 1  # "z" then "cd" only
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(COLD))
 def test_direct_rows_masks_along_cold_instances(smollm2_tokenizer, smollm2_vocab, name) -> None:

@@ -219,6 +219,87 @@ def test_emptiness_is_decided_from_the_parts():
         assert any(dfa.is_accepting(s) for s in range(dfa.num_states)) == (not arena.is_empty(t))
 
 
+def test_deep_terms_are_decided_from_the_parts(monkeypatch):
+    # a document-deep concatenation / alternation (a key state with the rest of the
+    # document after it; depth past the recursive derivatives' limit) is decided from its
+    # parts too, iteratively: only the intersections are searched, and each verdict equals
+    # the whole-term search's (a fresh arena) and the trees' brute-force membership
+    from structgen.fsm.regex import terms
+
+    def build(arena: TermArena, dead_at: int | None, live_at: int | None, depth: int) -> int:
+        a, b = arena.byteset(1 << 97), arena.byteset(1 << 98)
+        a_star = arena.repeat(a, 0, INF)
+        even = arena.repeat(arena.concat(a, a), 0, INF)
+        dead = arena.intersect([even, arena.complement(a_star)])  # empty
+        live = arena.intersect([a_star, arena.complement(even)])  # odd counts of a
+        t = b
+        for k in range(depth):  # right-nested: each level one concatenation (and an alt)
+            head = dead if k == dead_at else live if k == live_at else a
+            t = arena.concat(head, t)
+            if k % 3 == 0:
+                t = arena.alt([t, arena.concat(b, arena.concat(dead, t))])
+        return t
+
+    searched: list[int] = []
+    search = TermArena._search_empty
+
+    def recorded(self, t):
+        searched.append(self.kind[t])
+        return search(self, t)
+
+    monkeypatch.setattr(TermArena, "_search_empty", recorded)
+    depth = 3 * terms._SHALLOW
+    for dead_at, live_at, want in ((None, 5, False), (7, 5, True), (None, None, False),
+                                   (depth - 1, None, True), (0, depth - 2, True)):  # fmt: skip
+        arena = TermArena()
+        t = build(arena, dead_at, live_at, depth)
+        assert arena.depth[t] > terms._SHALLOW
+        searched.clear()
+        assert arena.is_empty(t) is want, (dead_at, live_at)
+        assert set(searched) <= {terms.AND}  # never the deep term itself
+        whole = TermArena()
+        u = build(whole, dead_at, live_at, depth)
+        assert whole._search_empty(u) is want  # the whole-term search agrees
+        # every head matches "a" but the empty intersection: a^depth b is the witness
+        assert ByteDFA(arena, t).accepts(b"a" * depth + b"b") is not want
+
+
+def test_deep_spine_derivatives_equal_the_bottom_up_ones(monkeypatch):
+    # a deep concatenation / alternation / intersection (a document's rest) is derived by
+    # its own branch, recursing into what can start it, with no bottom-up pass over its
+    # spine; the result (hash-consed) is the very term the bottom-up pass gives
+    from structgen.fsm.regex import terms
+
+    arena = TermArena()
+    a, b, c = (arena.byteset(1 << x) for x in (97, 98, 99))
+    a_star = arena.repeat(a, 0, INF)
+    odd = arena.intersect([a_star, arena.complement(arena.repeat(arena.concat(a, a), 0, INF))])
+    t = c
+    for k in range(3 * terms._SHALLOW):  # nested: each level an alternation (its depth)
+        head = [a, a_star, odd, arena.alt([a, b])][k % 4]
+        t = arena.alt([arena.concat(head, t), arena.concat(b, arena.concat(c, t))])
+    deep = [t, arena.intersect([t, arena.complement(arena.concat(a, a_star))])]
+    assert all(arena.depth[u] > terms._SHALLOW for u in deep)
+    assert all(bin(arena.first[u]).count("1") >= 2 for u in deep)
+    calls: list[int] = []
+    bottom_up = TermArena._bottom_up
+    monkeypatch.setattr(
+        TermArena, "_bottom_up", lambda self, u, x: (calls.append(u), bottom_up(self, u, x))[1]
+    )
+    for u in deep:
+        for x in [x for x in (97, 98, 99) if (arena.first[u] >> x) & 1]:
+            direct = arena.derivative(u, x)
+            assert not calls, (u, x)
+            arena._deriv.clear()
+            arena._deep_levels = terms._SHALLOW  # no direct level left: bottom-up
+            try:
+                assert arena.derivative(u, x) == direct, (u, x)
+            finally:
+                arena._deep_levels = 0
+            assert calls
+            calls.clear()
+
+
 def test_accepts_needs_no_emptiness_search(monkeypatch):
     # matches() walks derivatives past the built transitions: exact (a term matching
     # nothing is never nullable) with no emptiness search, which could run for seconds

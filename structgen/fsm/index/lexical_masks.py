@@ -333,7 +333,9 @@ class LexicalMaskCache:
         """The trie of the allowable tokens holding a byte of ``exit_mask`` (a 256-bit
         mask) and the packed int32 ``[words]`` mask of those tokens; None when they are too
         many for a split to pay (the trie would have 1/8 of the whole trie's nodes or more).
-        Built once per exit set (vectorised over the vocabulary's bytes). Raises: never.
+        Built once per exit set (vectorised over the vocabulary's bytes: ``TokenTrie.build``
+        ordered by the whole trie's ``byte_rank``, the bytes gathered from
+        ``_token_sets``' flat array). Raises: never.
         """
         with self._lock:
             out = self._exits.get(exit_mask, _ABSENT)
@@ -343,12 +345,14 @@ class LexicalMaskCache:
             never = self.vocab.index_tables[0]
             holds &= ~never
             full = self.vocab.token_trie
-            lengths = self._token_sets()[1]
+            _, lengths, flat, starts = self._token_sets()
             # the exit trie has at most the exit tokens' bytes as nodes: reject early
             if int(lengths[holds].sum()) * _MAX_EXIT_FRACTION >= full.num_nodes:
                 out = None
             else:
-                sub = TokenTrie.build(self.vocab.token_bytes, ~holds, full.byte_rank)
+                sub = TokenTrie.build(
+                    self.vocab.token_bytes, ~holds, full.byte_rank, (flat, starts, lengths)
+                )
                 words = (self.vocab.vocab_size + 31) // 32
                 padded = np.zeros(words * 32, bool)
                 padded[: holds.shape[0]] = holds
@@ -372,22 +376,25 @@ class LexicalMaskCache:
                 holds |= (sets[w] & np.uint64(word)) != 0
         return holds
 
-    def _token_sets(self) -> tuple[np.ndarray, np.ndarray]:
+    def _token_sets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(the bytes of each token as a 256-bit set, uint64 ``[4, vocab_size]`` (byte ``b``
         is bit ``b % 64`` of row ``b // 64``), the byte length of each token int64
-        ``[vocab_size]``), built once per vocabulary.
+        ``[vocab_size]``, every token's bytes one after the other uint8, where each starts
+        in them int64 ``[vocab_size]``), built once per vocabulary.
         """
         if self._sets is None:
             tb = self.vocab.token_bytes
             lengths = np.fromiter(map(len, tb), np.int64, len(tb))
-            flat = np.frombuffer(b"".join(tb), np.uint8).astype(np.int64)
+            flat_bytes = np.frombuffer(b"".join(tb), np.uint8)
+            starts = np.cumsum(lengths) - lengths
+            flat = flat_bytes.astype(np.int64)
             owner = np.repeat(np.arange(len(tb), dtype=np.int64), lengths)
             sets = np.zeros((4, len(tb)), np.uint64)
             bits = np.left_shift(np.uint64(1), (flat & 63).astype(np.uint64))
             np.bitwise_or.at(sets, (flat >> 6, owner), bits)
-            sets.setflags(write=False)
-            lengths.setflags(write=False)
-            self._sets = (sets, lengths)
+            for a in (sets, lengths, starts):
+                a.setflags(write=False)
+            self._sets = (sets, lengths, flat_bytes, starts)
         return self._sets
 
     # ---- entries -------------------------------------------------------------------
@@ -534,9 +541,7 @@ class LexicalMaskCache:
         star = self._pinned.get(key)
         if star is None:
             return
-        tb = self.vocab.token_bytes
-        lengths = self._token_sets()[1]
-        flat = np.frombuffer(b"".join(tb), np.uint8)
+        _, lengths, flat, _ = self._token_sets()
         units = unit_counts(regex_to_dfa(char, eager_rows=0), flat, lengths)
         if units is None:
             return

@@ -303,7 +303,15 @@ def test_subtrie_equals_build(keep_bytes) -> None:
     ranked = token_trie.TokenTrie.build(
         vocab.token_bytes, never | ~keep, vocab.token_trie.byte_rank
     )
-    for trie in (sub, ranked):
+    # ... and with the bytes gathered from one flat array (the exit tries' path), by rank
+    # and by bytes
+    _, lengths, flat, starts = vocab.lexical_masks._token_sets()
+    data = (flat, starts, lengths)
+    gathered = [
+        token_trie.TokenTrie.build(vocab.token_bytes, never | ~keep, rank, data)
+        for rank in (vocab.token_trie.byte_rank, None)
+    ]
+    for trie in (sub, ranked, *gathered):
         for name in ("byte", "depth", "skip", "token", "dups", "_bfs", "_parent_bfs"):
             got, want = getattr(trie, name), getattr(ref, name)
             assert got.dtype == want.dtype and np.array_equal(got, want), name

@@ -159,7 +159,11 @@ def _breadth_first(depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order (-1 at depth 1).
     """
     n = depth.shape[0]
-    bfs = np.argsort(depth, kind="stable")  # breadth-first: by depth, then preorder
+    # breadth-first: by depth, then preorder; a stable sort of 8- or 16-bit keys is numpy's
+    # radix sort (O(N), ~10x the merge sort of int32 keys at 16k nodes), the same order
+    top = int(depth.max(initial=0))
+    small = np.uint8 if top < 1 << 8 else np.uint16 if top < 1 << 16 else depth.dtype
+    bfs = np.argsort(depth.astype(small, copy=False), kind="stable")
     key = depth.astype(np.int64) * (n + 1) + np.arange(n)
     parent_key = (depth.astype(np.int64) - 1) * (n + 1) + np.arange(n)
     parent_bfs = np.searchsorted(key[bfs], parent_key[bfs]) - 1  # last shallower-by-one node

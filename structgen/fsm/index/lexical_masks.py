@@ -69,6 +69,7 @@ DEFAULT_CAPACITY_BYTES = 64 << 20  # ~10,000 masks at 49k tokens, ~3,500 at 150k
 MIN_HEAD_BYTES = 16  # a head that fewer bytes can start is walked whole (cheap already)
 _MAX_EXIT_FRACTION = 8  # split only when the exit trie has < 1/8 of the trie's nodes
 _MAX_EXIT_SETS = 256  # exit-byte sets whose tries are kept per vocabulary
+_SUBTRIE_NODES_PER_BYTE = 2  # an exit trie from a kept superset's below this (else built)
 _ABSENT = object()  # an exit set not kept (None is a kept answer)
 _MAX_KEY_NODES = 4096  # heads larger than this are not keyed (the digest walk is bounded)
 _MAX_PINNED_BOUND = 128  # bounded string heads pinned up to this bound (a longer one walks)
@@ -335,7 +336,9 @@ class LexicalMaskCache:
         many for a split to pay (the trie would have 1/8 of the whole trie's nodes or more).
         Built once per exit set (vectorised over the vocabulary's bytes: ``TokenTrie.build``
         ordered by the whole trie's ``byte_rank``, the bytes gathered from
-        ``_token_sets``' flat array). Raises: never.
+        ``_token_sets``' flat array), or, where a kept exit trie of a superset of
+        ``exit_mask`` is small enough, as its ``subtrie`` (``_kept_subtrie``; the same
+        trie). Raises: never.
         """
         with self._lock:
             out = self._exits.get(exit_mask, _ABSENT)
@@ -350,9 +353,11 @@ class LexicalMaskCache:
             if int(lengths[holds].sum()) * _MAX_EXIT_FRACTION >= full.num_nodes:
                 out = None
             else:
-                sub = TokenTrie.build(
-                    self.vocab.token_bytes, ~holds, full.byte_rank, (flat, starts, lengths)
-                )
+                sub = self._kept_subtrie(exit_mask, holds, int(lengths[holds].sum()))
+                if sub is None:
+                    sub = TokenTrie.build(
+                        self.vocab.token_bytes, ~holds, full.byte_rank, (flat, starts, lengths)
+                    )
                 words = (self.vocab.vocab_size + 31) // 32
                 padded = np.zeros(words * 32, bool)
                 padded[: holds.shape[0]] = holds
@@ -361,6 +366,23 @@ class LexicalMaskCache:
                 out = (sub, packed)
             self._exits.put(exit_mask, out)
             return out
+
+    def _kept_subtrie(self, exit_mask: int, holds: np.ndarray, size: int) -> TokenTrie | None:
+        """The exit trie of ``exit_mask`` (its tokens ``holds``, ``size`` bytes in all) as
+        ``TokenTrie.subtrie`` of the smallest kept exit trie of a superset of its bytes
+        (whose tokens include all of ``holds``: the same trie as a build, O(that trie's
+        nodes) without a sort), when that trie has at most ``_SUBTRIE_NODES_PER_BYTE``
+        nodes per byte of ``size``; else None (build it). Called under the lock.
+        """
+        best = None
+        for mask in self._exits:
+            kept = self._exits.peek(mask) if mask & exit_mask == exit_mask else None
+            if kept is not None:
+                if best is None or kept[0].num_nodes < best.num_nodes:
+                    best = kept[0]
+        if best is None or best.num_nodes > _SUBTRIE_NODES_PER_BYTE * size:
+            return None
+        return best.subtrie(holds)
 
     def tokens_holding(self, byte_mask: int) -> np.ndarray:
         """Bool ``[vocab_size]``: the tokens with at least one byte in ``byte_mask`` (a

@@ -69,6 +69,7 @@ DEFAULT_CAPACITY_BYTES = 64 << 20  # ~10,000 masks at 49k tokens, ~3,500 at 150k
 MIN_HEAD_BYTES = 16  # a head that fewer bytes can start is walked whole (cheap already)
 _MAX_EXIT_FRACTION = 8  # split only when the exit trie has < 1/8 of the trie's nodes
 _MAX_EXIT_SETS = 256  # exit-byte sets whose tries are kept per vocabulary
+_SUBTRIE_NODES_PER_BYTE = 2  # an exit trie from a kept superset's below this (else built)
 _ABSENT = object()  # an exit set not kept (None is a kept answer)
 _MAX_KEY_NODES = 4096  # heads larger than this are not keyed (the digest walk is bounded)
 _MAX_PINNED_BOUND = 128  # bounded string heads pinned up to this bound (a longer one walks)
@@ -333,7 +334,11 @@ class LexicalMaskCache:
         """The trie of the allowable tokens holding a byte of ``exit_mask`` (a 256-bit
         mask) and the packed int32 ``[words]`` mask of those tokens; None when they are too
         many for a split to pay (the trie would have 1/8 of the whole trie's nodes or more).
-        Built once per exit set (vectorised over the vocabulary's bytes). Raises: never.
+        Built once per exit set (vectorised over the vocabulary's bytes: ``TokenTrie.build``
+        ordered by the whole trie's ``byte_rank``, the bytes gathered from
+        ``_token_sets``' flat array), or, where a kept exit trie of a superset of
+        ``exit_mask`` is small enough, as its ``subtrie`` (``_kept_subtrie``; the same
+        trie). Raises: never.
         """
         with self._lock:
             out = self._exits.get(exit_mask, _ABSENT)
@@ -343,12 +348,16 @@ class LexicalMaskCache:
             never = self.vocab.index_tables[0]
             holds &= ~never
             full = self.vocab.token_trie
-            lengths = self._token_sets()[1]
+            _, lengths, flat, starts = self._token_sets()
             # the exit trie has at most the exit tokens' bytes as nodes: reject early
             if int(lengths[holds].sum()) * _MAX_EXIT_FRACTION >= full.num_nodes:
                 out = None
             else:
-                sub = TokenTrie.build(self.vocab.token_bytes, ~holds, full.byte_rank)
+                sub = self._kept_subtrie(exit_mask, holds, int(lengths[holds].sum()))
+                if sub is None:
+                    sub = TokenTrie.build(
+                        self.vocab.token_bytes, ~holds, full.byte_rank, (flat, starts, lengths)
+                    )
                 words = (self.vocab.vocab_size + 31) // 32
                 padded = np.zeros(words * 32, bool)
                 padded[: holds.shape[0]] = holds
@@ -357,6 +366,23 @@ class LexicalMaskCache:
                 out = (sub, packed)
             self._exits.put(exit_mask, out)
             return out
+
+    def _kept_subtrie(self, exit_mask: int, holds: np.ndarray, size: int) -> TokenTrie | None:
+        """The exit trie of ``exit_mask`` (its tokens ``holds``, ``size`` bytes in all) as
+        ``TokenTrie.subtrie`` of the smallest kept exit trie of a superset of its bytes
+        (whose tokens include all of ``holds``: the same trie as a build, O(that trie's
+        nodes) without a sort), when that trie has at most ``_SUBTRIE_NODES_PER_BYTE``
+        nodes per byte of ``size``; else None (build it). Called under the lock.
+        """
+        best = None
+        for mask in self._exits:
+            kept = self._exits.peek(mask) if mask & exit_mask == exit_mask else None
+            if kept is not None:
+                if best is None or kept[0].num_nodes < best.num_nodes:
+                    best = kept[0]
+        if best is None or best.num_nodes > _SUBTRIE_NODES_PER_BYTE * size:
+            return None
+        return best.subtrie(holds)
 
     def tokens_holding(self, byte_mask: int) -> np.ndarray:
         """Bool ``[vocab_size]``: the tokens with at least one byte in ``byte_mask`` (a
@@ -372,22 +398,25 @@ class LexicalMaskCache:
                 holds |= (sets[w] & np.uint64(word)) != 0
         return holds
 
-    def _token_sets(self) -> tuple[np.ndarray, np.ndarray]:
+    def _token_sets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(the bytes of each token as a 256-bit set, uint64 ``[4, vocab_size]`` (byte ``b``
         is bit ``b % 64`` of row ``b // 64``), the byte length of each token int64
-        ``[vocab_size]``), built once per vocabulary.
+        ``[vocab_size]``, every token's bytes one after the other uint8, where each starts
+        in them int64 ``[vocab_size]``), built once per vocabulary.
         """
         if self._sets is None:
             tb = self.vocab.token_bytes
             lengths = np.fromiter(map(len, tb), np.int64, len(tb))
-            flat = np.frombuffer(b"".join(tb), np.uint8).astype(np.int64)
+            flat_bytes = np.frombuffer(b"".join(tb), np.uint8)
+            starts = np.cumsum(lengths) - lengths
+            flat = flat_bytes.astype(np.int64)
             owner = np.repeat(np.arange(len(tb), dtype=np.int64), lengths)
             sets = np.zeros((4, len(tb)), np.uint64)
             bits = np.left_shift(np.uint64(1), (flat & 63).astype(np.uint64))
             np.bitwise_or.at(sets, (flat >> 6, owner), bits)
-            sets.setflags(write=False)
-            lengths.setflags(write=False)
-            self._sets = (sets, lengths)
+            for a in (sets, lengths, starts):
+                a.setflags(write=False)
+            self._sets = (sets, lengths, flat_bytes, starts)
         return self._sets
 
     # ---- entries -------------------------------------------------------------------
@@ -534,9 +563,7 @@ class LexicalMaskCache:
         star = self._pinned.get(key)
         if star is None:
             return
-        tb = self.vocab.token_bytes
-        lengths = self._token_sets()[1]
-        flat = np.frombuffer(b"".join(tb), np.uint8)
+        _, lengths, flat, _ = self._token_sets()
         units = unit_counts(regex_to_dfa(char, eager_rows=0), flat, lengths)
         if units is None:
             return

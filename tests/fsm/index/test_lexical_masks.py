@@ -15,6 +15,7 @@ import random
 
 import numpy as np
 import pytest
+import torch
 
 from structgen.fsm import (
     Vocabulary,
@@ -354,3 +355,81 @@ def test_head_digests_shared_with_a_snapshot_equal_the_arenas_own(vocab) -> None
             assert got == want, u
     assert 0 < len(shared) <= n
     assert set(shared) == set(range(2, n))  # every shared term digested once, kept
+
+
+def _same_trie(got, want) -> None:
+    for name in ("byte", "depth", "skip", "token", "dups", "_bfs", "_parent_bfs"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+
+
+def test_exit_trie_from_a_kept_superset(vocab, monkeypatch) -> None:
+    """An exit set whose bytes a kept exit set's include gets its trie as that trie's
+    ``subtrie``: the arrays of a build by bytes (``TokenTrie.build`` without rank), and the
+    string states that split on it have brute-force masks."""
+    from structgen.fsm.index.trie import TokenTrie
+
+    derived = []
+    subtrie = TokenTrie.subtrie
+    monkeypatch.setattr(
+        TokenTrie, "subtrie", lambda self, keep: derived.append(self) or subtrie(self, keep)
+    )
+    g = compile_json_schema({"type": "array", "items": {"type": "string"}}, vocab)
+    state = g.dfa.walk(g.dfa.initial, b'["a')
+    exit_mask = g.token_index.lexical_key(state)[1]
+    lex, never = vocab.lexical_masks, vocab.index_tables[0]
+    superset = lex.exit_tables(exit_mask | 1 << 0x80)[0]  # adds the one token b"\x80"
+    assert not derived
+    trie = lex.exit_tables(exit_mask)[0]
+    assert derived == [superset]
+    for prefix in (b'["a', b'["a\\u00', b'["x","\xc3', b'["\\"'):
+        _check(g, vocab, prefix)
+    _same_trie(trie, TokenTrie.build(vocab.token_bytes, never | ~lex.tokens_holding(exit_mask)))
+
+
+def test_formats_exit_tries_on_smollm2(smollm2_tokenizer, smollm2_vocab, monkeypatch) -> None:
+    """SmolLM2's vocabulary, benchmarks' formats schema (e-mail, date-time, URI, ...) forced
+    along its instance from the tables ``prepare`` left: every exit trie its states built
+    equals a build by bytes (some derived from a kept superset's trie), and masks in the
+    e-mail, URI and pattern strings equal brute force."""
+    import json
+    from pathlib import Path
+
+    from structgen.fsm.index.trie import TokenTrie
+    from tests.fsm._reference import brute_force_mask
+
+    case = json.loads(
+        (Path(__file__).parents[3] / "benchmarks/data/cold_schemas.json").read_text()
+    )["formats"]
+    vocab = smollm2_vocab
+    vocab.prepare(warm_up=False)
+    vocab.clear_tables()
+    lex, never = vocab.lexical_masks, vocab.index_tables[0]
+    before = lex.exit_sets()
+    derived = []
+    subtrie = TokenTrie.subtrie
+    monkeypatch.setattr(
+        TokenTrie, "subtrie", lambda self, keep: derived.append(self) or subtrie(self, keep)
+    )
+    clear_cache()
+    g = compile_json_schema(case["schema"], vocab, strict=False, allow_extra_properties=True)
+    text = json.dumps(case["instance"], separators=(",", ":"))
+    m, prefix, checks = g.matcher(), b"", []
+    for tid in smollm2_tokenizer.encode(text, add_special_tokens=False):
+        buf = torch.zeros((1, (vocab.vocab_size + 31) // 32), dtype=torch.int32)
+        m.fill_bitmask(buf, 0)
+        mask = buf[0].numpy().astype("<i4")
+        if any(prefix.endswith(s) for s in (b'"ada@', b'"https://', b'"ADA')):
+            checks.append((prefix, mask))
+        assert m.advance(tid)
+        prefix += vocab.token_bytes[tid]
+    assert len(checks) == 3 and derived
+    for prefix, mask in checks:
+        got = np.unpackbits(mask.view(np.uint8), bitorder="little")[: vocab.vocab_size]
+        assert np.array_equal(got.astype(bool), brute_force_mask(g, vocab, prefix)), prefix
+    for exit_mask in lex.exit_sets() - before:
+        tables = lex.exit_tables(exit_mask)
+        if tables is not None:
+            want = TokenTrie.build(vocab.token_bytes, never | ~lex.tokens_holding(exit_mask))
+            _same_trie(tables[0], want)
+    vocab.clear_tables()

@@ -257,6 +257,19 @@ def test_trie_structure() -> None:
     n = vocab.vocab_size
     assert dups[n - 3] == n - 4 and n - 1 in dups  # '"name' twice, 'é' twice (or more)
     assert trie.max_depth == max(len(b) for b in wanted) == 302
+    # breadth-first layout (by depth, then preorder; parents as breadth-first positions),
+    # deeper than 255 (16-bit sort keys) and, on the short tokens' trie, 8-bit ones
+    short = trie.subtrie(np.array([len(b) < 200 for b in vocab.token_bytes]))
+    for t in (trie, short):
+        depth = t.depth.tolist()
+        bfs = sorted(range(t.num_nodes), key=lambda i: (depth[i], i))
+        assert t._bfs.tolist() == bfs
+        at = {node: k for k, node in enumerate(bfs)}
+        parent, last = {}, {}  # preorder parent: the last node one level up before it
+        for i, d in enumerate(depth):
+            parent[i], last[d] = last.get(d - 1, -1) if d > 1 else -1, i
+        assert t._parent_bfs.tolist() == [at.get(parent[i], -1) for i in bfs]
+    assert short.max_depth < 256 < trie.max_depth
 
 
 @pytest.mark.parametrize("walk", ["c", "numpy"])
@@ -303,7 +316,15 @@ def test_subtrie_equals_build(keep_bytes) -> None:
     ranked = token_trie.TokenTrie.build(
         vocab.token_bytes, never | ~keep, vocab.token_trie.byte_rank
     )
-    for trie in (sub, ranked):
+    # ... and with the bytes gathered from one flat array (the exit tries' path), by rank
+    # and by bytes
+    _, lengths, flat, starts = vocab.lexical_masks._token_sets()
+    data = (flat, starts, lengths)
+    gathered = [
+        token_trie.TokenTrie.build(vocab.token_bytes, never | ~keep, rank, data)
+        for rank in (vocab.token_trie.byte_rank, None)
+    ]
+    for trie in (sub, ranked, *gathered):
         for name in ("byte", "depth", "skip", "token", "dups", "_bfs", "_parent_bfs"):
             got, want = getattr(trie, name), getattr(ref, name)
             assert got.dtype == want.dtype and np.array_equal(got, want), name

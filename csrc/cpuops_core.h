@@ -479,6 +479,10 @@ static void attend_rows(const void *q, const size_t *qoff, int R, int G, const v
                         float *const *part, int dt, int kdt) {
     float *qv = ws->qv, *sc = ws->sc, *acc = ws->acc;
     size_t *offs = ws->offs, *own = ws->own, as = (size_t)G * d;
+    ptrdiff_t st = R > 1 ? part[1] - part[0] : 0;
+    int direct = st >= 0; /* rows' partials equally spaced (one row, a prefill tile): acc in place */
+    for (int r = 2; r < R; r++) direct &= part[r] - part[0] == r * st;
+    if (direct) acc = part[0] + 2 * G, as = R > 1 ? (size_t)st : as;
     int n[ROW_VECS], nb[ROW_VECS], j0[ROW_VECS], nmax = 0;
     for (int r = 0; r < R; r++) {
         n[r] = hi[r] - lo + 1, j0[r] = 0;
@@ -547,7 +551,7 @@ static void attend_rows(const void *q, const size_t *qoff, int R, int G, const v
             part[r][g] = mx;
             part[r][G + g] = sg_exp_sub_sum(row, n[r], mx);
         }
-        memset(acc + r * as, 0, sizeof(float) * as);
+        memset(acc + r * as, 0, sizeof(float) * G * d);
     }
     int done = 0;
 #if SG_X86
@@ -570,7 +574,8 @@ static void attend_rows(const void *q, const size_t *qoff, int R, int G, const v
                     sg_axpy(acc + r * as + (size_t)g * d, sc[rg * ns + j], vc, ROW_OFF(r, j), d, kdt);
                 }
 #undef ROW_OFF
-    for (int r = 0; r < R; r++) memcpy(part[r] + 2 * G, acc + r * as, sizeof(float) * as);
+    if (!direct)
+        for (int r = 0; r < R; r++) memcpy(part[r] + 2 * G, acc + r * as, sizeof(float) * G * d);
 }
 
 

@@ -5,14 +5,16 @@ SmolLM2-135M's attention shape (9 query heads on 3 KV heads, head_dim 64, 30 lay
 ``--base`` (another build of ``structgen.runtime.cpu._cpuops``, e.g. main's ``.so``). Each timed
 sample runs all 30 layers (30 separate caches, so the K/V stream from memory as in a real step,
 not from the cache of the previous call). ``--shared P``: the rows share their first P positions'
-pages (a common prompt prefix through the radix cache), the rest their own. Outputs of the two
+pages (a common prompt prefix through the radix cache), the rest their own; ``--spread S``: row r
+at position C + (37 r mod S) instead (own suffixes of different lengths). Outputs of the two
 builds are checked equal bit for bit. One thread's CPU time per sample, medians of ``--rounds``
 alternating rounds; the ratio base / this is the speed-up. ``--prefill 128,512``: instead, one
 prompt of T tokens prefilled in one call (token t at position t, keys 0 .. t: the triangle).
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python benchmarks/bench_paged_attention_ab.py \\
         --base /work/wt-a3-base/structgen/runtime/cpu/_cpuops.cpython-311-x86_64-linux-gnu.so \\
-        [--rows 1,8,64] [--contexts 100,450] [--shared 0] [--dtype fp32|bf16] [--rounds 9]
+        [--rows 1,8,64] [--contexts 100,450] [--shared 0] [--spread 1] [--dtype fp32|bf16]
+        [--rounds 9]
         [--prefill 128,512]
 """
 
@@ -49,10 +51,11 @@ def _layers(rows: int, num_pages: int, dtype: torch.dtype, g: torch.Generator):
     return qs, ks, vs
 
 
-def _case(rows: int, ctx: int, shared: int, dtype: torch.dtype):
-    """(q per layer, k per layer, v per layer, page table, seq ids, positions) of one step."""
+def _case(rows: int, ctx: int, shared: int, dtype: torch.dtype, spread: int = 1):
+    """(q per layer, k per layer, v per layer, page table, seq ids, positions) of one step: row r
+    at position ``ctx + 37 r % spread``."""
     g = torch.Generator().manual_seed(rows * 1000 + ctx)
-    per_row = (ctx + PS) // PS  # pages of positions 0 .. ctx
+    per_row = (ctx + spread - 1 + PS) // PS  # pages of positions 0 .. the longest row's
     shared_pages = min(shared // PS, per_row)
     own = per_row - shared_pages
     num_pages = shared_pages + rows * own + 1
@@ -63,7 +66,7 @@ def _case(rows: int, ctx: int, shared: int, dtype: torch.dtype):
         table[r, shared_pages:] = perm[shared_pages + r * own : shared_pages + (r + 1) * own]
     qs, ks, vs = _layers(rows, num_pages, dtype, g)
     seq = torch.arange(rows, dtype=torch.int64)
-    pos = torch.full((rows,), ctx, dtype=torch.int64)
+    pos = ctx + torch.arange(rows, dtype=torch.int64) * 37 % spread
     return qs, ks, vs, table, seq, pos
 
 
@@ -98,6 +101,7 @@ def main() -> None:
     ap.add_argument("--rows", default="1,8,64")
     ap.add_argument("--contexts", default="100,450")
     ap.add_argument("--shared", type=int, default=0, help="positions of a shared prefix")
+    ap.add_argument("--spread", type=int, default=1, help="row r at context + 37 r mod spread")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--prefill", default="", help="prompt lengths T: prefill cases instead")
@@ -111,10 +115,13 @@ def main() -> None:
         print("|---|---|---|---|")
         cases = [(f"{t}", _prefill_case(t, dtype)) for t in map(int, args.prefill.split(","))]
     else:
-        print(f"| rows | context | shared | {args.dtype} base ms | this ms | speed-up |")
+        print(f"| rows | context (spread) | shared | {args.dtype} base ms | this ms | speed-up |")
         print("|---|---|---|---|---|---|")
         cases = [
-            (f"{rows} | {ctx} | {args.shared}", _case(rows, ctx, min(args.shared, ctx), dtype))
+            (
+                f"{rows} | {ctx} ({args.spread}) | {args.shared}",
+                _case(rows, ctx, min(args.shared, ctx), dtype, args.spread),
+            )
             for rows in map(int, args.rows.split(","))
             for ctx in map(int, args.contexts.split(","))
         ]

@@ -432,44 +432,83 @@ __attribute__((target("avx512f,avx2,fma,f16c"))) static void pv_rows512_bf16(flo
 __attribute__((target("avx512f,avx2,fma,f16c"))) static void pv_rows512_f16(float *acc, size_t as, int R, int G, int d, const float *sc, size_t ns, const void *v, const size_t *offs, const int *n, int m) { pv_rows_avx512(acc, as, R, G, d, sc, ns, v, offs, n, m, 2); }
 #endif
 
-/* a thread's scratch for attend_rows: one chunk's scores and scaled queries of a tile's rows,
- * the K/V offsets */
+/* a thread's scratch for attend_rows: one chunk's scores, scaled queries and partials of a tile's
+ * rows, the shared K/V offsets and each row's own */
 struct attn_scratch {
     float sc[KEY_CHUNK * ROW_VECS];
     float qv[ROW_VECS * MAX_HEAD_DIM];
     float qp[(ROW_VECS + 1) * MAX_HEAD_DIM]; /* qv in pairs (qk_rows_avx512) */
+    float q1[(MAX_GROUP + 1) * MAX_HEAD_DIM]; /* one row's qv in pairs */
+    float acc[ROW_VECS * MAX_HEAD_DIM];
     size_t offs[KEY_CHUNK];
+    size_t own[KEY_CHUNK * ROW_VECS]; /* row r's keys past the shared ones at own + r * KEY_CHUNK */
 };
 
-/* Partial attention of R query rows (tokens of one sequence, row r's queries at q + qoff + r *
- * qrs), G heads each (h0 .. h0+G-1, all on KV head kvh, R * G <= ROW_VECS), over key positions
- * lo .. hi[r] of one chunk (lo <= hi[r] < lo + KEY_CHUNK): each K/V vector is loaded once for the
- * G heads, and each tile of keys into L1 once for the R rows. Writes, per row r and head g, the
- * chunk's max score m[r * ps + g], its sum of exp(score - max) l[r * ps + g], and the
- * unnormalised acc[r * ps + g * d .. +d) = sum exp(score - max) v (flash-decoding's split-K
- * partials, Dao et al. 2023). Every row's arithmetic is the one it has alone (R = 1): its own
- * keys, the same summation orders; only the loop order across rows changes. ws: the calling
- * thread's scratch. */
-static void attend_rows(const void *q, size_t qoff, size_t qrs, int R, int G, const void *kc,
-                        const void *vc, const int64_t *pages, int ps, int KVH, int kvh, int d,
-                        int lo, const int *hi, float scale, struct attn_scratch *ws, float *m,
-                        float *l, float *acc, size_t prs, int dt, int kdt) {
-    float *qv = ws->qv, *sc = ws->sc;
-    size_t *offs = ws->offs;
+/* keys lo .. lo + n - 1 whose page is the same in every row's page table (pages[r]), n at most
+ * every row's own count (n[r]); all of them when the rows share one page table */
+static inline int attn_shared_keys(const int64_t *const *pages, int R, int ps, int lo,
+                                   const int *n, int nmax) {
+    int same = 1, nmin = nmax;
+    for (int r = 1; r < R; r++) same &= pages[r] == pages[0];
+    if (same) return nmax;
+    for (int r = 0; r < R; r++) nmin = n[r] < nmin ? n[r] : nmin;
+    int k = 0;
+    while (k < nmin) {
+        int p = (lo + k) / ps;
+        for (int r = 1; r < R; r++)
+            if (pages[r][p] != pages[0][p]) return k;
+        k = (p + 1) * ps - lo;
+    }
+    return nmin;
+}
+
+/* Partial attention of R query rows (row r's queries at q + qoff[r], over the page table pages[r]:
+ * tokens of one sequence, or of sequences whose tables agree on leading pages), G heads each (all
+ * on KV head kvh, R * G <= ROW_VECS), over key positions lo .. hi[r] of one chunk (lo <= hi[r] <
+ * lo + KEY_CHUNK): each K/V vector is loaded once for the G heads, and each tile of the keys whose
+ * page all rows share into L1 once for the R rows; then each row's own keys on their own. Writes,
+ * per row r and head g, the chunk's max score part[r][g], its sum of exp(score - max)
+ * part[r][G + g], and the unnormalised part[r][2 * G + g * d .. +d) = sum exp(score - max) v
+ * (flash-decoding's split-K partials, Dao et al. 2023). Every row's arithmetic is the one it has
+ * alone (R = 1): its own keys in order, the same summation orders (each score on its own, each
+ * weighted sum one FMA chain in key order through acc); only the loop order across rows changes.
+ * ws: the calling thread's scratch. */
+static void attend_rows(const void *q, const size_t *qoff, int R, int G, const void *kc,
+                        const void *vc, const int64_t *const *pages, int ps, int KVH, int kvh,
+                        int d, int lo, const int *hi, float scale, struct attn_scratch *ws,
+                        float *const *part, int dt, int kdt) {
+    float *qv = ws->qv, *sc = ws->sc, *acc = ws->acc;
+    size_t *offs = ws->offs, *own = ws->own, as = (size_t)G * d;
+    ptrdiff_t st = R > 1 ? part[1] - part[0] : 0;
+    int direct = st >= 0; /* rows' partials equally spaced (one row, a prefill tile): acc in place */
+    for (int r = 2; r < R; r++) direct &= part[r] - part[0] == r * st;
+    if (direct) acc = part[0] + 2 * G, as = R > 1 ? (size_t)st : as;
     int n[ROW_VECS], nb[ROW_VECS], j0[ROW_VECS], nmax = 0;
     for (int r = 0; r < R; r++) {
         n[r] = hi[r] - lo + 1, j0[r] = 0;
         nmax = n[r] > nmax ? n[r] : nmax;
         for (int g = 0; g < G; g++)
             for (int i = 0; i < d; i++)
-                qv[((size_t)r * G + g) * d + i] = sg_ld(q, qoff + r * qrs + (size_t)g * d + i, dt) * scale;
+                qv[((size_t)r * G + g) * d + i] = sg_ld(q, qoff[r] + (size_t)g * d + i, dt) * scale;
     }
     size_t ns = (size_t)nmax; /* score stride of a (row, head) */
-    kv_offs(offs, pages, ps, KVH, kvh, d, lo, lo + nmax - 1);
+    /* keys 0 .. S - 1 of the chunk through the shared offsets (the vector passes: 0 .. Sv - 1,
+     * whole tiles of 8 unless all), the rest through each row's own */
+    int S = attn_shared_keys(pages, R, ps, lo, n, nmax), Sv = S == nmax ? S : S / 8 * 8;
+    int ns_[ROW_VECS], nbs[ROW_VECS];
+    if (S) kv_offs(offs, pages[0], ps, KVH, kvh, d, lo, lo + S - 1);
+    for (int r = 0; r < R; r++) {
+        if (n[r] > Sv) kv_offs(own + (size_t)r * KEY_CHUNK, pages[r], ps, KVH, kvh, d, lo + Sv, lo + n[r] - 1);
+        ns_[r] = n[r] < Sv ? n[r] : Sv;
+    }
+#define ROW_OFF(r, j) ((j) < Sv ? offs[j] : own[(size_t)(r) * KEY_CHUNK + (j) - Sv])
 #if SG_X86
     int vec = sg_use_avx2() && d % 8 == 0;
     if (vec) {
-        for (int r = 0; r < R; r++) nb[r] = n[r] / 8, j0[r] = n[r] / 8 * 8;
+        for (int r = 0; r < R; r++) {
+            nb[r] = n[r] / 8, j0[r] = n[r] / 8 * 8;
+            nbs[r] = (nb[r] * 8 < Sv ? nb[r] * 8 : Sv) / 8;
+        }
         if (sg_use_avx512()) {
             int V = R * G;
             float *qp = ws->qp;
@@ -478,41 +517,65 @@ static void attend_rows(const void *q, size_t qoff, size_t qrs, int R, int G, co
                 float *dst = qp + (size_t)(x / 2) * 2 * d + (x & 1) * 8;
                 for (int i = 0; i < d; i += 8) memcpy(dst + 2 * i, src + i, 8 * sizeof(float));
             }
-            (kdt == 2 ? qk_rows512_f16 : kdt ? qk_rows512_bf16 : qk_rows512_f32)(qp, R, G, d, kc, vc, offs, nb, nmax, sc, ns);
-        } else
-            (kdt == 2 ? qk_rows_f16 : kdt ? qk_rows_bf16 : qk_rows_f32)(qv, R, G, d, kc, vc, offs, nb, nmax, sc, ns);
+            if (Sv) (kdt == 2 ? qk_rows512_f16 : kdt ? qk_rows512_bf16 : qk_rows512_f32)(qp, R, G, d, kc, vc, offs, nbs, Sv, sc, ns);
+            for (int r = 0; r < R; r++) {
+                if (nb[r] * 8 <= Sv) continue;
+                float *q1 = ws->q1;
+                int nb1 = nb[r] - Sv / 8;
+                for (int x = 0; x < G + (G & 1); x++) { /* row r's vectors, paired among themselves */
+                    const float *src = qv + ((size_t)r * G + (x < G ? x : G - 1)) * d;
+                    float *dst = q1 + (size_t)(x / 2) * 2 * d + (x & 1) * 8;
+                    for (int i = 0; i < d; i += 8) memcpy(dst + 2 * i, src + i, 8 * sizeof(float));
+                }
+                (kdt == 2 ? qk_rows512_f16 : kdt ? qk_rows512_bf16 : qk_rows512_f32)(q1, 1, G, d, kc, vc, own + (size_t)r * KEY_CHUNK, &nb1, n[r] - Sv, sc + (size_t)r * G * ns + Sv, ns);
+            }
+        } else {
+            if (Sv) (kdt == 2 ? qk_rows_f16 : kdt ? qk_rows_bf16 : qk_rows_f32)(qv, R, G, d, kc, vc, offs, nbs, Sv, sc, ns);
+            for (int r = 0; r < R; r++) {
+                if (nb[r] * 8 <= Sv) continue;
+                int nb1 = nb[r] - Sv / 8;
+                (kdt == 2 ? qk_rows_f16 : kdt ? qk_rows_bf16 : qk_rows_f32)(qv + (size_t)r * G * d, 1, G, d, kc, vc, own + (size_t)r * KEY_CHUNK, &nb1, n[r] - Sv, sc + (size_t)r * G * ns + Sv, ns);
+            }
+        }
     }
 #endif
     for (int r = 0; r < R; r++)
         for (int j = j0[r]; j < n[r]; j++)
             for (int g = 0; g < G; g++) {
                 size_t rg = (size_t)r * G + g;
-                sc[rg * ns + j] = sg_dot(qv + rg * d, kc, offs[j], d, kdt);
+                sc[rg * ns + j] = sg_dot(qv + rg * d, kc, ROW_OFF(r, j), d, kdt);
             }
     for (int r = 0; r < R; r++) {
         for (int g = 0; g < G; g++) {
             float *row = sc + ((size_t)r * G + g) * ns, mx = sg_max(row, n[r]);
-            m[r * prs + g] = mx;
-            l[r * prs + g] = sg_exp_sub_sum(row, n[r], mx);
+            part[r][g] = mx;
+            part[r][G + g] = sg_exp_sub_sum(row, n[r], mx);
         }
-        memset(acc + r * prs, 0, sizeof(float) * (size_t)G * d);
+        memset(acc + r * as, 0, sizeof(float) * G * d);
     }
+    int done = 0;
 #if SG_X86
-    if (vec && d % 16 == 0 && sg_use_avx512()) {
-        (kdt == 2 ? pv_rows512_f16 : kdt ? pv_rows512_bf16 : pv_rows512_f32)(acc, prs, R, G, d, sc, ns, vc, offs, n, nmax);
-        return;
-    }
     if (vec) {
-        (kdt == 2 ? pv_rows_f16 : kdt ? pv_rows_bf16 : pv_rows_f32)(acc, prs, R, G, d, sc, ns, vc, offs, n, nmax);
-        return;
+        int w512 = d % 16 == 0 && sg_use_avx512();
+        if (Sv) (w512 ? (kdt == 2 ? pv_rows512_f16 : kdt ? pv_rows512_bf16 : pv_rows512_f32) : (kdt == 2 ? pv_rows_f16 : kdt ? pv_rows_bf16 : pv_rows_f32))(acc, as, R, G, d, sc, ns, vc, offs, ns_, Sv);
+        for (int r = 0; r < R; r++) {
+            if (n[r] <= Sv) continue;
+            int n1 = n[r] - Sv; /* the same FMA chains, continued through acc */
+            (w512 ? (kdt == 2 ? pv_rows512_f16 : kdt ? pv_rows512_bf16 : pv_rows512_f32) : (kdt == 2 ? pv_rows_f16 : kdt ? pv_rows_bf16 : pv_rows_f32))(acc + r * as, as, 1, G, d, sc + (size_t)r * G * ns + Sv, ns, vc, own + (size_t)r * KEY_CHUNK, &n1, n1);
+        }
+        done = 1;
     }
 #endif
-    for (int r = 0; r < R; r++)
-        for (int j = 0; j < n[r]; j++)
-            for (int g = 0; g < G; g++) {
-                size_t rg = (size_t)r * G + g;
-                sg_axpy(acc + r * prs + (size_t)g * d, sc[rg * ns + j], vc, offs[j], d, kdt);
-            }
+    if (!done)
+        for (int r = 0; r < R; r++)
+            for (int j = 0; j < n[r]; j++)
+                for (int g = 0; g < G; g++) {
+                    size_t rg = (size_t)r * G + g;
+                    sg_axpy(acc + r * as + (size_t)g * d, sc[rg * ns + j], vc, ROW_OFF(r, j), d, kdt);
+                }
+#undef ROW_OFF
+    if (!direct)
+        for (int r = 0; r < R; r++) memcpy(part[r] + 2 * G, acc + r * as, sizeof(float) * G * d);
 }
 
 
@@ -546,22 +609,27 @@ static inline int attn_lo(const int64_t *pos, int t, int window) {
     return window > 0 && hi - window + 1 > 0 ? hi - window + 1 : 0;
 }
 
-/* The tiles of rows of a call (attend_rows): runs of up to ROW_VECS / G consecutive tokens of
- * one sequence with the same first key and number of key chunks (a prefill chunk's tokens, in
- * tiles of 8 for groups of 3 heads); tile[i] is tile i's first token, tile[n] = T, and its work
- * units (head group, key chunk) are ufirst[i] .. ufirst[i + 1). tile, ufirst: T + 1 longs each.
- * Returns the tile count n. */
+/* The tiles of rows of a call (attend_rows): runs of up to ROW_VECS / G consecutive tokens with
+ * the same first key, each of the run's sequence or of one whose page table has the run's first
+ * page there (a prefill chunk's tokens in tiles of 8 for groups of 3 heads; decode rows of
+ * sequences behind one cached prefix); tile[i] is tile i's first token, tile[n] = T, and its work
+ * units (head group, key chunk of its longest row) are ufirst[i] .. ufirst[i + 1). tile, ufirst:
+ * T + 1 longs each. Returns the tile count n. */
 static long attn_tiles(long *tile, long *ufirst, const long *first, const int64_t *seq,
-                       const int64_t *pos, int T, int H, int KVH, int window) {
+                       const int64_t *pos, const int64_t *pt, long pt_stride, int ps, int T,
+                       int H, int KVH, int window) {
     int G = attn_heads_per_item(H, KVH), rmax = ROW_VECS / G;
     long nt = 0;
     ufirst[0] = 0;
     for (int t = 0; t < T;) {
-        int u = t + 1;
+        int u = t + 1, lo = attn_lo(pos, t, window);
         long items = first[t + 1] - first[t];
-        while (u < T && u - t < rmax && seq[u] == seq[t] && first[u + 1] - first[u] == items &&
-               attn_lo(pos, u, window) == attn_lo(pos, t, window))
+        int64_t page = pt[(size_t)seq[t] * pt_stride + lo / ps];
+        while (u < T && u - t < rmax && attn_lo(pos, u, window) == lo &&
+               (seq[u] == seq[t] || pt[(size_t)seq[u] * pt_stride + lo / ps] == page)) {
+            if (first[u + 1] - first[u] > items) items = first[u + 1] - first[u];
             u++;
+        }
         tile[nt] = t;
         ufirst[nt + 1] = ufirst[nt] + items;
         nt++;
@@ -624,35 +692,31 @@ static void paged_attention_tiles(const void *q, long qs, const void *kc, const 
         while (u >= ufirst[i + 1]) i++;
         while (u < ufirst[i]) i--;
         int t = tile ? (int)tile[i] : (int)i, R = tile ? (int)(tile[i + 1] - tile[i]) : 1;
-        int lo = attn_lo(pos, t, window), hi[ROW_VECS];
-        long nc = (first[t + 1] - first[t]) / per_token, k = u - ufirst[i];
-        int hg = (int)(k / nc), c = (int)(k % nc), c_lo = lo + c * KEY_CHUNK;
-        for (int r = 0; r < R; r++) {
+        int lo = attn_lo(pos, t, window), hi[ROW_VECS], row[ROW_VECS], nr = 0;
+        long ncmax = (ufirst[i + 1] - ufirst[i]) / per_token, k = u - ufirst[i];
+        int hg = (int)(k / ncmax), c = (int)(k % ncmax), c_lo = lo + c * KEY_CHUNK;
+        size_t qoff[ROW_VECS];
+        const int64_t *pages[ROW_VECS];
+        float *pr[ROW_VECS];
+        for (int r = 0; r < R; r++) { /* the tile's rows with a key chunk c */
+            long nc = (first[t + r + 1] - first[t + r]) / per_token;
+            if (c >= nc) continue;
             int h = (int)pos[t + r];
-            hi[r] = c_lo + KEY_CHUNK - 1 < h ? c_lo + KEY_CHUNK - 1 : h;
+            hi[nr] = c_lo + KEY_CHUNK - 1 < h ? c_lo + KEY_CHUNK - 1 : h;
+            qoff[nr] = (size_t)(t + r) * qs + (size_t)hg * G * d;
+            pages[nr] = pt + (size_t)seq[t + r] * pt_stride;
+            pr[nr] = part + stride * (size_t)(first[t + r] + hg * nc + c);
+            row[nr++] = t + r;
         }
-        float *pm = part + stride * (size_t)(first[t] + k);
-        size_t prs = stride * (size_t)(first[t + 1] - first[t]); /* the tile's rows' items */
-        attend_rows(q, (size_t)t * qs + (size_t)hg * G * d, (size_t)qs, R, G, kc, vc,
-                    pt + (size_t)seq[t] * pt_stride, ps, KVH, hg * G / group, d, c_lo, hi, scale,
-                    ws, pm, pm + G, pm + 2 * G, prs, dt, kdt);
-        if (nc == 1)
-            for (int r = 0; r < R; r++)
-                attn_merge(part, stride, first[t + r] + k, 1, G, H, d, t + r, hg, out, dt);
+        attend_rows(q, qoff, nr, G, kc, vc, pages, ps, KVH, hg * G / group, d, c_lo, hi, scale,
+                    ws, pr, dt, kdt);
+        for (int r = 0; r < nr; r++)
+            if (first[row[r] + 1] - first[row[r]] == per_token)
+                attn_merge(part, stride, first[row[r]] + hg, 1, G, H, d, row[r], hg, out, dt);
     }
 }
 
-/* paged_attention_tiles with each token its own tile (the fused decode step's rows) */
-static inline void paged_attention_items(const void *q, long qs, const void *kc, const void *vc,
-                                  const int64_t *pt, long pt_stride, const int64_t *seq,
-                                  const int64_t *pos, int ps, int T, int H, int KVH, int d,
-                                  float scale, int window, void *out, int dt, int kdt,
-                                  const long *first, float *part) {
-    paged_attention_tiles(q, qs, kc, vc, pt, pt_stride, seq, pos, ps, T, H, KVH, d, scale, window,
-                          out, dt, kdt, first, NULL, NULL, 0, part);
-}
-
-/* The (token, head group)s of several chunks merged from the partials of paged_attention_items
+/* The (token, head group)s of several chunks merged from the partials of paged_attention_tiles
  * (all written: after a barrier), shared among the team, without a barrier at the end. */
 static void paged_attention_merge(int T, int H, int KVH, int d, void *out, int dt,
                                   const long *first, const float *part) {
@@ -677,7 +741,7 @@ static inline void paged_attention(const void *q, long qs, const void *kc, const
     if (!first) return;
     long *tile = first + T + 1, *ufirst = tile + T + 1;
     long work = attn_items(first, pos, T, H, KVH, d, window);
-    long ntiles = attn_tiles(tile, ufirst, first, seq, pos, T, H, KVH, window);
+    long ntiles = attn_tiles(tile, ufirst, first, seq, pos, pt, pt_stride, ps, T, H, KVH, window);
     float *part = (float *)malloc(sizeof(float) * attn_item_floats(H, KVH, d) * (size_t)first[T]);
     if (part) {
         (void)threads;

@@ -287,7 +287,7 @@ static void barrier_wait(step_barrier *b) {
  * several attention key chunks):
  *   A  this thread's res += delta, h = norm(res) (all of it, privately); its whole heads of
  *      qkv = h @ W_qkv.T, then their q/k norm and rotary, K/V to the cache          | barrier
- *   B  attention work items shared dynamically (paged_attention_items, then _merge
+ *   B  attention work units shared dynamically (paged_attention_tiles, then _merge
  *      where a sequence spans several key chunks)                                | barrier(s)
  *   C  its rows of o = attn @ W_o.T                                                 | barrier
  *   D  res += o, h = norm(res) privately; its columns j of gate and up (units of COL_UNIT),
@@ -325,11 +325,15 @@ static void layer(const int64_t *ly, int first_layer, void *mlp, void *qkv, void
     BARRIER();
     /* B */
     stagger();
-    long first[MAX_STEP_ROWS + 1];
-    attn_items(first, s->pos, T, NH, KVH, d, (int)ly[LF_WINDOW]);
-    paged_attention_items(qkv, nqkv, LP(LF_K_CACHE), LP(LF_V_CACHE), s->pt, s->pt_stride, s->seq,
-                          s->pos, s->ps, T, NH, KVH, d, s->scale, (int)ly[LF_WINDOW], att, dt,
-                          s->kdt, first, part);
+    long first[MAX_STEP_ROWS + 1], tile[MAX_STEP_ROWS + 1], ufirst[MAX_STEP_ROWS + 1];
+    int window = (int)ly[LF_WINDOW];
+    attn_items(first, s->pos, T, NH, KVH, d, window);
+    /* rows of sequences behind one cached prefix in tiles: each shared K/V block loaded once */
+    long ntiles = attn_tiles(tile, ufirst, first, s->seq, s->pos, s->pt, s->pt_stride, s->ps, T,
+                             NH, KVH, window);
+    paged_attention_tiles(qkv, nqkv, LP(LF_K_CACHE), LP(LF_V_CACHE), s->pt, s->pt_stride, s->seq,
+                          s->pos, s->ps, T, NH, KVH, d, s->scale, window, att, dt, s->kdt, first,
+                          tile, ufirst, ntiles, part);
     BARRIER();
     if (attn_needs_merge(first, T, NH, KVH)) {
         paged_attention_merge(T, NH, KVH, d, att, dt, first, part);

@@ -333,3 +333,41 @@ def test_decode_rows_with_short_extensions_run_fused(tmp_path_factory, monkeypat
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
     for a, b in zip(fused_kv, per_op_kv):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def _rows_behind_a_prefix(model, shared: bool) -> list[torch.Tensor]:
+    """10 sequences behind one 32-token prefix (pages of 4): with ``shared``, its pages cached once
+    and forked into every page table (the radix cache's sharing), else each sequence's own copy.
+    Then each sequence's own suffix of 3 .. 39 tokens in one ragged step, and 3 decode steps of all
+    10 rows. Logits of every step."""
+    seqs = PagedSequences(model, num_pages=160, page_size=4)
+    prefix = [(3 * j) % 250 + 1 for j in range(32)]
+    logits = []
+    if shared:
+        logits.append(seqs.step({0: prefix}, all_logits=True)[0])
+        for s in range(1, 10):
+            seqs.tokens[s], seqs.pages[s] = list(prefix), list(seqs.pages[0])
+    else:
+        logits += [seqs.step({s: prefix}, all_logits=True)[s] for s in range(10)][:1]
+    out = seqs.step({s: [(7 * s + j) % 250 + 1 for j in range(3 + 4 * s)] for s in range(10)})
+    logits.append(torch.stack([out[s] for s in range(10)]))
+    for _ in range(3):
+        out = seqs.step({s: [int(out[s].argmax())] for s in range(10)})
+        logits.append(torch.stack([out[s] for s in range(10)]))
+    return logits
+
+
+@pytest.mark.parametrize("family, dtype", [("qwen2", torch.float32), ("llama", torch.bfloat16)])
+def test_decode_rows_sharing_prefix_pages_equal_rows_over_copies(
+    tmp_path_factory, monkeypatch, isa, family, dtype
+):
+    """Rows of sequences whose page tables share a cached prefix's pages (attended in tiles of
+    rows, each shared K/V block loaded once for them: the prefill's per-op kernel and the fused
+    decode step) give, bit for bit, the logits of the same rows over their own copies of it."""
+    model = _model(tmp_path_factory, family, dtype)
+    calls = record_fused_calls(monkeypatch)
+    shared = _rows_behind_a_prefix(model, shared=True)
+    assert calls == [10, 10, 10]
+    copies = _rows_behind_a_prefix(model, shared=False)
+    for a, b in zip(shared, copies, strict=True):
+        assert torch.equal(a, b)

@@ -419,3 +419,48 @@ def test_float16_cache_rounding_equals_torch_at_the_edges(monkeypatch):
         1.0,
     )
     assert torch.equal(out.reshape(-1, d), want[finite].reshape(-1, d).float())
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("heads,kv_heads,d", [(9, 3, 64), (8, 2, 128), (4, 1, 20)])
+@pytest.mark.parametrize("mode", ["avx2", "auto", "scalar"])
+@pytest.mark.parametrize("page_size", [16, 12])
+def test_paged_attention_rows_sharing_prefix_pages_equal_each_row_alone(
+    mode, page_size, kv_dtype, heads, kv_heads, d
+):
+    """Decode rows of 12 sequences whose page tables share leading pages (3 prefixes of 0, 13 and
+    21 pages: shared runs ending inside and past the first key chunk of 256, at and (pages of 12
+    keys) off a tile of 8 keys), shuffled into one call, give each row's output alone bit for
+    bit (the AVX2, AVX-512 where the CPU has it, and scalar paths), and match the reference."""
+    g = torch.Generator().manual_seed(heads * d + kv_dtype.itemsize)
+    num_pages, seqs = 400, 12
+    kc = torch.randn(num_pages * page_size, kv_heads, d, generator=g).to(kv_dtype)
+    vc = torch.randn(num_pages * page_size, kv_heads, d, generator=g).to(kv_dtype)
+    perm = torch.randperm(num_pages, generator=g)
+    prefixes = [perm[:0], perm[:13], perm[13:34]]
+    own = perm[34 : 34 + seqs * 30].view(seqs, 30)
+    table = [torch.cat([prefixes[s % 3], own[s]])[:30] for s in range(seqs)]
+    page_table = torch.stack(table)
+    prefix_keys = torch.tensor([len(prefixes[s % 3]) * page_size for s in range(seqs)])
+    positions = prefix_keys + torch.randint(0, 100, (seqs,), generator=g)
+    positions[0] = 5  # a row inside its first page
+    order = torch.randperm(seqs, generator=g)  # shuffled, each prefix's rows mostly adjacent
+    seq_ids = order[torch.sort(order % 3 + (torch.arange(seqs) == 5), stable=True).indices]
+    positions = positions[seq_ids]
+    q = torch.randn(seqs, heads, d, generator=g) * 2
+    cpu_ops._ext.set_isa(mode)
+    try:
+
+        def attend(rows):
+            return cpu_ops.paged_attention(
+                q[rows], kc, vc, page_table, seq_ids[rows], positions[rows], page_size, d**-0.5
+            )
+
+        together = attend(torch.arange(seqs))
+        alone = torch.cat([attend(torch.tensor([t])) for t in range(seqs)])
+    finally:
+        cpu_ops._ext.set_isa("auto")
+    assert torch.equal(together, alone)
+    k32, v32 = kc.float(), vc.float()
+    ref = paged_attention_ref(q, k32, v32, page_table, seq_ids, positions, page_size, d**-0.5)
+    torch.testing.assert_close(together, ref, rtol=1e-5, atol=1e-5)

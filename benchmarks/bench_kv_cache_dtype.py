@@ -14,7 +14,10 @@ continued by ``--greedy-tokens`` greedy tokens with each cache dtype; per
 dtype, the tokens equal to the float32 cache's up to each request's first difference, and the
 requests whose whole continuation is equal.
 
-Workload (``--workload-requests N``, alone with ``--rows 0``): ``bench_runtime.py --workloads 1``'s
+``--dtypes`` picks the caches compared (float32 always; default all three).
+
+Workload (``--workload-requests N[,M...]``, alone with ``--rows 0``; one interleaved run set per
+count): ``bench_runtime.py --workloads 1``'s
 N requests (same seed: prompts U[100, 800] tokens, outputs U[50, 300]) through
 ``Engine(dtype="float32", kv_cache_dtype=...)``, ``--workload-repeats`` runs of each dtype
 interleaved (``bench_runtime.alternate_runs``, prefix cache flushed before each): output tokens
@@ -22,7 +25,7 @@ per second (medians) and the calling thread's CPU seconds per run.
 
     PYTHONPATH=.:benchmarks OMP_NUM_THREADS=2 nice -n 10 python benchmarks/bench_kv_cache_dtype.py \
         [--context 450] [--rounds 5] [--ppl-tokens 1024] [--greedy-prompts 8 --greedy-tokens 64]
-        [--workload-requests 8 --workload-repeats 3]
+        [--workload-requests 1,8,64 --workload-repeats 3] [--dtypes float32,float16]
 """
 
 from __future__ import annotations
@@ -73,28 +76,43 @@ def main() -> None:
         help="decode steps in the calling thread's CPU time, not wall time (a loaded machine; "
         "with OMP_NUM_THREADS=1 it is all of the step's work)",
     )
-    ap.add_argument("--workload-requests", type=int, default=0, help="0: no workload run")
+    ap.add_argument(
+        "--workload-requests",
+        default="0",
+        help="request counts, comma-separated, each its own interleaved run; 0: no workload run",
+    )
+    ap.add_argument(
+        "--dtypes",
+        default=",".join(DTYPES),
+        help="cache dtypes to compare (comma-separated; float32 is always included)",
+    )
     ap.add_argument("--workload-repeats", type=int, default=3)
     args = ap.parse_args()
     rows_list = [int(r) for r in args.rows.split(",") if int(r) > 0]
-    if args.workload_requests:
-        _workload(args.workload_requests, args.workload_repeats)
+    names = ["float32"] + [k for k in args.dtypes.split(",") if k != "float32"]
+    unknown = sorted(set(names) - set(DTYPES))
+    if unknown:
+        ap.error(f"unknown --dtypes {unknown}; known: {sorted(DTYPES)}")
+    dtypes = {k: DTYPES[k] for k in names}
+    for n_req in (int(r) for r in args.workload_requests.split(",")):
+        if n_req > 0:
+            _workload(n_req, args.workload_repeats, dtypes)
     if not rows_list:
         return
     n = max(rows_list)
     clock = time.thread_time if args.cpu_time else time.perf_counter
 
     kw = dict(max_kv_tokens=1024, max_running_requests=1, prefix_cache=False)
-    engines = {name: Engine(kv_cache_dtype=name, **kw) for name in DTYPES}
-    assert all(e.pool.dtype is DTYPES[k] for k, e in engines.items())
+    engines = {name: Engine(kv_cache_dtype=name, **kw) for name in dtypes}
+    assert all(e.pool.dtype is dtypes[k] for k, e in engines.items())
     model = engines["float32"].loaded.model
     pages = n * (-(-(args.context + 64) // 16)) + 8
     base = PagedSequences(model, num_pages=pages, page_size=16)
     t0 = time.perf_counter()
     base.step({i: [100 + (7 * i + 13 * j) % 20000 for j in range(args.context)] for i in range(n)})
     print(f"prefill {n} x {args.context}: {time.perf_counter() - t0:.1f} s", flush=True)
-    seqs = {k: _with_kv_dtype(base, d) for k, d in DTYPES.items()}
-    times = {(k, r): [] for k in DTYPES for r in rows_list}
+    seqs = {k: _with_kv_dtype(base, d) for k, d in dtypes.items()}
+    times = {(k, r): [] for k in dtypes for r in rows_list}
     for _ in range(args.rounds):
         for r in rows_list:
             for k, s in seqs.items():
@@ -108,14 +126,21 @@ def main() -> None:
         f"{'thread CPU' if args.cpu_time else 'wall'} ms, medians of "
         f"{args.rounds * args.per_round} steps (rounds interleaved)\n"
     )
-    print("| rows | " + " | ".join(f"{k} ms" for k in DTYPES) + " | f32/bf16 | f32/f16 |")
-    print("|---|" + "---|" * (len(DTYPES) + 2))
+    others = [k for k in dtypes if k != "float32"]
+    print(
+        "| rows | "
+        + " | ".join(f"{k} ms" for k in dtypes)
+        + "".join(f" | f32/{k} " for k in others)
+        + " |"
+    )
+    print("|---|" + "---|" * (len(dtypes) + len(others)))
     for r in rows_list:
-        med = {k: statistics.median(times[k, r]) for k in DTYPES}
+        med = {k: statistics.median(times[k, r]) for k in dtypes}
         print(
             f"| {r} | "
-            + " | ".join(f"{med[k]:.2f}" for k in DTYPES)
-            + f" | {med['float32'] / med['bfloat16']:.3f} | {med['float32'] / med['float16']:.3f} |"
+            + " | ".join(f"{med[k]:.2f}" for k in dtypes)
+            + "".join(f" | {med['float32'] / med[k]:.3f}" for k in others)
+            + " |"
         )
 
     a = engines["float32"]
@@ -137,19 +162,19 @@ def main() -> None:
         print(f"| {k} | {v:.5f} | {math.exp(v):.4f} | {math.exp(v - ref):.5f} | {d:.5f} |")
 
 
-def _workload(n: int, repeats: int) -> None:
+def _workload(n: int, repeats: int, dtypes: dict[str, torch.dtype]) -> None:
     """bench_runtime's workload 1 (n requests) with each cache dtype, runs interleaved."""
     import random
 
     from bench_runtime import _random_prompt_ids, alternate_runs
 
-    engines = {k: Engine(dtype="float32", kv_cache_dtype=k) for k in DTYPES}
+    engines = {k: Engine(dtype="float32", kv_cache_dtype=k) for k in dtypes}
     rng = random.Random(0)
     any_engine = engines["float32"]
     prompts = [_random_prompt_ids(any_engine, rng, rng.randint(100, 800)) for _ in range(n)]
     outs = [rng.randint(50, 300) for _ in range(n)]
     params = [SamplingParams(max_tokens=m, temperature=0.0, ignore_eos=True) for m in outs]
-    cpu: dict[str, list[float]] = {k: [] for k in DTYPES}
+    cpu: dict[str, list[float]] = {k: [] for k in dtypes}
     tokens: dict[str, list[list[int]]] = {}
 
     def run(k: str):
@@ -167,7 +192,7 @@ def _workload(n: int, repeats: int) -> None:
 
     for e in engines.values():  # first-use costs (page zeroing, pool growth) out of the runs
         e.generate(prompts[:1], SamplingParams(max_tokens=2, temperature=0.0))
-    rates = alternate_runs({k: run(k) for k in DTYPES}, repeats)
+    rates = alternate_runs({k: run(k) for k in dtypes}, repeats)
     base = statistics.median(rates["float32"])
     cpu32 = statistics.median(cpu["float32"])
     print(
@@ -178,7 +203,7 @@ def _workload(n: int, repeats: int) -> None:
         "greedy tokens equal to float32's |"
     )
     print("|---|---|---|---|---|---|")
-    for k in DTYPES:
+    for k in dtypes:
         r, c = statistics.median(rates[k]), statistics.median(cpu[k])
         same = sum(
             next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), len(a))

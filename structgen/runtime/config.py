@@ -101,6 +101,33 @@ class SpeculativeConfig:
         )
 
 
+def _auto_kv_cache_dtype(
+    device: str, dtype: str, quantization: str | None, activation_dtype: str, backend: str
+) -> str:
+    """``kv_cache_dtype="auto"`` resolved (the other fields already resolved).
+
+    float16 for a CPU engine of float32 compute whose quantized matmuls take int8
+    activations (``quantization`` set, ``activation_dtype`` not ``"float32"``: the default
+    GGUF engine) and whose attention runs the C kernels (built, ``attention_backend``
+    ``"auto"``): its outputs are already not float32-exact, and a float16 cache is faster
+    there with quality within run-to-run noise (benchmarks/RESULTS.md, "Session 25, k7").
+    Otherwise the compute dtype: float weights, or float32 activations, keep the float32
+    cache that is exact against the float32 reference; CUDA keeps its compute dtype.
+    """
+    if (
+        device == "cpu"
+        and dtype == "float32"
+        and quantization is not None
+        and activation_dtype != "float32"
+        and backend == "auto"
+    ):
+        from structgen.runtime.cpu import ops as cpu_ops
+
+        if cpu_ops.kernel_available():
+            return "float16"
+    return dtype
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Every engine setting, validated at construction.
@@ -116,9 +143,12 @@ class EngineConfig:
             a 16-bit cache halves the memory per token and the bytes attention reads. On CPU
             the C kernels read and write fp32, bf16 and fp16 caches (fp16 widened with F16C).
             Every cache dtype rounds per element, so greedy output does not depend on batch
-            composition with any of them; ``"auto"`` is the compute dtype (float32 on CPU,
-            exact against the float32 reference) because the 16-bit caches, though faster
-            to read, change some greedy outputs (benchmarks/RESULTS.md, "Session 24, d8").
+            composition with any of them. ``"auto"``: ``"float16"`` on CPU for a quantized
+            engine with int8 activations over the C kernels (the default GGUF engine, whose
+            outputs are not float32-exact anyway: the faster cache, quality within noise,
+            benchmarks/RESULTS.md "Session 25, k7"); else the compute dtype (float weights
+            or ``activation_dtype="float32"``: float32 on CPU, exact against the float32
+            reference; CUDA: its compute dtype).
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
         max_kv_tokens: KV cache capacity in tokens (rounded up to whole pages); None = on
             CPU ``min(max_model_len * max_running_requests, kv_memory_fraction * available
@@ -323,9 +353,6 @@ class EngineConfig:
         dtype = self.dtype
         if dtype == "auto":
             dtype = "bfloat16" if device.startswith("cuda") else "float32"
-        kv_cache_dtype = self.kv_cache_dtype
-        if kv_cache_dtype == "auto":
-            kv_cache_dtype = dtype
         threads = self.grammar_threads
         if threads == "auto":
             threads = min(4, os.cpu_count() or 1) if device.startswith("cuda") else 0
@@ -334,6 +361,11 @@ class EngineConfig:
             gguf = self.model is None or str(self.model).lower().endswith(".gguf")
             on_cpu = device == "cpu" and self.tensor_parallel_size == 1
             quantization = "gguf" if gguf and on_cpu else None
+        kv_cache_dtype = self.kv_cache_dtype
+        if kv_cache_dtype == "auto":
+            kv_cache_dtype = _auto_kv_cache_dtype(
+                device, dtype, quantization, self.activation_dtype, self.attention_backend
+            )
         return dataclasses.replace(
             self,
             device=device,

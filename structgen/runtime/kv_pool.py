@@ -2,7 +2,8 @@
 
 Layout (per layer): ``k[layer]`` and ``v[layer]`` are tensors of shape
 ``[num_reserved_pages, page_size, num_kv_heads, head_dim]`` in the KV cache dtype
-(``EngineConfig.kv_cache_dtype``; the compute dtype by default). A token's
+(``EngineConfig.kv_cache_dtype``: float16 for the default CPU engine, else the compute dtype
+by default; see ``EngineConfig``). A token's
 *slot* is ``page_id * page_size + offset``; viewing a layer's cache as
 ``[num_reserved_pages * page_size, num_kv_heads, head_dim]`` makes slots direct row indices
 (the layout every attention kernel and the fused CPU decode step index). Page 0 is reserved

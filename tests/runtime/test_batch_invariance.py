@@ -54,6 +54,11 @@ def test_default_is_gguf_with_int8_activations(smollm2_engine):
     assert smollm2_engine.config.quantization == "gguf"
     mods = [m for m in smollm2_engine.loaded.model.modules() if isinstance(m, QuantLinear)]
     assert mods and all(m.activation_dtype != torch.float32 for m in mods)
+    # "auto" KV cache of this configuration: float16 over the C kernels (EngineConfig)
+    from structgen.runtime.cpu import ops as cpu_ops
+
+    want = torch.float16 if cpu_ops.kernel_available() else torch.float32
+    assert smollm2_engine.pool.dtype == want
 
 
 @pytest.mark.parametrize("size", [8, 64])

@@ -62,7 +62,7 @@ def test_parallel_fork():
 def test_template_form():
     out = run_example("template_form.py")
     # copy_from=text: the name and city are spans of the text and the age is its numeral;
-    # the name hole's regex (capitalised words) ends the span at the name
+    # the name hole's regex (a first and a last name) makes the span the whole name
     assert "{'name': 'Maria Lopez', 'age': 34," in out
     assert "'city': 'Lyon'" in out and "'employed': " in out
     assert "copied: name, age, city" in out

@@ -320,8 +320,8 @@ def _fit_budget(
     the output would be cut before its JSON closes. Decided per document, as a field
     without a fitting span is.
     """
-    if max_tokens is None or not plan.copied_fields:
-        return plan, grammar
+    if max_tokens is None or vocab is None or not plan.copied_fields:
+        return plan, grammar  # without a vocabulary there is no token budget to meet
     if grammar.matcher(max_tokens=max_tokens).is_budgeted:
         return plan, grammar
     plain, own = _compiled(copy_constraint(schema, "", False), schema, vocab)

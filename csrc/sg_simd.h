@@ -171,20 +171,35 @@ __attribute__((target("avx2,fma,f16c"))) static inline __m256 sg_load8_kv(const 
     return sg_load8(p, i, dt);
 }
 
+/* exp(x) on vectors: x clamped to [SG_EXP_LO, SG_EXP_HI], n = round(x * log2 e), r = x - n ln 2
+ * (ln 2 in two parts), a degree-7 polynomial in r times 2^n; below SG_EXP_LO, 0. One set of
+ * constants for sg_exp8 and sg_exp16, whose lanes must agree bit for bit. */
+#define SG_EXP_HI 88.3762626647949f
+#define SG_EXP_LO -87.3365447504f
+#define SG_EXP_LOG2E 1.44269504088896341f
+#define SG_EXP_LN2_HI 0.693359375f
+#define SG_EXP_LN2_LO -2.12194440e-4f
+#define SG_EXP_P0 1.9875691500e-4f
+#define SG_EXP_P1 1.3981999507e-3f
+#define SG_EXP_P2 8.3334519073e-3f
+#define SG_EXP_P3 4.1665795894e-2f
+#define SG_EXP_P4 1.6666665459e-1f
+#define SG_EXP_P5 5.0000001201e-1f
+
 __attribute__((target("avx2,fma"))) static inline __m256 sg_exp8(__m256 x) {
-    const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3365447504f);
+    const __m256 hi = _mm256_set1_ps(SG_EXP_HI), lo = _mm256_set1_ps(SG_EXP_LO);
     __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
     x = _mm256_max_ps(_mm256_min_ps(x, hi), lo);
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(SG_EXP_LOG2E)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(SG_EXP_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(SG_EXP_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(SG_EXP_P0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SG_EXP_P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SG_EXP_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SG_EXP_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SG_EXP_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(SG_EXP_P5));
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
@@ -194,19 +209,19 @@ __attribute__((target("avx2,fma"))) static inline __m256 sg_exp8(__m256 x) {
  * same order; roundscale with imm 8 is round_ps's nearest-even, maskz the andnot of the underflow
  * lanes) */
 __attribute__((target("avx512f,avx2,fma"))) static inline __m512 sg_exp16(__m512 x) {
-    const __m512 hi = _mm512_set1_ps(88.3762626647949f), lo = _mm512_set1_ps(-87.3365447504f);
+    const __m512 hi = _mm512_set1_ps(SG_EXP_HI), lo = _mm512_set1_ps(SG_EXP_LO);
     __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
     x = _mm512_max_ps(_mm512_min_ps(x, hi), lo);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(SG_EXP_LOG2E)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(SG_EXP_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(SG_EXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(SG_EXP_P0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SG_EXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SG_EXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SG_EXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SG_EXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(SG_EXP_P5));
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_maskz_mul_ps((__mmask16)~under, p, _mm512_castsi512_ps(e));

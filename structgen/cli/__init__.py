@@ -124,10 +124,12 @@ def _write_result(out: Any, res: Any, where: str | None) -> None:
     (``where`` None) raises CliError.
     """
     if isinstance(res, ExtractionError):
+        # the API's message says max_tokens; on the command line that is --max-tokens
+        flag = " (--max-tokens)" if res.finish_reason == "length" else ""
         if where is None:
             raw = f" (raw output: {res.raw_text!r})" if res.raw_text else ""
-            raise CliError(f"{res}{raw}", code=1)
-        value: Any = {"error": f"{where}: {res}", "raw_text": res.raw_text}
+            raise CliError(f"{res}{flag}{raw}", code=1)
+        value: Any = {"error": f"{where}: {res}{flag}", "raw_text": res.raw_text}
     else:
         value = res.value
         if hasattr(value, "model_dump"):

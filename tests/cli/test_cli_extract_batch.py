@@ -41,6 +41,8 @@ class ReversedEngine:
             return RequestOutput(text="", finish_reason="error", error="prompt too long")
         if text == "CUT":
             return RequestOutput(text='{"n":0,"ok":false}', finish_reason="length")
+        if text == "CUT-OPEN":  # cut before the JSON closed
+            return RequestOutput(text='{"n":0,', finish_reason="length")
         return RequestOutput(text=json.dumps({"n": int(text), "ok": True}), finish_reason="stop")
 
 
@@ -154,6 +156,19 @@ def test_a_single_cut_text_prints_the_object_and_warns(tmp_path, monkeypatch, ca
     assert code == 0
     assert json.loads(cap.out) == {"n": 0, "ok": False}
     assert "text: cut by max_tokens=512" in cap.err
+
+
+def test_a_text_cut_before_the_json_closed_names_the_flag(run, tmp_path, monkeypatch, capsys):
+    code, cap = run(["1", "CUT-OPEN"])
+    assert code == 1
+    rows = [json.loads(ln) for ln in cap.out.splitlines()]
+    assert "max_tokens was reached" in rows[1]["error"]
+    assert rows[1]["error"].endswith("(--max-tokens)") and rows[1]["raw_text"] == '{"n":0,'
+    monkeypatch.setattr(cli, "_engine", lambda args: ReversedEngine())
+    schema = tmp_path / "s.json"
+    code = cli.main(["extract", "--schema", str(schema), "--text", "CUT-OPEN"])
+    err = capsys.readouterr().err
+    assert code == 1 and "(--max-tokens)" in err and "Traceback" not in err
 
 
 class RecordingEngine(ReversedEngine):

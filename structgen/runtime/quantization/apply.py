@@ -30,7 +30,8 @@ def check_quantization(method: str | None) -> tuple[str | None, int | None]:
     if method.startswith("int4-g") and method[6:] in ("32", "64", "128"):
         return "int4", int(method[6:])
     raise ConfigError(
-        f"unknown quantization {method!r}; choose one of {', '.join(QUANTIZATION_METHODS)} or None"
+        f"unknown quantization {method!r}; choose one of {', '.join(QUANTIZATION_METHODS)}, "
+        "'none' or None (float weights), or 'auto' (the default)"
     )
 
 

@@ -250,8 +250,10 @@ def rules_grammar(
         deadline: the compile's CPU-time budget, checked as the definitions are read.
         any_rule: the slot of the "any JSON value" rule (``SchemaRules.any_rule``), or
             None. When its text refers to no definition but itself, its expression is read
-            once per process (``_closed_expr``) and the rule is marked closed
-            (``GrammarDef.closed``: ``lower`` takes its productions from its store).
+            once per process (``_closed_expr``, keyed by the text with its own slot's
+            placeholder replaced by ``_SELF``: the slot does not matter) and the rule is
+            marked closed (``GrammarDef.closed``, under that text: ``lower`` takes its
+            productions from its store).
         reusable: the definitions the converter stored as reusable
             (``SchemaRules.reusable``): ``GrammarDef.reusable``, less any a rule reaches.
 
@@ -282,9 +284,10 @@ def rules_grammar(
     for i in sorted(grammar_level):
         text = definitions[i]
         refs = {ord(c) - PLACEHOLDER_BASE for c in _PLACEHOLDERS.findall(text)}
-        if i == any_rule and refs <= {i}:  # a closed rule: kept per process
-            gdef.rules[rule_of[i]] = _closed_expr(text, rule_of[i], i)
-            gdef.closed[rule_of[i]] = text
+        if i == any_rule and refs <= {i}:  # a closed rule: kept per process, slot apart
+            canon = text.replace(chr(PLACEHOLDER_BASE + i), _SELF)
+            gdef.rules[rule_of[i]] = _renamed(_closed_expr(canon), rule_of[i])
+            gdef.closed[rule_of[i]] = canon
             continue
         gdef.rules[rule_of[i]] = regex_expr(text, rule_of, deadline)
     gdef.definitions = tuple("" if i in grammar_level else d for i, d in enumerate(definitions))
@@ -292,14 +295,39 @@ def rules_grammar(
     return gdef
 
 
+# the placeholder a closed rule's text names itself by in ``_closed_expr``'s key (its own
+# slot's placeholder replaced: the rule's slot differs from schema to schema)
+_SELF = chr(PLACEHOLDER_BASE)
+_SELF_NAME = "\0self"  # the rule's name in the kept expression (no reader writes it)
+
+
 @lru_cache(maxsize=16)
-def _closed_expr(text: str, name: str, index: int) -> Expr:
-    """``regex_expr`` of a rule text that refers to no definition but itself (placeholder
-    ``index``, rule ``name``), kept per process: the "any JSON value" rule's text is the
-    same in every schema of one whitespace option (and slot). Expressions are immutable,
-    so grammars may share one. Raises: as ``regex_expr``.
+def _closed_expr(canon: str) -> Expr:
+    """``regex_expr`` of a closed rule's text ``canon`` (it refers to no definition but
+    itself, by placeholder ``_SELF``), with rule name ``_SELF_NAME``, kept per process: the
+    "any JSON value" rule's text is the same in every schema of one whitespace option once
+    its slot is taken out, so every such schema reads it once (``_renamed`` gives it the
+    schema's rule name). Expressions are immutable, so grammars may share one.
+    Raises: as ``regex_expr``.
     """
-    return regex_expr(text, {index: name})
+    return regex_expr(canon, {0: _SELF_NAME})
+
+
+def _renamed(expr: Expr, name: str) -> Expr:
+    """``expr`` with every ``Ref(_SELF_NAME)`` named ``name`` (the subtrees without one
+    shared, not copied); the closed rule's expression is a few dozen nodes, nested a few
+    groups deep (the converter's fixed text), so the recursion is shallow. Raises: never.
+    """
+    if isinstance(expr, Ref):
+        return Ref(name, expr.line, expr.column) if expr.name == _SELF_NAME else expr
+    if isinstance(expr, (Seq, Alt)):
+        items = tuple(_renamed(x, name) for x in expr.items)
+        same = all(a is b for a, b in zip(items, expr.items))
+        return expr if same else type(expr)(items)
+    if isinstance(expr, Repeat):
+        item = _renamed(expr.item, name)
+        return expr if item is expr.item else Repeat(item, expr.lo, expr.hi)
+    return expr
 
 
 class SchemaRules(NamedTuple):

@@ -7,7 +7,8 @@ walking it. References:
 
 * the lowering: the ``CfgGrammar`` equals, field by field (helper names included), the one
   the walk builds from the same schema with the store unused (``any_rule`` not passed), for
-  the store empty and filled, across schemas whose rule sits in different slots and three
+  the store empty and filled, across schemas whose rule sits in different slots (one entry
+  serves them all: its key is the text with the slot's placeholder replaced) and three
   whitespace options;
 * the language: instances with untyped values nested to depth 30 that ``jsonschema``
   accepts are matched, and mutations it rejects are not;
@@ -113,6 +114,7 @@ def test_seeded_lexers_lower_the_same_terms(whitespace):
 @pytest.mark.parametrize("whitespace", ["compact", "flexible", 2])
 def test_closed_rule_lowers_to_the_walks_grammar(whitespace):
     lower.clear_closed()
+    schema_rules._closed_expr.cache_clear()
     slots = set()
     for store in ("empty", "filled"):
         for name, schema in SCHEMAS.items():
@@ -125,8 +127,9 @@ def test_closed_rule_lowers_to_the_walks_grammar(whitespace):
             assert _fields(closed) == _fields(walked), (name, store)
             assert closed.definitions == walked.definitions
             assert closed.sources == walked.sources
-    assert len(slots) > 1  # the rule sits in different slots: keys of their own
-    assert len(lower._closed) == len(slots)
+    assert len(slots) > 1  # the rule sits in different slots: one entry, the slot taken out
+    assert len(lower._closed) == 1
+    assert schema_rules._closed_expr.cache_info().currsize == 1
 
 
 def test_closed_store_is_bounded_and_refuses_what_it_cannot_hold():
@@ -267,3 +270,21 @@ def test_masks_equal_the_walked_grammars_smollm2(smollm2_tokenizer, monkeypatch)
     ref_vocab = Vocabulary.from_tokenizer(smollm2_tokenizer)
     lower.clear_closed()
     assert _walks(RECURSIVE, vocab, ref_vocab, monkeypatch, walks=2, steps=30) > 60
+
+
+def test_prepare_reads_and_lowers_the_any_value_rule_once():
+    # cold-empty's state: memos dropped, then the vocabulary's prepare (its warm-up)
+    vocab = Vocabulary(_TOKENS, eos_token_ids=[0])
+    clear_cache(memos=True)
+    assert not lower._closed
+    vocab.prepare()
+    assert len(lower._closed) == 1  # the warm-up schema's rule, in a slot of its own
+    read = schema_rules._closed_expr.cache_info()
+    clear_cache()
+    for schema in (RECURSIVE, TREE):  # the rule in other slots: no new read, no new entry
+        rules = _rules(schema)
+        compile_json_schema(schema, vocab, strict=False, allow_extra_properties=True)
+        assert schema_rules._closed_expr.cache_info().misses == read.misses
+        assert len(lower._closed) == 1
+        gdef, _ = _lowered(rules, closed=True)
+        assert gdef.closed and rules.any_rule is not None

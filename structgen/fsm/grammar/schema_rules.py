@@ -46,6 +46,7 @@ __all__ = [
     "lower_recursive_schema",
     "regex_expr",
     "rules_grammar",
+    "warm_up_closed_rules",
 ]
 
 _BRACES = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
@@ -455,3 +456,30 @@ def compile_schema_rules(
                 "$ref", "", "the recursive schema accepts no finite value"
             ) from None
         raise
+
+
+# warm_up_closed_rules' schema: a $ref cycle with extra keys allowed
+_WARM_UP_SCHEMA = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+        }
+    },
+    "$ref": "#/$defs/node",
+}
+
+
+def warm_up_closed_rules() -> None:
+    """Fill the per-process stores every recursive schema with untyped values (or extra
+    keys allowed) reads, under the default whitespace: the "any JSON value" rule's
+    expression (``_closed_expr``), its productions (``lower._closed_entry``) and its
+    terminals' lexer run (``regex.reused``), by compiling a small such schema without a
+    vocabulary and without caching the grammar (``Vocabulary.prepare``'s warm-up: work a
+    process's first recursive schema would do). Raises: never in practice (a fixed schema).
+    """
+    from ..spec import JsonSchema
+
+    spec = JsonSchema(_WARM_UP_SCHEMA, allow_extra_properties=True)
+    rules = lower_recursive_schema(spec, max_convert_seconds=10.0)
+    compile_schema_rules(rules, spec, None, max_states=10_000, max_seconds=10.0)

@@ -101,17 +101,6 @@ def wildcard_ids(body: bytes) -> frozenset[int]:
     return frozenset(out)
 
 
-# prepare's recursive warm-up schema: a $ref cycle with extra keys allowed (the
-# "any JSON value" rule's closed expression, productions and lexer run, per process)
-_WARM_RECURSIVE = {
-    "$defs": {
-        "node": {
-            "type": "object",
-            "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
-        }
-    },
-    "$ref": "#/$defs/node",
-}
 _BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 _DEFAULT_EOS_NAMES = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "</s>")
 
@@ -310,10 +299,10 @@ class Vocabulary:
                 snapshot (``regex/reused.py``, kept across ``clear_cache``), the second
                 restores it and digests its string head once per process
                 (``lexical_masks.head_key``): work a process's first two schemas with extra
-                keys would do; and one recursive schema with extra keys allowed, which reads
-                and lowers the "any JSON value" rule every such schema shares (closed rules,
-                ``grammar/schema_rules.py``) and its terminals' lexer run, once per process.
-                It leaves the three grammars in the compile cache.
+                keys would do (it leaves their two grammars in the compile cache); and
+                ``schema_rules.warm_up_closed_rules``: the "any JSON value" rule every
+                recursive schema with untyped values shares, read, lowered and its
+                terminals' lexer run kept, once per process (no grammar cached).
 
         Returns:
             ``self``.
@@ -344,7 +333,9 @@ class Vocabulary:
                     allow_extra_properties=True,
                 )
                 g.token_index.lexical_key(g.dfa.walk(g.dfa.initial, b'{"%s":"' % name.encode()))
-            compile_json_schema(_WARM_RECURSIVE, self, allow_extra_properties=True)
+            from ..grammar.schema_rules import warm_up_closed_rules
+
+            warm_up_closed_rules()
         if "_prepared_tables" not in self.__dict__:  # the load's own: the first prepare's
             self._prepared_tables = self._state_table_keys()
         return self

@@ -470,16 +470,24 @@ _WARM_UP_SCHEMA = {
 }
 
 
-def warm_up_closed_rules() -> None:
+def warm_up_closed_rules(vocab: Any = None) -> None:
     """Fill the per-process stores every recursive schema with untyped values (or extra
     keys allowed) reads, under the default whitespace: the "any JSON value" rule's
     expression (``_closed_expr``), its productions (``lower._closed_entry``) and its
-    terminals' lexer run (``regex.reused``), by compiling a small such schema without a
-    vocabulary and without caching the grammar (``Vocabulary.prepare``'s warm-up: work a
-    process's first recursive schema would do). Raises: never in practice (a fixed schema).
+    terminals' lexer run (``regex.reused``), by compiling a small such schema without
+    caching the grammar (``Vocabulary.prepare``'s warm-up: work a process's first recursive
+    schema would do). With ``vocab``, also the run's digest of the JSON string interior
+    (``lexical_masks.head_key``, kept with the run: a string value's first mask keys its
+    head part by it). Raises: never in practice (a fixed schema).
     """
     from ..spec import JsonSchema
 
     spec = JsonSchema(_WARM_UP_SCHEMA, allow_extra_properties=True)
     rules = lower_recursive_schema(spec, max_convert_seconds=10.0)
-    compile_schema_rules(rules, spec, None, max_states=10_000, max_seconds=10.0)
+    # the first compile lowers the run (when not kept yet), the second restores it: the
+    # digests are kept for a restored run's terms (``TermArena.shared_prefix``)
+    for v in (None, vocab) if vocab is not None else (None,):
+        grammar = compile_schema_rules(rules, spec, v, max_states=10_000, max_seconds=10.0)
+    if vocab is not None:  # inside an extra key's string value
+        dfa = grammar.dfa
+        grammar.token_index.lexical_key(dfa.walk(dfa.initial, b'{"x":"'))

@@ -288,3 +288,37 @@ def test_prepare_reads_and_lowers_the_any_value_rule_once():
         assert len(lower._closed) == 1
         gdef, _ = _lowered(rules, closed=True)
         assert gdef.closed and rules.any_rule is not None
+
+
+def test_prepare_keeps_the_string_head_digest_with_the_run(monkeypatch):
+    from structgen.fsm.index import lexical_masks
+
+    vocab = Vocabulary(_TOKENS, eos_token_ids=[0])
+    clear_cache(memos=True)
+    vocab.prepare()
+    grammar = compile_json_schema(RECURSIVE, vocab, strict=False, allow_extra_properties=True)
+    state = grammar.dfa.walk(grammar.dfa.initial, b'{"name":"')
+    digests = []
+    real = lexical_masks.hashlib.blake2b
+
+    def counted(*args, **kwargs):
+        digests.append(args)
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(lexical_masks.hashlib, "blake2b", counted)
+        key = grammar.token_index.lexical_key(state)
+    assert key is not None
+    assert len(digests) <= 2  # the interior's digest kept with the run (was 37 new ones)
+    # the same digest as one computed from scratch (the run's kept digests not read)
+    arena = grammar.dfa.lexers[0].arena
+    assert arena.shared_prefix is not None
+    with monkeypatch.context() as m:
+        m.setattr(arena, "shared_prefix", None)
+        fresh = {
+            lexical_masks.split_key(arena, arena_term, vocab.token_trie.max_depth, {})
+            for arena_term in (
+                grammar.dfa.lexers[t].term(s) for t, _, s in grammar.dfa.lexemes(state)
+            )
+        }
+    assert key[0] in {f[0] for f in fresh if f is not None}

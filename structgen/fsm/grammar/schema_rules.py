@@ -46,6 +46,7 @@ __all__ = [
     "lower_recursive_schema",
     "regex_expr",
     "rules_grammar",
+    "warm_up_closed_rules",
 ]
 
 _BRACES = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
@@ -250,8 +251,10 @@ def rules_grammar(
         deadline: the compile's CPU-time budget, checked as the definitions are read.
         any_rule: the slot of the "any JSON value" rule (``SchemaRules.any_rule``), or
             None. When its text refers to no definition but itself, its expression is read
-            once per process (``_closed_expr``) and the rule is marked closed
-            (``GrammarDef.closed``: ``lower`` takes its productions from its store).
+            once per process (``_closed_expr``, keyed by the text with its own slot's
+            placeholder replaced by ``_SELF``: the slot does not matter) and the rule is
+            marked closed (``GrammarDef.closed``, under that text: ``lower`` takes its
+            productions from its store).
         reusable: the definitions the converter stored as reusable
             (``SchemaRules.reusable``): ``GrammarDef.reusable``, less any a rule reaches.
 
@@ -282,9 +285,10 @@ def rules_grammar(
     for i in sorted(grammar_level):
         text = definitions[i]
         refs = {ord(c) - PLACEHOLDER_BASE for c in _PLACEHOLDERS.findall(text)}
-        if i == any_rule and refs <= {i}:  # a closed rule: kept per process
-            gdef.rules[rule_of[i]] = _closed_expr(text, rule_of[i], i)
-            gdef.closed[rule_of[i]] = text
+        if i == any_rule and refs <= {i}:  # a closed rule: kept per process, slot apart
+            canon = text.replace(chr(PLACEHOLDER_BASE + i), _SELF)
+            gdef.rules[rule_of[i]] = _named_closed_expr(canon, rule_of[i])
+            gdef.closed[rule_of[i]] = canon
             continue
         gdef.rules[rule_of[i]] = regex_expr(text, rule_of, deadline)
     gdef.definitions = tuple("" if i in grammar_level else d for i, d in enumerate(definitions))
@@ -292,14 +296,49 @@ def rules_grammar(
     return gdef
 
 
+# the placeholder a closed rule's text names itself by in ``_closed_expr``'s key (its own
+# slot's placeholder replaced: the rule's slot differs from schema to schema)
+_SELF = chr(PLACEHOLDER_BASE)
+_SELF_NAME = "\0self"  # the rule's name in the kept expression (no reader writes it)
+
+
 @lru_cache(maxsize=16)
-def _closed_expr(text: str, name: str, index: int) -> Expr:
-    """``regex_expr`` of a rule text that refers to no definition but itself (placeholder
-    ``index``, rule ``name``), kept per process: the "any JSON value" rule's text is the
-    same in every schema of one whitespace option (and slot). Expressions are immutable,
-    so grammars may share one. Raises: as ``regex_expr``.
+def _closed_expr(canon: str) -> Expr:
+    """``regex_expr`` of a closed rule's text ``canon`` (it refers to no definition but
+    itself, by placeholder ``_SELF``), with rule name ``_SELF_NAME``, kept per process: the
+    "any JSON value" rule's text is the same in every schema of one whitespace option once
+    its slot is taken out, so every such schema reads it once (``_renamed`` gives it the
+    schema's rule name). Expressions are immutable, so grammars may share one.
+    Raises: as ``regex_expr``.
     """
-    return regex_expr(text, {index: name})
+    return regex_expr(canon, {0: _SELF_NAME})
+
+
+@lru_cache(maxsize=64)
+def _named_closed_expr(canon: str, name: str) -> Expr:
+    """``_closed_expr(canon)`` with the rule named ``name`` (``_renamed``), kept per process
+    (a rule's name is its slot's, ``d<slot>``: few per text). Raises: as ``regex_expr``.
+    """
+    return _renamed(_closed_expr(canon), name)
+
+
+def _renamed(expr: Expr, name: str) -> Expr:
+    """``expr`` with every ``Ref(_SELF_NAME)`` named ``name`` (the subtrees without one
+    shared, not copied); the closed rule's expression is a few dozen nodes, nested a few
+    groups deep (the converter's fixed text), so the recursion is shallow. Raises: never.
+    """
+    if isinstance(expr, Ref):
+        return Ref(name, expr.line, expr.column) if expr.name == _SELF_NAME else expr
+    if isinstance(expr, (Seq, Alt)):
+        items = [_renamed(x, name) for x in expr.items]
+        for new, old in zip(items, expr.items):
+            if new is not old:
+                return type(expr)(tuple(items))
+        return expr
+    if isinstance(expr, Repeat):
+        item = _renamed(expr.item, name)
+        return expr if item is expr.item else Repeat(item, expr.lo, expr.hi)
+    return expr
 
 
 class SchemaRules(NamedTuple):
@@ -427,3 +466,38 @@ def compile_schema_rules(
                 "$ref", "", "the recursive schema accepts no finite value"
             ) from None
         raise
+
+
+# warm_up_closed_rules' schema: a $ref cycle with extra keys allowed
+_WARM_UP_SCHEMA = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+        }
+    },
+    "$ref": "#/$defs/node",
+}
+
+
+def warm_up_closed_rules(vocab: Any = None) -> None:
+    """Fill the per-process stores every recursive schema with untyped values (or extra
+    keys allowed) reads, under the default whitespace: the "any JSON value" rule's
+    expression (``_closed_expr``), its productions (``lower._closed_entry``) and its
+    terminals' lexer run (``regex.reused``), by compiling a small such schema without
+    caching the grammar (``Vocabulary.prepare``'s warm-up: work a process's first recursive
+    schema would do). With ``vocab``, also the run's digest of the JSON string interior
+    (``lexical_masks.head_key``, kept with the run: a string value's first mask keys its
+    head part by it). Raises: never in practice (a fixed schema).
+    """
+    from ..spec import JsonSchema
+
+    spec = JsonSchema(_WARM_UP_SCHEMA, allow_extra_properties=True)
+    rules = lower_recursive_schema(spec, max_convert_seconds=10.0)
+    # the first compile lowers the run (when not kept yet), the second restores it: the
+    # digests are kept for a restored run's terms (``TermArena.shared_prefix``)
+    for v in (None, vocab) if vocab is not None else (None,):
+        grammar = compile_schema_rules(rules, spec, v, max_states=10_000, max_seconds=10.0)
+    if vocab is not None:  # inside an extra key's string value
+        dfa = grammar.dfa
+        grammar.token_index.lexical_key(dfa.walk(dfa.initial, b'{"x":"'))

@@ -299,7 +299,11 @@ class Vocabulary:
                 snapshot (``regex/reused.py``, kept across ``clear_cache``), the second
                 restores it and digests its string head once per process
                 (``lexical_masks.head_key``): work a process's first two schemas with extra
-                keys would do. It leaves their two grammars in the compile cache.
+                keys would do (it leaves their two grammars in the compile cache); and
+                ``schema_rules.warm_up_closed_rules``: the "any JSON value" rule every
+                recursive schema with untyped values shares, read, lowered and its
+                terminals' lexer run kept with its string interior's digest, once per
+                process (no grammar cached).
 
         Returns:
             ``self``.
@@ -330,6 +334,9 @@ class Vocabulary:
                     allow_extra_properties=True,
                 )
                 g.token_index.lexical_key(g.dfa.walk(g.dfa.initial, b'{"%s":"' % name.encode()))
+            from ..grammar.schema_rules import warm_up_closed_rules
+
+            warm_up_closed_rules(self)
         if "_prepared_tables" not in self.__dict__:  # the load's own: the first prepare's
             self._prepared_tables = self._state_table_keys()
         return self

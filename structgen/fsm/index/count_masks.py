@@ -53,7 +53,7 @@ from collections import deque
 import numpy as np
 
 from ..regex.terms import ALT, BYTES, CONCAT, EMPTY, EPS, INF, REPEAT
-from .trie import TokenTrie, build_row, set_bits
+from .trie import TokenTrie, build_row, holding_in_c, set_bits
 
 try:  # optional C extension built by setup.py (csrc/tokentrie.c, csrc/count_reach.h)
     from ._tokentrie import count_reach as _count_reach
@@ -179,7 +179,11 @@ def long_run_tables(
         long &= ~vocab.index_tables[0]
         packed = pack_bitmask(long)
         packed.setflags(write=False)
-        out = (TokenTrie.build(vocab.token_bytes, ~long), packed)
+        if holding_in_c():  # a few tokens: no pass over the whole vocabulary's bytes
+            trie = vocab.token_trie.subset(np.flatnonzero(long), _flat_tokens(vocab))
+        else:
+            trie = TokenTrie.build(vocab.token_bytes, ~long)
+        out = (trie, packed)
     with _LOCK:
         tables[key] = out
     return out

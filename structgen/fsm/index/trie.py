@@ -173,10 +173,10 @@ def _breadth_first(depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def holding_in_c() -> bool:
-    """Whether ``TokenTrie.holding`` can run: the C walk is in use (``use_extension``) and
-    the extension has its build. Raises: never.
+    """Whether ``TokenTrie.holding`` and ``TokenTrie.subset`` can run: the C walk is in use
+    (``use_extension``) and the extension has their builds. Raises: never.
     """
-    return _c is not None and hasattr(_c, "holding_trie")
+    return _c is not None and hasattr(_c, "holding_trie") and hasattr(_c, "sorted_trie")
 
 
 def set_bits(mask: np.ndarray, ids: np.ndarray) -> None:
@@ -431,9 +431,38 @@ class TokenTrie:
             int(max_bytes),
             packed,
         )
-        if out is None:
-            return None
-        byte, depth, skip, token, dups = out
+        return None if out is None else self._from_c(out)
+
+    def subset(
+        self, ids: np.ndarray, token_data: tuple[np.ndarray, np.ndarray, np.ndarray]
+    ) -> TokenTrie:
+        """The trie of the tokens ``ids`` (int ``[k]``, ascending, each one of this trie's):
+        the same arrays as ``TokenTrie.build`` of them, built in C from their order in
+        ``byte_rank`` (a sort of ``k`` ranks; nothing over the whole vocabulary).
+
+        Args:
+            ids: the token ids, ascending.
+            token_data: ``(flat, starts, lengths)`` as ``build``'s: the vocabulary's bytes.
+
+        Raises:
+            RuntimeError: the C extension is not in use (``holding_in_c``).
+            ValueError: an id this trie does not hold, or ids not ascending.
+        """
+        if not holding_in_c():
+            raise RuntimeError("TokenTrie.subset needs the C extension (holding_in_c())")
+        ids = np.asarray(ids, np.int64)
+        if ids.size and (np.any(ids[1:] <= ids[:-1]) or ids[0] < 0 or ids[-1] >= self.vocab_size):
+            raise ValueError("ids must be ascending token ids of the vocabulary")
+        rank = self.byte_rank[ids]
+        if ids.size and rank.min() < 0:
+            raise ValueError("an id this trie does not hold")
+        order = ids[np.argsort(rank, kind="stable")].astype(np.int32)  # ties by id
+        flat, starts, lengths = token_data
+        return self._from_c(_c.sorted_trie(order, flat, starts, lengths))
+
+    def _from_c(self, arrays: tuple[bytes, ...]) -> TokenTrie:
+        """A trie of this vocabulary from the C builds' ``(byte, depth, skip, token, dups)``."""
+        byte, depth, skip, token, dups = arrays
         return TokenTrie(
             self.vocab_size,
             np.frombuffer(byte, np.uint8),

@@ -419,3 +419,34 @@ def test_holding_rejects_bad_input(monkeypatch) -> None:
     monkeypatch.setattr(token_trie, "_c", None)
     with pytest.raises(RuntimeError, match="C extension"):
         trie.holding(1 << 97, (flat, starts, lengths), 10**9, packed)
+
+
+@pytest.mark.skipif(not token_trie.holding_in_c(), reason="the C extension is not built")
+@pytest.mark.parametrize(
+    "keep_bytes",
+    [
+        lambda b: len(b) >= 40,  # the long tokens alone (count_masks' long runs)
+        lambda b: b[:1] == b'"',
+        lambda b: sum(b) % 3 == 0,  # scattered
+        lambda b: b in (b'"name', b"\xc3\xa9"),  # only the duplicated ones
+        lambda b: True,
+        lambda b: False,
+    ],
+)
+def test_subset_equals_build(keep_bytes) -> None:
+    """``TokenTrie.subset`` (the C build over the ids in ``byte_rank`` order) gives the
+    arrays ``TokenTrie.build`` gives for the same tokens, and refuses ids it cannot order."""
+    vocab = _synthetic_vocab(long_sizes=(40, 300))
+    never = vocab.index_tables[0]
+    keep = np.array([bool(b) and keep_bytes(b) for b in vocab.token_bytes]) & ~never
+    _, lengths, flat, starts = vocab.lexical_masks._token_sets()
+    got = vocab.token_trie.subset(np.flatnonzero(keep), (flat, starts, lengths))
+    ref = token_trie.TokenTrie.build(vocab.token_bytes, ~keep)
+    for name in ("byte", "depth", "skip", "token", "dups", "_bfs", "_parent_bfs"):
+        a, b = getattr(got, name), getattr(ref, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    assert got.max_depth == ref.max_depth and got.num_nodes == ref.num_nodes
+    with pytest.raises(ValueError, match="ascending"):
+        vocab.token_trie.subset(np.array([5, 4]), (flat, starts, lengths))
+    with pytest.raises(ValueError, match="does not hold"):
+        vocab.token_trie.subset(np.flatnonzero(never)[:1], (flat, starts, lengths))

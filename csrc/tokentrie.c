@@ -96,7 +96,7 @@
  *   (id, the id holding its node) as bytes objects. Cost: O(the set's postings + K / 64 +
  *   the kept tokens' bytes).
  *
- *   sorted_trie(ids, flat, starts, lengths) -> (byte, depth, skip, token, dups) as bytes: the
+ *   sorted_trie(ids, flat, starts, lengths) -> (byte, depth, skip, token, dups, max depth): the
  *   trie of the tokens ids (int32, in byte order, ties by id: TokenTrie.subset), as
  *   holding_trie's. ValueError for an id out of range or empty, or ids not in byte order.
  *
@@ -876,7 +876,7 @@ static PyObject *descendant_bytes(PyObject *self, PyObject *const *args, Py_ssiz
 
 /* The trie of the tokens kept[0..n_kept) (ids in byte order, ties by id; their bytes total
  * bytes in all, the longest longest; each id's bytes inside flat, checked by the caller) as
- * holding_trie's (byte, depth, skip, token, dups) bytes objects; NULL with ValueError when
+ * holding_trie's (byte, depth, skip, token, dups) bytes objects and its max depth; NULL with ValueError when
  * kept is not in byte order. */
 static PyObject *emit_trie(const int32_t *kept, Py_ssize_t n_kept, Py_ssize_t total,
                            Py_ssize_t longest, const uint8_t *flat, const int64_t *starts,
@@ -934,9 +934,9 @@ static PyObject *emit_trie(const int32_t *kept, Py_ssize_t n_kept, Py_ssize_t to
         holder = id;
     }
     while (top > 0) nskip[path[--top]] = (int32_t)n;
-    result = Py_BuildValue("(y#y#y#y#y#)", (const char *)nbyte, n, (const char *)ndepth, 4 * n,
+    result = Py_BuildValue("(y#y#y#y#y#n)", (const char *)nbyte, n, (const char *)ndepth, 4 * n,
                            (const char *)nskip, 4 * n, (const char *)ntoken, 4 * n,
-                           (const char *)ndups, 16 * n_dups);
+                           (const char *)ndups, 16 * n_dups, n ? longest : (Py_ssize_t)0);
 done:
     PyMem_Free(path);
     PyMem_Free(nbyte);
@@ -1090,7 +1090,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"sorted_trie", (PyCFunction)(void (*)(void))sorted_trie, METH_FASTCALL,
-     "sorted_trie(ids, flat, starts, lengths) -> (byte, depth, skip, token, dups) bytes"},
+     "sorted_trie(ids, flat, starts, lengths) -> (byte, depth, skip, token, dups, max depth)"},
     {"holding_trie", (PyCFunction)(void (*)(void))holding_trie, METH_FASTCALL,
      "holding_trie(order, offsets, positions, totals, byte_mask, flat, starts, lengths, "
      "max_bytes, packed) -> arrays | None"},

@@ -73,6 +73,7 @@ __all__ = [
     "long_run_tables",
     "run_derivative",
     "run_lengths",
+    "runs_above",
     "walk_class",
     "walk_steps",
 ]
@@ -162,7 +163,7 @@ def long_run_tables(
         least[mask] = min(hi, least.get(mask, hi))
     key = []  # (mask, how many tokens have a longer run): the same tokens, the same key
     for mask, hi in sorted(least.items()):
-        above = _runs_above(vocab, mask)
+        above = runs_above(vocab, mask)
         key.append((mask, above[hi] if hi < len(above) else 0))
     key = tuple(key)
     tables = vocab.__dict__.setdefault("_count_long", {})
@@ -189,10 +190,11 @@ def long_run_tables(
     return out
 
 
-def _runs_above(vocab, mask: int) -> list[int]:
+def runs_above(vocab, mask: int) -> list[int]:
     """``above[h]``: how many tokens have a longest run of ``mask``'s bytes
     (``run_lengths``) longer than ``h``, for ``h`` up to the longest run (a list: read per
-    state without a numpy call; cached per vocabulary and mask).
+    state without a numpy call; cached per vocabulary and mask; ``Vocabulary.prepare``
+    builds those of ``TABLE_CLASSES``). Raises: never.
     """
     table = vocab.__dict__.setdefault("_count_runs_above", {})
     hit = table.get(mask)
@@ -579,7 +581,7 @@ class CountView:
         mask = arena.args[x][0]
         worth = self._worth.get(mask)
         if worth is None:  # the longest run is len(above) - 1
-            worth = self._worth[mask] = len(_runs_above(self.vocab, mask)) > MIN_RUN
+            worth = self._worth[mask] = len(runs_above(self.vocab, mask)) > MIN_RUN
         return worth
 
 

@@ -241,11 +241,14 @@ class TokenTrie:
         dups: np.ndarray,
         bfs: np.ndarray | None = None,
         parent_bfs: np.ndarray | None = None,
+        max_depth: int | None = None,
     ) -> None:
         self.vocab_size = vocab_size
         self.byte, self.depth, self.skip, self.token, self.dups = byte, depth, skip, token, dups
         self.num_nodes = int(byte.shape[0])
-        self.max_depth = int(depth.max()) if self.num_nodes else 0
+        if max_depth is None:  # (the C builds know it)
+            max_depth = int(depth.max()) if self.num_nodes else 0
+        self.max_depth = max_depth
         self._bf = None if bfs is None else (bfs, parent_bfs)  # else built when first read
         for arr in (byte, depth, skip, token, dups) + (self._bf or ()):
             arr.setflags(write=False)
@@ -461,8 +464,10 @@ class TokenTrie:
         return self._from_c(_c.sorted_trie(order, flat, starts, lengths))
 
     def _from_c(self, arrays: tuple[bytes, ...]) -> TokenTrie:
-        """A trie of this vocabulary from the C builds' ``(byte, depth, skip, token, dups)``."""
-        byte, depth, skip, token, dups = arrays
+        """A trie of this vocabulary from the C builds' ``(byte, depth, skip, token, dups,
+        max_depth)``.
+        """
+        byte, depth, skip, token, dups, max_depth = arrays
         return TokenTrie(
             self.vocab_size,
             np.frombuffer(byte, np.uint8),
@@ -470,6 +475,7 @@ class TokenTrie:
             np.frombuffer(skip, np.int32),
             np.frombuffer(token, np.int32),
             np.frombuffer(dups, np.int64).reshape(-1, 2),
+            max_depth=max_depth,
         )
 
     def subtrie(self, keep: np.ndarray) -> TokenTrie:

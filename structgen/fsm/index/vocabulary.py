@@ -32,7 +32,13 @@ from functools import cached_property
 
 import numpy as np
 
-from .count_masks import STATE_TABLES, TABLE_CLASSES, class_tables, class_tables_pay
+from .count_masks import (
+    STATE_TABLES,
+    TABLE_CLASSES,
+    class_tables,
+    class_tables_pay,
+    runs_above,
+)
 from .lexical_masks import LexicalMaskCache
 from .trie import TokenTrie
 
@@ -284,11 +290,13 @@ class Vocabulary:
         """Build now the per-vocabulary tables a grammar's first masks would otherwise build
         lazily, inside their own time: ``index_tables``, ``allowable``, ``token_trie``
         and its C walk's ``subtree_tables``, ``lexical_masks``' per-token byte sets and
-        pinned JSON string heads (``LexicalMaskCache.prepare``), and the string states'
-        exit trie with its subtree tables, and the class tables of
-        ``count_masks.TABLE_CLASSES`` (where they pay, ``count_masks.class_tables_pay``:
-        a 150k BPE, with their subtree tables; elsewhere, SmolLM2, the first class's
-        alone, which a host label's count reads). The per-tokenizer preprocessing step
+        pinned JSON string heads (``LexicalMaskCache.prepare``), the string states'
+        exit trie with its subtree tables and the byte postings every exit trie is built
+        from (``TokenTrie.holding``), and the class tables of
+        ``count_masks.TABLE_CLASSES`` with their subtree tables (where they pay,
+        ``count_masks.class_tables_pay``: a 150k BPE; elsewhere, SmolLM2, the first
+        class's alone, which a host label's count reads) and run counts
+        (``count_masks.runs_above``). The per-tokenizer preprocessing step
         of a vocabulary's load (the peers' ``TokenizerInfo`` / ``LLTokenizer``
         constructors). Cost: ~0.1 s at 49k tokens, ~0.5 s at 150k. Idempotent;
         thread-safe as the properties are.
@@ -319,7 +327,9 @@ class Vocabulary:
             for byte_mask in TABLE_CLASSES:
                 _ = class_tables(self, byte_mask)[0].subtree_tables
         else:  # a count's canonical state (a host label) reads the first class's tables
-            class_tables(self, TABLE_CLASSES[0])
+            _ = class_tables(self, TABLE_CLASSES[0])[0].subtree_tables
+        for byte_mask in TABLE_CLASSES:  # whether a count of the class is worth sharing
+            runs_above(self, byte_mask)
         if warm_up:
             from ..compiler import compile_json_schema  # the compiler imports this package
 

@@ -96,6 +96,11 @@
  *   (id, the id holding its node) as bytes objects. Cost: O(the set's postings + K / 64 +
  *   the kept tokens' bytes).
  *
+ *   byte_postings(order, flat, starts, lengths) -> (offsets int64 [257], positions int32 [P],
+ *   totals int64 [256]) as bytes: holding_trie's tables for the token ids order (int32 [K]):
+ *   the positions i of the tokens order[i] holding byte b are positions[offsets[b]:offsets[b +
+ *   1]], ascending, and totals[b] their bytes in all (TokenTrie.byte_postings).
+ *
  *   sorted_trie(ids, flat, starts, lengths) -> (byte, depth, skip, token, dups, max depth): the
  *   trie of the tokens ids (int32, in byte order, ties by id: TokenTrie.subset), as
  *   holding_trie's. ValueError for an id out of range or empty, or ids not in byte order.
@@ -986,6 +991,81 @@ static PyObject *sorted_trie(PyObject *self, PyObject *const *args, Py_ssize_t n
     return result;
 }
 
+/* byte_postings(order, flat, starts, lengths): see the header. */
+static PyObject *byte_postings(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "byte_postings(order, flat, starts, lengths)");
+        return NULL;
+    }
+    Py_buffer ob, fb, stb, lb;
+    Py_buffer *held[4] = {&ob, &fb, &stb, &lb};
+    static const char *names[4] = {"order", "flat", "starts", "lengths"};
+    static const Py_ssize_t sizes[4] = {4, 1, 8, 8};
+    int got = 0;
+    for (; got < 4; got++)
+        if (get(args[got], held[got], 0, sizes[got], names[got]) < 0) break;
+    PyObject *result = NULL;
+    int32_t *positions = NULL;
+    if (got == 4) {
+        const int32_t *order = ob.buf;
+        const uint8_t *flat = fb.buf;
+        const int64_t *starts = stb.buf, *lengths = lb.buf;
+        Py_ssize_t k = ob.len / 4, v = lb.len / 8;
+        int64_t offsets[257], totals[256], fill[256];
+        memset(offsets, 0, sizeof(offsets));
+        memset(totals, 0, sizeof(totals));
+        int ok = stb.len == lb.len;
+        /* pass 1: per byte, the tokens holding it (each token once) and their bytes */
+        for (Py_ssize_t i = 0; ok && i < k; i++) {
+            int32_t id = order[i];
+            ok = id >= 0 && id < v && lengths[id] >= 0 && starts[id] >= 0 &&
+                 starts[id] + lengths[id] <= fb.len;
+            if (!ok) break;
+            uint64_t seen[4] = {0, 0, 0, 0};
+            const uint8_t *b = flat + starts[id];
+            for (int64_t j = 0; j < lengths[id]; j++) {
+                uint8_t c = b[j];
+                uint64_t bit = (uint64_t)1 << (c & 63);
+                if (seen[c >> 6] & bit) continue;
+                seen[c >> 6] |= bit;
+                offsets[c + 1]++;
+                totals[c] += lengths[id];
+            }
+        }
+        if (!ok) {
+            PyErr_SetString(PyExc_ValueError,
+                            "byte_postings: an id out of range or its bytes outside flat");
+        } else {
+            for (int c = 0; c < 256; c++) offsets[c + 1] += offsets[c];
+            memcpy(fill, offsets, sizeof(fill));
+            if (!(positions = PyMem_Malloc(((size_t)offsets[256] + 1) * sizeof(*positions)))) {
+                PyErr_NoMemory();
+            } else {
+                /* pass 2: the positions, ascending within each byte */
+                for (Py_ssize_t i = 0; i < k; i++) {
+                    int32_t id = order[i];
+                    uint64_t seen[4] = {0, 0, 0, 0};
+                    const uint8_t *b = flat + starts[id];
+                    for (int64_t j = 0; j < lengths[id]; j++) {
+                        uint8_t c = b[j];
+                        uint64_t bit = (uint64_t)1 << (c & 63);
+                        if (seen[c >> 6] & bit) continue;
+                        seen[c >> 6] |= bit;
+                        positions[fill[c]++] = (int32_t)i;
+                    }
+                }
+                result = Py_BuildValue("(y#y#y#)", (const char *)offsets, (Py_ssize_t)sizeof(offsets),
+                                       (const char *)positions, (Py_ssize_t)(4 * offsets[256]),
+                                       (const char *)totals, (Py_ssize_t)sizeof(totals));
+            }
+        }
+    }
+    PyMem_Free(positions);
+    for (int i = 0; i < got; i++) PyBuffer_Release(held[i]);
+    return result;
+}
+
 /* holding_trie: see the header. */
 static PyObject *holding_trie(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -1089,6 +1169,8 @@ done:
 }
 
 static PyMethodDef methods[] = {
+    {"byte_postings", (PyCFunction)(void (*)(void))byte_postings, METH_FASTCALL,
+     "byte_postings(order, flat, starts, lengths) -> (offsets, positions, totals) bytes"},
     {"sorted_trie", (PyCFunction)(void (*)(void))sorted_trie, METH_FASTCALL,
      "sorted_trie(ids, flat, starts, lengths) -> (byte, depth, skip, token, dups, max depth)"},
     {"holding_trie", (PyCFunction)(void (*)(void))holding_trie, METH_FASTCALL,

@@ -176,7 +176,9 @@ def holding_in_c() -> bool:
     """Whether ``TokenTrie.holding`` and ``TokenTrie.subset`` can run: the C walk is in use
     (``use_extension``) and the extension has their builds. Raises: never.
     """
-    return _c is not None and hasattr(_c, "holding_trie") and hasattr(_c, "sorted_trie")
+    return _c is not None and all(
+        hasattr(_c, name) for name in ("holding_trie", "sorted_trie", "byte_postings")
+    )
 
 
 def set_bits(mask: np.ndarray, ids: np.ndarray) -> None:
@@ -367,25 +369,18 @@ class TokenTrie:
         ``[257]``, int32 ``[P]``, P the tokens' distinct bytes in all), and those tokens'
         bytes in all are ``totals[b]`` (int64 ``[256]``). Built once per trie from
         ``token_data`` (``build``'s ``(flat, starts, lengths)``: the vocabulary's bytes, the
-        same on every call). Raises: never.
+        same on every call), in C. Raises: RuntimeError without the C extension
+        (``holding_in_c``).
         """
+        if not holding_in_c():
+            raise RuntimeError("TokenTrie.byte_postings needs the C extension (holding_in_c())")
         out = self.__dict__.get("_postings")
         if out is None:
             flat, starts, lengths = token_data
-            order = self.byte_order
-            lens = lengths[order]
-            pos = np.repeat(np.arange(order.shape[0], dtype=np.int32), lens)
-            at = np.repeat(starts[order] - (np.cumsum(lens) - lens), lens)
-            byte = flat[at + np.arange(at.shape[0])]
-            by = np.argsort(byte, kind="stable")  # uint8 keys: a radix sort, positions kept
-            byte, pos = byte[by], pos[by]  # ascending within each byte
-            first = np.r_[True, (byte[1:] != byte[:-1]) | (pos[1:] != pos[:-1])]
-            byte, pos = byte[first], pos[first]
-            offsets = np.zeros(257, np.int64)
-            np.cumsum(np.bincount(byte, minlength=256), out=offsets[1:])
-            totals = np.bincount(byte, weights=lens[pos], minlength=256).astype(np.int64)
-            for arr in (offsets, pos, totals):
-                arr.setflags(write=False)
+            offsets, pos, totals = _c.byte_postings(self.byte_order, flat, starts, lengths)
+            offsets = np.frombuffer(offsets, np.int64)
+            pos = np.frombuffer(pos, np.int32)
+            totals = np.frombuffer(totals, np.int64)
             out = self.__dict__["_postings"] = (offsets, pos, totals)
         return out
 

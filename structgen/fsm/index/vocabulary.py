@@ -295,7 +295,7 @@ class Vocabulary:
         from (``TokenTrie.holding``), and the class tables of
         ``count_masks.TABLE_CLASSES`` with their subtree tables (where they pay,
         ``count_masks.class_tables_pay``: a 150k BPE; elsewhere, SmolLM2, the first
-        class's alone, which a host label's count reads) and run counts
+        class's alone, which a host label's count reads) and their run counts
         (``count_masks.runs_above``). The per-tokenizer preprocessing step
         of a vocabulary's load (the peers' ``TokenizerInfo`` / ``LLTokenizer``
         constructors). Cost: ~0.1 s at 49k tokens, ~0.5 s at 150k. Idempotent;
@@ -323,13 +323,12 @@ class Vocabulary:
         quote = lex.exit_tables(1 << ord('"'))  # the exit trie of every string state
         if quote is not None:
             _ = quote[0].subtree_tables
-        if class_tables_pay(self):  # the tables host / e-mail / URI states' masks start from
-            for byte_mask in TABLE_CLASSES:
-                _ = class_tables(self, byte_mask)[0].subtree_tables
-        else:  # a count's canonical state (a host label) reads the first class's tables
-            _ = class_tables(self, TABLE_CLASSES[0])[0].subtree_tables
-        for byte_mask in TABLE_CLASSES:  # whether a count of the class is worth sharing
-            runs_above(self, byte_mask)
+        # the tables host / e-mail / URI states' masks start from, where they pay; else a
+        # count's canonical state (a host label) reads the first class's
+        classes = TABLE_CLASSES if class_tables_pay(self) else TABLE_CLASSES[:1]
+        for byte_mask in classes:
+            _ = class_tables(self, byte_mask)[0].subtree_tables
+            runs_above(self, byte_mask)  # whether a count of the class is worth sharing
         if warm_up:
             from ..compiler import compile_json_schema  # the compiler imports this package
 

@@ -450,3 +450,22 @@ def test_subset_equals_build(keep_bytes) -> None:
         vocab.token_trie.subset(np.array([5, 4]), (flat, starts, lengths))
     with pytest.raises(ValueError, match="does not hold"):
         vocab.token_trie.subset(np.flatnonzero(never)[:1], (flat, starts, lengths))
+
+
+@pytest.mark.skipif(not token_trie.holding_in_c(), reason="the C extension is not built")
+def test_byte_postings_against_brute_force() -> None:
+    """``TokenTrie.byte_postings`` (C): for every byte, the positions in ``byte_order`` of
+    the tokens holding it (once each, ascending) and their bytes in all, against a Python
+    scan of the tokens; ``byte_order`` is the trie's tokens sorted by bytes, then id."""
+    vocab = _synthetic_vocab(long_sizes=(40, 300))
+    trie = vocab.token_trie
+    order = trie.byte_order.tolist()
+    toks = vocab.token_bytes
+    kept = [i for i in range(vocab.vocab_size) if not vocab.index_tables[0][i]]
+    assert order == sorted(kept, key=lambda i: (toks[i], i))
+    _, lengths, flat, starts = vocab.lexical_masks._token_sets()
+    offsets, positions, totals = trie.byte_postings((flat, starts, lengths))
+    for b in range(256):
+        want = [k for k, i in enumerate(order) if b in toks[i]]
+        assert positions[offsets[b] : offsets[b + 1]].tolist() == want, b
+        assert totals[b] == sum(len(toks[order[k]]) for k in want), b

@@ -1153,9 +1153,11 @@ static PyObject *holding_trie(PyObject *self, PyObject *const *args, Py_ssize_t 
             packed[id >> 5] |= (uint32_t)1 << (id & 31);
             total += len;
             if (len > longest) longest = len;
+            if (total > max_bytes) goto refused; /* no need to read the rest */
         }
     }
     if (total > max_bytes) {
+    refused:
         result = Py_None;
         Py_INCREF(result);
         goto done;

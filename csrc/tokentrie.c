@@ -76,6 +76,35 @@
  *   count_reach(kind, args, nullable, depth, t, budget, limits) -> bool: whether a regex
  *   state's term meets a bounded repetition CountView.canonical would share (csrc/count_reach.h).
  *
+ *   holding_trie(order, offsets, positions, totals, byte_mask, flat, starts, lengths, max_bytes,
+ *   packed) -> None or (byte, depth, skip, token, dups) as bytes: the trie of the tokens of order
+ *   holding a byte of byte_mask (TokenTrie.holding, structgen/fsm/index/trie.py), the same
+ *   arrays as TokenTrie.build of them (preorder, children by ascending byte; a token with the
+ *   bytes of the previous one is a dup of the node's first id), in one pass with a path stack.
+ *     order     int32 [K] the token ids of a trie in its byte order (ties by id)
+ *     offsets, positions: int64 [257], int32 [P]: the positions in order of the tokens
+ *            holding byte b are positions[offsets[b]:offsets[b + 1]] (TokenTrie.byte_postings)
+ *     totals    int64 [256]: the bytes of the tokens holding byte b, in all (None returned at
+ *            once when one of the set's is past max_bytes)
+ *     byte_mask bytes [32]: bit b % 8 of byte b / 8 set for each byte of the set
+ *     flat, starts, lengths: uint8, int64 [V], int64 [V]: token i's bytes are
+ *            flat[starts[i]:starts[i] + lengths[i]]
+ *     max_bytes the most bytes the kept tokens may hold in all: None returned past it
+ *     packed int32 [>= ceil(V / 32)], zeroed by the caller: the kept tokens' bits set (some
+ *            of them, or none, when None is returned)
+ *   byte uint8 [N], depth int32 [N], skip int32 [N], token int32 [N] and dups int64 [k][2]
+ *   (id, the id holding its node) as bytes objects. Cost: O(the set's postings + K / 64 +
+ *   the kept tokens' bytes).
+ *
+ *   byte_postings(order, flat, starts, lengths) -> (offsets int64 [257], positions int32 [P],
+ *   totals int64 [256]) as bytes: holding_trie's tables for the token ids order (int32 [K]):
+ *   the positions i of the tokens order[i] holding byte b are positions[offsets[b]:offsets[b +
+ *   1]], ascending, and totals[b] their bytes in all (TokenTrie.byte_postings).
+ *
+ *   sorted_trie(ids, flat, starts, lengths) -> (byte, depth, skip, token, dups, max depth): the
+ *   trie of the tokens ids (int32, in byte order, ties by id: TokenTrie.subset), as
+ *   holding_trie's. ValueError for an id out of range or empty, or ids not in byte order.
+ *
  *   bind_tensor_type(torch.Tensor) -> bool: fill_row reads _version and data_ptr() of a
  *   tensor of exactly that type through the type's own descriptors (see bound_type).
  *
@@ -850,7 +879,305 @@ static PyObject *descendant_bytes(PyObject *self, PyObject *const *args, Py_ssiz
     Py_RETURN_NONE;
 }
 
+/* The trie of the tokens kept[0..n_kept) (ids in byte order, ties by id; their bytes total
+ * bytes in all, the longest longest; each id's bytes inside flat, checked by the caller) as
+ * holding_trie's (byte, depth, skip, token, dups) bytes objects and its max depth; NULL with ValueError when
+ * kept is not in byte order. */
+static PyObject *emit_trie(const int32_t *kept, Py_ssize_t n_kept, Py_ssize_t total,
+                           Py_ssize_t longest, const uint8_t *flat, const int64_t *starts,
+                           const int64_t *lengths) {
+    PyObject *result = NULL;
+    int32_t *path = NULL;
+    uint8_t *nbyte = NULL;
+    int32_t *ndepth = NULL, *nskip = NULL, *ntoken = NULL;
+    int64_t *ndups = NULL;
+    /* pass 2: each kept token adds the nodes past its common prefix with the previous one;
+     * path[d] is the node at depth d + 1 on the current path, whose subtree ends (skip) at
+     * the next node of depth <= d + 1 */
+    size_t cap = (size_t)total + 1;
+    nbyte = PyMem_Malloc(cap);
+    ndepth = PyMem_Malloc(cap * 4);
+    nskip = PyMem_Malloc(cap * 4);
+    ntoken = PyMem_Malloc(cap * 4);
+    ndups = PyMem_Malloc(((size_t)n_kept + 1) * 16);
+    path = PyMem_Malloc(((size_t)longest + 1) * sizeof(*path));
+    if (!nbyte || !ndepth || !nskip || !ntoken || !ndups || !path) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t n = 0, n_dups = 0, top = 0; /* top: nodes on the path */
+    int32_t prev = -1, holder = -1;
+    for (Py_ssize_t i = 0; i < n_kept; i++) {
+        int32_t id = kept[i];
+        const uint8_t *b = flat + starts[id];
+        int64_t len = lengths[id], lcp = 0;
+        if (prev >= 0) {
+            const uint8_t *a = flat + starts[prev];
+            int64_t lim = lengths[prev] < len ? lengths[prev] : len;
+            while (lcp < lim && a[lcp] == b[lcp]) lcp++;
+            if (lcp < lim ? a[lcp] > b[lcp] : lengths[prev] > len) {
+                PyErr_SetString(PyExc_ValueError, "token trie: the ids are not in byte order");
+                goto done;
+            }
+        }
+        prev = id;
+        if (lcp == len) { /* the bytes of the previous token */
+            ndups[2 * n_dups] = id;
+            ndups[2 * n_dups + 1] = holder;
+            n_dups++;
+            continue;
+        }
+        while (top > lcp) nskip[path[--top]] = (int32_t)n;
+        for (int64_t d = lcp; d < len; d++) {
+            nbyte[n] = b[d];
+            ndepth[n] = (int32_t)(d + 1);
+            ntoken[n] = -1;
+            path[top++] = (int32_t)n;
+            n++;
+        }
+        ntoken[n - 1] = id;
+        holder = id;
+    }
+    while (top > 0) nskip[path[--top]] = (int32_t)n;
+    result = Py_BuildValue("(y#y#y#y#y#n)", (const char *)nbyte, n, (const char *)ndepth, 4 * n,
+                           (const char *)nskip, 4 * n, (const char *)ntoken, 4 * n,
+                           (const char *)ndups, 16 * n_dups, n ? longest : (Py_ssize_t)0);
+done:
+    PyMem_Free(path);
+    PyMem_Free(nbyte);
+    PyMem_Free(ndepth);
+    PyMem_Free(nskip);
+    PyMem_Free(ntoken);
+    PyMem_Free(ndups);
+    return result;
+}
+
+/* sorted_trie(ids, flat, starts, lengths): see the header. */
+static PyObject *sorted_trie(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "sorted_trie(ids, flat, starts, lengths)");
+        return NULL;
+    }
+    Py_buffer ib, fb, stb, lb;
+    Py_buffer *held[4] = {&ib, &fb, &stb, &lb};
+    static const char *names[4] = {"ids", "flat", "starts", "lengths"};
+    static const Py_ssize_t sizes[4] = {4, 1, 8, 8};
+    int got = 0;
+    for (; got < 4; got++)
+        if (get(args[got], held[got], 0, sizes[got], names[got]) < 0) break;
+    PyObject *result = NULL;
+    if (got == 4) {
+        const int32_t *ids = ib.buf;
+        const int64_t *starts = stb.buf, *lengths = lb.buf;
+        Py_ssize_t k = ib.len / 4, v = lb.len / 8, total = 0, longest = 0;
+        int ok = stb.len == lb.len;
+        for (Py_ssize_t i = 0; ok && i < k; i++) {
+            int32_t id = ids[i];
+            ok = id >= 0 && id < v && lengths[id] >= 1 && starts[id] >= 0 &&
+                 starts[id] + lengths[id] <= fb.len;
+            if (ok) {
+                total += lengths[id];
+                if (lengths[id] > longest) longest = lengths[id];
+            }
+        }
+        if (!ok)
+            PyErr_SetString(PyExc_ValueError,
+                            "sorted_trie: an id out of range, empty or outside flat");
+        else
+            result = emit_trie(ids, k, total, longest, fb.buf, starts, lengths);
+    }
+    for (int i = 0; i < got; i++) PyBuffer_Release(held[i]);
+    return result;
+}
+
+/* byte_postings(order, flat, starts, lengths): see the header. */
+static PyObject *byte_postings(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "byte_postings(order, flat, starts, lengths)");
+        return NULL;
+    }
+    Py_buffer ob, fb, stb, lb;
+    Py_buffer *held[4] = {&ob, &fb, &stb, &lb};
+    static const char *names[4] = {"order", "flat", "starts", "lengths"};
+    static const Py_ssize_t sizes[4] = {4, 1, 8, 8};
+    int got = 0;
+    for (; got < 4; got++)
+        if (get(args[got], held[got], 0, sizes[got], names[got]) < 0) break;
+    PyObject *result = NULL;
+    int32_t *positions = NULL;
+    if (got == 4) {
+        const int32_t *order = ob.buf;
+        const uint8_t *flat = fb.buf;
+        const int64_t *starts = stb.buf, *lengths = lb.buf;
+        Py_ssize_t k = ob.len / 4, v = lb.len / 8;
+        int64_t offsets[257], totals[256], fill[256];
+        memset(offsets, 0, sizeof(offsets));
+        memset(totals, 0, sizeof(totals));
+        int ok = stb.len == lb.len;
+        /* pass 1: per byte, the tokens holding it (each token once) and their bytes */
+        for (Py_ssize_t i = 0; ok && i < k; i++) {
+            int32_t id = order[i];
+            ok = id >= 0 && id < v && lengths[id] >= 0 && starts[id] >= 0 &&
+                 starts[id] + lengths[id] <= fb.len;
+            if (!ok) break;
+            uint64_t seen[4] = {0, 0, 0, 0};
+            const uint8_t *b = flat + starts[id];
+            for (int64_t j = 0; j < lengths[id]; j++) {
+                uint8_t c = b[j];
+                uint64_t bit = (uint64_t)1 << (c & 63);
+                if (seen[c >> 6] & bit) continue;
+                seen[c >> 6] |= bit;
+                offsets[c + 1]++;
+                totals[c] += lengths[id];
+            }
+        }
+        if (!ok) {
+            PyErr_SetString(PyExc_ValueError,
+                            "byte_postings: an id out of range or its bytes outside flat");
+        } else {
+            for (int c = 0; c < 256; c++) offsets[c + 1] += offsets[c];
+            memcpy(fill, offsets, sizeof(fill));
+            if (!(positions = PyMem_Malloc(((size_t)offsets[256] + 1) * sizeof(*positions)))) {
+                PyErr_NoMemory();
+            } else {
+                /* pass 2: the positions, ascending within each byte */
+                for (Py_ssize_t i = 0; i < k; i++) {
+                    int32_t id = order[i];
+                    uint64_t seen[4] = {0, 0, 0, 0};
+                    const uint8_t *b = flat + starts[id];
+                    for (int64_t j = 0; j < lengths[id]; j++) {
+                        uint8_t c = b[j];
+                        uint64_t bit = (uint64_t)1 << (c & 63);
+                        if (seen[c >> 6] & bit) continue;
+                        seen[c >> 6] |= bit;
+                        positions[fill[c]++] = (int32_t)i;
+                    }
+                }
+                result = Py_BuildValue("(y#y#y#)", (const char *)offsets, (Py_ssize_t)sizeof(offsets),
+                                       (const char *)positions, (Py_ssize_t)(4 * offsets[256]),
+                                       (const char *)totals, (Py_ssize_t)sizeof(totals));
+            }
+        }
+    }
+    PyMem_Free(positions);
+    for (int i = 0; i < got; i++) PyBuffer_Release(held[i]);
+    return result;
+}
+
+/* holding_trie: see the header. */
+static PyObject *holding_trie(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError,
+                        "holding_trie(order, offsets, positions, totals, byte_mask, flat, "
+                        "starts, lengths, max_bytes, packed)");
+        return NULL;
+    }
+    Py_ssize_t max_bytes = PyLong_AsSsize_t(args[8]);
+    if (max_bytes == -1 && PyErr_Occurred()) return NULL;
+    Py_buffer ob, fb_off, pb_pos, tb, mb, fb, stb, lb, pb;
+    Py_buffer *held[9] = {&ob, &fb_off, &pb_pos, &tb, &mb, &fb, &stb, &lb, &pb};
+    int got = 0;
+    static const char *names[9] = {"order", "offsets", "positions", "totals", "byte_mask",
+                                   "flat",  "starts",  "lengths",   "packed"};
+    static const Py_ssize_t sizes[9] = {4, 8, 4, 8, 1, 1, 8, 8, 4};
+    for (; got < 9; got++) {
+        PyObject *a = args[got < 8 ? got : 9];
+        if (get(a, held[got], got == 8, sizes[got], names[got]) < 0) break;
+    }
+    PyObject *result = NULL;
+    int32_t *kept = NULL;
+    uint64_t *seen = NULL;
+    if (got < 9) goto done;
+    Py_ssize_t k = ob.len / 4, v = lb.len / 8, nflat = fb.len, npos = pb_pos.len / 4;
+    if (mb.len != 32 || fb_off.len != 257 * 8 || tb.len != 256 * 8 || stb.len != 8 * v ||
+        pb.len * 8 < v) {
+        PyErr_SetString(PyExc_ValueError,
+                        "holding_trie: offsets [257], totals [256], starts / lengths [V], "
+                        "byte_mask 32 bytes, packed >= V bits");
+        goto done;
+    }
+    const int32_t *order = ob.buf, *positions = pb_pos.buf;
+    const int64_t *offsets = fb_off.buf;
+    const uint8_t *m8 = mb.buf, *flat = fb.buf;
+    const int64_t *starts = stb.buf, *lengths = lb.buf;
+    uint32_t *packed = pb.buf;
+    for (int c = 0; c < 256; c++) { /* one byte's tokens past the bound: refused at once */
+        if (((m8[c >> 3] >> (c & 7)) & 1) && ((const int64_t *)tb.buf)[c] > max_bytes) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+    }
+    Py_ssize_t words = (k + 63) / 64;
+    if (!(kept = PyMem_Malloc(((size_t)k + 1) * sizeof(*kept))) ||
+        !(seen = PyMem_Calloc((size_t)words + 1, sizeof(*seen)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* pass 1: the positions holding a byte of the set (a bitmap over order), then the kept
+     * tokens in order, their bits and their bytes in all */
+    for (int c = 0; c < 256; c++) {
+        if (!((m8[c >> 3] >> (c & 7)) & 1)) continue;
+        int64_t lo = offsets[c], hi = offsets[c + 1];
+        if (lo < 0 || hi < lo || hi > npos) {
+            PyErr_SetString(PyExc_ValueError, "holding_trie: offsets outside positions");
+            goto done;
+        }
+        for (int64_t j = lo; j < hi; j++) {
+            int32_t at = positions[j];
+            if (at < 0 || at >= k) {
+                PyErr_SetString(PyExc_ValueError, "holding_trie: a position is outside order");
+                goto done;
+            }
+            seen[at >> 6] |= (uint64_t)1 << (at & 63);
+        }
+    }
+    Py_ssize_t n_kept = 0, total = 0, longest = 0;
+    for (Py_ssize_t w = 0; w < words; w++) {
+        for (uint64_t bits = seen[w]; bits; bits &= bits - 1) {
+            int32_t id = order[64 * w + __builtin_ctzll(bits)];
+            if (id < 0 || id >= v) {
+                PyErr_SetString(PyExc_ValueError, "holding_trie: an id of order is out of range");
+                goto done;
+            }
+            int64_t len = lengths[id];
+            if (len < 1 || starts[id] < 0 || starts[id] + len > nflat) {
+                PyErr_SetString(PyExc_ValueError,
+                                "holding_trie: a kept token's bytes are outside flat");
+                goto done;
+            }
+            kept[n_kept++] = id;
+            packed[id >> 5] |= (uint32_t)1 << (id & 31);
+            total += len;
+            if (len > longest) longest = len;
+            if (total > max_bytes) goto refused; /* no need to read the rest */
+        }
+    }
+    if (total > max_bytes) {
+    refused:
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    result = emit_trie(kept, n_kept, total, longest, flat, starts, lengths);
+done:
+    for (int i = 0; i < got; i++) PyBuffer_Release(held[i]);
+    PyMem_Free(kept);
+    PyMem_Free(seen);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"byte_postings", (PyCFunction)(void (*)(void))byte_postings, METH_FASTCALL,
+     "byte_postings(order, flat, starts, lengths) -> (offsets, positions, totals) bytes"},
+    {"sorted_trie", (PyCFunction)(void (*)(void))sorted_trie, METH_FASTCALL,
+     "sorted_trie(ids, flat, starts, lengths) -> (byte, depth, skip, token, dups, max depth)"},
+    {"holding_trie", (PyCFunction)(void (*)(void))holding_trie, METH_FASTCALL,
+     "holding_trie(order, offsets, positions, totals, byte_mask, flat, starts, lengths, "
+     "max_bytes, packed) -> arrays | None"},
     {"descendant_bytes", (PyCFunction)(void (*)(void))descendant_bytes, METH_FASTCALL,
      "descendant_bytes(byte, depth, out): the bytes below each trie node -> None"},
     {"walk_bytes", (PyCFunction)(void (*)(void))walk_bytes, METH_FASTCALL,

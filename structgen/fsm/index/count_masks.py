@@ -53,7 +53,7 @@ from collections import deque
 import numpy as np
 
 from ..regex.terms import ALT, BYTES, CONCAT, EMPTY, EPS, INF, REPEAT
-from .trie import TokenTrie, build_row, set_bits
+from .trie import TokenTrie, build_row, holding_in_c, set_bits
 
 try:  # optional C extension built by setup.py (csrc/tokentrie.c, csrc/count_reach.h)
     from ._tokentrie import count_reach as _count_reach
@@ -73,6 +73,7 @@ __all__ = [
     "long_run_tables",
     "run_derivative",
     "run_lengths",
+    "runs_above",
     "walk_class",
     "walk_steps",
 ]
@@ -162,7 +163,7 @@ def long_run_tables(
         least[mask] = min(hi, least.get(mask, hi))
     key = []  # (mask, how many tokens have a longer run): the same tokens, the same key
     for mask, hi in sorted(least.items()):
-        above = _runs_above(vocab, mask)
+        above = runs_above(vocab, mask)
         key.append((mask, above[hi] if hi < len(above) else 0))
     key = tuple(key)
     tables = vocab.__dict__.setdefault("_count_long", {})
@@ -170,32 +171,60 @@ def long_run_tables(
         return tables[key]
     if sum(n for _, n in key) > _MAX_LONG_TOKENS:
         out = None
-    else:
-        from .token_index import pack_bitmask  # token_index imports this module
-
-        long = np.zeros(vocab.vocab_size, bool)
-        for mask, hi in least.items():
-            long |= run_lengths(vocab, mask) > hi
-        long &= ~vocab.index_tables[0]
-        packed = pack_bitmask(long)
+    else:  # a few tokens: nothing over the whole vocabulary (with the C build)
+        ids = np.unique(np.concatenate([_longer_runs(vocab, m, hi) for m, hi in least.items()]))
+        ids = ids[~vocab.index_tables[0][ids]]
+        packed = np.zeros((vocab.vocab_size + 31) // 32, np.int32)
+        set_bits(packed, ids)
         packed.setflags(write=False)
-        out = (TokenTrie.build(vocab.token_bytes, ~long), packed)
+        if holding_in_c():
+            trie = vocab.token_trie.subset(ids, _flat_tokens(vocab))
+        else:
+            keep = np.zeros(vocab.vocab_size, bool)
+            keep[ids] = True
+            trie = TokenTrie.build(vocab.token_bytes, ~keep)
+        out = (trie, packed)
     with _LOCK:
         tables[key] = out
     return out
 
 
-def _runs_above(vocab, mask: int) -> list[int]:
+def runs_above(vocab, mask: int) -> list[int]:
     """``above[h]``: how many tokens have a longest run of ``mask``'s bytes
     (``run_lengths``) longer than ``h``, for ``h`` up to the longest run (a list: read per
-    state without a numpy call; cached per vocabulary and mask).
+    state without a numpy call; cached per vocabulary and mask; ``Vocabulary.prepare``
+    builds those of ``TABLE_CLASSES``). Raises: never.
+    """
+    return _run_order(vocab, mask)[0]
+
+
+def _run_order(vocab, mask: int) -> tuple[list[int], np.ndarray]:
+    """``(runs_above(vocab, mask), by_run)``: ``by_run`` int64, the ids of the tokens whose
+    longest run of ``mask``'s bytes is longer than ``MIN_SHARED_HI``, longest first (ties
+    by id): those longer than ``hi >= MIN_SHARED_HI`` are its first ``above[hi]``. Cached
+    per vocabulary and mask.
     """
     table = vocab.__dict__.setdefault("_count_runs_above", {})
     hit = table.get(mask)
     if hit is None:
-        counts = np.bincount(run_lengths(vocab, mask))
-        hit = table[mask] = (int(counts.sum()) - np.cumsum(counts)).tolist()
+        runs = run_lengths(vocab, mask)
+        counts = np.bincount(runs)
+        above = (int(counts.sum()) - np.cumsum(counts)).tolist()
+        long = np.flatnonzero(runs > MIN_SHARED_HI)
+        by_run = long[np.argsort(-runs[long], kind="stable")]
+        by_run.setflags(write=False)
+        hit = table[mask] = (above, by_run)
     return hit
+
+
+def _longer_runs(vocab, mask: int, hi: int) -> np.ndarray:
+    """int64: the ids of the tokens whose longest run of ``mask``'s bytes is longer than
+    ``hi`` (any order).
+    """
+    above, by_run = _run_order(vocab, mask)
+    if hi >= MIN_SHARED_HI:
+        return by_run[: above[hi] if hi < len(above) else 0]
+    return np.flatnonzero(run_lengths(vocab, mask) > hi)
 
 
 def class_tables(vocab, byte_mask: int) -> tuple[TokenTrie, np.ndarray, np.ndarray, list[int]]:
@@ -575,7 +604,7 @@ class CountView:
         mask = arena.args[x][0]
         worth = self._worth.get(mask)
         if worth is None:  # the longest run is len(above) - 1
-            worth = self._worth[mask] = len(_runs_above(self.vocab, mask)) > MIN_RUN
+            worth = self._worth[mask] = len(runs_above(self.vocab, mask)) > MIN_RUN
         return worth
 
 

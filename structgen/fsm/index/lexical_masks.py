@@ -53,7 +53,7 @@ import numpy as np
 from ...errors import ConfigError
 from ...lru import LRUCache
 from ..regex.terms import ALT, AND, BYTES, CONCAT, INF, NOT, REPEAT, UNTIL
-from .trie import TokenTrie
+from .trie import TokenTrie, holding_in_c
 
 __all__ = [
     "LexicalMaskCache",
@@ -334,7 +334,9 @@ class LexicalMaskCache:
         """The trie of the allowable tokens holding a byte of ``exit_mask`` (a 256-bit
         mask) and the packed int32 ``[words]`` mask of those tokens; None when they are too
         many for a split to pay (the trie would have 1/8 of the whole trie's nodes or more).
-        Built once per exit set (vectorised over the vocabulary's bytes: ``TokenTrie.build``
+        Built once per exit set: with the C walk in use, by ``TokenTrie.holding`` (one C
+        pass over the set's bytes' postings in the vocabulary trie's ``byte_order``, no
+        per-call numpy over the vocabulary); else vectorised: ``TokenTrie.build``
         ordered by the whole trie's ``byte_rank``, the bytes gathered from
         ``_token_sets``' flat array), or, where a kept exit trie of a superset of
         ``exit_mask`` is small enough, as its ``subtrie`` (``_kept_subtrie``; the same
@@ -344,11 +346,20 @@ class LexicalMaskCache:
             out = self._exits.get(exit_mask, _ABSENT)
             if out is not _ABSENT:
                 return out
+            full = self.vocab.token_trie
+            sets, lengths, flat, starts = self._token_sets()
+            words = (self.vocab.vocab_size + 31) // 32
+            if holding_in_c():  # one C pass over the trie's tokens in byte order
+                packed = np.zeros(words, np.int32)
+                limit = (full.num_nodes - 1) // _MAX_EXIT_FRACTION  # bytes * 8 < nodes
+                sub = full.holding(exit_mask, (flat, starts, lengths), limit, packed)
+                packed.setflags(write=False)
+                out = None if sub is None else (sub, packed)
+                self._exits.put(exit_mask, out)
+                return out
             holds = self.tokens_holding(exit_mask)
             never = self.vocab.index_tables[0]
             holds &= ~never
-            full = self.vocab.token_trie
-            _, lengths, flat, starts = self._token_sets()
             # the exit trie has at most the exit tokens' bytes as nodes: reject early
             if int(lengths[holds].sum()) * _MAX_EXIT_FRACTION >= full.num_nodes:
                 out = None
@@ -358,7 +369,6 @@ class LexicalMaskCache:
                     sub = TokenTrie.build(
                         self.vocab.token_bytes, ~holds, full.byte_rank, (flat, starts, lengths)
                     )
-                words = (self.vocab.vocab_size + 31) // 32
                 padded = np.zeros(words * 32, bool)
                 padded[: holds.shape[0]] = holds
                 packed = np.packbits(padded, bitorder="little").view("<i4").astype(np.int32)

@@ -39,6 +39,7 @@ __all__ = [
     "TokenTrie",
     "HAVE_C_WALK",
     "build_row",
+    "holding_in_c",
     "set_bits",
     "use_direct_rows",
     "use_subtree_shortcut",
@@ -171,6 +172,15 @@ def _breadth_first(depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return bfs, parent_bfs
 
 
+def holding_in_c() -> bool:
+    """Whether ``TokenTrie.holding`` and ``TokenTrie.subset`` can run: the C walk is in use
+    (``use_extension``) and the extension has their builds. Raises: never.
+    """
+    return _c is not None and all(
+        hasattr(_c, name) for name in ("holding_trie", "sorted_trie", "byte_postings")
+    )
+
+
 def set_bits(mask: np.ndarray, ids: np.ndarray) -> None:
     """Set bit ``i % 32`` of word ``i // 32`` of ``mask`` (int32 ``[words]``, in place) for
     every id in ``ids`` (int ``[k]``). Raises: IndexError for an id past the mask.
@@ -231,16 +241,37 @@ class TokenTrie:
         skip: np.ndarray,
         token: np.ndarray,
         dups: np.ndarray,
-        bfs: np.ndarray,
-        parent_bfs: np.ndarray,
+        bfs: np.ndarray | None = None,
+        parent_bfs: np.ndarray | None = None,
+        max_depth: int | None = None,
     ) -> None:
         self.vocab_size = vocab_size
         self.byte, self.depth, self.skip, self.token, self.dups = byte, depth, skip, token, dups
         self.num_nodes = int(byte.shape[0])
-        self.max_depth = int(depth.max()) if self.num_nodes else 0
-        self._bfs, self._parent_bfs = bfs, parent_bfs
-        for arr in (byte, depth, skip, token, dups, bfs, parent_bfs):
+        if max_depth is None:  # (the C builds know it)
+            max_depth = int(depth.max()) if self.num_nodes else 0
+        self.max_depth = max_depth
+        self._bf = None if bfs is None else (bfs, parent_bfs)  # else built when first read
+        for arr in (byte, depth, skip, token, dups) + (self._bf or ()):
             arr.setflags(write=False)
+
+    @property
+    def _bfs(self) -> np.ndarray:
+        """The nodes breadth-first (``_breadth_first``; the numpy walk's order)."""
+        return self._breadth_first_arrays()[0]
+
+    @property
+    def _parent_bfs(self) -> np.ndarray:
+        """Each node's parent as a position in ``_bfs`` (-1 at depth 1)."""
+        return self._breadth_first_arrays()[1]
+
+    def _breadth_first_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._bf is None:  # a trie from holding(): only the numpy walk reads these
+            bfs, parent_bfs = _breadth_first(self.depth)
+            bfs.setflags(write=False)
+            parent_bfs.setflags(write=False)
+            self._bf = (bfs, parent_bfs)
+        return self._bf
 
     @classmethod
     def build(
@@ -317,6 +348,130 @@ class TokenTrie:
             rank[self.dups[:, 0]] = rank[self.dups[:, 1]]
         rank.setflags(write=False)
         return rank
+
+    @cached_property
+    def byte_order(self) -> np.ndarray:
+        """int32 ``[K]``: this trie's token ids (those sharing a node's bytes included) in
+        byte order, ties by id: the order ``build`` sorts any subset of them into
+        (``byte_rank``'s). Built once. Raises: never.
+        """
+        rank = self.byte_rank
+        kept = np.flatnonzero(rank >= 0)
+        order = kept[np.argsort(rank[kept], kind="stable")].astype(np.int32)
+        order.setflags(write=False)
+        return order
+
+    def byte_postings(
+        self, token_data: tuple[np.ndarray, np.ndarray, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(offsets, positions, totals)``: the positions in ``byte_order`` of the tokens
+        holding byte ``b`` are ``positions[offsets[b]:offsets[b + 1]]``, ascending (int64
+        ``[257]``, int32 ``[P]``, P the tokens' distinct bytes in all), and those tokens'
+        bytes in all are ``totals[b]`` (int64 ``[256]``). Built once per trie from
+        ``token_data`` (``build``'s ``(flat, starts, lengths)``: the vocabulary's bytes, the
+        same on every call), in C. Raises: RuntimeError without the C extension
+        (``holding_in_c``).
+        """
+        if not holding_in_c():
+            raise RuntimeError("TokenTrie.byte_postings needs the C extension (holding_in_c())")
+        out = self.__dict__.get("_postings")
+        if out is None:
+            flat, starts, lengths = token_data
+            offsets, pos, totals = _c.byte_postings(self.byte_order, flat, starts, lengths)
+            offsets = np.frombuffer(offsets, np.int64)
+            pos = np.frombuffer(pos, np.int32)
+            totals = np.frombuffer(totals, np.int64)
+            out = self.__dict__["_postings"] = (offsets, pos, totals)
+        return out
+
+    def holding(
+        self,
+        byte_mask: int,
+        token_data: tuple[np.ndarray, np.ndarray, np.ndarray],
+        max_bytes: int,
+        packed: np.ndarray,
+    ) -> TokenTrie | None:
+        """The trie of this trie's tokens holding a byte of ``byte_mask``: the same arrays as
+        ``TokenTrie.build`` of them, built in one C pass (the set's ``byte_postings`` marked,
+        then the marked tokens in ``byte_order`` with a path stack: no sort, nothing over the
+        whole vocabulary but a bitmap scan; the breadth-first arrays of the numpy walk built
+        when first read).
+
+        Args:
+            byte_mask: the 256-bit set of bytes.
+            token_data: ``(flat, starts, lengths)`` as ``build``'s (uint8, int64
+                ``[vocab_size]``, int64 ``[vocab_size]``): the vocabulary's bytes.
+            max_bytes: the most bytes the kept tokens may hold in all.
+            packed: int32 ``[>= ceil(vocab_size / 32)]`` of zeros: the kept tokens' bits
+                are set (bit ``i % 32`` of word ``i // 32``); some of them, or none, when
+                None is returned.
+
+        Returns:
+            The trie, or None when the kept tokens hold more than ``max_bytes`` bytes.
+
+        Raises:
+            RuntimeError: the C extension is not in use (``holding_in_c``).
+            ValueError: arrays of inconsistent sizes.
+        """
+        if not holding_in_c():
+            raise RuntimeError("TokenTrie.holding needs the C extension (holding_in_c())")
+        offsets, positions, totals = self.byte_postings(token_data)
+        flat, starts, lengths = token_data
+        out = _c.holding_trie(
+            self.byte_order,
+            offsets,
+            positions,
+            totals,
+            byte_mask.to_bytes(32, "little"),
+            flat,
+            starts,
+            lengths,
+            int(max_bytes),
+            packed,
+        )
+        return None if out is None else self._from_c(out)
+
+    def subset(
+        self, ids: np.ndarray, token_data: tuple[np.ndarray, np.ndarray, np.ndarray]
+    ) -> TokenTrie:
+        """The trie of the tokens ``ids`` (int ``[k]``, ascending, each one of this trie's):
+        the same arrays as ``TokenTrie.build`` of them, built in C from their order in
+        ``byte_rank`` (a sort of ``k`` ranks; nothing over the whole vocabulary).
+
+        Args:
+            ids: the token ids, ascending.
+            token_data: ``(flat, starts, lengths)`` as ``build``'s: the vocabulary's bytes.
+
+        Raises:
+            RuntimeError: the C extension is not in use (``holding_in_c``).
+            ValueError: an id this trie does not hold, or ids not ascending.
+        """
+        if not holding_in_c():
+            raise RuntimeError("TokenTrie.subset needs the C extension (holding_in_c())")
+        ids = np.asarray(ids, np.int64)
+        if ids.size and (np.any(ids[1:] <= ids[:-1]) or ids[0] < 0 or ids[-1] >= self.vocab_size):
+            raise ValueError("ids must be ascending token ids of the vocabulary")
+        rank = self.byte_rank[ids]
+        if ids.size and rank.min() < 0:
+            raise ValueError("an id this trie does not hold")
+        order = ids[np.argsort(rank, kind="stable")].astype(np.int32)  # ties by id
+        flat, starts, lengths = token_data
+        return self._from_c(_c.sorted_trie(order, flat, starts, lengths))
+
+    def _from_c(self, arrays: tuple[bytes, ...]) -> TokenTrie:
+        """A trie of this vocabulary from the C builds' ``(byte, depth, skip, token, dups,
+        max_depth)``.
+        """
+        byte, depth, skip, token, dups, max_depth = arrays
+        return TokenTrie(
+            self.vocab_size,
+            np.frombuffer(byte, np.uint8),
+            np.frombuffer(depth, np.int32),
+            np.frombuffer(skip, np.int32),
+            np.frombuffer(token, np.int32),
+            np.frombuffer(dups, np.int64).reshape(-1, 2),
+            max_depth=max_depth,
+        )
 
     def subtrie(self, keep: np.ndarray) -> TokenTrie:
         """The trie of this trie's tokens ``i`` with ``keep[i]`` True: the same as

@@ -32,7 +32,13 @@ from functools import cached_property
 
 import numpy as np
 
-from .count_masks import STATE_TABLES, TABLE_CLASSES, class_tables, class_tables_pay
+from .count_masks import (
+    STATE_TABLES,
+    TABLE_CLASSES,
+    class_tables,
+    class_tables_pay,
+    runs_above,
+)
 from .lexical_masks import LexicalMaskCache
 from .trie import TokenTrie
 
@@ -284,11 +290,13 @@ class Vocabulary:
         """Build now the per-vocabulary tables a grammar's first masks would otherwise build
         lazily, inside their own time: ``index_tables``, ``allowable``, ``token_trie``
         and its C walk's ``subtree_tables``, ``lexical_masks``' per-token byte sets and
-        pinned JSON string heads (``LexicalMaskCache.prepare``), and the string states'
-        exit trie with its subtree tables, and the class tables of
-        ``count_masks.TABLE_CLASSES`` (where they pay, ``count_masks.class_tables_pay``:
-        a 150k BPE, with their subtree tables; elsewhere, SmolLM2, the first class's
-        alone, which a host label's count reads). The per-tokenizer preprocessing step
+        pinned JSON string heads (``LexicalMaskCache.prepare``), the string states'
+        exit trie with its subtree tables and the byte postings every exit trie is built
+        from (``TokenTrie.holding``), and the class tables of
+        ``count_masks.TABLE_CLASSES`` with their subtree tables (where they pay,
+        ``count_masks.class_tables_pay``: a 150k BPE; elsewhere, SmolLM2, the first
+        class's alone, which a host label's count reads) and their run counts
+        (``count_masks.runs_above``). The per-tokenizer preprocessing step
         of a vocabulary's load (the peers' ``TokenizerInfo`` / ``LLTokenizer``
         constructors). Cost: ~0.1 s at 49k tokens, ~0.5 s at 150k. Idempotent;
         thread-safe as the properties are.
@@ -319,11 +327,12 @@ class Vocabulary:
         quote = lex.exit_tables(1 << ord('"'))  # the exit trie of every string state
         if quote is not None:
             _ = quote[0].subtree_tables
-        if class_tables_pay(self):  # the tables host / e-mail / URI states' masks start from
-            for byte_mask in TABLE_CLASSES:
-                _ = class_tables(self, byte_mask)[0].subtree_tables
-        else:  # a count's canonical state (a host label) reads the first class's tables
-            class_tables(self, TABLE_CLASSES[0])
+        # the tables host / e-mail / URI states' masks start from, where they pay; else a
+        # count's canonical state (a host label) reads the first class's
+        classes = TABLE_CLASSES if class_tables_pay(self) else TABLE_CLASSES[:1]
+        for byte_mask in classes:
+            _ = class_tables(self, byte_mask)[0].subtree_tables
+            runs_above(self, byte_mask)  # whether a count of the class is worth sharing
         if warm_up:
             from ..compiler import compile_json_schema  # the compiler imports this package
 

@@ -364,11 +364,14 @@ def _same_trie(got, want) -> None:
 
 
 def test_exit_trie_from_a_kept_superset(vocab, monkeypatch) -> None:
-    """An exit set whose bytes a kept exit set's include gets its trie as that trie's
-    ``subtrie``: the arrays of a build by bytes (``TokenTrie.build`` without rank), and the
-    string states that split on it have brute-force masks."""
+    """Without the C build (``TokenTrie.holding``), an exit set whose bytes a kept exit
+    set's include gets its trie as that trie's ``subtrie``: the arrays of a build by bytes
+    (``TokenTrie.build`` without rank), and the string states that split on it have
+    brute-force masks."""
+    from structgen.fsm.index import lexical_masks
     from structgen.fsm.index.trie import TokenTrie
 
+    monkeypatch.setattr(lexical_masks, "holding_in_c", lambda: False)
     derived = []
     subtrie = TokenTrie.subtrie
     monkeypatch.setattr(
@@ -387,16 +390,29 @@ def test_exit_trie_from_a_kept_superset(vocab, monkeypatch) -> None:
     _same_trie(trie, TokenTrie.build(vocab.token_bytes, never | ~lex.tokens_holding(exit_mask)))
 
 
-def test_formats_exit_tries_on_smollm2(smollm2_tokenizer, monkeypatch) -> None:
+@pytest.mark.parametrize("in_c", [True, False])
+def test_formats_exit_tries_on_smollm2(smollm2_tokenizer, monkeypatch, in_c) -> None:
     """SmolLM2's vocabulary, benchmarks' formats schema (e-mail, date-time, URI, ...) forced
     along its instance from the tables ``prepare`` left: every exit trie its states built
-    equals a build by bytes (some derived from a kept superset's trie), and masks in the
-    e-mail, URI and pattern strings equal brute force."""
+    equals a build by bytes (built by ``TokenTrie.holding`` in C, or without it some
+    derived from a kept superset's trie), and masks in the e-mail, URI and pattern strings
+    equal brute force."""
     import json
     from pathlib import Path
 
+    from structgen.fsm.index import lexical_masks, trie
     from structgen.fsm.index.trie import TokenTrie
     from tests.fsm._reference import brute_force_mask
+
+    if in_c and not trie.holding_in_c():
+        pytest.skip("the C extension is not built")
+    if not in_c:
+        monkeypatch.setattr(lexical_masks, "holding_in_c", lambda: False)
+    held = []
+    holding = TokenTrie.holding
+    monkeypatch.setattr(
+        TokenTrie, "holding", lambda self, *a: held.append(a[1]) or holding(self, *a)
+    )
 
     case = json.loads(
         (Path(__file__).parents[3] / "benchmarks/data/cold_schemas.json").read_text()
@@ -408,6 +424,7 @@ def test_formats_exit_tries_on_smollm2(smollm2_tokenizer, monkeypatch) -> None:
     vocab.clear_tables()
     lex, never = vocab.lexical_masks, vocab.index_tables[0]
     before = lex.exit_sets()
+    held.clear()  # prepare's own
     derived = []
     subtrie = TokenTrie.subtrie
     monkeypatch.setattr(
@@ -425,7 +442,8 @@ def test_formats_exit_tries_on_smollm2(smollm2_tokenizer, monkeypatch) -> None:
             checks.append((prefix, mask))
         assert m.advance(tid)
         prefix += vocab.token_bytes[tid]
-    assert len(checks) == 3 and derived
+    assert len(checks) == 3
+    assert (held and not derived) if in_c else (derived and not held)
     for prefix, mask in checks:
         got = np.unpackbits(mask.view(np.uint8), bitorder="little")[: vocab.vocab_size]
         assert np.array_equal(got.astype(bool), brute_force_mask(g, vocab, prefix)), prefix

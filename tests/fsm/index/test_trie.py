@@ -353,3 +353,119 @@ def test_subtrie_rejects_bad_keep() -> None:
     keep[int(trie.dups[0, 0])] = False  # one of two ids with the same bytes
     with pytest.raises(ValueError, match="same bytes"):
         trie.subtrie(keep)
+
+
+def _holding_masks(rng: random.Random) -> list[int]:
+    """Byte sets for ``holding``: single bytes in each 64-byte word, a quote, a digit run,
+    scattered sets of 1-40 bytes, the UTF-8 lead bytes and all 256 bytes."""
+    out = [1 << b for b in (0, 34, 63, 64, 127, 128, 0xC3, 255)]
+    out += [sum(1 << b for b in range(48, 58)), sum(1 << b for b in range(0xC0, 0xF8))]
+    out += [sum(1 << b for b in rng.sample(range(256), rng.randint(1, 40))) for _ in range(24)]
+    return out + [(1 << 256) - 1]
+
+
+@pytest.mark.skipif(not token_trie.holding_in_c(), reason="the C extension is not built")
+@pytest.mark.parametrize("which", ["synthetic", "smollm2"])
+def test_holding_equals_build(which, request) -> None:
+    """``TokenTrie.holding`` (one C pass in byte order) gives the arrays of
+    ``TokenTrie.build`` of the tokens holding a byte of the set (``build``'s layout is
+    checked against brute force by ``test_trie_structure``), the packed bits of exactly
+    those tokens, and None past ``max_bytes``: on the synthetic
+    vocabulary (duplicate byte strings, tokens of up to 300 bytes, cut UTF-8) and on
+    SmolLM2's."""
+    if which == "synthetic":
+        vocab = _synthetic_vocab(long_sizes=(40, 300))
+    else:
+        vocab = request.getfixturevalue("smollm2_vocab")
+    never = vocab.index_tables[0]
+    trie = vocab.token_trie
+    _, lengths, flat, starts = vocab.lexical_masks._token_sets()
+    data = (flat, starts, lengths)
+    words = (vocab.vocab_size + 31) // 32
+    token_sets = [sum(1 << b for b in set(t)) for t in vocab.token_bytes]  # brute force
+    for i, byte_mask in enumerate(_holding_masks(random.Random(7))):
+        holds = np.array([bool(t & byte_mask) for t in token_sets])
+        keep = holds & ~never
+        size = int(lengths[keep].sum())
+        packed = np.zeros(words, np.int32)
+        got = trie.holding(byte_mask, data, size, packed)
+        bits = np.unpackbits(packed.view(np.uint8), bitorder="little")[: vocab.vocab_size]
+        assert np.array_equal(bits.astype(bool), keep), hex(byte_mask)
+        # the reference by bytes (a Python sort) on a few sets, by rank on the rest
+        rank = None if i % 8 == 0 else trie.byte_rank
+        ref = token_trie.TokenTrie.build(vocab.token_bytes, ~keep, rank)
+        for name in ("byte", "depth", "skip", "token", "dups", "_bfs", "_parent_bfs"):
+            a, b = getattr(got, name), getattr(ref, name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), (hex(byte_mask), name)
+        assert got.max_depth == ref.max_depth and got.num_nodes == ref.num_nodes
+        if size:
+            assert trie.holding(byte_mask, data, size - 1, np.zeros(words, np.int32)) is None
+
+
+@pytest.mark.skipif(not token_trie.holding_in_c(), reason="the C extension is not built")
+def test_holding_rejects_bad_input(monkeypatch) -> None:
+    """``holding`` refuses arrays of the wrong sizes and an order not in byte order (a
+    wrong order would build a wrong trie), and needs the C walk in use."""
+    vocab = _synthetic_vocab(long_sizes=(40,))
+    trie = vocab.token_trie
+    _, lengths, flat, starts = vocab.lexical_masks._token_sets()
+    packed = np.zeros((vocab.vocab_size + 31) // 32, np.int32)
+    assert trie.holding(1 << 97, (flat, starts, lengths), 10**9, packed) is not None
+    with pytest.raises(ValueError, match="starts"):  # postings built by the call above
+        trie.holding(1 << 97, (flat, starts[:-1], lengths), 10**9, packed)
+    trie.__dict__["byte_order"] = trie.byte_order[::-1].copy()
+    with pytest.raises(ValueError, match="byte order"):
+        trie.holding((1 << 256) - 1, (flat, starts, lengths), 10**9, packed)
+    monkeypatch.setattr(token_trie, "_c", None)
+    with pytest.raises(RuntimeError, match="C extension"):
+        trie.holding(1 << 97, (flat, starts, lengths), 10**9, packed)
+
+
+@pytest.mark.skipif(not token_trie.holding_in_c(), reason="the C extension is not built")
+@pytest.mark.parametrize(
+    "keep_bytes",
+    [
+        lambda b: len(b) >= 40,  # the long tokens alone (count_masks' long runs)
+        lambda b: b[:1] == b'"',
+        lambda b: sum(b) % 3 == 0,  # scattered
+        lambda b: b in (b'"name', b"\xc3\xa9"),  # only the duplicated ones
+        lambda b: True,
+        lambda b: False,
+    ],
+)
+def test_subset_equals_build(keep_bytes) -> None:
+    """``TokenTrie.subset`` (the C build over the ids in ``byte_rank`` order) gives the
+    arrays ``TokenTrie.build`` gives for the same tokens, and refuses ids it cannot order."""
+    vocab = _synthetic_vocab(long_sizes=(40, 300))
+    never = vocab.index_tables[0]
+    keep = np.array([bool(b) and keep_bytes(b) for b in vocab.token_bytes]) & ~never
+    _, lengths, flat, starts = vocab.lexical_masks._token_sets()
+    got = vocab.token_trie.subset(np.flatnonzero(keep), (flat, starts, lengths))
+    ref = token_trie.TokenTrie.build(vocab.token_bytes, ~keep)
+    for name in ("byte", "depth", "skip", "token", "dups", "_bfs", "_parent_bfs"):
+        a, b = getattr(got, name), getattr(ref, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    assert got.max_depth == ref.max_depth and got.num_nodes == ref.num_nodes
+    with pytest.raises(ValueError, match="ascending"):
+        vocab.token_trie.subset(np.array([5, 4]), (flat, starts, lengths))
+    with pytest.raises(ValueError, match="does not hold"):
+        vocab.token_trie.subset(np.flatnonzero(never)[:1], (flat, starts, lengths))
+
+
+@pytest.mark.skipif(not token_trie.holding_in_c(), reason="the C extension is not built")
+def test_byte_postings_against_brute_force() -> None:
+    """``TokenTrie.byte_postings`` (C): for every byte, the positions in ``byte_order`` of
+    the tokens holding it (once each, ascending) and their bytes in all, against a Python
+    scan of the tokens; ``byte_order`` is the trie's tokens sorted by bytes, then id."""
+    vocab = _synthetic_vocab(long_sizes=(40, 300))
+    trie = vocab.token_trie
+    order = trie.byte_order.tolist()
+    toks = vocab.token_bytes
+    kept = [i for i in range(vocab.vocab_size) if not vocab.index_tables[0][i]]
+    assert order == sorted(kept, key=lambda i: (toks[i], i))
+    _, lengths, flat, starts = vocab.lexical_masks._token_sets()
+    offsets, positions, totals = trie.byte_postings((flat, starts, lengths))
+    for b in range(256):
+        want = [k for k, i in enumerate(order) if b in toks[i]]
+        assert positions[offsets[b] : offsets[b + 1]].tolist() == want, b
+        assert totals[b] == sum(len(toks[order[k]]) for k in want), b

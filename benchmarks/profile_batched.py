@@ -151,7 +151,12 @@ def prefill(engine: Engine, together: int, rounds: int) -> None:
 
 
 def extract(
-    engine: Engine, docs: int, batch1_docs: int, show_steps: bool, ab_shared: int = 0
+    engine: Engine,
+    docs: int,
+    batch1_docs: int,
+    show_steps: bool,
+    ab_shared: int = 0,
+    ab_leads: int = 0,
 ) -> None:
     """Print where one batched ``extract`` of ``docs`` contact cards spends its work, per
     document, against ``batch1_docs`` cards extracted one at a time (thread CPU seconds).
@@ -159,7 +164,10 @@ def extract(
     With ``ab_shared`` rounds, the batched call is run again per round, alternating
     ``unshared`` (``choices.shared_hosts`` patched to give every candidate a request of its
     own, the scoring before session 23 e4) and ``shared`` (the default), the prefix cache
-    flushed and the schema prompt cached again before each call.
+    flushed and the schema prompt cached again before each call. With ``ab_leads``
+    rounds, the same alternating ``unled`` (``overlaps.shortlist_spans`` patched to make no
+    ``choices.Lead``: every candidate's request computes the rows its field's candidates
+    share, the scoring before session 26 s8) and ``led`` (the default).
     """
     import json
 
@@ -167,6 +175,7 @@ def extract(
 
     import structgen.extraction.choices as choices
     import structgen.extraction.extractor as extractor
+    import structgen.extraction.overlaps as overlaps
     import structgen.runtime.engine as engine_mod
     from structgen.fsm.index.budget import CompletionBudget
     from structgen.runtime.kv_pool import KVPool
@@ -228,7 +237,21 @@ def extract(
         for r in range(ab_shared)
         for mode in (("unshared", "shared") if r % 2 == 0 else ("shared", "unshared"))
     ]
+    runs += [
+        (f"batched {mode}, round {r}", [texts[1 + batch1_docs :]])
+        for r in range(ab_leads)
+        for mode in (("unled", "led") if r % 2 == 0 else ("led", "unled"))
+    ]
+    shortlist_spans = overlaps.shortlist_spans
     for label, batches in runs:
+        if "led" in label:
+            overlaps.shortlist_spans = (
+                shortlist_spans
+                if " led" in label
+                else lambda engine, jobs, k, **_: shortlist_spans(engine, jobs, k)
+            )
+            engine.flush_cache()
+            engine.extract(schema, texts[0])  # untimed: the schema prompt cached again
         if "shared" in label:
             choices.shared_hosts = (
                 shared_hosts if " shared" in label else (lambda fulls, *_: list(range(len(fulls))))
@@ -264,6 +287,7 @@ def extract(
                 print(f"  step {i}: {r} rows, {t} tokens ({p} prompt), forward {f * 1e3:.0f} ms")
     del engine.runner.execute
     choices.shared_hosts = shared_hosts
+    overlaps.shortlist_spans = shortlist_spans
 
 
 def main() -> None:
@@ -281,6 +305,12 @@ def main() -> None:
         default=0,
         help="rounds of the batched call unshared / shared scoring (extract)",
     )
+    ap.add_argument(
+        "--ab-leads",
+        type=int,
+        default=0,
+        help="rounds of the batched call without / with the shortlist's leads (extract)",
+    )
     args = ap.parse_args()
     for name in ("int4_mm", "int4t_mm", "int8_mm"):
         _wrap(quant, name)
@@ -295,7 +325,7 @@ def main() -> None:
     if "prefill" in parts:
         prefill(engine, args.together, args.rounds)
     if "extract" in parts:
-        extract(engine, args.docs, args.batch1_docs, args.steps, args.ab_shared)
+        extract(engine, args.docs, args.batch1_docs, args.steps, args.ab_shared, args.ab_leads)
     if "split" in parts:
         split(engine, args.requests)
 

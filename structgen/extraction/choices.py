@@ -288,6 +288,27 @@ class CandidateJob:
     context: str
     raw: str
     span: tuple[int, int]
+    lead: Lead | None = dataclasses.field(default=None, compare=False, repr=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Lead:
+    """The rows a job's candidates share, computed once by an earlier request
+    (``overlaps.shortlist_spans``), which ``candidate_scores`` reads instead of computing
+    them again in every candidate's request.
+
+    Attributes:
+        ids: the token ids every candidate's ids start with (the context, ``raw`` up to the
+            value and the candidates' common leading ids).
+        start: the first position whose log-probability ``out`` holds.
+        out: the request's output (a ``RequestOutput`` of ``ids``): ``prompt_logprobs[j]``
+            holds the token at ``j`` for ``start <= j < len(ids)`` and ``logprobs[0]`` the
+            likeliest tokens after ``ids`` (``SHARED_TOP``).
+    """
+
+    ids: list[int]
+    start: int
+    out: Any
 
 
 def best_candidates(
@@ -414,9 +435,16 @@ def candidate_scores(engine: Any, jobs: list[CandidateJob], *, summed: bool) -> 
     reads the ``SHARED_TOP`` likeliest tokens per row, so the shorter candidate's last
     token is read there. Where that token is not among them, a second batch reads it
     alone: a request of the candidate's ids scoring only the last (the prefix cache
-    serves the rest, which the longer request left there). The scores are the same as
-    one request per candidate (up to the float rounding of another batch layout); fewer
-    tokens are computed.
+    serves the rest, which the longer request left there).
+
+    A job with a ``lead`` (``Lead``: a request over the ids all its candidates start
+    with, run before) gives its requests those rows: a request whose ids start with the
+    lead's reads the log-probabilities of its tokens up to the lead's end there, and of
+    its next token among the lead's likeliest next tokens, and computes only the rows
+    after them (the prefix cache serves the lead's ids); where its next token is not
+    among them it computes that row too. The scores are the same as one request per
+    candidate (up to the float rounding of another batch layout); fewer tokens are
+    computed.
 
     Args:
         engine: the engine (``tokenizer``, ``generate``).
@@ -429,8 +457,8 @@ def candidate_scores(engine: Any, jobs: list[CandidateJob], *, summed: bool) -> 
     """
     if not jobs:
         return []
-    fulls, firsts, sizes = [], [], []
-    for job in jobs:
+    fulls, firsts, sizes, job_of = [], [], [], []
+    for k, job in enumerate(jobs):
         start, end = job.span
         head = job.raw[:start]
         tail = job.raw[end : end + 1]
@@ -442,46 +470,72 @@ def candidate_scores(engine: Any, jobs: list[CandidateJob], *, summed: bool) -> 
         fulls.extend(ids)
         firsts.extend(max(1, min(common_prefix(base, f), len(f) - 1)) for f in ids)
         sizes.append(len(ids))
+        job_of.extend([k] * len(ids))
     hosts = shared_hosts(fulls, firsts, sizes)
     roots = [i for i, h in enumerate(hosts) if h == i]
     starts = {i: firsts[i] for i in roots}
     guests = {i for i, h in enumerate(hosts) if h != i}
     for i in guests:
         starts[hosts[i]] = min(starts[hosts[i]], firsts[i])
+    # rows below cut[root] are read from its job's lead
+    cut = {i: _lead_cut(jobs[job_of[i]].lead, fulls[i], starts[i]) for i in roots}
     # hosts whose guests' last tokens differ from theirs read the top tokens of each row
     reads = {h for i, h in enumerate(hosts) if fulls[h][len(fulls[i]) - 1] != fulls[i][-1]}
+    asked = [i for i in roots if max(starts[i], cut[i]) < len(fulls[i])]
     params = [
         dataclasses.replace(
-            _SCORE, prompt_logprobs=SHARED_TOP if i in reads else 0, prompt_logprobs_start=starts[i]
+            _SCORE,
+            prompt_logprobs=SHARED_TOP if i in reads else 0,
+            prompt_logprobs_start=max(starts[i], cut[i]),
         )
-        for i in roots
+        for i in asked
     ]
-    outs = dict(zip(roots, engine.generate([fulls[i] for i in roots], params)))
-    scores = [0.0] * len(fulls)
-    missed: dict[int, list[float]] = {}  # guest -> its tokens' log-probs but the last
-    for i, full in enumerate(fulls):
-        out = outs[hosts[i]]
-        if i not in guests:
-            scores[i] = mean_logprob(out, full, firsts[i])
-            continue
+    outs = dict(zip(asked, engine.generate([fulls[i] for i in asked], params)))
+
+    def row(i: int, j: int) -> dict[int, float] | None:
+        """The log-probabilities read for position ``j`` of candidate ``i``; None where
+        the request failed.
+        """
+        h = hosts[i]
+        lead = jobs[job_of[h]].lead
+        if j < cut[h]:
+            return lead.out.logprobs[0] if j == len(lead.ids) else lead.out.prompt_logprobs[j]
+        out = outs[h]
         if out.finish_reason == "error" or out.prompt_logprobs is None:
-            scores[i] = float("-inf")
-            continue
-        rows = out.prompt_logprobs  # the host's rows hold the guest's tokens but the last
-        lps = [rows[j][full[j]] for j in range(firsts[i], len(full) - 1)]
-        last = (rows[len(full) - 1] or {}).get(full[-1])
-        if last is None:
-            missed[i] = lps
-        else:
-            scores[i] = (sum(lps) + last) / (len(lps) + 1)
-    if missed:  # the last token alone: the host's KV of the rest is in the prefix cache
+            return None
+        return out.prompt_logprobs[j] or {}
+
+    scores = [0.0] * len(fulls)
+    missed: dict[int, list[float]] = {}  # candidate -> its tokens' log-probs before the unread
+    for i, full in enumerate(fulls):
+        lps: list[float] = []
+        for j in range(firsts[i], len(full)):
+            found = row(i, j)
+            if found is None:
+                lps = [float("-inf")]
+                break
+            lp = found.get(full[j])
+            if lp is None:  # a guest's last token outside its host's top (or the lead's)
+                missed[i] = lps
+                break
+            lps.append(lp)
+        if i not in missed:
+            scores[i] = sum(lps) / max(1, len(lps))
+    if missed:  # the rest alone: the host's (or the lead's) KV of the ids before is cached
         todo = list(missed)
         params = [
-            dataclasses.replace(_SCORE, prompt_logprobs_start=len(fulls[i]) - 1) for i in todo
+            dataclasses.replace(_SCORE, prompt_logprobs_start=firsts[i] + len(missed[i]))
+            for i in todo
         ]
         for i, out in zip(todo, engine.generate([fulls[i] for i in todo], params)):
-            last = mean_logprob(out, fulls[i], len(fulls[i]) - 1)
-            scores[i] = (sum(missed[i]) + last) / (len(missed[i]) + 1)
+            if out.finish_reason == "error" or out.prompt_logprobs is None:
+                scores[i] = float("-inf")
+                continue
+            lps = missed[i] + [
+                out.prompt_logprobs[j][fulls[i][j]]
+                for j in range(firsts[i] + len(missed[i]), len(fulls[i]))
+            ]
+            scores[i] = sum(lps) / len(lps)
     scores_out: list[list[float]] = []
     pos = 0
     for n in sizes:
@@ -493,6 +547,28 @@ def candidate_scores(engine: Any, jobs: list[CandidateJob], *, summed: bool) -> 
         )
         pos += n
     return scores_out
+
+
+def _lead_cut(lead: Lead | None, full: list[int], start: int) -> int:
+    """The positions of ``full`` (a root request scoring from ``start``) whose
+    log-probabilities ``lead`` holds: ``len(lead.ids) + 1`` where ``full`` starts with the
+    lead's ids and its next token is among the lead's likeliest, ``len(lead.ids)`` where
+    it is not, 0 where the lead cannot serve it (none, failed, scored from after
+    ``start``, other ids, or nothing of ``full`` left after it).
+    """
+    if lead is None:
+        return 0
+    out, n = lead.out, len(lead.ids)
+    if (
+        out.finish_reason == "error"
+        or not out.logprobs
+        or (lead.start < n and out.prompt_logprobs is None)
+        or lead.start > start
+        or len(full) <= n
+        or full[:n] != lead.ids
+    ):
+        return 0
+    return n + 1 if full[n] in out.logprobs[0] else n
 
 
 def shared_hosts(fulls: list[list[int]], firsts: list[int], sizes: list[int]) -> list[int]:

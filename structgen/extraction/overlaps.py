@@ -58,7 +58,12 @@ partial last page of the shared prefix as a copy): ~110 tokens for contact_card-
 by default (``SCORE_OVERLAPS_DEFAULT``). A shortlist ranked by first token is mostly
 runs of words from the same word ("Quantix", "Quantix Labs"), and ``candidate_scores``
 reads a run that leads a longer one from the longer one's request (``shared_hosts``),
-so such a group computes about the tokens of its longest run.
+so such a group computes about the tokens of its longest run. The shortlist's request
+of a field is also its candidates' lead (``shortlist_spans(..., leads=True)``,
+``choices.Lead``): it reads the log-probabilities of the ids they share (the opening
+quote), so each candidate's scoring request reads those rows and its first own token's
+log-probability there instead of computing them again (the same scores up to the float
+rounding of another batch layout; RESULTS.md, session 26 s8).
 """
 
 from __future__ import annotations
@@ -74,6 +79,7 @@ import jsonschema
 from structgen.errors import ConfigError
 from structgen.extraction.choices import (
     CandidateJob,
+    Lead,
     candidate_scores,
     encode_in_context,
     revise_outputs,
@@ -384,7 +390,7 @@ def choose_overlaps(
     def score(docs: list[tuple], _: list[Any]) -> list[dict]:
         flat = [job for _, jobs in docs for job in jobs]
         if shortlist is not None:
-            flat = shortlist_spans(engine, flat, shortlist)  # one batch for every document
+            flat = shortlist_spans(engine, flat, shortlist, leads=True)  # one batch for all
         # a field with no other candidate never moves (``_moved``): its value is not scored;
         # nor is the value of a field whose every sibling in a pair cannot move (it moves
         # to its best candidate whatever its own value scores: only the others are scored)
@@ -519,7 +525,9 @@ def _moved(
     return value
 
 
-def shortlist_spans(engine: Any, jobs: list[CandidateJob], k: int) -> list[CandidateJob]:
+def shortlist_spans(
+    engine: Any, jobs: list[CandidateJob], k: int, *, leads: bool = False
+) -> list[CandidateJob]:
     """Each job's candidates cut to greedy's value and the ``k`` others whose first
     token the model rates likeliest (module docstring).
 
@@ -530,43 +538,64 @@ def shortlist_spans(engine: Any, jobs: list[CandidateJob], k: int) -> list[Candi
     its token's log-probability there (a token outside those ranks last; ties keep the
     text's order). All jobs' requests go to ``engine.generate`` as one batch.
 
+    With ``leads``, the requests also read the log-probabilities of the ids the
+    candidates share from the first one ``candidate_scores`` scores, and each job they
+    were made for is returned with that request as its ``lead`` (``choices.Lead``), so
+    its candidates' scoring requests compute only their own rows; when the batch is sent
+    at all (a job has more than ``k`` others), every job of three or more candidates
+    gets a request (one that is not cut keeps all its candidates).
+
     Args:
         engine: the engine (``tokenizer``, ``generate``).
         jobs: the fields; ``candidates[0]`` is greedy's value, always kept.
         k: most other candidates kept per job.
+        leads: attach each request to its job as its ``lead``.
 
     Returns:
         The jobs in their order, each with at most ``k + 1`` candidates in their
         original order; a job with ``k`` or fewer others, or whose request failed or
-        returned no log-probs, is returned as it is (all its candidates scored).
+        returned no log-probs, keeps all its candidates.
     """
-    todo: list[tuple[int, list[list[int]], int]] = []  # job index, candidates' ids, part
+    todo: list[tuple[int, list[list[int]], int, int]] = []  # job, candidates' ids, part, first
     for j, job in enumerate(jobs):
-        if len(job.candidates) <= k + 1:
+        if len(job.candidates) <= (2 if leads else k + 1):
             continue
         start, end = job.span
         head = job.raw[:start]
         tail = job.raw[end : end + 1]
-        fulls = encode_in_context(
+        base, *fulls = encode_in_context(
             engine,
             job.context,
-            [head + json.dumps(c, ensure_ascii=False) + tail for c in job.candidates],
+            [head, *(head + json.dumps(c, ensure_ascii=False) + tail for c in job.candidates)],
         )
         part = min(common_prefix(fulls[0], f) for f in fulls[1:])
-        todo.append((j, fulls, max(1, min(part, min(len(f) for f in fulls) - 1))))
-    if not todo:
+        part = max(1, min(part, min(len(f) for f in fulls) - 1))
+        # candidate_scores' first scored position of each candidate
+        first = min(max(1, min(common_prefix(base, f), len(f) - 1)) for f in fulls)
+        todo.append((j, fulls, part, first))
+    if not any(len(jobs[j].candidates) > k + 1 for j, *_ in todo):
         return list(jobs)
-    params = SamplingParams(max_tokens=1, temperature=0.0, logprobs=FIRST_TOKEN_TOP)
-    outs = engine.generate([fulls[0][:part] for _, fulls, part in todo], [params] * len(todo))
+    top = SamplingParams(max_tokens=1, temperature=0.0, logprobs=FIRST_TOKEN_TOP)
+    params = [
+        dataclasses.replace(top, prompt_logprobs=0, prompt_logprobs_start=first)
+        if leads and first < part
+        else top
+        for _, _, part, first in todo
+    ]
+    outs = engine.generate([fulls[0][:part] for _, fulls, part, _ in todo], params)
     out_jobs = list(jobs)
-    for (j, fulls, part), out in zip(todo, outs):
-        if out.finish_reason == "error" or not out.logprobs:
+    for (j, fulls, part, first), out in zip(todo, outs):
+        job = jobs[j]
+        if leads:
+            job = dataclasses.replace(job, lead=Lead(fulls[0][:part], min(first, part), out))
+            out_jobs[j] = job
+        if out.finish_reason == "error" or not out.logprobs or len(job.candidates) <= k + 1:
             continue
-        first = out.logprobs[0]
+        first_top = out.logprobs[0]
         rank = sorted(
-            range(1, len(fulls)), key=lambda c: (-first.get(fulls[c][part], float("-inf")), c)
+            range(1, len(fulls)),
+            key=lambda c: (-first_top.get(fulls[c][part], float("-inf")), c),
         )
         keep = [0, *sorted(rank[:k])]
-        job = jobs[j]
         out_jobs[j] = dataclasses.replace(job, candidates=[job.candidates[c] for c in keep])
     return out_jobs

@@ -362,3 +362,105 @@ def test_shared_hosts_against_brute_force():
                                 and fulls[r][: len(fulls[i]) - 1] == fulls[i][:-1]
                             )
             pos += n
+
+
+class RecordingEngine(CountingEngine):
+    """The counting engine, also recording each request's ids and params."""
+
+    def __init__(self, engine):
+        super().__init__(engine)
+        self.sent = []
+
+    def generate(self, requests, params):
+        self.sent.extend(zip(requests, params))
+        return super().generate(requests, params)
+
+
+def _reference_scores(engine, jobs):
+    return [
+        [
+            _mean_from_full_logprobs(
+                engine, job.context + job.raw[: job.span[0]], c, job.raw[job.span[1]]
+            )
+            for c in job.candidates
+        ]
+        for job in jobs
+    ]
+
+
+def _check_led_scores(engine, led):
+    """``candidate_scores`` of jobs with leads against the reference; returns the
+    requests sent with the leads and without them (ids and first scored position)."""
+    import dataclasses
+
+    from structgen.extraction.choices import candidate_scores
+
+    sent = []
+    for jobs in (led, [dataclasses.replace(j, lead=None) for j in led]):
+        recording = RecordingEngine(engine)
+        got = candidate_scores(recording, jobs, summed=False)
+        for scores, want in zip(got, _reference_scores(engine, jobs)):
+            assert scores == pytest.approx(want, abs=1e-4)
+        sent.append([(ids, p.prompt_logprobs_start) for ids, p in recording.sent])
+    return sent
+
+
+def _skipped_rows(sent):
+    """Rows the requests with leads start after those without (same requests)."""
+    with_leads, without = sent
+    start = dict((tuple(ids), s) for ids, s in without)
+    assert len(with_leads) <= len(without)
+    return sum(s - start[tuple(ids)] for ids, s in with_leads if tuple(ids) in start)
+
+
+@pytest.mark.parametrize("top", [20, 0])
+def test_candidate_scores_read_the_leads_rows(tiny_engine, monkeypatch, top):
+    """With the shortlist's requests as leads (``shortlist_spans(..., leads=True)``) the
+    scores equal the reference's one request per candidate, whether a candidate's first
+    own token is among the lead's likeliest tokens or not (top 0: never, so that row is
+    computed again), and the requests after a lead's ids start there."""
+    import structgen.extraction.choices as choices
+    import structgen.extraction.overlaps as overlaps
+
+    monkeypatch.setattr(overlaps, "FIRST_TOKEN_TOP", top)
+    monkeypatch.setattr(choices, "SHARED_TOP", top)
+    jobs, _, _ = _word_prefix_jobs()
+    led = overlaps.shortlist_spans(tiny_engine, jobs, 4, leads=True)
+    # one job has more than 4 others, so the batch is sent: every job gets a lead
+    assert [len(j.candidates) for j in led] == [5, 3, 5]
+    assert all(j.lead is not None for j in led)
+    assert _skipped_rows(_check_led_scores(tiny_engine, led)) >= 3
+    # without a job to cut, no batch is sent and no lead made
+    assert overlaps.shortlist_spans(tiny_engine, led, 4, leads=True) == led
+    assert all(j.lead is None for j in overlaps.shortlist_spans(tiny_engine, jobs, 8, leads=True))
+
+
+def test_a_lead_that_cannot_serve_is_not_read(tiny_engine):
+    """A failed lead, one over other ids, and one whose rows start after the candidates'
+    first scored token are ignored: the scores are the reference's."""
+    import dataclasses
+
+    import structgen.extraction.overlaps as overlaps
+    from structgen.extraction.choices import Lead
+
+    jobs, _, _ = _word_prefix_jobs()
+    led = overlaps.shortlist_spans(tiny_engine, jobs, 4, leads=True)
+    bad, failed = [], RequestOutput(finish_reason="error")
+    for job in led:
+        lead = job.lead
+        bad += [
+            dataclasses.replace(job, lead=Lead(lead.ids, lead.start, failed)),
+            dataclasses.replace(job, lead=Lead([7, *lead.ids[1:]], lead.start, lead.out)),
+            dataclasses.replace(job, lead=Lead(lead.ids, len(lead.ids) + 5, lead.out)),
+        ]
+    with_leads, without = _check_led_scores(tiny_engine, bad)
+    assert with_leads == without
+
+
+def test_leads_on_the_default_model(smollm2_engine):
+    """On SmolLM2 the scores read through leads equal the reference's."""
+    import structgen.extraction.overlaps as overlaps
+
+    jobs, _, _ = _word_prefix_jobs()
+    led = overlaps.shortlist_spans(smollm2_engine, jobs, 4, leads=True)
+    assert _skipped_rows(_check_led_scores(smollm2_engine, led)) >= 3

@@ -332,6 +332,10 @@ def test_shortlist_keeps_the_likeliest_first_tokens_in_one_batch():
         for job, short in zip(jobs, got):
             want = _shortlist_ref(job, {**first, "i": -1.0, "s": -2.0, "n": -0.5}, k)
             assert short.candidates == want and short.keys == job.keys and short.span == job.span
+        # with leads: the same cut, and every job of three or more candidates led
+        led = shortlist_spans(engine, jobs, k, leads=True)
+        assert [j.candidates for j in led] == [j.candidates for j in got]
+        assert [j.lead is not None for j in led] == [len(j.candidates) > 2 for j in jobs]
     assert shortlist_spans(PreferringEngine({}), jobs, 1) == jobs  # no log-probs: unfiltered
 
 

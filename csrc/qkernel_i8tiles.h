@@ -104,6 +104,32 @@ static void int8t_rows_scalar(const int8_t *xq, const float *xd, const int8_t *q
 I8T_ROWS_DOT(i8t_rows_dot_avx2, SGQ_AVX2, I8T_PREP_AVX2, I8T_DOT_AVX2)
 I8T_ROWS_DOT(i8t_rows_dot_vnni, SGQ_VNNI, I8T_PREP_VNNI, I8T_DOT_VNNI)
 
+/* One activation row (xa: its offset bytes xq + 128, xd its block scales) against all blocks of the
+ * 16-column tile qt on AVX-VNNI, both halves in one pass over the tile's bytes: per block and half
+ * the int32 sum of vpdpbusd(x + 128, w) less that of vpdpbusd(128, w), the same exact block dot as
+ * i8t_rows_dot_vnni's, then its float epilogue; acc[0], acc[1]: columns 0-7 and 8-15 */
+SGQ_VNNI static inline void i8t_row1_vnni(__m256 *acc, const int8_t *qt, const uint8_t *xa, const float *xd,
+                                          const float *st, int KB, int bpg) {
+    const __m256i off = _mm256_set1_epi8((char)0x80);
+    acc[0] = acc[1] = _mm256_setzero_ps();
+    for (int b = 0; b < KB; b++) {
+        __m256i s0 = _mm256_setzero_si256(), s1 = s0, c0 = s0, c1 = s0;
+        for (int j = 0; j < 8; j++) {
+            __m256i w0 = _mm256_loadu_si256((const __m256i *)(qt + (size_t)b * 512 + j * 64));
+            __m256i w1 = _mm256_loadu_si256((const __m256i *)(qt + (size_t)b * 512 + j * 64 + 32));
+            int32_t xb;
+            memcpy(&xb, xa + b * 32 + 4 * j, 4);
+            __m256i xv = _mm256_set1_epi32(xb);
+            s0 = _mm256_dpbusd_avx_epi32(s0, xv, w0), s1 = _mm256_dpbusd_avx_epi32(s1, xv, w1);
+            c0 = _mm256_dpbusd_avx_epi32(c0, off, w0), c1 = _mm256_dpbusd_avx_epi32(c1, off, w1);
+        }
+        __m256 xdv = _mm256_set1_ps(xd[b]);
+        const float *sg = st + (size_t)(b / bpg) * I8T_COLS;
+        acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s0, c0)), _mm256_mul_ps(_mm256_loadu_ps(sg), xdv), acc[0]);
+        acc[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s1, c1)), _mm256_mul_ps(_mm256_loadu_ps(sg + 8), xdv), acc[1]);
+    }
+}
+
 /* Int8-tile Q8 rows [n0, n1) by 8-column halves (the arithmetic above), row groups of I8T_ROWS by
  * ROWS_DOT; OFFSET: the VNNI dot (activations as unsigned bytes xq + 128, each block's sums
  * started at -128 * sum(w)). Where its working memory cannot be allocated, the scalar path gives
@@ -122,6 +148,19 @@ I8T_ROWS_DOT(i8t_rows_dot_vnni, SGQ_VNNI, I8T_PREP_VNNI, I8T_DOT_VNNI)
             uint8_t *xu = (uint8_t *)(s0 + (size_t)KB * 8);                                             \
             for (size_t i = 0; i < (size_t)M * K; i++) xu[i] = (uint8_t)xq[i] ^ 0x80u;                  \
             xa = xu;                                                                                    \
+        }                                                                                               \
+        if (OFFSET && M == 1) { /* one row: whole tiles, each byte read once */                         \
+            for (int t = n0 / I8T_COLS; t * I8T_COLS < n1; t++) {                                       \
+                __m256 acc[2];                                                                          \
+                i8t_row1_vnni(acc, q + (size_t)t * I8T_TILE_BYTES(K), xa, xd, sct + (size_t)t * G * I8T_COLS, KB, bpg); \
+                for (int h = 0; h < 2; h++) {                                                           \
+                    int c0, c1;                                                                         \
+                    tile_cols(2 * t + h, n0, n1, &c0, &c1);                                             \
+                    if (c0 < c1) tile_store(y + (size_t)(2 * t + h) * 8, acc[h], c0, c1);               \
+                }                                                                                       \
+            }                                                                                           \
+            free(s0);                                                                                   \
+            return;                                                                                     \
         }                                                                                               \
         for (int h8 = n0 / 8; h8 * 8 < n1; h8++) {                                                      \
             int t = h8 / 2, h = h8 % 2, c0, c1;                                                         \

@@ -103,6 +103,7 @@ def test_int8_tile_kernel_paths_agree_and_match_reference(n, k, group, scale_dty
         out = [cpu_quant.int8t_mm(x[:r], tiles, table, group, n) for r in rows]
         cpu_quant.set_threads(2)  # column ranges of 2 threads (multiples of 8, half tiles)
         try:
+            out.append(cpu_quant.int8t_mm(x[:1], tiles, table, group, n))
             out.append(cpu_quant.int8t_mm(x, tiles, table, group, n))
         finally:
             cpu_quant.set_threads(old)
@@ -114,7 +115,7 @@ def test_int8_tile_kernel_paths_agree_and_match_reference(n, k, group, scale_dty
         assert all(torch.equal(a, b) for a, b in zip(got, ref)), name
     full = ref[-1]
     assert full.shape == (100, n) and full.dtype == torch.float32
-    for r, y in zip(rows, ref):  # each row is the same float inside any batch
+    for r, y in zip(rows + [1], ref):  # each row is the same float inside any batch
         assert torch.equal(y, full[:r])
     wd = dequantize_int8(q, s)
     _close(full, _ref(_q8_emulated(x), wd), 1e-6, x, wd)

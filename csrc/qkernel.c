@@ -298,9 +298,9 @@ static PyMethodDef methods[] = {
     {"vnni", py_vnni, METH_NOARGS, "whether the q8 paths of int4t_mm and int8_mm use AVX-VNNI (vpdpbusd)"},
     {"set_vnni", py_set_vnni, METH_O,
      "set_vnni(use): use AVX-VNNI for the q8 paths of int4t_mm and int8_mm if asked, AVX2 is in use, the CPU has it and STRUCTGEN_NO_VNNI was not 1 at the first ask (once per process); returns vnni()"},
-    {"amx", py_amx, METH_NOARGS, "whether int4t_mm's q8 path and int8t_mm use AMX (TDPBSSD) from 9 rows on"},
+    {"amx", py_amx, METH_NOARGS, "whether int4t_mm's q8 path (from 9 rows) and int8t_mm (from 5) use AMX (TDPBSSD)"},
     {"set_amx", py_set_amx, METH_O,
-     "set_amx(use): use AMX for int4t_mm's q8 path and int8t_mm at >= 9 rows if asked, AVX2 is in use, the CPU has AMX-INT8 and AVX-512, Linux grants the tile state and STRUCTGEN_NO_AMX is not 1; returns amx()"},
+     "set_amx(use): use AMX for int4t_mm's q8 path (>= 9 rows) and int8t_mm (>= 5 rows) if asked, AVX2 is in use, the CPU has AMX-INT8 and AVX-512, Linux grants the tile state and STRUCTGEN_NO_AMX is not 1; returns amx()"},
     {NULL, NULL, 0, NULL},
 };
 

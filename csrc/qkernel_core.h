@@ -72,9 +72,11 @@ static int use_vnni = 0;
  * (benchmarks/RESULTS.md session 24 a5) */
 static int use_amx = 0;
 #define AMX_MIN_M 9
-/* int8t_rows on AMX (int8t_rows_amx) from this many rows on (with use_amx) */
+/* int8t_rows on AMX (int8t_rows_amx) from this many rows on (with use_amx): at the lm_head's
+ * 49152 x 576 one 16-row AMX group (rows past M zeros) measured 0.77 / 0.97 / 1.02 / 1.03 / 1.17 /
+ * 1.29x of int8t_rows_vnni at 1 / 2 / 3 / 4 / 6 / 8 rows (benchmarks/RESULTS.md session 26 l8) */
 #ifndef I8T_AMX_MIN_M
-#define I8T_AMX_MIN_M 9
+#define I8T_AMX_MIN_M 5
 #endif
 /* int8_rows' Q8 path on AVX-VNNI (int8q8_rows_vnni) from this many rows on (with use_vnni) */
 #ifndef INT8_VNNI_MIN_M

@@ -381,7 +381,7 @@ def int8t_mm(
     """``[M, N]`` float32 ``x @ dequant(W).T`` with int8 activations over the int8 tile layout
     (csrc/qkernel_i8tiles.h): per activation row and output column, the exact int32 dot of each
     block of 32 inputs, then one fused multiply-add per block in order; the same float for every
-    ``M``, thread count and path (scalar, AVX2, AVX-VNNI, AMX from 9 rows).
+    ``M``, thread count and path (scalar, AVX2, AVX-VNNI, AMX from 5 rows).
 
     Args:
         x: ``[M, K]`` float activations on CPU (converted to float32, then int8 per block of 32

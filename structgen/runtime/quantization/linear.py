@@ -597,7 +597,7 @@ class QuantEmbedding(nn.Module):
         With int8 activations on CPU and a row-major table grouped by multiples of 32 (GGUF
         Q8_0), the C kernel over the table's int8 tiles (:meth:`int8_tiles`,
         :func:`~structgen.runtime.cpu.quant.int8t_mm`: exact int32 block dots, one float
-        epilogue, AMX from 9 rows; a row's logits never depend on the other rows); otherwise
+        epilogue, AMX from 5 rows; a row's logits never depend on the other rows); otherwise
         :func:`int8_matmul`.
         """
         s = self._buffers["scales"]

@@ -35,7 +35,7 @@ def q4_1_gguf(tmp_path_factory):
 @pytest.fixture(scope="module")
 def q8_0_tied_gguf(tmp_path_factory):
     """Every matrix Q8_0 and the embedding tied as the output layer: the lm_head runs the int8
-    tile kernel (csrc/qkernel_i8tiles.h, AMX from 9 rows where the CPU has it)."""
+    tile kernel (csrc/qkernel_i8tiles.h, AMX from 5 rows where the CPU has it)."""
     from tests.runtime.test_gguf_families import write_gguf
     from tests.runtime.test_models_families import hf_model, make_config
 

@@ -42,7 +42,8 @@ def load_base(path: str):
 
 def bench(m: int, n: int, k: int, base) -> tuple[list[float], float, bool]:
     """Median thread seconds per call of (base rows, tiles without AMX, tiles with AMX), the
-    largest |tiles - rows| over max |rows|, and whether AMX ran (the CPU has it and m >= 5, I8T_AMX_MIN_M)."""
+    largest |tiles - rows| over max |rows|, and whether AMX ran (the CPU has it and m >= 5:
+    I8T_AMX_MIN_M)."""
     from structgen.runtime.quantization.formats import int8_scale_tiles, pack_int8_tiles
 
     lib = Q._lib

@@ -6,7 +6,8 @@ in our AVX2/FMA kernel (scalar fallback on other CPUs) over the layouts of
 fp16 ``scales``/``mins`` ``[N, G]``, read by the kernel as their tile table
 :func:`~.formats.int4_scale_tiles`) and row-major int8 (per channel or grouped, fp16 or fp32
 ``scales`` ``[N, G]``); int8 tiles of 16 rows (:func:`~.formats.pack_int8_tiles`, the tied
-Q8_0 lm_head's copy) with int8 activations only (:func:`int8t_mm`, AMX from 5 rows). With int8 activations (``q8``) the kernel serves every ``M`` (prefill
+Q8_0 lm_head's copy) with int8 activations only (:func:`int8t_mm`, AMX from 5 rows).
+With int8 activations (``q8``) the kernel serves every ``M`` (prefill
 chunks and decode batches above ``MAX_M`` included: it re-streams the weight per 8 rows and
 measured as fast as the tiles on prefill), so the Q8 arithmetic of a row never depends on the
 batch; with float32 activations larger ``M`` dequantizes tiles of rows in C and calls

@@ -77,7 +77,7 @@ setup(
         Extension(
             "structgen.runtime.cpu._qkernel",
             sources=["csrc/qkernel.c"],
-            depends=["csrc/qkernel_core.h", "csrc/qkernel_rows.h", "csrc/qkernel_tiles.h", "csrc/qkernel_amx.h"],
+            depends=["csrc/qkernel_core.h", "csrc/qkernel_rows.h", "csrc/qkernel_tiles.h", "csrc/qkernel_amx.h", "csrc/qkernel_i8tiles.h"],
             extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
             extra_link_args=["-fopenmp"],
             optional=True,
@@ -110,6 +110,7 @@ setup(
                 "csrc/qkernel_rows.h",
                 "csrc/qkernel_tiles.h",
                 "csrc/qkernel_amx.h",
+                "csrc/qkernel_i8tiles.h",
                 "csrc/sg_pybind.h",
                 "csrc/sg_simd.h",
             ],

@@ -14,6 +14,11 @@ work is not in the calling thread's CPU time, so at 2 threads wall time is the f
 positions (each step's tokens are taken back after it, so every step of every case attends the
 same C + 1 keys), its logits checked equal to this build's bit for bit, and the ratio
 base / this printed (> 1: this build is faster).
+``--base-head``: the base case also runs the tied lm_head as main did, the row-major int8 x Q8
+kernel (``int8_matmul``: int8q8_rows) instead of this tree's int8 tile kernel (``int8t_mm``);
+with it the two cases' logits differ by float summation order, so instead of equality the
+rows whose argmax differs are counted (without ``--base-ext`` both cases run this tree's
+``_decodestep``).
 Before the timed steps the process id is written to ``--ready`` and the script sleeps 3 s, so
 ``perf record -p PID`` sees only decode steps:
 
@@ -56,6 +61,11 @@ def main() -> None:
     ap.add_argument("--dtypes", default="fp32,bf16", help=f"comma-separated, of {sorted(DTYPES)}")
     ap.add_argument("--threads", default="1", help="comma-separated thread counts (each >= 1)")
     ap.add_argument("--base-ext", help="another build's _decodestep .so, run at the same steps")
+    ap.add_argument(
+        "--base-head",
+        action="store_true",
+        help="the base case runs the tied lm_head through the row-major int8 kernel (main's)",
+    )
     ap.add_argument("--ready", help="file the process id is written to before the timed steps")
     args = ap.parse_args()
     names = args.dtypes.split(",")
@@ -72,11 +82,13 @@ def main() -> None:
     from structgen.runtime.cpu import decode_step
     from structgen.runtime.loader import load_model
     from structgen.runtime.models.testing import PagedSequences
-    from structgen.runtime.quantization.linear import apply_activation_dtype
+    from structgen.runtime.quantization.linear import apply_activation_dtype, int8_matmul
 
     builds = {"this": decode_step._ext}
     if args.base_ext:
         builds["base"] = _load_ext(args.base_ext)
+    elif args.base_head:
+        builds["base"] = decode_step._ext
     rewind = len(builds) > 1
     torch.set_num_threads(max(threads))
     steps_kept = 1 if rewind else args.steps * len(threads)
@@ -88,6 +100,16 @@ def main() -> None:
         for i in range(args.rows):
             seqs.step({i: [(100 + i + j) % 1000 for j in range(args.context)]})
         runs[name] = seqs
+
+    def rows_head(emb, x):  # main's tied head: the row-major int8 x Q8 kernel
+        return int8_matmul(x, emb.qweight, emb.scales, emb.activation_dtype)
+
+    def set_head(name: str, b: str) -> None:
+        emb = runs[name].model.model.embed_tokens
+        emb.__dict__.pop("as_linear", None)
+        if args.base_head and b == "base":
+            emb.__dict__["as_linear"] = lambda x: rows_head(emb, x)
+
     tok = {i: [7] for i in range(args.rows)}
     for seqs in runs.values():
         seqs.step(tok)  # warm
@@ -96,12 +118,14 @@ def main() -> None:
         time.sleep(3)
     cases = [(n, t, b) for n in names for t in threads for b in builds]
     cpu: dict[tuple, list[float]] = {c: [] for c in cases}
+    argmax_differs = dict.fromkeys(names, 0)
     wall: dict[tuple, list[float]] = {c: [] for c in cases}
     for r in range(args.steps):
         logits: dict[tuple, torch.Tensor] = {}
         for name, nt, b in cases if r % 2 == 0 else cases[::-1]:
             torch.set_num_threads(nt)
             decode_step._ext = builds[b]
+            set_head(name, b)
             c0, w0 = time.thread_time(), time.perf_counter()
             out = runs[name].step(tok)
             cpu[(name, nt, b)].append((time.thread_time() - c0) * 1e3)
@@ -111,9 +135,16 @@ def main() -> None:
                     s.pop()
                 logits[(name, nt, b)] = torch.stack([out[i] for i in range(args.rows)])
         for name, nt, b in cases:
-            if b != "this" and not torch.equal(logits[(name, nt, b)], logits[(name, nt, "this")]):
+            if b == "this":
+                continue
+            got, want = logits[(name, nt, b)], logits[(name, nt, "this")]
+            if args.base_head:
+                argmax_differs[name] += int((got.argmax(-1) != want.argmax(-1)).sum())
+            elif not torch.equal(got, want):
                 sys.exit(f"{name}, {nt} threads: the {b} build's logits differ from this build's")
     decode_step._ext = builds["this"]
+    for name in names:
+        set_head(name, "this")
     if threads == [1] and not rewind:
         med = {n: statistics.median(cpu[(n, 1, "this")]) for n in names}
         cols = "  ".join(f"{n} {med[n]:.2f} ms" for n in names)
@@ -129,7 +160,13 @@ def main() -> None:
             c0 = statistics.median(cpu[(name, nt, "this")])
             line += f"  (base / this: wall {w / w0:.3f}x, thread CPU {c / c0:.3f}x)"
         print(line)
-    if rewind:
+    if rewind and args.base_head:
+        for name in names:
+            print(
+                f"  {name}: rows whose argmax differs between the heads: "
+                f"{argmax_differs[name]} of {args.steps * args.rows * len(threads)}"
+            )
+    elif rewind:
         print("  logits of every step equal bit for bit across builds")
 
 

@@ -75,6 +75,35 @@ static void int8_dequant(const int8_t *q, const void *sc, int f16, float *out, i
     }
 }
 
+/* The int8 tile layout of a row-major int8 weight q [N, K] (qkernel_i8tiles.h): out int8
+ * [ceil(N/16), K/32, 8, 16, 4], zeros for rows past N (the lossless regrouping
+ * formats.pack_int8_tiles makes, 4 bytes at a time), and where sc is not NULL its scale table
+ * sct fp32 [ceil(N/16), K/gs, 16] from the scales sc [N, K/gs] (fp16 with f16, else fp32); q NULL:
+ * the table only. */
+static void int8t_pack(const int8_t *q, const void *sc, int8_t *out, float *sct, int N, int K, int gs, int f16) {
+    int KB = K / 32, NT = (N + I8T_COLS - 1) / I8T_COLS, G = K / gs;
+    if (sc)
+        for (int t = 0; t < NT; t++)
+            for (int g = 0; g < G; g++)
+                for (int c = 0; c < I8T_COLS; c++) {
+                    int n = t * I8T_COLS + c;
+                    sct[((size_t)t * G + g) * I8T_COLS + c] = n < N ? scale_at(sc, f16, (size_t)n * G + g) : 0.f;
+                }
+    for (int t = 0; q && t < NT; t++)
+        for (int c = 0; c < I8T_COLS; c++) {
+            int n = t * I8T_COLS + c;
+            int8_t *o = out + (size_t)t * I8T_TILE_BYTES(K) + c * 4;
+            if (n >= N) {
+                for (int b = 0; b < KB; b++)
+                    for (int j = 0; j < 8; j++) memset(o + (size_t)b * 512 + j * 64, 0, 4);
+                continue;
+            }
+            const int8_t *qr = q + (size_t)n * K;
+            for (int b = 0; b < KB; b++)
+                for (int j = 0; j < 8; j++) memcpy(o + (size_t)b * 512 + j * 64, qr + b * 32 + j * 4, 4);
+        }
+}
+
 /* ---------------------------------------------------------------- Python bindings */
 
 static int get_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, void **ptrs, int nptr,
@@ -132,6 +161,36 @@ static PyObject *py_int8_mm(PyObject *self, PyObject *const *args, Py_ssize_t na
     }
     Py_BEGIN_ALLOW_THREADS
     int8_mm(p[0], p[1], p[2], (int)v[4], p[3], (int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[5], (int)v[6]);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_int8t_mm(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    void *p[4]; /* x, q (int8 tiles), sct (fp32 scale table), y */
+    long long v[5]; /* M, N, K, gs, threads */
+    int rc;
+    if (get_args(args, nargs, 9, p, 4, v) < 0) return NULL;
+    if (v[3] <= 0 || v[3] % 32 || v[2] % v[3] || v[0] < 0 || v[1] < 0) {
+        PyErr_SetString(PyExc_ValueError, "int8t_mm: group size must be a positive multiple of 32 dividing K");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = int8t_mm(p[0], p[1], p[2], p[3], (int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4]);
+    Py_END_ALLOW_THREADS
+    if (rc) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_int8t_pack(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    void *p[4]; /* q [N, K], scales [N, K/gs] (0: none), out [16 ceil(N/16), K], sct */
+    long long v[4]; /* N, K, gs, scale_f16 */
+    if (get_args(args, nargs, 8, p, 4, v) < 0) return NULL;
+    if (v[0] < 0 || v[1] <= 0 || v[1] % 32 || v[2] <= 0 || v[1] % v[2]) {
+        PyErr_SetString(PyExc_ValueError, "int8t_pack: K must be a positive multiple of 32, the group size dividing it");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    int8t_pack(p[0], p[1], p[2], p[3], (int)v[0], (int)v[1], (int)v[2], (int)v[3]);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
@@ -226,6 +285,10 @@ static PyMethodDef methods[] = {
      "int4t_dequant(q, scales, mins, out, n0, n1, K, group, scale_f16): rows n0..n1 of an int4 tile-layout weight as fp32 (pointers)"},
     {"int8_mm", (PyCFunction)(void (*)(void))py_int8_mm, METH_FASTCALL,
      "int8_mm(x, q, scales, y, M, N, K, group, scale_f16, q8, threads): y = x @ dequant(W).T (pointers; q8: int8 activations)"},
+    {"int8t_mm", (PyCFunction)(void (*)(void))py_int8t_mm, METH_FASTCALL,
+     "int8t_mm(x, q, sct, y, M, N, K, group, threads): y = x @ dequant(W).T with int8 activations (pointers; q: the int8 tile layout [ceil(N/16), K/32, 8, 16, 4], sct: fp32 scales [ceil(N/16), K/group, 16], qkernel_i8tiles.h)"},
+    {"int8t_pack", (PyCFunction)(void (*)(void))py_int8t_pack, METH_FASTCALL,
+     "int8t_pack(q, scales, out, sct, N, K, group, scale_f16): out (int8 [16 ceil(N/16), K]) = the int8 tile layout of the row-major int8 q [N, K], and unless scales is 0, sct (fp32 [ceil(N/16), K/group, 16]) its scale table (pointers)"},
     {"int4_dequant", (PyCFunction)(void (*)(void))py_int4_dequant, METH_FASTCALL,
      "int4_dequant(q, scales, mins, out, n0, n1, K, group, scale_f16): rows n0..n1 as fp32 (pointers)"},
     {"int8_dequant", (PyCFunction)(void (*)(void))py_int8_dequant, METH_FASTCALL,
@@ -235,9 +298,9 @@ static PyMethodDef methods[] = {
     {"vnni", py_vnni, METH_NOARGS, "whether the q8 paths of int4t_mm and int8_mm use AVX-VNNI (vpdpbusd)"},
     {"set_vnni", py_set_vnni, METH_O,
      "set_vnni(use): use AVX-VNNI for the q8 paths of int4t_mm and int8_mm if asked, AVX2 is in use, the CPU has it and STRUCTGEN_NO_VNNI was not 1 at the first ask (once per process); returns vnni()"},
-    {"amx", py_amx, METH_NOARGS, "whether int4t_mm's q8 path uses AMX (TDPBSSD) from 9 rows on"},
+    {"amx", py_amx, METH_NOARGS, "whether int4t_mm's q8 path (from 9 rows) and int8t_mm (from 5) use AMX (TDPBSSD)"},
     {"set_amx", py_set_amx, METH_O,
-     "set_amx(use): use AMX for int4t_mm's q8 path at >= 9 rows if asked, AVX2 is in use, the CPU has AMX-INT8 and AVX-512, Linux grants the tile state and STRUCTGEN_NO_AMX is not 1; returns amx()"},
+     "set_amx(use): use AMX for int4t_mm's q8 path (>= 9 rows) and int8t_mm (>= 5 rows) if asked, AVX2 is in use, the CPU has AMX-INT8 and AVX-512, Linux grants the tile state and STRUCTGEN_NO_AMX is not 1; returns amx()"},
     {NULL, NULL, 0, NULL},
 };
 

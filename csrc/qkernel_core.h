@@ -57,6 +57,7 @@ static float scale_at(const void *s, int f16, size_t i) {
 #include "qkernel_rows.h"
 #include "qkernel_tiles.h"
 #include "qkernel_amx.h"
+#include "qkernel_i8tiles.h"
 
 
 static int use_avx2 = 0;
@@ -71,6 +72,12 @@ static int use_vnni = 0;
  * (benchmarks/RESULTS.md session 24 a5) */
 static int use_amx = 0;
 #define AMX_MIN_M 9
+/* int8t_rows on AMX (int8t_rows_amx) from this many rows on (with use_amx): at the lm_head's
+ * 49152 x 576 one 16-row AMX group (rows past M zeros) measured 0.77 / 0.97 / 1.02 / 1.03 / 1.17 /
+ * 1.29x of int8t_rows_vnni at 1 / 2 / 3 / 4 / 6 / 8 rows (benchmarks/RESULTS.md session 26 l8) */
+#ifndef I8T_AMX_MIN_M
+#define I8T_AMX_MIN_M 5
+#endif
 /* int8_rows' Q8 path on AVX-VNNI (int8q8_rows_vnni) from this many rows on (with use_vnni) */
 #ifndef INT8_VNNI_MIN_M
 #define INT8_VNNI_MIN_M 1
@@ -278,6 +285,37 @@ static inline void int4t_mm(const float *x, const uint8_t *q, const void *tiles,
     q_act_prep(x, M, K, gs, 1, q8, &a);
     SPLIT_ROWS(nt, N, int4t_rows(x, q, tiles, f16, y, M, N, K, gs, q8, &a, n0, n1));
     q_act_free(&a);
+}
+
+/* y[:, n0:n1] of int8t_mm, its activation side a prepared (q8: xq, xd); q: the int8 tile layout,
+ * sct: its fp32 scale table (qkernel_i8tiles.h). The same floats on every path and for every M. */
+static void int8t_rows(const int8_t *q, const float *sct, float *y, int M, int N, int K, int gs,
+                       const q_act *a, int n0, int n1) {
+#if SG_X86
+    if (use_avx2) {
+#if SG_HAVE_AMX
+        if (use_amx && M >= I8T_AMX_MIN_M && int8t_rows_amx(a->xq, a->xd, q, sct, y, M, N, K, gs, n0, n1) == 0)
+            return;
+#endif
+        if (use_vnni) int8t_rows_vnni(a->xq, a->xd, q, sct, y, M, N, K, gs, n0, n1);
+        else int8t_rows_avx2(a->xq, a->xd, q, sct, y, M, N, K, gs, n0, n1);
+        return;
+    }
+#endif
+    int8t_rows_scalar(a->xq, a->xd, q, sct, y, M, N, K, gs, n0, n1);
+}
+
+/* y [M, N] = x [M, K] @ dequant(W).T with Q8 activations, W in the int8 tile layout (gs a
+ * multiple of 32), over nt threads (N split on multiples of 8): each row's floats independent
+ * of M, nt and the path. Returns 0, or -1 when out of memory (y not written). */
+static inline int int8t_mm(const float *x, const int8_t *q, const float *sct, float *y, int M, int N, int K,
+                           int gs, int nt) {
+    q_act a;
+    if (q_act_alloc(&a, M, K, gs, 0, 1)) return -1;
+    q_act_prep(x, M, K, gs, 0, 1, &a);
+    SPLIT_ROWS(nt, N, int8t_rows(q, sct, y, M, N, K, gs, &a, n0, n1));
+    q_act_free(&a);
+    return 0;
 }
 
 static inline void int8_mm(const float *x, const int8_t *q, const void *sc, int f16, float *y,

@@ -5,7 +5,9 @@ in our AVX2/FMA kernel (scalar fallback on other CPUs) over the layouts of
 :mod:`structgen.runtime.quantization.formats`: int4 "rows" (:func:`~.formats.pack_int4_rows`,
 fp16 ``scales``/``mins`` ``[N, G]``, read by the kernel as their tile table
 :func:`~.formats.int4_scale_tiles`) and row-major int8 (per channel or grouped, fp16 or fp32
-``scales`` ``[N, G]``). With int8 activations (``q8``) the kernel serves every ``M`` (prefill
+``scales`` ``[N, G]``); int8 tiles of 16 rows (:func:`~.formats.pack_int8_tiles`, the tied
+Q8_0 lm_head's copy) with int8 activations only (:func:`int8t_mm`, AMX from 5 rows).
+With int8 activations (``q8``) the kernel serves every ``M`` (prefill
 chunks and decode batches above ``MAX_M`` included: it re-streams the weight per 8 rows and
 measured as fast as the tiles on prefill), so the Q8 arithmetic of a row never depends on the
 batch; with float32 activations larger ``M`` dequantizes tiles of rows in C and calls
@@ -48,6 +50,7 @@ __all__ = [
     "int4t_mm",
     "int8_linear",
     "int8_mm",
+    "int8t_mm",
     "isa",
     "set_enabled",
     "set_threads",
@@ -371,6 +374,69 @@ def int8_mm(
         int(q8 and (k // g) % 32 == 0),
         _threads(),
     )
+    return y
+
+
+def int8t_mm(
+    x: torch.Tensor, q: torch.Tensor, scale_tiles: torch.Tensor, group: int, n: int
+) -> torch.Tensor:
+    """``[M, N]`` float32 ``x @ dequant(W).T`` with int8 activations over the int8 tile layout
+    (csrc/qkernel_i8tiles.h): per activation row and output column, the exact int32 dot of each
+    block of 32 inputs, then one fused multiply-add per block in order; the same float for every
+    ``M``, thread count and path (scalar, AVX2, AVX-VNNI, AMX from 5 rows).
+
+    Args:
+        x: ``[M, K]`` float activations on CPU (converted to float32, then int8 per block of 32
+            as :func:`int4_mm`'s ``q8``).
+        q: int8 ``[16 * ceil(N / 16), K]`` from
+            :func:`~structgen.runtime.quantization.formats.pack_int8_tiles`, contiguous.
+        scale_tiles: float32 ``[ceil(N / 16), K / group, 16]``
+            (:func:`~structgen.runtime.quantization.formats.int8_scale_tiles`), contiguous.
+        group: the inputs per scale, a multiple of 32 dividing ``K``.
+        n: ``N``, the weight's rows (``q``'s rows less the padding to a multiple of 16).
+
+    Returns:
+        ``[M, N]`` float32.
+
+    Raises:
+        KernelArgumentError: an argument of the wrong shape, dtype, layout or device.
+    """
+    k = x.shape[-1]
+    rows = q.shape[0] if q.dim() == 2 else 0
+    if not (
+        x.dim() == 2
+        and x.is_cpu
+        and q.dtype is torch.int8
+        and q.dim() == 2
+        and q.is_contiguous()
+        and q.is_cpu
+        and q.shape[1] == k
+        and rows % 16 == 0
+        and rows - 16 < n <= rows
+        and group > 0
+        and group % 32 == 0
+        and k % group == 0
+        and scale_tiles.dtype is torch.float32
+        and scale_tiles.shape == (rows // 16, k // group, 16)
+        and scale_tiles.is_contiguous()
+        and scale_tiles.is_cpu
+    ):
+        raise _bad(
+            "int8t_mm",
+            f"x [M, K] on CPU, q int8 [16 ceil(N / 16), K] contiguous (pack_int8_tiles) for N = "
+            f"{n}, scale_tiles float32 [ceil(N / 16), K / group, 16] contiguous, group "
+            f"(= {group}) a multiple of 32 dividing K",
+            x=x,
+            q=q,
+            scale_tiles=scale_tiles,
+        )
+    x = _x32(x)
+    m = x.shape[0]
+    y = torch.empty(m, n, dtype=torch.float32)
+    _lib.int8t_mm(
+        x.data_ptr(), q.data_ptr(), scale_tiles.data_ptr(), y.data_ptr(), m, n, k, group,
+        _threads(),
+    )  # fmt: skip
     return y
 
 

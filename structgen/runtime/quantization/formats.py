@@ -34,6 +34,10 @@ __all__ = [
     "int4_scale_tiles",
     "pack_int4_tiles",
     "unpack_int4_tiles",
+    "pack_int8_tiles",
+    "unpack_int8_tiles",
+    "int8_tile_rows",
+    "int8_scale_tiles",
 ]
 
 
@@ -249,3 +253,115 @@ def unpack_int4_tiles(tiles: torch.Tensor, n: int) -> torch.Tensor:
     nt = rows8 // 8
     rows = tiles.reshape(nt, half // 16, 4, 8, 4).permute(0, 3, 1, 2, 4)  # [nt, 8, K/32, 4, 4]
     return rows.reshape(rows8, half)[:n].contiguous()
+
+
+def pack_int8_tiles(q: torch.Tensor) -> torch.Tensor:
+    """Regroup a row-major int8 weight into the C kernel's int8 tiles: 16 weight rows interleaved
+    4 bytes at a time, so a block of 32 inputs of a tile is one AMX B tile (512 bytes) and 32
+    bytes hold 4 inputs of 8 output columns (csrc/qkernel_i8tiles.h).
+
+    Args:
+        q: int8 ``[N, K]`` with ``K % 32 == 0``.
+
+    Returns:
+        int8 ``[16 * ceil(N / 16), K]`` contiguous, read as ``[ceil(N / 16), K / 32, 8, 16, 4]``:
+        ``[t, b, j, c, i]`` is ``q[16 t + c, 32 b + 4 j + i]`` (zeros for rows past ``N``). The
+        values are ``q``'s (lossless); :func:`unpack_int8_tiles` inverts it.
+
+    Raises:
+        ValueError: ``q`` is not int8 ``[N, K]`` with ``K % 32 == 0``.
+    """
+    if q.dtype != torch.int8 or q.dim() != 2 or q.shape[1] % 32:
+        raise ValueError(
+            f"pack_int8_tiles: expected int8 [N, K] with K % 32 == 0, got {q.dtype} "
+            f"{tuple(q.shape)}"
+        )
+    n, k = q.shape
+    nt = (n + 15) // 16
+    from structgen.runtime.cpu import quant as cpu_quant  # formats is imported by cpu.quant
+
+    if cpu_quant._lib is not None and q.is_cpu:  # the same bytes, ~10x faster than the permute
+        q = q.contiguous()
+        out = torch.empty(nt * 16, k, dtype=torch.int8)
+        cpu_quant._lib.int8t_pack(q.data_ptr(), 0, out.data_ptr(), 0, n, k, k, 0)
+        return out
+    rows = q.new_zeros(nt * 16, k)
+    rows[:n] = q
+    tiles = rows.reshape(nt, 16, k // 32, 8, 4).permute(0, 2, 3, 1, 4)  # [nt, K/32, 8, 16, 4]
+    return tiles.reshape(nt * 16, k).contiguous()
+
+
+def int8_tile_rows(tiles: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Rows ``ids`` of the weight in an int8 tile layout (:func:`pack_int8_tiles`), row-major.
+
+    Args:
+        tiles: int8 ``[16 * T, K]`` from :func:`pack_int8_tiles`.
+        ids: integer indices ``[R]``, each below ``16 * T``.
+
+    Returns:
+        int8 ``[R, K]``.
+
+    Raises:
+        IndexError: an index out of range (torch's indexing error).
+    """
+    rows, k = tiles.shape
+    view = tiles.view(rows // 16, k // 32, 8, 16, 4)
+    picked = view[ids // 16, :, :, ids % 16, :]  # [R, K/32, 8, 4]
+    return picked.reshape(ids.shape[0], k)
+
+
+def unpack_int8_tiles(tiles: torch.Tensor, n: int) -> torch.Tensor:
+    """Inverse of :func:`pack_int8_tiles`: the first ``n`` rows, row-major int8 ``[n, K]``.
+
+    Raises:
+        ValueError: ``tiles`` is not int8 ``[16 * ceil(n / 16), K]`` with ``K % 32 == 0``.
+    """
+    if (
+        tiles.dtype != torch.int8
+        or tiles.dim() != 2
+        or tiles.shape[0] != 16 * ((n + 15) // 16)
+        or tiles.shape[1] % 32
+    ):
+        raise ValueError(
+            f"unpack_int8_tiles: expected int8 [16 * ceil({n} / 16), K] with K % 32 == 0, got "
+            f"{tiles.dtype} {tuple(tiles.shape)}"
+        )
+    rows, k = tiles.shape
+    view = tiles.reshape(rows // 16, k // 32, 8, 16, 4).permute(0, 3, 1, 2, 4)
+    return view.reshape(rows, k)[:n].contiguous()
+
+
+def int8_scale_tiles(scales: torch.Tensor) -> torch.Tensor:
+    """The C kernel's scale table of an int8 tile-layout weight (:func:`pack_int8_tiles`): 16
+    weight rows side by side per group, float32 (fp16 scales convert exactly).
+
+    Args:
+        scales: ``[N, G]`` float16 or float32.
+
+    Returns:
+        float32 ``[ceil(N / 16), G, 16]`` contiguous: ``[t, g, c] = scales[16 t + c, g]``, 0 for
+        rows past ``N``.
+
+    Raises:
+        ValueError: ``scales`` is not 2-D float16 / float32.
+    """
+    if scales.dim() != 2 or scales.dtype not in (torch.float16, torch.float32):
+        raise ValueError(
+            f"int8_scale_tiles: scales must be float16/float32 [N, G], got {scales.dtype} "
+            f"{tuple(scales.shape)}"
+        )
+    n, g = scales.shape
+    nt = (n + 15) // 16
+    from structgen.runtime.cpu import quant as cpu_quant
+
+    if cpu_quant._lib is not None and scales.is_cpu:  # the same floats, ~10x faster
+        scales = scales.contiguous()
+        table = torch.empty(nt, g, 16, dtype=torch.float32)
+        cpu_quant._lib.int8t_pack(
+            0, scales.data_ptr(), 0, table.data_ptr(), n, 32 * g, 32,
+            int(scales.dtype == torch.float16),
+        )  # fmt: skip
+        return table
+    table = torch.zeros(nt * 16, g, dtype=torch.float32, device=scales.device)
+    table[:n] = scales
+    return table.reshape(nt, 16, g).permute(0, 2, 1).contiguous()

@@ -51,10 +51,12 @@ from structgen.runtime.quantization.formats import (
     int4_scale_and_zeros,
     int4_scale_tiles,
     int8_from_group_major,
+    int8_scale_tiles,
     int8_to_group_major,
     pack_int4,
     pack_int4_rows,
     pack_int4_tiles,
+    pack_int8_tiles,
     unpack_int4_rows,
     unpack_int4_tiles,
 )
@@ -590,8 +592,54 @@ class QuantEmbedding(nn.Module):
         return _dequantize_int8_any(self.qweight, self.scales)
 
     def as_linear(self, x: torch.Tensor) -> torch.Tensor:
-        """``x @ table.T`` ``[R, vocab]`` (tied output projection)."""
-        return int8_matmul(x, self.qweight, self.scales, self.activation_dtype)
+        """``x @ table.T`` ``[R, vocab]`` (tied output projection), in ``x``'s dtype.
+
+        With int8 activations on CPU and a row-major table grouped by multiples of 32 (GGUF
+        Q8_0), the C kernel over the table's int8 tiles (:meth:`int8_tiles`,
+        :func:`~structgen.runtime.cpu.quant.int8t_mm`: exact int32 block dots, one float
+        epilogue, AMX from 5 rows; a row's logits never depend on the other rows); otherwise
+        :func:`int8_matmul`.
+        """
+        s = self._buffers["scales"]
+        q = self._buffers["qweight"]
+        if (
+            q.dim() == 2
+            and _use_kernel(x)
+            and x.dim() == 2
+            and (q.shape[1] // s.shape[1]) % 32 == 0
+            and _q8(x, self.activation_dtype)
+        ):
+            tiles, table = self.int8_tiles()
+            y = cpu_quant.int8t_mm(x, tiles, table, q.shape[1] // s.shape[1], q.shape[0])
+            return y if y.dtype == x.dtype else y.to(x.dtype)
+        return int8_matmul(x, q, s, self.activation_dtype)
+
+    def int8_tiles(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The table in the C kernel's int8 tile layout and its float32 scale table
+        (:func:`~.formats.pack_int8_tiles`, :func:`~.formats.int8_scale_tiles`: the same
+        values regrouped, ``[16 ceil(V/16), hidden]`` int8 and ``[ceil(V/16), G, 16]``),
+        made at the first call (~30 ms for a 49152 x 576 table) and kept while ``qweight`` and
+        ``scales`` are the same tensor objects at the same version (as
+        :meth:`QuantLinear.scale_tiles`). The kept copy is the table's size again in memory.
+
+        Raises:
+            ValueError: the table is group-major or its rows are not a multiple of 32 inputs.
+        """
+        b = self._buffers
+        q, sc = b["qweight"], b["scales"]
+        kept = self.__dict__.get("_int8_tiles")  # (qweight, version, scales, version, tiles, table)
+        if (
+            kept is None
+            or kept[0] is not q
+            or kept[2] is not sc
+            or kept[1] != q._version
+            or kept[3] != sc._version
+        ):
+            if q.dim() != 2:
+                raise ValueError("int8_tiles: the table is group-major (no C kernel layout)")
+            tiles, table = pack_int8_tiles(q), int8_scale_tiles(sc)
+            kept = self.__dict__["_int8_tiles"] = (q, q._version, sc, sc._version, tiles, table)
+        return kept[4], kept[5]
 
 
 class FusedQuantProjection:

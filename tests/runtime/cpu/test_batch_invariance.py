@@ -32,6 +32,26 @@ def q4_1_gguf(tmp_path_factory):
     return str(path)
 
 
+@pytest.fixture(scope="module")
+def q8_0_tied_gguf(tmp_path_factory):
+    """Every matrix Q8_0 and the embedding tied as the output layer: the lm_head runs the int8
+    tile kernel (csrc/qkernel_i8tiles.h, AMX from 5 rows where the CPU has it)."""
+    from tests.runtime.test_gguf_families import write_gguf
+    from tests.runtime.test_models_families import hf_model, make_config
+
+    cfg = make_config(
+        "qwen2",
+        heads=4,
+        kv_heads=2,
+        hidden_size=128,
+        intermediate_size=256,
+        tie_word_embeddings=True,
+    )
+    path = tmp_path_factory.mktemp("q8_0") / "model.gguf"
+    write_gguf(path, hf_model(cfg), "qwen2", "Q8_0")
+    return str(path)
+
+
 def _prompts(n: int) -> list[str]:
     words = ["alpha", "beta", "gamma", "delta", "kappa", "omega", "sigma", "theta"]
     return [" ".join(words[(i * j + 3) % len(words)] for j in range(2 + i % 7)) for i in range(n)]
@@ -57,6 +77,36 @@ def test_greedy_tokens_alone_equal_inside_a_batch(
     params = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
     prompts = _prompts(size)
     batch = [o.token_ids for o in eng.generate(prompts, params)]
+    for i in range(8) if size == 8 else (0, 5, 21, 40, 63):
+        alone = eng.generate([prompts[i]], params)[0].token_ids
+        assert len(alone) == 24
+        assert batch[i] == alone, f"request {i} differs inside a batch of {size}"
+
+
+@pytest.mark.parametrize("size", [8, 64])
+def test_greedy_tokens_alone_equal_inside_a_batch_tied_q8_0_head(
+    q8_0_tied_gguf, monkeypatch, tmp_path, size
+):
+    from structgen.runtime.quantization.linear import QuantEmbedding
+
+    monkeypatch.setenv("STRUCTGEN_CACHE_DIR", str(tmp_path / "cache"))
+    eng = Engine(
+        q8_0_tied_gguf,
+        quantization="gguf",
+        activation_dtype="int8",
+        dtype="float32",
+        kv_cache_dtype="float32",
+        prefix_cache=False,
+        max_kv_tokens=8192,
+        max_running_requests=64,
+    )
+    model = eng.runner.model
+    emb = model.model.embed_tokens
+    assert model.lm_head is None and isinstance(emb, QuantEmbedding)
+    params = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
+    prompts = _prompts(size)
+    batch = [o.token_ids for o in eng.generate(prompts, params)]
+    assert "_int8_tiles" in emb.__dict__  # the head ran the int8 tile kernel
     for i in range(8) if size == 8 else (0, 5, 21, 40, 63):
         alone = eng.generate([prompts[i]], params)[0].token_ids
         assert len(alone) == 24

@@ -42,6 +42,8 @@ typedef struct {
     PyObject *deriv;        /* owned: arena._deriv */
     PyObject *front;        /* owned: arena._front */
     PyObject *alt_index;    /* owned: arena._alt_index */
+    PyObject *has_bool;     /* owned: arena._has_boolean */
+    PyObject *empty;        /* owned: arena._empty */
 } Deriv;
 
 /* the 256-bit mask int v as 32 little-endian bytes; 0, or -1 with an error set */
@@ -67,7 +69,7 @@ static void deriv_close(Deriv *dv) {
     Ctx *cx = &dv->cx;
     PyObject *owned[] = {cx->ids, cx->kind, cx->args, cx->nullable, cx->first, cx->depth,
                          cx->single, cx->k_bytes, cx->k_concat, cx->k_alt, cx->k_repeat,
-                         dv->deriv, dv->front, dv->alt_index};
+                         dv->deriv, dv->front, dv->alt_index, dv->has_bool, dv->empty};
     for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++)
         Py_XDECREF(owned[k]);
 }
@@ -96,6 +98,8 @@ static int deriv_open(Deriv *dv, PyObject *arena) {
         || (dv->deriv = attr_of(arena, "_deriv", &PyDict_Type)) == NULL
         || (dv->front = attr_of(arena, "_front", &PyDict_Type)) == NULL
         || (dv->alt_index = attr_of(arena, "_alt_index", &PyDict_Type)) == NULL
+        || (dv->has_bool = attr_of(arena, "_has_boolean", &PyDict_Type)) == NULL
+        || (dv->empty = attr_of(arena, "_empty", &PyDict_Type)) == NULL
         || (cx->k_bytes = PyLong_FromLong(K_BYTES)) == NULL
         || (cx->k_concat = PyLong_FromLong(K_CONCAT)) == NULL
         || (cx->k_alt = PyLong_FromLong(K_ALT)) == NULL
@@ -406,11 +410,107 @@ static long py_state_id(void *env, PyObject *d) {
  * `where`; 0, or -1 with an error set */
 /* 1 when d is EMPTY, or (check_empty: its row's term holds AND / NOT) arena.is_empty(d) (the
  * Python search, as _build_row asks it); 0 when d is live; -1 with an error set */
+/* Emptiness without the interpreter where TermArena.is_empty needs no search: the same
+ * answers and the same entries stored in arena._has_boolean and arena._empty as the Python
+ * methods, so a later search (which reads those memos) runs as it would have. Each returns
+ * BY_PY where the Python method must decide (a deeper nesting than BY_DEPTH, an
+ * intersection / complement / trigger to search), -2 with an error set. */
+enum { BY_PY = -1, BY_PARTS = -3, BY_DEPTH = 48 };
+
+/* TermArena.has_boolean(t): 1 / 0, storing each visited term's answer as it does */
+static int has_boolean_c(Deriv *dv, PyObject *t, int depth) {
+    PyObject *hit = PyDict_GetItemWithError(dv->has_bool, t);
+    if (hit != NULL)
+        return hit == Py_True;
+    if (PyErr_Occurred())
+        return -2;
+    if (depth > BY_DEPTH)
+        return BY_PY;
+    Ctx *cx = &dv->cx;
+    long k = term_kind(cx, t);
+    PyObject *a = PyList_GET_ITEM(cx->args, ix(t));
+    Py_ssize_t lo = 0, hi = 0;  /* _children(kind, args): a[lo:hi] */
+    if (k == K_CONCAT || k == K_ALT || k == K_AND || k == K_NOT)
+        hi = PyTuple_GET_SIZE(a);
+    else if (k == K_REPEAT)
+        hi = 1;
+    else if (k == K_UNTIL)
+        lo = 2, hi = PyTuple_GET_SIZE(a);
+    int any = k == K_AND || k == K_NOT;
+    for (Py_ssize_t j = lo; j < hi; j++) {  /* every child, as the post-order walk stores */
+        int c = has_boolean_c(dv, PyTuple_GET_ITEM(a, j), depth + 1);
+        if (c < 0)
+            return c;
+        any |= c;
+    }
+    if (PyDict_SetItem(dv->has_bool, t, any ? Py_True : Py_False) < 0)
+        return -2;
+    return any;
+}
+
+/* TermArena._known_empty(t): 1 / 0, or BY_PARTS where it would return None */
+static int known_empty_c(Deriv *dv, PyObject *t, int depth) {
+    if (ix(t) == T_EMPTY)
+        return 1;
+    int hb = has_boolean_c(dv, t, depth);
+    if (hb <= 0)
+        return hb;  /* 0: no AND / NOT, live; BY_PY, -2 */
+    PyObject *hit = PyDict_GetItemWithError(dv->empty, t);
+    if (hit != NULL)
+        return hit == Py_True;
+    return PyErr_Occurred() ? -2 : BY_PARTS;
+}
+
+/* TermArena._empty_by_parts(t) for t holding AND / NOT, not memoised: the items of its
+ * _emptiness_parts in order, the first that decides ends it, each decided frame stored in
+ * arena._empty; BY_PY at the first item only a search decides (nothing stored past it) */
+static int empty_by_parts_c(Deriv *dv, PyObject *t, int depth) {
+    Ctx *cx = &dv->cx;
+    if (depth > BY_DEPTH)
+        return BY_PY;
+    long k = term_kind(cx, t);
+    PyObject *a = PyList_GET_ITEM(cx->args, ix(t));
+    int every;
+    Py_ssize_t n;
+    if (k == K_ALT)
+        every = 1, n = PyTuple_GET_SIZE(a);
+    else if (k == K_CONCAT)
+        every = 0, n = PyTuple_GET_SIZE(a);
+    else if (k == K_REPEAT) {
+        long long lo = PyLong_AsLongLong(PyTuple_GET_ITEM(a, 1));
+        if (lo == -1 && PyErr_Occurred())
+            return -2;
+        every = 0, n = lo > 0 ? 1 : 0;
+    } else
+        return BY_PY;  /* AND, NOT: a search; UNTIL: left to the Python method */
+    int result = every;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *v = PyTuple_GET_ITEM(a, j);
+        int value = known_empty_c(dv, v, depth + 1);
+        if (value == BY_PARTS)
+            value = empty_by_parts_c(dv, v, depth + 1);
+        if (value < 0)
+            return value;
+        if (value != every) {
+            result = !every;
+            break;
+        }
+    }
+    if (PyDict_SetItem(dv->empty, t, result ? Py_True : Py_False) < 0)
+        return -2;
+    return result;
+}
+
 static int dead_term(Deriv *dv, PyObject *d, int check_empty) {
     if (ix(d) == T_EMPTY)
         return 1;
     if (!check_empty)
         return 0;
+    int known = known_empty_c(dv, d, 0);  /* is_empty: has_boolean, then the memo */
+    if (known == BY_PARTS)
+        known = empty_by_parts_c(dv, d, 0);
+    if (known != BY_PY)
+        return known < 0 ? -1 : known;
     PyObject *r = PyObject_CallMethod(dv->cx.arena, "is_empty", "O", d);
     int dead = r == NULL ? -1 : PyObject_IsTrue(r);
     Py_XDECREF(r);

@@ -366,18 +366,202 @@ static int mask_lowest(const Mask256 *m) {
     return -1;
 }
 
-/* derivative / front of a term the row builder starts from: the Python method for a term
- * deeper than SHALLOW (it fills its subterms' results bottom-up first), else here; new ref */
+/* arena.<name> = v (an int or a bool): 0, or -1 with an error set */
+static int set_flag(PyObject *arena, const char *name, PyObject *v) {
+    int rc = v == NULL ? -1 : PyObject_SetAttrString(arena, name, v);
+    Py_XDECREF(v);
+    return rc;
+}
+
+/* TermArena._subterms(t, b): a new list (b < 0: front's, every member, no byte filter) */
+static PyObject *subterms_of(Deriv *dv, PyObject *t, int b) {
+    Ctx *cx = &dv->cx;
+    long k = term_kind(cx, t);
+    PyObject *a = PyList_GET_ITEM(cx->args, ix(t)), *out = PyList_New(0), *all = NULL;
+    if (out == NULL)
+        return NULL;
+    if (k == K_REPEAT) {
+        all = PyTuple_GetSlice(a, 0, 1);
+    } else if (k == K_ALT) {
+        all = b < 0 ? Py_NewRef(a) : alt_members_of(dv, t, b);
+    } else if (k == K_AND || k == K_NOT) {
+        all = Py_NewRef(a);
+    } else if (k == K_CONCAT) {  /* the heads up to the first one not nullable, else the end */
+        if ((all = PyList_New(0)) == NULL)
+            goto fail;
+        PyObject *cur = t;
+        for (;;) {
+            if (term_kind(cx, cur) != K_CONCAT) {
+                if (PyList_Append(all, cur) < 0)
+                    goto fail;
+                break;
+            }
+            PyObject *ca = PyList_GET_ITEM(cx->args, ix(cur));
+            PyObject *h = PyTuple_GET_ITEM(ca, 0);
+            if (PyList_Append(all, h) < 0)
+                goto fail;
+            if (!nullable_of(cx, ix(h)))
+                break;
+            cur = PyTuple_GET_ITEM(ca, 1);
+        }
+    } else {
+        return out;
+    }
+    if (all == NULL)
+        goto fail;
+    PyObject *seq = PySequence_Fast(all, "subterms");
+    if (seq == NULL)
+        goto fail;
+    for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(seq); j++) {
+        PyObject *u = PySequence_Fast_GET_ITEM(seq, j);
+        int in = b < 0 ? 1 : mask_bit(PyList_GET_ITEM(cx->first, ix(u)), b);
+        if (in < 0 || (in && PyList_Append(out, u) < 0)) {
+            Py_DECREF(seq);
+            goto fail;
+        }
+    }
+    Py_DECREF(seq);
+    Py_DECREF(all);
+    return out;
+fail:
+    Py_XDECREF(all);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* TermArena.derivative(t, b) with its handling of deep terms, in C: the same terms in the
+ * same order. A term deeper than SHALLOW of kind CONCAT / ALT / AND / NOT (while fewer than
+ * SHALLOW such levels are open, arena._deep_levels) has its subterms derived first, each
+ * through this function, then itself one level deep (derive, arena._bottom_up_active set);
+ * past them, and for other deep kinds, the Python method's bottom-up fill. New reference. */
+static PyObject *derive_deep(Deriv *dv, PyObject *t, int b) {
+    Ctx *cx = &dv->cx;
+    Py_ssize_t ti = ix(t);
+    if (depth_of(cx, ti) <= SHALLOW)
+        return derive(dv, t, b);
+    int in = mask_bit(PyList_GET_ITEM(cx->first, ti), b);
+    if (in <= 0)
+        return in < 0 ? NULL : PyLong_FromLong(T_EMPTY);
+    PyObject *key = PyLong_FromSsize_t((ti << 8) | b);
+    if (key == NULL)
+        return NULL;
+    PyObject *hit = PyDict_GetItemWithError(dv->deriv, key);
+    Py_DECREF(key);
+    if (hit != NULL || PyErr_Occurred())
+        return Py_XNewRef(hit);
+    PyObject *arena = cx->arena;
+    PyObject *active = PyObject_GetAttrString(arena, "_bottom_up_active");
+    PyObject *levels = active ? PyObject_GetAttrString(arena, "_deep_levels") : NULL;
+    int on = active ? PyObject_IsTrue(active) : -1;
+    long level = levels ? PyLong_AsLong(levels) : -1;
+    Py_XDECREF(active);
+    Py_XDECREF(levels);
+    if (on < 0 || (level == -1 && PyErr_Occurred()))
+        return NULL;
+    long k = term_kind(cx, t);
+    int spine = k == K_CONCAT || k == K_ALT || k == K_AND || k == K_NOT;
+    if (on || !spine || level >= SHALLOW)  /* not deep here, or bottom-up: the Python method */
+        return PyObject_CallMethod(arena, "derivative", "Oi", t, b);
+    if (set_flag(arena, "_deep_levels", PyLong_FromLong(level + 1)) < 0)
+        return NULL;
+    PyObject *result = NULL, *subs = subterms_of(dv, t, b);
+    int ok = subs != NULL;
+    for (Py_ssize_t j = 0; ok && j < PyList_GET_SIZE(subs); j++) {
+        PyObject *d = derive_deep(dv, PyList_GET_ITEM(subs, j), b);
+        ok = d != NULL;
+        Py_XDECREF(d);
+    }
+    Py_XDECREF(subs);
+    if (ok && k > K_REPEAT) {  /* AND / NOT: the Python branches (its subterms cached) */
+        PyObject *key2 = PyLong_FromSsize_t((ti << 8) | b);
+        result = key2 ? PyObject_CallMethod(arena, "_derivative_here", "OiO", t, b, key2) : NULL;
+        Py_XDECREF(key2);
+    } else if (ok) {
+        if (set_flag(arena, "_bottom_up_active", Py_NewRef(Py_True)) == 0) {
+            result = derive(dv, t, b);
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            if (set_flag(arena, "_bottom_up_active", Py_NewRef(Py_False)) < 0)
+                Py_CLEAR(result);
+            if (type != NULL)
+                PyErr_Restore(type, value, tb);
+        }
+    }
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (set_flag(arena, "_deep_levels", PyLong_FromLong(level)) < 0)
+        Py_CLEAR(result);
+    if (type != NULL)
+        PyErr_Restore(type, value, tb);
+    return result;
+}
+
+/* derivative / front of a term the row builder starts from, as the Python methods (a term
+ * deeper than SHALLOW: derive_deep; its front filled bottom-up, front_top), in C; new ref */
 static PyObject *derive_top(Deriv *dv, PyObject *t, int b) {
-    if (depth_of(&dv->cx, ix(t)) > SHALLOW)
-        return PyObject_CallMethod(dv->cx.arena, "derivative", "Oi", t, b);
-    return derive(dv, t, b);
+    return derive_deep(dv, t, b);
 }
 
 static PyObject *front_top(Deriv *dv, PyObject *t) {
-    if (depth_of(&dv->cx, ix(t)) > SHALLOW)
-        return PyObject_CallMethod(dv->cx.arena, "front", "O", t);
-    return front_of(dv, t);
+    if (depth_of(&dv->cx, ix(t)) <= SHALLOW)
+        return front_of(dv, t);
+    PyObject *hit = PyDict_GetItemWithError(dv->front, t);
+    if (hit != NULL || PyErr_Occurred())
+        return Py_XNewRef(hit);
+    PyObject *arena = dv->cx.arena, *active = PyObject_GetAttrString(arena, "_bottom_up_active");
+    int on = active ? PyObject_IsTrue(active) : -1;
+    Py_XDECREF(active);
+    if (on)
+        return on < 0 ? NULL : front_of(dv, t);
+    /* TermArena._bottom_up(t, -1): each term's front once its subterms' are stored,
+     * children before parents from an explicit stack, _bottom_up_active set meanwhile */
+    if (set_flag(arena, "_bottom_up_active", Py_NewRef(Py_True)) < 0)
+        return NULL;
+    PyObject *stack = PyList_New(0);
+    int rc = stack == NULL || PyList_Append(stack, t) < 0 ? -1 : 0;
+    while (rc == 0 && PyList_GET_SIZE(stack) > 0) {
+        Py_ssize_t n = PyList_GET_SIZE(stack);
+        PyObject *u = PyList_GET_ITEM(stack, n - 1);
+        int done = PyDict_Contains(dv->front, u);
+        if (done) {
+            rc = done < 0 ? -1 : PyList_SetSlice(stack, n - 1, n, NULL);
+            continue;
+        }
+        PyObject *subs = subterms_of(dv, u, -1);
+        if (subs == NULL) {
+            rc = -1;
+            break;
+        }
+        Py_ssize_t missing = 0;
+        for (Py_ssize_t j = 0; rc == 0 && j < PyList_GET_SIZE(subs); j++) {
+            PyObject *c = PyList_GET_ITEM(subs, j);
+            int in = PyDict_Contains(dv->front, c);
+            if (in < 0 || (!in && (missing++, PyList_Append(stack, c) < 0)))
+                rc = -1;
+        }
+        Py_DECREF(subs);
+        if (rc == 0 && !missing) {
+            Py_INCREF(u);
+            rc = PyList_SetSlice(stack, n - 1, n, NULL);
+            PyObject *f = rc == 0 ? front_of(dv, u) : NULL;
+            rc = f == NULL ? -1 : 0;
+            Py_XDECREF(f);
+            Py_DECREF(u);
+        }
+    }
+    Py_XDECREF(stack);
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (set_flag(arena, "_bottom_up_active", Py_NewRef(Py_False)) < 0)
+        rc = -1;
+    if (type != NULL)
+        PyErr_Restore(type, value, tb);
+    if (rc < 0)
+        return NULL;
+    hit = PyDict_GetItemWithError(dv->front, t);
+    if (hit == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "front_top: no front stored");
+    return Py_XNewRef(hit);
 }
 
 static int cmp_lowest(const void *a, const void *b) {  /* classes are disjoint: no ties */

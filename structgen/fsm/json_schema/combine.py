@@ -330,12 +330,23 @@ def _json_type(v: Any) -> str:
     return {str: "string", list: "array", dict: "object"}[type(v)]
 
 
-def _values(schema: Any) -> list | None:
-    if not isinstance(schema, dict):
+def _values(schema: Any, depth: int = 0) -> list | None:
+    """Values that include every value valid under ``schema``: its ``const`` / ``enum``,
+    else those of an ``allOf`` member (a merged property's ``allOf: [{type}, {enum}]``);
+    None when no such list is found (no reference is followed). Enough for disjointness:
+    two schemas whose lists do not meet share no value.
+    """
+    if not isinstance(schema, dict) or depth > 16:
         return None
     if "const" in schema:
         return [schema["const"]]
-    return schema.get("enum")
+    if "enum" in schema:
+        return schema["enum"]
+    for sub in schema.get("allOf", ()) if isinstance(schema.get("allOf"), list) else ():
+        found = _values(sub, depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 def provably_disjoint(a: Any, b: Any, is_valid: Callable[[Any, Any], bool]) -> bool:

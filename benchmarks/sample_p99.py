@@ -130,6 +130,13 @@ def main() -> None:
             f"| {e.name} | {np.median(means):.1f} | {np.percentile(pooled, 99):.0f} | "
             f"{int((pooled > 1000).sum())} of {len(pooled)} |"
         )
+    for e in engines:  # where each engine's masks over 1 ms are
+        over = {lb: sum(r[0] > 1e-3 for r in res[e.name][lb]) for lb in common}
+        top = sorted(((n, lb) for lb, n in over.items() if n), reverse=True)[:12]
+        print(
+            f"{e.name}'s masks > 1 ms by schema: "
+            + ", ".join(f"{lb.split('---')[-1]} {n}" for n, lb in top)
+        )
     if keep:  # the chosen schemas one by one
         print(
             "\n| schema (tokens) | "

@@ -198,20 +198,23 @@ static int dfa_build_locked(DfaView *v, long s, int b) {
     Py_XDECREF(nb);
     if (boolean == -1 && PyErr_Occurred())
         return -1;
+    if (dfa_arrays(v) < 0)
+        return -1;
+    v->dv->cx.arena = v->arena;
     int has = 0;
     if (boolean) {  /* the arena holds AND / NOT terms: does this state's term? */
-        PyObject *hb = PyObject_CallMethodOneArg(v->arena, dv_str_has_boolean, t);
-        has = hb ? PyObject_IsTrue(hb) : -1;
-        Py_XDECREF(hb);
+        has = has_boolean_c(v->dv, t, 0);  /* arena.has_boolean, its memo, in C */
+        if (has == BY_PY) {                 /* nested past BY_DEPTH: the Python walk */
+            PyObject *hb = PyObject_CallMethodOneArg(v->arena, dv_str_has_boolean, t);
+            has = hb ? PyObject_IsTrue(hb) : -1;
+            Py_XDECREF(hb);
+        }
         if (has < 0)
             return -1;
         /* without: its derivatives hold none and each non-EMPTY one is live. With: as
          * _build_row, the row whole (never PENDING), each derivative's emptiness asked of
-         * arena.is_empty (the Python search), its live-byte count recorded */
+         * arena.is_empty (in C where no search is needed: dead_term) */
     }
-    if (dfa_arrays(v) < 0)
-        return -1;
-    v->dv->cx.arena = v->arena;
     int64_t slot = ((const int64_t *)v->buf[DV_SLOT].buf)[s];
     int left;
     if (slot < 0) {

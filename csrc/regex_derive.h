@@ -42,6 +42,8 @@ typedef struct {
     PyObject *deriv;        /* owned: arena._deriv */
     PyObject *front;        /* owned: arena._front */
     PyObject *alt_index;    /* owned: arena._alt_index */
+    PyObject *has_bool;     /* owned: arena._has_boolean */
+    PyObject *empty;        /* owned: arena._empty */
 } Deriv;
 
 /* the 256-bit mask int v as 32 little-endian bytes; 0, or -1 with an error set */
@@ -67,7 +69,7 @@ static void deriv_close(Deriv *dv) {
     Ctx *cx = &dv->cx;
     PyObject *owned[] = {cx->ids, cx->kind, cx->args, cx->nullable, cx->first, cx->depth,
                          cx->single, cx->k_bytes, cx->k_concat, cx->k_alt, cx->k_repeat,
-                         dv->deriv, dv->front, dv->alt_index};
+                         dv->deriv, dv->front, dv->alt_index, dv->has_bool, dv->empty};
     for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++)
         Py_XDECREF(owned[k]);
 }
@@ -96,6 +98,8 @@ static int deriv_open(Deriv *dv, PyObject *arena) {
         || (dv->deriv = attr_of(arena, "_deriv", &PyDict_Type)) == NULL
         || (dv->front = attr_of(arena, "_front", &PyDict_Type)) == NULL
         || (dv->alt_index = attr_of(arena, "_alt_index", &PyDict_Type)) == NULL
+        || (dv->has_bool = attr_of(arena, "_has_boolean", &PyDict_Type)) == NULL
+        || (dv->empty = attr_of(arena, "_empty", &PyDict_Type)) == NULL
         || (cx->k_bytes = PyLong_FromLong(K_BYTES)) == NULL
         || (cx->k_concat = PyLong_FromLong(K_CONCAT)) == NULL
         || (cx->k_alt = PyLong_FromLong(K_ALT)) == NULL
@@ -362,18 +366,202 @@ static int mask_lowest(const Mask256 *m) {
     return -1;
 }
 
-/* derivative / front of a term the row builder starts from: the Python method for a term
- * deeper than SHALLOW (it fills its subterms' results bottom-up first), else here; new ref */
+/* arena.<name> = v (an int or a bool): 0, or -1 with an error set */
+static int set_flag(PyObject *arena, const char *name, PyObject *v) {
+    int rc = v == NULL ? -1 : PyObject_SetAttrString(arena, name, v);
+    Py_XDECREF(v);
+    return rc;
+}
+
+/* TermArena._subterms(t, b): a new list (b < 0: front's, every member, no byte filter) */
+static PyObject *subterms_of(Deriv *dv, PyObject *t, int b) {
+    Ctx *cx = &dv->cx;
+    long k = term_kind(cx, t);
+    PyObject *a = PyList_GET_ITEM(cx->args, ix(t)), *out = PyList_New(0), *all = NULL;
+    if (out == NULL)
+        return NULL;
+    if (k == K_REPEAT) {
+        all = PyTuple_GetSlice(a, 0, 1);
+    } else if (k == K_ALT) {
+        all = b < 0 ? Py_NewRef(a) : alt_members_of(dv, t, b);
+    } else if (k == K_AND || k == K_NOT) {
+        all = Py_NewRef(a);
+    } else if (k == K_CONCAT) {  /* the heads up to the first one not nullable, else the end */
+        if ((all = PyList_New(0)) == NULL)
+            goto fail;
+        PyObject *cur = t;
+        for (;;) {
+            if (term_kind(cx, cur) != K_CONCAT) {
+                if (PyList_Append(all, cur) < 0)
+                    goto fail;
+                break;
+            }
+            PyObject *ca = PyList_GET_ITEM(cx->args, ix(cur));
+            PyObject *h = PyTuple_GET_ITEM(ca, 0);
+            if (PyList_Append(all, h) < 0)
+                goto fail;
+            if (!nullable_of(cx, ix(h)))
+                break;
+            cur = PyTuple_GET_ITEM(ca, 1);
+        }
+    } else {
+        return out;
+    }
+    if (all == NULL)
+        goto fail;
+    PyObject *seq = PySequence_Fast(all, "subterms");
+    if (seq == NULL)
+        goto fail;
+    for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(seq); j++) {
+        PyObject *u = PySequence_Fast_GET_ITEM(seq, j);
+        int in = b < 0 ? 1 : mask_bit(PyList_GET_ITEM(cx->first, ix(u)), b);
+        if (in < 0 || (in && PyList_Append(out, u) < 0)) {
+            Py_DECREF(seq);
+            goto fail;
+        }
+    }
+    Py_DECREF(seq);
+    Py_DECREF(all);
+    return out;
+fail:
+    Py_XDECREF(all);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* TermArena.derivative(t, b) with its handling of deep terms, in C: the same terms in the
+ * same order. A term deeper than SHALLOW of kind CONCAT / ALT / AND / NOT (while fewer than
+ * SHALLOW such levels are open, arena._deep_levels) has its subterms derived first, each
+ * through this function, then itself one level deep (derive, arena._bottom_up_active set);
+ * past them, and for other deep kinds, the Python method's bottom-up fill. New reference. */
+static PyObject *derive_deep(Deriv *dv, PyObject *t, int b) {
+    Ctx *cx = &dv->cx;
+    Py_ssize_t ti = ix(t);
+    if (depth_of(cx, ti) <= SHALLOW)
+        return derive(dv, t, b);
+    int in = mask_bit(PyList_GET_ITEM(cx->first, ti), b);
+    if (in <= 0)
+        return in < 0 ? NULL : PyLong_FromLong(T_EMPTY);
+    PyObject *key = PyLong_FromSsize_t((ti << 8) | b);
+    if (key == NULL)
+        return NULL;
+    PyObject *hit = PyDict_GetItemWithError(dv->deriv, key);
+    Py_DECREF(key);
+    if (hit != NULL || PyErr_Occurred())
+        return Py_XNewRef(hit);
+    PyObject *arena = cx->arena;
+    PyObject *active = PyObject_GetAttrString(arena, "_bottom_up_active");
+    PyObject *levels = active ? PyObject_GetAttrString(arena, "_deep_levels") : NULL;
+    int on = active ? PyObject_IsTrue(active) : -1;
+    long level = levels ? PyLong_AsLong(levels) : -1;
+    Py_XDECREF(active);
+    Py_XDECREF(levels);
+    if (on < 0 || (level == -1 && PyErr_Occurred()))
+        return NULL;
+    long k = term_kind(cx, t);
+    int spine = k == K_CONCAT || k == K_ALT || k == K_AND || k == K_NOT;
+    if (on || !spine || level >= SHALLOW)  /* not deep here, or bottom-up: the Python method */
+        return PyObject_CallMethod(arena, "derivative", "Oi", t, b);
+    if (set_flag(arena, "_deep_levels", PyLong_FromLong(level + 1)) < 0)
+        return NULL;
+    PyObject *result = NULL, *subs = subterms_of(dv, t, b);
+    int ok = subs != NULL;
+    for (Py_ssize_t j = 0; ok && j < PyList_GET_SIZE(subs); j++) {
+        PyObject *d = derive_deep(dv, PyList_GET_ITEM(subs, j), b);
+        ok = d != NULL;
+        Py_XDECREF(d);
+    }
+    Py_XDECREF(subs);
+    if (ok && k > K_REPEAT) {  /* AND / NOT: the Python branches (its subterms cached) */
+        PyObject *key2 = PyLong_FromSsize_t((ti << 8) | b);
+        result = key2 ? PyObject_CallMethod(arena, "_derivative_here", "OiO", t, b, key2) : NULL;
+        Py_XDECREF(key2);
+    } else if (ok) {
+        if (set_flag(arena, "_bottom_up_active", Py_NewRef(Py_True)) == 0) {
+            result = derive(dv, t, b);
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            if (set_flag(arena, "_bottom_up_active", Py_NewRef(Py_False)) < 0)
+                Py_CLEAR(result);
+            if (type != NULL)
+                PyErr_Restore(type, value, tb);
+        }
+    }
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (set_flag(arena, "_deep_levels", PyLong_FromLong(level)) < 0)
+        Py_CLEAR(result);
+    if (type != NULL)
+        PyErr_Restore(type, value, tb);
+    return result;
+}
+
+/* derivative / front of a term the row builder starts from, as the Python methods (a term
+ * deeper than SHALLOW: derive_deep; its front filled bottom-up, front_top), in C; new ref */
 static PyObject *derive_top(Deriv *dv, PyObject *t, int b) {
-    if (depth_of(&dv->cx, ix(t)) > SHALLOW)
-        return PyObject_CallMethod(dv->cx.arena, "derivative", "Oi", t, b);
-    return derive(dv, t, b);
+    return derive_deep(dv, t, b);
 }
 
 static PyObject *front_top(Deriv *dv, PyObject *t) {
-    if (depth_of(&dv->cx, ix(t)) > SHALLOW)
-        return PyObject_CallMethod(dv->cx.arena, "front", "O", t);
-    return front_of(dv, t);
+    if (depth_of(&dv->cx, ix(t)) <= SHALLOW)
+        return front_of(dv, t);
+    PyObject *hit = PyDict_GetItemWithError(dv->front, t);
+    if (hit != NULL || PyErr_Occurred())
+        return Py_XNewRef(hit);
+    PyObject *arena = dv->cx.arena, *active = PyObject_GetAttrString(arena, "_bottom_up_active");
+    int on = active ? PyObject_IsTrue(active) : -1;
+    Py_XDECREF(active);
+    if (on)
+        return on < 0 ? NULL : front_of(dv, t);
+    /* TermArena._bottom_up(t, -1): each term's front once its subterms' are stored,
+     * children before parents from an explicit stack, _bottom_up_active set meanwhile */
+    if (set_flag(arena, "_bottom_up_active", Py_NewRef(Py_True)) < 0)
+        return NULL;
+    PyObject *stack = PyList_New(0);
+    int rc = stack == NULL || PyList_Append(stack, t) < 0 ? -1 : 0;
+    while (rc == 0 && PyList_GET_SIZE(stack) > 0) {
+        Py_ssize_t n = PyList_GET_SIZE(stack);
+        PyObject *u = PyList_GET_ITEM(stack, n - 1);
+        int done = PyDict_Contains(dv->front, u);
+        if (done) {
+            rc = done < 0 ? -1 : PyList_SetSlice(stack, n - 1, n, NULL);
+            continue;
+        }
+        PyObject *subs = subterms_of(dv, u, -1);
+        if (subs == NULL) {
+            rc = -1;
+            break;
+        }
+        Py_ssize_t missing = 0;
+        for (Py_ssize_t j = 0; rc == 0 && j < PyList_GET_SIZE(subs); j++) {
+            PyObject *c = PyList_GET_ITEM(subs, j);
+            int in = PyDict_Contains(dv->front, c);
+            if (in < 0 || (!in && (missing++, PyList_Append(stack, c) < 0)))
+                rc = -1;
+        }
+        Py_DECREF(subs);
+        if (rc == 0 && !missing) {
+            Py_INCREF(u);
+            rc = PyList_SetSlice(stack, n - 1, n, NULL);
+            PyObject *f = rc == 0 ? front_of(dv, u) : NULL;
+            rc = f == NULL ? -1 : 0;
+            Py_XDECREF(f);
+            Py_DECREF(u);
+        }
+    }
+    Py_XDECREF(stack);
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (set_flag(arena, "_bottom_up_active", Py_NewRef(Py_False)) < 0)
+        rc = -1;
+    if (type != NULL)
+        PyErr_Restore(type, value, tb);
+    if (rc < 0)
+        return NULL;
+    hit = PyDict_GetItemWithError(dv->front, t);
+    if (hit == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "front_top: no front stored");
+    return Py_XNewRef(hit);
 }
 
 static int cmp_lowest(const void *a, const void *b) {  /* classes are disjoint: no ties */
@@ -406,11 +594,107 @@ static long py_state_id(void *env, PyObject *d) {
  * `where`; 0, or -1 with an error set */
 /* 1 when d is EMPTY, or (check_empty: its row's term holds AND / NOT) arena.is_empty(d) (the
  * Python search, as _build_row asks it); 0 when d is live; -1 with an error set */
+/* Emptiness without the interpreter where TermArena.is_empty needs no search: the same
+ * answers and the same entries stored in arena._has_boolean and arena._empty as the Python
+ * methods, so a later search (which reads those memos) runs as it would have. Each returns
+ * BY_PY where the Python method must decide (a deeper nesting than BY_DEPTH, an
+ * intersection / complement / trigger to search), -2 with an error set. */
+enum { BY_PY = -1, BY_PARTS = -3, BY_DEPTH = 48 };
+
+/* TermArena.has_boolean(t): 1 / 0, storing each visited term's answer as it does */
+static int has_boolean_c(Deriv *dv, PyObject *t, int depth) {
+    PyObject *hit = PyDict_GetItemWithError(dv->has_bool, t);
+    if (hit != NULL)
+        return hit == Py_True;
+    if (PyErr_Occurred())
+        return -2;
+    if (depth > BY_DEPTH)
+        return BY_PY;
+    Ctx *cx = &dv->cx;
+    long k = term_kind(cx, t);
+    PyObject *a = PyList_GET_ITEM(cx->args, ix(t));
+    Py_ssize_t lo = 0, hi = 0;  /* _children(kind, args): a[lo:hi] */
+    if (k == K_CONCAT || k == K_ALT || k == K_AND || k == K_NOT)
+        hi = PyTuple_GET_SIZE(a);
+    else if (k == K_REPEAT)
+        hi = 1;
+    else if (k == K_UNTIL)
+        lo = 2, hi = PyTuple_GET_SIZE(a);
+    int any = k == K_AND || k == K_NOT;
+    for (Py_ssize_t j = lo; j < hi; j++) {  /* every child, as the post-order walk stores */
+        int c = has_boolean_c(dv, PyTuple_GET_ITEM(a, j), depth + 1);
+        if (c < 0)
+            return c;
+        any |= c;
+    }
+    if (PyDict_SetItem(dv->has_bool, t, any ? Py_True : Py_False) < 0)
+        return -2;
+    return any;
+}
+
+/* TermArena._known_empty(t): 1 / 0, or BY_PARTS where it would return None */
+static int known_empty_c(Deriv *dv, PyObject *t, int depth) {
+    if (ix(t) == T_EMPTY)
+        return 1;
+    int hb = has_boolean_c(dv, t, depth);
+    if (hb <= 0)
+        return hb;  /* 0: no AND / NOT, live; BY_PY, -2 */
+    PyObject *hit = PyDict_GetItemWithError(dv->empty, t);
+    if (hit != NULL)
+        return hit == Py_True;
+    return PyErr_Occurred() ? -2 : BY_PARTS;
+}
+
+/* TermArena._empty_by_parts(t) for t holding AND / NOT, not memoised: the items of its
+ * _emptiness_parts in order, the first that decides ends it, each decided frame stored in
+ * arena._empty; BY_PY at the first item only a search decides (nothing stored past it) */
+static int empty_by_parts_c(Deriv *dv, PyObject *t, int depth) {
+    Ctx *cx = &dv->cx;
+    if (depth > BY_DEPTH)
+        return BY_PY;
+    long k = term_kind(cx, t);
+    PyObject *a = PyList_GET_ITEM(cx->args, ix(t));
+    int every;
+    Py_ssize_t n;
+    if (k == K_ALT)
+        every = 1, n = PyTuple_GET_SIZE(a);
+    else if (k == K_CONCAT)
+        every = 0, n = PyTuple_GET_SIZE(a);
+    else if (k == K_REPEAT) {
+        long long lo = PyLong_AsLongLong(PyTuple_GET_ITEM(a, 1));
+        if (lo == -1 && PyErr_Occurred())
+            return -2;
+        every = 0, n = lo > 0 ? 1 : 0;
+    } else
+        return BY_PY;  /* AND, NOT: a search; UNTIL: left to the Python method */
+    int result = every;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *v = PyTuple_GET_ITEM(a, j);
+        int value = known_empty_c(dv, v, depth + 1);
+        if (value == BY_PARTS)
+            value = empty_by_parts_c(dv, v, depth + 1);
+        if (value < 0)
+            return value;
+        if (value != every) {
+            result = !every;
+            break;
+        }
+    }
+    if (PyDict_SetItem(dv->empty, t, result ? Py_True : Py_False) < 0)
+        return -2;
+    return result;
+}
+
 static int dead_term(Deriv *dv, PyObject *d, int check_empty) {
     if (ix(d) == T_EMPTY)
         return 1;
     if (!check_empty)
         return 0;
+    int known = known_empty_c(dv, d, 0);  /* is_empty: has_boolean, then the memo */
+    if (known == BY_PARTS)
+        known = empty_by_parts_c(dv, d, 0);
+    if (known != BY_PY)
+        return known < 0 ? -1 : known;
     PyObject *r = PyObject_CallMethod(dv->cx.arena, "is_empty", "O", d);
     int dead = r == NULL ? -1 : PyObject_IsTrue(r);
     Py_XDECREF(r);

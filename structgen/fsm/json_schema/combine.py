@@ -29,6 +29,7 @@ from .vocabulary import ANNOTATIONS
 
 __all__ = [
     "merge_all_of",
+    "negated_required",
     "objects_one_of",
     "provably_disjoint",
     "types_of",
@@ -70,6 +71,7 @@ def _intersect_types(a: Any, b: Any) -> list[str]:
 
 
 MAX_BRANCH_PRODUCT = 64  # anyOf/oneOf of two allOf subschemas: branches multiplied out
+MAX_ABSENT_BRANCHES = 16  # negated_required: the most key sets its answer may list
 
 
 def _merge_key(out: dict, key: str, val: Any, pointer: str) -> bool:
@@ -328,12 +330,23 @@ def _json_type(v: Any) -> str:
     return {str: "string", list: "array", dict: "object"}[type(v)]
 
 
-def _values(schema: Any) -> list | None:
-    if not isinstance(schema, dict):
+def _values(schema: Any, depth: int = 0) -> list | None:
+    """Values that include every value valid under ``schema``: its ``const`` / ``enum``,
+    else those of an ``allOf`` member (a merged property's ``allOf: [{type}, {enum}]``);
+    None when no such list is found (no reference is followed). Enough for disjointness:
+    two schemas whose lists do not meet share no value.
+    """
+    if not isinstance(schema, dict) or depth > 16:
         return None
     if "const" in schema:
         return [schema["const"]]
-    return schema.get("enum")
+    if "enum" in schema:
+        return schema["enum"]
+    for sub in schema.get("allOf", ()) if isinstance(schema.get("allOf"), list) else ():
+        found = _values(sub, depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 def provably_disjoint(a: Any, b: Any, is_valid: Callable[[Any, Any], bool]) -> bool:
@@ -473,6 +486,81 @@ def negated_types(
     elif "integer" in left:
         types.append("integer")
     return types, "fraction" in left and "integer" not in left
+
+
+def _presence(schema: Any, resolve: Resolver, depth: int = 0) -> tuple | None:
+    """A schema made only of ``required`` (names), ``allOf``, ``anyOf`` and ``$ref`` as a
+    formula over key presence: ``("and", parts)``, ``("or", parts)``, ``("key", name)``;
+    None for any other schema (or one nested past 16 levels).
+    """
+    if depth > 16 or not isinstance(schema, dict):
+        return None
+    keys = set(schema) - _IGNORED
+    if keys == {"$ref"}:
+        return _presence(resolve(schema["$ref"], ""), resolve, depth + 1)
+    if not keys or not keys <= {"required", "allOf", "anyOf"}:
+        return None
+    parts: list[tuple] = []
+    names = schema.get("required", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        return None
+    parts += [("key", n) for n in dict.fromkeys(names)]
+    for key in ("allOf", "anyOf"):
+        if key not in schema:
+            continue
+        subs = schema[key]
+        if not isinstance(subs, list) or not subs:
+            return None
+        found = [_presence(s, resolve, depth + 1) for s in subs]
+        if any(f is None for f in found):
+            return None
+        parts.append(("and", found) if key == "allOf" else ("or", found))
+    return ("and", parts)
+
+
+def _absent(formula: tuple) -> list[frozenset[str]] | None:
+    """The objects where ``formula`` fails, as alternatives (each a set of keys all absent,
+    in disjunctive form, no set holding another); None past ``MAX_ABSENT_BRANCHES``.
+    """
+    kind, arg = formula
+    if kind == "key":
+        return [frozenset([arg])]
+    if kind == "and":  # fails where some part fails
+        out: list[frozenset[str]] = []
+        for part in arg:
+            sets = _absent(part)
+            if sets is None:
+                return None
+            out += sets
+    else:  # "or" fails where every part fails: the parts' sets combined
+        out = [frozenset()]
+        for part in arg:
+            sets = _absent(part)
+            if sets is None:
+                return None
+            out = [a | b for a in out for b in sets]
+            if len(out) > MAX_ABSENT_BRANCHES:
+                return None
+    out = list(dict.fromkeys(out))
+    out = [s for s in out if not any(t < s for t in out)]
+    return out if len(out) <= MAX_ABSENT_BRANCHES else None
+
+
+def negated_required(negated: Any, resolve: Resolver) -> list[list[str]] | None:
+    """What ``not: negated`` accepts when ``negated`` is made only of ``required``,
+    ``allOf``, ``anyOf`` (and ``$ref``s to such): the objects lacking every key of one of
+    the returned name lists (sorted lists, sorted). Every value that is not an object is
+    valid under ``negated`` (``required`` reads objects only), so ``not`` accepts objects
+    only. ``[]``: ``not`` accepts nothing (``negated`` holds for every object); ``[[]]``:
+    every object; None for other schemas or past ``MAX_ABSENT_BRANCHES`` alternatives.
+    """
+    formula = _presence(negated, resolve)
+    if formula is None:
+        return None
+    sets = _absent(formula)
+    if sets is None:
+        return None
+    return sorted(sorted(s) for s in sets)
 
 
 def static_conditional(schema: dict) -> dict | None:

@@ -26,6 +26,7 @@ from .combine import (
     NON_INTEGER_DRAFT4,
     TYPES,
     merge_all_of,
+    negated_required,
     negated_types,
     objects_one_of,
     provably_disjoint,
@@ -431,6 +432,9 @@ class JsonSchemaConverter:
             rest = {k: v for k, v in rest.items() if k not in ("const", "enum")}
             rest["enum"] = [v for v in values if not self.is_valid(v, negated)]
             return self._values(rest, pointer)
+        text = self._not_required(rest, negated, pointer, refs)
+        if text is not False:
+            return text
         left = negated_types(negated, self.resolve, rest.get("type"))  # of type/not/booleans
         if left is None or left[1] and set(rest) & {*BOUNDS, "multipleOf"}:
             status, text = boolean_ops.negation(self, rest, negated, pointer, refs)
@@ -448,6 +452,41 @@ class JsonSchemaConverter:
         draft4 = self._draft in ("Draft3Validator", "Draft4Validator")
         non_integer = NON_INTEGER_DRAFT4 if draft4 else NON_INTEGER
         options = [o for o in options + [non_integer] * fraction if o is not None]
+        return _alt(options) if options else None
+
+    def _not_required(
+        self, rest: dict, negated: Any, pointer: str, refs: tuple[str, ...]
+    ) -> str | None | bool:
+        """``rest`` and ``not: negated`` for a ``negated`` of ``required`` keys only
+        (``negated_required``): the objects of ``rest`` lacking the keys of one of the name
+        lists, each list written as those properties ``false``; no complement is built.
+        Only with ``allow_extra_properties`` (outside a boolean operand): there, as in the
+        complement, every object's undeclared keys are allowed, so the language is the
+        complement path's; without it the complement path stays (it allows them, which
+        the properties-false form would not). ``False`` when it does not apply (also for
+        another ``negated``, or a ``rest`` that ``merge_all_of`` cannot merge with
+        properties).
+        """
+        if not self.allow_extra or self.canon is not None:
+            return False  # the complement's own reading of extra keys (all allowed) stays
+        absent = negated_required(negated, self.resolve)
+        if absent is None:
+            return False
+        try:
+            merged = [
+                merge_all_of(
+                    [rest, {"type": "object", "properties": dict.fromkeys(names, False)}],
+                    pointer,
+                    self.resolve,
+                    (),
+                    self.keywords_of,
+                )
+                for names in absent
+            ]
+        except UnsupportedSchemaError:
+            return False
+        options = [self.convert(m, pointer, refs) for m in merged if m is not False]
+        options = [o for o in options if o is not None]
         return _alt(options) if options else None
 
     def _ref(self, ref: Any, pointer: str, refs: tuple[str, ...]) -> str | None:

@@ -241,6 +241,10 @@ def test_rows_in_an_arena_with_and_are_built_in_c(smollm2_vocab) -> None:
     definitions = ["[a-z]{2,9}", "(?:ab|cd|ef)+", INTERSECT + p[0] + p[1]]
     definitions += ["a(?:aa)*", "(?:aa)+", INTERSECT + p[3] + p[4]]  # odd and even: empty
     pattern = f'"{p[2]}",[0-9]{{1,5}},"[a-zA-Z ]{{0,40}}"|x[a-z]*y|z{p[5]}q|zcd'
+    # new terms decided by parts in C from memos an earlier search left: after "1", by "2",
+    # an alternation of a concatenation with the empty intersection (memoised) and a live
+    # term; after "7", by "7", a concatenation holding an alternation with the live one
+    pattern += f"|[0-9][0-9]{p[5]}s|[0-9]+t|7{p[2]}8|77(?:{p[2]}|q)6"
 
     def python_only(fn, *args):
         terms.use_extension(False)
@@ -273,9 +277,25 @@ def test_rows_in_an_arena_with_and_are_built_in_c(smollm2_vocab) -> None:
         return live_classes(term, first)
 
     new._build_row, new._live_classes = recorded_build, recorded_classes
+    # emptiness asked of the Python method: every derivative's in the twin, in C where no
+    # search is needed here (csrc/regex_derive.h dead_term), with the same memos stored
+    asked = {"ref": 0, "new": 0}
+
+    def counted(arena, name):
+        method = arena.is_empty
+
+        def is_empty(t):
+            asked[name] += 1
+            return method(t)
+
+        arena.is_empty = is_empty
+
+    counted(ref.arena, "ref")
+    counted(new.arena, "new")
     tt = smollm2_vocab.token_trie
     starts = []
-    for prefix in (b"", b"z", b'"', b'"ab', b'"abcd",', b'"ef",12,"', b'"ef",12,"Ab c', b"xq"):
+    prefixes = (b"", b"z", b'"', b'"ab', b'"abcd",', b'"ef",12,"', b'"ef",12,"Ab c', b"xq")
+    for prefix in prefixes + (b"1", b"7", b"77"):
         s = python_only(ref.walk, ref.initial, prefix)
         assert new.walk(new.initial, prefix) == s >= 0, prefix
         starts.append(s)
@@ -296,6 +316,8 @@ def test_rows_in_an_arena_with_and_are_built_in_c(smollm2_vocab) -> None:
         out_new, mask_new = _walk(new, tt, s, True)
         assert np.array_equal(out_ref, out_new) and np.array_equal(mask_ref, mask_new), s
         assert _tables(ref) == _tables(new), s
+        assert ref.arena._empty == new.arena._empty, s
+        assert ref.arena._has_boolean == new.arena._has_boolean, s
         if k <= 8:  # brute force: each token's bytes stepped through the reference
             want = np.array(
                 [ref.walk(s, data) if data else -1 for data in smollm2_vocab.token_bytes]
@@ -306,6 +328,7 @@ def test_rows_in_an_arena_with_and_are_built_in_c(smollm2_vocab) -> None:
             assert np.array_equal(want >= 0, out_new >= 0), s
         starts.extend(np.unique(out_new[out_new >= 0]).tolist())
     assert len(seen) > 20 and not built_in_python
+    assert asked["new"] < asked["ref"] / 2, asked
     assert sum(new.arena.has_boolean(new._terms[s]) for s in seen) >= 3
     z = new.walk(new.initial, b"z")  # "a" leads into the empty intersection only: dead
     assert new.row(z)[ord("a")] == -1 and new._num_out[z] == 1  # "z" then "cd" only

@@ -270,6 +270,39 @@ def test_one_of_of_untyped_object_branches_is_their_union_over_objects():
     assert_agrees_with_jsonschema(g, schema, good, bad)
 
 
+def test_one_of_told_apart_by_a_tag_its_siblings_also_type():
+    # the sibling properties merge into each branch as allOf [{type}, {enum}] (MaskBench
+    # Github_easy o10013's shape): the tag's enum is read through the allOf, so the
+    # branches are disjoint and no product is built
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"grant": {"type": "string"}, "resp": {"type": "string"}, "n": {}},
+        "oneOf": [
+            {
+                "properties": {"grant": {"enum": ["code"]}, "resp": {"enum": ["c"]}},
+                "required": ["grant", "resp"],
+            },
+            {
+                "properties": {"grant": {"enum": ["cred"]}, "resp": {"enum": ["t"]}},
+                "required": ["grant", "resp"],
+            },
+        ],
+    }
+    g = compile_json_schema(schema)
+    assert not g.dfa.arena.has_boolean(g.dfa.term(g.dfa.initial))
+    good = ['{"grant":"code","resp":"c"}', '{"grant":"cred","resp":"t","n":1}']
+    bad = ['{"grant":"code","resp":"t"}', '{"grant":"cred"}', '{"grant":"x","resp":"c"}', "{}"]
+    assert_agrees_with_jsonschema(g, schema, good, bad)
+    # the same tag in both branches: not disjoint, the product stays (exact)
+    same = {**schema, "oneOf": [schema["oneOf"][0], {**schema["oneOf"][0], "required": ["grant"]}]}
+    g = compile_json_schema(same)
+    assert g.dfa.arena.has_boolean(g.dfa.term(g.dfa.initial))
+    good = ['{"grant":"code"}']
+    bad = ['{"grant":"code","resp":"c"}']
+    assert_agrees_with_jsonschema(g, same, good, bad)
+
+
 def test_if_then_else():
     schema = {
         "if": {"properties": {"k": {"const": 1}}, "required": ["k"]},

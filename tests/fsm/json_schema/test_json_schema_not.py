@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from structgen.errors import UnsatisfiableSchemaError
 from structgen.fsm import compile_json_schema
 
 from .._reference import assert_agrees_with_jsonschema
@@ -110,3 +111,72 @@ def test_if_that_depends_on_the_instance_is_exact() -> None:
     schema = {"if": {"type": "string"}, "then": {"minLength": 2}}
     grammar = compile_json_schema(schema)
     assert_agrees_with_jsonschema(grammar, schema, ['"ab"', "1", "{}"], ['"a"', '""'])
+
+
+# ---- not of required keys: properties false, no complement (combine.negated_required) ---
+
+_KEYS = ("a", "b", "c")
+_PROPS = {k: {"type": ["integer", "string"]} for k in _KEYS}
+_EXTRA = {"type": "integer"}
+_REQUIRED_NOTS = [  # each with properties a, b, c and extra keys of integers (unless false)
+    {"not": {"required": ["a"]}},
+    {"not": {"required": ["a", "b"]}},
+    {"not": {"allOf": [{"required": ["a"]}, {"required": ["b"]}]}},
+    {"not": {"anyOf": [{"required": ["a"]}, {"required": ["b", "c"]}]}},
+    {"not": {"required": ["a"], "anyOf": [{"required": ["b"]}, {"required": ["c"]}]}},
+    {"not": {"$ref": "#/$defs/ab"}, "$defs": {"ab": {"required": ["a", "b"]}}},
+    {"not": {"required": []}},
+    {"not": {"anyOf": [{"required": []}, {"required": ["a"]}]}},
+    {"type": "object", "not": {"required": ["b"]}},
+    {"type": ["object", "null"], "required": ["a"], "not": {"required": ["a", "c"]}},
+    {"type": "object", "required": ["a"], "not": {"required": ["a"]}},
+    {
+        "additionalProperties": False,
+        "not": {"anyOf": [{"required": ["a", "b"]}, {"required": ["c"]}]},
+    },
+]
+_REQUIRED_NOTS = [
+    {"properties": _PROPS, "additionalProperties": _EXTRA, **s} for s in _REQUIRED_NOTS
+]
+
+
+def _instances() -> list[str]:
+    """Every object over the subsets of a, b, c (in that order, values 1 or "s"), the same
+    with an extra key z, and one value of each other type."""
+    out = ["1", '"s"', "null", "[]", "true", "2.5"]
+    for bits in range(8):
+        keys = [k for i, k in enumerate(_KEYS) if bits >> i & 1]
+        for value in ("1", '"s"'):
+            members = [f'"{k}":{value}' for k in keys]
+            out.append("{" + ",".join(members) + "}")
+            out.append("{" + ",".join(members + ['"z":1']) + "}")
+    return out
+
+
+@pytest.mark.parametrize("schema", _REQUIRED_NOTS, ids=lambda s: json.dumps(s)[:60])
+def test_not_of_required_keys_is_exact_without_a_complement(schema) -> None:
+    from structgen.fsm.regex.definitions import COMPLEMENT, INTERSECT
+
+    texts = _instances()
+    good = [t for t in texts if _valid(schema, json.loads(t))]
+    bad = [t for t in texts if t not in good]
+    try:
+        grammar = compile_json_schema(schema, allow_extra_properties=True)
+    except UnsatisfiableSchemaError as exc:
+        assert not good, exc
+        return
+    assert_agrees_with_jsonschema(grammar, schema, good, bad)
+    written = [grammar.pattern, *(grammar.definitions or ())]
+    assert not any(COMPLEMENT in d or INTERSECT in d for d in written)
+
+
+def test_not_of_required_keys_falls_back_where_properties_cannot_merge() -> None:
+    """``patternProperties`` next to another subschema's properties: merge_all_of refuses,
+    so the complement path takes it (still exact)."""
+    schema = {
+        "type": "object",
+        "patternProperties": {"^x": {"type": "integer"}},
+        "not": {"required": ["xa"]},
+    }
+    grammar = compile_json_schema(schema, allow_extra_properties=True)
+    assert_agrees_with_jsonschema(grammar, schema, ['{"xb":1}', "{}"], ['{"xa":1}', '{"xb":"s"}'])

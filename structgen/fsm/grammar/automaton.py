@@ -579,6 +579,8 @@ class GrammarAutomaton:
 
 
 _DEAD_ROW = b"\xff" * 1024  # int32 [256] of -1
+# per byte b: the dead row's bytes before and after b's int32 (one join builds a row)
+_DEAD_PARTS = tuple((_DEAD_ROW[: 4 * b], _DEAD_ROW[4 * b + 4 :]) for b in range(256))
 
 
 def _literal_row(lexer, s: int) -> bytes | None:
@@ -598,18 +600,16 @@ def _literal_row(lexer, s: int) -> bytes | None:
     dfa = getattr(lexer, "dfa", lexer)  # a TerminalLexer's shared automaton, or a ByteDFA
     term = dfa.term(s)  # (TerminalLexer.term's own read)
     kind = arena.kind[term]
-    if kind == BYTES:  # the last byte of a literal: what follows is EPS
-        head, rest = term, EPS
-    elif kind == CONCAT:
+    if kind == CONCAT:
         head, rest = arena.args[term]
         if arena.kind[head] != BYTES:
             return None
+    elif kind == BYTES:  # the last byte of a literal: what follows is EPS
+        head, rest = term, EPS
     else:
         return None
     mask = arena.args[head][0]
     if mask & (mask - 1) or arena.has_boolean(term):
         return None
-    b = mask.bit_length() - 1
-    row = bytearray(_DEAD_ROW)
-    row[4 * b : 4 * b + 4] = dfa.state_of_term(rest).to_bytes(4, "little")
-    return bytes(row)
+    before, after = _DEAD_PARTS[mask.bit_length() - 1]
+    return b"".join((before, dfa.state_of_term(rest).to_bytes(4, "little"), after))

@@ -38,7 +38,14 @@ __all__ = [
     "process_tokens",
     "jump_forward",
     "record_prompt_logprobs",
+    "PROMPT_LOGPROBS_SERIAL_ROWS",
 ]
+
+PROMPT_LOGPROBS_SERIAL_ROWS = 32
+"""Scored rows of one request up to which ``record_prompt_logprobs`` runs on the calling thread
+(``few_rows_serial``): the scoring passes' requests score a few rows each, and waking torch's
+intra-op pool for each of them cost more than their log-softmax and top-k on one thread (each
+row is reduced by one thread either way: the same values)."""
 
 
 @dataclass(frozen=True)
@@ -220,7 +227,8 @@ def record_prompt_logprobs(req: Request, logits: torch.Tensor, first_pos: int) -
 
     Args:
         req: the request (``params.prompt_logprobs`` set).
-        logits: ``[P, V]``, row ``i`` computed at prompt position ``first_pos + i``.
+        logits: ``[P, V]``, row ``i`` computed at prompt position ``first_pos + i``; up to
+            ``PROMPT_LOGPROBS_SERIAL_ROWS`` rows on CPU are processed on the calling thread.
         first_pos: prompt position of the first row.
     """
     # entries up to first_pos (the first token, cache-served rows, or rows recorded
@@ -230,7 +238,8 @@ def record_prompt_logprobs(req: Request, logits: torch.Tensor, first_pos: int) -
     targets = torch.tensor(
         req.prompt_token_ids[first_pos + 1 : first_pos + 1 + logits.shape[0]], device=logits.device
     )
-    dicts = top_logprobs(logits, targets, [req.params.prompt_logprobs] * logits.shape[0])
+    with few_rows_serial(logits, PROMPT_LOGPROBS_SERIAL_ROWS):
+        dicts = top_logprobs(logits, targets, [req.params.prompt_logprobs] * logits.shape[0])
     req.prompt_logprobs.extend(dicts)
 
 

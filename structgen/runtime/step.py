@@ -115,7 +115,8 @@ def sample_tokens(
 
     Args:
         output: a successful forward's logits and their layout (``output.logits`` is
-            masked in place, padded-vocabulary columns included).
+            masked in place, padded-vocabulary columns included, and on CPU the plain
+            requests' rows too where they are consecutive).
         context: the engine's step settings.
         verify: ``SpeculativeDecoder.verify`` (needed when a request has drafts); called
             as ``verify(logits, items, masks=masks)``.
@@ -136,7 +137,17 @@ def sample_tokens(
         for req, first, lo, hi in output.prompt_logprobs:
             record_prompt_logprobs(req, logits[lo:hi], first)
         reqs = [req for req, _ in plain]
-        sample_logits = take_rows(logits, [lo for _, lo in plain]) if plain else logits[:0]
+        rows = [lo for _, lo in plain]
+        if (
+            rows
+            and logits.device.type == "cpu"
+            and rows == list(range(rows[0], rows[0] + len(rows)))
+        ):
+            # consecutive rows (a decode step's): their slice, no copy; sampling masks it in
+            # place, and nothing reads those rows of ``output.logits`` after this
+            sample_logits = logits[rows[0] : rows[0] + len(rows)]
+        else:
+            sample_logits = take_rows(logits, rows) if rows else logits[:0]
         tokens, logprobs = sample_step(sample_logits, reqs, context.eos_token_ids, masks)
         accepted = []
         if specs:

@@ -48,6 +48,15 @@ class Matcher(BaseMatcher):
             match is still reachable within the tokens left after it (exact fewest-token
             counts, see ``index/budget.py``). If no complete match fits in ``max_tokens`` at all,
             the budget is ignored (the output will be cut by the engine, as without it).
+
+    The budget is free while it provably does not bind: with ``B`` the budget's
+    ``free_bound()`` (every live state reachable from the start completes within ``B``
+    tokens), a state with ``remaining - 1 >= B`` tokens left has every token of its
+    unbudgeted mask lead to a state that completes in time, so the exact budgeted mask is
+    the unbudgeted one and every step is within the budget. Up to ``max_tokens - 1 - B``
+    accepted tokens the matcher therefore takes the unbudgeted paths (the cached mask's C
+    fill, the step memo); after that the budget decides. ``max_tokens >= B + 1`` also
+    proves the budget feasible from the start (``B`` bounds the initial state too).
     """
 
     def __init__(self, index: TokenIndex, max_tokens: int | None = None) -> None:
@@ -61,10 +70,15 @@ class Matcher(BaseMatcher):
         self._eos = index.vocab.eos_token_ids
         self.max_tokens = max_tokens
         self._budget = None
+        # the budget does not bind while at most this many tokens are accepted (-1: from
+        # the start it may): see the class docstring
+        self._free_until = -1
         if max_tokens is not None:
             budget = budget_for(index)
-            if budget.within(self._dfa.initial, int(max_tokens)):
+            free = int(max_tokens) - 1 - budget.free_bound()
+            if free >= 0 or budget.within(self._dfa.initial, int(max_tokens)):
                 self._budget = budget
+                self._free_until = free
         # history[i]: (state, eos_taken) after i accepted tokens
         self._history: list[tuple[int, bool]] = [(self._dfa.initial, False)]
 
@@ -119,13 +133,15 @@ class Matcher(BaseMatcher):
 
         Warm cost: a dictionary lookup of the state's cached mask and one C call that
         writes it into the tensor's memory (the tensor's layout is read once per tensor;
-        see ``index/masks.py``). Budgeted masks and other tensors go the general way.
+        see ``index/masks.py``), also under a budget while it is free (class docstring).
+        Masks the budget steers and other tensors go the general way.
 
         Raises: never (for a correctly shaped tensor).
         """
         state, eos_taken = self._history[-1]
         fill = masks.fill_row
-        if fill is not None and self._budget is None:
+        free = self._budget is None or len(self._history) - 1 <= self._free_until
+        if fill is not None and free:
             # one C call when the tensor is the last one written and unchanged since: it
             # takes the state's cached mask form from the index's dict and marks it used
             if eos_taken:
@@ -139,7 +155,7 @@ class Matcher(BaseMatcher):
                     return  # the state's first form (a partial index stand-in: no cache)
         words = None
         if not eos_taken:
-            if self._budget is not None:
+            if not free:
                 words = self._budget.mask(state, self.remaining_tokens())
             if words is None:
                 words = self._index.bitmask(state)
@@ -147,10 +163,12 @@ class Matcher(BaseMatcher):
 
     def is_mask_cached(self) -> bool:
         """True when the current state's mask is cached (or EOS was taken: all zero) and
-        no token budget steers it: ``fill_bitmask`` is then one C copy. Raises: never.
+        no token budget steers it (none, or free: see the class docstring):
+        ``fill_bitmask`` is then one C copy. Raises: never.
         """
         state, eos_taken = self._history[-1]
-        return eos_taken or (self._budget is None and state in self._forms)
+        free = self._budget is None or len(self._history) - 1 <= self._free_until
+        return eos_taken or (free and state in self._forms)
 
     def grammar_state_key(self) -> object:
         """The byte DFA, shared (with its token index and caches) by every matcher of one
@@ -176,7 +194,11 @@ class Matcher(BaseMatcher):
         nxt = int(self._index.token_next_state(state, int(token_id)))  # reads the index's step memo
         if nxt < 0:
             return None
-        if self._budget is not None and not self._budget.within(nxt, self.max_tokens - used - 1):
+        if (
+            self._budget is not None
+            and used > self._free_until
+            and not self._budget.within(nxt, self.max_tokens - used - 1)
+        ):
             return None
         return (nxt, False)
 
@@ -184,7 +206,8 @@ class Matcher(BaseMatcher):
         """Accept one token; False (state unchanged) if it is not allowed. Raises: never."""
         history = self._history
         state, eos_taken = history[-1]
-        if self._budget is None and not eos_taken:  # a step taken before: one dict lookup
+        free = self._budget is None or len(history) - 1 <= self._free_until
+        if free and not eos_taken:  # a step taken before: one dict lookup
             nxt = self._steps.get((state, token_id))  # holds no EOS or special id
             if nxt is not None:
                 if nxt < 0:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 __all__ = ["ForwardBatch"]
@@ -81,29 +82,33 @@ class ForwardBatch:
         Returns:
             The planned ForwardBatch.
         """
-        ext = [len(c) for c in token_chunks]
-        batch = len(ext)
+        # host-side index arithmetic in numpy: torch's CPU repeat_interleave and fills wake its
+        # intra-op thread pool, which costs more than these few thousand integers
+        batch = len(token_chunks)
+        ext = np.fromiter((len(c) for c in token_chunks), np.int64, batch)
         flat = [t for c in token_chunks for t in c]
-        ext_t = torch.tensor(ext, dtype=torch.int64)
-        pre_t = torch.tensor(prefix_lens, dtype=torch.int64)
-        seq_ids = torch.repeat_interleave(torch.arange(batch), ext_t)
-        starts = torch.cumsum(ext_t, 0) - ext_t  # [B] first flat row of each sequence
-        offs = torch.arange(len(flat)) - starts[seq_ids]  # [T] index within the chunk
-        positions = pre_t[seq_ids] + offs
+        pre = np.array(prefix_lens, dtype=np.int64).reshape(batch)
+        seq_ids = np.repeat(np.arange(batch, dtype=np.int64), ext)
+        starts = np.cumsum(ext) - ext  # [B] first flat row of each sequence
+        offs = np.arange(len(flat), dtype=np.int64) - starts[seq_ids]  # [T] index in the chunk
+        positions = pre[seq_ids] + offs
         max_pages = max(1, max(len(p) for p in page_tables))
-        pt = torch.zeros((batch, max_pages), dtype=torch.int64)
+        pt = np.zeros((batch, max_pages), dtype=np.int64)
         for b, pages in enumerate(page_tables):
             if pages:
-                pt[b, : len(pages)] = torch.tensor(pages, dtype=torch.int64)
+                pt[b, : len(pages)] = pages
         out_slots = pt[seq_ids, positions // page_size] * page_size + positions % page_size
         rows = list(range(batch)) if logits_rows is None else logits_rows
-        last = starts + ext_t - 1
+        last = starts + ext - 1
         if logits_token_indices is not None:
-            logits_idx = torch.tensor(logits_token_indices, dtype=torch.int64)
+            logits_idx = np.array(logits_token_indices, dtype=np.int64).reshape(-1)
         elif rows:
-            logits_idx = last[torch.tensor(rows, dtype=torch.int64)]
+            logits_idx = last[np.array(rows, dtype=np.int64)]
         else:
-            logits_idx = torch.zeros(0, dtype=torch.int64)
+            logits_idx = np.zeros(0, dtype=np.int64)
+        positions, out_slots, seq_ids, pre_t, ext_t, pt, logits_idx = (
+            torch.from_numpy(a) for a in (positions, out_slots, seq_ids, pre, ext, pt, logits_idx)
+        )
         dev = torch.device(device)
         return ForwardBatch(
             input_ids=torch.tensor(flat, dtype=torch.int64, device=dev),

@@ -12,15 +12,18 @@ range, and it is never handed out.
 
 Capacity and storage: the pool may hand out page ids ``1 .. num_pages - 1``. A preallocated
 pool (``growth_pages=None``, what CUDA uses: CUDA graphs capture the tensors' pointers)
-holds storage for all of them from the start. A growable pool starts with storage for
-``growth_pages`` pages and, when :meth:`alloc` needs pages past its storage, reallocates
-each layer's tensors larger (by at least ``growth_pages`` and at least doubled, never
-past ``num_pages``), copying the old pages to the same rows: page ids and slots never change,
-only the tensors' addresses do (``k_slots``/``v_slots`` give the current views; the fused
-decode step re-plans when the pointers change). Doubling keeps the pages copied over all growths
-below the pages finally reserved (a batch of many requests grows the pool a few times in its
-first steps; reserved storage is not resident until written, see below). Page ids are handed
-out in the same order by both kinds of pool, so the same alloc/free sequence gives the same ids.
+holds storage for all of them from the start. A growable pool starts with ``growth_pages``
+pages reserved and, when :meth:`alloc` needs pages past them, reserves more (by at least
+``growth_pages`` and at least doubled, never past ``num_pages``). Its tensors are views of
+the first reserved pages of uninitialised storage for all ``num_pages``, allocated at start
+(the operating system maps it on first write, so only pages written are resident): growing
+takes longer views, and nothing is copied and no address changes. Where that storage cannot
+be allocated (no address space for it), each growth reallocates the tensors larger and copies
+the used pages to the same rows (``k_slots``/``v_slots`` give the current views; the fused
+decode step re-plans when the pointers change; doubling keeps the pages copied over all
+growths below the pages finally reserved). Either way page ids and slots never change, and
+``nbytes`` counts the reserved pages. Page ids are handed out in the same order by both
+kinds of pool, so the same alloc/free sequence gives the same ids.
 
 Zeroed pages: masked attention multiplies the slots past a sequence's end (a page's tail,
 the scratch page) by a zero probability, which an uninitialised NaN bit pattern would
@@ -91,11 +94,22 @@ class KVPool:
         self.device = torch.device(device)
         self.growth_pages = growth_pages
         reserved = num_pages if growth_pages is None else min(num_pages, max(2, growth_pages))
-        self.k, self.v = self._storage(reserved)
+        # a growable pool's storage for all num_pages, uninitialised (not resident until
+        # written): growing takes longer views of it; None where it could not be had
+        self._whole: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+        if growth_pages is not None and reserved < num_pages:
+            try:
+                self._whole = self._storage(num_pages)
+            except (RuntimeError, MemoryError):  # no address space for it: copy on growth
+                self._whole = None
+        if self._whole is not None:
+            self.k, self.v = self._views(reserved)
+        else:
+            self.k, self.v = self._storage(reserved)
         self._reserved = reserved
         self._zeroed = 0  # pages 0 .. _zeroed - 1 are zeroed or were handed out since
         self._zero_pages(reserved if growth_pages is None else 1)  # 1: the scratch page
-        self.num_grows = 0  # reallocations since start
+        self.num_grows = 0  # growths since start
         # LIFO free list: recently freed (cache-warm) pages are reused first; pages never
         # handed out sit at the bottom in descending order (the lowest id on top).
         self._free: list[int] = list(range(reserved - 1, 0, -1))
@@ -114,6 +128,11 @@ class KVPool:
         ]
         return k, v
 
+    def _views(self, num_pages: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Pages ``0 .. num_pages - 1`` of the whole storage, as views per layer."""
+        whole_k, whole_v = self._whole
+        return [t[:num_pages] for t in whole_k], [t[:num_pages] for t in whole_v]
+
     def _zero_pages(self, end: int) -> None:
         """Zero pages ``_zeroed .. end - 1`` (each page once; see the module docstring)."""
         if end <= self._zeroed:
@@ -125,13 +144,18 @@ class KVPool:
 
     def _reserve(self, num_pages: int) -> None:
         """Grow the storage to ``num_pages`` pages, keeping every page at its row (the new
-        pages stay uninitialised until they are handed out).
+        pages stay uninitialised until they are handed out): longer views of the whole
+        storage, or, where that could not be allocated, new tensors with the used pages
+        copied over.
         """
         old = self._reserved
-        k, v = self._storage(num_pages)
-        pairs = list(zip(k, self.k)) + ([] if self.v_views_k else list(zip(v, self.v)))
-        for new_t, old_t in pairs:
-            new_t[: self._zeroed].copy_(old_t[: self._zeroed])  # the rest was never used
+        if self._whole is not None:  # longer views of the same storage: nothing moves
+            k, v = self._views(num_pages)
+        else:
+            k, v = self._storage(num_pages)
+            pairs = list(zip(k, self.k)) + ([] if self.v_views_k else list(zip(v, self.v)))
+            for new_t, old_t in pairs:
+                new_t[: self._zeroed].copy_(old_t[: self._zeroed])  # the rest was never used
         self.k, self.v = k, v
         self.__dict__.pop("_slot_views", None)  # they hold the old tensors
         self._reserved = num_pages

@@ -46,15 +46,15 @@ def take_rows(logits: torch.Tensor, rows: list[int]) -> torch.Tensor:
 
 
 @contextmanager
-def few_rows_serial(logits: torch.Tensor) -> Iterator[None]:
+def few_rows_serial(logits: torch.Tensor, max_rows: int = SERIAL_MAX_ROWS) -> Iterator[None]:
     """Run the block's torch ops on the calling thread when ``logits`` ``[R, V]`` is on CPU
-    and ``R <= SERIAL_MAX_ROWS`` (``torch.set_num_threads(1)``, restored on exit, also on
-    error); otherwise a no-op. Greedy picks are the same either way; a reduction over a row
-    (a top-p cumulative sum, a normalising sum) may round differently with another split, as
-    it may already with another batch shape.
+    and ``R <= max_rows`` (``torch.set_num_threads(1)``, restored on exit, also on error);
+    otherwise a no-op. Greedy picks are the same either way; a reduction over a row (a top-p
+    cumulative sum, a normalising sum) may round differently with another split, as it may
+    already with another batch shape.
     """
     n = torch.get_num_threads()
-    if logits.device.type != "cpu" or logits.shape[0] > SERIAL_MAX_ROWS or n == 1:
+    if logits.device.type != "cpu" or logits.shape[0] > max_rows or n == 1:
         yield
         return
     torch.set_num_threads(1)

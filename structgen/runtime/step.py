@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from structgen.fsm.jump_forward import plan_jump_forward
@@ -38,7 +39,14 @@ __all__ = [
     "process_tokens",
     "jump_forward",
     "record_prompt_logprobs",
+    "PROMPT_LOGPROBS_SERIAL_ROWS",
 ]
+
+PROMPT_LOGPROBS_SERIAL_ROWS = 32
+"""Scored rows of one request up to which ``record_prompt_logprobs`` runs on the calling thread
+(``few_rows_serial``): the scoring passes' requests score a few rows each, and waking torch's
+intra-op pool for each of them cost more than their log-softmax and top-k on one thread (each
+row is reduced by one thread either way: the same values)."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +116,8 @@ def sample_tokens(
 
     Args:
         output: a successful forward's logits and their layout (``output.logits`` is
-            masked in place, padded-vocabulary columns included).
+            masked in place, padded-vocabulary columns included, and on CPU the plain
+            requests' rows too where they are consecutive).
         context: the engine's step settings.
         verify: ``SpeculativeDecoder.verify`` (needed when a request has drafts); called
             as ``verify(logits, items, masks=masks)``.
@@ -129,7 +138,17 @@ def sample_tokens(
         for req, first, lo, hi in output.prompt_logprobs:
             record_prompt_logprobs(req, logits[lo:hi], first)
         reqs = [req for req, _ in plain]
-        sample_logits = take_rows(logits, [lo for _, lo in plain]) if plain else logits[:0]
+        rows = [lo for _, lo in plain]
+        if (
+            rows
+            and logits.device.type == "cpu"
+            and rows == list(range(rows[0], rows[0] + len(rows)))
+        ):
+            # consecutive rows (a decode step's): their slice, no copy; sampling masks it in
+            # place, and nothing reads those rows of ``output.logits`` after this
+            sample_logits = logits[rows[0] : rows[0] + len(rows)]
+        else:
+            sample_logits = take_rows(logits, rows) if rows else logits[:0]
         tokens, logprobs = sample_step(sample_logits, reqs, context.eos_token_ids, masks)
         accepted = []
         if specs:
@@ -181,7 +200,9 @@ def _sample_step(
     constrained = [r for r, req in enumerate(reqs) if req.matcher is not None]
     if constrained:
         words = -(-vocab_size // 32)
-        bitmask = torch.zeros((len(constrained), words), dtype=torch.int32)
+        # zeroed by numpy (calloc): torch.zeros fills it on its intra-op pool, whose wake-up
+        # costs more than the fill
+        bitmask = torch.from_numpy(np.zeros((len(constrained), words), dtype=np.int32))
         inline = list(enumerate(constrained))
         if masks is not None and masks.num_words == words:
             ahead = [(row, masks.rows_of(reqs[r], 1)) for row, r in inline]
@@ -220,7 +241,8 @@ def record_prompt_logprobs(req: Request, logits: torch.Tensor, first_pos: int) -
 
     Args:
         req: the request (``params.prompt_logprobs`` set).
-        logits: ``[P, V]``, row ``i`` computed at prompt position ``first_pos + i``.
+        logits: ``[P, V]``, row ``i`` computed at prompt position ``first_pos + i``; up to
+            ``PROMPT_LOGPROBS_SERIAL_ROWS`` rows on CPU are processed on the calling thread.
         first_pos: prompt position of the first row.
     """
     # entries up to first_pos (the first token, cache-served rows, or rows recorded
@@ -230,7 +252,8 @@ def record_prompt_logprobs(req: Request, logits: torch.Tensor, first_pos: int) -
     targets = torch.tensor(
         req.prompt_token_ids[first_pos + 1 : first_pos + 1 + logits.shape[0]], device=logits.device
     )
-    dicts = top_logprobs(logits, targets, [req.params.prompt_logprobs] * logits.shape[0])
+    with few_rows_serial(logits, PROMPT_LOGPROBS_SERIAL_ROWS):
+        dicts = top_logprobs(logits, targets, [req.params.prompt_logprobs] * logits.shape[0])
     req.prompt_logprobs.extend(dicts)
 
 

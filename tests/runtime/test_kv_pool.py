@@ -22,13 +22,27 @@ def _fill(pool: KVPool, page: int, value: float) -> None:
         t[page] = value
 
 
-def test_growable_pool_hands_out_the_same_ids_and_keeps_pages():
+class _NoWholePool(KVPool):
+    """A pool whose storage for all pages cannot be allocated (no address space)."""
+
+    def _storage(self, num_pages):
+        if not hasattr(self, "_refused"):  # the first: all pages at start
+            self._refused = num_pages
+            raise RuntimeError("not enough memory")
+        return super()._storage(num_pages)
+
+
+@pytest.mark.parametrize("kind", [KVPool, _NoWholePool])
+def test_growable_pool_hands_out_the_same_ids_and_keeps_pages(kind):
     """A random alloc/free sequence: same ids as the preallocated pool, every held page keeps
-    the value written into it across growths, storage never past num_pages.
+    the value written into it across growths, storage never past num_pages; growing takes
+    longer views of one storage (no address changes), or, where that storage could not be
+    allocated, copies into larger tensors.
     """
     rng = random.Random(0)
     fixed = KVPool(2, 64, 4, 2, 8)
-    grow = KVPool(2, 64, 4, 2, 8, growth_pages=3)
+    grow = kind(2, 64, 4, 2, 8, growth_pages=3)
+    ptrs = [t.data_ptr() for t in grow.k + grow.v]
     assert grow.num_reserved_pages == 3 and fixed.num_reserved_pages == 64
     assert grow.num_free_pages == fixed.num_free_pages == 63
     held: dict[int, float] = {}
@@ -55,6 +69,8 @@ def test_growable_pool_hands_out_the_same_ids_and_keeps_pages():
     assert grow.num_grows > 1
     assert grow.nbytes() == grow.num_reserved_pages * grow.page_nbytes
     assert grow.max_nbytes() == fixed.nbytes()
+    moved = [t.data_ptr() for t in grow.k + grow.v] != ptrs
+    assert moved == (kind is _NoWholePool)
 
 
 def test_growth_is_in_chunks_zeroes_handed_out_pages_and_refreshes_slot_views():

@@ -208,3 +208,41 @@ def test_filter_probs_candidates_equal_whole_row_sort(seed, monkeypatch):
         whole = filter_probs(probs.clone(), params)
         assert torch.equal(fast, whole)
         assert ((fast > 0).sum(-1) >= 1).all()
+
+
+def test_prompt_logprobs_on_the_calling_thread_equal_the_pool(monkeypatch):
+    """``record_prompt_logprobs`` runs a request's rows (up to ``PROMPT_LOGPROBS_SERIAL_ROWS``)
+    on one thread: every log-probability and top-20 entry is bit-identical to the intra-op
+    pool's (2 threads), for row counts around the threshold and rows with ties."""
+    from types import SimpleNamespace
+
+    from structgen.runtime import step as step_module
+    from structgen.runtime.logits_processing import top_logprobs
+
+    limit = step_module.PROMPT_LOGPROBS_SERIAL_ROWS
+    n = torch.get_num_threads()
+    seen = []
+
+    def spy(logits, chosen, k):
+        seen.append((logits.shape[0], torch.get_num_threads()))
+        return top_logprobs(logits, chosen, k)
+
+    monkeypatch.setattr(step_module, "top_logprobs", spy)
+    gen = torch.Generator().manual_seed(3)
+    for rows in (1, 3, 17, limit, limit + 1):
+        logits = torch.randn(rows, 49_152, generator=gen) * 4
+        logits[:, 100:130] = logits.max() + 1  # 30 tied maxima: top-20 picks among ties
+        prompt = torch.randint(0, 49_152, (rows + 1,), generator=gen).tolist()
+        req = SimpleNamespace(
+            params=SamplingParams(prompt_logprobs=20), prompt_token_ids=prompt, prompt_logprobs=None
+        )
+        step_module.record_prompt_logprobs(req, logits, 0)
+        torch.set_num_threads(2)
+        try:
+            pool = top_logprobs(logits, torch.tensor(prompt[1:]), [20] * rows)
+        finally:
+            torch.set_num_threads(n)
+        assert req.prompt_logprobs[1:] == pool
+        assert [list(d) for d in req.prompt_logprobs[1:]] == [list(d) for d in pool]
+    assert torch.get_num_threads() == n
+    assert [r for r, t in seen if t == 1] == [1, 3, 17, limit] or n == 1

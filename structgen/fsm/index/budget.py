@@ -44,6 +44,7 @@ import weakref
 import numpy as np
 
 from ...lru import LRUCache
+from .completion_bound import completion_bound
 from .token_index import pack_bitmask
 from .vocabulary import MARKER_BYTE, ONLY_BYTE, WILDCARD_BYTE, wildcard_ids
 
@@ -150,6 +151,7 @@ class CompletionBudget:
         # both under self._lock
         self._rows: LRUCache[int, tuple] = LRUCache(max_cached_rows, lock=False)
         self._masks: LRUCache[tuple[int, int], np.ndarray] = LRUCache(_MAX_MASKS, lock=False)
+        self._free_bound: int | None = None  # completion_bound, computed on first use
 
     # ---- public ------------------------------------------------------------
 
@@ -157,6 +159,25 @@ class CompletionBudget:
         """Tokens of a known path from ``state`` to acceptance (``INF`` if none found)."""
         with self._lock:
             return self._upper_of(state)
+
+    def free_bound(self) -> int:
+        """Tokens within which every live state reachable from the initial one can reach
+        acceptance, proven from the automaton's structure (``completion_bound``), or ``INF``.
+
+        With ``remaining - 1 >= free_bound()`` tokens left, every token of a state's
+        unbudgeted mask leads to a state with a completion of at most ``remaining - 1``
+        tokens, so the budgeted mask (:meth:`mask`, exact) is the unbudgeted one and
+        :meth:`within` holds for every successor: the budget does not bind. Computed once
+        per budget (one pass over the initial state's term). Raises: never.
+        """
+        bound = self._free_bound
+        if bound is None:
+            with self._lock:
+                bound = self._free_bound
+                if bound is None:
+                    bound = min(completion_bound(self._dfa, self._byte_token), INF)
+                    self._free_bound = bound
+        return bound
 
     def within(self, state: int, k: int) -> bool:
         """True when a witness of at most ``k`` tokens from ``state`` to acceptance is known

@@ -113,6 +113,7 @@ class CopyPlan:
         self._spans: str | None = None
         self._ordering: set[str] = set()  # arrays being converted without the order
         self.ordered: list[str] = []  # arrays whose items follow the text's order
+        self._decided: dict[tuple, Any] = {}  # _enumerated's languages by (acceptor, hi, dates)
 
     def lower(self, conv, rest: dict, pointer: str, refs: tuple[str, ...]) -> Any:
         """The regex of ``rest`` under the copy constraint, or ``DECLINED``.
@@ -217,10 +218,18 @@ class CopyPlan:
                 conv.warnings.append(note)
         if acceptor is None:
             return None
+        with_dates = "format" in schema or "pattern" in schema
+        key = (acceptor, hi, with_dates)  # fields of one grammar share the acceptor
+        if key not in self._decided:
+            self._decided[key] = self._enumerate(acceptor, hi, with_dates)
+        return self._decided[key]
+
+    def _enumerate(self, acceptor: _Acceptor, hi: int | None, with_dates: bool) -> Any:
+        """``_enumerated``'s language for one acceptor (no memo)."""
         accepted = acceptor.spans(self.sources, hi, ENUMERATE_MAX_SPANS, ENUMERATE_MAX_STEPS)
         if accepted is None:
             return _TOO_MANY
-        if "format" in schema or "pattern" in schema:
+        if with_dates:
             for value in self.dates_and_times:
                 written = json_string_content(value)
                 if acceptor.accepts(written):
@@ -313,6 +322,7 @@ ENUMERATE_MAX_STEPS = 400_000
 _TOO_MANY = object()  # CopyPlan._enumerated: past a limit, take the INTERSECT path
 _ACCEPTORS_SIZE = 256
 _ACCEPTORS: LRUCache[tuple, tuple[Any, tuple[str, ...]]] = LRUCache(_ACCEPTORS_SIZE)
+_ACCEPTORS_BY_GRAMMAR: LRUCache[tuple, Any] = LRUCache(_ACCEPTORS_SIZE)  # (base, defs)
 _QUOTE = 0x22
 
 
@@ -408,7 +418,13 @@ def _base_acceptor(conv, schema: dict, pointer: str) -> tuple[_Acceptor | None, 
         warnings = tuple(conv.warnings)
     finally:
         conv.warnings = recorded
-    acceptor = None if base is None else _Acceptor(base, list(conv.sharing.definitions))
+    acceptor = None
+    if base is not None:  # fields whose keywords write the same grammar share one acceptor
+        grammar = (base, tuple(conv.sharing.definitions))
+        acceptor = _ACCEPTORS_BY_GRAMMAR.get(grammar)
+        if acceptor is None:
+            acceptor = _Acceptor(base, list(grammar[1]))
+            _ACCEPTORS_BY_GRAMMAR.put(grammar, acceptor)
     _ACCEPTORS.put(key, (acceptor, warnings))
     return acceptor, warnings
 

@@ -224,3 +224,96 @@ def test_masks_are_cached_smollm2(smollm2_vocab: Vocabulary, monkeypatch) -> Non
     monkeypatch.setattr(index, "_walk", no_walk)
     for state, mask in enumerate(first):
         assert index.bitmask(state) is mask
+
+
+def _forced_reference(dfa, state: int) -> bytes:
+    """``forced_bytes`` by its rule, walked afresh (no memo): the brute-force reference."""
+    from structgen.fsm.index.vocabulary import MARKER_BYTE
+
+    out, seen = bytearray(), set()
+    while not dfa.is_accepting(state) and state not in seen:
+        live = [b for b in range(256) if dfa.row(state)[b] >= 0]
+        if len(live) != 1 or live[0] == MARKER_BYTE:
+            break
+        seen.add(state)
+        out.append(live[0])
+        state = int(dfa.row(state)[live[0]])
+    return bytes(out)
+
+
+def _reachable_states(dfa, limit: int) -> list[int]:
+    order, todo = [dfa.initial], [dfa.initial]
+    seen = {dfa.initial}
+    while todo and len(order) < limit:
+        for nxt in dfa.row(todo.pop()).tolist():
+            if nxt >= 0 and nxt not in seen:
+                seen.add(nxt)
+                order.append(nxt)
+                todo.append(nxt)
+    return order
+
+
+def _at(grammar, state: int):
+    m = grammar.matcher()
+    m._history = [(state, False)]  # a cursor at ``state``
+    return m
+
+
+def test_forced_bytes_equals_brute_force_on_copy_grammars(smollm2_vocab: Vocabulary):
+    """Contact-card copy grammars over SmolLM2's vocabulary: ``forced_bytes`` at every
+    reachable state (up to 1500 per grammar, in random orders) equals a brute-force walk
+    of its rule; so do the forced bytes along random token walks."""
+    from benchmarks.bench_extract_batch import documents
+    from structgen.extraction.copy import copy_constraint
+    from structgen.fsm.compiler import compile_spec
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "full_name": {"type": "string", "maxLength": 80},
+            "email": {"type": "string", "format": "email", "maxLength": 80},
+            "phone": {"type": "string", "maxLength": 30},
+            "job_title": {"type": ["string", "null"], "maxLength": 80},
+        },
+        "required": ["full_name", "email", "phone"],
+        "additionalProperties": False,
+    }
+    rng = random.Random(5)
+    checked = nonempty = 0
+    for text in documents(3, seed=2):
+        grammar = compile_spec(copy_constraint(schema, text).spec, smollm2_vocab)
+        dfa = grammar.token_index.dfa
+        states = _reachable_states(dfa, 1500)
+        expected = {s: _forced_reference(dfa, s) for s in states}
+        for _ in range(2):
+            rng.shuffle(states)
+            for s in states:
+                assert _at(grammar, s).forced_bytes() == expected[s], s
+        checked += len(states)
+        nonempty += sum(1 for s in states if expected[s])
+        m = grammar.matcher()
+        for _ in range(60):
+            assert m.forced_bytes() == _forced_reference(dfa, m.state)
+            mask = torch.zeros(1, (smollm2_vocab.vocab_size + 31) // 32, dtype=torch.int32)
+            m.fill_bitmask(mask, 0)
+            ids = np.flatnonzero(np.unpackbits(mask[0].numpy().view(np.uint8), bitorder="little"))
+            ids = [int(t) for t in ids if int(t) not in smollm2_vocab.eos_token_ids]
+            if not ids:
+                break
+            assert m.advance(rng.choice(ids))
+    assert checked > 1000 and nonempty > 100
+
+
+def test_forced_bytes_on_regex_loops(tiny_vocab: Vocabulary) -> None:
+    """Forced runs into, through and out of loops: at every state, in random orders,
+    ``forced_bytes`` equals a brute-force walk of its rule."""
+    rng = random.Random(0)
+    for pattern in [r"x(ab)*c", r"abc(d|e)fg", r"(abc)+", r"a(bca)*bcz", r"\"[a-c]{0,3}\"end"]:
+        for _ in range(5):
+            grammar = compile_regex(pattern, tiny_vocab)
+            dfa = grammar.token_index.dfa
+            states = _reachable_states(dfa, 200)
+            expected = {s: _forced_reference(dfa, s) for s in states}
+            rng.shuffle(states)
+            for s in states:
+                assert _at(grammar, s).forced_bytes() == expected[s], (pattern, s)

@@ -1,0 +1,91 @@
+"""Jump-forward planning's thread CPU per contact card (#23).
+
+``plan_jump_forward`` (``Matcher.forced_bytes`` included) at every step of a seeded random
+token walk (up to 150 steps) on the copy grammar of each of N contact cards
+(``bench_extract_batch.documents``), over SmolLM2's tokenizer; plans are applied as the
+engine applies them. Prints thread CPU per card and a hash of every plan (equal hashes:
+equal plans, for A/Bs of two trees). Usage: ``PYTHONPATH=. python
+benchmarks/bench_jump_forward_plan.py 12``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> None:
+    import structgen
+    from benchmarks.bench_extract_batch import documents
+    from benchmarks.support import smollm2_tokenizer
+    from structgen.extraction.copy import copy_constraint
+    from structgen.fsm import Vocabulary
+    from structgen.fsm.compiler import compile_spec
+    from structgen.fsm.jump_forward import plan_jump_forward
+
+    tok = smollm2_tokenizer()
+    vocab = Vocabulary.from_tokenizer(tok)
+
+    def encode(text: str) -> list[int]:
+        return tok.encode(text, add_special_tokens=False)
+
+    schema = json.loads((ROOT / "benchmarks/data/extraction/schemas/contact_card.json").read_text())
+    texts = documents(int(sys.argv[1]) if len(sys.argv) > 1 else 12, 0)
+    digest, total, steps, jumps = hashlib.sha256(), 0.0, 0, 0
+    rng = random.Random(1)
+    mask = torch.zeros(1, (vocab.vocab_size + 31) // 32, dtype=torch.int32)
+    for text in texts:
+        m = compile_spec(copy_constraint(schema, text).spec, vocab).matcher()
+        gen: list[int] = []
+        for _ in range(150):
+            t0 = time.thread_time()
+            plan = plan_jump_forward(m, gen, encode, vocab)
+            total += time.thread_time() - t0
+            steps += 1
+            digest.update(repr((plan.num_drop, plan.append)).encode())
+            if plan:
+                jumps += 1
+                m.rollback(plan.num_drop)
+                if plan.num_drop:
+                    del gen[-plan.num_drop :]
+                for t in plan.append:
+                    assert m.advance(t)
+                    gen.append(t)
+                continue
+            if m.is_terminated():
+                break
+            m.fill_bitmask(mask, 0)
+            bits = np.unpackbits(mask[0].numpy().view(np.uint8), bitorder="little")
+            ids = [int(t) for t in np.flatnonzero(bits[: vocab.vocab_size])]
+            ids = [t for t in ids if t not in vocab.eos_token_ids]
+            if not ids:
+                break
+            t = rng.choice(ids)
+            assert m.advance(t)
+            gen.append(t)
+    tree = Path(structgen.__file__).resolve().parents[1].name
+    print(
+        json.dumps(
+            {
+                "tree": tree,
+                "per_card_ms": round(1000 * total / len(texts), 3),
+                "steps": steps,
+                "jumps": jumps,
+                "plans_hash": digest.hexdigest()[:16],
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -121,6 +121,8 @@ def main() -> None:
     ap.add_argument("--ab-fused-extend", default=None, help="MAX_FUSED_EXTEND values, A/B")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of the A/B")
     args = ap.parse_args()
+    if args.docs < 1 or args.batch1_docs < 1:
+        ap.error("--docs and --batch1-docs must be at least 1 (the table is their ratio)")
     from structgen import Engine
 
     schema = json.loads((ROOT / "benchmarks/data/extraction/schemas/contact_card.json").read_text())

@@ -41,6 +41,7 @@ from functools import lru_cache
 from itertools import combinations
 
 from ..regex.escape import escape_literal
+from ..regex.lower import ascii_class
 from .context import ConvertContext
 from .dependencies import dependent_object_regex, has_dependencies
 from .pattern import pattern_to_string_body
@@ -74,6 +75,8 @@ CANON_CHAR = "(?:" + "|".join(['[^"\\\\\\x00-\\x1f]'] + _escape_classes(_ESCAPES
 _ALL_ESCAPES = _escape_classes(_ESCAPES)
 _NON_ASCII = "[\\x80-\\U0010ffff]"  # every non-ASCII character (UTF-8: no surrogate)
 _NON_ASCII_UNIT = "(?:" + "|".join([_NON_ASCII, *_ALL_ESCAPES]) + ")"
+# the characters 0x20-0x7F a JSON string writes as themselves (all but '"' and '\\'), as bits
+_PLAIN_UNITS = ((1 << 0x80) - (1 << 0x20)) & ~(1 << 0x22) & ~(1 << 0x5C)
 MAX_SUBSETS = 256
 SHARE_MIN_CHARS = 64  # member tails at least this long become shared definitions
 # (WashingtonPost's recursive content objects copy every expansion's tails; the figures for
@@ -108,15 +111,12 @@ def _unit_not_in(excluded: frozenset[str], other: str = _NON_ASCII_UNIT) -> str:
     )
     if all(u < "\x80" for u in plain):
         rest = other if escapes == _ALL_ESCAPES else _alt_text([_NON_ASCII, *escapes])
-        # the printable ASCII left as a class of ranges, each run between two codes not
-        # left written as its ends (the class's own syntax escaped: one per trie node)
-        parts, start = [], 0x20
-        for hole in sorted({0x22, 0x5C, 0x80, *(ord(u) for u in plain if u >= " ")}):
-            if hole > start:
-                end = hole - 1
-                parts.append(_class_char(start) + ("-" + _class_char(end) if end > start else ""))
-            start = hole + 1
-        return _alt_text(["[" + "".join(parts) + "]", rest] if parts else [rest])
+        # the printable ASCII left as a class of ranges (one per trie node), its byte set
+        # handed to the lowering with the text (``ascii_class``: not read back from it)
+        mask = _PLAIN_UNITS
+        for u in plain:
+            mask &= ~(1 << ord(u))
+        return _alt_text([ascii_class(mask), rest] if mask else [rest])
     plain.sort()
     cls = '[^"\\\\\\x00-\\x1f' + "".join("\\" + c if c in "\\]^-[" else c for c in plain) + "]"
     return "(?:" + "|".join([cls] + escapes) + ")"
@@ -124,12 +124,6 @@ def _unit_not_in(excluded: frozenset[str], other: str = _NON_ASCII_UNIT) -> str:
 
 def _alt_text(options: list[str]) -> str:
     return "(?:" + "|".join(options) + ")"
-
-
-def _class_char(code: int) -> str:
-    if code == 0x7F:
-        return "\\x7f"
-    return "\\" + chr(code) if chr(code) in "\\]^-[" else chr(code)
 
 
 def key_not_in(names: list[str], tail: str = CANON_CHAR + "*", other: str = _NON_ASCII_UNIT) -> str:

@@ -33,6 +33,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as C  # type: ignore[no-redef]
 
 from .definitions import PLACEHOLDER_BASE
+from .escape import escape_class_char
 from .recipes import export_term, import_term
 from .terms import (
     _SPINE_MAX,
@@ -108,6 +109,40 @@ _REPEATS = {"*": (0, INF), "+": (1, INF), "?": (0, 1)}
 # such), shared by every compile of the process; emptied when full
 _ATOM_RECIPES: dict[str, tuple | int] = {}
 _ATOM_RECIPES_MAX = 4096
+
+
+_ASCII_CLASS_CHARS = tuple(escape_class_char(code) for code in range(0x80))  # ascii_class
+
+
+def ascii_class(mask: int) -> str:
+    r"""The class token of the ASCII bytes in ``mask`` (bit ``b``: byte ``b``, 0..0x7F): its
+    runs of set bits as ranges ``a-b`` (a run of one as the code alone), the class's own
+    syntax escaped (``\``, ``]``, ``^``, ``-``, ``[``), control codes and 0x7F as ``\xHH``;
+    e.g. ``[ -!#-\[\]-\x7f]``.
+
+    The token's term (one byte set) goes into the atom recipes as it is written, so a
+    lowering takes the class from there instead of reading the text again
+    (``_ascii_class_mask`` reads the same mask back: ``tests/fsm/regex/test_lower.py``).
+
+    Raises:
+        ValueError: ``mask`` is empty or has a bit at 0x80 or above.
+    """
+    if mask <= 0 or mask >> 0x80:
+        raise ValueError(f"ascii_class needs a nonempty mask of bytes below 0x80, got {mask:#x}")
+    parts, rest = [], mask
+    while rest:
+        code = (rest & -rest).bit_length() - 1  # the lowest set bit starts a run
+        run = rest >> code
+        end = code + ((run + 1) & ~run).bit_length() - 2  # its last set bit
+        text = _ASCII_CLASS_CHARS[code]
+        parts.append(text if end == code else text + "-" + _ASCII_CLASS_CHARS[end])
+        rest = run >> (end + 1 - code) << (end + 1)
+    token = "[" + "".join(parts) + "]"
+    if token not in _ATOM_RECIPES:
+        if len(_ATOM_RECIPES) >= _ATOM_RECIPES_MAX:
+            _ATOM_RECIPES.clear()
+        _ATOM_RECIPES[token] = ((BYTES, mask),)  # export_term of arena.byteset(mask)
+    return token
 
 
 class _Bail(Exception):

@@ -22,7 +22,7 @@ from structgen.fsm.deadline import NEVER
 from structgen.fsm.json_schema import json_schema_to_shared
 from structgen.fsm.regex import parse
 from structgen.fsm.regex.lower import fast_lower
-from structgen.fsm.regex.terms import EMPTY, TermArena
+from structgen.fsm.regex.terms import BYTES, EMPTY, TermArena
 
 
 def _same_language(arena: TermArena, a: int, b: int, limit: int = 400) -> bool:
@@ -241,6 +241,34 @@ def test_astral_ranges_stay_on_the_fast_path(use_c: bool) -> None:
     classes (``[\\U00010000-\\U0010ffff]``) do not send the whole text to re's parser."""
     assert _check([r'"[\U00010000-\U0010ffff]+"', r"[\x80-\U0010ffff]x"], use_c) == 2
     assert _check([r"[a\U000f0000]"], use_c) == 0  # a single one is left to re
+
+
+def test_ascii_class_writes_the_mask_re_reads() -> None:
+    """``lower.ascii_class`` on seeded random ASCII masks (runs of every length, control
+    codes, the class's own syntax, 0x7F): ``re`` matches exactly the mask's bytes in the
+    token it writes, ``_ascii_class_mask`` reads it back (or leaves it to the slow reader),
+    and the term a lowering takes from the recipe it leaves is the one byte set that
+    lowering the token from scratch (a fresh arena, the recipes emptied) builds."""
+    from structgen.fsm.regex import lower
+
+    rng = random.Random(11)
+    masks = [1, 1 << 0x7F, (1 << 0x80) - 1, (1 << 0x80) - (1 << 0x20), 1 << ord("-")]
+    masks += [rng.getrandbits(rng.choice([8, 40, 128])) << rng.randint(0, 7) for _ in range(1500)]
+    masks = [m & ((1 << 0x80) - 1) for m in masks]
+    for mask in [m for m in masks if m]:
+        token = lower.ascii_class(mask)
+        assert sum(1 << b for b in range(0x100) if re.fullmatch(token, chr(b))) == mask, token
+        assert lower._ascii_class_mask(token[1:-1]) in (None, mask), token
+        taken = TermArena()
+        got = parse.lower(token, taken)
+        lower._ATOM_RECIPES.pop(token)
+        scratch = TermArena()
+        built = parse.lower(token, scratch)  # (ids differ where the slow reader interns more)
+        assert (taken.kind[got], taken.args[got]) == (BYTES, (mask,)), token
+        assert (scratch.kind[built], scratch.args[built]) == (BYTES, (mask,)), token
+    for bad in (0, -1, 1 << 0x80):
+        with pytest.raises(ValueError):
+            lower.ascii_class(bad)
 
 
 def test_ascii_class_mask_reads_classes_as_re_does() -> None:

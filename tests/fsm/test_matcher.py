@@ -10,6 +10,7 @@ import torch
 
 from structgen.errors import NoVocabularyError
 from structgen.fsm import Vocabulary, compile_json_schema, compile_regex
+from tests.fsm._contact_cards import contact_card_grammars
 
 
 def _allowed(bitmask_row: torch.Tensor, n: int) -> set[int]:
@@ -263,25 +264,9 @@ def test_forced_bytes_equals_brute_force_on_copy_grammars(smollm2_vocab: Vocabul
     """Contact-card copy grammars over SmolLM2's vocabulary: ``forced_bytes`` at every
     reachable state (up to 1500 per grammar, in random orders) equals a brute-force walk
     of its rule; so do the forced bytes along random token walks."""
-    from benchmarks.bench_extract_batch import documents
-    from structgen.extraction.copy import copy_constraint
-    from structgen.fsm.compiler import compile_spec
-
-    schema = {
-        "type": "object",
-        "properties": {
-            "full_name": {"type": "string", "maxLength": 80},
-            "email": {"type": "string", "format": "email", "maxLength": 80},
-            "phone": {"type": "string", "maxLength": 30},
-            "job_title": {"type": ["string", "null"], "maxLength": 80},
-        },
-        "required": ["full_name", "email", "phone"],
-        "additionalProperties": False,
-    }
     rng = random.Random(5)
     checked = nonempty = 0
-    for text in documents(3, seed=2):
-        grammar = compile_spec(copy_constraint(schema, text).spec, smollm2_vocab)
+    for grammar in contact_card_grammars(smollm2_vocab, 3, seed=2):
         dfa = grammar.token_index.dfa
         states = _reachable_states(dfa, 1500)
         expected = {s: _forced_reference(dfa, s) for s in states}

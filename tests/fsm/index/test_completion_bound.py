@@ -22,6 +22,7 @@ from structgen.fsm.index.completion_bound import UNBOUNDED, completion_bound
 from structgen.fsm.regex.lazy_dfa import ByteDFA
 from structgen.fsm.regex.terms import INF as NO_HI
 from structgen.fsm.regex.terms import TermArena
+from tests.fsm._contact_cards import contact_card_grammars
 from tests.fsm.index.test_budget import (  # noqa: F401 (json_vocab: a fixture)
     _brute_force_min_tokens,
     _exact_budget_grammars,
@@ -194,24 +195,8 @@ def test_free_path_equals_slow_path_on_copy_grammars(smollm2_vocab: Vocabulary, 
     """Copy grammars of contact cards over SmolLM2's vocabulary: random walks under
     ``max_tokens`` 512 (free all the way) and just above the bound (free for two tokens,
     then the budget decides) give the slow path's masks, steps and validations."""
-    from benchmarks.bench_extract_batch import documents
-    from structgen.extraction.copy import copy_constraint
-    from structgen.fsm.compiler import compile_spec
-
-    schema = {
-        "type": "object",
-        "properties": {
-            "full_name": {"type": "string", "maxLength": 80},
-            "email": {"type": "string", "format": "email", "maxLength": 80},
-            "phone": {"type": "string", "maxLength": 30},
-            "job_title": {"type": ["string", "null"], "maxLength": 80},
-        },
-        "required": ["full_name", "email", "phone"],
-        "additionalProperties": False,
-    }
     rng = random.Random(0)
-    for text in documents(3, seed=1):
-        grammar = compile_spec(copy_constraint(schema, text).spec, smollm2_vocab)
+    for grammar in contact_card_grammars(smollm2_vocab, 3, seed=1):
         bound = budget_mod.budget_for(grammar.token_index).free_bound()
         assert bound < 200
         assert _walk_both(grammar, smollm2_vocab, 512, rng, monkeypatch) > 5

@@ -37,6 +37,8 @@ without the C kernel), the weight is dequantized for ``F.linear``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -187,6 +189,25 @@ def _dequantize_int8_any(q: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     if q.dim() == 3:
         q, scales = int8_from_group_major(q, scales)
     return dequantize_int8(q, scales)
+
+
+def _kept_derived(owner: object, name: str, sources: tuple[torch.Tensor, ...], build: Any) -> Any:
+    """``build()``'s result, kept in ``owner.__dict__[name]`` while every tensor of ``sources`` is
+    the same object at the same ``_version`` (an in-place write or a replaced buffer rebuilds it;
+    a buffer allocated where a freed one was is not mistaken for it: identity is checked too).
+
+    Raises:
+        whatever ``build`` raises (nothing is kept then).
+    """
+    kept = owner.__dict__.get(name)  # (sources, their versions, result)
+    versions = tuple(t._version for t in sources)
+    if (
+        kept is None
+        or any(a is not b for a, b in zip(kept[0], sources, strict=True))
+        or kept[1] != versions
+    ):
+        kept = owner.__dict__[name] = (sources, versions, build())
+    return kept[2]
 
 
 class QuantLinear(nn.Module):
@@ -511,17 +532,7 @@ class QuantLinear(nn.Module):
         if self.kind != "int4":
             raise ValueError(f"scale_tiles: {self.kind} weights have no mins (int4 only)")
         sc, mn = b["scales"], b["mins"]
-        kept = self.__dict__.get("_scale_tiles")  # (scales, its version, mins, its version, tiles)
-        if (
-            kept is None
-            or kept[0] is not sc
-            or kept[2] is not mn
-            or kept[1] != sc._version
-            or kept[3] != mn._version
-        ):
-            tiles = int4_scale_tiles(sc, mn)
-            kept = self.__dict__["_scale_tiles"] = (sc, sc._version, mn, mn._version, tiles)
-        return kept[4]
+        return _kept_derived(self, "_scale_tiles", (sc, mn), lambda: int4_scale_tiles(sc, mn))
 
     def _cached_scale_zeros(self, dtype: torch.dtype) -> torch.Tensor:
         """The torch layout's ``[G, N, 2]`` (scale, zero) table in ``dtype``, built once per dtype
@@ -627,19 +638,13 @@ class QuantEmbedding(nn.Module):
         """
         b = self._buffers
         q, sc = b["qweight"], b["scales"]
-        kept = self.__dict__.get("_int8_tiles")  # (qweight, version, scales, version, tiles, table)
-        if (
-            kept is None
-            or kept[0] is not q
-            or kept[2] is not sc
-            or kept[1] != q._version
-            or kept[3] != sc._version
-        ):
+
+        def build() -> tuple[torch.Tensor, torch.Tensor]:
             if q.dim() != 2:
                 raise ValueError("int8_tiles: the table is group-major (no C kernel layout)")
-            tiles, table = pack_int8_tiles(q), int8_scale_tiles(sc)
-            kept = self.__dict__["_int8_tiles"] = (q, q._version, sc, sc._version, tiles, table)
-        return kept[4], kept[5]
+            return pack_int8_tiles(q), int8_scale_tiles(sc)
+
+        return _kept_derived(self, "_int8_tiles", (q, sc), build)
 
 
 class FusedQuantProjection:

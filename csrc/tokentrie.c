@@ -952,6 +952,25 @@ done:
     return result;
 }
 
+/* The (ids, flat, starts, lengths) arguments of sorted_trie and byte_postings, read only, into
+ * held[0..4) (ids int32, flat bytes, starts and lengths int64); returns how many were acquired:
+ * 4, or fewer with the error set (the caller releases those). */
+static int get_token_slices(PyObject *const *args, Py_buffer *held[4], const char *ids_name) {
+    const char *names[4] = {ids_name, "flat", "starts", "lengths"};
+    static const Py_ssize_t sizes[4] = {4, 1, 8, 8};
+    int got = 0;
+    for (; got < 4; got++)
+        if (get(args[got], held[got], 0, sizes[got], names[got]) < 0) break;
+    return got;
+}
+
+/* 1 when id is one of the v tokens and its bytes (at least min_len of them) lie inside flat. */
+static inline int token_in_flat(int32_t id, Py_ssize_t v, const int64_t *starts,
+                                const int64_t *lengths, Py_ssize_t nflat, int64_t min_len) {
+    return id >= 0 && id < v && lengths[id] >= min_len && starts[id] >= 0 &&
+           starts[id] + lengths[id] <= nflat;
+}
+
 /* sorted_trie(ids, flat, starts, lengths): see the header. */
 static PyObject *sorted_trie(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -961,11 +980,7 @@ static PyObject *sorted_trie(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     Py_buffer ib, fb, stb, lb;
     Py_buffer *held[4] = {&ib, &fb, &stb, &lb};
-    static const char *names[4] = {"ids", "flat", "starts", "lengths"};
-    static const Py_ssize_t sizes[4] = {4, 1, 8, 8};
-    int got = 0;
-    for (; got < 4; got++)
-        if (get(args[got], held[got], 0, sizes[got], names[got]) < 0) break;
+    int got = get_token_slices(args, held, "ids");
     PyObject *result = NULL;
     if (got == 4) {
         const int32_t *ids = ib.buf;
@@ -974,8 +989,7 @@ static PyObject *sorted_trie(PyObject *self, PyObject *const *args, Py_ssize_t n
         int ok = stb.len == lb.len;
         for (Py_ssize_t i = 0; ok && i < k; i++) {
             int32_t id = ids[i];
-            ok = id >= 0 && id < v && lengths[id] >= 1 && starts[id] >= 0 &&
-                 starts[id] + lengths[id] <= fb.len;
+            ok = token_in_flat(id, v, starts, lengths, fb.len, 1);
             if (ok) {
                 total += lengths[id];
                 if (lengths[id] > longest) longest = lengths[id];
@@ -1000,11 +1014,7 @@ static PyObject *byte_postings(PyObject *self, PyObject *const *args, Py_ssize_t
     }
     Py_buffer ob, fb, stb, lb;
     Py_buffer *held[4] = {&ob, &fb, &stb, &lb};
-    static const char *names[4] = {"order", "flat", "starts", "lengths"};
-    static const Py_ssize_t sizes[4] = {4, 1, 8, 8};
-    int got = 0;
-    for (; got < 4; got++)
-        if (get(args[got], held[got], 0, sizes[got], names[got]) < 0) break;
+    int got = get_token_slices(args, held, "order");
     PyObject *result = NULL;
     int32_t *positions = NULL;
     if (got == 4) {
@@ -1019,8 +1029,7 @@ static PyObject *byte_postings(PyObject *self, PyObject *const *args, Py_ssize_t
         /* pass 1: per byte, the tokens holding it (each token once) and their bytes */
         for (Py_ssize_t i = 0; ok && i < k; i++) {
             int32_t id = order[i];
-            ok = id >= 0 && id < v && lengths[id] >= 0 && starts[id] >= 0 &&
-                 starts[id] + lengths[id] <= fb.len;
+            ok = token_in_flat(id, v, starts, lengths, fb.len, 0);
             if (!ok) break;
             uint64_t seen[4] = {0, 0, 0, 0};
             const uint8_t *b = flat + starts[id];

@@ -91,9 +91,9 @@ def _units(name: str) -> list[str]:
 
 
 @lru_cache(maxsize=4096)
-def _unit_not_in(excluded: frozenset[str], other: str = _NON_ASCII_UNIT) -> str:
+def _unit_not_in(excluded: frozenset[str], other: str = _NON_ASCII_UNIT, then: str = "") -> str:
     """One canonically spelled character of a JSON string body other than the ``excluded``
-    units (characters, or ``json.dumps`` escapes).
+    units (characters, or ``json.dumps`` escapes), followed by ``then``.
 
     Where every excluded character is ASCII (key names usually are) it is written as the
     ASCII characters left, as a small class of ranges, then, when no escape is excluded,
@@ -102,6 +102,14 @@ def _unit_not_in(excluded: frozenset[str], other: str = _NON_ASCII_UNIT) -> str:
     a negated class per node was a distinct class of ~30 UTF-8 terms each and ~80
     characters more text per node (``benchmarks/RESULTS.md``, #22 g2). Same language
     either way (the same term: alternations flatten).
+
+    Where ``then`` is one code point (a key trie's tail: a shared definition's placeholder)
+    on that ASCII path, the result is the alternation ``[class]then|other then`` (no group
+    around it: the caller writes it inside one), the unit's two parts each followed by
+    ``then``: the language of ``(?:[class]|other)then``, whose lowering merges the class
+    into a new copy of ``other``'s alternatives at every node (shorter text, fewer terms;
+    the same derivatives past the node's first byte). Otherwise ``then`` follows the
+    unit's group.
     """
     plain = [u for u in excluded if len(u) == 1]  # the others are escapes
     escapes = (
@@ -110,16 +118,18 @@ def _unit_not_in(excluded: frozenset[str], other: str = _NON_ASCII_UNIT) -> str:
         else _ALL_ESCAPES
     )
     if all(u < "\x80" for u in plain):
-        rest = other if escapes == _ALL_ESCAPES else _alt_text([_NON_ASCII, *escapes])
         # the printable ASCII left as a class of ranges (one per trie node), its byte set
         # handed to the lowering with the text (``ascii_class``: not read back from it)
         mask = _PLAIN_UNITS
         for u in plain:
             mask &= ~(1 << ord(u))
-        return _alt_text([ascii_class(mask), rest] if mask else [rest])
+        if len(then) == 1 and escapes == _ALL_ESCAPES:  # a placeholder: short twice
+            return ascii_class(mask) + then + "|" + other + then if mask else other + then
+        rest = other if escapes == _ALL_ESCAPES else _alt_text([_NON_ASCII, *escapes])
+        return _alt_text([ascii_class(mask), rest] if mask else [rest]) + then
     plain.sort()
     cls = '[^"\\\\\\x00-\\x1f' + "".join("\\" + c if c in "\\]^-[" else c for c in plain) + "]"
-    return "(?:" + "|".join([cls] + escapes) + ")"
+    return "(?:" + "|".join([cls] + escapes) + ")" + then
 
 
 def _alt_text(options: list[str]) -> str:
@@ -149,7 +159,7 @@ def _key_not_in(names: tuple[str, ...], tail: str, other: str) -> str:
 
     def build(node: dict) -> str:
         children = {u: c for u, c in node.items() if u}
-        alts = [_unit_not_in(frozenset(children), other) + tail]
+        alts = [_unit_not_in(frozenset(children), other, tail)]
         alts += [escape_literal(u) + build(c) for u, c in children.items()]
         body = "(?:" + "|".join(alts) + ")"
         return body if "" in node else body + "?"

@@ -91,8 +91,8 @@ def renumber_placeholders(text: str, table: dict[int, int]) -> str:
 
 
 _MAX_TABLE_SPAN = 0x20000  # renumber_many: widest key range looked up in one table
-# renumber_many: at most this many texts go one by one (``renumber_placeholders``): the
-# array pass's fixed cost (~20 us alone, 80-200 us inside a cold compile) passes their sum
+# renumber_many: at most this many texts go one by one (``renumber_placeholders``): below
+# it the array pass's fixed cost exceeds theirs (benchmarks/RESULTS.md, session 27 a9)
 _FEW_TEXTS = 48
 
 

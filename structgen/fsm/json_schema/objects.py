@@ -77,6 +77,8 @@ _NON_ASCII = "[\\x80-\\U0010ffff]"  # every non-ASCII character (UTF-8: no surro
 _NON_ASCII_UNIT = "(?:" + "|".join([_NON_ASCII, *_ALL_ESCAPES]) + ")"
 # the characters 0x20-0x7F a JSON string writes as themselves (all but '"' and '\\'), as bits
 _PLAIN_UNITS = ((1 << 0x80) - (1 << 0x20)) & ~(1 << 0x22) & ~(1 << 0x5C)
+_ASCII_LITERALS = {chr(c): escape_literal(chr(c)) for c in range(0x80)}  # a unit's text
+_END = frozenset(("",))  # a key trie's end marker
 MAX_SUBSETS = 256
 SHARE_MIN_CHARS = 64  # member tails at least this long become shared definitions
 # (WashingtonPost's recursive content objects copy every expansion's tails; the figures for
@@ -91,9 +93,9 @@ def _units(name: str) -> list[str]:
 
 
 @lru_cache(maxsize=4096)
-def _unit_not_in(excluded: frozenset[str], other: str = _NON_ASCII_UNIT) -> str:
+def _unit_not_in(excluded: frozenset[str], other: str = _NON_ASCII_UNIT, then: str = "") -> str:
     """One canonically spelled character of a JSON string body other than the ``excluded``
-    units (characters, or ``json.dumps`` escapes).
+    units (characters, or ``json.dumps`` escapes), followed by ``then``.
 
     Where every excluded character is ASCII (key names usually are) it is written as the
     ASCII characters left, as a small class of ranges, then, when no escape is excluded,
@@ -102,7 +104,26 @@ def _unit_not_in(excluded: frozenset[str], other: str = _NON_ASCII_UNIT) -> str:
     a negated class per node was a distinct class of ~30 UTF-8 terms each and ~80
     characters more text per node (``benchmarks/RESULTS.md``, #22 g2). Same language
     either way (the same term: alternations flatten).
+
+    Where ``then`` is one code point (a key trie's tail: a shared definition's placeholder)
+    on that ASCII path, the result is the alternation ``[class]then|other then`` (no group
+    around it: the caller writes it inside one), the unit's two parts each followed by
+    ``then``: the language of ``(?:[class]|other)then``, whose lowering merges the class
+    into a new copy of ``other``'s alternatives at every node (shorter text, fewer terms;
+    the same derivatives past the node's first byte). Otherwise ``then`` follows the
+    unit's group.
     """
+    joined = "".join(excluded)
+    if len(joined) == len(excluded) and "" not in excluded and joined.isascii():
+        # ASCII characters only (most key names), the path below without its lists: the
+        # printable ASCII left as a class of ranges (one per trie node), its byte set
+        # handed to the lowering with the text (``ascii_class``: not read back from it)
+        mask = _PLAIN_UNITS
+        for u in joined:
+            mask &= ~(1 << ord(u))
+        if len(then) == 1:  # a placeholder: short twice
+            return ascii_class(mask) + then + "|" + other + then if mask else other + then
+        return _alt_text([ascii_class(mask), other] if mask else [other]) + then
     plain = [u for u in excluded if len(u) == 1]  # the others are escapes
     escapes = (
         _escape_classes([e for e in _ESCAPES if e not in excluded])
@@ -110,16 +131,18 @@ def _unit_not_in(excluded: frozenset[str], other: str = _NON_ASCII_UNIT) -> str:
         else _ALL_ESCAPES
     )
     if all(u < "\x80" for u in plain):
-        rest = other if escapes == _ALL_ESCAPES else _alt_text([_NON_ASCII, *escapes])
         # the printable ASCII left as a class of ranges (one per trie node), its byte set
         # handed to the lowering with the text (``ascii_class``: not read back from it)
         mask = _PLAIN_UNITS
         for u in plain:
             mask &= ~(1 << ord(u))
-        return _alt_text([ascii_class(mask), rest] if mask else [rest])
+        if len(then) == 1 and escapes == _ALL_ESCAPES:  # a placeholder: short twice
+            return ascii_class(mask) + then + "|" + other + then if mask else other + then
+        rest = other if escapes == _ALL_ESCAPES else _alt_text([_NON_ASCII, *escapes])
+        return _alt_text([ascii_class(mask), rest] if mask else [rest]) + then
     plain.sort()
     cls = '[^"\\\\\\x00-\\x1f' + "".join("\\" + c if c in "\\]^-[" else c for c in plain) + "]"
-    return "(?:" + "|".join([cls] + escapes) + ")"
+    return "(?:" + "|".join([cls] + escapes) + ")" + then
 
 
 def _alt_text(options: list[str]) -> str:
@@ -147,12 +170,17 @@ def _key_not_in(names: tuple[str, ...], tail: str, other: str) -> str:
             node = node.setdefault(u, {})
         node[""] = {}  # end marker
 
+    literal = _ASCII_LITERALS.get
+
     def build(node: dict) -> str:
-        children = {u: c for u, c in node.items() if u}
-        alts = [_unit_not_in(frozenset(children), other) + tail]
-        alts += [escape_literal(u) + build(c) for u, c in children.items()]
+        alts = [""]  # the unit leaving the trie here, then one per child
+        for u, child in node.items():
+            if u:
+                alts.append((literal(u) or escape_literal(u)) + build(child))
+        ends = "" in node
+        alts[0] = _unit_not_in(frozenset(node) - _END if ends else frozenset(node), other, tail)
         body = "(?:" + "|".join(alts) + ")"
-        return body if "" in node else body + "?"
+        return body if ends else body + "?"
 
     return build(trie)
 

@@ -91,13 +91,18 @@ def renumber_placeholders(text: str, table: dict[int, int]) -> str:
 
 
 _MAX_TABLE_SPAN = 0x20000  # renumber_many: widest key range looked up in one table
+# renumber_many: at most this many texts go one by one (``renumber_placeholders``): below
+# it the array pass's fixed cost exceeds theirs (benchmarks/RESULTS.md, session 27 a9)
+_FEW_TEXTS = 48
 
 
 def renumber_many(texts: list[str] | tuple[str, ...], table: dict[int, int]) -> list[str]:
     """``[renumber_placeholders(t, table) for t in texts]`` (each ``t.translate(table)``)
     in one pass over all the texts at once: their code points as one ``uint32`` array, the
     table as a lookup array over its keys' range; for the thousands of short texts a
-    bounded string body (``json_schema.string_length``) moves at a time.
+    bounded string body (``json_schema.string_length``) moves at a time. Up to
+    ``_FEW_TEXTS`` texts (the any-value chain's run key, ``reused.run_key``) are renumbered
+    one by one instead.
 
     Args:
         texts: regex texts.
@@ -106,6 +111,8 @@ def renumber_many(texts: list[str] | tuple[str, ...], table: dict[int, int]) -> 
     Returns:
         The renumbered texts, in order (each the same length as before). Raises: never.
     """
+    if len(texts) <= _FEW_TEXTS:
+        return [renumber_placeholders(t, table) for t in texts]
     joined = "".join(texts)
     if not table or joined.isascii():
         return list(texts)

@@ -20,7 +20,7 @@ from structgen.fsm.json_schema import copy as schema_copy
 from structgen.fsm.json_schema import scalars, string_length
 from structgen.fsm.json_schema.copy import CopyJsonSchema
 from structgen.fsm.json_schema.formats import FORMATS
-from structgen.fsm.regex import reused
+from structgen.fsm.regex import definitions, reused
 from structgen.fsm.regex.definitions import (
     PLACEHOLDER_BASE,
     renumber_many,
@@ -159,11 +159,13 @@ def test_concurrent_conversions_agree() -> None:
 def test_renumber_many_equals_renumber_placeholders() -> None:
     rng = random.Random(7)
     alphabet = ["a", "(", "|", ")", "é", "\\"] + [chr(PLACEHOLDER_BASE + i) for i in range(40)]
-    for _ in range(200):
+    for _ in range(200):  # few texts (one by one) and more (one array pass)
         texts = [
             "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
-            for _ in range(rng.randint(0, 30))
+            for _ in range(rng.randint(0, 30) + rng.choice([0, 2 * definitions._FEW_TEXTS]))
         ]
         keys = rng.sample(range(PLACEHOLDER_BASE, PLACEHOLDER_BASE + 40), rng.randint(0, 40))
         table = {k: rng.choice([PLACEHOLDER_BASE + rng.randrange(80), k + 0x10000]) for k in keys}
+        want = [t.translate(table) for t in texts]  # the contract both keep
         assert renumber_many(texts, table) == [renumber_placeholders(t, table) for t in texts]
+        assert renumber_many(texts, table) == want

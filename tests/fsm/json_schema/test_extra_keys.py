@@ -179,3 +179,31 @@ def test_key_units_are_json_dumps_spelling() -> None:
     chars = [chr(c) for c in [*range(0x3000), *range(0xD7F0, 0xE010), *range(0x10FFF0, 0x110000)]]
     want = [json.dumps(ch, ensure_ascii=False)[1:-1] for ch in chars]
     assert objects._units("".join(chars)) == want
+
+
+def test_key_trie_is_every_canonical_key_but_the_names() -> None:
+    """An extra key is any canonically spelled string but a declared name (the key trie,
+    each node's leaving unit written ``[class]tail|other tail``): brute force over random
+    name sets (ASCII, escaped and non-ASCII characters) and keys near them (each name, its
+    prefixes, one-character extensions and changes, random strings), valued ``true``
+    (no declared property's value), against set membership."""
+    import random
+
+    rng = random.Random(11)
+    alphabet = list("abnmz_-{") + ['"', "\\", "\n", "\x01", "é", "☃", "\U0001f600", " ", "\x7f"]
+    for _ in range(40):
+        names = {
+            "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 4)))
+            for _ in range(rng.randint(1, 4))
+        }
+        schema = {"type": "object", "properties": {n: INT for n in sorted(names)}}
+        grammar = compile_json_schema(schema, allow_extra_properties=True)
+        keys = set(names)
+        for n in names:
+            keys.update(n[:i] for i in range(len(n)))
+            keys.update(n + c for c in alphabet)
+            keys.update(n[:i] + c + n[i + 1 :] for i in range(len(n)) for c in 'az"é')
+        keys.update("".join(rng.choice(alphabet) for _ in range(5)) for _ in range(10))
+        for key in keys:
+            text = "{" + json.dumps(key, ensure_ascii=False) + ":true}"
+            assert grammar.matches(text) == (key not in names), (sorted(names), key)

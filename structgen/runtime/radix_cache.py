@@ -134,7 +134,8 @@ class RadixCache:
 
     def total_size(self) -> int:
         """Token slots of the tree's pages (``num_cached_pages * page_size``: a partial
-        leaf's page counts whole)."""
+        leaf's page counts whole).
+        """
         return self._num_cached_pages * self.page_size
 
     # ------------------------------------------------------------------ lookup

@@ -16,7 +16,11 @@ OpenMP region), because wall time on a shared machine measures the load, not the
    forced jump-forward tokens, the scoring passes' requests), prefix-cache hits, and the
    calling thread's CPU in the forward, in sampling and masks (of which the token budget's
    masks), in the scoring passes, in ``copy_constraint`` + compile and in the KV pool's
-   growth; with ``--steps``, the batched call's steps;
+   growth; with ``--steps``, the batched call's steps; with ``--classify``, every computed
+   token by its request (the documents' own: prompt, or output rows and forced tokens; the
+   scoring passes') and whether its prefix was computed before in the same call (again: a
+   recompute; for a scoring request, also whether that row's log-probs were wanted, i.e.
+   the cache could not have served it);
 4. ``split`` (#21): workload 1's requests generated twice (the second run reported, the pool
    already grown); the calling thread's CPU in the fused decode step, in each wrapped kernel
    and in the rest (scheduler, batch metadata, plan checks, sampling, torch glue), per step.
@@ -157,6 +161,7 @@ def extract(
     show_steps: bool,
     ab_shared: int = 0,
     ab_leads: int = 0,
+    classify: bool = False,
 ) -> None:
     """Print where one batched ``extract`` of ``docs`` contact cards spends its work, per
     document, against ``batch1_docs`` cards extracted one at a time (thread CPU seconds).
@@ -203,8 +208,31 @@ def extract(
         return fn
 
     execute = engine.runner.execute
+    trie: dict = {}  # every computed token of the call, by its prefix (token -> subtree)
+    kinds: dict[str, str] = {}  # request id -> "document" / "scoring" (when first seen)
+    classes: collections.Counter = collections.Counter()
+
+    def classify_chunk(req, num: int) -> None:
+        kind = kinds.setdefault(req.request_id, "scoring" if scoring[0] else "document")
+        start = req.num_computed_tokens
+        tokens = req.token_slice(0, start + num)
+        node = trie
+        for t in tokens[:start]:
+            node = node.setdefault(t, {})
+        for pos in range(start, start + num):
+            again = tokens[pos] in node
+            node = node.setdefault(tokens[pos], {})
+            if kind == "document":
+                part = "prompt" if pos < len(req.prompt_token_ids) else "output and forced"
+            else:
+                cut = req.max_cached_prefix
+                part = "row wanted" if again and cut is not None and pos >= cut else "rest"
+            classes[(kind, part, "again" if again else "first")] += 1
 
     def forward(scheduled):
+        if classify:
+            for req, num in scheduled.scheduled:
+                classify_chunk(req, num)
         t0 = time.thread_time()
         out = execute(scheduled)
         prompt = sum(
@@ -262,6 +290,8 @@ def extract(
         part.clear()
         steps.clear()
         scoring[1] = 0
+        trie.clear()
+        classes.clear()
         s0 = engine.stats()
         t0 = time.thread_time()
         for batch in batches:
@@ -282,6 +312,10 @@ def extract(
             + ", ".join(f"{k} {v / n:.3f} s" for k, v in sorted(part.items())),
             flush=True,
         )
+        if classify:
+            print(f"  {label}, tokens computed per document by request, part, prefix:")
+            for (kind, what, seen), k in sorted(classes.items()):
+                print(f"    {kind}, {what}, {seen}: {k / n:.2f}")
         if show_steps and label == "batched":
             for i, (r, t, p, f) in enumerate(steps):
                 print(f"  step {i}: {r} rows, {t} tokens ({p} prompt), forward {f * 1e3:.0f} ms")
@@ -299,6 +333,9 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=16, help="cards in one extract (extract)")
     ap.add_argument("--batch1-docs", type=int, default=3, help="cards one at a time (extract)")
     ap.add_argument("--steps", action="store_true", help="the batched call's steps (extract)")
+    ap.add_argument(
+        "--classify", action="store_true", help="computed tokens by kind, recomputes (extract)"
+    )
     ap.add_argument(
         "--ab-shared",
         type=int,
@@ -325,7 +362,15 @@ def main() -> None:
     if "prefill" in parts:
         prefill(engine, args.together, args.rounds)
     if "extract" in parts:
-        extract(engine, args.docs, args.batch1_docs, args.steps, args.ab_shared, args.ab_leads)
+        extract(
+            engine,
+            args.docs,
+            args.batch1_docs,
+            args.steps,
+            args.ab_shared,
+            args.ab_leads,
+            args.classify,
+        )
     if "split" in parts:
         split(engine, args.requests)
 

@@ -26,6 +26,15 @@ only read and the ownership rules below are unchanged. Without it, each request
 recomputes up to ``page_size - 1`` tokens of a cached prefix (many scoring requests
 that part inside one page: extraction's candidate scoring, forks, ``select``).
 
+Partial leaves: a finished request's last page, filled only up to ``r < page_size``
+tokens, is given to the tree with ``insert_partial`` instead of being freed: a leaf whose
+key is those ``r`` tokens (keyed by all of them in its parent's ``children``; never a
+parent, never matched by ``match_prefix``, only named as a tail by
+``match_prefix_partial``). Its page is never written again (its request is done), so
+copying its leading slots is as valid as copying a whole page's. The scoring requests
+that continue a finished generation (extraction's candidates, forks) copy the
+generation's last partial page instead of recomputing it.
+
 Ownership contract
 ------------------
 * Pages in the tree are owned by the tree. ``match_prefix`` lends them: a request
@@ -59,10 +68,12 @@ class Node:
     """One tree node: an edge of whole pages of tokens, and the pages holding them.
 
     Attributes:
-        key: the edge's token ids (a tuple, ``len(key) % page_size == 0``; ``()`` at the root).
+        key: the edge's token ids (a tuple, ``len(key) % page_size == 0``; ``()`` at the root;
+            1 to ``page_size - 1`` ids for a partial leaf, ``RadixCache.insert_partial``).
         pages: page ids, ``len(key) // page_size`` of them.
         parent: the parent node (None at the root).
-        children: child nodes keyed by their first page of tokens (a tuple of ``page_size`` ids).
+        children: child nodes keyed by their first page of tokens (a tuple of ``page_size`` ids;
+            a partial leaf by its whole, shorter key).
         lock_ref: locks held on this node or any descendant (a node is locked while > 0).
         last_access: logical time of the last match or insert through this node.
         id: creation number within its cache (a deterministic tie-break for eviction).
@@ -122,7 +133,9 @@ class RadixCache:
         return self._num_cached_pages - self._num_locked_pages
 
     def total_size(self) -> int:
-        """Tokens held by the tree (``num_cached_pages * page_size``)."""
+        """Token slots of the tree's pages (``num_cached_pages * page_size``: a partial
+        leaf's page counts whole).
+        """
         return self._num_cached_pages * self.page_size
 
     # ------------------------------------------------------------------ lookup
@@ -325,6 +338,40 @@ class RadixCache:
             self._num_cached_pages += len(leaf.pages)
             # A locked ``node`` means its path is locked, not the new leaf: no lock count.
         return duplicates
+
+    def insert_partial(self, token_ids: list[int], page: int) -> bool:
+        """Cache the trailing partial page of ``token_ids`` as a partial leaf.
+
+        Args:
+            token_ids: tokens whose KV has been computed, ``len(token_ids) % page_size``
+                of them (>= 1) in ``page``; their whole-page prefix must be cached (an
+                ``insert`` of the same tokens just before, with no eviction between).
+            page: the caller's page holding those trailing tokens in its leading slots;
+                it must never be written again (the caller is done with it).
+
+        Returns:
+            True when the tree took ``page`` (it now owns it); False when a cached page
+            already continues the whole-page prefix with those tokens (a whole page, or
+            a partial leaf at least as long): the caller still owns ``page`` and frees it.
+
+        Raises:
+            AssertionError: no trailing partial page, or its whole-page prefix is not cached.
+        """
+        whole = self._whole_pages(token_ids)
+        tail = tuple(token_ids[len(whole) :])
+        assert tail, "insert_partial needs a trailing partial page"
+        now = self._tick()
+        node, pos, _ = self._walk(whole, now)
+        assert pos == len(whole), "insert_partial needs its whole-page prefix cached"
+        if any(child.key[: len(tail)] == tail for child in node.children.values()):
+            return False
+        leaf = self._new_node(tail, [page], node)
+        leaf.last_access = now
+        node.children[tail] = leaf
+        self._leaves.discard(node)
+        self._leaves.add(leaf)
+        self._num_cached_pages += 1
+        return True
 
     # ------------------------------------------------------------------ eviction
 

@@ -11,7 +11,8 @@ a prefill chunk, one sampled token, jump-forward text). Each step:
    :class:`RadixCache` (those pages are shared and locked, not recomputed); with
    ``partial_pages`` it also starts from a copy of the leading slots of the cached page
    that continues that prefix inside one page (``RadixCache.match_prefix_partial``,
-   ``KVPool.copy_page_prefix``), so only its own tokens are computed. A request
+   ``KVPool.copy_page_prefix``), so only its own tokens are computed; a released
+   request's partial last page goes into the tree for that (``insert_partial``). A request
    whose next uncached page is being computed right now by another request waits one
    step, so requests sharing a prefix (``n`` branches, a common system prompt) compute
    it once; one that may not be served that page from the cache (``max_cached_prefix``
@@ -208,14 +209,29 @@ class Scheduler:
     def _drop_pages(self, req: Request, cache_it: bool) -> None:
         """Give back every page of ``req``: cached ones unlocked, own ones freed.
 
+        With ``cache_it``, its computed whole pages go into the tree and, with
+        ``partial_pages``, its partial last page too (``RadixCache.insert_partial``: the
+        request no longer writes it), so a request continuing its tokens copies it.
+
         A request whose pages were already given back (released once, then aborted by a
         caller that saw it finish) holds none: nothing to do.
         """
         if not req.page_table and req.cache_node is None:
             return
+        own = req.num_tree_pages
         if self.cache is not None and cache_it and req.num_computed_tokens > 0:
             self._cache_computed(req)
-        self.pool.free(req.page_table[req.num_tree_pages :])
+            own = req.num_tree_pages
+            if (
+                self.partial_pages
+                and req.num_computed_tokens % self.pool.page_size
+                and len(req.page_table) > own
+                and self.cache.insert_partial(
+                    req.token_slice(0, req.num_computed_tokens), req.page_table[own]
+                )
+            ):
+                own += 1  # the partial last page is the tree's now
+        self.pool.free(req.page_table[own:])
         if self.cache is not None and req.cache_node is not None:
             self.cache.dec_ref(req.cache_node)
         req.cache_node = None

@@ -121,3 +121,42 @@ def test_partial_page_copy_gives_the_logits_of_recomputing(engines):
             assert g.keys() == w.keys()
             assert max(abs(g[t] - w[t]) for t in w) < 1e-4
     assert_no_leak(cached)
+
+
+def test_finished_generations_partial_page_gives_the_logits_of_recomputing(engines):
+    """Scoring requests continuing a finished generation inside its last, partial page
+    (extraction's candidates) copy that page from the tree (``insert_partial``) instead
+    of recomputing it; their prompt and first-token log-probs, in float32, equal those
+    of an engine without a prefix cache."""
+    cached, plain = engines(prefix_cache=True), engines(prefix_cache=False)
+    prompt = cached.encode_prompt(SYSTEM + " Maria")
+    # the last sampled token is never computed: prompt + max_tokens - 1 tokens have KV,
+    # 3 of them in the last page
+    max_tokens = 5 + (3 - (len(prompt) + 4) % 4) % 4
+    gen = SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
+    out = cached.generate([prompt], gen)[0]
+    assert out.token_ids == plain.generate([prompt], gen)[0].token_ids
+    known = prompt + out.token_ids
+    assert (len(known) - 1) % 4 == 3  # the generation's KV ends inside a page
+    hits = cached.scheduler.num_partial_hit_tokens
+    # each continues the generation's tokens, all or all but the last, then its own
+    prompts = [known + [5, 6], known[:-1] + [7], known + [9]]
+    params = SamplingParams(
+        max_tokens=1,
+        temperature=0.0,
+        logprobs=5,
+        prompt_logprobs=5,
+        prompt_logprobs_start=len(known) - 1,
+    )
+    outs = cached.generate(prompts, params)
+    refs = plain.generate(prompts, params)
+    assert cached.scheduler.num_partial_hit_tokens > hits  # the tree's partial page served
+    for o, ref in zip(outs, refs):
+        assert o.token_ids == ref.token_ids
+        got = [d for d in o.prompt_logprobs if d] + list(o.logprobs)
+        want = [d for d in ref.prompt_logprobs if d] + list(ref.logprobs)
+        assert len(got) == len(want) and got
+        for g, w in zip(got, want):
+            assert g.keys() == w.keys()
+            assert max(abs(g[t] - w[t]) for t in w) < 1e-4
+    assert_no_leak(cached)

@@ -43,15 +43,18 @@ def _tree_pages(cache: RadixCache) -> list[int]:
 
 
 def _check_tree(cache: RadixCache) -> None:
-    """Structural invariants: whole-page edges, child keys, leaf set, counters."""
+    """Structural invariants: whole-page edges (partial leaves: one page, shorter key, no
+    children), child keys, leaf set, counters."""
     ps = cache.page_size
     nodes = _nodes(cache)
     for node in [cache.root, *nodes]:
         for first, child in node.children.items():
             assert child.parent is node
             assert first == child.key[:ps]
-        if node is not cache.root:
-            assert len(node.key) > 0 and len(node.key) % ps == 0
+        if node is not cache.root and len(node.key) % ps:  # a partial leaf
+            assert len(node.key) < ps and len(node.pages) == 1 and not node.children
+        elif node is not cache.root:
+            assert len(node.key) > 0
             assert len(node.pages) == len(node.key) // ps
             # A node's count is its own locks plus every child's.
             assert node.lock_ref >= sum(c.lock_ref for c in node.children.values())
@@ -165,6 +168,49 @@ def test_match_prefix_partial_names_the_page_continuing_the_match():
     cache.evict(10)
     assert tail_node.pages == [4] and cache.num_cached_pages == 2
     cache.dec_ref(tail_node)
+    _check_tree(cache)
+    _no_leak(pool, cache, [])
+
+
+def test_insert_partial_keeps_a_last_page_for_copies_only():
+    """A finished request's partial last page as a partial leaf: never served by
+    ``match_prefix``, named as the tail by ``match_prefix_partial`` (longest run first),
+    refused where a cached page already continues the prefix with its tokens, evicted as
+    any leaf."""
+    pool, cache = _cache(page_size=4)
+    tokens = [1, 2, 3, 4, 5, 6]
+    pages = pool.alloc(2)  # [1, 2]: tokens 1..4, and 5, 6 in page 2's first slots
+    cache.insert(tokens, pages)
+    assert cache.insert_partial(tokens, pages[1])
+    assert cache.num_cached_pages == 2
+    assert cache.match_prefix([1, 2, 3, 4, 5, 6, 7, 8])[:2] == ([1], 4)
+    _, n, node, (tail, k) = cache.match_prefix_partial([1, 2, 3, 4, 5, 6, 7, 8])
+    assert (n, tail.pages, k, tail.parent) == (4, [2], 2, node)
+    assert cache.match_prefix_partial([1, 2, 3, 4, 5, 9])[3][1] == 1
+    assert cache.match_prefix_partial([1, 2, 3, 4, 6])[3] is None
+    other = pool.alloc(1)[0]  # 3
+    assert not cache.insert_partial([1, 2, 3, 4, 5], other)  # (5, 6) continues it already
+    assert cache.insert_partial([1, 2, 3, 4, 5, 6, 7], other)  # longer: kept beside it
+    assert cache.match_prefix_partial([1, 2, 3, 4, 5, 6, 7, 8])[3][0].pages == [other]
+    assert cache.match_prefix_partial([1, 2, 3, 4, 5, 6, 9])[3][1] == 2
+    whole = pool.alloc(2)  # [4, 5]: a whole page (5, 6, 7, 8) beside the partial leaves
+    assert cache.insert([1, 2, 3, 4, 5, 6, 7, 8], [1, *whole[1:]]) == []
+    pool.free(whole[:1])
+    spare = pool.alloc(1)[0]
+    assert not cache.insert_partial([1, 2, 3, 4, 5, 6], spare)
+    assert cache.insert_partial([1, 2, 3, 4, 5, 6, 7, 8, 9], spare)  # under the new page
+    assert cache.match_prefix_partial([1, 2, 3, 4, 5, 6, 7, 8, 9, 9])[3][0].pages == [spare]
+    assert cache.num_cached_pages == 5
+    _check_tree(cache)
+    _no_leak(pool, cache, [])
+    # a locked partial tail survives eviction; unlocked, it goes like any leaf
+    tail = cache.match_prefix_partial([1, 2, 3, 4, 5, 6, 7, 0])[3][0]
+    assert tail.pages == [other]
+    cache.inc_ref(tail)
+    assert cache.evict(10) == 3  # (5, 6), (9,) and then (5, 6, 7, 8)
+    assert tail.pages == [other] and cache.num_cached_pages == 2
+    cache.dec_ref(tail)
+    assert cache.evict(10) == 2
     _check_tree(cache)
     _no_leak(pool, cache, [])
 
@@ -290,8 +336,10 @@ class RadixCacheMachine(RuleBasedStateMachine):
     """Random insert / match / lock / unlock / evict against a reference model.
 
     Reference: ``ref[prefix] = [page, last_access]`` for every cached whole-page prefix
-    (a tuple of tokens), ``locks[prefix]`` = requests holding it. A "request" matches and
-    locks a prefix, allocates fresh pages for the rest, and on finish inserts everything.
+    (a tuple of tokens) and every partial leaf (its whole prefix plus the leaf's tokens),
+    ``locks[prefix]`` = requests holding it. A "request" matches and locks a prefix,
+    allocates fresh pages for the rest, and on finish inserts everything (with
+    ``partial``, its partial last page too).
     """
 
     requests = Bundle("requests")
@@ -336,7 +384,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         """Greedy page-level LRU: the oldest unlocked prefix that no cached prefix extends."""
         freed = []
         for _ in range(num_pages):
-            inner = {k[: len(k) - PAGE_SIZE] for k in self.ref}
+            inner = {k[: (len(k) - 1) // PAGE_SIZE * PAGE_SIZE] for k in self.ref}
             cands = [
                 (t, k) for k, (_, t) in self.ref.items() if not self.locks[k] and k not in inner
             ]
@@ -375,11 +423,11 @@ class RadixCacheMachine(RuleBasedStateMachine):
 
         def run(key: tuple[int, ...]) -> int:
             m = 0
-            while m < len(rest) and key[n + m] == rest[m]:
+            while m < len(rest) and n + m < len(key) and key[n + m] == rest[m]:
                 m += 1
             return m
 
-        exts = [k for k in self.ref if len(k) == n + PAGE_SIZE and list(k[:n]) == tokens[:n]]
+        exts = [k for k in self.ref if n < len(k) <= n + PAGE_SIZE and list(k[:n]) == tokens[:n]]
         best = max((run(k) for k in exts), default=0)
         if best == 0:
             assert tail is None
@@ -436,15 +484,29 @@ class RadixCacheMachine(RuleBasedStateMachine):
         for m in range(PAGE_SIZE, r["n"] + 1, PAGE_SIZE):
             self.locks[tuple(r["tokens"][:m])] -= 1
 
-    @rule(rid=consumes(requests))
-    def finish_request(self, rid):
+    @rule(rid=consumes(requests), partial=st.booleans())
+    def finish_request(self, rid, partial):
         r = self.live.pop(rid)
         tokens, table = r["tokens"], r["matched"] + r["fresh"]
         dup = self.cache.insert(tokens, table)
         assert dup == self._ref_insert(tokens, table)
+        whole = len(tokens) // PAGE_SIZE
+        if partial and len(tokens) % PAGE_SIZE:
+            # covered: a cached page continuing the whole prefix with the partial tokens
+            covered = any(
+                whole * PAGE_SIZE < len(k) <= (whole + 1) * PAGE_SIZE
+                and k[: len(tokens)] == tuple(tokens)
+                for k in self.ref
+            )
+            took = self.cache.insert_partial(tokens, table[whole])
+            self._ref_touch(tokens, whole * PAGE_SIZE)
+            assert took == (not covered)
+            if took:
+                self.ref[tuple(tokens)] = [table[whole], self.clock]
+                whole += 1
         self._unlock(r)
         self.pool.free(dup)
-        self.pool.free(table[len(tokens) // PAGE_SIZE :])
+        self.pool.free(table[whole:])
 
     @rule(rid=consumes(requests))
     def abort_request(self, rid):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from structgen.runtime.detokenizer import IncrementalDetokenizer
@@ -166,6 +167,37 @@ def test_without_partial_pages_a_request_starts_at_the_page_boundary():
     s.add(b)
     assert [(r.request_id, n) for r, n in s.schedule()] == [("b", 5)]
     assert s.num_partial_hit_tokens == 0
+
+
+@pytest.mark.parametrize("partial_pages", [True, False])
+def test_released_requests_partial_last_page_serves_its_continuation(partial_pages):
+    """A finished request's partial last page goes into the tree (partial_pages): a request
+    continuing its tokens copies those slots and computes only its own token; without
+    partial_pages the page is freed and the continuation recomputes it."""
+    pool, cache, s = _cached_scheduler(partial_pages=partial_pages)
+    a = _req("a", 10)  # tokens 1..10: pages [1..4], [5..8] whole, [9, 10] partial
+    s.add(a)
+    _apply(s.schedule())
+    for t in pool.k + pool.v:  # stand-in KV: slot value = its page * 4 + offset
+        t.copy_(torch.arange(t.shape[0] * 4).view(-1, 4, 1, 1).expand_as(t).float())
+    last = a.page_table[2]
+    _finish(s, a)
+    assert cache.num_cached_pages == (3 if partial_pages else 2)
+    _pages_accounted(pool, [_Held(cache)])
+    b = _req("b", 11)  # a's tokens and one more
+    s.add(b)
+    plan = s.schedule()
+    assert [(r.request_id, n) for r, n in plan] == [("b", 1 if partial_pages else 3)]
+    assert s.num_partial_hit_tokens == (2 if partial_pages else 0)
+    if partial_pages:
+        own = b.page_table[2]
+        assert own != last  # a copy: the tree's page is only read
+        for t in pool.k + pool.v:
+            assert t[own, :2, 0, 0].tolist() == [last * 4, last * 4 + 1]
+    _apply(plan)
+    _finish(s, b)
+    assert cache.num_evictable_pages == cache.num_cached_pages  # no lock left behind
+    _pages_accounted(pool, [_Held(cache)])
 
 
 def test_request_does_not_wait_for_a_busy_page_it_may_not_reuse():

@@ -18,7 +18,9 @@ Rules (``plan_jump_forward``):
    text + that character is encoded; only the tokens on which every such encoding agrees
    with the plain encoding are appended. When nothing can follow (the grammar accepts and
    has no way on) every token is appended. Results are cached per (state after the
-   forced text, last bytes of the text).
+   forced text, last bytes of the text); each probe's result is cached per (``encode``,
+   text, character) for every grammar of the vocabulary (a copy grammar is per document,
+   so its states are new, but the texts and characters it probes recur).
 3. The plan is checked on a fork of the matcher (``rollback(num_drop)`` then ``advance``
    of each appended token, the token budget included). If it fails, the naive plan
    (forced text encoded alone, nothing dropped, the boundary rule applied) is tried, and
@@ -86,6 +88,11 @@ def complete_utf8_prefix_len(data: bytes) -> int:
 # per token index; unlocked: a matcher (and its token index) is used by one thread at a time
 _boundary_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _BOUNDARY_CACHE_SIZE = 4096
+# per vocabulary, shared by every grammar over it (a copy grammar is per document, so its
+# states miss the cache above; locked: grammars of one vocabulary may be planned on several
+# threads): (encode, text, next character) -> how many of encode(text) the probe agrees on
+_probe_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PROBE_CACHE_SIZE = 16384
 
 
 def plan_jump_forward(
@@ -227,16 +234,22 @@ def _safe_prefix_len(matcher, state_after, text, ids, encode, vocab) -> int:
     hit = cache.get(key)
     if hit is not None:
         return max(0, len(ids) - hit)
+    probes = _probe_caches.get(vocab)
+    if probes is None:
+        probes = _probe_caches.setdefault(vocab, LRUCache(_PROBE_CACHE_SIZE))
     keep = len(ids)
     for ch in _next_chars(dfa, state_after):
-        try:
-            probe = encode(text + ch.decode("utf-8"))
-        except UnicodeDecodeError:
-            continue
-        n = 0
-        while n < keep and n < len(probe) and probe[n] == ids[n]:
-            n += 1
-        keep = n
+        n = probes.get((encode, text, ch))
+        if n is None:
+            try:
+                probe = encode(text + ch.decode("utf-8"))
+            except UnicodeDecodeError:
+                continue
+            n = 0
+            while n < len(ids) and n < len(probe) and probe[n] == ids[n]:
+                n += 1
+            probes.put((encode, text, ch), n)
+        keep = min(keep, n)
         if keep == 0:
             break
     cache.put(key, len(ids) - keep)

@@ -213,3 +213,122 @@ def test_smollm2_retokenizes_key_with_closing_quote(smollm2_tokenizer, smollm2_v
     plan = plan_jump_forward(m, [], encode, vocab)
     for target in ("日本語", "日曜日"):
         assert list(plan.append) == encode(target)[: len(plan.append)]
+
+
+def _probes_reference(matcher, state_after, text, ids, encode) -> int:
+    """The boundary rule by brute force: every character the grammar lets follow is encoded
+    after the whole text, no cache; the count of ``ids`` every probe agrees on."""
+    from structgen.fsm.jump_forward import _next_chars
+
+    if not (matcher._dfa.row(state_after) >= 0).any():
+        return len(ids)
+    keep = len(ids)
+    for ch in _next_chars(matcher._dfa, state_after):
+        try:
+            probe = encode(text + ch.decode("utf-8"))
+        except UnicodeDecodeError:
+            continue
+        n = 0
+        while n < len(ids) and n < len(probe) and probe[n] == ids[n]:
+            n += 1
+        keep = min(keep, n)
+    return keep
+
+
+def _planned_walks(grammars, encode, vocab, seed: int) -> list:
+    """Plans along a seeded random token walk (plans applied as the engine applies them)
+    on each grammar, in order."""
+    import numpy as np
+    import torch
+
+    rng = random.Random(seed)
+    mask = torch.zeros(1, (vocab.vocab_size + 31) // 32, dtype=torch.int32)
+    plans = []
+    for grammar in grammars:
+        m, gen = grammar.matcher(), []
+        for _ in range(80):
+            plan = plan_jump_forward(m, gen, encode, vocab)
+            plans.append(plan)
+            if plan:
+                gen = _apply(m, gen, plan)
+                continue
+            if m.is_terminated():
+                break
+            m.fill_bitmask(mask, 0)
+            bits = np.unpackbits(mask[0].numpy().view(np.uint8), bitorder="little")
+            ids = [int(t) for t in np.flatnonzero(bits[: vocab.vocab_size])]
+            ids = [t for t in ids if t not in vocab.eos_token_ids]
+            if not ids:
+                break
+            t = rng.choice(ids)
+            assert m.advance(t)
+            gen.append(t)
+    return plans
+
+
+@pytest.mark.parametrize("kind", ["copy", "schema"])
+def test_boundary_probes_equal_brute_force_across_grammars(
+    kind, smollm2_tokenizer, smollm2_vocab, monkeypatch
+) -> None:
+    """The boundary rule's probes, shared by every grammar of a vocabulary, give what
+    encoding every probe afresh gives: at every call along random walks on six contact
+    cards' copy grammars (each its own grammar, so later cards reuse earlier cards' probes)
+    or on plain schemas, and the plans are those of the brute-force rule."""
+    import structgen.fsm.jump_forward as jf
+    from tests.fsm._contact_cards import contact_card_grammars
+
+    def encode(text: str) -> list[int]:
+        return smollm2_tokenizer.encode(text, add_special_tokens=False)
+
+    vocab = smollm2_vocab
+    if kind == "copy":
+        grammars = list(contact_card_grammars(vocab, 6, seed=3))
+    else:
+        grammars = [
+            compile_json_schema(
+                {
+                    "type": "object",
+                    "properties": {
+                        key: {"type": "string", "maxLength": 8},
+                        "kind": {"enum": ["person", "company", "place"]},
+                        "tags": {"type": "array", "items": {"type": "integer"}, "maxItems": 2},
+                    },
+                    "required": [key, "kind", "tags"],
+                },
+                vocab,
+            )
+            for key in ("name", "title", "label")
+        ]
+    # brute force
+    monkeypatch.setattr(
+        jf,
+        "_safe_prefix_len",
+        lambda m, s, text, ids, enc, voc: _probes_reference(m, s, text, ids, enc),
+    )
+    expected = _planned_walks(grammars, encode, vocab, seed=7)
+    monkeypatch.undo()
+    # the shared probes, every call checked against brute force
+    real, calls, encodes = jf._safe_prefix_len, [0], [0]
+
+    def checked(m, s, text, ids, enc, voc):
+        calls[0] += 1
+        keep = real(m, s, text, ids, enc, voc)
+        assert keep == _probes_reference(m, s, text, ids, encode), (text, s)
+        return keep
+
+    def counted(text: str) -> list[int]:
+        encodes[0] += 1
+        return encode(text)
+
+    monkeypatch.setattr(jf, "_safe_prefix_len", checked)
+    for size in (0, jf._PROBE_CACHE_SIZE):  # 0: nothing shared, every probe encoded
+        monkeypatch.setattr(jf, "_PROBE_CACHE_SIZE", size)
+        jf._boundary_caches.clear()
+        jf._probe_caches.clear()
+        encodes[0] = 0
+        assert _planned_walks(grammars, counted, vocab, seed=7) == expected
+        if size == 0:
+            unshared = encodes[0]
+    assert sum(bool(p) for p in expected) >= 9 and calls[0] >= 30
+    if kind == "copy":  # later cards reuse earlier cards' probes
+        assert encodes[0] < 0.8 * unshared, (encodes[0], unshared)

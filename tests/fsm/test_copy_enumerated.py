@@ -338,3 +338,49 @@ def test_fields_of_one_grammar_share_the_enumeration(field, monkeypatch) -> None
     for value in values:
         for a, b in ((value, value), (value, accepted[0]), (accepted[0], value)):
             assert new.matches(doc(a, b)) == old.matches(doc(a, b)), (a, b)
+
+
+def _trie_text_reference(words: list) -> str:
+    """The words' trie as nested dicts, each node written after its children: ``(?:a|b)``
+    by sorted piece (one branch bare), ``(?:...)?`` where a word ends."""
+    from structgen.fsm.regex.escape import escape_literal
+
+    root: dict = {}
+    for word in words:
+        node = root
+        for piece in word:
+            node = node.setdefault(piece, {})
+        node[""] = None
+
+    def write(node: dict) -> str:
+        alts = [escape_literal(p) + write(c) for p, c in sorted(node.items()) if c is not None]
+        if "" in node:
+            return "(?:" + "|".join(alts) + ")?" if alts else ""
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+    return write(root)
+
+
+def test_trie_regex_is_the_words_trie() -> None:
+    """``_trie_regex`` writes the text of the words' trie (reference: nested dicts) and
+    matches exactly the words (``re.fullmatch``), for words in any order, duplicated, and
+    as chains of spans (each word extending the one before, as spans are enumerated)."""
+    rng = random.Random(11)
+    pieces = ["a", "b", "ab", " ", ".", "(", "é", "日本", "\\", "|", "?", "x" * 3]
+    for case in range(1500):
+        words = []
+        for _ in range(rng.randint(1, 10)):
+            chain = [rng.choice(pieces) for _ in range(rng.randint(1, 7))]
+            ends = sorted(rng.sample(range(1, len(chain) + 1), rng.randint(1, len(chain))))
+            words += [tuple(chain[:n]) for n in ends]  # a chain, shortest first
+        if case % 3 == 1:
+            rng.shuffle(words)
+        if case % 3 == 2:
+            words += rng.sample(words, min(3, len(words)))
+        text = copy_module._trie_regex(words)
+        assert text == _trie_text_reference(words), words
+        written = {"".join(w) for w in words}
+        probe = list(written) + ["".join(rng.choice(pieces) for _ in range(3)) for _ in range(5)]
+        probe += [w[:-1] for w in written] + [w + "a" for w in written]
+        for s in probe:
+            assert (re.fullmatch(text, s) is not None) == (s in written), (words, s)

@@ -307,8 +307,9 @@ def test_boundary_probes_equal_brute_force_across_grammars(
     )
     expected = _planned_walks(grammars, encode, vocab, seed=7)
     monkeypatch.undo()
-    # the shared probes, every call checked against brute force
-    real, calls, encodes = jf._safe_prefix_len, [0], [0]
+    # the shared probes, every call checked against brute force; "engine": the engine's
+    # encode (a partial over a tokenizer with a backend), so only the last pre-tokens probe
+    real, calls = jf._safe_prefix_len, [0]
 
     def checked(m, s, text, ids, enc, voc):
         calls[0] += 1
@@ -316,19 +317,96 @@ def test_boundary_probes_equal_brute_force_across_grammars(
         assert keep == _probes_reference(m, s, text, ids, encode), (text, s)
         return keep
 
-    def counted(text: str) -> list[int]:
-        encodes[0] += 1
-        return encode(text)
-
     monkeypatch.setattr(jf, "_safe_prefix_len", checked)
-    for size in (0, jf._PROBE_CACHE_SIZE):  # 0: nothing shared, every probe encoded
-        monkeypatch.setattr(jf, "_PROBE_CACHE_SIZE", size)
-        jf._boundary_caches.clear()
-        jf._probe_caches.clear()
-        encodes[0] = 0
-        assert _planned_walks(grammars, counted, vocab, seed=7) == expected
-        if size == 0:
-            unshared = encodes[0]
-    assert sum(bool(p) for p in expected) >= 9 and calls[0] >= 30
-    if kind == "copy":  # later cards reuse earlier cards' probes
-        assert encodes[0] < 0.8 * unshared, (encodes[0], unshared)
+    encodes = {}
+    for form in ("function", "engine"):
+        for size in (0, jf._PROBE_CACHE_SIZE):  # 0: nothing shared, every probe encoded
+            monkeypatch.setattr(jf, "_PROBE_CACHE_SIZE", size)
+            jf._boundary_caches.clear()
+            jf._probe_caches.clear()
+            counting = _CountingTokenizer(smollm2_tokenizer)
+            enc = counting.encode_text if form == "function" else counting.engine_encode()
+            assert _planned_walks(grammars, enc, vocab, seed=7) == expected
+            encodes[form, size] = counting.calls
+    assert jf._pre_token_split(counting.engine_encode(), '","email":"') > 0  # known
+    assert sum(bool(p) for p in expected) >= 9 and calls[0] >= 100
+    shared = jf._PROBE_CACHE_SIZE
+    if kind == "copy":  # later cards reuse earlier cards' probes, more by pre-tokens
+        assert encodes["function", shared] < 0.8 * encodes["function", 0], encodes
+        assert encodes["engine", shared] < 0.6 * encodes["function", shared], encodes
+
+
+class _CountingTokenizer:
+    """A tokenizer's ``encode`` and ``backend_tokenizer``, counting encodes."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer, self.calls = tokenizer, 0
+        self.backend_tokenizer = tokenizer.backend_tokenizer
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        self.calls += 1
+        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
+
+    def encode_text(self, text: str) -> list[int]:
+        return self.encode(text, add_special_tokens=False)
+
+    def engine_encode(self):
+        import functools
+
+        return functools.partial(self.encode, add_special_tokens=False)
+
+
+@pytest.mark.parametrize("pre", ["byte_level", "digits_then_byte_level"])
+def test_boundary_keep_on_last_pre_tokens_equals_brute_force(
+    pre, smollm2_tokenizer, smollm2_vocab
+) -> None:
+    """Probing only the text's last two pre-tokens gives, for every single next character,
+    what encoding the whole text with it gives: random texts built from contractions cut
+    short (``'r`` + ``e``), whitespace runs, newlines, digits, CJK and punctuation, on
+    SmolLM2's byte-level BPE and on the same model behind single digits (the GGUF loader's
+    other pre-tokenizer, through ``structgen.runtime.tokenizer.Tokenizer``)."""
+    import functools
+
+    from tokenizers import Tokenizer as Backend
+    from tokenizers import pre_tokenizers
+
+    import structgen.fsm.jump_forward as jf
+    from structgen.runtime.tokenizer import Tokenizer
+
+    backend = smollm2_tokenizer.backend_tokenizer
+    if pre == "digits_then_byte_level":
+        backend = Backend.from_str(backend.to_str())
+        backend.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+            ]
+        )
+    tokenizer = Tokenizer(backend)
+    encode = functools.partial(tokenizer.encode, add_special_tokens=False)
+    vocab = smollm2_vocab
+    parts = ["'", "'r", "'l", "'v", "s", "re", "ll", " ", "  ", "\n", "\n\n", " \n", "\t",
+             "12", "3", "2026", "a", "Bo", "name", '"', '",', ":", ".", "-", "日本", "é", "?!",
+             "<|im_end", "|"]  # fmt: skip
+    nexts = sorted({ch for p in parts for ch in p} | {"e", "x", "9", ">", "\u00a0"})
+    rng = random.Random(3)
+    jf._probe_caches.clear()
+    split = 0
+    for _ in range(400):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(1, 8)))
+        ids = encode(text)
+        split += jf._pre_token_split(encode, text) > 0
+        for ch in rng.sample(nexts, 12):
+            probe = encode(text + ch)
+            n = 0
+            while n < len(ids) and n < len(probe) and probe[n] == ids[n]:
+                n += 1
+            assert jf._boundary_keep(text, ids, [ch.encode()], encode, vocab) == n, (text, ch)
+    assert split > 200  # the last pre-tokens were probed, not the whole text
+    for text in ('x"<|im_end|', "said <|im_start|"):  # an added token one character away
+        ids, probe = encode(text), encode(text + ">")
+        n = 0
+        while n < len(ids) and n < len(probe) and probe[n] == ids[n]:
+            n += 1
+        assert n < len(ids) - 2  # the added token takes the text's last tokens
+        assert jf._boundary_keep(text, ids, [b">"], encode, vocab) == n

@@ -336,7 +336,10 @@ def _pre_token_split(encode, text: str) -> int:
     for content in added:
         if content[:-1] in text:  # in the text, or completed by the next character
             return 0
-    pieces = pre_tokenizer.pre_tokenize_str(text)
+    try:
+        pieces = pre_tokenizer.pre_tokenize_str(text)
+    except Exception:  # noqa: BLE001 - what the pre-tokenizer refuses is probed whole
+        return 0
     return pieces[-2][1][0] if len(pieces) >= 3 else 0
 
 

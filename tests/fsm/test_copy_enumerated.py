@@ -384,3 +384,40 @@ def test_trie_regex_is_the_words_trie() -> None:
         probe += [w[:-1] for w in written] + [w + "a" for w in written]
         for s in probe:
             assert (re.fullmatch(text, s) is not None) == (s in written), (words, s)
+
+
+@pytest.mark.parametrize("field", LONG_FIELDS, ids=lambda f: json.dumps(f, sort_keys=True))
+def test_spans_with_unit_steps_kept_across_texts_equal_brute_force(field, monkeypatch) -> None:
+    """One acceptor reads several texts in turn, keeping its unit steps (term, unit) ->
+    (term, may end) from the texts before: each text's accepted spans are still the brute
+    force's (``_brute_force``), and the last text read fewer units afresh than a new
+    acceptor does."""
+    got, reads = [], [0]
+    spans_of, read = copy_module._Acceptor.spans, copy_module._Acceptor._read
+
+    def recorded(self, *args):
+        out = spans_of(self, *args)
+        got.append((id(self), {json.loads('"' + "".join(s) + '"') for s in out}))
+        return out
+
+    def counted(self, t, data):
+        reads[0] += 1
+        return read(self, t, data)
+
+    monkeypatch.setattr(copy_module._Acceptor, "spans", recorded)
+    monkeypatch.setattr(copy_module._Acceptor, "_read", counted)
+    copy_module._ACCEPTORS.clear()
+    copy_module._ACCEPTORS_BY_GRAMMAR.clear()
+    texts = [_long_text(seed, 600) for seed in (5, 6, 7)] + TEXTS[:2]
+    for text in texts:
+        reads[0] = 0
+        _lowered(text, field, 20_000, monkeypatch)
+    warm = reads[0]
+    assert len({a for a, _ in got}) == 1 and len(got) == len(texts)  # one acceptor
+    for text, (_, accepted) in zip(texts, got):
+        assert accepted == _brute_force(text, field)[0], text[:40]
+    copy_module._ACCEPTORS.clear()
+    copy_module._ACCEPTORS_BY_GRAMMAR.clear()
+    reads[0] = 0
+    _lowered(texts[-1], field, 20_000, monkeypatch)
+    assert got[-1][1] == got[-2][1] and warm < reads[0]

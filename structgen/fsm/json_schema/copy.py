@@ -325,6 +325,7 @@ _ACCEPTORS_SIZE = 256
 _ACCEPTORS: LRUCache[tuple, tuple[Any, tuple[str, ...]]] = LRUCache(_ACCEPTORS_SIZE)
 _ACCEPTORS_BY_GRAMMAR: LRUCache[tuple, Any] = LRUCache(_ACCEPTORS_SIZE)  # (base, defs)
 _QUOTE = 0x22
+_UNIT_STEPS_SIZE = 16_384  # an acceptor's kept unit steps (_Acceptor.spans), then cleared
 
 
 class _Acceptor:
@@ -337,6 +338,9 @@ class _Acceptor:
         self.arena = TermArena()
         self.start = self.arena.derivative(lower(base, self.arena, definitions=definitions), _QUOTE)
         self.lock = threading.Lock()  # the arena grows as derivatives are taken
+        # (term, unit's bytes) -> (term after the unit, a span may end there): the words
+        # of documents recur, and the spans from different starts meet the same terms
+        self.unit_steps: dict[tuple[int, bytes], tuple[int, bool]] = {}
 
     def accepts(self, content: str) -> bool:
         """True when ``"content"`` (JSON string content, unquoted) is in the language."""
@@ -370,6 +374,7 @@ class _Acceptor:
         seen: set[str] = set()
         out: list[tuple[str, ...]] = []
         arena = self.arena
+        steps_memo = self.unit_steps
         steps = 0
         with self.lock:
             for text in sources:
@@ -387,10 +392,19 @@ class _Acceptor:
                         steps += 1
                         if max_steps is not None and steps > max_steps:
                             return None
-                        t = self._read(t, data[j])
+                        step = steps_memo.get((t, data[j]))
+                        if step is None:
+                            after = self._read(t, data[j])
+                            ends = after != EMPTY and bool(
+                                arena.nullable[arena.derivative(after, _QUOTE)]
+                            )
+                            if len(steps_memo) >= _UNIT_STEPS_SIZE:
+                                steps_memo.clear()
+                            step = steps_memo[t, data[j]] = (after, ends)
+                        t = step[0]
                         if t == EMPTY:
                             break
-                        if units[j].isspace() or not arena.nullable[arena.derivative(t, _QUOTE)]:
+                        if units[j].isspace() or not step[1]:
                             continue
                         key = "".join(units[i : j + 1])
                         if key not in seen:

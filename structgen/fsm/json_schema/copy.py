@@ -325,7 +325,7 @@ _ACCEPTORS_SIZE = 256
 _ACCEPTORS: LRUCache[tuple, tuple[Any, tuple[str, ...]]] = LRUCache(_ACCEPTORS_SIZE)
 _ACCEPTORS_BY_GRAMMAR: LRUCache[tuple, Any] = LRUCache(_ACCEPTORS_SIZE)  # (base, defs)
 _QUOTE = 0x22
-_UNIT_STEPS_SIZE = 16_384  # an acceptor's kept unit steps (_Acceptor.spans), then cleared
+_UNIT_STEPS_SIZE = 4096  # an acceptor's kept unit steps (_Acceptor.spans; ~300 B each)
 
 
 class _Acceptor:

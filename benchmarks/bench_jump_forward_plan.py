@@ -2,14 +2,15 @@
 
 ``plan_jump_forward`` (``Matcher.forced_bytes`` included) at every step of a seeded random
 token walk (up to 150 steps) on the copy grammar of each of N contact cards
-(``bench_extract_batch.documents``), over SmolLM2's tokenizer; plans are applied as the
-engine applies them. Prints thread CPU per card and a hash of every plan (equal hashes:
-equal plans, for A/Bs of two trees). Usage: ``PYTHONPATH=. python
-benchmarks/bench_jump_forward_plan.py 12``.
+(``bench_extract_batch.documents``), over SmolLM2's tokenizer (encoding as the engine's
+``encode_text`` does); plans are applied as the engine applies them. Prints thread CPU
+per card and a hash of every plan (equal hashes: equal plans, for A/Bs of two trees).
+Usage: ``PYTHONPATH=. python benchmarks/bench_jump_forward_plan.py 12``.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -36,8 +37,7 @@ def main() -> None:
     tok = smollm2_tokenizer()
     vocab = Vocabulary.from_tokenizer(tok)
 
-    def encode(text: str) -> list[int]:
-        return tok.encode(text, add_special_tokens=False)
+    encode = functools.partial(tok.encode, add_special_tokens=False)  # Engine.encode_text
 
     schema = json.loads((ROOT / "benchmarks/data/extraction/schemas/contact_card.json").read_text())
     texts = documents(int(sys.argv[1]) if len(sys.argv) > 1 else 12, 0)

@@ -18,7 +18,12 @@ Rules (``plan_jump_forward``):
    text + that character is encoded; only the tokens on which every such encoding agrees
    with the plain encoding are appended. When nothing can follow (the grammar accepts and
    has no way on) every token is appended. Results are cached per (state after the
-   forced text, last bytes of the text).
+   forced text, last bytes of the text); each probe's result is cached per (``encode``,
+   text, character) for every grammar of the vocabulary (a copy grammar is per document,
+   so its states are new, but the texts and characters it probes recur). With the engine's
+   ``encode`` over a GPT-2-style byte-level BPE (``_pre_token_split``), only the text's
+   last two pre-tokens are probed (the tokens before them cannot change), so the probes
+   of texts that end alike (``...","email":"``) are one probe each.
 3. The plan is checked on a fork of the matcher (``rollback(num_drop)`` then ``advance``
    of each appended token, the token budget included). If it fails, the naive plan
    (forced text encoded alone, nothing dropped, the boundary rule applied) is tried, and
@@ -36,6 +41,8 @@ Applying a plan (the engine)::
 
 from __future__ import annotations
 
+import functools
+import json
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -86,6 +93,11 @@ def complete_utf8_prefix_len(data: bytes) -> int:
 # per token index; unlocked: a matcher (and its token index) is used by one thread at a time
 _boundary_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _BOUNDARY_CACHE_SIZE = 4096
+# per vocabulary, shared by every grammar over it (a copy grammar is per document, so its
+# states miss the cache above; locked: grammars of one vocabulary may be planned on several
+# threads): (encode, text, next character) -> how many of encode(text) the probe agrees on
+_probe_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PROBE_CACHE_SIZE = 16384
 
 
 def plan_jump_forward(
@@ -227,17 +239,130 @@ def _safe_prefix_len(matcher, state_after, text, ids, encode, vocab) -> int:
     hit = cache.get(key)
     if hit is not None:
         return max(0, len(ids) - hit)
-    keep = len(ids)
-    for ch in _next_chars(dfa, state_after):
-        try:
-            probe = encode(text + ch.decode("utf-8"))
-        except UnicodeDecodeError:
-            continue
-        n = 0
-        while n < keep and n < len(probe) and probe[n] == ids[n]:
-            n += 1
-        keep = n
-        if keep == 0:
-            break
+    keep = _boundary_keep(text, ids, _next_chars(dfa, state_after), encode, vocab)
     cache.put(key, len(ids) - keep)
     return keep
+
+
+def _boundary_keep(text: str, ids: list[int], chars: list[bytes], encode, vocab) -> int:
+    """How many of ``ids`` (``encode(text)``) every ``encode(text + ch)`` starts with, for
+    each ``ch`` of ``chars`` (one UTF-8 character each; one that does not decode is skipped).
+
+    Where ``_pre_tokens`` knows the tokenizer behind ``encode``, only the text from its
+    second-to-last pre-token on (``suffix``) is encoded with ``ch``: the pre-tokens before
+    it are the same with any character after the text (``_pre_tokens``), and the model
+    encodes each pre-token alone, so ``encode(text + ch)`` is ``ids[:head] +
+    encode(suffix + ch)``. The count after ``head`` is cached per (``encode``, suffix,
+    character) for the vocabulary; elsewhere the suffix is the whole text.
+    """
+    probes = _probe_caches.get(vocab)
+    if probes is None:
+        probes = _probe_caches.setdefault(vocab, LRUCache(_PROBE_CACHE_SIZE))
+    head, suffix, suffix_ids = 0, text, ids
+    split = _pre_token_split(encode, text)
+    if split:
+        cut = text[split:]
+        cut_ids = probes.get((encode, cut))
+        if cut_ids is None:
+            cut_ids = list(encode(cut))
+            probes.put((encode, cut), cut_ids)
+        head = len(ids) - len(cut_ids)
+        if head >= 0 and ids[head:] == cut_ids:  # as the pre-tokens say; else probe whole
+            suffix, suffix_ids = cut, cut_ids
+        else:
+            head = 0
+    keep = len(ids)
+    for ch in chars:
+        n = probes.get((encode, suffix, ch))
+        if n is None:
+            try:
+                probe = encode(suffix + ch.decode("utf-8"))
+            except UnicodeDecodeError:
+                continue
+            n = 0
+            while n < len(suffix_ids) and n < len(probe) and probe[n] == suffix_ids[n]:
+                n += 1
+            probes.put((encode, suffix, ch), n)
+        keep = min(keep, head + n)
+        if keep == 0:
+            break
+    return keep
+
+
+# ``encode`` -> its tokenizer's (pre-tokenizer, added tokens' texts), None where not known
+_pre_tokenizers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# pre-tokenizers whose pre-tokens of a text, all but the last two, are pre-tokens of the
+# text followed by anything (``_pre_token_split``)
+_BYTE_LEVEL = {
+    "type": "ByteLevel",
+    "add_prefix_space": False,
+    "trim_offsets": True,
+    "use_regex": True,
+}
+_LOCAL_PRE_TOKENIZERS = (
+    _BYTE_LEVEL,
+    {
+        "type": "Sequence",
+        "pretokenizers": [{"type": "Digits", "individual_digits": True}, _BYTE_LEVEL],
+    },
+)
+
+
+def _pre_token_split(encode, text: str) -> int:
+    r"""Where ``text``'s second-to-last pre-token starts (0 when it has fewer than three, or
+    the tokenizer is not known): the pre-tokens before it are pre-tokens of ``text + c`` for
+    any text ``c``.
+
+    Known: ``encode`` is ``functools.partial(tokenizer.encode, add_special_tokens=False)``
+    (``Engine.encode_text``) over a ``tokenizers.Tokenizer`` (``backend_tokenizer``) that
+    encodes each pre-token alone (a BPE model without dropout, no normalizer, no truncation
+    or padding), whose pre-tokenizer is GPT-2's byte-level split (``ByteLevel`` with its
+    regex, no prefix space), alone or after single digits (``Digits``), and ``text`` not
+    near an added token (none in ``text``, none completed by one more character). Why two:
+    the regex's match at a pre-token's start reads past its end by at most one character
+    (greedy runs stop at the first character out of their class; ``\s+(?!\S)`` looks at
+    one), except a contraction (``'re``) cut short by the text's end, whose shorter match
+    then spans the last two pre-tokens at most; a match that reads to the text's end is the
+    last pre-token. Digits split single digits, so they add no reach.
+    """
+    if not isinstance(encode, functools.partial):
+        return 0
+    known = _pre_tokenizers.get(encode, False)
+    if known is False:
+        known = _pre_tokenizers[encode] = _known_pre_tokenizer(encode)
+    if known is None:
+        return 0
+    pre_tokenizer, added = known
+    for content in added:
+        if content[:-1] in text:  # in the text, or completed by the next character
+            return 0
+    try:
+        pieces = pre_tokenizer.pre_tokenize_str(text)
+    except Exception:  # noqa: BLE001 - what the pre-tokenizer refuses is probed whole
+        return 0
+    return pieces[-2][1][0] if len(pieces) >= 3 else 0
+
+
+def _known_pre_tokenizer(encode):
+    """``(pre_tokenizer, added tokens' texts)`` of the tokenizer behind ``encode`` (a
+    ``functools.partial``) where it meets ``_pre_token_split``'s conditions, else None.
+    """
+    if encode.args or encode.keywords != {"add_special_tokens": False}:
+        return None
+    func = encode.func
+    backend = getattr(getattr(func, "__self__", None), "backend_tokenizer", None)
+    if getattr(func, "__name__", None) != "encode" or backend is None:
+        return None
+    try:
+        model = backend.model
+        if type(model).__name__ != "BPE" or getattr(model, "dropout", None) is not None:
+            return None
+        if backend.normalizer is not None or backend.truncation or backend.padding:
+            return None
+        state = json.loads(backend.pre_tokenizer.__getstate__())
+        if state not in _LOCAL_PRE_TOKENIZERS:
+            return None
+        added = tuple(t.content for t in backend.get_added_tokens_decoder().values())
+    except Exception:  # noqa: BLE001 - not a tokenizers.Tokenizer as expected: probe whole
+        return None
+    return backend.pre_tokenizer, tuple(c for c in added if c)

@@ -338,3 +338,86 @@ def test_fields_of_one_grammar_share_the_enumeration(field, monkeypatch) -> None
     for value in values:
         for a, b in ((value, value), (value, accepted[0]), (accepted[0], value)):
             assert new.matches(doc(a, b)) == old.matches(doc(a, b)), (a, b)
+
+
+def _trie_text_reference(words: list) -> str:
+    """The words' trie as nested dicts, each node written after its children: ``(?:a|b)``
+    by sorted piece (one branch bare), ``(?:...)?`` where a word ends."""
+    from structgen.fsm.regex.escape import escape_literal
+
+    root: dict = {}
+    for word in words:
+        node = root
+        for piece in word:
+            node = node.setdefault(piece, {})
+        node[""] = None
+
+    def write(node: dict) -> str:
+        alts = [escape_literal(p) + write(c) for p, c in sorted(node.items()) if c is not None]
+        if "" in node:
+            return "(?:" + "|".join(alts) + ")?" if alts else ""
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+    return write(root)
+
+
+def test_trie_regex_is_the_words_trie() -> None:
+    """``_trie_regex`` writes the text of the words' trie (reference: nested dicts) and
+    matches exactly the words (``re.fullmatch``), for words in any order, duplicated, and
+    as chains of spans (each word extending the one before, as spans are enumerated)."""
+    rng = random.Random(11)
+    pieces = ["a", "b", "ab", " ", ".", "(", "é", "日本", "\\", "|", "?", "x" * 3]
+    for case in range(1500):
+        words = []
+        for _ in range(rng.randint(1, 10)):
+            chain = [rng.choice(pieces) for _ in range(rng.randint(1, 7))]
+            ends = sorted(rng.sample(range(1, len(chain) + 1), rng.randint(1, len(chain))))
+            words += [tuple(chain[:n]) for n in ends]  # a chain, shortest first
+        if case % 3 == 1:
+            rng.shuffle(words)
+        if case % 3 == 2:
+            words += rng.sample(words, min(3, len(words)))
+        text = copy_module._trie_regex(words)
+        assert text == _trie_text_reference(words), words
+        written = {"".join(w) for w in words}
+        probe = list(written) + ["".join(rng.choice(pieces) for _ in range(3)) for _ in range(5)]
+        probe += [w[:-1] for w in written] + [w + "a" for w in written]
+        for s in probe:
+            assert (re.fullmatch(text, s) is not None) == (s in written), (words, s)
+
+
+@pytest.mark.parametrize("field", LONG_FIELDS, ids=lambda f: json.dumps(f, sort_keys=True))
+def test_spans_with_unit_steps_kept_across_texts_equal_brute_force(field, monkeypatch) -> None:
+    """One acceptor reads several texts in turn, keeping its unit steps (term, unit) ->
+    (term, may end) from the texts before: each text's accepted spans are still the brute
+    force's (``_brute_force``), and the last text read fewer units afresh than a new
+    acceptor does."""
+    got, reads = [], [0]
+    spans_of, read = copy_module._Acceptor.spans, copy_module._Acceptor._read
+
+    def recorded(self, *args):
+        out = spans_of(self, *args)
+        got.append((id(self), {json.loads('"' + "".join(s) + '"') for s in out}))
+        return out
+
+    def counted(self, t, data):
+        reads[0] += 1
+        return read(self, t, data)
+
+    monkeypatch.setattr(copy_module._Acceptor, "spans", recorded)
+    monkeypatch.setattr(copy_module._Acceptor, "_read", counted)
+    copy_module._ACCEPTORS.clear()
+    copy_module._ACCEPTORS_BY_GRAMMAR.clear()
+    texts = [_long_text(seed, 600) for seed in (5, 6, 7)] + TEXTS[:2]
+    for text in texts:
+        reads[0] = 0
+        _lowered(text, field, 20_000, monkeypatch)
+    warm = reads[0]
+    assert len({a for a, _ in got}) == 1 and len(got) == len(texts)  # one acceptor
+    for text, (_, accepted) in zip(texts, got):
+        assert accepted == _brute_force(text, field)[0], text[:40]
+    copy_module._ACCEPTORS.clear()
+    copy_module._ACCEPTORS_BY_GRAMMAR.clear()
+    reads[0] = 0
+    _lowered(texts[-1], field, 20_000, monkeypatch)
+    assert got[-1][1] == got[-2][1] and warm < reads[0]

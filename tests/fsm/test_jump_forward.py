@@ -213,3 +213,200 @@ def test_smollm2_retokenizes_key_with_closing_quote(smollm2_tokenizer, smollm2_v
     plan = plan_jump_forward(m, [], encode, vocab)
     for target in ("日本語", "日曜日"):
         assert list(plan.append) == encode(target)[: len(plan.append)]
+
+
+def _probes_reference(matcher, state_after, text, ids, encode) -> int:
+    """The boundary rule by brute force: every character the grammar lets follow is encoded
+    after the whole text, no cache; the count of ``ids`` every probe agrees on."""
+    from structgen.fsm.jump_forward import _next_chars
+
+    if not (matcher._dfa.row(state_after) >= 0).any():
+        return len(ids)
+    keep = len(ids)
+    for ch in _next_chars(matcher._dfa, state_after):
+        try:
+            probe = encode(text + ch.decode("utf-8"))
+        except UnicodeDecodeError:
+            continue
+        n = 0
+        while n < len(ids) and n < len(probe) and probe[n] == ids[n]:
+            n += 1
+        keep = min(keep, n)
+    return keep
+
+
+def _planned_walks(grammars, encode, vocab, seed: int) -> list:
+    """Plans along a seeded random token walk (plans applied as the engine applies them)
+    on each grammar, in order."""
+    import numpy as np
+    import torch
+
+    rng = random.Random(seed)
+    mask = torch.zeros(1, (vocab.vocab_size + 31) // 32, dtype=torch.int32)
+    plans = []
+    for grammar in grammars:
+        m, gen = grammar.matcher(), []
+        for _ in range(80):
+            plan = plan_jump_forward(m, gen, encode, vocab)
+            plans.append(plan)
+            if plan:
+                gen = _apply(m, gen, plan)
+                continue
+            if m.is_terminated():
+                break
+            m.fill_bitmask(mask, 0)
+            bits = np.unpackbits(mask[0].numpy().view(np.uint8), bitorder="little")
+            ids = [int(t) for t in np.flatnonzero(bits[: vocab.vocab_size])]
+            ids = [t for t in ids if t not in vocab.eos_token_ids]
+            if not ids:
+                break
+            t = rng.choice(ids)
+            assert m.advance(t)
+            gen.append(t)
+    return plans
+
+
+@pytest.mark.parametrize("kind", ["copy", "schema"])
+def test_boundary_probes_equal_brute_force_across_grammars(
+    kind, smollm2_tokenizer, smollm2_vocab, monkeypatch
+) -> None:
+    """The boundary rule's probes, shared by every grammar of a vocabulary, give what
+    encoding every probe afresh gives: at every call along random walks on six contact
+    cards' copy grammars (each its own grammar, so later cards reuse earlier cards' probes)
+    or on plain schemas, and the plans are those of the brute-force rule."""
+    import structgen.fsm.jump_forward as jf
+    from tests.fsm._contact_cards import contact_card_grammars
+
+    def encode(text: str) -> list[int]:
+        return smollm2_tokenizer.encode(text, add_special_tokens=False)
+
+    vocab = smollm2_vocab
+    if kind == "copy":
+        grammars = list(contact_card_grammars(vocab, 6, seed=3))
+    else:
+        grammars = [
+            compile_json_schema(
+                {
+                    "type": "object",
+                    "properties": {
+                        key: {"type": "string", "maxLength": 8},
+                        "kind": {"enum": ["person", "company", "place"]},
+                        "tags": {"type": "array", "items": {"type": "integer"}, "maxItems": 2},
+                    },
+                    "required": [key, "kind", "tags"],
+                },
+                vocab,
+            )
+            for key in ("name", "title", "label")
+        ]
+    # brute force
+    monkeypatch.setattr(
+        jf,
+        "_safe_prefix_len",
+        lambda m, s, text, ids, enc, voc: _probes_reference(m, s, text, ids, enc),
+    )
+    expected = _planned_walks(grammars, encode, vocab, seed=7)
+    monkeypatch.undo()
+    # the shared probes, every call checked against brute force; "engine": the engine's
+    # encode (a partial over a tokenizer with a backend), so only the last pre-tokens probe
+    real, calls = jf._safe_prefix_len, [0]
+
+    def checked(m, s, text, ids, enc, voc):
+        calls[0] += 1
+        keep = real(m, s, text, ids, enc, voc)
+        assert keep == _probes_reference(m, s, text, ids, encode), (text, s)
+        return keep
+
+    monkeypatch.setattr(jf, "_safe_prefix_len", checked)
+    encodes = {}
+    for form in ("function", "engine"):
+        for size in (0, jf._PROBE_CACHE_SIZE):  # 0: nothing shared, every probe encoded
+            monkeypatch.setattr(jf, "_PROBE_CACHE_SIZE", size)
+            jf._boundary_caches.clear()
+            jf._probe_caches.clear()
+            counting = _CountingTokenizer(smollm2_tokenizer)
+            enc = counting.encode_text if form == "function" else counting.engine_encode()
+            assert _planned_walks(grammars, enc, vocab, seed=7) == expected
+            encodes[form, size] = counting.calls
+    assert jf._pre_token_split(counting.engine_encode(), '","email":"') > 0  # known
+    assert sum(bool(p) for p in expected) >= 9 and calls[0] >= 100
+    shared = jf._PROBE_CACHE_SIZE
+    if kind == "copy":  # later cards reuse earlier cards' probes, more by pre-tokens
+        assert encodes["function", shared] < 0.8 * encodes["function", 0], encodes
+        assert encodes["engine", shared] < 0.6 * encodes["function", shared], encodes
+
+
+class _CountingTokenizer:
+    """A tokenizer's ``encode`` and ``backend_tokenizer``, counting encodes."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer, self.calls = tokenizer, 0
+        self.backend_tokenizer = tokenizer.backend_tokenizer
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        self.calls += 1
+        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
+
+    def encode_text(self, text: str) -> list[int]:
+        return self.encode(text, add_special_tokens=False)
+
+    def engine_encode(self):
+        import functools
+
+        return functools.partial(self.encode, add_special_tokens=False)
+
+
+@pytest.mark.parametrize("pre", ["byte_level", "digits_then_byte_level"])
+def test_boundary_keep_on_last_pre_tokens_equals_brute_force(
+    pre, smollm2_tokenizer, smollm2_vocab
+) -> None:
+    """Probing only the text's last two pre-tokens gives, for every single next character,
+    what encoding the whole text with it gives: random texts built from contractions cut
+    short (``'r`` + ``e``), whitespace runs, newlines, digits, CJK and punctuation, on
+    SmolLM2's byte-level BPE and on the same model behind single digits (the GGUF loader's
+    other pre-tokenizer, through ``structgen.runtime.tokenizer.Tokenizer``)."""
+    import functools
+
+    from tokenizers import Tokenizer as Backend
+    from tokenizers import pre_tokenizers
+
+    import structgen.fsm.jump_forward as jf
+    from structgen.runtime.tokenizer import Tokenizer
+
+    backend = smollm2_tokenizer.backend_tokenizer
+    if pre == "digits_then_byte_level":
+        backend = Backend.from_str(backend.to_str())
+        backend.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+            ]
+        )
+    tokenizer = Tokenizer(backend)
+    encode = functools.partial(tokenizer.encode, add_special_tokens=False)
+    vocab = smollm2_vocab
+    parts = ["'", "'r", "'l", "'v", "s", "re", "ll", " ", "  ", "\n", "\n\n", " \n", "\t",
+             "12", "3", "2026", "a", "Bo", "name", '"', '",', ":", ".", "-", "日本", "é", "?!",
+             "<|im_end", "|"]  # fmt: skip
+    nexts = sorted({ch for p in parts for ch in p} | {"e", "x", "9", ">", "\u00a0"})
+    rng = random.Random(3)
+    jf._probe_caches.clear()
+    split = 0
+    for _ in range(400):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(1, 8)))
+        ids = encode(text)
+        split += jf._pre_token_split(encode, text) > 0
+        for ch in rng.sample(nexts, 12):
+            probe = encode(text + ch)
+            n = 0
+            while n < len(ids) and n < len(probe) and probe[n] == ids[n]:
+                n += 1
+            assert jf._boundary_keep(text, ids, [ch.encode()], encode, vocab) == n, (text, ch)
+    assert split > 200  # the last pre-tokens were probed, not the whole text
+    for text in ('x"<|im_end|', "said <|im_start|"):  # an added token one character away
+        ids, probe = encode(text), encode(text + ">")
+        n = 0
+        while n < len(ids) and n < len(probe) and probe[n] == ids[n]:
+            n += 1
+        assert n < len(ids) - 2  # the added token takes the text's last tokens
+        assert jf._boundary_keep(text, ids, [b">"], encode, vocab) == n

@@ -42,6 +42,7 @@ import json
 import threading
 from dataclasses import dataclass
 from decimal import Decimal
+from operator import itemgetter
 from typing import Any
 
 from ...errors import InvalidSchemaError
@@ -324,6 +325,7 @@ _ACCEPTORS_SIZE = 256
 _ACCEPTORS: LRUCache[tuple, tuple[Any, tuple[str, ...]]] = LRUCache(_ACCEPTORS_SIZE)
 _ACCEPTORS_BY_GRAMMAR: LRUCache[tuple, Any] = LRUCache(_ACCEPTORS_SIZE)  # (base, defs)
 _QUOTE = 0x22
+_UNIT_STEPS_SIZE = 4096  # an acceptor's kept unit steps (_Acceptor.spans; ~300 B each)
 
 
 class _Acceptor:
@@ -336,6 +338,9 @@ class _Acceptor:
         self.arena = TermArena()
         self.start = self.arena.derivative(lower(base, self.arena, definitions=definitions), _QUOTE)
         self.lock = threading.Lock()  # the arena grows as derivatives are taken
+        # (term, unit's bytes) -> (term after the unit, a span may end there): the words
+        # of documents recur, and the spans from different starts meet the same terms
+        self.unit_steps: dict[tuple[int, bytes], tuple[int, bool]] = {}
 
     def accepts(self, content: str) -> bool:
         """True when ``"content"`` (JSON string content, unquoted) is in the language."""
@@ -369,6 +374,7 @@ class _Acceptor:
         seen: set[str] = set()
         out: list[tuple[str, ...]] = []
         arena = self.arena
+        steps_memo = self.unit_steps
         steps = 0
         with self.lock:
             for text in sources:
@@ -386,10 +392,19 @@ class _Acceptor:
                         steps += 1
                         if max_steps is not None and steps > max_steps:
                             return None
-                        t = self._read(t, data[j])
+                        step = steps_memo.get((t, data[j]))
+                        if step is None:
+                            after = self._read(t, data[j])
+                            ends = after != EMPTY and bool(
+                                arena.nullable[arena.derivative(after, _QUOTE)]
+                            )
+                            if len(steps_memo) >= _UNIT_STEPS_SIZE:
+                                steps_memo.clear()
+                            step = steps_memo[t, data[j]] = (after, ends)
+                        t = step[0]
                         if t == EMPTY:
                             break
-                        if units[j].isspace() or not arena.nullable[arena.derivative(t, _QUOTE)]:
+                        if units[j].isspace() or not step[1]:
                             continue
                         key = "".join(units[i : j + 1])
                         if key not in seen:
@@ -432,28 +447,57 @@ def _base_acceptor(conv, schema: dict, pointer: str) -> tuple[_Acceptor | None, 
 def _trie_regex(words: list) -> str:
     """An alternation of ``words`` (each a non-empty sequence of literal pieces) shaped as
     their trie: one branch per distinct piece after a shared prefix, written once.
+
+    A node with pieces after it writes ``(?:a|b)`` (sorted by piece; one branch bare), and
+    ``(?:...)?`` where a word also ends there. Words that each extend the one before (the
+    spans from one start, shortest first) are one chain: its longest word and where its
+    words end. The chains are walked in sorted order (a node's branches by piece), each
+    node written when the walk leaves it, without building the trie.
     """
-    root: dict = {}
-    for word in words:
-        node = root
-        for piece in word:
-            node = node.setdefault(piece, {})
-        node[""] = None  # a word ends here (no piece is empty)
-    done: dict[int, str] = {}
-    stack = [(root, False)]
-    while stack:  # post-order, no recursion: a span may have hundreds of units
-        node, expanded = stack.pop()
-        children = [(p, c) for p, c in node.items() if c is not None]
-        if not expanded:
-            stack.append((node, True))
-            stack.extend((c, False) for _, c in children)
-            continue
-        alts = [escape_literal(p) + done[id(c)] for p, c in sorted(children, key=lambda x: x[0])]
-        if "" in node:
-            done[id(node)] = "(?:" + "|".join(alts) + ")?" if alts else ""
+    chains: list[list] = []  # [longest word, lengths of its words]
+    for word in map(tuple, words):
+        if chains:
+            chain = chains[-1]
+            if len(word) > len(chain[0]) and word[: len(chain[0])] == chain[0]:
+                chain[0] = word
+                chain[1].append(len(word))
+                continue
+        chains.append([word, [len(word)]])
+    chains.sort(key=itemgetter(0))
+    escaped: dict[str, str] = {}
+    # the open path from the root: per node, [escaped piece into it, a word ends here,
+    # its branches written so far]
+    path: list[list] = [["", False, []]]
+    prev: tuple = ()
+    for word, lengths in chains:
+        if word[: len(prev)] == prev:
+            common = len(prev)
         else:
-            done[id(node)] = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
-    return done[id(root)]
+            common = 0
+            while prev[common] == word[common]:  # neither is a prefix of the other
+                common += 1
+        while len(path) > common + 1:  # leave the nodes past the shared prefix
+            piece, ends, alts = path.pop()
+            path[-1][2].append(piece + _branches(ends, alts))
+        for piece in word[common:]:
+            esc = escaped.get(piece)
+            if esc is None:
+                esc = escaped[piece] = escape_literal(piece)
+            path.append([esc, False, []])
+        for n in lengths:
+            path[n][1] = True
+        prev = word
+    while len(path) > 1:
+        piece, ends, alts = path.pop()
+        path[-1][2].append(piece + _branches(ends, alts))
+    return _branches(path[0][1], path[0][2])
+
+
+def _branches(ends: bool, alts: list[str]) -> str:
+    """A trie node's regex from its written branches (in piece order)."""
+    if ends:
+        return "(?:" + "|".join(alts) + ")?" if alts else ""
+    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
 
 
 @dataclass(frozen=True)

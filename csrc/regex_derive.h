@@ -382,7 +382,12 @@ static PyObject *derive(Deriv *dv, PyObject *t, int b) {
     return result;
 }
 
-/* TermArena.front(t): a frozenset of int masks, new reference; stored in arena._front */
+/* TermArena.front(t): a frozenset of int masks, new reference; stored in arena._front.
+ * The frozensets made here are untracked by the cyclic GC: they hold ints only, so they can
+ * never be part of a cycle, and they are most of the tracked objects of a compile (one per
+ * term whose front was read, ~8,000 in a MaskBench document with a pattern + maxLength
+ * string), which each collection of the older generations, set off by the allocations of
+ * a mask's rows, would walk again. */
 static PyObject *front_of(Deriv *dv, PyObject *t) {
     PyObject *hit = PyDict_GetItemWithError(dv->front, t);
     if (hit != NULL || PyErr_Occurred())
@@ -427,8 +432,8 @@ static PyObject *front_of(Deriv *dv, PyObject *t) {
             cur = PyTuple_GET_ITEM(ca, 1);
         }
     }
-    if (rc == 0)
-        result = PyFrozenSet_New(acc);
+    if (rc == 0 && (result = PyFrozenSet_New(acc)) != NULL)
+        PyObject_GC_UnTrack(result);  /* ints only: never in a cycle (see front_of) */
     Py_DECREF(acc);
 store:
     if (result != NULL && PyDict_SetItem(dv->front, t, result) < 0)

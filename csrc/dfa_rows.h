@@ -42,6 +42,7 @@ typedef struct {
 enum { DV_ROWS, DV_SLOT, DV_ACCEPTING, DV_NUM_OUT };
 static const char *const DV_NAMES[4] = {"_rows", "_slot", "_accepting", "_num_out"};
 static const Py_ssize_t DV_ITEMSIZE[4] = {4, 8, 1, 4};
+static PyObject *dv_names[4];  /* DV_NAMES interned (regex_derive.h name_of), on first use */
 
 static PyObject *dv_str_acquire, *dv_str_release, *dv_str_num_rows, *dv_str_num_boolean,
     *dv_str_has_boolean;
@@ -77,7 +78,7 @@ static void dfa_close(DfaView *v) {
  * array not held yet; 0, or -1 with an error set */
 static int dfa_arrays(DfaView *v) {
     for (int k = 0; k < 4; k++) {
-        PyObject *a = PyObject_GetAttrString(v->dfa, DV_NAMES[k]);
+        PyObject *a = attr_named(v->dfa, &dv_names[k], DV_NAMES[k]);
         if (a == NULL)
             return -1;
         if (a == v->arr[k]) {
@@ -153,7 +154,7 @@ static long dfa_state_id(void *env, PyObject *d) {
     Py_ssize_t ti = ix(d);
     Mask256 first;
     int null = PyObject_IsTrue(PyList_GET_ITEM(v->dv->cx.nullable, ti));
-    if (null < 0 || mask_of(PyList_GET_ITEM(v->dv->cx.first, ti), &first) < 0)
+    if (null < 0 || first_mask(v->dv, ti, &first) < 0)
         return -1;
     PyObject *key = PyLong_FromSsize_t(n);
     int rc = key == NULL || PyDict_SetItem(v->ids, d, key) < 0 || PyList_Append(v->terms, d) < 0;

@@ -4,7 +4,8 @@
  *
  *   context(arena) -> capsule
  *     the arena's lists and caches, held once (TermArena keeps it as _cctx: the lists are
- *     only ever appended to, never replaced); every call below takes the arena and it.
+ *     only ever appended to, never replaced), and each term's first set as a C mask once
+ *     read (first_mask); every call below takes the arena and it.
  *   derivative(arena, context, t, b) -> int term
  *     TermArena.derivative(t, b) for a term of kind BYTES, CONCAT, ALT or REPEAT: the same
  *     recursion and simplifications, the smart constructors of csrc/regex_arena.h, so the
@@ -38,13 +39,42 @@ enum { ALT_INDEX_MIN = 8, K_AND = 7, K_NOT = 8, SHALLOW = 64 /* terms.py _SHALLO
        ROW_PENDING = -2 /* lazy_dfa.py PENDING: a row entry whose class is not derived yet */ };
 
 typedef struct {
+    uint64_t w[4];
+} Mask256;
+
+typedef struct {
     Ctx cx;                 /* the constructors' view of the arena (owned references) */
     PyObject *deriv;        /* owned: arena._deriv */
     PyObject *front;        /* owned: arena._front */
     PyObject *alt_index;    /* owned: arena._alt_index */
     PyObject *has_bool;     /* owned: arena._has_boolean */
     PyObject *empty;        /* owned: arena._empty */
+    /* first(t) of the terms read so far as C masks (first_mask): firsts[t] valid where
+     * known[t]; room for cap_firsts terms. A term's first never changes (the arena's lists
+     * are only appended to while a context exists), so an entry is read from arena.first
+     * once. */
+    Mask256 *firsts;
+    uint8_t *known;
+    Py_ssize_t cap_firsts;
 } Deriv;
+
+/* The arena attributes the row builder reads and sets per derivative, as interned names
+ * made on first use (the GIL is held): a name given as C text would be a new str per call,
+ * hashed and missed by the type's attribute cache each time. Borrowed, process-lifetime;
+ * NULL with an error set where the name cannot be made. */
+static PyObject *nm_bottom_up_active, *nm_deep_levels;
+
+static PyObject *name_of(PyObject **slot, const char *text) {
+    if (*slot == NULL)
+        *slot = PyUnicode_InternFromString(text);
+    return *slot;
+}
+
+/* obj.<name> through an interned name; new reference, NULL with an error set */
+static PyObject *attr_named(PyObject *obj, PyObject **slot, const char *text) {
+    PyObject *name = name_of(slot, text);
+    return name == NULL ? NULL : PyObject_GetAttr(obj, name);
+}
 
 /* the 256-bit mask int v as 32 little-endian bytes; 0, or -1 with an error set */
 static int mask_bytes(PyObject *v, unsigned char buf[32]) {
@@ -65,6 +95,70 @@ static int mask_bit(PyObject *mask, int b) {
     return mask_bytes(mask, buf) < 0 ? -1 : (buf[b >> 3] >> (b & 7)) & 1;
 }
 
+static int mask_of(PyObject *v, Mask256 *m) {
+    unsigned char buf[32];
+    if (mask_bytes(v, buf) < 0)
+        return -1;
+    for (int k = 0; k < 4; k++) {
+        uint64_t x = 0;
+        for (int j = 7; j >= 0; j--)
+            x = (x << 8) | buf[8 * k + j];
+        m->w[k] = x;
+    }
+    return 0;
+}
+
+static int mask_lowest(const Mask256 *m) {
+    for (int k = 0; k < 4; k++)
+        if (m->w[k])
+            return 64 * k + __builtin_ctzll(m->w[k]);
+    return -1;
+}
+
+/* *out = first(t) (arena.first[t]) as a C mask, converted once per term and kept in the
+ * context (copied out: a later call may move the table); 0, or -1 with an error set */
+static int first_mask(Deriv *dv, Py_ssize_t t, Mask256 *out) {
+    if (t >= 0 && t < dv->cap_firsts && dv->known[t]) {
+        *out = dv->firsts[t];
+        return 0;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(dv->cx.first);
+    if (t < 0 || t >= n) {
+        PyErr_Format(PyExc_IndexError, "first_mask: no term %zd", t);
+        return -1;
+    }
+    if (t >= dv->cap_firsts) {
+        Py_ssize_t cap = dv->cap_firsts ? dv->cap_firsts : 4096;
+        while (cap < n)
+            cap *= 2;
+        Mask256 *firsts = PyMem_Realloc(dv->firsts, sizeof(Mask256) * cap);
+        if (firsts == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        dv->firsts = firsts;
+        uint8_t *known = PyMem_Realloc(dv->known, cap);
+        if (known == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memset(known + dv->cap_firsts, 0, cap - dv->cap_firsts);
+        dv->known = known;
+        dv->cap_firsts = cap;
+    }
+    if (mask_of(PyList_GET_ITEM(dv->cx.first, t), &dv->firsts[t]) < 0)
+        return -1;
+    dv->known[t] = 1;
+    *out = dv->firsts[t];
+    return 0;
+}
+
+/* bit b of first(t): 1 / 0, -1 with an error set */
+static int first_bit(Deriv *dv, Py_ssize_t t, int b) {
+    Mask256 m;
+    return first_mask(dv, t, &m) < 0 ? -1 : (int)((m.w[b >> 6] >> (b & 63)) & 1);
+}
+
 static void deriv_close(Deriv *dv) {
     Ctx *cx = &dv->cx;
     PyObject *owned[] = {cx->ids, cx->kind, cx->args, cx->nullable, cx->first, cx->depth,
@@ -72,6 +166,8 @@ static void deriv_close(Deriv *dv) {
                          dv->deriv, dv->front, dv->alt_index, dv->has_bool, dv->empty};
     for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++)
         Py_XDECREF(owned[k]);
+    PyMem_Free(dv->firsts);
+    PyMem_Free(dv->known);
 }
 
 static PyObject *attr_of(PyObject *obj, const char *name, PyTypeObject *type) {
@@ -225,7 +321,7 @@ static PyObject *derive_concat(Deriv *dv, PyObject *t, int b) {
         PyObject *a = PyList_GET_ITEM(cx->args, ix(cur));
         PyObject *h = PyTuple_GET_ITEM(a, 0), *tail = PyTuple_GET_ITEM(a, 1);
         Py_ssize_t hi = ix(h);
-        int in = mask_bit(PyList_GET_ITEM(cx->first, hi), b);
+        int in = first_bit(dv, hi, b);
         if (in < 0)
             goto fail;
         if (in) {
@@ -251,7 +347,7 @@ fail:
 static PyObject *derive(Deriv *dv, PyObject *t, int b) {
     Ctx *cx = &dv->cx;
     Py_ssize_t ti = ix(t);
-    int in = mask_bit(PyList_GET_ITEM(cx->first, ti), b);
+    int in = first_bit(dv, ti, b);
     if (in <= 0)
         return in < 0 ? NULL : PyLong_FromLong(T_EMPTY);
     PyObject *key = PyLong_FromSsize_t((ti << 8) | b);
@@ -286,7 +382,12 @@ static PyObject *derive(Deriv *dv, PyObject *t, int b) {
     return result;
 }
 
-/* TermArena.front(t): a frozenset of int masks, new reference; stored in arena._front */
+/* TermArena.front(t): a frozenset of int masks, new reference; stored in arena._front.
+ * The frozensets made here are untracked by the cyclic GC: they hold ints only, so they can
+ * never be part of a cycle, and they are most of the tracked objects of a compile (one per
+ * term whose front was read, ~8,000 in a MaskBench document with a pattern + maxLength
+ * string), which each collection of the older generations, set off by the allocations of
+ * a mask's rows, would walk again. */
 static PyObject *front_of(Deriv *dv, PyObject *t) {
     PyObject *hit = PyDict_GetItemWithError(dv->front, t);
     if (hit != NULL || PyErr_Occurred())
@@ -331,8 +432,8 @@ static PyObject *front_of(Deriv *dv, PyObject *t) {
             cur = PyTuple_GET_ITEM(ca, 1);
         }
     }
-    if (rc == 0)
-        result = PyFrozenSet_New(acc);
+    if (rc == 0 && (result = PyFrozenSet_New(acc)) != NULL)
+        PyObject_GC_UnTrack(result);  /* ints only: never in a cycle (see front_of) */
     Py_DECREF(acc);
 store:
     if (result != NULL && PyDict_SetItem(dv->front, t, result) < 0)
@@ -342,33 +443,11 @@ store:
 
 /* ---- whole rows (lazy_dfa.py ByteDFA._build_row, _literal_row) ------------------------ */
 
-typedef struct {
-    uint64_t w[4];
-} Mask256;
-
-static int mask_of(PyObject *v, Mask256 *m) {
-    unsigned char buf[32];
-    if (mask_bytes(v, buf) < 0)
-        return -1;
-    for (int k = 0; k < 4; k++) {
-        uint64_t x = 0;
-        for (int j = 7; j >= 0; j--)
-            x = (x << 8) | buf[8 * k + j];
-        m->w[k] = x;
-    }
-    return 0;
-}
-
-static int mask_lowest(const Mask256 *m) {
-    for (int k = 0; k < 4; k++)
-        if (m->w[k])
-            return 64 * k + __builtin_ctzll(m->w[k]);
-    return -1;
-}
 
 /* arena.<name> = v (an int or a bool): 0, or -1 with an error set */
-static int set_flag(PyObject *arena, const char *name, PyObject *v) {
-    int rc = v == NULL ? -1 : PyObject_SetAttrString(arena, name, v);
+static int set_flag(PyObject *arena, PyObject **slot, const char *text, PyObject *v) {
+    PyObject *name = v == NULL ? NULL : name_of(slot, text);
+    int rc = name == NULL ? -1 : PyObject_SetAttr(arena, name, v);
     Py_XDECREF(v);
     return rc;
 }
@@ -414,7 +493,7 @@ static PyObject *subterms_of(Deriv *dv, PyObject *t, int b) {
         goto fail;
     for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(seq); j++) {
         PyObject *u = PySequence_Fast_GET_ITEM(seq, j);
-        int in = b < 0 ? 1 : mask_bit(PyList_GET_ITEM(cx->first, ix(u)), b);
+        int in = b < 0 ? 1 : first_bit(dv, ix(u), b);
         if (in < 0 || (in && PyList_Append(out, u) < 0)) {
             Py_DECREF(seq);
             goto fail;
@@ -439,7 +518,7 @@ static PyObject *derive_deep(Deriv *dv, PyObject *t, int b) {
     Py_ssize_t ti = ix(t);
     if (depth_of(cx, ti) <= SHALLOW)
         return derive(dv, t, b);
-    int in = mask_bit(PyList_GET_ITEM(cx->first, ti), b);
+    int in = first_bit(dv, ti, b);
     if (in <= 0)
         return in < 0 ? NULL : PyLong_FromLong(T_EMPTY);
     PyObject *key = PyLong_FromSsize_t((ti << 8) | b);
@@ -450,8 +529,8 @@ static PyObject *derive_deep(Deriv *dv, PyObject *t, int b) {
     if (hit != NULL || PyErr_Occurred())
         return Py_XNewRef(hit);
     PyObject *arena = cx->arena;
-    PyObject *active = PyObject_GetAttrString(arena, "_bottom_up_active");
-    PyObject *levels = active ? PyObject_GetAttrString(arena, "_deep_levels") : NULL;
+    PyObject *active = attr_named(arena, &nm_bottom_up_active, "_bottom_up_active");
+    PyObject *levels = active ? attr_named(arena, &nm_deep_levels, "_deep_levels") : NULL;
     int on = active ? PyObject_IsTrue(active) : -1;
     long level = levels ? PyLong_AsLong(levels) : -1;
     Py_XDECREF(active);
@@ -462,7 +541,7 @@ static PyObject *derive_deep(Deriv *dv, PyObject *t, int b) {
     int spine = k == K_CONCAT || k == K_ALT || k == K_AND || k == K_NOT;
     if (on || !spine || level >= SHALLOW)  /* not deep here, or bottom-up: the Python method */
         return PyObject_CallMethod(arena, "derivative", "Oi", t, b);
-    if (set_flag(arena, "_deep_levels", PyLong_FromLong(level + 1)) < 0)
+    if (set_flag(arena, &nm_deep_levels, "_deep_levels", PyLong_FromLong(level + 1)) < 0)
         return NULL;
     PyObject *result = NULL, *subs = subterms_of(dv, t, b);
     int ok = subs != NULL;
@@ -477,11 +556,11 @@ static PyObject *derive_deep(Deriv *dv, PyObject *t, int b) {
         result = key2 ? PyObject_CallMethod(arena, "_derivative_here", "OiO", t, b, key2) : NULL;
         Py_XDECREF(key2);
     } else if (ok) {
-        if (set_flag(arena, "_bottom_up_active", Py_NewRef(Py_True)) == 0) {
+        if (set_flag(arena, &nm_bottom_up_active, "_bottom_up_active", Py_NewRef(Py_True)) == 0) {
             result = derive(dv, t, b);
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
-            if (set_flag(arena, "_bottom_up_active", Py_NewRef(Py_False)) < 0)
+            if (set_flag(arena, &nm_bottom_up_active, "_bottom_up_active", Py_NewRef(Py_False)) < 0)
                 Py_CLEAR(result);
             if (type != NULL)
                 PyErr_Restore(type, value, tb);
@@ -489,7 +568,7 @@ static PyObject *derive_deep(Deriv *dv, PyObject *t, int b) {
     }
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
-    if (set_flag(arena, "_deep_levels", PyLong_FromLong(level)) < 0)
+    if (set_flag(arena, &nm_deep_levels, "_deep_levels", PyLong_FromLong(level)) < 0)
         Py_CLEAR(result);
     if (type != NULL)
         PyErr_Restore(type, value, tb);
@@ -508,14 +587,15 @@ static PyObject *front_top(Deriv *dv, PyObject *t) {
     PyObject *hit = PyDict_GetItemWithError(dv->front, t);
     if (hit != NULL || PyErr_Occurred())
         return Py_XNewRef(hit);
-    PyObject *arena = dv->cx.arena, *active = PyObject_GetAttrString(arena, "_bottom_up_active");
+    PyObject *arena = dv->cx.arena;
+    PyObject *active = attr_named(arena, &nm_bottom_up_active, "_bottom_up_active");
     int on = active ? PyObject_IsTrue(active) : -1;
     Py_XDECREF(active);
     if (on)
         return on < 0 ? NULL : front_of(dv, t);
     /* TermArena._bottom_up(t, -1): each term's front once its subterms' are stored,
      * children before parents from an explicit stack, _bottom_up_active set meanwhile */
-    if (set_flag(arena, "_bottom_up_active", Py_NewRef(Py_True)) < 0)
+    if (set_flag(arena, &nm_bottom_up_active, "_bottom_up_active", Py_NewRef(Py_True)) < 0)
         return NULL;
     PyObject *stack = PyList_New(0);
     int rc = stack == NULL || PyList_Append(stack, t) < 0 ? -1 : 0;
@@ -552,7 +632,7 @@ static PyObject *front_top(Deriv *dv, PyObject *t) {
     Py_XDECREF(stack);
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
-    if (set_flag(arena, "_bottom_up_active", Py_NewRef(Py_False)) < 0)
+    if (set_flag(arena, &nm_bottom_up_active, "_bottom_up_active", Py_NewRef(Py_False)) < 0)
         rc = -1;
     if (type != NULL)
         PyErr_Restore(type, value, tb);
@@ -778,7 +858,7 @@ static int row_fill(Deriv *dv, PyObject *t, int32_t *row, StateIdFn state_id, vo
     Ctx *cx = &dv->cx;
     Py_ssize_t ti = ix(t);
     Mask256 first;
-    if (mask_of(PyList_GET_ITEM(cx->first, ti), &first) < 0)
+    if (first_mask(dv, ti, &first) < 0)
         return -1;
     for (int b = 0; b < 256; b++)
         row[b] = -1;
@@ -846,7 +926,7 @@ static inline int row_derive_class(Deriv *dv, PyObject *t, int32_t *row, int b, 
                             void *env) {
     if (row[b] == ROW_PENDING) {
         Mask256 cls;
-        if (mask_of(PyList_GET_ITEM(dv->cx.first, ix(t)), &cls) < 0)
+        if (first_mask(dv, ix(t), &cls) < 0)
             return -1;
         PyObject *front = front_top(dv, t);
         PyObject *it = front ? PyObject_GetIter(front) : NULL;

@@ -33,6 +33,7 @@ from structgen.fsm.index import trie
 from structgen.fsm.regex.definitions import INTERSECT, PLACEHOLDER_BASE
 from structgen.fsm.regex.dfa import regex_to_dfa
 from structgen.fsm.regex.lazy_dfa import ByteDFA
+from structgen.fsm.regex.terms import _SHALLOW
 
 pytestmark = pytest.mark.skipif(
     not hasattr(trie._EXT, "walk_direct"), reason="C walk (walk_direct) not built"
@@ -189,6 +190,23 @@ def test_direct_rows_equal_callback_rows_on_maskbench(smollm2_vocab, subset) -> 
         if compared == 2:
             break
     assert compared >= 1
+
+
+def test_direct_rows_equal_callback_rows_on_a_pattern_under_max_length(smollm2_vocab) -> None:
+    """A ``pattern`` + ``maxLength`` string (MaskBench o21135's ``apiType``): a product of
+    the pattern's NFA with a character counter, one definition per state, so its terms are
+    deeper than ``_SHALLOW`` (``derive_deep`` / ``front_top``), walked from the string's
+    start and from inside it, past a two- and a three-byte character."""
+    string = {"type": "string", "pattern": "^$|(^(?:\\S+\\s+){0,19}\\S+$)", "maxLength": 100}
+    schema = {"type": "object", "properties": {"a": string}, "required": ["a"]}
+    clear_cache()
+    grammar = compile_json_schema(schema, smollm2_vocab)
+    pattern, definitions = grammar.source_pattern, grammar.definitions  # not written out
+    assert len(definitions) > 100  # the product's states, one definition each
+    assert max(grammar.dfa.arena.depth) > _SHALLOW  # derived as deep terms
+    text = '{"a":"REST API é with ☃ words"}'.encode()
+    prefixes = [text[:i] for i in range(5, len(text), 2)]
+    assert _compare_walks(smollm2_vocab, pattern, definitions, prefixes) > 10
 
 
 def _random_regex(rng: random.Random, depth: int = 0) -> str:

@@ -10,6 +10,7 @@ against ``re`` and brute force in the neighbouring tests).
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 from pathlib import Path
@@ -112,6 +113,20 @@ def test_deep_nesting_is_derived_bottom_up(monkeypatch) -> None:
     # the Python method's order (csrc/regex_derive.h derive_deep)
     nullable_heads = "(?:(?:ab)?a?(?:ca)?" * 100 + "d" + ")*" * 100
     assert _assert_same(monkeypatch, nullable_heads, max_rows=400) > 10
+
+
+def test_fronts_made_in_c_are_untracked_by_the_cyclic_gc(monkeypatch) -> None:
+    """Fronts (frozensets of int masks, one per term read) hold no container, so the C code
+    untracks them (the GC's older generations would otherwise walk thousands per compile);
+    their values are the Python method's (``_assert_same`` above compares ``_front``)."""
+    pattern = r'"(?:[a-z]{1,8} ){0,5}[0-9]+(?:\.[0-9]*)?"|\[(?:x|yz|[\u00e0-\u00ff])*\]'
+    got = _automaton(pattern, None, True, 200, monkeypatch)
+    want = _automaton(pattern, None, False, 200, monkeypatch)
+    assert got["front"] == want["front"]
+    fronts = list(got["front"].values())
+    assert len(fronts) > 20 and all(type(m) is int for f in fronts for m in f)
+    assert not any(gc.is_tracked(f) for f in fronts)
+    assert all(gc.is_tracked(f) for f in want["front"].values() if f)  # Python's are
 
 
 def test_until_and_boolean_terms(monkeypatch) -> None:

@@ -42,7 +42,7 @@ from .count_masks import (
 )
 from .lexical_masks import split_key
 from .masks import row_form
-from .trie import build_row, set_bits, walk_bytes
+from .trie import set_bits, walk_bytes
 from .vocabulary import MARKER_BYTE, ONLY_BYTE, WILDCARD_BYTE, Vocabulary, wildcard_ids
 
 __all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
@@ -337,10 +337,9 @@ class TokenIndex:
         first level reads nearly every byte class; an automaton that keys its own states,
         a grammar's, builds whole rows in the walk's callback anyway); a fresh int32 mask.
         """
-        if not self._keys_own:
-            build_row(self.dfa, state)
         mask = np.zeros(self.num_words, np.int32)
-        self._trie.walk(self.dfa, state, nxt, mask)  # never-allowed ids are not in the trie
+        # never-allowed ids are not in the trie; a regex state's row built in the walk's call
+        self._trie.walk(self.dfa, state, nxt, mask, whole=not self._keys_own)
         return mask
 
     def wildcards(self, state: int) -> tuple[tuple[frozenset[int], bool, int], ...]:

@@ -219,27 +219,40 @@ class TokenIndex:
 
     def _walk_split(self, state: int) -> np.ndarray | None:
         """The trie-walk mask of ``state`` as head part | exit part (``lexical_masks.py``):
-        the head part from the shared cache (on a miss, one whole walk stores it), the exit
-        tokens walked on their own trie; None when the state has no split that pays.
+        the head part from the shared cache, the exit tokens walked on their own trie; None
+        when the state has no split that pays. On a miss one whole walk gives the mask and
+        stores the head part, or, while the key's exit tables are not built, the whole mask
+        (``put_whole``: the tables are built, and the head part cut, only when the key is
+        read again).
         """
         lex = self._lexical
         lex.ensure_prepared()
         key = self.lexical_key(state)
         if key is None:
             return None
-        tables = lex.exit_tables(key[1])
+        tables = lex.kept_exit_tables(key[1])  # False: not built yet
         if tables is None:
             return None
-        exit_trie, holds = tables
-        part = lex.get(key)
-        if part is not None:
-            mask = part.copy()
-            exit_trie.walk(self.dfa, state, None, mask)
+        part = lex.get(key)  # a whole mask stored by put_whole is cut (its tables built) here
+        if part is None:  # the mask as without a split (a key's term is no alternation)
+            if tables is False:
+                tables = lex.kept_exit_tables(key[1])  # get refused them: no split
+                if tables is None:
+                    return None
+            mask = self._walk_by_class(state)
+            if mask is None:
+                mask = self._walk_whole(state, None)
+            if tables is False:  # the exit tables built when the key is read again, if ever
+                lex.put_whole(key, mask)
+            else:
+                lex.put(key, mask & ~tables[1])
             return mask
-        mask = self._walk_by_class(state)
-        if mask is None:
-            mask = self._walk_whole(state, None)
-        lex.put(key, mask & ~holds)
+        if tables is False:
+            tables = lex.exit_tables(key[1])
+            if tables is None:  # (evicted, then refused: a stored part was never refused)
+                return None
+        mask = part.copy()
+        tables[0].walk(self.dfa, state, None, mask)
         return mask
 
     def _walk_alt(self, state: int) -> np.ndarray | None:

@@ -21,13 +21,13 @@ import numpy as np
 import pytest
 
 from structgen.errors import GrammarTooComplexError
-from structgen.fsm import clear_cache, compile_json_schema
+from structgen.fsm import Vocabulary, clear_cache, compile_json_schema
 from structgen.fsm.index import trie
 from structgen.fsm.regex.definitions import INTERSECT, PLACEHOLDER_BASE
 from structgen.fsm.regex.dfa import regex_to_dfa
 from structgen.fsm.regex.lazy_dfa import ByteDFA
 
-from .test_count_masks import _bpe150k_vocab
+from .test_count_masks import _bpe150k_tokenizer
 from .test_direct_rows import _random_regex, _tables
 
 pytestmark = pytest.mark.skipif(
@@ -160,27 +160,12 @@ def test_whole_walk_masks_by_brute_force_on_the_150k_bpe() -> None:
     """The formats and nested schemas' instances on the 150k BPE: whole walks equal the old
     two calls, every 16th mask brute force over its vocabulary (150k tokens stepped in
     Python each)."""
-    from benchmarks.bench_grammar import BPE_CACHE_PREFIX, bpe_cache_dir
-
-    vocab = _bpe150k_vocab()  # skips without the cached BPE
-    from tokenizers import Tokenizer
-
-    found = sorted(bpe_cache_dir().glob(f"{BPE_CACHE_PREFIX}*.json"))
-    tok = Tokenizer.from_file(str(found[0]))
+    tok = _bpe150k_tokenizer()  # skips without the cached BPE
+    vocab = Vocabulary.from_tokenizer(tok)
     for name in ("formats", "nested"):
-        pattern, definitions, ids = _schema_case(name, vocab, _Plain(tok))
+        pattern, definitions, ids = _schema_case(name, vocab, tok)
         ref, new = _twins(pattern, definitions)
         assert _along(ref, new, vocab, ids, 16) >= 10  # (longer tokens: more rows built ahead)
-
-
-class _Plain:
-    """``encode(text, add_special_tokens=False)`` over a ``tokenizers.Tokenizer``."""
-
-    def __init__(self, tok) -> None:
-        self.tok = tok
-
-    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
-        return self.tok.encode(text, add_special_tokens=add_special_tokens).ids
 
 
 def test_whole_walk_past_the_row_budget_raises_as_build_row(smollm2_vocab) -> None:

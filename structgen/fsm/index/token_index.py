@@ -260,7 +260,8 @@ class TokenIndex:
         (``lexical_key``: a wide head, e.g. the inside of a JSON string, whose exit tokens
         have a small trie) as the union of its members' masks: each such member's from its
         own state (its head part from the shared cache), the other members' from the
-        state of their alternation (a walk over the few first bytes they can start).
+        state of their alternation (a walk over the few first bytes they can start); a
+        member whose exit set's trie is not built yet counts as one that splits.
         Exact: a token is live from ``a | b`` iff it is live from ``a`` or from ``b``
         (every state's term, boolean-free here, can still accept). None when the state is
         no such alternation (a key of an object with extra keys allowed, part-way through a
@@ -278,7 +279,9 @@ class TokenIndex:
         wide, narrow = [], []
         for u in arena.args[term]:
             key = split_key(arena, u, depth, self._head_digests)
-            splits = key is not None and lex.exit_tables(key[1]) is not None
+            # an exit set not built yet counts as a split: the member's own state stores its
+            # whole mask (put_whole) and its trie is built only if the key is read again
+            splits = key is not None and lex.kept_exit_tables(key[1]) is not None
             (wide if splits else narrow).append(u)
         if not wide:
             return None

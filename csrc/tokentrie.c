@@ -39,6 +39,10 @@
  *   rows and pending classes are built here in C over its own tables (csrc/dfa_rows.h: the
  *   same rows, state ids and order as row_tables(s, b)); row_tables is called only where that
  *   builder declines (an arena with AND / NOT terms, the row budget reached).
+ *   walk_direct_whole(same arguments as walk_direct) -> walk_direct's result, the row of state
+ *   built whole first when it is not (build_row_direct's work, on the same opened tables: one
+ *   call for TokenIndex's whole walk); None, nothing walked, when that build declines (the
+ *   caller calls dfa.row(state), then walk_direct).
  *
  *   descendant_bytes(byte, depth, out) -> None: out uint64 [N][4] = the bytes below each
  *   node (bit b % 64 of word b / 64), walk's below.
@@ -370,11 +374,26 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
     return visited;
 }
 
-static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, int direct) {
+/* The row of s whole in the opened view v: 1 when it is (already, or built here as
+ * build_row_direct), 0 when dfa_build declines, -1 with an error set. */
+static int row_whole(DfaView *v, long s) {
+    if (s < v->buf[DV_SLOT].len / 8 && ((const int64_t *)v->buf[DV_SLOT].buf)[s] >= 0) {
+        PyObject *key = PyLong_FromLong(s);
+        if (key == NULL) return -1;
+        int pending = PyDict_Contains(v->pending, key); /* ByteDFA.has_whole_row */
+        Py_DECREF(key);
+        if (pending <= 0) return pending < 0 ? -1 : 1;
+    }
+    return dfa_build(v, s, -1);
+}
+
+static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, int direct,
+                           int whole) {
     if (nargs != 9 + direct && nargs != 10 + direct) {
         PyErr_Format(PyExc_TypeError,
                      "%s(byte, depth, skip, token, stack, out, mask, state, row_tables%s[, below])",
-                     direct ? "walk_direct" : fused ? "walk_fused" : "walk", direct ? ", dfa" : "");
+                     direct ? (whole ? "walk_direct_whole" : "walk_direct") : fused ? "walk_fused" : "walk",
+                     direct ? ", dfa" : "");
         return NULL;
     }
     PyObject *below_obj = nargs == 10 + direct ? args[9 + direct] : Py_None;
@@ -403,6 +422,12 @@ static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, i
     if (ready && direct) { /* the ByteDFA's tables, closed below whether or not it opened */
         vp = &view;
         ready = dfa_open(vp, args[9]) == 0;
+    }
+    int declined = 0;
+    if (ready && whole) { /* the start row whole first (walk_direct_whole) */
+        int built = row_whole(vp, state);
+        declined = built == 0;
+        ready = built > 0;
     }
     Py_buffer bb, rb, ib;
     int has_below = 0;
@@ -455,13 +480,14 @@ static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, i
     if (vp) dfa_close(vp);
     for (int k = 0; k < got; k++)
         if (k != 5 || has_out) PyBuffer_Release(&b[k]);
+    if (declined) Py_RETURN_NONE;
     if (visited < 0) return NULL;
     return PyLong_FromLong(visited);
 }
 
 static PyObject *walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    return walk_impl(args, nargs, 0, 0);
+    return walk_impl(args, nargs, 0, 0, 0);
 }
 
 /* walk_fused: walk with a missing row built by row_tables(s, b) (b the byte read from s),
@@ -469,7 +495,7 @@ static PyObject *walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
  * calls row_tables(s) and then row_tables(s, b) for the PENDING entry it finds. */
 static PyObject *walk_fused(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    return walk_impl(args, nargs, 1, 0);
+    return walk_impl(args, nargs, 1, 0, 0);
 }
 
 /* walk_direct: walk_fused whose missing rows and pending classes of a ByteDFA `dfa` (args[9])
@@ -477,7 +503,14 @@ static PyObject *walk_fused(PyObject *self, PyObject *const *args, Py_ssize_t na
  * dfa_build does not take the build (an arena with AND / NOT, the row budget reached). */
 static PyObject *walk_direct(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    return walk_impl(args, nargs, 1, 1);
+    return walk_impl(args, nargs, 1, 1, 0);
+}
+
+/* walk_direct_whole: walk_direct with the start state's row built whole first on the same
+ * opened tables (build_row_direct + walk_direct in one call); None when the build declines. */
+static PyObject *walk_direct_whole(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    return walk_impl(args, nargs, 1, 1, 1);
 }
 
 /* Hold a ByteDFA's own _rows and _slot (walk_bytes_direct's first look, no callback). */
@@ -1203,6 +1236,8 @@ static PyMethodDef methods[] = {
      "walk_fused(...): walk, a missing row built with row_tables(s, b) -> live nodes"},
     {"walk_direct", (PyCFunction)(void (*)(void))walk_direct, METH_FASTCALL,
      "walk_direct(..., row_tables, dfa): walk_fused, a ByteDFA's rows built in C -> live nodes"},
+    {"walk_direct_whole", (PyCFunction)(void (*)(void))walk_direct_whole, METH_FASTCALL,
+     "walk_direct with the start row built whole first; None when that build declines"},
     {"count_reach", (PyCFunction)(void (*)(void))count_reach, METH_FASTCALL,
      "count_reach(kind, args, nullable, depth, t, budget, limits) -> bool (csrc/count_reach.h)"},
     {"row_form", row_form, METH_O, "row_form(mask) -> bytes | (mask, address, n) | None"},

@@ -37,6 +37,11 @@ the same head part as ``x*`` (a token is allowed when it is a prefix of ``x{lo,h
 a prefix of ``x*`` no longer than ``hi`` bytes is one), so a string under ``maxLength``
 shares the plain string's entry until fewer characters remain than the longest token.
 
+A first miss of a key whose exit set's tries are not built yet stores the state's whole
+mask instead (``put_whole``): the head part is cut from it, and the exit tries built, only
+when the key is read again; a key met once (an e-mail's or a URI's string in a schema)
+builds none.
+
 Entries are an LRU bounded in bytes (``capacity_bytes``; a 49k-token mask is 6 KiB). The
 heads of the JSON string converters (``prepare``) are computed once per vocabulary, as
 per-tokenizer preprocessing, and pinned: ``clear`` and eviction keep them. Thread-safe
@@ -71,6 +76,21 @@ _MAX_EXIT_FRACTION = 8  # split only when the exit trie has < 1/8 of the trie's 
 _MAX_EXIT_SETS = 256  # exit-byte sets whose tries are kept per vocabulary
 _SUBTRIE_NODES_PER_BYTE = 2  # an exit trie from a kept superset's below this (else built)
 _ABSENT = object()  # an exit set not kept (None is a kept answer)
+
+
+class _Whole:
+    """A state's whole trie-walk mask stored under its key while the key's exit tables were
+    not built (``LexicalMaskCache.put_whole``): the head part is cut from it when the key is
+    next read (``get``, ``pin``), so an exit set whose key is never read again builds none.
+    """
+
+    __slots__ = ("mask", "nbytes")
+
+    def __init__(self, mask: np.ndarray) -> None:
+        self.mask = mask
+        self.nbytes = mask.nbytes  # the cache's byte bound: as the head part's
+
+
 _MAX_KEY_NODES = 4096  # heads larger than this are not keyed (the digest walk is bounded)
 _MAX_PINNED_BOUND = 128  # bounded string heads pinned up to this bound (a longer one walks)
 
@@ -377,6 +397,14 @@ class LexicalMaskCache:
             self._exits.put(exit_mask, out)
             return out
 
+    def kept_exit_tables(self, exit_mask: int) -> tuple[TokenTrie, np.ndarray] | None | bool:
+        """``exit_tables(exit_mask)`` when they are kept (built, or None: refused), else
+        False (not built: nothing is built here). Raises: never.
+        """
+        with self._lock:
+            out = self._exits.get(exit_mask, _ABSENT)
+            return False if out is _ABSENT else out
+
     def _kept_subtrie(self, exit_mask: int, holds: np.ndarray, size: int) -> TokenTrie | None:
         """The exit trie of ``exit_mask`` (its tokens ``holds``, ``size`` bytes in all) as
         ``TokenTrie.subtrie`` of the smallest kept exit trie of a superset of its bytes
@@ -433,13 +461,17 @@ class LexicalMaskCache:
 
     def get(self, key: tuple[bytes, int]) -> np.ndarray | None:
         """The head part stored for ``key`` = (head digest, exit mask), int32 ``[words]``
-        read-only; None when absent (counted as a miss). Raises: never.
+        read-only; None when absent (counted as a miss). A whole mask stored by
+        ``put_whole`` is cut to its head part here (the exit set's tables built; None, and
+        the entry dropped, when they are refused). Raises: never.
         """
         with self._lock:
             part = self._pinned.get(key)
             if part is None:
                 part = self._parts.peek(key)
-                if part is not None:
+                if type(part) is _Whole:
+                    part = self._cut(key, part)
+                elif part is not None:
                     self._parts.touch(key)  # peek and touch: get without a Python call
             if part is None:
                 self.misses += 1
@@ -457,12 +489,41 @@ class LexicalMaskCache:
                 return
             self._parts.put(key, part)
 
+    def put_whole(self, key: tuple[bytes, int], mask: np.ndarray) -> None:
+        """Store a copy of the whole trie-walk mask (int32 ``[words]``) of a state keyed
+        ``key`` whose exit set's tables are not built yet (``kept_exit_tables`` False): its
+        head part (``mask`` without the tokens holding an exit byte: the same tokens, decided
+        by the head alone) is cut when the key is next read, and not at all when it is not
+        (``get``). As ``put`` otherwise. Raises: never.
+        """
+        whole = mask.copy()  # the caller's mask gains EOS bits after the walk
+        whole.setflags(write=False)
+        with self._lock:
+            if key in self._pinned or key in self._parts or self.capacity_bytes <= 0:
+                return
+            self._parts.put(key, _Whole(whole))
+
+    def _cut(self, key: tuple[bytes, int], whole: _Whole) -> np.ndarray | None:
+        """The head part of a ``put_whole`` entry, stored in its place (None, the entry
+        dropped, when the exit set is refused). Called under the lock.
+        """
+        tables = self.exit_tables(key[1])
+        if tables is None:
+            self._parts.pop(key, None)
+            return None
+        part = whole.mask & ~tables[1]
+        part.setflags(write=False)
+        self._parts.put(key, part)
+        return part
+
     def pin(self, key: tuple[bytes, int]) -> None:
         """Move the entry of ``key`` (if present) among the pinned ones. Raises: never."""
         with self._lock:
-            part = self._parts.pop(key, None)
+            part = self._parts.peek(key)
+            if type(part) is _Whole:
+                part = self._cut(key, part)
             if part is not None:
-                self._pinned[key] = part
+                self._pinned[key] = self._parts.pop(key)
 
     def clear(self) -> None:
         """Drop every unpinned entry (the pinned per-vocabulary ones stay). Raises: never."""
@@ -552,7 +613,7 @@ class LexicalMaskCache:
             key = index.lexical_key(state)
             if key is None:
                 continue
-            index._walk_split(state)  # a miss stores the head part; a hit finds it
+            index._walk_split(state)  # a miss stores the mask (pin cuts the head part)
             self.pin(key)
             star = g.dfa.arena.args[g.dfa.arena.args[g.dfa.term(state)][0]][0]
             self._pin_bounded(char, index._head_digests[star], key)

@@ -42,7 +42,7 @@ from .count_masks import (
 )
 from .lexical_masks import split_key
 from .masks import row_form
-from .trie import build_row, set_bits, walk_bytes
+from .trie import set_bits, walk_bytes
 from .vocabulary import MARKER_BYTE, ONLY_BYTE, WILDCARD_BYTE, Vocabulary, wildcard_ids
 
 __all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
@@ -219,27 +219,40 @@ class TokenIndex:
 
     def _walk_split(self, state: int) -> np.ndarray | None:
         """The trie-walk mask of ``state`` as head part | exit part (``lexical_masks.py``):
-        the head part from the shared cache (on a miss, one whole walk stores it), the exit
-        tokens walked on their own trie; None when the state has no split that pays.
+        the head part from the shared cache, the exit tokens walked on their own trie; None
+        when the state has no split that pays. On a miss one whole walk gives the mask and
+        stores the head part, or, while the key's exit tables are not built, the whole mask
+        (``put_whole``: the tables are built, and the head part cut, only when the key is
+        read again).
         """
         lex = self._lexical
         lex.ensure_prepared()
         key = self.lexical_key(state)
         if key is None:
             return None
-        tables = lex.exit_tables(key[1])
+        tables = lex.kept_exit_tables(key[1])  # False: not built yet
         if tables is None:
             return None
-        exit_trie, holds = tables
-        part = lex.get(key)
-        if part is not None:
-            mask = part.copy()
-            exit_trie.walk(self.dfa, state, None, mask)
+        part = lex.get(key)  # a whole mask stored by put_whole is cut (its tables built) here
+        if part is None:  # the mask as without a split (a key's term is no alternation)
+            if tables is False:
+                tables = lex.kept_exit_tables(key[1])  # get refused them: no split
+                if tables is None:
+                    return None
+            mask = self._walk_by_class(state)
+            if mask is None:
+                mask = self._walk_whole(state, None)
+            if tables is False:  # the exit tables built when the key is read again, if ever
+                lex.put_whole(key, mask)
+            else:
+                lex.put(key, mask & ~tables[1])
             return mask
-        mask = self._walk_by_class(state)
-        if mask is None:
-            mask = self._walk_whole(state, None)
-        lex.put(key, mask & ~holds)
+        if tables is False:
+            tables = lex.exit_tables(key[1])
+            if tables is None:  # (evicted, then refused: a stored part was never refused)
+                return None
+        mask = part.copy()
+        tables[0].walk(self.dfa, state, None, mask)
         return mask
 
     def _walk_alt(self, state: int) -> np.ndarray | None:
@@ -247,7 +260,8 @@ class TokenIndex:
         (``lexical_key``: a wide head, e.g. the inside of a JSON string, whose exit tokens
         have a small trie) as the union of its members' masks: each such member's from its
         own state (its head part from the shared cache), the other members' from the
-        state of their alternation (a walk over the few first bytes they can start).
+        state of their alternation (a walk over the few first bytes they can start); a
+        member whose exit set's trie is not built yet counts as one that splits.
         Exact: a token is live from ``a | b`` iff it is live from ``a`` or from ``b``
         (every state's term, boolean-free here, can still accept). None when the state is
         no such alternation (a key of an object with extra keys allowed, part-way through a
@@ -265,7 +279,9 @@ class TokenIndex:
         wide, narrow = [], []
         for u in arena.args[term]:
             key = split_key(arena, u, depth, self._head_digests)
-            splits = key is not None and lex.exit_tables(key[1]) is not None
+            # an exit set not built yet counts as a split: the member's own state stores its
+            # whole mask (put_whole) and its trie is built only if the key is read again
+            splits = key is not None and lex.kept_exit_tables(key[1]) is not None
             (wide if splits else narrow).append(u)
         if not wide:
             return None
@@ -337,10 +353,9 @@ class TokenIndex:
         first level reads nearly every byte class; an automaton that keys its own states,
         a grammar's, builds whole rows in the walk's callback anyway); a fresh int32 mask.
         """
-        if not self._keys_own:
-            build_row(self.dfa, state)
         mask = np.zeros(self.num_words, np.int32)
-        self._trie.walk(self.dfa, state, nxt, mask)  # never-allowed ids are not in the trie
+        # never-allowed ids are not in the trie; a regex state's row built in the walk's call
+        self._trie.walk(self.dfa, state, nxt, mask, whole=not self._keys_own)
         return mask
 
     def wildcards(self, state: int) -> tuple[tuple[frozenset[int], bool, int], ...]:

@@ -505,7 +505,9 @@ class TokenTrie:
 
     # ---- walking -----------------------------------------------------------------
 
-    def walk(self, dfa, state: int, out: np.ndarray | None, mask: np.ndarray) -> None:
+    def walk(
+        self, dfa, state: int, out: np.ndarray | None, mask: np.ndarray, whole: bool = False
+    ) -> None:
         """The packed mask of the allowable tokens live from ``state``, and optionally the
         state after each of them.
 
@@ -517,6 +519,9 @@ class TokenTrie:
                 after each live token (tokens that die stay -1); or None (mask only).
             mask: int32 ``[>= ceil(vocab_size / 32)]`` of zeros, written in place: bit
                 ``i % 32`` of word ``i // 32`` set for each live token ``i``.
+            whole: build the row of ``state`` whole first (``build_row``'s work: the first
+                level reads nearly every byte class), in the walk's own C call where the
+                walk is ``walk_direct`` (``walk_direct_whole``: the same rows and state ids).
 
         Raises:
             GrammarTooComplexError: building a DFA row exceeded a budget.
@@ -529,6 +534,10 @@ class TokenTrie:
                 args += [int(state), _tables(dfa)]
                 if fn is getattr(_c, "walk_direct", None):
                     args.append(dfa)
+                    if whole and hasattr(_c, "walk_direct_whole"):
+                        fn, whole = _c.walk_direct_whole, False
+                if whole:
+                    build_row(dfa, state)
                 if _below:
                     # built on a trie's second walk: a trie walked once (an exit part's,
                     # cold) does not pay the O(N) build for nothing
@@ -538,12 +547,18 @@ class TokenTrie:
                     self.__dict__["_walks"] = self.__dict__.get("_walks", 0) + 1
                     if tables is not None:
                         args.append(tables)
-                fn(*args)
+                if fn(*args) is None:  # walk_direct_whole: its whole-row build declined
+                    dfa.row(state)
+                    _c.walk_direct(*args)
             else:
+                if whole:
+                    build_row(dfa, state)
                 if out is None:
                     out = np.full(self.vocab_size, -1, np.int32)
                 self._walk_numpy(dfa, state, out)
                 set_bits(mask, np.flatnonzero(out >= 0))
+        elif whole:
+            build_row(dfa, state)
         if self.dups.shape[0]:
             dup, holder = self.dups[:, 0], self.dups[:, 1]
             if out is not None:

@@ -278,9 +278,10 @@ def test_canonical_masks_by_class_equal_token_walks(vocab) -> None:
     assert _canonical_masks_by_class(g, vocab, [b"x", b"xa", b"x99"]) >= 1
 
 
-def _bpe150k_vocab() -> Vocabulary:
-    """The 150k byte-level BPE bench_grammar trains (``bpe_150k_tokenizer``), when a run
-    left it in the cache (training takes a minute: skipped otherwise)."""
+def _bpe150k_tokenizer():
+    """The 150k byte-level BPE bench_grammar trains (``bpe_150k_tokenizer``) as a
+    ``transformers`` tokenizer, when a run left it in the cache (training takes a minute:
+    skipped otherwise)."""
     from benchmarks.bench_grammar import BPE_CACHE_PREFIX, bpe_cache_dir
 
     found = sorted(bpe_cache_dir().glob(f"{BPE_CACHE_PREFIX}*.json"))
@@ -289,10 +290,14 @@ def _bpe150k_vocab() -> Vocabulary:
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
 
-    tok = PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(
         tokenizer_object=Tokenizer.from_file(str(found[0])), eos_token="<|endoftext|>"
     )
-    return Vocabulary.from_tokenizer(tok)
+
+
+def _bpe150k_vocab() -> Vocabulary:
+    """The vocabulary of ``_bpe150k_tokenizer`` (skipped without the cached BPE)."""
+    return Vocabulary.from_tokenizer(_bpe150k_tokenizer())
 
 
 _FORMATS = {

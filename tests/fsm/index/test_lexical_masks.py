@@ -180,6 +180,66 @@ def test_eviction_and_pinned_entries(vocab) -> None:
         lex.set_capacity(-1)
 
 
+def _bits(byte_set: bytes) -> int:
+    return sum(1 << b for b in set(byte_set))
+
+
+def test_a_key_read_once_builds_no_exit_trie(vocab) -> None:
+    """A first miss whose exit set has no tries yet stores the whole mask (``put_whole``):
+    no exit trie is built until the key is read again; then the head part cut from it is
+    the whole mask without the exit tokens (the tokens the old path's head part holds), the
+    trie is built and the second state's mask is exact."""
+    lex = vocab.lexical_masks
+    exits = _bits(b"Q")
+    a = compile_regex(r"Q[a-z ]*Q", vocab)
+    whole = _check(a, vocab, b"Q")
+    key = a.token_index.lexical_key(a.dfa.walk(a.dfa.initial, b"Q"))
+    assert key is not None and key[1] == exits
+    assert lex.kept_exit_tables(exits) is False  # read once: nothing built
+    assert lex.stats()["lexical_cache_entries"] == 1
+    b = compile_regex(r"xQ[a-z ]*Q!", vocab)  # the same head and exit byte, elsewhere
+    hits = lex.hits
+    _check(b, vocab, b"xQab")
+    assert lex.hits == hits + 1
+    tables = lex.kept_exit_tables(exits)
+    assert tables
+    holds = np.unpackbits(tables[1].view(np.uint8), bitorder="little")[: vocab.vocab_size]
+    part = lex.get(key)
+    got = np.unpackbits(part.view(np.uint8), bitorder="little")[: vocab.vocab_size]
+    assert np.array_equal(got.astype(bool), whole & ~holds.astype(bool))
+    assert whole[holds.astype(bool)].any()  # the cut removed tokens (an exit byte: "Q...")
+
+
+def test_a_refused_exit_set_read_again_walks_whole(vocab) -> None:
+    """A whole mask stored under a key whose exit set is then refused (its tokens too many
+    for a split to pay): the second read drops the entry (a miss), the state's mask is
+    walked whole and exact, and a third state of the set asks nothing of the cache."""
+    lex = vocab.lexical_masks
+    exits = _bits(b"abcdefghijklmnopqrstuvwxyz")
+    _check(compile_regex(r"[^a-z]*[a-z]", vocab), vocab, b"")
+    assert lex.kept_exit_tables(exits) is False and lex.stats()["lexical_cache_entries"] == 1
+    misses = lex.misses
+    _check(compile_regex(r"1[^a-z]*[a-z]", vocab), vocab, b"1")
+    assert lex.kept_exit_tables(exits) is None  # refused
+    assert lex.misses == misses + 1 and lex.stats()["lexical_cache_entries"] == 0
+    lookups = lex.hits + lex.misses
+    _check(compile_regex(r"2[^a-z]*[a-z]", vocab), vocab, b"2")
+    assert lex.hits + lex.misses == lookups
+
+
+def test_pin_cuts_a_whole_entry(vocab) -> None:
+    """``pin`` of a key stored by ``put_whole`` pins its head part."""
+    lex = vocab.lexical_masks
+    a = compile_regex(r"Q[a-z ]*Q", vocab)
+    whole = a.token_index.bitmask(a.dfa.walk(a.dfa.initial, b"Q"))
+    key = a.token_index.lexical_key(a.dfa.walk(a.dfa.initial, b"Q"))
+    lex.pin(key)
+    assert lex.stats()["lexical_cache_pinned"] == 1
+    assert lex.stats()["lexical_cache_entries"] == 0
+    holds = lex.kept_exit_tables(key[1])[1]
+    assert np.array_equal(lex.get(key), whole & ~holds)
+
+
 def test_capacity_zero_walks_whole_and_stays_exact(vocab) -> None:
     vocab.lexical_masks.set_capacity(0)
     g = compile_json_schema({"type": "object", "additionalProperties": {"type": "string"}}, vocab)
@@ -393,7 +453,8 @@ def test_exit_trie_from_a_kept_superset(vocab, monkeypatch) -> None:
 @pytest.mark.parametrize("in_c", [True, False])
 def test_formats_exit_tries_on_smollm2(smollm2_tokenizer, monkeypatch, in_c) -> None:
     """SmolLM2's vocabulary, benchmarks' formats schema (e-mail, date-time, URI, ...) forced
-    along its instance from the tables ``prepare`` left: every exit trie its states built
+    along its instance from the tables ``prepare`` left, twice (the second compile reads
+    the keys the first stored and builds their exit tries): every exit trie its states built
     equals a build by bytes (built by ``TokenTrie.holding`` in C, or without it some
     derived from a kept superset's trie), and masks in the e-mail, URI and pattern strings
     equal brute force."""
@@ -430,26 +491,72 @@ def test_formats_exit_tries_on_smollm2(smollm2_tokenizer, monkeypatch, in_c) -> 
     monkeypatch.setattr(
         TokenTrie, "subtrie", lambda self, keep: derived.append(self) or subtrie(self, keep)
     )
-    clear_cache(memos=True)
-    g = compile_json_schema(case["schema"], vocab, strict=False, allow_extra_properties=True)
     text = json.dumps(case["instance"], separators=(",", ":"))
-    m, prefix, checks = g.matcher(), b"", []
-    for tid in smollm2_tokenizer.encode(text, add_special_tokens=False):
-        buf = torch.zeros((1, (vocab.vocab_size + 31) // 32), dtype=torch.int32)
-        m.fill_bitmask(buf, 0)
-        mask = buf[0].numpy().astype("<i4")
-        if any(prefix.endswith(s) for s in (b'"ada@', b'"https://', b'"ADA')):
-            checks.append((prefix, mask))
-        assert m.advance(tid)
-        prefix += vocab.token_bytes[tid]
-    assert len(checks) == 3
+    # twice: the second compile reads the keys the first stored, the whole masks of keys
+    # whose exit tries were not built yet (put_whole): their tries are built then
+    for _ in range(2):
+        clear_cache(memos=True)
+        g = compile_json_schema(case["schema"], vocab, strict=False, allow_extra_properties=True)
+        m, prefix, checks = g.matcher(), b"", []
+        for tid in smollm2_tokenizer.encode(text, add_special_tokens=False):
+            buf = torch.zeros((1, (vocab.vocab_size + 31) // 32), dtype=torch.int32)
+            m.fill_bitmask(buf, 0)
+            mask = buf[0].numpy().astype("<i4")
+            if any(prefix.endswith(s) for s in (b'"ada@', b'"https://', b'"ADA')):
+                checks.append((prefix, mask))
+            assert m.advance(tid)
+            prefix += vocab.token_bytes[tid]
+        assert len(checks) == 3
+        for prefix, mask in checks:
+            got = np.unpackbits(mask.view(np.uint8), bitorder="little")[: vocab.vocab_size]
+            assert np.array_equal(got.astype(bool), brute_force_mask(g, vocab, prefix)), prefix
     assert (held and not derived) if in_c else (derived and not held)
-    for prefix, mask in checks:
-        got = np.unpackbits(mask.view(np.uint8), bitorder="little")[: vocab.vocab_size]
-        assert np.array_equal(got.astype(bool), brute_force_mask(g, vocab, prefix)), prefix
     for exit_mask in lex.exit_sets() - before:
         tables = lex.exit_tables(exit_mask)
         if tables is not None:
             want = TokenTrie.build(vocab.token_bytes, never | ~lex.tokens_holding(exit_mask))
             _same_trie(tables[0], want)
     vocab.clear_tables()
+
+
+@pytest.mark.slow
+def test_whole_entries_cut_exactly_on_the_150k_bpe() -> None:
+    """The formats schema on the 150k BPE forced twice from the tables ``prepare`` left:
+    the first request's keys store whole masks and build no exit trie for them, the
+    second's read them (their tries built, their head parts cut); masks where the second
+    request hit such an entry equal brute force (150k tokens stepped in Python each)."""
+    import json
+    from pathlib import Path
+
+    from tests.fsm.index.test_count_masks import _bpe150k_tokenizer
+
+    tok = _bpe150k_tokenizer()  # skips without the cached BPE
+    vocab = Vocabulary.from_tokenizer(tok)
+    vocab.prepare(warm_up=False)
+    vocab.clear_tables()
+    lex = vocab.lexical_masks
+    case = json.loads(
+        (Path(__file__).parents[3] / "benchmarks/data/cold_schemas.json").read_text()
+    )["formats"]
+    ids = tok.encode(json.dumps(case["instance"], separators=(",", ":")), add_special_tokens=False)
+    built, checked = [], 0
+    for run in range(2):
+        clear_cache(memos=True)
+        g = compile_json_schema(case["schema"], vocab, strict=False, allow_extra_properties=True)
+        m, prefix = g.matcher(), b""
+        for tid in ids:
+            sets, hits = lex.exit_sets(), lex.hits
+            buf = torch.zeros((1, (vocab.vocab_size + 31) // 32), dtype=torch.int32)
+            m.fill_bitmask(buf, 0)
+            grew = lex.exit_sets() - sets
+            built.append((run, len(grew)))
+            if run and grew and lex.hits > hits and checked < 3:  # a whole entry cut here
+                mask = buf[0].numpy().astype("<i4")
+                got = np.unpackbits(mask.view(np.uint8), bitorder="little")[: vocab.vocab_size]
+                assert np.array_equal(got.astype(bool), brute_force_mask(g, vocab, prefix))
+                checked += 1
+            assert m.advance(tid)
+            prefix += vocab.token_bytes[tid]
+    assert checked >= 1
+    first = sum(n for r, n in built if r == 0)
+    assert sum(n for r, n in built if r == 1) >= 1 and first >= 1

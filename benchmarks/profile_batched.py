@@ -20,7 +20,11 @@ OpenMP region), because wall time on a shared machine measures the load, not the
    token by its request (the documents' own: prompt, or output rows and forced tokens; the
    scoring passes') and whether its prefix was computed before in the same call (again: a
    recompute; for a scoring request, also whether that row's log-probs were wanted, i.e.
-   the cache could not have served it);
+   the cache could not have served it); with ``--util``, how busy the cores are: the call's
+   wall, process CPU / wall (cores busy), each thread's CPU (``/proc/self/task``: the calling
+   thread and the kernels' worker threads), and the wall and process CPU inside and outside
+   the forward (outside it only the calling thread works: scheduling, sampling and masks,
+   applying tokens and jump-forward, copy-constraint compiles, the scoring passes' glue);
 4. ``split`` (#21): workload 1's requests generated twice (the second run reported, the pool
    already grown); the calling thread's CPU in the fused decode step, in each wrapped kernel
    and in the rest (scheduler, batch metadata, plan checks, sampling, torch glue), per step.
@@ -29,6 +33,7 @@ OpenMP region), because wall time on a shared machine measures the load, not the
 
     PYTHONPATH=. OMP_NUM_THREADS=2 python benchmarks/profile_batched.py [--requests 8]
         [--together 4] [--rounds 2] [--parts layout,prefill,split] [--docs 16 --batch1-docs 3]
+        [--util]
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import argparse
 import collections
 import random
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -154,6 +160,28 @@ def prefill(engine: Engine, together: int, rounds: int) -> None:
             print(f"round {r + 1} {k}x512: {total:.3f} ms/token in all; {parts}", flush=True)
 
 
+def _threads_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of this process, by native thread id
+    (``/proc/self/task/<tid>/stat``, clock-tick resolution); {} where /proc is absent."""
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:  # the thread ended
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()  # fields from the 3rd (state) on
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return out
+
+
 def extract(
     engine: Engine,
     docs: int,
@@ -162,6 +190,7 @@ def extract(
     ab_shared: int = 0,
     ab_leads: int = 0,
     classify: bool = False,
+    util: bool = False,
 ) -> None:
     """Print where one batched ``extract`` of ``docs`` contact cards spends its work, per
     document, against ``batch1_docs`` cards extracted one at a time (thread CPU seconds).
@@ -189,6 +218,7 @@ def extract(
     texts = documents(docs + batch1_docs + 1)
     part: dict[str, float] = collections.defaultdict(float)
     steps: list[tuple[int, int, int, float]] = []  # rows, tokens, prompt tokens, forward s
+    inside = [0.0, 0.0, 0.0]  # the forwards' wall, process CPU and calling thread CPU seconds
     scoring = [False, 0]  # inside a scoring pass; tokens computed there
 
     def wrap(module, name: str, key: str):
@@ -233,8 +263,11 @@ def extract(
         if classify:
             for req, num in scheduled.scheduled:
                 classify_chunk(req, num)
-        t0 = time.thread_time()
+        t0, w0, p0 = time.thread_time(), time.perf_counter(), time.process_time()
         out = execute(scheduled)
+        inside[0] += time.perf_counter() - w0
+        inside[1] += time.process_time() - p0
+        inside[2] += time.thread_time() - t0
         prompt = sum(
             min(num, max(0, len(r.prompt_token_ids) - r.num_computed_tokens))
             for r, num in scheduled.scheduled
@@ -292,11 +325,15 @@ def extract(
         scoring[1] = 0
         trie.clear()
         classes.clear()
+        inside[:] = [0.0, 0.0, 0.0]
         s0 = engine.stats()
-        t0 = time.thread_time()
+        threads0 = _threads_cpu()
+        t0, w0, p0 = time.thread_time(), time.perf_counter(), time.process_time()
         for batch in batches:
             engine.extract(schema, batch)
         total = time.thread_time() - t0
+        wall, proc = time.perf_counter() - w0, time.process_time() - p0
+        threads1 = _threads_cpu()
         s1 = engine.stats()
         rows = sum(r for r, _, _, _ in steps)
         tokens = sum(t for _, t, _, _ in steps)
@@ -312,6 +349,28 @@ def extract(
             + ", ".join(f"{k} {v / n:.3f} s" for k, v in sorted(part.items())),
             flush=True,
         )
+        if util:
+            caller = threading.get_native_id()
+            busy = {
+                tid: c - threads0.get(tid, 0.0)
+                for tid, c in threads1.items()
+                if c - threads0.get(tid, 0.0) > 0
+            }
+            others = ", ".join(
+                f"{c / wall:.2f}" for tid, c in sorted(busy.items(), key=lambda kv: -kv[1])
+                if tid != caller
+            )  # fmt: skip
+            out_proc, out_thread = proc - inside[1], total - inside[2]
+            print(
+                f"  {label}, cores busy (CPU s / wall s): process {proc / wall:.2f}, calling "
+                f"thread {busy.get(caller, 0.0) / wall:.2f}, other threads [{others}]; per "
+                f"document: wall {wall / n:.3f} s, {inside[0] / wall:.1%} of it in the forward; "
+                f"CPU s in the forward: process {inside[1] / n:.3f}, calling thread "
+                f"{inside[2] / n:.3f}; outside it: process {out_proc / n:.3f}, calling thread "
+                f"{out_thread / n:.3f} (the other threads' share outside: "
+                f"{(out_proc - out_thread) / max(out_proc, 1e-9):.1%})",
+                flush=True,
+            )
         if classify:
             print(f"  {label}, tokens computed per document by request, part, prefix:")
             for (kind, what, seen), k in sorted(classes.items()):
@@ -335,6 +394,9 @@ def main() -> None:
     ap.add_argument("--steps", action="store_true", help="the batched call's steps (extract)")
     ap.add_argument(
         "--classify", action="store_true", help="computed tokens by kind, recomputes (extract)"
+    )
+    ap.add_argument(
+        "--util", action="store_true", help="cores busy, inside and outside the forward (extract)"
     )
     ap.add_argument(
         "--ab-shared",
@@ -370,6 +432,7 @@ def main() -> None:
             args.ab_shared,
             args.ab_leads,
             args.classify,
+            args.util,
         )
     if "split" in parts:
         split(engine, args.requests)

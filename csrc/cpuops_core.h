@@ -25,6 +25,9 @@
  * AVX2+FMA paths chosen at run time (__builtin_cpu_supports) where the loops are hot
  * (attention dot products, weighted sums, exp), portable scalar code otherwise; the attention's
  * AVX-512 loops, where the CPU has them, compute every lane as the AVX2 loops do (same floats).
+ * In fp32 the norm's weight product, the rotation, SiLU's divide and product and the fp16 K/V
+ * store (F16C) run 8 lanes at a time with the scalar code's operations, so its bits (a NaN
+ * stored to fp16 is the scalar code's quiet NaN).
  *
  * Threads: each op is a ``*_body`` that shares its loops among the threads of the enclosing
  * OpenMP parallel region (orphaned ``omp for``) and returns after the loop's barrier, its
@@ -57,6 +60,21 @@
 
 /* ------------------------------------------------------------------ add_rms_norm */
 /* row t of add_rms_norm */
+#if SG_X86
+/* out[i] = w[i] * (x[i] * r), i < n, fp32: the scalar loop's two roundings, 8 lanes at a time */
+__attribute__((target("avx2,fma"))) static void scale_weight_f32_avx2(const float *x,
+                                                                     const float *w, float r,
+                                                                     float *out, int n) {
+    __m256 vr = _mm256_set1_ps(r);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 nx = _mm256_mul_ps(_mm256_loadu_ps(x + i), vr);
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_loadu_ps(w + i), nx));
+    }
+    for (; i < n; i++) out[i] = w[i] * (x[i] * r);
+}
+#endif
+
 static inline void add_rms_norm_row(void *res, long rs, const void *delta, long ds, const void *w,
                                     void *out, long os, int t, int H, float eps, int dt) {
     double ss = 0.0;
@@ -70,6 +88,13 @@ static inline void add_rms_norm_row(void *res, long rs, const void *delta, long 
         ss += (double)h * h;
     }
     float r = 1.0f / sqrtf((float)(ss / H) + eps);
+#if SG_X86
+    if (!dt && sg_use_avx2()) {
+        scale_weight_f32_avx2((const float *)res + (size_t)t * rs, (const float *)w, r,
+                              (float *)out + (size_t)t * os, H);
+        return;
+    }
+#endif
     for (int i = 0; i < H; i++) {
         float n = sg_round(sg_ld(res, (size_t)t * rs + i, dt) * r, dt);
         sg_st(out, (size_t)t * os + i, sg_ld(w, i, dt) * n, dt);
@@ -94,6 +119,27 @@ static inline void add_rms_norm(void *res, long rs, const void *delta, long ds, 
 }
 
 /* ------------------------------------------------------------------ rope_store_kv */
+#if SG_X86
+/* y[i] = a c0 - b s0, y[i + half] = b c1 + a s1 (a = v[i], b = v[i + half], c0 = c[i], c1 =
+ * c[i + half], likewise s) for i below half rounded down to 8, fp32, with rope_head's scalar
+ * roundings (products rounded, then the sum: no fused multiply-add); returns where it stopped */
+__attribute__((target("avx2,fma"))) static int rotate_half_f32_avx2(float *y, const float *v,
+                                                                   const float *c, const float *s,
+                                                                   int half) {
+    int i = 0;
+    for (; i + 8 <= half; i += 8) {
+        __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + i + half);
+        __m256 y0 = _mm256_sub_ps(_mm256_mul_ps(a, _mm256_loadu_ps(c + i)),
+                                  _mm256_mul_ps(b, _mm256_loadu_ps(s + i)));
+        __m256 y1 = _mm256_add_ps(_mm256_mul_ps(b, _mm256_loadu_ps(c + i + half)),
+                                  _mm256_mul_ps(a, _mm256_loadu_ps(s + i + half)));
+        _mm256_storeu_ps(y + i, y0);
+        _mm256_storeu_ps(y + i + half, y1);
+    }
+    return i;
+}
+#endif
+
 /* one head vector x[d] (in place): optional RMSNorm with weight nw, then rotate-half RoPE */
 static void rope_head(void *x, size_t off, const void *cs, const void *sn, size_t coff,
                       const void *nw, float eps, int d, int dt) {
@@ -105,8 +151,13 @@ static void rope_head(void *x, size_t off, const void *cs, const void *sn, size_
         float r = 1.0f / sqrtf((float)(ss / d) + eps);
         for (int i = 0; i < d; i++) v[i] = sg_round(sg_ld(nw, i, dt) * sg_round(v[i] * r, dt), dt);
     }
-    int half = d / 2;
-    for (int i = 0; i < half; i++) {
+    int half = d / 2, i = 0;
+#if SG_X86
+    if (!dt && sg_use_avx2())
+        i = rotate_half_f32_avx2((float *)x + off, v, (const float *)cs + coff,
+                                 (const float *)sn + coff, half);
+#endif
+    for (; i < half; i++) {
         float a = v[i], b = v[i + half];
         float c0 = sg_ld(cs, coff + i, dt), c1 = sg_ld(cs, coff + i + half, dt);
         float s0 = sg_ld(sn, coff + i, dt), s1 = sg_ld(sn, coff + i + half, dt);
@@ -114,6 +165,26 @@ static void rope_head(void *x, size_t off, const void *cs, const void *sn, size_
         sg_st(x, off + i + half, b * c1 + a * s1, dt);
     }
 }
+
+#if SG_X86
+/* y[i] = x[i] as fp16, i < n: F16C's conversion rounding to nearest even, which is
+ * sg_float_to_f16's for every float but a NaN (F16C keeps the payload's top bits, sg_float_to_f16
+ * gives the quiet NaN 0x7e00): 8 lanes holding a NaN, and the last n % 8, go through
+ * sg_float_to_f16 */
+__attribute__((target("avx2,fma,f16c"))) static void f32_to_f16_avx2(uint16_t *y, const float *x,
+                                                                    int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
+            for (int j = i; j < i + 8; j++) y[j] = sg_float_to_f16(x[j]);
+            continue;
+        }
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++) y[i] = sg_float_to_f16(x[i]);
+}
+#endif
 
 /* head h (of KVH) of token t's vector at src[off ..] (dtype dt) to its cache slot (dtype kdt:
  * rounded to nearest even when the cache is narrower, as torch's .to) */
@@ -125,6 +196,12 @@ static inline void kv_store(void *cache, const void *src, size_t off, const int6
         memcpy((char *)cache + dst * es, (const char *)src + off * es, (size_t)d * es);
         return;
     }
+#if SG_X86
+    if (!dt && kdt == 2 && sg_use_avx2()) {
+        f32_to_f16_avx2((uint16_t *)cache + dst, (const float *)src + off, d);
+        return;
+    }
+#endif
     for (int i = 0; i < d; i++) sg_st(cache, dst + i, sg_ld(src, off + i, dt), kdt);
 }
 
@@ -768,9 +845,39 @@ static inline void paged_attention(const void *q, long qs, const void *kc, const
 
 /* out[t, i0 .. i1) of silu_mul, i0 a multiple of 8: pieces of up to SILU_CHUNK through one exp
  * call each (each element takes the same exp path, vector or scalar tail, whatever the split) */
+#if SG_X86
+/* silu_mul_cols for fp32 rows g, u, out [n], n <= SILU_CHUNK: the same exp call, the other loops
+ * 8 lanes at a time with the scalar loop's operations (negate; 1 + e, divide, product) */
+__attribute__((target("avx2,fma"))) static void silu_mul_f32_avx2(const float *g, const float *u,
+                                                                 float *out, int n) {
+    float e[SILU_CHUNK];
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(e + i, _mm256_xor_ps(_mm256_loadu_ps(g + i), sign));
+    for (; i < n; i++) e[i] = -g[i];
+    sg_exp_inplace(e, n);
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 den = _mm256_add_ps(one, _mm256_loadu_ps(e + i));
+        __m256 s = _mm256_div_ps(_mm256_loadu_ps(g + i), den);
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) out[i] = g[i] / (1.0f + e[i]) * u[i];
+}
+#endif
+
 static inline void silu_mul_cols(const void *g_, long gs, const void *u, long us, void *out,
                                  long os, int t, int i0, int i1, int dt) {
     float g[SILU_CHUNK], e[SILU_CHUNK];
+#if SG_X86
+    if (!dt && sg_use_avx2()) {
+        for (; i0 < i1; i0 += SILU_CHUNK)
+            silu_mul_f32_avx2((const float *)g_ + (size_t)t * gs + i0,
+                              (const float *)u + (size_t)t * us + i0,
+                              (float *)out + (size_t)t * os + i0,
+                              i1 - i0 < SILU_CHUNK ? i1 - i0 : SILU_CHUNK);
+        return;
+    }
+#endif
     for (; i0 < i1; i0 += SILU_CHUNK) {
         int n = i1 - i0 < SILU_CHUNK ? i1 - i0 : SILU_CHUNK;
         for (int i = 0; i < n; i++) {

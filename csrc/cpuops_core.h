@@ -75,18 +75,9 @@ __attribute__((target("avx2,fma"))) static void scale_weight_f32_avx2(const floa
 }
 #endif
 
-static inline void add_rms_norm_row(void *res, long rs, const void *delta, long ds, const void *w,
-                                    void *out, long os, int t, int H, float eps, int dt) {
-    double ss = 0.0;
-    float h;
-    for (int i = 0; i < H; i++) {
-        h = sg_ld(res, (size_t)t * rs + i, dt);
-        if (delta) {
-            h = sg_round(h + sg_ld(delta, (size_t)t * ds + i, dt), dt);
-            sg_st(res, (size_t)t * rs + i, h, dt);
-        }
-        ss += (double)h * h;
-    }
+/* out row t = w * rmsnorm(res row t), its sum of squares ss given */
+static inline void rms_norm_finish(const void *res, long rs, const void *w, void *out, long os,
+                                   int t, int H, double ss, float eps, int dt) {
     float r = 1.0f / sqrtf((float)(ss / H) + eps);
 #if SG_X86
     if (!dt && sg_use_avx2()) {
@@ -101,12 +92,73 @@ static inline void add_rms_norm_row(void *res, long rs, const void *delta, long 
     }
 }
 
+static inline void add_rms_norm_row(void *res, long rs, const void *delta, long ds, const void *w,
+                                    void *out, long os, int t, int H, float eps, int dt) {
+    double ss = 0.0;
+    float h;
+    for (int i = 0; i < H; i++) {
+        h = sg_ld(res, (size_t)t * rs + i, dt);
+        if (delta) {
+            h = sg_round(h + sg_ld(delta, (size_t)t * ds + i, dt), dt);
+            sg_st(res, (size_t)t * rs + i, h, dt);
+        }
+        ss += (double)h * h;
+    }
+    rms_norm_finish(res, rs, w, out, os, t, H, ss, eps, dt);
+}
+
+#define NORM_ROWS 8 /* fp32 rows whose sums of squares are added side by side */
+
+/* rows t .. t + NORM_ROWS - 1 of add_rms_norm in fp32 with their sums of squares interleaved:
+ * each row's terms added in its own order in double, as add_rms_norm_row adds them (the same
+ * bits), NORM_ROWS chains of adds in flight instead of one add's latency per element */
+static inline void add_rms_norm_rows8_f32(float *res, long rs, const float *delta, long ds,
+                                          const void *w, void *out, long os, int t, int H,
+                                          float eps) {
+    double ss[NORM_ROWS] = {0.0};
+    float *r0 = res + (size_t)t * rs;
+    if (delta) {
+        const float *d0 = delta + (size_t)t * ds;
+        for (int i = 0; i < H; i++)
+            for (int j = 0; j < NORM_ROWS; j++) {
+                float h = r0[(size_t)j * rs + i] + d0[(size_t)j * ds + i];
+                r0[(size_t)j * rs + i] = h;
+                ss[j] += (double)h * h;
+            }
+    } else {
+        for (int i = 0; i < H; i++)
+            for (int j = 0; j < NORM_ROWS; j++) {
+                float h = r0[(size_t)j * rs + i];
+                ss[j] += (double)h * h;
+            }
+    }
+    for (int j = 0; j < NORM_ROWS; j++)
+        rms_norm_finish(res, rs, w, out, os, t + j, H, ss[j], eps, 0);
+}
+
+/* rows [t0, t1) of add_rms_norm: fp32 in groups of NORM_ROWS (add_rms_norm_rows8_f32), the rest
+ * row by row; every row's bits those of add_rms_norm_row */
+static inline void add_rms_norm_rows(void *res, long rs, const void *delta, long ds, const void *w,
+                                     void *out, long os, int t0, int t1, int H, float eps,
+                                     int dt) {
+    int t = t0;
+    if (!dt)
+        for (; t + NORM_ROWS <= t1; t += NORM_ROWS)
+            add_rms_norm_rows8_f32((float *)res, rs, (const float *)delta, ds, w, out, os, t, H,
+                                   eps);
+    for (; t < t1; t++) add_rms_norm_row(res, rs, delta, ds, w, out, os, t, H, eps, dt);
+}
+
 static void add_rms_norm_body(void *res, long rs, const void *delta, long ds, const void *w,
                               void *out, long os, int T, int H, float eps, int dt) {
+    int groups = (T + NORM_ROWS - 1) / NORM_ROWS;
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
-    for (int t = 0; t < T; t++) add_rms_norm_row(res, rs, delta, ds, w, out, os, t, H, eps, dt);
+    for (int g = 0; g < groups; g++) {
+        int t1 = (g + 1) * NORM_ROWS < T ? (g + 1) * NORM_ROWS : T;
+        add_rms_norm_rows(res, rs, delta, ds, w, out, os, g * NORM_ROWS, t1, H, eps, dt);
+    }
 }
 
 static inline void add_rms_norm(void *res, long rs, const void *delta, long ds, const void *w,

@@ -480,13 +480,14 @@ def test_fp32_vector_loops_equal_the_scalar_code_bit_for_bit(
 ):
     """fp32 add_rms_norm and rope_store_kv (the rotation, and the K/V store into an fp16 cache
     through F16C) on the AVX2 path give the portable scalar code's bits, lengths off the 8-lane
-    grid included; the fp16 store of a NaN is the scalar code's quiet NaN, its neighbours in the
-    same 8 lanes stored as usual. silu_mul's exp differs by path (``sg_exp8`` / ``expf``), so
-    there each path's product is checked to be its own ``silu(gate)`` (times ones: exact) times
-    ``up``, rounded once."""
+    grid included; add_rms_norm's rows, whose sums of squares run 8 rows side by side, are each
+    the row's bits alone (one row: no interleaving), with and without a delta; the fp16 store of
+    a NaN is the scalar code's quiet NaN, its neighbours in the same 8 lanes stored as usual.
+    silu_mul's exp differs by path (``sg_exp8`` / ``expf``), so there each path's product is
+    checked to be its own ``silu(gate)`` (times ones: exact) times ``up``, rounded once."""
     monkeypatch.setattr(cpu_ops, "rope_store_kv_ref", None)  # the C kernel must run
     g = torch.Generator().manual_seed(hidden + d)
-    t = 5
+    t = 13  # a group of 8 norm rows, then 5 one by one
     res = torch.randn(t, hidden, generator=g) * 4
     delta = torch.randn(t, hidden, generator=g)
     weight = torch.randn(hidden, generator=g)
@@ -497,7 +498,7 @@ def test_fp32_vector_loops_equal_the_scalar_code_bit_for_bit(
     pos = torch.arange(t) * 11
     inv = 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))
     emb = torch.cat((torch.outer(pos.float(), inv),) * 2, -1)
-    slots = torch.tensor([3, 0, 9, 4, 1])
+    slots = torch.tensor([3, 0, 9, 4, 1, 12, 5, 7, 2, 6, 10, 8, 11])
     out = {}
     for mode in ("scalar", "auto"):
         cpu_ops._ext.set_isa(mode)
@@ -507,7 +508,16 @@ def test_fp32_vector_loops_equal_the_scalar_code_bit_for_bit(
             gate, up = gate_up[:, :inter], gate_up[:, inter:]
             s = cpu_ops.silu_mul(gate, up)
             assert torch.equal(_bits(s), _bits(cpu_ops.silu_mul(gate, torch.ones_like(up)) * up))
-            kc, vc = (torch.zeros(10, kv_heads, d, dtype=torch.float16) for _ in range(2))
+            no_delta = cpu_ops.add_rms_norm(res.clone(), None, weight, 1e-5)
+            for dl, rows_h, rows_r in ((delta, h, r), (None, no_delta, res)):  # each row alone
+                for i in range(t):
+                    one = res[i : i + 1].clone()
+                    hi = cpu_ops.add_rms_norm(
+                        one, None if dl is None else dl[i : i + 1], weight, 1e-5
+                    )
+                    assert torch.equal(_bits(hi[0]), _bits(rows_h[i]))
+                    assert torch.equal(_bits(one[0]), _bits(rows_r[i]))
+            kc, vc = (torch.zeros(13, kv_heads, d, dtype=torch.float16) for _ in range(2))
             cpu_ops.rope_store_kv(
                 *_split(x, heads, kv_heads, d),
                 emb.cos(),

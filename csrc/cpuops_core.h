@@ -109,6 +109,51 @@ static inline void add_rms_norm_row(void *res, long rs, const void *delta, long 
 
 #define NORM_ROWS 8 /* fp32 rows whose sums of squares are added side by side */
 
+#if SG_X86
+#define NORM_PIECE 64 /* elements per row whose squares are made before they are summed */
+
+/* ss[j] = sum over i < H of (double)h * h, h = r0[j rs + i] (+= d0[j ds + i] first, stored),
+ * j < NORM_ROWS, each row's terms added in order: the adds and squares 8 lanes at a time (exact:
+ * a float's square is exact in double), the sums side by side as add_rms_norm_rows8_f32 */
+__attribute__((target("avx2,fma"))) static void norm_squares8_avx2(float *r0, long rs,
+                                                                  const float *d0, long ds,
+                                                                  int H, double *ss) {
+    double sq[NORM_ROWS][NORM_PIECE];
+    double acc[NORM_ROWS];
+    for (int j = 0; j < NORM_ROWS; j++) acc[j] = ss[j];
+    for (int i0 = 0; i0 < H; i0 += NORM_PIECE) {
+        int n = H - i0 < NORM_PIECE ? H - i0 : NORM_PIECE;
+        for (int j = 0; j < NORM_ROWS; j++) {
+            float *r = r0 + (size_t)j * rs + i0;
+            const float *d = d0 ? d0 + (size_t)j * ds + i0 : NULL;
+            int i = 0;
+            for (; i + 8 <= n; i += 8) {
+                __m256 h = _mm256_loadu_ps(r + i);
+                if (d) {
+                    h = _mm256_add_ps(h, _mm256_loadu_ps(d + i));
+                    _mm256_storeu_ps(r + i, h);
+                }
+                __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(h));
+                __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(h, 1));
+                _mm256_storeu_pd(sq[j] + i, _mm256_mul_pd(lo, lo));
+                _mm256_storeu_pd(sq[j] + i + 4, _mm256_mul_pd(hi, hi));
+            }
+            for (; i < n; i++) {
+                float h = r[i];
+                if (d) {
+                    h += d[i];
+                    r[i] = h;
+                }
+                sq[j][i] = (double)h * h;
+            }
+        }
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < NORM_ROWS; j++) acc[j] += sq[j][i];
+    }
+    for (int j = 0; j < NORM_ROWS; j++) ss[j] = acc[j];
+}
+#endif
+
 /* rows t .. t + NORM_ROWS - 1 of add_rms_norm in fp32 with their sums of squares interleaved:
  * each row's terms added in its own order in double, as add_rms_norm_row adds them (the same
  * bits), NORM_ROWS chains of adds in flight instead of one add's latency per element */
@@ -117,6 +162,14 @@ static inline void add_rms_norm_rows8_f32(float *res, long rs, const float *delt
                                           float eps) {
     double ss[NORM_ROWS] = {0.0};
     float *r0 = res + (size_t)t * rs;
+#if SG_X86
+    if (sg_use_avx2()) {
+        norm_squares8_avx2(r0, rs, delta ? delta + (size_t)t * ds : NULL, ds, H, ss);
+        for (int j = 0; j < NORM_ROWS; j++)
+            rms_norm_finish(res, rs, w, out, os, t + j, H, ss[j], eps, 0);
+        return;
+    }
+#endif
     if (delta) {
         const float *d0 = delta + (size_t)t * ds;
         for (int i = 0; i < H; i++)

@@ -626,6 +626,37 @@ struct attn_scratch {
     size_t own[KEY_CHUNK * ROW_VECS]; /* row r's keys past the shared ones at own + r * KEY_CHUNK */
 };
 
+#if SG_X86
+/* y[i] = x[i] * a, i < n, fp32, 8 lanes at a time */
+__attribute__((target("avx2,fma"))) static void scale_f32_avx2(float *y, const float *x, float a,
+                                                              int n) {
+    __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), va));
+    for (; i < n; i++) y[i] = x[i] * a;
+}
+
+/* o[i] += w * p[i] (the product rounded, then the sum: no multiply-add), i < n, 8 lanes */
+__attribute__((target("avx2,fma"))) static void add_scaled_f32_avx2(float *o, float w,
+                                                                   const float *p, int n) {
+    __m256 vw = _mm256_set1_ps(w);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(o + i, _mm256_add_ps(_mm256_loadu_ps(o + i),
+                                              _mm256_mul_ps(vw, _mm256_loadu_ps(p + i))));
+    for (; i < n; i++) o[i] += w * p[i];
+}
+
+/* y[i] = o[i] / den, i < n, fp32, 8 lanes at a time */
+__attribute__((target("avx2,fma"))) static void div_f32_avx2(float *y, const float *o, float den,
+                                                            int n) {
+    __m256 vd = _mm256_set1_ps(den);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_div_ps(_mm256_loadu_ps(o + i), vd));
+    for (; i < n; i++) y[i] = o[i] / den;
+}
+#endif
+
 /* keys lo .. lo + n - 1 whose page is the same in every row's page table (pages[r]), n at most
  * every row's own count (n[r]); all of them when the rows share one page table */
 static inline int attn_shared_keys(const int64_t *const *pages, int R, int ps, int lo,
@@ -669,6 +700,12 @@ static void attend_rows(const void *q, const size_t *qoff, int R, int G, const v
     for (int r = 0; r < R; r++) {
         n[r] = hi[r] - lo + 1, j0[r] = 0;
         nmax = n[r] > nmax ? n[r] : nmax;
+#if SG_X86
+        if (!dt && sg_use_avx2()) {
+            scale_f32_avx2(qv + (size_t)r * G * d, (const float *)q + qoff[r], scale, G * d);
+            continue;
+        }
+#endif
         for (int g = 0; g < G; g++)
             for (int i = 0; i < d; i++)
                 qv[((size_t)r * G + g) * d + i] = sg_ld(q, qoff[r] + (size_t)g * d + i, dt) * scale;
@@ -821,7 +858,8 @@ static long attn_tiles(long *tile, long *ufirst, const long *first, const int64_
     return nt;
 }
 
-/* Merge the nc chunks' partials (from item base) of token tt, head group hg into out */
+/* Merge the nc chunks' partials (from item base) of token tt, head group hg into out (fp32: the
+ * weighted sums and the division 8 lanes at a time, the scalar code's operations) */
 static void attn_merge(const float *part, size_t stride, long base, long nc, int G, int H, int d,
                        int tt, int hg, void *out, int dt) {
     for (int g = 0; g < G; g++) {
@@ -835,9 +873,21 @@ static void attn_merge(const float *part, size_t stride, long base, long nc, int
             const float *pc = part + stride * (size_t)(base + c);
             float w = expf(pc[g] - mx);
             den += w * pc[G + g];
+#if SG_X86
+            if (sg_use_avx2()) {
+                add_scaled_f32_avx2(o, w, pc + 2 * G + (size_t)g * d, d);
+                continue;
+            }
+#endif
             for (int i = 0; i < d; i++) o[i] += w * pc[2 * G + g * d + i];
         }
         size_t ooff = ((size_t)tt * H + (size_t)hg * G + g) * d;
+#if SG_X86
+        if (!dt && sg_use_avx2()) {
+            div_f32_avx2((float *)out + ooff, o, den, d);
+            continue;
+        }
+#endif
         for (int i = 0; i < d; i++) sg_st(out, ooff + i, o[i] / den, dt);
     }
 }

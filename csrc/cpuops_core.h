@@ -25,6 +25,9 @@
  * AVX2+FMA paths chosen at run time (__builtin_cpu_supports) where the loops are hot
  * (attention dot products, weighted sums, exp), portable scalar code otherwise; the attention's
  * AVX-512 loops, where the CPU has them, compute every lane as the AVX2 loops do (same floats).
+ * In fp32 the norm's weight product, the rotation, SiLU's divide and product and the fp16 K/V
+ * store (F16C) run 8 lanes at a time with the scalar code's operations, so its bits (a NaN
+ * stored to fp16 is the scalar code's quiet NaN).
  *
  * Threads: each op is a ``*_body`` that shares its loops among the threads of the enclosing
  * OpenMP parallel region (orphaned ``omp for``) and returns after the loop's barrier, its
@@ -57,6 +60,38 @@
 
 /* ------------------------------------------------------------------ add_rms_norm */
 /* row t of add_rms_norm */
+#if SG_X86
+/* out[i] = w[i] * (x[i] * r), i < n, fp32: the scalar loop's two roundings, 8 lanes at a time */
+__attribute__((target("avx2,fma"))) static void scale_weight_f32_avx2(const float *x,
+                                                                     const float *w, float r,
+                                                                     float *out, int n) {
+    __m256 vr = _mm256_set1_ps(r);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 nx = _mm256_mul_ps(_mm256_loadu_ps(x + i), vr);
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_loadu_ps(w + i), nx));
+    }
+    for (; i < n; i++) out[i] = w[i] * (x[i] * r);
+}
+#endif
+
+/* out row t = w * rmsnorm(res row t), its sum of squares ss given */
+static inline void rms_norm_finish(const void *res, long rs, const void *w, void *out, long os,
+                                   int t, int H, double ss, float eps, int dt) {
+    float r = 1.0f / sqrtf((float)(ss / H) + eps);
+#if SG_X86
+    if (!dt && sg_use_avx2()) {
+        scale_weight_f32_avx2((const float *)res + (size_t)t * rs, (const float *)w, r,
+                              (float *)out + (size_t)t * os, H);
+        return;
+    }
+#endif
+    for (int i = 0; i < H; i++) {
+        float n = sg_round(sg_ld(res, (size_t)t * rs + i, dt) * r, dt);
+        sg_st(out, (size_t)t * os + i, sg_ld(w, i, dt) * n, dt);
+    }
+}
+
 static inline void add_rms_norm_row(void *res, long rs, const void *delta, long ds, const void *w,
                                     void *out, long os, int t, int H, float eps, int dt) {
     double ss = 0.0;
@@ -69,19 +104,114 @@ static inline void add_rms_norm_row(void *res, long rs, const void *delta, long 
         }
         ss += (double)h * h;
     }
-    float r = 1.0f / sqrtf((float)(ss / H) + eps);
-    for (int i = 0; i < H; i++) {
-        float n = sg_round(sg_ld(res, (size_t)t * rs + i, dt) * r, dt);
-        sg_st(out, (size_t)t * os + i, sg_ld(w, i, dt) * n, dt);
+    rms_norm_finish(res, rs, w, out, os, t, H, ss, eps, dt);
+}
+
+#define NORM_ROWS 8 /* fp32 rows whose sums of squares are added side by side */
+
+#if SG_X86
+#define NORM_PIECE 64 /* elements per row whose squares are made before they are summed */
+
+/* ss[j] = sum over i < H of (double)h * h, h = r0[j rs + i] (+= d0[j ds + i] first, stored),
+ * j < NORM_ROWS, each row's terms added in order: the adds and squares 8 lanes at a time (exact:
+ * a float's square is exact in double), the sums side by side as add_rms_norm_rows8_f32 */
+__attribute__((target("avx2,fma"))) static void norm_squares8_avx2(float *r0, long rs,
+                                                                  const float *d0, long ds,
+                                                                  int H, double *ss) {
+    double sq[NORM_ROWS][NORM_PIECE];
+    double acc[NORM_ROWS];
+    for (int j = 0; j < NORM_ROWS; j++) acc[j] = ss[j];
+    for (int i0 = 0; i0 < H; i0 += NORM_PIECE) {
+        int n = H - i0 < NORM_PIECE ? H - i0 : NORM_PIECE;
+        for (int j = 0; j < NORM_ROWS; j++) {
+            float *r = r0 + (size_t)j * rs + i0;
+            const float *d = d0 ? d0 + (size_t)j * ds + i0 : NULL;
+            int i = 0;
+            for (; i + 8 <= n; i += 8) {
+                __m256 h = _mm256_loadu_ps(r + i);
+                if (d) {
+                    h = _mm256_add_ps(h, _mm256_loadu_ps(d + i));
+                    _mm256_storeu_ps(r + i, h);
+                }
+                __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(h));
+                __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(h, 1));
+                _mm256_storeu_pd(sq[j] + i, _mm256_mul_pd(lo, lo));
+                _mm256_storeu_pd(sq[j] + i + 4, _mm256_mul_pd(hi, hi));
+            }
+            for (; i < n; i++) {
+                float h = r[i];
+                if (d) {
+                    h += d[i];
+                    r[i] = h;
+                }
+                sq[j][i] = (double)h * h;
+            }
+        }
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < NORM_ROWS; j++) acc[j] += sq[j][i];
     }
+    for (int j = 0; j < NORM_ROWS; j++) ss[j] = acc[j];
+}
+#endif
+
+/* rows t .. t + NORM_ROWS - 1 of add_rms_norm in fp32 with their sums of squares interleaved:
+ * each row's terms added in its own order in double, as add_rms_norm_row adds them (the same
+ * bits), NORM_ROWS chains of adds in flight instead of one add's latency per element */
+static inline void add_rms_norm_rows8_f32(float *res, long rs, const float *delta, long ds,
+                                          const void *w, void *out, long os, int t, int H,
+                                          float eps) {
+    double ss[NORM_ROWS] = {0.0};
+    float *r0 = res + (size_t)t * rs;
+#if SG_X86
+    if (sg_use_avx2()) {
+        norm_squares8_avx2(r0, rs, delta ? delta + (size_t)t * ds : NULL, ds, H, ss);
+        for (int j = 0; j < NORM_ROWS; j++)
+            rms_norm_finish(res, rs, w, out, os, t + j, H, ss[j], eps, 0);
+        return;
+    }
+#endif
+    if (delta) {
+        const float *d0 = delta + (size_t)t * ds;
+        for (int i = 0; i < H; i++)
+            for (int j = 0; j < NORM_ROWS; j++) {
+                float h = r0[(size_t)j * rs + i] + d0[(size_t)j * ds + i];
+                r0[(size_t)j * rs + i] = h;
+                ss[j] += (double)h * h;
+            }
+    } else {
+        for (int i = 0; i < H; i++)
+            for (int j = 0; j < NORM_ROWS; j++) {
+                float h = r0[(size_t)j * rs + i];
+                ss[j] += (double)h * h;
+            }
+    }
+    for (int j = 0; j < NORM_ROWS; j++)
+        rms_norm_finish(res, rs, w, out, os, t + j, H, ss[j], eps, 0);
+}
+
+/* rows [t0, t1) of add_rms_norm: fp32 in groups of NORM_ROWS (add_rms_norm_rows8_f32), the rest
+ * row by row; every row's bits those of add_rms_norm_row */
+static inline void add_rms_norm_rows(void *res, long rs, const void *delta, long ds, const void *w,
+                                     void *out, long os, int t0, int t1, int H, float eps,
+                                     int dt) {
+    int t = t0;
+    if (!dt)
+        for (; t + NORM_ROWS <= t1; t += NORM_ROWS)
+            add_rms_norm_rows8_f32((float *)res, rs, (const float *)delta, ds, w, out, os, t, H,
+                                   eps);
+    for (; t < t1; t++) add_rms_norm_row(res, rs, delta, ds, w, out, os, t, H, eps, dt);
 }
 
 static void add_rms_norm_body(void *res, long rs, const void *delta, long ds, const void *w,
                               void *out, long os, int T, int H, float eps, int dt) {
+    int groups = (T + NORM_ROWS - 1) / NORM_ROWS;
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
-    for (int t = 0; t < T; t++) add_rms_norm_row(res, rs, delta, ds, w, out, os, t, H, eps, dt);
+    for (int g = 0; g < groups; g++) {
+        int t1 = (g + 1) * NORM_ROWS < T ? (g + 1) * NORM_ROWS : T;
+        add_rms_norm_rows(res, rs, delta, ds, w, out, os, g * NORM_ROWS, t1, H, eps, dt);
+    }
 }
 
 static inline void add_rms_norm(void *res, long rs, const void *delta, long ds, const void *w,
@@ -94,6 +224,27 @@ static inline void add_rms_norm(void *res, long rs, const void *delta, long ds, 
 }
 
 /* ------------------------------------------------------------------ rope_store_kv */
+#if SG_X86
+/* y[i] = a c0 - b s0, y[i + half] = b c1 + a s1 (a = v[i], b = v[i + half], c0 = c[i], c1 =
+ * c[i + half], likewise s) for i below half rounded down to 8, fp32, with rope_head's scalar
+ * roundings (products rounded, then the sum: no fused multiply-add); returns where it stopped */
+__attribute__((target("avx2,fma"))) static int rotate_half_f32_avx2(float *y, const float *v,
+                                                                   const float *c, const float *s,
+                                                                   int half) {
+    int i = 0;
+    for (; i + 8 <= half; i += 8) {
+        __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + i + half);
+        __m256 y0 = _mm256_sub_ps(_mm256_mul_ps(a, _mm256_loadu_ps(c + i)),
+                                  _mm256_mul_ps(b, _mm256_loadu_ps(s + i)));
+        __m256 y1 = _mm256_add_ps(_mm256_mul_ps(b, _mm256_loadu_ps(c + i + half)),
+                                  _mm256_mul_ps(a, _mm256_loadu_ps(s + i + half)));
+        _mm256_storeu_ps(y + i, y0);
+        _mm256_storeu_ps(y + i + half, y1);
+    }
+    return i;
+}
+#endif
+
 /* one head vector x[d] (in place): optional RMSNorm with weight nw, then rotate-half RoPE */
 static void rope_head(void *x, size_t off, const void *cs, const void *sn, size_t coff,
                       const void *nw, float eps, int d, int dt) {
@@ -105,8 +256,13 @@ static void rope_head(void *x, size_t off, const void *cs, const void *sn, size_
         float r = 1.0f / sqrtf((float)(ss / d) + eps);
         for (int i = 0; i < d; i++) v[i] = sg_round(sg_ld(nw, i, dt) * sg_round(v[i] * r, dt), dt);
     }
-    int half = d / 2;
-    for (int i = 0; i < half; i++) {
+    int half = d / 2, i = 0;
+#if SG_X86
+    if (!dt && sg_use_avx2())
+        i = rotate_half_f32_avx2((float *)x + off, v, (const float *)cs + coff,
+                                 (const float *)sn + coff, half);
+#endif
+    for (; i < half; i++) {
         float a = v[i], b = v[i + half];
         float c0 = sg_ld(cs, coff + i, dt), c1 = sg_ld(cs, coff + i + half, dt);
         float s0 = sg_ld(sn, coff + i, dt), s1 = sg_ld(sn, coff + i + half, dt);
@@ -114,6 +270,26 @@ static void rope_head(void *x, size_t off, const void *cs, const void *sn, size_
         sg_st(x, off + i + half, b * c1 + a * s1, dt);
     }
 }
+
+#if SG_X86
+/* y[i] = x[i] as fp16, i < n: F16C's conversion rounding to nearest even, which is
+ * sg_float_to_f16's for every float but a NaN (F16C keeps the payload's top bits, sg_float_to_f16
+ * gives the quiet NaN 0x7e00): 8 lanes holding a NaN, and the last n % 8, go through
+ * sg_float_to_f16 */
+__attribute__((target("avx2,fma,f16c"))) static void f32_to_f16_avx2(uint16_t *y, const float *x,
+                                                                    int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
+            for (int j = i; j < i + 8; j++) y[j] = sg_float_to_f16(x[j]);
+            continue;
+        }
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++) y[i] = sg_float_to_f16(x[i]);
+}
+#endif
 
 /* head h (of KVH) of token t's vector at src[off ..] (dtype dt) to its cache slot (dtype kdt:
  * rounded to nearest even when the cache is narrower, as torch's .to) */
@@ -125,6 +301,12 @@ static inline void kv_store(void *cache, const void *src, size_t off, const int6
         memcpy((char *)cache + dst * es, (const char *)src + off * es, (size_t)d * es);
         return;
     }
+#if SG_X86
+    if (!dt && kdt == 2 && sg_use_avx2()) {
+        f32_to_f16_avx2((uint16_t *)cache + dst, (const float *)src + off, d);
+        return;
+    }
+#endif
     for (int i = 0; i < d; i++) sg_st(cache, dst + i, sg_ld(src, off + i, dt), kdt);
 }
 
@@ -444,6 +626,37 @@ struct attn_scratch {
     size_t own[KEY_CHUNK * ROW_VECS]; /* row r's keys past the shared ones at own + r * KEY_CHUNK */
 };
 
+#if SG_X86
+/* y[i] = x[i] * a, i < n, fp32, 8 lanes at a time */
+__attribute__((target("avx2,fma"))) static void scale_f32_avx2(float *y, const float *x, float a,
+                                                              int n) {
+    __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), va));
+    for (; i < n; i++) y[i] = x[i] * a;
+}
+
+/* o[i] += w * p[i] (the product rounded, then the sum: no multiply-add), i < n, 8 lanes */
+__attribute__((target("avx2,fma"))) static void add_scaled_f32_avx2(float *o, float w,
+                                                                   const float *p, int n) {
+    __m256 vw = _mm256_set1_ps(w);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(o + i, _mm256_add_ps(_mm256_loadu_ps(o + i),
+                                              _mm256_mul_ps(vw, _mm256_loadu_ps(p + i))));
+    for (; i < n; i++) o[i] += w * p[i];
+}
+
+/* y[i] = o[i] / den, i < n, fp32, 8 lanes at a time */
+__attribute__((target("avx2,fma"))) static void div_f32_avx2(float *y, const float *o, float den,
+                                                            int n) {
+    __m256 vd = _mm256_set1_ps(den);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_div_ps(_mm256_loadu_ps(o + i), vd));
+    for (; i < n; i++) y[i] = o[i] / den;
+}
+#endif
+
 /* keys lo .. lo + n - 1 whose page is the same in every row's page table (pages[r]), n at most
  * every row's own count (n[r]); all of them when the rows share one page table */
 static inline int attn_shared_keys(const int64_t *const *pages, int R, int ps, int lo,
@@ -487,6 +700,12 @@ static void attend_rows(const void *q, const size_t *qoff, int R, int G, const v
     for (int r = 0; r < R; r++) {
         n[r] = hi[r] - lo + 1, j0[r] = 0;
         nmax = n[r] > nmax ? n[r] : nmax;
+#if SG_X86
+        if (!dt && sg_use_avx2()) {
+            scale_f32_avx2(qv + (size_t)r * G * d, (const float *)q + qoff[r], scale, G * d);
+            continue;
+        }
+#endif
         for (int g = 0; g < G; g++)
             for (int i = 0; i < d; i++)
                 qv[((size_t)r * G + g) * d + i] = sg_ld(q, qoff[r] + (size_t)g * d + i, dt) * scale;
@@ -639,7 +858,8 @@ static long attn_tiles(long *tile, long *ufirst, const long *first, const int64_
     return nt;
 }
 
-/* Merge the nc chunks' partials (from item base) of token tt, head group hg into out */
+/* Merge the nc chunks' partials (from item base) of token tt, head group hg into out (fp32: the
+ * weighted sums and the division 8 lanes at a time, the scalar code's operations) */
 static void attn_merge(const float *part, size_t stride, long base, long nc, int G, int H, int d,
                        int tt, int hg, void *out, int dt) {
     for (int g = 0; g < G; g++) {
@@ -653,9 +873,21 @@ static void attn_merge(const float *part, size_t stride, long base, long nc, int
             const float *pc = part + stride * (size_t)(base + c);
             float w = expf(pc[g] - mx);
             den += w * pc[G + g];
+#if SG_X86
+            if (sg_use_avx2()) {
+                add_scaled_f32_avx2(o, w, pc + 2 * G + (size_t)g * d, d);
+                continue;
+            }
+#endif
             for (int i = 0; i < d; i++) o[i] += w * pc[2 * G + g * d + i];
         }
         size_t ooff = ((size_t)tt * H + (size_t)hg * G + g) * d;
+#if SG_X86
+        if (!dt && sg_use_avx2()) {
+            div_f32_avx2((float *)out + ooff, o, den, d);
+            continue;
+        }
+#endif
         for (int i = 0; i < d; i++) sg_st(out, ooff + i, o[i] / den, dt);
     }
 }
@@ -768,9 +1000,39 @@ static inline void paged_attention(const void *q, long qs, const void *kc, const
 
 /* out[t, i0 .. i1) of silu_mul, i0 a multiple of 8: pieces of up to SILU_CHUNK through one exp
  * call each (each element takes the same exp path, vector or scalar tail, whatever the split) */
+#if SG_X86
+/* silu_mul_cols for fp32 rows g, u, out [n], n <= SILU_CHUNK: the same exp call, the other loops
+ * 8 lanes at a time with the scalar loop's operations (negate; 1 + e, divide, product) */
+__attribute__((target("avx2,fma"))) static void silu_mul_f32_avx2(const float *g, const float *u,
+                                                                 float *out, int n) {
+    float e[SILU_CHUNK];
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(e + i, _mm256_xor_ps(_mm256_loadu_ps(g + i), sign));
+    for (; i < n; i++) e[i] = -g[i];
+    sg_exp_inplace(e, n);
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 den = _mm256_add_ps(one, _mm256_loadu_ps(e + i));
+        __m256 s = _mm256_div_ps(_mm256_loadu_ps(g + i), den);
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) out[i] = g[i] / (1.0f + e[i]) * u[i];
+}
+#endif
+
 static inline void silu_mul_cols(const void *g_, long gs, const void *u, long us, void *out,
                                  long os, int t, int i0, int i1, int dt) {
     float g[SILU_CHUNK], e[SILU_CHUNK];
+#if SG_X86
+    if (!dt && sg_use_avx2()) {
+        for (; i0 < i1; i0 += SILU_CHUNK)
+            silu_mul_f32_avx2((const float *)g_ + (size_t)t * gs + i0,
+                              (const float *)u + (size_t)t * us + i0,
+                              (float *)out + (size_t)t * os + i0,
+                              i1 - i0 < SILU_CHUNK ? i1 - i0 : SILU_CHUNK);
+        return;
+    }
+#endif
     for (; i0 < i1; i0 += SILU_CHUNK) {
         int n = i1 - i0 < SILU_CHUNK ? i1 - i0 : SILU_CHUNK;
         for (int i = 0; i < n; i++) {

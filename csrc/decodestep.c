@@ -301,9 +301,8 @@ static void layer(const int64_t *ly, int first_layer, void *mlp, void *qkv, void
     char *k = (char *)qkv + es * nq, *v = (char *)qkv + es * (nq + (size_t)KVH * d);
     /* A */
     stagger();
-    for (int t = 0; t < T; t++)
-        add_rms_norm_row(ts->res, H, first_layer ? NULL : mlp, H, LP(LF_IN_NORM), ts->h, H, t, H,
-                         s->eps, dt);
+    add_rms_norm_rows(ts->res, H, first_layer ? NULL : mlp, H, LP(LF_IN_NORM), ts->h, H, 0, T, H,
+                      s->eps, dt);
     const float *x32 = mm_input(ts->h, H, ts, s);
     team_range(NH + 2 * KVH, &u0, &u1); /* whole heads: q, then k, then v */
     mm_cols(ly, LF_QKV_W, LF_QKV_FMT, LF_QKV_PARTS, x32, qkv, nqkv, H, u0 * d, u1 * d, ts, s);
@@ -347,8 +346,7 @@ static void layer(const int64_t *ly, int first_layer, void *mlp, void *qkv, void
     BARRIER();
     /* D */
     stagger();
-    for (int t = 0; t < T; t++)
-        add_rms_norm_row(ts->res, H, o, H, LP(LF_POST_NORM), ts->h, H, t, H, s->eps, dt);
+    add_rms_norm_rows(ts->res, H, o, H, LP(LF_POST_NORM), ts->h, H, 0, T, H, s->eps, dt);
     x32 = mm_input(ts->h, H, ts, s);
     team_range((I + COL_UNIT - 1) / COL_UNIT, &u0, &u1);
     int j0 = u0 * COL_UNIT, j1 = u1 * COL_UNIT < I ? u1 * COL_UNIT : I;

@@ -464,3 +464,76 @@ def test_paged_attention_rows_sharing_prefix_pages_equal_each_row_alone(
     k32, v32 = kc.float(), vc.float()
     ref = paged_attention_ref(q, k32, v32, page_table, seq_ids, positions, page_size, d**-0.5)
     torch.testing.assert_close(together, ref, rtol=1e-5, atol=1e-5)
+
+
+def _bits(x: torch.Tensor) -> torch.Tensor:
+    """The tensor's bits (NaNs compared by payload)."""
+    return x.contiguous().view(torch.int16 if x.element_size() == 2 else torch.int32)
+
+
+@pytest.mark.parametrize(
+    "hidden,inter,heads,kv_heads,d",
+    [(576, 1536, 9, 3, 64), (37, 300, 4, 1, 20), (64, 13, 2, 2, 128)],
+)
+def test_fp32_vector_loops_equal_the_scalar_code_bit_for_bit(
+    monkeypatch, hidden, inter, heads, kv_heads, d
+):
+    """fp32 add_rms_norm and rope_store_kv (the rotation, and the K/V store into an fp16 cache
+    through F16C) on the AVX2 path give the portable scalar code's bits, lengths off the 8-lane
+    grid included; add_rms_norm's rows, whose sums of squares run 8 rows side by side, are each
+    the row's bits alone (one row: no interleaving), with and without a delta; the fp16 store of
+    a NaN is the scalar code's quiet NaN, its neighbours in the same 8 lanes stored as usual.
+    silu_mul's exp differs by path (``sg_exp8`` / ``expf``), so there each path's product is
+    checked to be its own ``silu(gate)`` (times ones: exact) times ``up``, rounded once."""
+    monkeypatch.setattr(cpu_ops, "rope_store_kv_ref", None)  # the C kernel must run
+    g = torch.Generator().manual_seed(hidden + d)
+    t = 13  # a group of 8 norm rows, then 5 one by one
+    res = torch.randn(t, hidden, generator=g) * 4
+    delta = torch.randn(t, hidden, generator=g)
+    weight = torch.randn(hidden, generator=g)
+    gate_up = torch.randn(t, 2 * inter, generator=g) * 30
+    qkv = _qkv(t, heads, kv_heads, d, torch.float32, 7) * 300
+    qkv[0, -d:] = torch.tensor([float("nan"), float("inf"), -float("inf"), 7e4, 1e-6] * d)[:d]
+    qkv[1, -d] = torch.tensor([0x7F800001], dtype=torch.int32).view(torch.float32)  # a payload NaN
+    pos = torch.arange(t) * 11
+    inv = 1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))
+    emb = torch.cat((torch.outer(pos.float(), inv),) * 2, -1)
+    slots = torch.tensor([3, 0, 9, 4, 1, 12, 5, 7, 2, 6, 10, 8, 11])
+    out = {}
+    for mode in ("scalar", "auto"):
+        cpu_ops._ext.set_isa(mode)
+        try:
+            r, x = res.clone(), qkv.clone()
+            h = cpu_ops.add_rms_norm(r, delta, weight, 1e-5)
+            gate, up = gate_up[:, :inter], gate_up[:, inter:]
+            s = cpu_ops.silu_mul(gate, up)
+            assert torch.equal(_bits(s), _bits(cpu_ops.silu_mul(gate, torch.ones_like(up)) * up))
+            no_delta = cpu_ops.add_rms_norm(res.clone(), None, weight, 1e-5)
+            for dl, rows_h, rows_r in ((delta, h, r), (None, no_delta, res)):  # each row alone
+                for i in range(t):
+                    one = res[i : i + 1].clone()
+                    hi = cpu_ops.add_rms_norm(
+                        one, None if dl is None else dl[i : i + 1], weight, 1e-5
+                    )
+                    assert torch.equal(_bits(hi[0]), _bits(rows_h[i]))
+                    assert torch.equal(_bits(one[0]), _bits(rows_r[i]))
+            kc, vc = (torch.zeros(13, kv_heads, d, dtype=torch.float16) for _ in range(2))
+            cpu_ops.rope_store_kv(
+                *_split(x, heads, kv_heads, d),
+                emb.cos(),
+                emb.sin(),
+                kc,
+                vc,
+                slots,
+                None,
+                None,
+                1e-6,
+            )
+            out[mode] = [r, h, x, kc, vc]
+        finally:
+            cpu_ops._ext.set_isa("auto")
+    for a, b in zip(out["scalar"], out["auto"]):
+        assert torch.equal(_bits(a), _bits(b))
+    vc = out["auto"][4]
+    assert _bits(vc)[slots[0], -1, 0] == 0x7E00 and _bits(vc)[slots[1], -1, 0] == 0x7E00
+    assert torch.equal(vc[slots[0], -1, 1:3].float(), torch.tensor([float("inf"), -float("inf")]))

@@ -80,6 +80,25 @@ def test_missing_input(tmp_path, capsys):
     assert "input file not found" in _one_error_line(capsys.readouterr().err)
 
 
+@pytest.mark.parametrize("value, expected", [("0", "must be an int >= 1, got 0"),
+                                             ("-3", "must be an int >= 1, got -3"),
+                                             ("abc", "invalid int value: 'abc'")])  # fmt: skip
+@pytest.mark.parametrize("command", ["extract", "generate"])
+def test_bad_max_tokens_is_a_usage_error(tmp_path, capsys, monkeypatch, command, value, expected):
+    """``--max-tokens`` below 1 is refused by the parser, naming the flag (not the API's
+    ``SamplingParams.max_tokens``), before the schema is read or a model loads."""
+    import structgen.cli as cli
+
+    monkeypatch.setattr(cli, "_engine", lambda args: pytest.fail("model loaded"))
+    args = ["--schema", "nope.json", "--text", "x"] if command == "extract" else ["--prompt", "x"]
+    with pytest.raises(SystemExit) as exc:
+        main([command, *args, "--max-tokens", value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"structgen {command}: error: argument --max-tokens: {expected}" in err
+    assert "SamplingParams" not in err and "Traceback" not in err
+
+
 def test_empty_prompt(capsys):
     assert main(["generate", "--prompt", " ", "--regex", "a"]) == 2
     assert "--prompt is empty" in _one_error_line(capsys.readouterr().err)

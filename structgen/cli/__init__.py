@@ -241,6 +241,20 @@ def _token_count(text: str) -> int:
     return value
 
 
+def _temperature(text: str) -> float:
+    """The type of ``--temperature``: a finite float >= 0 (0: greedy), checked by argparse
+    before any model work. Raises argparse.ArgumentTypeError (a usage error, exit 2)
+    otherwise.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
+    if not value >= 0 or value == float("inf"):  # NaN fails >= 0
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 (0: greedy), got {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``structgen`` command."""
     parser = argparse.ArgumentParser(prog="structgen", description=__doc__.splitlines()[0])
@@ -297,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
         "within it where it can",
     )
     ge.add_argument(
-        "--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)"
+        "--temperature", type=_temperature, default=0.0, help="sampling temperature (0: greedy)"
     )
     ge.add_argument("--seed", type=int, default=None, help="sampling seed (reproducible output)")
     ge.set_defaults(func=cmd_generate)

@@ -99,6 +99,21 @@ def test_bad_max_tokens_is_a_usage_error(tmp_path, capsys, monkeypatch, command,
     assert "SamplingParams" not in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_bad_temperature_is_a_usage_error(monkeypatch, capsys, value):
+    """``--temperature`` below 0 or not finite is refused by the parser, naming the flag
+    (not ``SamplingParams.temperature``), before a model loads."""
+    import structgen.cli as cli
+
+    monkeypatch.setattr(cli, "_engine", lambda args: pytest.fail("model loaded"))
+    with pytest.raises(SystemExit) as exc:
+        main(["generate", "--prompt", "x", "--temperature", value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: argument --temperature: must be a number >= 0 (0: greedy), got {value}" in err
+    assert "SamplingParams" not in err and "Traceback" not in err
+
+
 def test_empty_prompt(capsys):
     assert main(["generate", "--prompt", " ", "--regex", "a"]) == 2
     assert "--prompt is empty" in _one_error_line(capsys.readouterr().err)

@@ -114,6 +114,23 @@ def test_bad_temperature_is_a_usage_error(monkeypatch, capsys, value):
     assert "SamplingParams" not in err and "Traceback" not in err
 
 
+def test_unreadable_input_and_schema_files(tmp_path, capsys):
+    """A directory given as a file, or a non-UTF-8 --input file, is one error line naming
+    the file (a non-UTF-8 input was a UnicodeDecodeError traceback)."""
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "string"}')
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(b"Jos\xe9, 34.\n")
+    cases = [
+        (["--schema", str(tmp_path), "--text", "x"], f"schema file is a directory: {tmp_path}"),
+        (["--schema", str(schema), "--input", str(tmp_path)], "input file is a directory: "),
+        (["--schema", str(schema), "--input", str(latin)], f"input file {latin} is not UTF-8"),
+    ]
+    for args, expected in cases:
+        assert main(["extract", *args]) == 2
+        assert expected in _one_error_line(capsys.readouterr().err)
+
+
 def test_empty_prompt(capsys):
     assert main(["generate", "--prompt", " ", "--regex", "a"]) == 2
     assert "--prompt is empty" in _one_error_line(capsys.readouterr().err)

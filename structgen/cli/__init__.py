@@ -228,6 +228,33 @@ _QUANTIZATION_HELP = (
 )
 
 
+def _token_count(text: str) -> int:
+    """The type of ``--max-tokens``: an int >= 1, checked by argparse before any schema or
+    model work. Raises argparse.ArgumentTypeError (a usage error, exit 2) otherwise.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {value}")
+    return value
+
+
+def _temperature(text: str) -> float:
+    """The type of ``--temperature``: a finite float >= 0 (0: greedy), checked by argparse
+    before any model work. Raises argparse.ArgumentTypeError (a usage error, exit 2)
+    otherwise.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
+    if not value >= 0 or value == float("inf"):  # NaN fails >= 0
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 (0: greedy), got {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``structgen`` command."""
     parser = argparse.ArgumentParser(prog="structgen", description=__doc__.splitlines()[0])
@@ -246,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--model", default=None, help="a .gguf file or HF folder (default: SmolLM2)")
     ex.add_argument(
         "--max-tokens",
-        type=int,
+        type=_token_count,
         default=512,
         help="most tokens per document (default 512); the JSON closes within it where the "
         "schema allows (the output is then marked truncated)",
@@ -278,13 +305,13 @@ def build_parser() -> argparse.ArgumentParser:
     ge.add_argument("--quantization", default=None, help=_QUANTIZATION_HELP)
     ge.add_argument(
         "--max-tokens",
-        type=int,
+        type=_token_count,
         default=256,
         help="most tokens to generate (default 256); under a constraint the output closes "
         "within it where it can",
     )
     ge.add_argument(
-        "--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)"
+        "--temperature", type=_temperature, default=0.0, help="sampling temperature (0: greedy)"
     )
     ge.add_argument("--seed", type=int, default=None, help="sampling seed (reproducible output)")
     ge.set_defaults(func=cmd_generate)

@@ -39,6 +39,15 @@ class CliError(Exception):
         self.code = code
 
 
+def _not_a_file(p: Path) -> str:
+    """Why ``p``, which is not a regular file, cannot be read: ``not found``, ``is a
+    directory`` or ``is not a regular file``, for a message ``"<what> file {why}: PATH"``.
+    """
+    if not p.exists():
+        return "not found"
+    return "is a directory" if p.is_dir() else "is not a regular file"
+
+
 def load_schema(path: str) -> dict:
     """Read and check a schema file before any model is loaded.
 
@@ -61,7 +70,7 @@ def load_schema(path: str) -> dict:
 
     p = Path(path)
     if not p.is_file():
-        raise CliError(f"schema file not found: {path}")
+        raise CliError(f"schema file {_not_a_file(p)}: {path}")
     try:
         schema = loads(p.read_text(encoding="utf-8"))  # any nesting, up to its depth limit
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -167,16 +176,20 @@ def read_texts(args: argparse.Namespace) -> tuple[list[str], list[int] | None]:
         text); None for a single text.
 
     Raises:
-        CliError: the input file is missing, a JSON line is malformed, or there is no
-            input (no ``--text``, no ``--input``, stdin a terminal).
+        CliError: the input file is missing, a directory or not UTF-8, a JSON line is
+            malformed, or there is no input (no ``--text``, no ``--input``, stdin a
+            terminal).
     """
     if args.text is not None:
         return [args.text], None
     if args.input is not None:
         p = Path(args.input)
         if not p.is_file():
-            raise CliError(f"input file not found: {args.input}")
-        content = p.read_text(encoding="utf-8")
+            raise CliError(f"input file {_not_a_file(p)}: {args.input}")
+        try:
+            content = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise CliError(f"input file {args.input} is not UTF-8 text: {exc}") from None
         if p.suffix == ".jsonl":
             texts, lines = [], []
             for n, line in enumerate(content.splitlines(), 1):

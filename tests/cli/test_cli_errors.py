@@ -80,6 +80,57 @@ def test_missing_input(tmp_path, capsys):
     assert "input file not found" in _one_error_line(capsys.readouterr().err)
 
 
+@pytest.mark.parametrize("value, expected", [("0", "must be an int >= 1, got 0"),
+                                             ("-3", "must be an int >= 1, got -3"),
+                                             ("abc", "invalid int value: 'abc'")])  # fmt: skip
+@pytest.mark.parametrize("command", ["extract", "generate"])
+def test_bad_max_tokens_is_a_usage_error(tmp_path, capsys, monkeypatch, command, value, expected):
+    """``--max-tokens`` below 1 is refused by the parser, naming the flag (not the API's
+    ``SamplingParams.max_tokens``), before the schema is read or a model loads."""
+    import structgen.cli as cli
+
+    monkeypatch.setattr(cli, "_engine", lambda args: pytest.fail("model loaded"))
+    args = ["--schema", "nope.json", "--text", "x"] if command == "extract" else ["--prompt", "x"]
+    with pytest.raises(SystemExit) as exc:
+        main([command, *args, "--max-tokens", value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"structgen {command}: error: argument --max-tokens: {expected}" in err
+    assert "SamplingParams" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_bad_temperature_is_a_usage_error(monkeypatch, capsys, value):
+    """``--temperature`` below 0 or not finite is refused by the parser, naming the flag
+    (not ``SamplingParams.temperature``), before a model loads."""
+    import structgen.cli as cli
+
+    monkeypatch.setattr(cli, "_engine", lambda args: pytest.fail("model loaded"))
+    with pytest.raises(SystemExit) as exc:
+        main(["generate", "--prompt", "x", "--temperature", value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: argument --temperature: must be a number >= 0 (0: greedy), got {value}" in err
+    assert "SamplingParams" not in err and "Traceback" not in err
+
+
+def test_unreadable_input_and_schema_files(tmp_path, capsys):
+    """A directory given as a file, or a non-UTF-8 --input file, is one error line naming
+    the file (a non-UTF-8 input was a UnicodeDecodeError traceback)."""
+    schema = tmp_path / "s.json"
+    schema.write_text('{"type": "string"}')
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(b"Jos\xe9, 34.\n")
+    cases = [
+        (["--schema", str(tmp_path), "--text", "x"], f"schema file is a directory: {tmp_path}"),
+        (["--schema", str(schema), "--input", str(tmp_path)], "input file is a directory: "),
+        (["--schema", str(schema), "--input", str(latin)], f"input file {latin} is not UTF-8"),
+    ]
+    for args, expected in cases:
+        assert main(["extract", *args]) == 2
+        assert expected in _one_error_line(capsys.readouterr().err)
+
+
 def test_empty_prompt(capsys):
     assert main(["generate", "--prompt", " ", "--regex", "a"]) == 2
     assert "--prompt is empty" in _one_error_line(capsys.readouterr().err)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from structgen.errors import ConfigError
@@ -86,8 +87,10 @@ class SamplingParams:
             raise ConfigError(
                 f"SamplingParams.max_tokens must be an int >= 1, got {self.max_tokens!r}"
             )
-        if self.temperature < 0:
-            raise ConfigError(f"SamplingParams.temperature must be >= 0, got {self.temperature!r}")
+        if not math.isfinite(self.temperature) or self.temperature < 0:
+            raise ConfigError(
+                f"SamplingParams.temperature must be a finite number >= 0, got {self.temperature!r}"
+            )
         if not 0.0 < self.top_p <= 1.0:
             raise ConfigError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p!r}")
         if self.top_k < -1:
@@ -118,9 +121,10 @@ class SamplingParams:
                 raise ConfigError(
                     f"SamplingParams.{name} must be in [-2, 2], got {getattr(self, name)!r}"
                 )
-        if self.repetition_penalty <= 0:
+        if not math.isfinite(self.repetition_penalty) or self.repetition_penalty <= 0:
             raise ConfigError(
-                f"SamplingParams.repetition_penalty must be > 0, got {self.repetition_penalty!r}"
+                "SamplingParams.repetition_penalty must be a finite number > 0, got "
+                f"{self.repetition_penalty!r}"
             )
         if self.logit_bias is not None:
             try:

@@ -137,6 +137,11 @@ def test_n_branches_share_the_prompt_and_differ(tiny_engine):
         {"logprobs": 21},
         {"presence_penalty": 3},
         {"repetition_penalty": 0},
+        {"repetition_penalty": float("nan")},
+        {"repetition_penalty": float("inf")},
+        {"temperature": -1.0},
+        {"temperature": float("nan")},
+        {"temperature": float("inf")},
         {"logit_bias": {"x": 1}},
     ],
 )

@@ -21,8 +21,19 @@ when every sequence brings one token; the default engine is all int8-activation 
 is its rule now), the values alternated round by round (``--rounds``), batch 1 and batched per
 value, medians; the batched outputs must be equal.
 
+``--ab-data-parallel``: instead, an A/B in one process of the batched call (all ``--docs`` at
+once) on the default engine (one process, the kernels on torch's default threads) and on
+``Engine(data_parallel_size=2, num_threads=1)`` (two one-thread replica processes behind the
+router; the extraction glue runs in this process) and, as the control that separates one
+kernel thread from two pipelines, the default engine with ``torch.set_num_threads(1)`` for its
+call (restored after; the kernels read the setting per call), alternated round by round
+(``--rounds``), medians; the outputs must be equal (greedy, batch invariant). Also each
+engine's start-up (the constructor; the data-parallel one built first, while this process
+holds no weights) and the peak resident set (``VmHWM``) of this process and of each process
+below it.
+
 Run:  python benchmarks/bench_extract_batch.py [--docs 200] [--batch1-docs 10] [--seed 0]
-      [--ab-fused-extend 1,8,64 --rounds 2]
+      [--ab-fused-extend 1,8,64 --rounds 2] [--ab-data-parallel --docs 64 --rounds 3]
 """
 
 from __future__ import annotations
@@ -117,6 +128,113 @@ def ab_fused_extend(engine, schema: dict, texts: list[str], args: argparse.Names
           + " / ".join(f"{x:.1f}" for x in os.getloadavg()))  # fmt: skip
 
 
+def tree_peak_rss_mb() -> dict[int, tuple[str, float]]:
+    """``{pid: (name, VmHWM MB)}`` for this process and every process below it (``/proc``;
+    a process that exits while read is left out)."""
+    parent: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            parent[int(d.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree, grew = {os.getpid()}, True
+    while grew:
+        more = {p for p, pp in parent.items() if pp in tree} - tree
+        tree |= more
+        grew = bool(more)
+    out: dict[int, tuple[str, float]] = {}
+    for pid in sorted(tree):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status if ":" in line)
+        if "VmHWM" in fields:
+            out[pid] = (fields["Name"].strip(), int(fields["VmHWM"].split()[0]) / 1024)
+    return out
+
+
+def ab_data_parallel(schema: dict, texts: list[str], args: argparse.Namespace) -> None:
+    """Print the batched call's s/doc on the default engine, on two one-thread
+    replicas and on the default engine with one kernel thread (medians over ``args.rounds``
+    rounds, the order reversed every other round), the engines' start-up and the process
+    tree's peak resident sets.
+
+    Raises:
+        AssertionError: the outputs differ between engines or rounds.
+    """
+    import statistics
+
+    import torch
+
+    from structgen import Engine
+
+    def peaks(label: str) -> None:
+        rows = tree_peak_rss_mb()
+        print(f"{label}: peak RSS (VmHWM) MB per process: "
+              + ", ".join(f"{pid} {name} {mb:.0f}" for pid, (name, mb) in rows.items())
+              + f"; sum {sum(mb for _, mb in rows.values()):.0f}", flush=True)  # fmt: skip
+
+    start: dict[str, float] = {}
+    t = time.perf_counter()
+    dp = Engine(data_parallel_size=2, num_threads=1)
+    start["dp2x1"] = time.perf_counter() - t
+    peaks("after Engine(data_parallel_size=2, num_threads=1)")
+    t = time.perf_counter()
+    default = Engine()
+    start["default"] = time.perf_counter() - t
+    threads = torch.get_num_threads()
+
+    def one_thread(docs: list[str]):
+        torch.set_num_threads(1)
+        try:
+            return default.extract(schema, docs)
+        finally:
+            torch.set_num_threads(threads)
+
+    engines = {
+        "default": lambda docs: default.extract(schema, docs),
+        "dp2x1": lambda docs: dp.extract(schema, docs),
+        "default, 1 thread": one_thread,
+    }
+    start["default, 1 thread"] = start["default"]
+    try:
+        for name in ("default", "dp2x1"):  # untimed: compile, the schema prompt cached
+            t = time.perf_counter()
+            engines[name](texts[:2])
+            print(f"{name}: start-up {start[name]:.1f} s, first extract (2 docs, untimed) "
+                  f"{time.perf_counter() - t:.1f} s", flush=True)  # fmt: skip
+        wall: dict[str, list[float]] = {k: [] for k in engines}
+        first = None
+        for r in range(args.rounds):
+            for name in list(engines) if r % 2 == 0 else list(engines)[::-1]:
+                routed = list(dp.router.num_routed)
+                t = time.perf_counter()
+                out = engines[name](texts)
+                wall[name].append((time.perf_counter() - t) / len(texts))
+                first = out if first is None else first
+                assert out == first, f"{name}, round {r + 1}: other outputs"
+                spread = [b - a for a, b in zip(routed, dp.router.num_routed)]
+                print(f"round {r + 1}, {name}: batched {wall[name][-1]:.3f} s/doc, load "
+                      f"{os.getloadavg()[0]:.1f}"
+                      + (f", requests per replica {spread}" if name == "dp2x1" else ""),
+                      flush=True)  # fmt: skip
+        peaks("after the A/B (this process holds the default engine and the router)")
+    finally:
+        dp.close()
+    base = statistics.median(wall["default"])
+    print(f"\n| engine | start-up s | batched s/doc ({len(texts)} at once; rounds) | median "
+          "| vs default |\n|---|---|---|---|---|")  # fmt: skip
+    for name in engines:
+        m = statistics.median(wall[name])
+        print(f"| {name} | {start[name]:.1f} | {', '.join(f'{w:.3f}' for w in wall[name])} "
+              f"| {m:.3f} | {base / m:.2f}x |")  # fmt: skip
+    print("\noutputs equal across engines and rounds; load average at the end: "
+          + " / ".join(f"{x:.1f}" for x in os.getloadavg()))  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--docs", type=int, default=200)
@@ -125,6 +243,11 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--ab-fused-extend", default=None, help="MAX_FUSED_EXTEND values, A/B")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of the A/B")
+    ap.add_argument(
+        "--ab-data-parallel",
+        action="store_true",
+        help="batched: default engine vs data_parallel_size=2 x num_threads=1, A/B",
+    )
     args = ap.parse_args()
     if args.docs < 1 or args.batch1_docs < 1:
         ap.error("--docs and --batch1-docs must be at least 1 (the table is their ratio)")
@@ -132,6 +255,9 @@ def main() -> None:
 
     schema = json.loads((ROOT / "benchmarks/data/extraction/schemas/contact_card.json").read_text())
     texts = documents(args.docs, args.seed)
+    if args.ab_data_parallel:
+        ab_data_parallel(schema, texts, args)
+        return
     engine = Engine()
     engine.extract(schema, texts[0])  # untimed: compile, first prefix
     if args.ab_fused_extend:

@@ -93,6 +93,7 @@ class _Whole:
 
 _MAX_KEY_NODES = 4096  # heads larger than this are not keyed (the digest walk is bounded)
 _MAX_PINNED_BOUND = 128  # bounded string heads pinned up to this bound (a longer one walks)
+_KIND_BYTES = tuple(bytes((k,)) for k in range(256))  # head_key: a term kind's digest prefix
 
 
 def head_key(
@@ -131,53 +132,93 @@ def head_key(
         top, hi = bound
     elif kind[head] == REPEAT:
         top, _, hi = args[head]
+    # One loop, the same walk as a plain post-order over each term's children (the same terms
+    # visited, counted and digested in the same order: which calls give up, and what the
+    # memo holds after one, follow from that order), with each kind's children and payload
+    # unrolled: a give-up digests up to ``_MAX_KEY_NODES`` terms, ~2 us each this way.
+    known = memo.get
+    blake2b = hashlib.blake2b
     stack = [top]
+    pop = stack.pop
     seen = 0
     while stack:  # iterative post-order: heads nest as deep as the arena's MAX_DEPTH
         u = stack[-1]
         if u in memo:
-            stack.pop()
+            pop()
             continue
         if u < shared_terms:
             digest = shared.get(u)
             if digest is not None:
                 memo[u] = digest
-                stack.pop()
+                pop()
                 continue
         k = kind[u]
-        children = _children(k, args[u])
-        missing = [c for c in children if c not in memo]
+        a = args[u]
+        if k == CONCAT:
+            x = known(a[0])
+            y = known(a[1])
+            if x is None or y is None:
+                missing = [c for c in a if c not in memo]
+            else:
+                data = _KIND_BYTES[CONCAT] + x + y
+                missing = None
+        elif k == ALT:
+            parts = [known(c) for c in a]
+            if None in parts:
+                missing = [c for c in a if c not in memo]
+            else:
+                parts.sort()
+                data = _KIND_BYTES[ALT] + b"".join(parts)
+                missing = None
+        elif k == REPEAT:
+            x = known(a[0])
+            if x is None:
+                missing = [a[0]]
+            else:
+                data = (
+                    _KIND_BYTES[REPEAT]
+                    + x
+                    + a[1].to_bytes(8, "little", signed=True)
+                    + a[2].to_bytes(8, "little", signed=True)
+                )
+                missing = None
+        elif k == BYTES:
+            data = _KIND_BYTES[BYTES] + a[0].to_bytes(32, "little")
+            missing = None
+        elif k == UNTIL:
+            x = known(a[2])
+            if x is None:
+                missing = [a[2]]
+            else:
+                data = (
+                    _KIND_BYTES[UNTIL]
+                    + len(a[0]).to_bytes(4, "little")
+                    + a[0]
+                    + a[1].to_bytes(4, "little")
+                    + x
+                )
+                missing = None
+        elif k in (AND, NOT):  # callers never pass them; kept distinct all the same
+            parts = [known(c) for c in a]
+            if None in parts:
+                missing = [c for c in a if c not in memo]
+            else:
+                data = _KIND_BYTES[k] + b"".join(parts)
+                missing = None
+        else:
+            data = _KIND_BYTES[k]
+            missing = None
         if missing:
             seen += len(missing)
             if seen > _MAX_KEY_NODES:
                 return None
             stack.extend(missing)
             continue
-        stack.pop()
-        a = args[u]
-        if k == BYTES:
-            data = a[0].to_bytes(32, "little")
-        elif k == CONCAT:
-            data = memo[a[0]] + memo[a[1]]
-        elif k == ALT:
-            data = b"".join(sorted([memo[c] for c in a]))
-        elif k == REPEAT:
-            data = (
-                memo[a[0]]
-                + a[1].to_bytes(8, "little", signed=True)
-                + a[2].to_bytes(8, "little", signed=True)
-            )
-        elif k == UNTIL:
-            data = len(a[0]).to_bytes(4, "little") + a[0] + a[1].to_bytes(4, "little")
-            data += memo[a[2]]
-        elif k in (AND, NOT):  # callers never pass them; kept distinct all the same
-            data = b"".join([memo[c] for c in a])
-        else:
-            data = b""
+        pop()
         # one call over the kind byte and the payload (the digest incremental updates give)
-        memo[u] = hashlib.blake2b(bytes((k,)) + data, digest_size=16).digest()
+        memo[u] = digest = blake2b(data, digest_size=16).digest()
         if u < shared_terms:
-            shared[u] = memo[u]
+            shared[u] = digest
     if hi is None:
         return memo[top]
     return repeat_digest(memo[top], hi, max_depth)
@@ -297,16 +338,6 @@ def unit_counts(dfa, flat: np.ndarray, lengths: np.ndarray) -> np.ndarray | None
         state[at] = table[cur, flat[starts[at] + j]]
     counts[state == sink] = -1
     return counts
-
-
-def _children(k: int, a: tuple) -> tuple[int, ...]:
-    if k in (CONCAT, ALT, AND, NOT):
-        return a
-    if k == REPEAT:
-        return a[:1]
-    if k == UNTIL:
-        return a[2:]
-    return ()
 
 
 class LexicalMaskCache:

@@ -560,3 +560,179 @@ def test_whole_entries_cut_exactly_on_the_150k_bpe() -> None:
     assert checked >= 1
     first = sum(n for r, n in built if r == 0)
     assert sum(n for r, n in built if r == 1) >= 1 and first >= 1
+
+
+def _head_key_reference(arena, head, max_depth, memo, bound=None, limit=4096):
+    """``head_key`` as it was before its walk was unrolled (main c0a02ce), kept verbatim
+    but for ``limit`` (``_MAX_KEY_NODES``): the reference its returns and memos must equal."""
+    import hashlib
+
+    from structgen.fsm.index.lexical_masks import repeat_digest
+    from structgen.fsm.regex.terms import ALT, AND, BYTES, CONCAT, NOT, REPEAT, UNTIL
+
+    def children(k, a):
+        if k in (CONCAT, ALT, AND, NOT):
+            return a
+        if k == REPEAT:
+            return a[:1]
+        if k == UNTIL:
+            return a[2:]
+        return ()
+
+    kind, args = arena.kind, arena.args
+    shared_terms, shared = arena.shared_prefix or (0, None)
+    top, hi = head, None
+    if bound is not None:
+        top, hi = bound
+    elif kind[head] == REPEAT:
+        top, _, hi = args[head]
+    stack = [top]
+    seen = 0
+    while stack:
+        u = stack[-1]
+        if u in memo:
+            stack.pop()
+            continue
+        if u < shared_terms:
+            digest = shared.get(u)
+            if digest is not None:
+                memo[u] = digest
+                stack.pop()
+                continue
+        k = kind[u]
+        missing = [c for c in children(k, args[u]) if c not in memo]
+        if missing:
+            seen += len(missing)
+            if seen > limit:
+                return None
+            stack.extend(missing)
+            continue
+        stack.pop()
+        a = args[u]
+        if k == BYTES:
+            data = a[0].to_bytes(32, "little")
+        elif k == CONCAT:
+            data = memo[a[0]] + memo[a[1]]
+        elif k == ALT:
+            data = b"".join(sorted([memo[c] for c in a]))
+        elif k == REPEAT:
+            data = (
+                memo[a[0]]
+                + a[1].to_bytes(8, "little", signed=True)
+                + a[2].to_bytes(8, "little", signed=True)
+            )
+        elif k == UNTIL:
+            data = len(a[0]).to_bytes(4, "little") + a[0] + a[1].to_bytes(4, "little")
+            data += memo[a[2]]
+        elif k in (AND, NOT):
+            data = b"".join([memo[c] for c in a])
+        else:
+            data = b""
+        memo[u] = hashlib.blake2b(bytes((k,)) + data, digest_size=16).digest()
+        if u < shared_terms:
+            shared[u] = memo[u]
+    if hi is None:
+        return memo[top]
+    return repeat_digest(memo[top], hi, max_depth)
+
+
+def _random_pattern(rng: random.Random, depth: int) -> str:
+    if depth == 0 or rng.random() < 0.25:
+        return rng.choice(["a", "b", "[a-c]", "[^a]", ".", "ab", "\\d", "é"])
+    parts = [_random_pattern(rng, depth - 1) for _ in range(rng.randint(1, 3))]
+    op = rng.random()
+    if op < 0.3:
+        return "(?:" + "|".join(parts) + ")"
+    if op < 0.5:
+        lo = rng.randint(0, 3)
+        hi = rng.choice([str(lo + rng.randint(0, 40)), ""])
+        return "(?:" + "".join(parts) + "){" + f"{lo},{hi}" + "}"
+    if op < 0.6:
+        return "(?:" + "".join(parts) + ")*"
+    return "".join(parts)
+
+
+def _calls_equal_reference(arena, rng: random.Random, limits, calls: int) -> int:
+    """Random heads and bounds of ``arena`` (repeats included), each asked of ``head_key``
+    and of the reference with their own memos and shared memos: the same returns, the same
+    memos after every call. Returns how many calls gave up."""
+    import structgen.fsm.index.lexical_masks as lm
+    from structgen.fsm.regex.terms import REPEAT
+
+    gave_up = 0
+    shared = arena.shared_prefix
+    for limit in limits:
+        memo, want_memo = {}, {}
+        if shared is not None:
+            shared[1].clear()
+            want_shared = {}
+        terms = list(range(2, arena.num_terms))
+        for _ in range(calls):
+            u = rng.choice(terms[-40:] if rng.random() < 0.5 else terms)
+            bound = None
+            if arena.kind[u] == REPEAT and rng.random() < 0.3:
+                bound = (arena.args[u][0], rng.choice([3, 17, -1]))
+            old = lm._MAX_KEY_NODES
+            lm._MAX_KEY_NODES = limit
+            try:
+                got = head_key(arena, u, 16, memo, bound)
+            finally:
+                lm._MAX_KEY_NODES = old
+            if shared is not None:
+                got_shared = dict(shared[1])
+                shared[1].clear()
+                shared[1].update(want_shared)
+            want = _head_key_reference(arena, u, 16, want_memo, bound, limit)
+            if shared is not None:
+                want_shared = dict(shared[1])
+                assert got_shared == want_shared, u
+            assert got == want, (u, bound, limit)
+            assert memo == want_memo, (u, bound, limit)
+            gave_up += got is None
+    return gave_up
+
+
+def test_head_key_walk_equals_the_reference_on_random_terms() -> None:
+    """``head_key``'s unrolled walk against the implementation it replaced
+    (``_head_key_reference``): on the terms of random regexes and the derivatives walked
+    through them, with limits small enough that many calls give up part-way (the memo
+    then holds what was digested, which decides the next calls)."""
+    rng = random.Random(7)
+    gave_up = 0
+    for _ in range(12):
+        dfa = regex_to_dfa(_random_pattern(rng, 4), eager_rows=0)
+        state = dfa.initial
+        for byte in rng.choices(b"abcd1\xc3\xa9", k=12):
+            nxt = dfa.walk(state, bytes([byte]))
+            if nxt is None or nxt < 0:
+                break
+            state = nxt
+        gave_up += _calls_equal_reference(dfa.arena, rng, (1, 3, 8, 30, 4096), 60)
+    assert gave_up > 50  # the give-ups were exercised
+
+
+def test_head_key_walk_equals_the_reference_in_product_strings(vocab) -> None:
+    """The same comparison on the terms of ``pattern`` + ``maxLength`` strings (the product
+    chains whose heads exceed ``_MAX_KEY_NODES``, as in MaskBench's o21135-o21137), walked
+    into the string, with the real limit and a small one (the digests shared through a
+    snapshot's ``shared_prefix``: ``test_head_digests_shared_with_a_snapshot...``)."""
+    rng = random.Random(3)
+    gave_up = 0
+    for schema in (
+        {"type": "string", "pattern": "^[a-z]+(-[a-z0-9]+)*$", "maxLength": 300},
+        {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "pattern": "^[A-Z]{2}[0-9a-f]+$", "maxLength": 90}
+            },
+        },
+    ):
+        clear_cache()
+        vocab.lexical_masks.clear()
+        g = compile_json_schema(schema, vocab, allow_extra_properties=True)
+        dfa = g.dfa
+        text = b'"ab-c1-dd' if schema["type"] == "string" else b'{"id":"AB0f1e'
+        state = dfa.walk(dfa.initial, text)
+        assert state is not None and state >= 0
+        gave_up += _calls_equal_reference(dfa.arena, rng, (4096, 64), 80)
+    assert gave_up > 0

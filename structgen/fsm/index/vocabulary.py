@@ -37,6 +37,7 @@ from .count_masks import (
     TABLE_CLASSES,
     class_tables,
     class_tables_pay,
+    prepare_long_runs,
     runs_above,
 )
 from .lexical_masks import LexicalMaskCache
@@ -296,7 +297,8 @@ class Vocabulary:
         ``count_masks.TABLE_CLASSES`` with their subtree tables (where they pay,
         ``count_masks.class_tables_pay``: a 150k BPE; elsewhere, SmolLM2, the first
         class's alone, which a host label's count reads) and their run counts
-        (``count_masks.runs_above``). The per-tokenizer preprocessing step
+        (``count_masks.runs_above``), and the first class's long-run tries of every bound
+        (``count_masks.prepare_long_runs``). The per-tokenizer preprocessing step
         of a vocabulary's load (the peers' ``TokenizerInfo`` / ``LLTokenizer``
         constructors). Cost: ~0.1 s at 49k tokens, ~0.5 s at 150k. Idempotent;
         thread-safe as the properties are.
@@ -333,6 +335,7 @@ class Vocabulary:
         for byte_mask in classes:
             _ = class_tables(self, byte_mask)[0].subtree_tables
             runs_above(self, byte_mask)  # whether a count of the class is worth sharing
+        prepare_long_runs(self, TABLE_CLASSES[0])  # a host label's long-run tokens' tries
         if warm_up:
             from ..compiler import compile_json_schema  # the compiler imports this package
 

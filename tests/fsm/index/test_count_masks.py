@@ -23,6 +23,7 @@ from structgen.fsm.index.count_masks import (
     CountView,
     closed_class,
     long_run_tables,
+    prepare_long_runs,
     run_derivative,
     run_lengths,
     walk_class,
@@ -128,6 +129,36 @@ def test_run_lengths_and_long_run_tables_equal_brute_force(vocab) -> None:
     assert np.array_equal(got.astype(bool), want)
     assert trie.num_nodes > 0
     assert long_run_tables(vocab, frozenset({(letters, 1)})) is None  # too many: no split
+
+
+def test_prepared_long_runs_equal_brute_force(vocab) -> None:
+    """``prepare_long_runs``' tables of a class: for every bound, the tokens with a longer
+    run (brute force over the bytes) less the never-allowed ones, and their trie's tokens
+    the same; a domain label's masks read them (not rebuilt) and equal brute force."""
+    label = TABLE_CLASSES[0]
+    n = prepare_long_runs(vocab, label)
+    tables = dict(vocab.__dict__["_count_long"])
+    assert n == len(tables) > 10
+    never = vocab.index_tables[0]
+    runs = [max((len(r) for r in _label_runs(data)), default=0) for data in vocab.token_bytes]
+    for hi in range(16, max(runs) + 2):
+        want = ~never & (np.array(runs) > hi)
+        trie, packed = long_run_tables(vocab, frozenset({(label, hi)}))
+        got = np.unpackbits(packed.view(np.uint8), bitorder="little")[: vocab.vocab_size]
+        assert np.array_equal(got.astype(bool), want), hi
+        held = set(trie.token[trie.token >= 0].tolist()) | set(trie.dups[:, 0].tolist())
+        assert held == set(np.flatnonzero(want).tolist()), hi
+    assert vocab.__dict__["_count_long"] == tables  # every bound read a prepared table
+    g = compile_regex(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[a-z]{2,6})*!", vocab)
+    for prefix in (b"a", b"a-", b"a" * 20, b"a" + b"-" * 44):
+        assert _check(g, vocab, prefix), prefix
+    assert vocab.__dict__["_count_long"] == tables
+
+
+def _label_runs(data: bytes) -> list[bytes]:
+    """The maximal runs of ``[A-Za-z0-9-]`` bytes in ``data``."""
+    label = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
+    return [bytes(g) for k, g in itertools.groupby(data, label.__contains__) if k]
 
 
 @pytest.mark.slow

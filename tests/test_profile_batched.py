@@ -23,6 +23,8 @@ def test_threads_cpu_matches_each_threads_own_clock():
     seen: dict[str, float] = {}
     start = threading.Event()
     done = threading.Event()
+    measured = threading.Event()
+    release = threading.Event()
 
     def busy() -> None:
         seen["tid"] = threading.get_native_id()
@@ -32,6 +34,8 @@ def test_threads_cpu_matches_each_threads_own_clock():
         while time.thread_time() - t0 < 0.3:  # 0.3 s of this thread's CPU
             pass
         seen["cpu"] = time.thread_time()  # the thread's whole CPU so far
+        measured.set()
+        release.wait()  # alive (listed in /proc) until the reading below is taken
 
     worker = threading.Thread(target=busy)
     worker.start()
@@ -40,9 +44,10 @@ def test_threads_cpu_matches_each_threads_own_clock():
     done.set()
     # the busy thread may be listed only once it exists: it does (start.wait above)
     assert seen["tid"] in before and threading.get_native_id() in before
-    while worker.is_alive():
-        after = profile_batched._threads_cpu()  # read while the thread still exists
-        worker.join(0.05)
+    measured.wait()
+    after = profile_batched._threads_cpu()  # the busy thread still exists: it waits
+    release.set()
+    worker.join()
     got = after[seen["tid"]] - before[seen["tid"]]
     assert got >= 0.3 - 3 * tick - 0.05  # the 0.3 s spent after ``before``, within ticks
     assert got <= seen["cpu"] + 3 * tick  # never more than the thread's own clock

@@ -84,19 +84,21 @@ def proto_main(tokens: int, out_dir: str, messages: list[dict]) -> dict:
 
     t_start = time.perf_counter()
     stages: list[tuple[str, float, bool]] = []
-    t_prev = [t_start]
+    t_prev = [t_start, time.process_time()]
     stub = _TorchStandIn()
 
     def mark(label: str) -> None:
         now = time.perf_counter()
         torch = sys.modules.get("torch")  # the real one (not the stand-in below)
-        stages.append((label, now - t_prev[0], torch is not None and torch is not stub))
-        t_prev[0] = now
+        cpu = time.process_time()
+        real = torch is not None and torch is not stub
+        stages.append((label, now - t_prev[0], real, cpu - t_prev[1]))
+        t_prev[0], t_prev[1] = now, cpu
 
     import structgen  # noqa: F401
 
     mark("import structgen")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     import numpy as np
 
     mark("import numpy")
@@ -141,7 +143,7 @@ def proto_main(tokens: int, out_dir: str, messages: list[dict]) -> dict:
     kv = _KV(model, np, pages=KV_PAGES)
     cos, sin = _rope(np, model.head_dim, model.theta, model.max_pos)
     mark("KV pages + rotary tables")
-    t_ready = time.perf_counter()
+    t_ready, c_ready = time.perf_counter(), time.process_time()
 
     text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     prompt = tok.encode(text, add_special_tokens=False)
@@ -169,6 +171,7 @@ def proto_main(tokens: int, out_dir: str, messages: list[dict]) -> dict:
         "stages": stages,
         "import_structgen": t0 - t_start,
         "ready": t_ready - t0,
+        "ready_cpu": c_ready - c0,
         "first_token": t_first - t_ready,
         "decode_s_per_token": (t_end - t_first) / max(1, len(logits_rows) - 1),
         "prompt_tokens": len(prompt),
@@ -398,9 +401,9 @@ def engine_main(tokens: int, out_dir: str, messages: list[dict], inject: bool) -
     t_start = time.perf_counter()
     import structgen
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     engine = structgen.Engine()
-    t_ready = time.perf_counter()
+    t_ready, c_ready = time.perf_counter(), time.process_time()
     import numpy as np
     import torch
 
@@ -427,6 +430,7 @@ def engine_main(tokens: int, out_dir: str, messages: list[dict], inject: bool) -
     return {
         "import_structgen": t0 - t_start,
         "ready": t_ready - t0,
+        "ready_cpu": c_ready - c0,
         "first_token": stamps[0] - t_gen,
         "decode_s_per_token": (stamps[-1] - stamps[0]) / max(1, len(stamps) - 1),
         "tokens": list(out.token_ids),
@@ -444,10 +448,14 @@ def torch_main() -> dict:
     t_start = time.perf_counter()
     import structgen  # noqa: F401
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     import torch  # noqa: F401
 
-    return {"import_structgen": t0 - t_start, "import_torch": time.perf_counter() - t0}
+    return {
+        "import_structgen": t0 - t_start,
+        "import_torch": time.perf_counter() - t0,
+        "import_torch_cpu": time.process_time() - c0,
+    }
 
 
 def _run(mode: str, tokens: int, out_dir: str, prompt: str = "short") -> dict:
@@ -521,33 +529,39 @@ def main() -> None:
     med = {
         mode: {
             k: statistics.median(r[k] for r in rs)
-            for k in ("import_structgen", "ready", "first_token", "decode_s_per_token")
+            for k in ("import_structgen", "ready", "ready_cpu", "first_token", "decode_s_per_token")
         }
         for mode, rs in runs.items()
     }
     print(f"repeats {args.repeats}, {args.tokens} greedy tokens, "
           f"prompt {runs['proto'][0]['prompt_tokens']} tokens, medians (s)")  # fmt: skip
     print(f"{'':28s} {'torch-free proto':>17s} {'Engine()':>10s} {'ratio':>7s}")
-    for k in ("import_structgen", "ready", "first_token", "decode_s_per_token"):
+    for k in ("import_structgen", "ready", "ready_cpu", "first_token", "decode_s_per_token"):
         a, b = med["proto"][k], med["engine"][k]
         print(f"{k:28s} {a:17.4f} {b:10.4f} {a / b:7.3f}")
     a = med["proto"]["ready"] + med["proto"]["first_token"]
     b = med["engine"]["ready"] + med["engine"]["first_token"]
     print(f"{'ready + first_token':28s} {a:17.4f} {b:10.4f} {a / b:7.3f}")
-    it = statistics.median(r["import_torch"] for r in torch_runs)
-    print(f"{'import torch (after structgen)':28s} {'':17s} {it:10.4f}")
-    print("\nproto stages (median s; torch in sys.modules after the stage):")
+    for k in ("import_torch", "import_torch_cpu"):
+        it = statistics.median(r[k] for r in torch_runs)
+        print(f"{k + ' (after structgen)':28s} {'':17s} {it:10.4f}")
+    print("\nproto stages (median s, wall and process CPU; torch: in sys.modules after it)")
     labels = [s[0] for s in runs["proto"][0]["stages"]]
+    walls, cpus = [], []
     for j, label in enumerate(labels):
-        vals = [r["stages"][j][1] for r in runs["proto"]]
+        walls.append(statistics.median(r["stages"][j][1] for r in runs["proto"]))
+        cpus.append(statistics.median(r["stages"][j][3] for r in runs["proto"]))
         seen = any(r["stages"][j][2] for r in runs["proto"])
-        print(f"  {label:46s} {statistics.median(vals):8.4f}  torch={seen}")
-    floor = sum(
-        statistics.median(r["stages"][j][1] for r in runs["proto"])
+        print(f"  {label:46s} {walls[-1]:8.4f} {cpus[-1]:8.4f}  torch={seen}")
+    floor = [
+        j
         for j, label in enumerate(labels)
         if not label.startswith(("import structgen", "weights", "KV"))
+    ]
+    print(
+        f"  {'floor: the stages but weights and KV/rotary':46s} "
+        f"{sum(walls[j] for j in floor):8.4f} {sum(cpus[j] for j in floor):8.4f}"
     )
-    print(f"  {'floor: the stages but weights and KV/rotary':46s} {floor:8.4f}")
     print("torch imported by the proto:", any(r["torch_imported"] for r in runs["proto"]))
     print("torch stand-in attributes read:", runs["proto"][0]["stand_in_reads"])
     for prompt, e in exact.items():

@@ -408,10 +408,20 @@ def engine_main(tokens: int, out_dir: str, messages: list[dict], inject: bool) -
     import torch
 
     model = engine.loaded.model
+    rotary = {}
     if inject:
         cos = torch.from_numpy(np.load(os.path.join(out_dir, "proto_cos.npy")))
         sin = torch.from_numpy(np.load(os.path.join(out_dir, "proto_sin.npy")))
         assert cos.shape == model.rotary._cos.shape, (cos.shape, model.rotary._cos.shape)
+        for name, mine, theirs in (
+            ("cos", model.rotary._cos, cos),
+            ("sin", model.rotary._sin, sin),
+        ):
+            bits = [t.numpy().view(np.int32).astype(np.int64) for t in (mine, theirs)]
+            rotary[name] = {
+                "differ": float((bits[0] != bits[1]).mean()),
+                "max_ulp": int(np.abs(bits[0] - bits[1]).max()),
+            }
         model.rotary._cos, model.rotary._sin = cos, sin
     rows, stamps = [], []
 
@@ -435,6 +445,7 @@ def engine_main(tokens: int, out_dir: str, messages: list[dict], inject: bool) -
         "decode_s_per_token": (stamps[-1] - stamps[0]) / max(1, len(stamps) - 1),
         "tokens": list(out.token_ids),
         "eos": sorted(engine.eos_token_ids),
+        "rotary_vs_proto": rotary,
         "table_formats": None if plan is None else plan[1].table[:, _FORMAT_COLUMNS].tolist(),
         "dims": None if plan is None else list(plan[1].dims),
     }
@@ -564,6 +575,7 @@ def main() -> None:
     )
     print("torch imported by the proto:", any(r["torch_imported"] for r in runs["proto"]))
     print("torch stand-in attributes read:", runs["proto"][0]["stand_in_reads"])
+    print("engine's rotary tables vs the proto's:", json.dumps(long[2]["rotary_vs_proto"]))
     for prompt, e in exact.items():
         print(f"exactness ({prompt} prompt):", json.dumps(e))
     print("proto tokens: ", runs["proto"][-1]["tokens"])

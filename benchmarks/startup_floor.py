@@ -469,6 +469,38 @@ def torch_main() -> dict:
     }
 
 
+def tiles_main() -> dict:
+    """The engine's first forward builds 120 int4 scale-tile tables (``formats.int4_scale_tiles``
+    via ``QuantLinear.scale_tiles``, SmolLM2's shapes); the same tables with numpy (the
+    prototype's ``_Weights._int4``). Fresh process: round 1 holds the process's first torch ops.
+    """
+    import time
+
+    import numpy as np
+    import torch
+
+    from structgen.runtime.quantization.formats import int4_scale_tiles
+
+    def numpy_tiles(scales, mins):
+        n, g = scales.shape
+        table = np.stack((mins, scales)).reshape(2, n // 8, 8, g).transpose(1, 3, 0, 2)
+        return np.ascontiguousarray(table)
+
+    rng = np.random.default_rng(0)
+    shapes = [(960, 18), (576, 18), (3072, 18), (576, 48)] * 30  # qkv, o, gate/up, down
+    data = [(rng.standard_normal((n, g)).astype(np.float16),) * 2 for n, g in shapes]
+    out: dict = {"torch": [], "numpy": []}
+    for _ in range(5):
+        t = time.perf_counter()
+        got_t = [int4_scale_tiles(torch.from_numpy(s), torch.from_numpy(m)) for s, m in data]
+        out["torch"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        got_n = [numpy_tiles(s, m) for s, m in data]
+        out["numpy"].append(time.perf_counter() - t)
+    out["equal"] = all(np.array_equal(a.numpy(), b) for a, b in zip(got_t, got_n))
+    return out
+
+
 def _run(mode: str, tokens: int, out_dir: str, prompt: str = "short") -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = os.path.join(out_dir, prompt)
@@ -507,13 +539,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--tokens", type=int, default=32)
-    ap.add_argument("--child", choices=("proto", "engine", "engine-inject", "torch"))
+    ap.add_argument("--child", choices=("proto", "engine", "engine-inject", "torch", "tiles"))
     ap.add_argument("--out")
     ap.add_argument("--prompt", choices=tuple(PROMPTS), default="short")
     args = ap.parse_args()
     messages = PROMPTS[args.prompt]
     if args.child == "proto":
         print(json.dumps(proto_main(args.tokens, args.out, messages)))
+        return
+    if args.child == "tiles":
+        print(json.dumps(tiles_main()))
         return
     if args.child == "torch":
         print(json.dumps(torch_main()))
@@ -537,6 +572,7 @@ def main() -> None:
         long = [_run(m, args.tokens, out_dir, "long") for m in ("proto", "engine", "engine-inject")]
         exact["long"] = _exactness(os.path.join(out_dir, "long"), *long)
         exact["long"]["prompt_tokens"] = long[0]["prompt_tokens"]
+        tiles = [_run("tiles", args.tokens, out_dir) for _ in range(3)]
     med = {
         mode: {
             k: statistics.median(r[k] for r in rs)
@@ -575,6 +611,13 @@ def main() -> None:
     )
     print("torch imported by the proto:", any(r["torch_imported"] for r in runs["proto"]))
     print("torch stand-in attributes read:", runs["proto"][0]["stand_in_reads"])
+    first = [statistics.median(r[k][0] for r in tiles) for k in ("torch", "numpy")]
+    later = [statistics.median(x for r in tiles for x in r[k][1:]) for k in ("torch", "numpy")]
+    print(
+        f"120 int4 scale-tile tables (the engine's first forward), torch / numpy s: first round "
+        f"{first[0]:.4f} / {first[1]:.4f}, later rounds {later[0]:.4f} / {later[1]:.4f}, "
+        f"equal {all(r['equal'] for r in tiles)}"
+    )
     print("engine's rotary tables vs the proto's:", json.dumps(long[2]["rotary_vs_proto"]))
     for prompt, e in exact.items():
         print(f"exactness ({prompt} prompt):", json.dumps(e))

@@ -1,12 +1,12 @@
 """What would ``Engine()`` cost without torch? A torch-free prototype of the default CPU
 engine's start-up and greedy decode, measured against ``Engine()`` (#21).
 
-Each repeat runs two fresh interpreters, interleaved (A/B):
+Each repeat runs three fresh interpreters, interleaved (A/B, and ``import torch`` alone):
 
 - ``proto``: never imports torch (checked: ``"torch" not in sys.modules`` after every stage).
   ``import structgen``; then, timed by stage: the torch-free modules and the C extensions,
   the cached tokenizer (``tokenizers.Tokenizer`` from the cache's ``tokenizer.json``), the
-  GGUF file's header and memory map (``GGUFFile``), the config, the weights repacked from
+  GGUF file's header and memory map (``GGUFFile``), the weights repacked from
   the map with numpy into the fused decode step's layouts (Q4_1 blocks -> int4 tiles and
   their fp16 scale tiles, q/k rows unpermuted, q/k/v and gate/up fused; the F32 norms read
   in place from the map; the Q8_0 embedding's int8 tiles for the tied lm_head), the KV pages
@@ -25,19 +25,24 @@ Each repeat runs two fresh interpreters, interleaved (A/B):
 - ``engine``: ``import structgen``; ``Engine()`` (the default: packaged SmolLM2 Q4_1,
   ``quantization="gguf"``, int8 activations, fp16 KV cache); ``generate`` of the same chat
   prompt, greedy; the model's logits recorded by a forward hook.
+- ``torch``: ``import structgen``, then ``import torch`` timed.
 
-Exactness: the prototype's greedy tokens must equal ``Engine()``'s; and a third child runs
-``Engine()`` with the prototype's rotary tables put into ``model.rotary`` (torch computes
-cos/sin with SLEEF, numpy with its own SIMD code: ~1 ulp apart on ~1/4 of the entries, so the
-unmodified engine's logits differ in the last bits) and its every step's logits must equal the
-prototype's bit for bit. The fused-step table's format words and shapes are compared with the
-engine's ``DecodeStepPlan`` too.
+Exactness, for the short prompt (prefilled by the engine's fused step) and a 314-token one
+(the engine's per-op path; the prototype's 64-row fused calls): the prototype's greedy tokens
+must equal ``Engine()``'s; and a child runs ``Engine()`` with the prototype's rotary tables put
+into ``model.rotary`` (torch computes cos/sin in float32 with SLEEF, the prototype in float64,
+rounded: 1 ulp apart on ~5% of the entries, reported, so the unmodified engine's logits differ
+in the last bits) and its every step's logits must equal the prototype's bit for bit. The
+fused-step table's format words and shapes are compared with the engine's ``DecodeStepPlan``.
+Last, three ``tiles`` children time the 120 int4 scale-tile tables the engine's first forward
+builds (``formats.int4_scale_tiles``) against the same tables in numpy.
 
 Run (after one ``Engine()`` filled the tokenizer and vocabulary caches: the warm start):
     nice -n 10 env OMP_NUM_THREADS=2 PYTHONPATH=. python benchmarks/startup_floor.py \
         [--repeats 5] [--tokens 32]
 
-Timings are medians over the repeats of each child's own clock (``time.perf_counter``):
+Timings are medians over the repeats of each child's own clocks (``time.perf_counter``; process
+CPU seconds, ``time.process_time``, beside it for ``ready`` and the stages):
 ``import structgen``; ``ready`` (after ``import structgen`` until the engine or prototype
 can take a request: ``Engine()``); ``first token`` (from ``ready`` to the first token's
 logits: template, encode, prefill; the engine's first forward also builds its

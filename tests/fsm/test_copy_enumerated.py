@@ -25,6 +25,7 @@ from structgen.fsm.json_schema.copy import CopyJsonSchema
 from structgen.fsm.regex.definitions import INTERSECT
 from structgen.fsm.spec import Regex
 from tests.extraction._copy_reference import spans
+from tests.helpers import mask_bits
 
 TEXTS = [
     'Mail Zoë "Z" O\'Neil at zoe.oneil@example.com or z_o@mail.example.org; '
@@ -254,7 +255,7 @@ def test_nothing_accepted_keeps_the_field_grammar(monkeypatch) -> None:
 def _bitmask(matcher, n: int) -> list[bool]:
     buf = torch.zeros((1, (n + 31) // 32), dtype=torch.int32)
     matcher.fill_bitmask(buf, 0)
-    return [bool((int(buf[0, t // 32]) >> (t % 32)) & 1) for t in range(n)]
+    return mask_bits(buf[0], n).tolist()
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from structgen.fsm.json_schema import json_schema_to_shared
 from structgen.fsm.regex import lower, terms
 from structgen.fsm.regex.dfa import regex_to_dfa
 from tests.fsm._reference import brute_force_mask
+from tests.helpers import mask_bits
 
 from .test_lower import CORNERS, _random_regex, converter_texts
 
@@ -152,10 +153,6 @@ def test_converter_output(monkeypatch) -> None:
         _assert_same(monkeypatch, pattern, defs or None, max_rows=300)
 
 
-def _unpack(mask: np.ndarray, n: int) -> np.ndarray:
-    return np.unpackbits(mask.view(np.uint8), bitorder="little")[:n].astype(bool)
-
-
 def _cold_masks(schema, text: str, vocab, use_c: bool, monkeypatch) -> list[np.ndarray]:
     """The mask before every byte of ``text`` of a grammar compiled afresh (rows built by
     the masks themselves: the token-trie walk's lazy rows and ``fill_row``)."""
@@ -167,7 +164,7 @@ def _cold_masks(schema, text: str, vocab, use_c: bool, monkeypatch) -> list[np.n
     data = text.encode()
     state, masks = dfa.initial, []
     for k in range(len(data) + 1):
-        masks.append(_unpack(index.bitmask(state), vocab.vocab_size))
+        masks.append(mask_bits(index.bitmask(state), vocab.vocab_size))
         if k < len(data):
             state = dfa.step(state, data[k])
             assert state >= 0, (text, k)

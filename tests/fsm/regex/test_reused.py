@@ -15,6 +15,7 @@ from structgen.fsm.regex.terms import ALT, BYTES, REPEAT, UNTIL, TermArena
 from structgen.fsm.spec import JsonSchema
 from tests.fsm._reference import brute_force_mask
 from tests.fsm.index.test_lexical_masks import _vocab
+from tests.helpers import mask_bits
 
 SCHEMA = {
     "type": "object",
@@ -120,8 +121,7 @@ def _check_masks(vocab, prefixes: list[bytes]) -> None:
         for prefix in prefixes:
             state = grammar.dfa.walk(grammar.dfa.initial, prefix)
             assert state >= 0, prefix
-            bits = grammar.token_index.bitmask(state).view(np.uint8)
-            got = np.unpackbits(bits, bitorder="little")[: vocab.vocab_size].astype(bool)
+            got = mask_bits(grammar.token_index.bitmask(state), vocab.vocab_size)
             want = brute_force_mask(grammar, vocab, prefix)  # lowered without the store
             assert np.array_equal(got, want), (round_, prefix)
 

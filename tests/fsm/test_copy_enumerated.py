@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import structgen.fsm.json_schema.copy as copy_module
+from benchmarks.support import mask_bits
 from structgen.fsm import Vocabulary
 from structgen.fsm.compiler import compile_spec
 from structgen.fsm.dates import dates, times
@@ -25,7 +26,6 @@ from structgen.fsm.json_schema.copy import CopyJsonSchema
 from structgen.fsm.regex.definitions import INTERSECT
 from structgen.fsm.spec import Regex
 from tests.extraction._copy_reference import spans
-from tests.helpers import mask_bits
 
 TEXTS = [
     'Mail Zoë "Z" O\'Neil at zoe.oneil@example.com or z_o@mail.example.org; '

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.support import mask_bits
 from structgen.fsm.compiler import compile_spec
 from structgen.fsm.json_schema.copy import CopyJsonSchema
 from structgen.fsm.numerals import json_numeral, numerals
 from tests.extraction._copy_reference import spans
-from tests.helpers import mask_bits
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ import jsonschema
 import pytest
 import torch
 
+from benchmarks.support import allowed_ids
 from structgen.errors import UnsupportedSchemaError
 from structgen.fsm import Vocabulary, compile_json_schema, compile_regex
-from tests.helpers import allowed_ids
 
 CASES_FILE = Path(__file__).resolve().parents[3] / "shared" / "cases" / "field_cases.jsonl"
 EOS = 256

@@ -14,10 +14,10 @@ import random
 import pytest
 import torch
 
+from benchmarks.support import allowed_ids
 from structgen.errors import ConfigError, GrammarTooComplexError
 from structgen.fsm import BaseMatcher, Vocabulary, clear_cache, compile_json_schema
 from structgen.fsm.grammar_pool import GrammarPool
-from tests.helpers import allowed_ids
 
 SCHEMAS = [
     {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}},

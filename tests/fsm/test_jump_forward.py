@@ -6,9 +6,9 @@ import random
 
 import pytest
 
+from benchmarks.support import allowed_ids
 from structgen.fsm import Vocabulary, compile_choice, compile_json_schema, compile_regex
 from structgen.fsm.jump_forward import JumpForwardPlan, complete_utf8_prefix_len, plan_jump_forward
-from tests.helpers import allowed_ids
 
 _CORPUS = [
     "Hello world! Hello there, hello world.",

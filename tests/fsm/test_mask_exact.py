@@ -26,9 +26,9 @@ import pytest
 import torch
 
 from benchmarks.corpus import CORPORA
+from benchmarks.support import mask_bits
 from structgen.errors import GrammarTooComplexError, UnsupportedSchemaError
 from structgen.fsm import compile_json_schema
-from tests.helpers import mask_bits
 
 pytestmark = pytest.mark.slow
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.support import allowed_ids, mask_bits
 from structgen.errors import NoVocabularyError
 from structgen.fsm import Vocabulary, compile_json_schema, compile_regex
 from tests.fsm._contact_cards import contact_card_grammars
-from tests.helpers import allowed_ids, mask_bits
 
 
 def test_mask_and_advance_tiny(tiny_vocab: Vocabulary) -> None:

@@ -15,9 +15,9 @@ import jsonschema
 import pytest
 import torch
 
+from benchmarks.support import allowed_ids
 from structgen.errors import RegexError
 from structgen.fsm import Vocabulary, compile_choice, compile_json_schema, compile_regex
-from tests.helpers import allowed_ids
 
 
 def _reference(text: bytes, trigger: bytes, inner: str) -> bool:

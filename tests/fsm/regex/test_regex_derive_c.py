@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.support import mask_bits
 from structgen.errors import StructgenError
 from structgen.fsm import clear_cache, compile_json_schema, compiler
 from structgen.fsm.json_schema import json_schema_to_shared
 from structgen.fsm.regex import lower, terms
 from structgen.fsm.regex.dfa import regex_to_dfa
 from tests.fsm._reference import brute_force_mask
-from tests.helpers import mask_bits
 
 from .test_lower import CORNERS, _random_regex, converter_texts
 

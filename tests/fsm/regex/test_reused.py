@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchmarks.support import mask_bits
 from structgen.fsm import clear_cache, compile_json_schema
 from structgen.fsm.regex import parse, reused
 from structgen.fsm.regex.definitions import PLACEHOLDER_BASE
@@ -15,7 +16,6 @@ from structgen.fsm.regex.terms import ALT, BYTES, REPEAT, UNTIL, TermArena
 from structgen.fsm.spec import JsonSchema
 from tests.fsm._reference import brute_force_mask
 from tests.fsm.index.test_lexical_masks import _vocab
-from tests.helpers import mask_bits
 
 SCHEMA = {
     "type": "object",

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.support import allowed_ids, mask_bits
 from structgen.fsm import Vocabulary, compile_spec
 from structgen.fsm.spec import StructuralTag, TagStructure, spec_of
 from tests.fsm.tags._reference import tag_reference
-from tests.helpers import allowed_ids, mask_bits
 
 TOKENS = [
     b"<eos>",

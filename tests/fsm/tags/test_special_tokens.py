@@ -13,9 +13,9 @@ import re
 import pytest
 import torch
 
+from benchmarks.support import allowed_ids
 from structgen.errors import InvalidGrammarError
 from structgen.fsm import Vocabulary, compile_grammar
-from tests.helpers import allowed_ids
 
 TOKENS = [
     b"<eos>",  # 0: EOS

@@ -1,5 +1,5 @@
-"""``tests.helpers``: a bitmask row's allowed tokens against brute force (bit ``t % 32`` of
-word ``t // 32``, read one token at a time)."""
+"""``benchmarks.support.mask_bits`` / ``allowed_ids``: a bitmask row's allowed tokens against brute
+force (bit ``t % 32`` of word ``t // 32``, read one token at a time)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import allowed_ids, mask_bits
+from benchmarks.support import allowed_ids, mask_bits
 
 
 def _brute(words: list[int], n: int) -> list[bool]:

@@ -5,7 +5,9 @@
 * ``save_tiny``: a seeded tiny random model of a family saved as a Hugging Face folder;
 * ``free_port``: a free loopback TCP port for a server;
 * ``smollm2_tokenizer``: the packaged SmolLM2 tokenizer through transformers' GGUF loader;
-* ``mask_bits`` / ``allowed_ids``: the tokens one row of a packed token bitmask allows.
+* ``mask_bits`` / ``allowed_ids``: the tokens one row of a packed token bitmask allows;
+* ``planned_walk``: a seeded random token walk with jump-forward plans applied as the
+  engine applies them.
 
 The corpus tests' canonical serialization lives beside it, in ``benchmarks/corpus.py``.
 Import as ``benchmarks.support`` (the repository root on ``sys.path``: pytest puts it
@@ -23,6 +25,7 @@ __all__ = [
     "build_tiny_tokenizer",
     "free_port",
     "mask_bits",
+    "planned_walk",
     "save_tiny",
     "smollm2_tokenizer",
     "SMOLLM2_GGUF",
@@ -176,3 +179,46 @@ def allowed_ids(row, n: int | None = None) -> list[int]:
     import numpy as np
 
     return np.flatnonzero(mask_bits(row, n)).tolist()
+
+
+def planned_walk(matcher, encode, vocab, rng, max_steps: int, plan=None):
+    """A seeded random token walk on ``matcher`` with jump-forward plans, applied as the
+    engine applies them (``structgen.fsm.jump_forward``'s module docstring).
+
+    At each of at most ``max_steps`` steps the plan ``plan(matcher, generated, encode,
+    vocab)`` (default ``plan_jump_forward``) is computed and yielded; a nonempty one is
+    applied (``rollback(num_drop)``, then every appended token advanced); otherwise the walk
+    stops where the matcher is terminated, else advances one token drawn by ``rng``
+    (``random.Random``) among the allowed ones that are not EOS, and stops where there is
+    none. ``generated`` is the walk's own token list, starting empty.
+
+    Yields:
+        JumpForwardPlan: each step's plan (empty where the step drew a token).
+    Raises:
+        AssertionError: the matcher refused a plan's or a drawn token.
+    """
+    import torch
+
+    from structgen.fsm.jump_forward import plan_jump_forward
+
+    plan = plan or plan_jump_forward
+    mask = torch.zeros(1, (vocab.vocab_size + 31) // 32, dtype=torch.int32)
+    generated: list[int] = []
+    for _ in range(max_steps):
+        step = plan(matcher, generated, encode, vocab)
+        yield step
+        if step:
+            matcher.rollback(step.num_drop)
+            for t in step.append:
+                assert matcher.advance(t), (step, t)
+            generated = generated[: len(generated) - step.num_drop] + list(step.append)
+            continue
+        if matcher.is_terminated():
+            break
+        matcher.fill_bitmask(mask, 0)
+        ids = [t for t in allowed_ids(mask[0], vocab.vocab_size) if t not in vocab.eos_token_ids]
+        if not ids:
+            break
+        t = rng.choice(ids)
+        assert matcher.advance(t), t
+        generated.append(t)

@@ -34,8 +34,10 @@ below it.
 
 ``--ab-pipelines``: instead, an A/B in one process, one ``Engine()``, of the batched call (all
 ``--docs`` at once) on one pipeline (``extractor.HOST_PIPELINES = 1``: the engine itself, the
-kernels on torch's threads) and on two single-threaded host pipelines in threads over the same
-model (``HOST_PIPELINES = 2``, ``structgen.runtime.host_pipelines``), alternated round by round
+kernels on torch's threads), on two single-threaded host pipelines in threads over the same
+model (``HOST_PIPELINES = 2``, ``structgen.runtime.host_pipelines``) and, as the control that
+separates one kernel thread from two pipelines, on one pipeline with the calling thread's
+``kernel_thread_limit(1)``, alternated round by round
 (``--rounds``, the order reversed every other round), with ``--batch1-docs`` documents one at a
 time per round (one pipeline either way) for #23's ratio; per arm wall, process CPU and calling
 thread CPU per document, medians; the outputs must be equal. Memory: the process's resident set
@@ -264,10 +266,17 @@ def ab_pipelines(engine, schema: dict, texts: list[str], args: argparse.Namespac
     import statistics
 
     from structgen.extraction import extractor
+    from structgen.runtime.cpu.threads import kernel_thread_limit
     from structgen.runtime.host_pipelines import host_pipelines
 
     saved = extractor.HOST_PIPELINES, extractor.HOST_PIPELINES_MIN_TEXTS
-    arms = {"one pipeline (2 kernel threads)": 1, "two host pipelines (1 thread each)": 2}
+    # (pipelines, this thread's kernel thread limit or None); the last arm is the control
+    # that tells "one kernel thread" from "two pipelines" (a loaded host favours one thread)
+    arms = {
+        "one pipeline (2 kernel threads)": (1, None),
+        "two host pipelines (1 thread each)": (2, None),
+        "one pipeline, 1 kernel thread (control)": (1, 1),
+    }
     rss0, hwm0 = _rss_mb()
     nb = args.batch1_docs
     fig: dict[str, dict[str, list[float]]] = {
@@ -276,7 +285,7 @@ def ab_pipelines(engine, schema: dict, texts: list[str], args: argparse.Namespac
     first = None
     try:
         extractor.HOST_PIPELINES_MIN_TEXTS = 1
-        for n in arms.values():  # untimed: each pipeline's prefix cache holds the schema head
+        for n, _ in arms.values():  # untimed: each pipeline's prefix cache holds the schema head
             extractor.HOST_PIPELINES = n
             engine.extract(schema, texts[:2])
         extractor.HOST_PIPELINES_MIN_TEXTS = saved[1]
@@ -292,9 +301,13 @@ def ab_pipelines(engine, schema: dict, texts: list[str], args: argparse.Namespac
             f["cpu"].append((time.process_time() - c) / nb)
             f["thread"].append((time.thread_time() - th) / nb)
             for name in list(arms) if r % 2 == 0 else list(arms)[::-1]:
-                extractor.HOST_PIPELINES = arms[name]
+                extractor.HOST_PIPELINES, limit = arms[name]
                 w, c, th = time.perf_counter(), time.process_time(), time.thread_time()
-                out = engine.extract(schema, texts)
+                if limit is None:
+                    out = engine.extract(schema, texts)
+                else:
+                    with kernel_thread_limit(limit):
+                        out = engine.extract(schema, texts)
                 f = fig[name]
                 f["wall"].append((time.perf_counter() - w) / len(texts))
                 f["cpu"].append((time.process_time() - c) / len(texts))

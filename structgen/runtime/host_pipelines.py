@@ -113,9 +113,10 @@ class HostPipelines:
         for every one; None (nothing run) when another call is running them.
 
         ``post(fn, *args)`` (thread-safe) has ``fn(*args)`` called on this thread while the
-        jobs run (in the order posted); when such a call raises, every later ``post`` of the
-        jobs raises ``RuntimeError`` (so they end early), the jobs are waited for, and the
-        exception is raised here.
+        jobs run (in the order posted); when such a call raises (or the wait is interrupted,
+        e.g. ``KeyboardInterrupt``), every later ``post`` of the jobs raises ``RuntimeError``
+        (so a job that posts ends early), the jobs are waited for, and the exception is
+        raised here.
 
         Args:
             jobs: at most ``len(engines)`` callables.
@@ -163,18 +164,22 @@ class HostPipelines:
         for t in threads:
             t.start()
         running = len(threads)
-        while running:
-            item = calls.get()
-            if item is None:
-                running -= 1
-            elif not failed:
-                fn, args = item
-                try:
-                    fn(*args)
-                except BaseException as exc:
-                    failed.append(exc)
-        for t in threads:
-            t.join()
+        try:
+            while running:
+                item = calls.get()
+                if item is None:
+                    running -= 1
+                elif not failed:
+                    fn, args = item
+                    try:
+                        fn(*args)
+                    except BaseException as exc:
+                        failed.append(exc)
+        except BaseException as exc:  # interrupted while waiting: the jobs stop posting
+            failed.append(exc)
+        finally:  # never leave a job running on the pipelines after this call
+            for t in threads:
+                t.join()
         if failed:
             raise failed[0]
         return outcomes

@@ -39,10 +39,11 @@ model (``HOST_PIPELINES = 2``, ``structgen.runtime.host_pipelines``) and, as the
 separates one kernel thread from two pipelines, on one pipeline with the calling thread's
 ``kernel_thread_limit(1)``, alternated round by round
 (``--rounds``, the order reversed every other round), with ``--batch1-docs`` documents one at a
-time per round (one pipeline either way) for #23's ratio; per arm wall, process CPU and calling
-thread CPU per document, medians; the outputs must be equal. Memory: the process's resident set
-after each arm and its peak (``VmHWM``) at the start and the end, and the KV bytes each
-pipeline's pool reserved.
+time per round (one pipeline either way) for #23's ratio, after one untimed call of all the
+texts on one and on two pipelines (prefix caches and KV pools warm); per arm wall, process CPU
+and calling thread CPU per document, medians; the outputs must be equal. Memory: the process's
+resident set after each arm and its peak (``VmHWM``) at the start and the end, and the KV bytes
+each pipeline's pool reserved.
 
 Run:  python benchmarks/bench_extract_batch.py [--docs 200] [--batch1-docs 10] [--seed 0]
       [--ab-fused-extend 1,8,64 --rounds 2] [--ab-data-parallel --docs 64 --rounds 3]
@@ -285,9 +286,9 @@ def ab_pipelines(engine, schema: dict, texts: list[str], args: argparse.Namespac
     first = None
     try:
         extractor.HOST_PIPELINES_MIN_TEXTS = 1
-        for n, _ in arms.values():  # untimed: each pipeline's prefix cache holds the schema head
-            extractor.HOST_PIPELINES = n
-            engine.extract(schema, texts[:2])
+        for n in (1, 2):  # untimed, all the texts: each pipeline's prefix cache holds the
+            extractor.HOST_PIPELINES = n  # schema head and its KV pool has grown to the job
+            engine.extract(schema, texts)
         extractor.HOST_PIPELINES_MIN_TEXTS = saved[1]
         pipes = host_pipelines(engine, 2)
         forwards = [e.runner.num_forward_passes for e in pipes.engines]

@@ -285,11 +285,10 @@ def ab_pipelines(engine, schema: dict, texts: list[str], args: argparse.Namespac
     }
     first = None
     try:
-        extractor.HOST_PIPELINES_MIN_TEXTS = 1
+        extractor.HOST_PIPELINES_MIN_TEXTS = 1  # any --docs: the arms say which path runs
         for n in (1, 2):  # untimed, all the texts: each pipeline's prefix cache holds the
             extractor.HOST_PIPELINES = n  # schema head and its KV pool has grown to the job
             engine.extract(schema, texts)
-        extractor.HOST_PIPELINES_MIN_TEXTS = saved[1]
         pipes = host_pipelines(engine, 2)
         forwards = [e.runner.num_forward_passes for e in pipes.engines]
         for r in range(args.rounds):

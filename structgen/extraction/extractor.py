@@ -49,7 +49,7 @@ FINISH_CHUNK = 16  # with on_result: finished documents scored together (RESULTS
 # a call over many texts on a CPU engine runs as this many single-threaded host pipelines
 # (structgen.runtime.host_pipelines; 1: off) from this many texts on (RESULTS.md, x10)
 HOST_PIPELINES = 2
-HOST_PIPELINES_MIN_TEXTS = 32
+HOST_PIPELINES_MIN_TEXTS = 64
 
 
 def extract(

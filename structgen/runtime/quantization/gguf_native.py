@@ -10,8 +10,6 @@ its high nibble (ggml ``ggml-common.h``).
 
 from __future__ import annotations
 
-import ctypes
-import mmap
 import warnings
 
 import numpy as np
@@ -31,37 +29,6 @@ __all__ = [
 ]
 
 NATIVE_TYPES = ("Q8_0", "Q4_0", "Q4_1")
-
-
-_MADV_POPULATE_WRITE = 23  # Linux >= 5.14 (uapi mman-common.h); older kernels: EINVAL
-_libc_madvise = None
-
-
-def _empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """``torch.empty(shape, dtype=dtype)`` with its whole pages faulted in by one
-    ``madvise(MADV_POPULATE_WRITE)`` call instead of one page fault per 4 KiB page at the
-    first write (the repack writes every byte of it next). The same tensor either way:
-    where the call is unavailable or refused the pages fault in as usual.
-    Raises: never.
-    """
-    global _libc_madvise
-    t = torch.empty(shape, dtype=dtype)
-    page = mmap.PAGESIZE
-    addr = t.data_ptr()
-    start = -(-addr // page) * page  # whole pages only: the allocator's neighbours untouched
-    end = (addr + t.numel() * t.element_size()) // page * page
-    if end - start < 4 * page:
-        return t
-    if _libc_madvise is None:
-        try:
-            f = ctypes.CDLL(None, use_errno=True).madvise
-            f.argtypes, f.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
-            _libc_madvise = f
-        except (OSError, AttributeError):
-            _libc_madvise = False
-    if _libc_madvise:
-        _libc_madvise(start, end - start, _MADV_POPULATE_WRITE)  # -1 (EINVAL): nothing done
-    return t
 
 
 def _blocks(raw: np.ndarray, shape: tuple[int, int], block_bytes: int) -> torch.Tensor:
@@ -122,8 +89,8 @@ def repack_q8_0(raw: np.ndarray, shape: tuple[int, int]) -> tuple[torch.Tensor, 
     """
     n, k = shape
     b = raw.reshape(n, k // 32, 34)
-    q = _empty(shape, torch.int8)
-    s = _empty((n, k // 32), torch.float16)
+    q = torch.empty(shape, dtype=torch.int8)
+    s = torch.empty((n, k // 32), dtype=torch.float16)
     _copy_field(q, b, 2, 34)
     _copy_field(s, b, 0, 2)
     return q, s
@@ -217,11 +184,12 @@ def native_group(parts: list[tuple], type_name: str) -> list[QuantLinear] | None
     total, g = sum(p[1][0] for p in parts), k // 32
     int8 = type_name == "Q8_0"
     qrows = [p[1][0] if int8 else 8 * ((p[1][0] + 7) // 8) for p in parts]  # int4: whole tiles
-    q_all = _empty(
-        (sum(qrows), k) if int8 else (sum(qrows), k // 2), torch.int8 if int8 else torch.uint8
+    q_all = torch.empty(
+        (sum(qrows), k) if int8 else (sum(qrows), k // 2),
+        dtype=torch.int8 if int8 else torch.uint8,
     )
-    s_all = _empty((total, g), torch.float16)
-    m_all = None if int8 else _empty((total, g), torch.float16)
+    s_all = torch.empty((total, g), dtype=torch.float16)
+    m_all = None if int8 else torch.empty((total, g), dtype=torch.float16)
     out, start, qstart = [], 0, 0
     for (raw, shape, rows, bias), nq in zip(parts, qrows):
         n = shape[0]

@@ -154,30 +154,3 @@ def test_gguf_groups_load_in_place_and_equal_the_member_path(tmp_path, monkeypat
         assert whole.data_ptr() == first.data_ptr()
         if native:
             assert isinstance(members[0], QuantLinear)
-
-
-def test_repack_destination_is_faulted_in_by_one_call():
-    """``_empty``: the tensor ``torch.empty`` gives, its whole pages already resident (Linux
-    >= 5.14), so the repack's first write takes no page fault per page."""
-    import mmap
-    import resource
-    import sys
-
-    from structgen.runtime.quantization import gguf_native
-
-    t = gguf_native._empty((1024, 4096), torch.int8)  # 4 MiB: 1024 pages of 4 KiB
-    assert t.shape == (1024, 4096) and t.dtype == torch.int8 and t.is_contiguous()
-    if sys.platform != "linux" or not gguf_native._libc_madvise:
-        pytest.skip("madvise(MADV_POPULATE_WRITE) is Linux-only")
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    t.numpy()[:] = 7  # numpy: one thread, the faults counted in this process either way
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-    pages = t.numel() // mmap.PAGESIZE
-    if faults > pages // 2:  # a kernel without MADV_POPULATE_WRITE (EINVAL): check the reference
-        u = torch.empty((1024, 4096), dtype=torch.int8)
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        u.numpy()[:] = 7
-        assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before > pages // 2
-        pytest.skip("this kernel refuses MADV_POPULATE_WRITE")
-    assert faults < 8
-    assert bool((t == 7).all())

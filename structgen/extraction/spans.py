@@ -18,7 +18,10 @@ characters the output wrote after it) and scored by the log-probability of the t
 from its closing quote on: the model's probability that the value ends there. The
 candidate that ends most surely replaces the value when it ends more surely than the
 value itself and the object stays valid under the schema (``jsonschema``); the fields
-after it keep what greedy wrote. All candidates of a batch go in one batch of
+after it keep what greedy wrote. An extension that would make the object invalid is not
+scored where the object it is decided on is the one greedy wrote (a document's first
+field with a candidate left): it can never be chosen, and a field left with none sends
+no request. All candidates of a batch go in one batch of
 prompt-log-prob requests whose shared prefixes the radix cache computes once; a value
 with no such continuation in the text costs nothing.
 
@@ -140,6 +143,7 @@ def choose_span_ends(
     def plan(i: int, value: Any, raw: str, spans: dict) -> Iterable[tuple]:
         template = None
         paths = {tuple(p.split(".")) for p in copied[i] if p and "[]" not in p}
+        first = True  # no job planned yet: this document's first job is decided on ``value``
         for keys, (start, end) in spans.items():
             current = raw[start:end]
             if keys not in paths or not current.startswith('"'):
@@ -147,8 +151,15 @@ def choose_span_ends(
             if free_string_schema(schema, _subschema(schema, keys)) is None:
                 continue
             cands = span_candidates(json.loads(current), texts[i])
+            if first and len(cands) > 1:
+                # ``decide`` sees ``value`` unchanged here: an extension invalid in it can
+                # never be chosen, so it is not scored (nor the job, with none left)
+                cands = cands[:1] + [
+                    c for c in cands[1:] if checker.is_valid(with_field(value, keys, c))
+                ]
             if len(cands) < 2:
                 continue
+            first = False
             if template is None:
                 template = prompt_text(engine, prompts[i])
             head = raw[: start + 1]  # up to the opening quote

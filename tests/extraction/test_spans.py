@@ -136,6 +136,50 @@ def test_chosen_end_is_the_reference_best(tiny_engine, tiny_llama_dir):
     assert value["product"] == cands[best], (cands, ref, value)
 
 
+def _counting(engine, sent):
+    """``engine`` whose ``generate`` appends each batch's requests to ``sent``."""
+
+    class Counting:
+        tokenizer = engine.tokenizer
+
+        def generate(self, requests, params):
+            sent.extend(requests)
+            return engine.generate(requests, params)
+
+    return Counting()
+
+
+@pytest.mark.parametrize("max_length", [6, 13])
+def test_extensions_invalid_under_the_schema_are_not_scored(
+    tiny_engine, tiny_llama_dir, max_length
+):
+    """An extension the schema rejects ("Nimbus router drops" over ``maxLength``) is never
+    chosen, so it is not scored: the choice is the reference best of the valid ones, and
+    only those are sent (none, and no job, where no extension is valid)."""
+    from transformers import LlamaForCausalLM
+
+    schema = json.loads(json.dumps(SCHEMA))
+    schema["properties"]["product"]["maxLength"] = max_length
+    prompt = extraction_messages(schema, TEXT)
+    raw = '{"product":"Nimbus","customer":"Ann Lee","urgent":false}'
+    sent: list = []
+    (out,) = choose_span_ends(
+        _counting(tiny_engine, sent), schema, [prompt], [raw], [TEXT], [("product",)]
+    )
+    cands = span_candidates("Nimbus", TEXT)
+    valid = [c for c in cands if len(c) <= max_length]
+    assert len(sent) == (len(valid) if len(valid) > 1 else 0)
+    model = LlamaForCausalLM.from_pretrained(tiny_llama_dir, torch_dtype=torch.float32).eval()
+    tok = tiny_engine.tokenizer
+    template = tok.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    ref = _closing_logprobs(model, tok, template, '{"product":"', cands, '","')
+    best = max(range(len(cands)), key=lambda k: (len(cands[k]) <= max_length, ref[k], -k))
+    if ref[best] <= ref[0] + 1e-4:
+        best = 0
+    assert json.loads(out)["product"] == cands[best], (cands, ref, out)
+    assert out == raw or jsonschema.validate(json.loads(out), schema) is None
+
+
 def test_values_that_are_not_found_are_left_alone(tiny_engine):
     prompt = extraction_messages(SCHEMA, TEXT)
     raws = ['{"product":"Zed","customer":"Ann Lee","urgent":true}', "not json", ""]

@@ -38,8 +38,9 @@ requests, cards and scoring requests alike, run in one step), the values alterna
 round (``--rounds``); before each timed call the prefix cache is flushed and the schema prompt
 cached again (one untimed card not in the set), so every call starts alike. Per value: batch 1
 (``--batch1-docs`` cards one at a time) and batched (all ``--docs`` in one call) wall and
-calling thread CPU s/doc, the batched call's forward passes, rows (tokens) per pass and the
-scheduler's thread CPU (``schedule``); medians; the batched outputs must be equal.
+calling thread CPU s/doc, the batched call's thread CPU in the forward (``runner.execute``),
+its forward passes, rows (tokens) per pass and the scheduler's thread CPU (``schedule``);
+medians; the batched outputs must be equal.
 
 Run:  python benchmarks/bench_extract_batch.py [--docs 200] [--batch1-docs 10] [--seed 0]
       [--ab-fused-extend 1,8,64 --rounds 2] [--ab-data-parallel --docs 64 --rounds 3]
@@ -155,12 +156,16 @@ def ab_max_running(engine, schema: dict, texts: list[str], args: argparse.Namesp
     sched = engine.scheduler
     saved = sched.max_running_requests
     execute, schedule = engine.runner.execute, sched.schedule
-    counts = [0, 0, 0.0]  # forward passes, rows (tokens) through them, schedule() thread CPU
+    counts = [0, 0, 0.0, 0.0]  # passes, rows (tokens) through them, schedule() / forward CPU
 
     def counted(scheduled):
         counts[0] += 1
         counts[1] += sum(num for _, num in scheduled.scheduled)
-        return execute(scheduled)
+        t0 = time.thread_time()
+        try:
+            return execute(scheduled)
+        finally:
+            counts[3] += time.thread_time() - t0
 
     def timed_schedule():
         t0 = time.thread_time()
@@ -172,9 +177,9 @@ def ab_max_running(engine, schema: dict, texts: list[str], args: argparse.Namesp
     def fresh() -> None:
         engine.flush_cache()
         engine.extract(schema, spare)  # untimed
-        counts[:] = [0, 0, 0.0]
+        counts[:] = [0, 0, 0.0, 0.0]
 
-    keys = ("b1 wall", "b1 cpu", "wall", "cpu", "passes", "rows/pass", "sched")
+    keys = ("b1 wall", "b1 cpu", "wall", "cpu", "forward", "passes", "rows/pass", "sched")
     res: dict[int, dict[str, list[float]]] = {v: {k: [] for k in keys} for v in values}
     first = None
     engine.runner.execute, sched.schedule = counted, timed_schedule
@@ -198,6 +203,7 @@ def ab_max_running(engine, schema: dict, texts: list[str], args: argparse.Namesp
                 m["passes"].append(counts[0])
                 m["rows/pass"].append(counts[1] / max(counts[0], 1))
                 m["sched"].append(counts[2] / len(texts))
+                m["forward"].append(counts[3] / len(texts))
                 first = out if first is None else first
                 assert out == first, f"max_running_requests={v}: other outputs"
                 print(f"round {r + 1}, max_running_requests={v}: "
@@ -212,15 +218,17 @@ def ab_max_running(engine, schema: dict, texts: list[str], args: argparse.Namesp
     print(
         f"\n| max_running_requests | batched wall s/doc ({len(texts)} at once; rounds) "
         "| median | thread CPU s/doc (rounds) | median | vs first value (CPU) "
-        "| passes | rows / pass | schedule() ms/doc | batch 1 wall / CPU s/doc "
-        f"({args.batch1_docs} docs) | speed-up wall / CPU |\n" + "|---" * 11 + "|"
+        "| of it in the forward | passes | rows / pass | schedule() ms/doc "
+        "| batch 1 wall / CPU s/doc "
+        f"({args.batch1_docs} docs) | speed-up wall / CPU |\n" + "|---" * 12 + "|"
     )
     for v in values:
         m, d = res[v], med[v]
         print(
             f"| {v} | {', '.join(f'{w:.3f}' for w in m['wall'])} | {d['wall']:.3f} "
             f"| {', '.join(f'{w:.3f}' for w in m['cpu'])} | {d['cpu']:.3f} "
-            f"| {statistics.median(base['cpu']) / d['cpu']:.3f}x | {d['passes']:.0f} "
+            f"| {statistics.median(base['cpu']) / d['cpu']:.3f}x | {d['forward']:.3f} "
+            f"| {d['passes']:.0f} "
             f"| {d['rows/pass']:.0f} | {d['sched'] * 1e3:.2f} "
             f"| {d['b1 wall']:.3f} / {d['b1 cpu']:.3f} "
             f"| {d['b1 wall'] / d['wall']:.2f}x / {d['b1 cpu'] / d['cpu']:.2f}x |"

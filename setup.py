@@ -28,6 +28,15 @@ class BuildExt(build_ext):
             super().build_extension(ext)
 
 
+# The float kernels' flags. -ffp-contract=off: the compiler never fuses a*b+c into one FMA
+# (one rounding instead of two) on its own, so a scalar tail inside an
+# __attribute__((target("avx2,fma"))) function rounds as the per-op path does (the fused ==
+# per-op bit-equality tests in tests/runtime) and kquant.c keeps ggml's float32 order, whatever
+# the compiler: GCC defaults to off only in an ISO mode (-std=c11; fast under -std=gnu11),
+# clang to on (contraction within an expression) in every mode. FMAs the code asks for (fmaf,
+# _mm256_fmadd_ps) are unaffected.
+FLOAT_ARGS = ["-O3", "-std=c11", "-ffp-contract=off", "-fopenmp"]
+
 setup(
     ext_modules=[
         # csrc/tokentrie.c -> structgen.fsm.index._tokentrie: the token-trie walk of the first
@@ -78,7 +87,7 @@ setup(
             "structgen.runtime.cpu._qkernel",
             sources=["csrc/qkernel.c"],
             depends=["csrc/qkernel_core.h", "csrc/qkernel_rows.h", "csrc/qkernel_tiles.h", "csrc/qkernel_amx.h", "csrc/qkernel_i8tiles.h"],
-            extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
+            extra_compile_args=list(FLOAT_ARGS),
             extra_link_args=["-fopenmp"],
             optional=True,
         ),
@@ -86,7 +95,7 @@ setup(
             "structgen.runtime.cpu._densekernel",
             sources=["csrc/densekernel.c"],
             depends=["csrc/dense_core.h", "csrc/sg_pybind.h", "csrc/sg_simd.h"],
-            extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
+            extra_compile_args=list(FLOAT_ARGS),
             extra_link_args=["-fopenmp"],
             optional=True,
         ),
@@ -94,7 +103,7 @@ setup(
             "structgen.runtime.cpu._cpuops",
             sources=["csrc/cpuops.c"],
             depends=["csrc/cpuops_core.h", "csrc/sg_pybind.h", "csrc/sg_simd.h"],
-            extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
+            extra_compile_args=list(FLOAT_ARGS),
             extra_link_args=["-fopenmp"],
             optional=True,
         ),
@@ -114,7 +123,7 @@ setup(
                 "csrc/sg_pybind.h",
                 "csrc/sg_simd.h",
             ],
-            extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
+            extra_compile_args=list(FLOAT_ARGS),
             extra_link_args=["-fopenmp"],
             optional=True,
         ),
@@ -124,7 +133,7 @@ setup(
             "structgen.runtime.loader._kquant",
             sources=["csrc/kquant.c"],
             depends=["csrc/sg_simd.h"],
-            extra_compile_args=["-O3", "-std=c11", "-fopenmp"],
+            extra_compile_args=list(FLOAT_ARGS),
             extra_link_args=["-fopenmp"],
             optional=True,
         ),

@@ -32,18 +32,33 @@ engine's start-up (the constructor; the data-parallel one built first, while thi
 holds no weights) and the peak resident set (``VmHWM``) of this process and of each process
 below it.
 
+``--ab-pipelines``: instead, an A/B in one process, one ``Engine()``, of the batched call (all
+``--docs`` at once) on one pipeline (``extractor.HOST_PIPELINES = 1``: the engine itself, the
+kernels on torch's threads), on two single-threaded host pipelines in threads over the same
+model (``HOST_PIPELINES = 2``, ``structgen.runtime.host_pipelines``) and, as the control that
+separates one kernel thread from two pipelines, on one pipeline with the calling thread's
+``kernel_thread_limit(1)``, alternated round by round
+(``--rounds``, the order reversed every other round), with ``--batch1-docs`` documents one at a
+time per round (one pipeline either way) for #23's ratio, after one untimed call of all the
+texts on one and on two pipelines (prefix caches and KV pools warm); per arm wall, process CPU
+and calling thread CPU per document, medians; the outputs must be equal. Memory: the process's
+resident set after each arm and its peak (``VmHWM``) at the start and the end, and the KV bytes
+each pipeline's pool reserved.
+
 ``--ab-max-running 64,128,256``: instead, an A/B in one process of the scheduler's
 ``max_running_requests`` (``engine.scheduler.max_running_requests`` set to each value: how many
 requests, cards and scoring requests alike, run in one step), the values alternated round by
-round (``--rounds``); before each timed call the prefix cache is flushed and the schema prompt
-cached again (one untimed card not in the set), so every call starts alike. Per value: batch 1
-(``--batch1-docs`` cards one at a time) and batched (all ``--docs`` in one call) wall and
-calling thread CPU s/doc, the batched call's thread CPU in the forward (``runner.execute``),
-its forward passes, rows (tokens) per pass and the scheduler's thread CPU (``schedule``);
-medians; the batched outputs must be equal.
+round (``--rounds``), on one pipeline (``extractor.HOST_PIPELINES = 1`` for the A/B: the
+engine's own scheduler runs every card); before each timed call the prefix cache is flushed and
+the schema prompt cached again (one untimed card not in the set), so every call starts alike.
+Per value: batch 1 (``--batch1-docs`` cards one at a time) and batched (all ``--docs`` in one
+call) wall and calling thread CPU s/doc, the batched call's thread CPU in the forward
+(``runner.execute``), its forward passes, rows (tokens) per pass and the scheduler's thread
+CPU (``schedule``); medians; the batched outputs must be equal.
 
 Run:  python benchmarks/bench_extract_batch.py [--docs 200] [--batch1-docs 10] [--seed 0]
       [--ab-fused-extend 1,8,64 --rounds 2] [--ab-data-parallel --docs 64 --rounds 3]
+      [--ab-pipelines --docs 64 --rounds 4]
       [--ab-max-running 64,256 --rounds 3]
 """
 
@@ -151,10 +166,13 @@ def ab_max_running(engine, schema: dict, texts: list[str], args: argparse.Namesp
     """
     import statistics
 
+    from structgen.extraction import extractor
+
     values = [int(v) for v in args.ab_max_running.split(",")]
     spare = documents(len(texts) + 1, args.seed)[-1]  # not in the set: warms the schema prompt
     sched = engine.scheduler
-    saved = sched.max_running_requests
+    saved = sched.max_running_requests, extractor.HOST_PIPELINES
+    extractor.HOST_PIPELINES = 1  # one pipeline: the engine's own scheduler runs every card
     execute, schedule = engine.runner.execute, sched.schedule
     counts = [0, 0, 0.0, 0.0]  # passes, rows (tokens) through them, schedule() / forward CPU
 
@@ -210,7 +228,7 @@ def ab_max_running(engine, schema: dict, texts: list[str], args: argparse.Namesp
                       + ", ".join(f"{k} {m[k][-1]:.4g}" for k in keys if m[k])
                       + f"; load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
     finally:
-        sched.max_running_requests = saved
+        sched.max_running_requests, extractor.HOST_PIPELINES = saved
         del engine.runner.execute, sched.schedule
     base = res[values[0]]
     med = {v: {k: statistics.median(x) if x else float("nan") for k, x in m.items()}
@@ -344,6 +362,100 @@ def ab_data_parallel(schema: dict, texts: list[str], args: argparse.Namespace) -
           + " / ".join(f"{x:.1f}" for x in os.getloadavg()))  # fmt: skip
 
 
+def _rss_mb() -> tuple[float, float]:
+    """This process's ``(VmRSS, VmHWM)`` in MB (``/proc/self/status``)."""
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return tuple(int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM"))
+
+
+def ab_pipelines(engine, schema: dict, texts: list[str], args: argparse.Namespace) -> None:
+    """Print the batched call's wall / process CPU / calling thread CPU per document on one
+    pipeline and on two host pipelines (medians over ``args.rounds`` rounds, order reversed
+    every other round), batch 1 per round, and the memory figures (module docstring).
+
+    Raises:
+        AssertionError: the outputs differ between arms or rounds, or the pipelines did not
+            run (the policy refused them).
+    """
+    import statistics
+
+    from structgen.extraction import extractor
+    from structgen.runtime.cpu.threads import kernel_thread_limit
+    from structgen.runtime.host_pipelines import host_pipelines
+
+    saved = extractor.HOST_PIPELINES, extractor.HOST_PIPELINES_MIN_TEXTS
+    # (pipelines, this thread's kernel thread limit or None); the last arm is the control
+    # that tells "one kernel thread" from "two pipelines" (a loaded host favours one thread)
+    arms = {
+        "one pipeline (2 kernel threads)": (1, None),
+        "two host pipelines (1 thread each)": (2, None),
+        "one pipeline, 1 kernel thread (control)": (1, 1),
+    }
+    rss0, hwm0 = _rss_mb()
+    nb = args.batch1_docs
+    fig: dict[str, dict[str, list[float]]] = {
+        a: {"wall": [], "cpu": [], "thread": [], "rss": []} for a in [*arms, "batch 1"]
+    }
+    first = None
+    try:
+        extractor.HOST_PIPELINES_MIN_TEXTS = 1  # any --docs: the arms say which path runs
+        for n in (1, 2):  # untimed, all the texts: each pipeline's prefix cache holds the
+            extractor.HOST_PIPELINES = n  # schema head and its KV pool has grown to the job
+            engine.extract(schema, texts)
+        pipes = host_pipelines(engine, 2)
+        forwards = [e.runner.num_forward_passes for e in pipes.engines]
+        for r in range(args.rounds):
+            extractor.HOST_PIPELINES = 1
+            w, c, th = time.perf_counter(), time.process_time(), time.thread_time()
+            for text in texts[:nb]:
+                engine.extract(schema, text)
+            f = fig["batch 1"]
+            f["wall"].append((time.perf_counter() - w) / nb)
+            f["cpu"].append((time.process_time() - c) / nb)
+            f["thread"].append((time.thread_time() - th) / nb)
+            for name in list(arms) if r % 2 == 0 else list(arms)[::-1]:
+                extractor.HOST_PIPELINES, limit = arms[name]
+                w, c, th = time.perf_counter(), time.process_time(), time.thread_time()
+                if limit is None:
+                    out = engine.extract(schema, texts)
+                else:
+                    with kernel_thread_limit(limit):
+                        out = engine.extract(schema, texts)
+                f = fig[name]
+                f["wall"].append((time.perf_counter() - w) / len(texts))
+                f["cpu"].append((time.process_time() - c) / len(texts))
+                f["thread"].append((time.thread_time() - th) / len(texts))
+                f["rss"].append(_rss_mb()[0])
+                first = out if first is None else first
+                assert out == first, f"{name}, round {r + 1}: other outputs"
+                print(f"round {r + 1}, {name}: batched wall {f['wall'][-1]:.3f}, process CPU "
+                      f"{f['cpu'][-1]:.3f}, thread CPU {f['thread'][-1]:.3f} s/doc; load "
+                      f"{os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+        ran = [e.runner.num_forward_passes - k for e, k in zip(pipes.engines, forwards)]
+        assert all(ran), f"the host pipelines did not run (forwards {ran})"
+    finally:
+        extractor.HOST_PIPELINES, extractor.HOST_PIPELINES_MIN_TEXTS = saved
+    rss1, hwm1 = _rss_mb()
+    med = {a: {k: statistics.median(v) for k, v in f.items() if v} for a, f in fig.items()}
+    base = med[next(iter(arms))]
+    print(
+        "\n| arm | wall s/doc (rounds) | median | process CPU s/doc | calling thread CPU s/doc "
+        f"| wall vs one pipeline | batch 1 ({nb} docs) / this |\n" + "|---" * 7 + "|"
+    )
+    for name in [*arms, "batch 1"]:
+        m = med[name]
+        print(f"| {name} | {', '.join(f'{w:.3f}' for w in fig[name]['wall'])} | {m['wall']:.3f} "
+              f"| {m['cpu']:.3f} | {m['thread']:.3f} | {base['wall'] / m['wall']:.2f}x "
+              f"| {med['batch 1']['wall'] / m['wall']:.2f}x |")  # fmt: skip
+    kv = [e.memory_report()["kv_bytes"] / 2**20 for e in [engine, *pipes.engines]]
+    print(f"\nmemory MB: RSS at the start {rss0:.0f} (peak {hwm0:.0f}), after each arm (median) "
+          + ", ".join(f"{a} {med[a]['rss']:.0f}" for a in arms)
+          + f"; at the end {rss1:.0f} (peak {hwm1:.0f}); KV reserved: engine {kv[0]:.0f}, "
+          + " / ".join(f"{k:.0f}" for k in kv[1:]) + " (pipelines)")  # fmt: skip
+    print("outputs equal across arms and rounds; load average at the end: "
+          + " / ".join(f"{x:.1f}" for x in os.getloadavg()))  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--docs", type=int, default=200)
@@ -359,6 +471,11 @@ def main() -> None:
         "--ab-data-parallel",
         action="store_true",
         help="batched: default engine vs data_parallel_size=2 x num_threads=1, A/B",
+    )
+    ap.add_argument(
+        "--ab-pipelines",
+        action="store_true",
+        help="batched: one pipeline vs two single-threaded host pipelines, A/B",
     )
     args = ap.parse_args()
     if args.docs < 1 or (args.batch1_docs < 1 and not args.ab_max_running):
@@ -378,14 +495,21 @@ def main() -> None:
     if args.ab_max_running:
         ab_max_running(engine, schema, texts, args)
         return
-    computed = [0]  # tokens through the forward
-    execute = engine.runner.execute
+    if args.ab_pipelines:
+        ab_pipelines(engine, schema, texts, args)
+        return
+    from structgen.extraction import extractor
+    from structgen.runtime.host_pipelines import host_pipelines
 
-    def counted(scheduled):
-        computed[0] += sum(num for _, num in scheduled.scheduled)
-        return execute(scheduled)
+    computed = [0]  # tokens through the forward, the host pipelines' included
+    pipes = host_pipelines(engine).engines if extractor.HOST_PIPELINES > 1 else []
+    for runner in [e.runner for e in (engine, *pipes)]:
 
-    engine.runner.execute = counted
+        def counted(scheduled, execute=runner.execute):
+            computed[0] += sum(num for _, num in scheduled.scheduled)
+            return execute(scheduled)
+
+        runner.execute = counted
     t, c = time.perf_counter(), time.thread_time()
     for text in texts[: args.batch1_docs]:
         engine.extract(schema, text)

@@ -18,9 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -28,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 def main() -> None:
     import structgen
     from benchmarks.bench_extract_batch import documents
-    from benchmarks.support import smollm2_tokenizer
+    from benchmarks.support import planned_walk, smollm2_tokenizer
     from structgen.extraction.copy import copy_constraint
     from structgen.fsm import Vocabulary
     from structgen.fsm.compiler import compile_spec
@@ -43,36 +40,20 @@ def main() -> None:
     texts = documents(int(sys.argv[1]) if len(sys.argv) > 1 else 12, 0)
     digest, total, steps, jumps = hashlib.sha256(), 0.0, 0, 0
     rng = random.Random(1)
-    mask = torch.zeros(1, (vocab.vocab_size + 31) // 32, dtype=torch.int32)
+
+    def timed_plan(*args):
+        nonlocal total
+        t0 = time.thread_time()
+        plan = plan_jump_forward(*args)
+        total += time.thread_time() - t0
+        return plan
+
     for text in texts:
         m = compile_spec(copy_constraint(schema, text).spec, vocab).matcher()
-        gen: list[int] = []
-        for _ in range(150):
-            t0 = time.thread_time()
-            plan = plan_jump_forward(m, gen, encode, vocab)
-            total += time.thread_time() - t0
+        for plan in planned_walk(m, encode, vocab, rng, 150, timed_plan):
             steps += 1
+            jumps += bool(plan)
             digest.update(repr((plan.num_drop, plan.append)).encode())
-            if plan:
-                jumps += 1
-                m.rollback(plan.num_drop)
-                if plan.num_drop:
-                    del gen[-plan.num_drop :]
-                for t in plan.append:
-                    assert m.advance(t)
-                    gen.append(t)
-                continue
-            if m.is_terminated():
-                break
-            m.fill_bitmask(mask, 0)
-            bits = np.unpackbits(mask[0].numpy().view(np.uint8), bitorder="little")
-            ids = [int(t) for t in np.flatnonzero(bits[: vocab.vocab_size])]
-            ids = [t for t in ids if t not in vocab.eos_token_ids]
-            if not ids:
-                break
-            t = rng.choice(ids)
-            assert m.advance(t)
-            gen.append(t)
     tree = Path(structgen.__file__).resolve().parents[1].name
     print(
         json.dumps(

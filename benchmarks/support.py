@@ -4,7 +4,10 @@
   tokenizer (~400 tokens) trained locally, no hub;
 * ``save_tiny``: a seeded tiny random model of a family saved as a Hugging Face folder;
 * ``free_port``: a free loopback TCP port for a server;
-* ``smollm2_tokenizer``: the packaged SmolLM2 tokenizer through transformers' GGUF loader.
+* ``smollm2_tokenizer``: the packaged SmolLM2 tokenizer through transformers' GGUF loader;
+* ``mask_bits`` / ``allowed_ids``: the tokens one row of a packed token bitmask allows;
+* ``planned_walk``: a seeded random token walk with jump-forward plans applied as the
+  engine applies them.
 
 The corpus tests' canonical serialization lives beside it, in ``benchmarks/corpus.py``.
 Import as ``benchmarks.support`` (the repository root on ``sys.path``: pytest puts it
@@ -18,8 +21,11 @@ import socket
 __all__ = [
     "CHATML",
     "TINY_CORPUS",
+    "allowed_ids",
     "build_tiny_tokenizer",
     "free_port",
+    "mask_bits",
+    "planned_walk",
     "save_tiny",
     "smollm2_tokenizer",
     "SMOLLM2_GGUF",
@@ -141,3 +147,78 @@ def smollm2_tokenizer():
     import transformers
 
     return transformers.AutoTokenizer.from_pretrained(folders[0], gguf_file=SMOLLM2_GGUF)
+
+
+def mask_bits(row, n: int | None = None):
+    """Bool ``[n]`` numpy array: whether each token ``0..n-1`` is allowed by ``row``, one row
+    of a packed token bitmask: ``W`` int32 words, token ``t`` at bit ``t % 32`` of word
+    ``t // 32`` (the layout ``fill_bitmask`` writes and ``structgen.kernels.apply_token_bitmask``
+    reads).
+
+    ``row``: a 1-D CPU torch tensor or numpy array of 4-byte integer words (int32 or uint32,
+    read-only too). ``n`` defaults to ``32 * W`` (every bit, the padding past the vocabulary
+    included); tokens past ``32 * W`` read as not allowed. Unpacked by ``np.unpackbits``, not
+    torch: a benchmark's walk calls it between timed calls (``planned_walk``).
+
+    Raises:
+        ValueError: ``row`` is not 1-D or its words are not 4-byte integers.
+    """
+    import numpy as np
+
+    words = np.asarray(row)
+    if words.ndim != 1 or words.dtype.kind not in "iu" or words.dtype.itemsize != 4:
+        raise ValueError(f"a bitmask row is 1-D 4-byte words, got {words.dtype} {words.shape}")
+    raw = np.ascontiguousarray(words, dtype=words.dtype.newbyteorder("<")).view(np.uint8)
+    count = 32 * len(words) if n is None else n
+    return np.unpackbits(raw, count=count, bitorder="little").view(bool)  # 0 / 1: valid bools
+
+
+def allowed_ids(row, n: int | None = None) -> list[int]:
+    """The ids of the tokens ``0..n-1`` allowed by the bitmask ``row``, ascending
+    (``mask_bits``' set bits; same arguments and errors)."""
+    import numpy as np
+
+    return np.flatnonzero(mask_bits(row, n)).tolist()
+
+
+def planned_walk(matcher, encode, vocab, rng, max_steps: int, plan=None):
+    """A seeded random token walk on ``matcher`` with jump-forward plans, applied as the
+    engine applies them (``structgen.fsm.jump_forward``'s module docstring).
+
+    At each of at most ``max_steps`` steps the plan ``plan(matcher, generated, encode,
+    vocab)`` (default ``plan_jump_forward``) is computed and yielded; a nonempty one is
+    applied (``rollback(num_drop)``, then every appended token advanced); otherwise the walk
+    stops where the matcher is terminated, else advances one token drawn by ``rng``
+    (``random.Random``) among the allowed ones that are not EOS, and stops where there is
+    none. ``generated`` is the walk's own token list, starting empty.
+
+    Yields:
+        JumpForwardPlan: each step's plan (empty where the step drew a token).
+    Raises:
+        AssertionError: the matcher refused a plan's or a drawn token.
+    """
+    import torch
+
+    from structgen.fsm.jump_forward import plan_jump_forward
+
+    plan = plan or plan_jump_forward
+    mask = torch.zeros(1, (vocab.vocab_size + 31) // 32, dtype=torch.int32)
+    generated: list[int] = []
+    for _ in range(max_steps):
+        step = plan(matcher, generated, encode, vocab)
+        yield step
+        if step:
+            matcher.rollback(step.num_drop)
+            for t in step.append:
+                assert matcher.advance(t), (step, t)
+            generated = generated[: len(generated) - step.num_drop] + list(step.append)
+            continue
+        if matcher.is_terminated():
+            break
+        matcher.fill_bitmask(mask, 0)
+        ids = [t for t in allowed_ids(mask[0], vocab.vocab_size) if t not in vocab.eos_token_ids]
+        if not ids:
+            break
+        t = rng.choice(ids)
+        assert matcher.advance(t), t
+        generated.append(t)

@@ -9,8 +9,8 @@
  * order undone without a second copy). Rows are shared among the OpenMP threads.
  *
  * Block layouts and formulas are ggml's (ggml-common.h, dequantize_row_* in ggml-quants.c),
- * evaluated in float32 in the same order (the build's -std=c11 keeps the compiler from
- * contracting a*b+c into an FMA):
+ * evaluated in float32 in the same order (the build's -ffp-contract=off keeps the compiler
+ * from contracting a*b+c into an FMA):
  *   Q4_0 (18 B / 32): d fp16, qs[16]; x[j] = (lo(qs[j]) - 8) * d, x[j+16] = (hi(qs[j]) - 8) * d
  *   Q4_1 (20 B / 32): d, m fp16, qs[16]; x = q * d + m
  *   Q8_0 (34 B / 32): d fp16, qs[32] int8; x = q * d

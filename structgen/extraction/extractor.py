@@ -46,6 +46,10 @@ SCORE_NUMBERS_DEFAULT = False  # whole-numeral scoring: not yet measured (RESULT
 SCORE_OVERLAPS_DEFAULT = True  # overlapping string fields moved by score (RESULTS.md, s23)
 WRITE_NULLS_DEFAULT = False  # every nullable property written (nulls.py; RESULTS.md)
 FINISH_CHUNK = 16  # with on_result: finished documents scored together (RESULTS.md, v23)
+# a call over many texts on a CPU engine runs as this many single-threaded host pipelines
+# (structgen.runtime.host_pipelines; 1: off) from this many texts on (RESULTS.md, x10)
+HOST_PIPELINES = 2
+HOST_PIPELINES_MIN_TEXTS = 64
 
 
 def extract(
@@ -181,21 +185,148 @@ def extract(
         return []
     params = params or SamplingParams(max_tokens=DEFAULT_EXTRACT_MAX_TOKENS, temperature=0.0)
     nulls = WRITE_NULLS_DEFAULT if write_nulls is None else write_nulls
-    gsd = nullable_required(sd) if nulls else sd  # the schema generated under
-    plans, grammars = zip(
-        *(_compiled(copy_constraint(gsd, t, copy), gsd, engine.vocab) for t in texts)
+    job = _Job(
+        sd=sd,
+        gsd=nullable_required(sd) if nulls else sd,  # the schema generated under
+        texts=texts,
+        instructions=instructions,
+        params=params,
+        copy=copy,
+        span_ends=SCORE_SPAN_ENDS_DEFAULT if score_span_ends is None else score_span_ends,
+        options=SCORE_OPTIONS_DEFAULT if score_options is None else score_options,
+        numbers=SCORE_NUMBERS_DEFAULT if score_numbers is None else score_numbers,
+        overlaps=SCORE_OVERLAPS_DEFAULT if score_overlaps is None else score_overlaps,
+        by_text=EVIDENCE_DEFAULT if evidence is None else evidence,
+        model_cls=model_cls,
+        details=return_details,
+        results=[None] * len(texts),
     )
-    plans = list(plans)
-    grammars = list(grammars)
-    for i, (plan, grammar) in enumerate(zip(plans, grammars)):
+    pipes = _host_pipelines(engine, len(texts))
+    ran = None
+    if pipes is not None:
+        ran = _run_pipelined(pipes, job, len(pipes.engines), on_result)
+    if ran is None:  # one pipeline: this engine, on this thread
+        _extract_part(engine, job, list(range(len(texts))), on_result)
+    results = job.results
+    if errors != "return":
+        failed = next((r for r in results if isinstance(r, ExtractionError)), None)
+        if failed is not None:
+            raise failed
+    return results[0] if single else results
+
+
+@dataclasses.dataclass
+class _Job:
+    """One ``extract`` call's settings and its result list (filled in place by each part)."""
+
+    sd: Any
+    gsd: Any
+    texts: list[str]
+    instructions: str | None
+    params: SamplingParams
+    copy: bool | None
+    span_ends: bool
+    options: bool
+    numbers: bool
+    overlaps: bool
+    by_text: bool
+    model_cls: Any
+    details: bool
+    results: list[Any]
+
+
+def _host_pipelines(engine: Any, num_texts: int) -> Any:
+    """The engine's ``HostPipelines`` when a call over ``num_texts`` texts runs on them
+    (``HOST_PIPELINES`` >= 2, at least ``HOST_PIPELINES_MIN_TEXTS`` texts, a CPU
+    ``Engine`` without tensor parallelism, speculative decoding or grammar threads, and
+    at least 2 kernel threads on this thread), else None.
+    """
+    from structgen.runtime.engine import Engine
+
+    if (
+        HOST_PIPELINES < 2
+        or num_texts < HOST_PIPELINES_MIN_TEXTS
+        or type(engine) is not Engine
+        or engine.device.type != "cpu"
+        or engine.config.tensor_parallel_size > 1
+        or engine.spec is not None
+        or engine.grammar_pool is not None
+        or engine.host_lock is not None  # a pipeline's own engine
+    ):
+        return None
+    from structgen.runtime.cpu.threads import kernel_threads
+    from structgen.runtime.host_pipelines import host_pipelines
+
+    if kernel_threads() < 2:
+        return None
+    return host_pipelines(engine, HOST_PIPELINES)
+
+
+def _run_pipelined(
+    pipes: Any,
+    job: _Job,
+    n: int,
+    on_result: Callable[[int, Any], None] | None,
+) -> bool | None:
+    """``job``'s texts dealt round-robin to ``n`` pipelines and extracted there; each
+    result reported to ``on_result`` on this thread. None when the pipelines are busy
+    with another call (nothing ran). A pipeline whose part raised leaves its unfinished
+    texts an ExtractionError each (the other parts' results stand); when every part
+    raised, the first part's exception is raised (as one pipeline would have).
+    """
+    parts = [list(range(k, len(job.texts), n)) for k in range(n)]
+    parts = [p for p in parts if p]
+
+    def part_job(idx: list[int]):
+        def run(engine: Any, post: Callable[..., None]) -> None:
+            report = None if on_result is None else (lambda i, r: post(on_result, i, r))
+            _extract_part(engine, job, idx, report)
+
+        return run
+
+    outcomes = pipes.try_run([part_job(p) for p in parts])
+    if outcomes is None:
+        return None
+    failures = [exc for _, exc in outcomes if exc is not None]
+    if failures and len(failures) == len(outcomes):
+        raise failures[0]
+    for idx, (_, exc) in zip(parts, outcomes):
+        if exc is None:
+            continue
+        for i in idx:
+            if job.results[i] is None:
+                err = ExtractionError(
+                    f"extraction of text {i} failed: its pipeline raised "
+                    f"{type(exc).__name__}: {exc}",
+                    finish_reason="error",
+                )
+                err.__cause__ = exc
+                job.results[i] = err
+                if on_result is not None:
+                    on_result(i, err)
+    return True
+
+
+def _extract_part(
+    engine: Any,
+    job: _Job,
+    idx: list[int],
+    on_result: Callable[[int, Any], None] | None,
+) -> None:
+    """Extract ``job``'s texts ``idx`` on ``engine`` into ``job.results`` (ExtractionErrors
+    in place), reporting each to ``on_result`` as it is ready (see ``extract``).
+    """
+    sd, gsd, texts, params = job.sd, job.gsd, job.texts, job.params
+    plans: dict[int, CopyConstraint] = {}
+    grammars: dict[int, Any] = {}
+    for i in idx:
+        plan, grammar = _compiled(copy_constraint(gsd, texts[i], job.copy), gsd, engine.vocab)
         plans[i], grammars[i] = _fit_budget(plan, grammar, gsd, engine.vocab, params.max_tokens)
-    prompts = [extraction_messages(sd, t, instructions) for t in texts]
-    results: list[Any] = [None] * len(prompts)
-    span_ends = SCORE_SPAN_ENDS_DEFAULT if score_span_ends is None else score_span_ends
-    options = SCORE_OPTIONS_DEFAULT if score_options is None else score_options
-    numbers = SCORE_NUMBERS_DEFAULT if score_numbers is None else score_numbers
-    overlaps = SCORE_OVERLAPS_DEFAULT if score_overlaps is None else score_overlaps
-    by_text = EVIDENCE_DEFAULT if evidence is None else evidence
+    prompts = {i: extraction_messages(sd, texts[i], job.instructions) for i in idx}
+    results = job.results
+    span_ends, options, numbers = job.span_ends, job.options, job.numbers
+    overlaps, by_text = job.overlaps, job.by_text
+    model_cls, return_details = job.model_cls, job.details
 
     def finish(done: list[tuple[int, Any]]) -> None:
         """Each finished output of ``done`` (index, output) through the scoring passes,
@@ -241,13 +372,14 @@ def extract(
             pending.clear()
             finish(chunk)
 
-    outputs = _run(engine, prompts, params, grammars, finished if on_result is not None else None)
-    finish([(i, out) for i, out in enumerate(outputs) if results[i] is None])
-    if errors != "return":
-        failed = next((r for r in results if isinstance(r, ExtractionError)), None)
-        if failed is not None:
-            raise failed
-    return results[0] if single else results
+    outputs = _run(
+        engine,
+        [prompts[i] for i in idx],
+        params,
+        [grammars[i] for i in idx],
+        (lambda j, out: finished(idx[j], out)) if on_result is not None else None,
+    )
+    finish([(i, out) for i, out in zip(idx, outputs) if results[i] is None])
 
 
 def _ok(out: Any) -> bool:

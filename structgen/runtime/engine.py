@@ -108,6 +108,16 @@ class Engine(BaseEngine):
         max_model_len = loaded.max_model_len
         if self.config.max_model_len is not None:
             max_model_len = min(max_model_len, self.config.max_model_len)
+        self._init_runtime(max_model_len)
+
+    def _init_runtime(self, max_model_len: int) -> None:
+        """What serves requests over the loaded model: KV pool, runner, prefix cache,
+        scheduler, step context, speculative decoder, grammar threads and loop (the rest
+        of ``__init__``; :meth:`host_pipeline` builds a second set over the same model).
+        """
+        loaded = self.loaded
+        self.max_model_len = max_model_len
+        self.host_lock = None  # a host pipeline's HostLock (host_pipeline); None: no lock
         kv_tokens = self._kv_capacity_tokens(loaded.model, max_model_len)
         num_pages = -(-kv_tokens // self.config.page_size) + 1
         if self.config.tensor_parallel_size > 1:  # rank 0 of a tensor-parallel group
@@ -168,6 +178,40 @@ class Engine(BaseEngine):
 
             self.grammar_pool = GrammarPool(self.config.grammar_threads)
         self.loop = EngineLoop(self)
+
+    def host_pipeline(self, host_lock: Any) -> "Engine":
+        """A new engine over this engine's loaded model (weights, tokenizer and grammar
+        vocabulary shared, nothing copied) with its own KV pool (grown on demand), prefix
+        cache, scheduler and loop, for ``structgen.runtime.host_pipelines``. Its steps hold
+        ``host_lock`` except during their forwards; this engine is left as it is.
+
+        Args:
+            host_lock: the pipelines' ``host_pipelines.HostLock``.
+
+        Raises:
+            ConfigError: a tensor-parallel or speculative engine (their workers and draft
+                models are not shared this way), grammar threads, or a non-CPU device.
+        """
+        cfg = self.config
+        if (
+            cfg.tensor_parallel_size > 1
+            or self.spec is not None
+            or self.grammar_pool is not None
+            or self.device.type != "cpu"
+        ):
+            raise ConfigError(
+                "host_pipeline: only a CPU engine without tensor parallelism, speculative "
+                "decoding or grammar threads can share its model with another pipeline"
+            )
+        other = object.__new__(Engine)
+        for name in (
+            "config", "env", "device", "loaded", "tokenizer", "eos_token_ids", "vocab_size",
+            "vocab", "encode_text",
+        ):  # fmt: skip
+            setattr(other, name, getattr(self, name))
+        other._init_runtime(self.max_model_len)
+        other.host_lock = host_lock
+        return other
 
     def _num_sampled_ids(self) -> int | None:
         """The tokenizer's size when the model's embedding has more rows (padded vocabulary:
@@ -327,6 +371,13 @@ class Engine(BaseEngine):
             DistributedError: a tensor-parallel rank died (any other failure of the
                 forward fails the step's requests alone).
         """
+        lock = self.host_lock  # pipelines over one model: host work one pipeline at a time
+        if lock is None:
+            return self._step(None)
+        with lock:
+            return self._step(lock)
+
+    def _step(self, host_lock: Any) -> list[Request]:
         spec = self.spec
         if spec is not None:
             spec.propose(self.scheduler.running)
@@ -341,7 +392,11 @@ class Engine(BaseEngine):
                 if masks is not None:
                     masks.start(self.grammar_pool)
             try:
-                model_output = self.runner.execute(scheduled)
+                if host_lock is None:
+                    model_output = self.runner.execute(scheduled)
+                else:  # the other pipeline's host work runs beside this forward
+                    with host_lock.released():
+                        model_output = self.runner.execute(scheduled)
             finally:
                 if masks is not None:
                     masks.wait()  # fails a request whose grammar raised, alone

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import structgen.fsm.json_schema.copy as copy_module
+from benchmarks.support import mask_bits
 from structgen.fsm import Vocabulary
 from structgen.fsm.compiler import compile_spec
 from structgen.fsm.dates import dates, times
@@ -254,7 +255,7 @@ def test_nothing_accepted_keeps_the_field_grammar(monkeypatch) -> None:
 def _bitmask(matcher, n: int) -> list[bool]:
     buf = torch.zeros((1, (n + 31) // 32), dtype=torch.int32)
     matcher.fill_bitmask(buf, 0)
-    return [bool((int(buf[0, t // 32]) >> (t % 32)) & 1) for t in range(n)]
+    return mask_bits(buf[0], n).tolist()
 
 
 @pytest.mark.parametrize(

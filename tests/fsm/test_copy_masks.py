@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.support import mask_bits
 from structgen.fsm.compiler import compile_spec
 from structgen.fsm.json_schema.copy import CopyJsonSchema
 from structgen.fsm.numerals import json_numeral, numerals
@@ -22,11 +23,6 @@ from tests.extraction._copy_reference import spans
 pytestmark = pytest.mark.slow
 
 TEXT = 'Zoë "Z" O\'Neil, 41, paid $1,250.50 at C:\\shop\nline 2 (room 7).'
-
-
-def _unpack(words: torch.Tensor, n: int) -> np.ndarray:
-    raw = words.numpy().astype("<i4").view(np.uint8)
-    return np.unpackbits(raw, bitorder="little")[:n].astype(bool)
 
 
 def _docs(key: str, values) -> set[bytes]:
@@ -57,7 +53,7 @@ def test_masks_inside_copied_values_are_exact(smollm2_tokenizer, smollm2_vocab, 
         for tid in smollm2_tokenizer.encode(doc.decode(), add_special_tokens=False):
             if read.startswith(b'{"v":') and read != doc:  # inside the copied value
                 m.fill_bitmask(buf, 0)
-                mask = _unpack(buf[0], vocab.vocab_size)
+                mask = mask_bits(buf[0], vocab.vocab_size)
                 ref = np.zeros(vocab.vocab_size, bool)
                 for t, data in enumerate(vocab.token_bytes):
                     if t not in never and data and read + data in prefixes:

@@ -12,10 +12,10 @@ import random
 from pathlib import Path
 
 import jsonschema
-import numpy as np
 import pytest
 import torch
 
+from benchmarks.support import allowed_ids
 from structgen.errors import UnsupportedSchemaError
 from structgen.fsm import Vocabulary, compile_json_schema, compile_regex
 
@@ -53,8 +53,7 @@ def _force(grammar, vocab: Vocabulary, text: str | bytes) -> tuple[bool, object]
 def _allowed(m, vocab_size: int) -> set[int]:
     mask = torch.zeros(1, (vocab_size + 31) // 32, dtype=torch.int32)
     m.fill_bitmask(mask, 0)
-    bits = np.unpackbits(mask[0].numpy().view(np.uint8), bitorder="little")
-    return set(np.nonzero(bits)[0].tolist())
+    return set(allowed_ids(mask[0]))
 
 
 def test_unicode_multitoken_emoji_range(cases, byte_vocab) -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 import pytest
 import torch
 
+from benchmarks.support import allowed_ids
 from structgen.errors import ConfigError, GrammarTooComplexError
 from structgen.fsm import BaseMatcher, Vocabulary, clear_cache, compile_json_schema
 from structgen.fsm.grammar_pool import GrammarPool
@@ -62,8 +62,7 @@ def _paths(vocab: Vocabulary, rng: random.Random) -> list[tuple[int, list[int]]]
                 if m.is_terminated():
                     break
                 m.fill_bitmask(row, 0)
-                bits = np.flatnonzero(np.unpackbits(row.numpy().view(np.uint8), bitorder="little"))
-                bits = [int(t) for t in bits if 0 < t < vocab.vocab_size]
+                bits = [t for t in allowed_ids(row[0]) if 0 < t < vocab.vocab_size]
                 if not bits:
                     break
                 tokens.append(rng.choice(bits))

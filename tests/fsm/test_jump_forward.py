@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from benchmarks.support import allowed_ids, planned_walk
 from structgen.fsm import Vocabulary, compile_choice, compile_json_schema, compile_regex
 from structgen.fsm.jump_forward import JumpForwardPlan, complete_utf8_prefix_len, plan_jump_forward
 
@@ -134,7 +135,6 @@ def test_plan_is_valid_or_empty_on_random_walks(bpe) -> None:
     }
     grammar = compile_json_schema(schema, vocab)
     rng = random.Random(0)
-    import numpy as np
     import torch
 
     mask = torch.zeros(1, (vocab.vocab_size + 31) // 32, dtype=torch.int32)
@@ -150,8 +150,7 @@ def test_plan_is_valid_or_empty_on_random_walks(bpe) -> None:
                 num_plans += 1
                 continue
             m.fill_bitmask(mask, 0)
-            bits = np.unpackbits(mask[0].numpy().view(np.uint8), bitorder="little")
-            allowed = np.nonzero(bits[: vocab.vocab_size])[0].tolist()
+            allowed = allowed_ids(mask[0], vocab.vocab_size)
             tok = rng.choice(allowed)
             assert m.advance(tok)
             if tok in vocab.eos_token_ids:
@@ -238,31 +237,10 @@ def _probes_reference(matcher, state_after, text, ids, encode) -> int:
 def _planned_walks(grammars, encode, vocab, seed: int) -> list:
     """Plans along a seeded random token walk (plans applied as the engine applies them)
     on each grammar, in order."""
-    import numpy as np
-    import torch
-
     rng = random.Random(seed)
-    mask = torch.zeros(1, (vocab.vocab_size + 31) // 32, dtype=torch.int32)
     plans = []
     for grammar in grammars:
-        m, gen = grammar.matcher(), []
-        for _ in range(80):
-            plan = plan_jump_forward(m, gen, encode, vocab)
-            plans.append(plan)
-            if plan:
-                gen = _apply(m, gen, plan)
-                continue
-            if m.is_terminated():
-                break
-            m.fill_bitmask(mask, 0)
-            bits = np.unpackbits(mask[0].numpy().view(np.uint8), bitorder="little")
-            ids = [int(t) for t in np.flatnonzero(bits[: vocab.vocab_size])]
-            ids = [t for t in ids if t not in vocab.eos_token_ids]
-            if not ids:
-                break
-            t = rng.choice(ids)
-            assert m.advance(t)
-            gen.append(t)
+        plans.extend(planned_walk(grammar.matcher(), encode, vocab, rng, 80))
     return plans
 
 

@@ -26,6 +26,7 @@ import pytest
 import torch
 
 from benchmarks.corpus import CORPORA
+from benchmarks.support import mask_bits
 from structgen.errors import GrammarTooComplexError, UnsupportedSchemaError
 from structgen.fsm import compile_json_schema
 
@@ -90,7 +91,7 @@ def _sample_states(grammar, vocab, tokenizer, instances, rng) -> list[tuple[obje
         m.fill_bitmask(buf, 0)
         allowed = [
             t
-            for t in _unpack(buf[0], vocab.vocab_size).nonzero()[0].tolist()
+            for t in mask_bits(buf[0], vocab.vocab_size).nonzero()[0].tolist()
             if t not in vocab.eos_token_ids
         ]
         if not allowed:
@@ -101,11 +102,6 @@ def _sample_states(grammar, vocab, tokenizer, instances, rng) -> list[tuple[obje
         assert m.advance(tid)
         prefix += vocab.token_bytes[tid]
     return picked[:STATES_PER_SCHEMA]
-
-
-def _unpack(words: torch.Tensor, n: int) -> np.ndarray:
-    raw = words.numpy().astype("<i4").view(np.uint8)
-    return np.unpackbits(raw, bitorder="little")[:n].astype(bool)
 
 
 @pytest.mark.skipif(not PLAIN.is_dir(), reason="../shared/corpora not beside the checkout")
@@ -126,7 +122,7 @@ def test_masks_exact_by_brute_force(smollm2_tokenizer, smollm2_vocab) -> None:
             assert dfa.walk(dfa.initial, prefix) == state
             buf = torch.zeros((1, (vocab.vocab_size + 31) // 32), dtype=torch.int32)
             m.fill_bitmask(buf, 0)
-            mask = _unpack(buf[0], vocab.vocab_size)
+            mask = mask_bits(buf[0], vocab.vocab_size)
             # scalar reference: walk each token's bytes through the byte automaton
             ref = np.zeros(vocab.vocab_size, bool)
             targets: dict[int, list[int]] = {}

@@ -8,14 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.support import allowed_ids, mask_bits
 from structgen.errors import NoVocabularyError
 from structgen.fsm import Vocabulary, compile_json_schema, compile_regex
 from tests.fsm._contact_cards import contact_card_grammars
-
-
-def _allowed(bitmask_row: torch.Tensor, n: int) -> set[int]:
-    words = bitmask_row.numpy().view(np.uint32)
-    return {i for i in range(n) if (words[i // 32] >> (i % 32)) & 1}
 
 
 def test_mask_and_advance_tiny(tiny_vocab: Vocabulary) -> None:
@@ -23,17 +19,17 @@ def test_mask_and_advance_tiny(tiny_vocab: Vocabulary) -> None:
     m = compile_regex(r"(ab)+c?", tiny_vocab).matcher()
     mask = torch.zeros(1, 1, dtype=torch.int32)
     m.fill_bitmask(mask, 0)
-    assert _allowed(mask[0], 10) == {2, 4, 5}
+    assert set(allowed_ids(mask[0], 10)) == {2, 4, 5}
     assert not m.advance(3) and m.num_accepted_tokens == 0  # refused, unchanged
     assert not m.advance(0)  # EOS before acceptance
     assert not m.advance(1) and not m.advance(9) and not m.advance(99) and not m.advance(-1)
     assert m.advance(4) and m.is_accepting() and not m.is_terminated()
     m.fill_bitmask(mask, 0)
-    assert _allowed(mask[0], 10) == {0, 2, 4, 5, 6}  # EOS now allowed
+    assert set(allowed_ids(mask[0], 10)) == {0, 2, 4, 5, 6}  # EOS now allowed
     assert m.advance(5)  # "abc": accepting, nothing can follow
     assert m.is_accepting() and m.is_terminated()
     m.fill_bitmask(mask, 0)
-    assert _allowed(mask[0], 10) == {0}  # EOS is the only way on
+    assert set(allowed_ids(mask[0], 10)) == {0}  # EOS is the only way on
     assert m.advance(0) and m.is_terminated()
     m.fill_bitmask(mask, 0)
     assert int(mask.abs().sum()) == 0
@@ -49,7 +45,7 @@ def test_bitmask_layout_lsb_first_and_padding() -> None:
     mask = torch.full((3, (logits_vocab + 31) // 32), -1, dtype=torch.int32)
     m.fill_bitmask(mask, 1)
     expected = {i for i, t in enumerate(tokens) if t and set(t) == {ord("a")}}
-    assert _allowed(mask[1], logits_vocab) == expected
+    assert set(allowed_ids(mask[1], logits_vocab)) == expected
     word0 = sum(1 << i for i in expected if i < 32)
     assert int(mask[1, 0]) == word0 - (1 << 32 if word0 >= 1 << 31 else 0)  # int32 view
     assert int(mask[1, 2]) == 0 and int(mask[1, 3]) == 0
@@ -65,13 +61,13 @@ def test_fill_bitmask_into_strided_and_narrow_views() -> None:
     base = torch.full((6, 9), -1, dtype=torch.int32)
     view = base[1::2, 2:7]  # rows 1, 3, 5; words 2..6: not contiguous
     m.fill_bitmask(view, 1)
-    assert _allowed(view[1].contiguous(), 5 * 32) == expected
+    assert set(allowed_ids(view[1].contiguous(), 5 * 32)) == expected
     untouched = torch.ones_like(base, dtype=torch.bool)
     untouched[3, 2:7] = False
     assert (base[untouched] == -1).all()  # nothing outside the target row's words
     narrow = torch.full((1, 1), -1, dtype=torch.int32)  # fewer words than the vocabulary
     m.fill_bitmask(narrow, 0)
-    assert _allowed(narrow[0], 32) == {i for i in expected if i < 32}
+    assert set(allowed_ids(narrow[0], 32)) == {i for i in expected if i < 32}
     assert m.advance(expected.pop()) and m.advance(0)  # EOS taken: all zero from now on
     m.fill_bitmask(view, 2)
     untouched[5, 2:7] = False
@@ -129,8 +125,7 @@ def _random_walk(grammar, vocab: Vocabulary, rng: random.Random, max_steps: int 
     out = b""
     for _ in range(max_steps):
         m.fill_bitmask(mask, 0)
-        allowed = np.nonzero(np.unpackbits(mask[0].numpy().view(np.uint8), bitorder="little"))[0]
-        allowed = allowed[allowed < vocab.vocab_size]
+        allowed = np.flatnonzero(mask_bits(mask[0], vocab.vocab_size))
         assert allowed.size > 0, out  # never empty before EOS
         eos_ok = bool(set(allowed.tolist()) & vocab.eos_token_ids)
         assert eos_ok == m.is_accepting()
@@ -281,8 +276,7 @@ def test_forced_bytes_equals_brute_force_on_copy_grammars(smollm2_vocab: Vocabul
             assert m.forced_bytes() == _forced_reference(dfa, m.state)
             mask = torch.zeros(1, (smollm2_vocab.vocab_size + 31) // 32, dtype=torch.int32)
             m.fill_bitmask(mask, 0)
-            ids = np.flatnonzero(np.unpackbits(mask[0].numpy().view(np.uint8), bitorder="little"))
-            ids = [int(t) for t in ids if int(t) not in smollm2_vocab.eos_token_ids]
+            ids = [t for t in allowed_ids(mask[0]) if t not in smollm2_vocab.eos_token_ids]
             if not ids:
                 break
             assert m.advance(rng.choice(ids))

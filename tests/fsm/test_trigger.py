@@ -12,10 +12,10 @@ import random
 import re
 
 import jsonschema
-import numpy as np
 import pytest
 import torch
 
+from benchmarks.support import allowed_ids
 from structgen.errors import RegexError
 from structgen.fsm import Vocabulary, compile_choice, compile_json_schema, compile_regex
 
@@ -52,11 +52,6 @@ def test_free_text_any_bytes_and_empty_trigger() -> None:
     assert compile_choice(["yes", "no"], trigger="#").matches("x#no")
     with pytest.raises(RegexError, match="trigger"):
         compile_regex("a", trigger="")
-
-
-def _allowed(row: torch.Tensor, n: int) -> set[int]:
-    words = row.numpy().view(np.uint32)
-    return {i for i in range(n) if (words[i // 32] >> (i % 32)) & 1}
 
 
 TOKENS = [
@@ -104,13 +99,13 @@ def test_mask_before_trigger_is_free_except_bad_straddles(vocab: Vocabulary) -> 
         i = data.find(b"</think>")
         if i < 0 or inner.dfa.walk(inner.dfa.initial, data[i + 8 :]) >= 0:
             expected.add(tid)
-    assert _allowed(mask[0], len(TOKENS)) == expected
+    assert set(allowed_ids(mask[0], len(TOKENS))) == expected
     assert 12 not in expected and 21 not in expected and 5 in expected
     # the trigger split across tokens: "</t" + "hink>" then the constrained part
     for tid in (7, 2, 3):
         assert m.advance(tid)
     m.fill_bitmask(mask, 0)
-    assert _allowed(mask[0], len(TOKENS)) == {8}  # only "{" starts the object
+    assert set(allowed_ids(mask[0], len(TOKENS))) == {8}  # only "{" starts the object
     assert not m.advance(7)
     for tid in (8, 9, 10, 11):
         assert m.advance(tid)
@@ -136,7 +131,7 @@ def _random_walk(matcher, vocab: Vocabulary, rng: random.Random, steps: int) -> 
         if matcher.is_terminated():
             break
         matcher.fill_bitmask(mask, 0)
-        allowed = sorted(_allowed(mask[0], vocab.vocab_size))
+        allowed = allowed_ids(mask[0], vocab.vocab_size)
         tid = rng.choice(allowed)
         assert matcher.advance(tid)
         if tid in vocab.eos_token_ids:

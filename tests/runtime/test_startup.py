@@ -141,3 +141,35 @@ def test_cli_input_errors_do_not_load_torch(tmp_path):
     rows = [line.split() for line in _child(child, cwd=tmp_path).splitlines()]
     assert [r[1:] for r in rows] == [["False", "True"]] * len(cases), rows
     assert all(r[0] in ("1", "2") for r in rows), rows
+
+
+def test_torch_free_loader_parts_do_not_load_torch(tmp_path):
+    """What a torch-free CPU engine would read at start-up (the GGUF file's header and map, the
+    cached tokenizer, the cache keys, the cached vocabulary, the chat template, the GGUF config,
+    the model's C extensions) imports no torch: ``structgen.runtime.loader`` imports it in
+    ``load_model`` only (``benchmarks/startup_floor.py`` builds on these). The tiny GGUF file is
+    read, its config and tokenizer built, to check the calls too; ``load_model`` then still
+    loads torch where it is called."""
+    from tests.runtime.test_loader import tiny_hf, write_tiny_gguf
+
+    path = tmp_path / "tiny.gguf"
+    write_tiny_gguf(path, tiny_hf(False))
+    child = (
+        "import sys\n"
+        "from structgen.runtime.loader import default_model_path, LoadedModel\n"
+        "from structgen.runtime.loader.cache import cache_root, file_cache_key\n"
+        "from structgen.runtime.loader.gguf_file import GGUFFile\n"
+        "from structgen.runtime.loader.tokenizer import tokenizer_from_gguf_metadata\n"
+        "from structgen.runtime.loader.vocab_cache import cached_vocabulary\n"
+        "from structgen.runtime.models.config import ModelConfig\n"
+        "from structgen.runtime import chat_template\n"
+        "from structgen.runtime.cpu import _cpuops, _decodestep, _qkernel\n"
+        f"g = GGUFFile({str(path)!r})\n"
+        "tok = tokenizer_from_gguf_metadata(g.metadata)\n"
+        "vocab = cached_vocabulary(tok, [0], None)\n"
+        "print(len(g.tensors) > 0, len(vocab.token_bytes) > 0, 'torch' in sys.modules)\n"
+        "from structgen.runtime.loader import load_model\n"
+        f"load_model({str(path)!r})\n"
+        "print('torch' in sys.modules)\n"
+    )
+    assert _child(child).split() == ["True", "True", "False", "True"]

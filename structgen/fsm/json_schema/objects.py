@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 from itertools import combinations
 
@@ -115,15 +116,8 @@ def _unit_not_in(excluded: frozenset[str], other: str = _NON_ASCII_UNIT, then: s
     """
     joined = "".join(excluded)
     if len(joined) == len(excluded) and "" not in excluded and joined.isascii():
-        # ASCII characters only (most key names), the path below without its lists: the
-        # printable ASCII left as a class of ranges (one per trie node), its byte set
-        # handed to the lowering with the text (``ascii_class``: not read back from it)
-        mask = _PLAIN_UNITS
-        for u in joined:
-            mask &= ~(1 << ord(u))
-        if len(then) == 1:  # a placeholder: short twice
-            return ascii_class(mask) + then + "|" + other + then if mask else other + then
-        return _alt_text([ascii_class(mask), other] if mask else [other]) + then
+        # ASCII characters only (most key names): no escape excluded, no lists to build
+        return _ascii_left(joined, other, then, True)
     plain = [u for u in excluded if len(u) == 1]  # the others are escapes
     escapes = (
         _escape_classes([e for e in _ESCAPES if e not in excluded])
@@ -131,18 +125,30 @@ def _unit_not_in(excluded: frozenset[str], other: str = _NON_ASCII_UNIT, then: s
         else _ALL_ESCAPES
     )
     if all(u < "\x80" for u in plain):
-        # the printable ASCII left as a class of ranges (one per trie node), its byte set
-        # handed to the lowering with the text (``ascii_class``: not read back from it)
-        mask = _PLAIN_UNITS
-        for u in plain:
-            mask &= ~(1 << ord(u))
-        if len(then) == 1 and escapes == _ALL_ESCAPES:  # a placeholder: short twice
-            return ascii_class(mask) + then + "|" + other + then if mask else other + then
-        rest = other if escapes == _ALL_ESCAPES else _alt_text([_NON_ASCII, *escapes])
-        return _alt_text([ascii_class(mask), rest] if mask else [rest]) + then
+        if escapes == _ALL_ESCAPES:
+            return _ascii_left(plain, other, then, True)
+        return _ascii_left(plain, _alt_text([_NON_ASCII, *escapes]), then, False)
     plain.sort()
     cls = '[^"\\\\\\x00-\\x1f' + "".join("\\" + c if c in "\\]^-[" else c for c in plain) + "]"
     return "(?:" + "|".join([cls] + escapes) + ")" + then
+
+
+def _ascii_left(chars: Iterable[str], rest: str, then: str, split: bool) -> str:
+    """One unit of ``_unit_not_in`` where every excluded character is ASCII: the printable
+    ASCII units other than ``chars`` (single ASCII characters) as a class of ranges, or the
+    text ``rest`` (the other units), followed by ``then``.
+
+    The class's byte set is handed to the lowering with the text (``ascii_class``: not read
+    back from it); no class where every printable ASCII unit is excluded. With ``split``
+    and a one-code-point ``then`` (a shared definition's placeholder) the result is the
+    ungrouped alternation ``[class]then|rest then``; otherwise ``(?:[class]|rest)then``.
+    """
+    mask = _PLAIN_UNITS
+    for u in chars:
+        mask &= ~(1 << ord(u))
+    if split and len(then) == 1:  # a placeholder: short twice
+        return ascii_class(mask) + then + "|" + rest + then if mask else rest + then
+    return _alt_text([ascii_class(mask), rest] if mask else [rest]) + then
 
 
 def _alt_text(options: list[str]) -> str:

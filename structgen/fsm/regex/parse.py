@@ -480,7 +480,9 @@ class SharedDefinitions:
     ``lower``'s) and the seed patterns (texts without placeholders, the same in every
     grammar that has them: a closed rule's terminals, ``lower.CfgGrammar.seeds``) are
     lowered first, as one run kept per process (``reused``, keyed by their texts), so a
-    later grammar with the same run restores their terms instead of lowering them.
+    later grammar with the same run restores their terms instead of lowering them; a
+    definition whose text, grouped, is a seed (a recursive schema's string values and the
+    closed rule's string terminal) takes the seed's term instead of being lowered again.
 
     Args:
         arena: the arena every term is interned in (mutated).
@@ -529,6 +531,13 @@ class SharedDefinitions:
         for i, term in zip(order, terms):
             self._terms[i] = term
         self._seeded = dict(zip(seeds, terms[len(order) :]))
+        # a definition whose grouped text is a seed is that seed's term (a recursive
+        # schema's string values: the closed rule's string terminal), not lowered again;
+        # a seed has no placeholder or marker, so neither has such a text, and one with an
+        # end anchor is left to its own lowering (a pattern's anchors are read differently)
+        for i, text in enumerate(self.texts):
+            if self._terms[i] is None and "$" not in text and "\\Z" not in text:
+                self._terms[i] = self._seeded.get("(?:" + text + ")")
 
     def _refs(self, text: str) -> set[int]:
         boolean = boolean_operands(text, len(self.texts))

@@ -7,7 +7,7 @@ layer (checks, a ``torch.empty`` per output, argument conversion). :class:`Decod
 collects once what every layer's kernels need (weight, norm and KV-cache pointers, the
 sliding window) into an int64 table; a step is then one call that runs the same kernels
 in the same order as the per-op path (``DecoderLayer.forward_residual``), so the results
-are equal bit for bit. Its ``torch.get_num_threads()`` threads are held for the whole step in
+are equal bit for bit. Its ``threads.kernel_threads()`` threads are held for the whole step in
 one OpenMP parallel region (a barrier between dependent ops, not a fork/join per op); every
 output element is computed by one thread with the per-op arithmetic, so the result does not
 depend on the thread count.
@@ -52,6 +52,7 @@ import torch.nn.functional as F
 from structgen.errors import KernelArgumentError
 from structgen.runtime.cpu import dense
 from structgen.runtime.cpu import ops as cpu_ops
+from structgen.runtime.cpu.threads import kernel_threads
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.models.attention import cpu_attention
@@ -561,7 +562,7 @@ class DecodeStepPlan:
                 batch.positions[rows].data_ptr(),
                 batch.page_size,
                 _DT[self.dtype] | cpu_ops.KV_DT[self.kv_dtype] << 8,  # compute | KV cache dtype
-                torch.get_num_threads(),
+                kernel_threads(),
             )
         return mlp
 
@@ -614,8 +615,8 @@ def decode_step(
     apply.
 
     Args:
-        model: a ``DecoderForCausalLM``; its plan is cached on it (for the last KV pool; rebuilt
-            when stale).
+        model: a ``DecoderForCausalLM``; its plans are cached on it, one per KV pool (weakly
+            keyed: two pipelines over one model keep theirs), rebuilt when stale.
         residual: ``[T, hidden]`` contiguous embeddings; updated in place into the residual stream
             before the last MLP output is added (as in ``DecoderLayer.forward_residual``).
         cos: the step's rotary cosine table ``[T, 1, head_dim]``, model dtype.
@@ -635,13 +636,16 @@ def decode_step(
     t = residual.shape[0]
     if not (kernel_available() and cpu_attention(residual)):
         return None
-    cached = model.__dict__.get("_decode_step_plan")  # (weakref to the KV pool, plan)
-    plan = cached[1] if cached is not None and cached[0]() is kv else None
+    plans = model.__dict__.get("_decode_step_plans")  # KV pool -> its plan
+    if plans is None:
+        plans = model.__dict__.setdefault("_decode_step_plans", weakref.WeakKeyDictionary())
+    plan = plans.get(kv)
     if plan is None or not plan.valid(kv):
-        plan = DecodeStepPlan.build(
-            model, kv
-        )  # a None plan is not cached: its checks fail at layer 0
-        model.__dict__["_decode_step_plan"] = None if plan is None else (weakref.ref(kv), plan)
+        plan = DecodeStepPlan.build(model, kv)
+        if plan is None:  # not cached: its checks fail at layer 0
+            plans.pop(kv, None)
+        else:
+            plans[kv] = plan
     if plan is None or not (t <= dense.MAX_ROWS or _short_extensions(plan, t, batch)):
         return None
     if not _step_ok(plan, residual, cos, sin, batch):

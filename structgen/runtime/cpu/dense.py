@@ -12,7 +12,8 @@ missing (a build without a C compiler), or for other shapes, dtypes and devices,
 ``F.linear`` exactly.
 
 The extension's OpenMP calls resolve to the OpenMP runtime torch already loaded (one
-thread pool, sized by ``torch.get_num_threads()``), not a second one.
+thread pool), not a second one; a call uses ``threads.kernel_threads()`` threads (torch's count
+unless the calling thread set a ``kernel_thread_limit``).
 
 :func:`set_enabled` turns the kernel off (an ``Engine`` applies ``structgen.env``'s
 ``dense_kernel`` setting; on by default).
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from structgen.runtime.cpu.threads import kernel_threads
 
 __all__ = ["linear", "kernel_available", "set_enabled", "MAX_ROWS"]
 
@@ -110,6 +113,6 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         m,
         n,
         k,
-        torch.get_num_threads(),
+        kernel_threads(),
     )
     return y

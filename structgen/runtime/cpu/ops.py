@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from structgen.errors import KernelArgumentError
 from structgen.kernels.paged_attention import paged_attention_ref
 from structgen.kernels.rms_norm import add_rms_norm_ref, rms_norm_ref
+from structgen.runtime.cpu.threads import kernel_threads
 
 __all__ = [
     "MAX_HEAD_DIM",
@@ -155,7 +156,7 @@ def add_rms_norm(
         h,
         float(eps),
         _DT[dtype],
-        torch.get_num_threads(),
+        kernel_threads(),
     )
     return out
 
@@ -307,7 +308,7 @@ def rope_store_kv(
         kv_heads,
         d,
         _DT[dtype] | KV_DT[k_slots.dtype] << 8,  # the cache's dtype may differ (kv_cache_dtype)
-        torch.get_num_threads(),
+        kernel_threads(),
     )
 
 
@@ -430,7 +431,7 @@ def paged_attention(
         int(sliding_window or 0),
         out.data_ptr(),
         _DT[q.dtype] | KV_DT[k_slots.dtype] << 8,  # the cache's dtype may differ
-        torch.get_num_threads(),
+        kernel_threads(),
     )
     return out
 
@@ -473,6 +474,6 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
         t,
         i,
         _DT[dtype],
-        torch.get_num_threads(),
+        kernel_threads(),
     )
     return out

@@ -20,7 +20,8 @@ The extension is built by ``pip install`` (``setup.py``); where it is missing (n
 packed kernels. :func:`set_enabled` turns it off (an ``Engine`` applies ``structgen.env``'s
 ``qkernel`` setting; benchmarks compare both paths).
 Threads: OpenMP over output rows (when built with it), ``torch.get_num_threads()`` of them unless
-:func:`set_threads` says otherwise (an ``Engine`` applies ``qkernel_threads``). The extension's
+:func:`set_threads` says otherwise (an ``Engine`` applies ``qkernel_threads``); a calling
+thread's ``threads.kernel_thread_limit`` overrides both. The extension's
 libgomp.so.1 is the one torch already loaded (same soname), so there is one OpenMP pool.
 """
 
@@ -32,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from structgen.errors import KernelArgumentError
+from structgen.runtime.cpu.threads import kernel_threads
 from structgen.runtime.quantization.formats import int4_scale_tiles
 
 try:  # built by setup.py; optional
@@ -65,12 +67,13 @@ _THREADS: int | None = None  # set_threads; None: torch.get_num_threads()
 
 
 def _threads() -> int:
-    return _THREADS if _THREADS is not None else torch.get_num_threads()
+    return kernel_threads(_THREADS)
 
 
 def set_threads(n: int | None) -> None:
     """Set the kernel's OpenMP thread count (>= 1), or None to follow
-    ``torch.get_num_threads()``.
+    ``torch.get_num_threads()`` (process-wide; a thread's ``threads.kernel_thread_limit``
+    takes precedence on that thread).
     """
     global _THREADS
     _THREADS = None if n is None else max(1, int(n))

@@ -9,11 +9,12 @@ import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from structgen.errors import ModelNotFoundError
+
+if TYPE_CHECKING:  # torch is imported by the loaders that build a model, not by this package:
+    import torch  # the torch-free submodules (gguf_file, tokenizer, cache, vocab_cache) stay so
 
 __all__ = [
     "LoadedModel",
@@ -76,7 +77,7 @@ def default_model_path() -> str:
 
 def load_model(
     path: str | None = None,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | None = None,
     device: str | torch.device = "cpu",
     quantization: str | None = None,
 ) -> LoadedModel:
@@ -87,7 +88,8 @@ def load_model(
             Hugging Face folder (``config.json``, safetensors, possibly sharded, and
             ``tokenizer.json``, or slow-tokenizer files converted once and cached, or no
             tokenizer at all).
-        dtype: parameter and compute dtype (GGUF weights are dequantized in float32 first).
+        dtype: parameter and compute dtype (GGUF weights are dequantized in float32 first);
+            None: float32.
         device: torch device.
         quantization: None (float weights; GGUF blocks dequantized); ``"int8"`` (per
             output channel) or ``"int4"`` / ``"int4-g32"`` / ``"int4-g64"`` / ``"int4-g128"``
@@ -103,9 +105,13 @@ def load_model(
         ModelLoadError: the files exist but cannot be loaded (unknown architecture, bad shapes).
         ConfigError: unknown ``quantization`` (or ``"gguf"`` for a Hugging Face folder).
     """
+    import torch
+
     from structgen.runtime.quantization import check_quantization
 
     check_quantization(quantization)
+    if dtype is None:
+        dtype = torch.float32
     if path is None:
         path = default_model_path()
     p = Path(path).expanduser()

@@ -113,6 +113,37 @@ def test_seeded_lexers_lower_the_same_terms(whitespace):
 
 
 @pytest.mark.parametrize("whitespace", ["compact", "flexible", 2])
+def test_a_definition_written_as_a_seed_takes_its_term(whitespace, monkeypatch):
+    # the recursive schema's "name" value is the JSON string the closed rule's string
+    # terminal is: its definition is the seed's term, not lowered again, and every
+    # terminal keeps the structure of its term lowered without the run
+    reused.clear()
+    _, cfg = _lowered(_rules(RECURSIVE, whitespace), closed=True)
+    grouped = {"(?:" + text + ")": i for i, text in enumerate(cfg.definitions)}
+    shared_seeds = [p for p in cfg.seeds if p in grouped]
+    assert shared_seeds  # the string terminal's text is a grouped definition
+    _terms(cfg, seeded=True)  # the run lowered and kept
+    lowered_defs = []
+    real = parse._lower_definition
+    monkeypatch.setattr(
+        parse,
+        "_lower_definition",
+        lambda text, i, *a: lowered_defs.append(text) or real(text, i, *a),
+    )
+    shared = parse.SharedDefinitions(
+        TermArena(), cfg.definitions, Deadline(10), cfg.reusable, cfg.seeds
+    )
+    got = [shared.lower(*src) for src in cfg.sources]
+    for seed in shared_seeds:
+        assert cfg.definitions[grouped[seed]] not in lowered_defs
+        assert shared._terms[grouped[seed]] == shared._seeded[seed]
+    plain, want = _terms(cfg, seeded=False)
+    table: dict = {}
+    for t, (a, b) in enumerate(zip(want, got)):
+        assert _shape(plain, a, table) == _shape(shared.arena, b, table), t
+
+
+@pytest.mark.parametrize("whitespace", ["compact", "flexible", 2])
 def test_closed_rule_lowers_to_the_walks_grammar(whitespace):
     lower.clear_closed()
     schema_rules._closed_expr.cache_clear()

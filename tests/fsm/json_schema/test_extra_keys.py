@@ -207,3 +207,66 @@ def test_key_trie_is_every_canonical_key_but_the_names() -> None:
         for key in keys:
             text = "{" + json.dumps(key, ensure_ascii=False) + ":true}"
             assert grammar.matches(text) == (key not in names), (sorted(names), key)
+
+
+def _unit_not_in_before(excluded: frozenset[str], other: str, then: str) -> str:
+    """``objects._unit_not_in`` as it was before its two ASCII paths shared
+    ``objects._ascii_left`` (session 28), kept verbatim as the reference text."""
+    from structgen.fsm.json_schema import objects as o
+    from structgen.fsm.regex.lower import ascii_class
+
+    joined = "".join(excluded)
+    if len(joined) == len(excluded) and "" not in excluded and joined.isascii():
+        mask = o._PLAIN_UNITS
+        for u in joined:
+            mask &= ~(1 << ord(u))
+        if len(then) == 1:
+            return ascii_class(mask) + then + "|" + other + then if mask else other + then
+        return o._alt_text([ascii_class(mask), other] if mask else [other]) + then
+    plain = [u for u in excluded if len(u) == 1]
+    escapes = (
+        o._escape_classes([e for e in o._ESCAPES if e not in excluded])
+        if len(plain) < len(excluded)
+        else o._ALL_ESCAPES
+    )
+    if all(u < "\x80" for u in plain):
+        mask = o._PLAIN_UNITS
+        for u in plain:
+            mask &= ~(1 << ord(u))
+        if len(then) == 1 and escapes == o._ALL_ESCAPES:
+            return ascii_class(mask) + then + "|" + other + then if mask else other + then
+        rest = other if escapes == o._ALL_ESCAPES else o._alt_text([o._NON_ASCII, *escapes])
+        return o._alt_text([ascii_class(mask), rest] if mask else [rest]) + then
+    plain.sort()
+    cls = '[^"\\\\\\x00-\\x1f' + "".join("\\" + c if c in "\\]^-[" else c for c in plain) + "]"
+    return "(?:" + "|".join([cls] + escapes) + ")" + then
+
+
+def test_unit_not_in_text_is_unchanged_by_the_shared_ascii_helper() -> None:
+    """``objects._unit_not_in`` writes the very text it wrote before its fast path and its
+    ASCII branch shared one helper: every subset of a small pool (ASCII units including the
+    class's own syntax, escapes, ``""``, non-ASCII) and random subsets of every unit
+    (all printable ASCII, all escapes), each with an empty, a one-code-point (placeholder)
+    and a long ``then``, and the default and a placeholder ``other``."""
+    import random
+
+    from structgen.fsm.json_schema import objects
+
+    unit_not_in = objects._unit_not_in.__wrapped__  # not the memo: the function itself
+    small = ["a", "]", "-", "^", " ", "\x7f", "\\n", "\\u0001", "\\\\", "", "é", "\U0001f600"]
+    cases = [
+        frozenset(u for i, u in enumerate(small) if bits >> i & 1)
+        for bits in range(1 << len(small))
+    ]
+    ascii_units = [chr(c) for c in range(0x20, 0x80) if chr(c) not in '"\\']
+    pool = ascii_units + objects._ESCAPES + ["", "é", "☃", "\U0001f600"]
+    rng = random.Random(28)
+    cases += [frozenset(ascii_units), frozenset(ascii_units + objects._ESCAPES)]
+    cases += [frozenset(rng.sample(pool, rng.randint(1, len(pool)))) for _ in range(500)]
+    thens = ["", "\ue000", objects.CANON_CHAR + "*"]
+    others = [objects._NON_ASCII_UNIT, "\ue001"]
+    for excluded in cases:
+        for then in thens:
+            for other in others:
+                want = _unit_not_in_before(excluded, other, then)
+                assert unit_not_in(excluded, other, then) == want, (sorted(excluded), then)

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.support import mask_bits
 from structgen.errors import StructgenError
 from structgen.fsm import clear_cache, compile_json_schema, compiler
 from structgen.fsm.json_schema import json_schema_to_shared
@@ -152,10 +153,6 @@ def test_converter_output(monkeypatch) -> None:
         _assert_same(monkeypatch, pattern, defs or None, max_rows=300)
 
 
-def _unpack(mask: np.ndarray, n: int) -> np.ndarray:
-    return np.unpackbits(mask.view(np.uint8), bitorder="little")[:n].astype(bool)
-
-
 def _cold_masks(schema, text: str, vocab, use_c: bool, monkeypatch) -> list[np.ndarray]:
     """The mask before every byte of ``text`` of a grammar compiled afresh (rows built by
     the masks themselves: the token-trie walk's lazy rows and ``fill_row``)."""
@@ -167,7 +164,7 @@ def _cold_masks(schema, text: str, vocab, use_c: bool, monkeypatch) -> list[np.n
     data = text.encode()
     state, masks = dfa.initial, []
     for k in range(len(data) + 1):
-        masks.append(_unpack(index.bitmask(state), vocab.vocab_size))
+        masks.append(mask_bits(index.bitmask(state), vocab.vocab_size))
         if k < len(data):
             state = dfa.step(state, data[k])
             assert state >= 0, (text, k)

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.support import allowed_ids, mask_bits
 from structgen.fsm import Vocabulary, compile_spec
 from structgen.fsm.spec import StructuralTag, TagStructure, spec_of
 from tests.fsm.tags._reference import tag_reference
@@ -53,11 +54,6 @@ SPEC = StructuralTag([TagStructure("<tool_call>", "</tool_call>", schema=SCHEMA)
 @pytest.fixture
 def vocab() -> Vocabulary:
     return Vocabulary(TOKENS, eos_token_ids=[0], special_token_ids=[0, 1])
-
-
-def _allowed(row: torch.Tensor, n: int) -> set[int]:
-    words = row.numpy().view(np.uint32)
-    return {i for i in range(n) if (words[i // 32] >> (i % 32)) & 1}
 
 
 def _content_ok(text: str) -> bool:
@@ -98,7 +94,7 @@ def test_masks_exact_along_random_walks(vocab: Vocabulary) -> None:
         m, prefix = grammar.matcher(), b""
         for _ in range(14):
             m.fill_bitmask(buf, 0)
-            got = _allowed(buf[0], len(TOKENS))
+            got = set(allowed_ids(buf[0], len(TOKENS)))
             expected = {
                 t
                 for t, data in enumerate(TOKENS)
@@ -161,7 +157,7 @@ def test_budget_closes_the_region(vocab: Vocabulary) -> None:
         opened += 1
         while not m.is_terminated():
             m.fill_bitmask(buf, 0)
-            got = sorted(_allowed(buf[0], len(TOKENS)))
+            got = allowed_ids(buf[0], len(TOKENS))
             tid = rng.choice(got)
             assert m.advance(tid)
             if tid == 0:
@@ -203,8 +199,7 @@ def test_masks_exact_on_smollm2_states(smollm2_tokenizer, smollm2_vocab) -> None
     for k, tid in enumerate(ids):
         if k in picks:
             m.fill_bitmask(buf, 0)
-            raw = buf[0].numpy().astype("<i4").view(np.uint8)
-            mask = np.unpackbits(raw, bitorder="little")[: vocab.vocab_size].astype(bool)
+            mask = mask_bits(buf[0], vocab.vocab_size)
             ref = np.zeros(vocab.vocab_size, bool)
             for t, data in enumerate(vocab.token_bytes):
                 if t not in never and data and dfa.walk(m.state, data) >= 0:
@@ -230,8 +225,7 @@ def test_smollm2_special_tokens_named_exactly(smollm2_tokenizer, smollm2_vocab) 
 
     def mask_of(m) -> np.ndarray:
         m.fill_bitmask(buf, 0)
-        raw = buf[0].numpy().astype("<i4").view(np.uint8)
-        return np.unpackbits(raw, bitorder="little")[: vocab.vocab_size].astype(bool)
+        return mask_bits(buf[0], vocab.vocab_size)
 
     m = compile_grammar('root ::= "Hi " <|im_start|> "x"', vocab).matcher()
     for tid in smollm2_tokenizer.encode("Hi ", add_special_tokens=False):

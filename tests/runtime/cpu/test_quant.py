@@ -343,6 +343,24 @@ def test_int4_q8_scalar_path_equals_avx2_bit_for_bit(scale_dtype, n, k, group):
     _close(simd, _int4_q8_ref(x, q, st.t().float(), mt.t().float()), 1e-6, x, wd)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("n", [8, 21])
+def test_int4_scale_tiles_any_stride(dtype, n):
+    """The table equals the per-element definition for both dtypes, N a multiple of 8 or not,
+    and transposed (non-contiguous) scales and mins."""
+    g = torch.Generator().manual_seed(n)
+    s = torch.rand(5, n, generator=g).to(dtype).t()
+    mn = -torch.rand(5, n, generator=g).to(dtype).t()
+    tiles = int4_scale_tiles(s, mn)
+    nt = (n + 7) // 8
+    assert tiles.shape == (nt, 5, 2, 8) and tiles.dtype == dtype and tiles.is_contiguous()
+    for row in range(nt * 8):
+        t, r = divmod(row, 8)
+        want_mn = mn[row] if row < n else torch.zeros(5, dtype=dtype)
+        want_s = s[row] if row < n else torch.zeros(5, dtype=dtype)
+        assert torch.equal(tiles[t, :, 0, r], want_mn) and torch.equal(tiles[t, :, 1, r], want_s)
+
+
 def test_int4_scale_tiles_layout():
     """``tiles[t, g, 0, r] = mins[8t + r, g]``, ``tiles[t, g, 1, r] = scales[8t + r, g]``, zero
     past N; a QuantLinear rebuilds its table when its scales change in place."""

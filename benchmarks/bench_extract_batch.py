@@ -45,9 +45,21 @@ and calling thread CPU per document, medians; the outputs must be equal. Memory:
 resident set after each arm and its peak (``VmHWM``) at the start and the end, and the KV bytes
 each pipeline's pool reserved.
 
+``--ab-max-running 64,128,256``: instead, an A/B in one process of the scheduler's
+``max_running_requests`` (``engine.scheduler.max_running_requests`` set to each value: how many
+requests, cards and scoring requests alike, run in one step), the values alternated round by
+round (``--rounds``), on one pipeline (``extractor.HOST_PIPELINES = 1`` for the A/B: the
+engine's own scheduler runs every card); before each timed call the prefix cache is flushed and
+the schema prompt cached again (one untimed card not in the set), so every call starts alike.
+Per value: batch 1 (``--batch1-docs`` cards one at a time) and batched (all ``--docs`` in one
+call) wall and calling thread CPU s/doc, the batched call's thread CPU in the forward
+(``runner.execute``), its forward passes, rows (tokens) per pass and the scheduler's thread
+CPU (``schedule``); medians; the batched outputs must be equal.
+
 Run:  python benchmarks/bench_extract_batch.py [--docs 200] [--batch1-docs 10] [--seed 0]
       [--ab-fused-extend 1,8,64 --rounds 2] [--ab-data-parallel --docs 64 --rounds 3]
       [--ab-pipelines --docs 64 --rounds 4]
+      [--ab-max-running 64,256 --rounds 3]
 """
 
 from __future__ import annotations
@@ -138,6 +150,107 @@ def ab_fused_extend(engine, schema: dict, texts: list[str], args: argparse.Names
     for v in values:
         a, b = statistics.median(b1[v]), statistics.median(batched[v])
         print(f"| {v} | {a:.3f} | {b:.3f} | {a / b:.2f}x | {base / b:.2f}x |")
+    print("\nbatched outputs equal across values and rounds; load average at the end: "
+          + " / ".join(f"{x:.1f}" for x in os.getloadavg()))  # fmt: skip
+
+
+def ab_max_running(engine, schema: dict, texts: list[str], args: argparse.Namespace) -> None:
+    """Print batch 1 and batched s/doc (wall and calling thread CPU) per
+    ``max_running_requests`` value, the batched call's forward passes, rows per pass and
+    scheduler CPU (medians over ``args.rounds`` rounds, the values' order reversed every
+    other round; the prefix cache flushed and the schema prompt cached again before each
+    timed call).
+
+    Raises:
+        AssertionError: the batched outputs differ between values or rounds.
+    """
+    import statistics
+
+    from structgen.extraction import extractor
+
+    values = [int(v) for v in args.ab_max_running.split(",")]
+    spare = documents(len(texts) + 1, args.seed)[-1]  # not in the set: warms the schema prompt
+    sched = engine.scheduler
+    saved = sched.max_running_requests, extractor.HOST_PIPELINES
+    extractor.HOST_PIPELINES = 1  # one pipeline: the engine's own scheduler runs every card
+    execute, schedule = engine.runner.execute, sched.schedule
+    counts = [0, 0, 0.0, 0.0]  # passes, rows (tokens) through them, schedule() / forward CPU
+
+    def counted(scheduled):
+        counts[0] += 1
+        counts[1] += sum(num for _, num in scheduled.scheduled)
+        t0 = time.thread_time()
+        try:
+            return execute(scheduled)
+        finally:
+            counts[3] += time.thread_time() - t0
+
+    def timed_schedule():
+        t0 = time.thread_time()
+        try:
+            return schedule()
+        finally:
+            counts[2] += time.thread_time() - t0
+
+    def fresh() -> None:
+        engine.flush_cache()
+        engine.extract(schema, spare)  # untimed
+        counts[:] = [0, 0, 0.0, 0.0]
+
+    keys = ("b1 wall", "b1 cpu", "wall", "cpu", "forward", "passes", "rows/pass", "sched")
+    res: dict[int, dict[str, list[float]]] = {v: {k: [] for k in keys} for v in values}
+    first = None
+    engine.runner.execute, sched.schedule = counted, timed_schedule
+    try:
+        for r in range(args.rounds):
+            for v in values if r % 2 == 0 else values[::-1]:
+                sched.max_running_requests = v
+                m = res[v]
+                if args.batch1_docs:
+                    fresh()
+                    t, c = time.perf_counter(), time.thread_time()
+                    for text in texts[: args.batch1_docs]:
+                        engine.extract(schema, text)
+                    m["b1 wall"].append((time.perf_counter() - t) / args.batch1_docs)
+                    m["b1 cpu"].append((time.thread_time() - c) / args.batch1_docs)
+                fresh()
+                t, c = time.perf_counter(), time.thread_time()
+                out = engine.extract(schema, texts)
+                m["wall"].append((time.perf_counter() - t) / len(texts))
+                m["cpu"].append((time.thread_time() - c) / len(texts))
+                m["passes"].append(counts[0])
+                m["rows/pass"].append(counts[1] / max(counts[0], 1))
+                m["sched"].append(counts[2] / len(texts))
+                m["forward"].append(counts[3] / len(texts))
+                first = out if first is None else first
+                assert out == first, f"max_running_requests={v}: other outputs"
+                print(f"round {r + 1}, max_running_requests={v}: "
+                      + ", ".join(f"{k} {m[k][-1]:.4g}" for k in keys if m[k])
+                      + f"; load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+    finally:
+        sched.max_running_requests, extractor.HOST_PIPELINES = saved
+        del engine.runner.execute, sched.schedule
+    base = res[values[0]]
+    med = {v: {k: statistics.median(x) if x else float("nan") for k, x in m.items()}
+           for v, m in res.items()}  # fmt: skip
+    print(
+        f"\n| max_running_requests | batched wall s/doc ({len(texts)} at once; rounds) "
+        "| median | thread CPU s/doc (rounds) | median | vs first value (CPU) "
+        "| of it in the forward | passes | rows / pass | schedule() ms/doc "
+        "| batch 1 wall / CPU s/doc "
+        f"({args.batch1_docs} docs) | speed-up wall / CPU |\n" + "|---" * 12 + "|"
+    )
+    for v in values:
+        m, d = res[v], med[v]
+        print(
+            f"| {v} | {', '.join(f'{w:.3f}' for w in m['wall'])} | {d['wall']:.3f} "
+            f"| {', '.join(f'{w:.3f}' for w in m['cpu'])} | {d['cpu']:.3f} "
+            f"| {statistics.median(base['cpu']) / d['cpu']:.3f}x | {d['forward']:.3f} "
+            f"| {d['passes']:.0f} "
+            f"| {d['rows/pass']:.0f} | {d['sched'] * 1e3:.2f} "
+            f"| {d['b1 wall']:.3f} / {d['b1 cpu']:.3f} "
+            f"| {d['b1 wall'] / d['wall']:.2f}x / {d['b1 cpu'] / d['cpu']:.2f}x |"
+        )
     print("\nbatched outputs equal across values and rounds; load average at the end: "
           + " / ".join(f"{x:.1f}" for x in os.getloadavg()))  # fmt: skip
 
@@ -352,6 +465,9 @@ def main() -> None:
     ap.add_argument("--ab-fused-extend", default=None, help="MAX_FUSED_EXTEND values, A/B")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of the A/B")
     ap.add_argument(
+        "--ab-max-running", default=None, help="scheduler max_running_requests values, A/B"
+    )
+    ap.add_argument(
         "--ab-data-parallel",
         action="store_true",
         help="batched: default engine vs data_parallel_size=2 x num_threads=1, A/B",
@@ -362,7 +478,7 @@ def main() -> None:
         help="batched: one pipeline vs two single-threaded host pipelines, A/B",
     )
     args = ap.parse_args()
-    if args.docs < 1 or args.batch1_docs < 1:
+    if args.docs < 1 or (args.batch1_docs < 1 and not args.ab_max_running):
         ap.error("--docs and --batch1-docs must be at least 1 (the table is their ratio)")
     from structgen import Engine
 
@@ -375,6 +491,9 @@ def main() -> None:
     engine.extract(schema, texts[0])  # untimed: compile, first prefix
     if args.ab_fused_extend:
         ab_fused_extend(engine, schema, texts, args)
+        return
+    if args.ab_max_running:
+        ab_max_running(engine, schema, texts, args)
         return
     if args.ab_pipelines:
         ab_pipelines(engine, schema, texts, args)

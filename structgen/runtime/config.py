@@ -161,7 +161,11 @@ class EngineConfig:
         max_batch_tokens: most tokens one forward pass computes, all requests together.
         chunked_prefill_tokens: most tokens of one request per forward (longer prompts are
             prefilled in chunks, interleaved with other requests' decode steps).
-        max_running_requests: most requests decoding at once.
+        max_running_requests: most requests decoding at once (the scoring requests of
+            ``extract`` included). On CPU the fused step runs a step's rows as calls of 64
+            rows, so admitting more requests makes steps fewer, not rows cheaper: 64 and 256
+            gave the same per-card CPU on a 200-document ``extract`` (benchmarks/RESULTS.md
+            "Session 28, c10").
         max_model_len: context limit in tokens; None = the model's own.
         prefix_cache: reuse KV of shared prefixes through the radix cache.
         schedule_policy: ``"lpm"`` (longest cached prefix first) or ``"fcfs"``.

@@ -152,6 +152,8 @@ class RadixCache:
         """Whole pages shared by ``key`` and ``tokens[pos:]`` (the first page is known equal)."""
         ps = self.page_size
         n = min(len(key), len(tokens) - pos) // ps
+        if key[: n * ps] == tokens[pos : pos + n * ps]:  # the usual case: one comparison
+            return n
         i = 1
         while i < n and key[i * ps : (i + 1) * ps] == tokens[pos + i * ps : pos + (i + 1) * ps]:
             i += 1

@@ -32,9 +32,12 @@ class RequestStatus(enum.Enum):
         return self in (RequestStatus.FINISHED, RequestStatus.ABORTED, RequestStatus.FAILED)
 
 
-@dataclass
+@dataclass(eq=False)
 class Request:
     """A request's whole state, counters not phases (see shared/STYLE.md).
+
+    Requests compare (and hash) by identity: each is one mutable piece of state (the
+    scheduler's queues find and remove them with ``==``).
 
     ``all_token_ids = prompt_token_ids + output_token_ids``; the first
     ``num_computed_tokens`` of them have K/V in the pages of ``page_table``. Whatever

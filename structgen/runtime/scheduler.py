@@ -385,7 +385,7 @@ class Scheduler:
         """
         plan: list[tuple[Request, int]] = []
         budget = self._schedule_running(plan, self.max_batch_tokens)
-        if self.waiting and budget > 0:
+        if self.waiting and budget > 0 and len(self.running) < self.max_running_requests:
             self._admit(plan, budget)
         failed, self._failed = self._failed, []
         return SchedulerOutput(plan, failed)

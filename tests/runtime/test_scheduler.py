@@ -217,3 +217,40 @@ def test_request_does_not_wait_for_a_busy_page_it_may_not_reuse():
         s._on_computed(r)  # finished prefill pages go into the tree
     plan = s.schedule()
     assert [(r.request_id, n) for r, n in plan] == [("b", 1)]  # 8 tokens served from a's
+
+
+def test_requests_compare_by_identity():
+    a, twin = _req("a", 5), _req("a", 5)
+    twin.arrival_time = a.arrival_time  # every field equal
+    assert a != twin and a == a and len({a, twin}) == 2
+    pool = _pool(20)
+    s = Scheduler(pool, None, 64, 64, 8, 64)
+    s.add(a)
+    s.add(twin)
+    s.release(twin)  # the queued object itself leaves, not the first equal one
+    assert list(s.waiting) == [a] and s.waiting[0] is a
+
+
+def test_full_running_set_skips_admission_work(monkeypatch):
+    pool, cache, _ = _cached_scheduler()
+    s = Scheduler(pool, cache, 64, 64, 2, 64, partial_pages=True)
+    reqs = [_req(str(i), 6) for i in range(4)]
+    for i, r in enumerate(reqs):  # no shared pages: nobody waits for another's page
+        r.prompt_token_ids = [10 * (i + 1) + t for t in range(6)]
+        s.add(r)
+    first = s.schedule()
+    assert [r.request_id for r, _ in first] == ["0", "1"]  # max_running_requests = 2
+    _apply(first)
+    matched = []
+    for name in ("match_prefix", "match_prefix_partial"):
+        fn = getattr(cache, name)
+        monkeypatch.setattr(cache, name, lambda t, fn=fn: matched.append(t) or fn(t))
+    for r, _ in first:
+        r.output_token_ids.append(7)
+    plan = s.schedule()  # running is full: the waiting requests are not even matched
+    assert [(r.request_id, n) for r, n in plan] == [("0", 1), ("1", 1)]
+    assert matched == [] and [r.request_id for r in s.waiting] == ["2", "3"]
+    _apply(plan)
+    _finish(s, reqs[0])
+    plan = s.schedule()  # a place is free: "2" is matched and admitted
+    assert [r.request_id for r, _ in plan] == ["2"] and matched

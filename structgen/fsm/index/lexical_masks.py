@@ -358,6 +358,10 @@ def split_key(
     ``CONCAT(x, CONCAT(x{lo,hi}, r))`` splits as ``x{lo+1,hi+1} r`` (keyed by
     ``repeat_digest``: as ``x*`` when ``hi + 1`` is at least ``max_depth``), not as ``x``
     followed by exits as wide as ``first(x)``.
+    ``CONCAT(CONCAT(a, b), r)`` (a spine longer than the arena's ``_SPINE_MAX`` is kept
+    whole as a head: an object with many properties) splits as ``a`` followed by ``b r``
+    (exit bytes ``first(b r)``, from ``first`` and ``nullable`` of ``b`` and ``r``; no term
+    interned), not as the whole spine followed by ``r``.
 
     Returns:
         None when ``term`` holds an intersection or complement, when it is no ``CONCAT``
@@ -367,17 +371,22 @@ def split_key(
     if arena.has_boolean(term):
         return None
     bound = None
-    if arena.kind[term] == CONCAT:
-        head, rest = arena.args[term]
-        if arena.kind[rest] == CONCAT:  # x x{lo,hi} r (one or more x: a key or a minLength
-            star, tail = arena.args[rest]  # string) splits as x{lo+1,hi+1} r
-            if arena.kind[star] == REPEAT:
-                x, _, hi = arena.args[star]
+    kind, args, first, nullable = arena.kind, arena.args, arena.first, arena.nullable
+    if kind[term] == CONCAT:
+        head, rest = args[term]
+        if kind[rest] == CONCAT:  # x x{lo,hi} r (one or more x: a key or a minLength
+            star, tail = args[rest]  # string) splits as x{lo+1,hi+1} r
+            if kind[star] == REPEAT:
+                x, _, hi = args[star]
                 if x == head:
                     head, rest = star, tail
                     bound = (x, hi if hi == INF else hi + 1)
-        exits = arena.first[rest]
-        if after is not None and arena.nullable[rest]:
+        exits, rest_nullable = first[rest], nullable[rest]
+        while kind[head] == CONCAT:  # a spine kept whole as the head, (a b) r: a (b r)
+            head, mid = args[head]
+            exits = first[mid] | exits if nullable[mid] else first[mid]
+            rest_nullable = rest_nullable and nullable[mid]
+        if after is not None and rest_nullable:
             exits |= after
     elif after is None:
         return None

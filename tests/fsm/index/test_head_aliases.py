@@ -22,6 +22,7 @@ from structgen.fsm import Vocabulary, clear_cache, compile_json_schema
 from structgen.fsm.index import lexical_masks
 from structgen.fsm.json_schema import string_length
 from structgen.fsm.regex.dfa import regex_to_dfa
+from structgen.fsm.regex.terms import CONCAT
 
 WORDS = r"^(?:\S+\s+){0,19}\S+$"
 
@@ -53,6 +54,8 @@ def _check(schema: dict, vocab, prefixes: list[str]) -> tuple[int, int]:
         key = index.lexical_key(state)
         if key is not None:
             head = dfa.arena.args[dfa.term(state)][0]
+            while dfa.arena.kind[head] == CONCAT:  # a spine kept whole: split_key's head
+                head = dfa.arena.args[head][0]
             aliased += lexical_masks.alias_key(dfa.arena, head, depth, {}) == key[0]
         got = _unpack(index.bitmask(state), vocab.vocab_size)
         want = np.zeros(vocab.vocab_size, bool)
@@ -220,3 +223,30 @@ def test_head_aliases_masks_equal_brute_force_on_the_150k_bpe() -> None:
     prefixes = _prefixes(list(fields), texts)
     aliased, hits = _check(_schema(fields), vocab, prefixes[::4] + prefixes[-8:])
     assert aliased >= 5 and hits >= 2
+
+
+def test_a_long_spine_splits_at_its_first_part() -> None:
+    """An object with many properties keeps a spine whole as a ``CONCAT`` head
+    (``terms._SPINE_MAX``); inside a string of it, the split takes the string's part as the
+    head (exits ``first`` of the rest of the spine): the same keys as the same string in a
+    small object, masks brute force."""
+    clear_cache()
+    vocab = _tiny_vocab(longest=20)
+    names = [f"field_{i:02d}_with_a_long_name" for i in range(16)]
+    bounded = {"type": "string", "pattern": WORDS, "maxLength": 60}
+    long = _schema({n: bounded if i == 5 else {"type": "string"} for i, n in enumerate(names)})
+    short = _schema({names[5]: bounded})
+    text = "ab abc " + "#" * 8 + " a"
+    inside = _prefixes(names[:6], ["x"] * 5 + [text])[-len(text) - 1 :]
+    alone = _prefixes(names[5:6], [text])
+    keys = []
+    for schema, prefixes in ((long, inside), (short, alone)):
+        aliased, _ = _check(schema, vocab, prefixes)
+        assert aliased >= 10
+        g = compile_json_schema(schema, vocab)
+        states = [g.dfa.walk(g.dfa.initial, p.encode()) for p in prefixes]
+        keys.append([g.token_index.lexical_key(s) for s in states])
+        if schema is long:  # the path taken: a spine kept whole, the head of the term
+            arena = g.dfa.arena
+            assert arena.kind[arena.args[g.dfa.term(states[3])][0]] == CONCAT
+    assert keys[0] == keys[1] and all(k is not None for k in keys[0])

@@ -77,7 +77,6 @@ _MAX_EXIT_FRACTION = 8  # split only when the exit trie has < 1/8 of the trie's 
 _MAX_EXIT_SETS = 256  # exit-byte sets whose tries are kept per vocabulary
 _SUBTRIE_NODES_PER_BYTE = 2  # an exit trie from a kept superset's below this (else built)
 _ABSENT = object()  # an exit set not kept (None is a kept answer)
-_BYTE_MASK = (1 << 256) - 1  # an exit mask's bytes (above them: split_key's alias depth)
 
 
 class _Whole:
@@ -237,7 +236,6 @@ def repeat_digest(x_digest: bytes, hi: int, max_depth: int) -> bytes:
     return hashlib.blake2b(b"{" + x_digest + hi.to_bytes(8, "little"), digest_size=16).digest()
 
 
-ALIAS_DEPTH = 32  # alias keys read this many bytes deep: longer tokens walk with the exits
 _MAX_ALIAS_NODES = 1024  # new subterms one alias_key call digests before it gives up
 _FAILED = (None, True)  # alias_key's memo: no alias key for this term
 
@@ -355,11 +353,7 @@ def split_key(
             that can start what follows the lexeme's end.
         alias_memo: ``alias_key``'s memo; with it, a head of an arena with head aliases
             is keyed by ``alias_key`` first (a bounded string pattern's states share the
-            key across character counts), by ``head_key`` where that gives none. The alias
-            key reads ``min(max_depth, ALIAS_DEPTH)`` bytes deep; below ``max_depth``, that
-            depth ``L`` is in the exit mask as ``L << 256``: the tokens longer than ``L``
-            bytes are exit tokens too (``LexicalMaskCache.exit_tables``), walked from the
-            state itself, so the head part holds only tokens the key decides.
+            key across character counts), by ``head_key`` where that gives none.
 
     ``CONCAT(x, CONCAT(x{lo,hi}, r))`` splits as ``x{lo+1,hi+1} r`` (keyed by
     ``repeat_digest``: as ``x*`` when ``hi + 1`` is at least ``max_depth``), not as ``x``
@@ -402,10 +396,7 @@ def split_key(
         return None
     digest = None
     if alias_memo is not None and bound is None and arena.head_aliases:
-        depth = min(max_depth, ALIAS_DEPTH)
-        digest = alias_key(arena, head, depth, alias_memo)
-        if digest is not None and depth < max_depth:  # the longer tokens: with the exits
-            exits |= depth << 256
+        digest = alias_key(arena, head, max_depth, alias_memo)
     if digest is None:
         digest = head_key(arena, head, max_depth, memo, bound)
     return None if digest is None else (digest, exits)
@@ -511,10 +502,8 @@ class LexicalMaskCache:
 
     def exit_tables(self, exit_mask: int) -> tuple[TokenTrie, np.ndarray] | None:
         """The trie of the allowable tokens holding a byte of ``exit_mask`` (a 256-bit
-        mask; with ``L << 256`` added, ``split_key``'s alias keys: the tokens longer than
-        ``L`` bytes too) and the packed int32 ``[words]`` mask of those tokens; None when
-        they are too many for a split to pay (the trie would have 1/8 of the whole trie's
-        nodes or more).
+        mask) and the packed int32 ``[words]`` mask of those tokens; None when they are too
+        many for a split to pay (the trie would have 1/8 of the whole trie's nodes or more).
         Built once per exit set: with the C walk in use, by ``TokenTrie.holding`` (one C
         pass over the set's bytes' postings in the vocabulary trie's ``byte_order``, no
         per-call numpy over the vocabulary); else vectorised: ``TokenTrie.build``
@@ -530,8 +519,7 @@ class LexicalMaskCache:
             full = self.vocab.token_trie
             sets, lengths, flat, starts = self._token_sets()
             words = (self.vocab.vocab_size + 31) // 32
-            longer = exit_mask >> 256  # 0: none (a byte mask alone)
-            if holding_in_c() and not longer:  # one C pass over the trie's tokens in byte order
+            if holding_in_c():  # one C pass over the trie's tokens in byte order
                 packed = np.zeros(words, np.int32)
                 limit = (full.num_nodes - 1) // _MAX_EXIT_FRACTION  # bytes * 8 < nodes
                 sub = full.holding(exit_mask, (flat, starts, lengths), limit, packed)
@@ -539,17 +527,14 @@ class LexicalMaskCache:
                 out = None if sub is None else (sub, packed)
                 self._exits.put(exit_mask, out)
                 return out
-            holds = self.tokens_holding(exit_mask & _BYTE_MASK)
-            if longer:
-                holds |= lengths > longer
+            holds = self.tokens_holding(exit_mask)
             never = self.vocab.index_tables[0]
             holds &= ~never
             # the exit trie has at most the exit tokens' bytes as nodes: reject early
             if int(lengths[holds].sum()) * _MAX_EXIT_FRACTION >= full.num_nodes:
                 out = None
             else:
-                size = int(lengths[holds].sum())
-                sub = None if longer else self._kept_subtrie(exit_mask, holds, size)
+                sub = self._kept_subtrie(exit_mask, holds, int(lengths[holds].sum()))
                 if sub is None:
                     sub = TokenTrie.build(
                         self.vocab.token_bytes, ~holds, full.byte_rank, (flat, starts, lengths)

@@ -90,7 +90,6 @@ def _tiny_vocab(longest: int = 6) -> Vocabulary:
     tokens += [b"\\", b'\\"', b"\t", b"a\t", b"\\n"]
     alphabet = b"abcdefghij #"  # fillers: the exit tokens' trie is small beside the whole
     tokens += [bytes([x, y]) for x in alphabet for y in alphabet if bytes([x, y]) not in tokens]
-    tokens += [bytes([x, y, z]) for x in b"abc #" for y in alphabet for z in alphabet]
     if longest > 6:
         tokens.append(b"#" * longest)
     return Vocabulary(tokens, eos_token_ids=[0])
@@ -251,18 +250,3 @@ def test_a_long_spine_splits_at_its_first_part() -> None:
             arena = g.dfa.arena
             assert arena.kind[arena.args[g.dfa.term(states[3])][0]] == CONCAT
     assert keys[0] == keys[1] and all(k is not None for k in keys[0])
-
-
-def test_tokens_longer_than_the_alias_depth_walk_with_the_exits(monkeypatch) -> None:
-    """With ``ALIAS_DEPTH`` 8 under a longest token of 20 bytes, the aliases of slack 8 or
-    more serve and the tokens longer than 8 bytes join the exit tokens (``exit_tables`` of
-    ``exits | 8 << 256``), walked from each state: masks brute force, the 20-byte run
-    allowed at the first counts and refused near the bound."""
-    monkeypatch.setattr(lexical_masks, "ALIAS_DEPTH", 8)
-    clear_cache()
-    vocab = _tiny_vocab(longest=20)
-    fields = {"a": {"type": "string", "pattern": WORDS, "maxLength": 40}}
-    texts = ["a" + "b" * 30]
-    aliased, hits = _check(_schema(fields), vocab, _prefixes(["a"], texts))
-    assert aliased >= 15 and hits >= 10
-    assert any(m >> 256 == 8 for m in vocab.lexical_masks.exit_sets())

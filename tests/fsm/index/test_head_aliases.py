@@ -18,6 +18,7 @@ import jsonschema
 import numpy as np
 import pytest
 
+from benchmarks.support import mask_bits
 from structgen.fsm import Vocabulary, clear_cache, compile_json_schema
 from structgen.fsm.index import lexical_masks
 from structgen.fsm.json_schema import string_length
@@ -25,10 +26,6 @@ from structgen.fsm.regex.dfa import regex_to_dfa
 from structgen.fsm.regex.terms import CONCAT
 
 WORDS = r"^(?:\S+\s+){0,19}\S+$"
-
-
-def _unpack(mask: np.ndarray, n: int) -> np.ndarray:
-    return np.unpackbits(mask.view(np.uint8), bitorder="little")[:n].astype(bool)
 
 
 def _check(schema: dict, vocab, prefixes: list[str]) -> tuple[int, int]:
@@ -57,7 +54,7 @@ def _check(schema: dict, vocab, prefixes: list[str]) -> tuple[int, int]:
             while dfa.arena.kind[head] == CONCAT:  # a spine kept whole: split_key's head
                 head = dfa.arena.args[head][0]
             aliased += lexical_masks.alias_key(dfa.arena, head, depth, {}) == key[0]
-        got = _unpack(index.bitmask(state), vocab.vocab_size)
+        got = mask_bits(index.bitmask(state), vocab.vocab_size)
         want = np.zeros(vocab.vocab_size, bool)
         for t, tok in enumerate(vocab.token_bytes):
             if not never[t] and tok:

@@ -274,6 +274,7 @@ def compile_spec(
                 trigger=spec.trigger,
                 definitions=list(lowering.definitions) or None,
                 reusable=lowering.reusable,
+                head_aliases=lowering.head_aliases,
                 eager_rows=eager_rows,
                 max_states=max_states,
                 max_seconds=max_seconds,

@@ -74,12 +74,16 @@ class LoweredRegex(NamedTuple):
         warnings: messages about spec parts that were ignored or approximated.
         reusable: indices of ``definitions`` whose language is the same in every spec that
             writes their texts (lowered once per process: ``regex.reused``).
+        head_aliases: ``(index, alias, slack)`` per definition with a head alias (a
+            string pattern's product state, ``json_schema.string_length``;
+            ``regex.terms.TermArena.head_aliases``).
     """
 
     pattern: str
     definitions: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     reusable: frozenset[int] = frozenset()
+    head_aliases: tuple[tuple[int, bytes, int], ...] = ()
 
     def text(self) -> str:
         """The pattern with every definition written out (one regex text).
@@ -196,6 +200,7 @@ class JsonSchema(RegexSpec):
             check_schema(schema)  # jsonschema's verdict; common schemas by a fast table
         warnings: list[str] = []
         reusable: set[int] = set()
+        head_aliases: dict[int, tuple[bytes, int]] = {}
         pattern, definitions = json_schema_to_shared(
             schema,
             whitespace=self.whitespace,
@@ -207,8 +212,15 @@ class JsonSchema(RegexSpec):
             if max_convert_seconds is None
             else max_convert_seconds,
             reusable=reusable,
+            head_aliases=head_aliases,
         )
-        return LoweredRegex(pattern, tuple(definitions), tuple(warnings), frozenset(reusable))
+        return LoweredRegex(
+            pattern,
+            tuple(definitions),
+            tuple(warnings),
+            frozenset(reusable),
+            tuple((i, alias, slack) for i, (alias, slack) in sorted(head_aliases.items())),
+        )
 
     def portable(self) -> JsonSchema:
         """This spec with its schema as a dict or bool (``schema_for``)."""

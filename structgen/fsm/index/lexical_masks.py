@@ -64,6 +64,7 @@ __all__ = [
     "LexicalMaskCache",
     "DEFAULT_CAPACITY_BYTES",
     "MIN_HEAD_BYTES",
+    "alias_key",
     "head_key",
     "repeat_digest",
     "split_key",
@@ -235,8 +236,110 @@ def repeat_digest(x_digest: bytes, hi: int, max_depth: int) -> bytes:
     return hashlib.blake2b(b"{" + x_digest + hi.to_bytes(8, "little"), digest_size=16).digest()
 
 
+_MAX_ALIAS_NODES = 1024  # new subterms one alias_key call digests before it gives up
+_FAILED = (None, True)  # alias_key's memo: no alias key for this term
+
+
+def alias_key(
+    arena, head: int, max_depth: int, memo: dict[int, tuple[bytes | None, bool]]
+) -> bytes | None:
+    """16-byte key of the head part of ``head`` through the head aliases of its arena
+    (``TermArena.head_aliases``: a bounded string pattern's product states), equal for
+    every head that differs only in which aliased terms of one alias it holds; None when
+    ``head`` holds no aliased term, holds one whose slack is under ``max_depth``, holds an
+    ``UNTIL`` / ``AND`` / ``NOT`` above one, or has more than ``_MAX_ALIAS_NODES`` new
+    subterms (``split_key`` then asks ``head_key``).
+
+    What a digest here stands for: the words and the prefixes of at most ``max_depth``
+    bytes of its term's language (an aliased term's are its alias's, by the alias's claim,
+    when its slack is ``max_depth`` or more; those of a concatenation, alternation or
+    repetition follow from its parts'), so equal keys give equal head parts (a head part is
+    the tokens, at most ``max_depth`` bytes long, that are prefixes of the head's words).
+    Kept apart from ``head_key``'s digests (its own domain and ``memo``, nothing written to
+    a snapshot's shared memo): an alias's meaning depends on ``max_depth``.
+
+    Args:
+        arena: the ``TermArena`` of ``head``.
+        head: a term without ``AND`` / ``NOT``.
+        max_depth: the vocabulary's longest token, in bytes.
+        memo: term -> ``(digest, holds an alias)`` (``(None, True)``: no key), per arena
+            and vocabulary (filled here).
+
+    Raises: never.
+    """
+    aliases = arena.head_aliases
+    kind, args = arena.kind, arena.args
+    blake2b = hashlib.blake2b
+    stack = [head]
+    seen = 0
+    while stack:
+        u = stack[-1]
+        if u in memo:
+            stack.pop()
+            continue
+        alias = aliases.get(u)
+        if alias is not None:
+            stack.pop()
+            memo[u] = (
+                (blake2b(b"A" + alias[0], digest_size=16).digest(), True)
+                if alias[1] >= max_depth
+                else _FAILED
+            )
+            continue
+        k = kind[u]
+        a = args[u]
+        if k == CONCAT or k == ALT:
+            children = a
+        elif k == REPEAT or k == UNTIL:
+            children = (a[2],) if k == UNTIL else (a[0],)
+        elif k == AND or k == NOT:
+            memo[u] = _FAILED
+            stack.pop()
+            continue
+        else:
+            children = ()
+        missing = [c for c in children if c not in memo]
+        if missing:
+            seen += len(missing)
+            if seen > _MAX_ALIAS_NODES:
+                return None
+            stack.extend(missing)
+            continue
+        stack.pop()
+        parts = [memo[c] for c in children]
+        if any(d is None for d, _ in parts):
+            memo[u] = _FAILED
+            continue
+        holds = any(h for _, h in parts)
+        if k == UNTIL and holds:  # its language is not one of its part's prefixes alone
+            memo[u] = _FAILED
+            continue
+        digests = [d for d, _ in parts]
+        if k == ALT:
+            digests.sort()
+        if k == REPEAT:
+            payload = a[1].to_bytes(8, "little", signed=True) + a[2].to_bytes(
+                8, "little", signed=True
+            )
+        elif k == BYTES:
+            payload = a[0].to_bytes(32, "little")
+        elif k == UNTIL:
+            payload = len(a[0]).to_bytes(4, "little") + a[0] + a[1].to_bytes(4, "little")
+        else:
+            payload = b""
+        data = b"a" + _KIND_BYTES[k] + payload + b"".join(digests)
+        memo[u] = (blake2b(data, digest_size=16).digest(), holds)
+    digest, holds = memo[head]
+    return digest if holds else None
+
+
 def split_key(
-    arena, term: int, max_depth: int, memo: dict[int, bytes], after: int | None = None
+    arena,
+    term: int,
+    max_depth: int,
+    memo: dict[int, bytes],
+    after: int | None = None,
+    alias_memo: dict[int, tuple[bytes | None, bool]] | None = None,
 ) -> tuple[bytes, int] | None:
     """``(head digest, exit bytes)``: the cache key of the head part of a state whose term
     is ``term`` (see the module docstring), or None when it has no split.
@@ -248,10 +351,17 @@ def split_key(
         memo: term -> digest, per arena (``head_key``'s).
         after: None for a regex state; for a lexer state, the 256-bit mask of the bytes
             that can start what follows the lexeme's end.
+        alias_memo: ``alias_key``'s memo; with it, a head of an arena with head aliases
+            is keyed by ``alias_key`` first (a bounded string pattern's states share the
+            key across character counts), by ``head_key`` where that gives none.
 
     ``CONCAT(x, CONCAT(x{lo,hi}, r))`` splits as ``x{lo+1,hi+1} r`` (keyed by
     ``repeat_digest``: as ``x*`` when ``hi + 1`` is at least ``max_depth``), not as ``x``
     followed by exits as wide as ``first(x)``.
+    ``CONCAT(CONCAT(a, b), r)`` (a spine longer than the arena's ``_SPINE_MAX`` is kept
+    whole as a head: an object with many properties) splits as ``a`` followed by ``b r``
+    (exit bytes ``first(b r)``, from ``first`` and ``nullable`` of ``b`` and ``r``; no term
+    interned), not as the whole spine followed by ``r``.
 
     Returns:
         None when ``term`` holds an intersection or complement, when it is no ``CONCAT``
@@ -261,17 +371,22 @@ def split_key(
     if arena.has_boolean(term):
         return None
     bound = None
-    if arena.kind[term] == CONCAT:
-        head, rest = arena.args[term]
-        if arena.kind[rest] == CONCAT:  # x x{lo,hi} r (one or more x: a key or a minLength
-            star, tail = arena.args[rest]  # string) splits as x{lo+1,hi+1} r
-            if arena.kind[star] == REPEAT:
-                x, _, hi = arena.args[star]
+    kind, args, first, nullable = arena.kind, arena.args, arena.first, arena.nullable
+    if kind[term] == CONCAT:
+        head, rest = args[term]
+        if kind[rest] == CONCAT:  # x x{lo,hi} r (one or more x: a key or a minLength
+            star, tail = args[rest]  # string) splits as x{lo+1,hi+1} r
+            if kind[star] == REPEAT:
+                x, _, hi = args[star]
                 if x == head:
                     head, rest = star, tail
                     bound = (x, hi if hi == INF else hi + 1)
-        exits = arena.first[rest]
-        if after is not None and arena.nullable[rest]:
+        exits, rest_nullable = first[rest], nullable[rest]
+        while kind[head] == CONCAT:  # a spine kept whole as the head, (a b) r: a (b r)
+            head, mid = args[head]
+            exits = first[mid] | exits if nullable[mid] else first[mid]
+            rest_nullable = rest_nullable and nullable[mid]
+        if after is not None and rest_nullable:
             exits |= after
     elif after is None:
         return None
@@ -279,7 +394,11 @@ def split_key(
         head, exits = term, after
     if arena.first[head].bit_count() < MIN_HEAD_BYTES:
         return None
-    digest = head_key(arena, head, max_depth, memo, bound)
+    digest = None
+    if alias_memo is not None and bound is None and arena.head_aliases:
+        digest = alias_key(arena, head, max_depth, alias_memo)
+    if digest is None:
+        digest = head_key(arena, head, max_depth, memo, bound)
     return None if digest is None else (digest, exits)
 
 

@@ -116,6 +116,7 @@ class TokenIndex:
         self._lexical = getattr(vocab, "lexical_masks", None) if splits else None
         self._lexical_keys: dict[int, tuple[bytes, int] | None] = {}  # state -> key
         self._head_digests: dict[int, bytes] = {}  # term -> head_key digest (this arena)
+        self._alias_digests: dict[int, tuple] = {}  # term -> alias_key's memo entry
         self._reads_wildcards = vocab.is_marker_view
         self._edge_only = vocab.edge_only_ids  # allowable, but to wildcard edges only
         self._wildcards: dict[int, tuple[tuple[frozenset[int], bool, int], ...]] = {}
@@ -213,7 +214,13 @@ class TokenIndex:
         if self._keys_own:
             key = self.dfa.lexical_key(state, depth)
         else:
-            key = split_key(self.dfa.arena, self.dfa.term(state), depth, self._head_digests)
+            key = split_key(
+                self.dfa.arena,
+                self.dfa.term(state),
+                depth,
+                self._head_digests,
+                alias_memo=self._alias_digests,
+            )
         self._lexical_keys[state] = key
         return key
 
@@ -278,7 +285,7 @@ class TokenIndex:
         lex.ensure_prepared()
         wide, narrow = [], []
         for u in arena.args[term]:
-            key = split_key(arena, u, depth, self._head_digests)
+            key = split_key(arena, u, depth, self._head_digests, alias_memo=self._alias_digests)
             # an exit set not built yet counts as a split: the member's own state stores its
             # whole mask (put_whole) and its trie is built only if the key is read again
             splits = key is not None and lex.kept_exit_tables(key[1]) is not None

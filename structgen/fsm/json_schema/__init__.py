@@ -121,12 +121,15 @@ def json_schema_to_shared(
     warnings: list[str] | None = None,
     max_convert_seconds: float = CONVERT_MAX_SECONDS,
     reusable: set[int] | None = None,
+    head_aliases: dict[int, tuple[bytes, int]] | None = None,
 ) -> tuple[str, list[str]]:
     """Like ``json_schema_to_regex``, with ``$ref`` expansions kept as shared definitions.
 
     ``reusable`` (mutated) receives the indices of the definitions whose language is the
     same in every schema (the "any JSON value" chain: ``regex_to_dfa(..., reusable=...)``
-    lowers them once per process, ``regex.reused``).
+    lowers them once per process, ``regex.reused``). ``head_aliases`` (mutated) receives
+    definition index -> ``(alias, slack)`` of the product states of a string pattern or
+    format with a length (``string_length``; ``regex.terms.TermArena.head_aliases``).
 
     Returns:
         ``(pattern, definitions)``: regex texts in which the raw code point
@@ -157,4 +160,6 @@ def json_schema_to_shared(
         warnings.extend(conv.warnings)
     if reusable is not None:
         reusable.update(conv.sharing.reusable)
+    if head_aliases is not None:
+        head_aliases.update(conv.sharing.head_aliases)
     return regex, conv.sharing.definitions

@@ -62,6 +62,8 @@ class RefSharing:
         self.definitions: list[str] = []
         self.rules: set[int] = set()  # definitions that are grammar rules (reserve)
         self.reusable: set[int] = set()  # definitions the same in every schema (store)
+        # definition -> (head alias, slack): ``regex.terms.TermArena.head_aliases`` (store)
+        self.head_aliases: dict[int, tuple[bytes, int]] = {}
 
     def reachable(self, ref: str) -> frozenset[str]:
         """Every reference reachable from the target of ``ref`` (itself if recursive)."""
@@ -177,13 +179,23 @@ class RefSharing:
             return True, self._memo[key]
         return False, None
 
-    def store(self, key: tuple, text: str | None, reusable: bool = False) -> str | None:
+    def store(
+        self,
+        key: tuple,
+        text: str | None,
+        reusable: bool = False,
+        head_alias: tuple[bytes, int] | None = None,
+    ) -> str | None:
         """Record an expansion; returns what the caller writes (placeholder or text).
 
         ``reusable``: the text's language does not depend on the schema (it refers only to
         definitions stored as reusable too): ``regex.reused`` keeps its terms per process.
+        ``head_alias``: ``(alias, slack)`` (``string_length``'s product states): the text
+        becomes a definition whatever its length and ``head_aliases`` records the pair for
+        it (``TermArena.head_aliases``: the first ``slack`` characters of its language are
+        those of every definition with the same alias).
         """
-        if text is not None and len(text) > INLINE_MAX:
+        if text is not None and (len(text) > INLINE_MAX or head_alias is not None):
             if len(self.definitions) >= MAX_DEFINITIONS:
                 raise GrammarTooComplexError(
                     f"schema needs more than {MAX_DEFINITIONS} distinct $ref expansions; "
@@ -192,6 +204,8 @@ class RefSharing:
             self.definitions.append(text)
             if reusable:
                 self.reusable.add(len(self.definitions) - 1)
+            if head_alias is not None:
+                self.head_aliases[len(self.definitions) - 1] = head_alias
             text = chr(PLACEHOLDER_BASE + len(self.definitions) - 1)
         self._memo[key] = text
         return text

@@ -21,6 +21,7 @@ Sizes are capped (``MAX_NFA_STATES``, ``MAX_PRODUCT_STATES``): past them,
 
 from __future__ import annotations
 
+import hashlib
 from types import SimpleNamespace
 
 from ...errors import UnsupportedSchemaError
@@ -281,16 +282,27 @@ def clear_bodies() -> None:
 
 class _RecordingSharing(RefSharing):
     """A ``RefSharing`` of its own for one bounded body, recording every ``store`` in order
-    as ``(key, text)`` (text as given: a placeholder or inline text comes back).
+    as ``(key, text, head_alias)`` (text as given: a placeholder or inline text comes back).
     """
 
     def __init__(self) -> None:
         super().__init__(None)
-        self.stored: list[tuple[tuple, str]] = []
+        self.stored: list[tuple[tuple, str, tuple | None]] = []
 
-    def store(self, key: tuple, text: str | None, reusable: bool = False) -> str | None:
-        self.stored.append((key, text))
-        return super().store(key, text, reusable)
+    def store(
+        self,
+        key: tuple,
+        text: str | None,
+        reusable: bool = False,
+        head_alias: tuple[bytes, int] | None = None,
+    ) -> str | None:
+        self.stored.append((key, text, head_alias))
+        return super().store(key, text, reusable, head_alias)
+
+
+def _is_definition(text: str, head_alias: tuple | None) -> bool:
+    """Whether ``RefSharing.store`` makes ``text`` a definition (else it is inlined)."""
+    return len(text) > INLINE_MAX or head_alias is not None
 
 
 def _replay(conv: ConvertContext, body: str | None, stored: tuple) -> object:
@@ -302,18 +314,18 @@ def _replay(conv: ConvertContext, body: str | None, stored: tuple) -> object:
     if body is None:
         return None
     sharing = conv.sharing
-    for key, text in stored:  # checked before anything is stored
+    for key, text, alias in stored:  # checked before anything is stored
         found, shared = sharing.lookup(key)
         is_placeholder = len(shared or "") == 1 and ord(shared) >= PLACEHOLDER_BASE
-        if found and (not is_placeholder if len(text) > INLINE_MAX else shared != text):
+        if found and (not is_placeholder if _is_definition(text, alias) else shared != text):
             return _NOT_REPLAYED
     table: dict[int, int] = {}  # the build's placeholder -> conv's (predicted, checked)
     targets: list[str | None] = []  # per stored entry: conv's placeholder, None: inline
     local = PLACEHOLDER_BASE
     num_new = 0
-    for key, text in stored:
+    for key, text, alias in stored:
         found, shared = sharing.lookup(key)
-        if len(text) <= INLINE_MAX:
+        if not _is_definition(text, alias):
             targets.append(None)
             continue
         if not found:
@@ -322,10 +334,10 @@ def _replay(conv: ConvertContext, body: str | None, stored: tuple) -> object:
         table[local] = ord(shared)
         targets.append(None if found else shared)
         local += 1
-    texts = renumber_many([text for _, text in stored], table)
-    for (key, _), text, target in zip(stored, texts, targets):
+    texts = renumber_many([text for _, text, _ in stored], table)
+    for (key, _, alias), text, target in zip(stored, texts, targets):
         if not sharing.lookup(key)[0]:
-            placed = sharing.store(key, text, reusable=True)
+            placed = sharing.store(key, text, reusable=True, head_alias=alias)
             assert target is None or placed == target, "replayed placeholder mismatch"
     return renumber_placeholders(body, table)
 
@@ -368,14 +380,73 @@ def _build_body(
     if not live[(start, 0)]:
         return None
     rest = {**nfa.rest, start: whole}
-    return _emit(conv, (regex, lo, hi), top, states, moves, accepting, live, rest, pointer)
+    aliases = (
+        {} if hi is None else _head_aliases(regex, anchored, lo, hi, states, moves, accepting, live)
+    )
+    key = (regex, anchored, lo, hi)
+    return _emit(conv, key, top, states, moves, accepting, live, rest, aliases, pointer)
 
 
-def _emit(conv: ConvertContext, key, top, states, moves, accepting, live, rest, pointer) -> str:
-    """Write the live product states as shared definitions, highest count first; with no
-    ``maxLength`` (``key[2]`` None) a state at count ``top`` is the pattern's rest.
+MIN_ALIAS_SLACK = 16  # product states with a shorter slack get no head alias
+
+
+def _head_aliases(
+    regex: str, anchored: bool, lo: int, hi: int, states, moves, accepting, live
+) -> dict[tuple[int, int], tuple[bytes, int]]:
+    """``(q, c) -> (alias, slack)`` for the live product states whose first ``slack >=
+    MIN_ALIAS_SLACK`` characters the counter does not restrict.
+
+    ``slack(q, c)`` is the largest ``k`` such that every path of at most ``k`` characters
+    from ``q`` (the NFA's moves) ends, at count ``c + j``, in a state that is live there
+    when the pattern alone can still end from it (``coreach``), and accepting only where
+    ``lo <= c + j <= hi``. Then the strings of ``D(q, c)`` of at most ``k`` characters, and
+    its prefixes of at most ``k`` characters, are those of the pattern's own continuation
+    from ``q`` (each a property of ``q`` alone), so every ``D(q, c')`` of the same pattern
+    with a slack of ``k`` or more has the same ones, and, the encoding of each character
+    being fixed (``_char``), the same words and prefixes of at most ``k`` bytes (a
+    character is one byte or more): the alias, a digest of ``(regex, anchored, q)``, says
+    so (``regex.terms.TermArena.head_aliases``, read by ``fsm.index.lexical_masks``).
     """
-    lo, hi = key[1], key[2]
+    coreach = {q for q in states if accepting[q]}
+    grew = True
+    while grew:
+        grew = False
+        for q in states:
+            if q not in coreach and any(t in coreach for _, t in moves[q]):
+                coreach.add(q)
+                grew = True
+    cap = hi + 1  # no path is longer than the counter allows
+    slack: dict[tuple[int, int], int] = {}
+    out: dict[tuple[int, int], tuple[bytes, int]] = {}
+    digests: dict[int, bytes] = {}
+    for c in range(hi, -1, -1):
+        for q in states:
+            ok = (q not in coreach or live[(q, c)]) and (not accepting[q] or lo <= c <= hi)
+            if not ok:
+                slack[(q, c)] = -1
+                continue
+            k = cap
+            for _, t in moves[q]:
+                if t in coreach:
+                    k = min(k, 1 + (slack[(t, c + 1)] if c < hi else -1))
+            slack[(q, c)] = k
+            if k >= MIN_ALIAS_SLACK and live[(q, c)]:
+                digest = digests.get(q)
+                if digest is None:
+                    data = repr(("strlen", regex, anchored, q)).encode()
+                    digest = digests[q] = hashlib.blake2b(data, digest_size=16).digest()
+                out[(q, c)] = (digest, k)
+    return out
+
+
+def _emit(
+    conv: ConvertContext, key, top, states, moves, accepting, live, rest, aliases, pointer
+) -> str:
+    """Write the live product states as shared definitions, highest count first; with no
+    ``maxLength`` (``key[3]`` None) a state at count ``top`` is the pattern's rest. A state
+    with a head alias (``aliases``) is a definition of its own, whatever its length.
+    """
+    lo, hi = key[2], key[3]
     texts: dict[tuple[int, int], str] = {}
     for c in range(top, -1, -1):
         for q in (q for q in states if live[(q, c)]):
@@ -395,7 +466,9 @@ def _emit(conv: ConvertContext, key, top, states, moves, accepting, live, rest, 
                 text = parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
             skey = ("strlen",) + key + (q, c)
             found, shared = conv.sharing.lookup(skey)
-            texts[(q, c)] = shared if found else conv.sharing.store(skey, text)
+            if not found:
+                shared = conv.sharing.store(skey, text, head_alias=aliases.get((q, c)))
+            texts[(q, c)] = shared
     return texts[(states[0], 0)]
 
 

@@ -42,6 +42,7 @@ def regex_to_dfa(
     definitions: list[str] | None = None,
     deadline: Deadline | None = None,
     reusable: frozenset[int] = frozenset(),
+    head_aliases: tuple[tuple[int, bytes, int], ...] = (),
 ) -> ByteDFA:
     """Compile a Python regex (fullmatch semantics) to a lazily built ``ByteDFA``.
 
@@ -61,6 +62,7 @@ def regex_to_dfa(
             lexer); None: ``Deadline(max_seconds)``.
         reusable: indices of ``definitions`` the same in every spec that writes them,
             lowered once per process (``parse.lower``, ``reused``).
+        head_aliases: ``(index, alias, slack)`` of ``definitions`` (``parse.lower``).
 
     Raises:
         RegexError: the pattern does not parse, or matches no string at all; an empty
@@ -72,7 +74,14 @@ def regex_to_dfa(
     if deadline is None:
         deadline = Deadline(max_seconds)
     arena = TermArena()
-    root = lower(pattern, arena, deadline=deadline, definitions=definitions, reusable=reusable)
+    root = lower(
+        pattern,
+        arena,
+        deadline=deadline,
+        definitions=definitions,
+        reusable=reusable,
+        head_aliases=head_aliases,
+    )
     arena.deadline = deadline  # emptiness searches share the compile's budget
     if root == EMPTY or arena.is_empty(root):
         raise RegexError(f"regex {pattern!r} matches no string")

@@ -359,6 +359,7 @@ def lower(
     deadline: Deadline = NEVER,
     definitions: list[str] | None = None,
     reusable: frozenset[int] | set[int] = frozenset(),
+    head_aliases: tuple[tuple[int, bytes, int], ...] = (),
 ) -> int:
     """Parse ``pattern`` and lower it to a term of ``arena`` (fullmatch semantics).
 
@@ -379,6 +380,9 @@ def lower(
             writes their texts (the JSON Schema converter's "any JSON value" chain). When
             ``arena`` is empty they are lowered first, as a run kept per process
             (``reused``): a later spec with the same run restores its terms instead.
+        head_aliases: ``(index, alias, slack)``: the term of ``definitions[index]`` gets
+            the head alias ``(alias, slack)`` in ``arena.head_aliases`` (a term two
+            definitions share keeps the first's: each claim holds for it).
 
     Returns:
         The root term id of ``pattern`` in ``arena``.
@@ -399,6 +403,9 @@ def lower(
         shared.append(
             _lower_definition(text, i, arena, deadline, shared, memo) if term is None else term
         )
+    for i, alias, slack in head_aliases:
+        if 0 <= i < len(shared):
+            arena.head_aliases.setdefault(shared[i], (alias, slack))
     return _lower_text(pattern, arena, deadline, shared, memo, True)
 
 

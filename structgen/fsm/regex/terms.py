@@ -163,6 +163,11 @@ class TermArena:
             it: terms ``0 .. n-1`` are the snapshot's, under the same ids, and ``memo``
             (term id < n -> 16-byte digest, ``lexical_masks.head_key``'s) is one dict they
             all share; None for any other arena.
+        head_aliases: term -> ``(alias, slack)`` (16-byte digest, characters), set by the
+            lowering (``parse.lower``'s ``head_aliases``, from ``json_schema.string_length``):
+            every term with the same ``alias`` and a slack of ``k`` has the same words and
+            the same prefixes of at most ``k`` bytes (``fsm.index.lexical_masks``
+            keys their head parts by it). Never copied by :meth:`snapshot`.
     """
 
     def __init__(
@@ -196,6 +201,8 @@ class TermArena:
         # (n, memo): terms 0..n-1 are those of a snapshot, in every arena restored from it,
         # and memo (term -> digest, shared by those arenas) is lexical_masks.head_key's
         self.shared_prefix: tuple[int, dict[int, bytes]] | None = None
+        # term -> (alias, slack): a head alias its lowering gave (``parse.lower``), see below
+        self.head_aliases: dict[int, tuple[bytes, int]] = {}
 
     # the fields ``snapshot`` copies (values immutable: a shallow copy is a copy), those it
     # requires empty (filled by derivatives and fronts, never by lowering), and the settings
@@ -205,6 +212,7 @@ class TermArena:
     _SCALAR_FIELDS = ("_num_boolean", "_universe", "max_byte_count")
     _DERIVED_FIELDS = ("_deriv", "_front", "_alt_index", "_kmp", "_cctx")
     _SHARED_FIELDS = ("shared_prefix",)  # one object for a snapshot and its restored arenas
+    _LOWERING_FIELDS = ("head_aliases",)  # given by each lowering, never copied
     _SETTING_FIELDS = (
         "max_terms",
         "max_empty_checks",

@@ -131,3 +131,26 @@ def test_untranslatable_pattern_with_length_keeps_the_length() -> None:
     schema = {"type": "string", "pattern": "/^[0-9]{4}$/", "maxLength": 6}
     grammar = _dropped_keyword(schema, "pattern")
     assert grammar.matches('"abc"') and not grammar.matches('"abcdefg"')
+
+
+def test_a_pattern_with_a_formats_text_is_not_the_format() -> None:
+    """A ``pattern`` (search) written as a ``format``'s regex text (fullmatch), both with a
+    length, in one schema: each field keeps its own semantics (the product states' sharing
+    keys name ``anchored``; they were shared, and the pattern field refused what it allows)."""
+    from structgen.fsm.json_schema.formats import FORMATS
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "f": {"type": "string", "format": "uuid", "maxLength": 60},
+            "p": {"type": "string", "pattern": FORMATS["uuid"], "maxLength": 60},
+        },
+        "required": ["f", "p"],
+    }
+    grammar = compile_json_schema(schema)
+    u = "123e4567-e89b-12d3-a456-426614174000"
+    for doc in ({"f": u, "p": "x" + u + "y"}, {"f": u, "p": u}, {"f": "x" + u, "p": u}):
+        valid = jsonschema.Draft202012Validator(
+            schema, format_checker=jsonschema.FormatChecker()
+        ).is_valid(doc)
+        assert grammar.matches(json.dumps(doc, separators=(",", ":"))) == valid, doc

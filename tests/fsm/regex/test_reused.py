@@ -169,6 +169,7 @@ def test_restore_needs_a_fresh_arena_and_snapshot_names_every_field() -> None:
         *TermArena._DERIVED_FIELDS,
         *TermArena._SETTING_FIELDS,
         *TermArena._SHARED_FIELDS,
+        *TermArena._LOWERING_FIELDS,
     }
     assert set(vars(TermArena())) == fields  # a new field must be given a kind above
     with pytest.raises(ValueError, match="holds terms"):

@@ -363,14 +363,7 @@ def _build_body(
         )
     live: dict[tuple[int, int], bool] = {}
     if hi is None:  # saturated: live when the pattern can still end from there
-        reach = {q for q in states if accepting[q]}
-        grew = True
-        while grew:
-            grew = False
-            for q in states:
-                if q not in reach and any(t in reach for _, t in moves[q]):
-                    reach.add(q)
-                    grew = True
+        reach = _coreach(states, moves, accepting)
         live.update({(q, top): q in reach for q in states})
     for c in range(top - (hi is None), -1, -1):
         for q in states:
@@ -385,6 +378,21 @@ def _build_body(
     )
     key = (regex, anchored, lo, hi)
     return _emit(conv, key, top, states, moves, accepting, live, rest, aliases, pointer)
+
+
+def _coreach(states, moves, accepting) -> set[int]:
+    """The NFA states of ``states`` from which the pattern alone can still end (an accepting
+    state reachable by ``moves``, the counter ignored).
+    """
+    reach = {q for q in states if accepting[q]}
+    grew = True
+    while grew:
+        grew = False
+        for q in states:
+            if q not in reach and any(t in reach for _, t in moves[q]):
+                reach.add(q)
+                grew = True
+    return reach
 
 
 MIN_ALIAS_SLACK = 16  # product states with a shorter slack get no head alias
@@ -407,14 +415,7 @@ def _head_aliases(
     character is one byte or more): the alias, a digest of ``(regex, anchored, q)``, says
     so (``regex.terms.TermArena.head_aliases``, read by ``fsm.index.lexical_masks``).
     """
-    coreach = {q for q in states if accepting[q]}
-    grew = True
-    while grew:
-        grew = False
-        for q in states:
-            if q not in coreach and any(t in coreach for _, t in moves[q]):
-                coreach.add(q)
-                grew = True
+    coreach = _coreach(states, moves, accepting)
     cap = hi + 1  # no path is longer than the counter allows
     slack: dict[tuple[int, int], int] = {}
     out: dict[tuple[int, int], tuple[bytes, int]] = {}

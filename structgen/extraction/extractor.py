@@ -237,9 +237,8 @@ class _Job:
 
 def _host_pipelines(engine: Any, num_texts: int) -> Any:
     """The engine's ``HostPipelines`` when a call over ``num_texts`` texts runs on them
-    (``HOST_PIPELINES`` >= 2, at least ``HOST_PIPELINES_MIN_TEXTS`` texts, a CPU
-    ``Engine`` without tensor parallelism, speculative decoding or grammar threads, and
-    at least 2 kernel threads on this thread), else None.
+    (``HOST_PIPELINES`` >= 2, at least ``HOST_PIPELINES_MIN_TEXTS`` texts, an ``Engine``
+    whose ``can_share_model()``, and at least 2 kernel threads on this thread), else None.
     """
     from structgen.runtime.engine import Engine
 
@@ -247,10 +246,7 @@ def _host_pipelines(engine: Any, num_texts: int) -> Any:
         HOST_PIPELINES < 2
         or num_texts < HOST_PIPELINES_MIN_TEXTS
         or type(engine) is not Engine
-        or engine.device.type != "cpu"
-        or engine.config.tensor_parallel_size > 1
-        or engine.spec is not None
-        or engine.grammar_pool is not None
+        or not engine.can_share_model()
         or engine.host_lock is not None  # a pipeline's own engine
     ):
         return None

@@ -179,6 +179,18 @@ class Engine(BaseEngine):
             self.grammar_pool = GrammarPool(self.config.grammar_threads)
         self.loop = EngineLoop(self)
 
+    def can_share_model(self) -> bool:
+        """Whether :meth:`host_pipeline` can build another engine over this engine's model: a
+        CPU engine without tensor parallelism, speculative decoding or grammar threads.
+        Raises: never.
+        """
+        return (
+            self.config.tensor_parallel_size == 1
+            and self.spec is None
+            and self.grammar_pool is None
+            and self.device.type == "cpu"
+        )
+
     def host_pipeline(self, host_lock: Any) -> "Engine":
         """A new engine over this engine's loaded model (weights, tokenizer and grammar
         vocabulary shared, nothing copied) with its own KV pool (grown on demand), prefix
@@ -192,13 +204,7 @@ class Engine(BaseEngine):
             ConfigError: a tensor-parallel or speculative engine (their workers and draft
                 models are not shared this way), grammar threads, or a non-CPU device.
         """
-        cfg = self.config
-        if (
-            cfg.tensor_parallel_size > 1
-            or self.spec is not None
-            or self.grammar_pool is not None
-            or self.device.type != "cpu"
-        ):
+        if not self.can_share_model():
             raise ConfigError(
                 "host_pipeline: only a CPU engine without tensor parallelism, speculative "
                 "decoding or grammar threads can share its model with another pipeline"

@@ -17,7 +17,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from structgen.cli.inputs import CliError, load_schema, open_output, read_constraint, read_texts
-from structgen.errors import ExtractionError, StructgenError
+from structgen.errors import ConfigError, ExtractionError, StructgenError
+from structgen.runtime.sampling_params import SamplingParams
 
 __all__ = ["main"]
 
@@ -86,7 +87,6 @@ def cmd_extract(args: argparse.Namespace) -> int:
     if lines is None and not texts[0].strip():
         raise CliError("the text is empty: there is nothing to extract from", code=1)
     from structgen.extraction import extract  # imports torch: after every input check
-    from structgen.runtime.sampling_params import SamplingParams
 
     out = open_output(args.output)
     kept = [i for i, t in enumerate(texts) if t.strip()]  # blank JSON lines: errors, no model
@@ -152,8 +152,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise CliError("--prompt is empty: give the text to generate from")
     constraint = read_constraint(args)
-    from structgen.runtime.sampling_params import SamplingParams
-
     params = SamplingParams(
         max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed
     )
@@ -228,31 +226,30 @@ _QUANTIZATION_HELP = (
 )
 
 
-def _token_count(text: str) -> int:
-    """The type of ``--max-tokens``: an int >= 1, checked by argparse before any schema or
-    model work. Raises argparse.ArgumentTypeError (a usage error, exit 2) otherwise.
+def _sampling_arg(field: str, convert: type):
+    """The argparse type of the flag that sets ``SamplingParams.<field>``: ``convert``s the
+    text, then lets ``SamplingParams`` itself check the value, so the flag accepts what the
+    API accepts and its message is the API's, without the ``SamplingParams.<field>`` prefix
+    (the flag is named by argparse). Raises argparse.ArgumentTypeError (a usage error, exit
+    2) before any schema or model work.
     """
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {value}")
-    return value
+
+    def parse(text: str):
+        value = convert(text)  # ValueError: argparse's "invalid <type> value: <text>"
+        try:
+            SamplingParams(**{field: value})
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(
+                str(exc).removeprefix(f"SamplingParams.{field} ")
+            ) from None
+        return value
+
+    parse.__name__ = convert.__name__  # argparse names the type in "invalid <type> value"
+    return parse
 
 
-def _temperature(text: str) -> float:
-    """The type of ``--temperature``: a finite float >= 0 (0: greedy), checked by argparse
-    before any model work. Raises argparse.ArgumentTypeError (a usage error, exit 2)
-    otherwise.
-    """
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
-    if not value >= 0 or value == float("inf"):  # NaN fails >= 0
-        raise argparse.ArgumentTypeError(f"must be a number >= 0 (0: greedy), got {text}")
-    return value
+_token_count = _sampling_arg("max_tokens", int)
+_temperature = _sampling_arg("temperature", float)
 
 
 def build_parser() -> argparse.ArgumentParser:

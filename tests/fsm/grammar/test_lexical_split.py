@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchmarks.support import mask_bits
 from structgen.fsm import Vocabulary, clear_cache, compile_json_schema, compile_regex
 from structgen.fsm.grammar import compile_grammar
 from structgen.fsm.grammar.compile import CompiledCFG
@@ -92,7 +93,7 @@ def _check(grammar, ref, vocab, prefix: bytes) -> np.ndarray:
     state = grammar.dfa.walk(grammar.dfa.initial, prefix)
     assert state >= 0, prefix
     mask = grammar.token_index.bitmask(state)
-    got = np.unpackbits(mask.view(np.uint8), bitorder="little")[: vocab.vocab_size].astype(bool)
+    got = mask_bits(mask, vocab.vocab_size)
     start = ref.dfa.walk(ref.dfa.initial, prefix)
     never, eos = vocab.index_tables
     want = np.zeros(vocab.vocab_size, bool)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.support import allowed_ids
 from structgen.fsm import Vocabulary, compile_json_schema, compile_regex
 from structgen.fsm.index.budget import INF, CompletionBudget
 
@@ -71,8 +72,7 @@ def json_vocab() -> Vocabulary:
 def _allowed(m, vocab_size: int) -> list[int]:
     mask = torch.zeros(1, (vocab_size + 31) // 32, dtype=torch.int32)
     m.fill_bitmask(mask, 0)
-    bits = np.unpackbits(mask[0].numpy().view(np.uint8), bitorder="little")
-    return np.nonzero(bits[:vocab_size])[0].tolist()
+    return allowed_ids(mask[0], vocab_size)
 
 
 def _brute_force_min_tokens(grammar, vocab: Vocabulary) -> dict[int, int]:
@@ -338,8 +338,7 @@ def test_budgeted_masks_equal_the_brute_force_on_every_state(json_vocab, monkeyp
                 words = b.mask(s, r)
                 if words is None:
                     words = index.bitmask(s)
-                bits = np.unpackbits(np.asarray(words).view(np.uint8), bitorder="little")
-                got = set(np.nonzero(bits[: vocab.vocab_size])[0].tolist())
+                got = set(allowed_ids(words, vocab.vocab_size))
                 assert got == expected, (s, r, dist[s])
                 if dist[s] <= r and r > 0 and not dfa.is_accepting(s):
                     assert got  # a feasible request always has a token to finish with
@@ -366,8 +365,7 @@ def test_quick_walks_that_give_up_leave_masks_exact(json_vocab, monkeypatch) -> 
             words = b.mask(s, r)
             if words is None:
                 words = index.bitmask(s)
-            bits = np.unpackbits(np.asarray(words).view(np.uint8), bitorder="little")
-            got = set(np.nonzero(bits[: json_vocab.vocab_size])[0].tolist())
+            got = set(allowed_ids(words, json_vocab.vocab_size))
             expected = {
                 t for t in np.nonzero(row >= 0)[0].tolist() if t == 0 or dist[int(row[t])] <= r - 1
             }

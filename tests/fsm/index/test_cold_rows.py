@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchmarks.support import mask_bits
 from structgen.fsm import clear_cache, compile_json_schema
 from structgen.fsm.index import trie
 from structgen.fsm.regex.dfa import regex_to_dfa
@@ -48,10 +49,6 @@ SCHEMAS = {
 }
 
 
-def _unpack(mask: np.ndarray, n: int) -> np.ndarray:
-    return np.unpackbits(mask.view(np.uint8), bitorder="little")[:n].astype(bool)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("walk", ["c", "numpy"])
 @pytest.mark.parametrize("name", list(SCHEMAS))
@@ -74,7 +71,7 @@ def test_cold_masks_match_brute_force(smollm2_vocab, monkeypatch, name, walk) ->
     for cut in cuts:
         state = dfa.walk(dfa.initial, data[:cut])
         assert state >= 0, cut
-        got = _unpack(index.bitmask(state), smollm2_vocab.vocab_size)
+        got = mask_bits(index.bitmask(state), smollm2_vocab.vocab_size)
         want = brute_force_mask(grammar, smollm2_vocab, data[:cut])
         assert np.array_equal(got, want), (name, cut, np.flatnonzero(got != want)[:10])
         assert want.any()

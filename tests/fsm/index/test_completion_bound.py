@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.support import mask_bits
 from structgen.fsm import Vocabulary, compile_regex
 from structgen.fsm.index import budget as budget_mod
 from structgen.fsm.index.budget import INF, CompletionBudget
@@ -161,8 +162,7 @@ def test_bound_holds_in_tokens_on_the_budget_grammars(json_vocab, monkeypatch) -
 def _allowed(m, vocab_size: int) -> np.ndarray:
     mask = torch.zeros(1, (vocab_size + 31) // 32, dtype=torch.int32)
     m.fill_bitmask(mask, 0)
-    bits = np.unpackbits(mask[0].numpy().view(np.uint8), bitorder="little")
-    return bits[:vocab_size].astype(bool)
+    return mask_bits(mask[0], vocab_size)
 
 
 def _walk_both(grammar, vocab, max_tokens: int, rng: random.Random, monkeypatch) -> int:

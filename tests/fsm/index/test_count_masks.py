@@ -17,6 +17,7 @@ import random
 import numpy as np
 import pytest
 
+from benchmarks.support import mask_bits
 from structgen.fsm import Vocabulary, clear_cache, compile_json_schema, compile_regex
 from structgen.fsm.index.count_masks import (
     TABLE_CLASSES,
@@ -64,7 +65,7 @@ def _check(grammar, vocab, prefix: bytes) -> bool:
     _, bounds = index._counts.canonical(grammar.dfa.term(state))
     shared = bool(bounds) and long_run_tables(vocab, bounds) is not None
     mask = index.bitmask(state)
-    got = np.unpackbits(mask.view(np.uint8), bitorder="little")[: vocab.vocab_size].astype(bool)
+    got = mask_bits(mask, vocab.vocab_size)
     want = brute_force_mask(grammar, vocab, prefix)
     assert np.array_equal(got, want), (prefix, np.flatnonzero(got != want)[:10])
     return shared
@@ -125,8 +126,8 @@ def test_run_lengths_and_long_run_tables_equal_brute_force(vocab) -> None:
     trie, packed = long_run_tables(vocab, frozenset({(letters, 30), (digits, 45)}))
     never = vocab.index_tables[0]
     want = ~never & ((runs > 30) | (run_lengths(vocab, digits) > 45))
-    got = np.unpackbits(packed.view(np.uint8), bitorder="little")[: vocab.vocab_size]
-    assert np.array_equal(got.astype(bool), want)
+    got = mask_bits(packed, vocab.vocab_size)
+    assert np.array_equal(got, want)
     assert trie.num_nodes > 0
     assert long_run_tables(vocab, frozenset({(letters, 1)})) is None  # too many: no split
 
@@ -144,8 +145,8 @@ def test_prepared_long_runs_equal_brute_force(vocab) -> None:
     for hi in range(16, max(runs) + 2):
         want = ~never & (np.array(runs) > hi)
         trie, packed = long_run_tables(vocab, frozenset({(label, hi)}))
-        got = np.unpackbits(packed.view(np.uint8), bitorder="little")[: vocab.vocab_size]
-        assert np.array_equal(got.astype(bool), want), hi
+        got = mask_bits(packed, vocab.vocab_size)
+        assert np.array_equal(got, want), hi
         held = set(trie.token[trie.token >= 0].tolist()) | set(trie.dups[:, 0].tolist())
         assert held == set(np.flatnonzero(want).tolist()), hi
     assert vocab.__dict__["_count_long"] == tables  # every bound read a prepared table
@@ -292,12 +293,12 @@ def _canonical_masks_by_class(grammar, vocab, prefixes) -> int:
             if mask is None:
                 continue
             answered += 1
-            got = np.unpackbits(mask.view(np.uint8), bitorder="little")[: vocab.vocab_size]
+            got = mask_bits(mask, vocab.vocab_size)
             want = [
                 not never[t] and bool(data) and dfa.walk(cs, data) >= 0
                 for t, data in enumerate(vocab.token_bytes)
             ]
-            assert np.array_equal(got.astype(bool), np.array(want)), prefix
+            assert np.array_equal(got, np.array(want)), prefix
     return answered
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.support import mask_bits
 from structgen.fsm import (
     Vocabulary,
     clear_cache,
@@ -56,7 +57,7 @@ def _check(grammar, vocab, prefix: bytes) -> np.ndarray:
     """The grammar's mask after ``prefix`` equals brute force; returns it unpacked."""
     state = grammar.dfa.walk(grammar.dfa.initial, prefix)
     mask = grammar.token_index.bitmask(state)
-    got = np.unpackbits(mask.view(np.uint8), bitorder="little")[: vocab.vocab_size].astype(bool)
+    got = mask_bits(mask, vocab.vocab_size)
     want = brute_force_mask(grammar, vocab, prefix)
     assert np.array_equal(got, want), (prefix, np.flatnonzero(got != want)[:10])
     return got
@@ -203,11 +204,11 @@ def test_a_key_read_once_builds_no_exit_trie(vocab) -> None:
     assert lex.hits == hits + 1
     tables = lex.kept_exit_tables(exits)
     assert tables
-    holds = np.unpackbits(tables[1].view(np.uint8), bitorder="little")[: vocab.vocab_size]
+    holds = mask_bits(tables[1], vocab.vocab_size)
     part = lex.get(key)
-    got = np.unpackbits(part.view(np.uint8), bitorder="little")[: vocab.vocab_size]
-    assert np.array_equal(got.astype(bool), whole & ~holds.astype(bool))
-    assert whole[holds.astype(bool)].any()  # the cut removed tokens (an exit byte: "Q...")
+    got = mask_bits(part, vocab.vocab_size)
+    assert np.array_equal(got, whole & ~holds)
+    assert whole[holds].any()  # the cut removed tokens (an exit byte: "Q...")
 
 
 def test_a_refused_exit_set_read_again_walks_whole(vocab) -> None:
@@ -345,8 +346,8 @@ def test_exit_tables_hold_exactly_the_tokens_with_an_exit_byte(vocab) -> None:
         if tables is None:
             continue
         trie, packed = tables
-        held = np.unpackbits(packed.view(np.uint8), bitorder="little")[: vocab.vocab_size]
-        assert np.array_equal(held.astype(bool), want & ~never), hex(exit_mask)
+        held = mask_bits(packed, vocab.vocab_size)
+        assert np.array_equal(held, want & ~never), hex(exit_mask)
         in_trie = set(trie.token[trie.token >= 0].tolist()) | set(trie.dups[:, 0].tolist())
         assert in_trie == set(np.flatnonzero(want & ~never).tolist()), hex(exit_mask)
 
@@ -508,8 +509,8 @@ def test_formats_exit_tries_on_smollm2(smollm2_tokenizer, monkeypatch, in_c) -> 
             prefix += vocab.token_bytes[tid]
         assert len(checks) == 3
         for prefix, mask in checks:
-            got = np.unpackbits(mask.view(np.uint8), bitorder="little")[: vocab.vocab_size]
-            assert np.array_equal(got.astype(bool), brute_force_mask(g, vocab, prefix)), prefix
+            got = mask_bits(mask, vocab.vocab_size)
+            assert np.array_equal(got, brute_force_mask(g, vocab, prefix)), prefix
     assert (held and not derived) if in_c else (derived and not held)
     for exit_mask in lex.exit_sets() - before:
         tables = lex.exit_tables(exit_mask)
@@ -552,8 +553,8 @@ def test_whole_entries_cut_exactly_on_the_150k_bpe() -> None:
             built.append((run, len(grew)))
             if run and grew and lex.hits > hits and checked < 3:  # a whole entry cut here
                 mask = buf[0].numpy().astype("<i4")
-                got = np.unpackbits(mask.view(np.uint8), bitorder="little")[: vocab.vocab_size]
-                assert np.array_equal(got.astype(bool), brute_force_mask(g, vocab, prefix))
+                got = mask_bits(mask, vocab.vocab_size)
+                assert np.array_equal(got, brute_force_mask(g, vocab, prefix))
                 checked += 1
             assert m.advance(tid)
             prefix += vocab.token_bytes[tid]

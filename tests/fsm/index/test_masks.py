@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.support import allowed_ids
 from structgen.fsm import Vocabulary, compile_json_schema, compile_regex
 from structgen.fsm.index import masks, token_index, trie
 from structgen.fsm.index.trie import HAVE_C_WALK
@@ -252,11 +253,6 @@ def _reference_mask(matcher, vocab: Vocabulary, words: int) -> torch.Tensor:
     return out
 
 
-def _allowed(row: torch.Tensor, n: int) -> list[int]:
-    bits = np.unpackbits(row.numpy().view(np.uint8), bitorder="little")
-    return [i for i in np.flatnonzero(bits).tolist() if i < n]
-
-
 @pytest.mark.parametrize("max_tokens", [None, 9, 40])
 def test_fill_bitmask_and_advance_match_reference(writer, max_tokens) -> None:
     vocab = _vocab()
@@ -278,7 +274,7 @@ def test_fill_bitmask_and_advance_match_reference(writer, max_tokens) -> None:
             assert torch.equal(batch[keep], others[keep])  # other rows untouched
             m.fill_bitmask(narrow, 1)
             assert torch.equal(narrow[1], want[:1])
-            allowed = _allowed(batch[row], vocab.vocab_size)
+            allowed = allowed_ids(batch[row], vocab.vocab_size)
             if not allowed:
                 assert m.is_terminated()
                 break

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import structgen.fsm.index.trie as token_trie
+from benchmarks.support import mask_bits
 from structgen.errors import GrammarTooComplexError
 from structgen.fsm import TokenIndex, Vocabulary, compile_json_schema, compile_regex
 from structgen.fsm.regex.dfa import regex_to_dfa
@@ -203,7 +204,7 @@ def test_trie_walk_matches_brute_force(
                 [(t, vocab.token_bytes[t][:20], got[t], ref[t]) for t in diff],
             )
             assert mask.dtype == np.int32 and mask.shape == ((vocab.vocab_size + 31) // 32,)
-            bits = np.unpackbits(mask.view(np.uint8), bitorder="little").astype(bool)
+            bits = mask_bits(mask)  # every bit: the padding past the vocabulary too
             assert (bits[: vocab.vocab_size] == (ref >= 0)).all() and not bits[
                 vocab.vocab_size :
             ].any()
@@ -389,8 +390,7 @@ def test_holding_equals_build(which, request) -> None:
         size = int(lengths[keep].sum())
         packed = np.zeros(words, np.int32)
         got = trie.holding(byte_mask, data, size, packed)
-        bits = np.unpackbits(packed.view(np.uint8), bitorder="little")[: vocab.vocab_size]
-        assert np.array_equal(bits.astype(bool), keep), hex(byte_mask)
+        assert np.array_equal(mask_bits(packed, vocab.vocab_size), keep), hex(byte_mask)
         # the reference by bytes (a Python sort) on a few sets, by rank on the rest
         rank = None if i % 8 == 0 else trie.byte_rank
         ref = token_trie.TokenTrie.build(vocab.token_bytes, ~keep, rank)

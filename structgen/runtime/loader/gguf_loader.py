@@ -313,7 +313,10 @@ def gguf_state_dict(
             and not target.endswith(float_only)
         ):
             is_emb = target == "model.embed_tokens.weight"
-            mod = native_module(g.raw(name), info.type_name, info.shape, rows, is_emb, dtype)
+            head = is_emb and "output.weight" not in g.tensors  # tied: the output layer too
+            mod = native_module(
+                g.raw(name), info.type_name, info.shape, rows, is_emb, dtype, head=head
+            )
             if mod is None:  # Q4_K / Q6_K kept exactly; others dequantized below
                 mod = kquant_module(g.raw(name), info.type_name, info.shape, rows, is_emb, dtype)
             if mod is not None:

@@ -212,7 +212,10 @@ def repack_blocks(parts: list[tuple], type_name: str) -> BlockGroup:
         else:
             np.multiply(ms, -8.0, out=mm)  # exact: a power-of-two scaling of an fp16 value
             _copy_tiles(mq, b, 2, 18)
-        int4_scale_tiles_array(ms, mm, out=mt)
+        if any(m % 8 for m in ns):  # a padded tile inside: each member's table its own
+            int4_scale_tiles_array(ms, mm, out=mt)
+    if not int8 and not any(m % 8 for m in ns):  # whole tiles: the members' tables end to end
+        int4_scale_tiles_array(scales, mins, out=table)
     return group
 
 

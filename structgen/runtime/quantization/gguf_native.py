@@ -129,7 +129,10 @@ def native_group(parts: list[tuple], type_name: str) -> list[QuantLinear] | None
     types is the blocks' own: Q8_0 quants to int8 ``[N, K]``, Q4_0/Q4_1 quant bytes to the
     int4 tile layout ``[8 ceil(N/8), K/2]`` (:func:`~.formats.pack_int4_tiles`: the "rows"
     layout's 4-byte runs of 8 rows side by side), the fp16 ``d`` (and ``m``; Q4_0: ``-8 d``)
-    to ``[N, K/32]``; nothing is unpacked or dequantized.
+    to ``[N, K/32]``; nothing is unpacked or dequantized. The copies and the int4 members'
+    scale-tile tables are numpy arrays (:func:`~structgen.runtime.loader.gguf_blocks.repack_blocks`)
+    that the modules' buffers wrap (``torch.from_numpy``: one tensor per group-wide array, the
+    members slices of it); the tables are kept as :meth:`QuantLinear.scale_tiles`' results.
 
     Args:
         parts: per member ``(raw bytes, numpy shape [N, K], row order or None, bias or None)``;

@@ -5,8 +5,9 @@ Each round runs, per checkout (``PYTHONPATH`` = its root, ``OMP_NUM_THREADS=2``,
 cache), one child: ``import structgen``; ``Engine()`` (the default: packaged SmolLM2 Q4_1,
 ``quantization="gguf"``, int8 activations), timed (``ready``: wall and process CPU); then a greedy
 ``generate`` of one chat prompt (``--tokens`` tokens, ``ignore_eos``) with the model's logits
-recorded by a forward hook (``first token``: from the call to the first logits: template,
-encode, prefill, and what the first forward builds; ``generate``: the whole call). Prints a
+recorded by a forward hook (``first token``: from the call to the first logits, wall and
+process CPU: template, encode, prefill, and what the first forward builds; ``generate``: the
+whole call). Prints a
 markdown table of medians and the ratio B/A, and whether B's tokens and every step's logits
 equal A's bit for bit (every round's, against A's first).
 
@@ -33,23 +34,25 @@ w1, c1 = time.perf_counter(), time.process_time()
 engine = structgen.Engine()
 w2, c2 = time.perf_counter(), time.process_time()
 import numpy as np
-stamps, rows = [], []
+stamps, cpus, rows = [], [], []
 def hook(_m, _i, logits):
     stamps.append(time.perf_counter())
+    cpus.append(time.process_time())
     rows.append(logits.detach().numpy()[-1].copy())
 engine.loaded.model.register_forward_hook(hook)
 messages = [{"role": "user", "content": "Name three primary colors, one per line."}]
 params = structgen.SamplingParams(max_tokens=int(sys.argv[1]), temperature=0.0, ignore_eos=True)
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 out = engine.generate([messages], params)[0]
 t_end = time.perf_counter()
 np.save(sys.argv[2], np.stack(rows))
 print(json.dumps({"import": w1 - w, "ready": w2 - w1, "ready_cpu": c2 - c1,
-                  "first_token": stamps[0] - t, "generate": t_end - t,
+                  "first_token": stamps[0] - t, "first_token_cpu": cpus[0] - c,
+                  "generate": t_end - t,
                   "tokens": list(out.token_ids)}))
 """
 
-KEYS = ("import", "ready", "ready_cpu", "first_token", "generate")
+KEYS = ("import", "ready", "ready_cpu", "first_token", "first_token_cpu", "generate")
 
 
 def _child(root: str, tokens: int, logits: str) -> dict:
@@ -99,6 +102,9 @@ def main() -> None:
     a = statistics.median(x["ready"] + x["first_token"] for x in runs["A"])
     b = statistics.median(x["ready"] + x["first_token"] for x in runs["B"])
     print(f"| ready + first_token | {a:.3f} | {b:.3f} | {b / a:.3f} |")
+    a = statistics.median(x["ready_cpu"] + x["first_token_cpu"] for x in runs["A"])
+    b = statistics.median(x["ready_cpu"] + x["first_token_cpu"] for x in runs["B"])
+    print(f"| ready + first_token, process CPU | {a:.3f} | {b:.3f} | {b / a:.3f} |")
     print(f"\ntokens equal (every run, both sides): {same_tokens}")
     print(f"logits bit-equal (every step, every run, both sides): {same_logits}")
     print("tokens:", ref[0])

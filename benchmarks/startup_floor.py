@@ -397,7 +397,8 @@ def engine_main(tokens: int, out_dir: str, messages: list[dict], inject: bool) -
     t_gen = time.perf_counter()
     out = engine.generate([messages], params)[0]
     handle.remove()
-    plan = model.__dict__.get("_decode_step_plan")
+    plans = model.__dict__.get("_decode_step_plans")  # KV pool -> its DecodeStepPlan
+    plan = next(iter(plans.values()), None) if plans else None
     name = "engine_inject_logits.npy" if inject else "engine_logits.npy"
     np.save(os.path.join(out_dir, name), np.stack(rows))
     return {
@@ -409,8 +410,8 @@ def engine_main(tokens: int, out_dir: str, messages: list[dict], inject: bool) -
         "tokens": list(out.token_ids),
         "eos": sorted(engine.eos_token_ids),
         "rotary_vs_proto": rotary,
-        "table_formats": None if plan is None else plan[1].table[:, _FORMAT_COLUMNS].tolist(),
-        "dims": None if plan is None else list(plan[1].dims),
+        "table_formats": None if plan is None else plan.table[:, _FORMAT_COLUMNS].tolist(),
+        "dims": None if plan is None else list(plan.dims),
     }
 
 

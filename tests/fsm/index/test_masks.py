@@ -504,7 +504,7 @@ def test_fill_bitmask_into_ndarray_matches_tensor(writer, max_tokens) -> None:
             m.fill_bitmask(array, row)
             assert np.array_equal(array, tensor.numpy())
             assert torch.equal(tensor[row], _reference_mask(m, vocab, words))
-            allowed = _allowed(tensor[row], vocab.vocab_size)
+            allowed = allowed_ids(tensor[row], vocab.vocab_size)
             if not allowed:
                 break
             assert m.advance(rng.choice(allowed))

@@ -219,6 +219,15 @@ def _kept(owner: object, name: str, sources: tuple[torch.Tensor, ...]) -> tuple 
     return kept
 
 
+def _drop_stale(owner: object, name: str, sources: tuple[torch.Tensor, ...]) -> None:
+    """Forget ``owner.__dict__[name]`` unless it is current for ``sources`` (after a move or a
+    cast replaced them: a table made on CPU at load is not kept beside a CUDA copy of the
+    weights). Raises: never.
+    """
+    if name in owner.__dict__ and _kept(owner, name, sources) is None:
+        del owner.__dict__[name]
+
+
 def _keep_derived(owner: object, name: str, sources: tuple[torch.Tensor, ...], value: Any) -> None:
     """Keep ``value`` as :func:`_kept_derived`'s result for ``sources`` at their current versions:
     a table made elsewhere (at load, in numpy) that its ``build`` would make. Raises: never.
@@ -559,6 +568,15 @@ class QuantLinear(nn.Module):
         sc, mn = b["scales"], b["mins"]
         return _kept_derived(self, "_scale_tiles", (sc, mn), lambda: int4_scale_tiles(sc, mn))
 
+    def _apply(self, fn, recurse: bool = True):
+        """``nn.Module._apply`` (``.to()``, casts), then the int4 tile table is dropped if the
+        scales or mins it was made from were replaced (it is made again at first use).
+        """
+        out = super()._apply(fn, recurse)
+        if "mins" in self._buffers:
+            _drop_stale(self, "_scale_tiles", (self._buffers["scales"], self._buffers["mins"]))
+        return out
+
     def _keep_scale_tiles(self, table: torch.Tensor | None) -> None:
         """Keep ``table`` (None: ``int4_scale_tiles`` of the buffers, made now where they are on
         CPU; elsewhere left to the first :meth:`scale_tiles` call) as :meth:`scale_tiles`'
@@ -697,6 +715,14 @@ class QuantEmbedding(nn.Module):
             return pack_int8_tiles(q), int8_scale_tiles(sc)
 
         return _kept_derived(self, "_int8_tiles", (q, sc), build)
+
+    def _apply(self, fn, recurse: bool = True):
+        """``nn.Module._apply`` (``.to()``, casts), then the int8 tiles are dropped if the table
+        or scales they were made from were replaced (made again at first use).
+        """
+        out = super()._apply(fn, recurse)
+        _drop_stale(self, "_int8_tiles", (self._buffers["qweight"], self._buffers["scales"]))
+        return out
 
     def keep_int8_tiles(self, tiles: torch.Tensor, table: torch.Tensor) -> None:
         """Keep ``(tiles, table)`` as :meth:`int8_tiles`' result for the current ``qweight`` and

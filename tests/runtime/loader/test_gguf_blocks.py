@@ -187,3 +187,42 @@ def test_tables_made_at_load_and_engine_output_bit_identical(tmp_path, monkeypat
     assert got[0] == want[0]
     assert got[1].shape == want[1].shape
     assert np.array_equal(got[1].view(np.int32), want[1].view(np.int32))  # bit for bit
+
+
+def test_tables_follow_the_buffers_through_to_and_casts():
+    """A table made at load is kept by ``.to()`` on the same device and dtype and dropped when the
+    buffers it was made from are replaced (a cast here; a move to CUDA alike), then made again
+    from the new buffers at first use."""
+    rng = np.random.default_rng(0)
+    n, k = 16, 64
+    tiles = torch.from_numpy(rng.integers(0, 256, (n, k // 2), dtype=np.uint8))
+    scales = torch.from_numpy(rng.standard_normal((n, 2)).astype(np.float16))
+    mins = torch.from_numpy(rng.standard_normal((n, 2)).astype(np.float16))
+    if not cpu_quant.available():
+        pytest.skip("quantized C kernel not built")
+    lin = QuantLinear.from_int4_tiles(tiles, scales, mins)
+    table = lin.__dict__["_scale_tiles"][2]
+    assert lin.to("cpu").scale_tiles() is table  # same buffers: kept
+    lin.float()  # scales and mins become float32 tensors: the fp16 table is stale
+    assert "_scale_tiles" not in lin.__dict__
+    rebuilt = lin.scale_tiles()
+    assert rebuilt.dtype == torch.float32
+    assert np.array_equal(
+        rebuilt.numpy(), _table_by_definition(lin.scales.numpy(), lin.mins.numpy())
+    )
+    q = torch.from_numpy(rng.integers(-127, 128, (40, k), dtype=np.int8))
+    emb = QuantEmbedding(
+        q, torch.from_numpy(rng.standard_normal((40, 2)).astype(np.float16)), torch.float32
+    )
+    emb.keep_int8_tiles(
+        *(
+            torch.from_numpy(a)
+            for a in (int8_tiles_array(q.numpy()), int8_scale_tiles_array(emb.scales.numpy()))
+        )
+    )
+    kept = emb.int8_tiles()
+    assert emb.to("cpu").int8_tiles() is kept
+    emb.float()
+    assert "_int8_tiles" not in emb.__dict__
+    with pytest.raises(ValueError, match="keep_int8_tiles"):
+        emb.keep_int8_tiles(kept[0][:16], kept[1])

@@ -17,11 +17,9 @@ Each repeat runs three fresh interpreters, interleaved (A/B, and ``import torch`
   integers, as it takes ``Tensor.data_ptr()`` from the engine), then ``_cpuops.add_rms_norm``,
   ``_qkernel.int8t_mm`` and numpy's argmax.
   ``Vocabulary.prepare`` compiles small grammars (two string grammars for the lexical mask
-  cache, two JSON schemas in its warm-up), whose modules import torch without using it
-  (``fsm/matcher.py`` for an annotation, ``fsm/index/masks.py`` to bind ``torch.Tensor`` for
-  the C mask writer); for ``prepare`` the child puts a stand-in module
-  named ``torch`` in ``sys.modules`` that raises on any attribute but ``Tensor`` (so nothing
-  else of torch can have been used), reports the attributes read, and removes it after.
+  cache, two JSON schemas in its warm-up); the grammar layer imports no torch (session 28 ran
+  it with a stand-in module named ``torch``, which ``fsm/matcher.py`` and
+  ``fsm/index/masks.py`` then imported).
 - ``engine``: ``import structgen``; ``Engine()`` (the default: packaged SmolLM2 Q4_1,
   ``quantization="gguf"``, int8 activations, fp16 KV cache); ``generate`` of the same chat
   prompt, greedy; the model's logits recorded by a forward hook.
@@ -34,8 +32,10 @@ into ``model.rotary`` (torch computes cos/sin in float32 with SLEEF, the prototy
 rounded: 1 ulp apart on ~5% of the entries, reported, so the unmodified engine's logits differ
 in the last bits) and its every step's logits must equal the prototype's bit for bit. The
 fused-step table's format words and shapes are compared with the engine's ``DecodeStepPlan``.
-Last, three ``tiles`` children time the 120 int4 scale-tile tables the engine's first forward
-builds (``formats.int4_scale_tiles``) against the same tables in numpy.
+The prototype's weights are ``structgen.runtime.loader.gguf_blocks``' arrays, which the GGUF
+loader wraps for the engine (with their int4 scale-tile tables and the tied head's int8 tiles
+made at load, not in the engine's first forward; session 28's ``tiles`` children timed the
+tables when they were).
 
 Run (after one ``Engine()`` filled the tokenizer and vocabulary caches: the warm start):
     nice -n 10 env OMP_NUM_THREADS=2 PYTHONPATH=. python benchmarks/startup_floor.py \
@@ -90,13 +90,11 @@ def proto_main(tokens: int, out_dir: str, messages: list[dict]) -> dict:
     t_start = time.perf_counter()
     stages: list[tuple[str, float, bool]] = []
     t_prev = [t_start, time.process_time()]
-    stub = _TorchStandIn()
 
     def mark(label: str) -> None:
         now = time.perf_counter()
-        torch = sys.modules.get("torch")  # the real one (not the stand-in below)
         cpu = time.process_time()
-        real = torch is not None and torch is not stub
+        real = "torch" in sys.modules
         stages.append((label, now - t_prev[0], real, cpu - t_prev[1]))
         t_prev[0], t_prev[1] = now, cpu
 
@@ -109,6 +107,7 @@ def proto_main(tokens: int, out_dir: str, messages: list[dict]) -> dict:
     mark("import numpy")
     from structgen.runtime import chat_template  # noqa: F401  (rendering, imported on use)
     from structgen.runtime.cpu import _cpuops, _decodestep, _qkernel
+    from structgen.runtime.loader import gguf_blocks  # noqa: F401  (_Weights' layouts)
     from structgen.runtime.loader.cache import cache_root, file_cache_key
     from structgen.runtime.loader.gguf_file import GGUFFile
     from structgen.runtime.loader.tokenizer import load_cached_tokenizer
@@ -127,7 +126,7 @@ def proto_main(tokens: int, out_dir: str, messages: list[dict]) -> dict:
     g = GGUFFile(path, skip_arrays_over=4096)
     meta = g.metadata
     mark("GGUF header + memory map")
-    model = _Weights(g, np, _qkernel)
+    model = _Weights(g, np)
     mark("weights: repack from the map")
     eos = [int(meta["tokenizer.ggml.eos_token_id"])]
     tid = tok.convert_tokens_to_ids(tok.eos_token) if tok.eos_token else None
@@ -135,16 +134,13 @@ def proto_main(tokens: int, out_dir: str, messages: list[dict]) -> dict:
         eos.append(int(tid))
     vocab = cached_vocabulary(tok, eos, tok_dir)
     mark("vocabulary (cached)")
-    assert "torch" not in sys.modules
-    sys.modules["torch"] = stub  # the compiler's imports need the name only (see the docstring)
     import structgen.fsm.compiler  # noqa: F401
 
-    mark("imports: fsm compiler (torch stand-in)")
+    mark("imports: fsm compiler")
     vocab.prepare(warm_up=False)
-    mark("Vocabulary.prepare tables (torch stand-in)")
+    mark("Vocabulary.prepare tables")
     vocab.prepare()
-    mark("Vocabulary.prepare warm-up (torch stand-in)")
-    del sys.modules["torch"]
+    mark("Vocabulary.prepare warm-up")
     kv = _KV(model, np, pages=KV_PAGES)
     cos, sin = _rope(np, model.head_dim, model.theta, model.max_pos)
     mark("KV pages + rotary tables")
@@ -183,28 +179,9 @@ def proto_main(tokens: int, out_dir: str, messages: list[dict]) -> dict:
         "tokens": out,
         "eos": eos,
         "torch_imported": "torch" in sys.modules,
-        "stand_in_reads": sorted(stub.reads),
         "table_formats": model.table[:, _FORMAT_COLUMNS].tolist(),
         "dims": list(model.dims),
     }
-
-
-class _TorchStandIn(type(sys)):
-    """A module named ``torch`` with one attribute, ``Tensor`` (an empty class); any other
-    attribute raises, so a warm-up that ran with it used nothing of torch but the name.
-    """
-
-    def __init__(self) -> None:
-        super().__init__("torch")
-        self.reads: set[str] = set()
-
-    def __getattr__(self, name: str):
-        self.reads.add(name)
-        if name == "Tensor":
-            cls = type("Tensor", (), {})
-            self.__dict__["Tensor"] = cls
-            return cls
-        raise AttributeError(f"torch stand-in: {name} (the warm-up would need torch)")
 
 
 # csrc/decodestep.c's table columns: per matmul (qkv, o, gate/up, down) its format word
@@ -214,12 +191,12 @@ _FMT_INT4T, _Q8 = 3, 1 << 3
 
 class _Weights:
     """The default model's weights in the fused decode step's layouts, built from the file's
-    memory map with numpy (what ``gguf_native.native_group`` and ``QuantLinear.scale_tiles`` /
-    ``QuantEmbedding.int8_tiles`` build with torch); ``table`` is the ``[L, 63]`` int64 table
+    memory map with numpy by ``gguf_blocks`` (the arrays ``gguf_native.native_group`` and the
+    tied ``QuantEmbedding`` wrap with torch); ``table`` is the ``[L, 63]`` int64 table
     ``DecodeStepPlan`` makes (KV pointers filled by :class:`_KV`).
     """
 
-    def __init__(self, g, np, qkernel) -> None:
+    def __init__(self, g, np) -> None:
         meta = g.metadata
         arch = meta["general.architecture"]
         assert arch == "llama", arch
@@ -254,7 +231,7 @@ class _Weights:
                 row[col], row[col + 1], row[col + 2] = m[1], m[2], 0
         self.norm = self._f32(g, "output_norm.weight")
         self.norm_array = self.keep[-1]
-        self._embedding(g, qkernel)
+        self._embedding(g)
 
     def _ptr(self, a) -> int:
         self.keep.append(a)
@@ -267,58 +244,39 @@ class _Weights:
 
     def _int4(self, members) -> tuple[int, int, int]:
         """Q4_1 members (their rows after each other's) -> (q tiles pointer, format word,
-        scale-tile table pointer), as ``native_group`` + ``int4_scale_tiles`` lay them out.
+        scale-tile table pointer): ``gguf_blocks.repack_blocks``, as the GGUF loader lays them
+        out (``gguf_native.native_group``; the table is the fused projection's when every
+        member is whole tiles of 8 rows, as SmolLM2's are).
         """
-        np = self.np
         infos = [g.tensors[name] for g, name, _ in members]
         assert all(i.type_name == "Q4_1" for i in infos), [i.type_name for i in infos]
-        k = infos[0].shape[1]
-        groups = k // 32
-        ns = [i.shape[0] for i in infos]
-        assert all(n % 8 == 0 for n in ns)  # whole tiles (SmolLM2's every matrix)
-        total = sum(ns)
-        q = np.empty((total, k // 2), np.uint8)
-        scales = np.empty((total, groups), np.float16)
-        mins = np.empty((total, groups), np.float16)
-        start = 0
-        for (g, name, rows), n in zip(members, ns):
-            blocks = g.raw(name).reshape(n, groups, 20)  # d, m (fp16), 16 bytes of nibbles
-            if rows is not None:
-                blocks = blocks.take(rows, axis=0)
-            words = blocks.view(np.int32)  # [n, G, 5]: the nibbles are words 1..4
-            halves = blocks.view(np.int16)  # [n, G, 10]: d is half 0, m half 1
-            scales[start : start + n].view(np.int16)[...] = halves[..., 0]
-            mins[start : start + n].view(np.int16)[...] = halves[..., 1]
-            tiles = q[start : start + n].view(np.int32).reshape(n // 8, groups, 4, 8)
-            tiles[...] = words[..., 1:5].reshape(n // 8, 8, groups, 4).transpose(0, 2, 3, 1)
-            start += n
-        nt = total // 8  # [nt, G, 2, 8]: mins then scales of 8 rows per group
-        table = np.stack((mins, scales)).reshape(2, nt, 8, groups).transpose(1, 3, 0, 2)
-        table = np.ascontiguousarray(table)
-        fmt = _FMT_INT4T | 1 << 2 | _Q8 | 32 << 4  # tiles, fp16 scales, int8 activations, g32
-        return self._ptr(q), fmt, self._ptr(table)
+        assert all(i.shape[0] % 8 == 0 for i in infos)  # whole tiles (SmolLM2's every matrix)
+        parts = [(g.raw(name), i.shape, rows) for (g, name, rows), i in zip(members, infos)]
+        from structgen.runtime.loader.gguf_blocks import repack_blocks
 
-    def _embedding(self, g, qkernel) -> None:
+        group = repack_blocks(parts, "Q4_1")
+        fmt = _FMT_INT4T | 1 << 2 | _Q8 | 32 << 4  # tiles, fp16 scales, int8 activations, g32
+        return self._ptr(group.q), fmt, self._ptr(group.scale_tiles)
+
+    def _embedding(self, g) -> None:
         """The Q8_0 table: looked-up rows from the map's blocks, and the tied lm_head's int8
-        tiles (``pack_int8_tiles`` / ``int8_scale_tiles``, made by the same C call).
+        tiles and scale table (``gguf_blocks.int8_tiles_array`` / ``int8_scale_tiles_array``,
+        as the GGUF loader builds them for a tied table).
         """
-        np = self.np
+        from structgen.runtime.loader.gguf_blocks import (
+            int8_scale_tiles_array,
+            int8_tiles_array,
+            repack_blocks,
+        )
+
         info = g.tensors["token_embd.weight"]
         assert info.type_name == "Q8_0"
         v, k = info.shape
         self.vocab_size, groups = v, k // 32
         self.emb_blocks = g.raw("token_embd.weight").reshape(v, groups, 34)
-        halves = self.emb_blocks.view(np.int16)  # [V, G, 17]
-        q = np.empty((v, k), np.int8)
-        sc = np.empty((v, groups), np.float16)
-        q.view(np.int16).reshape(v, groups, 16)[...] = halves[..., 1:]
-        sc.view(np.int16)[...] = halves[..., 0]
-        rows = 16 * ((v + 15) // 16)
-        self.head_q = np.empty((rows, k), np.int8)
-        self.head_scales = np.empty((rows // 16, groups, 16), np.float32)
-        qkernel.int8t_pack(q.ctypes.data, 0, self.head_q.ctypes.data, 0, v, k, k, 0)
-        tables = self.head_scales.ctypes.data
-        qkernel.int8t_pack(0, sc.ctypes.data, 0, tables, v, 32 * groups, 32, 1)
+        rows = repack_blocks([(g.raw("token_embd.weight"), info.shape, None)], "Q8_0")
+        self.head_q = int8_tiles_array(rows.q)
+        self.head_scales = int8_scale_tiles_array(rows.scales)
 
     def embed(self, ids):
         """``[T, hidden]`` float32 rows (``dequantize_int8``: int8 * fp16 scale in float32)."""
@@ -439,7 +397,8 @@ def engine_main(tokens: int, out_dir: str, messages: list[dict], inject: bool) -
     t_gen = time.perf_counter()
     out = engine.generate([messages], params)[0]
     handle.remove()
-    plan = model.__dict__.get("_decode_step_plan")
+    plans = model.__dict__.get("_decode_step_plans")  # KV pool -> its DecodeStepPlan
+    plan = next(iter(plans.values()), None) if plans else None
     name = "engine_inject_logits.npy" if inject else "engine_logits.npy"
     np.save(os.path.join(out_dir, name), np.stack(rows))
     return {
@@ -451,8 +410,8 @@ def engine_main(tokens: int, out_dir: str, messages: list[dict], inject: bool) -
         "tokens": list(out.token_ids),
         "eos": sorted(engine.eos_token_ids),
         "rotary_vs_proto": rotary,
-        "table_formats": None if plan is None else plan[1].table[:, _FORMAT_COLUMNS].tolist(),
-        "dims": None if plan is None else list(plan[1].dims),
+        "table_formats": None if plan is None else plan.table[:, _FORMAT_COLUMNS].tolist(),
+        "dims": None if plan is None else list(plan.dims),
     }
 
 
@@ -472,38 +431,6 @@ def torch_main() -> dict:
         "import_torch": time.perf_counter() - t0,
         "import_torch_cpu": time.process_time() - c0,
     }
-
-
-def tiles_main() -> dict:
-    """The engine's first forward builds 120 int4 scale-tile tables (``formats.int4_scale_tiles``
-    via ``QuantLinear.scale_tiles``, SmolLM2's shapes); the same tables with numpy (the
-    prototype's ``_Weights._int4``). Fresh process: round 1 holds the process's first torch ops.
-    """
-    import time
-
-    import numpy as np
-    import torch
-
-    from structgen.runtime.quantization.formats import int4_scale_tiles
-
-    def numpy_tiles(scales, mins):
-        n, g = scales.shape
-        table = np.stack((mins, scales)).reshape(2, n // 8, 8, g).transpose(1, 3, 0, 2)
-        return np.ascontiguousarray(table)
-
-    rng = np.random.default_rng(0)
-    shapes = [(960, 18), (576, 18), (3072, 18), (576, 48)] * 30  # qkv, o, gate/up, down
-    data = [(rng.standard_normal((n, g)).astype(np.float16),) * 2 for n, g in shapes]
-    out: dict = {"torch": [], "numpy": []}
-    for _ in range(5):
-        t = time.perf_counter()
-        got_t = [int4_scale_tiles(torch.from_numpy(s), torch.from_numpy(m)) for s, m in data]
-        out["torch"].append(time.perf_counter() - t)
-        t = time.perf_counter()
-        got_n = [numpy_tiles(s, m) for s, m in data]
-        out["numpy"].append(time.perf_counter() - t)
-    out["equal"] = all(np.array_equal(a.numpy(), b) for a, b in zip(got_t, got_n))
-    return out
 
 
 def _run(mode: str, tokens: int, out_dir: str, prompt: str = "short") -> dict:
@@ -544,16 +471,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--tokens", type=int, default=32)
-    ap.add_argument("--child", choices=("proto", "engine", "engine-inject", "torch", "tiles"))
+    ap.add_argument("--child", choices=("proto", "engine", "engine-inject", "torch"))
     ap.add_argument("--out")
     ap.add_argument("--prompt", choices=tuple(PROMPTS), default="short")
     args = ap.parse_args()
     messages = PROMPTS[args.prompt]
     if args.child == "proto":
         print(json.dumps(proto_main(args.tokens, args.out, messages)))
-        return
-    if args.child == "tiles":
-        print(json.dumps(tiles_main()))
         return
     if args.child == "torch":
         print(json.dumps(torch_main()))
@@ -577,7 +501,6 @@ def main() -> None:
         long = [_run(m, args.tokens, out_dir, "long") for m in ("proto", "engine", "engine-inject")]
         exact["long"] = _exactness(os.path.join(out_dir, "long"), *long)
         exact["long"]["prompt_tokens"] = long[0]["prompt_tokens"]
-        tiles = [_run("tiles", args.tokens, out_dir) for _ in range(3)]
     med = {
         mode: {
             k: statistics.median(r[k] for r in rs)
@@ -615,14 +538,6 @@ def main() -> None:
         f"{sum(walls[j] for j in floor):8.4f} {sum(cpus[j] for j in floor):8.4f}"
     )
     print("torch imported by the proto:", any(r["torch_imported"] for r in runs["proto"]))
-    print("torch stand-in attributes read:", runs["proto"][0]["stand_in_reads"])
-    first = [statistics.median(r[k][0] for r in tiles) for k in ("torch", "numpy")]
-    later = [statistics.median(x for r in tiles for x in r[k][1:]) for k in ("torch", "numpy")]
-    print(
-        f"120 int4 scale-tile tables (the engine's first forward), torch / numpy s: first round "
-        f"{first[0]:.4f} / {first[1]:.4f}, later rounds {later[0]:.4f} / {later[1]:.4f}, "
-        f"equal {all(r['equal'] for r in tiles)}"
-    )
     print("engine's rotary tables vs the proto's:", json.dumps(long[2]["rotary_vs_proto"]))
     for prompt, e in exact.items():
         print(f"exactness ({prompt} prompt):", json.dumps(e))

@@ -20,15 +20,18 @@ with ``False`` and leaves the state unchanged.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from .base import BaseMatcher
 from .index import masks
 from .index.budget import budget_for
 from .index.token_index import TokenIndex
 from .index.vocabulary import MARKER_BYTE
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["Matcher"]
 
@@ -123,12 +126,13 @@ class Matcher(BaseMatcher):
 
     # ---- per-token path ----------------------------------------------------
 
-    def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
+    def fill_bitmask(self, bitmask: torch.Tensor | np.ndarray, row: int) -> None:
         """Write the allowed tokens into ``bitmask[row]``.
 
         Args:
-            bitmask: int32 ``[batch, num_words]`` with ``num_words >= ceil(vocab_size / 32)``;
-                words past the tokenizer's vocabulary are zeroed. Mutated in place.
+            bitmask: int32 ``[batch, num_words]`` with ``num_words >= ceil(vocab_size / 32)``,
+                a tensor or an ``ndarray`` (written by numpy, ``index/masks.py``); words past
+                the tokenizer's vocabulary are zeroed. Mutated in place.
             row: the batch row to write.
 
         Warm cost: a dictionary lookup of the state's cached mask and one C call that
@@ -136,7 +140,8 @@ class Matcher(BaseMatcher):
         see ``index/masks.py``), also under a budget while it is free (class docstring).
         Masks the budget steers and other tensors go the general way.
 
-        Raises: never (for a correctly shaped tensor).
+        Raises: ValueError for an ``ndarray`` that is not int32 ``[batch, num_words]``;
+        otherwise never (for a correctly shaped bitmask).
         """
         state, eos_taken = self._history[-1]
         fill = masks.fill_row

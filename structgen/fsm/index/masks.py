@@ -12,7 +12,7 @@ with the same version counter (bumped by every in-place op, metadata ones such a
 reallocated storage), then write with one C call (``fill_row`` in ``csrc/tokentrie.c``:
 the check, a memcpy, and a memset of the words past the vocabulary; for a tensor of exactly
 ``torch.Tensor`` the check calls the type's ``_version`` and ``data_ptr`` descriptors
-directly, ``bind_tensor_type``) or, without the
+directly, ``bind_tensor_type``, bound at the first tensor ``describe`` reads) or, without the
 extension, through a cached numpy view of the tensor. The matcher hands ``fill_row`` each
 state's mask in the form ``row_form`` chose once per state (``TokenIndex.fill_form``): a
 mask with few nonzero words as (index, word) pairs, so the write reads a few bytes instead
@@ -29,6 +29,12 @@ their layout is read on every call, never cached.
 CUDA and other non-CPU tensors, other dtypes, and CPU tensors whose rows are not
 contiguous words take torch ops on ``bitmask[row]`` (no cache).
 
+A numpy bitmask (int32 ``ndarray`` ``[rows, cols]``, the torch-free CPU engine's,
+``docs/torch_free_cpu.md``) is written by numpy on ``bitmask[row]`` at every call (no cache:
+an array has no version counter; ``fill_row``'s checks read a tensor's). This module imports
+no torch: a tensor can only be one when torch is in ``sys.modules``, so the grammar layer
+compiles and fills numpy masks without it.
+
 :func:`use_extension` turns ``fill_row`` off (``compile_*`` applies ``structgen.env``'s
 ``tokentrie`` setting here and to the walk, ``trie.use_extension``); an extension built
 before ``fill_row`` existed is used for the walk only.
@@ -36,10 +42,15 @@ before ``fill_row`` existed is used for the walk only.
 
 from __future__ import annotations
 
+import sys
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from . import trie
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["last", "fill_row", "write", "describe", "forget", "row_form", "use_extension"]
 
@@ -49,8 +60,7 @@ __all__ = ["last", "fill_row", "write", "describe", "forget", "row_form", "use_e
 # ``monkeypatch.setattr``.
 fill_row = getattr(trie._EXT, "fill_row", None)
 _row_form_c = getattr(trie._EXT, "row_form", None)  # row_form in one C pass; None: numpy
-if hasattr(trie._EXT, "bind_tensor_type"):  # checks of a plain tensor skip the attribute lookup
-    trie._EXT.bind_tensor_type(torch.Tensor)
+_bound = False  # bind_tensor_type(torch.Tensor) done (at the first tensor describe reads)
 
 _NONE = (None, -1, -1, 0, 0, 0)
 last: tuple = _NONE  # the C writer's destination: (tensor, version, base, rows, stride, cols)
@@ -108,8 +118,14 @@ def describe(bitmask: torch.Tensor, numpy_view: bool = False) -> tuple | None:
     element ``[0, 0]``, ``stride`` the words between rows; with ``numpy_view`` the fifth
     item is instead the tensor's numpy view ``[rows, cols]``. Raises: never.
     """
-    if not isinstance(bitmask, torch.Tensor) or not bitmask.is_cpu:
+    global _bound
+    torch = sys.modules.get("torch")  # not imported: bitmask is no tensor
+    if torch is None or not isinstance(bitmask, torch.Tensor) or not bitmask.is_cpu:
         return None
+    if not _bound:  # checks of a plain tensor skip the attribute lookup
+        _bound = True
+        if hasattr(trie._EXT, "bind_tensor_type"):
+            trie._EXT.bind_tensor_type(torch.Tensor)
     if bitmask.dtype is not torch.int32 or bitmask.dim() != 2:
         return None
     rows, cols = bitmask.shape
@@ -124,13 +140,20 @@ def describe(bitmask: torch.Tensor, numpy_view: bool = False) -> tuple | None:
     return (bitmask, version, base, rows, fifth, cols)
 
 
-def write(bitmask: torch.Tensor, row: int, words: np.ndarray | None) -> None:
+def write(bitmask: torch.Tensor | np.ndarray, row: int, words: np.ndarray | None) -> None:
     """Write ``words`` (int32 ``[n]``; None = all zero) into ``bitmask[row]``: the first
-    ``min(n, cols)`` words copied, the words past them zeroed; caches the destination.
+    ``min(n, cols)`` words copied, the words past them zeroed; caches a tensor's destination.
 
-    Raises: IndexError for a row outside the tensor (as indexing it would).
+    ``bitmask``: a tensor (as the module docstring says) or an int32 ``ndarray``
+    ``[rows, cols]``.
+
+    Raises: IndexError for a row outside the bitmask (as indexing it would); ValueError for an
+    ``ndarray`` that is not int32 ``[rows, cols]`` (its words would be cast, not copied).
     """
     global last, _last_np
+    if isinstance(bitmask, np.ndarray):
+        _write_array(bitmask, row, words)
+        return
     fill = fill_row
     if fill is not None:
         if fill(last, bitmask, row, words):
@@ -163,8 +186,26 @@ def write(bitmask: torch.Tensor, row: int, words: np.ndarray | None) -> None:
         target[n:] = 0
 
 
+def _write_array(bitmask: np.ndarray, row: int, words: np.ndarray | None) -> None:
+    """An ``ndarray`` bitmask: numpy on ``bitmask[row]`` (no cached destination)."""
+    if bitmask.dtype != np.int32 or bitmask.ndim != 2:
+        raise ValueError(
+            f"bitmask must be int32 [rows, words], got {bitmask.dtype} {list(bitmask.shape)}"
+        )
+    target = bitmask[row]
+    if words is None:
+        target[:] = 0
+        return
+    n = min(words.shape[0], target.shape[0])
+    target[:n] = words[:n]
+    if target.shape[0] > n:
+        target[n:] = 0
+
+
 def _write_torch(bitmask: torch.Tensor, row: int, words: np.ndarray | None) -> None:
     """Any other tensor (CUDA, non-contiguous rows): torch ops on ``bitmask[row]``."""
+    import torch
+
     target = bitmask[row]
     if words is None:
         target.zero_()

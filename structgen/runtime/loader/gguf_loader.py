@@ -255,7 +255,11 @@ def _qk_rows(target: str, config, permuted: bool) -> torch.Tensor | None:
 
 
 def gguf_state_dict(
-    g: GGUFFile, config, dtype: torch.dtype = torch.float32, native: bool = False
+    g: GGUFFile,
+    config,
+    dtype: torch.dtype = torch.float32,
+    native: bool = False,
+    head_tiles: bool = True,
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.nn.Module]]:
     """The file's weights in HF names and layout.
 
@@ -267,6 +271,9 @@ def gguf_state_dict(
             losslessly into :mod:`structgen.runtime.quantization` modules:
             :mod:`~structgen.runtime.quantization.gguf_kquants` for the K-quants) instead of
             dequantizing them; the other types (and a Q4_K embedding) are dequantized.
+        head_tiles: with ``native``, a tied Q8_0 embedding's int8 tiles for the CPU output
+            kernel are made now (``gguf_native.native_module``'s ``head``; False for a model
+            bound for another device, which does not use them).
 
     Returns:
         ``(float tensors by HF name (dequantized in float32, cast to dtype),
@@ -313,7 +320,10 @@ def gguf_state_dict(
             and not target.endswith(float_only)
         ):
             is_emb = target == "model.embed_tokens.weight"
-            mod = native_module(g.raw(name), info.type_name, info.shape, rows, is_emb, dtype)
+            head = head_tiles and is_emb and "output.weight" not in g.tensors  # tied: output too
+            mod = native_module(
+                g.raw(name), info.type_name, info.shape, rows, is_emb, dtype, head=head
+            )
             if mod is None:  # Q4_K / Q6_K kept exactly; others dequantized below
                 mod = kquant_module(g.raw(name), info.type_name, info.shape, rows, is_emb, dtype)
             if mod is not None:
@@ -517,7 +527,8 @@ def load_gguf(path: str, dtype: torch.dtype, device, quantization: str | None = 
         if tokenizer is None:
             tokenizer = tokenizer_from_gguf_metadata(meta)
             save_tokenizer_cache(tokenizer, tok_dir)
-        state, modules = gguf_state_dict(g, config, dtype, native=quantization == "gguf")
+        native, on_cpu = quantization == "gguf", torch.device(device).type == "cpu"
+        state, modules = gguf_state_dict(g, config, dtype, native=native, head_tiles=on_cpu)
     finally:
         g.close()
     model = get_model_class(config.architectures[0])(

@@ -17,8 +17,13 @@ Two layouts, both along the input dimension ``K`` of a ``[N, K]`` linear weight:
 
 from __future__ import annotations
 
-import numpy as np
 import torch
+
+from structgen.runtime.loader.gguf_blocks import (
+    int4_scale_tiles_array,
+    int8_scale_tiles_array,
+    int8_tiles_array,
+)
 
 __all__ = [
     "quantize_int8",
@@ -199,14 +204,8 @@ def int4_scale_tiles(scales: torch.Tensor, mins: torch.Tensor) -> torch.Tensor:
     n, g = scales.shape
     nt = (n + 7) // 8
     if scales.device.type == "cpu":
-        # numpy's strided copy: torch's permuted half/float copy took 35-90 ms a table here,
-        # paid by an engine's first forward (the decode-step plan builds ~120 of them).
-        out = np.zeros((nt, g, 2, 8), dtype=scales.numpy().dtype)
-        for k, part in ((0, mins), (1, scales)):
-            rows = np.zeros((nt * 8, g), dtype=out.dtype)
-            rows[:n] = part.numpy()
-            out[:, :, k, :] = rows.reshape(nt, 8, g).transpose(0, 2, 1)
-        return torch.from_numpy(out)
+        # numpy's strided copy: torch's permuted half/float copy took 35-90 ms a table here
+        return torch.from_numpy(int4_scale_tiles_array(scales.numpy(), mins.numpy()))
     table = torch.zeros(nt * 8, 2, g, dtype=scales.dtype, device=scales.device)  # [8 nt, 2, G]
     table[:n, 0] = mins
     table[:n, 1] = scales
@@ -288,13 +287,8 @@ def pack_int8_tiles(q: torch.Tensor) -> torch.Tensor:
         )
     n, k = q.shape
     nt = (n + 15) // 16
-    from structgen.runtime.cpu import quant as cpu_quant  # formats is imported by cpu.quant
-
-    if cpu_quant._lib is not None and q.is_cpu:  # the same bytes, ~10x faster than the permute
-        q = q.contiguous()
-        out = torch.empty(nt * 16, k, dtype=torch.int8)
-        cpu_quant._lib.int8t_pack(q.data_ptr(), 0, out.data_ptr(), 0, n, k, k, 0)
-        return out
+    if q.is_cpu:  # numpy (the C packer where built: the same bytes, ~10x faster)
+        return torch.from_numpy(int8_tiles_array(q.numpy()))
     rows = q.new_zeros(nt * 16, k)
     rows[:n] = q
     tiles = rows.reshape(nt, 16, k // 32, 8, 4).permute(0, 2, 3, 1, 4)  # [nt, K/32, 8, 16, 4]
@@ -362,16 +356,8 @@ def int8_scale_tiles(scales: torch.Tensor) -> torch.Tensor:
         )
     n, g = scales.shape
     nt = (n + 15) // 16
-    from structgen.runtime.cpu import quant as cpu_quant
-
-    if cpu_quant._lib is not None and scales.is_cpu:  # the same floats, ~10x faster
-        scales = scales.contiguous()
-        table = torch.empty(nt, g, 16, dtype=torch.float32)
-        cpu_quant._lib.int8t_pack(
-            0, scales.data_ptr(), 0, table.data_ptr(), n, 32 * g, 32,
-            int(scales.dtype == torch.float16),
-        )  # fmt: skip
-        return table
+    if scales.is_cpu:  # numpy (the C packer where built: the same floats, ~10x faster)
+        return torch.from_numpy(int8_scale_tiles_array(scales.numpy()))
     table = torch.zeros(nt * 16, g, dtype=torch.float32, device=scales.device)
     table[:n] = scales
     return table.reshape(nt, 16, g).permute(0, 2, 1).contiguous()

@@ -16,6 +16,11 @@ import numpy as np
 import torch
 
 from structgen.runtime.cpu import quant as cpu_quant
+from structgen.runtime.loader.gguf_blocks import (
+    int8_scale_tiles_array,
+    int8_tiles_array,
+    repack_blocks,
+)
 from structgen.runtime.quantization.formats import can_pack_int4
 from structgen.runtime.quantization.linear import QuantEmbedding, QuantLinear
 
@@ -38,62 +43,17 @@ def _blocks(raw: np.ndarray, shape: tuple[int, int], block_bytes: int) -> torch.
         return torch.from_numpy(raw).view(n, k // 32, block_bytes)  # [N, G, bytes]
 
 
-def _words(blocks: np.ndarray, lo: int, hi: int) -> tuple[np.dtype, np.ndarray]:
-    """Bytes ``lo:hi`` of every block of ``blocks`` (``[N, G, bytes]`` uint8, C-contiguous) as
-    the widest words (4, 2 or 1 bytes) that tile the field and the block and that the address
-    allows: ``(word dtype, [N, G, (hi - lo) / width] view)``. A strided copy of int32 elements
-    moves the field about twice as fast as one of bytes, with the same bytes.
-    """
-    for dtype in (np.dtype(np.int32), np.dtype(np.int16)):
-        width = dtype.itemsize
-        if lo % width == 0 and hi % width == 0 and blocks.shape[-1] % width == 0:
-            if blocks.ctypes.data % width == 0:
-                return dtype, blocks.view(dtype)[..., lo // width : hi // width]
-    return np.dtype(np.uint8), blocks[..., lo:hi]
-
-
-def _copy_field(dst: torch.Tensor, blocks: np.ndarray, lo: int, hi: int) -> None:
-    """Copy bytes ``lo:hi`` of every block of ``blocks`` (``[N, G, bytes]`` uint8) into the
-    contiguous ``dst`` (``N * G * (hi - lo)`` bytes), as :func:`_words`.
-
-    numpy's copy (one thread, the GIL released), not torch's: these copies are small, and
-    torch's intra-op pool waits on its other threads (RESULTS "Session 25, t6").
-    """
-    n, g, _ = blocks.shape
-    dtype, words = _words(blocks, lo, hi)
-    np.copyto(dst.numpy().view(np.uint8).reshape(n, g, hi - lo).view(dtype), words)
-
-
-def _copy_tiles(dst: torch.Tensor, blocks: np.ndarray, lo: int, hi: int) -> None:
-    """Copy the 16 quant bytes ``lo:hi`` of every block of ``blocks`` (``[8 T, G, bytes]``
-    uint8, ``T`` tiles of 8 rows) into ``dst`` (uint8 ``[8 T, K/2]`` contiguous) in the int4 tile
-    layout (:func:`~.formats.pack_int4_tiles`: ``[T, G, 4, 8, 4]``), as :func:`_copy_field` does
-    (the widest words the field and the address allow: runs of 4 bytes stay together).
-    """
-    n, g, _ = blocks.shape
-    dtype, words = _words(blocks, lo, hi)  # [8T, G, 16/w]
-    per = 4 // dtype.itemsize
-    src = words.reshape(n // 8, 8, g, 4, per)  # [T, c, G, j, i/w]
-    tiles = dst.numpy().view(dtype).reshape(n // 8, g, 4, 8, per)  # [T, G, j, c, i/w]
-    np.copyto(tiles.transpose(0, 3, 1, 2, 4), src)
-
-
 def _f16(blocks: torch.Tensor, start: int) -> torch.Tensor:
     return blocks[..., start : start + 2].contiguous().view(torch.float16).squeeze(-1)  # [N, G]
 
 
 def repack_q8_0(raw: np.ndarray, shape: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
     """``(q int8 [N, K], scales fp16 [N, K/32])`` of a Q8_0 tensor of numpy shape ``[N, K]``
-    (``raw``: its ``N * K / 32`` blocks of 34 bytes, contiguous; the fields copied as
-    :func:`_copy_field` copies them).
+    (``raw``: its ``N * K / 32`` blocks of 34 bytes, contiguous), over the numpy arrays of
+    :func:`~structgen.runtime.loader.gguf_blocks.repack_blocks`.
     """
-    n, k = shape
-    b = raw.reshape(n, k // 32, 34)
-    q = torch.empty(shape, dtype=torch.int8)
-    s = torch.empty((n, k // 32), dtype=torch.float16)
-    _copy_field(q, b, 2, 34)
-    _copy_field(s, b, 0, 2)
-    return q, s
+    group = repack_blocks([(raw, shape, None)], "Q8_0")
+    return torch.from_numpy(group.q), torch.from_numpy(group.scales)
 
 
 def repack_q4(
@@ -121,6 +81,7 @@ def native_module(
     embedding: bool,
     dtype: torch.dtype,
     bias: torch.Tensor | None = None,
+    head: bool = False,
 ):
     """A quantized module holding a GGUF tensor's blocks, or None if this tensor must be
     dequantized.
@@ -133,14 +94,22 @@ def native_module(
         embedding: build a :class:`QuantEmbedding` (Q8_0 only) instead of a linear.
         dtype: compute dtype.
         bias: the linear's bias, if any.
+        head: the embedding is also the tied output layer: its int8 tile layout and scale
+            table (:meth:`QuantEmbedding.int8_tiles`, a copy of the table) are built now, in
+            numpy, not at the first forward.
     """
     if type_name not in NATIVE_TYPES or len(shape) != 2:
         return None
     if type_name == "Q8_0":
-        q, s = repack_q8_0(raw, shape)
-        if rows is not None:
-            q, s = q[rows], s[rows]
-        return QuantEmbedding(q, s, dtype) if embedding else QuantLinear.from_int8(q, s, bias)
+        group = repack_blocks([(raw, shape, None if rows is None else rows.numpy())], "Q8_0")
+        q, s = torch.from_numpy(group.q), torch.from_numpy(group.scales)
+        if not embedding:
+            return QuantLinear.from_int8(q, s, bias)
+        emb = QuantEmbedding(q, s, dtype)
+        if head and emb.qweight.dim() == 2 and cpu_quant.available():  # the C kernel's layout
+            tiles = (int8_tiles_array(group.q), int8_scale_tiles_array(group.scales))
+            emb.keep_int8_tiles(*(torch.from_numpy(a) for a in tiles))
+        return emb
     if embedding or not can_pack_int4(shape[0], shape[1], 32):
         return None
     if cpu_quant.available():  # the kernel's tile layout is the blocks' bytes regrouped
@@ -160,7 +129,10 @@ def native_group(parts: list[tuple], type_name: str) -> list[QuantLinear] | None
     types is the blocks' own: Q8_0 quants to int8 ``[N, K]``, Q4_0/Q4_1 quant bytes to the
     int4 tile layout ``[8 ceil(N/8), K/2]`` (:func:`~.formats.pack_int4_tiles`: the "rows"
     layout's 4-byte runs of 8 rows side by side), the fp16 ``d`` (and ``m``; Q4_0: ``-8 d``)
-    to ``[N, K/32]``; nothing is unpacked or dequantized.
+    to ``[N, K/32]``; nothing is unpacked or dequantized. The copies and the int4 members'
+    scale-tile tables are numpy arrays (:func:`~structgen.runtime.loader.gguf_blocks.repack_blocks`)
+    that the modules' buffers wrap (``torch.from_numpy``: one tensor per group-wide array, the
+    members slices of it); the tables are kept as :meth:`QuantLinear.scale_tiles`' results.
 
     Args:
         parts: per member ``(raw bytes, numpy shape [N, K], row order or None, bias or None)``;
@@ -181,39 +153,25 @@ def native_group(parts: list[tuple], type_name: str) -> list[QuantLinear] | None
         return None
     if type_name != "Q8_0" and not all(can_pack_int4(p[1][0], k, 32) for p in parts):
         return None
-    total, g = sum(p[1][0] for p in parts), k // 32
-    int8 = type_name == "Q8_0"
-    qrows = [p[1][0] if int8 else 8 * ((p[1][0] + 7) // 8) for p in parts]  # int4: whole tiles
-    q_all = torch.empty(
-        (sum(qrows), k) if int8 else (sum(qrows), k // 2),
-        dtype=torch.int8 if int8 else torch.uint8,
+    group = repack_blocks(
+        [(raw, shape, None if rows is None else rows.numpy()) for raw, shape, rows, _ in parts],
+        type_name,
     )
-    s_all = torch.empty((total, g), dtype=torch.float16)
-    m_all = None if int8 else torch.empty((total, g), dtype=torch.float16)
-    out, start, qstart = [], 0, 0
-    for (raw, shape, rows, bias), nq in zip(parts, qrows):
-        n = shape[0]
-        q, sc = q_all[qstart : qstart + nq], s_all[start : start + n]
-        size = {"Q8_0": 34, "Q4_1": 20, "Q4_0": 18}[type_name]
-        b = raw.reshape(n, k // 32, size)  # [N, G, bytes], a view of the file's bytes
-        if rows is not None:
-            b = b.take(rows.numpy(), axis=0)  # one copy of this member's blocks, rows in order
-        if nq > n:  # int4: zero codes for the rows of the last tile past N
-            b = np.concatenate((b, np.zeros((nq - n, *b.shape[1:]), np.uint8)))
-        _copy_field(sc, b[:n], 0, 2)
-        if int8:
-            _copy_field(q, b, 2, 34)
-            out.append(QuantLinear.from_int8(q, sc, bias))
-        else:
-            mn = m_all[start : start + n]
-            if type_name == "Q4_1":
-                _copy_field(mn, b[:n], 2, 4)
-                _copy_tiles(q, b, 4, 20)
-            else:
-                torch.mul(sc, -8.0, out=mn)  # exact: a power-of-two scaling of an fp16 value
-                _copy_tiles(q, b, 2, 18)
-            out.append(QuantLinear.from_int4_tiles(q, sc, mn, bias))
-        start, qstart = start + n, qstart + nq
+    # one tensor over each group-wide array, members sliced from it: a fused projection over
+    # them is then a view (models.layers.rows_view), not a copy
+    q_all, s_all = torch.from_numpy(group.q), torch.from_numpy(group.scales)
+    out = []
+    if type_name == "Q8_0":
+        for (r, n, qr, nq, _t, _nt), (_raw, _shape, _rows, bias) in zip(group.spans, parts):
+            out.append(QuantLinear.from_int8(q_all[qr : qr + nq], s_all[r : r + n], bias))
+        return out
+    m_all, t_all = torch.from_numpy(group.mins), torch.from_numpy(group.scale_tiles)
+    for (r, n, qr, nq, t, nt), (_raw, _shape, _rows, bias) in zip(group.spans, parts):
+        out.append(
+            QuantLinear.from_int4_tiles(
+                q_all[qr : qr + nq], s_all[r : r + n], m_all[r : r + n], bias, t_all[t : t + nt]
+            )
+        )
     return out
 
 

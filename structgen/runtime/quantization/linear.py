@@ -199,15 +199,40 @@ def _kept_derived(owner: object, name: str, sources: tuple[torch.Tensor, ...], b
     Raises:
         whatever ``build`` raises (nothing is kept then).
     """
-    kept = owner.__dict__.get(name)  # (sources, their versions, result)
-    versions = tuple(t._version for t in sources)
+    kept = _kept(owner, name, sources)
+    if kept is None:
+        kept = owner.__dict__[name] = (sources, tuple(t._version for t in sources), build())
+    return kept[2]
+
+
+def _kept(owner: object, name: str, sources: tuple[torch.Tensor, ...]) -> tuple | None:
+    """``owner.__dict__[name]`` (``(sources, versions, result)``) while it is
+    :func:`_kept_derived`'s current result for ``sources``, else None. Raises: never.
+    """
+    kept = owner.__dict__.get(name)
     if (
         kept is None
         or any(a is not b for a, b in zip(kept[0], sources, strict=True))
-        or kept[1] != versions
+        or kept[1] != tuple(t._version for t in sources)
     ):
-        kept = owner.__dict__[name] = (sources, versions, build())
-    return kept[2]
+        return None
+    return kept
+
+
+def _drop_stale(owner: object, name: str, sources: tuple[torch.Tensor, ...]) -> None:
+    """Forget ``owner.__dict__[name]`` unless it is current for ``sources`` (after a move or a
+    cast replaced them: a table made on CPU at load is not kept beside a CUDA copy of the
+    weights). Raises: never.
+    """
+    if name in owner.__dict__ and _kept(owner, name, sources) is None:
+        del owner.__dict__[name]
+
+
+def _keep_derived(owner: object, name: str, sources: tuple[torch.Tensor, ...], value: Any) -> None:
+    """Keep ``value`` as :func:`_kept_derived`'s result for ``sources`` at their current versions:
+    a table made elsewhere (at load, in numpy) that its ``build`` would make. Raises: never.
+    """
+    owner.__dict__[name] = (sources, tuple(t._version for t in sources), value)
 
 
 class QuantLinear(nn.Module):
@@ -290,6 +315,7 @@ class QuantLinear(nn.Module):
             m.register_buffer("qweight", pack_int4_tiles(pack_int4_rows(q)))
             m.register_buffer("scales", scales.half().t().contiguous())  # [N, G]
             m.register_buffer("mins", mins.half().t().contiguous())
+            m._keep_scale_tiles(None)
             return m
         m.register_buffer("qweight", pack_int4(q))
         m._register_int4_scales(scales, mins)
@@ -331,8 +357,12 @@ class QuantLinear(nn.Module):
         scales: torch.Tensor,
         mins: torch.Tensor,
         bias: torch.Tensor | None = None,
+        scale_tiles: torch.Tensor | None = None,
     ) -> "QuantLinear":
         """From weights already in the C kernel's int4 tile layout, kept as given (no copy).
+
+        The kernel's tile table of the scales and mins (:meth:`scale_tiles`) is made here on
+        CPU (or taken as given), not at the first forward.
 
         Args:
             tiles: uint8 ``[8 * ceil(N/8), K/2]`` (:func:`~.formats.pack_int4_tiles`),
@@ -340,6 +370,9 @@ class QuantLinear(nn.Module):
             scales: ``[N, K/32]`` as :meth:`from_int4_rows` takes them (``N`` is read here).
             mins: ``[N, K/32]``, the same.
             bias: optional ``[N]``.
+            scale_tiles: optional ``int4_scale_tiles(scales, mins)`` made by the caller
+                (``[ceil(N/8), K/32, 2, 8]`` in the stored scales' dtype, contiguous; the GGUF
+                loader's, built in numpy with the weights), kept as given (no copy).
 
         Raises:
             ValueError: the C kernel is not available, or the shapes do not match.
@@ -368,6 +401,7 @@ class QuantLinear(nn.Module):
         m.int4_layout, m.use_kernel = "tiles", True
         m.register_buffer("qweight", tiles.contiguous())
         m._register_int4_scales(scales, mins)
+        m._keep_scale_tiles(scale_tiles)
         return m
 
     @classmethod
@@ -534,6 +568,42 @@ class QuantLinear(nn.Module):
         sc, mn = b["scales"], b["mins"]
         return _kept_derived(self, "_scale_tiles", (sc, mn), lambda: int4_scale_tiles(sc, mn))
 
+    def _apply(self, fn, recurse: bool = True):
+        """``nn.Module._apply`` (``.to()``, casts), then the int4 tile table is dropped if the
+        scales or mins it was made from were replaced (it is made again at first use).
+        """
+        out = super()._apply(fn, recurse)
+        if "mins" in self._buffers:
+            _drop_stale(self, "_scale_tiles", (self._buffers["scales"], self._buffers["mins"]))
+        return out
+
+    def _keep_scale_tiles(self, table: torch.Tensor | None) -> None:
+        """Keep ``table`` (None: ``int4_scale_tiles`` of the buffers, made now where they are on
+        CPU; elsewhere left to the first :meth:`scale_tiles` call) as :meth:`scale_tiles`'
+        result for the current ``scales`` and ``mins``.
+
+        Raises:
+            ValueError: ``table`` is not ``[ceil(N/8), G, 2, 8]`` contiguous in the scales'
+                dtype and device.
+        """
+        sc, mn = self._buffers["scales"], self._buffers["mins"]
+        if table is None:
+            if sc.device.type != "cpu":
+                return
+            table = int4_scale_tiles(sc, mn)
+        n, g = sc.shape
+        if (
+            tuple(table.shape) != ((n + 7) // 8, g, 2, 8)
+            or table.dtype != sc.dtype
+            or table.device != sc.device
+            or not table.is_contiguous()
+        ):
+            raise ValueError(
+                f"scale_tiles must be {sc.dtype} {[(n + 7) // 8, g, 2, 8]} contiguous on "
+                f"{sc.device}, got {table.dtype} {list(table.shape)} on {table.device}"
+            )
+        _keep_derived(self, "_scale_tiles", (sc, mn), table)
+
     def _cached_scale_zeros(self, dtype: torch.dtype) -> torch.Tensor:
         """The torch layout's ``[G, N, 2]`` (scale, zero) table in ``dtype``, built once per dtype
         and buffer storage (it is a pure function of the fp16 ``scales``/``mins``, so results are
@@ -646,6 +716,47 @@ class QuantEmbedding(nn.Module):
 
         return _kept_derived(self, "_int8_tiles", (q, sc), build)
 
+    def _apply(self, fn, recurse: bool = True):
+        """``nn.Module._apply`` (``.to()``, casts), then the int8 tiles are dropped if the table
+        or scales they were made from were replaced (made again at first use).
+        """
+        out = super()._apply(fn, recurse)
+        _drop_stale(self, "_int8_tiles", (self._buffers["qweight"], self._buffers["scales"]))
+        return out
+
+    def keep_int8_tiles(self, tiles: torch.Tensor, table: torch.Tensor) -> None:
+        """Keep ``(tiles, table)`` as :meth:`int8_tiles`' result for the current ``qweight`` and
+        ``scales``: ``pack_int8_tiles(qweight)`` and ``int8_scale_tiles(scales)`` made by the
+        caller (the GGUF loader's, in numpy at load for a tied output layer), kept as given.
+
+        Raises:
+            ValueError: the table is group-major, or ``tiles`` / ``table`` are not int8
+                ``[16 ceil(V/16), hidden]`` / float32 ``[ceil(V/16), G, 16]``.
+        """
+        q, sc = self._buffers["qweight"], self._buffers["scales"]
+        if q.dim() != 2:
+            raise ValueError("keep_int8_tiles: the table is group-major (no C kernel layout)")
+        v, k = q.shape
+        nt = (v + 15) // 16
+        if (
+            tiles.dtype != torch.int8
+            or tuple(tiles.shape) != (16 * nt, k)
+            or table.dtype != torch.float32
+            or tuple(table.shape) != (nt, sc.shape[1], 16)
+        ):
+            raise ValueError(
+                f"keep_int8_tiles: expected int8 {[16 * nt, k]} and float32 "
+                f"{[nt, sc.shape[1], 16]}, got {tiles.dtype} {list(tiles.shape)} and "
+                f"{table.dtype} {list(table.shape)}"
+            )
+        _keep_derived(self, "_int8_tiles", (q, sc), (tiles, table))
+
+
+def _scale_sources(lin: QuantLinear) -> tuple[torch.Tensor, ...]:
+    """What an int4 module's tile table is derived from (``scales``, ``mins``); () for int8."""
+    b = lin._buffers
+    return (b["scales"], b["mins"]) if "mins" in b else ()
+
 
 class FusedQuantProjection:
     """One quantized matmul for several :class:`QuantLinear` s that read the same input (q/k/v,
@@ -674,6 +785,11 @@ class FusedQuantProjection:
         bias = join_rows([lin.bias.detach() for lin in linears]) if has_bias else None
         fused = QuantLinear(first.kind, first.in_features, sum(self.sizes), first.group_size, bias)
         fused.int4_layout, fused.use_kernel = first.int4_layout, True
+        # the members' int4 tile tables (made at load), read before their buffers become views
+        tables = [
+            kept[2] if (kept := _kept(lin, "_scale_tiles", _scale_sources(lin))) else None
+            for lin in linears
+        ]
         self._members = linears
         self._views = []  # (a member's buffer registry, name, the view)
         for name in self._NAMES:
@@ -690,6 +806,16 @@ class FusedQuantProjection:
             start = 0
             for lin, n in zip(linears, self.sizes):
                 lin.bias = nn.Parameter(fused.bias.data[start : start + n], requires_grad=False)
+                start += n
+        if all(t is not None for t in tables) and all(n % 8 == 0 for n in self.sizes):
+            # whole tiles: the fused table is the members' end to end (a view where they are,
+            # as the GGUF loader writes them), and each member keeps its slice of it
+            whole = join_rows(tables)
+            _keep_derived(fused, "_scale_tiles", _scale_sources(fused), whole)
+            start = 0
+            for lin, n in zip(linears, self.sizes):
+                part = whole[start // 8 : (start + n) // 8]
+                _keep_derived(lin, "_scale_tiles", _scale_sources(lin), part)
                 start += n
         self.module = fused
 

@@ -484,3 +484,31 @@ def test_inference_mode_tensors(writer) -> None:
     bm2 = torch.full((2, words), -1, dtype=torch.int32)  # a normal tensor after it: cached
     m.fill_bitmask(bm2, 1)
     assert torch.equal(bm2[1], _reference_mask(m, vocab, words)) and (bm2[0] == -1).all()
+
+
+@pytest.mark.parametrize("max_tokens", [None, 9])
+def test_fill_bitmask_into_ndarray_matches_tensor(writer, max_tokens) -> None:
+    """A numpy bitmask (the torch-free engine's) gets the words a tensor gets, row by row,
+    other rows untouched; a wrong dtype or rank is refused, not cast."""
+    vocab = _vocab()
+    grammar = compile_json_schema(SCHEMA, vocab)
+    rng = random.Random(7)
+    words = (vocab.vocab_size + 31) // 32 + 2
+    tensor = torch.full((3, words), -1, dtype=torch.int32)
+    array = np.full((3, words), -1, dtype=np.int32)
+    for _ in range(5):
+        m = grammar.matcher(max_tokens=max_tokens)
+        for _step in range(30):
+            row = rng.randrange(3)
+            m.fill_bitmask(tensor, row)
+            m.fill_bitmask(array, row)
+            assert np.array_equal(array, tensor.numpy())
+            assert torch.equal(tensor[row], _reference_mask(m, vocab, words))
+            allowed = allowed_ids(tensor[row], vocab.vocab_size)
+            if not allowed:
+                break
+            assert m.advance(rng.choice(allowed))
+    m = grammar.matcher()
+    for bad in (np.zeros((3, words), np.int64), np.zeros(words, np.int32)):
+        with pytest.raises(ValueError, match="int32"):
+            m.fill_bitmask(bad, 0)

@@ -12,7 +12,9 @@ Prints the pooled p99 per engine, then the ``--top`` slowest masks of this check
 token position, the instance's last bytes before the mask, the DFA rows and states the
 mask built, and the state's kind (``AND/NOT``: its term holds an intersection or a
 complement; ``regex``; ``cfg``: a grammar automaton), from one more pass of this checkout
-that records them (that work between the masks stays out of the timed passes).
+that records them (that work between the masks stays out of the timed passes); before them,
+that pass's masks over 1 ms counted per kind and place (``first``: the document's first
+mask; ``key``: right after ``{"`` or ``,"``, an object's key; ``other``).
 
     PYTHONPATH=. python benchmarks/sample_p99.py [--tokenizer smollm2|bpe150k] [--sample 60]
         [--sample-only a,b] [--baseline DIR] [--passes 1] [--top 50] [--json out.json]
@@ -158,6 +160,16 @@ def main() -> None:
         for pos, r in enumerate(detailed.get(lb) or ())
     ]
     recs.sort(reverse=True)
+    if recs:  # the listing pass's masks over 1 ms by the state's kind, and where they fall
+        print("\n| kind | where | masks > 1 ms | their CPU ms |")
+        print("|---|---|---|---|")
+        groups: dict[tuple[str, str], list[float]] = {}
+        for us, _lb, pos, _rows, _states, before, kind in recs:
+            if us > 1000:
+                where = "first" if pos == 0 else "key" if before.endswith(('{"', ',"')) else "other"
+                groups.setdefault((kind, where), []).append(us)
+        for (kind, where), xs in sorted(groups.items(), key=lambda g: -sum(g[1])):
+            print(f"| {kind} | {where} | {len(xs)} | {sum(xs) / 1e3:.1f} |")
     print("\n| us | schema | token | rows built | states added | kind | text before |")
     print("|---|---|---|---|---|---|---|")
     for us, lb, pos, rows, states, before, boolean in recs[: args.top]:

@@ -50,6 +50,7 @@ mask reads them instead of cutting a trie.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import deque
 
@@ -315,33 +316,50 @@ def closed_class(dfa, state: int, byte_mask: int) -> tuple[int, int]:
     of the states met are built whole (``trie.build_row``; the walk from ``state`` reads
     those bytes anyway). Raises: ``GrammarTooComplexError`` when a row exceeds a budget.
     """
-    packed = np.frombuffer(byte_mask.to_bytes(32, "little"), np.uint8)
-    inside = np.flatnonzero(np.unpackbits(packed, bitorder="little"))
-    build_row(dfa, state)
-    row = dfa.row(state)
+    inside = _bytes_of(byte_mask)
+    step = _whole_row(dfa, state)[inside]  # where each byte of the class leads from state
+    closed = byte_mask
     while True:
-        first = inside[row[inside] >= 0]
-        if not first.shape[0]:
-            return 0, 0
-        starts = sorted(set(row[first].tolist()))
-        if len(starts) > _MAX_CLOSURE:
+        starts = sorted(s for s in set(step.tolist()) if s >= 0)
+        if not starts or len(starts) > _MAX_CLOSURE:
             return 0, 0
         seen, todo = set(starts), deque(starts)
         while todo:
             q = todo.popleft()
-            build_row(dfa, q)
-            nxt = dfa.row(q)[inside]
-            live = nxt >= 0
-            if not live.all():  # drop what q dies on, start again
-                inside = inside[live]
+            after = _whole_row(dfa, q)[inside]
+            nxt = after.tolist()
+            if min(nxt) < 0:  # drop what q dies on, start again
+                keep = after >= 0
+                for b in inside[~keep].tolist():
+                    closed &= ~(1 << b)
+                inside, step = inside[keep], step[keep]
                 break
-            for r in set(nxt.tolist()) - seen:
+            for r in set(nxt) - seen:
                 if len(seen) >= _MAX_CLOSURE:
                     return 0, 0
                 seen.add(r)
                 todo.append(r)
         else:
-            return sum(1 << b for b in inside.tolist()), sum(1 << b for b in first.tolist())
+            first = closed
+            for b in inside[step < 0].tolist():  # state dies on these (a label's "-")
+                first &= ~(1 << b)
+            return closed, first
+
+
+@functools.lru_cache(maxsize=64)
+def _bytes_of(byte_mask: int) -> np.ndarray:
+    """The bytes of a 256-bit mask, ascending (read-only intp ``[n]``)."""
+    packed = np.frombuffer(byte_mask.to_bytes(32, "little"), np.uint8)
+    out = np.flatnonzero(np.unpackbits(packed, bitorder="little"))
+    out.setflags(write=False)
+    return out
+
+
+def _whole_row(dfa, state: int) -> np.ndarray:
+    """``dfa.row(state)``, built by ``build_row`` (in C where it can) when not yet whole."""
+    if not dfa.has_whole_row(state):
+        build_row(dfa, state)
+    return dfa.row(state)
 
 
 def walk_class(vocab, dfa, state: int, byte_mask: int, own: bool = True) -> np.ndarray | None:

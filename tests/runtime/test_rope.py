@@ -73,6 +73,21 @@ def test_bad_arguments_raise_model_load_error():
         rope_tables(np.ones((2, 4), np.float32), 8)
 
 
+def test_rope_module_imports_no_torch():
+    """The torch-free CPU path (``benchmarks/startup_floor.py``) builds its tables with it."""
+    import subprocess
+    import sys
+
+    child = (
+        "import sys\n"
+        "from structgen.runtime.models.rope import default_inv_freq, rope_tables\n"
+        "cos, sin = rope_tables(default_inv_freq(100000.0, 64), 16)\n"
+        "print(cos.shape, 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["(16,", "64)", "False"], out.stdout + out.stderr
+
+
 ROPE_CASES = {
     "default": None,
     "linear": {"rope_type": "linear", "factor": 4.0},

@@ -5,11 +5,13 @@
    under other module names, beside this checkout's (numpy on the host); each case runs what
    ``step.sample_step`` runs around them (``few_rows_serial``, ``apply_penalties_and_bias``,
    ``sample``, ``top_logprobs`` for rows that ask) on a fresh copy of ``[R, V]`` float32 logits
-   (a numpy copy, timed on both sides), A/B interleaved, medians of ``--repeats``.
+   (a numpy copy, timed on both sides; Gaussian, standard deviation 5 (peaked) or 1
+   (flat)), A/B interleaved, medians of ``--repeats``.
 2. ``engine``: fresh processes, A/B interleaved, ``PYTHONPATH`` this checkout or the
    baseline: ``Engine()`` (the default: SmolLM2 Q4_1), one warm-up, then ``generate`` of
    ``--tokens`` tokens (``ignore_eos``) for 1 and for 16 prompts with the default sampling
-   (temperature 1.0, seeded); decode tok/s = generated tokens / wall seconds.
+   (temperature 1.0, seeded), and 16 greedy prompts as the control (the same code on both
+   sides); decode tok/s = generated tokens / wall seconds.
 
 Run: ``nice -n 10 python benchmarks/bench_host_sampling.py --baseline /path/to/main-worktree
 [--vocab 49152] [--repeats 30] [--engine-repeats 3] [--tokens 48]``.
@@ -38,15 +40,16 @@ def _load(path: Path, name: str):
     return mod
 
 
-CASES = {
-    "greedy": {"temperature": 0.0},
-    "temperature 0.8": {"temperature": 0.8},
-    "top-p 0.95": {"temperature": 1.0, "top_p": 0.95},
-    "top-k 50": {"temperature": 1.0, "top_k": 50},
-    "min-p 0.05": {"temperature": 1.0, "min_p": 0.05},
-    "seeded": {"temperature": 1.0, "seed": 1},
-    "penalties": {"temperature": 1.0, "presence_penalty": 0.5, "frequency_penalty": 0.5},
-    "logprobs 5": {"temperature": 1.0, "logprobs": 5},
+CASES = {  # name: (SamplingParams fields, standard deviation of the Gaussian logits)
+    "greedy": ({"temperature": 0.0}, 5.0),
+    "temperature 0.8": ({"temperature": 0.8}, 5.0),
+    "top-p 0.95": ({"temperature": 1.0, "top_p": 0.95}, 5.0),
+    "top-p 0.95, flat (std 1: whole-row sort)": ({"temperature": 1.0, "top_p": 0.95}, 1.0),
+    "top-k 50": ({"temperature": 1.0, "top_k": 50}, 5.0),
+    "min-p 0.05": ({"temperature": 1.0, "min_p": 0.05}, 5.0),
+    "seeded": ({"temperature": 1.0, "seed": 1}, 5.0),
+    "penalties": ({"temperature": 1.0, "presence_penalty": 0.5, "frequency_penalty": 0.5}, 5.0),
+    "logprobs 5": ({"temperature": 1.0, "logprobs": 5}, 5.0),
 }
 
 
@@ -90,10 +93,11 @@ def step_rows(baseline: Path, vocab: int, repeats: int) -> list[tuple]:
     rng = np.random.default_rng(0)
     out = []
     for rows in (1, 64):
-        # peaked rows, as a language model's (standard deviation 5: the top 1,024 tokens
-        # hold most of the mass)
-        base = (rng.standard_normal((rows, vocab)) * 5).astype(np.float32)
-        for case, kw in CASES.items():
+        # std 5: peaked rows, as a language model's (the top 1,024 tokens hold most of the
+        # mass); std 1: flat (top-p sorts the whole row)
+        normal = rng.standard_normal((rows, vocab)).astype(np.float32)
+        for case, (kw, std) in CASES.items():
+            base = normal * np.float32(std)
             params = SamplingParams(**kw)
             history = rng.integers(0, vocab, 100).tolist()
             sides = {
@@ -132,12 +136,15 @@ def engine_child(tokens: int) -> dict:
     warm = structgen.SamplingParams(max_tokens=4, ignore_eos=True, seed=0)
     engine.generate(msgs[:2], warm)
     res = {}
-    for n in (1, 16):
-        params = structgen.SamplingParams(max_tokens=tokens, ignore_eos=True, seed=0)
+    for n, temperature in ((1, 1.0), (16, 1.0), (16, 0.0)):
+        params = structgen.SamplingParams(
+            max_tokens=tokens, ignore_eos=True, seed=0, temperature=temperature
+        )
         t = time.perf_counter()
         outs = engine.generate(msgs[:n], params)
         dt = time.perf_counter() - t
-        res[f"tok/s, {n} prompt(s)"] = sum(len(o.token_ids) for o in outs) / dt
+        name = f"tok/s, {n} prompt(s)" + (", greedy (control)" if temperature == 0 else "")
+        res[name] = sum(len(o.token_ids) for o in outs) / dt
     return res
 
 

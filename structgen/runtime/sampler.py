@@ -249,12 +249,12 @@ def filter_probs(probs: Any, params: list[SamplingParams]) -> Any:
         if TOP_CANDIDATES < vocab and widest_k <= TOP_CANDIDATES:
             part = np.argpartition(sub, vocab - TOP_CANDIDATES, axis=1)[:, vocab - TOP_CANDIDATES :]
             vals = np.take_along_axis(sub, part, 1)
-            o = np.argsort(-vals, axis=1, kind="stable")  # descending
+            o = np.argsort(-vals, axis=1)  # descending
             order, sorted_p = np.take_along_axis(part, o, 1), np.take_along_axis(vals, o, 1)
             reached = (top_k <= TOP_CANDIDATES) | (np.cumsum(sorted_p, axis=1)[:, -1] >= top_p)
             width = TOP_CANDIDATES if reached.all() else vocab
         if width == vocab:
-            order = np.argsort(-sub, axis=1, kind="stable")
+            order = np.argsort(-sub, axis=1)  # (numpy's SIMD sort; stable is 6x slower)
             sorted_p = np.take_along_axis(sub, order, 1)
         drop = np.arange(width)[None, :] >= top_k[:, None]
         cum = np.cumsum(sorted_p, axis=1)

@@ -10,7 +10,7 @@ Each repeat runs three fresh interpreters, interleaved (A/B, and ``import torch`
   the map with numpy into the fused decode step's layouts (Q4_1 blocks -> int4 tiles and
   their fp16 scale tiles, q/k rows unpermuted, q/k/v and gate/up fused; the F32 norms read
   in place from the map; the Q8_0 embedding's int8 tiles for the tied lm_head), the KV pages
-  (fp16, as ``kv_cache_dtype="auto"``), the rotary tables (float64 -> float32),
+  (fp16, as ``kv_cache_dtype="auto"``), the rotary tables (``models.rope.rope_tables``),
   ``cached_vocabulary`` and ``Vocabulary.prepare()``. Then a short chat prompt: template,
   encode, prefill and greedy decode, every layer of a step in one ``_decodestep.decode_layers``
   call over pointers into numpy arrays (``ndarray.ctypes.data``: the C side takes plain
@@ -28,9 +28,11 @@ Each repeat runs three fresh interpreters, interleaved (A/B, and ``import torch`
 Exactness, for the short prompt (prefilled by the engine's fused step) and a 314-token one
 (the engine's per-op path; the prototype's 64-row fused calls): the prototype's greedy tokens
 must equal ``Engine()``'s; and a child runs ``Engine()`` with the prototype's rotary tables put
-into ``model.rotary`` (torch computes cos/sin in float32 with SLEEF, the prototype in float64,
-rounded: 1 ulp apart on ~5% of the entries, reported, so the unmodified engine's logits differ
-in the last bits) and its every step's logits must equal the prototype's bit for bit. The
+into ``model.rotary`` (both come from ``structgen.runtime.models.rope.rope_tables`` now, so the
+tables' difference is reported as zero and the plain engine's logits are the injected one's;
+before that seam torch computed them in float32, 1 ulp apart on ~5% of the entries) and its
+every step's logits must equal the prototype's bit for bit
+(``tests/runtime/test_rope.py`` checks this for the short prompt). The
 fused-step table's format words and shapes are compared with the engine's ``DecodeStepPlan``.
 The prototype's weights are ``structgen.runtime.loader.gguf_blocks``' arrays, which the GGUF
 loader wraps for the engine (with their int4 scale-tile tables and the tied head's int8 tiles
@@ -112,6 +114,7 @@ def proto_main(tokens: int, out_dir: str, messages: list[dict]) -> dict:
     from structgen.runtime.loader.gguf_file import GGUFFile
     from structgen.runtime.loader.tokenizer import load_cached_tokenizer
     from structgen.runtime.loader.vocab_cache import cached_vocabulary
+    from structgen.runtime.models.rope import default_inv_freq, rope_tables
 
     mark("imports: loader parts, C extensions")
     import importlib.util
@@ -142,7 +145,7 @@ def proto_main(tokens: int, out_dir: str, messages: list[dict]) -> dict:
     vocab.prepare()
     mark("Vocabulary.prepare warm-up")
     kv = _KV(model, np, pages=KV_PAGES)
-    cos, sin = _rope(np, model.head_dim, model.theta, model.max_pos)
+    cos, sin = rope_tables(default_inv_freq(model.theta, model.head_dim), model.max_pos)
     mark("KV pages + rotary tables")
     t_ready, c_ready = time.perf_counter(), time.process_time()
 
@@ -304,17 +307,6 @@ class _KV:
         model.table[:, 10] = [a.ctypes.data for a in self.k]
         model.table[:, 11] = [a.ctypes.data for a in self.v]
         self.pages = pages
-
-
-def _rope(np, head_dim: int, theta: float, n: int):
-    """cos, sin ``[n, head_dim]`` float32 (rotate-half layout). ``inv_freq`` as torch rounds it
-    (float64 power, float32 result: equal to ``RotaryEmbedding``'s), cos/sin in float64, rounded.
-    """
-    exps = np.arange(0, head_dim, 2).astype(np.float32) / np.float32(head_dim)
-    inv = np.float32(1.0) / (np.float64(theta) ** exps.astype(np.float64)).astype(np.float32)
-    freqs = np.outer(np.arange(n, dtype=np.float32), inv)  # float32 products
-    emb = np.concatenate((freqs, freqs), axis=-1).astype(np.float64)
-    return np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
 
 
 def _forward(model, kv, cos, sin, new, pos, np, exts, threads):

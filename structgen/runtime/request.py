@@ -5,13 +5,15 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from structgen.runtime.detokenizer import IncrementalDetokenizer
 from structgen.runtime.outputs import RequestMetrics, RequestOutput
 from structgen.runtime.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
 
 __all__ = ["Request", "RequestStatus"]
 
@@ -53,7 +55,9 @@ class Request:
             grammar), None when unconstrained; a data-parallel front ships its spec to a
             replica.
         detokenizer: incremental text of the output.
-        generator: seeded torch.Generator when ``params.seed`` is set.
+        generator: the seeded generator when ``params.seed`` is set
+            (``sampler.make_generator``: a ``numpy.random.Generator`` for host logits, a
+            ``torch.Generator`` on the device otherwise), else None.
         output_token_ids: generated tokens (sampled + jump-forward), EOS/stop ids excluded.
         page_table: KV page ids, in order.
         num_computed_tokens: leading tokens whose K/V are in the pages.
@@ -87,7 +91,7 @@ class Request:
     detokenizer: IncrementalDetokenizer
     matcher: Any = None
     constraint: Any = None
-    generator: torch.Generator | None = None
+    generator: np.random.Generator | torch.Generator | None = None
     output_token_ids: list[int] = field(default_factory=list)
     page_table: list[int] = field(default_factory=list)
     num_computed_tokens: int = 0

@@ -10,13 +10,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import torch
-
 from structgen.errors import ConfigError, RequestError
 from structgen.fsm.base import BaseCompiledGrammar
 from structgen.fsm.spec import to_constraint
 from structgen.runtime.detokenizer import IncrementalDetokenizer
 from structgen.runtime.request import Request
+from structgen.runtime.sampler import make_generator
 from structgen.runtime.sampling_params import SamplingParams
 
 __all__ = ["RequestFactory"]
@@ -115,10 +114,7 @@ class RequestFactory:
                     seed=None if params.seed is None else params.seed + i,
                     prompt_logprobs=None,  # computed once, by branch 0
                 )
-            gen = None
-            if p.seed is not None:
-                gen = torch.Generator(device=self.device)
-                gen.manual_seed(p.seed)
+            gen = None if p.seed is None else make_generator(p.seed, self.device)
             req = Request(
                 request_id=str(next(self._ids)),
                 prompt_token_ids=ids,

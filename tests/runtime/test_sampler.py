@@ -246,3 +246,121 @@ def test_prompt_logprobs_on_the_calling_thread_equal_the_pool(monkeypatch):
         assert [list(d) for d in req.prompt_logprobs[1:]] == [list(d) for d in pool]
     assert torch.get_num_threads() == n
     assert [r for r, t in seen if t == 1] == [1, 3, 17, limit] or n == 1
+
+
+def test_host_inverse_cdf_matches_the_distribution_across_blocks(monkeypatch):
+    # one row, 5,000 draws by inversion over 4 blocks of 256 and a partial block: frequencies
+    # within 4 sigma of w / sum(w), and a zero weight (also a whole zero block) never drawn
+    import numpy as np
+
+    from structgen.runtime import sampler
+
+    monkeypatch.setattr(sampler, "BLOCK", 256)
+    vocab, n = 1100, 5000
+    w = np.zeros(vocab, np.float32)
+    picks = {0: 1.0, 255: 2.0, 256: 0.5, 700: 3.0, 1099: 1.5}  # block 1 (256..511): 256 only
+    for t, v in picks.items():
+        w[t] = v
+    rows = np.broadcast_to(w, (n, vocab))
+    toks = sampler._inverse_cdf(rows, np.random.default_rng(0).random(n))
+    assert set(toks.tolist()) <= set(picks)
+    total = sum(picks.values())
+    for t, v in picks.items():
+        p = v / total
+        assert abs((toks == t).mean() - p) <= 4 * math.sqrt(p * (1 - p) / n), t
+    # u at the top of [0, 1): rounding never walks past the last token with weight
+    edge = sampler._inverse_cdf(w[None].astype(np.float64), np.array([np.nextafter(1.0, 0)]))
+    assert edge.tolist() == [1099]
+    dead = np.full((2, vocab), -np.inf, np.float32)
+    assert sampler.sample(dead, [SamplingParams(temperature=1.0)] * 2, [None] * 2).tolist() == [
+        0,
+        0,
+    ]  # every logit -inf: token 0 (the caller's grammar check rejects it)
+
+
+def test_seeded_host_generators_are_numpy_and_reproducible():
+    import numpy as np
+
+    from structgen.runtime.sampler import make_generator
+
+    logits = np.random.default_rng(1).standard_normal((1, 5000)).astype(np.float32).repeat(4, 0)
+    params = [SamplingParams(seed=7, temperature=1.0)] * 4
+    gen = make_generator(7, "cpu")
+    assert isinstance(gen, np.random.Generator)
+    a = [sample(logits, params, [make_generator(7) for _ in range(4)]) for _ in range(2)]
+    assert isinstance(a[0], np.ndarray) and a[0].dtype == np.int64
+    assert np.array_equal(a[0], a[1]) and len(set(a[0].tolist())) == 1
+    draws = [sample(logits[:1], params[:1], [make_generator(s)])[0] for s in range(40)]
+    assert len(set(draws)) > 5  # other seeds, other tokens
+    # a torch.Generator still drives a host row (tests and callers that pass one)
+    t = [sample(torch.from_numpy(logits[:1]), params[:1], [torch.Generator().manual_seed(3)])]
+    t.append(sample(torch.from_numpy(logits[:1]), params[:1], [torch.Generator().manual_seed(3)]))
+    assert torch.equal(t[0], t[1])
+
+
+def _penalty_requests(vocab: int):
+    from types import SimpleNamespace
+
+    g = torch.Generator().manual_seed(5)
+    kws = [
+        {},
+        {"presence_penalty": 0.7, "frequency_penalty": 0.3},
+        {"repetition_penalty": 1.3, "logit_bias": {3: 2.5, 7: -100.0, vocab + 5: 1.0}},
+        {"presence_penalty": -0.5, "repetition_penalty": 0.8, "frequency_penalty": 1.1},
+    ]
+    reqs = []
+    for kw in kws:
+        prompt = torch.randint(0, vocab, (9,), generator=g).tolist()
+        out = torch.randint(0, vocab, (12,), generator=g).tolist() + [4, 4, 4]
+        reqs.append(
+            SimpleNamespace(
+                params=SamplingParams(**kw), prompt_token_ids=prompt, output_token_ids=out
+            )
+        )
+    return reqs
+
+
+def test_host_penalties_and_bias_equal_the_torch_path_and_a_loop():
+    # the numpy path against the torch implementation (run on CPU) bit for bit, and against a
+    # per-token Python loop of the definitions (float64, to 1e-5)
+    from structgen.runtime.logits_processing import _apply_torch, apply_penalties_and_bias
+
+    vocab = 300
+    reqs = _penalty_requests(vocab)
+    logits = torch.randn(len(reqs), vocab, generator=torch.Generator().manual_seed(2)) * 3
+    host, ref = logits.clone(), logits.clone()
+    apply_penalties_and_bias(host, reqs)
+    rows = [r for r, q in enumerate(reqs) if q.params.needs_logits_processing]
+    _apply_torch(ref, reqs, rows)
+    assert torch.equal(host, ref)
+    want = logits.double().tolist()
+    for r, q in enumerate(reqs):
+        p = q.params
+        for t in range(vocab):
+            c = q.output_token_ids.count(t)
+            v = want[r][t] - p.frequency_penalty * c - p.presence_penalty * (c > 0)
+            if p.repetition_penalty != 1.0 and (c or t in q.prompt_token_ids):
+                v = v / p.repetition_penalty if v > 0 else v * p.repetition_penalty
+            want[r][t] = v + (p.logit_bias or {}).get(t, 0.0)
+    torch.testing.assert_close(
+        host.double(), torch.tensor(want, dtype=torch.float64), rtol=0, atol=1e-5
+    )
+
+
+def test_host_top_logprobs_equal_torch_log_softmax():
+    from structgen.runtime.logits_processing import top_logprobs
+
+    logits = torch.randn(5, 4000, generator=torch.Generator().manual_seed(4)) * 5
+    logits[2, 100:] = -math.inf  # a masked row
+    chosen = torch.tensor([0, 17, 3, 3999, 5])
+    got = top_logprobs(logits, chosen, [0, 3, 5, 20, 1])
+    ref = torch.log_softmax(logits.double(), dim=-1)
+    for r, d in enumerate(got):
+        ids = list(d)
+        assert ids[0] == int(chosen[r])
+        k = [0, 3, 5, 20, 1][r]
+        top = ref[r].topk(k).indices.tolist() if k else []
+        assert set(ids[1:]) <= set(top) and set(top) - {int(chosen[r])} <= set(ids)
+        assert [d[t] for t in top] == sorted((d[t] for t in top), reverse=True)
+        for t, v in d.items():
+            assert math.isclose(v, float(ref[r, t]), abs_tol=2e-5) or v == float(ref[r, t])

@@ -64,12 +64,13 @@ def test_speculative_sampling_keeps_distribution(tiny_llama_dir, tiny_draft_dir,
 
 def test_always_accepting_would_be_detected(tiny_llama_dir, monkeypatch):
     """Power check: a broken acceptance (every n-gram draft kept) fails the same test."""
+    from structgen.runtime.sampler import draw
     from structgen.runtime.speculative import verify
 
     monkeypatch.setattr(
         verify,
         "accept_sampled",
-        lambda probs, drafts, q, gen: (list(drafts) + [verify._draw(probs[-1], gen)], len(drafts)),
+        lambda probs, drafts, q, gen: (list(drafts) + [draw(probs[-1], gen)], len(drafts)),
     )
     common = {"dtype": "float32", "page_size": 4}
     ref = _sample(Engine(str(tiny_llama_dir), **common), 0, temperature=0.5)

@@ -16,6 +16,7 @@ from structgen.kernels.rotary import rotary
 from structgen.runtime.cpu import ops as cpu_ops
 from structgen.runtime.cpu.dense import linear
 from structgen.runtime.models.attention import use_triton
+from structgen.runtime.models.rope import default_inv_freq, rope_tables
 
 __all__ = [
     "Linear",
@@ -231,10 +232,20 @@ def _rope_type(config) -> str:
 class RotaryEmbedding(nn.Module):
     """Precomputed cos/sin tables for rotary embeddings (HF ``rotate_half`` convention).
 
-    The table covers ``max_position_embeddings`` positions and grows on demand
-    (one host check per forward, not per layer). Non-default RoPE types (llama3,
-    yarn, linear, ...) take their inverse frequencies from transformers'
-    ``ROPE_INIT_FUNCTIONS`` so that they match the reference exactly.
+    The tables come from :func:`structgen.runtime.models.rope.rope_tables` (numpy: float32
+    angles, float64 cos/sin rounded to float32 once; the one implementation the torch-free CPU
+    path shares) and are copied to ``device``. They cover ``max_position_embeddings``
+    positions and grow on demand (one host check per forward, not per layer). The default
+    RoPE's inverse frequencies come from :func:`~structgen.runtime.models.rope.default_inv_freq`;
+    other RoPE types (llama3, yarn, linear, ...) take their inverse frequencies and attention
+    scaling from transformers' ``ROPE_INIT_FUNCTIONS`` so that they match the reference.
+
+    Attributes:
+        inv_freq: ``[head_dim // 2]`` float32 on ``device`` (a non-persistent buffer).
+        attention_scaling: factor already applied to both tables (YaRN's mscale, else 1.0).
+
+    Raises:
+        ModelLoadError: an unsupported RoPE type (``dynamic``, or one transformers lacks).
     """
 
     def __init__(self, config, head_dim: int, device) -> None:
@@ -242,10 +253,7 @@ class RotaryEmbedding(nn.Module):
         kind = _rope_type(config)
         self.attention_scaling = 1.0
         if kind == "default":
-            inv_freq = 1.0 / (
-                rope_theta(config)
-                ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float().to(device) / head_dim)
-            )
+            inv_freq = torch.from_numpy(default_inv_freq(rope_theta(config), head_dim)).to(device)
         else:
             from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
@@ -261,14 +269,16 @@ class RotaryEmbedding(nn.Module):
         self.ensure(int(getattr(config, "max_position_embeddings", 2048) or 2048))
 
     def ensure(self, n: int) -> None:
-        """Grow the tables to cover positions ``0 .. n-1``."""
+        """Grow the tables to cover positions ``0 .. n-1`` (rows already there keep their
+        values: each row depends on its position only).
+        """
         if n <= self._len:
             return
-        t = torch.arange(n, dtype=torch.float32, device=self.inv_freq.device)
-        freqs = torch.outer(t, self.inv_freq)  # [n, head_dim/2]
-        emb = torch.cat((freqs, freqs), dim=-1)  # [n, head_dim]
-        self._cos = emb.cos() * self.attention_scaling
-        self._sin = emb.sin() * self.attention_scaling
+        inv_freq = self.inv_freq.detach().cpu().numpy()
+        cos, sin = rope_tables(inv_freq, n, self.attention_scaling)
+        device = self.inv_freq.device
+        self._cos = torch.from_numpy(cos).to(device)
+        self._sin = torch.from_numpy(sin).to(device)
         self._len = n
 
     def forward(

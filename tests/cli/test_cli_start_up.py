@@ -83,3 +83,23 @@ def test_generate_loads_with_the_collector_paused(tiny_llama_dir, collector, mon
     assert capsys.readouterr().out.strip()
     assert seen == [("init", False), ("loaded", True, True)]
     assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_constrained_generate_freezes_the_prepared_vocabulary(
+    tiny_llama_dir, collector, monkeypatch, capsys
+):
+    """A constrained command waits for the vocabulary's background preparation before the
+    start-up is frozen, so the prepared tables are frozen with the model."""
+    real = cli._engine
+    seen = []
+
+    def engine(args):
+        e = real(args)
+        seen.append((args.constrained, gc.get_freeze_count() > 0, e._vocab_preparation.done()))
+        return e
+
+    monkeypatch.setattr(cli, "_engine", engine)
+    argv = ["generate", "--model", str(tiny_llama_dir), "--prompt", "x", "--raw"]
+    assert main([*argv, "--max-tokens", "2", "--regex", "[a-z]+"]) == 0
+    assert capsys.readouterr().out.strip()
+    assert seen == [(True, True, True)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import itertools
 from typing import Any, Callable, Sequence
 
@@ -58,6 +59,7 @@ class Engine(BaseEngine):
     The environment's settings (``structgen.env``) are read once here, kept as ``env``, and
     applied to the model's C kernels.
 
+    ``Engine()`` runs with the cyclic garbage collector paused (as the caller had it after).
     The grammar vocabulary is read during the load and prepared (``Vocabulary.prepare``) on
     a background thread started here (``structgen.runtime.vocab_prepare``): ``vocab`` waits
     for it, so does a request that compiles a constraint; unconstrained requests do not.
@@ -79,6 +81,18 @@ class Engine(BaseEngine):
         return super().__new__(cls)
 
     def __init__(self, model: str | None = None, **kwargs: Any) -> None:
+        # the load builds long-lived objects, not cyclic garbage: no collector passes (each
+        # would scan torch's modules and the model again); the caller's state after
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            self._load(model, **kwargs)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _load(self, model: str | None, **kwargs: Any) -> None:
+        """``__init__``'s work: the model, tokenizer and vocabulary, then the runtime."""
         from structgen.runtime.cpu.settings import apply_kernel_settings
         from structgen.runtime.loader import load_model
         from structgen.runtime.loader.vocab_cache import cached_vocabulary

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import threading
 
 import pytest
 
@@ -15,7 +16,12 @@ from structgen.cli import main
 
 @pytest.fixture
 def collector():
-    """The collector on and nothing frozen (the state the pause starts from), restored after."""
+    """The collector on and nothing frozen (the state the pause starts from), restored after;
+    no engine's background vocabulary preparation running (its objects would leave the
+    frozen generation as they are freed)."""
+    for thread in threading.enumerate():
+        if thread.name in ("structgen-vocab-prepare", "structgen-compiler-imports"):
+            thread.join()
     was = gc.isenabled()
     gc.enable()
     assert gc.get_freeze_count() == 0

@@ -1,9 +1,11 @@
-"""``Vocabulary.prepare`` on a background thread (``structgen.runtime.vocab_prepare``): the
-result equals a synchronous preparation, failures surface where the vocabulary is read, and
-an engine's unconstrained requests do not wait for it."""
+"""``Engine()``'s start-up: ``Vocabulary.prepare`` on a background thread
+(``structgen.runtime.vocab_prepare``: the result equals a synchronous preparation, failures
+surface where the vocabulary is read, unconstrained requests do not wait for it) and the
+load with the cyclic garbage collector paused."""
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import pytest
@@ -118,3 +120,28 @@ def test_engine_surfaces_a_failed_prepare_at_the_first_constrained_request(
             engine.generate(["hello"], GREEDY, {"type": "integer"})
         with pytest.raises(GrammarTooComplexError, match="prepare failed"):
             _ = engine.vocab
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_engine_loads_with_the_collector_paused(tiny_llama_dir, monkeypatch, enabled):
+    seen = []
+    load = Engine._load
+
+    def recording(self, *a, **k):
+        seen.append(gc.isenabled())
+        load(self, *a, **k)
+        seen.append(gc.isenabled())
+
+    monkeypatch.setattr(Engine, "_load", recording)
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        engine = _engine(tiny_llama_dir)
+        assert seen == [False, False] and gc.isenabled() == enabled  # the caller's state
+        assert engine.vocab is engine._vocab  # no preparation left running after the test
+        monkeypatch.setattr(Engine, "_load", lambda *a, **k: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            _engine(tiny_llama_dir)
+        assert gc.isenabled() == enabled
+    finally:
+        (gc.enable if was else gc.disable)()

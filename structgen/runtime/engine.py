@@ -100,8 +100,6 @@ class Engine(BaseEngine):
 
         self.config = EngineConfig.from_kwargs(model, **kwargs).resolved()
         self.env = read_env()  # the environment's settings, read once (structgen.env)
-        # the grammar compiler's imports beside the model's load (see vocab_prepare.py)
-        preparation = VocabularyPreparation.start_imports()
         apply_kernel_settings(self.env)
         if self.config.num_threads is not None:
             torch.set_num_threads(self.config.num_threads)
@@ -126,8 +124,7 @@ class Engine(BaseEngine):
                 vocab.lexical_masks.set_capacity(self.config.grammar_cache_bytes)
             # the per-tokenizer tables a first request's masks would build, on a thread:
             # in neither Engine()'s time nor an unconstrained request's
-            preparation.prepare(vocab)
-            self._vocab, self._vocab_preparation = vocab, preparation
+            self._vocab, self._vocab_preparation = vocab, VocabularyPreparation(vocab)
             # one bound callable: the jump-forward planner caches its boundary probes by it
             self.encode_text = functools.partial(self.tokenizer.encode, add_special_tokens=False)
         max_model_len = loaded.max_model_len
@@ -142,7 +139,7 @@ class Engine(BaseEngine):
         (``structgen.runtime.vocab_prepare``).
 
         Raises:
-            Whatever ``Vocabulary.prepare`` (or the compiler's imports) raised, at every read.
+            Whatever ``Vocabulary.prepare`` raised, at every read.
         """
         if self._vocab_preparation is None:
             return self._vocab

@@ -20,7 +20,7 @@ def collector():
     no engine's background vocabulary preparation running (its objects would leave the
     frozen generation as they are freed)."""
     for thread in threading.enumerate():
-        if thread.name in ("structgen-vocab-prepare", "structgen-compiler-imports"):
+        if thread.name == "structgen-vocab-prepare":
             thread.join()
     was = gc.isenabled()
     gc.enable()

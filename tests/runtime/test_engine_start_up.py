@@ -14,7 +14,6 @@ from structgen import Engine, SamplingParams
 from structgen.errors import GrammarTooComplexError
 from structgen.fsm import Vocabulary
 from structgen.fsm.compiler import clear_cache
-from structgen.runtime import vocab_prepare
 from structgen.runtime.vocab_prepare import VocabularyPreparation
 
 GREEDY = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
@@ -26,8 +25,7 @@ def test_background_prepare_equals_synchronous(tiny_tokenizer):
     reference = Vocabulary.from_tokenizer(tiny_tokenizer).prepare()
     clear_cache()
     vocab = Vocabulary.from_tokenizer(tiny_tokenizer)
-    prep = VocabularyPreparation.start_imports()
-    prep.prepare(vocab)
+    prep = VocabularyPreparation(vocab)
     assert prep.result() is vocab and prep.done()
     assert prep.result() is vocab  # any number of reads
     assert vocab._state_table_keys() == reference._state_table_keys()
@@ -39,41 +37,18 @@ def test_background_prepare_equals_synchronous(tiny_tokenizer):
 
 
 class _FailingVocabulary(Vocabulary):
-    calls = 0
-
     def prepare(self, warm_up: bool = True):
-        type(self).calls += 1
         raise GrammarTooComplexError("prepare failed (test)")
 
 
 def test_prepare_error_is_raised_by_every_result(tiny_tokenizer):
     base = Vocabulary.from_tokenizer(tiny_tokenizer)
     vocab = _FailingVocabulary(base.token_bytes, base.eos_token_ids, base.special_token_ids)
-    prep = VocabularyPreparation.start_imports()
-    prep.prepare(vocab)
+    prep = VocabularyPreparation(vocab)
     for _ in range(2):
         with pytest.raises(GrammarTooComplexError, match="prepare failed"):
             prep.result()
     assert prep.done()
-
-
-def test_import_error_is_raised_and_prepare_skipped(tiny_tokenizer, monkeypatch):
-    monkeypatch.setattr(vocab_prepare, "COMPILER_MODULES", ("structgen.no_such_module",))
-    base = Vocabulary.from_tokenizer(tiny_tokenizer)
-    vocab = _FailingVocabulary(base.token_bytes, base.eos_token_ids, base.special_token_ids)
-    calls = _FailingVocabulary.calls
-    prep = VocabularyPreparation.start_imports()
-    prep.prepare(vocab)
-    with pytest.raises(ModuleNotFoundError, match="no_such_module"):
-        prep.result()
-    assert _FailingVocabulary.calls == calls
-
-
-def test_misuse_raises():
-    prep = VocabularyPreparation()
-    with pytest.raises(RuntimeError, match="before prepare"):
-        prep.result()
-    assert not prep.done()
 
 
 def _engine(tiny_llama_dir) -> Engine:

@@ -24,12 +24,18 @@ __all__ = ["main"]
 
 
 def _engine(args: argparse.Namespace) -> Any:
+    """The command's engine. ``args.constrained`` (set by the command): it compiles a
+    grammar, so the engine's vocabulary preparation (a background thread) is waited for
+    before the start-up is frozen (``_start_up_gc``): its tables are frozen with the model.
+    """
     from structgen.runtime.engine import Engine
 
     quantization = getattr(args, "quantization", None)
     engine = Engine(args.model, **({} if quantization is None else {"quantization": quantization}))
     after_load = getattr(args, "after_load", None)  # set by _start_up_gc
     if after_load is not None:
+        if getattr(args, "constrained", False):
+            _ = engine.vocab  # waits for its preparation
         after_load()
     return engine
 
@@ -90,6 +96,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
     out = open_output(args.output)
     kept = [i for i, t in enumerate(texts) if t.strip()]  # blank JSON lines: errors, no model
+    args.constrained = True
     engine = _engine(args) if kept else None
     params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0)
     batch = BatchWriter(lambda res, name: _write_result(out, res, name), len(texts), where,
@@ -155,6 +162,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     params = SamplingParams(
         max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed
     )
+    args.constrained = constraint is not None
     engine = _engine(args)
     prompt = [{"role": "user", "content": args.prompt}] if not args.raw else args.prompt
     with warnings.catch_warnings():

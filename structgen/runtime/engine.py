@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import itertools
 from typing import Any, Callable, Sequence
 
@@ -27,6 +28,7 @@ from structgen.runtime.sampling_params import SamplingParams
 from structgen.runtime.scheduler import Scheduler
 from structgen.runtime.step import StepContext, sample_tokens
 from structgen.runtime.step_masks import StepMasks
+from structgen.runtime.vocab_prepare import VocabularyPreparation
 
 __all__ = ["Engine"]
 
@@ -57,6 +59,11 @@ class Engine(BaseEngine):
     The environment's settings (``structgen.env``) are read once here, kept as ``env``, and
     applied to the model's C kernels.
 
+    ``Engine()`` runs with the cyclic garbage collector paused (as the caller had it after).
+    The grammar vocabulary is read during the load and prepared (``Vocabulary.prepare``) on
+    a background thread started here (``structgen.runtime.vocab_prepare``): ``vocab`` waits
+    for it, so does a request that compiles a constraint; unconstrained requests do not.
+
     Raises:
         ConfigError: unknown or invalid setting, or an environment variable that does not parse.
         ModelNotFoundError: the model (or the default model package) is missing.
@@ -74,6 +81,18 @@ class Engine(BaseEngine):
         return super().__new__(cls)
 
     def __init__(self, model: str | None = None, **kwargs: Any) -> None:
+        # the load builds long-lived objects, not cyclic garbage: no collector passes (each
+        # would scan torch's modules and the model again); the caller's state after
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            self._load(model, **kwargs)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _load(self, model: str | None, **kwargs: Any) -> None:
+        """``__init__``'s work: the model, tokenizer and vocabulary, then the runtime."""
         from structgen.runtime.cpu.settings import apply_kernel_settings
         from structgen.runtime.loader import load_model
         from structgen.runtime.loader.vocab_cache import cached_vocabulary
@@ -96,19 +115,39 @@ class Engine(BaseEngine):
         self.tokenizer = loaded.tokenizer  # None: a folder without one (token-id prompts)
         self.eos_token_ids = frozenset(loaded.eos_token_ids)
         self.vocab_size = loaded.config.vocab_size
-        self.vocab = None
+        self._vocab = None  # read, maybe not prepared yet: the ``vocab`` property waits
+        self._vocab_preparation = None
         self.encode_text = _no_tokenizer
         if self.tokenizer is not None:  # read from the tokenizer's cache where it has one
-            self.vocab = cached_vocabulary(self.tokenizer, loaded.eos_token_ids, loaded.cache_dir)
+            vocab = cached_vocabulary(self.tokenizer, loaded.eos_token_ids, loaded.cache_dir)
             if self.config.grammar_cache_bytes is not None:
-                self.vocab.lexical_masks.set_capacity(self.config.grammar_cache_bytes)
-            self.vocab.prepare()  # per-tokenizer tables now, not in a first request's masks
+                vocab.lexical_masks.set_capacity(self.config.grammar_cache_bytes)
+            # the per-tokenizer tables a first request's masks would build, on a thread:
+            # in neither Engine()'s time nor an unconstrained request's
+            self._vocab, self._vocab_preparation = vocab, VocabularyPreparation(vocab)
             # one bound callable: the jump-forward planner caches its boundary probes by it
             self.encode_text = functools.partial(self.tokenizer.encode, add_special_tokens=False)
         max_model_len = loaded.max_model_len
         if self.config.max_model_len is not None:
             max_model_len = min(max_model_len, self.config.max_model_len)
         self._init_runtime(max_model_len)
+
+    @property
+    def vocab(self) -> Any:
+        """The grammar ``Vocabulary`` (None without a tokenizer), prepared: a read waits for
+        ``Vocabulary.prepare``, which ``Engine()`` runs on a thread
+        (``structgen.runtime.vocab_prepare``).
+
+        Raises:
+            Whatever ``Vocabulary.prepare`` raised, at every read.
+        """
+        if self._vocab_preparation is None:
+            return self._vocab
+        return self._vocab_preparation.result()
+
+    def _detokenizer_tokens(self) -> list[bytes] | None:
+        """The vocabulary's token bytes, without waiting for its preparation."""
+        return None if self._vocab is None else self._vocab.token_bytes
 
     def _init_runtime(self, max_model_len: int) -> None:
         """What serves requests over the loaded model: KV pool, runner, prefix cache,
@@ -161,7 +200,7 @@ class Engine(BaseEngine):
         self.step_context = StepContext(
             eos_token_ids=self.eos_token_ids,
             jump_forward=self.config.jump_forward,
-            vocab=self.vocab,
+            vocab=self._vocab,  # read by constrained requests only: compiled over ``vocab``
             encode_text=self.encode_text,
             max_request_tokens=self.scheduler.max_request_tokens(),
             num_sampled_ids=self._num_sampled_ids(),
@@ -212,7 +251,7 @@ class Engine(BaseEngine):
         other = object.__new__(Engine)
         for name in (
             "config", "env", "device", "loaded", "tokenizer", "eos_token_ids", "vocab_size",
-            "vocab", "encode_text",
+            "_vocab", "_vocab_preparation", "encode_text",
         ):  # fmt: skip
             setattr(other, name, getattr(self, name))
         other._init_runtime(self.max_model_len)
@@ -223,9 +262,9 @@ class Engine(BaseEngine):
         """The tokenizer's size when the model's embedding has more rows (padded vocabulary:
         those ids are never sampled), else None.
         """
-        if self.vocab is None:
+        if self._vocab is None:
             return None
-        num_tokens = len(self.vocab.token_bytes)
+        num_tokens = len(self._vocab.token_bytes)
         return num_tokens if num_tokens < self.vocab_size else None
 
     def _kv_capacity_tokens(self, model, max_model_len: int) -> int:

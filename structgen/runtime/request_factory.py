@@ -40,6 +40,13 @@ class RequestFactory:
                 "strings"
             )
 
+    def _detokenizer_tokens(self) -> list[bytes] | None:
+        """The token bytes a request's detokenizer reads (None without a tokenizer): the
+        vocabulary's. An engine whose ``vocab`` waits for a background preparation returns
+        them without waiting, so unconstrained requests never wait. Raises: as ``vocab``.
+        """
+        return None if self.vocab is None else self.vocab.token_bytes
+
     # ----------------------------------------------------------------- prompts
     def apply_chat_template(self, messages: list[dict]) -> list[int]:
         """Render chat messages with the model's template (generation prompt added).
@@ -119,9 +126,7 @@ class RequestFactory:
                 request_id=str(next(self._ids)),
                 prompt_token_ids=ids,
                 params=p,
-                detokenizer=IncrementalDetokenizer(
-                    None if self.vocab is None else self.vocab.token_bytes, p.stop
-                ),
+                detokenizer=IncrementalDetokenizer(self._detokenizer_tokens(), p.stop),
                 generator=gen,
                 max_cached_prefix=None
                 if p.prompt_logprobs is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import threading
 
 import pytest
 
@@ -15,7 +16,12 @@ from structgen.cli import main
 
 @pytest.fixture
 def collector():
-    """The collector on and nothing frozen (the state the pause starts from), restored after."""
+    """The collector on and nothing frozen (the state the pause starts from), restored after;
+    no engine's background vocabulary preparation running (its objects would leave the
+    frozen generation as they are freed)."""
+    for thread in threading.enumerate():
+        if thread.name == "structgen-vocab-prepare":
+            thread.join()
     was = gc.isenabled()
     gc.enable()
     assert gc.get_freeze_count() == 0
@@ -83,3 +89,23 @@ def test_generate_loads_with_the_collector_paused(tiny_llama_dir, collector, mon
     assert capsys.readouterr().out.strip()
     assert seen == [("init", False), ("loaded", True, True)]
     assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_constrained_generate_freezes_the_prepared_vocabulary(
+    tiny_llama_dir, collector, monkeypatch, capsys
+):
+    """A constrained command waits for the vocabulary's background preparation before the
+    start-up is frozen, so the prepared tables are frozen with the model."""
+    real = cli._engine
+    seen = []
+
+    def engine(args):
+        e = real(args)
+        seen.append((args.constrained, gc.get_freeze_count() > 0, e._vocab_preparation.done()))
+        return e
+
+    monkeypatch.setattr(cli, "_engine", engine)
+    argv = ["generate", "--model", str(tiny_llama_dir), "--prompt", "x", "--raw"]
+    assert main([*argv, "--max-tokens", "2", "--regex", "[a-z]+"]) == 0
+    assert capsys.readouterr().out.strip()
+    assert seen == [(True, True, True)]

@@ -130,6 +130,11 @@ def bytes_to_unicode() -> dict[int, str]:
 
 
 _UNICODE_TO_BYTE = {c: b for b, c in bytes_to_unicode().items()}
+# ``str.translate`` table of a byte-level piece: each of the 256 characters to its byte's
+# code point (Latin-1 encodes it as that byte); every other code point below 256 to U+FFFF,
+# which Latin-1 cannot encode, so a piece holding a character outside the map fails whole
+_BYTE_LEVEL_TABLE = {ord(c): b for c, b in _UNICODE_TO_BYTE.items()}
+_BYTE_LEVEL_TABLE.update({i: 0xFFFF for i in range(256) if i not in _BYTE_LEVEL_TABLE})
 
 
 class Vocabulary:
@@ -409,7 +414,10 @@ class Vocabulary:
             max(vocab.values(), default=-1) + 1,
             len(tokenizer) if hasattr(tokenizer, "__len__") else 0,
         )
-        decode_piece = _piece_decoder(json.loads(backend.to_str()).get("decoder"))
+        decoder = backend.decoder  # its own JSON: not the whole tokenizer's (~1.5 MB)
+        decode_piece = _piece_decoder(
+            None if decoder is None else json.loads(decoder.__getstate__())
+        )
         token_bytes = [b""] * size
         for piece, tid in vocab.items():
             if tid in added:
@@ -441,9 +449,9 @@ def _piece_decoder(decoder: dict | None):
     if "ByteLevel" in types:
 
         def byte_level(piece: str) -> bytes:
-            try:
-                return bytes(_UNICODE_TO_BYTE[c] for c in piece)
-            except KeyError:  # not a byte-level piece (should not happen outside added tokens)
+            try:  # each character through GPT-2's map (_BYTE_LEVEL_TABLE)
+                return piece.translate(_BYTE_LEVEL_TABLE).encode("latin-1")
+            except UnicodeEncodeError:  # not a byte-level piece (added tokens only)
                 return piece.encode("utf-8")
 
         return byte_level

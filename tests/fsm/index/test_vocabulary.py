@@ -203,3 +203,51 @@ def test_prepare_builds_what_first_masks_read_and_masks_stay_exact(byte_level_to
     assert all(vocab.__dict__[k] is obj for k, obj in built.items())
     assert trie.__dict__["subtree_tables"] is tables and vocab.lexical_masks._sets is sets
     assert all(vocab.__dict__["_count_class"][c] is t for c, t in classes.items())
+
+
+def _reference_token_bytes(tokenizer) -> list[bytes]:
+    """Token bytes by the definition: the whole tokenizer's JSON for its decoder, each
+    byte-level piece character by character through GPT-2's map (``from_tokenizer`` reads
+    the decoder's own JSON and maps pieces with one ``str.translate``)."""
+    from structgen.fsm.index.vocabulary import _UNICODE_TO_BYTE, _piece_decoder
+
+    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    decoder = json.loads(backend.to_str())["decoder"]
+    is_byte_level = "ByteLevel" in json.dumps(decoder)
+    sentencepiece = _piece_decoder(decoder)
+    added = backend.get_added_tokens_decoder()
+    vocab = backend.get_vocab(with_added_tokens=True)
+    out = [b""] * max(max(vocab.values()) + 1, len(tokenizer))
+    for piece, tid in vocab.items():
+        if tid in added:
+            out[tid] = added[tid].content.encode("utf-8")
+        elif not is_byte_level:
+            out[tid] = sentencepiece(piece)
+        elif all(c in _UNICODE_TO_BYTE for c in piece):
+            out[tid] = bytes(_UNICODE_TO_BYTE[c] for c in piece)
+        else:
+            out[tid] = piece.encode("utf-8")
+    return out
+
+
+def test_from_tokenizer_equals_the_reference_decoding(
+    byte_level_tokenizer, sentencepiece_tokenizer, tiny_tokenizer
+) -> None:
+    for tok in (byte_level_tokenizer, sentencepiece_tokenizer, tiny_tokenizer):
+        assert Vocabulary.from_tokenizer(tok).token_bytes == _reference_token_bytes(tok)
+
+
+def test_byte_level_pieces_outside_the_map_are_utf8() -> None:
+    """A piece with any character outside GPT-2's map (a space, U+00AD, U+0100+ beyond
+    the map, or one below 256 that the map sends elsewhere) is its UTF-8, whole."""
+    from structgen.fsm.index.vocabulary import _UNICODE_TO_BYTE, _piece_decoder
+
+    decode = _piece_decoder({"type": "ByteLevel"})
+    mapped = "".join(sorted(_UNICODE_TO_BYTE))
+    assert decode(mapped) == bytes(_UNICODE_TO_BYTE[c] for c in mapped)
+    assert sorted(decode(mapped)) == list(range(256))
+    for piece in ("Ġa b", "a\xad", "x\u0144", "\u0143", "é\x7f", "日本", " ", "\t"):
+        ok = all(c in _UNICODE_TO_BYTE for c in piece)
+        want = bytes(_UNICODE_TO_BYTE[c] for c in piece) if ok else piece.encode("utf-8")
+        assert decode(piece) == want, piece
+    assert decode("\u0143") == bytes([_UNICODE_TO_BYTE["\u0143"]])  # the map's last char

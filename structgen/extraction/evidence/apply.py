@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 
 from structgen.extraction.evidence.contacts import contact_object
-from structgen.extraction.evidence.dates import dates_in_order, nested_dates_in_order
+from structgen.extraction.evidence.dates import dates_in_order, named_date, nested_dates_in_order
 from structgen.extraction.evidence.fields import field_kind, is_nullable
 from structgen.extraction.evidence.names import (
     after_honorific,
@@ -89,9 +89,15 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         numbers: dict[str, Decimal] = {}
         for name, prop in (sub.get("properties") or {}).items():
             kind, branch = field_kind(schema, prop)
+            stems = name_stems(name)
+            if name not in node and kind == "number" and stems:
+                # left out: the numeral right after the field's name ("wind 20 km/h")
+                found_n = number_value(doc, spans, stems, branch, window=1, name_first=True)
+                if found_n is not None:
+                    numbers[name] = found_n
+                continue
             if name not in node and kind != "enum":
                 continue
-            stems = name_stems(name)
             if kind == "boolean" and isinstance(node[name], bool):
                 found = bool_value(doc, stems)
                 if found is not None and found != node[name]:
@@ -137,7 +143,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             if shared.count(num) > 1:
                 continue  # two siblings point at one numeral: the model decides
             new: Any = _plain(num)
-            current = node[name]
+            current = node.get(name)
             if isinstance(current, bool) or (
                 isinstance(current, (int, float)) and Decimal(str(current)) == num
             ):
@@ -165,6 +171,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             run = (
                 capital_run(schema, sub, name, node, text)
                 or label_value(schema, sub, name, node, text)
+                or named_date(schema, sub, name, node, doc)
                 or appositive_role(schema, sub, name, node, text)
                 or place_list(schema, sub, name, node, text)
             )

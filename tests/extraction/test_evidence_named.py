@@ -1,0 +1,75 @@
+"""Two evidence rules found general on the probe set (``structgen.extraction.evidence``):
+a number field the model left out takes the numeral written right after its name, and a
+date or time field left null or out takes the one date or time written right after the
+words naming it. Hand-checked cases: the reference is the value a reader takes from the
+text, and the unchanged object where the text does not settle it."""
+
+from __future__ import annotations
+
+import jsonschema
+import pytest
+
+from structgen.extraction.evidence import apply_evidence
+
+HHMM = "^([01][0-9]|2[0-3]):[0-5][0-9]$"
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string"},
+        "date": {"type": "string", "format": "date"},
+        "next_meeting": {"type": ["string", "null"], "format": "date"},
+        "next_service_date": {"type": "string", "format": "date"},
+        "doors_open": {"type": ["string", "null"], "pattern": HHMM},
+        "wind_kmh": {"type": ["number", "null"], "minimum": 0},
+        "duration_days": {"type": "integer", "minimum": 1},
+    },
+    "required": ["event", "date"],
+    "additionalProperties": False,
+}
+BASE = {"event": "Board", "date": "2026-03-05"}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        # left out: the numeral right after the field's name
+        ("Sapporo. Snow showers, wind 20 km/h.", {}, {"wind_kmh": 20}),
+        ("Lyon. Fog. Wind 10 kilometres per hour.", {"wind_kmh": None}, {"wind_kmh": 10}),
+        # not right after it: the model decides
+        ("Bergen. Winds from the southwest at 45 km/h.", {}, {}),
+        # the name after the numeral ("for 7 days") is no label of a left-out field
+        ("Take it twice a day for 7 days.", {}, {}),
+        # a date after the words naming the field, a colon or two words between
+        ("Board. Next meeting: 9 February 2026.", {"next_meeting": None},
+         {"next_meeting": "2026-02-09"}),
+        ("The board will next meet on April 2, 2026.", {}, {"next_meeting": "2026-04-02"}),
+        ("Oil change. Next service due 11.03.2027.", {}, {"next_service_date": "2027-03-11"}),
+        # a time field: the clock time or hour after its name
+        ("Jazz Night | Doors open 19:00 | Row 12", {"doors_open": None}, {"doors_open": "19:00"}),
+        ("Hamlet. Doors open at 7 pm.", {}, {"doors_open": "19:00"}),
+        # not every word of the name ("Next visit" is not the next service)
+        ("Battery done. Next visit: 2027-01-09.", {}, {}),
+        # the name negated, an ambiguous numeric date, two different dates: unchanged
+        ("There is no next meeting on 9 February 2026.", {"next_meeting": None},
+         {"next_meeting": None}),
+        ("Board. Next meeting: 03/02/2026.", {"next_meeting": None}, {"next_meeting": None}),
+        ("Next meeting: 9 February 2026; next meeting: 9 March 2026.",
+         {"next_meeting": None}, {"next_meeting": None}),
+        # a value the model wrote stays
+        ("Board. Next meeting: 9 February 2026.", {"next_meeting": "2026-02-10"},
+         {"next_meeting": "2026-02-10"}),
+    ],
+)  # fmt: skip
+def test_named_values(text, before, after):
+    value = {**BASE, **before}
+    got, changed = apply_evidence(SCHEMA, text, value)
+    assert got == {**BASE, **after}
+    assert sorted(changed) == sorted(k for k in after if after[k] != before.get(k, "absent"))
+    jsonschema.validate(got, SCHEMA, format_checker=jsonschema.FormatChecker())
+
+
+def test_a_required_date_left_out_is_not_filled():
+    schema = {**SCHEMA, "required": ["event", "date", "next_meeting"]}
+    value = dict(BASE)  # invalid as given: the rule does not make up the missing field
+    got, changed = apply_evidence(schema, "Next meeting: 9 February 2026.", value)
+    assert (got, changed) == (value, [])

@@ -1,8 +1,10 @@
-"""Two evidence rules found general on the probe set (``structgen.extraction.evidence``):
+"""Evidence rules found general on the probe set (``structgen.extraction.evidence``):
 a number field the model left out takes the numeral written right after its name, and a
 date or time field left null or out takes the one date or time written right after the
-words naming it. Hand-checked cases: the reference is the value a reader takes from the
-text, and the unchanged object where the text does not settle it."""
+words naming it; a patterned identifier (a DOI) the text does not write is replaced or
+cleared, one left null takes the one written after its name; an irregular plural
+("Children's") mentions its option. Hand-checked cases: the reference is the value a
+reader takes from the text, and the unchanged object where the text does not settle it."""
 
 from __future__ import annotations
 
@@ -73,3 +75,68 @@ def test_a_required_date_left_out_is_not_filled():
     value = dict(BASE)  # invalid as given: the rule does not make up the missing field
     got, changed = apply_evidence(schema, "Next meeting: 9 February 2026.", value)
     assert (got, changed) == (value, [])
+
+
+CITE = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"},
+        "doi": {"type": ["string", "null"], "pattern": "^10\\.[0-9]{4,9}/\\S+$"},
+        "currency": {"type": ["string", "null"], "pattern": "^[A-Z]{3}$"},
+        "last4": {"type": ["string", "null"], "pattern": "^[0-9]{4}$"},
+        "start": {"type": ["string", "null"], "pattern": HHMM},
+    },
+    "required": ["title"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        # an invented identifier: null where the text writes none, else the one it writes
+        ("A. Souza. Consensus. PhD thesis, 2019.", {"doi": "10.1180/0192.2019.1"}, {"doi": None}),
+        ("Consensus. See 10.1016/j.is.2021.04.007 online.", {"doi": "10.1180/0192.2019.1"},
+         {"doi": "10.1016/j.is.2021.04.007"}),
+        # left null: the identifier written right after the field's name
+        ("Sparse retrieval. doi:10.1016/j.is.2021.04.007", {"doi": None},
+         {"doi": "10.1016/j.is.2021.04.007"}),
+        ("Sparse retrieval. DOI: 10.1016/j.is.2021.04.007.", {},
+         {"doi": "10.1016/j.is.2021.04.007"}),
+        # ... not after its name: the model decides
+        ("Sparse retrieval, see 10.1016/j.is.2021.04.007.", {"doi": None}, {"doi": None}),
+        # the value the text writes stays
+        ("X. doi:10.1016/j.is.2021.04.007", {"doi": "10.1016/j.is.2021.04.007"},
+         {"doi": "10.1016/j.is.2021.04.007"}),
+        # values without a digit (a currency code from "€") and times are not identifiers
+        ("Paid €84.50 at 7 pm.", {"currency": "EUR", "start": "19:00"},
+         {"currency": "EUR", "start": "19:00"}),
+        # a four-digit year is no last4 the text names
+        ("Card payment on 14 March 2026.", {"last4": None}, {"last4": None}),
+        ("Card ending 4417, on 14 March 2026.", {"last4": None}, {"last4": None}),
+    ],
+)  # fmt: skip
+def test_patterned_identifiers(text, before, after):
+    value = {"title": "T", **before}
+    got, changed = apply_evidence(CITE, text, value)
+    assert got == {"title": "T", **after}
+    assert sorted(changed) == sorted(k for k in after if after[k] != before.get(k, "absent"))
+    jsonschema.validate(got, CITE, format_checker=jsonschema.FormatChecker())
+
+
+@pytest.mark.parametrize(
+    ("text", "after"),
+    [
+        ("Children's ticket: The Little Prince, 14 Feb 2026.", "child"),
+        ("Two women's shirts, size M.", "woman"),
+        ("Adult ticket: The Little Prince, 14 Feb 2026.", "standard"),  # no option mentioned
+    ],
+)
+def test_an_irregular_plural_mentions_its_option(text, after):
+    schema = {
+        "type": "object",
+        "properties": {"kind": {"enum": ["standard", "child", "woman"]}},
+        "required": ["kind"],
+    }
+    got, _ = apply_evidence(schema, text, {"kind": "standard"})
+    assert got == {"kind": after}

@@ -46,6 +46,7 @@ from structgen.extraction.evidence.strings import (
     invented_email,
     label_value,
     not_a_phone,
+    pattern_shape,
     phone_value,
     repeated_strings,
     span_start,
@@ -214,6 +215,8 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                     shaped, address = uri_shape(schema, sub, name, node, text)
                 if not shaped:  # an address the text does not write: invented
                     shaped, address = invented_email(schema, sub, name, node, text)
+                if not shaped:  # a patterned identifier the text does not write: a DOI
+                    shaped, address = pattern_shape(schema, sub, name, node, doc)
                 if shaped and address is not None:
                     node[name] = address
                     changed.append(path + name)

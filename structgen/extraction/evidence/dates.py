@@ -121,9 +121,9 @@ def a_siblings_date(root: Any, prop: Any, name: str, node: dict, doc: TextWords)
     return any(k != name and isinstance(v, str) and v in read for k, v in node.items())
 
 
-def _time_field(root: Any, sub: dict) -> bool:
-    """Whether a string field's subschema holds a time of day: ``format: time``, or a
-    ``pattern`` that ``09:30`` matches and ``2026-01-31`` does not.
+def time_field(root: Any, sub: dict) -> bool:
+    """Whether a string field's subschema (resolved, a dict) holds a time of day:
+    ``format: time``, or a ``pattern`` that ``09:30`` matches and ``2026-01-31`` does not.
     """
     if sub.get("format") == "time":
         return True
@@ -151,7 +151,7 @@ def named_date(root: Any, sub: dict, name: str, node: dict, doc: TextWords) -> s
     if name not in node and name in (sub.get("required") or ()):
         return None
     is_date = _is_date_field(root, prop)
-    if not is_date and not _time_field(root, prop):
+    if not is_date and not time_field(root, prop):
         return None
     stems = [s for s in name_stems(name) if s not in _KIND_STEMS]
     if not stems:

@@ -54,6 +54,10 @@ _NUMBER_ALIASES = {
 }
 
 
+# English plurals that no suffix rule makes singular ("Children's ticket" mentions the
+# option "child")
+_IRREGULAR_PLURALS = {"children": "child", "women": "woman", "men": "man"}
+
 _COPULAS = frozenset("is are was were be".split())
 
 
@@ -68,9 +72,11 @@ _GAP_NEGATION = 2  # words between a negation and the option it negates ("not a 
 
 def stem(word: str) -> str:
     """``word`` lowercased with one common English suffix removed (at least three letters
-    stay): ``servings`` and ``serves`` -> ``serv``, ``smoker`` -> ``smok``.
+    stay): ``servings`` and ``serves`` -> ``serv``, ``smoker`` -> ``smok``; an irregular
+    plural is its singular (``_IRREGULAR_PLURALS``: ``children`` -> ``child``).
     """
     w = word.lower()
+    w = _IRREGULAR_PLURALS.get(w, w)
     for suf in _SUFFIXES:
         if w.endswith(suf) and len(w) - len(suf) >= 3:
             return w[: -len(suf)]

@@ -12,6 +12,8 @@ import jsonschema
 import pytest
 
 from structgen.extraction.evidence import apply_evidence
+from structgen.extraction.evidence.roles import swapped_roles
+from structgen.extraction.evidence.text import TextWords
 
 HHMM = "^([01][0-9]|2[0-3]):[0-5][0-9]$"
 SCHEMA = {
@@ -140,3 +142,51 @@ def test_an_irregular_plural_mentions_its_option(text, after):
     }
     got, _ = apply_evidence(schema, text, {"kind": "standard"})
     assert got == {"kind": after}
+
+
+TEAMS = {
+    "type": "object",
+    "properties": {
+        "home_team": {"type": "string"},
+        "away_team": {"type": "string"},
+        "provider": {"type": "string"},
+        "account_number": {"type": "string"},
+    },
+    "required": ["home_team", "away_team"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        # the role words label the values the other way round: swapped back
+        ("Home: Tampere Lynx. Away: Oslo Ravens. Three all.",
+         ["Oslo Ravens", "Tampere Lynx"], ["Tampere Lynx", "Oslo Ravens"]),
+        ("Cardiff Wildcats (home) 27, Lyon Aigles 12.",
+         ["Lyon Aigles", "Cardiff Wildcats"], ["Cardiff Wildcats", "Lyon Aigles"]),
+        # right already, or not marked: unchanged
+        ("Home: Tampere Lynx. Away: Oslo Ravens.",
+         ["Tampere Lynx", "Oslo Ravens"], ["Tampere Lynx", "Oslo Ravens"]),
+        ("Halden Rovers 2-3 Eastbrook United.",
+         ["Eastbrook United", "Halden Rovers"], ["Eastbrook United", "Halden Rovers"]),
+        # marked both ways: the text does not settle it
+        ("Home: Oslo Ravens (away) and Tampere Lynx.",
+         ["Oslo Ravens", "Tampere Lynx"], ["Oslo Ravens", "Tampere Lynx"]),
+    ],
+)  # fmt: skip
+def test_swapped_roles(text, before, after):
+    value = dict(zip(("home_team", "away_team"), before))
+    got, _ = apply_evidence(TEAMS, text, value)
+    assert got == dict(zip(("home_team", "away_team"), after))
+
+
+def test_a_role_word_after_a_comma_is_no_mark():
+    value = {"home_team": "A", "away_team": "B", "provider": "Telia", "account_number": "5590"}
+    text = "A v B. Mobile plan invoice from Telia, account no. 5590 3321."
+    assert swapped_roles(TEAMS, TEAMS, value, TextWords(text)) == {}
+    value = {**value, "provider": "5590", "account_number": "Telia"}
+    text = "A v B. Provider: Telia, account no. 5590 3321."  # a label: swapped
+    assert swapped_roles(TEAMS, TEAMS, value, TextWords(text)) == {
+        "provider": "Telia",
+        "account_number": "5590",
+    }

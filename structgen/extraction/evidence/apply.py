@@ -40,6 +40,7 @@ from structgen.extraction.evidence.numbers import (
     repeated_numbers,
 )
 from structgen.extraction.evidence.options import bool_value, enum_items, enum_value
+from structgen.extraction.evidence.roles import swapped_roles
 from structgen.extraction.evidence.strings import (
     email_shape,
     identifier_value,
@@ -190,6 +191,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             changed.append(path + name)
         for name, new_s in sibling_cut(schema, sub, node, text).items():
             node[name] = new_s
+            changed.append(path + name)
+        for name, new_s in swapped_roles(schema, sub, node, doc).items():
+            node[name] = new_s  # "Home: Tampere Lynx" held by ``away_team``
             changed.append(path + name)
         for name, prop in (sub.get("properties") or {}).items():
             titled = after_honorific(schema, prop, node.get(name))

@@ -190,3 +190,44 @@ def test_a_role_word_after_a_comma_is_no_mark():
         "provider": "Telia",
         "account_number": "5590",
     }
+
+
+MINUTES = {
+    "type": "object",
+    "properties": {
+        "meeting": {"type": "string"},
+        "attendees": {"type": "array", "maxItems": 4, "items": {"type": "string"}},
+        "apologies": {"type": "array", "maxItems": 4, "items": {"type": "string"}},
+    },
+    "required": ["meeting", "attendees", "apologies"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        # the list after the label naming the field (its last word), split at commas and "and"
+        ("Board. Attending: Åsa Lindqvist, Henrik Berg and Yusuf Demir. Absent with "
+         "apologies: Marco Rossi, Elena Petrova.",
+         (["Åsa Lindqvist", "Elena Petrova"], ["Marco Rossi", "Henrik Berg"]),
+         (["Åsa Lindqvist", "Henrik Berg", "Yusuf Demir"], ["Marco Rossi", "Elena Petrova"])),
+        ("Sync. Attendees: Chen Jing, Mateus Oliveira & Fatima Zahra El Idrissi.",
+         (["Chen Jing"], []),
+         (["Chen Jing", "Mateus Oliveira", "Fatima Zahra El Idrissi"], [])),
+        # the same items in another order: unchanged
+        ("Sync. Attendees: Chen Jing, Mateus Oliveira.", (["Mateus Oliveira", "Chen Jing"], []),
+         (["Mateus Oliveira", "Chen Jing"], [])),
+        # a label naming no field ("Present"), a denial, a list over maxItems: unchanged
+        ("Sync. Present: Chen Jing, Mateus Oliveira.", (["Chen Jing"], []), (["Chen Jing"], [])),
+        ("Sync. Apologies: none. Attendees: Chen Jing.", (["Chen Jing"], ["Chen Jing"]),
+         (["Chen Jing"], ["Chen Jing"])),
+        ("Sync. Attendees: A B, C D, E F, G H, I J.", (["A B"], []), (["A B"], [])),
+        # two labels naming the field with different lists: unchanged
+        ("Attendees: Chen Jing. Later attendees: Ravi Menon.", (["Chen Jing"], []),
+         (["Chen Jing"], [])),
+    ],
+)  # fmt: skip
+def test_label_list(text, before, after):
+    value = {"meeting": "M", "attendees": before[0], "apologies": before[1]}
+    got, _ = apply_evidence(MINUTES, text, value)
+    assert got == {"meeting": "M", "attendees": after[0], "apologies": after[1]}

@@ -45,6 +45,7 @@ from structgen.extraction.evidence.strings import (
     email_shape,
     identifier_value,
     invented_email,
+    label_list,
     label_value,
     not_a_phone,
     pattern_shape,
@@ -134,6 +135,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 mentioned = enum_items(doc, items, arr, node[name]) if items else None
                 if mentioned is not None:
                     node[name] = mentioned
+                    changed.append(path + name)
+                listed = label_list(schema, sub, name, node, text)
+                if listed is not None:  # "Attending: Åsa Lindqvist, Henrik Berg"
+                    node[name] = listed
                     changed.append(path + name)
                 for i, item in enumerate(node[name]):
                     if isinstance(items, dict) and isinstance(item, dict):

@@ -408,3 +408,47 @@ def pattern_shape(root: Any, sub: dict, name: str, node: dict, doc: TextWords) -
     if len(written) == 1:
         return True, written[0][0]
     return (True, None) if not written else (False, None)
+
+
+# "Label: a, b and c" up to the sentence's end (a list's items hold no "." nor ";")
+_LIST_LABEL = re.compile(
+    r"(?:\A|[|;·\n]|[.!?] )[ \t]*([^\W\d_][^\W\d_ ]*(?: [^\W\d_]+){0,2}):[ \t]+"
+    r"([^|;·\n.:]*[^\W_])[ \t]*(?=\Z|[|;·\n]|[.!?](?:\s|\Z))"
+)
+_LIST_SPLIT = re.compile(r"\s*,\s*(?:and\s+)?|\s+and\s+|\s*&\s*")
+
+
+def label_list(root: Any, sub: dict, name: str, node: dict, text: str) -> list[str] | None:
+    """The label-list rule of the package docstring: for an array of free strings, the
+    items of the one list the text writes after a label naming the field ("Attending: Åsa
+    Lindqvist, Henrik Berg and Yusuf Demir.", "Absent with apologies: Marco Rossi"): the
+    label's last word is a word of the field's name (as stems) and of no sibling's, the
+    list runs to the sentence's end, split at commas, "and" and "&". None (no change)
+    when no such label or two, a list the schema rejects (``maxItems``, the items'
+    bounds), or the items the field holds already (in any order).
+    """
+    props = sub.get("properties") or {}
+    arr = _resolve(root, props.get(name))
+    if not isinstance(arr, dict) or not isinstance(node.get(name), list):
+        return None
+    if free_string_schema(root, arr.get("items")) is None:
+        return None
+    stems = name_stems(name)
+    found = set()
+    for m in _LIST_LABEL.finditer(text):
+        words = [stem(w) for w in _WORD_CHAR_RUN.findall(m.group(1))]
+        if not words or not any(stems_match(words[-1], s) for s in stems):
+            continue
+        if any(k != name and any(stems_match(words[-1], s) for s in name_stems(k)) for k in props):
+            continue
+        items = tuple(p for p in _LIST_SPLIT.split(m.group(2).strip()) if p)
+        if items and not _denial(items[0]):
+            found.add(items)
+    if len(found) != 1:
+        return None
+    new = list(next(iter(found)))
+    if sorted(new) == sorted(x for x in node[name] if isinstance(x, str)):
+        return None
+    if len(set(new)) != len(new):
+        return None
+    return new if schema_accepts(root, arr, new) else None

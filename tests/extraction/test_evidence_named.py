@@ -231,3 +231,20 @@ def test_label_list(text, before, after):
     value = {"meeting": "M", "attendees": before[0], "apologies": before[1]}
     got, _ = apply_evidence(MINUTES, text, value)
     assert got == {"meeting": "M", "attendees": after[0], "apologies": after[1]}
+
+
+@pytest.mark.parametrize(
+    ("text", "after"),
+    [
+        ("Sevilla: sunny, maximum 41°C, minimum 24°C.", {"high_c": 41, "low_c": 24}),
+        ("Sevilla: sunny, highs of 38 °C and lows of 22 °C.", {"high_c": 38, "low_c": 22}),
+    ],
+)
+def test_maximum_and_minimum_mention_high_and_low(text, after):
+    schema = {
+        "type": "object",
+        "properties": {"high_c": {"type": "number"}, "low_c": {"type": "number"}},
+        "required": ["high_c", "low_c"],
+    }
+    got, _ = apply_evidence(schema, text, {"high_c": 24, "low_c": 24})
+    assert got == after

@@ -40,8 +40,9 @@ _SOFT_WRAP = re.compile(r"(?<=[^\W_])([ \t]*)\n(?=[ \t]*[^\W\d_])")
 
 # words that mention a field whose name holds the key (both as ``stem`` gives them) in
 # the number rule: how English writes an age ("58 years old", "aged 58"), the usual
-# abbreviations of time units ("50 min", "2 hrs") and the nouns English counts guests,
-# servings and ratings in ("four people", "feeds six people", "four stars")
+# abbreviations of time units ("50 min", "2 hrs"), the nouns English counts guests,
+# servings and ratings in ("four people", "feeds six people", "four stars") and the
+# words a forecast writes its highs and lows with ("maximum 41°C")
 _NUMBER_ALIASES = {
     "age": frozenset({"old", "aged"}),
     "guest": frozenset({"peopl", "person", "adult"}),
@@ -51,6 +52,8 @@ _NUMBER_ALIASES = {
     "hour": frozenset({"hr", "hrs"}),
     "second": frozenset({"sec"}),
     "m2": frozenset({"squar", "sq", "sqm"}),
+    "high": frozenset({"maximum"}),
+    "low": frozenset({"minimum"}),
 }
 
 

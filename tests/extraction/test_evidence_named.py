@@ -248,3 +248,39 @@ def test_maximum_and_minimum_mention_high_and_low(text, after):
     }
     got, _ = apply_evidence(schema, text, {"high_c": 24, "low_c": 24})
     assert got == after
+
+
+TICKET = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string"},
+        "seat": {
+            "type": ["object", "null"],
+            "properties": {"section": {"type": ["string", "null"]}, "row": {"type": "string"}},
+        },
+        "agent": {"type": "object", "properties": {"name": {"type": "string"}}},
+    },
+    "required": ["event", "seat"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        # a nullable object whose name the text mentions only negated: null
+        ("Tokyo Electronic Festival. General admission standing ticket, no seat.",
+         {"seat": {"section": "Makuhari Messe", "row": "Makuhari"}}, {"seat": None}),
+        # mentioned un-negated, or not at all: the model decides
+        ("Hamlet. Balcony seat, row C, no refunds.",
+         {"seat": {"section": "Balcony", "row": "C"}},
+         {"seat": {"section": "Balcony", "row": "C"}}),
+        ("Hamlet, 5 March.", {"seat": {"section": "Stalls", "row": "C"}},
+         {"seat": {"section": "Stalls", "row": "C"}}),
+        # an object that may not be null stays
+        ("Hamlet. No agent, no seat.", {"seat": None, "agent": {"name": "Ann"}},
+         {"seat": None, "agent": {"name": "Ann"}}),
+    ],
+)  # fmt: skip
+def test_denied_object(text, before, after):
+    got, _ = apply_evidence(TICKET, text, {"event": "E", **before})
+    assert got == {"event": "E", **after}

@@ -211,6 +211,8 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``away_team``) exchange values when the text labels them the other way round ("Home:
   Tampere Lynx", "Cardiff Wildcats (home)") and marks neither with its own role
   (``roles.swapped_roles``).
+* **denied object**: a nullable object field whose name the text mentions only negated
+  ("General admission standing ticket, no seat") is null.
 * **contact**: a nullable object field the model left null or out whose two required
   properties are a free string field named for a name (a key with the word ``name``) and a
   phone field takes the name and phone number the text writes together ("Call Hannah

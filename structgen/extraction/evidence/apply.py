@@ -30,6 +30,7 @@ from structgen.extraction.evidence.names import (
 )
 from structgen.extraction.evidence.nulls import clear_field, clearable, copied_nulls, denied_string
 from structgen.extraction.evidence.numbers import (
+    all_negated,
     amount_value,
     denied_count,
     denied_number,
@@ -128,6 +129,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 clear_field(schema, prop, node, name)
                 changed.append(path + name)
             elif isinstance(node[name], dict):
+                if stems and is_nullable(schema, prop) and all_negated(doc, stems):
+                    node[name] = None  # denied object: "standing ticket, no seat"
+                    changed.append(path + name)
+                    continue
                 walk(prop, node[name], f"{path}{name}.", depth + 1)
             elif isinstance(node[name], list):  # items: the enum-array and string repeat rules
                 arr = _resolve(schema, prop)

@@ -155,6 +155,22 @@ def test_the_dev_set_is_valid_and_covers_what_scoring_md_says():
     assert len(non_ascii) >= 10
 
 
+@pytest.mark.parametrize("name", ["extraction_holdout", "extract_probe"])
+def test_the_held_out_sets_are_valid(name):
+    docs = sc.load_documents(sc.DATA_DIR.parent / name)
+    assert len(docs) >= 30 and len({d.id for d in docs}) == len(docs)
+    fmt = jsonschema.FormatChecker()
+    for d in docs:
+        assert set(d.expected) == set(d.schema["properties"]), d.id
+        inst = {
+            k: _first(v)
+            for k, v in d.expected.items()
+            if not (v is None and k not in d.schema["required"])
+        }
+        jsonschema.validate(inst, d.schema, format_checker=fmt)
+        assert all(f.right for f in sc.score_document(d.schema, d.expected, inst)), d.id
+
+
 def _first(v):
     if isinstance(v, dict) and "$any" in v:
         return _first(v["$any"][0])

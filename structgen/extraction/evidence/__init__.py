@@ -190,6 +190,29 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   writes (``"keynote:"``: a scheme the grammar let through) takes the one URL the text
   writes that no sibling holds (``strings.urls``); when the text writes no URL it is
   null, or left out when the schema does not require it.
+* **left-out number**: a number field the model left out takes the numeral written right
+  after a mention of its name ("wind 20 km/h" for ``wind_kmh``; not "for 7 days").
+* **named date**: a date field (``format: date``) or time field (``format: time``, or a
+  ``pattern`` that ``09:30`` fits) left null or out (where the schema lets it) takes the
+  one date or time written within two words after a run of words naming it, every word
+  of the name but ``date``/``time``/``day`` ("Next meeting: 9 February 2026", "next
+  service due 11.03.2027", "Doors open at 7 pm"; ``dates.named_date``); an ambiguous
+  numeric date, two values or a negated name leave it.
+* **pattern shape**: a string field with a ``pattern`` (no ``format``; not a time) whose
+  value holds a digit the text does not write (an invented DOI) takes the one chunk the
+  text writes that the pattern accepts and no sibling holds; with none it is null, or
+  left out when the schema does not require it; one left null takes the one such chunk
+  written right after a word of its name ("doi:10.1016/j.is.2021.04.007";
+  ``strings.pattern_shape``).
+* **label list**: an array of free strings takes the one list the text writes after a
+  label whose last word names it and no sibling ("Attending: A, B and C", "Absent with
+  apologies: D"), split at commas, "and" and "&" (``strings.label_list``).
+* **roles**: two free string fields whose names differ by a role word (``home_team`` /
+  ``away_team``) exchange values when the text labels them the other way round ("Home:
+  Tampere Lynx", "Cardiff Wildcats (home)") and marks neither with its own role
+  (``roles.swapped_roles``).
+* **denied object**: a nullable object field whose name the text mentions only negated
+  ("General admission standing ticket, no seat") is null.
 * **contact**: a nullable object field the model left null or out whose two required
   properties are a free string field named for a name (a key with the word ``name``) and a
   phone field takes the name and phone number the text writes together ("Call Hannah
@@ -227,9 +250,10 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 boolean, enum and enum array rules (currency symbols included), ``numbers.py`` the number,
 separator, repeat, range, amount, denied-number, denied-count and foreign numeral rules,
 ``strings.py`` the span-start, label, string repeat, identifier, phone, phone fragment,
-e-mail shape, invented e-mail and URI shape rules, ``names.py`` the name-run,
+e-mail shape, invented e-mail, URI shape, pattern shape and label list rules,
+``roles.py`` the role rule, ``names.py`` the name-run,
 place-list, sibling-cut, honorific and appositive rules (where a copied name starts and
-ends), ``dates.py`` the date order and date null rules, ``contacts.py`` the contact
+ends), ``dates.py`` the date order, date null and named date rules, ``contacts.py`` the contact
 rule, ``nulls.py`` the null and identifier null rules, and ``apply.py`` the driver,
 ``apply_evidence``, which this package re-exports.
 """

@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 
 from structgen.extraction.evidence.contacts import contact_object
-from structgen.extraction.evidence.dates import dates_in_order, nested_dates_in_order
+from structgen.extraction.evidence.dates import dates_in_order, named_date, nested_dates_in_order
 from structgen.extraction.evidence.fields import field_kind, is_nullable
 from structgen.extraction.evidence.names import (
     after_honorific,
@@ -30,6 +30,7 @@ from structgen.extraction.evidence.names import (
 )
 from structgen.extraction.evidence.nulls import clear_field, clearable, copied_nulls, denied_string
 from structgen.extraction.evidence.numbers import (
+    all_negated,
     amount_value,
     denied_count,
     denied_number,
@@ -40,12 +41,15 @@ from structgen.extraction.evidence.numbers import (
     repeated_numbers,
 )
 from structgen.extraction.evidence.options import bool_value, enum_items, enum_value
+from structgen.extraction.evidence.roles import swapped_roles
 from structgen.extraction.evidence.strings import (
     email_shape,
     identifier_value,
     invented_email,
+    label_list,
     label_value,
     not_a_phone,
+    pattern_shape,
     phone_value,
     repeated_strings,
     span_start,
@@ -89,9 +93,15 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         numbers: dict[str, Decimal] = {}
         for name, prop in (sub.get("properties") or {}).items():
             kind, branch = field_kind(schema, prop)
+            stems = name_stems(name)
+            if name not in node and kind == "number" and stems:
+                # left out: the numeral right after the field's name ("wind 20 km/h")
+                found_n = number_value(doc, spans, stems, branch, window=1, name_first=True)
+                if found_n is not None:
+                    numbers[name] = found_n
+                continue
             if name not in node and kind != "enum":
                 continue
-            stems = name_stems(name)
             if kind == "boolean" and isinstance(node[name], bool):
                 found = bool_value(doc, stems)
                 if found is not None and found != node[name]:
@@ -119,6 +129,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 clear_field(schema, prop, node, name)
                 changed.append(path + name)
             elif isinstance(node[name], dict):
+                if stems and is_nullable(schema, prop) and all_negated(doc, stems):
+                    node[name] = None  # denied object: "standing ticket, no seat"
+                    changed.append(path + name)
+                    continue
                 walk(prop, node[name], f"{path}{name}.", depth + 1)
             elif isinstance(node[name], list):  # items: the enum-array and string repeat rules
                 arr = _resolve(schema, prop)
@@ -126,6 +140,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 mentioned = enum_items(doc, items, arr, node[name]) if items else None
                 if mentioned is not None:
                     node[name] = mentioned
+                    changed.append(path + name)
+                listed = label_list(schema, sub, name, node, text)
+                if listed is not None:  # "Attending: Åsa Lindqvist, Henrik Berg"
+                    node[name] = listed
                     changed.append(path + name)
                 for i, item in enumerate(node[name]):
                     if isinstance(items, dict) and isinstance(item, dict):
@@ -137,7 +155,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             if shared.count(num) > 1:
                 continue  # two siblings point at one numeral: the model decides
             new: Any = _plain(num)
-            current = node[name]
+            current = node.get(name)
             if isinstance(current, bool) or (
                 isinstance(current, (int, float)) and Decimal(str(current)) == num
             ):
@@ -165,6 +183,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             run = (
                 capital_run(schema, sub, name, node, text)
                 or label_value(schema, sub, name, node, text)
+                or named_date(schema, sub, name, node, doc)
                 or appositive_role(schema, sub, name, node, text)
                 or place_list(schema, sub, name, node, text)
             )
@@ -182,6 +201,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             changed.append(path + name)
         for name, new_s in sibling_cut(schema, sub, node, text).items():
             node[name] = new_s
+            changed.append(path + name)
+        for name, new_s in swapped_roles(schema, sub, node, doc).items():
+            node[name] = new_s  # "Home: Tampere Lynx" held by ``away_team``
             changed.append(path + name)
         for name, prop in (sub.get("properties") or {}).items():
             titled = after_honorific(schema, prop, node.get(name))
@@ -207,6 +229,8 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                     shaped, address = uri_shape(schema, sub, name, node, text)
                 if not shaped:  # an address the text does not write: invented
                     shaped, address = invented_email(schema, sub, name, node, text)
+                if not shaped:  # a patterned identifier the text does not write: a DOI
+                    shaped, address = pattern_shape(schema, sub, name, node, doc)
                 if shaped and address is not None:
                     node[name] = address
                     changed.append(path + name)

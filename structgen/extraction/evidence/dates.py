@@ -4,7 +4,9 @@ Two ``format: date`` fields on one date take the text's dates in order
 (``dates_in_order``, and ``nested_dates_in_order`` for the date fields of an object and
 the objects nested in it: ``pickup.date`` and ``return_date``); a nullable plain string
 field holding a sibling's date or time, its name nowhere in the text, is null
-(``a_siblings_date``). Dates and times are read by
+(``a_siblings_date``); a date or time field left null or out takes the one date or
+time the text writes right after the words naming it (``named_date``: "Next meeting: 9
+February 2026", "Doors open at 7 pm"). Dates and times are read by
 ``structgen.fsm.dates``.
 """
 
@@ -12,11 +14,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from structgen.extraction.evidence.fields import is_nullable
-from structgen.extraction.evidence.text import TextWords, name_mentions, name_stems
+from structgen.extraction.evidence.fields import is_nullable, schema_accepts
+from structgen.extraction.evidence.text import (
+    TextWords,
+    name_mentions,
+    name_stems,
+    stem,
+    stems_match,
+)
 from structgen.extraction.refs import MAX_REF_DEPTH
 from structgen.extraction.refs import resolve as _resolve
-from structgen.fsm.dates import dates, times
+from structgen.fsm.dates import date_spans, dates, times
+
+# a field name's words that say what kind of value it holds, not which one: a run naming
+# ``next_service_date`` is "next service"
+_KIND_STEMS = frozenset(stem(w) for w in ("date", "time", "day"))
+
+# words between the words naming a field and the date or time they label ("Next service
+# due 11.03.2027", "next meet on April 2", "Doors open at 7 pm")
+_GAP_NAMED = 2
 
 
 def _is_date_field(root: Any, prop: Any) -> bool:
@@ -103,3 +119,89 @@ def a_siblings_date(root: Any, prop: Any, name: str, node: dict, doc: TextWords)
         return False  # the text names the field: the model decides
     read = set(dates(value)) | set(times(value))
     return any(k != name and isinstance(v, str) and v in read for k, v in node.items())
+
+
+def time_field(root: Any, sub: dict) -> bool:
+    """Whether a string field's subschema (resolved, a dict) holds a time of day:
+    ``format: time``, or a ``pattern`` that ``09:30`` matches and ``2026-01-31`` does not.
+    """
+    if sub.get("format") == "time":
+        return True
+    if "pattern" not in sub or "format" in sub:
+        return False
+    return schema_accepts(root, sub, "09:30") and not schema_accepts(root, sub, "2026-01-31")
+
+
+def named_date(root: Any, sub: dict, name: str, node: dict, doc: TextWords) -> str | None:
+    """The named date rule of the package docstring: for a date field (``format: date``)
+    or a time field (``format: time``, or a ``pattern`` time ``HH:MM`` fits) that the
+    model left null or out (where the schema lets it: nullable, or not ``required``), the
+    one date or time the text writes within ``_GAP_NAMED`` words after a run of words
+    naming the field: every stem of the name but the kind words (``_KIND_STEMS``) matched
+    by the run's words, in one clause, not negated ("Next meeting: 9 February 2026",
+    "next service due 11.03.2027", "Doors open at 7 pm"). None (no change) otherwise: no
+    such run, two different values, an ambiguous numeric date (``03/02/2026``), or a
+    value the schema rejects.
+    """
+    prop = _resolve(root, (sub.get("properties") or {}).get(name))
+    if not isinstance(prop, dict) or node.get(name) is not None:
+        return None
+    if name in node and not is_nullable(root, prop):
+        return None
+    if name not in node and name in (sub.get("required") or ()):
+        return None
+    is_date = _is_date_field(root, prop)
+    if not is_date and not time_field(root, prop):
+        return None
+    stems = [s for s in name_stems(name) if s not in _KIND_STEMS]
+    if not stems:
+        return None
+    words, found = doc.words, set()
+    k = 0
+    while k < len(words):
+        j = k  # a run: consecutive words each matching a stem of the name, one clause
+        while (
+            j < len(words)
+            and words[j][3] == words[k][3]
+            and any(stems_match(words[j][0], s) for s in stems)
+        ):
+            j += 1
+        if j == k:
+            k += 1
+            continue
+        run = {s for s in stems for w in words[k:j] if stems_match(w[0], s)}
+        if len(run) == len(stems) and not doc.negates(k, j - 1):
+            found |= _values_after(doc, j - 1, is_date)
+        k = j
+    if len(found) != 1:
+        return None
+    (value,) = found
+    if not is_date:
+        value = next((v for v in times(value) if schema_accepts(root, prop, v)), None)
+    return value if value is not None and schema_accepts(root, prop, value) else None
+
+
+def _values_after(doc: TextWords, last: int, is_date: bool) -> set[str]:
+    """The dates (``YYYY-MM-DD``), or the times (``HH:MM``), that start
+    within ``_GAP_NAMED`` words after word ``last``, in its clause (a date runs on past
+    the comma of "April 2, 2026"); an ambiguous numeric date gives nothing.
+    """
+    words, clause = doc.words, doc.words[last][3]
+    window = [w for w in range(last + 1, min(last + 2 + _GAP_NAMED, len(words)))]
+    window = [w for w in window if words[w][3] == clause]
+    if not window:
+        return set()
+    lo, hi = words[window[0]][1], words[window[-1]][2]
+    if is_date:
+        out: set[str] = set()
+        for a, b in date_spans(doc.text):
+            if lo <= a < hi:
+                read = dates(doc.text[a:b])
+                if len(read) == 1:
+                    out.add(read[0])
+        return out
+    # a time's words: the window and one word after it, in the clause ("7 pm")
+    after = window[-1] + 1
+    if after < len(words) and words[after][3] == clause:
+        hi = words[after][2]
+    return {r[:5] for r in times(doc.text[lo:hi])}  # HH:MM (each time is read twice)

@@ -44,8 +44,20 @@ _BETWEEN = re.compile(r"\bbetween\s*\S*\s*$", re.IGNORECASE)
 _RANGE_ENDS = {"min": "min", "minimum": "min", "max": "max", "maximum": "max"}
 
 
-def number_value(doc: TextWords, spans: list, stems: list[str], sub: dict) -> Decimal | None:
-    """The number rule of the package docstring; None when no mention decides it."""
+def number_value(
+    doc: TextWords,
+    spans: list,
+    stems: list[str],
+    sub: dict,
+    window: int = _WINDOW_NUMBER,
+    name_first: bool = False,
+) -> Decimal | None:
+    """The number rule of the package docstring; None when no mention decides it.
+
+    ``window`` is the most words from a mention to the numeral (1: next to it);
+    ``name_first`` counts only mentions before the numeral ("wind 20 km/h", not "for 7
+    days"): the left-out number rule, which reads a field the model left out.
+    """
     mentions = name_mentions(doc, stems)
     in_range = {k for pair in _ranges(doc, spans) for k in pair}
     best: tuple[int, int, Decimal] | None = None
@@ -61,8 +73,10 @@ def number_value(doc: TextWords, spans: list, stems: list[str], sub: dict) -> De
         for k in mentions:
             if doc.words[k][3] != doc.words[first][3] or first <= k <= last:
                 continue
+            if name_first and k > last:
+                continue
             dist = first - k if k < first else k - last
-            if dist > _WINDOW_NUMBER:
+            if dist > window:
                 continue
             rank = (dist, 0 if last < k else 1)
             if best is None or rank < best[:2]:

@@ -19,8 +19,16 @@ from typing import Any
 
 import jsonschema
 
+from structgen.extraction.evidence.dates import time_field
 from structgen.extraction.evidence.fields import free_string_schema, schema_accepts
-from structgen.extraction.evidence.text import GAP_REPEAT, JOINED, TextWords, name_stems, stem
+from structgen.extraction.evidence.text import (
+    GAP_REPEAT,
+    JOINED,
+    TextWords,
+    name_stems,
+    stem,
+    stems_match,
+)
 from structgen.extraction.labels import (
     email_addresses,
     email_field,
@@ -327,3 +335,120 @@ def invented_email(root: Any, sub: dict, name: str, node: dict, text: str) -> tu
     if written or re.search(rf"(?<![^\W_]){re.escape(local)}(?![^\W_])", text, re.I):
         return False, None  # its local part is written: "alice.wong at gmail"
     return True, None
+
+
+# a chunk of the text a patterned value may be: no space, quote or bracket; sentence
+# punctuation after it is not part of it
+_CHUNK = re.compile(r"[^\s,;()\[\]<>\"'`]+")
+
+
+def _patterned_chunks(
+    root: Any, branch: dict, doc: TextWords, stems: list[str]
+) -> list[tuple[str, bool]]:
+    """The chunks of the text (``_CHUNK``; one behind a label, ``doi:10.1/x``, read
+    without it) that hold a digit and that ``branch`` (a field's subschema) accepts, each
+    with whether it is written right after a word of the field's name (``stems``): its
+    label, or the word before it with only spaces, ``:`` or ``#`` between. Text order,
+    first occurrences.
+    """
+    found: dict[str, bool] = {}
+    for m in _CHUNK.finditer(doc.text):
+        chunk, label = m.group().rstrip(".:!?"), ""
+        if ":" in chunk and not schema_accepts(root, branch, chunk):
+            label, chunk = chunk.split(":", 1)
+        if not any(c.isdigit() for c in chunk) or not schema_accepts(root, branch, chunk):
+            continue
+        names = [stem(w) for w in _WORD_CHAR_RUN.findall(label)]
+        before = doc.word_at(m.start()) - 1
+        if not label and before >= 0:
+            if not doc.text[doc.words[before][2] : m.start()].strip(" \t:#"):
+                names = [doc.words[before][0]]
+        named = any(stems_match(w, s) for w in names for s in stems)
+        found[chunk] = found.get(chunk, False) or named
+    return list(found.items())
+
+
+def pattern_shape(root: Any, sub: dict, name: str, node: dict, doc: TextWords) -> tuple[bool, Any]:
+    """The pattern shape rule of the package docstring: ``(decided, value)`` for a string
+    field with a ``pattern`` (no ``format``, ``enum`` or ``const``; not a time of day,
+    ``dates.time_field``) whose values are identifiers holding a digit (a DOI, a flight
+    number). A value holding a digit that the text does not write (invented: the
+    grammar let the model make one up) takes the one chunk the text writes that the
+    pattern accepts and no sibling holds, else None when the text writes no such chunk
+    (the caller clears the field where the schema lets it). A field left null or out
+    (where the schema lets it) takes the one such chunk written right after a word of
+    its name ("doi:10.1016/j.is.2021.04.007" for ``doi``). ``(False, None)`` when the
+    rule does not apply.
+
+    Args:
+        root: the whole schema.
+        sub: the object's subschema.
+        name: the field's name.
+        node: the object.
+        doc: the document's words.
+    """
+    branch = _resolve(root, (sub.get("properties") or {}).get(name))
+    if not isinstance(branch, dict) or "pattern" not in branch:
+        return False, None
+    if any(k in branch for k in ("enum", "const", "format")) or time_field(root, branch):
+        return False, None
+    value = node.get(name)
+    if value is None and name not in node and name in (sub.get("required") or ()):
+        return False, None
+    if isinstance(value, str) and (not any(c.isdigit() for c in value) or value in doc.text):
+        return False, None
+    if value is not None and not isinstance(value, str):
+        return False, None
+    held = set(sibling_strings(root, sub, node, name))
+    written = [(w, named) for w, named in _patterned_chunks(root, branch, doc, name_stems(name))
+               if w not in held]  # fmt: skip
+    if value is None:
+        named = [w for w, n in written if n]
+        return (True, named[0]) if len(named) == 1 else (False, None)
+    if len(written) == 1:
+        return True, written[0][0]
+    return (True, None) if not written else (False, None)
+
+
+# "Label: a, b and c" up to the sentence's end (a list's items hold no "." nor ";")
+_LIST_LABEL = re.compile(
+    r"(?:\A|[|;·\n]|[.!?] )[ \t]*([^\W\d_][^\W\d_ ]*(?: [^\W\d_]+){0,2}):[ \t]+"
+    r"([^|;·\n.:]*[^\W_])[ \t]*(?=\Z|[|;·\n]|[.!?](?:\s|\Z))"
+)
+_LIST_SPLIT = re.compile(r"\s*,\s*(?:and\s+)?|\s+and\s+|\s*&\s*")
+
+
+def label_list(root: Any, sub: dict, name: str, node: dict, text: str) -> list[str] | None:
+    """The label-list rule of the package docstring: for an array of free strings, the
+    items of the one list the text writes after a label naming the field ("Attending: Åsa
+    Lindqvist, Henrik Berg and Yusuf Demir.", "Absent with apologies: Marco Rossi"): the
+    label's last word is a word of the field's name (as stems) and of no sibling's, the
+    list runs to the sentence's end, split at commas, "and" and "&". None (no change)
+    when no such label or two, a list the schema rejects (``maxItems``, the items'
+    bounds), or the items the field holds already (in any order).
+    """
+    props = sub.get("properties") or {}
+    arr = _resolve(root, props.get(name))
+    if not isinstance(arr, dict) or not isinstance(node.get(name), list):
+        return None
+    if free_string_schema(root, arr.get("items")) is None:
+        return None
+    stems = name_stems(name)
+    found = set()
+    for m in _LIST_LABEL.finditer(text):
+        words = [stem(w) for w in _WORD_CHAR_RUN.findall(m.group(1))]
+        if not words or not any(stems_match(words[-1], s) for s in stems):
+            continue
+        if any(k != name and any(stems_match(words[-1], s) for s in name_stems(k)) for k in props):
+            continue
+        items = tuple(p for p in _LIST_SPLIT.split(m.group(2).strip()) if p)
+        if items and not _denial(items[0]):
+            found.add(items)
+    if len(found) != 1:
+        return None
+    new = list(next(iter(found)))
+    if sorted(new) == sorted(x for x in node[name] if isinstance(x, str)):
+        return None
+    if len(set(new)) != len(new):
+        return None
+    return new if schema_accepts(root, arr, new) else None

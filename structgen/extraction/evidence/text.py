@@ -40,8 +40,9 @@ _SOFT_WRAP = re.compile(r"(?<=[^\W_])([ \t]*)\n(?=[ \t]*[^\W\d_])")
 
 # words that mention a field whose name holds the key (both as ``stem`` gives them) in
 # the number rule: how English writes an age ("58 years old", "aged 58"), the usual
-# abbreviations of time units ("50 min", "2 hrs") and the nouns English counts guests,
-# servings and ratings in ("four people", "feeds six people", "four stars")
+# abbreviations of time units ("50 min", "2 hrs"), the nouns English counts guests,
+# servings and ratings in ("four people", "feeds six people", "four stars") and the
+# words a forecast writes its highs and lows with ("maximum 41°C")
 _NUMBER_ALIASES = {
     "age": frozenset({"old", "aged"}),
     "guest": frozenset({"peopl", "person", "adult"}),
@@ -51,8 +52,14 @@ _NUMBER_ALIASES = {
     "hour": frozenset({"hr", "hrs"}),
     "second": frozenset({"sec"}),
     "m2": frozenset({"squar", "sq", "sqm"}),
+    "high": frozenset({"maximum"}),
+    "low": frozenset({"minimum"}),
 }
 
+
+# English plurals that no suffix rule makes singular ("Children's ticket" mentions the
+# option "child")
+_IRREGULAR_PLURALS = {"children": "child", "women": "woman", "men": "man"}
 
 _COPULAS = frozenset("is are was were be".split())
 
@@ -68,9 +75,11 @@ _GAP_NEGATION = 2  # words between a negation and the option it negates ("not a 
 
 def stem(word: str) -> str:
     """``word`` lowercased with one common English suffix removed (at least three letters
-    stay): ``servings`` and ``serves`` -> ``serv``, ``smoker`` -> ``smok``.
+    stay): ``servings`` and ``serves`` -> ``serv``, ``smoker`` -> ``smok``; an irregular
+    plural is its singular (``_IRREGULAR_PLURALS``: ``children`` -> ``child``).
     """
     w = word.lower()
+    w = _IRREGULAR_PLURALS.get(w, w)
     for suf in _SUFFIXES:
         if w.endswith(suf) and len(w) - len(suf) >= 3:
             return w[: -len(suf)]

@@ -1,0 +1,69 @@
+"""The role rule of ``structgen.extraction.evidence``: two sibling string fields whose
+names differ by a role word (``home_team`` / ``away_team``, ``sender_name`` /
+``recipient_name``) and whose values the model swapped, by the role words the text writes
+next to the values ("Home: Tampere Lynx", "Cardiff Wildcats (home)").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from structgen.extraction.evidence.fields import free_string_schema
+from structgen.extraction.evidence.text import TextWords, name_stems, stems_match
+
+# a role word as a label before a value ("Home: ") and in brackets after it (" (home)")
+_LABEL_GAP = re.compile(r"[ \t]*:[ \t]*")
+_BRACKET_GAP = re.compile(r"[ \t]*[(\[][ \t]*")
+
+
+def swapped_roles(root: Any, sub: dict, node: dict, doc: TextWords) -> dict[str, str]:
+    """The role rule of the package docstring: ``{field: new value}`` for each pair of
+    free string fields of one object (schema order) whose names' stems differ (each has
+    a stem the other lacks: its role) and whose values, both written in the text, the
+    text marks the other way round: a role stem of the other field labels a value (the
+    word right before it, then ``:``: "Home: Tampere Lynx") or follows it in brackets
+    ("Cardiff Wildcats (home)"), and no value is marked with its own field's role. The
+    two values are exchanged; a pair the text does not mark, or marks both ways, is left.
+    """
+    names = [
+        k
+        for k, p in (sub.get("properties") or {}).items()
+        if free_string_schema(root, p) is not None and isinstance(node.get(k), str) and node[k]
+    ]
+    found: dict[str, str] = {}
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            if a in found or b in found or node[a] == node[b]:
+                continue
+            sa, sb = name_stems(a), name_stems(b)
+            role_a = [s for s in sa if not any(stems_match(s, t) for t in sb)]
+            role_b = [s for s in sb if not any(stems_match(s, t) for t in sa)]
+            if not role_a or not role_b:
+                continue
+            va, vb = node[a], node[b]
+            own = _marked(doc, va, role_a) or _marked(doc, vb, role_b)
+            other = _marked(doc, va, role_b) or _marked(doc, vb, role_a)
+            if other and not own:
+                found[a], found[b] = vb, va
+    return found
+
+
+def _marked(doc: TextWords, value: str, roles: list[str]) -> bool:
+    """Whether the text writes ``value`` with a word of ``roles`` (stems) as its label or
+    in brackets right after it, at one of its occurrences (``swapped_roles``).
+    """
+    text, words = doc.text, doc.words
+    start = text.find(value)
+    while start >= 0:
+        end = start + len(value)
+        first, last = doc.word_at(start), doc.word_at(end - 1)
+        near = []
+        if first > 0 and _LABEL_GAP.fullmatch(text[words[first - 1][2] : start]):
+            near.append(first - 1)
+        if last + 1 < len(words) and _BRACKET_GAP.fullmatch(text[end : words[last + 1][1]]):
+            near.append(last + 1)
+        if any(stems_match(words[k][0], r) for k in near for r in roles):
+            return True
+        start = text.find(value, start + 1)
+    return False

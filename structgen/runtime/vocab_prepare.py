@@ -2,9 +2,12 @@
 
 ``Engine()`` needs neither ``Vocabulary.prepare``'s tables nor the grammar compiler's
 modules (which its warm-up imports) to load a model or to serve unconstrained requests:
-only a grammar's compile and masks read them. So ``Vocabulary.prepare`` runs on a daemon
-thread started once the vocabulary is read, and the engine's ``vocab`` joins it (the first
-constrained request, or anything else that reads ``vocab``, waits for what is left of it).
+only a grammar's compile and masks read them. So ``Vocabulary.prepare`` runs on a
+background thread started once the vocabulary is read, and the engine's ``vocab`` joins it
+(the first constrained request, or anything else that reads ``vocab``, waits for what is
+left of it). The thread is not a daemon: a process that ends right after ``Engine()`` waits
+for it at shutdown (killed inside the compiler's native code, a daemon thread aborted the
+process: "terminate called without an active exception", exit -6).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ __all__ = ["VocabularyPreparation"]
 
 
 class VocabularyPreparation:
-    """``vocab.prepare()`` on a daemon thread, started here; :meth:`result` joins it.
+    """``vocab.prepare()`` on a background (non-daemon) thread, started here; :meth:`result`
+    joins it, and so does the interpreter's shutdown.
 
     Thread safety: ``result`` may be called from any thread, any number of times. Until it
     returns, nothing else should read the vocabulary's prepared tables (the engine hands its
@@ -33,7 +37,7 @@ class VocabularyPreparation:
         self._vocab = vocab
         self._error: BaseException | None = None
         self._thread = threading.Thread(
-            target=self._run, name="structgen-vocab-prepare", daemon=True
+            target=self._run, name="structgen-vocab-prepare", daemon=False
         )
         self._thread.start()
 

@@ -49,7 +49,7 @@ __all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
 
 MAX_CACHE_BYTES = 256 << 20
 MAX_STEP_MEMO = 1 << 16  # memoised (state, token) steps per index (~10 MB at most)
-MAX_NODE_FREE = 4096  # masks kept per lexer states for sharing (emptied when full)
+MAX_NODE_FREE = 1024  # masks kept per lexer states for sharing (emptied when full)
 MIN_CLASS_BYTES = 32  # a state tries a table class when it may start with this many of it
 _DIGITS = tuple(range(0x30, 0x3A))  # bytes of a wildcard marker's ids
 _SEPARATORS = (ord(","), ord("-"))  # between ids, inside a range of ids

@@ -267,23 +267,12 @@ class GrammarAutomaton:
                     return key
         return None
 
-    def lexer_states_key(self, state: int) -> tuple | None:
-        """``(accepting, ((terminal, lexer state), ...))`` of ``state``: its lexemes less
-        their chart nodes (sorted, without repeats); None when it has none. Configurations
-        with the same key differ only in their chart nodes; where ``node_free(key)``,
-        their token masks are equal. Raises: ``IndexError``: no configuration ``state``.
-        """
-        lexemes = self.lexemes(state)
-        if len(lexemes) == 1:  # most configurations: inside one lexeme
-            t, _, s = lexemes[0]
-            return bool(self._accepting[state]), ((t, s),)
-        if not lexemes:
-            return None
-        return bool(self._accepting[state]), tuple(sorted({(t, s) for t, _, s in lexemes}))
-
-    def node_free(self, key: tuple, ends) -> bool:
-        """True when every configuration whose ``lexer_states_key`` is ``key`` has the same
-        token mask, whatever its chart nodes.
+    def node_free_key(self, state: int, ends) -> tuple | None:
+        """A key under which ``state``'s token mask is that of every configuration with the
+        same key, whatever their chart nodes: ``(accepting, ((terminal, lexer state),
+        ...))``, the lexemes less their nodes in the configuration's order (two
+        configurations of the same lexer states may have different keys: less sharing,
+        never a wrong one); None when ``state`` has no lexeme or one fails the test.
 
         A configuration's mask depends on its lexemes' chart nodes only through the tokens
         that end a lexeme before their last byte (what follows the end is the node's); a
@@ -291,24 +280,30 @@ class GrammarAutomaton:
         bytes are live in that lexeme's lexer (every lexer state can still accept and every
         chart node after a lexeme is viable: the module docstring). So when no allowable
         token can end any of the lexemes before its last byte and none accepts already
-        (``_ends_inside_never``, memoised per lexeme), the mask is the union of the
-        lexemes' lexer-live tokens, plus EOS when accepting: a function of ``key``.
-        ``TokenIndex`` shares one such configuration's mask with the others (a recursive
-        schema's objects at every depth).
+        (``_ends_inside_never``, memoised per lexeme, read in order until one fails), the
+        mask is the union of the lexemes' lexer-live tokens, plus EOS when accepting: a
+        function of the key. ``TokenIndex`` shares one such configuration's mask with the
+        others (a recursive schema's objects at every depth).
 
         Args:
-            key: a ``lexer_states_key``.
+            state: a configuration id.
             ends: the vocabulary's ``index.token_ends.TokenEnds``.
+
+        Raises:
+            IndexError: no configuration ``state``.
         """
+        lexemes = self.lexemes(state)
+        if not lexemes:
+            return None
         memo = self._ends_inside
-        for t, s in key[1]:
+        for t, _, s in lexemes:
             never = memo.get((t, s))
             if never is None:
                 with self._lock:  # the lexers' shared arena is read under it
                     never = memo[(t, s)] = self._ends_inside_never(t, s, ends)
             if not never:
-                return False
-        return True
+                return None
+        return bool(self._accepting[state]), tuple([(t, s) for t, _, s in lexemes])
 
     def _ends_inside_never(self, t: int, s: int, ends) -> bool:
         """True when no allowable token can end a lexeme of terminal ``t`` in lexer state

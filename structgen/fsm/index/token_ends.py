@@ -13,7 +13,7 @@ the vocabulary:
 
 The grammar automaton asks them of a lexeme's lexer state: a token that ends a lexeme
 before its own last byte is the only kind whose fate depends on the parse around the
-lexeme (``GrammarAutomaton.node_free``).
+lexeme (``GrammarAutomaton.node_free_key``).
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ __all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
 
 MAX_CACHE_BYTES = 256 << 20
 MAX_STEP_MEMO = 1 << 16  # memoised (state, token) steps per index (~10 MB at most)
-MAX_NODE_FREE = 1024  # masks kept per lexer states for sharing (emptied when full)
+MAX_NODE_FREE = 1024  # node-free masks kept for sharing (emptied when full)
 MIN_CLASS_BYTES = 32  # a state tries a table class when it may start with this many of it
 _DIGITS = tuple(range(0x30, 0x3A))  # bytes of a wildcard marker's ids
 _SEPARATORS = (ord(","), ord("-"))  # between ids, inside a range of ids
@@ -78,9 +78,8 @@ class TokenIndex:
     reaches ``MAX_STEP_MEMO`` entries. ``fill_forms`` keeps, beside each cached mask, the
     form the matcher's ``fill_bitmask`` writes with one C call (``fill_form``). Over a
     grammar automaton, configurations that differ only in their lexemes' chart nodes share
-    one mask where the automaton finds it node-free (``GrammarAutomaton.lexer_states_key``
-    and ``node_free``: no token can end a lexeme before its last byte), asked only when a
-    key is met a second time.
+    one mask where the automaton finds it node-free (``GrammarAutomaton.node_free_key``: no
+    token can end a lexeme before its last byte).
 
     Args:
         dfa: the byte automaton.
@@ -123,13 +122,12 @@ class TokenIndex:
         self._head_digests: dict[int, bytes] = {}  # term -> head_key digest (this arena)
         self._alias_digests: dict[int, tuple] = {}  # term -> alias_key's memo entry
         self._reads_wildcards = vocab.is_marker_view
-        # a grammar automaton's masks per lexer states (``lexer_states_key``): the first
-        # mask of each key, shared with the key's other configurations once the key is
-        # found node-free (``node_free``, asked only then); not in a marker view (wildcard
+        # a grammar automaton's node-free masks (``node_free_key``): the first mask of each
+        # key, shared with the key's other configurations; not in a marker view (wildcard
         # edges)
-        shares = not self._reads_wildcards and hasattr(dfa, "lexer_states_key")
-        self._lexer_states_key = dfa.lexer_states_key if shares else None
-        self._by_lexer_states: dict[tuple, np.ndarray] = {}
+        shares = not self._reads_wildcards and hasattr(dfa, "node_free_key")
+        self._node_free_key = dfa.node_free_key if shares else None
+        self._node_free: dict[tuple, np.ndarray] = {}
         self._edge_only = vocab.edge_only_ids  # allowable, but to wildcard edges only
         self._wildcards: dict[int, tuple[tuple[frozenset[int], bool, int], ...]] = {}
         # masks shared across the counts of X{lo,hi} (count_masks.py): regex automata only
@@ -431,14 +429,12 @@ class TokenIndex:
         canonical state's repeated classes: ``count_masks.walk_class``, tried first).
         """
         shared = None
-        if nxt is None and self._lexer_states_key is not None:
-            shared = self._lexer_states_key(state)
+        if nxt is None and self._node_free_key is not None:
+            shared = self._node_free_key(state, self.vocab.token_ends)
             if shared is not None:
-                hit = self._by_lexer_states.get(shared)
+                hit = self._node_free.get(shared)
                 if hit is not None:
-                    if self.dfa.node_free(shared, self.vocab.token_ends):
-                        return hit
-                    shared = None  # (the key's first mask stays)
+                    return hit
         mask = None
         for byte_mask in classes if nxt is None else ():
             mask = walk_class(self.vocab, self.dfa, state, byte_mask)
@@ -462,9 +458,9 @@ class TokenIndex:
             set_bits(mask, self._eos)
         mask.setflags(write=False)
         if shared is not None:
-            if len(self._by_lexer_states) >= MAX_NODE_FREE:
-                self._by_lexer_states.clear()
-            self._by_lexer_states[shared] = mask
+            if len(self._node_free) >= MAX_NODE_FREE:
+                self._node_free.clear()
+            self._node_free[shared] = mask
         return mask
 
     def token_next_state(self, state: int, token_id: int) -> int:

@@ -1,4 +1,4 @@
-"""Masks shared across chart nodes (``GrammarAutomaton.node_free``, ``TokenIndex``).
+"""Masks shared across chart nodes (``GrammarAutomaton.node_free_key``, ``TokenIndex``).
 
 A configuration none of whose lexemes any token can end before its last byte
 (``_ends_inside_never``: a lexer state whose one string no token goes on past, or whose
@@ -97,7 +97,7 @@ def _walk_and_check(case, vocab, *, walks: int, steps: int, seed: int = 7) -> tu
     ref_vocab = Vocabulary(vocab.token_bytes, vocab.eos_token_ids, vocab.special_token_ids)
     ref_g = _compile(schema, ref_vocab)  # compiled apart: its automaton only steps bytes
     got_g = _compile(schema, vocab)
-    if hasattr(got_g.dfa, "lexer_states_key"):
+    if hasattr(got_g.dfa, "node_free_key"):
         ref_dfa = ref_g.dfa
     else:  # a regex: the reference is its pattern lowered afresh
         pattern = getattr(got_g, "source_pattern", None) or got_g.pattern
@@ -114,8 +114,10 @@ def _walk_and_check(case, vocab, *, walks: int, steps: int, seed: int = 7) -> tu
             want = _reference_bits(ref_dfa, ref_state, vocab, data)
             assert np.array_equal(bits, want), (prefix, np.flatnonzero(bits != want)[:10])
             checked += 1
-            key = getattr(got_g.dfa, "lexer_states_key", lambda s: None)(got.state)
-            if key is not None and got_g.dfa.node_free(key, vocab.token_ends):
+            key = getattr(got_g.dfa, "node_free_key", lambda s, e: None)(
+                got.state, vocab.token_ends
+            )
+            if key is not None:
                 met += key in keys
                 keys.add(key)
             allowed = [t for t in np.flatnonzero(bits).tolist() if t not in vocab.eos_token_ids]
@@ -145,9 +147,7 @@ def _admitted_claim_holds(vocab) -> int:
     dfa, ends = g.dfa, vocab.token_ends
     state = dfa.initial
     for b in json.dumps(RECURSIVE["instance"], separators=(",", ":")).encode():
-        key = dfa.lexer_states_key(state)
-        if key is not None:
-            dfa.node_free(key, ends)
+        dfa.node_free_key(state, ends)
         state = dfa.step(state, b)
         assert state >= 0
     never, _ = vocab.index_tables

@@ -150,6 +150,10 @@ class GrammarAutomaton:
         self._tables: tuple[np.ndarray, np.ndarray] | None = None
         self._follow: dict[int, int] = {}  # node -> first bytes of the lexemes it starts
         self._digests: dict[int, dict[int, bytes]] = {}  # id(arena) -> head_key memo
+        # (terminal, lexer state) -> no token ends that lexeme before its last byte
+        self._ends_inside: dict[tuple[int, int], bool] = {}
+        self._tails: dict[int, dict[int, tuple[bytes, bool]]] = {}  # id(arena) -> _fixed_tail memo
+        self._tail_answers: dict[tuple[bytes, bool], bool] = {}  # the TokenEnds answers
         if lead_in is None:
             self._config_of(self._starts_of(charts.root), charts.final[charts.root])
         else:
@@ -262,6 +266,73 @@ class GrammarAutomaton:
                 if key is not None and all(not f & ~key[1] for j, f in enumerate(firsts) if j != i):
                     return key
         return None
+
+    def node_free_key(self, state: int, ends) -> tuple | None:
+        """A key under which ``state``'s token mask is that of every configuration with the
+        same key, whatever their chart nodes: ``(accepting, ((terminal, lexer state),
+        ...))``, the lexemes less their nodes in the configuration's order (two
+        configurations of the same lexer states may have different keys: less sharing,
+        never a wrong one); None when ``state`` has no lexeme or one fails the test.
+
+        A configuration's mask depends on its lexemes' chart nodes only through the tokens
+        that end a lexeme before their last byte (what follows the end is the node's); a
+        token that stays inside a lexeme, or ends it at its last byte, is allowed iff its
+        bytes are live in that lexeme's lexer (every lexer state can still accept and every
+        chart node after a lexeme is viable: the module docstring). So when no allowable
+        token can end any of the lexemes before its last byte and none accepts already
+        (``_ends_inside_never``, memoised per lexeme, read in order until one fails), the
+        mask is the union of the lexemes' lexer-live tokens, plus EOS when accepting: a
+        function of the key. ``TokenIndex`` shares one such configuration's mask with the
+        others (a recursive schema's objects at every depth).
+
+        Args:
+            state: a configuration id.
+            ends: the vocabulary's ``index.token_ends.TokenEnds``.
+
+        Raises:
+            IndexError: no configuration ``state``.
+        """
+        lexemes = self.lexemes(state)
+        if not lexemes:
+            return None
+        memo = self._ends_inside
+        for t, _, s in lexemes:
+            never = memo.get((t, s))
+            if never is None:
+                with self._lock:  # the lexers' shared arena is read under it
+                    never = memo[(t, s)] = self._ends_inside_never(t, s, ends)
+            if not never:
+                return None
+        return bool(self._accepting[state]), tuple([(t, s) for t, _, s in lexemes])
+
+    def _ends_inside_never(self, t: int, s: int, ends) -> bool:
+        """True when no allowable token can end a lexeme of terminal ``t`` in lexer state
+        ``s`` before the token's last byte, nor does the lexeme accept already (under the
+        lock). Sufficient, read off the state's term (boolean-free, else False): a term
+        whose language is one string ``F`` ends there iff a token starts with ``F`` and goes
+        on (``TokenEnds.starts_longer``); any other term's strings all end with its fixed
+        suffix ``S`` (``_fixed_tail``), so such a token holds ``S`` before its last byte
+        (``TokenEnds.holds_before_end``; no suffix: False). ``%ignore`` lexemes and the
+        lead-in: False (their ends keep the node).
+        """
+        if t in self.ignore or t == self._trigger:
+            return False
+        lexer = self.lexers[t]
+        if lexer.is_accepting(s):
+            return False
+        arena, term = lexer.arena, lexer.term(s)
+        if arena.has_boolean(term):
+            return False
+        tail = _fixed_tail(arena, term, self._tails.setdefault(id(arena), {}))
+        never = self._tail_answers.get(tail)
+        if never is None:
+            suffix, whole = tail
+            if whole:
+                never = not ends.starts_longer(suffix)
+            else:
+                never = bool(suffix) and not ends.holds_before_end(suffix)
+            self._tail_answers[tail] = never
+        return never
 
     def _first(self, t: int, s: int) -> int:
         """256-bit mask: bytes on which state ``s`` of terminal ``t``'s lexer may move."""
@@ -576,6 +647,56 @@ class GrammarAutomaton:
         """Whole-string membership."""
         state = self.walk(self.initial, data)
         return state >= 0 and bool(self._accepting[state])
+
+
+def _fixed_tail(
+    arena, term: int, memo: dict[int, tuple[bytes, bool]], depth: int = 0
+) -> tuple[bytes, bool]:
+    """``(suffix, whole)``: bytes every string of ``term`` ends with (a fixed suffix read
+    off the concatenation spine: single bytes and ``EPS``; possibly shorter than the
+    longest), and whether ``term``'s language is exactly that one string. A boolean-free
+    term is assumed (the caller's test). ``memo`` (term -> answer, one per arena) holds
+    every spine term read, so the lexer states along one terminal read it once; heads
+    nested deeper than ``_TAIL_DEPTH`` count as having no fixed suffix. Raises: never.
+    """
+    kind, args = arena.kind, arena.args
+    spine = []
+    while term not in memo and kind[term] == CONCAT:
+        spine.append(term)
+        term = args[term][1]
+    hit = memo.get(term)
+    if hit is None:
+        hit = memo[term] = _fixed_atom(arena, term)
+    tail, whole = hit
+    for t in reversed(spine):
+        if whole:
+            head = args[t][0]
+            if kind[head] != CONCAT:
+                more, whole = _fixed_atom(arena, head)
+            elif depth < _TAIL_DEPTH:  # a head kept whole: its own spine (memoised too)
+                more, whole = _fixed_tail(arena, head, memo, depth + 1)
+            else:
+                more, whole = b"", False
+            tail = more + tail
+        memo[t] = (tail, whole)
+    return tail, whole
+
+
+_TAIL_DEPTH = 16  # nested concatenation heads _fixed_tail reads
+
+
+def _fixed_atom(arena, term: int) -> tuple[bytes, bool]:
+    """``_fixed_tail`` of a term that is no concatenation: ``EPS`` is the empty string, a
+    one-byte ``BYTES`` that byte; anything else has no fixed suffix known here.
+    """
+    kind = arena.kind[term]
+    if kind == EPS:
+        return b"", True
+    if kind == BYTES:
+        mask = arena.args[term][0]
+        if mask and not mask & (mask - 1):
+            return bytes((mask.bit_length() - 1,)), True
+    return b"", False
 
 
 _DEAD_ROW = b"\xff" * 1024  # int32 [256] of -1

@@ -49,6 +49,7 @@ __all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
 
 MAX_CACHE_BYTES = 256 << 20
 MAX_STEP_MEMO = 1 << 16  # memoised (state, token) steps per index (~10 MB at most)
+MAX_NODE_FREE = 1024  # node-free masks kept for sharing (emptied when full)
 MIN_CLASS_BYTES = 32  # a state tries a table class when it may start with this many of it
 _DIGITS = tuple(range(0x30, 0x3A))  # bytes of a wildcard marker's ids
 _SEPARATORS = (ord(","), ord("-"))  # between ids, inside a range of ids
@@ -75,7 +76,10 @@ class TokenIndex:
     grammar may allow (never EOS or special ids): the matcher's ``advance`` reads it
     first, so a step taken before costs one dictionary lookup; it is emptied when it
     reaches ``MAX_STEP_MEMO`` entries. ``fill_forms`` keeps, beside each cached mask, the
-    form the matcher's ``fill_bitmask`` writes with one C call (``fill_form``).
+    form the matcher's ``fill_bitmask`` writes with one C call (``fill_form``). Over a
+    grammar automaton, configurations that differ only in their lexemes' chart nodes share
+    one mask where the automaton finds it node-free (``GrammarAutomaton.node_free_key``: no
+    token can end a lexeme before its last byte).
 
     Args:
         dfa: the byte automaton.
@@ -118,6 +122,12 @@ class TokenIndex:
         self._head_digests: dict[int, bytes] = {}  # term -> head_key digest (this arena)
         self._alias_digests: dict[int, tuple] = {}  # term -> alias_key's memo entry
         self._reads_wildcards = vocab.is_marker_view
+        # a grammar automaton's node-free masks (``node_free_key``): the first mask of each
+        # key, shared with the key's other configurations; not in a marker view (wildcard
+        # edges)
+        shares = not self._reads_wildcards and hasattr(dfa, "node_free_key")
+        self._node_free_key = dfa.node_free_key if shares else None
+        self._node_free: dict[tuple, np.ndarray] = {}
         self._edge_only = vocab.edge_only_ids  # allowable, but to wildcard edges only
         self._wildcards: dict[int, tuple[tuple[frozenset[int], bool, int], ...]] = {}
         # masks shared across the counts of X{lo,hi} (count_masks.py): regex automata only
@@ -418,6 +428,13 @@ class TokenIndex:
         ``classes``: 256-bit byte masks whose tokens may all be live from ``state`` (a
         canonical state's repeated classes: ``count_masks.walk_class``, tried first).
         """
+        shared = None
+        if nxt is None and self._node_free_key is not None:
+            shared = self._node_free_key(state, self.vocab.token_ends)
+            if shared is not None:
+                hit = self._node_free.get(shared)
+                if hit is not None:
+                    return hit
         mask = None
         for byte_mask in classes if nxt is None else ():
             mask = walk_class(self.vocab, self.dfa, state, byte_mask)
@@ -440,6 +457,10 @@ class TokenIndex:
                 nxt[self._eos] = state
             set_bits(mask, self._eos)
         mask.setflags(write=False)
+        if shared is not None:
+            if len(self._node_free) >= MAX_NODE_FREE:
+                self._node_free.clear()
+            self._node_free[shared] = mask
         return mask
 
     def token_next_state(self, state: int, token_id: int) -> int:

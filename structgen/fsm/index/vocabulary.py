@@ -41,6 +41,7 @@ from .count_masks import (
     runs_above,
 )
 from .lexical_masks import LexicalMaskCache
+from .token_ends import TokenEnds
 from .trie import TokenTrie
 
 __all__ = [
@@ -292,11 +293,19 @@ class Vocabulary:
         """
         return TokenTrie.build(self.token_bytes, self.index_tables[0])
 
+    @cached_property
+    def token_ends(self) -> TokenEnds:
+        """Prefix and inner-substring questions over the allowable tokens (``token_ends.py``:
+        whether a grammar's lexeme can end before a token's last byte), built once per
+        vocabulary.
+        """
+        return TokenEnds(self.token_bytes, self.token_trie.byte_order)
+
     def prepare(self, warm_up: bool = True) -> Vocabulary:
         """Build now the per-vocabulary tables a grammar's first masks would otherwise build
         lazily, inside their own time: ``index_tables``, ``allowable``, ``token_trie``
-        and its C walk's ``subtree_tables``, ``lexical_masks``' per-token byte sets and
-        pinned JSON string heads (``LexicalMaskCache.prepare``), the string states'
+        and its C walk's ``subtree_tables``, ``token_ends``, ``lexical_masks``' per-token
+        byte sets and pinned JSON string heads (``LexicalMaskCache.prepare``), the string states'
         exit trie with its subtree tables and the byte postings every exit trie is built
         from (``TokenTrie.holding``), and the class tables of
         ``count_masks.TABLE_CLASSES`` with their subtree tables (where they pay,
@@ -329,6 +338,7 @@ class Vocabulary:
         """
         _ = self.index_tables, self.allowable
         _ = self.token_trie.subtree_tables
+        _ = self.token_ends
         lex = self.lexical_masks
         lex.prepare()
         quote = lex.exit_tables(1 << ord('"'))  # the exit trie of every string state

@@ -32,7 +32,12 @@ module's ``activation_dtype`` (int8 activations per row and block of 32, or exac
 Anything else (sharded layers, torch-layout quantized ones, MoE, MLA, fp16, longer steps, a
 forced backend) takes the per-op path.
 
-The plan is cached on the model for the last KV pool it ran over and checked every step (module and
+For the default engine's kind of model (float32, every matmul over int8 activations, a tied
+int8 embedding) ``DecoderForCausalLM.forward`` runs every step, of any length, through
+:class:`~structgen.runtime.cpu.decoder.CpuDecoder` over the same plan
+(:meth:`DecodeStepPlan.run_rows`); other models call :func:`decode_step` within the limits above.
+
+The plan is cached on the model per KV pool (:func:`plan_for`) and checked every step (module and
 parameter/buffer identity and data pointers, quantized modules' ``activation_dtype``): replacing
 a parameter
 (``load_state_dict(assign=True)``, ``.to()``), a layer (quantization) or the KV tensors

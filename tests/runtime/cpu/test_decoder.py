@@ -24,6 +24,7 @@ from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.models.testing import PagedSequences
 from structgen.runtime.quantization.linear import QuantEmbedding, apply_activation_dtype
 from tests.runtime.cpu.test_decode_step import mixed_steps, record_fused_calls
+from tests.runtime.cpu.test_decode_step_quant import isa  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.skipif(
     not (decode_step.kernel_available() and cpu_quant.available()),
@@ -120,11 +121,13 @@ def test_decoder_equals_engine_forward(tmp_path_factory, monkeypatch, family, qu
         _assert_equal(kv, ref_kv)
 
 
+@pytest.mark.usefixtures("isa")  # AVX2 and scalar code
 @pytest.mark.parametrize("family, quant", [("qwen3", "Q4_1")])
 def test_decoder_mixed_steps_equal_per_op_path(tmp_path_factory, monkeypatch, family, quant):
-    """The fused step's mixed steps (decode rows beside short extensions, T = 24, 19, 81) and a
-    sequence bringing 65 tokens beside 11 decode rows, after a 70-token prefill: in the decoder
-    all of them (the prefill and the 65-token step too); logits and cache bit for bit."""
+    """AVX2 (where the CPU has it) and scalar code: the fused step's mixed steps (decode rows
+    beside short extensions, T = 24, 19, 81) and a sequence bringing 65 tokens beside 11 decode
+    rows, after a 70-token prefill: in the decoder all of them (the prefill and the 65-token step
+    too); logits and cache bit for bit."""
     model = _model(tmp_path_factory, family, quant)
     calls = record_fused_calls(monkeypatch)
     got, got_kv = mixed_steps(model, decode_step.MAX_FUSED_EXTEND_QUANTIZED)

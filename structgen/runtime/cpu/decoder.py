@@ -168,7 +168,10 @@ class CpuDecoder:
         """
         rotary = self._rotary
         rotary.ensure(int(positions.max()) + 1)
-        return _host(rotary._cos)[positions], _host(rotary._sin)[positions]
+        cos, sin = _host(rotary._cos)[positions], _host(rotary._sin)[positions]
+        if cos.dtype != np.float32:  # as RotaryEmbedding.forward's .to(dtype)
+            cos, sin = cos.astype(np.float32), sin.astype(np.float32)
+        return cos, sin
 
     def forward(self, batch: ForwardBatch, kv: KVPool) -> np.ndarray:
         """Run one ragged step (any mix of decode rows and extensions, any length).

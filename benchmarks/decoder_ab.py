@@ -24,6 +24,7 @@ the packaged model over one KV pool, with ``CpuDecoder`` (B) and with the dispat
 sequence, the per-op path above), alternating A B / B A per repeat over the same steps: a
 512-token prompt chunk, then a batch-1 decode step behind it (both rewrite the same KV slots each
 call). Median seconds per forward, the ratio B/A, and whether the logits are equal bit for bit.
+``--host-overhead [--repeats N]``: the same decode step with its C kernels stubbed (host side).
 """
 
 from __future__ import annotations
@@ -126,6 +127,67 @@ def forward_ab(repeats: int) -> None:
         print(f"| {name} | {a:.4f} | {b:.4f} | {b / a:.3f} | {same} |")
 
 
+class _NoKernels:
+    """An extension module whose ``names`` do nothing (``--host-overhead``)."""
+
+    def __init__(self, real, names: tuple[str, ...]) -> None:
+        self._real, self._names = real, names
+
+    def __getattr__(self, name: str):
+        return (lambda *a: None) if name in self._names else getattr(self._real, name)
+
+
+def host_overhead(repeats: int) -> None:
+    """``--host-overhead``: the batch-1 decode step of ``--forward`` with its C kernels
+    (``decode_layers``, ``add_rms_norm``, ``int8t_mm``) doing nothing: the host-side time of a
+    step, A (the dispatch before ``CpuDecoder``) vs B, alternating, medians.
+    """
+    import structgen
+    from structgen.runtime.cpu import decode_step
+    from structgen.runtime.cpu import ops as cpu_ops
+    from structgen.runtime.cpu import quant as cpu_quant
+    from structgen.runtime.forward_batch import ForwardBatch
+    from structgen.runtime.models import decoder as model_decoder
+
+    engine = structgen.Engine(dtype="float32", prefix_cache=False)
+    model = engine.loaded.model
+    kv = model.make_kv_pool(40, 16)
+    pages = kv.alloc(33)
+    batch = ForwardBatch.build([[17]], [512], [pages], 16)
+    real = model_decoder.cpu_decoder
+    model(batch, kv)  # plans and tile tables built with the real kernels
+    with_a = model_decoder.cpu_decoder = lambda *a: None
+    model(batch, kv)
+    model_decoder.cpu_decoder = real
+    stubs = [
+        (decode_step, "_ext", ("decode_layers",)),
+        (cpu_ops, "_ext", ("add_rms_norm",)),
+        (cpu_quant, "_lib", ("int8t_mm",)),
+    ]
+    saved = [getattr(m, a) for m, a, _ in stubs]
+    times: dict = {"A": [], "B": []}
+    try:
+        for m, a, names in stubs:
+            setattr(m, a, _NoKernels(getattr(m, a), names))
+        for r in range(repeats):
+            for mode in "AB" if r % 2 == 0 else "BA":
+                model_decoder.cpu_decoder = real if mode == "B" else with_a
+                for _ in range(50):
+                    t0 = time.perf_counter()
+                    model(batch, kv)
+                    times[mode].append(time.perf_counter() - t0)
+    finally:
+        model_decoder.cpu_decoder = real
+        for (m, a, _), v in zip(stubs, saved):
+            setattr(m, a, v)
+    a, b = statistics.median(times["A"]), statistics.median(times["B"])
+    print(f"host side of a batch-1 decode forward (C kernels stubbed), {repeats} x 50 calls a mode")
+    print(
+        f"| A: before | B: CpuDecoder | B / A |\n|---|---|---|\n| {a * 1e6:.0f} us | "
+        f"{b * 1e6:.0f} us | {b / a:.3f} |"
+    )
+
+
 def _run(root: str, args) -> dict:
     env = dict(os.environ, PYTHONPATH=root, OMP_NUM_THREADS="2")
     cmd = [sys.executable, os.path.abspath(__file__), "--child"]
@@ -145,8 +207,12 @@ def main() -> None:
     ap.add_argument("--ttft-repeats", type=int, default=3)
     ap.add_argument("--child", action="store_true")
     ap.add_argument("--forward", action="store_true")
+    ap.add_argument("--host-overhead", action="store_true")
     ap.add_argument("--repeats", type=int, default=6)
     args = ap.parse_args()
+    if args.host_overhead:
+        host_overhead(args.repeats)
+        return
     if args.forward:
         forward_ab(args.repeats)
         return

@@ -131,9 +131,13 @@ def write_gguf(
     legacy_mla: bool = False,
     drop=(),
     gating: int = 2,
+    embedding_qtype: str | None = None,
 ) -> None:
     """Write ``hf`` as a GGUF; ``qtype`` (``Q8_0``/``Q4_0``/``Q4_1``) quantizes every 2-D/3-D matrix
     whose rows are whole blocks except norms and the router.
+
+    The token embedding is Q8_0 where ``qtype`` or ``embedding_qtype`` is ``"Q8_0"`` (a tied
+    model's Q4_x file with a Q8_0 table, as the packaged SmolLM2), float otherwise.
 
     DeepSeek (``deepseek2``) only: ``legacy_mla`` writes the layout of files converted before
     llama.cpp's MLA cache (whole ``attn_kv_b``, per-head widths in ``key_length``/``value_length``,
@@ -185,12 +189,13 @@ def write_gguf(
             and a.shape[-1] % 32 == 0
             and "ffn_gate_inp" not in name
         )
-        if name == "token_embd.weight" and qtype != "Q8_0":
-            quantize = (
-                False  # llama.cpp keeps int4 files' embedding at higher precision (ours: Q8_0 only)
-            )
+        t = qtype
+        if name == "token_embd.weight":
+            # llama.cpp keeps int4 files' embedding at higher precision (ours: Q8_0 only)
+            t = "Q8_0" if "Q8_0" in (qtype, embedding_qtype) else None
+            quantize = t is not None and a.shape[-1] % 32 == 0
         if quantize:
-            t = gguf.GGMLQuantizationType[qtype]
+            t = gguf.GGMLQuantizationType[t]
             w.add_tensor(name, gguf.quants.quantize(a, t), raw_dtype=t)
         else:
             w.add_tensor(name, a)

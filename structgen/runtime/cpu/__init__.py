@@ -10,6 +10,8 @@ wrapper falls back to the torch reference of ``structgen.kernels`` when it is mi
   the fused kernel (short extensions) and the SDPA path (prefill chunks).
 - :mod:`~structgen.runtime.cpu.decode_step` (``csrc/decodestep.c``): every decoder layer of a
   small step in one call, over a plan checked once per plan.
+- :mod:`~structgen.runtime.cpu.decoder`: the default engine's whole forward (embedding, the fused
+  decode step's table, final norm, tied int8 head) over host arrays, every step of any length.
 - :mod:`~structgen.runtime.cpu.quant` (``csrc/qkernel.c``): int4 / int8 weight-only matmuls.
 
 A wrapper checks its arguments in O(1) before the C call (shape, dtype, contiguity, device):

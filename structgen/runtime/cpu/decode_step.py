@@ -32,7 +32,12 @@ module's ``activation_dtype`` (int8 activations per row and block of 32, or exac
 Anything else (sharded layers, torch-layout quantized ones, MoE, MLA, fp16, longer steps, a
 forced backend) takes the per-op path.
 
-The plan is cached on the model for the last KV pool it ran over and checked every step (module and
+For the default engine's kind of model (float32, every matmul over int8 activations, a tied
+int8 embedding) ``DecoderForCausalLM.forward`` runs every step, of any length, through
+:class:`~structgen.runtime.cpu.decoder.CpuDecoder` over the same plan
+(:meth:`DecodeStepPlan.run_rows`); other models call :func:`decode_step` within the limits above.
+
+The plan is cached on the model per KV pool (:func:`plan_for`) and checked every step (module and
 parameter/buffer identity and data pointers, quantized modules' ``activation_dtype``): replacing
 a parameter
 (``load_state_dict(assign=True)``, ``.to()``), a layer (quantization) or the KV tensors
@@ -57,7 +62,14 @@ from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.models.attention import cpu_attention
 
-__all__ = ["MAX_STEP_ROWS", "DecodeStepPlan", "decode_step", "kernel_available", "set_enabled"]
+__all__ = [
+    "MAX_STEP_ROWS",
+    "DecodeStepPlan",
+    "decode_step",
+    "kernel_available",
+    "plan_for",
+    "set_enabled",
+]
 
 try:  # built by setup.py; optional
     from structgen.runtime.cpu import _decodestep as _ext
@@ -531,20 +543,71 @@ class DecodeStepPlan:
         self, residual: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, batch: ForwardBatch
     ) -> torch.Tensor:
         t = residual.shape[0]
+        mlp = torch.empty(t, self.dims[0], dtype=self.dtype)
+        self.run_rows(
+            residual.data_ptr(),
+            mlp.data_ptr(),
+            t,
+            cos.data_ptr(),
+            sin.data_ptr(),
+            batch.out_slots.data_ptr(),
+            batch.page_table.data_ptr(),
+            batch.page_table.stride(0),
+            batch.seq_ids.data_ptr(),
+            batch.positions.data_ptr(),
+            batch.page_size,
+        )
+        return mlp
+
+    def run_rows(
+        self,
+        residual: int,
+        mlp: int,
+        t: int,
+        cos: int,
+        sin: int,
+        out_slots: int,
+        page_table: int,
+        page_table_stride: int,
+        seq_ids: int,
+        positions: int,
+        page_size: int,
+    ) -> None:
+        """Every layer over ``t`` rows given by addresses (a torch tensor's ``data_ptr()``, an
+        ``ndarray``'s ``ctypes.data``): the C calls of :meth:`__call__`, unchecked.
+
+        Args:
+            residual: ``[t, hidden]`` contiguous, model dtype: the embeddings on entry, the
+                residual stream before the last MLP output on return (updated in place).
+            mlp: ``[t, hidden]`` contiguous, model dtype: written with the last layer's MLP
+                output.
+            t: rows (tokens), >= 1; over :data:`MAX_STEP_ROWS` as consecutive calls of
+                ``MAX_STEP_ROWS`` rows (exact: each writes its K/V into the pool before the
+                next attends, and a sequence's rows are in position order, so every row
+                attends to exactly what it would in one call).
+            cos: ``[t, head_dim]`` contiguous rotary cosines at the rows' positions, model dtype.
+            sin: the sines, likewise.
+            out_slots: ``[t]`` int64 contiguous KV slots the rows write.
+            page_table: ``[B, max_pages]`` int64, unit stride along pages.
+            page_table_stride: its row stride in elements.
+            seq_ids: ``[t]`` int64 contiguous batch row of each row.
+            positions: ``[t]`` int64 contiguous position of each row.
+            page_size: tokens per KV page.
+
+        The caller guarantees shapes, dtypes and bounds (the C code trusts them). Raises: never.
+        """
         hidden, heads, kv_heads, d, inter = self.dims
-        mlp = torch.empty(t, hidden, dtype=self.dtype)
-        cos, sin = cos.view(t, -1), sin.view(t, -1)
-        # Steps over MAX_STEP_ROWS tokens run as consecutive chunks of MAX_STEP_ROWS rows: each
-        # chunk writes its K/V into the pool before the next one attends, and a sequence's rows
-        # are in position order, so every row attends to exactly what it would in one call.
-        for i in range(0, t, MAX_STEP_ROWS):
-            rows = slice(i, min(i + MAX_STEP_ROWS, t))
+        size = 2 if self.dtype is torch.bfloat16 else 4
+        dt = _DT[self.dtype] | cpu_ops.KV_DT[self.kv_dtype] << 8  # compute | KV cache dtype
+        table, layers, threads = self.table.data_ptr(), self.table.shape[0], kernel_threads()
+        step = MAX_STEP_ROWS
+        for i in range(0, t, step):
             _ext.decode_layers(
-                self.table.data_ptr(),
-                self.table.shape[0],
-                residual[rows].data_ptr(),
-                mlp[rows].data_ptr(),
-                rows.stop - rows.start,
+                table,
+                layers,
+                residual + i * hidden * size,
+                mlp + i * hidden * size,
+                min(step, t - i),
                 hidden,
                 heads,
                 kv_heads,
@@ -553,18 +616,17 @@ class DecodeStepPlan:
                 self.eps,
                 self.qk_eps,
                 self.scale,
-                cos[rows].data_ptr(),
-                sin[rows].data_ptr(),
-                batch.out_slots[rows].data_ptr(),
-                batch.page_table.data_ptr(),
-                batch.page_table.stride(0),
-                batch.seq_ids[rows].data_ptr(),
-                batch.positions[rows].data_ptr(),
-                batch.page_size,
-                _DT[self.dtype] | cpu_ops.KV_DT[self.kv_dtype] << 8,  # compute | KV cache dtype
-                kernel_threads(),
+                cos + i * d * size,
+                sin + i * d * size,
+                out_slots + i * 8,
+                page_table,
+                page_table_stride,
+                seq_ids + i * 8,
+                positions + i * 8,
+                page_size,
+                dt,
+                threads,
             )
-        return mlp
 
 
 def _step_ok(
@@ -636,6 +698,25 @@ def decode_step(
     t = residual.shape[0]
     if not (kernel_available() and cpu_attention(residual)):
         return None
+    plan = plan_for(model, kv)
+    if plan is None or not (t <= dense.MAX_ROWS or _short_extensions(plan, t, batch)):
+        return None
+    if not _step_ok(plan, residual, cos, sin, batch):
+        return None
+    return plan._launch(residual, cos, sin, batch)  # checked just above
+
+
+def plan_for(model, kv: KVPool) -> DecodeStepPlan | None:
+    """``model``'s plan over ``kv``: the one cached on the model (one per KV pool, weakly keyed:
+    two pipelines over one model keep theirs) while :meth:`DecodeStepPlan.valid`, else a new
+    one (cached); None where the model is outside what the fused step covers.
+
+    Args:
+        model: a ``DecoderForCausalLM``.
+        kv: the KV pool the plan's table points into.
+
+    Raises: never.
+    """
     plans = model.__dict__.get("_decode_step_plans")  # KV pool -> its plan
     if plans is None:
         plans = model.__dict__.setdefault("_decode_step_plans", weakref.WeakKeyDictionary())
@@ -646,8 +727,4 @@ def decode_step(
             plans.pop(kv, None)
         else:
             plans[kv] = plan
-    if plan is None or not (t <= dense.MAX_ROWS or _short_extensions(plan, t, batch)):
-        return None
-    if not _step_ok(plan, residual, cos, sin, batch):
-        return None
-    return plan._launch(residual, cos, sin, batch)  # checked just above
+    return plan

@@ -15,6 +15,7 @@ from torch import nn
 
 from structgen.runtime.cpu import ops as cpu_ops
 from structgen.runtime.cpu.decode_step import decode_step
+from structgen.runtime.cpu.decoder import cpu_decoder
 from structgen.runtime.cpu.dense import linear
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
@@ -405,7 +406,17 @@ class DecoderForCausalLM(nn.Module):
 
         Returns:
             ``[len(batch.logits_indices), vocab_size]`` float32 logits.
+
+        On CPU with the default engine's kind of model (every matmul quantized over int8
+        activations, tied int8 head: :func:`~structgen.runtime.cpu.decoder.cpu_decoder`) every
+        step runs in :class:`~structgen.runtime.cpu.decoder.CpuDecoder` (the fused decode step
+        over host arrays), bit for bit the per-op path below, which stays the reference and
+        runs everything else.
         """
+        if self.device.type == "cpu" and batch.num_tokens:
+            decoder = cpu_decoder(self, kv)
+            if decoder is not None:
+                return torch.from_numpy(decoder.forward(batch, kv))
         positions = batch.positions
         if not (positions.is_cuda and torch.cuda.is_current_stream_capturing()):
             # (no host sync inside a CUDA graph capture)

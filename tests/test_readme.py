@@ -100,3 +100,29 @@ def test_readme_language_example(smollm2_engine, capsys):
             assert dict(eval(expr, scope)) == value, expr
     finally:
         structgen.set_default_backend(None)
+
+
+@pytest.mark.parametrize("method", ["Engine.generate", "Engine.extract"])
+def test_readme_signatures_name_every_parameter(method):
+    """README's backticked ``Engine.generate(...)`` / ``Engine.extract(...)`` list the
+    method's parameters, in order, with their defaults (the reference: ``inspect``)."""
+    import inspect
+
+    import structgen
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.findall(rf"`{re.escape(method)}\(([^`]*)\)`", readme)
+    assert len(found) == 1, f"README documents {method}(...) {len(found)} times"
+    documented = []
+    for item in re.split(r",\s*", " ".join(found[0].split())):
+        name, _, default = item.partition("=")
+        documented.append((name, default or None))
+    func = getattr(structgen.Engine, method.split(".")[1])
+    actual = []
+    for p in list(inspect.signature(func).parameters.values())[1:]:
+        if p.kind is p.KEYWORD_ONLY and ("*", None) not in actual:
+            actual.append(("*", None))
+        actual.append((p.name, None if p.default is p.empty else repr(p.default)))
+    # README names the first two parameters for what they take, not by their Python names
+    assert [d for _, d in documented] == [d.replace("'", '"') if d else d for _, d in actual]
+    assert [n for n, _ in documented][2:] == [n for n, _ in actual][2:]

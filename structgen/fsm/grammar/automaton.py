@@ -150,10 +150,10 @@ class GrammarAutomaton:
         self._tables: tuple[np.ndarray, np.ndarray] | None = None
         self._follow: dict[int, int] = {}  # node -> first bytes of the lexemes it starts
         self._digests: dict[int, dict[int, bytes]] = {}  # id(arena) -> head_key memo
-        # (terminal, lexer state) -> where a token ends that lexeme before its last byte
-        self._ends_inside: dict[tuple[int, int], bytes | bool] = {}
+        # (terminal, lexer state) -> no token ends that lexeme before its last byte
+        self._ends_inside: dict[tuple[int, int], bool] = {}
         self._tails: dict[int, dict[int, tuple[bytes, bool]]] = {}  # id(arena) -> _fixed_tail memo
-        self._tail_answers: dict[tuple[bytes, bool], bytes | bool] = {}  # the TokenEnds answers
+        self._tail_answers: dict[tuple[bytes, bool], bool] = {}  # the TokenEnds answers
         if lead_in is None:
             self._config_of(self._starts_of(charts.root), charts.final[charts.root])
         else:
@@ -292,54 +292,28 @@ class GrammarAutomaton:
         Raises:
             IndexError: no configuration ``state``.
         """
-        split = self.node_free_split(state, ends)
-        return split[0] if split is not None and not split[1] else None
-
-    def node_free_split(self, state: int, ends) -> tuple[tuple, tuple[bytes, ...]] | None:
-        """``(key, prefixes)``: ``state``'s mask is that of every configuration with the
-        same ``key`` (``node_free_key``'s) outside the tokens that start with one of
-        ``prefixes`` and go on past it (sorted, distinct; ``()``: none, the whole mask is
-        shared). A prefix is the one string ``F`` a lexeme's term still matches (a
-        punctuation lexeme such as ``]``, ``}`` or ``,``) when some allowable token starts
-        with ``F`` and goes on (``]}``, ``},``): only those tokens can end that lexeme
-        before their last byte, and whether they go on is the chart node's, so the caller
-        walks them from ``state`` itself. None when ``state`` has no lexeme or a lexeme
-        fails both tests (``_ends_inside``: memoised per (terminal, lexer state)).
-
-        Args:
-            state: a configuration id.
-            ends: the vocabulary's ``index.token_ends.TokenEnds``.
-
-        Raises:
-            IndexError: no configuration ``state``.
-        """
         lexemes = self.lexemes(state)
         if not lexemes:
             return None
         memo = self._ends_inside
-        prefixes = ()
         for t, _, s in lexemes:
-            ending = memo.get((t, s))
-            if ending is None:
+            never = memo.get((t, s))
+            if never is None:
                 with self._lock:  # the lexers' shared arena is read under it
-                    ending = memo[(t, s)] = self._ends_inside_at(t, s, ends)
-            if ending is False:
+                    never = memo[(t, s)] = self._ends_inside_never(t, s, ends)
+            if not never:
                 return None
-            if ending and ending not in prefixes:
-                prefixes += (ending,)
-        key = bool(self._accepting[state]), tuple([(t, s) for t, _, s in lexemes])
-        return key, tuple(sorted(prefixes))
+        return bool(self._accepting[state]), tuple([(t, s) for t, _, s in lexemes])
 
-    def _ends_inside_at(self, t: int, s: int, ends) -> bytes | bool:
-        """Where an allowable token can end a lexeme of terminal ``t`` in lexer state ``s``
-        before the token's last byte (under the lock): ``b""`` never (nor does the lexeme
-        accept already); the string ``F`` when the term's language is that one string and
-        some token starts with ``F`` and goes on (``TokenEnds.starts_longer``: exactly
-        those tokens end it inside); False when not known. Sufficient, read off the
-        state's term (boolean-free, else False): any other term's strings all end with its
-        fixed suffix ``S`` (``_fixed_tail``), so such a token holds ``S`` before its last
-        byte (``TokenEnds.holds_before_end``; held or no suffix: False). ``%ignore``
-        lexemes and the lead-in: False (their ends keep the node).
+    def _ends_inside_never(self, t: int, s: int, ends) -> bool:
+        """True when no allowable token can end a lexeme of terminal ``t`` in lexer state
+        ``s`` before the token's last byte, nor does the lexeme accept already (under the
+        lock). Sufficient, read off the state's term (boolean-free, else False): a term
+        whose language is one string ``F`` ends there iff a token starts with ``F`` and goes
+        on (``TokenEnds.starts_longer``); any other term's strings all end with its fixed
+        suffix ``S`` (``_fixed_tail``), so such a token holds ``S`` before its last byte
+        (``TokenEnds.holds_before_end``; no suffix: False). ``%ignore`` lexemes and the
+        lead-in: False (their ends keep the node).
         """
         if t in self.ignore or t == self._trigger:
             return False
@@ -350,15 +324,15 @@ class GrammarAutomaton:
         if arena.has_boolean(term):
             return False
         tail = _fixed_tail(arena, term, self._tails.setdefault(id(arena), {}))
-        ending = self._tail_answers.get(tail)
-        if ending is None:
+        never = self._tail_answers.get(tail)
+        if never is None:
             suffix, whole = tail
             if whole:
-                ending = suffix if ends.starts_longer(suffix) else b""
+                never = not ends.starts_longer(suffix)
             else:
-                ending = b"" if suffix and not ends.holds_before_end(suffix) else False
-            self._tail_answers[tail] = ending
-        return ending
+                never = bool(suffix) and not ends.holds_before_end(suffix)
+            self._tail_answers[tail] = never
+        return never
 
     def _first(self, t: int, s: int) -> int:
         """256-bit mask: bytes on which state ``s`` of terminal ``t``'s lexer may move."""

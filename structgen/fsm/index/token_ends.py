@@ -6,7 +6,6 @@ the vocabulary:
 
 * ``starts_longer(p)``: does some token start with ``p`` and go on past it? One bisection
   of the tokens in byte order (``TokenTrie.byte_order``).
-* ``extending(p)``: the ids of those tokens (the same bisection and one more).
 * ``holds_before_end(s)``: does some token hold ``s`` with at least one byte after it? A
   table of the bytes and byte pairs held so (one and two bytes, and a quick no for a
   longer ``s`` with a pair held nowhere), else a substring search over the tokens of more
@@ -40,11 +39,7 @@ class TokenEnds:
     """
 
     def __init__(self, token_bytes: list[bytes], order: np.ndarray) -> None:
-        self._order = order
         self._sorted = [token_bytes[i] for i in order.tolist()]  # byte order
-        # ``index.token_index``'s per-vocabulary store: prefix tuple -> the tokens going on
-        # past them (packed bits, trie)
-        self.parts: dict[tuple[bytes, ...], tuple] = {}
         lengths = np.fromiter(map(len, token_bytes), np.int64, len(token_bytes))
         flat = np.frombuffer(b"".join(token_bytes), np.uint8)
         starts = np.cumsum(lengths) - lengths
@@ -75,19 +70,6 @@ class TokenEnds:
         keys = self._sorted
         j = bisect.bisect_right(keys, prefix)  # the first token after prefix in byte order
         return j < len(keys) and keys[j].startswith(prefix)
-
-    def extending(self, prefix: bytes) -> np.ndarray:
-        """int32 ``[k]``: the allowable token ids that start with ``prefix`` and are longer
-        (tokens with the same bytes all in), in byte order; two bisections. Raises: never.
-        """
-        keys = self._sorted
-        lo = bisect.bisect_right(keys, prefix)  # past the tokens equal to prefix
-        stem = prefix.rstrip(b"\xff")
-        if stem:  # the first byte string past every one that starts with prefix
-            hi = bisect.bisect_left(keys, stem[:-1] + bytes((stem[-1] + 1,)), lo)
-        else:
-            hi = len(keys)
-        return self._order[lo:hi]
 
     def holds_before_end(self, data: bytes) -> bool:
         """True when some allowable token holds ``data`` followed by at least one more byte

@@ -35,7 +35,6 @@ from ..regex.terms import ALT
 from .count_masks import (
     TABLE_CLASSES,
     CountView,
-    _flat_tokens,
     class_tables_pay,
     long_run_tables,
     walk_class,
@@ -43,7 +42,7 @@ from .count_masks import (
 )
 from .lexical_masks import split_key
 from .masks import row_form
-from .trie import TokenTrie, holding_in_c, set_bits, walk_bytes
+from .trie import set_bits, walk_bytes
 from .vocabulary import MARKER_BYTE, ONLY_BYTE, WILDCARD_BYTE, Vocabulary, wildcard_ids
 
 __all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
@@ -80,9 +79,7 @@ class TokenIndex:
     form the matcher's ``fill_bitmask`` writes with one C call (``fill_form``). Over a
     grammar automaton, configurations that differ only in their lexemes' chart nodes share
     one mask where the automaton finds it node-free (``GrammarAutomaton.node_free_key``: no
-    token can end a lexeme before its last byte), or share it less the tokens that go on
-    past a punctuation lexeme's one string, walked from each configuration
-    (``node_free_split``'s prefixes: ``]}``, ``},``).
+    token can end a lexeme before its last byte).
 
     Args:
         dfa: the byte automaton.
@@ -125,13 +122,11 @@ class TokenIndex:
         self._head_digests: dict[int, bytes] = {}  # term -> head_key digest (this arena)
         self._alias_digests: dict[int, tuple] = {}  # term -> alias_key's memo entry
         self._reads_wildcards = vocab.is_marker_view
-        # a grammar automaton's node-free masks (``node_free_split``): the first mask of each
+        # a grammar automaton's node-free masks (``node_free_key``): the first mask of each
         # key, shared with the key's other configurations; not in a marker view (wildcard
         # edges)
-        # and, where punctuation lexemes' tokens go on (``node_free_split``'s prefixes),
-        # the first mask less those tokens, which are walked from each configuration
-        shares = not self._reads_wildcards and hasattr(dfa, "node_free_split")
-        self._node_free_split = dfa.node_free_split if shares else None
+        shares = not self._reads_wildcards and hasattr(dfa, "node_free_key")
+        self._node_free_key = dfa.node_free_key if shares else None
         self._node_free: dict[tuple, np.ndarray] = {}
         self._edge_only = vocab.edge_only_ids  # allowable, but to wildcard edges only
         self._wildcards: dict[int, tuple[tuple[frozenset[int], bool, int], ...]] = {}
@@ -433,19 +428,13 @@ class TokenIndex:
         ``classes``: 256-bit byte masks whose tokens may all be live from ``state`` (a
         canonical state's repeated classes: ``count_masks.walk_class``, tried first).
         """
-        shared = split = None
-        if nxt is None and self._node_free_split is not None:
-            split = self._node_free_split(state, self.vocab.token_ends)
-            if split is not None:
-                shared = split[0]
+        shared = None
+        if nxt is None and self._node_free_key is not None:
+            shared = self._node_free_key(state, self.vocab.token_ends)
+            if shared is not None:
                 hit = self._node_free.get(shared)
                 if hit is not None:
-                    if not split[1]:
-                        return hit
-                    mask = hit.copy()  # the node's part: the tokens going on past a prefix
-                    _extending_part(self.vocab, split[1])[1].walk(self.dfa, state, None, mask)
-                    mask.setflags(write=False)
-                    return mask
+                    return hit
         mask = None
         for byte_mask in classes if nxt is None else ():
             mask = walk_class(self.vocab, self.dfa, state, byte_mask)
@@ -471,9 +460,7 @@ class TokenIndex:
         if shared is not None:
             if len(self._node_free) >= MAX_NODE_FREE:
                 self._node_free.clear()
-            part = mask & ~_extending_part(self.vocab, split[1])[0] if split[1] else mask
-            part.setflags(write=False)
-            self._node_free[shared] = part
+            self._node_free[shared] = mask
         return mask
 
     def token_next_state(self, state: int, token_id: int) -> int:
@@ -518,32 +505,6 @@ class TokenIndex:
     def num_cached_states(self) -> int:
         """States with a cached mask or next-state row."""
         return len(set(self._masks).union(self._rows))
-
-
-def _extending_part(vocab: Vocabulary, prefixes: tuple[bytes, ...]) -> tuple[np.ndarray, TokenTrie]:
-    """``(packed, trie)`` of the allowable tokens that start with one of ``prefixes`` and go
-    on past it (``TokenEnds.extending``): their packed int32 ``[num_words]`` bits and their
-    ``TokenTrie``; built once per vocabulary and prefix tuple (kept on its ``token_ends``,
-    at most ``MAX_NODE_FREE``). Raises: never.
-    """
-    ends = vocab.token_ends
-    parts = ends.parts
-    hit = parts.get(prefixes)
-    if hit is None:
-        ids = np.unique(np.concatenate([ends.extending(p) for p in prefixes]))
-        packed = np.zeros((vocab.vocab_size + 31) // 32, np.int32)
-        set_bits(packed, ids)
-        packed.setflags(write=False)
-        if holding_in_c():
-            trie = vocab.token_trie.subset(ids, _flat_tokens(vocab))
-        else:
-            keep = np.zeros(vocab.vocab_size, bool)
-            keep[ids] = True
-            trie = TokenTrie.build(vocab.token_bytes, ~keep)
-        if len(parts) >= MAX_NODE_FREE:
-            parts.clear()
-        hit = parts[prefixes] = (packed, trie)
-    return hit
 
 
 def _wildcard_edges(dfa, state: int) -> tuple[tuple[frozenset[int], bool, int], ...]:

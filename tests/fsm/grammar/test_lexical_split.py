@@ -125,7 +125,7 @@ def test_recursive_schema_string_states_share_one_entry(vocab) -> None:
     assert isinstance(tree, CompiledCFG)
     # the lexical path itself: the masks shared across chart nodes (node-free:
     # test_node_free_masks.py) would serve the deeper states
-    tree.token_index._node_free_split = None
+    tree.token_index._node_free_key = None
     _check(tree, ref, vocab, b'{"name":"')
     assert lex.stats()["lexical_cache_misses"] == 1 and lex.stats()["lexical_cache_entries"] == 1
     _check(tree, ref, vocab, b'{"name":"ab\\n')  # the same configuration: its cached mask
@@ -223,7 +223,7 @@ def test_recursive_schema_on_smollm2_uses_the_pinned_string_entry(smollm2_vocab)
     make = _schema(TREE)
     ref = _reference(make)
     tree = make(smollm2_vocab)
-    tree.token_index._node_free_split = None  # the lexical path (no node-free sharing)
+    tree.token_index._node_free_key = None  # the lexical path (no node-free sharing)
     hits = lex.hits
     for prefix in (b'{"name":"Z\xc3\xbcr', b'{"name":"a","children":[{"name":"\\"x'):
         _check(tree, ref, smollm2_vocab, prefix)

@@ -13,7 +13,11 @@ Two readings of a text that the evidence pass (``structgen.extraction.evidence``
   identifier word only when the name has no other word),
   with at most one identifier word (``No.``, ``number``, ``ref.``, ``code``) and one of
   ``:``, ``#``, ``°`` between. A name word that is only an identifier word (``postal_code``'s
-  ``code``) is no label on its own when the name has another word.
+  ``code``) is no label on its own when the name has another word. An identifier goes on
+  over groups of three or more digits, each after one space, that end a chunk
+  (``spaced_end``: "account no. 5590 3321", "AB-12 345", "reg. KA-JM 2281"; not a decimal
+  or thousands comma after the group, "1 250,50"); a chunk of letters alone is one only
+  when upper-case, no currency code, and followed by such a group ("KA-JM 2281").
 * **amounts**: ``amount_spans`` gives the numerals (``structgen.fsm.numerals``) written
   with a currency mark next to them: a currency symbol (``$``, ``€``, ``£``, ...) or an
   ISO 4217 code (``EUR``, ``CHF``, ...) or ``kr`` (not inside a longer word: ``USDC``
@@ -30,7 +34,8 @@ Two readings of a text that the evidence pass (``structgen.extraction.evidence``
 * **foreign spans**: ``foreign_spans`` gives where the text writes digits that belong to
   a phone number (``phone_spans``), an e-mail address, an identifier (a chunk of
   letters, digits and ``-``, ``_``, ``/``, ``.``, ``#`` with no space that starts with a
-  letter or ``#`` and holds a digit: "SUP-0932", "#88-17", "LM55RT"), a date
+  letter or ``#`` and holds a digit: "SUP-0932", "#88-17", "LM55RT", with its spaced
+  digit groups: the 345 of "AB-12 345"), a date
   (``fsm.dates.date_spans``: "June 1, 2019", "2026-05-09") or a clock time
   (``fsm.dates.date_time_parts``: "17:30"): such digits are not a count, an age or an
   amount.
@@ -47,6 +52,8 @@ from structgen.fsm.numerals import numeral_spans
 __all__ = [
     "identifier_candidates",
     "identifier_field",
+    "identifier_head",
+    "spaced_end",
     "amount_spans",
     "CURRENCY_MARK",
     "is_amount_field",
@@ -82,11 +89,43 @@ _EMAIL = re.compile(r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+")
 # an identifier: starts with a letter or "#", holds a digit, no space ("SUP-0932", "#88-17")
 _ID_CHUNK = re.compile(r"(?<![\w#\-/.])(?:#|[^\W\d_])[\w\-/.#]*?\d[\w\-/.#]*")
 _CHUNK = re.compile(r"[^\W_](?:[\w\-/.]*[^\W_])?")
+# one more group of an identifier: a space, three digits or more, the chunk's end (no
+# letter, "-", "/" or a decimal or thousands mark and digit after: "1 250,50" is none)
+_SPACED_GROUP = re.compile(r"[ \u00a0\u202f][0-9]{3,}(?![\w\-/]|[.,'][0-9])")
+_UPPER_HEAD = re.compile(r"[A-Z]{1,4}(?:[\-/][A-Z]{1,4})+")
 
 
 def _name_words(key: str) -> list[str]:
     spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", key)
     return [w.lower() for w in _NAME_WORD.findall(spaced)]
+
+
+def identifier_head(value: str) -> bool:
+    """Whether ``value`` is an upper-case identifier head that spaced digit groups may
+    continue (module docstring): a chunk of upper-case letters, digits and ``-``, ``_``,
+    ``/``, ``.`` with a letter and a digit ("AB-12", "DE89"), or upper-case letters with a
+    ``-`` or ``/`` that are no currency code ("KA-JM"). Digits alone ("5590", "12") are
+    none: "12 345" is also a thousands numeral.
+    """
+    if _CHUNK.fullmatch(value) is None or value.upper() != value:
+        return False
+    if not any(c.isalpha() for c in value):
+        return False
+    if any(c.isdigit() for c in value):
+        return True
+    return _UPPER_HEAD.fullmatch(value) is not None and CURRENCY_MARK.fullmatch(value) is None
+
+
+def spaced_end(text: str, end: int) -> int:
+    """Where an identifier chunk of ``text`` ending at ``end`` ends with the digit groups
+    written after it, one space each ("5590 3321", "AB-12 345": module docstring); ``end``
+    when none follows or the chunk does not end in a letter or digit.
+    """
+    if end == 0 or not text[end - 1].isalnum():
+        return end
+    while (group := _SPACED_GROUP.match(text, end)) is not None:
+        end = group.end()
+    return end
 
 
 def identifier_field(key: str) -> bool:
@@ -119,9 +158,14 @@ def identifier_candidates(text: str, key: str, stem) -> list[str]:
             continue
         at = _FILLER.match(text, m.end()).end()
         chunk = _CHUNK.match(text, at)
-        if chunk is None or not any(c.isdigit() for c in chunk.group()):
+        if chunk is None:
             continue
-        value = chunk.group().rstrip(".")
+        end = spaced_end(text, chunk.end())
+        if not any(c.isdigit() for c in chunk.group()) and (
+            end == chunk.end() or not identifier_head(chunk.group())
+        ):
+            continue  # letters alone: only an upper-case head of digit groups ("KA-JM 2281")
+        value = text[chunk.start() : end].rstrip(".")
         if value not in found:
             found.append(value)
     return found
@@ -205,6 +249,6 @@ def foreign_spans(text: str, identifiers: bool = True) -> list[tuple[int, int]]:
     spans = phone_spans(text)
     spans += [m.span() for m in _EMAIL.finditer(text)]
     if identifiers:
-        spans += [m.span() for m in _ID_CHUNK.finditer(text)]
+        spans += [(m.start(), spaced_end(text, m.end())) for m in _ID_CHUNK.finditer(text)]
     spans += date_spans(text) + date_time_parts(text)
     return sorted(spans)

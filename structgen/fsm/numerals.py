@@ -3,13 +3,16 @@
 ``numerals(text)`` reads every numeral of a text as a value: digit runs with thousands
 separators (``1,250``, ``1.250``, ``1 250``, ``1'250``) and a decimal point or comma
 (``3.5``, ``3,5``, ``1.250,75``), a leading currency sign or sign stripped (``$-12.50``
-gives 12.5 and -12.5: the sign is kept as a second reading, since a text writes ``-`` as a
-dash too), and English number words (``three``, ``forty-one``, ``two hundred and five``,
-``one thousand two hundred``, ``a dozen``); the month and day of a numeric date and the
-parts of a clock time are not numerals (``2024-11-30`` writes 2024 only, ``19:30`` none:
-``dates.date_time_parts``). A separator group reads as thousands when
-every group after the first has exactly three digits and the first has at most three;
-otherwise a comma or point before the last group is the decimal mark.
+gives 12.5 and -12.5: the sign, ``-`` or the minus sign ``\u2212``, is kept as a second
+reading, since a text writes ``-`` as a dash too), and English number words (``three``,
+``forty-one``, ``two hundred and five``, ``one thousand two hundred``, ``a dozen``). The
+sign word ``minus`` right before a numeral (``minus six``, ``minus 6``, ``minus 0.5``)
+makes it negative, its one reading, and its span starts at the sign word; after a
+numeral (``ten minus three``: a subtraction) it signs nothing. The month and day of a
+numeric date and the parts of a clock time are not numerals (``2024-11-30`` writes 2024
+only, ``19:30`` none: ``dates.date_time_parts``). A separator group reads as thousands
+when every group after the first has exactly three digits and the first has at most
+three; otherwise a comma or point before the last group is the decimal mark.
 
 ``json_numeral(value)`` writes a value as the JSON Schema grammar writes numbers
 (``json_schema.scalars.NUMBER``): integers without a fraction, decimals without an
@@ -43,6 +46,9 @@ _WORD = re.compile(r"[A-Za-z]+")
 # read from the two characters before the match
 _DIGITS = re.compile(r"(?<![0-9])[0-9]+(?:[,.' \u00a0\u202f][0-9]+)*")
 _CURRENCY = "$€£¥₹"
+_SIGNS = ("-", "\u2212")  # hyphen-minus, minus sign
+# a sign word right before a numeral ("minus six", "minus 6"), not inside a longer word
+_SIGN_WORD = re.compile(r"(?<![^\W\d_])minus[ \t\u00a0]+$", re.I)
 
 
 def _digit_values(run: str) -> list[Decimal]:
@@ -71,16 +77,11 @@ def _digit_values(run: str) -> list[Decimal]:
     return out
 
 
-def _word_values(text: str) -> list[Decimal]:
-    """Values of the English number phrases in ``text`` (``forty-one``, ``two hundred and
-    five``, ``a dozen``); two number words in a row that do not compose (``two three``)
-    are two numbers.
-    """
-    return [value for value, _, _ in _word_phrases(text)]
-
-
 def _word_phrases(text: str) -> list[tuple[Decimal, int, int]]:
-    """``(value, start, end)`` of each English number phrase in ``text`` (``_word_values``)."""
+    """``(value, start, end)`` of each English number phrase in ``text`` (``forty-one``,
+    ``two hundred and five``, ``a dozen``); two number words in a row that do not compose
+    (``two three``) are two phrases.
+    """
     words = [(m.group().lower(), m.start(), m.end()) for m in _WORD.finditer(text)]
     phrases: list[list[tuple[str, int, int]]] = []
     phrase: list[tuple[str, int, int]] = []
@@ -150,6 +151,46 @@ def _without_date_parts(text: str) -> str:
     return "".join(chars)
 
 
+def _signed(
+    text: str, found: list[tuple[int, int, tuple[Decimal, ...]]]
+) -> list[tuple[int, int, tuple[Decimal, ...]]]:
+    """``found`` with each numeral that a sign word precedes (module docstring: ``minus
+    six``) read as negative only, its span from the sign word; a sign word after a
+    numeral (a subtraction: ``ten minus three``) is no sign.
+    """
+    ends = {end for _, end, _ in found}
+    out = []
+    for start, end, values in found:
+        sign = _SIGN_WORD.search(text, max(0, start - 20), start)
+        if sign is not None and sign.end() == start:
+            head = text[: sign.start()].rstrip(" \t\u00a0")
+            if len(head) not in ends and not head.endswith(_SIGNS):
+                negative = tuple(dict.fromkeys(-abs(v) for v in values))
+                out.append((sign.start(), end, negative))
+                continue
+        out.append((start, end, values))
+    return out
+
+
+def _digit_spans(text: str) -> list[tuple[int, int, tuple[Decimal, ...]]]:
+    """``(start, end, values)`` of each digit run of ``text`` (no sign words), in order."""
+    found: list[tuple[int, int, tuple[Decimal, ...]]] = []
+    for m in _DIGITS.finditer(_without_date_parts(text)):
+        run = m.group().rstrip(",.' \u00a0\u202f")
+        before = text[max(0, m.start() - 2) : m.start()]
+        negative = before.endswith(_SIGNS) or before.endswith(
+            tuple(s + c for s in _SIGNS for c in _CURRENCY)
+        )
+        negative = negative and not re.search(r"[0-9A-Za-z][-\u2212]$", before)
+        values: list[Decimal] = []
+        for v in _digit_values(run):
+            values.append(v)
+            if negative:
+                values.append(-v)
+        found.append((m.start(), m.start() + len(run), tuple(values)))
+    return found
+
+
 def numeral_spans(text: str) -> list[tuple[int, int, tuple[Decimal, ...]]]:
     """Where ``text`` writes each numeral, with its readings.
 
@@ -158,27 +199,18 @@ def numeral_spans(text: str) -> list[tuple[int, int, tuple[Decimal, ...]]]:
 
     Returns:
         ``(start, end, values)`` per digit run or number phrase, ordered by ``start``:
-        character offsets of the numeral in ``text`` and every value it may be read as
-        (``numerals``' rules: ``3.500`` as 3500 and 3.5, ``-12`` as -12 and 12).
+        character offsets of the numeral in ``text`` (from its sign word: ``minus six``)
+        and every value it may be read as (``numerals``' rules: ``3.500`` as 3500 and
+        3.5, ``-12`` as -12 and 12, ``minus six`` as -6 only).
     """
-    found: list[tuple[int, int, tuple[Decimal, ...]]] = []
-    for m in _DIGITS.finditer(_without_date_parts(text)):
-        run = m.group().rstrip(",.' \u00a0\u202f")
-        before = text[max(0, m.start() - 2) : m.start()]
-        values: list[Decimal] = []
-        for v in _digit_values(run):
-            values.append(v)
-            negative = before.endswith("-") or before.endswith(tuple("-" + c for c in _CURRENCY))
-            if negative and not re.search(r"[0-9A-Za-z]-$", before):
-                values.append(-v)
-        found.append((m.start(), m.start() + len(run), tuple(values)))
+    found = _digit_spans(text)
     found.extend((start, end, (v,)) for v, start, end in _word_phrases(text))
-    return sorted(found, key=lambda f: f[0])
+    return sorted(_signed(text, sorted(found, key=lambda f: f[0])), key=lambda f: f[0])
 
 
 def numerals(text: str) -> list[Decimal]:
-    """Every number ``text`` writes, normalised (see the module docstring), in order of
-    first appearance, without repeats.
+    """Every number ``text`` writes, normalised (see the module docstring): the digit
+    runs' readings in text order, then the number words', without repeats.
 
     Args:
         text: the source text.
@@ -186,17 +218,11 @@ def numerals(text: str) -> list[Decimal]:
     Returns:
         The values as ``Decimal`` (exact: ``1.10`` stays 1.10, compared numerically).
     """
-    found: list[Decimal] = []
-    for m in _DIGITS.finditer(_without_date_parts(text)):
-        run = m.group().rstrip(",.' \u00a0\u202f")
-        before = text[max(0, m.start() - 2) : m.start()]
-        values = _digit_values(run)
-        for v in values:
-            found.append(v)
-            negative = before.endswith("-") or before.endswith(tuple("-" + c for c in _CURRENCY))
-            if negative and not re.search(r"[0-9A-Za-z]-$", before):
-                found.append(-v)
-    found.extend(_word_values(text))
+    words = [(start, end, (v,)) for v, start, end in _word_phrases(text)]
+    digits = _digit_spans(text)
+    every = sorted(digits + words, key=lambda f: f[0])
+    signed = dict(zip([(a, b) for a, b, _ in every], _signed(text, every), strict=True))
+    found = [v for a, b, _ in digits + words for v in signed[(a, b)][2]]
     seen: dict[Decimal, Decimal] = {}
     for v in found:
         key = v.normalize()

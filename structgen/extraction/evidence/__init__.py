@@ -77,6 +77,11 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   extension and the field's schema accepts it (formats checked): greedy copying
   commits to a start late (``"0932"`` for "SUP-0932", ``"alsayed@crescent.example"``
   for "fatima.alsayed@crescent.example"). A value that starts a chunk somewhere stays.
+* **spaced identifier**: a string field (not enum or const) holding an upper-case
+  identifier head (``labels.identifier_head``: "AB-12", "KA-JM"; digits alone are none)
+  whose every whole-chunk occurrence the text continues with digit groups of three or
+  more, one space each (``labels.spaced_end``: "KA-JM 2281"), takes the whole
+  identifier when every occurrence gives the same one and the schema accepts it.
 * **repeat**: a number field that is not nullable and holds the same value as an
   earlier sibling number field (schema order, after the number rule), where the text
   writes that value as one numeral only, copied its sibling's numeral (a 135M model
@@ -92,12 +97,14 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   rule also runs on each object item of an array (the other rules do not: a mention
   does not say which item it belongs to).
 * **range**: two sibling number fields named ``X_min`` and ``X_max`` (or ``minimum`` /
-  ``maximum``, at either end of the name) take the two ends of the one range the text
-  writes (two numerals joined only by ``to``, ``-``, ``–``, ``—`` or ``between ... and``,
-  currency marks and line breaks around the joiner allowed, the first below the second),
+  ``maximum``, ``low`` / ``high``, at either end of the name) take the two ends of the
+  one range the text writes (two numerals joined only by ``to``, ``-``, ``–``, ``—`` or
+  ``between ... and``, currency marks and line breaks around the joiner allowed, the
+  first below the second),
   looking only in clauses that mention ``X`` when the text mentions it ("Salary €42,000 to
-  €48,000": the model wrote ``"salary_min": 3``, the experience); with no such range or
-  two, the model's values stay.
+  €48,000": the model wrote ``"salary_min": 3``, the experience; "between minus six and
+  minus one": ``low_c`` -6, ``high_c`` -1); with no such range or two, the model's values
+  stay.
 * **name run**: a free string field (no ``enum``, ``const``, ``format`` or ``pattern``)
   whose value starts with a capitalised word and that the text writes with capitalised
   words right next to it (one space between; not a sentence's or label's first word,
@@ -249,8 +256,9 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 ``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
 boolean, enum and enum array rules (currency symbols included), ``numbers.py`` the number,
 separator, repeat, range, amount, denied-number, denied-count and foreign numeral rules,
-``strings.py`` the span-start, label, string repeat, identifier, phone, phone fragment,
-e-mail shape, invented e-mail, URI shape, pattern shape and label list rules,
+``strings.py`` the span-start, spaced identifier, label, string repeat, identifier,
+phone, phone fragment, e-mail shape, invented e-mail, URI shape, pattern shape and label
+list rules,
 ``roles.py`` the role rule, ``names.py`` the name-run,
 place-list, sibling-cut, honorific and appositive rules (where a copied name starts and
 ends), ``dates.py`` the date order, date null and named date rules, ``contacts.py`` the contact

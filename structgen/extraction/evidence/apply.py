@@ -52,6 +52,7 @@ from structgen.extraction.evidence.strings import (
     pattern_shape,
     phone_value,
     repeated_strings,
+    spaced_identifier,
     span_start,
     uri_shape,
 )
@@ -179,6 +180,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             started = span_start(schema, prop, node.get(name), text)
             if started is not None:
                 node[name] = started
+                changed.append(path + name)
+            spaced = spaced_identifier(schema, prop, node.get(name), text)
+            if spaced is not None:
+                node[name] = spaced
                 changed.append(path + name)
             run = (
                 capital_run(schema, sub, name, node, text)

@@ -41,7 +41,9 @@ _RANGE_JOINERS = frozenset({"to", "-", "–", "—", "and"})
 _BETWEEN = re.compile(r"\bbetween\s*\S*\s*$", re.IGNORECASE)
 
 # the stems (``text.stem``) that name a range's ends in a field name
-_RANGE_ENDS = {"min": "min", "minimum": "min", "max": "max", "maximum": "max"}
+_RANGE_ENDS = {
+    "min": "min", "minimum": "min", "low": "min", "max": "max", "maximum": "max", "high": "max"
+}  # fmt: skip
 
 
 def number_value(
@@ -108,8 +110,8 @@ def range_values(
 ) -> dict[str, Decimal]:
     """The range rule of the package docstring: ``{field: new value}`` for a pair of
     sibling number fields named ``X_min`` / ``X_max`` (``min``/``max``, ``minimum``/
-    ``maximum``, either end of the name) that take the two ends of the one range the text
-    writes (in a clause mentioning ``X`` when the text mentions it).
+    ``maximum``, ``low``/``high``, either end of the name) that take the two ends of the
+    one range the text writes (in a clause mentioning ``X`` when the text mentions it).
     """
     props = sub.get("properties") or {}
     ends: dict[tuple[str, ...], dict[str, str]] = {}

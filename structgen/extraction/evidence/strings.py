@@ -1,15 +1,16 @@
 """The string rules of ``structgen.extraction.evidence``.
 
 A value the text writes only inside longer chunks starts where the chunk starts
-(``span_start``); a patterned field repeating a sibling's value takes the next word
-(``repeated_strings``); an identifier field takes the one identifier after its label
-(``identifier_value``) and a phone field the one phone number (``phone_value``), both
-read by ``structgen.extraction.labels``, and holds no fragment of another number
-(``not_a_phone``); a field left null takes the value after the one
-label naming it (``label_value``); a ``format: uri`` field holds a URL the text writes
-(``uri_shape``), an e-mail field no address the text does not write (``invented_email``).
-Where a copied name starts and ends (name run, place
-list, sibling cut, honorific): ``names.py``.
+(``span_start``), and an identifier it writes only before spaced digit groups ends
+after them (``spaced_identifier``: "KA-JM" of "KA-JM 2281"); a patterned field
+repeating a sibling's value takes the next word (``repeated_strings``); an identifier
+field takes the one identifier after its label (``identifier_value``) and a phone field
+the one phone number (``phone_value``), both read by ``structgen.extraction.labels``,
+and holds no fragment of another number (``not_a_phone``); a field left null takes the
+value after the one label naming it (``label_value``); a ``format: uri`` field holds a
+URL the text writes (``uri_shape``), an e-mail field no address the text does not write
+(``invented_email``). Where a copied name starts and ends (name run, place list, sibling
+cut, honorific): ``names.py``.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from structgen.extraction.labels import (
     email_field,
     identifier_candidates,
     identifier_field,
+    identifier_head,
     phone_field,
     phone_runs,
+    spaced_end,
 )
 from structgen.extraction.refs import resolve as _resolve
 
@@ -118,6 +121,40 @@ def span_start(root: Any, prop: Any, value: Any, text: str) -> str | None:
         if start == at:
             return None  # this occurrence starts a chunk: the value may be right
         found.add(text[start:at] + value)
+        at = text.find(value, at + 1)
+    if len(found) != 1:
+        return None
+    (new,) = found
+    return new if schema_accepts(root, sub, new) else None
+
+
+def spaced_identifier(root: Any, prop: Any, value: Any, text: str) -> str | None:
+    """The spaced-identifier rule of the package docstring: the value extended over the
+    digit groups the text writes after it, one space each (``labels.spaced_end``:
+    "AB-12" of "AB-12 345", "KA-JM" of "KA-JM 2281"), when the value is an identifier head
+    (``labels.identifier_head``) and every whole-chunk occurrence of it goes on the same
+    way; else None (no change).
+    """
+    sub = _resolve(root, prop)
+    if not isinstance(value, str) or not identifier_head(value) or not isinstance(sub, dict):
+        return None
+    types = sub.get("type")
+    types = {types} if isinstance(types, str) else set(types or ())
+    if types - {"null"} != {"string"} or "enum" in sub or "const" in sub:
+        return None
+    found: set[str] = set()
+    at = text.find(value)
+    while at >= 0:
+        end = at + len(value)
+        after = text[end : end + 2]  # a sentence's "." after it is no part of a chunk
+        whole = (at == 0 or not JOINED.fullmatch(text[at - 1])) and not (
+            after[:1].isalnum() or JOINED.fullmatch(after[:1] or " ") and after[1:].isalnum()
+        )
+        if whole:
+            grown = spaced_end(text, end)
+            if grown == end:
+                return None  # written on its own: the value may be right
+            found.add(text[at:grown])
         at = text.find(value, at + 1)
     if len(found) != 1:
         return None

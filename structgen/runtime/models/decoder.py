@@ -15,7 +15,7 @@ from torch import nn
 
 from structgen.runtime.cpu import ops as cpu_ops
 from structgen.runtime.cpu.decode_step import decode_step
-from structgen.runtime.cpu.decoder import cpu_decoder
+from structgen.runtime.cpu.decoder import CpuDecoder, cpu_decoder
 from structgen.runtime.cpu.dense import linear
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
@@ -394,6 +394,14 @@ class DecoderForCausalLM(nn.Module):
         return emb.as_linear(x)  # a quantized embedding doubles as the tied output projection
 
     @torch.inference_mode()
+    def host_decoder(self, kv: KVPool) -> CpuDecoder | None:
+        """The :class:`~structgen.runtime.cpu.decoder.CpuDecoder` that runs this model's steps
+        over ``kv`` on numpy arrays (what :meth:`forward` dispatches to), or None where the
+        per-op torch path runs them (not on CPU, or not the default engine's kind of model).
+        ``ModelRunner`` calls it to keep the step's batch and logits in numpy. Raises: never.
+        """
+        return cpu_decoder(self, kv) if self.device.type == "cpu" else None
+
     def forward(self, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
         """Run one ragged step.
 
@@ -414,7 +422,7 @@ class DecoderForCausalLM(nn.Module):
         runs everything else.
         """
         if self.device.type == "cpu" and batch.num_tokens:
-            decoder = cpu_decoder(self, kv)
+            decoder = self.host_decoder(kv)
             if decoder is not None:
                 return torch.from_numpy(decoder.forward(batch, kv))
         positions = batch.positions

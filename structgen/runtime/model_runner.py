@@ -215,17 +215,11 @@ class ModelRunner(BaseModelRunner):
         """:meth:`forward`'s logits as the model made them: a float32 ``ndarray`` when the
         step ran on the model's host decoder (``host_decoder(pool)``, the default CPU
         engine's ``CpuDecoder``: the batch planned in numpy, no torch op, no
-        ``torch.inference_mode``), else a tensor. Args and errors: as :meth:`forward`.
+        ``torch.inference_mode``; not while the model has a forward hook or pre-hook, which
+        then sees the model's call as before), else a tensor. Args and errors: as
+        :meth:`forward`.
         """
         return self._forward(token_chunks, prefix_lens, page_tables, None, logits_token_indices)
-
-    def _host_decoder(self):
-        """The model's host decoder for this step, or None (a torch model runs it)."""
-        find = getattr(self.model, "host_decoder", None)
-        if find is None or not self._on_host:
-            return None
-        with self._backend():  # the decoder applies under the "auto" backend only
-            return find(self.pool)
 
     def _forward(
         self,
@@ -235,7 +229,14 @@ class ModelRunner(BaseModelRunner):
         logits_rows: list[int] | None,
         logits_token_indices: list[int] | None,
     ) -> np.ndarray | torch.Tensor:
-        decoder = self._host_decoder()
+        model = self.model
+        find = getattr(model, "host_decoder", None) if self._on_host else None
+        if find is not None and (model._forward_hooks or model._forward_pre_hooks):
+            find = None  # a forward hook on the model sees its call, as it always did
+        decoder = None
+        if find is not None:
+            with self._backend():  # the decoder applies under the "auto" backend only
+                decoder = find(self.pool)
         if decoder is not None:
             host_batch = ForwardBatch.build_host(
                 token_chunks,
@@ -261,6 +262,8 @@ class ModelRunner(BaseModelRunner):
         with torch.inference_mode(), self._backend():
             if self.graphs is not None and self.graphs.can_run(batch):
                 logits = self.graphs.run(batch)
+            elif find is not None:  # asked above: the model need not ask again
+                logits = self.model(batch, self.pool, host_checked=True)
             else:
                 logits = self.model(batch, self.pool)
         self.num_forward_passes += 1

@@ -40,7 +40,7 @@ def test_runner_host_logits_equal_the_torch_forward(tmp_path_factory, monkeypatc
     assert all(isinstance(x, np.ndarray) and x.dtype == np.float32 for x in host)
     monkeypatch.setattr(model_decoder, "cpu_decoder", lambda *a: None)  # the per-op torch path
     torch_runner = ModelRunner(model, model.make_kv_pool(16, 16), "cpu")
-    assert torch_runner._host_decoder() is None
+    assert model.host_decoder(torch_runner.pool) is None
     ref = _steps(torch_runner, torch_runner.pool.alloc(12))
     assert all(isinstance(x, torch.Tensor) for x in ref)
     for h, r in zip(host, ref):
@@ -48,6 +48,14 @@ def test_runner_host_logits_equal_the_torch_forward(tmp_path_factory, monkeypatc
     monkeypatch.undo()
     wrapped = host_runner.forward([[5]], [0], [[1]])  # the public forward: a tensor
     assert isinstance(wrapped, torch.Tensor) and wrapped.shape[0] == 1
+    seen = []  # a forward hook on the model still sees every step (through the torch call)
+    handle = model.register_forward_hook(lambda _m, _i, out: seen.append(out))
+    try:
+        hooked = host_runner.forward_logits([[5]], [0], [[1]])
+    finally:
+        handle.remove()
+    assert isinstance(hooked, torch.Tensor) and len(seen) == 1
+    assert np.array_equal(hooked.numpy(), host_runner.forward_logits([[5]], [0], [[1]]))
 
 
 def _request(params: SamplingParams, matcher=None, outputs=()):

@@ -402,7 +402,9 @@ class DecoderForCausalLM(nn.Module):
         """
         return cpu_decoder(self, kv) if self.device.type == "cpu" else None
 
-    def forward(self, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
+    def forward(
+        self, batch: ForwardBatch, kv: KVPool, *, host_checked: bool = False
+    ) -> torch.Tensor:
         """Run one ragged step.
 
         Writes the new tokens' K/V into ``kv`` at ``batch.out_slots`` (mutates ``kv``),
@@ -411,6 +413,8 @@ class DecoderForCausalLM(nn.Module):
         Args:
             batch: step metadata (``batch.page_size`` must equal ``kv.page_size``).
             kv: the KV pool, shaped for this model.
+            host_checked: the caller asked :meth:`host_decoder` for this step and got None
+                (``ModelRunner``): run the per-op path without asking again.
 
         Returns:
             ``[len(batch.logits_indices), vocab_size]`` float32 logits.
@@ -421,7 +425,7 @@ class DecoderForCausalLM(nn.Module):
         over host arrays), bit for bit the per-op path below, which stays the reference and
         runs everything else.
         """
-        if self.device.type == "cpu" and batch.num_tokens:
+        if self.device.type == "cpu" and batch.num_tokens and not host_checked:
             decoder = self.host_decoder(kv)
             if decoder is not None:
                 return torch.from_numpy(decoder.forward(batch, kv))

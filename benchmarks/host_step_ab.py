@@ -16,6 +16,12 @@ checked equal.
 model's ``__call__`` dispatching to ``CpuDecoder``, ``torch.from_numpy``, ``.float()``), B =
 ``ModelRunner.forward_logits`` (a numpy ``ForwardBatch`` straight into ``CpuDecoder``).
 
+``--engine``: whole greedy ``generate`` calls of one engine, batch 1 (a chat prompt, 32 tokens,
+``ignore_eos``) and 8 prompts at once: A with a no-op forward hook on the model (the runner
+then calls the model as main did: tensors, ``inference_mode``, tensor logits into ``step.py``),
+B without (the numpy host path); alternating, medians of decode tokens/s (output tokens over
+the call's wall time).
+
 Run:  nice -n 10 env OMP_NUM_THREADS=2 PYTHONPATH=. python benchmarks/host_step_ab.py [--repeats 9]
 """
 
@@ -34,6 +40,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--runner", action="store_true")
+    ap.add_argument("--engine", action="store_true")
     args = ap.parse_args()
 
     import torch
@@ -89,6 +96,44 @@ def main() -> None:
         print(f"| {rows} | {constrained} | {a:.0f} | {b:.0f} | {b / a:.3f} | {same} |")
     if args.runner:
         runner_ab(engine, args.repeats, args.calls)
+    if args.engine:
+        engine_ab(engine, args.repeats)
+
+
+def engine_ab(engine, repeats: int) -> None:
+    """``--engine`` (module docstring)."""
+    from structgen import SamplingParams
+
+    model = engine.loaded.model
+    chats = [
+        [{"role": "user", "content": f"Write a short story about lighthouse number {i}."}]
+        for i in range(8)
+    ]
+    params = SamplingParams(max_tokens=32, temperature=0.0, ignore_eos=True)
+    rates: dict = {(n, m): [] for n in (1, 8) for m in "AB"}
+    tokens: dict = {}
+    for r in range(repeats + 1):
+        for mode in "AB" if r % 2 == 0 else "BA":
+            handle = model.register_forward_hook(lambda *_: None) if mode == "A" else None
+            try:
+                for n in (1, 8):
+                    t0 = time.perf_counter()
+                    out = engine.generate(chats[:n], params)
+                    dt = time.perf_counter() - t0
+                    if r:
+                        rates[n, mode].append(sum(len(o.token_ids) for o in out) / dt)
+                    tokens.setdefault((n, mode), [list(o.token_ids) for o in out])
+            finally:
+                if handle is not None:
+                    handle.remove()
+    print(f"\nengine generate, one process, {repeats} repeats, medians (output tok/s)")
+    print("| prompts | A: tensor step | B: numpy step | B / A | tokens equal |")
+    print("|---|---|---|---|---|")
+    for n in (1, 8):
+        a = statistics.median(rates[n, "A"])
+        b = statistics.median(rates[n, "B"])
+        same = tokens[n, "A"] == tokens[n, "B"]
+        print(f"| {n} | {a:.2f} | {b:.2f} | {b / a:.3f} | {same} |")
 
 
 def runner_ab(engine, repeats: int, calls: int) -> None:

@@ -6,7 +6,7 @@ the order reversed every other round. A child builds ``Engine(dtype="float32",
 prefix_cache=False)`` (the packaged SmolLM2 Q4_1, int8 activations), warms up, then measures:
 
 - ``decode``: batch-1 greedy decode (``ignore_eos``) of ``--decode-tokens`` tokens after a short
-  chat prompt: seconds between consecutive forwards (a forward hook), median; tokens/s.
+  chat prompt: seconds between consecutive steps (``ModelRunner.execute`` calls), median; tokens/s.
 - ``ttft_512``: ``generate`` of one token after a 512-token prompt (one prefill chunk), wall,
   median of ``--ttft-repeats``.
 - ``runtime_8``: ``bench_runtime.py``'s workload 1 with 8 requests (prompts U[100, 800] tokens,
@@ -48,14 +48,20 @@ def child(decode_tokens: int, ttft_repeats: int) -> dict:
     from structgen import SamplingParams
 
     engine = structgen.Engine(dtype="float32", prefix_cache=False)
-    model = engine.loaded.model
     chat = [{"role": "user", "content": "Write a short story about a lighthouse keeper."}]
     engine.generate([chat], SamplingParams(max_tokens=4, temperature=0.0))  # warm-up
     stamps: list[float] = []
-    handle = model.register_forward_hook(lambda *_: stamps.append(time.perf_counter()))
+    execute = engine.runner.execute  # each step's start (the model's forward hook does not
+    # fire where the runner calls the host decoder itself); consecutive starts: a whole step
+
+    def stamped(*args, **kwargs):
+        stamps.append(time.perf_counter())
+        return execute(*args, **kwargs)
+
+    engine.runner.execute = stamped
     params = SamplingParams(max_tokens=decode_tokens, temperature=0.0, ignore_eos=True)
     decode_out = list(engine.generate([chat], params)[0].token_ids)
-    handle.remove()
+    del engine.runner.execute
     steps = [b - a for a, b in zip(stamps[1:], stamps[2:])]  # decode steps (not the prefill)
     rng = random.Random(1)
     long_prompt = _random_prompt_ids(engine, rng, 512)

@@ -30,7 +30,12 @@ from structgen.kernels._triton import (
     tl,
 )
 
-__all__ = ["apply_token_bitmask", "apply_token_bitmask_ref", "unpack_bitmask"]
+__all__ = [
+    "apply_token_bitmask",
+    "apply_token_bitmask_host",
+    "apply_token_bitmask_ref",
+    "unpack_bitmask",
+]
 
 _SHIFTS_CACHE: dict[torch.device, torch.Tensor] = {}
 
@@ -101,18 +106,54 @@ def _apply_token_bitmask_numpy(
     float16/32/64 on CPU, little-endian host; the caller checks).
     """
     rows = _check_args(logits, bitmask, indices)
-    vocab = logits.shape[1]
-    if rows == 0 or vocab == 0:
+    if rows == 0 or logits.shape[1] == 0:
         return
-    words = bitmask.detach().contiguous().numpy()
+    _mask_rows_host(
+        logits.detach().numpy(),  # a view: writes land in ``logits``
+        bitmask.detach().contiguous().numpy(),
+        range(rows) if indices is None else indices.tolist(),
+    )
+
+
+def _mask_rows_host(out: np.ndarray, words: np.ndarray, targets) -> None:
+    """``out[targets[r]]`` masked by ``words[r]`` in place (int32 words, little-endian host)."""
+    vocab = out.shape[1]
     bits = np.unpackbits(
         words.view(np.uint8), axis=1, count=min(vocab, 32 * words.shape[1]), bitorder="little"
     )
-    out = logits.detach().numpy()  # a view: writes land in ``logits``
-    targets = range(rows) if indices is None else indices.tolist()
     for r, row in enumerate(targets):
         np.putmask(out[row, : bits.shape[1]], bits[r] == 0, -np.inf)
         out[row, bits.shape[1] :] = -np.inf  # tokens past 32 * W: disallowed
+
+
+def apply_token_bitmask_host(
+    logits: np.ndarray, bitmask: np.ndarray, indices: np.ndarray | list[int] | None = None
+) -> None:
+    """:func:`apply_token_bitmask` for host arrays: numpy only, no torch op.
+
+    Args:
+        logits: ``[B, V]`` floating-point ``ndarray``, modified in place.
+        bitmask: ``[R, W]`` int32 ``ndarray`` (or what ``np.asarray`` reads as one, a CPU
+            tensor included); layout as for :func:`apply_token_bitmask_ref`.
+        indices: ``[R]`` integer rows of ``logits`` the bitmask rows apply to; None means
+            ``R == B``. Other rows are untouched.
+
+    Raises:
+        ValueError: a dtype or shape mismatch, or a big-endian host.
+    """
+    words = np.ascontiguousarray(np.asarray(bitmask))
+    if words.dtype != np.int32 or words.ndim != 2:
+        raise ValueError(f"bitmask must be a 2-D int32 array, got {words.dtype} {words.shape}")
+    if not isinstance(logits, np.ndarray) or logits.ndim != 2 or logits.dtype.kind != "f":
+        raise ValueError("logits must be a 2-D floating-point ndarray")
+    if sys.byteorder != "little":
+        raise ValueError("apply_token_bitmask_host needs a little-endian host")
+    targets = range(logits.shape[0]) if indices is None else np.asarray(indices).tolist()
+    if len(targets) != words.shape[0]:
+        raise ValueError(f"bitmask rows {words.shape[0]} do not match logits rows {len(targets)}")
+    if len(targets) == 0 or logits.shape[1] == 0:
+        return
+    _mask_rows_host(logits, words, targets)
 
 
 @jit

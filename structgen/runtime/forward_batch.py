@@ -1,4 +1,9 @@
-"""ForwardBatch: the metadata of one ragged forward pass, planned once, shared by all layers."""
+"""ForwardBatch: the metadata of one ragged forward pass, planned once, shared by all layers.
+
+Planned on the host in numpy (:meth:`ForwardBatch.build_host`); the default CPU engine's
+``CpuDecoder`` reads those arrays as they are, a torch model gets them as tensors
+(:meth:`ForwardBatch.to_torch`, :meth:`ForwardBatch.build`).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,9 @@ class ForwardBatch:
     ``prefix_lens[b]`` tokens whose K/V are already in its pages. New tokens of all
     sequences are concatenated into one flat token axis of length ``T``.
 
+    The arrays are torch tensors (:meth:`build`) or, for the host decoder, int64 numpy
+    arrays (:meth:`build_host`).
+
     Attributes:
         input_ids: ``[T]`` int64, the new tokens.
         positions: ``[T]`` int64, each new token's position in its sequence.
@@ -36,14 +44,14 @@ class ForwardBatch:
             by hand; a batch must not be mutated after its first forward).
     """
 
-    input_ids: torch.Tensor
-    positions: torch.Tensor
-    out_slots: torch.Tensor
-    seq_ids: torch.Tensor
-    prefix_lens: torch.Tensor
-    extend_lens: torch.Tensor
-    page_table: torch.Tensor
-    logits_indices: torch.Tensor
+    input_ids: torch.Tensor | np.ndarray
+    positions: torch.Tensor | np.ndarray
+    out_slots: torch.Tensor | np.ndarray
+    seq_ids: torch.Tensor | np.ndarray
+    prefix_lens: torch.Tensor | np.ndarray
+    extend_lens: torch.Tensor | np.ndarray
+    page_table: torch.Tensor | np.ndarray
+    logits_indices: torch.Tensor | np.ndarray
     page_size: int = 0
     plans: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -67,7 +75,8 @@ class ForwardBatch:
         device: str | torch.device = "cpu",
         logits_token_indices: list[int] | None = None,
     ) -> "ForwardBatch":
-        """Plan a step from per-sequence lists (done once per step, on the host).
+        """Plan a step from per-sequence lists (done once per step, on the host), as tensors
+        on ``device``: :meth:`build_host`'s arrays through :meth:`to_torch`.
 
         Args:
             token_chunks: new token ids of each sequence (each non-empty).
@@ -81,6 +90,31 @@ class ForwardBatch:
 
         Returns:
             The planned ForwardBatch.
+        """
+        return ForwardBatch.build_host(
+            token_chunks,
+            prefix_lens,
+            page_tables,
+            page_size,
+            logits_rows=logits_rows,
+            logits_token_indices=logits_token_indices,
+        ).to_torch(device)
+
+    @staticmethod
+    def build_host(
+        token_chunks: list[list[int]],
+        prefix_lens: list[int],
+        page_tables: list[list[int]],
+        page_size: int,
+        logits_rows: list[int] | None = None,
+        logits_token_indices: list[int] | None = None,
+    ) -> "ForwardBatch":
+        """:meth:`build` with int64 numpy arrays (no torch): what ``CpuDecoder`` reads.
+
+        Args: as for :meth:`build` (no device).
+
+        Returns:
+            The planned ForwardBatch over numpy arrays.
         """
         # host-side index arithmetic in numpy: torch's CPU repeat_interleave and fills wake its
         # intra-op thread pool, which costs more than these few thousand integers
@@ -106,18 +140,35 @@ class ForwardBatch:
             logits_idx = last[np.array(rows, dtype=np.int64)]
         else:
             logits_idx = np.zeros(0, dtype=np.int64)
-        positions, out_slots, seq_ids, pre_t, ext_t, pt, logits_idx = (
-            torch.from_numpy(a) for a in (positions, out_slots, seq_ids, pre, ext, pt, logits_idx)
-        )
-        dev = torch.device(device)
         return ForwardBatch(
-            input_ids=torch.tensor(flat, dtype=torch.int64, device=dev),
-            positions=positions.to(dev),
-            out_slots=out_slots.to(dev),
-            seq_ids=seq_ids.to(dev),
-            prefix_lens=pre_t.to(dev),
-            extend_lens=ext_t.to(dev),
-            page_table=pt.to(dev),
-            logits_indices=logits_idx.to(dev),
+            input_ids=np.array(flat, dtype=np.int64).reshape(len(flat)),
+            positions=positions,
+            out_slots=out_slots,
+            seq_ids=seq_ids,
+            prefix_lens=pre,
+            extend_lens=ext,
+            page_table=pt,
+            logits_indices=logits_idx,
             page_size=page_size,
         )
+
+    def to_torch(self, device: str | torch.device = "cpu") -> "ForwardBatch":
+        """This batch with its arrays as int64 tensors on ``device`` (shared memory on CPU).
+
+        Returns ``self`` when the arrays are tensors already. Raises: never.
+        """
+        if isinstance(self.input_ids, torch.Tensor):
+            return self
+        dev = torch.device(device)
+        names = (
+            "input_ids",
+            "positions",
+            "out_slots",
+            "seq_ids",
+            "prefix_lens",
+            "extend_lens",
+            "page_table",
+            "logits_indices",
+        )
+        arrays = {n: torch.from_numpy(getattr(self, n)).to(dev) for n in names}
+        return ForwardBatch(**arrays, page_size=self.page_size)

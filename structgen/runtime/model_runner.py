@@ -13,6 +13,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from structgen.errors import DistributedError
@@ -31,7 +32,9 @@ class ModelOutput:
     """The logits of one step, laid out per request, or the failure of its forward.
 
     Attributes:
-        logits: ``[R, V]`` float32 logits of the rows below (None when the forward failed).
+        logits: ``[R, V]`` float32 logits of the rows below (None when the forward failed):
+            an ``ndarray`` where the model ran on the host decoder (the default CPU engine's
+            ``CpuDecoder``: no torch on the step), else a tensor.
         sampling: ``(request, first row, num drafts)`` per request that samples this step:
             rows ``first .. first + num drafts`` predict the token after its last known
             token and after each of its ``draft_token_ids`` (a speculating chunk is
@@ -41,7 +44,7 @@ class ModelOutput:
         error: ``"forward pass failed: ..."`` when the forward raised, else None.
     """
 
-    logits: torch.Tensor | None = None
+    logits: np.ndarray | torch.Tensor | None = None
     sampling: list[tuple[Request, int, int]] = field(default_factory=list)
     prompt_logprobs: list[tuple[Request, int, int, int]] = field(default_factory=list)
     error: str | None = None
@@ -60,6 +63,20 @@ class BaseModelRunner(abc.ABC):
         logits_token_indices: list[int] | None = None,
     ) -> torch.Tensor:
         """One forward pass over a ragged batch; ``[R, vocab_size]`` float32 logits."""
+
+    def forward_logits(
+        self,
+        token_chunks: list[list[int]],
+        prefix_lens: list[int],
+        page_tables: list[list[int]],
+        logits_token_indices: list[int] | None = None,
+    ) -> np.ndarray | torch.Tensor:
+        """:meth:`forward`, its logits in the runner's own kind (what :meth:`execute` keeps):
+        an ``ndarray`` from a host decoder, else a tensor. This one: :meth:`forward`.
+        """
+        return self.forward(
+            token_chunks, prefix_lens, page_tables, logits_token_indices=logits_token_indices
+        )
 
     def execute(self, scheduler_output: SchedulerOutput) -> ModelOutput:
         """Run the scheduled chunks in one forward and return their logits rows.
@@ -97,7 +114,7 @@ class BaseModelRunner(abc.ABC):
                 rows.extend(range(offset + req.num_tokens - 1 - start, offset + num))
             offset += num
         try:
-            out.logits = self.forward(chunks, prefix_lens, tables, logits_token_indices=rows)
+            out.logits = self.forward_logits(chunks, prefix_lens, tables, logits_token_indices=rows)
         except DistributedError:  # a dead tensor-parallel rank: the engine itself is down
             raise
         except Exception as exc:  # a failed forward fails this batch, not the engine
@@ -140,6 +157,7 @@ class ModelRunner(BaseModelRunner):
         self.model = model
         self.pool = pool
         self.device = device
+        self._on_host = torch.device(device).type == "cpu"
         self.num_forward_passes = 0
         self.attention_backend = attention_backend
         self._backend = functools.partial(backend_scope, attention_backend)
@@ -179,8 +197,59 @@ class ModelRunner(BaseModelRunner):
                 ``logits_rows``).
 
         Returns:
-            ``[R, vocab_size]`` float32 logits, one row per requested position.
+            ``[R, vocab_size]`` float32 logits, one row per requested position (a tensor; a
+            host decoder's array wrapped without a copy).
         """
+        logits = self._forward(
+            token_chunks, prefix_lens, page_tables, logits_rows, logits_token_indices
+        )
+        return torch.from_numpy(logits) if isinstance(logits, np.ndarray) else logits
+
+    def forward_logits(
+        self,
+        token_chunks: list[list[int]],
+        prefix_lens: list[int],
+        page_tables: list[list[int]],
+        logits_token_indices: list[int] | None = None,
+    ) -> np.ndarray | torch.Tensor:
+        """:meth:`forward`'s logits as the model made them: a float32 ``ndarray`` when the
+        step ran on the model's host decoder (``host_decoder(pool)``, the default CPU
+        engine's ``CpuDecoder``: the batch planned in numpy, no torch op, no
+        ``torch.inference_mode``; not while the model has a forward hook or pre-hook, which
+        then sees the model's call as before), else a tensor. Args and errors: as
+        :meth:`forward`.
+        """
+        return self._forward(token_chunks, prefix_lens, page_tables, None, logits_token_indices)
+
+    def _forward(
+        self,
+        token_chunks: list[list[int]],
+        prefix_lens: list[int],
+        page_tables: list[list[int]],
+        logits_rows: list[int] | None,
+        logits_token_indices: list[int] | None,
+    ) -> np.ndarray | torch.Tensor:
+        model = self.model
+        find = getattr(model, "host_decoder", None) if self._on_host else None
+        if find is not None and (model._forward_hooks or model._forward_pre_hooks):
+            find = None  # a forward hook on the model sees its call, as it always did
+        decoder = None
+        if find is not None:
+            with self._backend():  # the decoder applies under the "auto" backend only
+                decoder = find(self.pool)
+        if decoder is not None:
+            host_batch = ForwardBatch.build_host(
+                token_chunks,
+                prefix_lens,
+                page_tables,
+                self.pool.page_size,
+                logits_rows=logits_rows,
+                logits_token_indices=logits_token_indices,
+            )
+            if host_batch.num_tokens:
+                logits = decoder.forward(host_batch, self.pool)
+                self.num_forward_passes += 1
+                return logits
         batch = ForwardBatch.build(
             token_chunks,
             prefix_lens,
@@ -193,6 +262,8 @@ class ModelRunner(BaseModelRunner):
         with torch.inference_mode(), self._backend():
             if self.graphs is not None and self.graphs.can_run(batch):
                 logits = self.graphs.run(batch)
+            elif find is not None:  # asked above: the model need not ask again
+                logits = self.model(batch, self.pool, host_checked=True)
             else:
                 logits = self.model(batch, self.pool)
         self.num_forward_passes += 1

@@ -12,6 +12,7 @@ token (which masking should make impossible) is failed alone.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +22,8 @@ import numpy as np
 import torch
 
 from structgen.fsm.jump_forward import plan_jump_forward
-from structgen.kernels.apply_token_bitmask import apply_token_bitmask
+from structgen.fsm.matcher import Matcher
+from structgen.kernels.apply_token_bitmask import apply_token_bitmask, apply_token_bitmask_host
 from structgen.runtime.logits_processing import apply_penalties_and_bias, top_logprobs
 from structgen.runtime.request import Request
 from structgen.runtime.sampler import few_rows_serial, sample, take_rows
@@ -130,9 +132,11 @@ def sample_tokens(
         trouble (it is failed alone).
     """
     logits = output.logits
+    host = isinstance(logits, np.ndarray)
     plain = [(req, lo) for req, lo, m in output.sampling if m == 0]
     specs = [(req, lo, m) for req, lo, m in output.sampling if m > 0]
-    with torch.inference_mode():  # logits are inference tensors: mask them in place there
+    # a torch forward's logits are inference tensors: mask them in place there
+    with contextlib.nullcontext() if host else torch.inference_mode():
         if context.num_sampled_ids is not None:
             logits[:, context.num_sampled_ids :] = float("-inf")  # padded vocabulary rows
         for req, first, lo, hi in output.prompt_logprobs:
@@ -141,14 +145,14 @@ def sample_tokens(
         rows = [lo for _, lo in plain]
         if (
             rows
-            and logits.device.type == "cpu"
+            and (host or logits.device.type == "cpu")
             and rows == list(range(rows[0], rows[0] + len(rows)))
         ):
             # consecutive rows (a decode step's): their slice, no copy; sampling masks it in
             # place, and nothing reads those rows of ``output.logits`` after this
             sample_logits = logits[rows[0] : rows[0] + len(rows)]
         else:
-            sample_logits = take_rows(logits, rows) if rows else logits[:0]
+            sample_logits = _take_rows(logits, rows)
         tokens, logprobs = sample_step(sample_logits, reqs, context.eos_token_ids, masks)
         accepted = []
         if specs:
@@ -156,14 +160,24 @@ def sample_tokens(
             for req, lo, m in specs:
                 items.append((req, len(idx)))
                 idx.extend(range(lo, lo + m + 1))
-            accepted = verify(logits[idx], items, masks=masks)
+            spec_logits = logits[idx]
+            if host:  # speculative verification runs torch: its rows as a tensor (no copy)
+                spec_logits = torch.from_numpy(spec_logits)
+            accepted = verify(spec_logits, items, masks=masks)
     out = [SampledTokens(req, [tok], [lp]) for req, tok, lp in zip(reqs, tokens, logprobs)]
     out += [SampledTokens(req, toks, None, True) for (req, _, _), toks in zip(specs, accepted)]
     return out
 
 
+def _take_rows(logits: Any, rows: list[int]) -> Any:
+    """``logits[rows]`` as a new array or tensor of the input's kind (never a view)."""
+    if isinstance(logits, np.ndarray):
+        return logits[rows] if rows else logits[:0].copy()
+    return take_rows(logits, rows) if rows else logits[:0]
+
+
 def sample_step(
-    logits: torch.Tensor,
+    logits: np.ndarray | torch.Tensor,
     reqs: list[Request],
     eos_ids: frozenset[int],
     masks: StepMasks | None = None,
@@ -174,7 +188,8 @@ def sample_step(
     log-probabilities (rows that asked) and sampling.
 
     Args:
-        logits: ``[R, V]`` float32, row ``r`` belongs to ``reqs[r]``; modified in place.
+        logits: ``[R, V]`` float32, an ``ndarray`` (the default CPU engine's: every step is
+            numpy then) or a tensor; row ``r`` belongs to ``reqs[r]``; modified in place.
         reqs: the sampling requests.
         eos_ids: the model's EOS token ids.
         masks: grammar rows computed ahead (``StepMasks``, waited for): a request's row
@@ -190,35 +205,51 @@ def sample_step(
 
 
 def _sample_step(
-    logits: torch.Tensor,
+    logits: np.ndarray | torch.Tensor,
     reqs: list[Request],
     eos_ids: frozenset[int],
     masks: StepMasks | None,
 ) -> tuple[list[int], list[dict[int, float] | None]]:
     vocab_size = logits.shape[1]
+    host = isinstance(logits, np.ndarray)
     apply_penalties_and_bias(logits, reqs)
     constrained = [r for r, req in enumerate(reqs) if req.matcher is not None]
     if constrained:
         words = -(-vocab_size // 32)
         # zeroed by numpy (calloc): torch.zeros fills it on its intra-op pool, whose wake-up
         # costs more than the fill
-        bitmask = torch.from_numpy(np.zeros((len(constrained), words), dtype=np.int32))
+        bitmask = np.zeros((len(constrained), words), dtype=np.int32)
+        if not host:
+            bitmask = torch.from_numpy(bitmask)  # the C mask writer's kind for tensor logits
         inline = list(enumerate(constrained))
         if masks is not None and masks.num_words == words:
             ahead = [(row, masks.rows_of(reqs[r], 1)) for row, r in inline]
             dst = [row for row, rows in ahead if rows is not None]
             if dst:
                 src = [rows.start for _, rows in ahead if rows is not None]
-                bitmask[dst] = masks.bitmask[src]
+                ahead_rows = masks.bitmask[src]  # an ndarray or a CPU tensor
+                bitmask[dst] = np.asarray(ahead_rows) if host else torch.as_tensor(ahead_rows)
             inline = [(row, r) for (row, r), (_, rows) in zip(inline, ahead) if rows is None]
+        tensor_view = None
         for row, r in inline:
             try:
-                reqs[r].matcher.fill_bitmask(bitmask, row)
+                matcher = reqs[r].matcher
+                if host and not isinstance(matcher, Matcher):
+                    # ``BaseMatcher.fill_bitmask`` takes a tensor: other implementations get
+                    # the array's memory as one (structgen's own ``Matcher`` writes arrays)
+                    if tensor_view is None:
+                        tensor_view = torch.from_numpy(bitmask)
+                    matcher.fill_bitmask(tensor_view, row)
+                else:
+                    matcher.fill_bitmask(bitmask, row)
             except Exception as exc:  # e.g. GrammarTooComplexError building a lazy state
                 reqs[r].finish("error", f"grammar failed: {type(exc).__name__}: {exc}")
                 bitmask[row] = -1  # any token: the row's sample is discarded
-        idx = torch.tensor(constrained, dtype=torch.int64, device=logits.device)
-        apply_token_bitmask(logits, bitmask.to(logits.device), idx)
+        if host:
+            apply_token_bitmask_host(logits, bitmask, constrained)
+        else:
+            idx = torch.tensor(constrained, dtype=torch.int64, device=logits.device)
+            apply_token_bitmask(logits, bitmask.to(logits.device), idx)
     for r, req in enumerate(reqs):
         p = req.params
         if len(req.output_token_ids) < p.min_tokens:
@@ -229,29 +260,32 @@ def _sample_step(
     lp_rows = [r for r, req in enumerate(reqs) if req.params.logprobs is not None]
     logprobs: list[dict[int, float] | None] = [None] * len(reqs)
     if lp_rows:
-        idx = torch.tensor(lp_rows, device=logits.device)
+        idx = np.array(lp_rows) if host else torch.tensor(lp_rows, device=logits.device)
         dicts = top_logprobs(logits[idx], tokens[idx], [reqs[r].params.logprobs for r in lp_rows])
         for r, d in zip(lp_rows, dicts):
             logprobs[r] = d
     return tokens.tolist(), logprobs
 
 
-def record_prompt_logprobs(req: Request, logits: torch.Tensor, first_pos: int) -> None:
+def record_prompt_logprobs(req: Request, logits: np.ndarray | torch.Tensor, first_pos: int) -> None:
     """Store log-probabilities of prompt tokens ``first_pos + 1 ...`` predicted by ``logits``.
 
     Args:
         req: the request (``params.prompt_logprobs`` set).
-        logits: ``[P, V]``, row ``i`` computed at prompt position ``first_pos + i``; up to
-            ``PROMPT_LOGPROBS_SERIAL_ROWS`` rows on CPU are processed on the calling thread.
+        logits: ``[P, V]`` float32 ``ndarray`` or tensor, row ``i`` computed at prompt
+            position ``first_pos + i``; up to ``PROMPT_LOGPROBS_SERIAL_ROWS`` rows of a CPU
+            tensor are processed on the calling thread.
         first_pos: prompt position of the first row.
     """
     # entries up to first_pos (the first token, cache-served rows, or rows recorded
     # before a preemption that are recomputed now) are None or kept; then this chunk's
     kept = (req.prompt_logprobs or [])[: first_pos + 1]
     req.prompt_logprobs = kept + [None] * (first_pos + 1 - len(kept))
-    targets = torch.tensor(
-        req.prompt_token_ids[first_pos + 1 : first_pos + 1 + logits.shape[0]], device=logits.device
-    )
+    ids = req.prompt_token_ids[first_pos + 1 : first_pos + 1 + logits.shape[0]]
+    if isinstance(logits, np.ndarray):
+        targets = np.array(ids, dtype=np.int64)
+    else:
+        targets = torch.tensor(ids, device=logits.device)
     with few_rows_serial(logits, PROMPT_LOGPROBS_SERIAL_ROWS):
         dicts = top_logprobs(logits, targets, [req.params.prompt_logprobs] * logits.shape[0])
     req.prompt_logprobs.extend(dicts)

@@ -22,13 +22,18 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import torch
+import numpy as np
 
 from structgen.fsm import BaseMatcher
 from structgen.fsm.grammar_pool import GrammarPool
+from structgen.fsm.matcher import Matcher
 from structgen.runtime.request import Request
 from structgen.runtime.scheduler import SchedulerOutput
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["StepMasks"]
 
@@ -48,11 +53,14 @@ class StepMasks:
 
     Attributes:
         bitmask: int32 ``[rows, num_words]``: each planned request's rows, consecutive
-            (rows of a failed request hold -1: any token, its sample is discarded).
+            (rows of a failed request hold -1: any token, its sample is discarded). An
+            ``ndarray`` when every planned request samples one row under structgen's own
+            ``Matcher`` (no torch on the step); otherwise a CPU tensor (what
+            ``BaseMatcher.fill_bitmask`` and ``SpeculativeDecoder.verify`` take).
         num_words: ``ceil(vocab_size / 32)`` of the logits the rows are for.
     """
 
-    bitmask: torch.Tensor
+    bitmask: np.ndarray | torch.Tensor
     num_words: int
     _entries: dict[int, _Entry] = field(default_factory=dict)  # id(request) -> entry
     _future: Future | None = None
@@ -81,7 +89,12 @@ class StepMasks:
         if not entries:
             return None
         words = -(-vocab_size // 32)
-        bitmask = torch.full((num_rows, words), -1, dtype=torch.int32)
+        bitmask = np.full((num_rows, words), -1, dtype=np.int32)
+        host = all(e.num_rows == 1 and isinstance(e.req.matcher, Matcher) for e in entries.values())
+        if not host:
+            import torch
+
+            bitmask = torch.from_numpy(bitmask)
         return cls(bitmask, words, entries)
 
     def start(self, pool: GrammarPool) -> None:

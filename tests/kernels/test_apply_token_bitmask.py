@@ -85,3 +85,40 @@ def test_padded_logits_against_bit_oracle(vocab, padded):
         for t in range(padded):
             allowed = t < vocab and (int(mask[r, t // 32]) >> (t % 32)) & 1
             assert (got[r, t] == logits[r, t]) if allowed else got[r, t] == float("-inf"), (r, t)
+
+
+@pytest.mark.parametrize(
+    ("vocab", "mask_vocab"), [(1, 1), (33, 33), (1100, 1100), (70, 64), (70, 100)]
+)
+@pytest.mark.parametrize("indexed", [False, True])
+def test_host_arrays_equal_the_reference(vocab, mask_vocab, indexed):
+    # apply_token_bitmask_host (numpy in, numpy out: the default CPU engine's step) against
+    # the torch reference, padded logits and extra bits included
+    import numpy as np
+
+    from structgen.kernels.apply_token_bitmask import apply_token_bitmask_host
+
+    logits = torch.randn(5, vocab, generator=torch.Generator().manual_seed(vocab))
+    idx = [3, 0, 4] if indexed else None
+    mask = _random_mask(3 if indexed else 5, -(-mask_vocab // 32), seed=mask_vocab)
+    got, want = logits.numpy().copy(), logits.clone()
+    apply_token_bitmask_host(got, mask.numpy(), idx)
+    apply_token_bitmask_ref(want, mask, None if idx is None else torch.tensor(idx))
+    assert np.array_equal(got, want.numpy())
+    assert np.isinf(got).any()
+
+
+def test_host_arrays_bad_input_raises():
+    import numpy as np
+
+    from structgen.kernels.apply_token_bitmask import apply_token_bitmask_host
+
+    logits = np.zeros((2, 40), dtype=np.float32)
+    with pytest.raises(ValueError, match="int32"):
+        apply_token_bitmask_host(logits, np.zeros((2, 2), dtype=np.int64))
+    with pytest.raises(ValueError, match="rows"):
+        apply_token_bitmask_host(logits, np.zeros((3, 2), dtype=np.int32))
+    with pytest.raises(ValueError, match="rows"):
+        apply_token_bitmask_host(logits, np.zeros((2, 2), dtype=np.int32), [1])
+    with pytest.raises(ValueError, match="floating"):
+        apply_token_bitmask_host(logits.astype(np.int32), np.zeros((2, 2), dtype=np.int32))

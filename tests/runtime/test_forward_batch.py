@@ -54,3 +54,31 @@ def test_build_equals_torch_reference_on_random_batches():
             assert g.dtype == torch.int64 and g.is_contiguous() and torch.equal(g, w), case
         assert torch.equal(got.input_ids, torch.tensor([t for c in chunks for t in c]))
         assert got.batch_size == batch and got.num_tokens == flat and got.page_size == page_size
+
+
+def test_build_host_holds_the_same_arrays_in_numpy():
+    # the host plan CpuDecoder reads (numpy, no torch) equals the tensors a torch model gets
+    import numpy as np
+
+    rng = random.Random(1)
+    for case in range(60):
+        batch, page_size = rng.randint(1, 6), rng.choice([1, 4, 16])
+        chunks = [[rng.randrange(1000) for _ in range(rng.randint(1, 20))] for _ in range(batch)]
+        prefix_lens = [rng.randint(0, 40) for _ in range(batch)]
+        tables = [
+            rng.sample(range(1, 500), -(-(p + len(c)) // page_size))
+            for c, p in zip(chunks, prefix_lens)
+        ]
+        rows = None if case % 2 else sorted(rng.sample(range(batch), rng.randint(0, batch)))
+        host = ForwardBatch.build_host(chunks, prefix_lens, tables, page_size, rows)
+        dev = ForwardBatch.build(chunks, prefix_lens, tables, page_size, rows, "cpu")
+        names = ("input_ids", "positions", "out_slots", "seq_ids", "prefix_lens")
+        names += ("extend_lens", "page_table", "logits_indices")
+        converted = host.to_torch("cpu")
+        for name in names:
+            h, d = getattr(host, name), getattr(dev, name)
+            assert isinstance(h, np.ndarray) and h.dtype == np.int64, (case, name)
+            assert np.array_equal(h, d.numpy()), (case, name)
+            assert torch.equal(getattr(converted, name), d), (case, name)
+        assert host.batch_size == dev.batch_size and host.num_tokens == dev.num_tokens
+        assert converted.page_size == page_size and dev.to_torch() is dev

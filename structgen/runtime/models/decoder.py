@@ -15,7 +15,7 @@ from torch import nn
 
 from structgen.runtime.cpu import ops as cpu_ops
 from structgen.runtime.cpu.decode_step import decode_step
-from structgen.runtime.cpu.decoder import cpu_decoder
+from structgen.runtime.cpu.decoder import CpuDecoder, cpu_decoder
 from structgen.runtime.cpu.dense import linear
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
@@ -394,7 +394,17 @@ class DecoderForCausalLM(nn.Module):
         return emb.as_linear(x)  # a quantized embedding doubles as the tied output projection
 
     @torch.inference_mode()
-    def forward(self, batch: ForwardBatch, kv: KVPool) -> torch.Tensor:
+    def host_decoder(self, kv: KVPool) -> CpuDecoder | None:
+        """The :class:`~structgen.runtime.cpu.decoder.CpuDecoder` that runs this model's steps
+        over ``kv`` on numpy arrays (what :meth:`forward` dispatches to), or None where the
+        per-op torch path runs them (not on CPU, or not the default engine's kind of model).
+        ``ModelRunner`` calls it to keep the step's batch and logits in numpy. Raises: never.
+        """
+        return cpu_decoder(self, kv) if self.device.type == "cpu" else None
+
+    def forward(
+        self, batch: ForwardBatch, kv: KVPool, *, host_checked: bool = False
+    ) -> torch.Tensor:
         """Run one ragged step.
 
         Writes the new tokens' K/V into ``kv`` at ``batch.out_slots`` (mutates ``kv``),
@@ -403,6 +413,8 @@ class DecoderForCausalLM(nn.Module):
         Args:
             batch: step metadata (``batch.page_size`` must equal ``kv.page_size``).
             kv: the KV pool, shaped for this model.
+            host_checked: the caller asked :meth:`host_decoder` for this step and got None
+                (``ModelRunner``): run the per-op path without asking again.
 
         Returns:
             ``[len(batch.logits_indices), vocab_size]`` float32 logits.
@@ -413,8 +425,8 @@ class DecoderForCausalLM(nn.Module):
         over host arrays), bit for bit the per-op path below, which stays the reference and
         runs everything else.
         """
-        if self.device.type == "cpu" and batch.num_tokens:
-            decoder = cpu_decoder(self, kv)
+        if self.device.type == "cpu" and batch.num_tokens and not host_checked:
+            decoder = self.host_decoder(kv)
             if decoder is not None:
                 return torch.from_numpy(decoder.forward(batch, kv))
         positions = batch.positions

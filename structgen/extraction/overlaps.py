@@ -21,11 +21,7 @@ the mean log-probability of their tokens and the closing quote
 all the documents given go in one batch of prompt-log-prob requests (the jobs are
 planned across documents and scored through ``revise_outputs``' ``score``). The field
 whose own value the model prefers least over its best candidate (the smaller margin)
-takes that candidate, except in a pair of different values one inside the other, which
-moves only where that margin is negative (the model prefers the candidate): a place or a
-name inside a title is often right ("location": "Lyon" beside "title": "Lyon jazz
-festival"; #23 o11), where two fields holding one span never are; the other keeps its
-value (a field with no candidate cannot move,
+takes that candidate; the other keeps its value (a field with no candidate cannot move,
 so its own value is not scored: the sibling with candidates moves, and its own value
 is not scored either, since it moves whatever that scores; with one other candidate
 nothing is scored). The fields after it
@@ -454,19 +450,7 @@ def _own_value_needed(
     with one other candidate nothing is scored: the move is forced).
     """
     movable = {job.keys for job in jobs if len(job.candidates) > 1}
-    own = {job.keys: job.candidates[0] for job in jobs}
-    # a pair of which one holds the other (not equal) moves only a field the model
-    # prefers elsewhere: both values are weighed
-    inside = {k for a, b in pairs if _contains(own, a, b) for k in (a, b)}
-    return {a for a, b in pairs if b in movable} | {b for a, b in pairs if a in movable} | inside
-
-
-def _contains(own: dict[tuple[str, ...], str], a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    """Whether the string fields ``a`` and ``b`` (``own``: key path -> value) hold
-    different values, one inside the other (``overlaps`` but not equal after case folding
-    and whitespace collapsing); False where either is not a string field of ``own``.
-    """
-    return a in own and b in own and _norm(own[a]) != _norm(own[b])
+    return {a for a, b in pairs if b in movable} | {b for a, b in pairs if a in movable}
 
 
 def _nullable_at(schema: Any, keys: tuple[str, ...]) -> bool:
@@ -554,9 +538,6 @@ def _moved(
         if not margins:
             continue
         keys = min(margins, key=lambda k: margins[k][0])
-        own = {k: scored[k][0].candidates[0] for k in (a, b) if k in scored}
-        if _contains(own, a, b) and not margins[keys][0] < 0:
-            continue  # one inside the other, each preferred where it is: both stay
         value = with_field(value, keys, margins[keys][1])
         moved.add(keys)
     return value

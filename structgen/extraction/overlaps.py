@@ -12,7 +12,9 @@ evidence pass, which makes it null where the text does not name it) and moves on
 of each pair to another span. Each field of a pair gets candidates: the spans of the
 text of up to ``MAX_SPAN_WORDS`` words inside one clause (``text_spans``) that restate no
 other string field's value (``restates``: overlap it, or write its date or time in
-another notation), with which the object stays valid under the schema; each candidate
+another notation), that write no date or time and are no lone numeral (``shaped``: the
+shape a date, time or number field claims) unless the field's own value is of that
+shape, with which the object stays valid under the schema; each candidate
 and the field's own value are scored in the context the model wrote the value in, by
 the mean log-probability of their tokens and the closing quote
 (``choices.candidate_scores``, as ``choose_options`` scores options); the candidates of
@@ -81,6 +83,7 @@ from structgen.extraction.choices import (
     CandidateJob,
     Lead,
     candidate_scores,
+    common_prefix,
     encode_in_context,
     revise_outputs,
     with_field,
@@ -88,7 +91,6 @@ from structgen.extraction.choices import (
 from structgen.extraction.evidence.fields import is_nullable
 from structgen.extraction.prompt import prompt_text
 from structgen.extraction.refs import resolve as _resolve
-from structgen.extraction.spans import common_prefix
 from structgen.fsm.dates import dates, times
 from structgen.fsm.numerals import numeral_spans
 from structgen.runtime.sampling_params import SamplingParams
@@ -102,6 +104,7 @@ __all__ = [
     "restates_number",
     "stands_alone",
     "restates",
+    "shaped",
     "string_values",
     "text_spans",
     "shortlist_spans",
@@ -240,6 +243,19 @@ def stands_alone(value: str, text: str) -> bool:
             return True
         start = text.find(value, start + 1)
     return False
+
+
+def shaped(s: str) -> bool:
+    """Whether ``s`` writes a date or a time (``fsm.dates``: "7 March 2026", "2:15 pm",
+    "on 7 March 2026 at") or is, whole, one numeral (``fsm.numerals``: "51",
+    "fifty-one"): a span of the shape a date, time or number field claims, which no
+    name, place or title is ("location": "2:15" beside "start_date"; #23 o11).
+    """
+    t = _norm(s)
+    if dates(t) or times(t):
+        return True
+    found = numeral_spans(t)
+    return len(found) == 1 and found[0][:2] == (0, len(t))
 
 
 def string_values(value: Any) -> dict[tuple[str, ...], str]:
@@ -467,9 +483,9 @@ def _candidate_jobs(
     """One ``CandidateJob`` per string field of ``pairs`` (first named first; a number
     field gets none) of document ``doc``: its own value, then the spans of ``text``
     (``text_spans``: names; any where no name passes, or for a field restating a sibling
-    number) that
-    restate no other string field nor a sibling number field (``restates_number``) and
-    keep the object valid (at most ``MAX_SPAN_CANDIDATES``; ``choose_overlaps``' rule).
+    number) that restate no other string field nor a sibling number field
+    (``restates_number``), are not ``shaped`` unless the field's own value is, and keep
+    the object valid (at most ``MAX_SPAN_CANDIDATES``; ``choose_overlaps``' rule).
     """
     context = prompt_text(engine, prompt)
     # names first; any span where no name is left, and for a field restating a sibling
@@ -483,8 +499,10 @@ def _candidate_jobs(
         cands: list[str] = []
         for spans_k in [all_spans] if keys in restating else [name_spans, all_spans]:
             for c in spans_k:  # the first MAX_SPAN_CANDIDATES that pass, in text order
-                if any(restates(c, s) for s in others) or any(
-                    restates_number(c, n) for n in siblings
+                if (
+                    any(restates(c, s) for s in others)
+                    or any(restates_number(c, n) for n in siblings)
+                    or (shaped(c) and not shaped(strings[keys]))
                 ):
                     continue
                 if checker.is_valid(with_field(value, keys, c)):

@@ -11,7 +11,9 @@ are the value and the spans that extend an occurrence of it by one to
 ``MAX_EXTRA_WORDS`` words of the same clause, each a lowercase word of letters that is
 not a function word (``the``, ``at``, ``for``, ``is``, ...; ``evidence.names``): the
 head nouns a greedy stop leaves behind, never a prepositional phrase ("Head of Research
-at Quantix Labs"), a capitalised name ("00-950 Warszawa") or a number. Each candidate is
+at Quantix Labs"), a capitalised name ("00-950 Warszawa") or a number; nor an extension
+that runs into another string field's value (``runs_into``: "Lyon" is not extended to
+"Lyon jazz festival", the title's span; #23 o11). Each candidate is
 written in the context the model wrote the value in (the prompt and the output up to
 the value's opening quote, then the candidate, its closing quote and the structural
 characters the output wrote after it) and scored by the log-probability of the tokens
@@ -50,6 +52,7 @@ from structgen.extraction.choices import (
 )
 from structgen.extraction.evidence.fields import free_string_schema
 from structgen.extraction.evidence.names import FUNCTION_WORDS
+from structgen.extraction.overlaps import overlaps, string_values
 from structgen.extraction.prompt import prompt_text
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.copy import json_string_content
@@ -58,6 +61,7 @@ from structgen.runtime.sampling_params import SamplingParams
 __all__ = [
     "choose_span_ends",
     "span_candidates",
+    "runs_into",
     "MAX_EXTRA_WORDS",
     "SCORE_SPAN_ENDS_DEFAULT",
 ]
@@ -105,6 +109,17 @@ def span_candidates(value: str, text: str, max_words: int = MAX_EXTRA_WORDS) -> 
     return out
 
 
+def runs_into(value: str, extension: str, other: str) -> bool:
+    """Whether ``extension`` of ``value`` runs into ``other``, another string field's
+    value: it overlaps ``other`` (``overlaps.overlaps``: equal, or one inside the other at
+    word boundaries) where ``value`` does not already hold ``other`` whole ("Lyon" ->
+    "Lyon jazz" runs into the title "Lyon jazz festival"; "Lyon jazz festival" -> "Lyon
+    jazz festival runs" does not run into the location "Lyon", which it holds already).
+    """
+    held = overlaps(value, other) and len(" ".join(other.split())) <= len(" ".join(value.split()))
+    return overlaps(extension, other) and not held
+
+
 def _subschema(root: Any, keys: tuple[str, ...]) -> Any:
     node = root
     for k in keys:
@@ -144,6 +159,7 @@ def choose_span_ends(
         template = None
         paths = {tuple(p.split(".")) for p in copied[i] if p and "[]" not in p}
         first = True  # no job planned yet: this document's first job is decided on ``value``
+        strings = string_values(value)
         for keys, (start, end) in spans.items():
             current = raw[start:end]
             if keys not in paths or not current.startswith('"'):
@@ -151,6 +167,10 @@ def choose_span_ends(
             if free_string_schema(schema, _subschema(schema, keys)) is None:
                 continue
             cands = span_candidates(json.loads(current), texts[i])
+            others = [v for k, v in strings.items() if k != keys]
+            cands = cands[:1] + [
+                c for c in cands[1:] if not any(runs_into(cands[0], c, o) for o in others)
+            ]
             if first and len(cands) > 1:
                 # ``decide`` sees ``value`` unchanged here: an extension invalid in it can
                 # never be chosen, so it is not scored (nor the job, with none left)

@@ -29,6 +29,7 @@ from structgen.extraction.overlaps import (
     restated_numbers,
     restates,
     restates_number,
+    shaped,
     shortlist_spans,
     stands_alone,
     string_values,
@@ -547,3 +548,81 @@ def test_an_overlap_takes_no_span_a_sibling_number_was_read_from_and_falls_back_
             if not any(overlaps(s, o) for o in ("Berg", "Oslo")) and s != "51"]  # fmt: skip
     assert occ == ["baker"] and name == ["Tom"]
     assert engine.requests == 1 + len(occ) + 1 + len(name)
+
+
+# #23 o11: "The Lyon jazz festival runs on 7 March 2026 at 2:15 pm." (examples/schemas/event.json)
+EVENT = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "maxLength": 80},
+        "start_date": {"type": "string", "format": "date"},
+        "location": {"type": "string", "maxLength": 60},
+        "online": {"type": "boolean"},
+    },
+    "required": ["title", "start_date", "location", "online"],
+    "additionalProperties": False,
+}
+EVENT_TEXT = "The Lyon jazz festival runs on 7 March 2026 at 2:15 pm."
+EVENT_COPIED = ("title", "start_date", "location")
+
+
+@pytest.mark.parametrize(
+    "s,want",
+    [
+        ("2:15", True),
+        ("2:15 pm", True),
+        ("7 March 2026", True),
+        ("on 7 March 2026 at", True),
+        ("2026", True),
+        ("fifty-one", True),
+        ("51", True),
+        ("Lyon", False),
+        ("Lyon jazz festival", False),
+        ("51 Main St", False),
+        ("March", False),
+        ("SUP-0932", False),
+        ("", False),
+    ],
+)
+def test_shaped(s, want):
+    assert shaped(s) is want
+
+
+class RecordingEngine(PreferringEngine):
+    """``PreferringEngine`` that keeps the text of every request (``texts``)."""
+
+    def __init__(self, liked):
+        super().__init__(liked)
+        self.texts = []
+
+    def generate(self, requests, params):
+        self.texts += ["".join(chr(i) for i in ids) for ids in requests]
+        return super().generate(requests, params)
+
+
+def test_a_name_field_never_moves_to_a_date_time_or_numeral_span():
+    # both fields hold one span; the stand-in model likes "2:15" as the location best,
+    # yet no date, time or lone numeral is a candidate for a field whose value is none
+    raw = '{"title":"Lyon jazz festival","start_date":"2026-03-07","location":"Lyon jazz festival","online":false}'  # noqa: E501
+    engine = RecordingEngine({"location": "2:15"})
+    (out,) = choose_overlaps(engine, EVENT, ["p "], [raw], [EVENT_TEXT], [EVENT_COPIED],
+                             shortlist=None)  # fmt: skip
+    got = json.loads(out)
+    moved = "location" if got["location"] != "Lyon jazz festival" else "title"
+    assert not shaped(got[moved]) and got[moved] in text_spans(EVENT_TEXT)
+    # the candidates, brute force: no span restating the other value, no time, date, numeral
+    others = ("Lyon jazz festival", "2026-03-07")
+    want = [s for s in text_spans(EVENT_TEXT)
+            if not any(overlaps(s, o) for o in others)
+            and not re.search(r"\d:\d\d|\d+ \w+ \d{4}|^\d+$", s)]  # fmt: skip
+    assert "2:15" not in want and "March 2026" in want and len(want) == 11
+    for key in ("title", "location"):  # every candidate scored, and no other
+        head = raw[: raw.index(f'"{key}":"') + len(key) + 4]
+        scored = {t.split(head, 1)[1].split('"', 1)[0] for t in engine.texts if head in t}
+        assert scored == {"Lyon jazz festival", *want}, key
+    # a field whose own value is of such a shape (the numeral "2026") may move to a time
+    raw2 = raw.replace("Lyon jazz festival", "2026")
+    engine = PreferringEngine({"location": "2:15 pm"})
+    (out,) = choose_overlaps(engine, EVENT, ["p "], [raw2], [EVENT_TEXT], [EVENT_COPIED],
+                             shortlist=None)  # fmt: skip
+    assert json.loads(out)["location"] == "2:15 pm"

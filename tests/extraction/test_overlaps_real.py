@@ -59,3 +59,63 @@ def test_occupation_takes_no_span_the_age_was_read_from(smollm2_engine):
         "occupation": "baker",
         "city": "Oslo",
     }
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="#23 o11, open: span-end scoring no longer extends the location into the title "
+    '(runs_into) and no time is a candidate (shaped), but "Lyon" inside "Lyon jazz '
+    'festival" is still an overlapping pair, so one field moves to a non-name span; '
+    "letting a contained pair stay where the model prefers both values fixed this and "
+    'lost job_post-01/-03 on the dev set (title "Northwind Logistics" beside company '
+    '"Northwind" is the same shape), so it is not applied (RESULTS.md, session 29 o11).',
+)
+def test_a_place_inside_the_title_stays_and_takes_no_time_span(smollm2_engine):
+    """#23 o11: greedy writes "location": "Lyon" beside "title": "Lyon jazz festival";
+    span-end scoring extended it into the title's span and the overlap pass then moved it
+    to "2:15" (the time)."""
+    schema = json.loads((ROOT / "examples" / "schemas" / "event.json").read_text())
+    text = "The Lyon jazz festival runs on 7 March 2026 at 2:15 pm."
+    greedy = smollm2_engine.extract(schema, text, score_span_ends=False, score_overlaps=False)
+    assert greedy["location"] == "Lyon"  # what the passes must keep
+    assert smollm2_engine.extract(schema, text) == {
+        "title": "Lyon jazz festival",
+        "start_date": "2026-03-07",
+        "location": "Lyon",
+        "online": False,
+    }
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="#23 o11, open: under the copy constraint greedy does not close `skills` after "
+    "\"Rust\" (the model's own next token after '\"Rust' is '\",\"' at -0.87 over '\"],' "
+    "at -1.12), loops on spans (Lyon, Berlin, Lyon, ...) and writes invented addresses; "
+    "trim_items drops the repeats and the unsupported addresses, leaving Lyon and Berlin "
+    "in skills and addresses empty. Needs the array cut and the rest generated again "
+    "from the cut (a runtime change), not a rule on the finished object.",
+)
+def test_places_are_no_skills_and_the_addresses_are_kept(smollm2_engine):
+    from pydantic import BaseModel
+
+    class Address(BaseModel):
+        city: str
+        country: str
+
+    class Employee(BaseModel):
+        name: str
+        skills: list[str]
+        addresses: list[Address]
+
+    text = "Wei Zhang knows Python and Rust. He lives in Lyon, France and in Berlin, Germany."
+    want = {
+        "name": "Wei Zhang",
+        "skills": ["Python", "Rust"],
+        "addresses": [
+            {"city": "Lyon", "country": "France"},
+            {"city": "Berlin", "country": "Germany"},
+        ],
+    }
+    schema = Employee.model_json_schema()
+    assert smollm2_engine.extract(schema, text, copy=False) == want  # the reference
+    assert smollm2_engine.extract(schema, text) == want

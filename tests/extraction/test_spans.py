@@ -16,7 +16,7 @@ import torch
 from structgen import SamplingParams
 from structgen.extraction import extract, extraction_messages
 from structgen.extraction.evidence.names import FUNCTION_WORDS
-from structgen.extraction.spans import choose_span_ends, span_candidates
+from structgen.extraction.spans import choose_span_ends, runs_into, span_candidates
 
 TEXT = "Ticket 12: her Nimbus router drops the signal, says Ann Lee."
 SCHEMA = {
@@ -205,3 +205,40 @@ def test_extract_scores_span_ends_by_default(tiny_engine):
     for key in ("product", "customer"):
         assert scored[key] in span_candidates(greedy[key], TEXT)
     assert scored["urgent"] == greedy["urgent"]
+
+
+@pytest.mark.parametrize(
+    "value,extension,other,want",
+    [
+        ("Lyon", "Lyon jazz", "Lyon jazz festival", True),  # inside the title
+        ("Lyon", "Lyon jazz festival", "Lyon jazz festival", True),  # the title itself
+        ("Lyon jazz festival", "Lyon jazz festival runs", "Lyon", False),  # holds it already
+        ("Nimbus", "Nimbus router", "Ann Lee", False),
+        ("Nimbus", "Nimbus router", "router", True),  # the other's word
+        ("Nimbus", "Nimbus router", "Nimbus", False),  # equal values: held
+    ],
+)
+def test_runs_into(value, extension, other, want):
+    assert runs_into(value, extension, other) is want
+
+
+def test_an_extension_into_another_fields_value_is_not_scored(tiny_engine):
+    """#23 o11: "Lyon" beside the title "Lyon jazz festival" has no extension left (both
+    run into the title), so no request is sent for it; the title's own extension ("Lyon
+    jazz festival runs") holds the location already and is scored."""
+    schema = {
+        "type": "object",
+        "properties": {"title": {"type": "string"}, "location": {"type": "string"}},
+        "required": ["title", "location"],
+    }
+    text = "The Lyon jazz festival runs on 7 March 2026 at 2:15 pm."
+    prompt = extraction_messages(schema, text)
+    raw = '{"title":"Lyon jazz festival","location":"Lyon"}'
+    sent: list = []
+    choose_span_ends(_counting(tiny_engine, sent), schema, [prompt], [raw], [text], [("title",)])
+    assert len(sent) == 2  # the title's value and its one extension
+    sent.clear()
+    (out,) = choose_span_ends(
+        _counting(tiny_engine, sent), schema, [prompt], [raw], [text], [("location",)]
+    )
+    assert out == raw and sent == []

@@ -44,11 +44,10 @@ def is_nullable(root: Any, sub: Any) -> bool:
     return any(is_nullable(root, b) for b in branches)
 
 
-def free_string_schema(root: Any, prop: Any) -> dict | None:
-    """A property's subschema when it is a free string, else None.
-
-    A free string has type ``string`` (maybe with ``null``) and none of ``enum``,
-    ``const``, ``format`` or ``pattern``: its value may be any span of the text.
+def string_schema(root: Any, prop: Any) -> dict | None:
+    """A property's subschema when it is a string field that is not a choice, else None:
+    type ``string`` (maybe with ``null``), no ``enum`` or ``const`` (``format``, ``pattern``
+    and lengths allowed).
 
     Args:
         root: the whole schema (a ``$ref`` in ``prop`` resolves against it).
@@ -58,11 +57,21 @@ def free_string_schema(root: Any, prop: Any) -> dict | None:
         The resolved subschema (a dict), or None. Raises nothing.
     """
     sub = _resolve(root, prop)
-    if not isinstance(sub, dict) or any(k in sub for k in ("enum", "const", "format", "pattern")):
+    if not isinstance(sub, dict) or "enum" in sub or "const" in sub:
         return None
     types = sub.get("type")
     types = {types} if isinstance(types, str) else set(types or ())
     return sub if types - {"null"} == {"string"} else None
+
+
+def free_string_schema(root: Any, prop: Any) -> dict | None:
+    """A property's subschema when it is a free string, else None.
+
+    A free string is a :func:`string_schema` with neither ``format`` nor ``pattern``: its
+    value may be any span of the text. Args and returns as :func:`string_schema`.
+    """
+    sub = string_schema(root, prop)
+    return None if sub is None or "format" in sub or "pattern" in sub else sub
 
 
 def accepts_number(sub: dict, value: Decimal) -> bool:

@@ -21,7 +21,11 @@ from typing import Any
 import jsonschema
 
 from structgen.extraction.evidence.dates import time_field
-from structgen.extraction.evidence.fields import free_string_schema, schema_accepts
+from structgen.extraction.evidence.fields import (
+    free_string_schema,
+    schema_accepts,
+    string_schema,
+)
 from structgen.extraction.evidence.text import (
     GAP_REPEAT,
     JOINED,
@@ -103,12 +107,8 @@ def span_start(root: Any, prop: Any, value: Any, text: str) -> str | None:
     """The span-start rule of the package docstring: the value extended to the start of
     the chunk the text writes it in, or None (no change).
     """
-    sub = _resolve(root, prop)
-    if not isinstance(value, str) or not value.strip() or not isinstance(sub, dict):
-        return None
-    types = sub.get("type")
-    types = {types} if isinstance(types, str) else set(types or ())
-    if types - {"null"} != {"string"} or "enum" in sub or "const" in sub:
+    sub = string_schema(root, prop)
+    if not isinstance(value, str) or not value.strip() or sub is None:
         return None
     found: set[str] = set()
     at = text.find(value)
@@ -135,12 +135,8 @@ def spaced_identifier(root: Any, prop: Any, value: Any, text: str) -> str | None
     (``labels.identifier_head``) and every whole-chunk occurrence of it goes on the same
     way; else None (no change).
     """
-    sub = _resolve(root, prop)
-    if not isinstance(value, str) or not identifier_head(value) or not isinstance(sub, dict):
-        return None
-    types = sub.get("type")
-    types = {types} if isinstance(types, str) else set(types or ())
-    if types - {"null"} != {"string"} or "enum" in sub or "const" in sub:
+    sub = string_schema(root, prop)
+    if not isinstance(value, str) or not identifier_head(value) or sub is None:
         return None
     found: set[str] = set()
     at = text.find(value)

@@ -176,7 +176,13 @@ def write(bitmask: torch.Tensor | np.ndarray, row: int, words: np.ndarray | None
             return
         if dst[1] is not None:
             _last_np = dst
-    target = dst[4][row]
+    _copy_words(dst[4][row], words)
+
+
+def _copy_words(target: np.ndarray, words: np.ndarray | None) -> None:
+    """``words`` into the row ``target`` (int32 ``[W]``), cut or zero-padded to its width;
+    None: every token refused (all zero).
+    """
     if words is None:
         target[:] = 0
         return
@@ -192,14 +198,7 @@ def _write_array(bitmask: np.ndarray, row: int, words: np.ndarray | None) -> Non
         raise ValueError(
             f"bitmask must be int32 [rows, words], got {bitmask.dtype} {list(bitmask.shape)}"
         )
-    target = bitmask[row]
-    if words is None:
-        target[:] = 0
-        return
-    n = min(words.shape[0], target.shape[0])
-    target[:n] = words[:n]
-    if target.shape[0] > n:
-        target[n:] = 0
+    _copy_words(bitmask[row], words)
 
 
 def _write_torch(bitmask: torch.Tensor, row: int, words: np.ndarray | None) -> None:

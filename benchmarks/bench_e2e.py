@@ -39,6 +39,9 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.support import README_EXTRACT_ARGS  # noqa: E402
+
 PROMPT = [{"role": "user", "content": "Write a long story about a lighthouse keeper and a storm."}]
 SCHEMA = json.loads((ROOT / "examples" / "schemas" / "invoice.json").read_text())
 INVOICE_TEXT = (
@@ -145,15 +148,7 @@ LLAMA_LOAD_CODE = (
     "Llama(model_path=p, n_ctx=2048, n_threads={t}, n_threads_batch={t}, verbose=False); "
     "print(time.perf_counter()-t)"
 )
-EXTRACT_ARGS = [
-    "-m",
-    "structgen",
-    "extract",
-    "--schema",
-    str(ROOT / "examples/schemas/person.json"),
-    "--text",
-    "Maria Lopez, 34, works as a nurse in Lyon.",
-]
+EXTRACT_ARGS = README_EXTRACT_ARGS
 
 
 def _extract_once(env: dict, quantization: str | None = None) -> tuple[float, float, str]:

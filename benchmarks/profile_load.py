@@ -25,10 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.support import README_EXTRACT_ARGS  # noqa: E402
 
 
 def _rss() -> str:
@@ -118,15 +121,7 @@ t2, c2 = time.perf_counter(), cpu()
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps([t1 - t0, c1 - c0, t2 - t1, c2 - c1, rss]))
 """
-_EXTRACT = [
-    "-m",
-    "structgen",
-    "extract",
-    "--schema",
-    str(ROOT / "examples/schemas/person.json"),
-    "--text",
-    "Maria Lopez, 34, works as a nurse in Lyon.",
-]
+_EXTRACT = README_EXTRACT_ARGS
 # README's extract with Engine(quantization=...) in trees whose CLI may lack --quantization
 _EXTRACT_QUANTIZED = """
 import sys

@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.support import README_EXTRACT_ARGS  # noqa: E402
 
 CHILD = (
     "import json, time; t0 = time.perf_counter(); import structgen; "
@@ -40,15 +42,7 @@ CHILD = (
     "print(json.dumps({'import_s': t1 - t0, 'engine_s': t2 - t1, 'vocab_ready_s': t3 - t1, "
     "'cpu_s': time.process_time(), 'file': structgen.__file__}))"
 )
-EXTRACT = [
-    "-m",
-    "structgen",
-    "extract",
-    "--schema",
-    str(ROOT / "examples/schemas/person.json"),
-    "--text",
-    "Maria Lopez, 34, works as a nurse in Lyon.",
-]
+EXTRACT = README_EXTRACT_ARGS
 
 
 def _env(checkout: Path, cache: str, threads: int) -> dict:

@@ -17,6 +17,19 @@ there, and each benchmark inserts it).
 from __future__ import annotations
 
 import socket
+from pathlib import Path
+
+README_EXTRACT_ARGS = [
+    "-m",
+    "structgen",
+    "extract",
+    "--schema",
+    str(Path(__file__).resolve().parents[1] / "examples" / "schemas" / "person.json"),
+    "--text",
+    "Maria Lopez, 34, works as a nurse in Lyon.",
+]
+"""``python`` arguments of README's extraction example (its person schema and text), as the
+start-up benchmarks run it in a fresh process."""
 
 __all__ = [
     "CHATML",

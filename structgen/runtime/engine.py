@@ -100,7 +100,6 @@ class Engine(BaseEngine):
         from structgen.runtime.cpu.settings import apply_kernel_settings
         from structgen.runtime.loader import load_model
         from structgen.runtime.loader.vocab_cache import cached_vocabulary
-        from structgen.runtime.quantization import apply_activation_dtype
 
         self.config = EngineConfig.from_kwargs(model, **kwargs).resolved()
         self.env = read_env()  # the environment's settings, read once (structgen.env)
@@ -116,7 +115,10 @@ class Engine(BaseEngine):
             self.device,
             quantization=self.config.quantization,
         )
-        apply_activation_dtype(loaded.model, self.config.activation_dtype)
+        if self.config.activation_dtype != "auto":  # "auto": the modules keep their own
+            from structgen.runtime.quantization import apply_activation_dtype  # torch
+
+            apply_activation_dtype(loaded.model, self.config.activation_dtype)
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer  # None: a folder without one (token-id prompts)
         self.eos_token_ids = frozenset(loaded.eos_token_ids)

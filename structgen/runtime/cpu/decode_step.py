@@ -55,10 +55,9 @@ import torch
 import torch.nn.functional as F
 
 from structgen.errors import KernelArgumentError
-from structgen.runtime.cpu import dense
+from structgen.runtime.cpu import dense, layer_table
 from structgen.runtime.cpu import ops as cpu_ops
 from structgen.runtime.cpu.layer_table import FMT_INT4, FMT_INT4T, FMT_INT8, Q8_FLAG, run_layers
-from structgen.runtime.cpu.layer_table import MAX_STEP_ROWS as MAX_STEP_ROWS
 from structgen.runtime.cpu.layer_table import kv_addresses as _kv_ptrs
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
@@ -85,6 +84,7 @@ _ENABLED = True  # set_enabled (tests patch it)
 # once. Float weights or float32 activations: 8 (over 8 rows the per-op path's matmuls round
 # otherwise); every matmul quantized over int8 activations (the default engine; the same C kernels
 # either way, each row on its own, bit for bit): 64, one call's rows.
+MAX_STEP_ROWS = layer_table.MAX_STEP_ROWS  # rows of one C call (tests lower it)
 MAX_FUSED_EXTEND = dense.MAX_ROWS
 MAX_FUSED_EXTEND_QUANTIZED = MAX_STEP_ROWS
 _DT = {torch.float32: 0, torch.bfloat16: 1}
@@ -618,6 +618,7 @@ class DecodeStepPlan:
             positions,
             page_size,
             _ext,
+            MAX_STEP_ROWS,
         )
 
 

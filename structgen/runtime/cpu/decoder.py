@@ -10,8 +10,10 @@ tile matmul (``csrc/qkernel_i8tiles.h``). :class:`CpuDecoder` holds what those c
 and scales, the final norm, the head's int8 tiles) and runs them over numpy arrays and plain
 addresses, with no torch op on the step's path; ``DecoderForCausalLM.forward`` calls it for
 every step where it applies (:func:`cpu_decoder`). It is the seam-4 piece of
-``docs/torch_free_cpu.md``: its addresses still come from the model's torch buffers (numpy views
-of them), and the rotary tables are the model's ``RotaryEmbedding`` tables.
+``docs/torch_free_cpu.md``. It imports no torch: built over a torch model (:meth:`CpuDecoder.build`)
+its arrays are numpy views of the model's buffers and the rotary tables the model's
+``RotaryEmbedding``'s; built by a :class:`~structgen.runtime.cpu.model.CpuModel` (seam 6) they
+are the numpy weights and ``RopeTables``, the plan a ``layer_table.HostTable``.
 
 Exactness: with every matmul over int8 activations each row's arithmetic is the same in every
 kernel whatever the other rows of the call (``decode_step``, ``runtime.cpu.quant``), and the

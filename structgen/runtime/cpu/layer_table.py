@@ -110,6 +110,7 @@ def run_layers(
     positions: int,
     page_size: int,
     ext=None,
+    rows_per_call: int = MAX_STEP_ROWS,
 ) -> None:
     """Every layer of ``table`` over ``t`` rows given by addresses, as consecutive
     ``decode_layers`` calls of at most :data:`MAX_STEP_ROWS` rows (exact: each writes its K/V
@@ -137,12 +138,14 @@ def run_layers(
         page_size: tokens per KV page.
         ext: the extension module to call (None: ``_decodestep``; ``decode_step`` passes its
             own reference, which tests wrap).
+        rows_per_call: rows of one C call, at most :data:`MAX_STEP_ROWS` (``decode_step``
+            passes its own ``MAX_STEP_ROWS``, which tests lower).
 
     The caller guarantees shapes, dtypes and bounds (the C code trusts them). Raises: never.
     """
     hidden, heads, kv_heads, d, inter = dims
     size = 2 if dt & 0xFF == DT["bfloat16"] else 4
-    threads, step = kernel_threads(), MAX_STEP_ROWS
+    threads, step = kernel_threads(), min(rows_per_call, MAX_STEP_ROWS)
     call = (_ext if ext is None else ext).decode_layers
     for i in range(0, t, step):
         call(

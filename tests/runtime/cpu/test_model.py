@@ -191,9 +191,12 @@ def test_host_decoder_declines_what_it_does_not_run(tmp_path_factory, monkeypatc
 _CHILD = r"""
 import json, sys
 import numpy as np
+from structgen.env import read_env
+from structgen.runtime.cpu.settings import apply_kernel_settings
 from structgen.runtime.loader import load_cpu_model
 from structgen.runtime.cpu.threads import kernel_threads
 
+apply_kernel_settings(read_env())  # as Engine() does first
 loaded = load_cpu_model(sys.argv[1])
 m = loaded.model
 hidden, heads, kv_heads, d, inter = m.dims
@@ -265,7 +268,8 @@ def _run_child(tmp_path, path: str, ids: list[int], threads: str = "3") -> tuple
 
 
 def test_fresh_process_builds_and_runs_without_torch(tmp_path_factory, tmp_path):
-    """A fresh interpreter: load_cpu_model, a 70-token prefill (two fused calls) and 3 decode
+    """A fresh interpreter: the environment's kernel settings applied, load_cpu_model, a
+    70-token prefill (two fused calls) and 3 decode
     steps over numpy KV pages; torch never imported, the kernels' threads from OpenMP
     (OMP_NUM_THREADS), the logits bit for bit the torch engine model's."""
     path = _gguf(tmp_path_factory, "llama", "Q4_1")

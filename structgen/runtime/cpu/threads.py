@@ -44,7 +44,8 @@ def _process_threads() -> int:
         except ImportError:  # pragma: no cover - depends on the build
             _OMP_THREADS.append(1)
         else:
-            _OMP_THREADS.append(max(1, int(_decodestep.max_threads())))
+            get = getattr(_decodestep, "max_threads", None)  # None: built before it existed
+            _OMP_THREADS.append(max(1, int(get())) if get is not None else 1)
     return _OMP_THREADS[0]
 
 

@@ -59,9 +59,12 @@ class Engine(BaseEngine):
 
     This module imports no torch: the engine imports it where the resolved config needs
     it (a CUDA device, ``num_threads``, tensor parallelism, and whatever the loader and
-    the model build: float weights, folders, the torch model). ``device`` is the resolved
-    device's name (``"cpu"``, ``"cuda"``, ``"cuda:N"``); dtypes reach the loader and the
-    KV pool as names (``EngineConfig.dtype``, ``kv_cache_dtype``).
+    the model build: float weights, folders, the torch model). The model is
+    ``loader.load_cpu_model``'s ``CpuModel`` (built without torch) where it takes the file
+    and settings (a dense GGUF model, ``quantization="gguf"``, float32 on the CPU), else
+    ``load_model``'s torch model. ``device`` is the resolved device's name (``"cpu"``,
+    ``"cuda"``, ``"cuda:N"``); dtypes reach the loader and the KV pool as names
+    (``EngineConfig.dtype``, ``kv_cache_dtype``).
 
     ``Engine()`` runs with the cyclic garbage collector paused (as the caller had it after).
     The grammar vocabulary is read during the load and prepared (``Vocabulary.prepare``) on
@@ -98,7 +101,7 @@ class Engine(BaseEngine):
     def _load(self, model: str | None, **kwargs: Any) -> None:
         """``__init__``'s work: the model, tokenizer and vocabulary, then the runtime."""
         from structgen.runtime.cpu.settings import apply_kernel_settings
-        from structgen.runtime.loader import load_model
+        from structgen.runtime.loader import load_cpu_model, load_model
         from structgen.runtime.loader.vocab_cache import cached_vocabulary
 
         self.config = EngineConfig.from_kwargs(model, **kwargs).resolved()
@@ -109,16 +112,26 @@ class Engine(BaseEngine):
 
             torch.set_num_threads(self.config.num_threads)
         self.device = self.config.device
-        loaded = load_model(
-            self.config.model,
-            self.config.dtype,
-            self.device,
-            quantization=self.config.quantization,
-        )
-        if self.config.activation_dtype != "auto":  # "auto": the modules keep their own
-            from structgen.runtime.quantization import apply_activation_dtype  # torch
+        loaded = None
+        if self.config.tensor_parallel_size == 1:  # the default CPU model, built without torch
+            loaded = load_cpu_model(
+                self.config.model,
+                self.config.dtype,
+                self.device,
+                quantization=self.config.quantization,
+                activation_dtype=self.config.activation_dtype,
+            )
+        if loaded is None:  # not that kind of model or settings: the torch model
+            loaded = load_model(
+                self.config.model,
+                self.config.dtype,
+                self.device,
+                quantization=self.config.quantization,
+            )
+            if self.config.activation_dtype != "auto":  # "auto": the modules keep their own
+                from structgen.runtime.quantization import apply_activation_dtype  # torch
 
-            apply_activation_dtype(loaded.model, self.config.activation_dtype)
+                apply_activation_dtype(loaded.model, self.config.activation_dtype)
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer  # None: a folder without one (token-id prompts)
         self.eos_token_ids = frozenset(loaded.eos_token_ids)

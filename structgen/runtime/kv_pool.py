@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import torch
 
+from structgen.runtime.config import torch_dtype
+
 __all__ = ["KVPool", "KV_GROWTH_TOKENS", "available_host_memory", "default_kv_tokens"]
 
 KV_GROWTH_TOKENS = 1024  # tokens of storage a growable (CPU) engine pool reserves at a time
@@ -79,7 +81,7 @@ class KVPool:
         page_size: int,
         num_kv_heads: int,
         head_dim: int,
-        dtype: torch.dtype = torch.float32,
+        dtype: torch.dtype | str = torch.float32,
         device: str | torch.device = "cpu",
         growth_pages: int | None = None,
     ) -> None:
@@ -90,7 +92,7 @@ class KVPool:
         self.page_size = page_size
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim
-        self.dtype = dtype
+        self.dtype = torch_dtype(dtype)  # a name (EngineConfig.kv_cache_dtype) too
         self.device = torch.device(device)
         self.growth_pages = growth_pages
         reserved = num_pages if growth_pages is None else min(num_pages, max(2, growth_pages))

@@ -296,8 +296,8 @@ def test_auto_device_asks_torch_only_where_a_gpu_may_be(tmp_path):
 
 _NEEDS = (
     "the default CPU engine imports torch until the host runtime is numpy (#21 seam 5, "
-    "helper a12: kv_pool, forward_batch, model_runner, step, sampler, ...) and the model is "
-    "built without nn.Modules (seam 6, helper b12: loader, cpu, quantization, models)"
+    "helper a12: kv_pool, forward_batch, model_runner, step, sampler, ...); the model is "
+    "built without torch (CpuModel, seam 6, b12: merged)"
 )
 
 

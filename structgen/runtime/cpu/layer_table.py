@@ -72,7 +72,12 @@ def address(a) -> int:
 
 
 def kv_addresses(kv) -> list[int]:
-    """Every layer's K then V storage address of a KV pool (tensors or ``ndarray`` s)."""
+    """Every layer's K then V storage address of a KV pool (tensors or ``ndarray`` s): the
+    pool's own ``data_ptrs()`` where it has them (no torch view made), else its ``k``/``v``.
+    """
+    own = getattr(kv, "data_ptrs", None)
+    if own is not None:
+        return own()
     return [address(t) for t in kv.k] + [address(t) for t in kv.v]
 
 

@@ -98,7 +98,7 @@ class _NaNStorage:
     def _storage(self, num_pages):
         k, v = super()._storage(num_pages)
         for t in k + ([] if self.v_views_k else v):
-            t.fill_(float("nan"))
+            t[...] = float("nan")  # numpy arrays on the host, tensors on a device
         return k, v
 
 

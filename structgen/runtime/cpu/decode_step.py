@@ -107,7 +107,7 @@ def _ptr(t: torch.Tensor | None) -> int:
 
 
 def _kv_ptrs(kv: KVPool) -> list[int]:
-    return [t.data_ptr() for t in kv.k] + [t.data_ptr() for t in kv.v]
+    return kv.data_ptrs()  # the storage's own addresses (numpy on the host: no torch view)
 
 
 _VERSION = operator.attrgetter("_version")
@@ -439,11 +439,12 @@ class DecodeStepPlan:
         if (
             dtype not in _DT
             or kv.dtype not in cpu_ops.KV_DT  # the cache's own dtype (kv_cache_dtype), widened
-            or kv.device.type != "cpu"
+            or not kv.on_host
             or kv.num_layers != len(layers)
         ):
             return None
         watch, rows, shapes, all_q8 = _Watch(), [], set(), True
+        kv_ptrs = kv.data_ptrs()
         for i in range(len(layers)):
             watch.keep(layers._modules, str(i), tensor=False)
             got = _layer_row(layers[i], watch, dtype)
@@ -451,7 +452,7 @@ class DecodeStepPlan:
                 return None
             row, shape, _tensors, q8 = got
             all_q8 = all_q8 and q8
-            row[10], row[11] = kv.k_slots(i).data_ptr(), kv.v_slots(i).data_ptr()
+            row[10], row[11] = kv_ptrs[i], kv_ptrs[kv.num_layers + i]
             rows.append(row)
             shapes.add(shape)
         if len(shapes) != 1:

@@ -97,7 +97,8 @@ def kv_dtype_name(dtype: Any) -> str:
 
 
 def _host_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """A C-contiguous array over a fresh anonymous memory mapping: read as zero, and mapped by
+    """A C-contiguous array over a fresh private anonymous memory mapping (what ``malloc`` gives
+    a large block, without its header): read as zero, and mapped by
     the operating system page by page on first write (not advised onto huge pages, as numpy's
     own allocator does above 4 MiB: a first write commits 4 KiB, not 2 MiB).
 
@@ -106,7 +107,7 @@ def _host_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """
     nbytes = math.prod(shape) * dtype.itemsize
     try:
-        buf = mmap.mmap(-1, max(1, nbytes))
+        buf = mmap.mmap(-1, max(1, nbytes), flags=mmap.MAP_PRIVATE)  # anonymous, private
     except OSError as e:
         raise MemoryError(f"KVPool: cannot map {nbytes} bytes of KV storage: {e}") from e
     return np.frombuffer(buf, dtype, count=math.prod(shape)).reshape(shape)

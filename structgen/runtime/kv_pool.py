@@ -82,8 +82,8 @@ def kv_dtype_name(dtype: Any) -> str:
     ``torch.dtype`` (``torch.float16`` -> ``"float16"``).
 
     Raises:
-        ConfigError: not a dtype a KV cache can be stored in (:data:`_HOST_DTYPES`' names on
-            the host; any ``torch.dtype`` on a device).
+        ConfigError: ``dtype`` names no dtype (whether a host pool can hold it is
+            :class:`KVPool`'s check).
     """
     if isinstance(dtype, str):
         name = dtype.removeprefix("torch.")

@@ -64,6 +64,7 @@ with timed("import torch"):
 with timed("import structgen.runtime.engine (torch loaded)"):
     import structgen.runtime.engine as engine_module
 import structgen.runtime.loader as loader
+import structgen.runtime.loader.gguf_config as gguf_config
 import structgen.runtime.loader.gguf_loader as gguf_loader
 import structgen.runtime.loader.vocab_cache as vocab_cache
 import structgen.runtime.models as models
@@ -71,7 +72,7 @@ from structgen.fsm.index.vocabulary import Vocabulary
 from structgen.runtime.loader.gguf_file import GGUFFile
 
 wrap(loader, "load_model", "  load_model")
-wrap(gguf_loader, "load_cached_tokenizer", "    tokenizer load (cached tokenizer.json)")
+wrap(gguf_config, "load_cached_tokenizer", "    tokenizer load (cached tokenizer.json)")
 wrap(GGUFFile, "__init__", "    GGUF open + metadata parse")
 wrap(gguf_loader, "gguf_state_dict", "    weights: state dict + repack")
 wrap(gguf_loader, "install_modules", "    install quantized modules")

@@ -495,7 +495,23 @@ static PyObject *py_set_spin(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
+/* max_threads(): omp_get_max_threads() of this extension's OpenMP runtime (the process's
+ * OMP_NUM_THREADS, else the CPUs the process may run on); 1 without OpenMP. The C kernels'
+ * thread count where torch is not loaded (structgen/runtime/cpu/threads.py). */
+static PyObject *py_max_threads(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    (void)args;
+    if (sg_get_args(args, nargs, 0, NULL, "max_threads")) return NULL;
+#ifdef _OPENMP
+    return PyLong_FromLong((long)omp_get_max_threads());
+#else
+    return PyLong_FromLong(1L);
+#endif
+}
+
 static PyMethodDef methods[] = {
+    {"max_threads", (PyCFunction)(void (*)(void))py_max_threads, METH_FASTCALL,
+     "max_threads(): omp_get_max_threads() (1 without OpenMP)"},
     {"decode_layers", (PyCFunction)(void (*)(void))py_decode_layers, METH_FASTCALL,
      "decode_layers(table, L, res, mlp, T, H, NH, KVH, d, I, eps, qk_eps, scale, cos, sin, slots, "
      "pt, pt_stride, seq, pos, page_size, dt, threads)"},

@@ -27,6 +27,7 @@ from tests.runtime.test_models_families import (
 )
 
 GGUF_ARCH = {
+    "llama": "llama",  # dense Llama (SmolLM2's architecture): q/k rows permuted, no experts
     "qwen2": "qwen2",
     "qwen3": "qwen3",
     "mixtral": "llama",
@@ -164,7 +165,7 @@ def write_gguf(
         )
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(rope_theta(cfg))
-    if family not in ("qwen2", "qwen3", "deepseek_v3"):
+    if family not in ("llama", "qwen2", "qwen3", "deepseek_v3"):
         experts = getattr(cfg, "num_local_experts", None) or cfg.num_experts
         w.add_expert_count(experts)
         w.add_expert_used_count(cfg.num_experts_per_tok)

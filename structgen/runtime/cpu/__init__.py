@@ -10,8 +10,13 @@ wrapper falls back to the torch reference of ``structgen.kernels`` when it is mi
   the fused kernel (short extensions) and the SDPA path (prefill chunks).
 - :mod:`~structgen.runtime.cpu.decode_step` (``csrc/decodestep.c``): every decoder layer of a
   small step in one call, over a plan checked once per plan.
+- :mod:`~structgen.runtime.cpu.layer_table` (torch-free): the fused step's table columns and
+  its ``decode_layers`` call, for :mod:`~structgen.runtime.cpu.decode_step` and the model below.
 - :mod:`~structgen.runtime.cpu.decoder`: the default engine's whole forward (embedding, the fused
   decode step's table, final norm, tied int8 head) over host arrays, every step of any length.
+- :mod:`~structgen.runtime.cpu.model` (torch-free): ``CpuModel``, the default engine's kind of
+  GGUF model built from the file in numpy (the table from ``ndarray`` addresses), run by the
+  decoder; its torch model built over the same arrays on first need.
 - :mod:`~structgen.runtime.cpu.quant` (``csrc/qkernel.c``): int4 / int8 weight-only matmuls.
 
 A wrapper checks its arguments in O(1) before the C call (shape, dtype, contiguity, device):

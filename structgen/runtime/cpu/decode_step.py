@@ -55,9 +55,10 @@ import torch
 import torch.nn.functional as F
 
 from structgen.errors import KernelArgumentError
-from structgen.runtime.cpu import dense
+from structgen.runtime.cpu import dense, layer_table
 from structgen.runtime.cpu import ops as cpu_ops
-from structgen.runtime.cpu.threads import kernel_threads
+from structgen.runtime.cpu.layer_table import FMT_INT4, FMT_INT4T, FMT_INT8, Q8_FLAG, run_layers
+from structgen.runtime.cpu.layer_table import kv_addresses as _kv_ptrs
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.models.attention import cpu_attention
@@ -77,13 +78,13 @@ except ImportError:  # pragma: no cover - depends on the build
     _ext = None
 
 _ENABLED = True  # set_enabled (tests patch it)
-MAX_STEP_ROWS = 64  # rows (tokens) of one C call (csrc/decodestep.c MAX_STEP_ROWS)
 # Most tokens one sequence brings to a fused step of over dense.MAX_ROWS tokens: decode rows mixed
 # with short jump-forward runs and scoring requests (extraction's batched steps) run fused; a
 # longer extension (a prompt chunk) makes the step per-op, where its matmuls take all its rows at
 # once. Float weights or float32 activations: 8 (over 8 rows the per-op path's matmuls round
 # otherwise); every matmul quantized over int8 activations (the default engine; the same C kernels
 # either way, each row on its own, bit for bit): 64, one call's rows.
+MAX_STEP_ROWS = layer_table.MAX_STEP_ROWS  # rows of one C call (tests lower it)
 MAX_FUSED_EXTEND = dense.MAX_ROWS
 MAX_FUSED_EXTEND_QUANTIZED = MAX_STEP_ROWS
 _DT = {torch.float32: 0, torch.bfloat16: 1}
@@ -104,10 +105,6 @@ def kernel_available() -> bool:
 
 def _ptr(t: torch.Tensor | None) -> int:
     return 0 if t is None else t.data_ptr()
-
-
-def _kv_ptrs(kv: KVPool) -> list[int]:
-    return kv.data_ptrs()  # the storage's own addresses (numpy on the host: no torch view)
 
 
 _VERSION = operator.attrgetter("_version")
@@ -172,8 +169,8 @@ class _Watch:
         )
 
 
-_FMT_INT4, _FMT_INT8, _FMT_INT4T = 1, 2, 3  # csrc/decodestep.c FMT_*
-_Q8_FLAG = 1 << 3  # a format word's int8 activations flag (0 for float weights)
+_FMT_INT4, _FMT_INT8, _FMT_INT4T = FMT_INT4, FMT_INT8, FMT_INT4T  # csrc/decodestep.c FMT_*
+_Q8_FLAG = Q8_FLAG  # a format word's int8 activations flag (0 for float weights)
 
 
 def _float_matmul(mod, fused: bool, dtype, watch: _Watch):
@@ -504,6 +501,11 @@ class DecodeStepPlan:
         plan.all_q8 = all_q8
         return plan
 
+    @property
+    def kv_ptrs(self) -> list[int]:
+        """Every layer's K then V storage address the table points at (``kv_addresses``)."""
+        return self._kv_ptrs
+
     def valid(self, kv: KVPool) -> bool:
         """True while every module, parameter and KV tensor planned for is still in place."""
         return self._watch.valid() and _kv_ptrs(kv) == self._kv_ptrs
@@ -597,37 +599,28 @@ class DecodeStepPlan:
 
         The caller guarantees shapes, dtypes and bounds (the C code trusts them). Raises: never.
         """
-        hidden, heads, kv_heads, d, inter = self.dims
-        size = 2 if self.dtype is torch.bfloat16 else 4
-        dt = _DT[self.dtype] | cpu_ops.KV_DT[self.kv_dtype] << 8  # compute | KV cache dtype
-        table, layers, threads = self.table.data_ptr(), self.table.shape[0], kernel_threads()
-        step = MAX_STEP_ROWS
-        for i in range(0, t, step):
-            _ext.decode_layers(
-                table,
-                layers,
-                residual + i * hidden * size,
-                mlp + i * hidden * size,
-                min(step, t - i),
-                hidden,
-                heads,
-                kv_heads,
-                d,
-                inter,
-                self.eps,
-                self.qk_eps,
-                self.scale,
-                cos + i * d * size,
-                sin + i * d * size,
-                out_slots + i * 8,
-                page_table,
-                page_table_stride,
-                seq_ids + i * 8,
-                positions + i * 8,
-                page_size,
-                dt,
-                threads,
-            )
+        run_layers(
+            self.table.data_ptr(),
+            self.table.shape[0],
+            self.dims,
+            self.eps,
+            self.qk_eps,
+            self.scale,
+            _DT[self.dtype] | cpu_ops.KV_DT[self.kv_dtype] << 8,  # compute | KV cache dtype
+            residual,
+            mlp,
+            t,
+            cos,
+            sin,
+            out_slots,
+            page_table,
+            page_table_stride,
+            seq_ids,
+            positions,
+            page_size,
+            _ext,
+            MAX_STEP_ROWS,
+        )
 
 
 def _step_ok(

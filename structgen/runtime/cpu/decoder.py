@@ -10,8 +10,10 @@ tile matmul (``csrc/qkernel_i8tiles.h``). :class:`CpuDecoder` holds what those c
 and scales, the final norm, the head's int8 tiles) and runs them over numpy arrays and plain
 addresses, with no torch op on the step's path; ``DecoderForCausalLM.forward`` calls it for
 every step where it applies (:func:`cpu_decoder`). It is the seam-4 piece of
-``docs/torch_free_cpu.md``: its addresses still come from the model's torch buffers (numpy views
-of them), and the rotary tables are the model's ``RotaryEmbedding`` tables.
+``docs/torch_free_cpu.md``. It imports no torch: built over a torch model (:meth:`CpuDecoder.build`)
+its arrays are numpy views of the model's buffers and the rotary tables the model's
+``RotaryEmbedding``'s; built by a :class:`~structgen.runtime.cpu.model.CpuModel` (seam 6) they
+are the numpy weights and ``RopeTables``, the plan a ``layer_table.HostTable``.
 
 Exactness: with every matmul over int8 activations each row's arithmetic is the same in every
 kernel whatever the other rows of the call (``decode_step``, ``runtime.cpu.quant``), and the
@@ -23,24 +25,37 @@ attends), and the KV cache too (``tests/runtime/cpu/test_decoder.py``).
 
 from __future__ import annotations
 
+import sys
 import weakref
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from structgen.errors import KernelArgumentError
-from structgen.runtime.cpu import decode_step as _decode_step
-from structgen.runtime.cpu import ops as cpu_ops
-from structgen.runtime.cpu import quant as cpu_quant
-from structgen.runtime.cpu.decode_step import DecodeStepPlan, _Watch
+from structgen.runtime.cpu.layer_table import kv_addresses
 from structgen.runtime.cpu.threads import kernel_threads
-from structgen.runtime.forward_batch import ForwardBatch
-from structgen.runtime.kv_pool import KVPool
-from structgen.runtime.models import attention as _attention
+
+if TYPE_CHECKING:
+    from structgen.runtime.cpu.decode_step import DecodeStepPlan, _Watch
+    from structgen.runtime.forward_batch import ForwardBatch
+    from structgen.runtime.kv_pool import KVPool
+
+try:  # built by setup.py; optional
+    from structgen.runtime.cpu import _cpuops, _qkernel
+except ImportError:  # pragma: no cover - depends on the build
+    _cpuops = _qkernel = None
 
 __all__ = ["CpuDecoder", "cpu_decoder"]
 
 _I64 = np.int64
+
+
+def _qkernel_threads() -> int:
+    """``quant._threads()`` without importing ``quant`` (its ``set_threads`` setting where the
+    module is loaded; otherwise it was never set).
+    """
+    quant = sys.modules.get("structgen.runtime.cpu.quant")
+    return kernel_threads(None if quant is None else quant._THREADS)
 
 
 def _host(a) -> np.ndarray:
@@ -71,15 +86,19 @@ class CpuDecoder:
     which caches it on the model per KV pool and rebuilds it when what it points at changed.
 
     Attributes:
-        plan: the model's :class:`~structgen.runtime.cpu.decode_step.DecodeStepPlan` over the
-            KV pool (every matmul quantized over int8 activations; float32 compute).
+        plan: the layers' table over the KV pool (every matmul quantized over int8
+            activations; float32 compute): a model's
+            :class:`~structgen.runtime.cpu.decode_step.DecodeStepPlan`, or a
+            :class:`~structgen.runtime.cpu.layer_table.HostTable` (a
+            :class:`~structgen.runtime.cpu.model.CpuModel`'s); what the decoder calls is its
+            ``run_rows``, ``dims`` and ``kv_ptrs``.
         vocab_size: rows of the embedding / logits columns ``V``.
         hidden: the hidden size ``H``.
     """
 
     def __init__(
         self,
-        plan: DecodeStepPlan,
+        plan,
         embed_q: np.ndarray,
         embed_scales: np.ndarray,
         norm_weight: np.ndarray,
@@ -107,6 +126,9 @@ class CpuDecoder:
 
         Raises: never.
         """
+        import torch
+
+        from structgen.runtime.cpu import quant as cpu_quant
         from structgen.runtime.quantization.linear import QuantEmbedding
 
         if plan.dtype is not torch.float32 or not plan.all_q8:
@@ -208,7 +230,7 @@ class CpuDecoder:
             and positions.shape[0] == out_slots.shape[0] == seq_ids.shape[0] == t
             and page_table.ndim == 2
             and batch.page_size == kv.page_size
-            and _decode_step._kv_ptrs(kv) == self.plan._kv_ptrs
+            and kv_addresses(kv) == self.plan.kv_ptrs
         ):
             raise KernelArgumentError(
                 f"CpuDecoder: expected T >= 1 tokens with [T] input_ids, positions, out_slots and "
@@ -246,7 +268,7 @@ class CpuDecoder:
             return logits
         res, delta = residual[rows], mlp[rows]  # copies: the norm adds into its residual
         x = np.empty((r, h), np.float32)
-        cpu_ops._ext.add_rms_norm(
+        _cpuops.add_rms_norm(
             res.ctypes.data,
             h,
             delta.ctypes.data,
@@ -260,7 +282,7 @@ class CpuDecoder:
             0,  # float32
             kernel_threads(),
         )
-        cpu_quant._lib.int8t_mm(
+        _qkernel.int8t_mm(
             x.ctypes.data,
             self._head_q.ctypes.data,
             self._head_scales.ctypes.data,
@@ -269,7 +291,7 @@ class CpuDecoder:
             self.vocab_size,
             h,
             self._group,
-            cpu_quant._threads(),
+            _qkernel_threads(),
         )
         return logits
 
@@ -289,6 +311,11 @@ def cpu_decoder(model, kv: KVPool) -> CpuDecoder | None:
 
     Raises: never.
     """
+    from structgen.runtime.cpu import decode_step as _decode_step
+    from structgen.runtime.cpu import quant as cpu_quant
+    from structgen.runtime.cpu.decode_step import _Watch
+    from structgen.runtime.models import attention as _attention
+
     if not (
         _attention._BACKEND.get() == "auto"
         and kv.on_host

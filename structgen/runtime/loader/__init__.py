@@ -1,6 +1,7 @@
 """Model loading: the default SmolLM2 GGUF, any ``.gguf`` file, or a Hugging Face folder.
 
-``load_model(path, dtype, device) -> LoadedModel``; everything else here is helpers.
+``load_model(path, dtype, device) -> LoadedModel``; ``load_cpu_model`` for the default CPU
+engine's kind of GGUF model without torch; everything else here is helpers.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ if TYPE_CHECKING:  # torch is imported by the loaders that build a model, not by
 __all__ = [
     "LoadedModel",
     "load_model",
+    "load_cpu_model",
     "default_model_path",
     "DEFAULT_MODEL_PACKAGE",
     "DEFAULT_MODEL_FILE",
@@ -34,7 +36,9 @@ class LoadedModel:
     """A model ready to run, with what the engine needs around it.
 
     Attributes:
-        model: our ``nn.Module`` (``forward(batch, kv) -> logits``).
+        model: our ``nn.Module`` (``forward(batch, kv) -> logits``), or from
+            :func:`load_cpu_model` a :class:`~structgen.runtime.cpu.model.CpuModel` (the same
+            calls; its torch model built on first need).
         tokenizer: structgen's :class:`~structgen.runtime.tokenizer.Tokenizer` for a GGUF
             file, transformers' ``PreTrainedTokenizerFast`` for a Hugging Face folder; None
             for a folder without tokenizer files (token-id prompts only).
@@ -49,7 +53,7 @@ class LoadedModel:
             (:mod:`~structgen.runtime.loader.vocab_cache`); None when not cached.
     """
 
-    model: torch.nn.Module
+    model: Any  # torch.nn.Module, or a CpuModel
     tokenizer: Any
     chat_template: str | None
     eos_token_ids: list[int]
@@ -134,6 +138,69 @@ def load_model(
 
         raise ModelLoadError(f"{p}: expected a .gguf file or a Hugging Face model folder")
     return _fused(load_gguf(str(p), dtype, device, quantization))
+
+
+def load_cpu_model(
+    path: str | None = None,
+    dtype: Any = None,
+    device: Any = "cpu",
+    quantization: str | None = "gguf",
+    activation_dtype: str = "auto",
+) -> LoadedModel | None:
+    """The default CPU engine's model without torch: a LoadedModel whose ``model`` is a
+    :class:`~structgen.runtime.cpu.model.CpuModel` built from the GGUF file's memory map, or
+    None where these settings or this model are not that kind (then :func:`load_model`
+    builds the torch model). Never imports torch.
+
+    It applies to a ``.gguf`` file (None: the default model) with ``quantization="gguf"``,
+    ``dtype`` None or float32 (a ``torch.float32`` or the name), ``device`` the CPU,
+    ``activation_dtype`` ``"auto"`` or ``"int8"`` (``EngineConfig.activation_dtype``), and a
+    model ``CpuModel.from_gguf`` takes (dense Llama-style, Q8_0 / Q4_0 / Q4_1 matrices, tied
+    Q8_0 embedding). Its logits are ``load_model``'s model's bit for bit.
+
+    Raises:
+        ModelNotFoundError: the path does not exist, or the default model is not installed.
+        ModelLoadError: the file cannot be read (as :func:`load_model`).
+    """
+    if (
+        quantization != "gguf"
+        or str(device) != "cpu"
+        or dtype is not None
+        and str(dtype).rsplit(".", 1)[-1] != "float32"
+        or activation_dtype not in ("auto", "int8")
+    ):
+        return None
+    if path is None:
+        path = default_model_path()
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise ModelNotFoundError(f"model path {str(p)!r} does not exist")
+    if p.is_dir() or p.suffix.lower() != ".gguf":
+        return None
+    try:  # the C kernels' extension: without it, torch's path
+        from structgen.runtime.cpu.model import CpuModel
+    except ImportError:  # pragma: no cover - depends on the build
+        return None
+    from structgen.runtime.loader.gguf_config import eos_token_ids, open_gguf
+
+    g, config, tokenizer, tok_dir = open_gguf(str(p))
+    try:
+        model = CpuModel.from_gguf(g, config)
+        meta = g.metadata
+    finally:
+        g.close()
+    if model is None:
+        return None
+    chat_template = meta.get("tokenizer.chat_template") or getattr(tokenizer, "chat_template", None)
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        chat_template=chat_template,
+        eos_token_ids=eos_token_ids(config, tokenizer),
+        config=config,
+        max_model_len=int(config.max_position_embeddings),
+        cache_dir=tok_dir,
+    )
 
 
 def _fused(loaded: LoadedModel) -> LoadedModel:

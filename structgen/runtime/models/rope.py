@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["default_inv_freq", "rope_tables"]
+__all__ = ["RopeTables", "default_inv_freq", "rope_tables"]
 
 
 def default_inv_freq(theta: float, dim: int) -> np.ndarray:
@@ -82,3 +82,32 @@ def rope_tables(
     cos = (np.cos(angles) * scale).astype(np.float32)
     sin = (np.sin(angles) * scale).astype(np.float32)
     return cos, sin
+
+
+class RopeTables:
+    """Growable numpy ``cos`` / ``sin`` tables of one model (the torch-free twin of
+    ``RotaryEmbedding``'s, the same bits: :func:`rope_tables`).
+
+    Attributes:
+        _cos, _sin: ``[n, dim]`` float32 tables covering positions ``0 .. n - 1`` (the names
+            ``RotaryEmbedding`` uses, which ``runtime.cpu.decoder.CpuDecoder`` reads).
+    """
+
+    def __init__(self, inv_freq: np.ndarray, positions: int, attention_scaling: float = 1.0):
+        """Tables over ``inv_freq`` ``[dim // 2]`` for ``positions`` positions (``rope_tables``'
+        arguments and errors).
+        """
+        self._inv_freq = np.asarray(inv_freq, dtype=np.float32)
+        self._scaling = float(attention_scaling)
+        self._len = 0
+        self._cos = self._sin = np.empty((0, 2 * self._inv_freq.shape[0]), np.float32)
+        self.ensure(positions)
+
+    def ensure(self, n: int) -> None:
+        """Grow the tables to cover positions ``0 .. n - 1`` (rows already there keep their
+        values: each row depends on its position only). Raises: never for ``n >= 0``.
+        """
+        if n <= self._len:
+            return
+        self._cos, self._sin = rope_tables(self._inv_freq, n, self._scaling)
+        self._len = n

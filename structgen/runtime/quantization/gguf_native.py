@@ -17,6 +17,7 @@ import torch
 
 from structgen.runtime.cpu import quant as cpu_quant
 from structgen.runtime.loader.gguf_blocks import (
+    BlockGroup,
     int8_scale_tiles_array,
     int8_tiles_array,
     repack_blocks,
@@ -30,6 +31,7 @@ __all__ = [
     "repack_q4",
     "native_module",
     "native_group",
+    "group_modules",
     "native_experts",
 ]
 
@@ -157,16 +159,37 @@ def native_group(parts: list[tuple], type_name: str) -> list[QuantLinear] | None
         [(raw, shape, None if rows is None else rows.numpy()) for raw, shape, rows, _ in parts],
         type_name,
     )
+    return group_modules(group, type_name, [bias for *_, bias in parts])
+
+
+def group_modules(
+    group: BlockGroup, type_name: str, biases: list | None = None
+) -> list[QuantLinear]:
+    """One :class:`QuantLinear` per member of ``group`` over its numpy arrays, no copy.
+
+    Args:
+        group: :func:`~structgen.runtime.loader.gguf_blocks.repack_blocks`' arrays.
+        type_name: their ggml type (``Q8_0``, ``Q4_0`` or ``Q4_1``).
+        biases: per member a float bias tensor ``[N]`` or None (None: no biases).
+
+    Returns:
+        The members' modules in order: buffers are slices of one tensor per group-wide array
+        (``torch.from_numpy``), so a fused projection over them is a view; int4 members keep
+        their scale-tile table (:meth:`QuantLinear.scale_tiles`).
+
+    Raises: never.
+    """
+    biases = biases or [None] * len(group.spans)
     # one tensor over each group-wide array, members sliced from it: a fused projection over
     # them is then a view (models.layers.rows_view), not a copy
     q_all, s_all = torch.from_numpy(group.q), torch.from_numpy(group.scales)
     out = []
     if type_name == "Q8_0":
-        for (r, n, qr, nq, _t, _nt), (_raw, _shape, _rows, bias) in zip(group.spans, parts):
+        for (r, n, qr, nq, _t, _nt), bias in zip(group.spans, biases):
             out.append(QuantLinear.from_int8(q_all[qr : qr + nq], s_all[r : r + n], bias))
         return out
     m_all, t_all = torch.from_numpy(group.mins), torch.from_numpy(group.scale_tiles)
-    for (r, n, qr, nq, t, nt), (_raw, _shape, _rows, bias) in zip(group.spans, parts):
+    for (r, n, qr, nq, t, nt), bias in zip(group.spans, biases):
         out.append(
             QuantLinear.from_int4_tiles(
                 q_all[qr : qr + nq], s_all[r : r + n], m_all[r : r + n], bias, t_all[t : t + nt]

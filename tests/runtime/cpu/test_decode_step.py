@@ -20,12 +20,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def record_fused_calls(monkeypatch) -> list[int]:
-    """Wrap the fused step's C entry point: the returned list gets each call's row count."""
+def record_fused_calls(monkeypatch, module=decode_step) -> list[int]:
+    """Wrap the fused step's C entry point as ``module`` calls it (``decode_step``'s, or
+    ``layer_table``'s: a CpuModel's): the returned list gets each call's row count."""
     calls: list[int] = []
-    kernel = decode_step._ext.decode_layers
+    kernel = module._ext.decode_layers
     monkeypatch.setattr(
-        decode_step,
+        module,
         "_ext",
         type(
             "Ext", (), {"decode_layers": staticmethod(lambda *a: calls.append(a[4]) or kernel(*a))}

@@ -327,3 +327,55 @@ def test_host_runtime_does_not_load_torch():
     assert got["tokens"] == want["tokens"]
     assert json.loads(json.dumps(want["logprobs"])) == got["logprobs"]
     assert json.loads(json.dumps(want["masked"])) == got["masked"]
+
+
+_CPU_MODEL_CHILD = """
+import json, sys
+import numpy as np
+from structgen.runtime.forward_batch import ForwardBatch
+from structgen.runtime.kv_pool import KVPool
+from structgen.runtime.loader import load_cpu_model
+
+m = load_cpu_model(sys.argv[1]).model
+cfg = m.config
+_, _, kv_heads, d, _ = m.dims
+pool = KVPool(cfg.num_hidden_layers, 16, 16, kv_heads, d, "float32", growth_pages=2)
+ids = [int(x) for x in sys.argv[2].split(",")]
+pages = pool.alloc(-(-(len(ids) + 4) // 16))
+rows = [m.forward(ForwardBatch.build_host([ids], [0], [pages], 16), pool)[0]]
+for s in range(3):
+    step = ForwardBatch.build_host([[int(rows[-1].argmax())]], [len(ids) + s], [pages], 16)
+    rows.append(m.forward(step, pool)[0])
+np.save(sys.argv[3], np.stack(rows))
+print(json.dumps({"torch": "torch" in sys.modules, "views": "_torch_views" in pool.__dict__,
+                  "grows": pool.num_grows}))
+"""
+
+
+def test_cpu_model_steps_over_a_kv_pool_without_torch(tmp_path_factory, tmp_path):
+    """The default CPU model (``load_cpu_model``'s ``CpuModel``) steps over a growable
+    ``KVPool`` planned by ``ForwardBatch.build_host`` in a fresh process: the pool's numpy
+    storage read by address, no torch view made, torch never imported, and the logits of a
+    70-token prefill and 3 decode steps bit for bit the torch engine model's (the reference,
+    ``PagedSequences``)."""
+    from tests.runtime.cpu.test_model import _gguf, _reference_rows, _torch_engine_model
+
+    path = _gguf(tmp_path_factory, "llama", "Q4_1")
+    ids = [(7 * j) % 250 + 1 for j in range(70)]
+    out = tmp_path / "rows.npy"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(
+        [sys.executable, "-c", _CPU_MODEL_CHILD, path, ",".join(map(str, ids)), str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    info = json.loads(run.stdout.strip().splitlines()[-1])
+    assert info == {"torch": False, "views": False, "grows": 1}
+    import numpy as np
+
+    ref = _reference_rows(_torch_engine_model(path), ids)
+    assert np.array_equal(np.load(out).view(np.int32), ref.view(np.int32))

@@ -7,7 +7,9 @@ into a field ("company": "Wei Zhang" beside "full_name": "Wei Zhang"; "title":
 "Northwind Logistics" beside "company": "Northwind"). ``choose_overlaps`` finds such
 pairs among the copied string fields reached through objects that do not accept null
 (``overlapping_pairs``: equal after case folding and whitespace collapsing, or one inside
-the other at word boundaries; a nullable field copying a sibling's value is left to the
+the other at word boundaries, but for a place field's value inside a longer one,
+``place_inside``: "location": "Lyon" beside "title": "Lyon jazz festival" names the place
+the festival is named for; a nullable field copying a sibling's value is left to the
 evidence pass, which makes it null where the text does not name it) and moves one field
 of each pair to another span. Each field of a pair gets candidates: the spans of the
 text of up to ``MAX_SPAN_WORDS`` words inside one clause (``text_spans``) that restate no
@@ -89,6 +91,7 @@ from structgen.extraction.choices import (
     with_field,
 )
 from structgen.extraction.evidence.fields import is_nullable
+from structgen.extraction.evidence.text import names_place
 from structgen.extraction.prompt import prompt_text
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.dates import dates, times
@@ -99,6 +102,7 @@ __all__ = [
     "choose_overlaps",
     "number_values",
     "overlapping_pairs",
+    "place_inside",
     "overlaps",
     "restated_numbers",
     "restates_number",
@@ -283,7 +287,8 @@ def string_values(value: Any) -> dict[tuple[str, ...], str]:
 def overlapping_pairs(
     strings: dict[tuple[str, ...], str], eligible: set[tuple[str, ...]]
 ) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
-    """The pairs of fields whose strings overlap (``overlaps``), both in ``eligible``.
+    """The pairs of fields whose strings overlap (``overlaps``), both in ``eligible``,
+    but for a place inside a longer value (``place_inside``).
 
     Args:
         strings: key path -> string (``string_values``).
@@ -297,8 +302,37 @@ def overlapping_pairs(
         (a, b)
         for i, a in enumerate(keys)
         for b in keys[i + 1 :]
-        if overlaps(strings[a], strings[b])
+        if overlaps(strings[a], strings[b]) and not place_inside(a, strings[a], b, strings[b])
     ]
+
+
+def place_inside(a: tuple[str, ...], a_value: str, b: tuple[str, ...], b_value: str) -> bool:
+    """Whether one of two overlapping fields' values is inside the other, not equal to it
+    (after ``overlaps``' folding), and the field holding the shorter one names a place
+    (``evidence.text.names_place`` of its key: "location", "city", "venue"): a place is
+    named inside the names of what is there, an event, an organisation, a station, an
+    address ("location": "Lyon" beside "title": "Lyon jazz festival", "city": "Bergen"
+    beside "clinic": "Bergen Animal Clinic"), so such a pair is no sign of a copied
+    sibling. Another field inside a longer value stays a pair ("company": "Northwind"
+    beside "title": "Northwind Logistics"; #23 o11, f12 in RESULTS.md), and so does a
+    place field holding a date, a time or a lone numeral (``shaped``: "2026" inside
+    "2026-03-07" names no place).
+
+    Args:
+        a: one field's key path (the last key is the field's name).
+        a_value: its string.
+        b: the other field's key path.
+        b_value: its string.
+
+    Returns:
+        False where the values are equal after folding, the shorter one's field names
+        no place, or its value is ``shaped``.
+    """
+    a_norm, b_norm = _norm(a_value), _norm(b_value)
+    if a_norm == b_norm:
+        return False
+    shorter, value = (a, a_value) if len(a_norm) < len(b_norm) else (b, b_value)
+    return bool(shorter) and names_place(shorter[-1]) and not shaped(value)
 
 
 def text_spans(text: str, max_words: int = MAX_SPAN_WORDS, names_only: bool = True) -> list[str]:

@@ -26,6 +26,7 @@ from structgen.extraction.overlaps import (
     number_values,
     overlapping_pairs,
     overlaps,
+    place_inside,
     restated_numbers,
     restates,
     restates_number,
@@ -108,6 +109,46 @@ def test_string_values_and_pairs():
         (("o", "x"), ("o", "y")),
     ]
     assert overlapping_pairs(strings, {("full_name",), ("o", "x")}) == []
+
+
+def test_a_place_inside_a_longer_value_is_no_pair():
+    """#23 f12: a place field's value inside a longer sibling value stays (a place is named
+    inside an event's, an organisation's or a station's name); another field inside a
+    longer value, or a place equal to a sibling's value, is still a pair."""
+    cases = [  # (a, a value, b, b value, want a pair)
+        ("title", "Lyon jazz festival", "location", "Lyon", False),
+        ("clinic", "Bergen Animal Clinic", "city", "Bergen", False),
+        ("company", "Kaffeehaus Wien GmbH, Vienna", "pickup_location", "vienna", False),
+        ("address", "14 Harbour Road, Bristol", "city", "Bristol", False),
+        ("title", "Northwind Logistics", "company", "Northwind", True),
+        ("guest_name", "Sabine Müller", "hotel", "Müller", True),
+        ("title", "Barcelona", "location", "barcelona", True),  # equal: a copied sibling
+        ("location", "Lyon", "title", "Lyon jazz festival", False),
+        ("location", "Lyon jazz festival", "title", "Lyon", True),  # the title is inside
+        ("state", "Ohio State Fair", "status", "Ohio", True),  # no place word
+        ("start_date", "2026-03-07", "location", "2026", True),  # a numeral names no place
+    ]
+    for a, av, b, bv, want in cases:
+        strings = {(a,): av, ("o", b): bv}
+        assert overlaps(av, bv)
+        assert place_inside((a,), av, ("o", b), bv) == (not want), (a, b)
+        assert (overlapping_pairs(strings, set(strings)) == [((a,), ("o", b))]) == want, (a, b)
+
+
+def test_a_place_inside_the_title_is_not_moved():
+    schema = {
+        "type": "object",
+        "properties": {"title": {"type": "string"}, "location": {"type": "string"}},
+        "required": ["title", "location"],
+    }
+    text = "The Lyon jazz festival runs on 7 March 2026 at 2:15 pm."
+    raw = '{"title": "Lyon jazz festival", "location": "Lyon"}'
+    engine = PreferringEngine({"title": "festival runs on 7 March", "location": "The Lyon"})
+    (out,) = choose_overlaps(engine, schema, ["p "], [raw], [text], [("title", "location")])
+    assert out == raw and engine.requests == 0
+    raw = '{"title": "Lyon", "location": "Lyon"}'  # equal values: the pass moves one
+    (out,) = choose_overlaps(engine, schema, ["p "], [raw], [text], [("title", "location")])
+    assert out != raw and engine.requests > 0
 
 
 def _spans_ref(text, max_words, names_only=True):

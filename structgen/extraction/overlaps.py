@@ -16,7 +16,9 @@ text of up to ``MAX_SPAN_WORDS`` words inside one clause (``text_spans``) that r
 other string field's value (``restates``: overlap it, or write its date or time in
 another notation), that write no date or time and are no lone numeral (``shaped``: the
 shape a date, time or number field claims) unless the field's own value is of that
-shape, with which the object stays valid under the schema; each candidate
+shape and nothing else (``only_shaped``: "12 January 2026, 18:00, Village Hall" is a name
+run on into a date, not a date), with which the object stays valid under the schema;
+each candidate
 and the field's own value are scored in the context the model wrote the value in, by
 the mean log-probability of their tokens and the closing quote
 (``choices.candidate_scores``, as ``choose_options`` scores options); the candidates of
@@ -94,7 +96,7 @@ from structgen.extraction.evidence.fields import is_nullable
 from structgen.extraction.evidence.text import names_place
 from structgen.extraction.prompt import prompt_text
 from structgen.extraction.refs import resolve as _resolve
-from structgen.fsm.dates import dates, times
+from structgen.fsm.dates import date_spans, dates, times
 from structgen.fsm.numerals import numeral_spans
 from structgen.runtime.sampling_params import SamplingParams
 
@@ -109,6 +111,7 @@ __all__ = [
     "stands_alone",
     "restates",
     "shaped",
+    "only_shaped",
     "string_values",
     "text_spans",
     "shortlist_spans",
@@ -260,6 +263,33 @@ def shaped(s: str) -> bool:
         return True
     found = numeral_spans(t)
     return len(found) == 1 and found[0][:2] == (0, len(t))
+
+
+# words a date or time is written with besides its numerals (``only_shaped``)
+_DATE_TIME_WORDS = re.compile(
+    r"(?<!\w)(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|(?:mon|tue|wed|thu|fri|sat|sun)\.?"
+    r"|[ap]\.?m\.?|noon|midnight|o'clock|at|on|of|the|st|nd|rd|th|h)(?!\w)"
+)
+
+
+def only_shaped(s: str) -> bool:
+    """Whether ``s`` is ``shaped`` and writes nothing else: one numeral, or dates and
+    times with no other word once its dates (``fsm.dates.date_spans``), weekday names,
+    "am"/"pm", "noon", "at"/"on" and ordinal suffixes are taken out ("2026-03-07",
+    "Saturday 13 June 2026", "at 2:15 pm", "51"). A name written on into a date ("12
+    January 2026, 18:00, Village Hall") is shaped, not only shaped: the value of a field
+    that holds names, cut short or run on, not of a date or time field.
+    """
+    t = _norm(s)
+    if not shaped(t):
+        return False
+    found = numeral_spans(t)
+    if len(found) == 1 and found[0][:2] == (0, len(t)):
+        return True
+    for start, end in sorted(date_spans(t), reverse=True):
+        t = t[:start] + " " + t[end:]
+    t = _DATE_TIME_WORDS.sub(" ", re.sub(r"(?<=\d)(?:st|nd|rd|th|h)(?![^\W\d_])", " ", t))
+    return re.search(r"[^\W\d_]", t) is None
 
 
 def string_values(value: Any) -> dict[tuple[str, ...], str]:
@@ -518,7 +548,8 @@ def _candidate_jobs(
     field gets none) of document ``doc``: its own value, then the spans of ``text``
     (``text_spans``: names; any where no name passes, or for a field restating a sibling
     number) that restate no other string field nor a sibling number field
-    (``restates_number``), are not ``shaped`` unless the field's own value is, and keep
+    (``restates_number``), are not ``shaped`` unless the field's own value is
+    ``only_shaped`` (a date, time or numeral, not a name run on into one), and keep
     the object valid (at most ``MAX_SPAN_CANDIDATES``; ``choose_overlaps``' rule).
     """
     context = prompt_text(engine, prompt)
@@ -536,7 +567,7 @@ def _candidate_jobs(
                 if (
                     any(restates(c, s) for s in others)
                     or any(restates_number(c, n) for n in siblings)
-                    or (shaped(c) and not shaped(strings[keys]))
+                    or (shaped(c) and not only_shaped(strings[keys]))
                 ):
                     continue
                 if checker.is_valid(with_field(value, keys, c)):

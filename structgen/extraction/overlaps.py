@@ -7,10 +7,11 @@ into a field ("company": "Wei Zhang" beside "full_name": "Wei Zhang"; "title":
 "Northwind Logistics" beside "company": "Northwind"). ``choose_overlaps`` finds such
 pairs among the copied string fields reached through objects that do not accept null
 (``overlapping_pairs``: equal after case folding and whitespace collapsing, or one inside
-the other at word boundaries, but for a place field's value inside a longer one,
-``place_inside``: "location": "Lyon" beside "title": "Lyon jazz festival" names the place
-the festival is named for; a nullable field copying a sibling's value is left to the
-evidence pass, which makes it null where the text does not name it) and moves one field
+the other at word boundaries, but for a place field's value inside a longer one as a
+modifier that no other field holds, ``place_inside``: "location": "Lyon" beside "title":
+"Lyon jazz festival" names the place the festival is named for; a nullable field copying
+a sibling's value is left to the evidence pass, which makes it null where the text does
+not name it) and moves one field
 of each pair to another span. Each field of a pair gets candidates: the spans of the
 text of up to ``MAX_SPAN_WORDS`` words inside one clause (``text_spans``) that restate no
 other string field's value (``restates``: overlap it, or write its date or time in
@@ -318,7 +319,8 @@ def overlapping_pairs(
     strings: dict[tuple[str, ...], str], eligible: set[tuple[str, ...]]
 ) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
     """The pairs of fields whose strings overlap (``overlaps``), both in ``eligible``,
-    but for a place inside a longer value (``place_inside``).
+    but for a place named inside a longer value (``place_inside``) that no other field
+    of ``eligible`` holds as well.
 
     Args:
         strings: key path -> string (``string_values``).
@@ -328,25 +330,33 @@ def overlapping_pairs(
         ``(first, second)`` key paths in the order of ``strings``, pairs in that order.
     """
     keys = [k for k in strings if k in eligible]
+    held = [_norm(strings[k]) for k in keys]
     return [
         (a, b)
         for i, a in enumerate(keys)
-        for b in keys[i + 1 :]
-        if overlaps(strings[a], strings[b]) and not place_inside(a, strings[a], b, strings[b])
+        for j, b in enumerate(keys[i + 1 :], i + 1)
+        if overlaps(strings[a], strings[b])
+        and not (
+            place_inside(a, strings[a], b, strings[b])
+            and held.count(min(held[i], held[j], key=len)) == 1
+        )
     ]
 
 
 def place_inside(a: tuple[str, ...], a_value: str, b: tuple[str, ...], b_value: str) -> bool:
-    """Whether one of two overlapping fields' values is inside the other, not equal to it
-    (after ``overlaps``' folding), and the field holding the shorter one names a place
-    (``evidence.text.names_place`` of its key: "location", "city", "venue"): a place is
-    named inside the names of what is there, an event, an organisation, a station, an
-    address ("location": "Lyon" beside "title": "Lyon jazz festival", "city": "Bergen"
-    beside "clinic": "Bergen Animal Clinic"), so such a pair is no sign of a copied
-    sibling. Another field inside a longer value stays a pair ("company": "Northwind"
-    beside "title": "Northwind Logistics"; #23 o11, f12 in RESULTS.md), and so does a
-    place field holding a date, a time or a lone numeral (``shaped``: "2026" inside
-    "2026-03-07" names no place).
+    """Whether one of two overlapping fields' values is inside the other as a modifier
+    (not equal to it after ``overlaps``' folding, and a word of the longer value follows
+    it), and the field holding the shorter one names a place (``evidence.text.names_place``
+    of its key: "location", "city", "venue"): a place is named inside the names of what
+    is there, an event, an organisation, a station ("location": "Lyon" beside "title":
+    "Lyon jazz festival", "city": "Bergen" beside "clinic": "Bergen Animal Clinic"), so
+    such a pair is no sign of a copied sibling. It stays a pair where the place ends the
+    longer value: a value run on into the place ("Maple Street Vets in Toronto", "München
+    Hbf to Nürnberg Hbf") or a place field holding the end of a name ("city": "Lindqvist"
+    beside "tenant": "Sofia Lindqvist"); where another field inside a longer value names
+    no place ("company": "Northwind" beside "title": "Northwind Logistics"; #23 o11, f12
+    in RESULTS.md); and where the place field holds a date, a time or a lone numeral
+    (``shaped``: "2026" inside "2026-03-07" names no place).
 
     Args:
         a: one field's key path (the last key is the field's name).
@@ -356,13 +366,20 @@ def place_inside(a: tuple[str, ...], a_value: str, b: tuple[str, ...], b_value: 
 
     Returns:
         False where the values are equal after folding, the shorter one's field names
-        no place, or its value is ``shaped``.
+        no place, its value is ``shaped``, or it is not followed by a word of the longer.
     """
     a_norm, b_norm = _norm(a_value), _norm(b_value)
     if a_norm == b_norm:
         return False
-    shorter, value = (a, a_value) if len(a_norm) < len(b_norm) else (b, b_value)
-    return bool(shorter) and names_place(shorter[-1]) and not shaped(value)
+    (shorter, value, short), long = (
+        ((a, a_value, a_norm), b_norm)
+        if len(a_norm) < len(b_norm)
+        else ((b, b_value, b_norm), a_norm)
+    )
+    if not shorter or not names_place(shorter[-1]) or shaped(value):
+        return False
+    modifier = r"(?<!\w)" + re.escape(short) + r"(?!\w)\W*\w"
+    return re.search(modifier, long) is not None
 
 
 def text_spans(text: str, max_words: int = MAX_SPAN_WORDS, names_only: bool = True) -> list[str]:

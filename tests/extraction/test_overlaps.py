@@ -113,18 +113,23 @@ def test_string_values_and_pairs():
 
 
 def test_a_place_inside_a_longer_value_is_no_pair():
-    """#23 f12: a place field's value inside a longer sibling value stays (a place is named
-    inside an event's, an organisation's or a station's name); another field inside a
-    longer value, or a place equal to a sibling's value, is still a pair."""
+    """#23 f12: a place field's value inside a longer sibling value as a modifier (a word
+    follows it) stays (a place is named inside an event's, an organisation's or a
+    station's name); a place ending the longer value (a run-on, a surname), another field
+    inside a longer value, a place equal to a sibling's value, or a place another field
+    holds as well is still a pair."""
     cases = [  # (a, a value, b, b value, want a pair)
         ("title", "Lyon jazz festival", "location", "Lyon", False),
         ("clinic", "Bergen Animal Clinic", "city", "Bergen", False),
-        ("company", "Kaffeehaus Wien GmbH, Vienna", "pickup_location", "vienna", False),
-        ("address", "14 Harbour Road, Bristol", "city", "Bristol", False),
+        ("company", "Kaffeehaus Wien GmbH, Vienna", "pickup_location", "wien", False),
+        ("location", "Lyon", "title", "Lyon jazz festival", False),
+        ("company", "Kaffeehaus Wien GmbH, Vienna", "pickup_location", "vienna", True),  # ends
+        ("address", "14 Harbour Road, Bristol", "city", "Bristol", True),  # ends it
+        ("clinic", "Maple Street Vets in Toronto", "city", "Toronto", True),  # a run-on
+        ("tenant", "Sofia Lindqvist", "city", "Lindqvist", True),  # a surname
         ("title", "Northwind Logistics", "company", "Northwind", True),
         ("guest_name", "Sabine Müller", "hotel", "Müller", True),
         ("title", "Barcelona", "location", "barcelona", True),  # equal: a copied sibling
-        ("location", "Lyon", "title", "Lyon jazz festival", False),
         ("location", "Lyon jazz festival", "title", "Lyon", True),  # the title is inside
         ("state", "Ohio State Fair", "status", "Ohio", True),  # no place word
         ("start_date", "2026-03-07", "location", "2026", True),  # a numeral names no place
@@ -134,6 +139,14 @@ def test_a_place_inside_a_longer_value_is_no_pair():
         assert overlaps(av, bv)
         assert place_inside((a,), av, ("o", b), bv) == (not want), (a, b)
         assert (overlapping_pairs(strings, set(strings)) == [((a,), ("o", b))]) == want, (a, b)
+    # a place two fields hold is a copy wherever it is: every pair stays
+    strings = {("operator",): "Bahn train", ("from_station",): "Bahn", ("to_station",): "bahn"}
+    assert place_inside(("operator",), "Bahn train", ("from_station",), "Bahn")
+    assert overlapping_pairs(strings, set(strings)) == [
+        (("operator",), ("from_station",)),
+        (("operator",), ("to_station",)),
+        (("from_station",), ("to_station",)),
+    ]
 
 
 def test_a_place_inside_the_title_is_not_moved():

@@ -61,19 +61,12 @@ def test_occupation_takes_no_span_the_age_was_read_from(smollm2_engine):
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="#23 o11, open: span-end scoring no longer extends the location into the title "
-    '(runs_into) and no time is a candidate (shaped), but "Lyon" inside "Lyon jazz '
-    'festival" is still an overlapping pair, so one field moves to a non-name span; '
-    "letting a contained pair stay where the model prefers both values fixed this and "
-    'lost job_post-01/-03 on the dev set (title "Northwind Logistics" beside company '
-    '"Northwind" is the same shape), so it is not applied (RESULTS.md, session 29 o11).',
-)
 def test_a_place_inside_the_title_stays_and_takes_no_time_span(smollm2_engine):
     """#23 o11: greedy writes "location": "Lyon" beside "title": "Lyon jazz festival";
     span-end scoring extended it into the title's span and the overlap pass then moved it
-    to "2:15" (the time)."""
+    to "2:15" (the time); then (o11's fixes) the pass moved the title to "festival runs
+    on 7 March". f12: a place field's value inside a longer sibling value is no pair
+    (``overlaps.place_inside``), so both stay."""
     schema = json.loads((ROOT / "examples" / "schemas" / "event.json").read_text())
     text = "The Lyon jazz festival runs on 7 March 2026 at 2:15 pm."
     greedy = smollm2_engine.extract(schema, text, score_span_ends=False, score_overlaps=False)

@@ -58,6 +58,7 @@ __all__ = [
     "copied_arrays",
     "CopiedArray",
     "boundary_texts",
+    "boundary_scores",
     "first_cut",
     "repeat_index",
     "cut_text",
@@ -402,7 +403,7 @@ def choose_array_ends(
                     break  # it ends by this array at the latest: later ones are generated again
         if not planned:
             break
-        scores = _boundary_scores(engine, prompts, outs, planned)
+        scores = boundary_scores(engine, prompts, outs, planned)
         cuts: dict[int, tuple[CopiedArray, int]] = {}
         for d, arr in planned:
             if d not in cuts:
@@ -441,12 +442,14 @@ def choose_array_ends(
     return outs
 
 
-def _boundary_scores(
+def boundary_scores(
     engine: Any, prompts: list[Any], outs: list[Any], planned: list[tuple[int, CopiedArray]]
 ) -> dict[tuple[int, int], dict[int, tuple[float, float]]]:
-    """``(doc, array start)`` -> boundary ``k`` -> ``(close, go_on)`` summed
-    log-probabilities (``boundary_texts``), every boundary of ``planned`` scored in one
-    batch of prompt-log-prob requests.
+    """``(doc, array start)`` -> boundary ``k`` -> ``(close, go_on)``: the summed
+    log-probabilities of each of the two ``boundary_texts``' token ids after the ids they
+    share (at least one, never the last), every boundary of ``planned`` (``(doc, array)``
+    pairs, ``outs[doc].text`` holding the array) scored in one batch of prompt-log-prob
+    requests (``engine.generate``); ``-inf`` where a request failed.
     """
     jobs: list[tuple[tuple[int, int], int, list[int], list[int], int]] = []
     templates: dict[int, str] = {}

@@ -207,7 +207,8 @@ def test_a_continuation_from_greedys_own_prefix_writes_greedys_output(tiny_engin
 
 def test_a_cut_array_is_closed_and_the_rest_generated_within_the_budget(tiny_engine):
     plan, grammar, prompt, params, out = _greedy(tiny_engine)
-    out = dataclasses.replace(out, text='{"tags":["red","blue","green"],"city":"Oslo"}', token_ids=[])
+    raw = '{"tags":["red","blue","green"],"city":"Oslo"}'
+    out = dataclasses.replace(out, text=raw, token_ids=[])
     value = json.loads(out.text)
     (arr,) = copied_arrays(LIST_SCHEMA, out.text, plan.copied_fields)
     made = continuation(tiny_engine, prompt, grammar, params, out, cut_text(out.text, arr, 1))
@@ -219,7 +220,8 @@ def test_a_cut_array_is_closed_and_the_rest_generated_within_the_budget(tiny_eng
     assert len(ids) + len(res.token_ids) <= params.max_tokens
     # no token left after the kept ones: no continuation
     tight = dataclasses.replace(params, max_tokens=len(ids))
-    assert continuation(tiny_engine, prompt, grammar, tight, out, cut_text(out.text, arr, 1)) is None
+    head = cut_text(out.text, arr, 1)
+    assert continuation(tiny_engine, prompt, grammar, tight, out, head) is None
 
 
 def test_choose_array_ends_cuts_a_repeat_and_regenerates(tiny_engine):
@@ -254,7 +256,14 @@ def test_choose_array_ends_cuts_a_repeat_and_regenerates(tiny_engine):
 
 
 def test_extract_off_leaves_greedys_arrays(tiny_engine):
-    off = extract(tiny_engine, LIST_SCHEMA, LIST_TEXT, score_array_ends=False, evidence=False,
-        score_span_ends=False, score_overlaps=False)
+    off = extract(
+        tiny_engine,
+        LIST_SCHEMA,
+        LIST_TEXT,
+        score_array_ends=False,
+        evidence=False,
+        score_span_ends=False,
+        score_overlaps=False,
+    )
     _, _, _, _, out = _greedy(tiny_engine, 512)
     assert off["tags"] == json.loads(out.text)["tags"]

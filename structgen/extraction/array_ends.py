@@ -10,21 +10,25 @@ Dropping the run from the finished object (``items.trim_items``) cannot bring th
 fields back; the object has to be generated again from where the array should have
 ended.
 
-``choose_array_ends`` revisits each array of copied scalars reached through object
-properties (a copied field path ``a.b[]``, ``copy.field_path``) in a finished output and
+``choose_array_ends`` revisits each array of copied values reached through object
+properties in a finished output (``copied_arrays``: an array of scalars at a copied
+field path ``a.b[]``, ``copy.field_path``; an array of objects with a copied field) and
 decides where it ends (``first_cut``):
 
-* **a repeat**: the first item equal to an earlier one (JSON equality) starts a loop;
-  the array ends before it at the latest;
-* **a scored end**: at each item boundary before that (``k`` items kept, ``k`` at least
-  one and ``minItems``), the model's score of closing the array there (the output up to
-  item ``k-1``'s end, then ``]`` and the structural characters the output wrote after
-  the array, ``"],"``) against its score of going on with the item greedy wrote next
-  (the separator and that item's text without its closing quote, ``","Lyon``), each the
-  summed log-probability of the tokens after the two texts' shared tokens; the first
-  boundary where closing scores higher ends the array. All boundaries of a batch go in
-  one batch of prompt-log-prob requests (the radix cache computes their shared prefix
-  once).
+* **a scored end** (arrays of scalars): at each item boundary before the first repeated
+  item (``k`` items kept, ``k`` at least one and ``minItems``), the model's score of
+  closing the array there (the output up to item ``k-1``'s end, then ``]`` and the
+  structural characters the output wrote after the array, ``"],"``) against its score
+  of going on with the item greedy wrote next (the separator and that item's text
+  without its closing quote, ``","Lyon``), each the summed log-probability of the
+  tokens after the two texts' shared tokens; the first boundary where closing scores
+  higher ends the array. All boundaries of a batch go in one batch of prompt-log-prob
+  requests (the radix cache computes their shared prefix once);
+* **the evidence** (any array, where no score ended it): the first item equal to an
+  earlier one (JSON equality) starts a loop, and where ``items.trim_items``' rules keep
+  a leading run of the items and drop every item after it (``items.kept_prefix``:
+  invented objects pairing parts the text writes apart, a record copying an earlier
+  one's single mention), the array ends after that run.
 
 Where an array ends before greedy's end, the output is cut there (``cut_text``: the
 output up to the kept items' end and ``]``), the grammar's forced text after it is
@@ -48,6 +52,7 @@ import re
 from typing import Any
 
 from structgen.extraction.choices import common_prefix, encode_in_context
+from structgen.extraction.items import kept_prefix
 from structgen.extraction.prompt import prompt_text
 from structgen.extraction.refs import resolve as _resolve
 from structgen.extraction.spans import summed_logprob
@@ -85,6 +90,8 @@ class CopiedArray:
         items: each item's ``(start, end)`` offsets (the item's JSON text).
         values: each item's value.
         min_items: the schema's ``minItems`` of the array (0 when it has none).
+        scalars: whether its items are scalars (an array of objects: False); only an
+            array of scalars has its boundaries scored.
     """
 
     keys: tuple[str, ...]
@@ -93,6 +100,7 @@ class CopiedArray:
     items: tuple[tuple[int, int], ...]
     values: tuple[Any, ...]
     min_items: int
+    scalars: bool = True
 
 
 def _ws(raw: str, i: int) -> int:
@@ -103,7 +111,7 @@ def _ws(raw: str, i: int) -> int:
 
 def _arrays(raw: str) -> dict[tuple[str, ...], tuple[int, int, list[tuple[int, int]], list]]:
     """Key path -> ``(start, end, item spans, item values)`` of every array of scalars
-    reached through object properties in the JSON object text ``raw``.
+    or of objects reached through object properties in the JSON object text ``raw``.
 
     Raises:
         ValueError: ``raw`` is not a JSON object's text.
@@ -130,12 +138,13 @@ def _arrays(raw: str) -> dict[tuple[str, ...], tuple[int, int, list[tuple[int, i
         if raw.startswith("[", i) and path is not None:
             start, spans, values = i, [], []
             i = _ws(raw, i + 1)
-            scalars = True
+            scalars = objects = True
             if not raw.startswith("]", i):
                 while True:
                     s = _ws(raw, i)
                     value, i = _DECODER.raw_decode(raw, s)
                     scalars = scalars and not isinstance(value, (dict, list))
+                    objects = objects and isinstance(value, dict)
                     spans.append((s, i))
                     values.append(value)
                     i = _ws(raw, i)
@@ -144,7 +153,7 @@ def _arrays(raw: str) -> dict[tuple[str, ...], tuple[int, int, list[tuple[int, i
                     if not raw.startswith(",", i):
                         raise ValueError(f"expected ',' or ']' at {i}")
                     i += 1
-            if scalars:
+            if scalars or objects:
                 out[path] = (start, i + 1, spans, values)
             return i + 1
         _, end = _DECODER.raw_decode(raw, i)
@@ -168,30 +177,41 @@ def _min_items(schema: Any, keys: tuple[str, ...]) -> int:
 
 
 def copied_arrays(schema: Any, raw: str, copied: tuple[str, ...]) -> list[CopiedArray]:
-    """The arrays of copied scalars in one generated JSON text, in text order.
+    """The arrays of copied values in one generated JSON text, in text order.
 
     Args:
         schema: the JSON Schema the text was generated under (a dict).
         raw: the generated JSON text.
         copied: the document's copied field paths (``copy.field_path``: ``a.b[]`` is an
-            array of copied values at ``a.b``).
+            array of copied values at ``a.b``, ``a[].c`` a copied field of the objects
+            of the array at ``a``; a schema pointer, ``/$defs/...``, a copied field of
+            a shared definition, which any array of objects may hold).
 
     Returns:
         One ``CopiedArray`` per array at a copied ``[]`` path whose items are all
-        scalars; none where ``raw`` does not parse as a JSON object.
+        scalars (``scalars`` True), and per array of objects with a copied field
+        (``scalars`` False); none where ``raw`` does not parse as a JSON object.
     """
-    paths = {tuple(p[:-2].split(".")) for p in copied if p.endswith("[]") and "[]" not in p[:-2]}
-    if not paths:
+    scalar_paths = {tuple(p[:-2].split(".")) for p in copied if p.endswith("[]")}
+    object_paths = {tuple(p.split("[].", 1)[0].split(".")) for p in copied if "[]." in p}
+    any_objects = any(p.startswith("/") for p in copied)
+    if not (scalar_paths or object_paths or any_objects):
         return []
     try:
         found = _arrays(raw)
     except ValueError:
         return []
-    out = [
-        CopiedArray(keys, s, e, tuple(spans), tuple(values), _min_items(schema, keys))
-        for keys, (s, e, spans, values) in found.items()
-        if keys in paths
-    ]
+    out = []
+    for keys, (s, e, spans, values) in found.items():
+        scalars = not any(isinstance(v, dict) for v in values)
+        if (keys in scalar_paths and scalars) or (
+            not scalars and (keys in object_paths or any_objects)
+        ):
+            out.append(
+                CopiedArray(
+                    keys, s, e, tuple(spans), tuple(values), _min_items(schema, keys), scalars
+                )
+            )
     return sorted(out, key=lambda a: a.start)
 
 
@@ -212,6 +232,8 @@ def _boundaries(arr: CopiedArray) -> list[int]:
     """The item counts ``k`` at which the array's end is scored: at least one and
     ``minItems`` items kept, an item greedy wrote after them, before the first repeat.
     """
+    if not arr.scalars:
+        return []
     stop = repeat_index(arr.values)
     last = len(arr.values) if stop is None else stop
     return list(range(max(1, arr.min_items), last))
@@ -241,23 +263,34 @@ def boundary_texts(raw: str, arr: CopiedArray, k: int) -> tuple[str, str]:
     return close, go_on
 
 
-def first_cut(arr: CopiedArray, scores: dict[int, tuple[float, float]] | None = None) -> int | None:
+def first_cut(
+    arr: CopiedArray,
+    scores: dict[int, tuple[float, float]] | None = None,
+    text: str | None = None,
+) -> int | None:
     """How many items the array keeps, or None where it keeps greedy's items.
 
     Args:
         arr: the array.
         scores: boundary ``k`` -> ``(close, go_on)`` summed log-probabilities
             (``boundary_texts``); a boundary without scores is not decided by score.
+        text: the document; with it, the evidence rules decide too.
 
     Returns:
         The first boundary ``k`` (``_boundaries``) where closing scores strictly higher
-        than going on, else the first repeat's index when it leaves at least
-        ``max(1, minItems)`` items, else None.
+        than going on; else the first repeat's index or, with ``text``, the length of
+        the leading run of items the evidence rules keep where they drop every item
+        after it (``items.kept_prefix``), whichever is smaller, when it leaves at least
+        ``max(1, minItems)`` items; else None.
     """
     for k in _boundaries(arr):
         if scores and k in scores and scores[k][0] > scores[k][1]:
             return k
     stop = repeat_index(arr.values)
+    if text is not None:
+        kept = kept_prefix(list(arr.values), arr.min_items, text)
+        if kept is not None:
+            stop = kept if stop is None else min(stop, kept)
     if stop is not None and stop >= max(1, arr.min_items):
         return stop
     return None
@@ -357,6 +390,7 @@ def choose_array_ends(
     schema: Any,
     prompts: list[Any],
     outputs: list[Any],
+    texts: list[str],
     copied: list[tuple[str, ...]],
     grammars: list[Any],
     params: SamplingParams,
@@ -372,6 +406,7 @@ def choose_array_ends(
         prompts: each document's prompt (chat messages or a string).
         outputs: each document's finished ``RequestOutput``; one that did not finish
             with ``"stop"`` or ``"length"`` or whose text is not a JSON object is left.
+        texts: each document's source text (the evidence rules read it).
         copied: each document's copied field paths (``copy.field_path``).
         grammars: each document's compiled grammar (the one its output was generated
             under).
@@ -388,9 +423,7 @@ def choose_array_ends(
     active = [
         d
         for d, o in enumerate(outs)
-        if o.finish_reason in ("stop", "length")
-        and o.text
-        and any(p.endswith("[]") for p in copied[d])
+        if o.finish_reason in ("stop", "length") and o.text and copied[d]
     ]
     for _ in range(MAX_ROUNDS):
         planned: list[tuple[int, CopiedArray]] = []
@@ -399,7 +432,7 @@ def choose_array_ends(
                 if arr.start < after[d]:
                     continue
                 planned.append((d, arr))
-                if first_cut(arr) is not None:
+                if first_cut(arr, None, texts[d]) is not None:
                     break  # it ends by this array at the latest: later ones are generated again
         if not planned:
             break
@@ -407,7 +440,7 @@ def choose_array_ends(
         cuts: dict[int, tuple[CopiedArray, int]] = {}
         for d, arr in planned:
             if d not in cuts:
-                k = first_cut(arr, scores.get((d, arr.start)))
+                k = first_cut(arr, scores.get((d, arr.start)), texts[d])
                 if k is not None:
                     cuts[d] = (arr, k)
         made = []

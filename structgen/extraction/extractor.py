@@ -348,7 +348,8 @@ def _extract_part(
         if todo:  # first: it generates the rest of an output again
             new_outs = choose_array_ends(
                 engine, gsd, [prompts[idx[k]] for k in todo], [outs[k] for k in todo],
-                [plans[idx[k]].copied_fields for k in todo], [grammars[idx[k]] for k in todo],
+                [texts[idx[k]] for k in todo], [plans[idx[k]].copied_fields for k in todo],
+                [grammars[idx[k]] for k in todo],
                 params,
             )  # fmt: skip
             for k, out in zip(todo, new_outs):

@@ -30,6 +30,7 @@ from structgen.extraction.array_ends import (
     repeat_index,
 )
 from structgen.extraction.copy import copy_constraint
+from structgen.extraction.items import trim_items
 
 SCHEMA = {
     "type": "object",
@@ -57,7 +58,8 @@ COPIED = ("name", "skills[]", "team.sizes[]", "addresses[].city")
 def test_copied_arrays_are_the_arrays_of_copied_scalars():
     arrays = copied_arrays(SCHEMA, RAW, COPIED)
     value = json.loads(RAW)
-    assert [a.keys for a in arrays] == [("skills",), ("team", "sizes")]  # text order
+    assert [a.keys for a in arrays] == [("skills",), ("team", "sizes"), ("addresses",)]
+    assert [a.scalars for a in arrays] == [True, True, False]
     for arr in arrays:
         node = value
         for k in arr.keys:
@@ -65,8 +67,12 @@ def test_copied_arrays_are_the_arrays_of_copied_scalars():
         assert list(arr.values) == node
         assert json.loads(RAW[arr.start : arr.end]) == node
         assert [json.loads(RAW[s:e]) for s, e in arr.items] == node
-    assert [a.min_items for a in arrays] == [0, 2]
-    assert copied_arrays(SCHEMA, RAW, ("name", "addresses[].city")) == []  # none copied
+    assert [a.min_items for a in arrays] == [0, 2, 0]
+    only = copied_arrays(SCHEMA, RAW, ("name", "addresses[].city"))
+    assert [a.keys for a in only] == [("addresses",)]
+    shared = copied_arrays(SCHEMA, RAW, ("name", "/$defs/Address/properties/city"))
+    assert [a.keys for a in shared] == [("addresses",)]  # a shared definition's field
+    assert copied_arrays(SCHEMA, RAW, ("name",)) == []  # none copied
     assert copied_arrays(SCHEMA, "not json", COPIED) == []
     assert copied_arrays(SCHEMA, '{"skills":[]}', COPIED)[0].values == ()
 
@@ -87,7 +93,7 @@ def test_repeat_index_matches_a_brute_force_reading():
 
 
 def test_boundary_texts_close_the_array_or_go_on_with_the_next_item():
-    skills, sizes = copied_arrays(SCHEMA, RAW, COPIED)
+    skills, sizes, _ = copied_arrays(SCHEMA, RAW, COPIED)
     head = '{"name":"Wei Zhang","skills":["Python","Rust'
     assert boundary_texts(RAW, skills, 2) == (head + '"],"', head + '","Lyon')
     head = RAW[: RAW.index("[3") + 2]
@@ -118,6 +124,45 @@ def _array(values, min_items=0):
 )
 def test_first_cut(values, min_items, scores, expected):
     assert first_cut(_array(values, min_items), scores) == expected
+
+
+ITEMS_TEXT = "Lisinopril 10 mg daily and metformin 500 mg twice. Review in 4 weeks."
+DRUGS = [
+    {"name": "Lisinopril", "dose_mg": 10},
+    {"name": "metformin", "dose_mg": 500},
+    {"name": "Review", "dose_mg": 10},  # one mention, one record
+    {"name": "daily", "dose_mg": 500},
+]
+
+
+def _objects(values, min_items=0):
+    return dataclasses.replace(_array(values, min_items), scalars=False)
+
+
+@pytest.mark.parametrize(
+    ("values", "min_items", "expected"),
+    [
+        (DRUGS, 0, 2),  # the evidence rules keep the first two, drop the rest
+        (DRUGS, 3, 3),  # minItems brings the third back
+        (DRUGS, 4, None),  # minItems keeps them all
+        (DRUGS[:2], 0, None),  # all kept
+        ([DRUGS[2], DRUGS[0]], 0, None),  # not a leading run
+        ([DRUGS[0], DRUGS[1], DRUGS[0], DRUGS[1]], 0, 2),  # a loop
+    ],
+)
+def test_first_cut_of_objects_is_the_leading_run_the_evidence_keeps(values, min_items, expected):
+    from structgen.extraction.items import kept_prefix
+
+    arr = _objects(values, min_items)
+    assert first_cut(arr, {1: (0.0, -9.0)}, ITEMS_TEXT) == expected  # objects: never scored
+    schema = {
+        "type": "object",
+        "properties": {"m": {"type": "array", "minItems": min_items, "items": {"type": "object"}}},
+    }
+    trimmed, _ = trim_items(schema, ITEMS_TEXT, {"m": list(values)})
+    if expected is not None:  # the cut keeps what trim_items keeps
+        assert trimmed["m"] == list(values)[:expected]
+        assert kept_prefix(list(values), min_items, ITEMS_TEXT) == expected
 
 
 def _reference_scores(model, tokenizer, template, close, go_on):
@@ -230,15 +275,16 @@ def test_choose_array_ends_cuts_a_repeat_and_regenerates(tiny_engine):
         out, text='{"tags":["red","blue","red","red"],"city":"Oslo"}', token_ids=[]
     )  # no token of greedy's is kept: the head is encoded
     (new,) = choose_array_ends(
-        tiny_engine, LIST_SCHEMA, [prompt], [forced], [plan.copied_fields], [grammar], params
-    )
+        tiny_engine, LIST_SCHEMA, [prompt], [forced], [LIST_TEXT], [plan.copied_fields],
+        [grammar], params,
+    )  # fmt: skip
     value = json.loads(new.text)
     jsonschema.validate(value, LIST_SCHEMA)
     assert value["tags"] in (["red"], ["red", "blue"])  # by score, or before the repeat
     assert new.text.startswith('{"tags":["red"') and len(new.token_ids) <= params.max_tokens
     # without copied arrays, or on an engine that is not an Engine: nothing changes
     same = choose_array_ends(
-        tiny_engine, LIST_SCHEMA, [prompt], [forced], [("city",)], [grammar], params
+        tiny_engine, LIST_SCHEMA, [prompt], [forced], [LIST_TEXT], [("city",)], [grammar], params
     )
     assert same == [forced]
 
@@ -250,8 +296,9 @@ def test_choose_array_ends_cuts_a_repeat_and_regenerates(tiny_engine):
             return tiny_engine.generate(requests, params)
 
     (kept,) = choose_array_ends(
-        Other(), LIST_SCHEMA, [prompt], [forced], [plan.copied_fields], [grammar], params
-    )
+        Other(), LIST_SCHEMA, [prompt], [forced], [LIST_TEXT], [plan.copied_fields], [grammar],
+        params,
+    )  # fmt: skip
     assert kept == forced
 
 

@@ -341,6 +341,41 @@ def test_fields_of_one_grammar_share_the_enumeration(field, monkeypatch) -> None
             assert new.matches(doc(a, b)) == old.matches(doc(a, b)), (a, b)
 
 
+def test_a_nullable_field_after_other_definitions_shares_the_enumeration(monkeypatch) -> None:
+    """A nullable field with a sibling's keywords, converted after an e-mail field appended
+    its bounded body's definitions (a contact card's ``job_title`` after ``full_name`` and
+    ``email``), shares the sibling's acceptor and enumeration (``_grammar_key``: the
+    definitions its grammar refers to, not all so far); the lowering is the one with an
+    acceptor per field (the key of every definition so far)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "maxLength": 10},
+            "m": {"type": "string", "format": "email", "maxLength": 80},
+            "b": {"type": ["string", "null"], "maxLength": 10},
+        },
+        "required": ["a", "m", "b"],
+    }
+    calls = []
+    real = copy_module._Acceptor.spans
+    monkeypatch.setattr(
+        copy_module._Acceptor, "spans", lambda self, *a: calls.append(1) or real(self, *a)
+    )
+    monkeypatch.setattr(copy_module, "ENUMERATE_MAX_SPANS", 20_000)
+    copy_module._ACCEPTORS.clear()  # no acceptor of an earlier test
+    copy_module._ACCEPTORS_BY_GRAMMAR.clear()
+    shared = CopyJsonSchema(schema, copy_from=(TEXTS[0],))._convert(None)
+    assert len(calls) == 2  # a and b once, m once
+    calls.clear()
+    copy_module._ACCEPTORS.clear()
+    copy_module._ACCEPTORS_BY_GRAMMAR.clear()
+    monkeypatch.setattr(copy_module, "_grammar_key", lambda base, defs: (base, tuple(defs)))
+    apart = CopyJsonSchema(schema, copy_from=(TEXTS[0],))._convert(None)
+    assert len(calls) == 3
+    assert shared[1] == apart[1] == ("/properties/a", "/properties/m", "/properties/b")
+    assert (shared[0].pattern, shared[0].definitions) == (apart[0].pattern, apart[0].definitions)
+
+
 def _trie_text_reference(words: list) -> str:
     """The words' trie as nested dicts, each node written after its children: ``(?:a|b)``
     by sorted piece (one branch bare), ``(?:...)?`` where a word ends."""

@@ -38,6 +38,7 @@ Without sources (plain ``JsonSchema``) the keyword is accepted and has no effect
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from ...lru import LRUCache
 from ..copy import SubstringAutomaton, intersect, json_string_content, matches_nothing, text_units
 from ..dates import dates, times
 from ..numerals import json_numeral, numerals
+from ..regex.definitions import placeholder_indices
 from ..regex.escape import escape_literal
 from ..regex.parse import lower
 from ..regex.terms import EMPTY, TermArena
@@ -323,7 +325,7 @@ ENUMERATE_MAX_STEPS = 400_000
 _TOO_MANY = object()  # CopyPlan._enumerated: past a limit, take the INTERSECT path
 _ACCEPTORS_SIZE = 256
 _ACCEPTORS: LRUCache[tuple, tuple[Any, tuple[str, ...]]] = LRUCache(_ACCEPTORS_SIZE)
-_ACCEPTORS_BY_GRAMMAR: LRUCache[tuple, Any] = LRUCache(_ACCEPTORS_SIZE)  # (base, defs)
+_ACCEPTORS_BY_GRAMMAR: LRUCache[tuple, Any] = LRUCache(_ACCEPTORS_SIZE)  # _grammar_key
 _QUOTE = 0x22
 _UNIT_STEPS_SIZE = 4096  # an acceptor's kept unit steps (_Acceptor.spans; ~300 B each)
 
@@ -378,9 +380,7 @@ class _Acceptor:
         steps = 0
         with self.lock:
             for text in sources:
-                units = text_units(text)
-                written = [json_string_content(u) for u in units]
-                data = [w.encode("utf-8", "surrogatepass") for w in written]
+                units, written, data = _unit_contents(text)
                 for i, first in enumerate(units):
                     if first.isspace():
                         continue
@@ -415,6 +415,17 @@ class _Acceptor:
         return out
 
 
+@functools.lru_cache(maxsize=8)
+def _unit_contents(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[bytes, ...]]:
+    """``text``'s units (``text_units``), each as JSON string content, and that content's
+    UTF-8 bytes: read once per document, not once per enumerated field grammar (the last
+    few texts kept). Raises: never.
+    """
+    units = tuple(text_units(text))
+    written = tuple(json_string_content(u) for u in units)
+    return units, written, tuple(w.encode("utf-8", "surrogatepass") for w in written)
+
+
 def _base_acceptor(conv, schema: dict, pointer: str) -> tuple[_Acceptor | None, tuple[str, ...]]:
     """``(acceptor, warnings)`` of the grammar ``string_regex`` writes for the string
     keywords ``schema`` at ``pointer`` (None: it accepts nothing), and the warnings that
@@ -435,13 +446,33 @@ def _base_acceptor(conv, schema: dict, pointer: str) -> tuple[_Acceptor | None, 
         conv.warnings = recorded
     acceptor = None
     if base is not None:  # fields whose keywords write the same grammar share one acceptor
-        grammar = (base, tuple(conv.sharing.definitions))
+        definitions = conv.sharing.definitions
+        grammar = _grammar_key(base, definitions)
         acceptor = _ACCEPTORS_BY_GRAMMAR.get(grammar)
         if acceptor is None:
-            acceptor = _Acceptor(base, list(grammar[1]))
+            acceptor = _Acceptor(base, list(definitions))
             _ACCEPTORS_BY_GRAMMAR.put(grammar, acceptor)
     _ACCEPTORS.put(key, (acceptor, warnings))
     return acceptor, warnings
+
+
+def _grammar_key(base: str, definitions: list[str]) -> tuple:
+    """``(base, ((i, definitions[i]), ...))`` over every definition ``base`` refers to,
+    directly or through other definitions, by index: what the language of ``base`` read
+    with ``definitions`` depends on, so equal keys are one language (a nullable field
+    converted after others have appended definitions shares the acceptor, and the
+    document's enumeration, of its non-nullable sibling with the same keywords).
+    Raises: never.
+    """
+    n = len(definitions)
+    todo = list(placeholder_indices(base, n))
+    seen = set(todo)
+    while todo:
+        for j in placeholder_indices(definitions[todo.pop()], n):
+            if j not in seen:
+                seen.add(j)
+                todo.append(j)
+    return base, tuple((i, definitions[i]) for i in sorted(seen))
 
 
 def _trie_regex(words: list) -> str:

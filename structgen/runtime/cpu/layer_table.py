@@ -72,7 +72,12 @@ def address(a) -> int:
 
 
 def kv_addresses(kv) -> list[int]:
-    """Every layer's K then V storage address of a KV pool (tensors or ``ndarray`` s)."""
+    """Every layer's K then V storage address of a KV pool (tensors or ``ndarray`` s): a
+    ``KVPool``'s ``data_ptrs()`` (its host storage's own addresses: no torch view made).
+    """
+    ptrs = getattr(kv, "data_ptrs", None)
+    if ptrs is not None:
+        return ptrs()
     return [address(t) for t in kv.k] + [address(t) for t in kv.v]
 
 

@@ -275,18 +275,18 @@ class CpuModel:
         if decoder is not None and decoder.plan.kv_ptrs == ptrs:
             return decoder
         hidden, heads, kv_heads, d, inter = self.dims
-        kv_dt = lt.KV_DT.get(lt.dtype_name(kv.dtype))
+        kv_dt = lt.KV_DT.get(getattr(kv, "dtype_name", None) or lt.dtype_name(kv.dtype))
         if (
             kv_dt is None
-            or str(getattr(kv, "device", "cpu")) != "cpu"
+            or (getattr(kv, "device_type", None) or str(getattr(kv, "device", "cpu"))) != "cpu"
             or kv.num_layers != len(self._layers)
             or kv.num_kv_heads != kv_heads
             or kv.head_dim != d
         ):
             return None
         table = self.table.copy()
-        table[:, lt.COL_KV[0]] = [lt.address(kv.k_slots(i)) for i in range(len(self._layers))]
-        table[:, lt.COL_KV[1]] = [lt.address(kv.v_slots(i)) for i in range(len(self._layers))]
+        n = len(self._layers)
+        table[:, lt.COL_KV[0]], table[:, lt.COL_KV[1]] = ptrs[:n], ptrs[n : 2 * n]  # K, V
         plan = lt.HostTable(table, self.dims, self.eps, self.qk_eps, self.scale, kv_dt << 8, ptrs)
         decoder = CpuDecoder(
             plan,

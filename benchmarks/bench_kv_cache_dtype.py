@@ -45,14 +45,17 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 def _with_kv_dtype(seqs, dtype: torch.dtype):
     """A copy of ``seqs`` (a ``PagedSequences``) whose cache holds the same K/V in ``dtype``."""
-    new = copy.copy(seqs)
-    kv = new.kv = copy.copy(seqs.kv)
-    kv.k = [t.to(dtype) for t in seqs.kv.k]
-    kv.v = [t.to(dtype) for t in seqs.kv.v]
-    kv.dtype = dtype
-    kv.__dict__.pop("_slot_views", None)
+    from structgen.runtime.kv_pool import KVPool
+
+    new, old = copy.copy(seqs), seqs.kv
+    assert not old.is_growable  # PagedSequences' pool: every page reserved
+    kv = new.kv = KVPool(
+        old.num_layers, old.num_pages, old.page_size, old.num_kv_heads, old.head_dim, dtype
+    )
+    for dst, src in zip(kv.k + kv.v, old.k + old.v):
+        dst.copy_(src)  # rounded to dtype, as a store would
     new.tokens, new.pages = copy.deepcopy(seqs.tokens), copy.deepcopy(seqs.pages)
-    kv._free = list(seqs.kv._free)
+    kv._free = list(old._free)
     return new
 
 

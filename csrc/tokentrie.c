@@ -6,7 +6,7 @@
  * overhead per level, and a byte-level BPE can have tokens of tens of kilobytes); here it is
  * one table lookup per live prefix. A dead transition skips the node's whole subtree.
  *
- *   walk(byte, depth, skip, token, stack, out, mask, state, row_tables[, below])
+ *   walk(byte, depth, skip, token, stack, out, mask, state, row_tables[, below[, firsts]])
  *     byte   uint8 [N]   the trie nodes in preorder, children by ascending byte
  *     depth  int32 [N]   1 for a token's first byte
  *     skip   int32 [N]   first node after the node's subtree
@@ -29,6 +29,12 @@
  *            preorder; given, a live node whose state loops on all the bytes below it
  *            (row[b] == state) has its descendants' tokens written from ids (all live, all
  *            in that state), not stepped
+ *     firsts None, or int32 [256]: the first-level node of each byte (-1: none; node i of
+ *            depth 1 with byte[i] == b); given, the first level is read from it in byte
+ *            order (the preorder of the first-level nodes), a node whose byte is dead in the
+ *            start state's built row skipped without reading the trie's arrays (a state with
+ *            a few first bytes reads a few of its ~256 first-level nodes, each otherwise a
+ *            cache line in each of four arrays); the same out, mask, rows and count
  *   returns the number of live nodes visited.
  *
  *   walk_fused(same arguments) -> the same, with a missing row built by row_tables(s, b), b the
@@ -264,15 +270,32 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
                 const int32_t *token, Py_ssize_t n, int32_t *stack, const int32_t **rowp,
                 Py_ssize_t stack_n, int32_t *out, uint32_t *mask, Py_ssize_t vocab, long state,
                 Tables *t, PyObject *fn, int fused, DfaView *view, const uint64_t *below,
-                const int32_t *ranks, const int32_t *ids, Py_ssize_t n_ids) {
+                const int32_t *ranks, const int32_t *ids, Py_ssize_t n_ids,
+                const int32_t *firsts) {
     long visited = 0;
     LoopSet loops[LOOP_SLOTS];
     for (int k = 0; k < LOOP_SLOTS; k++) loops[k].state = -1;
     for (Py_ssize_t k = 0; k < stack_n; k++) rowp[k] = NULL;
     PyThreadState *ts = PyEval_SaveThread();
     stack[0] = (int32_t)state;
-    Py_ssize_t i = 0;
-    while (i < n) {
+    Py_ssize_t i = 0, end = n;
+    int next_byte = 0; /* firsts: the next first byte to try */
+    for (;;) {
+    if (firsts) { /* the next first-level node whose byte is not dead in the start row */
+        const int32_t *start = row_of(t, state); /* read again: a build may refetch t */
+        int b = next_byte;
+        while (b < 256 && (firsts[b] < 0 || (start && start[b] == -1))) b++;
+        if (b >= 256) break;
+        next_byte = b + 1;
+        i = firsts[b];
+        end = i < n ? skip[i] : i;
+        if (end <= i || end > n || depth[i] != 1) {
+            PyEval_RestoreThread(ts);
+            PyErr_SetString(PyExc_ValueError, "firsts: a node out of range or skip backwards");
+            return -1;
+        }
+    }
+    while (i < end) {
         int32_t d = depth[i];
         if (d < 1 || d >= stack_n) {
             PyEval_RestoreThread(ts);
@@ -370,6 +393,8 @@ static long run(const uint8_t *byte, const int32_t *depth, const int32_t *skip,
         }
         i++;
     }
+    if (!firsts) break;
+    }
     PyEval_RestoreThread(ts);
     return visited;
 }
@@ -389,14 +414,16 @@ static int row_whole(DfaView *v, long s) {
 
 static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, int direct,
                            int whole) {
-    if (nargs != 9 + direct && nargs != 10 + direct) {
+    if (nargs < 9 + direct || nargs > 11 + direct) {
         PyErr_Format(PyExc_TypeError,
-                     "%s(byte, depth, skip, token, stack, out, mask, state, row_tables%s[, below])",
+                     "%s(byte, depth, skip, token, stack, out, mask, state, row_tables%s[, below"
+                     "[, firsts]])",
                      direct ? (whole ? "walk_direct_whole" : "walk_direct") : fused ? "walk_fused" : "walk",
                      direct ? ", dfa" : "");
         return NULL;
     }
-    PyObject *below_obj = nargs == 10 + direct ? args[9 + direct] : Py_None;
+    PyObject *below_obj = nargs >= 10 + direct ? args[9 + direct] : Py_None;
+    PyObject *firsts_obj = nargs == 11 + direct ? args[10 + direct] : Py_None;
     long state = PyLong_AsLong(args[7]);
     if (state == -1 && PyErr_Occurred()) return NULL;
     if (state < 0) {
@@ -448,6 +475,19 @@ static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, i
             has_below = 1;
         }
     }
+    Py_buffer fb;
+    int has_firsts = 0;
+    if (ready && firsts_obj != Py_None) {
+        if (get(firsts_obj, &fb, 0, 4, "firsts") < 0) {
+            ready = 0;
+        } else if (fb.len != 256 * 4) {
+            PyBuffer_Release(&fb);
+            PyErr_SetString(PyExc_ValueError, "firsts: 256 int32 node indices");
+            ready = 0;
+        } else {
+            has_firsts = 1;
+        }
+    }
     if (ready) {
         Py_ssize_t n = b[0].len, vocab = has_out ? b[5].len / 4 : b[6].len / 4 * 32;
         if (b[1].len != 4 * n || b[2].len != 4 * n || b[3].len != 4 * n || b[4].len < 4) {
@@ -466,12 +506,13 @@ static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, i
                               stack_n, has_out ? b[5].buf : NULL, b[6].buf, vocab, state, &t,
                               args[8], fused, vp, has_below ? bb.buf : NULL,
                               has_below ? rb.buf : NULL, has_below ? ib.buf : NULL,
-                              has_below ? ib.len / 4 : 0);
+                              has_below ? ib.len / 4 : 0, has_firsts ? fb.buf : NULL);
                 PyMem_Free(rowp);
             }
         }
     }
     tables_release(&t);
+    if (has_firsts) PyBuffer_Release(&fb);
     if (has_below) {
         PyBuffer_Release(&bb);
         PyBuffer_Release(&rb);

@@ -14,6 +14,7 @@ from structgen.errors import (
     GrammarTooComplexError,
     RequestError,
 )
+from structgen.extraction.array_ends import SCORE_ARRAY_ENDS_DEFAULT, choose_array_ends
 from structgen.extraction.choices import choose_options
 from structgen.extraction.copy import CopyConstraint, copy_constraint
 from structgen.extraction.evidence import EVIDENCE_DEFAULT, apply_evidence
@@ -36,6 +37,7 @@ __all__ = [
     "SCORE_NUMBERS_DEFAULT",
     "SCORE_OVERLAPS_DEFAULT",
     "SCORE_SPAN_ENDS_DEFAULT",
+    "SCORE_ARRAY_ENDS_DEFAULT",
     "WRITE_NULLS_DEFAULT",
     "FINISH_CHUNK",
 ]
@@ -68,6 +70,7 @@ def extract(
     return_details: bool = False,
     on_result: Callable[[int, Any], None] | None = None,
     score_overlaps: bool | None = None,
+    score_array_ends: bool | None = None,
 ) -> Any:
     """Extract one schema-valid object per text, greedily, under the schema's grammar.
 
@@ -143,6 +146,14 @@ def extract(
             such a pair cost nothing). None: ``SCORE_OVERLAPS_DEFAULT`` (on: +11 right
             fields on the dev set, none lost, benchmarks/RESULTS.md #23 c23/o23/s23);
             False turns it off.
+        score_array_ends: end each array of copied values where the model scores
+            closing it above going on with greedy's next item, or before its first
+            repeated item, and generate the rest of the object again from that cut
+            under the same grammar and token budget (``structgen.extraction.array_ends``:
+            one batch of two prompt-log-prob requests per item boundary, then one
+            batched continuation per round for the documents cut, at most
+            ``MAX_ROUNDS`` rounds; documents without such an array cost nothing; only on
+            an ``Engine``). None: ``SCORE_ARRAY_ENDS_DEFAULT``; False turns it off.
 
     Returns:
         A dict (or a pydantic instance when ``schema`` is a model class) per text, or an
@@ -175,7 +186,7 @@ def extract(
             lambda kept, report: extract(
                 engine, schema, kept, instructions, params, "return", copy, score_span_ends,
                 score_options, score_numbers, evidence, write_nulls, return_details, report,
-                score_overlaps=score_overlaps,
+                score_overlaps=score_overlaps, score_array_ends=score_array_ends,
             ),
         )  # fmt: skip
     model_cls = schema if isinstance(schema, type) and hasattr(schema, "model_validate") else None
@@ -196,6 +207,7 @@ def extract(
         options=SCORE_OPTIONS_DEFAULT if score_options is None else score_options,
         numbers=SCORE_NUMBERS_DEFAULT if score_numbers is None else score_numbers,
         overlaps=SCORE_OVERLAPS_DEFAULT if score_overlaps is None else score_overlaps,
+        array_ends=SCORE_ARRAY_ENDS_DEFAULT if score_array_ends is None else score_array_ends,
         by_text=EVIDENCE_DEFAULT if evidence is None else evidence,
         model_cls=model_cls,
         details=return_details,
@@ -229,6 +241,7 @@ class _Job:
     options: bool
     numbers: bool
     overlaps: bool
+    array_ends: bool
     by_text: bool
     model_cls: Any
     details: bool
@@ -331,6 +344,16 @@ def _extract_part(
         """
         idx = [i for i, _ in done]
         outs = [out for _, out in done]
+        todo = [k for k, i in enumerate(idx) if job.array_ends and plans[i].copied_fields]
+        if todo:  # first: it generates the rest of an output again
+            new_outs = choose_array_ends(
+                engine, gsd, [prompts[idx[k]] for k in todo], [outs[k] for k in todo],
+                [texts[idx[k]] for k in todo], [plans[idx[k]].copied_fields for k in todo],
+                [grammars[idx[k]] for k in todo],
+                params,
+            )  # fmt: skip
+            for k, out in zip(todo, new_outs):
+                outs[k] = out
         scored = (
             (span_ends, choose_span_ends),
             (numbers, choose_numbers),

@@ -46,7 +46,7 @@ from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.dates import dates, times
 from structgen.fsm.numerals import numeral_spans
 
-__all__ = ["MAX_ITEM_GAP", "trim_items", "item_supported", "copies_previous"]
+__all__ = ["MAX_ITEM_GAP", "trim_items", "item_supported", "copies_previous", "kept_prefix"]
 
 MAX_ITEM_GAP = 4  # words allowed between neighbouring parts of one item
 _MAX_ASSIGNMENTS = 4096  # occurrence combinations tried per item
@@ -214,6 +214,21 @@ def _trimmed(items: list[Any], min_items: int, words: _Words) -> list[Any]:
         if k not in kept:
             kept = sorted(kept + [k])
     return [seen[k] for k in kept]
+
+
+def kept_prefix(items: list[Any], min_items: int, text: str) -> int | None:
+    """How many items of one array ``trim_items``' rules keep, where they keep a leading
+    run of it and drop the rest (a loop, or invented items at its end); None where they
+    keep every item or a set that is not a leading run.
+
+    Args:
+        items: the array's items.
+        min_items: the array's ``minItems``.
+        text: the document.
+    """
+    kept = _trimmed(items, min_items, _Words(text))
+    n = len(kept)
+    return n if n < len(items) and kept == list(items[:n]) else None
 
 
 def trim_items(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:

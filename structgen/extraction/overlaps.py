@@ -7,14 +7,19 @@ into a field ("company": "Wei Zhang" beside "full_name": "Wei Zhang"; "title":
 "Northwind Logistics" beside "company": "Northwind"). ``choose_overlaps`` finds such
 pairs among the copied string fields reached through objects that do not accept null
 (``overlapping_pairs``: equal after case folding and whitespace collapsing, or one inside
-the other at word boundaries; a nullable field copying a sibling's value is left to the
-evidence pass, which makes it null where the text does not name it) and moves one field
+the other at word boundaries, but for a place field's value inside a longer one as a
+modifier that no other field holds, ``place_inside``: "location": "Lyon" beside "title":
+"Lyon jazz festival" names the place the festival is named for; a nullable field copying
+a sibling's value is left to the evidence pass, which makes it null where the text does
+not name it) and moves one field
 of each pair to another span. Each field of a pair gets candidates: the spans of the
 text of up to ``MAX_SPAN_WORDS`` words inside one clause (``text_spans``) that restate no
 other string field's value (``restates``: overlap it, or write its date or time in
 another notation), that write no date or time and are no lone numeral (``shaped``: the
 shape a date, time or number field claims) unless the field's own value is of that
-shape, with which the object stays valid under the schema; each candidate
+shape and nothing else (``only_shaped``: "12 January 2026, 18:00, Village Hall" is a name
+run on into a date, not a date), with which the object stays valid under the schema;
+each candidate
 and the field's own value are scored in the context the model wrote the value in, by
 the mean log-probability of their tokens and the closing quote
 (``choices.candidate_scores``, as ``choose_options`` scores options); the candidates of
@@ -89,9 +94,10 @@ from structgen.extraction.choices import (
     with_field,
 )
 from structgen.extraction.evidence.fields import is_nullable
+from structgen.extraction.evidence.text import names_place
 from structgen.extraction.prompt import prompt_text
 from structgen.extraction.refs import resolve as _resolve
-from structgen.fsm.dates import dates, times
+from structgen.fsm.dates import date_spans, dates, times
 from structgen.fsm.numerals import numeral_spans
 from structgen.runtime.sampling_params import SamplingParams
 
@@ -99,12 +105,14 @@ __all__ = [
     "choose_overlaps",
     "number_values",
     "overlapping_pairs",
+    "place_inside",
     "overlaps",
     "restated_numbers",
     "restates_number",
     "stands_alone",
     "restates",
     "shaped",
+    "only_shaped",
     "string_values",
     "text_spans",
     "shortlist_spans",
@@ -258,6 +266,33 @@ def shaped(s: str) -> bool:
     return len(found) == 1 and found[0][:2] == (0, len(t))
 
 
+# words a date or time is written with besides its numerals (``only_shaped``)
+_DATE_TIME_WORDS = re.compile(
+    r"(?<!\w)(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day|(?:mon|tue|wed|thu|fri|sat|sun)\.?"
+    r"|[ap]\.?m\.?|noon|midnight|o'clock|at|on|of|the|st|nd|rd|th|h)(?!\w)"
+)
+
+
+def only_shaped(s: str) -> bool:
+    """Whether ``s`` is ``shaped`` and writes nothing else: one numeral, or dates and
+    times with no other word once its dates (``fsm.dates.date_spans``), weekday names,
+    "am"/"pm", "noon", "at"/"on" and ordinal suffixes are taken out ("2026-03-07",
+    "Saturday 13 June 2026", "at 2:15 pm", "51"). A name written on into a date ("12
+    January 2026, 18:00, Village Hall") is shaped, not only shaped: the value of a field
+    that holds names, cut short or run on, not of a date or time field.
+    """
+    t = _norm(s)
+    if not shaped(t):
+        return False
+    found = numeral_spans(t)
+    if len(found) == 1 and found[0][:2] == (0, len(t)):
+        return True
+    for start, end in sorted(date_spans(t), reverse=True):
+        t = t[:start] + " " + t[end:]
+    t = _DATE_TIME_WORDS.sub(" ", re.sub(r"(?<=\d)(?:st|nd|rd|th|h)(?![^\W\d_])", " ", t))
+    return re.search(r"[^\W\d_]", t) is None
+
+
 def string_values(value: Any) -> dict[tuple[str, ...], str]:
     """The string values of ``value`` reached through object properties only.
 
@@ -283,7 +318,9 @@ def string_values(value: Any) -> dict[tuple[str, ...], str]:
 def overlapping_pairs(
     strings: dict[tuple[str, ...], str], eligible: set[tuple[str, ...]]
 ) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
-    """The pairs of fields whose strings overlap (``overlaps``), both in ``eligible``.
+    """The pairs of fields whose strings overlap (``overlaps``), both in ``eligible``,
+    but for a place named inside a longer value (``place_inside``) that no other field
+    of ``eligible`` holds as well.
 
     Args:
         strings: key path -> string (``string_values``).
@@ -293,12 +330,56 @@ def overlapping_pairs(
         ``(first, second)`` key paths in the order of ``strings``, pairs in that order.
     """
     keys = [k for k in strings if k in eligible]
+    held = [_norm(strings[k]) for k in keys]
     return [
         (a, b)
         for i, a in enumerate(keys)
-        for b in keys[i + 1 :]
+        for j, b in enumerate(keys[i + 1 :], i + 1)
         if overlaps(strings[a], strings[b])
+        and not (
+            place_inside(a, strings[a], b, strings[b])
+            and held.count(min(held[i], held[j], key=len)) == 1
+        )
     ]
+
+
+def place_inside(a: tuple[str, ...], a_value: str, b: tuple[str, ...], b_value: str) -> bool:
+    """Whether one of two overlapping fields' values is inside the other as a modifier
+    (not equal to it after ``overlaps``' folding, and a word of the longer value follows
+    it), and the field holding the shorter one names a place (``evidence.text.names_place``
+    of its key: "location", "city", "venue"): a place is named inside the names of what
+    is there, an event, an organisation, a station ("location": "Lyon" beside "title":
+    "Lyon jazz festival", "city": "Bergen" beside "clinic": "Bergen Animal Clinic"), so
+    such a pair is no sign of a copied sibling. It stays a pair where the place ends the
+    longer value: a value run on into the place ("Maple Street Vets in Toronto", "München
+    Hbf to Nürnberg Hbf") or a place field holding the end of a name ("city": "Lindqvist"
+    beside "tenant": "Sofia Lindqvist"); where another field inside a longer value names
+    no place ("company": "Northwind" beside "title": "Northwind Logistics"; #23 o11, f12
+    in RESULTS.md); and where the place field holds a date, a time or a lone numeral
+    (``shaped``: "2026" inside "2026-03-07" names no place).
+
+    Args:
+        a: one field's key path (the last key is the field's name).
+        a_value: its string.
+        b: the other field's key path.
+        b_value: its string.
+
+    Returns:
+        False where the values are equal after folding, the shorter one's field names
+        no place, its value is ``shaped``, or it is not followed by a word of the longer.
+    """
+    a_norm, b_norm = _norm(a_value), _norm(b_value)
+    if a_norm == b_norm:
+        return False
+    (shorter, value, short), long = (
+        ((a, a_value, a_norm), b_norm)
+        if len(a_norm) < len(b_norm)
+        else ((b, b_value, b_norm), a_norm)
+    )
+    if not shorter or not names_place(shorter[-1]) or shaped(value):
+        return False
+    modifier = r"(?<!\w)" + re.escape(short) + r"(?!\w)\W*\w"
+    return re.search(modifier, long) is not None
 
 
 def text_spans(text: str, max_words: int = MAX_SPAN_WORDS, names_only: bool = True) -> list[str]:
@@ -484,7 +565,8 @@ def _candidate_jobs(
     field gets none) of document ``doc``: its own value, then the spans of ``text``
     (``text_spans``: names; any where no name passes, or for a field restating a sibling
     number) that restate no other string field nor a sibling number field
-    (``restates_number``), are not ``shaped`` unless the field's own value is, and keep
+    (``restates_number``), are not ``shaped`` unless the field's own value is
+    ``only_shaped`` (a date, time or numeral, not a name run on into one), and keep
     the object valid (at most ``MAX_SPAN_CANDIDATES``; ``choose_overlaps``' rule).
     """
     context = prompt_text(engine, prompt)
@@ -502,7 +584,7 @@ def _candidate_jobs(
                 if (
                     any(restates(c, s) for s in others)
                     or any(restates_number(c, n) for n in siblings)
-                    or (shaped(c) and not shaped(strings[keys]))
+                    or (shaped(c) and not only_shaped(strings[keys]))
                 ):
                     continue
                 if checker.is_valid(with_field(value, keys, c)):

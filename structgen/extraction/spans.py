@@ -62,6 +62,7 @@ __all__ = [
     "choose_span_ends",
     "span_candidates",
     "runs_into",
+    "summed_logprob",
     "MAX_EXTRA_WORDS",
     "SCORE_SPAN_ENDS_DEFAULT",
 ]
@@ -200,7 +201,7 @@ def choose_span_ends(
         scores_all, pos = [], 0
         for _, cands, fulls, closes in jobs:
             scores_all.append(
-                [_closing_logprob(o, f, c) for o, f, c in zip(outs[pos:], fulls, closes)]
+                [summed_logprob(o, f, c) for o, f, c in zip(outs[pos:], fulls, closes)]
             )
             pos += len(cands)
         return scores_all
@@ -219,9 +220,9 @@ def choose_span_ends(
     return revise_outputs(raw_texts, plan, decide, score)
 
 
-def _closing_logprob(out: Any, full: list[int], start: int) -> float:
-    """Summed log-probability of ``full[start:]`` (the closing quote and what follows it),
-    ``-inf`` when the scoring request failed.
+def summed_logprob(out: Any, full: list[int], start: int) -> float:
+    """Summed log-probability of ``full[start:]`` (here: the closing quote and what
+    follows it), ``-inf`` when the scoring request failed.
     """
     if out.finish_reason == "error" or out.prompt_logprobs is None:
         return float("-inf")

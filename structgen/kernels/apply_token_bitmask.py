@@ -6,7 +6,8 @@ bit first) is set when token ``i`` is allowed. Disallowed logits become ``-inf``
 
 The Triton kernel writes only the disallowed entries (one masked store per vocabulary
 block), so allowed logits and unselected rows are never touched. On CPU the bits are unpacked
-and the logits written through numpy (``np.unpackbits`` on the words' little-endian bytes):
+and the logits written through numpy (``token_bitmask_host``, which imports no torch:
+``np.unpackbits`` on the words' little-endian bytes):
 torch's elementwise integer ops there go through its intra-op thread pool, which cost
 milliseconds a call on a small vocabulary-sized mask. The torch reference
 :func:`apply_token_bitmask_ref` is the oracle.
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
 import torch
 
 from structgen.kernels._triton import (
@@ -29,6 +29,7 @@ from structgen.kernels._triton import (
     resolve_backend,
     tl,
 )
+from structgen.kernels.token_bitmask_host import _mask_rows_host, apply_token_bitmask_host
 
 __all__ = [
     "apply_token_bitmask",
@@ -113,47 +114,6 @@ def _apply_token_bitmask_numpy(
         bitmask.detach().contiguous().numpy(),
         range(rows) if indices is None else indices.tolist(),
     )
-
-
-def _mask_rows_host(out: np.ndarray, words: np.ndarray, targets) -> None:
-    """``out[targets[r]]`` masked by ``words[r]`` in place (int32 words, little-endian host)."""
-    vocab = out.shape[1]
-    bits = np.unpackbits(
-        words.view(np.uint8), axis=1, count=min(vocab, 32 * words.shape[1]), bitorder="little"
-    )
-    for r, row in enumerate(targets):
-        np.putmask(out[row, : bits.shape[1]], bits[r] == 0, -np.inf)
-        out[row, bits.shape[1] :] = -np.inf  # tokens past 32 * W: disallowed
-
-
-def apply_token_bitmask_host(
-    logits: np.ndarray, bitmask: np.ndarray, indices: np.ndarray | list[int] | None = None
-) -> None:
-    """:func:`apply_token_bitmask` for host arrays: numpy only, no torch op.
-
-    Args:
-        logits: ``[B, V]`` floating-point ``ndarray``, modified in place.
-        bitmask: ``[R, W]`` int32 ``ndarray`` (or what ``np.asarray`` reads as one, a CPU
-            tensor included); layout as for :func:`apply_token_bitmask_ref`.
-        indices: ``[R]`` integer rows of ``logits`` the bitmask rows apply to; None means
-            ``R == B``. Other rows are untouched.
-
-    Raises:
-        ValueError: a dtype or shape mismatch, or a big-endian host.
-    """
-    words = np.ascontiguousarray(np.asarray(bitmask))
-    if words.dtype != np.int32 or words.ndim != 2:
-        raise ValueError(f"bitmask must be a 2-D int32 array, got {words.dtype} {words.shape}")
-    if not isinstance(logits, np.ndarray) or logits.ndim != 2 or logits.dtype.kind != "f":
-        raise ValueError("logits must be a 2-D floating-point ndarray")
-    if sys.byteorder != "little":
-        raise ValueError("apply_token_bitmask_host needs a little-endian host")
-    targets = range(logits.shape[0]) if indices is None else np.asarray(indices).tolist()
-    if len(targets) != words.shape[0]:
-        raise ValueError(f"bitmask rows {words.shape[0]} do not match logits rows {len(targets)}")
-    if len(targets) == 0 or logits.shape[1] == 0:
-        return
-    _mask_rows_host(logits, words, targets)
 
 
 @jit

@@ -8,9 +8,14 @@ Planned on the host in numpy (:meth:`ForwardBatch.build_host`); the default CPU 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+from structgen.runtime.device_boundary import is_tensor
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["ForwardBatch"]
 
@@ -157,8 +162,10 @@ class ForwardBatch:
 
         Returns ``self`` when the arrays are tensors already. Raises: never.
         """
-        if isinstance(self.input_ids, torch.Tensor):
+        if is_tensor(self.input_ids):
             return self
+        import torch
+
         dev = torch.device(device)
         names = (
             "input_ids",

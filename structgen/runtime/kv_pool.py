@@ -10,30 +10,38 @@ by default; see ``EngineConfig``). A token's
 as a scratch page: padded page-table entries point at it, so gathers never index out of
 range, and it is never handed out.
 
+Storage: on the host (``device="cpu"``) the storage is numpy arrays (:attr:`KVPool.k_arrays`,
+:attr:`KVPool.v_arrays`; what the fused CPU decode step reads, by address), and ``k`` / ``v`` /
+``k_slots`` / ``v_slots`` are torch views of the same memory (``torch.from_numpy``, no copy),
+made on first use by a torch model or kernel: a pool used only by the numpy decoder never
+imports torch. A dtype numpy lacks (``bfloat16``) is stored as unsigned integers of its width
+and viewed as that dtype by torch. On CUDA the storage is torch tensors, and ``k`` / ``v``
+are the storage itself.
+
 Capacity and storage: the pool may hand out page ids ``1 .. num_pages - 1``. A preallocated
 pool (``growth_pages=None``, what CUDA uses: CUDA graphs capture the tensors' pointers)
 holds storage for all of them from the start. A growable pool starts with ``growth_pages``
 pages reserved and, when :meth:`alloc` needs pages past them, reserves more (by at least
-``growth_pages`` and at least doubled, never past ``num_pages``). Its tensors are views of
-the first reserved pages of uninitialised storage for all ``num_pages``, allocated at start
-(the operating system maps it on first write, so only pages written are resident): growing
-takes longer views, and nothing is copied and no address changes. Where that storage cannot
-be allocated (no address space for it), each growth reallocates the tensors larger and copies
-the used pages to the same rows (``k_slots``/``v_slots`` give the current views; the fused
-decode step re-plans when the pointers change; doubling keeps the pages copied over all
-growths below the pages finally reserved). Either way page ids and slots never change, and
-``nbytes`` counts the reserved pages. Page ids are handed out in the same order by both
-kinds of pool, so the same alloc/free sequence gives the same ids.
+``growth_pages`` and at least doubled, never past ``num_pages``). Its arrays are views of
+the first reserved pages of storage for all ``num_pages``, allocated at start (an anonymous
+memory mapping on the host: the operating system maps a page on first write, so only pages
+written are resident): growing takes longer views, and nothing is copied and no address
+changes. Where that storage cannot be allocated (no address space for it), each growth
+reallocates the arrays larger and copies the used pages to the same rows
+(``k_slots``/``v_slots`` give the current views; the fused decode step re-plans when the
+pointers change; doubling keeps the pages copied over all growths below the pages finally
+reserved). Either way page ids and slots never change, and ``nbytes`` counts the reserved
+pages. Page ids are handed out in the same order by both kinds of pool, so the same
+alloc/free sequence gives the same ids.
 
 Zeroed pages: masked attention multiplies the slots past a sequence's end (a page's tail,
 the scratch page) by a zero probability, which an uninitialised NaN bit pattern would
-poison. A preallocated pool is zero-filled at creation. A growable pool allocates its
-storage uninitialised (``torch.empty``: the operating system maps untouched memory on first
-write, so reserved-but-unused pages cost no resident memory) and zeroes a page the first
-time it is handed out (:meth:`alloc`) or named by :meth:`reserve`; the scratch page is zeroed
-at creation. Never-handed-out pages are handed out lowest id first, so the zeroed pages are
-always a prefix ``0 .. n - 1`` of the page ids. A page handed out again after :meth:`free`
-keeps what its last owner wrote (finite values).
+poison. A preallocated pool is zero-filled at creation. A growable pool's storage is not
+written at creation (reserved-but-unused pages cost no resident memory) and a page is zeroed
+the first time it is handed out (:meth:`alloc`) or named by :meth:`reserve`; the scratch page
+is zeroed at creation. Never-handed-out pages are handed out lowest id first, so the zeroed
+pages are always a prefix ``0 .. n - 1`` of the page ids. A page handed out again after
+:meth:`free` keeps what its last owner wrote (finite values).
 
 Accounting: ``num_free_pages`` counts the free list plus the pages not reserved yet (what the
 scheduler and the radix cache may still take), so the invariant "free pages + pages in the
@@ -42,13 +50,67 @@ tree + pages owned by requests == all usable pages" holds for both kinds.
 
 from __future__ import annotations
 
-import torch
+import math
+import mmap
+from typing import TYPE_CHECKING, Any
 
-from structgen.runtime.config import torch_dtype
+import numpy as np
+
+from structgen.errors import ConfigError
+from structgen.runtime.device_boundary import device_type
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["KVPool", "KV_GROWTH_TOKENS", "available_host_memory", "default_kv_tokens"]
 
 KV_GROWTH_TOKENS = 1024  # tokens of storage a growable (CPU) engine pool reserves at a time
+
+
+# numpy's storage dtype per KV cache dtype name: the dtype itself, or unsigned integers of its
+# width where numpy has no such float (torch views them as the named dtype)
+_HOST_DTYPES = {
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+    "float64": np.dtype(np.float64),
+    "bfloat16": np.dtype(np.uint16),
+}
+
+
+def kv_dtype_name(dtype: Any) -> str:
+    """The name of a KV cache dtype given as a name (``"float16"``), a numpy dtype or a
+    ``torch.dtype`` (``torch.float16`` -> ``"float16"``).
+
+    Raises:
+        ConfigError: ``dtype`` names no dtype (whether a host pool can hold it is
+            :class:`KVPool`'s check).
+    """
+    if isinstance(dtype, str):
+        name = dtype.removeprefix("torch.")
+    elif isinstance(dtype, np.dtype) or (isinstance(dtype, type) and issubclass(dtype, np.generic)):
+        name = np.dtype(dtype).name
+    else:
+        name = str(dtype).removeprefix("torch.")  # a torch.dtype prints as "torch.float16"
+    if not name or not name.replace("_", "").isalnum():
+        raise ConfigError(f"KVPool: not a dtype: {dtype!r}")
+    return name
+
+
+def _host_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A C-contiguous array over a fresh private anonymous memory mapping (what ``malloc`` gives
+    a large block, without its header): read as zero, and mapped by
+    the operating system page by page on first write (not advised onto huge pages, as numpy's
+    own allocator does above 4 MiB: a first write commits 4 KiB, not 2 MiB).
+
+    Raises:
+        MemoryError: the mapping could not be made (no address space for it).
+    """
+    nbytes = math.prod(shape) * dtype.itemsize
+    try:
+        buf = mmap.mmap(-1, max(1, nbytes), flags=mmap.MAP_PRIVATE)  # anonymous, private
+    except OSError as e:
+        raise MemoryError(f"KVPool: cannot map {nbytes} bytes of KV storage: {e}") from e
+    return np.frombuffer(buf, dtype, count=math.prod(shape)).reshape(shape)
 
 
 class KVPool:
@@ -61,18 +123,24 @@ class KVPool:
         num_kv_heads: KV heads per layer.
         head_dim: dimension of one head.
         dtype: storage dtype (``EngineConfig.kv_cache_dtype``: the compute dtype or a
-            narrower one; K/V are rounded to it on store and widened on load).
-        device: torch device.
+            narrower one; K/V are rounded to it on store and widened on load): a name
+            (``"float16"``), a numpy dtype or a ``torch.dtype``. On the host: float32,
+            float16, float64 or bfloat16.
+        device: ``"cpu"`` (numpy storage: module docstring), ``"cuda[:N]"`` or a
+            ``torch.device`` (torch storage).
         growth_pages: None preallocates all ``num_pages`` (zero-filled); an int >= 1 makes
             the pool growable: storage for ``growth_pages`` pages (scratch page included) at
             first, grown on demand by :meth:`alloc` in chunks of at least ``growth_pages``,
             each page zeroed when first handed out (module docstring).
 
+    Raises:
+        ConfigError: a host pool in a dtype numpy cannot hold (not in ``_HOST_DTYPES``).
+
     Memory: ``page_nbytes`` per reserved page (``nbytes()`` in all;
     ``2 * num_layers * page_size * num_kv_heads * head_dim * itemsize`` bytes a page).
     """
 
-    v_views_k = False  # True when ``_storage``'s V tensors are views of its K tensors
+    v_views_k = False  # True when ``_storage``'s V arrays are views of its K arrays
 
     def __init__(
         self,
@@ -81,8 +149,8 @@ class KVPool:
         page_size: int,
         num_kv_heads: int,
         head_dim: int,
-        dtype: torch.dtype | str = torch.float32,
-        device: str | torch.device = "cpu",
+        dtype: Any = "float32",
+        device: Any = "cpu",
         growth_pages: int | None = None,
     ) -> None:
         assert num_pages >= 2, "need the scratch page and at least one usable page"
@@ -92,22 +160,29 @@ class KVPool:
         self.page_size = page_size
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim
-        self.dtype = torch_dtype(dtype)  # a name (EngineConfig.kv_cache_dtype) too
-        self.device = torch.device(device)
+        self.dtype_name = kv_dtype_name(dtype)
+        self._device = device
+        self.device_type = device_type(device)  # "cpu", "cuda", ...
+        self.on_host = self.device_type == "cpu"
+        if self.on_host and self.dtype_name not in _HOST_DTYPES:
+            raise ConfigError(
+                f"KVPool: a host KV cache is stored in one of {sorted(_HOST_DTYPES)}, "
+                f"got {self.dtype_name!r}"
+            )
         self.growth_pages = growth_pages
         reserved = num_pages if growth_pages is None else min(num_pages, max(2, growth_pages))
-        # a growable pool's storage for all num_pages, uninitialised (not resident until
+        # a growable pool's storage for all num_pages, not written (not resident until
         # written): growing takes longer views of it; None where it could not be had
-        self._whole: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+        self._whole: tuple[list, list] | None = None
         if growth_pages is not None and reserved < num_pages:
             try:
                 self._whole = self._storage(num_pages)
             except (RuntimeError, MemoryError):  # no address space for it: copy on growth
                 self._whole = None
         if self._whole is not None:
-            self.k, self.v = self._views(reserved)
+            self._k, self._v = self._views(reserved)
         else:
-            self.k, self.v = self._storage(reserved)
+            self._k, self._v = self._storage(reserved)
         self._reserved = reserved
         self._zeroed = 0  # pages 0 .. _zeroed - 1 are zeroed or were handed out since
         self._zero_pages(reserved if growth_pages is None else 1)  # 1: the scratch page
@@ -117,37 +192,127 @@ class KVPool:
         self._free: list[int] = list(range(reserved - 1, 0, -1))
 
     # ------------------------------------------------------------------ storage
-    def _storage(self, num_pages: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Uninitialised K and V tensors for ``num_pages`` pages, per layer (a subclass with
+    @property
+    def dtype(self) -> torch.dtype:
+        """The storage dtype as a ``torch.dtype`` (imports torch; :attr:`dtype_name` does not)."""
+        import torch
+
+        return getattr(torch, self.dtype_name)
+
+    @property
+    def device(self) -> torch.device:
+        """The storage device as a ``torch.device`` (imports torch; :attr:`device_type` and
+        :attr:`on_host` do not).
+        """
+        import torch
+
+        return torch.device(self._device)
+
+    def _new_array(self, shape: tuple[int, ...]) -> Any:
+        """Storage of ``shape`` in the pool's dtype, not written: a numpy array on the host
+        (:func:`_host_empty`), else a torch tensor on the device.
+        """
+        if self.on_host:
+            return _host_empty(shape, _HOST_DTYPES[self.dtype_name])
+        import torch
+
+        return torch.empty(shape, dtype=self.dtype, device=self.device)
+
+    def _storage(self, num_pages: int) -> tuple[list, list]:
+        """K and V storage for ``num_pages`` pages, per layer, not written (a subclass with
         another layout overrides this).
         """
         shape = (num_pages, self.page_size, self.num_kv_heads, self.head_dim)
-        k = [
-            torch.empty(shape, dtype=self.dtype, device=self.device) for _ in range(self.num_layers)
-        ]
-        v = [
-            torch.empty(shape, dtype=self.dtype, device=self.device) for _ in range(self.num_layers)
-        ]
+        k = [self._new_array(shape) for _ in range(self.num_layers)]
+        v = [self._new_array(shape) for _ in range(self.num_layers)]
         return k, v
 
-    def _views(self, num_pages: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def _views(self, num_pages: int) -> tuple[list, list]:
         """Pages ``0 .. num_pages - 1`` of the whole storage, as views per layer."""
         whole_k, whole_v = self._whole
         return [t[:num_pages] for t in whole_k], [t[:num_pages] for t in whole_v]
+
+    @property
+    def k_arrays(self) -> list[np.ndarray]:
+        """Per layer, the K storage ``[num_reserved_pages, page_size, num_kv_heads, head_dim]``
+        of a host pool as numpy arrays (bfloat16 as uint16 bits); they change when the pool
+        grows.
+
+        Raises:
+            ConfigError: the pool is on a device (its storage is torch tensors: :attr:`k`).
+        """
+        self._need_host()
+        return self._k
+
+    @property
+    def v_arrays(self) -> list[np.ndarray]:
+        """Per layer, the V storage of a host pool as numpy arrays (as :attr:`k_arrays`)."""
+        self._need_host()
+        return self._v
+
+    def _need_host(self) -> None:
+        if not self.on_host:
+            raise ConfigError(f"KVPool: the storage is on {self.device_type}, not numpy arrays")
+
+    def data_ptrs(self) -> list[int]:
+        """The addresses of every layer's K storage, then every layer's V storage (what the
+        fused decode step's table holds; they change only when a growth had to copy).
+        """
+        hit = self.__dict__.get("_ptrs")  # every step asks: made once per storage
+        if hit is None or hit[0] is not self._k:
+            if self.on_host:
+                ptrs = [a.ctypes.data for a in self._k] + [a.ctypes.data for a in self._v]
+            else:
+                ptrs = [t.data_ptr() for t in self._k] + [t.data_ptr() for t in self._v]
+            hit = self._ptrs = (self._k, ptrs)
+        return list(hit[1])
+
+    @property
+    def k(self) -> list[torch.Tensor]:
+        """Per layer, the K cache ``[num_reserved_pages, page_size, num_kv_heads, head_dim]``
+        as torch tensors (on the host: views of :attr:`k_arrays`, made on first use; a growable
+        pool's tensors change when it grows).
+        """
+        return self._tensors()[0]
+
+    @property
+    def v(self) -> list[torch.Tensor]:
+        """Per layer, the V cache as torch tensors (as :attr:`k`)."""
+        return self._tensors()[1]
+
+    def _tensors(self) -> tuple[list, list]:
+        """The storage as torch tensors: itself on a device, views made once per storage on the
+        host (``torch.from_numpy``, viewed as the pool's dtype where numpy stores its bits).
+        """
+        if not self.on_host:
+            return self._k, self._v
+        hit = self.__dict__.get("_torch_views")
+        if hit is None or hit[0] is not self._k:
+            import torch
+
+            dtype = self.dtype
+
+            def view(a: np.ndarray) -> torch.Tensor:
+                t = torch.from_numpy(a)
+                return t if t.dtype == dtype else t.view(dtype)
+
+            hit = (self._k, [view(a) for a in self._k], [view(a) for a in self._v])
+            self._torch_views = hit
+        return hit[1], hit[2]
 
     def _zero_pages(self, end: int) -> None:
         """Zero pages ``_zeroed .. end - 1`` (each page once; see the module docstring)."""
         if end <= self._zeroed:
             return
-        tensors = self.k if self.v_views_k else self.k + self.v
-        for t in tensors:
-            t[self._zeroed : end].zero_()
+        arrays = self._k if self.v_views_k else self._k + self._v
+        for t in arrays:
+            t[self._zeroed : end] = 0
         self._zeroed = end
 
     def _reserve(self, num_pages: int) -> None:
         """Grow the storage to ``num_pages`` pages, keeping every page at its row (the new
-        pages stay uninitialised until they are handed out): longer views of the whole
-        storage, or, where that could not be allocated, new tensors with the used pages
+        pages stay unwritten until they are handed out): longer views of the whole
+        storage, or, where that could not be allocated, new arrays with the used pages
         copied over.
         """
         old = self._reserved
@@ -155,10 +320,10 @@ class KVPool:
             k, v = self._views(num_pages)
         else:
             k, v = self._storage(num_pages)
-            pairs = list(zip(k, self.k)) + ([] if self.v_views_k else list(zip(v, self.v)))
+            pairs = list(zip(k, self._k)) + ([] if self.v_views_k else list(zip(v, self._v)))
             for new_t, old_t in pairs:
-                new_t[: self._zeroed].copy_(old_t[: self._zeroed])  # the rest was never used
-        self.k, self.v = k, v
+                new_t[: self._zeroed] = old_t[: self._zeroed]  # the rest was never used
+        self._k, self._v = k, v
         self.__dict__.pop("_slot_views", None)  # they hold the old tensors
         self._reserved = num_pages
         self.num_grows += 1
@@ -256,9 +421,9 @@ class KVPool:
         """
         assert 0 < src < self._reserved and 0 < dst < self._reserved and src != dst
         assert 0 <= num_tokens <= self.page_size
-        tensors = self.k if self.v_views_k else self.k + self.v
-        for t in tensors:  # [pages, page_size, heads, head_dim]
-            t[dst, :num_tokens].copy_(t[src, :num_tokens])
+        arrays = self._k if self.v_views_k else self._k + self._v
+        for t in arrays:  # [pages, page_size, heads, head_dim]
+            t[dst, :num_tokens] = t[src, :num_tokens]
 
     # -------------------------------------------------------------------- views
     def k_slots(self, layer: int) -> torch.Tensor:
@@ -274,7 +439,9 @@ class KVPool:
         return self._slots(self.v, layer)
 
     def _slots(self, tensors: list[torch.Tensor], layer: int) -> torch.Tensor:
-        """The slot view of ``tensors[layer]``, made once per tensor (all layers ask each step)."""
+        """The slot view of ``tensors[layer]`` (the list :attr:`k` or :attr:`v` gives), made
+        once per tensor (all layers ask each step).
+        """
         cache = self.__dict__.setdefault("_slot_views", {})
         key = (id(tensors), layer)
         hit = cache.get(key)
@@ -284,8 +451,8 @@ class KVPool:
         return hit[1]
 
     def nbytes(self) -> int:
-        """Bytes reserved by the K and V tensors of all layers now."""
-        return sum(t.numel() * t.element_size() for t in self.k + self.v)
+        """Bytes reserved by the K and V storage of all layers now."""
+        return sum(t.nbytes for t in self._k + self._v)
 
     def max_nbytes(self) -> int:
         """Bytes the pool holds when all ``num_pages`` are reserved."""

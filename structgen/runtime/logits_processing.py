@@ -6,13 +6,16 @@ Penalties follow OpenAI's presence/frequency definitions and CTRL's repetition p
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
+from structgen.runtime.device_boundary import is_tensor, numpy_float
 from structgen.runtime.request import Request
 from structgen.runtime.sampler import host_array
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["apply_penalties_and_bias", "top_logprobs"]
 
@@ -31,10 +34,10 @@ def apply_penalties_and_bias(logits: Any, reqs: list[Request]) -> None:
     rows = [r for r, req in enumerate(reqs) if req.params.needs_logits_processing]
     if not rows:
         return
-    if isinstance(logits, torch.Tensor) and logits.device.type != "cpu":
+    if is_tensor(logits) and logits.device.type != "cpu":
         _apply_torch(logits, reqs, rows)
         return
-    if isinstance(logits, torch.Tensor) and logits.dtype not in (torch.float32, torch.float64):
+    if is_tensor(logits) and not numpy_float(logits):
         view = logits.float()  # a float32 copy of a half-precision tensor, written back below
         apply_penalties_and_bias(view, reqs)
         logits.copy_(view)
@@ -71,6 +74,8 @@ def apply_penalties_and_bias(logits: Any, reqs: list[Request]) -> None:
 
 def _padded(seqs: list[list[int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """``[R, L]`` int64 ids (padded with 0) and ``[R, L]`` bool validity."""
+    import torch
+
     width = max(1, max(len(s) for s in seqs))
     ids = torch.zeros((len(seqs), width), dtype=torch.int64)
     valid = torch.zeros((len(seqs), width), dtype=torch.bool)
@@ -83,6 +88,8 @@ def _padded(seqs: list[list[int]], device: torch.device) -> tuple[torch.Tensor, 
 
 def _apply_torch(logits: torch.Tensor, reqs: list[Request], rows: list[int]) -> None:
     """:func:`apply_penalties_and_bias` for a device tensor (the same steps in torch)."""
+    import torch
+
     dev, vocab = logits.device, logits.shape[1]
     sub = logits[rows]  # [S, V]
     params = [reqs[r].params for r in rows]
@@ -125,7 +132,9 @@ def top_logprobs(logits: Any, chosen: Any, k: list[int]) -> list[dict[int, float
     """
     chosen_ids = chosen.tolist() if hasattr(chosen, "tolist") else list(chosen)
     kmax = max(k) if k else 0
-    if isinstance(logits, torch.Tensor) and logits.device.type != "cpu":
+    if is_tensor(logits) and logits.device.type != "cpu":
+        import torch
+
         logp_t = torch.log_softmax(logits.float(), dim=-1)  # [R, V]
         top_v, top_i = logp_t.topk(kmax, dim=-1) if kmax else (None, None)
         idx = torch.tensor(chosen_ids, device=logits.device).view(-1, 1)

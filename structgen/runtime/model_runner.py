@@ -16,13 +16,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from structgen.errors import DistributedError
+from structgen.runtime.device_boundary import device_type
 from structgen.runtime.forward_batch import ForwardBatch
 from structgen.runtime.kv_pool import KVPool
 
 if TYPE_CHECKING:
+    import torch
+
     from structgen.runtime.request import Request
     from structgen.runtime.scheduler import SchedulerOutput
 
@@ -165,14 +167,14 @@ class ModelRunner(BaseModelRunner):
         self.model = model
         self.pool = pool
         self.device = device
-        self._on_host = torch.device(device).type == "cpu"
+        self._on_host = device_type(device) == "cpu"
         self.num_forward_passes = 0
         self.attention_backend = attention_backend
         self._backend = functools.partial(backend_scope, attention_backend)
         with self._backend():  # raises ValueError on an unknown name
             pass
         self.graphs = None
-        if cuda_graph and torch.device(device).type == "cuda":
+        if cuda_graph and device_type(device) == "cuda":
             if max_model_len is None:
                 raise ValueError(
                     "ModelRunner(cuda_graph=True) needs max_model_len (the graphs' page-table "
@@ -211,7 +213,11 @@ class ModelRunner(BaseModelRunner):
         logits = self._forward(
             token_chunks, prefix_lens, page_tables, logits_rows, logits_token_indices
         )
-        return torch.from_numpy(logits) if isinstance(logits, np.ndarray) else logits
+        if not isinstance(logits, np.ndarray):
+            return logits
+        import torch
+
+        return torch.from_numpy(logits)
 
     def forward_logits(
         self,
@@ -258,6 +264,8 @@ class ModelRunner(BaseModelRunner):
                 logits = decoder.forward(host_batch, self.pool)
                 self.num_forward_passes += 1
                 return logits
+        import torch  # a torch model's step
+
         batch = ForwardBatch.build(
             token_chunks,
             prefix_lens,

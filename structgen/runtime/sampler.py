@@ -23,12 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
+from structgen.runtime.device_boundary import device_type, is_tensor, numpy_float
 from structgen.runtime.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "sample",
@@ -47,8 +50,6 @@ SERIAL_MAX_ROWS = 8
 """Rows up to which ``few_rows_serial`` keeps a CPU step's sampling on one thread (a top-p sort
 of more rows is long enough for the pool to pay)."""
 
-_NUMPY_DTYPES = (torch.float32, torch.float64)
-
 BLOCK = 1024
 """Tokens per block of host sampling's two-level search (block sums, then one block's
 cumulative sum)."""
@@ -57,12 +58,12 @@ _RNG = np.random.default_rng()  # unseeded host rows (one process-wide generator
 
 
 def _numpy_ok(t: torch.Tensor) -> bool:
-    return t.device.type == "cpu" and t.dtype in _NUMPY_DTYPES
+    return is_tensor(t) and t.device.type == "cpu" and numpy_float(t)
 
 
 def _on_device(x: Any) -> bool:
     """True for a torch tensor outside host memory (CUDA): the torch paths' inputs."""
-    return isinstance(x, torch.Tensor) and x.device.type != "cpu"
+    return is_tensor(x) and x.device.type != "cpu"
 
 
 def host_array(x: Any) -> np.ndarray:
@@ -75,19 +76,23 @@ def host_array(x: Any) -> np.ndarray:
     """
     if isinstance(x, np.ndarray):
         return x
-    if not isinstance(x, torch.Tensor):
+    if not is_tensor(x):
         return np.asarray(x)
     if x.device.type != "cpu":
         raise TypeError(f"host_array: a {x.device.type} tensor is not in host memory")
     x = x.detach()
-    if x.is_floating_point() and x.dtype not in _NUMPY_DTYPES:
+    if x.is_floating_point() and not numpy_float(x):
         x = x.float()
     return x.numpy()
 
 
 def _like(result: np.ndarray, like: Any) -> Any:
     """``result`` in the caller's kind: a tensor (sharing memory) when ``like`` is a tensor."""
-    return torch.from_numpy(result) if isinstance(like, torch.Tensor) else result
+    if not is_tensor(like):
+        return result
+    import torch
+
+    return torch.from_numpy(result)
 
 
 def make_generator(seed: int, device: Any = "cpu") -> np.random.Generator | torch.Generator:
@@ -99,8 +104,10 @@ def make_generator(seed: int, device: Any = "cpu") -> np.random.Generator | torc
         seed: ``SamplingParams.seed`` (an int >= 0).
         device: where the request's logits live (``"cpu"``, ``"cuda:0"``, a ``torch.device``).
     """
-    if torch.device(device).type == "cpu":
+    if device_type(device) == "cpu":
         return np.random.default_rng(seed)
+    import torch
+
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     return gen
@@ -112,8 +119,10 @@ def uniforms(m: int, gen: Any, device: Any = "cpu") -> list[float]:
     """
     if isinstance(gen, np.random.Generator):
         return gen.random(m).tolist()
-    if gen is None and torch.device(device).type == "cpu":
+    if gen is None and device_type(device) == "cpu":
         return _RNG.random(m).tolist()
+    import torch
+
     dev = gen.device if gen is not None else device
     return torch.rand(m, generator=gen, device=dev).tolist()
 
@@ -169,7 +178,7 @@ def take_rows(logits: torch.Tensor, rows: list[int]) -> torch.Tensor:
         IndexError: a row out of range.
     """
     if rows and _numpy_ok(logits):
-        return torch.from_numpy(logits.detach().numpy()[rows])
+        return _like(logits.detach().numpy()[rows], logits)
     return logits[rows]
 
 
@@ -181,13 +190,13 @@ def few_rows_serial(logits: Any, max_rows: int = SERIAL_MAX_ROWS) -> Iterator[No
     the same either way; a torch reduction over a row (a normalising sum) may round
     differently with another split, as it may already with another batch shape.
     """
+    if not is_tensor(logits) or logits.device.type != "cpu" or logits.shape[0] > max_rows:
+        yield
+        return
+    import torch
+
     n = torch.get_num_threads()
-    if (
-        not isinstance(logits, torch.Tensor)
-        or logits.device.type != "cpu"
-        or logits.shape[0] > max_rows
-        or n == 1
-    ):
+    if n == 1:
         yield
         return
     torch.set_num_threads(1)
@@ -204,6 +213,8 @@ def _argmax_rows(logits: Any) -> Any:
     if _on_device(logits) or not (logits.shape[0] and logits.shape[1]):
         if isinstance(logits, np.ndarray):
             return np.zeros(logits.shape[0], np.int64)
+        import torch
+
         return logits.argmax(dim=-1) if logits.shape[1] else logits.new_zeros(0, dtype=torch.int64)
     return _like(host_array(logits).argmax(axis=-1).astype(np.int64), logits)
 
@@ -272,6 +283,8 @@ def filter_probs(probs: Any, params: list[SamplingParams]) -> Any:
 
 def _filter_probs_torch(probs: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
     """:func:`filter_probs` for a device tensor (the same steps in torch)."""
+    import torch
+
     rows, vocab = probs.shape
     dev = probs.device
     top_k = torch.tensor([p.top_k if p.top_k > 0 else vocab for p in params], device=dev)
@@ -311,6 +324,8 @@ def draw(weights: Any, gen: Any = None) -> int:
     that device, or None). A token of zero weight is never drawn.
     """
     if _on_device(weights):
+        import torch
+
         if isinstance(gen, np.random.Generator):
             e = torch.from_numpy(gen.standard_exponential(weights.shape[0], dtype=np.float32))
             noise = e.to(weights.device)
@@ -363,6 +378,8 @@ def sample(logits: Any, params: list[SamplingParams], generators: list) -> Any:
 
 def _sample_torch(logits, params, generators, greedy_tok):
     """:func:`sample`'s non-greedy rows for a device tensor: the exponential race in torch."""
+    import torch
+
     rows = logits.shape[0]
     temps = torch.tensor(
         [p.temperature if not p.is_greedy else 1.0 for p in params],

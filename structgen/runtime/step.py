@@ -19,16 +19,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from structgen.fsm.jump_forward import plan_jump_forward
 from structgen.fsm.matcher import Matcher
-from structgen.kernels.apply_token_bitmask import apply_token_bitmask, apply_token_bitmask_host
+from structgen.kernels.token_bitmask_host import apply_token_bitmask_host
 from structgen.runtime.logits_processing import apply_penalties_and_bias, top_logprobs
 from structgen.runtime.request import Request
 from structgen.runtime.sampler import few_rows_serial, sample, take_rows
 
 if TYPE_CHECKING:
+    import torch
+
     from structgen.runtime.model_runner import ModelOutput
     from structgen.runtime.step_masks import StepMasks
 
@@ -136,7 +137,7 @@ def sample_tokens(
     plain = [(req, lo) for req, lo, m in output.sampling if m == 0]
     specs = [(req, lo, m) for req, lo, m in output.sampling if m > 0]
     # a torch forward's logits are inference tensors: mask them in place there
-    with contextlib.nullcontext() if host else torch.inference_mode():
+    with contextlib.nullcontext() if host else _inference_mode():
         if context.num_sampled_ids is not None:
             logits[:, context.num_sampled_ids :] = float("-inf")  # padded vocabulary rows
         for req, first, lo, hi in output.prompt_logprobs:
@@ -162,11 +163,20 @@ def sample_tokens(
                 idx.extend(range(lo, lo + m + 1))
             spec_logits = logits[idx]
             if host:  # speculative verification runs torch: its rows as a tensor (no copy)
+                import torch
+
                 spec_logits = torch.from_numpy(spec_logits)
             accepted = verify(spec_logits, items, masks=masks)
     out = [SampledTokens(req, [tok], [lp]) for req, tok, lp in zip(reqs, tokens, logprobs)]
     out += [SampledTokens(req, toks, None, True) for (req, _, _), toks in zip(specs, accepted)]
     return out
+
+
+def _inference_mode() -> Any:
+    """``torch.inference_mode()`` (a torch forward's step only: torch is loaded then)."""
+    import torch
+
+    return torch.inference_mode()
 
 
 def _take_rows(logits: Any, rows: list[int]) -> Any:
@@ -212,6 +222,8 @@ def _sample_step(
 ) -> tuple[list[int], list[dict[int, float] | None]]:
     vocab_size = logits.shape[1]
     host = isinstance(logits, np.ndarray)
+    if not host:  # a torch forward's logits (the host step runs no torch)
+        import torch
     apply_penalties_and_bias(logits, reqs)
     constrained = [r for r, req in enumerate(reqs) if req.matcher is not None]
     if constrained:
@@ -238,6 +250,8 @@ def _sample_step(
                     # ``BaseMatcher.fill_bitmask`` takes a tensor: other implementations get
                     # the array's memory as one (structgen's own ``Matcher`` writes arrays)
                     if tensor_view is None:
+                        import torch
+
                         tensor_view = torch.from_numpy(bitmask)
                     matcher.fill_bitmask(tensor_view, row)
                 else:
@@ -248,6 +262,8 @@ def _sample_step(
         if host:
             apply_token_bitmask_host(logits, bitmask, constrained)
         else:
+            from structgen.kernels.apply_token_bitmask import apply_token_bitmask
+
             idx = torch.tensor(constrained, dtype=torch.int64, device=logits.device)
             apply_token_bitmask(logits, bitmask.to(logits.device), idx)
     for r, req in enumerate(reqs):
@@ -285,6 +301,8 @@ def record_prompt_logprobs(req: Request, logits: np.ndarray | torch.Tensor, firs
     if isinstance(logits, np.ndarray):
         targets = np.array(ids, dtype=np.int64)
     else:
+        import torch
+
         targets = torch.tensor(ids, device=logits.device)
     with few_rows_serial(logits, PROMPT_LOGPROBS_SERIAL_ROWS):
         dicts = top_logprobs(logits, targets, [req.params.prompt_logprobs] * logits.shape[0])

@@ -219,8 +219,9 @@ MINUTES = {
          (["Mateus Oliveira", "Chen Jing"], [])),
         # a label naming no field ("Present"), a denial, a list over maxItems: unchanged
         ("Sync. Present: Chen Jing, Mateus Oliveira.", (["Chen Jing"], []), (["Chen Jing"], [])),
+        # (the denial is no list; the denied array rule, f12, empties the apologies)
         ("Sync. Apologies: none. Attendees: Chen Jing.", (["Chen Jing"], ["Chen Jing"]),
-         (["Chen Jing"], ["Chen Jing"])),
+         (["Chen Jing"], [])),
         ("Sync. Attendees: A B, C D, E F, G H, I J.", (["A B"], []), (["A B"], [])),
         # two labels naming the field with different lists: unchanged
         ("Attendees: Chen Jing. Later attendees: Ravi Menon.", (["Chen Jing"], []),
@@ -284,3 +285,72 @@ TICKET = {
 def test_denied_object(text, before, after):
     got, _ = apply_evidence(TICKET, text, {"event": "E", **before})
     assert got == {"event": "E", **after}
+
+
+MINUTES_DENIED = {
+    "type": "object",
+    "properties": {
+        "meeting": {"type": "string"},
+        "attendees": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "apologies": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["meeting", "attendees", "apologies"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        # the array's name negated as a word: empty
+        ("Weekly sync. Attendees: Chen Jing, Mateus Oliveira. No apologies.",
+         ["Chen Jing"], []),
+        ("Weekly sync. Attendees: Chen Jing. Apologies: none.", ["Chen Jing"], []),
+        # a negation elsewhere in the clause, or no negation: the model decides
+        ("Weekly sync. Attendees: Chen Jing. Apologies from Marco Rossi, who could not attend.",
+         ["Marco Rossi"], ["Marco Rossi"]),
+        ("Weekly sync. Attendees: Chen Jing. Absent with apologies: Marco Rossi.",
+         ["Marco Rossi"], ["Marco Rossi"]),
+        ("Weekly sync. Attendees: Chen Jing.", ["Marco Rossi"], ["Marco Rossi"]),
+    ],
+)  # fmt: skip
+def test_denied_array(text, before, after):
+    value = {"meeting": "Weekly sync", "attendees": ["Chen Jing"], "apologies": before}
+    got, _ = apply_evidence(MINUTES_DENIED, text, value)
+    assert got["apologies"] == after
+
+
+def test_a_denied_array_the_schema_needs_items_in_stays():
+    text = "Weekly sync. No attendees were recorded. No apologies."
+    value = {"meeting": "Weekly sync", "attendees": ["Chen Jing"], "apologies": ["Chen Jing"]}
+    got, _ = apply_evidence(MINUTES_DENIED, text, value)
+    assert got == {"meeting": "Weekly sync", "attendees": ["Chen Jing"], "apologies": []}
+    jsonschema.validate(got, MINUTES_DENIED)
+
+
+CITATION = {
+    "type": "object",
+    "properties": {"title": {"type": "string"}, "doi": {"type": "string", "pattern": "^10\\."}},
+    "required": ["title"],
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        # a title run on across a sentence end: cut there
+        ("Nakamura. 2021. Sparse retrieval at scale. Journal of Information Systems 47: 112.",
+         "Sparse retrieval at scale. Journal of Information Systems",
+         "Sparse retrieval at scale"),
+        # an abbreviation before a name is no sentence end
+        ("Seen by Dr. Sato today.", "Dr. Sato", "Dr. Sato"),
+        ("Sakura Denki K.K. bills you on Monday.", "Sakura Denki K.K. bills you on",
+         "Sakura Denki K.K. bills you on"),
+        ("Visit the St. Louis Zoo.", "St. Louis Zoo", "St. Louis Zoo"),
+        # a value the text does not write is left to the other rules
+        ("Retrieval at scale. Journal of Systems.", "retrieval at scale. Journal",
+         "retrieval at scale. Journal"),
+    ],
+)  # fmt: skip
+def test_sentence_cut(text, before, after):
+    got, _ = apply_evidence(CITATION, text, {"title": before})
+    assert got["title"] == after

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from structgen.extraction import extract
 from tests.conftest import have_smollm2
 
 pytestmark = [
@@ -61,19 +62,12 @@ def test_occupation_takes_no_span_the_age_was_read_from(smollm2_engine):
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="#23 o11, open: span-end scoring no longer extends the location into the title "
-    '(runs_into) and no time is a candidate (shaped), but "Lyon" inside "Lyon jazz '
-    'festival" is still an overlapping pair, so one field moves to a non-name span; '
-    "letting a contained pair stay where the model prefers both values fixed this and "
-    'lost job_post-01/-03 on the dev set (title "Northwind Logistics" beside company '
-    '"Northwind" is the same shape), so it is not applied (RESULTS.md, session 29 o11).',
-)
 def test_a_place_inside_the_title_stays_and_takes_no_time_span(smollm2_engine):
     """#23 o11: greedy writes "location": "Lyon" beside "title": "Lyon jazz festival";
     span-end scoring extended it into the title's span and the overlap pass then moved it
-    to "2:15" (the time)."""
+    to "2:15" (the time); then (o11's fixes) the pass moved the title to "festival runs
+    on 7 March". f12: a place field's value inside a longer sibling value is no pair
+    (``overlaps.place_inside``), so both stay."""
     schema = json.loads((ROOT / "examples" / "schemas" / "event.json").read_text())
     text = "The Lyon jazz festival runs on 7 March 2026 at 2:15 pm."
     greedy = smollm2_engine.extract(schema, text, score_span_ends=False, score_overlaps=False)
@@ -86,16 +80,12 @@ def test_a_place_inside_the_title_stays_and_takes_no_time_span(smollm2_engine):
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="#23 o11, open: under the copy constraint greedy does not close `skills` after "
-    "\"Rust\" (the model's own next token after '\"Rust' is '\",\"' at -0.87 over '\"],' "
-    "at -1.12), loops on spans (Lyon, Berlin, Lyon, ...) and writes invented addresses; "
-    "trim_items drops the repeats and the unsupported addresses, leaving Lyon and Berlin "
-    "in skills and addresses empty. Needs the array cut and the rest generated again "
-    "from the cut (a runtime change), not a rule on the finished object.",
-)
 def test_places_are_no_skills_and_the_addresses_are_kept(smollm2_engine):
+    """#23 o11/e12: under the copy constraint greedy does not close `skills` after "Rust"
+    (its next token after '"Rust' is '","' at -0.87 over '"],' at -1.12), loops on the
+    text's spans (Lyon, Berlin, Lyon, ...) and invents the addresses after them; the
+    array-end pass scores closing `skills` there above going on with "Lyon", cuts the
+    output after "Rust" and generates the addresses again from the cut."""
     from pydantic import BaseModel
 
     class Address(BaseModel):
@@ -118,4 +108,6 @@ def test_places_are_no_skills_and_the_addresses_are_kept(smollm2_engine):
     }
     schema = Employee.model_json_schema()
     assert smollm2_engine.extract(schema, text, copy=False) == want  # the reference
+    greedy = extract(smollm2_engine, schema, text, score_array_ends=False)
+    assert greedy["skills"][2:] and not greedy["addresses"]  # what the pass is for
     assert smollm2_engine.extract(schema, text) == want

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 import torch
 
@@ -98,7 +99,7 @@ class _NaNStorage:
     def _storage(self, num_pages):
         k, v = super()._storage(num_pages)
         for t in k + ([] if self.v_views_k else v):
-            t.fill_(float("nan"))
+            t[...] = float("nan")  # numpy arrays on the host, tensors on a device
         return k, v
 
 
@@ -283,3 +284,33 @@ def test_copy_page_prefix_copies_only_the_leading_slots_of_every_layer(latent):
         assert torch.equal(new, ref)
     with pytest.raises(AssertionError):
         pool.copy_page_prefix(src, src, 1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_host_storage_is_numpy_and_the_tensors_share_it(dtype):
+    """On the host the storage is numpy (bfloat16 as its uint16 bits) and ``k`` / ``v`` /
+    ``k_slots`` are torch views of the same memory: a write through either reads back through
+    the other, with the same addresses (``data_ptrs``, what the fused decode step reads)."""
+    want = getattr(torch, dtype)
+    pool = KVPool(2, 16, 4, 2, 8, dtype=torch.float16 if dtype == "float16" else dtype)
+    assert pool.dtype == want and pool.dtype_name == dtype and pool.on_host
+    (page,) = pool.alloc(1)
+    for layer in range(2):
+        k_arr, k_t = pool.k_arrays[layer], pool.k[layer]
+        assert isinstance(k_arr, np.ndarray) and k_t.dtype == want
+        assert k_arr.dtype == (np.uint16 if dtype == "bfloat16" else np.dtype(dtype))
+        assert k_t.data_ptr() == k_arr.ctypes.data == pool.data_ptrs()[layer]
+        assert pool.v[layer].data_ptr() == pool.data_ptrs()[2 + layer]
+        values = torch.arange(4 * 2 * 8, dtype=torch.float32).view(4, 2, 8).to(want)
+        pool.k_slots(layer)[page * 4 : page * 4 + 4] = values  # torch writes, numpy reads
+        got = torch.from_numpy(k_arr[page].copy())
+        assert torch.equal(got.view(want) if dtype == "bfloat16" else got, values)
+        pool.v_arrays[layer][page] = k_arr[page]  # numpy writes, torch reads
+        assert torch.equal(pool.v[layer][page], values)
+
+
+def test_host_pool_in_a_dtype_numpy_cannot_hold_is_refused():
+    from structgen.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="float8_e4m3fn"):
+        KVPool(1, 4, 4, 1, 8, dtype=torch.float8_e4m3fn)

@@ -131,6 +131,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   cuts at its start. A numeral written as its own word (a space before it) whose reading
   a sibling number field holds cuts the same way ("Quick garlic prawns for two", with
   ``servings`` 2).
+* **sentence cut**: a free string field whose value the text writes across a sentence end
+  (a word of three or more lowercase letters, its full stop, a capital: "Sparse retrieval
+  at scale. Journal of Information Systems") is cut before it, when the schema accepts
+  the cut ("Dr. Sato", "K.K. bills", "St. Louis" are no sentence end).
 * **honorific**: a free string field whose value ends with "Mr.", "Mrs.", "Ms.", "Miss"
   or "Mx" and a name of capitalised words takes the name ("E-ticket for Mr. Dmitri
   Volkov" -> "Dmitri Volkov"); "Dr." stays ("Dr. Sato" is how a provider is named).
@@ -220,6 +224,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   (``roles.swapped_roles``).
 * **denied object**: a nullable object field whose name the text mentions only negated
   ("General admission standing ticket, no seat") is null.
+* **denied array**: an array field holding items whose name the text mentions, every
+  mention negated as a word (a negation just before it, "No apologies.", or as its
+  predicate, "Apologies: none"; a negation elsewhere in the clause is not enough), is
+  empty where the schema accepts an empty array (``nulls.denied_items``).
 * **contact**: a nullable object field the model left null or out whose two required
   properties are a free string field named for a name (a key with the word ``name``) and a
   phone field takes the name and phone number the text writes together ("Call Hannah
@@ -235,6 +243,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   same over the date fields of an object and the objects nested in it (not in arrays),
   in schema order, when some of them are nested (a rental's ``pickup.date`` and
   ``return_date``).
+* **stated order**: a ``format: date`` field holding one reading of an ambiguous numeric
+  date (``03/02/2026``) the text writes with its order stated right after it ("(DD/MM/YYYY)",
+  "dd.mm.yyyy", "[MM/DD/YY]") takes the stated reading (``dates.stated_order``); runs
+  after the date order rule.
 * **date null**: a nullable string field without ``format`` or ``pattern``, its name
   nowhere in the text, whose value reads as a date or time (``fsm.dates``) that a
   sibling field holds is null (an appointment's ``location`` = "11 a.m.", the ``time``).
@@ -260,10 +272,11 @@ separator, repeat, range, amount, denied-number, denied-count and foreign numera
 phone, phone fragment, e-mail shape, invented e-mail, URI shape, pattern shape and label
 list rules,
 ``roles.py`` the role rule, ``names.py`` the name-run,
-place-list, sibling-cut, honorific and appositive rules (where a copied name starts and
-ends), ``dates.py`` the date order, date null and named date rules, ``contacts.py`` the contact
-rule, ``nulls.py`` the null and identifier null rules, and ``apply.py`` the driver,
-``apply_evidence``, which this package re-exports.
+place-list, sibling-cut, sentence-cut, honorific and appositive rules (where a copied name
+starts and ends), ``dates.py`` the date order, date null, named date and stated-order
+rules, ``contacts.py`` the contact rule, ``nulls.py`` the null, identifier null and
+denied-array rules, and ``apply.py`` the driver, ``apply_evidence``, which this package
+re-exports.
 """
 
 from __future__ import annotations

@@ -19,16 +19,28 @@ from typing import Any
 import jsonschema
 
 from structgen.extraction.evidence.contacts import contact_object
-from structgen.extraction.evidence.dates import dates_in_order, named_date, nested_dates_in_order
-from structgen.extraction.evidence.fields import field_kind, is_nullable
+from structgen.extraction.evidence.dates import (
+    dates_in_order,
+    named_date,
+    nested_dates_in_order,
+    stated_order,
+)
+from structgen.extraction.evidence.fields import field_kind, is_nullable, schema_accepts
 from structgen.extraction.evidence.names import (
     after_honorific,
     appositive_role,
     capital_run,
     place_list,
+    sentence_cut,
     sibling_cut,
 )
-from structgen.extraction.evidence.nulls import clear_field, clearable, copied_nulls, denied_string
+from structgen.extraction.evidence.nulls import (
+    clear_field,
+    clearable,
+    copied_nulls,
+    denied_items,
+    denied_string,
+)
 from structgen.extraction.evidence.numbers import (
     all_negated,
     amount_value,
@@ -138,6 +150,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             elif isinstance(node[name], list):  # items: the enum-array and string repeat rules
                 arr = _resolve(schema, prop)
                 items = _resolve(schema, arr.get("items")) if isinstance(arr, dict) else None
+                if node[name] and denied_items(doc, stems) and schema_accepts(schema, prop, []):
+                    node[name] = []  # denied array: "No apologies.", "Apologies: none"
+                    changed.append(path + name)
+                    continue
                 mentioned = enum_items(doc, items, arr, node[name]) if items else None
                 if mentioned is not None:
                     node[name] = mentioned
@@ -181,6 +197,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             if started is not None:
                 node[name] = started
                 changed.append(path + name)
+            cut = sentence_cut(schema, prop, node.get(name), text)
+            if cut is not None:  # "Sparse retrieval at scale. Journal of ..."
+                node[name] = cut
+                changed.append(path + name)
             spaced = spaced_identifier(schema, prop, node.get(name), text)
             if spaced is not None:
                 node[name] = spaced
@@ -218,6 +238,11 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         for name, new_d in dates_in_order(schema, sub, node, text).items():
             node[name] = new_d
             changed.append(path + name)
+        for name, prop in (sub.get("properties") or {}).items():
+            stated = stated_order(schema, prop, node.get(name), text)
+            if stated is not None:  # "03/02/2026 (DD/MM/YYYY)" read month first
+                node[name] = stated
+                changed.append(path + name)
         for name, prop in (sub.get("properties") or {}).items():
             decided, num_f = foreign_value(schema, prop, name, node, spans, foreign)
             if decided:  # a numeral of a phone, e-mail, identifier or date: not this field

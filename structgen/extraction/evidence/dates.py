@@ -6,12 +6,16 @@ the objects nested in it: ``pickup.date`` and ``return_date``); a nullable plain
 field holding a sibling's date or time, its name nowhere in the text, is null
 (``a_siblings_date``); a date or time field left null or out takes the one date or
 time the text writes right after the words naming it (``named_date``: "Next meeting: 9
-February 2026", "Doors open at 7 pm"). Dates and times are read by
+February 2026", "Doors open at 7 pm"); a date field holding one reading of an ambiguous
+numeric date the text writes with its order stated right after it ("03/02/2026
+(DD/MM/YYYY)") takes the stated reading (``stated_order``). Dates and times are read by
 ``structgen.fsm.dates``.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import re
 from typing import Any
 
 from structgen.extraction.evidence.fields import is_nullable, schema_accepts
@@ -33,6 +37,42 @@ _KIND_STEMS = frozenset(stem(w) for w in ("date", "time", "day"))
 # words between the words naming a field and the date or time they label ("Next service
 # due 11.03.2027", "next meet on April 2", "Doors open at 7 pm")
 _GAP_NAMED = 2
+
+
+# a numeric date whose order is ambiguous (``fsm.dates``: "03/02/2026", "11-02-2026") and
+# the order a text states right after it: "(DD/MM/YYYY)", "dd.mm.yyyy", "[MM/DD/YY]"
+_AMBIGUOUS_DATE = re.compile(r"(?<![\d./-])(\d{1,2})([/.-])(\d{1,2})\2(\d{4})(?![\d/-])")
+_STATED_ORDER = re.compile(r"[ \t]*[(\[]?[ \t]*(dd|mm)[/.-](dd|mm)[/.-]yy(?:yy)?(?![a-z])", re.I)
+
+
+def _iso(year: int, month: int, day: int) -> str | None:
+    try:
+        return _dt.date(year, month, day).isoformat()
+    except ValueError:
+        return None
+
+
+def stated_order(root: Any, prop: Any, value: Any, text: str) -> str | None:
+    """The stated-order rule of the package docstring: the day-first (``DD/MM``) or
+    month-first (``MM/DD``) reading of the ambiguous numeric date the text writes with
+    its order stated right after it, for a ``format: date`` field holding that date's
+    other reading; None where no such date is held or the stated reading is held already
+    ("03/02/2026 (DD/MM/YYYY)": "2026-03-02" -> "2026-02-03").
+    """
+    if not isinstance(value, str) or not _is_date_field(root, prop):
+        return None
+    for m in _AMBIGUOUS_DATE.finditer(text):
+        order = _STATED_ORDER.match(text, m.end())
+        if order is None or order[1].lower() == order[2].lower():
+            continue
+        a, b, year = int(m[1]), int(m[3]), int(m[4])
+        month_first, day_first = _iso(year, a, b), _iso(year, b, a)
+        stated, other = (
+            (day_first, month_first) if order[1].lower() == "dd" else (month_first, day_first)
+        )
+        if stated is not None and value == other != stated:
+            return stated
+    return None
 
 
 def _is_date_field(root: Any, prop: Any) -> bool:

@@ -3,7 +3,8 @@
 A name the model cut short takes the capitalised words next to it (``capital_run``); a
 place field takes the whole comma-joined list of place names it is written in
 (``place_list``); a value running on into a sibling's value is cut before it
-(``sibling_cut``); a courtesy title before a name goes (``after_honorific``); a role
+(``sibling_cut``), and one running across a sentence end is cut there (``sentence_cut``);
+a courtesy title before a name goes (``after_honorific``); a role
 left null takes the appositive after a name ("Elena Petrova, Head of Research at ...":
 ``appositive_role``).
 """
@@ -133,6 +134,26 @@ def capital_run(root: Any, sub: dict, name: str, node: dict, text: str) -> str |
         return None
     if any(w in s for w in new.replace(value, " ").split() for s in siblings):
         return None  # the added words are a sibling's
+    return new if schema_accepts(root, _resolve(root, prop), new) else None
+
+
+# a sentence end inside a value: a word of three or more lowercase letters, its full stop,
+# spaces, a capital ("Sparse retrieval at scale. Journal of ..."); an abbreviation before
+# a name is short or capitalised ("Dr. Sato", "K.K. bills", "St. Louis")
+_SENTENCE_END = re.compile(r"(?<![^\W\d_])[a-z]{3,}(\.) +(?=[^\W\d_a-z])")
+
+
+def sentence_cut(root: Any, prop: Any, value: Any, text: str) -> str | None:
+    """The sentence-cut rule of the package docstring: a free string value the text
+    writes that runs across a sentence end is cut before it ("Sparse retrieval at scale.
+    Journal of Information Systems" -> "Sparse retrieval at scale"), or None (no change).
+    """
+    if not isinstance(value, str) or free_string_schema(root, prop) is None or value not in text:
+        return None
+    end = _SENTENCE_END.search(value)
+    if end is None:
+        return None
+    new = value[: end.start(1)]
     return new if schema_accepts(root, _resolve(root, prop), new) else None
 
 

@@ -5,7 +5,8 @@ that sibling (null); a nullable number the text writes only inside a chunk a sib
 string field holds is part of that identifier (identifier null, ``_inside_sibling``); a
 nullable plain string holding a sibling's date or time (date null,
 ``structgen.extraction.evidence.dates``). ``copied_nulls`` gathers them for one object;
-``denied_string`` is the denied string rule, which treats a field the schema lets an
+``denied_items`` reads the denied array rule (an array whose name the text negates as a
+word is empty); ``denied_string`` is the denied string rule, which treats a field the schema lets an
 object leave out (not ``required``) as nullable: the field is then left out
 (``clearable``, ``clear_field``). The null rule does not (a schema without ``required`` would
 lose every field equal to a sibling's).
@@ -19,7 +20,13 @@ from typing import Any
 from structgen.extraction.evidence.dates import a_siblings_date
 from structgen.extraction.evidence.fields import field_kind, is_nullable, is_scalar
 from structgen.extraction.evidence.numbers import all_negated
-from structgen.extraction.evidence.text import JOINED, TextWords, name_mentions, name_stems
+from structgen.extraction.evidence.text import (
+    JOINED,
+    TextWords,
+    name_mentions,
+    name_stems,
+    stems_match,
+)
 from structgen.extraction.refs import resolve as _resolve
 
 
@@ -117,3 +124,13 @@ def denied_string(root: Any, sub: dict, name: str, prop: Any, value: Any, doc: T
     if not stems or not clearable(root, sub, name, prop) or not all_negated(doc, stems):
         return False
     return value not in doc.text or not _shaped(root, prop)
+
+
+def denied_items(doc: TextWords, stems: list[str]) -> bool:
+    """The denied-array rule of the package docstring: the text mentions the array
+    field's name, each mention negated as a word (``TextWords.negates``: a negation just
+    before it, "No apologies", or as its predicate, "Apologies: none"), not only somewhere
+    in its clause ("Apologies from Marco, who could not attend" denies nothing).
+    """
+    mentions = [k for k, (w, *_) in enumerate(doc.words) if any(stems_match(w, s) for s in stems)]
+    return bool(mentions) and all(doc.negates(k, k) for k in mentions)

@@ -109,6 +109,21 @@ def name_stems(key: str) -> list[str]:
     return [stem(w) for w in words if w.lower() not in _GENERIC and len(w) >= 2]
 
 
+# the stems (``stem``) of the words of a field name that name a place ("location",
+# "venue", "city", "from_station", "to_airport"): ``names_place``
+PLACE_STEMS = frozenset(
+    "loc venu addres plac cit town villag countr region station airport destin".split()
+)
+
+
+def names_place(key: str) -> bool:
+    """Whether the field name ``key`` names a place: a word of it (``name_stems``) is
+    one of ``PLACE_STEMS`` ("location", "pickup_location", "city", "from_station";
+    not "company", "title", "state"). Raises: never.
+    """
+    return not PLACE_STEMS.isdisjoint(name_stems(key))
+
+
 def option_stems(option: str) -> list[str]:
     """The stems of an enum option's words, split as the text's words are (a value, not
     an identifier: ``PostNord`` stays one word), as a mention must show them in order:

@@ -368,10 +368,11 @@ def split_key(
         and ``after`` is None, when fewer than ``MIN_HEAD_BYTES`` bytes can start the head,
         or when ``head_key`` gives up. Raises: never.
     """
-    if arena.has_boolean(term):
-        return None
+    kind = arena.kind
+    if (after is None and kind[term] != CONCAT) or arena.has_boolean(term):
+        return None  # (a regex state's term that is no concatenation: no split either way)
     bound = None
-    kind, args, first, nullable = arena.kind, arena.args, arena.first, arena.nullable
+    args, first, nullable = arena.args, arena.first, arena.nullable
     if kind[term] == CONCAT:
         head, rest = args[term]
         if kind[rest] == CONCAT:  # x x{lo,hi} r (one or more x: a key or a minLength

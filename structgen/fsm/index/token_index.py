@@ -31,7 +31,7 @@ import numpy as np
 
 from ...lru import LRUCache
 from ..regex.dfa import ByteDFA
-from ..regex.terms import ALT
+from ..regex.terms import ALT, CONCAT
 from .count_masks import (
     TABLE_CLASSES,
     CountView,
@@ -116,6 +116,7 @@ class TokenIndex:
         # shared head parts: automata of derivative terms, and automata that key their
         # states themselves (a grammar automaton's lexemes: ``lexical_key(state, depth)``)
         self._keys_own = hasattr(dfa, "lexical_key")
+        self._regex = isinstance(dfa, ByteDFA) and not self._keys_own  # states are terms
         splits = self._keys_own or isinstance(dfa, ByteDFA)
         self._lexical = getattr(vocab, "lexical_masks", None) if splits else None
         self._lexical_keys: dict[int, tuple[bytes, int] | None] = {}  # state -> key
@@ -440,14 +441,23 @@ class TokenIndex:
             mask = walk_class(self.vocab, self.dfa, state, byte_mask)
             if mask is not None:
                 break
-        if mask is None and nxt is None and self._counts is not None:
-            mask = self._walk_counts(state)
-        if mask is None and nxt is None and self._lexical is not None:
-            mask = self._walk_split(state)
-            if mask is None and not self._keys_own:  # (_walk_alt's own first test)
-                mask = self._walk_alt(state)
         if mask is None and nxt is None:
-            mask = self._walk_by_class(state)
+            # a regex state's term, read once for the first tests of the ways below (each
+            # repeats its own): a count view only where the term may share a count's mask, a
+            # head part only for a concatenation, an alternation's members only for one
+            kind = term = None
+            if self._regex:
+                term, kind = self.dfa.term(state), self.dfa.arena.kind
+            counts = self._counts
+            if counts is not None and counts.may_share(term):
+                mask = self._walk_counts(state)
+            if mask is None and self._lexical is not None:
+                if kind is None or kind[term] == CONCAT:
+                    mask = self._walk_split(state)
+                if mask is None and kind is not None and kind[term] == ALT:
+                    mask = self._walk_alt(state)
+            if mask is None:
+                mask = self._walk_by_class(state)
         if mask is None:
             mask = self._walk_whole(state, nxt)
         if self._reads_wildcards:

@@ -62,16 +62,22 @@ def _tables(dfa):
 _c = _EXT  # the C walk in use, None: numpy (use_extension; tests swap it)
 
 
+# the extension's direct walks (None where it predates them); ``_c`` is ``_EXT`` or None
+_WALK_DIRECT = getattr(_EXT, "walk_direct", None)
+_WALK_DIRECT_WHOLE = getattr(_EXT, "walk_direct_whole", None)
+_WALK_BYTES_DIRECT = getattr(_EXT, "walk_bytes_direct", None)
+
+
 def _walk_c(dfa):
     """The C walk for ``dfa``: ``walk_direct`` (called with ``dfa`` as a last argument: its
     missing rows and ``PENDING`` classes built in C over its own tables, ``csrc/dfa_rows.h``)
     when ``dfa.rows_buildable_in_c()``; else ``walk_fused`` (a missing row built with the
     byte read, one ``row_tables(state, byte)`` callback) when ``dfa.row_tables`` takes
-    ``(state, byte)`` (``ByteDFA``); else ``walk``.
+    ``(state, byte)`` (``ByteDFA``); else ``walk``. Called with the C walk in use only.
     """
     if _READS_PENDING and getattr(dfa, "row_tables_builds_and_derives", False):
-        if _direct and hasattr(_c, "walk_direct") and dfa.rows_buildable_in_c():
-            return _c.walk_direct
+        if _direct and _WALK_DIRECT is not None and dfa.rows_buildable_in_c():
+            return _WALK_DIRECT
         return getattr(_c, "walk_fused", _c.walk)
     return _c.walk
 
@@ -200,8 +206,8 @@ def walk_bytes(dfa, state: int, data: bytes) -> int:
     """
     if _c is None:
         return dfa.walk(state, data)
-    if _walk_c(dfa) is getattr(_c, "walk_direct", None) and hasattr(_c, "walk_bytes_direct"):
-        return _c.walk_bytes_direct(data, int(state), _tables(dfa), dfa)
+    if _WALK_BYTES_DIRECT is not None and _walk_c(dfa) is _WALK_DIRECT:
+        return _WALK_BYTES_DIRECT(data, int(state), _tables(dfa), dfa)
     return _c.walk_bytes(data, int(state), _tables(dfa))
 
 
@@ -528,25 +534,28 @@ class TokenTrie:
         """
         if self.num_nodes:
             if _c is not None:
-                stack = np.empty(self.max_depth + 1, np.int32)
                 fn = _walk_c(dfa)
+                stack = np.empty(self.max_depth + 1, np.int32)
                 args = [self.byte, self.depth, self.skip, self.token, stack, out, mask]
                 args += [int(state), _tables(dfa)]
-                if fn is getattr(_c, "walk_direct", None):
+                if fn is _WALK_DIRECT:
                     args.append(dfa)
-                    if whole and hasattr(_c, "walk_direct_whole"):
-                        fn, whole = _c.walk_direct_whole, False
+                    if whole and _WALK_DIRECT_WHOLE is not None:
+                        fn, whole = _WALK_DIRECT_WHOLE, False
                 if whole:
                     build_row(dfa, state)
                 if _below:
                     # built on a trie's second walk: a trie walked once (an exit part's,
                     # cold) does not pay the O(N) build for nothing
-                    tables = self.__dict__.get("subtree_tables")
-                    if tables is None and self.__dict__.setdefault("_walks", 0) >= 1:
-                        tables = self.subtree_tables
-                    self.__dict__["_walks"] = self.__dict__.get("_walks", 0) + 1
+                    held = self.__dict__
+                    tables = held.get("subtree_tables")
+                    if tables is None:
+                        walks = held.get("_walks", 0)
+                        if walks >= 1:
+                            tables = self.subtree_tables
+                        held["_walks"] = walks + 1
                     if tables is not None:
-                        args.append(tables)
+                        args += (tables, self.first_nodes)
                 if fn(*args) is None:  # walk_direct_whole: its whole-row build declined
                     dfa.row(state)
                     _c.walk_direct(*args)
@@ -587,6 +596,19 @@ class TokenTrie:
         for a in (below, ranks, ids):
             a.flags.writeable = False
         return below, ranks, ids
+
+    @cached_property
+    def first_nodes(self) -> np.ndarray:
+        """int32 ``[256]``: the first-level node (depth 1) of each byte, -1 where no token
+        starts with it; the C walk reads the first level from it, beside ``subtree_tables``
+        (a node whose byte is dead in the start state's row is skipped without reading the
+        node arrays). Raises: never.
+        """
+        out = np.full(256, -1, np.int32)
+        roots = np.flatnonzero(self.depth == 1)
+        out[self.byte[roots]] = roots
+        out.flags.writeable = False
+        return out
 
     @cached_property
     def _levels(self) -> tuple[np.ndarray, ...]:

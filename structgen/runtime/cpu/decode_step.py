@@ -436,11 +436,12 @@ class DecodeStepPlan:
         if (
             dtype not in _DT
             or kv.dtype not in cpu_ops.KV_DT  # the cache's own dtype (kv_cache_dtype), widened
-            or kv.device.type != "cpu"
+            or not kv.on_host
             or kv.num_layers != len(layers)
         ):
             return None
         watch, rows, shapes, all_q8 = _Watch(), [], set(), True
+        kv_ptrs = kv.data_ptrs()
         for i in range(len(layers)):
             watch.keep(layers._modules, str(i), tensor=False)
             got = _layer_row(layers[i], watch, dtype)
@@ -448,7 +449,7 @@ class DecodeStepPlan:
                 return None
             row, shape, _tensors, q8 = got
             all_q8 = all_q8 and q8
-            row[10], row[11] = kv.k_slots(i).data_ptr(), kv.v_slots(i).data_ptr()
+            row[10], row[11] = kv_ptrs[i], kv_ptrs[kv.num_layers + i]
             rows.append(row)
             shapes.add(shape)
         if len(shapes) != 1:

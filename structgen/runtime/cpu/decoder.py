@@ -318,7 +318,7 @@ def cpu_decoder(model, kv: KVPool) -> CpuDecoder | None:
 
     if not (
         _attention._BACKEND.get() == "auto"
-        and kv.device.type == "cpu"
+        and kv.on_host
         and _decode_step.kernel_available()
         and cpu_quant.available()
     ):

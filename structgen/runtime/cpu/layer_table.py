@@ -72,12 +72,12 @@ def address(a) -> int:
 
 
 def kv_addresses(kv) -> list[int]:
-    """Every layer's K then V storage address of a KV pool (tensors or ``ndarray`` s): the
-    pool's own ``data_ptrs()`` where it has them (no torch view made), else its ``k``/``v``.
+    """Every layer's K then V storage address of a KV pool (tensors or ``ndarray`` s): a
+    ``KVPool``'s ``data_ptrs()`` (its host storage's own addresses: no torch view made).
     """
-    own = getattr(kv, "data_ptrs", None)
-    if own is not None:
-        return own()
+    ptrs = getattr(kv, "data_ptrs", None)
+    if ptrs is not None:
+        return ptrs()
     return [address(t) for t in kv.k] + [address(t) for t in kv.v]
 
 

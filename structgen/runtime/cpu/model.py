@@ -275,23 +275,18 @@ class CpuModel:
         if decoder is not None and decoder.plan.kv_ptrs == ptrs:
             return decoder
         hidden, heads, kv_heads, d, inter = self.dims
-        # a host pool's names where it has them (its torch dtype and device import torch)
         kv_dt = lt.KV_DT.get(getattr(kv, "dtype_name", None) or lt.dtype_name(kv.dtype))
-        on_host = getattr(kv, "on_host", None)
-        if on_host is None:
-            on_host = str(getattr(kv, "device", "cpu")) == "cpu"
         if (
             kv_dt is None
-            or not on_host
+            or (getattr(kv, "device_type", None) or str(getattr(kv, "device", "cpu"))) != "cpu"
             or kv.num_layers != len(self._layers)
             or kv.num_kv_heads != kv_heads
             or kv.head_dim != d
         ):
             return None
         table = self.table.copy()
-        n = len(self._layers)  # a layer's slots view starts at its storage's address
-        table[:, lt.COL_KV[0]] = ptrs[:n]
-        table[:, lt.COL_KV[1]] = ptrs[n:]
+        n = len(self._layers)
+        table[:, lt.COL_KV[0]], table[:, lt.COL_KV[1]] = ptrs[:n], ptrs[n : 2 * n]  # K, V
         plan = lt.HostTable(table, self.dims, self.eps, self.qk_eps, self.scale, kv_dt << 8, ptrs)
         decoder = CpuDecoder(
             plan,

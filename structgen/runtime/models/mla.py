@@ -62,14 +62,12 @@ class LatentKVPool(KVPool):
             num_layers, num_pages, page_size, 1, latent_dim + rope_dim, dtype, device, growth_pages
         )
 
-    def _storage(self, num_pages: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Uninitialised latent rows per layer; the values are views of their first ``r``
-        columns.
+    def _storage(self, num_pages: int) -> tuple[list, list]:
+        """Unwritten latent rows per layer (numpy arrays on the host, tensors on a device:
+        ``KVPool._new_array``); the values are views of their first ``r`` columns.
         """
         shape = (num_pages, self.page_size, 1, self.head_dim)
-        k = [
-            torch.empty(shape, dtype=self.dtype, device=self.device) for _ in range(self.num_layers)
-        ]
+        k = [self._new_array(shape) for _ in range(self.num_layers)]
         return k, [t[..., : self.latent_dim] for t in k]  # views: the latent is the value
 
     def v_slots(self, layer: int) -> torch.Tensor:
@@ -78,7 +76,7 @@ class LatentKVPool(KVPool):
 
     def nbytes(self) -> int:
         """Bytes held by the latent rows of all layers (the values are views)."""
-        return sum(t.numel() * t.element_size() for t in self.k)
+        return sum(t.nbytes for t in self._k)
 
 
 def apply_rotary_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import torch
-
 from structgen.errors import ConfigError
 
 if TYPE_CHECKING:
+    import torch
+
     from structgen.runtime.config import SpeculativeConfig
     from structgen.runtime.engine import Engine
     from structgen.runtime.request import Request

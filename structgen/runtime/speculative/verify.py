@@ -36,13 +36,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
-from structgen.kernels.apply_token_bitmask import apply_token_bitmask
 from structgen.runtime.request import Request, RequestStatus
 from structgen.runtime.sampler import draw, filter_probs, uniforms
 
 if TYPE_CHECKING:
+    import torch
+
     from structgen.runtime.config import SpeculativeConfig
     from structgen.runtime.scheduler import SchedulerOutput
     from structgen.runtime.speculative.base import BaseProposer
@@ -54,6 +53,8 @@ __all__ = ["SpeculativeDecoder", "accept_greedy", "accept_sampled", "target_prob
 
 def target_probs(logits: torch.Tensor, req: Request) -> torch.Tensor:
     """``[M, V]`` the distribution the plain sampler draws from, for already masked rows."""
+    import torch
+
     p = req.params
     probs = torch.softmax(logits.float() / p.temperature, dim=-1)
     return filter_probs(probs, [p] * logits.shape[0])
@@ -209,6 +210,10 @@ class SpeculativeDecoder:
         ``draft_token_ids[:j]`` (rolled back afterwards); rows computed ahead
         (``masks``) are copied instead.
         """
+        import torch
+
+        from structgen.kernels.apply_token_bitmask import apply_token_bitmask
+
         words = -(-logits.shape[1] // 32)
         bitmask = torch.full((logits.shape[0], words), -1, dtype=torch.int32)
         constrained: list[int] = []  # rows with a grammar

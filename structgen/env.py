@@ -33,6 +33,7 @@ __all__ = [
     "Settings",
     "VARIABLES",
     "markdown_table",
+    "cuda_visible_devices",
     "openai_api_key",
     "read",
     "read_env",
@@ -138,6 +139,14 @@ VARIABLES: tuple[EnvVar, ...] = (
         set_by_structgen=True,
     ),
     EnvVar(
+        "CUDA_VISIBLE_DEVICES",
+        "str",
+        "unset",
+        '`Engine(...)` with `device="auto"`',
+        '`""` or `"-1"` (CUDA sees no device): `"auto"` resolves to CPU without importing '
+        "torch (`structgen.runtime.config.auto_device`)",
+    ),
+    EnvVar(
         "OPENAI_API_KEY",
         "str",
         "unset",
@@ -237,6 +246,15 @@ def read_env(environ: Mapping[str, str] | None = None) -> Settings:
 def openai_api_key() -> str | None:
     """``OPENAI_API_KEY``, or None when it is unset or empty."""
     return os.environ.get("OPENAI_API_KEY") or None
+
+
+def cuda_visible_devices(environ: Mapping[str, str] | None = None) -> str | None:
+    """``CUDA_VISIBLE_DEVICES`` as set (None when unset; ``""`` is a value: no device).
+
+    Args:
+        environ: the mapping to read (default ``os.environ``).
+    """
+    return (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
 
 
 def is_set(name: str) -> bool:

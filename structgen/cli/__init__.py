@@ -42,7 +42,7 @@ def _engine(args: argparse.Namespace) -> Any:
 
 @contextlib.contextmanager
 def _start_up_gc(args: argparse.Namespace) -> Iterator[None]:
-    """A one-shot command's start-up (torch's import, the engine's load) without the cyclic
+    """A one-shot command's start-up (the engine's imports and load) without the cyclic
     garbage collector, and what it built frozen once the engine is loaded (``gc.freeze``,
     through ``args.after_load``, which :func:`_engine` calls): later collections of the
     run do not scan the modules, the model and the vocabulary again.
@@ -92,7 +92,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
     where = (lambda i: f"{args.input}:{lines[i]}") if lines is not None else (lambda i: "text")
     if lines is None and not texts[0].strip():
         raise CliError("the text is empty: there is nothing to extract from", code=1)
-    from structgen.extraction import extract  # imports torch: after every input check
+    from structgen.extraction import extract  # after every input check
 
     out = open_output(args.output)
     kept = [i for i, t in enumerate(texts) if t.strip()]  # blank JSON lines: errors, no model

@@ -2,7 +2,7 @@
 
 ``--schema``, ``--regex`` and ``--grammar`` are checked torch-free first (a JSON or syntax
 error, a keyword structgen refuses is named in a second), then compiled once without a
-vocabulary (torch loads, a model does not), so that every error and compile warning is
+vocabulary (no model loads), so that every error and compile warning is
 reported before the model loads; ``--choice`` is split into its options; ``--text`` /
 ``--input`` / stdin are read and ``--output`` is opened. Every failure is a ``CliError``
 (one line on stderr, exit 2).
@@ -96,7 +96,7 @@ def load_schema(path: str) -> dict:
         lowered = lower_spec(spec)  # what the compile compiles, so it is not lowered twice
     except StructgenError as exc:
         raise CliError(f"schema {path}: {exc}") from None
-    from structgen.fsm.compiler import compile_spec  # imports torch (the token layer)
+    from structgen.fsm.compiler import compile_spec
 
     try:
         grammar = compile_spec(spec, None, lowered=lowered)

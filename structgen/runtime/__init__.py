@@ -9,12 +9,14 @@ __all__ = ["EngineConfig", "RequestMetrics", "RequestOutput", "SamplingParams", 
 
 
 def __getattr__(name: str):
-    """Import the Engine (it pulls in the fsm and the loader) and EngineConfig lazily."""
+    """Import the Engine (it pulls in the fsm and the runtime's modules) and EngineConfig
+    lazily.
+    """
     if name == "Engine":
         from structgen.runtime.engine import Engine
 
         return Engine
-    if name == "EngineConfig":  # its module imports torch
+    if name == "EngineConfig":
         from structgen.runtime.config import EngineConfig
 
         return EngineConfig

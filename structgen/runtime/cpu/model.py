@@ -351,9 +351,12 @@ class CpuModel:
         copy; int8 activations), built on the first call and kept. Raises: never.
         """
         if self._torch is None:
+            import torch
+
             from structgen.runtime.loader.gguf_loader import torch_model_from_host
 
-            self._torch = torch_model_from_host(self)
+            with torch.inference_mode(False):  # asked for inside a step's inference_mode too
+                self._torch = torch_model_from_host(self)
         return self._torch
 
     def __getattr__(self, name: str):

@@ -117,7 +117,7 @@ class DataParallelEngine(BaseEngine):
         self.eos_token_ids = frozenset(info["eos_token_ids"])
         self.vocab = Vocabulary.from_tokenizer(self.tokenizer, eos_token_ids=info["eos_token_ids"])
         self.vocab_size = info["hf_config"].vocab_size
-        self.device = torch.device("cpu")  # front-side requests never sample
+        self.device = "cpu"  # front-side requests never sample
         self._max_request_tokens = info["max_request_tokens"]
 
     @property

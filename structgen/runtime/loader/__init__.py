@@ -81,7 +81,7 @@ def default_model_path() -> str:
 
 def load_model(
     path: str | None = None,
-    dtype: torch.dtype | None = None,
+    dtype: torch.dtype | str | None = None,
     device: str | torch.device = "cpu",
     quantization: str | None = None,
 ) -> LoadedModel:
@@ -92,7 +92,8 @@ def load_model(
             Hugging Face folder (``config.json``, safetensors, possibly sharded, and
             ``tokenizer.json``, or slow-tokenizer files converted once and cached, or no
             tokenizer at all).
-        dtype: parameter and compute dtype (GGUF weights are dequantized in float32 first);
+        dtype: parameter and compute dtype, a ``torch.dtype`` or its name
+            (``EngineConfig.dtype``) (GGUF weights are dequantized in float32 first);
             None: float32.
         device: torch device.
         quantization: None (float weights; GGUF blocks dequantized); ``"int8"`` (per
@@ -107,15 +108,14 @@ def load_model(
     Raises:
         ModelNotFoundError: the path does not exist, or the default model is not installed.
         ModelLoadError: the files exist but cannot be loaded (unknown architecture, bad shapes).
-        ConfigError: unknown ``quantization`` (or ``"gguf"`` for a Hugging Face folder).
+        ConfigError: unknown ``quantization`` (or ``"gguf"`` for a Hugging Face folder), or
+            an unknown dtype name.
     """
-    import torch
-
+    from structgen.runtime.config import torch_dtype
     from structgen.runtime.quantization import check_quantization
 
     check_quantization(quantization)
-    if dtype is None:
-        dtype = torch.float32
+    dtype = torch_dtype(dtype)
     if path is None:
         path = default_model_path()
     p = Path(path).expanduser()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from structgen.runtime.config import torch_dtype
 from structgen.runtime.cpu import ops as cpu_ops
 from structgen.runtime.cpu.decode_step import decode_step
 from structgen.runtime.cpu.decoder import CpuDecoder, cpu_decoder
@@ -336,11 +337,12 @@ class DecoderForCausalLM(nn.Module):
         num_pages: int,
         page_size: int,
         growth_pages: int | None = None,
-        kv_dtype: torch.dtype | None = None,
+        kv_dtype: torch.dtype | str | None = None,
     ) -> KVPool:
-        """A KVPool shaped for this model, on its device, storing K/V in ``kv_dtype`` (None =
-        the model's dtype) (``growth_pages``: None preallocates, else the pool grows on
-        demand in chunks of that many pages).
+        """A KVPool shaped for this model, on its device, storing K/V in ``kv_dtype`` (a
+        torch dtype or its name, ``EngineConfig.kv_cache_dtype``; None = the model's dtype)
+        (``growth_pages``: None preallocates, else the pool grows on demand in chunks of
+        that many pages).
         """
         return KVPool(
             self.config.num_hidden_layers,
@@ -348,7 +350,7 @@ class DecoderForCausalLM(nn.Module):
             page_size,
             self.num_kv_heads,
             self.head_dim,
-            kv_dtype or self.dtype,
+            self.dtype if kv_dtype is None else torch_dtype(kv_dtype),
             self.device,
             growth_pages,
         )

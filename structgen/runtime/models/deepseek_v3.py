@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from structgen.runtime.config import torch_dtype
 from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.models.decoder import DecoderForCausalLM
 from structgen.runtime.models.layers import GatedMLP
@@ -98,10 +99,11 @@ class DeepseekV3ForCausalLM(DecoderForCausalLM):
         num_pages: int,
         page_size: int,
         growth_pages: int | None = None,
-        kv_dtype: torch.dtype | None = None,
+        kv_dtype: torch.dtype | str | None = None,
     ) -> KVPool:
-        """A :class:`LatentKVPool` (compressed MLA cache) in ``kv_dtype`` (None = the
-        model's dtype) on the model's device (``growth_pages`` as for ``KVPool``).
+        """A :class:`LatentKVPool` (compressed MLA cache) in ``kv_dtype`` (a torch dtype or
+        its name; None = the model's dtype) on the model's device (``growth_pages`` as for
+        ``KVPool``).
         """
         return LatentKVPool(
             self.config.num_hidden_layers,
@@ -109,7 +111,7 @@ class DeepseekV3ForCausalLM(DecoderForCausalLM):
             page_size,
             self.config.kv_lora_rank,
             self.config.qk_rope_head_dim,
-            kv_dtype or self.dtype,
+            self.dtype if kv_dtype is None else torch_dtype(kv_dtype),
             self.device,
             growth_pages,
         )

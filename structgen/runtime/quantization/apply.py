@@ -5,34 +5,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from structgen.errors import ConfigError
 from structgen.runtime.models.layers import Linear
 from structgen.runtime.quantization.formats import can_pack_int4
 from structgen.runtime.quantization.linear import QuantEmbedding, QuantLinear
+from structgen.runtime.quantization.methods import QUANTIZATION_METHODS, check_quantization
 
 __all__ = ["QUANTIZATION_METHODS", "quantize_model", "check_quantization"]
-
-QUANTIZATION_METHODS = ("int8", "int4", "int4-g32", "int4-g64", "int4-g128", "gguf")
-
-
-def check_quantization(method: str | None) -> tuple[str | None, int | None]:
-    """``(kind, group_size)`` of a method name (``int4`` = group 64); None for no quantization.
-
-    Raises:
-        ConfigError: unknown method.
-    """
-    if method is None or method in ("none", "gguf"):
-        return None, None
-    if method == "int8":
-        return "int8", None
-    if method == "int4":
-        return "int4", 64
-    if method.startswith("int4-g") and method[6:] in ("32", "64", "128"):
-        return "int4", int(method[6:])
-    raise ConfigError(
-        f"unknown quantization {method!r}; choose one of {', '.join(QUANTIZATION_METHODS)}, "
-        "'none' or None (float weights), or 'auto' (the default)"
-    )
 
 
 @torch.no_grad()

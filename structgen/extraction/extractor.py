@@ -157,8 +157,11 @@ def extract(
             was complete; carries the raw text and finish reason. Never returns a half
             object.
             An empty or whitespace-only text fails this way too, without model work.
-        RequestError: a text is not a string.
+        RequestError: a text is not a string, or ``errors`` is neither ``"raise"`` nor
+            ``"return"``.
     """
+    if errors not in ("raise", "return"):
+        raise RequestError(f"extract: errors must be 'raise' or 'return', got {errors!r}")
     single = isinstance(text, str)
     not_a_list = isinstance(text, (bytes, bytearray, dict)) or not isinstance(text, Iterable)
     if not single and not_a_list:

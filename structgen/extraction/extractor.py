@@ -157,11 +157,16 @@ def extract(
             was complete; carries the raw text and finish reason. Never returns a half
             object.
             An empty or whitespace-only text fails this way too, without model work.
-        RequestError: a text is not a string, or ``errors`` is neither ``"raise"`` nor
-            ``"return"``.
+        RequestError: a text is not a string, ``errors`` is neither ``"raise"`` nor
+            ``"return"``, ``params`` is not a SamplingParams, or ``copy`` is not a bool
+            or None.
     """
     if errors not in ("raise", "return"):
         raise RequestError(f"extract: errors must be 'raise' or 'return', got {errors!r}")
+    if params is not None and not isinstance(params, SamplingParams):
+        raise RequestError(f"extract: params must be SamplingParams, got {type(params).__name__}")
+    if copy is not None and not isinstance(copy, bool):
+        raise RequestError(f"extract: copy must be True, False or None, got {copy!r}")
     single = isinstance(text, str)
     not_a_list = isinstance(text, (bytes, bytearray, dict)) or not isinstance(text, Iterable)
     if not single and not_a_list:

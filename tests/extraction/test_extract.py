@@ -158,6 +158,19 @@ def test_an_unknown_errors_mode_is_a_request_error(tiny_engine):
             tiny_engine.extract(Person, ["Ann, 3.", ""], errors=bad)
 
 
+def test_params_and_copy_of_the_wrong_type_are_request_errors(tiny_engine):
+    """A dict for ``params`` (as the server's JSON body) and a non-bool ``copy`` (a
+    truthy "no") are refused with a RequestError naming the argument, not an
+    AttributeError from inside the job nor a silent copy=True."""
+    from structgen.errors import RequestError
+
+    with pytest.raises(RequestError, match="params must be SamplingParams, got dict"):
+        extract(tiny_engine, Person, "Ann, 3.", params={"max_tokens": 5})
+    for bad in ("no", 0, "false"):
+        with pytest.raises(RequestError, match="copy must be True, False or None"):
+            tiny_engine.extract(Person, "Ann, 3.", copy=bad)
+
+
 def test_ignored_keywords_warn_the_caller_once(tiny_engine):
     """An unknown keyword (a misspelling) reaches the user of generate and extract as a
     GrammarWarning naming it, once per distinct message; the documented default note

@@ -169,6 +169,9 @@ def test_params_and_copy_of_the_wrong_type_are_request_errors(tiny_engine):
     for bad in ("no", 0, "false"):
         with pytest.raises(RequestError, match="copy must be True, False or None"):
             tiny_engine.extract(Person, "Ann, 3.", copy=bad)
+    for switch in ("score_options", "score_numbers", "evidence", "return_details"):
+        with pytest.raises(RequestError, match=f"{switch} must be True(,| or) False"):
+            tiny_engine.extract(Person, "Ann, 3.", **{switch: "no"})
 
 
 def test_ignored_keywords_warn_the_caller_once(tiny_engine):

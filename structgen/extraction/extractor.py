@@ -168,8 +168,24 @@ def extract(
             was complete; carries the raw text and finish reason. Never returns a half
             object.
             An empty or whitespace-only text fails this way too, without model work.
-        RequestError: a text is not a string.
+        RequestError: a text is not a string, ``errors`` is neither ``"raise"`` nor
+            ``"return"``, ``params`` is not a SamplingParams, or a switch (``copy``,
+            ``score_*``, ``evidence``, ``return_details``) is not a bool (or None).
     """
+    if errors not in ("raise", "return"):
+        raise RequestError(f"extract: errors must be 'raise' or 'return', got {errors!r}")
+    if params is not None and not isinstance(params, SamplingParams):
+        raise RequestError(f"extract: params must be SamplingParams, got {type(params).__name__}")
+    switches = {
+        "copy": copy, "score_span_ends": score_span_ends, "score_options": score_options,
+        "score_numbers": score_numbers, "evidence": evidence, "write_nulls": write_nulls,
+        "score_overlaps": score_overlaps,
+    }  # fmt: skip
+    for name, value in switches.items():
+        if value is not None and not isinstance(value, bool):
+            raise RequestError(f"extract: {name} must be True, False or None, got {value!r}")
+    if not isinstance(return_details, bool):
+        raise RequestError(f"extract: return_details must be True or False, got {return_details!r}")
     single = isinstance(text, str)
     not_a_list = isinstance(text, (bytes, bytearray, dict)) or not isinstance(text, Iterable)
     if not single and not_a_list:

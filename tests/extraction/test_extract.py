@@ -146,6 +146,34 @@ def test_an_empty_text_fails_in_its_place_without_model_work(tiny_engine):
             extract(tiny_engine, Person, bad, params=params)
 
 
+def test_an_unknown_errors_mode_is_a_request_error(tiny_engine):
+    """``errors`` other than "raise" / "return" (a typo such as "ignore") is refused
+    before any work, not silently treated as "raise"."""
+    from structgen.errors import RequestError
+
+    for bad in ("ignore", "Return", None):
+        with pytest.raises(RequestError, match="errors must be 'raise' or 'return'"):
+            extract(tiny_engine, Person, "Ann, 3.", errors=bad)
+        with pytest.raises(RequestError, match="errors must be 'raise' or 'return'"):
+            tiny_engine.extract(Person, ["Ann, 3.", ""], errors=bad)
+
+
+def test_params_and_copy_of_the_wrong_type_are_request_errors(tiny_engine):
+    """A dict for ``params`` (as the server's JSON body) and a non-bool ``copy`` (a
+    truthy "no") are refused with a RequestError naming the argument, not an
+    AttributeError from inside the job nor a silent copy=True."""
+    from structgen.errors import RequestError
+
+    with pytest.raises(RequestError, match="params must be SamplingParams, got dict"):
+        extract(tiny_engine, Person, "Ann, 3.", params={"max_tokens": 5})
+    for bad in ("no", 0, "false"):
+        with pytest.raises(RequestError, match="copy must be True, False or None"):
+            tiny_engine.extract(Person, "Ann, 3.", copy=bad)
+    for switch in ("score_options", "score_numbers", "evidence", "return_details"):
+        with pytest.raises(RequestError, match=f"{switch} must be True(,| or) False"):
+            tiny_engine.extract(Person, "Ann, 3.", **{switch: "no"})
+
+
 def test_ignored_keywords_warn_the_caller_once(tiny_engine):
     """An unknown keyword (a misspelling) reaches the user of generate and extract as a
     GrammarWarning naming it, once per distinct message; the documented default note

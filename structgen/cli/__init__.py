@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import gc
 import json
+import socket
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -203,6 +204,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ) from exc
     from structgen.runtime.async_engine import AsyncEngine
 
+    sock = _listening_socket(args.host, args.port)  # a taken port fails before the model loads
     settings = {
         k: v
         for k, v in {
@@ -221,11 +223,35 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = create_app(
         engine, served_model_name=args.served_model_name, api_key=args.api_key, max_n=args.max_n
     )
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level)
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
         engine.shutdown()
+        sock.close()
     return 0
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``(host, port)`` for the server, made before the model loads
+    (an IPv6 host when it contains ``:``; ``SO_REUSEADDR`` as uvicorn sets it).
+
+    Raises:
+        CliError: (exit code 2) the address cannot be bound: in use, not this machine's,
+            or a port below 1024 without the right to it.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise CliError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port/--host"
+        ) from exc
+    sock.set_inheritable(True)
+    return sock
 
 
 _QUANTIZATION_HELP = (

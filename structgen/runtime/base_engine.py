@@ -118,12 +118,17 @@ class BaseEngine(RequestFactory, abc.ABC):
         evidence: bool | None = None,
         score_numbers: bool | None = None,
         score_overlaps: bool | None = None,
+        score_array_ends: bool | None = None,
+        write_nulls: bool | None = None,
+        on_result: Callable[[int, Any], None] | None = None,
     ) -> Any:
         """Extract a schema-valid object from each text (see
         :func:`structgen.extraction.extract`: ``copy`` (copy constraints),
         ``score_span_ends``, ``score_options``, ``score_numbers``, ``score_overlaps`` (on by
-        default: overlapping copied string fields moved by score; False turns it off) and
-        ``evidence`` as there).
+        default: overlapping copied string fields moved by score; False turns it off),
+        ``score_array_ends`` (on by default: an array of copied values cut where the model
+        scores closing it, the rest generated again), ``evidence``, ``write_nulls`` and
+        ``on_result`` (called with each text's index and result as it finishes) as there).
         """
         from structgen.extraction import extract
 
@@ -139,7 +144,10 @@ class BaseEngine(RequestFactory, abc.ABC):
             score_options=score_options,
             score_numbers=score_numbers,
             score_overlaps=score_overlaps,
+            score_array_ends=score_array_ends,
             evidence=evidence,
+            write_nulls=write_nulls,
+            on_result=on_result,
             return_details=return_details,
         )
 

@@ -197,3 +197,16 @@ def test_ignored_keywords_warn_the_caller_once(tiny_engine):
         got = [str(w.message) for w in caught if issubclass(w.category, GrammarWarning)]
         assert len(got) == 1, got
         assert "'maxLen'" in got[0] and "maxLength" in got[0]
+
+
+def test_engine_extract_takes_every_keyword_of_extract():
+    """``Engine.extract`` forwards to :func:`structgen.extraction.extract`: a switch added
+    there and not here would be unreachable from the engine (score_array_ends was)."""
+    import inspect
+
+    from structgen.extraction import extract
+    from structgen.runtime.base_engine import BaseEngine
+
+    want = set(inspect.signature(extract).parameters) - {"engine"}
+    have = set(inspect.signature(BaseEngine.extract).parameters) - {"self"}
+    assert want - have == set()

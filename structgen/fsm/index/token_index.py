@@ -96,6 +96,7 @@ class TokenIndex:
         self.dfa = dfa
         self.vocab = vocab
         self.num_words = (vocab.vocab_size + 31) // 32
+        self._vocab_size = vocab.vocab_size
         if max_cached_states is None:  # a cached row costs ~4 bytes per token
             max_cached_states = max(64, min(8192, MAX_CACHE_BYTES // (4 * vocab.vocab_size + 4)))
         # unlocked: a token index is used by one thread at a time (grammar_pool.py)
@@ -474,25 +475,31 @@ class TokenIndex:
         return mask
 
     def token_next_state(self, state: int, token_id: int) -> int:
-        """State after one non-EOS token, -1 if not allowed (from the cached row or mask
-        when ``state`` has one, else one walk over the token's bytes). Raises: only
-        ``GrammarTooComplexError`` when a walk discovers states past a budget.
+        """State after one non-EOS token, -1 if not allowed (from the step memo, the cached
+        row or mask when ``state`` has one, else one walk over the token's bytes). Raises:
+        only ``GrammarTooComplexError`` when a walk discovers states past a budget.
         """
-        if not 0 <= token_id < self.vocab.vocab_size:
-            return -1
-        edge_only = token_id in self._edge_only  # no byte path: only a wildcard edge
-        if self._never[token_id] and not edge_only:
-            return -1
-        key = (state, token_id)
-        nxt = self.steps.get(key)
+        nxt = self.steps.get((state, token_id))  # holds in-range, allowable ids only
         if nxt is not None:
             return nxt
+        return self.token_step(state, token_id)
+
+    def token_step(self, state: int, token_id: int) -> int:
+        """``token_next_state`` for a caller that read ``steps`` and missed (the matcher's
+        cold ``advance``): the same result, memoised (an allowable id in range) the same way.
+        Raises: only ``GrammarTooComplexError`` when a walk discovers states past a budget.
+        """
+        if not 0 <= token_id < self._vocab_size:
+            return -1
+        edge_only = token_id in self._edge_only  # no byte path: only a wildcard edge
+        if self._never.item(token_id) and not edge_only:
+            return -1
         row = self._rows.peek(state)
         if row is not None:
-            nxt = int(row[token_id])  # wildcard edges included
+            nxt = row.item(token_id)  # wildcard edges included
         else:
             mask = self._masks.peek(state)
-            if mask is not None and not (int(mask[token_id >> 5]) >> (token_id & 31)) & 1:
+            if mask is not None and not (mask.item(token_id >> 5) >> (token_id & 31)) & 1:
                 nxt = -2  # refused by the cached mask (wildcard edges included)
             elif edge_only:
                 nxt = -1
@@ -506,9 +513,10 @@ class TokenIndex:
                 for ids, only, target in self.wildcards(state):
                     if (token_id in ids) == only:
                         nxt = self._union(nxt, target)
-        if len(self.steps) >= MAX_STEP_MEMO:
-            self.steps.clear()
-        self.steps[key] = nxt
+        steps = self.steps
+        if len(steps) >= MAX_STEP_MEMO:
+            steps.clear()
+        steps[(state, token_id)] = nxt
         return nxt
 
     @property

@@ -30,8 +30,10 @@ from collections.abc import Iterable
 import numpy as np
 
 from ...lru import LRUCache
+from ..regex import terms
 from ..regex.dfa import ByteDFA
 from ..regex.terms import ALT, CONCAT
+from . import trie
 from .count_masks import (
     TABLE_CLASSES,
     CountView,
@@ -97,6 +99,7 @@ class TokenIndex:
         self.vocab = vocab
         self.num_words = (vocab.vocab_size + 31) // 32
         self._vocab_size = vocab.vocab_size
+        self._bytes_walk: tuple = (None, None, None, None, None)  # token_step's (chosen once)
         if max_cached_states is None:  # a cached row costs ~4 bytes per token
             max_cached_states = max(64, min(8192, MAX_CACHE_BYTES // (4 * vocab.vocab_size + 4)))
         # unlocked: a token index is used by one thread at a time (grammar_pool.py)
@@ -505,8 +508,14 @@ class TokenIndex:
                 nxt = -1
             elif mask is None:
                 nxt = self.dfa.walk(state, self.vocab.token_bytes[token_id])
-            else:
-                nxt = walk_bytes(self.dfa, state, self.vocab.token_bytes[token_id])  # rows built
+            else:  # rows built; walk_bytes's C walk, chosen once per setting
+                walk = self._bytes_walk
+                if walk[0] is not trie._c or walk[1] is not trie._direct or walk[2] is not terms._c:
+                    walk = self._bytes_walk = self._choose_bytes_walk()
+                if walk[3] is not None:
+                    nxt = walk[3](self.vocab.token_bytes[token_id], state, walk[4], self.dfa)
+                else:
+                    nxt = walk_bytes(self.dfa, state, self.vocab.token_bytes[token_id])
             if nxt == -2:
                 nxt = -1
             elif self._reads_wildcards:  # (wildcards' own first test)
@@ -518,6 +527,20 @@ class TokenIndex:
             steps.clear()
         steps[(state, token_id)] = nxt
         return nxt
+
+    def _choose_bytes_walk(self) -> tuple:
+        """``(trie._c, trie._direct, terms._c, walk, tables)``: the settings ``walk_bytes``'s
+        choice reads (``trie.use_extension``, ``use_direct_rows``, ``terms.use_extension``;
+        the rest is fixed per automaton) and, under them, its direct C walk
+        (``walk_bytes_direct``, called ``walk(data, state, tables, dfa)``) with the row-tables
+        callback, or ``(None, None)`` where ``walk_bytes`` takes another way.
+        """
+        key = (trie._c, trie._direct, terms._c)
+        dfa = self.dfa
+        direct = trie._WALK_BYTES_DIRECT
+        if trie._c is None or direct is None or trie._walk_c(dfa) is not trie._WALK_DIRECT:
+            return (*key, None, None)
+        return (*key, direct, trie._tables(dfa))
 
     @property
     def num_cached_states(self) -> int:

@@ -556,3 +556,39 @@ def test_cold_step_equals_byte_walk_along_nested_smollm2(
         expected = dfa.walk(state, vocab.token_bytes[tok])
         assert expected >= 0 and m.advance(tok) and m.state == expected, pos
     assert m.is_accepting()
+
+
+@pytest.mark.skipif(not HAVE_C_WALK, reason="the _tokentrie extension is not built")
+@pytest.mark.parametrize("setting", ["extension", "direct_rows", "c_terms"])
+def test_cold_step_follows_walk_settings_switched_mid_life(setting: str) -> None:
+    """``token_step`` chooses ``walk_bytes``'s C walk once per setting: switched off after
+    a first step (the choice made), then on again, every step still equals ``ByteDFA.walk``
+    and the choice is made again (tracked in ``_bytes_walk``)."""
+    from structgen.fsm.regex import terms
+
+    vocab = _vocab()
+    grammar = compile_regex(r'\{"[a-z]{1,6}":(true|false|[0-9]{1,3})\}', vocab)
+    index, dfa = grammar.token_index, grammar.token_index.dfa
+    switch = {
+        "extension": trie.use_extension,
+        "direct_rows": trie.use_direct_rows,
+        "c_terms": terms.use_extension,
+    }[setting]
+    state = dfa.initial
+    index.bitmask(state)  # a cached mask: the walk_bytes way
+    toks = [t for t, b in enumerate(vocab.token_bytes) if b][:400]
+
+    def check(chosen: bool) -> None:
+        for t in toks:
+            index.steps.clear()
+            expected = -1 if t in vocab.special_token_ids else dfa.walk(state, vocab.token_bytes[t])
+            assert index.token_step(state, t) == expected, t
+        assert (index._bytes_walk[3] is not None) == chosen
+
+    check(True)
+    try:
+        switch(False)
+        check(False)
+    finally:
+        switch(True)
+    check(True)

@@ -513,7 +513,7 @@ class TokenIndex:
                 if walk[0] is not trie._c or walk[1] is not trie._direct or walk[2] is not terms._c:
                     walk = self._bytes_walk = self._choose_bytes_walk()
                 if walk[3] is not None:
-                    nxt = walk[3](self.vocab.token_bytes[token_id], state, walk[4], self.dfa)
+                    nxt = walk[3](self.vocab.token_bytes[token_id], int(state), *walk[4])
                 else:
                     nxt = walk_bytes(self.dfa, state, self.vocab.token_bytes[token_id])
             if nxt == -2:
@@ -529,18 +529,20 @@ class TokenIndex:
         return nxt
 
     def _choose_bytes_walk(self) -> tuple:
-        """``(trie._c, trie._direct, terms._c, walk, tables)``: the settings ``walk_bytes``'s
+        """``(trie._c, trie._direct, terms._c, walk, args)``: the settings ``walk_bytes``'s
         choice reads (``trie.use_extension``, ``use_direct_rows``, ``terms.use_extension``;
-        the rest is fixed per automaton) and, under them, its direct C walk
-        (``walk_bytes_direct``, called ``walk(data, state, tables, dfa)``) with the row-tables
-        callback, or ``(None, None)`` where ``walk_bytes`` takes another way.
+        the rest is fixed per automaton) and, under them, its C walk, called
+        ``walk(data, state, *args)``: ``walk_bytes_direct`` with ``(tables, dfa)`` or
+        ``walk_bytes`` with ``(tables,)`` (``tables``: the row-tables callback); or
+        ``(None, None)`` without the extension (``walk_bytes`` then walks in Python).
         """
         key = (trie._c, trie._direct, terms._c)
         dfa = self.dfa
-        direct = trie._WALK_BYTES_DIRECT
-        if trie._c is None or direct is None or trie._walk_c(dfa) is not trie._WALK_DIRECT:
+        if trie._c is None:
             return (*key, None, None)
-        return (*key, direct, trie._tables(dfa))
+        if trie._WALK_BYTES_DIRECT is not None and trie._walk_c(dfa) is trie._WALK_DIRECT:
+            return (*key, trie._WALK_BYTES_DIRECT, (trie._tables(dfa), dfa))
+        return (*key, trie._c.walk_bytes, (trie._tables(dfa),))
 
     @property
     def num_cached_states(self) -> int:

@@ -563,7 +563,8 @@ def test_cold_step_equals_byte_walk_along_nested_smollm2(
 def test_cold_step_follows_walk_settings_switched_mid_life(setting: str) -> None:
     """``token_step`` chooses ``walk_bytes``'s C walk once per setting: switched off after
     a first step (the choice made), then on again, every step still equals ``ByteDFA.walk``
-    and the choice is made again (tracked in ``_bytes_walk``)."""
+    and the choice is made again: the walk ``walk_bytes`` takes under each setting (the
+    direct C walk, the callback C walk, or None: Python)."""
     from structgen.fsm.regex import terms
 
     vocab = _vocab()
@@ -578,17 +579,17 @@ def test_cold_step_follows_walk_settings_switched_mid_life(setting: str) -> None
     index.bitmask(state)  # a cached mask: the walk_bytes way
     toks = [t for t, b in enumerate(vocab.token_bytes) if b][:400]
 
-    def check(chosen: bool) -> None:
+    def check(walk) -> None:
         for t in toks:
             index.steps.clear()
             expected = -1 if t in vocab.special_token_ids else dfa.walk(state, vocab.token_bytes[t])
             assert index.token_step(state, t) == expected, t
-        assert (index._bytes_walk[3] is not None) == chosen
+        assert index._bytes_walk[3] is walk
 
-    check(True)
+    check(trie._WALK_BYTES_DIRECT)
     try:
         switch(False)
-        check(False)
+        check(None if setting == "extension" else trie._EXT.walk_bytes)
     finally:
         switch(True)
-    check(True)
+    check(trie._WALK_BYTES_DIRECT)

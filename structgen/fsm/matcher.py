@@ -69,6 +69,9 @@ class Matcher(BaseMatcher):
         forms, steps = getattr(index, "fill_forms", None), getattr(index, "steps", None)
         self._forms = forms if isinstance(forms, dict) else {}
         self._steps = steps if isinstance(steps, dict) else {}
+        # the step after a memo miss (an index without it: ``_next``, through the memo)
+        step = getattr(index, "token_step", None)
+        self._token_step = step if self._steps is getattr(index, "steps", None) else None
         self._dfa = index.dfa
         self._eos = index.vocab.eos_token_ids
         self.max_tokens = max_tokens
@@ -214,6 +217,10 @@ class Matcher(BaseMatcher):
         free = self._budget is None or len(history) - 1 <= self._free_until
         if free and not eos_taken:  # a step taken before: one dict lookup
             nxt = self._steps.get((state, token_id))  # holds no EOS or special id
+            if nxt is None and self._token_step is not None and token_id not in self._eos:
+                # first time: the index's step without its memo read (``_next``'s work:
+                # no budget test while free)
+                nxt = self._token_step(state, int(token_id))
             if nxt is not None:
                 if nxt < 0:
                     return False

@@ -30,8 +30,10 @@ from collections.abc import Iterable
 import numpy as np
 
 from ...lru import LRUCache
+from ..regex import terms
 from ..regex.dfa import ByteDFA
 from ..regex.terms import ALT, CONCAT
+from . import trie
 from .count_masks import (
     TABLE_CLASSES,
     CountView,
@@ -96,6 +98,8 @@ class TokenIndex:
         self.dfa = dfa
         self.vocab = vocab
         self.num_words = (vocab.vocab_size + 31) // 32
+        self._vocab_size = vocab.vocab_size
+        self._bytes_walk: tuple = (None, None, None, None, None)  # token_step's (chosen once)
         if max_cached_states is None:  # a cached row costs ~4 bytes per token
             max_cached_states = max(64, min(8192, MAX_CACHE_BYTES // (4 * vocab.vocab_size + 4)))
         # unlocked: a token index is used by one thread at a time (grammar_pool.py)
@@ -474,42 +478,71 @@ class TokenIndex:
         return mask
 
     def token_next_state(self, state: int, token_id: int) -> int:
-        """State after one non-EOS token, -1 if not allowed (from the cached row or mask
-        when ``state`` has one, else one walk over the token's bytes). Raises: only
-        ``GrammarTooComplexError`` when a walk discovers states past a budget.
+        """State after one non-EOS token, -1 if not allowed (from the step memo, the cached
+        row or mask when ``state`` has one, else one walk over the token's bytes). Raises:
+        only ``GrammarTooComplexError`` when a walk discovers states past a budget.
         """
-        if not 0 <= token_id < self.vocab.vocab_size:
-            return -1
-        edge_only = token_id in self._edge_only  # no byte path: only a wildcard edge
-        if self._never[token_id] and not edge_only:
-            return -1
-        key = (state, token_id)
-        nxt = self.steps.get(key)
+        nxt = self.steps.get((state, token_id))  # holds in-range, allowable ids only
         if nxt is not None:
             return nxt
+        return self.token_step(state, token_id)
+
+    def token_step(self, state: int, token_id: int) -> int:
+        """``token_next_state`` for a caller that read ``steps`` and missed (the matcher's
+        cold ``advance``): the same result, memoised (an allowable id in range) the same way.
+        Raises: only ``GrammarTooComplexError`` when a walk discovers states past a budget.
+        """
+        if not 0 <= token_id < self._vocab_size:
+            return -1
+        edge_only = token_id in self._edge_only  # no byte path: only a wildcard edge
+        if self._never.item(token_id) and not edge_only:
+            return -1
         row = self._rows.peek(state)
         if row is not None:
-            nxt = int(row[token_id])  # wildcard edges included
+            nxt = row.item(token_id)  # wildcard edges included
         else:
             mask = self._masks.peek(state)
-            if mask is not None and not (int(mask[token_id >> 5]) >> (token_id & 31)) & 1:
+            if mask is not None and not (mask.item(token_id >> 5) >> (token_id & 31)) & 1:
                 nxt = -2  # refused by the cached mask (wildcard edges included)
             elif edge_only:
                 nxt = -1
             elif mask is None:
                 nxt = self.dfa.walk(state, self.vocab.token_bytes[token_id])
-            else:
-                nxt = walk_bytes(self.dfa, state, self.vocab.token_bytes[token_id])  # rows built
+            else:  # rows built; walk_bytes's C walk, chosen once per setting
+                walk = self._bytes_walk
+                if walk[0] is not trie._c or walk[1] is not trie._direct or walk[2] is not terms._c:
+                    walk = self._bytes_walk = self._choose_bytes_walk()
+                if walk[3] is not None:
+                    nxt = walk[3](self.vocab.token_bytes[token_id], int(state), *walk[4])
+                else:
+                    nxt = walk_bytes(self.dfa, state, self.vocab.token_bytes[token_id])
             if nxt == -2:
                 nxt = -1
             elif self._reads_wildcards:  # (wildcards' own first test)
                 for ids, only, target in self.wildcards(state):
                     if (token_id in ids) == only:
                         nxt = self._union(nxt, target)
-        if len(self.steps) >= MAX_STEP_MEMO:
-            self.steps.clear()
-        self.steps[key] = nxt
+        steps = self.steps
+        if len(steps) >= MAX_STEP_MEMO:
+            steps.clear()
+        steps[(state, token_id)] = nxt
         return nxt
+
+    def _choose_bytes_walk(self) -> tuple:
+        """``(trie._c, trie._direct, terms._c, walk, args)``: the settings ``walk_bytes``'s
+        choice reads (``trie.use_extension``, ``use_direct_rows``, ``terms.use_extension``;
+        the rest is fixed per automaton) and, under them, its C walk, called
+        ``walk(data, state, *args)``: ``walk_bytes_direct`` with ``(tables, dfa)`` or
+        ``walk_bytes`` with ``(tables,)`` (``tables``: the row-tables callback); or
+        ``(None, None)`` without the extension (``walk_bytes`` then walks in Python).
+        """
+        key = (trie._c, trie._direct, terms._c)
+        dfa = self.dfa
+        if trie._c is None:
+            return (*key, None, None)
+        if trie._WALK_BYTES_DIRECT is not None and trie._walk_c(dfa) is trie._WALK_DIRECT:
+            return (*key, trie._WALK_BYTES_DIRECT, (trie._tables(dfa), dfa))
+        return (*key, trie._c.walk_bytes, (trie._tables(dfa),))
 
     @property
     def num_cached_states(self) -> int:

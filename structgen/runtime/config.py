@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -103,6 +104,22 @@ class SpeculativeConfig:
         raise ConfigError(
             f"speculative must be None, a method name or a dict, got {type(value).__name__}"
         )
+
+
+def _checkpoint_dtype(model: str | None) -> str | None:
+    """The dtype a Hugging Face folder's ``config.json`` says its weights are stored in
+    (``torch_dtype``, or ``dtype`` as newer transformers write it), or None: not a folder, no
+    such key, or an unreadable file (the loader reports those). Raises: never.
+    """
+    if model is None or not os.path.isdir(model):
+        return None
+    try:
+        with open(os.path.join(model, "config.json"), encoding="utf-8") as f:
+            cfg = json.load(f)
+    except (OSError, ValueError):
+        return None
+    dtype = cfg.get("torch_dtype", cfg.get("dtype")) if isinstance(cfg, dict) else None
+    return dtype if isinstance(dtype, str) else None
 
 
 def torch_dtype(dtype: "str | torch.dtype | None") -> "torch.dtype":
@@ -214,7 +231,9 @@ class EngineConfig:
     Attributes:
         model: path of a ``.gguf`` file or a Hugging Face folder; None = packaged SmolLM2.
         dtype: compute dtype name: ``"float32"``, ``"bfloat16"``, ``"float16"`` or ``"auto"``
-            (float32 on CPU, bfloat16 on CUDA).
+            (bfloat16 on CUDA; on CPU bfloat16 for a Hugging Face folder whose
+            ``config.json`` stores bfloat16 weights, where it decodes faster than widening
+            them to float32 (RESULTS.md, session 30), else float32).
         kv_cache_dtype: storage dtype of the KV cache, independent of ``dtype`` (vLLM's
             ``kv_cache_dtype``): ``"auto"`` (the compute dtype), ``"float32"``,
             ``"bfloat16"`` or ``"float16"``. K/V are rounded to it when stored and widened
@@ -438,7 +457,10 @@ class EngineConfig:
             device = auto_device()
         dtype = self.dtype
         if dtype == "auto":
-            dtype = "bfloat16" if device.startswith("cuda") else "float32"
+            if device.startswith("cuda") or _checkpoint_dtype(self.model) == "bfloat16":
+                dtype = "bfloat16"
+            else:
+                dtype = "float32"
         threads = self.grammar_threads
         if threads == "auto":
             threads = min(4, os.cpu_count() or 1) if device.startswith("cuda") else 0

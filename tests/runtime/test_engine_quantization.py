@@ -90,3 +90,29 @@ def test_quantization_auto_keeps_float_weights_on_cuda():
     from structgen.runtime.config import EngineConfig
 
     assert EngineConfig(device="cuda").resolved().quantization is None
+
+
+@pytest.mark.parametrize(
+    "stored, device, want",
+    [
+        ("bfloat16", "cpu", "bfloat16"),  # the checkpoint's dtype: faster than widening
+        ("float32", "cpu", "float32"),
+        ("float16", "cpu", "float32"),  # no fp16 CPU kernels: widened
+        (None, "cpu", "float32"),
+        ("bfloat16", "cuda", "bfloat16"),
+    ],
+)
+def test_auto_dtype_of_a_folder_follows_its_bfloat16_checkpoint(tmp_path, stored, device, want):
+    import json
+
+    from structgen.runtime.config import EngineConfig
+
+    cfg = {"model_type": "llama"} | ({} if stored is None else {"torch_dtype": stored})
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    got = EngineConfig(model=str(tmp_path), device=device).resolved()
+    assert got.dtype == want
+    assert EngineConfig(model=str(tmp_path), device=device, dtype="float32").resolved().dtype == (
+        "float32"
+    )
+    gguf = EngineConfig(model=str(tmp_path / "m.gguf"), device="cpu").resolved()
+    assert gguf.dtype == "float32"

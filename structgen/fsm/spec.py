@@ -259,13 +259,15 @@ class Choice(RegexSpec):
         trigger: free text up to and including this string first (module docstring).
 
     Raises:
-        RequestError: ``options`` empty or not all strings.
+        RequestError: ``options`` empty, one string (not a list of them) or not all strings.
     """
 
     options: tuple[str, ...]
     trigger: str | None = None
 
     def __init__(self, options: Any, trigger: str | None = None) -> None:
+        if isinstance(options, str):
+            raise RequestError(f"Choice takes a list of strings, not one string: [{options!r}]?")
         opts = tuple(options)
         if not opts or not all(isinstance(o, str) for o in opts):
             raise RequestError("Choice needs a non-empty list of strings")

@@ -17,12 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from structgen import Choice, SamplingParams, gen, select
+from structgen import Choice, Grammar, Regex, SamplingParams, gen, select
 from structgen.errors import (
     ConfigError,
     ExtractionTruncatedWarning,
     GrammarWarning,
+    InvalidGrammarError,
     PromptTooLongError,
+    RegexError,
     RequestError,
 )
 from structgen.runtime.request_factory import CHAT_ROLES
@@ -163,6 +165,15 @@ def test_one_string_is_not_a_list_of_options():
     with pytest.raises(RequestError, match=r"select takes a list of options, not one string"):
         select("team", "billing")
     assert Choice(("yes", "no")).options == ("yes", "no")
+
+
+def test_a_constraint_text_that_is_not_a_string_raises_at_once(tiny_engine):
+    # before: a TypeError from the C lowering, deep inside generate
+    with pytest.raises(RegexError, match=r"^Regex takes a pattern string, got int$"):
+        Regex(5)
+    with pytest.raises(InvalidGrammarError, match=r"^Grammar takes the grammar's text, got"):
+        Grammar(None)
+    assert tiny_engine.generate("x", SamplingParams(max_tokens=1), Regex("a"))[0].text == "a"
 
 
 def _line_after() -> int:

@@ -148,6 +148,7 @@ class SamplingParams:
             v = getattr(self, name)
             if not isinstance(v, numbers.Real) or isinstance(v, bool):
                 raise ConfigError(f"SamplingParams.{name} must be a number, got {v!r}")
+            object.__setattr__(self, name, float(v))
         for name in _INT_FIELDS:
             v = getattr(self, name)
             if v is None and name in _OPTIONAL_FIELDS:
@@ -156,6 +157,12 @@ class SamplingParams:
                 what = "None or an int" if name in _OPTIONAL_FIELDS else "an int"
                 raise ConfigError(f"SamplingParams.{name} must be {what}, got {v!r}")
             object.__setattr__(self, name, int(v))
+        for name in _COUNT_FIELDS:  # their ranges are checked in __post_init__
+            v = getattr(self, name)
+            if isinstance(v, bool):
+                raise ConfigError(f"SamplingParams.{name} must be an int, got {v!r}")
+            if isinstance(v, numbers.Integral):
+                object.__setattr__(self, name, int(v))
         stop = self.stop
         if stop is not None and not isinstance(stop, (str, list, tuple)):
             raise ConfigError(
@@ -216,6 +223,7 @@ _REAL_FIELDS = (
 )
 _INT_FIELDS = ("top_k", "seed", "min_tokens", "prompt_logprobs_start")
 _OPTIONAL_FIELDS = frozenset({"seed"})
+_COUNT_FIELDS = ("max_tokens", "n", "logprobs", "prompt_logprobs")
 _FIELD_NAMES = tuple(f.name for f in fields(SamplingParams))
 
 

@@ -84,6 +84,10 @@ def test_sampling_params_too_many_positional_arguments():
         ("ignore_eos", 1),
         ("speculative", "no"),
         ("logit_bias", [1, 2]),
+        ("max_tokens", True),
+        ("max_tokens", "5"),
+        ("n", 2.0),
+        ("logprobs", False),
     ],
 )
 def test_sampling_params_wrong_type_names_the_field(field, value):
@@ -92,9 +96,13 @@ def test_sampling_params_wrong_type_names_the_field(field, value):
 
 
 def test_sampling_params_numpy_numbers_are_the_python_ones():
-    ours = SamplingParams(temperature=np.float32(0.5), seed=np.int64(3), top_k=np.int32(5))
-    ref = SamplingParams(temperature=0.5, seed=3, top_k=5)
-    assert ours == ref and hash(ours) == hash(ref) and type(ours.seed) is int
+    ours = SamplingParams(
+        max_tokens=np.int64(7), temperature=np.float32(0.5), seed=np.int64(3), top_k=np.int32(5)
+    )
+    ref = SamplingParams(max_tokens=7, temperature=0.5, seed=3, top_k=5)
+    assert ours == ref and hash(ours) == hash(ref)
+    assert type(ours.seed) is int and type(ours.max_tokens) is int
+    assert type(ours.temperature) is float
     assert dataclasses.replace(ref, n=2).n == 2
 
 

@@ -12,6 +12,10 @@ Three levels of error (see ``shared/STYLE.md``):
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
 __all__ = [
     "StructgenError",
     "ConfigError",
@@ -36,6 +40,7 @@ __all__ = [
     "UnsupportedGrammarError",
     "ExtractionTruncatedWarning",
     "GrammarWarning",
+    "warn_at_user_frame",
 ]
 
 
@@ -229,3 +234,29 @@ class ExtractionTruncatedWarning(UserWarning):
         super().__init__(message)
         self.index = index
         self.raw_text = raw_text
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_at_user_frame(warning: Warning, stacklevel: int = 1) -> None:
+    """Issue ``warning`` (``warnings.warn``) at the user's line: the innermost frame, from
+    this function's caller outwards, whose file is outside the structgen package. A
+    warning raised deep inside a call (``extract`` -> extraction -> compile) thus points at
+    the line that called structgen, however deep the call went (as Python 3.12's
+    ``skip_file_prefixes``).
+
+    Args:
+        warning: the warning instance.
+        stacklevel: where the warning points when every frame is inside the package
+            (structgen running on its own, e.g. a server thread), counted as
+            ``warnings.warn`` counts from this function's caller (1 = the caller's line).
+
+    Raises:
+        never (unless a warning filter turns the warning into an error).
+    """
+    frame = sys._getframe(1)
+    level = 2  # the stacklevel warnings.warn, called from here, gives ``frame``
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(warning, stacklevel=level if frame is not None else stacklevel + 1)

@@ -150,8 +150,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     """``structgen generate``: print the generated text.
 
     Returns 0, or raises CliError (exit 1) after printing an output that ``--max-tokens``
-    cut before it matched the constraint; a cut that the budget-aware matcher closed
-    validly, or an unconstrained one, is a warning on stderr.
+    (or the end of the model's context) cut before it matched the constraint; a cut that
+    the budget-aware matcher closed validly, or an unconstrained one, is a warning on
+    stderr naming which limit cut it.
     """
     import warnings
 
@@ -174,20 +175,24 @@ def cmd_generate(args: argparse.Namespace) -> int:
     print(out.text, flush=True)
     if out.finish_reason != "length":
         return 0
-    cut = f"structgen: warning: cut by max_tokens={args.max_tokens}"
+    by, fix = f"max_tokens={args.max_tokens}", "raise --max-tokens"
+    if len(out.token_ids) < args.max_tokens:  # the model's context ended it first
+        limit = engine.max_request_tokens()
+        by = f"the end of the model's context ({limit} tokens, prompt included)"
+        fix = "shorten the prompt"
+    cut = f"structgen: warning: cut by {by}"
     if constraint is None:
-        print(f"{cut}; raise --max-tokens for a longer output", file=sys.stderr)
+        print(f"{cut}; {fix} for a longer output", file=sys.stderr)
         return 0
     if constraint.compile(engine.vocab).matches(out.text):  # compiled above: a cache hit
         print(
             f"{cut}: the constraint closed the output early (valid, but it may be shorter "
-            "than without the limit); raise --max-tokens for the whole output",
+            f"than without the limit); {fix} for the whole output",
             file=sys.stderr,
         )
         return 0
     raise CliError(
-        f"cut by max_tokens={args.max_tokens} before the output matched the constraint "
-        "(printed above, incomplete); raise --max-tokens",
+        f"cut by {by} before the output matched the constraint (printed above, incomplete); {fix}",
         code=1,
     )
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import warnings
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +12,7 @@ from structgen.errors import (
     ExtractionTruncatedWarning,
     GrammarTooComplexError,
     RequestError,
+    warn_at_user_frame,
 )
 from structgen.extraction.array_ends import SCORE_ARRAY_ENDS_DEFAULT, choose_array_ends
 from structgen.extraction.choices import choose_options
@@ -520,14 +520,13 @@ def _result(
     except ExtractionError as exc:
         return exc
     if truncated:
-        warnings.warn(
+        warn_at_user_frame(
             ExtractionTruncatedWarning(
                 f"extraction of text {index} was cut by max_tokens; the grammar closed "
                 "the JSON early, so its later fields may be shortened",
                 index=index,
                 raw_text=out.text,
-            ),
-            stacklevel=4,
+            )
         )
     if not details:
         return value

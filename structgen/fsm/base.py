@@ -17,12 +17,11 @@ its own vocabulary; ``OpenAIBackend`` sends its wire form).
 
 from __future__ import annotations
 
-import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import GrammarWarning
+from ..errors import GrammarWarning, warn_at_user_frame
 from .grammar_pool import fill_rows_serial
 
 if TYPE_CHECKING:
@@ -174,11 +173,14 @@ class BaseCompiledGrammar(ABC):
 
     def emit_warnings(self, stacklevel: int = 2) -> None:
         """Issue each of ``reported_warnings`` as a :class:`~structgen.errors.GrammarWarning`
-        (Python's default filters show a distinct message once per call site). Raises:
-        never (unless a warning filter turns warnings into errors).
+        at the user's line: the innermost calling frame outside the structgen package
+        (``errors.warn_at_user_frame``; ``stacklevel`` counts from this method's caller
+        where every frame is inside it). Python's default filters show a distinct message
+        once per call site. Raises: never (unless a warning filter turns warnings into
+        errors).
         """
         for message in self.reported_warnings:
-            warnings.warn(GrammarWarning(message), stacklevel=stacklevel + 1)
+            warn_at_user_frame(GrammarWarning(message), stacklevel=stacklevel + 1)
 
     @abstractmethod
     def matches(self, text: str | bytes) -> bool:

@@ -30,7 +30,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..errors import GrammarTooComplexError, InvalidSchemaError, RequestError, UnsupportedRegexError
+from ..errors import (
+    GrammarTooComplexError,
+    InvalidGrammarError,
+    InvalidSchemaError,
+    RegexError,
+    RequestError,
+    UnsupportedRegexError,
+)
 from .base import BaseCompiledGrammar
 from .nesting import dumps, loads
 
@@ -141,12 +148,18 @@ class Regex(RegexSpec):
         trigger: free text up to and including this string first (module docstring).
         definitions: shared subpatterns ``pattern`` refers to (``LoweredRegex``).
 
-    Raises (at compile): RegexError, UnsupportedRegexError, GrammarTooComplexError.
+    Raises:
+        RegexError: ``pattern`` is not a string (at compile: RegexError,
+            UnsupportedRegexError, GrammarTooComplexError).
     """
 
     pattern: str
     trigger: str | None = None
     definitions: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pattern, str):
+            raise RegexError(f"Regex takes a pattern string, got {type(self.pattern).__name__}")
 
     def lower(self, *, max_convert_seconds: float | None = None) -> LoweredRegex:
         """The pattern and definitions as given."""
@@ -259,13 +272,15 @@ class Choice(RegexSpec):
         trigger: free text up to and including this string first (module docstring).
 
     Raises:
-        RequestError: ``options`` empty or not all strings.
+        RequestError: ``options`` empty, one string (not a list of them) or not all strings.
     """
 
     options: tuple[str, ...]
     trigger: str | None = None
 
     def __init__(self, options: Any, trigger: str | None = None) -> None:
+        if isinstance(options, str):
+            raise RequestError(f"Choice takes a list of strings, not one string: [{options!r}]?")
         opts = tuple(options)
         if not opts or not all(isinstance(o, str) for o in opts):
             raise RequestError("Choice needs a non-empty list of strings")
@@ -482,8 +497,10 @@ class Grammar(BaseSpec):
         prefix: literal text before the grammar's sentence (token healing sets it);
             not with ``trigger``.
 
-    Raises (at compile): InvalidGrammarError, UnsupportedGrammarError,
-        GrammarTooComplexError (see ``structgen.fsm.grammar.compile_grammar``).
+    Raises:
+        InvalidGrammarError: ``text`` is not a string (at compile: InvalidGrammarError,
+            UnsupportedGrammarError, GrammarTooComplexError; see
+            ``structgen.fsm.grammar.compile_grammar``).
     """
 
     text: str
@@ -491,6 +508,12 @@ class Grammar(BaseSpec):
     start: str | None = None
     trigger: str | None = None
     prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise InvalidGrammarError(
+                f"Grammar takes the grammar's text, got {type(self.text).__name__}"
+            )
 
     def compile(self, vocab: Any) -> BaseCompiledGrammar:
         """Compile for ``vocab`` (cached, ``structgen.fsm.grammar.compile_grammar``)."""

@@ -319,14 +319,16 @@ def select(name: str | None, choices: Sequence[Any]) -> Select | Gen:
     (128 without one); the capture is the text generated (no scores).
 
     Raises:
-        RequestError: no options, an empty string, a bad name, or an option that is not a
-            string, a regex or grammar gen, or a spec (a program: a concatenation, a role,
-            another select, a JSON Schema gen...).
+        RequestError: no options, one string instead of a list, an empty string, a bad
+            name, or an option that is not a string, a regex or grammar gen, or a spec (a
+            program: a concatenation, a role, another select, a JSON Schema gen...).
         InvalidGrammarError, RegexError: an option does not compile (checked now).
     """
     from structgen.fsm.spec import Grammar, Regex
 
     _check_name(name)
+    if isinstance(choices, str):
+        raise RequestError(f"select takes a list of options, not one string: [{choices!r}]?")
     opts = tuple(choices)
     if not opts or any(isinstance(c, str) and not c for c in opts):
         raise RequestError("select needs a non-empty list of options (no empty string)")

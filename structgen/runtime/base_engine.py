@@ -14,6 +14,7 @@ import abc
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from structgen.errors import RequestError
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.request import Request
 from structgen.runtime.request_factory import RequestFactory
@@ -96,7 +97,16 @@ class BaseEngine(RequestFactory, abc.ABC):
 
     @staticmethod
     def _prompt_list(prompts: Sequence[Any] | str) -> list[Any]:
-        """``prompts`` as a list of prompts (a string or one chat is a single prompt)."""
+        """``prompts`` as a list of prompts (a string or one chat is a single prompt).
+
+        Raises:
+            RequestError: ``prompts`` is neither a string nor a sequence of prompts.
+        """
+        if isinstance(prompts, dict) or not hasattr(prompts, "__iter__"):
+            raise RequestError(
+                "prompts must be a string, a chat (a list of {'role', 'content'} messages) or "
+                f"a list of prompts; got {type(prompts).__name__}"
+            )
         if isinstance(prompts, str) or (
             isinstance(prompts, list) and prompts and all(isinstance(m, dict) for m in prompts)
         ):

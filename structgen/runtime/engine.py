@@ -347,12 +347,13 @@ class Engine(BaseEngine):
             use_tqdm: show a progress bar over finished requests.
 
         Returns:
-            One RequestOutput per prompt, in order. A request that fails (e.g. a prompt
-            too long for the context) comes back with ``finish_reason="error"``; the
-            others are unaffected.
+            One RequestOutput per prompt, in order. A request that fails while running
+            comes back with ``finish_reason="error"``; the others are unaffected.
 
         Raises:
             RequestError: malformed prompts / params / constraint lists.
+            PromptTooLongError: a prompt leaves no room for one output token in the
+                context (or the KV cache), as vLLM's and SGLang's ``generate`` refuse it.
             SchemaError, RegexError: a constraint does not compile.
             ConfigError: a request needs text (a text or chat prompt, a constraint, stop
                 strings) and the model was loaded without a tokenizer.
@@ -367,6 +368,7 @@ class Engine(BaseEngine):
         for i, (p, sp, c) in enumerate(zip(prompts, params_list, cons_list)):
             try:
                 groups.append(self._make_requests(p, sp or SamplingParams(), c))
+                self.check_prompt_fits(groups[-1][0].prompt_token_ids)
             except StructgenError as exc:
                 if n > 1 and len(exc.args) == 1 and isinstance(exc.args[0], str):
                     exc.args = (f"prompts[{i}] (of {n}): {exc.args[0]}",)

@@ -8,9 +8,10 @@ model: chat-template rendering, prompt validation, and one ``Request`` per branc
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from typing import Any
 
-from structgen.errors import ConfigError, RequestError
+from structgen.errors import ConfigError, PromptTooLongError, RequestError
 from structgen.fsm.base import BaseCompiledGrammar
 from structgen.fsm.spec import to_constraint
 from structgen.runtime.detokenizer import IncrementalDetokenizer
@@ -18,13 +19,17 @@ from structgen.runtime.request import Request
 from structgen.runtime.sampler import make_generator
 from structgen.runtime.sampling_params import SamplingParams
 
-__all__ = ["RequestFactory"]
+__all__ = ["RequestFactory", "CHAT_ROLES"]
+
+#: The roles a chat message may have: OpenAI's (the server's ``ChatMessage`` takes the same).
+#: ``developer`` is rendered as ``system``, as the server does.
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
 class RequestFactory:
     """Mixin of every engine: needs ``tokenizer``, ``vocab_size`` (width of the model's
     logits), ``vocab`` (the fsm ``Vocabulary``), ``device`` (a device name or a
-    ``torch.device``) and ``_ids`` (a request-id counter).
+    ``torch.device``), ``_ids`` (a request-id counter) and ``max_request_tokens()``.
 
     ``tokenizer`` and ``vocab`` are None for a model loaded without a tokenizer: it serves
     token-id prompts, unconstrained, without stop strings, and its outputs have token ids and
@@ -51,14 +56,18 @@ class RequestFactory:
     def apply_chat_template(self, messages: list[dict]) -> list[int]:
         """Render chat messages with the model's template (generation prompt added).
 
+        Args:
+            messages: ``{"role", "content"}`` dicts; ``role`` one of :data:`CHAT_ROLES`
+                (``developer`` is rendered as ``system``), ``content`` a string (None only
+                beside ``tool_calls``); other keys go to the template as they are.
+
         Raises:
-            RequestError: a message is not a ``{"role", "content"}`` dict.
+            RequestError: a message is not such a dict, has an unknown role or a content
+                that is not a string (the message names the message's index).
             ConfigError: the model has no tokenizer.
         """
         self._require_tokenizer("a chat prompt")
-        for i, m in enumerate(messages):
-            if not isinstance(m, dict) or "role" not in m or "content" not in m:
-                raise RequestError(f"chat message {i} must be a dict with 'role' and 'content'")
+        messages = [_checked_message(m, i) for i, m in enumerate(messages)]
         text = self.tokenizer.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=True
         )
@@ -94,6 +103,22 @@ class RequestFactory:
             raise RequestError("prompt is empty")
         return ids
 
+    def check_prompt_fits(self, ids: list[int]) -> None:
+        """Raise when a prompt of ``ids`` can never run on this engine (vLLM's and
+        SGLang's engines refuse it the same way, before anything runs).
+
+        Raises:
+            PromptTooLongError: ``len(ids)`` is at least :meth:`max_request_tokens` (the
+                context, or the KV cache where that is smaller), which leaves no room for
+                one output token.
+        """
+        limit = self.max_request_tokens()
+        if len(ids) >= limit:
+            raise PromptTooLongError(
+                f"prompt has {len(ids)} tokens; this engine's context allows at most "
+                f"{limit - 1} (max_model_len, or the KV cache's size where smaller)"
+            )
+
     # -------------------------------------------------------------- requests
     def _make_requests(self, prompt: Any, params: SamplingParams, constraint: Any) -> list[Request]:
         """The ``params.n`` branch requests of one prompt (grammar compiled once)."""
@@ -111,7 +136,7 @@ class RequestFactory:
                 grammar = term
             else:
                 grammar = term.compile(self.vocab)
-                grammar.emit_warnings(stacklevel=4)  # at the caller of generate()
+                grammar.emit_warnings()  # at the user's line
         reqs = []
         for i in range(params.n):
             p = params
@@ -150,3 +175,30 @@ class RequestFactory:
                 raise RequestError(f"{name} has {len(value)} entries for {n} prompts")
             return value
         return [value] * n
+
+
+def _checked_message(message: Any, i: int) -> dict:
+    """``message`` as the chat template reads it (``developer`` as ``system``).
+
+    Raises:
+        RequestError: not a dict with ``role`` and ``content``, a role outside
+            :data:`CHAT_ROLES` (the nearest one named), or a content that is not a string
+            (None is allowed beside ``tool_calls``).
+    """
+    if not isinstance(message, dict) or "role" not in message or "content" not in message:
+        raise RequestError(f"chat message {i} must be a dict with 'role' and 'content'")
+    role = message["role"]
+    if role not in CHAT_ROLES:
+        near = difflib.get_close_matches(str(role), CHAT_ROLES, n=1, cutoff=0.6)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise RequestError(
+            f"chat message {i} has an unknown role {role!r}{hint} (roles: {', '.join(CHAT_ROLES)})"
+        )
+    content = message["content"]
+    if not isinstance(content, str) and not (content is None and message.get("tool_calls")):
+        raise RequestError(
+            f"chat message {i} ({role}): content must be a string, got {type(content).__name__}"
+        )
+    if role == "developer":
+        message = {**message, "role": "system"}
+    return message

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
+import functools
 import math
-from dataclasses import dataclass
+import numbers
+from dataclasses import dataclass, fields
 
 from structgen.errors import ConfigError
 
@@ -53,7 +56,8 @@ class SamplingParams:
     ``-inf``). Jump-forward tokens, forced by the grammar, report 0.0.
 
     Raises:
-        ConfigError: a field is out of range (the message names the field).
+        ConfigError: a field has the wrong type or is out of range, or a keyword is not a
+            field (the message names it, and the field it most resembles).
     """
 
     max_tokens: int = 256
@@ -77,6 +81,7 @@ class SamplingParams:
     speculative: bool = True
 
     def __post_init__(self) -> None:
+        self._check_types()
         if isinstance(self.stop, str):
             object.__setattr__(self, "stop", (self.stop,))
         elif self.stop is not None:
@@ -135,6 +140,51 @@ class SamplingParams:
                 ) from None
             object.__setattr__(self, "logit_bias", bias)
 
+    def _check_types(self) -> None:
+        """Raise ``ConfigError`` naming the first field whose value has the wrong type (a
+        number given as a string, a single token id for ``stop_token_ids``, ...).
+        """
+        for name in _REAL_FIELDS:
+            v = getattr(self, name)
+            if not isinstance(v, numbers.Real) or isinstance(v, bool):
+                raise ConfigError(f"SamplingParams.{name} must be a number, got {v!r}")
+            object.__setattr__(self, name, float(v))
+        for name in _INT_FIELDS:
+            v = getattr(self, name)
+            if v is None and name in _OPTIONAL_FIELDS:
+                continue
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+                what = "None or an int" if name in _OPTIONAL_FIELDS else "an int"
+                raise ConfigError(f"SamplingParams.{name} must be {what}, got {v!r}")
+            object.__setattr__(self, name, int(v))
+        for name in _COUNT_FIELDS:  # their ranges are checked in __post_init__
+            v = getattr(self, name)
+            if isinstance(v, bool):
+                raise ConfigError(f"SamplingParams.{name} must be an int, got {v!r}")
+            if isinstance(v, numbers.Integral):
+                object.__setattr__(self, name, int(v))
+        stop = self.stop
+        if stop is not None and not isinstance(stop, (str, list, tuple)):
+            raise ConfigError(
+                f"SamplingParams.stop must be a string or a list of strings, got {stop!r}"
+            )
+        ids = self.stop_token_ids
+        if ids is not None and (
+            not isinstance(ids, (list, tuple))
+            or not all(isinstance(t, numbers.Integral) and not isinstance(t, bool) for t in ids)
+        ):
+            raise ConfigError(f"SamplingParams.stop_token_ids must be a list of ints, got {ids!r}")
+        for name in ("ignore_eos", "speculative"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(
+                    f"SamplingParams.{name} must be a bool, got {getattr(self, name)!r}"
+                )
+        if self.logit_bias is not None and not isinstance(self.logit_bias, dict):
+            raise ConfigError(
+                f"SamplingParams.logit_bias must be a dict of token id -> number, got "
+                f"{self.logit_bias!r}"
+            )
+
     def __hash__(self) -> int:  # logit_bias is a dict: hash its items
         bias = tuple(sorted(self.logit_bias.items())) if self.logit_bias else None
         fields = tuple(v for k, v in self.__dict__.items() if k != "logit_bias")
@@ -161,3 +211,47 @@ class SamplingParams:
     def is_greedy(self) -> bool:
         """True when sampling is argmax (``temperature == 0``)."""
         return self.temperature == 0.0
+
+
+_REAL_FIELDS = (
+    "temperature",
+    "top_p",
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+)
+_INT_FIELDS = ("top_k", "seed", "min_tokens", "prompt_logprobs_start")
+_OPTIONAL_FIELDS = frozenset({"seed"})
+_COUNT_FIELDS = ("max_tokens", "n", "logprobs", "prompt_logprobs")
+_FIELD_NAMES = tuple(f.name for f in fields(SamplingParams))
+
+
+def _checked_init(init):
+    """``SamplingParams.__init__`` that refuses unknown keywords and extra positional
+    arguments with a ``ConfigError`` naming them (and the field a misspelt keyword most
+    resembles) instead of Python's ``TypeError``.
+    """
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs) -> None:
+        if len(args) > len(_FIELD_NAMES):
+            raise ConfigError(
+                f"SamplingParams takes at most {len(_FIELD_NAMES)} positional arguments "
+                f"({', '.join(_FIELD_NAMES)}), got {len(args)}"
+            )
+        unknown = [k for k in kwargs if k not in _FIELD_NAMES]
+        if unknown:
+            key = unknown[0]
+            near = difflib.get_close_matches(str(key), _FIELD_NAMES, n=1, cutoff=0.6)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise ConfigError(
+                f"SamplingParams got an unknown keyword {key!r}{hint} (fields: "
+                f"{', '.join(_FIELD_NAMES)})"
+            )
+        init(self, *args, **kwargs)
+
+    return __init__
+
+
+SamplingParams.__init__ = _checked_init(SamplingParams.__init__)

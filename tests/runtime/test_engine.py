@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from structgen import Choice, Engine, JsonSchema, Regex, SamplingParams
-from structgen.errors import RequestError
+from structgen.errors import PromptTooLongError, RequestError
 
 PROMPTS = [
     "Maria Lopez, 34, works",
@@ -165,9 +165,14 @@ def test_seeded_sampling_is_reproducible_across_batches(tiny_engine):
 
 def test_failed_request_does_not_hurt_the_batch(tiny_engine):
     too_long = [5] * 600  # past the tiny model's 512-token context
-    outs = tiny_engine.generate([too_long, PROMPTS[0]], GREEDY)
+    # prepared requests (extraction's path) fail alone, the others run
+    reqs = [tiny_engine.make_request(p, GREEDY) for p in (too_long, PROMPTS[0])]
+    outs = tiny_engine.run_requests(reqs)
     assert outs[0].finish_reason == "error" and "limit" in outs[0].error
     assert outs[1].finish_reason == "length" and len(outs[1].token_ids) == 12
+    # generate refuses the whole call before anything runs (as vLLM's LLM.generate)
+    with pytest.raises(PromptTooLongError, match=r"^prompts\[0\] \(of 2\): prompt has 600"):
+        tiny_engine.generate([too_long, PROMPTS[0]], GREEDY)
     assert_no_leak(tiny_engine)
 
 

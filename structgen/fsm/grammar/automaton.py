@@ -164,6 +164,11 @@ class GrammarAutomaton:
                     t in self.ignore or t == self._trigger for t in range(len(self.lexers))
                 )
                 self._core.set_charts(charts._core, own_end)
+            # the lexemes a node starts read from the charts' lists in C (``_c_node``'s answer
+            # without a Python frame per node)
+            self._core.set_starts(
+                charts.expected, charts.final, bytes(self._movable), self._initials, self._ignored
+            )
             # the token-trie walk's callback in C: a missing row built there under the lock,
             # the interpreter entered only to grow the tables (``_row_tables_py``)
             self._core.attach(self)
@@ -395,14 +400,39 @@ class GrammarAutomaton:
     # the C row builder's callbacks (csrc/cfgrows.c), under the lock as _build_row
 
     def _c_lexer_row(self, t: int, s: int) -> bytes:
-        """int32 ``[256]`` next states of state ``s`` of terminal ``t``'s lexer, as bytes
-        (a literal byte's row from its term, ``_literal_row``; else the lexer's own row).
+        """int32 ``[256]`` next states of state ``s`` of terminal ``t``'s lexer (a literal
+        byte's row from its term, ``_literal_row``; else the lexer's own row), then uint8
+        ``[256]``: per byte, the ``_c_lexer_flags`` of its next state, 255 where that is
+        dead or its flags are not read here (``_target_flags``), as bytes.
         """
         lexer = self.lexers[t]
         row = _literal_row(lexer, s)
-        if row is None:
-            row = np.ascontiguousarray(lexer.row(s), np.int32).tobytes()
-        return row
+        if row is not None:  # one live byte: its int32 is the first not all 0xff
+            at = (1024 - len(row.lstrip(b"\xff"))) >> 2
+            flags = self._target_flags(t, int.from_bytes(row[4 * at : 4 * at + 4], "little"))
+            before, after = _FLAG_PARTS[at]
+            return b"".join((row, before, bytes((flags,)), after))
+        moves = np.ascontiguousarray(lexer.row(s), np.int32)
+        live = moves[moves >= 0]
+        if not live.size:
+            return moves.tobytes() + _NO_FLAGS
+        targets = np.unique(live).tolist()
+        lut = np.full(targets[-1] + 2, 255, np.uint8)  # [-1] (dead) stays 255
+        lut[targets] = [self._target_flags(t, s2) for s2 in targets]
+        return moves.tobytes() + lut[moves].tobytes()
+
+    def _target_flags(self, t: int, s: int) -> int:
+        """``_c_lexer_flags(t, s)`` for a state reached by a lexer row, or 255 when its term
+        holds an intersection or complement and its liveness is not known yet (then read
+        from its own row: ``_live_after``, left to ``_c_lexer_flags`` when a step needs it).
+        """
+        live = self._live.get((self._group[t], s))
+        if live is None:
+            lexer = self.lexers[t]
+            if lexer.arena.has_boolean(lexer.term(s)):
+                return 255
+            live = self._live_after(t, s)
+        return int(self.lexers[t].is_accepting(s)) | 2 * int(live)
 
     def _c_lexer_flags(self, t: int, s: int) -> int:
         """Bit 0: state ``s`` of terminal ``t``'s lexer accepts; bit 1: it can go on."""
@@ -702,6 +732,9 @@ def _fixed_atom(arena, term: int) -> tuple[bytes, bool]:
 _DEAD_ROW = b"\xff" * 1024  # int32 [256] of -1
 # per byte b: the dead row's bytes before and after b's int32 (one join builds a row)
 _DEAD_PARTS = tuple((_DEAD_ROW[: 4 * b], _DEAD_ROW[4 * b + 4 :]) for b in range(256))
+_NO_FLAGS = b"\xff" * 256  # uint8 [256]: no next state's flags (``_c_lexer_row``)
+# per byte b: the flag bytes before and after b's (a literal row's one target)
+_FLAG_PARTS = tuple((_NO_FLAGS[:b], _NO_FLAGS[b + 1 :]) for b in range(256))
 
 
 def _literal_row(lexer, s: int) -> bytes | None:

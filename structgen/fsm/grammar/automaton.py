@@ -402,8 +402,8 @@ class GrammarAutomaton:
     def _c_lexer_row(self, t: int, s: int) -> bytes:
         """int32 ``[256]`` next states of state ``s`` of terminal ``t``'s lexer (a literal
         byte's row from its term, ``_literal_row``; else the lexer's own row), then uint8
-        ``[256]``: per byte, the ``_c_lexer_flags`` of its next state, 255 where that is
-        dead or its flags are not read here (``_target_flags``), as bytes.
+        ``[256]``: per byte, the ``_c_lexer_flags`` of its next state (a literal row's one
+        live byte, ``_target_flags``), 255 elsewhere (dead, or not read here), as bytes.
         """
         lexer = self.lexers[t]
         row = _literal_row(lexer, s)
@@ -412,14 +412,8 @@ class GrammarAutomaton:
             flags = self._target_flags(t, int.from_bytes(row[4 * at : 4 * at + 4], "little"))
             before, after = _FLAG_PARTS[at]
             return b"".join((row, before, bytes((flags,)), after))
-        moves = np.ascontiguousarray(lexer.row(s), np.int32)
-        live = moves[moves >= 0]
-        if not live.size:
-            return moves.tobytes() + _NO_FLAGS
-        targets = np.unique(live).tolist()
-        lut = np.full(targets[-1] + 2, 255, np.uint8)  # [-1] (dead) stays 255
-        lut[targets] = [self._target_flags(t, s2) for s2 in targets]
-        return moves.tobytes() + lut[moves].tobytes()
+        # a derived row's next states are asked of _c_lexer_flags when a step needs them
+        return np.ascontiguousarray(lexer.row(s), np.int32).tobytes() + _NO_FLAGS
 
     def _target_flags(self, t: int, s: int) -> int:
         """``_c_lexer_flags(t, s)`` for a state reached by a lexer row, or 255 when its term

@@ -23,8 +23,11 @@ closing, forced bytes) works unchanged. A row costs one parser step per byte cla
 
 With the C extension built (``csrc/cfgrows.c``, ``native=True``: the default when it is), the
 configurations, lexemes, byte classes and step memo are C tables and a row is built there;
-Python is called back only for what is new (a lexer state's row and flags, the chart node
-after a lexeme ends, the lexemes a node starts: ``_c_*``), and the token-trie walk's
+Python is called back only for what is new: a lexer state's row (with the flags of the
+state a literal row leads to) and the flags of a state a derived row leads to, the chart node
+after a lexeme ends over Python charts (``_c_*``; the lexemes a node starts are read in C from
+the charts' lists, ``Core.set_starts``; ``_c_node`` answers only a node they lack), and the
+token-trie walk's
 ``row_tables`` callback is ``Core.row_tables``, which builds a missing row without the
 interpreter (Python entered only to grow the tables or raise the row budget:
 ``_row_tables_py``). The Python path below is the
@@ -441,7 +444,8 @@ class GrammarAutomaton:
 
     def _c_node(self, node: int) -> tuple[tuple[tuple[int, int], ...], bool]:
         """``((terminal, initial lexer state), ...)`` of the lexemes ``node`` starts, and
-        whether the parse may end at ``node``.
+        whether the parse may end at ``node`` (asked by the C core only for a node the charts'
+        lists handed to ``Core.set_starts`` do not hold).
         """
         return tuple([(t, s) for t, _, s in self._starts_of(node)]), self.charts.final[node]
 

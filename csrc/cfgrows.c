@@ -24,7 +24,9 @@
  *       acc       writable numpy bool [capacity]: acc[id] written for a new configuration
  *   core.build_row(owner, state, rows, slot, acc) -> None
  *       owner     the GrammarAutomaton; called back:
- *                   owner._c_lexer_row(t, s) -> bytes, int32 [256] next lexer state (-1 dead)
+ *                   owner._c_lexer_row(t, s) -> bytes: int32 [256] next lexer state (-1
+ *                       dead), then uint8 [256] the _c_lexer_flags of that next state (255:
+ *                       not given, asked of _c_lexer_flags when a step needs it)
  *                   owner._c_lexer_flags(t, s) -> int, bit 0 accepting, bit 1 live (a way on)
  *                   owner._c_end(t, node) -> the node after lexeme t ends at node (not
  *                       called after set_charts)
@@ -51,6 +53,13 @@
  *       owner._c_end (a Python frame per scan); own_end: bytes [num lexers], 1 where a
  *       lexeme ends at its own node (%ignore terminals, the lead-in). Same nodes: _c_end
  *       calls the same scan.
+ *   core.set_starts(expected, final, movable, initial, ignored) -> None: the lexemes a chart
+ *       node starts read from the charts' own lists instead of owner._c_node (a Python frame
+ *       and a tuple per node): expected, final the charts' lists (held: nodes are appended to
+ *       them, never replaced; a node not in them yet is asked of _c_node); movable bytes
+ *       [num lexers], 1 where the terminal's lexer can move from its initial state; initial
+ *       ints [num lexers], that state; ignored the %ignore terminals every node starts (the
+ *       movable ones, in order). Same lexemes in the same order as _c_node's.
  *   core.config(id) -> ((t, node, s), ...)
  *   core.num_configs, core.num_steps (memoised steps), core.num_lexemes
  * Exceptions of the callbacks propagate (GrammarTooComplexError from the Earley budget): what
@@ -67,7 +76,7 @@
 
 /* ---- the core ---------------------------------------------------------------------- */
 
-enum { UNKNOWN = -2 };
+enum { UNKNOWN = -2, FLAGS_UNKNOWN = 255 };
 
 typedef struct { /* a lexer state (t, s) */
     int32_t t, s;
@@ -123,6 +132,12 @@ typedef struct {
     const SgEarleyApi *earley;  /* their scan (the _earley capsule) */
     uint8_t *own_end;           /* [n_own_end]: 1 where a lexeme ends at its own node */
     Py_ssize_t n_own_end;
+    PyObject *expected, *final; /* the charts' lists (set_starts), or NULL: _c_node called */
+    int32_t *initial;           /* [n_start_lexers]: the initial lexer state of each terminal */
+    uint8_t *movable;           /* [n_start_lexers]: 1 where that lexer can move from it */
+    Py_ssize_t n_start_lexers;
+    int32_t *ignored;           /* [n_ignored]: the %ignore terminals every node starts */
+    Py_ssize_t n_ignored;
 } Core;
 
 /* the lexer state s of terminal t, keyed by t's lexer: terminals sharing one automaton
@@ -178,23 +193,28 @@ static int call_int(PyObject *owner, const char *name, int32_t a, int32_t b, int
     return 0;
 }
 
-/* the byte classes of lexer state ls (its row read from Python once) */
+/* the byte classes of lexer state ls (its row read from Python once), and the flags of the
+ * lexer states it leads to where the answer carries them */
 static int lstate_row(Core *c, PyObject *owner, int32_t ls) {
     if (c->ls[ls].ncls != UNKNOWN)
         return 0;
     PyObject *r = PyObject_CallMethod(owner, "_c_lexer_row", "ii", c->ls[ls].t, c->ls[ls].s);
     if (r == NULL)
         return -1;
-    if (!PyBytes_Check(r) || PyBytes_GET_SIZE(r) != 256 * 4) {
+    if (!PyBytes_Check(r) || PyBytes_GET_SIZE(r) != 256 * 5) {
         Py_DECREF(r);
-        PyErr_SetString(PyExc_TypeError, "_c_lexer_row must return 1024 bytes (int32 [256])");
+        PyErr_SetString(PyExc_TypeError,
+                        "_c_lexer_row must return 1280 bytes (int32 [256], uint8 [256])");
         return -1;
     }
     int32_t row[256];
+    uint8_t flag_of[256];
     memcpy(row, PyBytes_AS_STRING(r), sizeof row);
+    memcpy(flag_of, PyBytes_AS_STRING(r) + sizeof row, sizeof flag_of);
     Py_DECREF(r);
     int16_t *cls = malloc(256 * sizeof(int16_t));
     int32_t *next = malloc(256 * sizeof(int32_t));
+    uint8_t flags[256];
     if (cls == NULL || next == NULL) {
         free(cls);
         free(next);
@@ -210,14 +230,26 @@ static int lstate_row(Core *c, PyObject *owner, int32_t ls) {
         int32_t k = 0;
         while (k < n && next[k] != row[b])
             k++;
-        if (k == n)
+        if (k == n) {
+            flags[n] = flag_of[b];
             next[n++] = row[b];
+        }
         cls[b] = (int16_t)k;
     }
     LState *st = &c->ls[ls];
     st->cls = cls;
     st->next = next;
     st->ncls = n;
+    int32_t t = st->t;
+    for (int32_t k = 0; k < n; k++) { /* FLAGS_UNKNOWN: _c_lexer_flags asked when needed */
+        if (flags[k] == FLAGS_UNKNOWN)
+            continue;
+        int32_t id = lstate_of(c, t, c->ls[ls].next[k]); /* (c->ls may move) */
+        if (id < 0)
+            return -1;
+        if (c->ls[id].flags == UNKNOWN)
+            c->ls[id].flags = flags[k];
+    }
     return 0;
 }
 
@@ -247,11 +279,52 @@ static int lexeme_moves(Core *c, PyObject *owner, int32_t id) {
     return 0;
 }
 
+/* the lexemes node starts read from the charts' lists (set_starts): each expected terminal
+ * whose lexer can move, then the %ignore ones, at their initial lexer states (_starts_of's
+ * order); 1 done, 0 not (a node the lists do not hold yet: _c_node asked), -1 error */
+static int node_from_lists(Core *c, int32_t node, IVec *ids, int *is_final) {
+    if (c->expected == NULL || node >= PyList_GET_SIZE(c->expected) ||
+        node >= PyList_GET_SIZE(c->final))
+        return 0;
+    PyObject *exp = PyList_GET_ITEM(c->expected, node);
+    if (!PyList_Check(exp))
+        return 0;
+    *is_final = PyObject_IsTrue(PyList_GET_ITEM(c->final, node));
+    if (*is_final < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(exp); i++) {
+        long t = PyLong_AsLong(PyList_GET_ITEM(exp, i));
+        if (t == -1 && PyErr_Occurred())
+            return -1;
+        if (t < 0 || t >= c->n_start_lexers) {
+            PyErr_Format(PyExc_IndexError, "node %d expects terminal %ld, which has no lexer",
+                         (int)node, t);
+            return -1;
+        }
+        if (!c->movable[t])
+            continue;
+        int32_t id = lexeme_of(c, (int32_t)t, node, c->initial[t]);
+        if (id < 0 || ivec_push(ids, id) < 0)
+            return -1;
+    }
+    for (Py_ssize_t i = 0; i < c->n_ignored; i++) {
+        int32_t t = c->ignored[i];
+        int32_t id = lexeme_of(c, t, node, c->initial[t]);
+        if (id < 0 || ivec_push(ids, id) < 0)
+            return -1;
+    }
+    return 1;
+}
+
 static int node_info(Core *c, PyObject *owner, int32_t node) {
     if (grow((void **)&c->nodes, &c->cap_nodes, node, sizeof(Node)) < 0)
         return -1;
     if (c->nodes[node].known)
         return 0;
+    IVec ids = {0};
+    int is_final = 0, rc = node_from_lists(c, node, &ids, &is_final);
+    if (rc != 0)
+        goto store;
     PyObject *r = PyObject_CallMethod(owner, "_c_node", "i", node);
     if (r == NULL)
         return -1;
@@ -267,10 +340,9 @@ static int node_info(Core *c, PyObject *owner, int32_t node) {
         Py_DECREF(r);
         return -1;
     }
-    int is_final = PyObject_IsTrue(final);
+    is_final = PyObject_IsTrue(final);
     Py_ssize_t n = PySequence_Fast_GET_SIZE(starts);
-    IVec ids = {0};
-    int rc = is_final < 0 ? -1 : 0;
+    rc = is_final < 0 ? -1 : 0;
     for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
         int t, s;
         if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(starts, i), "ii", &t, &s)) {
@@ -282,7 +354,9 @@ static int node_info(Core *c, PyObject *owner, int32_t node) {
     }
     Py_DECREF(starts);
     Py_DECREF(r);
-    if (rc == 0 && ivec_reserve(&c->starts, ids.n) == 0) {
+    rc = rc < 0 ? -1 : 1;
+store:
+    if (rc == 1 && ivec_reserve(&c->starts, ids.n) == 0) {
         Node *nd = &c->nodes[node];
         nd->off = (int32_t)c->starts.n;
         nd->len = (int32_t)ids.n;
@@ -291,6 +365,7 @@ static int node_info(Core *c, PyObject *owner, int32_t node) {
             memcpy(c->starts.d + c->starts.n, ids.d, (size_t)ids.n * 4);
         c->starts.n += ids.n;
         nd->known = 1;
+        rc = 0;
     } else {
         rc = -1;
     }
@@ -901,6 +976,83 @@ static PyObject *core_set_charts(Core *c, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ints of a sequence as a malloc'd int32 array (*out, *n); 0, or -1 with an exception set */
+static int int32s_of(PyObject *arg, const char *what, int32_t **out, Py_ssize_t *n) {
+    PyObject *seq = PySequence_Fast(arg, what);
+    if (seq == NULL)
+        return -1;
+    *n = PySequence_Fast_GET_SIZE(seq);
+    *out = malloc((size_t)(*n ? *n : 1) * sizeof(int32_t));
+    if (*out == NULL) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (v == -1 && PyErr_Occurred()) {
+            free(*out);
+            *out = NULL;
+            Py_DECREF(seq);
+            return -1;
+        }
+        (*out)[i] = (int32_t)v;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static PyObject *core_set_starts(Core *c, PyObject *args) {
+    PyObject *expected, *final, *initial_obj, *ignored_obj;
+    Py_buffer movable;
+    if (!PyArg_ParseTuple(args, "O!O!y*OO", &PyList_Type, &expected, &PyList_Type, &final,
+                          &movable, &initial_obj, &ignored_obj))
+        return NULL;
+    int32_t *initial = NULL, *ignored = NULL;
+    Py_ssize_t n_initial = 0, n_ignored = 0;
+    uint8_t *mov = NULL;
+    if (int32s_of(initial_obj, "set_starts: initial must be a sequence of ints", &initial,
+                  &n_initial) < 0 ||
+        int32s_of(ignored_obj, "set_starts: ignored must be a sequence of ints", &ignored,
+                  &n_ignored) < 0)
+        goto fail;
+    if (movable.len != n_initial) {
+        PyErr_SetString(PyExc_ValueError, "set_starts: movable and initial differ in length");
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n_ignored; i++)
+        if (ignored[i] < 0 || ignored[i] >= n_initial) {
+            PyErr_Format(PyExc_IndexError, "set_starts: ignored terminal %d has no lexer",
+                         (int)ignored[i]);
+            goto fail;
+        }
+    mov = malloc(movable.len ? (size_t)movable.len : 1);
+    if (mov == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    memcpy(mov, movable.buf, (size_t)movable.len);
+    PyBuffer_Release(&movable);
+    free(c->initial);
+    free(c->movable);
+    free(c->ignored);
+    c->initial = initial;
+    c->movable = mov;
+    c->n_start_lexers = n_initial;
+    c->ignored = ignored;
+    c->n_ignored = n_ignored;
+    Py_INCREF(expected);
+    Py_XSETREF(c->expected, expected);
+    Py_INCREF(final);
+    Py_XSETREF(c->final, final);
+    Py_RETURN_NONE;
+fail:
+    PyBuffer_Release(&movable);
+    free(initial);
+    free(ignored);
+    return NULL;
+}
+
 static PyObject *core_config(Core *c, PyObject *arg) {
     Py_ssize_t sid = PyLong_AsSsize_t(arg);
     if (sid == -1 && PyErr_Occurred())
@@ -968,6 +1120,11 @@ static void core_dealloc(Core *c) {
     Py_XDECREF(c->lock);
     Py_XDECREF(c->charts);
     free(c->own_end);
+    Py_XDECREF(c->expected);
+    Py_XDECREF(c->final);
+    free(c->initial);
+    free(c->movable);
+    free(c->ignored);
     held_clear(&c->held_slot);
     held_clear(&c->held_rows);
     held_clear(&c->held_acc);
@@ -985,6 +1142,8 @@ static PyMethodDef core_methods[] = {
     {"config", (PyCFunction)core_config, METH_O, "config(id) -> ((t, node, s), ...)"},
     {"set_charts", (PyCFunction)core_set_charts, METH_VARARGS,
      "set_charts(charts, own_end): lexeme ends from the C charts' scan, not _c_end"},
+    {"set_starts", (PyCFunction)core_set_starts, METH_VARARGS,
+     "set_starts(expected, final, movable, initial, ignored): node starts read in C, not _c_node"},
     {"attach", (PyCFunction)core_attach, METH_O,
      "attach(owner): row_tables builds the rows of owner (held by a weak reference)"},
     {"row_tables", (PyCFunction)(void (*)(void))core_row_tables, METH_FASTCALL,

@@ -23,8 +23,11 @@ closing, forced bytes) works unchanged. A row costs one parser step per byte cla
 
 With the C extension built (``csrc/cfgrows.c``, ``native=True``: the default when it is), the
 configurations, lexemes, byte classes and step memo are C tables and a row is built there;
-Python is called back only for what is new (a lexer state's row and flags, the chart node
-after a lexeme ends, the lexemes a node starts: ``_c_*``), and the token-trie walk's
+Python is called back only for what is new: a lexer state's row (with the flags of the
+state a literal row leads to) and the flags of a state a derived row leads to, the chart node
+after a lexeme ends over Python charts (``_c_*``; the lexemes a node starts are read in C from
+the charts' lists, ``Core.set_starts``; ``_c_node`` answers only a node they lack), and the
+token-trie walk's
 ``row_tables`` callback is ``Core.row_tables``, which builds a missing row without the
 interpreter (Python entered only to grow the tables or raise the row budget:
 ``_row_tables_py``). The Python path below is the
@@ -164,6 +167,11 @@ class GrammarAutomaton:
                     t in self.ignore or t == self._trigger for t in range(len(self.lexers))
                 )
                 self._core.set_charts(charts._core, own_end)
+            # the lexemes a node starts read from the charts' lists in C (``_c_node``'s answer
+            # without a Python frame per node)
+            self._core.set_starts(
+                charts.expected, charts.final, bytes(self._movable), self._initials, self._ignored
+            )
             # the token-trie walk's callback in C: a missing row built there under the lock,
             # the interpreter entered only to grow the tables (``_row_tables_py``)
             self._core.attach(self)
@@ -395,14 +403,33 @@ class GrammarAutomaton:
     # the C row builder's callbacks (csrc/cfgrows.c), under the lock as _build_row
 
     def _c_lexer_row(self, t: int, s: int) -> bytes:
-        """int32 ``[256]`` next states of state ``s`` of terminal ``t``'s lexer, as bytes
-        (a literal byte's row from its term, ``_literal_row``; else the lexer's own row).
+        """int32 ``[256]`` next states of state ``s`` of terminal ``t``'s lexer (a literal
+        byte's row from its term, ``_literal_row``; else the lexer's own row), then uint8
+        ``[256]``: per byte, the ``_c_lexer_flags`` of its next state (a literal row's one
+        live byte, ``_target_flags``), 255 elsewhere (dead, or not read here), as bytes.
         """
         lexer = self.lexers[t]
         row = _literal_row(lexer, s)
-        if row is None:
-            row = np.ascontiguousarray(lexer.row(s), np.int32).tobytes()
-        return row
+        if row is not None:  # one live byte: its int32 is the first not all 0xff
+            at = (1024 - len(row.lstrip(b"\xff"))) >> 2
+            flags = self._target_flags(t, int.from_bytes(row[4 * at : 4 * at + 4], "little"))
+            before, after = _FLAG_PARTS[at]
+            return b"".join((row, before, bytes((flags,)), after))
+        # a derived row's next states are asked of _c_lexer_flags when a step needs them
+        return np.ascontiguousarray(lexer.row(s), np.int32).tobytes() + _NO_FLAGS
+
+    def _target_flags(self, t: int, s: int) -> int:
+        """``_c_lexer_flags(t, s)`` for a state reached by a lexer row, or 255 when its term
+        holds an intersection or complement and its liveness is not known yet (then read
+        from its own row: ``_live_after``, left to ``_c_lexer_flags`` when a step needs it).
+        """
+        live = self._live.get((self._group[t], s))
+        if live is None:
+            lexer = self.lexers[t]
+            if lexer.arena.has_boolean(lexer.term(s)):
+                return 255
+            live = self._live_after(t, s)
+        return int(self.lexers[t].is_accepting(s)) | 2 * int(live)
 
     def _c_lexer_flags(self, t: int, s: int) -> int:
         """Bit 0: state ``s`` of terminal ``t``'s lexer accepts; bit 1: it can go on."""
@@ -417,7 +444,8 @@ class GrammarAutomaton:
 
     def _c_node(self, node: int) -> tuple[tuple[tuple[int, int], ...], bool]:
         """``((terminal, initial lexer state), ...)`` of the lexemes ``node`` starts, and
-        whether the parse may end at ``node``.
+        whether the parse may end at ``node`` (asked by the C core only for a node the charts'
+        lists handed to ``Core.set_starts`` do not hold).
         """
         return tuple([(t, s) for t, _, s in self._starts_of(node)]), self.charts.final[node]
 
@@ -702,6 +730,9 @@ def _fixed_atom(arena, term: int) -> tuple[bytes, bool]:
 _DEAD_ROW = b"\xff" * 1024  # int32 [256] of -1
 # per byte b: the dead row's bytes before and after b's int32 (one join builds a row)
 _DEAD_PARTS = tuple((_DEAD_ROW[: 4 * b], _DEAD_ROW[4 * b + 4 :]) for b in range(256))
+_NO_FLAGS = b"\xff" * 256  # uint8 [256]: no next state's flags (``_c_lexer_row``)
+# per byte b: the flag bytes before and after b's (a literal row's one target)
+_FLAG_PARTS = tuple((_NO_FLAGS[:b], _NO_FLAGS[b + 1 :]) for b in range(256))
 
 
 def _literal_row(lexer, s: int) -> bytes | None:

@@ -8,7 +8,13 @@ import jsonschema
 import pytest
 
 from structgen.extraction.evidence import apply_evidence
-from structgen.extraction.evidence.names import capital_run, date_tail, possessive_cut, sentence_cut
+from structgen.extraction.evidence.names import (
+    capital_run,
+    date_tail,
+    label_word_cut,
+    possessive_cut,
+    sentence_cut,
+)
 from structgen.extraction.evidence.roles import swapped_roles
 from structgen.extraction.evidence.strings import label_value, span_end
 from structgen.extraction.evidence.text import TextWords
@@ -217,3 +223,26 @@ def test_the_cuts_run_in_apply_evidence():
     }
     value, _ = apply_evidence(schema, text, before)
     assert value == {"clinic": "Maple Street Vets", "city": "Toronto", "owner": "Greg Hollis"}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "want"),
+    [
+        ("patient_name", "Patient Øyvind Hansen", "Øyvind Hansen"),
+        ("passenger", "passenger Aisha", "Aisha"),
+        ("patient_name", "Øyvind Hansen", None),  # no label word
+        ("patient_name", "Patient care", None),  # no name after it
+        ("member", "Patient Øyvind Hansen", None),  # not a word of this field's name
+    ],
+)
+def test_a_label_word_copied_before_a_name_goes(name, value, want):
+    schema = _obj(**{name: STR})
+    assert label_word_cut(schema, schema["properties"][name], name, value) == want
+
+
+def test_a_label_word_cut_then_the_name_run_completes_it():
+    schema = _obj(passenger=STR, operator=STR)
+    text = "Dear passenger Aisha Mensah, your Northern Line Rail service is late."
+    before = {"passenger": "passenger Aisha", "operator": "Northern Line Rail"}
+    value, _ = apply_evidence(schema, text, before)
+    assert value == {"passenger": "Aisha Mensah", "operator": "Northern Line Rail"}

@@ -154,6 +154,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
 * **date tail**: a free string value that runs on into a date it ends with, after
   ``on``, ``at``, ``by``, ``from``, ``until``, ``since`` or a comma ("Toronto on Feb
   21st", "Village Hall, 12 January 2026"), is cut before that word (``names.date_tail``).
+* **label word**: a free string value whose first word is a word of the field's name
+  followed by a name ("Patient Øyvind Hansen" for ``patient_name``, "passenger Aisha"
+  for ``passenger``) is the name, before the name-run rule reads it
+  (``names.label_word_cut``).
 * **possessive**: a free string value that is a name of two to four capitalised words
   run on past its "'s" into lowercase words or digits ("Greg Hollis's 7-year-old
   Labrador") is the name; "St Aidan's Academy" stays (``names.possessive_cut``).
@@ -296,14 +300,14 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 ``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
 boolean, enum and enum array rules (currency symbols included), ``numbers.py`` the
 number, separator, repeat, range, amount, denied-number, denied-count and foreign
-numeral rules, ``strings.py`` the span-start, span-end, spaced identifier, label, string repeat,
-identifier, phone, phone fragment, e-mail shape, invented e-mail, URI shape, pattern
-shape and label list rules, ``roles.py`` the role rule, ``names.py`` the name-run,
-place-list, sibling-cut, sentence-cut, date-tail, possessive, honorific and appositive
-rules (where a copied name starts and ends), ``dates.py`` the date order, date null,
-named date and stated-order rules, ``contacts.py`` the contact rule, ``nulls.py`` the
-null, identifier null and denied-array rules, and ``apply.py`` the driver,
-``apply_evidence``, which this package re-exports.
+numeral rules, ``strings.py`` the span-start, span-end, spaced identifier, label, string
+repeat, identifier, phone, phone fragment, e-mail shape, invented e-mail, URI shape,
+pattern shape and label list rules, ``roles.py`` the role rule, ``names.py`` the name-
+run, place-list, sibling-cut, sentence-cut, date-tail, label-word, possessive, honorific
+and appositive rules (where a copied name starts and ends), ``dates.py`` the date order,
+date null, named date and stated-order rules, ``contacts.py`` the contact rule,
+``nulls.py`` the null, identifier null and denied-array rules, and ``apply.py`` the
+driver, ``apply_evidence``, which this package re-exports.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from structgen.extraction.evidence.names import (
     appositive_role,
     capital_run,
     date_tail,
+    label_word_cut,
     place_list,
     possessive_cut,
     sentence_cut,
@@ -219,6 +220,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             spaced = spaced_identifier(schema, prop, node.get(name), text)
             if spaced is not None:
                 node[name] = spaced
+                changed.append(path + name)
+            unlabelled = label_word_cut(schema, prop, name, node.get(name))
+            if unlabelled is not None:  # "Patient Øyvind Hansen" for ``patient_name``
+                node[name] = unlabelled
                 changed.append(path + name)
             run = (
                 capital_run(schema, sub, name, node, text)

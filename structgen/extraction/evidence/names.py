@@ -16,7 +16,7 @@ from typing import Any
 
 from structgen.extraction.evidence.fields import free_string_schema, node_numbers, schema_accepts
 from structgen.extraction.evidence.strings import sibling_strings
-from structgen.extraction.evidence.text import name_stems
+from structgen.extraction.evidence.text import name_stems, stem, stems_match
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.dates import date_spans
 from structgen.fsm.numerals import numeral_spans
@@ -217,6 +217,24 @@ def possessive_cut(root: Any, prop: Any, value: Any) -> str | None:
         return None
     new = m.group(1)
     return new if schema_accepts(root, _resolve(root, prop), new) else None
+
+
+def label_word_cut(root: Any, prop: Any, name: str, value: Any) -> str | None:
+    """The label-word rule of the package docstring: a free string value whose first word
+    is a word of the field's name (as stems) followed by a name ("Patient Øyvind Hansen"
+    for ``patient_name``, "passenger Aisha" for ``passenger``) is the name: greedy copied
+    the text's label with it. Else None (no change).
+    """
+    if not isinstance(value, str) or free_string_schema(root, prop) is None:
+        return None
+    first, _, rest = value.strip().partition(" ")
+    rest = rest.strip()
+    stems = name_stems(name)
+    if not rest or not is_name_word(rest.split()[0]) or not stems:
+        return None
+    if not any(stems_match(stem(w), s) for w in _STRICT_WORD.findall(first) for s in stems):
+        return None
+    return rest if schema_accepts(root, _resolve(root, prop), rest) else None
 
 
 def sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:

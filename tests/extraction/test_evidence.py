@@ -92,7 +92,7 @@ def _reference_enum(text: str, options: list[str], current) -> str | None:
     """A brute-force reading of the enum rule on the text's raw words (no stems): which
     options occur as consecutive lowercased words outside a longer option's occurrence,
     with no negation word among the three words before them in their clause nor right
-    after them."""
+    after them; the model's option stays when the text affirms it."""
     clauses = re.split(r"[.;,!?()\n]", text.lower())
     mentioned, affirmed = set(), set()
     for clause in clauses:
@@ -108,7 +108,7 @@ def _reference_enum(text: str, options: list[str], current) -> str | None:
             near = words[max(0, a - 3) : a] + words[b : b + 1]
             if not {"no", "not", "never", "without"} & set(near):
                 affirmed.add(o)
-    if current in mentioned or len(affirmed) != 1:
+    if current in affirmed or len(affirmed) != 1:  # a current mentioned only negated gives way
         return None
     (only,) = affirmed
     return None if only == current else only

@@ -246,3 +246,23 @@ def test_a_label_word_cut_then_the_name_run_completes_it():
     before = {"passenger": "passenger Aisha", "operator": "Northern Line Rail"}
     value, _ = apply_evidence(schema, text, before)
     assert value == {"passenger": "Aisha Mensah", "operator": "Northern Line Rail"}
+
+
+SEVERITY = _obj(severity={"enum": ["blocker", "critical", "major", "minor"]})
+
+
+@pytest.mark.parametrize(
+    ("text", "before", "after"),
+    [
+        ("I would call this major rather than a blocker.", "blocker", "major"),
+        ("Minor, other than a blocker.", "blocker", "minor"),
+        ("Not a blocker.", "blocker", "blocker"),  # no option affirmed: the model's stays
+        ("A blocker, not major.", "blocker", "blocker"),  # affirmed: stays
+        ("Major rather than a blocker, or critical.", "blocker", "blocker"),  # two affirmed
+    ],
+)
+def test_an_option_the_text_mentions_only_negated_gives_way_to_the_one_affirmed(
+    text, before, after
+):
+    value, _ = apply_evidence(SEVERITY, text, {"severity": before})
+    assert value == {"severity": after}

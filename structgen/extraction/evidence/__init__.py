@@ -14,10 +14,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``,``, ``(``, ``)``, ``·``, ``|`` and line breaks, except a soft wrap: a line break
   between a letter or digit and a lowercase letter, as a hard-wrapped paragraph has,
   ``unwrapped``) with a negation (``no``, ``not``, ``without``, ``never``, ``none``,
-  ``non``, ``n't``, ``ex``, ``former``, ``quit``, ...; not "no." before digits or an
-  identifier, "Claim no. 7781-0932", the abbreviation of number) reads false, one
-  without reads true; the field is true when some mention reads true, false when every mention reads
-  false.
+  ``non``, ``n't``, ``ex``, ``former``, ``quit``, "rather than", "other than", ...; not
+  "no." before digits or an identifier, "Claim no. 7781-0932", the abbreviation of
+  number) reads false, one without reads true; the field is true when some mention
+  reads true, false when every mention reads false.
   Unmentioned: the model's value stays. A field whose first name word is ``park`` is
   also mentioned by ``garage`` and ``carport`` (``_BOOLEAN_ALIASES``: "a double
   garage" is parking).
@@ -58,7 +58,8 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   not count ("premium economy" is not a mention of ``economy``); a currency symbol
   mentions the one ISO 4217 code option it stands for ("£489,950": ``GBP``;
   ``_CURRENCY_SYMBOLS``). When the model's value (a string option, null, or the field
-  left out) is not mentioned and exactly one option is mentioned without a negation
+  left out) is not mentioned, or mentioned only negated ("major rather than a
+  blocker" for ``blocker``), and exactly one option is mentioned without a negation
   (one before the mention in its clause with at most two words between, or right after
   it as its predicate: "not a feature request", "remote: no", "remote is not
   possible"; "a feature request and not an emergency" and "cannot log in to her

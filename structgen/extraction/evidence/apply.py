@@ -304,7 +304,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
     if not changed or not checker.is_valid(out):
         out, changed = value, []
     trimmed, dropped = trim_items(schema, text, out)
-    return trimmed, changed + dropped
+    return trimmed, list(dict.fromkeys(changed + dropped))  # a field changed twice: once
 
 
 def _plain(num: Decimal) -> int | float:

@@ -190,6 +190,8 @@ class TextWords:
         raw, start, end = self.raw[j], self.words[j][1], self.words[j][2]
         if raw == "no" and _NUMBER_ABBREVIATION.match(self.text, end):
             return False  # "Claim no. 7781-0932": number
+        if raw == "than" and j > 0 and self.raw[j - 1] in ("rather", "other"):
+            return True  # "major rather than a blocker"
         return (
             raw in _NEGATIONS
             or raw.endswith("n't")

@@ -156,7 +156,13 @@ def test_the_dev_set_is_valid_and_covers_what_scoring_md_says():
 
 
 @pytest.mark.parametrize(
-    ("name", "least"), [("extraction_holdout", 30), ("extract_probe", 30), ("extract_probe2", 12)]
+    ("name", "least"),
+    [
+        ("extraction_holdout", 30),
+        ("extract_probe", 30),
+        ("extract_probe2", 12),
+        ("extract_probe3", 12),
+    ],
 )
 def test_the_held_out_sets_are_valid(name, least):
     docs = sc.load_documents(sc.DATA_DIR.parent / name)

@@ -22,7 +22,9 @@ decides where it ends (``first_cut``):
   of going on with the item greedy wrote next (the separator and that item's text
   without its closing quote, ``","Lyon``), each the summed log-probability of the
   tokens after the two texts' shared tokens; the first boundary where closing scores
-  higher ends the array. All boundaries of a batch go in one batch of prompt-log-prob
+  higher ends the array, unless the text lists greedy's next item right after the last
+  kept one ("Hiroshi Nakamura, Chiamaka Okafor and Sigrid Berg": the list the text writes
+  goes on; ``items.listed_together``). All boundaries of a batch go in one batch of prompt-log-prob
   requests (the radix cache computes their shared prefix once);
 * **the evidence** (any array, where no score ended it): the first item equal to an
   earlier one (JSON equality) starts a loop, and where ``items.trim_items``' rules keep
@@ -52,7 +54,7 @@ import re
 from typing import Any
 
 from structgen.extraction.choices import common_prefix, encode_in_context
-from structgen.extraction.items import kept_prefix
+from structgen.extraction.items import kept_prefix, listed_together
 from structgen.extraction.prompt import prompt_text
 from structgen.extraction.refs import resolve as _resolve
 from structgen.extraction.spans import summed_logprob
@@ -278,13 +280,17 @@ def first_cut(
 
     Returns:
         The first boundary ``k`` (``_boundaries``) where closing scores strictly higher
-        than going on; else the first repeat's index or, with ``text``, the length of
+        than going on, except, with ``text``, one where the text lists item ``k`` right
+        after item ``k - 1`` (``items.listed_together``: "Hiroshi Nakamura, Chiamaka
+        Okafor"); else the first repeat's index or, with ``text``, the length of
         the leading run of items the evidence rules keep where they drop every item
         after it (``items.kept_prefix``), whichever is smaller, when it leaves at least
         ``max(1, minItems)`` items; else None.
     """
     for k in _boundaries(arr):
         if scores and k in scores and scores[k][0] > scores[k][1]:
+            if text is not None and listed_together(arr.values[k - 1], arr.values[k], text):
+                continue  # "Hiroshi Nakamura, Chiamaka Okafor": the text lists item k next
             return k
     stop = repeat_index(arr.values)
     if text is not None:

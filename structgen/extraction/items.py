@@ -46,7 +46,14 @@ from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.dates import dates, times
 from structgen.fsm.numerals import numeral_spans
 
-__all__ = ["MAX_ITEM_GAP", "trim_items", "item_supported", "copies_previous", "kept_prefix"]
+__all__ = [
+    "MAX_ITEM_GAP",
+    "trim_items",
+    "item_supported",
+    "copies_previous",
+    "kept_prefix",
+    "listed_together",
+]
 
 MAX_ITEM_GAP = 4  # words allowed between neighbouring parts of one item
 _MAX_ASSIGNMENTS = 4096  # occurrence combinations tried per item
@@ -54,6 +61,8 @@ _WORD = re.compile(r"[^\W_]+")
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _ISO_TIME = re.compile(r"[0-9]{2}:[0-9]{2}(?::[0-9]{2})?")
 _DATE_WORDS = 6  # most words of one written date or time ("the 9th of July 2026")
+# what joins two items of a list a text writes ("A, B and C", "A; B", "A & B", "A or B")
+_LIST_JOINER = re.compile(r"[ \t]*(?:,[ \t]*(?:and|or)?|;|&|and|or)[ \t]+|,", re.IGNORECASE)
 
 
 class _Words:
@@ -278,3 +287,37 @@ def trim_items(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
     if not checker.is_valid(out):
         return value, []
     return out, list(dict.fromkeys(changed))
+
+
+def listed_together(previous: Any, item: Any, text: str) -> bool:
+    """Whether the text writes ``item`` right after ``previous`` as the next entry of a
+    list: only a list joiner between them (``,``, ``;``, ``&``, ``and``, ``or``, ", and"):
+    "Hiroshi Nakamura, Chiamaka Okafor and Sigrid Berg" lists "Chiamaka Okafor" after
+    "Hiroshi Nakamura"; "knows Python and Rust. Lives in Lyon" does not list "Lyon"
+    after "Rust".
+
+    Args:
+        previous: an array item (only strings are found in the text).
+        item: the item after it.
+        text: the document.
+
+    Returns:
+        True when both are non-empty strings and some occurrence of ``previous`` (not
+        inside a word) is followed by a joiner and then ``item`` (not inside a word).
+        Raises: never.
+    """
+    if not (isinstance(previous, str) and isinstance(item, str)):
+        return False
+    previous, item = previous.strip(), item.strip()
+    if not previous or not item:
+        return False
+    at = text.find(previous)
+    while at >= 0:
+        end = at + len(previous)
+        joiner = _LIST_JOINER.match(text, end)
+        if joiner is not None and _bounded(text, at, end):
+            nxt = joiner.end()
+            if text.startswith(item, nxt) and _bounded(text, nxt, nxt + len(item)):
+                return True
+        at = text.find(previous, at + 1)
+    return False

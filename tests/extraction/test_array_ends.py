@@ -314,3 +314,46 @@ def test_extract_off_leaves_greedys_arrays(tiny_engine):
     )
     _, _, _, _, out = _greedy(tiny_engine, 512)
     assert off["tags"] == json.loads(out.text)["tags"]
+
+
+AUTHORS_TEXT = "Hiroshi Nakamura, Chiamaka Okafor and Sigrid Berg. 2021. Sparse retrieval at scale."
+AUTHORS = ["Hiroshi Nakamura", "Chiamaka Okafor", "Sigrid Berg", "Sparse retrieval at scale"]
+
+
+@pytest.mark.parametrize(
+    ("scores", "expected"),
+    [
+        # closing scores higher everywhere: the text's list goes on, the cut is after it
+        ({1: (-2.0, -9.0), 2: (-2.0, -9.0), 3: (-2.0, -9.0)}, 3),
+        ({1: (-2.0, -9.0), 2: (-2.0, -9.0), 3: (-9.0, -2.0)}, None),
+    ],
+)
+def test_a_scored_close_inside_the_texts_list_goes_on(scores, expected):
+    arr = _array(AUTHORS)
+    assert first_cut(arr, scores, AUTHORS_TEXT) == expected
+    assert first_cut(arr, scores) == 1  # without the text: the score alone
+
+
+def test_the_user_case_still_closes_after_rust():
+    text = "Wei Zhang knows Python and Rust. He lived in Lyon, France, then Berlin, Germany."
+    scores = {1: (-5.6, -1.7), 2: (-3.7, -4.1)}
+    assert first_cut(_array(["Python", "Rust", "Lyon", "Berlin", "Lyon"]), scores, text) == 2
+
+
+@pytest.mark.parametrize(
+    ("previous", "item", "want"),
+    [
+        ("Hiroshi Nakamura", "Chiamaka Okafor", True),
+        ("Chiamaka Okafor", "Sigrid Berg", True),  # " and "
+        ("Hiroshi Nakamura", "Sigrid Berg", False),  # not next
+        ("Sigrid Berg", "2021", False),  # a sentence end between
+        ("Nakamura", "Chiamaka", True),
+        ("Hiroshi", "Nakamura", False),  # a space is no joiner
+        ("Berg", "Sparse", False),
+        (1, 2, False),  # only strings
+    ],
+)
+def test_listed_together(previous, item, want):
+    from structgen.extraction.items import listed_together
+
+    assert listed_together(previous, item, AUTHORS_TEXT) is want

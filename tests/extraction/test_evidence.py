@@ -92,7 +92,7 @@ def _reference_enum(text: str, options: list[str], current) -> str | None:
     """A brute-force reading of the enum rule on the text's raw words (no stems): which
     options occur as consecutive lowercased words outside a longer option's occurrence,
     with no negation word among the three words before them in their clause nor right
-    after them."""
+    after them; the model's option stays when the text affirms it."""
     clauses = re.split(r"[.;,!?()\n]", text.lower())
     mentioned, affirmed = set(), set()
     for clause in clauses:
@@ -108,7 +108,7 @@ def _reference_enum(text: str, options: list[str], current) -> str | None:
             near = words[max(0, a - 3) : a] + words[b : b + 1]
             if not {"no", "not", "never", "without"} & set(near):
                 affirmed.add(o)
-    if current in mentioned or len(affirmed) != 1:
+    if current in affirmed or len(affirmed) != 1:  # a current mentioned only negated gives way
         return None
     (only,) = affirmed
     return None if only == current else only
@@ -505,6 +505,39 @@ def _span_start_reference(text: str, value: str) -> str:
     return news.pop() if len(news) == 1 and len(next(iter(news))) <= 12 else value
 
 
+def _span_end_reference(text: str, value: str) -> str:
+    """Brute force of the span-end rule: every occurrence of ``value`` neither starts nor
+    ends inside a word and goes on with its chunk: the longest run after it that starts
+    with one of ``-.@#+&``, ends with a letter, digit or ``_``, and holds only those,
+    never two of ``-.@#+&`` in a row; the one extension, within ``maxLength`` (12), else
+    ``value``.
+    """
+    joiners = "-.@#+&"
+
+    def word(c: str) -> bool:
+        return c.isalnum() or c == "_"
+
+    news = set()
+    for at in [i for i in range(len(text)) if text.startswith(value, i)]:
+        end = at + len(value)
+        if at > 0 and text[at - 1].isalnum() or end < len(text) and word(text[end]):
+            return value
+        runs = [
+            text[end:stop]
+            for stop in range(end + 2, len(text) + 1)
+            if text[end] in joiners
+            and word(text[stop - 1])
+            and all(word(c) or c in joiners for c in text[end:stop])
+            and not any(
+                a in joiners and b in joiners for a, b in zip(text[end:stop], text[end + 1 : stop])
+            )
+        ]
+        if not runs:
+            return value
+        news.add(value + max(runs, key=len))
+    return news.pop() if len(news) == 1 and len(next(iter(news))) <= 12 else value
+
+
 def test_span_start_rule_matches_a_brute_force_reading():
     rng = random.Random(5)
     vocab = ["SUP", "-", "0932", "17", ".", "x", " ", " ", "(", "/", "#", "a"]
@@ -514,7 +547,8 @@ def test_span_start_rule_matches_a_brute_force_reading():
         if value not in text:
             continue
         got, _ = apply_evidence(CODES, text, {"ticket_id": value})
-        assert got["ticket_id"] == _span_start_reference(text, value), (text, value)
+        started = _span_start_reference(text, value)  # then the span-end rule's mirror
+        assert got["ticket_id"] == _span_end_reference(text, started), (text, value)
 
 
 PAY = {

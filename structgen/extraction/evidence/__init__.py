@@ -14,9 +14,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``,``, ``(``, ``)``, ``·``, ``|`` and line breaks, except a soft wrap: a line break
   between a letter or digit and a lowercase letter, as a hard-wrapped paragraph has,
   ``unwrapped``) with a negation (``no``, ``not``, ``without``, ``never``, ``none``,
-  ``non``, ``n't``, ``ex``, ``former``, ``quit``, ...) reads false, one without reads
-  true; the field is true when some mention reads true, false when every mention reads
-  false.
+  ``non``, ``n't``, ``ex``, ``former``, ``quit``, "rather than", "other than", ...; not
+  "no." before digits or an identifier, "Claim no. 7781-0932", the abbreviation of
+  number) reads false, one without reads true; the field is true when some mention
+  reads true, false when every mention reads false.
   Unmentioned: the model's value stays. A field whose first name word is ``park`` is
   also mentioned by ``garage`` and ``carport`` (``_BOOLEAN_ALIASES``: "a double
   garage" is parking).
@@ -30,12 +31,19 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   (``structgen.fsm.numerals.numeral_spans``) nearest to a mention, in the same clause
   and at most three words away, whose reading the field's type and bounds accept, is
   the value (a tie goes to the numeral before the mention: English writes "4 guests").
+  A mention that writes more of the name's words around it (its clause, four words
+  either side: its *cover*) comes first ("Monthly fee SEK 349; joining fee SEK 199":
+  ``monthly_fee`` 349, not the nearer bare "fee" of 199), and one numeral goes to one
+  field: the sibling whose mention ranks best (cover, then distance) takes it and the
+  others their next candidates ("Gross salary NOK 48 750,00 ... Net pay NOK 34 125,00":
+  ``net_pay`` takes 34 125, ``gross_pay`` 48 750; ``evidence.numbers.assign_numbers``).
   A numeral that is one end of a range ("between 128 and 136 systolic") is not a
   candidate: neither end is the value of a plain field.
-  Unmentioned, or when two sibling number fields would take the same numeral: the
+  Unmentioned, or when two sibling number fields rank one numeral equally best: the
   model's value stays; a nullable number field that no numeral decides and whose
   name's words the text mentions only in clauses with a negation ("Rate and
-  experience are not stated") is null (**denied number**); so is a nullable string field
+  experience are not stated", "no reduction") is null (**denied number**; the money rule
+  does not fill it again); so is a nullable string field
   whose name the text mentions only negated ("No email given", "she left no email",
   "without email", "Email: none") and whose value the text does not write (the model's
   address was invented) or writes while the field gives its values no ``format`` or
@@ -50,7 +58,8 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   not count ("premium economy" is not a mention of ``economy``); a currency symbol
   mentions the one ISO 4217 code option it stands for ("£489,950": ``GBP``;
   ``_CURRENCY_SYMBOLS``). When the model's value (a string option, null, or the field
-  left out) is not mentioned and exactly one option is mentioned without a negation
+  left out) is not mentioned, or mentioned only negated ("major rather than a
+  blocker" for ``blocker``), and exactly one option is mentioned without a negation
   (one before the mention in its clause with at most two words between, or right after
   it as its predicate: "not a feature request", "remote: no", "remote is not
   possible"; "a feature request and not an emergency" and "cannot log in to her
@@ -77,6 +86,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   extension and the field's schema accepts it (formats checked): greedy copying
   commits to a start late (``"0932"`` for "SUP-0932", ``"alsayed@crescent.example"``
   for "fatima.alsayed@crescent.example"). A value that starts a chunk somewhere stays.
+  Its mirror, **span end**: a value every occurrence of which the text goes on with more
+  of its chunk (no space; a sentence's "." is none) ends where the chunk ends
+  ("5.0.0-beta" of "5.0.0-beta.3").
 * **spaced identifier**: a string field (not enum or const) holding an upper-case
   identifier head (``labels.identifier_head``: "AB-12", "KA-JM"; digits alone are none)
   whose every whole-chunk occurrence the text continues with digit groups of three or
@@ -103,8 +115,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   first below the second),
   looking only in clauses that mention ``X`` when the text mentions it ("Salary €42,000 to
   €48,000": the model wrote ``"salary_min": 3``, the experience; "between minus six and
-  minus one": ``low_c`` -6, ``high_c`` -1); with no such range or two, the model's values
-  stay.
+  minus one": ``low_c`` -6, ``high_c`` -1); a pair named by its ends alone in a nested
+  object takes the object's name as ``X`` (``estimate.low`` / ``estimate.high``:
+  "Estimate €8,000 - 12,000", not the artist's "1921-1998"); with no such range or two,
+  the model's values stay.
 * **name run**: a free string field (no ``enum``, ``const``, ``format`` or ``pattern``)
   whose value starts with a capitalised word and that the text writes with capitalised
   words right next to it (one space between; not a sentence's or label's first word,
@@ -112,7 +126,8 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   after a value ending in ``.``) takes those words, up to three on each side, when every
   occurrence of the value gives the same run and no sibling's value is added
   ("Sakuragaoka" -> "Hotel Sakuragaoka", "Northwind" -> "Northwind Logistics": greedy
-  copying stops or starts inside a name).
+  copying stops or starts inside a name); two names joined by `` & `` are one run
+  ("Finch Auctioneers" -> "Harlow & Finch Auctioneers", a sentence's first word too).
 * **place list**: a free string field named for a place (a word of its name ``location``,
   ``venue``, ``address`` or ``place``) whose value the text writes as one part of a
   comma-joined list of names ending the sentence or clause ("at Bright Smile Dental, Elm
@@ -134,16 +149,32 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
 * **sentence cut**: a free string field whose value the text writes across a sentence end
   (a word of three or more lowercase letters, its full stop, a capital: "Sparse retrieval
   at scale. Journal of Information Systems") is cut before it, when the schema accepts
-  the cut ("Dr. Sato", "K.K. bills", "St. Louis" are no sentence end).
+  the cut ("Dr. Sato", "K.K. bills", "St. Louis" are no sentence end); a value ending
+  with such a word and its full stop, where the text's sentence ends after it at every
+  occurrence, loses the stop ("... with an empty table." -> "... with an empty table").
+* **date tail**: a free string value that runs on into a date it ends with, after
+  ``on``, ``at``, ``by``, ``from``, ``until``, ``since`` or a comma ("Toronto on Feb
+  21st", "Village Hall, 12 January 2026"), is cut before that word (``names.date_tail``).
+* **label word**: a free string value whose first word is a word of the field's name
+  followed by a name ("Patient Øyvind Hansen" for ``patient_name``, "passenger Aisha"
+  for ``passenger``) is the name, before the name-run rule reads it
+  (``names.label_word_cut``).
+* **possessive**: a free string value that is a name of two to four capitalised words
+  run on past its "'s" into lowercase words or digits ("Greg Hollis's 7-year-old
+  Labrador") is the name; "St Aidan's Academy" stays (``names.possessive_cut``).
 * **honorific**: a free string field whose value ends with "Mr.", "Mrs.", "Ms.", "Miss"
   or "Mx" and a name of capitalised words takes the name ("E-ticket for Mr. Dmitri
   Volkov" -> "Dmitri Volkov"); "Dr." stays ("Dr. Sato" is how a provider is named).
-* **label**: a free string field the model left null or out takes the value the text
-  writes after the one label naming it ("Title: Data Engineer |" for ``job_title``:
+* **label**: a free string field the model left null or out, or holding a string that
+  neither holds the labelled value nor lies inside it (a heading, another label, a
+  sibling's value: "LØNNSSLIPP / PAYSLIP" for "Employee: Søren Haugen"), takes the value
+  the text writes after the one label naming it ("Title: Data Engineer |" for ``job_title``:
   ``Label: value`` at the text's or a sentence's start or after ``|``, ``;``, ``·`` or a
   line break, the value ending before one of them, ``,`` or a sentence end), when the
   label's words are words of the field's name ending with its last word, no other field
-  of the object is named by that label, and no sibling holds the value; a value that
+  of the object is named by that label (of several, the one whose every name word the
+  label writes: "Employee" names ``employee``, not ``employee_id``), and, for a field
+  left null, no sibling holds the value; a value that
   starts with a negation or is "n/a" ("Email: none") is no value (the denied string
   rule reads it).
 * **appositive**: a free string field named for a person's role (the last word of its
@@ -165,7 +196,8 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``invoice_number``, ``booking_reference``, ``ticket_id``) takes the one identifier the
   text writes right after the field's label (``labels.identifier_candidates``: "invoice
   BL-778", "booking code LM55RT") when the model's value differs and the field's schema
-  accepts it; with none or two different ones, the model's value stays.
+  accepts it; with none or two different ones, a value ending in ``.`` loses it (no
+  identifier ends with a full stop: "RR 482 913 057 PL."), else the model's value stays.
 * **phone**: a string field named for a phone number (``labels.phone_field``) takes the
   one phone number the text writes (``labels.phone_runs``) when the model's value is
   none of them ("1234 or wei.zhang@lantern." for "0755 8888 1234"); with two or more,
@@ -220,7 +252,8 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   apologies: D"), split at commas, "and" and "&" (``strings.label_list``).
 * **roles**: two free string fields whose names differ by a role word (``home_team`` /
   ``away_team``) exchange values when the text labels them the other way round ("Home:
-  Tampere Lynx", "Cardiff Wildcats (home)") and marks neither with its own role
+  Tampere Lynx", "Cardiff Wildcats (home)", the role word alone in its brackets) and
+  marks neither with its own role
   (``roles.swapped_roles``).
 * **denied object**: a nullable object field whose name the text mentions only negated
   ("General admission standing ticket, no seat") is null.
@@ -266,17 +299,16 @@ and ``EVIDENCE_DEFAULT`` is the measured default (``benchmarks/RESULTS.md``).
 Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the names
 (``stem``, ``unwrapped``, ``name_stems``, ``option_stems``, words, clauses, negations),
 ``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
-boolean, enum and enum array rules (currency symbols included), ``numbers.py`` the number,
-separator, repeat, range, amount, denied-number, denied-count and foreign numeral rules,
-``strings.py`` the span-start, spaced identifier, label, string repeat, identifier,
-phone, phone fragment, e-mail shape, invented e-mail, URI shape, pattern shape and label
-list rules,
-``roles.py`` the role rule, ``names.py`` the name-run,
-place-list, sibling-cut, sentence-cut, honorific and appositive rules (where a copied name
-starts and ends), ``dates.py`` the date order, date null, named date and stated-order
-rules, ``contacts.py`` the contact rule, ``nulls.py`` the null, identifier null and
-denied-array rules, and ``apply.py`` the driver, ``apply_evidence``, which this package
-re-exports.
+boolean, enum and enum array rules (currency symbols included), ``numbers.py`` the
+number, separator, repeat, range, amount, denied-number, denied-count and foreign
+numeral rules, ``strings.py`` the span-start, span-end, spaced identifier, label, string
+repeat, identifier, phone, phone fragment, e-mail shape, invented e-mail, URI shape,
+pattern shape and label list rules, ``roles.py`` the role rule, ``names.py`` the name-
+run, place-list, sibling-cut, sentence-cut, date-tail, label-word, possessive, honorific
+and appositive rules (where a copied name starts and ends), ``dates.py`` the date order,
+date null, named date and stated-order rules, ``contacts.py`` the contact rule,
+``nulls.py`` the null, identifier null and denied-array rules, and ``apply.py`` the
+driver, ``apply_evidence``, which this package re-exports.
 """
 
 from __future__ import annotations

@@ -30,7 +30,10 @@ from structgen.extraction.evidence.names import (
     after_honorific,
     appositive_role,
     capital_run,
+    date_tail,
+    label_word_cut,
     place_list,
+    possessive_cut,
     sentence_cut,
     sibling_cut,
 )
@@ -44,11 +47,12 @@ from structgen.extraction.evidence.nulls import (
 from structgen.extraction.evidence.numbers import (
     all_negated,
     amount_value,
+    assign_numbers,
     denied_count,
     denied_number,
     foreign_value,
     grouped_reading,
-    number_value,
+    number_candidates,
     range_values,
     repeated_numbers,
 )
@@ -65,6 +69,7 @@ from structgen.extraction.evidence.strings import (
     phone_value,
     repeated_strings,
     spaced_identifier,
+    span_end,
     span_start,
     uri_shape,
 )
@@ -103,15 +108,16 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         sub = _resolve(schema, sub)
         if not isinstance(sub, dict) or depth > MAX_REF_DEPTH:
             return
-        numbers: dict[str, Decimal] = {}
+        pointed: dict[str, list] = {}  # number field -> the numerals its mentions point at
+        denied_numbers: set[str] = set()  # fields the text denies ("no reduction"): null
         for name, prop in (sub.get("properties") or {}).items():
             kind, branch = field_kind(schema, prop)
             stems = name_stems(name)
             if name not in node and kind == "number" and stems:
                 # left out: the numeral right after the field's name ("wind 20 km/h")
-                found_n = number_value(doc, spans, stems, branch, window=1, name_first=True)
-                if found_n is not None:
-                    numbers[name] = found_n
+                pointed[name] = number_candidates(
+                    doc, spans, stems, branch, window=1, name_first=True
+                )
                 continue
             if name not in node and kind != "enum":
                 continue
@@ -128,12 +134,13 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                     node[name] = found_e
                     changed.append(path + name)
             elif kind == "number" and stems:
-                found_n = number_value(doc, spans, stems, branch)
-                if found_n is not None:
-                    numbers[name] = found_n
-                elif node[name] is not None and denied_number(doc, stems, schema, prop):
+                pointed[name] = number_candidates(doc, spans, stems, branch)
+                if pointed[name]:
+                    continue  # decided below, one numeral to one field
+                if node[name] is not None and denied_number(doc, stems, schema, prop):
                     node[name] = None
                     changed.append(path + name)
+                    denied_numbers.add(name)  # no currency-marked numeral fills it again
                 elif node[name] != 0 and denied_count(doc, stems, schema, prop):
                     node[name] = 0  # "no checked baggage": a count the text denies
                     changed.append(path + name)
@@ -167,10 +174,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                         for key, new in repeated_strings(schema, items, item, doc).items():
                             item[key] = new
                             changed.append(f"{path}{name}[{i}].{key}")
-        shared = [v for v in numbers.values()]
-        for name, num in numbers.items():
-            if shared.count(num) > 1:
-                continue  # two siblings point at one numeral: the model decides
+        # one numeral, one field: the fuller, nearer mention takes it; a tie leaves both
+        # fields to the model
+        for name, num in assign_numbers(pointed).items():
             new: Any = _plain(num)
             current = node.get(name)
             if isinstance(current, bool) or (
@@ -181,7 +187,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             changed.append(path + name)
         for name, prop in (sub.get("properties") or {}).items():
             amount = amount_value(schema, prop, name, node.get(name), amounts)
-            if amount is not None:
+            if amount is not None and name not in denied_numbers:
                 node[name] = _plain(amount)
                 changed.append(path + name)
             labelled = identifier_value(schema, prop, name, node.get(name), text)
@@ -197,13 +203,27 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             if started is not None:
                 node[name] = started
                 changed.append(path + name)
+            ended = span_end(schema, prop, node.get(name), text)
+            if ended is not None:  # "5.0.0-beta" of "5.0.0-beta.3"
+                node[name] = ended
+                changed.append(path + name)
             cut = sentence_cut(schema, prop, node.get(name), text)
             if cut is not None:  # "Sparse retrieval at scale. Journal of ..."
+                node[name] = cut
+                changed.append(path + name)
+            cut = date_tail(schema, prop, node.get(name)) or possessive_cut(
+                schema, prop, node.get(name)
+            )
+            if cut is not None:  # "Toronto on Feb 21st", "Greg Hollis's 7-year-old Labrador"
                 node[name] = cut
                 changed.append(path + name)
             spaced = spaced_identifier(schema, prop, node.get(name), text)
             if spaced is not None:
                 node[name] = spaced
+                changed.append(path + name)
+            unlabelled = label_word_cut(schema, prop, name, node.get(name))
+            if unlabelled is not None:  # "Patient Øyvind Hansen" for ``patient_name``
+                node[name] = unlabelled
                 changed.append(path + name)
             run = (
                 capital_run(schema, sub, name, node, text)
@@ -218,7 +238,8 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         for name, num in repeated_numbers(schema, sub, node, doc, spans).items():
             node[name] = _plain(num)
             changed.append(path + name)
-        for name, num in range_values(schema, sub, node, doc, spans).items():
+        owner = path[:-1].rsplit(".", 1)[-1] if path else ""
+        for name, num in range_values(schema, sub, node, doc, spans, owner).items():
             node[name] = _plain(num)
             changed.append(path + name)
         for name, new_s in repeated_strings(schema, sub, node, doc).items():
@@ -283,7 +304,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
     if not changed or not checker.is_valid(out):
         out, changed = value, []
     trimmed, dropped = trim_items(schema, text, out)
-    return trimmed, changed + dropped
+    return trimmed, list(dict.fromkeys(changed + dropped))  # a field changed twice: once
 
 
 def _plain(num: Decimal) -> int | float:

@@ -16,8 +16,9 @@ from typing import Any
 
 from structgen.extraction.evidence.fields import free_string_schema, node_numbers, schema_accepts
 from structgen.extraction.evidence.strings import sibling_strings
-from structgen.extraction.evidence.text import name_stems
+from structgen.extraction.evidence.text import name_stems, stem, stems_match
 from structgen.extraction.refs import resolve as _resolve
+from structgen.fsm.dates import date_spans
 from structgen.fsm.numerals import numeral_spans
 
 # English function words (lowercase): capitalised, they do not continue a name
@@ -41,6 +42,10 @@ _WORD_CHAR = re.compile(r"[^\W_]")
 _WORD_BEFORE = re.compile(r"([^\W\d_][\w'’&-]*) $")  # a word, one space, then the value
 
 _WORD_AFTER = re.compile(r" ([^\W\d_][\w'’&-]*[^\W_])(?![\w'’&-])")
+
+# the same across an ampersand between two names ("Harlow & Finch Auctioneers")
+_AMP_BEFORE = re.compile(r"([^\W\d_][\w'’-]*) & $")
+_AMP_AFTER = re.compile(r" & ([^\W\d_][\w'’-]*[^\W_])(?![\w'’&-])")
 
 # a sentence starts at the given offset: the text's start, or after ". ", "! ", "? ", ": "
 # or a line break
@@ -67,6 +72,12 @@ _LIST_END = re.compile(r"[ \t]*(?:\Z|[.;|·\n])")
 _CLAUSE_BREAK = re.compile(r"[.,;|·]\s|\s[—–-]\s")  # "Sofia. elena@...", "Volkov, booking"
 
 _TRAILING = " \t\n,.;:|·-–—(/"
+
+# a name of two to four words, its "'s", then a lowercase word or a digit
+_POSSESSIVE = re.compile(r"((?:[^\W\d_][\w-]*)(?: [^\W\d_][\w-]*){1,3})['’]s +(?=[a-z0-9])")
+
+# what joins a name to a date it runs on into ("Toronto on Feb 21st", "Hall, 12 January")
+_DATE_TAIL_JOIN = re.compile(r"(?:,|\s(?:on|at|by|from|until|since))\s*\Z", re.IGNORECASE)
 
 
 def _word_spans(value: str, text: str) -> list[tuple[int, int]]:
@@ -111,14 +122,16 @@ def capital_run(root: Any, sub: dict, name: str, node: dict, text: str) -> str |
     for start, end in _word_spans(value, text):
         for _ in range(_MAX_RUN_WORDS):
             before = _WORD_BEFORE.search(text, 0, start)
+            joined = before is None and _AMP_BEFORE.search(text, 0, start)
+            before = before or joined
             if before is None or not is_name_word(before.group(1)):
                 break
-            if _SENTENCE_START.search(text, 0, before.start(1)):
-                break  # the sentence's first word is capitalised anyway
+            if not joined and _SENTENCE_START.search(text, 0, before.start(1)):
+                break  # the sentence's first word is capitalised anyway (not before "&")
             start = before.start(1)
         last = text[start:end].split()[-1]
         for _ in range(_MAX_RUN_WORDS):
-            after = _WORD_AFTER.match(text, end)
+            after = _WORD_AFTER.match(text, end) or _AMP_AFTER.match(text, end)
             if after is None or not is_name_word(last) or not last[-1].isalnum():
                 break  # "Highland Print Co. Three": the sentence ended
             if not is_name_word(after.group(1)):
@@ -141,20 +154,87 @@ def capital_run(root: Any, sub: dict, name: str, node: dict, text: str) -> str |
 # spaces, a capital ("Sparse retrieval at scale. Journal of ..."); an abbreviation before
 # a name is short or capitalised ("Dr. Sato", "K.K. bills", "St. Louis")
 _SENTENCE_END = re.compile(r"(?<![^\W\d_])[a-z]{3,}(\.) +(?=[^\W\d_a-z])")
+# the same full stop ending a value, where the text's sentence ends after it (spaces and a
+# capital, or the end of the text)
+_SENTENCE_END_TAIL = re.compile(r"(?<![^\W\d_])[a-z]{3,}\.\Z")
+_AFTER_SENTENCE = re.compile(r"(?: +[^\W\d_a-z]|\s*\Z|\s*\n)")
 
 
 def sentence_cut(root: Any, prop: Any, value: Any, text: str) -> str | None:
     """The sentence-cut rule of the package docstring: a free string value the text
     writes that runs across a sentence end is cut before it ("Sparse retrieval at scale.
-    Journal of Information Systems" -> "Sparse retrieval at scale"), or None (no change).
+    Journal of Information Systems" -> "Sparse retrieval at scale"), and one that ends
+    with the full stop of a sentence end (a word of three or more lowercase letters, its
+    ".", then in the text at every occurrence spaces and a capital, a line break or the
+    text's end) loses it ("... an empty table." -> "... an empty table"); else None (no
+    change).
     """
     if not isinstance(value, str) or free_string_schema(root, prop) is None or value not in text:
         return None
     end = _SENTENCE_END.search(value)
-    if end is None:
+    if end is not None:
+        new = value[: end.start(1)]
+    elif _SENTENCE_END_TAIL.search(value) and all(
+        _AFTER_SENTENCE.match(text, m.end()) for m in re.finditer(re.escape(value), text)
+    ):
+        new = value[:-1]  # "... with an empty table." where the text's sentence ends
+    else:
         return None
-    new = value[: end.start(1)]
     return new if schema_accepts(root, _resolve(root, prop), new) else None
+
+
+def date_tail(root: Any, prop: Any, value: Any) -> str | None:
+    """The date-tail rule of the package docstring: a free string value that runs on
+    into a date it ends with, after ``on``, ``at``, ``by``, ``from``, ``until``,
+    ``since`` or a comma ("Toronto on Feb 21st", "Village Hall, 12 January 2026"), is cut
+    before that word (``fsm.dates.date_spans`` reads the date); else None (no change).
+    """
+    if not isinstance(value, str) or free_string_schema(root, prop) is None:
+        return None
+    tail = [span for span in date_spans(value) if span[1] == len(value.rstrip(" .,"))]
+    if not tail:
+        return None
+    head = _DATE_TAIL_JOIN.search(value[: tail[0][0]])
+    if head is None:
+        return None
+    new = value[: head.start()].rstrip(_TRAILING)
+    if not any(c.isalpha() for c in new):
+        return None
+    return new if schema_accepts(root, _resolve(root, prop), new) else None
+
+
+def possessive_cut(root: Any, prop: Any, value: Any) -> str | None:
+    """The possessive rule of the package docstring: a free string value that is a name
+    (two to four capitalised words, ``is_name_word``) run on past its "'s" into
+    lowercase words or digits ("Greg Hollis's 7-year-old Labrador") is that name; a
+    possessive before a capitalised word is part of a name ("St Aidan's Academy") and
+    stays. Else None (no change).
+    """
+    if not isinstance(value, str) or free_string_schema(root, prop) is None:
+        return None
+    m = _POSSESSIVE.match(value)
+    if m is None or not all(is_name_word(w) for w in m.group(1).split()):
+        return None
+    new = m.group(1)
+    return new if schema_accepts(root, _resolve(root, prop), new) else None
+
+
+def label_word_cut(root: Any, prop: Any, name: str, value: Any) -> str | None:
+    """The label-word rule of the package docstring: a free string value whose first word
+    is a word of the field's name (as stems) followed by a name ("Patient Øyvind Hansen"
+    for ``patient_name``, "passenger Aisha" for ``passenger``) is the name: greedy copied
+    the text's label with it. Else None (no change).
+    """
+    if not isinstance(value, str) or free_string_schema(root, prop) is None:
+        return None
+    first, _, rest = value.strip().partition(" ")
+    rest = rest.strip()
+    stems = name_stems(name)
+    if not rest or not is_name_word(rest.split()[0]) or not stems:
+        return None
+    if not any(stems_match(stem(w), s) for w in _STRICT_WORD.findall(first) for s in stems):
+        return None
+    return rest if schema_accepts(root, _resolve(root, prop), rest) else None
 
 
 def sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:

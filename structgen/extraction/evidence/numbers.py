@@ -34,6 +34,7 @@ from structgen.extraction.evidence.text import (
 from structgen.extraction.labels import CURRENCY_MARK, identifier_field, is_amount_field
 
 _WINDOW_NUMBER = 3
+_WINDOW_COVER = 4  # words around a mention that count for its cover (as the boolean window)
 
 # what joins the two ends of a range ("65,000 to 80,000", "15 - 18", "between 1 and 3")
 _RANGE_JOINERS = frozenset({"to", "-", "–", "—", "and"})
@@ -46,23 +47,41 @@ _RANGE_ENDS = {
 }  # fmt: skip
 
 
-def number_value(
+def number_candidates(
     doc: TextWords,
     spans: list,
     stems: list[str],
     sub: dict,
     window: int = _WINDOW_NUMBER,
     name_first: bool = False,
-) -> Decimal | None:
-    """The number rule of the package docstring; None when no mention decides it.
+) -> list[tuple[tuple[int, int, int], int, Decimal]]:
+    """The numerals a number field's mentions point at, best first (the number rule of
+    the package docstring).
 
-    ``window`` is the most words from a mention to the numeral (1: next to it);
-    ``name_first`` counts only mentions before the numeral ("wind 20 km/h", not "for 7
-    days"): the left-out number rule, which reads a field the model left out.
+    A mention's *cover* is how many of the name's stems the words around it (its clause,
+    at most ``_WINDOW_COVER`` words either side) match: "Monthly fee SEK 349; joining fee
+    SEK 199" covers ``monthly_fee`` twice at "Monthly fee" and once at the other "fee",
+    so a fuller mention of the name outranks a nearer partial one.
+
+    Args:
+        doc: the text's words.
+        spans: the text's numerals (``fsm.numerals.numeral_spans``).
+        stems: the field name's stems (``text.name_stems``).
+        sub: the field's number subschema (type and bounds checked).
+        window: the most words from a mention to the numeral (1: next to it).
+        name_first: count only mentions before the numeral ("wind 20 km/h", not "for 7
+            days"): the left-out number rule, which reads a field the model left out.
+
+    Returns:
+        ``(rank, index, value)`` per numeral some mention points at: ``rank`` is
+        ``(-cover, distance in words, 0 when the numeral comes first)`` of its best
+        mention, ``index`` the numeral's index in ``spans``, ``value`` its first reading
+        the field accepts; sorted by rank. Raises: never.
     """
     mentions = name_mentions(doc, stems)
+    cover = {k: _cover(doc, k, stems) for k in mentions}
     in_range = {k for pair in _ranges(doc, spans) for k in pair}
-    best: tuple[int, int, Decimal] | None = None
+    best: dict[int, tuple[tuple[int, int, int], int, Decimal]] = {}
     for index, (start, end, values) in enumerate(spans):
         if index in in_range:
             continue  # one end of "65 to 80": neither is the value of a plain field
@@ -80,10 +99,81 @@ def number_value(
             dist = first - k if k < first else k - last
             if dist > window:
                 continue
-            rank = (dist, 0 if last < k else 1)
-            if best is None or rank < best[:2]:
-                best = (*rank, fitting[0])
-    return None if best is None else best[2]
+            rank = (-cover[k], dist, 0 if last < k else 1)
+            if index not in best or rank < best[index][0]:
+                best[index] = (rank, index, fitting[0])
+    return sorted(best.values(), key=lambda c: (c[0], c[1]))
+
+
+def _cover(doc: TextWords, k: int, stems: list[str]) -> int:
+    """How many of ``stems`` the words of word ``k``'s clause within ``_WINDOW_COVER``
+    words of it match (``number_candidates``).
+    """
+    clause = doc.words[k][3]
+    near = [
+        doc.words[j][0]
+        for j in range(max(0, k - _WINDOW_COVER), min(len(doc.words), k + _WINDOW_COVER + 1))
+        if doc.words[j][3] == clause
+    ]
+    return sum(1 for s in dict.fromkeys(stems) if any(stems_match(w, s) for w in near))
+
+
+def number_value(
+    doc: TextWords,
+    spans: list,
+    stems: list[str],
+    sub: dict,
+    window: int = _WINDOW_NUMBER,
+    name_first: bool = False,
+) -> Decimal | None:
+    """The number rule of the package docstring for one field alone: the value of its
+    best candidate (``number_candidates``, same arguments; of two ranked equally, the
+    one the text writes first); None when no mention decides it.
+    """
+    found = number_candidates(doc, spans, stems, sub, window, name_first)
+    return found[0][2] if found else None
+
+
+def assign_numbers(
+    candidates: dict[str, list[tuple[tuple[int, int, int], int, Decimal]]],
+) -> dict[str, Decimal]:
+    """Sibling number fields' values from their candidates (``number_candidates``), one
+    numeral to one field: the field with the best-ranked candidate (of two ranked
+    equally, the numeral the text writes first) takes that numeral, which leaves every
+    other field's list; a numeral that two fields rank equally best decides neither
+    ("Salary 50,000 or 60,000" for ``salary_min`` and ``salary_max``: the model's values
+    stay) and is no other field's.
+
+    Args:
+        candidates: field name -> its candidates, best first.
+
+    Returns:
+        field name -> value, for the fields decided. Raises: never.
+    """
+    left = {name: list(c) for name, c in candidates.items() if c}
+    taken: set[int] = set()
+    out: dict[str, Decimal] = {}
+    while left:
+        for name in list(left):
+            left[name] = [c for c in left[name] if c[1] not in taken]
+            if not left[name]:
+                del left[name]
+        if not left:
+            break
+        top = min(c[0][0] for c in left.values())
+        heads = {name: c[0] for name, c in left.items() if c[0][0] == top}
+        undecided = set()
+        for name, head in heads.items():
+            if any(n != name and h[1] == head[1] for n, h in heads.items()):
+                undecided.add(name)
+        for name, head in heads.items():
+            if name not in undecided:
+                out[name] = head[2]
+                taken.add(head[1])
+        for name in heads:
+            del left[name]
+        taken.update(h[1] for n, h in heads.items() if n in undecided)
+    return out
 
 
 def _ranges(doc: TextWords, spans: list) -> list[tuple[int, int]]:
@@ -106,12 +196,15 @@ def _ranges(doc: TextWords, spans: list) -> list[tuple[int, int]]:
 
 
 def range_values(
-    root: Any, sub: dict, node: dict, doc: TextWords, spans: list
+    root: Any, sub: dict, node: dict, doc: TextWords, spans: list, owner: str = ""
 ) -> dict[str, Decimal]:
     """The range rule of the package docstring: ``{field: new value}`` for a pair of
     sibling number fields named ``X_min`` / ``X_max`` (``min``/``max``, ``minimum``/
     ``maximum``, ``low``/``high``, either end of the name) that take the two ends of the
     one range the text writes (in a clause mentioning ``X`` when the text mentions it).
+    ``owner`` is the name of the property holding ``node`` ("" at the root): a pair named
+    by its ends alone (``low`` / ``high``) takes it as ``X`` (``estimate.low``:
+    "Estimate €8,000 - 12,000", not "1921-1998").
     """
     props = sub.get("properties") or {}
     ends: dict[tuple[str, ...], dict[str, str]] = {}
@@ -121,7 +214,7 @@ def range_values(
         marks = [s for s in stems if s in _RANGE_ENDS]
         if kind != "number" or len(marks) != 1:
             continue
-        base = tuple(s for s in stems if s not in _RANGE_ENDS)
+        base = tuple(s for s in stems if s not in _RANGE_ENDS) or tuple(name_stems(owner))
         ends.setdefault(base, {})[_RANGE_ENDS[marks[0]]] = name
     found: dict[str, Decimal] = {}
     for base, pair in ends.items():

@@ -82,8 +82,8 @@ def enum_value(
     model's option unmentioned the value is null.
     """
     kept = _option_mentions(doc, options)
-    if isinstance(current, str) and kept.get(current):
-        return False, None
+    if isinstance(current, str) and any(not doc.negates(a, b) for a, b in kept.get(current, ())):
+        return False, None  # (an option the text mentions only negated is not kept for that)
     affirmed = [o for o in options if any(not doc.negates(a, b) for a, b in kept[o])]
     if not affirmed and denied and current is not None:
         return True, None

@@ -15,6 +15,7 @@ from structgen.extraction.evidence.text import TextWords, name_stems, stems_matc
 # a role word as a label before a value ("Home: ") and in brackets after it (" (home)")
 _LABEL_GAP = re.compile(r"[ \t]*:[ \t]*")
 _BRACKET_GAP = re.compile(r"[ \t]*[(\[][ \t]*")
+_BRACKET_END = re.compile(r"[ \t]*[)\]]")  # the role word alone in its brackets
 
 
 def swapped_roles(root: Any, sub: dict, node: dict, doc: TextWords) -> dict[str, str]:
@@ -22,9 +23,10 @@ def swapped_roles(root: Any, sub: dict, node: dict, doc: TextWords) -> dict[str,
     free string fields of one object (schema order) whose names' stems differ (each has
     a stem the other lacks: its role) and whose values, both written in the text, the
     text marks the other way round: a role stem of the other field labels a value (the
-    word right before it, then ``:``: "Home: Tampere Lynx") or follows it in brackets
-    ("Cardiff Wildcats (home)"), and no value is marked with its own field's role. The
-    two values are exchanged; a pair the text does not mark, or marks both ways, is left.
+    word right before it, then ``:``: "Home: Tampere Lynx") or follows it alone in
+    brackets ("Cardiff Wildcats (home)"; not "Mei Tanaka (card no. LB-440918)"), and no
+    value is marked with its own field's role. The two values are exchanged; a pair the
+    text does not mark, or marks both ways, is left.
     """
     names = [
         k
@@ -51,7 +53,7 @@ def swapped_roles(root: Any, sub: dict, node: dict, doc: TextWords) -> dict[str,
 
 def _marked(doc: TextWords, value: str, roles: list[str]) -> bool:
     """Whether the text writes ``value`` with a word of ``roles`` (stems) as its label or
-    in brackets right after it, at one of its occurrences (``swapped_roles``).
+    alone in brackets right after it, at one of its occurrences (``swapped_roles``).
     """
     text, words = doc.text, doc.words
     start = text.find(value)
@@ -61,8 +63,12 @@ def _marked(doc: TextWords, value: str, roles: list[str]) -> bool:
         near = []
         if first > 0 and _LABEL_GAP.fullmatch(text[words[first - 1][2] : start]):
             near.append(first - 1)
-        if last + 1 < len(words) and _BRACKET_GAP.fullmatch(text[end : words[last + 1][1]]):
-            near.append(last + 1)
+        if (
+            last + 1 < len(words)
+            and _BRACKET_GAP.fullmatch(text[end : words[last + 1][1]])
+            and _BRACKET_END.match(text, words[last + 1][2])
+        ):
+            near.append(last + 1)  # "(home)"; not "Mei Tanaka (card no. LB-440918)"
         if any(stems_match(words[k][0], r) for k in near for r in roles):
             return True
         start = text.find(value, start + 1)

@@ -1,16 +1,17 @@
 """The string rules of ``structgen.extraction.evidence``.
 
 A value the text writes only inside longer chunks starts where the chunk starts
-(``span_start``), and an identifier it writes only before spaced digit groups ends
-after them (``spaced_identifier``: "KA-JM" of "KA-JM 2281"); a patterned field
-repeating a sibling's value takes the next word (``repeated_strings``); an identifier
-field takes the one identifier after its label (``identifier_value``) and a phone field
-the one phone number (``phone_value``), both read by ``structgen.extraction.labels``,
-and holds no fragment of another number (``not_a_phone``); a field left null takes the
-value after the one label naming it (``label_value``); a ``format: uri`` field holds a
-URL the text writes (``uri_shape``), an e-mail field no address the text does not write
-(``invented_email``). Where a copied name starts and ends (name run, place list, sibling
-cut, honorific): ``names.py``.
+(``span_start``) and ends where it ends (``span_end``), and an identifier it writes only
+before spaced digit groups ends after them (``spaced_identifier``: "KA-JM" of "KA-JM
+2281"); a patterned field repeating a sibling's value takes the next word
+(``repeated_strings``); an identifier field takes the one identifier after its label
+(``identifier_value``) and a phone field the one phone number (``phone_value``), both
+read by ``structgen.extraction.labels``, and holds no fragment of another number
+(``not_a_phone``); a free string field left null, or holding a string unrelated to it,
+takes the value after the one label naming it (``label_value``); a ``format: uri`` field
+holds a URL the text writes (``uri_shape``), an e-mail field no address the text does
+not write (``invented_email``). Where a copied name starts and ends (name run, place
+list, sibling cut, honorific): ``names.py``.
 """
 
 from __future__ import annotations
@@ -128,6 +129,44 @@ def span_start(root: Any, prop: Any, value: Any, text: str) -> str | None:
     return new if schema_accepts(root, sub, new) else None
 
 
+def span_end(root: Any, prop: Any, value: Any, text: str) -> str | None:
+    """The span-end rule (the span-start rule's mirror): a string value the text writes
+    only inside longer chunks, each occurrence directly followed, with no space, by one
+    of ``-``, ``.``, ``@``, ``#``, ``+``, ``&`` and more of its chunk (letters, digits,
+    ``_`` and those between them: "5.0.0-beta" of "5.0.0-beta.3"; a sentence's "." is
+    no part of a chunk) and none starting or ending inside a word, is extended to where
+    that chunk ends, when every occurrence gives the same extension and the field's
+    schema accepts it; else None (no change). Greedy copying stops at a token boundary
+    inside a chunk.
+    """
+    sub = string_schema(root, prop)
+    if not isinstance(value, str) or not value.strip() or sub is None:
+        return None
+    found: set[str] = set()
+    at = text.find(value)
+    while at >= 0:
+        end = at + len(value)
+        stop = end
+        while stop < len(text) and (
+            text[stop].isalnum()
+            or text[stop] == "_"
+            or JOINED.fullmatch(text[stop])
+            and stop + 1 < len(text)
+            and (text[stop + 1].isalnum() or text[stop + 1] == "_")
+        ):
+            stop += 1
+        if stop == end:
+            return None  # this occurrence ends a chunk: the value may be right
+        if at > 0 and text[at - 1].isalnum() or text[end].isalnum() or text[end] == "_":
+            return None  # inside a word ("x" of "example", "Lond" of "London"): not this rule
+        found.add(value + text[end:stop])
+        at = text.find(value, at + 1)
+    if len(found) != 1:
+        return None
+    (new,) = found
+    return new if schema_accepts(root, sub, new) else None
+
+
 def spaced_identifier(root: Any, prop: Any, value: Any, text: str) -> str | None:
     """The spaced-identifier rule of the package docstring: the value extended over the
     digit groups the text writes after it, one space each (``labels.spaced_end``:
@@ -160,7 +199,9 @@ def spaced_identifier(root: Any, prop: Any, value: Any, text: str) -> str | None
 
 def identifier_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str | None:
     """The identifier rule of the package docstring: the one identifier the text writes
-    after the field's label, when the model's value differs; else None (no change).
+    after the field's label, when the model's value differs; else, for a value ending in
+    ``.`` (a sentence's full stop: no identifier ends with one, "RR 482 913 057 PL."),
+    the value without it; else None (no change).
     """
     sub = _resolve(root, prop)
     if not isinstance(value, str) or not isinstance(sub, dict) or not identifier_field(name):
@@ -168,6 +209,8 @@ def identifier_value(root: Any, prop: Any, name: str, value: Any, text: str) -> 
     if "enum" in sub or "const" in sub or "format" in sub:
         return None
     found = identifier_candidates(text, name, stem)
+    if len(found) != 1:
+        found = [value.rstrip(".")] if value.rstrip(".") else []
     if len(found) != 1 or found[0] == value:
         return None
     return found[0] if schema_accepts(root, sub, found[0]) else None
@@ -204,25 +247,35 @@ def sibling_strings(root: Any, sub: dict, node: dict, name: str) -> list[str]:
 
 
 def label_value(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
-    """The label rule of the package docstring: for a free string field the model left
-    null or out, the value the text writes after the one label naming it ("Title: Data
-    Engineer |" for ``job_title``), or None (no change).
+    """The label rule of the package docstring: for a free string field, the value the
+    text writes after the one label naming it ("Title: Data Engineer |" for
+    ``job_title``, "Employee: Søren Haugen" for ``employee``), where the model left the
+    field null or out, or holds a string that neither holds that value nor lies inside
+    it (a heading, a label or a sibling's value: "LØNNSSLIPP / PAYSLIP"); else None (no
+    change: where the model's value and the labelled one overlap, the span-end rules
+    decide its ends).
     """
     props = sub.get("properties") or {}
     branch = free_string_schema(root, props.get(name))
-    if branch is None or node.get(name) is not None:
+    current = node.get(name)
+    if branch is None or current is not None and not isinstance(current, str):
         return None
-    found = {
-        m.group(2)
-        for m in _LABEL.finditer(text)
-        if _names_label(name, m.group(1)) and sum(_names_label(k, m.group(1)) for k in props) == 1
-    }
+    found = {m.group(2) for m in _LABEL.finditer(text) if _label_names(props, m.group(1)) == [name]}
     if len(found) != 1:
         return None
     (new,) = found
-    if new in sibling_strings(root, sub, node, name) or _denial(new):
+    if _denial(new) or current is None and new in sibling_strings(root, sub, node, name):
+        return None  # (a value the label names for this field alone is its own)
+    if current is not None and (
+        _folded(new) in _folded(current) or _folded(current) in _folded(new)
+    ):
         return None
     return new if schema_accepts(root, branch, new) else None
+
+
+def _folded(value: str) -> str:
+    """A string compared as the scorer compares: case-folded, runs of spaces one."""
+    return " ".join(value.casefold().split())
 
 
 def _denial(value: str) -> bool:
@@ -231,6 +284,21 @@ def _denial(value: str) -> bool:
     """
     words = TextWords(value)
     return bool(words.words) and words.is_negation(0) or value.strip().lower() == "n/a"
+
+
+def _label_names(props: dict, label: str) -> list[str]:
+    """The fields a label names (``_names_label``); of several, the one whose every
+    name word the label writes, where there is one ("Employee" names ``employee``, not
+    ``employee_id``).
+    """
+    named = [k for k in props if _names_label(k, label)]
+    if len(named) > 1:
+        label_words = [stem(w) for w in _WORD_CHAR_RUN.findall(label.lower())]
+        whole = [
+            k for k in named if [stem(w) for w in _WORD_CHAR_RUN.findall(k.lower())] == label_words
+        ]
+        named = whole if len(whole) == 1 else named
+    return named
 
 
 def _names_label(name: str, label: str) -> bool:

@@ -24,6 +24,11 @@ _NEGATIONS = frozenset(
 )
 
 
+# "no." as the abbreviation of "number": before digits, "#" or an identifier's upper-case
+# head and digits ("Claim no. 7781-0932", "Tracking no. RR 482 913 057 PL"), not a negation
+_NUMBER_ABBREVIATION = re.compile(r"\.[ \t]*(?:[#\d]|[A-Z]{1,4}[- ]?\d)")
+
+
 _SUFFIXES = ("ations", "ation", "ings", "ing", "ers", "er", "ies", "es", "ed", "s", "e", "y")
 
 
@@ -179,9 +184,14 @@ class TextWords:
 
     def is_negation(self, j: int) -> bool:
         """Whether word ``j`` is a negation (``_NEGATIONS``, ``...n't``, the ``t`` of
-        ``don't`` as the word split leaves it).
+        ``don't`` as the word split leaves it; not "no." before a number or identifier,
+        ``_NUMBER_ABBREVIATION``).
         """
-        raw, start = self.raw[j], self.words[j][1]
+        raw, start, end = self.raw[j], self.words[j][1], self.words[j][2]
+        if raw == "no" and _NUMBER_ABBREVIATION.match(self.text, end):
+            return False  # "Claim no. 7781-0932": number
+        if raw == "than" and j > 0 and self.raw[j - 1] in ("rather", "other"):
+            return True  # "major rather than a blocker"
         return (
             raw in _NEGATIONS
             or raw.endswith("n't")

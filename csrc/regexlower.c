@@ -477,6 +477,69 @@ done:
     return result;
 }
 
+/* ---- ascii_class (regex/lower.py ascii_class's text) -------------------------------- */
+
+/* code point c (< 0x80) as regex/escape.py escape_class_char writes it inside a class */
+static Py_ssize_t class_char(unsigned c, char *out) {
+    static const char hex[] = "0123456789abcdef";
+    if (c < 0x20 || c == 0x7F) {
+        out[0] = '\\';
+        out[1] = 'x';
+        out[2] = hex[c >> 4];
+        out[3] = hex[c & 15];
+        return 4;
+    }
+    if (c == '\\' || c == ']' || c == '^' || c == '-' || c == '[') {
+        out[0] = '\\';
+        out[1] = (char)c;
+        return 2;
+    }
+    out[0] = (char)c;
+    return 1;
+}
+
+/* ascii_class_text(mask) -> str: the class token of the ASCII bytes in mask (an int with
+ * bits below 0x80 only, nonzero: checked by the caller), its runs of set bits as ranges,
+ * exactly as regex/lower.py's Python loop writes it */
+static PyObject *py_ascii_class_text(PyObject *self, PyObject *mask) {
+    (void)self;
+    unsigned long long lo = PyLong_AsUnsignedLongLongMask(mask);
+    if (lo == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    PyObject *shift = PyLong_FromLong(64);
+    PyObject *high = shift ? PyNumber_Rshift(mask, shift) : NULL;
+    Py_XDECREF(shift);
+    if (high == NULL)
+        return NULL;
+    unsigned long long hi = PyLong_AsUnsignedLongLongMask(high);
+    Py_DECREF(high);
+    if (hi == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    char buf[2 + 128 * 9];  /* at most 64 runs of one ("\xHH"), or fewer longer ones */
+    Py_ssize_t n = 0;
+    buf[n++] = '[';
+    unsigned b = 0;
+    while (b < 128) {
+        int set = b < 64 ? (int)(lo >> b & 1) : (int)(hi >> (b - 64) & 1);
+        if (!set) {
+            b++;
+            continue;
+        }
+        unsigned end = b;
+        while (end + 1 < 128
+               && (end + 1 < 64 ? (lo >> (end + 1) & 1) : (hi >> (end + 1 - 64) & 1)))
+            end++;
+        n += class_char(b, buf + n);
+        if (end != b) {
+            buf[n++] = '-';
+            n += class_char(end, buf + n);
+        }
+        b = end + 1;
+    }
+    buf[n++] = ']';
+    return PyUnicode_FromStringAndSize(buf, n);
+}
+
 static PyMethodDef methods[] = {
     {"lower", (PyCFunction)(void (*)(void))py_lower, METH_FASTCALL,
      "lower(text, helper, memo, max_nesting, arena, low) -> term or None (see csrc/regexlower.c)"},
@@ -488,6 +551,9 @@ static PyMethodDef methods[] = {
      "fill_row(arena, context, t, row, ids, state_of): a whole DFA row (csrc/regex_derive.h)"},
     {"front", (PyCFunction)(void (*)(void))py_front, METH_FASTCALL,
      "front(arena, context, t) -> frozenset: TermArena.front in C (csrc/regex_derive.h)"},
+    {"ascii_class_text", py_ascii_class_text, METH_O,
+     "ascii_class_text(mask) -> str: regex/lower.py ascii_class's token for a nonzero mask "
+     "of bytes below 0x80"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -129,6 +129,18 @@ def ascii_class(mask: int) -> str:
     """
     if mask <= 0 or mask >> 0x80:
         raise ValueError(f"ascii_class needs a nonempty mask of bytes below 0x80, got {mask:#x}")
+    token = _c.ascii_class_text(mask) if _c is not None else _ascii_class_text(mask)
+    if token not in _ATOM_RECIPES:
+        if len(_ATOM_RECIPES) >= _ATOM_RECIPES_MAX:
+            _ATOM_RECIPES.clear()
+        _ATOM_RECIPES[token] = ((BYTES, mask),)  # export_term of arena.byteset(mask)
+    return token
+
+
+def _ascii_class_text(mask: int) -> str:
+    """``ascii_class``'s token of a nonempty ``mask`` of bytes below 0x80, in Python (the
+    reference of ``csrc/regexlower.c``'s ``ascii_class_text``). Raises: never.
+    """
     parts, rest = [], mask
     while rest:
         code = (rest & -rest).bit_length() - 1  # the lowest set bit starts a run
@@ -137,12 +149,7 @@ def ascii_class(mask: int) -> str:
         text = _ASCII_CLASS_CHARS[code]
         parts.append(text if end == code else text + "-" + _ASCII_CLASS_CHARS[end])
         rest = run >> (end + 1 - code) << (end + 1)
-    token = "[" + "".join(parts) + "]"
-    if token not in _ATOM_RECIPES:
-        if len(_ATOM_RECIPES) >= _ATOM_RECIPES_MAX:
-            _ATOM_RECIPES.clear()
-        _ATOM_RECIPES[token] = ((BYTES, mask),)  # export_term of arena.byteset(mask)
-    return token
+    return "[" + "".join(parts) + "]"
 
 
 class _Bail(Exception):
